@@ -1,0 +1,386 @@
+package chunkcache_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/chunkcache"
+)
+
+// fill writes a pattern derived from the key, so a test can tell whether a
+// buffer holds the right chunk.
+func fill(k chunkcache.Key, buf []byte) {
+	seed := byte(len(k.Object))
+	for _, c := range []byte(k.Object) {
+		seed = seed*31 + c
+	}
+	for i := range buf {
+		buf[i] = seed + byte(i)
+	}
+}
+
+func want(k chunkcache.Key, n int64) []byte {
+	b := make([]byte, n)
+	fill(k, b)
+	return b
+}
+
+// countingLoader fills buffers and records how many loads ran per key and
+// the most that ever ran at once for one key.
+type countingLoader struct {
+	mu        sync.Mutex
+	loads     map[chunkcache.Key]int
+	inflight  map[chunkcache.Key]int
+	maxPerKey int
+	delay     time.Duration
+	fail      func(k chunkcache.Key) error
+}
+
+func newCountingLoader() *countingLoader {
+	return &countingLoader{loads: map[chunkcache.Key]int{}, inflight: map[chunkcache.Key]int{}}
+}
+
+func (l *countingLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	l.mu.Lock()
+	l.loads[k]++
+	l.inflight[k]++
+	l.maxPerKey = max(l.maxPerKey, l.inflight[k])
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.inflight[k]--
+		l.mu.Unlock()
+	}()
+	if l.delay > 0 {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if l.fail != nil {
+		if err := l.fail(k); err != nil {
+			return err
+		}
+	}
+	fill(k, buf)
+	return nil
+}
+
+func (l *countingLoader) count(k chunkcache.Key) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.loads[k]
+}
+
+func key(i int) chunkcache.Key {
+	return chunkcache.Key{Dataset: "d", Object: fmt.Sprintf("chunk-%06d.tar", i), ETag: "e"}
+}
+
+func req(i int, size int64) chunkcache.Request { return chunkcache.Request{Key: key(i), Size: size} }
+
+func acquire(t *testing.T, c *chunkcache.Cache, reqs ...chunkcache.Request) *chunkcache.Lease {
+	t.Helper()
+	l, err := c.Acquire(context.Background(), reqs)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	for i, r := range reqs {
+		if !bytes.Equal(l.Bytes(i), want(r.Key, r.Size)) {
+			t.Fatalf("chunk %s holds the wrong bytes", r.Key)
+		}
+	}
+	return l
+}
+
+func TestHitsMissesAndEviction(t *testing.T) {
+	for _, policy := range []struct {
+		name string
+		p    func() chunkcache.Policy
+	}{{"lru", func() chunkcache.Policy { return chunkcache.NewLRU() }}} {
+		t.Run(policy.name, func(t *testing.T) {
+			ld := newCountingLoader()
+			c := chunkcache.New(chunkcache.Config{Capacity: 300, Loader: ld, Policy: policy.p()})
+			steps := []struct {
+				chunk           int
+				loads           int // loads of that chunk after the step
+				hits, misses    int64
+				resident, evict int64
+			}{
+				{0, 1, 0, 1, 100, 0},
+				{1, 1, 0, 2, 200, 0},
+				{0, 1, 1, 2, 200, 0},
+				{2, 1, 1, 3, 300, 0},
+				{3, 1, 1, 4, 300, 1}, // evicts 1, the least recently used
+				{1, 2, 1, 5, 300, 2}, // 1 comes back; 0 is now the oldest
+				{2, 1, 2, 5, 300, 2},
+			}
+			for i, s := range steps {
+				acquire(t, c, req(s.chunk, 100)).Release()
+				st := c.Stats()
+				if got := ld.count(key(s.chunk)); got != s.loads {
+					t.Errorf("step %d: chunk %d loaded %d times, want %d", i, s.chunk, got, s.loads)
+				}
+				if st.Hits != s.hits || st.Misses != s.misses || st.Bytes != s.resident || st.Evictions != s.evict {
+					t.Errorf("step %d: stats %+v, want hits %d misses %d bytes %d evictions %d", i, st, s.hits, s.misses, s.resident, s.evict)
+				}
+			}
+			if c.Contains(key(0)) {
+				t.Errorf("chunk 0 should have been evicted as least recently used")
+			}
+		})
+	}
+}
+
+func TestConcurrentRequestsShareOneLoad(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = 20 * time.Millisecond
+	c := chunkcache.New(chunkcache.Config{Capacity: 1 << 20, Loader: ld})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			l, err := c.Acquire(context.Background(), []chunkcache.Request{req(7, 4096)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !bytes.Equal(l.Bytes(0), want(key(7), 4096)) {
+				t.Error("wrong bytes")
+			}
+			l.Release()
+		})
+	}
+	wg.Wait()
+	if n := ld.count(key(7)); n != 1 {
+		t.Fatalf("50 concurrent requests caused %d loads, want 1", n)
+	}
+}
+
+func TestPinnedChunksAreNotEvicted(t *testing.T) {
+	ld := newCountingLoader()
+	c := chunkcache.New(chunkcache.Config{Capacity: 300, Loader: ld})
+	held := acquire(t, c, req(0, 100))
+	for i := 1; i <= 10; i++ {
+		acquire(t, c, req(i, 100)).Release()
+	}
+	if !bytes.Equal(held.Bytes(0), want(key(0), 100)) {
+		t.Fatal("a pinned chunk's bytes changed while it was pinned")
+	}
+	if !c.Contains(key(0)) {
+		t.Fatal("a pinned chunk was evicted")
+	}
+	held.Release()
+	held.Release() // idempotent
+	if st := c.Stats(); st.Pinned != 0 || st.Bytes > 300 {
+		t.Fatalf("after release: %+v", st)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 250, Loader: newCountingLoader()})
+	_, err := c.Acquire(context.Background(), []chunkcache.Request{req(0, 100), req(1, 100), req(2, 100)})
+	if !errors.Is(err, chunkcache.ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	// Duplicates count once.
+	l, err := c.Acquire(context.Background(), []chunkcache.Request{req(0, 100), req(1, 100), req(0, 100)})
+	if err != nil {
+		t.Fatalf("duplicates should count once: %v", err)
+	}
+	if &l.Bytes(0)[0] != &l.Bytes(2)[0] {
+		t.Fatal("duplicate requests should share one chunk")
+	}
+	l.Release()
+}
+
+func TestLoadErrorReachesAllWaitersAndIsNotCached(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = 20 * time.Millisecond
+	boom := errors.New("backend down")
+	var failing atomic.Bool
+	failing.Store(true)
+	ld.fail = func(chunkcache.Key) error {
+		if failing.Load() {
+			return boom
+		}
+		return nil
+	}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	var wg sync.WaitGroup
+	var errs atomic.Int32
+	for range 10 {
+		wg.Go(func() {
+			if _, err := c.Acquire(context.Background(), []chunkcache.Request{req(1, 100)}); errors.Is(err, boom) {
+				errs.Add(1)
+			} else {
+				t.Errorf("got %v, want %v", err, boom)
+			}
+		})
+	}
+	wg.Wait()
+	if errs.Load() != 10 {
+		t.Fatalf("%d of 10 waiters saw the error", errs.Load())
+	}
+	if c.Contains(key(1)) || c.Stats().Bytes != 0 || c.Stats().Pinned != 0 {
+		t.Fatalf("a failed load left state behind: %+v", c.Stats())
+	}
+	failing.Store(false)
+	acquire(t, c, req(1, 100)).Release()
+}
+
+func TestAbandonedLoadIsRetriedByWaiter(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = 50 * time.Millisecond
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, []chunkcache.Request{req(3, 100)})
+		first <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let the first request start the load
+	second := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(context.Background(), []chunkcache.Request{req(3, 100)})
+		if err == nil {
+			if !bytes.Equal(l.Bytes(0), want(key(3), 100)) {
+				err = errors.New("wrong bytes")
+			}
+			l.Release()
+		}
+		second <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first: got %v, want context.Canceled", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("second request should have reloaded the abandoned chunk: %v", err)
+	}
+}
+
+func TestAcquireHonoursContextWhileWaitingForSpace(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 100, Loader: newCountingLoader()})
+	held := acquire(t, c, req(0, 100))
+	defer held.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(ctx, []chunkcache.Request{req(1, 100)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	ld := newCountingLoader()
+	c := chunkcache.New(chunkcache.Config{Capacity: 300, Loader: ld})
+	ctx := context.Background()
+	for i := range 3 {
+		acquire(t, c, req(i, 100)).Release()
+	}
+	protected := map[chunkcache.Key]bool{key(0): true, key(1): true, key(2): true}
+	admit := func(k chunkcache.Key) bool { return !protected[k] }
+	ok, err := c.Prefetch(ctx, req(9, 100), admit)
+	if err != nil || ok {
+		t.Fatalf("prefetch with only protected victims: ok=%v err=%v, want false, nil", ok, err)
+	}
+	if c.Contains(key(9)) || !c.Contains(key(0)) {
+		t.Fatal("a rejected prefetch changed the cache")
+	}
+	delete(protected, key(1))
+	if ok, err := c.Prefetch(ctx, req(9, 100), admit); !ok || err != nil {
+		t.Fatalf("prefetch: ok=%v err=%v", ok, err)
+	}
+	if c.Contains(key(1)) || !c.Contains(key(0)) || !c.Contains(key(2)) || !c.Contains(key(9)) {
+		t.Fatal("prefetch evicted the wrong chunk")
+	}
+	if ok, _ := c.Prefetch(ctx, req(9, 100), admit); !ok {
+		t.Fatal("prefetch of a resident chunk should report true")
+	}
+	before := c.Stats()
+	acquire(t, c, req(9, 100)).Release()
+	if after := c.Stats(); after.Hits != before.Hits+1 || ld.count(key(9)) != 1 {
+		t.Fatalf("a prefetched chunk should be a hit: before %+v after %+v", before, after)
+	}
+	if st := c.Stats(); st.PrefetchLoads != 1 || st.PrefetchRejected != 1 {
+		t.Fatalf("prefetch counters: %+v", st)
+	}
+}
+
+// TestBoundUnderConcurrency drives random multi-chunk requests from many
+// goroutines through a cache smaller than the data and checks the byte
+// bound, one load per key at a time, and the bytes handed out.
+func TestBoundUnderConcurrency(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = time.Millisecond
+	const capacity = 1000
+	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: ld})
+	sizes := make([]int64, 40)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range sizes {
+		sizes[i] = 20 + r.Int64N(100)
+	}
+	stop := make(chan struct{})
+	var peak atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				peak.Store(max(peak.Load(), c.Stats().Bytes))
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 60 {
+				n := 1 + r.IntN(4)
+				reqs := make([]chunkcache.Request, n)
+				for i := range reqs {
+					j := r.IntN(len(sizes))
+					reqs[i] = req(j, sizes[j])
+				}
+				l, err := c.Acquire(context.Background(), reqs)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for i, rq := range reqs {
+					if !bytes.Equal(l.Bytes(i), want(rq.Key, rq.Size)) {
+						t.Errorf("chunk %s: wrong bytes", rq.Key)
+					}
+				}
+				if st := c.Stats(); st.Bytes > capacity {
+					t.Errorf("resident bytes %d exceed capacity %d", st.Bytes, capacity)
+				}
+				l.Release()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	st := c.Stats()
+	if peak.Load() > capacity || st.Bytes > capacity {
+		t.Fatalf("peak resident bytes %d exceed capacity %d", peak.Load(), capacity)
+	}
+	if ld.maxPerKey != 1 {
+		t.Fatalf("a key was loaded %d times concurrently", ld.maxPerKey)
+	}
+	if st.Pinned != 0 {
+		t.Fatalf("%d entries still pinned", st.Pinned)
+	}
+	if st.Evictions == 0 {
+		t.Fatal("the workload should have caused evictions")
+	}
+}
