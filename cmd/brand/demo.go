@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// runDemo is Brand with nothing configured: it generates a small synthetic
+// image-classification dataset, packs it into a local store, serves it and
+// prints commands to try. A second run reuses the packed dataset.
+func runDemo(ctx context.Context, env *cliEnv, args []string) error {
+	var f serveFlags
+	var dir string
+	var samples int
+	var mean, chunk byteSize
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	f.register(fs, "127.0.0.1:8080")
+	cache, _ := os.UserCacheDir()
+	if cache == "" {
+		cache = os.TempDir()
+	}
+	fs.StringVar(&dir, "dir", filepath.Join(cache, "brand", "demo"), "where the demo dataset is generated and packed")
+	fs.IntVar(&samples, "samples", 2000, "synthetic samples to generate")
+	mean = 16 << 10
+	fs.Var(&mean, "mean-bytes", "mean synthetic image size")
+	chunk = 4 << 20
+	fs.Var(&chunk, "chunk-size", "target chunk size for the demo dataset")
+	f.cacheSize = 256 << 20
+	if err := parseFlags(fs, env, args, "demo [flags]"); err != nil {
+		return err
+	}
+	if samples <= 0 || mean <= 0 || chunk <= 0 {
+		return errors.New("--samples, --mean-bytes and --chunk-size must be positive")
+	}
+	log, err := f.logger(env.stderr)
+	if err != nil {
+		return err
+	}
+	spec := synth.Spec{Samples: samples, MeanBytes: int64(mean), Classes: 10, Seed: 1}
+	storeDir := filepath.Join(dir, fmt.Sprintf("store-%d-%d-%d", samples, int64(mean), int64(chunk)))
+	if err := os.MkdirAll(storeDir, 0o755); err != nil {
+		return err
+	}
+	store, err := s3backend.NewLocal(storeDir)
+	if err != nil {
+		return err
+	}
+	if _, err := dataset.ReadIndex(ctx, store); err != nil {
+		if !errors.Is(err, s3backend.ErrNotFound) {
+			return err
+		}
+		src := filepath.Join(dir, fmt.Sprintf("src-%d-%d", samples, int64(mean)))
+		fmt.Fprintf(env.stderr, "generating %d synthetic samples in %s ...\n", samples, src)
+		if err := os.RemoveAll(src); err != nil {
+			return err
+		}
+		if err := spec.WriteTree(src); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stderr, "packing into %s ...\n", storeDir)
+		res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: int64(chunk), Shuffle: true, Seed: 1, Name: "demo"})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stderr, "packed %d samples into %d chunks (%d bytes)\n", res.Index.NumSamples(), res.Index.NumChunks(), res.Index.TotalBytes())
+		_ = os.RemoveAll(src) // the chunks hold everything now
+	}
+	f.datasets = datasetFlags{"demo=" + storeDir}
+	cfg, err := f.gatewayConfig(log)
+	if err != nil {
+		return err
+	}
+	if err := f.applyMemoryLimit(log, env.getenv); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("%w (another brand demo running? try --listen 127.0.0.1:0)", err)
+	}
+	base := "http://" + ln.Addr().String()
+	return serve(ctx, log, cfg, ln, f.shutdownTimeout, func(*gateway.Gateway) {
+		fmt.Fprintf(env.stdout, `
+Brand demo is serving %d synthetic samples at %s
+
+Try:
+  curl -s %s/datasets
+  curl -s %s/epoch/0
+  curl -s '%s/epoch/0/batch/0?format=json' | head -30
+  curl -s %s/epoch/0/batch/0 | tar -tvf - | head
+  curl -s '%s/epoch/1/batch/3?batch_size=8&world=2&rank=1' | tar -tf -
+  curl -s %s/metrics | grep brand_cache
+
+Python (standard library only):
+  python3 -c "
+import io, tarfile, urllib.request
+for m in range(3):
+    with urllib.request.urlopen('%s/epoch/0/batch/%%d' %% m) as r:
+        t = tarfile.open(fileobj=io.BytesIO(r.read()))
+        print('batch', m, [x.name for x in t.getmembers()][:4])
+"
+
+Press Ctrl-C to stop.
+`, samples, base, base, base, base, base, base, base, base)
+	})
+}

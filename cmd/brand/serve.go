@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+// serveFlags are the gateway's flags, shared by serve and demo.
+type serveFlags struct {
+	listen          string
+	datasets        datasetFlags
+	defaultDataset  string
+	cacheSize       byteSize
+	cachePolicy     string
+	seed            uint64
+	batchSize       int
+	window          int
+	dropLast        bool
+	maxBatchSize    int
+	prefetchWorkers int
+	prefetchWindows int
+	memoryLimit     string
+	logLevel        string
+	logFormat       string
+	shutdownTimeout time.Duration
+	s3              s3Flags
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
+	fs.StringVar(&f.listen, "listen", listen, "address to serve HTTP on")
+	fs.Var(&f.datasets, "dataset", "dataset to serve, as name=URL or URL (repeatable); URL is s3://bucket/prefix, file:///dir or a directory")
+	fs.StringVar(&f.defaultDataset, "default-dataset", "", "dataset used when a request names none (default: the first)")
+	f.cacheSize = gateway.DefaultCacheSize
+	fs.Var(&f.cacheSize, "cache-size", "chunk cache bound in bytes (e.g. 4GiB)")
+	fs.StringVar(&f.cachePolicy, "cache-policy", "schedule", "eviction: schedule (next use, from the known order) or lru")
+	fs.Uint64Var(&f.seed, "seed", 0, "default shuffle seed")
+	fs.IntVar(&f.batchSize, "batch-size", 32, "default batch size (samples per rank)")
+	fs.IntVar(&f.window, "window", 8, "default shuffle window, in chunks")
+	fs.BoolVar(&f.dropLast, "drop-last", false, "default: drop the last partial global batch")
+	fs.IntVar(&f.maxBatchSize, "max-batch-size", 65536, "largest batch_size a request may ask for")
+	fs.IntVar(&f.prefetchWorkers, "prefetch-concurrency", 4, "concurrent background chunk reads; 0 disables prefetch")
+	fs.IntVar(&f.prefetchWindows, "prefetch-windows", 1, "windows to prefetch beyond the current one")
+	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + 256MiB, unless GOMEMLIMIT is set), off, or a size")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
+	f.s3.register(fs)
+}
+
+func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil || f.logLevel == "" {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", f.logLevel)
+	}
+	out := w
+	console := f.logFormat == "console"
+	if f.logFormat == "auto" {
+		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+			console = true
+		}
+	} else if f.logFormat != "json" && f.logFormat != "console" {
+		return zerolog.Logger{}, fmt.Errorf("--log-format: %q is not json, console or auto", f.logFormat)
+	}
+	if console {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// specs turns --dataset values into dataset specs. A bare URL is named
+// after its last path element.
+func (f *serveFlags) specs() ([]gateway.DatasetSpec, error) {
+	if len(f.datasets) == 0 {
+		return nil, errors.New("no --dataset given (try `brand demo` for a local one)")
+	}
+	var out []gateway.DatasetSpec
+	for _, v := range f.datasets {
+		name, url, ok := strings.Cut(v, "=")
+		if !ok || strings.Contains(name, "/") || strings.Contains(name, ":") {
+			url = v
+			name = path.Base(strings.TrimRight(strings.TrimPrefix(strings.TrimPrefix(v, "s3://"), "file://"), "/"))
+			if name == "" || name == "." || name == "/" {
+				name = "default"
+			}
+		}
+		out = append(out, gateway.DatasetSpec{Name: name, URL: url})
+	}
+	return out, nil
+}
+
+func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) string) error {
+	switch f.memoryLimit {
+	case "off":
+		return nil
+	case "auto":
+		if getenv("GOMEMLIMIT") != "" {
+			return nil
+		}
+		limit := int64(f.cacheSize) + 256<<20
+		debug.SetMemoryLimit(limit)
+		log.Debug().Int64("bytes", limit).Msg("memory limit set")
+		return nil
+	default:
+		var b byteSize
+		if err := b.Set(f.memoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		debug.SetMemoryLimit(int64(b))
+		return nil
+	}
+}
+
+func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
+	specs, err := f.specs()
+	if err != nil {
+		return gateway.Config{}, err
+	}
+	workers := f.prefetchWorkers
+	if workers == 0 {
+		workers = -1
+	}
+	return gateway.Config{
+		Datasets:            specs,
+		DefaultDataset:      f.defaultDataset,
+		Backend:             f.s3.config(),
+		CacheSize:           int64(f.cacheSize),
+		CachePolicy:         f.cachePolicy,
+		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
+		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize},
+		PrefetchConcurrency: workers,
+		PrefetchWindows:     f.prefetchWindows,
+		Logger:              log,
+	}, nil
+}
+
+func runServe(ctx context.Context, env *cliEnv, args []string) error {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f.register(fs, ":8080")
+	if err := parseFlags(fs, env, args, "serve --dataset [name=]URL [--dataset ...] [flags]"); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := f.logger(env.stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.gatewayConfig(log)
+	if err != nil {
+		return err
+	}
+	if err := f.applyMemoryLimit(log, env.getenv); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, log, cfg, ln, f.shutdownTimeout, nil)
+}
+
+// serve runs a gateway on ln until ctx ends, then drains in-flight
+// responses for up to grace. ready, if set, is called once the indexes are
+// loaded.
+func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, grace time.Duration, ready func(*gateway.Gateway)) error {
+	g, err := gateway.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          nil,
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).Msg("listening; loading dataset indexes")
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	go func() {
+		if err := g.Load(loadCtx); err != nil {
+			errc <- fmt.Errorf("loading datasets: %w", err)
+			return
+		}
+		log.Info().Msg("ready")
+		if ready != nil {
+			ready(g)
+		}
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			_ = srv.Close()
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	log.Info().Dur("grace", grace).Msg("shutting down: finishing in-flight responses")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info().Msg("stopped")
+	return nil
+}

@@ -1,0 +1,200 @@
+package gateway_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// fixture is a small dataset written as chunks into a local store, with
+// the source bytes of every sample kept for comparison.
+type fixture struct {
+	dir     string
+	store   *s3backend.Local
+	index   *chunkindex.Index
+	content map[string]map[string][]byte // key -> ext -> bytes
+}
+
+// newFixture packs samples of varying sizes, perChunk samples per chunk.
+func newFixture(t testing.TB, chunks, perChunk int) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := s3backend.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{dir: dir, store: store, content: map[string]map[string][]byte{}}
+	ctx := context.Background()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	id := 0
+	for c := range chunks {
+		var buf bytes.Buffer
+		w := chunkindex.NewChunkWriter(&buf)
+		for range perChunk {
+			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
+			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, 100+(id*37)%900)
+			cls := []byte(fmt.Sprint(id % 3))
+			f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
+			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
+				{Name: key + ".cls", Size: int64(len(cls)), Body: bytes.NewReader(cls)},
+				{Name: key + ".jpg", Size: int64(len(img)), Body: bytes.NewReader(img)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss = append(ss, chunkindex.Sample{Key: key, Chunk: c, Offset: off, Length: n, CRC: crc})
+			id++
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("chunks/%06d.tar", c)
+		info, err := store.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, chunkindex.Chunk{Key: name, Size: info.Size, ETag: info.ETag, Samples: perChunk})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ix.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(ctx, chunkindex.IndexKey, bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	f.index = ix
+	return f
+}
+
+// countingStore wraps a store, counting chunk reads and the most concurrent
+// reads of any one object.
+type countingStore struct {
+	s3backend.Store
+	mu       sync.Mutex
+	reads    map[string]int
+	inflight map[string]int
+	maxSame  int
+	bytes    int64
+}
+
+func newCountingStore(s s3backend.Store) *countingStore {
+	return &countingStore{Store: s, reads: map[string]int{}, inflight: map[string]int{}}
+}
+
+func (c *countingStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	c.mu.Lock()
+	c.reads[key]++
+	c.inflight[key]++
+	c.maxSame = max(c.maxSame, c.inflight[key])
+	c.bytes += int64(len(p))
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight[key]--
+		c.mu.Unlock()
+	}()
+	return c.Store.ReadRange(ctx, key, etag, off, p)
+}
+
+func (c *countingStore) chunkReads() (reads int, bytes int64, maxSame int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, n := range c.reads {
+		if strings.HasPrefix(k, "chunks/") {
+			reads += n
+		}
+	}
+	return reads, c.bytes, c.maxSame
+}
+
+// start runs a loaded gateway over store behind an httptest server.
+func start(t testing.TB, store s3backend.Store, mutate func(*gateway.Config)) (*gateway.Gateway, *httptest.Server) {
+	t.Helper()
+	cfg := gateway.Config{
+		Datasets:  []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: store}},
+		CacheSize: 64 << 20,
+		Defaults:  gateway.Defaults{BatchSize: 8, Window: 2, Seed: 42},
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+type sample struct {
+	key   string
+	files map[string][]byte
+}
+
+// readTar decodes a batch body into samples, grouping members by key.
+func readTar(t testing.TB, body []byte) []sample {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(body))
+	var out []sample
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("batch is not a valid tar: %v", err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, ext := chunkindex.SplitKey(h.Name)
+		if len(out) == 0 || out[len(out)-1].key != key {
+			out = append(out, sample{key: key, files: map[string][]byte{}})
+		}
+		out[len(out)-1].files[ext] = data
+	}
+	return out
+}
+
+func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}

@@ -1,0 +1,362 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+func TestErrors(t *testing.T) {
+	f := newFixture(t, 4, 10) // 40 samples; batch 8 -> 5 batches
+	_, srv := start(t, f.store, nil)
+	tests := []struct {
+		name, path string
+		status     int
+		contains   string
+	}{
+		{"epoch not a number", "/epoch/x/batch/0", 400, "epoch must be a non-negative integer"},
+		{"negative epoch", "/epoch/-1/batch/0", 400, "epoch must be a non-negative integer"},
+		{"negative batch", "/epoch/0/batch/-2", 400, "batch must be a non-negative integer"},
+		{"batch out of range", "/epoch/0/batch/5", 404, "valid batch numbers are 0..4"},
+		{"batch out of range, drop_last", "/epoch/0/batch/4?batch_size=9&drop_last=true", 404, "0..3"},
+		{"epoch out of range", "/epoch/99999999999/batch/0", 404, "valid epoch numbers are 0.."},
+		{"rank out of range", "/epoch/0/batch/0?world=2&rank=2", 404, "rank must be 0..1"},
+		{"world zero", "/epoch/0/batch/0?world=0", 400, "world must be between 1 and"},
+		{"batch size zero", "/epoch/0/batch/0?batch_size=0", 400, "batch_size must be between 1 and"},
+		{"batch size huge", "/epoch/0/batch/0?batch_size=1000000", 400, "batch_size must be between 1 and 65536"},
+		{"window zero", "/epoch/0/batch/0?window=0", 400, "window must be between 1 and"},
+		{"seed not a number", "/epoch/0/batch/0?seed=abc", 400, "seed must be"},
+		{"drop_last not bool", "/epoch/0/batch/0?drop_last=maybe", 400, "drop_last must be true or false"},
+		{"unknown parameter", "/epoch/0/batch/0?batchsize=4", 400, `unknown query parameter "batchsize"`},
+		{"unknown dataset", "/epoch/0/batch/0?dataset=nope", 404, `unknown dataset "nope"`},
+		{"unknown format", "/epoch/0/batch/0?format=xml", 400, "format must be tar or json"},
+		{"unknown sample", "/samples/no/such/key", 404, `no sample with key "no/such/key"`},
+		{"unknown endpoint", "/epochs", 404, "no such endpoint"},
+		{"epoch info, bad epoch", "/epoch/abc", 400, "epoch must be"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, srv.URL+tt.path)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q, want application/json", ct)
+			}
+			var e struct {
+				Error  string
+				Status int
+			}
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatalf("error body is not JSON: %s", body)
+			}
+			if e.Status != tt.status || !strings.Contains(e.Error, tt.contains) {
+				t.Fatalf("error %+v, want status %d and message containing %q", e, tt.status, tt.contains)
+			}
+		})
+	}
+	t.Run("method not allowed", func(t *testing.T) {
+		resp, err := http.Post(srv.URL+"/epoch/0/batch/0", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("status %d, want 405", resp.StatusCode)
+		}
+	})
+}
+
+// TestFullEpoch reads every batch of two epochs for every rank of a world
+// that does not divide the data and checks each sample appears once per
+// epoch with its source bytes.
+func TestFullEpoch(t *testing.T) {
+	f := newFixture(t, 7, 13) // 91 samples, uneven
+	_, srv := start(t, f.store, nil)
+	const world, bs = 3, 5
+	var orders [2][]string
+	for epoch := range 2 {
+		seen := map[string]int{}
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?world=%d&batch_size=%d", srv.URL, epoch, world, bs))
+		var info struct{ Batches, Samples int }
+		if err := json.Unmarshal(body, &info); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
+		}
+		if info.Samples != 91 || info.Batches != 7 { // ceil(91/15)
+			t.Fatalf("epoch info %+v, want 91 samples in 7 batches", info)
+		}
+		for m := range info.Batches {
+			for rank := range world {
+				resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?world=%d&rank=%d&batch_size=%d", srv.URL, epoch, m, world, rank, bs))
+				if resp.StatusCode != 200 {
+					t.Fatalf("batch %d rank %d: %d %s", m, rank, resp.StatusCode, body)
+				}
+				if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+					t.Fatalf("Content-Length %s, body %d bytes", cl, len(body))
+				}
+				if resp.Header.Get("Content-Type") != "application/x-tar" || resp.Header.Get("Brand-Epoch-Batches") != "7" {
+					t.Fatalf("headers %v", resp.Header)
+				}
+				samples := readTar(t, body)
+				if got := resp.Header.Get("Brand-Batch-Samples"); got != strconv.Itoa(len(samples)) {
+					t.Fatalf("Brand-Batch-Samples %s, tar holds %d", got, len(samples))
+				}
+				for _, s := range samples {
+					seen[s.key]++
+					orders[epoch] = append(orders[epoch], s.key)
+					for ext, want := range f.content[s.key] {
+						if !bytes.Equal(s.files[ext], want) {
+							t.Fatalf("sample %s.%s differs from its source", s.key, ext)
+						}
+					}
+				}
+			}
+		}
+		if len(seen) != 91 {
+			t.Fatalf("epoch %d served %d distinct samples, want 91", epoch, len(seen))
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("epoch %d served %s %d times", epoch, k, n)
+			}
+		}
+	}
+	if strings.Join(orders[0], ",") == strings.Join(orders[1], ",") {
+		t.Fatal("two epochs have the same order")
+	}
+}
+
+func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
+	f := newFixture(t, 5, 9)
+	_, a := start(t, f.store, nil)
+	_, b := start(t, f.store, func(c *gateway.Config) { c.CachePolicy = "lru"; c.CacheSize = 1 << 20 })
+	for _, path := range []string{"/epoch/3/batch/2?seed=7", "/epoch/0/batch/0", "/epoch/1/batch/1?world=2&rank=1&window=1"} {
+		ra, ba := get(t, a.URL+path)
+		rb, bb := get(t, b.URL+path)
+		if ra.StatusCode != 200 || !bytes.Equal(ba, bb) {
+			t.Fatalf("%s: two gateways served different bytes", path)
+		}
+		if ra.Header.Get("ETag") == "" || ra.Header.Get("ETag") != rb.Header.Get("ETag") {
+			t.Fatalf("%s: ETags %q and %q", path, ra.Header.Get("ETag"), rb.Header.Get("ETag"))
+		}
+		// Conditional request: no body, no chunk reads.
+		rc, bc := get(t, a.URL+path, "If-None-Match", ra.Header.Get("ETag"))
+		if rc.StatusCode != http.StatusNotModified || len(bc) != 0 {
+			t.Fatalf("If-None-Match: status %d, %d bytes", rc.StatusCode, len(bc))
+		}
+	}
+	r1, _ := get(t, a.URL+"/epoch/0/batch/0?seed=1")
+	r2, _ := get(t, a.URL+"/epoch/0/batch/0?seed=2")
+	if r1.Header.Get("ETag") == r2.Header.Get("ETag") {
+		t.Fatal("different seeds share an ETag")
+	}
+}
+
+func TestManifestAndInfoEndpoints(t *testing.T) {
+	f := newFixture(t, 3, 4)
+	_, srv := start(t, f.store, nil)
+	resp, body := get(t, srv.URL+"/epoch/0/batch/1?format=json")
+	var m struct {
+		Samples []struct {
+			Key    string
+			Chunk  string
+			Length int64
+		}
+		Bytes int64
+	}
+	if err := json.Unmarshal(body, &m); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("manifest: %d %s", resp.StatusCode, body)
+	}
+	_, tarBody := get(t, srv.URL+"/epoch/0/batch/1")
+	samples := readTar(t, tarBody)
+	if len(m.Samples) != len(samples) || int64(len(tarBody)) != m.Bytes {
+		t.Fatalf("manifest lists %d samples/%d bytes, batch holds %d/%d", len(m.Samples), m.Bytes, len(samples), len(tarBody))
+	}
+	for i := range samples {
+		if m.Samples[i].Key != samples[i].key || !strings.HasPrefix(m.Samples[i].Chunk, "chunks/") {
+			t.Fatalf("manifest sample %d = %+v, batch has %s", i, m.Samples[i], samples[i].key)
+		}
+	}
+	_, body2 := get(t, srv.URL+"/epoch/0/batch/1/manifest")
+	if !bytes.Equal(body, body2) {
+		t.Fatal("/manifest and ?format=json differ")
+	}
+	resp, body = get(t, srv.URL+"/datasets")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"samples": 12`) || !strings.Contains(string(body), `"default": true`) {
+		t.Fatalf("/datasets: %s", body)
+	}
+	resp, body = get(t, srv.URL+"/samples/class1/sample00004")
+	got := readTar(t, body)
+	if resp.StatusCode != 200 || len(got) != 1 || !bytes.Equal(got[0].files["jpg"], f.content["class1/sample00004"]["jpg"]) {
+		t.Fatalf("/samples: %d, %d samples", resp.StatusCode, len(got))
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if resp, body := get(t, srv.URL+p); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	resp, body = get(t, srv.URL+"/metrics")
+	for _, name := range []string{"brand_cache_hits_total", "brand_cache_misses_total", "brand_cache_evictions_total",
+		"brand_served_bytes_total", "brand_backend_read_bytes_total", "brand_cache_bytes", "brand_http_requests_total",
+		"brand_chunk_fetch_duration_seconds"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}
+
+func TestNotReadyUntilLoaded(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, p := range []string{"/readyz", "/epoch/0/batch/0", "/datasets"} {
+		req, _ := http.NewRequest(http.MethodGet, p, nil)
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("%s before load: %d (Retry-After %q), want 503 with Retry-After", p, w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, req)
+	if w.Code != 200 {
+		t.Fatalf("/readyz after load: %d", w.Code)
+	}
+}
+
+func TestMissingIndexFailsLoad(t *testing.T) {
+	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", URL: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	err = g.Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "brand pack") {
+		t.Fatalf("got %v, want an error pointing at brand pack", err)
+	}
+}
+
+// TestCorruptChunkIsNeverServed flips a byte inside a chunk without changing
+// its ETag (same size and mtime): the gateway must answer 502, not serve it.
+func TestCorruptChunkIsNeverServed(t *testing.T) {
+	f := newFixture(t, 2, 3)
+	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.Window = 2; c.Defaults.BatchSize = 6 })
+	for c := range 2 {
+		path := filepath.Join(f.dir, "chunks", fmt.Sprintf("%06d.tar", c))
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(path)
+		b[600] ^= 0xff // inside the first sample's data
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "CRC32C") {
+		t.Fatalf("status %d body %s, want 502 naming the CRC32C failure", resp.StatusCode, body)
+	}
+}
+
+// TestConcurrentClientsSmallCache runs many clients over two epochs with a
+// cache smaller than the dataset: all get correct data and no chunk is ever
+// read twice at once.
+func TestConcurrentClientsSmallCache(t *testing.T) {
+	f := newFixture(t, 12, 10)
+	var chunkBytes int64
+	for c := range f.index.NumChunks() {
+		chunkBytes = max(chunkBytes, f.index.Chunk(c).Size)
+	}
+	cs := newCountingStore(f.store)
+	for _, policy := range []string{"lru", "schedule"} {
+		t.Run(policy, func(t *testing.T) {
+			g, srv := start(t, cs, func(c *gateway.Config) {
+				c.CacheSize = 5 * chunkBytes // the dataset is 12 chunks
+				c.CachePolicy = policy
+				c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 3}
+			})
+			const clients = 16
+			var wg sync.WaitGroup
+			for cl := range clients {
+				wg.Go(func() {
+					for epoch := range 2 {
+						for m := cl % 3; m < 30; m += 3 {
+							resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d", srv.URL, epoch, m))
+							if resp.StatusCode != 200 {
+								t.Errorf("status %d: %s", resp.StatusCode, body)
+								return
+							}
+							for _, s := range readTar(t, body) {
+								if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
+									t.Errorf("sample %s: wrong bytes", s.key)
+								}
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if _, _, maxSame := cs.chunkReads(); maxSame > 1 {
+				t.Fatalf("a chunk was read %d times concurrently", maxSame)
+			}
+			if st := g.Cache().Stats(); st.Bytes > 5*chunkBytes || st.Pinned != 0 {
+				t.Fatalf("cache stats after the run: %+v", st)
+			}
+		})
+	}
+}
+
+// TestPrefetchLoadsNextWindow serves the first batch and waits for the
+// chunks of the next window to arrive without being requested.
+func TestPrefetchLoadsNextWindow(t *testing.T) {
+	f := newFixture(t, 6, 10)
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 9}
+	})
+	resp, _ := get(t, srv.URL+"/epoch/0/batch/0")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Cache().Stats().PrefetchLoads < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no prefetch after 10 s: %+v", g.Cache().Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The next window's first batch is now a pure hit.
+	for g.Cache().Stats().Entries < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("next window not resident: %+v", g.Cache().Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := g.Cache().Stats()
+	get(t, srv.URL+"/epoch/0/batch/5") // positions 20..24: window 1
+	if after := g.Cache().Stats(); after.Misses != before.Misses {
+		t.Fatalf("batch in the prefetched window missed: before %+v after %+v", before, after)
+	}
+}

@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"cmp"
+	"iter"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/brandgw/brand/chunkcache"
+)
+
+// streamIdle is how long a job stream may go without a request before the
+// schedule forgets it and its chunks stop counting as needed.
+const streamIdle = 2 * time.Minute
+
+// never is the next-use distance of a chunk that no active stream needs.
+const never = math.MaxInt64
+
+// streamKey identifies a job stream. The order of an epoch depends only on
+// the dataset, seed and window, so every rank, batch size and world size of
+// one job — and any other job with the same three — share a stream.
+type streamKey struct {
+	dataset string
+	seed    uint64
+	window  int
+}
+
+// stream is a job's position: the furthest epoch position served so far.
+type stream struct {
+	epoch    uint64
+	pos      int // epoch position just past the last sample served
+	lastSeen time.Time
+	ds       *served
+}
+
+// schedule knows, from the streams' positions and the seeded order, when
+// every chunk will next be needed. The cache's schedule policy evicts the
+// chunk needed furthest in the future (Belady's rule), and the prefetcher
+// uses the same distances to decide what it may displace.
+type schedule struct {
+	g   *Gateway
+	now func() time.Time
+
+	mu      sync.Mutex
+	streams map[streamKey]*stream
+	// chunkWindows caches, per epoch order, each chunk's window index.
+	chunkWindows map[epochKey][]int32
+}
+
+func newSchedule(g *Gateway) *schedule {
+	return &schedule{g: g, now: time.Now, streams: map[streamKey]*stream{}, chunkWindows: map[epochKey][]int32{}}
+}
+
+// observe records that a stream served epoch positions up to end. It
+// returns the stream's state after the update and whether it moved.
+func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, end int) (stream, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for k, st := range s.streams {
+		if now.Sub(st.lastSeen) > streamIdle {
+			delete(s.streams, k)
+		}
+	}
+	k := streamKey{ds.name, seed, window}
+	st, ok := s.streams[k]
+	switch {
+	case !ok:
+		st = &stream{epoch: epoch, pos: end, ds: ds}
+		s.streams[k] = st
+	case epoch > st.epoch || (epoch == st.epoch && end > st.pos):
+		st.epoch, st.pos = epoch, end
+	case now.Sub(st.lastSeen) > 30*time.Second:
+		// A job resumed from an earlier point; follow it.
+		st.epoch, st.pos = epoch, end
+	default:
+		st.lastSeen = now
+		return *st, false
+	}
+	st.lastSeen = now
+	return *st, true
+}
+
+// windowsOf returns each chunk's window index in one epoch's order.
+func (s *schedule) windowsOf(ds *served, k epochKey) []int32 {
+	if cw, ok := s.chunkWindows[k]; ok {
+		return cw
+	}
+	e, err := s.g.epoch(ds, k.seed, k.epoch, k.window)
+	if err != nil {
+		return nil
+	}
+	cw := make([]int32, len(ds.counts))
+	for w := range e.NumWindows() {
+		for _, c := range e.WindowChunks(w) {
+			cw[c] = int32(w)
+		}
+	}
+	if len(s.chunkWindows) >= 16 {
+		clear(s.chunkWindows)
+	}
+	s.chunkWindows[k] = cw
+	return cw
+}
+
+// nextUseLocked is the number of samples any active stream will serve
+// before it needs chunk c of dataset ds: 0 while its window is current,
+// never when no stream needs it in this epoch or the next.
+func (s *schedule) nextUseLocked(ds *served, c int) int64 {
+	best := int64(never)
+	for k, st := range s.streams {
+		if k.dataset != ds.name {
+			continue
+		}
+		cur := epochKey{ds.name, k.seed, st.epoch, k.window}
+		e, err := s.g.epoch(ds, k.seed, st.epoch, k.window)
+		if err != nil || e.NumSamples() == 0 {
+			continue
+		}
+		pos := min(st.pos, e.NumSamples()-1)
+		windows := s.windowsOf(ds, cur)
+		if windows == nil {
+			continue
+		}
+		cw := int(windows[c])
+		now := e.WindowOf(pos)
+		var d int64
+		switch {
+		case cw == now:
+			d = 0
+		case cw > now:
+			d = int64(e.WindowStart(cw) - pos)
+		default:
+			next := epochKey{ds.name, k.seed, st.epoch + 1, k.window}
+			ne, err := s.g.epoch(ds, k.seed, st.epoch+1, k.window)
+			nw := s.windowsOf(ds, next)
+			if err != nil || nw == nil {
+				continue
+			}
+			d = int64(e.NumSamples()-pos) + int64(ne.WindowStart(int(nw[c])))
+		}
+		best = min(best, d)
+	}
+	return best
+}
+
+// nextUse is nextUseLocked for callers without the lock.
+func (s *schedule) nextUse(k chunkcache.Key) int64 {
+	ds, err := s.g.dataset(k.Dataset)
+	if err != nil {
+		return never
+	}
+	c, ok := ds.chunkByKey[k.Object]
+	if !ok || ds.index.Chunk(c).ETag != k.ETag {
+		return never
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextUseLocked(ds, c)
+}
+
+// policy returns the cache policy that evicts by next use.
+func (s *schedule) policy() chunkcache.Policy {
+	return &schedulePolicy{s: s, touched: map[chunkcache.Key]uint64{}}
+}
+
+// schedulePolicy evicts the chunk whose next use is furthest away; chunks
+// no stream needs go first, least recently used first among equals.
+type schedulePolicy struct {
+	s       *schedule
+	seq     uint64
+	touched map[chunkcache.Key]uint64
+}
+
+func (p *schedulePolicy) Touch(k chunkcache.Key) {
+	p.seq++
+	p.touched[k] = p.seq
+}
+
+func (p *schedulePolicy) Remove(k chunkcache.Key) { delete(p.touched, k) }
+
+func (p *schedulePolicy) Victims() iter.Seq[chunkcache.Key] {
+	return func(yield func(chunkcache.Key) bool) {
+		type cand struct {
+			k    chunkcache.Key
+			next int64
+			seq  uint64
+		}
+		cands := make([]cand, 0, len(p.touched))
+		for k, seq := range p.touched {
+			cands = append(cands, cand{k, p.s.nextUse(k), seq})
+		}
+		slices.SortFunc(cands, func(a, b cand) int {
+			if c := cmp.Compare(b.next, a.next); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+		for _, c := range cands {
+			if !yield(c.k) {
+				return
+			}
+		}
+	}
+}
+
+// upcoming lists the chunks of the windows a stream needs next: the rest of
+// its current window and the next ahead windows, continuing into the next
+// epoch at the boundary, in the order they will be needed.
+func (s *schedule) upcoming(st stream, seed uint64, window, ahead int) []int {
+	var out []int
+	e, err := s.g.epoch(st.ds, seed, st.epoch, window)
+	if err != nil || e.NumSamples() == 0 {
+		return nil
+	}
+	w := e.WindowOf(min(st.pos, e.NumSamples()-1))
+	epoch := st.epoch
+	for range ahead + 1 {
+		if w >= e.NumWindows() {
+			epoch++
+			if e, err = s.g.epoch(st.ds, seed, epoch, window); err != nil {
+				return out
+			}
+			w = 0
+		}
+		out = append(out, e.WindowChunks(w)...)
+		w++
+	}
+	return out
+}
