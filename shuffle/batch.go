@@ -1,0 +1,142 @@
+package shuffle
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+var (
+	// ErrInvalid reports job parameters outside their allowed range: a
+	// window, batch size or world size below 1, a negative sample count, a
+	// rank outside [0, world). The wrapping error names the parameter and its
+	// allowed range.
+	ErrInvalid = errors.New("shuffle: invalid parameters")
+
+	// ErrOutOfRange reports a batch index (or rank) outside the valid range
+	// for the epoch. The wrapping error states the valid range.
+	ErrOutOfRange = errors.New("shuffle: out of range")
+)
+
+// rankError is the error for a rank outside [0, world). A rank is both a job
+// parameter (ErrInvalid: the request can never succeed) and an index into
+// the ranks of a batch (ErrOutOfRange), so it matches both sentinels; a
+// caller that maps errors to responses should test ErrInvalid first.
+type rankError struct{ rank, world int }
+
+func (e *rankError) Error() string {
+	return fmt.Sprintf("shuffle: invalid parameters: rank %d out of range [0, %d) for world size %d",
+		e.rank, e.world, e.world)
+}
+
+func (e *rankError) Is(target error) bool {
+	return target == ErrInvalid || target == ErrOutOfRange
+}
+
+// Params are the shuffle parameters of one job (one rank of a training run),
+// everything that selects a batch besides the dataset's chunk sizes and the
+// batch index. A gateway validates them once, when it parses a request.
+type Params struct {
+	Seed      uint64 // job seed; any value
+	Epoch     uint64 // epoch number; any value
+	Window    int    // shuffle window in chunks, >= 1
+	BatchSize int    // samples per rank per batch, >= 1
+	World     int    // number of ranks, >= 1
+	Rank      int    // this rank, in [0, World)
+	DropLast  bool   // drop a partial final global batch
+}
+
+// Validate reports whether p is usable, as an error wrapping ErrInvalid that
+// names the first offending parameter and its allowed range.
+func (p Params) Validate() error {
+	if err := checkWindow(p.Window); err != nil {
+		return err
+	}
+	return checkShape(p.BatchSize, p.World, p.Rank)
+}
+
+func checkWindow(window int) error {
+	if window < 1 {
+		return fmt.Errorf("%w: window %d chunks; must be >= 1", ErrInvalid, window)
+	}
+	return nil
+}
+
+// checkShape validates the batch geometry. BatchSize*World must fit in an
+// int so that global batch boundaries can be computed without overflow.
+func checkShape(batchSize, world, rank int) error {
+	switch {
+	case batchSize < 1:
+		return fmt.Errorf("%w: batch size %d; must be >= 1", ErrInvalid, batchSize)
+	case world < 1:
+		return fmt.Errorf("%w: world size %d; must be >= 1", ErrInvalid, world)
+	case batchSize > math.MaxInt/world:
+		return fmt.Errorf("%w: batch size %d × world size %d overflows int", ErrInvalid, batchSize, world)
+	case rank < 0 || rank >= world:
+		return &rankError{rank: rank, world: world}
+	}
+	return nil
+}
+
+// NumBatches returns the number of global batches in an epoch of n samples
+// with batchSize samples per rank and world ranks: floor(n / (batchSize*world))
+// with dropLast, where a partial final global batch is dropped entirely, and
+// ceil(n / (batchSize*world)) without, where the final global batch may be
+// short. It returns 0 for parameters BatchRange would reject as invalid.
+func NumBatches(n, batchSize, world int, dropLast bool) int {
+	if n < 0 || checkShape(batchSize, world, 0) != nil {
+		return 0
+	}
+	g := batchSize * world
+	nb := n / g
+	if !dropLast && n%g != 0 {
+		nb++
+	}
+	return nb
+}
+
+// BatchRange returns the epoch positions [start, end) that rank takes from
+// global batch m: global batch m covers positions [m*B*world, (m+1)*B*world)
+// and rank r takes the B positions starting at m*B*world + r*B, clipped to n.
+// The epoch order therefore never depends on the world size; only the cut
+// does. Without dropLast a rank's slice of the final batch may be short or
+// empty (start == end), which is valid.
+//
+// Invalid parameters yield an error wrapping ErrInvalid; a batch index
+// outside [0, NumBatches) one wrapping ErrOutOfRange that states the range.
+func BatchRange(n, m, batchSize, world, rank int, dropLast bool) (start, end int, err error) {
+	if n < 0 {
+		return 0, 0, fmt.Errorf("%w: %d samples; must be >= 0", ErrInvalid, n)
+	}
+	if err := checkShape(batchSize, world, rank); err != nil {
+		return 0, 0, err
+	}
+	nb := NumBatches(n, batchSize, world, dropLast)
+	if m < 0 || m >= nb {
+		return 0, 0, fmt.Errorf("%w: batch %d not in [0, %d) (%d samples, batch size %d, world size %d, drop_last %t)",
+			ErrOutOfRange, m, nb, n, batchSize, world, dropLast)
+	}
+	// m < nb <= ceil(n/g) gives m*g < n, so base cannot overflow; the
+	// clipping compares remainders so that base+off cannot either.
+	base := m * batchSize * world
+	start, end = n, n
+	if off := rank * batchSize; off < n-base {
+		start = base + off
+	}
+	if batchSize < n-start {
+		end = start + batchSize
+	}
+	return start, end, nil
+}
+
+// Batch returns the sample IDs rank takes from global batch m, in epoch
+// order, as a fresh slice (empty, not nil, for an empty final slice). Its
+// cost is proportional to the samples of the windows the batch touches, never
+// to the dataset. Errors are those of BatchRange.
+func (e *Epoch) Batch(m, batchSize, world, rank int, dropLast bool) ([]int, error) {
+	start, end, err := BatchRange(e.NumSamples(), m, batchSize, world, rank, dropLast)
+	if err != nil {
+		return nil, err
+	}
+	return e.AppendRange(make([]int, 0, end-start), start, end), nil
+}

@@ -1,0 +1,290 @@
+package shuffle
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden.json from the current implementation")
+
+const goldenPath = "testdata/golden.json"
+
+// goldenFile is the layout of testdata/golden.json: inputs with the outputs
+// they must produce, forever. docs/shuffle.md and testdata/reference.py are
+// checked against the same file.
+type goldenFile struct {
+	Comment string          `json:"comment"`
+	Cases   []goldenCase    `json:"cases"`
+	Streams []goldenStream  `json:"streams"`
+	Bounded []goldenBounded `json:"bounded"`
+}
+
+type goldenCase struct {
+	Name      string `json:"name"`
+	Counts    []int  `json:"counts"`
+	Seed      uint64 `json:"seed"`
+	Epoch     uint64 `json:"epoch"`
+	Window    int    `json:"window"`
+	BatchSize int    `json:"batch_size"`
+	World     int    `json:"world"`
+	DropLast  bool   `json:"drop_last"`
+
+	ChunkOrder   []int     `json:"chunk_order"`
+	WindowStarts []int     `json:"window_starts"`
+	Order        []int     `json:"order"` // the whole epoch
+	NumBatches   int       `json:"num_batches"`
+	Batches      [][][]int `json:"batches"` // [batch][rank] -> sample IDs
+}
+
+type goldenStream struct {
+	Seed    uint64   `json:"seed"`
+	Epoch   uint64   `json:"epoch"`
+	Domain  uint64   `json:"domain"`
+	Index   uint64   `json:"index"`
+	Seed1   uint64   `json:"seed1"`
+	Seed2   uint64   `json:"seed2"`
+	Outputs []uint64 `json:"outputs"` // first Uint64 values of the PCG
+}
+
+type goldenBounded struct {
+	Seed1  uint64   `json:"seed1"`
+	Seed2  uint64   `json:"seed2"`
+	N      []uint64 `json:"n"`      // successive bounds, from one PCG
+	Values []uint64 `json:"values"` // bounded(n) for each
+}
+
+// goldenInputs are the shapes pinned by the golden file. Add a case here and
+// run `go test ./shuffle -run TestGolden -update`; never edit outputs by hand.
+func goldenInputs() goldenFile {
+	uneven := []int{3, 1, 4, 1, 5, 9, 2, 6}
+	bigger := make([]int, 40)
+	for c := range bigger {
+		bigger[c] = (c * 7) % 13 // 0..12, including empty chunks
+	}
+	return goldenFile{
+		Comment: "Brand shuffle golden vectors; see docs/shuffle.md. Regenerate with go test ./shuffle -run TestGolden -update, which changes every job's order: do not.",
+		Cases: []goldenCase{
+			{Name: "worked-example", Counts: []int{3, 2, 4}, Seed: 1, Epoch: 0, Window: 2, BatchSize: 2, World: 2},
+			{Name: "uneven", Counts: uneven, Seed: 42, Epoch: 0, Window: 3, BatchSize: 4, World: 2},
+			{Name: "uneven-drop-last", Counts: uneven, Seed: 42, Epoch: 0, Window: 3, BatchSize: 4, World: 2, DropLast: true},
+			{Name: "uneven-epoch-1", Counts: uneven, Seed: 42, Epoch: 1, Window: 3, BatchSize: 4, World: 2},
+			{Name: "uneven-world-1", Counts: uneven, Seed: 42, Epoch: 0, Window: 3, BatchSize: 8, World: 1},
+			{Name: "one-chunk", Counts: []int{10}, Seed: 7, Epoch: 1, Window: 1, BatchSize: 3, World: 1},
+			{Name: "window-exceeds-dataset", Counts: []int{4, 4, 4}, Seed: 9, Epoch: 2, Window: 10, BatchSize: 5, World: 1},
+			{Name: "world-not-dividing", Counts: []int{5, 5, 5, 5, 5}, Seed: 3, Epoch: 0, Window: 2, BatchSize: 2, World: 3},
+			{Name: "world-not-dividing-drop-last", Counts: []int{5, 5, 5, 5, 5}, Seed: 3, Epoch: 0, Window: 2, BatchSize: 2, World: 3, DropLast: true},
+			{Name: "empty-chunks", Counts: []int{0, 3, 0, 0, 2, 0, 4}, Seed: 5, Epoch: 4, Window: 2, BatchSize: 2, World: 2},
+			{Name: "all-empty", Counts: []int{0, 0, 0}, Seed: 5, Epoch: 0, Window: 2, BatchSize: 2, World: 2},
+			{Name: "no-chunks", Counts: []int{}, Seed: 0, Epoch: 0, Window: 1, BatchSize: 1, World: 1},
+			{Name: "large-seed", Counts: []int{2, 3, 5, 7, 11}, Seed: 1<<64 - 1, Epoch: 1<<63 + 5, Window: 2, BatchSize: 3, World: 2},
+			{Name: "window-1", Counts: []int{4, 3, 2, 1}, Seed: 11, Epoch: 0, Window: 1, BatchSize: 4, World: 1},
+			{Name: "bigger", Counts: bigger, Seed: 20240601, Epoch: 3, Window: 4, BatchSize: 8, World: 4},
+			{Name: "bigger-drop-last", Counts: bigger, Seed: 20240601, Epoch: 3, Window: 4, BatchSize: 8, World: 4, DropLast: true},
+		},
+		Streams: []goldenStream{
+			// The three streams of the worked example in docs/shuffle.md.
+			{Seed: 1, Epoch: 0, Domain: domainChunks, Index: 0, Outputs: make([]uint64, 2)},
+			{Seed: 1, Epoch: 0, Domain: domainWindow, Index: 0, Outputs: make([]uint64, 5)},
+			{Seed: 1, Epoch: 0, Domain: domainWindow, Index: 1, Outputs: make([]uint64, 2)},
+			{Seed: 42, Epoch: 0, Domain: domainChunks, Index: 0, Outputs: make([]uint64, 4)},
+			{Seed: 42, Epoch: 0, Domain: domainWindow, Index: 0, Outputs: make([]uint64, 4)},
+			{Seed: 42, Epoch: 0, Domain: domainWindow, Index: 1, Outputs: make([]uint64, 4)},
+			{Seed: 42, Epoch: 1, Domain: domainChunks, Index: 0, Outputs: make([]uint64, 4)},
+			{Seed: 1<<64 - 1, Epoch: 1<<64 - 1, Domain: domainWindow, Index: 1<<64 - 1, Outputs: make([]uint64, 4)},
+		},
+		Bounded: []goldenBounded{
+			// Bounds just above 2^63 reject about half of all draws, so this
+			// vector pins the rejection loop, not just the fast path.
+			{Seed1: 1, Seed2: 2, N: []uint64{1, 2, 3, 10, 1000, 1<<32 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<64 - 1, 1<<62 + 12345}},
+		},
+	}
+}
+
+// computeGolden fills in every output of g from the Go implementation.
+func computeGolden(t *testing.T, g goldenFile) goldenFile {
+	t.Helper()
+	for i := range g.Cases {
+		g.Cases[i] = computeCase(t, g.Cases[i])
+	}
+	for i := range g.Streams {
+		st := &g.Streams[i]
+		st.Seed1, st.Seed2 = streamSeeds(st.Seed, st.Epoch, st.Domain, st.Index)
+		s := newStream(st.Seed, st.Epoch, st.Domain, st.Index)
+		for j := range st.Outputs {
+			st.Outputs[j] = s.pcg.Uint64()
+		}
+	}
+	for i := range g.Bounded {
+		bd := &g.Bounded[i]
+		var s stream
+		s.pcg.Seed(bd.Seed1, bd.Seed2)
+		bd.Values = make([]uint64, len(bd.N))
+		for j, n := range bd.N {
+			bd.Values[j] = s.bounded(n)
+		}
+	}
+	return g
+}
+
+func computeCase(t *testing.T, c goldenCase) goldenCase {
+	t.Helper()
+	e, err := NewEpoch(c.Counts, c.Seed, c.Epoch, c.Window)
+	if err != nil {
+		t.Fatalf("%s: NewEpoch: %v", c.Name, err)
+	}
+	c.ChunkOrder = append([]int{}, e.ChunkOrder()...)
+	c.WindowStarts = make([]int, e.NumWindows()+1)
+	for w := range c.WindowStarts {
+		c.WindowStarts[w] = e.WindowStart(w)
+	}
+	c.Order = e.AppendRange([]int{}, 0, e.NumSamples())
+	c.NumBatches = NumBatches(e.NumSamples(), c.BatchSize, c.World, c.DropLast)
+	c.Batches = make([][][]int, c.NumBatches)
+	for m := range c.Batches {
+		c.Batches[m] = make([][]int, c.World)
+		for r := range c.World {
+			b, err := e.Batch(m, c.BatchSize, c.World, r, c.DropLast)
+			if err != nil {
+				t.Fatalf("%s: Batch(%d, rank %d): %v", c.Name, m, r, err)
+			}
+			c.Batches[m][r] = b
+		}
+	}
+	return c
+}
+
+func TestGolden(t *testing.T) {
+	got := computeGolden(t, goldenInputs())
+	if *update {
+		if err := os.WriteFile(goldenPath, encodeGolden(t, got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote %s", goldenPath)
+	}
+	want := readGolden(t)
+
+	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) {
+		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors; goldenInputs has %d, %d, %d (run with -update after adding inputs)",
+			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(got.Cases), len(got.Streams), len(got.Bounded))
+	}
+	for i, w := range want.Cases {
+		t.Run(w.Name, func(t *testing.T) {
+			// Recompute from the file's own inputs, so the check does not
+			// depend on goldenInputs staying in sync with the file.
+			in := w
+			in.ChunkOrder, in.WindowStarts, in.Order, in.NumBatches, in.Batches = nil, nil, nil, 0, nil
+			g := computeCase(t, in)
+			if g.Name != got.Cases[i].Name {
+				t.Errorf("case %d is %q in the file, %q in goldenInputs", i, g.Name, got.Cases[i].Name)
+			}
+			compareCase(t, g, w)
+		})
+	}
+	for i, w := range want.Streams {
+		g := got.Streams[i]
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("stream %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	for i, w := range want.Bounded {
+		g := got.Bounded[i]
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("bounded vector %d:\n got %v\nwant %v", i, g.Values, w.Values)
+		}
+	}
+}
+
+// compareCase reports every output field of got that differs from want.
+func compareCase(t *testing.T, got, want goldenCase) {
+	t.Helper()
+	check := func(field string, g, w any) {
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: %s changed:\n got %v\nwant %v", want.Name, field, g, w)
+		}
+	}
+	check("chunk_order", got.ChunkOrder, want.ChunkOrder)
+	check("window_starts", got.WindowStarts, want.WindowStarts)
+	check("order", got.Order, want.Order)
+	check("num_batches", got.NumBatches, want.NumBatches)
+	check("batches", got.Batches, want.Batches)
+}
+
+func readGolden(t *testing.T) goldenFile {
+	t.Helper()
+	b, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatalf("%v (generate with -update)", err)
+	}
+	var g goldenFile
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", goldenPath, err)
+	}
+	return g
+}
+
+// encodeGolden writes g as JSON with one line per field, so that a diff of
+// the golden file shows which output of which case changed.
+func encodeGolden(t *testing.T, g goldenFile) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	line := func(indent, key string, v any, last bool) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep := ","
+		if last {
+			sep = ""
+		}
+		fmt.Fprintf(&buf, "%s%q: %s%s\n", indent, key, b, sep)
+	}
+	// object writes one element of a list, its top-level fields one per line.
+	object := func(v any, last bool) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(b, &fields); err != nil {
+			t.Fatal(err)
+		}
+		// Keep the struct's field order rather than the map's.
+		typ := reflect.TypeOf(v)
+		buf.WriteString("    {\n")
+		for i := range typ.NumField() {
+			key := typ.Field(i).Tag.Get("json")
+			line("      ", key, fields[key], i == typ.NumField()-1)
+		}
+		if last {
+			buf.WriteString("    }\n")
+		} else {
+			buf.WriteString("    },\n")
+		}
+	}
+	list := func(key string, n int, elem func(i int) any, last bool) {
+		fmt.Fprintf(&buf, "  %q: [\n", key)
+		for i := range n {
+			object(elem(i), i == n-1)
+		}
+		if last {
+			buf.WriteString("  ]\n")
+		} else {
+			buf.WriteString("  ],\n")
+		}
+	}
+	buf.WriteString("{\n")
+	line("  ", "comment", g.Comment, false)
+	list("cases", len(g.Cases), func(i int) any { return g.Cases[i] }, false)
+	list("streams", len(g.Streams), func(i int) any { return g.Streams[i] }, false)
+	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, true)
+	buf.WriteString("}\n")
+	if !json.Valid(buf.Bytes()) {
+		t.Fatal("encodeGolden produced invalid JSON")
+	}
+	return buf.Bytes()
+}
