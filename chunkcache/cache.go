@@ -56,15 +56,17 @@ type Config struct {
 
 // Stats are cumulative counters and current sizes.
 type Stats struct {
-	Hits, Misses      int64 // demand lookups (Acquire) found resident / not resident
-	Evictions         int64
-	Loads, LoadErrors int64 // backend loads started by demand or prefetch, and failures
-	LoadedBytes       int64
-	PrefetchLoads     int64 // loads started by Prefetch
-	PrefetchRejected  int64 // Prefetch calls that found no room they were allowed to make
-	Bytes             int64 // resident bytes now (ready and loading)
-	Pinned            int64 // entries pinned now
-	Entries           int64
+	Hits             int64 `json:"hits"`   // demand lookups (Acquire) that found the chunk resident or loading
+	Misses           int64 `json:"misses"` // demand lookups that had to load it
+	Evictions        int64 `json:"evictions"`
+	Loads            int64 `json:"loads"` // backend loads started by demand or prefetch
+	LoadErrors       int64 `json:"load_errors"`
+	LoadedBytes      int64 `json:"loaded_bytes"`
+	PrefetchLoads    int64 `json:"prefetch_loads"`    // loads started by Prefetch
+	PrefetchRejected int64 `json:"prefetch_rejected"` // Prefetch calls that found no room they were allowed to make
+	Bytes            int64 `json:"bytes"`             // resident bytes now (ready and loading)
+	Pinned           int64 `json:"pinned"`            // entries pinned now
+	Entries          int64 `json:"entries"`
 }
 
 type entry struct {
@@ -146,8 +148,15 @@ type Lease struct {
 	c        *Cache
 	entries  []*entry // in request order; duplicates share an entry
 	reserved int64
+	loaded   int
+	loadedB  int64
 	once     sync.Once
 }
+
+// Loaded reports how many of the lease's chunks this Acquire read from the
+// store, and their bytes: the misses that cost backend traffic. Chunks that
+// were resident or already loading count as hits.
+func (l *Lease) Loaded() (chunks int, bytes int64) { return l.loaded, l.loadedB }
 
 // Len returns the number of requests the lease answers.
 func (l *Lease) Len() int { return len(l.entries) }
@@ -199,19 +208,23 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 			l.entries[i] = l.entries[j]
 			continue
 		}
-		e, err := c.pin(ctx, r)
+		e, loaded, err := c.pin(ctx, r)
 		if err != nil {
 			l.Release()
 			return nil, err
 		}
 		l.entries[i] = e
+		if loaded {
+			l.loaded++
+			l.loadedB += r.Size
+		}
 	}
 	return l, nil
 }
 
-// pin returns r's entry pinned and ready, loading it if needed. The caller
-// holds a reservation covering r.Size.
-func (c *Cache) pin(ctx context.Context, r Request) (*entry, error) {
+// pin returns r's entry pinned and ready, loading it if needed, and whether
+// this call loaded it. The caller holds a reservation covering r.Size.
+func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
 	counted := false
 	for {
 		c.mu.Lock()
@@ -222,7 +235,7 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, error) {
 			}
 			if e.ready {
 				c.mu.Unlock()
-				return e, nil
+				return e, false, nil
 			}
 			c.mu.Unlock()
 			select {
@@ -231,10 +244,10 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, error) {
 				c.mu.Lock()
 				c.unpinLocked(e)
 				c.mu.Unlock()
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			}
 			if e.err == nil {
-				return e, nil
+				return e, false, nil
 			}
 			c.mu.Lock()
 			c.unpinLocked(e)
@@ -243,7 +256,7 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, error) {
 				counted = true
 				continue // its requester left; load it ourselves
 			}
-			return nil, e.err
+			return nil, false, e.err
 		}
 		if !counted {
 			c.misses.Add(1)
@@ -251,12 +264,12 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, error) {
 		e, buf, err := c.insertLocked(r, nil)
 		c.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := c.load(ctx, e, buf); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return e, nil
+		return e, true, nil
 	}
 }
 
@@ -360,47 +373,61 @@ func (c *Cache) unpinLocked(e *entry) {
 	}
 }
 
+// PrefetchResult says what Prefetch did.
+type PrefetchResult int
+
+const (
+	// PrefetchResident: the chunk was already resident or loading.
+	PrefetchResident PrefetchResult = iota
+	// PrefetchLoaded: this call read the chunk into the cache.
+	PrefetchLoaded
+	// PrefetchRejected: no room could be made without waiting or without
+	// evicting a chunk admit refused; nothing was read.
+	PrefetchRejected
+)
+
 // Prefetch makes a chunk resident ahead of demand if it can do so without
-// waiting: it returns true at once if the chunk is resident or loading, and
-// false without loading if the pin budget is exhausted or room cannot be
-// made by evicting only chunks that admit accepts. admit sees candidate
-// victims in the policy's order; nil admits all. A resident chunk is touched
-// so that the policy sees it as about to be used.
-func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) bool) (bool, error) {
+// waiting: it returns PrefetchResident at once if the chunk is resident or
+// loading, and PrefetchRejected without loading if the pin budget is
+// exhausted or room cannot be made by evicting only chunks that admit
+// accepts. admit sees candidate victims in the policy's order; nil admits
+// all. A resident chunk is touched so that the policy sees it as about to be
+// used.
+func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) bool) (PrefetchResult, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[r.Key]; ok {
 		if e.ready && e.pins == 0 {
 			c.policy.Touch(r.Key)
 		}
 		c.mu.Unlock()
-		return true, nil
+		return PrefetchResident, nil
 	}
 	c.mu.Unlock()
 	if r.Size > c.capacity || !c.reserve.TryAcquire(r.Size) {
 		c.prefetchRejected.Add(1)
-		return false, nil
+		return PrefetchRejected, nil
 	}
 	defer c.reserve.Release(r.Size)
 	c.mu.Lock()
 	if _, ok := c.entries[r.Key]; ok { // raced with a demand load
 		c.mu.Unlock()
-		return true, nil
+		return PrefetchResident, nil
 	}
 	e, buf, err := c.insertLocked(r, admit)
 	c.mu.Unlock()
 	if errors.Is(err, errNoRoom) {
 		c.prefetchRejected.Add(1)
-		return false, nil
+		return PrefetchRejected, nil
 	}
 	if err != nil {
-		return false, err
+		return PrefetchRejected, err
 	}
 	c.prefetchLoads.Add(1)
-	err = c.load(ctx, e, buf)
-	if err == nil {
-		c.mu.Lock()
-		c.unpinLocked(e)
-		c.mu.Unlock()
+	if err := c.load(ctx, e, buf); err != nil {
+		return PrefetchRejected, err
 	}
-	return err == nil, err
+	c.mu.Lock()
+	c.unpinLocked(e)
+	c.mu.Unlock()
+	return PrefetchLoaded, nil
 }

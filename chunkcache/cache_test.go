@@ -287,22 +287,22 @@ func TestPrefetch(t *testing.T) {
 	}
 	protected := map[chunkcache.Key]bool{key(0): true, key(1): true, key(2): true}
 	admit := func(k chunkcache.Key) bool { return !protected[k] }
-	ok, err := c.Prefetch(ctx, req(9, 100), admit)
-	if err != nil || ok {
-		t.Fatalf("prefetch with only protected victims: ok=%v err=%v, want false, nil", ok, err)
+	res, err := c.Prefetch(ctx, req(9, 100), admit)
+	if err != nil || res != chunkcache.PrefetchRejected {
+		t.Fatalf("prefetch with only protected victims: %v, %v; want rejected", res, err)
 	}
 	if c.Contains(key(9)) || !c.Contains(key(0)) {
 		t.Fatal("a rejected prefetch changed the cache")
 	}
 	delete(protected, key(1))
-	if ok, err := c.Prefetch(ctx, req(9, 100), admit); !ok || err != nil {
-		t.Fatalf("prefetch: ok=%v err=%v", ok, err)
+	if res, err := c.Prefetch(ctx, req(9, 100), admit); res != chunkcache.PrefetchLoaded || err != nil {
+		t.Fatalf("prefetch: %v, %v; want loaded", res, err)
 	}
 	if c.Contains(key(1)) || !c.Contains(key(0)) || !c.Contains(key(2)) || !c.Contains(key(9)) {
 		t.Fatal("prefetch evicted the wrong chunk")
 	}
-	if ok, _ := c.Prefetch(ctx, req(9, 100), admit); !ok {
-		t.Fatal("prefetch of a resident chunk should report true")
+	if res, _ := c.Prefetch(ctx, req(9, 100), admit); res != chunkcache.PrefetchResident {
+		t.Fatalf("prefetch of a resident chunk: %v, want resident", res)
 	}
 	before := c.Stats()
 	acquire(t, c, req(9, 100)).Release()
@@ -383,4 +383,18 @@ func TestBoundUnderConcurrency(t *testing.T) {
 	if st.Evictions == 0 {
 		t.Fatal("the workload should have caused evictions")
 	}
+}
+
+func TestLeaseReportsLoads(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: newCountingLoader()})
+	l := acquire(t, c, req(0, 100), req(1, 50))
+	if n, b := l.Loaded(); n != 2 || b != 150 {
+		t.Fatalf("first acquire loaded %d chunks / %d bytes, want 2 / 150", n, b)
+	}
+	l.Release()
+	l = acquire(t, c, req(0, 100), req(2, 10), req(2, 10))
+	if n, b := l.Loaded(); n != 1 || b != 10 {
+		t.Fatalf("second acquire loaded %d chunks / %d bytes, want 1 / 10", n, b)
+	}
+	l.Release()
 }

@@ -29,6 +29,7 @@ type batchPlan struct {
 	start, end   int // epoch positions of this rank's slice
 	ids          []int
 	reqs         []chunkcache.Request // distinct chunks, in first-use order
+	chunks       []int                // their chunk IDs
 	slot         []int                // per sample: its chunk's index in reqs
 	length       int64                // response body bytes
 	etag         string
@@ -95,6 +96,7 @@ func (g *Gateway) plan(ds *served, job Job, epoch uint64, batchArg string) (*bat
 			i = len(p.reqs)
 			seen[c] = i
 			p.reqs = append(p.reqs, chunkcache.Request{Key: ds.chunkKey(c), Size: ds.index.Chunk(c).Size})
+			p.chunks = append(p.chunks, c)
 		}
 		p.slot = append(p.slot, i)
 		p.length += length
@@ -167,6 +169,8 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, headOnl
 		return err
 	}
 	defer lease.Release()
+	loads, loadedBytes := lease.Loaded()
+	g.stats.batch(p.ds, p.epoch, p.chunks, loads, loadedBytes)
 	h := w.Header()
 	p.setHeaders(h)
 	h.Set("Content-Type", "application/x-tar")

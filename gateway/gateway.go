@@ -74,6 +74,7 @@ type Gateway struct {
 	metrics  *metrics
 	cache    *chunkcache.Cache
 	sched    *schedule
+	stats    *epochStats
 	prefetch *prefetcher
 	handler  http.Handler
 
@@ -155,6 +156,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkLoader{g}, Policy: policy})
 	g.metrics = newMetrics(cfg.Registry, g.cache.Stats, cfg.CacheSize)
+	g.stats = newEpochStats(cfg.Registry, cfg.CacheSize)
 	g.prefetch = newPrefetcher(g, cfg.PrefetchConcurrency, cfg.PrefetchWindows)
 	g.handler = g.routes()
 	return g, nil
@@ -168,6 +170,11 @@ func (g *Gateway) Cache() *chunkcache.Cache { return g.cache }
 
 // Registry returns the gateway's metrics registry.
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
+
+// EpochStats returns the per-epoch figures measured so far: chunk accesses,
+// loads, backend bytes and hit ratio, and the optimal policy's hit ratio on
+// the same requests for completed epochs.
+func (g *Gateway) EpochStats() []EpochStat { return g.stats.snapshot() }
 
 // Ready reports whether every dataset index is loaded.
 func (g *Gateway) Ready() bool { return g.ready.Load() }

@@ -8,6 +8,13 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 )
 
+// prefetchTask is a chunk to read ahead for an epoch.
+type prefetchTask struct {
+	chunkcache.Request
+	ds    *served
+	epoch uint64
+}
+
 // prefetcher reads, in the background, the chunks job streams will need
 // next. It never waits for cache space and never displaces a chunk needed
 // sooner than the one it would bring in, so prefetch cannot slow down the
@@ -15,7 +22,7 @@ import (
 type prefetcher struct {
 	g      *Gateway
 	ahead  int
-	queue  chan chunkcache.Request
+	queue  chan prefetchTask
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -26,7 +33,7 @@ type prefetcher struct {
 
 func newPrefetcher(g *Gateway, workers, ahead int) *prefetcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &prefetcher{g: g, ahead: ahead, queue: make(chan chunkcache.Request, 4096),
+	p := &prefetcher{g: g, ahead: ahead, queue: make(chan prefetchTask, 4096),
 		ctx: ctx, cancel: cancel, queued: map[chunkcache.Key]bool{}}
 	for range max(workers, 0) {
 		p.wg.Go(p.work)
@@ -42,11 +49,15 @@ func (p *prefetcher) close() {
 // observe is called after a batch is planned: it advances the stream and,
 // when the stream moved, queues the chunks of its upcoming windows.
 func (p *prefetcher) observe(ds *served, job Job, epoch uint64, end int) {
-	st, moved := p.g.sched.observe(ds, job.Seed, job.Window, epoch, end)
+	st, moved, newEpoch := p.g.sched.observe(ds, job.Seed, job.Window, epoch, end)
+	if newEpoch {
+		p.g.stats.epochDone(ds, st.epoch)
+	}
 	if !moved || p.g.cfg.PrefetchConcurrency < 0 {
 		return
 	}
-	for _, c := range p.g.sched.upcoming(st, job.Seed, job.Window, p.ahead) {
+	for _, u := range p.g.sched.upcoming(st, job.Seed, job.Window, p.ahead) {
+		c := u.chunk
 		k := ds.chunkKey(c)
 		if p.g.cache.Contains(k) {
 			continue
@@ -59,7 +70,7 @@ func (p *prefetcher) observe(ds *served, job Job, epoch uint64, end int) {
 			continue
 		}
 		select {
-		case p.queue <- chunkcache.Request{Key: k, Size: ds.index.Chunk(c).Size}:
+		case p.queue <- prefetchTask{chunkcache.Request{Key: k, Size: ds.index.Chunk(c).Size}, ds, u.epoch}:
 			p.g.metrics.prefetchQueued.Inc()
 		default:
 			p.g.metrics.prefetchDropped.Inc()
@@ -81,7 +92,8 @@ func (p *prefetcher) work() {
 	}
 }
 
-func (p *prefetcher) fetch(r chunkcache.Request) {
+func (p *prefetcher) fetch(t prefetchTask) {
+	r := t.Request
 	defer func() {
 		p.mu.Lock()
 		delete(p.queued, r.Key)
@@ -93,11 +105,13 @@ func (p *prefetcher) fetch(r chunkcache.Request) {
 	}
 	// Displace only chunks needed later than this one.
 	admit := func(victim chunkcache.Key) bool { return p.g.sched.nextUse(victim) > need }
-	ok, err := p.g.cache.Prefetch(p.ctx, r, admit)
+	res, err := p.g.cache.Prefetch(p.ctx, r, admit)
 	switch {
 	case err != nil && !errors.Is(err, context.Canceled):
 		p.g.log.Warn().Err(err).Str("chunk", r.Key.String()).Msg("prefetch failed")
-	case !ok:
+	case res == chunkcache.PrefetchRejected:
 		p.g.metrics.prefetchDropped.Inc()
+	case res == chunkcache.PrefetchLoaded:
+		p.g.stats.prefetched(t.ds, t.epoch, r.Size)
 	}
 }

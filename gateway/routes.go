@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brandgw/brand/chunkcache"
 )
 
 func (g *Gateway) routes() http.Handler {
@@ -31,11 +36,30 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/datasets", g.handleDatasets)
+	r.Get("/stats", g.handleStats)
 	r.Get("/epoch/{epoch}", g.handleEpoch)
 	r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
 	r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 	r.Get("/samples/*", g.handleSample)
 	return r
+}
+
+// handleStats reports the cache counters and per-epoch figures as JSON, for
+// people and benchmarks that want them without a Prometheus server.
+func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
+	epochs := g.EpochStats()
+	slices.SortFunc(epochs, func(a, b EpochStat) int {
+		if c := strings.Compare(a.Dataset, b.Dataset); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Epoch, b.Epoch)
+	})
+	writeJSON(w, http.StatusOK, struct {
+		Cache       chunkcache.Stats `json:"cache"`
+		CacheBytes  int64            `json:"cache_capacity_bytes"`
+		CachePolicy string           `json:"cache_policy"`
+		Epochs      []EpochStat      `json:"epochs"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, epochs})
 }
 
 // observe logs each request with its ID and records its metrics under the

@@ -54,8 +54,9 @@ func newSchedule(g *Gateway) *schedule {
 }
 
 // observe records that a stream served epoch positions up to end. It
-// returns the stream's state after the update and whether it moved.
-func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, end int) (stream, bool) {
+// returns the stream's state after the update, whether it moved, and
+// whether it entered a later epoch than it was in.
+func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, end int) (st stream, moved, newEpoch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -65,22 +66,23 @@ func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, en
 		}
 	}
 	k := streamKey{ds.name, seed, window}
-	st, ok := s.streams[k]
+	cur, ok := s.streams[k]
 	switch {
 	case !ok:
-		st = &stream{epoch: epoch, pos: end, ds: ds}
-		s.streams[k] = st
-	case epoch > st.epoch || (epoch == st.epoch && end > st.pos):
-		st.epoch, st.pos = epoch, end
-	case now.Sub(st.lastSeen) > 30*time.Second:
+		cur = &stream{epoch: epoch, pos: end, ds: ds}
+		s.streams[k] = cur
+	case epoch > cur.epoch || (epoch == cur.epoch && end > cur.pos):
+		newEpoch = epoch > cur.epoch
+		cur.epoch, cur.pos = epoch, end
+	case now.Sub(cur.lastSeen) > 30*time.Second:
 		// A job resumed from an earlier point; follow it.
-		st.epoch, st.pos = epoch, end
+		cur.epoch, cur.pos = epoch, end
 	default:
-		st.lastSeen = now
-		return *st, false
+		cur.lastSeen = now
+		return *cur, false, false
 	}
-	st.lastSeen = now
-	return *st, true
+	cur.lastSeen = now
+	return *cur, true, newEpoch
 }
 
 // windowsOf returns each chunk's window index in one epoch's order.
@@ -206,11 +208,17 @@ func (p *schedulePolicy) Victims() iter.Seq[chunkcache.Key] {
 	}
 }
 
+// chunkUse is a chunk some epoch will need.
+type chunkUse struct {
+	chunk int
+	epoch uint64
+}
+
 // upcoming lists the chunks of the windows a stream needs next: the rest of
 // its current window and the next ahead windows, continuing into the next
 // epoch at the boundary, in the order they will be needed.
-func (s *schedule) upcoming(st stream, seed uint64, window, ahead int) []int {
-	var out []int
+func (s *schedule) upcoming(st stream, seed uint64, window, ahead int) []chunkUse {
+	var out []chunkUse
 	e, err := s.g.epoch(st.ds, seed, st.epoch, window)
 	if err != nil || e.NumSamples() == 0 {
 		return nil
@@ -225,7 +233,9 @@ func (s *schedule) upcoming(st stream, seed uint64, window, ahead int) []int {
 			}
 			w = 0
 		}
-		out = append(out, e.WindowChunks(w)...)
+		for _, c := range e.WindowChunks(w) {
+			out = append(out, chunkUse{c, epoch})
+		}
 		w++
 	}
 	return out

@@ -20,8 +20,9 @@ import (
 // prints commands to try. A second run reuses the packed dataset.
 func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	var f serveFlags
-	var dir string
+	var dir, dst string
 	var samples int
+	var createBucket, packOnly bool
 	var mean, chunk byteSize
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	f.register(fs, "127.0.0.1:8080")
@@ -35,6 +36,9 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Var(&mean, "mean-bytes", "mean synthetic image size")
 	chunk = 4 << 20
 	fs.Var(&chunk, "chunk-size", "target chunk size for the demo dataset")
+	fs.StringVar(&dst, "dst", "", "pack the demo dataset into this store URL (e.g. s3://bucket/demo) instead of a local directory")
+	fs.BoolVar(&createBucket, "create-bucket", false, "with an s3:// --dst, create the bucket if it does not exist")
+	fs.BoolVar(&packOnly, "pack-only", false, "pack the dataset (if not packed yet) and exit without serving")
 	f.cacheSize = 256 << 20
 	if err := parseFlags(fs, env, args, "demo [flags]"); err != nil {
 		return err
@@ -47,11 +51,19 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	spec := synth.Spec{Samples: samples, MeanBytes: int64(mean), Classes: 10, Seed: 1}
-	storeDir := filepath.Join(dir, fmt.Sprintf("store-%d-%d-%d", samples, int64(mean), int64(chunk)))
-	if err := os.MkdirAll(storeDir, 0o755); err != nil {
-		return err
+	storeURL := dst
+	if storeURL == "" {
+		storeURL = filepath.Join(dir, fmt.Sprintf("store-%d-%d-%d", samples, int64(mean), int64(chunk)))
+		if err := os.MkdirAll(storeURL, 0o755); err != nil {
+			return err
+		}
 	}
-	store, err := s3backend.NewLocal(storeDir)
+	if createBucket {
+		if err := s3backend.EnsureBucket(ctx, storeURL, f.s3.config()); err != nil {
+			return err
+		}
+	}
+	store, err := s3backend.Open(ctx, storeURL, f.s3.config())
 	if err != nil {
 		return err
 	}
@@ -67,7 +79,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		if err := spec.WriteTree(src); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stderr, "packing into %s ...\n", storeDir)
+		fmt.Fprintf(env.stderr, "packing into %s ...\n", storeURL)
 		res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: int64(chunk), Shuffle: true, Seed: 1, Name: "demo"})
 		if err != nil {
 			return err
@@ -75,7 +87,11 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "packed %d samples into %d chunks (%d bytes)\n", res.Index.NumSamples(), res.Index.NumChunks(), res.Index.TotalBytes())
 		_ = os.RemoveAll(src) // the chunks hold everything now
 	}
-	f.datasets = datasetFlags{"demo=" + storeDir}
+	if packOnly {
+		fmt.Fprintf(env.stdout, "demo dataset ready at %s\n", storeURL)
+		return nil
+	}
+	f.datasets = datasetFlags{"demo=" + storeURL}
 	cfg, err := f.gatewayConfig(log)
 	if err != nil {
 		return err

@@ -1,0 +1,41 @@
+// Package chunkindex defines how a Brand dataset is laid out in object
+// storage: samples packed into large tar chunks, and a compact binary index
+// that says where every sample's bytes are.
+//
+// # Why tar chunks
+//
+// Chunks are plain POSIX tar files following the WebDataset convention: the
+// members of one sample sit next to each other and share a key, the member
+// path up to the first '.' of its base name (train/n01/x.JPEG and
+// train/n01/x.cls are sample train/n01/x). Any WebDataset, tar or
+// Python tarfile reader can read a chunk directly, and any existing
+// WebDataset shard can be indexed as it is (ScanTar), so a dataset is never
+// locked into Brand.
+//
+// # Why byte ranges
+//
+// The index records, for each sample, its chunk and the byte range from the
+// first header block of its first member to the end of the block padding of
+// its last member, with the CRC32C of those bytes. Because tar is a sequence
+// of self-contained, block-aligned members, any list of such ranges written
+// back to back and followed by EndOfArchive is itself a valid tar. The
+// gateway serves a batch exactly that way: it copies cached chunk bytes to the
+// response, with no decoding, re-encoding or per-sample allocation, and
+// verifies each range against its CRC32C.
+//
+// # Why a binary index
+//
+// A training job addresses samples by dense integer ID. The index stores
+// them grouped by chunk, in columns (20 bytes per sample plus the key
+// bytes), so a million-sample dataset loads in a fraction of a second and
+// occupies a few tens of megabytes. It is versioned, checksummed and
+// validated field by field on load: a corrupt or hostile index is rejected
+// with an error naming the problem, never trusted to index past a chunk.
+// docs/format.md specifies the bytes precisely enough to reimplement.
+//
+// # Files
+//
+// A dataset root holds the chunks (any keys outside "_brand/"), the index at
+// IndexKey and a JSON Manifest at ManifestKey describing the dataset and
+// naming the index by its ID.
+package chunkindex

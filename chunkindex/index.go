@@ -1,0 +1,325 @@
+package chunkindex
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Chunk describes one chunk object of a dataset.
+type Chunk struct {
+	// Key is the object key relative to the dataset root.
+	Key string
+	// Size is the object size in bytes.
+	Size int64
+	// ETag pins the object version: a chunk rewritten under the same key is
+	// detected instead of served as if it were the indexed one. It may be
+	// empty when the store has no ETags.
+	ETag string
+	// Samples is the number of samples in the chunk.
+	Samples int
+}
+
+// Sample describes one sample: where its bytes are and their CRC32C.
+type Sample struct {
+	Key    string
+	Chunk  int
+	Offset int64
+	Length int64
+	CRC    uint32
+}
+
+// Limits of the format (see docs/format.md). They are far above what a
+// dataset needs and exist so every count and length has a fixed-width field.
+const (
+	// MaxSampleLength is the longest sample range an index can hold.
+	MaxSampleLength = math.MaxUint32 &^ (BlockSize - 1)
+	// MaxChunkKeyLen bounds a chunk key and a chunk ETag, in bytes.
+	MaxChunkKeyLen = math.MaxUint16
+	// MaxSamples bounds the number of samples and of chunks.
+	MaxSamples = math.MaxUint32
+	// MaxKeyBytes bounds the total length of all sample keys.
+	MaxKeyBytes = math.MaxUint32
+)
+
+// Index maps sample IDs (0..NumSamples-1, grouped by chunk in chunk order) to
+// chunk byte ranges, and sample keys to IDs. It is immutable and safe for
+// concurrent use.
+//
+// Samples are stored column by column, with all keys in one string, so that
+// an index of millions of samples is a handful of allocations the garbage
+// collector never has to scan (about 20 bytes per sample plus the keys).
+type Index struct {
+	chunks     []Chunk
+	chunkStart []int // chunkStart[c] is the ID of chunk c's first sample; len NumChunks+1
+	total      int64 // sum of chunk sizes
+
+	offsets []int64
+	lengths []uint32
+	crcs    []uint32
+	keyEnds []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
+	keys    string
+
+	// byHash holds the sample IDs ordered by maphash of their keys: it finds
+	// duplicates without sorting strings and serves Lookup by binary search.
+	// Hashes are recomputed on probes rather than stored, which keeps 8 bytes
+	// per sample off the heap; the random seed keeps crafted collisions out.
+	seed   maphash.Seed
+	byHash []uint32
+
+	idOnce sync.Once
+	id     string
+}
+
+// New builds an index. Samples must be grouped by chunk in chunk order, with
+// chunks[c].Samples of them in chunk c, ascending and non-overlapping within
+// the chunk. Every range must be block-aligned (BlockSize), non-empty and
+// inside its chunk, every key non-empty and unique across the dataset, chunk
+// keys non-empty, unique and outside "_brand/". Violations return an error
+// wrapping ErrInvalid (and ErrDuplicateKey for duplicate sample keys).
+func New(chunks []Chunk, samples []Sample) (*Index, error) {
+	if uint64(len(chunks)) > MaxSamples || uint64(len(samples)) > MaxSamples {
+		return nil, fmt.Errorf("%w: %d chunks, %d samples: at most %d each", ErrInvalid, len(chunks), len(samples), uint64(MaxSamples))
+	}
+	ix := &Index{
+		chunks:     slices.Clone(chunks),
+		chunkStart: make([]int, len(chunks)+1),
+		offsets:    make([]int64, len(samples)),
+		lengths:    make([]uint32, len(samples)),
+		crcs:       make([]uint32, len(samples)),
+		keyEnds:    make([]uint32, len(samples)),
+	}
+	keyBytes := 0
+	for c, ch := range chunks {
+		if ch.Samples < 0 {
+			return nil, fmt.Errorf("%w: chunk %d %q: negative sample count %d", ErrInvalid, c, ch.Key, ch.Samples)
+		}
+		if ch.Samples > len(samples)-ix.chunkStart[c] {
+			return nil, fmt.Errorf("%w: chunks count more than the %d samples given", ErrInvalid, len(samples))
+		}
+		ix.chunkStart[c+1] = ix.chunkStart[c] + ch.Samples
+	}
+	if ix.chunkStart[len(chunks)] != len(samples) {
+		return nil, fmt.Errorf("%w: chunks count %d samples, %d given", ErrInvalid, ix.chunkStart[len(chunks)], len(samples))
+	}
+	c := 0
+	for i, s := range samples {
+		for ix.chunkStart[c+1] <= i {
+			c++
+		}
+		if s.Chunk != c {
+			return nil, fmt.Errorf("%w: sample %d %q: chunk %d, but the chunk sample counts place it in chunk %d", ErrInvalid, i, s.Key, s.Chunk, c)
+		}
+		if s.Offset < 0 || s.Length <= 0 || s.Length > MaxSampleLength {
+			return nil, fmt.Errorf("%w: sample %d %q: range offset %d length %d out of bounds", ErrInvalid, i, s.Key, s.Offset, s.Length)
+		}
+		keyBytes += len(s.Key)
+		if uint64(keyBytes) > MaxKeyBytes {
+			return nil, fmt.Errorf("%w: sample keys exceed %d bytes", ErrInvalid, uint64(MaxKeyBytes))
+		}
+		ix.offsets[i] = s.Offset
+		ix.lengths[i] = uint32(s.Length)
+		ix.crcs[i] = s.CRC
+		ix.keyEnds[i] = uint32(keyBytes)
+	}
+	var keys strings.Builder
+	keys.Grow(keyBytes)
+	for _, s := range samples {
+		keys.WriteString(s.Key)
+	}
+	ix.keys = keys.String()
+	if err := ix.validate(ErrInvalid); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// validate checks the invariants shared by New and Decode and builds byHash.
+// kind is the sentinel that errors wrap: ErrInvalid or ErrCorrupt.
+func (ix *Index) validate(kind error) error {
+	// Key ends first: the messages below quote sample keys.
+	var prev uint32
+	for i, e := range ix.keyEnds {
+		if e <= prev && i > 0 || e == 0 {
+			return fmt.Errorf("%w: sample %d: key end %d does not follow %d (keys must be non-empty)", kind, i, e, prev)
+		}
+		prev = e
+	}
+	if int(prev) != len(ix.keys) {
+		return fmt.Errorf("%w: key ends reach %d, key bytes are %d", kind, prev, len(ix.keys))
+	}
+	if n := ix.chunkTableLen(); n > math.MaxUint32 {
+		return fmt.Errorf("%w: chunk table of %d bytes exceeds %d", kind, n, uint64(math.MaxUint32))
+	}
+	chunkKeys := make(map[string]int, len(ix.chunks))
+	for c, ch := range ix.chunks {
+		switch {
+		case ch.Key == "":
+			return fmt.Errorf("%w: chunk %d: empty key", kind, c)
+		case strings.HasPrefix(ch.Key, metaPrefix):
+			return fmt.Errorf("%w: chunk %d: key %q is under %s, which holds the dataset's metadata", kind, c, ch.Key, metaPrefix)
+		case len(ch.Key) > MaxChunkKeyLen || len(ch.ETag) > MaxChunkKeyLen:
+			return fmt.Errorf("%w: chunk %d: key or ETag longer than %d bytes", kind, c, MaxChunkKeyLen)
+		case ch.Size < 0:
+			return fmt.Errorf("%w: chunk %d %q: negative size %d", kind, c, ch.Key, ch.Size)
+		case ix.total > math.MaxInt64-ch.Size:
+			return fmt.Errorf("%w: chunk sizes overflow int64", kind)
+		}
+		if prev, dup := chunkKeys[ch.Key]; dup {
+			return fmt.Errorf("%w: chunk key %q used by chunks %d and %d", kind, ch.Key, prev, c)
+		}
+		chunkKeys[ch.Key] = c
+		ix.total += ch.Size
+
+		end := int64(0) // end of the previous sample in this chunk
+		for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
+			off, n := ix.offsets[i], int64(ix.lengths[i])
+			switch {
+			case n == 0 || off%BlockSize != 0 || n%BlockSize != 0:
+				return fmt.Errorf("%w: sample %d %q: range offset %d length %d is not a non-empty run of %d-byte tar blocks",
+					kind, i, ix.SampleKey(i), off, n, BlockSize)
+			case off < end:
+				return fmt.Errorf("%w: sample %d %q: offset %d overlaps or precedes the previous sample of chunk %d, which ends at %d",
+					kind, i, ix.SampleKey(i), off, c, end)
+			case off > ch.Size-n:
+				return fmt.Errorf("%w: sample %d %q: range %d+%d exceeds chunk %d %q size %d",
+					kind, i, ix.SampleKey(i), off, n, c, ch.Key, ch.Size)
+			}
+			end = off + n
+		}
+	}
+
+	return ix.buildLookup(kind)
+}
+
+// buildLookup orders sample IDs by key hash and rejects duplicate keys.
+func (ix *Index) buildLookup(kind error) error {
+	type entry struct {
+		h  uint64
+		id uint32
+	}
+	ix.seed = maphash.MakeSeed()
+	entries := make([]entry, ix.NumSamples())
+	for i := range entries {
+		entries[i] = entry{maphash.String(ix.seed, ix.SampleKey(i)), uint32(i)}
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ix.byHash = make([]uint32, len(entries))
+	for i, e := range entries {
+		ix.byHash[i] = e.id
+		// Keys with equal hashes are adjacent; compare each with the run
+		// before it (runs longer than one are astronomically rare).
+		for j := i - 1; j >= 0 && entries[j].h == e.h; j-- {
+			a, b := int(entries[j].id), int(e.id)
+			if ix.SampleKey(a) == ix.SampleKey(b) {
+				return fmt.Errorf("%w: %w %q in sample %d (chunk %d %q) and sample %d (chunk %d %q)",
+					kind, ErrDuplicateKey, ix.SampleKey(a), a, ix.chunkOf(a), ix.chunks[ix.chunkOf(a)].Key,
+					b, ix.chunkOf(b), ix.chunks[ix.chunkOf(b)].Key)
+			}
+		}
+	}
+	return nil
+}
+
+// NumChunks returns the number of chunks.
+func (ix *Index) NumChunks() int { return len(ix.chunks) }
+
+// NumSamples returns the number of samples.
+func (ix *Index) NumSamples() int { return len(ix.offsets) }
+
+// TotalBytes returns the sum of the chunk sizes.
+func (ix *Index) TotalBytes() int64 { return ix.total }
+
+// SampleBytes returns the sum of the sample lengths: the bytes an epoch
+// serves, which is TotalBytes less end-of-archive markers, padding and
+// directory entries.
+func (ix *Index) SampleBytes() int64 {
+	var n int64
+	for _, l := range ix.lengths {
+		n += int64(l)
+	}
+	return n
+}
+
+// Chunk returns chunk c. It panics if c is out of range.
+func (ix *Index) Chunk(c int) Chunk { return ix.chunks[c] }
+
+// ChunkRange returns the IDs of chunk c's samples: first .. first+n-1.
+func (ix *Index) ChunkRange(c int) (first, n int) {
+	return ix.chunkStart[c], ix.chunkStart[c+1] - ix.chunkStart[c]
+}
+
+// SampleCounts returns the number of samples of each chunk, in chunk order:
+// the input the shuffle package needs. The slice is a copy.
+func (ix *Index) SampleCounts() []int {
+	counts := make([]int, len(ix.chunks))
+	for c := range counts {
+		counts[c] = ix.chunkStart[c+1] - ix.chunkStart[c]
+	}
+	return counts
+}
+
+// Sample returns sample id. It panics if id is out of range.
+func (ix *Index) Sample(id int) Sample {
+	c, off, n, crc := ix.SampleRange(id)
+	return Sample{Key: ix.SampleKey(id), Chunk: c, Offset: off, Length: n, CRC: crc}
+}
+
+// SampleRange returns where sample id's bytes are. It does not allocate,
+// which matters on the path that serves every sample of every batch.
+// It panics if id is out of range.
+func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
+	return ix.chunkOf(id), ix.offsets[id], int64(ix.lengths[id]), ix.crcs[id]
+}
+
+// SampleKey returns sample id's key. It does not allocate.
+// It panics if id is out of range.
+func (ix *Index) SampleKey(id int) string {
+	start := uint32(0)
+	if id > 0 {
+		start = ix.keyEnds[id-1]
+	}
+	return ix.keys[start:ix.keyEnds[id]]
+}
+
+// chunkOf returns the chunk holding sample id (a binary search over chunks:
+// storing it per sample would cost 4 bytes a sample).
+func (ix *Index) chunkOf(id int) int {
+	if id < 0 || id >= ix.NumSamples() {
+		panic(fmt.Sprintf("chunkindex: sample id %d out of range [0, %d)", id, ix.NumSamples()))
+	}
+	// The first chunk whose end is past id; empty chunks are skipped because
+	// their end equals the next chunk's start.
+	c, _ := slices.BinarySearch(ix.chunkStart[1:], id+1)
+	return c
+}
+
+// Lookup returns the ID of the sample with the given key. Its table is
+// built by New and Decode, where it doubles as the duplicate-key check, so
+// Lookup needs no lazy initialisation or locking.
+func (ix *Index) Lookup(key string) (id int, ok bool) {
+	h := maphash.String(ix.seed, key)
+	i, _ := slices.BinarySearchFunc(ix.byHash, h, func(id uint32, h uint64) int {
+		return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
+	})
+	for ; i < len(ix.byHash); i++ {
+		id := int(ix.byHash[i])
+		k := ix.SampleKey(id)
+		if k == key {
+			return id, true
+		}
+		if maphash.String(ix.seed, k) != h {
+			break
+		}
+	}
+	return 0, false
+}

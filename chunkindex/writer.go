@@ -1,0 +1,189 @@
+package chunkindex
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"time"
+)
+
+// Member is one file of a sample, written as one tar member.
+type Member struct {
+	// Name is the full member path; SplitKey(Name) must give the sample key.
+	Name string
+	// Size is the exact number of bytes Body yields.
+	Size int64
+	// Mode holds the permission bits; 0 means 0644.
+	Mode int64
+	// ModTime is stored rounded to the second; the zero Time means the Unix
+	// epoch, so that packing the same files twice yields identical chunks.
+	ModTime time.Time
+	// Body supplies the member's contents. It may be nil when Size is 0.
+	Body io.Reader
+}
+
+// ChunkWriter writes samples as tar members and reports each sample's byte
+// range and CRC32C as it goes, so a chunk and its index entries are produced
+// in one pass without reading the chunk back.
+//
+// Headers carry no owner names and zero ids, so chunks are reproducible;
+// archive/tar picks ustar and switches to pax only for what ustar cannot hold
+// (long or non-ASCII names, huge sizes).
+//
+// A ChunkWriter is not safe for concurrent use.
+type ChunkWriter struct {
+	cw     *crcWriter
+	tw     *tar.Writer
+	seen   map[string]bool
+	err    error // sticky: the tar stream is unusable after a failed write
+	closed bool
+}
+
+// NewChunkWriter returns a ChunkWriter that writes a tar to w. Call Close to
+// write the end-of-archive marker; Close does not close w.
+func NewChunkWriter(w io.Writer) *ChunkWriter {
+	cw := &crcWriter{w: w}
+	return &ChunkWriter{cw: cw, tw: tar.NewWriter(cw), seen: map[string]bool{}}
+}
+
+// Size returns the number of bytes written to the underlying writer so far.
+func (w *ChunkWriter) Size() int64 { return w.cw.n }
+
+// WriteSample writes one sample, its members in the order given, and returns
+// where its bytes are in the chunk: offset and length (a multiple of
+// BlockSize, headers and padding included) and their CRC32C. ScanTar reports
+// the same values for the same sample.
+//
+// Arguments are checked before anything is written: an empty key, no
+// members, a member whose name does not split to key, a repeated member name,
+// a negative size or a key already written to this chunk (ErrDuplicateKey)
+// return an error and leave the chunk intact. An error while writing (from the
+// underlying writer, or a Body shorter or longer than Size) leaves a partial
+// member in the stream, so it is returned again by every later call.
+func (w *ChunkWriter) WriteSample(key string, members []Member) (offset, length int64, crc uint32, err error) {
+	if w.closed {
+		return 0, 0, 0, ErrWriterClosed
+	}
+	if w.err != nil {
+		return 0, 0, 0, w.err
+	}
+	if err := w.check(key, members); err != nil {
+		return 0, 0, 0, err
+	}
+	w.seen[key] = true
+	offset = w.cw.n
+	w.cw.crc = 0
+	for i := range members {
+		if err := w.writeMember(&members[i]); err != nil {
+			w.err = fmt.Errorf("chunkindex: writing sample %q member %q: %w", key, members[i].Name, err)
+			return 0, 0, 0, w.err
+		}
+	}
+	// Flush writes the last member's padding, so the range ends on a block.
+	if err := w.tw.Flush(); err != nil {
+		w.err = fmt.Errorf("chunkindex: writing sample %q: %w", key, err)
+		return 0, 0, 0, w.err
+	}
+	return offset, w.cw.n - offset, w.cw.crc, nil
+}
+
+func (w *ChunkWriter) check(key string, members []Member) error {
+	if key == "" {
+		return fmt.Errorf("chunkindex: empty sample key")
+	}
+	if len(members) == 0 {
+		return fmt.Errorf("chunkindex: sample %q has no members", key)
+	}
+	if w.seen[key] {
+		return fmt.Errorf("chunkindex: %w %q: already written to this chunk", ErrDuplicateKey, key)
+	}
+	for i, m := range members {
+		if p := memberNameProblem(m.Name); p != "" {
+			return fmt.Errorf("chunkindex: sample %q member %q: %s", key, m.Name, p)
+		}
+		if k, _ := SplitKey(m.Name); k != key {
+			return fmt.Errorf("chunkindex: sample %q member %q: name has key %q", key, m.Name, k)
+		}
+		if m.Size < 0 {
+			return fmt.Errorf("chunkindex: sample %q member %q: negative size %d", key, m.Name, m.Size)
+		}
+		if m.Body == nil && m.Size > 0 {
+			return fmt.Errorf("chunkindex: sample %q member %q: nil body for %d bytes", key, m.Name, m.Size)
+		}
+		for _, prev := range members[:i] {
+			if prev.Name == m.Name {
+				return fmt.Errorf("chunkindex: sample %q: member %q appears twice", key, m.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func (w *ChunkWriter) writeMember(m *Member) error {
+	mode, mtime := m.Mode, m.ModTime
+	if mode == 0 {
+		mode = 0o644
+	}
+	if mtime.IsZero() {
+		mtime = time.Unix(0, 0)
+	}
+	hdr := &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     m.Name,
+		Size:     m.Size,
+		Mode:     mode,
+		ModTime:  mtime.Round(time.Second),
+	}
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if m.Size == 0 && m.Body == nil {
+		return nil
+	}
+	n, err := io.CopyN(w.tw, m.Body, m.Size)
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("body ended after %d of %d bytes: %w", n, m.Size, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		return err
+	}
+	// A longer body means Size was wrong; the caller's idea of the sample
+	// disagrees with the chunk, so fail rather than truncate silently.
+	var one [1]byte
+	if k, _ := io.ReadFull(m.Body, one[:]); k > 0 {
+		return fmt.Errorf("body longer than size %d", m.Size)
+	}
+	return nil
+}
+
+// Close writes the end-of-archive marker. It does not close the underlying
+// writer. Calling Close again returns ErrWriterClosed.
+func (w *ChunkWriter) Close() error {
+	if w.closed {
+		return ErrWriterClosed
+	}
+	w.closed = true
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.tw.Close(); err != nil {
+		return fmt.Errorf("chunkindex: closing chunk: %w", err)
+	}
+	return nil
+}
+
+// crcWriter counts and checksums what archive/tar writes.
+type crcWriter struct {
+	w   io.Writer
+	n   int64
+	crc uint32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.n += int64(n)
+	return n, err
+}
