@@ -1,0 +1,243 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+const tarType = "application/x-tar"
+
+// Batch is one batch of one epoch for the client's rank, decoded.
+type Batch struct {
+	Epoch int // the epoch asked for
+	Index int // the batch number within the epoch, from 0
+	// ETag identifies the batch's bytes: the same parameters and index
+	// always give the same ETag and the same samples.
+	ETag string
+	// Samples are in shuffle order. The slice is empty, not nil, when the
+	// rank's share of the epoch's final batch is empty.
+	Samples []Sample
+	// EpochBatches is the number of batches in the epoch; every rank has
+	// this many, numbered 0..EpochBatches-1.
+	EpochBatches int
+	// EpochSamples is the number of samples in the epoch over all ranks.
+	EpochSamples int
+	Dataset      string // the dataset's name
+	IndexID      string // the dataset index's content identity
+}
+
+// BatchHeader is what a batch response's headers say about it; BatchRaw
+// returns it for a body it does not decode.
+type BatchHeader struct {
+	Epoch, Index int
+	ETag         string
+	EpochBatches int
+	EpochSamples int
+	Samples      int   // samples in this batch (Brand-Batch-Samples)
+	Size         int64 // body bytes (Content-Length), -1 if the response had none
+	Dataset      string
+	IndexID      string
+}
+
+// parseBatchHeader reads and checks the headers of a batch response. The
+// Brand-* counts are required: Epoch relies on them to know when an epoch
+// ends and that every batch came from the same plan.
+func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error) {
+	if err := checkContentType(resp, tarType); err != nil {
+		return BatchHeader{}, err
+	}
+	h := BatchHeader{
+		Epoch:   epoch,
+		Index:   batch,
+		ETag:    resp.Header.Get("ETag"),
+		Size:    resp.ContentLength,
+		Dataset: resp.Header.Get("Brand-Dataset"),
+		IndexID: resp.Header.Get("Brand-Index"),
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{
+		{"Brand-Epoch-Batches", &h.EpochBatches},
+		{"Brand-Epoch-Samples", &h.EpochSamples},
+		{"Brand-Batch-Samples", &h.Samples},
+	} {
+		v := resp.Header.Get(f.name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return BatchHeader{}, fmt.Errorf("%w: header %s is %q; want a non-negative integer", ErrBadResponse, f.name, v)
+		}
+		*f.dst = n
+	}
+	return h, nil
+}
+
+func checkContentType(resp *http.Response, want string) error {
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != want {
+		return fmt.Errorf("%w: Content-Type is %q; want %s", ErrBadResponse, ct, want)
+	}
+	return nil
+}
+
+// readSamples decodes a tar body and checks that all of it arrived. A
+// connection that fails mid-body is retryable; a complete body that is not
+// a valid tar is not.
+func readSamples(resp *http.Response) ([]Sample, error) {
+	cr := &countingReader{r: resp.Body}
+	samples, derr := DecodeSamples(cr)
+	if derr == nil {
+		// The tar reader stops after the first end-of-archive block; read
+		// the rest so a cut-off trailer is noticed and the connection can
+		// be reused.
+		_, _ = io.Copy(io.Discard, cr)
+	}
+	if cr.err != nil {
+		return nil, retryable(shortBody(cr.n, resp.ContentLength, cr.err))
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadResponse, derr)
+	}
+	if resp.ContentLength >= 0 && cr.n != resp.ContentLength {
+		return nil, retryable(shortBody(cr.n, resp.ContentLength, io.ErrUnexpectedEOF))
+	}
+	if samples == nil {
+		samples = []Sample{}
+	}
+	return samples, nil
+}
+
+// Batch fetches and decodes batch number batch of epoch for the client's
+// rank. Broken connections, short bodies and 502/503/504 answers are
+// retried; a 4xx answer is returned at once as an *APIError (wrapped).
+func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
+	if err := checkPosition(epoch, batch); err != nil {
+		return nil, err
+	}
+	b, err := c.fetchBatch(ctx, epoch, batch, c.jobQuery())
+	if err != nil {
+		return nil, fmt.Errorf("client: epoch %d batch %d: %w", epoch, batch, err)
+	}
+	return b, nil
+}
+
+func (c *Client) fetchBatch(ctx context.Context, epoch, batch int, q url.Values) (*Batch, error) {
+	var b *Batch
+	err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
+		h, err := parseBatchHeader(resp, epoch, batch)
+		if err != nil {
+			return err
+		}
+		samples, err := readSamples(resp)
+		if err != nil {
+			return err
+		}
+		if len(samples) != h.Samples {
+			return fmt.Errorf("%w: Brand-Batch-Samples says %d samples but the body has %d", ErrBadResponse, h.Samples, len(samples))
+		}
+		b = &Batch{
+			Epoch:        epoch,
+			Index:        batch,
+			ETag:         h.ETag,
+			Samples:      samples,
+			EpochBatches: h.EpochBatches,
+			EpochSamples: h.EpochSamples,
+			Dataset:      h.Dataset,
+			IndexID:      h.IndexID,
+		}
+		return nil
+	})
+	return b, err
+}
+
+// BatchRaw streams batch number batch of epoch to w exactly as the gateway
+// sent it (the samples' tar members followed by the end-of-archive), for
+// callers that store or forward batches rather than decode them. It returns
+// the bytes written to w and the response's header.
+//
+// The body's length is checked against Content-Length; its tar structure is
+// not. Failures before the first byte reaches w are retried as in Batch.
+// After that the client cannot take back what w holds, so a broken
+// connection is returned (wrapping ErrShortBody) and n says how many bytes
+// of w are a partial batch; the caller can discard them and call again.
+func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n int64, h BatchHeader, err error) {
+	if err := checkPosition(epoch, batch); err != nil {
+		return 0, BatchHeader{}, err
+	}
+	err = c.get(ctx, batchPath(epoch, batch), c.jobQuery(), tarType, func(resp *http.Response) error {
+		hh, err := parseBatchHeader(resp, epoch, batch)
+		if err != nil {
+			return err
+		}
+		h = hh
+		cr := &countingReader{r: resp.Body}
+		written, werr := io.Copy(w, cr)
+		n = written
+		var short error
+		switch {
+		case cr.err != nil:
+			short = shortBody(cr.n, h.Size, cr.err)
+		case werr != nil:
+			return fmt.Errorf("writing batch: %w", werr)
+		case h.Size >= 0 && cr.n != h.Size:
+			short = shortBody(cr.n, h.Size, io.ErrUnexpectedEOF)
+		default:
+			return nil
+		}
+		if written == 0 {
+			return retryable(short)
+		}
+		return short
+	})
+	if err != nil {
+		return n, h, fmt.Errorf("client: epoch %d batch %d: %w", epoch, batch, err)
+	}
+	return n, h, nil
+}
+
+// Manifest is the JSON description of a batch: which samples it holds and
+// where each one lives, without their bytes.
+type Manifest struct {
+	Dataset   string           `json:"dataset"`
+	IndexID   string           `json:"index"`
+	Epoch     int              `json:"epoch"`
+	Batch     int              `json:"batch"`
+	Rank      int              `json:"rank"`
+	World     int              `json:"world"`
+	BatchSize int              `json:"batch_size"`
+	Batches   int              `json:"batches"` // batches in the epoch
+	Samples   []ManifestSample `json:"samples"`
+}
+
+// ManifestSample locates one sample of a manifest in its chunk.
+type ManifestSample struct {
+	ID     int    `json:"id"`     // global sample ID in the index
+	Key    string `json:"key"`    // WebDataset key
+	Chunk  string `json:"chunk"`  // chunk object key, relative to the dataset root
+	Offset int64  `json:"offset"` // first byte of the sample's first tar header
+	Length int64  `json:"length"` // bytes through the padding of its last member
+	CRC32C uint32 `json:"crc32c"` // Castagnoli CRC of those bytes
+}
+
+// Manifest fetches the manifest of batch number batch of epoch for the
+// client's rank.
+func (c *Client) Manifest(ctx context.Context, epoch, batch int) (*Manifest, error) {
+	if err := checkPosition(epoch, batch); err != nil {
+		return nil, err
+	}
+	q := c.jobQuery()
+	q.Set("format", "json")
+	m, err := getJSON[Manifest](ctx, c, batchPath(epoch, batch), q)
+	if err == nil && (m.Epoch != epoch || m.Batch != batch) {
+		err = fmt.Errorf("%w: asked for epoch %d batch %d, manifest is for epoch %d batch %d", ErrBadResponse, epoch, batch, m.Epoch, m.Batch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: manifest of epoch %d batch %d: %w", epoch, batch, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,251 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults that New applies to zero Options fields.
+const (
+	DefaultAhead      = 2
+	DefaultMaxRetries = 5
+	DefaultBackoff    = 200 * time.Millisecond
+	DefaultMaxBackoff = 10 * time.Second
+)
+
+// userAgent identifies the client in gateway logs.
+const userAgent = "brand-client/1"
+
+// Options configures a Client. The zero value leaves every job parameter to
+// the gateway's defaults and uses the default transport and retry policy.
+type Options struct {
+	// HTTPClient sends the requests. Nil means a client whose transport
+	// keeps enough idle connections for Ahead parallel requests, bounds the
+	// dial, TLS and response-header waits, and never asks for gzip: a batch
+	// is mostly already-compressed media, and transparent decompression
+	// would hide the Content-Length the client verifies. It has no overall
+	// timeout because a batch can be large; bound calls with their context.
+	HTTPClient *http.Client
+
+	// Dataset names the dataset; "" means the gateway's default.
+	Dataset string
+	// Seed is the shuffle seed; nil means the gateway's default. It is a
+	// pointer because 0 is a valid seed.
+	Seed *uint64
+	// BatchSize is the number of samples per batch per rank; 0 means the
+	// gateway's default.
+	BatchSize int
+	// Window is the number of chunks per shuffle window; 0 means the
+	// gateway's default.
+	Window int
+	// World is the number of ranks (data-parallel workers) that split each
+	// global batch; 0 means the gateway's default (normally 1).
+	World int
+	// Rank is this worker's rank in [0, World). The rank is sent only when
+	// World is set or Rank > 0, so the zero Options leave both to the
+	// gateway.
+	Rank int
+	// DropLast drops the epoch's final partial global batch; nil means the
+	// gateway's default.
+	DropLast *bool
+
+	// Ahead is how many batches Epoch keeps requested beyond the one the
+	// caller is consuming, so that the next batch is usually on the wire
+	// before it is needed. 0 means DefaultAhead; a negative value disables
+	// read-ahead (one request at a time).
+	Ahead int
+	// MaxRetries bounds the retries of one call after its first attempt.
+	// 0 means DefaultMaxRetries; a negative value disables retries.
+	MaxRetries int
+	// Backoff is the wait before the first retry; it doubles with every
+	// further retry and is jittered so that many workers do not retry in
+	// lockstep. 0 means DefaultBackoff.
+	Backoff time.Duration
+	// MaxBackoff caps every wait between attempts, including one the
+	// gateway asks for with Retry-After, so a misconfigured gateway cannot
+	// stall a training job for hours. 0 means DefaultMaxBackoff.
+	MaxBackoff time.Duration
+}
+
+// validate reports the first option that can never produce a valid request,
+// so that a typo fails at New rather than at the first batch.
+func (o *Options) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"BatchSize", o.BatchSize}, {"Window", o.Window}, {"World", o.World}, {"Rank", o.Rank}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: Options.%s is %d; must be >= 0 (0 means the gateway default)", ErrInvalid, f.name, f.v)
+		}
+	}
+	if o.World > 0 && o.Rank >= o.World {
+		return fmt.Errorf("%w: Options.Rank %d out of range for World %d (valid ranks are 0..%d)", ErrInvalid, o.Rank, o.World, o.World-1)
+	}
+	if o.Backoff < 0 || o.MaxBackoff < 0 {
+		return fmt.Errorf("%w: Options.Backoff and MaxBackoff must be >= 0", ErrInvalid)
+	}
+	return nil
+}
+
+// Client fetches batches, epoch plans and samples from one Brand gateway
+// (or a load balancer in front of several). It is safe for concurrent use.
+type Client struct {
+	base       *url.URL
+	hc         *http.Client
+	opts       Options // a private copy with defaults applied
+	ahead      int     // >= 1 requests in flight while Epoch waits
+	readAhead  bool    // whether Epoch requests ahead of the consumer
+	maxRetries int     // >= 0
+
+	// sleep waits between attempts; tests replace it to observe waits
+	// without spending them.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// New returns a client of the gateway at baseURL (http or https, optionally
+// with a path prefix such as http://lb/brand). It checks the URL and the
+// options but does not contact the gateway.
+func New(baseURL string, opts Options) (*Client, error) {
+	base, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: base URL: %w", ErrInvalid, err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" {
+		return nil, fmt.Errorf("%w: base URL %q: scheme must be http or https", ErrInvalid, baseURL)
+	}
+	if base.Host == "" {
+		return nil, fmt.Errorf("%w: base URL %q has no host", ErrInvalid, baseURL)
+	}
+	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" {
+		return nil, fmt.Errorf("%w: base URL %q must not have a query or fragment; set job parameters in Options", ErrInvalid, baseURL)
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/")
+	base.RawPath = ""
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	// Copy what the pointers point to, so a caller reusing its variables
+	// cannot change (or race with) a client in use.
+	if opts.Seed != nil {
+		s := *opts.Seed
+		opts.Seed = &s
+	}
+	if opts.DropLast != nil {
+		d := *opts.DropLast
+		opts.DropLast = &d
+	}
+	c := &Client{base: base, sleep: sleepContext}
+	switch {
+	case opts.Ahead == 0:
+		c.ahead, c.readAhead = DefaultAhead, true
+	case opts.Ahead > 0:
+		c.ahead, c.readAhead = opts.Ahead, true
+	default:
+		c.ahead, c.readAhead = 1, false
+	}
+	switch {
+	case opts.MaxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case opts.MaxRetries > 0:
+		c.maxRetries = opts.MaxRetries
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = defaultHTTPClient(c.ahead)
+	}
+	c.hc = opts.HTTPClient
+	c.opts = opts
+	return c, nil
+}
+
+// defaultHTTPClient is the client used when Options.HTTPClient is nil.
+func defaultHTTPClient(ahead int) *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		// A program replaced the default; start from the standard values.
+		t = &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConns:        100,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+		}
+	}
+	t = t.Clone()
+	// The standard default keeps 2 idle connections per host, which makes
+	// Epoch with Ahead > 2 reconnect for nearly every batch.
+	t.MaxIdleConnsPerHost = max(16, ahead+2)
+	// A cold batch may wait for the gateway to fetch chunks from object
+	// storage before the first byte; anything beyond this is a hung server,
+	// and the timeout becomes a retried transport error.
+	t.ResponseHeaderTimeout = 2 * time.Minute
+	t.DisableCompression = true
+	return &http.Client{Transport: t}
+}
+
+// endpoint returns the absolute URL of path (which starts with '/') under
+// the base URL. path is unescaped; url.URL escapes it, keeping '/'.
+func (c *Client) endpoint(path string, q url.Values) string {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawPath = ""
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// jobQuery returns the job parameters the caller set, leaving the rest to
+// the gateway. It returns a fresh map each time; callers may add to it.
+func (c *Client) jobQuery() url.Values {
+	o := &c.opts
+	q := url.Values{}
+	if o.Dataset != "" {
+		q.Set("dataset", o.Dataset)
+	}
+	if o.Seed != nil {
+		q.Set("seed", strconv.FormatUint(*o.Seed, 10))
+	}
+	if o.BatchSize > 0 {
+		q.Set("batch_size", strconv.Itoa(o.BatchSize))
+	}
+	if o.Window > 0 {
+		q.Set("window", strconv.Itoa(o.Window))
+	}
+	if o.World > 0 {
+		q.Set("world", strconv.Itoa(o.World))
+	}
+	if o.World > 0 || o.Rank > 0 {
+		q.Set("rank", strconv.Itoa(o.Rank))
+	}
+	if o.DropLast != nil {
+		q.Set("drop_last", strconv.FormatBool(*o.DropLast))
+	}
+	return q
+}
+
+// checkPosition rejects negative epoch and batch numbers before they cost a
+// round trip.
+func checkPosition(epoch, batch int) error {
+	if epoch < 0 {
+		return fmt.Errorf("%w: epoch %d; must be >= 0", ErrInvalid, epoch)
+	}
+	if batch < 0 {
+		return fmt.Errorf("%w: batch %d; must be >= 0", ErrInvalid, batch)
+	}
+	return nil
+}
+
+func batchPath(epoch, batch int) string {
+	return "/epoch/" + strconv.Itoa(epoch) + "/batch/" + strconv.Itoa(batch)
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrInvalid marks an argument or option the client rejects before
+	// sending anything.
+	ErrInvalid = errors.New("client: invalid argument")
+	// ErrShortBody marks a response whose body ended before its
+	// Content-Length. The gateway never serves partial batches, so this is
+	// always a broken connection and the request is retried (except by
+	// BatchRaw once bytes have reached the writer).
+	ErrShortBody = errors.New("client: response body shorter than its Content-Length")
+	// ErrBadResponse marks a complete response that does not follow the
+	// Brand API: a malformed tar or JSON body, missing headers, or a
+	// gateway whose answers contradict each other. It is not retried.
+	ErrBadResponse = errors.New("client: bad response from gateway")
+)
+
+// APIError is a non-2xx answer from the gateway. Calls return it wrapped;
+// use errors.As to inspect it.
+type APIError struct {
+	// StatusCode is the HTTP status: 400 for a bad parameter, 404 for an
+	// unknown dataset or an epoch, batch or rank out of range, 503 when the
+	// gateway or its storage is unavailable.
+	StatusCode int
+	// Message is the gateway's explanation, written for the user (for a
+	// range error it states the valid range).
+	Message string
+	// RetryAfter is the wait the gateway asked for, 0 if it did not.
+	RetryAfter time.Duration
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString("gateway: ")
+	b.WriteString(strconv.Itoa(e.StatusCode))
+	if t := http.StatusText(e.StatusCode); t != "" {
+		b.WriteString(" ")
+		b.WriteString(t)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %v)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+// maxErrorBody bounds how much of an error body is read: the gateway's are
+// a line of JSON, and a proxy's HTML error page need not be read whole.
+const maxErrorBody = 64 << 10
+
+// readAPIError builds an APIError from a non-2xx response. Bodies that are
+// not the gateway's JSON (say, a load balancer's page) become the message,
+// trimmed, so the user still sees what answered.
+func readAPIError(resp *http.Response, now time.Time) *APIError {
+	e := &APIError{
+		StatusCode: resp.StatusCode,
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var wire struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &wire) == nil && wire.Error != "" {
+		e.Message = wire.Error
+		return e
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	e.Message = msg
+	return e
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date.
+// An absent, past or unreadable value is 0, which means "use the backoff".
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		// Clamp before converting so a huge value cannot overflow into a
+		// negative duration; MaxBackoff caps it later anyway.
+		const maxSeconds = int64(365 * 24 * time.Hour / time.Second)
+		return time.Duration(min(max(s, 0), maxSeconds)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// retryableStatus reports whether a status means "try again": 503 is the
+// gateway's own not-ready / backend-down answer; 502 and 504 come from a
+// load balancer while a gateway replica restarts. No 4xx is ever retried:
+// the same request would get the same answer.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryableError marks an error found while reading a 2xx body that a new
+// attempt can cure (a broken connection). It is transparent to errors.Is
+// and errors.As.
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+func retryable(err error) error { return &retryableError{err} }

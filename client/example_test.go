@@ -1,0 +1,92 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"maps"
+	"slices"
+
+	"github.com/brandgw/brand/client"
+)
+
+// Each example starts an in-process fake gateway (see fake_test.go) serving
+// "toy", 20 samples in 5 chunks, in place of a real `brand serve`.
+
+func Example() {
+	gw := startFakeGateway()
+	defer gw.Close()
+
+	ctx := context.Background()
+	c, err := client.New(gw.URL, client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	datasets, err := c.Datasets(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range datasets {
+		fmt.Printf("%s: %d samples in %d chunks (default %t)\n", d.Name, d.Samples, d.Chunks, d.Default)
+	}
+	s, err := c.Sample(ctx, "train/n02/img009")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s has %q, label %s\n", s.Key, slices.Sorted(maps.Keys(s.Files)), s.Files["cls"])
+	// Output:
+	// toy: 20 samples in 5 chunks (default true)
+	// val: 7 samples in 2 chunks (default false)
+	// train/n02/img009 has ["cls" "jpg" "meta.json"], label 9
+}
+
+func ExampleClient_Epoch() {
+	gw := startFakeGateway()
+	defer gw.Close()
+
+	// Rank 1 of a 2-rank job: each global batch of 2×4 samples is split
+	// between the ranks, and this worker sees its 4. The last global batch
+	// holds the epoch's remaining 4 samples, all of them rank 0's, so rank
+	// 1's share is empty (DropLast would drop that batch for both ranks).
+	seed := uint64(42)
+	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 4, World: 2, Rank: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for b, err := range c.Epoch(context.Background(), 0) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("batch %d of %d: %q\n", b.Index, b.EpochBatches, keys(b.Samples))
+	}
+	// Output:
+	// batch 0 of 3: ["train/n02/img011" "train/n02/img010" "train/n04/img018" "train/n02/img007"]
+	// batch 1 of 3: ["train/n00/img000" "train/n01/img004" "train/n01/img006" "train/n00/img002"]
+	// batch 2 of 3: []
+}
+
+func ExampleClient_Batch() {
+	gw := startFakeGateway()
+	defer gw.Close()
+
+	seed := uint64(42)
+	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 3})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Any batch of any epoch can be fetched directly, for example to resume
+	// a job at the step it stopped.
+	b, err := c.Batch(context.Background(), 3, 5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("epoch %d batch %d of %d, %d samples in the epoch\n", b.Epoch, b.Index, b.EpochBatches, b.EpochSamples)
+	for _, s := range b.Samples {
+		fmt.Printf("%s: %d bytes of jpg, label %s, %d files\n", s.Key, len(s.Files["jpg"]), s.Files["cls"], len(s.Files))
+	}
+	// Output:
+	// epoch 3 batch 5 of 7, 20 samples in the epoch
+	// train/n04/img015: 200 bytes of jpg, label 5, 3 files
+	// train/n04/img016: 256 bytes of jpg, label 6, 2 files
+	// train/n04/img019: 424 bytes of jpg, label 9, 2 files
+}

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// readFunc consumes a 2xx response. An error it wraps with retryable is
+// retried; any other error ends the call.
+type readFunc func(resp *http.Response) error
+
+// get sends GET path?q and hands a 2xx response to read, retrying 502, 503
+// and 504 answers, transport errors, and read errors marked retryable, with
+// jittered exponential backoff (or the gateway's Retry-After), up to
+// MaxRetries times. It never retries once ctx is done.
+func (c *Client) get(ctx context.Context, path string, q url.Values, accept string, read readFunc) error {
+	u := c.endpoint(path, q)
+	for attempt := 0; ; attempt++ {
+		retry, err := c.attempt(ctx, u, accept, read)
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 {
+			err = fmt.Errorf("attempt %d of %d: %w", attempt+1, c.maxRetries+1, err)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			if !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w (%w)", err, cerr)
+			}
+			return err
+		}
+		if !retry || attempt >= c.maxRetries {
+			return err
+		}
+		wait := c.backoff(attempt, err)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			// Waiting would only end in DeadlineExceeded; the gateway's
+			// answer is the more useful error.
+			return fmt.Errorf("%w (not retried: the context deadline comes before the next attempt)", err)
+		}
+		if serr := c.sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("%w (while waiting to retry after: %w)", serr, err)
+		}
+	}
+}
+
+// attempt makes one request and reports whether its error may be retried.
+func (c *Client) attempt(ctx context.Context, u, accept string, read readFunc) (retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// Refused or reset connections, timeouts and the like may clear up;
+		// a certificate the client distrusts will not.
+		var certErr *tls.CertificateVerificationError
+		return !errors.As(err, &certErr), err
+	}
+	defer drainClose(resp.Body)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return retryableStatus(resp.StatusCode), readAPIError(resp, time.Now())
+	}
+	if err := read(resp); err != nil {
+		var r *retryableError
+		return errors.As(err, &r), err
+	}
+	return false, nil
+}
+
+// backoff returns the wait before retry number attempt+1. A Retry-After
+// from the gateway is honoured as given (it knows when it will be ready);
+// otherwise the wait doubles from Backoff and is drawn from [d/2, d] so
+// that workers started together spread out. MaxBackoff caps both.
+func (c *Client) backoff(attempt int, err error) time.Duration {
+	limit := c.opts.MaxBackoff
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
+		return min(apiErr.RetryAfter, limit)
+	}
+	d := c.opts.Backoff
+	for i := 0; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleepContext waits for d or until ctx is done.
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// drainClose reads a little of what is left of a body before closing it, so
+// that the connection can be reused when only a trailer remains, without
+// reading megabytes of a batch nobody wants.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	_ = body.Close()
+}
+
+// countingReader counts the bytes read from a response body and remembers
+// the first error other than io.EOF. A decoder on top turns a broken
+// connection into a format error (io.ErrUnexpectedEOF inside a tar member);
+// err tells the two apart: set means the connection failed, not the format.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// shortBody describes a body cut off after n bytes. size is the
+// Content-Length, -1 if unknown.
+func shortBody(n, size int64, err error) error {
+	if size < 0 {
+		return fmt.Errorf("%w: connection failed after %d bytes: %w", ErrShortBody, n, err)
+	}
+	return fmt.Errorf("%w: received %d of %d bytes: %w", ErrShortBody, n, size, err)
+}
