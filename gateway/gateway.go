@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -215,7 +216,7 @@ func (g *Gateway) loadDataset(ctx context.Context, spec DatasetSpec) (*served, e
 	}
 	backoff := 250 * time.Millisecond
 	for {
-		ix, err := readIndex(ctx, store)
+		ix, err := dataset.ReadIndex(ctx, store)
 		if err == nil {
 			ds := &served{name: spec.Name, url: spec.URL, store: store, index: ix,
 				counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks())}
@@ -235,26 +236,6 @@ func (g *Gateway) loadDataset(ctx context.Context, spec DatasetSpec) (*served, e
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
-}
-
-// readIndex fetches and decodes a dataset's index.
-func readIndex(ctx context.Context, store s3backend.Store) (*chunkindex.Index, error) {
-	info, err := store.Stat(ctx, chunkindex.IndexKey)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		return nil, fmt.Errorf("no index at %s: build one with `brand pack` or `brand index`: %w", chunkindex.IndexKey, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", chunkindex.IndexKey, err)
-	}
-	buf := make([]byte, info.Size)
-	if err := store.ReadRange(ctx, chunkindex.IndexKey, info.ETag, 0, buf); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", chunkindex.IndexKey, err)
-	}
-	ix, err := chunkindex.Decode(buf)
-	if err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", chunkindex.IndexKey, err)
-	}
-	return ix, nil
 }
 
 // dataset returns a loaded dataset by name.

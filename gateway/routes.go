@@ -37,6 +37,7 @@ func (g *Gateway) routes() http.Handler {
 	r.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/datasets", g.handleDatasets)
 	r.Get("/stats", g.handleStats)
+	r.Get("/plan", g.handlePlan)
 	r.Get("/epoch/{epoch}", g.handleEpoch)
 	r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
 	r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
