@@ -1,0 +1,9 @@
+//go:build !linux
+
+package minioserver
+
+import "os/exec"
+
+// setProcAttr does nothing where the kernel cannot tie the server's life to
+// ours; Close (or t.Cleanup) must stop it.
+func setProcAttr(cmd *exec.Cmd) {}

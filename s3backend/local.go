@@ -1,0 +1,276 @@
+package s3backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// tempPrefix starts the name of a file Put is still writing; List skips them.
+const tempPrefix = ".brand-tmp-"
+
+// localReadSlice bounds one ReadAt so that a large read notices a cancelled
+// context between slices.
+const localReadSlice = 8 << 20
+
+// Local is a Store on a local directory: key "a/b.tar" is the file
+// <dir>/a/b.tar. It serves development, tests and datasets on a shared
+// filesystem.
+//
+// A file's ETag is derived from its size, modification time (nanoseconds)
+// and, where the platform has one, inode number. Put replaces a file by
+// renaming a new one over it, which always yields a new inode, so a pinned
+// read notices the replacement; an in-place rewrite by another program is
+// noticed through the size or modification time.
+type Local struct {
+	dir string // absolute, cleaned
+}
+
+// NewLocal returns a store rooted at dir. dir need not exist yet (Put
+// creates it), but if it exists it must be a directory.
+func NewLocal(dir string) (*Local, error) {
+	if dir == "" {
+		return nil, errors.New("s3backend: empty directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("s3backend: directory %q: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && !fi.IsDir():
+		return nil, fmt.Errorf("s3backend: %s is not a directory", abs)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("s3backend: directory %s: %w", abs, err)
+	}
+	return &Local{dir: abs}, nil
+}
+
+// String returns the store's URL, file:///dir.
+func (l *Local) String() string { return "file://" + filepath.ToSlash(l.dir) }
+
+// Dir returns the absolute directory the store is rooted at.
+func (l *Local) Dir() string { return l.dir }
+
+func (l *Local) path(key string) string { return filepath.Join(l.dir, filepath.FromSlash(key)) }
+
+// notFound reports whether err from opening or stating a key's file means
+// there is no such object: a missing file, or a path component that is a
+// file rather than a directory.
+func notFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// ReadRange fills p from the file at off. The etag, if any, is checked
+// against the opened file, so the bytes read are from the version checked.
+func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	name := l.path(key)
+	if off < 0 {
+		return fmt.Errorf("s3backend: read %s: negative offset %d", name, off)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("s3backend: read %s: %w", name, err)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		if notFound(err) {
+			return fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return fmt.Errorf("s3backend: read %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("s3backend: read %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
+	}
+	if etag = normalizeETag(etag); etag != "" {
+		if have := fileETag(fi); have != etag {
+			return changedError(name, etag, have)
+		}
+	}
+	for done := 0; done < len(p); {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("s3backend: read %s: %w", name, err)
+		}
+		end := min(done+localReadSlice, len(p))
+		n, err := f.ReadAt(p[done:end], off+int64(done))
+		done += n
+		switch {
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("%w: %s: bytes [%d, %d) of a %d-byte file", ErrOutOfRange, name, off, off+int64(len(p)), fi.Size())
+		case err != nil:
+			return fmt.Errorf("s3backend: read %w", err)
+		}
+	}
+	return nil
+}
+
+// Stat returns the file's size and ETag.
+func (l *Local) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %s: %w", l.path(key), err)
+	}
+	fi, err := os.Stat(l.path(key))
+	if err != nil {
+		if notFound(err) {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrNotFound, l.path(key))
+		}
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return ObjectInfo{}, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, l.path(key))
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), ETag: fileETag(fi)}, nil
+}
+
+// Put writes r to a temporary file beside the destination, syncs it and
+// renames it into place, so readers see the old file or the complete new
+// one, never a partial write. Parent directories are created as needed.
+func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64) (info ObjectInfo, err error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	name := l.path(key)
+	if size < -1 {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: invalid size %d", name, size)
+	}
+	if err := ctx.Err(); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(name), tempPrefix+"*")
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+
+	src := &ctxReader{ctx: ctx, r: r}
+	var n int64
+	if size >= 0 {
+		n, err = io.CopyN(tmp, src, size)
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+		}
+	} else {
+		n, err = io.Copy(tmp, src)
+	}
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	// The ETag comes from the new file itself: stating the destination
+	// after the rename could see a concurrent writer's file instead.
+	fi, err := tmp.Stat()
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	if err = os.Rename(tmp.Name(), name); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
+	return ObjectInfo{Key: key, Size: n, ETag: fileETag(fi)}, nil
+}
+
+// ctxReader stops a copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// List walks the directory tree under prefix. Files Put is still writing,
+// non-regular files and names that are not valid keys are skipped; a
+// symbolic link to a regular file is listed as that file.
+func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	// Walk only the deepest directory the prefix names in full.
+	start := l.dir
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = l.path(prefix[:i])
+	}
+	var out []ObjectInfo
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == start && notFound(err) {
+				return fs.SkipAll // nothing stored under this prefix
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), tempPrefix) || d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(l.dir, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) || checkKey(key) != nil {
+			return nil
+		}
+		var fi fs.FileInfo
+		if d.Type()&fs.ModeSymlink != 0 {
+			fi, err = os.Stat(p)
+		} else {
+			fi, err = d.Info()
+		}
+		if err != nil {
+			if notFound(err) {
+				return nil // removed during the walk, or a dangling link
+			}
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ETag: fileETag(fi)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
+	}
+	// Walk order is per directory; S3 order is by the whole key's bytes
+	// ("a-b" sorts before "a/b").
+	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}

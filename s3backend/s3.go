@@ -1,0 +1,386 @@
+package s3backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+	"golang.org/x/sync/errgroup"
+)
+
+// S3 is a Store on an S3-compatible service (AWS S3, MinIO, ...), rooted at
+// a key prefix of one bucket. It is safe for concurrent use.
+type S3 struct {
+	bucket string
+	root   string // "" or the prefix with a trailing "/"
+	scheme string // "http" or "https", for Endpoint
+	host   string
+
+	// core issues reads, stats and lists with minio-go's own retries
+	// disabled: S3 retries those itself so that it can resume a body cut
+	// short from where it stopped and keep the read pinned to one ETag.
+	core *minio.Core
+	// uploader issues uploads with minio-go's retries enabled, because only
+	// minio-go can retry one part of a multipart upload from the buffer it
+	// holds.
+	uploader *minio.Client
+
+	partSize int64
+	parallel int
+	retry    retrier
+}
+
+// NewS3 returns a store on bucket, rooted at prefix ("" for the whole
+// bucket; surrounding slashes are ignored). Zero cfg fields get their
+// documented defaults. It does not contact the service.
+func NewS3(cfg Config, bucket, prefix string) (*S3, error) {
+	if err := s3utils.CheckValidBucketName(bucket); err != nil {
+		return nil, fmt.Errorf("s3backend: bucket %q: %w", bucket, err)
+	}
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" {
+		if err := checkPath(prefix); err != nil {
+			return nil, fmt.Errorf("s3backend: root prefix: %w", err)
+		}
+		prefix += "/"
+	}
+	cfg = cfg.withDefaults()
+	host, secure, err := parseEndpoint(cfg.Endpoint, cfg.Secure)
+	if err != nil {
+		return nil, err
+	}
+
+	var creds *credentials.Credentials
+	if cfg.AccessKey != "" {
+		creds = credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)
+	} else {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.EnvMinio{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{},
+		})
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = newTransport(cfg.Parallel)
+	}
+	if cfg.Observer != nil {
+		transport = &observingTransport{next: transport, obs: cfg.Observer}
+	}
+	opts := func(attempts int) *minio.Options {
+		return &minio.Options{
+			Creds:        creds,
+			Secure:       secure,
+			Transport:    transport,
+			Region:       cfg.Region,
+			BucketLookup: minio.BucketLookupPath,
+			MaxRetries:   attempts,
+		}
+	}
+	core, err := minio.NewCore(host, opts(1)) // 1 attempt: S3 retries itself
+	if err != nil {
+		return nil, fmt.Errorf("s3backend: client for %s: %w", cfg.Endpoint, err)
+	}
+	uploader, err := minio.New(host, opts(cfg.MaxRetries+1))
+	if err != nil {
+		return nil, fmt.Errorf("s3backend: client for %s: %w", cfg.Endpoint, err)
+	}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
+	return &S3{
+		bucket:   bucket,
+		root:     prefix,
+		scheme:   scheme,
+		host:     host,
+		core:     core,
+		uploader: uploader,
+		partSize: cfg.PartSize,
+		parallel: cfg.Parallel,
+		retry:    retrier{maxRetries: cfg.MaxRetries, base: cfg.RetryBase},
+	}, nil
+}
+
+// String returns the store's URL, s3://bucket/prefix. It never includes
+// credentials.
+func (s *S3) String() string {
+	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.root, "/")
+}
+
+// Endpoint returns the service URL, scheme://host:port.
+func (s *S3) Endpoint() string { return s.scheme + "://" + s.host }
+
+// target names an object in errors.
+func (s *S3) target(key string) string { return "s3://" + s.bucket + "/" + s.root + key }
+
+// fail turns a classified error into the error S3 methods return.
+func (s *S3) fail(op, key string, kind errKind, err error) error {
+	switch kind {
+	case kindNotFound:
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %w", ErrNotFound, s.target(key), err)
+	case kindChanged:
+		if errors.Is(err, ErrChanged) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %w", ErrChanged, s.target(key), err)
+	case kindRange:
+		if errors.Is(err, ErrOutOfRange) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %w", ErrOutOfRange, s.target(key), err)
+	case kindRetry:
+		return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, s.target(key), err)
+	}
+	return fmt.Errorf("s3backend: %s %s: %w", op, s.target(key), err)
+}
+
+// ReadRange fills p with bytes [off, off+len(p)) of key. A read larger than
+// the part size is split into parts fetched by up to Parallel concurrent
+// ranged GETs, each reading straight into its slice of p. Every GET is
+// pinned to etag with If-Match; with an empty etag the parts are checked to
+// have come from one version of the object, so a read never mixes the bytes
+// of two versions. On error the contents of p are unspecified.
+func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if off < 0 {
+		return fmt.Errorf("s3backend: read %s: negative offset %d", s.target(key), off)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("s3backend: read %s: %w", s.target(key), err)
+	}
+	etag = normalizeETag(etag)
+	nparts := int((int64(len(p)) + s.partSize - 1) / s.partSize)
+	if nparts == 1 {
+		_, err := s.readPart(ctx, key, etag, off, p)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
+		}
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.parallel)
+	etags := make([]string, nparts)
+	for i := range nparts {
+		if gctx.Err() != nil {
+			break // a part failed: do not start more
+		}
+		lo := int64(i) * s.partSize
+		hi := min(lo+s.partSize, int64(len(p)))
+		g.Go(func() error {
+			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi])
+			etags[i] = got
+			return err
+		})
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
+	}
+	if err != nil {
+		return err
+	}
+	if etag == "" {
+		for _, e := range etags[1:] {
+			if e != etags[0] && e != "" && etags[0] != "" {
+				return changedError(s.target(key), etags[0], e)
+			}
+		}
+	}
+	return nil
+}
+
+// readPart fills p with the object's bytes from off with one ranged GET,
+// resuming from where a body was cut short, and returns the ETag the bytes
+// came from. An empty pin is replaced by the ETag of the first response, so
+// a resumed read stays on the version it started with.
+func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte) (string, error) {
+	obj := s.root + key
+	last := off + int64(len(p)) - 1
+	done := 0
+	kind, err := s.retry.do(ctx, func() (bool, error) {
+		start := off + int64(done)
+		var opts minio.GetObjectOptions
+		if err := opts.SetRange(start, last); err != nil {
+			return false, err
+		}
+		if pin != "" {
+			if err := opts.SetMatchETag(pin); err != nil {
+				return false, err
+			}
+		}
+		body, info, header, err := s.core.GetObject(ctx, s.bucket, obj, opts)
+		if err != nil {
+			return false, err
+		}
+		defer body.Close()
+		got := normalizeETag(info.ETag)
+		switch {
+		case pin == "":
+			pin = got
+		case got != "" && got != pin:
+			// The backend ignored If-Match (some proxies do).
+			return false, changedError(s.target(key), pin, got)
+		}
+		if err := checkContentRange(header, start, last); err != nil {
+			return false, fmt.Errorf("%s: %w", s.target(key), err)
+		}
+		n, err := io.ReadFull(body, p[done:])
+		done += n
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the body ended before the promised length
+		}
+		return n > 0, err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return pin, fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
+		}
+		if kind == kindChanged && !errors.Is(err, ErrChanged) && pin != "" {
+			// 412 Precondition Failed: If-Match did not hold.
+			return pin, fmt.Errorf("%w (%v)", changedError(s.target(key), pin, ""), err)
+		}
+		return pin, s.fail(fmt.Sprintf("read [%d, %d) of", off, last+1), key, kind, err)
+	}
+	return pin, nil
+}
+
+// checkContentRange verifies that a ranged GET answered with the requested
+// bytes: a server clips a range running past the end of the object
+// (ErrOutOfRange), and a server ignoring Range sends the object from byte 0.
+func checkContentRange(h http.Header, start, last int64) error {
+	cr := h.Get("Content-Range")
+	if cr == "" {
+		if start == 0 {
+			return nil // whole object from byte 0; ReadFull takes what it needs
+		}
+		return fmt.Errorf("no Content-Range in the answer to a ranged GET from byte %d", start)
+	}
+	spec, ok := strings.CutPrefix(cr, "bytes ")
+	rng, total, ok2 := strings.Cut(spec, "/")
+	first, end, ok3 := strings.Cut(rng, "-")
+	if !ok || !ok2 || !ok3 {
+		return fmt.Errorf("malformed Content-Range %q", cr)
+	}
+	f, err1 := strconv.ParseInt(first, 10, 64)
+	e, err2 := strconv.ParseInt(end, 10, 64)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("malformed Content-Range %q", cr)
+	}
+	switch {
+	case f != start:
+		return fmt.Errorf("asked for bytes %d-%d, got %d-%d of %s", start, last, f, e, total)
+	case e < last:
+		return fmt.Errorf("%w: asked for bytes %d-%d, the object has %s", ErrOutOfRange, start, last, total)
+	}
+	return nil
+}
+
+// Stat returns the object's size and ETag.
+func (s *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	var info minio.ObjectInfo
+	kind, err := s.retry.do(ctx, func() (bool, error) {
+		var err error
+		info, err = s.core.StatObject(ctx, s.bucket, s.root+key, minio.StatObjectOptions{})
+		return false, err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ObjectInfo{}, fmt.Errorf("s3backend: stat %s: %w", s.target(key), ctx.Err())
+		}
+		return ObjectInfo{}, s.fail("stat", key, kind, err)
+	}
+	return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag)}, nil
+}
+
+// Put uploads size bytes from r (size -1: until EOF). minio-go chooses
+// between a single PUT and a multipart upload and retries failed requests,
+// including single parts of a multipart upload; a single PUT is retried only
+// when r is an io.Seeker.
+func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	if size < -1 {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: invalid size %d", s.target(key), size)
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	if size < 0 {
+		// Left to itself minio-go sizes the parts of an upload of unknown
+		// length for a 5 TiB object, buffering over 500 MiB per part.
+		opts.PartSize = unknownSizePartSize
+	}
+	info, err := s.uploader.PutObject(ctx, s.bucket, s.root+key, r, size, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", s.target(key), ctx.Err())
+		}
+		return ObjectInfo{}, s.fail("put", key, classify(err), err)
+	}
+	return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag)}, nil
+}
+
+// List returns the objects under prefix, recursively, sorted by key. A
+// listing interrupted by a transient error resumes after the last key it
+// received.
+func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	var (
+		out        []ObjectInfo
+		lastKey    string
+		fetchOwner = false // owner data costs bytes nobody reads
+	)
+	kind, err := s.retry.do(ctx, func() (bool, error) {
+		progressed := false
+		for o := range s.core.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{
+			Prefix:     s.root + prefix,
+			Recursive:  true,
+			StartAfter: lastKey,
+			FetchOwner: &fetchOwner,
+		}) {
+			if o.Err != nil {
+				return progressed, o.Err
+			}
+			progressed = true
+			lastKey = o.Key
+			key, ok := strings.CutPrefix(o.Key, s.root)
+			if !ok || checkKey(key) != nil {
+				continue // a "directory" marker or a key Brand cannot address
+			}
+			out = append(out, ObjectInfo{Key: key, Size: o.Size, ETag: normalizeETag(o.ETag)})
+		}
+		// minio-go ends the iteration silently when ctx is cancelled.
+		return progressed, ctx.Err()
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("s3backend: list %s: %w", s.target(prefix), ctx.Err())
+		}
+		return nil, s.fail("list", prefix, kind, err)
+	}
+	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
