@@ -78,6 +78,7 @@ type Gateway struct {
 	stats    *epochStats
 	prefetch *prefetcher
 	handler  http.Handler
+	planning chan struct{} // one /plan simulation at a time
 
 	mu       sync.RWMutex
 	datasets map[string]*served
@@ -147,7 +148,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, datasets: map[string]*served{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, datasets: map[string]*served{}, planning: make(chan struct{}, 1)}
 	g.epochs, _ = lru.New[epochKey, *shuffle.Epoch](64)
 	g.windows, _ = lru.New[windowKey, []int](32)
 	g.sched = newSchedule(g)

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -77,7 +79,19 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 			*p.dst = float64(n)
 		}
 	}
-	plan, err := planner.MakePlan(in)
+	// Plans cost up to seconds of CPU on large datasets: one at a time.
+	select {
+	case g.planning <- struct{}{}:
+		defer func() { <-g.planning }()
+	case <-r.Context().Done():
+		writeError(w, r.Context().Err())
+		return
+	}
+	plan, err := planner.MakePlanContext(r.Context(), in)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, err)
+		return
+	}
 	if err != nil {
 		writeError(w, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		return

@@ -1,0 +1,109 @@
+package planner
+
+import "container/heap"
+
+// beladyCache is Belady's rule over byte sizes: on a miss it evicts the
+// resident chunk whose next use is furthest in the future (chunks never used
+// again first, their next use being never) until the new one fits. The
+// resident chunks are a max-heap keyed by next use, so an access costs
+// O(log resident chunks): a hit moves the chunk's key to its following use
+// and fixes the heap, an eviction pops the top.
+type beladyCache struct {
+	sizes          []int64
+	capacity, used int64
+	next           []int // next[i]: the access after i to the same chunk
+	heap           nextUseHeap
+}
+
+func newBeladyCache(sizes []int64, capacity int64, next []int) *beladyCache {
+	b := &beladyCache{
+		sizes:    sizes,
+		capacity: capacity,
+		next:     next,
+		heap:     nextUseHeap{pos: make([]int32, len(sizes))},
+	}
+	for c := range b.heap.pos {
+		b.heap.pos[c] = -1
+	}
+	return b
+}
+
+func (b *beladyCache) access(i int, c int32) bool {
+	h := &b.heap
+	if p := h.pos[c]; p >= 0 {
+		h.entries[p].next = b.next[i]
+		heap.Fix(h, int(p))
+		return true
+	}
+	size := b.sizes[c]
+	if size > b.capacity {
+		return false // read through, never admitted
+	}
+	for b.used+size > b.capacity {
+		b.used -= b.sizes[h.pop()]
+	}
+	h.push(heapEntry{next: b.next[i], chunk: c})
+	b.used += size
+	return false
+}
+
+// nextUseHeap is a max-heap of the resident chunks by next use, for
+// container/heap. pos is indexed by chunk ID: pos[c] is c's index in
+// entries, or -1 when c is not resident, which is how a hit is found.
+// Entries carry their key so that comparisons read one array.
+type nextUseHeap struct {
+	entries []heapEntry
+	pos     []int32
+}
+
+type heapEntry struct {
+	next  int // index of the chunk's next access
+	chunk int32
+}
+
+// push adds e and restores the heap: heap.Push without boxing e into an
+// interface, which at millions of misses is measurable garbage.
+func (h *nextUseHeap) push(e heapEntry) {
+	h.Push(e)
+	heap.Fix(h, len(h.entries)-1)
+}
+
+// pop removes and returns the chunk with the furthest next use: heap.Pop
+// without the interface.
+func (h *nextUseHeap) pop() int32 {
+	last := len(h.entries) - 1
+	h.Swap(0, last)
+	c := h.entries[last].chunk
+	h.entries = h.entries[:last]
+	h.pos[c] = -1
+	if last > 0 {
+		heap.Fix(h, 0)
+	}
+	return c
+}
+
+func (h *nextUseHeap) Len() int { return len(h.entries) }
+
+func (h *nextUseHeap) Less(i, j int) bool { return h.entries[i].next > h.entries[j].next }
+
+func (h *nextUseHeap) Swap(i, j int) {
+	h.entries[i], h.entries[j] = h.entries[j], h.entries[i]
+	h.pos[h.entries[i].chunk] = int32(i)
+	h.pos[h.entries[j].chunk] = int32(j)
+}
+
+// Push implements heap.Interface; x must be a heapEntry.
+func (h *nextUseHeap) Push(x any) {
+	e := x.(heapEntry)
+	h.pos[e.chunk] = int32(len(h.entries))
+	h.entries = append(h.entries, e)
+}
+
+// Pop implements heap.Interface, removing the last entry.
+func (h *nextUseHeap) Pop() any {
+	last := len(h.entries) - 1
+	e := h.entries[last]
+	h.entries = h.entries[:last]
+	h.pos[e.chunk] = -1
+	return e
+}

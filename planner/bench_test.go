@@ -1,0 +1,87 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+)
+
+// benchDataset is 10,000 chunks of 100 samples (1,000,000 samples) of about
+// 64 MiB each, the sizes varying by up to 4 MiB in 512-byte tar blocks.
+func benchDataset() Dataset {
+	d := Dataset{ChunkSizes: make([]int64, 10_000), Counts: make([]int, 10_000)}
+	for c := range d.Counts {
+		d.Counts[c] = 100
+		d.ChunkSizes[c] = 64<<20 + int64(c*7919%8192)*512
+	}
+	return d
+}
+
+func benchJob(window int) Job {
+	return Job{Seed: 1, Window: window, BatchSize: 256, World: 1, Epochs: 3}
+}
+
+// BenchmarkTrace measures the demand trace of three epochs of a
+// 1,000,000-sample, 10,000-chunk dataset with batch 256, for a 32-chunk
+// window and for a full shuffle.
+func BenchmarkTrace(b *testing.B) {
+	d := benchDataset()
+	for _, window := range []int{32, 10_000} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				tr, err := Trace(d, benchJob(window))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(tr)
+			}
+			b.ReportMetric(float64(n), "accesses")
+		})
+	}
+}
+
+// BenchmarkSimulate replays that trace through a cache of half the dataset
+// under each policy. The trace is computed once, outside the timing.
+func BenchmarkSimulate(b *testing.B) {
+	d := benchDataset()
+	var total int64
+	for _, size := range d.ChunkSizes {
+		total += size
+	}
+	for _, window := range []int{32, 10_000} {
+		tr, err := Trace(d, benchJob(window))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range []Policy{LRU, Belady} {
+			b.Run(fmt.Sprintf("window=%d/%v", window, p), func(b *testing.B) {
+				b.ReportAllocs()
+				var r Result
+				for b.Loop() {
+					r = Simulate(tr, d.ChunkSizes, total/2, p)
+				}
+				b.ReportMetric(float64(len(tr)), "accesses")
+				b.ReportMetric(r.HitRatio, "hit-ratio")
+			})
+		}
+	}
+}
+
+// BenchmarkMakePlan is the whole report for the same dataset with an 8 GiB
+// cache: the trace, the full shuffle's quality, and the binary search for
+// the smallest no-stall cache (about 30 Belady runs: the sizes' common
+// divisor is one 512-byte tar block).
+func BenchmarkMakePlan(b *testing.B) {
+	for _, window := range []int{32, 1000} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			in := PlanInput{Dataset: benchDataset(), Job: benchJob(window), CacheBytes: 8 << 30,
+				BackendBytesPerSec: 1 << 30, ConsumeBytesPerSec: 2 << 30}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := MakePlan(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,316 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// PlanInput is what MakePlan plans for: a dataset, a job (at least two
+// epochs: the first is cold, the others show the steady state), a cache
+// size, and the rates that decide whether the trainer waits.
+type PlanInput struct {
+	Dataset    Dataset
+	Job        Job
+	CacheBytes int64 // the cache size to report on, >= 0
+
+	// BackendBytesPerSec is the bandwidth at which the gateway reads chunks
+	// from the store, > 0.
+	BackendBytesPerSec float64
+	// ConsumeBytesPerSec is the rate at which the trainer reads samples, >= 0;
+	// 0 means as fast as the backend delivers.
+	ConsumeBytesPerSec float64
+	// PrefetchWindows is how many windows past the current one the gateway
+	// prefetches, >= 0; 0 means the default, 1.
+	PrefetchWindows int
+}
+
+// Plan is MakePlan's report. Its JSON form is what the gateway's GET /plan
+// returns; WriteText renders it for the CLI.
+type Plan struct {
+	Job             Job   `json:"job"`
+	Chunks          int   `json:"chunks"`
+	Samples         int   `json:"samples"`
+	BatchesPerEpoch int   `json:"batches_per_epoch"` // global batches
+	CacheBytes      int64 `json:"cache_bytes"`
+	DatasetBytes    int64 `json:"dataset_bytes"`
+	// EpochBytes is what the trainer reads in an epoch: the dataset's bytes
+	// in proportion to the samples an epoch serves (fewer with drop_last).
+	EpochBytes         int64   `json:"epoch_bytes"`
+	BackendBytesPerSec float64 `json:"backend_bytes_per_sec"`
+	ConsumeBytesPerSec float64 `json:"consume_bytes_per_sec"` // 0: as fast as the backend
+	PrefetchWindows    int     `json:"prefetch_windows"`
+
+	// LRU and Optimal are the per-epoch hit ratios and backend bytes at
+	// CacheBytes under LRU and under Belady's next-use rule.
+	LRU     Result `json:"lru"`
+	Optimal Result `json:"optimal"`
+
+	// WorkingSetBytes is the largest total size of the chunks of a window
+	// and the PrefetchWindows windows after it, across epoch boundaries
+	// (into the epoch after the last simulated one): the least cache with
+	// which prefetch never has to displace a chunk still needed.
+	WorkingSetBytes int64 `json:"working_set_bytes"`
+	// MinNoStallCacheBytes is the smallest cache, never below
+	// WorkingSetBytes, with which every steady-state epoch (all but the
+	// first simulated) reads under the optimal policy no more bytes than
+	// the backend delivers while the trainer consumes an epoch. It is -1
+	// when even a cache of the whole dataset cannot, which happens only when
+	// steady epochs read chunks no earlier epoch did (drop_last) faster than
+	// the backend allows.
+	MinNoStallCacheBytes int64 `json:"min_no_stall_cache_bytes"`
+	// SteadyEpochsStall reports whether CacheBytes stalls the trainer in the
+	// steady state: it is below WorkingSetBytes, or a steady epoch's
+	// optimal backend bytes take longer to read than the epoch to consume.
+	SteadyEpochsStall bool `json:"steady_epochs_stall"`
+	// ColdEpochStalls reports whether the first epoch stalls whatever the
+	// cache: it reads the whole dataset once, so it keeps up only if the
+	// backend is at least as fast as the trainer.
+	ColdEpochStalls bool `json:"cold_epoch_stalls"`
+
+	Quality     Quality `json:"quality"`      // the job's window
+	FullShuffle Quality `json:"full_shuffle"` // window = number of chunks
+}
+
+// MakePlan simulates in.Job on in.Dataset and reports what in.CacheBytes
+// achieves, the cache sizes that matter, and the shuffle quality. It costs
+// a trace of the job, a pass over the epochs with a full shuffle, and
+// O(log(dataset bytes / g)) Belady simulations of the trace, g being the
+// chunk sizes' greatest common divisor; see the package documentation.
+//
+// Invalid input yields an error wrapping ErrInvalid that names the field.
+func MakePlan(in PlanInput) (*Plan, error) {
+	return MakePlanContext(context.Background(), in)
+}
+
+// MakePlanContext is MakePlan that gives up when ctx is done, for a server
+// whose client may leave while a large plan computes (up to seconds for a
+// million samples). It checks ctx between epochs and between simulations
+// and returns ctx's error.
+func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
+	s, err := newSchedule(in.Dataset, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	prefetch, err := validatePlanInput(in)
+	if err != nil {
+		return nil, err
+	}
+	nb := s.numBatches()
+	if nb == 0 {
+		return nil, fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
+			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	}
+
+	chunks := len(in.Dataset.Counts)
+	quality := newQualityMeter(chunks, in.Job.BatchSize)
+	trace, err := s.trace(ctx, quality.add)
+	if err != nil {
+		return nil, err
+	}
+	full := quality
+	if in.Job.Window < chunks {
+		// A window of all chunks (or more) is the same order for any
+		// window size, so only a smaller window needs its own pass.
+		full = newQualityMeter(chunks, in.Job.BatchSize)
+		if err := s.walk(ctx, chunks, full.add); err != nil {
+			return nil, err
+		}
+	}
+
+	var datasetBytes int64
+	for _, size := range in.Dataset.ChunkSizes {
+		datasetBytes += size
+	}
+	p := &Plan{
+		Job:                in.Job,
+		Chunks:             chunks,
+		Samples:            s.n,
+		BatchesPerEpoch:    nb,
+		CacheBytes:         in.CacheBytes,
+		DatasetBytes:       datasetBytes,
+		EpochBytes:         int64(math.Round(float64(datasetBytes) * float64(s.servedSamples()) / float64(s.n))),
+		BackendBytesPerSec: in.BackendBytesPerSec,
+		ConsumeBytesPerSec: in.ConsumeBytesPerSec,
+		PrefetchWindows:    prefetch,
+		Quality:            quality.quality(),
+		FullShuffle:        full.quality(),
+		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
+	}
+	if p.WorkingSetBytes, err = workingSet(s, prefetch); err != nil {
+		return nil, err
+	}
+
+	sim := newSimulator(trace, in.Dataset.ChunkSizes)
+	p.LRU = sim.run(in.CacheBytes, LRU)
+	p.Optimal = sim.run(in.CacheBytes, Belady)
+	fits := p.steadyFits
+	p.SteadyEpochsStall = in.CacheBytes < p.WorkingSetBytes || !fits(p.Optimal)
+	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, in.Dataset, p.WorkingSetBytes, fits); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// steady returns the steady-state epochs of r: all but the first.
+func steady(r Result) []EpochResult {
+	return r.Epochs[min(1, len(r.Epochs)):]
+}
+
+func validatePlanInput(in PlanInput) (prefetch int, err error) {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case in.Job.Epochs < 2:
+		return 0, fmt.Errorf("%w: %d epochs; a plan needs >= 2 (the first is cold, the rest are the steady state)",
+			ErrInvalid, in.Job.Epochs)
+	case in.CacheBytes < 0:
+		return 0, fmt.Errorf("%w: cache size %d bytes; must be >= 0", ErrInvalid, in.CacheBytes)
+	case !finite(in.BackendBytesPerSec) || in.BackendBytesPerSec <= 0:
+		return 0, fmt.Errorf("%w: backend bandwidth %v bytes/s; must be a finite number > 0", ErrInvalid, in.BackendBytesPerSec)
+	case !finite(in.ConsumeBytesPerSec) || in.ConsumeBytesPerSec < 0:
+		return 0, fmt.Errorf("%w: consume rate %v bytes/s; must be a finite number >= 0 (0: as fast as the backend)",
+			ErrInvalid, in.ConsumeBytesPerSec)
+	case in.PrefetchWindows < 0:
+		return 0, fmt.Errorf("%w: prefetch windows %d; must be >= 0 (0: the default, 1)", ErrInvalid, in.PrefetchWindows)
+	case in.PrefetchWindows == 0:
+		return 1, nil
+	}
+	return in.PrefetchWindows, nil
+}
+
+// steadyBudget is the most bytes a steady epoch may read from the backend
+// without stalling: what the backend delivers in the time the trainer
+// takes to consume an epoch.
+func (p *Plan) steadyBudget() float64 {
+	if p.ConsumeBytesPerSec == 0 {
+		return float64(p.EpochBytes)
+	}
+	return float64(p.EpochBytes) * p.BackendBytesPerSec / p.ConsumeBytesPerSec
+}
+
+// steadyFits reports whether every steady-state epoch of r (all but the
+// first; Result.Epochs is ascending and a plan's trace has every epoch)
+// reads within the budget.
+func (p *Plan) steadyFits(r Result) bool {
+	budget := p.steadyBudget()
+	for _, e := range steady(r) {
+		if float64(e.BackendBytes) > budget {
+			return false
+		}
+	}
+	return true
+}
+
+// minNoStall finds the smallest cache, not below workingSet, at which fits
+// holds for a Belady simulation, or -1 if even all the chunks the job reads
+// do not suffice.
+//
+// The search is over multiples of g, the greatest common divisor of the
+// sizes of the chunks the job reads: every sum of such sizes is a multiple
+// of g, so whether a chunk fits, and therefore the whole simulation, is the
+// same at any cache size as at its round-down to a multiple of g. For equal
+// chunk sizes that makes the search run over chunk counts, and since MIN is
+// a stack algorithm (a larger cache holds a superset, access by access)
+// fits is monotone and the binary search exact. With unequal sizes the
+// heuristic is not guaranteed monotone: the result is a size that fits
+// with the next multiple of g below it failing, not necessarily the least.
+func minNoStall(ctx context.Context, sim *simulator, d Dataset, workingSet int64, fits func(Result) bool) (int64, error) {
+	var read, g int64 // bytes of the chunks with samples, and their sizes' GCD
+	for c, size := range d.ChunkSizes {
+		if d.Counts[c] > 0 {
+			read += size
+			g = gcd(g, size)
+		}
+	}
+	ok := func(cache int64) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		return fits(sim.run(cache, Belady)), nil
+	}
+	if fit, err := ok(workingSet); fit || err != nil {
+		return workingSet, err
+	}
+	if read <= workingSet {
+		return -1, nil
+	}
+	if fit, err := ok(read); !fit || err != nil {
+		return -1, err
+	}
+	// ok(lo·g) is false (it equals ok(workingSet)), ok(hi·g) is true.
+	lo, hi := workingSet/g, read/g
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		fit, err := ok(mid * g)
+		if err != nil {
+			return 0, err
+		}
+		if fit {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi * g, nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// workingSet returns the largest total size of the chunks (with samples) of
+// prefetch+1 consecutive windows, starting at any window of a simulated
+// epoch and continuing into the following epochs' windows.
+func workingSet(s *schedule, prefetch int) (int64, error) {
+	// Consecutive windows of one epoch are disjoint and together hold every
+	// chunk, so prefetch+1 windows never need to reach beyond the epoch
+	// after the last simulated one.
+	nw := (len(s.d.Counts) + s.j.Window - 1) / s.j.Window
+	prefetch = min(prefetch, nw)
+	var windows [][]int // every window of the simulated epochs and the next
+	for e := s.j.FirstEpoch; e <= s.j.FirstEpoch+s.j.Epochs; e++ {
+		ep, err := shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		for w := range ep.NumWindows() {
+			windows = append(windows, ep.WindowChunks(w))
+		}
+	}
+	// Slide a span of prefetch+1 windows over the sequence, counting each
+	// chunk's occurrences in the span so that a chunk in two of its windows
+	// (across an epoch boundary) counts once.
+	refs := make([]int32, len(s.d.Counts))
+	var bytes, most int64
+	add := func(w []int, delta int32) {
+		for _, c := range w {
+			if s.d.Counts[c] == 0 {
+				continue // never read, never cached
+			}
+			if delta > 0 && refs[c] == 0 {
+				bytes += s.d.ChunkSizes[c]
+			}
+			refs[c] += delta
+			if delta < 0 && refs[c] == 0 {
+				bytes -= s.d.ChunkSizes[c]
+			}
+		}
+	}
+	starts := s.j.Epochs * nw // spans start in the simulated epochs only
+	for t := range prefetch + 1 {
+		add(windows[t], 1)
+	}
+	for t := 0; t < starts; t++ {
+		most = max(most, bytes)
+		add(windows[t], -1)
+		if t+prefetch+1 < len(windows) {
+			add(windows[t+prefetch+1], 1)
+		}
+	}
+	return most, nil
+}

@@ -1,0 +1,216 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Policy is a cache eviction policy to simulate.
+type Policy int
+
+const (
+	// LRU evicts the least recently used chunks until the new one fits.
+	LRU Policy = iota
+	// Belady evicts the chunk whose next use is furthest in the future
+	// (chunks never used again first) until the new one fits: Belady's MIN,
+	// optimal for equal-size chunks, a near-optimal heuristic otherwise.
+	Belady
+)
+
+// String returns the policy's name: "lru" or "belady".
+func (p Policy) String() string {
+	switch p {
+	case LRU:
+		return "lru"
+	case Belady:
+		return "belady"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// MarshalText implements encoding.TextMarshaler, so that a Policy is its
+// name in JSON and flag.TextVar works.
+func (p Policy) MarshalText() ([]byte, error) {
+	if p != LRU && p != Belady {
+		return nil, fmt.Errorf("%w: unknown policy %d", ErrInvalid, int(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "lru" or "belady"
+// ("optimal" is accepted for Belady).
+func (p *Policy) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "lru":
+		*p = LRU
+	case "belady", "optimal":
+		*p = Belady
+	default:
+		return fmt.Errorf("%w: policy %q; want lru or belady", ErrInvalid, b)
+	}
+	return nil
+}
+
+// EpochResult is one epoch's figures: chunk accesses, how many hit, and the
+// bytes the misses read from the backend.
+type EpochResult struct {
+	Epoch        int     `json:"epoch"`
+	Accesses     int     `json:"accesses"`
+	Hits         int     `json:"hits"`
+	HitRatio     float64 `json:"hit_ratio"`
+	BackendBytes int64   `json:"backend_bytes"`
+}
+
+// Result is what a cache of CacheBytes under Policy does with a trace: per
+// epoch (ascending by epoch number) and in total. A hit ratio with no
+// accesses is 0.
+type Result struct {
+	Policy       Policy        `json:"policy"`
+	CacheBytes   int64         `json:"cache_bytes"`
+	Epochs       []EpochResult `json:"epochs"`
+	Hits         int           `json:"hits"`
+	Accesses     int           `json:"accesses"`
+	HitRatio     float64       `json:"hit_ratio"`
+	BackendBytes int64         `json:"backend_bytes"`
+}
+
+// Simulate replays trace through a cache of cacheBytes bytes, initially
+// empty, under policy p, where sizes[c] is chunk c's size in bytes. Every
+// miss reads the whole chunk (its bytes count as backend bytes) and admits
+// it, evicting by the policy until it fits; a chunk larger than the whole
+// cache is a miss that is read but not admitted. A cacheBytes below zero is
+// taken as zero.
+//
+// Simulate costs O(len(trace)) for LRU and O(len(trace) × log(resident
+// chunks)) for Belady, plus O(len(sizes)) memory and, for Belady, 8 bytes an
+// access. It panics if p is not a known Policy, if a size is negative or if
+// an access names a chunk outside sizes: those are programming errors, and
+// MakePlan validates its input before it simulates.
+func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result {
+	return newSimulator(trace, sizes).run(max(cacheBytes, 0), p)
+}
+
+// simulator holds what every run over one trace shares: its epoch runs and,
+// once a Belady run needed them, its next uses. MakePlan runs it at many
+// cache sizes.
+type simulator struct {
+	trace  []Access
+	sizes  []int64
+	epochs []int      // distinct epoch numbers, ascending
+	runs   []epochRun // maximal runs of accesses of one epoch
+	next   []int      // next[i]: index of the next access to trace[i].Chunk, or never
+}
+
+// epochRun is trace[start:end], all of one epoch, whose figures go to
+// Result.Epochs[slot].
+type epochRun struct {
+	start, end, slot int
+}
+
+// never is the next use of a chunk that is not used again: further than any.
+const never = int(^uint(0) >> 1)
+
+func newSimulator(trace []Access, sizes []int64) *simulator {
+	for c, size := range sizes {
+		if size < 0 {
+			panic(fmt.Sprintf("planner: chunk %d size %d bytes; must be >= 0", c, size))
+		}
+	}
+	for i, a := range trace {
+		if a.Chunk < 0 || int(a.Chunk) >= len(sizes) {
+			panic(fmt.Sprintf("planner: access %d names chunk %d; sizes cover [0, %d)", i, a.Chunk, len(sizes)))
+		}
+	}
+	s := &simulator{trace: trace, sizes: sizes}
+	// Traces from Trace are in epoch order, but a recorded trace (the
+	// gateway's) may interleave epochs; runs keep the per-access cost of the
+	// epoch bookkeeping to nothing either way.
+	seen := map[int]bool{}
+	for i := 0; i < len(trace); {
+		j := i + 1
+		for j < len(trace) && trace[j].Epoch == trace[i].Epoch {
+			j++
+		}
+		s.runs = append(s.runs, epochRun{start: i, end: j})
+		if e := int(trace[i].Epoch); !seen[e] {
+			seen[e] = true
+			s.epochs = append(s.epochs, e)
+		}
+		i = j
+	}
+	slices.Sort(s.epochs)
+	for r := range s.runs {
+		s.runs[r].slot, _ = slices.BinarySearch(s.epochs, int(trace[s.runs[r].start].Epoch))
+	}
+	return s
+}
+
+// nextUses computes, once, the index of each access's next access to the
+// same chunk by a backward pass over the trace.
+func (s *simulator) nextUses() []int {
+	if s.next != nil || len(s.trace) == 0 {
+		return s.next
+	}
+	s.next = make([]int, len(s.trace))
+	last := make([]int, len(s.sizes))
+	for c := range last {
+		last[c] = never
+	}
+	for i := len(s.trace) - 1; i >= 0; i-- {
+		c := s.trace[i].Chunk
+		s.next[i] = last[c]
+		last[c] = i
+	}
+	return s.next
+}
+
+// cache is a simulated cache under one policy. access reports whether the
+// i-th access of the trace, to chunk c, hits, and updates the cache as the
+// policy would.
+type cache interface {
+	access(i int, c int32) (hit bool)
+}
+
+func (s *simulator) run(cacheBytes int64, p Policy) Result {
+	var cc cache
+	switch p {
+	case LRU:
+		cc = newLRUCache(s.sizes, cacheBytes)
+	case Belady:
+		cc = newBeladyCache(s.sizes, cacheBytes, s.nextUses())
+	default:
+		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
+	}
+	res := Result{Policy: p, CacheBytes: cacheBytes, Epochs: make([]EpochResult, len(s.epochs))}
+	for slot, e := range s.epochs {
+		res.Epochs[slot].Epoch = e
+	}
+	for _, r := range s.runs {
+		er := &res.Epochs[r.slot]
+		for i := r.start; i < r.end; i++ {
+			c := s.trace[i].Chunk
+			if cc.access(i, c) {
+				er.Hits++
+			} else {
+				er.BackendBytes += s.sizes[c]
+			}
+		}
+		er.Accesses += r.end - r.start
+	}
+	for i := range res.Epochs {
+		er := &res.Epochs[i]
+		er.HitRatio = ratio(er.Hits, er.Accesses)
+		res.Hits += er.Hits
+		res.Accesses += er.Accesses
+		res.BackendBytes += er.BackendBytes
+	}
+	res.HitRatio = ratio(res.Hits, res.Accesses)
+	return res
+}
+
+func ratio(hits, accesses int) float64 {
+	if accesses == 0 {
+		return 0
+	}
+	return float64(hits) / float64(accesses)
+}

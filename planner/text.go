@@ -1,0 +1,129 @@
+package planner
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes the plan as a human-readable report for the CLI: the
+// inputs, a per-epoch table of both policies, the cache sizes that matter
+// with a verdict for the chosen one, and the shuffle quality beside a full
+// shuffle's. Sizes are in binary units (KiB, MiB, GiB), ratios in percent.
+func (p *Plan) WriteText(w io.Writer) error {
+	var b bytes.Buffer
+	j := p.Job
+	fmt.Fprintf(&b, "Dataset   %d chunks, %d samples, %s\n", p.Chunks, p.Samples, formatBytes(p.DatasetBytes))
+	fmt.Fprintf(&b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
+		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
+	fmt.Fprintf(&b, "          epochs %d-%d, %d global batches per epoch\n",
+		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, p.BatchesPerEpoch)
+	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
+	consume := "as fast as the backend"
+	if p.ConsumeBytesPerSec > 0 {
+		consume = formatRate(p.ConsumeBytesPerSec)
+	}
+	fmt.Fprintf(&b, "Rates     backend %s, trainer %s, prefetch %s\n",
+		formatRate(p.BackendBytesPerSec), consume, plural(p.PrefetchWindows, "window"))
+
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "epoch\taccesses\tLRU hit ratio\tLRU backend\toptimal hit ratio\toptimal backend\t\n")
+	for i, e := range p.Optimal.Epochs {
+		var l EpochResult
+		if i < len(p.LRU.Epochs) {
+			l = p.LRU.Epochs[i]
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t\n", e.Epoch, e.Accesses,
+			percent(l.HitRatio), formatBytes(l.BackendBytes), percent(e.HitRatio), formatBytes(e.BackendBytes))
+	}
+	fmt.Fprintf(tw, "total\t%d\t%s\t%s\t%s\t%s\t\n", p.Optimal.Accesses,
+		percent(p.LRU.HitRatio), formatBytes(p.LRU.BackendBytes), percent(p.Optimal.HitRatio), formatBytes(p.Optimal.BackendBytes))
+	tw.Flush()
+
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "working set (window + %s)\t%s\n", plural(p.PrefetchWindows, "prefetch window"), formatBytes(p.WorkingSetBytes))
+	noStall := formatBytes(p.MinNoStallCacheBytes)
+	if p.MinNoStallCacheBytes < 0 {
+		noStall = "none: even the whole dataset cached stalls"
+	}
+	fmt.Fprintf(tw, "smallest no-stall cache\t%s\n", noStall)
+	fmt.Fprintf(tw, "steady epochs at %s\t%s\n", formatBytes(p.CacheBytes), p.steadyVerdict())
+	cold := "keeps up: the backend is at least as fast as the trainer"
+	if p.ColdEpochStalls {
+		cold = "stalls: it reads the whole dataset once, and the backend is slower than the trainer"
+	}
+	fmt.Fprintf(tw, "first (cold) epoch\t%s\n", cold)
+	tw.Flush()
+
+	b.WriteString("\n")
+	// Labels left, figures right: the figures are padded to the headers'
+	// width by hand, since tabwriter aligns a whole table one way.
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	q, f := p.Quality, p.FullShuffle
+	windowHead := fmt.Sprintf("window %d", j.Window)
+	wq, wf := max(len(windowHead), 6), len("full shuffle")
+	fmt.Fprintf(tw, "per rank batch of %d\t%*s\t%*s\n", j.BatchSize, wq, windowHead, wf, "full shuffle")
+	fmt.Fprintf(tw, "distinct chunks (mean)\t%*.1f\t%*.1f\n", wq, q.MeanDistinctChunksPerBatch, wf, f.MeanDistinctChunksPerBatch)
+	fmt.Fprintf(tw, "largest share of one chunk (mean)\t%*s\t%*s\n", wq, percent(q.MaxChunkShare), wf, percent(f.MaxChunkShare))
+	fmt.Fprintf(tw, "largest share of one chunk (worst)\t%*s\t%*s\n", wq, percent(q.WorstChunkShare), wf, percent(f.WorstChunkShare))
+	tw.Flush()
+
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// steadyVerdict says whether the plan's cache keeps the trainer fed in the
+// steady state, and by what margin.
+func (p *Plan) steadyVerdict() string {
+	if p.CacheBytes < p.WorkingSetBytes {
+		return "stall: the cache is smaller than the working set"
+	}
+	var most int64
+	for _, e := range steady(p.Optimal) {
+		most = max(most, e.BackendBytes)
+	}
+	budget := formatBytes(int64(p.steadyBudget()))
+	if p.SteadyEpochsStall {
+		return fmt.Sprintf("stall: up to %s to read per epoch, %s readable in an epoch's time", formatBytes(most), budget)
+	}
+	return fmt.Sprintf("keep up: at most %s to read per epoch, %s readable in an epoch's time", formatBytes(most), budget)
+}
+
+// formatBytes renders n in binary units with two decimals above 1 KiB.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		v /= unit
+		if v < unit && v > -unit {
+			return fmt.Sprintf("%.2f %s", v, u)
+		}
+	}
+	return fmt.Sprintf("%.2f EiB", v/unit)
+}
+
+func formatRate(bytesPerSec float64) string {
+	return formatBytes(int64(bytesPerSec)) + "/s"
+}
+
+func percent(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) }
+
+func percentOf(n, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return percent(float64(n) / float64(of))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,281 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// ErrInvalid reports a dataset, job or plan input outside its allowed
+// range. The wrapping error names the field and the range.
+var ErrInvalid = errors.New("planner: invalid input")
+
+// Dataset is what the planner needs to know of a dataset: per chunk, its
+// size in bytes and its number of samples, indexed by chunk ID. Chunk c
+// holds global sample IDs [first_c, first_c+Counts[c]) with first_c the sum
+// of the counts before it, as in package shuffle.
+type Dataset struct {
+	ChunkSizes []int64 `json:"chunk_sizes"`
+	Counts     []int   `json:"counts"`
+}
+
+// Job is the schedule to simulate: the shuffle parameters that fix the order
+// (Seed, Window) and the cut into batches (BatchSize, World, DropLast), over
+// epochs FirstEpoch .. FirstEpoch+Epochs-1. Every rank is simulated, in
+// order, as one gateway serving all of them sees them.
+type Job struct {
+	Seed       uint64 `json:"seed"`
+	Window     int    `json:"window"`
+	BatchSize  int    `json:"batch_size"`
+	World      int    `json:"world"`
+	DropLast   bool   `json:"drop_last"`
+	FirstEpoch int    `json:"first_epoch"`
+	Epochs     int    `json:"epochs"`
+}
+
+// Access is one chunk request of the demand trace: chunk Chunk is needed by
+// a batch of epoch Epoch. Both are int32 to keep multi-epoch traces of large
+// datasets compact (8 bytes an access).
+type Access struct {
+	Chunk int32
+	Epoch int32
+}
+
+// Trace returns the demand sequence of chunk accesses of j on d: for each
+// global batch of each simulated epoch in order (the samples of all ranks of
+// batch m, which are epoch positions [m·B·world, (m+1)·B·world)), the
+// distinct chunks of its samples in order of first use. Each access carries
+// its epoch, which marks the epoch boundaries.
+//
+// A job with no batches (drop_last and fewer samples than one global batch)
+// has an empty trace. Invalid input yields an error wrapping ErrInvalid.
+func Trace(d Dataset, j Job) ([]Access, error) {
+	s, err := newSchedule(d, j)
+	if err != nil {
+		return nil, err
+	}
+	return s.trace(context.Background(), nil)
+}
+
+// schedule is a validated dataset and job, with the tables that map a
+// sample ID to its chunk.
+type schedule struct {
+	d     Dataset
+	j     Job
+	first []int // first[c] is chunk c's first sample ID; len chunks+1
+	n     int   // samples
+
+	// The sample ID space is cut into buckets of 1<<shift IDs, about a
+	// chunk's worth each; bucket[b] is the chunk holding ID b<<shift (the
+	// last chunk for IDs past the end). A sample's chunk lies between its
+	// bucket's entry and the next, usually equal or adjacent, so chunkOf
+	// costs a step or two instead of a binary search over every chunk,
+	// whose mispredicted branches dominated tracing millions of samples.
+	bucket []int32
+	shift  uint
+}
+
+func newSchedule(d Dataset, j Job) (*schedule, error) {
+	if err := validateDataset(d); err != nil {
+		return nil, err
+	}
+	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	first := make([]int, len(d.Counts)+1)
+	for c, k := range d.Counts {
+		first[c+1] = first[c] + k
+	}
+	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
+	for 2<<s.shift <= s.n/len(d.Counts) {
+		s.shift++
+	}
+	s.bucket = make([]int32, (s.n-1)>>s.shift+2)
+	c := 0
+	for b := range s.bucket {
+		id := b << s.shift
+		for c < len(d.Counts)-1 && first[c+1] <= id {
+			c++
+		}
+		s.bucket[b] = int32(c)
+	}
+	return s, nil
+}
+
+func validateDataset(d Dataset) error {
+	switch {
+	case len(d.ChunkSizes) != len(d.Counts):
+		return fmt.Errorf("%w: %d chunk sizes but %d sample counts; need one of each per chunk",
+			ErrInvalid, len(d.ChunkSizes), len(d.Counts))
+	case len(d.Counts) == 0:
+		return fmt.Errorf("%w: the dataset has no chunks", ErrInvalid)
+	case len(d.Counts) > math.MaxInt32:
+		return fmt.Errorf("%w: %d chunks; at most %d", ErrInvalid, len(d.Counts), math.MaxInt32)
+	}
+	var bytes int64
+	n := 0
+	for c, size := range d.ChunkSizes {
+		if size < 0 {
+			return fmt.Errorf("%w: chunk %d size %d bytes; must be >= 0", ErrInvalid, c, size)
+		}
+		if size > math.MaxInt64-bytes {
+			return fmt.Errorf("%w: total dataset bytes overflow int64 at chunk %d", ErrInvalid, c)
+		}
+		bytes += size
+		k := d.Counts[c]
+		if k < 0 {
+			return fmt.Errorf("%w: chunk %d has %d samples; must be >= 0", ErrInvalid, c, k)
+		}
+		if k > math.MaxInt-n {
+			return fmt.Errorf("%w: total sample count overflows int at chunk %d", ErrInvalid, c)
+		}
+		n += k
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: the dataset has no samples", ErrInvalid)
+	}
+	return nil
+}
+
+func validateJob(j Job) error {
+	switch {
+	case j.Window < 1:
+		return fmt.Errorf("%w: window %d chunks; must be >= 1", ErrInvalid, j.Window)
+	case j.BatchSize < 1:
+		return fmt.Errorf("%w: batch size %d; must be >= 1", ErrInvalid, j.BatchSize)
+	case j.World < 1:
+		return fmt.Errorf("%w: world size %d; must be >= 1", ErrInvalid, j.World)
+	case j.BatchSize > math.MaxInt/j.World:
+		return fmt.Errorf("%w: batch size %d × world size %d overflows int", ErrInvalid, j.BatchSize, j.World)
+	case j.FirstEpoch < 0:
+		return fmt.Errorf("%w: first epoch %d; must be >= 0", ErrInvalid, j.FirstEpoch)
+	case j.Epochs < 1:
+		return fmt.Errorf("%w: %d epochs; must be >= 1", ErrInvalid, j.Epochs)
+	case j.FirstEpoch > math.MaxInt32-j.Epochs:
+		// Epoch numbers are int32 in the trace, and the working set looks
+		// one epoch past the last simulated one.
+		return fmt.Errorf("%w: epochs %d..%d; the epoch after the last must be <= %d",
+			ErrInvalid, j.FirstEpoch, j.FirstEpoch+j.Epochs-1, math.MaxInt32)
+	}
+	return nil
+}
+
+// numBatches is the number of global batches per epoch.
+func (s *schedule) numBatches() int {
+	return shuffle.NumBatches(s.n, s.j.BatchSize, s.j.World, s.j.DropLast)
+}
+
+// servedSamples is the number of samples an epoch serves: all of them, or
+// without the dropped partial final batch.
+func (s *schedule) servedSamples() int {
+	return min(s.n, s.numBatches()*s.j.BatchSize*s.j.World)
+}
+
+// chunkOf returns the chunk holding sample id: the first chunk ending after
+// it, which skips empty chunks. It searches between the chunks of id's
+// bucket and of the next one; the latter ends after id.
+func (s *schedule) chunkOf(id int) int32 {
+	b := id >> s.shift
+	lo, hi := int(s.bucket[b]), int(s.bucket[b+1])
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.first[mid+1] > id {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return int32(lo)
+}
+
+// walk calls visit for every global batch of every simulated epoch, in
+// order, with the chunk of each of the batch's samples in epoch order. The
+// order is that of a shuffle with the given window (the job's own, or the
+// number of chunks for a full shuffle). The slice passed to visit is reused
+// after it returns.
+//
+// walk keeps one window's sample IDs and one global batch in memory, never
+// the whole epoch. It checks ctx before each epoch and returns its error.
+func (s *schedule) walk(ctx context.Context, window int, visit func(epoch int, chunks []int32)) error {
+	g := s.j.BatchSize * s.j.World
+	nb := s.numBatches()
+	buf := make([]int32, 0, min(g, s.n))
+	for e := s.j.FirstEpoch; e < s.j.FirstEpoch+s.j.Epochs; e++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ep, err := shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), window)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		m := 0
+		buf = buf[:0]
+		for w := 0; w < ep.NumWindows() && m < nb; w++ {
+			for _, id := range ep.Window(w) {
+				buf = append(buf, s.chunkOf(id))
+				if len(buf) == g {
+					visit(e, buf)
+					buf = buf[:0]
+					if m++; m == nb {
+						break // drop_last: the rest of the epoch is dropped
+					}
+				}
+			}
+		}
+		if len(buf) > 0 && m < nb {
+			visit(e, buf)
+			m++
+		}
+		if m != nb {
+			// The cut above and shuffle.NumBatches must agree; they are two
+			// statements of the same rule.
+			panic(fmt.Sprintf("planner: epoch %d cut into %d batches, shuffle says %d", e, m, nb))
+		}
+	}
+	return nil
+}
+
+// maxPresize caps the trace's initial capacity (in accesses, 512 MiB)
+// whatever the estimate.
+const maxPresize = 1 << 26
+
+// trace walks the job's schedule and returns its demand trace, calling
+// also, if not nil, with every global batch as walk does.
+func (s *schedule) trace(ctx context.Context, also func(epoch int, chunks []int32)) ([]Access, error) {
+	// A batch touches at most its samples' count of chunks, at most all of
+	// them, and usually at most the chunks of the two windows it straddles.
+	// Sizing the trace for that up front saves the growing copies of a
+	// slice that reaches millions of accesses.
+	perBatch := min(s.j.BatchSize*s.j.World, len(s.d.Counts))
+	if s.j.Window <= perBatch/2 {
+		perBatch = 2 * s.j.Window
+	}
+	perEpoch, size := s.numBatches()*perBatch, maxPresize
+	if perEpoch <= maxPresize/s.j.Epochs {
+		size = perEpoch * s.j.Epochs
+	}
+	out := make([]Access, 0, size)
+	// stamp[c] is the number of the last batch that used chunk c, so that a
+	// batch's distinct chunks are found in O(samples).
+	stamp := make([]int, len(s.d.Counts))
+	batch := 0
+	err := s.walk(ctx, s.j.Window, func(epoch int, chunks []int32) {
+		batch++
+		for _, c := range chunks {
+			if stamp[c] != batch {
+				stamp[c] = batch
+				out = append(out, Access{Chunk: c, Epoch: int32(epoch)})
+			}
+		}
+		if also != nil {
+			also(epoch, chunks)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
