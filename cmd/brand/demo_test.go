@@ -81,7 +81,7 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 
 func TestDemoServesBatches(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"demo", "--listen", "127.0.0.1:0", "--dir", dir, "--samples", "300", "--mean-bytes", "2KiB", "--chunk-size", "128KiB", "--log-level", "warn"}
+	args := []string{"demo", "--listen", "127.0.0.1:0", "--dir", dir, "--samples", "300", "--mean-bytes", "2KiB", "--chunk-size", "128KiB", "--log-level", "warn", "--memory-limit", "off"}
 	base, stop := startCommand(t, regexp.MustCompile(`serving \d+ synthetic samples at (http://\S+)`), args...)
 	code, body := httpGet(t, base+"/epoch/0/batch/0")
 	if code != 200 {

@@ -1,0 +1,78 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/s3backend"
+)
+
+var (
+	// ErrEmpty reports a source with nothing to pack or index: no files
+	// under the directory, or no .tar objects under the prefix.
+	ErrEmpty = errors.New("dataset: nothing to pack or index")
+
+	// ErrExists reports a Pack into a store that already holds a dataset
+	// index, refused unless PackOptions.Overwrite is set: rewriting the
+	// chunks under a published index would break whoever serves it.
+	ErrExists = errors.New("dataset: the destination already holds a dataset")
+)
+
+// ReadIndex reads and decodes the index at chunkindex.IndexKey. The read is
+// pinned to the ETag Stat returned, so an index replaced during the read is
+// reported (s3backend.ErrChanged) rather than decoded from mixed bytes.
+// A missing index is an error wrapping s3backend.ErrNotFound that says how
+// to build one.
+func ReadIndex(ctx context.Context, st s3backend.Store) (*chunkindex.Index, error) {
+	b, err := readObject(ctx, st, chunkindex.IndexKey)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := chunkindex.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: decoding %s: %w", chunkindex.IndexKey, err)
+	}
+	return ix, nil
+}
+
+// ReadManifest reads and parses the manifest at chunkindex.ManifestKey.
+// A missing manifest is an error wrapping s3backend.ErrNotFound.
+// It does not check that the manifest describes the current index; use
+// Manifest.Describes for that.
+func ReadManifest(ctx context.Context, st s3backend.Store) (chunkindex.Manifest, error) {
+	b, err := readObject(ctx, st, chunkindex.ManifestKey)
+	if err != nil {
+		return chunkindex.Manifest{}, err
+	}
+	m, err := chunkindex.ParseManifest(b)
+	if err != nil {
+		return chunkindex.Manifest{}, fmt.Errorf("dataset: parsing %s: %w", chunkindex.ManifestKey, err)
+	}
+	return m, nil
+}
+
+// maxMetaBytes bounds what readObject allocates for an index or manifest
+// on the word of a Stat. The index of a hundred million samples with long
+// keys still fits.
+const maxMetaBytes = 8 << 30
+
+// readObject reads a whole metadata object, pinned to the version Stat saw.
+func readObject(ctx context.Context, st s3backend.Store, key string) ([]byte, error) {
+	info, err := st.Stat(ctx, key)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return nil, fmt.Errorf("dataset: no %s in the store (build the dataset with `brand pack` or `brand index`): %w", key, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dataset: stat %s: %w", key, err)
+	}
+	if info.Size < 0 || info.Size > maxMetaBytes {
+		return nil, fmt.Errorf("dataset: %s has implausible size %d", key, info.Size)
+	}
+	b := make([]byte, info.Size)
+	if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
+		return nil, fmt.Errorf("dataset: reading %s: %w", key, err)
+	}
+	return b, nil
+}
