@@ -33,10 +33,6 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 	if _, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 1 << 20, Shuffle: true}); err != nil {
 		t.Fatal(err)
 	}
-	// The readiness line is logged to stderr; serve prints nothing to
-	// stdout, so wait on /readyz instead.
-	addrCh := make(chan string, 1)
-	ln := regexp.MustCompile(`"addr":"([^"]+)"`)
 	var stderr syncBuffer
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
@@ -44,30 +40,7 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 		done <- run(sctx, &cliEnv{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }},
 			[]string{"serve", "--listen", "127.0.0.1:0", "--dataset", "d=" + storeDir, "--log-format", "json", "--batch-size", "300", "--shutdown-timeout", "20s", "--memory-limit", "off"})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := ln.FindStringSubmatch(stderr.String()); m != nil {
-			addrCh <- m[1]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	base := "http://" + <-addrCh
-	for {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never became ready: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	base := waitReady(t, &stderr, done)
 	resp, err := http.Get(base + "/epoch/0/batch/0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,5 +70,39 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not exit after shutdown")
+	}
+}
+
+var listening = regexp.MustCompile(`"addr":"([^"]+)"`)
+
+// waitReady waits for a serve command logging JSON to stderr to listen and
+// answer /readyz, and returns its base URL.
+func waitReady(t *testing.T, stderr *syncBuffer, done <-chan int) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	base := ""
+	for {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, stderr.String())
+		default:
+		}
+		if base == "" {
+			if m := listening.FindStringSubmatch(stderr.String()); m != nil {
+				base = "http://" + m[1]
+			}
+		}
+		if base != "" {
+			if resp, err := http.Get(base + "/readyz"); err == nil { // else: not listening yet
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return base
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never became ready: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
