@@ -150,7 +150,15 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	if err := g.writeBatch(r.Context(), w, r.Method == http.MethodHead, p); err != nil {
+	if r.Method == http.MethodHead {
+		// Everything a HEAD answers is known from the index: read nothing.
+		p.setHeaders(w.Header())
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Content-Length", strconv.FormatInt(p.length, 10))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if err := g.writeBatch(r.Context(), w, p); err != nil {
 		g.log.Debug().Err(err).Msg("batch not completed")
 	}
 }
@@ -159,7 +167,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 // straight from the cached chunk and closes the archive. Nothing is written
 // before every chunk is resident and verified, so a failure is always a
 // clean error response, never a truncated batch.
-func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, headOnly bool, p *batchPlan) error {
+func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, p *batchPlan) error {
 	lease, err := g.cache.Acquire(ctx, p.reqs)
 	if err != nil {
 		if errors.Is(err, chunkcache.ErrTooLarge) {
@@ -176,9 +184,6 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, headOnl
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.FormatInt(p.length, 10))
 	w.WriteHeader(http.StatusOK)
-	if headOnly {
-		return nil
-	}
 	var written int64
 	for i, id := range p.ids {
 		_, off, length, _ := p.ds.index.SampleRange(id)

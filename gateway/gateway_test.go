@@ -157,6 +157,17 @@ func TestBatchIsDeterministicAcrossGateways(t *testing.T) {
 			t.Fatalf("If-None-Match: status %d, %d bytes", rc.StatusCode, len(bc))
 		}
 	}
+	// HEAD answers the same headers from the index alone.
+	req, _ := http.NewRequest(http.MethodHead, a.URL+"/epoch/0/batch/1", nil)
+	hresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	gresp, gbody := get(t, a.URL+"/epoch/0/batch/1")
+	if hresp.StatusCode != 200 || hresp.ContentLength != int64(len(gbody)) || hresp.Header.Get("ETag") != gresp.Header.Get("ETag") {
+		t.Fatalf("HEAD: status %d length %d etag %q; GET: %d bytes etag %q", hresp.StatusCode, hresp.ContentLength, hresp.Header.Get("ETag"), len(gbody), gresp.Header.Get("ETag"))
+	}
 	r1, _ := get(t, a.URL+"/epoch/0/batch/0?seed=1")
 	r2, _ := get(t, a.URL+"/epoch/0/batch/0?seed=2")
 	if r1.Header.Get("ETag") == r2.Header.Get("ETag") {
