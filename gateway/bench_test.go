@@ -1,0 +1,49 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+// discardWriter is a ResponseWriter that drops the body, so the benchmark
+// times planning and writing a batch, not a network.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return io.Discard.Write(p) }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkServeBatchWarm plans a batch and writes it from cached chunks:
+// the gateway's whole warm path without HTTP framing. Bytes/s is the
+// response body rate.
+func BenchmarkServeBatchWarm(b *testing.B) {
+	f := newFixture(b, 16, 64)
+	g, _ := start(b, f.store, func(c *gateway.Config) {
+		c.Defaults = gateway.Defaults{BatchSize: 64, Window: 4, Seed: 1}
+		c.PrefetchConcurrency = -1
+	})
+	w := &discardWriter{h: http.Header{}}
+	var body int64
+	for m := range 16 { // warm the cache and measure the body size
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/epoch/0/batch/"+strconv.Itoa(m), nil))
+		if rec.Code != 200 {
+			b.Fatalf("batch %d: %d %s", m, rec.Code, rec.Body.String())
+		}
+		body += int64(rec.Body.Len())
+	}
+	b.SetBytes(body / 16)
+	b.ReportAllocs()
+	m := 0
+	for b.Loop() {
+		clear(w.h)
+		g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/epoch/0/batch/"+strconv.Itoa(m%16), nil))
+		m++
+	}
+}
+
