@@ -46,4 +46,3 @@ func BenchmarkServeBatchWarm(b *testing.B) {
 		m++
 	}
 }
-
