@@ -32,7 +32,18 @@ func (k Key) String() string { return k.Dataset + "/" + k.Object + "@" + k.ETag 
 type Request struct {
 	Key  Key
 	Size int64
+	// Alloc, if larger than Size, is the capacity to allocate the chunk's
+	// buffer with. Giving every chunk of a dataset the size of its largest
+	// chunk makes every evicted buffer fit the next load, so a warm cache
+	// never allocates (or, on machines where that is slow, faults in) new
+	// memory. The cache accounts Size, not Alloc, so that its decisions are
+	// exactly those a simulation over chunk sizes predicts; the difference
+	// is memory overhead beyond Capacity, at most Alloc−Size per chunk.
+	Alloc int64
 }
+
+// mem is what the request costs the cache.
+func (r Request) mem() int64 { return r.Size }
 
 // Loader fills buf (len(buf) == the requested size) with a chunk's bytes and
 // verifies them. It is called without the cache lock held, concurrently for
@@ -193,7 +204,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		}
 		if _, dup := uniq[r.Key]; !dup {
 			uniq[r.Key] = i
-			need += r.Size
+			need += r.mem()
 		}
 	}
 	if need > c.capacity {
@@ -223,7 +234,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 }
 
 // pin returns r's entry pinned and ready, loading it if needed, and whether
-// this call loaded it. The caller holds a reservation covering r.Size.
+// this call loaded it. The caller holds a reservation covering r.mem().
 func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
 	counted := false
 	for {
@@ -279,23 +290,24 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
 func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, error) {
 	var victims []Key
 	free := c.capacity - c.used
-	if free < r.Size {
+	need := r.mem()
+	if free < need {
 		for k := range c.policy.Victims() {
 			if admit != nil && !admit(k) {
 				continue
 			}
 			victims = append(victims, k)
 			free += c.entries[k].size
-			if free >= r.Size {
+			if free >= need {
 				break
 			}
 		}
 	}
-	if free < r.Size {
+	if free < need {
 		if admit == nil {
 			// Reservations guarantee room; reaching here is a bug, but a
 			// loud error beats a panic in a server.
-			return nil, nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d pinned entries", r.Key, r.Size, c.used, c.capacity, c.pinned)
+			return nil, nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d pinned entries", r.Key, need, c.used, c.capacity, c.pinned)
 		}
 		return nil, nil, errNoRoom
 	}
@@ -306,16 +318,16 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 		c.policy.Remove(k)
 		c.used -= v.size
 		c.evictions.Add(1)
-		if buf == nil && int64(cap(v.data)) >= r.Size {
+		if buf == nil && int64(cap(v.data)) >= need {
 			buf = v.data[:r.Size] // reuse: steady state allocates nothing
 		}
 	}
 	if buf == nil {
-		buf = make([]byte, r.Size)
+		buf = make([]byte, r.Size, max(r.Size, r.Alloc))
 	}
-	e := &entry{key: r.Key, size: r.Size, done: make(chan struct{})}
+	e := &entry{key: r.Key, size: need, done: make(chan struct{})}
 	c.entries[r.Key] = e
-	c.used += r.Size
+	c.used += need
 	c.pinLocked(e)
 	c.loads.Add(1)
 	return e, buf, nil
@@ -345,7 +357,7 @@ func (c *Cache) load(ctx context.Context, e *entry, buf []byte) error {
 		}
 		return e.err
 	}
-	c.loadedBytes.Add(e.size)
+	c.loadedBytes.Add(int64(len(buf)))
 	e.data = buf
 	e.ready = true
 	close(e.done)
@@ -403,11 +415,11 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchResident, nil
 	}
 	c.mu.Unlock()
-	if r.Size > c.capacity || !c.reserve.TryAcquire(r.Size) {
+	if r.mem() > c.capacity || !c.reserve.TryAcquire(r.mem()) {
 		c.prefetchRejected.Add(1)
 		return PrefetchRejected, nil
 	}
-	defer c.reserve.Release(r.Size)
+	defer c.reserve.Release(r.mem())
 	c.mu.Lock()
 	if _, ok := c.entries[r.Key]; ok { // raced with a demand load
 		c.mu.Unlock()

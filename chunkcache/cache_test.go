@@ -398,3 +398,28 @@ func TestLeaseReportsLoads(t *testing.T) {
 	}
 	l.Release()
 }
+
+func TestAllocMakesBuffersReusable(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 200, Loader: newCountingLoader()})
+	small := chunkcache.Request{Key: key(0), Size: 30, Alloc: 100}
+	l := acquire(t, c, small)
+	if got := len(l.Bytes(0)); got != 30 {
+		t.Fatalf("chunk has %d bytes, want its size 30", got)
+	}
+	first := &l.Bytes(0)[0]
+	l.Release()
+	acquire(t, c, chunkcache.Request{Key: key(1), Size: 100, Alloc: 100}).Release()
+	if st := c.Stats(); st.Bytes != 130 {
+		t.Fatalf("resident bytes %d, want 130: the cache accounts sizes", st.Bytes)
+	}
+	// A third chunk evicts the oldest (the small one) and reuses its buffer,
+	// though it is larger than the small chunk.
+	l = acquire(t, c, chunkcache.Request{Key: key(2), Size: 90, Alloc: 100})
+	if &l.Bytes(0)[0] != first {
+		t.Fatal("the evicted buffer was not reused")
+	}
+	if n, b := l.Loaded(); n != 1 || b != 90 {
+		t.Fatalf("loaded %d chunks / %d bytes, want 1 / 90 (backend bytes are the size)", n, b)
+	}
+	l.Release()
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -95,7 +96,7 @@ func (g *Gateway) plan(ds *served, job Job, epoch uint64, batchArg string) (*bat
 		if !ok {
 			i = len(p.reqs)
 			seen[c] = i
-			p.reqs = append(p.reqs, chunkcache.Request{Key: ds.chunkKey(c), Size: ds.index.Chunk(c).Size})
+			p.reqs = append(p.reqs, ds.request(c))
 			p.chunks = append(p.chunks, c)
 		}
 		p.slot = append(p.slot, i)
@@ -144,8 +145,8 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		g.writeManifest(w, p)
 		return
 	}
-	g.prefetch.observe(ds, job, epoch, p.end)
 	if notModified(r, p.etag) {
+		g.prefetch.observe(ds, job, epoch, p.end)
 		p.setHeaders(w.Header())
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -158,7 +159,14 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if err := g.writeBatch(r.Context(), w, p); err != nil {
+	// Until its chunks are pinned, this batch's position is what "now"
+	// means to the schedule, however far ahead other requests have gone.
+	tok := g.sched.begin(ds, job.Seed, job.Window, epoch, p.start)
+	var once sync.Once
+	pinned := func() { once.Do(func() { g.sched.finish(tok) }) }
+	defer pinned()
+	g.prefetch.observe(ds, job, epoch, p.end)
+	if err := g.writeBatch(r.Context(), w, p, pinned); err != nil {
 		g.log.Debug().Err(err).Msg("batch not completed")
 	}
 }
@@ -167,7 +175,8 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 // straight from the cached chunk and closes the archive. Nothing is written
 // before every chunk is resident and verified, so a failure is always a
 // clean error response, never a truncated batch.
-func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, p *batchPlan) error {
+// pinned is called once every chunk is pinned.
+func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, p *batchPlan, pinned func()) error {
 	lease, err := g.cache.Acquire(ctx, p.reqs)
 	if err != nil {
 		if errors.Is(err, chunkcache.ErrTooLarge) {
@@ -177,6 +186,7 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, p *batc
 		return err
 	}
 	defer lease.Release()
+	pinned()
 	loads, loadedBytes := lease.Loaded()
 	g.stats.batch(p.ds, p.epoch, p.chunks, loads, loadedBytes)
 	h := w.Header()
@@ -350,7 +360,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, off, length, _ := ds.index.SampleRange(id)
-	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{{Key: ds.chunkKey(c), Size: ds.index.Chunk(c).Size}})
+	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{ds.request(c)})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -60,6 +60,12 @@ type served struct {
 	index      *chunkindex.Index
 	counts     []int
 	chunkByKey map[string]int
+	maxChunk   int64 // every chunk's buffer is this big, so buffers are interchangeable
+}
+
+// request is what the cache needs to load chunk c.
+func (d *served) request(c int) chunkcache.Request {
+	return chunkcache.Request{Key: d.chunkKey(c), Size: d.index.Chunk(c).Size, Alloc: d.maxChunk}
 }
 
 func (d *served) chunkKey(c int) chunkcache.Key {
@@ -223,6 +229,7 @@ func (g *Gateway) loadDataset(ctx context.Context, spec DatasetSpec) (*served, e
 				counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks())}
 			for c := range ix.NumChunks() {
 				ds.chunkByKey[ix.Chunk(c).Key] = c
+				ds.maxChunk = max(ds.maxChunk, ix.Chunk(c).Size)
 			}
 			return ds, nil
 		}

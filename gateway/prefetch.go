@@ -70,7 +70,7 @@ func (p *prefetcher) observe(ds *served, job Job, epoch uint64, end int) {
 			continue
 		}
 		select {
-		case p.queue <- prefetchTask{chunkcache.Request{Key: k, Size: ds.index.Chunk(c).Size}, ds, u.epoch}:
+		case p.queue <- prefetchTask{ds.request(c), ds, u.epoch}:
 			p.g.metrics.prefetchQueued.Inc()
 		default:
 			p.g.metrics.prefetchDropped.Inc()

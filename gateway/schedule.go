@@ -27,12 +27,71 @@ type streamKey struct {
 	window  int
 }
 
-// stream is a job's position: the furthest epoch position served so far.
+// stream is a job's position: the leading edge (the furthest epoch
+// position requested so far), which prefetch runs ahead of, and the batches
+// still being served, whose chunks must count as needed until they are
+// pinned: the schedule measures next use from the oldest of them.
 type stream struct {
 	epoch    uint64
-	pos      int // epoch position just past the last sample served
+	pos      int // epoch position just past the furthest batch requested
 	lastSeen time.Time
 	ds       *served
+	inflight map[epochPos]int // start positions of batches being served
+}
+
+type epochPos struct {
+	epoch uint64
+	pos   int
+}
+
+// now returns the position next use is measured from: the start of the
+// oldest batch in flight, else the leading edge.
+func (st *stream) now() (uint64, int) {
+	e, p, found := st.epoch, st.pos, false
+	for ip := range st.inflight {
+		if !found || ip.epoch < e || (ip.epoch == e && ip.pos < p) {
+			e, p, found = ip.epoch, ip.pos, true
+		}
+	}
+	return e, p
+}
+
+// inflight is a batch registered with begin, to be passed to finish.
+type inflight struct {
+	key streamKey
+	at  epochPos
+}
+
+// begin records that a batch starting at start is being served, so that
+// the chunks it still has to pin keep counting as needed now.
+func (s *schedule) begin(ds *served, seed uint64, window int, epoch uint64, start int) inflight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := streamKey{ds.name, seed, window}
+	st, ok := s.streams[k]
+	if !ok {
+		st = &stream{epoch: epoch, pos: start, ds: ds, lastSeen: s.now()}
+		s.streams[k] = st
+	}
+	if st.inflight == nil {
+		st.inflight = map[epochPos]int{}
+	}
+	at := epochPos{epoch, start}
+	st.inflight[at]++
+	return inflight{k, at}
+}
+
+// finish ends what begin started.
+func (s *schedule) finish(f inflight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.streams[f.key]
+	if !ok {
+		return
+	}
+	if st.inflight[f.at]--; st.inflight[f.at] <= 0 {
+		delete(st.inflight, f.at)
+	}
 }
 
 // schedule knows, from the streams' positions and the seeded order, when
@@ -61,7 +120,7 @@ func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, en
 	defer s.mu.Unlock()
 	now := s.now()
 	for k, st := range s.streams {
-		if now.Sub(st.lastSeen) > streamIdle {
+		if now.Sub(st.lastSeen) > streamIdle && len(st.inflight) == 0 {
 			delete(s.streams, k)
 		}
 	}
@@ -116,12 +175,13 @@ func (s *schedule) nextUseLocked(ds *served, c int) int64 {
 		if k.dataset != ds.name {
 			continue
 		}
-		cur := epochKey{ds.name, k.seed, st.epoch, k.window}
-		e, err := s.g.epoch(ds, k.seed, st.epoch, k.window)
+		stEpoch, stPos := st.now()
+		cur := epochKey{ds.name, k.seed, stEpoch, k.window}
+		e, err := s.g.epoch(ds, k.seed, stEpoch, k.window)
 		if err != nil || e.NumSamples() == 0 {
 			continue
 		}
-		pos := min(st.pos, e.NumSamples()-1)
+		pos := min(stPos, e.NumSamples()-1)
 		windows := s.windowsOf(ds, cur)
 		if windows == nil {
 			continue
@@ -135,8 +195,8 @@ func (s *schedule) nextUseLocked(ds *served, c int) int64 {
 		case cw > now:
 			d = int64(e.WindowStart(cw) - pos)
 		default:
-			next := epochKey{ds.name, k.seed, st.epoch + 1, k.window}
-			ne, err := s.g.epoch(ds, k.seed, st.epoch+1, k.window)
+			next := epochKey{ds.name, k.seed, stEpoch + 1, k.window}
+			ne, err := s.g.epoch(ds, k.seed, stEpoch+1, k.window)
 			nw := s.windowsOf(ds, next)
 			if err != nil || nw == nil {
 				continue

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -34,13 +35,13 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		shuffleBuffer            int
 		only                     string
 		gatewayBin, workDir, out string
-		bucket                   string
+		bucket, cpuProfile       string
 		configTimeout, timeout   time.Duration
 	)
 	d := bench.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.BoolVar(&smoke, "smoke", false, "run every configuration on a tiny dataset in seconds (checks the harness, not performance)")
-	fs.BoolVar(&small, "small", false, "the small-sample configuration: 100,000 samples of 10 KiB (flags below still apply)")
+	fs.BoolVar(&small, "small", false, "the small-sample configuration: 100,000 samples of 10 KiB (flags given explicitly still apply)")
 	fs.IntVar(&samples, "samples", d.Samples, "synthetic samples")
 	mean, chunk = byteSize(d.MeanBytes), byteSize(d.ChunkSize)
 	fs.Var(&mean, "mean-bytes", "mean sample size (sizes are log-normal around it)")
@@ -60,12 +61,13 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Var(&shardReaders, "shard-readers", "concurrent shard streams tried for WebDataset (d)")
 	fs.IntVar(&shuffleBuffer, "shuffle-buffer", d.ShuffleBuffer, "WebDataset shuffle buffer, in samples")
 	fs.StringVar(&only, "only", strings.Join(bench.AllGroups, ","), "run only these groups: "+strings.Join(bench.AllGroups, ", "))
-	fs.StringVar(&gatewayBin, "gateway-binary", "", "brand binary to run `serve` from (default: this executable)")
-	fs.StringVar(&workDir, "work-dir", "", "where MinIO keeps the data and the gateways log; kept and reused when given (default: a temporary directory, removed)")
+	fs.StringVar(&gatewayBin, "gateway-binary", "", "brand binary whose serve command is the gateway under test (default: this executable)")
+	fs.StringVar(&workDir, "work-dir", "", "where MinIO keeps the data and the gateways write their logs; kept and reused when given (default: a temporary directory, removed)")
 	fs.StringVar(&out, "out", "bench-results", "directory for report.txt, report.json and throughput.png")
 	fs.StringVar(&bucket, "bucket", d.Bucket, "bucket for the dataset and the per-sample objects")
 	fs.DurationVar(&configTimeout, "config-timeout", d.ConfigTimeout, "bound on each measured configuration")
 	fs.DurationVar(&timeout, "timeout", 90*time.Minute, "bound on the whole run, setup included")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients, the proxy and the memory server; not the gateway) to this file")
 	if err := parseFlags(fs, env, args, "bench [--smoke | --small] [flags]"); err != nil {
 		return err
 	}
@@ -161,6 +163,17 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rep, err := bench.Run(ctx, cfg)

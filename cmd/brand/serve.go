@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path"
 	"runtime/debug"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	logLevel        string
 	logFormat       string
 	shutdownTimeout time.Duration
+	pprofAddr       string
 	s3              s3Flags
 }
 
@@ -59,6 +61,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
+	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	f.s3.register(fs)
 }
 
@@ -169,6 +172,11 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err := f.applyMemoryLimit(log, env.getenv); err != nil {
 		return err
 	}
+	if f.pprofAddr != "" {
+		if err := startPprof(ctx, log, f.pprofAddr); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err
@@ -223,5 +231,25 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info().Msg("stopped")
+	return nil
+}
+
+// startPprof serves the runtime profiles on their own listener, so that
+// profiling is opt-in and never exposed on the data port.
+func startPprof(ctx context.Context, log zerolog.Logger, addr string) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	go func() { _ = srv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving profiles at /debug/pprof/")
 	return nil
 }

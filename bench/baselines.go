@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// runBaselines measures (c) one GET per sample and (d) WebDataset-style
+// shard streaming, each at its best concurrency.
+func (r *runner) runBaselines(ctx context.Context) error {
+	tb := r.tb
+	objOrder := shuffled(len(tb.objects), r.cfg.Seed, 102)
+	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
+	err := r.measured(ctx, func(ctx context.Context) error {
+		best, level, points, err := sweep(ctx, r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
+			var body, next atomic.Int64
+			p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*sample) error) error {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(objOrder) {
+						return nil
+					}
+					o := tb.objects[objOrder[i]]
+					data, err := r.getObject(ctx, o.key, o.size)
+					if err != nil {
+						return err
+					}
+					body.Add(int64(len(data)))
+					if err := emit(&sample{key: o.key, exts: []string{"jpg"}, files: [][]byte{data}}); err != nil {
+						return err
+					}
+				}
+			}, &body)
+			p.backendBytes = p.bytes // the client reads the store directly
+			return p, err
+		})
+		if err != nil {
+			return err
+		}
+		row := newRow(ConfigObjects, GroupBaselines, "(c) one GET per sample", best)
+		row.Concurrency, row.Sweep = level, points
+		r.add(row)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("baseline (c): %w", err)
+	}
+
+	keys, _ := tb.chunkKeys()
+	shardOrder := shuffled(len(keys), r.cfg.Seed, 103)
+	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
+	err = r.measured(ctx, func(ctx context.Context) error {
+		best, level, points, err := sweep(ctx, r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
+			var body, next atomic.Int64
+			p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*sample) error) error {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(shardOrder) {
+						return nil
+					}
+					if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[shardOrder[i]], &body, emit); err != nil {
+						return err
+					}
+				}
+			}, &body)
+			p.backendBytes = p.bytes
+			return p, err
+		})
+		if err != nil {
+			return err
+		}
+		row := newRow(ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", best)
+		row.Concurrency, row.Sweep = level, points
+		r.add(row)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("baseline (d): %w", err)
+	}
+	return nil
+}
+
+// getObject reads one whole object with a plain GET, as boto3's get_object
+// does for a map-style PyTorch Dataset.
+func (r *runner) getObject(ctx context.Context, key string, size int64) ([]byte, error) {
+	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", key, err)
+	}
+	defer obj.Close()
+	data, err := readFull(obj, size)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", key, err)
+	}
+	return data, nil
+}
+
+// streamShard streams one shard with a single GET and decodes it sample by
+// sample, as WebDataset's tar reader does.
+func (r *runner) streamShard(ctx context.Context, key string, body *atomic.Int64, emit func(*sample) error) error {
+	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", key, err)
+	}
+	defer obj.Close()
+	cr := countingReader{r: obj, n: body}
+	if err := decodeStream(cr, emit); err != nil {
+		return fmt.Errorf("GET %s: %w", key, err)
+	}
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return fmt.Errorf("GET %s: %w", key, err)
+	}
+	return nil
+}

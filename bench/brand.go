@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brandgw/brand/client"
+)
+
+// brandRun is one gateway process serving one job for several epochs.
+type brandRun struct {
+	fraction   float64
+	cacheBytes int64
+	policy     string
+	epochs     []brandEpoch
+	stats      gatewayStats // per-epoch accesses, loads and backend bytes
+	counters   map[string]float64
+}
+
+// gatewayCounters are the gateway metrics a report keeps from the end of
+// each run, to explain its figures: what was loaded, by whom, and what
+// prefetch gave up on.
+var gatewayCounters = []string{
+	"brand_backend_read_bytes_total",
+	"brand_cache_loads_total",
+	"brand_cache_prefetch_loads_total",
+	"brand_cache_evictions_total",
+	"brand_cache_hits_total",
+	"brand_cache_misses_total",
+	"brand_prefetch_queued_total",
+	"brand_prefetch_dropped_total",
+	"brand_chunk_fetch_duration_seconds_sum",
+	"brand_chunk_fetch_duration_seconds_count",
+	"go_gc_duration_seconds_count",
+	"process_cpu_seconds_total",
+}
+
+// brandEpoch is what the client saw of one epoch, with the gateway's
+// counters over it.
+type brandEpoch struct {
+	samples      int64
+	bytes        int64 // batch body bytes
+	elapsed      time.Duration
+	waits        []time.Duration // per batch, the time the loop waited
+	requests     []time.Duration // per batch, from sending its request to the end of its body
+	hits, misses float64         // demand chunk lookups during the epoch
+	peakRSS      int64           // the gateway's VmHWM at the epoch's end
+}
+
+// cacheBytes is the cache size for a fraction of the dataset.
+func (r *runner) cacheBytes(fraction float64) int64 {
+	return int64(math.Ceil(fraction * float64(r.tb.index.TotalBytes())))
+}
+
+// runBrand starts a gateway with a cache of the given fraction and policy
+// and reads epochs 0..epochs-1 through it with the Go client.
+func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, epochs int) (*brandRun, error) {
+	run := &brandRun{fraction: fraction, cacheBytes: r.cacheBytes(fraction), policy: policy}
+	srv := r.tb.srv
+	args := []string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--dataset", "bench=s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
+		"--cache-size", strconv.FormatInt(run.cacheBytes, 10),
+		"--cache-policy", policy,
+		"--seed", strconv.FormatUint(r.cfg.Seed, 10),
+		"--batch-size", strconv.Itoa(r.cfg.BatchSize),
+		"--window", strconv.Itoa(r.cfg.Window),
+		"--log-format", "json",
+		"--log-level", "info",
+		"--shutdown-timeout", "5s",
+		"--s3-endpoint", srv.URL(),
+		"--s3-region", "us-east-1",
+	}
+	logPath := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("gateway-%s-%g.log", policy, fraction*100))
+	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs; gateway log %s",
+		sizeString(run.cacheBytes), percentString(fraction), policy, epochs, logPath)
+	g, err := startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			g.kill()
+		}
+	}()
+
+	ct := &countingTransport{base: newTransport(r.cfg.Ahead + 2)}
+	seed := r.cfg.Seed
+	c, err := client.New(g.base, client.Options{
+		HTTPClient: &http.Client{Transport: ct},
+		Dataset:    "bench",
+		Seed:       &seed,
+		BatchSize:  r.cfg.BatchSize,
+		Window:     r.cfg.Window,
+		Ahead:      r.cfg.Ahead,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for e := range epochs {
+		before, err := g.metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		bytes0 := ct.tar.Load()
+		start := time.Now()
+		last := start
+		var ep brandEpoch
+		for b, err := range c.Epoch(ctx, e) {
+			if err != nil {
+				return nil, fmt.Errorf("bench: brand epoch %d: %w", e, err)
+			}
+			now := time.Now()
+			ep.waits = append(ep.waits, now.Sub(last))
+			last = now
+			ep.samples += int64(len(b.Samples))
+		}
+		ep.elapsed = last.Sub(start)
+		ep.bytes = ct.tar.Load() - bytes0
+		ep.requests = ct.epochLatencies(e, len(ep.waits))
+		after, err := g.metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ep.hits = after["brand_cache_hits_total"] - before["brand_cache_hits_total"]
+		ep.misses = after["brand_cache_misses_total"] - before["brand_cache_misses_total"]
+		ep.peakRSS = g.peakRSS()
+		run.epochs = append(run.epochs, ep)
+		r.logf("  epoch %d: %.0f samples/s, %.0f MB/s, demand hit ratio %.3f, peak RSS %s",
+			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
+			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
+	}
+	if run.stats, err = g.stats(ctx); err != nil {
+		return nil, err
+	}
+	end, err := g.metrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run.counters = map[string]float64{}
+	for _, name := range gatewayCounters {
+		if v, ok := end[name]; ok {
+			run.counters[name] = v
+		}
+	}
+	stopped = true
+	if err := g.stop(15 * time.Second); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// rows turns a run into one row per epoch.
+func (run *brandRun) rows(group string) []Row {
+	var out []Row
+	for e, ep := range run.epochs {
+		st := run.stats.epoch(e)
+		label := fmt.Sprintf("Brand, cache %s, epoch %d", percentString(run.fraction), e)
+		if run.policy != "schedule" {
+			label = fmt.Sprintf("Brand %s, cache %s, epoch %d", run.policy, percentString(run.fraction), e)
+		}
+		row := newRow(ConfigBrand, group, label, pass{samples: ep.samples, bytes: ep.bytes,
+			backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits})
+		epoch := e
+		row.Epoch = &epoch
+		row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy
+		if ep.hits+ep.misses > 0 {
+			h := ep.hits / (ep.hits + ep.misses)
+			row.HitRatio = &h
+		}
+		row.PeakRSS = ep.peakRSS
+		row.RequestP50Ms = ms(percentile(ep.requests, 50))
+		row.RequestP99Ms = ms(percentile(ep.requests, 99))
+		out = append(out, row)
+	}
+	return out
+}
+
+// countingTransport counts the body bytes of batch (tar) responses and
+// times each batch request, from sending it to the end of its body.
+type countingTransport struct {
+	base http.RoundTripper
+	tar  atomic.Int64
+
+	mu      sync.Mutex
+	latency map[[2]int]time.Duration // (epoch, batch) → latency
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-tar") {
+		return resp, err
+	}
+	body := &timedBody{countingBody: countingBody{countingReader{r: resp.Body, n: &t.tar}, resp.Body}}
+	if e, b, ok := batchOf(req.URL.Path); ok {
+		body.done = func() { t.record(e, b, time.Since(start)) }
+	}
+	resp.Body = body
+	return resp, nil
+}
+
+func (t *countingTransport) record(epoch, batch int, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.latency == nil {
+		t.latency = map[[2]int]time.Duration{}
+	}
+	t.latency[[2]int{epoch, batch}] = d // a retry replaces the failed attempt
+}
+
+// epochLatencies returns the latencies of batches 0..n-1 of an epoch.
+func (t *countingTransport) epochLatencies(epoch, n int) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]time.Duration, 0, n)
+	for b := range n {
+		if d, ok := t.latency[[2]int{epoch, b}]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// batchOf parses /epoch/N/batch/M at the end of a URL path.
+func batchOf(path string) (epoch, batch int, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) < 4 || parts[len(parts)-4] != "epoch" || parts[len(parts)-2] != "batch" {
+		return 0, 0, false
+	}
+	e, err1 := strconv.Atoi(parts[len(parts)-3])
+	b, err2 := strconv.Atoi(parts[len(parts)-1])
+	return e, b, err1 == nil && err2 == nil
+}
+
+// timedBody calls done once, when the body is read to its end or closed.
+type timedBody struct {
+	countingBody
+	done func()
+	once sync.Once
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.countingBody.Read(p)
+	if err == io.EOF && b.done != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error {
+	if b.done != nil {
+		b.once.Do(b.done)
+	}
+	return b.countingBody.Close()
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

@@ -1,0 +1,42 @@
+// Package bench is Brand's benchmark harness: in one run on one machine it
+// measures Brand's gateway beside the ceilings any gateway is bounded by and
+// beside what users pick instead, on a synthetic dataset in a real MinIO it
+// starts on loopback, and checks the project's performance targets on ratios
+// measured side by side.
+//
+// # What a run measures
+//
+//   - Limits. (a) A plain reverse proxy that streams whole chunks from the
+//     store to the client: the ceiling of any gateway's cold path. (b) A plain
+//     Go HTTP server that serves the same chunk bytes from memory: the ceiling
+//     of the warm path. Both run at the best of several client concurrencies.
+//   - Baselines. (c) One GET per sample, the samples stored as individual
+//     objects, read in shuffled order by N concurrent readers: how a PyTorch
+//     Dataset over S3 reads. (d) WebDataset: whole shards streamed in shuffled
+//     shard order through an in-memory shuffle buffer.
+//   - Brand. The Go client reads epochs through a `brand serve` process with
+//     the cache at fractions of the dataset (25 %, 50 %, 100 % by default):
+//     epoch 0 is cold, the later ones show the steady state.
+//   - Policies. With the cache at half the dataset, the same job under the
+//     lru and schedule policies over several epochs, beside the planner's
+//     optimum and simulation of the same trace.
+//
+// Every configuration reports samples/s, MB/s, read amplification (bytes
+// read from the store ÷ bytes delivered), the cache hit ratio, the p50 and
+// p99 batch latency and, for Brand, the gateway's peak RSS.
+//
+// # Method
+//
+// The gateway runs as its own process (the brand binary's serve command) so
+// that its peak RSS (VmHWM) is its own; its backend bytes and hit counts come
+// from its /metrics and /stats endpoints. Each Brand configuration starts a
+// fresh gateway, so its first epoch is cold. Every client decodes what it
+// receives into samples held in memory — the work a training loop's data
+// pipeline does — and a batch's latency is the time the consuming loop waits
+// for it. Bytes delivered are HTTP body bytes (tar framing included, which is
+// what makes read amplification exactly 1 for a chunk read once).
+//
+// Generating and uploading the data is setup and is not measured. Client,
+// gateway and MinIO share the machine, so the figures are ratios measured in
+// the same run, not absolute claims about any deployment.
+package bench

@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+)
+
+// pass is what one measured read of the data delivered.
+type pass struct {
+	samples      int64
+	bytes        int64 // HTTP body bytes the client received
+	backendBytes int64 // bytes read from the store on the client's behalf
+	elapsed      time.Duration
+	waits        []time.Duration
+}
+
+// shuffled returns a seeded permutation of 0..n-1: the same run always
+// reads in the same order, and the limits and baselines read in a
+// different order from each other only because their data differs.
+func shuffled(n int, seed, stream uint64) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	r := rand.New(rand.NewPCG(seed, stream))
+	r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}
+
+// sweep runs measure at each concurrency level and returns the best pass
+// by samples/s, its level, and every level's figures.
+func sweep(ctx context.Context, levels []int, measure func(ctx context.Context, level int) (pass, error)) (pass, int, []SweepPoint, error) {
+	var best pass
+	bestLevel := 0
+	var points []SweepPoint
+	for _, level := range levels {
+		p, err := measure(ctx, level)
+		if err != nil {
+			return pass{}, 0, nil, fmt.Errorf("concurrency %d: %w", level, err)
+		}
+		sec := p.elapsed.Seconds()
+		points = append(points, SweepPoint{Concurrency: level, SamplesPerSec: float64(p.samples) / sec, MBPerSec: float64(p.bytes) / sec / 1e6})
+		if bestLevel == 0 || float64(p.samples)/sec > float64(best.samples)/best.elapsed.Seconds() {
+			best, bestLevel = p, level
+		}
+	}
+	return best, bestLevel, points, nil
+}
+
+// serveLoopback serves h on a fresh 127.0.0.1 port until stop is called.
+func serveLoopback(h http.Handler) (base string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}
+
+// streamChunks reads the chunks in order with readers concurrent GETs of
+// base/<key>, decoding each body into samples for one consuming loop.
+func streamChunks(ctx context.Context, hc *http.Client, base string, keys []string, order []int, readers, batchSize int) (pass, error) {
+	var body atomic.Int64
+	var next atomic.Int64
+	return consume(ctx, batchSize, readers, nil, func(ctx context.Context, emit func(*sample) error) error {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(order) {
+				return nil
+			}
+			if err := getTar(ctx, hc, base+"/"+keys[order[i]], &body, emit); err != nil {
+				return err
+			}
+		}
+	}, &body)
+}
+
+// consume runs readers copies of read, each handing samples to emit, and
+// meters the samples in one consuming loop, as a training loop takes them
+// from a data loader's queue. With a shuffle buffer the loop draws samples
+// from it at random, as WebDataset's shuffle stage does.
+func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, read func(ctx context.Context, emit func(*sample) error) error, body *atomic.Int64) (pass, error) {
+	ch := make(chan *sample, 4*batchSize)
+	g, gctx := errgroup.WithContext(ctx)
+	emit := func(s *sample) error {
+		select {
+		case ch <- s:
+			return nil
+		case <-gctx.Done():
+			return gctx.Err()
+		}
+	}
+	m := newMeter(batchSize)
+	for range readers {
+		g.Go(func() error { return read(gctx, emit) })
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- g.Wait()
+		close(ch)
+	}()
+	for s := range ch {
+		if shuf == nil || shuf.push(s) != nil {
+			m.samplesArrived(1)
+		}
+	}
+	for shuf != nil && shuf.pop() != nil {
+		m.samplesArrived(1)
+	}
+	elapsed := m.stop()
+	if err := <-errc; err != nil {
+		return pass{}, err
+	}
+	return pass{samples: m.samples, bytes: body.Load(), elapsed: elapsed, waits: m.waits}, nil
+}
+
+// shuffleBuffer is WebDataset's shuffle stage: it fills up to its size,
+// then hands out a random resident sample for every new one.
+type shuffleBuffer struct {
+	size int
+	buf  []*sample
+	rng  *rand.Rand
+}
+
+func newShuffleBuffer(size int, seed uint64) *shuffleBuffer {
+	return &shuffleBuffer{size: size, buf: make([]*sample, 0, size), rng: rand.New(rand.NewPCG(seed, 104))}
+}
+
+// push adds s and returns the sample it lets out, or nil while filling.
+func (b *shuffleBuffer) push(s *sample) *sample {
+	if len(b.buf) < b.size {
+		b.buf = append(b.buf, s)
+		return nil
+	}
+	j := b.rng.IntN(len(b.buf))
+	out := b.buf[j]
+	b.buf[j] = s
+	return out
+}
+
+// pop drains the buffer in random order; nil when empty.
+func (b *shuffleBuffer) pop() *sample {
+	n := len(b.buf)
+	if n == 0 {
+		return nil
+	}
+	j := b.rng.IntN(n)
+	out := b.buf[j]
+	b.buf[j] = b.buf[n-1]
+	b.buf[n-1] = nil
+	b.buf = b.buf[:n-1]
+	return out
+}
+
+// getTar GETs a tar object and decodes it into samples, counting its body
+// bytes.
+func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64, emit func(*sample) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	cr := countingReader{r: resp.Body, n: body}
+	if err := decodeStream(cr, emit); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	// The tar reader stops at the end-of-archive marker; the rest of the
+	// body is delivered too.
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
+
+// s3Proxy is limit (a): a plain reverse proxy that forwards GET /<key> to
+// the chunk object in S3 (by a presigned URL, so it need not sign each
+// request itself) and streams the body back unchanged.
+type s3Proxy struct {
+	mc       *minio.Client
+	bucket   string
+	prefix   string
+	tr       *http.Transport
+	pool     *bufferPool
+	upstream atomic.Int64 // body bytes read from S3
+}
+
+func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := p.prefix + "/" + strings.TrimPrefix(r.URL.Path, "/")
+	u, err := p.mc.PresignedGetObject(r.Context(), p.bucket, key, time.Hour, nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = u
+			pr.Out.Host = ""
+		},
+		Transport:  p.tr,
+		BufferPool: p.pool,
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Body = countingBody{countingReader{r: resp.Body, n: &p.upstream}, resp.Body}
+			return nil
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// bufferPool lends the proxy 256 KiB copy buffers: large enough that
+// copying is not the proxy's bottleneck.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { return make([]byte, 256<<10) }}}
+}
+
+func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
+func (b *bufferPool) Put(v []byte) { b.p.Put(v) }
+
+// memServer is limit (b): a plain Go HTTP server that serves each chunk's
+// bytes from memory in one write.
+type memServer struct {
+	chunks map[string][]byte
+}
+
+func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, ok := m.chunks[strings.TrimPrefix(r.URL.Path, "/")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// runLimits measures (a) and (b), each at its best client concurrency.
+func (r *runner) runLimits(ctx context.Context) error {
+	keys, _ := r.tb.chunkKeys()
+	order := shuffled(len(keys), r.cfg.Seed, 101)
+	hc := &http.Client{Transport: newTransport(64)}
+	defer hc.CloseIdleConnections()
+
+	// (a) the reverse proxy in front of MinIO.
+	proxy := &s3Proxy{mc: r.tb.mc, bucket: r.cfg.Bucket, prefix: r.tb.datasetPrefix, tr: newTransport(64), pool: newBufferPool()}
+	base, stop, err := serveLoopback(proxy)
+	if err != nil {
+		return err
+	}
+	r.logf("limit (a): reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
+	err = r.measured(ctx, func(ctx context.Context) error {
+		best, level, points, err := sweep(ctx, r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+			before := proxy.upstream.Load()
+			p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+			p.backendBytes = proxy.upstream.Load() - before
+			return p, err
+		})
+		if err != nil {
+			return err
+		}
+		row := newRow(ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", best)
+		row.Concurrency, row.Sweep = level, points
+		r.add(row)
+		return nil
+	})
+	stop()
+	proxy.tr.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("limit (a): %w", err)
+	}
+
+	// (b) the same bytes from memory.
+	r.logf("limit (b): loading %d chunks into memory", len(keys))
+	mem := &memServer{chunks: make(map[string][]byte, len(keys))}
+	for c, key := range keys {
+		ch := r.tb.index.Chunk(c)
+		buf := make([]byte, ch.Size)
+		if err := r.tb.store.ReadRange(ctx, key, ch.ETag, 0, buf); err != nil {
+			return fmt.Errorf("limit (b): loading %s: %w", key, err)
+		}
+		mem.chunks[key] = buf
+	}
+	if base, stop, err = serveLoopback(mem); err != nil {
+		return err
+	}
+	r.logf("limit (b): plain HTTP server from memory, concurrency %v", r.cfg.StreamReaders)
+	err = r.measured(ctx, func(ctx context.Context) error {
+		best, level, points, err := sweep(ctx, r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+			return streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+		})
+		if err != nil {
+			return err
+		}
+		row := newRow(ConfigMemory, GroupLimits, "(b) limit: HTTP server from memory", best)
+		row.Concurrency, row.Sweep = level, points
+		r.add(row)
+		return nil
+	})
+	stop()
+	mem.chunks = nil
+	releaseMemory()
+	if err != nil {
+		return fmt.Errorf("limit (b): %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// setProcAttr makes the kernel kill a gateway if the harness dies without
+// stopping it, so no orphan keeps a port and memory busy.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// peakRSS reads VmHWM, the peak resident set size, from /proc/<pid>/status.
+func peakRSS(pid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// platformInfo reads the CPU model, the memory size and the kernel release
+// from /proc.
+func platformInfo() (cpu string, mem int64, kernel string) {
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				mem = kb << 10
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return cpu, mem, kernel
+}
+
+// firstTouchRate measures how fast this machine hands a process fresh
+// memory: it maps 256 MiB and writes one byte per page, so every write is
+// a page fault. A gateway whose cache grows pays this for every byte it
+// caches the first time; on some virtual machines it is slower than the
+// network, and then it bounds a fresh gateway's cold epoch.
+func firstTouchRate() float64 {
+	const size = 256 << 20
+	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return 0
+	}
+	defer syscall.Munmap(b)
+	page := os.Getpagesize()
+	start := time.Now()
+	for i := 0; i < size; i += page {
+		b[i] = 1
+	}
+	return size / time.Since(start).Seconds() / 1e6
+}

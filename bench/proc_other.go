@@ -1,0 +1,18 @@
+//go:build !linux
+
+package bench
+
+import "os/exec"
+
+// setProcAttr does nothing where the kernel cannot tie a child's life to
+// ours; the harness stops its gateways itself.
+func setProcAttr(cmd *exec.Cmd) {}
+
+// peakRSS is not reported off Linux.
+func peakRSS(pid int) int64 { return 0 }
+
+// platformInfo is not reported off Linux.
+func platformInfo() (cpu string, mem int64, kernel string) { return "", 0, "" }
+
+// firstTouchRate is not measured off Linux.
+func firstTouchRate() float64 { return 0 }

@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("bench: writing JSON: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the report for people: the setup, one table row per
+// configuration (per epoch for Brand), the policy comparison, and every
+// target with its measured ratio and PASS, MISS or N/A.
+func (rep *Report) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	m, c, d := rep.Machine, rep.Config, rep.Dataset
+	fmt.Fprintf(ew, "Brand benchmark, %s\n", rep.Date.Format("2006-01-02 15:04 MST"))
+	if rep.Command != "" {
+		fmt.Fprintf(ew, "command: %s\n", rep.Command)
+	}
+	fmt.Fprintf(ew, "machine: %d CPUs (%s), %s memory, %s %s, kernel %s, MinIO %s\n",
+		m.CPUs, orUnknown(m.CPUModel), sizeString(m.Memory), m.GoVersion, m.OS, orUnknown(m.Kernel), m.MinIO)
+	if m.FirstTouchMBPerSec > 0 {
+		fmt.Fprintf(ew, "fresh memory is faulted in at %.0f MB/s (one write per page of a new 256 MiB mapping)\n", m.FirstTouchMBPerSec)
+	}
+	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal), %d chunks of ~%s, %s in all\n",
+		d.Samples, sizeString(c.MeanBytes), d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))
+	fmt.Fprintf(ew, "job: batch %d, window %d chunks, seed %d, client %d batches ahead; working set (window + prefetch window) %s\n\n",
+		c.BatchSize, c.Window, c.Seed, c.Ahead, sizeString(d.WorkingSetBytes))
+
+	width := len("configuration")
+	for _, r := range rep.Rows {
+		width = max(width, len([]rune(r.Label)))
+	}
+	// Labels are padded so that they read left-aligned in a right-aligned
+	// table of numbers.
+	pad := func(s string) string { return s + strings.Repeat(" ", width-len([]rune(s))) }
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, pad("configuration")+"\tconc\tsamples/s\tMB/s\tread amp\thit %\tp50 ms\tp99 ms\treq p50\treq p99\tpeak RSS\t")
+	for _, r := range rep.Rows {
+		conc, hit, rss, req50, req99 := "-", "-", "-", "-", "-"
+		if r.RequestP50Ms > 0 {
+			req50, req99 = fmt.Sprintf("%.1f", r.RequestP50Ms), fmt.Sprintf("%.1f", r.RequestP99Ms)
+		}
+		if r.Concurrency > 0 {
+			conc = fmt.Sprint(r.Concurrency)
+		}
+		if r.HitRatio != nil {
+			hit = fmt.Sprintf("%.1f", 100**r.HitRatio)
+		}
+		if r.PeakRSS > 0 {
+			rss = sizeString(r.PeakRSS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.3f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+			pad(r.Label), conc, r.SamplesPerSec, r.MBPerSec, r.ReadAmplification, hit, r.P50Ms, r.P99Ms, req50, req99, rss)
+	}
+	tw.Flush()
+	fmt.Fprintln(ew, "\nsamples/s and MB/s (10^6 bytes of HTTP body) as the consuming loop saw them; read amp = bytes read from",
+		"\nthe store ÷ bytes delivered; hit % = demand chunk lookups served from the gateway's cache; p50/p99 = the",
+		"\nloop's wait for each batch; req p50/p99 = Brand's batch request latency, from sending the request to the",
+		"\nend of its body; peak RSS = the gateway process's VmHWM.")
+
+	if p := rep.Policy; p != nil {
+		fmt.Fprintf(ew, "\nCache policies, cache %s of the dataset (%s): backend bytes and hit ratios per epoch, live and simulated\n\n",
+			percentString(p.CacheFraction), sizeString(p.CacheBytes))
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "epoch\tlru\tschedule\tsim lru\toptimum\tlru hit live/sim\tschedule hit live/optimum\taccesses live/sim\t")
+		for _, e := range p.Epochs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.3f / %.3f\t%.3f / %.3f\t%d / %d\t\n", e.Epoch,
+				sizeString(e.LRUBytes), sizeString(e.ScheduleBytes), sizeString(e.SimLRUBytes), sizeString(e.OptimalBytes),
+				e.LRUHit, e.SimLRUHit, e.ScheduleHit, e.OptimalHit, e.ScheduleAccesses, e.SimAccesses)
+		}
+		fmt.Fprintf(tw, "total\t%s\t%s\t%s\t%s\t\t\t\t\n", sizeString(p.LRUBytes), sizeString(p.ScheduleBytes), sizeString(p.SimLRUBytes), sizeString(p.OptimalBytes))
+		tw.Flush()
+		fmt.Fprintln(ew, "\nEpoch boundaries: p99 of the 10 batches around the start of an epoch ÷ that epoch's median,",
+			"\nfor batch request latency and for the loop's wait; control = the same ratio for 10 batches mid-epoch")
+		for _, b := range p.Boundaries {
+			fmt.Fprintf(ew, "  %-8s → epoch %d: requests %.1f ms ÷ %.1f ms = %.2f (control %.2f); waits %.1f ms ÷ %.1f ms = %.2f (control %.2f)\n",
+				b.Policy, b.Epoch, b.P99Ms, b.MedianMs, b.Ratio, b.Control, b.WaitP99Ms, b.WaitMedianMs, b.WaitRatio, b.WaitControl)
+		}
+	}
+
+	if len(rep.Targets) > 0 {
+		fmt.Fprintln(ew, "\nTargets (ratios measured in this run)")
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		for _, t := range rep.Targets {
+			fmt.Fprintf(tw, "  %s\t%s\t%.3f\t%s\t%s\n", t.Status, t.Name, t.Ratio, "want "+t.Want, t.Note)
+		}
+		tw.Flush()
+		pass, miss, na := rep.count()
+		fmt.Fprintf(ew, "%d PASS, %d MISS, %d N/A\n", pass, miss, na)
+	}
+	return ew.err
+}
+
+// count tallies the targets by status.
+func (rep *Report) count() (pass, miss, na int) {
+	for _, t := range rep.Targets {
+		switch t.Status {
+		case Pass:
+			pass++
+		case Miss:
+			miss++
+		default:
+			na++
+		}
+	}
+	return pass, miss, na
+}
+
+// errWriter keeps the first write error so a report is written with plain
+// Fprintf calls and checked once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = fmt.Errorf("bench: writing the report: %w", err)
+	}
+	return n, err
+}
+
+// sizeString formats a byte count in binary units ("1.9 GiB").
+func sizeString(n int64) string {
+	if n < 0 {
+		return "-" + humanize.IBytes(uint64(-n))
+	}
+	return humanize.IBytes(uint64(n))
+}
+
+// percentString formats a fraction as a percentage ("25 %").
+func percentString(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", 100*f), "0"), ".") + " %"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

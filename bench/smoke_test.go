@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/internal/minioserver"
+)
+
+// buildBrand builds the brand binary, whose serve command is the gateway
+// under test, with the race detector when this test has it: the packages
+// are then already compiled for the test, and a race in the gateway fails
+// the smoke test through the gateway's exit status.
+func buildBrand(t *testing.T) string {
+	t.Helper()
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			t.Fatalf("the go command is needed to build the brand binary: %v", err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "brand")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/brandgw/brand/cmd/brand")
+	out, err := exec.Command(goTool, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// TestSmoke runs every configuration on a tiny dataset against a real
+// MinIO and checks the structure of the results: every configuration
+// produced figures that add up, every target was evaluated, and the JSON,
+// text and PNG outputs are written and readable. It checks no performance
+// figure: those are for a full run on a quiet machine.
+func TestSmoke(t *testing.T) {
+	srv := minioserver.ForTest(t)
+	cfg := SmokeConfig()
+	cfg.Server = srv
+	cfg.Bucket = srv.NewBucket(t)
+	cfg.GatewayBinary = buildBrand(t)
+	cfg.WorkDir = t.TempDir()
+	cfg.Command = "go test -run TestSmoke"
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
+	}
+
+	d := rep.Dataset
+	if d.Samples != cfg.Samples || d.Chunks < 2*cfg.Window || d.Bytes <= d.SampleBytes || d.WorkingSetBytes <= 0 {
+		t.Fatalf("dataset %+v: want %d samples in at least %d chunks", d, cfg.Samples, 2*cfg.Window)
+	}
+	batches := (d.Samples + cfg.BatchSize - 1) / cfg.BatchSize
+	count := map[string]int{}
+	for _, r := range rep.Rows {
+		count[r.Config]++
+		if r.Samples != int64(d.Samples) || r.Seconds <= 0 || r.SamplesPerSec <= 0 || r.MBPerSec <= 0 || r.Batches != batches || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Errorf("%s: %d samples in %d batches, %.3fs, %.0f samples/s, %.1f MB/s, p50 %.2f p99 %.2f ms; want every sample once in %d batches",
+				r.Label, r.Samples, r.Batches, r.Seconds, r.SamplesPerSec, r.MBPerSec, r.P50Ms, r.P99Ms, batches)
+		}
+		var wantBytes int64
+		switch r.Config {
+		case ConfigProxy, ConfigMemory, ConfigWebDataset:
+			wantBytes = d.Bytes // whole chunks
+		case ConfigBrand:
+			wantBytes = d.SampleBytes + int64(batches)*1024 // each batch closes its tar
+			if r.HitRatio == nil || *r.HitRatio < 0 || *r.HitRatio > 1 {
+				t.Errorf("%s: hit ratio %v, want one in [0, 1]", r.Label, r.HitRatio)
+			}
+			if r.RequestP50Ms <= 0 || r.RequestP99Ms < r.RequestP50Ms {
+				t.Errorf("%s: request latency p50 %.2f p99 %.2f ms", r.Label, r.RequestP50Ms, r.RequestP99Ms)
+			}
+			if runtime.GOOS == "linux" && r.PeakRSS <= 0 {
+				t.Errorf("%s: no peak RSS", r.Label)
+			}
+		}
+		if wantBytes != 0 && r.Bytes != wantBytes {
+			t.Errorf("%s: %d bytes delivered, want %d", r.Label, r.Bytes, wantBytes)
+		}
+		if r.Config != ConfigMemory && r.Config != ConfigBrand && r.BackendBytes != r.Bytes {
+			t.Errorf("%s: %d backend bytes for %d delivered, want them equal", r.Label, r.BackendBytes, r.Bytes)
+		}
+		if (r.Config == ConfigBrand) == (r.Concurrency > 0) || (r.Concurrency > 0 && len(r.Sweep) == 0) {
+			t.Errorf("%s: concurrency %d with sweep %v", r.Label, r.Concurrency, r.Sweep)
+		}
+	}
+	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
+		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
+		if count[config] != want {
+			t.Errorf("%d rows of %s, want %d", count[config], config, want)
+		}
+	}
+
+	p := rep.Policy
+	if p == nil || len(p.Epochs) != cfg.PolicyEpochs || len(p.Boundaries) != 2*cfg.PolicyEpochs {
+		t.Fatalf("policy report %+v: want %d epochs and boundaries for both policies", p, cfg.PolicyEpochs)
+	}
+	for _, e := range p.Epochs {
+		// The gateway sees exactly the demand trace the planner simulates.
+		if e.LRUAccesses != int64(e.SimAccesses) || e.ScheduleAccesses != int64(e.SimAccesses) || e.SimAccesses == 0 {
+			t.Errorf("epoch %d: chunk accesses lru %d, schedule %d, simulated %d; want them equal", e.Epoch, e.LRUAccesses, e.ScheduleAccesses, e.SimAccesses)
+		}
+		if e.OptimalBytes > e.SimLRUBytes {
+			t.Errorf("epoch %d: the optimum reads %d bytes, simulated LRU %d", e.Epoch, e.OptimalBytes, e.SimLRUBytes)
+		}
+	}
+
+	names := map[string]bool{}
+	for _, tg := range rep.Targets {
+		if tg.Status != Pass && tg.Status != Miss && tg.Status != NA {
+			t.Errorf("target %q: status %q", tg.Name, tg.Status)
+		}
+		names[strings.SplitN(tg.Name, ",", 2)[0]] = true
+	}
+	for _, want := range []string{
+		"cold epoch ÷ limit (a) reverse proxy", "warm epochs ÷ limit (b) memory server", "cold epoch ÷ per-object (c)",
+		"warm epochs ÷ WebDataset (d)", "cold epoch ÷ WebDataset (d)", "read amplification", "gateway peak RSS ÷ (1.25 × cache + 200 MiB)",
+		"schedule backend bytes ÷ planner optimum", "schedule backend bytes ÷ lru", "epoch boundary p99 (10 batch requests) ÷ epoch median",
+		"|live − simulated hit ratio| in points",
+	} {
+		if !names[want] {
+			t.Errorf("no target %q among %v", want, names)
+		}
+	}
+
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("the JSON report does not parse: %v", err)
+	}
+	if len(back.Rows) != len(rep.Rows) || len(back.Targets) != len(rep.Targets) || back.Policy == nil {
+		t.Errorf("the JSON report has %d rows and %d targets, want %d and %d", len(back.Rows), len(back.Targets), len(rep.Rows), len(rep.Targets))
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rows {
+		if !strings.Contains(text.String(), r.Label) {
+			t.Errorf("the text report lacks %q", r.Label)
+		}
+	}
+	var img bytes.Buffer
+	if err := rep.WriteChart(&img); err != nil {
+		t.Fatal(err)
+	}
+	m, err := png.Decode(&img)
+	if err != nil {
+		t.Fatalf("the chart is not a PNG: %v", err)
+	}
+	if b := m.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
+		t.Errorf("chart of %v, want a readable size", b)
+	}
+}

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+)
+
+// Target is one of the project's performance targets, evaluated on ratios
+// measured in the same run.
+type Target struct {
+	Name   string  `json:"name"`
+	Want   string  `json:"want"`   // the condition on Ratio, e.g. "≥ 0.90"
+	Ratio  float64 `json:"ratio"`  // the measured ratio
+	Status string  `json:"status"` // PASS, MISS, or N/A when it does not apply
+	Note   string  `json:"note,omitempty"`
+}
+
+// Target statuses.
+const (
+	Pass = "PASS"
+	Miss = "MISS"
+	NA   = "N/A"
+)
+
+func atLeast(name string, got, want float64) Target {
+	t := Target{Name: name, Want: fmt.Sprintf("≥ %.2f", want), Ratio: got, Status: Miss}
+	if got >= want {
+		t.Status = Pass
+	}
+	return t
+}
+
+func atMost(name string, got, want float64) Target {
+	t := Target{Name: name, Want: fmt.Sprintf("≤ %.2f", want), Ratio: got, Status: Miss}
+	if got <= want {
+		t.Status = Pass
+	}
+	return t
+}
+
+// throughput is samples/s over several rows together.
+func throughput(rows []Row) float64 {
+	var n int64
+	var sec float64
+	for _, r := range rows {
+		n += r.Samples
+		sec += r.Seconds
+	}
+	return ratio(float64(n), sec)
+}
+
+// targets evaluates every target the run has the figures for.
+func (r *runner) targets() []Target {
+	rows := r.rep.Rows
+	find := func(config string) *Row {
+		for i := range rows {
+			if rows[i].Config == config {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	proxy, memory, objects, wds := find(ConfigProxy), find(ConfigMemory), find(ConfigObjects), find(ConfigWebDataset)
+	var out []Target
+
+	for _, f := range r.cfg.CacheFractions {
+		run := r.runs[runKey{f, "schedule"}]
+		if run == nil {
+			continue
+		}
+		brand := run.rows(GroupBrand)
+		cold, warm := brand[0].SamplesPerSec, throughput(brand[1:r.cfg.Epochs])
+		at := ", cache " + percentString(f)
+		if proxy != nil {
+			out = append(out, atLeast("cold epoch ÷ limit (a) reverse proxy"+at, cold/proxy.SamplesPerSec, 0.9))
+		}
+		if memory != nil && f == 1 {
+			out = append(out, atLeast("warm epochs ÷ limit (b) memory server"+at, warm/memory.SamplesPerSec, 0.85))
+		}
+		if objects != nil {
+			if r.cfg.smallSamples() {
+				out = append(out, atLeast("cold epoch ÷ per-object (c), small samples"+at, cold/objects.SamplesPerSec, 10))
+			} else {
+				out = append(out, atLeast("cold epoch ÷ per-object (c)"+at, cold/objects.SamplesPerSec, 3))
+				if f == 1 {
+					out = append(out, atLeast("warm epochs ÷ per-object (c)"+at, warm/objects.SamplesPerSec, 6))
+				}
+			}
+		}
+		if wds != nil {
+			t := atLeast("warm epochs ÷ WebDataset (d)"+at, warm/wds.SamplesPerSec, 1)
+			t.Want = "> 1.00"
+			if t.Ratio == 1 {
+				t.Status = Miss
+			}
+			out = append(out, t)
+			out = append(out, atLeast("cold epoch ÷ WebDataset (d)"+at, cold/wds.SamplesPerSec, 0.9))
+		}
+	}
+
+	// Read amplification and peak RSS, for every gateway run.
+	for _, k := range r.runOrder() {
+		run := r.runs[k]
+		at := fmt.Sprintf(", cache %s, %s", percentString(k.fraction), k.policy)
+		worst, worstEpoch := 0.0, 0
+		for e, row := range run.rows(GroupBrand) {
+			if row.ReadAmplification > worst {
+				worst, worstEpoch = row.ReadAmplification, e
+			}
+		}
+		t := atMost("read amplification, worst epoch"+at, worst, 1.01)
+		t.Note = fmt.Sprintf("epoch %d", worstEpoch)
+		if run.cacheBytes < r.rep.Dataset.WorkingSetBytes {
+			t.Status = NA
+			t.Note = fmt.Sprintf("the cache (%s) is below the working set of two windows (%s)", sizeString(run.cacheBytes), sizeString(r.rep.Dataset.WorkingSetBytes))
+		}
+		out = append(out, t)
+		var peak int64
+		for _, ep := range run.epochs {
+			peak = max(peak, ep.peakRSS)
+		}
+		budget := 1.25*float64(run.cacheBytes) + 200*(1<<20)
+		t = atMost("gateway peak RSS ÷ (1.25 × cache + 200 MiB)"+at, float64(peak)/budget, 1)
+		t.Note = fmt.Sprintf("peak %s, budget %s", sizeString(peak), sizeString(int64(budget)))
+		if peak == 0 {
+			t.Status, t.Note = NA, "peak RSS is not reported on this platform"
+		}
+		out = append(out, t)
+	}
+
+	if p := r.rep.Policy; p != nil {
+		t := atMost("schedule backend bytes ÷ planner optimum, epochs 1+", safeRatio(p.ScheduleBytes, p.OptimalBytes), 1.05)
+		t.Note = fmt.Sprintf("schedule %s, optimum %s", sizeString(p.ScheduleBytes), sizeString(p.OptimalBytes))
+		out = append(out, t)
+		t = atMost("schedule backend bytes ÷ lru, epochs 1+", safeRatio(p.ScheduleBytes, p.LRUBytes), 0.70)
+		t.Note = fmt.Sprintf("schedule %s, lru %s", sizeString(p.ScheduleBytes), sizeString(p.LRUBytes))
+		out = append(out, t)
+		for _, policy := range []string{"lru", "schedule"} {
+			worst := Boundary{}
+			for _, b := range p.Boundaries {
+				if b.Policy == policy && b.Ratio >= worst.Ratio {
+					worst = b
+				}
+			}
+			t := atMost("epoch boundary p99 (10 batch requests) ÷ epoch median, "+policy, worst.Ratio, 2)
+			t.Note = fmt.Sprintf("worst: entering epoch %d, p99 %.1f ms, median %.1f ms; mid-epoch control %.2f", worst.Epoch, worst.P99Ms, worst.MedianMs, worst.Control)
+			out = append(out, t)
+			var dev float64
+			devEpoch := 0
+			for _, e := range p.Epochs {
+				live, sim := e.ScheduleHit, e.OptimalHit
+				if policy == "lru" {
+					live, sim = e.LRUHit, e.SimLRUHit
+				}
+				if d := math.Abs(live - sim); d >= dev {
+					dev, devEpoch = d, e.Epoch
+				}
+			}
+			t = atMost("|live − simulated hit ratio| in points, "+policy, 100*dev, 2)
+			t.Note = fmt.Sprintf("worst: epoch %d", devEpoch)
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// runOrder lists the gateway runs in the order they were made.
+func (r *runner) runOrder() []runKey {
+	var out []runKey
+	seen := map[runKey]bool{}
+	for _, row := range r.rep.Rows {
+		k := runKey{row.CacheFraction, row.Policy}
+		if row.Config == ConfigBrand && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// safeRatio is a/b, with 0/0 = 1 (both read nothing) and a/0 = a, as if
+// the reference had read one byte, so that the ratio stays finite (JSON has
+// no infinity) and fails any target.
+func safeRatio(a, b int64) float64 {
+	switch {
+	case b != 0:
+		return float64(a) / float64(b)
+	case a == 0:
+		return 1
+	default:
+		return float64(a)
+	}
+}
