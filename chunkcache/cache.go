@@ -42,9 +42,6 @@ type Request struct {
 	Alloc int64
 }
 
-// mem is what the request costs the cache.
-func (r Request) mem() int64 { return r.Size }
-
 // Loader fills buf (len(buf) == the requested size) with a chunk's bytes and
 // verifies them. It is called without the cache lock held, concurrently for
 // different keys, and never twice at once for one key.
@@ -204,7 +201,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		}
 		if _, dup := uniq[r.Key]; !dup {
 			uniq[r.Key] = i
-			need += r.mem()
+			need += r.Size
 		}
 	}
 	if need > c.capacity {
@@ -234,7 +231,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 }
 
 // pin returns r's entry pinned and ready, loading it if needed, and whether
-// this call loaded it. The caller holds a reservation covering r.mem().
+// this call loaded it. The caller holds a reservation covering r.Size.
 func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
 	counted := false
 	for {
@@ -290,7 +287,7 @@ func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
 func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, error) {
 	var victims []Key
 	free := c.capacity - c.used
-	need := r.mem()
+	need := r.Size
 	if free < need {
 		for k := range c.policy.Victims() {
 			if admit != nil && !admit(k) {
@@ -415,11 +412,11 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchResident, nil
 	}
 	c.mu.Unlock()
-	if r.mem() > c.capacity || !c.reserve.TryAcquire(r.mem()) {
+	if r.Size > c.capacity || !c.reserve.TryAcquire(r.Size) {
 		c.prefetchRejected.Add(1)
 		return PrefetchRejected, nil
 	}
-	defer c.reserve.Release(r.mem())
+	defer c.reserve.Release(r.Size)
 	c.mu.Lock()
 	if _, ok := c.entries[r.Key]; ok { // raced with a demand load
 		c.mu.Unlock()

@@ -130,17 +130,22 @@ func notModified(r *http.Request, etag string) bool {
 	return false
 }
 
-func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
+// planRequest parses a batch request and plans the batch.
+func (g *Gateway) planRequest(r *http.Request) (*batchPlan, error) {
 	job, epoch, ds, err := g.request(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
-	p, err := g.plan(ds, job, epoch, chi.URLParam(r, "batch"))
+	return g.plan(ds, job, epoch, chi.URLParam(r, "batch"))
+}
+
+func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
+	p, err := g.planRequest(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	ds, job, epoch := p.ds, p.job, p.epoch
 	if r.URL.Query().Get("format") == "json" {
 		g.writeManifest(w, p)
 		return
@@ -236,12 +241,7 @@ type manifest struct {
 }
 
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
-	job, epoch, ds, err := g.request(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	p, err := g.plan(ds, job, epoch, chi.URLParam(r, "batch"))
+	p, err := g.planRequest(r)
 	if err != nil {
 		writeError(w, err)
 		return

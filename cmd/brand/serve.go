@@ -197,7 +197,6 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		Handler:           g,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          nil,
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
