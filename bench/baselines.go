@@ -16,7 +16,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	objOrder := shuffled(len(tb.objects), r.cfg.Seed, 102)
 	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
 	err := r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
+		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
 			var body, next atomic.Int64
 			p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*sample) error) error {
 				for {
@@ -54,7 +54,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	shardOrder := shuffled(len(keys), r.cfg.Seed, 103)
 	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
 	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
+		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 			var body, next atomic.Int64
 			p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*sample) error) error {
 				for {

@@ -54,6 +54,7 @@ type brandEpoch struct {
 	requests     []time.Duration // per batch, from sending its request to the end of its body
 	hits, misses float64         // demand chunk lookups during the epoch
 	peakRSS      int64           // the gateway's VmHWM at the epoch's end
+	cpu          CPUUse
 }
 
 // cacheBytes is the cache size for a fraction of the dataset.
@@ -113,6 +114,8 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 			return nil, err
 		}
 		bytes0 := ct.tar.Load()
+		cm := r.cpuMeter(g.cmd.Process.Pid)
+		mark := cm.mark()
 		start := time.Now()
 		last := start
 		var ep brandEpoch
@@ -126,6 +129,7 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 			ep.samples += int64(len(b.Samples))
 		}
 		ep.elapsed = last.Sub(start)
+		ep.cpu = cm.since(mark)
 		ep.bytes = ct.tar.Load() - bytes0
 		ep.requests = ct.epochLatencies(e, len(ep.waits))
 		after, err := g.metrics(ctx)
@@ -170,7 +174,7 @@ func (run *brandRun) rows(group string) []Row {
 			label = fmt.Sprintf("Brand %s, cache %s, epoch %d", run.policy, percentString(run.fraction), e)
 		}
 		row := newRow(ConfigBrand, group, label, pass{samples: ep.samples, bytes: ep.bytes,
-			backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits})
+			backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits, cpu: ep.cpu})
 		epoch := e
 		row.Epoch = &epoch
 		row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy

@@ -67,9 +67,12 @@ func startGateway(ctx context.Context, bin string, args, env []string, logPath s
 			_, _ = logf.Write(append(line, '\n'))
 			if !found {
 				var m struct {
-					Addr string `json:"addr"`
+					Addr    string `json:"addr"`
+					Message string `json:"message"`
 				}
-				if json.Unmarshal(line, &m) == nil && m.Addr != "" {
+				// The data listener's line; a --pprof listener logs an
+				// address too.
+				if json.Unmarshal(line, &m) == nil && m.Addr != "" && strings.HasPrefix(m.Message, "listening") {
 					found = true
 					addrc <- m.Addr
 				}

@@ -25,6 +25,7 @@ type pass struct {
 	backendBytes int64 // bytes read from the store on the client's behalf
 	elapsed      time.Duration
 	waits        []time.Duration
+	cpu          CPUUse // of every process, over the pass
 }
 
 // shuffled returns a seeded permutation of 0..n-1: the same run always
@@ -42,15 +43,17 @@ func shuffled(n int, seed, stream uint64) []int {
 
 // sweep runs measure at each concurrency level and returns the best pass
 // by samples/s, its level, and every level's figures.
-func sweep(ctx context.Context, levels []int, measure func(ctx context.Context, level int) (pass, error)) (pass, int, []SweepPoint, error) {
+func sweep(ctx context.Context, cm cpuMeter, levels []int, measure func(ctx context.Context, level int) (pass, error)) (pass, int, []SweepPoint, error) {
 	var best pass
 	bestLevel := 0
 	var points []SweepPoint
 	for _, level := range levels {
+		mark := cm.mark()
 		p, err := measure(ctx, level)
 		if err != nil {
 			return pass{}, 0, nil, fmt.Errorf("concurrency %d: %w", level, err)
 		}
+		p.cpu = cm.since(mark)
 		sec := p.elapsed.Seconds()
 		points = append(points, SweepPoint{Concurrency: level, SamplesPerSec: float64(p.samples) / sec, MBPerSec: float64(p.bytes) / sec / 1e6})
 		if bestLevel == 0 || float64(p.samples)/sec > float64(best.samples)/best.elapsed.Seconds() {
@@ -278,7 +281,7 @@ func (r *runner) runLimits(ctx context.Context) error {
 	}
 	r.logf("limit (a): reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
 	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
 			before := proxy.upstream.Load()
 			p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
 			p.backendBytes = proxy.upstream.Load() - before
@@ -314,7 +317,7 @@ func (r *runner) runLimits(ctx context.Context) error {
 	}
 	r.logf("limit (b): plain HTTP server from memory, concurrency %v", r.cfg.StreamReaders)
 	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
 			return streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
 		})
 		if err != nil {

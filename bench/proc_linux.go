@@ -36,6 +36,40 @@ func peakRSS(pid int) int64 {
 	return 0
 }
 
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// processCPU returns the user and system CPU time a process (all its
+// threads) has used, from /proc/<pid>/stat; pid 0 means this process. It
+// returns 0 if the process is gone.
+func processCPU(pid int) time.Duration {
+	name := "/proc/self/stat"
+	if pid != 0 {
+		name = "/proc/" + strconv.Itoa(pid) + "/stat"
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, the 12th and 13th after it.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
 // platformInfo reads the CPU model, the memory size and the kernel release
 // from /proc.
 func platformInfo() (cpu string, mem int64, kernel string) {

@@ -2,7 +2,10 @@
 
 package bench
 
-import "os/exec"
+import (
+	"os/exec"
+	"time"
+)
 
 // setProcAttr does nothing where the kernel cannot tie a child's life to
 // ours; the harness stops its gateways itself.
@@ -16,3 +19,6 @@ func platformInfo() (cpu string, mem int64, kernel string) { return "", 0, "" }
 
 // firstTouchRate is not measured off Linux.
 func firstTouchRate() float64 { return 0 }
+
+// processCPU is not measured off Linux.
+func processCPU(pid int) time.Duration { return 0 }

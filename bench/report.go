@@ -72,6 +72,10 @@ func (rep *Report) WriteText(w io.Writer) error {
 		"\nloop's wait for each batch; req p50/p99 = Brand's batch request latency, from sending the request to the",
 		"\nend of its body; peak RSS = the gateway process's VmHWM.")
 
+	if err := rep.writeCPU(ew, pad); err != nil {
+		return err
+	}
+
 	if p := rep.Policy; p != nil {
 		fmt.Fprintf(ew, "\nCache policies, cache %s of the dataset (%s): backend bytes and hit ratios per epoch, live and simulated\n\n",
 			percentString(p.CacheFraction), sizeString(p.CacheBytes))
@@ -102,6 +106,38 @@ func (rep *Report) WriteText(w io.Writer) error {
 		pass, miss, na := rep.count()
 		fmt.Fprintf(ew, "%d PASS, %d MISS, %d N/A\n", pass, miss, na)
 	}
+	return ew.err
+}
+
+// writeCPU writes where the CPU went in each configuration, if measured.
+func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
+	any := false
+	for _, r := range rep.Rows {
+		any = any || r.CPU != nil
+	}
+	if !any {
+		return ew.err
+	}
+	fmt.Fprintf(ew, "\nCPU seconds each process spent during each measurement, and per GB (10^9 bytes) delivered\n\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, pad("configuration")+"\tharness\tgateway\tstore\ttotal\tharness/GB\tgateway/GB\tstore/GB\ttotal/GB\tbusy %\t")
+	for _, r := range rep.Rows {
+		c := r.CPU
+		if c == nil {
+			continue
+		}
+		gb := float64(r.Bytes) / 1e9
+		per := func(v float64) string { return fmt.Sprintf("%.3f", ratio(v, gb)) }
+		gw, gwPer := "-", "-"
+		if r.Config == ConfigBrand {
+			gw, gwPer = fmt.Sprintf("%.2f", c.Gateway), per(c.Gateway)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%.0f\t\n",
+			pad(r.Label), c.Harness, gw, c.Store, c.Total(), per(c.Harness), gwPer, per(c.Store), per(c.Total()), 100*c.Busy)
+	}
+	tw.Flush()
+	fmt.Fprintln(ew, "\nharness = this process: the clients, and for (a) and (b) the proxy or memory server; store = MinIO;",
+		"\nbusy = all three ÷ (wall time × CPUs).")
 	return ew.err
 }
 

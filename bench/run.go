@@ -110,6 +110,9 @@ type Row struct {
 	// PeakRSS is the gateway's VmHWM at the end of the epoch; 0 where no
 	// gateway runs.
 	PeakRSS int64 `json:"gateway_peak_rss_bytes,omitempty"`
+	// CPU is what each process spent during the measurement; absent where
+	// the platform does not report it.
+	CPU *CPUUse `json:"cpu,omitempty"`
 }
 
 // GatewayRun is one gateway process's counters (from /metrics) at the end
@@ -142,7 +145,21 @@ func newRow(config, group, label string, p pass) Row {
 		Batches:           len(p.waits),
 		P50Ms:             ms(percentile(p.waits, 50)),
 		P99Ms:             ms(percentile(p.waits, 99)),
+		CPU:               cpuOrNil(p.cpu),
 	}
+}
+
+func cpuOrNil(c CPUUse) *CPUUse {
+	if c.Total() == 0 {
+		return nil
+	}
+	return &c
+}
+
+// cpuMeter measures the harness, the S3 server and, if gatewayPid is not
+// 0, a gateway.
+func (r *runner) cpuMeter(gatewayPid int) cpuMeter {
+	return cpuMeter{store: r.tb.srv.Pid(), gateway: gatewayPid}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

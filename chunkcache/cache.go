@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // ErrTooLarge reports a request that needs more bytes pinned at once than the
 // whole cache holds; it can never be served and waiting would not help.
 var ErrTooLarge = errors.New("chunkcache: request needs more bytes than the cache holds")
 
-// errAbandoned marks a load whose requester went away; waiters retry it.
-var errAbandoned = errors.New("chunkcache: load abandoned by its requester")
+// ErrClosed is returned for loads cut short because the cache was closed.
+var ErrClosed = errors.New("chunkcache: cache closed")
 
 // Key identifies one version of one chunk. Including the ETag means a chunk
 // rewritten in the store is a different key: stale bytes are never served
@@ -38,13 +38,22 @@ type Request struct {
 	// never allocates (or, on machines where that is slow, faults in) new
 	// memory. The cache accounts Size, not Alloc, so that its decisions are
 	// exactly those a simulation over chunk sizes predicts; the difference
-	// is memory overhead beyond Capacity, at most Alloc−Size per chunk.
+	// is memory overhead beyond Capacity, at most Alloc−Size per chunk. A
+	// buffer is reused only for requests whose Alloc is at least its
+	// capacity, so a dataset of small chunks never holds another dataset's
+	// large buffers.
 	Alloc int64
 }
 
+// bufCap is the largest buffer capacity r may be given.
+func (r Request) bufCap() int64 { return max(r.Size, r.Alloc) }
+
 // Loader fills buf (len(buf) == the requested size) with a chunk's bytes and
 // verifies them. It is called without the cache lock held, concurrently for
-// different keys, and never twice at once for one key.
+// different keys, and never twice at once for one key. The context ends
+// only when the cache is closed: a load outlives the request that started
+// it, since other requests may be waiting for the same chunk, so a Loader
+// must bound its own time.
 type Loader interface {
 	Load(ctx context.Context, k Key, buf []byte) error
 }
@@ -74,7 +83,12 @@ type Stats struct {
 	PrefetchRejected int64 `json:"prefetch_rejected"` // Prefetch calls that found no room they were allowed to make
 	Bytes            int64 `json:"bytes"`             // resident bytes now (ready and loading)
 	Pinned           int64 `json:"pinned"`            // entries pinned now
+	PinnedBytes      int64 `json:"pinned_bytes"`      // their bytes
+	Waiting          int64 `json:"waiting"`           // requests queued for room to pin their chunks
 	Entries          int64 `json:"entries"`
+	// BufferBytes is the capacity of every chunk buffer the cache holds,
+	// in use or free: the memory the cache occupies.
+	BufferBytes int64 `json:"buffer_bytes"`
 }
 
 type entry struct {
@@ -92,13 +106,27 @@ type entry struct {
 type Cache struct {
 	capacity int64
 	loader   Loader
-	reserve  *semaphore.Weighted // bytes that may be pinned at once
+	// ctx is the context of every load; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	entries map[Key]*entry
-	policy  Policy // only unpinned, ready entries
-	used    int64
-	pinned  int64
+	mu          sync.Mutex
+	entries     map[Key]*entry
+	policy      Policy // only unpinned, ready entries
+	used        int64  // bytes of the entries in the map
+	pinned      int64  // entries with pins > 0
+	pinnedBytes int64  // their bytes, including failed entries still pinned
+	// queue holds the tickets of Acquire calls waiting for room to pin
+	// their chunks, first come first served; changed is closed (and
+	// replaced) whenever pins are released or the queue moves, waking
+	// them to check again.
+	queue      []uint64
+	nextTicket uint64
+	changed    chan struct{}
+	// free holds chunk buffers no entry uses: preallocated ones, and those
+	// of loads that failed. bufBytes is the capacity of all buffers held.
+	free     [][]byte
+	bufBytes int64
 
 	hits, misses, evictions, loads, loadErrors, loadedBytes atomic.Int64
 	prefetchLoads, prefetchRejected                         atomic.Int64
@@ -116,14 +144,21 @@ func New(cfg Config) *Cache {
 	if cfg.Policy == nil {
 		cfg.Policy = NewLRU()
 	}
+	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Cache{
 		capacity: cfg.Capacity,
 		loader:   cfg.Loader,
-		reserve:  semaphore.NewWeighted(cfg.Capacity),
+		ctx:      ctx,
+		cancel:   func() { cancel(ErrClosed) },
 		entries:  make(map[Key]*entry),
 		policy:   cfg.Policy,
+		changed:  make(chan struct{}),
 	}
 }
+
+// Close cancels the loads in flight; requests waiting for them fail with
+// ErrClosed. Chunks already resident stay readable.
+func (c *Cache) Close() { c.cancel() }
 
 // Capacity returns the byte bound.
 func (c *Cache) Capacity() int64 { return c.capacity }
@@ -131,14 +166,13 @@ func (c *Cache) Capacity() int64 { return c.capacity }
 // Stats returns a snapshot of the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	bytes, n, pinned := c.used, int64(len(c.entries)), c.pinned
+	st := Stats{Bytes: c.used, Pinned: c.pinned, PinnedBytes: c.pinnedBytes, Waiting: int64(len(c.queue)),
+		Entries: int64(len(c.entries)), BufferBytes: c.bufBytes}
 	c.mu.Unlock()
-	return Stats{
-		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
-		Loads: c.loads.Load(), LoadErrors: c.loadErrors.Load(), LoadedBytes: c.loadedBytes.Load(),
-		PrefetchLoads: c.prefetchLoads.Load(), PrefetchRejected: c.prefetchRejected.Load(),
-		Bytes: bytes, Pinned: pinned, Entries: n,
-	}
+	st.Hits, st.Misses, st.Evictions = c.hits.Load(), c.misses.Load(), c.evictions.Load()
+	st.Loads, st.LoadErrors, st.LoadedBytes = c.loads.Load(), c.loadErrors.Load(), c.loadedBytes.Load()
+	st.PrefetchLoads, st.PrefetchRejected = c.prefetchLoads.Load(), c.prefetchRejected.Load()
+	return st
 }
 
 // Contains reports whether k is resident and ready.
@@ -153,12 +187,12 @@ func (c *Cache) Contains(k Key) bool {
 // resident until Release; after Release they must not be touched, because
 // the buffer may be reused for another chunk.
 type Lease struct {
-	c        *Cache
-	entries  []*entry // in request order; duplicates share an entry
-	reserved int64
-	loaded   int
-	loadedB  int64
-	once     sync.Once
+	c       *Cache
+	entries []*entry // in request order; duplicates share an entry
+	uniq    []*entry // each entry once
+	loaded  int
+	loadedB int64
+	once    sync.Once
 }
 
 // Loaded reports how many of the lease's chunks this Acquire read from the
@@ -172,118 +206,170 @@ func (l *Lease) Len() int { return len(l.entries) }
 // Bytes returns the bytes of the i-th requested chunk.
 func (l *Lease) Bytes(i int) []byte { return l.entries[i].data }
 
-// Release unpins the chunks and returns the reservation. It is idempotent.
+// Release unpins the chunks. It is idempotent.
 func (l *Lease) Release() {
 	l.once.Do(func() {
 		l.c.mu.Lock()
-		seen := make(map[*entry]bool, len(l.entries))
-		for _, e := range l.entries {
-			if e != nil && !seen[e] {
-				seen[e] = true
-				l.c.unpinLocked(e)
-			}
+		for _, e := range l.uniq {
+			l.c.unpinLocked(e)
 		}
 		l.c.mu.Unlock()
-		l.c.reserve.Release(l.reserved)
 	})
 }
 
 // Acquire pins every requested chunk, loading those not resident, and
-// returns them as a Lease that the caller must Release. It waits, in FIFO
-// order with other requests, until the bytes it needs can be pinned, so the
-// cache never holds more than its capacity. Duplicate keys are allowed.
+// returns them as a Lease that the caller must Release. Duplicate keys are
+// allowed.
+//
+// Pinned bytes never exceed the capacity: a chunk that some other request
+// already pins costs nothing more, and a request whose other chunks do not
+// fit beside what is pinned waits, in FIFO order with other requests,
+// until enough is released. It then pins all its chunks at once, so no two
+// requests can deadlock each holding part of what they need. The chunks it
+// has to load are read concurrently; if ctx ends first, Acquire returns
+// but the loads go on, since other requests may be waiting for them.
 func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
+	uniq := make([]Request, 0, len(reqs))
+	idx := make(map[Key]int, len(reqs))
+	slot := make([]int, len(reqs))
 	var need int64
-	uniq := make(map[Key]int, len(reqs))
 	for i, r := range reqs {
 		if r.Size < 0 {
 			return nil, fmt.Errorf("chunkcache: negative size %d for %s", r.Size, r.Key)
 		}
-		if _, dup := uniq[r.Key]; !dup {
-			uniq[r.Key] = i
+		j, dup := idx[r.Key]
+		if !dup {
+			j = len(uniq)
+			idx[r.Key] = j
+			uniq = append(uniq, r)
 			need += r.Size
 		}
+		slot[i] = j
 	}
 	if need > c.capacity {
 		return nil, fmt.Errorf("%w: %d chunks of %d bytes in all, cache capacity is %d bytes", ErrTooLarge, len(uniq), need, c.capacity)
 	}
-	if err := c.reserve.Acquire(ctx, need); err != nil {
+
+	c.mu.Lock()
+	if err := c.waitForRoomLocked(ctx, uniq); err != nil {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("chunkcache: waiting for cache space: %w", err)
 	}
-	l := &Lease{c: c, entries: make([]*entry, len(reqs)), reserved: need}
-	for i, r := range reqs {
-		if j := uniq[r.Key]; j != i {
-			l.entries[i] = l.entries[j]
-			continue
+	l := &Lease{c: c, entries: make([]*entry, len(reqs)), uniq: make([]*entry, len(uniq))}
+	// Pin what is resident or loading first, so that making room for the
+	// rest cannot evict it.
+	var missing []int
+	for j, r := range uniq {
+		if e, ok := c.entries[r.Key]; ok {
+			c.pinLocked(e)
+			l.uniq[j] = e
+		} else {
+			missing = append(missing, j)
 		}
-		e, loaded, err := c.pin(ctx, r)
+	}
+	type load struct {
+		e   *entry
+		buf []byte
+	}
+	loads := make([]load, 0, len(missing))
+	for _, j := range missing {
+		e, buf, err := c.insertLocked(uniq[j], nil)
 		if err != nil {
-			l.Release()
+			c.mu.Unlock()
+			l.releasePartial()
+			for _, ld := range loads {
+				go c.load(ld.e, ld.buf) // others may already wait for them
+			}
 			return nil, err
 		}
-		l.entries[i] = e
-		if loaded {
-			l.loaded++
-			l.loadedB += r.Size
+		c.pinLocked(e) // the lease's pin; insertLocked's is the load's
+		l.uniq[j] = e
+		loads = append(loads, load{e, buf})
+		l.loaded++
+		l.loadedB += uniq[j].Size
+	}
+	c.mu.Unlock()
+	c.hits.Add(int64(len(uniq) - len(missing)))
+	c.misses.Add(int64(len(missing)))
+	for _, ld := range loads {
+		go c.load(ld.e, ld.buf)
+	}
+	for i := range reqs {
+		l.entries[i] = l.uniq[slot[i]]
+	}
+	for _, e := range l.uniq {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			l.Release()
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			l.Release()
+			return nil, e.err
 		}
 	}
 	return l, nil
 }
 
-// pin returns r's entry pinned and ready, loading it if needed, and whether
-// this call loaded it. The caller holds a reservation covering r.Size.
-func (c *Cache) pin(ctx context.Context, r Request) (*entry, bool, error) {
-	counted := false
+// releasePartial releases the entries pinned so far by a failing Acquire.
+func (l *Lease) releasePartial() {
+	l.c.mu.Lock()
+	for _, e := range l.uniq {
+		if e != nil {
+			l.c.unpinLocked(e)
+		}
+	}
+	l.c.mu.Unlock()
+}
+
+// waitForRoomLocked queues the caller and returns, with c.mu held, once it
+// is first in line and its chunks fit beside those already pinned.
+func (c *Cache) waitForRoomLocked(ctx context.Context, reqs []Request) error {
+	ticket := c.nextTicket
+	c.nextTicket++
+	c.queue = append(c.queue, ticket)
 	for {
-		c.mu.Lock()
-		if e, ok := c.entries[r.Key]; ok {
-			c.pinLocked(e)
-			if !counted {
-				c.hits.Add(1)
-			}
-			if e.ready {
-				c.mu.Unlock()
-				return e, false, nil
-			}
-			c.mu.Unlock()
-			select {
-			case <-e.done:
-			case <-ctx.Done():
-				c.mu.Lock()
-				c.unpinLocked(e)
-				c.mu.Unlock()
-				return nil, false, ctx.Err()
-			}
-			if e.err == nil {
-				return e, false, nil
-			}
-			c.mu.Lock()
-			c.unpinLocked(e)
-			c.mu.Unlock()
-			if errors.Is(e.err, errAbandoned) && ctx.Err() == nil {
-				counted = true
-				continue // its requester left; load it ourselves
-			}
-			return nil, false, e.err
+		if c.queue[0] == ticket && c.pinnedBytes+c.unpinnedBytesLocked(reqs) <= c.capacity {
+			c.queue = c.queue[1:]
+			c.broadcastLocked() // the next in line may fit too
+			return nil
 		}
-		if !counted {
-			c.misses.Add(1)
-		}
-		e, buf, err := c.insertLocked(r, nil)
+		changed := c.changed
 		c.mu.Unlock()
-		if err != nil {
-			return nil, false, err
+		select {
+		case <-changed:
+			c.mu.Lock()
+		case <-ctx.Done():
+			c.mu.Lock()
+			c.queue = slices.DeleteFunc(c.queue, func(t uint64) bool { return t == ticket })
+			c.broadcastLocked()
+			return ctx.Err()
 		}
-		if err := c.load(ctx, e, buf); err != nil {
-			return nil, false, err
-		}
-		return e, true, nil
 	}
 }
 
+// unpinnedBytesLocked is what pinning reqs would add to the pinned bytes:
+// the sizes of the chunks nobody pins now.
+func (c *Cache) unpinnedBytesLocked(reqs []Request) int64 {
+	var n int64
+	for _, r := range reqs {
+		if e, ok := c.entries[r.Key]; !ok || e.pins == 0 {
+			n += r.Size
+		}
+	}
+	return n
+}
+
+func (c *Cache) broadcastLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
 // insertLocked makes room for r and registers a loading entry pinned once
-// for the caller. admit, if non-nil, vetoes victims (prefetch must not evict
+// for its load. admit, if non-nil, vetoes victims (prefetch must not evict
 // what the present needs); with a veto the call may fail for lack of room.
+// The caller must have made sure the pinned bytes leave room for r.
 func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, error) {
 	var victims []Key
 	free := c.capacity - c.used
@@ -302,9 +388,9 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 	}
 	if free < need {
 		if admit == nil {
-			// Reservations guarantee room; reaching here is a bug, but a
+			// Admission guarantees room; reaching here is a bug, but a
 			// loud error beats a panic in a server.
-			return nil, nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d pinned entries", r.Key, need, c.used, c.capacity, c.pinned)
+			return nil, nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d bytes pinned", r.Key, need, c.used, c.capacity, c.pinnedBytes)
 		}
 		return nil, nil, errNoRoom
 	}
@@ -315,14 +401,16 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 		c.policy.Remove(k)
 		c.used -= v.size
 		c.evictions.Add(1)
-		if buf == nil && int64(cap(v.data)) >= need {
+		if buf == nil && fits(v.data, r) {
 			buf = v.data[:r.Size] // reuse: steady state allocates nothing
+		} else {
+			c.dropLocked(v.data)
 		}
 	}
 	if buf == nil {
-		buf = make([]byte, r.Size, max(r.Size, r.Alloc))
+		buf = c.takeFreeLocked(r)
 	}
-	e := &entry{key: r.Key, size: need, done: make(chan struct{})}
+	e := &entry{key: r.Key, size: need, data: buf, done: make(chan struct{})}
 	c.entries[r.Key] = e
 	c.used += need
 	c.pinLocked(e)
@@ -332,38 +420,61 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 
 var errNoRoom = errors.New("chunkcache: no room")
 
-// load runs the loader for a freshly inserted entry (pinned once for the
-// caller) and publishes the result. On failure the entry leaves the cache.
-func (c *Cache) load(ctx context.Context, e *entry, buf []byte) error {
-	err := c.loader.Load(ctx, e.key, buf)
+// fits reports whether buffer b may hold r's chunk: large enough, and no
+// larger than r allows, so a small chunk never occupies a large buffer.
+func fits(b []byte, r Request) bool {
+	return int64(cap(b)) >= r.Size && int64(cap(b)) <= r.bufCap()
+}
+
+// takeFreeLocked returns a buffer for r from the free list, or a new one.
+func (c *Cache) takeFreeLocked(r Request) []byte {
+	for i := len(c.free) - 1; i >= 0; i-- {
+		if b := c.free[i]; fits(b, r) {
+			c.free = slices.Delete(c.free, i, i+1)
+			return b[:r.Size]
+		}
+	}
+	b := newBuffer(r.Size, r.bufCap())
+	c.bufBytes += int64(cap(b))
+	return b
+}
+
+// dropLocked gives up a buffer no entry will reuse.
+func (c *Cache) dropLocked(b []byte) {
+	c.bufBytes -= int64(cap(b))
+}
+
+// load runs the loader for a freshly inserted entry, publishes the result
+// and drops the load's pin. On failure the entry leaves the cache and its
+// buffer returns to the free list.
+func (c *Cache) load(e *entry, buf []byte) {
+	err := c.loader.Load(c.ctx, e.key, buf)
+	if err != nil && c.ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.loadErrors.Add(1)
-		if ctx.Err() != nil {
-			e.err = fmt.Errorf("%w: %w", errAbandoned, err)
-		} else {
-			e.err = fmt.Errorf("chunkcache: loading %s: %w", e.key, err)
-		}
+		e.err = fmt.Errorf("chunkcache: loading %s: %w", e.key, err)
+		e.data = nil
 		delete(c.entries, e.key)
 		c.used -= e.size
-		c.unpinLocked(e) // the caller's pin; waiters drop theirs on wake-up
+		c.free = append(c.free, buf)
 		close(e.done)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return e.err
+		c.unpinLocked(e) // waiters drop their pins when they see the error
+		return
 	}
 	c.loadedBytes.Add(int64(len(buf)))
-	e.data = buf
 	e.ready = true
 	close(e.done)
-	return nil
+	c.unpinLocked(e)
 }
 
 func (c *Cache) pinLocked(e *entry) {
 	if e.pins == 0 {
 		c.pinned++
+		c.pinnedBytes += e.size
 		if e.ready {
 			c.policy.Remove(e.key)
 		}
@@ -377,8 +488,12 @@ func (c *Cache) unpinLocked(e *entry) {
 		return
 	}
 	c.pinned--
+	c.pinnedBytes -= e.size
 	if e.ready && c.entries[e.key] == e {
 		c.policy.Touch(e.key)
+	}
+	if len(c.queue) > 0 {
+		c.broadcastLocked()
 	}
 }
 
@@ -397,11 +512,13 @@ const (
 
 // Prefetch makes a chunk resident ahead of demand if it can do so without
 // waiting: it returns PrefetchResident at once if the chunk is resident or
-// loading, and PrefetchRejected without loading if the pin budget is
-// exhausted or room cannot be made by evicting only chunks that admit
-// accepts. admit sees candidate victims in the policy's order; nil admits
-// all. A resident chunk is touched so that the policy sees it as about to be
-// used.
+// loading, and PrefetchRejected without loading if requests are queued for
+// room, if the chunk does not fit beside the pinned bytes, or if room
+// cannot be made by evicting only chunks that admit accepts. admit sees
+// candidate victims in the policy's order; nil admits all. A resident
+// chunk is touched so that the policy sees it as about to be used.
+// Otherwise Prefetch loads the chunk and returns when the load ends; ctx
+// only bounds how long the caller waits for it.
 func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) bool) (PrefetchResult, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[r.Key]; ok {
@@ -411,16 +528,10 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		c.mu.Unlock()
 		return PrefetchResident, nil
 	}
-	c.mu.Unlock()
-	if r.Size > c.capacity || !c.reserve.TryAcquire(r.Size) {
+	if len(c.queue) > 0 || c.pinnedBytes+r.Size > c.capacity {
+		c.mu.Unlock()
 		c.prefetchRejected.Add(1)
 		return PrefetchRejected, nil
-	}
-	defer c.reserve.Release(r.Size)
-	c.mu.Lock()
-	if _, ok := c.entries[r.Key]; ok { // raced with a demand load
-		c.mu.Unlock()
-		return PrefetchResident, nil
 	}
 	e, buf, err := c.insertLocked(r, admit)
 	c.mu.Unlock()
@@ -432,11 +543,41 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchRejected, err
 	}
 	c.prefetchLoads.Add(1)
-	if err := c.load(ctx, e, buf); err != nil {
-		return PrefetchRejected, err
+	go c.load(e, buf)
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return PrefetchLoaded, ctx.Err()
 	}
-	c.mu.Lock()
-	c.unpinLocked(e)
-	c.mu.Unlock()
+	if e.err != nil {
+		return PrefetchRejected, e.err
+	}
 	return PrefetchLoaded, nil
+}
+
+// Preallocate adds n free chunk buffers of size bytes to the cache and
+// touches every page of them, so that loads into them never wait for the
+// kernel to fault memory in. Training reads the whole dataset every epoch,
+// so a cache up to the dataset's size fills during the first epoch anyway;
+// preallocating does that work before the first request instead of during
+// it, and a machine without the memory fails at start rather than hours
+// into a run. Buffers are reused for chunks whose Request.Alloc is size.
+// The memory counts toward no limit but the caller's: pass n so that
+// n × size stays within the capacity.
+func (c *Cache) Preallocate(ctx context.Context, size int64, n int) error {
+	page := os.Getpagesize()
+	for range n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b := newBuffer(size, size)
+		for i := 0; i < len(b); i += page {
+			b[i] = 0 // a write, not a read: reads map the shared zero page
+		}
+		c.mu.Lock()
+		c.free = append(c.free, b)
+		c.bufBytes += int64(cap(b))
+		c.mu.Unlock()
+	}
+	return nil
 }

@@ -235,7 +235,9 @@ func TestLoadErrorReachesAllWaitersAndIsNotCached(t *testing.T) {
 	acquire(t, c, req(1, 100)).Release()
 }
 
-func TestAbandonedLoadIsRetriedByWaiter(t *testing.T) {
+// A load outlives the request that started it: another request waiting for
+// the same chunk gets it, and the chunk is read once.
+func TestLoadOutlivesItsRequester(t *testing.T) {
 	ld := newCountingLoader()
 	ld.delay = 50 * time.Millisecond
 	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
@@ -263,7 +265,160 @@ func TestAbandonedLoadIsRetriedByWaiter(t *testing.T) {
 		t.Fatalf("first: got %v, want context.Canceled", err)
 	}
 	if err := <-second; err != nil {
-		t.Fatalf("second request should have reloaded the abandoned chunk: %v", err)
+		t.Fatalf("second request should get the chunk the first started loading: %v", err)
+	}
+	if n := ld.count(key(3)); n != 1 {
+		t.Fatalf("chunk loaded %d times, want 1", n)
+	}
+	if st := c.Stats(); st.Pinned != 0 || st.PinnedBytes != 0 {
+		t.Fatalf("pins left behind: %+v", st)
+	}
+}
+
+// A chunk nobody waits for any more is still loaded and stays resident.
+func TestAbandonedLoadCompletes(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = 30 * time.Millisecond
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(ctx, []chunkcache.Request{req(4, 100)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.Contains(key(4)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned load never completed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	acquire(t, c, req(4, 100)).Release()
+	if n := ld.count(key(4)); n != 1 {
+		t.Fatalf("chunk loaded %d times, want 1", n)
+	}
+}
+
+// Close cancels loads in flight; their waiters fail with ErrClosed.
+func TestCloseCancelsLoads(t *testing.T) {
+	ld := newCountingLoader()
+	ld.delay = time.Hour
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(context.Background(), []chunkcache.Request{req(5, 100)})
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, chunkcache.ErrClosed) {
+			t.Fatalf("got %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the load")
+	}
+}
+
+// Requests that share chunks pin their bytes once: two batches of the
+// same window fit in a cache that holds the window once, and neither
+// waits for the other.
+func TestSharedChunksArePinnedOnce(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 300, Loader: newCountingLoader()})
+	a := acquire(t, c, req(0, 100), req(1, 100), req(2, 100))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := c.Acquire(ctx, []chunkcache.Request{req(2, 100), req(0, 100)})
+	if err != nil {
+		t.Fatalf("a request for chunks already pinned should not wait: %v", err)
+	}
+	if st := c.Stats(); st.PinnedBytes != 300 || st.Pinned != 3 {
+		t.Fatalf("pinned %d bytes in %d entries, want 300 in 3", st.PinnedBytes, st.Pinned)
+	}
+	a.Release()
+	if st := c.Stats(); st.PinnedBytes != 200 {
+		t.Fatalf("after one release: %d bytes pinned, want 200", st.PinnedBytes)
+	}
+	b.Release()
+	if st := c.Stats(); st.PinnedBytes != 0 || st.Pinned != 0 {
+		t.Fatalf("after both releases: %+v", st)
+	}
+}
+
+// The chunks one request has to load are read concurrently.
+func TestMissesOfOneRequestLoadConcurrently(t *testing.T) {
+	var inflight, peak atomic.Int32
+	ld := chunkcache.LoaderFunc(func(ctx context.Context, k chunkcache.Key, buf []byte) error {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		fill(k, buf)
+		return nil
+	})
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	acquire(t, c, req(0, 100), req(1, 100), req(2, 100), req(3, 100)).Release()
+	if p := peak.Load(); p != 4 {
+		t.Fatalf("at most %d of 4 missing chunks loaded at once, want 4", p)
+	}
+}
+
+// Waiting requests are admitted in arrival order: a request that needs the
+// whole cache is not starved by smaller ones arriving after it.
+func TestWaitersAreServedInOrder(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 300, Loader: newCountingLoader()})
+	held := acquire(t, c, req(0, 100))
+	big := make(chan *chunkcache.Lease, 1)
+	go func() {
+		l, err := c.Acquire(context.Background(), []chunkcache.Request{req(1, 100), req(2, 100), req(3, 100)})
+		if err != nil {
+			t.Error(err)
+		}
+		big <- l
+	}()
+	waitFor(t, func() bool { return c.Stats().Waiting == 1 })
+	small := make(chan *chunkcache.Lease, 1)
+	go func() {
+		l, err := c.Acquire(context.Background(), []chunkcache.Request{req(4, 100)})
+		if err != nil {
+			t.Error(err)
+		}
+		small <- l
+	}()
+	waitFor(t, func() bool { return c.Stats().Waiting == 2 })
+	// The small request would fit now, but it arrived second.
+	if res, _ := c.Prefetch(context.Background(), req(5, 100), nil); res != chunkcache.PrefetchRejected {
+		t.Fatalf("prefetch while requests wait: %v, want rejected", res)
+	}
+	held.Release()
+	l := <-big
+	if l == nil {
+		t.FailNow()
+	}
+	select {
+	case <-small:
+		t.Fatal("the small request was served while the big one held the whole cache")
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.Release()
+	if l := <-small; l != nil {
+		l.Release()
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -422,4 +577,72 @@ func TestAllocMakesBuffersReusable(t *testing.T) {
 		t.Fatalf("loaded %d chunks / %d bytes, want 1 / 90 (backend bytes are the size)", n, b)
 	}
 	l.Release()
+}
+
+func TestPreallocatedBuffersAreUsed(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 400, Loader: newCountingLoader()})
+	if err := c.Preallocate(context.Background(), 100, 3); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.BufferBytes != 300 || st.Bytes != 0 {
+		t.Fatalf("after Preallocate: %+v, want 300 buffer bytes and nothing resident", st)
+	}
+	for i := range 4 {
+		acquire(t, c, chunkcache.Request{Key: key(i), Size: 90 + int64(i), Alloc: 100}).Release()
+	}
+	// Three loads took the preallocated buffers, the fourth allocated.
+	if st := c.Stats(); st.BufferBytes != 400 {
+		t.Fatalf("buffer bytes %d, want 400", st.BufferBytes)
+	}
+	// Evictions reuse buffers: no new memory.
+	for i := 4; i < 20; i++ {
+		acquire(t, c, chunkcache.Request{Key: key(i), Size: 95, Alloc: 100}).Release()
+	}
+	if st := c.Stats(); st.BufferBytes != 400 || st.Evictions == 0 {
+		t.Fatalf("after evictions: %+v, want 400 buffer bytes", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Preallocate(ctx, 100, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Preallocate with a cancelled context: %v", err)
+	}
+}
+
+// A buffer larger than a request's Alloc is not reused for it: a dataset of
+// small chunks must not hold another dataset's large buffers, whose size
+// the cache does not account.
+func TestLargeBuffersAreNotReusedForSmallChunks(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: newCountingLoader()})
+	if err := c.Preallocate(context.Background(), 1000, 1); err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, c, chunkcache.Request{Key: key(0), Size: 10, Alloc: 10})
+	if got := cap(l.Bytes(0)); got != 10 {
+		t.Fatalf("a 10-byte chunk got a buffer of capacity %d", got)
+	}
+	l.Release()
+	l = acquire(t, c, chunkcache.Request{Key: key(1), Size: 900, Alloc: 1000})
+	if got := cap(l.Bytes(0)); got != 1000 {
+		t.Fatalf("a chunk of the large dataset got a buffer of capacity %d, want the preallocated 1000", got)
+	}
+	l.Release()
+}
+
+// A failed load returns its buffer for the next load.
+func TestFailedLoadKeepsItsBuffer(t *testing.T) {
+	ld := newCountingLoader()
+	ld.fail = func(k chunkcache.Key) error {
+		if k == key(0) {
+			return errors.New("boom")
+		}
+		return nil
+	}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: ld})
+	if _, err := c.Acquire(context.Background(), []chunkcache.Request{{Key: key(0), Size: 100, Alloc: 100}}); err == nil {
+		t.Fatal("want the load error")
+	}
+	acquire(t, c, chunkcache.Request{Key: key(1), Size: 100, Alloc: 100}).Release()
+	if st := c.Stats(); st.BufferBytes != 100 {
+		t.Fatalf("buffer bytes %d, want 100: the failed load's buffer should be reused", st.BufferBytes)
+	}
 }

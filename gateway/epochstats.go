@@ -10,7 +10,7 @@ import (
 )
 
 // maxTrace bounds the demand trace kept per dataset for the optimum: 4M
-// accesses (16 MiB) cover several epochs of a million-sample dataset.
+// accesses (48 MiB) cover several epochs of a million-sample dataset.
 const maxTrace = 4 << 20
 
 // epochStats keeps, per dataset and epoch, the chunk accesses batches made
@@ -95,8 +95,8 @@ func (s *epochStats) batch(ds *served, epoch uint64, chunks []int, loads int, by
 	if len(tr)+len(chunks) > maxTrace {
 		tr = append(tr[:0], tr[len(tr)/2:]...) // keep the newer half
 	}
-	for _, ch := range chunks {
-		tr = append(tr, planner.Access{Chunk: int32(ch), Epoch: int32(epoch)})
+	for i, ch := range chunks {
+		tr = append(tr, planner.Access{Chunk: int32(ch), Epoch: int32(epoch), Start: i == 0})
 	}
 	s.traces[ds.name] = tr
 }

@@ -47,12 +47,28 @@ type Config struct {
 	// stream prefetches; default 1.
 	PrefetchWindows int
 
+	// FetchTimeout bounds the read of one chunk from the store, retries
+	// included; default 5 minutes. A chunk load outlives the request that
+	// started it (others may wait for the same chunk), so this, not the
+	// client, ends a read that hangs.
+	FetchTimeout time.Duration
+
+	// NoPrefault turns off preallocation: by default Load allocates the
+	// chunk buffers the cache will fill — up to the smaller of the cache
+	// size and the datasets' bytes — and touches their pages before the
+	// gateway reports ready, so that the first epoch does not pay the
+	// kernel's page faults and a machine short of memory fails at start.
+	NoPrefault bool
+
 	Logger   zerolog.Logger       // zero value logs nothing
 	Registry *prometheus.Registry // default: a new registry
 }
 
 // DefaultCacheSize is the cache bound when Config.CacheSize is zero.
 const DefaultCacheSize = 4 << 30
+
+// DefaultFetchTimeout bounds one chunk read when Config.FetchTimeout is zero.
+const DefaultFetchTimeout = 5 * time.Minute
 
 type served struct {
 	name, url  string
@@ -149,6 +165,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.PrefetchWindows == 0 {
 		cfg.PrefetchWindows = 1
 	}
+	if cfg.FetchTimeout == 0 {
+		cfg.FetchTimeout = DefaultFetchTimeout
+	}
+	if cfg.FetchTimeout < 0 {
+		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
+	}
 	cfg.Defaults.fill()
 	cfg.Limits.fill()
 	if cfg.Registry == nil {
@@ -187,9 +209,13 @@ func (g *Gateway) EpochStats() []EpochStat { return g.stats.snapshot() }
 // Ready reports whether every dataset index is loaded.
 func (g *Gateway) Ready() bool { return g.ready.Load() }
 
-// Close stops background prefetching and waits for it. In-flight requests
-// are the HTTP server's to drain.
-func (g *Gateway) Close() { g.prefetch.close() }
+// Close stops background prefetching and waits for it, then cancels the
+// chunk loads still in flight. In-flight requests are the HTTP server's to
+// drain first.
+func (g *Gateway) Close() {
+	g.prefetch.close()
+	g.cache.Close()
+}
 
 // Load reads every dataset's index. Transient store errors are retried with
 // backoff until ctx ends; a missing or invalid index fails at once, since
@@ -207,7 +233,35 @@ func (g *Gateway) Load(ctx context.Context) error {
 			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
 			Int64("bytes", ds.index.TotalBytes()).Msg("dataset loaded")
 	}
+	if !g.cfg.NoPrefault {
+		if err := g.preallocate(ctx); err != nil {
+			return err
+		}
+	}
 	g.ready.Store(true)
+	return nil
+}
+
+// preallocate gives the cache, dataset by dataset in configuration order,
+// the buffers it will fill: as many of each dataset's largest chunk as fit
+// in what is left of the cache size and the dataset's bytes.
+func (g *Gateway) preallocate(ctx context.Context) error {
+	start := time.Now()
+	left := g.cfg.CacheSize
+	var total int64
+	for _, spec := range g.cfg.Datasets {
+		ds := g.datasets[spec.Name]
+		if ds.maxChunk == 0 {
+			continue
+		}
+		n := min(left, ds.index.TotalBytes()) / ds.maxChunk
+		if err := g.cache.Preallocate(ctx, ds.maxChunk, int(n)); err != nil {
+			return fmt.Errorf("preallocating the chunk cache: %w", err)
+		}
+		left -= n * ds.maxChunk
+		total += n * ds.maxChunk
+	}
+	g.log.Info().Int64("bytes", total).Dur("took", time.Since(start)).Msg("chunk cache memory preallocated")
 	return nil
 }
 

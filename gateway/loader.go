@@ -28,6 +28,8 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 		return fmt.Errorf("%w: chunk %q is not in dataset %q", ErrNotFound, k.Object, k.Dataset)
 	}
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.FetchTimeout)
+	defer cancel()
 	if err := ds.store.ReadRange(ctx, k.Object, k.ETag, 0, buf); err != nil {
 		l.g.metrics.fetchErrors.Inc()
 		return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)

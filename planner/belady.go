@@ -28,23 +28,33 @@ func newBeladyCache(sizes []int64, capacity int64, next []int) *beladyCache {
 	return b
 }
 
-func (b *beladyCache) access(i int, c int32) bool {
-	h := &b.heap
-	if p := h.pos[c]; p >= 0 {
-		h.entries[p].next = b.next[i]
-		heap.Fix(h, int(p))
-		return true
+func (b *beladyCache) pin(_ int, c int32) bool {
+	p := b.heap.pos[c]
+	if p < 0 {
+		return false
 	}
+	b.heap.remove(int(p)) // not evictable while pinned; still counted in used
+	return true
+}
+
+func (b *beladyCache) admit(c int32) bool {
 	size := b.sizes[c]
 	if size > b.capacity {
 		return false // read through, never admitted
 	}
-	for b.used+size > b.capacity {
-		b.used -= b.sizes[h.pop()]
+	for b.used+size > b.capacity && b.heap.Len() > 0 {
+		b.used -= b.sizes[b.heap.pop()]
 	}
-	h.push(heapEntry{next: b.next[i], chunk: c})
+	if b.used+size > b.capacity {
+		return false // larger than the room the pinned chunks leave: read through
+	}
 	b.used += size
-	return false
+	return true
+}
+
+// release makes c evictable again, keyed by the use after access i.
+func (b *beladyCache) release(i int, c int32) {
+	b.heap.push(heapEntry{next: b.next[i], chunk: c})
 }
 
 // nextUseHeap is a max-heap of the resident chunks by next use, for
@@ -80,6 +90,17 @@ func (h *nextUseHeap) pop() int32 {
 		heap.Fix(h, 0)
 	}
 	return c
+}
+
+// remove takes the entry at index p out of the heap.
+func (h *nextUseHeap) remove(p int) {
+	last := len(h.entries) - 1
+	h.Swap(p, last)
+	h.pos[h.entries[last].chunk] = -1
+	h.entries = h.entries[:last]
+	if p < last {
+		heap.Fix(h, p)
+	}
 }
 
 func (h *nextUseHeap) Len() int { return len(h.entries) }

@@ -49,6 +49,6 @@ func ExampleMakePlan() {
 		p.WorkingSetBytes>>20, p.MinNoStallCacheBytes>>20, p.DatasetBytes>>20)
 	fmt.Printf("cold epoch stalls: %t, steady epochs at 2 GiB stall: %t\n", p.ColdEpochStalls, p.SteadyEpochsStall)
 	// Output:
-	// working set 512 MiB, no-stall cache 3200 MiB of 6400 MiB
+	// working set 768 MiB, no-stall cache 3200 MiB of 6400 MiB
 	// cold epoch stalls: true, steady epochs at 2 GiB stall: true
 }

@@ -27,27 +27,34 @@ func newLRUCache(sizes []int64, capacity int64) *lruCache {
 	return l
 }
 
-func (l *lruCache) access(_ int, c int32) bool {
-	if l.resident[c] {
-		l.unlink(c)
-		l.pushFront(c)
-		return true
+func (l *lruCache) pin(_ int, c int32) bool {
+	if !l.resident[c] {
+		return false
 	}
+	l.unlink(c) // out of the list: not evictable while pinned
+	return true
+}
+
+func (l *lruCache) admit(c int32) bool {
 	size := l.sizes[c]
 	if size > l.capacity {
 		return false // read through, never admitted
 	}
-	for l.used+size > l.capacity {
+	for l.used+size > l.capacity && l.next[l.head] != l.head {
 		v := l.prev[l.head] // the least recently used
 		l.unlink(v)
 		l.resident[v] = false
 		l.used -= l.sizes[v]
 	}
-	l.pushFront(c)
+	if l.used+size > l.capacity {
+		return false // larger than the room the pinned chunks leave: read through
+	}
 	l.resident[c] = true
 	l.used += size
-	return false
+	return true
 }
+
+func (l *lruCache) release(_ int, c int32) { l.pushFront(c) }
 
 func (l *lruCache) unlink(c int32) {
 	p, n := l.prev[c], l.next[c]

@@ -48,10 +48,11 @@ type Plan struct {
 	LRU     Result `json:"lru"`
 	Optimal Result `json:"optimal"`
 
-	// WorkingSetBytes is the largest total size of the chunks of a window
-	// and the PrefetchWindows windows after it, across epoch boundaries
-	// (into the epoch after the last simulated one): the least cache with
-	// which prefetch never has to displace a chunk still needed.
+	// WorkingSetBytes is the largest total size of the chunks of the
+	// windows one global batch spans and the PrefetchWindows windows after
+	// them, across epoch boundaries (into the epoch after the last simulated
+	// one): the least cache with which a batch's chunks can all be pinned
+	// while prefetch never has to displace a chunk still needed.
 	WorkingSetBytes int64 `json:"working_set_bytes"`
 	// MinNoStallCacheBytes is the smallest cache, never below
 	// WorkingSetBytes, with which every steady-state epoch (all but the
@@ -264,27 +265,43 @@ func gcd(a, b int64) int64 {
 }
 
 // workingSet returns the largest total size of the chunks (with samples) of
-// prefetch+1 consecutive windows, starting at any window of a simulated
-// epoch and continuing into the following epochs' windows.
+// the windows from the first one a global batch of a simulated epoch
+// touches through prefetch windows past the last one it touches,
+// continuing into the following epochs' windows. A batch within one window
+// spans prefetch+1 windows; one that straddles windows spans more, and the
+// gateway pins all of its chunks at once.
 func workingSet(s *schedule, prefetch int) (int64, error) {
 	// Consecutive windows of one epoch are disjoint and together hold every
-	// chunk, so prefetch+1 windows never need to reach beyond the epoch
-	// after the last simulated one.
+	// chunk, so prefetch windows past a batch never need to reach beyond
+	// the epoch after the last simulated one.
 	nw := (len(s.d.Counts) + s.j.Window - 1) / s.j.Window
 	prefetch = min(prefetch, nw)
 	var windows [][]int // every window of the simulated epochs and the next
+	type span struct{ first, last int }
+	var spans []span // per global batch, its windows' indexes in windows
+	g := s.j.BatchSize * s.j.World
+	nb := s.numBatches()
 	for e := s.j.FirstEpoch; e <= s.j.FirstEpoch+s.j.Epochs; e++ {
 		ep, err := shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		base := len(windows)
 		for w := range ep.NumWindows() {
 			windows = append(windows, ep.WindowChunks(w))
 		}
+		if e == s.j.FirstEpoch+s.j.Epochs {
+			break // the next epoch only extends the last spans
+		}
+		for m := range nb {
+			start := m * g
+			end := min(start+g, ep.NumSamples())
+			spans = append(spans, span{base + ep.WindowOf(start), base + ep.WindowOf(end-1)})
+		}
 	}
-	// Slide a span of prefetch+1 windows over the sequence, counting each
-	// chunk's occurrences in the span so that a chunk in two of its windows
-	// (across an epoch boundary) counts once.
+	// Slide over the spans, whose ends never move backwards, counting each
+	// chunk's occurrences in the windows covered so that a chunk in two of
+	// them (across an epoch boundary) counts once.
 	refs := make([]int32, len(s.d.Counts))
 	var bytes, most int64
 	add := func(w []int, delta int32) {
@@ -301,16 +318,16 @@ func workingSet(s *schedule, prefetch int) (int64, error) {
 			}
 		}
 	}
-	starts := s.j.Epochs * nw // spans start in the simulated epochs only
-	for t := range prefetch + 1 {
-		add(windows[t], 1)
-	}
-	for t := 0; t < starts; t++ {
-		most = max(most, bytes)
-		add(windows[t], -1)
-		if t+prefetch+1 < len(windows) {
-			add(windows[t+prefetch+1], 1)
+	lo, hi := 0, 0 // windows[lo:hi] are counted
+	for _, sp := range spans {
+		end := min(sp.last+prefetch+1, len(windows))
+		for ; hi < end; hi++ {
+			add(windows[hi], 1)
 		}
+		for ; lo < sp.first; lo++ {
+			add(windows[lo], -1)
+		}
+		most = max(most, bytes)
 	}
 	return most, nil
 }

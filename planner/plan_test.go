@@ -163,27 +163,35 @@ func TestPlanCacheBelowOneChunk(t *testing.T) {
 	}
 }
 
-// referenceWorkingSet is the working set by brute force: for each window of
-// each simulated epoch, the union of it and the next prefetch windows of the
-// order (continuing into later epochs), as a set.
+// referenceWorkingSet is the working set by brute force: for each global
+// batch of each simulated epoch, the union of the windows from the first
+// it touches through prefetch windows past the last (continuing into later
+// epochs), as a set.
 func referenceWorkingSet(t *testing.T, d Dataset, j Job, prefetch int) int64 {
 	t.Helper()
 	var windows [][]int
-	perEpoch := 0
+	var spans [][2]int
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs+prefetch+1; e++ {
 		ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
 		if err != nil {
 			t.Fatal(err)
 		}
-		perEpoch = ep.NumWindows()
+		base := len(windows)
 		for w := range ep.NumWindows() {
 			windows = append(windows, ep.WindowChunks(w))
 		}
+		if e >= j.FirstEpoch+j.Epochs {
+			continue
+		}
+		g, n := j.BatchSize*j.World, ep.NumSamples()
+		for m := range shuffle.NumBatches(n, j.BatchSize, j.World, j.DropLast) {
+			spans = append(spans, [2]int{base + ep.WindowOf(m*g), base + ep.WindowOf(min((m+1)*g, n)-1)})
+		}
 	}
 	var most int64
-	for start := range j.Epochs * perEpoch {
+	for _, sp := range spans {
 		set := map[int]bool{}
-		for _, w := range windows[start : start+prefetch+1] {
+		for _, w := range windows[sp[0] : sp[1]+prefetch+1] {
 			for _, c := range w {
 				set[c] = d.Counts[c] > 0
 			}
@@ -217,12 +225,19 @@ func TestWorkingSet(t *testing.T) {
 			}
 		}
 	}
-	// By hand: 12 equal chunks of 100 bytes in windows of 3, one window of
-	// prefetch: two windows, 600 bytes, however the epochs meet.
-	p := mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Window: 3, BatchSize: 4, World: 1, Epochs: 2},
+	// By hand: 12 equal chunks of 5 samples and 100 bytes in windows of 3
+	// (15 samples), batches of 5 that never straddle a window, one window of
+	// prefetch: two windows, 600 bytes, however the epochs meet. Batches of
+	// 4 straddle windows (positions 12-15), so they span three: 900 bytes.
+	p := mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Window: 3, BatchSize: 5, World: 1, Epochs: 2},
 		BackendBytesPerSec: 1})
 	if p.WorkingSetBytes != 600 {
-		t.Errorf("12 chunks, window 3, prefetch 1: working set %d, want 600", p.WorkingSetBytes)
+		t.Errorf("12 chunks, window 3, batch 5, prefetch 1: working set %d, want 600", p.WorkingSetBytes)
+	}
+	p = mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Window: 3, BatchSize: 4, World: 1, Epochs: 2},
+		BackendBytesPerSec: 1})
+	if p.WorkingSetBytes != 900 {
+		t.Errorf("12 chunks, window 3, batch 4, prefetch 1: working set %d, want 900", p.WorkingSetBytes)
 	}
 }
 

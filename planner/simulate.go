@@ -78,8 +78,13 @@ type Result struct {
 // empty, under policy p, where sizes[c] is chunk c's size in bytes. Every
 // miss reads the whole chunk (its bytes count as backend bytes) and admits
 // it, evicting by the policy until it fits; a chunk larger than the whole
-// cache is a miss that is read but not admitted. A cacheBytes below zero is
-// taken as zero.
+// cache is a miss that is read but not admitted. The accesses of one batch
+// (see Access.Start) are served as the gateway serves them: the batch's
+// resident chunks are hits and are pinned, the others are read, evicting
+// only chunks outside the batch (a chunk that finds no room beside the
+// batch's pinned chunks is read but not admitted), and the batch's chunks
+// become evictable again, in order of use, when it ends. A cacheBytes below
+// zero is taken as zero.
 //
 // Simulate costs O(len(trace)) for LRU and O(len(trace) × log(resident
 // chunks)) for Belady, plus O(len(sizes)) memory and, for Belady, 8 bytes an
@@ -164,11 +169,31 @@ func (s *simulator) nextUses() []int {
 	return s.next
 }
 
-// cache is a simulated cache under one policy. access reports whether the
-// i-th access of the trace, to chunk c, hits, and updates the cache as the
-// policy would.
+// cache is a simulated cache under one policy. A batch is served in three
+// steps: pin(i, c) for each access of the batch, which reports whether the
+// chunk is resident and, if so, pins it; admit(c) for each that was not,
+// which makes room by evicting unpinned chunks and reports whether the
+// chunk could be admitted (pinned); and release(i, c) for each admitted or
+// pinned chunk in order of use, which makes it evictable again as used by
+// access i.
 type cache interface {
-	access(i int, c int32) (hit bool)
+	pin(i int, c int32) (hit bool)
+	admit(c int32) bool
+	release(i int, c int32)
+}
+
+// batches calls fn with the bounds of each batch of trace[start:end]: runs
+// that begin at an access with Start set, or single accesses if batched is
+// false.
+func batches(trace []Access, start, end int, batched bool, fn func(start, end int)) {
+	for i := start; i < end; {
+		j := i + 1
+		for batched && j < end && !trace[j].Start {
+			j++
+		}
+		fn(i, j)
+		i = j
+	}
 }
 
 func (s *simulator) run(cacheBytes int64, p Policy) Result {
@@ -185,16 +210,31 @@ func (s *simulator) run(cacheBytes int64, p Policy) Result {
 	for slot, e := range s.epochs {
 		res.Epochs[slot].Epoch = e
 	}
+	batched := slices.ContainsFunc(s.trace, func(a Access) bool { return a.Start })
+	var pinned []bool // per access of the current batch: its chunk is pinned
 	for _, r := range s.runs {
 		er := &res.Epochs[r.slot]
-		for i := r.start; i < r.end; i++ {
-			c := s.trace[i].Chunk
-			if cc.access(i, c) {
-				er.Hits++
-			} else {
-				er.BackendBytes += s.sizes[c]
+		batches(s.trace, r.start, r.end, batched, func(start, end int) {
+			pinned = pinned[:0]
+			for i := start; i < end; i++ {
+				hit := cc.pin(i, s.trace[i].Chunk)
+				pinned = append(pinned, hit)
+				if hit {
+					er.Hits++
+				}
 			}
-		}
+			for i := start; i < end; i++ {
+				if c := s.trace[i].Chunk; !pinned[i-start] {
+					er.BackendBytes += s.sizes[c]
+					pinned[i-start] = cc.admit(c)
+				}
+			}
+			for i := start; i < end; i++ {
+				if pinned[i-start] {
+					cc.release(i, s.trace[i].Chunk)
+				}
+			}
+		})
 		er.Accesses += r.end - r.start
 	}
 	for i := range res.Epochs {

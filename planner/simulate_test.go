@@ -18,6 +18,17 @@ func accesses(epoch int32, chunks ...int32) []Access {
 	return tr
 }
 
+// batched builds a trace of one epoch from batches of chunk IDs.
+func batched(epoch int32, batches ...[]int32) []Access {
+	var tr []Access
+	for _, b := range batches {
+		for i, c := range b {
+			tr = append(tr, Access{Chunk: c, Epoch: epoch, Start: i == 0})
+		}
+	}
+	return tr
+}
+
 func equalSizes(chunks int, size int64) []int64 {
 	sizes := make([]int64, chunks)
 	for c := range sizes {
@@ -71,6 +82,18 @@ func TestSimulateHandChecked(t *testing.T) {
 		// evicts everything, then 1 evicts it. Only the last 1 hits.
 		{"sizes/belady/9", accesses(0, 0, 1, 2, 3, 1, 2, 0, 1), []int64{5, 2, 2, 8}, 9, Belady, []int{1}, []int64{26}},
 		{"sizes/lru/9", accesses(0, 0, 1, 2, 3, 1, 2, 0, 1), []int64{5, 2, 2, 8}, 9, LRU, []int{1}, []int64{26}},
+		// Batches pin their chunks. Two frames; batches [0] [1] [2 0]: one
+		// access at a time, LRU lets 2 evict 0 and then 0 misses; the
+		// gateway pins 0 (a hit) before it makes room for 2, which evicts 1.
+		{"batch/lru", batched(0, []int32{0}, []int32{1}, []int32{2, 0}), equalSizes(3, 1), 2, LRU, []int{1}, []int64{3}},
+		{"unbatched/lru", accesses(0, 0, 1, 2, 0), equalSizes(3, 1), 2, LRU, []int{0}, []int64{4}},
+		// Belady, two frames, batches [0 1] [2 0] [1]: 0 is pinned by the
+		// second batch, so 2 must evict 1 although 0's next use (none) is
+		// further; then 1 misses. One access at a time, 2 evicts 0 (used
+		// once more), 0 then evicts 2 (never again) and 1 hits.
+		{"batch/belady", batched(0, []int32{0, 1}, []int32{2, 0}, []int32{1}), equalSizes(3, 1), 2, Belady, []int{1}, []int64{4}},
+		// A batch whose chunks exceed the cache reads the excess through.
+		{"batch/too-large", batched(0, []int32{0, 1, 2}, []int32{0, 1, 2}), equalSizes(3, 1), 2, LRU, []int{2}, []int64{4}},
 		// Zero and negative caches admit nothing of positive size.
 		{"zero", accesses(0, 0, 0, 1, 1), []int64{1, 1}, 0, Belady, []int{0}, []int64{4}},
 		{"negative", accesses(0, 0, 0, 1, 1), []int64{1, 1}, -5, LRU, []int{0}, []int64{4}},
@@ -120,7 +143,7 @@ func TestSimulateEmpty(t *testing.T) {
 // gateway's recorded trace may: figures go to the right epoch, and epochs
 // are reported ascending.
 func TestSimulateEpochOrder(t *testing.T) {
-	tr := []Access{{0, 5}, {1, 5}, {0, 2}, {0, 5}, {2, 9}, {1, 2}}
+	tr := []Access{{Chunk: 0, Epoch: 5}, {Chunk: 1, Epoch: 5}, {Chunk: 0, Epoch: 2}, {Chunk: 0, Epoch: 5}, {Chunk: 2, Epoch: 9}, {Chunk: 1, Epoch: 2}}
 	r := Simulate(tr, equalSizes(3, 1), 10, LRU)
 	want := []EpochResult{
 		{Epoch: 2, Accesses: 2, Hits: 2, HitRatio: 1, BackendBytes: 0},

@@ -38,10 +38,16 @@ type Job struct {
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
 // a batch of epoch Epoch. Both are int32 to keep multi-epoch traces of large
-// datasets compact (8 bytes an access).
+// datasets compact (12 bytes an access).
 type Access struct {
 	Chunk int32
 	Epoch int32
+	// Start marks the first access of a batch; the batch runs to the next
+	// access that starts one. A gateway pins all of a batch's chunks before
+	// it reads any, so serving a batch never evicts one of its own chunks
+	// to make room for another; Simulate models that. A trace in which no
+	// access sets Start is simulated one access at a time.
+	Start bool
 }
 
 // Trace returns the demand sequence of chunk accesses of j on d: for each
@@ -264,10 +270,12 @@ func (s *schedule) trace(ctx context.Context, also func(epoch int, chunks []int3
 	batch := 0
 	err := s.walk(ctx, s.j.Window, func(epoch int, chunks []int32) {
 		batch++
+		start := true
 		for _, c := range chunks {
 			if stamp[c] != batch {
 				stamp[c] = batch
-				out = append(out, Access{Chunk: c, Epoch: int32(epoch)})
+				out = append(out, Access{Chunk: c, Epoch: int32(epoch), Start: start})
+				start = false
 			}
 		}
 		if also != nil {

@@ -42,8 +42,8 @@ func referenceTrace(t *testing.T, d Dataset, j Job) []Access {
 				}
 				for _, id := range ids {
 					if c := chunkOf(id); !seen[c] {
+						out = append(out, Access{Chunk: c, Epoch: int32(e), Start: len(seen) == 0})
 						seen[c] = true
-						out = append(out, Access{Chunk: c, Epoch: int32(e)})
 					}
 				}
 			}

@@ -35,6 +35,8 @@ type serveFlags struct {
 	maxBatchSize    int
 	prefetchWorkers int
 	prefetchWindows int
+	prefault        bool
+	fetchTimeout    time.Duration
 	memoryLimit     string
 	logLevel        string
 	logFormat       string
@@ -57,6 +59,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.IntVar(&f.maxBatchSize, "max-batch-size", 65536, "largest batch_size a request may ask for")
 	fs.IntVar(&f.prefetchWorkers, "prefetch-concurrency", 4, "concurrent background chunk reads; 0 disables prefetch")
 	fs.IntVar(&f.prefetchWindows, "prefetch-windows", 1, "windows to prefetch beyond the current one")
+	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
+	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + 256MiB, unless GOMEMLIMIT is set), off, or a size")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
@@ -147,6 +151,8 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize},
 		PrefetchConcurrency: workers,
 		PrefetchWindows:     f.prefetchWindows,
+		FetchTimeout:        f.fetchTimeout,
+		NoPrefault:          !f.prefault,
 		Logger:              log,
 	}, nil
 }

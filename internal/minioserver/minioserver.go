@@ -244,6 +244,14 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// Pid returns the server process's ID, or 0 for an external server.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // URL returns the server's base URL, http://host:port.
 func (s *Server) URL() string {
 	if s.secure {
