@@ -81,7 +81,12 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		"--s3-endpoint", srv.URL(),
 		"--s3-region", "us-east-1",
 	}
-	logPath := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("gateway-%s-%g.log", policy, fraction*100))
+	args = append(args, r.cfg.GatewayArgs...)
+	name := fmt.Sprintf("gateway-%s-%g", policy, fraction*100)
+	if r.cfg.GatewayProfiles != "" {
+		args = append(args, "--cpuprofile", filepath.Join(r.cfg.GatewayProfiles, name+".pprof"))
+	}
+	logPath := filepath.Join(r.cfg.WorkDir, name+".log")
 	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs; gateway log %s",
 		sizeString(run.cacheBytes), percentString(fraction), policy, epochs, logPath)
 	g, err := startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)

@@ -65,6 +65,14 @@ type Config struct {
 	// GatewayBinary is the brand binary whose serve command is the gateway
 	// under test. Required for the brand and policy groups.
 	GatewayBinary string
+	// GatewayArgs are extra `brand serve` flags for every gateway, after
+	// the harness's own (a later flag wins), for experiments such as
+	// --s3-part-size or --prefetch-concurrency.
+	GatewayArgs []string
+	// GatewayProfiles, if set, is a directory where every gateway writes a
+	// CPU profile of its run (brand serve --cpuprofile), named like its
+	// log: gateway-<policy>-<cache %>.pprof. Samples carry an epoch label.
+	GatewayProfiles string
 	// Server is the S3 server to use; nil starts a MinIO with its data in
 	// WorkDir/minio.
 	Server *minioserver.Server

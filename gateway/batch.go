@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,14 +167,24 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
-	tok := g.sched.begin(ds, job.Seed, job.Window, epoch, p.start)
+	tok := g.sched.begin(ds, job.Seed, job.Window, epoch, p.start, job.BatchSize*job.World)
 	var once sync.Once
 	pinned := func() { once.Do(func() { g.sched.finish(tok) }) }
 	defer pinned()
 	g.prefetch.observe(ds, job, epoch, p.end)
-	if err := g.writeBatch(r.Context(), w, p, pinned); err != nil {
-		g.log.Debug().Err(err).Msg("batch not completed")
-	}
+	// Labels let a CPU profile be cut by epoch (go tool pprof -tagfocus
+	// epoch=0 shows the cold one); the chunk loads this batch starts
+	// inherit them.
+	pprof.Do(r.Context(), epochLabels(ds, epoch), func(ctx context.Context) {
+		if err := g.writeBatch(ctx, w, p, pinned); err != nil {
+			g.log.Debug().Err(err).Msg("batch not completed")
+		}
+	})
+}
+
+// epochLabels are the profiler labels of work done for an epoch.
+func epochLabels(ds *served, epoch uint64) pprof.LabelSet {
+	return pprof.Labels("dataset", ds.name, "epoch", strconv.FormatUint(epoch, 10))
 }
 
 // writeBatch pins the batch's chunks, then writes each sample's tar bytes

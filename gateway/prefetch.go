@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"sync"
 
 	"github.com/brandgw/brand/chunkcache"
@@ -86,8 +87,8 @@ func (p *prefetcher) work() {
 		select {
 		case <-p.ctx.Done():
 			return
-		case r := <-p.queue:
-			p.fetch(r)
+		case t := <-p.queue:
+			pprof.Do(p.ctx, epochLabels(t.ds, t.epoch), func(context.Context) { p.fetch(t) })
 		}
 	}
 }

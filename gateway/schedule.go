@@ -31,12 +31,24 @@ type streamKey struct {
 // position requested so far), which prefetch runs ahead of, and the batches
 // still being served, whose chunks must count as needed until they are
 // pinned: the schedule measures next use from the oldest of them.
+//
+// A client that keeps several batches in flight sends them at once, and
+// they can reach the gateway out of order: the batch before the leading
+// edge may not have arrived yet when a prefetch looks for room. So once a
+// stream has shown such lateness, next use is measured from further back:
+// the lateness seen, plus one global batch.
 type stream struct {
 	epoch    uint64
 	pos      int // epoch position just past the furthest batch requested
 	lastSeen time.Time
 	ds       *served
 	inflight map[epochPos]int // start positions of batches being served
+	// lag is how far behind the leading edge batches have arrived, in
+	// samples: the largest lateness seen, decaying slowly so that a
+	// client that stops reordering is eventually trusted again.
+	lag int
+	// margin is one global batch (batch size × world), in samples.
+	margin int
 }
 
 type epochPos struct {
@@ -45,12 +57,18 @@ type epochPos struct {
 }
 
 // now returns the position next use is measured from: the start of the
-// oldest batch in flight, else the leading edge.
+// oldest batch in flight or, if the stream's batches arrive out of order,
+// the leading edge less their lag and a batch, whichever is earlier; else
+// the leading edge. The position may be negative: that far before the end
+// of the previous epoch.
 func (st *stream) now() (uint64, int) {
-	e, p, found := st.epoch, st.pos, false
+	e, p := st.epoch, st.pos
+	if st.lag > 0 {
+		p -= st.lag + st.margin
+	}
 	for ip := range st.inflight {
-		if !found || ip.epoch < e || (ip.epoch == e && ip.pos < p) {
-			e, p, found = ip.epoch, ip.pos, true
+		if ip.epoch < e || (ip.epoch == e && ip.pos < p) {
+			e, p = ip.epoch, ip.pos
 		}
 	}
 	return e, p
@@ -63,8 +81,9 @@ type inflight struct {
 }
 
 // begin records that a batch starting at start is being served, so that
-// the chunks it still has to pin keep counting as needed now.
-func (s *schedule) begin(ds *served, seed uint64, window int, epoch uint64, start int) inflight {
+// the chunks it still has to pin keep counting as needed now. global is
+// the job's global batch, batch size × world, in samples.
+func (s *schedule) begin(ds *served, seed uint64, window int, epoch uint64, start, global int) inflight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := streamKey{ds.name, seed, window}
@@ -73,6 +92,11 @@ func (s *schedule) begin(ds *served, seed uint64, window int, epoch uint64, star
 		st = &stream{epoch: epoch, pos: start, ds: ds, lastSeen: s.now()}
 		s.streams[k] = st
 	}
+	st.lag -= st.lag / 64
+	if epoch == st.epoch && start < st.pos {
+		st.lag = max(st.lag, st.pos-start)
+	}
+	st.margin = global
 	if st.inflight == nil {
 		st.inflight = map[epochPos]int{}
 	}
@@ -176,6 +200,13 @@ func (s *schedule) nextUseLocked(ds *served, c int) int64 {
 			continue
 		}
 		stEpoch, stPos := st.now()
+		if stPos < 0 {
+			if stEpoch == 0 {
+				stPos = 0
+			} else if prev, err := s.g.epoch(ds, k.seed, stEpoch-1, k.window); err == nil {
+				stEpoch, stPos = stEpoch-1, max(prev.NumSamples()+stPos, 0)
+			}
+		}
 		cur := epochKey{ds.name, k.seed, stEpoch, k.window}
 		e, err := s.g.epoch(ds, k.seed, stEpoch, k.window)
 		if err != nil || e.NumSamples() == 0 {

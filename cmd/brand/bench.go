@@ -36,6 +36,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		only                     string
 		gatewayBin, workDir, out string
 		bucket, cpuProfile       string
+		gatewayProfiles          string
+		gatewayArgs              stringList
 		configTimeout, timeout   time.Duration
 	)
 	d := bench.DefaultConfig()
@@ -68,6 +70,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs.DurationVar(&configTimeout, "config-timeout", d.ConfigTimeout, "bound on each measured configuration")
 	fs.DurationVar(&timeout, "timeout", 90*time.Minute, "bound on the whole run, setup included")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients, the proxy and the memory server; not the gateway) to this file")
+	fs.Var(&gatewayArgs, "gateway-arg", "extra `brand serve` flag for every gateway, e.g. --gateway-arg=--s3-part-size=64MiB (repeatable)")
+	fs.StringVar(&gatewayProfiles, "gateway-profiles", "", "directory for a CPU profile of each gateway run (gateway-<policy>-<cache %>.pprof; go tool pprof -tagfocus epoch=0 for the cold epoch)")
 	if err := parseFlags(fs, env, args, "bench [--smoke | --small] [flags]"); err != nil {
 		return err
 	}
@@ -146,6 +150,17 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		gatewayBin = exe
 	}
 	cfg.GatewayBinary = gatewayBin
+	cfg.GatewayArgs = gatewayArgs
+	if gatewayProfiles != "" {
+		abs, err := filepath.Abs(gatewayProfiles)
+		if err == nil {
+			err = os.MkdirAll(abs, 0o755)
+		}
+		if err != nil {
+			return fmt.Errorf("--gateway-profiles: %w", err)
+		}
+		cfg.GatewayProfiles = abs
+	}
 	if workDir == "" {
 		dir, err := os.MkdirTemp("", "brand-bench-")
 		if err != nil {
@@ -218,6 +233,16 @@ func commandLine(prefix string, args []string) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 // intList is a flag of comma-separated positive integers.

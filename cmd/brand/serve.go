@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"runtime/debug"
+	rpprof "runtime/pprof"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type serveFlags struct {
 	logFormat       string
 	shutdownTimeout time.Duration
 	pprofAddr       string
+	cpuProfile      string
 	s3              s3Flags
 }
 
@@ -66,6 +68,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
 	f.s3.register(fs)
 }
 
@@ -183,6 +186,13 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err
@@ -237,6 +247,23 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// startCPUProfile profiles the process into file until the returned
+// function is called.
+func startCPUProfile(file string) (stop func(), err error) {
+	out, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := rpprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		rpprof.StopCPUProfile()
+		out.Close()
+	}, nil
 }
 
 // startPprof serves the runtime profiles on their own listener, so that
