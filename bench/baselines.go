@@ -3,10 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/brandgw/brand/client"
 )
 
 // runBaselines measures (c) one GET per sample and (d) WebDataset-style
@@ -18,7 +19,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	err := r.measured(ctx, func(ctx context.Context) error {
 		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
 			var body, next atomic.Int64
-			p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*sample) error) error {
+			p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
 				for {
 					i := int(next.Add(1) - 1)
 					if i >= len(objOrder) {
@@ -30,7 +31,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 						return err
 					}
 					body.Add(int64(len(data)))
-					if err := emit(&sample{key: o.key, exts: []string{"jpg"}, files: [][]byte{data}}); err != nil {
+					if err := emit(&client.Sample{Key: o.key, Files: map[string][]byte{"jpg": data}}); err != nil {
 						return err
 					}
 				}
@@ -56,13 +57,14 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	err = r.measured(ctx, func(ctx context.Context) error {
 		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 			var body, next atomic.Int64
-			p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*sample) error) error {
+			p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*client.Sample) error) error {
 				for {
 					i := int(next.Add(1) - 1)
 					if i >= len(shardOrder) {
 						return nil
 					}
-					if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[shardOrder[i]], &body, emit); err != nil {
+					c := shardOrder[i]
+					if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, emit); err != nil {
 						return err
 					}
 				}
@@ -99,19 +101,15 @@ func (r *runner) getObject(ctx context.Context, key string, size int64) ([]byte,
 	return data, nil
 }
 
-// streamShard streams one shard with a single GET and decodes it sample by
-// sample, as WebDataset's tar reader does.
-func (r *runner) streamShard(ctx context.Context, key string, body *atomic.Int64, emit func(*sample) error) error {
+// streamShard reads one shard with a single GET and decodes it into
+// samples, as WebDataset's tar reader does.
+func (r *runner) streamShard(ctx context.Context, key string, size int64, body *atomic.Int64, emit func(*client.Sample) error) error {
 	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", key, err)
 	}
 	defer obj.Close()
-	cr := countingReader{r: obj, n: body}
-	if err := decodeStream(cr, emit); err != nil {
-		return fmt.Errorf("GET %s: %w", key, err)
-	}
-	if _, err := io.Copy(io.Discard, cr); err != nil {
+	if err := decodeBody(countingReader{r: obj, n: body}, size, emit); err != nil {
 		return fmt.Errorf("GET %s: %w", key, err)
 	}
 	return nil

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"errors"
 	"image/png"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 )
 
@@ -99,7 +101,7 @@ go_gc_duration_seconds{quantile="0.5"} 3.2e-05
 	}
 }
 
-func TestDecodeStream(t *testing.T) {
+func TestDecodeBody(t *testing.T) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(name string, typ byte, body string) {
@@ -119,28 +121,34 @@ func TestDecodeStream(t *testing.T) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	err := decodeStream(&buf, func(s *sample) error {
+	render := func(s *client.Sample) string {
 		var parts []string
-		for i, ext := range s.exts {
-			parts = append(parts, ext+"="+string(s.files[i]))
+		for _, ext := range slices.Sorted(maps.Keys(s.Files)) {
+			parts = append(parts, ext+"="+string(s.Files[ext]))
 		}
-		got = append(got, s.key+":"+strings.Join(parts, ","))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		return s.Key + ":" + strings.Join(parts, ",")
 	}
-	want := []string{"n1/a:jpg=AAAA,cls=1", "n1/b:jpg=BB", "n1/b:jpg=bb", "n2/c:seg.png=C"}
-	if !slices.Equal(got, want) {
-		t.Errorf("samples %q, want %q", got, want)
+	want := []string{"n1/a:cls=1,jpg=AAAA", "n1/b:jpg=BB", "n1/b:jpg=bb", "n2/c:seg.png=C"}
+	// The size is a hint: exact, too small or unknown, the whole body is read.
+	for _, size := range []int64{int64(buf.Len()), 10, -1} {
+		var got []string
+		err := decodeBody(bytes.NewReader(buf.Bytes()), size, func(s *client.Sample) error {
+			got = append(got, render(s))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("size %d: samples %q, want %q", size, got, want)
+		}
 	}
 
 	stop := errors.New("stop")
-	if err := decodeStream(bytes.NewReader(buf.Bytes()), func(*sample) error { return stop }); err != nil && !errors.Is(err, stop) {
+	if err := decodeBody(bytes.NewReader(buf.Bytes()), -1, func(*client.Sample) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("an emit error came back as %v", err)
 	}
-	if err := decodeStream(strings.NewReader(strings.Repeat("x", 700)), func(*sample) error { return nil }); err == nil {
+	if err := decodeBody(strings.NewReader(strings.Repeat("x", 700)), -1, func(*client.Sample) error { return nil }); err == nil {
 		t.Error("garbage decoded without an error")
 	}
 }
@@ -150,16 +158,16 @@ func TestShuffleBufferDeliversEverySampleOnce(t *testing.T) {
 	var out []string
 	keys := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 	for i, k := range keys {
-		s := b.push(&sample{key: k})
+		s := b.push(&client.Sample{Key: k})
 		if (s == nil) != (i < 4) {
 			t.Fatalf("push %d returned %v; want nil only while the buffer fills", i, s)
 		}
 		if s != nil {
-			out = append(out, s.key)
+			out = append(out, s.Key)
 		}
 	}
 	for s := b.pop(); s != nil; s = b.pop() {
-		out = append(out, s.key)
+		out = append(out, s.Key)
 	}
 	if slices.Equal(out, keys) {
 		t.Errorf("the buffer did not shuffle: %v", out)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/brandgw/brand/client"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -86,7 +88,7 @@ func serveLoopback(h http.Handler) (base string, stop func(), err error) {
 func streamChunks(ctx context.Context, hc *http.Client, base string, keys []string, order []int, readers, batchSize int) (pass, error) {
 	var body atomic.Int64
 	var next atomic.Int64
-	return consume(ctx, batchSize, readers, nil, func(ctx context.Context, emit func(*sample) error) error {
+	return consume(ctx, batchSize, readers, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
 		for {
 			i := int(next.Add(1) - 1)
 			if i >= len(order) {
@@ -103,10 +105,10 @@ func streamChunks(ctx context.Context, hc *http.Client, base string, keys []stri
 // meters the samples in one consuming loop, as a training loop takes them
 // from a data loader's queue. With a shuffle buffer the loop draws samples
 // from it at random, as WebDataset's shuffle stage does.
-func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, read func(ctx context.Context, emit func(*sample) error) error, body *atomic.Int64) (pass, error) {
-	ch := make(chan *sample, 4*batchSize)
+func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, read func(ctx context.Context, emit func(*client.Sample) error) error, body *atomic.Int64) (pass, error) {
+	ch := make(chan *client.Sample, 4*batchSize)
 	g, gctx := errgroup.WithContext(ctx)
-	emit := func(s *sample) error {
+	emit := func(s *client.Sample) error {
 		select {
 		case ch <- s:
 			return nil
@@ -142,16 +144,16 @@ func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, r
 // then hands out a random resident sample for every new one.
 type shuffleBuffer struct {
 	size int
-	buf  []*sample
+	buf  []*client.Sample
 	rng  *rand.Rand
 }
 
 func newShuffleBuffer(size int, seed uint64) *shuffleBuffer {
-	return &shuffleBuffer{size: size, buf: make([]*sample, 0, size), rng: rand.New(rand.NewPCG(seed, 104))}
+	return &shuffleBuffer{size: size, buf: make([]*client.Sample, 0, size), rng: rand.New(rand.NewPCG(seed, 104))}
 }
 
 // push adds s and returns the sample it lets out, or nil while filling.
-func (b *shuffleBuffer) push(s *sample) *sample {
+func (b *shuffleBuffer) push(s *client.Sample) *client.Sample {
 	if len(b.buf) < b.size {
 		b.buf = append(b.buf, s)
 		return nil
@@ -163,7 +165,7 @@ func (b *shuffleBuffer) push(s *sample) *sample {
 }
 
 // pop drains the buffer in random order; nil when empty.
-func (b *shuffleBuffer) pop() *sample {
+func (b *shuffleBuffer) pop() *client.Sample {
 	n := len(b.buf)
 	if n == 0 {
 		return nil
@@ -178,7 +180,7 @@ func (b *shuffleBuffer) pop() *sample {
 
 // getTar GETs a tar object and decodes it into samples, counting its body
 // bytes.
-func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64, emit func(*sample) error) error {
+func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64, emit func(*client.Sample) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -193,12 +195,7 @@ func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64
 		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	cr := countingReader{r: resp.Body, n: body}
-	if err := decodeStream(cr, emit); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	// The tar reader stops at the end-of-archive marker; the rest of the
-	// body is delivered too.
-	if _, err := io.Copy(io.Discard, cr); err != nil {
+	if err := decodeBody(cr, resp.ContentLength, emit); err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	return nil

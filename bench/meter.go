@@ -89,14 +89,15 @@ type countingBody struct {
 
 func (b countingBody) Close() error { return b.c.Close() }
 
-// readFull reads r to EOF into a buffer of the expected size, growing it if
-// the body is longer, and returns the bytes. Reading to EOF (not just size
-// bytes) lets the HTTP transport reuse the connection.
+// readFull reads r to EOF into a buffer of the expected size (-1 if
+// unknown), growing it if the body is longer, and returns the bytes.
+// Reading to EOF (not just size bytes) lets the HTTP transport reuse the
+// connection.
 func readFull(r io.Reader, size int64) ([]byte, error) {
-	buf := make([]byte, 0, size+1)
+	buf := make([]byte, 0, max(size, 0)+1)
 	for {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, len(buf))
+			buf = slices.Grow(buf, max(len(buf), 64<<10))
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

@@ -2,6 +2,7 @@ package client
 
 import (
 	"archive/tar"
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -52,6 +53,63 @@ func DecodeSamples(r io.Reader) ([]Sample, error) {
 		}
 		out[len(out)-1].Files[ext] = data
 	}
+}
+
+// DecodeTar decodes a whole tar held in memory, grouping members into
+// samples exactly as DecodeSamples does, without copying: the Files of the
+// returned samples are slices of b (with their capacity cut at their end,
+// so appending to one never writes into another). Any of them keeps all of
+// b from being garbage collected; copy a file to keep it on its own.
+func DecodeTar(b []byte) ([]Sample, error) {
+	var out []Sample
+	br := bytes.NewReader(b)
+	tr := tar.NewReader(br)
+	for i := 0; ; i++ {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("client: tar member %d: %w", i, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		key, ext := splitKey(h.Name)
+		if key == "" || strings.HasSuffix(key, "/") {
+			return out, fmt.Errorf("client: tar member %d %q has no sample key", i, h.Name)
+		}
+		var data []byte
+		if sparse(h) {
+			// The stored bytes are not the file's: let the tar reader
+			// expand them.
+			if data, err = readMember(tr, h.Size); err != nil {
+				return out, fmt.Errorf("client: tar member %d %q: %w", i, h.Name, err)
+			}
+		} else {
+			// After Next the reader stands at the member's first byte.
+			off := int64(len(b) - br.Len())
+			if h.Size > int64(br.Len()) {
+				return out, fmt.Errorf("client: tar member %d %q: %w", i, h.Name, io.ErrUnexpectedEOF)
+			}
+			data = b[off : off+h.Size : off+h.Size]
+		}
+		if n := len(out); n == 0 || out[n-1].Key != key || hasExt(out[n-1], ext) {
+			out = append(out, Sample{Key: key, Files: make(map[string][]byte, 2)})
+		}
+		out[len(out)-1].Files[ext] = data
+	}
+}
+
+// sparse reports whether a regular member is stored in a GNU sparse
+// format, whose stored bytes are not the file's contents.
+func sparse(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 func hasExt(s Sample, ext string) bool {

@@ -164,3 +164,77 @@ func TestDecodeGNUTar(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeTarMatchesDecodeSamples: the in-memory decoder groups and
+// returns exactly what the streaming one does, on every fixture and table
+// case, and its files are capped slices of the input.
+func TestDecodeTarMatchesDecodeSamples(t *testing.T) {
+	long := strings.Repeat("deep/", 30) + "x"
+	inputs := map[string][]byte{
+		"ustar": buildTar(t, []member{{name: "a.jpg", data: "A"}, {name: "a.cls", data: "1"}, {name: "b.jpg", data: strings.Repeat("b", 1500)}}, tar.FormatUSTAR),
+		"pax":   buildTar(t, []member{{name: long + ".jpg", data: "L"}, {name: long + ".cls", data: "9"}}, tar.FormatPAX),
+		"gnu":   buildTar(t, []member{{name: long + ".jpg", data: "L"}, {name: "d/", typ: tar.TypeDir}}, tar.FormatGNU),
+		"empty": buildTar(t, nil, tar.FormatUSTAR),
+	}
+	files, _ := filepath.Glob("testdata/*.tar")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[filepath.Base(f)] = b
+	}
+	for name, b := range inputs {
+		t.Run(name, func(t *testing.T) {
+			want, err := client.DecodeSamples(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.DecodeTar(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := renderSamples(got), renderSamples(want); g != w {
+				t.Fatalf("DecodeTar:\n%s\nDecodeSamples:\n%s", g, w)
+			}
+			for _, s := range got {
+				for ext, data := range s.Files {
+					if cap(data) != len(data) {
+						t.Errorf("%s.%s: capacity %d beyond its %d bytes", s.Key, ext, cap(data), len(data))
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeTarErrors(t *testing.T) {
+	whole := buildTar(t, []member{{name: "a.jpg", data: strings.Repeat("x", 2000)}}, tar.FormatUSTAR)
+	for name, input := range map[string][]byte{
+		"cut inside a member": whole[:1024],
+		"cut inside a header": whole[:300],
+		"not a tar":           bytes.Repeat([]byte("garbage!"), 128),
+		"hidden file":         buildTar(t, []member{{name: "d/.hidden", data: "h"}}, tar.FormatUSTAR),
+	} {
+		if _, err := client.DecodeTar(input); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// FuzzDecodeTar: on any input the two decoders agree, on success and on
+// failure.
+func FuzzDecodeTar(f *testing.F) {
+	f.Add(buildTar(f, []member{{name: "a.jpg", data: "A"}, {name: "a.cls", data: "1"}}, tar.FormatPAX))
+	f.Add(buildTar(f, []member{{name: strings.Repeat("x/", 60) + "y.z", data: "q"}}, tar.FormatGNU))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, werr := client.DecodeSamples(bytes.NewReader(b))
+		got, gerr := client.DecodeTar(b)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("DecodeSamples error %v, DecodeTar error %v", werr, gerr)
+		}
+		if werr == nil && renderSamples(got) != renderSamples(want) {
+			t.Fatalf("DecodeTar:\n%s\nDecodeSamples:\n%s", renderSamples(got), renderSamples(want))
+		}
+	})
+}

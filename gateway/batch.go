@@ -210,21 +210,79 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, p *batc
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.FormatInt(p.length, 10))
 	w.WriteHeader(http.StatusOK)
-	var written int64
+	bw := g.newBatchWriter(w)
+	defer bw.release()
 	for i, id := range p.ids {
 		_, off, length, _ := p.ds.index.SampleRange(id)
-		n, err := w.Write(lease.Bytes(p.slot[i])[off : off+length])
-		written += int64(n)
-		if err != nil {
-			g.metrics.bytesServed.Add(float64(written))
+		if err := bw.write(lease.Bytes(p.slot[i])[off : off+length]); err != nil {
+			g.metrics.bytesServed.Add(float64(bw.n))
 			return fmt.Errorf("writing batch: %w", err)
 		}
 	}
-	n, err := w.Write(chunkindex.EndOfArchive[:])
-	written += int64(n)
-	g.metrics.bytesServed.Add(float64(written))
+	err = bw.write(chunkindex.EndOfArchive[:])
+	if err == nil {
+		err = bw.flush()
+	}
+	g.metrics.bytesServed.Add(float64(bw.n))
 	g.metrics.samplesServed.Add(float64(len(p.ids)))
 	return err
+}
+
+// Samples smaller than coalesceBelow are copied into a buffer of
+// coalesceBuffer bytes and written with their neighbours; larger ones are
+// written straight from the cached chunk. A write costs a system call of a
+// few microseconds, copying 10 KiB a fraction of one: for small samples
+// the copy is cheaper, for large ones the call.
+const (
+	coalesceBelow  = 32 << 10
+	coalesceBuffer = 256 << 10
+)
+
+// batchWriter writes a batch's samples to a response, coalescing small ones.
+type batchWriter struct {
+	w    io.Writer
+	buf  []byte
+	n    int64 // bytes written to w
+	pool *sync.Pool
+}
+
+func (g *Gateway) newBatchWriter(w io.Writer) *batchWriter {
+	return &batchWriter{w: w, buf: (*g.writeBufs.Get().(*[]byte))[:0], pool: &g.writeBufs}
+}
+
+func (b *batchWriter) write(p []byte) error {
+	if len(p) >= coalesceBelow {
+		if err := b.flush(); err != nil {
+			return err
+		}
+		n, err := b.w.Write(p)
+		b.n += int64(n)
+		return err
+	}
+	if len(b.buf)+len(p) > cap(b.buf) {
+		if err := b.flush(); err != nil {
+			return err
+		}
+	}
+	b.buf = append(b.buf, p...)
+	return nil
+}
+
+func (b *batchWriter) flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	n, err := b.w.Write(b.buf)
+	b.n += int64(n)
+	b.buf = b.buf[:0]
+	return err
+}
+
+// release returns the buffer to the pool; b must not be used after.
+func (b *batchWriter) release() {
+	buf := b.buf[:0]
+	b.pool.Put(&buf)
+	b.buf = nil
 }
 
 // manifestSample describes one sample of a batch without its data.

@@ -108,6 +108,10 @@ type Gateway struct {
 
 	epochs  *lru.Cache[epochKey, *shuffle.Epoch]
 	windows *lru.Cache[windowKey, []int]
+
+	// writeBufs holds the buffers in which batch responses coalesce small
+	// samples (see batchWriter).
+	writeBufs sync.Pool
 }
 
 type epochKey struct {
@@ -177,6 +181,10 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, datasets: map[string]*served{}, planning: make(chan struct{}, 1)}
+	g.writeBufs.New = func() any {
+		b := make([]byte, 0, coalesceBuffer)
+		return &b
+	}
 	g.epochs, _ = lru.New[epochKey, *shuffle.Epoch](64)
 	g.windows, _ = lru.New[windowKey, []int](32)
 	g.sched = newSchedule(g)

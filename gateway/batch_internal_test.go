@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// recordingWriter keeps every write's length and the bytes.
+type recordingWriter struct {
+	bytes.Buffer
+	writes []int
+	failAt int // fail the write that would make this many writes; 0: never
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	r.writes = append(r.writes, len(p))
+	if r.failAt > 0 && len(r.writes) == r.failAt {
+		return 0, errors.New("connection reset")
+	}
+	return r.Buffer.Write(p)
+}
+
+func TestBatchWriterCoalescesSmallSamples(t *testing.T) {
+	pool := &sync.Pool{New: func() any { b := make([]byte, 0, coalesceBuffer); return &b }}
+	var want bytes.Buffer
+	sizes := []int{100, 5000, 70000, 30000, 30000, 30000, 40000, 1, 300000, 2}
+	for i := range 200 {
+		sizes = append(sizes, 1000+i*37)
+	}
+	w := &recordingWriter{}
+	bw := &batchWriter{w: w, buf: (*pool.Get().(*[]byte))[:0], pool: pool}
+	for i, n := range sizes {
+		p := bytes.Repeat([]byte{byte(i)}, n)
+		want.Write(p)
+		if err := bw.write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bw.flush(); err != nil {
+		t.Fatal(err)
+	}
+	bw.release()
+	if !bytes.Equal(w.Bytes(), want.Bytes()) {
+		t.Fatal("the bytes written differ from the samples in order")
+	}
+	if bw.n != int64(want.Len()) {
+		t.Errorf("counted %d bytes, wrote %d", bw.n, want.Len())
+	}
+	for i, n := range w.writes {
+		if n > coalesceBuffer && n != 300000 {
+			t.Errorf("write %d of %d bytes exceeds the buffer", i, n)
+		}
+	}
+	// 210 samples: the large ones alone, the small ones in a few writes.
+	if len(w.writes) > 20 {
+		t.Errorf("%d writes for %d samples: small samples were not coalesced (%v)", len(w.writes), len(sizes), w.writes)
+	}
+
+	// A failed write is reported, with the bytes that did go out.
+	w = &recordingWriter{failAt: 2}
+	bw = &batchWriter{w: w, buf: (*pool.Get().(*[]byte))[:0], pool: pool}
+	var err error
+	for _, n := range []int{40000, 40000, 40000} {
+		if err = bw.write(make([]byte, n)); err != nil {
+			break
+		}
+	}
+	if err == nil || bw.n != 40000 {
+		t.Errorf("after a failed write: err %v, %d bytes counted; want an error and 40000", err, bw.n)
+	}
+}
