@@ -37,7 +37,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal), %d chunks of ~%s, %s in all\n",
 		d.Samples, sizeString(c.MeanBytes), d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))
-	fmt.Fprintf(ew, "job: batch %d, window %d chunks, seed %d, client %d batches ahead; working set (window + prefetch window) %s\n\n",
+	fmt.Fprintf(ew, "job: batch %d, window %d chunks, seed %d, client %d batches ahead; working set (the windows a batch spans + the prefetch window) %s\n\n",
 		c.BatchSize, c.Window, c.Seed, c.Ahead, sizeString(d.WorkingSetBytes))
 
 	width := len("configuration")

@@ -69,7 +69,8 @@ type DatasetInfo struct {
 	// delivers, less the end-of-archive blocks closing each batch.
 	SampleBytes int64 `json:"sample_bytes"`
 	// WorkingSetBytes is the planner's working set of the job: the chunks
-	// of a window and the prefetch window after it, at their largest.
+	// of the windows a batch spans and the prefetch window after them, at
+	// their largest.
 	WorkingSetBytes int64 `json:"working_set_bytes"`
 }
 

@@ -112,7 +112,7 @@ func (r *runner) targets() []Target {
 		t.Note = fmt.Sprintf("epoch %d", worstEpoch)
 		if run.cacheBytes < r.rep.Dataset.WorkingSetBytes {
 			t.Status = NA
-			t.Note = fmt.Sprintf("the cache (%s) is below the working set of two windows (%s)", sizeString(run.cacheBytes), sizeString(r.rep.Dataset.WorkingSetBytes))
+			t.Note = fmt.Sprintf("the cache (%s) is below the job's working set (%s): the windows a batch spans and the prefetch window", sizeString(run.cacheBytes), sizeString(r.rep.Dataset.WorkingSetBytes))
 		}
 		out = append(out, t)
 		var peak int64

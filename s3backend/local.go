@@ -71,6 +71,13 @@ func notFound(err error) bool {
 // ReadRange fills p from the file at off. The etag, if any, is checked
 // against the opened file, so the bytes read are from the version checked.
 func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	return l.ReadRangeProgress(ctx, key, etag, off, p, nil)
+}
+
+// ReadRangeProgress is ReadRange that calls progress(start, end), if not
+// nil, after each slice p[start:end] is read, in order (see
+// S3.ReadRangeProgress).
+func (l *Local) ReadRangeProgress(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int)) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -107,6 +114,9 @@ func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []
 		}
 		end := min(done+localReadSlice, len(p))
 		n, err := f.ReadAt(p[done:end], off+int64(done))
+		if n > 0 && progress != nil {
+			progress(done, done+n)
+		}
 		done += n
 		switch {
 		case errors.Is(err, io.EOF):

@@ -154,6 +154,17 @@ func (s *S3) fail(op, key string, kind errKind, err error) error {
 // have come from one version of the object, so a read never mixes the bytes
 // of two versions. On error the contents of p are unspecified.
 func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	return s.ReadRangeProgress(ctx, key, etag, off, p, nil)
+}
+
+// ReadRangeProgress is ReadRange that also calls progress(start, end),
+// if not nil, as soon as bytes p[start:end] have arrived, so that a caller
+// can work on them while they are still in the processor's cache. The calls
+// for one part come from one goroutine, in order, each starting where the
+// previous one ended; calls for different parts may run concurrently. A
+// part resumed after a failure continues where it stopped: no byte is
+// reported twice. progress must not keep p.
+func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int)) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -169,7 +180,7 @@ func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byt
 	etag = normalizeETag(etag)
 	nparts := int((int64(len(p)) + s.partSize - 1) / s.partSize)
 	if nparts == 1 {
-		_, err := s.readPart(ctx, key, etag, off, p)
+		_, err := s.readPart(ctx, key, etag, off, p, 0, progress)
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
 		}
@@ -186,7 +197,7 @@ func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byt
 		lo := int64(i) * s.partSize
 		hi := min(lo+s.partSize, int64(len(p)))
 		g.Go(func() error {
-			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi])
+			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress)
 			etags[i] = got
 			return err
 		})
@@ -211,8 +222,9 @@ func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byt
 // readPart fills p with the object's bytes from off with one ranged GET,
 // resuming from where a body was cut short, and returns the ETag the bytes
 // came from. An empty pin is replaced by the ETag of the first response, so
-// a resumed read stays on the version it started with.
-func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte) (string, error) {
+// a resumed read stays on the version it started with. p starts at offset
+// at of the caller's buffer, which is what progress, if set, is told.
+func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte, at int, progress func(start, end int)) (string, error) {
 	obj := s.root + key
 	last := off + int64(len(p)) - 1
 	done := 0
@@ -243,10 +255,22 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte)
 		if err := checkContentRange(header, start, last); err != nil {
 			return false, fmt.Errorf("%s: %w", s.target(key), err)
 		}
-		n, err := io.ReadFull(body, p[done:])
-		done += n
+		var n int
+		for done < len(p) && err == nil {
+			var m int
+			m, err = body.Read(p[done:])
+			if m > 0 && progress != nil {
+				progress(at+done, at+done+m)
+			}
+			done += m
+			n += m
+		}
 		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // the body ended before the promised length
+			if done == len(p) {
+				err = nil
+			} else {
+				err = io.ErrUnexpectedEOF // the body ended before the promised length
+			}
 		}
 		return n > 0, err
 	})

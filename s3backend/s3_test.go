@@ -432,7 +432,17 @@ func (e *env) testResumeCutBody(t *testing.T) {
 			f.mu.Unlock()
 
 			p := make([]byte, tt.n)
-			err := s.ReadRange(context.Background(), "obj", info.ETag, tt.off, p)
+			var mu sync.Mutex
+			var ranges [][2]int
+			err := s.ReadRangeProgress(context.Background(), "obj", info.ETag, tt.off, p, func(start, end int) {
+				// Reported bytes have arrived, whatever cuts came before.
+				if !bytes.Equal(p[start:end], data[tt.off+int64(start):tt.off+int64(end)]) {
+					t.Errorf("progress(%d, %d) before those bytes arrived", start, end)
+				}
+				mu.Lock()
+				ranges = append(ranges, [2]int{start, end})
+				mu.Unlock()
+			})
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("ReadRange = %v, want %v", err, tt.wantErr)
@@ -447,6 +457,18 @@ func (e *env) testResumeCutBody(t *testing.T) {
 			}
 			if !bytes.Equal(p, data[tt.off:tt.off+int64(tt.n)]) {
 				t.Fatal("wrong bytes after resumed reads")
+			}
+			// The reported ranges tile the buffer: every byte once.
+			slices.SortFunc(ranges, func(a, b [2]int) int { return a[0] - b[0] })
+			at := 0
+			for _, r := range ranges {
+				if r[0] != at || r[1] <= r[0] {
+					t.Fatalf("progress ranges %v do not tile [0, %d)", ranges, tt.n)
+				}
+				at = r[1]
+			}
+			if at != tt.n {
+				t.Fatalf("progress reported bytes up to %d of %d", at, tt.n)
 			}
 			n, failed := obs.count(s3backend.OpGet)
 			if n != tt.parts+tt.cuts || failed != tt.cuts {

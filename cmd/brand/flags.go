@@ -42,7 +42,7 @@ func (f *s3Flags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tls, "s3-tls", false, "use TLS for an endpoint given without a scheme")
 	fs.IntVar(&f.parallel, "s3-parallel", 0, "concurrent ranged GETs per chunk read (default 4)")
 	f.partSize = 0
-	fs.Var(&f.partSize, "s3-part-size", "ranged GET part size (default 8MiB)")
+	fs.Var(&f.partSize, "s3-part-size", "ranged GET part size (default 16MiB)")
 }
 
 func (f *s3Flags) config() s3backend.Config {
