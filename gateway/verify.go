@@ -22,18 +22,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // of the sample it is in. A sample a stream joins in the middle, at a part
 // boundary, is left to finish, which checks everything not yet checked.
 type chunkVerifier struct {
-	ix          *chunkindex.Index
-	first, n    int // the chunk's sample IDs: [first, first+n)
-	buf         []byte
-	checked     []bool // per sample, verified as it arrived
-	mu          sync.Mutex
-	streams     map[int]*verifyStream // by the offset the stream's next range starts at
+	ix       *chunkindex.Index
+	first, n int // the chunk's sample IDs: [first, first+n)
+	buf      []byte
+	checked  []bool // per sample, verified as it arrived
+	mu       sync.Mutex
+	streams  map[int]*verifyStream // by the offset the stream's next range starts at
 }
 
 // verifyStream is one part's progress: the sample it is in and the CRC of
 // that sample's bytes seen so far.
 type verifyStream struct {
-	id  int   // current sample; first+n when past the last
+	id  int // current sample; first+n when past the last
 	crc uint32
 }
 
