@@ -44,7 +44,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "working set (window + %s)\t%s\n", plural(p.PrefetchWindows, "prefetch window"), formatBytes(p.WorkingSetBytes))
+	fmt.Fprintf(tw, "working set (windows a batch spans + %s)\t%s\n", plural(p.PrefetchWindows, "prefetch window"), formatBytes(p.WorkingSetBytes))
 	noStall := formatBytes(p.MinNoStallCacheBytes)
 	if p.MinNoStallCacheBytes < 0 {
 		noStall = "none: even the whole dataset cached stalls"
