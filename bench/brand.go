@@ -24,6 +24,8 @@ type brandRun struct {
 	epochs     []brandEpoch
 	stats      gatewayStats // per-epoch accesses, loads and backend bytes
 	counters   map[string]float64
+	start      time.Duration // from starting the process to ready
+	startCPU   time.Duration // the gateway's CPU time until ready
 }
 
 // gatewayCounters are the gateway metrics a report keeps from the end of
@@ -34,6 +36,7 @@ var gatewayCounters = []string{
 	"brand_cache_loads_total",
 	"brand_cache_prefetch_loads_total",
 	"brand_cache_evictions_total",
+	"brand_cache_buffer_bytes",
 	"brand_cache_hits_total",
 	"brand_cache_misses_total",
 	"brand_prefetch_queued_total",
@@ -89,10 +92,13 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 	logPath := filepath.Join(r.cfg.WorkDir, name+".log")
 	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs; gateway log %s",
 		sizeString(run.cacheBytes), percentString(fraction), policy, epochs, logPath)
+	started := time.Now()
 	g, err := startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
 	if err != nil {
 		return nil, err
 	}
+	run.start, run.startCPU = time.Since(started), processCPU(g.cmd.Process.Pid)
+	r.logf("  ready after %.2f s (%.2f s of CPU: index load and cache preallocation)", run.start.Seconds(), run.startCPU.Seconds())
 	stopped := false
 	defer func() {
 		if !stopped {

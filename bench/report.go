@@ -76,6 +76,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 		return err
 	}
 
+	if len(rep.Gateways) > 0 {
+		fmt.Fprintln(ew, "\nGateway start (index load and cache preallocation, before the cold epoch's clock starts)")
+		for _, g := range rep.Gateways {
+			fmt.Fprintf(ew, "  cache %s, %-8s ready after %.2f s, %.2f s of CPU; %s of chunk buffers at the end\n",
+				percentString(g.CacheFraction), g.Policy+":", g.StartSeconds, g.StartCPU, sizeString(int64(g.Counters["brand_cache_buffer_bytes"])))
+		}
+	}
+
 	if p := rep.Policy; p != nil {
 		fmt.Fprintf(ew, "\nCache policies, cache %s of the dataset (%s): backend bytes and hit ratios per epoch, live and simulated\n\n",
 			percentString(p.CacheFraction), sizeString(p.CacheBytes))

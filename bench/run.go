@@ -124,7 +124,13 @@ type GatewayRun struct {
 	Policy        string             `json:"policy"`
 	Epochs        int                `json:"epochs"`
 	PeakRSS       int64              `json:"peak_rss_bytes"`
-	Counters      map[string]float64 `json:"counters"`
+	// StartSeconds is the time from starting the process to its first
+	// ready answer: loading the index and preallocating the cache's
+	// memory, which a cold epoch does not pay again.
+	StartSeconds float64 `json:"start_seconds"`
+	// StartCPU is the CPU time the gateway used before it was ready.
+	StartCPU float64            `json:"start_cpu_seconds"`
+	Counters map[string]float64 `json:"counters"`
 }
 
 // SweepPoint is one concurrency level's throughput.
@@ -301,7 +307,8 @@ func (r *runner) brandRun(ctx context.Context, fraction float64, policy string, 
 	}
 	r.runs[k] = run
 	r.rep.Gateways = append(r.rep.Gateways, GatewayRun{CacheBytes: run.cacheBytes, CacheFraction: fraction, Policy: policy,
-		Epochs: len(run.epochs), PeakRSS: run.epochs[len(run.epochs)-1].peakRSS, Counters: run.counters})
+		Epochs: len(run.epochs), PeakRSS: run.epochs[len(run.epochs)-1].peakRSS,
+		StartSeconds: run.start.Seconds(), StartCPU: run.startCPU.Seconds(), Counters: run.counters})
 	for _, row := range run.rows(group) {
 		r.add(row)
 	}
