@@ -119,11 +119,11 @@ type Row struct {
 // GatewayRun is one gateway process's counters (from /metrics) at the end
 // of its run, and its peak RSS.
 type GatewayRun struct {
-	CacheBytes    int64              `json:"cache_bytes"`
-	CacheFraction float64            `json:"cache_fraction"`
-	Policy        string             `json:"policy"`
-	Epochs        int                `json:"epochs"`
-	PeakRSS       int64              `json:"peak_rss_bytes"`
+	CacheBytes    int64   `json:"cache_bytes"`
+	CacheFraction float64 `json:"cache_fraction"`
+	Policy        string  `json:"policy"`
+	Epochs        int     `json:"epochs"`
+	PeakRSS       int64   `json:"peak_rss_bytes"`
 	// StartSeconds is the time from starting the process to its first
 	// ready answer: loading the index and preallocating the cache's
 	// memory, which a cold epoch does not pay again.
