@@ -23,7 +23,10 @@
 //
 // Every configuration reports samples/s, MB/s, read amplification (bytes
 // read from the store ÷ bytes delivered), the cache hit ratio, the p50 and
-// p99 batch latency and, for Brand, the gateway's peak RSS.
+// p99 batch latency, the CPU time of every process (this one, the gateway,
+// MinIO) and, for Brand, the gateway's peak RSS and start-up time. On a
+// machine whose cores the three processes share, CPU per byte is what
+// decides throughput, and the CPU table says which process spends it.
 //
 // # Method
 //
@@ -32,8 +35,10 @@
 // from its /metrics and /stats endpoints. Each Brand configuration starts a
 // fresh gateway, so its first epoch is cold. Every client decodes what it
 // receives into samples held in memory — the work a training loop's data
-// pipeline does — and a batch's latency is the time the consuming loop waits
-// for it. Bytes delivered are HTTP body bytes (tar framing included, which is
+// pipeline does — and all of them decode alike (a whole body read into one
+// buffer, decoded in place by client.DecodeTar), so that configurations
+// differ in how the bytes arrive, not in their decoders. A batch's latency
+// is the time the consuming loop waits for it. Bytes delivered are HTTP body bytes (tar framing included, which is
 // what makes read amplification exactly 1 for a chunk read once).
 //
 // Generating and uploading the data is setup and is not measured. Client,
