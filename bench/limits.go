@@ -263,7 +263,7 @@ func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// runLimits measures (a) and (b), each at its best client concurrency.
+// runLimits measures (a), (a′) and (b), each at its best client concurrency.
 func (r *runner) runLimits(ctx context.Context) error {
 	keys, _ := r.tb.chunkKeys()
 	order := shuffled(len(keys), r.cfg.Seed, 101)
@@ -297,6 +297,10 @@ func (r *runner) runLimits(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("limit (a): %w", err)
 	}
+	if err := r.runStoreForward(ctx, hc, keys, order); err != nil {
+		return err
+	}
+	releaseMemory()
 
 	// (b) the same bytes from memory.
 	r.logf("limit (b): loading %d chunks into memory", len(keys))

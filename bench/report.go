@@ -104,6 +104,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 	}
 
+	rep.writeCeilings(ew)
+
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(ew, "\nTargets (ratios measured in this run)")
 		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
@@ -147,6 +149,33 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 	fmt.Fprintln(ew, "\nharness = this process: the clients, and for (a) and (b) the proxy or memory server; store = MinIO;",
 		"\nbusy = all three ÷ (wall time × CPUs).")
 	return ew.err
+}
+
+// writeCeilings relates the cold epochs to the two cold-path ceilings: (a),
+// a hop that keeps nothing, and (a′), a hop that keeps what it reads, as
+// any cache must. (a′) ÷ (a) is what caching itself costs on this machine;
+// Brand ÷ (a′) is what Brand's own work (shuffled batches, checksums,
+// eviction) costs on top.
+func (rep *Report) writeCeilings(ew *errWriter) {
+	var proxy, sf *Row
+	for i := range rep.Rows {
+		switch rep.Rows[i].Config {
+		case ConfigProxy:
+			proxy = &rep.Rows[i]
+		case ConfigStoreForward:
+			sf = &rep.Rows[i]
+		}
+	}
+	if proxy == nil || sf == nil || proxy.SamplesPerSec == 0 || sf.SamplesPerSec == 0 {
+		return
+	}
+	fmt.Fprintf(ew, "\nCold-path ceilings: store-and-forward (a') ÷ reverse proxy (a) = %.3f (what keeping the bytes costs)\n",
+		sf.SamplesPerSec/proxy.SamplesPerSec)
+	for _, r := range rep.Rows {
+		if r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch == 0 {
+			fmt.Fprintf(ew, "  %s ÷ (a') = %.3f, ÷ (a) = %.3f\n", r.Label, r.SamplesPerSec/sf.SamplesPerSec, r.SamplesPerSec/proxy.SamplesPerSec)
+		}
+	}
 }
 
 // count tallies the targets by status.

@@ -15,11 +15,13 @@ import (
 
 // Configuration identifiers of a Row.
 const (
-	ConfigProxy      = "limit-proxy"  // (a)
-	ConfigMemory     = "limit-memory" // (b)
-	ConfigObjects    = "per-object"   // (c)
-	ConfigWebDataset = "webdataset"   // (d)
-	ConfigBrand      = "brand"
+	ConfigProxy = "limit-proxy" // (a)
+	// ConfigStoreForward is (a′), a gateway that only caches: see storeForward.
+	ConfigStoreForward = "limit-store-forward"
+	ConfigMemory       = "limit-memory" // (b)
+	ConfigObjects      = "per-object"   // (c)
+	ConfigWebDataset   = "webdataset"   // (d)
+	ConfigBrand        = "brand"
 )
 
 // Report is a run's results.

@@ -25,7 +25,7 @@ func (r *recordingWriter) Write(p []byte) (int, error) {
 func TestBatchWriterCoalescesSmallSamples(t *testing.T) {
 	pool := &sync.Pool{New: func() any { b := make([]byte, 0, coalesceBuffer); return &b }}
 	var want bytes.Buffer
-	sizes := []int{100, 5000, 70000, 30000, 30000, 30000, 40000, 1, 300000, 2}
+	sizes := []int{100, 5000, 70000, 300000, 300000, 300000, 400000, 1, 3 << 20, 2}
 	for i := range 200 {
 		sizes = append(sizes, 1000+i*37)
 	}
@@ -49,7 +49,7 @@ func TestBatchWriterCoalescesSmallSamples(t *testing.T) {
 		t.Errorf("counted %d bytes, wrote %d", bw.n, want.Len())
 	}
 	for i, n := range w.writes {
-		if n > coalesceBuffer && n != 300000 {
+		if n > coalesceBuffer && n != 3<<20 {
 			t.Errorf("write %d of %d bytes exceeds the buffer", i, n)
 		}
 	}
@@ -62,12 +62,12 @@ func TestBatchWriterCoalescesSmallSamples(t *testing.T) {
 	w = &recordingWriter{failAt: 2}
 	bw = &batchWriter{w: w, buf: (*pool.Get().(*[]byte))[:0], pool: pool}
 	var err error
-	for _, n := range []int{40000, 40000, 40000} {
+	for _, n := range []int{2 << 20, 2 << 20, 2 << 20} {
 		if err = bw.write(make([]byte, n)); err != nil {
 			break
 		}
 	}
-	if err == nil || bw.n != 40000 {
-		t.Errorf("after a failed write: err %v, %d bytes counted; want an error and 40000", err, bw.n)
+	if err == nil || bw.n != 2<<20 {
+		t.Errorf("after a failed write: err %v, %d bytes counted; want an error and %d", err, bw.n, 2<<20)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 )
 
-// progressReader is a store that reports the ranges of a read as they
-// arrive (s3backend.S3 and Local are), so the loader can verify them while
-// they are hot in the cache.
-type progressReader interface {
-	ReadRangeProgress(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int)) error
+// objectReader is a store that reads whole objects and reports the ranges
+// of a read as they arrive (s3backend.S3 and Local are), so that the loader
+// can verify them while they are hot in the cache, and the store can ask
+// for a whole chunk with its cheapest request.
+type objectReader interface {
+	ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error
 }
 
 // chunkLoader reads whole chunks from their dataset's store and checks every
@@ -35,8 +36,8 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.FetchTimeout)
 	defer cancel()
 	v := newChunkVerifier(ds.index, c, buf)
-	if pr, ok := ds.store.(progressReader); ok {
-		err = pr.ReadRangeProgress(ctx, k.Object, k.ETag, 0, buf, v.progress)
+	if or, ok := ds.store.(objectReader); ok {
+		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.progress)
 	} else {
 		err = ds.store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
 	}

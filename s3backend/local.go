@@ -74,6 +74,19 @@ func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []
 	return l.ReadRangeProgress(ctx, key, etag, off, p, nil)
 }
 
+// ReadObject fills p with a whole file, which must be exactly len(p) bytes
+// (ErrOutOfRange otherwise), reporting progress as ReadRangeProgress does.
+func (l *Local) ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error {
+	info, err := l.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	if info.Size != int64(len(p)) {
+		return fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, l.path(key), info.Size, len(p))
+	}
+	return l.ReadRangeProgress(ctx, key, etag, 0, p, progress)
+}
+
 // ReadRangeProgress is ReadRange that calls progress(start, end), if not
 // nil, after each slice p[start:end] is read, in order (see
 // S3.ReadRangeProgress).

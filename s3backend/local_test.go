@@ -459,3 +459,26 @@ func BenchmarkLocalReadRange(b *testing.B) {
 		}
 	}
 }
+
+func TestLocalReadObject(t *testing.T) {
+	l := newTestLocal(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789"), 3000)
+	info, err := l.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, len(data))
+	var reported int
+	if err := l.ReadObject(ctx, "obj", info.ETag, p, func(start, end int) { reported += end - start }); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(p, data) || reported != len(data) {
+		t.Fatalf("bytes equal %t, %d of %d bytes reported", bytes.Equal(p, data), reported, len(data))
+	}
+	for _, n := range []int{len(data) - 1, len(data) + 1} {
+		if err := l.ReadObject(ctx, "obj", info.ETag, make([]byte, n), nil); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("ReadObject into %d bytes of %d: %v, want ErrOutOfRange", n, len(data), err)
+		}
+	}
+}

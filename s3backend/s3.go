@@ -165,6 +165,21 @@ func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byt
 // part resumed after a failure continues where it stopped: no byte is
 // reported twice. progress must not keep p.
 func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int)) error {
+	return s.read(ctx, key, etag, off, p, progress, false)
+}
+
+// ReadObject fills p with a whole object, which must be exactly len(p)
+// bytes, reporting progress as ReadRangeProgress does. An object that fits
+// in one part is read with a plain GET rather than a ranged one: the same
+// bytes, and a cheaper request for the server (on MinIO a cold epoch spent
+// about 10 % less CPU in the store; see docs/benchmarks.md). A size other
+// than len(p) is an error wrapping ErrOutOfRange.
+func (s *S3) ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error {
+	return s.read(ctx, key, etag, 0, p, progress, true)
+}
+
+// read is ReadRangeProgress; whole says p is the whole object.
+func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -180,7 +195,7 @@ func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64,
 	etag = normalizeETag(etag)
 	nparts := int((int64(len(p)) + s.partSize - 1) / s.partSize)
 	if nparts == 1 {
-		_, err := s.readPart(ctx, key, etag, off, p, 0, progress)
+		_, err := s.readPart(ctx, key, etag, off, p, 0, progress, whole)
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
 		}
@@ -197,7 +212,7 @@ func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64,
 		lo := int64(i) * s.partSize
 		hi := min(lo+s.partSize, int64(len(p)))
 		g.Go(func() error {
-			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress)
+			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress, false)
 			etags[i] = got
 			return err
 		})
@@ -223,16 +238,22 @@ func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64,
 // resuming from where a body was cut short, and returns the ETag the bytes
 // came from. An empty pin is replaced by the ETag of the first response, so
 // a resumed read stays on the version it started with. p starts at offset
-// at of the caller's buffer, which is what progress, if set, is told.
-func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte, at int, progress func(start, end int)) (string, error) {
+// at of the caller's buffer, which is what progress, if set, is told. With
+// whole, p is the whole object: the first request asks for all of it
+// without a Range, and the size it answers with must be len(p); a resumed
+// read asks for the rest with a Range as always.
+func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte, at int, progress func(start, end int), whole bool) (string, error) {
 	obj := s.root + key
 	last := off + int64(len(p)) - 1
 	done := 0
 	kind, err := s.retry.do(ctx, func() (bool, error) {
 		start := off + int64(done)
 		var opts minio.GetObjectOptions
-		if err := opts.SetRange(start, last); err != nil {
-			return false, err
+		plain := whole && done == 0
+		if !plain {
+			if err := opts.SetRange(start, last); err != nil {
+				return false, err
+			}
 		}
 		if pin != "" {
 			if err := opts.SetMatchETag(pin); err != nil {
@@ -251,6 +272,9 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 		case got != "" && got != pin:
 			// The backend ignored If-Match (some proxies do).
 			return false, changedError(s.target(key), pin, got)
+		}
+		if plain && info.Size != int64(len(p)) {
+			return false, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, s.target(key), info.Size, len(p))
 		}
 		if err := checkContentRange(header, start, last); err != nil {
 			return false, fmt.Errorf("%s: %w", s.target(key), err)

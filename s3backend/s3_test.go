@@ -249,6 +249,7 @@ func TestS3(t *testing.T) {
 	t.Run("ReadRange", e.testReadRange)
 	t.Run("Multipart", e.testMultipart)
 	t.Run("ResumeCutBody", e.testResumeCutBody)
+	t.Run("ReadObject", e.testReadObject)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
 	t.Run("Changed", e.testChanged)
@@ -479,6 +480,52 @@ func (e *env) testResumeCutBody(t *testing.T) {
 				t.Errorf("observed %d bytes, want %d", got, tt.n)
 			}
 		})
+	}
+}
+
+// testReadObject reads whole objects: one part with one plain GET, several
+// in parallel ranged parts, a cut body resumed, and a wrong size refused —
+// which a ranged GET of a shorter prefix would not notice.
+func (e *env) testReadObject(t *testing.T) {
+	f := &faults{}
+	obs := &observer{}
+	s, _ := e.store(t, f, obs, nil)
+	small := randomBytes(testPartSize-100, 21)
+	large := randomBytes(3*testPartSize+5, 22)
+	si := mustPut(t, s, "small", small)
+	li := mustPut(t, s, "large", large)
+	ctx := context.Background()
+
+	p := make([]byte, len(small))
+	var reported atomic.Int64
+	if err := s.ReadObject(ctx, "small", si.ETag, p, func(start, end int) { reported.Add(int64(end - start)) }); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(p, small) || reported.Load() != int64(len(small)) {
+		t.Fatalf("small object: bytes equal %t, %d bytes reported", bytes.Equal(p, small), reported.Load())
+	}
+	if n, _ := obs.count(s3backend.OpGet); n != 1 {
+		t.Errorf("small object: %d GETs, want 1", n)
+	}
+	p = make([]byte, len(large))
+	if err := s.ReadObject(ctx, "large", li.ETag, p, nil); err != nil || !bytes.Equal(p, large) {
+		t.Fatalf("large object: %v, bytes equal %t", err, bytes.Equal(p, large))
+	}
+
+	// A body cut short resumes from where it stopped.
+	f.mu.Lock()
+	f.cuts, f.cutAfter = 1, 10000
+	f.mu.Unlock()
+	p = make([]byte, len(small))
+	if err := s.ReadObject(ctx, "small", si.ETag, p, nil); err != nil || !bytes.Equal(p, small) {
+		t.Fatalf("cut small object: %v, bytes equal %t", err, bytes.Equal(p, small))
+	}
+
+	// The object is not the size the caller says.
+	for _, n := range []int{len(small) - 1, len(small) + 1} {
+		if err := s.ReadObject(ctx, "small", si.ETag, make([]byte, n), nil); !errors.Is(err, s3backend.ErrOutOfRange) {
+			t.Errorf("ReadObject into %d bytes of a %d-byte object: %v, want ErrOutOfRange", n, len(small), err)
+		}
 	}
 }
 
