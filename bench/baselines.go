@@ -16,36 +16,27 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	tb := r.tb
 	objOrder := shuffled(len(tb.objects), r.cfg.Seed, 102)
 	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
-	err := r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
-			var body, next atomic.Int64
-			p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(objOrder) {
-						return nil
-					}
-					o := tb.objects[objOrder[i]]
-					data, err := r.getObject(ctx, o.key, o.size)
-					if err != nil {
-						return err
-					}
-					body.Add(int64(len(data)))
-					if err := emit(&client.Sample{Key: o.key, Files: map[string][]byte{"jpg": data}}); err != nil {
-						return err
-					}
+	err := r.sweepRow(ctx, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
+		var body, next atomic.Int64
+		p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(objOrder) {
+					return nil
 				}
-			}, &body)
-			p.backendBytes = p.bytes // the client reads the store directly
-			return p, err
-		})
-		if err != nil {
-			return err
-		}
-		row := newRow(ConfigObjects, GroupBaselines, "(c) one GET per sample", best)
-		row.Concurrency, row.Sweep = level, points
-		r.add(row)
-		return nil
+				o := tb.objects[objOrder[i]]
+				data, err := r.getObject(ctx, o.key, o.size)
+				if err != nil {
+					return err
+				}
+				body.Add(int64(len(data)))
+				if err := emit(&client.Sample{Key: o.key, Files: map[string][]byte{"jpg": data}}); err != nil {
+					return err
+				}
+			}
+		}, &body)
+		p.backendBytes = p.bytes // the client reads the store directly
+		return p, err
 	})
 	if err != nil {
 		return fmt.Errorf("baseline (c): %w", err)
@@ -54,31 +45,22 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	keys, _ := tb.chunkKeys()
 	shardOrder := shuffled(len(keys), r.cfg.Seed, 103)
 	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
-	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
-			var body, next atomic.Int64
-			p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*client.Sample) error) error {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(shardOrder) {
-						return nil
-					}
-					c := shardOrder[i]
-					if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, emit); err != nil {
-						return err
-					}
+	err = r.sweepRow(ctx, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
+		var body, next atomic.Int64
+		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*client.Sample) error) error {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(shardOrder) {
+					return nil
 				}
-			}, &body)
-			p.backendBytes = p.bytes
-			return p, err
-		})
-		if err != nil {
-			return err
-		}
-		row := newRow(ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", best)
-		row.Concurrency, row.Sweep = level, points
-		r.add(row)
-		return nil
+				c := shardOrder[i]
+				if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, emit); err != nil {
+					return err
+				}
+			}
+		}, &body)
+		p.backendBytes = p.bytes
+		return p, err
 	})
 	if err != nil {
 		return fmt.Errorf("baseline (d): %w", err)

@@ -65,6 +65,21 @@ func sweep(ctx context.Context, cm cpuMeter, levels []int, measure func(ctx cont
 	return best, bestLevel, points, nil
 }
 
+// sweepRow measures a configuration at each concurrency level, bounded by
+// the configuration timeout, and adds its best level as a row.
+func (r *runner) sweepRow(ctx context.Context, config, group, label string, levels []int, measure func(ctx context.Context, level int) (pass, error)) error {
+	return r.measured(ctx, func(ctx context.Context) error {
+		best, level, points, err := sweep(ctx, r.cpuMeter(0), levels, measure)
+		if err != nil {
+			return err
+		}
+		row := newRow(config, group, label, best)
+		row.Concurrency, row.Sweep = level, points
+		r.add(row)
+		return nil
+	})
+}
+
 // serveLoopback serves h on a fresh 127.0.0.1 port until stop is called.
 func serveLoopback(h http.Handler) (base string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -277,20 +292,11 @@ func (r *runner) runLimits(ctx context.Context) error {
 		return err
 	}
 	r.logf("limit (a): reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-			before := proxy.upstream.Load()
-			p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-			p.backendBytes = proxy.upstream.Load() - before
-			return p, err
-		})
-		if err != nil {
-			return err
-		}
-		row := newRow(ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", best)
-		row.Concurrency, row.Sweep = level, points
-		r.add(row)
-		return nil
+	err = r.sweepRow(ctx, ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+		before := proxy.upstream.Load()
+		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+		p.backendBytes = proxy.upstream.Load() - before
+		return p, err
 	})
 	stop()
 	proxy.tr.CloseIdleConnections()
@@ -317,17 +323,8 @@ func (r *runner) runLimits(ctx context.Context) error {
 		return err
 	}
 	r.logf("limit (b): plain HTTP server from memory, concurrency %v", r.cfg.StreamReaders)
-	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-			return streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-		})
-		if err != nil {
-			return err
-		}
-		row := newRow(ConfigMemory, GroupLimits, "(b) limit: HTTP server from memory", best)
-		row.Concurrency, row.Sweep = level, points
-		r.add(row)
-		return nil
+	err = r.sweepRow(ctx, ConfigMemory, GroupLimits, "(b) limit: HTTP server from memory", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+		return streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
 	})
 	stop()
 	mem.chunks = nil

@@ -76,20 +76,11 @@ func (r *runner) runStoreForward(ctx context.Context, hc *http.Client, keys []st
 	}
 	defer stop()
 	r.logf("limit (a'): store-and-forward of whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-			before := sf.upstream.Load()
-			p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-			p.backendBytes = sf.upstream.Load() - before
-			return p, err
-		})
-		if err != nil {
-			return err
-		}
-		row := newRow(ConfigStoreForward, GroupLimits, "(a') limit: store-and-forward, whole chunks", best)
-		row.Concurrency, row.Sweep = level, points
-		r.add(row)
-		return nil
+	err = r.sweepRow(ctx, ConfigStoreForward, GroupLimits, "(a') limit: store-and-forward, whole chunks", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
+		before := sf.upstream.Load()
+		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+		p.backendBytes = sf.upstream.Load() - before
+		return p, err
 	})
 	if err != nil {
 		return fmt.Errorf("limit (a'): %w", err)

@@ -25,8 +25,37 @@ type Sample struct {
 // key stay two samples. Directories and other non-regular members are
 // skipped, as WebDataset does.
 func DecodeSamples(r io.Reader) ([]Sample, error) {
+	return decode(tar.NewReader(r), func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+		return readMember(tr, h.Size)
+	})
+}
+
+// DecodeTar decodes a whole tar held in memory, grouping members into
+// samples exactly as DecodeSamples does, without copying: the Files of the
+// returned samples are slices of b (with their capacity cut at their end,
+// so appending to one never writes into another). Any of them keeps all of
+// b from being garbage collected; copy a file to keep it on its own.
+func DecodeTar(b []byte) ([]Sample, error) {
+	br := bytes.NewReader(b)
+	return decode(tar.NewReader(br), func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+		if sparse(h) {
+			// The stored bytes are not the file's: let the tar reader
+			// expand them.
+			return readMember(tr, h.Size)
+		}
+		// After Next the reader stands at the member's first byte.
+		off := int64(len(b) - br.Len())
+		if h.Size > int64(br.Len()) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return b[off : off+h.Size : off+h.Size], nil
+	})
+}
+
+// decode walks tr's regular members and groups them into samples; data
+// returns a member's contents.
+func decode(tr *tar.Reader, data func(*tar.Reader, *tar.Header) ([]byte, error)) ([]Sample, error) {
 	var out []Sample
-	tr := tar.NewReader(r)
 	for i := 0; ; i++ {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -44,60 +73,14 @@ func DecodeSamples(r io.Reader) ([]Sample, error) {
 			// A base name starting with '.' has no key stem to group by.
 			return out, fmt.Errorf("client: tar member %d %q has no sample key", i, h.Name)
 		}
-		data, err := readMember(tr, h.Size)
+		b, err := data(tr, h)
 		if err != nil {
 			return out, fmt.Errorf("client: tar member %d %q: %w", i, h.Name, err)
 		}
 		if n := len(out); n == 0 || out[n-1].Key != key || hasExt(out[n-1], ext) {
 			out = append(out, Sample{Key: key, Files: make(map[string][]byte, 2)})
 		}
-		out[len(out)-1].Files[ext] = data
-	}
-}
-
-// DecodeTar decodes a whole tar held in memory, grouping members into
-// samples exactly as DecodeSamples does, without copying: the Files of the
-// returned samples are slices of b (with their capacity cut at their end,
-// so appending to one never writes into another). Any of them keeps all of
-// b from being garbage collected; copy a file to keep it on its own.
-func DecodeTar(b []byte) ([]Sample, error) {
-	var out []Sample
-	br := bytes.NewReader(b)
-	tr := tar.NewReader(br)
-	for i := 0; ; i++ {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("client: tar member %d: %w", i, err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		key, ext := splitKey(h.Name)
-		if key == "" || strings.HasSuffix(key, "/") {
-			return out, fmt.Errorf("client: tar member %d %q has no sample key", i, h.Name)
-		}
-		var data []byte
-		if sparse(h) {
-			// The stored bytes are not the file's: let the tar reader
-			// expand them.
-			if data, err = readMember(tr, h.Size); err != nil {
-				return out, fmt.Errorf("client: tar member %d %q: %w", i, h.Name, err)
-			}
-		} else {
-			// After Next the reader stands at the member's first byte.
-			off := int64(len(b) - br.Len())
-			if h.Size > int64(br.Len()) {
-				return out, fmt.Errorf("client: tar member %d %q: %w", i, h.Name, io.ErrUnexpectedEOF)
-			}
-			data = b[off : off+h.Size : off+h.Size]
-		}
-		if n := len(out); n == 0 || out[n-1].Key != key || hasExt(out[n-1], ext) {
-			out = append(out, Sample{Key: key, Files: make(map[string][]byte, 2)})
-		}
-		out[len(out)-1].Files[ext] = data
+		out[len(out)-1].Files[ext] = b
 	}
 }
 

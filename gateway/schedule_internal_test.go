@@ -8,11 +8,7 @@ import "testing"
 func TestScheduleNowIsOldestInFlight(t *testing.T) {
 	s := newSchedule(nil)
 	ds := &served{name: "d"}
-	now := func() (uint64, int) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.streams[streamKey{"d", 1, 2}].now()
-	}
+	now := func() (uint64, int) { return streamNow(s, streamKey{"d", 1, 2}) }
 	a := s.begin(ds, 1, 2, 0, 100, 32)
 	s.observe(ds, 1, 2, 0, 132)
 	b := s.begin(ds, 1, 2, 0, 400, 32)
@@ -44,11 +40,7 @@ func TestScheduleNowIsOldestInFlight(t *testing.T) {
 func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	s := newSchedule(nil)
 	ds := &served{name: "d"}
-	now := func() (uint64, int) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.streams[streamKey{"d", 1, 2}].now()
-	}
+	now := func() (uint64, int) { return streamNow(s, streamKey{"d", 1, 2}) }
 	// In order: now is the leading edge.
 	for m := range 4 {
 		f := s.begin(ds, 1, 2, 0, 32*m, 32)
@@ -76,4 +68,11 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	if e, p := now(); e != 1 || p >= 0 {
 		t.Fatalf("early in the next epoch: now = %d/%d, want a negative position in epoch 1", e, p)
 	}
+}
+
+// streamNow is the position next use is measured from for stream k.
+func streamNow(s *schedule, k streamKey) (uint64, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams[k].now()
 }
