@@ -9,18 +9,23 @@
 //   - One backend read per chunk. Concurrent requests for a chunk that is not
 //     resident share a single load: the first registers a loading entry under
 //     the cache lock and the others wait for it. (x/sync/singleflight cannot
-//     express this: the flight must own a byte reservation and a pin.)
+//     express this: the flight must hold a pin and count against the bound.)
+//     The load belongs to the cache, not to the request that started it, so
+//     a requester that gives up does not fail the others; Close ends loads.
 //   - A hard byte bound. Every resident byte — ready, loading or in use by a
 //     response — counts against Capacity. Requests pin the chunks they read,
-//     and the bytes a request may pin are reserved up front from a FIFO
-//     semaphore of Capacity bytes, so pinned bytes can never exceed the cache
-//     and a request can always make room by evicting unpinned chunks. No
-//     deadlock is possible: a request reserves everything it needs at once.
+//     and a request is admitted only when the chunks it would newly pin fit
+//     beside those already pinned (a chunk pinned by another request costs
+//     nothing more), so pinned bytes never exceed the cache and a request can
+//     always make room by evicting unpinned chunks. Admitted requests pin all
+//     their chunks at once, so no deadlock is possible, and waiting requests
+//     are admitted in arrival order.
 //   - A pluggable eviction order. A Policy orders unpinned, ready chunks for
 //     eviction: LRU (recency) or, because the shuffle makes the future known,
 //     the chunk whose next use is furthest away (Belady).
 //
-// Evicted buffers are reused for the next load when large enough, so a
-// steady-state cache of same-sized chunks allocates almost nothing and the
-// heap stays close to Capacity.
+// Evicted buffers are reused for the next load when large enough (and not
+// larger than the request allows), and Preallocate fills the cache's buffer
+// pool before the first request, so a steady-state cache allocates nothing
+// and the heap stays close to Capacity.
 package chunkcache
