@@ -144,12 +144,12 @@ func New(cfg Config) *Cache {
 	if cfg.Policy == nil {
 		cfg.Policy = NewLRU()
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
 		capacity: cfg.Capacity,
 		loader:   cfg.Loader,
 		ctx:      ctx,
-		cancel:   func() { cancel(ErrClosed) },
+		cancel:   cancel,
 		entries:  make(map[Key]*entry),
 		policy:   cfg.Policy,
 		changed:  make(chan struct{}),
@@ -211,7 +211,9 @@ func (l *Lease) Release() {
 	l.once.Do(func() {
 		l.c.mu.Lock()
 		for _, e := range l.uniq {
-			l.c.unpinLocked(e)
+			if e != nil { // a failed Acquire releases what it pinned so far
+				l.c.unpinLocked(e)
+			}
 		}
 		l.c.mu.Unlock()
 	})
@@ -267,32 +269,28 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 			missing = append(missing, j)
 		}
 	}
-	type load struct {
-		e   *entry
-		buf []byte
-	}
-	loads := make([]load, 0, len(missing))
+	loads := make([]*entry, 0, len(missing))
 	for _, j := range missing {
-		e, buf, err := c.insertLocked(uniq[j], nil)
+		e, err := c.insertLocked(uniq[j], nil)
 		if err != nil {
 			c.mu.Unlock()
-			l.releasePartial()
-			for _, ld := range loads {
-				go c.load(ld.e, ld.buf) // others may already wait for them
+			l.Release()
+			for _, e := range loads {
+				go c.load(e) // others may already wait for them
 			}
 			return nil, err
 		}
 		c.pinLocked(e) // the lease's pin; insertLocked's is the load's
 		l.uniq[j] = e
-		loads = append(loads, load{e, buf})
+		loads = append(loads, e)
 		l.loaded++
 		l.loadedB += uniq[j].Size
 	}
 	c.mu.Unlock()
 	c.hits.Add(int64(len(uniq) - len(missing)))
 	c.misses.Add(int64(len(missing)))
-	for _, ld := range loads {
-		go c.load(ld.e, ld.buf)
+	for _, e := range loads {
+		go c.load(e)
 	}
 	for i := range reqs {
 		l.entries[i] = l.uniq[slot[i]]
@@ -310,17 +308,6 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		}
 	}
 	return l, nil
-}
-
-// releasePartial releases the entries pinned so far by a failing Acquire.
-func (l *Lease) releasePartial() {
-	l.c.mu.Lock()
-	for _, e := range l.uniq {
-		if e != nil {
-			l.c.unpinLocked(e)
-		}
-	}
-	l.c.mu.Unlock()
 }
 
 // waitForRoomLocked queues the caller and returns, with c.mu held, once it
@@ -370,7 +357,7 @@ func (c *Cache) broadcastLocked() {
 // for its load. admit, if non-nil, vetoes victims (prefetch must not evict
 // what the present needs); with a veto the call may fail for lack of room.
 // The caller must have made sure the pinned bytes leave room for r.
-func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, error) {
+func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, error) {
 	var victims []Key
 	free := c.capacity - c.used
 	need := r.Size
@@ -390,9 +377,9 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 		if admit == nil {
 			// Admission guarantees room; reaching here is a bug, but a
 			// loud error beats a panic in a server.
-			return nil, nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d bytes pinned", r.Key, need, c.used, c.capacity, c.pinnedBytes)
+			return nil, fmt.Errorf("chunkcache: internal: no room for %s (%d bytes): %d used of %d, %d bytes pinned", r.Key, need, c.used, c.capacity, c.pinnedBytes)
 		}
-		return nil, nil, errNoRoom
+		return nil, errNoRoom
 	}
 	var buf []byte
 	for _, k := range victims {
@@ -415,7 +402,7 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, []byte, e
 	c.used += need
 	c.pinLocked(e)
 	c.loads.Add(1)
-	return e, buf, nil
+	return e, nil
 }
 
 var errNoRoom = errors.New("chunkcache: no room")
@@ -444,11 +431,11 @@ func (c *Cache) dropLocked(b []byte) {
 	c.bufBytes -= int64(cap(b))
 }
 
-// load runs the loader for a freshly inserted entry, publishes the result
-// and drops the load's pin. On failure the entry leaves the cache and its
-// buffer returns to the free list.
-func (c *Cache) load(e *entry, buf []byte) {
-	err := c.loader.Load(c.ctx, e.key, buf)
+// load runs the loader for a freshly inserted entry into its buffer,
+// publishes the result and drops the load's pin. On failure the entry
+// leaves the cache and its buffer returns to the free list.
+func (c *Cache) load(e *entry) {
+	err := c.loader.Load(c.ctx, e.key, e.data)
 	if err != nil && c.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
@@ -457,15 +444,15 @@ func (c *Cache) load(e *entry, buf []byte) {
 	if err != nil {
 		c.loadErrors.Add(1)
 		e.err = fmt.Errorf("chunkcache: loading %s: %w", e.key, err)
+		c.free = append(c.free, e.data)
 		e.data = nil
 		delete(c.entries, e.key)
 		c.used -= e.size
-		c.free = append(c.free, buf)
 		close(e.done)
 		c.unpinLocked(e) // waiters drop their pins when they see the error
 		return
 	}
-	c.loadedBytes.Add(int64(len(buf)))
+	c.loadedBytes.Add(int64(len(e.data)))
 	e.ready = true
 	close(e.done)
 	c.unpinLocked(e)
@@ -533,7 +520,7 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		c.prefetchRejected.Add(1)
 		return PrefetchRejected, nil
 	}
-	e, buf, err := c.insertLocked(r, admit)
+	e, err := c.insertLocked(r, admit)
 	c.mu.Unlock()
 	if errors.Is(err, errNoRoom) {
 		c.prefetchRejected.Add(1)
@@ -543,7 +530,7 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchRejected, err
 	}
 	c.prefetchLoads.Add(1)
-	go c.load(e, buf)
+	go c.load(e)
 	select {
 	case <-e.done:
 	case <-ctx.Done():
