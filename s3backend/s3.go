@@ -180,6 +180,10 @@ func (s *S3) ReadObject(ctx context.Context, key, etag string, p []byte, progres
 
 // read is ReadRangeProgress; whole says p is the whole object.
 func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) error {
+	size := int64(-1) // the object's size, where the caller knows it
+	if whole {
+		size = int64(len(p))
+	}
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -195,7 +199,7 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 	etag = normalizeETag(etag)
 	nparts := int((int64(len(p)) + s.partSize - 1) / s.partSize)
 	if nparts == 1 {
-		_, err := s.readPart(ctx, key, etag, off, p, 0, progress, whole)
+		_, err := s.readPart(ctx, key, etag, off, p, 0, progress, size)
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("s3backend: read %s: %w", s.target(key), ctx.Err())
 		}
@@ -212,7 +216,7 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 		lo := int64(i) * s.partSize
 		hi := min(lo+s.partSize, int64(len(p)))
 		g.Go(func() error {
-			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress, false)
+			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress, size)
 			etags[i] = got
 			return err
 		})
@@ -239,17 +243,17 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 // came from. An empty pin is replaced by the ETag of the first response, so
 // a resumed read stays on the version it started with. p starts at offset
 // at of the caller's buffer, which is what progress, if set, is told. With
-// whole, p is the whole object: the first request asks for all of it
-// without a Range, and the size it answers with must be len(p); a resumed
-// read asks for the rest with a Range as always.
-func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte, at int, progress func(start, end int), whole bool) (string, error) {
+// size >= 0, the object must be that long; a part that is the whole object
+// is first asked for without a Range (the cheaper request), and a resumed
+// read asks for the rest with one as always.
+func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte, at int, progress func(start, end int), size int64) (string, error) {
 	obj := s.root + key
 	last := off + int64(len(p)) - 1
 	done := 0
 	kind, err := s.retry.do(ctx, func() (bool, error) {
 		start := off + int64(done)
 		var opts minio.GetObjectOptions
-		plain := whole && done == 0
+		plain := done == 0 && off == 0 && size == int64(len(p))
 		if !plain {
 			if err := opts.SetRange(start, last); err != nil {
 				return false, err
@@ -273,10 +277,10 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 			// The backend ignored If-Match (some proxies do).
 			return false, changedError(s.target(key), pin, got)
 		}
-		if plain && info.Size != int64(len(p)) {
-			return false, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, s.target(key), info.Size, len(p))
+		if plain && info.Size != size {
+			return false, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, s.target(key), info.Size, size)
 		}
-		if err := checkContentRange(header, start, last); err != nil {
+		if err := checkContentRange(header, start, last, size); err != nil {
 			return false, fmt.Errorf("%s: %w", s.target(key), err)
 		}
 		var n int
@@ -314,7 +318,7 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 // checkContentRange verifies that a ranged GET answered with the requested
 // bytes: a server clips a range running past the end of the object
 // (ErrOutOfRange), and a server ignoring Range sends the object from byte 0.
-func checkContentRange(h http.Header, start, last int64) error {
+func checkContentRange(h http.Header, start, last, size int64) error {
 	cr := h.Get("Content-Range")
 	if cr == "" {
 		if start == 0 {
@@ -338,6 +342,8 @@ func checkContentRange(h http.Header, start, last int64) error {
 		return fmt.Errorf("asked for bytes %d-%d, got %d-%d of %s", start, last, f, e, total)
 	case e < last:
 		return fmt.Errorf("%w: asked for bytes %d-%d, the object has %s", ErrOutOfRange, start, last, total)
+	case size >= 0 && total != strconv.FormatInt(size, 10):
+		return fmt.Errorf("%w: the object has %s bytes, expected %d", ErrOutOfRange, total, size)
 	}
 	return nil
 }

@@ -521,10 +521,15 @@ func (e *env) testReadObject(t *testing.T) {
 		t.Fatalf("cut small object: %v, bytes equal %t", err, bytes.Equal(p, small))
 	}
 
-	// The object is not the size the caller says.
-	for _, n := range []int{len(small) - 1, len(small) + 1} {
-		if err := s.ReadObject(ctx, "small", si.ETag, make([]byte, n), nil); !errors.Is(err, s3backend.ErrOutOfRange) {
-			t.Errorf("ReadObject into %d bytes of a %d-byte object: %v, want ErrOutOfRange", n, len(small), err)
+	// The object is not the size the caller says: in one part or several.
+	for _, o := range []struct {
+		key, etag string
+		size      int
+	}{{"small", si.ETag, len(small)}, {"large", li.ETag, len(large)}} {
+		for _, n := range []int{o.size - 1, o.size + 1} {
+			if err := s.ReadObject(ctx, o.key, o.etag, make([]byte, n), nil); !errors.Is(err, s3backend.ErrOutOfRange) {
+				t.Errorf("ReadObject into %d bytes of a %d-byte object: %v, want ErrOutOfRange", n, o.size, err)
+			}
 		}
 	}
 }

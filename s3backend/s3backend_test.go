@@ -280,29 +280,32 @@ func TestCheckContentRange(t *testing.T) {
 	tests := []struct {
 		header      string
 		start, last int64
+		size        int64 // the object's expected size, -1 if unknown
 		ok          bool
+		outOfRange  bool
 	}{
-		{"bytes 0-99/1000", 0, 99, true},
-		{"bytes 100-199/1000", 100, 199, true},
-		{"bytes 100-999/1000", 100, 1099, false}, // clipped at the end of the object
-		{"bytes 0-99/1000", 100, 199, false},     // wrong start
-		{"", 0, 99, true},                        // Range ignored, body starts at 0
-		{"", 10, 99, false},                      // Range ignored, wrong bytes
-		{"bytes */1000", 0, 99, false},
-		{"garbage", 0, 99, false},
+		{"bytes 0-99/1000", 0, 99, -1, true, false},
+		{"bytes 100-199/1000", 100, 199, -1, true, false},
+		{"bytes 100-999/1000", 100, 1099, -1, false, true}, // clipped at the end of the object
+		{"bytes 0-99/1000", 100, 199, -1, false, false},    // wrong start
+		{"", 0, 99, -1, true, false},                       // Range ignored, body starts at 0
+		{"", 10, 99, -1, false, false},                     // Range ignored, wrong bytes
+		{"bytes */1000", 0, 99, -1, false, false},
+		{"garbage", 0, 99, -1, false, false},
+		{"bytes 900-999/1000", 900, 999, 1000, true, false}, // the last part of an object of the expected size
+		{"bytes 900-999/1200", 900, 999, 1000, false, true}, // the object is longer than expected
 	}
 	for _, tt := range tests {
 		h := http.Header{}
 		if tt.header != "" {
 			h.Set("Content-Range", tt.header)
 		}
-		err := checkContentRange(h, tt.start, tt.last)
+		err := checkContentRange(h, tt.start, tt.last, tt.size)
 		if (err == nil) != tt.ok {
-			t.Errorf("checkContentRange(%q, %d, %d) = %v, want ok=%v", tt.header, tt.start, tt.last, err, tt.ok)
+			t.Errorf("checkContentRange(%q, %d, %d, %d) = %v, want ok=%v", tt.header, tt.start, tt.last, tt.size, err, tt.ok)
 		}
-		clipped := tt.header == "bytes 100-999/1000"
-		if errors.Is(err, ErrOutOfRange) != clipped {
-			t.Errorf("checkContentRange(%q, %d, %d) = %v; ErrOutOfRange expected only for a clipped range", tt.header, tt.start, tt.last, err)
+		if errors.Is(err, ErrOutOfRange) != tt.outOfRange {
+			t.Errorf("checkContentRange(%q, %d, %d, %d) = %v; ErrOutOfRange %t expected", tt.header, tt.start, tt.last, tt.size, err, tt.outOfRange)
 		}
 	}
 }
