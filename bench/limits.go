@@ -80,6 +80,17 @@ func (r *runner) sweepRow(ctx context.Context, config, group, label string, leve
 	})
 }
 
+// streamThrough measures streaming the chunks from a server at base that
+// reads them from the store, counting in upstream the bytes it read there.
+func (r *runner) streamThrough(hc *http.Client, base string, keys []string, order []int, upstream *atomic.Int64) func(ctx context.Context, level int) (pass, error) {
+	return func(ctx context.Context, level int) (pass, error) {
+		before := upstream.Load()
+		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+		p.backendBytes = upstream.Load() - before
+		return p, err
+	}
+}
+
 // serveLoopback serves h on a fresh 127.0.0.1 port until stop is called.
 func serveLoopback(h http.Handler) (base string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -292,12 +303,8 @@ func (r *runner) runLimits(ctx context.Context) error {
 		return err
 	}
 	r.logf("limit (a): reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-		before := proxy.upstream.Load()
-		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-		p.backendBytes = proxy.upstream.Load() - before
-		return p, err
-	})
+	err = r.sweepRow(ctx, ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", r.cfg.StreamReaders,
+		r.streamThrough(hc, base, keys, order, &proxy.upstream))
 	stop()
 	proxy.tr.CloseIdleConnections()
 	if err != nil {

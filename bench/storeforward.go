@@ -14,21 +14,22 @@ import (
 
 // storeForward is limit (a′): the least work a gateway that caches can do.
 // It reads each requested chunk whole from the store into a buffer it keeps
-// — as a chunk cache does — with the same s3backend reads as Brand, then
-// writes the buffer to the client in one write. It neither shuffles,
-// verifies nor evicts, and its buffers are allocated and touched before it
-// is measured, as `brand serve` preallocates its cache. Against (a), which
-// streams each body through one small buffer, it measures what keeping the
-// bytes costs; against Brand, what Brand's own work costs.
+// — as a chunk cache does — then writes the buffer to the client in one
+// write. It reads with the same call as Brand's chunk loader (ReadObject:
+// one plain GET per chunk). It neither shuffles, verifies nor evicts, and its buffers are allocated and
+// touched before it is measured, as `brand serve` preallocates its cache.
+// Against (a), which streams each body through one small buffer, it
+// measures what keeping the bytes costs; against Brand, what Brand's own
+// work costs.
 type storeForward struct {
-	store    s3backend.Store
+	store    *s3backend.S3
 	chunks   map[string]int // object key → chunk
 	etags    []string
 	bufs     [][]byte
 	upstream atomic.Int64
 }
 
-func newStoreForward(store s3backend.Store, keys []string, sizes []int64, etags []string) *storeForward {
+func newStoreForward(store *s3backend.S3, keys []string, sizes []int64, etags []string) *storeForward {
 	s := &storeForward{store: store, chunks: make(map[string]int, len(keys)), etags: etags, bufs: make([][]byte, len(keys))}
 	page := os.Getpagesize()
 	for c, k := range keys {
@@ -50,7 +51,7 @@ func (s *storeForward) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	buf := s.bufs[c]
-	if err := s.store.ReadRange(r.Context(), key, s.etags[c], 0, buf); err != nil {
+	if err := s.store.ReadObject(r.Context(), key, s.etags[c], buf, nil); err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -76,12 +77,8 @@ func (r *runner) runStoreForward(ctx context.Context, hc *http.Client, keys []st
 	}
 	defer stop()
 	r.logf("limit (a'): store-and-forward of whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, ConfigStoreForward, GroupLimits, "(a') limit: store-and-forward, whole chunks", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-		before := sf.upstream.Load()
-		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-		p.backendBytes = sf.upstream.Load() - before
-		return p, err
-	})
+	err = r.sweepRow(ctx, ConfigStoreForward, GroupLimits, "(a') limit: store-and-forward, whole chunks", r.cfg.StreamReaders,
+		r.streamThrough(hc, base, keys, order, &sf.upstream))
 	if err != nil {
 		return fmt.Errorf("limit (a'): %w", err)
 	}

@@ -36,7 +36,7 @@ type testbed struct {
 
 	datasetPrefix string // the packed dataset's root in the bucket
 	objectPrefix  string // the per-sample objects
-	store         s3backend.Store
+	store         *s3backend.S3
 	index         *chunkindex.Index
 	objects       []object
 }
