@@ -16,8 +16,9 @@ import (
 // It reads each requested chunk whole from the store into a buffer it keeps
 // — as a chunk cache does — then writes the buffer to the client in one
 // write. It reads with the same call as Brand's chunk loader (ReadObject:
-// one plain GET per chunk). It neither shuffles, verifies nor evicts, and its buffers are allocated and
-// touched before it is measured, as `brand serve` preallocates its cache.
+// one plain GET per chunk). It neither shuffles, verifies nor evicts, and
+// its buffers are allocated and touched before it is measured, as
+// `brand serve` preallocates its cache.
 // Against (a), which streams each body through one small buffer, it
 // measures what keeping the bytes costs; against Brand, what Brand's own
 // work costs.
