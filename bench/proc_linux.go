@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // setProcAttr makes the kernel kill a gateway if the harness dies without
@@ -97,16 +99,22 @@ func platformInfo() (cpu string, mem int64, kernel string) {
 
 // firstTouchRate measures how fast this machine hands a process fresh
 // memory: it maps 256 MiB and writes one byte per page, so every write is
-// a page fault. A gateway whose cache grows pays this for every byte it
-// caches the first time; on some virtual machines it is slower than the
-// network, and then it bounds a fresh gateway's cold epoch.
-func firstTouchRate() float64 {
+// a page fault; with huge, the mapping is first advised as transparent huge
+// pages (madvise MADV_HUGEPAGE), as the gateway advises its chunk buffers.
+// A gateway whose cache grows pays this for every byte it caches the first
+// time; on some virtual machines it is slower than the network.
+func firstTouchRate(huge bool) float64 {
 	const size = 256 << 20
 	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return 0
 	}
 	defer syscall.Munmap(b)
+	if huge {
+		if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+			return 0
+		}
+	}
 	page := os.Getpagesize()
 	start := time.Now()
 	for i := 0; i < size; i += page {

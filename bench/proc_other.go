@@ -18,7 +18,7 @@ func peakRSS(pid int) int64 { return 0 }
 func platformInfo() (cpu string, mem int64, kernel string) { return "", 0, "" }
 
 // firstTouchRate is not measured off Linux.
-func firstTouchRate() float64 { return 0 }
+func firstTouchRate(huge bool) float64 { return 0 }
 
 // processCPU is not measured off Linux.
 func processCPU(pid int) time.Duration { return 0 }

@@ -33,7 +33,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(ew, "machine: %d CPUs (%s), %s memory, %s %s, kernel %s, MinIO %s\n",
 		m.CPUs, orUnknown(m.CPUModel), sizeString(m.Memory), m.GoVersion, m.OS, orUnknown(m.Kernel), m.MinIO)
 	if m.FirstTouchMBPerSec > 0 {
-		fmt.Fprintf(ew, "fresh memory is faulted in at %.0f MB/s (one write per page of a new 256 MiB mapping)\n", m.FirstTouchMBPerSec)
+		fmt.Fprintf(ew, "fresh memory is faulted in at %.0f MB/s, %.0f MB/s advised as huge pages (one write per page of a new 256 MiB mapping)\n",
+			m.FirstTouchMBPerSec, m.FirstTouchHugeMBPerSec)
 	}
 	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal), %d chunks of ~%s, %s in all\n",
 		d.Samples, sizeString(c.MeanBytes), d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))

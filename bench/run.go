@@ -358,11 +358,15 @@ type Machine struct {
 	// FirstTouchMBPerSec is how fast the machine faults in fresh memory
 	// (MB/s); 0 where not measured. See the benchmark doc.
 	FirstTouchMBPerSec float64 `json:"first_touch_mb_per_sec,omitempty"`
+	// FirstTouchHugeMBPerSec is the same with the mapping advised as
+	// transparent huge pages, as the gateway's chunk buffers are.
+	FirstTouchHugeMBPerSec float64 `json:"first_touch_huge_mb_per_sec,omitempty"`
 }
 
 func machineInfo() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MinIO: minioserver.Version}
 	m.CPUModel, m.Memory, m.Kernel = platformInfo()
-	m.FirstTouchMBPerSec = firstTouchRate()
+	m.FirstTouchMBPerSec = firstTouchRate(false)
+	m.FirstTouchHugeMBPerSec = firstTouchRate(true)
 	return m
 }
