@@ -16,7 +16,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	tb := r.tb
 	objOrder := shuffled(len(tb.objects), r.cfg.Seed, 102)
 	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
-	err := r.sweepRow(ctx, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
+	err := r.sweepRow(ctx, 0, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
 		p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
 			for {
@@ -45,7 +45,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	keys, _ := tb.chunkKeys()
 	shardOrder := shuffled(len(keys), r.cfg.Seed, 103)
 	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
-	err = r.sweepRow(ctx, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
+	err = r.sweepRow(ctx, 0, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
 		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*client.Sample) error) error {
 			for {

@@ -216,7 +216,9 @@ func TestConfigValidation(t *testing.T) {
 		{"empty concurrency list", func(c *Config) { c.ShardReaders = []int{} }, false},
 		{"unknown group", func(c *Config) { c.Groups = []string{"limits", "speed"} }, false},
 		{"brand without a binary", func(c *Config) { c.GatewayBinary = "" }, false},
-		{"limits need no binary", func(c *Config) { c.GatewayBinary = ""; c.Groups = []string{GroupLimits} }, true},
+		{"limits without a binary", func(c *Config) { c.GatewayBinary = ""; c.Groups = []string{GroupLimits} }, false},
+		{"limits with their own binary", func(c *Config) { c.GatewayBinary, c.LimitBinary = "", "/bin/true"; c.Groups = []string{GroupLimits} }, true},
+		{"baselines need no binary", func(c *Config) { c.GatewayBinary = ""; c.Groups = []string{GroupBaselines} }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,6 +65,10 @@ type Config struct {
 	// GatewayBinary is the brand binary whose serve command is the gateway
 	// under test. Required for the brand and policy groups.
 	GatewayBinary string
+	// LimitBinary is the brand binary whose bench-limit command serves the
+	// limits (a), (a′) and (b), each as a process of its own (ServeLimit).
+	// Default: GatewayBinary. Required for the limits group.
+	LimitBinary string
 	// GatewayArgs are extra `brand serve` flags for every gateway, after
 	// the harness's own (a later flag wins), for experiments such as
 	// --s3-part-size or --prefetch-concurrency.
@@ -231,6 +235,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if (c.runs(GroupBrand) || c.runs(GroupPolicy)) && c.GatewayBinary == "" {
 		return bad("the brand and policy groups need the brand binary (GatewayBinary)")
+	}
+	if c.LimitBinary == "" {
+		c.LimitBinary = c.GatewayBinary
+	}
+	if c.runs(GroupLimits) && c.LimitBinary == "" {
+		return bad("the limits group needs the brand binary (LimitBinary or GatewayBinary)")
 	}
 	return c, nil
 }

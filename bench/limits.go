@@ -8,15 +8,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/s3backend"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -66,10 +67,11 @@ func sweep(ctx context.Context, cm cpuMeter, levels []int, measure func(ctx cont
 }
 
 // sweepRow measures a configuration at each concurrency level, bounded by
-// the configuration timeout, and adds its best level as a row.
-func (r *runner) sweepRow(ctx context.Context, config, group, label string, levels []int, measure func(ctx context.Context, level int) (pass, error)) error {
+// the configuration timeout, and adds its best level as a row. serverPid is
+// the process serving the client, if not this one.
+func (r *runner) sweepRow(ctx context.Context, serverPid int, config, group, label string, levels []int, measure func(ctx context.Context, level int) (pass, error)) error {
 	return r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(0), levels, measure)
+		best, level, points, err := sweep(ctx, r.cpuMeter(serverPid), levels, measure)
 		if err != nil {
 			return err
 		}
@@ -80,13 +82,20 @@ func (r *runner) sweepRow(ctx context.Context, config, group, label string, leve
 	})
 }
 
-// streamThrough measures streaming the chunks from a server at base that
-// reads them from the store, counting in upstream the bytes it read there.
-func (r *runner) streamThrough(hc *http.Client, base string, keys []string, order []int, upstream *atomic.Int64) func(ctx context.Context, level int) (pass, error) {
+// streamThrough measures streaming the chunks from a server at base;
+// upstream reports the bytes it has read from the store so far.
+func (r *runner) streamThrough(hc *http.Client, base string, keys []string, order []int, upstream func(context.Context) (int64, error)) func(ctx context.Context, level int) (pass, error) {
 	return func(ctx context.Context, level int) (pass, error) {
-		before := upstream.Load()
+		before, err := upstream(ctx)
+		if err != nil {
+			return pass{}, err
+		}
 		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-		p.backendBytes = upstream.Load() - before
+		if err != nil {
+			return pass{}, err
+		}
+		after, err := upstream(ctx)
+		p.backendBytes = after - before
 		return p, err
 	}
 }
@@ -231,17 +240,14 @@ func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64
 // the chunk object in S3 (by a presigned URL, so it need not sign each
 // request itself) and streams the body back unchanged.
 type s3Proxy struct {
-	mc       *minio.Client
-	bucket   string
-	prefix   string
+	store    *s3backend.S3
 	tr       *http.Transport
 	pool     *bufferPool
 	upstream atomic.Int64 // body bytes read from S3
 }
 
 func (p *s3Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := p.prefix + "/" + strings.TrimPrefix(r.URL.Path, "/")
-	u, err := p.mc.PresignedGetObject(r.Context(), p.bucket, key, time.Hour, nil)
+	u, err := p.store.PresignGet(r.Context(), strings.TrimPrefix(r.URL.Path, "/"), time.Hour)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -278,6 +284,20 @@ type memServer struct {
 	chunks map[string][]byte
 }
 
+// load reads every chunk of ix into memory.
+func (m *memServer) load(ctx context.Context, store *s3backend.S3, ix *chunkindex.Index) error {
+	m.chunks = make(map[string][]byte, ix.NumChunks())
+	for c := range ix.NumChunks() {
+		ch := ix.Chunk(c)
+		buf := make([]byte, ch.Size)
+		if err := store.ReadObject(ctx, ch.Key, ch.ETag, buf, nil); err != nil {
+			return fmt.Errorf("loading %s: %w", ch.Key, err)
+		}
+		m.chunks[ch.Key] = buf
+	}
+	return nil
+}
+
 func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, ok := m.chunks[strings.TrimPrefix(r.URL.Path, "/")]
 	if !ok {
@@ -289,55 +309,74 @@ func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// runLimits measures (a), (a′) and (b), each at its best client concurrency.
+// The limits a run measures, each as a server process of its own.
+var limitRows = []struct {
+	kind, config, label string
+}{
+	{LimitProxy, ConfigProxy, "(a) limit: reverse proxy, whole chunks"},
+	{LimitStoreForward, ConfigStoreForward, "(a') limit: store-and-forward, whole chunks"},
+	{LimitMemory, ConfigMemory, "(b) limit: HTTP server from memory"},
+}
+
+// runLimits measures (a), (a′) and (b), each at its best client
+// concurrency and each served by a process of its own (ServeLimit), and
+// then (a) once more with the proxy in this process, to show what the
+// process boundary costs.
 func (r *runner) runLimits(ctx context.Context) error {
 	keys, _ := r.tb.chunkKeys()
 	order := shuffled(len(keys), r.cfg.Seed, 101)
 	hc := &http.Client{Transport: newTransport(64)}
 	defer hc.CloseIdleConnections()
 
-	// (a) the reverse proxy in front of MinIO.
-	proxy := &s3Proxy{mc: r.tb.mc, bucket: r.cfg.Bucket, prefix: r.tb.datasetPrefix, tr: newTransport(64), pool: newBufferPool()}
+	for _, l := range limitRows {
+		if err := r.runLimit(ctx, hc, l.kind, l.config, l.label, keys, order); err != nil {
+			return err
+		}
+	}
+
+	proxy := &s3Proxy{store: r.tb.store, tr: newTransport(64), pool: newBufferPool()}
 	base, stop, err := serveLoopback(proxy)
 	if err != nil {
 		return err
 	}
-	r.logf("limit (a): reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, ConfigProxy, GroupLimits, "(a) limit: reverse proxy, whole chunks", r.cfg.StreamReaders,
-		r.streamThrough(hc, base, keys, order, &proxy.upstream))
-	stop()
-	proxy.tr.CloseIdleConnections()
+	defer proxy.tr.CloseIdleConnections()
+	defer stop()
+	r.logf("limit (a) in this process: reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
+	err = r.sweepRow(ctx, 0, ConfigProxyInProcess, GroupLimits, "(a) in the client's process", r.cfg.StreamReaders,
+		r.streamThrough(hc, base, keys, order, func(context.Context) (int64, error) { return proxy.upstream.Load(), nil }))
 	if err != nil {
-		return fmt.Errorf("limit (a): %w", err)
+		return fmt.Errorf("limit (a) in this process: %w", err)
 	}
-	if err := r.runStoreForward(ctx, hc, keys, order); err != nil {
-		return err
-	}
-	releaseMemory()
+	return nil
+}
 
-	// (b) the same bytes from memory.
-	r.logf("limit (b): loading %d chunks into memory", len(keys))
-	mem := &memServer{chunks: make(map[string][]byte, len(keys))}
-	for c, key := range keys {
-		ch := r.tb.index.Chunk(c)
-		buf := make([]byte, ch.Size)
-		if err := r.tb.store.ReadRange(ctx, key, ch.ETag, 0, buf); err != nil {
-			return fmt.Errorf("limit (b): loading %s: %w", key, err)
-		}
-		mem.chunks[key] = buf
+// runLimit starts the limit server of kind, measures it at each client
+// concurrency and stops it.
+func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, label string, keys []string, order []int) error {
+	srv := r.tb.srv
+	logPath := filepath.Join(r.cfg.WorkDir, "limit-"+kind+".log")
+	args := []string{"bench-limit",
+		"--kind", kind,
+		"--listen", "127.0.0.1:0",
+		"--dataset", "s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
+		"--s3-endpoint", srv.URL(),
+		"--s3-region", "us-east-1",
 	}
-	if base, stop, err = serveLoopback(mem); err != nil {
-		return err
-	}
-	r.logf("limit (b): plain HTTP server from memory, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, ConfigMemory, GroupLimits, "(b) limit: HTTP server from memory", r.cfg.StreamReaders, func(ctx context.Context, level int) (pass, error) {
-		return streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
-	})
-	stop()
-	mem.chunks = nil
-	releaseMemory()
+	r.logf("limit %s: starting %s; log %s", label[:strings.IndexByte(label, ' ')], kind, logPath)
+	p, err := startGateway(ctx, r.cfg.LimitBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
 	if err != nil {
-		return fmt.Errorf("limit (b): %w", err)
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	defer p.kill()
+	r.logf("  measuring at concurrency %v", r.cfg.StreamReaders)
+	err = r.sweepRow(ctx, p.cmd.Process.Pid, config, GroupLimits, label, r.cfg.StreamReaders,
+		r.streamThrough(hc, p.base, keys, order, p.limitUpstream))
+	hc.CloseIdleConnections()
+	if err == nil {
+		err = p.stop(10 * time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
 	}
 	return nil
 }

@@ -140,15 +140,16 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 		gb := float64(r.Bytes) / 1e9
 		per := func(v float64) string { return fmt.Sprintf("%.3f", ratio(v, gb)) }
 		gw, gwPer := "-", "-"
-		if r.Config == ConfigBrand {
+		if r.serverProcess() {
 			gw, gwPer = fmt.Sprintf("%.2f", c.Gateway), per(c.Gateway)
 		}
 		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%.0f\t\n",
 			pad(r.Label), c.Harness, gw, c.Store, c.Total(), per(c.Harness), gwPer, per(c.Store), per(c.Total()), 100*c.Busy)
 	}
 	tw.Flush()
-	fmt.Fprintln(ew, "\nharness = this process: the clients, and for (a) and (b) the proxy or memory server; store = MinIO;",
-		"\nbusy = all three ÷ (wall time × CPUs).")
+	fmt.Fprintln(ew, "\nharness = this process: the clients (and the proxy of \"(a) in the client's process\"); gateway = the",
+		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a') or (b);",
+		"\nstore = MinIO; busy = all three ÷ (wall time × CPUs).")
 	return ew.err
 }
 
@@ -158,13 +159,15 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 // Brand ÷ (a′) is what Brand's own work (shuffled batches, checksums,
 // eviction) costs on top.
 func (rep *Report) writeCeilings(ew *errWriter) {
-	var proxy, sf *Row
+	var proxy, sf, inProc *Row
 	for i := range rep.Rows {
 		switch rep.Rows[i].Config {
 		case ConfigProxy:
 			proxy = &rep.Rows[i]
 		case ConfigStoreForward:
 			sf = &rep.Rows[i]
+		case ConfigProxyInProcess:
+			inProc = &rep.Rows[i]
 		}
 	}
 	if proxy == nil || sf == nil || proxy.SamplesPerSec == 0 || sf.SamplesPerSec == 0 {
@@ -172,11 +175,25 @@ func (rep *Report) writeCeilings(ew *errWriter) {
 	}
 	fmt.Fprintf(ew, "\nCold-path ceilings: store-and-forward (a') ÷ reverse proxy (a) = %.3f (what keeping the bytes costs)\n",
 		sf.SamplesPerSec/proxy.SamplesPerSec)
+	if inProc != nil && inProc.SamplesPerSec > 0 {
+		fmt.Fprintf(ew, "  (a) with the proxy in the client's process ÷ (a) = %.3f (what a process of its own costs)\n",
+			inProc.SamplesPerSec/proxy.SamplesPerSec)
+	}
 	for _, r := range rep.Rows {
 		if r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch == 0 {
 			fmt.Fprintf(ew, "  %s ÷ (a') = %.3f, ÷ (a) = %.3f\n", r.Label, r.SamplesPerSec/sf.SamplesPerSec, r.SamplesPerSec/proxy.SamplesPerSec)
 		}
 	}
+}
+
+// serverProcess reports whether a separate server process (a gateway or a
+// limit server) served the row's client.
+func (r *Row) serverProcess() bool {
+	switch r.Config {
+	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigMemory:
+		return true
+	}
+	return false
 }
 
 // count tallies the targets by status.

@@ -16,6 +16,9 @@ import (
 // Configuration identifiers of a Row.
 const (
 	ConfigProxy = "limit-proxy" // (a)
+	// ConfigProxyInProcess is (a) with the proxy in the client's process,
+	// for comparison only.
+	ConfigProxyInProcess = "limit-proxy-in-process"
 	// ConfigStoreForward is (a′), a gateway that only caches: see storeForward.
 	ConfigStoreForward = "limit-store-forward"
 	ConfigMemory       = "limit-memory" // (b)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"image/png"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -76,7 +77,7 @@ func TestSmoke(t *testing.T) {
 		}
 		var wantBytes int64
 		switch r.Config {
-		case ConfigProxy, ConfigStoreForward, ConfigMemory, ConfigWebDataset:
+		case ConfigProxy, ConfigProxyInProcess, ConfigStoreForward, ConfigMemory, ConfigWebDataset:
 			wantBytes = d.Bytes // whole chunks
 		case ConfigBrand:
 			wantBytes = d.SampleBytes + int64(batches)*1024 // each batch closes its tar
@@ -100,9 +101,16 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: concurrency %d with sweep %v", r.Label, r.Concurrency, r.Sweep)
 		}
 	}
+	// Each limit server ran as a process of its own and logged its start.
+	for _, kind := range LimitKinds {
+		log, err := os.ReadFile(filepath.Join(cfg.WorkDir, "limit-"+kind+".log"))
+		if err != nil || !strings.Contains(string(log), `"message":"ready"`) {
+			t.Errorf("limit %s: log %q, %v; want its ready line", kind, log, err)
+		}
+	}
 	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
 		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
-	for config, want := range map[string]int{ConfigProxy: 1, ConfigStoreForward: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)
 		}

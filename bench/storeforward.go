@@ -1,14 +1,13 @@
 package bench
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -30,20 +29,24 @@ type storeForward struct {
 	upstream atomic.Int64
 }
 
-func newStoreForward(store *s3backend.S3, keys []string, sizes []int64, etags []string) *storeForward {
-	s := &storeForward{store: store, chunks: make(map[string]int, len(keys)), etags: etags, bufs: make([][]byte, len(keys))}
+// init allocates a buffer for every chunk of ix and faults it in.
+func (s *storeForward) init(ix *chunkindex.Index) {
+	n := ix.NumChunks()
+	s.chunks, s.etags, s.bufs = make(map[string]int, n), make([]string, n), make([][]byte, n)
 	page := os.Getpagesize()
-	for c, k := range keys {
-		s.chunks[k] = c
-		b := make([]byte, sizes[c])
+	for c := range n {
+		ch := ix.Chunk(c)
+		s.chunks[ch.Key], s.etags[c] = c, ch.ETag
+		b := make([]byte, ch.Size)
 		for i := 0; i < len(b); i += page {
 			b[i] = 1 // fault the page in now, not while measured
 		}
 		s.bufs[c] = b
 	}
-	return s
 }
 
+// ServeHTTP reads the chunk into its buffer and writes it. Chunks are
+// requested once per pass, so concurrent requests never share a buffer.
 func (s *storeForward) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/")
 	c, ok := s.chunks[key]
@@ -60,28 +63,4 @@ func (s *storeForward) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
 	_, _ = w.Write(buf)
-}
-
-// runStoreForward measures (a′) at its best client concurrency. Chunks are
-// requested once per pass, so concurrent requests never share a buffer.
-func (r *runner) runStoreForward(ctx context.Context, hc *http.Client, keys []string, order []int) error {
-	ix := r.tb.index
-	sizes, etags := make([]int64, len(keys)), make([]string, len(keys))
-	for c := range keys {
-		sizes[c], etags[c] = ix.Chunk(c).Size, ix.Chunk(c).ETag
-	}
-	r.logf("limit (a'): store-and-forward, allocating %d chunk buffers", len(keys))
-	sf := newStoreForward(r.tb.store, keys, sizes, etags)
-	base, stop, err := serveLoopback(sf)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	r.logf("limit (a'): store-and-forward of whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, ConfigStoreForward, GroupLimits, "(a') limit: store-and-forward, whole chunks", r.cfg.StreamReaders,
-		r.streamThrough(hc, base, keys, order, &sf.upstream))
-	if err != nil {
-		return fmt.Errorf("limit (a'): %w", err)
-	}
-	return nil
 }

@@ -150,6 +150,10 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		gatewayBin = exe
 	}
 	cfg.GatewayBinary = gatewayBin
+	// The limits are this build's, whichever gateway binary is measured.
+	if exe, err := os.Executable(); err == nil {
+		cfg.LimitBinary = exe
+	}
 	cfg.GatewayArgs = gatewayArgs
 	if gatewayProfiles != "" {
 		abs, err := filepath.Abs(gatewayProfiles)

@@ -40,6 +40,7 @@ func commands() []command {
 		{"inspect", "print a dataset's summary; --verify checks every chunk", runInspect},
 		{"plan", "simulate a job's cache behaviour and report the optimum", runPlan},
 		{"bench", "benchmark Brand against per-object reads and streaming", runBench},
+		{"bench-limit", "serve one of the benchmark's limits; brand bench runs it", runBenchLimit},
 		{"version", "print the version", func(_ context.Context, env *cliEnv, _ []string) error {
 			fmt.Fprintln(env.stdout, "brand", version)
 			return nil
@@ -50,9 +51,9 @@ func commands() []command {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "brand %s: feed training jobs shuffled batches from chunked datasets in object storage\n\nUsage: brand <command> [flags]\n\nCommands:\n", version)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-8s %s\n", "help", "show this help, or `brand help <command>` for a command's flags")
+	fmt.Fprintf(w, "  %-11s %s\n", "help", "show this help, or `brand help <command>` for a command's flags")
 	fmt.Fprintf(w, "\nS3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL, or the --s3-* flags.\n")
 }
 
