@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
 )
 
 // objectReader is a store that reads whole objects and reports the ranges
@@ -35,9 +36,9 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.FetchTimeout)
 	defer cancel()
-	v := newChunkVerifier(ds.index, c, buf)
+	v := chunkindex.NewVerifier(ds.index, c, buf)
 	if or, ok := ds.store.(objectReader); ok {
-		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.progress)
+		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.Progress)
 	} else {
 		err = ds.store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
 	}
@@ -46,7 +47,7 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 		return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 	}
 	l.g.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
-	if id, got := v.finish(); id >= 0 {
+	if id, got := v.Finish(); id >= 0 {
 		l.g.metrics.corruptChunks.Inc()
 		return describe(ds.index, id, got, k.Object, k.Dataset)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package chunkindex
 
 import (
 	"fmt"
@@ -6,29 +6,27 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-
-	"github.com/brandgw/brand/chunkindex"
 )
 
 // verifyFixture is a chunk (the second of an index of two) of random
 // samples, each a whole number of tar blocks, laid end to end after a
 // two-block gap, with an end-of-archive after them.
-func verifyFixture(t *testing.T, r *rand.Rand) (*chunkindex.Index, []byte) {
+func verifyFixture(t *testing.T, r *rand.Rand) (*Index, []byte) {
 	t.Helper()
 	n := 1 + r.IntN(60)
 	buf := make([]byte, 1024)
-	samples := []chunkindex.Sample{{Key: "other/0", Chunk: 0, Offset: 0, Length: 512, CRC: 1}}
+	samples := []Sample{{Key: "other/0", Chunk: 0, Offset: 0, Length: 512, CRC: 1}}
 	for i := range n {
 		b := make([]byte, 512*(1+r.IntN(10)))
 		for j := range b {
 			b[j] = byte(r.Uint32())
 		}
-		samples = append(samples, chunkindex.Sample{Key: fmt.Sprintf("s/%04d", i), Chunk: 1, Offset: int64(len(buf)),
+		samples = append(samples, Sample{Key: fmt.Sprintf("s/%04d", i), Chunk: 1, Offset: int64(len(buf)),
 			Length: int64(len(b)), CRC: crc32.Checksum(b, castagnoli)})
 		buf = append(buf, b...)
 	}
 	buf = append(buf, make([]byte, 1024)...)
-	ix, err := chunkindex.New([]chunkindex.Chunk{
+	ix, err := New([]Chunk{
 		{Key: "a.tar", Size: 1536, ETag: "x", Samples: 1},
 		{Key: "b.tar", Size: int64(len(buf)), ETag: "y", Samples: n},
 	}, samples)
@@ -38,12 +36,12 @@ func verifyFixture(t *testing.T, r *rand.Rand) (*chunkindex.Index, []byte) {
 	return ix, buf
 }
 
-// TestChunkVerifier feeds random chunks to the verifier as a store would:
+// TestVerifier feeds random chunks to the verifier as a store would:
 // in 1 to 4 parts filled concurrently, each in ranges of random length,
-// sometimes with a sample damaged. finish must name the first damaged
+// sometimes with a sample damaged. Finish must name the first damaged
 // sample, or none, and a sample wholly inside one part must have been
 // checked as it arrived.
-func TestChunkVerifier(t *testing.T) {
+func TestVerifier(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := range 300 {
 		ix, buf := verifyFixture(t, r)
@@ -54,7 +52,7 @@ func TestChunkVerifier(t *testing.T) {
 			_, off, length, _ := ix.SampleRange(damaged)
 			buf[off+r.Int64N(length)] ^= 0x40
 		}
-		v := newChunkVerifier(ix, 1, buf)
+		v := NewVerifier(ix, 1, buf)
 		parts := 1 + r.IntN(4)
 		size := (len(buf) + parts - 1) / parts
 		var wg sync.WaitGroup
@@ -65,15 +63,15 @@ func TestChunkVerifier(t *testing.T) {
 				rr := rand.New(rand.NewPCG(seed, 1))
 				for at := lo; at < hi; {
 					end := min(hi, at+1+rr.IntN(3000))
-					v.progress(at, end)
+					v.Progress(at, end)
 					at = end
 				}
 			})
 		}
 		wg.Wait()
-		id, got := v.finish()
+		id, got := v.Finish()
 		if id != damaged {
-			t.Fatalf("trial %d: finish names sample %d, want %d", trial, id, damaged)
+			t.Fatalf("trial %d: Finish names sample %d, want %d", trial, id, damaged)
 		}
 		if damaged >= 0 {
 			_, off, length, want := ix.SampleRange(damaged)
@@ -91,16 +89,16 @@ func TestChunkVerifier(t *testing.T) {
 	}
 }
 
-// With no progress reported, finish checks everything.
-func TestChunkVerifierWithoutProgress(t *testing.T) {
+// With no progress reported, Finish checks everything.
+func TestVerifierWithoutProgress(t *testing.T) {
 	ix, buf := verifyFixture(t, rand.New(rand.NewPCG(5, 6)))
-	if id, _ := newChunkVerifier(ix, 1, buf).finish(); id != -1 {
+	if id, _ := NewVerifier(ix, 1, buf).Finish(); id != -1 {
 		t.Fatalf("an intact chunk fails at sample %d", id)
 	}
 	first, n := ix.ChunkRange(1)
 	_, off, _, _ := ix.SampleRange(first + n - 1)
 	buf[off] ^= 1
-	if id, _ := newChunkVerifier(ix, 1, buf).finish(); id != first+n-1 {
+	if id, _ := NewVerifier(ix, 1, buf).Finish(); id != first+n-1 {
 		t.Fatalf("damage in the last sample found at %d, want %d", id, first+n-1)
 	}
 }
