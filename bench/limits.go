@@ -315,10 +315,11 @@ var limitRows = []struct {
 }{
 	{LimitProxy, ConfigProxy, "(a) limit: reverse proxy, whole chunks"},
 	{LimitStoreForward, ConfigStoreForward, "(a') limit: store-and-forward, whole chunks"},
+	{LimitStoreVerify, ConfigStoreVerify, "(a'') limit: store-and-forward + CRC32C check"},
 	{LimitMemory, ConfigMemory, "(b) limit: HTTP server from memory"},
 }
 
-// runLimits measures (a), (a′) and (b), each at its best client
+// runLimits measures (a), (a′), (a″) and (b), each at its best client
 // concurrency and each served by a process of its own (ServeLimit), and
 // then (a) once more with the proxy in this process, to show what the
 // process boundary costs.

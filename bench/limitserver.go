@@ -21,11 +21,12 @@ import (
 const (
 	LimitProxy        = "proxy"         // (a): a reverse proxy in front of the store
 	LimitStoreForward = "store-forward" // (a′): reads each chunk whole into a kept buffer, then writes it
+	LimitStoreVerify  = "store-verify"  // (a″): (a′) checking every sample's CRC32C as it arrives
 	LimitMemory       = "memory"        // (b): every chunk from memory
 )
 
 // LimitKinds lists the limit servers, in the order a run measures them.
-var LimitKinds = []string{LimitProxy, LimitStoreForward, LimitMemory}
+var LimitKinds = []string{LimitProxy, LimitStoreForward, LimitStoreVerify, LimitMemory}
 
 // LimitServerConfig configures ServeLimit.
 type LimitServerConfig struct {
@@ -67,12 +68,12 @@ func ServeLimit(ctx context.Context, cfg LimitServerConfig) error {
 	case LimitProxy:
 		p := &s3Proxy{store: store, tr: newTransport(64), pool: newBufferPool()}
 		chunks, upstream = p, &p.upstream
-	case LimitStoreForward, LimitMemory:
-		// Both need the index: the chunks' keys, sizes and ETags.
+	case LimitStoreForward, LimitStoreVerify, LimitMemory:
+		// All need the index: the chunks' keys, sizes, ETags and samples.
 		var sf *storeForward
 		var mem *memServer
-		if cfg.Kind == LimitStoreForward {
-			sf = &storeForward{store: store}
+		if cfg.Kind != LimitMemory {
+			sf = &storeForward{store: store, verify: cfg.Kind == LimitStoreVerify}
 			chunks, upstream = sf, &sf.upstream
 		} else {
 			mem = &memServer{}

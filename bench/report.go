@@ -148,40 +148,47 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "\nharness = this process: the clients (and the proxy of \"(a) in the client's process\"); gateway = the",
-		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a') or (b);",
+		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a'), (a'') or (b);",
 		"\nstore = MinIO; busy = all three ÷ (wall time × CPUs).")
 	return ew.err
 }
 
-// writeCeilings relates the cold epochs to the two cold-path ceilings: (a),
-// a hop that keeps nothing, and (a′), a hop that keeps what it reads, as
-// any cache must. (a′) ÷ (a) is what caching itself costs on this machine;
-// Brand ÷ (a′) is what Brand's own work (shuffled batches, checksums,
-// eviction) costs on top.
+// writeCeilings relates the cold epochs to the cold-path ceilings: (a), a
+// hop that keeps nothing; (a′), a hop that keeps what it reads, as any cache
+// must; (a″), one that also checks every sample's CRC32C. (a′) ÷ (a) is
+// what caching itself costs on this machine, (a″) ÷ (a′) what checking
+// costs, and Brand ÷ (a″) what Brand's own work (shuffled batches, per-batch
+// requests, eviction) costs on top.
 func (rep *Report) writeCeilings(ew *errWriter) {
-	var proxy, sf, inProc *Row
-	for i := range rep.Rows {
-		switch rep.Rows[i].Config {
-		case ConfigProxy:
-			proxy = &rep.Rows[i]
-		case ConfigStoreForward:
-			sf = &rep.Rows[i]
-		case ConfigProxyInProcess:
-			inProc = &rep.Rows[i]
+	find := func(config string) *Row {
+		for i := range rep.Rows {
+			if r := &rep.Rows[i]; r.Config == config && r.SamplesPerSec > 0 {
+				return r
+			}
 		}
+		return nil
 	}
-	if proxy == nil || sf == nil || proxy.SamplesPerSec == 0 || sf.SamplesPerSec == 0 {
+	proxy, sf, sv, inProc := find(ConfigProxy), find(ConfigStoreForward), find(ConfigStoreVerify), find(ConfigProxyInProcess)
+	if proxy == nil || sf == nil {
 		return
 	}
 	fmt.Fprintf(ew, "\nCold-path ceilings: store-and-forward (a') ÷ reverse proxy (a) = %.3f (what keeping the bytes costs)\n",
 		sf.SamplesPerSec/proxy.SamplesPerSec)
-	if inProc != nil && inProc.SamplesPerSec > 0 {
+	if sv != nil {
+		fmt.Fprintf(ew, "  (a'') ÷ (a') = %.3f (what checking CRC32C costs), (a'') ÷ (a) = %.3f\n",
+			sv.SamplesPerSec/sf.SamplesPerSec, sv.SamplesPerSec/proxy.SamplesPerSec)
+	}
+	if inProc != nil {
 		fmt.Fprintf(ew, "  (a) with the proxy in the client's process ÷ (a) = %.3f (what a process of its own costs)\n",
 			inProc.SamplesPerSec/proxy.SamplesPerSec)
 	}
 	for _, r := range rep.Rows {
 		if r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch == 0 {
-			fmt.Fprintf(ew, "  %s ÷ (a') = %.3f, ÷ (a) = %.3f\n", r.Label, r.SamplesPerSec/sf.SamplesPerSec, r.SamplesPerSec/proxy.SamplesPerSec)
+			fmt.Fprintf(ew, "  %s ÷ (a') = %.3f, ÷ (a) = %.3f", r.Label, r.SamplesPerSec/sf.SamplesPerSec, r.SamplesPerSec/proxy.SamplesPerSec)
+			if sv != nil {
+				fmt.Fprintf(ew, ", ÷ (a'') = %.3f", r.SamplesPerSec/sv.SamplesPerSec)
+			}
+			fmt.Fprintln(ew)
 		}
 	}
 }
@@ -190,7 +197,7 @@ func (rep *Report) writeCeilings(ew *errWriter) {
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigMemory:
+	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory:
 		return true
 	}
 	return false

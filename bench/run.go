@@ -21,10 +21,12 @@ const (
 	ConfigProxyInProcess = "limit-proxy-in-process"
 	// ConfigStoreForward is (a′), a gateway that only caches: see storeForward.
 	ConfigStoreForward = "limit-store-forward"
-	ConfigMemory       = "limit-memory" // (b)
-	ConfigObjects      = "per-object"   // (c)
-	ConfigWebDataset   = "webdataset"   // (d)
-	ConfigBrand        = "brand"
+	// ConfigStoreVerify is (a″), (a′) checking CRC32C as Brand's loader does.
+	ConfigStoreVerify = "limit-store-verify"
+	ConfigMemory      = "limit-memory" // (b)
+	ConfigObjects     = "per-object"   // (c)
+	ConfigWebDataset  = "webdataset"   // (d)
+	ConfigBrand       = "brand"
 )
 
 // Report is a run's results.

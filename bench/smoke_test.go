@@ -77,7 +77,7 @@ func TestSmoke(t *testing.T) {
 		}
 		var wantBytes int64
 		switch r.Config {
-		case ConfigProxy, ConfigProxyInProcess, ConfigStoreForward, ConfigMemory, ConfigWebDataset:
+		case ConfigProxy, ConfigProxyInProcess, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigWebDataset:
 			wantBytes = d.Bytes // whole chunks
 		case ConfigBrand:
 			wantBytes = d.SampleBytes + int64(batches)*1024 // each batch closes its tar
@@ -110,7 +110,7 @@ func TestSmoke(t *testing.T) {
 	}
 	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
 		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
-	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)
 		}

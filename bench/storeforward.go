@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -21,8 +22,14 @@ import (
 // Against (a), which streams each body through one small buffer, it
 // measures what keeping the bytes costs; against Brand, what Brand's own
 // work costs.
+//
+// With verify set it is limit (a″): it also checks every sample's CRC32C as
+// the chunk arrives, with the verifier Brand's loader uses — the least a
+// gateway that caches and checks what it serves does.
 type storeForward struct {
 	store    *s3backend.S3
+	verify   bool
+	ix       *chunkindex.Index
 	chunks   map[string]int // object key → chunk
 	etags    []string
 	bufs     [][]byte
@@ -32,6 +39,7 @@ type storeForward struct {
 // init allocates a buffer for every chunk of ix and faults it in.
 func (s *storeForward) init(ix *chunkindex.Index) {
 	n := ix.NumChunks()
+	s.ix = ix
 	s.chunks, s.etags, s.bufs = make(map[string]int, n), make([]string, n), make([][]byte, n)
 	page := os.Getpagesize()
 	for c := range n {
@@ -55,9 +63,21 @@ func (s *storeForward) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	buf := s.bufs[c]
-	if err := s.store.ReadObject(r.Context(), key, s.etags[c], buf, nil); err != nil {
+	var v *chunkindex.Verifier
+	var progress func(start, end int)
+	if s.verify {
+		v = chunkindex.NewVerifier(s.ix, c, buf)
+		progress = v.Progress
+	}
+	if err := s.store.ReadObject(r.Context(), key, s.etags[c], buf, progress); err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
+	}
+	if v != nil {
+		if id, got := v.Finish(); id >= 0 {
+			http.Error(w, fmt.Sprintf("sample %d has CRC32C %08x, not the index's", id, got), http.StatusBadGateway)
+			return
+		}
 	}
 	s.upstream.Add(int64(len(buf)))
 	w.Header().Set("Content-Type", "application/x-tar")
