@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,14 +131,22 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		start := time.Now()
 		last := start
 		var ep brandEpoch
-		for b, err := range c.Epoch(ctx, e) {
-			if err != nil {
-				return nil, fmt.Errorf("bench: brand epoch %d: %w", e, err)
+		// Labels let a --cpuprofile of the harness be cut by epoch, as the
+		// gateway's profiles are.
+		pprof.Do(ctx, pprof.Labels("config", ConfigBrand, "policy", policy, "cache", percentString(fraction), "epoch", strconv.Itoa(e)), func(ctx context.Context) {
+			for b, ierr := range c.Epoch(ctx, e) {
+				if ierr != nil {
+					err = fmt.Errorf("bench: brand epoch %d: %w", e, ierr)
+					return
+				}
+				now := time.Now()
+				ep.waits = append(ep.waits, now.Sub(last))
+				last = now
+				ep.samples += int64(len(b.Samples))
 			}
-			now := time.Now()
-			ep.waits = append(ep.waits, now.Sub(last))
-			last = now
-			ep.samples += int64(len(b.Samples))
+		})
+		if err != nil {
+			return nil, err
 		}
 		ep.elapsed = last.Sub(start)
 		ep.cpu = cm.since(mark)

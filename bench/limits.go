@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +72,15 @@ func sweep(ctx context.Context, cm cpuMeter, levels []int, measure func(ctx cont
 // the process serving the client, if not this one.
 func (r *runner) sweepRow(ctx context.Context, serverPid int, config, group, label string, levels []int, measure func(ctx context.Context, level int) (pass, error)) error {
 	return r.measured(ctx, func(ctx context.Context) error {
-		best, level, points, err := sweep(ctx, r.cpuMeter(serverPid), levels, measure)
+		var (
+			best   pass
+			level  int
+			points []SweepPoint
+			err    error
+		)
+		pprof.Do(ctx, pprof.Labels("config", config), func(ctx context.Context) {
+			best, level, points, err = sweep(ctx, r.cpuMeter(serverPid), levels, measure)
+		})
 		if err != nil {
 			return err
 		}

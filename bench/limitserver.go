@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,9 @@ type LimitServerConfig struct {
 // touched its buffers) and GET /upstream (JSON: the body bytes read from
 // the store so far).
 func ServeLimit(ctx context.Context, cfg LimitServerConfig) error {
+	if !slices.Contains(LimitKinds, cfg.Kind) {
+		return fmt.Errorf("bench: unknown limit %q (want one of %v)", cfg.Kind, LimitKinds)
+	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
