@@ -288,34 +288,69 @@ func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
 func (b *bufferPool) Put(v []byte) { b.p.Put(v) }
 
 // memServer is limit (b): a plain Go HTTP server that serves each chunk's
-// bytes from memory in one write.
+// bytes from memory in one write. Asked for /<key>?first=i&count=n it
+// serves samples i..i+n-1 of the chunk instead, a contiguous slice, closed
+// as a tar: limit (b′), requests of a batch's size without a batch's
+// assembly.
 type memServer struct {
-	chunks map[string][]byte
+	ix     *chunkindex.Index
+	chunks map[string]int // key → chunk
+	bufs   [][]byte
 }
 
 // load reads every chunk of ix into memory.
 func (m *memServer) load(ctx context.Context, store *s3backend.S3, ix *chunkindex.Index) error {
-	m.chunks = make(map[string][]byte, ix.NumChunks())
+	m.ix, m.chunks, m.bufs = ix, make(map[string]int, ix.NumChunks()), make([][]byte, ix.NumChunks())
 	for c := range ix.NumChunks() {
 		ch := ix.Chunk(c)
 		buf := make([]byte, ch.Size)
 		if err := store.ReadObject(ctx, ch.Key, ch.ETag, buf, nil); err != nil {
 			return fmt.Errorf("loading %s: %w", ch.Key, err)
 		}
-		m.chunks[ch.Key] = buf
+		m.chunks[ch.Key], m.bufs[c] = c, buf
 	}
 	return nil
 }
 
 func (m *memServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, ok := m.chunks[strings.TrimPrefix(r.URL.Path, "/")]
+	c, ok := m.chunks[strings.TrimPrefix(r.URL.Path, "/")]
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
+	b := m.bufs[c]
+	var tail []byte
+	if q := r.URL.Query(); q.Has("first") {
+		first, n := m.ix.ChunkRange(c)
+		i, err1 := strconv.Atoi(q.Get("first"))
+		k, err2 := strconv.Atoi(q.Get("count"))
+		if err1 != nil || err2 != nil || i < 0 || k < 1 || i+k > n {
+			http.Error(w, "bad sample range", http.StatusBadRequest)
+			return
+		}
+		_, from, _, _ := m.ix.SampleRange(first + i)
+		_, off, length, _ := m.ix.SampleRange(first + i + k - 1)
+		b, tail = b[from:off+length], chunkindex.EndOfArchive[:]
+	}
 	w.Header().Set("Content-Type", "application/x-tar")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+len(tail)))
 	_, _ = w.Write(b)
+	if tail != nil {
+		_, _ = w.Write(tail)
+	}
+}
+
+// batchSlices lists, for chunks in order, each chunk's samples in slices of
+// batchSize as memServer's requests for them.
+func batchSlices(ix *chunkindex.Index, order []int, batchSize int) []string {
+	var out []string
+	for _, c := range order {
+		_, n := ix.ChunkRange(c)
+		for i := 0; i < n; i += batchSize {
+			out = append(out, fmt.Sprintf("%s?first=%d&count=%d", ix.Chunk(c).Key, i, min(batchSize, n-i)))
+		}
+	}
+	return out
 }
 
 // The limits a run measures, each as a server process of its own.
@@ -328,7 +363,7 @@ var limitRows = []struct {
 	{LimitMemory, ConfigMemory, "(b) limit: HTTP server from memory"},
 }
 
-// runLimits measures (a), (a′), (a″) and (b), each at its best client
+// runLimits measures (a), (a′), (a″), (b) and (b′), each at its best client
 // concurrency and each served by a process of its own (ServeLimit), and
 // then (a) once more with the proxy in this process, to show what the
 // process boundary costs.
@@ -381,6 +416,17 @@ func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, la
 	r.logf("  measuring at concurrency %v", r.cfg.StreamReaders)
 	err = r.sweepRow(ctx, p.cmd.Process.Pid, config, GroupLimits, label, r.cfg.StreamReaders,
 		r.streamThrough(hc, p.base, keys, order, p.limitUpstream))
+	if err == nil && kind == LimitMemory {
+		// (b′): the same server and bytes, in requests of a batch's size.
+		slices := batchSlices(r.tb.index, order, r.cfg.BatchSize)
+		ident := make([]int, len(slices))
+		for i := range ident {
+			ident[i] = i
+		}
+		r.logf("limit (b'): the same, %d requests of %d samples; concurrency %v", len(slices), r.cfg.BatchSize, r.cfg.StreamReaders)
+		err = r.sweepRow(ctx, p.cmd.Process.Pid, ConfigMemoryBatches, GroupLimits, "(b') limit: from memory, batch-sized requests", r.cfg.StreamReaders,
+			r.streamThrough(hc, p.base, slices, ident, p.limitUpstream))
+	}
 	hc.CloseIdleConnections()
 	if err == nil {
 		err = p.stop(10 * time.Second)

@@ -106,6 +106,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 
 	rep.writeCeilings(ew)
+	rep.writeWarmCeilings(ew)
 
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(ew, "\nTargets (ratios measured in this run)")
@@ -148,7 +149,7 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "\nharness = this process: the clients (and the proxy of \"(a) in the client's process\"); gateway = the",
-		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a'), (a'') or (b);",
+		"\nserver process between them and the store: Brand's gateway, or the limit server of (a), (a'), (a''), (b) or (b');",
 		"\nstore = MinIO; busy = all three ÷ (wall time × CPUs).")
 	return ew.err
 }
@@ -160,14 +161,7 @@ func (rep *Report) writeCPU(ew *errWriter, pad func(string) string) error {
 // costs, and Brand ÷ (a″) what Brand's own work (shuffled batches, per-batch
 // requests, eviction) costs on top.
 func (rep *Report) writeCeilings(ew *errWriter) {
-	find := func(config string) *Row {
-		for i := range rep.Rows {
-			if r := &rep.Rows[i]; r.Config == config && r.SamplesPerSec > 0 {
-				return r
-			}
-		}
-		return nil
-	}
+	find := rep.limitRow
 	proxy, sf, sv, inProc := find(ConfigProxy), find(ConfigStoreForward), find(ConfigStoreVerify), find(ConfigProxyInProcess)
 	if proxy == nil || sf == nil {
 		return
@@ -193,11 +187,40 @@ func (rep *Report) writeCeilings(ew *errWriter) {
 	}
 }
 
+// writeWarmCeilings relates the warm epochs of a cache that holds the whole
+// dataset to (b), a server writing whole chunks from memory, and (b′), the
+// same server answering requests of a batch's size: (b′) ÷ (b) is what
+// serving in batches costs whatever the server does, Brand ÷ (b′) what
+// assembling shuffled batches costs on top.
+func (rep *Report) writeWarmCeilings(ew *errWriter) {
+	mem, memb := rep.limitRow(ConfigMemory), rep.limitRow(ConfigMemoryBatches)
+	if mem == nil || memb == nil {
+		return
+	}
+	fmt.Fprintf(ew, "\nWarm-path ceilings: batch-sized requests from memory (b') ÷ whole chunks (b) = %.3f (what requests of a batch's size cost)\n",
+		memb.SamplesPerSec/mem.SamplesPerSec)
+	for _, r := range rep.Rows {
+		if r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch > 0 && r.CacheFraction >= 1 {
+			fmt.Fprintf(ew, "  %s ÷ (b') = %.3f, ÷ (b) = %.3f\n", r.Label, r.SamplesPerSec/memb.SamplesPerSec, r.SamplesPerSec/mem.SamplesPerSec)
+		}
+	}
+}
+
+// limitRow returns the measured row of a single-row configuration, or nil.
+func (rep *Report) limitRow(config string) *Row {
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; r.Config == config && r.SamplesPerSec > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
 // serverProcess reports whether a separate server process (a gateway or a
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory:
+	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches:
 		return true
 	}
 	return false

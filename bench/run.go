@@ -24,9 +24,12 @@ const (
 	// ConfigStoreVerify is (a″), (a′) checking CRC32C as Brand's loader does.
 	ConfigStoreVerify = "limit-store-verify"
 	ConfigMemory      = "limit-memory" // (b)
-	ConfigObjects     = "per-object"   // (c)
-	ConfigWebDataset  = "webdataset"   // (d)
-	ConfigBrand       = "brand"
+	// ConfigMemoryBatches is (b′): (b)'s server asked for slices of a
+	// batch's size.
+	ConfigMemoryBatches = "limit-memory-batches"
+	ConfigObjects       = "per-object" // (c)
+	ConfigWebDataset    = "webdataset" // (d)
+	ConfigBrand         = "brand"
 )
 
 // Report is a run's results.

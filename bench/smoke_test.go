@@ -91,10 +91,18 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("%s: no peak RSS", r.Label)
 			}
 		}
+		if r.Config == ConfigMemoryBatches {
+			// Every sample once, each slice closed by 1024 zero bytes: at
+			// least one slice a chunk, at most one more per batch.
+			tail := r.Bytes - d.SampleBytes
+			if n := tail / 1024; tail%1024 != 0 || n < int64(d.Chunks) || n > int64(d.Chunks+batches) {
+				t.Errorf("%s: %d bytes delivered for %d of samples: not every sample once in closed slices", r.Label, r.Bytes, d.SampleBytes)
+			}
+		}
 		if wantBytes != 0 && r.Bytes != wantBytes {
 			t.Errorf("%s: %d bytes delivered, want %d", r.Label, r.Bytes, wantBytes)
 		}
-		if r.Config != ConfigMemory && r.Config != ConfigBrand && r.BackendBytes != r.Bytes {
+		if r.Config != ConfigMemory && r.Config != ConfigMemoryBatches && r.Config != ConfigBrand && r.BackendBytes != r.Bytes {
 			t.Errorf("%s: %d backend bytes for %d delivered, want them equal", r.Label, r.BackendBytes, r.Bytes)
 		}
 		if (r.Config == ConfigBrand) == (r.Concurrency > 0) || (r.Concurrency > 0 && len(r.Sweep) == 0) {
@@ -110,7 +118,7 @@ func TestSmoke(t *testing.T) {
 	}
 	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
 		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
-	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)
 		}
