@@ -8,14 +8,15 @@
 //
 //   - Limits. (a) A plain reverse proxy that streams whole chunks from the
 //     store to the client: the ceiling of any gateway's cold path. (a′) A
-//     server that reads each chunk whole into a buffer it keeps and writes it:
-//     the least a caching gateway does; (a″) the same checking every sample's
-//     CRC32C as it arrives, as Brand's loader does. (b) A plain Go HTTP server that serves
-//     the same chunk bytes from memory: the ceiling of the warm path. Each
-//     runs as a process of its own (`brand bench-limit`, ServeLimit), as the
-//     gateway does, at the best of several client concurrencies; (a) is also
-//     measured with the proxy inside this process, to show what the process
-//     boundary costs.
+//     server that reads each chunk whole into a buffer it keeps and writes
+//     it: the least a caching gateway does; (a″) the same checking every
+//     sample's CRC32C as it arrives, as Brand's loader does. (b) A plain Go
+//     HTTP server that serves the same chunk bytes from memory: the ceiling
+//     of the warm path; (b′) the same server asked for slices of a batch's
+//     size. Each runs as a process of its own (`brand bench-limit`,
+//     ServeLimit), as the gateway does, at the best of several client
+//     concurrencies; (a) is also measured with the proxy inside this
+//     process, to show what the process boundary costs.
 //   - Baselines. (c) One GET per sample, the samples stored as individual
 //     objects, read in shuffled order by N concurrent readers: how a PyTorch
 //     Dataset over S3 reads. (d) WebDataset: whole shards streamed in shuffled
