@@ -77,20 +77,19 @@ func (l *Local) ReadRange(ctx context.Context, key, etag string, off int64, p []
 // ReadObject fills p with a whole file, which must be exactly len(p) bytes
 // (ErrOutOfRange otherwise), reporting progress as ReadRangeProgress does.
 func (l *Local) ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error {
-	info, err := l.Stat(ctx, key)
-	if err != nil {
-		return err
-	}
-	if info.Size != int64(len(p)) {
-		return fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, l.path(key), info.Size, len(p))
-	}
-	return l.ReadRangeProgress(ctx, key, etag, 0, p, progress)
+	return l.read(ctx, key, etag, 0, p, progress, true)
 }
 
 // ReadRangeProgress is ReadRange that calls progress(start, end), if not
 // nil, after each slice p[start:end] is read, in order (see
 // S3.ReadRangeProgress).
 func (l *Local) ReadRangeProgress(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int)) error {
+	return l.read(ctx, key, etag, off, p, progress, false)
+}
+
+// read is ReadRangeProgress; whole says p must be the whole file, which is
+// checked on the file opened for the read.
+func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -120,6 +119,9 @@ func (l *Local) ReadRangeProgress(ctx context.Context, key, etag string, off int
 		if have := fileETag(fi); have != etag {
 			return changedError(name, etag, have)
 		}
+	}
+	if whole && fi.Size() != int64(len(p)) {
+		return fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, name, fi.Size(), len(p))
 	}
 	for done := 0; done < len(p); {
 		if err := ctx.Err(); err != nil {
