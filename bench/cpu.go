@@ -11,10 +11,11 @@ import (
 // keeps every core busy can only go faster by spending less CPU per byte,
 // and these figures show which process spends it.
 type CPUUse struct {
-	// Harness is this process: the consuming clients, and for (a) and (b)
-	// the in-process reverse proxy or memory server.
+	// Harness is this process: the consuming clients, and the proxy of
+	// "(a) in the client's process".
 	Harness float64 `json:"harness_s"`
-	// Gateway is the `brand serve` process, for Brand's rows.
+	// Gateway is the server process between the client and the store:
+	// `brand serve` for Brand's rows, `brand bench-limit` for the limits'.
 	Gateway float64 `json:"gateway_s,omitempty"`
 	// Store is the S3 server (MinIO) the harness started; 0 for an
 	// external one.
