@@ -227,6 +227,22 @@ func TestDecodeTarErrors(t *testing.T) {
 func FuzzDecodeTar(f *testing.F) {
 	f.Add(buildTar(f, []member{{name: "a.jpg", data: "A"}, {name: "a.cls", data: "1"}}, tar.FormatPAX))
 	f.Add(buildTar(f, []member{{name: strings.Repeat("x/", 60) + "y.z", data: "q"}}, tar.FormatGNU))
+	// Plain headers (read in place) before and after ones archive/tar
+	// reads: a ustar prefix, a directory, a PAX long name, GNU plain.
+	f.Add(buildTar(f, []member{
+		{name: "a.jpg", data: "A"},
+		{name: strings.Repeat("p/", 60) + "b.jpg", data: strings.Repeat("b", 600)},
+		{name: "d/", typ: tar.TypeDir},
+		{name: strings.Repeat("q", 120) + ".jpg", data: "long"},
+		{name: "c.jpg", data: "C"},
+	}, tar.FormatPAX))
+	f.Add(buildTar(f, []member{{name: "a.jpg", data: "A"}, {name: "a.cls", data: "1"}, {name: "b.cls", data: "2"}}, tar.FormatGNU))
+	files, _ := filepath.Glob("testdata/*.tar")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, werr := client.DecodeSamples(bytes.NewReader(b))
 		got, gerr := client.DecodeTar(b)
