@@ -23,10 +23,13 @@ type brandRun struct {
 	cacheBytes int64
 	policy     string
 	epochs     []brandEpoch
-	stats      gatewayStats // per-epoch accesses, loads and backend bytes
-	counters   map[string]float64
-	start      time.Duration // from starting the process to ready
-	startCPU   time.Duration // the gateway's CPU time until ready
+	// ahead are warm epochs read after epochs, one per Config.AheadLevels
+	// entry, by clients keeping that many batches in flight.
+	ahead    []aheadEpoch
+	stats    gatewayStats // per-epoch accesses, loads and backend bytes
+	counters map[string]float64
+	start    time.Duration // from starting the process to ready
+	startCPU time.Duration // the gateway's CPU time until ready
 }
 
 // gatewayCounters are the gateway metrics a report keeps from the end of
@@ -59,6 +62,12 @@ type brandEpoch struct {
 	hits, misses float64         // demand chunk lookups during the epoch
 	peakRSS      int64           // the gateway's VmHWM at the epoch's end
 	cpu          CPUUse
+}
+
+// aheadEpoch is a warm epoch read with a given read-ahead depth.
+type aheadEpoch struct {
+	level int
+	brandEpoch
 }
 
 // cacheBytes is the cache size for a fraction of the dataset.
@@ -107,62 +116,36 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		}
 	}()
 
-	ct := &countingTransport{base: newTransport(r.cfg.Ahead + 2)}
-	seed := r.cfg.Seed
-	c, err := client.New(g.base, client.Options{
-		HTTPClient: &http.Client{Transport: ct},
-		Dataset:    "bench",
-		Seed:       &seed,
-		BatchSize:  r.cfg.BatchSize,
-		Window:     r.cfg.Window,
-		Ahead:      r.cfg.Ahead,
-	})
+	c, ct, err := r.brandClient(g.base, r.cfg.Ahead)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, err
 	}
 	for e := range epochs {
-		before, err := g.metrics(ctx)
+		ep, err := r.brandEpoch(ctx, g, c, ct, e, pprof.Labels("config", ConfigBrand, "policy", policy, "cache", percentString(fraction), "epoch", strconv.Itoa(e)))
 		if err != nil {
 			return nil, err
 		}
-		bytes0 := ct.tar.Load()
-		cm := r.cpuMeter(g.cmd.Process.Pid)
-		mark := cm.mark()
-		start := time.Now()
-		last := start
-		var ep brandEpoch
-		// Labels let a --cpuprofile of the harness be cut by epoch, as the
-		// gateway's profiles are.
-		pprof.Do(ctx, pprof.Labels("config", ConfigBrand, "policy", policy, "cache", percentString(fraction), "epoch", strconv.Itoa(e)), func(ctx context.Context) {
-			for b, ierr := range c.Epoch(ctx, e) {
-				if ierr != nil {
-					err = fmt.Errorf("bench: brand epoch %d: %w", e, ierr)
-					return
-				}
-				now := time.Now()
-				ep.waits = append(ep.waits, now.Sub(last))
-				last = now
-				ep.samples += int64(len(b.Samples))
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-		ep.elapsed = last.Sub(start)
-		ep.cpu = cm.since(mark)
-		ep.bytes = ct.tar.Load() - bytes0
-		ep.requests = ct.epochLatencies(e, len(ep.waits))
-		after, err := g.metrics(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ep.hits = after["brand_cache_hits_total"] - before["brand_cache_hits_total"]
-		ep.misses = after["brand_cache_misses_total"] - before["brand_cache_misses_total"]
-		ep.peakRSS = g.peakRSS()
 		run.epochs = append(run.epochs, ep)
 		r.logf("  epoch %d: %.0f samples/s, %.0f MB/s, demand hit ratio %.3f, peak RSS %s",
 			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
 			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
+	}
+	if fraction >= 1 && len(r.cfg.AheadLevels) > 0 {
+		// Warm epochs at each read-ahead depth, after the run's own: the
+		// client's concurrency, swept as the limits' is.
+		for i, level := range r.cfg.AheadLevels {
+			e := epochs + i
+			c, ct, err := r.brandClient(g.base, level)
+			if err != nil {
+				return nil, err
+			}
+			ep, err := r.brandEpoch(ctx, g, c, ct, e, pprof.Labels("config", ConfigBrandAhead, "ahead", strconv.Itoa(level), "epoch", strconv.Itoa(e)))
+			if err != nil {
+				return nil, err
+			}
+			r.logf("  epoch %d, %d ahead: %.0f samples/s, %.0f MB/s", e, level, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6)
+			run.ahead = append(run.ahead, aheadEpoch{level: level, brandEpoch: ep})
+		}
 	}
 	if run.stats, err = g.stats(ctx); err != nil {
 		return nil, err
@@ -182,6 +165,68 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		return nil, err
 	}
 	return run, nil
+}
+
+// brandClient is a Go client of the gateway at base for the run's job,
+// keeping ahead batches in flight, and the transport that meters it.
+func (r *runner) brandClient(base string, ahead int) (*client.Client, *countingTransport, error) {
+	ct := &countingTransport{base: newTransport(ahead + 2)}
+	seed := r.cfg.Seed
+	c, err := client.New(base, client.Options{
+		HTTPClient: &http.Client{Transport: ct},
+		Dataset:    "bench",
+		Seed:       &seed,
+		BatchSize:  r.cfg.BatchSize,
+		Window:     r.cfg.Window,
+		Ahead:      ahead,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	return c, ct, nil
+}
+
+// brandEpoch reads epoch e through the gateway g with c and measures it.
+// The labels let a --cpuprofile of the harness be cut by epoch, as the
+// gateway's profiles are.
+func (r *runner) brandEpoch(ctx context.Context, g *gatewayProc, c *client.Client, ct *countingTransport, e int, labels pprof.LabelSet) (brandEpoch, error) {
+	var ep brandEpoch
+	before, err := g.metrics(ctx)
+	if err != nil {
+		return ep, err
+	}
+	bytes0 := ct.tar.Load()
+	cm := r.cpuMeter(g.cmd.Process.Pid)
+	mark := cm.mark()
+	start := time.Now()
+	last := start
+	pprof.Do(ctx, labels, func(ctx context.Context) {
+		for b, ierr := range c.Epoch(ctx, e) {
+			if ierr != nil {
+				err = fmt.Errorf("bench: brand epoch %d: %w", e, ierr)
+				return
+			}
+			now := time.Now()
+			ep.waits = append(ep.waits, now.Sub(last))
+			last = now
+			ep.samples += int64(len(b.Samples))
+		}
+	})
+	if err != nil {
+		return ep, err
+	}
+	ep.elapsed = last.Sub(start)
+	ep.cpu = cm.since(mark)
+	ep.bytes = ct.tar.Load() - bytes0
+	ep.requests = ct.epochLatencies(e, len(ep.waits))
+	after, err := g.metrics(ctx)
+	if err != nil {
+		return ep, err
+	}
+	ep.hits = after["brand_cache_hits_total"] - before["brand_cache_hits_total"]
+	ep.misses = after["brand_cache_misses_total"] - before["brand_cache_misses_total"]
+	ep.peakRSS = g.peakRSS()
+	return ep, nil
 }
 
 // rows turns a run into one row per epoch.
@@ -208,6 +253,38 @@ func (run *brandRun) rows(group string) []Row {
 		out = append(out, row)
 	}
 	return out
+}
+
+// aheadRow is the best of the run's warm epochs at each read-ahead depth,
+// with every depth's figures as its sweep; ok is false when there are
+// none.
+func (run *brandRun) aheadRow(group string) (row Row, ok bool) {
+	var points []SweepPoint
+	best := -1
+	for i, a := range run.ahead {
+		sec := a.elapsed.Seconds()
+		points = append(points, SweepPoint{Concurrency: a.level, SamplesPerSec: ratio(float64(a.samples), sec), MBPerSec: ratio(float64(a.bytes), sec) / 1e6})
+		if best < 0 || points[i].SamplesPerSec > points[best].SamplesPerSec {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Row{}, false
+	}
+	a := run.ahead[best]
+	st := run.stats.epoch(len(run.epochs) + best)
+	row = newRow(ConfigBrandAhead, group, fmt.Sprintf("Brand, cache %s, warm, best ahead", percentString(run.fraction)),
+		pass{samples: a.samples, bytes: a.bytes, backendBytes: st.BackendBytes, elapsed: a.elapsed, waits: a.waits, cpu: a.cpu})
+	row.Concurrency, row.Sweep = a.level, points
+	row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy
+	if a.hits+a.misses > 0 {
+		h := a.hits / (a.hits + a.misses)
+		row.HitRatio = &h
+	}
+	row.PeakRSS = a.peakRSS
+	row.RequestP50Ms = ms(percentile(a.requests, 50))
+	row.RequestP99Ms = ms(percentile(a.requests, 99))
+	return row, true
 }
 
 // countingTransport counts the body bytes of batch (tar) responses and

@@ -27,7 +27,7 @@ var barColors = []struct {
 
 // barKind is the colour key of a row: its group, or for Brand its policy.
 func barKind(r Row) string {
-	if r.Config == ConfigBrand {
+	if r.Config == ConfigBrand || r.Config == ConfigBrandAhead {
 		return r.Policy
 	}
 	return r.Group

@@ -38,6 +38,11 @@ type Config struct {
 	BatchSize int // samples per batch
 	Window    int // shuffle window, in chunks
 	Ahead     int // batches the Brand client keeps in flight
+	// AheadLevels are the read-ahead depths of extra warm epochs that the
+	// gateway whose cache holds the whole dataset serves after its own
+	// epochs: Brand's client concurrency, swept as the limits' is, so that
+	// the warm path can be compared with (b) at the best of each.
+	AheadLevels []int
 
 	// CacheFractions are the Brand cache sizes, as fractions of the
 	// dataset's bytes.
@@ -113,6 +118,7 @@ func DefaultConfig() Config {
 		PolicyCache:    0.5,
 		PolicyEpochs:   3,
 		StreamReaders:  []int{1, 2, 4, 8},
+		AheadLevels:    []int{1, 2, 4, 8},
 		ObjectReaders:  []int{8, 32, 64},
 		ShardReaders:   []int{1, 2, 4},
 		ShuffleBuffer:  1000,
@@ -142,6 +148,7 @@ func SmokeConfig() Config {
 	c.Ahead = 2
 	c.PolicyEpochs = 2
 	c.StreamReaders = []int{1, 2}
+	c.AheadLevels = []int{1, 2}
 	c.ObjectReaders = []int{4}
 	c.ShardReaders = []int{1, 2}
 	c.ShuffleBuffer = 64
@@ -181,6 +188,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StreamReaders == nil {
 		c.StreamReaders = d.StreamReaders
+	}
+	if c.AheadLevels == nil {
+		c.AheadLevels = d.AheadLevels
 	}
 	if c.ObjectReaders == nil {
 		c.ObjectReaders = d.ObjectReaders
@@ -223,7 +233,7 @@ func (c Config) withDefaults() (Config, error) {
 			return bad("cache fraction %g must be in (0, 1]", f)
 		}
 	}
-	for _, levels := range [][]int{c.StreamReaders, c.ObjectReaders, c.ShardReaders} {
+	for _, levels := range [][]int{c.StreamReaders, c.AheadLevels, c.ObjectReaders, c.ShardReaders} {
 		if len(levels) == 0 || slices.Min(levels) < 1 {
 			return bad("concurrency levels %v: need at least one, each positive", levels)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -191,7 +192,8 @@ func (rep *Report) writeCeilings(ew *errWriter) {
 // dataset to (b), a server writing whole chunks from memory, and (b′), the
 // same server answering requests of a batch's size: (b′) ÷ (b) is what
 // serving in batches costs whatever the server does, Brand ÷ (b′) what
-// assembling shuffled batches costs on top.
+// assembling shuffled batches costs on top. The warm epochs at the best
+// read-ahead depth compare with the limits at their best concurrency.
 func (rep *Report) writeWarmCeilings(ew *errWriter) {
 	mem, memb := rep.limitRow(ConfigMemory), rep.limitRow(ConfigMemoryBatches)
 	if mem == nil || memb == nil {
@@ -200,10 +202,25 @@ func (rep *Report) writeWarmCeilings(ew *errWriter) {
 	fmt.Fprintf(ew, "\nWarm-path ceilings: batch-sized requests from memory (b') ÷ whole chunks (b) = %.3f (what requests of a batch's size cost)\n",
 		memb.SamplesPerSec/mem.SamplesPerSec)
 	for _, r := range rep.Rows {
-		if r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch > 0 && r.CacheFraction >= 1 {
-			fmt.Fprintf(ew, "  %s ÷ (b') = %.3f, ÷ (b) = %.3f\n", r.Label, r.SamplesPerSec/memb.SamplesPerSec, r.SamplesPerSec/mem.SamplesPerSec)
+		label := r.Label
+		switch {
+		case r.Config == ConfigBrand && r.Epoch != nil && *r.Epoch > 0 && r.CacheFraction >= 1:
+		case r.Config == ConfigBrandAhead:
+			label = fmt.Sprintf("%s (%d of %s)", label, r.Concurrency, sweepLevels(r.Sweep))
+		default:
+			continue
 		}
+		fmt.Fprintf(ew, "  %s ÷ (b') = %.3f, ÷ (b) = %.3f\n", label, r.SamplesPerSec/memb.SamplesPerSec, r.SamplesPerSec/mem.SamplesPerSec)
 	}
+}
+
+// sweepLevels lists a sweep's concurrency levels as "1/2/4/8".
+func sweepLevels(points []SweepPoint) string {
+	s := make([]string, len(points))
+	for i, p := range points {
+		s[i] = strconv.Itoa(p.Concurrency)
+	}
+	return strings.Join(s, "/")
 }
 
 // limitRow returns the measured row of a single-row configuration, or nil.
@@ -220,7 +237,7 @@ func (rep *Report) limitRow(config string) *Row {
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches:
+	case ConfigBrand, ConfigBrandAhead, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches:
 		return true
 	}
 	return false

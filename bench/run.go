@@ -30,6 +30,9 @@ const (
 	ConfigObjects       = "per-object" // (c)
 	ConfigWebDataset    = "webdataset" // (d)
 	ConfigBrand         = "brand"
+	// ConfigBrandAhead is Brand's warm epochs with the cache holding the
+	// dataset, at the best of Config.AheadLevels.
+	ConfigBrandAhead = "brand-ahead"
 )
 
 // Report is a run's results.
@@ -58,6 +61,7 @@ type ReportInput struct {
 	BatchSize      int       `json:"batch_size"`
 	Window         int       `json:"window"`
 	Ahead          int       `json:"ahead"`
+	AheadLevels    []int     `json:"ahead_levels"`
 	CacheFractions []float64 `json:"cache_fractions"`
 	Epochs         int       `json:"epochs"`
 	PolicyCache    float64   `json:"policy_cache"`
@@ -95,7 +99,7 @@ type Row struct {
 	CacheFraction float64 `json:"cache_fraction,omitempty"`
 	Policy        string  `json:"policy,omitempty"`
 	// Concurrency is the best of the levels in Sweep, for the limits and
-	// baselines.
+	// baselines, and for Brand's warm epochs at each read-ahead depth.
 	Concurrency int          `json:"concurrency,omitempty"`
 	Sweep       []SweepPoint `json:"sweep,omitempty"`
 
@@ -209,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, runs: map[runKey]*brandRun{}, started: time.Now()}
 	r.rep = &Report{Date: r.started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: ReportInput{
 		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, ChunkSize: cfg.ChunkSize, Seed: cfg.Seed,
-		BatchSize: cfg.BatchSize, Window: cfg.Window, Ahead: cfg.Ahead, CacheFractions: cfg.CacheFractions,
+		BatchSize: cfg.BatchSize, Window: cfg.Window, Ahead: cfg.Ahead, AheadLevels: cfg.AheadLevels, CacheFractions: cfg.CacheFractions,
 		Epochs: cfg.Epochs, PolicyCache: cfg.PolicyCache, PolicyEpochs: cfg.PolicyEpochs,
 		StreamReaders: cfg.StreamReaders, ObjectReaders: cfg.ObjectReaders, ShardReaders: cfg.ShardReaders,
 		ShuffleBuffer: cfg.ShuffleBuffer, Groups: cfg.Groups,
@@ -322,6 +326,9 @@ func (r *runner) brandRun(ctx context.Context, fraction float64, policy string, 
 	for _, row := range run.rows(group) {
 		r.add(row)
 	}
+	if row, ok := run.aheadRow(group); ok {
+		r.add(row)
+	}
 	return run, nil
 }
 
@@ -338,7 +345,7 @@ func (r *runner) measured(ctx context.Context, fn func(ctx context.Context) erro
 
 func (r *runner) add(row Row) {
 	r.rep.Rows = append(r.rep.Rows, row)
-	if row.Config != ConfigBrand {
+	if row.Config != ConfigBrand && row.Config != ConfigBrandAhead {
 		r.logf("  %s: %.0f samples/s, %.0f MB/s at concurrency %d", row.Label, row.SamplesPerSec, row.MBPerSec, row.Concurrency)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestSmoke(t *testing.T) {
 		switch r.Config {
 		case ConfigProxy, ConfigProxyInProcess, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigWebDataset:
 			wantBytes = d.Bytes // whole chunks
-		case ConfigBrand:
+		case ConfigBrand, ConfigBrandAhead:
 			wantBytes = d.SampleBytes + int64(batches)*1024 // each batch closes its tar
 			if r.HitRatio == nil || *r.HitRatio < 0 || *r.HitRatio > 1 {
 				t.Errorf("%s: hit ratio %v, want one in [0, 1]", r.Label, r.HitRatio)
@@ -102,8 +103,14 @@ func TestSmoke(t *testing.T) {
 		if wantBytes != 0 && r.Bytes != wantBytes {
 			t.Errorf("%s: %d bytes delivered, want %d", r.Label, r.Bytes, wantBytes)
 		}
-		if r.Config != ConfigMemory && r.Config != ConfigMemoryBatches && r.Config != ConfigBrand && r.BackendBytes != r.Bytes {
+		if r.Config == ConfigBrandAhead && r.BackendBytes != 0 {
+			t.Errorf("%s: %d backend bytes; want none, the cache holds the dataset", r.Label, r.BackendBytes)
+		}
+		if r.Config != ConfigMemory && r.Config != ConfigMemoryBatches && r.Config != ConfigBrand && r.Config != ConfigBrandAhead && r.BackendBytes != r.Bytes {
 			t.Errorf("%s: %d backend bytes for %d delivered, want them equal", r.Label, r.BackendBytes, r.Bytes)
+		}
+		if r.Config == ConfigBrandAhead && (len(r.Sweep) != len(cfg.AheadLevels) || !slices.Contains(cfg.AheadLevels, r.Concurrency) || r.CacheFraction != 1) {
+			t.Errorf("%s: cache %g, best ahead %d of %v; want the sweep of %v at 100 %%", r.Label, r.CacheFraction, r.Concurrency, r.Sweep, cfg.AheadLevels)
 		}
 		if (r.Config == ConfigBrand) == (r.Concurrency > 0) || (r.Concurrency > 0 && len(r.Sweep) == 0) {
 			t.Errorf("%s: concurrency %d with sweep %v", r.Label, r.Concurrency, r.Sweep)
@@ -118,7 +125,7 @@ func TestSmoke(t *testing.T) {
 	}
 	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
 		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
-	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand} {
+	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand, ConfigBrandAhead: 1} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)
 		}
@@ -146,7 +153,7 @@ func TestSmoke(t *testing.T) {
 		names[strings.SplitN(tg.Name, ",", 2)[0]] = true
 	}
 	for _, want := range []string{
-		"cold epoch ÷ limit (a) reverse proxy", "warm epochs ÷ limit (b) memory server", "cold epoch ÷ per-object (c)",
+		"cold epoch ÷ limit (a) reverse proxy", "warm epochs ÷ limit (b) memory server", "warm epoch at best ahead ÷ limit (b) memory server", "cold epoch ÷ per-object (c)",
 		"warm epochs ÷ WebDataset (d)", "cold epoch ÷ WebDataset (d)", "read amplification", "gateway peak RSS ÷ (1.25 × cache + 200 MiB)",
 		"schedule backend bytes ÷ planner optimum", "schedule backend bytes ÷ lru", "epoch boundary p99 (10 batch requests) ÷ epoch median",
 		"|live − simulated hit ratio| in points",

@@ -76,6 +76,11 @@ func (r *runner) targets() []Target {
 		}
 		if memory != nil && f == 1 {
 			out = append(out, atLeast("warm epochs ÷ limit (b) memory server"+at, warm/memory.SamplesPerSec, 0.85))
+			if a := find(ConfigBrandAhead); a != nil {
+				t := atLeast("warm epoch at best ahead ÷ limit (b) memory server"+at, a.SamplesPerSec/memory.SamplesPerSec, 0.85)
+				t.Note = fmt.Sprintf("%d batches ahead (of %s) against %d streams (of %s)", a.Concurrency, sweepLevels(a.Sweep), memory.Concurrency, sweepLevels(memory.Sweep))
+				out = append(out, t)
+			}
 		}
 		if objects != nil {
 			if r.cfg.smallSamples() {

@@ -29,6 +29,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 		policyCache              float64
 		policyEpochs             int
 		streamReaders            intList
+		aheadLevels              intList
 		objectReaders            intList
 		shardReaders             intList
 		shuffleBuffer            int
@@ -58,6 +59,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs.IntVar(&policyEpochs, "policy-epochs", d.PolicyEpochs, "steady epochs (1..N) of the lru/schedule comparison")
 	streamReaders, objectReaders, shardReaders = d.StreamReaders, d.ObjectReaders, d.ShardReaders
 	fs.Var(&streamReaders, "stream-readers", "client concurrencies tried for the limits (a) and (b)")
+	aheadLevels = d.AheadLevels
+	fs.Var(&aheadLevels, "ahead-levels", "read-ahead depths of the extra warm epochs at 100 % cache, compared with (b) at the best of each")
 	fs.Var(&objectReaders, "object-readers", "concurrent readers tried for per-object GETs (c)")
 	fs.Var(&shardReaders, "shard-readers", "concurrent shard streams tried for WebDataset (d)")
 	fs.IntVar(&shuffleBuffer, "shuffle-buffer", d.ShuffleBuffer, "WebDataset shuffle buffer, in samples")
@@ -116,6 +119,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 			cfg.PolicyEpochs = policyEpochs
 		case "stream-readers":
 			cfg.StreamReaders = streamReaders
+		case "ahead-levels":
+			cfg.AheadLevels = aheadLevels
 		case "object-readers":
 			cfg.ObjectReaders = objectReaders
 		case "shard-readers":
