@@ -23,7 +23,7 @@ type Batch struct {
 	// rank's share of the epoch's final batch is empty. Their files are
 	// slices of one buffer holding the whole response (see DecodeTar):
 	// keeping any of them keeps the batch's memory; copy what must outlive
-	// the batch.
+	// the batch. Release hands that memory back for later batches.
 	Samples []Sample
 	// EpochBatches is the number of batches in the epoch; every rank has
 	// this many, numbered 0..EpochBatches-1.
@@ -32,6 +32,26 @@ type Batch struct {
 	EpochSamples int
 	Dataset      string // the dataset's name
 	IndexID      string // the dataset index's content identity
+
+	buf  []byte   // the response body the samples' files point into
+	bufs *buffers // where Release returns buf
+}
+
+// Release hands the batch's memory back to its client, which reuses it for
+// a later batch instead of allocating (and later collecting) a new one. It
+// sets Samples to nil. Call it only when done with every sample: the files
+// of a released batch are overwritten by a later one, so copy first what
+// must outlive the batch (decoded tensors already do not point into it).
+//
+// Calling Release is optional: a batch never released is garbage collected
+// as usual. Releasing a batch twice, or a nil batch, does nothing. Release
+// must not be called concurrently with another use of the batch.
+func (b *Batch) Release() {
+	if b == nil || b.buf == nil {
+		return
+	}
+	b.bufs.put(b.buf)
+	b.buf, b.bufs, b.Samples = nil, nil, nil
 }
 
 // BatchHeader is what a batch response's headers say about it; BatchRaw
@@ -97,25 +117,29 @@ const maxInMemory = 1 << 30
 // connection that fails mid-body is retryable; a complete body that is not
 // a valid tar is not.
 //
-// A body of known length is read whole into one buffer and decoded in
-// place: one allocation and a few large reads per batch instead of an
-// allocation and two or three small reads per member, which for small
-// samples is most of the client's work.
-func readSamples(resp *http.Response) ([]Sample, error) {
+// A body of known length is read whole into one buffer, from bufs (nil:
+// a new one), and decoded in place: one allocation and a few large reads
+// per batch instead of an allocation and two or three small reads per
+// member, which for small samples is most of the client's work. The buffer
+// is returned with the samples, which point into it; it is nil for a body
+// decoded as it streamed.
+func readSamples(resp *http.Response, bufs *buffers) ([]Sample, []byte, error) {
 	if n := resp.ContentLength; n >= 0 && n <= maxInMemory {
-		buf := make([]byte, n)
+		buf := bufs.get(int(n))
 		cr := &countingReader{r: resp.Body}
 		if _, err := io.ReadFull(cr, buf); err != nil {
-			return nil, retryable(shortBody(cr.n, n, err))
+			bufs.put(buf)
+			return nil, nil, retryable(shortBody(cr.n, n, err))
 		}
 		samples, err := DecodeTar(buf)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
+			bufs.put(buf)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
 		}
 		if samples == nil {
 			samples = []Sample{}
 		}
-		return samples, nil
+		return samples, buf, nil
 	}
 	cr := &countingReader{r: resp.Body}
 	samples, derr := DecodeSamples(cr)
@@ -126,18 +150,18 @@ func readSamples(resp *http.Response) ([]Sample, error) {
 		_, _ = io.Copy(io.Discard, cr)
 	}
 	if cr.err != nil {
-		return nil, retryable(shortBody(cr.n, resp.ContentLength, cr.err))
+		return nil, nil, retryable(shortBody(cr.n, resp.ContentLength, cr.err))
 	}
 	if derr != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadResponse, derr)
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadResponse, derr)
 	}
 	if resp.ContentLength >= 0 && cr.n != resp.ContentLength {
-		return nil, retryable(shortBody(cr.n, resp.ContentLength, io.ErrUnexpectedEOF))
+		return nil, nil, retryable(shortBody(cr.n, resp.ContentLength, io.ErrUnexpectedEOF))
 	}
 	if samples == nil {
 		samples = []Sample{}
 	}
-	return samples, nil
+	return samples, nil, nil
 }
 
 // Batch fetches and decodes batch number batch of epoch for the client's
@@ -161,11 +185,12 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch int, q url.Values)
 		if err != nil {
 			return err
 		}
-		samples, err := readSamples(resp)
+		samples, buf, err := readSamples(resp, &c.bufs)
 		if err != nil {
 			return err
 		}
 		if len(samples) != h.Samples {
+			c.bufs.put(buf)
 			return fmt.Errorf("%w: Brand-Batch-Samples says %d samples but the body has %d", ErrBadResponse, h.Samples, len(samples))
 		}
 		b = &Batch{
@@ -177,6 +202,8 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch int, q url.Values)
 			EpochSamples: h.EpochSamples,
 			Dataset:      h.Dataset,
 			IndexID:      h.IndexID,
+			buf:          buf,
+			bufs:         &c.bufs,
 		}
 		return nil
 	})

@@ -44,7 +44,8 @@ func BenchmarkDecodeSamples(b *testing.B) {
 // BenchmarkEpoch reads a 16 MiB epoch (256 samples, batches of 32) from an
 // in-process fake gateway, with and without read-ahead. On loopback the
 // fake answers at once, so this measures the client's own cost per byte;
-// read-ahead pays off against real latency.
+// read-ahead pays off against real latency. Releasing each batch lets the
+// client reuse its memory.
 func BenchmarkEpoch(b *testing.B) {
 	gw := startFakeGatewayWith(newFakeDataset("bench", []int{32, 32, 32, 32, 32, 32, 32, 32}, benchSample))
 	defer gw.Close()
@@ -52,8 +53,16 @@ func BenchmarkEpoch(b *testing.B) {
 	for _, s := range gw.datasets["bench"].samples {
 		epochBytes += int64(len(s.tar))
 	}
-	for _, ahead := range []int{-1, 2, 4} {
-		b.Run(fmt.Sprintf("ahead=%d", ahead), func(b *testing.B) {
+	for _, tc := range []struct {
+		ahead   int
+		release bool
+	}{{-1, false}, {2, false}, {4, false}, {2, true}} {
+		ahead := tc.ahead
+		name := fmt.Sprintf("ahead=%d", ahead)
+		if tc.release {
+			name += ",release"
+		}
+		b.Run(name, func(b *testing.B) {
 			tr := &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true}
 			defer tr.CloseIdleConnections()
 			c, err := client.New(gw.URL, client.Options{HTTPClient: &http.Client{Transport: tr}, BatchSize: 32, Ahead: ahead})
@@ -70,6 +79,9 @@ func BenchmarkEpoch(b *testing.B) {
 						b.Fatal(err)
 					}
 					n += len(batch.Samples)
+					if tc.release {
+						batch.Release()
+					}
 				}
 				if n != 256 {
 					b.Fatalf("%d samples; want 256", n)

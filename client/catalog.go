@@ -71,7 +71,7 @@ func (c *Client) Sample(ctx context.Context, key string) (*Sample, error) {
 		if err := checkContentType(resp, tarType); err != nil {
 			return err
 		}
-		samples, err := readSamples(resp)
+		samples, _, err := readSamples(resp, nil)
 		if err != nil {
 			return err
 		}

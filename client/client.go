@@ -102,6 +102,7 @@ type Client struct {
 	ahead      int     // >= 1 requests in flight while Epoch waits
 	readAhead  bool    // whether Epoch requests ahead of the consumer
 	maxRetries int     // >= 0
+	bufs       buffers // released batches' memory, for later batches
 
 	// sleep waits between attempts; tests replace it to observe waits
 	// without spending them.

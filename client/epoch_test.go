@@ -401,3 +401,39 @@ func TestEpochDetectsChangedPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestEpochRelease: an epoch whose batches are released as soon as they are
+// read delivers exactly what one without releases does, so a released
+// buffer is never handed out while its batch is still being filled or
+// read; a released batch has no samples, and releasing twice (or nil) is
+// harmless.
+func TestEpochRelease(t *testing.T) {
+	g := newFakeGateway(t)
+	seed := uint64(5)
+	read := func(release bool) []string {
+		c, _ := newClient(t, g, client.Options{Seed: &seed, BatchSize: 3, Ahead: 3})
+		var out []string
+		for e := range 3 {
+			for b, err := range c.Epoch(context.Background(), e) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, renderSamples(b.Samples))
+				if release {
+					b.Release()
+					if b.Samples != nil {
+						t.Fatalf("batch %d keeps %d samples after Release", b.Index, len(b.Samples))
+					}
+					b.Release()
+				}
+			}
+		}
+		return out
+	}
+	want, got := read(false), read(true)
+	if !slices.Equal(got, want) {
+		t.Errorf("with releases the epochs read\n%s\nwithout\n%s", strings.Join(got, "--\n"), strings.Join(want, "--\n"))
+	}
+	var nilBatch *client.Batch
+	nilBatch.Release()
+}
