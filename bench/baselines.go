@@ -18,7 +18,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
 	err := r.sweepRow(ctx, 0, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
-		p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
+		p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(item) error) error {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(objOrder) {
@@ -30,7 +30,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 					return err
 				}
 				body.Add(int64(len(data)))
-				if err := emit(&client.Sample{Key: o.key, Files: map[string][]byte{"jpg": data}}); err != nil {
+				if err := emit(item{s: &client.Sample{Key: o.key, Files: map[string][]byte{"jpg": data}}}); err != nil {
 					return err
 				}
 			}
@@ -47,14 +47,15 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
 	err = r.sweepRow(ctx, 0, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
-		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(*client.Sample) error) error {
+		var pool bodyPool
+		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(item) error) error {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(shardOrder) {
 					return nil
 				}
 				c := shardOrder[i]
-				if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, emit); err != nil {
+				if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, &pool, emit); err != nil {
 					return err
 				}
 			}
@@ -83,15 +84,15 @@ func (r *runner) getObject(ctx context.Context, key string, size int64) ([]byte,
 	return data, nil
 }
 
-// streamShard reads one shard with a single GET and decodes it into
-// samples, as WebDataset's tar reader does.
-func (r *runner) streamShard(ctx context.Context, key string, size int64, body *atomic.Int64, emit func(*client.Sample) error) error {
+// streamShard reads one shard with a single GET, into a buffer from pool,
+// and decodes it into samples, as WebDataset's tar reader does.
+func (r *runner) streamShard(ctx context.Context, key string, size int64, body *atomic.Int64, pool *bodyPool, emit func(item) error) error {
 	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", key, err)
 	}
 	defer obj.Close()
-	if err := decodeBody(countingReader{r: obj, n: body}, size, emit); err != nil {
+	if err := decodeBody(countingReader{r: obj, n: body}, size, pool, emit); err != nil {
 		return fmt.Errorf("GET %s: %w", key, err)
 	}
 	return nil

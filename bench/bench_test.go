@@ -130,10 +130,13 @@ func TestDecodeBody(t *testing.T) {
 	}
 	want := []string{"n1/a:cls=1,jpg=AAAA", "n1/b:jpg=BB", "n1/b:jpg=bb", "n2/c:seg.png=C"}
 	// The size is a hint: exact, too small or unknown, the whole body is read.
+	var pool bodyPool
 	for _, size := range []int64{int64(buf.Len()), 10, -1} {
 		var got []string
-		err := decodeBody(bytes.NewReader(buf.Bytes()), size, func(s *client.Sample) error {
-			got = append(got, render(s))
+		var items []item
+		err := decodeBody(bytes.NewReader(buf.Bytes()), size, &pool, func(it item) error {
+			got = append(got, render(it.s))
+			items = append(items, it)
 			return nil
 		})
 		if err != nil {
@@ -142,13 +145,27 @@ func TestDecodeBody(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("size %d: samples %q, want %q", size, got, want)
 		}
+		// The samples share one body buffer, handed back after the last.
+		body := items[0].body
+		for i, it := range items {
+			if it.body != body {
+				t.Fatalf("size %d: sample %d has its own body", size, i)
+			}
+			if left := body.left.Load(); left != int64(len(items)-i) {
+				t.Fatalf("size %d: %d samples not done before sample %d's done; want %d", size, left, i, len(items)-i)
+			}
+			it.done()
+		}
+		if left := body.left.Load(); left != 0 {
+			t.Errorf("size %d: %d samples left after all are done", size, left)
+		}
 	}
 
 	stop := errors.New("stop")
-	if err := decodeBody(bytes.NewReader(buf.Bytes()), -1, func(*client.Sample) error { return stop }); !errors.Is(err, stop) {
+	if err := decodeBody(bytes.NewReader(buf.Bytes()), -1, &pool, func(item) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("an emit error came back as %v", err)
 	}
-	if err := decodeBody(strings.NewReader(strings.Repeat("x", 700)), -1, func(*client.Sample) error { return nil }); err == nil {
+	if err := decodeBody(strings.NewReader(strings.Repeat("x", 700)), -1, &pool, func(item) error { return nil }); err == nil {
 		t.Error("garbage decoded without an error")
 	}
 }
@@ -158,16 +175,16 @@ func TestShuffleBufferDeliversEverySampleOnce(t *testing.T) {
 	var out []string
 	keys := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 	for i, k := range keys {
-		s := b.push(&client.Sample{Key: k})
-		if (s == nil) != (i < 4) {
-			t.Fatalf("push %d returned %v; want nil only while the buffer fills", i, s)
+		s, ok := b.push(item{s: &client.Sample{Key: k}})
+		if ok != (i >= 4) {
+			t.Fatalf("push %d let out %v; want none only while the buffer fills", i, s.s)
 		}
-		if s != nil {
-			out = append(out, s.Key)
+		if ok {
+			out = append(out, s.s.Key)
 		}
 	}
-	for s := b.pop(); s != nil; s = b.pop() {
-		out = append(out, s.Key)
+	for s, ok := b.pop(); ok; s, ok = b.pop() {
+		out = append(out, s.s.Key)
 	}
 	if slices.Equal(out, keys) {
 		t.Errorf("the buffer did not shuffle: %v", out)

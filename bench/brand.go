@@ -186,7 +186,8 @@ func (r *runner) brandClient(base string, ahead int) (*client.Client, *countingT
 	return c, ct, nil
 }
 
-// brandEpoch reads epoch e through the gateway g with c and measures it.
+// brandEpoch reads epoch e through the gateway g with c and measures it,
+// releasing each batch once counted.
 // The labels let a --cpuprofile of the harness be cut by epoch, as the
 // gateway's profiles are.
 func (r *runner) brandEpoch(ctx context.Context, g *gatewayProc, c *client.Client, ct *countingTransport, e int, labels pprof.LabelSet) (brandEpoch, error) {
@@ -210,6 +211,9 @@ func (r *runner) brandEpoch(ctx context.Context, g *gatewayProc, c *client.Clien
 			ep.waits = append(ep.waits, now.Sub(last))
 			last = now
 			ep.samples += int64(len(b.Samples))
+			// Done with the batch: its memory goes to a later one, as
+			// the limits' clients reuse theirs (bodyPool).
+			b.Release()
 		}
 	})
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/s3backend"
 	"golang.org/x/sync/errgroup"
 )
@@ -132,13 +131,14 @@ func serveLoopback(h http.Handler) (base string, stop func(), err error) {
 func streamChunks(ctx context.Context, hc *http.Client, base string, keys []string, order []int, readers, batchSize int) (pass, error) {
 	var body atomic.Int64
 	var next atomic.Int64
-	return consume(ctx, batchSize, readers, nil, func(ctx context.Context, emit func(*client.Sample) error) error {
+	var pool bodyPool
+	return consume(ctx, batchSize, readers, nil, func(ctx context.Context, emit func(item) error) error {
 		for {
 			i := int(next.Add(1) - 1)
 			if i >= len(order) {
 				return nil
 			}
-			if err := getTar(ctx, hc, base+"/"+keys[order[i]], &body, emit); err != nil {
+			if err := getTar(ctx, hc, base+"/"+keys[order[i]], &body, &pool, emit); err != nil {
 				return err
 			}
 		}
@@ -149,10 +149,14 @@ func streamChunks(ctx context.Context, hc *http.Client, base string, keys []stri
 // meters the samples in one consuming loop, as a training loop takes them
 // from a data loader's queue. With a shuffle buffer the loop draws samples
 // from it at random, as WebDataset's shuffle stage does.
-func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, read func(ctx context.Context, emit func(*client.Sample) error) error, body *atomic.Int64) (pass, error) {
-	ch := make(chan *client.Sample, 4*batchSize)
+//
+// The loop is done with a sample once it has counted it (or, with a shuffle
+// buffer, let it out), and then releases it, as a training loop releases a
+// batch of Brand's client once it has read it.
+func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, read func(ctx context.Context, emit func(item) error) error, body *atomic.Int64) (pass, error) {
+	ch := make(chan item, 4*batchSize)
 	g, gctx := errgroup.WithContext(ctx)
-	emit := func(s *client.Sample) error {
+	emit := func(s item) error {
 		select {
 		case ch <- s:
 			return nil
@@ -170,12 +174,22 @@ func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, r
 		close(ch)
 	}()
 	for s := range ch {
-		if shuf == nil || shuf.push(s) != nil {
-			m.samplesArrived(1)
+		if shuf != nil {
+			var ok bool
+			if s, ok = shuf.push(s); !ok {
+				continue
+			}
 		}
-	}
-	for shuf != nil && shuf.pop() != nil {
 		m.samplesArrived(1)
+		s.done()
+	}
+	for shuf != nil {
+		s, ok := shuf.pop()
+		if !ok {
+			break
+		}
+		m.samplesArrived(1)
+		s.done()
 	}
 	elapsed := m.stop()
 	if err := <-errc; err != nil {
@@ -188,43 +202,44 @@ func consume(ctx context.Context, batchSize, readers int, shuf *shuffleBuffer, r
 // then hands out a random resident sample for every new one.
 type shuffleBuffer struct {
 	size int
-	buf  []*client.Sample
+	buf  []item
 	rng  *rand.Rand
 }
 
 func newShuffleBuffer(size int, seed uint64) *shuffleBuffer {
-	return &shuffleBuffer{size: size, buf: make([]*client.Sample, 0, size), rng: rand.New(rand.NewPCG(seed, 104))}
+	return &shuffleBuffer{size: size, buf: make([]item, 0, size), rng: rand.New(rand.NewPCG(seed, 104))}
 }
 
-// push adds s and returns the sample it lets out, or nil while filling.
-func (b *shuffleBuffer) push(s *client.Sample) *client.Sample {
+// push adds s and returns the sample it lets out; ok is false while the
+// buffer fills.
+func (b *shuffleBuffer) push(s item) (out item, ok bool) {
 	if len(b.buf) < b.size {
 		b.buf = append(b.buf, s)
-		return nil
+		return item{}, false
 	}
 	j := b.rng.IntN(len(b.buf))
-	out := b.buf[j]
+	out = b.buf[j]
 	b.buf[j] = s
-	return out
+	return out, true
 }
 
-// pop drains the buffer in random order; nil when empty.
-func (b *shuffleBuffer) pop() *client.Sample {
+// pop drains the buffer in random order; ok is false when it is empty.
+func (b *shuffleBuffer) pop() (out item, ok bool) {
 	n := len(b.buf)
 	if n == 0 {
-		return nil
+		return item{}, false
 	}
 	j := b.rng.IntN(n)
-	out := b.buf[j]
+	out = b.buf[j]
 	b.buf[j] = b.buf[n-1]
-	b.buf[n-1] = nil
+	b.buf[n-1] = item{}
 	b.buf = b.buf[:n-1]
-	return out
+	return out, true
 }
 
 // getTar GETs a tar object and decodes it into samples, counting its body
-// bytes.
-func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64, emit func(*client.Sample) error) error {
+// bytes; the body is read into a buffer from pool.
+func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64, pool *bodyPool, emit func(item) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -239,7 +254,7 @@ func getTar(ctx context.Context, hc *http.Client, url string, body *atomic.Int64
 		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	cr := countingReader{r: resp.Body, n: body}
-	if err := decodeBody(cr, resp.ContentLength, emit); err != nil {
+	if err := decodeBody(cr, resp.ContentLength, pool, emit); err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	return nil

@@ -94,7 +94,12 @@ func (b countingBody) Close() error { return b.c.Close() }
 // Reading to EOF (not just size bytes) lets the HTTP transport reuse the
 // connection.
 func readFull(r io.Reader, size int64) ([]byte, error) {
-	buf := make([]byte, 0, max(size, 0)+1)
+	return readInto(r, make([]byte, 0, max(size, 0)+1))
+}
+
+// readInto is readFull into buf, an empty buffer whose capacity is the
+// expected size plus one.
+func readInto(r io.Reader, buf []byte) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, max(len(buf), 64<<10))
