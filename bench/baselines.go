@@ -47,7 +47,6 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
 	err = r.sweepRow(ctx, 0, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
-		var pool bodyPool
 		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(item) error) error {
 			for {
 				i := int(next.Add(1) - 1)
@@ -55,7 +54,7 @@ func (r *runner) runBaselines(ctx context.Context) error {
 					return nil
 				}
 				c := shardOrder[i]
-				if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, &pool, emit); err != nil {
+				if err := r.streamShard(ctx, tb.datasetPrefix+"/"+keys[c], tb.index.Chunk(c).Size, &body, nil, emit); err != nil {
 					return err
 				}
 			}
@@ -85,7 +84,11 @@ func (r *runner) getObject(ctx context.Context, key string, size int64) ([]byte,
 }
 
 // streamShard reads one shard with a single GET, into a buffer from pool,
-// and decodes it into samples, as WebDataset's tar reader does.
+// and decodes it into samples, as WebDataset's tar reader does. (d) passes
+// no pool: its shuffle buffer keeps samples of some thirty shards at a
+// time, so a shard's buffer would come back to a pool long after it was
+// read, and the pool only adds memory (measured: half the throughput with
+// one: the harness spent three times as long in the read system call).
 func (r *runner) streamShard(ctx context.Context, key string, size int64, body *atomic.Int64, pool *bodyPool, emit func(item) error) error {
 	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {

@@ -37,25 +37,33 @@ func (b *pooledBody) release() {
 	}
 }
 
-// bodyPool lends body buffers to the limits' and baselines' clients, as
+// bodyPool lends body buffers to the limits' clients, as
 // Brand's client reuses the buffers of released batches (Batch.Release):
 // with it, every configuration reads into reused memory, and none pays for
 // zeroing fresh buffers or for the collections they cause while the others
 // do not.
 type bodyPool struct{ p sync.Pool }
 
-// get returns an empty buffer with room for at least n bytes.
+// get returns an empty buffer with room for at least n bytes. A nil pool
+// allocates each one, and put drops it.
 func (p *bodyPool) get(n int) []byte {
+	if p == nil {
+		return make([]byte, 0, n)
+	}
 	if v, _ := p.p.Get().(*[]byte); v != nil && cap(*v) >= n {
 		return (*v)[:0]
 	}
 	return make([]byte, 0, n+n/8)
 }
 
-func (p *bodyPool) put(b []byte) { p.p.Put(&b) }
+func (p *bodyPool) put(b []byte) {
+	if p != nil {
+		p.p.Put(&b)
+	}
+}
 
 // decodeBody reads a whole WebDataset tar body (size bytes expected) into a
-// buffer from pool and hands its samples to emit in order; the buffer goes
+// buffer from pool (nil: a new one) and hands its samples to emit in order; the buffer goes
 // back to the pool when the consuming loop is done with the last of them.
 // It decodes exactly as Brand's client decodes a batch — one buffer per
 // body, read with a few large reads, and client.DecodeTar over it — so that
