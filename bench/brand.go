@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/gateway"
 )
 
 // brandRun is one gateway process serving one job for several epochs.
@@ -242,21 +243,27 @@ func (run *brandRun) rows(group string) []Row {
 		if run.policy != "schedule" {
 			label = fmt.Sprintf("Brand %s, cache %s, epoch %d", run.policy, percentString(run.fraction), e)
 		}
-		row := newRow(ConfigBrand, group, label, pass{samples: ep.samples, bytes: ep.bytes,
-			backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits, cpu: ep.cpu})
+		row := run.row(ConfigBrand, group, label, ep, st)
 		epoch := e
 		row.Epoch = &epoch
-		row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy
-		if ep.hits+ep.misses > 0 {
-			h := ep.hits / (ep.hits + ep.misses)
-			row.HitRatio = &h
-		}
-		row.PeakRSS = ep.peakRSS
-		row.RequestP50Ms = ms(percentile(ep.requests, 50))
-		row.RequestP99Ms = ms(percentile(ep.requests, 99))
 		out = append(out, row)
 	}
 	return out
+}
+
+// row is the row of one epoch ep of the run, st its gateway counts.
+func (run *brandRun) row(config, group, label string, ep brandEpoch, st gateway.EpochStat) Row {
+	row := newRow(config, group, label, pass{samples: ep.samples, bytes: ep.bytes,
+		backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits, cpu: ep.cpu})
+	row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy
+	if ep.hits+ep.misses > 0 {
+		h := ep.hits / (ep.hits + ep.misses)
+		row.HitRatio = &h
+	}
+	row.PeakRSS = ep.peakRSS
+	row.RequestP50Ms = ms(percentile(ep.requests, 50))
+	row.RequestP99Ms = ms(percentile(ep.requests, 99))
+	return row
 }
 
 // aheadRow is the best of the run's warm epochs at each read-ahead depth,
@@ -276,18 +283,9 @@ func (run *brandRun) aheadRow(group string) (row Row, ok bool) {
 		return Row{}, false
 	}
 	a := run.ahead[best]
-	st := run.stats.epoch(len(run.epochs) + best)
-	row = newRow(ConfigBrandAhead, group, fmt.Sprintf("Brand, cache %s, warm, best ahead", percentString(run.fraction)),
-		pass{samples: a.samples, bytes: a.bytes, backendBytes: st.BackendBytes, elapsed: a.elapsed, waits: a.waits, cpu: a.cpu})
+	row = run.row(ConfigBrandAhead, group, fmt.Sprintf("Brand, cache %s, warm, best ahead", percentString(run.fraction)),
+		a.brandEpoch, run.stats.epoch(len(run.epochs)+best))
 	row.Concurrency, row.Sweep = a.level, points
-	row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy
-	if a.hits+a.misses > 0 {
-		h := a.hits / (a.hits + a.misses)
-		row.HitRatio = &h
-	}
-	row.PeakRSS = a.peakRSS
-	row.RequestP50Ms = ms(percentile(a.requests, 50))
-	row.RequestP99Ms = ms(percentile(a.requests, 99))
 	return row, true
 }
 
