@@ -31,11 +31,16 @@
 //			for _, s := range b.Samples {
 //				train(s.Files["jpg"], s.Files["cls"])
 //			}
+//			b.Release()
 //		}
 //	}
 //
 // Epoch keeps a few batches requested ahead (Options.Ahead) and stops, with
-// its outstanding requests cancelled, when the loop breaks. Batch fetches a
+// its outstanding requests cancelled, when the loop breaks. A batch's
+// files are slices of one buffer holding its response; Release hands that
+// buffer to a later batch once the loop is done with the samples (copy
+// what must outlive them), which spares the allocation and most of the
+// garbage collector's work. Batch fetches a
 // single batch, BatchRaw streams one undecoded to a writer, and Manifest
 // describes one without its bytes.
 //
