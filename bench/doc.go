@@ -44,7 +44,13 @@
 // receives into samples held in memory — the work a training loop's data
 // pipeline does — and all of them decode alike (a whole body read into one
 // buffer, decoded in place by client.DecodeTar), so that configurations
-// differ in how the bytes arrive, not in their decoders. A batch's latency
+// differ in how the bytes arrive, not in their decoders. Buffers are reused
+// alike: the loop releases each Brand batch once counted (Batch.Release),
+// and the limits' clients reuse a body's buffer once its last sample is
+// counted; WebDataset-style (d), whose shuffle buffer keeps samples long
+// after their shard was read, reads each shard into a fresh one. Brand's
+// warm path is also measured at each of Config.AheadLevels batches in
+// flight, as the limits are at each concurrency level. A batch's latency
 // is the time the consuming loop waits for it. Bytes delivered are HTTP body bytes (tar framing included, which is
 // what makes read amplification exactly 1 for a chunk read once).
 //
