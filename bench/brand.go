@@ -131,7 +131,7 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
 			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
 	}
-	if fraction >= 1 && len(r.cfg.AheadLevels) > 0 {
+	if fraction >= 1 && policy == "schedule" && len(r.cfg.AheadLevels) > 0 {
 		// Warm epochs at each read-ahead depth, after the run's own: the
 		// client's concurrency, swept as the limits' is.
 		for i, level := range r.cfg.AheadLevels {

@@ -41,7 +41,7 @@ type Batch struct {
 // a later batch instead of allocating (and later collecting) a new one. It
 // sets Samples to nil. Call it only when done with every sample: the files
 // of a released batch are overwritten by a later one, so copy first what
-// must outlive the batch (decoded tensors already do not point into it).
+// must outlive the batch (an image decoded from a file is a copy already).
 //
 // Calling Release is optional: a batch never released is garbage collected
 // as usual. Releasing a batch twice, or a nil batch, does nothing. Release
