@@ -38,9 +38,9 @@ func DecodeSamples(r io.Reader) ([]Sample, error) {
 // so appending to one never writes into another). Any of them keeps all of
 // b from being garbage collected; copy a file to keep it on its own.
 //
-// Plain headers — a regular file's USTAR or GNU header with no extension
-// header before it, which is every header of a chunk Brand packs — are
-// read in place (see plainHeader); from the first other header on, the
+// Plain headers — a regular file's ustar or GNU header with no extension
+// header before it, which is what brand pack writes for names that fit a
+// ustar header — are read in place (see plainHeader); from the first other header on, the
 // rest goes through archive/tar. Both give the same samples and the same
 // errors (FuzzDecodeTar).
 func DecodeTar(b []byte) ([]Sample, error) {
