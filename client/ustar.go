@@ -42,8 +42,8 @@ const (
 // costs: it fills a whole Header (times, names, a format guess that scans
 // every byte of the block rune by rune) for the two fields Brand's decoder
 // uses. Declining everything unusual keeps the two readers in agreement
-// without re-implementing PAX records, GNU long names or sparse files; the
-// fuzz test FuzzDecodeTar holds them to it.
+// without re-implementing PAX records, GNU long names or sparse files;
+// FuzzPlainHeader and FuzzDecodeTar hold them to it.
 func plainHeader(blk *[blockSize]byte) (name string, size int64, ok bool) {
 	if blk[offTypeflag] != '0' {
 		return "", 0, false
