@@ -85,10 +85,11 @@ func (r *runner) getObject(ctx context.Context, key string, size int64) ([]byte,
 
 // streamShard reads one shard with a single GET, into a buffer from pool,
 // and decodes it into samples, as WebDataset's tar reader does. (d) passes
-// no pool: its shuffle buffer keeps samples of some thirty shards at a
-// time, so a shard's buffer would come back to a pool long after it was
-// read, and the pool only adds memory (measured: half the throughput with
-// one: the harness spent three times as long in the read system call).
+// no pool: its shuffle buffer lets out a random one of its samples for
+// each new one, so a shard's buffer would come back only when the last of
+// its samples happened to be drawn, long after the read (measured: half
+// the throughput with a pool, the harness spending three times the CPU
+// per GB, most of it in the read system call).
 func (r *runner) streamShard(ctx context.Context, key string, size int64, body *atomic.Int64, pool *bodyPool, emit func(item) error) error {
 	obj, err := r.tb.mc.GetObject(ctx, r.cfg.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {
