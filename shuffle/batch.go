@@ -33,26 +33,83 @@ func (e *rankError) Is(target error) bool {
 	return target == ErrInvalid || target == ErrOutOfRange
 }
 
-// Params are the shuffle parameters of one job (one rank of a training run),
-// everything that selects a batch besides the dataset's chunk sizes and the
-// batch index. A gateway validates them once, when it parses a request.
+// Params are the parameters of one job (one rank of a training run) that,
+// with the dataset's chunk sizes, an epoch number and a batch index, select a
+// batch. The epoch is not among them: one job reads many epochs. A gateway
+// validates them once, when it parses a request.
+//
+// Seed and Window fix the epoch order; BatchSize, World, Rank, DropLast and
+// Offset only cut it. So a job may change its world size or batch size
+// between epochs, or in the middle of one with Offset, and still read every
+// sample of the epoch exactly once.
 type Params struct {
 	Seed      uint64 // job seed; any value
-	Epoch     uint64 // epoch number; any value
 	Window    int    // shuffle window in chunks, >= 1
 	BatchSize int    // samples per rank per batch, >= 1
 	World     int    // number of ranks, >= 1
 	Rank      int    // this rank, in [0, World)
 	DropLast  bool   // drop a partial final global batch
+	// Offset is how many samples of the epoch, counted globally over all
+	// ranks, were consumed before this cut started: batch M covers epoch
+	// positions Offset + M*BatchSize*World onward. 0 reads the whole
+	// epoch. A job that consumed P samples at one world size resumes at
+	// any other with Offset P, and reads every remaining sample once.
+	Offset int
 }
 
 // Validate reports whether p is usable, as an error wrapping ErrInvalid that
-// names the first offending parameter and its allowed range.
+// names the first offending parameter and its allowed range. Whether Offset
+// fits a particular epoch is checked when a batch is cut (BatchRange).
 func (p Params) Validate() error {
 	if err := checkWindow(p.Window); err != nil {
 		return err
 	}
+	if p.Offset < 0 {
+		return fmt.Errorf("%w: offset %d; must be >= 0", ErrInvalid, p.Offset)
+	}
 	return checkShape(p.BatchSize, p.World, p.Rank)
+}
+
+// NumBatches is the package's NumBatches for the part of an epoch of n
+// samples that starts at p.Offset: 0 when the offset is at or past the end.
+func (p Params) NumBatches(n int) int {
+	if p.Offset < 0 || p.Offset >= n {
+		return 0
+	}
+	return NumBatches(n-p.Offset, p.BatchSize, p.World, p.DropLast)
+}
+
+// BatchRange is the package's BatchRange for the part of an epoch of n
+// samples that starts at p.Offset: the positions [start, end) of the epoch
+// that p.Rank takes from batch m of that part. DropLast drops that part's
+// partial final global batch. An offset past n wraps ErrOutOfRange.
+func (p Params) BatchRange(n, m int) (start, end int, err error) {
+	if err := p.Validate(); err != nil {
+		return 0, 0, err
+	}
+	if p.Offset > n {
+		return 0, 0, fmt.Errorf("%w: offset %d past the epoch's %d samples", ErrOutOfRange, p.Offset, n)
+	}
+	start, end, err = BatchRange(n-p.Offset, m, p.BatchSize, p.World, p.Rank, p.DropLast)
+	if err != nil {
+		return 0, 0, err
+	}
+	return start + p.Offset, end + p.Offset, nil
+}
+
+// RankSamples is how many samples p.Rank receives from the part of an epoch
+// of n samples that starts at p.Offset.
+func (p Params) RankSamples(n int) int {
+	nb := p.NumBatches(n)
+	if nb == 0 {
+		return 0
+	}
+	// Every batch but the last gives the rank a full slice.
+	s, e, err := p.BatchRange(n, nb-1)
+	if err != nil {
+		return 0
+	}
+	return (nb-1)*p.BatchSize + e - s
 }
 
 func checkWindow(window int) error {

@@ -42,7 +42,7 @@ func Example() {
 
 // A gateway validates a job's parameters once, when it parses the request.
 func ExampleParams_Validate() {
-	p := shuffle.Params{Seed: 7, Epoch: 0, Window: 8, BatchSize: 256, World: 4, Rank: 4}
+	p := shuffle.Params{Seed: 7, Window: 8, BatchSize: 256, World: 4, Rank: 4}
 	fmt.Println(p.Validate())
 	// Output:
 	// shuffle: invalid parameters: rank 4 out of range [0, 4) for world size 4

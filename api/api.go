@@ -1,0 +1,73 @@
+// Package api defines Brand's HTTP API as data: a training job's parameters
+// and their query encoding, the response headers and the JSON bodies. The
+// gateway that serves them and the clients that read them share these
+// definitions, so the two cannot drift apart. docs/http-api.md describes
+// the same API for people and other languages.
+//
+// The package holds no behaviour beyond encoding: parsing a request,
+// applying a server's defaults and limits, is the gateway's job.
+package api
+
+import (
+	"net/url"
+	"strconv"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Job is the set of parameters that, with an epoch and a batch number,
+// determines a batch. Any gateway given the same Job and index serves the
+// same bytes. The embedded shuffle.Params are the permutation's parameters
+// (seed and window fix the order; batch size, world, rank, drop_last and
+// offset only cut it).
+type Job struct {
+	Dataset string // "" means the gateway's default dataset
+	shuffle.Params
+}
+
+// Query parameter names of a job, in the order Values writes them.
+const (
+	ParamDataset   = "dataset"
+	ParamSeed      = "seed"
+	ParamBatchSize = "batch_size"
+	ParamWindow    = "window"
+	ParamWorld     = "world"
+	ParamRank      = "rank"
+	ParamDropLast  = "drop_last"
+	ParamOffset    = "offset"
+	// ParamFormat selects a batch's representation: tar (the default) or
+	// json (its manifest).
+	ParamFormat = "format"
+)
+
+// JobParams lists the query parameters that make up a Job.
+var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset}
+
+// Values encodes j as query parameters. Fields at their zero value that a
+// gateway has its own default for (Dataset, BatchSize, Window, World) are
+// left out so that the gateway's defaults apply; Rank is sent with World.
+// Seed and DropLast are always sent: their zero values are valid choices,
+// and a program that reads data should not depend on a server flag for its
+// order. Offset is sent when it is not 0.
+func (j Job) Values() url.Values {
+	v := url.Values{}
+	if j.Dataset != "" {
+		v.Set(ParamDataset, j.Dataset)
+	}
+	v.Set(ParamSeed, strconv.FormatUint(j.Seed, 10))
+	if j.BatchSize > 0 {
+		v.Set(ParamBatchSize, strconv.Itoa(j.BatchSize))
+	}
+	if j.Window > 0 {
+		v.Set(ParamWindow, strconv.Itoa(j.Window))
+	}
+	if j.World > 0 || j.Rank > 0 {
+		v.Set(ParamWorld, strconv.Itoa(max(j.World, 1)))
+		v.Set(ParamRank, strconv.Itoa(j.Rank))
+	}
+	v.Set(ParamDropLast, strconv.FormatBool(j.DropLast))
+	if j.Offset != 0 {
+		v.Set(ParamOffset, strconv.Itoa(j.Offset))
+	}
+	return v
+}

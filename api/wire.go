@@ -1,0 +1,85 @@
+package api
+
+// Response headers of a batch (and, for the first two, of a sample). The
+// counts let a client know an epoch's extent from any one of its batches.
+const (
+	HeaderDataset      = "Brand-Dataset"
+	HeaderIndex        = "Brand-Index" // the index's content identity
+	HeaderEpoch        = "Brand-Epoch"
+	HeaderBatch        = "Brand-Batch"
+	HeaderEpochBatches = "Brand-Epoch-Batches" // global batches in the epoch for the job
+	HeaderEpochSamples = "Brand-Epoch-Samples" // samples in the whole epoch
+	HeaderBatchSamples = "Brand-Batch-Samples" // samples in this response
+	HeaderOffset       = "Brand-Offset"        // the job's offset, when not 0
+)
+
+// EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
+// job, with every default resolved.
+type EpochInfo struct {
+	Dataset   string `json:"dataset"`
+	IndexID   string `json:"index"`
+	Epoch     int    `json:"epoch"`
+	Samples   int    `json:"samples"` // samples in the whole epoch over all ranks
+	Batches   int    `json:"batches"` // global batches from the offset on, numbered from 0
+	BatchSize int    `json:"batch_size"`
+	World     int    `json:"world"`
+	Rank      int    `json:"rank"`
+	Window    int    `json:"window"` // chunks per shuffle window
+	Seed      uint64 `json:"seed"`
+	DropLast  bool   `json:"drop_last"`
+	Offset    int    `json:"offset"`  // epoch positions consumed before batch 0
+	Chunks    int    `json:"chunks"`  // chunks in the dataset
+	Windows   int    `json:"windows"` // shuffle windows in the epoch
+	// RankSamples is how many samples this rank receives from the offset
+	// to the end of the epoch.
+	RankSamples int `json:"rank_samples"`
+}
+
+// Manifest is the body of a batch asked for with format=json, or of
+// /epoch/{epoch}/batch/{batch}/manifest: the batch without its data.
+type Manifest struct {
+	Dataset   string           `json:"dataset"`
+	IndexID   string           `json:"index"`
+	Epoch     int              `json:"epoch"`
+	Batch     int              `json:"batch"`
+	Rank      int              `json:"rank"`
+	World     int              `json:"world"`
+	BatchSize int              `json:"batch_size"`
+	Offset    int              `json:"offset"`
+	Batches   int              `json:"batches"` // global batches from the offset on
+	ETag      string           `json:"etag"`    // the batch's ETag, as in the tar response
+	Bytes     int64            `json:"bytes"`   // the tar response's length
+	Samples   []ManifestSample `json:"samples"`
+}
+
+// ManifestSample describes one sample of a batch.
+type ManifestSample struct {
+	ID     int    `json:"id"`     // global sample ID in the index
+	Key    string `json:"key"`    // WebDataset key
+	Chunk  string `json:"chunk"`  // chunk object key, relative to the dataset root
+	Offset int64  `json:"offset"` // first byte of the sample's first tar header
+	Length int64  `json:"length"` // bytes through the padding of its last member
+	CRC32C uint32 `json:"crc32c"` // Castagnoli CRC of those bytes
+}
+
+// DatasetInfo describes one served dataset in GET /datasets.
+type DatasetInfo struct {
+	Name    string `json:"name"`
+	URL     string `json:"url"`   // where its chunks live (s3://… or file://…)
+	IndexID string `json:"index"` // content identity of its index
+	Chunks  int    `json:"chunks"`
+	Samples int    `json:"samples"`
+	Bytes   int64  `json:"bytes"`   // total size of its chunks
+	Default bool   `json:"default"` // served when a request names no dataset
+}
+
+// DatasetList is the body of GET /datasets.
+type DatasetList struct {
+	Datasets []DatasetInfo `json:"datasets"`
+}
+
+// Error is the JSON body of every error response.
+type Error struct {
+	Error  string `json:"error"`
+	Status int    `json:"status"`
+}
