@@ -83,3 +83,24 @@ type Error struct {
 	Error  string `json:"error"`
 	Status int    `json:"status"`
 }
+
+// PlanOptions are GET /plan's parameters beside the job's: the cache to
+// simulate and the rates that decide whether the trainer would stall.
+type PlanOptions struct {
+	CacheBytes         int64   // cache_size; the gateway's own when 0
+	Epochs             int     // epochs, 2..20; default 3
+	FirstEpoch         int     // first_epoch; default 0
+	BackendBytesPerSec float64 // bandwidth; default 1 GiB/s
+	ConsumeBytesPerSec float64 // consume; 0 means as fast as the backend
+	PrefetchWindows    int     // prefetch_windows; the gateway's own when 0
+}
+
+// Query parameter names of PlanOptions.
+const (
+	ParamCacheSize       = "cache_size"
+	ParamEpochs          = "epochs"
+	ParamFirstEpoch      = "first_epoch"
+	ParamBandwidth       = "bandwidth"
+	ParamConsume         = "consume"
+	ParamPrefetchWindows = "prefetch_windows"
+)

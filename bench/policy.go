@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/brandgw/brand/shuffle"
 	"math"
 	"time"
 
@@ -83,7 +84,7 @@ func (r *runner) runPolicyGroup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	trace, err := planner.Trace(r.planDS, planner.Job{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1, Epochs: epochs})
+	trace, err := planner.Trace(r.planDS, planner.Job{Params: shuffle.Params{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1}, Epochs: epochs})
 	if err != nil {
 		return fmt.Errorf("bench: planner trace: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/shuffle"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -268,7 +269,7 @@ func (r *runner) describeDataset() error {
 	r.planDS = planner.Dataset{ChunkSizes: sizes, Counts: ix.SampleCounts()}
 	plan, err := planner.MakePlan(planner.PlanInput{
 		Dataset:            r.planDS,
-		Job:                planner.Job{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1, Epochs: 2},
+		Job:                planner.Job{Params: shuffle.Params{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1}, Epochs: 2},
 		CacheBytes:         ix.TotalBytes(),
 		BackendBytesPerSec: 1e9, // any rate: only the working set is used
 		PrefetchWindows:    1,

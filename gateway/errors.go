@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -26,13 +27,9 @@ var (
 	ErrNotReady = errors.New("not ready: dataset indexes are still loading")
 	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
 	ErrCorrupt = errors.New("chunk failed its checksum")
+	// ErrNotImplemented marks a feature this gateway was built without.
+	ErrNotImplemented = errors.New("not implemented")
 )
-
-// apiError is the JSON body of every error response.
-type apiError struct {
-	Error  string `json:"error"`
-	Status int    `json:"status"`
-}
 
 // retryAfter is what 503 responses advise; clients back off at least this.
 const retryAfter = 2 * time.Second
@@ -49,6 +46,8 @@ func statusOf(err error) int {
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
 		// The store no longer matches the index: retrying will not help.
 		return http.StatusBadGateway
+	case errors.Is(err, ErrNotImplemented):
+		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	case errors.Is(err, context.Canceled):
@@ -68,7 +67,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		msg = "internal error: " + msg
 	}
-	writeJSON(w, status, apiError{Error: msg, Status: status})
+	writeJSON(w, status, api.Error{Error: msg, Status: status})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -130,6 +131,7 @@ func start(t testing.TB, store s3backend.Store, mutate func(*gateway.Config)) (*
 		Datasets:  []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: store}},
 		CacheSize: 64 << 20,
 		Defaults:  gateway.Defaults{BatchSize: 8, Window: 2, Seed: 42},
+		Planner:   planner.ForGateway{},
 	}
 	if mutate != nil {
 		mutate(&cfg)

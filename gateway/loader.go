@@ -21,20 +21,19 @@ type objectReader interface {
 // sample against the index before the chunk enters the cache, so that no
 // response ever carries bytes that fail their CRC32C.
 type chunkLoader struct {
-	g *Gateway
+	resolve func(chunkcache.Key) (*loadedDataset, int, error)
+	timeout time.Duration // bounds one chunk's read, retries included
+	metrics *metrics
 }
 
+// Load implements chunkcache.Loader.
 func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
-	ds, err := l.g.dataset(k.Dataset)
+	ds, c, err := l.resolve(k)
 	if err != nil {
 		return err
 	}
-	c, ok := ds.chunkByKey[k.Object]
-	if !ok {
-		return fmt.Errorf("%w: chunk %q is not in dataset %q", ErrNotFound, k.Object, k.Dataset)
-	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, l.g.cfg.FetchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	v := chunkindex.NewVerifier(ds.index, c, buf)
 	if or, ok := ds.store.(objectReader); ok {
@@ -43,20 +42,23 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 		err = ds.store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
 	}
 	if err != nil {
-		l.g.metrics.fetchErrors.Inc()
+		l.metrics.fetchErrors.Inc()
 		return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 	}
-	l.g.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
+	l.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
 	if id, got := v.Finish(); id >= 0 {
-		l.g.metrics.corruptChunks.Inc()
-		return describe(ds.index, id, got, k.Object, k.Dataset)
+		l.metrics.corruptChunks.Inc()
+		return checksumError(ds.index, id, got, k.Object, k.Dataset)
 	}
 	return nil
 }
 
-// describe formats a checksum failure.
-func describe(ix *chunkindex.Index, id int, got uint32, object, dataset string) error {
+// checksumError describes a sample that failed its CRC32C.
+func checksumError(ix *chunkindex.Index, id int, got uint32, object, dataset string) error {
 	_, _, _, want := ix.SampleRange(id)
 	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x; the object was modified or damaged",
 		ErrCorrupt, ix.SampleKey(id), object, dataset, got, want)
 }
+
+// _ checks that chunkLoader is a chunkcache.Loader.
+var _ chunkcache.Loader = chunkLoader{}

@@ -3,21 +3,14 @@ package gateway
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
-)
+	"strings"
 
-// Job is the set of parameters that, with an epoch and a batch number,
-// determines a batch. Any replica given the same Job and index serves the
-// same bytes.
-type Job struct {
-	Dataset   string
-	Seed      uint64
-	BatchSize int
-	Window    int // chunks per shuffle window
-	World     int
-	Rank      int
-	DropLast  bool
-}
+	"github.com/dustin/go-humanize"
+
+	"github.com/brandgw/brand/api"
+)
 
 // Defaults are the job parameters used when a request does not give them,
 // so that plain curl needs none.
@@ -33,7 +26,7 @@ type Limits struct {
 	MaxBatchSize int    // default 65536
 	MaxWindow    int    // default 65536
 	MaxWorld     int    // default 65536
-	MaxEpoch     uint64 // epochs are 0..MaxEpoch; default 1<<31-1
+	MaxEpoch     uint64 // epochs are 0..MaxEpoch; default and at most 1<<31-1
 }
 
 func (d *Defaults) fill() {
@@ -45,6 +38,10 @@ func (d *Defaults) fill() {
 	}
 }
 
+// maxEpoch is the largest epoch number: statistics and the planner keep
+// epochs in 32 bits.
+const maxEpoch = 1<<31 - 1
+
 func (l *Limits) fill() {
 	if l.MaxBatchSize == 0 {
 		l.MaxBatchSize = 65536
@@ -55,73 +52,134 @@ func (l *Limits) fill() {
 	if l.MaxWorld == 0 {
 		l.MaxWorld = 65536
 	}
-	if l.MaxEpoch == 0 {
-		l.MaxEpoch = 1<<31 - 1
+	if l.MaxEpoch == 0 || l.MaxEpoch > maxEpoch {
+		l.MaxEpoch = maxEpoch
 	}
 }
 
-// parseJob reads job parameters from a query, applying defaults and
-// checking bounds. Unknown parameters are rejected so a typo such as
-// "batchsize" does not silently fall back to a default.
-func parseJob(q url.Values, d Defaults, l Limits, defaultDataset string) (Job, error) {
-	known := map[string]bool{"dataset": true, "seed": true, "batch_size": true, "window": true,
-		"world": true, "rank": true, "drop_last": true, "format": true}
-	for k := range q {
-		if !known[k] {
-			return Job{}, fmt.Errorf("%w: unknown query parameter %q (known: dataset, seed, batch_size, window, world, rank, drop_last, format)", ErrBadRequest, k)
-		}
-	}
-	j := Job{Dataset: defaultDataset, Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}
-	if v := q.Get("dataset"); v != "" {
-		j.Dataset = v
-	}
-	var err error
-	if v := q.Get("seed"); v != "" {
-		if j.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return Job{}, fmt.Errorf("%w: seed must be an unsigned 64-bit integer, got %q", ErrBadRequest, v)
-		}
-	}
-	ints := []struct {
-		name    string
-		dst     *int
-		min     int
-		max     int
-		maxHint string
-	}{
-		{"batch_size", &j.BatchSize, 1, l.MaxBatchSize, "the server's --max-batch-size"},
-		{"window", &j.Window, 1, l.MaxWindow, "the server limit"},
-		{"world", &j.World, 1, l.MaxWorld, "the server limit"},
-		{"rank", &j.Rank, 0, 0, ""},
-	}
-	for _, p := range ints {
-		v := q.Get(p.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
+// query is what a request's query string says, every default applied.
+type query struct {
+	job    api.Job
+	plan   api.PlanOptions
+	format string
+}
+
+// param parses the value v of the query parameter name into q, within a
+// gateway's limits.
+type param func(q *query, name, v string, l Limits) error
+
+// params is the one table of every query parameter the API knows. Each
+// endpoint accepts a subset (see batchParams and the others); parsing goes
+// through here for all of them, so a parameter means the same thing
+// everywhere. It is never modified.
+var params = map[string]param{
+	api.ParamDataset: func(q *query, _, v string, _ Limits) error { q.job.Dataset = v; return nil },
+	api.ParamSeed: func(q *query, _, v string, _ Limits) error {
+		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return Job{}, fmt.Errorf("%w: %s must be an integer, got %q", ErrBadRequest, p.name, v)
+			return fmt.Errorf("%w: seed must be an unsigned 64-bit integer, got %q", ErrBadRequest, v)
 		}
-		if n < p.min || (p.max > 0 && n > p.max) {
-			if p.max > 0 {
-				return Job{}, fmt.Errorf("%w: %s must be between %d and %d (%s), got %d", ErrBadRequest, p.name, p.min, p.max, p.maxHint, n)
+		q.job.Seed = n
+		return nil
+	},
+	api.ParamBatchSize: intParam(func(q *query) *int { return &q.job.BatchSize }, 1, func(l Limits) int { return l.MaxBatchSize }, "the server's --max-batch-size"),
+	api.ParamWindow:    intParam(func(q *query) *int { return &q.job.Window }, 1, func(l Limits) int { return l.MaxWindow }, "the server limit"),
+	api.ParamWorld:     intParam(func(q *query) *int { return &q.job.World }, 1, func(l Limits) int { return l.MaxWorld }, "the server limit"),
+	api.ParamRank:      intParam(func(q *query) *int { return &q.job.Rank }, 0, nil, ""),
+	api.ParamOffset:    intParam(func(q *query) *int { return &q.job.Offset }, 0, nil, ""),
+	api.ParamDropLast: func(q *query, _, v string, _ Limits) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: drop_last must be true or false, got %q", ErrBadRequest, v)
+		}
+		q.job.DropLast = b
+		return nil
+	},
+	api.ParamFormat: func(q *query, _, v string, _ Limits) error {
+		if v != "json" && v != "tar" {
+			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
+		}
+		q.format = v
+		return nil
+	},
+	api.ParamCacheSize: func(q *query, _, v string, _ Limits) error {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n > 1<<62 {
+			return fmt.Errorf("%w: cache_size must be a size such as 2GiB, got %q", ErrBadRequest, v)
+		}
+		q.plan.CacheBytes = int64(n)
+		return nil
+	},
+	api.ParamEpochs:          intParam(func(q *query) *int { return &q.plan.Epochs }, 2, fixed(20), "the planner's limit"),
+	api.ParamFirstEpoch:      intParam(func(q *query) *int { return &q.plan.FirstEpoch }, 0, fixed(1<<30), "the planner's limit"),
+	api.ParamPrefetchWindows: intParam(func(q *query) *int { return &q.plan.PrefetchWindows }, 0, fixed(64), "the planner's limit"),
+	api.ParamBandwidth:       rateParam(func(q *query) *float64 { return &q.plan.BackendBytesPerSec }),
+	api.ParamConsume:         rateParam(func(q *query) *float64 { return &q.plan.ConsumeBytesPerSec }),
+}
+
+// The parameters each kind of endpoint accepts. The epoch, batch and
+// manifest endpoints take the same ones, format included, so that one query
+// string works for all three.
+var (
+	jobParams    = append(append([]string{}, api.JobParams...), api.ParamFormat)
+	planParams   = append(append([]string{}, api.JobParams...), api.ParamCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows)
+	sampleParams = []string{api.ParamDataset}
+)
+
+// intParam is an integer parameter of at least lo and, if hi is not nil,
+// at most hi(limits); hint names where the upper bound comes from.
+func intParam(dst func(*query) *int, lo int, hi func(Limits) int, hint string) param {
+	return func(q *query, name, v string, l Limits) error {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %s must be an integer, got %q", ErrBadRequest, name, v)
+		case hi != nil && (n < lo || n > hi(l)):
+			return fmt.Errorf("%w: %s must be between %d and %d (%s), got %d", ErrBadRequest, name, lo, hi(l), hint, n)
+		case n < lo:
+			return fmt.Errorf("%w: %s must be at least %d, got %d", ErrBadRequest, name, lo, n)
+		}
+		*dst(q) = n
+		return nil
+	}
+}
+
+func fixed(n int) func(Limits) int { return func(Limits) int { return n } }
+
+// rateParam is a positive rate in bytes per second, such as 500MiB.
+func rateParam(dst func(*query) *float64) param {
+	return func(q *query, name, v string, _ Limits) error {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%w: %s must be a positive rate in bytes per second such as 500MiB, got %q", ErrBadRequest, name, v)
+		}
+		*dst(q) = float64(n)
+		return nil
+	}
+}
+
+// parseQuery reads the parameters an endpoint accepts from a query string
+// onto base (the gateway's defaults). Unknown parameters are rejected so
+// that a typo such as "batchsize" does not silently fall back to a default.
+func parseQuery(values url.Values, accepted []string, base query, l Limits) (query, error) {
+	q := base
+	for k := range values {
+		if !slices.Contains(accepted, k) {
+			return query{}, fmt.Errorf("%w: unknown query parameter %q (known here: %s)", ErrBadRequest, k, strings.Join(accepted, ", "))
+		}
+	}
+	for _, name := range accepted {
+		// An empty value means the default, as if the parameter were absent.
+		if v := values.Get(name); v != "" {
+			if err := params[name](&q, name, v, l); err != nil {
+				return query{}, err
 			}
-			return Job{}, fmt.Errorf("%w: %s must be at least %d, got %d", ErrBadRequest, p.name, p.min, n)
-		}
-		*p.dst = n
-	}
-	if j.Rank >= j.World {
-		return Job{}, fmt.Errorf("%w: rank %d out of range: with world=%d, rank must be 0..%d", ErrNotFound, j.Rank, j.World, j.World-1)
-	}
-	if v := q.Get("drop_last"); v != "" {
-		if j.DropLast, err = strconv.ParseBool(v); err != nil {
-			return Job{}, fmt.Errorf("%w: drop_last must be true or false, got %q", ErrBadRequest, v)
 		}
 	}
-	if f := q.Get("format"); f != "" && f != "json" && f != "tar" {
-		return Job{}, fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, f)
+	if q.job.Rank >= q.job.World {
+		return query{}, fmt.Errorf("%w: rank %d out of range: with world=%d, rank must be 0..%d", ErrNotFound, q.job.Rank, q.job.World, q.job.World-1)
 	}
-	return j, nil
+	return q, nil
 }
 
 // parseNumber reads a path number such as the N of /epoch/N.

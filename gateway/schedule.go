@@ -1,36 +1,41 @@
 package gateway
 
 import (
-	"cmp"
-	"iter"
 	"math"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
 )
 
-// streamIdle is how long a job stream may go without a request before the
-// schedule forgets it and its chunks stop counting as needed.
-const streamIdle = 2 * time.Minute
+// Bounds on the job streams the schedule follows. A stream that sends no
+// request for streamIdle is forgotten and its chunks stop counting as
+// needed. At most maxStreams are followed: a new stream beyond that
+// displaces the one seen longest ago, so a flood of distinct seeds costs a
+// bounded amount of work per window change, not per stream ever seen.
+const (
+	streamIdle = 2 * time.Minute
+	maxStreams = 64
+)
 
-// never is the next-use distance of a chunk that no active stream needs.
+// never is the next-use distance of a chunk that no followed stream needs.
 const never = math.MaxInt64
 
-// streamKey identifies a job stream. The order of an epoch depends only on
-// the dataset, seed and window, so every rank, batch size and world size of
-// one job — and any other job with the same three — share a stream.
-type streamKey struct {
-	dataset string
-	seed    uint64
-	window  int
+// epochPos is a position in a stream's sequence of epochs.
+type epochPos struct {
+	epoch uint64
+	pos   int
 }
 
-// stream is a job's position: the leading edge (the furthest epoch
-// position requested so far), which prefetch runs ahead of, and the batches
+func (a epochPos) before(b epochPos) bool {
+	return a.epoch < b.epoch || (a.epoch == b.epoch && a.pos < b.pos)
+}
+
+// stream is a job stream's progress: its leading edge (just past the
+// furthest batch requested), which prefetch runs ahead of, and the batches
 // still being served, whose chunks must count as needed until they are
-// pinned: the schedule measures next use from the oldest of them.
+// pinned: next use is measured from the oldest of them.
 //
 // A client that keeps several batches in flight sends them at once, and
 // they can reach the gateway out of order: the batch before the leading
@@ -38,10 +43,9 @@ type streamKey struct {
 // stream has shown such lateness, next use is measured from further back:
 // the lateness seen, plus one global batch.
 type stream struct {
-	epoch    uint64
-	pos      int // epoch position just past the furthest batch requested
+	jobStream
+	edge     epochPos
 	lastSeen time.Time
-	ds       *served
 	inflight map[epochPos]int // start positions of batches being served
 	// lag is how far behind the leading edge batches have arrived, in
 	// samples: the largest lateness seen, decaying slowly so that a
@@ -49,254 +53,246 @@ type stream struct {
 	lag int
 	// margin is one global batch (batch size × world), in samples.
 	margin int
+	// origin is the window start next use was last measured from (see
+	// schedule.originOf); the use table is rebuilt when it changes.
+	origin epochPos
 }
 
-type epochPos struct {
-	epoch uint64
-	pos   int
-}
-
-// now returns the position next use is measured from: the start of the
-// oldest batch in flight or, if the stream's batches arrive out of order,
-// the leading edge less their lag and a batch, whichever is earlier; else
-// the leading edge. The position may be negative: that far before the end
-// of the previous epoch.
-func (st *stream) now() (uint64, int) {
-	e, p := st.epoch, st.pos
+// position returns the position next use is measured from: the start of
+// the oldest batch in flight or, if the stream's batches arrive out of
+// order, the leading edge less their lag and a batch, whichever is
+// earlier; else the leading edge. The position may be negative: that far
+// before the end of the previous epoch.
+func (st *stream) position() epochPos {
+	p := st.edge
 	if st.lag > 0 {
-		p -= st.lag + st.margin
+		p.pos -= st.lag + st.margin
 	}
 	for ip := range st.inflight {
-		if ip.epoch < e || (ip.epoch == e && ip.pos < p) {
-			e, p = ip.epoch, ip.pos
+		if ip.before(p) {
+			p = ip
 		}
 	}
-	return e, p
+	return p
+}
+
+// schedule follows the job streams' positions and, from the seeded order,
+// knows when every chunk will next be needed. It publishes that as an
+// immutable use table, rebuilt only when a stream crosses a window
+// boundary, starts or ends, so that the cache policy (which runs under the
+// cache's lock) and the prefetcher read distances without computing
+// anything or taking the schedule's lock.
+type schedule struct {
+	orders *orders
+	clock  func() time.Time
+
+	mu      sync.Mutex
+	streams map[jobStream]*stream
+	gen     uint64
+
+	uses atomic.Pointer[useTable]
+}
+
+func newSchedule(o *orders) *schedule {
+	return &schedule{orders: o, clock: time.Now, streams: map[jobStream]*stream{}}
+}
+
+// useTable is, per dataset and chunk, the number of samples some followed
+// stream will serve before it needs the chunk: 0 while the chunk's window
+// is current, never when no stream needs it in this epoch or the next.
+// Distances are measured from the start of each stream's current window,
+// so they change only when a stream crosses into another window.
+type useTable struct {
+	gen      uint64
+	datasets map[string]datasetUses
+}
+
+type datasetUses struct {
+	ds   *loadedDataset
+	dist []int64 // chunk ID → distance
+}
+
+// distance is k's next-use distance in t.
+func (t *useTable) distance(k chunkcache.Key) int64 {
+	if t == nil {
+		return never
+	}
+	du, ok := t.datasets[k.Dataset]
+	if !ok {
+		return never
+	}
+	c, ok := du.ds.chunkOf(k)
+	if !ok {
+		return never
+	}
+	return du.dist[c]
+}
+
+// table returns the latest use table.
+func (s *schedule) table() *useTable { return s.uses.Load() }
+
+// distance is k's next-use distance in the latest table.
+func (s *schedule) distance(k chunkcache.Key) int64 { return s.table().distance(k) }
+
+// streamLocked returns the stream of s, following it if it is new.
+func (s *schedule) streamLocked(js jobStream, at epochPos, now time.Time) *stream {
+	st, ok := s.streams[js]
+	if ok {
+		return st
+	}
+	if len(s.streams) >= maxStreams {
+		var oldest *stream
+		for _, o := range s.streams {
+			if oldest == nil || o.lastSeen.Before(oldest.lastSeen) {
+				oldest = o
+			}
+		}
+		delete(s.streams, oldest.jobStream)
+	}
+	st = &stream{jobStream: js, edge: at, lastSeen: now, inflight: map[epochPos]int{}, origin: epochPos{pos: -1}}
+	s.streams[js] = st
+	return st
 }
 
 // inflight is a batch registered with begin, to be passed to finish.
 type inflight struct {
-	key streamKey
-	at  epochPos
+	js jobStream
+	at epochPos
 }
 
 // begin records that a batch starting at start is being served, so that
 // the chunks it still has to pin keep counting as needed now. global is
 // the job's global batch, batch size × world, in samples.
-func (s *schedule) begin(ds *served, seed uint64, window int, epoch uint64, start, global int) inflight {
+func (s *schedule) begin(js jobStream, epoch uint64, start, global int) inflight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := streamKey{ds.name, seed, window}
-	st, ok := s.streams[k]
-	if !ok {
-		st = &stream{epoch: epoch, pos: start, ds: ds, lastSeen: s.now()}
-		s.streams[k] = st
-	}
+	at := epochPos{epoch, start}
+	st := s.streamLocked(js, at, s.clock())
 	st.lag -= st.lag / 64
-	if epoch == st.epoch && start < st.pos {
-		st.lag = max(st.lag, st.pos-start)
+	if epoch == st.edge.epoch && start < st.edge.pos {
+		st.lag = max(st.lag, st.edge.pos-start)
 	}
 	st.margin = global
-	if st.inflight == nil {
-		st.inflight = map[epochPos]int{}
-	}
-	at := epochPos{epoch, start}
 	st.inflight[at]++
-	return inflight{k, at}
+	s.refreshLocked(st)
+	return inflight{js, at}
 }
 
 // finish ends what begin started.
 func (s *schedule) finish(f inflight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.streams[f.key]
+	st, ok := s.streams[f.js]
 	if !ok {
 		return
 	}
 	if st.inflight[f.at]--; st.inflight[f.at] <= 0 {
 		delete(st.inflight, f.at)
 	}
+	s.refreshLocked(st)
 }
 
-// schedule knows, from the streams' positions and the seeded order, when
-// every chunk will next be needed. The cache's schedule policy evicts the
-// chunk needed furthest in the future (Belady's rule), and the prefetcher
-// uses the same distances to decide what it may displace.
-type schedule struct {
-	g   *Gateway
-	now func() time.Time
-
-	mu      sync.Mutex
-	streams map[streamKey]*stream
-	// chunkWindows caches, per epoch order, each chunk's window index.
-	chunkWindows map[epochKey][]int32
-}
-
-func newSchedule(g *Gateway) *schedule {
-	return &schedule{g: g, now: time.Now, streams: map[streamKey]*stream{}, chunkWindows: map[epochKey][]int32{}}
-}
-
-// observe records that a stream served epoch positions up to end. It
-// returns the stream's state after the update, whether it moved, and
-// whether it entered a later epoch than it was in.
-func (s *schedule) observe(ds *served, seed uint64, window int, epoch uint64, end int) (st stream, moved, newEpoch bool) {
+// advance records that a stream served epoch positions up to end. It
+// returns the stream's state after the update and whether it moved.
+func (s *schedule) advance(js jobStream, epoch uint64, end int) (st stream, moved bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	for k, st := range s.streams {
-		if now.Sub(st.lastSeen) > streamIdle && len(st.inflight) == 0 {
+	now := s.clock()
+	pruned := false
+	for k, o := range s.streams {
+		if now.Sub(o.lastSeen) > streamIdle && len(o.inflight) == 0 {
 			delete(s.streams, k)
+			pruned = true
 		}
 	}
-	k := streamKey{ds.name, seed, window}
-	cur, ok := s.streams[k]
+	at := epochPos{epoch, end}
+	_, known := s.streams[js]
+	cur := s.streamLocked(js, at, now)
 	switch {
-	case !ok:
-		cur = &stream{epoch: epoch, pos: end, ds: ds}
-		s.streams[k] = cur
-	case epoch > cur.epoch || (epoch == cur.epoch && end > cur.pos):
-		newEpoch = epoch > cur.epoch
-		cur.epoch, cur.pos = epoch, end
+	case !known:
+		moved = true
+	case cur.edge.before(at):
+		cur.edge, moved = at, true
 	case now.Sub(cur.lastSeen) > 30*time.Second:
 		// A job resumed from an earlier point; follow it.
-		cur.epoch, cur.pos = epoch, end
-	default:
-		cur.lastSeen = now
-		return *cur, false, false
+		cur.edge, moved = at, true
 	}
 	cur.lastSeen = now
-	return *cur, true, newEpoch
+	if pruned {
+		s.publishLocked()
+	} else {
+		s.refreshLocked(cur)
+	}
+	return *cur, moved
 }
 
-// windowsOf returns each chunk's window index in one epoch's order.
-func (s *schedule) windowsOf(ds *served, k epochKey) []int32 {
-	if cw, ok := s.chunkWindows[k]; ok {
-		return cw
-	}
-	e, err := s.g.epoch(ds, k.seed, k.epoch, k.window)
-	if err != nil {
-		return nil
-	}
-	cw := make([]int32, len(ds.counts))
-	for w := range e.NumWindows() {
-		for _, c := range e.WindowChunks(w) {
-			cw[c] = int32(w)
+// originOf is the window start that next use is measured from for st: the
+// start of the window holding st's position, in that position's epoch
+// (the previous one if the position is negative).
+func (s *schedule) originOf(st *stream) (epochPos, *epochOrder, bool) {
+	p := st.position()
+	if p.pos < 0 {
+		if p.epoch == 0 {
+			p.pos = 0
+		} else if prev, err := s.orders.epoch(st.jobStream, p.epoch-1); err == nil {
+			p = epochPos{p.epoch - 1, max(prev.NumSamples()+p.pos, 0)}
 		}
 	}
-	if len(s.chunkWindows) >= 16 {
-		clear(s.chunkWindows)
+	e, err := s.orders.epoch(st.jobStream, p.epoch)
+	if err != nil || e.NumSamples() == 0 {
+		return epochPos{}, nil, false
 	}
-	s.chunkWindows[k] = cw
-	return cw
+	p.pos = e.WindowStart(e.WindowOf(min(p.pos, e.NumSamples()-1)))
+	return p, e, true
 }
 
-// nextUseLocked is the number of samples any active stream will serve
-// before it needs chunk c of dataset ds: 0 while its window is current,
-// never when no stream needs it in this epoch or the next.
-func (s *schedule) nextUseLocked(ds *served, c int) int64 {
-	best := int64(never)
-	for k, st := range s.streams {
-		if k.dataset != ds.name {
+// refreshLocked republishes the use table if st's origin moved.
+func (s *schedule) refreshLocked(st *stream) {
+	if o, _, ok := s.originOf(st); ok && o != st.origin {
+		s.publishLocked()
+	}
+}
+
+// publishLocked builds and publishes the use table from every stream's
+// origin: O(streams × chunks), once per window a stream crosses.
+func (s *schedule) publishLocked() {
+	s.gen++
+	t := &useTable{gen: s.gen, datasets: map[string]datasetUses{}}
+	for _, st := range s.streams {
+		origin, e, ok := s.originOf(st)
+		st.origin = origin
+		if !ok {
 			continue
 		}
-		stEpoch, stPos := st.now()
-		if stPos < 0 {
-			if stEpoch == 0 {
-				stPos = 0
-			} else if prev, err := s.g.epoch(ds, k.seed, stEpoch-1, k.window); err == nil {
-				stEpoch, stPos = stEpoch-1, max(prev.NumSamples()+stPos, 0)
-			}
-		}
-		cur := epochKey{ds.name, k.seed, stEpoch, k.window}
-		e, err := s.g.epoch(ds, k.seed, stEpoch, k.window)
-		if err != nil || e.NumSamples() == 0 {
+		next, err := s.orders.epoch(st.jobStream, origin.epoch+1)
+		if err != nil {
 			continue
 		}
-		pos := min(stPos, e.NumSamples()-1)
-		windows := s.windowsOf(ds, cur)
-		if windows == nil {
-			continue
-		}
-		cw := int(windows[c])
-		now := e.WindowOf(pos)
-		var d int64
-		switch {
-		case cw == now:
-			d = 0
-		case cw > now:
-			d = int64(e.WindowStart(cw) - pos)
-		default:
-			next := epochKey{ds.name, k.seed, stEpoch + 1, k.window}
-			ne, err := s.g.epoch(ds, k.seed, stEpoch+1, k.window)
-			nw := s.windowsOf(ds, next)
-			if err != nil || nw == nil {
-				continue
+		du, ok := t.datasets[st.ds.name]
+		if !ok || du.ds != st.ds {
+			du = datasetUses{ds: st.ds, dist: make([]int64, len(st.ds.counts))}
+			for c := range du.dist {
+				du.dist[c] = never
 			}
-			d = int64(e.NumSamples()-pos) + int64(ne.WindowStart(int(nw[c])))
+			t.datasets[st.ds.name] = du
 		}
-		best = min(best, d)
-	}
-	return best
-}
-
-// nextUse is nextUseLocked for callers without the lock.
-func (s *schedule) nextUse(k chunkcache.Key) int64 {
-	ds, err := s.g.dataset(k.Dataset)
-	if err != nil {
-		return never
-	}
-	c, ok := ds.chunkByKey[k.Object]
-	if !ok || ds.index.Chunk(c).ETag != k.ETag {
-		return never
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nextUseLocked(ds, c)
-}
-
-// policy returns the cache policy that evicts by next use.
-func (s *schedule) policy() chunkcache.Policy {
-	return &schedulePolicy{s: s, touched: map[chunkcache.Key]uint64{}}
-}
-
-// schedulePolicy evicts the chunk whose next use is furthest away; chunks
-// no stream needs go first, least recently used first among equals.
-type schedulePolicy struct {
-	s       *schedule
-	seq     uint64
-	touched map[chunkcache.Key]uint64
-}
-
-func (p *schedulePolicy) Touch(k chunkcache.Key) {
-	p.seq++
-	p.touched[k] = p.seq
-}
-
-func (p *schedulePolicy) Remove(k chunkcache.Key) { delete(p.touched, k) }
-
-func (p *schedulePolicy) Victims() iter.Seq[chunkcache.Key] {
-	return func(yield func(chunkcache.Key) bool) {
-		type cand struct {
-			k    chunkcache.Key
-			next int64
-			seq  uint64
-		}
-		cands := make([]cand, 0, len(p.touched))
-		for k, seq := range p.touched {
-			cands = append(cands, cand{k, p.s.nextUse(k), seq})
-		}
-		slices.SortFunc(cands, func(a, b cand) int {
-			if c := cmp.Compare(b.next, a.next); c != 0 {
-				return c
+		cur := e.chunkWindow[0:len(du.dist)]
+		now := int32(e.WindowOf(origin.pos))
+		left := int64(e.NumSamples() - origin.pos)
+		for c, cw := range cur {
+			var d int64
+			switch {
+			case cw == now:
+				d = 0
+			case cw > now:
+				d = int64(e.WindowStart(int(cw)) - origin.pos)
+			default:
+				d = left + int64(next.WindowStart(int(next.chunkWindow[c])))
 			}
-			return cmp.Compare(a.seq, b.seq)
-		})
-		for _, c := range cands {
-			if !yield(c.k) {
-				return
-			}
+			du.dist[c] = min(du.dist[c], d)
 		}
 	}
+	s.uses.Store(t)
 }
 
 // chunkUse is a chunk some epoch will need.
@@ -308,18 +304,18 @@ type chunkUse struct {
 // upcoming lists the chunks of the windows a stream needs next: the rest of
 // its current window and the next ahead windows, continuing into the next
 // epoch at the boundary, in the order they will be needed.
-func (s *schedule) upcoming(st stream, seed uint64, window, ahead int) []chunkUse {
+func (s *schedule) upcoming(st stream, ahead int) []chunkUse {
 	var out []chunkUse
-	e, err := s.g.epoch(st.ds, seed, st.epoch, window)
+	e, err := s.orders.epoch(st.jobStream, st.edge.epoch)
 	if err != nil || e.NumSamples() == 0 {
 		return nil
 	}
-	w := e.WindowOf(min(st.pos, e.NumSamples()-1))
-	epoch := st.epoch
+	w := e.WindowOf(min(st.edge.pos, e.NumSamples()-1))
+	epoch := st.edge.epoch
 	for range ahead + 1 {
 		if w >= e.NumWindows() {
 			epoch++
-			if e, err = s.g.epoch(st.ds, seed, epoch, window); err != nil {
+			if e, err = s.orders.epoch(st.jobStream, epoch); err != nil {
 				return out
 			}
 			w = 0

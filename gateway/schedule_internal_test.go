@@ -6,13 +6,12 @@ import "testing"
 // served, next use is measured from it, not from the leading edge, so its
 // chunks cannot be judged "not needed until next epoch" before it pins them.
 func TestScheduleNowIsOldestInFlight(t *testing.T) {
-	s := newSchedule(nil)
-	ds := &served{name: "d"}
-	now := func() (uint64, int) { return streamNow(s, streamKey{"d", 1, 2}) }
-	a := s.begin(ds, 1, 2, 0, 100, 32)
-	s.observe(ds, 1, 2, 0, 132)
-	b := s.begin(ds, 1, 2, 0, 400, 32)
-	s.observe(ds, 1, 2, 0, 432)
+	s, js := testSchedule()
+	now := func() (uint64, int) { return streamNow(s, js) }
+	a := s.begin(js, 0, 100, 32)
+	s.advance(js, 0, 132)
+	b := s.begin(js, 0, 400, 32)
+	s.advance(js, 0, 432)
 	if e, p := now(); e != 0 || p != 100 {
 		t.Fatalf("now = epoch %d pos %d, want the oldest batch in flight, 0/100", e, p)
 	}
@@ -25,8 +24,8 @@ func TestScheduleNowIsOldestInFlight(t *testing.T) {
 	if e, p := now(); e != 0 || p != 432 {
 		t.Fatalf("now = %d/%d, want the leading edge 0/432", e, p)
 	}
-	c := s.begin(ds, 1, 2, 1, 0, 32) // the next epoch's first batch
-	s.observe(ds, 1, 2, 1, 32)
+	c := s.begin(js, 1, 0, 32) // the next epoch's first batch
+	s.advance(js, 1, 32)
 	if e, p := now(); e != 1 || p != 0 {
 		t.Fatalf("now = %d/%d, want 1/0", e, p)
 	}
@@ -38,23 +37,22 @@ func TestScheduleNowIsOldestInFlight(t *testing.T) {
 // use is measured from further back — the lateness seen plus a batch — so
 // that an earlier batch not yet arrived still finds its chunks.
 func TestScheduleNowAllowsForLateBatches(t *testing.T) {
-	s := newSchedule(nil)
-	ds := &served{name: "d"}
-	now := func() (uint64, int) { return streamNow(s, streamKey{"d", 1, 2}) }
+	s, js := testSchedule()
+	now := func() (uint64, int) { return streamNow(s, js) }
 	// In order: now is the leading edge.
 	for m := range 4 {
-		f := s.begin(ds, 1, 2, 0, 32*m, 32)
-		s.observe(ds, 1, 2, 0, 32*m+32)
+		f := s.begin(js, 0, 32*m, 32)
+		s.advance(js, 0, 32*m+32)
 		s.finish(f)
 	}
 	if e, p := now(); e != 0 || p != 128 {
 		t.Fatalf("in order: now = %d/%d, want the leading edge 0/128", e, p)
 	}
 	// Batches 6 and 5 arrive before 4: 5 is 64 samples late.
-	six := s.begin(ds, 1, 2, 0, 192, 32)
-	s.observe(ds, 1, 2, 0, 224)
-	five := s.begin(ds, 1, 2, 0, 160, 32)
-	s.observe(ds, 1, 2, 0, 192)
+	six := s.begin(js, 0, 192, 32)
+	s.advance(js, 0, 224)
+	five := s.begin(js, 0, 160, 32)
+	s.advance(js, 0, 192)
 	s.finish(six)
 	s.finish(five)
 	if e, p := now(); e != 0 || p != 224-64-32 {
@@ -62,17 +60,71 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	}
 	// Across an epoch boundary the position is counted back into the
 	// previous epoch (as a negative offset from the new one's start).
-	f := s.begin(ds, 1, 2, 1, 0, 32)
-	s.observe(ds, 1, 2, 1, 32)
+	f := s.begin(js, 1, 0, 32)
+	s.advance(js, 1, 32)
 	s.finish(f)
 	if e, p := now(); e != 1 || p >= 0 {
 		t.Fatalf("early in the next epoch: now = %d/%d, want a negative position in epoch 1", e, p)
 	}
 }
 
-// streamNow is the position next use is measured from for stream k.
-func streamNow(s *schedule, k streamKey) (uint64, int) {
+// streamNow is the position next use is measured from for stream js.
+func streamNow(s *schedule, js jobStream) (uint64, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.streams[k].now()
+	p := s.streams[js].position()
+	return p.epoch, p.pos
+}
+
+// testSchedule is a schedule and a stream over 16 chunks of 32 samples.
+func testSchedule() (*schedule, jobStream) {
+	counts := make([]int, 16)
+	for c := range counts {
+		counts[c] = 32
+	}
+	return newSchedule(newOrders()), jobStream{&loadedDataset{name: "d", counts: counts}, 1, 2}
+}
+
+// TestUseTableFollowsTheOrder checks the published distances against the
+// sample order itself: a chunk of the current window is needed now (0),
+// and of two other chunks the one whose first sample comes sooner — later
+// in this epoch or in the next — has the smaller distance.
+func TestUseTableFollowsTheOrder(t *testing.T) {
+	ds := newLoadedDataset("d", "", nil, testIndex(t, 16, 32))
+	s := newSchedule(newOrders())
+	js := jobStream{ds, 3, 4}
+	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
+		s.advance(js, at.epoch, at.pos)
+		table := s.table()
+		e, _ := s.orders.epoch(js, at.epoch)
+		next, _ := s.orders.epoch(js, at.epoch+1)
+		firstUse := map[int]int{} // chunk → positions from now to its first sample
+		order := append(e.Window(0)[:0:0], nil...)
+		for w := range e.NumWindows() {
+			order = append(order, e.Window(w)...)
+		}
+		for w := range next.NumWindows() {
+			order = append(order, next.Window(w)...)
+		}
+		cur := e.WindowOf(min(at.pos, e.NumSamples()-1))
+		for i := at.pos; i < len(order); i++ {
+			c, _, _, _ := ds.index.SampleRange(order[i])
+			if _, ok := firstUse[c]; !ok {
+				firstUse[c] = i - at.pos
+			}
+		}
+		for a := range 16 {
+			da := table.distance(ds.chunkKey(a))
+			if inCur := int(e.chunkWindow[a]) == cur; inCur != (da == 0) {
+				t.Fatalf("at %v: chunk %d in the current window %t, distance %d", at, a, inCur, da)
+			}
+			for b := range 16 {
+				db := table.distance(ds.chunkKey(b))
+				if da != 0 && db != 0 && da < db && firstUse[a] >= firstUse[b] {
+					t.Fatalf("at %v: chunk %d (distance %d, first use in %d) ranks before chunk %d (distance %d, first use in %d)",
+						at, a, da, firstUse[a], b, db, firstUse[b])
+				}
+			}
+		}
+	}
 }

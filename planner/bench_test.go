@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"github.com/brandgw/brand/shuffle"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func benchDataset() Dataset {
 }
 
 func benchJob(window int) Job {
-	return Job{Seed: 1, Window: window, BatchSize: 256, World: 1, Epochs: 3}
+	return Job{Params: shuffle.Params{Seed: 1, Window: window, BatchSize: 256, World: 1}, Epochs: 3}
 }
 
 // BenchmarkTrace measures the demand trace of three epochs of a

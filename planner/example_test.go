@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"fmt"
+	"github.com/brandgw/brand/shuffle"
 	"log"
 
 	"github.com/brandgw/brand/planner"
@@ -37,7 +38,7 @@ func ExampleMakePlan() {
 	}
 	p, err := planner.MakePlan(planner.PlanInput{
 		Dataset:            d,
-		Job:                planner.Job{Seed: 1, Window: 4, BatchSize: 64, World: 8, Epochs: 3},
+		Job:                planner.Job{Params: shuffle.Params{Seed: 1, Window: 4, BatchSize: 64, World: 8}, Epochs: 3},
 		CacheBytes:         2 << 30,
 		BackendBytesPerSec: 500 << 20,
 		ConsumeBytesPerSec: 1000 << 20,

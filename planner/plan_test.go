@@ -71,7 +71,7 @@ func steadyOK(t *testing.T, in PlanInput, cache int64) bool {
 func TestMakePlanInvalid(t *testing.T) {
 	good := PlanInput{
 		Dataset:            equalDataset(4, 10, 100),
-		Job:                Job{Window: 2, BatchSize: 4, World: 1, Epochs: 2},
+		Job:                Job{Params: shuffle.Params{Window: 2, BatchSize: 4, World: 1}, Epochs: 2},
 		CacheBytes:         200,
 		BackendBytesPerSec: 100,
 	}
@@ -119,7 +119,7 @@ func TestPlanWholeDatasetCached(t *testing.T) {
 					read += size
 				}
 			}
-			p := mustPlan(t, PlanInput{Dataset: d, Job: Job{Seed: 3, Window: 4, BatchSize: 8, World: 3, Epochs: 4},
+			p := mustPlan(t, PlanInput{Dataset: d, Job: Job{Params: shuffle.Params{Seed: 3, Window: 4, BatchSize: 8, World: 3}, Epochs: 4},
 				CacheBytes: total, BackendBytesPerSec: 1, ConsumeBytesPerSec: 1e9})
 			for _, r := range []Result{p.LRU, p.Optimal} {
 				if len(r.Epochs) != 4 || r.Epochs[0].BackendBytes != read {
@@ -141,7 +141,7 @@ func TestPlanWholeDatasetCached(t *testing.T) {
 // TestPlanCacheBelowOneChunk: nothing is ever admitted, every access misses.
 func TestPlanCacheBelowOneChunk(t *testing.T) {
 	d := unevenDataset()
-	in := PlanInput{Dataset: d, Job: Job{Seed: 9, Window: 3, BatchSize: 10, World: 2, Epochs: 3},
+	in := PlanInput{Dataset: d, Job: Job{Params: shuffle.Params{Seed: 9, Window: 3, BatchSize: 10, World: 2}, Epochs: 3},
 		CacheBytes: 999, BackendBytesPerSec: 1}
 	p := mustPlan(t, in)
 	tr, err := Trace(in.Dataset, in.Job)
@@ -211,7 +211,7 @@ func TestWorkingSet(t *testing.T) {
 	for name, d := range map[string]Dataset{"equal": equalDataset(13, 4, 10), "uneven": unevenDataset()} {
 		for _, window := range []int{1, 2, 5, 13, 40} {
 			for _, prefetch := range []int{0, 1, 2, 3, 7, 30} {
-				j := Job{Seed: uint64(window), Window: window, BatchSize: 3, World: 2, FirstEpoch: 2, Epochs: 3}
+				j := Job{Params: shuffle.Params{Seed: uint64(window), Window: window, BatchSize: 3, World: 2}, FirstEpoch: 2, Epochs: 3}
 				t.Run(fmt.Sprintf("%s/window=%d/prefetch=%d", name, window, prefetch), func(t *testing.T) {
 					p := mustPlan(t, PlanInput{Dataset: d, Job: j, CacheBytes: 100, BackendBytesPerSec: 1, PrefetchWindows: prefetch})
 					wantPrefetch := max(prefetch, 1)
@@ -229,12 +229,12 @@ func TestWorkingSet(t *testing.T) {
 	// (15 samples), batches of 5 that never straddle a window, one window of
 	// prefetch: two windows, 600 bytes, however the epochs meet. Batches of
 	// 4 straddle windows (positions 12-15), so they span three: 900 bytes.
-	p := mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Window: 3, BatchSize: 5, World: 1, Epochs: 2},
+	p := mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Params: shuffle.Params{Window: 3, BatchSize: 5, World: 1}, Epochs: 2},
 		BackendBytesPerSec: 1})
 	if p.WorkingSetBytes != 600 {
 		t.Errorf("12 chunks, window 3, batch 5, prefetch 1: working set %d, want 600", p.WorkingSetBytes)
 	}
-	p = mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Window: 3, BatchSize: 4, World: 1, Epochs: 2},
+	p = mustPlan(t, PlanInput{Dataset: equalDataset(12, 5, 100), Job: Job{Params: shuffle.Params{Window: 3, BatchSize: 4, World: 1}, Epochs: 2},
 		BackendBytesPerSec: 1})
 	if p.WorkingSetBytes != 900 {
 		t.Errorf("12 chunks, window 3, batch 4, prefetch 1: working set %d, want 900", p.WorkingSetBytes)
@@ -253,9 +253,9 @@ func TestMinNoStallExact(t *testing.T) {
 	const size = 100
 	d := equalDataset(16, 12, size)
 	for _, j := range []Job{
-		{Seed: 1, Window: 2, BatchSize: 8, World: 2, Epochs: 3},
-		{Seed: 2, Window: 4, BatchSize: 5, World: 1, Epochs: 2, FirstEpoch: 3},
-		{Seed: 3, Window: 16, BatchSize: 16, World: 1, Epochs: 3},
+		{Params: shuffle.Params{Seed: 1, Window: 2, BatchSize: 8, World: 2}, Epochs: 3},
+		{Params: shuffle.Params{Seed: 2, Window: 4, BatchSize: 5, World: 1}, Epochs: 2, FirstEpoch: 3},
+		{Params: shuffle.Params{Seed: 3, Window: 16, BatchSize: 16, World: 1}, Epochs: 3},
 	} {
 		for _, r := range rates {
 			in := PlanInput{Dataset: d, Job: j, CacheBytes: 500, BackendBytesPerSec: r.backend, ConsumeBytesPerSec: r.consume}
@@ -290,7 +290,7 @@ func TestMinNoStallProperties(t *testing.T) {
 		}
 		for _, window := range []int{1, 3, 8} {
 			for _, r := range rates {
-				in := PlanInput{Dataset: d, Job: Job{Seed: 5, Window: window, BatchSize: 6, World: 2, Epochs: 3},
+				in := PlanInput{Dataset: d, Job: Job{Params: shuffle.Params{Seed: 5, Window: window, BatchSize: 6, World: 2}, Epochs: 3},
 					BackendBytesPerSec: r.backend, ConsumeBytesPerSec: r.consume}
 				p := mustPlan(t, in)
 				m := p.MinNoStallCacheBytes
@@ -326,7 +326,7 @@ func TestMinNoStallProperties(t *testing.T) {
 // exact).
 func TestMinNoStallMonotone(t *testing.T) {
 	d := equalDataset(32, 9, 50)
-	job := Job{Seed: 8, Window: 2, BatchSize: 7, World: 3, Epochs: 3}
+	job := Job{Params: shuffle.Params{Seed: 8, Window: 2, BatchSize: 7, World: 3}, Epochs: 3}
 	at := func(backend, consume float64, prefetch int) int64 {
 		m := mustPlan(t, PlanInput{Dataset: d, Job: job, BackendBytesPerSec: backend,
 			ConsumeBytesPerSec: consume, PrefetchWindows: prefetch}).MinNoStallCacheBytes
@@ -377,7 +377,7 @@ func TestMinNoStallImpossible(t *testing.T) {
 		if e0.ChunkOrder()[9] == e1.ChunkOrder()[9] {
 			continue // both epochs drop the same chunk: caching works
 		}
-		in := PlanInput{Dataset: d, Job: Job{Seed: seed, Window: 1, BatchSize: 30, World: 1, DropLast: true, Epochs: 2},
+		in := PlanInput{Dataset: d, Job: Job{Params: shuffle.Params{Seed: seed, Window: 1, BatchSize: 30, World: 1, DropLast: true}, Epochs: 2},
 			CacheBytes: 10_000, BackendBytesPerSec: 1, ConsumeBytesPerSec: 1000}
 		p := mustPlan(t, in)
 		if p.MinNoStallCacheBytes != -1 || !p.SteadyEpochsStall {
@@ -395,7 +395,7 @@ func TestMinNoStallImpossible(t *testing.T) {
 func TestSteadyEpochsStall(t *testing.T) {
 	const size = 100
 	d := equalDataset(16, 12, size)
-	in := PlanInput{Dataset: d, Job: Job{Seed: 4, Window: 2, BatchSize: 8, World: 1, Epochs: 3},
+	in := PlanInput{Dataset: d, Job: Job{Params: shuffle.Params{Seed: 4, Window: 2, BatchSize: 8, World: 1}, Epochs: 3},
 		BackendBytesPerSec: 1, ConsumeBytesPerSec: 3}
 	m := mustPlan(t, in).MinNoStallCacheBytes
 	if m <= 4*size {
@@ -417,7 +417,7 @@ func TestColdEpochStalls(t *testing.T) {
 		backend, consume float64
 		stalls           bool
 	}{{1, 0, false}, {1, 1, false}, {2, 1, false}, {1, 2, true}, {1e9, 1e9 + 1, true}} {
-		p := mustPlan(t, PlanInput{Dataset: equalDataset(4, 4, 10), Job: Job{Window: 1, BatchSize: 2, World: 1, Epochs: 2},
+		p := mustPlan(t, PlanInput{Dataset: equalDataset(4, 4, 10), Job: Job{Params: shuffle.Params{Window: 1, BatchSize: 2, World: 1}, Epochs: 2},
 			BackendBytesPerSec: tt.backend, ConsumeBytesPerSec: tt.consume})
 		if p.ColdEpochStalls != tt.stalls {
 			t.Errorf("backend %v consume %v: ColdEpochStalls %t, want %t", tt.backend, tt.consume, p.ColdEpochStalls, tt.stalls)
@@ -440,7 +440,7 @@ func (c *countdownCtx) Err() error {
 }
 
 func TestMakePlanContextCanceled(t *testing.T) {
-	in := PlanInput{Dataset: equalDataset(16, 12, 100), Job: Job{Seed: 1, Window: 2, BatchSize: 8, World: 2, Epochs: 3},
+	in := PlanInput{Dataset: equalDataset(16, 12, 100), Job: Job{Params: shuffle.Params{Seed: 1, Window: 2, BatchSize: 8, World: 2}, Epochs: 3},
 		CacheBytes: 500, BackendBytesPerSec: 1, ConsumeBytesPerSec: 3}
 	// Count the checks of a complete plan, then cancel at each of them.
 	counter := &countdownCtx{Context: context.Background(), n: math.MaxInt}

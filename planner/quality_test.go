@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"github.com/brandgw/brand/shuffle"
 	"math"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestQualityWindowOneVsFull(t *testing.T) {
 	}
 	in := PlanInput{
 		Dataset:            Dataset{ChunkSizes: equalSizes(chunks, 1000), Counts: counts},
-		Job:                Job{Seed: 11, Window: 1, BatchSize: batch, World: 2, Epochs: 2},
+		Job:                Job{Params: shuffle.Params{Seed: 11, Window: 1, BatchSize: batch, World: 2}, Epochs: 2},
 		CacheBytes:         10_000,
 		BackendBytesPerSec: 1,
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/brandgw/brand/shuffle"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,7 @@ func goldenInput() PlanInput {
 	}
 	return PlanInput{
 		Dataset:            d,
-		Job:                Job{Seed: 7, Window: 4, BatchSize: 32, World: 2, Epochs: 3},
+		Job:                Job{Params: shuffle.Params{Seed: 7, Window: 4, BatchSize: 32, World: 2}, Epochs: 3},
 		CacheBytes:         768 << 20,
 		BackendBytesPerSec: 200 << 20,
 		ConsumeBytesPerSec: 300 << 20,

@@ -22,18 +22,15 @@ type Dataset struct {
 	Counts     []int   `json:"counts"`
 }
 
-// Job is the schedule to simulate: the shuffle parameters that fix the order
-// (Seed, Window) and the cut into batches (BatchSize, World, DropLast), over
-// epochs FirstEpoch .. FirstEpoch+Epochs-1. Every rank is simulated, in
-// order, as one gateway serving all of them sees them.
+// Job is the schedule to simulate: the job's shuffle parameters — those that
+// fix the order (Seed, Window) and the cut into batches (BatchSize, World,
+// DropLast) — over epochs FirstEpoch .. FirstEpoch+Epochs-1. Every rank is
+// simulated, in order, as one gateway serving all of them sees them, and
+// whole epochs: Rank and Offset are ignored.
 type Job struct {
-	Seed       uint64 `json:"seed"`
-	Window     int    `json:"window"`
-	BatchSize  int    `json:"batch_size"`
-	World      int    `json:"world"`
-	DropLast   bool   `json:"drop_last"`
-	FirstEpoch int    `json:"first_epoch"`
-	Epochs     int    `json:"epochs"`
+	shuffle.Params
+	FirstEpoch int `json:"first_epoch"`
+	Epochs     int `json:"epochs"`
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by

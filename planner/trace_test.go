@@ -60,12 +60,12 @@ func TestTraceMatchesShuffle(t *testing.T) {
 		"empty head": {ChunkSizes: []int64{1, 1, 1, 1}, Counts: []int{0, 0, 5, 6}},
 	}
 	jobs := []Job{
-		{Seed: 1, Window: 1, BatchSize: 4, World: 1, Epochs: 2},
-		{Seed: 2, Window: 3, BatchSize: 5, World: 3, FirstEpoch: 7, Epochs: 3},
-		{Seed: 3, Window: 3, BatchSize: 5, World: 3, DropLast: true, Epochs: 2},
-		{Seed: 4, Window: 100, BatchSize: 8, World: 2, DropLast: true, FirstEpoch: 1, Epochs: 2},
-		{Seed: 5, Window: 2, BatchSize: 1, World: 1, Epochs: 1},
-		{Seed: 6, Window: 4, BatchSize: 64, World: 4, Epochs: 2}, // one batch per epoch
+		{Params: shuffle.Params{Seed: 1, Window: 1, BatchSize: 4, World: 1}, Epochs: 2},
+		{Params: shuffle.Params{Seed: 2, Window: 3, BatchSize: 5, World: 3}, FirstEpoch: 7, Epochs: 3},
+		{Params: shuffle.Params{Seed: 3, Window: 3, BatchSize: 5, World: 3, DropLast: true}, Epochs: 2},
+		{Params: shuffle.Params{Seed: 4, Window: 100, BatchSize: 8, World: 2, DropLast: true}, FirstEpoch: 1, Epochs: 2},
+		{Params: shuffle.Params{Seed: 5, Window: 2, BatchSize: 1, World: 1}, Epochs: 1},
+		{Params: shuffle.Params{Seed: 6, Window: 4, BatchSize: 64, World: 4}, Epochs: 2}, // one batch per epoch
 	}
 	for name, d := range datasets {
 		for _, j := range jobs {
@@ -97,7 +97,7 @@ func TestChunkOf(t *testing.T) {
 		{16, 16, 16, 16},
 		{17, 15, 16, 16, 1, 31},
 	} {
-		s, err := newSchedule(Dataset{ChunkSizes: make([]int64, len(counts)), Counts: counts}, Job{Window: 1, BatchSize: 1, World: 1, Epochs: 1})
+		s, err := newSchedule(Dataset{ChunkSizes: make([]int64, len(counts)), Counts: counts}, Job{Params: shuffle.Params{Window: 1, BatchSize: 1, World: 1}, Epochs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestChunkOf(t *testing.T) {
 
 func TestTraceNoBatches(t *testing.T) {
 	d := Dataset{ChunkSizes: []int64{1, 1}, Counts: []int{3, 4}}
-	tr, err := Trace(d, Job{Window: 1, BatchSize: 4, World: 2, DropLast: true, Epochs: 2})
+	tr, err := Trace(d, Job{Params: shuffle.Params{Window: 1, BatchSize: 4, World: 2, DropLast: true}, Epochs: 2})
 	if err != nil || len(tr) != 0 {
 		t.Errorf("7 samples, global batch 8, drop_last: Trace = %v, %v; want empty, nil", tr, err)
 	}
@@ -123,7 +123,7 @@ func TestTraceNoBatches(t *testing.T) {
 
 func TestTraceInvalid(t *testing.T) {
 	good := Dataset{ChunkSizes: []int64{1, 2}, Counts: []int{3, 4}}
-	job := Job{Window: 1, BatchSize: 2, World: 1, Epochs: 1}
+	job := Job{Params: shuffle.Params{Window: 1, BatchSize: 2, World: 1}, Epochs: 1}
 	tests := []struct {
 		name string
 		d    Dataset
@@ -156,7 +156,7 @@ func TestTraceInvalid(t *testing.T) {
 		})
 	}
 	// The last epoch allowed: the one after it is still an int32.
-	if _, err := Trace(good, Job{Window: 1, BatchSize: 2, World: 1, FirstEpoch: math.MaxInt32 - 2, Epochs: 2}); err != nil {
+	if _, err := Trace(good, Job{Params: shuffle.Params{Window: 1, BatchSize: 2, World: 1}, FirstEpoch: math.MaxInt32 - 2, Epochs: 2}); err != nil {
 		t.Errorf("epochs up to MaxInt32-1: %v", err)
 	}
 }

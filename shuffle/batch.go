@@ -43,18 +43,18 @@ func (e *rankError) Is(target error) bool {
 // between epochs, or in the middle of one with Offset, and still read every
 // sample of the epoch exactly once.
 type Params struct {
-	Seed      uint64 // job seed; any value
-	Window    int    // shuffle window in chunks, >= 1
-	BatchSize int    // samples per rank per batch, >= 1
-	World     int    // number of ranks, >= 1
-	Rank      int    // this rank, in [0, World)
-	DropLast  bool   // drop a partial final global batch
+	Seed      uint64 `json:"seed"`           // job seed; any value
+	Window    int    `json:"window"`         // shuffle window in chunks, >= 1
+	BatchSize int    `json:"batch_size"`     // samples per rank per batch, >= 1
+	World     int    `json:"world"`          // number of ranks, >= 1
+	Rank      int    `json:"rank,omitempty"` // this rank, in [0, World)
+	DropLast  bool   `json:"drop_last"`      // drop a partial final global batch
 	// Offset is how many samples of the epoch, counted globally over all
 	// ranks, were consumed before this cut started: batch M covers epoch
 	// positions Offset + M*BatchSize*World onward. 0 reads the whole
 	// epoch. A job that consumed P samples at one world size resumes at
 	// any other with Offset P, and reads every remaining sample once.
-	Offset int
+	Offset int `json:"offset,omitempty"`
 }
 
 // Validate reports whether p is usable, as an error wrapping ErrInvalid that

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/brandgw/brand/shuffle"
 
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/planner"
@@ -56,7 +57,7 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	plan, err := planner.MakePlan(planner.PlanInput{
 		Dataset:            planner.DatasetOf(ix),
-		Job:                planner.Job{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast, FirstEpoch: first, Epochs: epochs},
+		Job:                planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs},
 		CacheBytes:         int64(cache),
 		BackendBytesPerSec: float64(bw),
 		ConsumeBytesPerSec: float64(consume),

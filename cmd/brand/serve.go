@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/planner"
 )
 
 // serveFlags are the gateway's flags, shared by serve and demo.
@@ -156,6 +157,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		PrefetchWindows:     f.prefetchWindows,
 		FetchTimeout:        f.fetchTimeout,
 		NoPrefault:          !f.prefault,
+		Planner:             planner.ForGateway{},
 		Logger:              log,
 	}, nil
 }

@@ -1,0 +1,153 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// loadedDataset is a dataset whose index is loaded: everything a request
+// needs to map samples to chunks and chunks to cache keys. It is immutable
+// once built, so any goroutine may read it without locking.
+type loadedDataset struct {
+	name, url  string
+	store      s3backend.Store
+	index      *chunkindex.Index
+	counts     []int          // samples per chunk: the shuffle's input
+	chunkByKey map[string]int // chunk object key → chunk ID
+	maxChunk   int64          // every chunk's buffer is this big, so buffers are interchangeable
+}
+
+func newLoadedDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *loadedDataset {
+	ds := &loadedDataset{name: name, url: url, store: store, index: ix,
+		counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks())}
+	for c := range ix.NumChunks() {
+		ds.chunkByKey[ix.Chunk(c).Key] = c
+		ds.maxChunk = max(ds.maxChunk, ix.Chunk(c).Size)
+	}
+	return ds
+}
+
+// chunkKey is chunk c's cache key. It carries the object's ETag, so a chunk
+// rewritten in the store is a different key: the cache never serves bytes
+// of one version of an object for another.
+func (d *loadedDataset) chunkKey(c int) chunkcache.Key {
+	ch := d.index.Chunk(c)
+	return chunkcache.Key{Dataset: d.name, Object: ch.Key, ETag: ch.ETag}
+}
+
+// chunkRequest is what the cache needs to load chunk c.
+func (d *loadedDataset) chunkRequest(c int) chunkcache.Request {
+	return chunkcache.Request{Key: d.chunkKey(c), Size: d.index.Chunk(c).Size, Alloc: d.maxChunk}
+}
+
+// chunkOf is the chunk ID a cache key names, if it is a chunk of this
+// version of the dataset.
+func (d *loadedDataset) chunkOf(k chunkcache.Key) (int, bool) {
+	c, ok := d.chunkByKey[k.Object]
+	if !ok || k.Dataset != d.name || d.index.Chunk(c).ETag != k.ETag {
+		return 0, false
+	}
+	return c, true
+}
+
+// catalog holds the gateway's loaded datasets by name. Lookups before every
+// index is loaded fail with ErrNotReady.
+type catalog struct {
+	names       []string // as configured
+	defaultName string
+	ready       atomic.Bool
+
+	mu     sync.RWMutex
+	byName map[string]*loadedDataset
+}
+
+func newCatalog(names []string, defaultName string) *catalog {
+	return &catalog{names: names, defaultName: defaultName, byName: map[string]*loadedDataset{}}
+}
+
+func (c *catalog) add(ds *loadedDataset) {
+	c.mu.Lock()
+	c.byName[ds.name] = ds
+	c.mu.Unlock()
+}
+
+// get returns a loaded dataset by name.
+func (c *catalog) get(name string) (*loadedDataset, error) {
+	if !c.ready.Load() {
+		return nil, ErrNotReady
+	}
+	c.mu.RLock()
+	ds, ok := c.byName[name]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown dataset %q (serving: %v)", ErrNotFound, name, c.names)
+	}
+	return ds, nil
+}
+
+// chunk resolves a cache key to its dataset and chunk ID.
+func (c *catalog) chunk(k chunkcache.Key) (*loadedDataset, int, error) {
+	ds, err := c.get(k.Dataset)
+	if err != nil {
+		return nil, 0, err
+	}
+	id, ok := ds.chunkOf(k)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: chunk %q (ETag %s) is not in dataset %q", ErrNotFound, k.Object, k.ETag, k.Dataset)
+	}
+	return ds, id, nil
+}
+
+// all returns the loaded datasets in configuration order.
+func (c *catalog) all() ([]*loadedDataset, error) {
+	out := make([]*loadedDataset, 0, len(c.names))
+	for _, name := range c.names {
+		ds, err := c.get(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ds)
+	}
+	return out, nil
+}
+
+// loadDataset opens a dataset's store and reads its index. Transient store
+// errors are retried with backoff until ctx ends; a missing or invalid
+// index fails at once, since waiting will not fix it.
+func loadDataset(ctx context.Context, spec DatasetSpec, bcfg s3backend.Config, log zerolog.Logger) (*loadedDataset, error) {
+	store := spec.Store
+	if store == nil {
+		var err error
+		if store, err = s3backend.Open(ctx, spec.URL, bcfg); err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", spec.Name, err)
+		}
+	}
+	backoff := 250 * time.Millisecond
+	for {
+		ix, err := dataset.ReadIndex(ctx, store)
+		if err == nil {
+			return newLoadedDataset(spec.Name, spec.URL, store, ix), nil
+		}
+		if !errors.Is(err, s3backend.ErrUnavailable) {
+			return nil, fmt.Errorf("dataset %s (%s): %w", spec.Name, spec.URL, err)
+		}
+		log.Warn().Err(err).Str("dataset", spec.Name).Dur("retry_in", backoff).Msg("index not reachable yet")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dataset %s: %w (last error: %w)", spec.Name, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}

@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Planner simulates cache policies over a job's schedule: the /plan
+// endpoint's answer and the optimal policy's figures for epochs the gateway
+// served. It speaks only in types of the packages below the gateway, so the
+// gateway does not link a planner: `brand serve` passes planner.ForGateway.
+// Its methods may be called concurrently and must honour ctx.
+type Planner interface {
+	// Plan returns the plan of job over the dataset ix indexes, as a value
+	// that encodes to JSON.
+	Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Params, o api.PlanOptions) (any, error)
+	optimizer
+}
+
+// handlePlan serves /plan: the job's schedule simulated for a cache size,
+// what hit ratio and backend traffic LRU and the optimal policy reach, the
+// cache that never stalls at a bandwidth, and the window's shuffle quality.
+func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.Planner == nil {
+		writeError(w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
+		return
+	}
+	base := g.defaults
+	base.plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
+	q, err := parseQuery(r.URL.Query(), planParams, base, g.cfg.Limits)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ds, err := g.catalog.get(q.job.Dataset)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Plans cost up to seconds of CPU on large datasets: one at a time.
+	select {
+	case g.planning <- struct{}{}:
+		defer func() { <-g.planning }()
+	case <-r.Context().Done():
+		writeError(w, r.Context().Err())
+		return
+	}
+	plan, err := g.cfg.Planner.Plan(r.Context(), ds.index, q.job.Params, q.plan)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, err)
+		return
+	}
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %w", ErrBadRequest, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, plan)
+}

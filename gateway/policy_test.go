@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+)
+
+// TestSchedulePolicyOrder drives the policy's heap with random touches,
+// removals and table changes, and checks that Victims yields exactly the
+// tracked keys, furthest next use first, least recently touched among
+// equals.
+func TestSchedulePolicyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const chunks = 64
+	ds := newLoadedDataset("d", "", nil, testIndex(t, chunks, 4))
+	keys := make([]chunkcache.Key, chunks)
+	for c := range keys {
+		keys[c] = ds.chunkKey(c)
+	}
+	table := func(gen uint64) *useTable {
+		dist := make([]int64, chunks)
+		for c := range dist {
+			dist[c] = int64(rng.IntN(8)) * 100 // many ties
+			if rng.IntN(10) == 0 {
+				dist[c] = never
+			}
+		}
+		return &useTable{gen: gen, datasets: map[string]datasetUses{"d": {ds: ds, dist: dist}}}
+	}
+	latest := table(1)
+	p := newSchedulePolicy(func() *useTable { return latest })
+	p.table = latest
+	seq := map[chunkcache.Key]int{}
+	tick := 0
+	for step := range 3000 {
+		k := keys[rng.IntN(chunks)]
+		switch rng.IntN(10) {
+		case 0, 1, 2:
+			p.Remove(k)
+			delete(seq, k)
+		case 3:
+			latest = table(uint64(step))
+		default:
+			tick++
+			p.Touch(k)
+			seq[k] = tick
+		}
+		if step%7 != 0 {
+			continue
+		}
+		var got []chunkcache.Key
+		for v := range p.Victims() {
+			got = append(got, v)
+		}
+		want := make([]chunkcache.Key, 0, len(seq))
+		for k := range seq {
+			want = append(want, k)
+		}
+		slices.SortFunc(want, func(a, b chunkcache.Key) int {
+			return cmp.Or(cmp.Compare(latest.distance(b), latest.distance(a)), cmp.Compare(seq[a], seq[b]))
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: victims %v, want %v", step, got, want)
+		}
+	}
+}
+
+// testIndex is an index of chunks chunks of perChunk one-block samples.
+func testIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}

@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+)
+
+// handleSample serves /samples/{key}: one sample, by key, as a tar of its
+// members.
+func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query(), sampleParams, g.defaults, g.cfg.Limits)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ds, err := g.catalog.get(q.job.Dataset)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	key := chi.URLParam(r, "*")
+	id, ok := ds.index.Lookup(key)
+	if !ok {
+		writeError(w, fmt.Errorf("%w: no sample with key %q in dataset %q", ErrNotFound, key, ds.name))
+		return
+	}
+	c, off, length, _ := ds.index.SampleRange(id)
+	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{ds.chunkRequest(c)})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer lease.Release()
+	h := w.Header()
+	h.Set("Content-Type", "application/x-tar")
+	h.Set("Content-Length", strconv.FormatInt(length+int64(len(chunkindex.EndOfArchive)), 10))
+	h.Set(api.HeaderDataset, ds.name)
+	h.Set(api.HeaderIndex, ds.index.ID())
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	n, err := w.Write(lease.Bytes(0)[off : off+length])
+	if err == nil {
+		var m int
+		m, err = w.Write(chunkindex.EndOfArchive[:])
+		n += m
+	}
+	g.metrics.bytesServed.Add(float64(n))
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		g.log.Debug().Err(err).Msg("sample not completed")
+	}
+}

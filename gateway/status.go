@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
+)
+
+// handleDatasets serves /datasets: what the gateway serves.
+func (g *Gateway) handleDatasets(w http.ResponseWriter, r *http.Request) {
+	all, err := g.catalog.all()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
+	for _, ds := range all {
+		out.Datasets = append(out.Datasets, api.DatasetInfo{Name: ds.name, URL: ds.url, IndexID: ds.index.ID(),
+			Chunks: ds.index.NumChunks(), Samples: ds.index.NumSamples(), Bytes: ds.index.TotalBytes(),
+			Default: ds.name == g.catalog.defaultName})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleStats serves /stats: the cache counters and per-epoch figures as
+// JSON, for people and benchmarks that want them without a Prometheus
+// server.
+func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Cache       chunkcache.Stats `json:"cache"`
+		CacheBytes  int64            `json:"cache_capacity_bytes"`
+		CachePolicy string           `json:"cache_policy"`
+		Epochs      []EpochStat      `json:"epochs"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.EpochStats()})
+}

@@ -1,0 +1,54 @@
+package planner
+
+import (
+	"context"
+	"iter"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// ForGateway is the planner as the gateway uses it, through an interface of
+// the gateway's that speaks only in types of the packages below both
+// (chunkindex, shuffle, api). The gateway therefore does not link the
+// planner; `brand serve` passes ForGateway{} in its configuration.
+type ForGateway struct{}
+
+// Plan answers GET /plan: MakePlanContext for job over the dataset ix
+// indexes. Its result is a *Plan.
+func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Params, o api.PlanOptions) (any, error) {
+	in := PlanInput{
+		Dataset:            DatasetOf(ix),
+		Job:                Job{Params: job, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+		CacheBytes:         o.CacheBytes,
+		BackendBytesPerSec: o.BackendBytesPerSec,
+		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
+		PrefetchWindows:    o.PrefetchWindows,
+	}
+	return MakePlanContext(ctx, in)
+}
+
+// OptimalHitRatios simulates the optimal policy (Belady) with a cache of
+// capacity bytes on a demand trace given batch by batch — each batch's
+// epoch and its distinct chunks in first-use order, in the order the
+// batches were served — and returns each epoch's hit ratio.
+func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity int64, batches iter.Seq2[uint64, []int32]) (map[uint64]float64, error) {
+	var trace []Access
+	for epoch, chunks := range batches {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for i, c := range chunks {
+			trace = append(trace, Access{Chunk: c, Epoch: int32(epoch), Start: i == 0})
+		}
+	}
+	res := Simulate(trace, sizes, capacity, Belady)
+	out := make(map[uint64]float64, len(res.Epochs))
+	for _, e := range res.Epochs {
+		if e.Accesses > 0 {
+			out[uint64(e.Epoch)] = e.HitRatio
+		}
+	}
+	return out, nil
+}
