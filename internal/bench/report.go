@@ -39,7 +39,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal, seed %d), %d chunks of ~%s, %s in all\n",
 		d.Samples, sizeString(c.MeanBytes), c.Seed, d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))
-	fmt.Fprintf(ew, "job: batch %d, window %d chunks, seed %d, client %d batches ahead; working set (the windows a batch spans + the prefetch window) %s\n\n",
+	fmt.Fprintf(ew, "job: batch %d, window %d chunks, shuffle seed %d, client %d batches ahead; working set (the windows a batch spans + the prefetch window) %s\n\n",
 		c.BatchSize, c.Window, c.ShuffleSeed, c.Ahead, sizeString(d.WorkingSetBytes))
 
 	width := len("configuration")
