@@ -39,8 +39,6 @@ func commands() []command {
 		{"index", "index existing tar shards (e.g. a WebDataset dataset) in place", runIndex},
 		{"inspect", "print a dataset's summary; --verify checks every chunk", runInspect},
 		{"plan", "simulate a job's cache behaviour and report the optimum", runPlan},
-		{"bench", "benchmark Brand against per-object reads and streaming", runBench},
-		{"bench-limit", "serve one of the benchmark's limits; brand bench runs it", runBenchLimit},
 		{"version", "print the version", func(_ context.Context, env *cliEnv, _ []string) error {
 			fmt.Fprintln(env.stdout, "brand", version)
 			return nil

@@ -40,7 +40,7 @@ type LimitServerConfig struct {
 }
 
 // ServeLimit runs one of the limits of a benchmark as a server of its own
-// until ctx is done: `brand bench-limit`, which `brand bench` starts once
+// until ctx is done: `brand-bench limit`, which the harness starts once
 // per limit. A gateway is a process between the client and the store, so
 // the ceilings it is compared with are measured as processes too: they pay
 // for a runtime, a scheduler and a process's share of the two cores as

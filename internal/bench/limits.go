@@ -98,7 +98,7 @@ func (r *runner) streamThrough(hc *http.Client, base string, keys []string, orde
 		if err != nil {
 			return pass{}, err
 		}
-		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.BatchSize)
+		p, err := streamChunks(ctx, hc, base, keys, order, level, r.cfg.Job.BatchSize)
 		if err != nil {
 			return pass{}, err
 		}
@@ -384,7 +384,7 @@ var limitRows = []struct {
 // process boundary costs.
 func (r *runner) runLimits(ctx context.Context) error {
 	keys, _ := r.tb.chunkKeys()
-	order := shuffled(len(keys), r.cfg.Seed, 101)
+	order := shuffled(len(keys), r.cfg.Job.Seed, 101)
 	hc := &http.Client{Transport: newTransport(64)}
 	defer hc.CloseIdleConnections()
 
@@ -401,8 +401,8 @@ func (r *runner) runLimits(ctx context.Context) error {
 	}
 	defer proxy.tr.CloseIdleConnections()
 	defer stop()
-	r.logf("limit (a) in this process: reverse proxy streaming whole chunks, concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, 0, ConfigProxyInProcess, GroupLimits, "(a) in the client's process", r.cfg.StreamReaders,
+	r.logf("limit (a) in this process: reverse proxy streaming whole chunks, concurrency %v", r.cfg.Concurrency.StreamReaders)
+	err = r.sweepRow(ctx, 0, ConfigProxyInProcess, GroupLimits, "(a) in the client's process", r.cfg.Concurrency.StreamReaders,
 		r.streamThrough(hc, base, keys, order, func(context.Context) (int64, error) { return proxy.upstream.Load(), nil }))
 	if err != nil {
 		return fmt.Errorf("limit (a) in this process: %w", err)
@@ -415,7 +415,7 @@ func (r *runner) runLimits(ctx context.Context) error {
 func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, label string, keys []string, order []int) error {
 	srv := r.tb.srv
 	logPath := filepath.Join(r.cfg.WorkDir, "limit-"+kind+".log")
-	args := []string{"bench-limit",
+	args := []string{"limit",
 		"--kind", kind,
 		"--listen", "127.0.0.1:0",
 		"--dataset", "s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
@@ -423,23 +423,23 @@ func (r *runner) runLimit(ctx context.Context, hc *http.Client, kind, config, la
 		"--s3-region", "us-east-1",
 	}
 	r.logf("limit %s: starting %s; log %s", label[:strings.IndexByte(label, ' ')], kind, logPath)
-	p, err := startGateway(ctx, r.cfg.LimitBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
+	p, err := startGateway(ctx, r.cfg.Processes.LimitBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	defer p.kill()
-	r.logf("  measuring at concurrency %v", r.cfg.StreamReaders)
-	err = r.sweepRow(ctx, p.cmd.Process.Pid, config, GroupLimits, label, r.cfg.StreamReaders,
+	r.logf("  measuring at concurrency %v", r.cfg.Concurrency.StreamReaders)
+	err = r.sweepRow(ctx, p.cmd.Process.Pid, config, GroupLimits, label, r.cfg.Concurrency.StreamReaders,
 		r.streamThrough(hc, p.base, keys, order, p.limitUpstream))
 	if err == nil && kind == LimitMemory {
 		// (b′): the same server and bytes, in requests of a batch's size.
-		slices := batchSlices(r.tb.index, order, r.cfg.BatchSize)
+		slices := batchSlices(r.tb.index, order, r.cfg.Job.BatchSize)
 		ident := make([]int, len(slices))
 		for i := range ident {
 			ident[i] = i
 		}
-		r.logf("limit (b'): the same, %d requests of %d samples; concurrency %v", len(slices), r.cfg.BatchSize, r.cfg.StreamReaders)
-		err = r.sweepRow(ctx, p.cmd.Process.Pid, ConfigMemoryBatches, GroupLimits, "(b') limit: from memory, batch-sized requests", r.cfg.StreamReaders,
+		r.logf("limit (b'): the same, %d requests of %d samples; concurrency %v", len(slices), r.cfg.Job.BatchSize, r.cfg.Concurrency.StreamReaders)
+		err = r.sweepRow(ctx, p.cmd.Process.Pid, ConfigMemoryBatches, GroupLimits, "(b') limit: from memory, batch-sized requests", r.cfg.Concurrency.StreamReaders,
 			r.streamThrough(hc, p.base, slices, ident, p.limitUpstream))
 	}
 	hc.CloseIdleConnections()

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/brandgw/brand/shuffle"
 	"math"
 	"time"
 
@@ -75,23 +74,23 @@ const boundaryBatches = 5
 // fraction (reusing the brand group's schedule run) and simulates the same
 // job with the planner.
 func (r *runner) runPolicyGroup(ctx context.Context) error {
-	epochs := r.cfg.PolicyEpochs + 1
-	sched, err := r.brandRun(ctx, r.cfg.PolicyCache, "schedule", epochs, GroupPolicy)
+	epochs := r.cfg.Policy.Epochs + 1
+	sched, err := r.brandRun(ctx, r.cfg.Policy.Cache, "schedule", epochs, GroupPolicy)
 	if err != nil {
 		return err
 	}
-	lru, err := r.brandRun(ctx, r.cfg.PolicyCache, "lru", epochs, GroupPolicy)
+	lru, err := r.brandRun(ctx, r.cfg.Policy.Cache, "lru", epochs, GroupPolicy)
 	if err != nil {
 		return err
 	}
-	trace, err := planner.Trace(r.planDS, planner.Job{Params: shuffle.Params{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1}, Epochs: epochs})
+	trace, err := planner.Trace(r.planDS, r.plannerJob(epochs))
 	if err != nil {
 		return fmt.Errorf("bench: planner trace: %w", err)
 	}
-	cache := r.cacheBytes(r.cfg.PolicyCache)
+	cache := r.cacheBytes(r.cfg.Policy.Cache)
 	simLRU := planner.Simulate(trace, r.planDS.ChunkSizes, cache, planner.LRU)
 	opt := planner.Simulate(trace, r.planDS.ChunkSizes, cache, planner.Belady)
-	rep := &PolicyReport{CacheBytes: cache, CacheFraction: r.cfg.PolicyCache}
+	rep := &PolicyReport{CacheBytes: cache, CacheFraction: r.cfg.Policy.Cache}
 	for e := 1; e < epochs; e++ {
 		l, s := lru.stats.epoch(e), sched.stats.epoch(e)
 		sl, so := simEpoch(simLRU, e), simEpoch(opt, e)
@@ -111,7 +110,7 @@ func (r *runner) runPolicyGroup(ctx context.Context) error {
 	}
 	r.rep.Policy = rep
 	r.logf("policies at cache %s: backend bytes over epochs 1-%d: lru %s, schedule %s, optimum %s",
-		percentString(r.cfg.PolicyCache), epochs-1, sizeString(rep.LRUBytes), sizeString(rep.ScheduleBytes), sizeString(rep.OptimalBytes))
+		percentString(r.cfg.Policy.Cache), epochs-1, sizeString(rep.LRUBytes), sizeString(rep.ScheduleBytes), sizeString(rep.OptimalBytes))
 	return nil
 }
 

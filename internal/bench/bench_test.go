@@ -216,7 +216,7 @@ func TestConfigValidation(t *testing.T) {
 	valid := func() Config {
 		c := SmokeConfig()
 		c.WorkDir = t.TempDir()
-		c.GatewayBinary = "/bin/true"
+		c.Processes = Processes{GatewayBinary: "/bin/true", LimitBinary: "/bin/true"}
 		return c
 	}
 	tests := []struct {
@@ -225,17 +225,23 @@ func TestConfigValidation(t *testing.T) {
 		ok     bool
 	}{
 		{"smoke", func(*Config) {}, true},
-		{"zero fields take defaults", func(c *Config) { *c = Config{WorkDir: c.WorkDir, GatewayBinary: "/bin/true"} }, true},
+		{"zero fields take defaults", func(c *Config) { *c = Config{WorkDir: c.WorkDir, Processes: c.Processes} }, true},
 		{"no work dir", func(c *Config) { c.WorkDir = "" }, false},
-		{"one epoch", func(c *Config) { c.Epochs = 1 }, false},
-		{"cache over 100 %", func(c *Config) { c.CacheFractions = []float64{0.5, 1.5} }, false},
-		{"negative concurrency", func(c *Config) { c.ObjectReaders = []int{4, -1} }, false},
-		{"empty concurrency list", func(c *Config) { c.ShardReaders = []int{} }, false},
+		{"one epoch", func(c *Config) { c.Brand.Epochs = 1 }, false},
+		{"cache over 100 %", func(c *Config) { c.Brand.CacheFractions = []float64{0.5, 1.5} }, false},
+		{"policy cache over 100 %", func(c *Config) { c.Policy.Cache = 1.5 }, false},
+		{"negative concurrency", func(c *Config) { c.Concurrency.ObjectReaders = []int{4, -1} }, false},
+		{"empty concurrency list", func(c *Config) { c.Concurrency.ShardReaders = []int{} }, false},
+		{"empty ahead levels", func(c *Config) { c.Brand.AheadLevels = []int{} }, false},
+		{"negative window", func(c *Config) { c.Job.Window = -1 }, false},
+		{"two ranks", func(c *Config) { c.Job.World, c.Job.Rank = 2, 1 }, false},
+		{"an offset", func(c *Config) { c.Job.Offset = 10 }, false},
+		{"drop last", func(c *Config) { c.Job.DropLast = true }, false},
 		{"unknown group", func(c *Config) { c.Groups = []string{"limits", "speed"} }, false},
-		{"brand without a binary", func(c *Config) { c.GatewayBinary = "" }, false},
-		{"limits without a binary", func(c *Config) { c.GatewayBinary = ""; c.Groups = []string{GroupLimits} }, false},
-		{"limits with their own binary", func(c *Config) { c.GatewayBinary, c.LimitBinary = "", "/bin/true"; c.Groups = []string{GroupLimits} }, true},
-		{"baselines need no binary", func(c *Config) { c.GatewayBinary = ""; c.Groups = []string{GroupBaselines} }, true},
+		{"brand without a binary", func(c *Config) { c.Processes.GatewayBinary = "" }, false},
+		{"limits without a binary", func(c *Config) { c.Processes.LimitBinary = ""; c.Groups = []string{GroupLimits} }, false},
+		{"limits need no gateway", func(c *Config) { c.Processes.GatewayBinary = ""; c.Groups = []string{GroupLimits} }, true},
+		{"baselines need no binary", func(c *Config) { c.Processes = Processes{}; c.Groups = []string{GroupBaselines} }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +254,7 @@ func TestConfigValidation(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrConfig) {
 				t.Errorf("error %v does not wrap ErrConfig", err)
 			}
-			if err == nil && (got.Samples <= 0 || got.BatchSize <= 0 || got.Log == nil || len(got.Groups) == 0) {
+			if err == nil && (got.Dataset.Samples <= 0 || got.Job.BatchSize <= 0 || got.Job.World != 1 || got.Job.Dataset != gatewayDataset || got.Log == nil || len(got.Groups) == 0) {
 				t.Errorf("defaults not applied: %+v", got)
 			}
 		})
@@ -258,7 +264,7 @@ func TestConfigValidation(t *testing.T) {
 // fakeRun builds a runner holding figures as a run would have measured
 // them, for the target and report tests.
 func fakeRun(cold, warm float64, cacheFraction float64, rss int64, amp float64) *runner {
-	cfg, _ := Config{WorkDir: "x", GatewayBinary: "x", CacheFractions: []float64{cacheFraction}, Epochs: 3,
+	cfg, _ := Config{WorkDir: "x", Processes: Processes{GatewayBinary: "x", LimitBinary: "x"}, Brand: Brand{CacheFractions: []float64{cacheFraction}, Epochs: 3},
 		Groups: []string{GroupLimits, GroupBaselines, GroupBrand}}.withDefaults()
 	r := &runner{cfg: cfg, runs: map[runKey]*brandRun{}, rep: &Report{Dataset: DatasetInfo{Samples: 1000, Chunks: 10, Bytes: 1000e6, WorkingSetBytes: 300e6}}}
 	row := func(config, group, label string, sps float64) Row {

@@ -83,28 +83,28 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 	srv := r.tb.srv
 	args := []string{"serve",
 		"--listen", "127.0.0.1:0",
-		"--dataset", "bench=s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
+		"--dataset", gatewayDataset + "=s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
 		"--cache-size", strconv.FormatInt(run.cacheBytes, 10),
 		"--cache-policy", policy,
-		"--seed", strconv.FormatUint(r.cfg.Seed, 10),
-		"--batch-size", strconv.Itoa(r.cfg.BatchSize),
-		"--window", strconv.Itoa(r.cfg.Window),
+		"--seed", strconv.FormatUint(r.cfg.Job.Seed, 10),
+		"--batch-size", strconv.Itoa(r.cfg.Job.BatchSize),
+		"--window", strconv.Itoa(r.cfg.Job.Window),
 		"--log-format", "json",
 		"--log-level", "info",
 		"--shutdown-timeout", "5s",
 		"--s3-endpoint", srv.URL(),
 		"--s3-region", "us-east-1",
 	}
-	args = append(args, r.cfg.GatewayArgs...)
+	args = append(args, r.cfg.Processes.GatewayArgs...)
 	name := fmt.Sprintf("gateway-%s-%g", policy, fraction*100)
-	if r.cfg.GatewayProfiles != "" {
-		args = append(args, "--cpuprofile", filepath.Join(r.cfg.GatewayProfiles, name+".pprof"))
+	if r.cfg.Processes.GatewayProfiles != "" {
+		args = append(args, "--cpuprofile", filepath.Join(r.cfg.Processes.GatewayProfiles, name+".pprof"))
 	}
 	logPath := filepath.Join(r.cfg.WorkDir, name+".log")
 	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs; gateway log %s",
 		sizeString(run.cacheBytes), percentString(fraction), policy, epochs, logPath)
 	started := time.Now()
-	g, err := startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
+	g, err := startGateway(ctx, r.cfg.Processes.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		}
 	}()
 
-	c, ct, err := r.brandClient(g.base, r.cfg.Ahead)
+	c, ct, err := r.brandClient(g.base, r.cfg.Brand.Ahead)
 	if err != nil {
 		return nil, err
 	}
@@ -131,10 +131,10 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
 			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
 	}
-	if fraction >= 1 && policy == "schedule" && len(r.cfg.AheadLevels) > 0 {
+	if fraction >= 1 && policy == "schedule" && len(r.cfg.Brand.AheadLevels) > 0 {
 		// Warm epochs at each read-ahead depth, after the run's own: the
 		// client's concurrency, swept as the limits' is.
-		for i, level := range r.cfg.AheadLevels {
+		for i, level := range r.cfg.Brand.AheadLevels {
 			e := epochs + i
 			c, ct, err := r.brandClient(g.base, level)
 			if err != nil {
@@ -172,19 +172,28 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 // keeping ahead batches in flight, and the transport that meters it.
 func (r *runner) brandClient(base string, ahead int) (*client.Client, *countingTransport, error) {
 	ct := &countingTransport{base: newTransport(ahead + 2)}
-	seed := r.cfg.Seed
-	c, err := client.New(base, client.Options{
-		HTTPClient: &http.Client{Transport: ct},
-		Dataset:    "bench",
-		Seed:       &seed,
-		BatchSize:  r.cfg.BatchSize,
-		Window:     r.cfg.Window,
-		Ahead:      ahead,
-	})
+	c, err := client.New(base, r.clientOptions(&http.Client{Transport: ct}, ahead))
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
 	return c, ct, nil
+}
+
+// clientOptions are the Go client's options for the run's job: the one
+// place that spells the job (an api.Job) in the client's terms.
+func (r *runner) clientOptions(hc *http.Client, ahead int) client.Options {
+	job := r.cfg.Job
+	return client.Options{
+		HTTPClient: hc,
+		Dataset:    job.Dataset,
+		Seed:       &job.Seed,
+		BatchSize:  job.BatchSize,
+		Window:     job.Window,
+		World:      job.World,
+		Rank:       job.Rank,
+		DropLast:   &job.DropLast,
+		Ahead:      ahead,
+	}
 }
 
 // brandEpoch reads epoch e through the gateway g with c and measures it,

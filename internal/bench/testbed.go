@@ -53,9 +53,9 @@ func newTestbed(ctx context.Context, cfg Config, srv *minioserver.Server) (*test
 	tb := &testbed{
 		cfg:           cfg,
 		srv:           srv,
-		spec:          synth.Spec{Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: cfg.Seed},
-		datasetPrefix: fmt.Sprintf("dataset-%d-%d-%d-%d", cfg.Samples, cfg.MeanBytes, cfg.ChunkSize, cfg.Seed),
-		objectPrefix:  fmt.Sprintf("objects-%d-%d-%d", cfg.Samples, cfg.MeanBytes, cfg.Seed),
+		spec:          synth.Spec{Samples: cfg.Dataset.Samples, MeanBytes: cfg.Dataset.MeanBytes, Classes: 100, Seed: cfg.Dataset.Seed},
+		datasetPrefix: fmt.Sprintf("dataset-%d-%d-%d-%d", cfg.Dataset.Samples, cfg.Dataset.MeanBytes, cfg.Dataset.ChunkSize, cfg.Dataset.Seed),
+		objectPrefix:  fmt.Sprintf("objects-%d-%d-%d", cfg.Dataset.Samples, cfg.Dataset.MeanBytes, cfg.Dataset.Seed),
 	}
 	var err error
 	tb.mc, err = minio.New(srv.Endpoint, &minio.Options{
@@ -115,13 +115,13 @@ func (tb *testbed) ensureDataset(ctx context.Context) error {
 	}
 	defer os.RemoveAll(src) // the chunks hold everything once packed
 	start := time.Now()
-	tb.logf("generating %d synthetic samples (mean %s) in %s", tb.cfg.Samples, sizeString(tb.cfg.MeanBytes), src)
+	tb.logf("generating %d synthetic samples (mean %s) in %s", tb.cfg.Dataset.Samples, sizeString(tb.cfg.Dataset.MeanBytes), src)
 	if err := tb.spec.WriteTree(src); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	tb.logf("packing into %s chunks at s3://%s/%s", sizeString(tb.cfg.ChunkSize), tb.cfg.Bucket, tb.datasetPrefix)
+	tb.logf("packing into %s chunks at s3://%s/%s", sizeString(tb.cfg.Dataset.ChunkSize), tb.cfg.Bucket, tb.datasetPrefix)
 	res, err := dataset.Pack(ctx, src, tb.store, dataset.PackOptions{
-		ChunkSize: tb.cfg.ChunkSize, Shuffle: true, Seed: tb.cfg.Seed, Parallel: 2, Name: "bench", Overwrite: true,
+		ChunkSize: tb.cfg.Dataset.ChunkSize, Shuffle: true, Seed: tb.cfg.Dataset.Seed, Parallel: 2, Name: "bench", Overwrite: true,
 	})
 	if err != nil {
 		return fmt.Errorf("bench: packing the dataset: %w", err)
@@ -144,15 +144,15 @@ func (tb *testbed) ensureObjects(ctx context.Context) error {
 		return tb.listObjects(ctx)
 	}
 	start := time.Now()
-	tb.logf("uploading %d per-sample objects to s3://%s/%s", tb.cfg.Samples, tb.cfg.Bucket, tb.objectPrefix)
-	tb.objects = make([]object, tb.cfg.Samples)
+	tb.logf("uploading %d per-sample objects to s3://%s/%s", tb.cfg.Dataset.Samples, tb.cfg.Bucket, tb.objectPrefix)
+	tb.objects = make([]object, tb.cfg.Dataset.Samples)
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range 8 {
 		g.Go(func() error {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= tb.cfg.Samples {
+				if i >= tb.cfg.Dataset.Samples {
 					return nil
 				}
 				s := tb.spec.Sample(i)
@@ -168,7 +168,7 @@ func (tb *testbed) ensureObjects(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	n := strconv.Itoa(tb.cfg.Samples)
+	n := strconv.Itoa(tb.cfg.Dataset.Samples)
 	if _, err := tb.mc.PutObject(ctx, tb.cfg.Bucket, marker, strings.NewReader(n), int64(len(n)), minio.PutObjectOptions{}); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -187,9 +187,9 @@ func (tb *testbed) listObjects(ctx context.Context) error {
 			tb.objects = append(tb.objects, object{key: info.Key, size: info.Size})
 		}
 	}
-	if len(tb.objects) != tb.cfg.Samples {
+	if len(tb.objects) != tb.cfg.Dataset.Samples {
 		return fmt.Errorf("bench: s3://%s/%s holds %d per-sample objects, want %d; remove it to upload them again",
-			tb.cfg.Bucket, tb.objectPrefix, len(tb.objects), tb.cfg.Samples)
+			tb.cfg.Bucket, tb.objectPrefix, len(tb.objects), tb.cfg.Dataset.Samples)
 	}
 	tb.logf("reusing the per-sample objects at s3://%s/%s", tb.cfg.Bucket, tb.objectPrefix)
 	return nil

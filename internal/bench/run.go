@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/brandgw/brand/shuffle"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -58,7 +57,8 @@ type ReportInput struct {
 	Samples        int       `json:"samples"`
 	MeanBytes      int64     `json:"mean_bytes"`
 	ChunkSize      int64     `json:"chunk_size"`
-	Seed           uint64    `json:"seed"`
+	Seed           uint64    `json:"seed"`         // the dataset's
+	ShuffleSeed    uint64    `json:"shuffle_seed"` // the job's
 	BatchSize      int       `json:"batch_size"`
 	Window         int       `json:"window"`
 	Ahead          int       `json:"ahead"`
@@ -213,10 +213,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &runner{cfg: cfg, runs: map[runKey]*brandRun{}, started: time.Now()}
 	r.rep = &Report{Date: r.started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: ReportInput{
-		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, ChunkSize: cfg.ChunkSize, Seed: cfg.Seed,
-		BatchSize: cfg.BatchSize, Window: cfg.Window, Ahead: cfg.Ahead, AheadLevels: cfg.AheadLevels, CacheFractions: cfg.CacheFractions,
-		Epochs: cfg.Epochs, PolicyCache: cfg.PolicyCache, PolicyEpochs: cfg.PolicyEpochs,
-		StreamReaders: cfg.StreamReaders, ObjectReaders: cfg.ObjectReaders, ShardReaders: cfg.ShardReaders,
+		Samples: cfg.Dataset.Samples, MeanBytes: cfg.Dataset.MeanBytes, ChunkSize: cfg.Dataset.ChunkSize, Seed: cfg.Dataset.Seed, ShuffleSeed: cfg.Job.Seed,
+		BatchSize: cfg.Job.BatchSize, Window: cfg.Job.Window, Ahead: cfg.Brand.Ahead, AheadLevels: cfg.Brand.AheadLevels, CacheFractions: cfg.Brand.CacheFractions,
+		Epochs: cfg.Brand.Epochs, PolicyCache: cfg.Policy.Cache, PolicyEpochs: cfg.Policy.Epochs,
+		StreamReaders: cfg.Concurrency.StreamReaders, ObjectReaders: cfg.Concurrency.ObjectReaders, ShardReaders: cfg.Concurrency.ShardReaders,
 		ShuffleBuffer: cfg.ShuffleBuffer, Groups: cfg.Groups,
 	}}
 
@@ -269,7 +269,7 @@ func (r *runner) describeDataset() error {
 	r.planDS = planner.Dataset{ChunkSizes: sizes, Counts: ix.SampleCounts()}
 	plan, err := planner.MakePlan(planner.PlanInput{
 		Dataset:            r.planDS,
-		Job:                planner.Job{Params: shuffle.Params{Seed: r.cfg.Seed, Window: r.cfg.Window, BatchSize: r.cfg.BatchSize, World: 1}, Epochs: 2},
+		Job:                r.plannerJob(2),
 		CacheBytes:         ix.TotalBytes(),
 		BackendBytesPerSec: 1e9, // any rate: only the working set is used
 		PrefetchWindows:    1,
@@ -288,14 +288,20 @@ func (r *runner) describeDataset() error {
 	return nil
 }
 
+// plannerJob is the run's job, read for epochs epochs, in the planner's
+// terms.
+func (r *runner) plannerJob(epochs int) planner.Job {
+	return planner.Job{Params: r.cfg.Job.Params, Epochs: epochs}
+}
+
 // runBrandGroup reads epochs through a fresh gateway at each cache
 // fraction. The run at the policy comparison's fraction reads as many
 // epochs as that comparison needs, so it is not run twice.
 func (r *runner) runBrandGroup(ctx context.Context) error {
-	for _, f := range r.cfg.CacheFractions {
-		epochs := r.cfg.Epochs
-		if f == r.cfg.PolicyCache && r.cfg.runs(GroupPolicy) {
-			epochs = max(epochs, r.cfg.PolicyEpochs+1)
+	for _, f := range r.cfg.Brand.CacheFractions {
+		epochs := r.cfg.Brand.Epochs
+		if f == r.cfg.Policy.Cache && r.cfg.runs(GroupPolicy) {
+			epochs = max(epochs, r.cfg.Policy.Epochs+1)
 		}
 		if _, err := r.brandRun(ctx, f, "schedule", epochs, GroupBrand); err != nil {
 			return err

@@ -15,7 +15,7 @@ type CPUUse struct {
 	// "(a) in the client's process".
 	Harness float64 `json:"harness_s"`
 	// Gateway is the server process between the client and the store:
-	// `brand serve` for Brand's rows, `brand bench-limit` for the limits'.
+	// `brand serve` for Brand's rows, `brand-bench limit` for the limits'.
 	Gateway float64 `json:"gateway_s,omitempty"`
 	// Store is the S3 server (MinIO) the harness started; 0 for an
 	// external one.

@@ -2,7 +2,9 @@
 // measures Brand's gateway beside the ceilings any gateway is bounded by and
 // beside what users pick instead, on a synthetic dataset in a real MinIO it
 // starts on loopback, and checks the project's performance targets on ratios
-// measured side by side.
+// measured side by side. The command brand-bench runs it; the package is
+// internal, and kept out of the brand binary, so that the server (and its
+// image) links neither the harness nor its charting libraries.
 //
 // # What a run measures
 //
@@ -13,7 +15,7 @@
 //     sample's CRC32C as it arrives, as Brand's loader does. (b) A plain Go
 //     HTTP server that serves the same chunk bytes from memory: the ceiling
 //     of the warm path; (b′) the same server asked for slices of a batch's
-//     size. Each runs as a process of its own (`brand bench-limit`,
+//     size. Each runs as a process of its own (`brand-bench limit`,
 //     ServeLimit), as the gateway does, at the best of several client
 //     concurrencies; (a) is also measured with the proxy inside this
 //     process, to show what the process boundary costs.
@@ -49,7 +51,7 @@
 // and the limits' clients reuse a body's buffer once its last sample is
 // counted; WebDataset-style (d), whose shuffle buffer keeps samples long
 // after their shard was read, reads each shard into a fresh one. Brand's
-// warm path is also measured at each of Config.AheadLevels batches in
+// warm path is also measured at each of Config.Brand.AheadLevels batches in
 // flight, as the limits are at each concurrency level. A batch's latency
 // is the time the consuming loop waits for it. Bytes delivered are HTTP body bytes (tar framing included, which is
 // what makes read amplification exactly 1 for a chunk read once).

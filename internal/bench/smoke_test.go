@@ -17,11 +17,13 @@ import (
 	"github.com/brandgw/brand/internal/minioserver"
 )
 
-// buildBrand builds the brand binary, whose serve command is the gateway
-// under test, with the race detector when this test has it: the packages
-// are then already compiled for the test, and a race in the gateway fails
-// the smoke test through the gateway's exit status.
-func buildBrand(t *testing.T) string {
+// build builds one of the module's commands (the brand binary, whose serve
+// command is the gateway under test, or brand-bench, whose limit command
+// serves the limits) with the race detector when this test has it: the
+// packages are then already compiled for the test, and a race in the
+// gateway or a limit fails the smoke test through the process's exit
+// status.
+func build(t *testing.T, name string) string {
 	t.Helper()
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := exec.LookPath(goTool); err != nil {
@@ -29,12 +31,12 @@ func buildBrand(t *testing.T) string {
 			t.Fatalf("the go command is needed to build the brand binary: %v", err)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "brand")
+	bin := filepath.Join(t.TempDir(), name)
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "github.com/brandgw/brand/cmd/brand")
+	args = append(args, "github.com/brandgw/brand/cmd/"+name)
 	out, err := exec.Command(goTool, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -52,7 +54,8 @@ func TestSmoke(t *testing.T) {
 	cfg := SmokeConfig()
 	cfg.Server = srv
 	cfg.Bucket = srv.NewBucket(t)
-	cfg.GatewayBinary = buildBrand(t)
+	cfg.Processes.GatewayBinary = build(t, "brand")
+	cfg.Processes.LimitBinary = build(t, "brand-bench")
 	cfg.WorkDir = t.TempDir()
 	cfg.Command = "go test -run TestSmoke"
 	var log bytes.Buffer
@@ -65,10 +68,10 @@ func TestSmoke(t *testing.T) {
 	}
 
 	d := rep.Dataset
-	if d.Samples != cfg.Samples || d.Chunks < 2*cfg.Window || d.Bytes <= d.SampleBytes || d.WorkingSetBytes <= 0 {
-		t.Fatalf("dataset %+v: want %d samples in at least %d chunks", d, cfg.Samples, 2*cfg.Window)
+	if d.Samples != cfg.Dataset.Samples || d.Chunks < 2*cfg.Job.Window || d.Bytes <= d.SampleBytes || d.WorkingSetBytes <= 0 {
+		t.Fatalf("dataset %+v: want %d samples in at least %d chunks", d, cfg.Dataset.Samples, 2*cfg.Job.Window)
 	}
-	batches := (d.Samples + cfg.BatchSize - 1) / cfg.BatchSize
+	batches := (d.Samples + cfg.Job.BatchSize - 1) / cfg.Job.BatchSize
 	count := map[string]int{}
 	for _, r := range rep.Rows {
 		count[r.Config]++
@@ -109,8 +112,8 @@ func TestSmoke(t *testing.T) {
 		if r.Config != ConfigMemory && r.Config != ConfigMemoryBatches && r.Config != ConfigBrand && r.Config != ConfigBrandAhead && r.BackendBytes != r.Bytes {
 			t.Errorf("%s: %d backend bytes for %d delivered, want them equal", r.Label, r.BackendBytes, r.Bytes)
 		}
-		if r.Config == ConfigBrandAhead && (len(r.Sweep) != len(cfg.AheadLevels) || !slices.Contains(cfg.AheadLevels, r.Concurrency) || r.CacheFraction != 1) {
-			t.Errorf("%s: cache %g, best ahead %d of %v; want the sweep of %v at 100 %%", r.Label, r.CacheFraction, r.Concurrency, r.Sweep, cfg.AheadLevels)
+		if r.Config == ConfigBrandAhead && (len(r.Sweep) != len(cfg.Brand.AheadLevels) || !slices.Contains(cfg.Brand.AheadLevels, r.Concurrency) || r.CacheFraction != 1) {
+			t.Errorf("%s: cache %g, best ahead %d of %v; want the sweep of %v at 100 %%", r.Label, r.CacheFraction, r.Concurrency, r.Sweep, cfg.Brand.AheadLevels)
 		}
 		if (r.Config == ConfigBrand) == (r.Concurrency > 0) || (r.Concurrency > 0 && len(r.Sweep) == 0) {
 			t.Errorf("%s: concurrency %d with sweep %v", r.Label, r.Concurrency, r.Sweep)
@@ -123,8 +126,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("limit %s: log %q, %v; want its ready line", kind, log, err)
 		}
 	}
-	wantBrand := len(cfg.CacheFractions)*cfg.Epochs + (cfg.PolicyEpochs + 1) + // the lru run
-		max(0, cfg.PolicyEpochs+1-cfg.Epochs) // the schedule run at the policy fraction reads the extra epochs
+	wantBrand := len(cfg.Brand.CacheFractions)*cfg.Brand.Epochs + (cfg.Policy.Epochs + 1) + // the lru run
+		max(0, cfg.Policy.Epochs+1-cfg.Brand.Epochs) // the schedule run at the policy fraction reads the extra epochs
 	for config, want := range map[string]int{ConfigProxy: 1, ConfigProxyInProcess: 1, ConfigStoreForward: 1, ConfigStoreVerify: 1, ConfigMemory: 1, ConfigMemoryBatches: 1, ConfigObjects: 1, ConfigWebDataset: 1, ConfigBrand: wantBrand, ConfigBrandAhead: 1} {
 		if count[config] != want {
 			t.Errorf("%d rows of %s, want %d", count[config], config, want)
@@ -132,8 +135,8 @@ func TestSmoke(t *testing.T) {
 	}
 
 	p := rep.Policy
-	if p == nil || len(p.Epochs) != cfg.PolicyEpochs || len(p.Boundaries) != 2*cfg.PolicyEpochs {
-		t.Fatalf("policy report %+v: want %d epochs and boundaries for both policies", p, cfg.PolicyEpochs)
+	if p == nil || len(p.Epochs) != cfg.Policy.Epochs || len(p.Boundaries) != 2*cfg.Policy.Epochs {
+		t.Fatalf("policy report %+v: want %d epochs and boundaries for both policies", p, cfg.Policy.Epochs)
 	}
 	for _, e := range p.Epochs {
 		// The gateway sees exactly the demand trace the planner simulates.

@@ -14,11 +14,11 @@ import (
 // shard streaming, each at its best concurrency.
 func (r *runner) runBaselines(ctx context.Context) error {
 	tb := r.tb
-	objOrder := shuffled(len(tb.objects), r.cfg.Seed, 102)
-	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.ObjectReaders)
-	err := r.sweepRow(ctx, 0, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
+	objOrder := shuffled(len(tb.objects), r.cfg.Job.Seed, 102)
+	r.logf("baseline (c): one GET per sample, %d objects, concurrency %v", len(tb.objects), r.cfg.Concurrency.ObjectReaders)
+	err := r.sweepRow(ctx, 0, ConfigObjects, GroupBaselines, "(c) one GET per sample", r.cfg.Concurrency.ObjectReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
-		p, err := consume(ctx, r.cfg.BatchSize, level, nil, func(ctx context.Context, emit func(item) error) error {
+		p, err := consume(ctx, r.cfg.Job.BatchSize, level, nil, func(ctx context.Context, emit func(item) error) error {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(objOrder) {
@@ -43,11 +43,11 @@ func (r *runner) runBaselines(ctx context.Context) error {
 	}
 
 	keys, _ := tb.chunkKeys()
-	shardOrder := shuffled(len(keys), r.cfg.Seed, 103)
-	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.ShardReaders)
-	err = r.sweepRow(ctx, 0, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.ShardReaders, func(ctx context.Context, level int) (pass, error) {
+	shardOrder := shuffled(len(keys), r.cfg.Job.Seed, 103)
+	r.logf("baseline (d): WebDataset, %d shards through a %d-sample shuffle buffer, concurrency %v", len(keys), r.cfg.ShuffleBuffer, r.cfg.Concurrency.ShardReaders)
+	err = r.sweepRow(ctx, 0, ConfigWebDataset, GroupBaselines, "(d) WebDataset shards + shuffle buffer", r.cfg.Concurrency.ShardReaders, func(ctx context.Context, level int) (pass, error) {
 		var body, next atomic.Int64
-		p, err := consume(ctx, r.cfg.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Seed), func(ctx context.Context, emit func(item) error) error {
+		p, err := consume(ctx, r.cfg.Job.BatchSize, level, newShuffleBuffer(r.cfg.ShuffleBuffer, r.cfg.Job.Seed), func(ctx context.Context, emit func(item) error) error {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(shardOrder) {

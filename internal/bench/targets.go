@@ -63,13 +63,13 @@ func (r *runner) targets() []Target {
 	proxy, memory, objects, wds := find(ConfigProxy), find(ConfigMemory), find(ConfigObjects), find(ConfigWebDataset)
 	var out []Target
 
-	for _, f := range r.cfg.CacheFractions {
+	for _, f := range r.cfg.Brand.CacheFractions {
 		run := r.runs[runKey{f, "schedule"}]
 		if run == nil {
 			continue
 		}
 		brand := run.rows(GroupBrand)
-		cold, warm := brand[0].SamplesPerSec, throughput(brand[1:r.cfg.Epochs])
+		cold, warm := brand[0].SamplesPerSec, throughput(brand[1:r.cfg.Brand.Epochs])
 		at := ", cache " + percentString(f)
 		if proxy != nil {
 			out = append(out, atLeast("cold epoch ÷ limit (a) reverse proxy"+at, cold/proxy.SamplesPerSec, 0.9))

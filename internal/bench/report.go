@@ -37,10 +37,10 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "fresh memory is faulted in at %.0f MB/s, %.0f MB/s advised as huge pages (one write per page of a new 256 MiB mapping)\n",
 			m.FirstTouchMBPerSec, m.FirstTouchHugeMBPerSec)
 	}
-	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal), %d chunks of ~%s, %s in all\n",
-		d.Samples, sizeString(c.MeanBytes), d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))
-	fmt.Fprintf(ew, "job: batch %d, window %d chunks, seed %d, client %d batches ahead; working set (the windows a batch spans + the prefetch window) %s\n\n",
-		c.BatchSize, c.Window, c.Seed, c.Ahead, sizeString(d.WorkingSetBytes))
+	fmt.Fprintf(ew, "dataset: %d samples of mean %s (synthetic, log-normal, seed %d), %d chunks of ~%s, %s in all\n",
+		d.Samples, sizeString(c.MeanBytes), c.Seed, d.Chunks, sizeString(c.ChunkSize), sizeString(d.Bytes))
+	fmt.Fprintf(ew, "job: batch %d, window %d chunks, shuffle seed %d, client %d batches ahead; working set (the windows a batch spans + the prefetch window) %s\n\n",
+		c.BatchSize, c.Window, c.ShuffleSeed, c.Ahead, sizeString(d.WorkingSetBytes))
 
 	width := len("configuration")
 	for _, r := range rep.Rows {

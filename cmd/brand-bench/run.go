@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brandgw/brand/internal/bench"
+)
+
+// runOptions are the run command's options: the benchmark's Config, and
+// what only the command uses (where the report goes, the bound on the
+// whole run, a profile of this process).
+type runOptions struct {
+	cfg        bench.Config
+	out        string
+	timeout    time.Duration
+	cpuProfile string
+}
+
+// presets are the configurations a run starts from, by flag.
+type presets struct{ smoke, small bool }
+
+func (p *presets) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&p.smoke, "smoke", false, "run every configuration on a tiny dataset in seconds (checks the harness, not performance)")
+	fs.BoolVar(&p.small, "small", false, "the small-sample configuration: 100,000 samples of 10 KiB (flags given explicitly still apply)")
+}
+
+func (p presets) config() (bench.Config, error) {
+	switch {
+	case p.smoke && p.small:
+		return bench.Config{}, errors.New("--smoke and --small exclude each other")
+	case p.smoke:
+		return bench.SmokeConfig(), nil
+	case p.small:
+		return bench.SmallConfig(), nil
+	}
+	return bench.DefaultConfig(), nil
+}
+
+// flagSet binds every flag of the run command to o.
+func (o *runOptions) flagSet(p *presets) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	p.bind(fs)
+	bindDataset(fs, &o.cfg.Dataset)
+	bindJob(fs, &o.cfg.Job)
+	bindConcurrency(fs, &o.cfg.Concurrency)
+	bindBrand(fs, &o.cfg.Brand)
+	bindPolicy(fs, &o.cfg.Policy)
+	bindProcesses(fs, &o.cfg.Processes)
+	bindRun(fs, &o.cfg)
+	fs.StringVar(&o.out, "out", o.out, "directory for report.txt, report.json and throughput.png")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run, setup included")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", o.cpuProfile, "write a CPU profile of this process (the clients, the proxy and the memory server; not the gateway) to this file")
+	return fs
+}
+
+func newRunOptions(cfg bench.Config) *runOptions {
+	return &runOptions{cfg: cfg, out: "bench-results", timeout: 90 * time.Minute}
+}
+
+// parseRun parses the run command's flags. A preset (--smoke or --small)
+// is the base that flags given explicitly override, wherever they stand on
+// the command line: the flags are parsed once onto the defaults to find
+// the preset (and report any error, with the defaults in the help), then
+// again onto the preset.
+func parseRun(env *cliEnv, args []string) (*runOptions, error) {
+	var p presets
+	if err := parseFlags(newRunOptions(bench.DefaultConfig()).flagSet(&p), env, args, "[run] [--smoke | --small] [flags]"); err != nil {
+		return nil, err
+	}
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	o := newRunOptions(cfg)
+	fs := o.flagSet(&p)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing the flags onto the preset: %w", err)
+	}
+	o.cfg.Command = commandLine("brand-bench run", args)
+	o.cfg.Log = env.stderr
+	return o, nil
+}
+
+// runBench runs the benchmark harness against a MinIO it starts on
+// loopback, prints the table and the targets, and writes the report as
+// text, JSON and a PNG chart into --out.
+func runBench(ctx context.Context, env *cliEnv, args []string) error {
+	o, err := parseRun(env, args)
+	if err != nil {
+		return err
+	}
+	cleanup, err := o.prepare()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	rep, err := bench.Run(ctx, o.cfg)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteText(env.stdout); err != nil {
+		return err
+	}
+	return o.writeReport(env, rep)
+}
+
+// prepare finds the binaries the run starts and makes its directories;
+// cleanup removes a temporary work directory.
+func (o *runOptions) prepare() (cleanup func(), err error) {
+	cleanup = func() {}
+	exe, err := os.Executable()
+	if err != nil {
+		return cleanup, fmt.Errorf("finding this executable, whose limit command serves the limits: %w", err)
+	}
+	// The limits are this build's, whichever gateway binary is measured.
+	o.cfg.Processes.LimitBinary = exe
+	needsGateway := slices.Contains(o.cfg.Groups, bench.GroupBrand) || slices.Contains(o.cfg.Groups, bench.GroupPolicy)
+	if o.cfg.Processes.GatewayBinary == "" && needsGateway {
+		if o.cfg.Processes.GatewayBinary, err = findBrand(exe); err != nil {
+			return cleanup, err
+		}
+	}
+	if dir := o.cfg.Processes.GatewayProfiles; dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err == nil {
+			err = os.MkdirAll(abs, 0o755)
+		}
+		if err != nil {
+			return cleanup, fmt.Errorf("--gateway-profiles: %w", err)
+		}
+		o.cfg.Processes.GatewayProfiles = abs
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return cleanup, fmt.Errorf("--out: %w", err)
+	}
+	if o.cfg.WorkDir != "" {
+		if err := os.MkdirAll(o.cfg.WorkDir, 0o755); err != nil {
+			return cleanup, fmt.Errorf("--work-dir: %w", err)
+		}
+		return cleanup, nil
+	}
+	dir, err := os.MkdirTemp("", "brand-bench-")
+	if err != nil {
+		return cleanup, err
+	}
+	o.cfg.WorkDir = dir
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// findBrand finds the brand binary to measure when none is given: the one
+// beside this executable (where scripts/bench.sh builds both), else the
+// one on $PATH.
+func findBrand(exe string) (string, error) {
+	beside := filepath.Join(filepath.Dir(exe), "brand")
+	if fi, err := os.Stat(beside); err == nil && !fi.IsDir() {
+		return beside, nil
+	}
+	if p, err := exec.LookPath("brand"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("no brand binary beside %s or on $PATH: give --gateway-binary", exe)
+}
+
+// writeReport writes report.txt, report.json and throughput.png into --out.
+func (o *runOptions) writeReport(env *cliEnv, rep *bench.Report) error {
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"report.txt", rep.WriteText},
+		{"report.json", rep.WriteJSON},
+		{"throughput.png", rep.WriteChart},
+	}
+	var names []string
+	for _, f := range files {
+		path := filepath.Join(o.out, f.name)
+		if err := writeFile(path, f.write); err != nil {
+			return err
+		}
+		names = append(names, path)
+	}
+	fmt.Fprintf(env.stderr, "wrote %s\n", strings.Join(names, ", "))
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// commandLine renders a command for the report, quoting arguments a shell
+// would split.
+func commandLine(prefix string, args []string) string {
+	parts := []string{prefix}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// startCPUProfile profiles the process into file until the returned
+// function is called.
+func startCPUProfile(file string) (stop func(), err error) {
+	out, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
+}
