@@ -7,7 +7,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Each example starts an in-process fake gateway (see fake_test.go) serving
@@ -49,7 +51,7 @@ func ExampleClient_Epoch() {
 	// holds the epoch's remaining 4 samples, all of them rank 0's, so rank
 	// 1's share is empty (DropLast would drop that batch for both ranks).
 	seed := uint64(42)
-	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 4, World: 2, Rank: 1})
+	c, err := client.New(gw.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: seed, BatchSize: 4, World: 2, Rank: 1}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func ExampleClient_Batch() {
 	defer gw.Close()
 
 	seed := uint64(42)
-	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 3})
+	c, err := client.New(gw.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: seed, BatchSize: 3}}})
 	if err != nil {
 		log.Fatal(err)
 	}
