@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -269,18 +270,39 @@ func TestEpochInfo(t *testing.T) {
 }
 
 func TestEpochInfoRejectsIncompletePlans(t *testing.T) {
+	// plan is a valid answer to the zero Options, with fields replaced.
+	plan := func(replace ...string) string {
+		fields := map[string]string{"epoch": "0", "seed": "0", "samples": "4", "batches": "1", "batch_size": "4",
+			"world": "1", "rank": "0", "window": "1", "drop_last": "false", "rank_samples": "4"}
+		for i := 0; i < len(replace); i += 2 {
+			fields[replace[i]] = replace[i+1]
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			if fields[k] != "" {
+				parts = append(parts, strconv.Quote(k)+":"+fields[k])
+			}
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
 	tests := []struct {
 		name string
 		opts client.Options
 		plan string
+		want string // in the error; "" for a plan that is accepted
 	}{
-		{"no seed", client.Options{}, `{"epoch":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"wrong epoch", client.Options{}, `{"epoch":1,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"zero world", client.Options{}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":0,"rank":0,"window":1}`},
-		{"ignored batch_size", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 8}}}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"ignored seed", client.Options{Job: api.Job{Params: shuffle.Params{Seed: 3}}}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"ignored dataset", client.Options{Job: api.Job{Dataset: "val"}}, `{"dataset":"toy","epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"not JSON", client.Options{}, `<html>`},
+		{"valid", client.Options{}, plan(), ""},
+		{"no seed", client.Options{}, plan("seed", ""), "no seed"},
+		{"wrong epoch", client.Options{}, plan("epoch", "1"), "asked for epoch 0, got 1"},
+		{"zero world", client.Options{}, plan("world", "0"), "world 0"},
+		{"ignored batch_size", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 8}}}, plan(), "asked for batch_size=8"},
+		{"ignored seed", client.Options{Job: api.Job{Params: shuffle.Params{Seed: 3}}}, plan(), "asked for seed=3"},
+		{"ignored drop_last", client.Options{Job: api.Job{Params: shuffle.Params{DropLast: true}}}, plan(), "asked for drop_last=true"},
+		{"ignored dataset", client.Options{Job: api.Job{Dataset: "val"}}, plan("dataset", `"toy"`), "asked for dataset=val"},
+		{"unasked offset", client.Options{}, plan("offset", "2"), "asked for offset=0, gateway planned offset=2"},
+		{"batches disagree with the parameters", client.Options{}, plan("batches", "2"), "2 batches from offset 0 of 4 samples; the job's parameters give 1"},
+		{"rank_samples disagree with the parameters", client.Options{}, plan("rank_samples", "3"), "rank_samples 3; the job's parameters give 4"},
+		{"not JSON", client.Options{}, `<html>`, "decoding JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,8 +313,13 @@ func TestEpochInfoRejectsIncompletePlans(t *testing.T) {
 				return true
 			})
 			c, _ := newClient(t, g, tt.opts)
-			if _, err := c.EpochInfo(context.Background(), 0); !errors.Is(err, client.ErrBadResponse) {
-				t.Errorf("error %v; want ErrBadResponse", err)
+			_, err := c.EpochInfo(context.Background(), 0)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("plan %s rejected: %v", tt.plan, err)
+			case tt.want == "":
+			case !errors.Is(err, client.ErrBadResponse) || !strings.Contains(err.Error(), tt.want):
+				t.Errorf("error %v; want ErrBadResponse saying %q", err, tt.want)
 			}
 		})
 	}
