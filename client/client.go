@@ -24,8 +24,9 @@ const (
 // userAgent identifies the client in gateway logs.
 const userAgent = "brand-client/1"
 
-// Options configures a Client. The zero value leaves every job parameter to
-// the gateway's defaults and uses the default transport and retry policy.
+// Options configures a Client. The zero value asks for seed 0 without
+// drop_last, leaves the other job parameters to the gateway's defaults, and
+// uses the default transport and retry policy.
 type Options struct {
 	// HTTPClient sends the requests. Nil means a client whose transport
 	// keeps enough idle connections for Ahead parallel requests, bounds the
