@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/brandgw/brand/api"
 )
 
 const tarType = "application/x-tar"
@@ -25,13 +27,17 @@ type Batch struct {
 	// keeping any of them keeps the batch's memory; copy what must outlive
 	// the batch. Release hands that memory back for later batches.
 	Samples []Sample
-	// EpochBatches is the number of batches in the epoch; every rank has
-	// this many, numbered 0..EpochBatches-1.
+	// EpochBatches is the number of batches in the epoch from Offset on;
+	// every rank has this many, numbered 0..EpochBatches-1.
 	EpochBatches int
-	// EpochSamples is the number of samples in the epoch over all ranks.
+	// EpochSamples is the number of samples in the whole epoch over all
+	// ranks, whatever the offset.
 	EpochSamples int
-	Dataset      string // the dataset's name
-	IndexID      string // the dataset index's content identity
+	// Offset is the epoch position, counted over all ranks, that batch 0
+	// starts at: 0 except for batches read with EpochFrom.
+	Offset  int
+	Dataset string // the dataset's name
+	IndexID string // the dataset index's content identity
 
 	buf  []byte   // the response body the samples' files point into
 	bufs *buffers // where Release returns buf
@@ -59,9 +65,10 @@ func (b *Batch) Release() {
 type BatchHeader struct {
 	Epoch, Index int
 	ETag         string
-	EpochBatches int
-	EpochSamples int
+	EpochBatches int   // batches from Offset on (Brand-Epoch-Batches)
+	EpochSamples int   // samples in the whole epoch (Brand-Epoch-Samples)
 	Samples      int   // samples in this batch (Brand-Batch-Samples)
+	Offset       int   // epoch position of batch 0 (Brand-Offset, absent for 0)
 	Size         int64 // body bytes (Content-Length), -1 if the response had none
 	Dataset      string
 	IndexID      string
@@ -69,7 +76,8 @@ type BatchHeader struct {
 
 // parseBatchHeader reads and checks the headers of a batch response. The
 // Brand-* counts are required: Epoch relies on them to know when an epoch
-// ends and that every batch came from the same plan.
+// ends and that every batch came from the same plan. Brand-Offset is sent
+// only for an offset other than 0, so its absence means 0.
 func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error) {
 	if err := checkContentType(resp, tarType); err != nil {
 		return BatchHeader{}, err
@@ -79,18 +87,23 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		Index:   batch,
 		ETag:    resp.Header.Get("ETag"),
 		Size:    resp.ContentLength,
-		Dataset: resp.Header.Get("Brand-Dataset"),
-		IndexID: resp.Header.Get("Brand-Index"),
+		Dataset: resp.Header.Get(api.HeaderDataset),
+		IndexID: resp.Header.Get(api.HeaderIndex),
 	}
 	for _, f := range []struct {
-		name string
-		dst  *int
+		name     string
+		dst      *int
+		optional bool
 	}{
-		{"Brand-Epoch-Batches", &h.EpochBatches},
-		{"Brand-Epoch-Samples", &h.EpochSamples},
-		{"Brand-Batch-Samples", &h.Samples},
+		{api.HeaderEpochBatches, &h.EpochBatches, false},
+		{api.HeaderEpochSamples, &h.EpochSamples, false},
+		{api.HeaderBatchSamples, &h.Samples, false},
+		{api.HeaderOffset, &h.Offset, true},
 	} {
 		v := resp.Header.Get(f.name)
+		if v == "" && f.optional {
+			continue
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return BatchHeader{}, fmt.Errorf("%w: header %s is %q; want a non-negative integer", ErrBadResponse, f.name, v)
@@ -98,6 +111,16 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		*f.dst = n
 	}
 	return h, nil
+}
+
+// checkOffset rejects a batch cut from another position than the one asked
+// for: a gateway that ignored offset would serve samples the job has
+// already trained on.
+func checkOffset(h BatchHeader, want int) error {
+	if h.Offset != want {
+		return fmt.Errorf("%w: asked for offset %d, %s says %d", ErrBadResponse, want, api.HeaderOffset, h.Offset)
+	}
+	return nil
 }
 
 func checkContentType(resp *http.Response, want string) error {
@@ -171,18 +194,23 @@ func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
 	if err := checkPosition(epoch, batch); err != nil {
 		return nil, err
 	}
-	b, err := c.fetchBatch(ctx, epoch, batch, c.jobQuery())
+	b, err := c.fetchBatch(ctx, epoch, batch, 0, c.jobQuery())
 	if err != nil {
 		return nil, fmt.Errorf("client: epoch %d batch %d: %w", epoch, batch, err)
 	}
 	return b, nil
 }
 
-func (c *Client) fetchBatch(ctx context.Context, epoch, batch int, q url.Values) (*Batch, error) {
+// fetchBatch fetches batch number batch of epoch with the job query q,
+// which asks for offset.
+func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url.Values) (*Batch, error) {
 	var b *Batch
 	err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
 		h, err := parseBatchHeader(resp, epoch, batch)
 		if err != nil {
+			return err
+		}
+		if err := checkOffset(h, offset); err != nil {
 			return err
 		}
 		samples, buf, err := readSamples(resp, &c.bufs)
@@ -200,6 +228,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch int, q url.Values)
 			Samples:      samples,
 			EpochBatches: h.EpochBatches,
 			EpochSamples: h.EpochSamples,
+			Offset:       h.Offset,
 			Dataset:      h.Dataset,
 			IndexID:      h.IndexID,
 			buf:          buf,
@@ -227,6 +256,9 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 	err = c.get(ctx, batchPath(epoch, batch), c.jobQuery(), tarType, func(resp *http.Response) error {
 		hh, err := parseBatchHeader(resp, epoch, batch)
 		if err != nil {
+			return err
+		}
+		if err := checkOffset(hh, 0); err != nil {
 			return err
 		}
 		h = hh
@@ -257,27 +289,10 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 
 // Manifest is the JSON description of a batch: which samples it holds and
 // where each one lives, without their bytes.
-type Manifest struct {
-	Dataset   string           `json:"dataset"`
-	IndexID   string           `json:"index"`
-	Epoch     int              `json:"epoch"`
-	Batch     int              `json:"batch"`
-	Rank      int              `json:"rank"`
-	World     int              `json:"world"`
-	BatchSize int              `json:"batch_size"`
-	Batches   int              `json:"batches"` // batches in the epoch
-	Samples   []ManifestSample `json:"samples"`
-}
+type Manifest = api.Manifest
 
 // ManifestSample locates one sample of a manifest in its chunk.
-type ManifestSample struct {
-	ID     int    `json:"id"`     // global sample ID in the index
-	Key    string `json:"key"`    // WebDataset key
-	Chunk  string `json:"chunk"`  // chunk object key, relative to the dataset root
-	Offset int64  `json:"offset"` // first byte of the sample's first tar header
-	Length int64  `json:"length"` // bytes through the padding of its last member
-	CRC32C uint32 `json:"crc32c"` // Castagnoli CRC of those bytes
-}
+type ManifestSample = api.ManifestSample
 
 // Manifest fetches the manifest of batch number batch of epoch for the
 // client's rank.
@@ -286,10 +301,11 @@ func (c *Client) Manifest(ctx context.Context, epoch, batch int) (*Manifest, err
 		return nil, err
 	}
 	q := c.jobQuery()
-	q.Set("format", "json")
+	q.Set(api.ParamFormat, "json")
 	m, err := getJSON[Manifest](ctx, c, batchPath(epoch, batch), q)
-	if err == nil && (m.Epoch != epoch || m.Batch != batch) {
-		err = fmt.Errorf("%w: asked for epoch %d batch %d, manifest is for epoch %d batch %d", ErrBadResponse, epoch, batch, m.Epoch, m.Batch)
+	if err == nil && (m.Epoch != epoch || m.Batch != batch || m.Offset != 0) {
+		err = fmt.Errorf("%w: asked for epoch %d batch %d from offset 0, manifest is for epoch %d batch %d from offset %d",
+			ErrBadResponse, epoch, batch, m.Epoch, m.Batch, m.Offset)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client: manifest of epoch %d batch %d: %w", epoch, batch, err)

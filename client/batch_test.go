@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // checkSamples compares decoded samples with what the fake holds for keys.
@@ -46,16 +49,16 @@ func TestBatch(t *testing.T) {
 		params       fakeParams
 		epochBatches int
 	}{
-		{"defaults", client.Options{}, 0, 0, "toy", fakeParams{seed: 1, batchSize: 4, window: 2, world: 1}, 5},
-		{"last partial batch", client.Options{BatchSize: 6}, 3, 3, "toy", fakeParams{seed: 1, batchSize: 6, window: 2, world: 1}, 4},
-		{"rank 1 of 3", client.Options{World: 3, Rank: 1, BatchSize: 2, Seed: ptr(uint64(9))}, 2, 1, "toy",
+		{"defaults", client.Options{}, 0, 0, "toy", fakeParams{batchSize: 4, window: 2, world: 1}, 5},
+		{"last partial batch", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 6}}}, 3, 3, "toy", fakeParams{batchSize: 6, window: 2, world: 1}, 4},
+		{"rank 1 of 3", client.Options{Job: api.Job{Params: shuffle.Params{World: 3, Rank: 1, BatchSize: 2, Seed: 9}}}, 2, 1, "toy",
 			fakeParams{seed: 9, batchSize: 2, window: 2, world: 3, rank: 1}, 4},
-		{"rank with an empty share of the last batch", client.Options{World: 3, Rank: 2, BatchSize: 3}, 0, 2, "toy",
-			fakeParams{seed: 1, batchSize: 3, window: 2, world: 3, rank: 2}, 3},
-		{"drop_last and one window", client.Options{DropLast: ptr(true), BatchSize: 3, Window: 5}, 7, 5, "toy",
-			fakeParams{seed: 1, batchSize: 3, window: 5, world: 1, dropLast: true}, 6},
-		{"dotted, escaped and PAX keys", client.Options{Dataset: "val", BatchSize: 7, Window: 2}, 0, 0, "val",
-			fakeParams{seed: 1, batchSize: 7, window: 2, world: 1}, 1},
+		{"rank with an empty share of the last batch", client.Options{Job: api.Job{Params: shuffle.Params{World: 3, Rank: 2, BatchSize: 3}}}, 0, 2, "toy",
+			fakeParams{batchSize: 3, window: 2, world: 3, rank: 2}, 3},
+		{"drop_last and one window", client.Options{Job: api.Job{Params: shuffle.Params{DropLast: true, BatchSize: 3, Window: 5}}}, 7, 5, "toy",
+			fakeParams{batchSize: 3, window: 5, world: 1, dropLast: true}, 6},
+		{"dotted, escaped and PAX keys", client.Options{Job: api.Job{Dataset: "val", Params: shuffle.Params{BatchSize: 7, Window: 2}}}, 0, 0, "val",
+			fakeParams{batchSize: 7, window: 2, world: 1}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +91,7 @@ func TestBatch(t *testing.T) {
 // parameter, the query tests above would prove nothing.
 func TestShuffleDependsOnParameters(t *testing.T) {
 	g := newFakeGateway(t)
-	base := client.Options{Seed: ptr(uint64(1)), BatchSize: 20, Window: 2}
+	base := client.Options{Job: api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 20, Window: 2}}}
 	first := func(o client.Options, epoch int) string {
 		c, _ := newClient(t, g, o)
 		b, err := c.Batch(context.Background(), epoch, 0)
@@ -102,9 +105,9 @@ func TestShuffleDependsOnParameters(t *testing.T) {
 		t.Fatal("the same request gave a different order")
 	}
 	seed := base
-	seed.Seed = ptr(uint64(2))
+	seed.Job.Seed = 2
 	window := base
-	window.Window = 5
+	window.Job.Window = 5
 	for name, got := range map[string]string{"seed": first(seed, 0), "epoch": first(base, 1), "window": first(window, 0)} {
 		if got == ref {
 			t.Errorf("changing the %s did not change the order", name)
@@ -114,13 +117,13 @@ func TestShuffleDependsOnParameters(t *testing.T) {
 
 func TestBatchRaw(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{BatchSize: 5})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 5}}})
 	var buf bytes.Buffer
 	n, h, err := c.BatchRaw(context.Background(), 2, 1, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := fakeParams{seed: 1, batchSize: 5, window: 2, world: 1}
+	p := fakeParams{batchSize: 5, window: 2, world: 1}
 	var want []byte
 	for _, k := range g.expectedKeys("toy", p, 2, 1) {
 		i := slices.IndexFunc(g.datasets["toy"].samples, func(s fakeSample) bool { return s.key == k })
@@ -231,12 +234,12 @@ func TestBadResponses(t *testing.T) {
 
 func TestManifest(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{World: 2, Rank: 1, BatchSize: 3})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Params: shuffle.Params{World: 2, Rank: 1, BatchSize: 3}}})
 	m, err := c.Manifest(context.Background(), 4, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := fakeParams{seed: 1, batchSize: 3, window: 2, world: 2, rank: 1}
+	p := fakeParams{batchSize: 3, window: 2, world: 2, rank: 1}
 	want := g.expectedKeys("toy", p, 4, 2)
 	d := g.datasets["toy"]
 	if m.Dataset != "toy" || m.IndexID != d.index || m.Epoch != 4 || m.Batch != 2 || m.Rank != 1 || m.World != 2 ||
@@ -254,31 +257,52 @@ func TestManifest(t *testing.T) {
 
 func TestEpochInfo(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{Dataset: "val", Window: 1, BatchSize: 2, DropLast: ptr(true)})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Dataset: "val", Params: shuffle.Params{Window: 1, BatchSize: 2, DropLast: true}}})
 	info, err := c.EpochInfo(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := client.EpochInfo{Dataset: "val", IndexID: g.datasets["val"].index, Epoch: 3, Samples: 7, Batches: 3,
-		BatchSize: 2, World: 1, Rank: 0, Window: 1, Seed: 1, DropLast: true, Chunks: 2, Windows: 2}
+		BatchSize: 2, World: 1, Rank: 0, Window: 1, Seed: 0, DropLast: true, Chunks: 2, Windows: 2, RankSamples: 6}
 	if *info != want {
 		t.Errorf("EpochInfo = %+v; want %+v", *info, want)
 	}
 }
 
 func TestEpochInfoRejectsIncompletePlans(t *testing.T) {
+	// plan is a valid answer to the zero Options, with fields replaced.
+	plan := func(replace ...string) string {
+		fields := map[string]string{"epoch": "0", "seed": "0", "samples": "4", "batches": "1", "batch_size": "4",
+			"world": "1", "rank": "0", "window": "1", "drop_last": "false", "rank_samples": "4"}
+		for i := 0; i < len(replace); i += 2 {
+			fields[replace[i]] = replace[i+1]
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			if fields[k] != "" {
+				parts = append(parts, strconv.Quote(k)+":"+fields[k])
+			}
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
 	tests := []struct {
 		name string
 		opts client.Options
 		plan string
+		want string // in the error; "" for a plan that is accepted
 	}{
-		{"no seed", client.Options{}, `{"epoch":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"wrong epoch", client.Options{}, `{"epoch":1,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"zero world", client.Options{}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":0,"rank":0,"window":1}`},
-		{"ignored batch_size", client.Options{BatchSize: 8}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"ignored seed", client.Options{Seed: ptr(uint64(3))}, `{"epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"ignored dataset", client.Options{Dataset: "val"}, `{"dataset":"toy","epoch":0,"seed":0,"samples":4,"batches":1,"batch_size":4,"world":1,"rank":0,"window":1}`},
-		{"not JSON", client.Options{}, `<html>`},
+		{"valid", client.Options{}, plan(), ""},
+		{"no seed", client.Options{}, plan("seed", ""), "no seed"},
+		{"wrong epoch", client.Options{}, plan("epoch", "1"), "asked for epoch 0, got 1"},
+		{"zero world", client.Options{}, plan("world", "0"), "world 0"},
+		{"ignored batch_size", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 8}}}, plan(), "asked for batch_size=8"},
+		{"ignored seed", client.Options{Job: api.Job{Params: shuffle.Params{Seed: 3}}}, plan(), "asked for seed=3"},
+		{"ignored drop_last", client.Options{Job: api.Job{Params: shuffle.Params{DropLast: true}}}, plan(), "asked for drop_last=true"},
+		{"ignored dataset", client.Options{Job: api.Job{Dataset: "val"}}, plan("dataset", `"toy"`), "asked for dataset=val"},
+		{"unasked offset", client.Options{}, plan("offset", "2"), "asked for offset=0, gateway planned offset=2"},
+		{"batches disagree with the parameters", client.Options{}, plan("batches", "2"), "2 batches from offset 0 of 4 samples; the job's parameters give 1"},
+		{"rank_samples disagree with the parameters", client.Options{}, plan("rank_samples", "3"), "rank_samples 3; the job's parameters give 4"},
+		{"not JSON", client.Options{}, `<html>`, "decoding JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,8 +313,13 @@ func TestEpochInfoRejectsIncompletePlans(t *testing.T) {
 				return true
 			})
 			c, _ := newClient(t, g, tt.opts)
-			if _, err := c.EpochInfo(context.Background(), 0); !errors.Is(err, client.ErrBadResponse) {
-				t.Errorf("error %v; want ErrBadResponse", err)
+			_, err := c.EpochInfo(context.Background(), 0)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("plan %s rejected: %v", tt.plan, err)
+			case tt.want == "":
+			case !errors.Is(err, client.ErrBadResponse) || !strings.Contains(err.Error(), tt.want):
+				t.Errorf("error %v; want ErrBadResponse saying %q", err, tt.want)
 			}
 		})
 	}
@@ -298,7 +327,7 @@ func TestEpochInfoRejectsIncompletePlans(t *testing.T) {
 
 func TestDatasets(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{Dataset: "val"})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Dataset: "val"}})
 	list, err := c.Datasets(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +361,7 @@ func TestSample(t *testing.T) {
 		}
 		want := g.datasets[ds].samples[tt.id]
 		t.Run(want.key, func(t *testing.T) {
-			c, _ := newClient(t, g, client.Options{Dataset: tt.dataset, BatchSize: 3})
+			c, _ := newClient(t, g, client.Options{Job: api.Job{Dataset: tt.dataset, Params: shuffle.Params{BatchSize: 3}}})
 			s, err := c.Sample(context.Background(), want.key)
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // benchSample is a 64 KiB image-like sample with a label.
@@ -65,7 +67,7 @@ func BenchmarkEpoch(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			tr := &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true}
 			defer tr.CloseIdleConnections()
-			c, err := client.New(gw.URL, client.Options{HTTPClient: &http.Client{Transport: tr}, BatchSize: 32, Ahead: ahead})
+			c, err := client.New(gw.URL, client.Options{HTTPClient: &http.Client{Transport: tr}, Ahead: ahead, Job: api.Job{Params: shuffle.Params{BatchSize: 32}}})
 			if err != nil {
 				b.Fatal(err)
 			}

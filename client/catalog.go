@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/brandgw/brand/api"
 )
 
 // maxJSON bounds a JSON response; the largest, a manifest of a very large
@@ -35,21 +37,11 @@ func getJSON[T any](ctx context.Context, c *Client, path string, q url.Values) (
 }
 
 // DatasetInfo describes a dataset the gateway serves.
-type DatasetInfo struct {
-	Name    string `json:"name"`
-	URL     string `json:"url"`   // where its chunks live (s3://… or file://…)
-	IndexID string `json:"index"` // content identity of its index
-	Chunks  int    `json:"chunks"`
-	Samples int    `json:"samples"`
-	Bytes   int64  `json:"bytes"`   // total size of its chunks
-	Default bool   `json:"default"` // served when a request names no dataset
-}
+type DatasetInfo = api.DatasetInfo
 
 // Datasets lists the datasets the gateway serves.
 func (c *Client) Datasets(ctx context.Context) ([]DatasetInfo, error) {
-	r, err := getJSON[struct {
-		Datasets []DatasetInfo `json:"datasets"`
-	}](ctx, c, "/datasets", nil)
+	r, err := getJSON[api.DatasetList](ctx, c, "/datasets", nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: datasets: %w", err)
 	}
@@ -57,14 +49,14 @@ func (c *Client) Datasets(ctx context.Context) ([]DatasetInfo, error) {
 }
 
 // Sample fetches one sample by its WebDataset key from the client's
-// dataset (Options.Dataset, or the gateway's default).
+// dataset (Options.Job.Dataset, or the gateway's default).
 func (c *Client) Sample(ctx context.Context, key string) (*Sample, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
 	q := url.Values{}
-	if c.opts.Dataset != "" {
-		q.Set("dataset", c.opts.Dataset)
+	if d := c.opts.Job.Dataset; d != "" {
+		q.Set(api.ParamDataset, d)
 	}
 	var s *Sample
 	err := c.get(ctx, "/samples/"+key, q, tarType, func(resp *http.Response) error {

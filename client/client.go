@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/brandgw/brand/api"
 )
 
 // Defaults that New applies to zero Options fields.
@@ -22,8 +24,9 @@ const (
 // userAgent identifies the client in gateway logs.
 const userAgent = "brand-client/1"
 
-// Options configures a Client. The zero value leaves every job parameter to
-// the gateway's defaults and uses the default transport and retry policy.
+// Options configures a Client. The zero value asks for seed 0 without
+// drop_last, leaves the other job parameters to the gateway's defaults, and
+// uses the default transport and retry policy.
 type Options struct {
 	// HTTPClient sends the requests. Nil means a client whose transport
 	// keeps enough idle connections for Ahead parallel requests, bounds the
@@ -33,27 +36,17 @@ type Options struct {
 	// timeout because a batch can be large; bound calls with their context.
 	HTTPClient *http.Client
 
-	// Dataset names the dataset; "" means the gateway's default.
-	Dataset string
-	// Seed is the shuffle seed; nil means the gateway's default. It is a
-	// pointer because 0 is a valid seed.
-	Seed *uint64
-	// BatchSize is the number of samples per batch per rank; 0 means the
-	// gateway's default.
-	BatchSize int
-	// Window is the number of chunks per shuffle window; 0 means the
-	// gateway's default.
-	Window int
-	// World is the number of ranks (data-parallel workers) that split each
-	// global batch; 0 means the gateway's default (normally 1).
-	World int
-	// Rank is this worker's rank in [0, World). The rank is sent only when
-	// World is set or Rank > 0, so the zero Options leave both to the
-	// gateway.
-	Rank int
-	// DropLast drops the epoch's final partial global batch; nil means the
-	// gateway's default.
-	DropLast *bool
+	// Job is the training job whose batches the client reads. Its zero
+	// Dataset, BatchSize, Window and World take the gateway's defaults;
+	// Seed and DropLast are always sent, so the zero Job asks for seed 0
+	// and drop_last=false rather than for whatever the gateway was started
+	// with (see api.Job.Values). Rank needs World: a rank means nothing
+	// without the number of ranks it is one of.
+	//
+	// Job.Offset must be 0. An offset belongs to one epoch, the one a job
+	// was interrupted in, so it is an argument of EpochFrom; as an option
+	// it would apply to every epoch and silently skip the start of each.
+	Job api.Job
 
 	// Ahead is how many batches Epoch keeps requested beyond the one the
 	// caller is consuming, so that the next batch is usually on the wire
@@ -76,18 +69,23 @@ type Options struct {
 // validate reports the first option that can never produce a valid request,
 // so that a typo fails at New rather than at the first batch.
 func (o *Options) validate() error {
+	j := &o.Job
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"BatchSize", o.BatchSize}, {"Window", o.Window}, {"World", o.World}, {"Rank", o.Rank}} {
+	}{{"BatchSize", j.BatchSize}, {"Window", j.Window}, {"World", j.World}, {"Rank", j.Rank}} {
 		if f.v < 0 {
-			return fmt.Errorf("%w: Options.%s is %d; must be >= 0 (0 means the gateway default)", ErrInvalid, f.name, f.v)
+			return fmt.Errorf("%w: Options.Job.%s is %d; must be >= 0 (0 means the gateway default)", ErrInvalid, f.name, f.v)
 		}
 	}
-	if o.World > 0 && o.Rank >= o.World {
-		return fmt.Errorf("%w: Options.Rank %d out of range for World %d (valid ranks are 0..%d)", ErrInvalid, o.Rank, o.World, o.World-1)
-	}
-	if o.Backoff < 0 || o.MaxBackoff < 0 {
+	switch {
+	case j.World == 0 && j.Rank > 0:
+		return fmt.Errorf("%w: Options.Job.Rank %d without Options.Job.World; set the number of ranks", ErrInvalid, j.Rank)
+	case j.World > 0 && j.Rank >= j.World:
+		return fmt.Errorf("%w: Options.Job.Rank %d out of range for World %d (valid ranks are 0..%d)", ErrInvalid, j.Rank, j.World, j.World-1)
+	case j.Offset != 0:
+		return fmt.Errorf("%w: Options.Job.Offset is %d; must be 0 (resume an epoch with EpochFrom)", ErrInvalid, j.Offset)
+	case o.Backoff < 0 || o.MaxBackoff < 0:
 		return fmt.Errorf("%w: Options.Backoff and MaxBackoff must be >= 0", ErrInvalid)
 	}
 	return nil
@@ -130,16 +128,6 @@ func New(baseURL string, opts Options) (*Client, error) {
 	base.RawPath = ""
 	if err := opts.validate(); err != nil {
 		return nil, err
-	}
-	// Copy what the pointers point to, so a caller reusing its variables
-	// cannot change (or race with) a client in use.
-	if opts.Seed != nil {
-		s := *opts.Seed
-		opts.Seed = &s
-	}
-	if opts.DropLast != nil {
-		d := *opts.DropLast
-		opts.DropLast = &d
 	}
 	c := &Client{base: base, sleep: sleepContext}
 	switch {
@@ -206,34 +194,10 @@ func (c *Client) endpoint(path string, q url.Values) string {
 	return u.String()
 }
 
-// jobQuery returns the job parameters the caller set, leaving the rest to
-// the gateway. It returns a fresh map each time; callers may add to it.
-func (c *Client) jobQuery() url.Values {
-	o := &c.opts
-	q := url.Values{}
-	if o.Dataset != "" {
-		q.Set("dataset", o.Dataset)
-	}
-	if o.Seed != nil {
-		q.Set("seed", strconv.FormatUint(*o.Seed, 10))
-	}
-	if o.BatchSize > 0 {
-		q.Set("batch_size", strconv.Itoa(o.BatchSize))
-	}
-	if o.Window > 0 {
-		q.Set("window", strconv.Itoa(o.Window))
-	}
-	if o.World > 0 {
-		q.Set("world", strconv.Itoa(o.World))
-	}
-	if o.World > 0 || o.Rank > 0 {
-		q.Set("rank", strconv.Itoa(o.Rank))
-	}
-	if o.DropLast != nil {
-		q.Set("drop_last", strconv.FormatBool(*o.DropLast))
-	}
-	return q
-}
+// jobQuery returns the job's parameters as a query, leaving those the
+// caller left zero to the gateway (see Options.Job). It returns a fresh map
+// each time; callers may add to it.
+func (c *Client) jobQuery() url.Values { return c.opts.Job.Values() }
 
 // checkPosition rejects negative epoch and batch numbers before they cost a
 // round trip.

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -58,8 +60,7 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"plain", "http://127.0.0.1:8080", client.Options{}, true},
 		{"https with prefix", "https://lb.example/brand/", client.Options{}, true},
-		{"rank within world", "http://h", client.Options{World: 4, Rank: 3}, true},
-		{"rank with default world", "http://h", client.Options{Rank: 2}, true},
+		{"rank within world", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{World: 4, Rank: 3}}}, true},
 		{"negative ahead disables read-ahead", "http://h", client.Options{Ahead: -1, MaxRetries: -1}, true},
 		{"no scheme", "127.0.0.1:8080", client.Options{}, false},
 		{"ftp", "ftp://h", client.Options{}, false},
@@ -67,11 +68,13 @@ func TestNewValidates(t *testing.T) {
 		{"query", "http://h/?seed=1", client.Options{}, false},
 		{"fragment", "http://h/#x", client.Options{}, false},
 		{"unparsable", "http://h:port", client.Options{}, false},
-		{"negative batch size", "http://h", client.Options{BatchSize: -1}, false},
-		{"negative window", "http://h", client.Options{Window: -2}, false},
-		{"negative world", "http://h", client.Options{World: -1}, false},
-		{"negative rank", "http://h", client.Options{Rank: -1}, false},
-		{"rank outside world", "http://h", client.Options{World: 2, Rank: 2}, false},
+		{"negative batch size", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: -1}}}, false},
+		{"negative window", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{Window: -2}}}, false},
+		{"negative world", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{World: -1}}}, false},
+		{"negative rank", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{Rank: -1}}}, false},
+		{"rank outside world", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{World: 2, Rank: 2}}}, false},
+		{"rank without world", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{Rank: 2}}}, false},
+		{"offset in options", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{Offset: 64}}}, false},
 		{"negative backoff", "http://h", client.Options{Backoff: -time.Second}, false},
 		{"negative max backoff", "http://h", client.Options{MaxBackoff: -time.Second}, false},
 	}
@@ -120,20 +123,17 @@ func TestQueryParameters(t *testing.T) {
 		opts client.Options
 		want string
 	}{
-		{"zero options send nothing", client.Options{}, ""},
-		{"dataset", client.Options{Dataset: "val"}, "dataset=val"},
-		{"seed zero is sent", client.Options{Seed: ptr(uint64(0))}, "seed=0"},
-		{"max seed", client.Options{Seed: ptr(uint64(18446744073709551615))}, "seed=18446744073709551615"},
-		{"batch size", client.Options{BatchSize: 3}, "batch_size=3"},
-		{"window", client.Options{Window: 5}, "window=5"},
-		{"world sends rank 0", client.Options{World: 2}, "rank=0&world=2"},
-		{"rank without world", client.Options{Rank: 0}, ""},
-		{"world and rank", client.Options{World: 3, Rank: 2}, "rank=2&world=3"},
-		{"drop_last true", client.Options{DropLast: ptr(true)}, "drop_last=true"},
-		{"drop_last false is sent", client.Options{DropLast: ptr(false)}, "drop_last=false"},
-		{"everything", client.Options{Dataset: "toy", Seed: ptr(uint64(99)), BatchSize: 2, Window: 1, World: 2, Rank: 1, DropLast: ptr(true)},
+		{"zero options send seed and drop_last", client.Options{}, "drop_last=false&seed=0"},
+		{"dataset", client.Options{Job: api.Job{Dataset: "val"}}, "dataset=val&drop_last=false&seed=0"},
+		{"max seed", client.Options{Job: api.Job{Params: shuffle.Params{Seed: 18446744073709551615}}}, "drop_last=false&seed=18446744073709551615"},
+		{"batch size", client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 3}}}, "batch_size=3&drop_last=false&seed=0"},
+		{"window", client.Options{Job: api.Job{Params: shuffle.Params{Window: 5}}}, "drop_last=false&seed=0&window=5"},
+		{"world sends rank 0", client.Options{Job: api.Job{Params: shuffle.Params{World: 2}}}, "drop_last=false&rank=0&seed=0&world=2"},
+		{"world and rank", client.Options{Job: api.Job{Params: shuffle.Params{World: 3, Rank: 2}}}, "drop_last=false&rank=2&seed=0&world=3"},
+		{"drop_last true", client.Options{Job: api.Job{Params: shuffle.Params{DropLast: true}}}, "drop_last=true&seed=0"},
+		{"everything", client.Options{Job: api.Job{Dataset: "toy", Params: shuffle.Params{Seed: 99, BatchSize: 2, Window: 1, World: 2, Rank: 1, DropLast: true}}},
 			"batch_size=2&dataset=toy&drop_last=true&rank=1&seed=99&window=1&world=2"},
-		{"retry and read-ahead options are not sent", client.Options{Ahead: 7, MaxRetries: 1, Backoff: time.Second}, ""},
+		{"retry and read-ahead options are not sent", client.Options{Ahead: 7, MaxRetries: 1, Backoff: time.Second}, "drop_last=false&seed=0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,19 +164,6 @@ func TestQueryParameters(t *testing.T) {
 	}
 }
 
-func TestOptionsPointersAreCopied(t *testing.T) {
-	g := newFakeGateway(t)
-	seed, drop := uint64(5), true
-	c, _ := newClient(t, g, client.Options{Seed: &seed, DropLast: &drop})
-	seed, drop = 6, false
-	if _, err := c.Batch(context.Background(), 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if got := query(t, g.requests()[0]).Encode(); got != "drop_last=true&seed=5" {
-		t.Errorf("query = %q; want the values at New time", got)
-	}
-}
-
 func TestBaseURLPathPrefix(t *testing.T) {
 	g := newFakeGateway(t)
 	outer := http.NewServeMux()
@@ -192,8 +179,8 @@ func TestBaseURLPathPrefix(t *testing.T) {
 		}
 	}
 	for _, r := range g.requests() {
-		if r != "/epoch/1/batch/2" {
-			t.Errorf("gateway saw %q; want /epoch/1/batch/2", r)
+		if r != "/epoch/1/batch/2?drop_last=false&seed=0" {
+			t.Errorf("gateway saw %q; want /epoch/1/batch/2?drop_last=false&seed=0", r)
 		}
 	}
 }
@@ -309,8 +296,7 @@ func TestAPIErrorFromGateway(t *testing.T) {
 		message string
 	}{
 		{"batch out of range states the range", client.Options{}, 5, 404, "batch 5 out of range: epoch 0 has batches 0..4"},
-		{"unknown dataset", client.Options{Dataset: "nope"}, 0, 404, `unknown dataset "nope"`},
-		{"rank outside the default world", client.Options{Rank: 1}, 0, 404, "rank 1 out of range"},
+		{"unknown dataset", client.Options{Job: api.Job{Dataset: "nope"}}, 0, 404, `unknown dataset "nope"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -447,7 +433,9 @@ func TestShortBodyRetried(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Batch: %v", err)
 	}
-	if want := g.expectedKeys("toy", g.defaults, 0, 0); fmt.Sprint(keys(b.Samples)) != fmt.Sprint(want) {
+	p := g.defaults
+	p.seed = 0 // the client always sends its seed
+	if want := g.expectedKeys("toy", p, 0, 0); fmt.Sprint(keys(b.Samples)) != fmt.Sprint(want) {
 		t.Errorf("keys %v; want %v", keys(b.Samples), want)
 	}
 	if len(g.requests()) != 2 || len(w.get()) != 1 {
@@ -587,13 +575,13 @@ func TestDeadlineBeforeRetryReturnsGatewayError(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{BatchSize: 2})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 2}}})
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
 	for m := range 10 {
 		wg.Go(func() {
 			b, err := c.Batch(context.Background(), 1, m)
-			if err == nil && fmt.Sprint(keys(b.Samples)) != fmt.Sprint(g.expectedKeys("toy", fakeParams{seed: 1, batchSize: 2, window: 2, world: 1}, 1, m)) {
+			if err == nil && fmt.Sprint(keys(b.Samples)) != fmt.Sprint(g.expectedKeys("toy", fakeParams{batchSize: 2, window: 2, world: 1}, 1, m)) {
 				err = fmt.Errorf("batch %d has the wrong samples", m)
 			}
 			errs <- err

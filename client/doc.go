@@ -1,24 +1,22 @@
 // Package client is the Go client of the Brand gateway, which serves
 // seeded, shuffled batches of a WebDataset-style dataset over HTTP.
 //
-// A batch is fully determined by the job parameters (dataset, seed, batch
+// A batch is fully determined by the job (an api.Job: dataset, seed, batch
 // size, shuffle window, world size, rank, drop_last) and its epoch and batch
 // number, so a training worker needs no coordination with its peers: each
 // rank asks for its own share of each batch, and a restarted worker can
-// resume at any batch. Parameters left zero in Options are the gateway's
-// defaults.
+// resume at any batch. Job parameters left zero in Options.Job are the
+// gateway's defaults, except the seed and drop_last, which are always sent
+// so that a job's order never depends on how a gateway was started.
 //
 // # Example
 //
 // Each worker of an 8-rank job reads its share of every epoch:
 //
-//	seed := uint64(7)
 //	c, err := client.New("http://brand:8080", client.Options{
-//		Dataset:   "imagenet",
-//		Seed:      &seed,
-//		BatchSize: 256,
-//		World:     8,
-//		Rank:      rank,
+//		Job: api.Job{Dataset: "imagenet", Params: shuffle.Params{
+//			Seed: 7, BatchSize: 256, World: 8, Rank: rank,
+//		}},
 //	})
 //	if err != nil {
 //		return err
@@ -43,6 +41,26 @@
 // garbage collector's work. Batch fetches a
 // single batch, BatchRaw streams one undecoded to a writer, and Manifest
 // describes one without its bytes.
+//
+// # Resuming an epoch
+//
+// Epoch reads an epoch from its start. A job that stops in the middle of
+// one, and restarts with the same or another number of ranks or batch
+// size, resumes with EpochFrom(ctx, epoch, offset), where offset is the
+// number of the epoch's samples the job consumed over all ranks:
+//
+//	offset = start + consumed × batch_size × world, capped at the epoch's samples
+//
+// with start the offset the interrupted run began the epoch at (0 for
+// Epoch), consumed the batches every rank had trained on, and batch_size
+// and world those of the interrupted run; ResumeOffset computes it from
+// that run's plan (EpochInfo or EpochInfoFrom). Every rank of the resumed
+// job passes the same offset and reads its share of the rest, numbered
+// from batch 0; together they read each remaining sample exactly once,
+// since the epoch's order depends only on the dataset, seed and window.
+// Later epochs are read with Epoch as usual. The offset is an argument,
+// not an option, because it belongs to one epoch: Options.Job.Offset must
+// be 0.
 //
 // # Errors and retries
 //

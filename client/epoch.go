@@ -7,52 +7,55 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/shuffle"
 )
 
-// EpochInfo is the gateway's plan for one epoch under the client's
-// parameters, with every default resolved.
-type EpochInfo struct {
-	Dataset   string `json:"dataset"`
-	IndexID   string `json:"index"`
-	Epoch     int    `json:"epoch"`
-	Samples   int    `json:"samples"` // samples in the epoch over all ranks
-	Batches   int    `json:"batches"` // batches per rank, numbered from 0
-	BatchSize int    `json:"batch_size"`
-	World     int    `json:"world"`
-	Rank      int    `json:"rank"`
-	Window    int    `json:"window"` // chunks per shuffle window
-	Seed      uint64 `json:"seed"`
-	DropLast  bool   `json:"drop_last"`
-	Chunks    int    `json:"chunks"`  // chunks in the dataset
-	Windows   int    `json:"windows"` // shuffle windows in the epoch
+// EpochInfo is the gateway's plan for one epoch under the client's job,
+// from a given offset, with every default resolved.
+type EpochInfo = api.EpochInfo
+
+// EpochInfo fetches the plan of epoch for the client's job, from the
+// epoch's start.
+func (c *Client) EpochInfo(ctx context.Context, epoch int) (*EpochInfo, error) {
+	return c.EpochInfoFrom(ctx, epoch, 0)
 }
 
-// EpochInfo fetches the plan of epoch for the client's parameters.
-func (c *Client) EpochInfo(ctx context.Context, epoch int) (*EpochInfo, error) {
+// EpochInfoFrom fetches the plan of the rest of epoch from offset, the
+// number of the epoch's samples already consumed over all ranks (see
+// EpochFrom): its Batches and RankSamples count from there.
+func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochInfo, error) {
 	if err := checkPosition(epoch, 0); err != nil {
 		return nil, err
 	}
+	if offset < 0 {
+		return nil, fmt.Errorf("%w: offset %d; must be >= 0", ErrInvalid, offset)
+	}
+	job := c.opts.Job
+	job.Offset = offset
 	// The embedded Seed is shadowed by the pointer, which tells a missing
 	// seed from seed 0; Epoch pins the seed and must not pin a wrong one.
 	w, err := getJSON[struct {
 		EpochInfo
 		Seed *uint64 `json:"seed"`
-	}](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.jobQuery())
+	}](ctx, c, "/epoch/"+strconv.Itoa(epoch), job.Values())
 	if err == nil {
-		err = c.checkPlan(&w.EpochInfo, w.Seed, epoch)
+		err = checkPlan(&w.EpochInfo, w.Seed, epoch, job)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("client: epoch %d: %w", epoch, err)
+		return nil, fmt.Errorf("client: %s: %w", epochName(epoch, offset), err)
 	}
 	info := w.EpochInfo
 	info.Seed = *w.Seed
 	return &info, nil
 }
 
-// checkPlan verifies that an epoch plan is complete and answers the
-// question asked: a gateway that ignored a parameter would otherwise hand
-// out a shuffle the caller did not ask for.
-func (c *Client) checkPlan(p *EpochInfo, seed *uint64, epoch int) error {
+// checkPlan verifies that an epoch plan is complete, consistent and
+// answers the question asked (job, whose zero fields were left to the
+// gateway): a gateway that ignored a parameter would otherwise hand out a
+// shuffle, or a cut of it, the caller did not ask for.
+func checkPlan(p *EpochInfo, seed *uint64, epoch int, job api.Job) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: epoch plan: "+format, append([]any{ErrBadResponse}, args...)...)
 	}
@@ -68,63 +71,57 @@ func (c *Client) checkPlan(p *EpochInfo, seed *uint64, epoch int) error {
 	case p.Batches < 0 || p.Samples < 0:
 		return bad("%d batches, %d samples", p.Batches, p.Samples)
 	}
-	o := &c.opts
 	for _, f := range []struct {
 		name      string
 		set       bool
 		want, got string
 	}{
-		{"dataset", o.Dataset != "", o.Dataset, p.Dataset},
-		{"batch_size", o.BatchSize > 0, strconv.Itoa(o.BatchSize), strconv.Itoa(p.BatchSize)},
-		{"window", o.Window > 0, strconv.Itoa(o.Window), strconv.Itoa(p.Window)},
-		{"world", o.World > 0, strconv.Itoa(o.World), strconv.Itoa(p.World)},
-		{"rank", o.World > 0 || o.Rank > 0, strconv.Itoa(o.Rank), strconv.Itoa(p.Rank)},
-		{"seed", o.Seed != nil, fmtSeed(o.Seed), fmtSeed(seed)},
-		{"drop_last", o.DropLast != nil, fmtBool(o.DropLast), strconv.FormatBool(p.DropLast)},
+		{api.ParamDataset, job.Dataset != "", job.Dataset, p.Dataset},
+		{api.ParamBatchSize, job.BatchSize > 0, strconv.Itoa(job.BatchSize), strconv.Itoa(p.BatchSize)},
+		{api.ParamWindow, job.Window > 0, strconv.Itoa(job.Window), strconv.Itoa(p.Window)},
+		{api.ParamWorld, job.World > 0, strconv.Itoa(job.World), strconv.Itoa(p.World)},
+		{api.ParamRank, job.World > 0, strconv.Itoa(job.Rank), strconv.Itoa(p.Rank)},
+		{api.ParamSeed, true, strconv.FormatUint(job.Seed, 10), strconv.FormatUint(*seed, 10)},
+		{api.ParamDropLast, true, strconv.FormatBool(job.DropLast), strconv.FormatBool(p.DropLast)},
+		{api.ParamOffset, true, strconv.Itoa(job.Offset), strconv.Itoa(p.Offset)},
 	} {
 		if f.set && f.want != f.got {
 			return bad("asked for %s=%s, gateway planned %s=%s", f.name, f.want, f.name, f.got)
 		}
 	}
+	// With every parameter resolved, the extent of the cut is arithmetic;
+	// a plan that disagrees would make Epoch stop early or ask for
+	// batches that do not exist.
+	sp := planParams(p)
+	switch {
+	case p.Offset > p.Samples:
+		return bad("offset %d past the epoch's %d samples", p.Offset, p.Samples)
+	case p.Batches != sp.NumBatches(p.Samples):
+		return bad("%d batches from offset %d of %d samples; the job's parameters give %d", p.Batches, p.Offset, p.Samples, sp.NumBatches(p.Samples))
+	case p.RankSamples != sp.RankSamples(p.Samples):
+		return bad("rank_samples %d; the job's parameters give %d", p.RankSamples, sp.RankSamples(p.Samples))
+	}
 	return nil
 }
 
-func fmtSeed(s *uint64) string {
-	if s == nil {
-		return ""
-	}
-	return strconv.FormatUint(*s, 10)
-}
-
-func fmtBool(b *bool) string {
-	if b == nil {
-		return ""
-	}
-	return strconv.FormatBool(*b)
+// planParams are the shuffle parameters a plan resolved.
+func planParams(p *EpochInfo) shuffle.Params {
+	return shuffle.Params{Seed: p.Seed, Window: p.Window, BatchSize: p.BatchSize, World: p.World,
+		Rank: p.Rank, DropLast: p.DropLast, Offset: p.Offset}
 }
 
 // pinnedQuery spells out every parameter of a plan, so that all of an
 // epoch's batches come from the same shuffle even when gateways behind a
 // load balancer run with different defaults, or one restarts with new ones.
 func pinnedQuery(p *EpochInfo) url.Values {
-	q := url.Values{}
-	if p.Dataset != "" {
-		q.Set("dataset", p.Dataset)
-	}
-	q.Set("seed", strconv.FormatUint(p.Seed, 10))
-	q.Set("batch_size", strconv.Itoa(p.BatchSize))
-	q.Set("window", strconv.Itoa(p.Window))
-	q.Set("world", strconv.Itoa(p.World))
-	q.Set("rank", strconv.Itoa(p.Rank))
-	q.Set("drop_last", strconv.FormatBool(p.DropLast))
-	return q
+	return api.Job{Dataset: p.Dataset, Params: planParams(p)}.Values()
 }
 
-// matches reports how a batch contradicts the plan it was requested under,
-// or nil. A different index or count means the dataset or the gateway's
-// configuration changed mid-epoch, and the epoch would repeat or skip
-// samples.
-func (p *EpochInfo) matches(b *Batch) error {
+// planMatches reports how a batch contradicts the plan it was requested
+// under, or nil. A different index or count means the dataset or the
+// gateway's configuration changed mid-epoch, and the epoch would repeat or
+// skip samples.
+func planMatches(p *EpochInfo, b *Batch) error {
 	switch {
 	case b.EpochBatches != p.Batches:
 		return fmt.Errorf("%w: the epoch plan has %d batches but batch %d reports %d", ErrBadResponse, p.Batches, b.Index, b.EpochBatches)
@@ -136,19 +133,66 @@ func (p *EpochInfo) matches(b *Batch) error {
 	return nil
 }
 
-// Epoch iterates over every batch of epoch for the client's rank, in order.
-// It first fetches the epoch's plan (see EpochInfo) and then requests each
-// batch with the plan's parameters spelled out, keeping Options.Ahead
+// epochName names an epoch, or the rest of one, in errors.
+func epochName(epoch, offset int) string {
+	if offset == 0 {
+		return "epoch " + strconv.Itoa(epoch)
+	}
+	return "epoch " + strconv.Itoa(epoch) + " from offset " + strconv.Itoa(offset)
+}
+
+// ResumeOffset is the offset to pass to EpochFrom to go on with an epoch
+// after every rank has consumed its first consumed batches of plan (the
+// plan of the epoch, or of its rest, being read): plan.Offset + consumed ×
+// BatchSize × World, capped at the epoch's samples. The result does not
+// depend on the world size or batch size the job resumes with; only the
+// positions already consumed matter.
+//
+// A job checkpoints it (or the epoch, the offset it started from and its
+// batch count, which give the same) together with its model, after the
+// step that used batch consumed-1 on every rank.
+func ResumeOffset(plan *EpochInfo, consumed int) int {
+	consumed = max(consumed, 0)
+	// Comparing counts of batches, not positions, keeps consumed × g from
+	// overflowing.
+	if g := plan.BatchSize * plan.World; g > 0 && consumed < (plan.Samples-plan.Offset+g-1)/g {
+		return plan.Offset + consumed*g
+	}
+	return max(plan.Samples, plan.Offset)
+}
+
+// Epoch iterates over every batch of epoch for the client's rank, in order,
+// from the epoch's start; it is EpochFrom(ctx, epoch, 0).
+func (c *Client) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
+	return c.EpochFrom(ctx, epoch, 0)
+}
+
+// EpochFrom iterates over the rest of epoch for the client's rank, in
+// order, from offset: the number of the epoch's samples, counted over all
+// ranks, that the job has already consumed. Batch M of the rest covers the
+// epoch positions from offset + M × BatchSize × World on, so the ranks of
+// a job that resumes with the same offset read every remaining sample
+// exactly once, whatever world size or batch size they use now (the order
+// of the epoch depends only on the dataset, seed and window). Batches are
+// numbered from 0 again, and each one's Offset is offset. ResumeOffset
+// computes the offset from a plan and a count of consumed batches.
+//
+// EpochFrom first fetches the plan (see EpochInfoFrom) and then requests
+// each batch with the plan's parameters spelled out, keeping Options.Ahead
 // requests in flight so that the next batch is usually ready when the loop
 // asks for it. Each batch is checked against the plan.
 //
+// An offset equal to the epoch's samples yields nothing; a larger one is an
+// error (the gateway's 404), and a negative one wraps ErrInvalid. With
+// drop_last, the rest's final partial global batch is dropped.
+//
 // The first error, from the plan or any batch (after retries), is yielded
 // with a nil batch and ends the iteration. When the loop stops, for any
-// reason, outstanding requests are cancelled and Epoch returns only after
-// their goroutines have finished.
-func (c *Client) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
+// reason, outstanding requests are cancelled and EpochFrom returns only
+// after their goroutines have finished.
+func (c *Client) EpochFrom(ctx context.Context, epoch, offset int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
-		plan, err := c.EpochInfo(ctx, epoch)
+		plan, err := c.EpochInfoFrom(ctx, epoch, offset)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -168,6 +212,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 	defer cancel()
 
 	q := pinnedQuery(plan)
+	name := epochName(plan.Epoch, plan.Offset)
 	pending := make([]chan result, 0, c.ahead+1) // in batch order
 	next := 0
 	issue := func() {
@@ -176,11 +221,11 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 		ch := make(chan result, 1) // never blocks the sender, even if abandoned
 		pending = append(pending, ch)
 		wg.Go(func() {
-			b, err := c.fetchBatch(ctx, plan.Epoch, m, q)
+			b, err := c.fetchBatch(ctx, plan.Epoch, m, plan.Offset, q)
 			if err != nil {
-				err = fmt.Errorf("client: epoch %d batch %d: %w", plan.Epoch, m, err)
-			} else if err = plan.matches(b); err != nil {
-				err = fmt.Errorf("client: epoch %d: %w", plan.Epoch, err)
+				err = fmt.Errorf("client: %s batch %d: %w", name, m, err)
+			} else if err = planMatches(plan, b); err != nil {
+				err = fmt.Errorf("client: %s: %w", name, err)
 			}
 			ch <- result{b, err}
 		})
@@ -193,7 +238,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 		// Batches already fetched are not handed out once the caller has
 		// cancelled: the caller is stopping and should hear why.
 		if err := ctx.Err(); err != nil {
-			yield(nil, fmt.Errorf("client: epoch %d: %w", plan.Epoch, err))
+			yield(nil, fmt.Errorf("client: %s: %w", name, err))
 			return
 		}
 		r := <-pending[0]

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // inflightTransport counts batch requests from the moment they are sent
@@ -83,8 +85,7 @@ func TestEpochOrderAndCompleteness(t *testing.T) {
 			seen := map[string]int{}
 			for rank := range tt.world {
 				tr := newInflightTransport()
-				c, _ := newClient(t, g, client.Options{HTTPClient: &http.Client{Transport: tr}, Seed: &seed,
-					BatchSize: tt.batchSize, World: tt.world, Rank: rank, DropLast: &tt.dropLast, Ahead: tt.ahead})
+				c, _ := newClient(t, g, client.Options{HTTPClient: &http.Client{Transport: tr}, Ahead: tt.ahead, Job: api.Job{Params: shuffle.Params{Seed: seed, BatchSize: tt.batchSize, World: tt.world, Rank: rank, DropLast: tt.dropLast}}})
 				next := 0
 				for b, err := range c.Epoch(context.Background(), 5) {
 					if err != nil {
@@ -330,7 +331,7 @@ func TestEpochParentCancelled(t *testing.T) {
 
 func TestEpochPlanError(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{Dataset: "missing"})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Dataset: "missing"}})
 	indices, errs := runEpoch(t, c, context.Background(), 0, -1, nil)
 	var apiErr *client.APIError
 	if len(indices) != 0 || len(errs) != 1 || !errors.As(errs[0], &apiErr) || apiErr.StatusCode != 404 {
@@ -340,7 +341,7 @@ func TestEpochPlanError(t *testing.T) {
 
 func TestEpochEmpty(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{Dataset: "val", BatchSize: 8, DropLast: ptr(true)})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Dataset: "val", Params: shuffle.Params{BatchSize: 8, DropLast: true}}})
 	indices, errs := runEpoch(t, c, context.Background(), 0, -1, nil)
 	if len(indices) != 0 || len(errs) != 0 {
 		t.Errorf("got batches %v, errors %v; want nothing", indices, errs)
@@ -354,15 +355,15 @@ func TestEpochEmpty(t *testing.T) {
 // with every parameter of the plan, not the gateway's defaults.
 func TestEpochPinsParameters(t *testing.T) {
 	g := newFakeGateway(t)
-	c, _ := newClient(t, g, client.Options{BatchSize: 6})
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Params: shuffle.Params{BatchSize: 6}}})
 	if _, errs := runEpoch(t, c, context.Background(), 2, -1, nil); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	reqs := g.requests()
-	if len(reqs) != 5 || reqs[0] != "/epoch/2?batch_size=6" {
+	if len(reqs) != 5 || reqs[0] != "/epoch/2?batch_size=6&drop_last=false&seed=0" {
 		t.Fatalf("requests %q; want the plan then 4 batches", reqs)
 	}
-	const want = "batch_size=6&dataset=toy&drop_last=false&rank=0&seed=1&window=2&world=1"
+	const want = "batch_size=6&dataset=toy&drop_last=false&rank=0&seed=0&window=2&world=1"
 	for i, r := range slices.Sorted(slices.Values(reqs[1:])) {
 		if !strings.HasPrefix(r, fmt.Sprintf("/epoch/2/batch/%d?", i)) || query(t, r).Encode() != want {
 			t.Errorf("batch request %q; want /epoch/2/batch/%d?%s", r, i, want)
@@ -411,7 +412,7 @@ func TestEpochRelease(t *testing.T) {
 	g := newFakeGateway(t)
 	seed := uint64(5)
 	read := func(release bool) []string {
-		c, _ := newClient(t, g, client.Options{Seed: &seed, BatchSize: 3, Ahead: 3})
+		c, _ := newClient(t, g, client.Options{Ahead: 3, Job: api.Job{Params: shuffle.Params{Seed: seed, BatchSize: 3}}})
 		var out []string
 		for e := range 3 {
 			for b, err := range c.Epoch(context.Background(), e) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/brandgw/brand/api"
 )
 
 var (
@@ -71,9 +73,7 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var wire struct {
-		Error string `json:"error"`
-	}
+	var wire api.Error
 	if json.Unmarshal(body, &wire) == nil && wire.Error != "" {
 		e.Message = wire.Error
 		return e

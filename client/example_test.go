@@ -7,7 +7,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Each example starts an in-process fake gateway (see fake_test.go) serving
@@ -48,8 +50,7 @@ func ExampleClient_Epoch() {
 	// between the ranks, and this worker sees its 4. The last global batch
 	// holds the epoch's remaining 4 samples, all of them rank 0's, so rank
 	// 1's share is empty (DropLast would drop that batch for both ranks).
-	seed := uint64(42)
-	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 4, World: 2, Rank: 1})
+	c, err := client.New(gw.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 42, BatchSize: 4, World: 2, Rank: 1}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -69,8 +70,7 @@ func ExampleClient_Batch() {
 	gw := startFakeGateway()
 	defer gw.Close()
 
-	seed := uint64(42)
-	c, err := client.New(gw.URL, client.Options{Seed: &seed, BatchSize: 3})
+	c, err := client.New(gw.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 42, BatchSize: 3}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,4 +89,45 @@ func ExampleClient_Batch() {
 	// train/n04/img015: 200 bytes of jpg, label 5, 3 files
 	// train/n04/img016: 256 bytes of jpg, label 6, 2 files
 	// train/n04/img019: 424 bytes of jpg, label 9, 2 files
+}
+
+func ExampleClient_EpochFrom() {
+	gw := startFakeGateway()
+	defer gw.Close()
+	ctx := context.Background()
+	job := api.Job{Params: shuffle.Params{Seed: 42, BatchSize: 4, World: 2}}
+
+	// The 2-rank job of the Epoch example trains on batch 0 of epoch 0 and
+	// stops. Its checkpoint records the offset to resume from: one global
+	// batch of 2×4 samples.
+	job.Rank = 1
+	c, err := client.New(gw.URL, client.Options{Job: job})
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan, err := c.EpochInfo(ctx, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	offset := client.ResumeOffset(plan, 1)
+	fmt.Printf("resume epoch 0 at sample %d of %d\n", offset, plan.Samples)
+
+	// It restarts on one rank with batches of 6 and reads the other 12
+	// samples, in the epoch's order: positions 12 to 15 (the second and
+	// third of batch 0, the first two of batch 1) are what rank 1 read as
+	// its batch 1 in the Epoch example.
+	one, err := client.New(gw.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 42, BatchSize: 6, World: 1}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for b, err := range one.EpochFrom(ctx, 0, offset) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("batch %d of %d from %d: %q\n", b.Index, b.EpochBatches, b.Offset, keys(b.Samples))
+	}
+	// Output:
+	// resume epoch 0 at sample 8 of 20
+	// batch 0 of 2 from 8: ["train/n02/img009" "train/n04/img017" "train/n04/img016" "train/n00/img001" "train/n00/img000" "train/n01/img004"]
+	// batch 1 of 2 from 8: ["train/n01/img006" "train/n00/img002" "train/n00/img003" "train/n01/img005" "train/n03/img013" "train/n03/img012"]
 }

@@ -17,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // fakeGateway implements the Brand HTTP API over small in-memory datasets.
@@ -45,6 +48,7 @@ type fakeParams struct {
 	batchSize, window, world int
 	rank                     int
 	dropLast                 bool
+	offset                   int
 }
 
 type fakeDataset struct {
@@ -225,7 +229,7 @@ type fakeErr struct {
 }
 
 func fakeError(w http.ResponseWriter, status int, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": msg, "status": status})
+	b, _ := json.Marshal(api.Error{Error: msg, Status: status})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
@@ -238,9 +242,7 @@ func fakeError(w http.ResponseWriter, status int, msg string) {
 func (g *fakeGateway) params(r *http.Request) (*fakeDataset, fakeParams, *fakeErr) {
 	q := r.URL.Query()
 	for k := range q {
-		switch k {
-		case "dataset", "seed", "batch_size", "window", "world", "rank", "drop_last", "format":
-		default:
+		if !slices.Contains(api.JobParams, k) && k != api.ParamFormat {
 			return nil, fakeParams{}, &fakeErr{400, fmt.Sprintf("unknown query parameter %q", k)}
 		}
 	}
@@ -265,7 +267,7 @@ func (g *fakeGateway) params(r *http.Request) (*fakeDataset, fakeParams, *fakeEr
 		name string
 		dst  *int
 		min  int
-	}{{"batch_size", &p.batchSize, 1}, {"window", &p.window, 1}, {"world", &p.world, 1}, {"rank", &p.rank, 0}} {
+	}{{"batch_size", &p.batchSize, 1}, {"window", &p.window, 1}, {"world", &p.world, 1}, {"rank", &p.rank, 0}, {"offset", &p.offset, 0}} {
 		v := q.Get(f.name)
 		if v == "" {
 			continue
@@ -339,20 +341,33 @@ func (d *fakeDataset) order(p fakeParams, epoch int) []int {
 	return out
 }
 
-// numBatches and batchRange follow shuffle.NumBatches and
-// shuffle.BatchRange: global batch m covers B*world positions and rank r
-// takes B of them, clipped to the epoch.
-func (p fakeParams) numBatches(n int) int {
-	g := p.batchSize * p.world
-	if p.dropLast {
-		return n / g
-	}
-	return (n + g - 1) / g
+// cut is how the gateway cuts the epoch order into batches: the fake
+// shuffles its own way but cuts with the shuffle package, offset included,
+// so that the client is tested against the gateway's batch arithmetic.
+func (p fakeParams) cut() shuffle.Params {
+	return shuffle.Params{Seed: p.seed, Window: p.window, BatchSize: p.batchSize, World: p.world,
+		Rank: p.rank, DropLast: p.dropLast, Offset: p.offset}
 }
 
+// numBatches is the number of global batches from p.offset on.
+func (p fakeParams) numBatches(n int) int { return p.cut().NumBatches(n) }
+
+// batchRange is the epoch positions of p.rank's share of batch m of the
+// cut; the caller has checked that m is in range.
 func (p fakeParams) batchRange(n, m int) (start, end int) {
-	start = min(m*p.batchSize*p.world+p.rank*p.batchSize, n)
-	return start, min(start+p.batchSize, n)
+	start, end, err := p.cut().BatchRange(n, m)
+	if err != nil {
+		panic(err)
+	}
+	return start, end
+}
+
+// pastEnd is the fake's answer to an offset beyond the epoch, or nil.
+func (p fakeParams) pastEnd(n int) *fakeErr {
+	if p.offset > n {
+		return &fakeErr{404, fmt.Sprintf("offset %d past the end of the epoch: it has %d samples", p.offset, n)}
+	}
+	return nil
 }
 
 func (g *fakeGateway) serveBatch(w http.ResponseWriter, r *http.Request) {
@@ -366,6 +381,10 @@ func (g *fakeGateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	total := len(d.samples)
+	if e := p.pastEnd(total); e != nil {
+		fakeError(w, e.status, e.msg)
+		return
+	}
 	nb := p.numBatches(total)
 	if batch >= nb {
 		fakeError(w, 404, fmt.Sprintf("batch %d out of range: epoch %d has batches 0..%d", batch, epoch, nb-1))
@@ -375,22 +394,14 @@ func (g *fakeGateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	ids := d.order(p, epoch)[start:end]
 
 	if r.URL.Query().Get("format") == "json" {
-		type ms struct {
-			ID     int    `json:"id"`
-			Key    string `json:"key"`
-			Chunk  string `json:"chunk"`
-			Offset int64  `json:"offset"`
-			Length int    `json:"length"`
-			CRC    uint32 `json:"crc32c"`
-		}
-		samples := []ms{}
+		samples := []api.ManifestSample{}
 		for _, id := range ids {
 			s := &d.samples[id]
-			samples = append(samples, ms{id, s.key, fmt.Sprintf("chunk-%06d.tar", s.chunk), s.offset, len(s.tar),
-				crc32.Checksum(s.tar, crc32.MakeTable(crc32.Castagnoli))})
+			samples = append(samples, api.ManifestSample{ID: id, Key: s.key, Chunk: fmt.Sprintf("chunk-%06d.tar", s.chunk),
+				Offset: s.offset, Length: int64(len(s.tar)), CRC32C: crc32.Checksum(s.tar, crc32.MakeTable(crc32.Castagnoli))})
 		}
-		writeJSON(w, map[string]any{"dataset": d.name, "index": d.index, "epoch": epoch, "batch": batch,
-			"rank": p.rank, "world": p.world, "batch_size": p.batchSize, "batches": nb, "samples": samples})
+		writeJSON(w, api.Manifest{Dataset: d.name, IndexID: d.index, Epoch: epoch, Batch: batch, Rank: p.rank,
+			World: p.world, BatchSize: p.batchSize, Offset: p.offset, Batches: nb, Samples: samples})
 		return
 	}
 
@@ -399,8 +410,8 @@ func (g *fakeGateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		body = append(body, d.samples[id].tar...)
 	}
 	body = append(body, make([]byte, 1024)...)
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d|%d|%d|%d|%d|%d|%t", d.index, epoch, batch,
-		p.seed, p.batchSize, p.window, p.world, p.rank, p.dropLast))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d|%d|%d|%d|%d|%d|%t|%d", d.index, epoch, batch,
+		p.seed, p.batchSize, p.window, p.world, p.rank, p.dropLast, p.offset))
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	h := w.Header()
 	h.Set("ETag", etag)
@@ -410,11 +421,14 @@ func (g *fakeGateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Brand-Epoch-Batches", strconv.Itoa(nb))
-	h.Set("Brand-Epoch-Samples", strconv.Itoa(total))
-	h.Set("Brand-Batch-Samples", strconv.Itoa(len(ids)))
-	h.Set("Brand-Index", d.index)
-	h.Set("Brand-Dataset", d.name)
+	h.Set(api.HeaderEpochBatches, strconv.Itoa(nb))
+	h.Set(api.HeaderEpochSamples, strconv.Itoa(total))
+	h.Set(api.HeaderBatchSamples, strconv.Itoa(len(ids)))
+	h.Set(api.HeaderIndex, d.index)
+	h.Set(api.HeaderDataset, d.name)
+	if p.offset != 0 {
+		h.Set(api.HeaderOffset, strconv.Itoa(p.offset))
+	}
 	w.Write(body)
 }
 
@@ -427,20 +441,25 @@ func (g *fakeGateway) serveEpoch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, map[string]any{"dataset": d.name, "index": d.index, "epoch": epoch,
-		"samples": len(d.samples), "batches": p.numBatches(len(d.samples)), "batch_size": p.batchSize,
-		"world": p.world, "rank": p.rank, "window": p.window, "seed": p.seed, "drop_last": p.dropLast,
-		"chunks": len(d.chunks), "windows": (len(d.chunks) + p.window - 1) / p.window})
+	n := len(d.samples)
+	if e := p.pastEnd(n); e != nil {
+		fakeError(w, e.status, e.msg)
+		return
+	}
+	writeJSON(w, api.EpochInfo{Dataset: d.name, IndexID: d.index, Epoch: epoch, Samples: n,
+		Batches: p.numBatches(n), BatchSize: p.batchSize, World: p.world, Rank: p.rank, Window: p.window,
+		Seed: p.seed, DropLast: p.dropLast, Offset: p.offset, Chunks: len(d.chunks),
+		Windows: (len(d.chunks) + p.window - 1) / p.window, RankSamples: p.cut().RankSamples(n)})
 }
 
 func (g *fakeGateway) serveDatasets(w http.ResponseWriter, r *http.Request) {
-	var list []map[string]any
+	var list api.DatasetList
 	for _, name := range slices.Sorted(maps.Keys(g.datasets)) {
 		d := g.datasets[name]
-		list = append(list, map[string]any{"name": name, "url": "mem://" + name, "index": d.index,
-			"chunks": len(d.chunks), "samples": len(d.samples), "bytes": d.bytes, "default": name == g.defaultName})
+		list.Datasets = append(list.Datasets, api.DatasetInfo{Name: name, URL: "mem://" + name, IndexID: d.index,
+			Chunks: len(d.chunks), Samples: len(d.samples), Bytes: d.bytes, Default: name == g.defaultName})
 	}
-	writeJSON(w, map[string]any{"datasets": list})
+	writeJSON(w, list)
 }
 
 func (g *fakeGateway) serveSample(w http.ResponseWriter, r *http.Request) {
