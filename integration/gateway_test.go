@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/shuffle"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -110,7 +112,7 @@ func (p *packed) readEpoch(t *testing.T, url string, epoch, world int, keys map[
 	seen := map[string]int{}
 	batches := 0
 	for rank := range world {
-		c, err := client.New(url, client.Options{World: world, Rank: rank, Ahead: 3})
+		c, err := client.New(url, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 5, World: world, Rank: rank}}, Ahead: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +183,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		const clients = 32
 		for cl := range clients {
 			wg.Go(func() {
-				c, err := client.New(url, client.Options{World: clients, Rank: cl, BatchSize: 4, Ahead: 2})
+				c, err := client.New(url, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 5, World: clients, Rank: cl, BatchSize: 4}}, Ahead: 2})
 				if err != nil {
 					t.Error(err)
 					return

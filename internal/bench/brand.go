@@ -179,21 +179,9 @@ func (r *runner) brandClient(base string, ahead int) (*client.Client, *countingT
 	return c, ct, nil
 }
 
-// clientOptions are the Go client's options for the run's job: the one
-// place that spells the job (an api.Job) in the client's terms.
+// clientOptions are the Go client's options for the run's job.
 func (r *runner) clientOptions(hc *http.Client, ahead int) client.Options {
-	job := r.cfg.Job
-	return client.Options{
-		HTTPClient: hc,
-		Dataset:    job.Dataset,
-		Seed:       &job.Seed,
-		BatchSize:  job.BatchSize,
-		Window:     job.Window,
-		World:      job.World,
-		Rank:       job.Rank,
-		DropLast:   &job.DropLast,
-		Ahead:      ahead,
-	}
+	return client.Options{HTTPClient: hc, Job: r.cfg.Job, Ahead: ahead}
 }
 
 // brandEpoch reads epoch e through the gateway g with c and measures it,
