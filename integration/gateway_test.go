@@ -3,14 +3,15 @@ package integration
 import (
 	"bytes"
 	"context"
-	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/shuffle"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/shuffle"
 
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"

@@ -2,8 +2,9 @@ package planner
 
 import (
 	"fmt"
-	"github.com/brandgw/brand/shuffle"
 	"testing"
+
+	"github.com/brandgw/brand/shuffle"
 )
 
 // benchDataset is 10,000 chunks of 100 samples (1,000,000 samples) of about

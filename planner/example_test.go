@@ -2,8 +2,9 @@ package planner_test
 
 import (
 	"fmt"
-	"github.com/brandgw/brand/shuffle"
 	"log"
+
+	"github.com/brandgw/brand/shuffle"
 
 	"github.com/brandgw/brand/planner"
 )

@@ -1,9 +1,10 @@
 package planner
 
 import (
-	"github.com/brandgw/brand/shuffle"
 	"math"
 	"testing"
+
+	"github.com/brandgw/brand/shuffle"
 )
 
 func TestQualityMeterHandChecked(t *testing.T) {

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"github.com/brandgw/brand/shuffle"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/shuffle"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata from the current output")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+
 	"github.com/brandgw/brand/shuffle"
 
 	"github.com/brandgw/brand/dataset"
