@@ -1,0 +1,19 @@
+"""Brand: shuffled batches of a chunked dataset from a Brand gateway.
+
+The core (:class:`Client`, :func:`decode_tar`) uses only the standard
+library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
+``torch.utils.data.IterableDataset`` for DataLoader and DDP training.
+"""
+
+from ._tar import TarError, decode_tar, split_key
+from .client import BrandConnectionError, BrandError, Client, __version__
+
+__all__ = [
+    "BrandConnectionError",
+    "BrandError",
+    "Client",
+    "TarError",
+    "decode_tar",
+    "split_key",
+    "__version__",
+]

@@ -1,0 +1,360 @@
+"""PyTorch integration: :class:`BrandDataset`, an ``IterableDataset``.
+
+Importing this module imports :mod:`torch`; the rest of the package does not.
+
+Sharding
+--------
+The gateway shuffles and cuts the epoch; the dataset only picks its cut. With
+``W`` DDP ranks (from :mod:`torch.distributed` when it is initialised, else
+the ``RANK`` and ``WORLD_SIZE`` environment variables, else 1) and ``K``
+DataLoader workers per rank, the gateway is asked for a world of ``W * K``
+server ranks, and worker ``w`` of DDP rank ``r`` reads server rank
+``w * W + r``. Every sample of the epoch therefore reaches exactly one
+worker of one rank.
+
+Server rank ``w * W + r`` (not ``r * K + w``) is chosen so that the
+DataLoader's round-robin over its workers makes every training step consume
+a contiguous run of the epoch: step ``j`` (counting from 0) of every DDP rank
+is worker ``j % K``'s batch ``j // K``, and over the ``W`` ranks those
+batches are epoch positions ``[O + j*W*B, O + (j+1)*W*B)`` exactly, where
+``B`` is ``batch_size`` and ``O`` the offset the epoch started from. That is
+the same cut as ``K = 1``: the worker count never shows in the order of
+steps, only in who fetched them.
+
+Resuming (exactly once)
+-----------------------
+The position of a checkpoint is counted in *steps the trainer received*:
+after ``n`` steps on every rank, the samples consumed globally are exactly
+the epoch positions ``[0, min(N, O + n*W*B))`` (``N`` is the epoch's sample
+count), a prefix of the epoch. :meth:`BrandDataset.state_dict` records it
+and :meth:`BrandDataset.load_state_dict` resumes there with the gateway's
+``offset=``, in O(1), at any world size, worker count, or both.
+
+The dataset object in the trainer's process cannot see what DataLoader
+workers fetched (they may be batches ahead), so the count is taken where the
+trainer receives data:
+
+* ``ds.loader(num_workers=..., ...)`` returns a :class:`BrandLoader`, a
+  ``DataLoader`` that counts the steps it hands out. It sets the
+  DataLoader's ``batch_size`` so that a step is one batch of ``B`` samples
+  (``None`` with ``batches=True``, ``B`` otherwise). Use it; then
+  ``ds.state_dict()`` (or ``loader.state_dict()``) is exact.
+* Iterating the dataset directly (or with ``num_workers=0``) counts the
+  samples yielded: the position is ``O + (c // B) * W * B`` for ``c``
+  samples, i.e. a checkpoint between steps of ``B`` samples is exact, and a
+  checkpoint inside a step rounds down (that step is read again).
+* With a plain ``DataLoader`` and workers, pass the number of steps the
+  trainer took: ``ds.state_dict(steps=n)``.
+
+DDP ranks advance in lockstep, so every rank computes the same state; save
+rank 0's. Requirements for exactness: the DataLoader's default in-order
+delivery (``in_order=True``), no ``persistent_workers`` (they would not see
+:meth:`set_epoch`), and the same ``seed``, ``window`` and dataset on resume
+(they fix the order; ``load_state_dict`` checks them).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import torch.distributed as _dist
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from ._tar import Sample
+from .client import Client
+
+__all__ = ["BrandDataset", "BrandLoader", "ddp_world"]
+
+_STATE_VERSION = 1
+
+
+def ddp_world() -> "tuple[int, int]":
+    """(world size, rank) of this process: :mod:`torch.distributed` when it is
+    initialised, else ``WORLD_SIZE`` and ``RANK`` from the environment (as
+    torchrun sets them), else (1, 0)."""
+    if _dist.is_available() and _dist.is_initialized():
+        return _dist.get_world_size(), _dist.get_rank()
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+
+
+class BrandDataset(IterableDataset):
+    """An epoch of a Brand gateway's dataset, shuffled and sharded by the gateway.
+
+    Yields samples (dicts in WebDataset's convention, ``{"__key__": key,
+    "jpg": b"...", "cls": b"..."}``, each passed through ``decode`` if given),
+    or, with ``batches=True``, one list per batch of ``batch_size`` samples
+    (passed through ``collate`` if given); use ``DataLoader(ds,
+    batch_size=None)`` for those, or :meth:`loader`, which does.
+
+    Every sample of the epoch is delivered exactly once over all DDP ranks
+    and DataLoader workers (see the module documentation for the cut).
+    Call :meth:`set_epoch` before each epoch, as with ``DistributedSampler``.
+
+    Args:
+        url: the gateway, e.g. ``"http://brand:8080"``.
+        dataset: dataset name; ``None`` for the gateway's default.
+        batch_size: samples per rank per step (the gateway's batch size).
+        seed: shuffle seed; the order of every epoch follows from it.
+        window: shuffle window in chunks; ``None`` for the gateway's default.
+        decode: applied to each sample in the worker, e.g. to make tensors.
+        batches: yield whole batches instead of samples.
+        collate: with ``batches=True``, applied to each batch's list of
+            (decoded) samples, e.g. ``torch.utils.data.default_collate``.
+        drop_last: drop the epoch's partial final global batch, so every
+            rank takes the same number of full steps.
+        world, rank: DDP world size and rank; ``None`` to detect them
+            (:func:`ddp_world`).
+        ahead: batches each worker keeps requested ahead.
+        **client_options: passed to :class:`brand.Client` (``max_retries``,
+            ``backoff``, ``max_backoff``, ``timeout``).
+
+    Example::
+
+        ds = BrandDataset("http://brand:8080", batch_size=64, seed=7, decode=decode)
+        loader = ds.loader(num_workers=4)
+        for epoch in range(start_epoch, epochs):
+            ds.set_epoch(epoch)
+            for batch in loader:
+                train(batch)
+                if time_to_checkpoint():
+                    save({"model": ..., "data": ds.state_dict()})
+    """
+
+    def __init__(
+        self,
+        url: str,
+        dataset: Optional[str] = None,
+        batch_size: int = 32,
+        seed: int = 0,
+        window: Optional[int] = None,
+        decode: Optional[Callable[[Sample], Any]] = None,
+        batches: bool = False,
+        collate: Optional[Callable[[List[Any]], Any]] = None,
+        drop_last: bool = False,
+        world: Optional[int] = None,
+        rank: Optional[int] = None,
+        ahead: int = 2,
+        **client_options: Any,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"brand: batch_size {batch_size} must be >= 1")
+        if collate is not None and not batches:
+            raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
+        self.url = url
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.seed = seed
+        self.window = window
+        self.decode = decode
+        self.batches = batches
+        self.collate = collate
+        self.drop_last = drop_last
+        self.world = world
+        self.rank = rank
+        self.ahead = ahead
+        self.client_options = client_options
+        self.epoch = 0
+        # Resume point: (epoch, position) from load_state_dict.
+        self._resume: Optional["tuple[int, int]"] = None
+        # Progress of the current pass, kept in the trainer's process.
+        self._base = 0  # the offset the pass started from
+        self._units = 0  # steps (of batch_size samples per rank) received
+        self._samples_seen = 0  # samples received, when iterated directly
+        self._pass_world = 1
+        self._complete = False
+        self._by_loader = False
+        self._epoch_samples: Dict[int, int] = {}
+
+    # -- epochs and positions -----------------------------------------------
+
+    def _world(self) -> "tuple[int, int]":
+        w, r = ddp_world()
+        world = self.world if self.world is not None else w
+        rank = self.rank if self.rank is not None else (r if self.world is None else 0)
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
+        return world, rank
+
+    def _offset(self, epoch: int) -> int:
+        if self._resume is not None and self._resume[0] == epoch:
+            return self._resume[1]
+        return 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch`` next (each epoch has its own order). An epoch
+        restored by :meth:`load_state_dict` resumes where it stopped."""
+        if epoch != self.epoch:
+            self._start_pass(epoch)
+
+    def _start_pass(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._base = self._offset(epoch)
+        self._units = 0
+        self._samples_seen = 0
+        self._complete = False
+        self._pass_world = self._world()[0]
+
+    def _client(self, world: int, rank: int, offset: int) -> Client:
+        return Client(
+            self.url,
+            dataset=self.dataset,
+            seed=self.seed,
+            batch_size=self.batch_size,
+            window=self.window,
+            world=world,
+            rank=rank,
+            drop_last=self.drop_last,
+            offset=offset,
+            ahead=self.ahead,
+            **self.client_options,
+        )
+
+    def samples_in_epoch(self, epoch: Optional[int] = None) -> int:
+        """The number of samples in ``epoch`` (all ranks), from the gateway."""
+        e = self.epoch if epoch is None else epoch
+        if e not in self._epoch_samples:
+            with self._client(1, 0, 0) as c:
+                self._epoch_samples[e] = int(c.epoch_info(e)["samples"])
+        return self._epoch_samples[e]
+
+    def position(self, steps: Optional[int] = None) -> int:
+        """Samples of the current epoch consumed globally: ``min(N, O +
+        steps * W * B)`` (see the module documentation). ``steps`` defaults
+        to the steps counted by :meth:`loader` or by direct iteration."""
+        n = self.samples_in_epoch()
+        if steps is None:
+            if self._complete:
+                return n
+            steps = self._units
+        return min(n, self._base + steps * self._pass_world * self.batch_size)
+
+    def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
+        """The data position, to save with a checkpoint (rank 0's suffices).
+
+        Args:
+            steps: steps the trainer received in this epoch on each rank; only
+                needed with a plain ``DataLoader`` with workers, which this
+                object cannot observe. :meth:`loader` counts them.
+        """
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self.epoch,
+            "position": self.position(steps),
+            "samples": self.samples_in_epoch(),
+            "seed": self.seed,
+            "window": self.window,
+            "dataset": self.dataset,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`'s ``state``: the next pass over its
+        epoch starts at its position, at any world size and worker count.
+
+        Raises:
+            ValueError: the state was saved with another seed, window or
+                dataset, which give another order.
+        """
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"brand: state version {state.get('version')!r}, want {_STATE_VERSION}")
+        for k in ("seed", "window", "dataset"):
+            if state.get(k) != getattr(self, k):
+                raise ValueError(
+                    f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
+                    f"{k}={getattr(self, k)!r}: the epoch order would differ"
+                )
+        self._resume = (int(state["epoch"]), int(state["position"]))
+        self._epoch_samples[int(state["epoch"])] = int(state["samples"])
+        self._start_pass(int(state["epoch"]))
+
+    def _finish_pass(self) -> None:
+        self._complete = True
+        if self._resume is not None and self._resume[0] == self.epoch:
+            self._resume = None  # a second pass over the epoch is a whole one
+
+    # -- iteration --------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        world, rank = self._world()
+        info = get_worker_info()
+        workers, wid = (info.num_workers, info.id) if info is not None else (1, 0)
+        in_trainer = info is None and not self._by_loader
+        offset = self._offset(self.epoch)
+        if in_trainer:
+            self._start_pass(self.epoch)
+        client = self._client(world * workers, wid * world + rank, offset)
+        B = self.batch_size
+        try:
+            plan = client.epoch_info(self.epoch)
+            rank_samples = int(plan["rank_samples"])
+            for batch in client.epoch(self.epoch, plan):
+                if not batch:
+                    continue  # an empty final slice; nothing follows it
+                if self.decode is not None:
+                    batch = [self.decode(s) for s in batch]
+                if self.batches:
+                    if in_trainer:
+                        self._units += 1
+                    yield self.collate(batch) if self.collate is not None else batch
+                    continue
+                for s in batch:
+                    if in_trainer:
+                        self._samples_seen += 1
+                        self._units = self._samples_seen // B
+                        if self._samples_seen == rank_samples:
+                            self._complete = True
+                    yield s
+            if in_trainer:
+                self._finish_pass()
+        finally:
+            client.close()
+
+    def loader(self, **kwargs: Any) -> "BrandLoader":
+        """A :class:`BrandLoader` over this dataset: a ``DataLoader`` whose
+        steps are batches of ``batch_size`` samples, counted for
+        :meth:`state_dict`. Takes ``DataLoader``'s arguments (``num_workers``,
+        ``collate_fn``, ``pin_memory``, ...)."""
+        return BrandLoader(self, **kwargs)
+
+
+class BrandLoader(DataLoader):
+    """A ``DataLoader`` over a :class:`BrandDataset` that counts the steps it
+    hands to the trainer, so that the dataset's :meth:`~BrandDataset.state_dict`
+    is exact with any number of workers. Build it with
+    :meth:`BrandDataset.loader`."""
+
+    def __init__(self, dataset: BrandDataset, **kwargs: Any) -> None:
+        want = None if dataset.batches else dataset.batch_size
+        if kwargs.setdefault("batch_size", want) != want:
+            raise ValueError(
+                f"brand: a BrandLoader step is one gateway batch: batch_size must be {want!r}, "
+                f"got {kwargs['batch_size']!r}"
+            )
+        if kwargs.get("persistent_workers"):
+            raise ValueError("brand: persistent_workers would not see set_epoch or load_state_dict")
+        if not dataset.batches:
+            kwargs.setdefault("drop_last", False)
+        super().__init__(dataset, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        ds: BrandDataset = self.dataset  # type: ignore[assignment]
+        ds._start_pass(ds.epoch)
+        # With num_workers=0 the dataset runs in this process; it must not
+        # count samples itself while this loader counts steps.
+        ds._by_loader = True
+        try:
+            for item in super().__iter__():
+                ds._units += 1
+                yield item
+            ds._finish_pass()
+        finally:
+            ds._by_loader = False
+
+    def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
+        """The dataset's :meth:`~BrandDataset.state_dict`."""
+        return self.dataset.state_dict(steps)  # type: ignore[attr-defined]
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """The dataset's :meth:`~BrandDataset.load_state_dict`."""
+        self.dataset.load_state_dict(state)  # type: ignore[attr-defined]

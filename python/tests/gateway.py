@@ -1,0 +1,132 @@
+"""A real `brand serve` over a small generated dataset, shared by the tests.
+
+The binary comes from $BRAND_BIN, or is built from this repository with
+`go build`. The gateway starts on first use and stops when the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Dict, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the package, without installing it
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+CLASSES = 4
+PER_CLASS = 75  # 300 samples
+CHUNK_SIZE = "48KiB"  # about 2 KiB a sample: a dozen chunks
+
+
+class Gateway:
+    url: str
+    src: str
+    files: Dict[str, Dict[str, bytes]]  # key -> ext -> bytes
+    proc: subprocess.Popen
+
+    def __init__(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="brand-pytest-")
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        binary = os.environ.get("BRAND_BIN")
+        if not binary:
+            binary = os.path.join(self.tmp, "brand")
+            subprocess.run(["go", "build", "-o", binary, "./cmd/brand"], cwd=REPO, check=True, timeout=600)
+        self.binary = binary
+        self.src = os.path.join(self.tmp, "src")
+        rng = random.Random(1)
+        self.files = {}
+        for c in range(CLASSES):
+            d = os.path.join(self.src, f"c{c}")
+            os.makedirs(d)
+            for i in range(PER_CLASS):
+                stem = f"s{c}_{i:04d}"
+                data = {"jpg": rng.randbytes(rng.randint(1, 3000)), "cls": str(c).encode()}
+                for ext, b in data.items():
+                    with open(os.path.join(d, f"{stem}.{ext}"), "wb") as f:
+                        f.write(b)
+                self.files[f"c{c}/{stem}"] = data
+        store = os.path.join(self.tmp, "store")
+        subprocess.run(
+            [binary, "pack", "--src", self.src, "--dst", "file://" + store, "--chunk-size", CHUNK_SIZE],
+            check=True, timeout=120, stdout=subprocess.DEVNULL,
+        )
+        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
+        for _ in range(5):
+            port = free_port()
+            self.url = f"http://127.0.0.1:{port}"
+            self.proc = subprocess.Popen(
+                [binary, "serve", "--dataset", "t=" + store, "--listen", f"127.0.0.1:{port}",
+                 "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
+                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
+                stdout=self.log, stderr=subprocess.STDOUT,
+            )
+            if self._wait_ready(30):
+                return
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError(f"brand serve did not become ready; see {self.log.name}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False  # e.g. the port was taken meanwhile
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    @property
+    def samples(self) -> int:
+        return len(self.files)
+
+    def stop(self) -> None:
+        p = getattr(self, "proc", None)
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log = getattr(self, "log", None)
+        if log is not None:
+            log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_gw: Optional[Gateway] = None
+
+
+def gateway() -> Gateway:
+    """The shared gateway, started on first use."""
+    global _gw
+    if _gw is None:
+        _gw = Gateway()
+        atexit.register(_gw.stop)
+    return _gw

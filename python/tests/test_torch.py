@@ -1,0 +1,178 @@
+"""brand.torch against a real gateway: DDP ranks are simulated in one process
+(constructor arguments or RANK/WORLD_SIZE), DataLoader workers are real."""
+
+import os
+import sys
+import unittest
+from unittest import mock
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gateway import gateway  # noqa: E402
+
+import torch  # noqa: E402  (a missing torch is an error, not a skip)
+from torch.utils.data import DataLoader  # noqa: E402
+
+import brand  # noqa: E402
+from brand.torch import BrandDataset  # noqa: E402
+
+B = 8
+SEED = 4
+
+
+def to_tensors(s):
+    """A decode function: the label as a tensor, the image bytes kept."""
+    return {"__key__": s["__key__"], "jpg": s["jpg"], "label": torch.tensor(int(s["cls"]))}
+
+
+def keys(item):
+    """The keys in a DataLoader item: a list of samples, or a collated dict."""
+    if isinstance(item, dict):
+        return list(item["__key__"])
+    return [s["__key__"] for s in item]
+
+
+class TorchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gateway()
+
+    def order(self, epoch):
+        """The epoch's order, read at world 1."""
+        with brand.Client(self.gw.url, dataset="t", seed=SEED, batch_size=B) as c:
+            return [s["__key__"] for s in c.samples(epoch)]
+
+    def dataset(self, **kw):
+        kw.setdefault("batch_size", B)
+        return BrandDataset(self.gw.url, dataset="t", seed=SEED, **kw)
+
+    def assertExactlyOnce(self, got):
+        self.assertEqual(len(got), len(set(got)), "duplicates")
+        self.assertEqual(set(got), set(self.gw.files), "lost samples")
+
+
+class TestSharding(TorchTest):
+    def test_exactly_once_2_ranks_2_workers_2_epochs(self):
+        orders = []
+        for epoch in (0, 1):
+            got = []
+            for rank in (0, 1):
+                with mock.patch.dict(os.environ, {"RANK": str(rank), "WORLD_SIZE": "2"}):
+                    ds = self.dataset(batches=True)
+                    ds.set_epoch(epoch)
+                    for item in DataLoader(ds, batch_size=None, num_workers=2):
+                        self.assertLessEqual(len(item), B)
+                        got += keys(item)
+            self.assertExactlyOnce(got)
+            orders.append(got)
+        self.assertNotEqual(orders[0], orders[1])
+
+    def test_dataloader_num_workers_2_full_epoch(self):
+        ds = self.dataset(decode=to_tensors)
+        n = 0
+        for item in ds.loader(num_workers=2):
+            self.assertIsInstance(item["label"], torch.Tensor)
+            self.assertLessEqual(len(item["__key__"]), B)
+            for k, label, jpg in zip(item["__key__"], item["label"], item["jpg"]):
+                self.assertEqual(jpg, self.gw.files[k]["jpg"])
+                self.assertEqual(int(label), int(self.gw.files[k]["cls"]))
+                n += 1
+        self.assertEqual(n, self.gw.samples)
+        self.assertEqual(ds.state_dict()["position"], self.gw.samples)
+
+    def test_steps_consume_a_prefix(self):
+        """Four ranks with two workers each, in lockstep: after k steps the
+        samples received are exactly the epoch's first k*4*B positions, and
+        every rank's state says so."""
+        order = self.order(0)
+        for k in (1, 2, 3, 5):
+            dss = [self.dataset(world=4, rank=r) for r in range(4)]
+            its = [iter(ds.loader(num_workers=2)) for ds in dss]
+            got = []
+            for _ in range(k):
+                for it in its:
+                    got += keys(next(it))
+            self.assertEqual(sorted(got), sorted(order[: k * 4 * B]), k)
+            for ds in dss:
+                self.assertEqual(ds.state_dict()["position"], k * 4 * B)
+            del its
+
+    def test_direct_iteration_counts(self):
+        ds = self.dataset(world=2, rank=1)
+        it = iter(ds)
+        for _ in range(B + 3):
+            next(it)
+        self.assertEqual(ds.state_dict()["position"], 2 * B)  # inside a step: rounds down
+        for _ in it:
+            pass
+        self.assertEqual(ds.state_dict()["position"], self.gw.samples)
+        self.assertEqual(ds.state_dict(steps=2)["position"], 4 * B)
+
+    def test_errors_surface(self):
+        ds = BrandDataset(self.gw.url, dataset="nope", batch_size=B)
+        with self.assertRaisesRegex(brand.BrandError, "unknown dataset"):
+            list(ds)
+        with self.assertRaisesRegex(brand.BrandError, "unknown dataset"):
+            list(DataLoader(ds, batch_size=None, num_workers=1))
+
+    def test_loader_checks(self):
+        with self.assertRaises(ValueError):
+            self.dataset().loader(batch_size=B + 1)
+        with self.assertRaises(ValueError):
+            self.dataset(batches=True).loader(num_workers=1, persistent_workers=True)
+        ds = self.dataset(world=1)
+        state = ds.state_dict()
+        with self.assertRaises(ValueError):
+            BrandDataset(self.gw.url, dataset="t", seed=SEED + 1).load_state_dict(state)
+
+
+class TestResume(TorchTest):
+    """Preempted at world 4 (2 workers a rank), resumed at another world and
+    worker count with the gateway's offset: nothing lost, nothing twice.
+    These need the gateway's `offset` parameter."""
+
+    def run_resume(self, new_world, new_workers, steps=3, epoch=1, batches=False):
+        dss = [self.dataset(world=4, rank=r, batches=batches) for r in range(4)]
+        for ds in dss:
+            ds.set_epoch(epoch)
+        its = [iter(ds.loader(num_workers=2)) for ds in dss]
+        got = []
+        for _ in range(steps):
+            for it in its:
+                got += keys(next(it))
+        state = dss[0].state_dict()
+        del its
+        self.assertEqual(state["epoch"], epoch)
+        self.assertEqual(state["position"], steps * 4 * B)
+
+        after = []
+        for r in range(new_world):
+            ds = self.dataset(world=new_world, rank=r, batches=batches)
+            ds.load_state_dict(state)
+            ds.set_epoch(epoch)  # as a training loop does; keeps the resume point
+            for item in ds.loader(num_workers=new_workers):
+                after += keys(item)
+            self.assertEqual(ds.state_dict()["position"], self.gw.samples)
+            # The next epoch starts from its beginning.
+            ds.set_epoch(epoch + 1)
+            self.assertEqual(ds.state_dict()["position"], 0)
+        self.assertEqual(len(after), self.gw.samples - steps * 4 * B)
+        self.assertExactlyOnce(got + after)
+
+    def test_resume_world_4_to_3(self):
+        self.run_resume(3, 3)
+
+    def test_resume_world_4_to_8(self):
+        self.run_resume(8, 1, steps=2, batches=True)
+
+    def test_resume_world_4_to_1(self):
+        self.run_resume(1, 0, steps=5)
+
+    def test_resume_at_end_of_epoch(self):
+        ds = self.dataset()
+        ds.load_state_dict({**ds.state_dict(), "position": self.gw.samples})
+        self.assertEqual(list(ds), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
