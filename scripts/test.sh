@@ -2,7 +2,8 @@
 # test.sh runs every Brand test the way CI does: formatting and vet checks,
 # then all packages under the race detector, including the integration tests
 # against a real MinIO server that this script installs (once, cached) and
-# that the tests start on loopback themselves.
+# that the tests start on loopback themselves, then the Python package's
+# tests (scripts/test-python.sh).
 #
 # Needs only Go (and a C compiler for the race detector; without one the
 # tests run without -race and say so). With CI=true a missing MinIO fails the
@@ -30,3 +31,7 @@ fi
 # -p 2: the integration packages each start a MinIO; two at a time keep a
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
+
+# The Python package against a real gateway (installs Debian's torch when
+# missing; see the script).
+scripts/test-python.sh
