@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -23,8 +21,6 @@ import (
 type S3 struct {
 	bucket string
 	root   string // "" or the prefix with a trailing "/"
-	scheme string // "http" or "https", for Endpoint
-	host   string
 
 	// core issues reads, stats and lists with minio-go's own retries
 	// disabled: S3 retries those itself so that it can resume a body cut
@@ -96,15 +92,9 @@ func NewS3(cfg Config, bucket, prefix string) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3backend: client for %s: %w", cfg.Endpoint, err)
 	}
-	scheme := "http"
-	if secure {
-		scheme = "https"
-	}
 	return &S3{
 		bucket:   bucket,
 		root:     prefix,
-		scheme:   scheme,
-		host:     host,
 		core:     core,
 		uploader: uploader,
 		partSize: cfg.PartSize,
@@ -118,9 +108,6 @@ func NewS3(cfg Config, bucket, prefix string) (*S3, error) {
 func (s *S3) String() string {
 	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.root, "/")
 }
-
-// Endpoint returns the service URL, scheme://host:port.
-func (s *S3) Endpoint() string { return s.scheme + "://" + s.host }
 
 // target names an object in errors.
 func (s *S3) target(key string) string { return "s3://" + s.bucket + "/" + s.root + key }
@@ -348,21 +335,6 @@ func checkContentRange(h http.Header, start, last, size int64) error {
 		return fmt.Errorf("%w: the object has %s bytes, expected %d", ErrOutOfRange, total, size)
 	}
 	return nil
-}
-
-// PresignGet returns a URL that GETs the object without credentials until
-// expiry passes: for a client that must fetch the object itself, such as a
-// proxy or a browser. It signs locally and contacts the server only if the
-// bucket's region is unknown.
-func (s *S3) PresignGet(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	u, err := s.core.PresignedGetObject(ctx, s.bucket, s.root+key, expiry, nil)
-	if err != nil {
-		return nil, fmt.Errorf("s3backend: presign %s: %w", s.target(key), err)
-	}
-	return u, nil
 }
 
 // Stat returns the object's size and ETag.
