@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -335,6 +337,21 @@ func checkContentRange(h http.Header, start, last, size int64) error {
 		return fmt.Errorf("%w: the object has %s bytes, expected %d", ErrOutOfRange, total, size)
 	}
 	return nil
+}
+
+// PresignGet returns a URL that GETs the object without credentials until
+// expiry passes: for a client that must fetch the object itself, such as a
+// proxy (the benchmark's limit (a)) or a browser. It signs locally and contacts the server only if the
+// bucket's region is unknown.
+func (s *S3) PresignGet(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	u, err := s.core.PresignedGetObject(ctx, s.bucket, s.root+key, expiry, nil)
+	if err != nil {
+		return nil, fmt.Errorf("s3backend: presign %s: %w", s.target(key), err)
+	}
+	return u, nil
 }
 
 // Stat returns the object's size and ETag.

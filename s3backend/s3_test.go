@@ -249,6 +249,7 @@ func TestS3(t *testing.T) {
 	t.Run("ReadRange", e.testReadRange)
 	t.Run("Multipart", e.testMultipart)
 	t.Run("ResumeCutBody", e.testResumeCutBody)
+	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
@@ -480,6 +481,33 @@ func (e *env) testResumeCutBody(t *testing.T) {
 				t.Errorf("observed %d bytes, want %d", got, tt.n)
 			}
 		})
+	}
+}
+
+func (e *env) testPresignGet(t *testing.T) {
+	s, _ := e.store(t, nil, nil, nil)
+	data := randomBytes(5000, 31)
+	mustPut(t, s, "chunks/000007.tar", data)
+	ctx := context.Background()
+	u, err := s.PresignGet(ctx, "chunks/000007.tar", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(u.Path, "/ds/v1/chunks/000007.tar") || u.Query().Get("X-Amz-Signature") == "" {
+		t.Fatalf("presigned URL %s: want the rooted key and a signature", u)
+	}
+	// No credentials: the URL alone must be enough.
+	resp, err := http.Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("GET presigned URL: %s, %v, bytes equal %t", resp.Status, err, bytes.Equal(got, data))
+	}
+	if _, err := s.PresignGet(ctx, "", time.Minute); err == nil {
+		t.Error("PresignGet of an empty key: no error")
 	}
 }
 
