@@ -9,18 +9,25 @@ import (
 	"github.com/brandgw/brand/api"
 )
 
+// parseRequest parses the query parameters an endpoint accepts onto base
+// and finds the dataset they name.
+func (g *Gateway) parseRequest(r *http.Request, accepted []string, base query) (query, *loadedDataset, error) {
+	q, err := parseQuery(r.URL.Query(), accepted, base, g.cfg.Limits)
+	if err != nil {
+		return q, nil, err
+	}
+	ds, err := g.catalog.get(q.job.Dataset)
+	return q, ds, err
+}
+
 // parseEpochRequest parses the query and the {epoch} of a request about an
 // epoch of a job, and finds its dataset.
 func (g *Gateway) parseEpochRequest(r *http.Request, accepted []string) (query, *loadedDataset, uint64, error) {
-	q, err := parseQuery(r.URL.Query(), accepted, g.defaults, g.cfg.Limits)
-	if err != nil {
-		return q, nil, 0, err
-	}
 	epoch, err := parseNumber("epoch", chi.URLParam(r, "epoch"), g.cfg.Limits.MaxEpoch)
 	if err != nil {
-		return q, nil, 0, err
+		return query{}, nil, 0, err
 	}
-	ds, err := g.catalog.get(q.job.Dataset)
+	q, ds, err := g.parseRequest(r, accepted, g.defaults)
 	return q, ds, epoch, err
 }
 

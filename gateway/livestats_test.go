@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -128,16 +127,8 @@ func TestStatsBounded(t *testing.T) {
 
 func scrape(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	_, body := get(t, url+"/metrics")
+	return string(body)
 }
 
 func grepLines(s, substr string) string {

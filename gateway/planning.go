@@ -33,12 +33,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	}
 	base := g.defaults
 	base.plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
-	q, err := parseQuery(r.URL.Query(), planParams, base, g.cfg.Limits)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ds, err := g.catalog.get(q.job.Dataset)
+	q, ds, err := g.parseRequest(r, planParams, base)
 	if err != nil {
 		writeError(w, err)
 		return

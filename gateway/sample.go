@@ -17,12 +17,7 @@ import (
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
 // members.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query(), sampleParams, g.defaults, g.cfg.Limits)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ds, err := g.catalog.get(q.job.Dataset)
+	_, ds, err := g.parseRequest(r, sampleParams, g.defaults)
 	if err != nil {
 		writeError(w, err)
 		return
