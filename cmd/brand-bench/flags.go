@@ -7,10 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // The run command's flags are bound straight to the parts of bench.Config
@@ -19,8 +18,8 @@ import (
 
 func bindDataset(fs *flag.FlagSet, d *bench.Dataset) {
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic samples")
-	fs.Var((*byteSize)(&d.MeanBytes), "mean-bytes", "mean sample size (sizes are log-normal around it)")
-	fs.Var((*byteSize)(&d.ChunkSize), "chunk-size", "target chunk (shard) size")
+	fs.Var((*cli.ByteSize)(&d.MeanBytes), "mean-bytes", "mean sample size (sizes are log-normal around it)")
+	fs.Var((*cli.ByteSize)(&d.ChunkSize), "chunk-size", "target chunk (shard) size")
 	fs.Uint64Var(&d.Seed, "seed", d.Seed, "seed of the synthetic samples and the pack's order")
 }
 
@@ -65,23 +64,6 @@ func bindRun(fs *flag.FlagSet, c *bench.Config) {
 	fs.StringVar(&c.WorkDir, "work-dir", c.WorkDir, "where MinIO keeps the data and the gateways write their logs; kept and reused when given (default: a temporary directory, removed)")
 	fs.DurationVar(&c.ConfigTimeout, "config-timeout", c.ConfigTimeout, "bound on each measured configuration")
 	fs.IntVar(&c.ShuffleBuffer, "shuffle-buffer", c.ShuffleBuffer, "WebDataset shuffle buffer, in samples")
-}
-
-// byteSize is a flag value that accepts sizes such as 4GiB, 512MiB or 1e9.
-type byteSize int64
-
-func (b *byteSize) String() string { return humanize.IBytes(uint64(*b)) }
-
-func (b *byteSize) Set(s string) error {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return fmt.Errorf("not a size (try 64KiB or 16MiB): %q", s)
-	}
-	if n > 1<<62 {
-		return fmt.Errorf("size %q is too large", s)
-	}
-	*b = byteSize(n)
-	return nil
 }
 
 // stringList is a repeatable string flag.

@@ -5,13 +5,15 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // brandBench runs a command line in-process.
 func brandBench(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), &cliEnv{stdout: &out, stderr: &errOut}, args)
+	code = run(context.Background(), &cli.Env{Stdout: &out, Stderr: &errOut}, args)
 	return code, out.String(), errOut.String()
 }
 

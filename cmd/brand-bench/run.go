@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // runOptions are the run command's options: the benchmark's Config, and
@@ -73,9 +73,9 @@ func newRunOptions(cfg bench.Config) *runOptions {
 // the command line: the flags are parsed once onto the defaults to find
 // the preset (and report any error, with the defaults in the help), then
 // again onto the preset.
-func parseRun(env *cliEnv, args []string) (*runOptions, error) {
+func parseRun(env *cli.Env, args []string) (*runOptions, error) {
 	var p presets
-	if err := parseFlags(newRunOptions(bench.DefaultConfig()).flagSet(&p), env, args, "[run] [--smoke | --small] [flags]"); err != nil {
+	if err := parseFlags(newRunOptions(bench.DefaultConfig()).flagSet(&p), env, args, runSynopsis); err != nil {
 		return nil, err
 	}
 	cfg, err := p.config()
@@ -89,14 +89,14 @@ func parseRun(env *cliEnv, args []string) (*runOptions, error) {
 		return nil, fmt.Errorf("parsing the flags onto the preset: %w", err)
 	}
 	o.cfg.Command = commandLine("brand-bench run", args)
-	o.cfg.Log = env.stderr
+	o.cfg.Log = env.Stderr
 	return o, nil
 }
 
 // runBench runs the benchmark harness against a MinIO it starts on
 // loopback, prints the table and the targets, and writes the report as
 // text, JSON and a PNG chart into --out.
-func runBench(ctx context.Context, env *cliEnv, args []string) error {
+func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	o, err := parseRun(env, args)
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer cleanup()
 	if o.cpuProfile != "" {
-		stop, err := startCPUProfile(o.cpuProfile)
+		stop, err := cli.StartCPUProfile(o.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := rep.WriteText(env.stdout); err != nil {
+	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
 	return o.writeReport(env, rep)
@@ -183,7 +183,7 @@ func findBrand(exe string) (string, error) {
 }
 
 // writeReport writes report.txt, report.json and throughput.png into --out.
-func (o *runOptions) writeReport(env *cliEnv, rep *bench.Report) error {
+func (o *runOptions) writeReport(env *cli.Env, rep *bench.Report) error {
 	files := []struct {
 		name  string
 		write func(io.Writer) error
@@ -200,7 +200,7 @@ func (o *runOptions) writeReport(env *cliEnv, rep *bench.Report) error {
 		}
 		names = append(names, path)
 	}
-	fmt.Fprintf(env.stderr, "wrote %s\n", strings.Join(names, ", "))
+	fmt.Fprintf(env.Stderr, "wrote %s\n", strings.Join(names, ", "))
 	return nil
 }
 
@@ -227,21 +227,4 @@ func commandLine(prefix string, args []string) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
-}
-
-// startCPUProfile profiles the process into file until the returned
-// function is called.
-func startCPUProfile(file string) (stop func(), err error) {
-	out, err := os.Create(file)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		out.Close()
-	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // TestParseRun checks that the run command's flags land in the parts of
@@ -74,7 +75,7 @@ func TestParseRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseRun(&cliEnv{stdout: io.Discard, stderr: io.Discard}, tt.args)
+			got, err := parseRun(&cli.Env{Stdout: io.Discard, Stderr: io.Discard}, tt.args)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error %v, want one containing %q", err, tt.err)

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/minioserver"
 )
 
@@ -58,7 +59,7 @@ func TestComposeStack(t *testing.T) {
 	args = append(args, "--samples", "200", "--mean-bytes", "4KiB", "--chunk-size", "256KiB")
 	for range 2 { // the job must be idempotent: compose may run it again
 		var out syncBuffer
-		if code := run(t.Context(), &cliEnv{stdout: &out, stderr: &out, getenv: os.Getenv}, args); code != 0 {
+		if code := run(t.Context(), &cli.Env{Stdout: &out, Stderr: &out, Getenv: os.Getenv}, args); code != 0 {
 			t.Fatalf("pack job %q exited %d:\n%s", args, code, out.String())
 		}
 	}
@@ -74,7 +75,7 @@ func TestComposeStack(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	sctx, stop := context.WithCancel(ctx)
-	go func() { done <- run(sctx, &cliEnv{stdout: &stderr, stderr: &stderr, getenv: os.Getenv}, args) }()
+	go func() { done <- run(sctx, &cli.Env{Stdout: &stderr, Stderr: &stderr, Getenv: os.Getenv}, args) }()
 	base := waitReady(t, &stderr, done)
 	if code, body := httpGet(t, base+"/epoch/0/batch/0"); code != 200 || len(body) < 1024 {
 		t.Fatalf("gateway batch: %d, %d bytes", code, len(body))

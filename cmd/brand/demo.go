@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -18,12 +19,12 @@ import (
 // runDemo is Brand with nothing configured: it generates a small synthetic
 // image-classification dataset, packs it into a local store, serves it and
 // prints commands to try. A second run reuses the packed dataset.
-func runDemo(ctx context.Context, env *cliEnv, args []string) error {
+func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	var f serveFlags
 	var dir, dst string
 	var samples int
 	var createBucket, packOnly bool
-	var mean, chunk byteSize
+	var mean, chunk cli.ByteSize
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	f.register(fs, "127.0.0.1:8080")
 	cache, _ := os.UserCacheDir()
@@ -40,13 +41,13 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	fs.BoolVar(&createBucket, "create-bucket", false, "with an s3:// --dst, create the bucket if it does not exist")
 	fs.BoolVar(&packOnly, "pack-only", false, "pack the dataset (if not packed yet) and exit without serving")
 	f.cacheSize = 256 << 20
-	if err := parseFlags(fs, env, args, "demo [flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand demo [flags]"); err != nil {
 		return err
 	}
 	if samples <= 0 || mean <= 0 || chunk <= 0 {
 		return errors.New("--samples, --mean-bytes and --chunk-size must be positive")
 	}
-	log, err := f.logger(env.stderr)
+	log, err := f.logger(env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -59,11 +60,11 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if createBucket {
-		if err := s3backend.EnsureBucket(ctx, storeURL, f.s3.config()); err != nil {
+		if err := s3backend.EnsureBucket(ctx, storeURL, f.s3.Config()); err != nil {
 			return err
 		}
 	}
-	store, err := s3backend.Open(ctx, storeURL, f.s3.config())
+	store, err := s3backend.Open(ctx, storeURL, f.s3.Config())
 	if err != nil {
 		return err
 	}
@@ -72,23 +73,23 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 		src := filepath.Join(dir, fmt.Sprintf("src-%d-%d", samples, int64(mean)))
-		fmt.Fprintf(env.stderr, "generating %d synthetic samples in %s ...\n", samples, src)
+		fmt.Fprintf(env.Stderr, "generating %d synthetic samples in %s ...\n", samples, src)
 		if err := os.RemoveAll(src); err != nil {
 			return err
 		}
 		if err := spec.WriteTree(src); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stderr, "packing into %s ...\n", storeURL)
+		fmt.Fprintf(env.Stderr, "packing into %s ...\n", storeURL)
 		res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: int64(chunk), Shuffle: true, Seed: 1, Name: "demo"})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stderr, "packed %d samples into %d chunks (%d bytes)\n", res.Index.NumSamples(), res.Index.NumChunks(), res.Index.TotalBytes())
+		fmt.Fprintf(env.Stderr, "packed %d samples into %d chunks (%d bytes)\n", res.Index.NumSamples(), res.Index.NumChunks(), res.Index.TotalBytes())
 		_ = os.RemoveAll(src) // the chunks hold everything now
 	}
 	if packOnly {
-		fmt.Fprintf(env.stdout, "demo dataset ready at %s\n", storeURL)
+		fmt.Fprintf(env.Stdout, "demo dataset ready at %s\n", storeURL)
 		return nil
 	}
 	f.datasets = datasetFlags{"demo=" + storeURL}
@@ -96,7 +97,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := f.applyMemoryLimit(log, env.getenv); err != nil {
+	if err := f.applyMemoryLimit(log, env.Getenv); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", f.listen)
@@ -105,7 +106,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	base := "http://" + ln.Addr().String()
 	return serve(ctx, log, cfg, ln, f.shutdownTimeout, func(*gateway.Gateway) {
-		fmt.Fprintf(env.stdout, `
+		fmt.Fprintf(env.Stdout, `
 Brand demo is serving %d synthetic samples at %s
 
 Try:

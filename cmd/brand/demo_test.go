@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -41,7 +43,7 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, f
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, &cliEnv{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }}, args)
+		done <- run(ctx, &cli.Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}, args)
 	}()
 	deadline := time.After(60 * time.Second)
 	for {
@@ -134,7 +136,7 @@ func TestHelpAndUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out bytes.Buffer
-			code := run(context.Background(), &cliEnv{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}, tt.args)
+			code := run(context.Background(), &cli.Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}, tt.args)
 			if code != tt.code || !strings.Contains(out.String(), tt.out) {
 				t.Fatalf("exit %d, want %d; output:\n%s\nwant it to contain %q", code, tt.code, out.String(), tt.out)
 			}

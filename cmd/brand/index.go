@@ -9,14 +9,15 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 )
 
 // runIndex is `brand index`: index tar shards already in a store (a
 // WebDataset dataset, or chunks whose index must be rebuilt) in place.
-func runIndex(ctx context.Context, env *cliEnv, args []string) error {
+func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	var (
-		sf                s3Flags
+		sf                cli.S3Flags
 		src, prefix, name string
 		parallel          int
 	)
@@ -25,8 +26,8 @@ func runIndex(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&prefix, "prefix", "", "index only the .tar objects whose keys (relative to --src) start with this")
 	fs.StringVar(&name, "name", "", "dataset name in the manifest (default: the last segment of the prefix or URL)")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards read at once")
-	sf.register(fs)
-	if err := parseFlags(fs, env, args, "index --src URL [flags]"); err != nil {
+	sf.Register(fs)
+	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
 		return err
 	}
 	switch {
@@ -37,7 +38,7 @@ func runIndex(ctx context.Context, env *cliEnv, args []string) error {
 	case parallel < 1:
 		return usageError(env, "index", "--parallel must be at least 1")
 	}
-	st, err := s3backend.Open(ctx, src, sf.config())
+	st, err := s3backend.Open(ctx, src, sf.Config())
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func runIndex(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	ix := res.Index
-	fmt.Fprintf(env.stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
+	fmt.Fprintf(env.Stdout, "indexed %s samples in %d shards (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), src, ix.ID())
 	return nil
 }

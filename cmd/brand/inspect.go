@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -64,9 +65,9 @@ func summarize(ix *chunkindex.Index) indexSummary {
 
 // runInspect is `brand inspect`: a dataset's summary and, with --verify,
 // a check of every chunk against the index.
-func runInspect(ctx context.Context, env *cliEnv, args []string) error {
+func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 	var (
-		sf             s3Flags
+		sf             cli.S3Flags
 		src            string
 		verify, asJSON bool
 		parallel       int
@@ -76,8 +77,8 @@ func runInspect(ctx context.Context, env *cliEnv, args []string) error {
 	fs.BoolVar(&verify, "verify", false, "read every chunk and check its size, ETag and sample CRC32Cs against the index; exit 1 on any problem")
 	fs.BoolVar(&asJSON, "json", false, "print the summary (and verification report) as JSON")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "with --verify, chunks read at once")
-	sf.register(fs)
-	if err := parseFlags(fs, env, args, "inspect --src URL [--verify] [--json] [flags]"); err != nil {
+	sf.Register(fs)
+	if err := cli.ParseFlags(fs, env, args, "brand inspect --src URL [--verify] [--json] [flags]"); err != nil {
 		return err
 	}
 	switch {
@@ -88,7 +89,7 @@ func runInspect(ctx context.Context, env *cliEnv, args []string) error {
 	case parallel < 1:
 		return usageError(env, "inspect", "--parallel must be at least 1")
 	}
-	st, err := s3backend.Open(ctx, src, sf.config())
+	st, err := s3backend.Open(ctx, src, sf.Config())
 	if err != nil {
 		return err
 	}
@@ -123,13 +124,13 @@ func runInspect(ctx context.Context, env *cliEnv, args []string) error {
 	}
 
 	if asJSON {
-		enc := json.NewEncoder(env.stdout)
+		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {
-		printInspection(env.stdout, &out)
+		printInspection(env.Stdout, &out)
 	}
 	if out.Verify == nil {
 		return nil

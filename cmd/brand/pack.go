@@ -9,19 +9,20 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 )
 
 // runPack is `brand pack`: a directory tree into chunks, an index and a
 // manifest in a store.
-func runPack(ctx context.Context, env *cliEnv, args []string) error {
+func runPack(ctx context.Context, env *cli.Env, args []string) error {
 	var (
-		sf                                 s3Flags
+		sf                                 cli.S3Flags
 		src, dst, name, prefix             string
 		seed                               uint64
 		noShuffle, overwrite, createBucket bool
 		parallel                           int
-		chunk                              = byteSize(dataset.DefaultChunkSize)
+		chunk                              = cli.ByteSize(dataset.DefaultChunkSize)
 	)
 	fs := flag.NewFlagSet("pack", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "directory tree to pack (class folders such as train/n01440764/x.JPEG work as they are)")
@@ -34,8 +35,8 @@ func runPack(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&prefix, "chunk-prefix", dataset.DefaultChunkPrefix, "key prefix of the chunks")
 	fs.BoolVar(&overwrite, "overwrite", false, "pack even if --dst already holds a dataset index (breaks whoever serves it)")
 	fs.BoolVar(&createBucket, "create-bucket", false, "with an s3:// --dst, create the bucket if it does not exist")
-	sf.register(fs)
-	if err := parseFlags(fs, env, args, "pack --src DIR --dst URL [flags]"); err != nil {
+	sf.Register(fs)
+	if err := cli.ParseFlags(fs, env, args, "brand pack --src DIR --dst URL [flags]"); err != nil {
 		return err
 	}
 	switch {
@@ -51,7 +52,7 @@ func runPack(ctx context.Context, env *cliEnv, args []string) error {
 		return usageError(env, "pack", "--parallel must be at least 1")
 	}
 
-	cfg := sf.config()
+	cfg := sf.Config()
 	if createBucket {
 		if err := s3backend.EnsureBucket(ctx, dst, cfg); err != nil {
 			return err
@@ -81,17 +82,17 @@ func runPack(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if res.SkippedHidden > 0 {
-		fmt.Fprintf(env.stderr, "skipped %d hidden files or directories (names starting with '.')\n", res.SkippedHidden)
+		fmt.Fprintf(env.Stderr, "skipped %d hidden files or directories (names starting with '.')\n", res.SkippedHidden)
 	}
 	ix := res.Index
-	fmt.Fprintf(env.stdout, "packed %s samples into %d chunks (%s) at %s, index %s\n",
+	fmt.Fprintf(env.Stdout, "packed %s samples into %d chunks (%s) at %s, index %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), humanize.IBytes(uint64(ix.TotalBytes())), dst, ix.ID())
 	return nil
 }
 
 // usageError reports a command line the flag package accepted but the
 // command cannot use, and makes run exit with status 2.
-func usageError(env *cliEnv, cmd, format string, args ...any) error {
-	fmt.Fprintf(env.stderr, "brand %s: %s\nRun `brand help %s` for its flags.\n", cmd, fmt.Sprintf(format, args...), cmd)
-	return errUsage
+func usageError(env *cli.Env, cmd, format string, args ...any) error {
+	fmt.Fprintf(env.Stderr, "brand %s: %s\nRun `brand help %s` for its flags.\n", cmd, fmt.Sprintf(format, args...), cmd)
+	return cli.ErrUsage
 }

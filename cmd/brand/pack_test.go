@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/synth"
 )
 
@@ -16,7 +17,7 @@ import (
 func brand(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), &cliEnv{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}, args)
+	code = run(context.Background(), &cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}, args)
 	return code, out.String(), errOut.String()
 }
 

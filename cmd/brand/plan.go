@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/shuffle"
 
 	"github.com/brandgw/brand/dataset"
@@ -15,15 +16,15 @@ import (
 
 // runPlan simulates a job over a dataset's index and prints what a cache
 // size achieves under LRU and under the optimal (next-use) policy.
-func runPlan(ctx context.Context, env *cliEnv, args []string) error {
+func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		src                 string
-		cache, bw, consume  byteSize
+		cache, bw, consume  cli.ByteSize
 		seed                uint64
 		batch, window, wrld int
 		epochs, first, pf   int
 		dropLast, asJSON    bool
-		s3                  s3Flags
+		s3                  cli.S3Flags
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
@@ -41,14 +42,14 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 	fs.IntVar(&pf, "prefetch-windows", 1, "windows the gateway prefetches beyond the current one")
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
-	s3.register(fs)
-	if err := parseFlags(fs, env, args, "plan --src URL [--cache-size 4GiB] [job flags]"); err != nil {
+	s3.Register(fs)
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [job flags]"); err != nil {
 		return err
 	}
 	if src == "" {
 		return fmt.Errorf("--src is required: the dataset to plan for")
 	}
-	store, err := s3backend.Open(ctx, src, s3.config())
+	store, err := s3backend.Open(ctx, src, s3.Config())
 	if err != nil {
 		return err
 	}
@@ -68,9 +69,9 @@ func runPlan(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.stdout)
+		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(plan)
 	}
-	return plan.WriteText(env.stdout)
+	return plan.WriteText(env.Stdout)
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 )
 
 // progressBar draws a one-line progress display (bytes, rate, ETA, chunks)
@@ -29,10 +30,10 @@ type progressBar struct {
 // terminal output for nothing.
 const redrawEvery = 100 * time.Millisecond
 
-// newProgressBar returns a bar on env.stderr if it is a terminal, else nil.
+// newProgressBar returns a bar on env.Stderr if it is a terminal, else nil.
 // The methods of a nil bar do nothing, so callers need not check.
-func newProgressBar(env *cliEnv, label string) *progressBar {
-	f, ok := env.stderr.(*os.File)
+func newProgressBar(env *cli.Env, label string) *progressBar {
+	f, ok := env.Stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}

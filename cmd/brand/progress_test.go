@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 )
 
 func TestProgressBar(t *testing.T) {
@@ -55,7 +56,7 @@ func TestProgressBar(t *testing.T) {
 
 func TestProgressBarOnlyOnTerminals(t *testing.T) {
 	var buf bytes.Buffer
-	bar := newProgressBar(&cliEnv{stderr: &buf}, "pack")
+	bar := newProgressBar(&cli.Env{Stderr: &buf}, "pack")
 	if bar != nil || bar.callback() != nil {
 		t.Fatal("a bar on a non-terminal writer")
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"runtime/debug"
-	rpprof "runtime/pprof"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/planner"
 )
 
@@ -28,7 +28,7 @@ type serveFlags struct {
 	listen          string
 	datasets        datasetFlags
 	defaultDataset  string
-	cacheSize       byteSize
+	cacheSize       cli.ByteSize
 	cachePolicy     string
 	seed            uint64
 	batchSize       int
@@ -45,7 +45,7 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	pprofAddr       string
 	cpuProfile      string
-	s3              s3Flags
+	s3              cli.S3Flags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
@@ -70,7 +70,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
-	f.s3.register(fs)
+	f.s3.Register(fs)
 }
 
 func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, error) {
@@ -127,7 +127,7 @@ func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) st
 		log.Debug().Int64("bytes", limit).Msg("memory limit set")
 		return nil
 	default:
-		var b byteSize
+		var b cli.ByteSize
 		if err := b.Set(f.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit: %w", err)
 		}
@@ -148,7 +148,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	return gateway.Config{
 		Datasets:            specs,
 		DefaultDataset:      f.defaultDataset,
-		Backend:             f.s3.config(),
+		Backend:             f.s3.Config(),
 		CacheSize:           int64(f.cacheSize),
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
@@ -162,17 +162,17 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	}, nil
 }
 
-func runServe(ctx context.Context, env *cliEnv, args []string) error {
+func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	f.register(fs, ":8080")
-	if err := parseFlags(fs, env, args, "serve --dataset [name=]URL [--dataset ...] [flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand serve --dataset [name=]URL [--dataset ...] [flags]"); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := cli.NoArgs(fs); err != nil {
+		return err
 	}
-	log, err := f.logger(env.stderr)
+	log, err := f.logger(env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := f.applyMemoryLimit(log, env.getenv); err != nil {
+	if err := f.applyMemoryLimit(log, env.Getenv); err != nil {
 		return err
 	}
 	if f.pprofAddr != "" {
@@ -189,7 +189,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if f.cpuProfile != "" {
-		stop, err := startCPUProfile(f.cpuProfile)
+		stop, err := cli.StartCPUProfile(f.cpuProfile)
 		if err != nil {
 			return err
 		}
@@ -249,23 +249,6 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 	}
 	log.Info().Msg("stopped")
 	return nil
-}
-
-// startCPUProfile profiles the process into file until the returned
-// function is called.
-func startCPUProfile(file string) (stop func(), err error) {
-	out, err := os.Create(file)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := rpprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		rpprof.StopCPUProfile()
-		out.Close()
-	}, nil
 }
 
 // startPprof serves the runtime profiles on their own listener, so that

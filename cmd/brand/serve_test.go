@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -37,7 +38,7 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(sctx, &cliEnv{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }},
+		done <- run(sctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
 			[]string{"serve", "--listen", "127.0.0.1:0", "--dataset", "d=" + storeDir, "--log-format", "json", "--batch-size", "300", "--shutdown-timeout", "20s", "--memory-limit", "off"})
 	}()
 	base := waitReady(t, &stderr, done)

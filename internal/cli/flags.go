@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+// ByteSize is a flag value that accepts sizes such as 4GiB, 512MiB, 1GB or
+// 1000000 (humanize.ParseBytes; not exponents such as 1e9).
+type ByteSize int64
+
+func (b *ByteSize) String() string { return humanize.IBytes(uint64(*b)) }
+
+// Set parses s, refusing sizes beyond 2^62 so that sums of a few never
+// overflow an int64.
+func (b *ByteSize) Set(s string) error {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return fmt.Errorf("not a size (try 64MiB or 4GiB): %q", s)
+	}
+	if n > 1<<62 {
+		return fmt.Errorf("size %q is too large", s)
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+// S3Flags are the object-store flags of every command that opens a store,
+// in both binaries, so that the benchmark's limits read the store as the
+// gateway under test does. Flags left unset fall back to the standard
+// AWS_* variables (see s3backend.ConfigFromEnv).
+type S3Flags struct {
+	endpoint, region string
+	tls              bool
+	parallel         int
+	partSize         ByteSize
+}
+
+// Register adds the --s3-* flags to fs.
+func (f *S3Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", "S3 endpoint host:port or URL (default $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL)")
+	fs.StringVar(&f.region, "s3-region", "", "S3 region (default $AWS_REGION or $AWS_DEFAULT_REGION)")
+	fs.BoolVar(&f.tls, "s3-tls", false, "use TLS for an endpoint given without a scheme")
+	fs.IntVar(&f.parallel, "s3-parallel", 0, "concurrent ranged GETs per chunk read (default 4)")
+	f.partSize = 0
+	fs.Var(&f.partSize, "s3-part-size", "ranged GET part size (default 16MiB)")
+}
+
+// Config is the store's configuration: the environment's, overridden by
+// the flags that were given.
+func (f *S3Flags) Config() s3backend.Config {
+	cfg := s3backend.ConfigFromEnv()
+	if f.endpoint != "" {
+		cfg.Endpoint = f.endpoint
+	}
+	if f.region != "" {
+		cfg.Region = f.region
+	}
+	if f.tls {
+		cfg.Secure = true
+	}
+	if f.parallel > 0 {
+		cfg.Parallel = f.parallel
+	}
+	if f.partSize > 0 {
+		cfg.PartSize = int64(f.partSize)
+	}
+	return cfg
+}
