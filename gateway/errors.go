@@ -27,6 +27,9 @@ var (
 	ErrNotReady = errors.New("not ready: dataset indexes are still loading")
 	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
 	ErrCorrupt = errors.New("chunk failed its checksum")
+	// ErrStalled means requests wait for cache room and none is let
+	// through: the gateway cannot make progress for now.
+	ErrStalled = errors.New("not ready: stalled")
 	// ErrNotImplemented marks a feature this gateway was built without.
 	ErrNotImplemented = errors.New("not implemented")
 )
@@ -41,7 +44,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrNotFound), errors.Is(err, shuffle.ErrOutOfRange):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNotReady), errors.Is(err, s3backend.ErrUnavailable):
+	case errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
 		// The store no longer matches the index: retrying will not help.

@@ -30,6 +30,13 @@ type fixture struct {
 // newFixture packs samples of varying sizes, perChunk samples per chunk.
 func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	t.Helper()
+	return newFixtureSized(t, chunks, perChunk, 0)
+}
+
+// newFixtureSized packs samples whose image is about size bytes (300 to
+// 2,700 bytes, varying, if size is 0).
+func newFixtureSized(t testing.TB, chunks, perChunk, size int) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
@@ -45,7 +52,11 @@ func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 		w := chunkindex.NewChunkWriter(&buf)
 		for range perChunk {
 			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
-			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, 100+(id*37)%900)
+			reps := 100 + (id*37)%900
+			if size > 0 {
+				reps = size/3 + id%7
+			}
+			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
 			cls := []byte(fmt.Sprint(id % 3))
 			f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
 			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{

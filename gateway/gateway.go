@@ -58,6 +58,19 @@ type Config struct {
 	// kernel's page faults and a machine short of memory fails at start.
 	NoPrefault bool
 
+	// MaxWaiting bounds the batch requests queued for room in the cache;
+	// one more is answered 503 with Retry-After at once. Default 256.
+	MaxWaiting int
+	// MaxWait bounds how long a request waits in that queue (not for its
+	// chunks' loads); past it, 503 with Retry-After. Default 1 minute.
+	MaxWait time.Duration
+	// WriteTimeout bounds the writing of one response: this, plus the
+	// time to send its bytes at MinWriteRate, after which the connection
+	// is closed. Defaults 1 minute and 1 MiB/s. A client that stops
+	// reading cannot hold a connection, or the chunks it pins, longer.
+	WriteTimeout time.Duration
+	MinWriteRate int64
+
 	// Planner answers /plan and computes the optimal policy's figures for
 	// the epochs served; nil leaves both out (/plan answers 501).
 	// `brand serve` passes planner.ForGateway.
@@ -72,6 +85,14 @@ const DefaultCacheSize = 4 << 30
 
 // DefaultFetchTimeout bounds one chunk read when Config.FetchTimeout is zero.
 const DefaultFetchTimeout = 5 * time.Minute
+
+// Defaults of the bounds on waiting and writing (see Config).
+const (
+	DefaultMaxWaiting   = 256
+	DefaultMaxWait      = time.Minute
+	DefaultWriteTimeout = time.Minute
+	DefaultMinWriteRate = 1 << 20
+)
 
 // Gateway serves batches of one or more datasets over HTTP.
 //
@@ -96,9 +117,13 @@ type Gateway struct {
 	prefetch *prefetcher // nil when prefetch is off
 	stats    *liveStats
 
-	handler  http.Handler
-	planning chan struct{} // one /plan simulation at a time
-	coalesce *sync.Pool    // buffers for batchWriter
+	loader chunkLoader
+
+	handler   http.Handler
+	planning  chan struct{} // one /plan simulation at a time
+	partSlots chan struct{} // batches being assembled in parts (parts.go)
+	copySlots chan struct{} // batches copied out of the cache to be written (batch.go)
+	coalesce  *sync.Pool    // buffers for batchWriter
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -147,6 +172,21 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.FetchTimeout == 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout
 	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.MinWriteRate == 0 {
+		cfg.MinWriteRate = DefaultMinWriteRate
+	}
+	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout or MinWriteRate")
+	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
 	}
@@ -155,7 +195,8 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1),
+		partSlots: make(chan struct{}, maxPartBatches), copySlots: make(chan struct{}, maxCopiedBatches), coalesce: newCoalescePool()}
 	d := cfg.Defaults
 	g.defaults = query{job: api.Job{Dataset: cfg.DefaultDataset,
 		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
@@ -170,8 +211,9 @@ func New(cfg Config) (*Gateway, error) {
 	// into the metrics: the cache reads stats through a closure, set below.
 	var cache *chunkcache.Cache
 	g.metrics = newMetrics(cfg.Registry, func() chunkcache.Stats { return cache.Stats() }, cfg.CacheSize)
-	loader := chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, metrics: g.metrics}
-	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy})
+	g.loader = chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, metrics: g.metrics}
+	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: g.loader, Policy: policy,
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.cache = cache
 	var opt optimizer
 	if cfg.Planner != nil {
@@ -232,6 +274,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
 			Int64("bytes", ds.index.TotalBytes()).Msg("dataset loaded")
 	}
+	g.warnSmallCache(loaded)
 	if !g.cfg.NoPrefault {
 		if err := g.preallocate(ctx, loaded); err != nil {
 			return err
@@ -239,6 +282,37 @@ func (g *Gateway) Load(ctx context.Context) error {
 	}
 	g.catalog.ready.Store(true)
 	return nil
+}
+
+// warnSmallCache says, at start, when the cache is smaller than what the
+// default job needs at once, and what that costs: a batch across a window
+// boundary needs the chunks of two windows, and prefetch wants room for
+// the windows ahead.
+func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
+	w := g.defaults.job.Window
+	for _, ds := range datasets {
+		sizes := make([]int64, ds.index.NumChunks())
+		for c := range sizes {
+			sizes[c] = ds.index.Chunk(c).Size
+		}
+		slices.Sort(sizes)
+		slices.Reverse(sizes)
+		largest := func(n int) (sum int64) {
+			for _, s := range sizes[:min(n, len(sizes))] {
+				sum += s
+			}
+			return sum
+		}
+		batchNeeds, prefetchNeeds := largest(2*w), largest((2+g.cfg.PrefetchWindows)*w)
+		switch {
+		case g.cfg.CacheSize < batchNeeds:
+			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("batch_needs_bytes", batchNeeds).Int("window", w).
+				Msg("the cache is smaller than a batch across a window boundary can need: such batches are assembled a few chunks at a time and read their chunks from the store again; raise --cache-size or lower --window")
+		case g.cfg.CacheSize < prefetchNeeds && g.prefetch != nil:
+			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("prefetch_needs_bytes", prefetchNeeds).Int("window", w).
+				Msg("the cache has no room to prefetch the next windows of the default job: batches will wait for chunks at window boundaries; raise --cache-size or lower --window")
+		}
+	}
 }
 
 // preallocate gives the cache, dataset by dataset in configuration order,

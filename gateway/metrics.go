@@ -27,6 +27,9 @@ type metrics struct {
 
 	prefetchQueued  prometheus.Counter
 	prefetchDropped prometheus.Counter
+
+	batchesInParts prometheus.Counter
+	batchesCopied  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacity int64) *metrics {
@@ -57,6 +60,8 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 		corruptChunks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_checksum_failures_total", Help: "Chunks rejected because a sample failed its CRC32C."}),
 		prefetchQueued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		prefetchDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full or no room without evicting chunks in use."}),
+		batchesCopied:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_copied_total", Help: "Batches written from a copy so that their chunks went back to the cache before the client read them (others were waiting for room, or the batch's chunks were over an eighth of the cache)."}),
+		batchesInParts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_assembled_in_parts_total", Help: "Batches whose chunks did not fit in the cache together, assembled a group of chunks at a time."}),
 	}
 	f(m.requests)
 	f(m.duration)
@@ -70,6 +75,8 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 	f(m.corruptChunks)
 	f(m.prefetchQueued)
 	f(m.prefetchDropped)
+	f(m.batchesInParts)
+	f(m.batchesCopied)
 	counter := func(name, help string, v func(chunkcache.Stats) int64) {
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(cache())) }))
 	}

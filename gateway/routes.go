@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -9,6 +11,11 @@ import (
 
 	"github.com/brandgw/brand/api"
 )
+
+// stallNotReady is how long requests may wait for cache room, with none
+// let through, before /readyz reports the gateway not ready: a load
+// balancer then sends new work elsewhere until pins are released.
+const stallNotReady = 10 * time.Second
 
 // routes is the API's one routing table; docs/http-api.md describes it.
 func (g *Gateway) routes() http.Handler {
@@ -26,6 +33,10 @@ func (g *Gateway) routes() http.Handler {
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !g.Ready() {
 			writeError(w, ErrNotReady)
+			return
+		}
+		if g.cache.Stalled(stallNotReady) {
+			writeError(w, fmt.Errorf("%w: requests are waiting for cache room and none has been let through for %s", ErrStalled, stallNotReady))
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

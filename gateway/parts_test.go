@@ -1,0 +1,69 @@
+package gateway_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+// TestSmallCacheServesWholeEpochs is the reproduction of jobs dying for
+// lack of cache: with a window of 8 chunks and a cache of one chunk (and of
+// half a chunk, smaller than any chunk), every batch used to be refused
+// with 400. Every batch must be served, whole and correct, and every
+// sample exactly once per epoch.
+func TestSmallCacheServesWholeEpochs(t *testing.T) {
+	f := newFixture(t, 19, 16) // 304 samples
+	var largest int64
+	for c := range f.index.NumChunks() {
+		largest = max(largest, f.index.Chunk(c).Size)
+	}
+	for _, tt := range []struct {
+		name  string
+		cache int64
+		batch int
+	}{
+		{"one chunk, batch 32", largest, 32},
+		{"one chunk, batch 64 across windows", largest, 64},
+		{"half a chunk", largest / 2, 32},
+		{"three chunks", 3 * largest, 48},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, srv := start(t, f.store, func(c *gateway.Config) {
+				c.CacheSize = tt.cache
+				c.Defaults = gateway.Defaults{BatchSize: tt.batch, Window: 8, Seed: 9}
+			})
+			for epoch := range 2 {
+				seen := map[string]int{}
+				batches := (304 + tt.batch - 1) / tt.batch
+				for m := range batches {
+					resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d", srv.URL, epoch, m))
+					if resp.StatusCode != 200 {
+						t.Fatalf("epoch %d batch %d: %d %s", epoch, m, resp.StatusCode, body)
+					}
+					for _, s := range readTar(t, body) {
+						seen[s.key]++
+						for ext, data := range f.content[s.key] {
+							if !bytes.Equal(s.files[ext], data) {
+								t.Fatalf("sample %s.%s differs from the source", s.key, ext)
+							}
+						}
+					}
+				}
+				if len(seen) != 304 {
+					t.Fatalf("epoch %d: %d distinct samples, want 304", epoch, len(seen))
+				}
+				for k, n := range seen {
+					if n != 1 {
+						t.Fatalf("epoch %d: sample %s served %d times", epoch, k, n)
+					}
+				}
+			}
+			if m := scrape(t, srv.URL); tt.cache < 8*largest && strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 0\n") {
+				t.Errorf("no batch was assembled in parts with a cache of %d bytes", tt.cache)
+			}
+		})
+	}
+}
