@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/planner"
 )
 
 // TestSmallCacheServesWholeEpochs is the reproduction of jobs dying for
@@ -65,5 +67,46 @@ func TestSmallCacheServesWholeEpochs(t *testing.T) {
 				t.Errorf("no batch was assembled in parts with a cache of %d bytes", tt.cache)
 			}
 		})
+	}
+}
+
+// TestPlanPredictsSmallCacheBytes: with a cache below what a batch across
+// a window boundary needs, the planner's prediction of the bytes read from
+// the store (the optimal policy's, which the schedule policy follows) is
+// within 5 % of what the gateway then reads over the epochs planned.
+func TestPlanPredictsSmallCacheBytes(t *testing.T) {
+	f := newFixture(t, 19, 16)
+	var largest int64
+	for c := range f.index.NumChunks() {
+		largest = max(largest, f.index.Chunk(c).Size)
+	}
+	cache := 10 * largest // a window is 8 chunks; a batch across two needs up to 16
+	defaults := gateway.Defaults{BatchSize: 32, Window: 8, Seed: 5}
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.CacheSize = cache
+		c.Defaults = defaults
+		c.PrefetchConcurrency = -1 // the plan's figures are for demand reads
+	})
+	readEpochs(t, srv.URL, 3, (304+31)/32)
+	resp, body := get(t, fmt.Sprintf("%s/plan?cache_size=%d&epochs=3", srv.URL, cache))
+	if resp.StatusCode != 200 {
+		t.Fatalf("/plan: %d %s", resp.StatusCode, body)
+	}
+	var plan planner.Plan
+	if err := json.Unmarshal(body, &plan); err != nil {
+		t.Fatal(err)
+	}
+	live := map[uint64]int64{}
+	for _, s := range g.EpochStats() {
+		live[s.Epoch] = s.BackendBytes
+	}
+	var got, want int64
+	for e := range 3 {
+		t.Logf("epoch %d: gateway read %d bytes, the plan predicts %d", e, live[uint64(e)], plan.Optimal.Epochs[e].BackendBytes)
+		got += live[uint64(e)]
+		want += plan.Optimal.Epochs[e].BackendBytes
+	}
+	if d := float64(got-want) / float64(want); d > 0.05 || d < -0.05 {
+		t.Errorf("3 epochs: gateway read %d bytes, the plan predicts %d (%.1f %% off)", got, want, 100*d)
 	}
 }
