@@ -65,7 +65,7 @@ type ManifestSample struct {
 // DatasetInfo describes one served dataset in GET /datasets.
 type DatasetInfo struct {
 	Name    string `json:"name"`
-	URL     string `json:"url"`   // where its chunks live (s3://… or file://…)
+	URL     string `json:"url,omitempty"` // where its chunks live (s3://… or file://…); only where operators look (see http-api.md)
 	IndexID string `json:"index"` // content identity of its index
 	Chunks  int    `json:"chunks"`
 	Samples int    `json:"samples"`

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,7 +17,8 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		note := &errorNote{}
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), errorNoteKey{}, note)))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
@@ -34,8 +36,24 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 		} else if route == "/metrics" || route == "/healthz" || route == "/readyz" {
 			ev = g.log.Debug()
 		}
+		if note.err != nil {
+			ev = ev.Err(note.err)
+		}
 		ev.Str("request_id", middleware.GetReqID(r.Context())).Str("method", r.Method).
 			Str("path", r.URL.RequestURI()).Int("status", status).Int("bytes", ww.BytesWritten()).
 			Dur("duration", d).Str("remote", r.RemoteAddr).Msg("request")
 	})
+}
+
+// errorNote carries the error behind a response whose body does not show
+// it (see writeError) to the request's log line.
+type errorNote struct{ err error }
+
+type errorNoteKey struct{}
+
+// noteError records err for the log line of the request ctx belongs to.
+func noteError(ctx context.Context, err error) {
+	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok {
+		n.err = err
+	}
 }

@@ -25,7 +25,7 @@ import (
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	b, q, err := g.layoutRequest(r, jobParams)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	if q.format == "json" {
@@ -148,7 +148,7 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batc
 		return g.writeBatchInParts(ctx, w, b, pinned)
 	}
 	if err != nil {
-		writeError(w, err)
+		writeError(ctx, w, err)
 		return err
 	}
 	defer lease.Release()

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/s3backend"
@@ -61,16 +63,45 @@ func statusOf(err error) int {
 }
 
 // writeError sends err as a JSON error with the status statusOf gives.
-func writeError(w http.ResponseWriter, err error) {
+//
+// A client learns what it did wrong (4xx) in full. Of a failure on the
+// gateway's side (5xx) it learns the kind and the request ID: the error
+// itself names the store's endpoint, bucket, prefix or local paths, which
+// are the operator's business, so it goes to the access log line of that
+// request ID instead (see logRequests). The gateway's own 5xx answers —
+// not ready, stalled, busy, not implemented — say nothing internal and are
+// sent as they are.
+func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	status := statusOf(err)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
 	}
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
-		msg = "internal error: " + msg
+	if public := publicMessage(status, err); public != "" {
+		noteError(ctx, err)
+		msg = fmt.Sprintf("%s (request %s; the gateway's log has the details)", public, middleware.GetReqID(ctx))
 	}
 	writeJSON(w, status, api.Error{Error: msg, Status: status})
+}
+
+// publicMessage is what a client is told of a failure on the gateway's
+// side, or "" when err's own message may be sent.
+func publicMessage(status int, err error) string {
+	switch {
+	case status < 500, errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled),
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, ErrNotImplemented):
+		return ""
+	case errors.Is(err, ErrCorrupt):
+		return "a chunk failed its checksum: the store no longer matches the dataset's index"
+	case status == http.StatusBadGateway:
+		return "the store no longer matches the dataset's index: a chunk changed or vanished; rebuild the index with brand index"
+	case status == http.StatusServiceUnavailable:
+		return "the object store is unavailable; retry later"
+	case status == http.StatusGatewayTimeout:
+		return "the object store did not answer in time"
+	default:
+		return "internal error"
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

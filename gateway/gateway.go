@@ -71,6 +71,16 @@ type Config struct {
 	WriteTimeout time.Duration
 	MinWriteRate int64
 
+	// AuthTokens, if not empty, are the bearer tokens requests must carry
+	// (Authorization: Bearer <token>) on every endpoint but /healthz and
+	// /readyz, which probes reach without credentials. A request without
+	// one is answered 401 with a WWW-Authenticate challenge.
+	AuthTokens []string
+	// SeparateAdmin takes /metrics, /stats and /plan off the data handler:
+	// serve them, with pprof, from AdminHandler on a listener of its own
+	// (`brand serve --admin-listen`).
+	SeparateAdmin bool
+
 	// Planner answers /plan and computes the optimal policy's figures for
 	// the epochs served; nil leaves both out (/plan answers 501).
 	// `brand serve` passes planner.ForGateway.
@@ -109,6 +119,8 @@ type Gateway struct {
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
+
+	tokens tokenSet
 
 	catalog  *catalog
 	orders   *orders
@@ -200,6 +212,7 @@ func New(cfg Config) (*Gateway, error) {
 	d := cfg.Defaults
 	g.defaults = query{job: api.Job{Dataset: cfg.DefaultDataset,
 		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
+	g.tokens = newTokenSet(cfg.AuthTokens)
 	g.catalog = newCatalog(names, cfg.DefaultDataset)
 	g.orders = newOrders()
 	g.sched = newSchedule(g.orders)

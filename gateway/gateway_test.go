@@ -325,8 +325,11 @@ func TestCorruptChunkIsNeverServed(t *testing.T) {
 		}
 	}
 	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "CRC32C") {
-		t.Fatalf("status %d body %s, want 502 naming the CRC32C failure", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "checksum") {
+		t.Fatalf("status %d body %s, want 502 naming the checksum failure", resp.StatusCode, body)
+	}
+	if strings.Contains(string(body), f.dir) || strings.Contains(string(body), "chunks/") {
+		t.Errorf("the error body shows where the data is stored: %s", body)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 	b, _, err := g.layoutRequest(r, jobParams)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	writeManifest(w, b)

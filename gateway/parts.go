@@ -30,13 +30,13 @@ func (g *Gateway) writeBatchInParts(ctx context.Context, w http.ResponseWriter, 
 	case g.partSlots <- struct{}{}:
 		defer func() { <-g.partSlots }()
 	case <-ctx.Done():
-		writeError(w, ctx.Err())
+		writeError(ctx, w, ctx.Err())
 		return ctx.Err()
 	}
 	body, loads, loadedBytes, err := g.assemble(ctx, b)
 	pinned()
 	if err != nil {
-		writeError(w, err)
+		writeError(ctx, w, err)
 		return err
 	}
 	g.metrics.batchesInParts.Inc()

@@ -19,19 +19,19 @@ import (
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	_, ds, err := g.parseRequest(r, sampleParams, g.defaults)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	key := chi.URLParam(r, "*")
 	id, ok := ds.index.Lookup(key)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: no sample with key %q in dataset %q", ErrNotFound, key, ds.name))
+		writeError(r.Context(), w, fmt.Errorf("%w: no sample with key %q in dataset %q", ErrNotFound, key, ds.name))
 		return
 	}
 	c, off, length, _ := ds.index.SampleRange(id)
 	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{ds.chunkRequest(c)})
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	defer lease.Release()
