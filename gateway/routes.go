@@ -18,19 +18,21 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// Every route is GET (HEAD through middleware.GetHead).
+		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; the API is read-only (GET, HEAD)", Status: http.StatusMethodNotAllowed})
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !g.Ready() {
-			writeError(w, ErrNotReady)
+		if err := g.catalog.notReady(); err != nil {
+			writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	r.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/datasets", g.handleDatasets)
 	r.Get("/stats", g.handleStats)
 	r.Get("/plan", g.handlePlan)
