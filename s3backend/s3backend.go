@@ -41,6 +41,10 @@ var (
 	// ErrNotFound means the object (or its bucket) does not exist.
 	ErrNotFound = errors.New("s3backend: object not found")
 
+	// ErrNoBucket means an S3 store's bucket does not exist. An error
+	// wrapping it wraps ErrNotFound too.
+	ErrNoBucket = errors.New("no such bucket")
+
 	// ErrChanged means the object no longer has the ETag the caller pinned
 	// the read to: the dataset changed under its index, which must be rebuilt
 	// (`brand index`) before the data can be served again.
