@@ -10,6 +10,10 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 )
 
+// maxLoggedPath bounds the request path (with its query) in a log line: a
+// client may send hundreds of kilobytes, and the log must not carry them.
+const maxLoggedPath = 1 << 10
+
 // logRequests logs each request with its ID and records its metrics under
 // the route pattern (not the raw path, which would explode label
 // cardinality).
@@ -39,9 +43,18 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 		if note.err != nil {
 			ev = ev.Err(note.err)
 		}
+		if !ev.Enabled() {
+			return
+		}
+		path := r.URL.RequestURI()
+		if len(path) > maxLoggedPath {
+			// The length tells a huge query from a truncated ordinary one.
+			ev.Int("path_bytes", len(path))
+			path = path[:maxLoggedPath] + "…"
+		}
 		ev.Str("request_id", middleware.GetReqID(r.Context())).Str("method", r.Method).
-			Str("path", r.URL.RequestURI()).Int("status", status).Int("bytes", ww.BytesWritten()).
-			Dur("duration", d).Str("remote", r.RemoteAddr).Msg("request")
+			Str("path", path).Int("status", status).Int("bytes", ww.BytesWritten()).
+			Float64("duration_ms", millis(d)).Str("remote", r.RemoteAddr).Msg("request")
 	})
 }
 
@@ -57,3 +70,8 @@ func noteError(ctx context.Context, err error) {
 		n.err = err
 	}
 }
+
+// millis is d in milliseconds. Logged durations are fields named *_ms
+// holding this, rather than zerolog's Dur, whose unit is a package-level
+// setting (zerolog.DurationFieldUnit) any code in the process may change.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -61,19 +61,38 @@ func (d *loadedDataset) chunkOf(k chunkcache.Key) (int, bool) {
 	return c, true
 }
 
-// catalog holds the gateway's loaded datasets by name. Lookups before every
-// index is loaded fail with ErrNotReady.
+// catalog holds the gateway's loaded datasets by name. Until the gateway
+// is ready, lookups fail with ErrNotReady wrapped with what loading is
+// doing: Load says so at each step (see waitFor and markReady).
 type catalog struct {
 	names       []string // as configured
 	defaultName string
-	ready       atomic.Bool
+	waiting     atomic.Pointer[string] // why the gateway is not ready; nil once it is
 
 	mu     sync.RWMutex
 	byName map[string]*loadedDataset
 }
 
 func newCatalog(names []string, defaultName string) *catalog {
-	return &catalog{names: names, defaultName: defaultName, byName: map[string]*loadedDataset{}}
+	c := &catalog{names: names, defaultName: defaultName, byName: map[string]*loadedDataset{}}
+	c.waitFor("dataset indexes are still loading")
+	return c
+}
+
+// waitFor records why the gateway is not ready yet; clients read it in
+// their 503s.
+func (c *catalog) waitFor(why string) { c.waiting.Store(&why) }
+
+// markReady lets lookups through.
+func (c *catalog) markReady() { c.waiting.Store(nil) }
+
+// notReady is nil once the gateway is ready, and otherwise ErrNotReady
+// saying what it is waiting for.
+func (c *catalog) notReady() error {
+	if why := c.waiting.Load(); why != nil {
+		return fmt.Errorf("%w: %s", ErrNotReady, *why)
+	}
+	return nil
 }
 
 func (c *catalog) add(ds *loadedDataset) {
@@ -84,8 +103,8 @@ func (c *catalog) add(ds *loadedDataset) {
 
 // get returns a loaded dataset by name.
 func (c *catalog) get(name string) (*loadedDataset, error) {
-	if !c.ready.Load() {
-		return nil, ErrNotReady
+	if err := c.notReady(); err != nil {
+		return nil, err
 	}
 	c.mu.RLock()
 	ds, ok := c.byName[name]
@@ -142,7 +161,7 @@ func loadDataset(ctx context.Context, spec DatasetSpec, bcfg s3backend.Config, l
 		if !errors.Is(err, s3backend.ErrUnavailable) {
 			return nil, fmt.Errorf("dataset %s (%s): %w", spec.Name, spec.URL, err)
 		}
-		log.Warn().Err(err).Str("dataset", spec.Name).Dur("retry_in", backoff).Msg("index not reachable yet")
+		log.Warn().Err(err).Str("dataset", spec.Name).Float64("retry_in_ms", millis(backoff)).Msg("index not reachable yet")
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("dataset %s: %w (last error: %w)", spec.Name, ctx.Err(), err)

@@ -12,7 +12,7 @@ import (
 // parseRequest parses the query parameters an endpoint accepts onto base
 // and finds the dataset they name.
 func (g *Gateway) parseRequest(r *http.Request, accepted []string, base query) (query, *loadedDataset, error) {
-	q, err := parseQuery(r.URL.Query(), accepted, base, g.cfg.Limits)
+	q, err := parseQuery(r.URL.RawQuery, accepted, base, g.cfg.Limits)
 	if err != nil {
 		return q, nil, err
 	}

@@ -25,8 +25,9 @@ var (
 	// ErrNotFound marks an unknown dataset, sample, or an epoch, batch or
 	// rank outside its valid range.
 	ErrNotFound = errors.New("not found")
-	// ErrNotReady means the dataset indexes are still loading.
-	ErrNotReady = errors.New("not ready: dataset indexes are still loading")
+	// ErrNotReady means Load has not finished. The catalog wraps it with
+	// what Load is doing (reading the indexes, allocating the cache).
+	ErrNotReady = errors.New("not ready")
 	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
 	ErrCorrupt = errors.New("chunk failed its checksum")
 	// ErrStalled means requests wait for cache room and none is let

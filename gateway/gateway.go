@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -256,7 +257,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 func (g *Gateway) EpochStats() []EpochStat { return g.stats.snapshot() }
 
 // Ready reports whether every dataset index is loaded.
-func (g *Gateway) Ready() bool { return g.catalog.ready.Load() }
+func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
 
 // Close stops background prefetching and the statistics' computations and
 // waits for them, then cancels the chunk loads still in flight. In-flight
@@ -289,11 +290,15 @@ func (g *Gateway) Load(ctx context.Context) error {
 	}
 	g.warnSmallCache(loaded)
 	if !g.cfg.NoPrefault {
+		// Touching gigabytes of pages takes seconds: say so in the 503s.
+		why := fmt.Sprintf("allocating the chunk cache's memory (up to %s); the indexes are loaded", humanize.IBytes(uint64(g.cfg.CacheSize)))
+		g.catalog.waitFor(why)
+		g.log.Info().Int64("cache_bytes", g.cfg.CacheSize).Msg("allocating chunk cache memory")
 		if err := g.preallocate(ctx, loaded); err != nil {
 			return err
 		}
 	}
-	g.catalog.ready.Store(true)
+	g.catalog.markReady()
 	return nil
 }
 
@@ -346,6 +351,6 @@ func (g *Gateway) preallocate(ctx context.Context, datasets []*loadedDataset) er
 		left -= n * ds.maxChunk
 		total += n * ds.maxChunk
 	}
-	g.log.Info().Int64("bytes", total).Dur("took", time.Since(start)).Msg("chunk cache memory preallocated")
+	g.log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
 	return nil
 }

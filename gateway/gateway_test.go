@@ -47,6 +47,12 @@ func TestErrors(t *testing.T) {
 		{"unknown sample", "/samples/no/such/key", 404, `no sample with key "no/such/key"`},
 		{"unknown endpoint", "/epochs", 404, "no such endpoint"},
 		{"epoch info, bad epoch", "/epoch/abc", 400, "epoch must be"},
+		// Past 10,000 parameters url.ParseQuery returns none: the invalid
+		// rank must not be dropped with the rest and a default batch served.
+		{"too many parameters", "/epoch/0/batch/0?world=2&rank=5" + strings.Repeat("&seed=1", 9999), 400, "query string: number of URL query parameters exceeded limit"},
+		{"too many parameters, manifest", "/epoch/0/batch/0/manifest?" + strings.Repeat("seed=1&", 10001), 400, "exceeded limit"},
+		{"too many parameters, sample", "/samples/class0/sample00000?" + strings.Repeat("dataset=test&", 10001), 400, "exceeded limit"},
+		{"bad escape in query", "/epoch/0/batch/0?seed=%zz", 400, "query string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,8 +25,8 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !g.Ready() {
-			writeError(r.Context(), w, ErrNotReady)
+		if err := g.catalog.notReady(); err != nil {
+			writeError(r.Context(), w, err)
 			return
 		}
 		if g.cache.Stalled(stallNotReady) {
@@ -58,6 +58,8 @@ func (g *Gateway) newRouter() chi.Router {
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// Every route is GET (HEAD through middleware.GetHead).
+		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; the API is read-only (GET, HEAD)", Status: http.StatusMethodNotAllowed})
 	})
 	return r
@@ -66,7 +68,7 @@ func (g *Gateway) newRouter() chi.Router {
 // adminRoutes are the operators' endpoints: metrics, statistics and plans,
 // which show more of the deployment than a training job needs.
 func (g *Gateway) adminRoutes(r chi.Router) {
-	r.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/stats", g.handleStats)
 	r.Get("/plan", g.handlePlan)
 }

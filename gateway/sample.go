@@ -29,21 +29,27 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, off, length, _ := ds.index.SampleRange(id)
+	h := w.Header()
+	h.Set(api.HeaderDataset, ds.name)
+	h.Set(api.HeaderIndex, ds.index.ID())
+	setLength := func() {
+		h.Set("Content-Type", "application/x-tar")
+		h.Set("Content-Length", strconv.FormatInt(length+int64(len(chunkindex.EndOfArchive)), 10))
+	}
+	if r.Method == http.MethodHead {
+		// Everything a HEAD answers is known from the index: read nothing.
+		setLength()
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{ds.chunkRequest(c)})
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	defer lease.Release()
-	h := w.Header()
-	h.Set("Content-Type", "application/x-tar")
-	h.Set("Content-Length", strconv.FormatInt(length+int64(len(chunkindex.EndOfArchive)), 10))
-	h.Set(api.HeaderDataset, ds.name)
-	h.Set(api.HeaderIndex, ds.index.ID())
+	setLength()
 	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
 	n, err := w.Write(lease.Bytes(0)[off : off+length])
 	if err == nil {
 		var m int

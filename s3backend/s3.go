@@ -121,6 +121,9 @@ func (s *S3) fail(op, key string, kind errKind, err error) error {
 		if errors.Is(err, ErrNotFound) {
 			return err
 		}
+		if resp := (minio.ErrorResponse{}); errors.As(err, &resp) && resp.Code == "NoSuchBucket" {
+			return fmt.Errorf("%w: %s: %w %s: %w", ErrNotFound, s.target(key), ErrNoBucket, s.bucket, err)
+		}
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, s.target(key), err)
 	case kindChanged:
 		if errors.Is(err, ErrChanged) {
