@@ -117,7 +117,7 @@ func notModified(r *http.Request, etag string) bool {
 // clean error response, never a truncated batch. pinned is called once
 // every chunk is pinned.
 func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
-	lease, err := g.cache.Acquire(ctx, b.reqs)
+	lease, b, err := g.acquire(ctx, b)
 	if err != nil {
 		if errors.Is(err, chunkcache.ErrTooLarge) {
 			err = fmt.Errorf("%w; lower batch_size or window, or raise the gateway's --cache-size", err)
@@ -131,6 +131,7 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batc
 	g.stats.batch(b.js, b.epoch, b.samples, len(b.ids), b.chunks, loads, loadedBytes)
 	h := w.Header()
 	b.setHeaders(h)
+	b.setMissingHeaders(h)
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
 	w.WriteHeader(http.StatusOK)

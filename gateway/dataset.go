@@ -16,21 +16,27 @@ import (
 	"github.com/brandgw/brand/s3backend"
 )
 
-// loadedDataset is a dataset whose index is loaded: everything a request
-// needs to map samples to chunks and chunks to cache keys. It is immutable
-// once built, so any goroutine may read it without locking.
+// loadedDataset is one version of a dataset's index, loaded: everything a
+// request needs to map samples to chunks and chunks to cache keys. It is
+// immutable once built, so any goroutine may read it without locking; only
+// the damaged flags change, atomically. A reload builds a new one.
 type loadedDataset struct {
 	name, url  string
 	store      s3backend.Store
 	index      *chunkindex.Index
+	indexETag  string         // of the index object when it was read; "" if unknown
+	loadedAt   time.Time      // when this version was loaded
+	version    int            // 1 for the index loaded at start, +1 per reload
 	counts     []int          // samples per chunk: the shuffle's input
 	chunkByKey map[string]int // chunk object key → chunk ID
 	maxChunk   int64          // every chunk's buffer is this big, so buffers are interchangeable
+	damaged    []atomic.Bool  // per chunk: its last read found it damaged at rest
 }
 
 func newLoadedDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *loadedDataset {
-	ds := &loadedDataset{name: name, url: url, store: store, index: ix,
-		counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks())}
+	ds := &loadedDataset{name: name, url: url, store: store, index: ix, loadedAt: time.Now(), version: 1,
+		counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
+		damaged: make([]atomic.Bool, ix.NumChunks())}
 	for c := range ix.NumChunks() {
 		ds.chunkByKey[ix.Chunk(c).Key] = c
 		ds.maxChunk = max(ds.maxChunk, ix.Chunk(c).Size)
@@ -45,6 +51,9 @@ func (d *loadedDataset) chunkKey(c int) chunkcache.Key {
 	ch := d.index.Chunk(c)
 	return chunkcache.Key{Dataset: d.name, Object: ch.Key, ETag: ch.ETag}
 }
+
+// isDamaged reports whether chunk c's last read found it damaged at rest.
+func (d *loadedDataset) isDamaged(c int) bool { return d.damaged[c].Load() }
 
 // chunkRequest is what the cache needs to load chunk c.
 func (d *loadedDataset) chunkRequest(c int) chunkcache.Request {
