@@ -85,6 +85,11 @@ type DatasetInfo struct {
 	Samples int    `json:"samples"`
 	Bytes   int64  `json:"bytes"`   // total size of its chunks
 	Default bool   `json:"default"` // served when a request names no dataset
+	// The index version served: 1 for the index loaded at start, one more
+	// per reload; the index object's ETag; when this version was loaded.
+	IndexVersion  int    `json:"index_version"`
+	IndexETag     string `json:"index_etag,omitempty"`
+	IndexLoadedAt string `json:"index_loaded_at"` // RFC 3339
 }
 
 // DatasetList is the body of GET /datasets.

@@ -79,14 +79,24 @@ type catalog struct {
 
 	mu     sync.RWMutex
 	byName map[string]*loadedDataset
+	prev   map[string]*loadedDataset // the version each reload replaced
 }
 
 func newCatalog(names []string, defaultName string) *catalog {
-	return &catalog{names: names, defaultName: defaultName, byName: map[string]*loadedDataset{}}
+	return &catalog{names: names, defaultName: defaultName, byName: map[string]*loadedDataset{}, prev: map[string]*loadedDataset{}}
 }
 
 func (c *catalog) add(ds *loadedDataset) {
 	c.mu.Lock()
+	c.byName[ds.name] = ds
+	c.mu.Unlock()
+}
+
+// replace swaps in a new version of a dataset. The version it replaces
+// still resolves chunk keys, so that batches laid out on it finish.
+func (c *catalog) replace(ds *loadedDataset) {
+	c.mu.Lock()
+	c.prev[ds.name] = c.byName[ds.name]
 	c.byName[ds.name] = ds
 	c.mu.Unlock()
 }
@@ -113,6 +123,16 @@ func (c *catalog) chunk(k chunkcache.Key) (*loadedDataset, int, error) {
 	}
 	id, ok := ds.chunkOf(k)
 	if !ok {
+		// A batch laid out before a reload may still need the old
+		// version's chunks.
+		c.mu.RLock()
+		prev := c.prev[k.Dataset]
+		c.mu.RUnlock()
+		if prev != nil {
+			if id, ok := prev.chunkOf(k); ok {
+				return prev, id, nil
+			}
+		}
 		return nil, 0, fmt.Errorf("%w: chunk %q (ETag %s) is not in dataset %q", ErrNotFound, k.Object, k.ETag, k.Dataset)
 	}
 	return ds, id, nil
@@ -144,9 +164,15 @@ func loadDataset(ctx context.Context, spec DatasetSpec, bcfg s3backend.Config, l
 	}
 	backoff := 250 * time.Millisecond
 	for {
+		// The ETag first: if the index changes in between, the next
+		// poll sees a newer ETag and reads it again. Without one (a
+		// failed Stat), the first poll reads the index again.
+		info, _ := store.Stat(ctx, chunkindex.IndexKey)
 		ix, err := dataset.ReadIndex(ctx, store)
 		if err == nil {
-			return newLoadedDataset(spec.Name, spec.URL, store, ix), nil
+			ds := newLoadedDataset(spec.Name, spec.URL, store, ix)
+			ds.indexETag = info.ETag
+			return ds, nil
 		}
 		if !errors.Is(err, s3backend.ErrUnavailable) {
 			return nil, fmt.Errorf("dataset %s (%s): %w", spec.Name, spec.URL, err)

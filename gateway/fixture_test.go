@@ -30,7 +30,13 @@ type fixture struct {
 // newFixture packs samples of varying sizes, perChunk samples per chunk.
 func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
+	return newFixtureIn(t, t.TempDir(), chunks, perChunk)
+}
+
+// newFixtureIn is newFixture in dir, replacing what is there (the index
+// last, as a packer writes it).
+func newFixtureIn(t testing.TB, dir string, chunks, perChunk int) *fixture {
+	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,7 @@ type Gateway struct {
 	cache    *chunkcache.Cache
 	prefetch *prefetcher // nil when prefetch is off
 	stats    *liveStats
+	reload   *reloader
 
 	handler  http.Handler
 	planning chan struct{} // one /plan simulation at a time
@@ -216,8 +217,9 @@ func New(cfg Config) (*Gateway, error) {
 	// into the metrics: the cache reads stats through a closure, set below.
 	var cache *chunkcache.Cache
 	g.metrics = newMetrics(cfg.Registry, func() chunkcache.Stats { return cache.Stats() }, cfg.CacheSize)
+	g.reload = newReloader()
 	loader := chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, rereads: cfg.ChecksumRereads,
-		metrics: g.metrics, log: cfg.Logger}
+		metrics: g.metrics, log: cfg.Logger, changed: g.reload.poke}
 	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy})
 	g.cache = cache
 	var opt optimizer
@@ -254,6 +256,7 @@ func (g *Gateway) Ready() bool { return g.catalog.ready.Load() }
 // waits for them, then cancels the chunk loads still in flight. In-flight
 // requests are the HTTP server's to drain first.
 func (g *Gateway) Close() {
+	g.stopPolling()
 	if g.prefetch != nil {
 		g.prefetch.close()
 	}
@@ -274,6 +277,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 			return err
 		}
 		g.catalog.add(ds)
+		g.metrics.indexInfo.WithLabelValues(ds.name, ds.index.ID(), ds.indexETag).Set(1)
 		loaded = append(loaded, ds)
 		g.log.Info().Str("dataset", ds.name).Str("url", ds.url).Str("index", ds.index.ID()).
 			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
@@ -285,6 +289,9 @@ func (g *Gateway) Load(ctx context.Context) error {
 		}
 	}
 	g.catalog.ready.Store(true)
+	if g.cfg.IndexPoll > 0 {
+		g.startPolling(g.cfg.IndexPoll)
+	}
 	return nil
 }
 

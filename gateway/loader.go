@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,6 +45,9 @@ type chunkLoader struct {
 	rereads int           // extra reads of a chunk that fails its checksum
 	metrics *metrics
 	log     zerolog.Logger
+	// changed is told that a chunk's object no longer has its indexed
+	// ETag: the dataset is being rewritten, and its new index may follow.
+	changed func()
 }
 
 // Load implements chunkcache.Loader.
@@ -61,6 +65,9 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 		bad, err := l.read(ctx, ds, c, k, buf)
 		if err != nil {
 			l.metrics.fetchErrors.Inc()
+			if errors.Is(err, s3backend.ErrChanged) && l.changed != nil {
+				l.changed()
+			}
 			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 		}
 		if bad.id < 0 {

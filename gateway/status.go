@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
@@ -18,7 +19,8 @@ func (g *Gateway) handleDatasets(w http.ResponseWriter, r *http.Request) {
 	for _, ds := range all {
 		out.Datasets = append(out.Datasets, api.DatasetInfo{Name: ds.name, URL: ds.url, IndexID: ds.index.ID(),
 			Chunks: ds.index.NumChunks(), Samples: ds.index.NumSamples(), Bytes: ds.index.TotalBytes(),
-			Default: ds.name == g.catalog.defaultName})
+			Default: ds.name == g.catalog.defaultName, IndexVersion: ds.version, IndexETag: ds.indexETag,
+			IndexLoadedAt: ds.loadedAt.UTC().Format(time.RFC3339)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
