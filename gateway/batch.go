@@ -143,7 +143,7 @@ func (g *Gateway) setWriteDeadline(w http.ResponseWriter, n int64) {
 // clean error response, never a truncated batch. pinned is called once
 // every chunk is pinned.
 func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
-	lease, err := g.cache.Acquire(ctx, b.reqs)
+	lease, b, err := g.acquire(ctx, b)
 	if errors.Is(err, chunkcache.ErrTooLarge) {
 		return g.writeBatchInParts(ctx, w, b, pinned)
 	}
@@ -180,6 +180,7 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batc
 	g.setWriteDeadline(w, b.length)
 	h := w.Header()
 	b.setHeaders(h)
+	b.setMissingHeaders(h)
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
 	w.WriteHeader(http.StatusOK)

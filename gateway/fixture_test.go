@@ -33,11 +33,23 @@ func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	return newFixtureSized(t, chunks, perChunk, 0)
 }
 
+// newFixtureIn is newFixture in dir, replacing what is there (the index
+// last, as a packer writes it).
+func newFixtureIn(t testing.TB, dir string, chunks, perChunk int) *fixture {
+	t.Helper()
+	return newFixtureInSized(t, dir, chunks, perChunk, 0)
+}
+
 // newFixtureSized packs samples whose image is about size bytes (300 to
 // 2,700 bytes, varying, if size is 0).
 func newFixtureSized(t testing.TB, chunks, perChunk, size int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
+	return newFixtureInSized(t, t.TempDir(), chunks, perChunk, size)
+}
+
+// newFixtureInSized is newFixtureSized in dir.
+func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fixture {
+	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,24 @@ type Config struct {
 	// client, ends a read that hangs.
 	FetchTimeout time.Duration
 
+	// ChecksumRereads is how many more times a chunk that fails its
+	// CRC32C check is read before the failure is reported: a byte damaged
+	// in transit passes on a re-read, a byte damaged at rest fails the same
+	// way every time (see chunkLoader). Default 2; negative: no re-read.
+	ChecksumRereads int
+
+	// OnDamagedChunk is what a batch does when one of its chunks is damaged
+	// at rest: "fail" (the default) answers 502; "skip" serves the batch
+	// without that chunk's samples, names them in the Brand-Missing-*
+	// headers, counts them in brand_skipped_samples_total and logs them.
+	OnDamagedChunk string
+
+	// IndexPoll is how often each dataset's index object is checked for a
+	// new ETag; a changed index is loaded and swapped in atomically, and
+	// batches already being served finish on the version they started on.
+	// Default 30 s; negative disables polling (Reload still works).
+	IndexPoll time.Duration
+
 	// NoPrefault turns off preallocation: by default Load allocates the
 	// chunk buffers the cache will fill — up to the smaller of the cache
 	// size and the datasets' bytes — and touches their pages before the
@@ -105,6 +123,18 @@ const (
 	DefaultMinWriteRate = 1 << 20
 )
 
+// DefaultChecksumRereads is Config.ChecksumRereads when zero.
+const DefaultChecksumRereads = 2
+
+// DefaultIndexPoll is Config.IndexPoll when zero.
+const DefaultIndexPoll = 30 * time.Second
+
+// What Config.OnDamagedChunk may say.
+const (
+	OnDamagedFail = "fail"
+	OnDamagedSkip = "skip"
+)
+
 // Gateway serves batches of one or more datasets over HTTP.
 //
 // A request flows one way through its parts, each built from the few
@@ -129,6 +159,7 @@ type Gateway struct {
 	cache    *chunkcache.Cache
 	prefetch *prefetcher // nil when prefetch is off
 	stats    *liveStats
+	reload   *reloader
 
 	loader chunkLoader
 
@@ -203,6 +234,22 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
 	}
+	switch {
+	case cfg.ChecksumRereads == 0:
+		cfg.ChecksumRereads = DefaultChecksumRereads
+	case cfg.ChecksumRereads < 0:
+		cfg.ChecksumRereads = 0
+	}
+	switch cfg.OnDamagedChunk {
+	case "":
+		cfg.OnDamagedChunk = OnDamagedFail
+	case OnDamagedFail, OnDamagedSkip:
+	default:
+		return nil, fmt.Errorf("gateway: on-damaged-chunk %q: want fail or skip", cfg.OnDamagedChunk)
+	}
+	if cfg.IndexPoll == 0 {
+		cfg.IndexPoll = DefaultIndexPoll
+	}
 	cfg.Defaults.fill()
 	cfg.Limits.fill()
 	if cfg.Registry == nil {
@@ -225,7 +272,9 @@ func New(cfg Config) (*Gateway, error) {
 	// into the metrics: the cache reads stats through a closure, set below.
 	var cache *chunkcache.Cache
 	g.metrics = newMetrics(cfg.Registry, func() chunkcache.Stats { return cache.Stats() }, cfg.CacheSize)
-	g.loader = chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, metrics: g.metrics}
+	g.reload = newReloader()
+	g.loader = chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, rereads: cfg.ChecksumRereads,
+		metrics: g.metrics, log: cfg.Logger, changed: g.reload.poke}
 	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: g.loader, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.cache = cache
@@ -263,6 +312,7 @@ func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
 // waits for them, then cancels the chunk loads still in flight. In-flight
 // requests are the HTTP server's to drain first.
 func (g *Gateway) Close() {
+	g.stopPolling()
 	if g.prefetch != nil {
 		g.prefetch.close()
 	}
@@ -283,6 +333,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 			return err
 		}
 		g.catalog.add(ds)
+		g.metrics.indexInfo.WithLabelValues(ds.name, ds.index.ID(), ds.indexETag).Set(1)
 		loaded = append(loaded, ds)
 		g.log.Info().Str("dataset", ds.name).Str("url", ds.url).Str("index", ds.index.ID()).
 			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
@@ -299,6 +350,9 @@ func (g *Gateway) Load(ctx context.Context) error {
 		}
 	}
 	g.catalog.markReady()
+	if g.cfg.IndexPoll > 0 {
+		g.startPolling(g.cfg.IndexPoll)
+	}
 	return nil
 }
 

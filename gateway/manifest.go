@@ -26,5 +26,6 @@ func writeManifest(w http.ResponseWriter, b *batchLayout) {
 		s := ix.Sample(id)
 		m.Samples[i] = api.ManifestSample{ID: id, Key: s.Key, Chunk: ix.Chunk(s.Chunk).Key, Offset: s.Offset, Length: s.Length, CRC32C: s.CRC}
 	}
+	m.Missing = b.knownMissing()
 	writeJSON(w, http.StatusOK, m)
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
@@ -24,7 +25,8 @@ func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL b
 	for _, ds := range all {
 		info := api.DatasetInfo{Name: ds.name, IndexID: ds.index.ID(),
 			Chunks: ds.index.NumChunks(), Samples: ds.index.NumSamples(), Bytes: ds.index.TotalBytes(),
-			Default: ds.name == g.catalog.defaultName}
+			Default: ds.name == g.catalog.defaultName, IndexVersion: ds.version, IndexETag: ds.indexETag,
+			IndexLoadedAt: ds.loadedAt.UTC().Format(time.RFC3339)}
 		if showURL {
 			info.URL = ds.url
 		}

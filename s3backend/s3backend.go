@@ -6,8 +6,10 @@
 // dataset rewritten under its index is reported as ErrChanged instead of
 // silently serving bytes that no longer match the index's offsets and CRCs.
 // Transient backend failures (503 SlowDown, 5xx, throttling, network errors,
-// bodies cut short) are retried with exponential backoff and full jitter; when
-// the budget is spent the error wraps ErrUnavailable.
+// bodies cut short, bodies that stall for Config.IdleTimeout) are retried
+// with exponential backoff and full jitter, a cut or stalled body resuming
+// from the byte it stopped at; when the budget is spent the error wraps
+// ErrUnavailable.
 //
 // Keys are slash-separated and relative to the root the store was opened at
 // (the prefix of an s3:// URL, or a directory).

@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"path"
 	"runtime/debug"
 	rpprof "runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // serveFlags are the gateway's flags, shared by serve and demo.
@@ -39,6 +42,10 @@ type serveFlags struct {
 	prefetchWindows int
 	prefault        bool
 	fetchTimeout    time.Duration
+	idleTimeout     time.Duration
+	checksumRereads int
+	onDamagedChunk  string
+	indexPoll       time.Duration
 	memoryLimit     string
 	logLevel        string
 	logFormat       string
@@ -64,6 +71,10 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.IntVar(&f.prefetchWindows, "prefetch-windows", 1, "windows to prefetch beyond the current one")
 	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
+	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
+	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C is read again before it is declared damaged")
+	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
+	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + 256MiB, unless GOMEMLIMIT is set), off, or a size")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
@@ -145,10 +156,16 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if workers == 0 {
 		workers = -1
 	}
+	backend := f.s3.config()
+	backend.IdleTimeout = orNegative(f.idleTimeout)
+	rereads := f.checksumRereads
+	if rereads == 0 {
+		rereads = -1 // the gateway's "none"
+	}
 	return gateway.Config{
 		Datasets:            specs,
 		DefaultDataset:      f.defaultDataset,
-		Backend:             f.s3.config(),
+		Backend:             backend,
 		CacheSize:           int64(f.cacheSize),
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
@@ -156,10 +173,22 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		PrefetchConcurrency: workers,
 		PrefetchWindows:     f.prefetchWindows,
 		FetchTimeout:        f.fetchTimeout,
+		ChecksumRereads:     rereads,
+		OnDamagedChunk:      f.onDamagedChunk,
+		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
 		Planner:             planner.ForGateway{},
 		Logger:              log,
 	}, nil
+}
+
+// orNegative maps a flag's 0 ("off") to the negative duration that
+// disables the feature in a Config, where 0 means the default.
+func orNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func runServe(ctx context.Context, env *cliEnv, args []string) error {
@@ -229,6 +258,24 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		log.Info().Msg("ready")
 		if ready != nil {
 			ready(g)
+		}
+	}()
+	// SIGHUP: check the stored indexes now rather than at the next poll.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-loadCtx.Done():
+				return
+			case <-hup:
+				reloaded, err := g.Reload(loadCtx)
+				if err != nil {
+					log.Warn().Err(err).Msg("SIGHUP: reloading the dataset indexes")
+				}
+				log.Info().Strs("reloaded", reloaded).Msg("SIGHUP: dataset indexes checked")
+			}
 		}
 	}()
 	select {
