@@ -108,14 +108,21 @@ def _plain_members(buf: bytes) -> List["tuple[bytes, int, int]"]:
         # the unsigned sum is checked here, and a mismatch goes to tarfile,
         # which decides (signed checksum, or corrupt).
         s = (adler32(mv[off : off + 256]) & 0xFFFF) + (adler32(mv[off + 256 : off + _BLOCK]) & 0xFFFF) - 2
-        if s - sum(chk_f) + 256 != _octal(chk_f):
+        try:  # six digits, NUL, space, as tar writers put it; else in full
+            chk = int(chk_f[:6], 8) if chk_f[6:] == b"\x00 " else _octal(chk_f)
+        except ValueError:
+            chk = _octal(chk_f)
+        if s - sum(chk_f) + 256 != chk:
             raise _NotPlain()
         z = name.find(b"\x00")
         if z >= 0:
             name = name[:z]
         if prefix:
             name = prefix + b"/" + name
-        size = _octal(size_f)
+        try:  # eleven digits and a terminator, as tar writers put it; else in full
+            size = int(size_f[:11], 8) if size_f[11] in (0, 32) else _octal(size_f)
+        except ValueError:
+            size = _octal(size_f)
         start = off + _BLOCK
         end = start + size
         if end > n:
