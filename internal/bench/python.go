@@ -249,18 +249,20 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 	job := []string{"--url", g.base, "--dataset", gatewayDataset, "--batch-size", strconv.Itoa(r.cfg.Job.BatchSize),
 		"--seed", strconv.FormatUint(r.cfg.Job.Seed, 10), "--window", strconv.Itoa(r.cfg.Job.Window)}
 	at := "cache " + percentString(fraction)
-	add := func(config, label string, epoch int, res pyResult, use CPUUse, st func(int) int64) {
+	add := func(label string, epoch int, res pyResult, use CPUUse, st func(int) int64, workers int, sweep []SweepPoint) {
 		p := res.pass(use)
 		p.backendBytes = st(epoch)
-		row := newRow(config, GroupPython, label, p)
-		// Read amplification against body bytes only where the loader
-		// counted them (the clients); BrandDataset's are payload bytes.
-		if config == ConfigPyBrand {
-			row.ReadAmplification = 0
-		}
+		row := newRow(ConfigPyBrand, GroupPython, label, p)
+		// BrandDataset's bytes are the samples' payload, without the tar
+		// framing the gateway's count includes: no read amplification.
+		row.ReadAmplification = 0
 		row.CacheFraction, row.CacheBytes, row.Policy = fraction, r.cacheBytes(fraction), "schedule"
 		e := epoch
 		row.Epoch = &e
+		row.Concurrency, row.Sweep = workers, sweep
+		if sweep == nil {
+			row.Sweep = []SweepPoint{{Concurrency: workers, SamplesPerSec: row.SamplesPerSec, MBPerSec: row.MBPerSec}}
+		}
 		r.add(row)
 	}
 	var stats gatewayStats
@@ -320,7 +322,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 		return err
 	}
 
-	add(ConfigPyBrand, "Brand, PyTorch DataLoader, "+at+", epoch 0", 0, cold.res, cold.use, backend)
+	add("Brand, PyTorch DataLoader, "+at+", epoch 0", 0, cold.res, cold.use, backend, cfg.ColdWorkers, nil)
 	best := 0
 	var points []SweepPoint
 	for i, m := range warm {
@@ -330,12 +332,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 		}
 	}
 	m := warm[best]
-	add(ConfigPyBrand, "Brand, PyTorch DataLoader, "+at+", warm, best workers", m.epoch, m.res, m.use, backend)
-	last := &r.rep.Rows[len(r.rep.Rows)-1]
-	last.Concurrency, last.Sweep = cfg.Workers[best], points
-	coldRow := &r.rep.Rows[len(r.rep.Rows)-2]
-	coldRow.Concurrency = cfg.ColdWorkers
-	coldRow.Sweep = []SweepPoint{{Concurrency: cfg.ColdWorkers, SamplesPerSec: coldRow.SamplesPerSec, MBPerSec: coldRow.MBPerSec}}
+	add("Brand, PyTorch DataLoader, "+at+", warm, best workers", m.epoch, m.res, m.use, backend, cfg.Workers[best], points)
 
 	if len(goRuns) > 0 {
 		// The rounds together, as one row each: samples and seconds summed.

@@ -65,8 +65,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if r.PeakRSS > 0 {
 			rss = sizeString(r.PeakRSS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.3f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
-			pad(r.Label), conc, r.SamplesPerSec, r.MBPerSec, r.ReadAmplification, hit, r.P50Ms, r.P99Ms, req50, req99, rss)
+		amp := fmt.Sprintf("%.3f", r.ReadAmplification)
+		if r.Config == ConfigPyBrand {
+			amp = "-" // payload bytes, not the body bytes the store's are compared with
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+			pad(r.Label), conc, r.SamplesPerSec, r.MBPerSec, amp, hit, r.P50Ms, r.P99Ms, req50, req99, rss)
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "\nsamples/s and MB/s (10^6 bytes of HTTP body) as the consuming loop saw them; read amp = bytes read from",
@@ -134,7 +138,8 @@ func (rep *Report) writePythonNote(ew *errWriter) {
 		}
 		fmt.Fprintln(ew, "\npython group: each row is measured in a Python process of its own (python/bench/loaders.py) with its",
 			"\nDataLoader workers, except the Go client's, read in this process; conc = DataLoader workers (batches ahead",
-			"\nfor the clients). (p) and BrandDataset count the samples' payload bytes; the clients, HTTP body bytes. In the",
+			"\nfor the clients). (p) and BrandDataset count the samples' payload bytes (MB/s, CPU per GB); the clients, HTTP",
+			"\nbody bytes. (p) reads a shuffled part of its epoch (Python.ObjectSamples). In the",
 			"\nCPU table their harness column is the Python process and its workers, over its measured pass.")
 		return
 	}
