@@ -53,6 +53,7 @@ type serveFlags struct {
 	pprofAddr       string
 	cpuProfile      string
 	s3              s3Flags
+	security        securityFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
@@ -82,6 +83,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
 	f.s3.register(fs)
+	f.security.register(fs)
 }
 
 func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, error) {
@@ -158,6 +160,10 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	}
 	backend := f.s3.config()
 	backend.IdleTimeout = orNegative(f.idleTimeout)
+	tokens, err := f.security.tokens()
+	if err != nil {
+		return gateway.Config{}, err
+	}
 	rereads := f.checksumRereads
 	if rereads == 0 {
 		rereads = -1 // the gateway's "none"
@@ -178,6 +184,8 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
 		Planner:             planner.ForGateway{},
+		AuthTokens:          tokens,
+		SeparateAdmin:       f.security.adminListen != "",
 		Logger:              log,
 	}, nil
 }
@@ -228,7 +236,23 @@ func runServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, log, cfg, ln, f.shutdownTimeout, nil)
+	ln, err = f.security.wrap(ln, log)
+	if err != nil {
+		return err
+	}
+	f.security.warnIfOpen(ln.Addr(), len(cfg.AuthTokens) > 0, log)
+	var ready func(*gateway.Gateway)
+	if f.security.adminListen != "" {
+		admin, err := net.Listen("tcp", f.security.adminListen)
+		if err != nil {
+			return fmt.Errorf("--admin-listen: %w", err)
+		}
+		if admin, err = f.security.wrap(admin, log); err != nil {
+			return err
+		}
+		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
+	}
+	return serve(ctx, log, cfg, ln, f.shutdownTimeout, ready)
 }
 
 // serve runs a gateway on ln until ctx ends, then drains in-flight

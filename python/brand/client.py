@@ -10,6 +10,7 @@ import os
 import json
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -125,6 +126,10 @@ class Client:
         max_backoff: cap on every wait between attempts, ``Retry-After``
             included.
         timeout: socket timeout, in seconds, of each request.
+        token: a bearer token sent with every request, for a gateway
+            started with ``--auth-token-file``; never shown in errors.
+        ca_file: a PEM file of certificate authorities to trust for an
+            ``https`` gateway, beside the system's.
         tune_malloc: call :func:`tune_malloc` (glibc only): reuse freed
             memory rather than fault in every batch's anew.
 
@@ -153,6 +158,8 @@ class Client:
         backoff: float = 0.2,
         max_backoff: float = 10.0,
         timeout: float = 120.0,
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
         tune_malloc: bool = True,
     ) -> None:
         u = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
@@ -182,6 +189,14 @@ class Client:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.timeout = timeout
+        self._headers = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"}
+        if token:
+            self._headers["Authorization"] = "Bearer " + token
+        self._token = token
+        self._ca_file = ca_file
+        self._ssl = None
+        if self._https:
+            self._ssl = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
         self._local = _Conn()
         self._pool: Optional[ThreadPoolExecutor] = None
         self._conns: List[http.client.HTTPConnection] = []
@@ -213,8 +228,10 @@ class Client:
     def _connection(self) -> http.client.HTTPConnection:
         c = self._local.conn
         if c is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            c = cls(self._host, self._port, timeout=self.timeout)
+            if self._https:
+                c = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
+            else:
+                c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             self._local.conn = c
             with self._lock:
                 self._conns.append(c)
@@ -229,7 +246,7 @@ class Client:
     def _attempt(self, target: str) -> "tuple[int, Mapping[str, str], bytes]":
         c = self._connection()
         try:
-            c.request("GET", target, headers={"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"})
+            c.request("GET", target, headers=self._headers)
             r = c.getresponse()
             body = r.read()  # raises IncompleteRead on a short body
             if r.will_close:
@@ -373,12 +390,15 @@ class Client:
         # Threads, locks and sockets do not survive pickling (DataLoader
         # workers on spawn); a copy starts with none.
         s = self.__dict__.copy()
-        for k in ("_local", "_pool", "_conns", "_lock"):
+        for k in ("_local", "_pool", "_conns", "_lock", "_ssl"):
             s.pop(k)
         return s
 
     def __setstate__(self, s: Dict[str, Any]) -> None:
         self.__dict__.update(s)
+        self._ssl = None
+        if self._https:
+            self._ssl = ssl.create_default_context(cafile=self._ca_file) if self._ca_file else ssl.create_default_context()
         self._local = _Conn()
         self._pool = None
         self._conns = []
