@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -231,6 +232,17 @@ func TestSkipDamagedChunk(t *testing.T) {
 			}
 			if got := metric(t, srv.URL, "brand_skipped_samples_total"); got != float64(n) {
 				t.Errorf("brand_skipped_samples_total = %v, want %d", got, n)
+			}
+			c, err := client.New(srv.URL, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cb, err := c.Batch(context.Background(), 0, 0)
+			if err != nil {
+				t.Fatalf("the Go client on a partial batch: %v", err)
+			}
+			if cb.Missing != n || len(cb.Samples) != len(samples) {
+				t.Errorf("the Go client sees %d missing, %d samples; want %d, %d", cb.Missing, len(cb.Samples), n, len(samples))
 			}
 			_, mb := get(t, url+"/manifest")
 			var m api.Manifest
