@@ -223,3 +223,30 @@ func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 	}
 	return resp, body
 }
+
+// verify checks every sample's files against the fixture's source and
+// counts each key in seen.
+func (f *fixture) verify(t testing.TB, samples []sample, seen map[string]int) {
+	t.Helper()
+	for _, s := range samples {
+		seen[s.key]++
+		for ext, want := range f.content[s.key] {
+			if !bytes.Equal(s.files[ext], want) {
+				t.Fatalf("sample %s.%s differs from its source", s.key, ext)
+			}
+		}
+	}
+}
+
+// exactlyOnce fails unless seen holds n keys, each counted once.
+func exactlyOnce(t testing.TB, seen map[string]int, n int, what string) {
+	t.Helper()
+	if len(seen) != n {
+		t.Fatalf("%s: %d distinct samples, want %d", what, len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("%s: sample %s served %d times", what, k, c)
+		}
+	}
+}

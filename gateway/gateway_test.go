@@ -121,25 +121,13 @@ func TestFullEpoch(t *testing.T) {
 				if got := resp.Header.Get("Brand-Batch-Samples"); got != strconv.Itoa(len(samples)) {
 					t.Fatalf("Brand-Batch-Samples %s, tar holds %d", got, len(samples))
 				}
+				f.verify(t, samples, seen)
 				for _, s := range samples {
-					seen[s.key]++
 					orders[epoch] = append(orders[epoch], s.key)
-					for ext, want := range f.content[s.key] {
-						if !bytes.Equal(s.files[ext], want) {
-							t.Fatalf("sample %s.%s differs from its source", s.key, ext)
-						}
-					}
 				}
 			}
 		}
-		if len(seen) != 91 {
-			t.Fatalf("epoch %d served %d distinct samples, want 91", epoch, len(seen))
-		}
-		for k, n := range seen {
-			if n != 1 {
-				t.Fatalf("epoch %d served %s %d times", epoch, k, n)
-			}
-		}
+		exactlyOnce(t, seen, 91, fmt.Sprintf("epoch %d", epoch))
 	}
 	if strings.Join(orders[0], ",") == strings.Join(orders[1], ",") {
 		t.Fatal("two epochs have the same order")

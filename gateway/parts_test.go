@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -45,23 +44,9 @@ func TestSmallCacheServesWholeEpochs(t *testing.T) {
 					if resp.StatusCode != 200 {
 						t.Fatalf("epoch %d batch %d: %d %s", epoch, m, resp.StatusCode, body)
 					}
-					for _, s := range readTar(t, body) {
-						seen[s.key]++
-						for ext, data := range f.content[s.key] {
-							if !bytes.Equal(s.files[ext], data) {
-								t.Fatalf("sample %s.%s differs from the source", s.key, ext)
-							}
-						}
-					}
+					f.verify(t, readTar(t, body), seen)
 				}
-				if len(seen) != 304 {
-					t.Fatalf("epoch %d: %d distinct samples, want 304", epoch, len(seen))
-				}
-				for k, n := range seen {
-					if n != 1 {
-						t.Fatalf("epoch %d: sample %s served %d times", epoch, k, n)
-					}
-				}
+				exactlyOnce(t, seen, 304, fmt.Sprintf("epoch %d", epoch))
 			}
 			if m := scrape(t, srv.URL); tt.cache < 8*largest && strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 0\n") {
 				t.Errorf("no batch was assembled in parts with a cache of %d bytes", tt.cache)
