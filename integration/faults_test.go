@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sort"
 	"strconv"
@@ -61,7 +60,7 @@ func TestFaultSuite(t *testing.T) {
 	backend.MaxRetries = 8
 	backend.RetryBase = 50 * time.Millisecond
 	backend.PartSize = 64 << 10 // several parts per chunk: resumes and parallel parts both see faults
-	g, err := gateway.New(gateway.Config{
+	g, url := startGateway(t, gateway.Config{
 		Datasets:     []gateway.DatasetSpec{{Name: "synthetic", URL: p.url}},
 		Backend:      backend,
 		CacheSize:    p.bytes / 3, // chunks are evicted and read again in the second epoch
@@ -69,15 +68,6 @@ func TestFaultSuite(t *testing.T) {
 		IndexPoll:    -1,
 		FetchTimeout: 60 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(g)
-	t.Cleanup(hs.Close)
 	proxy.armed.Store(true)
 
 	// MinIO is killed and restarted once the clients are well under way.
@@ -115,7 +105,7 @@ func TestFaultSuite(t *testing.T) {
 		)
 		for rank := range clients {
 			wg.Go(func() {
-				c, err := client.New(hs.URL, client.Options{HTTPClient: hc, Ahead: 2, MaxRetries: 8, Backoff: 100 * time.Millisecond,
+				c, err := client.New(url, client.Options{HTTPClient: hc, Ahead: 2, MaxRetries: 8, Backoff: 100 * time.Millisecond,
 					MaxBackoff: 2 * time.Second, Job: api.Job{Params: shuffle.Params{Seed: 5, World: clients, Rank: rank}}})
 				if err != nil {
 					t.Error(err)
