@@ -39,6 +39,7 @@ func commands() []command {
 		{"index", "index existing tar shards (e.g. a WebDataset dataset) in place", runIndex},
 		{"inspect", "print a dataset's summary; --verify checks every chunk", runInspect},
 		{"plan", "simulate a job's cache behaviour and report the optimum", runPlan},
+		{"healthcheck", "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", runHealthcheck},
 		{"version", "print the version", func(_ context.Context, env *cliEnv, _ []string) error {
 			fmt.Fprintln(env.stdout, "brand", version)
 			return nil

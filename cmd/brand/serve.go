@@ -311,7 +311,7 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		return nil
 	case <-ctx.Done():
 	}
-	log.Info().Dur("grace", grace).Msg("shutting down: finishing in-flight responses")
+	log.Info().Float64("grace_ms", float64(grace)/float64(time.Millisecond)).Msg("shutting down: finishing in-flight responses")
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
