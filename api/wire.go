@@ -11,6 +11,14 @@ const (
 	HeaderEpochSamples = "Brand-Epoch-Samples" // samples in the whole epoch
 	HeaderBatchSamples = "Brand-Batch-Samples" // samples in this response
 	HeaderOffset       = "Brand-Offset"        // the job's offset, when not 0
+
+	// A batch served without the samples of a chunk damaged at rest
+	// (gateway --on-damaged-chunk=skip) says how many it lacks, and which:
+	// their keys, comma-separated ("%", ",", spaces and
+	// bytes outside printable ASCII as %XX), cut with "…" past
+	// 2 KiB. Brand-Batch-Samples counts the samples actually sent.
+	HeaderMissingSamples = "Brand-Missing-Samples"
+	HeaderMissingKeys    = "Brand-Missing-Keys"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
@@ -50,6 +58,12 @@ type Manifest struct {
 	ETag      string           `json:"etag"`    // the batch's ETag, as in the tar response
 	Bytes     int64            `json:"bytes"`   // the tar response's length
 	Samples   []ManifestSample `json:"samples"`
+	// Missing names the samples of Samples whose chunk the gateway last
+	// found damaged at rest: with --on-damaged-chunk=skip a GET of the
+	// batch leaves them out (and has another ETag and length; its
+	// Brand-Missing-* headers are authoritative); with the default
+	// --on-damaged-chunk=fail it answers 502.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // ManifestSample describes one sample of a batch.
@@ -65,12 +79,17 @@ type ManifestSample struct {
 // DatasetInfo describes one served dataset in GET /datasets.
 type DatasetInfo struct {
 	Name    string `json:"name"`
-	URL     string `json:"url"`   // where its chunks live (s3://… or file://…)
-	IndexID string `json:"index"` // content identity of its index
+	URL     string `json:"url,omitempty"` // where its chunks live (s3://… or file://…); only where operators look (see http-api.md)
+	IndexID string `json:"index"`         // content identity of its index
 	Chunks  int    `json:"chunks"`
 	Samples int    `json:"samples"`
 	Bytes   int64  `json:"bytes"`   // total size of its chunks
 	Default bool   `json:"default"` // served when a request names no dataset
+	// The index version served: 1 for the index loaded at start, one more
+	// per reload; the index object's ETag; when this version was loaded.
+	IndexVersion  int    `json:"index_version"`
+	IndexETag     string `json:"index_etag,omitempty"`
+	IndexLoadedAt string `json:"index_loaded_at"` // RFC 3339
 }
 
 // DatasetList is the body of GET /datasets.

@@ -8,11 +8,18 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrTooLarge reports a request that needs more bytes pinned at once than the
 // whole cache holds; it can never be served and waiting would not help.
 var ErrTooLarge = errors.New("chunkcache: request needs more bytes than the cache holds")
+
+// ErrBusy reports an Acquire refused because the queue for room was full
+// (Config.MaxWaiting) or because it waited longer than Config.MaxWait: the
+// cache cannot serve it soon, and the caller should come back later rather
+// than hold a connection and a goroutine in a queue that does not move.
+var ErrBusy = errors.New("chunkcache: busy: too many requests waiting for room")
 
 // ErrClosed is returned for loads cut short because the cache was closed.
 var ErrClosed = errors.New("chunkcache: cache closed")
@@ -69,6 +76,13 @@ type Config struct {
 	Capacity int64  // bytes; every resident byte counts, loading or pinned
 	Loader   Loader // required
 	Policy   Policy // eviction order; default NewLRU()
+	// MaxWaiting bounds the Acquire calls queued for room to pin their
+	// chunks; one more fails at once with ErrBusy. 0 means no bound.
+	MaxWaiting int
+	// MaxWait bounds how long an Acquire waits in that queue (not for its
+	// loads, which the loader's own timeouts bound); past it, ErrBusy. 0
+	// means no bound.
+	MaxWait time.Duration
 }
 
 // Stats are cumulative counters and current sizes.
@@ -104,8 +118,10 @@ type entry struct {
 // Cache is a byte-bounded cache of whole chunks. It is safe for concurrent
 // use.
 type Cache struct {
-	capacity int64
-	loader   Loader
+	capacity   int64
+	loader     Loader
+	maxWaiting int
+	maxWait    time.Duration
 	// ctx is the context of every load; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -123,6 +139,7 @@ type Cache struct {
 	queue      []uint64
 	nextTicket uint64
 	changed    chan struct{}
+	admitted   time.Time // when the queue last let a request through
 	// free holds chunk buffers no entry uses: preallocated ones, and those
 	// of loads that failed. bufBytes is the capacity of all buffers held.
 	free     [][]byte
@@ -146,13 +163,15 @@ func New(cfg Config) *Cache {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
-		capacity: cfg.Capacity,
-		loader:   cfg.Loader,
-		ctx:      ctx,
-		cancel:   cancel,
-		entries:  make(map[Key]*entry),
-		policy:   cfg.Policy,
-		changed:  make(chan struct{}),
+		capacity:   cfg.Capacity,
+		loader:     cfg.Loader,
+		maxWaiting: cfg.MaxWaiting,
+		maxWait:    cfg.MaxWait,
+		ctx:        ctx,
+		cancel:     cancel,
+		entries:    make(map[Key]*entry),
+		policy:     cfg.Policy,
+		changed:    make(chan struct{}),
 	}
 }
 
@@ -313,12 +332,31 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 // waitForRoomLocked queues the caller and returns, with c.mu held, once it
 // is first in line and its chunks fit beside those already pinned.
 func (c *Cache) waitForRoomLocked(ctx context.Context, reqs []Request) error {
+	if len(c.queue) == 0 && c.pinnedBytes+c.unpinnedBytesLocked(reqs) <= c.capacity {
+		c.admitted = time.Now()
+		return nil
+	}
+	if c.maxWaiting > 0 && len(c.queue) >= c.maxWaiting {
+		return fmt.Errorf("%w: %d requests already queued", ErrBusy, len(c.queue))
+	}
+	var expired <-chan time.Time
+	if c.maxWait > 0 {
+		t := time.NewTimer(c.maxWait)
+		defer t.Stop()
+		expired = t.C
+	}
 	ticket := c.nextTicket
 	c.nextTicket++
 	c.queue = append(c.queue, ticket)
+	leave := func(err error) error {
+		c.queue = slices.DeleteFunc(c.queue, func(t uint64) bool { return t == ticket })
+		c.broadcastLocked()
+		return err
+	}
 	for {
 		if c.queue[0] == ticket && c.pinnedBytes+c.unpinnedBytesLocked(reqs) <= c.capacity {
 			c.queue = c.queue[1:]
+			c.admitted = time.Now()
 			c.broadcastLocked() // the next in line may fit too
 			return nil
 		}
@@ -329,11 +367,22 @@ func (c *Cache) waitForRoomLocked(ctx context.Context, reqs []Request) error {
 			c.mu.Lock()
 		case <-ctx.Done():
 			c.mu.Lock()
-			c.queue = slices.DeleteFunc(c.queue, func(t uint64) bool { return t == ticket })
-			c.broadcastLocked()
-			return ctx.Err()
+			return leave(ctx.Err())
+		case <-expired:
+			c.mu.Lock()
+			return leave(fmt.Errorf("%w: waited %s for room", ErrBusy, c.maxWait))
 		}
 	}
+}
+
+// Stalled reports whether requests are waiting for room and none has been
+// let through for d: the cache is making no progress, because what is
+// pinned is not being released (slow readers holding their chunks, or
+// loads that hang).
+func (c *Cache) Stalled(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) > 0 && time.Since(c.admitted) > d
 }
 
 // unpinnedBytesLocked is what pinning reqs would add to the pinned bytes:

@@ -646,3 +646,49 @@ func TestFailedLoadKeepsItsBuffer(t *testing.T) {
 		t.Fatalf("buffer bytes %d, want 100: the failed load's buffer should be reused", st.BufferBytes)
 	}
 }
+
+// TestWaitingIsBounded: a client holding the cache must not let requests
+// pile up behind it without bound, nor keep them waiting forever. A full
+// queue refuses at once, a request that waits too long gives up, both with
+// ErrBusy, and Stalled reports the cache making no progress.
+func TestWaitingIsBounded(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 100, Loader: newCountingLoader(), MaxWaiting: 2, MaxWait: 300 * time.Millisecond})
+	held := acquire(t, c, req(0, 100))
+	if c.Stalled(0) {
+		t.Fatal("stalled with nobody waiting")
+	}
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := c.Acquire(context.Background(), []chunkcache.Request{req(i+1, 100)})
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool { return c.Stats().Waiting == 2 })
+	start := time.Now()
+	if _, err := c.Acquire(context.Background(), []chunkcache.Request{req(9, 100)}); !errors.Is(err, chunkcache.ErrBusy) {
+		t.Fatalf("a third waiter with MaxWaiting 2: %v, want ErrBusy", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("a full queue took %s to refuse", d)
+	}
+	if !c.Stalled(50 * time.Millisecond) {
+		time.Sleep(60 * time.Millisecond)
+		if !c.Stalled(50 * time.Millisecond) {
+			t.Error("requests wait and none was let through, but Stalled is false")
+		}
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, chunkcache.ErrBusy) {
+			t.Errorf("a waiter past MaxWait: %v, want ErrBusy", err)
+		}
+	}
+	if c.Stats().Waiting != 0 {
+		t.Errorf("%d still waiting after giving up", c.Stats().Waiting)
+	}
+	held.Release()
+	acquire(t, c, req(1, 100)).Release()
+	if c.Stalled(0) {
+		t.Error("stalled after the queue emptied")
+	}
+}

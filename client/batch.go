@@ -38,6 +38,11 @@ type Batch struct {
 	Offset  int
 	Dataset string // the dataset's name
 	IndexID string // the dataset index's content identity
+	// Missing is how many of the batch's samples the gateway left out
+	// because their chunk is damaged at rest (a gateway run with
+	// --on-damaged-chunk=skip; Brand-Missing-Samples): 0 for a whole
+	// batch. Samples holds only those sent.
+	Missing int
 
 	buf  []byte   // the response body the samples' files point into
 	bufs *buffers // where Release returns buf
@@ -69,6 +74,7 @@ type BatchHeader struct {
 	EpochSamples int   // samples in the whole epoch (Brand-Epoch-Samples)
 	Samples      int   // samples in this batch (Brand-Batch-Samples)
 	Offset       int   // epoch position of batch 0 (Brand-Offset, absent for 0)
+	Missing      int   // samples left out, their chunk damaged (Brand-Missing-Samples, absent for 0)
 	Size         int64 // body bytes (Content-Length), -1 if the response had none
 	Dataset      string
 	IndexID      string
@@ -99,6 +105,7 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		{api.HeaderEpochSamples, &h.EpochSamples, false},
 		{api.HeaderBatchSamples, &h.Samples, false},
 		{api.HeaderOffset, &h.Offset, true},
+		{api.HeaderMissingSamples, &h.Missing, true},
 	} {
 		v := resp.Header.Get(f.name)
 		if v == "" && f.optional {
@@ -231,6 +238,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 			Offset:       h.Offset,
 			Dataset:      h.Dataset,
 			IndexID:      h.IndexID,
+			Missing:      h.Missing,
 			buf:          buf,
 			bufs:         &c.bufs,
 		}

@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +38,16 @@ type Options struct {
 	// would hide the Content-Length the client verifies. It has no overall
 	// timeout because a batch can be large; bound calls with their context.
 	HTTPClient *http.Client
+
+	// Token, if set, is sent as a bearer token (Authorization: Bearer) with
+	// every request, for a gateway started with --auth-token-file. It is
+	// never logged or shown in errors.
+	Token string
+	// CAFile, if set, names a PEM file of certificate authorities to trust
+	// for an https gateway, beside the system's (for a gateway whose
+	// certificate a private CA signed). It applies to the default
+	// HTTPClient; with your own, configure its transport instead.
+	CAFile string
 
 	// Job is the training job whose batches the client reads. Its zero
 	// Dataset, BatchSize, Window and World take the gateway's defaults;
@@ -151,7 +164,13 @@ func New(baseURL string, opts Options) (*Client, error) {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = defaultHTTPClient(c.ahead)
+		hc, err := defaultHTTPClient(c.ahead, opts.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.HTTPClient = hc
+	} else if opts.CAFile != "" {
+		return nil, fmt.Errorf("%w: Options.CAFile applies to the default HTTPClient; configure your own client's TLS instead", ErrInvalid)
 	}
 	c.hc = opts.HTTPClient
 	c.opts = opts
@@ -159,7 +178,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 }
 
 // defaultHTTPClient is the client used when Options.HTTPClient is nil.
-func defaultHTTPClient(ahead int) *http.Client {
+func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
 		// A program replaced the default; start from the standard values.
@@ -181,7 +200,26 @@ func defaultHTTPClient(ahead int) *http.Client {
 	// and the timeout becomes a retried transport error.
 	t.ResponseHeaderTimeout = 2 * time.Minute
 	t.DisableCompression = true
-	return &http.Client{Transport: t}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Options.CAFile: %w", ErrInvalid, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: Options.CAFile %s holds no PEM certificate", ErrInvalid, caFile)
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if t.TLSClientConfig != nil {
+			tc = t.TLSClientConfig.Clone()
+		}
+		tc.RootCAs = pool
+		t.TLSClientConfig = tc
+	}
+	return &http.Client{Transport: t}, nil
 }
 
 // endpoint returns the absolute URL of path (which starts with '/') under

@@ -59,6 +59,9 @@ func (c *Client) attempt(ctx context.Context, u, accept string, read readFunc) (
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", userAgent)
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		// Refused or reset connections, timeouts and the like may clear up;

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -24,7 +25,7 @@ import (
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	b, q, err := g.layoutRequest(r, jobParams)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	if q.format == "json" {
@@ -111,35 +112,78 @@ func notModified(r *http.Request, etag string) bool {
 	return false
 }
 
+// maxCopiedBatches bounds the batches copied out of the cache at once (see
+// mustCopyOut), so that copies cost at most that many batches' bytes.
+const maxCopiedBatches = 16
+
+// mustCopyOut reports whether a batch should be written from a copy rather
+// than from its pinned chunks: when the cache is under pressure — other
+// requests wait for room, or responses pin more than half of it. Writing
+// from the chunks saves a copy (docs/benchmarks.md), but holds them for as
+// long as the client takes to read: under pressure a client that stops
+// reading would keep other batches out of the cache until its write
+// deadline.
+func (g *Gateway) mustCopyOut() bool {
+	st := g.cache.Stats()
+	return st.Waiting > 0 || st.PinnedBytes > g.cfg.CacheSize/2
+}
+
+// setWriteDeadline bounds the writing of a response of n bytes: the
+// configured timeout, plus the time to send n bytes at the minimum rate.
+func (g *Gateway) setWriteDeadline(w http.ResponseWriter, n int64) {
+	d := g.cfg.WriteTimeout + time.Duration(float64(n)/float64(g.cfg.MinWriteRate)*float64(time.Second))
+	// Not every ResponseWriter supports deadlines (a test recorder does
+	// not); without one the server's own timeouts apply.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+}
+
 // writeBatch pins the batch's chunks, then writes each sample's tar bytes
 // straight from the cached chunk and closes the archive. Nothing is written
 // before every chunk is resident and verified, so a failure is always a
 // clean error response, never a truncated batch. pinned is called once
 // every chunk is pinned.
 func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
-	lease, err := g.cache.Acquire(ctx, b.reqs)
+	lease, b, err := g.acquire(ctx, b)
+	if errors.Is(err, chunkcache.ErrTooLarge) {
+		return g.writeBatchInParts(ctx, w, b, pinned)
+	}
 	if err != nil {
-		if errors.Is(err, chunkcache.ErrTooLarge) {
-			err = fmt.Errorf("%w; lower batch_size or window, or raise the gateway's --cache-size", err)
-		}
-		writeError(w, err)
+		writeError(ctx, w, err)
 		return err
 	}
 	defer lease.Release()
 	pinned()
 	loads, loadedBytes := lease.Loaded()
 	g.stats.batch(b.js, b.epoch, b.samples, len(b.ids), b.chunks, loads, loadedBytes)
-	h := w.Header()
-	b.setHeaders(h)
-	h.Set("Content-Type", "application/x-tar")
-	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
-	w.WriteHeader(http.StatusOK)
 	body := &batchBody{parts: make(net.Buffers, 0, len(b.ids)+1), pool: g.coalesce}
 	for i, id := range b.ids {
 		_, off, length, _ := b.js.ds.index.SampleRange(id)
 		body.parts = append(body.parts, lease.Bytes(b.slot[i])[off:off+length])
 	}
 	body.parts = append(body.parts, chunkindex.EndOfArchive[:])
+	if g.mustCopyOut() {
+		select {
+		case g.copySlots <- struct{}{}:
+			defer func() { <-g.copySlots }()
+			// The client may read slowly: its chunks go back to the
+			// cache now, and the response is written from a copy.
+			copied := make([]byte, 0, b.length)
+			for _, p := range body.parts {
+				copied = append(copied, p...)
+			}
+			body.parts = net.Buffers{copied}
+			lease.Release()
+			g.metrics.batchesCopied.Inc()
+		default:
+		}
+	}
+	g.setWriteDeadline(w, b.length)
+	h := w.Header()
+	b.setHeaders(h)
+	b.setMissingHeaders(h)
+	h.Set("Content-Type", "application/x-tar")
+	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
+	w.WriteHeader(http.StatusOK)
 	var n int64
 	if rf, ok := w.(io.ReaderFrom); ok {
 		n, err = rf.ReadFrom(body)

@@ -12,7 +12,7 @@ import (
 // parseRequest parses the query parameters an endpoint accepts onto base
 // and finds the dataset they name.
 func (g *Gateway) parseRequest(r *http.Request, accepted []string, base query) (query, *loadedDataset, error) {
-	q, err := parseQuery(r.URL.Query(), accepted, base, g.cfg.Limits)
+	q, err := parseQuery(r.URL.RawQuery, accepted, base, g.cfg.Limits)
 	if err != nil {
 		return q, nil, err
 	}
@@ -35,18 +35,18 @@ func (g *Gateway) parseEpochRequest(r *http.Request, accepted []string) (query, 
 func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 	q, ds, epoch, err := g.parseEpochRequest(r, jobParams)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	job := q.job
 	e, err := g.orders.epoch(jobStream{ds, job.Seed, job.Window}, epoch)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	n := e.NumSamples()
 	if job.Offset > n {
-		writeError(w, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrNotFound, job.Offset, epoch, n))
+		writeError(r.Context(), w, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrNotFound, job.Offset, epoch, n))
 		return
 	}
 	writeJSON(w, http.StatusOK, api.EpochInfo{Dataset: ds.name, IndexID: ds.index.ID(), Epoch: int(epoch), Samples: n,

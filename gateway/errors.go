@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/s3backend"
@@ -23,10 +25,14 @@ var (
 	// ErrNotFound marks an unknown dataset, sample, or an epoch, batch or
 	// rank outside its valid range.
 	ErrNotFound = errors.New("not found")
-	// ErrNotReady means the dataset indexes are still loading.
-	ErrNotReady = errors.New("not ready: dataset indexes are still loading")
+	// ErrNotReady means Load has not finished. The catalog wraps it with
+	// what Load is doing (reading the indexes, allocating the cache).
+	ErrNotReady = errors.New("not ready")
 	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
 	ErrCorrupt = errors.New("chunk failed its checksum")
+	// ErrStalled means requests wait for cache room and none is let
+	// through: the gateway cannot make progress for now.
+	ErrStalled = errors.New("not ready: stalled")
 	// ErrNotImplemented marks a feature this gateway was built without.
 	ErrNotImplemented = errors.New("not implemented")
 )
@@ -41,7 +47,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrNotFound), errors.Is(err, shuffle.ErrOutOfRange):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNotReady), errors.Is(err, s3backend.ErrUnavailable):
+	case errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
 		// The store no longer matches the index: retrying will not help.
@@ -58,16 +64,45 @@ func statusOf(err error) int {
 }
 
 // writeError sends err as a JSON error with the status statusOf gives.
-func writeError(w http.ResponseWriter, err error) {
+//
+// A client learns what it did wrong (4xx) in full. Of a failure on the
+// gateway's side (5xx) it learns the kind and the request ID: the error
+// itself names the store's endpoint, bucket, prefix or local paths, which
+// are the operator's business, so it goes to the access log line of that
+// request ID instead (see logRequests). The gateway's own 5xx answers —
+// not ready, stalled, busy, not implemented — say nothing internal and are
+// sent as they are.
+func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	status := statusOf(err)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
 	}
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
-		msg = "internal error: " + msg
+	if public := publicMessage(status, err); public != "" {
+		noteError(ctx, err)
+		msg = fmt.Sprintf("%s (request %s; the gateway's log has the details)", public, middleware.GetReqID(ctx))
 	}
 	writeJSON(w, status, api.Error{Error: msg, Status: status})
+}
+
+// publicMessage is what a client is told of a failure on the gateway's
+// side, or "" when err's own message may be sent.
+func publicMessage(status int, err error) string {
+	switch {
+	case status < 500, errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled),
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, ErrNotImplemented):
+		return ""
+	case errors.Is(err, ErrCorrupt):
+		return "a chunk failed its checksum: the store no longer matches the dataset's index"
+	case status == http.StatusBadGateway:
+		return "the store no longer matches the dataset's index: a chunk changed or vanished; rebuild the index with brand index"
+	case status == http.StatusServiceUnavailable:
+		return "the object store is unavailable; retry later"
+	case status == http.StatusGatewayTimeout:
+		return "the object store did not answer in time"
+	default:
+		return "internal error"
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

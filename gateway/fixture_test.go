@@ -30,7 +30,26 @@ type fixture struct {
 // newFixture packs samples of varying sizes, perChunk samples per chunk.
 func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
+	return newFixtureSized(t, chunks, perChunk, 0)
+}
+
+// newFixtureIn is newFixture in dir, replacing what is there (the index
+// last, as a packer writes it).
+func newFixtureIn(t testing.TB, dir string, chunks, perChunk int) *fixture {
+	t.Helper()
+	return newFixtureInSized(t, dir, chunks, perChunk, 0)
+}
+
+// newFixtureSized packs samples whose image is about size bytes (300 to
+// 2,700 bytes, varying, if size is 0).
+func newFixtureSized(t testing.TB, chunks, perChunk, size int) *fixture {
+	t.Helper()
+	return newFixtureInSized(t, t.TempDir(), chunks, perChunk, size)
+}
+
+// newFixtureInSized is newFixtureSized in dir.
+func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fixture {
+	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +64,11 @@ func newFixture(t testing.TB, chunks, perChunk int) *fixture {
 		w := chunkindex.NewChunkWriter(&buf)
 		for range perChunk {
 			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
-			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, 100+(id*37)%900)
+			reps := 100 + (id*37)%900
+			if size > 0 {
+				reps = size/3 + id%7
+			}
+			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
 			cls := []byte(fmt.Sprint(id % 3))
 			f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
 			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
@@ -199,4 +222,31 @@ func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 		t.Fatal(err)
 	}
 	return resp, body
+}
+
+// verify checks every sample's files against the fixture's source and
+// counts each key in seen.
+func (f *fixture) verify(t testing.TB, samples []sample, seen map[string]int) {
+	t.Helper()
+	for _, s := range samples {
+		seen[s.key]++
+		for ext, want := range f.content[s.key] {
+			if !bytes.Equal(s.files[ext], want) {
+				t.Fatalf("sample %s.%s differs from its source", s.key, ext)
+			}
+		}
+	}
+}
+
+// exactlyOnce fails unless seen holds n keys, each counted once.
+func exactlyOnce(t testing.TB, seen map[string]int, n int, what string) {
+	t.Helper()
+	if len(seen) != n {
+		t.Fatalf("%s: %d distinct samples, want %d", what, len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("%s: sample %s served %d times", what, k, c)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -51,12 +52,53 @@ type Config struct {
 	// client, ends a read that hangs.
 	FetchTimeout time.Duration
 
+	// ChecksumRereads is how many more times a chunk that fails its
+	// CRC32C check is read before the failure is reported: a byte damaged
+	// in transit passes on a re-read, a byte damaged at rest fails the same
+	// way every time (see chunkLoader). Default 2; negative: no re-read.
+	ChecksumRereads int
+
+	// OnDamagedChunk is what a batch does when one of its chunks is damaged
+	// at rest: "fail" (the default) answers 502; "skip" serves the batch
+	// without that chunk's samples, names them in the Brand-Missing-*
+	// headers, counts them in brand_skipped_samples_total and logs them.
+	OnDamagedChunk string
+
+	// IndexPoll is how often each dataset's index object is checked for a
+	// new ETag; a changed index is loaded and swapped in atomically, and
+	// batches already being served finish on the version they started on.
+	// Default 30 s; negative disables polling (Reload still works).
+	IndexPoll time.Duration
+
 	// NoPrefault turns off preallocation: by default Load allocates the
 	// chunk buffers the cache will fill — up to the smaller of the cache
 	// size and the datasets' bytes — and touches their pages before the
 	// gateway reports ready, so that the first epoch does not pay the
 	// kernel's page faults and a machine short of memory fails at start.
 	NoPrefault bool
+
+	// MaxWaiting bounds the batch requests queued for room in the cache;
+	// one more is answered 503 with Retry-After at once. Default 256.
+	MaxWaiting int
+	// MaxWait bounds how long a request waits in that queue (not for its
+	// chunks' loads); past it, 503 with Retry-After. Default 1 minute.
+	MaxWait time.Duration
+	// WriteTimeout bounds the writing of one response: this, plus the
+	// time to send its bytes at MinWriteRate, after which the connection
+	// is closed. Defaults 1 minute and 1 MiB/s. A client that stops
+	// reading cannot hold a connection, or the chunks it pins, longer.
+	WriteTimeout time.Duration
+	MinWriteRate int64
+
+	// AuthTokens, if not empty, are the bearer tokens requests must carry
+	// (Authorization: Bearer <token>) on every endpoint but /healthz and
+	// /readyz, which probes reach without credentials. A request without
+	// one is answered 401 with a WWW-Authenticate challenge.
+	AuthTokens []string
+	// SeparateAdmin takes /metrics, /stats and /plan off the data handler:
+	// serve them, with pprof, from AdminHandler on a listener of its own
+	// (`brand serve --admin-listen`).
+	SeparateAdmin bool
 
 	// Planner answers /plan and computes the optimal policy's figures for
 	// the epochs served; nil leaves both out (/plan answers 501).
@@ -72,6 +114,26 @@ const DefaultCacheSize = 4 << 30
 
 // DefaultFetchTimeout bounds one chunk read when Config.FetchTimeout is zero.
 const DefaultFetchTimeout = 5 * time.Minute
+
+// Defaults of the bounds on waiting and writing (see Config).
+const (
+	DefaultMaxWaiting   = 256
+	DefaultMaxWait      = time.Minute
+	DefaultWriteTimeout = time.Minute
+	DefaultMinWriteRate = 1 << 20
+)
+
+// DefaultChecksumRereads is Config.ChecksumRereads when zero.
+const DefaultChecksumRereads = 2
+
+// DefaultIndexPoll is Config.IndexPoll when zero.
+const DefaultIndexPoll = 30 * time.Second
+
+// What Config.OnDamagedChunk may say.
+const (
+	OnDamagedFail = "fail"
+	OnDamagedSkip = "skip"
+)
 
 // Gateway serves batches of one or more datasets over HTTP.
 //
@@ -89,16 +151,23 @@ type Gateway struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 
+	tokens tokenSet
+
 	catalog  *catalog
 	orders   *orders
 	sched    *schedule
 	cache    *chunkcache.Cache
 	prefetch *prefetcher // nil when prefetch is off
 	stats    *liveStats
+	reload   *reloader
 
-	handler  http.Handler
-	planning chan struct{} // one /plan simulation at a time
-	coalesce *sync.Pool    // buffers for batchWriter
+	loader chunkLoader
+
+	handler   http.Handler
+	planning  chan struct{} // one /plan simulation at a time
+	partSlots chan struct{} // batches being assembled in parts (parts.go)
+	copySlots chan struct{} // batches copied out of the cache to be written (batch.go)
+	coalesce  *sync.Pool    // buffers for batchWriter
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -147,18 +216,51 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.FetchTimeout == 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout
 	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.MinWriteRate == 0 {
+		cfg.MinWriteRate = DefaultMinWriteRate
+	}
+	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout or MinWriteRate")
+	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
+	}
+	switch {
+	case cfg.ChecksumRereads == 0:
+		cfg.ChecksumRereads = DefaultChecksumRereads
+	case cfg.ChecksumRereads < 0:
+		cfg.ChecksumRereads = 0
+	}
+	switch cfg.OnDamagedChunk {
+	case "":
+		cfg.OnDamagedChunk = OnDamagedFail
+	case OnDamagedFail, OnDamagedSkip:
+	default:
+		return nil, fmt.Errorf("gateway: on-damaged-chunk %q: want fail or skip", cfg.OnDamagedChunk)
+	}
+	if cfg.IndexPoll == 0 {
+		cfg.IndexPoll = DefaultIndexPoll
 	}
 	cfg.Defaults.fill()
 	cfg.Limits.fill()
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1),
+		partSlots: make(chan struct{}, maxPartBatches), copySlots: make(chan struct{}, maxCopiedBatches), coalesce: newCoalescePool()}
 	d := cfg.Defaults
 	g.defaults = query{job: api.Job{Dataset: cfg.DefaultDataset,
 		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
+	g.tokens = newTokenSet(cfg.AuthTokens)
 	g.catalog = newCatalog(names, cfg.DefaultDataset)
 	g.orders = newOrders()
 	g.sched = newSchedule(g.orders)
@@ -170,8 +272,11 @@ func New(cfg Config) (*Gateway, error) {
 	// into the metrics: the cache reads stats through a closure, set below.
 	var cache *chunkcache.Cache
 	g.metrics = newMetrics(cfg.Registry, func() chunkcache.Stats { return cache.Stats() }, cfg.CacheSize)
-	loader := chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, metrics: g.metrics}
-	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy})
+	g.reload = newReloader()
+	g.loader = chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, rereads: cfg.ChecksumRereads,
+		metrics: g.metrics, log: cfg.Logger, changed: g.reload.poke}
+	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: g.loader, Policy: policy,
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.cache = cache
 	var opt optimizer
 	if cfg.Planner != nil {
@@ -201,12 +306,13 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 func (g *Gateway) EpochStats() []EpochStat { return g.stats.snapshot() }
 
 // Ready reports whether every dataset index is loaded.
-func (g *Gateway) Ready() bool { return g.catalog.ready.Load() }
+func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
 
 // Close stops background prefetching and the statistics' computations and
 // waits for them, then cancels the chunk loads still in flight. In-flight
 // requests are the HTTP server's to drain first.
 func (g *Gateway) Close() {
+	g.stopPolling()
 	if g.prefetch != nil {
 		g.prefetch.close()
 	}
@@ -227,18 +333,58 @@ func (g *Gateway) Load(ctx context.Context) error {
 			return err
 		}
 		g.catalog.add(ds)
+		g.metrics.indexInfo.WithLabelValues(ds.name, ds.index.ID(), ds.indexETag).Set(1)
 		loaded = append(loaded, ds)
 		g.log.Info().Str("dataset", ds.name).Str("url", ds.url).Str("index", ds.index.ID()).
 			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
 			Int64("bytes", ds.index.TotalBytes()).Msg("dataset loaded")
 	}
+	g.warnSmallCache(loaded)
 	if !g.cfg.NoPrefault {
+		// Touching gigabytes of pages takes seconds: say so in the 503s.
+		why := fmt.Sprintf("allocating the chunk cache's memory (up to %s); the indexes are loaded", humanize.IBytes(uint64(g.cfg.CacheSize)))
+		g.catalog.waitFor(why)
+		g.log.Info().Int64("cache_bytes", g.cfg.CacheSize).Msg("allocating chunk cache memory")
 		if err := g.preallocate(ctx, loaded); err != nil {
 			return err
 		}
 	}
-	g.catalog.ready.Store(true)
+	g.catalog.markReady()
+	if g.cfg.IndexPoll > 0 {
+		g.startPolling(g.cfg.IndexPoll)
+	}
 	return nil
+}
+
+// warnSmallCache says, at start, when the cache is smaller than what the
+// default job needs at once, and what that costs: a batch across a window
+// boundary needs the chunks of two windows, and prefetch wants room for
+// the windows ahead.
+func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
+	w := g.defaults.job.Window
+	for _, ds := range datasets {
+		sizes := make([]int64, ds.index.NumChunks())
+		for c := range sizes {
+			sizes[c] = ds.index.Chunk(c).Size
+		}
+		slices.Sort(sizes)
+		slices.Reverse(sizes)
+		largest := func(n int) (sum int64) {
+			for _, s := range sizes[:min(n, len(sizes))] {
+				sum += s
+			}
+			return sum
+		}
+		batchNeeds, prefetchNeeds := largest(2*w), largest((2+g.cfg.PrefetchWindows)*w)
+		switch {
+		case g.cfg.CacheSize < batchNeeds:
+			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("batch_needs_bytes", batchNeeds).Int("window", w).
+				Msg("the cache is smaller than a batch across a window boundary can need: such batches are assembled a few chunks at a time and read their chunks from the store again; raise --cache-size or lower --window")
+		case g.cfg.CacheSize < prefetchNeeds && g.prefetch != nil:
+			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("prefetch_needs_bytes", prefetchNeeds).Int("window", w).
+				Msg("the cache has no room to prefetch the next windows of the default job: batches will wait for chunks at window boundaries; raise --cache-size or lower --window")
+		}
+	}
 }
 
 // preallocate gives the cache, dataset by dataset in configuration order,
@@ -259,6 +405,6 @@ func (g *Gateway) preallocate(ctx context.Context, datasets []*loadedDataset) er
 		left -= n * ds.maxChunk
 		total += n * ds.maxChunk
 	}
-	g.log.Info().Int64("bytes", total).Dur("took", time.Since(start)).Msg("chunk cache memory preallocated")
+	g.log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
 	return nil
 }

@@ -47,6 +47,12 @@ func TestErrors(t *testing.T) {
 		{"unknown sample", "/samples/no/such/key", 404, `no sample with key "no/such/key"`},
 		{"unknown endpoint", "/epochs", 404, "no such endpoint"},
 		{"epoch info, bad epoch", "/epoch/abc", 400, "epoch must be"},
+		// Past 10,000 parameters url.ParseQuery returns none: the invalid
+		// rank must not be dropped with the rest and a default batch served.
+		{"too many parameters", "/epoch/0/batch/0?world=2&rank=5" + strings.Repeat("&seed=1", 9999), 400, "query string: number of URL query parameters exceeded limit"},
+		{"too many parameters, manifest", "/epoch/0/batch/0/manifest?" + strings.Repeat("seed=1&", 10001), 400, "exceeded limit"},
+		{"too many parameters, sample", "/samples/class0/sample00000?" + strings.Repeat("dataset=test&", 10001), 400, "exceeded limit"},
+		{"bad escape in query", "/epoch/0/batch/0?seed=%zz", 400, "query string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,25 +121,13 @@ func TestFullEpoch(t *testing.T) {
 				if got := resp.Header.Get("Brand-Batch-Samples"); got != strconv.Itoa(len(samples)) {
 					t.Fatalf("Brand-Batch-Samples %s, tar holds %d", got, len(samples))
 				}
+				f.verify(t, samples, seen)
 				for _, s := range samples {
-					seen[s.key]++
 					orders[epoch] = append(orders[epoch], s.key)
-					for ext, want := range f.content[s.key] {
-						if !bytes.Equal(s.files[ext], want) {
-							t.Fatalf("sample %s.%s differs from its source", s.key, ext)
-						}
-					}
 				}
 			}
 		}
-		if len(seen) != 91 {
-			t.Fatalf("epoch %d served %d distinct samples, want 91", epoch, len(seen))
-		}
-		for k, n := range seen {
-			if n != 1 {
-				t.Fatalf("epoch %d served %s %d times", epoch, k, n)
-			}
-		}
+		exactlyOnce(t, seen, 91, fmt.Sprintf("epoch %d", epoch))
 	}
 	if strings.Join(orders[0], ",") == strings.Join(orders[1], ",") {
 		t.Fatal("two epochs have the same order")
@@ -325,8 +319,11 @@ func TestCorruptChunkIsNeverServed(t *testing.T) {
 		}
 	}
 	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "CRC32C") {
-		t.Fatalf("status %d body %s, want 502 naming the CRC32C failure", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "checksum") {
+		t.Fatalf("status %d body %s, want 502 naming the checksum failure", resp.StatusCode, body)
+	}
+	if strings.Contains(string(body), f.dir) || strings.Contains(string(body), "chunks/") {
+		t.Errorf("the error body shows where the data is stored: %s", body)
 	}
 }
 

@@ -27,6 +27,8 @@ type batchLayout struct {
 	slot         []int                // per sample: its chunk's index in reqs
 	length       int64                // response body bytes
 	etag         string
+	missing      []int  // samples left out because their chunk is damaged (skip mode)
+	full         string // with missing samples: the full batch's ETag
 }
 
 // layoutBatch lays out batch batchArg (a path segment, checked here against

@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // objectReader is a store that reads whole objects and reports the ranges
@@ -20,10 +24,30 @@ type objectReader interface {
 // chunkLoader reads whole chunks from their dataset's store and checks every
 // sample against the index before the chunk enters the cache, so that no
 // response ever carries bytes that fail their CRC32C.
+//
+// A chunk that fails its checksum is read again, up to rereads more times,
+// before anything is reported: a byte flipped in transit does not survive a
+// second read. What the reads agree on decides the error:
+//
+//   - one read passes: the chunk is served, and only the re-read metric
+//     remembers;
+//   - every read fails the same way (the same sample, the same wrong CRC):
+//     the stored bytes are damaged at rest, a *damagedChunkError wrapping
+//     ErrCorrupt (502; with --on-damaged-chunk=skip the batch goes out
+//     without the chunk's samples);
+//   - every read fails, but differently: the bytes are being damaged on
+//     the way, an error wrapping both s3backend.ErrUnavailable and
+//     ErrCorrupt, which statusOf answers 503 with Retry-After, since a
+//     later request may well get through.
 type chunkLoader struct {
 	resolve func(chunkcache.Key) (*loadedDataset, int, error)
-	timeout time.Duration // bounds one chunk's read, retries included
+	timeout time.Duration // bounds one chunk's read, re-reads and retries included
+	rereads int           // extra reads of a chunk that fails its checksum
 	metrics *metrics
+	log     zerolog.Logger
+	// changed is told that a chunk's object no longer has its indexed
+	// ETag: the dataset is being rewritten, and its new index may follow.
+	changed func()
 }
 
 // Load implements chunkcache.Loader.
@@ -35,30 +59,94 @@ func (l chunkLoader) Load(ctx context.Context, k chunkcache.Key, buf []byte) err
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
+	var first, last badSample
+	unstable := false
+	for read := 0; ; read++ {
+		bad, err := l.read(ctx, ds, c, k, buf)
+		if err != nil {
+			l.metrics.fetchErrors.Inc()
+			if errors.Is(err, s3backend.ErrChanged) && l.changed != nil {
+				l.changed()
+			}
+			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		}
+		if bad.id < 0 {
+			ds.damaged[c].Store(false)
+			l.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
+			if read > 0 {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum, then passed on a re-read: damaged in transit")
+			}
+			return nil
+		}
+		l.metrics.corruptChunks.Inc()
+		if read == 0 {
+			first = bad
+		} else if bad != first {
+			unstable = true
+		}
+		last = bad
+		if read >= l.rereads {
+			cerr := checksumError(ds.index, last, k.Object, k.Dataset)
+			if unstable {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum on every read, differently each time")
+				return fmt.Errorf("%w: chunk %s failed its checksum on all %d reads, differently each time (damaged in transit): %w",
+					s3backend.ErrUnavailable, k.Object, read+1, cerr)
+			}
+			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+				Str("sample", ds.index.SampleKey(last.id)).Msg("chunk damaged at rest: it fails its checksum the same way on every read")
+			ds.damaged[c].Store(true)
+			return &damagedChunkError{key: k, reads: read + 1, err: cerr}
+		}
+		l.metrics.rereads.Inc()
+	}
+}
+
+// badSample is the first sample of a read that failed its CRC32C, and the
+// CRC it had; id -1 means none failed.
+type badSample struct {
+	id  int
+	got uint32
+}
+
+// read fills buf with chunk c once and verifies it.
+func (l chunkLoader) read(ctx context.Context, ds *loadedDataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
 	v := chunkindex.NewVerifier(ds.index, c, buf)
+	var err error
 	if or, ok := ds.store.(objectReader); ok {
 		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.Progress)
 	} else {
 		err = ds.store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
 	}
 	if err != nil {
-		l.metrics.fetchErrors.Inc()
-		return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		return badSample{}, err
 	}
-	l.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
-	if id, got := v.Finish(); id >= 0 {
-		l.metrics.corruptChunks.Inc()
-		return checksumError(ds.index, id, got, k.Object, k.Dataset)
-	}
-	return nil
+	id, got := v.Finish()
+	return badSample{id, got}, nil
 }
 
 // checksumError describes a sample that failed its CRC32C.
-func checksumError(ix *chunkindex.Index, id int, got uint32, object, dataset string) error {
-	_, _, _, want := ix.SampleRange(id)
-	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x; the object was modified or damaged",
-		ErrCorrupt, ix.SampleKey(id), object, dataset, got, want)
+func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) error {
+	_, _, _, want := ix.SampleRange(bad.id)
+	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",
+		ErrCorrupt, ix.SampleKey(bad.id), object, dataset, bad.got, want)
 }
+
+// damagedChunkError is a chunk whose stored bytes fail their checksum on
+// every read: the object was damaged at rest (or rewritten with its old
+// ETag kept). It wraps ErrCorrupt.
+type damagedChunkError struct {
+	key   chunkcache.Key
+	reads int
+	err   error
+}
+
+func (e *damagedChunkError) Error() string {
+	return fmt.Sprintf("%v, the same on all %d reads: the stored object is damaged; repair or re-pack it", e.err, e.reads)
+}
+
+func (e *damagedChunkError) Unwrap() error { return e.err }
 
 // _ checks that chunkLoader is a chunkcache.Loader.
 var _ chunkcache.Loader = chunkLoader{}

@@ -11,7 +11,7 @@ import (
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 	b, _, err := g.layoutRequest(r, jobParams)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	writeManifest(w, b)
@@ -26,5 +26,6 @@ func writeManifest(w http.ResponseWriter, b *batchLayout) {
 		s := ix.Sample(id)
 		m.Samples[i] = api.ManifestSample{ID: id, Key: s.Key, Chunk: ix.Chunk(s.Chunk).Key, Offset: s.Offset, Length: s.Length, CRC32C: s.CRC}
 	}
+	m.Missing = b.knownMissing()
 	writeJSON(w, http.StatusOK, m)
 }

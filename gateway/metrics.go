@@ -24,9 +24,17 @@ type metrics struct {
 	fetchSeconds  prometheus.Histogram
 	fetchErrors   prometheus.Counter
 	corruptChunks prometheus.Counter
+	rereads       prometheus.Counter
+	skipped       prometheus.Counter
+
+	indexReloads *prometheus.CounterVec
+	indexInfo    *prometheus.GaugeVec
 
 	prefetchQueued  prometheus.Counter
 	prefetchDropped prometheus.Counter
+
+	batchesInParts prometheus.Counter
+	batchesCopied  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacity int64) *metrics {
@@ -53,10 +61,20 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 			Name: "brand_chunk_fetch_duration_seconds", Help: "Time to read one whole chunk from the store.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
-		fetchErrors:     prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_fetch_errors_total", Help: "Chunk reads that failed."}),
-		corruptChunks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_checksum_failures_total", Help: "Chunks rejected because a sample failed its CRC32C."}),
+		fetchErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_fetch_errors_total", Help: "Chunk reads that failed."}),
+		corruptChunks: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_checksum_failures_total", Help: "Chunk reads in which a sample failed its CRC32C, re-reads included."}),
+		rereads:       prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_rereads_total", Help: "Chunks read again because a read failed its checksum."}),
+		skipped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_skipped_samples_total", Help: "Samples left out of batches because their chunk is damaged (--on-damaged-chunk=skip)."}),
+		indexReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_index_reloads_total", Help: "Dataset indexes reloaded because the stored index changed.",
+		}, []string{"dataset"}),
+		indexInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "brand_index_info", Help: "1 for the index version each dataset serves now (index: its content identity; etag: the index object's ETag).",
+		}, []string{"dataset", "index", "etag"}),
 		prefetchQueued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		prefetchDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full or no room without evicting chunks in use."}),
+		batchesCopied:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_copied_total", Help: "Batches written from a copy so that their chunks went back to the cache before the client read them (others were waiting for room, or the batch's chunks were over an eighth of the cache)."}),
+		batchesInParts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_assembled_in_parts_total", Help: "Batches whose chunks did not fit in the cache together, assembled a group of chunks at a time."}),
 	}
 	f(m.requests)
 	f(m.duration)
@@ -68,8 +86,14 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 	f(m.fetchSeconds)
 	f(m.fetchErrors)
 	f(m.corruptChunks)
+	f(m.rereads)
+	f(m.skipped)
+	f(m.indexReloads)
+	f(m.indexInfo)
 	f(m.prefetchQueued)
 	f(m.prefetchDropped)
+	f(m.batchesInParts)
+	f(m.batchesCopied)
 	counter := func(name, help string, v func(chunkcache.Stats) int64) {
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(cache())) }))
 	}

@@ -158,10 +158,17 @@ func rateParam(dst func(*query) *float64) param {
 	}
 }
 
-// parseQuery reads the parameters an endpoint accepts from a query string
-// onto base (the gateway's defaults). Unknown parameters are rejected so
-// that a typo such as "batchsize" does not silently fall back to a default.
-func parseQuery(values url.Values, accepted []string, base query, l Limits) (query, error) {
+// parseQuery reads the parameters an endpoint accepts from a raw query
+// string onto base (the gateway's defaults). Unknown parameters are
+// rejected so that a typo such as "batchsize" does not silently fall back
+// to a default, and so is a query url.ParseQuery cannot read whole: past
+// its limit of 10,000 parameters (GODEBUG urlmaxqueryparams) it returns
+// none, and r.URL.Query() would hide that behind the defaults.
+func parseQuery(raw string, accepted []string, base query, l Limits) (query, error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return query{}, fmt.Errorf("%w: query string: %w", ErrBadRequest, err)
+	}
 	q := base
 	for k := range values {
 		if !slices.Contains(accepted, k) {

@@ -28,14 +28,14 @@ type Planner interface {
 // cache that never stalls at a bandwidth, and the window's shuffle quality.
 func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Planner == nil {
-		writeError(w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
+		writeError(r.Context(), w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
 		return
 	}
 	base := g.defaults
 	base.plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
 	q, ds, err := g.parseRequest(r, planParams, base)
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	// Plans cost up to seconds of CPU on large datasets: one at a time.
@@ -43,16 +43,16 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	case g.planning <- struct{}{}:
 		defer func() { <-g.planning }()
 	case <-r.Context().Done():
-		writeError(w, r.Context().Err())
+		writeError(r.Context(), w, r.Context().Err())
 		return
 	}
 	plan, err := g.cfg.Planner.Plan(r.Context(), ds.index, q.job.Params, q.plan)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	if err != nil {
-		writeError(w, fmt.Errorf("%w: %w", ErrBadRequest, err))
+		writeError(r.Context(), w, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, plan)

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/pprof"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -10,33 +13,85 @@ import (
 	"github.com/brandgw/brand/api"
 )
 
+// stallNotReady is how long requests may wait for cache room, with none
+// let through, before /readyz reports the gateway not ready: a load
+// balancer then sends new work elsewhere until pins are released.
+const stallNotReady = 10 * time.Second
+
 // routes is the API's one routing table; docs/http-api.md describes it.
 func (g *Gateway) routes() http.Handler {
+	r := g.newRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.catalog.notReady(); err != nil {
+			writeError(r.Context(), w, err)
+			return
+		}
+		if g.cache.Stalled(stallNotReady) {
+			writeError(r.Context(), w, fmt.Errorf("%w: requests are waiting for cache room and none has been let through for %s", ErrStalled, stallNotReady))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(g.authenticate)
+		r.Get("/datasets", g.handleDatasets)
+		r.Get("/epoch/{epoch}", g.handleEpoch)
+		r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
+		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
+		r.Get("/samples/*", g.handleSample)
+		if !g.cfg.SeparateAdmin {
+			g.adminRoutes(r)
+		}
+	})
+	return r
+}
+
+// newRouter is a router with the middleware and error answers every
+// handler of the gateway shares.
+func (g *Gateway) newRouter() chi.Router {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, g.logRequests, middleware.Recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// Every route is GET (HEAD through middleware.GetHead).
+		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; the API is read-only (GET, HEAD)", Status: http.StatusMethodNotAllowed})
 	})
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !g.Ready() {
-			writeError(w, ErrNotReady)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	r.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
-	r.Get("/datasets", g.handleDatasets)
+	return r
+}
+
+// adminRoutes are the operators' endpoints: metrics, statistics and plans,
+// which show more of the deployment than a training job needs.
+func (g *Gateway) adminRoutes(r chi.Router) {
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/stats", g.handleStats)
 	r.Get("/plan", g.handlePlan)
-	r.Get("/epoch/{epoch}", g.handleEpoch)
-	r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
-	r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
-	r.Get("/samples/*", g.handleSample)
+}
+
+// AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,
+// /datasets with where each dataset is stored, and Go's profiles under
+// /debug/pprof/ — for a listener of their own, so
+// that they need not share the data port (Config.SeparateAdmin). It
+// requires the same bearer tokens as the data handler.
+func (g *Gateway) AdminHandler() http.Handler {
+	r := g.newRouter()
+	r.Group(func(r chi.Router) {
+		r.Use(g.authenticate)
+		g.adminRoutes(r)
+		r.Get("/datasets", func(w http.ResponseWriter, r *http.Request) { g.listDatasets(w, r, true) })
+		r.HandleFunc("/debug/pprof/", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		r.Handle("/debug/pprof/{profile}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pprof.Handler(chi.URLParam(r, "profile")).ServeHTTP(w, r)
+		}))
+	})
 	return r
 }

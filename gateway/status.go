@@ -2,23 +2,35 @@ package gateway
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 )
 
-// handleDatasets serves /datasets: what the gateway serves.
+// handleDatasets serves /datasets: what the gateway serves. Where the
+// operators' endpoints have a listener of their own (Config.SeparateAdmin),
+// the data port's answer leaves out where each dataset is stored.
 func (g *Gateway) handleDatasets(w http.ResponseWriter, r *http.Request) {
+	g.listDatasets(w, r, !g.cfg.SeparateAdmin)
+}
+
+func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL bool) {
 	all, err := g.catalog.all()
 	if err != nil {
-		writeError(w, err)
+		writeError(r.Context(), w, err)
 		return
 	}
 	out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
 	for _, ds := range all {
-		out.Datasets = append(out.Datasets, api.DatasetInfo{Name: ds.name, URL: ds.url, IndexID: ds.index.ID(),
+		info := api.DatasetInfo{Name: ds.name, IndexID: ds.index.ID(),
 			Chunks: ds.index.NumChunks(), Samples: ds.index.NumSamples(), Bytes: ds.index.TotalBytes(),
-			Default: ds.name == g.catalog.defaultName})
+			Default: ds.name == g.catalog.defaultName, IndexVersion: ds.version, IndexETag: ds.indexETag,
+			IndexLoadedAt: ds.loadedAt.UTC().Format(time.RFC3339)}
+		if showURL {
+			info.URL = ds.url
+		}
+		out.Datasets = append(out.Datasets, info)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

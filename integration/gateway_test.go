@@ -65,13 +65,20 @@ func packToMinIO(t *testing.T, spec synth.Spec, chunkSize int64) *packed {
 // HTTP server. store, if non-nil, replaces the S3 store (to observe it).
 func (p *packed) gatewayOn(t *testing.T, store s3backend.Store, cacheSize int64, policy string) (*gateway.Gateway, string) {
 	t.Helper()
-	g, err := gateway.New(gateway.Config{
+	return startGateway(t, gateway.Config{
 		Datasets:    []gateway.DatasetSpec{{Name: "synthetic", URL: p.url, Store: store}},
 		Backend:     p.server.Config(),
 		CacheSize:   cacheSize,
 		CachePolicy: policy,
 		Defaults:    gateway.Defaults{BatchSize: 32, Window: 4, Seed: 5},
 	})
+}
+
+// startGateway builds, loads and serves a gateway behind a loopback HTTP
+// server, stopped when the test ends.
+func startGateway(t *testing.T, cfg gateway.Config) (*gateway.Gateway, string) {
+	t.Helper()
+	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,10 @@
 //   - The cache holds whole chunks and is bounded in bytes. A chunk must be
 //     resident to be served (demand paging): a miss reads the whole chunk
 //     from the backend and admits it, evicting by the policy until it fits.
-//     A chunk larger than the cache is read but never admitted.
+//     A batch's chunks are pinned together; a batch whose chunks do not fit
+//     together is served a group at a time (at most half the cache each),
+//     as the gateway does. A chunk larger than the cache is read but never
+//     admitted.
 //   - Accesses are at batch granularity: a chunk used by several samples of
 //     one batch is one access. Prefetch is outside the trace; it changes when
 //     bytes are read, not how many, and enters the plan only through the

@@ -214,7 +214,8 @@ func (s *simulator) run(cacheBytes int64, p Policy) Result {
 	var pinned []bool // per access of the current batch: its chunk is pinned
 	for _, r := range s.runs {
 		er := &res.Epochs[r.slot]
-		batches(s.trace, r.start, r.end, batched, func(start, end int) {
+		// process serves accesses [start, end) as one pinned group.
+		process := func(start, end int) {
 			pinned = pinned[:0]
 			for i := start; i < end; i++ {
 				hit := cc.pin(i, s.trace[i].Chunk)
@@ -233,6 +234,29 @@ func (s *simulator) run(cacheBytes int64, p Policy) Result {
 				if pinned[i-start] {
 					cc.release(i, s.trace[i].Chunk)
 				}
+			}
+		}
+		batches(s.trace, r.start, r.end, batched, func(start, end int) {
+			var size int64
+			for i := start; i < end; i++ {
+				size += s.sizes[s.trace[i].Chunk]
+			}
+			if size <= cacheBytes {
+				process(start, end)
+				return
+			}
+			// A batch whose chunks do not fit together: the gateway pins
+			// them a group at a time, each group at most half the cache
+			// (or one chunk), in first-use order (gateway/parts.go).
+			limit := max(cacheBytes/2, 1)
+			for from := start; from < end; {
+				to, group := from, int64(0)
+				for to < end && (to == from || group+s.sizes[s.trace[to].Chunk] <= limit) {
+					group += s.sizes[s.trace[to].Chunk]
+					to++
+				}
+				process(from, to)
+				from = to
 			}
 		})
 		er.Accesses += r.end - r.start

@@ -92,8 +92,12 @@ func TestSimulateHandChecked(t *testing.T) {
 		// further; then 1 misses. One access at a time, 2 evicts 0 (used
 		// once more), 0 then evicts 2 (never again) and 1 hits.
 		{"batch/belady", batched(0, []int32{0, 1}, []int32{2, 0}, []int32{1}), equalSizes(3, 1), 2, Belady, []int{1}, []int64{4}},
-		// A batch whose chunks exceed the cache reads the excess through.
-		{"batch/too-large", batched(0, []int32{0, 1, 2}, []int32{0, 1, 2}), equalSizes(3, 1), 2, LRU, []int{2}, []int64{4}},
+		// A batch whose chunks exceed the cache is served a group at a
+		// time, each at most half the cache (here one chunk), as the
+		// gateway does: LRU then evicts what the batch's next group needs
+		// in the next batch, and every access misses.
+		{"batch/too-large", batched(0, []int32{0, 1, 2}, []int32{0, 1, 2}), equalSizes(3, 1), 2, LRU, []int{0}, []int64{6}},
+		{"batch/too-large/belady", batched(0, []int32{0, 1, 2}, []int32{0, 1, 2}), equalSizes(3, 1), 2, Belady, []int{2}, []int64{4}},
 		// Zero and negative caches admit nothing of positive size.
 		{"zero", accesses(0, 0, 0, 1, 1), []int64{1, 1}, 0, Belady, []int{0}, []int64{4}},
 		{"negative", accesses(0, 0, 0, 1, 1), []int64{1, 1}, -5, LRU, []int{0}, []int64{4}},

@@ -16,6 +16,9 @@ const (
 	DefaultParallel   = 4
 	DefaultMaxRetries = 5
 	DefaultRetryBase  = 100 * time.Millisecond
+	// DefaultIdleTimeout abandons a part GET that has delivered no byte
+	// for this long.
+	DefaultIdleTimeout = 30 * time.Second
 
 	// unknownSizePartSize is the multipart part size of a Put of unknown
 	// size: it bounds the upload buffer and allows objects up to 640 GiB.
@@ -77,6 +80,14 @@ type Config struct {
 	// longer than this.
 	RetryBase time.Duration
 
+	// IdleTimeout abandons one GET of a read (a part) that has delivered
+	// no byte for this long, headers included, and retries it from the
+	// byte it stopped at. A stall that made progress is resumed without a
+	// backoff sleep, as a body cut short is, and counts against MaxRetries.
+	// It is what ends a stalled body long before the gateway's whole-chunk
+	// fetch timeout. Default 30 s; negative disables it.
+	IdleTimeout time.Duration
+
 	// Transport carries the HTTP requests; tests inject faults here.
 	// Default: an HTTP/1.1 transport whose idle pool fits the parallelism.
 	Transport http.RoundTripper
@@ -135,6 +146,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = DefaultRetryBase
+	}
+	switch {
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	case cfg.IdleTimeout < 0:
+		cfg.IdleTimeout = 0
 	}
 	return cfg
 }

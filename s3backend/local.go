@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // tempPrefix starts the name of a file Put is still writing; List skips them.
@@ -24,13 +25,19 @@ const localReadSlice = 8 << 20
 // <dir>/a/b.tar. It serves development, tests and datasets on a shared
 // filesystem.
 //
-// A file's ETag is derived from its size, modification time (nanoseconds)
-// and, where the platform has one, inode number. Put replaces a file by
-// renaming a new one over it, which always yields a new inode, so a pinned
-// read notices the replacement; an in-place rewrite by another program is
-// noticed through the size or modification time.
+// A file's ETag is derived from its size and modification time
+// (nanoseconds), not its inode, so a copy made with `cp -a` or `rsync -a`
+// serves under the original's index; etag.go says what it detects. Put
+// replaces a file by renaming a new one over it, whose mtime it makes
+// differ from the old file's, so a pinned read notices the replacement; an
+// in-place rewrite by another program is noticed through the size or
+// modification time.
+//
+// A Local opened by Open with a Config.Observer reports every file
+// operation to it, as S3 reports HTTP requests.
 type Local struct {
-	dir string // absolute, cleaned
+	dir string   // absolute, cleaned
+	obs Observer // nil: report nothing
 }
 
 // NewLocal returns a store rooted at dir. dir need not exist yet (Put
@@ -51,6 +58,23 @@ func NewLocal(dir string) (*Local, error) {
 		return nil, fmt.Errorf("s3backend: directory %s: %w", abs, err)
 	}
 	return &Local{dir: abs}, nil
+}
+
+// newObservedLocal is NewLocal reporting to obs, if not nil.
+func newObservedLocal(dir string, obs Observer) (*Local, error) {
+	l, err := NewLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	l.obs = obs
+	return l, nil
+}
+
+// observe reports one file operation, begun at start, to the Observer.
+func (l *Local) observe(op string, start time.Time, bytes int64, err error) {
+	if l.obs != nil {
+		l.obs.ObserveBackend(op, bytes, time.Since(start), err)
+	}
 }
 
 // String returns the store's URL, file:///dir.
@@ -88,7 +112,8 @@ func (l *Local) ReadRangeProgress(ctx context.Context, key, etag string, off int
 }
 
 // read is ReadRangeProgress; whole says p must be the whole file, which is
-// checked on the file opened for the read.
+// checked on the file opened for the read. The read is reported to the
+// Observer as one OpGet of the bytes read.
 func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -100,32 +125,40 @@ func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("s3backend: read %s: %w", name, err)
 	}
+	start := time.Now()
+	n, err := l.readFile(ctx, name, etag, off, p, progress, whole)
+	l.observe(OpGet, start, int64(n), err)
+	return err
+}
+
+// readFile is read after the checks, returning the bytes read.
+func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []byte, progress func(start, end int), whole bool) (done int, err error) {
 	f, err := os.Open(name)
 	if err != nil {
 		if notFound(err) {
-			return fmt.Errorf("%w: %s", ErrNotFound, name)
+			return 0, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		return fmt.Errorf("s3backend: read %w", err)
+		return 0, fmt.Errorf("s3backend: read %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("s3backend: read %w", err)
+		return 0, fmt.Errorf("s3backend: read %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
+		return 0, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
 	}
 	if etag = normalizeETag(etag); etag != "" {
-		if have := fileETag(fi); have != etag {
-			return changedError(name, etag, have)
+		if have := fileETag(fi); !sameLocalETag(etag, have) {
+			return 0, changedError(name, etag, have)
 		}
 	}
 	if whole && fi.Size() != int64(len(p)) {
-		return fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, name, fi.Size(), len(p))
+		return 0, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, name, fi.Size(), len(p))
 	}
-	for done := 0; done < len(p); {
+	for done < len(p) {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("s3backend: read %s: %w", name, err)
+			return done, fmt.Errorf("s3backend: read %s: %w", name, err)
 		}
 		end := min(done+localReadSlice, len(p))
 		n, err := f.ReadAt(p[done:end], off+int64(done))
@@ -135,19 +168,21 @@ func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte,
 		done += n
 		switch {
 		case errors.Is(err, io.EOF):
-			return fmt.Errorf("%w: %s: bytes [%d, %d) of a %d-byte file", ErrOutOfRange, name, off, off+int64(len(p)), fi.Size())
+			return done, fmt.Errorf("%w: %s: bytes [%d, %d) of a %d-byte file", ErrOutOfRange, name, off, off+int64(len(p)), fi.Size())
 		case err != nil:
-			return fmt.Errorf("s3backend: read %w", err)
+			return done, fmt.Errorf("s3backend: read %w", err)
 		}
 	}
-	return nil
+	return done, nil
 }
 
 // Stat returns the file's size and ETag.
-func (l *Local) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) {
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
+	start := time.Now()
+	defer func() { l.observe(OpStat, start, 0, err) }()
 	if err := ctx.Err(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: stat %s: %w", l.path(key), err)
 	}
@@ -171,6 +206,8 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64) (i
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
+	start := time.Now()
+	defer func() { l.observe(OpPut, start, info.Size, err) }()
 	name := l.path(key)
 	if size < -1 {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: invalid size %d", name, size)
@@ -220,6 +257,9 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64) (i
 	if err = tmp.Close(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
+	if fi, err = distinctETag(tmp.Name(), fi, name); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	}
 	if err = os.Rename(tmp.Name(), name); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
@@ -242,17 +282,19 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // List walks the directory tree under prefix. Files Put is still writing,
 // non-regular files and names that are not valid keys are skipped; a
 // symbolic link to a regular file is listed as that file.
-func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
+	began := time.Now()
+	defer func() { l.observe(OpList, began, 0, err) }()
 	// Walk only the deepest directory the prefix names in full.
 	start := l.dir
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		start = l.path(prefix[:i])
 	}
 	var out []ObjectInfo
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == start && notFound(err) {
 				return fs.SkipAll // nothing stored under this prefix

@@ -50,6 +50,8 @@ func classify(err error) errKind {
 		return kindChanged
 	case errors.Is(err, ErrOutOfRange):
 		return kindRange
+	case errors.Is(err, errStalled):
+		return kindRetry
 	}
 	var resp minio.ErrorResponse
 	if errors.As(err, &resp) {

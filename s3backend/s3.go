@@ -36,6 +36,7 @@ type S3 struct {
 	partSize int64
 	parallel int
 	retry    retrier
+	idle     time.Duration // IdleTimeout; 0: none
 }
 
 // NewS3 returns a store on bucket, rooted at prefix ("" for the whole
@@ -102,6 +103,7 @@ func NewS3(cfg Config, bucket, prefix string) (*S3, error) {
 		partSize: cfg.PartSize,
 		parallel: cfg.Parallel,
 		retry:    retrier{maxRetries: cfg.MaxRetries, base: cfg.RetryBase},
+		idle:     cfg.IdleTimeout,
 	}, nil
 }
 
@@ -120,6 +122,9 @@ func (s *S3) fail(op, key string, kind errKind, err error) error {
 	case kindNotFound:
 		if errors.Is(err, ErrNotFound) {
 			return err
+		}
+		if resp := (minio.ErrorResponse{}); errors.As(err, &resp) && resp.Code == "NoSuchBucket" {
+			return fmt.Errorf("%w: %s: %w %s: %w", ErrNotFound, s.target(key), ErrNoBucket, s.bucket, err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, s.target(key), err)
 	case kindChanged:
@@ -255,11 +260,18 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 				return false, err
 			}
 		}
-		body, info, header, err := s.core.GetObject(ctx, s.bucket, obj, opts)
+		// The attempt has its own context so that a stall can abandon it
+		// without ending the read.
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		idle := watchIdle(s.idle, cancel)
+		defer idle.stop()
+		body, info, header, err := s.core.GetObject(actx, s.bucket, obj, opts)
 		if err != nil {
-			return false, err
+			return false, idle.explain(err)
 		}
 		defer body.Close()
+		idle.touch()
 		got := normalizeETag(info.ETag)
 		switch {
 		case pin == "":
@@ -278,8 +290,11 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 		for done < len(p) && err == nil {
 			var m int
 			m, err = body.Read(p[done:])
-			if m > 0 && progress != nil {
-				progress(at+done, at+done+m)
+			if m > 0 {
+				idle.touch()
+				if progress != nil {
+					progress(at+done, at+done+m)
+				}
 			}
 			done += m
 			n += m
@@ -291,7 +306,7 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 				err = io.ErrUnexpectedEOF // the body ended before the promised length
 			}
 		}
-		return n > 0, err
+		return n > 0, idle.explain(err)
 	})
 	if err != nil {
 		if ctx.Err() != nil {

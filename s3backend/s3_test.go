@@ -99,6 +99,7 @@ type faults struct {
 	slowAll     bool   // apply slowDowns to every request, not only GETs
 	rewriteETag string // replace the ETag of object GET responses
 	hang        bool   // hold object GETs until their context ends
+	stalls      int    // object GET bodies still to stall after cutAfter bytes
 	started     chan struct{}
 	beforeGet   func(n int) // called before the n-th (1-based) object GET is sent
 	gets        int
@@ -116,6 +117,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	var (
 		slow   = (get || f.slowAll) && f.slowDowns != 0
 		cut    = get && f.cuts > 0
+		stall  = get && f.stalls > 0
 		hang   = get && f.hang
 		before = f.beforeGet
 		n      int
@@ -125,6 +127,9 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if cut && !slow {
 		f.cuts--
+	}
+	if stall && !slow {
+		f.stalls--
 	}
 	if get {
 		f.gets++
@@ -155,6 +160,10 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if get && rewrite != "" {
 		resp.Header.Set("ETag", `"`+rewrite+`"`)
+	}
+	if stall {
+		resp.Body = &stallBody{rc: resp.Body, left: f.cutAfter, done: req.Context().Done()}
+		return resp, nil
 	}
 	if !cut {
 		return resp, nil
@@ -201,6 +210,29 @@ func (c *cutBody) Read(p []byte) (int, error) {
 }
 
 func (c *cutBody) Close() error { return c.rc.Close() }
+
+// stallBody lets left bytes through, then sends nothing until the request
+// is cancelled: a backend that stops sending without closing.
+type stallBody struct {
+	rc   io.ReadCloser
+	left int64
+	done <-chan struct{}
+}
+
+func (s *stallBody) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		<-s.done
+		return 0, context.Canceled
+	}
+	if int64(len(p)) > s.left {
+		p = p[:s.left]
+	}
+	n, err := s.rc.Read(p)
+	s.left -= int64(n)
+	return n, err
+}
+
+func (s *stallBody) Close() error { return s.rc.Close() }
 
 // env is one MinIO server shared by the subtests of TestS3.
 type env struct {
@@ -249,6 +281,7 @@ func TestS3(t *testing.T) {
 	t.Run("ReadRange", e.testReadRange)
 	t.Run("Multipart", e.testMultipart)
 	t.Run("ResumeCutBody", e.testResumeCutBody)
+	t.Run("IdleTimeout", e.testIdleTimeout)
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
@@ -914,6 +947,50 @@ func BenchmarkS3ReadRange(b *testing.B) {
 				if err := s.ReadRange(context.Background(), "obj", info.ETag, 0, p); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// A body that stops sending is abandoned after the idle timeout, not the
+// caller's deadline, and the read resumes from the byte it stopped at.
+func (e *env) testIdleTimeout(t *testing.T) {
+	tests := []struct {
+		name       string
+		stalls     int
+		stallAfter int64
+		idle       time.Duration
+		wantErr    error
+	}{
+		{"stall after some bytes", 2, testPartSize / 3, 100 * time.Millisecond, nil},
+		{"stall before any byte", 1, 0, 100 * time.Millisecond, nil},
+		{"stalls past the retry budget", 100, 10, 50 * time.Millisecond, s3backend.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &faults{}
+			s, _ := e.store(t, f, nil, func(c *s3backend.Config) { c.IdleTimeout = tc.idle; c.Parallel = 1 })
+			data := randomBytes(2*testPartSize, 31)
+			info := mustPut(t, s, "obj", data)
+			f.mu.Lock()
+			f.stalls, f.cutAfter = tc.stalls, tc.stallAfter
+			f.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			p := make([]byte, len(data))
+			err := s.ReadRange(ctx, "obj", info.ETag, 0, p)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("read took %s: the idle timeout did not end the stall", took)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("ReadRange = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(p, data) {
+				t.Fatalf("ReadRange = %v (bytes equal: %t)", err, bytes.Equal(p, data))
 			}
 		})
 	}

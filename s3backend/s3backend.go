@@ -6,8 +6,10 @@
 // dataset rewritten under its index is reported as ErrChanged instead of
 // silently serving bytes that no longer match the index's offsets and CRCs.
 // Transient backend failures (503 SlowDown, 5xx, throttling, network errors,
-// bodies cut short) are retried with exponential backoff and full jitter; when
-// the budget is spent the error wraps ErrUnavailable.
+// bodies cut short, bodies that stall for Config.IdleTimeout) are retried
+// with exponential backoff and full jitter, a cut or stalled body resuming
+// from the byte it stopped at; when the budget is spent the error wraps
+// ErrUnavailable.
 //
 // Keys are slash-separated and relative to the root the store was opened at
 // (the prefix of an s3:// URL, or a directory).
@@ -40,6 +42,10 @@ import (
 var (
 	// ErrNotFound means the object (or its bucket) does not exist.
 	ErrNotFound = errors.New("s3backend: object not found")
+
+	// ErrNoBucket means an S3 store's bucket does not exist. An error
+	// wrapping it wraps ErrNotFound too.
+	ErrNoBucket = errors.New("no such bucket")
 
 	// ErrChanged means the object no longer has the ETag the caller pinned
 	// the read to: the dataset changed under its index, which must be rebuilt
@@ -90,8 +96,9 @@ type Store interface {
 
 // Observer receives one call per HTTP request the S3 backend makes,
 // retries and resumed reads included, once the request has finished (for a
-// GET, when its body has been read or closed). It is the hook for metrics and
-// must be safe for concurrent use and cheap; it must not block.
+// GET, when its body has been read or closed), and one per file operation
+// of a Local store (a read, stat, put or listing). It is the hook for
+// metrics and must be safe for concurrent use and cheap; it must not block.
 //
 // op is one of the Op* constants. bytes counts the payload transferred: the
 // request body for uploads plus the response body actually read for
@@ -116,7 +123,8 @@ const (
 //   - "s3://bucket/prefix" opens an *S3 rooted at prefix (which may be empty),
 //     configured by cfg;
 //   - "file:///abs/dir" or a plain filesystem path opens a *Local rooted at
-//     that directory; cfg is not used.
+//     that directory, reporting to cfg.Observer; the rest of cfg is not
+//     used.
 //
 // Open does not contact the backend: a wrong bucket or endpoint surfaces on
 // the first request. ctx is reserved for backends that must.
@@ -144,11 +152,11 @@ func Open(ctx context.Context, rawURL string, cfg Config) (Store, error) {
 		if u.Path == "" {
 			return nil, fmt.Errorf("s3backend: %q: no directory", rawURL)
 		}
-		return NewLocal(u.Path)
+		return newObservedLocal(u.Path, cfg.Observer)
 	case strings.Contains(rawURL, "://"):
 		return nil, fmt.Errorf("s3backend: %q: unsupported scheme (want s3://, file:// or a path)", rawURL)
 	default:
-		return NewLocal(rawURL)
+		return newObservedLocal(rawURL, cfg.Observer)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -27,6 +28,8 @@ func TestComposeStack(t *testing.T) {
 			Image       string
 			Command     []string
 			Environment map[string]string
+			Healthcheck struct{ Test []string }
+			DependsOn   map[string]struct{ Condition string } `yaml:"depends_on"`
 		}
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
@@ -36,8 +39,15 @@ func TestComposeStack(t *testing.T) {
 	if len(pack.Command) == 0 || len(gw.Command) == 0 || compose.Services["minio"].Image == "" {
 		t.Fatalf("docker-compose.yml lacks the minio, pack or gateway service: %+v", compose.Services)
 	}
-	if !regexp.MustCompile(`^minio/minio:RELEASE\.`).MatchString(compose.Services["minio"].Image) {
-		t.Errorf("the MinIO image %q is not pinned to a release tag", compose.Services["minio"].Image)
+	if !regexp.MustCompile(`^minio/minio:RELEASE\.[^@]+@sha256:[0-9a-f]{64}$`).MatchString(compose.Services["minio"].Image) {
+		t.Errorf("the MinIO image %q is not pinned to a release tag and digest", compose.Services["minio"].Image)
+	}
+	if c := pack.DependsOn["minio"].Condition; c != "service_healthy" {
+		t.Errorf("pack waits for minio with condition %q, want service_healthy", c)
+	}
+	hc := gw.Healthcheck.Test
+	if len(hc) < 3 || hc[0] != "CMD" || hc[1] != "/usr/local/bin/brand" || hc[2] != "healthcheck" {
+		t.Fatalf("the gateway's healthcheck %q does not run brand healthcheck (the image has no shell or curl)", hc)
 	}
 	srv := minioserver.ForTest(t)
 	for k, v := range pack.Environment {
@@ -79,6 +89,22 @@ func TestComposeStack(t *testing.T) {
 	base := waitReady(t, &stderr, done)
 	if code, body := httpGet(t, base+"/epoch/0/batch/0"); code != 200 || len(body) < 1024 {
 		t.Fatalf("gateway batch: %d, %d bytes", code, len(body))
+	}
+	// The healthcheck, pointed at this gateway, passes; at a 404 it fails.
+	check := slices.Clone(hc[2:])
+	for i, a := range check {
+		if a == "--url" {
+			check[i+1] = strings.Replace(check[i+1], "http://127.0.0.1:8080", base, 1)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{{check, 0}, {[]string{"healthcheck", "--url", base + "/nope"}, 1}} {
+		var out syncBuffer
+		if code := run(ctx, &cli.Env{Stdout: &out, Stderr: &out, Getenv: os.Getenv}, tt.args); code != tt.code {
+			t.Errorf("%q exited %d, want %d:\n%s", tt.args, code, tt.code, out.String())
+		}
 	}
 	stop()
 	if code := <-done; code != 0 {

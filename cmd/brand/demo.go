@@ -40,9 +40,16 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&dst, "dst", "", "pack the demo dataset into this store URL (e.g. s3://bucket/demo) instead of a local directory")
 	fs.BoolVar(&createBucket, "create-bucket", false, "with an s3:// --dst, create the bucket if it does not exist")
 	fs.BoolVar(&packOnly, "pack-only", false, "pack the dataset (if not packed yet) and exit without serving")
+	// The demo's own defaults: what `brand help demo` shows must be what
+	// it uses, and it serves only the dataset it generates.
 	f.cacheSize = 256 << 20
+	fs.Lookup("cache-size").DefValue = f.cacheSize.String()
+	fs.Lookup("dataset").Usage = "not accepted by demo, which serves the dataset it generates (use brand serve)"
 	if err := cli.ParseFlags(fs, env, args, "brand demo [flags]"); err != nil {
 		return err
+	}
+	if len(f.datasets) > 0 {
+		return usageError(env, "demo", "--dataset is not accepted: demo serves the dataset it generates; use `brand serve --dataset` to serve others")
 	}
 	if samples <= 0 || mean <= 0 || chunk <= 0 {
 		return errors.New("--samples, --mean-bytes and --chunk-size must be positive")

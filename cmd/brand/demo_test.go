@@ -123,21 +123,25 @@ func TestHelpAndUsage(t *testing.T) {
 		args []string
 		code int
 		out  string
+		not  string // must not be in the output, if set
 	}{
-		{[]string{"help"}, 0, "Commands:"},
-		{[]string{}, 2, "Usage: brand <command>"},
-		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"help", "serve"}, 0, "-cache-size"},
-		{[]string{"serve", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"serve"}, 1, "no --dataset given"},
-		{[]string{"serve", "--dataset", "x", "--log-level", "loud"}, 1, "--log-level"},
-		{[]string{"version"}, 0, "brand dev"},
+		{[]string{"help"}, 0, "Commands:", ""},
+		{[]string{}, 2, "Usage: brand <command>", ""},
+		{[]string{"nope"}, 2, `unknown command "nope"`, ""},
+		{[]string{"help", "serve"}, 0, "-cache-size", ""},
+		{[]string{"serve", "--bogus"}, 2, "flag provided but not defined", ""},
+		{[]string{"serve"}, 1, "no --dataset given", ""},
+		{[]string{"serve", "--dataset", "x", "--log-level", "loud"}, 1, "--log-level", ""},
+		{[]string{"version"}, 0, "brand dev", ""},
+		{[]string{"help", "serve"}, 0, "(default 4.0 GiB)", ""},
+		{[]string{"help", "demo"}, 0, "(default 256 MiB)", "4.0 GiB"},
+		{[]string{"demo", "--dataset", "other=/nonexistent"}, 2, "--dataset is not accepted", ""},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out bytes.Buffer
 			code := run(context.Background(), &cli.Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}, tt.args)
-			if code != tt.code || !strings.Contains(out.String(), tt.out) {
+			if code != tt.code || !strings.Contains(out.String(), tt.out) || (tt.not != "" && strings.Contains(out.String(), tt.not)) {
 				t.Fatalf("exit %d, want %d; output:\n%s\nwant it to contain %q", code, tt.code, out.String(), tt.out)
 			}
 		})

@@ -23,6 +23,7 @@ func program() *cli.Program {
 		{Name: "index", Summary: "index existing tar shards (e.g. a WebDataset dataset) in place", Run: runIndex},
 		{Name: "inspect", Summary: "print a dataset's summary; --verify checks every chunk", Run: runInspect},
 		{Name: "plan", Summary: "simulate a job's cache behaviour and report the optimum", Run: runPlan},
+		{Name: "healthcheck", Summary: "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", Run: runHealthcheck},
 		{Name: "version", Summary: "print the version", Run: func(_ context.Context, env *cli.Env, _ []string) error {
 			fmt.Fprintln(env.Stdout, "brand", version)
 			return nil

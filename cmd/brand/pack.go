@@ -78,6 +78,9 @@ func runPack(ctx context.Context, env *cli.Env, args []string) error {
 	if errors.Is(err, dataset.ErrExists) {
 		return fmt.Errorf("%w; pack elsewhere, or pass --overwrite to replace it", err)
 	}
+	if errors.Is(err, s3backend.ErrNoBucket) {
+		return fmt.Errorf("the bucket of %s does not exist: pass --create-bucket to create it (%w)", dst, err)
+	}
 	if err != nil {
 		return err
 	}

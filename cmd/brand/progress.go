@@ -15,8 +15,9 @@ import (
 )
 
 // progressBar draws a one-line progress display (bytes, rate, ETA, chunks)
-// on a terminal, redrawn in place with '\r'. Commands show one only when
-// stderr is a terminal, so logs and pipes get no control characters.
+// on a terminal, redrawn in place with '\r'. When stderr is not a
+// terminal (a log, a pipe) it writes the same figures as a plain line
+// every logEvery instead, with no control characters.
 type progressBar struct {
 	w     io.Writer
 	label string
@@ -24,20 +25,32 @@ type progressBar struct {
 	start time.Time
 	last  time.Time // of the last redraw
 	width int       // of the last line drawn, to blank what a shorter one leaves
+	lines bool      // not a terminal: whole lines, every logEvery
 }
+
+// logEvery is how often progress is logged when stderr is not a terminal.
+const logEvery = 5 * time.Second
 
 // redrawEvery bounds the redraw rate: faster is unreadable and costs
 // terminal output for nothing.
 const redrawEvery = 100 * time.Millisecond
 
-// newProgressBar returns a bar on env.Stderr if it is a terminal, else nil.
-// The methods of a nil bar do nothing, so callers need not check.
+// newProgressBar returns a bar on env.Stderr: redrawn in place on a
+// terminal, logged as lines otherwise. The methods of a nil bar do
+// nothing, so callers need not check.
 func newProgressBar(env *cli.Env, label string) *progressBar {
 	f, ok := env.Stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
+		return newProgressLog(env.Stderr, label, time.Now)
 	}
 	return newProgressBarTo(f, label, time.Now)
+}
+
+// newProgressLog returns a bar that writes a line every logEvery.
+func newProgressLog(w io.Writer, label string, now func() time.Time) *progressBar {
+	b := newProgressBarTo(w, label, now)
+	b.lines, b.last = true, b.start
+	return b
 }
 
 func newProgressBarTo(w io.Writer, label string, now func() time.Time) *progressBar {
@@ -62,6 +75,20 @@ func (b *progressBar) update(p dataset.Progress) {
 	}
 	now := b.now()
 	final := p.TotalBytes > 0 && p.Bytes >= p.TotalBytes
+	if b.lines {
+		// A quick run logs nothing; a long one a line every logEvery and
+		// its final figures.
+		if now.Sub(b.last) < logEvery && !(final && b.width > 0) {
+			return
+		}
+		b.last = now
+		fmt.Fprintln(b.w, b.render(p, now.Sub(b.start)))
+		b.width = 1
+		if final {
+			b.width = -1 // the final line is written: nothing more
+		}
+		return
+	}
 	if !final && b.width > 0 && now.Sub(b.last) < redrawEvery {
 		return
 	}
@@ -103,7 +130,7 @@ func (b *progressBar) render(p dataset.Progress, elapsed time.Duration) string {
 
 // finish ends the bar's line so that what follows starts on a fresh one.
 func (b *progressBar) finish() {
-	if b == nil || b.width == 0 {
+	if b == nil || b.width == 0 || b.lines {
 		return
 	}
 	fmt.Fprintln(b.w)

@@ -56,13 +56,52 @@ func TestProgressBar(t *testing.T) {
 
 func TestProgressBarOnlyOnTerminals(t *testing.T) {
 	var buf bytes.Buffer
-	bar := newProgressBar(&cli.Env{Stderr: &buf}, "pack")
-	if bar != nil || bar.callback() != nil {
-		t.Fatal("a bar on a non-terminal writer")
+	if bar := newProgressBar(&cli.Env{Stderr: &buf}, "pack"); bar == nil || !bar.lines {
+		t.Fatal("a non-terminal writer gets no progress log")
+	}
+	var bar *progressBar
+	if bar.callback() != nil {
+		t.Fatal("a nil bar has a callback")
 	}
 	bar.update(dataset.Progress{Bytes: 1, TotalBytes: 2}) // a nil bar is inert
 	bar.finish()
 	if buf.Len() != 0 {
 		t.Fatalf("a nil bar wrote %q", buf.String())
+	}
+}
+
+// TestProgressLog checks progress off a terminal: a plain line every
+// logEvery and the final figures, no control characters, nothing for a
+// quick run.
+func TestProgressLog(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name  string
+		steps []time.Duration // elapsed time of each update; the last is final
+		lines int
+	}{
+		{"quick run logs nothing", []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, 0},
+		{"one line per interval, then the final figures", []time.Duration{time.Second, 5 * time.Second, 6 * time.Second, 10 * time.Second, 11 * time.Second}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			now := start
+			bar := newProgressLog(&out, "pack", func() time.Time { return now })
+			for i, d := range tt.steps {
+				now = start.Add(d)
+				n := int64(i+1) * 100 * mib / int64(len(tt.steps))
+				bar.update(dataset.Progress{Bytes: n, TotalBytes: 100 * mib, Chunks: i + 1, TotalChunks: len(tt.steps)})
+			}
+			bar.finish()
+			got := out.String()
+			if strings.ContainsAny(got, "\r\x1b") || strings.Count(got, "\n") != tt.lines {
+				t.Fatalf("logged %q, want %d plain lines", got, tt.lines)
+			}
+			if tt.lines > 0 && !strings.HasSuffix(got, "pack 100% [####################] 100 MiB / 100 MiB  9.1 MiB/s  chunks 5/5\n") {
+				t.Fatalf("last line of %q is not the final figures", got)
+			}
+		})
 	}
 }

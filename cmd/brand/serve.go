@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"path"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +23,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // serveFlags are the gateway's flags, shared by serve and demo.
@@ -39,6 +42,10 @@ type serveFlags struct {
 	prefetchWindows int
 	prefault        bool
 	fetchTimeout    time.Duration
+	idleTimeout     time.Duration
+	checksumRereads int
+	onDamagedChunk  string
+	indexPoll       time.Duration
 	memoryLimit     string
 	logLevel        string
 	logFormat       string
@@ -46,6 +53,7 @@ type serveFlags struct {
 	pprofAddr       string
 	cpuProfile      string
 	s3              cli.S3Flags
+	security        securityFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
@@ -64,6 +72,10 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.IntVar(&f.prefetchWindows, "prefetch-windows", 1, "windows to prefetch beyond the current one")
 	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
+	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
+	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C is read again before it is declared damaged")
+	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
+	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + 256MiB, unless GOMEMLIMIT is set), off, or a size")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
@@ -71,6 +83,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
 	f.s3.Register(fs)
+	f.security.register(fs)
 }
 
 func (f *serveFlags) logger(w io.Writer) (zerolog.Logger, error) {
@@ -145,10 +158,20 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if workers == 0 {
 		workers = -1
 	}
+	backend := f.s3.Config()
+	backend.IdleTimeout = orNegative(f.idleTimeout)
+	tokens, err := f.security.tokens()
+	if err != nil {
+		return gateway.Config{}, err
+	}
+	rereads := f.checksumRereads
+	if rereads == 0 {
+		rereads = -1 // the gateway's "none"
+	}
 	return gateway.Config{
 		Datasets:            specs,
 		DefaultDataset:      f.defaultDataset,
-		Backend:             f.s3.Config(),
+		Backend:             backend,
 		CacheSize:           int64(f.cacheSize),
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
@@ -156,10 +179,24 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		PrefetchConcurrency: workers,
 		PrefetchWindows:     f.prefetchWindows,
 		FetchTimeout:        f.fetchTimeout,
+		ChecksumRereads:     rereads,
+		OnDamagedChunk:      f.onDamagedChunk,
+		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
 		Planner:             planner.ForGateway{},
+		AuthTokens:          tokens,
+		SeparateAdmin:       f.security.adminListen != "",
 		Logger:              log,
 	}, nil
+}
+
+// orNegative maps a flag's 0 ("off") to the negative duration that
+// disables the feature in a Config, where 0 means the default.
+func orNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func runServe(ctx context.Context, env *cli.Env, args []string) error {
@@ -199,7 +236,23 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, log, cfg, ln, f.shutdownTimeout, nil)
+	ln, err = f.security.wrap(ln, log)
+	if err != nil {
+		return err
+	}
+	f.security.warnIfOpen(ln.Addr(), len(cfg.AuthTokens) > 0, log)
+	var ready func(*gateway.Gateway)
+	if f.security.adminListen != "" {
+		admin, err := net.Listen("tcp", f.security.adminListen)
+		if err != nil {
+			return fmt.Errorf("--admin-listen: %w", err)
+		}
+		if admin, err = f.security.wrap(admin, log); err != nil {
+			return err
+		}
+		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
+	}
+	return serve(ctx, log, cfg, ln, f.shutdownTimeout, ready)
 }
 
 // serve runs a gateway on ln until ctx ends, then drains in-flight
@@ -231,6 +284,24 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 			ready(g)
 		}
 	}()
+	// SIGHUP: check the stored indexes now rather than at the next poll.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-loadCtx.Done():
+				return
+			case <-hup:
+				reloaded, err := g.Reload(loadCtx)
+				if err != nil {
+					log.Warn().Err(err).Msg("SIGHUP: reloading the dataset indexes")
+				}
+				log.Info().Strs("reloaded", reloaded).Msg("SIGHUP: dataset indexes checked")
+			}
+		}
+	}()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -240,7 +311,7 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		return nil
 	case <-ctx.Done():
 	}
-	log.Info().Dur("grace", grace).Msg("shutting down: finishing in-flight responses")
+	log.Info().Float64("grace_ms", float64(grace)/float64(time.Millisecond)).Msg("shutting down: finishing in-flight responses")
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
@@ -105,5 +110,37 @@ func waitReady(t *testing.T, stderr *syncBuffer, done <-chan int) string {
 			t.Fatalf("serve never became ready: %s", stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The fault-handling flags reach the gateway's configuration, with a
+// flag's 0 meaning "off" where the Config's 0 means "default".
+func TestServeFaultFlags(t *testing.T) {
+	tests := []struct {
+		args       []string
+		idle, poll time.Duration
+		rereads    int
+		onDamaged  string
+	}{
+		{nil, s3backend.DefaultIdleTimeout, gateway.DefaultIndexPoll, gateway.DefaultChecksumRereads, "fail"},
+		{[]string{"--s3-idle-timeout=0", "--index-poll=0", "--checksum-rereads=0", "--on-damaged-chunk=skip"}, -1, -1, -1, "skip"},
+		{[]string{"--s3-idle-timeout=5s", "--index-poll=1m", "--checksum-rereads=4"}, 5 * time.Second, time.Minute, 4, "fail"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var f serveFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			f.register(fs, ":0")
+			if err := fs.Parse(append([]string{"--dataset", "/tmp/x"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.gatewayConfig(zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Backend.IdleTimeout != tc.idle || cfg.IndexPoll != tc.poll || cfg.ChecksumRereads != tc.rereads || cfg.OnDamagedChunk != tc.onDamaged {
+				t.Fatalf("config: idle %s poll %s rereads %d on-damaged %q", cfg.Backend.IdleTimeout, cfg.IndexPoll, cfg.ChecksumRereads, cfg.OnDamagedChunk)
+			}
+		})
 	}
 }

@@ -80,36 +80,12 @@ func (r *runner) cacheBytes(fraction float64) int64 {
 // and reads epochs 0..epochs-1 through it with the Go client.
 func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, epochs int) (*brandRun, error) {
 	run := &brandRun{fraction: fraction, cacheBytes: r.cacheBytes(fraction), policy: policy}
-	srv := r.tb.srv
-	args := []string{"serve",
-		"--listen", "127.0.0.1:0",
-		"--dataset", gatewayDataset + "=s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
-		"--cache-size", strconv.FormatInt(run.cacheBytes, 10),
-		"--cache-policy", policy,
-		"--seed", strconv.FormatUint(r.cfg.Job.Seed, 10),
-		"--batch-size", strconv.Itoa(r.cfg.Job.BatchSize),
-		"--window", strconv.Itoa(r.cfg.Job.Window),
-		"--log-format", "json",
-		"--log-level", "info",
-		"--shutdown-timeout", "5s",
-		"--s3-endpoint", srv.URL(),
-		"--s3-region", "us-east-1",
-	}
-	args = append(args, r.cfg.Processes.GatewayArgs...)
-	name := fmt.Sprintf("gateway-%s-%g", policy, fraction*100)
-	if r.cfg.Processes.GatewayProfiles != "" {
-		args = append(args, "--cpuprofile", filepath.Join(r.cfg.Processes.GatewayProfiles, name+".pprof"))
-	}
-	logPath := filepath.Join(r.cfg.WorkDir, name+".log")
-	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs; gateway log %s",
-		sizeString(run.cacheBytes), percentString(fraction), policy, epochs, logPath)
-	started := time.Now()
-	g, err := startGateway(ctx, r.cfg.Processes.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
+	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs", sizeString(run.cacheBytes), percentString(fraction), policy, epochs)
+	g, err := r.startBrandGateway(ctx, fraction, policy, "")
 	if err != nil {
 		return nil, err
 	}
-	run.start, run.startCPU = time.Since(started), processCPU(g.cmd.Process.Pid)
-	r.logf("  ready after %.2f s (%.2f s of CPU: index load and cache preallocation)", run.start.Seconds(), run.startCPU.Seconds())
+	run.start, run.startCPU = g.start, g.startCPU
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -166,6 +142,44 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 		return nil, err
 	}
 	return run, nil
+}
+
+// startBrandGateway starts a fresh `brand serve` for the run's dataset and
+// job, with a cache of the given fraction of the dataset and policy, and
+// waits until it is ready. Its log (and profile) is named
+// gateway-<tag><policy>-<cache %>.
+func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy, tag string) (*gatewayProc, error) {
+	srv := r.tb.srv
+	args := []string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--dataset", gatewayDataset + "=s3://" + r.cfg.Bucket + "/" + r.tb.datasetPrefix,
+		"--cache-size", strconv.FormatInt(r.cacheBytes(fraction), 10),
+		"--cache-policy", policy,
+		"--seed", strconv.FormatUint(r.cfg.Job.Seed, 10),
+		"--batch-size", strconv.Itoa(r.cfg.Job.BatchSize),
+		"--window", strconv.Itoa(r.cfg.Job.Window),
+		"--log-format", "json",
+		"--log-level", "info",
+		"--shutdown-timeout", "5s",
+		"--s3-endpoint", srv.URL(),
+		"--s3-region", "us-east-1",
+	}
+	args = append(args, r.cfg.Processes.GatewayArgs...)
+	name := fmt.Sprintf("gateway-%s%s-%g", tag, policy, fraction*100)
+	if r.cfg.Processes.GatewayProfiles != "" {
+		args = append(args, "--cpuprofile", filepath.Join(r.cfg.Processes.GatewayProfiles, name+".pprof"))
+	}
+	logPath := filepath.Join(r.cfg.WorkDir, name+".log")
+	r.logf("  gateway with a cache of %s (%s of the dataset), policy %s; log %s",
+		sizeString(r.cacheBytes(fraction)), percentString(fraction), policy, logPath)
+	started := time.Now()
+	g, err := startGateway(ctx, r.cfg.Processes.GatewayBinary, args, gatewayEnv(srv.AccessKey, srv.SecretKey), logPath)
+	if err != nil {
+		return nil, err
+	}
+	g.start, g.startCPU = time.Since(started), processCPU(g.cmd.Process.Pid)
+	r.logf("  ready after %.2f s (%.2f s of CPU: index load and cache preallocation)", g.start.Seconds(), g.startCPU.Seconds())
+	return g, nil
 }
 
 // brandClient is a Go client of the gateway at base for the run's job,

@@ -23,6 +23,7 @@ var barColors = []struct {
 	{GroupBaselines, color.RGBA{R: 0xe0, G: 0x8a, B: 0x2c, A: 0xff}},
 	{"schedule", color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}},
 	{"lru", color.RGBA{R: 0x7a, G: 0x4f, B: 0xa8, A: 0xff}},
+	{GroupPython, color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff}},
 }
 
 // barKind is the colour key of a row: its group, or for Brand its policy.

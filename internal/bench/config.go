@@ -21,10 +21,14 @@ const (
 	GroupBaselines = "baselines" // (c) and (d)
 	GroupBrand     = "brand"     // the gateway at each cache fraction
 	GroupPolicy    = "policy"    // lru vs schedule vs the planner's optimum
+	// GroupPython is PyTorch's DataLoader over boto3 and over Brand, and
+	// the Python client beside the Go client (see Python). Skipped, with
+	// the reason in the report, where no Python imports torch and boto3.
+	GroupPython = "python"
 )
 
 // AllGroups lists every group, in the order a run measures them.
-var AllGroups = []string{GroupLimits, GroupBaselines, GroupBrand, GroupPolicy}
+var AllGroups = []string{GroupLimits, GroupBaselines, GroupBrand, GroupPolicy, GroupPython}
 
 // gatewayDataset is the name the gateway under test serves the dataset by.
 const gatewayDataset = "bench"
@@ -46,6 +50,7 @@ type Config struct {
 	Policy      Policy
 	// ShuffleBuffer is the WebDataset (d) shuffle buffer, in samples.
 	ShuffleBuffer int
+	Python        Python
 	Processes     Processes
 
 	// Groups limits the run to some of AllGroups.
@@ -149,6 +154,8 @@ func DefaultConfig() Config {
 		Brand:         Brand{CacheFractions: []float64{0.25, 0.5, 1}, Epochs: 3, Ahead: 3, AheadLevels: []int{1, 2, 4, 8}},
 		Policy:        Policy{Cache: 0.5, Epochs: 3},
 		ShuffleBuffer: 1000,
+		Python: Python{Workers: []int{2, 4, 8}, ColdWorkers: 2, CacheFractions: []float64{0.5, 1},
+			ObjectSamples: 10000, ClientRounds: 2},
 		Groups:        AllGroups,
 		Bucket:        "brand-bench",
 		ConfigTimeout: 10 * time.Minute,
@@ -175,6 +182,10 @@ func SmokeConfig() Config {
 	c.Concurrency = Concurrency{StreamReaders: []int{1, 2}, ObjectReaders: []int{4}, ShardReaders: []int{1, 2}}
 	c.ShuffleBuffer = 64
 	c.ConfigTimeout = 2 * time.Minute
+	// The python group starts a Python (and torch) for every measurement:
+	// seconds each. TestPythonGroup runs it on its own.
+	c.Groups = slices.DeleteFunc(slices.Clone(AllGroups), func(g string) bool { return g == GroupPython })
+	c.Python = Python{Workers: []int{1}, ColdWorkers: 1, CacheFractions: []float64{1}, ObjectSamples: 0, ClientRounds: 1}
 	return c
 }
 
@@ -199,6 +210,10 @@ func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Policy.Cache, d.Policy.Cache)
 	orDefault(&c.Policy.Epochs, d.Policy.Epochs)
 	orDefault(&c.ShuffleBuffer, d.ShuffleBuffer)
+	orDefaultList(&c.Python.Workers, d.Python.Workers)
+	orDefault(&c.Python.ColdWorkers, d.Python.ColdWorkers)
+	orDefaultList(&c.Python.CacheFractions, d.Python.CacheFractions)
+	orDefault(&c.Python.ClientRounds, d.Python.ClientRounds)
 	orDefaultList(&c.Groups, d.Groups)
 	orDefault(&c.Bucket, d.Bucket)
 	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
@@ -207,7 +222,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.Job.Dataset = gatewayDataset
 
-	for _, err := range []error{c.Dataset.validate(), c.validateJob(), c.Concurrency.validate(), c.Brand.validate(), c.Policy.validate(), c.validateRun()} {
+	for _, err := range []error{c.Dataset.validate(), c.validateJob(), c.Concurrency.validate(), c.Brand.validate(), c.Policy.validate(), c.Python.validate(), c.validateRun()} {
 		if err != nil {
 			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -279,6 +294,18 @@ func (b Brand) validate() error {
 	return checkLevels(b.AheadLevels)
 }
 
+func (p Python) validate() error {
+	if p.ObjectSamples < 0 {
+		return fmt.Errorf("python object samples %d must be >= 0", p.ObjectSamples)
+	}
+	for _, f := range p.CacheFractions {
+		if f <= 0 || f > 1 {
+			return fmt.Errorf("python cache fraction %g must be in (0, 1]", f)
+		}
+	}
+	return checkLevels(p.Workers, []int{p.ColdWorkers, p.ClientRounds})
+}
+
 func (p Policy) validate() error {
 	switch {
 	case p.Epochs < 1:
@@ -300,8 +327,8 @@ func (c *Config) validateRun() error {
 			return fmt.Errorf("unknown group %q (want some of %v)", g, AllGroups)
 		}
 	}
-	if (c.runs(GroupBrand) || c.runs(GroupPolicy)) && c.Processes.GatewayBinary == "" {
-		return errors.New("the brand and policy groups need the brand binary (Processes.GatewayBinary)")
+	if (c.runs(GroupBrand) || c.runs(GroupPolicy) || c.runs(GroupPython)) && c.Processes.GatewayBinary == "" {
+		return errors.New("the brand, policy and python groups need the brand binary (Processes.GatewayBinary; brand-bench finds it for the brand and policy groups, so run python with one of them or give --gateway-binary)")
 	}
 	if c.runs(GroupLimits) && c.Processes.LimitBinary == "" {
 		return errors.New("the limits group needs the brand-bench binary (Processes.LimitBinary)")

@@ -27,6 +27,9 @@ type gatewayProc struct {
 	hc      *http.Client
 	exited  chan struct{} // closed once the process has exited
 	waitErr error         // its exit status, once exited is closed
+
+	start    time.Duration // from starting the process to ready
+	startCPU time.Duration // its CPU time until ready
 }
 
 // startGateway runs bin with args (a serve command line listening on

@@ -65,14 +65,19 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if r.PeakRSS > 0 {
 			rss = sizeString(r.PeakRSS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.3f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
-			pad(r.Label), conc, r.SamplesPerSec, r.MBPerSec, r.ReadAmplification, hit, r.P50Ms, r.P99Ms, req50, req99, rss)
+		amp := fmt.Sprintf("%.3f", r.ReadAmplification)
+		if r.Config == ConfigPyBrand {
+			amp = "-" // payload bytes, not the body bytes the store's are compared with
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+			pad(r.Label), conc, r.SamplesPerSec, r.MBPerSec, amp, hit, r.P50Ms, r.P99Ms, req50, req99, rss)
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "\nsamples/s and MB/s (10^6 bytes of HTTP body) as the consuming loop saw them; read amp = bytes read from",
 		"\nthe store ÷ bytes delivered; hit % = demand chunk lookups served from the gateway's cache; p50/p99 = the",
 		"\nloop's wait for each batch; req p50/p99 = Brand's batch request latency, from sending the request to the",
 		"\nend of its body; peak RSS = the gateway process's VmHWM.")
+	rep.writePythonNote(ew)
 
 	if err := rep.writeCPU(ew, pad); err != nil {
 		return err
@@ -108,6 +113,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 
 	rep.writeCeilings(ew)
 	rep.writeWarmCeilings(ew)
+	for _, sk := range rep.Skipped {
+		fmt.Fprintf(ew, "\nSkipped group %s: %s\n", sk.Group, sk.Reason)
+	}
 
 	if len(rep.Targets) > 0 {
 		fmt.Fprintln(ew, "\nTargets (ratios measured in this run)")
@@ -120,6 +128,21 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "%d PASS, %d MISS, %d N/A\n", pass, miss, na)
 	}
 	return ew.err
+}
+
+// writePythonNote says how the python group's rows differ from the others.
+func (rep *Report) writePythonNote(ew *errWriter) {
+	for _, r := range rep.Rows {
+		if r.Group != GroupPython {
+			continue
+		}
+		fmt.Fprintln(ew, "\npython group: each row is measured in a Python process of its own (python/bench/loaders.py) with its",
+			"\nDataLoader workers, except the Go client's, read in this process; conc = DataLoader workers (batches ahead",
+			"\nfor the clients). (p) and BrandDataset count the samples' payload bytes (MB/s, CPU per GB); the clients, HTTP",
+			"\nbody bytes. (p) reads a shuffled part of its epoch (Python.ObjectSamples). In the",
+			"\nCPU table their harness column is the Python process and its workers, over its measured pass.")
+		return
+	}
 }
 
 // writeCPU writes where the CPU went in each configuration, if measured.
@@ -237,7 +260,8 @@ func (rep *Report) limitRow(config string) *Row {
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigBrandAhead, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches:
+	case ConfigBrand, ConfigBrandAhead, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches,
+		ConfigPyBrand, ConfigPyClient, ConfigGoClient:
 		return true
 	}
 	return false

@@ -33,6 +33,8 @@ const (
 	// ConfigBrandAhead is Brand's warm epochs with the cache holding the
 	// dataset, at the best of Config.AheadLevels.
 	ConfigBrandAhead = "brand-ahead"
+	// The python group's rows are ConfigPyObjects, ConfigPyBrand,
+	// ConfigPyClient and ConfigGoClient (python.go).
 )
 
 // Report is a run's results.
@@ -49,7 +51,9 @@ type Report struct {
 	// Gateways are the gateway processes' counters at the end of each run.
 	Gateways []GatewayRun `json:"gateways,omitempty"`
 	Targets  []Target     `json:"targets"`
-	Seconds  float64      `json:"seconds"` // the whole run, setup included
+	// Skipped are selected groups the run could not measure, and why.
+	Skipped []SkippedGroup `json:"skipped,omitempty"`
+	Seconds float64        `json:"seconds"` // the whole run, setup included
 }
 
 // ReportInput is the part of the Config a report records.
@@ -244,6 +248,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{GroupBaselines, r.runBaselines},
 		{GroupBrand, r.runBrandGroup},
 		{GroupPolicy, r.runPolicyGroup},
+		{GroupPython, r.runPythonGroup},
 	}
 	for _, s := range steps {
 		if !cfg.runs(s.group) {

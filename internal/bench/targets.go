@@ -103,6 +103,8 @@ func (r *runner) targets() []Target {
 		}
 	}
 
+	out = append(out, r.pythonTargets(find)...)
+
 	// Read amplification and peak RSS, for every gateway run.
 	for _, k := range r.runOrder() {
 		run := r.runs[k]
@@ -195,4 +197,43 @@ func safeRatio(a, b int64) float64 {
 	default:
 		return float64(a)
 	}
+}
+
+// pythonTargets are the python group's: BrandDataset against (p), and the
+// Python client against the Go client on one gateway.
+func (r *runner) pythonTargets(find func(string) *Row) []Target {
+	var out []Target
+	p := find(ConfigPyObjects)
+	coldWant, warmWant, size := 5.0, 8.0, ""
+	if r.cfg.smallSamples() {
+		coldWant, warmWant, size = 25, 40, ", small samples"
+	}
+	for _, row := range r.rep.Rows {
+		if row.Config != ConfigPyBrand || p == nil {
+			continue
+		}
+		at := ", cache " + percentString(row.CacheFraction)
+		name, want := "PyTorch: Brand cold epoch ÷ (p) boto3 per sample", coldWant
+		if row.Epoch != nil && *row.Epoch > 0 {
+			name, want = "PyTorch: Brand warm epoch ÷ (p) boto3 per sample", warmWant
+		}
+		t := atLeast(name+size+at, row.SamplesPerSec/p.SamplesPerSec, want)
+		t.Note = fmt.Sprintf("%.0f against %.0f samples/s; %d workers against %d", row.SamplesPerSec, p.SamplesPerSec, row.Concurrency, p.Concurrency)
+		out = append(out, t)
+	}
+	if g, py := find(ConfigGoClient), find(ConfigPyClient); g != nil && py != nil {
+		t := atLeast("Python client warm ÷ Go client, same gateway", py.SamplesPerSec/g.SamplesPerSec, 0.8)
+		t.Note = fmt.Sprintf("%.0f against %.0f samples/s; CPU %.2f against %.2f s/GB", py.SamplesPerSec, g.SamplesPerSec,
+			cpuPerGB(py), cpuPerGB(g))
+		out = append(out, t)
+	}
+	return out
+}
+
+// cpuPerGB is the client's CPU seconds per GB of a row, 0 if unmeasured.
+func cpuPerGB(r *Row) float64 {
+	if r.CPU == nil || r.Bytes == 0 {
+		return 0
+	}
+	return r.CPU.Harness / (float64(r.Bytes) / 1e9)
 }

@@ -77,7 +77,7 @@ func newTestbed(ctx context.Context, cfg Config, srv *minioserver.Server) (*test
 	if err := tb.ensureDataset(ctx); err != nil {
 		return nil, err
 	}
-	if cfg.runs(GroupBaselines) {
+	if cfg.runs(GroupBaselines) || cfg.runs(GroupPython) {
 		if err := tb.ensureObjects(ctx); err != nil {
 			return nil, err
 		}

@@ -59,6 +59,7 @@ type Server struct {
 	SecretKey string
 
 	secure   bool // external server reached over https
+	dataDir  string
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the process has exited
 	output   *tailBuffer
@@ -72,6 +73,24 @@ type Server struct {
 // 127.0.0.1 port with random credentials; its console is disabled. ctx bounds
 // the start only: the server runs until Close.
 func Start(ctx context.Context, dataDir string) (*Server, error) {
+	return startWith(ctx, dataDir, "brand"+randomHex(6), randomHex(20))
+}
+
+// Restart kills the server, as a crash would, and starts a new one on the
+// same data directory with the same credentials: the objects survive, the
+// port changes (the new server's Endpoint). The old Server is closed; the
+// caller closes the new one. An external server cannot be restarted.
+func (s *Server) Restart(ctx context.Context) (*Server, error) {
+	if s.cmd == nil {
+		return nil, errors.New("minioserver: cannot restart an external server")
+	}
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	return startWith(ctx, s.dataDir, s.AccessKey, s.SecretKey)
+}
+
+func startWith(ctx context.Context, dataDir, accessKey, secretKey string) (*Server, error) {
 	bin := BinaryPath()
 	if bin == "" {
 		return nil, errors.New("minioserver: cannot locate the MinIO binary: set BRAND_MINIO_BIN or HOME")
@@ -89,7 +108,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 	// new ports when that happens.
 	var lastErr error
 	for range 3 {
-		s, err := start(ctx, bin, dataDir)
+		s, err := start(ctx, bin, dataDir, accessKey, secretKey)
 		if err == nil {
 			return s, nil
 		}
@@ -103,7 +122,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 
 var errAddrInUse = errors.New("address already in use")
 
-func start(ctx context.Context, bin, dataDir string) (*Server, error) {
+func start(ctx context.Context, bin, dataDir, accessKey, secretKey string) (*Server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -121,8 +140,9 @@ func start(ctx context.Context, bin, dataDir string) (*Server, error) {
 	}
 	s := &Server{
 		Endpoint:  addr,
-		AccessKey: "brand" + randomHex(6),
-		SecretKey: randomHex(20),
+		AccessKey: accessKey,
+		SecretKey: secretKey,
+		dataDir:   dataDir,
 		exited:    make(chan struct{}),
 		output:    &tailBuffer{max: 8 << 10},
 		home:      home,

@@ -364,3 +364,38 @@ func TestTailBuffer(t *testing.T) {
 		t.Errorf("tail = %q, want %q", got, "6789abcdef")
 	}
 }
+
+// A restarted server keeps its objects and credentials.
+func TestRestartKeepsObjects(t *testing.T) {
+	if os.Getenv(EnvEndpoint) != "" {
+		t.Skip("an external server is configured; this test needs a local one")
+	}
+	s := ForTest(t)
+	bucket := s.NewBucket(t)
+	ctx := context.Background()
+	st, err := s3backend.NewS3(s.Config(), bucket, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Put(ctx, "k", bytes.NewReader([]byte("hello")), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPid := s.Pid()
+	s2, err := s.Restart(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	if s2.Pid() == oldPid || s2.AccessKey != s.AccessKey {
+		t.Fatalf("restart: pid %d (was %d), access key %q (was %q)", s2.Pid(), oldPid, s2.AccessKey, s.AccessKey)
+	}
+	st2, err := s3backend.NewS3(s2.Config(), bucket, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 5)
+	if err := st2.ReadRange(ctx, "k", info.ETag, 0, p); err != nil || string(p) != "hello" {
+		t.Fatalf("after a restart, ReadRange = %q, %v", p, err)
+	}
+}

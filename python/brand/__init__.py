@@ -6,7 +6,7 @@ library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 """
 
 from ._tar import TarError, decode_tar, split_key
-from .client import BrandConnectionError, BrandError, Client, __version__
+from .client import BrandConnectionError, BrandError, Client, __version__, tune_malloc
 
 __all__ = [
     "BrandConnectionError",
@@ -15,5 +15,6 @@ __all__ = [
     "TarError",
     "decode_tar",
     "split_key",
+    "tune_malloc",
     "__version__",
 ]

@@ -1,5 +1,6 @@
 import io
 import os
+import random
 import sys
 import tarfile
 import unittest
@@ -7,6 +8,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from brand import TarError, decode_tar, split_key  # noqa: E402
+from brand._tar import _decode_tarfile  # noqa: E402
 
 
 def make_tar(members, fmt=tarfile.USTAR_FORMAT):
@@ -74,6 +76,81 @@ class TestTar(unittest.TestCase):
         bad[0] ^= 1  # checksum mismatch: tarfile decides, and refuses
         with self.assertRaises(TarError):
             decode_tar(bytes(bad))
+
+
+def outcome(decode, buf):
+    try:
+        return ("ok", decode(buf))
+    except TarError:
+        return ("TarError",)
+
+
+def random_archive(rng):
+    """A random archive of plain members (and now and then one the fast path
+    leaves to tarfile), and the offsets of its headers."""
+    fmt = rng.choice((tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT))
+    parts = ["a", "b.c", "n01", "x_y", "é", "日本", "d.v2", "k" * rng.randint(1, 60)]
+    members = []
+    for _ in range(rng.randint(0, 12)):
+        stem = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 3)))
+        for ext in rng.sample(["jpg", "cls", "meta.json", "", "png"], rng.randint(1, 3)):
+            name = f"{stem}.{ext}" if ext else stem
+            size = rng.choice((0, 1, 511, 512, 513, 1024, rng.randint(0, 3000)))
+            members.append((name, rng.randbytes(size)))
+    buf = make_tar(members, fmt)
+    with tarfile.open(fileobj=io.BytesIO(buf)) as tf:
+        headers = [ti.offset for ti in tf]
+    return buf, headers
+
+
+class TestFastPathAgreesWithTarfile(unittest.TestCase):
+    """The in-place decoder (plain ustar and GNU headers, checksum taken with
+    zlib.adler32) decodes every archive as tarfile does, or leaves it to
+    tarfile: on random archives, intact, with a corrupted header (whose
+    checksum then fails) and cut at a block boundary."""
+
+    def test_random_archives(self):
+        rng = random.Random(7)
+        for i in range(400):
+            buf, headers = random_archive(rng)
+            cases = [("intact", buf)]
+            if headers:
+                bad = bytearray(buf)
+                h = rng.choice(headers)
+                bad[h + rng.randrange(512)] ^= 1 << rng.randrange(8)
+                cases.append(("corrupt header", bytes(bad)))
+                bad = bytearray(buf)
+                h = rng.choice(headers)
+                field = bad[h + 148 : h + 156]
+                digit = rng.randrange(6)  # one digit of the checksum's six
+                bad[h + 148 + digit] = ord("0") + (field[digit] - ord("0") + rng.randint(1, 7)) % 8
+                cases.append(("corrupt checksum", bytes(bad)))
+                # From the first block on: an empty body is an empty batch
+                # to decode_tar, an empty file to tarfile.
+                cut = rng.randrange(1, len(buf) // 512) * 512
+                cases.append((f"cut at {cut}", buf[:cut]))
+            for what, b in cases:
+                with self.subTest(archive=i, case=what):
+                    self.assertEqual(outcome(decode_tar, b), outcome(_decode_tarfile, b))
+
+    def test_checksum_is_exact(self):
+        # A header whose byte sum exceeds 65521 (a name, prefix, user and
+        # group of bytes 0xff): the checksum taken from adler32 is the exact
+        # sum, not the sum modulo 65521, so a checksum off by 65521 is
+        # refused as tarfile refuses it.
+        key = "\udcff" * 150 + "/" + "\udcff" * 90  # bytes 0xff, by surrogateescape
+        ti = tarfile.TarInfo(key + ".bin")
+        ti.size, ti.uname, ti.gname = 1, "\udcff" * 31, "\udcff" * 31
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+            tf.addfile(ti, io.BytesIO(b"x"))
+        buf = bytearray(out.getvalue())
+        self.assertEqual(decode_tar(bytes(buf)), [{"__key__": key, "bin": b"x"}])
+        chk = int(bytes(buf[148:154]), 8)
+        self.assertGreater(chk, 65521)
+        buf[148:155] = b"%06o\x00" % (chk - 65521)
+        self.assertEqual(outcome(decode_tar, bytes(buf)), ("TarError",))
+        self.assertEqual(outcome(_decode_tarfile, bytes(buf)), ("TarError",))
 
 
 if __name__ == "__main__":

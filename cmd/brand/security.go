@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+// securityFlags are serve's flags for who may read and over what: bearer
+// tokens, TLS, and a separate listener for the operators' endpoints.
+type securityFlags struct {
+	tokenFile   string
+	tlsCert     string
+	tlsKey      string
+	adminListen string
+}
+
+func (f *securityFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.tokenFile, "auth-token-file", "", "require a bearer token from this file (one a line; # comments) on every endpoint but /healthz and /readyz")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain); reloaded when the file changes")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "serve /metrics, /stats, /plan, /datasets with store URLs and /debug/pprof/ on this address instead of the data port")
+}
+
+// tokens reads the token file: one token a line, blank lines and lines
+// starting with # ignored. No file means no authentication; a file with no
+// token is an error, since it would lock every client out or (worse) be
+// read as "no authentication".
+func (f *securityFlags) tokens() ([]string, error) {
+	if f.tokenFile == "" {
+		return nil, nil
+	}
+	file, err := os.Open(f.tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token-file: %w", err)
+	}
+	defer file.Close()
+	var out []string
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if strings.ContainsAny(t, " \t") {
+			return nil, fmt.Errorf("--auth-token-file %s: a token must not contain spaces", f.tokenFile)
+		}
+		out = append(out, t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--auth-token-file: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--auth-token-file %s holds no token", f.tokenFile)
+	}
+	return out, nil
+}
+
+// wrap makes ln serve TLS when --tls-cert and --tls-key are given.
+func (f *securityFlags) wrap(ln net.Listener, log zerolog.Logger) (net.Listener, error) {
+	switch {
+	case f.tlsCert == "" && f.tlsKey == "":
+		return ln, nil
+	case f.tlsCert == "" || f.tlsKey == "":
+		ln.Close()
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	r, err := newCertReloader(f.tlsCert, f.tlsKey, log)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return tls.NewListener(ln, r.tlsConfig()), nil
+}
+
+// warnIfOpen warns when the gateway listens beyond this machine without
+// authentication: anyone who reaches the port reads the datasets.
+func (f *securityFlags) warnIfOpen(addr net.Addr, authenticated bool, log zerolog.Logger) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if authenticated || !ok || tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn().Str("addr", addr.String()).
+		Msg("serving a non-loopback address without authentication: anyone who reaches it can read the datasets; give --auth-token-file, or --listen 127.0.0.1:PORT behind a proxy that authenticates")
+}
+
+// serveAdmin serves g's admin handler on ln until ctx ends.
+func serveAdmin(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener) {
+	srv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn().Err(err).Msg("admin listener stopped")
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /stats, /plan and /debug/pprof/ on the admin listener")
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// TestServeTLSTokensAndAdmin runs `brand serve` with a generated
+// certificate, a token file and an admin listener: batches need the token
+// and arrive over TLS; the admin endpoints are on their own port.
+func TestServeTLSTokensAndAdmin(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	if err := (synth.Spec{Samples: 40, MeanBytes: 1 << 10, Seed: 3}).WriteTree(src); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := filepath.Join(root, "store")
+	store, err := s3backend.NewLocal(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 16 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := writeCert(t, root, "brand-test", time.Now())
+	tokens := filepath.Join(root, "tokens")
+	if err := os.WriteFile(tokens, []byte("# rotated monthly\nold-token\n\nnew-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(sctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", "127.0.0.1:0", "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off",
+				"--tls-cert", certFile, "--tls-key", keyFile, "--auth-token-file", tokens, "--admin-listen", "127.0.0.1:0"})
+	}()
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	get := func(url, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return -1
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	addr := regexp.MustCompile(`"addr":"([^"]+)","cache_bytes"`)
+	adminAddr := regexp.MustCompile(`"addr":"([^"]+)"[^\n]*"message":"serving /metrics`)
+	var base, admin string
+	deadline := time.Now().Add(60 * time.Second)
+	for base == "" || admin == "" || get(base+"/readyz", "") != 200 {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, stderr.String())
+		default:
+		}
+		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
+			base = "https://" + m[1]
+		}
+		if m := adminAddr.FindStringSubmatch(stderr.String()); m != nil {
+			admin = "https://" + m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never became ready: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tt := range []struct {
+		url, token string
+		want       int
+	}{
+		{base + "/epoch/0/batch/0", "", 401},
+		{base + "/epoch/0/batch/0", "wrong", 401},
+		{base + "/epoch/0/batch/0", "old-token", 200},
+		{base + "/epoch/0/batch/0", "new-token", 200},
+		{base + "/metrics", "new-token", 404},
+		{admin + "/metrics", "", 401},
+		{admin + "/metrics", "new-token", 200},
+		{admin + "/stats", "old-token", 200},
+		{strings.Replace(base, "https", "http", 1) + "/healthz", "", 400},
+	} {
+		if got := get(tt.url, tt.token); got != tt.want && !(tt.want == 400 && got == -1) {
+			t.Errorf("GET %s with token %q: %d, want %d", tt.url, tt.token, got, tt.want)
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exited with %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "new-token") || strings.Contains(stderr.String(), "old-token") {
+		t.Error("a token appears in the log")
+	}
+}

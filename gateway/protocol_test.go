@@ -1,0 +1,192 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/gateway"
+)
+
+// TestMethods checks that only GET and HEAD are served, on /metrics too,
+// and that every 405 says so in an Allow header.
+func TestMethods(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	g, _ := start(t, f.store, nil)
+	tests := []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/metrics", 200},
+		{http.MethodHead, "/metrics", 200},
+		{http.MethodPost, "/metrics", 405},
+		{http.MethodPut, "/metrics", 405},
+		{http.MethodDelete, "/metrics", 405},
+		{http.MethodPatch, "/metrics", 405},
+		{"PROPFIND", "/metrics", 405},
+		{http.MethodHead, "/epoch/0/batch/0", 200},
+		{http.MethodPost, "/epoch/0/batch/0", 405},
+		{http.MethodPut, "/samples/class0/sample00000", 405},
+		{http.MethodDelete, "/datasets", 405},
+		{http.MethodOptions, "/readyz", 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			g.ServeHTTP(w, httptest.NewRequest(tt.method, tt.path, nil))
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d; body %s", w.Code, tt.status, w.Body)
+			}
+			allow := w.Header().Get("Allow")
+			if tt.status == 405 {
+				if allow != "GET, HEAD" {
+					t.Fatalf("405 with Allow %q, want %q", allow, "GET, HEAD")
+				}
+				var e struct{ Status int }
+				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Status != 405 {
+					t.Fatalf("405 body %q is not a JSON error with status 405", w.Body)
+				}
+			}
+		})
+	}
+}
+
+// TestHeadSampleReadsNothing checks that HEAD /samples/{key} answers from
+// the index, with the length GET serves, without reading the chunk.
+func TestHeadSampleReadsNothing(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	cs := newCountingStore(f.store)
+	_, srv := start(t, cs, func(c *gateway.Config) { c.PrefetchConcurrency = -1 })
+	url := srv.URL + "/samples/class1/sample00001"
+	resp, err := http.Head(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if reads, _, _ := cs.chunkReads(); reads != 0 || resp.StatusCode != 200 {
+		t.Fatalf("HEAD: status %d after %d chunk reads, want 200 after none", resp.StatusCode, reads)
+	}
+	gresp, body := get(t, url)
+	if gresp.StatusCode != 200 || resp.ContentLength != int64(len(body)) || resp.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("HEAD: length %d type %q; GET: %d, %d bytes", resp.ContentLength, resp.Header.Get("Content-Type"), gresp.StatusCode, len(body))
+	}
+	resp, err = http.Head(srv.URL + "/samples/no/such/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("HEAD of an unknown sample: %d, want 404", resp.StatusCode)
+	}
+}
+
+// hookWriter is a log destination that keeps every line and calls hook,
+// outside its lock, on the first line containing trigger.
+type hookWriter struct {
+	trigger string
+	hook    func()
+
+	mu    sync.Mutex
+	lines bytes.Buffer
+	fired bool
+}
+
+func (w *hookWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.lines.Write(p)
+	fire := !w.fired && w.trigger != "" && bytes.Contains(p, []byte(w.trigger))
+	w.fired = w.fired || fire
+	w.mu.Unlock()
+	if fire {
+		w.hook()
+	}
+	return len(p), nil
+}
+
+func (w *hookWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lines.String()
+}
+
+// TestNotReadySaysWhy checks that the 503s before the gateway is ready say
+// what it is doing: reading the indexes, then allocating the cache.
+func TestNotReadySaysWhy(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	var g *gateway.Gateway
+	readyz := func() (int, string) {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return w.Code, w.Body.String()
+	}
+	var during struct {
+		code int
+		body string
+	}
+	// Load logs that it starts allocating: ask /readyz at that moment.
+	logs := &hookWriter{trigger: "allocating chunk cache memory", hook: func() { during.code, during.body = readyz() }}
+	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}},
+		CacheSize: 8 << 20, Logger: zerolog.New(logs).Level(zerolog.InfoLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if code, body := readyz(); code != 503 || !strings.Contains(body, "not ready: dataset indexes are still loading") {
+		t.Fatalf("before Load: %d %s", code, body)
+	}
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if during.code != 503 || !strings.Contains(during.body, "not ready: allocating the chunk cache's memory (up to 8.0 MiB)") {
+		t.Fatalf("during preallocation: %d %s\nlogs:\n%s", during.code, during.body, logs)
+	}
+	if code, body := readyz(); code != 200 {
+		t.Fatalf("after Load: %d %s", code, body)
+	}
+}
+
+// TestAccessLog checks that a request's log line carries a bounded prefix
+// of its path with the full length, and its duration in milliseconds.
+func TestAccessLog(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	logs := &hookWriter{}
+	g, _ := start(t, f.store, func(c *gateway.Config) { c.Logger = zerolog.New(logs) })
+	long := "/epoch/0/batch/0?seed=" + strings.Repeat("9", 700<<10)
+	for _, path := range []string{"/epoch/0/batch/0?seed=1", long} {
+		g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+	}
+	var got []map[string]any
+	for line := range strings.Lines(logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %.200s", line)
+		}
+		if m["message"] == "request" {
+			if len(line) > 2<<10 {
+				t.Errorf("log line of %d bytes", len(line))
+			}
+			got = append(got, m)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d request lines, want 2:\n%.2000s", len(got), logs)
+	}
+	if got[0]["path"] != "/epoch/0/batch/0?seed=1" || got[0]["path_bytes"] != nil {
+		t.Errorf("short path logged as %v (path_bytes %v)", got[0]["path"], got[0]["path_bytes"])
+	}
+	if p, _ := got[1]["path"].(string); !strings.HasPrefix(long, strings.TrimSuffix(p, "…")) || len(p) > 1100 || got[1]["path_bytes"] != float64(len(long)) {
+		t.Errorf("long path logged as %d bytes with path_bytes %v, want a prefix and %d", len(p), got[1]["path_bytes"], len(long))
+	}
+	for _, m := range got {
+		if _, ok := m["duration_ms"].(float64); !ok || m["duration"] != nil {
+			t.Errorf("request line without a duration_ms number: %v", m)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/gateway"
+)
+
+// repack overwrites f's store with another dataset, as `brand pack
+// --overwrite` would, and returns the new one (whose content to check
+// against).
+func repack(t *testing.T, f *fixture, chunks, perChunk int) *fixture {
+	t.Helper()
+	return newFixtureIn(t, f.dir, chunks, perChunk)
+}
+
+func datasets(t *testing.T, base string) api.DatasetInfo {
+	t.Helper()
+	resp, err := http.Get(base + "/datasets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l api.DatasetList
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &l); err != nil || len(l.Datasets) != 1 {
+		t.Fatalf("/datasets: %v: %s", err, b)
+	}
+	return l.Datasets[0]
+}
+
+// TestReloadIndex: a dataset re-packed under a running gateway is served
+// from its new index after a reload, explicit or polled, with new batch
+// ETags and the new version in /datasets and the metrics.
+func TestReloadIndex(t *testing.T) {
+	tests := []struct {
+		name string
+		poll time.Duration
+	}{
+		{"explicit", -1},
+		{"polled", 20 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 4, 3)
+			g, srv := start(t, f.store, func(c *gateway.Config) {
+				c.Defaults.Window, c.Defaults.BatchSize = 2, 6
+				c.IndexPoll = tc.poll
+			})
+			url := srv.URL + "/epoch/0/batch/0"
+			old, _ := get(t, url)
+			before := datasets(t, srv.URL)
+			if before.IndexVersion != 1 || before.IndexETag == "" {
+				t.Fatalf("/datasets before a reload: %+v", before)
+			}
+			if got, err := g.Reload(context.Background()); err != nil || len(got) != 0 {
+				t.Fatalf("Reload of an unchanged index = %v, %v", got, err)
+			}
+			nf := repack(t, f, 3, 5)
+			if tc.poll < 0 {
+				got, err := g.Reload(context.Background())
+				if err != nil || !slices.Equal(got, []string{"test"}) {
+					t.Fatalf("Reload = %v, %v; want [test]", got, err)
+				}
+			} else {
+				deadline := time.Now().Add(10 * time.Second)
+				for datasets(t, srv.URL).IndexVersion != 2 {
+					if time.Now().After(deadline) {
+						t.Fatal("the poller did not reload the new index")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			after := datasets(t, srv.URL)
+			if after.IndexVersion != 2 || after.IndexID != nf.index.ID() || after.IndexETag == before.IndexETag {
+				t.Fatalf("/datasets after a reload: %+v (before %+v)", after, before)
+			}
+			resp, body := get(t, url)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("after the reload: %s: %s", resp.Status, body)
+			}
+			if resp.Header.Get("ETag") == old.Header.Get("ETag") {
+				t.Error("the new version's batch has the old ETag")
+			}
+			if resp.Header.Get(api.HeaderIndex) != nf.index.ID() {
+				t.Errorf("served from index %s, want %s", resp.Header.Get(api.HeaderIndex), nf.index.ID())
+			}
+			samples := readTar(t, body)
+			if len(samples) != 6 {
+				t.Fatalf("%d samples", len(samples))
+			}
+			for _, s := range samples {
+				if string(s.files["jpg"]) != string(nf.content[s.key]["jpg"]) {
+					t.Fatalf("sample %s: not the new version's bytes", s.key)
+				}
+			}
+			if got := metric(t, srv.URL, `brand_index_reloads_total{dataset="test"}`); got != 1 {
+				t.Errorf("brand_index_reloads_total = %v, want 1", got)
+			}
+		})
+	}
+}
