@@ -20,8 +20,9 @@ const (
 	// recently.
 	statsJobs = 8
 	// statsEpochs is how many epochs a stream keeps figures for: the
-	// highest-numbered ones.
-	statsEpochs = 4
+	// highest-numbered ones. A benchmark or a monitoring scrape reads them
+	// after the run's epochs, so this covers a few more than a typical one.
+	statsEpochs = 16
 	// statsTrace bounds a stream's demand trace, from which the optimal
 	// policy's figures are computed: 1M chunk accesses (4 MiB) cover
 	// several epochs of a million-sample dataset. Beyond it the older half

@@ -112,12 +112,12 @@ func TestStatsBounded(t *testing.T) {
 	serve(100, 1000, func(int) int { return 1 })
 	serve(0, 500, func(e int) int { return 1000 + e }) // 500 distinct seeds
 	after := heap()
-	if n := len(g.EpochStats()); n > 8*4 {
-		t.Errorf("%d epochs kept in the statistics, want at most 32 (8 jobs × 4 epochs)", n)
+	if n := len(g.EpochStats()); n > 8*16 {
+		t.Errorf("%d epochs kept in the statistics, want at most 128 (8 jobs × 16 epochs)", n)
 	}
 	series := strings.Count(scrape(t, srv.URL), "\nbrand_epoch_")
-	if series > 3*8*4 {
-		t.Errorf("/metrics has %d per-epoch series, want at most %d", series, 3*8*4)
+	if series > 3*8*16 {
+		t.Errorf("/metrics has %d per-epoch series, want at most %d", series, 3*8*16)
 	}
 	t.Logf("heap %d → %d bytes; %d epoch stats; %d per-epoch series", before, after, len(g.EpochStats()), series)
 	if after > before+8<<20 {
