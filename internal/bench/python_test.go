@@ -43,7 +43,7 @@ func TestPythonGroup(t *testing.T) {
 	count := map[string]int{}
 	for _, r := range rep.Rows {
 		count[r.Config]++
-		if r.Samples != int64(cfg.Dataset.Samples) || r.SamplesPerSec <= 0 || r.CPU == nil || r.CPU.Harness <= 0 || r.Concurrency < 1 {
+		if r.Samples != int64(cfg.Dataset.Samples) || r.SamplesPerSec <= 0 || r.CPU == nil || r.CPU.Harness <= 0 || len(r.Sweep) == 0 {
 			t.Errorf("%s: %d samples at %.0f samples/s, CPU %+v, concurrency %d; want every sample, measured", r.Label, r.Samples, r.SamplesPerSec, r.CPU, r.Concurrency)
 		}
 	}
