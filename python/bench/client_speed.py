@@ -13,6 +13,10 @@ only the ratios: both clients share the machine with the gateway.
     python3 python/bench/client_speed.py --url http://127.0.0.1:8181 --batch-size 64 --rounds 3
 
 With ``--gateway-pid`` the gateway's CPU over each measurement is shown too.
+With ``--baseline DIR`` (a ``python/`` directory of another checkout, e.g.
+``mkdir /tmp/before && git archive main python | tar -x -C /tmp/before``, then
+``--baseline /tmp/before/python``), that tree's client is measured in
+each round as well, as "before".
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,6 +62,7 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--go-bin", help="a built internal/bench/clientspeed (default: go build it)")
     p.add_argument("--gateway-pid", type=int)
+    p.add_argument("--baseline", help="another python/ tree whose client is measured too")
     a = p.parse_args()
 
     go_bin = a.go_bin
@@ -77,27 +83,38 @@ def main() -> None:
     def py(epoch: int) -> Dict[str, Any]:
         return run([a.python, os.path.join(HERE, "loaders.py"), "client", *common, "--epoch", str(epoch), "--warmup", "1"], a.gateway_pid)
 
+    def before(epoch: int) -> Dict[str, Any]:
+        return run([a.python, base_loaders, "client", *common, "--epoch", str(epoch), "--warmup", "1"], a.gateway_pid)
+
+    contenders = [("Go", go), ("Python", py)]
+    if a.baseline:
+        # loaders.py imports brand from the directory above its own.
+        tmp = tmp or tempfile.mkdtemp(prefix="client-speed-")
+        os.makedirs(os.path.join(tmp, "bench"), exist_ok=True)
+        base_loaders = os.path.join(tmp, "bench", "loaders.py")
+        shutil.copy(os.path.join(HERE, "loaders.py"), base_loaders)
+        os.symlink(os.path.abspath(os.path.join(a.baseline, "brand")), os.path.join(tmp, "brand"))
+        contenders.append(("before", before))
     py(a.warm)
     rows = []
     epoch = a.warm + 1
     for _ in range(a.rounds):
-        for name, fn in (("Go", go), ("Python", py)):
+        for name, fn in contenders:
             r = fn(epoch)
             epoch += 1
             gb = r["bytes"] / 1e9
             rows.append((name, r["samples"] / r["seconds"], r["cpu_seconds"] / gb, r["gateway_cpu_seconds"] / (2 * gb), r))  # the gateway served the epoch twice
-            print(f"{name:7s} epoch {r['epoch'] if 'epoch' in r else epoch - 1:3d}: {rows[-1][1]:9.0f} samples/s, "
+            print(f"{name:7s} epoch {epoch - 1:3d}: {rows[-1][1]:9.0f} samples/s, "
                   f"{r['bytes'] / r['seconds'] / 1e6:7.0f} MB/s, client {rows[-1][2]:.3f} CPU-s/GB"
                   + (f", gateway {rows[-1][3]:.3f} CPU-s/GB" if a.gateway_pid else ""), flush=True)
+    names = [n for n, _ in contenders]
     med = {n: (statistics.median(r[1] for r in rows if r[0] == n), statistics.median(r[2] for r in rows if r[0] == n))
-           for n in ("Go", "Python")}
-    print(f"median: Go {med['Go'][0]:.0f} samples/s at {med['Go'][1]:.3f} CPU-s/GB; "
-          f"Python {med['Python'][0]:.0f} samples/s at {med['Python'][1]:.3f} CPU-s/GB")
-    print(f"Python ÷ Go: samples/s {med['Python'][0] / med['Go'][0]:.2f} (target ≥ 0.80), "
-          f"CPU-s/GB {med['Python'][1] / med['Go'][1]:.2f}")
+           for n in names}
+    print("median: " + "; ".join(f"{n} {med[n][0]:.0f} samples/s at {med[n][1]:.3f} CPU-s/GB" for n in names))
+    for n in names[1:]:
+        print(f"{n} ÷ Go: samples/s {med[n][0] / med['Go'][0]:.2f} (target ≥ 0.80), CPU-s/GB {med[n][1] / med['Go'][1]:.2f}")
     if tmp:
-        os.remove(go_bin)
-        os.rmdir(tmp)
+        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
