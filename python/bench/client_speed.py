@@ -63,6 +63,8 @@ def main() -> None:
     p.add_argument("--go-bin", help="a built internal/bench/clientspeed (default: go build it)")
     p.add_argument("--gateway-pid", type=int)
     p.add_argument("--baseline", help="another python/ tree whose client is measured too")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure each process's first epoch (as a DataLoader worker's, which starts every epoch), not a second")
     a = p.parse_args()
 
     go_bin = a.go_bin
@@ -71,6 +73,7 @@ def main() -> None:
         tmp = tempfile.mkdtemp(prefix="client-speed-")
         go_bin = os.path.join(tmp, "clientspeed")
         subprocess.run(["go", "build", "-o", go_bin, "./internal/bench/clientspeed"], cwd=REPO, check=True)
+    warmup = "0" if a.fresh else "1"
     common = ["--url", a.url, "--batch-size", str(a.batch_size), "--ahead", str(a.ahead)]
     if a.dataset:
         common += ["--dataset", a.dataset]
@@ -78,13 +81,13 @@ def main() -> None:
     def go(epoch: int) -> Dict[str, Any]:
         # The epoch twice, the first unmeasured (the last line is kept): a
         # fresh process's first epoch faults its memory in.
-        return run([go_bin, *common, "--epochs", f"{epoch},{epoch}"], a.gateway_pid)
+        return run([go_bin, *common, "--epochs", str(epoch) if a.fresh else f"{epoch},{epoch}"], a.gateway_pid)
 
     def py(epoch: int) -> Dict[str, Any]:
-        return run([a.python, os.path.join(HERE, "loaders.py"), "client", *common, "--epoch", str(epoch), "--warmup", "1"], a.gateway_pid)
+        return run([a.python, os.path.join(HERE, "loaders.py"), "client", *common, "--epoch", str(epoch), "--warmup", warmup], a.gateway_pid)
 
     def before(epoch: int) -> Dict[str, Any]:
-        return run([a.python, base_loaders, "client", *common, "--epoch", str(epoch), "--warmup", "1"], a.gateway_pid)
+        return run([a.python, base_loaders, "client", *common, "--epoch", str(epoch), "--warmup", warmup], a.gateway_pid)
 
     contenders = [("Go", go), ("Python", py)]
     if a.baseline:
@@ -103,7 +106,7 @@ def main() -> None:
             r = fn(epoch)
             epoch += 1
             gb = r["bytes"] / 1e9
-            rows.append((name, r["samples"] / r["seconds"], r["cpu_seconds"] / gb, r["gateway_cpu_seconds"] / (2 * gb), r))  # the gateway served the epoch twice
+            rows.append((name, r["samples"] / r["seconds"], r["cpu_seconds"] / gb, r["gateway_cpu_seconds"] / ((1 if a.fresh else 2) * gb), r))  # epochs served
             print(f"{name:7s} epoch {epoch - 1:3d}: {rows[-1][1]:9.0f} samples/s, "
                   f"{r['bytes'] / r['seconds'] / 1e6:7.0f} MB/s, client {rows[-1][2]:.3f} CPU-s/GB"
                   + (f", gateway {rows[-1][3]:.3f} CPU-s/GB" if a.gateway_pid else ""), flush=True)
