@@ -11,7 +11,7 @@ import (
 )
 
 // TestPythonGroup runs the python group on the smoke test's tiny dataset
-// (about a minute: a Python with torch starts for every measurement; not
+// (tens of seconds: a Python with torch starts for every measurement; not
 // part of TestSmoke, which CI runs):
 // each loader once, through python/bench/loaders.py. It is skipped where
 // no Python imports torch and boto3, and with -short.
