@@ -154,7 +154,7 @@ func DefaultConfig() Config {
 		Brand:         Brand{CacheFractions: []float64{0.25, 0.5, 1}, Epochs: 3, Ahead: 3, AheadLevels: []int{1, 2, 4, 8}},
 		Policy:        Policy{Cache: 0.5, Epochs: 3},
 		ShuffleBuffer: 1000,
-		Python: Python{Workers: []int{2, 4, 8}, ColdWorkers: 2, CacheFractions: []float64{0.5, 1},
+		Python: Python{Workers: []int{2, 4, 8}, BrandWorkers: []int{0, 2, 4}, CacheFractions: []float64{0.5, 1},
 			ObjectSamples: 10000, ClientRounds: 2},
 		Groups:        AllGroups,
 		Bucket:        "brand-bench",
@@ -185,7 +185,7 @@ func SmokeConfig() Config {
 	// The python group starts a Python (and torch) for every measurement:
 	// seconds each. TestPythonGroup runs it on its own.
 	c.Groups = slices.DeleteFunc(slices.Clone(AllGroups), func(g string) bool { return g == GroupPython })
-	c.Python = Python{Workers: []int{1}, ColdWorkers: 1, CacheFractions: []float64{1}, ObjectSamples: 0, ClientRounds: 1}
+	c.Python = Python{Workers: []int{1}, BrandWorkers: []int{0, 1}, ColdWorkers: 1, CacheFractions: []float64{1}, ObjectSamples: 0, ClientRounds: 1}
 	return c
 }
 
@@ -211,7 +211,7 @@ func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Policy.Epochs, d.Policy.Epochs)
 	orDefault(&c.ShuffleBuffer, d.ShuffleBuffer)
 	orDefaultList(&c.Python.Workers, d.Python.Workers)
-	orDefault(&c.Python.ColdWorkers, d.Python.ColdWorkers)
+	orDefaultList(&c.Python.BrandWorkers, d.Python.BrandWorkers)
 	orDefaultList(&c.Python.CacheFractions, d.Python.CacheFractions)
 	orDefault(&c.Python.ClientRounds, d.Python.ClientRounds)
 	orDefaultList(&c.Groups, d.Groups)
@@ -303,7 +303,10 @@ func (p Python) validate() error {
 			return fmt.Errorf("python cache fraction %g must be in (0, 1]", f)
 		}
 	}
-	return checkLevels(p.Workers, []int{p.ColdWorkers, p.ClientRounds})
+	if p.ColdWorkers < 0 || len(p.BrandWorkers) == 0 || slices.Min(p.BrandWorkers) < 0 {
+		return fmt.Errorf("python brand workers %v and cold workers %d: need at least one, each >= 0", p.BrandWorkers, p.ColdWorkers)
+	}
+	return checkLevels(p.Workers, []int{p.ClientRounds})
 }
 
 func (p Policy) validate() error {

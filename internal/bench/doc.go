@@ -29,6 +29,13 @@
 //   - Policies. With the cache at half the dataset, the same job under the
 //     lru and schedule policies over several epochs, beside the planner's
 //     optimum and simulation of the same trace.
+//   - Python. PyTorch's DataLoader over a map-style Dataset that GETs each
+//     sample with boto3 (p), the same DataLoader over brand.torch's
+//     BrandDataset through fresh gateways, and the Python client beside the
+//     Go client on one gateway: python/bench/loaders.py, a process of its
+//     own for every measurement, reporting its own figures and CPU time.
+//     Skipped, with the reason in the report, where no Python imports torch
+//     and boto3.
 //
 // Every configuration reports samples/s, MB/s, read amplification (bytes
 // read from the store ÷ bytes delivered), the cache hit ratio, the p50 and

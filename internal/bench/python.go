@@ -41,9 +41,15 @@ type Python struct {
 	// Script is python/bench/loaders.py; empty: found from the working
 	// directory upwards.
 	Script string
-	// Workers are the DataLoader worker counts tried for (p) and for
-	// Brand's warm epochs (one warm epoch each); each reports its best.
+	// Workers are the DataLoader worker counts tried for (p); it reports
+	// its best.
 	Workers []int
+	// BrandWorkers are the worker counts tried for BrandDataset's warm
+	// epochs (one warm epoch each); it reports its best. 0 is the
+	// DataLoader reading in the trainer's process: brand.Client already
+	// fetches ahead on threads, and no worker pickles the samples over a
+	// pipe.
+	BrandWorkers []int
 	// ColdWorkers are the workers of Brand's cold epoch, read once per
 	// gateway.
 	ColdWorkers int
@@ -281,7 +287,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 	r.logf("  cold epoch, %d workers: %.0f samples/s", cfg.ColdWorkers, float64(cold.res.Samples)/cold.res.Seconds)
 	var warm []measured
 	epoch := 1
-	for _, w := range cfg.Workers {
+	for _, w := range cfg.BrandWorkers {
 		res, use, err := py.run(ctx, pid, append([]string{"brand", "--epoch", strconv.Itoa(epoch), "--workers", strconv.Itoa(w)}, job...)...)
 		if err != nil {
 			return err
@@ -305,7 +311,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 			goRuns = append(goRuns, ep)
 			goEpochs = append(goEpochs, measured{epoch: epoch})
 			epoch++
-			res, use, err := py.run(ctx, pid, append([]string{"client", "--epoch", strconv.Itoa(epoch), "--ahead", strconv.Itoa(r.cfg.Brand.Ahead)}, job...)...)
+			res, use, err := py.run(ctx, pid, append([]string{"client", "--epoch", strconv.Itoa(epoch), "--warmup", "1", "--ahead", strconv.Itoa(r.cfg.Brand.Ahead)}, job...)...)
 			if err != nil {
 				return err
 			}
@@ -326,13 +332,13 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 	best := 0
 	var points []SweepPoint
 	for i, m := range warm {
-		points = append(points, SweepPoint{Concurrency: cfg.Workers[i], SamplesPerSec: float64(m.res.Samples) / m.res.Seconds, MBPerSec: float64(m.res.Bytes) / m.res.Seconds / 1e6})
+		points = append(points, SweepPoint{Concurrency: cfg.BrandWorkers[i], SamplesPerSec: float64(m.res.Samples) / m.res.Seconds, MBPerSec: float64(m.res.Bytes) / m.res.Seconds / 1e6})
 		if points[i].SamplesPerSec > points[best].SamplesPerSec {
 			best = i
 		}
 	}
 	m := warm[best]
-	add("Brand, PyTorch DataLoader, "+at+", warm, best workers", m.epoch, m.res, m.use, backend, cfg.Workers[best], points)
+	add("Brand, PyTorch DataLoader, "+at+", warm, best workers", m.epoch, m.res, m.use, backend, cfg.BrandWorkers[best], points)
 
 	if len(goRuns) > 0 {
 		// The rounds together, as one row each: samples and seconds summed.

@@ -56,7 +56,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if r.RequestP50Ms > 0 {
 			req50, req99 = fmt.Sprintf("%.1f", r.RequestP50Ms), fmt.Sprintf("%.1f", r.RequestP99Ms)
 		}
-		if r.Concurrency > 0 {
+		if r.Concurrency > 0 || r.Group == GroupPython {
 			conc = fmt.Sprint(r.Concurrency)
 		}
 		if r.HitRatio != nil {

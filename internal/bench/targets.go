@@ -218,7 +218,7 @@ func (r *runner) pythonTargets(find func(string) *Row) []Target {
 			name, want = "PyTorch: Brand warm epoch ÷ (p) boto3 per sample", warmWant
 		}
 		t := atLeast(name+size+at, row.SamplesPerSec/p.SamplesPerSec, want)
-		t.Note = fmt.Sprintf("%.0f against %.0f samples/s; %d workers against %d", row.SamplesPerSec, p.SamplesPerSec, row.Concurrency, p.Concurrency)
+		t.Note = fmt.Sprintf("%.0f against %.0f samples/s; %d DataLoader workers against %d", row.SamplesPerSec, p.SamplesPerSec, row.Concurrency, p.Concurrency)
 		out = append(out, t)
 	}
 	if g, py := find(ConfigGoClient), find(ConfigPyClient); g != nil && py != nil {

@@ -13,6 +13,10 @@ only the ratios: both clients share the machine with the gateway.
     python3 python/bench/client_speed.py --url http://127.0.0.1:8181 --batch-size 64 --rounds 3
 
 With ``--gateway-pid`` the gateway's CPU over each measurement is shown too.
+With ``--baseline DIR`` (a ``python/`` directory of another checkout, e.g.
+``mkdir /tmp/before && git archive main python | tar -x -C /tmp/before``, then
+``--baseline /tmp/before/python``), that tree's client is measured in
+each round as well, as "before".
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +47,7 @@ def run(cmd: List[str], gateway_pid: Optional[int]) -> Dict[str, Any]:
     g0 = proc_cpu(gateway_pid)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
     r = json.loads(out.strip().splitlines()[-1])
-    r["gateway_cpu_seconds"] = proc_cpu(gateway_pid) - g0  # includes the process's start
+    r["gateway_cpu_seconds"] = proc_cpu(gateway_pid) - g0  # over the whole process, warm-up included
     return r
 
 
@@ -57,6 +62,9 @@ def main() -> None:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--go-bin", help="a built internal/bench/clientspeed (default: go build it)")
     p.add_argument("--gateway-pid", type=int)
+    p.add_argument("--baseline", help="another python/ tree whose client is measured too")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure each process's first epoch (as a DataLoader worker's, which starts every epoch), not a second")
     a = p.parse_args()
 
     go_bin = a.go_bin
@@ -65,37 +73,51 @@ def main() -> None:
         tmp = tempfile.mkdtemp(prefix="client-speed-")
         go_bin = os.path.join(tmp, "clientspeed")
         subprocess.run(["go", "build", "-o", go_bin, "./internal/bench/clientspeed"], cwd=REPO, check=True)
+    warmup = "0" if a.fresh else "1"
     common = ["--url", a.url, "--batch-size", str(a.batch_size), "--ahead", str(a.ahead)]
     if a.dataset:
         common += ["--dataset", a.dataset]
 
     def go(epoch: int) -> Dict[str, Any]:
-        return run([go_bin, *common, "--epochs", str(epoch)], a.gateway_pid)
+        # The epoch twice, the first unmeasured (the last line is kept): a
+        # fresh process's first epoch faults its memory in.
+        return run([go_bin, *common, "--epochs", str(epoch) if a.fresh else f"{epoch},{epoch}"], a.gateway_pid)
 
     def py(epoch: int) -> Dict[str, Any]:
-        return run([a.python, os.path.join(HERE, "loaders.py"), "client", *common, "--epoch", str(epoch)], a.gateway_pid)
+        return run([a.python, os.path.join(HERE, "loaders.py"), "client", *common, "--epoch", str(epoch), "--warmup", warmup], a.gateway_pid)
 
+    def before(epoch: int) -> Dict[str, Any]:
+        return run([a.python, base_loaders, "client", *common, "--epoch", str(epoch), "--warmup", warmup], a.gateway_pid)
+
+    contenders = [("Go", go), ("Python", py)]
+    if a.baseline:
+        # loaders.py imports brand from the directory above its own.
+        tmp = tmp or tempfile.mkdtemp(prefix="client-speed-")
+        os.makedirs(os.path.join(tmp, "bench"), exist_ok=True)
+        base_loaders = os.path.join(tmp, "bench", "loaders.py")
+        shutil.copy(os.path.join(HERE, "loaders.py"), base_loaders)
+        os.symlink(os.path.abspath(os.path.join(a.baseline, "brand")), os.path.join(tmp, "brand"))
+        contenders.append(("before", before))
     py(a.warm)
     rows = []
     epoch = a.warm + 1
     for _ in range(a.rounds):
-        for name, fn in (("Go", go), ("Python", py)):
+        for name, fn in contenders:
             r = fn(epoch)
             epoch += 1
             gb = r["bytes"] / 1e9
-            rows.append((name, r["samples"] / r["seconds"], r["cpu_seconds"] / gb, r["gateway_cpu_seconds"] / gb, r))
-            print(f"{name:7s} epoch {r['epoch'] if 'epoch' in r else epoch - 1:3d}: {rows[-1][1]:9.0f} samples/s, "
+            rows.append((name, r["samples"] / r["seconds"], r["cpu_seconds"] / gb, r["gateway_cpu_seconds"] / ((1 if a.fresh else 2) * gb), r))  # epochs served
+            print(f"{name:7s} epoch {epoch - 1:3d}: {rows[-1][1]:9.0f} samples/s, "
                   f"{r['bytes'] / r['seconds'] / 1e6:7.0f} MB/s, client {rows[-1][2]:.3f} CPU-s/GB"
                   + (f", gateway {rows[-1][3]:.3f} CPU-s/GB" if a.gateway_pid else ""), flush=True)
+    names = [n for n, _ in contenders]
     med = {n: (statistics.median(r[1] for r in rows if r[0] == n), statistics.median(r[2] for r in rows if r[0] == n))
-           for n in ("Go", "Python")}
-    print(f"median: Go {med['Go'][0]:.0f} samples/s at {med['Go'][1]:.3f} CPU-s/GB; "
-          f"Python {med['Python'][0]:.0f} samples/s at {med['Python'][1]:.3f} CPU-s/GB")
-    print(f"Python ÷ Go: samples/s {med['Python'][0] / med['Go'][0]:.2f} (target ≥ 0.80), "
-          f"CPU-s/GB {med['Python'][1] / med['Go'][1]:.2f}")
+           for n in names}
+    print("median: " + "; ".join(f"{n} {med[n][0]:.0f} samples/s at {med[n][1]:.3f} CPU-s/GB" for n in names))
+    for n in names[1:]:
+        print(f"{n} ÷ Go: samples/s {med[n][0] / med['Go'][0]:.2f} (target ≥ 0.80), CPU-s/GB {med[n][1] / med['Go'][1]:.2f}")
     if tmp:
-        os.remove(go_bin)
-        os.rmdir(tmp)
+        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

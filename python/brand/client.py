@@ -319,11 +319,7 @@ class Client:
     def batch(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> List[Sample]:
         """Batch ``batch`` of ``epoch``, decoded into samples (dicts in
         WebDataset's convention: ``{"__key__": key, "jpg": b"...", ...}``)."""
-        body = self.batch_bytes(epoch, batch, params)
-        try:
-            return decode_tar(body)
-        except TarError as e:
-            raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
+        return _decode(epoch, batch, self.batch_bytes(epoch, batch, params))
 
     def epoch(self, epoch: int, info: Optional[Dict[str, Any]] = None) -> Iterator[List[Sample]]:
         """Every batch of ``epoch`` for this rank, in order, as lists of samples.
@@ -342,18 +338,27 @@ class Client:
             for m in range(n):
                 yield self.batch(epoch, m, q)
             return
+        # The threads only fetch (socket reads release the GIL); batches are
+        # decoded here, on the consumer's thread. Decoded on the fetching
+        # threads, their samples came from glibc's per-thread arenas, whose
+        # heaps are unmapped once empty and faulted in again for the next
+        # batches: 1.35 CPU-s/GB against 0.4 (100 KiB samples, 3 ahead).
         pool = self._executor()
-        pending: Deque["Future[List[Sample]]"] = collections.deque()
+        pending: Deque["Future[bytes]"] = collections.deque()
         nxt = 0
         try:
             while nxt < n and len(pending) <= self.ahead:
-                pending.append(pool.submit(self.batch, epoch, nxt, q))
+                pending.append(pool.submit(self.batch_bytes, epoch, nxt, q))
                 nxt += 1
+            m = 0
             while pending:
-                b = pending.popleft().result()
+                body = pending.popleft().result()
                 if nxt < n:
-                    pending.append(pool.submit(self.batch, epoch, nxt, q))
+                    pending.append(pool.submit(self.batch_bytes, epoch, nxt, q))
                     nxt += 1
+                b = _decode(epoch, m, body)
+                del body
+                m += 1
                 yield b
         finally:
             for f in pending:
@@ -403,6 +408,13 @@ class Client:
         self._pool = None
         self._conns = []
         self._lock = threading.Lock()
+
+
+def _decode(epoch: int, batch: int, body: bytes) -> List[Sample]:
+    try:
+        return decode_tar(body)
+    except TarError as e:
+        raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 
 
 def _pinned(info: Mapping[str, Any], offset: int) -> Dict[str, str]:

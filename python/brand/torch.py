@@ -62,7 +62,7 @@ import torch.distributed as _dist
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._tar import Sample
-from .client import Client
+from .client import Client, tune_malloc
 
 __all__ = ["BrandDataset", "BrandLoader", "ddp_world"]
 
@@ -155,6 +155,10 @@ class BrandDataset(IterableDataset):
         self.rank = rank
         self.ahead = ahead
         self.client_options = client_options
+        if client_options.get("tune_malloc", True):
+            # The trainer's process unpickles every batch its workers send:
+            # memory reused, not faulted in anew (see brand.tune_malloc).
+            tune_malloc()
         self.epoch = 0
         # Resume point: (epoch, position) from load_state_dict.
         self._resume: Optional["tuple[int, int]"] = None
