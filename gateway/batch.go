@@ -48,7 +48,11 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
-	tok := g.sched.begin(b.js, b.epoch, b.start, b.job.BatchSize*b.job.World)
+	tok, err := g.sched.begin(b.js, b.epoch, b.start, b.job.BatchSize*b.job.World)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
 	var once sync.Once
 	pinned := func() { once.Do(func() { g.sched.finish(tok) }) }
 	defer pinned()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ type stream struct {
 	edge     epochPos
 	lastSeen time.Time
 	inflight map[epochPos]int // start positions of batches being served
+	busy     int              // batches being served: the sum of inflight
 	// lag is how far behind the leading edge batches have arrived, in
 	// samples: the largest lateness seen, decaying slowly so that a
 	// client that stops reordering is eventually trusted again.
@@ -160,14 +162,28 @@ type inflight struct {
 	at epochPos
 }
 
+// maxStreamInflight bounds the batches one job stream may have being
+// served at once. A job reads a few batches ahead per rank; one that sends
+// hundreds at once would fill the queue for cache room (256 requests)
+// alone and starve every other job, so beyond this it is told to back off.
+const maxStreamInflight = 64
+
+// errStreamBusy is begin's answer to a stream over maxStreamInflight.
+var errStreamBusy = fmt.Errorf("%w: this job has %d batches being served already; read fewer ahead", chunkcache.ErrBusy, maxStreamInflight)
+
 // begin records that a batch starting at start is being served, so that
 // the chunks it still has to pin keep counting as needed now. global is
-// the job's global batch, batch size × world, in samples.
-func (s *schedule) begin(js jobStream, epoch uint64, start, global int) inflight {
+// the job's global batch, batch size × world, in samples. A stream with
+// maxStreamInflight batches in flight gets errStreamBusy instead.
+func (s *schedule) begin(js jobStream, epoch uint64, start, global int) (inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
 	st := s.streamLocked(js, at, s.clock())
+	if st.busy >= maxStreamInflight {
+		return inflight{}, errStreamBusy
+	}
+	st.busy++
 	st.lag -= st.lag / 64
 	if epoch == st.edge.epoch && start < st.edge.pos {
 		st.lag = max(st.lag, st.edge.pos-start)
@@ -175,7 +191,7 @@ func (s *schedule) begin(js jobStream, epoch uint64, start, global int) inflight
 	st.margin = global
 	st.inflight[at]++
 	s.refreshLocked(st)
-	return inflight{js, at}
+	return inflight{js, at}, nil
 }
 
 // finish ends what begin started.
@@ -186,9 +202,16 @@ func (s *schedule) finish(f inflight) {
 	if !ok {
 		return
 	}
-	if st.inflight[f.at]--; st.inflight[f.at] <= 0 {
-		delete(st.inflight, f.at)
+	n, ok := st.inflight[f.at]
+	if !ok {
+		return // finished already
 	}
+	if n <= 1 {
+		delete(st.inflight, f.at)
+	} else {
+		st.inflight[f.at] = n - 1
+	}
+	st.busy--
 	s.refreshLocked(st)
 }
 

@@ -1,6 +1,11 @@
 package gateway
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/brandgw/brand/chunkcache"
+)
 
 // TestScheduleNowIsOldestInFlight: while an earlier batch is still being
 // served, next use is measured from it, not from the leading edge, so its
@@ -8,9 +13,9 @@ import "testing"
 func TestScheduleNowIsOldestInFlight(t *testing.T) {
 	s, js := testSchedule()
 	now := func() (uint64, int) { return streamNow(s, js) }
-	a := s.begin(js, 0, 100, 32)
+	a := mustBegin(t, s, js, 0, 100, 32)
 	s.advance(js, 0, 132)
-	b := s.begin(js, 0, 400, 32)
+	b := mustBegin(t, s, js, 0, 400, 32)
 	s.advance(js, 0, 432)
 	if e, p := now(); e != 0 || p != 100 {
 		t.Fatalf("now = epoch %d pos %d, want the oldest batch in flight, 0/100", e, p)
@@ -24,7 +29,7 @@ func TestScheduleNowIsOldestInFlight(t *testing.T) {
 	if e, p := now(); e != 0 || p != 432 {
 		t.Fatalf("now = %d/%d, want the leading edge 0/432", e, p)
 	}
-	c := s.begin(js, 1, 0, 32) // the next epoch's first batch
+	c := mustBegin(t, s, js, 1, 0, 32) // the next epoch's first batch
 	s.advance(js, 1, 32)
 	if e, p := now(); e != 1 || p != 0 {
 		t.Fatalf("now = %d/%d, want 1/0", e, p)
@@ -41,7 +46,7 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	now := func() (uint64, int) { return streamNow(s, js) }
 	// In order: now is the leading edge.
 	for m := range 4 {
-		f := s.begin(js, 0, 32*m, 32)
+		f := mustBegin(t, s, js, 0, 32*m, 32)
 		s.advance(js, 0, 32*m+32)
 		s.finish(f)
 	}
@@ -49,9 +54,9 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 		t.Fatalf("in order: now = %d/%d, want the leading edge 0/128", e, p)
 	}
 	// Batches 6 and 5 arrive before 4: 5 is 64 samples late.
-	six := s.begin(js, 0, 192, 32)
+	six := mustBegin(t, s, js, 0, 192, 32)
 	s.advance(js, 0, 224)
-	five := s.begin(js, 0, 160, 32)
+	five := mustBegin(t, s, js, 0, 160, 32)
 	s.advance(js, 0, 192)
 	s.finish(six)
 	s.finish(five)
@@ -60,11 +65,42 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	}
 	// Across an epoch boundary the position is counted back into the
 	// previous epoch (as a negative offset from the new one's start).
-	f := s.begin(js, 1, 0, 32)
+	f := mustBegin(t, s, js, 1, 0, 32)
 	s.advance(js, 1, 32)
 	s.finish(f)
 	if e, p := now(); e != 1 || p >= 0 {
 		t.Fatalf("early in the next epoch: now = %d/%d, want a negative position in epoch 1", e, p)
+	}
+}
+
+func mustBegin(t *testing.T, s *schedule, js jobStream, epoch uint64, start, global int) inflight {
+	t.Helper()
+	f, err := s.begin(js, epoch, start, global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestStreamInflightBounded: one job stream may not have more than
+// maxStreamInflight batches being served at once, so it cannot fill the
+// cache's queue alone; finishing one makes room again.
+func TestStreamInflightBounded(t *testing.T) {
+	s, js := testSchedule()
+	var toks []inflight
+	for i := range maxStreamInflight {
+		toks = append(toks, mustBegin(t, s, js, 0, i, 1))
+	}
+	if _, err := s.begin(js, 0, 999, 1); !errors.Is(err, chunkcache.ErrBusy) {
+		t.Fatalf("batch %d of one stream in flight: %v, want ErrBusy", maxStreamInflight+1, err)
+	}
+	other := jobStream{js.ds, js.seed + 1, js.window}
+	mustBegin(t, s, other, 0, 0, 1) // another job is not affected
+	s.finish(toks[0])
+	s.finish(toks[0]) // a second finish changes nothing
+	mustBegin(t, s, js, 0, 999, 1)
+	if _, err := s.begin(js, 0, 1000, 1); !errors.Is(err, chunkcache.ErrBusy) {
+		t.Fatalf("after one finish and one begin: %v, want ErrBusy", err)
 	}
 }
 
