@@ -58,6 +58,40 @@ type stream struct {
 	// origin is the window start next use was last measured from (see
 	// schedule.originOf); the use table is rebuilt when it changes.
 	origin epochPos
+	// held keeps the orders of the few epochs around the stream's
+	// position, so that rebuilding the use table for every stream does
+	// not go to the shared memo, which a flood of streams would cycle
+	// (it holds 64 epochs) and make every rebuild recompute orders.
+	held      [3]*epochOrder
+	heldEpoch [3]uint64
+}
+
+// order returns the order of one epoch of the stream, from the few it
+// holds or from the shared memo, and holds it.
+func (st *stream) order(o *orders, epoch uint64) (*epochOrder, error) {
+	for i, e := range st.held {
+		if e != nil && st.heldEpoch[i] == epoch {
+			return e, nil
+		}
+	}
+	e, err := o.epoch(st.jobStream, epoch)
+	if err != nil {
+		return nil, err
+	}
+	// Replace the held epoch furthest from this one.
+	far, dist := 0, uint64(0)
+	for i, h := range st.held {
+		if h == nil {
+			far = i
+			break
+		}
+		d := max(st.heldEpoch[i], epoch) - min(st.heldEpoch[i], epoch)
+		if d > dist {
+			far, dist = i, d
+		}
+	}
+	st.held[far], st.heldEpoch[far] = e, epoch
+	return e, nil
 }
 
 // position returns the position next use is measured from: the start of
@@ -257,11 +291,11 @@ func (s *schedule) originOf(st *stream) (epochPos, *epochOrder, bool) {
 	if p.pos < 0 {
 		if p.epoch == 0 {
 			p.pos = 0
-		} else if prev, err := s.orders.epoch(st.jobStream, p.epoch-1); err == nil {
+		} else if prev, err := st.order(s.orders, p.epoch-1); err == nil {
 			p = epochPos{p.epoch - 1, max(prev.NumSamples()+p.pos, 0)}
 		}
 	}
-	e, err := s.orders.epoch(st.jobStream, p.epoch)
+	e, err := st.order(s.orders, p.epoch)
 	if err != nil || e.NumSamples() == 0 {
 		return epochPos{}, nil, false
 	}
@@ -287,7 +321,7 @@ func (s *schedule) publishLocked() {
 		if !ok {
 			continue
 		}
-		next, err := s.orders.epoch(st.jobStream, origin.epoch+1)
+		next, err := st.order(s.orders, origin.epoch+1)
 		if err != nil {
 			continue
 		}
