@@ -5,7 +5,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/internal/minioserver"
 )
@@ -29,14 +28,7 @@ func TestPythonGroup(t *testing.T) {
 	cfg.Bucket = srv.NewBucket(t)
 	cfg.Processes.GatewayBinary = build(t, "brand")
 	cfg.WorkDir = t.TempDir()
-	var log bytes.Buffer
-	cfg.Log = &log
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
-	}
+	rep := runForTest(t, cfg)
 	if len(rep.Skipped) > 0 {
 		t.Fatalf("skipped: %+v", rep.Skipped)
 	}

@@ -58,14 +58,7 @@ func TestSmoke(t *testing.T) {
 	cfg.Processes.LimitBinary = build(t, "brand-bench")
 	cfg.WorkDir = t.TempDir()
 	cfg.Command = "go test -run TestSmoke"
-	var log bytes.Buffer
-	cfg.Log = &log
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
-	}
+	rep := runForTest(t, cfg)
 
 	d := rep.Dataset
 	if d.Samples != cfg.Dataset.Samples || d.Chunks < 2*cfg.Job.Window || d.Bytes <= d.SampleBytes || d.WorkingSetBytes <= 0 {
@@ -197,4 +190,19 @@ func TestSmoke(t *testing.T) {
 	if b := m.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
 		t.Errorf("chart of %v, want a readable size", b)
 	}
+}
+
+// runForTest runs the harness with cfg, bounded to 3 minutes, and fails the
+// test with the harness's log if the run fails.
+func runForTest(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nlog:\n%s", err, log.String())
+	}
+	return rep
 }
