@@ -160,7 +160,10 @@ func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy
 		"--window", strconv.Itoa(r.cfg.Job.Window),
 		"--log-format", "json",
 		"--log-level", "info",
-		"--shutdown-timeout", "5s",
+		// Past net/http's 5 s: Shutdown counts a connection that was
+		// opened but never sent a request as idle only once it is 5 s old,
+		// so a grace of exactly 5 s can fail on a client's spare dial.
+		"--shutdown-timeout", "10s",
 		"--s3-endpoint", srv.URL(),
 		"--s3-region", "us-east-1",
 	}
