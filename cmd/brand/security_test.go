@@ -16,7 +16,6 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/s3backend"
 )
 
 // TestServeTLSTokensAndAdmin runs `brand serve` with a generated
@@ -25,18 +24,7 @@ import (
 func TestServeTLSTokensAndAdmin(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	src := filepath.Join(root, "src")
-	if err := (synth.Spec{Samples: 40, MeanBytes: 1 << 10, Seed: 3}).WriteTree(src); err != nil {
-		t.Fatal(err)
-	}
-	storeDir := filepath.Join(root, "store")
-	store, err := s3backend.NewLocal(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 16 << 10}); err != nil {
-		t.Fatal(err)
-	}
+	storeDir := packLocal(t, root, synth.Spec{Samples: 40, MeanBytes: 1 << 10, Seed: 3}, dataset.PackOptions{ChunkSize: 16 << 10})
 	certFile, keyFile := writeCert(t, root, "brand-test", time.Now())
 	tokens := filepath.Join(root, "tokens")
 	if err := os.WriteFile(tokens, []byte("# rotated monthly\nold-token\n\nnew-token\n"), 0o600); err != nil {

@@ -26,19 +26,7 @@ import (
 // does) and checks the response still completes in full.
 func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	src := filepath.Join(root, "src")
-	if err := (synth.Spec{Samples: 400, MeanBytes: 32 << 10, Seed: 2}).WriteTree(src); err != nil {
-		t.Fatal(err)
-	}
-	storeDir := filepath.Join(root, "store")
-	store, err := s3backend.NewLocal(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: 1 << 20, Shuffle: true}); err != nil {
-		t.Fatal(err)
-	}
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 400, MeanBytes: 32 << 10, Seed: 2}, dataset.PackOptions{ChunkSize: 1 << 20, Shuffle: true})
 	var stderr syncBuffer
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
@@ -143,4 +131,23 @@ func TestServeFaultFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// packLocal writes spec's synthetic tree under root and packs it into a
+// local store in root/store, whose directory it returns.
+func packLocal(t *testing.T, root string, spec synth.Spec, opts dataset.PackOptions) string {
+	t.Helper()
+	src := filepath.Join(root, "src")
+	if err := spec.WriteTree(src); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := filepath.Join(root, "store")
+	store, err := s3backend.NewLocal(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.Pack(context.Background(), src, store, opts); err != nil {
+		t.Fatal(err)
+	}
+	return storeDir
 }
