@@ -48,7 +48,6 @@ type stream struct {
 	edge     epochPos
 	lastSeen time.Time
 	inflight map[epochPos]int // start positions of batches being served
-	busy     int              // batches being served: the sum of inflight
 	// lag is how far behind the leading edge batches have arrived, in
 	// samples: the largest lateness seen, decaying slowly so that a
 	// client that stops reordering is eventually trusted again.
@@ -214,10 +213,13 @@ func (s *schedule) begin(js jobStream, epoch uint64, start, global int) (infligh
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
 	st := s.streamLocked(js, at, s.clock())
-	if st.busy >= maxStreamInflight {
+	busy := 0
+	for _, n := range st.inflight {
+		busy += n
+	}
+	if busy >= maxStreamInflight {
 		return inflight{}, errStreamBusy
 	}
-	st.busy++
 	st.lag -= st.lag / 64
 	if epoch == st.edge.epoch && start < st.edge.pos {
 		st.lag = max(st.lag, st.edge.pos-start)
@@ -245,7 +247,6 @@ func (s *schedule) finish(f inflight) {
 	} else {
 		st.inflight[f.at] = n - 1
 	}
-	st.busy--
 	s.refreshLocked(st)
 }
 
