@@ -110,6 +110,9 @@ func TestStatsBounded(t *testing.T) {
 	serve(0, 100, func(int) int { return 1 })
 	before := heap()
 	serve(100, 1000, func(int) int { return 1 })
+	if st := g.EpochStats(); len(st) != 16 || st[0].Epoch != 984 || st[15].Epoch != 999 {
+		t.Errorf("after 1,000 epochs of one job: %d epochs kept, from %d; want its 16 highest, 984..999", len(st), st[0].Epoch)
+	}
 	serve(0, 500, func(e int) int { return 1000 + e }) // 500 distinct seeds
 	after := heap()
 	if n := len(g.EpochStats()); n > 8*16 {
