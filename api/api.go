@@ -23,6 +23,12 @@ import (
 type Job struct {
 	Dataset string // "" means the gateway's default dataset
 	shuffle.Params
+	// NoLocality turns off locality-aware assignment on a cluster
+	// (locality=false): each rank then takes the plain cut of the global
+	// batch, wherever its chunks live. It changes which rank receives
+	// which sample, never which samples a global batch holds. A single
+	// gateway ignores it.
+	NoLocality bool
 }
 
 // Query parameter names of a job, in the order Values writes them.
@@ -35,20 +41,21 @@ const (
 	ParamRank      = "rank"
 	ParamDropLast  = "drop_last"
 	ParamOffset    = "offset"
+	ParamLocality  = "locality"
 	// ParamFormat selects a batch's representation: tar (the default) or
 	// json (its manifest).
 	ParamFormat = "format"
 )
 
 // JobParams lists the query parameters that make up a Job.
-var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset}
+var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
 // left out so that the gateway's defaults apply; Rank is sent with World.
 // Seed and DropLast are always sent: their zero values are valid choices,
 // and a program that reads data should not depend on a server flag for its
-// order. Offset is sent when it is not 0.
+// order. Offset is sent when it is not 0, locality only when it is off.
 func (j Job) Values() url.Values {
 	v := url.Values{}
 	if j.Dataset != "" {
@@ -68,6 +75,9 @@ func (j Job) Values() url.Values {
 	v.Set(ParamDropLast, strconv.FormatBool(j.DropLast))
 	if j.Offset != 0 {
 		v.Set(ParamOffset, strconv.Itoa(j.Offset))
+	}
+	if j.NoLocality {
+		v.Set(ParamLocality, "false")
 	}
 	return v
 }

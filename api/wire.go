@@ -123,3 +123,22 @@ const (
 	ParamConsume         = "consume"
 	ParamPrefetchWindows = "prefetch_windows"
 )
+
+// Cluster is the body of GET /cluster: the peer list every node of a
+// cluster was given, which one answered, and what it knows of the others'
+// liveness. Node k is Nodes[k]; rank r of a world of W ranks has its home
+// on node ⌊r·len(Nodes)/W⌋ (Homes lists them when the request names a
+// world). A single gateway answers with itself as the only node.
+type Cluster struct {
+	Nodes []ClusterNode `json:"nodes"`
+	Self  int           `json:"self"`
+	Homes []int         `json:"homes,omitempty"` // per rank, with ?world=W
+}
+
+// ClusterNode is one node of a Cluster.
+type ClusterNode struct {
+	URL string `json:"url"`
+	// Up is the answering node's view: whether the node's /readyz
+	// answered ready at its last probe. A node is always up to itself.
+	Up bool `json:"up"`
+}

@@ -33,6 +33,37 @@ type Epoch struct {
 // A negative count, a window below 1, or counts whose total overflows int
 // yield an error wrapping ErrInvalid.
 func NewEpoch(counts []int, seed, epoch uint64, window int) (*Epoch, error) {
+	first, err := firstIDs(counts, window)
+	if err != nil {
+		return nil, err
+	}
+	order := make([]int, len(counts))
+	for c := range order {
+		order[c] = c
+	}
+	s := newStream(seed, epoch, domainChunks, 0)
+	s.shuffle(order, 0)
+	return newEpoch(first, order, seed, epoch, window), nil
+}
+
+// newEpoch cuts a chunk order into windows; first holds the chunks' first
+// sample IDs (len chunks+1).
+func newEpoch(first, order []int, seed, epoch uint64, window int) *Epoch {
+	nw := (len(order) + window - 1) / window
+	starts := make([]int, nw+1)
+	for w := range nw {
+		pos := starts[w]
+		for _, c := range order[w*window : min((w+1)*window, len(order))] {
+			pos += first[c+1] - first[c]
+		}
+		starts[w+1] = pos
+	}
+	return &Epoch{seed: seed, epoch: epoch, window: window, first: first, order: order, starts: starts}
+}
+
+// firstIDs checks the window and the counts and returns the chunks' first
+// sample IDs: the prefix sums of counts, with the total last.
+func firstIDs(counts []int, window int) ([]int, error) {
 	if err := checkWindow(window); err != nil {
 		return nil, err
 	}
@@ -46,24 +77,7 @@ func NewEpoch(counts []int, seed, epoch uint64, window int) (*Epoch, error) {
 		}
 		first[c+1] = first[c] + k
 	}
-
-	order := make([]int, len(counts))
-	for c := range order {
-		order[c] = c
-	}
-	s := newStream(seed, epoch, domainChunks, 0)
-	s.shuffle(order, 0)
-
-	nw := (len(counts) + window - 1) / window
-	starts := make([]int, nw+1)
-	for w := range nw {
-		pos := starts[w]
-		for _, c := range order[w*window : min((w+1)*window, len(order))] {
-			pos += first[c+1] - first[c]
-		}
-		starts[w+1] = pos
-	}
-	return &Epoch{seed: seed, epoch: epoch, window: window, first: first, order: order, starts: starts}, nil
+	return first, nil
 }
 
 // NumSamples returns the number of samples in the epoch, the sum of counts.
