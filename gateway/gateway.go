@@ -100,6 +100,12 @@ type Config struct {
 	// (`brand serve --admin-listen`).
 	SeparateAdmin bool
 
+	// Cluster, if it lists peers, makes this gateway one node of a
+	// cluster (docs/scale-out.md): each chunk is read from the store by
+	// its owner only, other nodes fetch its samples from the owner, and
+	// ranks receive the samples their home node holds.
+	Cluster ClusterConfig
+
 	// Planner answers /plan and computes the optimal policy's figures for
 	// the epochs served; nil leaves both out (/plan answers 501).
 	// `brand serve` passes planner.ForGateway.
@@ -108,6 +114,34 @@ type Config struct {
 	Logger   zerolog.Logger       // zero value logs nothing
 	Registry *prometheus.Registry // default: a new registry
 }
+
+// ClusterConfig places a gateway in a cluster. Every node must be given
+// the same Peers, in the same order: the layout (chunk owners, rank
+// homes, the stratified chunk order) is computed from the list alone.
+type ClusterConfig struct {
+	// Peers are the base URLs of the cluster's gateways, node k being
+	// Peers[k] (cluster.ParsePeers). Empty: a single gateway.
+	Peers []string
+	// Self is this node's position in Peers.
+	Self int
+	// PeerTimeout bounds one sample fetch from a peer; past it the
+	// samples are read from the next node in their chunk's ranking, or
+	// from the store. Default 10 s.
+	PeerTimeout time.Duration
+	// ProbeInterval is how often a peer's /readyz is probed while it is
+	// up; a peer that is down is probed with back-off from this up to
+	// 16 times as long. Default 1 s.
+	ProbeInterval time.Duration
+	// Token is the bearer token sent to peers (their AuthTokens must
+	// hold it). `brand serve` sends the first of --auth-token-file's.
+	Token string
+}
+
+// DefaultPeerTimeout is ClusterConfig.PeerTimeout when zero.
+const DefaultPeerTimeout = 10 * time.Second
+
+// DefaultProbeInterval is ClusterConfig.ProbeInterval when zero.
+const DefaultProbeInterval = time.Second
 
 // DefaultCacheSize is the cache bound when Config.CacheSize is zero.
 const DefaultCacheSize = 4 << 30

@@ -54,10 +54,12 @@ type serveFlags struct {
 	cpuProfile      string
 	s3              cli.S3Flags
 	security        securityFlags
+	cluster         clusterFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.listen, "listen", listen, "address to serve HTTP on")
+	f.cluster.register(fs)
 	fs.Var(&f.datasets, "dataset", "dataset to serve, as name=URL or URL (repeatable); URL is s3://bucket/prefix, file:///dir or a directory")
 	fs.StringVar(&f.defaultDataset, "default-dataset", "", "dataset used when a request names none (default: the first)")
 	f.cacheSize = gateway.DefaultCacheSize
@@ -164,6 +166,14 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
+	var token string
+	if len(tokens) > 0 {
+		token = tokens[0]
+	}
+	clusterCfg, err := f.cluster.config(token)
+	if err != nil {
+		return gateway.Config{}, err
+	}
 	rereads := f.checksumRereads
 	if rereads == 0 {
 		rereads = -1 // the gateway's "none"
@@ -183,6 +193,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		OnDamagedChunk:      f.onDamagedChunk,
 		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
+		Cluster:             clusterCfg,
 		Planner:             planner.ForGateway{},
 		AuthTokens:          tokens,
 		SeparateAdmin:       f.security.adminListen != "",
