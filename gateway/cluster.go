@@ -204,11 +204,12 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 
 // peerMetrics count a node's traffic with its peers.
 type peerMetrics struct {
-	up       *prometheus.GaugeVec
-	fetched  *prometheus.CounterVec // bytes this node fetched, by peer
-	served   *prometheus.CounterVec // bytes this node served, by peer
-	failures *prometheus.CounterVec // fetches that failed, by peer
-	locality *prometheus.CounterVec // batch bytes by source: home or peer
+	up        *prometheus.GaugeVec
+	fetched   *prometheus.CounterVec // bytes this node fetched, by peer
+	served    *prometheus.CounterVec // bytes this node served, by peer
+	failures  *prometheus.CounterVec // fetches that failed, by peer
+	locality  *prometheus.CounterVec // batch bytes by source: home or peer
+	aheadUsed prometheus.Counter     // samples a batch found fetched ahead
 }
 
 func newPeerMetrics(reg prometheus.Registerer, urls []string, self int) *peerMetrics {
@@ -223,8 +224,10 @@ func newPeerMetrics(reg prometheus.Registerer, urls []string, self int) *peerMet
 			Help: "Sample fetches from each peer that failed (refused, timed out, bad status or checksum) and were read elsewhere."}, []string{"peer"}),
 		locality: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "brand_locality_bytes_total",
 			Help: "Sample bytes of batches served, by where they came from: home (this node's cache) or peer."}, []string{"source"}),
+		aheadUsed: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_peer_samples_fetched_ahead_total",
+			Help: "Samples of batches that had been fetched from peers ahead of the request."}),
 	}
-	reg.MustRegister(m.up, m.fetched, m.served, m.failures, m.locality)
+	reg.MustRegister(m.up, m.fetched, m.served, m.failures, m.locality, m.aheadUsed)
 	for k, u := range urls {
 		if k != self {
 			m.fetched.WithLabelValues(u)

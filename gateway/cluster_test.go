@@ -121,6 +121,9 @@ func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
 			if locality && share > 0.10 {
 				t.Errorf("with locality %.1f%% of batch bytes crossed nodes, want at most 10%%", 100*share)
 			}
+			if ahead := metricSum(t, cl[0].srv.URL, "brand_peer_samples_fetched_ahead_total"); !locality && ahead == 0 {
+				t.Error("no sample was fetched from a peer ahead of its batch")
+			}
 			if !locality && share < 0.5 {
 				t.Errorf("without locality only %.1f%% crossed nodes; expected about 75%%", 100*share)
 			}

@@ -32,9 +32,12 @@ func (g *Gateway) writeClusterBatch(ctx context.Context, w http.ResponseWriter, 
 		remote = remote || src[s] != self
 	}
 	if !remote {
+		g.fetchAhead(b)
 		return g.writeLocalBatch(ctx, w, b, pinned)
 	}
 	data := make([][]byte, len(b.ids))
+	g.fetchedAhead(ctx, b, data)
+	g.fetchAhead(b)
 	skip := map[int]bool{}
 	for {
 		failed := g.fetchFromPeers(ctx, b, src, data, skip)

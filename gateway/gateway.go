@@ -193,6 +193,10 @@ type Gateway struct {
 	cache    *chunkcache.Cache
 	prefetch *prefetcher // nil when prefetch is off
 	peers    *peerSet    // nil for a single gateway
+	ahead    *peerAhead  // samples fetched from peers ahead of need; nil for a single gateway
+	aheadCtx context.Context
+	aheadEnd context.CancelFunc
+	aheadWG  sync.WaitGroup
 	stats    *liveStats
 	reload   *reloader
 
@@ -343,6 +347,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.handler = g.routes()
 	if g.peers != nil {
+		g.ahead = newPeerAhead(max(cfg.CacheSize/16, 64<<20))
+		g.aheadCtx, g.aheadEnd = context.WithCancel(context.Background())
 		g.peers.start()
 	}
 	return g, nil
@@ -371,6 +377,8 @@ func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
 func (g *Gateway) Close() {
 	g.stopPolling()
 	if g.peers != nil {
+		g.aheadEnd()
+		g.aheadWG.Wait()
 		g.peers.stop()
 	}
 	if g.prefetch != nil {

@@ -50,8 +50,8 @@ func (g *Gateway) fetchFromPeers(ctx context.Context, b *batchLayout, src []int,
 	at := map[int]int{}
 	for i := range b.ids {
 		k := src[b.slot[i]]
-		if k == g.peers.self {
-			continue
+		if k == g.peers.self || data[i] != nil {
+			continue // read here, or fetched already
 		}
 		j, ok := at[k]
 		if !ok {
