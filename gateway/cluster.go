@@ -99,6 +99,14 @@ func (p *peerSet) setUp(k int, up bool) {
 	}
 }
 
+// heard records that node k asked this node for samples: it is serving,
+// so it is up, whatever its last probe said.
+func (p *peerSet) heard(k int) {
+	if k != p.self && k >= 0 && k < len(p.urls) && !p.up[k].Load() {
+		p.setUp(k, true)
+	}
+}
+
 // markDown records a failed exchange with node k; the prober brings it
 // back once its /readyz answers ready again.
 func (p *peerSet) markDown(k int) {
@@ -124,7 +132,9 @@ func (p *peerSet) source(ds *loadedDataset, c int, skip map[int]bool) int {
 }
 
 // probeLoop probes node k's /readyz: every probe interval while it is up,
-// with back-off up to 16 intervals while it is down.
+// with back-off from a quarter interval up to 4 intervals while it is
+// down. A node that was down is thus seen back within a few seconds, and
+// sooner if it asks this node for samples first (heard).
 func (p *peerSet) probeLoop(ctx context.Context, k int) {
 	wait := time.Duration(0)
 	for {
@@ -144,7 +154,7 @@ func (p *peerSet) probeLoop(ctx context.Context, k int) {
 		case wait < p.probe:
 			wait = p.probe / 4
 		default:
-			wait = min(2*wait, 16*p.probe)
+			wait = min(2*wait, 4*p.probe)
 		}
 	}
 }

@@ -129,8 +129,8 @@ type ClusterConfig struct {
 	// from the store. Default 10 s.
 	PeerTimeout time.Duration
 	// ProbeInterval is how often a peer's /readyz is probed while it is
-	// up; a peer that is down is probed with back-off from this up to
-	// 16 times as long. Default 1 s.
+	// up; a peer that is down is probed with back-off up to 4 times as
+	// long. Default 1 s.
 	ProbeInterval time.Duration
 	// Token is the bearer token sent to peers (their AuthTokens must
 	// hold it). `brand serve` sends the first of --auth-token-file's.

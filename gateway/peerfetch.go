@@ -156,6 +156,15 @@ func (g *Gateway) fetchSamples(ctx context.Context, b *batchLayout, f peerFetch,
 // node's schedule and prefetch follow streams whose ranks live elsewhere.
 func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if g.peers == nil {
+		writeError(ctx, w, fmt.Errorf("%w: this gateway is not part of a cluster", ErrNotFound))
+		return
+	}
+	k, err := strconv.Atoi(r.Header.Get(headerPeer))
+	if err != nil || k < 0 || k >= g.peers.nodes() {
+		k = -1
+	}
+	g.peers.heard(k)
 	q := r.URL.Query()
 	ds, err := g.catalog.get(q.Get(api.ParamDataset))
 	if err != nil {
@@ -209,7 +218,7 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	n, _ := w.Write(out)
-	if k, err := strconv.Atoi(r.Header.Get(headerPeer)); err == nil && g.peers != nil && k >= 0 && k < g.peers.nodes() {
+	if k >= 0 {
 		g.peers.metrics.served.WithLabelValues(g.peers.urls[k]).Add(float64(n))
 	}
 }
