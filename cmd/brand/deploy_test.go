@@ -536,7 +536,7 @@ func brandCommand(t *testing.T, c container) ([]string, bool) {
 		return nil, false
 	}
 	image := c.Image
-	if i := strings.IndexAny(image, "@"); i >= 0 {
+	if i := strings.Index(image, "@"); i >= 0 {
 		image = image[:i]
 	}
 	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
