@@ -127,6 +127,19 @@ func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
 			if !locality && share < 0.5 {
 				t.Errorf("without locality only %.1f%% crossed nodes; expected about 75%%", 100*share)
 			}
+			// /stats shows the node's view of the cluster and its traffic.
+			_, body := get(t, cl[1].srv.URL+"/stats")
+			var st struct {
+				Cluster *gateway.ClusterStats `json:"cluster"`
+			}
+			if err := json.Unmarshal(body, &st); err != nil || st.Cluster == nil {
+				t.Fatalf("/stats: %v: %s", err, body)
+			}
+			cs := st.Cluster
+			home1 := metric(t, cl[1].srv.URL, `brand_locality_bytes_total{source="home"}`)
+			if cs.Self != 1 || len(cs.Peers) != nodes-1 || float64(cs.HomeBytes) != home1 || cs.Locality <= 0 || cs.Locality > 1 {
+				t.Errorf("/stats cluster = %+v; home bytes on /metrics %v", cs, home1)
+			}
 			// Any node answers any request with the same bytes.
 			for _, r := range []int{0, 3, 7} {
 				q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d&rank=%d&locality=%t", batch, world, r, locality)
