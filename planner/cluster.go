@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/shuffle"
 )
 
 // MaxNodes bounds ClusterInput.Nodes: ownership costs O(chunks × nodes)
-// to compute, and a cluster larger than this is outside what the layout
-// was designed for.
-const MaxNodes = 4096
+// to compute. It is the bound /plan?nodes= enforces.
+const MaxNodes = api.MaxPlanNodes
 
 // ClusterInput is what MakeClusterPlan predicts for: a dataset, a job (at
 // least two epochs: the first is cold), and a cluster of Nodes gateways
