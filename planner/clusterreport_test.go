@@ -51,6 +51,10 @@ func TestClusterPlanReport(t *testing.T) {
 		// chunks of each window, at 140 % and at 50 %.
 		rows = append(rows, row{n, 8, 1.4}, row{n, 8 * n, 1.4}, row{n, 8 * n, 0.5})
 	}
+	// At 256 nodes and 50 %, a node's cache (8 chunks) is its share of one
+	// window of 8 × 256: batches that straddle two windows thrash it.
+	// Half that window fits.
+	rows = append(rows, row{256, 4 * 256, 0.5})
 	var b strings.Builder
 	b.WriteString("| nodes | window | cluster cache | store, cold | store, warm | cross-node, locality | cross-node, plain cut | balancing | busiest node, warm | distinct chunks per rank batch, locality / plain | largest share, locality / plain |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
