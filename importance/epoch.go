@@ -266,7 +266,7 @@ func (e *Epoch) Draws(c int) int { return e.draws[c] }
 // Window returns the sample IDs of window w in epoch order, as a fresh
 // slice: each of its chunks' draws (§5), concatenated in chunk order and
 // permuted by the window's stream. IDs may repeat. It costs O(samples of
-// the window's chunks + draws · log chunk size). It panics if w is not in
+// the window's chunks + draws). It panics if w is not in
 // [0, NumWindows).
 func (e *Epoch) Window(w int) []int {
 	e.checkWindowIndex(w)
@@ -280,9 +280,15 @@ func (e *Epoch) Window(w int) []int {
 	return ids
 }
 
-// appendDraws appends chunk c's draws to dst: Draws(c) samples drawn with
-// replacement, each by inverse CDF over the chunk's sample weights with
-// the chunk's own stream. prefix is scratch space, returned for reuse.
+// appendDraws appends chunk c's draws to dst, in ascending ID order:
+// Draws(c) samples chosen by systematic sampling over the chunk's sample
+// weights with one uniform u from the chunk's own stream (§5). With
+// q = Draws(c) and P_j the running sum of the chunk's weights, draw k
+// takes the first sample j with P_j > ((u + k) · W_c) / q. A sample of
+// weight w is thus drawn ⌊q·w/W_c⌋ or ⌈q·w/W_c⌉ times, never a number far
+// from its share: a chunk whose samples weigh the same and that draws as
+// many as it holds yields each exactly once. prefix is scratch space,
+// returned for reuse.
 func (e *Epoch) appendDraws(dst []int, prefix []float64, c int) ([]int, []float64) {
 	ws := e.weights[e.first[c]:e.first[c+1]]
 	prefix = prefix[:0]
@@ -292,10 +298,16 @@ func (e *Epoch) appendDraws(dst []int, prefix []float64, c int) ([]int, []float6
 		prefix = append(prefix, sum)
 	}
 	s := newStream(e.seed, e.epoch, domainDraws, uint64(c))
-	for range e.draws[c] {
-		t := float64(s.unitHalfOpen() * sum)
-		j := sort.Search(len(prefix), func(j int) bool { return prefix[j] > t })
-		dst = append(dst, e.first[c]+min(j, len(prefix)-1))
+	u := s.unitHalfOpen()
+	q := float64(e.draws[c])
+	j := 0
+	for k := range e.draws[c] {
+		t := float64(float64(u+float64(k))*sum) / q
+		// The points ascend, so the search resumes where the last ended.
+		for j < len(prefix)-1 && prefix[j] <= t {
+			j++
+		}
+		dst = append(dst, e.first[c]+j)
 	}
 	return dst, prefix
 }
