@@ -34,6 +34,7 @@ type Epoch struct {
 	first       []int     // first[c] is chunk c's first sample ID; len chunks+1
 	weights     []float64 // per sample
 	chunkW      []float64 // W_c
+	scale       float64   // A: chunk c's target draws are W_c·A
 	draws       []int     // draws[c]: samples drawn from chunk c, 0 if unread
 	order       []int     // chunks with draws, in epoch order
 	starts      []int     // starts[w] is window w's first position; len windows+1
@@ -79,6 +80,7 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 		}
 		e.chunkW[c] = sum
 	}
+	e.scale = e.quotaScale()
 	e.order = e.allot(e.walk(hot))
 	e.starts = make([]int, (len(e.order)+window-1)/window+1)
 	for w := range len(e.starts) - 1 {
@@ -91,7 +93,7 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 	return e, nil
 }
 
-// quotaScale returns A, the factor turning a chunk's weight into its
+// quotaScale computes A, the factor turning a chunk's weight into its
 // target draws x_c = W_c · A (§4): A = w_max / mean², mean = T / n, T the
 // sum of the chunk weights. A chunk whose samples have the mean weight gets
 // K = w_max / mean draws per sample, so about 1/K of the dataset is read:
@@ -139,7 +141,7 @@ func (e *Epoch) walk(hot int) []int {
 
 	// The hot set: the heaviest chunks (ties by ID) while fewer than hot
 	// and their target draws stay within HotShare of the epoch.
-	a := e.quotaScale()
+	a := e.scale
 	isHot := make([]bool, len(e.chunkW))
 	if hot > 0 {
 		heavy := slices.Clone(live)
@@ -182,7 +184,7 @@ func (e *Epoch) walk(hot int) []int {
 // chunks after the budget is spent get none and are not read.
 func (e *Epoch) allot(walk []int) []int {
 	n := len(e.weights)
-	a := e.quotaScale()
+	a := e.scale
 	var order []int
 	var x float64
 	prev := 0

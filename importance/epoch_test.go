@@ -117,7 +117,7 @@ func checkEpoch(t *testing.T, e *Epoch, counts []int) {
 	}
 	// Draws follow the targets W_c·A within one, but for the last chunk
 	// read, which takes what is left.
-	a := e.quotaScale()
+	a := e.scale
 	order := e.ChunkOrder()
 	for k, c := range order {
 		if x := e.ChunkWeight(c) * a; k < len(order)-1 && math.Abs(float64(e.Draws(c))-x) > 1 {
@@ -222,7 +222,7 @@ func TestHotChunks(t *testing.T) {
 	// hot as large as the dataset: the hot set is the heaviest chunks whose
 	// targets fit in HotShare of the draws, and other chunks are read too.
 	e := mustEpoch(t, counts, snap, 5, 0, 4, len(counts))
-	n, a := e.NumSamples(), e.quotaScale()
+	n, a := e.NumSamples(), e.scale
 	isHot := make(map[int]bool)
 	var x float64
 	for _, c := range heaviestOrder(e) {
