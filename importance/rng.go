@@ -84,18 +84,22 @@ func (s *stream) shuffle(a []int) {
 	}
 }
 
-// twoPow53 is 2^-53, the spacing of unit floats built from 53 random bits.
-const twoPow53 = 1.0 / (1 << 53)
+const (
+	twoPow52 = 1.0 / (1 << 52)
+	twoPow53 = 1.0 / (1 << 53)
+)
 
-// unitOpen returns ((x >> 11) + 0.5) · 2^-53 for the next output x: a
-// float64 in the open interval (0, 1), never 0, so its logarithm is finite.
-// Both operations are exact.
+// unitOpen returns ((x >> 12) + 0.5) · 2^-52 for the next output x: a
+// float64 in the open interval (0, 1), never 0 or 1, so its logarithm is
+// finite and negative. Both operations are exact: (x >> 12) + 0.5 needs 53
+// significant bits. (With x >> 11 the sum would need 54 and could round up
+// to 2^53, giving u = 1.)
 func (s *stream) unitOpen() float64 {
-	return (float64(s.pcg.Uint64()>>11) + 0.5) * twoPow53
+	return (float64(s.pcg.Uint64()>>12) + 0.5) * twoPow52
 }
 
 // unitHalfOpen returns (x >> 11) · 2^-53 for the next output x: a float64 in
-// [0, 1). The operations are exact.
+// [0, 1). Both operations are exact.
 func (s *stream) unitHalfOpen() float64 {
 	return float64(s.pcg.Uint64()>>11) * twoPow53
 }

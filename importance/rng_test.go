@@ -64,3 +64,13 @@ func TestUnitFloats(t *testing.T) {
 		}
 	}
 }
+
+// unitOpen's extremes: the largest and smallest outputs stay inside (0, 1).
+func TestUnitOpenExtremes(t *testing.T) {
+	for _, x := range []uint64{0, 1<<12 - 1, math.MaxUint64, math.MaxUint64 - 1<<12} {
+		u := (float64(x>>12) + 0.5) * twoPow52
+		if !(u > 0 && u < 1) {
+			t.Errorf("x = %#x: u = %v, not in (0, 1)", x, u)
+		}
+	}
+}
