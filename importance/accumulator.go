@@ -56,7 +56,7 @@ func NewAccumulator(ds Dataset, job string, epoch uint64) (*Accumulator, error) 
 	return a, nil
 }
 
-// IndexID, Job, Epoch and NumSamples return what the accumulator was made for.
+// IndexID returns the ID of the dataset index the accumulator was made for.
 func (a *Accumulator) IndexID() string { return a.indexID }
 
 // Job returns the job name the accumulator was made for.

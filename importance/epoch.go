@@ -94,7 +94,7 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 }
 
 // quotaScale computes A, the factor turning a chunk's weight into its
-// target draws x_c = W_c · A (§4): A = w_max / mean², mean = T / n, T the
+// target draws x_c = W_c · A (docs/importance.md §4): A = w_max / mean², mean = T / n, T the
 // sum of the chunk weights. A chunk whose samples have the mean weight gets
 // K = w_max / mean draws per sample, so about 1/K of the dataset is read:
 // K = 1 when all scores are equal (the uniform epoch's reads), K ≈ 2 for
@@ -112,7 +112,7 @@ func (e *Epoch) quotaScale() float64 {
 }
 
 // walk returns the non-empty chunks in the order their draws are allotted
-// (§3): the hot set first, then the rest, each by Efraimidis–Spirakis key
+// (§4): the hot set first, then the rest, each by Efraimidis–Spirakis key
 // descending, ties by chunk ID.
 func (e *Epoch) walk(hot int) []int {
 	type keyed struct {

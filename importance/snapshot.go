@@ -64,8 +64,8 @@ func NewSnapshot(ds Dataset, job string, epoch uint64, scores []float32) (*Snaps
 	if len(ds.ID()) > math.MaxUint16 {
 		return nil, fmt.Errorf("%w: index ID of %d bytes; at most %d", ErrInvalid, len(ds.ID()), math.MaxUint16)
 	}
-	if len(scores) != ds.NumSamples() {
-		return nil, fmt.Errorf("%w: %d scores for %d samples", ErrInvalid, len(scores), ds.NumSamples())
+	if len(scores) != ds.NumSamples() || uint64(len(scores)) > maxSamples {
+		return nil, fmt.Errorf("%w: %d scores for %d samples (at most %d)", ErrInvalid, len(scores), ds.NumSamples(), uint64(maxSamples))
 	}
 	for i, s := range scores {
 		if !validScore(s) {

@@ -11,7 +11,7 @@ import (
 const Floor = 0.1
 
 // sampleWeights returns SHADE's rank-based weights of the scores
-// (docs/importance.md §2): the samples sorted by score ascending, sample i
+// (docs/importance.md §3): the samples sorted by score ascending, sample i
 // of rank ρ_i in 1..n weighs max(ρ_i / n, Floor). Samples with equal scores
 // share the average of their ranks, ρ = L + (E+1)/2 with L samples scoring
 // lower and E scoring the same; computed as (2L+E+1) / (2n), one exactly
