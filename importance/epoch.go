@@ -94,8 +94,8 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 }
 
 // quotaScale computes A, the factor turning a chunk's weight into its
-// target draws x_c = W_c · A (docs/importance.md §4): A = w_max / mean², mean = T / n, T the
-// sum of the chunk weights. A chunk whose samples have the mean weight gets
+// target draws x_c = W_c · A (docs/importance.md §4): A = w_max / mean²,
+// mean = T / n, T the sum of the chunk weights. A chunk whose samples have the mean weight gets
 // K = w_max / mean draws per sample, so about 1/K of the dataset is read:
 // K = 1 when all scores are equal (the uniform epoch's reads), K ≈ 2 for
 // distinct scores (the mean rank weight is about half the largest).
