@@ -115,10 +115,6 @@ func (e *Epoch) quotaScale() float64 {
 // (§4): the hot set first, then the rest, each by Efraimidis–Spirakis key
 // descending, ties by chunk ID.
 func (e *Epoch) walk(hot int) []int {
-	type keyed struct {
-		c   int
-		key float64
-	}
 	// One key per chunk, empty ones included, drawn in chunk ID order:
 	// key_c = log(u_c) / W_c, the logarithm of u_c^(1/W_c).
 	s := newStream(e.seed, e.epoch, domainKeys, 0)
