@@ -21,12 +21,13 @@ const goldenPath = "testdata/golden.json"
 // (../shuffle/testdata/reference.py) are checked against the same file.
 // Each list's elements hold their inputs first, then their outputs.
 type goldenFile struct {
-	Comment   string          `json:"comment"`
-	IndexKeys []goldenKey     `json:"index_keys"`
-	Rankings  []goldenRanking `json:"rankings"`
-	Homes     []goldenHomes   `json:"homes"`
-	Assign    []goldenAssign  `json:"assign"`
-	Jobs      []goldenJob     `json:"jobs"`
+	Comment   string           `json:"comment"`
+	IndexKeys []goldenKey      `json:"index_keys"`
+	Rankings  []goldenRanking  `json:"rankings"`
+	Balanced  []goldenBalanced `json:"balanced"`
+	Homes     []goldenHomes    `json:"homes"`
+	Assign    []goldenAssign   `json:"assign"`
+	Jobs      []goldenJob      `json:"jobs"`
 }
 
 type goldenKey struct {
@@ -42,6 +43,15 @@ type goldenRanking struct {
 	Scores  []uint64 `json:"scores"` // by node
 	Owner   int      `json:"owner"`
 	Ranking []int    `json:"ranking"`
+}
+
+// goldenBalanced is the bounded-load ownership of one index's chunks.
+type goldenBalanced struct {
+	IndexID string `json:"index_id"`
+	Counts  []int  `json:"counts"`
+	Nodes   int    `json:"nodes"`
+
+	Owners []int `json:"owners"` // by chunk
 }
 
 type goldenHomes struct {
@@ -62,8 +72,9 @@ type goldenAssign struct {
 	Moved int     `json:"moved"`
 }
 
-// goldenJob is a whole job on a cluster: ownership, the stratified order
-// with owners as strata, and every batch, assigned or plainly cut.
+// goldenJob is a whole job on a cluster of two or more nodes: bounded
+// ownership, the stratified order with owners as strata, and every batch,
+// assigned or plainly cut.
 type goldenJob struct {
 	Name      string `json:"name"`
 	IndexID   string `json:"index_id"`
@@ -100,12 +111,29 @@ func goldenInputs() goldenFile {
 	)
 	sizes := []int{5, 0, 7, 3, 6, 6, 2, 0, 4, 8, 1, 5, 6, 3, 7, 2, 4, 5, 0, 6, 3, 2, 8, 4}
 	eight := []int{2, 2, 2, 2, 2, 2, 2, 2}
+	hundreds := make([]int, 64)
+	uneven := make([]int, 32)
+	for c := range hundreds {
+		hundreds[c] = 100
+	}
+	for c := range uneven {
+		uneven[c] = 90 + c%21
+	}
 	return goldenFile{
 		Comment: "Brand cluster golden vectors; see docs/shuffle.md §7. Regenerate with go test ./cluster -run TestGolden -update, which changes every cluster's layout: do not.",
 		IndexKeys: []goldenKey{
 			{ID: ""}, {ID: "a"}, {ID: "foobar"}, {ID: ix}, {ID: "0000000000000000"}, {ID: "ffffffffffffffff"},
 		},
 		Rankings: rankings,
+		Balanced: []goldenBalanced{
+			{IndexID: ix, Counts: eight, Nodes: 3},
+			{IndexID: ix, Counts: hundreds, Nodes: 4},
+			{IndexID: "c0ffee0000000001", Counts: uneven, Nodes: 4},
+			{IndexID: ix, Counts: sizes, Nodes: 5},
+			// Chunk 0 fits under no node's bound: the least loaded takes it.
+			{IndexID: ix, Counts: []int{1000, 1, 1, 1, 1, 500}, Nodes: 2},
+			{IndexID: ix, Counts: []int{0, 0, 0}, Nodes: 2},
+		},
 		Homes: []goldenHomes{
 			{World: 8, Nodes: 4}, {World: 3, Nodes: 2}, {World: 2, Nodes: 4}, {World: 1, Nodes: 3},
 			{World: 7, Nodes: 3}, {World: 16, Nodes: 5}, {World: 5, Nodes: 5},
@@ -127,7 +155,7 @@ func goldenInputs() goldenFile {
 			{Name: "uneven", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 8, BatchSize: 5, World: 8, Locality: true},
 			{Name: "uneven-drop-last", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 8, BatchSize: 5, World: 8, DropLast: true, Locality: true},
 			{Name: "fewer-ranks-than-nodes", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 6, BatchSize: 9, World: 3, Locality: true},
-			{Name: "one-node", IndexID: "c0ffee0000000001", Nodes: 1, Counts: sizes[:10], Seed: 3, Epoch: 0, Window: 3, BatchSize: 4, World: 2, Locality: true},
+			{Name: "bound-binds", IndexID: ix, Nodes: 4, Counts: hundreds[:24], Seed: 3, Epoch: 0, Window: 8, BatchSize: 50, World: 4, Locality: true},
 		},
 	}
 }
@@ -142,6 +170,10 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	}
 	for i := range g.Rankings {
 		g.Rankings[i] = computeRanking(g.Rankings[i])
+	}
+	for i := range g.Balanced {
+		b := &g.Balanced[i]
+		b.Owners = Balanced(IndexKey(b.IndexID), b.Counts, b.Nodes)
 	}
 	for i := range g.Homes {
 		h := &g.Homes[i]
@@ -180,12 +212,15 @@ func computeAssign(t *testing.T, a goldenAssign) goldenAssign {
 	return a
 }
 
-// computeJob lays out a job as a clustered gateway does (docs/shuffle.md
-// §7): owners as strata of the chunk order, then each global batch
+// computeJob lays out a job as a gateway with peers does (docs/shuffle.md
+// §7): bounded owners as strata of the chunk order, then each global batch
 // assigned to the ranks, or cut plainly without locality.
 func computeJob(t *testing.T, j goldenJob) goldenJob {
 	t.Helper()
-	j.Owners = Owners(IndexKey(j.IndexID), len(j.Counts), j.Nodes)
+	if j.Nodes < 2 {
+		t.Fatalf("%s: a cluster job needs 2 or more nodes; with one a gateway serves §5–§6 unchanged", j.Name)
+	}
+	j.Owners = Balanced(IndexKey(j.IndexID), j.Counts, j.Nodes)
 	e, err := shuffle.NewStratifiedEpoch(j.Counts, j.Owners, j.Nodes, j.Seed, j.Epoch, j.Window)
 	if err != nil {
 		t.Fatalf("%s: NewStratifiedEpoch: %v", j.Name, err)
@@ -260,6 +295,9 @@ func clearOutputs(t *testing.T, g goldenFile) goldenFile {
 		r := &g.Rankings[i]
 		r.Scores, r.Owner, r.Ranking = nil, 0, nil
 	}
+	for i := range g.Balanced {
+		g.Balanced[i].Owners = nil
+	}
 	for i := range g.Homes {
 		g.Homes[i].Homes = nil
 	}
@@ -301,17 +339,20 @@ func compareGolden(t *testing.T, who string, got, want goldenFile) {
 			t.Errorf("%s %d: %s computes\n %+v\nwant %+v", what, i, who, g, w)
 		}
 	}
-	if len(got.IndexKeys) != len(want.IndexKeys) || len(got.Rankings) != len(want.Rankings) || len(got.Homes) != len(want.Homes) ||
-		len(got.Assign) != len(want.Assign) || len(got.Jobs) != len(want.Jobs) {
-		t.Fatalf("%s computes %d index keys, %d rankings, %d homes, %d assignments, %d jobs; want %d, %d, %d, %d, %d", who,
-			len(got.IndexKeys), len(got.Rankings), len(got.Homes), len(got.Assign), len(got.Jobs),
-			len(want.IndexKeys), len(want.Rankings), len(want.Homes), len(want.Assign), len(want.Jobs))
+	if len(got.IndexKeys) != len(want.IndexKeys) || len(got.Rankings) != len(want.Rankings) || len(got.Balanced) != len(want.Balanced) ||
+		len(got.Homes) != len(want.Homes) || len(got.Assign) != len(want.Assign) || len(got.Jobs) != len(want.Jobs) {
+		t.Fatalf("%s computes %d index keys, %d rankings, %d balanced, %d homes, %d assignments, %d jobs; want %d, %d, %d, %d, %d, %d", who,
+			len(got.IndexKeys), len(got.Rankings), len(got.Balanced), len(got.Homes), len(got.Assign), len(got.Jobs),
+			len(want.IndexKeys), len(want.Rankings), len(want.Balanced), len(want.Homes), len(want.Assign), len(want.Jobs))
 	}
 	for i := range want.IndexKeys {
 		check("index key", i, got.IndexKeys[i], want.IndexKeys[i])
 	}
 	for i := range want.Rankings {
 		check("ranking", i, got.Rankings[i], want.Rankings[i])
+	}
+	for i := range want.Balanced {
+		check("balanced", i, got.Balanced[i], want.Balanced[i])
 	}
 	for i := range want.Homes {
 		check("homes", i, got.Homes[i], want.Homes[i])
@@ -356,6 +397,7 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 	}{
 		{"index_keys", reflect.ValueOf(g.IndexKeys)},
 		{"rankings", reflect.ValueOf(g.Rankings)},
+		{"balanced", reflect.ValueOf(g.Balanced)},
 		{"homes", reflect.ValueOf(g.Homes)},
 		{"assign", reflect.ValueOf(g.Assign)},
 		{"jobs", reflect.ValueOf(g.Jobs)},

@@ -185,6 +185,53 @@ func TestOwnerDependsOnIndex(t *testing.T) {
 	}
 }
 
+// TestBalancedKeepsRendezvousOwners: when no node's rendezvous load passes
+// the bound, the bounded owners are the rendezvous owners; and no node
+// ends above the bound except by one chunk that fit nowhere. (When some
+// node passes it, chunks can move off other nodes too: overflow taken in
+// by a node can leave no room for a later chunk of its own.)
+func TestBalancedKeepsRendezvousOwners(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	within := 0
+	for i := range 300 {
+		nodes := 1 + r.IntN(8)
+		counts := make([]int, r.IntN(200))
+		total, largest := 0, 0
+		for c := range counts {
+			counts[c] = 1 + r.IntN(100)
+			if i%4 == 0 {
+				counts[c] = 50
+			}
+			total += counts[c]
+			largest = max(largest, counts[c])
+		}
+		key := r.Uint64()
+		limit := (17*total + 16*nodes - 1) / (16 * nodes)
+		plain := Owners(key, len(counts), nodes)
+		bounded := Balanced(key, counts, nodes)
+		plainLoad, load := make([]int, nodes), make([]int, nodes)
+		for c, n := range counts {
+			plainLoad[plain[c]] += n
+			load[bounded[c]] += n
+		}
+		if slices.Max(append(plainLoad, 0)) <= limit && !slices.Equal(bounded, plain) {
+			t.Fatalf("%d nodes, counts %v: rendezvous loads %v are within the bound %d, yet the owners changed from %v to %v",
+				nodes, counts, plainLoad, limit, plain, bounded)
+		}
+		if slices.Max(append(plainLoad, 0)) <= limit {
+			within++
+		}
+		for k, l := range load {
+			if l > limit+largest {
+				t.Fatalf("%d nodes: node %d owns %d samples, bound %d", nodes, k, l, limit)
+			}
+		}
+	}
+	if within < 30 || within > 270 {
+		t.Errorf("%d of 300 cases had every rendezvous load within the bound; the test needs both kinds", within)
+	}
+}
+
 func iota(n int) []int {
 	s := make([]int, n)
 	for i := range s {

@@ -56,6 +56,9 @@ func runReference(t *testing.T, g goldenFile) goldenFile {
 			Owner   int      `json:"owner"`
 			Ranking []int    `json:"ranking"`
 		} `json:"rankings"`
+		Balanced []struct {
+			Owners []int `json:"owners"`
+		} `json:"balanced"`
 		Homes []struct {
 			Homes []int `json:"homes"`
 		} `json:"homes"`
@@ -72,17 +75,20 @@ func runReference(t *testing.T, g goldenFile) goldenFile {
 	if err := json.Unmarshal(out, &ref); err != nil {
 		t.Fatalf("decoding %s output: %v", referencePath, err)
 	}
-	if len(ref.IndexKeys) != len(in.IndexKeys) || len(ref.Rankings) != len(in.Rankings) || len(ref.Homes) != len(in.Homes) ||
-		len(ref.Assign) != len(in.Assign) || len(ref.Jobs) != len(in.Jobs) {
-		t.Fatalf("reference printed %d index keys, %d rankings, %d homes, %d assignments, %d jobs for %d, %d, %d, %d, %d",
-			len(ref.IndexKeys), len(ref.Rankings), len(ref.Homes), len(ref.Assign), len(ref.Jobs),
-			len(in.IndexKeys), len(in.Rankings), len(in.Homes), len(in.Assign), len(in.Jobs))
+	if len(ref.IndexKeys) != len(in.IndexKeys) || len(ref.Rankings) != len(in.Rankings) || len(ref.Balanced) != len(in.Balanced) ||
+		len(ref.Homes) != len(in.Homes) || len(ref.Assign) != len(in.Assign) || len(ref.Jobs) != len(in.Jobs) {
+		t.Fatalf("reference printed %d index keys, %d rankings, %d balanced, %d homes, %d assignments, %d jobs for %d, %d, %d, %d, %d, %d",
+			len(ref.IndexKeys), len(ref.Rankings), len(ref.Balanced), len(ref.Homes), len(ref.Assign), len(ref.Jobs),
+			len(in.IndexKeys), len(in.Rankings), len(in.Balanced), len(in.Homes), len(in.Assign), len(in.Jobs))
 	}
 	for i, r := range ref.IndexKeys {
 		in.IndexKeys[i].Key = r.Key
 	}
 	for i, r := range ref.Rankings {
 		in.Rankings[i].Scores, in.Rankings[i].Owner, in.Rankings[i].Ranking = r.Scores, r.Owner, r.Ranking
+	}
+	for i, r := range ref.Balanced {
+		in.Balanced[i].Owners = r.Owners
 	}
 	for i, r := range ref.Homes {
 		in.Homes[i].Homes = r.Homes
@@ -105,8 +111,9 @@ func TestPythonReference(t *testing.T) {
 }
 
 // TestPythonReferenceRandom compares Go and the Python reference on random
-// inputs: index IDs, chunks and node counts for rankings, homes, the
-// random global batches of the Assign property tests, and small jobs.
+// inputs: index IDs, chunks and node counts for rankings, bounded owners,
+// homes, the random global batches of the Assign property tests, and small
+// jobs.
 func TestPythonReferenceRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 19))
 	var in goldenFile
@@ -117,6 +124,22 @@ func TestPythonReferenceRandom(t *testing.T) {
 	}
 	for range 50 {
 		in.Homes = append(in.Homes, goldenHomes{World: 1 + r.IntN(40), Nodes: 1 + r.IntN(12)})
+	}
+	// Bounded ownership: even, uneven and very skewed chunk sizes, so that
+	// the bound moves chunks and some chunks fit under no node's bound.
+	for i := range 60 {
+		counts := make([]int, r.IntN(80))
+		for c := range counts {
+			switch i % 3 {
+			case 0:
+				counts[c] = 100
+			case 1:
+				counts[c] = 50 + r.IntN(100)
+			default:
+				counts[c] = r.IntN(10) * r.IntN(10) * r.IntN(10)
+			}
+		}
+		in.Balanced = append(in.Balanced, goldenBalanced{IndexID: fmt.Sprintf("%016x", r.Uint64()), Counts: counts, Nodes: 1 + r.IntN(9)})
 	}
 	for i, c := range randomAssignCases(300) {
 		in.Assign = append(in.Assign, goldenAssign{Name: fmt.Sprintf("random-%d", i), IDs: c.ids, Owner: c.owner, Share: c.share, Nodes: c.nodes})
@@ -130,7 +153,7 @@ func TestPythonReferenceRandom(t *testing.T) {
 		}
 		in.Jobs = append(in.Jobs, goldenJob{
 			Name: fmt.Sprintf("random-%d", i), IndexID: fmt.Sprintf("%016x", r.Uint64()),
-			Nodes: 1 + r.IntN(5), Counts: counts, Seed: r.Uint64(), Epoch: r.Uint64N(50),
+			Nodes: 2 + r.IntN(4), Counts: counts, Seed: r.Uint64(), Epoch: r.Uint64N(50),
 			Window: 1 + r.IntN(8), BatchSize: 1 + r.IntN(6), World: 1 + r.IntN(9),
 			DropLast: r.IntN(3) == 0, Locality: r.IntN(4) > 0,
 		})

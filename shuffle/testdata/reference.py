@@ -141,6 +141,19 @@ def owner(key, chunk, nodes):
     return ranking(key, chunk, nodes)[0]
 
 
+def balanced_owners(key, counts, nodes):
+    """Each chunk's owner: rendezvous hashing with loads bounded in samples."""
+    limit = -(-17 * sum(counts) // (16 * nodes))  # ceiling division
+    load = [0] * nodes
+    owners = []
+    for c, n in enumerate(counts):
+        fits = [k for k in ranking(key, c, nodes) if load[k] + n <= limit]
+        k = fits[0] if fits else min(range(nodes), key=lambda k: (load[k], k))
+        owners.append(k)
+        load[k] += n
+    return owners
+
+
 def home(rank, world, nodes):
     return rank * nodes // world
 
@@ -190,9 +203,8 @@ def assign(ids, owners, shares, nodes):
 
 def cluster_batches(index_id, nodes, counts, seed, epoch, window,
                     batch_size, world, drop_last, locality):
-    """Every batch of a cluster job: [M][r] -> sample IDs."""
-    key = index_key(index_id)
-    owners = [owner(key, c, nodes) for c in range(len(counts))]
+    """Every batch of a job on a cluster of nodes >= 2: [M][r] -> sample IDs."""
+    owners = balanced_owners(index_key(index_id), counts, nodes)
     chunks = stratified_chunk_order(owners, nodes, seed, epoch)
     order, _ = epoch_order(counts, seed, epoch, window, chunks)
     owner_of_sample = {}
@@ -274,6 +286,10 @@ if __name__ == "__main__":
             "owner": owner(key, c, n),
             "ranking": ranking(key, c, n),
         })
+    for bl in inputs.get("balanced", []):
+        out.setdefault("balanced", []).append({
+            "owners": balanced_owners(index_key(bl["index_id"]), bl["counts"], bl["nodes"]),
+        })
     for hm in inputs.get("homes", []):
         out.setdefault("homes", []).append({
             "homes": [home(r, hm["world"], hm["nodes"]) for r in range(hm["world"])],
@@ -282,8 +298,7 @@ if __name__ == "__main__":
         ranks, moved = assign(a["ids"], a["owner"], a["share"], a["nodes"])
         out.setdefault("assign", []).append({"ranks": ranks, "moved": moved})
     for job in inputs.get("jobs", []):
-        key = index_key(job["index_id"])
-        owners = [owner(key, c, job["nodes"]) for c in range(len(job["counts"]))]
+        owners = balanced_owners(index_key(job["index_id"]), job["counts"], job["nodes"])
         out.setdefault("jobs", []).append({
             "name": job["name"],
             "owners": owners,
