@@ -303,3 +303,18 @@ func TestAssignEmptyBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignRejectsNegativeShare: a negative share is as invalid as shares
+// that do not sum to the batch, and must be reported as an error. Shares
+// such as [-1, 3] pass the sum check, so Assign must check each share.
+func TestAssignRejectsNegativeShare(t *testing.T) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("Assign(shares [-1 3]) panicked instead of returning an error: %v", p)
+		}
+	}()
+	a, err := Assign([]int{1, 2}, []int{0, 0}, []int{-1, 3}, 2)
+	if err == nil {
+		t.Fatalf("Assign(shares [-1 3]) = %+v, want an error", a)
+	}
+}
