@@ -162,11 +162,11 @@ func TestClusterFailover(t *testing.T) {
 	const world = 8
 	tests := []struct {
 		name    string
-		rank    int                   // home: rank*4/8
+		rank    int         // home: rank*4/8
 		down    map[int]any // node -> fault (see applyFault)
-		want    []int                 // nodes the batch request reached, in order
-		status  int                   // the error's status; 0: success
-		attempt int                   // MaxRetries
+		want    []int       // nodes the batch request reached, in order
+		status  int         // the error's status; 0: success
+		attempt int         // MaxRetries
 	}{
 		{name: "home refuses connections", rank: 5, down: faults(2, "kill"), want: []int{3}},
 		{name: "home answers 503", rank: 5, down: faults(2, 503), want: []int{2, 3}},
