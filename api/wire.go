@@ -112,7 +112,15 @@ type PlanOptions struct {
 	BackendBytesPerSec float64 // bandwidth; default 1 GiB/s
 	ConsumeBytesPerSec float64 // consume; 0 means as fast as the backend
 	PrefetchWindows    int     // prefetch_windows; the gateway's own when 0
+	// Nodes (nodes, 1..MaxPlanNodes) asks for a cluster prediction over
+	// that many nodes, CacheBytes being each node's cache; 0 asks for a
+	// single gateway's plan. A gateway in a cluster defaults to its own
+	// node count.
+	Nodes int
 }
+
+// MaxPlanNodes bounds PlanOptions.Nodes.
+const MaxPlanNodes = 4096
 
 // Query parameter names of PlanOptions.
 const (
@@ -122,6 +130,7 @@ const (
 	ParamBandwidth       = "bandwidth"
 	ParamConsume         = "consume"
 	ParamPrefetchWindows = "prefetch_windows"
+	ParamNodes           = "nodes"
 )
 
 // Cluster is the body of GET /cluster: the peer list every node of a

@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"runtime/pprof"
@@ -82,7 +80,7 @@ func (g *Gateway) layoutRequest(r *http.Request, accepted []string) (*batchLayou
 func (g *Gateway) advance(b *batchLayout) {
 	st, moved := g.sched.advance(b.js, b.epoch, b.end)
 	if moved && g.prefetch != nil {
-		g.prefetch.enqueue(b.js, g.sched.upcoming(st, g.cfg.PrefetchWindows))
+		g.prefetch.enqueue(b.js, g.ownedUses(b.js, g.sched.upcoming(st, g.cfg.PrefetchWindows)))
 	}
 }
 
@@ -147,6 +145,14 @@ func (g *Gateway) setWriteDeadline(w http.ResponseWriter, n int64) {
 // clean error response, never a truncated batch. pinned is called once
 // every chunk is pinned.
 func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
+	if g.peers != nil {
+		return g.writeClusterBatch(ctx, w, b, pinned)
+	}
+	return g.writeLocalBatch(ctx, w, b, pinned)
+}
+
+// writeLocalBatch serves b from this gateway's own cache.
+func (g *Gateway) writeLocalBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
 	lease, b, err := g.acquire(ctx, b)
 	if errors.Is(err, chunkcache.ErrTooLarge) {
 		return g.writeBatchInParts(ctx, w, b, pinned)
@@ -181,26 +187,8 @@ func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batc
 		default:
 		}
 	}
-	g.setWriteDeadline(w, b.length)
-	h := w.Header()
-	b.setHeaders(h)
-	b.setMissingHeaders(h)
-	h.Set("Content-Type", "application/x-tar")
-	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
-	w.WriteHeader(http.StatusOK)
-	var n int64
-	if rf, ok := w.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(body)
-	} else {
-		n, err = body.WriteTo(w)
+	if g.peers != nil {
+		g.peers.metrics.locality.WithLabelValues("home").Add(float64(b.length - int64(len(chunkindex.EndOfArchive))))
 	}
-	g.metrics.bytesServed.Add(float64(n))
-	if err != nil {
-		return fmt.Errorf("writing batch: %w", err)
-	}
-	if n != b.length {
-		return fmt.Errorf("writing batch: wrote %d of %d bytes", n, b.length)
-	}
-	g.metrics.samplesServed.Add(float64(len(b.ids)))
-	return nil
+	return g.writeBody(w, b, body)
 }

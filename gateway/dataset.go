@@ -12,6 +12,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -31,12 +32,28 @@ type loadedDataset struct {
 	chunkByKey map[string]int // chunk object key → chunk ID
 	maxChunk   int64          // every chunk's buffer is this big, so buffers are interchangeable
 	damaged    []atomic.Bool  // per chunk: its last read found it damaged at rest
+
+	// In a cluster: the index's ownership key and each chunk's owner,
+	// computed once for the gateway's node count.
+	key        uint64
+	ownersOnce sync.Once
+	owner      []int
+}
+
+// clusterKey is the index's part of every chunk's ownership score.
+func (d *loadedDataset) clusterKey() uint64 { return d.key }
+
+// owners returns each chunk's owning node in a cluster of nodes nodes. A
+// gateway's node count never changes, so the first call fixes it.
+func (d *loadedDataset) owners(nodes int) []int {
+	d.ownersOnce.Do(func() { d.owner = cluster.Balanced(d.key, d.counts, nodes) })
+	return d.owner
 }
 
 func newLoadedDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *loadedDataset {
 	ds := &loadedDataset{name: name, url: url, store: store, index: ix, loadedAt: time.Now(), version: 1,
 		counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
-		damaged: make([]atomic.Bool, ix.NumChunks())}
+		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID())}
 	for c := range ix.NumChunks() {
 		ds.chunkByKey[ix.Chunk(c).Key] = c
 		ds.maxChunk = max(ds.maxChunk, ix.Chunk(c).Size)

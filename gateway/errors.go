@@ -35,6 +35,9 @@ var (
 	ErrStalled = errors.New("not ready: stalled")
 	// ErrNotImplemented marks a feature this gateway was built without.
 	ErrNotImplemented = errors.New("not implemented")
+	// ErrConflict marks a peer's request for a version of an index this
+	// node does not serve (one of the two has reloaded it).
+	ErrConflict = errors.New("conflict")
 )
 
 // retryAfter is what 503 responses advise; clients back off at least this.
@@ -52,6 +55,8 @@ func statusOf(err error) int {
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
 		// The store no longer matches the index: retrying will not help.
 		return http.StatusBadGateway
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
 	case errors.Is(err, ErrNotImplemented):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):

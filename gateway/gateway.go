@@ -129,8 +129,8 @@ type ClusterConfig struct {
 	// from the store. Default 10 s.
 	PeerTimeout time.Duration
 	// ProbeInterval is how often a peer's /readyz is probed while it is
-	// up; a peer that is down is probed with back-off from this up to
-	// 16 times as long. Default 1 s.
+	// up; a peer that is down is probed with back-off up to 4 times as
+	// long. Default 1 s.
 	ProbeInterval time.Duration
 	// Token is the bearer token sent to peers (their AuthTokens must
 	// hold it). `brand serve` sends the first of --auth-token-file's.
@@ -192,6 +192,11 @@ type Gateway struct {
 	sched    *schedule
 	cache    *chunkcache.Cache
 	prefetch *prefetcher // nil when prefetch is off
+	peers    *peerSet    // nil for a single gateway
+	ahead    *peerAhead  // samples fetched from peers ahead of need; nil for a single gateway
+	aheadCtx context.Context
+	aheadEnd context.CancelFunc
+	aheadWG  sync.WaitGroup
 	stats    *liveStats
 	reload   *reloader
 
@@ -284,6 +289,20 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.IndexPoll == 0 {
 		cfg.IndexPoll = DefaultIndexPoll
 	}
+	if c := &cfg.Cluster; len(c.Peers) > 0 {
+		if c.Self < 0 || c.Self >= len(c.Peers) {
+			return nil, fmt.Errorf("gateway: cluster self %d outside the %d peers", c.Self, len(c.Peers))
+		}
+		if c.PeerTimeout == 0 {
+			c.PeerTimeout = DefaultPeerTimeout
+		}
+		if c.ProbeInterval == 0 {
+			c.ProbeInterval = DefaultProbeInterval
+		}
+		if c.PeerTimeout < 0 || c.ProbeInterval < 0 {
+			return nil, errors.New("gateway: negative PeerTimeout or ProbeInterval")
+		}
+	}
 	cfg.Defaults.fill()
 	cfg.Limits.fill()
 	if cfg.Registry == nil {
@@ -296,7 +315,12 @@ func New(cfg Config) (*Gateway, error) {
 		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
 	g.tokens = newTokenSet(cfg.AuthTokens)
 	g.catalog = newCatalog(names, cfg.DefaultDataset)
-	g.orders = newOrders()
+	g.peers = newPeerSet(cfg.Cluster, cfg.Registry, cfg.Logger)
+	nodes := 1
+	if g.peers != nil {
+		nodes = g.peers.nodes()
+	}
+	g.orders = newOrders(nodes)
 	g.sched = newSchedule(g.orders)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	if cfg.CachePolicy == "schedule" {
@@ -322,6 +346,11 @@ func New(cfg Config) (*Gateway, error) {
 			distance: g.sched.distance, loaded: g.stats.prefetched, metrics: g.metrics, log: cfg.Logger})
 	}
 	g.handler = g.routes()
+	if g.peers != nil {
+		g.ahead = newPeerAhead(max(cfg.CacheSize/16, 64<<20))
+		g.aheadCtx, g.aheadEnd = context.WithCancel(context.Background())
+		g.peers.start()
+	}
 	return g, nil
 }
 
@@ -347,6 +376,11 @@ func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
 // requests are the HTTP server's to drain first.
 func (g *Gateway) Close() {
 	g.stopPolling()
+	if g.peers != nil {
+		g.aheadEnd()
+		g.aheadWG.Wait()
+		g.peers.stop()
+	}
 	if g.prefetch != nil {
 		g.prefetch.close()
 	}

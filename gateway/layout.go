@@ -60,16 +60,27 @@ func layoutBatch(o *orders, ds *loadedDataset, job api.Job, epoch uint64, batchA
 	if err != nil {
 		return nil, err
 	}
-	b := &batchLayout{js: js, job: job, epoch: epoch, batch: m, batches: batches, samples: n, start: start, end: end,
-		ids: make([]int, 0, end-start), slot: make([]int, 0, end-start), length: int64(len(chunkindex.EndOfArchive))}
-	for pos := start; pos < end; {
-		w := e.WindowOf(pos)
-		ws := e.WindowStart(w)
-		win := o.window(js, epoch, e, w)
-		take := min(end, ws+len(win)) - pos
-		b.ids = append(b.ids, win[pos-ws:pos-ws+take]...)
-		pos += take
+	var ids []int
+	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
+		ids, err = o.assigned(js, e, epoch, job, n, int(m))
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		ids = o.appendRange(nil, js, e, epoch, start, end)
 	}
+	b := layoutSamples(js, epoch, ids)
+	b.job, b.batch, b.batches, b.samples, b.start, b.end = job, m, batches, n, start, end
+	b.etag = batchETag(ds, job, epoch, m, o.nodes)
+	return b, nil
+}
+
+// layoutSamples lays out samples ids of a stream's epoch: their chunks,
+// in first-use order, and the bytes they take as a tar stream.
+func layoutSamples(js jobStream, epoch uint64, ids []int) *batchLayout {
+	ds := js.ds
+	b := &batchLayout{js: js, epoch: epoch, ids: ids, slot: make([]int, 0, len(ids)),
+		length: int64(len(chunkindex.EndOfArchive))}
 	seen := make(map[int]int, 16)
 	for _, id := range b.ids {
 		c, _, length, _ := ds.index.SampleRange(id)
@@ -83,19 +94,24 @@ func layoutBatch(o *orders, ds *loadedDataset, job api.Job, epoch uint64, batchA
 		b.slot = append(b.slot, i)
 		b.length += length
 	}
-	b.etag = batchETag(ds, job, epoch, m)
-	return b, nil
+	return b
 }
 
 // batchETag names a batch's bytes: the index's identity and every parameter
 // that selects the batch. A batch from offset 0 keeps the ETag it had
 // before offsets existed, so that caches in front of a gateway stay warm
 // across the upgrade.
-func batchETag(ds *loadedDataset, job api.Job, epoch, m uint64) string {
+//
+// In a cluster the order depends on the node count, and the batch on
+// whether locality-aware assignment is on; both are then named.
+func batchETag(ds *loadedDataset, job api.Job, epoch, m uint64, nodes int) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		ds.index.ID(), ds.name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
 		s = fmt.Appendf(s, "|offset=%d", job.Offset)
+	}
+	if nodes > 1 {
+		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`

@@ -3,6 +3,8 @@ package gateway
 import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -40,6 +42,12 @@ type windowKey struct {
 type orders struct {
 	epochs  *lru.Cache[orderKey, *epochOrder]
 	windows *lru.Cache[windowKey, []int]
+	// assignments memoises global batches' assignments to ranks.
+	assignments *lru.Cache[assignKey, [][]int]
+	// nodes is the cluster's node count: above 1, chunk orders are
+	// stratified by owner (shuffle.NewStratifiedEpoch), so that every
+	// window holds chunks of every node.
+	nodes int
 }
 
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
@@ -47,12 +55,15 @@ type orders struct {
 const (
 	maxMemoEpochs  = 64
 	maxMemoWindows = 32
+	// An assignment holds one global batch's IDs.
+	maxMemoAssignments = 64
 )
 
-func newOrders() *orders {
+func newOrders(nodes int) *orders {
 	e, _ := lru.New[orderKey, *epochOrder](maxMemoEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
-	return &orders{epochs: e, windows: w}
+	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
+	return &orders{epochs: e, windows: w, assignments: a, nodes: max(nodes, 1)}
 }
 
 // epoch returns the order of one epoch of a stream.
@@ -61,7 +72,13 @@ func (o *orders) epoch(s jobStream, epoch uint64) (*epochOrder, error) {
 	if e, ok := o.epochs.Get(k); ok {
 		return e, nil
 	}
-	e, err := shuffle.NewEpoch(s.ds.counts, s.seed, epoch, s.window)
+	var e *shuffle.Epoch
+	var err error
+	if o.nodes > 1 {
+		e, err = shuffle.NewStratifiedEpoch(s.ds.counts, s.ds.owners(o.nodes), o.nodes, s.seed, epoch, s.window)
+	} else {
+		e, err = shuffle.NewEpoch(s.ds.counts, s.seed, epoch, s.window)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -85,4 +102,67 @@ func (o *orders) window(s jobStream, epoch uint64, e *epochOrder, w int) []int {
 	ids := e.Window(w)
 	o.windows.Add(k, ids)
 	return ids
+}
+
+// appendRange appends the sample IDs at epoch positions [start, end) of a
+// stream's epoch, from its memoised windows.
+func (o *orders) appendRange(dst []int, js jobStream, e *epochOrder, epoch uint64, start, end int) []int {
+	for pos := start; pos < end; {
+		w := e.WindowOf(pos)
+		ws := e.WindowStart(w)
+		win := o.window(js, epoch, e, w)
+		take := min(end, ws+len(win)) - pos
+		dst = append(dst, win[pos-ws:pos-ws+take]...)
+		pos += take
+	}
+	return dst
+}
+
+// assignKey names one global batch's assignment to ranks: everything that
+// decides it but the rank.
+type assignKey struct {
+	orderKey
+	batchSize, world, offset int
+	dropLast                 bool
+	m                        int
+}
+
+// assigned returns the samples job's rank receives from global batch m of
+// a stream's epoch under locality-aware assignment (cluster.Assign): the
+// global batch's samples, each rank first given those whose chunk its
+// home node owns. Every rank of the batch asks for the same assignment,
+// so the whole of it is memoised.
+func (o *orders) assigned(js jobStream, e *epochOrder, epoch uint64, job api.Job, n, m int) ([]int, error) {
+	k := assignKey{orderKey{js, epoch}, job.BatchSize, job.World, job.Offset, job.DropLast, m}
+	if a, ok := o.assignments.Get(k); ok {
+		return a[job.Rank], nil
+	}
+	p := job.Params
+	share := make([]int, p.World)
+	start, end := n, 0
+	for r := range share {
+		p.Rank = r
+		s, e, err := p.BatchRange(n, m)
+		if err != nil {
+			return nil, err
+		}
+		share[r] = e - s
+		start, end = min(start, s), max(end, e)
+	}
+	if start > end {
+		start = end
+	}
+	ids := o.appendRange(make([]int, 0, end-start), js, e, epoch, start, end)
+	owners := js.ds.owners(o.nodes)
+	owner := make([]int, len(ids))
+	for i, id := range ids {
+		c, _, _, _ := js.ds.index.SampleRange(id)
+		owner[i] = owners[c]
+	}
+	a, err := cluster.Assign(ids, owner, share, o.nodes)
+	if err != nil {
+		return nil, err
+	}
+	o.assignments.Add(k, a.Ranks)
+	return a.Ranks[job.Rank], nil
 }

@@ -95,6 +95,14 @@ var params = map[string]param{
 		q.job.DropLast = b
 		return nil
 	},
+	api.ParamLocality: func(q *query, _, v string, _ Limits) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: locality must be true or false, got %q", ErrBadRequest, v)
+		}
+		q.job.NoLocality = !b
+		return nil
+	},
 	api.ParamFormat: func(q *query, _, v string, _ Limits) error {
 		if v != "json" && v != "tar" {
 			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -25,14 +27,25 @@ type Planner interface {
 
 // handlePlan serves /plan: the job's schedule simulated for a cache size,
 // what hit ratio and backend traffic LRU and the optimal policy reach, the
-// cache that never stalls at a bandwidth, and the window's shuffle quality.
+// cache that never stalls at a bandwidth, and the window's shuffle quality;
+// or, with nodes=N (a cluster's default), the prediction for N nodes each
+// with a cache of cache_size.
 func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Planner == nil {
 		writeError(r.Context(), w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
 		return
 	}
+	nodes := 0 // a single gateway's plan
+	if n := len(g.cfg.Cluster.Peers); n > 1 {
+		nodes = n
+	}
+	r, nodes, err := planNodes(r, nodes)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
 	base := g.defaults
-	base.plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
+	base.plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows, Nodes: nodes}
 	q, ds, err := g.parseRequest(r, planParams, base)
 	if err != nil {
 		writeError(r.Context(), w, err)
@@ -56,4 +69,27 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, plan)
+}
+
+// planNodes reads /plan's nodes parameter, which only /plan takes, and
+// returns the request without it for the shared query parser. def is the
+// count when the request gives none. A query that does not parse is left
+// whole for the parser to report.
+func planNodes(r *http.Request, def int) (*http.Request, int, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil || !values.Has(api.ParamNodes) {
+		return r, def, nil
+	}
+	v := values.Get(api.ParamNodes)
+	values.Del(api.ParamNodes)
+	r = r.Clone(r.Context())
+	r.URL.RawQuery = values.Encode()
+	if v == "" { // the default, as for every parameter
+		return r, def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > api.MaxPlanNodes {
+		return r, 0, fmt.Errorf("%w: %s must be an integer between 1 and %d, got %q", ErrBadRequest, api.ParamNodes, api.MaxPlanNodes, v)
+	}
+	return r, n, nil
 }

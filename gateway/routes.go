@@ -42,6 +42,8 @@ func (g *Gateway) routes() http.Handler {
 		r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
 		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 		r.Get("/samples/*", g.handleSample)
+		r.Get("/cluster", g.handleCluster)
+		r.Post(peerSamplesPath, g.handlePeerSamples)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}

@@ -118,7 +118,7 @@ func testSchedule() (*schedule, jobStream) {
 	for c := range counts {
 		counts[c] = 32
 	}
-	return newSchedule(newOrders()), jobStream{&loadedDataset{name: "d", counts: counts}, 1, 2}
+	return newSchedule(newOrders(1)), jobStream{&loadedDataset{name: "d", counts: counts}, 1, 2}
 }
 
 // TestUseTableFollowsTheOrder checks the published distances against the
@@ -127,7 +127,7 @@ func testSchedule() (*schedule, jobStream) {
 // in this epoch or in the next — has the smaller distance.
 func TestUseTableFollowsTheOrder(t *testing.T) {
 	ds := newLoadedDataset("d", "", nil, testIndex(t, 16, 32))
-	s := newSchedule(newOrders())
+	s := newSchedule(newOrders(1))
 	js := jobStream{ds, 3, 4}
 	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
 		s.advance(js, at.epoch, at.pos)

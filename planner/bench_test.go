@@ -87,3 +87,22 @@ func BenchmarkMakePlan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClusterPlan is the cluster prediction at the scale the issue
+// names: 4,096 chunks of 256 samples (1,048,576 samples), three epochs,
+// window 8, batch 64, world 2048 over 256 nodes and world 8 over 4 nodes,
+// the cluster's cache 140 % of the dataset.
+func BenchmarkClusterPlan(b *testing.B) {
+	for _, shape := range []struct{ nodes, world int }{{4, 8}, {256, 2048}} {
+		b.Run(fmt.Sprintf("nodes=%d/world=%d", shape.nodes, shape.world), func(b *testing.B) {
+			in := reportInput(shape.nodes, 8, 1.4)
+			in.Job.World = shape.world
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := MakeClusterPlan(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

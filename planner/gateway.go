@@ -6,6 +6,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -16,8 +17,18 @@ import (
 type ForGateway struct{}
 
 // Plan answers GET /plan: MakePlanContext for job over the dataset ix
-// indexes. Its result is a *Plan.
+// indexes, a *Plan; or with o.Nodes set, MakeClusterPlanContext for that
+// many nodes each with a cache of o.CacheBytes, a *ClusterPlan.
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Params, o api.PlanOptions) (any, error) {
+	if o.Nodes > 0 {
+		return MakeClusterPlanContext(ctx, ClusterInput{
+			Dataset:        DatasetOf(ix),
+			Job:            Job{Params: job, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+			IndexKey:       cluster.IndexKey(ix.ID()),
+			Nodes:          o.Nodes,
+			NodeCacheBytes: o.CacheBytes,
+		})
+	}
 	in := PlanInput{
 		Dataset:            DatasetOf(ix),
 		Job:                Job{Params: job, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},

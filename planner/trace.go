@@ -203,6 +203,14 @@ func (s *schedule) chunkOf(id int) int32 {
 // walk keeps one window's sample IDs and one global batch in memory, never
 // the whole epoch. It checks ctx before each epoch and returns its error.
 func (s *schedule) walk(ctx context.Context, window int, visit func(epoch int, chunks []int32)) error {
+	return s.walkOrder(ctx, func(e int) (*shuffle.Epoch, error) {
+		return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), window)
+	}, visit)
+}
+
+// walkOrder is walk over the epoch orders order returns: a cluster's
+// chunk order is stratified by owner (shuffle.NewStratifiedEpoch).
+func (s *schedule) walkOrder(ctx context.Context, order func(epoch int) (*shuffle.Epoch, error), visit func(epoch int, chunks []int32)) error {
 	g := s.j.BatchSize * s.j.World
 	nb := s.numBatches()
 	buf := make([]int32, 0, min(g, s.n))
@@ -210,7 +218,7 @@ func (s *schedule) walk(ctx context.Context, window int, visit func(epoch int, c
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ep, err := shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), window)
+		ep, err := order(e)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

@@ -5,17 +5,54 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 
-	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/shuffle"
-
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
 )
 
+// planCluster is what `brand plan` needs to predict a cluster instead of
+// one gateway.
+type planCluster struct {
+	nodes        int // 0: one gateway, the single-node plan
+	ranksPerNode int
+}
+
+func (c *planCluster) register(fs *flag.FlagSet) {
+	fs.IntVar(&c.nodes, "nodes", 0, "predict a cluster of this many nodes, --cache-size being each node's cache (0: one gateway)")
+	fs.IntVar(&c.ranksPerNode, "ranks-per-node", 1, "with --nodes: ranks per node; the world is nodes × ranks-per-node unless --world is given")
+}
+
+// world returns the job's world size: --world if it was given, else, for a
+// cluster, nodes × ranks per node.
+func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
+	if c.nodes < 0 || c.nodes > api.MaxPlanNodes {
+		return 0, fmt.Errorf("--nodes %d: must be 0 (one gateway) to %d", c.nodes, api.MaxPlanNodes)
+	}
+	if c.ranksPerNode < 1 {
+		return 0, fmt.Errorf("--ranks-per-node %d: must be at least 1", c.ranksPerNode)
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "world" })
+	if given || c.nodes == 0 {
+		return world, nil
+	}
+	if c.ranksPerNode > math.MaxInt32/c.nodes {
+		return 0, fmt.Errorf("--nodes %d × --ranks-per-node %d: too many ranks", c.nodes, c.ranksPerNode)
+	}
+	return c.nodes * c.ranksPerNode, nil
+}
+
 // runPlan simulates a job over a dataset's index and prints what a cache
-// size achieves under LRU and under the optimal (next-use) policy.
+// size achieves under LRU and under the optimal (next-use) policy, or with
+// --nodes what a cluster of that many nodes reads from the store and
+// sends between nodes.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		src                 string
@@ -25,6 +62,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		epochs, first, pf   int
 		dropLast, asJSON    bool
 		s3                  cli.S3Flags
+		cl                  planCluster
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
@@ -42,12 +80,17 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&pf, "prefetch-windows", 1, "windows the gateway prefetches beyond the current one")
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cl.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [job flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
 		return err
 	}
 	if src == "" {
 		return fmt.Errorf("--src is required: the dataset to plan for")
+	}
+	wrld, err := cl.world(fs, wrld)
+	if err != nil {
+		return err
 	}
 	store, err := s3backend.Open(ctx, src, s3.Config())
 	if err != nil {
@@ -57,9 +100,23 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
+	if cl.nodes > 0 {
+		plan, err := planner.MakeClusterPlanContext(ctx, planner.ClusterInput{
+			Dataset:        planner.DatasetOf(ix),
+			Job:            job,
+			IndexKey:       cluster.IndexKey(ix.ID()),
+			Nodes:          cl.nodes,
+			NodeCacheBytes: int64(cache),
+		})
+		if err != nil {
+			return err
+		}
+		return writePlan(env, plan, asJSON)
+	}
 	plan, err := planner.MakePlan(planner.PlanInput{
 		Dataset:            planner.DatasetOf(ix),
-		Job:                planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs},
+		Job:                job,
 		CacheBytes:         int64(cache),
 		BackendBytesPerSec: float64(bw),
 		ConsumeBytesPerSec: float64(consume),
@@ -68,6 +125,11 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	return writePlan(env, plan, asJSON)
+}
+
+// writePlan prints a plan as indented JSON or as its text report.
+func writePlan(env *cli.Env, plan interface{ WriteText(io.Writer) error }, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/testbin"
 )
 
 // TestPythonGroup runs the python group on the smoke test's tiny dataset
@@ -26,7 +27,7 @@ func TestPythonGroup(t *testing.T) {
 	srv := minioserver.ForTest(t)
 	cfg.Server = srv
 	cfg.Bucket = srv.NewBucket(t)
-	cfg.Processes.GatewayBinary = build(t, "brand")
+	cfg.Processes.GatewayBinary = testbin.Build(t, "brand")
 	cfg.WorkDir = t.TempDir()
 	rep := runForTest(t, cfg)
 	if len(rep.Skipped) > 0 {

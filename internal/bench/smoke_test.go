@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,34 +14,8 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/testbin"
 )
-
-// build builds one of the module's commands (the brand binary, whose serve
-// command is the gateway under test, or brand-bench, whose limit command
-// serves the limits) with the race detector when this test has it: the
-// packages are then already compiled for the test, and a race in the
-// gateway or a limit fails the smoke test through the process's exit
-// status.
-func build(t *testing.T, name string) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("the go command is needed to build the brand binary: %v", err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), name)
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/brandgw/brand/cmd/"+name)
-	out, err := exec.Command(goTool, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin
-}
 
 // TestSmoke runs every configuration on a tiny dataset against a real
 // MinIO and checks the structure of the results: every configuration
@@ -54,8 +27,8 @@ func TestSmoke(t *testing.T) {
 	cfg := SmokeConfig()
 	cfg.Server = srv
 	cfg.Bucket = srv.NewBucket(t)
-	cfg.Processes.GatewayBinary = build(t, "brand")
-	cfg.Processes.LimitBinary = build(t, "brand-bench")
+	cfg.Processes.GatewayBinary = testbin.Build(t, "brand")
+	cfg.Processes.LimitBinary = testbin.Build(t, "brand-bench")
 	cfg.WorkDir = t.TempDir()
 	cfg.Command = "go test -run TestSmoke"
 	rep := runForTest(t, cfg)

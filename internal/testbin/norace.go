@@ -1,5 +1,5 @@
 //go:build !race
 
-package bench
+package testbin
 
 const raceEnabled = false

@@ -1,0 +1,281 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/gateway"
+)
+
+// clusterNode is one gateway of an in-process test cluster.
+type clusterNode struct {
+	g     *gateway.Gateway
+	srv   *httptest.Server
+	store *countingStore
+}
+
+// startCluster runs n gateways over f's store, each behind its own
+// loopback server and counting its own store reads, configured as one
+// cluster. handlers, if not nil, replaces node k's gateway with
+// handlers[k] when that is not nil (a misbehaving peer).
+func startCluster(t *testing.T, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	urls := make([]string, n)
+	for k := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[k] = ln
+		urls[k] = "http://" + ln.Addr().String()
+	}
+	nodes := make([]*clusterNode, n)
+	for k := range n {
+		node := &clusterNode{}
+		var h http.Handler
+		if k < len(handlers) && handlers[k] != nil {
+			h = handlers[k]
+		} else {
+			node.store = newCountingStore(f.store)
+			node.g, _ = start(t, node.store, func(c *gateway.Config) {
+				c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
+				c.PrefetchConcurrency = -1 // store reads counted on demand only
+				if mutate != nil {
+					mutate(c)
+				}
+			})
+			h = node.g
+		}
+		node.srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: h}}
+		node.srv.Start()
+		t.Cleanup(node.srv.Close)
+		nodes[k] = node
+	}
+	return nodes
+}
+
+// readRank reads every batch of an epoch for one rank from base and
+// returns the bodies.
+func readRank(t *testing.T, base string, q string, epoch, batches int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for m := range batches {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("epoch %d batch %d (%s) from %s: %s: %s", epoch, m, q, base, resp.Status, body)
+		}
+		out = append(out, body)
+	}
+	return out
+}
+
+func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
+	f := newFixture(t, 32, 16) // 512 samples
+	const nodes, world, batch = 4, 8, 8
+	batches := 512 / (world * batch)
+	for _, locality := range []bool{true, false} {
+		t.Run(fmt.Sprintf("locality=%t", locality), func(t *testing.T) {
+			cl := startCluster(t, f, nodes, nil, nil)
+			seen := map[string]int{}
+			bodies := map[string][]byte{}
+			for r := range world {
+				q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d&rank=%d&locality=%t", batch, world, r, locality)
+				home := cl[cluster.Home(r, world, nodes)]
+				for m, body := range readRank(t, home.srv.URL, q, 0, batches) {
+					f.verify(t, readTar(t, body), seen)
+					bodies[fmt.Sprintf("%d/%d", r, m)] = body
+				}
+			}
+			exactlyOnce(t, seen, 512, "the epoch over all ranks")
+			var reads int
+			var fetched, home, peer float64
+			for _, n := range cl {
+				r, _, _ := n.store.chunkReads()
+				reads += r
+				fetched += metricSum(t, n.srv.URL, "brand_peer_bytes_fetched_total")
+				home += metric(t, n.srv.URL, `brand_locality_bytes_total{source="home"}`)
+				peer += metric(t, n.srv.URL, `brand_locality_bytes_total{source="peer"}`)
+			}
+			// Each chunk is read by its owner alone.
+			if reads != 32 {
+				t.Errorf("the cluster read %d chunks from the store, want each of the 32 once", reads)
+			}
+			if fetched != peer {
+				t.Errorf("peer bytes fetched %v, batches carried %v from peers", fetched, peer)
+			}
+			share := peer / (home + peer)
+			t.Logf("locality=%t: %.1f%% of batch bytes crossed nodes", locality, 100*share)
+			if locality && share > 0.10 {
+				t.Errorf("with locality %.1f%% of batch bytes crossed nodes, want at most 10%%", 100*share)
+			}
+			if ahead := metricSum(t, cl[0].srv.URL, "brand_peer_samples_fetched_ahead_total"); !locality && ahead == 0 {
+				t.Error("no sample was fetched from a peer ahead of its batch")
+			}
+			if !locality && share < 0.5 {
+				t.Errorf("without locality only %.1f%% crossed nodes; expected about 75%%", 100*share)
+			}
+			// /stats shows the node's view of the cluster and its traffic.
+			_, body := get(t, cl[1].srv.URL+"/stats")
+			var st struct {
+				Cluster *gateway.ClusterStats `json:"cluster"`
+			}
+			if err := json.Unmarshal(body, &st); err != nil || st.Cluster == nil {
+				t.Fatalf("/stats: %v: %s", err, body)
+			}
+			cs := st.Cluster
+			home1 := metric(t, cl[1].srv.URL, `brand_locality_bytes_total{source="home"}`)
+			if cs.Self != 1 || len(cs.Peers) != nodes-1 || float64(cs.HomeBytes) != home1 || cs.Locality <= 0 || cs.Locality > 1 {
+				t.Errorf("/stats cluster = %+v; home bytes on /metrics %v", cs, home1)
+			}
+			// Any node answers any request with the same bytes.
+			for _, r := range []int{0, 3, 7} {
+				q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d&rank=%d&locality=%t", batch, world, r, locality)
+				for k, n := range cl {
+					resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/1?%s", n.srv.URL, q))
+					if resp.StatusCode != http.StatusOK || !bytes.Equal(body, bodies[fmt.Sprintf("%d/1", r)]) {
+						t.Fatalf("rank %d batch 1 from node %d differs from its home's (%s)", r, k, resp.Status)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestClusterSurvivesANodeLoss(t *testing.T) {
+	f := newFixture(t, 32, 16)
+	const nodes, world, batch = 4, 8, 8
+	batches := 512 / (world * batch)
+	cl := startCluster(t, f, nodes, nil, nil)
+	// Reference: epoch 1 read whole from node 0.
+	want := map[string][]byte{}
+	for r := range world {
+		q := fmt.Sprintf("seed=3&window=4&batch_size=%d&world=%d&rank=%d", batch, world, r)
+		for m, body := range readRank(t, cl[0].srv.URL, q, 1, batches) {
+			want[fmt.Sprintf("%d/%d", r, m)] = body
+		}
+	}
+	// Epoch 1 again, from the homes, node 2 dying halfway.
+	seen := map[string]int{}
+	for m := range batches {
+		if m == batches/2 {
+			cl[2].srv.CloseClientConnections()
+			cl[2].srv.Close()
+		}
+		for r := range world {
+			k := cluster.Home(r, world, nodes)
+			if k == 2 && m >= batches/2 {
+				k = 3 // the client's failover: the next node
+			}
+			q := fmt.Sprintf("seed=3&window=4&batch_size=%d&world=%d&rank=%d", batch, world, r)
+			resp, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s", cl[k].srv.URL, m, q))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("rank %d batch %d from node %d after node 2 died: %s: %s", r, m, k, resp.Status, body)
+			}
+			if !bytes.Equal(body, want[fmt.Sprintf("%d/%d", r, m)]) {
+				t.Fatalf("rank %d batch %d from node %d differs from before the loss", r, m, k)
+			}
+			f.verify(t, readTar(t, body), seen)
+		}
+	}
+	exactlyOnce(t, seen, 512, "epoch 1 across a node's loss")
+	// The prober notices too (a probe in flight at the loss may have
+	// answered up after a failed fetch marked it down).
+	up := fmt.Sprintf(`brand_peer_up{peer=%q}`, cl[2].srv.URL)
+	for deadline := time.Now().Add(5 * time.Second); metric(t, cl[0].srv.URL, up) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node 0 still sees the dead node 2 up after 5 s")
+		}
+	}
+}
+
+// lyingPeer answers ready and serves sample requests with the right
+// length and wrong bytes.
+type lyingPeer struct{ asked atomic.Int64 }
+
+func (l *lyingPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	l.asked.Add(1)
+	ids, _ := io.ReadAll(r.Body)
+	_ = ids
+	// The length the asker wants is not known here: answer with a long
+	// run of garbage; a short or long body fails as surely as a bad CRC.
+	body := bytes.Repeat([]byte{0xAB}, 4096)
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.Write(body)
+}
+
+func TestClusterLyingPeerCannotCorruptABatch(t *testing.T) {
+	f := newFixture(t, 32, 16)
+	liar := &lyingPeer{}
+	cl := startCluster(t, f, 3, []http.Handler{nil, liar, nil}, nil)
+	seen := map[string]int{}
+	for r := range 2 {
+		q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=2&rank=%d", r)
+		for _, body := range readRank(t, cl[0].srv.URL, q, 0, 512/32) {
+			f.verify(t, readTar(t, body), seen)
+		}
+	}
+	exactlyOnce(t, seen, 512, "an epoch beside a lying peer")
+	if liar.asked.Load() == 0 {
+		t.Fatal("the lying peer was never asked: the test proves nothing")
+	}
+	if n := metricSum(t, cl[0].srv.URL, "brand_peer_fetch_failures_total"); n == 0 {
+		t.Error("no peer fetch failure counted")
+	}
+}
+
+func TestClusterEndpoint(t *testing.T) {
+	f := newFixture(t, 8, 4)
+	cl := startCluster(t, f, 3, nil, nil)
+	resp, body := get(t, cl[1].srv.URL+"/cluster?world=6")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	var c api.Cluster
+	if err := json.Unmarshal(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Self != 1 || len(c.Nodes) != 3 || c.Nodes[2].URL != cl[2].srv.URL || !slices.Equal(c.Homes, []int{0, 0, 1, 1, 2, 2}) {
+		t.Errorf("/cluster = %+v", c)
+	}
+	_, single := start(t, f.store, nil)
+	resp, body = get(t, single.URL+"/cluster")
+	c = api.Cluster{}
+	if err := json.Unmarshal(body, &c); resp.StatusCode != http.StatusOK || err != nil || c.Self != 0 || len(c.Nodes) != 1 {
+		t.Errorf("single gateway /cluster: %s %s", resp.Status, body)
+	}
+}
+
+// metricSum adds up every series of a metric on /metrics.
+func metricSum(t *testing.T, base, name string) float64 {
+	t.Helper()
+	_, body := get(t, base+"/metrics")
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}

@@ -1,0 +1,486 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/testbin"
+)
+
+// clusterProc is one `brand serve` process of a test cluster.
+type clusterProc struct {
+	k       int
+	url     string
+	args    []string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+}
+
+// freePorts returns n loopback ports free when asked.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// start runs the process and waits until its /readyz answers ready.
+func (p *clusterProc) start(t *testing.T, bin string, env []string) {
+	t.Helper()
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, p.args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get(p.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("node %d exited before it was ready (%v); log:\n%s", p.k, p.waitErr, tail(p.logPath))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d not ready after 2 minutes; log:\n%s", p.k, tail(p.logPath))
+		}
+	}
+}
+
+// kill ends the process at once, as a machine's loss would.
+func (p *clusterProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// stop shuts the process down and fails the test on a non-zero exit (a
+// race report in a child fails it this way).
+func (p *clusterProc) stop(t *testing.T) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.kill()
+		t.Errorf("node %d did not stop within 30 s", p.k)
+	}
+	if p.waitErr != nil {
+		t.Errorf("node %d exited with %v; log:\n%s", p.k, p.waitErr, tail(p.logPath))
+	}
+}
+
+// warnings returns the warning and error lines of a node's JSON log.
+func warnings(path string) string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
+			out = append(out, line)
+		}
+	}
+	if len(out) > 40 {
+		out = out[len(out)-40:]
+	}
+	return strings.Join(out, "\n")
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// scrape reads a node's counters: every series of the metrics asked for.
+func scrape(t *testing.T, url string, names ...string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, n := range names {
+			if strings.HasPrefix(line, n+" ") || strings.HasPrefix(line, n+"{") {
+				sp := strings.LastIndexByte(line, ' ')
+				v, err := strconv.ParseFloat(line[sp+1:], 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[n] += v
+				out[line[:sp]] = v
+			}
+		}
+	}
+	return out
+}
+
+// clusterCounters are a cluster's byte counters summed over its live
+// nodes.
+type clusterCounters struct {
+	store, home, peer float64
+}
+
+var clusterMetricNames = []string{"brand_backend_read_bytes_total", "brand_locality_bytes_total", "brand_peer_bytes_fetched_total"}
+
+func (c clusterCounters) minus(o clusterCounters) clusterCounters {
+	return clusterCounters{c.store - o.store, c.home - o.home, c.peer - o.peer}
+}
+
+// counters sums the byte counters of the nodes not in dead.
+func counters(t *testing.T, procs []*clusterProc, dead map[int]bool) (clusterCounters, []clusterCounters) {
+	var sum clusterCounters
+	per := make([]clusterCounters, len(procs))
+	for k, p := range procs {
+		if dead[k] {
+			continue
+		}
+		m := scrape(t, p.url, clusterMetricNames...)
+		c := clusterCounters{store: m["brand_backend_read_bytes_total"],
+			home: m[`brand_locality_bytes_total{source="home"}`], peer: m[`brand_locality_bytes_total{source="peer"}`]}
+		per[k] = c
+		sum.store += c.store
+		sum.home += c.home
+		sum.peer += c.peer
+	}
+	return sum, per
+}
+
+// TestClusterOfFourGateways runs four `brand serve` processes and one MinIO
+// as one cluster: world 8, two ranks per node each reading through its
+// home, a per-node cache of 35 % of the dataset. It checks what the
+// cluster promises — each chunk read from the store once, warm epochs
+// reading almost nothing, few bytes crossing nodes with locality, every
+// sample exactly once, the same bytes from every node, and a node's loss
+// in the middle of an epoch costing no batch — and logs the figures
+// docs/benchmarks.md ("Cluster") reports.
+func TestClusterOfFourGateways(t *testing.T) {
+	const nodes, world, batchSize, window = 4, 8, 64, 8
+	spec := synth.Spec{Samples: 8192, MeanBytes: 4 << 10, Classes: 10, Seed: 21}
+	p := packToMinIO(t, spec, 512<<10)
+	ix := p.index(t)
+	if ix.NumChunks() < 64 {
+		t.Fatalf("the dataset has %d chunks; the cluster test wants at least 64", ix.NumChunks())
+	}
+	dataset := float64(ix.TotalBytes())
+	cache := int64(0.35 * dataset)
+	bin := testbin.Build(t, "brand")
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
+	ports := freePorts(t, nodes)
+	urls := make([]string, nodes)
+	for k, port := range ports {
+		urls[k] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	dir := t.TempDir()
+	procs := make([]*clusterProc, nodes)
+	for k := range nodes {
+		procs[k] = &clusterProc{k: k, url: urls[k], logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
+			args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]),
+				"--dataset", "synthetic=" + p.url, "--s3-endpoint", p.server.URL(),
+				"--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
+				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k),
+				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+	}
+	var wg sync.WaitGroup
+	for _, pr := range procs {
+		wg.Go(func() { pr.start(t, bin, env) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, pr := range procs {
+			pr.stop(t)
+		}
+		if t.Failed() {
+			for _, pr := range procs {
+				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
+			}
+		}
+	})
+	// Nodes that started before their peers listened saw them down; a
+	// job starting now would have its first chunks read twice.
+	for k := range nodes {
+		waitUp(t, urls, k)
+	}
+	keys := p.keys()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
+	dead := map[int]bool{}
+	var deadMu sync.Mutex
+
+	// readEpoch reads an epoch as a DDP job does: step by step, the
+	// world's ranks each asking their home for their batch of the step, a
+	// rank whose home fails going to the next node (as the clients do).
+	// beforeStep runs before each step. It returns the batch latencies
+	// of each step.
+	readEpoch := func(epoch int, query string, beforeStep func(m int)) [][]time.Duration {
+		t.Helper()
+		batches := int(math.Ceil(float64(spec.Samples) / (batchSize * world)))
+		seen := make(map[string]int, spec.Samples)
+		var mu sync.Mutex
+		lat := make([][]time.Duration, batches)
+		for m := range batches {
+			if beforeStep != nil {
+				beforeStep(m)
+			}
+			var step sync.WaitGroup
+			for r := range world {
+				step.Go(func() {
+					path := fmt.Sprintf("/epoch/%d/batch/%d?seed=9&window=%d&batch_size=%d&world=%d&rank=%d%s", epoch, m, window, batchSize, world, r, query)
+					home := cluster.Home(r, world, nodes)
+					start := time.Now()
+					body, err := getWithFailover(hc, urls, home, path)
+					d := time.Since(start)
+					if err != nil {
+						t.Errorf("epoch %d batch %d rank %d: %v", epoch, m, r, err)
+						return
+					}
+					samples, err := client.DecodeTar(body)
+					if err != nil {
+						t.Errorf("epoch %d batch %d rank %d: %v", epoch, m, r, err)
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					lat[m] = append(lat[m], d)
+					for _, s := range samples {
+						p.checkSample(t, s, keys)
+						seen[s.Key]++
+					}
+				})
+			}
+			step.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+		if len(seen) != spec.Samples {
+			t.Fatalf("epoch %d: %d distinct samples over all ranks, want %d", epoch, len(seen), spec.Samples)
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("epoch %d: sample %s delivered %d times", epoch, k, n)
+			}
+		}
+		return lat
+	}
+	report := func(name string, c clusterCounters, steps [][]time.Duration) {
+		lat := slices.Concat(steps...)
+		delivered := c.home + c.peer
+		t.Logf("%-34s store %.3f × dataset, delivered %.3f × dataset, cross-node %.1f %% of delivered, batch p50 %s p99 %s",
+			name, c.store/dataset, delivered/dataset, 100*c.peer/delivered, pct(lat, 50), pct(lat, 99))
+	}
+
+	c0, _ := counters(t, procs, dead)
+	lat := readEpoch(0, "", nil)
+	c1, per1 := counters(t, procs, dead)
+	cold := c1.minus(c0)
+	report("epoch 0 (cold)", cold, lat)
+	if cold.store > 1.01*dataset {
+		t.Errorf("cold epoch: the cluster read %.3f × the dataset from the store, want at most 1.01 (each chunk by its owner only)", cold.store/dataset)
+	}
+	if cold.peer > 0.10*(cold.home+cold.peer) {
+		t.Errorf("cold epoch: %.1f %% of delivered bytes crossed nodes, want at most 10 %%", 100*cold.peer/(cold.home+cold.peer))
+	}
+
+	// Epoch 1: node 2 is killed before the middle step.
+	const victim = 2
+	const killStep = 8
+	var beforeKill []clusterCounters
+	lat = readEpoch(1, "", func(m int) {
+		if m == killStep {
+			_, beforeKill = counters(t, procs, dead)
+			procs[victim].kill()
+			deadMu.Lock()
+			dead[victim] = true
+			deadMu.Unlock()
+		}
+	})
+	_, per2 := counters(t, procs, dead)
+	// The dead node's part is what it did up to its loss.
+	per2[victim] = beforeKill[victim]
+	var lost clusterCounters
+	for k := range nodes {
+		d := per2[k].minus(per1[k])
+		lost.store += d.store
+		lost.home += d.home
+		lost.peer += d.peer
+	}
+	report("epoch 1 (node 2 killed at step 8)", lost, lat)
+	after := slices.Concat(lat[killStep:]...)
+	t.Logf("  from the loss on (steps %d–%d): batch p50 %s, p99 %s, max %s over %d batches", killStep, len(lat)-1, pct(after, 50), pct(after, 99), pct(after, 100), len(after))
+
+	// Node 2 comes back: its chunks return to it.
+	procs[victim].start(t, bin, env)
+	deadMu.Lock()
+	delete(dead, victim)
+	deadMu.Unlock()
+	waitUp(t, urls, victim)
+	c3, per3 := counters(t, procs, dead)
+	lat = readEpoch(2, "", nil)
+	c4, per4 := counters(t, procs, dead)
+	back := c4.minus(c3)
+	report("epoch 2 (node 2 back, cold)", back, lat)
+	victimReads := per4[victim].store - per3[victim].store
+	t.Logf("  store bytes re-read for node 2's chunks while it was down: %.3f × the dataset", lost.store/dataset)
+	if victimReads < 0.15*dataset {
+		t.Errorf("epoch 2: the restarted node read %.3f × the dataset; its chunks (about 1/4) should have returned to it", victimReads/dataset)
+	}
+	for k := range nodes {
+		if k != victim && per4[k].store-per3[k].store > 0.02*dataset {
+			t.Errorf("epoch 2: node %d read %.3f × the dataset from the store; with node 2 back it should read nothing new", k, (per4[k].store-per3[k].store)/dataset)
+		}
+	}
+
+	lat = readEpoch(3, "", nil)
+	c5, _ := counters(t, procs, dead)
+	warm := c5.minus(c4)
+	report("epoch 3 (warm)", warm, lat)
+	if warm.store > 0.05*dataset {
+		t.Errorf("warm epoch: the cluster read %.3f × the dataset from the store, want at most 0.05", warm.store/dataset)
+	}
+	if warm.peer > 0.10*(warm.home+warm.peer) {
+		t.Errorf("warm epoch: %.1f %% of delivered bytes crossed nodes, want at most 10 %%", 100*warm.peer/(warm.home+warm.peer))
+	}
+
+	lat = readEpoch(4, "&locality=false", nil)
+	c6, _ := counters(t, procs, dead)
+	report("epoch 4 (warm, locality=false)", c6.minus(c5), lat)
+
+	// Any node answers any request with the same bytes.
+	for _, r := range []int{0, 3, 5, 7} {
+		path := fmt.Sprintf("/epoch/3/batch/2?seed=9&window=%d&batch_size=%d&world=%d&rank=%d", window, batchSize, world, r)
+		var first [32]byte
+		for k, u := range urls {
+			body, err := getWithFailover(hc, []string{u}, 0, path)
+			if err != nil {
+				t.Fatalf("node %d: %v", k, err)
+			}
+			sum := sha256.Sum256(body)
+			if k == 0 {
+				first = sum
+			} else if sum != first {
+				t.Fatalf("rank %d's batch from node %d differs from node 0's", r, k)
+			}
+		}
+	}
+}
+
+// getWithFailover GETs path from urls[home], and on a failure from the
+// next nodes in order, as the clients do; 30 attempts at most.
+func getWithFailover(hc *http.Client, urls []string, home int, path string) ([]byte, error) {
+	var last error
+	for attempt := range 30 {
+		u := urls[(home+attempt/3)%len(urls)]
+		resp, err := hc.Get(u + path)
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				return body, nil
+			}
+			err = fmt.Errorf("%s: %s: %s", u, resp.Status, body)
+			if rerr != nil {
+				err = rerr
+			}
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, last
+}
+
+// waitUp waits until every node sees node k up again.
+func waitUp(t *testing.T, urls []string, k int) {
+	t.Helper()
+	series := fmt.Sprintf(`brand_peer_up{peer=%q}`, urls[k])
+	deadline := time.Now().Add(30 * time.Second)
+	for j, u := range urls {
+		if j == k {
+			continue
+		}
+		for scrape(t, u, "brand_peer_up")[series] != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d does not see node %d up 30 s after its restart", j, k)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// pct is the p-th percentile of ds.
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(math.Ceil(p/100*float64(len(s))))-1)].Round(100 * time.Microsecond)
+}
+
+// index reads the packed dataset's index.
+func (p *packed) index(t *testing.T) *chunkindex.Index {
+	t.Helper()
+	ix, err := dataset.ReadIndex(context.Background(), p.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}

@@ -1,0 +1,354 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// MaxNodes bounds ClusterInput.Nodes: ownership costs O(chunks × nodes)
+// to compute. It is the bound /plan?nodes= enforces.
+const MaxNodes = api.MaxPlanNodes
+
+// ClusterInput is what MakeClusterPlan predicts for: a dataset, a job (at
+// least two epochs: the first is cold), and a cluster of Nodes gateways
+// each with a cache of NodeCacheBytes.
+type ClusterInput struct {
+	Dataset Dataset
+	Job     Job
+	// IndexKey is cluster.IndexKey of the index's ID. Chunk ownership, and
+	// with it the chunk order and every figure below, depends on it, so a
+	// prediction for a live cluster must use the served index's.
+	IndexKey       uint64
+	Nodes          int   // 1..MaxNodes
+	NodeCacheBytes int64 // each node's cache, >= 0
+}
+
+// ClusterPlan is MakeClusterPlan's report. Its JSON form is what the
+// gateway's GET /plan?nodes=N returns; WriteText renders it for the CLI.
+//
+// Bytes of samples are counted at their chunk's average: a sample of chunk
+// c weighs ChunkSizes[c]/Counts[c] (the planner knows chunk sizes, not
+// sample sizes), so an epoch that serves every sample delivers the
+// dataset's bytes, and the fractions below are those of the live cluster
+// up to the spread of sample sizes within a chunk.
+type ClusterPlan struct {
+	Job               Job   `json:"job"`
+	Nodes             int   `json:"nodes"`
+	Chunks            int   `json:"chunks"`
+	Samples           int   `json:"samples"`
+	BatchesPerEpoch   int   `json:"batches_per_epoch"` // global batches
+	NodeCacheBytes    int64 `json:"node_cache_bytes"`
+	ClusterCacheBytes int64 `json:"cluster_cache_bytes"` // Nodes × NodeCacheBytes
+	DatasetBytes      int64 `json:"dataset_bytes"`
+	// EpochBytes is what the ranks receive in an epoch, as in Plan.
+	EpochBytes int64 `json:"epoch_bytes"`
+	// MinOwnedBytes and MaxOwnedBytes are the bytes of the chunks the
+	// least and the most loaded node owns: rendezvous hashing balances
+	// them only statistically, and a node whose share exceeds its cache
+	// misses in every epoch however large the cluster's cache.
+	MinOwnedBytes int64 `json:"min_owned_bytes"`
+	MaxOwnedBytes int64 `json:"max_owned_bytes"`
+
+	Epochs []ClusterEpoch `json:"epochs"`
+
+	// Locality is the shuffle quality of the batches ranks receive with
+	// locality-aware assignment, PlainCut without it (each rank takes its
+	// plain cut of the global batch). Both are over the same chunk order:
+	// locality changes only which rank receives which sample.
+	Locality Quality `json:"locality"`
+	PlainCut Quality `json:"plain_cut"`
+}
+
+// ClusterEpoch is one epoch of a ClusterPlan.
+type ClusterEpoch struct {
+	Epoch int `json:"epoch"`
+	// StoreBytes is what the whole cluster reads from the store: the sum
+	// over nodes of the bytes each node's cache misses, each node seeing
+	// the accesses to the chunks it owns, under the schedule's next-use
+	// (Belady) eviction. MaxNodeStoreBytes is the busiest node's part.
+	StoreBytes        int64 `json:"store_bytes"`
+	MaxNodeStoreBytes int64 `json:"max_node_store_bytes"`
+	Accesses          int   `json:"accesses"` // chunk accesses, all nodes
+	Hits              int   `json:"hits"`
+	// DeliveredBytes is what the ranks receive.
+	DeliveredBytes int64 `json:"delivered_bytes"`
+	// CrossNodeBytes are the bytes ranks receive from a chunk their home
+	// node does not own, with locality-aware assignment;
+	// CrossNodeBytesPlain the same without it.
+	CrossNodeBytes      int64 `json:"cross_node_bytes"`
+	CrossNodeBytesPlain int64 `json:"cross_node_bytes_plain"`
+	// BalancedSamples are the samples the balancing step of
+	// cluster.Assign moved to a node that does not own them, and
+	// BalancingBytes their bytes. Assignment keeps every sample it can on
+	// its owner, so with locality these are exactly the samples that cross
+	// nodes: BalancingBytes equals CrossNodeBytes.
+	BalancedSamples int   `json:"balanced_samples"`
+	BalancingBytes  int64 `json:"balancing_bytes"`
+}
+
+// MakeClusterPlan predicts what a cluster of in.Nodes gateways does with
+// in.Job: per epoch, the bytes read from the store, the bytes that cross
+// nodes with and without locality-aware assignment, the balancing traffic,
+// and the shuffle quality of the batches ranks receive. It models the
+// cluster as docs/planner.md §Cluster describes: the chunk order is
+// stratified by owner (for more than one node), each chunk is read and
+// cached only by its owner, rank r's home is cluster.Home(r, world,
+// nodes), and its samples are cluster.Assign's share of each global batch.
+//
+// With one node it is MakePlan's model exactly: StoreBytes are the optimal
+// policy's backend bytes and both qualities are Plan.Quality.
+//
+// It costs one walk of the job's samples, one cluster.Assign per global
+// batch (O(samples of the batch + nodes × log nodes)), and one Belady
+// simulation per node over that node's part of the trace, which together
+// cost what one simulation of the whole trace does.
+func MakeClusterPlan(in ClusterInput) (*ClusterPlan, error) {
+	return MakeClusterPlanContext(context.Background(), in)
+}
+
+// MakeClusterPlanContext is MakeClusterPlan that gives up when ctx is
+// done: it checks ctx between epochs and between nodes' simulations and
+// returns ctx's error.
+func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+	s, err := newSchedule(in.Dataset, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case in.Job.Epochs < 2:
+		return nil, fmt.Errorf("%w: %d epochs; a plan needs >= 2 (the first is cold, the rest are the steady state)",
+			ErrInvalid, in.Job.Epochs)
+	case in.Nodes < 1 || in.Nodes > MaxNodes:
+		return nil, fmt.Errorf("%w: %d nodes; must be 1..%d", ErrInvalid, in.Nodes, MaxNodes)
+	case in.NodeCacheBytes < 0:
+		return nil, fmt.Errorf("%w: node cache size %d bytes; must be >= 0", ErrInvalid, in.NodeCacheBytes)
+	case in.NodeCacheBytes > math.MaxInt64/int64(in.Nodes):
+		return nil, fmt.Errorf("%w: node cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeCacheBytes, in.Nodes)
+	}
+	nb := s.numBatches()
+	if nb == 0 {
+		return nil, fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
+			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	}
+	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
+	w := newClusterWalker(s, l)
+	order := func(e int) (*shuffle.Epoch, error) {
+		if l.nodes == 1 {
+			// A single gateway keeps the plain chunk order.
+			return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)
+		}
+		return shuffle.NewStratifiedEpoch(s.d.Counts, l.owner, l.nodes, s.j.Seed, uint64(e), s.j.Window)
+	}
+	if err := s.walkOrder(ctx, order, w.visit); err != nil {
+		return nil, err
+	}
+	w.flush()
+
+	p := &ClusterPlan{
+		Job:               in.Job,
+		Nodes:             in.Nodes,
+		Chunks:            len(in.Dataset.Counts),
+		Samples:           s.n,
+		BatchesPerEpoch:   nb,
+		NodeCacheBytes:    in.NodeCacheBytes,
+		ClusterCacheBytes: in.NodeCacheBytes * int64(in.Nodes),
+		Epochs:            w.epochs,
+		Locality:          w.locality.quality(),
+		PlainCut:          w.plain.quality(),
+	}
+	p.MinOwnedBytes = math.MaxInt64
+	for k := range l.nodes {
+		var owned int64
+		for _, size := range l.sizes[k] {
+			owned += size
+		}
+		p.DatasetBytes += owned
+		p.MinOwnedBytes = min(p.MinOwnedBytes, owned)
+		p.MaxOwnedBytes = max(p.MaxOwnedBytes, owned)
+	}
+	p.EpochBytes = int64(math.Round(float64(p.DatasetBytes) * float64(s.servedSamples()) / float64(s.n)))
+
+	for k := range l.nodes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		res := newSimulator(w.traces[k], l.sizes[k]).run(in.NodeCacheBytes, Belady)
+		for _, r := range res.Epochs {
+			e := &p.Epochs[r.Epoch-in.Job.FirstEpoch]
+			e.StoreBytes += r.BackendBytes
+			e.MaxNodeStoreBytes = max(e.MaxNodeStoreBytes, r.BackendBytes)
+			e.Accesses += r.Accesses
+			e.Hits += r.Hits
+		}
+	}
+	return p, nil
+}
+
+// layout is which node owns each chunk, and each node's chunks numbered
+// densely so that a node's simulation is sized by what it owns.
+type layout struct {
+	nodes int
+	owner []int   // owner[c]: the node owning chunk c
+	local []int32 // local[c]: chunk c's number among its owner's chunks
+	sizes [][]int64
+}
+
+func newLayout(d Dataset, key uint64, nodes int) *layout {
+	l := &layout{nodes: nodes, local: make([]int32, len(d.Counts)), sizes: make([][]int64, nodes)}
+	if nodes == 1 {
+		// One node owns everything; skip hashing every chunk.
+		l.owner = make([]int, len(d.Counts))
+	} else {
+		l.owner = cluster.Owners(key, len(d.Counts), nodes)
+	}
+	for c, k := range l.owner {
+		l.local[c] = int32(len(l.sizes[k]))
+		l.sizes[k] = append(l.sizes[k], d.ChunkSizes[c])
+	}
+	return l
+}
+
+// clusterWalker takes the global batches of a walk and accumulates, per
+// node, the demand trace of its chunks and, per epoch, what crosses nodes.
+type clusterWalker struct {
+	s      *schedule
+	l      *layout
+	traces [][]Access // per node, in its chunks' local numbers
+	epochs []ClusterEpoch
+
+	locality, plain *qualityMeter
+
+	// Per-batch state, reused across batches.
+	batch     int
+	stamp     []int // stamp[c]: the last batch that accessed chunk c
+	nodeStamp []int // nodeStamp[k]: the last batch that accessed node k
+	ids       []int // 0, 1, ...: Assign's answer is batch positions
+	owners    []int // owners[i]: the owner of the batch's i-th sample
+	share     []int // per rank: its plain cut's length
+	home      []int // per rank: its home node
+	rankBuf   []int32
+
+	// Per-epoch sample counts per chunk, turned into bytes by flush.
+	epoch                   int
+	served, cross, crossCut []int32
+	balanced                int
+}
+
+func newClusterWalker(s *schedule, l *layout) *clusterWalker {
+	chunks := len(s.d.Counts)
+	w := &clusterWalker{
+		s:         s,
+		l:         l,
+		traces:    make([][]Access, l.nodes),
+		locality:  newQualityMeter(chunks, s.j.BatchSize),
+		plain:     newQualityMeter(chunks, s.j.BatchSize),
+		stamp:     make([]int, chunks),
+		nodeStamp: make([]int, l.nodes),
+		share:     make([]int, s.j.World),
+		home:      make([]int, s.j.World),
+		epoch:     -1,
+		served:    make([]int32, chunks),
+		cross:     make([]int32, chunks),
+		crossCut:  make([]int32, chunks),
+	}
+	for r := range w.home {
+		w.home[r] = cluster.Home(r, s.j.World, l.nodes)
+	}
+	return w
+}
+
+// visit takes one global batch: the chunk of each of its samples in epoch
+// order.
+func (w *clusterWalker) visit(epoch int, chunks []int32) {
+	if epoch != w.epoch {
+		w.flush()
+		w.epoch = epoch
+	}
+	w.batch++
+	l, b := w.l, w.s.j.BatchSize
+	for _, c := range chunks {
+		if w.stamp[c] == w.batch {
+			continue
+		}
+		w.stamp[c] = w.batch
+		k := l.owner[c]
+		start := w.nodeStamp[k] != w.batch
+		w.nodeStamp[k] = w.batch
+		w.traces[k] = append(w.traces[k], Access{Chunk: l.local[c], Epoch: int32(epoch), Start: start})
+	}
+
+	// Without locality: rank r takes positions [r·B, (r+1)·B).
+	w.plain.add(epoch, chunks)
+	w.ids, w.owners = w.ids[:0], w.owners[:0]
+	for i, c := range chunks {
+		w.served[c]++
+		if l.owner[c] != w.home[i/b] {
+			w.crossCut[c]++
+		}
+		w.ids = append(w.ids, i)
+		w.owners = append(w.owners, l.owner[c])
+	}
+
+	// With locality: the same plain-cut shares, filled by Assign.
+	for r := range w.share {
+		w.share[r] = max(0, min(b, len(chunks)-r*b))
+	}
+	a, err := cluster.Assign(w.ids, w.owners, w.share, l.nodes)
+	if err != nil {
+		// The shares sum to the batch and every owner is a node: Assign
+		// has nothing to reject.
+		panic(fmt.Sprintf("planner: cluster.Assign: %v", err))
+	}
+	w.balanced += a.Moved
+	for r, positions := range a.Ranks {
+		w.rankBuf = w.rankBuf[:0]
+		for _, i := range positions {
+			c := chunks[i]
+			if l.owner[c] != w.home[r] {
+				w.cross[c]++
+			}
+			w.rankBuf = append(w.rankBuf, c)
+		}
+		if len(w.rankBuf) > 0 {
+			w.locality.addRankBatch(w.rankBuf)
+		}
+	}
+}
+
+// flush closes the current epoch, if any: it turns its per-chunk sample
+// counts into bytes and clears them.
+func (w *clusterWalker) flush() {
+	if w.epoch < 0 {
+		return
+	}
+	e := ClusterEpoch{
+		Epoch:               w.epoch,
+		DeliveredBytes:      w.bytesOf(w.served),
+		CrossNodeBytes:      w.bytesOf(w.cross),
+		CrossNodeBytesPlain: w.bytesOf(w.crossCut),
+		BalancedSamples:     w.balanced,
+	}
+	e.BalancingBytes = e.CrossNodeBytes
+	w.epochs = append(w.epochs, e)
+	w.balanced = 0
+	clear(w.served)
+	clear(w.cross)
+	clear(w.crossCut)
+}
+
+// bytesOf weighs per-chunk sample counts by their chunks' average sample
+// size.
+func (w *clusterWalker) bytesOf(counts []int32) int64 {
+	var sum float64
+	for c, k := range counts {
+		if k > 0 {
+			sum += float64(w.s.d.ChunkSizes[c]) * float64(k) / float64(w.s.d.Counts[c])
+		}
+	}
+	return int64(math.Round(sum))
+}

@@ -1,0 +1,103 @@
+package planner
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes the cluster prediction for the CLI: the inputs, a
+// per-epoch table of store, delivered, cross-node and balancing bytes,
+// the cold and warm store reads as fractions of the dataset, and the
+// shuffle quality with and without locality. Sizes are in binary units,
+// fractions in percent: store bytes of the dataset, cross-node and
+// balancing bytes of the bytes delivered.
+func (p *ClusterPlan) WriteText(w io.Writer) error {
+	var b bytes.Buffer
+	j := p.Job
+	fmt.Fprintf(&b, "Dataset   %d chunks, %d samples, %s\n", p.Chunks, p.Samples, formatBytes(p.DatasetBytes))
+	fmt.Fprintf(&b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
+		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
+	fmt.Fprintf(&b, "          epochs %d-%d, %d global batches per epoch\n",
+		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, p.BatchesPerEpoch)
+	fmt.Fprintf(&b, "Cluster   %s, rank r on node ⌊r·%d/%d⌋; a node owns %s to %s\n",
+		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
+	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",
+		formatBytes(p.NodeCacheBytes), formatBytes(p.ClusterCacheBytes), percentOf(p.ClusterCacheBytes, p.DatasetBytes))
+
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "epoch\tstore\tof dataset\tbusiest node\tdelivered\tcross-node, locality\tcross-node, plain cut\tbalancing\t\n")
+	share := func(n, of int64) string { return fmt.Sprintf("%s (%s)", formatBytes(n), percentOf(n, of)) }
+	for _, e := range p.Epochs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", e.Epoch,
+			formatBytes(e.StoreBytes), percentOf(e.StoreBytes, p.DatasetBytes),
+			formatBytes(e.MaxNodeStoreBytes), formatBytes(e.DeliveredBytes),
+			share(e.CrossNodeBytes, e.DeliveredBytes), share(e.CrossNodeBytesPlain, e.DeliveredBytes),
+			share(e.BalancingBytes, e.DeliveredBytes))
+	}
+	tw.Flush()
+
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	cold, warm := p.ColdStoreFraction(), p.WarmStoreFraction()
+	fmt.Fprintf(tw, "store reads, cold epoch\t%s of the dataset\n", percent(cold))
+	fmt.Fprintf(tw, "store reads, warm epochs (mean)\t%s of the dataset\n", percent(warm))
+	fmt.Fprintf(tw, "cross-node, locality (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(true)))
+	fmt.Fprintf(tw, "cross-node, plain cut (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(false)))
+	tw.Flush()
+
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	l, c := p.Locality, p.PlainCut
+	wl, wc := len("locality"), len("plain cut")
+	fmt.Fprintf(tw, "per rank batch of %d\t%*s\t%*s\n", j.BatchSize, wl, "locality", wc, "plain cut")
+	fmt.Fprintf(tw, "distinct chunks (mean)\t%*.1f\t%*.1f\n", wl, l.MeanDistinctChunksPerBatch, wc, c.MeanDistinctChunksPerBatch)
+	fmt.Fprintf(tw, "largest share of one chunk (mean)\t%*s\t%*s\n", wl, percent(l.MaxChunkShare), wc, percent(c.MaxChunkShare))
+	fmt.Fprintf(tw, "largest share of one chunk (worst)\t%*s\t%*s\n", wl, percent(l.WorstChunkShare), wc, percent(c.WorstChunkShare))
+	tw.Flush()
+
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// ColdStoreFraction is the first epoch's store bytes over the dataset's.
+func (p *ClusterPlan) ColdStoreFraction() float64 {
+	if len(p.Epochs) == 0 || p.DatasetBytes == 0 {
+		return 0
+	}
+	return float64(p.Epochs[0].StoreBytes) / float64(p.DatasetBytes)
+}
+
+// WarmStoreFraction is the mean over the epochs after the first of their
+// store bytes over the dataset's.
+func (p *ClusterPlan) WarmStoreFraction() float64 {
+	if len(p.Epochs) < 2 || p.DatasetBytes == 0 {
+		return 0
+	}
+	var sum int64
+	for _, e := range p.Epochs[1:] {
+		sum += e.StoreBytes
+	}
+	return float64(sum) / float64(len(p.Epochs)-1) / float64(p.DatasetBytes)
+}
+
+// CrossNodeFraction is the bytes that cross nodes over the bytes
+// delivered, over all the simulated epochs, with locality-aware
+// assignment or without.
+func (p *ClusterPlan) CrossNodeFraction(locality bool) float64 {
+	var cross, delivered int64
+	for _, e := range p.Epochs {
+		delivered += e.DeliveredBytes
+		if locality {
+			cross += e.CrossNodeBytes
+		} else {
+			cross += e.CrossNodeBytesPlain
+		}
+	}
+	if delivered == 0 {
+		return 0
+	}
+	return float64(cross) / float64(delivered)
+}

@@ -1,0 +1,77 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// gatewayIndex is an index of chunks chunks of perChunk 512-byte samples,
+// each chunk a tar with a header block per sample and two closing blocks.
+func gatewayIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(2*perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(2*i+1) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// ForGateway.Plan answers a single gateway's plan without nodes and the
+// cluster prediction with them, over the index's own ownership key.
+func TestForGatewayPlan(t *testing.T) {
+	ix := gatewayIndex(t, 24, 10)
+	job := shuffle.Params{Seed: 3, Window: 4, BatchSize: 8, World: 4}
+	tests := []struct {
+		name string
+		o    api.PlanOptions
+		want func() (any, error)
+	}{
+		{"single gateway", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20},
+			func() (any, error) {
+				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, BackendBytesPerSec: 1 << 20})
+			}},
+		{"four nodes", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20, Nodes: 4},
+			func() (any, error) {
+				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3},
+					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 4, NodeCacheBytes: 20 << 10})
+			}},
+		{"one node", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20, Nodes: 1},
+			func() (any, error) {
+				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2},
+					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 1, NodeCacheBytes: 20 << 10})
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ForGateway{}.Plan(context.Background(), ix, job, tt.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := tt.want()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	if _, err := (ForGateway{}).Plan(context.Background(), ix, job, api.PlanOptions{Epochs: 2, Nodes: api.MaxPlanNodes + 1}); err == nil {
+		t.Errorf("%d nodes planned; want an error", api.MaxPlanNodes+1)
+	}
+}
