@@ -37,7 +37,7 @@ class Cluster:
         self.servers: List[_Server] = []
         for k in range(n):
             srv = _Server(("127.0.0.1", 0), _handler(self, k))
-            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
             self.servers.append(srv)
         self.urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in self.servers]
         self.alive = [True] * n
