@@ -166,7 +166,7 @@ func TestClusterFailover(t *testing.T) {
 		down    map[int]any // node -> fault (see applyFault)
 		want    []int       // nodes the batch request reached, in order
 		status  int         // the error's status; 0: success
-		attempt int         // MaxRetries
+		retries int         // MaxRetries
 	}{
 		{name: "home refuses connections", rank: 5, down: faults(2, "kill"), want: []int{3}},
 		{name: "home answers 503", rank: 5, down: faults(2, 503), want: []int{2, 3}},
@@ -181,8 +181,8 @@ func TestClusterFailover(t *testing.T) {
 		{name: "every node down, budget of 5 retries", rank: 5, down: faults(0, 503, 1, 503, 2, 503, 3, 503),
 			want: []int{2, 3, 0, 1, 2, 3}, status: 503},
 		{name: "every node down, budget of 2 retries", rank: 5, down: faults(0, 503, 1, 503, 2, 503, 3, 503),
-			want: []int{2, 3, 0}, status: 503, attempt: 2},
-		{name: "no retries, no failover", rank: 5, down: faults(2, 503), want: []int{2}, status: 503, attempt: -1},
+			want: []int{2, 3, 0}, status: 503, retries: 2},
+		{name: "no retries, no failover", rank: 5, down: faults(2, 503), want: []int{2}, status: 503, retries: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,7 +192,7 @@ func TestClusterFailover(t *testing.T) {
 			}
 			ref := newFakeGateway(t) // a gateway alone, for the bytes
 			job := api.Job{Params: shuffle.Params{Seed: 9, BatchSize: 2, World: world, Rank: tt.rank}}
-			c, err := client.New("", client.Options{Peers: fc.urls, Job: job, MaxRetries: tt.attempt})
+			c, err := client.New("", client.Options{Peers: fc.urls, Job: job, MaxRetries: tt.retries})
 			if err != nil {
 				t.Fatal(err)
 			}
