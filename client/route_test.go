@@ -174,6 +174,7 @@ func TestClusterFailover(t *testing.T) {
 		{name: "home answers 504", rank: 5, down: faults(2, 504), want: []int{2, 3}},
 		{name: "home dies mid-body", rank: 5, down: faults(2, "cut"), want: []int{2, 3}},
 		{name: "home closes before answering", rank: 5, down: faults(2, "abort"), want: []int{2, 3}},
+		{name: "home times out", rank: 5, down: faults(2, "hang"), want: []int{2, 3}},
 		{name: "home and the next node down", rank: 5, down: faults(2, "kill", 3, 503), want: []int{3, 0}},
 		{name: "the order wraps around", rank: 7, down: faults(3, 503), want: []int{3, 0}},
 		{name: "three of four down", rank: 2, down: faults(1, 503, 2, "cut", 3, "kill"), want: []int{1, 2, 0}},
@@ -192,7 +193,10 @@ func TestClusterFailover(t *testing.T) {
 			}
 			ref := newFakeGateway(t) // a gateway alone, for the bytes
 			job := api.Job{Params: shuffle.Params{Seed: 9, BatchSize: 2, World: world, Rank: tt.rank}}
-			c, err := client.New("", client.Options{Peers: fc.urls, Job: job, MaxRetries: tt.retries})
+			// A timeout of the whole request, so that a node that never
+			// answers is a retryable transport error within the test.
+			hc := &http.Client{Timeout: 500 * time.Millisecond}
+			c, err := client.New("", client.Options{Peers: fc.urls, Job: job, MaxRetries: tt.retries, HTTPClient: hc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,6 +217,12 @@ func TestClusterFailover(t *testing.T) {
 				// A call waits only once it has tried every node.
 				if want := max(0, len(tt.want)-4); len(waits) != want {
 					t.Errorf("waited %d times (%v); want %d", len(waits), waits, want)
+				}
+				// The backoff grows with the waits, not with the failovers.
+				for i, d := range waits {
+					if hi := client.DefaultBackoff << i; d < hi/2 || d > hi {
+						t.Errorf("wait %d is %v; want within [%v, %v]", i, d, hi/2, hi)
+					}
 				}
 				return
 			}
@@ -249,8 +259,8 @@ func faults(pairs ...any) map[int]any {
 	return m
 }
 
-// applyFault makes node k fail: with an HTTP status, or "kill", "cut" or
-// "abort".
+// applyFault makes node k fail: with an HTTP status, or "kill", "cut",
+// "abort" or "hang" (no answer until the client gives up).
 func applyFault(fc *fakeCluster, k int, f any) {
 	switch f {
 	case "kill":
@@ -259,6 +269,11 @@ func applyFault(fc *fakeCluster, k int, f any) {
 		fc.setFault(k, cut)
 	case "abort":
 		fc.setFault(k, abort)
+	case "hang":
+		fc.setFault(k, func(w http.ResponseWriter, r *http.Request) bool {
+			<-r.Context().Done() // the client's timeout
+			return true
+		})
 	default:
 		fc.setFault(k, status(f.(int)))
 	}
