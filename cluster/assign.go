@@ -47,7 +47,10 @@ func Assign(ids, owner, share []int, nodes int) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("cluster: %d owners for %d samples", len(owner), len(ids))
 	}
 	total := 0
-	for _, s := range share {
+	for r, s := range share {
+		if s < 0 {
+			return Assignment{}, fmt.Errorf("cluster: rank %d's share is %d; shares must be >= 0", r, s)
+		}
 		total += s
 	}
 	if total != len(ids) || nodes < 1 || world < 1 {

@@ -9,13 +9,17 @@
 // # Ownership
 //
 // Chunk c of an index is owned by the node with the highest rendezvous
-// (highest-random-weight) score for (index, c): a 64-bit hash of the
-// index's ID, the chunk and the node's position in the peer list. A chunk's
-// full ranking is its failover order: when the owner is down, the next
-// node in the ranking reads the chunk from the store. Adding an N+1st node
-// moves only the chunks for which it scores highest, about 1/(N+1) of them.
-// Nodes are named by their position in the list, not their address, so
-// moving a node to a new address moves no chunk.
+// (highest-random-weight) score for (index, c) — a 64-bit hash of the
+// index's ID, the chunk and the node's position in the peer list — unless
+// that node already owns its bounded share of the samples, in which case
+// the next node of the chunk's ranking takes it (Balanced: rendezvous
+// hashing with bounded loads). Plain rendezvous ownership is balanced only
+// on average, and every node's surplus would cross nodes in every batch.
+// A chunk's ranking is its failover order: when the owner is down, the
+// next live node of the ranking reads the chunk from the store. Adding an
+// N+1st node moves about 1/(N+1) of the chunks. Nodes are named by their
+// position in the list, not their address, so moving a node to a new
+// address moves no chunk.
 //
 // # Homes and assignment
 //

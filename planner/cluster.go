@@ -204,7 +204,7 @@ func newLayout(d Dataset, key uint64, nodes int) *layout {
 		// One node owns everything; skip hashing every chunk.
 		l.owner = make([]int, len(d.Counts))
 	} else {
-		l.owner = cluster.Owners(key, len(d.Counts), nodes)
+		l.owner = cluster.Balanced(key, d.Counts, nodes)
 	}
 	for c, k := range l.owner {
 		l.local[c] = int32(len(l.sizes[k]))

@@ -94,7 +94,7 @@ func referenceCluster(t *testing.T, in ClusterInput) []referenceEpoch {
 		return -1
 	}
 	weight := func(c int) float64 { return float64(d.ChunkSizes[c]) / float64(d.Counts[c]) }
-	owners := cluster.Owners(in.IndexKey, len(d.Counts), in.Nodes)
+	owners := cluster.Balanced(in.IndexKey, d.Counts, in.Nodes)
 	var out []referenceEpoch
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
 		ep, err := shuffle.NewStratifiedEpoch(d.Counts, owners, in.Nodes, j.Seed, uint64(e), j.Window)
@@ -193,7 +193,7 @@ func TestClusterPlanStoreBytes(t *testing.T) {
 	d := equalDataset(60, 10, 1000)
 	job := Job{Params: shuffle.Params{Seed: 11, Window: 5, BatchSize: 8, World: 6}, Epochs: 3}
 	const key, nodes = 1234, 3
-	owners := cluster.Owners(key, len(d.Counts), nodes)
+	owners := cluster.Balanced(key, d.Counts, nodes)
 	owned := make([]int64, nodes)
 	for c, k := range owners {
 		owned[k] += d.ChunkSizes[c]

@@ -18,10 +18,11 @@ const goldenPath = "testdata/golden.json"
 // they must produce, forever. docs/shuffle.md and testdata/reference.py are
 // checked against the same file.
 type goldenFile struct {
-	Comment string          `json:"comment"`
-	Cases   []goldenCase    `json:"cases"`
-	Streams []goldenStream  `json:"streams"`
-	Bounded []goldenBounded `json:"bounded"`
+	Comment    string             `json:"comment"`
+	Cases      []goldenCase       `json:"cases"`
+	Streams    []goldenStream     `json:"streams"`
+	Bounded    []goldenBounded    `json:"bounded"`
+	Stratified []goldenStratified `json:"stratified"`
 }
 
 type goldenCase struct {
@@ -56,6 +57,22 @@ type goldenBounded struct {
 	Seed2  uint64   `json:"seed2"`
 	N      []uint64 `json:"n"`      // successive bounds, from one PCG
 	Values []uint64 `json:"values"` // bounded(n) for each
+}
+
+// goldenStratified is one stratified epoch (docs/shuffle.md §7.2): its
+// chunk order and the whole epoch order cut from it.
+type goldenStratified struct {
+	Name      string `json:"name"`
+	Counts    []int  `json:"counts"`
+	Strata    []int  `json:"strata"`
+	NumStrata int    `json:"num_strata"`
+	Seed      uint64 `json:"seed"`
+	Epoch     uint64 `json:"epoch"`
+	Window    int    `json:"window"`
+
+	ChunkOrder   []int `json:"chunk_order"`
+	WindowStarts []int `json:"window_starts"`
+	Order        []int `json:"order"` // the whole epoch
 }
 
 // goldenInputs are the shapes pinned by the golden file. Add a case here and
@@ -102,6 +119,32 @@ func goldenInputs() goldenFile {
 			// vector pins the rejection loop, not just the fast path.
 			{Seed1: 1, Seed2: 2, N: []uint64{1, 2, 3, 10, 1000, 1<<32 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<64 - 1, 1<<62 + 12345}},
 		},
+		Stratified: goldenStratifiedInputs(),
+	}
+}
+
+// goldenStratifiedInputs are the stratified epochs pinned by the golden
+// file, in the same way as goldenInputs.
+func goldenStratifiedInputs() []goldenStratified {
+	equal := make([]int, 64) // 64 chunks, 4 strata of 16
+	for c := range equal {
+		equal[c] = (c * 5) % 4
+	}
+	ones := make([]int, 64)
+	for c := range ones {
+		ones[c] = 1 + c%3
+	}
+	skewed := []int{0, 0, 1, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0}
+	return []goldenStratified{
+		// The worked example of docs/shuffle.md §7.4: the owners of its 8
+		// chunks over 3 nodes.
+		{Name: "worked-example", Counts: []int{2, 2, 2, 2, 2, 2, 2, 2}, Strata: []int{0, 1, 2, 0, 2, 1, 2, 1}, NumStrata: 3, Seed: 1, Epoch: 0, Window: 4},
+		{Name: "equal-strata", Counts: ones, Strata: equal, NumStrata: 4, Seed: 42, Epoch: 3, Window: 8},
+		{Name: "one-stratum", Counts: []int{3, 1, 4, 1, 5, 9, 2, 6}, Strata: make([]int, 8), NumStrata: 1, Seed: 42, Epoch: 0, Window: 3},
+		{Name: "skewed", Counts: []int{2, 0, 3, 1, 1, 2, 0, 4, 1, 2, 3, 1, 1}, Strata: skewed, NumStrata: 3, Seed: 7, Epoch: 1, Window: 4},
+		{Name: "empty-strata", Counts: []int{1, 2, 3, 4, 5}, Strata: []int{4, 1, 4, 1, 4}, NumStrata: 6, Seed: 9, Epoch: 2, Window: 2},
+		{Name: "no-chunks", Counts: []int{}, Strata: []int{}, NumStrata: 2, Seed: 0, Epoch: 0, Window: 1},
+		{Name: "large-seed", Counts: []int{2, 3, 5, 7, 11, 13}, Strata: []int{1, 0, 1, 0, 1, 0}, NumStrata: 2, Seed: 1<<64 - 1, Epoch: 1<<63 + 5, Window: 2},
 	}
 }
 
@@ -118,6 +161,9 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 		for j := range st.Outputs {
 			st.Outputs[j] = s.pcg.Uint64()
 		}
+	}
+	for i := range g.Stratified {
+		g.Stratified[i] = computeStratified(t, g.Stratified[i])
 	}
 	for i := range g.Bounded {
 		bd := &g.Bounded[i]
@@ -158,6 +204,35 @@ func computeCase(t *testing.T, c goldenCase) goldenCase {
 	return c
 }
 
+func computeStratified(t *testing.T, c goldenStratified) goldenStratified {
+	t.Helper()
+	e, err := NewStratifiedEpoch(c.Counts, c.Strata, c.NumStrata, c.Seed, c.Epoch, c.Window)
+	if err != nil {
+		t.Fatalf("%s: NewStratifiedEpoch: %v", c.Name, err)
+	}
+	c.ChunkOrder = append([]int{}, e.ChunkOrder()...)
+	c.WindowStarts = make([]int, e.NumWindows()+1)
+	for w := range c.WindowStarts {
+		c.WindowStarts[w] = e.WindowStart(w)
+	}
+	c.Order = e.AppendRange([]int{}, 0, e.NumSamples())
+	return c
+}
+
+// compareStratified reports every output field of got that differs from
+// want.
+func compareStratified(t *testing.T, got, want goldenStratified) {
+	t.Helper()
+	check := func(field string, g, w any) {
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("stratified %s: %s changed:\n got %v\nwant %v", want.Name, field, g, w)
+		}
+	}
+	check("chunk_order", got.ChunkOrder, want.ChunkOrder)
+	check("window_starts", got.WindowStarts, want.WindowStarts)
+	check("order", got.Order, want.Order)
+}
+
 func TestGolden(t *testing.T) {
 	got := computeGolden(t, goldenInputs())
 	if *update {
@@ -168,9 +243,10 @@ func TestGolden(t *testing.T) {
 	}
 	want := readGolden(t)
 
-	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) {
-		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors; goldenInputs has %d, %d, %d (run with -update after adding inputs)",
-			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(got.Cases), len(got.Streams), len(got.Bounded))
+	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) || len(want.Stratified) != len(got.Stratified) {
+		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors, %d stratified; goldenInputs has %d, %d, %d, %d (run with -update after adding inputs)",
+			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(want.Stratified),
+			len(got.Cases), len(got.Streams), len(got.Bounded), len(got.Stratified))
 	}
 	for i, w := range want.Cases {
 		t.Run(w.Name, func(t *testing.T) {
@@ -184,6 +260,15 @@ func TestGolden(t *testing.T) {
 			}
 			compareCase(t, g, w)
 		})
+	}
+	for i, w := range want.Stratified {
+		in := w
+		in.ChunkOrder, in.WindowStarts, in.Order = nil, nil, nil
+		g := computeStratified(t, in)
+		if g.Name != got.Stratified[i].Name {
+			t.Errorf("stratified %d is %q in the file, %q in goldenStratifiedInputs", i, g.Name, got.Stratified[i].Name)
+		}
+		compareStratified(t, g, w)
 	}
 	for i, w := range want.Streams {
 		g := got.Streams[i]
@@ -281,7 +366,8 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 	line("  ", "comment", g.Comment, false)
 	list("cases", len(g.Cases), func(i int) any { return g.Cases[i] }, false)
 	list("streams", len(g.Streams), func(i int) any { return g.Streams[i] }, false)
-	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, true)
+	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, false)
+	list("stratified", len(g.Stratified), func(i int) any { return g.Stratified[i] }, true)
 	buf.WriteString("}\n")
 	if !json.Valid(buf.Bytes()) {
 		t.Fatal("encodeGolden produced invalid JSON")

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,34 +38,47 @@ type referenceOutput struct {
 	Bounded []struct {
 		Values []uint64 `json:"values"`
 	} `json:"bounded"`
+	Stratified []goldenStratified `json:"stratified"` // outputs and name only
 }
 
-// TestPythonReference runs the independent Python implementation of the
-// specification on the golden inputs and requires it to agree with Go on
-// every output, so that docs/shuffle.md is proven reimplementable.
-func TestPythonReference(t *testing.T) {
+// runReference runs testdata/reference.py on the inputs in the JSON file
+// path and decodes what it prints into out.
+func runReference(t *testing.T, path string, out any) {
+	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, goldenPath)
+	cmd := exec.CommandContext(ctx, python, referencePath, path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	b, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", referencePath, err, stderr.String())
+		t.Fatalf("%s %s: %v\n%s", referencePath, path, err, stderr.String())
 	}
-	var ref referenceOutput
-	if err := json.Unmarshal(out, &ref); err != nil {
+	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("decoding %s output: %v", referencePath, err)
 	}
+}
+
+// TestPythonReference runs the independent Python implementation of the
+// specification on the golden inputs and requires it to agree with Go on
+// every output, so that docs/shuffle.md is proven reimplementable.
+func TestPythonReference(t *testing.T) {
+	var ref referenceOutput
+	runReference(t, goldenPath, &ref)
 
 	golden := readGolden(t)
-	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) {
-		t.Fatalf("reference printed %d cases, %d streams, %d bounded; golden has %d, %d, %d",
-			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(golden.Cases), len(golden.Streams), len(golden.Bounded))
+	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) || len(ref.Stratified) != len(golden.Stratified) {
+		t.Fatalf("reference printed %d cases, %d streams, %d bounded, %d stratified; golden has %d, %d, %d, %d",
+			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(ref.Stratified),
+			len(golden.Cases), len(golden.Streams), len(golden.Bounded), len(golden.Stratified))
+	}
+	for i, in := range golden.Stratified {
+		in.ChunkOrder, in.WindowStarts, in.Order = nil, nil, nil
+		compareStratified(t, ref.Stratified[i], computeStratified(t, in))
 	}
 	for i, in := range golden.Cases {
 		in.ChunkOrder, in.WindowStarts, in.Order, in.NumBatches, in.Batches = nil, nil, nil, 0, nil
@@ -99,6 +114,41 @@ func TestPythonReference(t *testing.T) {
 		}
 		if r := ref.Bounded[i]; !reflect.DeepEqual(r.Values, values) {
 			t.Errorf("bounded %d: python %v, go %v", i, r.Values, values)
+		}
+	}
+}
+
+// TestPythonReferenceStratified compares the stratified order of Go and of
+// the Python reference on random epochs: skewed and empty strata, one
+// stratum, empty chunks.
+func TestPythonReferenceStratified(t *testing.T) {
+	var in struct {
+		Stratified []goldenStratified `json:"stratified"`
+	}
+	for i, s := range randomStratShapes(150) {
+		in.Stratified = append(in.Stratified, goldenStratified{
+			Name: fmt.Sprintf("random-%d", i), Counts: s.counts, Strata: s.strata,
+			NumStrata: s.numStrata, Seed: s.seed, Epoch: s.epoch, Window: s.window,
+		})
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "stratified.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ref referenceOutput
+	runReference(t, path, &ref)
+	if len(ref.Stratified) != len(in.Stratified) {
+		t.Fatalf("reference printed %d stratified epochs for %d", len(ref.Stratified), len(in.Stratified))
+	}
+	for i, c := range in.Stratified {
+		g := computeStratified(t, c)
+		compareStratified(t, ref.Stratified[i], g)
+		if t.Failed() {
+			t.Fatalf("inputs: %+v", c)
 		}
 	}
 }

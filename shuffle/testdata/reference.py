@@ -3,10 +3,13 @@
 
 The part above the "test driver" marker is reproduced verbatim in
 docs/shuffle.md (a Go test checks that), and is the executable form of the
-specification there. The driver reads the golden vectors and prints, as
-JSON, what this implementation computes for them; shuffle's Go tests compare
-that with the Go implementation.
+specification there, clusters (section 7) included. The driver reads a JSON
+file of inputs (the golden vectors of shuffle or cluster, or random cases a
+Go test writes) and prints, as JSON, what this implementation computes for
+them; the Go tests of shuffle and cluster compare that with Go.
 """
+
+from fractions import Fraction
 
 MASK64 = (1 << 64) - 1
 MASK128 = (1 << 128) - 1
@@ -76,12 +79,17 @@ def chunk_order(counts, seed, epoch):
     return order
 
 
-def epoch_order(counts, seed, epoch, window):
-    """The sample IDs of the whole epoch, in order, and the window starts."""
+def epoch_order(counts, seed, epoch, window, chunks=None):
+    """The sample IDs of the whole epoch, in order, and the window starts.
+
+    chunks is the chunk order to cut into windows: by default section 5's,
+    for a cluster the stratified order of section 7.2.
+    """
+    if chunks is None:
+        chunks = chunk_order(counts, seed, epoch)
     first = [0]
     for k in counts:
         first.append(first[-1] + k)
-    chunks = chunk_order(counts, seed, epoch)
     order, starts = [], [0]
     for w in range((len(chunks) + window - 1) // window):
         ids = []
@@ -105,6 +113,120 @@ def batch_range(n, m, batch_size, world, rank, drop_last):
     return start, min(start + batch_size, n)
 
 
+# ---- clusters (section 7) ----
+
+DOMAIN_OWNER = 0x6272616E646F776E  # "brandown"
+DOMAIN_STRATUM = 0x6272616E64737472  # "brandstr"
+DOMAIN_STRATUM_ORDER = 0x6272616E64737470  # "brandstp"
+
+
+def index_key(index_id):
+    """FNV-1a, 64 bits, of the index ID's bytes."""
+    h = 0xCBF29CE484222325
+    for byte in index_id.encode("ascii"):
+        h = ((h ^ byte) * 0x100000001B3) & MASK64
+    return h
+
+
+def score(key, chunk, node):
+    return mix64(mix64(mix64(DOMAIN_OWNER ^ key) ^ chunk) ^ node)
+
+
+def ranking(key, chunk, nodes):
+    """Nodes by score, highest first; the lower node first on a tie."""
+    return sorted(range(nodes), key=lambda k: (-score(key, chunk, k), k))
+
+
+def owner(key, chunk, nodes):
+    return ranking(key, chunk, nodes)[0]
+
+
+def balanced_owners(key, counts, nodes):
+    """Each chunk's owner: rendezvous hashing with loads bounded in samples."""
+    limit = -(-17 * sum(counts) // (16 * nodes))  # ceiling division
+    load = [0] * nodes
+    owners = []
+    for c, n in enumerate(counts):
+        fits = [k for k in ranking(key, c, nodes) if load[k] + n <= limit]
+        k = fits[0] if fits else min(range(nodes), key=lambda k: (load[k], k))
+        owners.append(k)
+        load[k] += n
+    return owners
+
+
+def home(rank, world, nodes):
+    return rank * nodes // world
+
+
+def stratified_chunk_order(strata, num_strata, seed, epoch):
+    perm = list(range(num_strata))
+    fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_STRATUM_ORDER, 0)), perm)
+    turn = {k: i for i, k in enumerate(perm)}
+    keyed = []
+    for k in range(num_strata):
+        members = [c for c in range(len(strata)) if strata[c] == k]
+        fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_STRATUM, k)), members)
+        for j, c in enumerate(members):
+            keyed.append((Fraction(2 * j + 1, 2 * len(members)), turn[k], c))
+    return [c for _, _, c in sorted(keyed)]
+
+
+def assign(ids, owners, shares, nodes):
+    """Which samples of a global batch each rank takes, and how many moved."""
+    homes = [home(r, len(shares), nodes) for r in range(len(shares))]
+    room = [0] * nodes
+    for r, share in enumerate(shares):
+        room[homes[r]] += share
+    held = [[] for _ in range(nodes)]  # batch positions each node will serve
+    queued = [[] for _ in range(nodes)]  # its own samples it has no room for
+    for pos, k in enumerate(owners):
+        if len(held[k]) < room[k]:
+            held[k].append(pos)
+        else:
+            queued[k].append(pos)
+    moved = 0
+    while any(queued):
+        giver = max(range(nodes), key=lambda k: (len(queued[k]), -k))
+        taker = max(range(nodes), key=lambda k: (room[k] - len(held[k]), -k))
+        t = min(len(queued[giver]), room[taker] - len(held[taker]))
+        held[taker].extend(queued[giver][:t])
+        queued[giver] = queued[giver][t:]
+        moved += t
+    ranks, used = [], [0] * nodes
+    for r, share in enumerate(shares):
+        k = homes[r]
+        mine = sorted(held[k])[used[k]:used[k] + share]
+        used[k] += share
+        ranks.append([ids[pos] for pos in mine])
+    return ranks, moved
+
+
+def cluster_batches(index_id, nodes, counts, seed, epoch, window,
+                    batch_size, world, drop_last, locality):
+    """Every batch of a job on a cluster of nodes >= 2: [M][r] -> sample IDs."""
+    owners = balanced_owners(index_key(index_id), counts, nodes)
+    chunks = stratified_chunk_order(owners, nodes, seed, epoch)
+    order, _ = epoch_order(counts, seed, epoch, window, chunks)
+    owner_of_sample = {}
+    first = 0
+    for c, k in enumerate(counts):
+        for i in range(first, first + k):
+            owner_of_sample[i] = owners[c]
+        first += k
+    batches = []
+    for m in range(num_batches(len(order), batch_size, world, drop_last)):
+        cut = [batch_range(len(order), m, batch_size, world, r, drop_last)
+               for r in range(world)]
+        if not locality:
+            batches.append([order[s:e] for s, e in cut])
+            continue
+        ids = order[cut[0][0]:cut[-1][1]]
+        ranks, _ = assign(ids, [owner_of_sample[i] for i in ids],
+                          [e - s for s, e in cut], nodes)
+        batches.append(ranks)
+    return batches
+
+
 # ---- test driver ----
 
 if __name__ == "__main__":
@@ -112,10 +234,11 @@ if __name__ == "__main__":
     import sys
 
     with open(sys.argv[1]) as f:
-        golden = json.load(f)
+        inputs = json.load(f)
 
-    out = {"cases": [], "streams": [], "bounded": []}
-    for case in golden["cases"]:
+    # Each list of inputs present in the file gets a list of outputs.
+    out = {}
+    for case in inputs.get("cases", []):
         counts, b, world = case["counts"], case["batch_size"], case["world"]
         order, starts = epoch_order(counts, case["seed"], case["epoch"], case["window"])
         nb = num_batches(len(order), b, world, case["drop_last"])
@@ -126,7 +249,7 @@ if __name__ == "__main__":
                 s, e = batch_range(len(order), m, b, world, r, case["drop_last"])
                 ranks.append(order[s:e])
             batches.append(ranks)
-        out["cases"].append({
+        out.setdefault("cases", []).append({
             "name": case["name"],
             "chunk_order": chunk_order(counts, case["seed"], case["epoch"]),
             "window_starts": starts,
@@ -134,15 +257,55 @@ if __name__ == "__main__":
             "num_batches": nb,
             "batches": batches,
         })
-    for st in golden["streams"]:
+    for st in inputs.get("streams", []):
         s1, s2 = stream_seeds(st["seed"], st["epoch"], st["domain"], st["index"])
         rng = PCG(s1, s2)
-        out["streams"].append({
+        out.setdefault("streams", []).append({
             "seed1": s1,
             "seed2": s2,
             "outputs": [rng.uint64() for _ in st["outputs"]],
         })
-    for bd in golden["bounded"]:
+    for bd in inputs.get("bounded", []):
         rng = PCG(bd["seed1"], bd["seed2"])
-        out["bounded"].append({"values": [bounded(rng, n) for n in bd["n"]]})
+        out.setdefault("bounded", []).append({"values": [bounded(rng, n) for n in bd["n"]]})
+    for st in inputs.get("stratified", []):
+        chunks = stratified_chunk_order(st["strata"], st["num_strata"], st["seed"], st["epoch"])
+        order, starts = epoch_order(st["counts"], st["seed"], st["epoch"], st["window"], chunks)
+        out.setdefault("stratified", []).append({
+            "name": st["name"],
+            "chunk_order": chunks,
+            "window_starts": starts,
+            "order": order,
+        })
+    for ik in inputs.get("index_keys", []):
+        out.setdefault("index_keys", []).append({"id": ik["id"], "key": index_key(ik["id"])})
+    for rk in inputs.get("rankings", []):
+        key, c, n = index_key(rk["index_id"]), rk["chunk"], rk["nodes"]
+        out.setdefault("rankings", []).append({
+            "scores": [score(key, c, k) for k in range(n)],
+            "owner": owner(key, c, n),
+            "ranking": ranking(key, c, n),
+        })
+    for bl in inputs.get("balanced", []):
+        out.setdefault("balanced", []).append({
+            "owners": balanced_owners(index_key(bl["index_id"]), bl["counts"], bl["nodes"]),
+        })
+    for hm in inputs.get("homes", []):
+        out.setdefault("homes", []).append({
+            "homes": [home(r, hm["world"], hm["nodes"]) for r in range(hm["world"])],
+        })
+    for a in inputs.get("assign", []):
+        ranks, moved = assign(a["ids"], a["owner"], a["share"], a["nodes"])
+        out.setdefault("assign", []).append({"ranks": ranks, "moved": moved})
+    for job in inputs.get("jobs", []):
+        owners = balanced_owners(index_key(job["index_id"]), job["counts"], job["nodes"])
+        out.setdefault("jobs", []).append({
+            "name": job["name"],
+            "owners": owners,
+            "chunk_order": stratified_chunk_order(owners, job["nodes"], job["seed"], job["epoch"]),
+            "batches": cluster_batches(
+                job["index_id"], job["nodes"], job["counts"], job["seed"], job["epoch"],
+                job["window"], job["batch_size"], job["world"], job["drop_last"],
+                job["locality"]),
+        })
     json.dump(out, sys.stdout)
