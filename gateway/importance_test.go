@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,13 +263,28 @@ func TestImportanceThroughTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := 0
+	var got []string
 	for b, err := range c.Epoch(t.Context(), 1) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += len(b.Samples)
+		for _, s := range b.Samples {
+			got = append(got, s.Key)
+		}
+		b.Release()
 	}
 	if total != f.index.NumSamples() {
 		t.Fatalf("the client read %d samples, want the epoch's %d", total, f.index.NumSamples())
+	}
+	bodies, _ := readImportanceEpoch(t, f, srv.URL, 1, "batch_size=8&sampling=importance&job=c&importance="+s.Version)
+	var want []string
+	for _, body := range bodies {
+		for _, s := range readTar(t, body) {
+			want = append(want, s.key)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("the client's epoch is not the importance epoch")
 	}
 }
