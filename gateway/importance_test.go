@@ -277,7 +277,7 @@ func TestImportanceThroughTheClient(t *testing.T) {
 	if total != f.index.NumSamples() {
 		t.Fatalf("the client read %d samples, want the epoch's %d", total, f.index.NumSamples())
 	}
-	bodies, _ := readImportanceEpoch(t, f, srv.URL, 1, "batch_size=8&sampling=importance&job=c&importance="+s.Version)
+	bodies, _ := readImportanceEpoch(t, f, srv.URL, 1, "seed=0&batch_size=8&sampling=importance&job=c&importance="+s.Version)
 	var want []string
 	for _, body := range bodies {
 		for _, s := range readTar(t, body) {
@@ -285,6 +285,6 @@ func TestImportanceThroughTheClient(t *testing.T) {
 		}
 	}
 	if !slices.Equal(got, want) {
-		t.Fatal("the client's epoch is not the importance epoch")
+		t.Fatalf("the client's epoch is not the importance epoch:\n%v\n%v", got[:20], want[:20])
 	}
 }
