@@ -137,7 +137,7 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
 	w := newClusterWalker(s, l)
-	order := func(e int) (*shuffle.Epoch, error) {
+	order := func(e int) (windowed, error) {
 		if l.nodes == 1 {
 			// A single gateway keeps the plain chunk order.
 			return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)

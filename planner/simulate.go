@@ -15,15 +15,23 @@ const (
 	// (chunks never used again first) until the new one fits: Belady's MIN,
 	// optimal for equal-size chunks, a near-optimal heuristic otherwise.
 	Belady
+	// ImportanceAware is the gateway's eviction for a job reading by
+	// importance: Belady on the uses left in the current epoch, and the
+	// chunks not needed again this epoch first, lightest importance
+	// weight first. It needs each chunk's weight, so it is simulated by
+	// SimulateImportance, not Simulate.
+	ImportanceAware
 )
 
-// String returns the policy's name: "lru" or "belady".
+// String returns the policy's name: "lru", "belady" or "importance".
 func (p Policy) String() string {
 	switch p {
 	case LRU:
 		return "lru"
 	case Belady:
 		return "belady"
+	case ImportanceAware:
+		return "importance"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -31,22 +39,24 @@ func (p Policy) String() string {
 // MarshalText implements encoding.TextMarshaler, so that a Policy is its
 // name in JSON and flag.TextVar works.
 func (p Policy) MarshalText() ([]byte, error) {
-	if p != LRU && p != Belady {
+	if p != LRU && p != Belady && p != ImportanceAware {
 		return nil, fmt.Errorf("%w: unknown policy %d", ErrInvalid, int(p))
 	}
 	return []byte(p.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler: "lru" or "belady"
-// ("optimal" is accepted for Belady).
+// UnmarshalText implements encoding.TextUnmarshaler: "lru", "belady"
+// ("optimal" is accepted for Belady) or "importance".
 func (p *Policy) UnmarshalText(b []byte) error {
 	switch string(b) {
 	case "lru":
 		*p = LRU
 	case "belady", "optimal":
 		*p = Belady
+	case "importance":
+		*p = ImportanceAware
 	default:
-		return fmt.Errorf("%w: policy %q; want lru or belady", ErrInvalid, b)
+		return fmt.Errorf("%w: policy %q; want lru, belady or importance", ErrInvalid, b)
 	}
 	return nil
 }
@@ -88,8 +98,9 @@ type Result struct {
 //
 // Simulate costs O(len(trace)) for LRU and O(len(trace) × log(resident
 // chunks)) for Belady, plus O(len(sizes)) memory and, for Belady, 8 bytes an
-// access. It panics if p is not a known Policy, if a size is negative or if
-// an access names a chunk outside sizes: those are programming errors, and
+// access. It panics if p is not LRU or Belady (ImportanceAware needs the
+// chunks' weights: SimulateImportance), if a size is negative or if an
+// access names a chunk outside sizes: those are programming errors, and
 // MakePlan validates its input before it simulates.
 func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result {
 	return newSimulator(trace, sizes).run(max(cacheBytes, 0), p)
@@ -203,16 +214,35 @@ func (s *simulator) run(cacheBytes int64, p Policy) Result {
 		cc = newLRUCache(s.sizes, cacheBytes)
 	case Belady:
 		cc = newBeladyCache(s.sizes, cacheBytes, s.nextUses())
+	case ImportanceAware:
+		panic("planner: the importance-aware policy needs chunk weights; use SimulateImportance")
 	default:
 		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
 	}
+	return s.serve(cc, cacheBytes, p)
+}
+
+// epochStarter is a cache whose eviction order depends on the epoch being
+// served: the simulation tells it, before the first access of each run of
+// one epoch's accesses, the index of that access.
+type epochStarter interface {
+	startEpoch(i int)
+}
+
+// serve replays the trace through cc, a cache of cacheBytes under policy
+// p, batch by batch, and counts hits and backend bytes per epoch.
+func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 	res := Result{Policy: p, CacheBytes: cacheBytes, Epochs: make([]EpochResult, len(s.epochs))}
 	for slot, e := range s.epochs {
 		res.Epochs[slot].Epoch = e
 	}
 	batched := slices.ContainsFunc(s.trace, func(a Access) bool { return a.Start })
 	var pinned []bool // per access of the current batch: its chunk is pinned
+	starter, _ := cc.(epochStarter)
 	for _, r := range s.runs {
+		if starter != nil {
+			starter.startEpoch(r.start)
+		}
 		er := &res.Epochs[r.slot]
 		// process serves accesses [start, end) as one pinned group.
 		process := func(start, end int) {

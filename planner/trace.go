@@ -203,14 +203,23 @@ func (s *schedule) chunkOf(id int) int32 {
 // walk keeps one window's sample IDs and one global batch in memory, never
 // the whole epoch. It checks ctx before each epoch and returns its error.
 func (s *schedule) walk(ctx context.Context, window int, visit func(epoch int, chunks []int32)) error {
-	return s.walkOrder(ctx, func(e int) (*shuffle.Epoch, error) {
+	return s.walkOrder(ctx, func(e int) (windowed, error) {
 		return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), window)
 	}, visit)
 }
 
+// windowed is what walkOrder reads of an epoch's order: *shuffle.Epoch,
+// or *importance.Epoch for an epoch drawn by importance.
+type windowed interface {
+	NumWindows() int
+	Window(w int) []int
+}
+
 // walkOrder is walk over the epoch orders order returns: a cluster's
-// chunk order is stratified by owner (shuffle.NewStratifiedEpoch).
-func (s *schedule) walkOrder(ctx context.Context, order func(epoch int) (*shuffle.Epoch, error), visit func(epoch int, chunks []int32)) error {
+// chunk order is stratified by owner (shuffle.NewStratifiedEpoch), an
+// importance epoch's drawn from a snapshot (importance.NewEpoch). Every
+// order must have the dataset's sample count.
+func (s *schedule) walkOrder(ctx context.Context, order func(epoch int) (windowed, error), visit func(epoch int, chunks []int32)) error {
 	g := s.j.BatchSize * s.j.World
 	nb := s.numBatches()
 	buf := make([]int32, 0, min(g, s.n))
@@ -256,6 +265,13 @@ const maxPresize = 1 << 26
 // trace walks the job's schedule and returns its demand trace, calling
 // also, if not nil, with every global batch as walk does.
 func (s *schedule) trace(ctx context.Context, also func(epoch int, chunks []int32)) ([]Access, error) {
+	return s.traceOf(func(visit func(epoch int, chunks []int32)) error {
+		return s.walk(ctx, s.j.Window, visit)
+	}, also)
+}
+
+// traceOf is trace over the global batches walk visits.
+func (s *schedule) traceOf(walk func(visit func(epoch int, chunks []int32)) error, also func(epoch int, chunks []int32)) ([]Access, error) {
 	// A batch touches at most its samples' count of chunks, at most all of
 	// them, and usually at most the chunks of the two windows it straddles.
 	// Sizing the trace for that up front saves the growing copies of a
@@ -273,7 +289,7 @@ func (s *schedule) trace(ctx context.Context, also func(epoch int, chunks []int3
 	// batch's distinct chunks are found in O(samples).
 	stamp := make([]int, len(s.d.Counts))
 	batch := 0
-	err := s.walk(ctx, s.j.Window, func(epoch int, chunks []int32) {
+	err := walk(func(epoch int, chunks []int32) {
 		batch++
 		start := true
 		for _, c := range chunks {

@@ -1,0 +1,197 @@
+package planner
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+)
+
+// SimulateImportance is Simulate under the ImportanceAware policy, the
+// gateway's eviction for a job reading by importance
+// (gateway/schedule.go, useTable.distance). weights[c] is chunk c's
+// importance weight (importance.Epoch.ChunkWeight; any positive scale, it
+// is taken over its mean as the gateway does). On a miss it evicts, until
+// the new chunk fits:
+//
+//  1. first the chunks not needed again in the current epoch (the next
+//     epoch's order is unknown to the gateway until its snapshot is
+//     sealed), lightest weight first, the least recently used first among
+//     equal weights (weights are compared as the gateway compares them:
+//     over their mean, as float32, in steps of 1/65536);
+//  2. then the chunks needed again this epoch, furthest next use first
+//     (Belady on the epoch's remaining uses).
+//
+// When the trace enters another epoch the chunks it needs become "needed"
+// from its first access on, as the gateway's use table does once a stream
+// asks for the new epoch. It panics, as Simulate does, on a negative size,
+// an access outside sizes, or weights not one per chunk, finite and >= 0.
+func SimulateImportance(trace []Access, sizes []int64, weights []float64, cacheBytes int64) Result {
+	if len(weights) != len(sizes) {
+		panic(fmt.Sprintf("planner: %d chunk weights for %d chunks", len(weights), len(sizes)))
+	}
+	for c, w := range weights {
+		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
+			panic(fmt.Sprintf("planner: chunk %d weight %v; must be finite and >= 0", c, w))
+		}
+	}
+	s := newSimulator(trace, sizes)
+	cacheBytes = max(cacheBytes, 0)
+	return s.serve(newAwareCache(s, cacheBytes, weights), cacheBytes, ImportanceAware)
+}
+
+// farKeys returns, per chunk, its eviction key when it is not needed in
+// the current epoch, exactly as the gateway computes it: never, less one
+// and the chunk's weight over the mean in 1/65536 steps (float32, capped
+// at 2^20), so that the lightest has the largest key and goes first; a
+// chunk of weight 0 keeps never.
+func farKeys(weights []float64) []int64 {
+	var sum float64
+	for _, w := range weights {
+		sum += w
+	}
+	mean := sum / float64(len(weights))
+	far := make([]int64, len(weights))
+	for c, w := range weights {
+		far[c] = never64
+		if sum == 0 {
+			continue
+		}
+		if q := float32(w / mean); q > 0 {
+			far[c] -= 1 + int64(min(q, 1<<20)*(1<<16))
+		}
+	}
+	return far
+}
+
+// never64 is the key of a chunk needed by nothing and weighing nothing:
+// the largest, evicted first.
+const never64 = math.MaxInt64
+
+// awareCache simulates ImportanceAware. Resident, unpinned chunks sit in a
+// max-heap keyed by their eviction key (next use this epoch, or far[c]),
+// ties broken by the least recently released, as the gateway breaks them
+// by the least recently touched. Keys change only when the epoch does, so
+// startEpoch re-keys the heap in O(resident chunks) and every other step
+// costs O(log resident chunks).
+type awareCache struct {
+	sizes          []int64
+	capacity, used int64
+	trace          []Access
+	next           []int   // next[i]: the access after i to the same chunk, or never
+	far            []int64 // per chunk: its key when not needed this epoch
+	nextUse        []int   // per chunk: its next access after its last release
+	epoch          int32   // the epoch being served
+	clock          uint64
+	heap           awareHeap
+}
+
+func newAwareCache(s *simulator, capacity int64, weights []float64) *awareCache {
+	a := &awareCache{
+		sizes:    s.sizes,
+		capacity: capacity,
+		trace:    s.trace,
+		next:     s.nextUses(),
+		far:      farKeys(weights),
+		nextUse:  make([]int, len(s.sizes)),
+		heap:     awareHeap{pos: make([]int32, len(s.sizes))},
+	}
+	for c := range a.heap.pos {
+		a.heap.pos[c] = -1
+	}
+	return a
+}
+
+// key is c's eviction key in the current epoch: its next use if that is in
+// this epoch, else its weight's far key.
+func (a *awareCache) key(c int32) int64 {
+	if u := a.nextUse[c]; u != never && a.trace[u].Epoch == a.epoch {
+		return int64(u)
+	}
+	return a.far[c]
+}
+
+func (a *awareCache) startEpoch(i int) {
+	a.epoch = a.trace[i].Epoch
+	for k := range a.heap.entries {
+		e := &a.heap.entries[k]
+		e.key = a.key(e.chunk)
+	}
+	heap.Init(&a.heap)
+}
+
+func (a *awareCache) pin(_ int, c int32) bool {
+	p := a.heap.pos[c]
+	if p < 0 {
+		return false
+	}
+	heap.Remove(&a.heap, int(p)) // not evictable while pinned; still counted in used
+	return true
+}
+
+func (a *awareCache) admit(c int32) bool {
+	size := a.sizes[c]
+	if size > a.capacity {
+		return false // read through, never admitted
+	}
+	for a.used+size > a.capacity && a.heap.Len() > 0 {
+		a.used -= a.sizes[heap.Pop(&a.heap).(awareEntry).chunk]
+	}
+	if a.used+size > a.capacity {
+		return false // larger than the room the pinned chunks leave: read through
+	}
+	a.used += size
+	return true
+}
+
+// release makes c evictable again, keyed by the use after access i.
+func (a *awareCache) release(i int, c int32) {
+	a.nextUse[c] = a.next[i]
+	a.clock++
+	heap.Push(&a.heap, awareEntry{key: a.key(c), seq: a.clock, chunk: c})
+}
+
+// awareHeap is a max-heap of resident chunks by (key descending, release
+// order ascending), for container/heap; pos[c] is c's index in entries or
+// -1 when c is not in the heap.
+type awareHeap struct {
+	entries []awareEntry
+	pos     []int32
+}
+
+type awareEntry struct {
+	key   int64
+	seq   uint64
+	chunk int32
+}
+
+func (h *awareHeap) Len() int { return len(h.entries) }
+
+func (h *awareHeap) Less(i, j int) bool {
+	a, b := h.entries[i], h.entries[j]
+	if a.key != b.key {
+		return a.key > b.key
+	}
+	return a.seq < b.seq
+}
+
+func (h *awareHeap) Swap(i, j int) {
+	h.entries[i], h.entries[j] = h.entries[j], h.entries[i]
+	h.pos[h.entries[i].chunk] = int32(i)
+	h.pos[h.entries[j].chunk] = int32(j)
+}
+
+// Push implements heap.Interface; x must be an awareEntry.
+func (h *awareHeap) Push(x any) {
+	e := x.(awareEntry)
+	h.pos[e.chunk] = int32(len(h.entries))
+	h.entries = append(h.entries, e)
+}
+
+// Pop implements heap.Interface, removing the last entry.
+func (h *awareHeap) Pop() any {
+	last := len(h.entries) - 1
+	e := h.entries[last]
+	h.entries = h.entries[:last]
+	h.pos[e.chunk] = -1
+	return e
+}
