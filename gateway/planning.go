@@ -10,7 +10,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/importance"
 )
 
 // Planner simulates cache policies over a job's schedule: the /plan
@@ -20,16 +20,20 @@ import (
 // Its methods may be called concurrently and must honour ctx.
 type Planner interface {
 	// Plan returns the plan of job over the dataset ix indexes, as a value
-	// that encodes to JSON.
-	Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Params, o api.PlanOptions) (any, error)
+	// that encodes to JSON. snap is the importance snapshot job.Importance
+	// names, which the gateway loads from the dataset's store, so that the
+	// plan adds the importance epochs' figures; nil for the uniform
+	// shuffle.
+	Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error)
 	optimizer
 }
 
 // handlePlan serves /plan: the job's schedule simulated for a cache size,
 // what hit ratio and backend traffic LRU and the optimal policy reach, the
 // cache that never stalls at a bandwidth, and the window's shuffle quality;
-// or, with nodes=N (a cluster's default), the prediction for N nodes each
-// with a cache of cache_size.
+// with sampling=importance&job=J&importance=V&hot=H, the same for epochs
+// drawn from snapshot V besides; or, with nodes=N (a cluster's default),
+// the prediction for N nodes each with a cache of cache_size.
 func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Planner == nil {
 		writeError(r.Context(), w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
@@ -51,6 +55,13 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
+	var snap *importance.Snapshot // nil: the uniform shuffle only
+	if imp := q.job.Importance; imp.On() && imp.Version != "" {
+		if snap, err = g.snaps.load(r.Context(), ds, imp.Job, imp.Version); err != nil {
+			writeError(r.Context(), w, err)
+			return
+		}
+	}
 	// Plans cost up to seconds of CPU on large datasets: one at a time.
 	select {
 	case g.planning <- struct{}{}:
@@ -59,7 +70,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, r.Context().Err())
 		return
 	}
-	plan, err := g.cfg.Planner.Plan(r.Context(), ds.index, q.job.Params, q.plan)
+	plan, err := g.cfg.Planner.Plan(r.Context(), ds.index, q.job, q.plan, snap)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		writeError(r.Context(), w, err)
 		return

@@ -2,28 +2,34 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/importance"
 )
 
 // ForGateway is the planner as the gateway uses it, through an interface of
 // the gateway's that speaks only in types of the packages below both
-// (chunkindex, shuffle, api). The gateway therefore does not link the
+// (chunkindex, importance, api). The gateway therefore does not link the
 // planner; `brand serve` passes ForGateway{} in its configuration.
 type ForGateway struct{}
 
 // Plan answers GET /plan: MakePlanContext for job over the dataset ix
-// indexes, a *Plan; or with o.Nodes set, MakeClusterPlanContext for that
-// many nodes each with a cache of o.CacheBytes, a *ClusterPlan.
-func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Params, o api.PlanOptions) (any, error) {
+// indexes, a *Plan, with its importance figures when snap (the snapshot
+// job.Importance names, which the gateway loaded) is not nil; or with
+// o.Nodes set, MakeClusterPlanContext for that many nodes each with a
+// cache of o.CacheBytes, a *ClusterPlan, which has no importance mode.
+func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
 	if o.Nodes > 0 {
+		if snap != nil {
+			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
+		}
 		return MakeClusterPlanContext(ctx, ClusterInput{
 			Dataset:        DatasetOf(ix),
-			Job:            Job{Params: job, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+			Job:            Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 			IndexKey:       cluster.IndexKey(ix.ID()),
 			Nodes:          o.Nodes,
 			NodeCacheBytes: o.CacheBytes,
@@ -31,11 +37,14 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job shuffle.Pa
 	}
 	in := PlanInput{
 		Dataset:            DatasetOf(ix),
-		Job:                Job{Params: job, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 		CacheBytes:         o.CacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+	}
+	if snap != nil {
+		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
 	}
 	return MakePlanContext(ctx, in)
 }

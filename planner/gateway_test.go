@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -36,21 +38,35 @@ func gatewayIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
 func TestForGatewayPlan(t *testing.T) {
 	ix := gatewayIndex(t, 24, 10)
 	job := shuffle.Params{Seed: 3, Window: 4, BatchSize: 8, World: 4}
+	scores := make([]float32, ix.NumSamples())
+	for i := range scores {
+		scores[i] = float32(i%7) * float32(1+i/40)
+	}
+	snap, err := importance.NewSnapshot(ix, "train", 0, scores)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		o    api.PlanOptions
+		snap *importance.Snapshot
 		want func() (any, error)
 	}{
-		{"single gateway", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20},
+		{"single gateway", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20}, nil,
 			func() (any, error) {
 				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, BackendBytesPerSec: 1 << 20})
 			}},
-		{"four nodes", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20, Nodes: 4},
+		{"importance", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20}, snap,
+			func() (any, error) {
+				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3}, CacheBytes: 40 << 10,
+					BackendBytesPerSec: 1 << 20, Importance: &Importance{Snapshot: snap, Hot: 3}})
+			}},
+		{"four nodes", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20, Nodes: 4}, nil,
 			func() (any, error) {
 				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3},
 					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 4, NodeCacheBytes: 20 << 10})
 			}},
-		{"one node", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20, Nodes: 1},
+		{"one node", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20, Nodes: 1}, nil,
 			func() (any, error) {
 				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2},
 					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 1, NodeCacheBytes: 20 << 10})
@@ -58,7 +74,11 @@ func TestForGatewayPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ForGateway{}.Plan(context.Background(), ix, job, tt.o)
+			aj := api.Job{Params: job}
+			if tt.snap != nil {
+				aj.Importance = api.Importance{Job: "train", Version: tt.snap.Version(), Hot: 3}
+			}
+			got, err := ForGateway{}.Plan(context.Background(), ix, aj, tt.o, tt.snap)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +91,10 @@ func TestForGatewayPlan(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (ForGateway{}).Plan(context.Background(), ix, job, api.PlanOptions{Epochs: 2, Nodes: api.MaxPlanNodes + 1}); err == nil {
+	if _, err := (ForGateway{}).Plan(context.Background(), ix, api.Job{Params: job}, api.PlanOptions{Epochs: 2, Nodes: api.MaxPlanNodes + 1}, nil); err == nil {
 		t.Errorf("%d nodes planned; want an error", api.MaxPlanNodes+1)
+	}
+	if _, err := (ForGateway{}).Plan(context.Background(), ix, api.Job{Params: job}, api.PlanOptions{Epochs: 2, Nodes: 4, CacheBytes: 1 << 20}, snap); !errors.Is(err, ErrInvalid) {
+		t.Errorf("importance over 4 nodes: %v; want ErrInvalid", err)
 	}
 }

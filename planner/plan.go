@@ -25,6 +25,10 @@ type PlanInput struct {
 	// PrefetchWindows is how many windows past the current one the gateway
 	// prefetches, >= 0; 0 means the default, 1.
 	PrefetchWindows int
+
+	// Importance, if not nil, adds the figures of the same job and cache
+	// in importance mode (Plan.Importance).
+	Importance *Importance
 }
 
 // Plan is MakePlan's report. Its JSON form is what the gateway's GET /plan
@@ -73,6 +77,11 @@ type Plan struct {
 
 	Quality     Quality `json:"quality"`      // the job's window
 	FullShuffle Quality `json:"full_shuffle"` // window = number of chunks
+
+	// Importance is the same job read by importance from one snapshot,
+	// when PlanInput.Importance asked for it; the figures above are the
+	// uniform shuffle's.
+	Importance *ImportancePlan `json:"importance,omitempty"`
 }
 
 // MakePlan simulates in.Job on in.Dataset and reports what in.CacheBytes
@@ -98,6 +107,11 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 	prefetch, err := validatePlanInput(in)
 	if err != nil {
 		return nil, err
+	}
+	if in.Importance != nil {
+		if err := in.Importance.validate(s.n); err != nil {
+			return nil, err
+		}
 	}
 	nb := s.numBatches()
 	if nb == 0 {
@@ -151,6 +165,11 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 	p.SteadyEpochsStall = in.CacheBytes < p.WorkingSetBytes || !fits(p.Optimal)
 	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, in.Dataset, p.WorkingSetBytes, fits); err != nil {
 		return nil, err
+	}
+	if in.Importance != nil {
+		if p.Importance, err = planImportance(ctx, s, in.Importance, in.CacheBytes); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // WriteText writes the plan as a human-readable report for the CLI: the
-// inputs, a per-epoch table of both policies, the cache sizes that matter
+// inputs, a per-epoch table of both policies (and, in importance mode, of
+// the importance epochs under three), the cache sizes that matter
 // with a verdict for the chosen one, and the shuffle quality beside a full
 // shuffle's. Sizes are in binary units (KiB, MiB, GiB), ratios in percent.
 func (p *Plan) WriteText(w io.Writer) error {
@@ -41,6 +42,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "total\t%d\t%s\t%s\t%s\t%s\t\n", p.Optimal.Accesses,
 		percent(p.LRU.HitRatio), formatBytes(p.LRU.BackendBytes), percent(p.Optimal.HitRatio), formatBytes(p.Optimal.BackendBytes))
 	tw.Flush()
+	if p.Importance != nil {
+		p.Importance.writeText(&b)
+	}
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

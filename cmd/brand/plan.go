@@ -50,9 +50,10 @@ func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
 }
 
 // runPlan simulates a job over a dataset's index and prints what a cache
-// size achieves under LRU and under the optimal (next-use) policy, or with
-// --nodes what a cluster of that many nodes reads from the store and
-// sends between nodes.
+// size achieves under LRU and under the optimal (next-use) policy (with
+// --snapshot or --importance, in importance mode too), or with --nodes
+// what a cluster of that many nodes reads from the store and sends
+// between nodes.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		src                 string
@@ -63,6 +64,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		dropLast, asJSON    bool
 		s3                  cli.S3Flags
 		cl                  planCluster
+		imp                 planImportance
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
@@ -81,8 +83,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cl.register(fs)
+	imp.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [job flags]"); err != nil {
 		return err
 	}
 	if src == "" {
@@ -100,8 +103,15 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	impMode, err := imp.load(ctx, store, ix)
+	if err != nil {
+		return err
+	}
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	if cl.nodes > 0 {
+		if impMode != nil {
+			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)
+		}
 		plan, err := planner.MakeClusterPlanContext(ctx, planner.ClusterInput{
 			Dataset:        planner.DatasetOf(ix),
 			Job:            job,
@@ -121,6 +131,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		BackendBytesPerSec: float64(bw),
 		ConsumeBytesPerSec: float64(consume),
 		PrefetchWindows:    pf,
+		Importance:         impMode,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,106 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/brandgw/brand/importance"
+)
+
+// Importance asks a plan for importance mode beside the uniform shuffle
+// (docs/importance.md): every simulated epoch drawn from Snapshot with Hot
+// hot chunks, as a gateway serves sampling=importance&importance=V&hot=H.
+//
+// A plan has one snapshot for all its epochs. A real job seals a new
+// snapshot after each epoch from that epoch's losses, which no planner can
+// know beforehand, so the figures are those of a job whose scores stay as
+// they are now; the next epoch's snapshot changes the hot set and the
+// weights only at their margin while the losses are stable.
+type Importance struct {
+	Snapshot *importance.Snapshot // one score per sample of the dataset
+	Hot      int                  // >= 0
+}
+
+// ImportancePlan is a plan's importance-mode figures: the epochs drawn
+// from one snapshot, replayed through the same cache under LRU, under the
+// gateway's importance-aware eviction, and under the offline optimum
+// (Belady over the whole multi-epoch trace, which knows the epochs to
+// come).
+type ImportancePlan struct {
+	Job           string `json:"job"`            // the snapshot's job name
+	Version       string `json:"version"`        // the snapshot's version
+	SnapshotEpoch uint64 `json:"snapshot_epoch"` // the epoch whose losses it sealed
+	Hot           int    `json:"hot"`
+	// ChunksRead is, per simulated epoch, how many chunks the epoch reads
+	// (those with draws).
+	ChunksRead []int `json:"chunks_read"`
+	// ReadBytes is, per simulated epoch, the bytes of those chunks: what
+	// the epoch reads with no cache hit at all but one read per chunk.
+	ReadBytes []int64 `json:"read_bytes"`
+
+	LRU     Result `json:"lru"`
+	Aware   Result `json:"importance_aware"`
+	Optimal Result `json:"optimal"`
+}
+
+// validate checks imp against a dataset of n samples.
+func (imp *Importance) validate(n int) error {
+	switch {
+	case imp.Snapshot == nil:
+		return fmt.Errorf("%w: importance mode without a snapshot", ErrInvalid)
+	case imp.Hot < 0:
+		return fmt.Errorf("%w: hot %d chunks; must be >= 0", ErrInvalid, imp.Hot)
+	case imp.Snapshot.NumSamples() != n:
+		return fmt.Errorf("%w: the snapshot has %d scores, the dataset %d samples", ErrInvalid, imp.Snapshot.NumSamples(), n)
+	}
+	return nil
+}
+
+// planImportance simulates s's epochs drawn from imp, which validate
+// accepted, at cacheBytes.
+func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheBytes int64) (*ImportancePlan, error) {
+	p := &ImportancePlan{
+		Job:           imp.Snapshot.Job(),
+		Version:       imp.Snapshot.Version(),
+		SnapshotEpoch: imp.Snapshot.Epoch(),
+		Hot:           imp.Hot,
+	}
+	var weights []float64
+	order := func(e int) (windowed, error) {
+		ep, err := importance.NewEpoch(s.d.Counts, imp.Snapshot, s.j.Seed, uint64(e), s.j.Window, imp.Hot)
+		if err != nil {
+			return nil, err
+		}
+		var bytes int64
+		for _, c := range ep.ChunkOrder() {
+			bytes += s.d.ChunkSizes[c]
+		}
+		p.ChunksRead = append(p.ChunksRead, ep.NumRead())
+		p.ReadBytes = append(p.ReadBytes, bytes)
+		if weights == nil {
+			// One snapshot: every epoch has the same chunk weights.
+			weights = make([]float64, ep.NumChunks())
+			for c := range weights {
+				weights[c] = ep.ChunkWeight(c)
+			}
+		}
+		return ep, nil
+	}
+	trace, err := s.traceOf(func(visit func(epoch int, chunks []int32)) error {
+		return s.walkOrder(ctx, order, visit)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	sim := newSimulator(trace, s.d.ChunkSizes)
+	p.LRU = sim.run(cacheBytes, LRU)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.Aware = sim.serve(newAwareCache(sim, cacheBytes, weights), cacheBytes, ImportanceAware)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.Optimal = sim.run(cacheBytes, Belady)
+	return p, nil
+}
