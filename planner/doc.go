@@ -41,6 +41,17 @@
 // planner calls it "optimal" in both cases and docs/planner.md states the
 // caveat.
 //
+// # Importance mode
+//
+// With a snapshot of a job's losses (PlanInput.Importance) a plan adds the
+// same job read by importance (package importance): every simulated epoch
+// drawn from that one snapshot, since the snapshots a job will seal later
+// cannot be known, replayed under LRU, under the gateway's
+// importance-aware eviction (ImportanceAware, SimulateImportance: Belady
+// on the current epoch's remaining uses, and the chunks it does not need
+// again evicted first, lightest importance first) and under Belady over
+// the whole trace, which knows the epochs to come.
+//
 // # Costs
 //
 //   - Trace: O(samples × epochs) time (the shuffle, then a table lookup of
