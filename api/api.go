@@ -29,7 +29,22 @@ type Job struct {
 	// which sample, never which samples a global batch holds. A single
 	// gateway ignores it.
 	NoLocality bool
+	// Importance selects importance sampling (docs/importance.md):
+	// sampling=importance with the job's name and the snapshot version
+	// sealed for the previous epoch. The zero value is the uniform
+	// shuffle, as is a named job without a version (its first epoch).
+	Importance Importance
 }
+
+// Importance names the importance snapshot an epoch is drawn from.
+type Importance struct {
+	Job     string // the feedback's job name: 1–128 of [A-Za-z0-9._-]
+	Version string // the snapshot sealed for the previous epoch; "" for the uniform order
+	Hot     int    // the heaviest chunks put first in the epoch, to be found in the cache
+}
+
+// On reports whether the job samples by importance.
+func (i Importance) On() bool { return i.Job != "" }
 
 // Query parameter names of a job, in the order Values writes them.
 const (
@@ -42,13 +57,26 @@ const (
 	ParamDropLast  = "drop_last"
 	ParamOffset    = "offset"
 	ParamLocality  = "locality"
+	// Importance sampling: sampling=importance, the job name, the
+	// snapshot version and the hot chunk count.
+	ParamSampling   = "sampling"
+	ParamJob        = "job"
+	ParamImportance = "importance"
+	ParamHot        = "hot"
 	// ParamFormat selects a batch's representation: tar (the default) or
 	// json (its manifest).
 	ParamFormat = "format"
 )
 
+// What sampling may say.
+const (
+	SamplingUniform    = "uniform"
+	SamplingImportance = "importance"
+)
+
 // JobParams lists the query parameters that make up a Job.
-var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality}
+var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
+	ParamSampling, ParamJob, ParamImportance, ParamHot}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -78,6 +106,16 @@ func (j Job) Values() url.Values {
 	}
 	if j.NoLocality {
 		v.Set(ParamLocality, "false")
+	}
+	if j.Importance.On() {
+		v.Set(ParamSampling, SamplingImportance)
+		v.Set(ParamJob, j.Importance.Job)
+		if j.Importance.Version != "" {
+			v.Set(ParamImportance, j.Importance.Version)
+		}
+		if j.Importance.Hot != 0 {
+			v.Set(ParamHot, strconv.Itoa(j.Importance.Hot))
+		}
 	}
 	return v
 }

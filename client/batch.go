@@ -43,6 +43,10 @@ type Batch struct {
 	// --on-damaged-chunk=skip; Brand-Missing-Samples): 0 for a whole
 	// batch. Samples holds only those sent.
 	Missing int
+	// Node is the base URL of the gateway that served the batch: the
+	// client's base URL, or with Options.Peers or Discover the node as the
+	// peer list names it (the rank's home unless it failed over).
+	Node string
 
 	buf  []byte   // the response body the samples' files point into
 	bufs *buffers // where Release returns buf
@@ -78,6 +82,7 @@ type BatchHeader struct {
 	Size         int64 // body bytes (Content-Length), -1 if the response had none
 	Dataset      string
 	IndexID      string
+	Node         string // the gateway that served it (see Batch.Node)
 }
 
 // parseBatchHeader reads and checks the headers of a batch response. The
@@ -212,7 +217,7 @@ func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
 // which asks for offset.
 func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url.Values) (*Batch, error) {
 	var b *Batch
-	err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
+	node, err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
 		h, err := parseBatchHeader(resp, epoch, batch)
 		if err != nil {
 			return err
@@ -244,7 +249,11 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		}
 		return nil
 	})
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	b.Node = node
+	return b, nil
 }
 
 // BatchRaw streams batch number batch of epoch to w exactly as the gateway
@@ -261,7 +270,8 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 	if err := checkPosition(epoch, batch); err != nil {
 		return 0, BatchHeader{}, err
 	}
-	err = c.get(ctx, batchPath(epoch, batch), c.jobQuery(), tarType, func(resp *http.Response) error {
+	var node string
+	node, err = c.get(ctx, batchPath(epoch, batch), c.jobQuery(), tarType, func(resp *http.Response) error {
 		hh, err := parseBatchHeader(resp, epoch, batch)
 		if err != nil {
 			return err
@@ -292,6 +302,7 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 	if err != nil {
 		return n, h, fmt.Errorf("client: epoch %d batch %d: %w", epoch, batch, err)
 	}
+	h.Node = node
 	return n, h, nil
 }
 

@@ -19,8 +19,19 @@ const maxJSON = 64 << 20
 // getJSON fetches path and decodes its JSON body into a fresh T per attempt,
 // so that a retried attempt never sees a half-filled value.
 func getJSON[T any](ctx context.Context, c *Client, path string, q url.Values) (*T, error) {
+	r, err := c.routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := getJSONVia[T](ctx, c, r, path, q)
+	return out, err
+}
+
+// getJSONVia is getJSON through the router r; it also returns the node
+// that answered.
+func getJSONVia[T any](ctx context.Context, c *Client, r *router, path string, q url.Values) (*T, string, error) {
 	var out *T
-	err := c.get(ctx, path, q, "application/json", func(resp *http.Response) error {
+	node, err := c.getVia(ctx, r, path, q, "application/json", func(resp *http.Response) error {
 		cr := &countingReader{r: resp.Body}
 		v := new(T)
 		err := json.NewDecoder(io.LimitReader(cr, maxJSON)).Decode(v)
@@ -33,7 +44,7 @@ func getJSON[T any](ctx context.Context, c *Client, path string, q url.Values) (
 		out = v
 		return nil
 	})
-	return out, err
+	return out, node, err
 }
 
 // DatasetInfo describes a dataset the gateway serves.
@@ -59,7 +70,7 @@ func (c *Client) Sample(ctx context.Context, key string) (*Sample, error) {
 		q.Set(api.ParamDataset, d)
 	}
 	var s *Sample
-	err := c.get(ctx, "/samples/"+key, q, tarType, func(resp *http.Response) error {
+	_, err := c.get(ctx, "/samples/"+key, q, tarType, func(resp *http.Response) error {
 		if err := checkContentType(resp, tarType); err != nil {
 			return err
 		}

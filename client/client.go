@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/brandgw/brand/api"
@@ -77,6 +78,32 @@ type Options struct {
 	// gateway asks for with Retry-After, so a misconfigured gateway cannot
 	// stall a training job for hours. 0 means DefaultMaxBackoff.
 	MaxBackoff time.Duration
+
+	// Peers lists the gateways of a cluster in order, node k being
+	// Peers[k]: the list every node was given as brand serve --peers,
+	// StatefulSet patterns such as http://brand-{0..3}.brand.ns.svc:8080
+	// included. The client then sends its requests to its rank's home,
+	// node ⌊Rank·N/World⌋ of the N nodes, which caches the rank's samples;
+	// when an attempt there fails as a retry would (refused or reset
+	// connection, timeout, 502, 503, 504), the next attempts go to the
+	// following nodes in order (home+1, home+2, … mod N) and the home is
+	// tried again after HomeRetry. Every node answers every request with
+	// the same bytes, so a failover changes only where a batch comes
+	// from (Batch.Node says where). The retry budget is MaxRetries as
+	// without peers; a first attempt on another node is made at once.
+	// With Peers the base URL is not contacted and may be empty.
+	Peers []string
+	// Discover makes the client ask the base URL for the cluster's peer
+	// list (GET /cluster) before its first request, and then route as
+	// with Peers. The layout is kept for the client's life (it is
+	// configuration, not liveness); a failed discovery is tried again at
+	// the next call. A single gateway, or one that predates clusters, is
+	// used alone at the base URL. It excludes Peers.
+	Discover bool
+	// HomeRetry is how long a node whose attempt failed is passed over
+	// before requests are sent to it again, so that a rank returns to
+	// its home once it is back. 0 means DefaultHomeRetry.
+	HomeRetry time.Duration
 }
 
 // validate reports the first option that can never produce a valid request,
@@ -98,16 +125,20 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Options.Job.Rank %d out of range for World %d (valid ranks are 0..%d)", ErrInvalid, j.Rank, j.World, j.World-1)
 	case j.Offset != 0:
 		return fmt.Errorf("%w: Options.Job.Offset is %d; must be 0 (resume an epoch with EpochFrom)", ErrInvalid, j.Offset)
-	case o.Backoff < 0 || o.MaxBackoff < 0:
-		return fmt.Errorf("%w: Options.Backoff and MaxBackoff must be >= 0", ErrInvalid)
+	case o.Backoff < 0 || o.MaxBackoff < 0 || o.HomeRetry < 0:
+		return fmt.Errorf("%w: Options.Backoff, MaxBackoff and HomeRetry must be >= 0", ErrInvalid)
+	case o.Discover && len(o.Peers) > 0:
+		return fmt.Errorf("%w: Options.Peers and Discover exclude each other: give the peer list or ask for it", ErrInvalid)
 	}
 	return nil
 }
 
 // Client fetches batches, epoch plans and samples from one Brand gateway
-// (or a load balancer in front of several). It is safe for concurrent use.
+// (or a load balancer in front of several), or from a cluster's nodes (see
+// Options.Peers). It is safe for concurrent use.
 type Client struct {
 	base       *url.URL
+	router     *router // the base URL alone, or the Peers
 	hc         *http.Client
 	opts       Options // a private copy with defaults applied
 	ahead      int     // >= 1 requests in flight while Epoch waits
@@ -115,15 +146,34 @@ type Client struct {
 	maxRetries int     // >= 0
 	bufs       buffers // released batches' memory, for later batches
 
+	// With Options.Discover, the router of the discovered cluster, once
+	// discovery has succeeded.
+	discoverMu sync.Mutex
+	discovered *router
+
 	// sleep waits between attempts; tests replace it to observe waits
 	// without spending them.
 	sleep func(ctx context.Context, d time.Duration) error
+	// now is the clock of the routers' marks of failed nodes; tests
+	// replace it to pass HomeRetry without waiting.
+	now func() time.Time
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally
 // with a path prefix such as http://lb/brand). It checks the URL and the
-// options but does not contact the gateway.
+// options but does not contact the gateway. With Options.Peers, baseURL may
+// be empty.
 func New(baseURL string, opts Options) (*Client, error) {
+	var peers []node
+	if len(opts.Peers) > 0 {
+		var err error
+		if peers, err = parseNodes(opts.Peers); err != nil {
+			return nil, fmt.Errorf("%w: Options.Peers: %w", ErrInvalid, err)
+		}
+		if baseURL == "" {
+			baseURL = peers[0].name
+		}
+	}
 	base, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: base URL: %w", ErrInvalid, err)
@@ -142,7 +192,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{base: base, sleep: sleepContext}
+	c := &Client{base: base, sleep: sleepContext, now: time.Now}
 	switch {
 	case opts.Ahead == 0:
 		c.ahead, c.readAhead = DefaultAhead, true
@@ -163,6 +213,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
+	if opts.HomeRetry == 0 {
+		opts.HomeRetry = DefaultHomeRetry
+	}
 	if opts.HTTPClient == nil {
 		hc, err := defaultHTTPClient(c.ahead, opts.CAFile)
 		if err != nil {
@@ -174,6 +227,14 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	c.hc = opts.HTTPClient
 	c.opts = opts
+	// The clock is read through c.now so that tests can replace it after
+	// New.
+	now := func() time.Time { return c.now() }
+	if peers != nil {
+		c.router = newRouter(peers, homeOf(opts.Job, len(peers)), opts.HomeRetry, now)
+	} else {
+		c.router = newRouter([]node{{url: base, name: base.String()}}, 0, opts.HomeRetry, now)
+	}
 	return c, nil
 }
 
@@ -220,16 +281,6 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 		t.TLSClientConfig = tc
 	}
 	return &http.Client{Transport: t}, nil
-}
-
-// endpoint returns the absolute URL of path (which starts with '/') under
-// the base URL. path is unescaped; url.URL escapes it, keeping '/'.
-func (c *Client) endpoint(path string, q url.Values) string {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawPath = ""
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // jobQuery returns the job's parameters as a query, leaving those the

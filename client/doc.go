@@ -62,6 +62,23 @@
 // not an option, because it belongs to one epoch: Options.Job.Offset must
 // be 0.
 //
+// # Clusters
+//
+// A cluster of gateways (brand serve --peers) serves any request from any
+// node with the same bytes, but each rank's samples are cached on its home
+// node, ⌊rank·N/world⌋ of the N nodes. Given the peer list (Options.Peers)
+// or told to ask for it (Options.Discover, GET /cluster), the client sends
+// every request of its rank to the home. An attempt that fails there as a
+// retry would (a refused or reset connection, a timeout, 502, 503, 504)
+// is made again at once on the next node in order, home+1, home+2, … mod
+// N, and the failed node is passed over for Options.HomeRetry (10 s), so
+// a rank returns home once its node is back. Failing over spends the same
+// bounded retry budget (MaxRetries); the client waits between attempts
+// only once a call has tried every node. Batch.Node says which node served
+// a batch. Every batch of an epoch is still checked against the epoch's
+// plan, so a node serving another index ends the epoch with an error
+// rather than mixing two orders.
+//
 // # Errors and retries
 //
 // Answers of 502, 503 and 504, broken connections and bodies shorter than

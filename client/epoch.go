@@ -113,8 +113,11 @@ func planParams(p *EpochInfo) shuffle.Params {
 // pinnedQuery spells out every parameter of a plan, so that all of an
 // epoch's batches come from the same shuffle even when gateways behind a
 // load balancer run with different defaults, or one restarts with new ones.
-func pinnedQuery(p *EpochInfo) url.Values {
-	return api.Job{Dataset: p.Dataset, Params: planParams(p)}.Values()
+// A plan does not say whether locality-aware assignment applies, so the
+// job's choice is carried over: without it the batches of a job that
+// turned locality off would be cut with it.
+func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
+	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality}.Values()
 }
 
 // planMatches reports how a batch contradicts the plan it was requested
@@ -211,7 +214,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 	defer wg.Wait() // runs after cancel: deferred calls run last-in first-out
 	defer cancel()
 
-	q := pinnedQuery(plan)
+	q := pinnedQuery(plan, c.opts.Job)
 	name := epochName(plan.Epoch, plan.Offset)
 	pending := make([]chan result, 0, c.ahead+1) // in batch order
 	next := 0

@@ -131,3 +131,42 @@ func ExampleClient_EpochFrom() {
 	// batch 0 of 2 from 8: ["train/n02/img009" "train/n04/img017" "train/n04/img016" "train/n00/img001" "train/n00/img000" "train/n01/img004"]
 	// batch 1 of 2 from 8: ["train/n01/img006" "train/n00/img002" "train/n00/img003" "train/n01/img005" "train/n03/img013" "train/n03/img012"]
 }
+
+func ExampleOptions_peers() {
+	// Three gateways started with the same --peers list: rank 2 of a
+	// 3-rank job has its home on node 2, which caches its samples.
+	nodes := make([]*fakeGateway, 3)
+	var peers []string
+	for k := range nodes {
+		nodes[k] = startFakeGateway()
+		defer nodes[k].Close()
+		peers = append(peers, nodes[k].URL)
+	}
+	name := func(url string) string { return fmt.Sprintf("node %d", slices.Index(peers, url)) }
+
+	c, err := client.New("", client.Options{
+		Peers: peers,
+		Job:   api.Job{Params: shuffle.Params{Seed: 42, BatchSize: 2, World: 3, Rank: 2}},
+		Ahead: -1, // one request at a time, so the output does not depend on timing
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The home dies after the first batch: the rest of the epoch comes
+	// from the next node, with the same bytes any node would serve.
+	for b, err := range c.Epoch(context.Background(), 0) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("batch %d from %s: %q\n", b.Index, name(b.Node), keys(b.Samples))
+		if b.Index == 0 {
+			nodes[2].srv.CloseClientConnections()
+			nodes[2].Close()
+		}
+	}
+	// Output:
+	// batch 0 from node 2: ["train/n02/img011" "train/n02/img010"]
+	// batch 1 from node 0: ["train/n04/img016" "train/n00/img001"]
+	// batch 2 from node 0: ["train/n00/img003" "train/n01/img005"]
+	// batch 3 from node 0: []
+}

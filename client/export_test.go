@@ -18,3 +18,7 @@ func ParseRetryAfter(v string, now time.Time) time.Duration { return parseRetryA
 
 // SleepContext exposes the real wait between attempts.
 func SleepContext(ctx context.Context, d time.Duration) error { return sleepContext(ctx, d) }
+
+// SetNow replaces the clock of c's marks of failed nodes, so that tests
+// pass Options.HomeRetry without waiting.
+func SetNow(c *Client, now func() time.Time) { c.now = now }

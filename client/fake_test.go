@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -37,9 +38,10 @@ type fakeGateway struct {
 	defaultName string
 	defaults    fakeParams
 
-	mu   sync.Mutex
-	hook func(w http.ResponseWriter, r *http.Request) bool // true: handled
-	log  []string                                          // RequestURI of each request
+	mu      sync.Mutex
+	hook    func(w http.ResponseWriter, r *http.Request) bool // true: handled
+	log     []string                                          // RequestURI of each request
+	cluster *api.Cluster                                      // nil: a gateway from before clusters (404)
 }
 
 // fakeParams are the job parameters of one request.
@@ -170,6 +172,7 @@ func startFakeGatewayWith(datasets ...*fakeDataset) *fakeGateway {
 	g.mux.HandleFunc("GET /epoch/{epoch}", g.serveEpoch)
 	g.mux.HandleFunc("GET /datasets", g.serveDatasets)
 	g.mux.HandleFunc("GET /samples/{key...}", g.serveSample)
+	g.mux.HandleFunc("GET /cluster", g.serveCluster)
 	ok := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
 	g.mux.HandleFunc("GET /healthz", ok)
 	g.mux.HandleFunc("GET /readyz", ok)
@@ -479,6 +482,42 @@ func (g *fakeGateway) serveSample(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fakeError(w, 404, fmt.Sprintf("no sample %q in dataset %q", key, d.name))
+}
+
+// setCluster makes the fake node self of a cluster of the given nodes.
+func (g *fakeGateway) setCluster(nodes []string, self int) {
+	cl := &api.Cluster{Self: self}
+	for _, u := range nodes {
+		cl.Nodes = append(cl.Nodes, api.ClusterNode{URL: u, Up: true})
+	}
+	g.mu.Lock()
+	g.cluster = cl
+	g.mu.Unlock()
+}
+
+// serveCluster answers GET /cluster as a node of a cluster does, with
+// every rank's home for ?world=W, or 404 as a gateway from before
+// clusters does.
+func (g *fakeGateway) serveCluster(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	cl := g.cluster
+	g.mu.Unlock()
+	if cl == nil {
+		fakeError(w, http.StatusNotFound, "no route for GET /cluster")
+		return
+	}
+	out := *cl
+	if v := r.URL.Query().Get("world"); v != "" {
+		world, err := strconv.Atoi(v)
+		if err != nil || world < 1 {
+			fakeError(w, http.StatusBadRequest, "world must be an integer >= 1, got "+strconv.Quote(v))
+			return
+		}
+		for rank := range world {
+			out.Homes = append(out.Homes, cluster.Home(rank, world, len(cl.Nodes)))
+		}
+	}
+	writeJSON(w, out)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -16,38 +16,69 @@ import (
 // retried; any other error ends the call.
 type readFunc func(resp *http.Response) error
 
-// get sends GET path?q and hands a 2xx response to read, retrying 502, 503
-// and 504 answers, transport errors, and read errors marked retryable, with
-// jittered exponential backoff (or the gateway's Retry-After), up to
-// MaxRetries times. It never retries once ctx is done.
-func (c *Client) get(ctx context.Context, path string, q url.Values, accept string, read readFunc) error {
-	u := c.endpoint(path, q)
+// get sends GET path?q to the client's rank's node (see router) and hands
+// a 2xx response to read, retrying 502, 503 and 504 answers, transport
+// errors, and read errors marked retryable, up to MaxRetries times. It
+// returns the name of the node that answered.
+func (c *Client) get(ctx context.Context, path string, q url.Values, accept string, read readFunc) (node string, err error) {
+	r, err := c.routes(ctx)
+	if err != nil {
+		return "", err
+	}
+	return c.getVia(ctx, r, path, q, accept, read)
+}
+
+// getVia is get through the router r. A retry goes to the node r picks:
+// on a cluster, the next node after one that failed, at once if this call
+// has not tried it yet (it has no reason to be down too); otherwise, and
+// always with a single gateway, after jittered exponential backoff (or the
+// gateway's Retry-After). It never retries once ctx is done.
+func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
+	tried := make([]bool, len(r.nodes))
+	waits := 0 // backoff grows with the waits, not with failovers
+	k := r.pick()
 	for attempt := 0; ; attempt++ {
-		retry, err := c.attempt(ctx, u, accept, read)
+		tried[k] = true
+		retry, err := c.attempt(ctx, r.endpoint(k, path, q), accept, read)
 		if err == nil {
-			return nil
+			return r.nodes[k].name, nil
+		}
+		if len(r.nodes) > 1 {
+			err = fmt.Errorf("node %d (%s): %w", k, r.nodes[k].name, err)
 		}
 		if attempt > 0 {
 			err = fmt.Errorf("attempt %d of %d: %w", attempt+1, c.maxRetries+1, err)
 		}
 		if cerr := ctx.Err(); cerr != nil {
+			// The caller gave up; the node did not fail.
 			if !errors.Is(err, cerr) {
 				err = fmt.Errorf("%w (%w)", err, cerr)
 			}
-			return err
+			return "", err
 		}
-		if !retry || attempt >= c.maxRetries {
-			return err
+		if !retry {
+			return "", err
 		}
-		wait := c.backoff(attempt, err)
+		r.fail(k)
+		if attempt >= c.maxRetries {
+			return "", err
+		}
+		k = r.pick()
+		if !tried[k] {
+			continue
+		}
+		wait := c.backoff(waits, err)
+		waits++
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			// Waiting would only end in DeadlineExceeded; the gateway's
 			// answer is the more useful error.
-			return fmt.Errorf("%w (not retried: the context deadline comes before the next attempt)", err)
+			return "", fmt.Errorf("%w (not retried: the context deadline comes before the next attempt)", err)
 		}
 		if serr := c.sleep(ctx, wait); serr != nil {
-			return fmt.Errorf("%w (while waiting to retry after: %w)", serr, err)
+			return "", fmt.Errorf("%w (while waiting to retry after: %w)", serr, err)
 		}
+		// A node's mark may have ended during the wait.
+		k = r.pick()
 	}
 }
 

@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,4 +250,31 @@ func newPeerMetrics(reg prometheus.Registerer, urls []string, self int) *peerMet
 	m.locality.WithLabelValues("home")
 	m.locality.WithLabelValues("peer")
 	return m
+}
+
+// get fetches a small internal resource from a peer.
+func (p *peerSet) get(ctx context.Context, u string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(headerPeer, strconv.Itoa(p.self))
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSnapshotBytes))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b[:min(len(b), 512)])))
+	}
+	return b, nil
 }

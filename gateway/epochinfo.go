@@ -28,6 +28,13 @@ func (g *Gateway) parseEpochRequest(r *http.Request, accepted []string) (query, 
 		return query{}, nil, 0, err
 	}
 	q, ds, err := g.parseRequest(r, accepted, g.defaults)
+	if err == nil {
+		if imp := q.job.Importance; imp.Version != "" {
+			// The order is drawn from the snapshot: have it in memory
+			// before the order is computed (under the schedule's lock).
+			_, err = g.snaps.load(r.Context(), ds, imp.Job, imp.Version)
+		}
+	}
 	return q, ds, epoch, err
 }
 
@@ -39,7 +46,7 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := q.job
-	e, err := g.orders.epoch(jobStream{ds, job.Seed, job.Window}, epoch)
+	e, err := g.orders.epoch(streamOf(ds, job), epoch)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -46,7 +47,8 @@ const retryAfter = 2 * time.Second
 // statusOf maps an error to the HTTP status a client should see.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
+		errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrNotFound), errors.Is(err, shuffle.ErrOutOfRange):
 		return http.StatusNotFound

@@ -191,9 +191,11 @@ type Gateway struct {
 	orders   *orders
 	sched    *schedule
 	cache    *chunkcache.Cache
-	prefetch *prefetcher // nil when prefetch is off
-	peers    *peerSet    // nil for a single gateway
-	ahead    *peerAhead  // samples fetched from peers ahead of need; nil for a single gateway
+	prefetch *prefetcher   // nil when prefetch is off
+	peers    *peerSet      // nil for a single gateway
+	snaps    *snapshots    // importance snapshots requests name
+	accs     *accumulators // importance feedback of the epochs being trained
+	ahead    *peerAhead    // samples fetched from peers ahead of need; nil for a single gateway
 	aheadCtx context.Context
 	aheadEnd context.CancelFunc
 	aheadWG  sync.WaitGroup
@@ -320,7 +322,9 @@ func New(cfg Config) (*Gateway, error) {
 	if g.peers != nil {
 		nodes = g.peers.nodes()
 	}
-	g.orders = newOrders(nodes)
+	g.snaps = newSnapshots()
+	g.accs = newAccumulators()
+	g.orders = newOrders(nodes, g.snaps)
 	g.sched = newSchedule(g.orders)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	if cfg.CachePolicy == "schedule" {

@@ -34,7 +34,7 @@ type batchLayout struct {
 // layoutBatch lays out batch batchArg (a path segment, checked here against
 // the epoch's batch count) of an epoch of a job over ds.
 func layoutBatch(o *orders, ds *loadedDataset, job api.Job, epoch uint64, batchArg string) (*batchLayout, error) {
-	js := jobStream{ds, job.Seed, job.Window}
+	js := streamOf(ds, job)
 	e, err := o.epoch(js, epoch)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,8 @@ func layoutSamples(js jobStream, epoch uint64, ids []int) *batchLayout {
 // across the upgrade.
 //
 // In a cluster the order depends on the node count, and the batch on
-// whether locality-aware assignment is on; both are then named.
+// whether locality-aware assignment is on; both are then named. So is an
+// importance snapshot an epoch is drawn from.
 func batchETag(ds *loadedDataset, job api.Job, epoch, m uint64, nodes int) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		ds.index.ID(), ds.name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
@@ -112,6 +113,9 @@ func batchETag(ds *loadedDataset, job api.Job, epoch, m uint64, nodes int) strin
 	}
 	if nodes > 1 {
 		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
+	}
+	if imp := job.Importance; imp.Version != "" {
+		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`

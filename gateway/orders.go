@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"fmt"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -16,13 +19,52 @@ type jobStream struct {
 	ds     *loadedDataset
 	seed   uint64
 	window int
+	// imp names the importance snapshot the stream's epochs are drawn
+	// from; zero for the uniform shuffle (a job in importance mode whose
+	// request names no snapshot reads the uniform order, and shares its
+	// stream).
+	imp importanceStream
 }
+
+// importanceStream is the part of a stream an importance snapshot fixes.
+type importanceStream struct {
+	job, version string
+	hot          int
+}
+
+// streamOf is the stream a job reads on ds.
+func streamOf(ds *loadedDataset, job api.Job) jobStream {
+	js := jobStream{ds: ds, seed: job.Seed, window: job.Window}
+	if i := job.Importance; i.On() && i.Version != "" {
+		js.imp = importanceStream{i.Job, i.Version, i.Hot}
+	}
+	return js
+}
+
+// sampled reports whether the stream draws by importance.
+func (js jobStream) sampled() bool { return js.imp.version != "" }
 
 // epochOrder is one epoch's order with the per-chunk window table the
 // schedule asks for on every stream move.
 type epochOrder struct {
-	*shuffle.Epoch
-	chunkWindow []int32 // chunk ID → its window in this epoch
+	order
+	chunkWindow []int32 // chunk ID → its window in this epoch; -1 if the epoch does not read it
+	// weight is, for an importance epoch, each chunk's importance (its
+	// samples' weights, importance.Epoch.ChunkWeight) over the mean: what
+	// the cache keeps when no stream's schedule needs a chunk. nil for a
+	// uniform epoch.
+	weight []float32
+}
+
+// order is what the gateway reads of an epoch's order: *shuffle.Epoch, or
+// *importance.Epoch for a stream drawing by importance.
+type order interface {
+	NumSamples() int
+	NumWindows() int
+	WindowChunks(w int) []int
+	WindowStart(w int) int
+	WindowOf(pos int) int
+	Window(w int) []int
 }
 
 type orderKey struct {
@@ -40,8 +82,12 @@ type windowKey struct {
 // entry costs only recomputation; the bounds keep a flood of distinct
 // seeds or epochs from holding memory.
 type orders struct {
-	epochs  *lru.Cache[orderKey, *epochOrder]
-	windows *lru.Cache[windowKey, []int]
+	epochs *lru.Cache[orderKey, *epochOrder]
+	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
+	// rather than O(chunks): fewer of them.
+	sampledEpochs *lru.Cache[orderKey, *epochOrder]
+	snapshots     *snapshots
+	windows       *lru.Cache[windowKey, []int]
 	// assignments memoises global batches' assignments to ranks.
 	assignments *lru.Cache[assignKey, [][]int]
 	// nodes is the cluster's node count: above 1, chunk orders are
@@ -53,43 +99,83 @@ type orders struct {
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
 // samples of its chunks.
 const (
-	maxMemoEpochs  = 64
-	maxMemoWindows = 32
+	maxMemoEpochs = 64
+	// An importance epoch holds 8 bytes a sample.
+	maxMemoSampledEpochs = 8
+	maxMemoWindows       = 32
 	// An assignment holds one global batch's IDs.
 	maxMemoAssignments = 64
 )
 
-func newOrders(nodes int) *orders {
+func newOrders(nodes int, snaps *snapshots) *orders {
 	e, _ := lru.New[orderKey, *epochOrder](maxMemoEpochs)
+	se, _ := lru.New[orderKey, *epochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &orders{epochs: e, windows: w, assignments: a, nodes: max(nodes, 1)}
+	return &orders{epochs: e, sampledEpochs: se, snapshots: snaps, windows: w, assignments: a, nodes: max(nodes, 1)}
 }
 
 // epoch returns the order of one epoch of a stream.
 func (o *orders) epoch(s jobStream, epoch uint64) (*epochOrder, error) {
 	k := orderKey{s, epoch}
-	if e, ok := o.epochs.Get(k); ok {
+	memo := o.epochs
+	if s.sampled() {
+		memo = o.sampledEpochs
+	}
+	if e, ok := memo.Get(k); ok {
 		return e, nil
 	}
-	var e *shuffle.Epoch
+	var e order
 	var err error
-	if o.nodes > 1 {
+	var weight []float32
+	switch {
+	case s.sampled():
+		snap, ok := o.snapshots.get(s.ds, s.imp.job, s.imp.version)
+		if !ok {
+			return nil, fmt.Errorf("%w: importance snapshot %s of job %s is not loaded", ErrNotFound, s.imp.version, s.imp.job)
+		}
+		var ie *importance.Epoch
+		ie, err = importance.NewEpoch(s.ds.counts, snap, s.seed, epoch, s.window, s.imp.hot)
+		if err == nil {
+			weight = chunkWeights(ie, len(s.ds.counts))
+		}
+		e = ie
+	case o.nodes > 1:
 		e, err = shuffle.NewStratifiedEpoch(s.ds.counts, s.ds.owners(o.nodes), o.nodes, s.seed, epoch, s.window)
-	} else {
+	default:
 		e, err = shuffle.NewEpoch(s.ds.counts, s.seed, epoch, s.window)
 	}
 	if err != nil {
 		return nil, err
 	}
-	eo := &epochOrder{Epoch: e, chunkWindow: make([]int32, len(s.ds.counts))}
+	eo := &epochOrder{order: e, chunkWindow: make([]int32, len(s.ds.counts)), weight: weight}
+	for c := range eo.chunkWindow {
+		eo.chunkWindow[c] = -1
+	}
 	for w := range e.NumWindows() {
 		for _, c := range e.WindowChunks(w) {
 			eo.chunkWindow[c] = int32(w)
 		}
 	}
-	o.epochs.Add(k, eo)
+	memo.Add(k, eo)
 	return eo, nil
+}
+
+// chunkWeights are an importance epoch's chunk weights over their mean.
+func chunkWeights(e *importance.Epoch, chunks int) []float32 {
+	w := make([]float32, chunks)
+	var sum float64
+	for c := range w {
+		sum += e.ChunkWeight(c)
+	}
+	if sum == 0 {
+		return w
+	}
+	mean := sum / float64(chunks)
+	for c := range w {
+		w[c] = float32(e.ChunkWeight(c) / mean)
+	}
+	return w
 }
 
 // window returns the sample order of window w of an epoch; the slice is

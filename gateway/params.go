@@ -10,6 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/importance"
 )
 
 // Defaults are the job parameters used when a request does not give them,
@@ -59,7 +60,8 @@ func (l *Limits) fill() {
 
 // query is what a request's query string says, every default applied.
 type query struct {
-	job    api.Job
+	job      api.Job
+	sampling string // as given; parseQuery checks it against the importance parameters
 	plan   api.PlanOptions
 	format string
 }
@@ -103,6 +105,29 @@ var params = map[string]param{
 		q.job.NoLocality = !b
 		return nil
 	},
+	api.ParamSampling: func(q *query, _, v string, _ Limits) error {
+		switch v {
+		case api.SamplingUniform, api.SamplingImportance:
+			q.sampling = v
+			return nil
+		}
+		return fmt.Errorf("%w: sampling must be uniform or importance, got %q", ErrBadRequest, v)
+	},
+	api.ParamJob: func(q *query, _, v string, _ Limits) error {
+		if err := importance.ValidJobName(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		q.job.Importance.Job = v
+		return nil
+	},
+	api.ParamImportance: func(q *query, _, v string, _ Limits) error {
+		if !validVersion(v) {
+			return fmt.Errorf("%w: importance must be a snapshot version (16 hex digits), got %q", ErrBadRequest, v)
+		}
+		q.job.Importance.Version = v
+		return nil
+	},
+	api.ParamHot: intParam(func(q *query) *int { return &q.job.Importance.Hot }, 0, nil, ""),
 	api.ParamFormat: func(q *query, _, v string, _ Limits) error {
 		if v != "json" && v != "tar" {
 			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
@@ -194,7 +219,28 @@ func parseQuery(raw string, accepted []string, base query, l Limits) (query, err
 	if q.job.Rank >= q.job.World {
 		return query{}, fmt.Errorf("%w: rank %d out of range: with world=%d, rank must be 0..%d", ErrNotFound, q.job.Rank, q.job.World, q.job.World-1)
 	}
+	imp := q.job.Importance
+	switch {
+	case q.sampling == api.SamplingImportance && !imp.On():
+		return query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
+	case q.sampling != api.SamplingImportance && (imp.On() || imp.Version != "" || imp.Hot != 0):
+		return query{}, fmt.Errorf("%w: job, importance and hot apply only with sampling=importance", ErrBadRequest)
+	}
 	return q, nil
+}
+
+// validVersion reports whether v looks like a snapshot version: 16
+// lowercase hex digits (importance.Snapshot.Version).
+func validVersion(v string) bool {
+	if len(v) != 16 {
+		return false
+	}
+	for _, c := range v {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseNumber reads a path number such as the N of /epoch/N.

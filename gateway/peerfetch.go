@@ -107,6 +107,11 @@ func (g *Gateway) fetchSamples(ctx context.Context, b *batchLayout, f peerFetch,
 	q.Set(api.ParamWindow, strconv.Itoa(b.js.window))
 	q.Set("epoch", strconv.FormatUint(b.epoch, 10))
 	q.Set("pos", strconv.Itoa(b.start))
+	if imp := b.js.imp; imp.version != "" {
+		q.Set(api.ParamJob, imp.job)
+		q.Set(api.ParamImportance, imp.version)
+		q.Set(api.ParamHot, strconv.Itoa(imp.hot))
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.peers.timeout)
 	defer cancel()
 	peer := g.peers.urls[f.node]
@@ -202,7 +207,15 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: more than %d samples", ErrBadRequest, maxPeerSamples))
 		return
 	}
-	js := jobStream{ds, seed, window}
+	js := jobStream{ds: ds, seed: seed, window: window}
+	if job, v := q.Get(api.ParamJob), q.Get(api.ParamImportance); job != "" && v != "" {
+		hot, _ := strconv.Atoi(q.Get(api.ParamHot))
+		if _, err := g.snaps.load(ctx, ds, job, v); err != nil {
+			writeError(ctx, w, err)
+			return
+		}
+		js.imp = importanceStream{job, v, max(hot, 0)}
+	}
 	if st, moved := g.sched.advance(js, epoch, pos); moved && g.prefetch != nil {
 		g.prefetch.enqueue(js, g.ownedUses(js, g.sched.upcoming(st, g.cfg.PrefetchWindows)))
 	}

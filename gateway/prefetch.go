@@ -124,7 +124,7 @@ func (p *prefetcher) fetch(t prefetchTask) {
 	r := t.Request
 	defer p.done(r.Key)
 	need := p.distance(r.Key)
-	if need == never {
+	if !needed(need) {
 		return // the stream moved on or went idle
 	}
 	// Displace only chunks needed later than this one.

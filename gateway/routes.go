@@ -44,6 +44,10 @@ func (g *Gateway) routes() http.Handler {
 		r.Get("/samples/*", g.handleSample)
 		r.Get("/cluster", g.handleCluster)
 		r.Post(peerSamplesPath, g.handlePeerSamples)
+		r.Get(peerFeedbackPath, g.handlePeerFeedback)
+		r.Post("/importance/{job}/feedback", g.handleFeedback)
+		r.Post("/importance/{job}/seal", g.handleSeal)
+		r.Get("/importance/{job}/epochs/{epoch}", g.handleSealed)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}

@@ -145,6 +145,9 @@ type useTable struct {
 type datasetUses struct {
 	ds   *loadedDataset
 	dist []int64 // chunk ID → distance
+	// weight is, per chunk, the largest importance weight (over the mean)
+	// an importance stream gives it; nil without importance streams.
+	weight []float32
 }
 
 // distance is k's next-use distance in t.
@@ -160,8 +163,23 @@ func (t *useTable) distance(k chunkcache.Key) int64 {
 	if !ok {
 		return never
 	}
-	return du.dist[c]
+	d := du.dist[c]
+	if d == never && du.weight != nil && du.weight[c] > 0 {
+		// Importance-aware eviction: of the chunks no schedule needs,
+		// the lightest go first and the heaviest stay, to be drawn
+		// early in the next epoch (docs/importance.md). They still go
+		// before any chunk a schedule needs.
+		d -= 1 + int64(min(du.weight[c], 1<<20)*(1<<16))
+	}
+	return d
 }
+
+// farFuture bounds the distances of chunks no schedule needs: never, less
+// at most an importance weight's worth (useTable.distance).
+const farFuture = never - 1<<40
+
+// needed reports whether a distance is a scheduled use.
+func needed(d int64) bool { return d < farFuture }
 
 // table returns the latest use table.
 func (s *schedule) table() *useTable { return s.uses.Load() }
@@ -322,9 +340,15 @@ func (s *schedule) publishLocked() {
 		if !ok {
 			continue
 		}
-		next, err := st.order(s.orders, origin.epoch+1)
-		if err != nil {
-			continue
+		// An importance stream's next epoch is drawn from a snapshot not
+		// sealed yet: its uses are not projected; the chunks' weights
+		// stand in for them (useTable.distance).
+		var next *epochOrder
+		if !st.sampled() {
+			var err error
+			if next, err = st.order(s.orders, origin.epoch+1); err != nil {
+				continue
+			}
 		}
 		du, ok := t.datasets[st.ds.name]
 		if !ok || du.ds != st.ds {
@@ -334,17 +358,28 @@ func (s *schedule) publishLocked() {
 			}
 			t.datasets[st.ds.name] = du
 		}
+		if e.weight != nil {
+			if du.weight == nil {
+				du.weight = make([]float32, len(du.dist))
+				t.datasets[st.ds.name] = du
+			}
+			for c, w := range e.weight[:len(du.weight)] {
+				du.weight[c] = max(du.weight[c], w)
+			}
+		}
 		cur := e.chunkWindow[0:len(du.dist)]
 		now := int32(e.WindowOf(origin.pos))
 		left := int64(e.NumSamples() - origin.pos)
 		for c, cw := range cur {
-			var d int64
+			d := int64(never)
 			switch {
 			case cw == now:
 				d = 0
 			case cw > now:
 				d = int64(e.WindowStart(int(cw)) - origin.pos)
-			default:
+			case next != nil && next.chunkWindow[c] >= 0:
+				// Read earlier in this epoch, or not at all: next
+				// needed in the next epoch, if that reads it.
 				d = left + int64(next.WindowStart(int(next.chunkWindow[c])))
 			}
 			du.dist[c] = min(du.dist[c], d)
@@ -372,6 +407,9 @@ func (s *schedule) upcoming(st stream, ahead int) []chunkUse {
 	epoch := st.edge.epoch
 	for range ahead + 1 {
 		if w >= e.NumWindows() {
+			if st.sampled() {
+				return out // the next epoch's snapshot is not sealed yet
+			}
 			epoch++
 			if e, err = s.orders.epoch(st.jobStream, epoch); err != nil {
 				return out

@@ -94,7 +94,7 @@ func TestStreamInflightBounded(t *testing.T) {
 	if _, err := s.begin(js, 0, 999, 1); !errors.Is(err, chunkcache.ErrBusy) {
 		t.Fatalf("batch %d of one stream in flight: %v, want ErrBusy", maxStreamInflight+1, err)
 	}
-	other := jobStream{js.ds, js.seed + 1, js.window}
+	other := jobStream{ds: js.ds, seed: js.seed + 1, window: js.window}
 	mustBegin(t, s, other, 0, 0, 1) // another job is not affected
 	s.finish(toks[0])
 	s.finish(toks[0]) // a second finish changes nothing
@@ -118,7 +118,7 @@ func testSchedule() (*schedule, jobStream) {
 	for c := range counts {
 		counts[c] = 32
 	}
-	return newSchedule(newOrders(1)), jobStream{&loadedDataset{name: "d", counts: counts}, 1, 2}
+	return newSchedule(newOrders(1, nil)), jobStream{ds: &loadedDataset{name: "d", counts: counts}, seed: 1, window: 2}
 }
 
 // TestUseTableFollowsTheOrder checks the published distances against the
@@ -127,8 +127,8 @@ func testSchedule() (*schedule, jobStream) {
 // in this epoch or in the next — has the smaller distance.
 func TestUseTableFollowsTheOrder(t *testing.T) {
 	ds := newLoadedDataset("d", "", nil, testIndex(t, 16, 32))
-	s := newSchedule(newOrders(1))
-	js := jobStream{ds, 3, 4}
+	s := newSchedule(newOrders(1, nil))
+	js := jobStream{ds: ds, seed: 3, window: 4}
 	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
 		s.advance(js, at.epoch, at.pos)
 		table := s.table()

@@ -2,6 +2,7 @@ package importance
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"sync/atomic"
 )
@@ -119,6 +120,19 @@ func (a *Accumulator) Reported() int {
 		}
 	}
 	return n
+}
+
+// Reports yields every sample that has a loss, with it, in ID order: what
+// a node hands the node sealing the epoch, which adds it to its own with
+// Add (the largest loss kept, as Merge does).
+func (a *Accumulator) Reports() iter.Seq2[int, float32] {
+	return func(yield func(int, float32) bool) {
+		for i := range a.slots {
+			if b := a.slots[i].Load(); b != unreported && !yield(i, math.Float32frombits(b)) {
+				return
+			}
+		}
+	}
 }
 
 // loss returns sample i's loss and whether one was reported.

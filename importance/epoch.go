@@ -275,7 +275,38 @@ func (e *Epoch) Window(w int) []int {
 	}
 	s := newStream(e.seed, e.epoch, domainWindow, uint64(w))
 	s.shuffle(ids)
+	separateRepeats(ids)
 	return ids
+}
+
+// separateRepeats moves every sample that follows itself away from itself
+// (docs/importance.md §6): WebDataset readers group consecutive tar members
+// by key, so a sample twice in a row would read as one. A repeat swaps with
+// the next different sample after it; when none is left after it, it moves
+// back into the first gap between two other samples. Only a window more
+// than half one sample can keep a repeat.
+func separateRepeats(a []int) {
+	for i := 1; i < len(a); i++ {
+		d := a[i]
+		if d != a[i-1] {
+			continue
+		}
+		j := i + 1
+		for j < len(a) && a[j] == d {
+			j++
+		}
+		if j < len(a) {
+			a[i], a[j] = a[j], a[i]
+			continue
+		}
+		for k := 0; k < i; k++ {
+			if a[k] != d && (k == 0 || a[k-1] != d) {
+				copy(a[k+1:i+1], a[k:i])
+				a[k] = d
+				break
+			}
+		}
+	}
 }
 
 // appendDraws appends chunk c's draws to dst, in ascending ID order:

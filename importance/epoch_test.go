@@ -2,6 +2,7 @@ package importance
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -351,5 +352,62 @@ func TestNewOrder(t *testing.T) {
 	}
 	if o, err := NewOrder(counts, snap, 1, 0, 0, 0); o != nil || err == nil {
 		t.Errorf("window 0 with a snapshot: %v, %v; want a nil Order and an error", o, err)
+	}
+}
+
+// TestNoSampleTwiceInARow: WebDataset readers group consecutive members by
+// key, so a window must never hold a sample twice in a row.
+func TestNoSampleTwiceInARow(t *testing.T) {
+	counts := make([]int, 32)
+	for c := range counts {
+		counts[c] = 16
+	}
+	ds := dataset{id: "repeats", n: 512}
+	scores := make([]float32, 512)
+	for i := range scores {
+		scores[i] = float32(i%7) * float32(i%5) // many ties and a long tail
+	}
+	snap, err := NewSnapshot(ds, "j", 0, scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeats := 0
+	for epoch := range uint64(50) {
+		e, err := NewEpoch(counts, snap, 3, epoch, 2, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range e.NumWindows() {
+			ids := e.Window(w)
+			seen := map[int]bool{}
+			for i, id := range ids {
+				if i > 0 && ids[i-1] == id {
+					t.Fatalf("epoch %d window %d: sample %d twice in a row at %d", epoch, w, id, i)
+				}
+				if seen[id] {
+					repeats++
+				}
+				seen[id] = true
+			}
+		}
+	}
+	if repeats == 0 {
+		t.Fatal("no sample was drawn twice: the test proves nothing")
+	}
+}
+
+func TestSeparateRepeats(t *testing.T) {
+	for _, tc := range []struct{ in, want []int }{
+		{[]int{1, 1, 2}, []int{1, 2, 1}},
+		{[]int{1, 1, 1, 2, 3}, []int{1, 2, 1, 3, 1}},
+		{[]int{3, 2, 2}, []int{2, 3, 2}}, // nothing different after: moved back
+		{[]int{2, 2, 2}, []int{2, 2, 2}}, // all one sample: stays
+		{[]int{}, []int{}},
+	} {
+		a := append([]int{}, tc.in...)
+		separateRepeats(a)
+		if fmt.Sprint(a) != fmt.Sprint(tc.want) {
+			t.Errorf("separateRepeats(%v) = %v, want %v", tc.in, a, tc.want)
+		}
 	}
 }

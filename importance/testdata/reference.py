@@ -200,10 +200,30 @@ def importance_epoch(counts, scores, seed, epoch, window, hot):
         for c in order[wi * window:(wi + 1) * window]:
             ids.extend(chunk_draws(c))
         fisher_yates(stream(seed, epoch, DOMAIN_WINDOW, wi), ids)
+        separate_repeats(ids)
         ids_all.extend(ids)
         starts.append(len(ids_all))
     out.update(draws=draws, chunk_order=order, window_starts=starts, order=ids_all)
     return out
+
+
+def separate_repeats(a):
+    """No sample twice in a row: a repeat swaps with the next different one,
+    or, with none after it, moves back into the first gap between two others."""
+    for i in range(1, len(a)):
+        d = a[i]
+        if d != a[i - 1]:
+            continue
+        after = [j for j in range(i + 1, len(a)) if a[j] != d]
+        if after:
+            j = after[0]
+            a[i], a[j] = a[j], a[i]
+            continue
+        for k in range(i):
+            if a[k] != d and (k == 0 or a[k - 1] != d):
+                a[k + 1:i + 1] = a[k:i]
+                a[k] = d
+                break
 
 
 def crc32c(data):

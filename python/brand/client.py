@@ -15,8 +15,10 @@ import threading
 import time
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence
 
+from ._route import Node, Router, parse_node, parse_peers
+from ._route import home as _home_of
 from ._tar import Sample, TarError, decode_tar
 
 __all__ = ["BrandError", "BrandConnectionError", "Client", "tune_malloc", "__version__"]
@@ -94,7 +96,10 @@ class BrandConnectionError(BrandError, ConnectionError):
 
 
 class _Conn(threading.local):
-    conn: Optional[http.client.HTTPConnection] = None
+    """A thread's keep-alive connection to each node it has talked to."""
+
+    def __init__(self) -> None:
+        self.conns: Dict[int, http.client.HTTPConnection] = {}
 
 
 class Client:
@@ -132,6 +137,25 @@ class Client:
             ``https`` gateway, beside the system's.
         tune_malloc: call :func:`tune_malloc` (glibc only): reuse freed
             memory rather than fault in every batch's anew.
+        peers: the gateways of a cluster in order, node ``k`` being
+            ``peers[k]``: the list every node was given as ``brand serve
+            --peers`` (a list, or one comma-separated string; StatefulSet
+            patterns such as ``http://brand-{0..3}.brand.ns.svc:8080``
+            included). Requests then go to this rank's home node, ``rank *
+            N // world``, which caches its samples; an attempt that fails
+            there as a retry would (refused or reset connection, timeout,
+            502/503/504) is made at once on the next node in order
+            (``home+1, home+2, ...`` mod ``N``), within the same
+            ``max_retries``, and the home is tried again after
+            ``home_retry`` seconds. Every node serves the same bytes. With
+            peers, ``url`` is not contacted and may be empty.
+        discover: ask ``url`` for the cluster's peer list (``GET /cluster``)
+            before the first request, then route as with ``peers``. A single
+            gateway, or one from before clusters, is used alone at ``url``.
+        home_retry: seconds a node whose attempt failed is passed over.
+        locality: ``False`` asks a cluster for the plain cut of every global
+            batch (``locality=false``) instead of giving each rank the
+            samples its home node owns first. A single gateway ignores it.
 
     Example::
 
@@ -161,21 +185,24 @@ class Client:
         token: Optional[str] = None,
         ca_file: Optional[str] = None,
         tune_malloc: bool = True,
+        peers: Optional[Sequence[str]] = None,
+        discover: bool = False,
+        home_retry: float = 10.0,
+        locality: bool = True,
     ) -> None:
-        u = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
-        if u.scheme not in ("http", "https"):
-            raise ValueError(f"brand: gateway URL {url!r}: scheme must be http or https")
-        if not u.hostname:
-            raise ValueError(f"brand: gateway URL {url!r} has no host")
+        nodes = parse_peers(peers) if peers else None
+        if nodes and not url:
+            url = nodes[0].url
+        if peers and discover:
+            raise ValueError("brand: peers and discover exclude each other: give the peer list or ask for it")
+        if home_retry < 0:
+            raise ValueError(f"brand: home_retry {home_retry} must be >= 0")
+        gw = parse_node(url, strict=False)
         if world < 1 or not 0 <= rank < world:
             raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
         if offset < 0:
             raise ValueError(f"brand: offset {offset} must be >= 0")
         self.url = url
-        self._https = u.scheme == "https"
-        self._host = u.hostname
-        self._port = u.port
-        self._base = u.path.rstrip("/")
         self.dataset = dataset
         self.seed = seed
         self.batch_size = batch_size
@@ -184,6 +211,7 @@ class Client:
         self.rank = rank
         self.drop_last = drop_last
         self.offset = offset
+        self.locality = locality
         self.ahead = max(0, ahead)
         self.max_retries = max(0, max_retries)
         self.backoff = backoff
@@ -194,13 +222,27 @@ class Client:
             self._headers["Authorization"] = "Bearer " + token
         self._token = token
         self._ca_file = ca_file
-        self._ssl = None
-        if self._https:
-            self._ssl = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+        self._ssl: Optional[ssl.SSLContext] = None  # made for the first https node
         self._local = _Conn()
         self._pool: Optional[ThreadPoolExecutor] = None
         self._conns: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self.peers = [n.url for n in nodes] if nodes else None
+        self.discover = discover
+        self.home_retry = home_retry
+        # The router of the requests: the URL alone, the peers, or (with
+        # discover) None until the cluster has answered.
+        self._router: Optional[Router] = None
+        if nodes:
+            self._router = Router(nodes, _home_of(rank, world, len(nodes)), home_retry)
+        elif not discover:
+            self._router = Router([gw], 0, home_retry)
+        self._gateway = gw
+        if gw.https or any(n.https for n in nodes or ()):
+            self._ssl_context()  # a bad ca_file fails here, not at the first batch
+        #: Answers received from each node (its URL), for a look at where a
+        #: client's requests went.
+        self.served: Dict[str, int] = {}
         if tune_malloc:
             _tune_malloc()
 
@@ -221,75 +263,183 @@ class Client:
         q["drop_last"] = "true" if self.drop_last else "false"
         if self.offset:
             q["offset"] = str(self.offset)
+        if not self.locality:
+            q["locality"] = "false"
         return q
 
     # -- requests ---------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
-        c = self._local.conn
+    def _connection(self, k: int, node: Node) -> http.client.HTTPConnection:
+        c = self._local.conns.get(k)
         if c is None:
-            if self._https:
-                c = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
+            if node.https:
+                c = http.client.HTTPSConnection(node.host, node.port, timeout=self.timeout, context=self._ssl_context())
             else:
-                c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-            self._local.conn = c
+                c = http.client.HTTPConnection(node.host, node.port, timeout=self.timeout)
+            self._local.conns[k] = c
             with self._lock:
                 self._conns.append(c)
         return c
 
-    def _drop_connection(self) -> None:
-        c = self._local.conn
-        self._local.conn = None
+    def _ssl_context(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._ssl is None:
+                f = self._ca_file
+                self._ssl = ssl.create_default_context(cafile=f) if f else ssl.create_default_context()
+            return self._ssl
+
+    def _drop_connection(self, k: int) -> None:
+        c = self._local.conns.pop(k, None)
         if c is not None:
             c.close()
 
-    def _attempt(self, target: str) -> "tuple[int, Mapping[str, str], bytes]":
-        c = self._connection()
+    def _attempt(self, k: int, node: Node, target: str) -> "tuple[int, Mapping[str, str], bytes]":
+        c = self._connection(k, node)
         try:
             c.request("GET", target, headers=self._headers)
             r = c.getresponse()
             body = r.read()  # raises IncompleteRead on a short body
             if r.will_close:
-                self._drop_connection()
+                self._drop_connection(k)
             return r.status, r.headers, body
         except BaseException:
-            self._drop_connection()
+            self._drop_connection(k)
             raise
 
     def get(self, path: str, params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], bytes]":
         """GET ``path?params``, with retries; returns (headers, body) of a 2xx.
+
+        With ``peers`` or ``discover``, the request goes to this rank's home
+        node and fails over to the next nodes (see the class documentation).
 
         Raises:
             BrandError: a non-2xx answer (after retries for 502/503/504),
                 with the gateway's message and status.
             BrandConnectionError: no answer after ``max_retries`` retries.
         """
-        target = self._base + path
-        if params:
-            target += "?" + urllib.parse.urlencode(params)
+        node, headers, body = self._get(self._routes(), path, params)
+        with self._lock:
+            self.served[node] = self.served.get(node, 0) + 1
+        return headers, body
+
+    def _get(self, router: Router, path: str, params: Optional[Mapping[str, str]]) -> "tuple[str, Mapping[str, str], bytes]":
+        """:meth:`get` through ``router``; also returns the URL of the node
+        that answered. A retry on a node this call has not tried yet is made
+        at once (it has no reason to be down too); otherwise, and always with
+        a single gateway, after the backoff."""
+        query = "?" + urllib.parse.urlencode(params) if params else ""
+        nodes = router.nodes
+        tried = set()
+        waits = 0  # the backoff grows with the waits, not with failovers
+        k = router.pick()
         attempt = 0
         while True:
+            tried.add(k)
+            node = nodes[k]
+            target = node.base + path + query
             retry_after = None
             try:
-                status, headers, body = self._attempt(target)
+                status, headers, body = self._attempt(k, node, target)
             except _TRANSPORT_ERRORS as e:
                 err: BrandError = BrandConnectionError(
-                    f"brand: GET {self.url}{target}: {type(e).__name__}: {e}"
+                    f"brand: GET {node.origin}{target}: {type(e).__name__}: {e}"
                 )
                 err.__cause__ = e
             else:
                 if 200 <= status < 300:
-                    return headers, body
-                err = _api_error(status, headers, body, f"{self.url}{target}")
+                    return node.url, headers, body
+                err = _api_error(status, headers, body, f"{node.origin}{target}")
                 if status not in _RETRY_STATUS:
                     raise err
                 retry_after = err.retry_after
+            router.fail(k)
             if attempt >= self.max_retries:
                 if attempt > 0:
                     err.args = (f"{err.args[0]} (after {attempt + 1} attempts)",)
                 raise err
-            time.sleep(self._wait(attempt, retry_after))
+            k = router.pick()
+            if k in tried:
+                time.sleep(self._wait(waits, retry_after))
+                waits += 1
+                k = router.pick()  # a node's mark may have ended meanwhile
             attempt += 1
+
+    def _routes(self) -> Router:
+        """The router of this client's requests, asking ``url`` for the
+        cluster's layout first with ``discover`` (once it has answered; a
+        failed discovery is tried again at the next request)."""
+        r = self._router
+        if r is not None:
+            return r
+        with self._lock:
+            if self._router is not None:
+                return self._router
+        single = Router([self._gateway], 0, self.home_retry)
+        try:
+            _, _, body = self._get(single, "/cluster", {"world": str(self.world)})
+            cl = json.loads(body)
+        except BrandError as e:
+            if e.status != 404:
+                raise
+            cl = None  # a gateway from before clusters: it is alone
+        except ValueError as e:
+            raise BrandError(f"brand: GET {self.url}/cluster: bad JSON: {e}") from e
+        r = self._router_of(cl, single)
+        with self._lock:
+            if self._router is None:
+                self._router = r
+            return self._router
+
+    def _router_of(self, cl: Optional[Dict[str, Any]], single: Router) -> Router:
+        """The router of a discovered layout (``GET /cluster``'s body). A
+        single node is reached at ``url``, however it calls itself; nodes
+        the answering gateway saw down start passed over."""
+        where = f"brand: the cluster layout from {self.url}"
+        try:
+            listed = [] if cl is None else list(cl["nodes"])
+            urls = [str(n["url"]) for n in listed]
+            self_k = -1 if cl is None else int(cl.get("self", 0))
+            homes = None if cl is None else cl.get("homes")
+        except (KeyError, TypeError, ValueError) as e:
+            raise BrandError(f"{where} is malformed: {e!r}") from None
+        if len(urls) <= 1:
+            return single
+        if not 0 <= self_k < len(urls):
+            raise BrandError(f"{where} was answered by node {self_k} of {len(urls)}")
+        try:
+            nodes = parse_peers(urls)
+        except ValueError as e:
+            raise BrandError(f"{where}: {e}") from None
+        if len(nodes) != len(urls):
+            raise BrandError(f"{where} lists {len(urls)} nodes as {len(nodes)} URLs")
+        h = _home_of(self.rank, self.world, len(nodes))
+        if homes:
+            # The gateway's layout decides where the rank's samples live.
+            if not isinstance(homes, list) or len(homes) != self.world:
+                raise BrandError(f"{where}: asked for the homes of {self.world} ranks, got {homes!r}")
+            h = homes[self.rank]
+            if not isinstance(h, int) or not 0 <= h < len(nodes):
+                raise BrandError(f"{where}: home {h!r} of rank {self.rank} is not one of the {len(nodes)} nodes")
+        r = Router(nodes, h, self.home_retry)
+        for k, n in enumerate(listed):
+            if not n.get("up", True):
+                r.fail(k)
+        return r
+
+    def cluster(self) -> Dict[str, Any]:
+        """The cluster's layout (``GET /cluster?world=W``) as this rank's
+        node sees it: ``nodes`` (``url``, ``up``), ``self``, and ``homes``,
+        every rank's home. A single gateway lists only itself."""
+        _, body = self.get("/cluster", {"world": str(self.world)})
+        return json.loads(body)
+
+    @property
+    def home(self) -> Optional[str]:
+        """The URL of this rank's home node, once known: with ``peers``, or
+        with ``discover`` after the first request; ``url`` for a single
+        gateway."""
+        r = self._router
+        return None if r is None else r.nodes[r.home].url
 
     def _wait(self, attempt: int, retry_after: Optional[float]) -> float:
         if retry_after is not None and retry_after > 0:
@@ -332,7 +482,7 @@ class Client:
         """
         if info is None:
             info = self.epoch_info(epoch)
-        q = _pinned(info, self.offset)
+        q = _pinned(info, self.offset, self.locality)
         n = int(info["batches"])
         if self.ahead == 0:
             for m in range(n):
@@ -397,13 +547,12 @@ class Client:
         s = self.__dict__.copy()
         for k in ("_local", "_pool", "_conns", "_lock", "_ssl"):
             s.pop(k)
+        s["served"] = {}
         return s
 
     def __setstate__(self, s: Dict[str, Any]) -> None:
         self.__dict__.update(s)
         self._ssl = None
-        if self._https:
-            self._ssl = ssl.create_default_context(cafile=self._ca_file) if self._ca_file else ssl.create_default_context()
         self._local = _Conn()
         self._pool = None
         self._conns = []
@@ -417,7 +566,7 @@ def _decode(epoch: int, batch: int, body: bytes) -> List[Sample]:
         raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 
 
-def _pinned(info: Mapping[str, Any], offset: int) -> Dict[str, str]:
+def _pinned(info: Mapping[str, Any], offset: int, locality: bool = True) -> Dict[str, str]:
     q = {
         "seed": str(info["seed"]),
         "batch_size": str(info["batch_size"]),
@@ -430,6 +579,9 @@ def _pinned(info: Mapping[str, Any], offset: int) -> Dict[str, str]:
         q["dataset"] = str(info["dataset"])
     if offset:
         q["offset"] = str(offset)
+    if not locality:
+        # A plan does not say whether locality applies: the job's choice.
+        q["locality"] = "false"
     return q
 
 

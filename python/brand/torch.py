@@ -21,6 +21,19 @@ batches are epoch positions ``[O + j*W*B, O + (j+1)*W*B)`` exactly, where
 the same cut as ``K = 1``: the worker count never shows in the order of
 steps, only in who fetched them.
 
+Clusters
+--------
+Given a cluster's peer list (``peers=[...]``, the list every ``brand serve
+--peers`` was given) or ``discover=True``, each worker's client sends its
+requests to the home node of its server rank, ``(w * W + r) * N // (W * K)``
+of the ``N`` nodes: that is where the cluster's locality-aware assignment
+put that server rank's samples. When the home fails, the client fails over
+to the next nodes in order and returns after ``home_retry`` seconds; any
+node serves the same bytes, so the exactly-once rule holds across
+failovers. With one worker per rank (``K = 1``) a rank's home is the
+torchrun layout's, ``r * N // W``; with more, a rank's workers read through
+the homes of their server ranks, which spread over the nodes.
+
 Resuming (exactly once)
 -----------------------
 The position of a checkpoint is counted in *steps the trainer received*:
@@ -107,7 +120,9 @@ class BrandDataset(IterableDataset):
             (:func:`ddp_world`).
         ahead: batches each worker keeps requested ahead.
         **client_options: passed to :class:`brand.Client` (``max_retries``,
-            ``backoff``, ``max_backoff``, ``timeout``).
+            ``backoff``, ``max_backoff``, ``timeout``, and for a cluster
+            ``peers``, ``discover``, ``home_retry``, ``locality``; see the
+            module documentation).
 
     Example::
 

@@ -7,6 +7,7 @@ The binary comes from $BRAND_BIN, or is built from this repository with
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import random
 import shutil
@@ -112,6 +113,69 @@ class Gateway:
         if log is not None:
             log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class ServeCluster:
+    """n `brand serve` processes over the shared gateway's store, each given
+    the same --peers list: a real cluster on loopback. Ready when every node
+    sees every other up."""
+
+    def __init__(self, gw: Gateway, n: int) -> None:
+        self.procs: list = []
+        self.logs: list = []
+        ports = [free_port() for _ in range(n)]
+        self.urls = [f"http://127.0.0.1:{p}" for p in ports]
+        store = os.path.join(gw.tmp, "store")
+        try:
+            for k, port in enumerate(ports):
+                log = open(os.path.join(gw.tmp, f"cluster-{port}.log"), "wb")
+                self.logs.append(log)
+                self.procs.append(subprocess.Popen(
+                    [gw.binary, "serve", "--dataset", "t=" + store, "--listen", f"127.0.0.1:{port}",
+                     "--cache-size", "8MiB", "--cache-prefault=false", "--window", "2",
+                     "--peers", ",".join(self.urls), "--self", str(k),
+                     "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
+                    stdout=log, stderr=subprocess.STDOUT,
+                ))
+            self._wait_ready(60)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for k, p in enumerate(self.procs):
+            while True:
+                if p.poll() is not None:
+                    raise RuntimeError(f"node {k} exited; see {self.logs[k].name}")
+                try:
+                    with urllib.request.urlopen(self.urls[k] + "/cluster", timeout=2) as r:
+                        doc = json.load(r)
+                    if doc["self"] == k and len(doc["nodes"]) == len(self.urls) and all(n["up"] for n in doc["nodes"]):
+                        break
+                except (OSError, ValueError, KeyError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"node {k} not ready with its peers up; see {self.logs[k].name}")
+                time.sleep(0.05)
+
+    def kill(self, k: int) -> None:
+        """Ends node k at once, as a machine's loss would."""
+        self.procs[k].kill()
+        self.procs[k].wait()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for log in self.logs:
+            log.close()
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from fakecluster import Cluster  # noqa: E402
 from gateway import gateway  # noqa: E402
 
 import torch  # noqa: E402  (a missing torch is an error, not a skip)
@@ -124,6 +125,49 @@ class TestSharding(TorchTest):
         state = ds.state_dict()
         with self.assertRaises(ValueError):
             BrandDataset(self.gw.url, dataset="t", seed=SEED + 1).load_state_dict(state)
+
+
+class TestCluster(TorchTest):
+    """Two DDP ranks with two workers each on a cluster of two fake nodes
+    (fakecluster.py): server rank w*2 + r of world 4 reads through its home,
+    node (w*2 + r) * 2 // 4, and fails over when it is down."""
+
+    def run_epoch(self, fc, epoch):
+        got = []
+        for rank in (0, 1):
+            ds = self.dataset(world=2, rank=rank, peers=fc.urls)
+            ds.set_epoch(epoch)
+            for item in ds.loader(num_workers=2):
+                got += keys(item)
+        self.assertExactlyOnce(got)
+        return got
+
+    def server_ranks(self, fc, node):
+        """The (world, rank) of the requests for plans and batches of the
+        workers' world that node k received."""
+        out = set()
+        for k, path in fc.requests():
+            if k == node and path.startswith("/epoch/"):
+                q = dict(p.split("=", 1) for p in path.split("?", 1)[1].split("&"))
+                if q["world"] == "4":
+                    out.add((int(q["world"]), int(q["rank"])))
+        return out
+
+    def test_each_worker_reads_through_its_home(self):
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+        got = self.run_epoch(fc, 0)
+        self.assertEqual(sorted(got), sorted(self.order(0)))
+        self.assertEqual(self.server_ranks(fc, 0), {(4, 0), (4, 1)})
+        self.assertEqual(self.server_ranks(fc, 1), {(4, 2), (4, 3)})
+
+    def test_a_node_down(self):
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+        fc.fail(1, 503)
+        self.run_epoch(fc, 1)
+        self.assertEqual(self.server_ranks(fc, 0), {(4, 0), (4, 1), (4, 2), (4, 3)})
+        self.assertEqual(self.server_ranks(fc, 1), {(4, 2), (4, 3)})  # tried first, then passed over
 
 
 class TestResume(TorchTest):

@@ -1,0 +1,274 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/gateway"
+)
+
+// post sends body to url and returns the response and its body.
+func post(t *testing.T, url, contentType string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, contentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// binaryFeedback encodes (ID, loss) records.
+func binaryFeedback(ids []int, losses []float32) []byte {
+	var b []byte
+	for i, id := range ids {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(losses[i]))
+	}
+	return b
+}
+
+// feedEpoch reports a loss for every sample of an epoch: samples of the
+// first chunks are "hard" (high loss), so that scores cluster by chunk.
+func feedEpoch(t *testing.T, base string, f *fixture, job string, epoch int) {
+	t.Helper()
+	n := f.index.NumSamples()
+	ids := make([]int, n)
+	losses := make([]float32, n)
+	for i := range n {
+		ids[i] = i
+		losses[i] = 0.01 + float32((n-i)%97)/1000
+		if i < n/4 {
+			losses[i] += 2
+		}
+	}
+	url := fmt.Sprintf("%s/importance/%s/feedback?epoch=%d", base, job, epoch)
+	if resp, body := post(t, url, "application/octet-stream", binaryFeedback(ids, losses)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("feedback: %s: %s", resp.Status, body)
+	}
+}
+
+type sealed struct {
+	Version  string `json:"version"`
+	Reported int    `json:"reported"`
+	Parts    int    `json:"parts"`
+}
+
+func seal(t *testing.T, base, job string, epoch int, prev string) sealed {
+	t.Helper()
+	url := fmt.Sprintf("%s/importance/%s/seal?epoch=%d", base, job, epoch)
+	if prev != "" {
+		url += "&prev=" + prev
+	}
+	resp, body := post(t, url, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("seal: %s: %s", resp.Status, body)
+	}
+	var s sealed
+	if err := json.Unmarshal(body, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readImportanceEpoch reads every batch of an epoch in importance mode and
+// returns the bodies, checking each sample against its source.
+func readImportanceEpoch(t *testing.T, f *fixture, base string, epoch int, q string) ([][]byte, int) {
+	t.Helper()
+	resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", base, epoch, q))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("epoch info: %s: %s", resp.Status, body)
+	}
+	var info struct {
+		Samples, Batches int
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	total := 0
+	seen := map[string]int{}
+	for m := range info.Batches {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("epoch %d batch %d: %s: %s", epoch, m, resp.Status, body)
+		}
+		samples := readTar(t, body)
+		f.verify(t, samples, seen)
+		total += len(samples)
+		out = append(out, body)
+	}
+	if total != info.Samples {
+		t.Fatalf("epoch %d carried %d samples, want its length %d", epoch, total, info.Samples)
+	}
+	return out, len(seen)
+}
+
+func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
+	f := newFixture(t, 32, 16)
+	_, a := start(t, f.store, nil)
+	_, b := start(t, f.store, nil)
+	const job = "train-1"
+	uniform := "seed=4&window=4&batch_size=16"
+	feedEpoch(t, a.URL, f, job, 0)
+	s := seal(t, a.URL, job, 0, "")
+	if s.Reported != f.index.NumSamples() || len(s.Version) != 16 {
+		t.Fatalf("seal = %+v, want every sample reported and a version", s)
+	}
+	if again := seal(t, a.URL, job, 0, ""); again.Version != s.Version {
+		t.Fatalf("sealing the same feedback again gave %s, then %s", s.Version, again.Version)
+	}
+	// Another replica finds the version, and serves the same bytes.
+	resp, body := get(t, fmt.Sprintf("%s/importance/%s/epochs/0", b.URL, job))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), s.Version) {
+		t.Fatalf("epochs/0 from another replica: %s: %s", resp.Status, body)
+	}
+	if resp, _ := get(t, fmt.Sprintf("%s/importance/%s/epochs/1", b.URL, job)); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("an epoch not sealed: %s, want 404", resp.Status)
+	}
+	q := uniform + "&sampling=importance&job=" + job + "&importance=" + s.Version + "&hot=2"
+	fromA, distinct := readImportanceEpoch(t, f, a.URL, 1, q)
+	fromB, _ := readImportanceEpoch(t, f, b.URL, 1, q)
+	_, c := start(t, f.store, nil) // a restarted replica: nothing in memory
+	fromC, _ := readImportanceEpoch(t, f, c.URL, 1, q)
+	for m := range fromA {
+		if !bytes.Equal(fromA[m], fromB[m]) || !bytes.Equal(fromA[m], fromC[m]) {
+			t.Fatalf("batch %d of the importance epoch differs between replicas", m)
+		}
+	}
+	if distinct >= f.index.NumSamples() {
+		t.Errorf("the importance epoch drew %d distinct samples of %d: with skewed scores it should repeat some and skip others", distinct, f.index.NumSamples())
+	}
+	// Without a version, importance mode is the uniform order.
+	plain, _ := readImportanceEpoch(t, f, a.URL, 1, uniform)
+	first, _ := readImportanceEpoch(t, f, a.URL, 1, uniform+"&sampling=importance&job="+job)
+	for m := range plain {
+		if !bytes.Equal(plain[m], first[m]) {
+			t.Fatalf("batch %d: importance mode without a snapshot differs from the uniform order", m)
+		}
+	}
+	// The next seal builds on this one.
+	feedEpoch(t, b.URL, f, job, 1)
+	if s2 := seal(t, b.URL, job, 1, s.Version); s2.Version == s.Version {
+		t.Error("sealing epoch 1 onto epoch 0's snapshot gave the same version")
+	}
+}
+
+func TestImportanceBadRequests(t *testing.T) {
+	f := newFixture(t, 8, 4)
+	_, srv := start(t, f.store, nil)
+	base := srv.URL + "/importance/j/feedback?epoch=0"
+	nan := binaryFeedback([]int{1}, []float32{float32(math.NaN())})
+	tests := []struct {
+		name, url, ctype string
+		body             []byte
+		want             int
+	}{
+		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
+		{"unknown id", base, "application/octet-stream", binaryFeedback([]int{9999}, []float32{1}), 400},
+		{"NaN loss", base, "application/octet-stream", nan, 400},
+		{"negative loss", base, "application/json", []byte(`{"ids":[0],"losses":[-1]}`), 400},
+		{"wrong length", base, "application/json", []byte(`{"ids":[0,1],"losses":[1]}`), 400},
+		{"keys and ids", base, "application/json", []byte(`{"ids":[0],"keys":["a"],"losses":[1]}`), 400},
+		{"torn record", base, "application/octet-stream", []byte{1, 2, 3}, 400},
+		{"not JSON", base, "application/json", []byte(`{`), 400},
+		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
+		{"unknown parameter", base + "&x=1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
+		{"unknown dataset", base + "&dataset=nope", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 404},
+		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404},
+		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400},
+		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, tc.url, tc.ctype, tc.body)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s: %s", resp.Status, body)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		q    string
+		want int
+	}{
+		{"sampling=importance", 400},
+		{"job=j", 400},
+		{"sampling=importance&job=j&importance=0123456789abcdef", 404},
+		{"sampling=importance&job=j&importance=XYZ", 400},
+		{"sampling=sometimes", 400},
+		{"sampling=importance&job=j&hot=-1", 400},
+		{"sampling=uniform", 200},
+	} {
+		if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.q); resp.StatusCode != tc.want {
+			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)
+		}
+	}
+}
+
+// TestImportanceSealMergesNodes: feedback sent to different nodes of a
+// cluster seals to the snapshot one gateway given all of it would seal.
+func TestImportanceSealMergesNodes(t *testing.T) {
+	f := newFixture(t, 32, 16)
+	cl := startCluster(t, f, 3, nil, nil)
+	_, single := start(t, f.store, nil)
+	n := f.index.NumSamples()
+	ids := make([]int, n)
+	losses := make([]float32, n)
+	for i := range n {
+		ids[i], losses[i] = i, float32(i%13)/3
+	}
+	if resp, body := post(t, single.URL+"/importance/merge/feedback?epoch=2", "application/octet-stream", binaryFeedback(ids, losses)); resp.StatusCode != 200 {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	for k := range 3 { // a third of the feedback to each node
+		lo, hi := k*n/3, (k+1)*n/3
+		url := cl[k].srv.URL + "/importance/merge/feedback?epoch=2"
+		if resp, body := post(t, url, "application/octet-stream", binaryFeedback(ids[lo:hi], losses[lo:hi])); resp.StatusCode != 200 {
+			t.Fatalf("%s: %s", resp.Status, body)
+		}
+	}
+	want := seal(t, single.URL, "merge", 2, "")
+	got := seal(t, cl[1].srv.URL, "merge", 2, "")
+	if got.Parts != 3 || got.Reported != n || got.Version != want.Version {
+		t.Fatalf("cluster seal = %+v, want 3 parts, %d reported, version %s", got, n, want.Version)
+	}
+}
+
+// TestImportanceThroughTheClient reads an importance epoch with the Go
+// client's Job.Importance.
+func TestImportanceThroughTheClient(t *testing.T) {
+	f := newFixture(t, 16, 8)
+	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.Window = 2 })
+	feedEpoch(t, srv.URL, f, "c", 0)
+	s := seal(t, srv.URL, "c", 0, "")
+	opts := client.Options{}
+	opts.Job.Importance.Job = "c"
+	opts.Job.Importance.Version = s.Version
+	opts.Job.BatchSize = 8
+	c, err := client.New(srv.URL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for b, err := range c.Epoch(t.Context(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(b.Samples)
+	}
+	if total != f.index.NumSamples() {
+		t.Fatalf("the client read %d samples, want the epoch's %d", total, f.index.NumSamples())
+	}
+}
