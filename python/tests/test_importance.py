@@ -15,8 +15,9 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gateway import free_port  # noqa: E402
+from gateway import free_port, gateway  # noqa: E402
 
+import brand  # noqa: E402
 from brand import importance  # noqa: E402
 
 KEYS = [f"cls/{c}/{i:05d}" for c in range(3) for i in range(4)]  # sample ID = position
@@ -292,6 +293,67 @@ class TestImportance(unittest.TestCase):
             importance.feedback(url, "j", 0, ids=[0], losses=[1.0], max_retries=0)
         self.assertIsNone(cm.exception.status)
         self.assertIn("/importance/j/feedback", str(cm.exception))
+
+
+class TestAgainstGateway(unittest.TestCase):
+    """The same calls against a real `brand serve` (tests/gateway.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gateway()
+        cls.keys = sorted(cls.gw.files)
+
+    def test_feedback_seal_and_the_next_epoch(self):
+        url, job = self.gw.url, "pytest-imp-cycle"
+        n = len(self.keys)
+        # Hard samples: the first class's; a second report of a key keeps its largest loss.
+        losses = [3.0 if k.startswith("c0/") else 0.1 for k in self.keys]
+        self.assertEqual(importance.feedback(url, job, 0, keys=self.keys, losses=losses, dataset="t"), n)
+        self.assertEqual(importance.feedback(url, job, 0, keys=self.keys[:5], losses=[0.0] * 5, dataset="t"), 5)
+        v0 = importance.seal(url, job, 0, dataset="t")
+        self.assertRegex(v0, "^[0-9a-f]{16}$")
+        self.assertEqual(importance.seal(url, job, 0, dataset="t"), v0)
+        self.assertEqual(importance.version_for(url, job, 0, wait=5, dataset="t"), v0)
+
+        q = {"dataset": "t", "seed": "4", "batch_size": "50", "sampling": "importance", "job": job,
+             "importance": v0, "hot": "0"}
+        with brand.Client(url, dataset="t") as c:
+            _, body = c.get("/epoch/1", q)
+            info = json.loads(body)
+            drawn = [s["__key__"] for m in range(int(info["batches"])) for s in c.batch(1, m, q)]
+        self.assertEqual(len(drawn), n)  # the epoch keeps its length
+        self.assertTrue(set(drawn) <= set(self.keys))
+        hard = sum(k.startswith("c0/") for k in drawn) / n
+        self.assertGreater(hard, 0.25 + 0.1, "the high-loss class is not drawn more often than its share")
+
+        # The next epoch's feedback, by ID, seals onto the first snapshot.
+        ids = list(range(10))
+        self.assertEqual(importance.feedback(url, job, 1, ids=ids, losses=[5.0] * 10, dataset="t"), 10)
+        v1 = importance.seal(url, job, 1, prev=v0, dataset="t")
+        self.assertNotEqual(v1, v0)
+        self.assertEqual(importance.version_for(url, job, 1, dataset="t"), v1)
+
+    def test_refusals(self):
+        url = self.gw.url
+        cases = [
+            ("unknown key", lambda: importance.feedback(url, "pytest-imp-bad", 0, keys=["nope/x"], losses=[1.0], dataset="t"),
+             "unknown sample key"),
+            ("id out of range", lambda: importance.feedback(url, "pytest-imp-bad", 0, ids=[len(self.keys)], losses=[1.0], dataset="t"),
+             str(len(self.keys))),
+            ("unknown dataset", lambda: importance.seal(url, "pytest-imp-bad", 0, dataset="nosuch"), "nosuch"),
+            ("unknown prev", lambda: importance.seal(url, "pytest-imp-bad", 1, prev="0123456789abcdef", dataset="t"),
+             "0123456789abcdef"),
+        ]
+        for name, call, msg in cases:
+            with self.subTest(name):
+                with self.assertRaises(importance.ImportanceError) as cm:
+                    call()
+                self.assertTrue(400 <= cm.exception.status < 500, cm.exception)
+                self.assertIn(msg, cm.exception.message)
+
+    def test_version_for_an_unsealed_epoch_times_out(self):
+        with self.assertRaises(importance.ImportanceTimeout):
+            importance.version_for(self.gw.url, "pytest-imp-unsealed", 3, wait=0.2, dataset="t")
 
 
 if __name__ == "__main__":
