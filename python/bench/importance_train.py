@@ -286,6 +286,10 @@ def _train(name: str, mode: str, frac: float, policy: str, cache: int, hot: int,
         if mode == "importance":
             t = time.monotonic()
             version = importance.seal(gw.url, job, e, prev=version, dataset=DATASET)
+            # What the job's other ranks would do: wait for the sealed version.
+            got = importance.version_for(gw.url, job, e, wait=10, dataset=DATASET)
+            if got != version:
+                raise RuntimeError(f"{name}: epoch {e} sealed as {version}, but the gateway names {got}")
             fb_seconds += time.monotonic() - t
         st = gw.epoch_stats(e)
         acc = accuracy(net, xte, yte)
