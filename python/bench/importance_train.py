@@ -244,6 +244,7 @@ def _train(name: str, mode: str, frac: float, policy: str, cache: int, hot: int,
     curve = [{"step": 0, "acc": accuracy(net, xte, yte), "store_bytes": 0}]
     epochs: List[Dict[str, Any]] = []
     prev_chunks: set = set()
+    prev_top: Optional[set] = None
     step = 0
     t0 = time.monotonic()
     fb_seconds = 0.0
@@ -302,6 +303,14 @@ def _train(name: str, mode: str, frac: float, policy: str, cache: int, hot: int,
             "chunks_read": len(seen_chunks), "chunks_read_before": len(seen_chunks & prev_chunks),
             "distinct_samples": len(seen_keys), "version": version,
         })
+        if mode == "importance" and hot > 0:
+            top = heaviest(data["store"], job, version, keymap, hot)
+            # The hot set of epoch e+1 is `top`; what the cache kept through
+            # epoch e was chosen by the previous snapshot's weights.
+            epochs[-1]["hot_next"] = sorted(top)
+            if prev_top is not None:
+                epochs[-1]["hot_next_also_hot_now"] = len(top & prev_top)
+            prev_top = top
         prev_chunks = seen_chunks
         ep = epochs[-1]
         print(f"  {name:15s} epoch {e}: acc {acc:5.2f}  loss {ep['train_loss']:.3f}  hit {ep['hit_ratio']:.3f}  "
@@ -312,6 +321,34 @@ def _train(name: str, mode: str, frac: float, policy: str, cache: int, hot: int,
     return {"name": name, "mode": mode, "cache_fraction": frac, "cache_bytes": cache, "policy": policy,
             "hot": hot if mode == "importance" else None, "epochs": epochs, "curve": curve,
             "final_acc": epochs[-1]["test_acc"], "seconds": time.monotonic() - t0, "feedback_seconds": fb_seconds}
+
+
+def heaviest(store: str, job: str, version: str, keymap: Dict[str, Tuple[int, str]], hot: int) -> set:
+    """The ``hot`` chunks (keys) of largest weight W_c under a snapshot read
+    from the store (docs/importance.md §3, §4, §10): the hot set an epoch
+    drawn from that snapshot reads first (before HOT_SHARE's cap)."""
+    with open(os.path.join(store, "_brand", "importance", job, version + ".brandimp"), "rb") as f:
+        b = f.read()
+    o = 12  # magic, format version
+    o += 2 + int.from_bytes(b[o:o + 2], "little")  # index ID
+    o += 2 + int.from_bytes(b[o:o + 2], "little") + 8  # job, epoch
+    n = int.from_bytes(b[o:o + 4], "little")
+    scores = np.frombuffer(b, dtype="<f4", count=n, offset=o + 4).astype(np.float64)
+    order = np.argsort(scores, kind="stable")
+    ss = scores[order]
+    # Runs of equal scores share their mean rank: a run over sorted
+    # positions [a, b) weighs (2a + (b - a) + 1) / 2n, floored at 0.1.
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    ends = np.r_[starts[1:], n]
+    run_weight = np.maximum((2 * starts + (ends - starts) + 1) / (2 * n), 0.1)
+    w = np.empty(n)
+    w[order] = np.repeat(run_weight, ends - starts)
+    chunk_of = {sid: ck for sid, ck in keymap.values()}
+    keys = sorted(set(chunk_of.values()))
+    idx = {k: i for i, k in enumerate(keys)}
+    cw = np.bincount([idx[chunk_of[i]] for i in range(n)], weights=w, minlength=len(keys))
+    top = sorted(range(len(keys)), key=lambda c: (-cw[c], c))[:hot]
+    return {keys[c] for c in top}
 
 
 # -- figures and targets ----------------------------------------------------
