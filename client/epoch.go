@@ -113,11 +113,11 @@ func planParams(p *EpochInfo) shuffle.Params {
 // pinnedQuery spells out every parameter of a plan, so that all of an
 // epoch's batches come from the same shuffle even when gateways behind a
 // load balancer run with different defaults, or one restarts with new ones.
-// A plan does not say whether locality-aware assignment applies, so the
-// job's choice is carried over: without it the batches of a job that
-// turned locality off would be cut with it.
+// A plan does not say whether locality-aware assignment applies, nor which
+// importance snapshot the epoch is drawn from, so the job's choices are
+// carried over: without them the batches would be cut or drawn otherwise.
 func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
-	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality}.Values()
+	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality, Importance: job.Importance}.Values()
 }
 
 // planMatches reports how a batch contradicts the plan it was requested

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -28,18 +29,40 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, accept stri
 	return c.getVia(ctx, r, path, q, accept, read)
 }
 
+// body is what a POST sends. Brand's POSTs (importance feedback and
+// seals) are idempotent, so they are retried as GETs are.
+type body struct {
+	data        []byte
+	contentType string
+}
+
+// post sends POST path?q with b, as get sends a GET.
+func (c *Client) post(ctx context.Context, path string, q url.Values, b body, read readFunc) error {
+	r, err := c.routes(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.sendVia(ctx, r, path, q, "application/json", &b, read)
+	return err
+}
+
 // getVia is get through the router r. A retry goes to the node r picks:
 // on a cluster, the next node after one that failed, at once if this call
 // has not tried it yet (it has no reason to be down too); otherwise, and
 // always with a single gateway, after jittered exponential backoff (or the
 // gateway's Retry-After). It never retries once ctx is done.
 func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
+	return c.sendVia(ctx, r, path, q, accept, nil, read)
+}
+
+// sendVia is getVia for a GET (b nil) or a POST of b.
+func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Values, accept string, b *body, read readFunc) (string, error) {
 	tried := make([]bool, len(r.nodes))
 	waits := 0 // backoff grows with the waits, not with failovers
 	k := r.pick()
 	for attempt := 0; ; attempt++ {
 		tried[k] = true
-		retry, err := c.attempt(ctx, r.endpoint(k, path, q), accept, read)
+		retry, err := c.attempt(ctx, r.endpoint(k, path, q), accept, b, read)
 		if err == nil {
 			return r.nodes[k].name, nil
 		}
@@ -83,10 +106,17 @@ func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Value
 }
 
 // attempt makes one request and reports whether its error may be retried.
-func (c *Client) attempt(ctx context.Context, u, accept string, read readFunc) (retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+func (c *Client) attempt(ctx context.Context, u, accept string, b *body, read readFunc) (retry bool, err error) {
+	method, data := http.MethodGet, io.Reader(nil)
+	if b != nil {
+		method, data = http.MethodPost, bytes.NewReader(b.data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, data)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if b != nil {
+		req.Header.Set("Content-Type", b.contentType)
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", userAgent)

@@ -137,18 +137,34 @@ func (p *peerSet) source(ds *loadedDataset, c int, skip map[int]bool) int {
 // with back-off from a quarter interval up to 4 intervals while it is
 // down. A node that was down is thus seen back within a few seconds, and
 // sooner if it asks this node for samples first (heard).
+//
+// A refused connection or a not-ready answer marks the node down at once:
+// it is gone, or says so. A probe that times out does only the third time
+// in a row: a node busy serving (or a machine loaded by a test under the
+// race detector) answers late, and taking it for dead would make every
+// node read its chunks from the store too. Its real failures show in
+// fetches, which mark it down themselves.
 func (p *peerSet) probeLoop(ctx context.Context, k int) {
 	wait := time.Duration(0)
+	slow := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		up := p.probeOnce(ctx, k)
+		res := p.probeOnce(ctx, k)
 		if ctx.Err() != nil {
 			return
 		}
+		if res == probeSlow {
+			if slow++; slow < 3 {
+				wait = p.probe
+				continue
+			}
+		}
+		slow = 0
+		up := res == probeUp
 		p.setUp(k, up)
 		switch {
 		case up:
@@ -161,19 +177,32 @@ func (p *peerSet) probeLoop(ctx context.Context, k int) {
 	}
 }
 
-func (p *peerSet) probeOnce(ctx context.Context, k int) bool {
-	ctx, cancel := context.WithTimeout(ctx, max(p.probe, time.Second))
+// What a probe found.
+const (
+	probeUp   = iota
+	probeDown // refused, reset, or not ready
+	probeSlow // no answer in time
+)
+
+func (p *peerSet) probeOnce(ctx context.Context, k int) int {
+	pctx, cancel := context.WithTimeout(ctx, max(p.probe, 2*time.Second))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.urls[k]+"/readyz", nil)
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, p.urls[k]+"/readyz", nil)
 	if err != nil {
-		return false
+		return probeDown
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return false
+		if pctx.Err() != nil {
+			return probeSlow
+		}
+		return probeDown
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return probeDown
+	}
+	return probeUp
 }
 
 // view is the body of GET /cluster.

@@ -434,6 +434,12 @@ func (g *Gateway) Load(ctx context.Context) error {
 // the windows ahead.
 func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
 	w := g.defaults.job.Window
+	if g.peers != nil {
+		// A node of a cluster holds the chunks it owns: with stratified
+		// windows about 1/N of each, at most 17/16 of that.
+		n := g.peers.nodes()
+		w = (17*w + 16*n - 1) / (16 * n)
+	}
 	for _, ds := range datasets {
 		sizes := make([]int64, ds.index.NumChunks())
 		for c := range sizes {

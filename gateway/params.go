@@ -62,8 +62,8 @@ func (l *Limits) fill() {
 type query struct {
 	job      api.Job
 	sampling string // as given; parseQuery checks it against the importance parameters
-	plan   api.PlanOptions
-	format string
+	plan     api.PlanOptions
+	format   string
 }
 
 // param parses the value v of the query parameter name into q, within a

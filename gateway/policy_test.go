@@ -88,3 +88,32 @@ func testIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
 	}
 	return ix
 }
+
+// TestImportanceAwareEviction: of the chunks no schedule needs, the
+// lightest go first and the heaviest last, all before any chunk a schedule
+// needs, which go furthest next use first.
+func TestImportanceAwareEviction(t *testing.T) {
+	const chunks = 6
+	ds := newLoadedDataset("d", "", nil, testIndex(t, chunks, 4))
+	dist := []int64{never, 500, never, 0, never, 200}
+	weight := []float32{2.5, 9, 0.2, 9, 1, 9}
+	table := &useTable{gen: 1, datasets: map[string]datasetUses{"d": {ds: ds, dist: dist, weight: weight}}}
+	p := newSchedulePolicy(func() *useTable { return table })
+	for c := range chunks {
+		p.Touch(ds.chunkKey(c))
+	}
+	var got []int
+	for k := range p.Victims() {
+		c, _ := ds.chunkOf(k)
+		got = append(got, c)
+	}
+	// Unneeded by weight (2: 0.2, 4: 1, 0: 2.5), then needed by distance.
+	if want := []int{2, 4, 0, 1, 5, 3}; !slices.Equal(got, want) {
+		t.Fatalf("victims %v, want %v", got, want)
+	}
+	for c, d := range dist {
+		if got := table.distance(ds.chunkKey(c)); needed(got) != (d != never) {
+			t.Errorf("chunk %d: distance %d, needed %t; want needed %t", c, got, needed(got), d != never)
+		}
+	}
+}

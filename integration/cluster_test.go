@@ -26,6 +26,8 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/internal/testbin"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // clusterProc is one `brand serve` process of a test cluster.
@@ -402,7 +404,33 @@ func TestClusterOfFourGateways(t *testing.T) {
 
 	lat = readEpoch(4, "&locality=false", nil)
 	c6, _ := counters(t, procs, dead)
-	report("epoch 4 (warm, locality=false)", c6.minus(c5), lat)
+	plain := c6.minus(c5)
+	report("epoch 4 (warm, locality=false)", plain, lat)
+
+	// The planner's prediction of the same cluster, beside the live one.
+	plan, err := planner.MakeClusterPlan(planner.ClusterInput{Dataset: planner.DatasetOf(ix),
+		Job:      planner.Job{Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}, Epochs: 5},
+		IndexKey: cluster.IndexKey(ix.ID()), Nodes: nodes, NodeCacheBytes: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type figure struct {
+		name       string
+		live, want float64
+	}
+	e0, e3, e4 := plan.Epochs[0], plan.Epochs[3], plan.Epochs[4]
+	for _, f := range []figure{
+		{"store, cold epoch (× dataset)", cold.store / dataset, float64(e0.StoreBytes) / dataset},
+		{"store, warm epoch (× dataset)", warm.store / dataset, float64(e3.StoreBytes) / dataset},
+		{"cross-node with locality, cold (share)", cold.peer / (cold.home + cold.peer), float64(e0.CrossNodeBytes) / float64(e0.DeliveredBytes)},
+		{"cross-node with locality, warm (share)", warm.peer / (warm.home + warm.peer), float64(e3.CrossNodeBytes) / float64(e3.DeliveredBytes)},
+		{"cross-node, plain cut (share)", plain.peer / (plain.home + plain.peer), float64(e4.CrossNodeBytesPlain) / float64(e4.DeliveredBytes)},
+	} {
+		t.Logf("  planner beside live: %-40s live %.3f, predicted %.3f", f.name, f.live, f.want)
+		if math.Abs(f.live-f.want) > 0.02 {
+			t.Errorf("%s: live %.3f, the planner predicted %.3f: more than 2 points apart", f.name, f.live, f.want)
+		}
+	}
 
 	// Any node answers any request with the same bytes.
 	for _, r := range []int{0, 3, 5, 7} {
