@@ -233,7 +233,9 @@ def _train(name: str, mode: str, frac: float, policy: str, cache: int, hot: int,
     n = int(data["manifest"]["samples"])
     steps_per_epoch = math.ceil(n / a.batch_size)
     total_steps = steps_per_epoch * a.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
+    # Cosine decay to 0 over the run: the final accuracy is the model's, not one noisy step's.
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
     job = f"bench-{name}-s{seed}"
     base = {"dataset": DATASET, "seed": str(seed), "batch_size": str(a.batch_size), "window": str(a.window),
             "world": "1", "rank": "0", "drop_last": "false"}
@@ -432,7 +434,8 @@ def table(runs: Dict[str, Dict[str, Any]]) -> str:
         s0, s1 = summary(r, 0), summary(r, 1)
         lines.append(
             f"| {k} | {r['cache_fraction']:.0%} | {r['policy']} | {r['hot'] if r['hot'] is not None else '–'} | "
-            f"{r['final_acc']:.2f} % | {s0['hit_ratio']:.3f} / {s1['hit_ratio']:.3f} | {s0['chunk_hit']:.3f} / {s1['chunk_hit']:.3f} | "
+            f"{r['final_acc']:.2f} % | {s0['hit_ratio']:.3f} / {s1['hit_ratio']:.3f} | "
+            f"{s0['chunk_hit']:.3f} / {s1['chunk_hit']:.3f} | "
             f"{s1['chunks_read']:.1f} | {s0['store_bytes'] / 2**20:.2f} / {s1['store_bytes'] / 2**20:.2f} |")
     return "\n".join(lines)
 
@@ -480,10 +483,11 @@ def main() -> int:
     p.add_argument("--work", default="", help="working directory (default: a temporary one, removed)")
     p.add_argument("--json", default="", help="write every figure here")
     p.add_argument("--png", default="", help="write the chart here")
-    p.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="comma-separated runs: " + ", ".join(r[0] for r in RUNS))
+    p.add_argument("--runs", default=",".join(r[0] for r in RUNS),
+                   help="comma-separated runs: " + ", ".join(r[0] for r in RUNS))
     p.add_argument("--seeds", default="1,2,3",
-                   help="training seeds (the shuffle's and the model's): the first one's runs give the targets and the chart, "
-                        "the others the spread of the final accuracy")
+                   help="training seeds (the shuffle's and the model's): the first one's runs give the targets "
+                        "and the chart, the others the spread of the final accuracy")
     p.add_argument("--data-seed", type=int, default=1, help="seed of the generated dataset")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=64)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import operator
 import random
 import re
 import struct
@@ -226,10 +227,20 @@ def _check_job(job: str) -> None:
         )
 
 
+def _integer(v: Any) -> Optional[int]:
+    """v as an int if it is an integer (NumPy's included, bool not)."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
 def _check_epoch(epoch: int) -> int:
-    if isinstance(epoch, bool) or not isinstance(epoch, int) and not hasattr(epoch, "__index__"):
+    e = _integer(epoch)
+    if e is None:
         raise ValueError(f"brand: epoch {epoch!r} is not an integer")
-    e = int(epoch)
     if e < 0:
         raise ValueError(f"brand: epoch {e} must be >= 0")
     return e
@@ -254,9 +265,10 @@ def _floats(v: Any) -> List[float]:
 def _binary(ids: List[Any], losses: List[float]) -> bytes:
     buf = bytearray(_RECORD.size * len(ids))
     for i, (sid, loss) in enumerate(zip(ids, losses)):
-        if isinstance(sid, bool) or not isinstance(sid, int) and not hasattr(sid, "__index__"):
+        n = _integer(sid)
+        if n is None:
             raise ValueError(f"brand: feedback id {i} is {sid!r}, not an integer")
-        sid = int(sid)
+        sid = n
         if not 0 <= sid <= _MAX_ID:
             raise ValueError(f"brand: feedback id {i} is {sid}: sample IDs are uint32")
         try:

@@ -116,7 +116,8 @@ class FakeGateway:
             enc = json.dumps([job, epoch, prev, sorted(acc.items())]).encode()
             v = hashlib.sha256(enc).hexdigest()[:16]
             self.sealed[(job, epoch)] = v
-        self.reply(h, 200, {"version": v, "epoch": epoch, "reported": len(acc), "object": f"_brand/importance/{job}/{v}.brandimp"})
+        self.reply(h, 200, {"version": v, "epoch": epoch, "reported": len(acc),
+                            "object": f"_brand/importance/{job}/{v}.brandimp"})
 
     @staticmethod
     def reply(h, status, doc, headers=None):
@@ -196,6 +197,7 @@ class TestImportance(unittest.TestCase):
             ("negative id", dict(ids=[-1], losses=[1.0]), "uint32"),
             ("id too large", dict(ids=[1 << 32], losses=[1.0]), "uint32"),
             ("float id", dict(ids=[1.5], losses=[1.0]), "not an integer"),
+            ("bool id", dict(ids=[True], losses=[1.0]), "not an integer"),
             ("key not str", dict(keys=[3], losses=[1.0]), "not str"),
         ]
         for name, kw, msg in cases:
@@ -213,9 +215,23 @@ class TestImportance(unittest.TestCase):
                 if not ok:
                     with self.assertRaises(ValueError):
                         importance.seal(self.gw.url, job, 0)
-        with self.assertRaises(ValueError):
-            importance.seal(self.gw.url, "j", -1)
+        for epoch in (-1, 1.0, True, "1"):
+            with self.subTest(epoch=epoch):
+                with self.assertRaises(ValueError):
+                    importance.seal(self.gw.url, "j", epoch)
         self.assertEqual(self.gw.requests, [])
+
+    def test_integer_like_ids_and_epochs(self):
+        class Index:  # as NumPy's integers: __index__, not int
+            def __init__(self, v):
+                self.v = v
+
+            def __index__(self):
+                return self.v
+
+        importance.feedback(self.gw.url, "j", Index(2), ids=[Index(7)], losses=[1.5])
+        _, _, q, _, body = self.last()
+        self.assertEqual((q["epoch"], body), ("2", struct.pack("<If", 7, 1.5)))
 
     def test_seal_and_version_for(self):
         importance.feedback(self.gw.url, "j", 0, ids=[0, 1], losses=[1.0, 2.0])
@@ -335,13 +351,14 @@ class TestAgainstGateway(unittest.TestCase):
 
     def test_refusals(self):
         url = self.gw.url
+        job = "pytest-imp-bad"
         cases = [
-            ("unknown key", lambda: importance.feedback(url, "pytest-imp-bad", 0, keys=["nope/x"], losses=[1.0], dataset="t"),
+            ("unknown key", lambda: importance.feedback(url, job, 0, keys=["nope/x"], losses=[1.0], dataset="t"),
              "unknown sample key"),
-            ("id out of range", lambda: importance.feedback(url, "pytest-imp-bad", 0, ids=[len(self.keys)], losses=[1.0], dataset="t"),
+            ("id out of range", lambda: importance.feedback(url, job, 0, ids=[len(self.keys)], losses=[1.0], dataset="t"),
              str(len(self.keys))),
-            ("unknown dataset", lambda: importance.seal(url, "pytest-imp-bad", 0, dataset="nosuch"), "nosuch"),
-            ("unknown prev", lambda: importance.seal(url, "pytest-imp-bad", 1, prev="0123456789abcdef", dataset="t"),
+            ("unknown dataset", lambda: importance.seal(url, job, 0, dataset="nosuch"), "nosuch"),
+            ("unknown prev", lambda: importance.seal(url, job, 1, prev="0123456789abcdef", dataset="t"),
              "0123456789abcdef"),
         ]
         for name, call, msg in cases:
