@@ -220,6 +220,47 @@ func (l *lyingPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
+// stalledPeer answers ready and never answers a sample request.
+type stalledPeer struct {
+	asked atomic.Int64
+	stop  chan struct{}
+}
+
+func (s *stalledPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	s.asked.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-s.stop:
+	}
+}
+
+// TestClusterStalledPeerCostsATimeout: a peer that accepts sample requests
+// and never answers costs its samples one peer timeout; they come from
+// elsewhere and the batch is whole.
+func TestClusterStalledPeerCostsATimeout(t *testing.T) {
+	f := newFixture(t, 32, 16)
+	sp := &stalledPeer{stop: make(chan struct{})}
+	t.Cleanup(func() { close(sp.stop) })
+	cl := startCluster(t, f, 3, []http.Handler{nil, sp, nil}, func(c *gateway.Config) {
+		c.Cluster.PeerTimeout = 200 * time.Millisecond
+	})
+	seen := map[string]int{}
+	for r := range 2 {
+		q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=2&rank=%d", r)
+		for _, body := range readRank(t, cl[0].srv.URL, q, 0, 512/32) {
+			f.verify(t, readTar(t, body), seen)
+		}
+	}
+	exactlyOnce(t, seen, 512, "an epoch beside a stalled peer")
+	if sp.asked.Load() == 0 {
+		t.Fatal("the stalled peer was never asked: the test proves nothing")
+	}
+}
+
 func TestClusterLyingPeerCannotCorruptABatch(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	liar := &lyingPeer{}
