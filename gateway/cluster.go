@@ -27,6 +27,12 @@ type peerSet struct {
 	urls   []string
 	self   int
 	up     []atomic.Bool // per node; always true for self
+	// held[k] is when node k may be seen up again after a failed fetch
+	// (unix nanoseconds), and fails[k] how many fetches in a row failed:
+	// a node that answers its probes but fails what it is asked must not
+	// cost a timeout on every batch.
+	held  []atomic.Int64
+	fails []atomic.Int32
 	client *http.Client
 	token  string
 	// timeout bounds one fetch from a peer; probe is the interval between
@@ -45,6 +51,7 @@ func newPeerSet(c ClusterConfig, reg prometheus.Registerer, log zerolog.Logger) 
 		return nil
 	}
 	p := &peerSet{urls: c.Peers, self: c.Self, up: make([]atomic.Bool, len(c.Peers)),
+		held: make([]atomic.Int64, len(c.Peers)), fails: make([]atomic.Int32, len(c.Peers)),
 		token: c.Token, timeout: c.PeerTimeout, probe: c.ProbeInterval, log: log,
 		metrics: newPeerMetrics(reg, c.Peers, c.Self)}
 	p.client = &http.Client{Transport: &http.Transport{
@@ -102,20 +109,44 @@ func (p *peerSet) setUp(k int, up bool) {
 }
 
 // heard records that node k asked this node for samples: it is serving,
-// so it is up, whatever its last probe said.
+// so it is up, whatever its last probe said (unless a fetch from it failed
+// lately: see markDown).
 func (p *peerSet) heard(k int) {
-	if k != p.self && k >= 0 && k < len(p.urls) && !p.up[k].Load() {
+	if k != p.self && k >= 0 && k < len(p.urls) && !p.up[k].Load() && !p.isHeld(k) {
 		p.setUp(k, true)
 	}
 }
 
-// markDown records a failed exchange with node k; the prober brings it
-// back once its /readyz answers ready again.
+// Hold-down after failed fetches: a node is not taken back on a probe's
+// word for holdBase after its first failure in a row, doubling per
+// failure up to holdMax.
+const (
+	holdBase = 2 * time.Second
+	holdMax  = time.Minute
+)
+
+// markDown records a failed fetch from node k. The prober brings it back
+// once its /readyz answers ready and the hold-down has passed.
 func (p *peerSet) markDown(k int) {
-	if k != p.self {
-		p.setUp(k, false)
+	if k == p.self {
+		return
 	}
+	if !p.isHeld(k) {
+		// Fetches that fail together (a batch's, or the ranks' of one
+		// step) count once: the hold grows with failures after a node
+		// was taken back, not with how many requests were in flight.
+		n := min(p.fails[k].Add(1), 6)
+		hold := min(holdBase<<(n-1), holdMax)
+		p.held[k].Store(time.Now().Add(hold).UnixNano())
+	}
+	p.setUp(k, false)
 }
+
+// fetched records a successful fetch from node k.
+func (p *peerSet) fetched(k int) { p.fails[k].Store(0) }
+
+// isHeld reports whether node k is in its hold-down.
+func (p *peerSet) isHeld(k int) bool { return time.Now().UnixNano() < p.held[k].Load() }
 
 // source returns the node to read chunk c of ds from: its owner if the
 // owner is live and not in skip, else the first live node of the chunk's
@@ -164,7 +195,7 @@ func (p *peerSet) probeLoop(ctx context.Context, k int) {
 			}
 		}
 		slow = 0
-		up := res == probeUp
+		up := res == probeUp && !p.isHeld(k)
 		p.setUp(k, up)
 		switch {
 		case up:

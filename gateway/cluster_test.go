@@ -232,9 +232,13 @@ func (s *stalledPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.asked.Add(1)
+	// Read the request whole: only then does the server watch the
+	// connection, and cancel the request when the asker gives up.
+	_, _ = io.Copy(io.Discard, r.Body)
 	select {
 	case <-r.Context().Done():
 	case <-s.stop:
+	case <-time.After(10 * time.Second): // never hold a test's cleanup long
 	}
 }
 
@@ -258,6 +262,11 @@ func TestClusterStalledPeerCostsATimeout(t *testing.T) {
 	exactlyOnce(t, seen, 512, "an epoch beside a stalled peer")
 	if sp.asked.Load() == 0 {
 		t.Fatal("the stalled peer was never asked: the test proves nothing")
+	}
+	// It answers its probes, but after a failed fetch it is held down:
+	// it is not asked again on every batch.
+	if n := sp.asked.Load(); n > 3 {
+		t.Errorf("the stalled peer was asked %d times in one epoch; a failed fetch should hold it down", n)
 	}
 }
 

@@ -152,6 +152,7 @@ func (g *Gateway) fetchSamples(ctx context.Context, b *batchLayout, f peerFetch,
 		off += length
 	}
 	g.peers.metrics.fetched.WithLabelValues(peer).Add(float64(want))
+	g.peers.fetched(f.node)
 	return nil
 }
 
