@@ -24,15 +24,15 @@ import (
 // never depend on liveness: the stratified order and the assignment of
 // samples to ranks are computed from the list alone (package cluster).
 type peerSet struct {
-	urls   []string
-	self   int
-	up     []atomic.Bool // per node; always true for self
+	urls []string
+	self int
+	up   []atomic.Bool // per node; always true for self
 	// held[k] is when node k may be seen up again after a failed fetch
 	// (unix nanoseconds), and fails[k] how many fetches in a row failed:
 	// a node that answers its probes but fails what it is asked must not
 	// cost a timeout on every batch.
-	held  []atomic.Int64
-	fails []atomic.Int32
+	held   []atomic.Int64
+	fails  []atomic.Int32
 	client *http.Client
 	token  string
 	// timeout bounds one fetch from a peer; probe is the interval between
