@@ -52,7 +52,7 @@ export BRAND_BIN=$bin/brand
 
 cd python/tests
 if [[ -n ${nontorch:-} ]]; then
-	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster "$@"
+	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance "$@"
 else
 	timeout 10m "$py" -m unittest discover -s . -t . "$@"
 fi

@@ -156,6 +156,15 @@ class Client:
         locality: ``False`` asks a cluster for the plain cut of every global
             batch (``locality=false``) instead of giving each rank the
             samples its home node owns first. A single gateway ignores it.
+        importance_job: sample by importance (``sampling=importance``,
+            docs/importance.md) under this job name: report losses with
+            :meth:`feedback`, seal each epoch with :meth:`seal` (one rank),
+            and read the next epoch after :meth:`set_importance` with the
+            version sealed. ``None``: the uniform shuffle.
+        importance: the snapshot version the epochs are drawn from; ``None``
+            (an importance job's first epoch) reads the uniform order.
+        hot: the heaviest chunks put first in an importance epoch (about
+            the gateway's cache size in chunks).
 
     Example::
 
@@ -189,6 +198,9 @@ class Client:
         discover: bool = False,
         home_retry: float = 10.0,
         locality: bool = True,
+        importance_job: Optional[str] = None,
+        importance: Optional[str] = None,
+        hot: int = 0,
     ) -> None:
         nodes = parse_peers(peers) if peers else None
         if nodes and not url:
@@ -212,6 +224,13 @@ class Client:
         self.drop_last = drop_last
         self.offset = offset
         self.locality = locality
+        if importance_job is None and (importance is not None or hot):
+            raise ValueError("brand: importance and hot need importance_job")
+        if hot < 0:
+            raise ValueError(f"brand: hot {hot} must be >= 0")
+        self.importance_job = importance_job
+        self.importance = importance
+        self.hot = hot
         self.ahead = max(0, ahead)
         self.max_retries = max(0, max_retries)
         self.backoff = backoff
@@ -265,7 +284,50 @@ class Client:
             q["offset"] = str(self.offset)
         if not self.locality:
             q["locality"] = "false"
+        q.update(self._importance_params())
         return q
+
+    def _importance_params(self) -> Dict[str, str]:
+        if self.importance_job is None:
+            return {}
+        q = {"sampling": "importance", "job": self.importance_job}
+        if self.importance:
+            q["importance"] = self.importance
+        if self.hot:
+            q["hot"] = str(self.hot)
+        return q
+
+    # -- importance sampling ---------------------------------------------
+
+    def _importance_node(self) -> str:
+        if self.importance_job is None:
+            raise ValueError("brand: this client has no importance_job")
+        return self.home or self.url
+
+    def feedback(self, epoch: int, keys: Sequence[str], losses: Sequence[float]) -> int:
+        """Report the losses of samples of ``epoch`` by key (a batch's
+        ``__key__``); see :func:`brand.importance.feedback`."""
+        from . import importance as imp
+        return imp.feedback(self._importance_node(), self.importance_job, epoch, keys=keys, losses=losses,
+                            dataset=self.dataset, token=self._token, timeout=self.timeout)
+
+    def seal(self, epoch: int, prev: Optional[str] = None) -> str:
+        """Seal ``epoch``'s feedback onto ``prev`` (``None``: the current
+        version) and return the new version; one rank seals."""
+        from . import importance as imp
+        return imp.seal(self._importance_node(), self.importance_job, epoch,
+                        prev=self.importance if prev is None else prev,
+                        dataset=self.dataset, token=self._token, timeout=self.timeout)
+
+    def version_for(self, epoch: int, wait: float = 60.0) -> str:
+        """The version sealed for ``epoch``, waiting up to ``wait`` seconds."""
+        from . import importance as imp
+        return imp.version_for(self._importance_node(), self.importance_job, epoch, wait=wait,
+                               dataset=self.dataset, token=self._token)
+
+    def set_importance(self, version: Optional[str]) -> None:
+        """Draw the following epochs from snapshot ``version``."""
+        self.importance = version
 
     # -- requests ---------------------------------------------------------
 
@@ -483,6 +545,7 @@ class Client:
         if info is None:
             info = self.epoch_info(epoch)
         q = _pinned(info, self.offset, self.locality)
+        q.update(self._importance_params())
         n = int(info["batches"])
         if self.ahead == 0:
             for m in range(n):

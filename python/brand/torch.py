@@ -207,6 +207,16 @@ class BrandDataset(IterableDataset):
         if epoch != self.epoch:
             self._start_pass(epoch)
 
+    def set_importance(self, version: Optional[str]) -> None:
+        """With ``importance_job`` among the client options: draw the
+        epochs read from now on from snapshot ``version`` (what rank 0's
+        :meth:`brand.Client.seal` returned, or every rank's
+        :meth:`brand.Client.version_for`). Call it before :meth:`set_epoch`;
+        DataLoader workers started afterwards read with it."""
+        if self.client_options.get("importance_job") is None:
+            raise ValueError("brand: set_importance needs importance_job among the client options")
+        self.client_options["importance"] = version
+
     def _start_pass(self, epoch: int) -> None:
         self.epoch = epoch
         self._base = self._offset(epoch)

@@ -349,6 +349,36 @@ class TestAgainstGateway(unittest.TestCase):
         self.assertNotEqual(v1, v0)
         self.assertEqual(importance.version_for(url, job, 1, dataset="t"), v1)
 
+    def test_the_client_loop(self):
+        """brand.Client's feedback, seal, version_for and set_importance:
+        the loop a trainer runs, with two ranks."""
+        job = "pytest-imp-client"
+        clients = [brand.Client(self.gw.url, dataset="t", seed=2, batch_size=25, world=2, rank=r,
+                                importance_job=job, hot=1) for r in range(2)]
+        try:
+            uniform = []
+            for c in clients:
+                for batch in c.epoch(0):  # no version yet: the uniform order
+                    keys = [s["__key__"] for s in batch]
+                    uniform += keys
+                    c.feedback(0, keys, [3.0 if k.startswith("c0/") else 0.1 for k in keys])
+            self.assertEqual(sorted(uniform), self.keys)
+            v = clients[0].seal(0)
+            self.assertEqual(clients[1].version_for(0, wait=5), v)
+            drawn = []
+            for c in clients:
+                c.set_importance(v)
+                for batch in c.epoch(1):
+                    drawn += [s["__key__"] for s in batch]
+            self.assertEqual(len(drawn), len(self.keys))  # the epoch keeps its length
+            self.assertLess(len(set(drawn)), len(self.keys), "an importance epoch repeats some samples")
+            self.assertGreater(sum(k.startswith("c0/") for k in drawn) / len(drawn), 0.35)
+        finally:
+            for c in clients:
+                c.close()
+        with self.assertRaises(ValueError):
+            brand.Client(self.gw.url, importance="0123456789abcdef")
+
     def test_refusals(self):
         url = self.gw.url
         job = "pytest-imp-bad"

@@ -127,6 +127,26 @@ class TestSharding(TorchTest):
             BrandDataset(self.gw.url, dataset="t", seed=SEED + 1).load_state_dict(state)
 
 
+class TestImportance(TorchTest):
+    def test_epochs_drawn_from_the_sealed_version(self):
+        job = "torch-imp"
+        with brand.Client(self.gw.url, dataset="t", importance_job=job) as c:
+            every = sorted(self.gw.files)
+            c.feedback(0, every, [3.0 if k.startswith("c0/") else 0.1 for k in every])
+            v = c.seal(0)
+        ds = self.dataset(batches=True, importance_job=job, hot=1)
+        with self.assertRaises(ValueError):
+            self.dataset(batches=True).set_importance(v)
+        ds.set_importance(v)
+        ds.set_epoch(1)
+        got = []
+        for item in DataLoader(ds, batch_size=None, num_workers=2):
+            got += keys(item)
+        self.assertEqual(len(got), self.gw.samples)  # the epoch keeps its length
+        self.assertLess(len(set(got)), self.gw.samples, "drawn with replacement: some repeat")
+        self.assertGreater(sum(k.startswith("c0/") for k in got) / len(got), 0.35)
+
+
 class TestCluster(TorchTest):
     """Two DDP ranks with two workers each on a cluster of two fake nodes
     (fakecluster.py): server rank w*2 + r of world 4 reads through its home,
