@@ -1,17 +1,18 @@
 package cluster
 
-import "hash/fnv"
+import (
+	"hash/fnv"
+
+	"github.com/brandgw/brand/internal/seeded"
+)
 
 // domainOwner separates ownership scores from every other stream derived
 // from the same inputs: the ASCII bytes "brandown" read big-endian.
 const domainOwner uint64 = 0x6272616e646f776e
 
-// mix64 is the SplitMix64 finalizer, the same bijection the shuffle uses.
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
+// mix64 is the SplitMix64 finalizer, the bijection the shuffle's seed
+// derivation uses too.
+func mix64(z uint64) uint64 { return seeded.Mix64(z) }
 
 // IndexKey is the 64-bit FNV-1a hash of an index's ID, the part of every
 // ownership score that names the dataset version.

@@ -274,7 +274,7 @@ func (e *Epoch) Window(w int) []int {
 		ids, prefix = e.appendDraws(ids, prefix, c)
 	}
 	s := newStream(e.seed, e.epoch, domainWindow, uint64(w))
-	s.shuffle(ids)
+	s.Shuffle(ids, 0)
 	separateRepeats(ids)
 	return ids
 }

@@ -119,7 +119,7 @@ func compute(t *testing.T, g goldenFile) goldenFile {
 		st := newStream(s.Seed, s.Epoch, s.Domain, s.Index)
 		s.Outputs = nil
 		for range 4 {
-			s.Outputs = append(s.Outputs, st.pcg.Uint64())
+			s.Outputs = append(s.Outputs, st.Uint64())
 		}
 	}
 	for i := range g.Logs {

@@ -2,8 +2,8 @@ package importance
 
 import (
 	"math"
-	"math/bits"
-	"math/rand/v2"
+
+	"github.com/brandgw/brand/internal/seeded"
 )
 
 // The random streams of the importance order are specified in
@@ -13,10 +13,8 @@ import (
 // stream of the same seed and epoch. Every constant and loop direction here
 // is load-bearing and pinned by testdata/golden.json.
 //
-// The derivation is re-stated here rather than borrowed from package
-// shuffle, whose streams are unexported: the two packages must each keep
-// their own specification fixed, and a change to one must not move the
-// other.
+// The derivation is package seeded's, shared with the shuffle; the
+// domains are this package's own.
 
 // Domain constants: ASCII read as big-endian integers.
 const (
@@ -25,63 +23,19 @@ const (
 	domainWindow uint64 = 0x6272616e64696d77 // "brandimw": a window's permutation, index = window
 )
 
-// golden is SplitMix64's increment, 2^64 divided by the golden ratio, odd.
-const golden uint64 = 0x9e3779b97f4a7c15
+// mix64, streamSeeds and the stream are package seeded's, the shuffle's
+// too: importance streams are seeded.New with the domains above.
+func mix64(z uint64) uint64 { return seeded.Mix64(z) }
 
-// mix64 is the SplitMix64 finalizer, a bijection on uint64.
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// streamSeeds derives a stream's two PCG seeds exactly as docs/shuffle.md §1
-// does: each input folded in through mix64, then the first two outputs of a
-// SplitMix64 generator with the resulting state.
 func streamSeeds(seed, epoch, domain, index uint64) (seed1, seed2 uint64) {
-	h := mix64(domain)
-	h = mix64(h ^ seed)
-	h = mix64(h ^ epoch)
-	h = mix64(h ^ index)
-	h += golden
-	seed1 = mix64(h)
-	h += golden
-	seed2 = mix64(h)
-	return seed1, seed2
+	return seeded.Seeds(seed, epoch, domain, index)
 }
 
-// stream is math/rand/v2's PCG used only through Uint64 (an algorithm Go
-// documents and promises not to change); every derived quantity (bounded
-// integers, unit floats) is computed here.
-type stream struct {
-	pcg rand.PCG
-}
+// stream is a seeded.Stream with the unit draws of docs/importance.md §2.
+type stream struct{ seeded.Stream }
 
 func newStream(seed, epoch, domain, index uint64) stream {
-	var s stream
-	s.pcg.Seed(streamSeeds(seed, epoch, domain, index))
-	return s
-}
-
-// bounded returns a uniform integer in [0, n), n >= 1, by Lemire's
-// multiply-shift with rejection (docs/shuffle.md §3).
-func (s *stream) bounded(n uint64) uint64 {
-	hi, lo := bits.Mul64(s.pcg.Uint64(), n)
-	if lo < n {
-		thresh := -n % n
-		for lo < thresh {
-			hi, lo = bits.Mul64(s.pcg.Uint64(), n)
-		}
-	}
-	return hi
-}
-
-// shuffle is the downward Fisher–Yates loop of docs/shuffle.md §4.
-func (s *stream) shuffle(a []int) {
-	for i := len(a) - 1; i >= 1; i-- {
-		j := int(s.bounded(uint64(i) + 1))
-		a[i], a[j] = a[j], a[i]
-	}
+	return stream{seeded.New(seed, epoch, domain, index)}
 }
 
 const (
@@ -95,13 +49,13 @@ const (
 // significant bits. (With x >> 11 the sum would need 54 and could round up
 // to 2^53, giving u = 1.)
 func (s *stream) unitOpen() float64 {
-	return (float64(s.pcg.Uint64()>>12) + 0.5) * twoPow52
+	return (float64(s.Uint64()>>12) + 0.5) * twoPow52
 }
 
 // unitHalfOpen returns (x >> 11) · 2^-53 for the next output x: a float64 in
 // [0, 1). Both operations are exact.
 func (s *stream) unitHalfOpen() float64 {
-	return float64(s.pcg.Uint64()>>11) * twoPow53
+	return float64(s.Uint64()>>11) * twoPow53
 }
 
 // logSpec is the natural logarithm as specified in docs/importance.md: the

@@ -24,7 +24,7 @@ func TestStreamSeedsFollowShuffleSpec(t *testing.T) {
 	}
 	// The worked example's first chunk-stream output.
 	s := newStream(1, 0, 0x6272616e6463686b, 0)
-	if x := s.pcg.Uint64(); x != 0x2f67d1511d451724 {
+	if x := s.Uint64(); x != 0x2f67d1511d451724 {
 		t.Errorf("first output %#x, want 0x2f67d1511d451724", x)
 	}
 }

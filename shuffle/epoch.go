@@ -42,7 +42,7 @@ func NewEpoch(counts []int, seed, epoch uint64, window int) (*Epoch, error) {
 		order[c] = c
 	}
 	s := newStream(seed, epoch, domainChunks, 0)
-	s.shuffle(order, 0)
+	s.Shuffle(order, 0)
 	return newEpoch(first, order, seed, epoch, window), nil
 }
 
@@ -192,7 +192,7 @@ func (e *Epoch) shuffledWindow(dst []int, w, stop int) []int {
 		}
 	}
 	s := newStream(e.seed, e.epoch, domainWindow, uint64(w))
-	s.shuffle(dst[base:], stop)
+	s.Shuffle(dst[base:], stop)
 	return dst
 }
 

@@ -98,7 +98,7 @@ func TestPythonReference(t *testing.T) {
 		s := newStream(st.Seed, st.Epoch, st.Domain, st.Index)
 		outputs := make([]uint64, len(st.Outputs))
 		for j := range outputs {
-			outputs[j] = s.pcg.Uint64()
+			outputs[j] = s.Uint64()
 		}
 		r := ref.Streams[i]
 		if r.Seed1 != seed1 || r.Seed2 != seed2 || !reflect.DeepEqual(r.Outputs, outputs) {
@@ -107,10 +107,10 @@ func TestPythonReference(t *testing.T) {
 	}
 	for i, bd := range golden.Bounded {
 		var s stream
-		s.pcg.Seed(bd.Seed1, bd.Seed2)
+		s.Seed(bd.Seed1, bd.Seed2)
 		values := make([]uint64, len(bd.N))
 		for j, n := range bd.N {
-			values[j] = s.bounded(n)
+			values[j] = s.Bounded(n)
 		}
 		if r := ref.Bounded[i]; !reflect.DeepEqual(r.Values, values) {
 			t.Errorf("bounded %d: python %v, go %v", i, r.Values, values)

@@ -52,7 +52,7 @@ func NewStratifiedEpoch(counts, strata []int, numStrata int, seed, epoch uint64,
 			perm[k] = k
 		}
 		s := newStream(seed, epoch, domainStratumOrder, 0)
-		s.shuffle(perm, 0)
+		s.Shuffle(perm, 0)
 		for i, k := range perm {
 			turn[k] = i
 		}
@@ -61,7 +61,7 @@ func NewStratifiedEpoch(counts, strata []int, numStrata int, seed, epoch uint64,
 	all := make([]placed, 0, len(counts))
 	for k, m := range members {
 		s := newStream(seed, epoch, domainStratum, uint64(k))
-		s.shuffle(m, 0)
+		s.Shuffle(m, 0)
 		for j, c := range m {
 			all = append(all, placed{c, j, k})
 		}

@@ -89,7 +89,7 @@ func TestStratifiedIsNewEpochOverItsOrder(t *testing.T) {
 				ids = append(ids, iota(first[c+1])[first[c]:]...)
 			}
 			st := newStream(s.seed, s.epoch, domainWindow, uint64(w))
-			st.shuffle(ids, 0)
+			st.Shuffle(ids, 0)
 			if got := e.Window(w); !slices.Equal(got, ids) {
 				t.Fatalf("%v: Window(%d) = %v, want %v", s, w, got, ids)
 			}
@@ -111,7 +111,7 @@ func TestStratifiedOneStratum(t *testing.T) {
 		e := mustStratified(t, s)
 		want := iota(len(s.counts))
 		st := newStream(s.seed, s.epoch, domainStratum, 0)
-		st.shuffle(want, 0)
+		st.Shuffle(want, 0)
 		if !slices.Equal(e.ChunkOrder(), want) {
 			t.Fatalf("%v: chunk order %v, want stratum 0's permutation %v", s, e.ChunkOrder(), want)
 		}
@@ -238,7 +238,7 @@ func TestStratifiedSpread(t *testing.T) {
 				}
 			}
 			st := newStream(s.seed, s.epoch, domainStratum, uint64(k))
-			st.shuffle(members, 0)
+			st.Shuffle(members, 0)
 			for _, c := range order {
 				if s.strata[c] == k {
 					seen = append(seen, c)

@@ -1,4 +1,4 @@
-package shuffle
+package seeded
 
 import (
 	"math/rand/v2"
@@ -23,43 +23,49 @@ func TestPCGKnownValues(t *testing.T) {
 
 // TestMix64 checks the finalizer against SplitMix64's reference outputs for
 // seed 0 (Vigna's splitmix64.c: state += golden; return mix(state)).
+// The shuffle's domains (package shuffle), for its worked-example seeds.
+const (
+	domainChunks uint64 = 0x6272616e6463686b // "brandchk"
+	domainWindow uint64 = 0x6272616e6477696e // "brandwin"
+)
+
 func TestMix64(t *testing.T) {
 	want := []uint64{0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, 0x06c45d188009454f}
 	var state uint64
 	for i, w := range want {
 		state += golden
-		if got := mix64(state); got != w {
+		if got := Mix64(state); got != w {
 			t.Errorf("splitmix64(0) output %d = %#x, want %#x", i, got, w)
 		}
 	}
-	if mix64(0) != 0 {
-		t.Errorf("mix64(0) = %#x, want 0", mix64(0))
+	if Mix64(0) != 0 {
+		t.Errorf("Mix64(0) = %#x, want 0", Mix64(0))
 	}
 }
 
-// TestStreamKnownValues pins the seed derivation, the stream outputs and
+// TestStreamKnownValues pins the seed derivation, the Stream outputs and
 // bounded() on values computed independently by testdata/reference.py.
 func TestStreamKnownValues(t *testing.T) {
-	s1, s2 := streamSeeds(42, 0, domainChunks, 0)
+	s1, s2 := Seeds(42, 0, domainChunks, 0)
 	if s1 != 0xc38b726d6c6319b9 || s2 != 0x19f8142b83e3d932 {
-		t.Errorf("streamSeeds(42, 0, chunks, 0) = %#x, %#x; want 0xc38b726d6c6319b9, 0x19f8142b83e3d932", s1, s2)
+		t.Errorf("Seeds(42, 0, chunks, 0) = %#x, %#x; want 0xc38b726d6c6319b9, 0x19f8142b83e3d932", s1, s2)
 	}
-	s := newStream(42, 0, domainChunks, 0)
+	s := New(42, 0, domainChunks, 0)
 	for i, w := range []uint64{0xcfe8d62240006e63, 0xb60951c3d59c0aad, 0xbca65d44a3c0f6fa} {
-		if got := s.pcg.Uint64(); got != w {
+		if got := s.Uint64(); got != w {
 			t.Errorf("chunk stream output %d = %#x, want %#x", i, got, w)
 		}
 	}
 
-	s1, s2 = streamSeeds(42, 0, domainWindow, 3)
+	s1, s2 = Seeds(42, 0, domainWindow, 3)
 	if s1 != 0xebc11e336e04e29f || s2 != 0xa47984042759f5d3 {
-		t.Errorf("streamSeeds(42, 0, window, 3) = %#x, %#x; want 0xebc11e336e04e29f, 0xa47984042759f5d3", s1, s2)
+		t.Errorf("Seeds(42, 0, window, 3) = %#x, %#x; want 0xebc11e336e04e29f, 0xa47984042759f5d3", s1, s2)
 	}
-	s = newStream(42, 0, domainWindow, 3)
+	s = New(42, 0, domainWindow, 3)
 	bounds := []uint64{1, 2, 3, 10, 100, 1000, 1000000}
 	want := []uint64{0, 1, 0, 2, 81, 938, 33087}
 	for i, n := range bounds {
-		if got := s.bounded(n); got != want[i] {
+		if got := s.Bounded(n); got != want[i] {
 			t.Errorf("bounded(%d) draw %d = %d, want %d", n, i, got, want[i])
 		}
 	}
@@ -70,10 +76,10 @@ func TestStreamKnownValues(t *testing.T) {
 // rejected, so the PCG must have advanced more times than bounded was called.
 func TestBoundedRejects(t *testing.T) {
 	const calls = 32
-	var s stream
-	s.pcg.Seed(1, 2)
+	var s Stream
+	s.Seed(1, 2)
 	for range calls {
-		if v := s.bounded(1<<63 + 1); v > 1<<63 {
+		if v := s.Bounded(1<<63 + 1); v > 1<<63 {
 			t.Fatalf("bounded(2^63+1) = %d, out of range", v)
 		}
 	}
@@ -97,11 +103,11 @@ func TestBoundedRejects(t *testing.T) {
 func TestBoundedUniform(t *testing.T) {
 	for _, n := range []uint64{3, 7, 1<<63 + 1<<62} {
 		const draws = 60000
-		var s stream
-		s.pcg.Seed(n, 99)
+		var s Stream
+		s.Seed(n, 99)
 		buckets := make([]int, 3)
 		for range draws {
-			v := s.bounded(n)
+			v := s.Bounded(n)
 			if v >= n {
 				t.Fatalf("bounded(%d) = %d", n, v)
 			}
@@ -128,15 +134,15 @@ func TestShuffleStop(t *testing.T) {
 		for i := range full {
 			full[i] = i
 		}
-		s := newStream(1, 2, domainWindow, uint64(n))
-		s.shuffle(full, 0)
+		s := New(1, 2, domainWindow, uint64(n))
+		s.Shuffle(full, 0)
 		for stop := 0; stop <= n; stop++ {
 			part := make([]int, n)
 			for i := range part {
 				part[i] = i
 			}
-			s := newStream(1, 2, domainWindow, uint64(n))
-			s.shuffle(part, stop)
+			s := New(1, 2, domainWindow, uint64(n))
+			s.Shuffle(part, stop)
 			if !slices.Equal(part[stop:], full[stop:]) {
 				t.Fatalf("n=%d stop=%d: tail %v, full shuffle tail %v", n, stop, part[stop:], full[stop:])
 			}
