@@ -60,14 +60,21 @@ const maxMetaBytes = 8 << 30
 
 // readObject reads a whole metadata object, pinned to the version Stat saw.
 func readObject(ctx context.Context, st s3backend.Store, key string) ([]byte, error) {
+	return readWhole(ctx, st, key, maxMetaBytes, "build the dataset with `brand pack` or `brand index`")
+}
+
+// readWhole reads a whole object of at most limit bytes, pinned to the
+// version Stat saw. A missing object's error wraps s3backend.ErrNotFound
+// and says what would make one (hint).
+func readWhole(ctx context.Context, st s3backend.Store, key string, limit int64, hint string) ([]byte, error) {
 	info, err := st.Stat(ctx, key)
 	if errors.Is(err, s3backend.ErrNotFound) {
-		return nil, fmt.Errorf("dataset: no %s in the store (build the dataset with `brand pack` or `brand index`): %w", key, err)
+		return nil, fmt.Errorf("dataset: no %s in the store (%s): %w", key, hint, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dataset: stat %s: %w", key, err)
 	}
-	if info.Size < 0 || info.Size > maxMetaBytes {
+	if info.Size < 0 || info.Size > limit {
 		return nil, fmt.Errorf("dataset: %s has implausible size %d", key, info.Size)
 	}
 	b := make([]byte, info.Size)

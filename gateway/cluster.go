@@ -312,6 +312,10 @@ func newPeerMetrics(reg prometheus.Registerer, urls []string, self int) *peerMet
 	return m
 }
 
+// maxPeerBody bounds an internal resource read from a peer: a node's part
+// of an epoch's feedback, 8 bytes a sample.
+const maxPeerBody = 1 << 35
+
 // get fetches a small internal resource from a peer.
 func (p *peerSet) get(ctx context.Context, u string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -329,7 +333,7 @@ func (p *peerSet) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSnapshotBytes))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -74,20 +75,14 @@ func (s *snapshots) load(ctx context.Context, ds *loadedDataset, job, version st
 		return snap, nil
 	}
 	v, err, _ := s.flight.Do(fmt.Sprint(k), func() (any, error) {
-		key := importance.ObjectKey(job, version)
-		b, err := readObject(ctx, ds.store, key)
-		if errors.Is(err, s3backend.ErrNotFound) {
+		snap, err := dataset.ReadSnapshot(ctx, ds.store, ds.index, job, version)
+		switch {
+		case errors.Is(err, s3backend.ErrNotFound):
 			return nil, fmt.Errorf("%w: no importance snapshot %s for job %s of dataset %s (seal an epoch to make one)", ErrNotFound, version, job, ds.name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading importance snapshot %s: %w", key, err)
-		}
-		snap, err := importance.Decode(b, ds.index)
-		if err != nil {
-			return nil, fmt.Errorf("%w: importance snapshot %s: %w", ErrCorrupt, key, err)
-		}
-		if snap.Version() != version || snap.Job() != job {
-			return nil, fmt.Errorf("%w: object %s holds version %s of job %s", ErrCorrupt, key, snap.Version(), snap.Job())
+		case errors.Is(err, importance.ErrCorrupt):
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		case err != nil:
+			return nil, err
 		}
 		s.memo.Add(k, snap)
 		return snap, nil
@@ -101,31 +96,6 @@ func (s *snapshots) load(ctx context.Context, ds *loadedDataset, job, version st
 // add holds a snapshot this gateway has just sealed.
 func (s *snapshots) add(ds *loadedDataset, snap *importance.Snapshot) {
 	s.memo.Add(snapKey(ds, snap.Job(), snap.Version()), snap)
-}
-
-// maxSnapshotBytes bounds an object read as a snapshot or an epoch's
-// pointer: 4 bytes a sample and a header.
-const maxSnapshotBytes = 1 << 32
-
-// readObject reads a whole small object.
-func readObject(ctx context.Context, st s3backend.Store, key string) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size > maxSnapshotBytes {
-		return nil, fmt.Errorf("object %s is %d bytes, more than a snapshot can be", key, info.Size)
-	}
-	b := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// epochPointerKey is the object naming the version sealed for an epoch.
-func epochPointerKey(job string, epoch uint64) string {
-	return fmt.Sprintf("_brand/importance/%s/epochs/%d", job, epoch)
 }
 
 // accKey names an epoch's feedback.
@@ -343,15 +313,9 @@ func (g *Gateway) handleSeal(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: %w", ErrBadRequest, err))
 		return
 	}
-	b := snap.MarshalBinary()
 	key := importance.ObjectKey(job, snap.Version())
-	if _, err := ds.store.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
-		writeError(ctx, w, fmt.Errorf("writing importance snapshot %s: %w", key, err))
-		return
-	}
-	ptr := []byte(snap.Version() + "\n")
-	if _, err := ds.store.Put(ctx, epochPointerKey(job, epoch), bytes.NewReader(ptr), int64(len(ptr))); err != nil {
-		writeError(ctx, w, fmt.Errorf("writing the epoch's snapshot pointer: %w", err))
+	if err := dataset.WriteSnapshot(ctx, ds.store, snap); err != nil {
+		writeError(ctx, w, err)
 		return
 	}
 	g.snaps.add(ds, snap)
@@ -373,18 +337,15 @@ func (g *Gateway) handleSealed(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
-	b, err := readObject(ctx, ds.store, epochPointerKey(job, epoch))
-	if errors.Is(err, s3backend.ErrNotFound) {
-		writeError(ctx, w, fmt.Errorf("%w: epoch %d of job %s is not sealed", ErrNotFound, epoch, job))
-		return
+	v, err := dataset.ReadSealed(ctx, ds.store, job, epoch)
+	switch {
+	case errors.Is(err, s3backend.ErrNotFound):
+		err = fmt.Errorf("%w: epoch %d of job %s is not sealed", ErrNotFound, epoch, job)
+	case errors.Is(err, importance.ErrCorrupt):
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		writeError(ctx, w, err)
-		return
-	}
-	v := strings.TrimSpace(string(b))
-	if !validVersion(v) {
-		writeError(ctx, w, fmt.Errorf("%w: the pointer of epoch %d of job %s holds %q", ErrCorrupt, epoch, job, v))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"version": v, "epoch": epoch})

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
@@ -43,52 +44,26 @@ func (p *planImportance) load(ctx context.Context, store s3backend.Store, ix *ch
 	case p.hot < 0:
 		return nil, fmt.Errorf("--hot %d: must be at least 0", p.hot)
 	}
-	var (
-		b   []byte
-		err error
-		src = p.file
-	)
-	if p.file != "" {
-		b, err = os.ReadFile(p.file)
-	} else {
+	var snap *importance.Snapshot
+	if p.file == "" {
 		if err := importance.ValidJobName(p.job); err != nil {
 			return nil, fmt.Errorf("--importance needs --job, the name the snapshot was sealed under: %w", err)
 		}
-		src = importance.ObjectKey(p.job, p.version)
-		b, err = readSmallObject(ctx, store, src)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the importance snapshot: %w", err)
-	}
-	snap, err := importance.Decode(b, ix)
-	if err != nil {
-		return nil, fmt.Errorf("importance snapshot %s: %w", src, err)
-	}
-	switch {
-	case p.job != "" && snap.Job() != p.job:
-		return nil, fmt.Errorf("importance snapshot %s is job %s's, not %s", src, snap.Job(), p.job)
-	case p.version != "" && snap.Version() != p.version:
-		return nil, fmt.Errorf("importance snapshot %s holds version %s", src, snap.Version())
+		var err error
+		if snap, err = dataset.ReadSnapshot(ctx, store, ix, p.job, p.version); err != nil {
+			return nil, fmt.Errorf("reading the importance snapshot: %w", err)
+		}
+	} else {
+		b, err := os.ReadFile(p.file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the importance snapshot: %w", err)
+		}
+		if snap, err = importance.Decode(b, ix); err != nil {
+			return nil, fmt.Errorf("importance snapshot %s: %w", p.file, err)
+		}
+		if p.job != "" && snap.Job() != p.job {
+			return nil, fmt.Errorf("importance snapshot %s is job %s's, not %s", p.file, snap.Job(), p.job)
+		}
 	}
 	return &planner.Importance{Snapshot: snap, Hot: p.hot}, nil
-}
-
-// maxSnapshotBytes bounds an object read as a snapshot: 4 bytes a sample
-// of at most 2^32 samples, and a header.
-const maxSnapshotBytes = 1<<34 + 1<<16
-
-// readSmallObject reads a whole object of at most maxSnapshotBytes.
-func readSmallObject(ctx context.Context, st s3backend.Store, key string) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size > maxSnapshotBytes {
-		return nil, fmt.Errorf("object %s is %d bytes, more than a snapshot can be", key, info.Size)
-	}
-	b := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
-		return nil, err
-	}
-	return b, nil
 }
