@@ -14,27 +14,12 @@
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
-has_deps() { "$1" -c 'import torch, numpy, matplotlib' >/dev/null 2>&1; }
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
 
-find_python() {
-	local p
-	for p in ${PYTHON:-} python3 /usr/bin/python3; do
-		if command -v "$p" >/dev/null 2>&1 && has_deps "$p"; then
-			command -v "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
-if ! py=$(find_python); then
-	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-		echo "importance-bench.sh: no Python with torch and matplotlib; installing them with apt-get" >&2
-		export DEBIAN_FRONTEND=noninteractive
-		timeout 5m apt-get update -qq
-		timeout 15m apt-get install -y -qq --no-install-recommends python3-torch python3-matplotlib >/dev/null
-	fi
-	py=$(find_python) || {
+if ! py=$(find_python torch numpy matplotlib); then
+	apt_install importance-bench.sh python3-torch python3-matplotlib
+	py=$(find_python torch numpy matplotlib) || {
 		echo "importance-bench.sh: no Python 3 imports torch, numpy and matplotlib" >&2
 		exit 1
 	}

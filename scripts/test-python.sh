@@ -13,27 +13,12 @@
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
-has_torch() { "$1" -c 'import torch' >/dev/null 2>&1; }
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
 
-find_python() {
-	local p
-	for p in ${PYTHON:-} python3 /usr/bin/python3; do
-		if command -v "$p" >/dev/null 2>&1 && has_torch "$p"; then
-			command -v "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
-if ! py=$(find_python); then
-	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-		echo "test-python.sh: no Python with torch; installing python3-torch with apt-get" >&2
-		export DEBIAN_FRONTEND=noninteractive
-		timeout 5m apt-get update -qq
-		timeout 15m apt-get install -y -qq --no-install-recommends python3-torch python3-pytest >/dev/null
-	fi
-	if ! py=$(find_python); then
+if ! py=$(find_python torch); then
+	apt_install test-python.sh python3-torch python3-pytest
+	if ! py=$(find_python torch); then
 		if [[ ${CI:-} == true ]]; then
 			echo "test-python.sh: torch is not importable by any Python 3 (CI=true: failing)" >&2
 			exit 1
