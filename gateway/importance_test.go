@@ -200,6 +200,9 @@ func TestImportanceBadRequests(t *testing.T) {
 			}
 		})
 	}
+	if resp, _ := get(t, srv.URL+"/importance/j/seal?epoch=0"); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET of a seal: %s, Allow %q; want 405 and POST", resp.Status, resp.Header.Get("Allow"))
+	}
 	for _, tc := range []struct {
 		q    string
 		want int

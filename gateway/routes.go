@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -64,11 +65,21 @@ func (g *Gateway) newRouter() chi.Router {
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		// Every route is GET (HEAD through middleware.GetHead).
-		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; the API is read-only (GET, HEAD)", Status: http.StatusMethodNotAllowed})
+		allow := allowedMethods(r.URL.Path)
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; use " + allow, Status: http.StatusMethodNotAllowed})
 	})
 	return r
+}
+
+// allowedMethods is what a path takes: POST for importance feedback and
+// seals and the peers' sample requests, GET (and HEAD) for the rest.
+func allowedMethods(path string) string {
+	if path == peerSamplesPath || strings.HasPrefix(path, "/importance/") &&
+		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")) {
+		return http.MethodPost
+	}
+	return "GET, HEAD"
 }
 
 // adminRoutes are the operators' endpoints: metrics, statistics and plans,
