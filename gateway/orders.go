@@ -19,10 +19,10 @@ type jobStream struct {
 	ds     *loadedDataset
 	seed   uint64
 	window int
-	// imp names the importance snapshot the stream's epochs are drawn
-	// from; zero for the uniform shuffle (a job in importance mode whose
-	// request names no snapshot reads the uniform order, and shares its
-	// stream).
+	// imp names the importance job a stream belongs to and the snapshot
+	// its epochs are drawn from; zero for the uniform shuffle. An
+	// importance job's first epoch names no snapshot and reads the uniform
+	// order, but is still the job's: its next epoch is not that order's.
 	imp importanceStream
 }
 
@@ -35,14 +35,22 @@ type importanceStream struct {
 // streamOf is the stream a job reads on ds.
 func streamOf(ds *loadedDataset, job api.Job) jobStream {
 	js := jobStream{ds: ds, seed: job.Seed, window: job.Window}
-	if i := job.Importance; i.On() && i.Version != "" {
-		js.imp = importanceStream{i.Job, i.Version, i.Hot}
+	if i := job.Importance; i.On() {
+		js.imp.job = i.Job
+		if i.Version != "" {
+			js.imp.version, js.imp.hot = i.Version, i.Hot
+		}
 	}
 	return js
 }
 
 // sampled reports whether the stream draws by importance.
 func (js jobStream) sampled() bool { return js.imp.version != "" }
+
+// importanceJob reports whether the stream is an epoch of an importance
+// job: its next epoch is drawn from a snapshot not sealed yet, so the
+// schedule does not project it, and the job's later epochs supersede it.
+func (js jobStream) importanceJob() bool { return js.imp.job != "" }
 
 // epochOrder is one epoch's order with the per-chunk window table the
 // schedule asks for on every stream move.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/importance"
 )
 
 // The internal endpoint through which a node asks a chunk's owner for some
@@ -107,10 +108,12 @@ func (g *Gateway) fetchSamples(ctx context.Context, b *batchLayout, f peerFetch,
 	q.Set(api.ParamWindow, strconv.Itoa(b.js.window))
 	q.Set("epoch", strconv.FormatUint(b.epoch, 10))
 	q.Set("pos", strconv.Itoa(b.start))
-	if imp := b.js.imp; imp.version != "" {
+	if imp := b.js.imp; imp.job != "" {
 		q.Set(api.ParamJob, imp.job)
-		q.Set(api.ParamImportance, imp.version)
-		q.Set(api.ParamHot, strconv.Itoa(imp.hot))
+		if imp.version != "" {
+			q.Set(api.ParamImportance, imp.version)
+			q.Set(api.ParamHot, strconv.Itoa(imp.hot))
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.peers.timeout)
 	defer cancel()
@@ -209,13 +212,20 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	js := jobStream{ds: ds, seed: seed, window: window}
-	if job, v := q.Get(api.ParamJob), q.Get(api.ParamImportance); job != "" && v != "" {
-		hot, _ := strconv.Atoi(q.Get(api.ParamHot))
-		if _, err := g.snaps.load(ctx, ds, job, v); err != nil {
-			writeError(ctx, w, err)
+	if job := q.Get(api.ParamJob); job != "" {
+		if err := importance.ValidJobName(job); err != nil {
+			writeError(ctx, w, fmt.Errorf("%w: %w", ErrBadRequest, err))
 			return
 		}
-		js.imp = importanceStream{job, v, max(hot, 0)}
+		js.imp.job = job
+		if v := q.Get(api.ParamImportance); v != "" {
+			hot, _ := strconv.Atoi(q.Get(api.ParamHot))
+			if _, err := g.snaps.load(ctx, ds, job, v); err != nil {
+				writeError(ctx, w, err)
+				return
+			}
+			js.imp.version, js.imp.hot = v, max(hot, 0)
+		}
 	}
 	if st, moved := g.sched.advance(js, epoch, pos); moved && g.prefetch != nil {
 		g.prefetch.enqueue(js, g.ownedUses(js, g.sched.upcoming(st, g.cfg.PrefetchWindows)))

@@ -283,6 +283,17 @@ func (s *schedule) advance(js jobStream, epoch uint64, end int) (st stream, move
 	}
 	at := epochPos{epoch, end}
 	_, known := s.streams[js]
+	if !known && js.importanceJob() {
+		// Each epoch of an importance job is a stream of its own (it
+		// names its snapshot); the job's earlier epochs are over, and
+		// their orders must not hold the cache.
+		for k, o := range s.streams {
+			if k.imp.job == js.imp.job && k.ds.name == js.ds.name && o.edge.epoch < epoch && len(o.inflight) == 0 {
+				delete(s.streams, k)
+				pruned = true
+			}
+		}
+	}
 	cur := s.streamLocked(js, at, now)
 	switch {
 	case !known:
@@ -334,6 +345,21 @@ func (s *schedule) refreshLocked(st *stream) {
 func (s *schedule) publishLocked() {
 	s.gen++
 	t := &useTable{gen: s.gen, datasets: map[string]datasetUses{}}
+	// The weights that keep chunks are those of each importance job's
+	// latest stream: every epoch of such a job is a stream of its own
+	// (it names its snapshot), and the streams of its past epochs, still
+	// followed for a while, would otherwise mix their snapshots' rankings
+	// into what the cache keeps for the next epoch.
+	latest := map[weightKey]*stream{}
+	for _, st := range s.streams {
+		if !st.importanceJob() {
+			continue
+		}
+		k := weightKey{st.ds.name, st.imp.job}
+		if l, ok := latest[k]; !ok || l.edge.before(st.edge) {
+			latest[k] = st
+		}
+	}
 	for _, st := range s.streams {
 		origin, e, ok := s.originOf(st)
 		st.origin = origin
@@ -344,7 +370,7 @@ func (s *schedule) publishLocked() {
 		// sealed yet: its uses are not projected; the chunks' weights
 		// stand in for them (useTable.distance).
 		var next *epochOrder
-		if !st.sampled() {
+		if !st.importanceJob() {
 			var err error
 			if next, err = st.order(s.orders, origin.epoch+1); err != nil {
 				continue
@@ -358,7 +384,7 @@ func (s *schedule) publishLocked() {
 			}
 			t.datasets[st.ds.name] = du
 		}
-		if e.weight != nil {
+		if e.weight != nil && latest[weightKey{st.ds.name, st.imp.job}] == st {
 			if du.weight == nil {
 				du.weight = make([]float32, len(du.dist))
 				t.datasets[st.ds.name] = du
@@ -388,6 +414,9 @@ func (s *schedule) publishLocked() {
 	s.uses.Store(t)
 }
 
+// weightKey names an importance job on a dataset.
+type weightKey struct{ dataset, job string }
+
 // chunkUse is a chunk some epoch will need.
 type chunkUse struct {
 	chunk int
@@ -407,7 +436,7 @@ func (s *schedule) upcoming(st stream, ahead int) []chunkUse {
 	epoch := st.edge.epoch
 	for range ahead + 1 {
 		if w >= e.NumWindows() {
-			if st.sampled() {
+			if st.importanceJob() {
 				return out // the next epoch's snapshot is not sealed yet
 			}
 			epoch++

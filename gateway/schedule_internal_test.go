@@ -164,3 +164,35 @@ func TestUseTableFollowsTheOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestImportanceJobSupersedesItsEpochs: each epoch of an importance job is
+// a stream of its own; a later epoch's first request forgets the job's
+// earlier epochs, whose orders would otherwise hold the cache, and no
+// importance job's next epoch is projected.
+func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
+	ds := newLoadedDataset("d", "", nil, testIndex(t, 16, 32))
+	s := newSchedule(newOrders(1, nil))
+	first := jobStream{ds: ds, seed: 3, window: 4, imp: importanceStream{job: "j"}}
+	other := jobStream{ds: ds, seed: 3, window: 4, imp: importanceStream{job: "k"}}
+	s.advance(first, 0, 100)
+	s.advance(other, 0, 100)
+	if len(s.streams) != 2 {
+		t.Fatalf("%d streams, want 2", len(s.streams))
+	}
+	// Before the next epoch arrives, no chunk read earlier in epoch 0 is
+	// needed: the job's next epoch is not known.
+	e, _ := s.orders.epoch(first, 0)
+	c := e.WindowChunks(0)[0]
+	if d := s.distance(ds.chunkKey(c)); needed(d) && e.chunkWindow[c] < int32(e.WindowOf(100)) {
+		t.Errorf("chunk %d of a past window is needed at %d: the next epoch was projected", c, d)
+	}
+	next := first
+	next.imp.version = "0123456789abcdef"
+	s.advance(next, 1, 10)
+	if _, ok := s.streams[first]; ok {
+		t.Error("epoch 0 of job j is still followed after its epoch 1 began")
+	}
+	if _, ok := s.streams[other]; !ok {
+		t.Error("another job's stream was dropped")
+	}
+}
