@@ -257,6 +257,13 @@ func (o *orders) assigned(js jobStream, e *epochOrder, epoch uint64, job api.Job
 	if err != nil {
 		return nil, err
 	}
+	if js.sampled() {
+		// Assignment takes a subsequence for each rank, which can put
+		// two draws of one sample next to each other.
+		for _, r := range a.Ranks {
+			importance.SeparateRepeats(r)
+		}
+	}
 	o.assignments.Add(k, a.Ranks)
 	return a.Ranks[job.Rank], nil
 }

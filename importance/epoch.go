@@ -275,7 +275,7 @@ func (e *Epoch) Window(w int) []int {
 	}
 	s := newStream(e.seed, e.epoch, domainWindow, uint64(w))
 	s.Shuffle(ids, 0)
-	separateRepeats(ids)
+	SeparateRepeats(ids)
 	return ids
 }
 
@@ -285,7 +285,7 @@ func (e *Epoch) Window(w int) []int {
 // the next different sample after it; when none is left after it, it moves
 // back into the first gap between two other samples. Only a window more
 // than half one sample can keep a repeat.
-func separateRepeats(a []int) {
+func SeparateRepeats(a []int) {
 	for i := 1; i < len(a); i++ {
 		d := a[i]
 		if d != a[i-1] {

@@ -405,9 +405,9 @@ func TestSeparateRepeats(t *testing.T) {
 		{[]int{}, []int{}},
 	} {
 		a := append([]int{}, tc.in...)
-		separateRepeats(a)
+		SeparateRepeats(a)
 		if fmt.Sprint(a) != fmt.Sprint(tc.want) {
-			t.Errorf("separateRepeats(%v) = %v, want %v", tc.in, a, tc.want)
+			t.Errorf("SeparateRepeats(%v) = %v, want %v", tc.in, a, tc.want)
 		}
 	}
 }
