@@ -130,6 +130,30 @@ func (g *Gateway) mustCopyOut() bool {
 	return st.Waiting > 0 || st.PinnedBytes > g.cfg.CacheSize/2
 }
 
+// copyOutUnderPressure writes body from a copy and releases lease at once
+// when the cache is under pressure (mustCopyOut) and fewer than
+// maxCopiedBatches copies exist: the client may read slowly, and its
+// chunks go back to the cache now. It returns what to call once the body
+// is written.
+func (g *Gateway) copyOutUnderPressure(body *batchBody, lease *chunkcache.Lease, n int64) (done func()) {
+	if !g.mustCopyOut() {
+		return func() {}
+	}
+	select {
+	case g.copySlots <- struct{}{}:
+	default:
+		return func() {}
+	}
+	copied := make([]byte, 0, n)
+	for _, p := range body.parts {
+		copied = append(copied, p...)
+	}
+	body.parts = net.Buffers{copied}
+	lease.Release()
+	g.metrics.batchesCopied.Inc()
+	return func() { <-g.copySlots }
+}
+
 // setWriteDeadline bounds the writing of a response of n bytes: the
 // configured timeout, plus the time to send n bytes at the minimum rate.
 func (g *Gateway) setWriteDeadline(w http.ResponseWriter, n int64) {
@@ -171,22 +195,7 @@ func (g *Gateway) writeLocalBatch(ctx context.Context, w http.ResponseWriter, b 
 		body.parts = append(body.parts, lease.Bytes(b.slot[i])[off:off+length])
 	}
 	body.parts = append(body.parts, chunkindex.EndOfArchive[:])
-	if g.mustCopyOut() {
-		select {
-		case g.copySlots <- struct{}{}:
-			defer func() { <-g.copySlots }()
-			// The client may read slowly: its chunks go back to the
-			// cache now, and the response is written from a copy.
-			copied := make([]byte, 0, b.length)
-			for _, p := range body.parts {
-				copied = append(copied, p...)
-			}
-			body.parts = net.Buffers{copied}
-			lease.Release()
-			g.metrics.batchesCopied.Inc()
-		default:
-		}
-	}
+	defer g.copyOutUnderPressure(body, lease, b.length)()
 	if g.peers != nil {
 		g.peers.metrics.locality.WithLabelValues("home").Add(float64(b.length - int64(len(chunkindex.EndOfArchive))))
 	}

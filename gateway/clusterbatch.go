@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/brandgw/brand/chunkcache"
@@ -91,14 +92,8 @@ func (g *Gateway) writeClusterBatch(ctx context.Context, w http.ResponseWriter, 
 	body.parts = append(body.parts, chunkindex.EndOfArchive[:])
 	g.peers.metrics.locality.WithLabelValues("home").Add(float64(homeBytes))
 	g.peers.metrics.locality.WithLabelValues("peer").Add(float64(peerBytes))
-	if lease != nil && g.mustCopyOut() {
-		copied := make([]byte, 0, final.length)
-		for _, p := range body.parts {
-			copied = append(copied, p...)
-		}
-		body.parts = net.Buffers{copied}
-		lease.Release()
-		g.metrics.batchesCopied.Inc()
+	if lease != nil {
+		defer g.copyOutUnderPressure(body, lease, final.length)()
 	}
 	return g.writeBody(w, final, body)
 }
@@ -119,7 +114,7 @@ func (g *Gateway) readLocal(ctx context.Context, b *batchLayout, local []int, da
 	if len(ids) == 0 {
 		return nil, lb, nil, 0, 0, nil
 	}
-	got, err := g.cache.Acquire(ctx, lb.reqs)
+	got, pinnedLayout, err := g.acquire(ctx, lb)
 	if errors.Is(err, chunkcache.ErrTooLarge) {
 		buf, n, nb, err := g.assemble(ctx, lb)
 		if err != nil {
@@ -133,21 +128,16 @@ func (g *Gateway) readLocal(ctx context.Context, b *batchLayout, local []int, da
 		}
 		return nil, lb, nil, n, nb, nil
 	}
-	if err != nil && g.cfg.OnDamagedChunk == OnDamagedSkip {
-		var pinnedLayout *batchLayout
-		got, pinnedLayout, err = g.acquire(ctx, lb)
-		if err == nil {
-			for _, r := range lb.reqs {
-				if !containsKey(pinnedLayout.reqs, r.Key) {
-					dropped = append(dropped, r.Key)
-				}
-			}
-			lb = pinnedLayout
-		}
-	}
 	if err != nil {
 		return nil, lb, nil, 0, 0, err
 	}
+	// In skip mode the chunks damaged at rest are left out.
+	for _, r := range lb.reqs {
+		if !slices.ContainsFunc(pinnedLayout.reqs, func(p chunkcache.Request) bool { return p.Key == r.Key }) {
+			dropped = append(dropped, r.Key)
+		}
+	}
+	lb = pinnedLayout
 	at := make(map[chunkcache.Key]int, len(lb.reqs))
 	for s, r := range lb.reqs {
 		at[r.Key] = s
@@ -164,15 +154,6 @@ func (g *Gateway) readLocal(ctx context.Context, b *batchLayout, local []int, da
 	return got, lb, dropped, n, nb, nil
 }
 
-func containsKey(reqs []chunkcache.Request, k chunkcache.Key) bool {
-	for _, r := range reqs {
-		if r.Key == k {
-			return true
-		}
-	}
-	return false
-}
-
 // writeBody sends a complete, verified batch: headers, then body.
 func (g *Gateway) writeBody(w http.ResponseWriter, b *batchLayout, body *batchBody) error {
 	g.setWriteDeadline(w, b.length)
@@ -182,13 +163,7 @@ func (g *Gateway) writeBody(w http.ResponseWriter, b *batchLayout, body *batchBo
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Length", strconv.FormatInt(b.length, 10))
 	w.WriteHeader(http.StatusOK)
-	var n int64
-	var err error
-	if rf, ok := w.(io.ReaderFrom); ok {
-		n, err = rf.ReadFrom(body)
-	} else {
-		n, err = body.WriteTo(w)
-	}
+	n, err := writeParts(w, body)
 	g.metrics.bytesServed.Add(float64(n))
 	if err != nil {
 		return fmt.Errorf("writing batch: %w", err)
@@ -198,4 +173,13 @@ func (g *Gateway) writeBody(w http.ResponseWriter, b *batchLayout, body *batchBo
 	}
 	g.metrics.samplesServed.Add(float64(len(b.ids)))
 	return nil
+}
+
+// writeParts writes body after the status line: through the connection's
+// ReadFrom, and so writev, where the ResponseWriter has one.
+func writeParts(w http.ResponseWriter, body *batchBody) (int64, error) {
+	if rf, ok := w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(body)
+	}
+	return body.WriteTo(w)
 }

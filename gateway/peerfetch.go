@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
 )
@@ -231,17 +233,34 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 		g.prefetch.enqueue(js, g.ownedUses(js, g.sched.upcoming(st, g.cfg.PrefetchWindows)))
 	}
 	b := layoutSamples(js, epoch, ids)
-	out, _, _, err := g.assemble(ctx, b)
+	size := b.length - int64(len(chunkindex.EndOfArchive))
+	out := &batchBody{parts: make(net.Buffers, 0, len(ids)), pool: g.coalesce}
+	// As a batch is: straight from the pinned chunks, or, when they do
+	// not fit in the cache together, assembled a group at a time.
+	lease, err := g.cache.Acquire(ctx, b.reqs)
+	switch {
+	case errors.Is(err, chunkcache.ErrTooLarge):
+		var copied []byte
+		if copied, _, _, err = g.assemble(ctx, b); err == nil {
+			out.parts = append(out.parts, copied[:size])
+		}
+	case err == nil:
+		defer lease.Release()
+		for i, id := range b.ids {
+			_, off, length, _ := ds.index.SampleRange(id)
+			out.parts = append(out.parts, lease.Bytes(b.slot[i])[off:off+length])
+		}
+		defer g.copyOutUnderPressure(out, lease, size)()
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
-	out = out[:len(out)-len(chunkindex.EndOfArchive)]
-	g.setWriteDeadline(w, int64(len(out)))
+	g.setWriteDeadline(w, size)
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	n, _ := w.Write(out)
+	n, _ := writeParts(w, out)
 	if k >= 0 {
 		g.peers.metrics.served.WithLabelValues(g.peers.urls[k]).Add(float64(n))
 	}
