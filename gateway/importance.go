@@ -142,22 +142,25 @@ func (a *accumulators) get(ds *loadedDataset, job string, epoch uint64, create b
 }
 
 // importanceRequest parses what every importance endpoint names: the job
-// in the path, the dataset and the epoch.
-func (g *Gateway) importanceRequest(r *http.Request, epochArg string) (*loadedDataset, string, uint64, error) {
+// in the path, the dataset and the epoch (in the path, or else a required
+// epoch parameter), through the gateway's one parameter table.
+func (g *Gateway) importanceRequest(r *http.Request, accepted []string) (query, *loadedDataset, string, uint64, error) {
 	job := chi.URLParam(r, "job")
 	if err := importance.ValidJobName(job); err != nil {
-		return nil, "", 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return query{}, nil, "", 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	epoch, err := parseNumber("epoch", epochArg, g.cfg.Limits.MaxEpoch)
+	q, ds, err := g.parseRequest(r, accepted, g.defaults)
 	if err != nil {
-		return nil, "", 0, err
+		return q, nil, "", 0, err
 	}
-	name := r.URL.Query().Get(api.ParamDataset)
-	if name == "" {
-		name = g.cfg.DefaultDataset
+	epoch := q.epoch
+	switch arg := chi.URLParam(r, "epoch"); {
+	case arg != "":
+		epoch, err = parseNumber("epoch", arg, g.cfg.Limits.MaxEpoch)
+	case !q.epochSet:
+		err = fmt.Errorf("%w: epoch=E is required: the epoch the feedback is for", ErrBadRequest)
 	}
-	ds, err := g.catalog.get(name)
-	return ds, job, epoch, err
+	return q, ds, job, epoch, err
 }
 
 // maxFeedbackBytes bounds a feedback body: a million samples in the
@@ -178,10 +181,7 @@ type feedbackBody struct {
 // little-endian.
 func (g *Gateway) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, job, epoch, err := g.importanceRequest(r, r.URL.Query().Get("epoch"))
-	if err == nil {
-		err = checkParams(r.URL.Query(), api.ParamDataset, "epoch")
-	}
+	_, ds, job, epoch, err := g.importanceRequest(r, feedbackParams)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -252,16 +252,6 @@ func parseFeedback(contentType string, body []byte, ds *loadedDataset) ([]int, [
 	return ids, losses, nil
 }
 
-// checkParams rejects query parameters other than those named.
-func checkParams(q url.Values, known ...string) error {
-	for k := range q {
-		if !strings.Contains(","+strings.Join(known, ",")+",", ","+k+",") {
-			return fmt.Errorf("%w: unknown query parameter %q (known here: %s)", ErrBadRequest, k, strings.Join(known, ", "))
-		}
-	}
-	return nil
-}
-
 // sealResult is the answer to a seal.
 type sealResult struct {
 	Version  string `json:"version"`
@@ -277,18 +267,10 @@ type sealResult struct {
 // again writes the same object and answers the same version.
 func (g *Gateway) handleSeal(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q := r.URL.Query()
-	ds, job, epoch, err := g.importanceRequest(r, q.Get("epoch"))
-	if err == nil {
-		err = checkParams(q, api.ParamDataset, "epoch", "prev")
-	}
+	q, ds, job, epoch, err := g.importanceRequest(r, sealParams)
 	var prev *importance.Snapshot
-	if err == nil && q.Get("prev") != "" {
-		if !validVersion(q.Get("prev")) {
-			err = fmt.Errorf("%w: prev must be a snapshot version (16 hex digits), got %q", ErrBadRequest, q.Get("prev"))
-		} else {
-			prev, err = g.snaps.load(ctx, ds, job, q.Get("prev"))
-		}
+	if err == nil && q.prev != "" {
+		prev, err = g.snaps.load(ctx, ds, job, q.prev)
 	}
 	var acc *importance.Accumulator
 	if err == nil {
@@ -329,10 +311,7 @@ func (g *Gateway) handleSeal(w http.ResponseWriter, r *http.Request) {
 // snapshot its rank 0 sealed. 404 until it is sealed.
 func (g *Gateway) handleSealed(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, job, epoch, err := g.importanceRequest(r, chi.URLParam(r, "epoch"))
-	if err == nil {
-		err = checkParams(r.URL.Query(), api.ParamDataset)
-	}
+	_, ds, job, epoch, err := g.importanceRequest(r, sealedParams)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -359,10 +338,9 @@ const peerFeedbackPath = "/internal/v1/importance/{job}"
 // this node's feedback for the epoch as (uint32 ID, float32 loss) records.
 func (g *Gateway) handlePeerFeedback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q := r.URL.Query()
-	ds, job, epoch, err := g.importanceRequest(r, q.Get("epoch"))
-	if err == nil && q.Get("index") != ds.index.ID() {
-		err = fmt.Errorf("%w: index %s asked for, this node serves %s", ErrConflict, q.Get("index"), ds.index.ID())
+	q, ds, job, epoch, err := g.importanceRequest(r, peerFeedbackParams)
+	if err == nil && q.index != ds.index.ID() {
+		err = fmt.Errorf("%w: index %s asked for, this node serves %s", ErrConflict, q.index, ds.index.ID())
 	}
 	if err != nil {
 		writeError(ctx, w, err)

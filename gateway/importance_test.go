@@ -188,6 +188,8 @@ func TestImportanceBadRequests(t *testing.T) {
 		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
 		{"unknown parameter", base + "&x=1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
 		{"unknown dataset", base + "&dataset=nope", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 404},
+		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
+		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
 		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404},
 		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400},
 		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200},

@@ -62,6 +62,13 @@ func (l *Limits) fill() {
 type query struct {
 	job      api.Job
 	sampling string // as given; parseQuery checks it against the importance parameters
+	// The importance endpoints' own: the epoch their feedback is for
+	// (epochSet: given), the snapshot a seal builds on, and the index
+	// version a peer asks about.
+	epoch    uint64
+	epochSet bool
+	prev     string
+	index    string
 	plan     api.PlanOptions
 	format   string
 }
@@ -128,6 +135,19 @@ var params = map[string]param{
 		return nil
 	},
 	api.ParamHot: intParam(func(q *query) *int { return &q.job.Importance.Hot }, 0, nil, ""),
+	paramEpoch: func(q *query, name, v string, l Limits) error {
+		n, err := parseNumber(name, v, l.MaxEpoch)
+		q.epoch, q.epochSet = n, err == nil
+		return err
+	},
+	paramPrev: func(q *query, _, v string, _ Limits) error {
+		if !validVersion(v) {
+			return fmt.Errorf("%w: prev must be a snapshot version (16 hex digits), got %q", ErrBadRequest, v)
+		}
+		q.prev = v
+		return nil
+	},
+	paramIndex: func(q *query, _, v string, _ Limits) error { q.index = v; return nil },
 	api.ParamFormat: func(q *query, _, v string, _ Limits) error {
 		if v != "json" && v != "tar" {
 			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
@@ -157,6 +177,22 @@ var (
 	jobParams    = append(append([]string{}, api.JobParams...), api.ParamFormat)
 	planParams   = append(append([]string{}, api.JobParams...), api.ParamCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows)
 	sampleParams = []string{api.ParamDataset}
+
+	// Importance feedback and seals name their epoch in the query; a seal
+	// also the snapshot it builds on; a peer handing over its feedback the
+	// index version it is asked about.
+	feedbackParams     = []string{api.ParamDataset, paramEpoch}
+	sealParams         = []string{api.ParamDataset, paramEpoch, paramPrev}
+	sealedParams       = []string{api.ParamDataset}
+	peerFeedbackParams = []string{api.ParamDataset, paramEpoch, paramIndex}
+)
+
+// Query parameters of the importance endpoints (docs/http-api.md) and of
+// the peers' internal ones.
+const (
+	paramEpoch = "epoch"
+	paramPrev  = "prev"
+	paramIndex = "index"
 )
 
 // intParam is an integer parameter of at least lo and, if hi is not nil,
