@@ -82,7 +82,7 @@ type awareCache struct {
 	nextUse        []int   // per chunk: its next access after its last release
 	epoch          int32   // the epoch being served
 	clock          uint64
-	heap           awareHeap
+	heap           chunkHeap
 }
 
 func newAwareCache(s *simulator, capacity int64, weights []float64) *awareCache {
@@ -93,10 +93,7 @@ func newAwareCache(s *simulator, capacity int64, weights []float64) *awareCache 
 		next:     s.nextUses(),
 		far:      farKeys(weights),
 		nextUse:  make([]int, len(s.sizes)),
-		heap:     awareHeap{pos: make([]int32, len(s.sizes))},
-	}
-	for c := range a.heap.pos {
-		a.heap.pos[c] = -1
+		heap:     newChunkHeap(len(s.sizes)),
 	}
 	return a
 }
@@ -124,7 +121,7 @@ func (a *awareCache) pin(_ int, c int32) bool {
 	if p < 0 {
 		return false
 	}
-	heap.Remove(&a.heap, int(p)) // not evictable while pinned; still counted in used
+	a.heap.remove(int(p)) // not evictable while pinned; still counted in used
 	return true
 }
 
@@ -134,7 +131,7 @@ func (a *awareCache) admit(c int32) bool {
 		return false // read through, never admitted
 	}
 	for a.used+size > a.capacity && a.heap.Len() > 0 {
-		a.used -= a.sizes[heap.Pop(&a.heap).(awareEntry).chunk]
+		a.used -= a.sizes[a.heap.pop()]
 	}
 	if a.used+size > a.capacity {
 		return false // larger than the room the pinned chunks leave: read through
@@ -147,51 +144,5 @@ func (a *awareCache) admit(c int32) bool {
 func (a *awareCache) release(i int, c int32) {
 	a.nextUse[c] = a.next[i]
 	a.clock++
-	heap.Push(&a.heap, awareEntry{key: a.key(c), seq: a.clock, chunk: c})
-}
-
-// awareHeap is a max-heap of resident chunks by (key descending, release
-// order ascending), for container/heap; pos[c] is c's index in entries or
-// -1 when c is not in the heap.
-type awareHeap struct {
-	entries []awareEntry
-	pos     []int32
-}
-
-type awareEntry struct {
-	key   int64
-	seq   uint64
-	chunk int32
-}
-
-func (h *awareHeap) Len() int { return len(h.entries) }
-
-func (h *awareHeap) Less(i, j int) bool {
-	a, b := h.entries[i], h.entries[j]
-	if a.key != b.key {
-		return a.key > b.key
-	}
-	return a.seq < b.seq
-}
-
-func (h *awareHeap) Swap(i, j int) {
-	h.entries[i], h.entries[j] = h.entries[j], h.entries[i]
-	h.pos[h.entries[i].chunk] = int32(i)
-	h.pos[h.entries[j].chunk] = int32(j)
-}
-
-// Push implements heap.Interface; x must be an awareEntry.
-func (h *awareHeap) Push(x any) {
-	e := x.(awareEntry)
-	h.pos[e.chunk] = int32(len(h.entries))
-	h.entries = append(h.entries, e)
-}
-
-// Pop implements heap.Interface, removing the last entry.
-func (h *awareHeap) Pop() any {
-	last := len(h.entries) - 1
-	e := h.entries[last]
-	h.entries = h.entries[:last]
-	h.pos[e.chunk] = -1
-	return e
+	a.heap.push(heapEntry{key: a.key(c), seq: a.clock, chunk: c})
 }

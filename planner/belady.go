@@ -12,7 +12,7 @@ type beladyCache struct {
 	sizes          []int64
 	capacity, used int64
 	next           []int // next[i]: the access after i to the same chunk
-	heap           nextUseHeap
+	heap           chunkHeap
 }
 
 func newBeladyCache(sizes []int64, capacity int64, next []int) *beladyCache {
@@ -20,10 +20,7 @@ func newBeladyCache(sizes []int64, capacity int64, next []int) *beladyCache {
 		sizes:    sizes,
 		capacity: capacity,
 		next:     next,
-		heap:     nextUseHeap{pos: make([]int32, len(sizes))},
-	}
-	for c := range b.heap.pos {
-		b.heap.pos[c] = -1
+		heap:     newChunkHeap(len(sizes)),
 	}
 	return b
 }
@@ -54,33 +51,44 @@ func (b *beladyCache) admit(c int32) bool {
 
 // release makes c evictable again, keyed by the use after access i.
 func (b *beladyCache) release(i int, c int32) {
-	b.heap.push(heapEntry{next: b.next[i], chunk: c})
+	b.heap.push(heapEntry{key: int64(b.next[i]), chunk: c})
 }
 
-// nextUseHeap is a max-heap of the resident chunks by next use, for
-// container/heap. pos is indexed by chunk ID: pos[c] is c's index in
-// entries, or -1 when c is not resident, which is how a hit is found.
-// Entries carry their key so that comparisons read one array.
-type nextUseHeap struct {
+// chunkHeap is a max-heap of the resident chunks by key, then by release
+// order (seq, ascending), for container/heap: Belady's rule keys a chunk
+// by its next access, the importance-aware policy by its next access this
+// epoch or its weight (aware.go). pos is indexed by chunk ID: pos[c] is c's
+// index in entries, or -1 when c is not in the heap, which is how a hit is
+// found. Entries carry their key so that comparisons read one array.
+type chunkHeap struct {
 	entries []heapEntry
 	pos     []int32
 }
 
 type heapEntry struct {
-	next  int // index of the chunk's next access
+	key   int64  // the larger goes first
+	seq   uint64 // among equal keys, the smaller goes first
 	chunk int32
+}
+
+func newChunkHeap(chunks int) chunkHeap {
+	h := chunkHeap{pos: make([]int32, chunks)}
+	for c := range h.pos {
+		h.pos[c] = -1
+	}
+	return h
 }
 
 // push adds e and restores the heap: heap.Push without boxing e into an
 // interface, which at millions of misses is measurable garbage.
-func (h *nextUseHeap) push(e heapEntry) {
+func (h *chunkHeap) push(e heapEntry) {
 	h.Push(e)
 	heap.Fix(h, len(h.entries)-1)
 }
 
-// pop removes and returns the chunk with the furthest next use: heap.Pop
-// without the interface.
-func (h *nextUseHeap) pop() int32 {
+// pop removes and returns the chunk that goes first: heap.Pop without the
+// interface.
+func (h *chunkHeap) pop() int32 {
 	last := len(h.entries) - 1
 	h.Swap(0, last)
 	c := h.entries[last].chunk
@@ -93,7 +101,7 @@ func (h *nextUseHeap) pop() int32 {
 }
 
 // remove takes the entry at index p out of the heap.
-func (h *nextUseHeap) remove(p int) {
+func (h *chunkHeap) remove(p int) {
 	last := len(h.entries) - 1
 	h.Swap(p, last)
 	h.pos[h.entries[last].chunk] = -1
@@ -103,25 +111,31 @@ func (h *nextUseHeap) remove(p int) {
 	}
 }
 
-func (h *nextUseHeap) Len() int { return len(h.entries) }
+func (h *chunkHeap) Len() int { return len(h.entries) }
 
-func (h *nextUseHeap) Less(i, j int) bool { return h.entries[i].next > h.entries[j].next }
+func (h *chunkHeap) Less(i, j int) bool {
+	a, b := &h.entries[i], &h.entries[j]
+	if a.key != b.key {
+		return a.key > b.key
+	}
+	return a.seq < b.seq
+}
 
-func (h *nextUseHeap) Swap(i, j int) {
+func (h *chunkHeap) Swap(i, j int) {
 	h.entries[i], h.entries[j] = h.entries[j], h.entries[i]
 	h.pos[h.entries[i].chunk] = int32(i)
 	h.pos[h.entries[j].chunk] = int32(j)
 }
 
 // Push implements heap.Interface; x must be a heapEntry.
-func (h *nextUseHeap) Push(x any) {
+func (h *chunkHeap) Push(x any) {
 	e := x.(heapEntry)
 	h.pos[e.chunk] = int32(len(h.entries))
 	h.entries = append(h.entries, e)
 }
 
 // Pop implements heap.Interface, removing the last entry.
-func (h *nextUseHeap) Pop() any {
+func (h *chunkHeap) Pop() any {
 	last := len(h.entries) - 1
 	e := h.entries[last]
 	h.entries = h.entries[:last]
