@@ -73,29 +73,25 @@ const never64 = math.MaxInt64
 // by the least recently touched. Keys change only when the epoch does, so
 // startEpoch re-keys the heap in O(resident chunks) and every other step
 // costs O(log resident chunks).
+//
+// It is a beladyCache (pinning and admission are the same) whose release
+// keys a chunk otherwise.
 type awareCache struct {
-	sizes          []int64
-	capacity, used int64
-	trace          []Access
-	next           []int   // next[i]: the access after i to the same chunk, or never
-	far            []int64 // per chunk: its key when not needed this epoch
-	nextUse        []int   // per chunk: its next access after its last release
-	epoch          int32   // the epoch being served
-	clock          uint64
-	heap           chunkHeap
+	*beladyCache
+	trace   []Access
+	far     []int64 // per chunk: its key when not needed this epoch
+	nextUse []int   // per chunk: its next access after its last release
+	epoch   int32   // the epoch being served
+	clock   uint64
 }
 
 func newAwareCache(s *simulator, capacity int64, weights []float64) *awareCache {
-	a := &awareCache{
-		sizes:    s.sizes,
-		capacity: capacity,
-		trace:    s.trace,
-		next:     s.nextUses(),
-		far:      farKeys(weights),
-		nextUse:  make([]int, len(s.sizes)),
-		heap:     newChunkHeap(len(s.sizes)),
+	return &awareCache{
+		beladyCache: newBeladyCache(s.sizes, capacity, s.nextUses()),
+		trace:       s.trace,
+		far:         farKeys(weights),
+		nextUse:     make([]int, len(s.sizes)),
 	}
-	return a
 }
 
 // key is c's eviction key in the current epoch: its next use if that is in
@@ -114,30 +110,6 @@ func (a *awareCache) startEpoch(i int) {
 		e.key = a.key(e.chunk)
 	}
 	heap.Init(&a.heap)
-}
-
-func (a *awareCache) pin(_ int, c int32) bool {
-	p := a.heap.pos[c]
-	if p < 0 {
-		return false
-	}
-	a.heap.remove(int(p)) // not evictable while pinned; still counted in used
-	return true
-}
-
-func (a *awareCache) admit(c int32) bool {
-	size := a.sizes[c]
-	if size > a.capacity {
-		return false // read through, never admitted
-	}
-	for a.used+size > a.capacity && a.heap.Len() > 0 {
-		a.used -= a.sizes[a.heap.pop()]
-	}
-	if a.used+size > a.capacity {
-		return false // larger than the room the pinned chunks leave: read through
-	}
-	a.used += size
-	return true
 }
 
 // release makes c evictable again, keyed by the use after access i.
