@@ -16,11 +16,7 @@ import (
 func (p *ClusterPlan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	fmt.Fprintf(&b, "Dataset   %d chunks, %d samples, %s\n", p.Chunks, p.Samples, formatBytes(p.DatasetBytes))
-	fmt.Fprintf(&b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
-		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
-	fmt.Fprintf(&b, "          epochs %d-%d, %d global batches per epoch\n",
-		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, p.BatchesPerEpoch)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch)
 	fmt.Fprintf(&b, "Cluster   %s, rank r on node ⌊r·%d/%d⌋; a node owns %s to %s\n",
 		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
 	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",

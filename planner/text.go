@@ -15,11 +15,7 @@ import (
 func (p *Plan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	fmt.Fprintf(&b, "Dataset   %d chunks, %d samples, %s\n", p.Chunks, p.Samples, formatBytes(p.DatasetBytes))
-	fmt.Fprintf(&b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
-		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
-	fmt.Fprintf(&b, "          epochs %d-%d, %d global batches per epoch\n",
-		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, p.BatchesPerEpoch)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
 	consume := "as fast as the backend"
 	if p.ConsumeBytesPerSec > 0 {
@@ -130,4 +126,13 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// writeInputs writes the dataset and job lines every report opens with.
+func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job, batches int) {
+	fmt.Fprintf(b, "Dataset   %d chunks, %d samples, %s\n", chunks, samples, formatBytes(datasetBytes))
+	fmt.Fprintf(b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
+		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
+	fmt.Fprintf(b, "          epochs %d-%d, %d global batches per epoch\n",
+		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, batches)
 }
