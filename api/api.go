@@ -34,6 +34,25 @@ type Job struct {
 	// sealed for the previous epoch. The zero value is the uniform
 	// shuffle, as is a named job without a version (its first epoch).
 	Importance Importance
+	// Index pins the dataset's index version the job reads (index=, the
+	// ID the Brand-Index header and /datasets give). A gateway that does
+	// not hold that version answers 409 rather than serve another
+	// version's order: a dataset re-packed under a running job never
+	// mixes two orders in one epoch without the client being told. ""
+	// reads the version the cluster serves now.
+	Index string
+	// Name names the job (job=, 1–128 of [A-Za-z0-9._-]): the gateway
+	// follows each named job apart, so that jobs reading one order (the
+	// same seed) are two streams to its cache, and reports figures per
+	// job. It changes no byte served. An unnamed job is known by its
+	// order (dataset, seed, window). With sampling=importance it is also
+	// the name the job's feedback is sent under (Importance.Job).
+	Name string
+	// Weight is the job's share of a contended cache relative to other
+	// jobs (weight=, (0, 100]; 0 means 1): its next uses count as nearer
+	// by that factor when the gateway chooses what to keep
+	// (docs/architecture.md). It changes no byte served.
+	Weight float64
 }
 
 // Importance names the importance snapshot an epoch is drawn from.
@@ -63,6 +82,10 @@ const (
 	ParamJob        = "job"
 	ParamImportance = "importance"
 	ParamHot        = "hot"
+	// ParamIndex pins the index version (Job.Index).
+	ParamIndex = "index"
+	// ParamWeight is the job's cache weight (Job.Weight).
+	ParamWeight = "weight"
 	// ParamFormat selects a batch's representation: tar (the default) or
 	// json (its manifest).
 	ParamFormat = "format"
@@ -76,7 +99,7 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot}
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -107,6 +130,9 @@ func (j Job) Values() url.Values {
 	if j.NoLocality {
 		v.Set(ParamLocality, "false")
 	}
+	if j.Name != "" {
+		v.Set(ParamJob, j.Name)
+	}
 	if j.Importance.On() {
 		v.Set(ParamSampling, SamplingImportance)
 		v.Set(ParamJob, j.Importance.Job)
@@ -116,6 +142,12 @@ func (j Job) Values() url.Values {
 		if j.Importance.Hot != 0 {
 			v.Set(ParamHot, strconv.Itoa(j.Importance.Hot))
 		}
+	}
+	if j.Index != "" {
+		v.Set(ParamIndex, j.Index)
+	}
+	if j.Weight != 0 {
+		v.Set(ParamWeight, strconv.FormatFloat(j.Weight, 'g', -1, 64))
 	}
 	return v
 }

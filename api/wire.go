@@ -142,12 +142,97 @@ type Cluster struct {
 	Nodes []ClusterNode `json:"nodes"`
 	Self  int           `json:"self"`
 	Homes []int         `json:"homes,omitempty"` // per rank, with ?world=W
+	// Agreed is, per dataset, the index version the cluster serves: the
+	// one most live nodes serve now (docs/scale-out.md). A node that
+	// does not hold it answers that dataset's batch requests with 409.
+	Agreed map[string]string `json:"agreed,omitempty"`
 }
 
 // ClusterNode is one node of a Cluster.
 type ClusterNode struct {
 	URL string `json:"url"`
-	// Up is the answering node's view: whether the node's /readyz
-	// answered ready at its last probe. A node is always up to itself.
+	// Up is the answering node's view: whether the node answered its
+	// last probe ready. A node is always up to itself.
 	Up bool `json:"up"`
+	// Indexes is the index version the node serves of each dataset, as
+	// its last probe said; absent before the first probe.
+	Indexes map[string]string `json:"indexes,omitempty"`
+}
+
+// ClusterStats is a node's view of its cluster in /stats: the layout and
+// liveness of GET /cluster, and the traffic this node exchanged.
+type ClusterStats struct {
+	Cluster
+	Peers []PeerStats `json:"peers"`
+	// HomeBytes and PeerBytes are the sample bytes of the batches this
+	// node served that came from its own cache and from peers; Locality
+	// is HomeBytes over both (1 before any batch).
+	HomeBytes int64   `json:"home_bytes"`
+	PeerBytes int64   `json:"peer_bytes"`
+	Locality  float64 `json:"locality"`
+}
+
+// PeerStats is this node's traffic with one peer.
+type PeerStats struct {
+	URL          string `json:"url"`
+	Up           bool   `json:"up"`
+	FetchedBytes int64  `json:"fetched_bytes"` // sample bytes this node fetched from it
+	ServedBytes  int64  `json:"served_bytes"`  // sample bytes this node served it
+	Failures     int64  `json:"fetch_failures"`
+}
+
+// JobStat is one job's figures in /stats "jobs", over everything the
+// gateway served it since it first saw it (the most recent jobs only, as
+// for EpochStat). A job is known by its order (dataset, index, seed,
+// window) and its name, if it gave one (job=).
+type JobStat struct {
+	Dataset string `json:"dataset"`
+	Index   string `json:"index"`
+	Seed    uint64 `json:"seed"`
+	Window  int    `json:"window"`
+	Job     string `json:"job,omitempty"`
+	Batches int64  `json:"batches"`
+	Samples int64  `json:"samples"`
+	// Accesses, Loads and HitRatio are as in EpochStat, over all its
+	// epochs; BackendBytes includes chunks prefetched for it.
+	Accesses     int64   `json:"chunk_accesses"`
+	Loads        int64   `json:"chunk_loads"`
+	BackendBytes int64   `json:"backend_bytes"`
+	HitRatio     float64 `json:"hit_ratio"`
+	// WaitSeconds is how long its batches waited for their samples in
+	// all: for the job's turn when the jobs' windows did not fit in the
+	// cache together, for room in the cache, for chunks to load.
+	WaitSeconds float64 `json:"wait_seconds"`
+}
+
+// TurnStats are /stats "turns": how the jobs took turns for the cache
+// when the windows they read did not fit in it together
+// (docs/architecture.md, "Several jobs").
+type TurnStats struct {
+	WaitSeconds float64 `json:"wait_seconds"` // batches' waits for a turn, in all
+	Overdue     int64   `json:"overdue"`      // turns given past the maximum wait, over capacity
+	Waiting     int     `json:"waiting"`      // job streams waiting now
+}
+
+// EpochStat is one epoch of one job stream as a gateway measured it
+// (/stats "epochs").
+type EpochStat struct {
+	Dataset string `json:"dataset"`
+	// Index is the index version the stream read.
+	Index  string `json:"index"`
+	Seed   uint64 `json:"seed"`
+	Window int    `json:"window"`
+	// Job is the job's name (job=), "" for an unnamed job; Snapshot
+	// names the importance snapshot the epoch is drawn from ("" for the
+	// uniform order).
+	Job          string   `json:"job,omitempty"`
+	Snapshot     string   `json:"snapshot,omitempty"`
+	Epoch        uint64   `json:"epoch"`
+	Accesses     int64    `json:"chunk_accesses"`
+	Loads        int64    `json:"chunk_loads"`
+	BackendBytes int64    `json:"backend_bytes"`
+	HitRatio     float64  `json:"hit_ratio"`
+	Optimal      *float64 `json:"optimal_hit_ratio,omitempty"`
+	// Complete says batches of the epoch have carried all its samples.
+	Complete bool `json:"complete"`
 }

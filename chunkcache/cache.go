@@ -95,11 +95,14 @@ type Stats struct {
 	LoadedBytes      int64 `json:"loaded_bytes"`
 	PrefetchLoads    int64 `json:"prefetch_loads"`    // loads started by Prefetch
 	PrefetchRejected int64 `json:"prefetch_rejected"` // Prefetch calls that found no room they were allowed to make
-	Bytes            int64 `json:"bytes"`             // resident bytes now (ready and loading)
-	Pinned           int64 `json:"pinned"`            // entries pinned now
-	PinnedBytes      int64 `json:"pinned_bytes"`      // their bytes
-	Waiting          int64 `json:"waiting"`           // requests queued for room to pin their chunks
-	Entries          int64 `json:"entries"`
+	// PrefetchUnused counts chunks a prefetch read that were evicted
+	// before any request used them: reads wasted.
+	PrefetchUnused int64 `json:"prefetch_unused"`
+	Bytes          int64 `json:"bytes"`        // resident bytes now (ready and loading)
+	Pinned         int64 `json:"pinned"`       // entries pinned now
+	PinnedBytes    int64 `json:"pinned_bytes"` // their bytes
+	Waiting        int64 `json:"waiting"`      // requests queued for room to pin their chunks
+	Entries        int64 `json:"entries"`
 	// BufferBytes is the capacity of every chunk buffer the cache holds,
 	// in use or free: the memory the cache occupies.
 	BufferBytes int64 `json:"buffer_bytes"`
@@ -111,8 +114,11 @@ type entry struct {
 	data  []byte
 	pins  int
 	ready bool
-	done  chan struct{} // closed when the load ends, either way
-	err   error         // set before done is closed
+	// prefetched marks a chunk read by Prefetch that no Acquire has
+	// pinned yet.
+	prefetched bool
+	done       chan struct{} // closed when the load ends, either way
+	err        error         // set before done is closed
 }
 
 // Cache is a byte-bounded cache of whole chunks. It is safe for concurrent
@@ -146,7 +152,7 @@ type Cache struct {
 	bufBytes int64
 
 	hits, misses, evictions, loads, loadErrors, loadedBytes atomic.Int64
-	prefetchLoads, prefetchRejected                         atomic.Int64
+	prefetchLoads, prefetchRejected, prefetchUnused         atomic.Int64
 }
 
 // New returns an empty cache. It panics if Capacity is not positive or
@@ -190,7 +196,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.Unlock()
 	st.Hits, st.Misses, st.Evictions = c.hits.Load(), c.misses.Load(), c.evictions.Load()
 	st.Loads, st.LoadErrors, st.LoadedBytes = c.loads.Load(), c.loadErrors.Load(), c.loadedBytes.Load()
-	st.PrefetchLoads, st.PrefetchRejected = c.prefetchLoads.Load(), c.prefetchRejected.Load()
+	st.PrefetchLoads, st.PrefetchRejected, st.PrefetchUnused = c.prefetchLoads.Load(), c.prefetchRejected.Load(), c.prefetchUnused.Load()
 	return st
 }
 
@@ -200,6 +206,21 @@ func (c *Cache) Contains(k Key) bool {
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
 	return ok && e.ready
+}
+
+// MustEvict reports whether acquiring reqs now would have to evict: the
+// bytes of those of its chunks not resident or loading exceed the room
+// left free.
+func (c *Cache) MustEvict(reqs []Request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var missing int64
+	for _, r := range reqs {
+		if _, ok := c.entries[r.Key]; !ok {
+			missing += r.Size
+		}
+	}
+	return missing > 0 && missing > c.capacity-c.used
 }
 
 // Lease is a set of chunks pinned for one request. Their bytes stay valid and
@@ -283,6 +304,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 	for j, r := range uniq {
 		if e, ok := c.entries[r.Key]; ok {
 			c.pinLocked(e)
+			e.prefetched = false
 			l.uniq[j] = e
 		} else {
 			missing = append(missing, j)
@@ -437,6 +459,9 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, error) {
 		c.policy.Remove(k)
 		c.used -= v.size
 		c.evictions.Add(1)
+		if v.prefetched {
+			c.prefetchUnused.Add(1)
+		}
 		if buf == nil && fits(v.data, r) {
 			buf = v.data[:r.Size] // reuse: steady state allocates nothing
 		} else {
@@ -570,6 +595,9 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchRejected, nil
 	}
 	e, err := c.insertLocked(r, admit)
+	if err == nil {
+		e.prefetched = true
+	}
 	c.mu.Unlock()
 	if errors.Is(err, errNoRoom) {
 		c.prefetchRejected.Add(1)

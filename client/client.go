@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/importance"
 )
 
 // Defaults that New applies to zero Options fields.
@@ -104,6 +106,21 @@ type Options struct {
 	// before requests are sent to it again, so that a rank returns to
 	// its home once it is back. 0 means DefaultHomeRetry.
 	HomeRetry time.Duration
+	// ProbeAfter is, for a client of several nodes (Peers, or Discover
+	// finding a cluster), how long an attempt waits for a node's response
+	// headers before the client asks whether the node is alive at all:
+	// GET /healthz on the same HTTPClient, unauthenticated, waiting 1 s
+	// for an answer. A node that does not answer (a stopped process,
+	// whose socket still accepts connections; a machine gone silent) has
+	// its attempt abandoned and is passed over as any failed node is,
+	// and the request goes to the next node at once, a few seconds after
+	// it was sent rather than after the transport's two-minute header
+	// timeout. A node that answers, with any status, is alive and maybe
+	// reading a cold batch from the store: the attempt goes on waiting,
+	// and the node is probed again every ProbeAfter. A single gateway is
+	// never probed, since there is nowhere else to go. 0 means
+	// DefaultProbeAfter (3 s).
+	ProbeAfter time.Duration
 }
 
 // validate reports the first option that can never produce a valid request,
@@ -125,10 +142,19 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Options.Job.Rank %d out of range for World %d (valid ranks are 0..%d)", ErrInvalid, j.Rank, j.World, j.World-1)
 	case j.Offset != 0:
 		return fmt.Errorf("%w: Options.Job.Offset is %d; must be 0 (resume an epoch with EpochFrom)", ErrInvalid, j.Offset)
-	case o.Backoff < 0 || o.MaxBackoff < 0 || o.HomeRetry < 0:
-		return fmt.Errorf("%w: Options.Backoff, MaxBackoff and HomeRetry must be >= 0", ErrInvalid)
+	case o.Backoff < 0 || o.MaxBackoff < 0 || o.HomeRetry < 0 || o.ProbeAfter < 0:
+		return fmt.Errorf("%w: Options.Backoff, MaxBackoff, HomeRetry and ProbeAfter must be >= 0", ErrInvalid)
 	case o.Discover && len(o.Peers) > 0:
 		return fmt.Errorf("%w: Options.Peers and Discover exclude each other: give the peer list or ask for it", ErrInvalid)
+	case j.Name != "" && j.Importance.Job != "" && j.Name != j.Importance.Job:
+		return fmt.Errorf("%w: Options.Job.Name %q and Options.Job.Importance.Job %q differ; a job has one name", ErrInvalid, j.Name, j.Importance.Job)
+	case !(j.Weight >= 0 && j.Weight <= 100):
+		return fmt.Errorf("%w: Options.Job.Weight %v; must be in (0, 100], or 0 for the default 1", ErrInvalid, j.Weight)
+	}
+	if j.Name != "" {
+		if err := importance.ValidJobName(j.Name); err != nil {
+			return fmt.Errorf("%w: Options.Job.Name: %w", ErrInvalid, err)
+		}
 	}
 	return nil
 }
@@ -157,6 +183,10 @@ type Client struct {
 	// now is the clock of the routers' marks of failed nodes; tests
 	// replace it to pass HomeRetry without waiting.
 	now func() time.Time
+
+	// pinned is the dataset's index version this client reads: the
+	// job's Index, or the one the first answer named (see Index).
+	pinned atomic.Pointer[string]
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally
@@ -216,6 +246,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if opts.HomeRetry == 0 {
 		opts.HomeRetry = DefaultHomeRetry
 	}
+	if opts.ProbeAfter == 0 {
+		opts.ProbeAfter = DefaultProbeAfter
+	}
 	if opts.HTTPClient == nil {
 		hc, err := defaultHTTPClient(c.ahead, opts.CAFile)
 		if err != nil {
@@ -234,6 +267,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 		c.router = newRouter(peers, homeOf(opts.Job, len(peers)), opts.HomeRetry, now)
 	} else {
 		c.router = newRouter([]node{{url: base, name: base.String()}}, 0, opts.HomeRetry, now)
+	}
+	if id := opts.Job.Index; id != "" {
+		c.pinned.Store(&id)
 	}
 	return c, nil
 }
@@ -258,7 +294,9 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 	t.MaxIdleConnsPerHost = max(16, ahead+2)
 	// A cold batch may wait for the gateway to fetch chunks from object
 	// storage before the first byte; anything beyond this is a hung server,
-	// and the timeout becomes a retried transport error.
+	// and the timeout becomes a retried transport error. A client of a
+	// cluster learns of a silent node long before, by probing it (see
+	// Options.ProbeAfter).
 	t.ResponseHeaderTimeout = 2 * time.Minute
 	t.DisableCompression = true
 	if caFile != "" {
@@ -284,9 +322,51 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 }
 
 // jobQuery returns the job's parameters as a query, leaving those the
-// caller left zero to the gateway (see Options.Job). It returns a fresh map
-// each time; callers may add to it.
-func (c *Client) jobQuery() url.Values { return c.opts.Job.Values() }
+// caller left zero to the gateway (see Options.Job), and the index version
+// the client reads once it knows it (Index). It returns a fresh map each
+// time; callers may add to it.
+func (c *Client) jobQuery() url.Values { return c.queryOf(c.opts.Job) }
+
+// queryOf is jobQuery for job, a variant of the client's (another offset).
+func (c *Client) queryOf(job api.Job) url.Values {
+	v := job.Values()
+	if id := c.Index(); id != "" {
+		v.Set(api.ParamIndex, id)
+	}
+	return v
+}
+
+// Index returns the version of the dataset's index (the ID of the
+// Brand-Index header and /datasets) this client reads: Options.Job.Index
+// if set, else the version the first answer to a job request named, from
+// when it arrived; "" before. Every request of the client then names it
+// (index=), so a dataset re-packed under a running job never changes the
+// order the job reads: a gateway that no longer holds the version answers
+// 409, the client tries the cluster's other nodes, and the call fails with
+// ErrIndexChanged if none holds it. Store it in a checkpoint and give it
+// back as Options.Job.Index to resume on the same version.
+func (c *Client) Index() string {
+	if p := c.pinned.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// learnIndex records the index version an answer names: the first one
+// pins it; another one afterwards (an answer to a request sent before the
+// pin, served after a repack) is ErrIndexChanged.
+func (c *Client) learnIndex(id string) error {
+	if id == "" {
+		return nil
+	}
+	if c.pinned.CompareAndSwap(nil, &id) {
+		return nil
+	}
+	if pin := c.Index(); pin != id {
+		return fmt.Errorf("%w: %w: this client reads index %s, a gateway answered from %s", ErrIndexChanged, ErrBadResponse, pin, id)
+	}
+	return nil
+}
 
 // checkPosition rejects negative epoch and batch numbers before they cost a
 // round trip.

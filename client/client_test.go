@@ -77,6 +77,12 @@ func TestNewValidates(t *testing.T) {
 		{"offset in options", "http://h", client.Options{Job: api.Job{Params: shuffle.Params{Offset: 64}}}, false},
 		{"negative backoff", "http://h", client.Options{Backoff: -time.Second}, false},
 		{"negative max backoff", "http://h", client.Options{MaxBackoff: -time.Second}, false},
+		{"named and weighted", "http://h", client.Options{Job: api.Job{Name: "lr-0.1", Weight: 2.5}}, true},
+		{"name of an importance job", "http://h", client.Options{Job: api.Job{Name: "j", Importance: api.Importance{Job: "j"}}}, true},
+		{"two names", "http://h", client.Options{Job: api.Job{Name: "j", Importance: api.Importance{Job: "k"}}}, false},
+		{"bad name", "http://h", client.Options{Job: api.Job{Name: "a b"}}, false},
+		{"weight over 100", "http://h", client.Options{Job: api.Job{Weight: 101}}, false},
+		{"negative weight", "http://h", client.Options{Job: api.Job{Weight: -1}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +140,7 @@ func TestQueryParameters(t *testing.T) {
 		{"everything", client.Options{Job: api.Job{Dataset: "toy", Params: shuffle.Params{Seed: 99, BatchSize: 2, Window: 1, World: 2, Rank: 1, DropLast: true}}},
 			"batch_size=2&dataset=toy&drop_last=true&rank=1&seed=99&window=1&world=2"},
 		{"retry and read-ahead options are not sent", client.Options{Ahead: 7, MaxRetries: 1, Backoff: time.Second}, "drop_last=false&seed=0"},
+		{"name and weight", client.Options{Job: api.Job{Name: "lr-3", Weight: 2}}, "drop_last=false&job=lr-3&seed=0&weight=2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,8 +164,14 @@ func TestQueryParameters(t *testing.T) {
 				t.Errorf("manifest query %q lacks format=json", reqs[1])
 			}
 			mq.Del("format")
+			// From the first answer on, the client names the index
+			// version it reads.
+			if got := mq.Get("index"); got == "" || got != c.Index() {
+				t.Errorf("manifest query %q names index %q; the client reads %q", reqs[1], got, c.Index())
+			}
+			mq.Del("index")
 			if got := mq.Encode(); got != tt.want {
-				t.Errorf("manifest query = %q; want %q plus format=json", got, tt.want)
+				t.Errorf("manifest query = %q; want %q plus format=json and index", got, tt.want)
 			}
 		})
 	}

@@ -72,12 +72,30 @@
 // retry would (a refused or reset connection, a timeout, 502, 503, 504)
 // is made again at once on the next node in order, home+1, home+2, … mod
 // N, and the failed node is passed over for Options.HomeRetry (10 s), so
-// a rank returns home once its node is back. Failing over spends the same
-// bounded retry budget (MaxRetries); the client waits between attempts
-// only once a call has tried every node. Batch.Node says which node served
-// a batch. Every batch of an epoch is still checked against the epoch's
-// plan, so a node serving another index ends the epoch with an error
-// rather than mixing two orders.
+// a rank returns home once its node is back. A node that accepts the
+// request but sends nothing fails the same way within seconds: after
+// Options.ProbeAfter (3 s) without response headers the client probes
+// its GET /healthz, and abandons the attempt if that gets no answer
+// within a second; a node that answers is only slow, and is waited for.
+// Failing over spends the same bounded retry budget (MaxRetries); the
+// client waits between attempts only once a call has tried every node.
+// Batch.Node says which node served a batch.
+//
+// # Index versions
+//
+// A client reads one version of the dataset's index for its whole life:
+// Options.Job.Index if given, else the one the first answer names
+// (Client.Index), which every later request names (index=). A dataset
+// re-packed under a running job therefore never changes the order it
+// reads: a gateway that does not hold the version answers 409, the client
+// asks the next node (a node that merely holds another version is not
+// taken for down), and when none holds it the call fails with
+// ErrIndexChanged. An answer from another version than the client's (a
+// request sent before the version was known) is ErrIndexChanged too, and
+// every batch of an epoch is checked against the epoch's plan, so two
+// orders are never mixed. To resume a job on the version it began with,
+// store Client.Index in the checkpoint and pass it back as
+// Options.Job.Index.
 //
 // # Errors and retries
 //

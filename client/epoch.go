@@ -39,9 +39,12 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 	w, err := getJSON[struct {
 		EpochInfo
 		Seed *uint64 `json:"seed"`
-	}](ctx, c, "/epoch/"+strconv.Itoa(epoch), job.Values())
+	}](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
 	if err == nil {
 		err = checkPlan(&w.EpochInfo, w.Seed, epoch, job)
+	}
+	if err == nil {
+		err = c.learnIndex(w.IndexID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", epochName(epoch, offset), err)
@@ -115,9 +118,11 @@ func planParams(p *EpochInfo) shuffle.Params {
 // load balancer run with different defaults, or one restarts with new ones.
 // A plan does not say whether locality-aware assignment applies, nor which
 // importance snapshot the epoch is drawn from, so the job's choices are
-// carried over: without them the batches would be cut or drawn otherwise.
+// carried over: without them the batches would be cut or drawn otherwise;
+// so are its name and weight, which the gateway's cache follows it by.
 func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
-	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality, Importance: job.Importance}.Values()
+	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality, Importance: job.Importance, Index: p.IndexID,
+		Name: job.Name, Weight: job.Weight}.Values()
 }
 
 // planMatches reports how a batch contradicts the plan it was requested

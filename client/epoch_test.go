@@ -363,7 +363,8 @@ func TestEpochPinsParameters(t *testing.T) {
 	if len(reqs) != 5 || reqs[0] != "/epoch/2?batch_size=6&drop_last=false&seed=0" {
 		t.Fatalf("requests %q; want the plan then 4 batches", reqs)
 	}
-	const want = "batch_size=6&dataset=toy&drop_last=false&rank=0&seed=0&window=2&world=1"
+	// The plan's index version is pinned too.
+	want := "batch_size=6&dataset=toy&drop_last=false&index=" + c.Index() + "&rank=0&seed=0&window=2&world=1"
 	for i, r := range slices.Sorted(slices.Values(reqs[1:])) {
 		if !strings.HasPrefix(r, fmt.Sprintf("/epoch/2/batch/%d?", i)) || query(t, r).Encode() != want {
 			t.Errorf("batch request %q; want /epoch/2/batch/%d?%s", r, i, want)
@@ -437,4 +438,30 @@ func TestEpochRelease(t *testing.T) {
 	}
 	var nilBatch *client.Batch
 	nilBatch.Release()
+}
+
+// TestEpochKeepsTheJobsName: the requests of an epoch spell out every
+// parameter of its plan, and carry the job's name and weight too: the
+// gateway follows the job by them.
+func TestEpochKeepsTheJobsName(t *testing.T) {
+	g := newFakeGateway(t)
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Name: "lr-3", Weight: 0.5}})
+	for _, err := range c.Epoch(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := 0
+	for _, r := range g.requests() {
+		if !strings.Contains(r, "/batch/") {
+			continue
+		}
+		batches++
+		if q := query(t, r); q.Get("job") != "lr-3" || q.Get("weight") != "0.5" {
+			t.Errorf("request %s lacks job=lr-3&weight=0.5", r)
+		}
+	}
+	if batches == 0 {
+		t.Fatal("no batch requests")
+	}
 }

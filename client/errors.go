@@ -26,6 +26,13 @@ var (
 	// Brand API: a malformed tar or JSON body, missing headers, or a
 	// gateway whose answers contradict each other. It is not retried.
 	ErrBadResponse = errors.New("client: bad response from gateway")
+	// ErrIndexChanged marks a call no gateway could answer from the
+	// dataset's index version the client reads (Client.Index): the dataset
+	// was re-packed since the job began, and the nodes that held the old
+	// version no longer do (or, on a cluster, a node serves another
+	// version than its peers). Resuming means starting the epoch again on
+	// the new version: a new client, or Options.Job.Index set to it.
+	ErrIndexChanged = errors.New("client: the dataset's index changed")
 )
 
 // APIError is a non-2xx answer from the gateway. Calls return it wrapped;

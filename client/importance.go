@@ -56,7 +56,9 @@ func (c *Client) importancePath(suffix string) (string, url.Values, error) {
 
 // Feedback reports the losses of samples of an epoch by key, as a batch's
 // Samples name them. A sample reported twice keeps its largest loss, so a
-// retried call changes nothing.
+// retried call changes nothing. Once the epoch is sealed the gateway
+// refuses feedback for it with 409 (an *APIError): it would not be
+// counted, and a trainer may ignore the refusal.
 func (c *Client) Feedback(ctx context.Context, epoch int, keys []string, losses []float32) error {
 	if len(keys) != len(losses) {
 		return fmt.Errorf("%w: %d keys and %d losses", ErrInvalid, len(keys), len(losses))
@@ -106,8 +108,10 @@ func (c *Client) sendFeedback(ctx context.Context, epoch int, b body) error {
 
 // Seal seals an epoch's feedback onto the snapshot prev ("" for the
 // first) and returns the new snapshot; its Version names the next epoch's
-// importance. Sealing the same feedback again returns the same version.
-// One rank (rank 0) seals; the others wait for it (WaitSealed).
+// importance. An epoch is sealed once: sealing it again, or at the same
+// time from another rank or node, returns the version first sealed. A
+// seal of an epoch for which no node has feedback fails with 409. One
+// rank (rank 0) seals; the others wait for it (WaitSealed).
 func (c *Client) Seal(ctx context.Context, epoch int, prev string) (*Sealed, error) {
 	path, q, err := c.importancePath("/seal")
 	if err != nil {

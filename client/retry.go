@@ -10,7 +10,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/brandgw/brand/api"
 )
 
 // readFunc consumes a 2xx response. An error it wraps with retryable is
@@ -62,9 +65,23 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 	k := r.pick()
 	for attempt := 0; ; attempt++ {
 		tried[k] = true
-		retry, err := c.attempt(ctx, r.endpoint(k, path, q), accept, b, read)
+		health := "" // a single gateway is not probed: there is nowhere else to go
+		if len(r.nodes) > 1 {
+			health = r.endpoint(k, "/healthz", nil)
+		}
+		retry, err := c.attempt(ctx, r.endpoint(k, path, q), health, accept, b, read)
 		if err == nil {
 			return r.nodes[k].name, nil
+		}
+		if versionRefused(err, path) {
+			// The node does not hold the index version this job reads;
+			// another node may. It is not down: try the next one not
+			// tried yet, and say so if none holds it.
+			if next := r.untried(tried); next >= 0 {
+				k = next
+				continue
+			}
+			return "", fmt.Errorf("%w: %w", ErrIndexChanged, err)
 		}
 		if len(r.nodes) > 1 {
 			err = fmt.Errorf("node %d (%s): %w", k, r.nodes[k].name, err)
@@ -106,7 +123,10 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 }
 
 // attempt makes one request and reports whether its error may be retried.
-func (c *Client) attempt(ctx context.Context, u, accept string, b *body, read readFunc) (retry bool, err error) {
+// With a health URL (a node of a cluster), the node is probed while the
+// request waits for headers, and the attempt abandoned, as a retryable
+// failure, if the probe gets no answer (see watch).
+func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body, read readFunc) (retry bool, err error) {
 	method, data := http.MethodGet, io.Reader(nil)
 	if b != nil {
 		method, data = http.MethodPost, bytes.NewReader(b.data)
@@ -123,7 +143,16 @@ func (c *Client) attempt(ctx context.Context, u, accept string, b *body, read re
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
-	resp, err := c.hc.Do(req)
+	var resp *http.Response
+	if health != "" {
+		// The attempt's own context, which the watch cancels to abandon
+		// it; it lasts until the body is read.
+		actx, abandon := context.WithCancelCause(ctx)
+		defer abandon(nil)
+		resp, err = c.doWatched(req.WithContext(actx), abandon, health)
+	} else {
+		resp, err = c.hc.Do(req)
+	}
 	if err != nil {
 		// Refused or reset connections, timeouts and the like may clear up;
 		// a certificate the client distrusts will not.
@@ -134,11 +163,23 @@ func (c *Client) attempt(ctx context.Context, u, accept string, b *body, read re
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return retryableStatus(resp.StatusCode), readAPIError(resp, time.Now())
 	}
+	if err := c.learnIndex(resp.Header.Get(api.HeaderIndex)); err != nil {
+		return false, err
+	}
 	if err := read(resp); err != nil {
 		var r *retryableError
 		return errors.As(err, &r), err
 	}
 	return false, nil
+}
+
+// versionRefused reports whether err is a gateway's 409 to a job's request
+// (an epoch, a batch, a sample): it does not hold the index version asked
+// for.
+func versionRefused(err error, path string) bool {
+	var apiErr *APIError
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict &&
+		(strings.HasPrefix(path, "/epoch/") || strings.HasPrefix(path, "/samples/"))
 }
 
 // backoff returns the wait before retry number attempt+1. A Retry-After

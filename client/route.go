@@ -56,6 +56,17 @@ func newRouter(nodes []node, home int, retry time.Duration, now func() time.Time
 		downUntil: make([]time.Time, len(nodes)), marked: make([]uint64, len(nodes))}
 }
 
+// untried returns the first node in the order home, home+1, … that a call
+// has not tried, or -1.
+func (r *router) untried(tried []bool) int {
+	for i := range r.nodes {
+		if k := (r.home + i) % len(r.nodes); !tried[k] {
+			return k
+		}
+	}
+	return -1
+}
+
 // pick returns the node of the next attempt: the first in the order home,
 // home+1, … that is not passed over, or, when every node failed recently,
 // the one whose mark ends first, the one marked first on a tie (a clock

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -617,6 +618,7 @@ func TestClusterOptions(t *testing.T) {
 		{"a peer that is no URL", "", client.Options{Peers: []string{"a:1"}}, false},
 		{"a peer listed twice", "", client.Options{Peers: []string{"http://a:1", "http://a:1/"}}, false},
 		{"a negative HomeRetry", "http://a:1", client.Options{HomeRetry: -time.Second}, false},
+		{"a negative ProbeAfter", "http://a:1", client.Options{ProbeAfter: -time.Second}, false},
 		{"no base URL and no peers", "", client.Options{}, false},
 	}
 	for _, tt := range tests {
@@ -629,5 +631,45 @@ func TestClusterOptions(t *testing.T) {
 				t.Fatalf("err = %v; want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+// TestClusterFailsOverFromAnotherIndexVersion: a node that does not hold
+// the index version the client reads answers 409; the client asks the
+// next node without taking the first for down, and when no node holds the
+// version the call fails with ErrIndexChanged.
+func TestClusterFailsOverFromAnotherIndexVersion(t *testing.T) {
+	home, next := newFakeGateway(t), newFakeGateway(t)
+	conflict := func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasPrefix(r.URL.Path, "/epoch/") {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		fmt.Fprint(w, `{"error": "index version not held", "status": 409}`)
+		return true
+	}
+	home.setHook(conflict)
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: 0}} // home: node 0
+	c, err := client.New("", client.Options{Peers: []string{home.URL, next.URL}, Job: job, Ahead: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range 2 {
+		b, err := c.Batch(t.Context(), 0, m)
+		if err != nil {
+			t.Fatalf("batch %d: %v", m, err)
+		}
+		if b.Node != next.URL {
+			t.Fatalf("batch %d from %s, want the node that holds the version", m, b.Node)
+		}
+	}
+	// Not taken for down: the second batch went to the home first again.
+	if n := len(home.requests()); n != 2 {
+		t.Errorf("the home node was asked %d times, want once per batch", n)
+	}
+	next.setHook(conflict)
+	if _, err := c.Batch(t.Context(), 0, 2); !errors.Is(err, client.ErrIndexChanged) {
+		t.Fatalf("no node holds the version: %v, want ErrIndexChanged", err)
 	}
 }

@@ -3,105 +3,192 @@ package gateway
 import (
 	"context"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/livestats"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/schedule"
 )
 
 // handleBatch serves GET and HEAD /epoch/{epoch}/batch/{batch}: the batch
 // as a tar stream, or its manifest with format=json.
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
-	b, q, err := g.layoutRequest(r, jobParams)
+	ctx := r.Context()
+	l, q, err := g.layoutRequest(r)
 	if err != nil {
-		writeError(r.Context(), w, err)
+		writeError(ctx, w, err)
 		return
 	}
-	if q.format == "json" {
-		writeManifest(w, b)
+	if q.Format == "json" {
+		writeManifest(w, l)
 		return
 	}
-	if notModified(r, b.etag) {
-		g.advance(b)
-		b.setHeaders(w.Header())
+	if notModified(r, l.ETag) {
+		g.follow(l.Stream, l.Epoch, l.End)
+		setBatchHeaders(w.Header(), l)
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	if r.Method == http.MethodHead {
 		// Everything a HEAD answers is known from the index: read nothing.
-		b.setHeaders(w.Header())
+		setBatchHeaders(w.Header(), l)
 		w.Header().Set("Content-Type", "application/x-tar")
-		w.Header().Set("Content-Length", strconv.FormatInt(b.length, 10))
+		w.Header().Set("Content-Length", strconv.FormatInt(l.Length(), 10))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
-	tok, err := g.sched.begin(b.js, b.epoch, b.start, b.job.BatchSize*b.job.World)
+	tok, err := g.sched.Begin(l.Stream, l.Epoch, l.Start, l.Job.BatchSize*l.Job.World, l.Job.Weight)
 	if err != nil {
-		writeError(r.Context(), w, err)
+		writeError(ctx, w, err)
 		return
 	}
-	var once sync.Once
-	pinned := func() { once.Do(func() { g.sched.finish(tok) }) }
-	defer pinned()
-	g.advance(b)
+	g.follow(l.Stream, l.Epoch, l.End)
+	g.fetchNextAhead(l)
 	// Labels let a CPU profile be cut by epoch (go tool pprof -tagfocus
 	// epoch=0 shows the cold one); the chunk loads this batch starts
 	// inherit them.
-	pprof.Do(r.Context(), epochLabels(b.js.ds, b.epoch), func(ctx context.Context) {
-		if err := g.writeBatch(ctx, w, b, pinned); err != nil {
-			g.log.Debug().Err(err).Msg("batch not completed")
+	pprof.Do(ctx, schedule.EpochLabels(l.DS.Name, l.Epoch), func(ctx context.Context) {
+		// When the jobs' windows do not fit in the cache together, the
+		// batch waits for its job's turn (internal/schedule/turn.go).
+		waitFrom := time.Now()
+		if err := g.sched.Turn(ctx, tok); err != nil {
+			g.sched.Finish(tok)
+			writeError(ctx, w, err)
+			return
 		}
+		res, err := g.reader.Read(ctx, reader.Request{Samples: l.Samples, AheadKey: l.ETag,
+			Origin: &peer.Origin{Stream: l.Stream, Epoch: l.Epoch, Pos: l.Start, Weight: l.Job.Weight}})
+		g.sched.Finish(tok)
+		if err != nil {
+			writeError(ctx, w, err)
+			return
+		}
+		defer res.Release()
+		served := l.Without(res.Missing)
+		g.stats.Batch(livestats.Served{Stream: l.Stream, Epoch: l.Epoch, EpochSamples: l.EpochSamples, Samples: len(served.IDs),
+			Chunks: res.Chunks, Loads: res.Loads, LoadedBytes: res.LoadedBytes, Wait: time.Since(waitFrom)})
+		setBatchHeaders(w.Header(), served)
+		if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), served.Length(), res.Relieve}); err != nil {
+			g.log.Debug().Err(err).Msg("batch not completed")
+			return
+		}
+		g.metrics.samplesServed.Add(float64(len(served.IDs)))
 	})
 }
 
 // layoutRequest parses a batch request and lays the batch out.
-func (g *Gateway) layoutRequest(r *http.Request, accepted []string) (*batchLayout, query, error) {
-	q, ds, epoch, err := g.parseEpochRequest(r, accepted)
+func (g *Gateway) layoutRequest(r *http.Request) (*order.Layout, query.Query, error) {
+	q, ds, epoch, err := g.parseEpochRequest(r)
 	if err != nil {
 		return nil, q, err
 	}
-	b, err := layoutBatch(g.orders, ds, q.job, epoch, chi.URLParam(r, "batch"))
-	return b, q, err
-}
-
-// advance moves the batch's stream forward and queues the chunks it will
-// need next.
-func (g *Gateway) advance(b *batchLayout) {
-	st, moved := g.sched.advance(b.js, b.epoch, b.end)
-	if moved && g.prefetch != nil {
-		g.prefetch.enqueue(b.js, g.ownedUses(b.js, g.sched.upcoming(st, g.cfg.PrefetchWindows)))
+	m, err := query.ParseNumber("batch", chi.URLParam(r, "batch"), 1<<62)
+	if err != nil {
+		return nil, q, err
 	}
+	l, err := g.orders.Layout(ds, q.Job, epoch, m)
+	return l, q, err
 }
 
-// epochLabels are the profiler labels of work done for an epoch.
-func epochLabels(ds *loadedDataset, epoch uint64) pprof.LabelSet {
-	return pprof.Labels("dataset", ds.name, "epoch", strconv.FormatUint(epoch, 10))
+// follow moves a stream forward to epoch position end and queues the
+// chunks it will need next.
+func (g *Gateway) follow(s order.Stream, epoch uint64, end int) {
+	g.prefetch.Enqueue(g.sched.Advance(s, epoch, end, g.cfg.PrefetchWindows))
 }
 
-func (b *batchLayout) setHeaders(h http.Header) {
-	h.Set("ETag", b.etag)
+// fetchNextAhead starts fetching from peers the samples of the rank's
+// next batch (nothing on a single gateway).
+func (g *Gateway) fetchNextAhead(l *order.Layout) {
+	next := l.Batch + 1
+	if next >= uint64(l.Batches) {
+		return
+	}
+	g.cluster.FetchAhead(order.BatchETag(l.DS, l.Job, l.Epoch, next, g.orders.Nodes()), func() (order.Samples, *peer.Origin, error) {
+		nl, err := g.orders.Layout(l.DS, l.Job, l.Epoch, next)
+		if err != nil {
+			return order.Samples{}, nil, err
+		}
+		return nl.Samples, &peer.Origin{Stream: nl.Stream, Epoch: nl.Epoch, Pos: nl.Start, Weight: nl.Job.Weight}, nil
+	})
+}
+
+// setBatchHeaders sets a batch's headers: its identity, and with missing
+// samples (skip mode) which ones.
+func setBatchHeaders(h http.Header, l *order.Layout) {
+	h.Set("ETag", l.ETag)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
-	h.Set(api.HeaderDataset, b.js.ds.name)
-	h.Set(api.HeaderIndex, b.js.ds.index.ID())
-	h.Set(api.HeaderEpoch, strconv.FormatUint(b.epoch, 10))
-	h.Set(api.HeaderBatch, strconv.FormatUint(b.batch, 10))
-	h.Set(api.HeaderEpochBatches, strconv.Itoa(b.batches))
-	h.Set(api.HeaderEpochSamples, strconv.Itoa(b.samples))
-	h.Set(api.HeaderBatchSamples, strconv.Itoa(len(b.ids)))
-	if b.job.Offset != 0 {
-		h.Set(api.HeaderOffset, strconv.Itoa(b.job.Offset))
+	h.Set(api.HeaderDataset, l.DS.Name)
+	h.Set(api.HeaderIndex, l.DS.ID())
+	h.Set(api.HeaderEpoch, strconv.FormatUint(l.Epoch, 10))
+	h.Set(api.HeaderBatch, strconv.FormatUint(l.Batch, 10))
+	h.Set(api.HeaderEpochBatches, strconv.Itoa(l.Batches))
+	h.Set(api.HeaderEpochSamples, strconv.Itoa(l.EpochSamples))
+	h.Set(api.HeaderBatchSamples, strconv.Itoa(len(l.IDs)))
+	if l.Job.Offset != 0 {
+		h.Set(api.HeaderOffset, strconv.Itoa(l.Job.Offset))
 	}
+	setMissingHeaders(h, l)
+}
+
+// maxMissingKeysHeader bounds the Brand-Missing-Keys header: a batch may
+// lose thousands of samples with one chunk, and proxies reject long
+// headers. The count header and the log always have them all.
+const maxMissingKeysHeader = 2048
+
+// setMissingHeaders names the samples a partial batch lacks: their count,
+// and their keys (query-escaped, comma-separated) up to
+// maxMissingKeysHeader bytes, ending in "…" when cut. A partial batch must
+// not be cached as if it were the batch.
+func setMissingHeaders(h http.Header, l *order.Layout) {
+	if len(l.Missing) == 0 {
+		return
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set(api.HeaderMissingSamples, strconv.Itoa(len(l.Missing)))
+	var sb strings.Builder
+	for i, id := range l.Missing {
+		k := escapeKey(l.DS.Index.SampleKey(id))
+		if sb.Len()+len(k)+1 > maxMissingKeysHeader {
+			sb.WriteString(",…")
+			break
+		}
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(k)
+	}
+	h.Set(api.HeaderMissingKeys, sb.String())
+}
+
+// escapeKey makes a sample key safe in a comma-separated header value:
+// "%", "," and bytes outside printable ASCII become %XX, as in a URL; a
+// plain key (class/name) stays as it is.
+func escapeKey(k string) string {
+	var sb strings.Builder
+	for i := range len(k) {
+		c := k[i]
+		if c == '%' || c == ',' || c < 0x21 || c > 0x7e {
+			fmt.Fprintf(&sb, "%%%02X", c)
+			continue
+		}
+		sb.WriteByte(c)
+	}
+	return sb.String()
 }
 
 // notModified answers a matching If-None-Match without reading any chunk.
@@ -114,90 +201,52 @@ func notModified(r *http.Request, etag string) bool {
 	return false
 }
 
-// maxCopiedBatches bounds the batches copied out of the cache at once (see
-// mustCopyOut), so that copies cost at most that many batches' bytes.
-const maxCopiedBatches = 16
-
-// mustCopyOut reports whether a batch should be written from a copy rather
-// than from its pinned chunks: when the cache is under pressure — other
-// requests wait for room, or responses pin more than half of it. Writing
-// from the chunks saves a copy (docs/benchmarks.md), but holds them for as
-// long as the client takes to read: under pressure a client that stops
-// reading would keep other batches out of the cache until its write
-// deadline.
-func (g *Gateway) mustCopyOut() bool {
-	st := g.cache.Stats()
-	return st.Waiting > 0 || st.PinnedBytes > g.cfg.CacheSize/2
-}
-
-// copyOutUnderPressure writes body from a copy and releases lease at once
-// when the cache is under pressure (mustCopyOut) and fewer than
-// maxCopiedBatches copies exist: the client may read slowly, and its
-// chunks go back to the cache now. It returns what to call once the body
-// is written.
-func (g *Gateway) copyOutUnderPressure(body *batchBody, lease *chunkcache.Lease, n int64) (done func()) {
-	if !g.mustCopyOut() {
-		return func() {}
-	}
-	select {
-	case g.copySlots <- struct{}{}:
-	default:
-		return func() {}
-	}
-	copied := make([]byte, 0, n)
-	for _, p := range body.parts {
-		copied = append(copied, p...)
-	}
-	body.parts = net.Buffers{copied}
-	lease.Release()
-	g.metrics.batchesCopied.Inc()
-	return func() { <-g.copySlots }
-}
-
-// setWriteDeadline bounds the writing of a response of n bytes: the
-// configured timeout, plus the time to send n bytes at the minimum rate.
-func (g *Gateway) setWriteDeadline(w http.ResponseWriter, n int64) {
-	d := g.cfg.WriteTimeout + time.Duration(float64(n)/float64(g.cfg.MinWriteRate)*float64(time.Second))
-	// Not every ResponseWriter supports deadlines (a test recorder does
-	// not); without one the server's own timeouts apply.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
-}
-
-// writeBatch pins the batch's chunks, then writes each sample's tar bytes
-// straight from the cached chunk and closes the archive. Nothing is written
-// before every chunk is resident and verified, so a failure is always a
-// clean error response, never a truncated batch. pinned is called once
-// every chunk is pinned.
-func (g *Gateway) writeBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
-	if g.peers != nil {
-		return g.writeClusterBatch(ctx, w, b, pinned)
-	}
-	return g.writeLocalBatch(ctx, w, b, pinned)
-}
-
-// writeLocalBatch serves b from this gateway's own cache.
-func (g *Gateway) writeLocalBatch(ctx context.Context, w http.ResponseWriter, b *batchLayout, pinned func()) error {
-	lease, b, err := g.acquire(ctx, b)
-	if errors.Is(err, chunkcache.ErrTooLarge) {
-		return g.writeBatchInParts(ctx, w, b, pinned)
-	}
+// parseEpochRequest parses the query and the {epoch} of a request about an
+// epoch of a job, and finds the dataset version it reads.
+func (g *Gateway) parseEpochRequest(r *http.Request) (query.Query, *catalog.Dataset, uint64, error) {
+	epoch, err := query.ParseNumber("epoch", chi.URLParam(r, "epoch"), g.cfg.Limits.MaxEpoch)
 	if err != nil {
-		writeError(ctx, w, err)
-		return err
+		return query.Query{}, nil, 0, err
 	}
-	defer lease.Release()
-	pinned()
-	loads, loadedBytes := lease.Loaded()
-	g.stats.batch(b.js, b.epoch, b.samples, len(b.ids), b.chunks, loads, loadedBytes)
-	body := &batchBody{parts: make(net.Buffers, 0, len(b.ids)+1), pool: g.coalesce}
-	for i, id := range b.ids {
-		_, off, length, _ := b.js.ds.index.SampleRange(id)
-		body.parts = append(body.parts, lease.Bytes(b.slot[i])[off:off+length])
+	q, err := query.Parse(r.URL.RawQuery, query.JobParams, g.defaults, g.cfg.Limits)
+	if err != nil {
+		return q, nil, 0, err
 	}
-	body.parts = append(body.parts, chunkindex.EndOfArchive[:])
-	defer g.copyOutUnderPressure(body, lease, b.length)()
-	if g.peers != nil {
-		g.peers.metrics.locality.WithLabelValues("home").Add(float64(b.length - int64(len(chunkindex.EndOfArchive))))
+	ds, err := g.version(q.Job)
+	if err == nil {
+		if imp := q.Job.Importance; imp.Version != "" {
+			// The order is drawn from the snapshot: have it in memory
+			// before the order is computed (under the schedule's lock).
+			_, err = g.feedback.Snapshot(r.Context(), ds, imp.Job, imp.Version)
+		}
 	}
-	return g.writeBody(w, b, body)
+	return q, ds, epoch, err
+}
+
+// version is the dataset version a job reads: the one it pins (index=),
+// else the one the cluster agrees on (a single gateway: the one it
+// serves). A node that does not hold it answers 409, naming the nodes
+// that do: serving its own version instead would give this job's ranks
+// another order than their siblings get elsewhere.
+func (g *Gateway) version(job api.Job) (*catalog.Dataset, error) {
+	name := job.Dataset
+	id := job.Index
+	pinned := id != ""
+	if !pinned {
+		if id = g.cluster.Agreed(name); id == "" {
+			return g.catalog.Get(name)
+		}
+	}
+	ds, err := g.catalog.Version(name, id)
+	if !errors.Is(err, catalog.ErrVersion) {
+		return ds, err
+	}
+	why := "the job pins it (index=)"
+	if !pinned {
+		why = "the cluster serves it"
+	}
+	if holders := g.cluster.Holders(name, id, false); len(holders) > 0 {
+		return nil, fmt.Errorf("%w; %s; nodes that hold it: %s", err, why, strings.Join(holders, ", "))
+	}
+	return nil, fmt.Errorf("%w; %s, and no node known to this one holds it: the dataset was re-packed since; start the epoch again to read the new index", err, why)
 }

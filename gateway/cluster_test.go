@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/peer"
 )
 
 // clusterNode is one gateway of an in-process test cluster.
@@ -32,16 +35,7 @@ type clusterNode struct {
 // handlers[k] when that is not nil (a misbehaving peer).
 func startCluster(t *testing.T, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
-	lns := make([]net.Listener, n)
-	urls := make([]string, n)
-	for k := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[k] = ln
-		urls[k] = "http://" + ln.Addr().String()
-	}
+	lns, urls := loopbacks(t, n)
 	nodes := make([]*clusterNode, n)
 	for k := range n {
 		node := &clusterNode{}
@@ -65,6 +59,33 @@ func startCluster(t *testing.T, f *fixture, n int, handlers []http.Handler, muta
 		nodes[k] = node
 	}
 	return nodes
+}
+
+// loopbacks listens on n loopback ports, for a cluster's nodes, and
+// returns the listeners and their base URLs.
+func loopbacks(t *testing.T, n int) ([]net.Listener, []string) {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	urls := make([]string, n)
+	for k := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[k], urls[k] = ln, "http://"+ln.Addr().String()
+	}
+	return lns, urls
+}
+
+// clusterReads is the chunk reads from the store of every node of cl.
+func clusterReads(cl []*clusterNode) (reads int) {
+	for _, n := range cl {
+		if n.store != nil {
+			r, _, _ := n.store.chunkReads()
+			reads += r
+		}
+	}
+	return reads
 }
 
 // readRank reads every batch of an epoch for one rank from base and
@@ -130,7 +151,7 @@ func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
 			// /stats shows the node's view of the cluster and its traffic.
 			_, body := get(t, cl[1].srv.URL+"/stats")
 			var st struct {
-				Cluster *gateway.ClusterStats `json:"cluster"`
+				Cluster *api.ClusterStats `json:"cluster"`
 			}
 			if err := json.Unmarshal(body, &st); err != nil || st.Cluster == nil {
 				t.Fatalf("/stats: %v: %s", err, body)
@@ -201,34 +222,51 @@ func TestClusterSurvivesANodeLoss(t *testing.T) {
 	}
 }
 
-// lyingPeer answers ready and serves sample requests with the right
-// length and wrong bytes.
-type lyingPeer struct{ asked atomic.Int64 }
+// fakeState answers a peer's state probe as node self holding ix.
+func fakeState(w http.ResponseWriter, self int, ix *chunkindex.Index) {
+	st := peer.State{Self: self, Ready: true, Datasets: []peer.DatasetState{{Name: "test", Current: ix.ID(), Held: []string{ix.ID()}}}}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+// lyingPeer answers its probes as node self holding the fixture's index,
+// and sample requests with the right length and wrong bytes: only the
+// CRC32C check can tell.
+type lyingPeer struct {
+	self  int
+	f     *fixture
+	asked atomic.Int64
+}
 
 func (l *lyingPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/readyz" {
-		w.WriteHeader(http.StatusOK)
+	if r.URL.Path == peer.StatePath {
+		fakeState(w, l.self, l.f.index)
 		return
 	}
 	l.asked.Add(1)
-	ids, _ := io.ReadAll(r.Body)
-	_ = ids
-	// The length the asker wants is not known here: answer with a long
-	// run of garbage; a short or long body fails as surely as a bad CRC.
-	body := bytes.Repeat([]byte{0xAB}, 4096)
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-	w.Write(body)
+	body, _ := io.ReadAll(r.Body)
+	var n int64
+	for i := 0; i+4 <= len(body); i += 4 {
+		_, _, length, _ := l.f.index.SampleRange(int(binary.LittleEndian.Uint32(body[i:])))
+		n += length
+	}
+	out := append(peer.ReplyHead(nil), bytes.Repeat([]byte{0xAB}, int(n))...)
+	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+	w.Write(out)
 }
 
-// stalledPeer answers ready and never answers a sample request.
+// stalledPeer answers its probes as node self holding the fixture's
+// index, and never answers a sample request.
 type stalledPeer struct {
+	self  int
+	f     *fixture
 	asked atomic.Int64
 	stop  chan struct{}
 }
 
 func (s *stalledPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/readyz" {
-		w.WriteHeader(http.StatusOK)
+	if r.URL.Path == peer.StatePath {
+		fakeState(w, s.self, s.f.index)
 		return
 	}
 	s.asked.Add(1)
@@ -247,7 +285,7 @@ func (s *stalledPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // elsewhere and the batch is whole.
 func TestClusterStalledPeerCostsATimeout(t *testing.T) {
 	f := newFixture(t, 32, 16)
-	sp := &stalledPeer{stop: make(chan struct{})}
+	sp := &stalledPeer{self: 1, f: f, stop: make(chan struct{})}
 	t.Cleanup(func() { close(sp.stop) })
 	cl := startCluster(t, f, 3, []http.Handler{nil, sp, nil}, func(c *gateway.Config) {
 		c.Cluster.PeerTimeout = 200 * time.Millisecond
@@ -272,7 +310,7 @@ func TestClusterStalledPeerCostsATimeout(t *testing.T) {
 
 func TestClusterLyingPeerCannotCorruptABatch(t *testing.T) {
 	f := newFixture(t, 32, 16)
-	liar := &lyingPeer{}
+	liar := &lyingPeer{self: 1, f: f}
 	cl := startCluster(t, f, 3, []http.Handler{nil, liar, nil}, nil)
 	seen := map[string]int{}
 	for r := range 2 {
@@ -312,13 +350,14 @@ func TestClusterEndpoint(t *testing.T) {
 	}
 }
 
-// metricSum adds up every series of a metric on /metrics.
+// metricSum adds up every series of a metric on /metrics; name may end in
+// the first of its labels (`m{kind="down"`) to sum those series alone.
 func metricSum(t *testing.T, base, name string) float64 {
 	t.Helper()
 	_, body := get(t, base+"/metrics")
 	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+",") && !strings.HasPrefix(line, name+"}") {
 			continue
 		}
 		var v float64

@@ -1,24 +1,30 @@
-// Package gateway is Brand's HTTP API: it serves batch M of epoch N of a
-// training job as a tar stream, computed from the job's parameters alone.
+// Package gateway is Brand's HTTP face: it serves batch M of epoch N of a
+// training job as a tar stream, computed from the job's parameters alone,
+// and the endpoints around it (epochs, manifests, samples, importance
+// feedback, the cluster's view, statistics, plans, and the peers'
+// internal endpoints).
 //
-// A request flows one way through small parts, each built from the few
-// things it uses (docs/architecture.md, "Inside the gateway"): its query
-// is parsed through one table of parameters (params.go); the catalog finds
-// the dataset and orders the epoch's memoised order (orders.go); the batch
-// is laid out — which samples, in which chunks, at which bytes (layout.go);
-// the schedule records the job stream's position and republishes when each
-// chunk is next needed (schedule.go); the chunk cache, whose eviction
-// policy reads that table (policy.go), pins the batch's chunks, each read
-// from the store once and checked against the index's CRC32C on entry
-// (loader.go); and the samples' tar bytes are written straight from the
-// cached chunks (batch.go, body.go). Because the whole batch is pinned, or
-// assembled (parts.go), before the status line is written, a batch is
-// never served partially.
+// It parses requests (through the one parameter table, package query),
+// authenticates them, calls the parts that do the work and writes their
+// answers; the parts know nothing of HTTP and do not import this package
+// (docs/architecture.md, "Inside the gateway"):
 //
-// Because the order of every epoch is known, the gateway also prefetches
-// the chunks of each stream's next windows — across the epoch boundary —
-// in the background (prefetch.go), and keeps per-epoch figures with the
-// optimal policy's beside them (livestats.go).
+//   - catalog: the loaded dataset versions, their reload, the chunk loader
+//     that checks every CRC32C;
+//   - order: what a job reads — its stream, an epoch's order, a batch's
+//     layout and ETag;
+//   - schedule: when each chunk is next needed, the cache's eviction by it
+//     and the prefetch of what comes next;
+//   - peer: the cluster — liveness, index versions, where a chunk's bytes
+//     come from, the internal protocol (Solo for a single gateway);
+//   - reader: the one path samples are read by, for batches, peers'
+//     requests and single samples alike;
+//   - feedback: importance sampling's feedback, seals and snapshots;
+//   - livestats: what each epoch cost, beside the optimum.
+//
+// Every response that carries samples is written by writeBody, under
+// write deadlines that bound what a client that stops reading can hold.
+// Errors of every part are mapped to HTTP statuses in one place, statusOf.
 //
 // A Gateway keeps no package-level state: a process may run several, each
 // with its own cache, metrics registry and datasets.

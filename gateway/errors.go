@@ -14,32 +14,29 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
-// Errors the gateway raises itself. Everything that reaches a client is
+// Errors of the gateway's own, beside those of the parts it wires (each
+// part's package names its own). Everything that reaches a client is
 // translated to an HTTP status in one place, statusOf.
 var (
-	// ErrBadRequest marks a malformed or out-of-bounds parameter.
-	ErrBadRequest = errors.New("bad request")
-	// ErrNotFound marks an unknown dataset, sample, or an epoch, batch or
-	// rank outside its valid range.
-	ErrNotFound = errors.New("not found")
-	// ErrNotReady means Load has not finished. The catalog wraps it with
-	// what Load is doing (reading the indexes, allocating the cache).
-	ErrNotReady = errors.New("not ready")
-	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
-	ErrCorrupt = errors.New("chunk failed its checksum")
-	// ErrStalled means requests wait for cache room and none is let
-	// through: the gateway cannot make progress for now.
+	// ErrStalled means requests wait for cache room, or for room to
+	// assemble or copy a batch, and none is let through: the gateway
+	// cannot make progress for now.
 	ErrStalled = errors.New("not ready: stalled")
 	// ErrNotImplemented marks a feature this gateway was built without.
 	ErrNotImplemented = errors.New("not implemented")
-	// ErrConflict marks a peer's request for a version of an index this
-	// node does not serve (one of the two has reloaded it).
-	ErrConflict = errors.New("conflict")
 )
+
+var errStalled = fmt.Errorf("%w: requests are waiting for cache room or for room to assemble a batch, and none has been let through for %s", ErrStalled, stallNotReady)
 
 // retryAfter is what 503 responses advise; clients back off at least this.
 const retryAfter = 2 * time.Second
@@ -47,18 +44,23 @@ const retryAfter = 2 * time.Second
 // statusOf maps an error to the HTTP status a client should see.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
-		errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch):
+	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
+		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrNotFound), errors.Is(err, shuffle.ErrOutOfRange):
+	case errors.Is(err, peer.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
+		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy):
+	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
+		errors.Is(err, feedback.ErrStale):
+		return http.StatusConflict
+	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
+		errors.Is(err, feedback.ErrBusy):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
+	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
 		// The store no longer matches the index: retrying will not help.
 		return http.StatusBadGateway
-	case errors.Is(err, ErrConflict):
-		return http.StatusConflict
 	case errors.Is(err, ErrNotImplemented):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):
@@ -81,8 +83,11 @@ func statusOf(err error) int {
 // sent as they are.
 func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	status := statusOf(err)
-	if status == http.StatusServiceUnavailable {
+	switch status {
+	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
 	}
 	msg := err.Error()
 	if public := publicMessage(status, err); public != "" {
@@ -96,10 +101,10 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 // side, or "" when err's own message may be sent.
 func publicMessage(status int, err error) string {
 	switch {
-	case status < 500, errors.Is(err, ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, ErrNotImplemented):
+	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented):
 		return ""
-	case errors.Is(err, ErrCorrupt):
+	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"
 	case status == http.StatusBadGateway:
 		return "the store no longer matches the dataset's index: a chunk changed or vanished; rebuild the index with brand index"

@@ -17,6 +17,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -135,8 +136,9 @@ func TestChecksumRereads(t *testing.T) {
 	}
 }
 
-// damageAtRest flips a byte of chunk c on disk without changing its ETag
-// (same size and mtime).
+// damageAtRest flips a byte of chunk c on disk without changing its ETag:
+// same size, the byte in the middle of a chunk larger than the two 64 KiB
+// blocks a local ETag hashes (the fixture's samples must make it so).
 func damageAtRest(t *testing.T, f *fixture, c int) {
 	t.Helper()
 	path := filepath.Join(f.dir, "chunks", fmt.Sprintf("%06d.tar", c))
@@ -148,7 +150,10 @@ func damageAtRest(t *testing.T, f *fixture, c int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[600] ^= 0xff // inside the first sample's data
+	if len(b) <= 2<<16 {
+		t.Fatalf("chunk %d is %d bytes: too small to damage without changing its ETag", c, len(b))
+	}
+	b[len(b)/2] ^= 0xff // inside a sample's data
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +175,7 @@ func TestSkipDamagedChunk(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
-			f := newFixture(t, 4, 3)
+			f := newFixtureSized(t, 4, 3, 70000)
 			_, srv := start(t, f.store, func(c *gateway.Config) {
 				c.Defaults.Window, c.Defaults.BatchSize = 4, 12 // one batch: the whole epoch
 				c.OnDamagedChunk = tc.mode
@@ -252,6 +257,124 @@ func TestSkipDamagedChunk(t *testing.T) {
 			slices.Sort(m.Missing)
 			if !slices.Equal(m.Missing, damaged) {
 				t.Errorf("manifest's missing = %v, want %v", m.Missing, damaged)
+			}
+		})
+	}
+}
+
+// TestSkipDamagedChunkInParts: skip mode holds for batches assembled in
+// parts. The reproduction: with a cache of three chunks, a batch of eight
+// answered 502 for a chunk damaged at rest, and its missing-sample headers
+// were never set.
+func TestSkipDamagedChunkInParts(t *testing.T) {
+	f := newFixtureSized(t, 8, 4, 40000)
+	var largest int64
+	for c := range 8 {
+		largest = max(largest, f.index.Chunk(c).Size)
+	}
+	_, srv := start(t, f.store, func(c *gateway.Config) {
+		c.CacheSize = 3 * largest
+		c.Defaults.Window, c.Defaults.BatchSize = 8, 32 // one batch: the whole epoch
+		c.OnDamagedChunk = gateway.OnDamagedSkip
+		c.PrefetchConcurrency = -1
+	})
+	damageAtRest(t, f, 1)
+	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	checkPartial(t, f, resp, body, 1)
+	if m := scrape(t, srv.URL); !strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 1\n") {
+		t.Errorf("the batch was not assembled in parts:\n%s", grepLines(m, "assembled"))
+	}
+}
+
+// checkPartial checks a batch served without the samples of damaged chunk
+// c: the others byte-correct, the damaged one's named in the headers.
+func checkPartial(t *testing.T, f *fixture, resp *http.Response, body []byte, c int) {
+	t.Helper()
+	lo, n := f.index.ChunkRange(c)
+	damaged := map[string]bool{}
+	for id := lo; id < lo+n; id++ {
+		damaged[f.index.SampleKey(id)] = true
+	}
+	samples := readTar(t, body)
+	for _, s := range samples {
+		if damaged[s.key] {
+			t.Fatalf("sample %s of the damaged chunk was served", s.key)
+		}
+		if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
+			t.Fatalf("sample %s has wrong bytes", s.key)
+		}
+	}
+	h := resp.Header
+	if got := h.Get(api.HeaderMissingSamples); got != strconv.Itoa(n) {
+		t.Errorf("%s = %q, want %d", api.HeaderMissingSamples, got, n)
+	}
+	for d := range damaged {
+		if !strings.Contains(h.Get(api.HeaderMissingKeys), d) {
+			t.Errorf("%s = %q does not name %s", api.HeaderMissingKeys, h.Get(api.HeaderMissingKeys), d)
+		}
+	}
+	if got := h.Get(api.HeaderBatchSamples); got != strconv.Itoa(len(samples)) {
+		t.Errorf("%s = %s, %d served", api.HeaderBatchSamples, got, len(samples))
+	}
+}
+
+// TestSkipDamagedChunkOnACluster: on a cluster, the owner of a chunk
+// damaged at rest answers its peers without that chunk's samples, and
+// they serve their batches without them (skip mode) or fail them (fail
+// mode); either way the owner is not taken for down. The reproduction: a
+// node asking the owner got a 502, held the owner down and read its chunks
+// itself.
+func TestSkipDamagedChunkOnACluster(t *testing.T) {
+	for _, mode := range []string{gateway.OnDamagedSkip, gateway.OnDamagedFail} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixtureSized(t, 32, 16, 10000)
+			cl := startCluster(t, f, 3, nil, func(c *gateway.Config) { c.OnDamagedChunk = mode })
+			const bad = 5
+			damageAtRest(t, f, bad)
+			lo, n := f.index.ChunkRange(bad)
+			seen := map[string]int{}
+			missing, failed := 0, 0
+			for r := range 3 {
+				q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=3&rank=%d", r)
+				for m := range (512 + 47) / 48 {
+					resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", cl[cluster.Home(r, 3, 3)].srv.URL, m, q))
+					if resp.StatusCode == http.StatusBadGateway && mode == gateway.OnDamagedFail {
+						failed++
+						continue
+					}
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("rank %d batch %d: %s: %s", r, m, resp.Status, body)
+					}
+					k, _ := strconv.Atoi(resp.Header.Get(api.HeaderMissingSamples))
+					missing += k
+					f.verify(t, readTar(t, body), seen)
+				}
+			}
+			for id := lo; id < lo+n; id++ {
+				if seen[f.index.SampleKey(id)] != 0 {
+					t.Fatalf("a sample of the damaged chunk was served")
+				}
+			}
+			switch mode {
+			case gateway.OnDamagedSkip:
+				if missing != n || len(seen) != 512-n {
+					t.Errorf("%d samples named missing, %d served; want %d and %d", missing, len(seen), n, 512-n)
+				}
+			case gateway.OnDamagedFail:
+				if failed == 0 || missing != 0 {
+					t.Errorf("%d batches failed, %d samples missing; want failures and none missing", failed, missing)
+				}
+			}
+			for k, node := range cl {
+				if up := metricSum(t, node.srv.URL, "brand_peer_up"); up != 3 {
+					t.Errorf("node %d sees %v nodes up after a damaged chunk, want 3", k, up)
+				}
+				if down := metricSum(t, node.srv.URL, `brand_peer_fetch_failures_total{kind="down"`); down != 0 {
+					t.Errorf("node %d counts %v fetches failed for a down peer", k, down)
+				}
 			}
 		})
 	}

@@ -205,7 +205,18 @@ func readTar(t testing.TB, body []byte) []sample {
 
 func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return do(t, http.MethodGet, url, nil, hdr...)
+}
+
+// do sends a request with body (nil for none) and the headers hdr (name,
+// value, ...) and returns the response and its body, read whole.
+func do(t testing.TB, method, url string, body []byte, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +228,11 @@ func get(t testing.TB, url string, hdr ...string) (*http.Response, []byte) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, body
+	return resp, b
 }
 
 // verify checks every sample's files against the fixture's source and

@@ -15,16 +15,27 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/livestats"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
-// DatasetSpec names a dataset to serve.
-type DatasetSpec struct {
-	Name  string
-	URL   string          // s3://bucket/prefix, file:///dir or a directory
-	Store s3backend.Store // optional; used instead of opening URL (tests, embedding)
-}
+// DatasetSpec names a dataset to serve: a name, and a store URL
+// (s3://bucket/prefix, file:///dir or a directory) or a Store.
+type DatasetSpec = catalog.Spec
+
+// Defaults are the job parameters used when a request does not give them.
+type Defaults = query.Defaults
+
+// Limits bound what one request may ask for.
+type Limits = query.Limits
 
 // Config configures a Gateway. The zero value of every field but Datasets
 // is a sane default.
@@ -45,6 +56,11 @@ type Config struct {
 	// PrefetchWindows is how many windows beyond the current one each job
 	// stream prefetches; default 1.
 	PrefetchWindows int
+	// MaxTurnWait bounds how long a batch waits for its job's turn when
+	// the windows the jobs read do not fit in the cache together
+	// (docs/architecture.md, "Several jobs"); default 10 s, negative: no
+	// turns (every batch goes ahead at once). The lru policy takes none.
+	MaxTurnWait time.Duration
 
 	// FetchTimeout bounds the read of one chunk from the store, retries
 	// included; default 5 minutes. A chunk load outlives the request that
@@ -55,7 +71,7 @@ type Config struct {
 	// ChecksumRereads is how many more times a chunk that fails its
 	// CRC32C check is read before the failure is reported: a byte damaged
 	// in transit passes on a re-read, a byte damaged at rest fails the same
-	// way every time (see chunkLoader). Default 2; negative: no re-read.
+	// way every time (see catalog.Loader). Default 2; negative: no re-read.
 	ChecksumRereads int
 
 	// OnDamagedChunk is what a batch does when one of its chunks is damaged
@@ -81,19 +97,29 @@ type Config struct {
 	// one more is answered 503 with Retry-After at once. Default 256.
 	MaxWaiting int
 	// MaxWait bounds how long a request waits in that queue (not for its
-	// chunks' loads); past it, 503 with Retry-After. Default 1 minute.
+	// chunks' loads), or for room to assemble or copy a batch; past it,
+	// 503 with Retry-After. Default 1 minute.
 	MaxWait time.Duration
-	// WriteTimeout bounds the writing of one response: this, plus the
-	// time to send its bytes at MinWriteRate, after which the connection
-	// is closed. Defaults 1 minute and 1 MiB/s. A client that stops
-	// reading cannot hold a connection, or the chunks it pins, longer.
+	// WriteTimeout and MinWriteRate bound the writing of a response that
+	// carries samples: it is written in segments of at most 4 MiB, and
+	// each must be sent within WriteTimeout plus the time to send it at
+	// MinWriteRate, after which the connection is closed. Defaults 10 s
+	// and 1 MiB/s. A client that stops reading holds its response's
+	// chunks, or its copy, for at most that long; a small response is
+	// in the kernel's socket buffer at once and holds nothing.
 	WriteTimeout time.Duration
 	MinWriteRate int64
+	// CopyBytes bounds the bytes of responses copied out of the cache
+	// (batches assembled in parts, or copied out under pressure) held at
+	// once; default twice Limits.MaxBatchBytes. It is memory beside the
+	// cache: `brand serve --memory-limit auto` counts it.
+	CopyBytes int64
 
 	// AuthTokens, if not empty, are the bearer tokens requests must carry
 	// (Authorization: Bearer <token>) on every endpoint but /healthz and
-	// /readyz, which probes reach without credentials. A request without
-	// one is answered 401 with a WWW-Authenticate challenge.
+	// /readyz, which probes reach without credentials, and the peers'
+	// internal endpoints, which take a peer's credential instead. A request
+	// without one is answered 401 with a WWW-Authenticate challenge.
 	AuthTokens []string
 	// SeparateAdmin takes /metrics, /stats and /plan off the data handler:
 	// serve them, with pprof, from AdminHandler on a listener of its own
@@ -128,13 +154,17 @@ type ClusterConfig struct {
 	// samples are read from the next node in their chunk's ranking, or
 	// from the store. Default 10 s.
 	PeerTimeout time.Duration
-	// ProbeInterval is how often a peer's /readyz is probed while it is
+	// ProbeInterval is how often a peer's state is probed while it is
 	// up; a peer that is down is probed with back-off up to 4 times as
 	// long. Default 1 s.
 	ProbeInterval time.Duration
-	// Token is the bearer token sent to peers (their AuthTokens must
-	// hold it). `brand serve` sends the first of --auth-token-file's.
-	Token string
+	// Secret is the peer secret every node of the cluster is given
+	// (`brand serve --peer-secret-file`): internal requests carry a
+	// credential derived from it (peer.Credentials), and only those are
+	// served and believed. Without it the internal endpoints are open
+	// and nothing a request claims about its sender is believed; a
+	// cluster with AuthTokens must have one.
+	Secret []byte
 }
 
 // DefaultPeerTimeout is ClusterConfig.PeerTimeout when zero.
@@ -153,8 +183,10 @@ const DefaultFetchTimeout = 5 * time.Minute
 const (
 	DefaultMaxWaiting   = 256
 	DefaultMaxWait      = time.Minute
-	DefaultWriteTimeout = time.Minute
+	DefaultWriteTimeout = 10 * time.Second
 	DefaultMinWriteRate = 1 << 20
+	// DefaultMaxTurnWait is Config.MaxTurnWait's default.
+	DefaultMaxTurnWait = 10 * time.Second
 )
 
 // DefaultChecksumRereads is Config.ChecksumRereads when zero.
@@ -169,51 +201,137 @@ const (
 	OnDamagedSkip = "skip"
 )
 
-// Gateway serves batches of one or more datasets over HTTP.
-//
-// A request flows one way through its parts, each built from the few
-// things it uses: the catalog (loaded datasets) and orders (memoised epoch
-// orders) lay a batch out; the schedule follows job streams and publishes
-// when each chunk is next needed; the cache, whose policy reads that, pins
-// the batch's chunks, loading them through the loader; the prefetcher
-// reads ahead what the schedule says comes next; the live statistics
-// record what each epoch cost.
+// maxAssembling bounds the reads assembled in parts at once: each pins up
+// to half the cache while it copies.
+const maxAssembling = 2
+
+// clusterView is what the gateway needs of its cluster: peer.Set on a
+// node of a cluster, peer.Solo on a single gateway. It is chosen once, in
+// New; no handler asks which.
+type clusterView interface {
+	reader.Remote
+	feedback.Parts
+	Source(ds *catalog.Dataset, c int, skip func(int) bool) int
+	FetchAhead(key string, next func() (order.Samples, *peer.Origin, error))
+	Agreed(dataset string) string
+	Holders(dataset, id string, self bool) []string
+	View(world int, datasets []string) api.Cluster
+	Stats(datasets []string) *api.ClusterStats
+	Heard(k int)
+	Served(k int, n int64)
+	Start()
+	Close()
+}
+
+// Gateway serves batches of one or more datasets over HTTP. It is the
+// HTTP face of parts that know nothing of HTTP, each built from the few
+// things it uses and wired once here: the catalog of loaded datasets, the
+// orders (what a job reads), the schedule (when each chunk is next
+// needed, the cache's eviction and the prefetch), the cluster view, the
+// reader (the one path samples are read by), the importance state and
+// the live statistics. docs/architecture.md draws them.
 type Gateway struct {
 	cfg      Config
-	defaults query // the query a request starts from
+	defaults query.Query // the query a request starts from
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
+	tokens   tokenSet
+	peerCred peer.Credentials
 
-	tokens tokenSet
-
-	catalog  *catalog
-	orders   *orders
-	sched    *schedule
+	catalog  *catalog.Catalog
+	orders   *order.Orders
+	sched    *schedule.Schedule
 	cache    *chunkcache.Cache
-	prefetch *prefetcher   // nil when prefetch is off
-	peers    *peerSet      // nil for a single gateway
-	snaps    *snapshots    // importance snapshots requests name
-	accs     *accumulators // importance feedback of the epochs being trained
-	ahead    *peerAhead    // samples fetched from peers ahead of need; nil for a single gateway
-	aheadCtx context.Context
-	aheadEnd context.CancelFunc
-	aheadWG  sync.WaitGroup
-	stats    *liveStats
-	reload   *reloader
+	prefetch schedule.Prefetch
+	cluster  clusterView
+	reader   *reader.Reader
+	feedback *feedback.State
+	stats    *livestats.Stats
 
-	loader chunkLoader
-
-	handler   http.Handler
-	planning  chan struct{} // one /plan simulation at a time
-	partSlots chan struct{} // batches being assembled in parts (parts.go)
-	copySlots chan struct{} // batches copied out of the cache to be written (batch.go)
-	coalesce  *sync.Pool    // buffers for batchWriter
+	handler  http.Handler
+	planning chan struct{} // one /plan simulation at a time
+	coalesce *sync.Pool    // buffers for bodyWriter
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
 // dataset indexes (the gateway answers 503 until then).
 func New(cfg Config) (*Gateway, error) {
+	names, err := cfg.fill()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool(),
+		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
+	d := cfg.Defaults
+	g.defaults = query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
+		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
+	reg := cfg.Registry
+	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
+	held := func(name string) []string {
+		ds, _ := g.catalog.Held(name)
+		ids := make([]string, len(ds))
+		for i, d := range ds {
+			ids[i] = d.ID()
+		}
+		return ids
+	}
+	if c := cfg.Cluster; len(c.Peers) > 0 {
+		g.cluster = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
+			Credentials: g.peerCred, Registry: reg, Log: cfg.Logger, Held: held, Skew: g.catalog.Poke,
+			AheadBytes: max(cfg.CacheSize/16, 64<<20)})
+	} else {
+		g.cluster = peer.Solo{Held: held}
+	}
+	g.feedback = feedback.New(cfg.Logger)
+	g.orders = order.New(g.cluster.Nodes(), g.feedback)
+	self := g.cluster.Self()
+	noSkip := func(int) bool { return false }
+	g.sched = schedule.New(schedule.Config{Orders: g.orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait,
+		Local: func(ds *catalog.Dataset, c int) bool { return g.cluster.Source(ds, c, noSkip) == self }})
+	var policy chunkcache.Policy = chunkcache.NewLRU()
+	var shared func() bool // the lru policy, a baseline, loads as it always did
+	if cfg.CachePolicy == "schedule" {
+		policy = schedule.NewPolicy(g.sched.Table, g.sched.Ticks)
+		shared = g.sched.Shared
+	}
+	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
+	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy,
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
+	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
+	var opt livestats.Optimizer
+	if cfg.Planner != nil {
+		opt = cfg.Planner
+	}
+	g.stats = livestats.New(reg, cfg.CacheSize, opt, cfg.Logger)
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turn_wait_seconds_total",
+			Help: "Time batches waited for their job's turn because the windows the jobs read did not fit in the cache together."},
+			func() float64 { return g.sched.Turns().Waited.Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turns_overdue_total",
+			Help: "Turns given past --max-turn-wait although the job's window did not fit beside the others'."},
+			func() float64 { return float64(g.sched.Turns().Overdue) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_jobs_waiting",
+			Help: "Job streams waiting for a turn now."},
+			func() float64 { return float64(g.sched.Turns().Waiting) }))
+	g.prefetch = schedule.NoPrefetch{}
+	if cfg.PrefetchConcurrency > 0 {
+		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
+			Distance: g.sched.Distance, Prefetchable: func(k chunkcache.Key) bool { return g.sched.Table().Prefetchable(k) },
+			Displaces: func(need int64) bool { return g.sched.Table().Displaces(need) },
+			Registry:  reg, Log: cfg.Logger,
+			Loaded: func(u schedule.Use, bytes int64) { g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes) }})
+	}
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
+		Shared: shared, Registry: reg, Log: cfg.Logger})
+	g.handler = g.routes()
+	g.cluster.Start()
+	return g, nil
+}
+
+// fill checks cfg and applies its defaults; it returns the dataset names.
+func (cfg *Config) fill() ([]string, error) {
 	if len(cfg.Datasets) == 0 {
 		return nil, errors.New("gateway: no datasets configured")
 	}
@@ -254,6 +372,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.PrefetchWindows == 0 {
 		cfg.PrefetchWindows = 1
 	}
+	if cfg.MaxTurnWait == 0 {
+		cfg.MaxTurnWait = DefaultMaxTurnWait
+	}
+	if cfg.MaxTurnWait < 0 || cfg.CachePolicy == "lru" {
+		cfg.MaxTurnWait = 0
+	}
 	if cfg.FetchTimeout == 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout
 	}
@@ -269,8 +393,8 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.MinWriteRate == 0 {
 		cfg.MinWriteRate = DefaultMinWriteRate
 	}
-	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 {
-		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout or MinWriteRate")
+	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 || cfg.CopyBytes < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate or CopyBytes")
 	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
@@ -304,58 +428,19 @@ func New(cfg Config) (*Gateway, error) {
 		if c.PeerTimeout < 0 || c.ProbeInterval < 0 {
 			return nil, errors.New("gateway: negative PeerTimeout or ProbeInterval")
 		}
+		if len(cfg.AuthTokens) > 0 && len(c.Secret) == 0 {
+			return nil, errors.New("gateway: a cluster whose clients need tokens needs a peer secret too (--peer-secret-file): a client's token is not a peer's")
+		}
 	}
-	cfg.Defaults.fill()
-	cfg.Limits.fill()
+	cfg.Defaults.Fill()
+	cfg.Limits.Fill()
+	if cfg.CopyBytes == 0 {
+		cfg.CopyBytes = 2 * cfg.Limits.MaxBatchBytes
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1),
-		partSlots: make(chan struct{}, maxPartBatches), copySlots: make(chan struct{}, maxCopiedBatches), coalesce: newCoalescePool()}
-	d := cfg.Defaults
-	g.defaults = query{job: api.Job{Dataset: cfg.DefaultDataset,
-		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
-	g.tokens = newTokenSet(cfg.AuthTokens)
-	g.catalog = newCatalog(names, cfg.DefaultDataset)
-	g.peers = newPeerSet(cfg.Cluster, cfg.Registry, cfg.Logger)
-	nodes := 1
-	if g.peers != nil {
-		nodes = g.peers.nodes()
-	}
-	g.snaps = newSnapshots()
-	g.accs = newAccumulators()
-	g.orders = newOrders(nodes, g.snaps)
-	g.sched = newSchedule(g.orders)
-	var policy chunkcache.Policy = chunkcache.NewLRU()
-	if cfg.CachePolicy == "schedule" {
-		policy = newSchedulePolicy(g.sched.table)
-	}
-	// The metrics read the cache's counters, and the cache's loader counts
-	// into the metrics: the cache reads stats through a closure, set below.
-	var cache *chunkcache.Cache
-	g.metrics = newMetrics(cfg.Registry, func() chunkcache.Stats { return cache.Stats() }, cfg.CacheSize)
-	g.reload = newReloader()
-	g.loader = chunkLoader{resolve: g.catalog.chunk, timeout: cfg.FetchTimeout, rereads: cfg.ChecksumRereads,
-		metrics: g.metrics, log: cfg.Logger, changed: g.reload.poke}
-	cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: g.loader, Policy: policy,
-		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
-	g.cache = cache
-	var opt optimizer
-	if cfg.Planner != nil {
-		opt = cfg.Planner
-	}
-	g.stats = newLiveStats(cfg.Registry, cfg.CacheSize, opt, cfg.Logger)
-	if cfg.PrefetchConcurrency > 0 {
-		g.prefetch = newPrefetcher(prefetcherConfig{workers: cfg.PrefetchConcurrency, cache: cache,
-			distance: g.sched.distance, loaded: g.stats.prefetched, metrics: g.metrics, log: cfg.Logger})
-	}
-	g.handler = g.routes()
-	if g.peers != nil {
-		g.ahead = newPeerAhead(max(cfg.CacheSize/16, 64<<20))
-		g.aheadCtx, g.aheadEnd = context.WithCancel(context.Background())
-		g.peers.start()
-	}
-	return g, nil
+	return names, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -370,25 +455,25 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 // EpochStats returns the per-epoch figures of the job streams served most
 // recently: chunk accesses, loads, backend bytes and hit ratio, and the
 // optimal policy's hit ratio on the same requests for complete epochs.
-func (g *Gateway) EpochStats() []EpochStat { return g.stats.snapshot() }
+func (g *Gateway) EpochStats() []api.EpochStat { return g.stats.Snapshot() }
 
 // Ready reports whether every dataset index is loaded.
-func (g *Gateway) Ready() bool { return g.catalog.notReady() == nil }
+func (g *Gateway) Ready() bool { return g.catalog.NotReady() == nil }
 
-// Close stops background prefetching and the statistics' computations and
-// waits for them, then cancels the chunk loads still in flight. In-flight
-// requests are the HTTP server's to drain first.
+// Reload checks every dataset's stored index and swaps in those that
+// changed, returning the names of the datasets reloaded (see
+// catalog.Catalog.Reload).
+func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catalog.Reload(ctx) }
+
+// Close stops the cluster's probes and fetches, background prefetching,
+// index polling and the statistics' computations and waits for them, then
+// cancels the chunk loads still in flight. In-flight requests are the
+// HTTP server's to drain first.
 func (g *Gateway) Close() {
-	g.stopPolling()
-	if g.peers != nil {
-		g.aheadEnd()
-		g.aheadWG.Wait()
-		g.peers.stop()
-	}
-	if g.prefetch != nil {
-		g.prefetch.close()
-	}
-	g.stats.close()
+	g.catalog.Close()
+	g.cluster.Close()
+	g.prefetch.Close()
+	g.stats.Close()
 	g.cache.Close()
 }
 
@@ -398,32 +483,31 @@ func (g *Gateway) Close() {
 func (g *Gateway) Load(ctx context.Context) error {
 	bcfg := g.cfg.Backend
 	bcfg.Observer = g.metrics
-	var loaded []*loadedDataset
+	var loaded []*catalog.Dataset
 	for _, spec := range g.cfg.Datasets {
-		ds, err := loadDataset(ctx, spec, bcfg, g.log)
+		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {
 			return err
 		}
-		g.catalog.add(ds)
-		g.metrics.indexInfo.WithLabelValues(ds.name, ds.index.ID(), ds.indexETag).Set(1)
+		g.catalog.Add(ds)
 		loaded = append(loaded, ds)
-		g.log.Info().Str("dataset", ds.name).Str("url", ds.url).Str("index", ds.index.ID()).
-			Int("chunks", ds.index.NumChunks()).Int("samples", ds.index.NumSamples()).
-			Int64("bytes", ds.index.TotalBytes()).Msg("dataset loaded")
+		g.log.Info().Str("dataset", ds.Name).Str("url", ds.URL).Str("index", ds.ID()).
+			Int("chunks", ds.Index.NumChunks()).Int("samples", ds.Index.NumSamples()).
+			Int64("bytes", ds.Index.TotalBytes()).Msg("dataset loaded")
 	}
 	g.warnSmallCache(loaded)
 	if !g.cfg.NoPrefault {
 		// Touching gigabytes of pages takes seconds: say so in the 503s.
 		why := fmt.Sprintf("allocating the chunk cache's memory (up to %s); the indexes are loaded", humanize.IBytes(uint64(g.cfg.CacheSize)))
-		g.catalog.waitFor(why)
+		g.catalog.WaitFor(why)
 		g.log.Info().Int64("cache_bytes", g.cfg.CacheSize).Msg("allocating chunk cache memory")
 		if err := g.preallocate(ctx, loaded); err != nil {
 			return err
 		}
 	}
-	g.catalog.markReady()
+	g.catalog.MarkReady()
 	if g.cfg.IndexPoll > 0 {
-		g.startPolling(g.cfg.IndexPoll)
+		g.catalog.Poll(g.cfg.IndexPoll)
 	}
 	return nil
 }
@@ -432,18 +516,17 @@ func (g *Gateway) Load(ctx context.Context) error {
 // default job needs at once, and what that costs: a batch across a window
 // boundary needs the chunks of two windows, and prefetch wants room for
 // the windows ahead.
-func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
-	w := g.defaults.job.Window
-	if g.peers != nil {
+func (g *Gateway) warnSmallCache(datasets []*catalog.Dataset) {
+	w := g.defaults.Job.Window
+	if n := g.cluster.Nodes(); n > 1 {
 		// A node of a cluster holds the chunks it owns: with stratified
 		// windows about 1/N of each, at most 17/16 of that.
-		n := g.peers.nodes()
 		w = (17*w + 16*n - 1) / (16 * n)
 	}
 	for _, ds := range datasets {
-		sizes := make([]int64, ds.index.NumChunks())
+		sizes := make([]int64, ds.Index.NumChunks())
 		for c := range sizes {
-			sizes[c] = ds.index.Chunk(c).Size
+			sizes[c] = ds.Index.Chunk(c).Size
 		}
 		slices.Sort(sizes)
 		slices.Reverse(sizes)
@@ -456,10 +539,10 @@ func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
 		batchNeeds, prefetchNeeds := largest(2*w), largest((2+g.cfg.PrefetchWindows)*w)
 		switch {
 		case g.cfg.CacheSize < batchNeeds:
-			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("batch_needs_bytes", batchNeeds).Int("window", w).
+			g.log.Warn().Str("dataset", ds.Name).Int64("cache_bytes", g.cfg.CacheSize).Int64("batch_needs_bytes", batchNeeds).Int("window", w).
 				Msg("the cache is smaller than a batch across a window boundary can need: such batches are assembled a few chunks at a time and read their chunks from the store again; raise --cache-size or lower --window")
-		case g.cfg.CacheSize < prefetchNeeds && g.prefetch != nil:
-			g.log.Warn().Str("dataset", ds.name).Int64("cache_bytes", g.cfg.CacheSize).Int64("prefetch_needs_bytes", prefetchNeeds).Int("window", w).
+		case g.cfg.CacheSize < prefetchNeeds && g.cfg.PrefetchConcurrency > 0:
+			g.log.Warn().Str("dataset", ds.Name).Int64("cache_bytes", g.cfg.CacheSize).Int64("prefetch_needs_bytes", prefetchNeeds).Int("window", w).
 				Msg("the cache has no room to prefetch the next windows of the default job: batches will wait for chunks at window boundaries; raise --cache-size or lower --window")
 		}
 	}
@@ -468,21 +551,31 @@ func (g *Gateway) warnSmallCache(datasets []*loadedDataset) {
 // preallocate gives the cache, dataset by dataset in configuration order,
 // the buffers it will fill: as many of each dataset's largest chunk as fit
 // in what is left of the cache size and the dataset's bytes.
-func (g *Gateway) preallocate(ctx context.Context, datasets []*loadedDataset) error {
+func (g *Gateway) preallocate(ctx context.Context, datasets []*catalog.Dataset) error {
 	start := time.Now()
 	left := g.cfg.CacheSize
 	var total int64
 	for _, ds := range datasets {
-		if ds.maxChunk == 0 {
+		if ds.MaxChunk == 0 {
 			continue
 		}
-		n := min(left, ds.index.TotalBytes()) / ds.maxChunk
-		if err := g.cache.Preallocate(ctx, ds.maxChunk, int(n)); err != nil {
+		n := min(left, ds.Index.TotalBytes()) / ds.MaxChunk
+		if err := g.cache.Preallocate(ctx, ds.MaxChunk, int(n)); err != nil {
 			return fmt.Errorf("preallocating the chunk cache: %w", err)
 		}
-		left -= n * ds.maxChunk
-		total += n * ds.maxChunk
+		left -= n * ds.MaxChunk
+		total += n * ds.MaxChunk
 	}
 	g.log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
 	return nil
+}
+
+// JobStats returns the figures of the jobs served most recently, each
+// over everything served to it.
+func (g *Gateway) JobStats() []api.JobStat { return g.stats.Jobs() }
+
+// turnStats returns the schedule's figures of turns.
+func (g *Gateway) turnStats() api.TurnStats {
+	t := g.sched.Turns()
+	return api.TurnStats{WaitSeconds: t.Waited.Seconds(), Overdue: t.Overdue, Waiting: t.Waiting}
 }

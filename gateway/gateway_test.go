@@ -299,9 +299,11 @@ func TestMissingIndexFailsLoad(t *testing.T) {
 }
 
 // TestCorruptChunkIsNeverServed flips a byte inside a chunk without changing
-// its ETag (same size and mtime): the gateway must answer 502, not serve it.
+// its ETag (same size, the byte in the middle of a chunk larger than the
+// two 64 KiB blocks a local ETag hashes): the gateway must answer 502, not
+// serve it.
 func TestCorruptChunkIsNeverServed(t *testing.T) {
-	f := newFixture(t, 2, 3)
+	f := newFixtureSized(t, 2, 3, 60000)
 	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.Window = 2; c.Defaults.BatchSize = 6 })
 	for c := range 2 {
 		path := filepath.Join(f.dir, "chunks", fmt.Sprintf("%06d.tar", c))
@@ -310,7 +312,7 @@ func TestCorruptChunkIsNeverServed(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(path)
-		b[600] ^= 0xff // inside the first sample's data
+		b[len(b)/2] ^= 0xff // inside the second sample's data
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -185,6 +185,12 @@ func TestImportanceBadRequests(t *testing.T) {
 		{"keys and ids", base, "application/json", []byte(`{"ids":[0],"keys":["a"],"losses":[1]}`), 400},
 		{"torn record", base, "application/octet-stream", []byte{1, 2, 3}, 400},
 		{"not JSON", base, "application/json", []byte(`{`), 400},
+		{"trailing garbage", base, "application/json", []byte(`{"ids":[1],"losses":[1]} garbage`), 400},
+		{"two objects", base, "application/json", []byte(`{"ids":[1],"losses":[1]}{"ids":[1],"losses":[1]}`), 400},
+		{"an ID twice", base, "application/json", []byte(`{"ids":[1],"ids":[2],"losses":[1]}`), 400},
+		{"a fractional ID", base, "application/json", []byte(`{"ids":[1.5],"losses":[1]}`), 400},
+		{"a null loss", base, "application/json", []byte(`{"ids":[1],"losses":[null]}`), 400},
+		{"seal without feedback", srv.URL + "/importance/none/seal?epoch=3", "", nil, 409},
 		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
 		{"unknown parameter", base + "&x=1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
 		{"unknown dataset", base + "&dataset=nope", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 404},
@@ -210,7 +216,14 @@ func TestImportanceBadRequests(t *testing.T) {
 		want int
 	}{
 		{"sampling=importance", 400},
-		{"job=j", 400},
+		{"job=j", 200}, // a uniform job's name
+		{"job=a%20b", 400},
+		{"importance=0123456789abcdef", 400}, // a snapshot without sampling=importance
+		{"hot=3", 400},
+		{"job=j&weight=2.5", 200},
+		{"weight=0", 400},
+		{"weight=101", 400},
+		{"weight=NaN", 400},
 		{"sampling=importance&job=j&importance=0123456789abcdef", 404},
 		{"sampling=importance&job=j&importance=XYZ", 400},
 		{"sampling=sometimes", 400},
@@ -228,7 +241,9 @@ func TestImportanceBadRequests(t *testing.T) {
 func TestImportanceSealMergesNodes(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	cl := startCluster(t, f, 3, nil, nil)
-	_, single := start(t, f.store, nil)
+	// The single gateway seals into a store of its own: in the cluster's,
+	// the epoch would be sealed already.
+	_, single := start(t, newFixture(t, 32, 16).store, nil)
 	n := f.index.NumSamples()
 	ids := make([]int, n)
 	losses := make([]float32, n)

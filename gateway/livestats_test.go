@@ -70,7 +70,7 @@ func TestOptimumOfInterleavedEpochs(t *testing.T) {
 		t.Errorf("epoch 1, one batch served: %+v; want loads within accesses, not complete, no optimum", e1)
 	}
 	metrics := scrape(t, srv.URL)
-	line := fmt.Sprintf(`brand_epoch_hit_ratio{dataset="test",epoch="0",policy="optimal",seed="3",window="2"} %g`, *e0.Optimal)
+	line := fmt.Sprintf(`brand_epoch_hit_ratio{dataset="test",epoch="0",index="%s",job="",policy="optimal",seed="3",snapshot="",window="2"} %g`, e0.Index, *e0.Optimal)
 	if !strings.Contains(metrics, line) {
 		t.Errorf("/metrics lacks %s:\n%s", line, grepLines(metrics, "brand_epoch_hit_ratio"))
 	}
@@ -115,12 +115,19 @@ func TestStatsBounded(t *testing.T) {
 	}
 	serve(0, 500, func(e int) int { return 1000 + e }) // 500 distinct seeds
 	after := heap()
-	if n := len(g.EpochStats()); n > 8*16 {
-		t.Errorf("%d epochs kept in the statistics, want at most 128 (8 jobs × 16 epochs)", n)
+	if n := len(g.EpochStats()); n > 16*16 {
+		t.Errorf("%d epochs kept in the statistics, want at most 256 (16 jobs × 16 epochs)", n)
 	}
-	series := strings.Count(scrape(t, srv.URL), "\nbrand_epoch_")
-	if series > 3*8*16 {
-		t.Errorf("/metrics has %d per-epoch series, want at most %d", series, 3*8*16)
+	if n := len(g.JobStats()); n != 16 {
+		t.Errorf("%d jobs kept in the statistics, want the 16 served last", n)
+	}
+	metrics := scrape(t, srv.URL)
+	series := strings.Count(metrics, "\nbrand_epoch_")
+	if series > 3*16*16 {
+		t.Errorf("/metrics has %d per-epoch series, want at most %d", series, 3*16*16)
+	}
+	if jobSeries := strings.Count(metrics, "\nbrand_job_"); jobSeries > 3*16 {
+		t.Errorf("/metrics has %d per-job series, want at most %d", jobSeries, 3*16)
 	}
 	t.Logf("heap %d → %d bytes; %d epoch stats; %d per-epoch series", before, after, len(g.EpochStats()), series)
 	if after > before+8<<20 {

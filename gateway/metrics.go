@@ -20,23 +20,10 @@ type metrics struct {
 	backendRequests *prometheus.CounterVec
 	backendBytes    prometheus.Counter
 	backendSeconds  *prometheus.HistogramVec
-
-	fetchSeconds  prometheus.Histogram
-	fetchErrors   prometheus.Counter
-	corruptChunks prometheus.Counter
-	rereads       prometheus.Counter
-	skipped       prometheus.Counter
-
-	indexReloads *prometheus.CounterVec
-	indexInfo    *prometheus.GaugeVec
-
-	prefetchQueued  prometheus.Counter
-	prefetchDropped prometheus.Counter
-
-	batchesInParts prometheus.Counter
-	batchesCopied  prometheus.Counter
 }
 
+// newMetrics registers the HTTP and cache collectors on reg; the parts
+// register their own.
 func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacity int64) *metrics {
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &metrics{
@@ -57,24 +44,6 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 			Name: "brand_backend_request_duration_seconds", Help: "Latency of object-store requests.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"op"}),
-		fetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "brand_chunk_fetch_duration_seconds", Help: "Time to read one whole chunk from the store.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}),
-		fetchErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_fetch_errors_total", Help: "Chunk reads that failed."}),
-		corruptChunks: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_checksum_failures_total", Help: "Chunk reads in which a sample failed its CRC32C, re-reads included."}),
-		rereads:       prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_rereads_total", Help: "Chunks read again because a read failed its checksum."}),
-		skipped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_skipped_samples_total", Help: "Samples left out of batches because their chunk is damaged (--on-damaged-chunk=skip)."}),
-		indexReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "brand_index_reloads_total", Help: "Dataset indexes reloaded because the stored index changed.",
-		}, []string{"dataset"}),
-		indexInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "brand_index_info", Help: "1 for the index version each dataset serves now (index: its content identity; etag: the index object's ETag).",
-		}, []string{"dataset", "index", "etag"}),
-		prefetchQueued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
-		prefetchDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full or no room without evicting chunks in use."}),
-		batchesCopied:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_copied_total", Help: "Batches written from a copy so that their chunks went back to the cache before the client read them (others were waiting for room, or the batch's chunks were over an eighth of the cache)."}),
-		batchesInParts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_assembled_in_parts_total", Help: "Batches whose chunks did not fit in the cache together, assembled a group of chunks at a time."}),
 	}
 	f(m.requests)
 	f(m.duration)
@@ -83,17 +52,6 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 	f(m.backendRequests)
 	f(m.backendBytes)
 	f(m.backendSeconds)
-	f(m.fetchSeconds)
-	f(m.fetchErrors)
-	f(m.corruptChunks)
-	f(m.rereads)
-	f(m.skipped)
-	f(m.indexReloads)
-	f(m.indexInfo)
-	f(m.prefetchQueued)
-	f(m.prefetchDropped)
-	f(m.batchesInParts)
-	f(m.batchesCopied)
 	counter := func(name, help string, v func(chunkcache.Stats) int64) {
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(cache())) }))
 	}
@@ -106,6 +64,7 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 	counter("brand_cache_loads_total", "Chunk loads started, by demand or prefetch.", func(s chunkcache.Stats) int64 { return s.Loads })
 	counter("brand_cache_load_errors_total", "Chunk loads that failed.", func(s chunkcache.Stats) int64 { return s.LoadErrors })
 	counter("brand_cache_prefetch_loads_total", "Chunk loads started by prefetch.", func(s chunkcache.Stats) int64 { return s.PrefetchLoads })
+	counter("brand_cache_prefetch_unused_total", "Chunks read by prefetch and evicted before any request used them: wasted reads.", func(s chunkcache.Stats) int64 { return s.PrefetchUnused })
 	gauge("brand_cache_bytes", "Bytes resident in the chunk cache (ready or loading).", func(s chunkcache.Stats) int64 { return s.Bytes })
 	gauge("brand_cache_entries", "Chunks resident in the cache.", func(s chunkcache.Stats) int64 { return s.Entries })
 	gauge("brand_cache_pinned_entries", "Chunks pinned by responses in progress.", func(s chunkcache.Stats) int64 { return s.Pinned })

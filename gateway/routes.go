@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -12,11 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/peer"
 )
 
-// stallNotReady is how long requests may wait for cache room, with none
-// let through, before /readyz reports the gateway not ready: a load
-// balancer then sends new work elsewhere until pins are released.
+// stallNotReady is how long requests may wait for cache room, or for room
+// to assemble or copy a batch, with none let through, before /readyz
+// reports the gateway not ready: a load balancer then sends new work
+// elsewhere until pins and copies are released.
 const stallNotReady = 10 * time.Second
 
 // routes is the API's one routing table; docs/http-api.md describes it.
@@ -26,12 +27,8 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := g.catalog.notReady(); err != nil {
+		if err := g.notReady(); err != nil {
 			writeError(r.Context(), w, err)
-			return
-		}
-		if g.cache.Stalled(stallNotReady) {
-			writeError(r.Context(), w, fmt.Errorf("%w: requests are waiting for cache room and none has been let through for %s", ErrStalled, stallNotReady))
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -44,14 +41,20 @@ func (g *Gateway) routes() http.Handler {
 		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 		r.Get("/samples/*", g.handleSample)
 		r.Get("/cluster", g.handleCluster)
-		r.Post(peerSamplesPath, g.handlePeerSamples)
-		r.Get(peerFeedbackPath, g.handlePeerFeedback)
 		r.Post("/importance/{job}/feedback", g.handleFeedback)
 		r.Post("/importance/{job}/seal", g.handleSeal)
 		r.Get("/importance/{job}/epochs/{epoch}", g.handleSealed)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}
+	})
+	// The peers' internal endpoints take a peer's credential, never a
+	// client's token.
+	r.Group(func(r chi.Router) {
+		r.Use(g.authenticatePeer)
+		r.Post(peer.SamplesPath, g.handlePeerSamples)
+		r.Get(peer.StatePath, g.handleState)
+		r.Get(peer.FeedbackPath+"{job}", g.handlePeerFeedback)
 	})
 	return r
 }
@@ -75,7 +78,7 @@ func (g *Gateway) newRouter() chi.Router {
 // allowedMethods is what a path takes: POST for importance feedback and
 // seals and the peers' sample requests, GET (and HEAD) for the rest.
 func allowedMethods(path string) string {
-	if path == peerSamplesPath || strings.HasPrefix(path, "/importance/") &&
+	if path == peer.SamplesPath || strings.HasPrefix(path, "/importance/") &&
 		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")) {
 		return http.MethodPost
 	}

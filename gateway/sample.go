@@ -1,63 +1,64 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/reader"
 )
 
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
-// members.
+// members, read as every sample is (on a cluster, from its chunk's
+// owner) and written as every response carrying samples is.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
-	_, ds, err := g.parseRequest(r, sampleParams, g.defaults)
+	ctx := r.Context()
+	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.defaults, g.cfg.Limits)
+	var ds *catalog.Dataset
+	if err == nil {
+		ds, err = g.version(q.Job)
+	}
 	if err != nil {
-		writeError(r.Context(), w, err)
+		writeError(ctx, w, err)
 		return
 	}
 	key := chi.URLParam(r, "*")
-	id, ok := ds.index.Lookup(key)
+	id, ok := ds.Index.Lookup(key)
 	if !ok {
-		writeError(r.Context(), w, fmt.Errorf("%w: no sample with key %q in dataset %q", ErrNotFound, key, ds.name))
+		writeError(ctx, w, fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name))
 		return
 	}
-	c, off, length, _ := ds.index.SampleRange(id)
+	_, _, length, _ := ds.Index.SampleRange(id)
+	n := length + int64(len(chunkindex.EndOfArchive))
 	h := w.Header()
-	h.Set(api.HeaderDataset, ds.name)
-	h.Set(api.HeaderIndex, ds.index.ID())
-	setLength := func() {
-		h.Set("Content-Type", "application/x-tar")
-		h.Set("Content-Length", strconv.FormatInt(length+int64(len(chunkindex.EndOfArchive)), 10))
-	}
+	h.Set(api.HeaderDataset, ds.Name)
+	h.Set(api.HeaderIndex, ds.ID())
 	if r.Method == http.MethodHead {
 		// Everything a HEAD answers is known from the index: read nothing.
-		setLength()
+		h.Set("Content-Type", "application/x-tar")
+		h.Set("Content-Length", fmt.Sprint(n))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	lease, err := g.cache.Acquire(r.Context(), []chunkcache.Request{ds.chunkRequest(c)})
+	res, err := g.reader.Read(ctx, reader.Request{Samples: order.NewSamples(ds, []int{id})})
+	if err == nil && len(res.Missing) > 0 {
+		res.Release()
+		err = fmt.Errorf("%w: sample %q is in a chunk damaged at rest", catalog.ErrCorrupt, key)
+	}
 	if err != nil {
-		writeError(r.Context(), w, err)
+		writeError(ctx, w, err)
 		return
 	}
-	defer lease.Release()
-	setLength()
-	w.WriteHeader(http.StatusOK)
-	n, err := w.Write(lease.Bytes(0)[off : off+length])
-	if err == nil {
-		var m int
-		m, err = w.Write(chunkindex.EndOfArchive[:])
-		n += m
-	}
-	g.metrics.bytesServed.Add(float64(n))
-	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+	defer res.Release()
+	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), n, res.Relieve}); err != nil {
 		g.log.Debug().Err(err).Msg("sample not completed")
+		return
 	}
+	g.metrics.samplesServed.Inc()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/planner"
 )
@@ -23,11 +24,11 @@ func readEpochs(t *testing.T, url string, n, batches int) {
 	}
 }
 
-func epochStats(t *testing.T, g *gateway.Gateway, wantOptimal int) map[uint64]gateway.EpochStat {
+func epochStats(t *testing.T, g *gateway.Gateway, wantOptimal int) map[uint64]api.EpochStat {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		out := map[uint64]gateway.EpochStat{}
+		out := map[uint64]api.EpochStat{}
 		n := 0
 		for _, s := range g.EpochStats() {
 			out[s.Epoch] = s
@@ -56,7 +57,7 @@ func TestScheduleBeatsLRU(t *testing.T) {
 		total += f.index.Chunk(c).Size
 	}
 	defaults := gateway.Defaults{BatchSize: 8, Window: 2, Seed: 77}
-	run := func(policy string) map[uint64]gateway.EpochStat {
+	run := func(policy string) map[uint64]api.EpochStat {
 		g, srv := start(t, f.store, func(c *gateway.Config) {
 			c.CacheSize = total / 2
 			c.CachePolicy = policy

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -19,16 +21,50 @@ import (
 // the cache and stops reading. Its chunks used to stay pinned until its
 // last byte was sent, and every other batch waited for as long as it
 // stayed connected. Eight normal clients' batch latency (p99) beside it
-// must stay within 2× of what it is without it, measured side by side.
+// must stay within 2× of what it is without it (and some slack), measured
+// side by side.
+//
+// With turns (the default), the normal job's window does not fit beside
+// the stalled job's, so its first batch also waits, by design, for the
+// stalled job's turn to lapse: at most turnIdleMax (1 s) after its last
+// batch, however long its client stays connected. That bound is checked
+// with turns on; the 2× bound, which is about pins, with turns off.
 func TestStalledReaderDoesNotStallOthers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures latency over a few hundred requests")
 	}
+	for _, tc := range []struct {
+		name        string
+		maxTurnWait time.Duration
+		slack       time.Duration // beyond 2× the latency alone
+	}{
+		// 100 ms: latencies are a few milliseconds, a shared test
+		// machine under the race detector adds tens, and giving the
+		// stalled reader's pins back copies 16 MiB; pins held until the
+		// stalled reader goes would hold the others for the whole round.
+		{"turns off", -1, 100 * time.Millisecond},
+		// The turn's idle bound, and the reload of the normal job's
+		// chunks that the stalled job's batch evicted.
+		{"turns on", 0, 1250 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := stalledReaderLatency(t, tc.maxTurnWait)
+			if b > 2*a+tc.slack {
+				t.Errorf("p99 %v beside a stalled reader, %v without: more than 2× + %v", b, a, tc.slack)
+			}
+		})
+	}
+}
+
+// stalledReaderLatency returns eight clients' p99 batch latency without
+// and beside a stalled reader, each the best of three rounds.
+func stalledReaderLatency(t *testing.T, maxTurnWait time.Duration) (alone, beside time.Duration) {
 	const chunkBytes = 1 << 20
 	f := newFixtureSized(t, 32, 16, chunkBytes/16) // 32 chunks of about 1 MiB
 	_, srv := start(t, f.store, func(c *gateway.Config) {
 		c.CacheSize = 17 * chunkBytes
 		c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 1}
+		c.MaxTurnWait = maxTurnWait
 	})
 	normal := func() time.Duration {
 		var mu sync.Mutex
@@ -75,20 +111,15 @@ func TestStalledReaderDoesNotStallOthers(t *testing.T) {
 		return conn
 	}
 	normal() // warm: the normal job's chunks resident
-	var alone, beside []time.Duration
+	var as, bs []time.Duration
 	for range 3 {
-		alone = append(alone, normal())
+		as = append(as, normal())
 		conn := stall()
-		beside = append(beside, normal())
+		bs = append(bs, normal())
 		conn.Close()
 	}
-	a, b := slices.Min(alone), slices.Min(beside)
-	t.Logf("p99 batch latency of 8 clients: alone %v, beside a stalled reader %v", alone, beside)
-	// The best of three rounds each, and 10 ms of slack: latencies are a
-	// few milliseconds, and a shared test machine adds that much noise.
-	if b > 2*a+10*time.Millisecond {
-		t.Errorf("p99 %v beside a stalled reader, %v without: more than 2×", b, a)
-	}
+	t.Logf("p99 batch latency of 8 clients: alone %v, beside a stalled reader %v", as, bs)
+	return slices.Min(as), slices.Min(bs)
 }
 
 // TestWriteDeadlineDoesNotOutliveItsResponse: a batch's write deadline is
@@ -115,4 +146,159 @@ func TestWriteDeadlineDoesNotOutliveItsResponse(t *testing.T) {
 			t.Fatalf("request %d, %s: %d, %v", i, path, resp.StatusCode, err)
 		}
 	}
+}
+
+// stalledConn sends the requests in paths on one connection with a small
+// receive buffer and reads only the first response's status line: the
+// gateway's writes block as a client that stopped reading makes them.
+func stalledConn(t *testing.T, base string, paths ...string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	for _, p := range paths {
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p)
+	}
+	buf := make([]byte, 12)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "HTTP/1.1 200" {
+		t.Fatalf("stalled request: %q %v", buf, err)
+	}
+	return conn
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStalledSampleReaderReleasesItsChunk: GET /samples/{key} is written
+// under the same write deadlines as a batch. The reproduction: a client
+// that stopped reading a sample of a 15 MB chunk held the chunk pinned for
+// all 330 s observed, and three such clients stalled everyone else.
+func TestStalledSampleReaderReleasesItsChunk(t *testing.T) {
+	f := newFixtureSized(t, 2, 16, (1<<20)/16) // chunks of about 1 MiB
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.WriteTimeout = 300 * time.Millisecond
+	})
+	key := f.index.SampleKey(0)
+	var paths []string
+	for range 200 { // more than the socket buffers hold
+		paths = append(paths, "/samples/"+key)
+	}
+	stalledConn(t, srv.URL, paths...)
+	waitFor(t, 5*time.Second, "a stalled /samples reader still pins its chunk", func() bool {
+		return g.Cache().Stats().Pinned == 0
+	})
+}
+
+// TestStalledAssembledReadersDoNotBlockOthers: a batch assembled in parts
+// gives up its turn to assemble once its bytes are copied out, and its
+// write is bounded like any other. The reproduction: two clients that
+// never read assembled batches (of 2,000 samples, window 8) held both
+// assembly slots while their responses were written, and 8 other
+// requests timed out at 60 s.
+func TestStalledAssembledReadersDoNotBlockOthers(t *testing.T) {
+	const chunkBytes = 1 << 20
+	f := newFixtureSized(t, 32, 16, chunkBytes/16)
+	_, srv := start(t, f.store, func(c *gateway.Config) {
+		c.CacheSize = 6 * chunkBytes // batches of 8 chunks are assembled in parts
+		c.Defaults = gateway.Defaults{BatchSize: 128, Window: 8, Seed: 1}
+		c.PrefetchConcurrency = -1
+	})
+	stalledConn(t, srv.URL, "/epoch/0/batch/0")
+	stalledConn(t, srv.URL, "/epoch/0/batch/1")
+	start := time.Now()
+	cl := &http.Client{Timeout: 20 * time.Second}
+	for m := 2; m < 4; m++ {
+		resp, err := cl.Get(fmt.Sprintf("%s/epoch/0/batch/%d", srv.URL, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %s", m, resp.Status)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("two batches beside two stalled readers of assembled batches took %v", d)
+	}
+	if m := scrape(t, srv.URL); !strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 4\n") {
+		t.Errorf("the batches were not all assembled in parts:\n%s", grepLines(m, "assembled"))
+	}
+}
+
+// TestSlowReaderGivesItsPinsBack: a batch written from pinned chunks to a
+// client that stops reading, while the cache is under pressure, is copied
+// out mid-write and its chunks go back to the cache long before its write
+// deadline; the client, reading again, gets every byte, in order.
+func TestSlowReaderGivesItsPinsBack(t *testing.T) {
+	const chunkBytes = 1 << 20
+	f := newFixtureSized(t, 16, 16, chunkBytes/16)
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.CacheSize = 24 * chunkBytes // the batch pins over half of it
+		c.Defaults = gateway.Defaults{BatchSize: 256, Window: 16, Seed: 3}
+		c.WriteTimeout = 5 * time.Minute // the pins must go back long before this
+		c.PrefetchConcurrency = -1
+	})
+	want := readFast(t, srv.URL+"/epoch/0/batch/0")
+	if n := metric(t, srv.URL, "brand_batches_copied_total"); n != 0 {
+		t.Fatalf("a batch read at once was copied out (%v)", n)
+	}
+	// A client that sends its request and reads nothing yet: the 16 MiB
+	// batch is more than the sockets' buffers hold (its receive buffer
+	// fixed at 1 MiB: Linux grows one up to tcp_rmem's maximum, 32 MiB
+	// here, which would take the whole batch in).
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.(*net.TCPConn).SetReadBuffer(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /epoch/0/batch/0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, 30*time.Second, "a stalled reader under pressure still pins its chunks", func() bool {
+		return metric(t, srv.URL, "brand_batches_copied_total") == 1 && g.Cache().Stats().Pinned == 0
+	})
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the resumed body (%d bytes) differs from the batch (%d bytes)", len(got), len(want))
+	}
+}
+
+// readFast reads a response body as fast as a client can: into one
+// buffer of its length, in large reads.
+func readFast(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.ContentLength < 0 {
+		t.Fatalf("%s: %s, length %d", url, resp.Status, resp.ContentLength)
+	}
+	b := make([]byte, resp.ContentLength)
+	if _, err := io.ReadFull(resp.Body, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

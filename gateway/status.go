@@ -4,11 +4,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/query"
 )
 
 // handleDatasets serves /datasets: what the gateway serves. Where the
@@ -19,19 +17,19 @@ func (g *Gateway) handleDatasets(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL bool) {
-	all, err := g.catalog.all()
+	all, err := g.catalog.All()
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
 	for _, ds := range all {
-		info := api.DatasetInfo{Name: ds.name, IndexID: ds.index.ID(),
-			Chunks: ds.index.NumChunks(), Samples: ds.index.NumSamples(), Bytes: ds.index.TotalBytes(),
-			Default: ds.name == g.catalog.defaultName, IndexVersion: ds.version, IndexETag: ds.indexETag,
-			IndexLoadedAt: ds.loadedAt.UTC().Format(time.RFC3339)}
+		info := api.DatasetInfo{Name: ds.Name, IndexID: ds.ID(),
+			Chunks: ds.Index.NumChunks(), Samples: ds.Index.NumSamples(), Bytes: ds.Index.TotalBytes(),
+			Default: ds.Name == g.catalog.Default(), IndexVersion: ds.Version, IndexETag: ds.IndexETag,
+			IndexLoadedAt: ds.LoadedAt.UTC().Format(time.RFC3339)}
 		if showURL {
-			info.URL = ds.url
+			info.URL = ds.URL
 		}
 		out.Datasets = append(out.Datasets, info)
 	}
@@ -43,66 +41,36 @@ func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL b
 // server.
 func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
-		Cache       chunkcache.Stats `json:"cache"`
-		CacheBytes  int64            `json:"cache_capacity_bytes"`
-		CachePolicy string           `json:"cache_policy"`
-		Epochs      []EpochStat      `json:"epochs"`
-		Cluster     *ClusterStats    `json:"cluster,omitempty"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.EpochStats(), g.clusterStats()})
+		Cache       chunkcache.Stats  `json:"cache"`
+		CacheBytes  int64             `json:"cache_capacity_bytes"`
+		CachePolicy string            `json:"cache_policy"`
+		Jobs        []api.JobStat     `json:"jobs"`
+		Turns       api.TurnStats     `json:"turns"`
+		Epochs      []api.EpochStat   `json:"epochs"`
+		Cluster     *api.ClusterStats `json:"cluster,omitempty"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names())})
 }
 
-// ClusterStats is a node's view of its cluster in /stats: the layout and
-// liveness of GET /cluster, and the traffic this node exchanged.
-type ClusterStats struct {
-	api.Cluster
-	Peers []PeerStats `json:"peers"`
-	// HomeBytes and PeerBytes are the sample bytes of the batches this
-	// node served that came from its own cache and from peers; Locality
-	// is HomeBytes over both (1 before any batch).
-	HomeBytes int64   `json:"home_bytes"`
-	PeerBytes int64   `json:"peer_bytes"`
-	Locality  float64 `json:"locality"`
+// handleCluster serves GET /cluster[?world=W]. A single gateway answers
+// with itself, unnamed, as its only node.
+func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
+	q, err := query.Parse(r.URL.RawQuery, []string{api.ParamWorld}, query.Query{}, g.cfg.Limits)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g.cluster.View(q.Job.World, g.catalog.Names()))
 }
 
-// PeerStats is this node's traffic with one peer.
-type PeerStats struct {
-	URL          string `json:"url"`
-	Up           bool   `json:"up"`
-	FetchedBytes int64  `json:"fetched_bytes"` // sample bytes this node fetched from it
-	ServedBytes  int64  `json:"served_bytes"`  // sample bytes this node served it
-	Failures     int64  `json:"fetch_failures"`
-}
-
-// clusterStats is nil for a single gateway.
-func (g *Gateway) clusterStats() *ClusterStats {
-	if g.peers == nil {
-		return nil
+// notReady is why the gateway cannot serve now, or nil: the indexes are
+// not loaded yet, or requests wait for the cache, or for room to assemble
+// or copy a batch, and none has been let through for stallNotReady.
+func (g *Gateway) notReady() error {
+	if err := g.catalog.NotReady(); err != nil {
+		return err
 	}
-	p := g.peers
-	cs := &ClusterStats{Cluster: p.view(0)}
-	for k, u := range p.urls {
-		if k == p.self {
-			continue
-		}
-		cs.Peers = append(cs.Peers, PeerStats{URL: u, Up: p.isUp(k),
-			FetchedBytes: int64(counterValue(p.metrics.fetched.WithLabelValues(u))),
-			ServedBytes:  int64(counterValue(p.metrics.served.WithLabelValues(u))),
-			Failures:     int64(counterValue(p.metrics.failures.WithLabelValues(u)))})
+	if g.cache.Stalled(stallNotReady) || g.reader.Stalled(stallNotReady) {
+		return errStalled
 	}
-	cs.HomeBytes = int64(counterValue(p.metrics.locality.WithLabelValues("home")))
-	cs.PeerBytes = int64(counterValue(p.metrics.locality.WithLabelValues("peer")))
-	cs.Locality = 1
-	if t := cs.HomeBytes + cs.PeerBytes; t > 0 {
-		cs.Locality = float64(cs.HomeBytes) / float64(t)
-	}
-	return cs
-}
-
-// counterValue reads a counter's current value.
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return 0
-	}
-	return m.GetCounter().GetValue()
+	return nil
 }

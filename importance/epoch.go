@@ -26,18 +26,21 @@ const HotShare = 0.5
 // drawn with replacement, so an ID may repeat and some IDs of a read chunk
 // may be missing.
 //
+// Its windows (WindowSize, ChunkOrder, NumWindows, WindowChunks,
+// WindowStart, WindowOf) are those of the embedded shuffle.Windows, cut
+// from the chunks with draws, each taking as many positions as it has
+// draws; NumWindows is ceil(NumRead / WindowSize).
+//
 // An Epoch is immutable and safe for concurrent use. Slices returned by
 // ChunkOrder and WindowChunks are its own and must not be modified.
 type Epoch struct {
-	seed, epoch uint64
-	window      int
-	first       []int     // first[c] is chunk c's first sample ID; len chunks+1
-	weights     []float64 // per sample
-	chunkW      []float64 // W_c
-	scale       float64   // A: chunk c's target draws are W_c·A
-	draws       []int     // draws[c]: samples drawn from chunk c, 0 if unread
-	order       []int     // chunks with draws, in epoch order
-	starts      []int     // starts[w] is window w's first position; len windows+1
+	seed, epoch     uint64
+	first           []int     // first[c] is chunk c's first sample ID; len chunks+1
+	weights         []float64 // per sample
+	chunkW          []float64 // W_c
+	scale           float64   // A: chunk c's target draws are W_c·A
+	draws           []int     // draws[c]: samples drawn from chunk c, 0 if unread
+	shuffle.Windows           // the chunks with draws, in epoch order
 }
 
 // NewEpoch computes the importance order of epoch epoch for a dataset of
@@ -71,7 +74,7 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 	if n != snap.NumSamples() {
 		return nil, fmt.Errorf("%w: snapshot has %d scores, the counts %d samples", ErrInvalid, snap.NumSamples(), n)
 	}
-	e := &Epoch{seed: seed, epoch: epoch, window: window, first: first,
+	e := &Epoch{seed: seed, epoch: epoch, first: first,
 		weights: sampleWeights(snap.scores), chunkW: make([]float64, len(counts)), draws: make([]int, len(counts))}
 	for c := range counts {
 		var sum float64
@@ -81,15 +84,7 @@ func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int)
 		e.chunkW[c] = sum
 	}
 	e.scale = e.quotaScale()
-	e.order = e.allot(e.walk(hot))
-	e.starts = make([]int, (len(e.order)+window-1)/window+1)
-	for w := range len(e.starts) - 1 {
-		pos := e.starts[w]
-		for _, c := range e.WindowChunks(w) {
-			pos += e.draws[c]
-		}
-		e.starts[w+1] = pos
-	}
+	e.Windows = shuffle.NewWindows(e.allot(e.walk(hot)), window, e.Draws)
 	return e, nil
 }
 
@@ -210,44 +205,7 @@ func (e *Epoch) NumSamples() int { return len(e.weights) }
 func (e *Epoch) NumChunks() int { return len(e.chunkW) }
 
 // NumRead returns the number of chunks read this epoch, len(ChunkOrder()).
-func (e *Epoch) NumRead() int { return len(e.order) }
-
-// WindowSize returns the window size in chunks.
-func (e *Epoch) WindowSize() int { return e.window }
-
-// ChunkOrder returns the chunks read this epoch, in epoch order. The slice
-// is the Epoch's own.
-func (e *Epoch) ChunkOrder() []int { return e.order[:len(e.order):len(e.order)] }
-
-// NumWindows returns ceil(NumRead / WindowSize).
-func (e *Epoch) NumWindows() int { return len(e.starts) - 1 }
-
-// WindowChunks returns the chunks of window w in epoch order. The slice is
-// the Epoch's own. It panics if w is not in [0, NumWindows).
-func (e *Epoch) WindowChunks(w int) []int {
-	e.checkWindowIndex(w)
-	lo, hi := w*e.window, min((w+1)*e.window, len(e.order))
-	return e.order[lo:hi:hi]
-}
-
-// WindowStart returns the epoch position of window w's first sample, for w
-// in [0, NumWindows]; WindowStart(NumWindows()) == NumSamples(). It panics
-// if w is out of range.
-func (e *Epoch) WindowStart(w int) int {
-	if w < 0 || w >= len(e.starts) {
-		panic(fmt.Sprintf("importance: WindowStart(%d) outside [0, %d]", w, len(e.starts)-1))
-	}
-	return e.starts[w]
-}
-
-// WindowOf returns the window holding epoch position pos, in
-// [0, NumSamples()); it panics otherwise.
-func (e *Epoch) WindowOf(pos int) int {
-	if pos < 0 || pos >= e.NumSamples() {
-		panic(fmt.Sprintf("importance: WindowOf(%d) outside [0, %d)", pos, e.NumSamples()))
-	}
-	return sort.Search(e.NumWindows(), func(w int) bool { return e.starts[w+1] > pos })
-}
+func (e *Epoch) NumRead() int { return len(e.ChunkOrder()) }
 
 // ChunkWeight returns W_c, the sum of chunk c's sample weights: the
 // importance a cache should keep chunks by (the heaviest of the chunks
@@ -267,10 +225,10 @@ func (e *Epoch) Draws(c int) int { return e.draws[c] }
 // the window's chunks + draws). It panics if w is not in
 // [0, NumWindows).
 func (e *Epoch) Window(w int) []int {
-	e.checkWindowIndex(w)
-	ids := make([]int, 0, e.starts[w+1]-e.starts[w])
+	chunks := e.WindowChunks(w) // panics for a w out of range
+	ids := make([]int, 0, e.WindowStart(w+1)-e.WindowStart(w))
 	var prefix []float64
-	for _, c := range e.WindowChunks(w) {
+	for _, c := range chunks {
 		ids, prefix = e.appendDraws(ids, prefix, c)
 	}
 	s := newStream(e.seed, e.epoch, domainWindow, uint64(w))
@@ -350,7 +308,7 @@ func (e *Epoch) AppendRange(dst []int, start, end int) []int {
 	}
 	for pos := start; pos < end; {
 		w := e.WindowOf(pos)
-		ws, we := e.starts[w], e.starts[w+1]
+		ws, we := e.WindowStart(w), e.WindowStart(w+1)
 		hi := min(end, we)
 		dst = append(dst, e.Window(w)[pos-ws:hi-ws]...)
 		pos = hi
@@ -382,12 +340,6 @@ func (e *Epoch) Batch(m, batchSize, world, rank int, dropLast bool) ([]int, erro
 		return nil, err
 	}
 	return e.AppendRange(make([]int, 0, end-start), start, end), nil
-}
-
-func (e *Epoch) checkWindowIndex(w int) {
-	if w < 0 || w >= e.NumWindows() {
-		panic(fmt.Sprintf("importance: window %d outside [0, %d)", w, e.NumWindows()))
-	}
 }
 
 // Order is what a gateway serves an epoch from; *shuffle.Epoch and *Epoch

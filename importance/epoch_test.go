@@ -411,3 +411,38 @@ func TestSeparateRepeats(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowPanics: the window accessors panic on exactly the indexes and
+// positions outside the epoch, as shuffle.Epoch's do.
+func TestWindowPanics(t *testing.T) {
+	e := mustEpoch(t, []int{3, 4, 2}, mustSnapshot(t, []float32{1, 2, 3, 4, 5, 6, 7, 8, 9}), 1, 1, 2, 0)
+	nw, n := e.NumWindows(), e.NumSamples()
+	tests := []struct {
+		name  string
+		fn    func()
+		panic bool
+	}{
+		{"WindowChunks(-1)", func() { e.WindowChunks(-1) }, true},
+		{"WindowChunks(last)", func() { e.WindowChunks(nw - 1) }, false},
+		{"WindowChunks(NumWindows)", func() { e.WindowChunks(nw) }, true},
+		{"Window(-1)", func() { e.Window(-1) }, true},
+		{"Window(NumWindows)", func() { e.Window(nw) }, true},
+		{"WindowStart(-1)", func() { e.WindowStart(-1) }, true},
+		{"WindowStart(NumWindows)", func() { e.WindowStart(nw) }, false},
+		{"WindowStart(NumWindows+1)", func() { e.WindowStart(nw + 1) }, true},
+		{"WindowOf(-1)", func() { e.WindowOf(-1) }, true},
+		{"WindowOf(last)", func() { e.WindowOf(n - 1) }, false},
+		{"WindowOf(NumSamples)", func() { e.WindowOf(n) }, true},
+		{"AppendRange past the end", func() { e.AppendRange(nil, 0, n+1) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); (r != nil) != tt.panic {
+					t.Errorf("panic %v; want a panic: %t", r, tt.panic)
+				}
+			}()
+			tt.fn()
+		})
+	}
+}

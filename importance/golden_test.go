@@ -109,8 +109,11 @@ func compute(t *testing.T, g goldenFile) goldenFile {
 		c.Weights = e.weights
 		c.ChunkWeights = e.chunkW
 		c.Draws = e.draws
-		c.ChunkOrder = e.order
-		c.WindowStarts = e.starts
+		c.ChunkOrder = e.ChunkOrder()
+		c.WindowStarts = nil
+		for w := range e.NumWindows() + 1 {
+			c.WindowStarts = append(c.WindowStarts, e.WindowStart(w))
+		}
 		c.Order = wholeOrder(e)
 	}
 	for i := range g.Streams {

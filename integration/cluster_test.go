@@ -99,6 +99,37 @@ func (p *clusterProc) start(t *testing.T, bin string, env []string) {
 	}
 }
 
+// startProcs starts a cluster's processes together, stops them when the
+// test ends (with their warnings if it failed), and waits until every node
+// sees every other up: nodes that started before their peers listened saw
+// them down, and a job starting at once would have its first chunks read
+// twice. token is the client token the nodes want, if any.
+func startProcs(t *testing.T, procs []*clusterProc, bin string, env []string, token string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, pr := range procs {
+		wg.Go(func() { pr.start(t, bin, env) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, pr := range procs {
+			pr.stop(t)
+		}
+		if t.Failed() {
+			for _, pr := range procs {
+				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
+			}
+		}
+	})
+	urls := make([]string, len(procs))
+	for k, pr := range procs {
+		urls[k] = pr.url
+	}
+	for k := range procs {
+		waitUpAuth(t, urls, k, token)
+	}
+}
+
 // kill ends the process at once, as a machine's loss would.
 func (p *clusterProc) kill() {
 	_ = p.cmd.Process.Kill()
@@ -151,11 +182,27 @@ func tail(path string) string {
 // scrape reads a node's counters: every series of the metrics asked for.
 func scrape(t *testing.T, url string, names ...string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	return scrapeAuth(t, url, "", names...)
+}
+
+// scrapeAuth is scrape of a node that wants a bearer token.
+func scrapeAuth(t *testing.T, url, token string, names ...string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping %s: %s", url, resp.Status)
+	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -242,26 +289,7 @@ func TestClusterOfFourGateways(t *testing.T) {
 				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k),
 				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
 	}
-	var wg sync.WaitGroup
-	for _, pr := range procs {
-		wg.Go(func() { pr.start(t, bin, env) })
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, pr := range procs {
-			pr.stop(t)
-		}
-		if t.Failed() {
-			for _, pr := range procs {
-				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
-			}
-		}
-	})
-	// Nodes that started before their peers listened saw them down; a
-	// job starting now would have its first chunks read twice.
-	for k := range nodes {
-		waitUp(t, urls, k)
-	}
+	startProcs(t, procs, bin, env, "")
 	keys := p.keys()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
 	dead := map[int]bool{}
@@ -478,13 +506,19 @@ func getWithFailover(hc *http.Client, urls []string, home int, path string) ([]b
 // waitUp waits until every node sees node k up again.
 func waitUp(t *testing.T, urls []string, k int) {
 	t.Helper()
+	waitUpAuth(t, urls, k, "")
+}
+
+// waitUpAuth is waitUp on nodes that want a bearer token.
+func waitUpAuth(t *testing.T, urls []string, k int, token string) {
+	t.Helper()
 	series := fmt.Sprintf(`brand_peer_up{peer=%q}`, urls[k])
 	deadline := time.Now().Add(30 * time.Second)
 	for j, u := range urls {
 		if j == k {
 			continue
 		}
-		for scrape(t, u, "brand_peer_up")[series] != 1 {
+		for scrapeAuth(t, u, token, "brand_peer_up")[series] != 1 {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d does not see node %d up 30 s after its restart", j, k)
 			}

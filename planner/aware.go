@@ -1,9 +1,10 @@
 package planner
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
+
+	"github.com/brandgw/brand/internal/evict"
 )
 
 // SimulateImportance is Simulate under the ImportanceAware policy, the
@@ -16,8 +17,8 @@ import (
 //  1. first the chunks not needed again in the current epoch (the next
 //     epoch's order is unknown to the gateway until its snapshot is
 //     sealed), lightest weight first, the least recently used first among
-//     equal weights (weights are compared as the gateway compares them:
-//     over their mean, as float32, in steps of 1/65536);
+//     equal weights (weights are compared as the gateway compares them,
+//     by evict.FarKey: over their mean, as float32, in steps of 1/65536);
 //  2. then the chunks needed again this epoch, furthest next use first
 //     (Belady on the epoch's remaining uses).
 //
@@ -39,34 +40,6 @@ func SimulateImportance(trace []Access, sizes []int64, weights []float64, cacheB
 	return s.serve(newAwareCache(s, cacheBytes, weights), cacheBytes, ImportanceAware)
 }
 
-// farKeys returns, per chunk, its eviction key when it is not needed in
-// the current epoch, exactly as the gateway computes it: never, less one
-// and the chunk's weight over the mean in 1/65536 steps (float32, capped
-// at 2^20), so that the lightest has the largest key and goes first; a
-// chunk of weight 0 keeps never.
-func farKeys(weights []float64) []int64 {
-	var sum float64
-	for _, w := range weights {
-		sum += w
-	}
-	mean := sum / float64(len(weights))
-	far := make([]int64, len(weights))
-	for c, w := range weights {
-		far[c] = never64
-		if sum == 0 {
-			continue
-		}
-		if q := float32(w / mean); q > 0 {
-			far[c] -= 1 + int64(min(q, 1<<20)*(1<<16))
-		}
-	}
-	return far
-}
-
-// never64 is the key of a chunk needed by nothing and weighing nothing:
-// the largest, evicted first.
-const never64 = math.MaxInt64
-
 // awareCache simulates ImportanceAware. Resident, unpinned chunks sit in a
 // max-heap keyed by their eviction key (next use this epoch, or far[c]),
 // ties broken by the least recently released, as the gateway breaks them
@@ -79,7 +52,7 @@ const never64 = math.MaxInt64
 type awareCache struct {
 	*beladyCache
 	trace   []Access
-	far     []int64 // per chunk: its key when not needed this epoch
+	far     []int64 // per chunk: its key when not needed this epoch (evict.FarKey)
 	nextUse []int   // per chunk: its next access after its last release
 	epoch   int32   // the epoch being served
 	clock   uint64
@@ -94,6 +67,17 @@ func newAwareCache(s *simulator, capacity int64, weights []float64) *awareCache 
 	}
 }
 
+// farKeys returns, per chunk, its eviction key when it is not needed in
+// the current epoch: evict.FarKey of its weight over the mean, the key the
+// gateway's use table gives it.
+func farKeys(weights []float64) []int64 {
+	far := make([]int64, len(weights))
+	for c, q := range evict.RelativeWeights(weights) {
+		far[c] = evict.FarKey(q)
+	}
+	return far
+}
+
 // key is c's eviction key in the current epoch: its next use if that is in
 // this epoch, else its weight's far key.
 func (a *awareCache) key(c int32) int64 {
@@ -105,16 +89,12 @@ func (a *awareCache) key(c int32) int64 {
 
 func (a *awareCache) startEpoch(i int) {
 	a.epoch = a.trace[i].Epoch
-	for k := range a.heap.entries {
-		e := &a.heap.entries[k]
-		e.key = a.key(e.chunk)
-	}
-	heap.Init(&a.heap)
+	a.heap.Rekey(func(c int) int64 { return a.key(int32(c)) })
 }
 
 // release makes c evictable again, keyed by the use after access i.
 func (a *awareCache) release(i int, c int32) {
 	a.nextUse[c] = a.next[i]
 	a.clock++
-	a.heap.push(heapEntry{key: a.key(c), seq: a.clock, chunk: c})
+	a.heap.Push(int(c), a.key(c), a.clock)
 }

@@ -69,6 +69,35 @@ func BenchmarkSimulate(b *testing.B) {
 	}
 }
 
+// BenchmarkSimulateImportance replays the same traces under the
+// importance-aware policy, chunk weights drawn from a fixed generator.
+func BenchmarkSimulateImportance(b *testing.B) {
+	d := benchDataset()
+	var total int64
+	for _, size := range d.ChunkSizes {
+		total += size
+	}
+	weights := make([]float64, len(d.ChunkSizes))
+	for c := range weights {
+		weights[c] = float64(c*7919%1000) / 1000
+	}
+	for _, window := range []int{32, 10_000} {
+		tr, err := Trace(d, benchJob(window))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			b.ReportAllocs()
+			var r Result
+			for b.Loop() {
+				r = SimulateImportance(tr, d.ChunkSizes, weights, total/2)
+			}
+			b.ReportMetric(float64(len(tr)), "accesses")
+			b.ReportMetric(r.HitRatio, "hit-ratio")
+		})
+	}
+}
+
 // BenchmarkMakePlan is the whole report for the same dataset with an 8 GiB
 // cache: the trace, the full shuffle's quality, and the binary search for
 // the smallest no-stall cache (about 30 Belady runs: the sizes' common

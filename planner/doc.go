@@ -58,7 +58,7 @@
 //     each sample's chunk), O(samples in a window) working memory plus the
 //     trace itself, 8 bytes an access.
 //   - Simulate: O(accesses) for LRU, O(accesses × log resident chunks) for
-//     Belady (a backward pass for next uses, then a max-heap); 8 bytes of
+//     Belady (a backward pass for next uses, then evict.Heap); 8 bytes of
 //     memory per access for the next uses.
 //   - MakePlan: one trace for the job's window, one more pass for the full
 //     shuffle's quality, and O(log(dataset bytes / g)) Belady simulations

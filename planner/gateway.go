@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/evict"
 )
 
 // ForGateway is the planner as the gateway uses it, through an interface of
@@ -50,25 +52,51 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o
 }
 
 // OptimalHitRatios simulates the optimal policy (Belady) with a cache of
-// capacity bytes on a demand trace given batch by batch — each batch's
-// epoch and its distinct chunks in first-use order, in the order the
-// batches were served — and returns each epoch's hit ratio.
-func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity int64, batches iter.Seq2[uint64, []int32]) (map[uint64]float64, error) {
+// capacity bytes on a demand trace given batch by batch — each batch's job
+// and epoch and its distinct chunks (IDs into sizes) in first-use order,
+// in the order the batches were served, every job's merged — and returns
+// each job's epochs' hit ratios.
+func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity int64, batches iter.Seq2[evict.JobEpoch, []int32]) (map[evict.JobEpoch]float64, error) {
 	var trace []Access
-	for epoch, chunks := range batches {
+	jobs := map[int]uint16{} // the gateway's job IDs, numbered densely for the trace
+	var ids []int
+	for je, chunks := range batches {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		j, ok := jobs[je.Job]
+		if !ok {
+			if len(jobs) > math.MaxUint16 {
+				return nil, fmt.Errorf("%w: more than %d jobs in one trace", ErrInvalid, math.MaxUint16+1)
+			}
+			j = uint16(len(jobs))
+			jobs[je.Job] = j
+			ids = append(ids, je.Job)
+		}
+		if je.Epoch > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: epoch %d beyond the planner's %d", ErrInvalid, je.Epoch, math.MaxInt32)
+		}
 		for i, c := range chunks {
-			trace = append(trace, Access{Chunk: c, Epoch: int32(epoch), Start: i == 0})
+			trace = append(trace, Access{Chunk: c, Epoch: int32(je.Epoch), Job: j, Start: i == 0})
 		}
 	}
 	res := Simulate(trace, sizes, capacity, Belady)
-	out := make(map[uint64]float64, len(res.Epochs))
-	for _, e := range res.Epochs {
-		if e.Accesses > 0 {
-			out[uint64(e.Epoch)] = e.HitRatio
+	out := map[evict.JobEpoch]float64{}
+	add := func(job int, epochs []EpochResult) {
+		for _, e := range epochs {
+			if e.Accesses > 0 {
+				out[evict.JobEpoch{Job: job, Epoch: uint64(e.Epoch)}] = e.HitRatio
+			}
 		}
+	}
+	if len(res.Jobs) == 0 { // one job
+		if len(ids) > 0 {
+			add(ids[0], res.Epochs)
+		}
+		return out, nil
+	}
+	for _, jr := range res.Jobs {
+		add(ids[jr.Job], jr.Epochs)
 	}
 	return out, nil
 }

@@ -73,10 +73,25 @@ type EpochResult struct {
 
 // Result is what a cache of CacheBytes under Policy does with a trace: per
 // epoch (ascending by epoch number) and in total. A hit ratio with no
-// accesses is 0.
+// accesses is 0. A trace of several jobs (SharedTrace) has its figures per
+// job in Jobs, and per epoch number summed over the jobs in Epochs.
 type Result struct {
 	Policy       Policy        `json:"policy"`
 	CacheBytes   int64         `json:"cache_bytes"`
+	Epochs       []EpochResult `json:"epochs"`
+	Hits         int           `json:"hits"`
+	Accesses     int           `json:"accesses"`
+	HitRatio     float64       `json:"hit_ratio"`
+	BackendBytes int64         `json:"backend_bytes"`
+	Jobs         []JobResult   `json:"jobs,omitempty"`
+}
+
+// JobResult is one job's share of a Result over a trace of several jobs:
+// its epochs' figures (ascending) and their totals. A chunk read for one
+// job and then hit by another counts as the first job's backend bytes and
+// the second's hit.
+type JobResult struct {
+	Job          int           `json:"job"` // its index in the trace (Access.Job)
 	Epochs       []EpochResult `json:"epochs"`
 	Hits         int           `json:"hits"`
 	Accesses     int           `json:"accesses"`
@@ -110,15 +125,28 @@ func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result 
 // once a Belady run needed them, its next uses. MakePlan runs it at many
 // cache sizes.
 type simulator struct {
-	trace  []Access
-	sizes  []int64
-	epochs []int      // distinct epoch numbers, ascending
-	runs   []epochRun // maximal runs of accesses of one epoch
-	next   []int      // next[i]: index of the next access to trace[i].Chunk, or never
+	trace []Access
+	sizes []int64
+	slots []slotKey  // distinct (job, epoch) pairs, ascending
+	runs  []epochRun // maximal runs of accesses of one epoch of one job
+	next  []int      // next[i]: index of the next access to trace[i].Chunk, or never
 }
 
-// epochRun is trace[start:end], all of one epoch, whose figures go to
-// Result.Epochs[slot].
+// slotKey names the figures of one epoch of one job.
+type slotKey struct {
+	job   uint16
+	epoch int32
+}
+
+func (a slotKey) compare(b slotKey) int {
+	if a.job != b.job {
+		return int(a.job) - int(b.job)
+	}
+	return int(a.epoch) - int(b.epoch)
+}
+
+// epochRun is trace[start:end], all of one epoch of one job, whose figures
+// go to slot slots[slot].
 type epochRun struct {
 	start, end, slot int
 }
@@ -139,24 +167,27 @@ func newSimulator(trace []Access, sizes []int64) *simulator {
 	}
 	s := &simulator{trace: trace, sizes: sizes}
 	// Traces from Trace are in epoch order, but a recorded trace (the
-	// gateway's) may interleave epochs; runs keep the per-access cost of the
-	// epoch bookkeeping to nothing either way.
-	seen := map[int]bool{}
+	// gateway's) may interleave epochs, and a shared trace interleaves
+	// jobs batch by batch; runs keep the per-access cost of the
+	// bookkeeping to nothing either way.
+	seen := map[slotKey]bool{}
+	keyOf := func(a Access) slotKey { return slotKey{a.Job, a.Epoch} }
 	for i := 0; i < len(trace); {
+		k := keyOf(trace[i])
 		j := i + 1
-		for j < len(trace) && trace[j].Epoch == trace[i].Epoch {
+		for j < len(trace) && keyOf(trace[j]) == k {
 			j++
 		}
 		s.runs = append(s.runs, epochRun{start: i, end: j})
-		if e := int(trace[i].Epoch); !seen[e] {
-			seen[e] = true
-			s.epochs = append(s.epochs, e)
+		if !seen[k] {
+			seen[k] = true
+			s.slots = append(s.slots, k)
 		}
 		i = j
 	}
-	slices.Sort(s.epochs)
+	slices.SortFunc(s.slots, slotKey.compare)
 	for r := range s.runs {
-		s.runs[r].slot, _ = slices.BinarySearch(s.epochs, int(trace[s.runs[r].start].Epoch))
+		s.runs[r].slot, _ = slices.BinarySearchFunc(s.slots, keyOf(trace[s.runs[r].start]), slotKey.compare)
 	}
 	return s
 }
@@ -232,9 +263,9 @@ type epochStarter interface {
 // serve replays the trace through cc, a cache of cacheBytes under policy
 // p, batch by batch, and counts hits and backend bytes per epoch.
 func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
-	res := Result{Policy: p, CacheBytes: cacheBytes, Epochs: make([]EpochResult, len(s.epochs))}
-	for slot, e := range s.epochs {
-		res.Epochs[slot].Epoch = e
+	slots := make([]EpochResult, len(s.slots))
+	for i, k := range s.slots {
+		slots[i].Epoch = int(k.epoch)
 	}
 	batched := slices.ContainsFunc(s.trace, func(a Access) bool { return a.Start })
 	var pinned []bool // per access of the current batch: its chunk is pinned
@@ -243,7 +274,7 @@ func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 		if starter != nil {
 			starter.startEpoch(r.start)
 		}
-		er := &res.Epochs[r.slot]
+		er := &slots[r.slot]
 		// process serves accesses [start, end) as one pinned group.
 		process := func(start, end int) {
 			pinned = pinned[:0]
@@ -291,6 +322,34 @@ func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 		})
 		er.Accesses += r.end - r.start
 	}
+	return s.result(p, cacheBytes, slots)
+}
+
+// result gathers the per-slot figures of a run into a Result: per job if
+// the trace has several, and per epoch number over all of them.
+func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Result {
+	res := Result{Policy: p, CacheBytes: cacheBytes, Epochs: []EpochResult{}}
+	var jobs []JobResult
+	for i, k := range s.slots {
+		er := slots[i]
+		er.HitRatio = ratio(er.Hits, er.Accesses)
+		if len(jobs) == 0 || jobs[len(jobs)-1].Job != int(k.job) {
+			jobs = append(jobs, JobResult{Job: int(k.job)})
+		}
+		j := &jobs[len(jobs)-1]
+		j.Epochs = append(j.Epochs, er)
+		j.Hits += er.Hits
+		j.Accesses += er.Accesses
+		j.BackendBytes += er.BackendBytes
+		at, found := slices.BinarySearchFunc(res.Epochs, er.Epoch, func(e EpochResult, n int) int { return e.Epoch - n })
+		if !found {
+			res.Epochs = slices.Insert(res.Epochs, at, EpochResult{Epoch: er.Epoch})
+		}
+		sum := &res.Epochs[at]
+		sum.Accesses += er.Accesses
+		sum.Hits += er.Hits
+		sum.BackendBytes += er.BackendBytes
+	}
 	for i := range res.Epochs {
 		er := &res.Epochs[i]
 		er.HitRatio = ratio(er.Hits, er.Accesses)
@@ -299,6 +358,12 @@ func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 		res.BackendBytes += er.BackendBytes
 	}
 	res.HitRatio = ratio(res.Hits, res.Accesses)
+	if len(jobs) > 1 {
+		for i := range jobs {
+			jobs[i].HitRatio = ratio(jobs[i].Hits, jobs[i].Accesses)
+		}
+		res.Jobs = jobs
+	}
 	return res
 }
 

@@ -34,11 +34,13 @@ type Job struct {
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
-// a batch of epoch Epoch. Both are int32 to keep multi-epoch traces of large
+// a batch of epoch Epoch of job Job (0 unless the trace merges several jobs:
+// SharedTrace). They are small integers to keep multi-epoch traces of large
 // datasets compact (12 bytes an access).
 type Access struct {
 	Chunk int32
 	Epoch int32
+	Job   uint16
 	// Start marks the first access of a batch; the batch runs to the next
 	// access that starts one. A gateway pins all of a batch's chunks before
 	// it reads any, so serving a batch never evicts one of its own chunks

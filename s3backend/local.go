@@ -25,13 +25,12 @@ const localReadSlice = 8 << 20
 // <dir>/a/b.tar. It serves development, tests and datasets on a shared
 // filesystem.
 //
-// A file's ETag is derived from its size and modification time
-// (nanoseconds), not its inode, so a copy made with `cp -a` or `rsync -a`
-// serves under the original's index; etag.go says what it detects. Put
-// replaces a file by renaming a new one over it, whose mtime it makes
-// differ from the old file's, so a pinned read notices the replacement; an
-// in-place rewrite by another program is noticed through the size or
-// modification time.
+// A file's ETag names its content — its size and a hash of its first and
+// last 64 KiB — not the file, so a copy of a dataset (`cp -r`, `cp -a`,
+// `rsync -a`) and a touched file serve under the original's index, while a
+// rewrite that changes the size or either end is ErrChanged; etag.go says
+// what it costs and what it cannot detect. Put replaces a file by renaming
+// a new one over it, so a reader holding the old file reads it to the end.
 //
 // A Local opened by Open with a Config.Observer reports every file
 // operation to it, as S3 reports HTTP requests.
@@ -132,7 +131,7 @@ func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte,
 }
 
 // readFile is read after the checks, returning the bytes read.
-func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []byte, progress func(start, end int), whole bool) (done int, err error) {
+func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []byte, progress func(start, end int), whole bool) (int, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		if notFound(err) {
@@ -148,35 +147,84 @@ func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []
 	if !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
 	}
-	if etag = normalizeETag(etag); etag != "" {
-		if have := fileETag(fi); !sameLocalETag(etag, have) {
-			return 0, changedError(name, etag, have)
-		}
-	}
-	if whole && fi.Size() != int64(len(p)) {
-		return 0, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, name, fi.Size(), len(p))
-	}
-	for done < len(p) {
-		if err := ctx.Err(); err != nil {
-			return done, fmt.Errorf("s3backend: read %s: %w", name, err)
-		}
-		end := min(done+localReadSlice, len(p))
-		n, err := f.ReadAt(p[done:end], off+int64(done))
-		if n > 0 && progress != nil {
-			progress(done, done+n)
-		}
-		done += n
-		switch {
-		case errors.Is(err, io.EOF):
-			return done, fmt.Errorf("%w: %s: bytes [%d, %d) of a %d-byte file", ErrOutOfRange, name, off, off+int64(len(p)), fi.Size())
-		case err != nil:
-			return done, fmt.Errorf("s3backend: read %w", err)
-		}
-	}
-	return done, nil
+	return readVersion(ctx, f, fi, name, etag, off, p, progress, whole)
 }
 
-// Stat returns the file's size and ETag.
+// readVersion is readFile on the open file r (fi): it checks that r is the
+// version etag names, if etag is not "", then fills p from off, returning
+// the bytes put in p.
+//
+// A whole-file read under a content ETag reads the ETag's spans straight
+// into p and checks them before anything else, so no byte is read twice
+// and a changed file reports no progress; the rest follows in order.
+func readVersion(ctx context.Context, r io.ReaderAt, fi fs.FileInfo, name, etag string, off int64, p []byte, progress func(start, end int), whole bool) (int, error) {
+	size := fi.Size()
+	var into []byte // where the ETag's spans go: p if p is the whole file
+	if whole && size == int64(len(p)) {
+		into = p
+	}
+	checked := false // p holds the ETag's spans, checked
+	if etag = normalizeETag(etag); etag != "" {
+		have, ok, err := matchETag(r, fi, etag, into)
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return 0, changedError(name, etag, "") // truncated while read
+		case err != nil:
+			return 0, fmt.Errorf("s3backend: read %w", err)
+		case !ok:
+			return 0, changedError(name, etag, have)
+		}
+		checked = into != nil && isContentETag(etag)
+	}
+	if whole && size != int64(len(p)) {
+		return 0, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, name, size, len(p))
+	}
+	if !checked {
+		return readSlices(ctx, r, name, off, p, 0, len(p), size, progress)
+	}
+	head, tail := etagSpans(size)
+	report := func(start, end int64) {
+		if start < end && progress != nil {
+			progress(int(start), int(end))
+		}
+	}
+	report(0, head)
+	n, err := readSlices(ctx, r, name, 0, p, int(head), int(tail), size, progress)
+	if err != nil {
+		return int(head) + n, err
+	}
+	report(tail, size)
+	return len(p), nil
+}
+
+// readSlices fills p[from:to] from r at off+from, localReadSlice bytes at a
+// time, checking ctx before each slice and calling progress after it. It
+// returns the bytes read; size is the file's, for the error of a read past
+// its end.
+func readSlices(ctx context.Context, r io.ReaderAt, name string, off int64, p []byte, from, to int, size int64, progress func(start, end int)) (int, error) {
+	at := from
+	for at < to {
+		if err := ctx.Err(); err != nil {
+			return at - from, fmt.Errorf("s3backend: read %s: %w", name, err)
+		}
+		end := min(at+localReadSlice, to)
+		n, err := r.ReadAt(p[at:end], off+int64(at))
+		if n > 0 && progress != nil {
+			progress(at, at+n)
+		}
+		at += n
+		switch {
+		case errors.Is(err, io.EOF) && at < end:
+			return at - from, fmt.Errorf("%w: %s: bytes [%d, %d) of a %d-byte file", ErrOutOfRange, name, off, off+int64(len(p)), size)
+		case err != nil && !errors.Is(err, io.EOF):
+			return at - from, fmt.Errorf("s3backend: read %w", err)
+		}
+	}
+	return at - from, nil
+}
+
+// Stat returns the file's size and ETag, reading the blocks the ETag
+// hashes.
 func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) {
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
@@ -196,18 +244,57 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 	if !fi.Mode().IsRegular() {
 		return ObjectInfo{}, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, l.path(key))
 	}
-	return ObjectInfo{Key: key, Size: fi.Size(), ETag: fileETag(fi)}, nil
+	size, etag, err := fileETag(l.path(key))
+	if err != nil {
+		if notFound(err) {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrNotFound, l.path(key))
+		}
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
+	}
+	return ObjectInfo{Key: key, Size: size, ETag: etag}, nil
 }
 
 // Put writes r to a temporary file beside the destination, syncs it and
 // renames it into place, so readers see the old file or the complete new
 // one, never a partial write. Parent directories are created as needed.
+// The ETag returned is the new file's, read back from it before the
+// rename: the same bytes stored again keep their ETag, as on S3.
 func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64) (info ObjectInfo, err error) {
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
 	start := time.Now()
 	defer func() { l.observe(OpPut, start, info.Size, err) }()
+	return l.place(ctx, key, r, size, os.Rename)
+}
+
+// PutIfAbsent writes r to a temporary file as Put does and hard-links it
+// to the key, which fails if any file has the name: the link is the
+// atomic create-if-absent a rename is not. A filesystem without hard
+// links cannot hold objects written this way.
+func (l *Local) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (info ObjectInfo, err error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	start := time.Now()
+	defer func() { l.observe(OpPut, start, info.Size, err) }()
+	if size < 0 {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s if absent: the size must be known, not %d", l.path(key), size)
+	}
+	return l.place(ctx, key, r, size, func(tmp, name string) error {
+		err := os.Link(tmp, name)
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, name)
+		}
+		return err
+	})
+}
+
+// place writes r to a temporary file beside key's, synced, and moves it
+// to key's name with move(temporary, name); the temporary is removed if
+// anything fails.
+func (l *Local) place(ctx context.Context, key string, r io.Reader, size int64, move func(tmp, name string) error) (_ ObjectInfo, err error) {
 	name := l.path(key)
 	if size < -1 {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: invalid size %d", name, size)
@@ -249,21 +336,48 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64) (i
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
 	// The ETag comes from the new file itself: stating the destination
-	// after the rename could see a concurrent writer's file instead.
-	fi, err := tmp.Stat()
+	// after the move could see a concurrent writer's file instead.
+	etag, err := readETag(tmp, n, nil)
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
 	if err = tmp.Close(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
-	if fi, err = distinctETag(tmp.Name(), fi, name); err != nil {
+	if err = move(tmp.Name(), name); err != nil {
+		if errors.Is(err, ErrExists) {
+			return ObjectInfo{}, err
+		}
 		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
 	}
-	if err = os.Rename(tmp.Name(), name); err != nil {
-		return ObjectInfo{}, fmt.Errorf("s3backend: put %s: %w", name, err)
+	return ObjectInfo{Key: key, Size: n, ETag: etag}, nil
+}
+
+// Delete removes the file. A missing file, or a name that is a directory
+// rather than an object, is not an error: there is no object to delete.
+func (l *Local) Delete(ctx context.Context, key string) (err error) {
+	if err := checkKey(key); err != nil {
+		return err
 	}
-	return ObjectInfo{Key: key, Size: n, ETag: fileETag(fi)}, nil
+	start := time.Now()
+	defer func() { l.observe(OpDelete, start, 0, err) }()
+	name := l.path(key)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("s3backend: delete %s: %w", name, err)
+	}
+	fi, err := os.Lstat(name)
+	switch {
+	case notFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("s3backend: delete %w", err)
+	case fi.IsDir():
+		return nil
+	}
+	if err := os.Remove(name); err != nil && !notFound(err) {
+		return fmt.Errorf("s3backend: delete %w", err)
+	}
+	return nil
 }
 
 // ctxReader stops a copy when its context ends.
@@ -279,7 +393,8 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// List walks the directory tree under prefix. Files Put is still writing,
+// List walks the directory tree under prefix, reading the blocks each
+// listed file's ETag hashes. Files Put is still writing,
 // non-regular files and names that are not valid keys are skipped; a
 // symbolic link to a regular file is listed as that file.
 func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err error) {
@@ -330,7 +445,14 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 		if !fi.Mode().IsRegular() {
 			return nil
 		}
-		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ETag: fileETag(fi)})
+		size, etag, err := fileETag(p)
+		if err != nil {
+			if notFound(err) {
+				return nil // removed since
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Key: key, Size: size, ETag: etag})
 		return nil
 	})
 	if err != nil {

@@ -35,7 +35,8 @@ func retryableCode(code string) bool {
 	case "SlowDown", "SlowDownRead", "SlowDownWrite",
 		"Throttling", "ThrottlingException", "RequestLimitExceeded", "RequestThrottled",
 		"RequestTimeout", "InternalError", "ServiceUnavailable",
-		"XMinioServerNotInitialized", "XMinioReadQuorum", "XMinioWriteQuorum":
+		"XMinioServerNotInitialized", "XMinioReadQuorum", "XMinioWriteQuorum",
+		"ConditionalRequestConflict": // a conditional write racing another (409)
 		return true
 	}
 	return false

@@ -1,6 +1,7 @@
 package s3backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ func (s *S3) fail(op, key string, kind errKind, err error) error {
 		if errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if resp := (minio.ErrorResponse{}); errors.As(err, &resp) && resp.Code == "NoSuchBucket" {
+		if isNoBucket(err) {
 			return fmt.Errorf("%w: %s: %w %s: %w", ErrNotFound, s.target(key), ErrNoBucket, s.bucket, err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, s.target(key), err)
@@ -414,6 +415,70 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (Obje
 		return ObjectInfo{}, s.fail("put", key, classify(err), err)
 	}
 	return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag)}, nil
+}
+
+// maxPutIfAbsent bounds an object PutIfAbsent writes: it is held in
+// memory so that a failed attempt can be sent again.
+const maxPutIfAbsent = 16 << 20
+
+// PutIfAbsent uploads size bytes from r in one PUT with If-None-Match: *,
+// which the service refuses with 412 if the key holds an object (AWS S3
+// since 2024, MinIO). The body is read into memory first (at most 16 MiB)
+// so that the PUT can be retried as a read is; a 409
+// ConditionalRequestConflict (a conditional write racing another) is
+// retried too, and its retry finds the winner's object.
+func (s *S3) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	if size < 0 || size > maxPutIfAbsent {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s if absent: size %d; want 0 to %d bytes", s.target(key), size, maxPutIfAbsent)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s if absent: reading the body: %w", s.target(key), err)
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	opts.SetMatchETagExcept("*")
+	var info minio.UploadInfo
+	kind, err := s.retry.do(ctx, func() (bool, error) {
+		var err error
+		info, err = s.core.PutObject(ctx, s.bucket, s.root+key, bytes.NewReader(body), size, "", "", opts)
+		return false, err
+	})
+	switch {
+	case err == nil:
+		return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag)}, nil
+	case ctx.Err() != nil:
+		return ObjectInfo{}, fmt.Errorf("s3backend: put %s if absent: %w", s.target(key), ctx.Err())
+	case kind == kindChanged:
+		return ObjectInfo{}, fmt.Errorf("%w: %s", ErrExists, s.target(key))
+	}
+	return ObjectInfo{}, s.fail("put if absent", key, kind, err)
+}
+
+// Delete removes the object; S3 answers a deletion of a missing key with
+// success.
+func (s *S3) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	kind, err := s.retry.do(ctx, func() (bool, error) {
+		return false, s.core.RemoveObject(ctx, s.bucket, s.root+key, minio.RemoveObjectOptions{})
+	})
+	switch {
+	case err == nil, kind == kindNotFound && !isNoBucket(err): // some services answer 404 NoSuchKey
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("s3backend: delete %s: %w", s.target(key), ctx.Err())
+	}
+	return s.fail("delete", key, kind, err)
+}
+
+// isNoBucket reports whether err is S3's NoSuchBucket.
+func isNoBucket(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && resp.Code == "NoSuchBucket"
 }
 
 // List returns the objects under prefix, recursively, sorted by key. A

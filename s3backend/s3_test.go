@@ -294,6 +294,8 @@ func TestS3(t *testing.T) {
 	t.Run("Cancel", e.testCancel)
 	t.Run("Open", e.testOpen)
 	t.Run("ReusesConnections", e.testReusesConnections)
+	t.Run("PutIfAbsent", e.testPutIfAbsent)
+	t.Run("Delete", e.testDelete)
 }
 
 func (e *env) testPutStatList(t *testing.T) {

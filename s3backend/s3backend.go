@@ -63,6 +63,10 @@ var (
 
 	// ErrOutOfRange means a read extends past the end of the object.
 	ErrOutOfRange = errors.New("s3backend: read past end of object")
+
+	// ErrExists means PutIfAbsent found an object under the key and wrote
+	// nothing.
+	ErrExists = errors.New("s3backend: object exists")
 )
 
 // ObjectInfo describes one stored object.
@@ -74,6 +78,14 @@ type ObjectInfo struct {
 
 // Store is object storage as Brand needs it. Implementations are safe for
 // concurrent use.
+//
+// PutIfAbsent and Delete serve the metadata Brand keeps beside a dataset:
+// an importance epoch's pointer is written once, whichever of a cluster's
+// nodes seals first, and old snapshots are collected
+// (docs/importance.md). They belong to the interface rather than to an
+// optional one a caller would probe for, because there is no safe
+// fallback: a Stat then Put would silently lose the write-once guarantee.
+// Every Store has them, and a wrapper that embeds a Store forwards them.
 type Store interface {
 	// ReadRange fills p with bytes [off, off+len(p)) of the object. A
 	// non-empty etag pins the read to that version of the object: if the
@@ -92,6 +104,19 @@ type Store interface {
 	// List returns every object whose key starts with prefix (a plain string
 	// prefix, not only a directory), recursively, sorted by key.
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+
+	// PutIfAbsent is Put that never replaces: it creates the object only
+	// if no object has the key, atomically, so that of writers racing on
+	// one key, on one machine or many, exactly one succeeds and the others
+	// fail with ErrExists. size must be known (>= 0). A call that retried
+	// after its first attempt's answer was lost may find its own object and
+	// report ErrExists: a caller that must know who won reads the object.
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (ObjectInfo, error)
+
+	// Delete removes the object. Deleting a key that holds no object is
+	// not an error (as on S3), so a deletion retried, or raced by another,
+	// succeeds.
+	Delete(ctx context.Context, key string) error
 }
 
 // Observer receives one call per HTTP request the S3 backend makes,

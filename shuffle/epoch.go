@@ -11,16 +11,17 @@ import (
 // permutation on demand. It holds O(chunks) memory and never materialises
 // the whole order.
 //
+// Its windows (WindowSize, ChunkOrder, NumWindows, WindowChunks,
+// WindowStart, WindowOf) are those of the embedded Windows.
+//
 // An Epoch is immutable after NewEpoch returns and is safe for concurrent
 // use by any number of goroutines. Slices it returns from ChunkOrder and
 // WindowChunks share its memory and must not be modified; slices from
 // Window, AppendRange, Batch and ChunksOfRange belong to the caller.
 type Epoch struct {
 	seed, epoch uint64
-	window      int   // chunks per window
 	first       []int // first[c] is chunk c's first global sample ID; len chunks+1
-	order       []int // permuted chunk IDs
-	starts      []int // starts[w] is window w's first epoch position; len windows+1
+	Windows           // the permuted chunk IDs, cut into windows
 }
 
 // NewEpoch computes the chunk order of epoch epoch for a dataset whose chunk
@@ -49,16 +50,8 @@ func NewEpoch(counts []int, seed, epoch uint64, window int) (*Epoch, error) {
 // newEpoch cuts a chunk order into windows; first holds the chunks' first
 // sample IDs (len chunks+1).
 func newEpoch(first, order []int, seed, epoch uint64, window int) *Epoch {
-	nw := (len(order) + window - 1) / window
-	starts := make([]int, nw+1)
-	for w := range nw {
-		pos := starts[w]
-		for _, c := range order[w*window : min((w+1)*window, len(order))] {
-			pos += first[c+1] - first[c]
-		}
-		starts[w+1] = pos
-	}
-	return &Epoch{seed: seed, epoch: epoch, window: window, first: first, order: order, starts: starts}
+	count := func(c int) int { return first[c+1] - first[c] }
+	return &Epoch{seed: seed, epoch: epoch, first: first, Windows: NewWindows(order, window, count)}
 }
 
 // firstIDs checks the window and the counts and returns the chunks' first
@@ -86,55 +79,12 @@ func (e *Epoch) NumSamples() int { return e.first[len(e.first)-1] }
 // NumChunks returns the number of chunks, len(counts).
 func (e *Epoch) NumChunks() int { return len(e.order) }
 
-// WindowSize returns the window size in chunks that the Epoch was built with.
-func (e *Epoch) WindowSize() int { return e.window }
-
-// ChunkOrder returns the permuted chunk IDs in epoch order. The slice is the
-// Epoch's own: the caller must not modify it.
-func (e *Epoch) ChunkOrder() []int { return e.order[:len(e.order):len(e.order)] }
-
-// NumWindows returns ceil(NumChunks / WindowSize), the number of windows.
-func (e *Epoch) NumWindows() int { return len(e.starts) - 1 }
-
-// WindowChunks returns the chunk IDs of window w in epoch order: ChunkOrder
-// from w*WindowSize, WindowSize of them (fewer for the last window). The
-// slice is the Epoch's own: the caller must not modify it. It panics if w is
-// not in [0, NumWindows).
-func (e *Epoch) WindowChunks(w int) []int {
-	e.checkWindowIndex(w)
-	lo, hi := w*e.window, min((w+1)*e.window, len(e.order))
-	return e.order[lo:hi:hi]
-}
-
-// WindowStart returns the epoch position of window w's first sample, for w
-// in [0, NumWindows]; WindowStart(NumWindows()) == NumSamples(). A window
-// whose chunks are all empty starts where the next one does. It panics if w
-// is out of range.
-func (e *Epoch) WindowStart(w int) int {
-	if w < 0 || w >= len(e.starts) {
-		panic(fmt.Sprintf("shuffle: WindowStart(%d) outside [0, %d]", w, len(e.starts)-1))
-	}
-	return e.starts[w]
-}
-
-// WindowOf returns the window holding epoch position pos, which must be in
-// [0, NumSamples()); it panics otherwise. It is a binary search over window
-// starts, O(log NumWindows).
-func (e *Epoch) WindowOf(pos int) int {
-	if pos < 0 || pos >= e.NumSamples() {
-		panic(fmt.Sprintf("shuffle: WindowOf(%d) outside [0, %d)", pos, e.NumSamples()))
-	}
-	// The first window ending after pos; empty windows end where they start
-	// and are skipped.
-	return sort.Search(e.NumWindows(), func(w int) bool { return e.starts[w+1] > pos })
-}
-
 // Window returns the sample IDs of window w in epoch order, as a fresh
 // slice: the IDs of its chunks (in chunk order, each chunk's IDs ascending)
 // permuted by the window's own stream. It costs O(samples in the window). It
 // panics if w is not in [0, NumWindows).
 func (e *Epoch) Window(w int) []int {
-	e.checkWindowIndex(w)
+	e.checkWindow(w)
 	return e.shuffledWindow(make([]int, 0, e.starts[w+1]-e.starts[w]), w, 0)
 }
 
@@ -200,12 +150,6 @@ func (e *Epoch) shuffledWindow(dst []int, w, stop int) []int {
 // chunks, by binary search over the prefix sums.
 func (e *Epoch) chunkOf(id int) int {
 	return sort.Search(len(e.order), func(c int) bool { return e.first[c+1] > id })
-}
-
-func (e *Epoch) checkWindowIndex(w int) {
-	if w < 0 || w >= e.NumWindows() {
-		panic(fmt.Sprintf("shuffle: window %d outside [0, %d)", w, e.NumWindows()))
-	}
 }
 
 func (e *Epoch) checkRange(op string, start, end int) {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"flag"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/brandgw/brand/cluster"
@@ -14,6 +18,7 @@ type clusterFlags struct {
 	self        int
 	advertise   string
 	peerTimeout time.Duration
+	secretFile  string
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
@@ -21,10 +26,24 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.self, "self", -1, "this node's position in --peers (or give --advertise)")
 	fs.StringVar(&f.advertise, "advertise", "", "this node's URL as it appears in --peers, to find its position (e.g. http://$(POD_NAME).brand.ns.svc:8080)")
 	fs.DurationVar(&f.peerTimeout, "peer-timeout", gateway.DefaultPeerTimeout, "bound on one sample fetch from a peer; past it the samples come from the next node or the store")
+	fs.StringVar(&f.secretFile, "peer-secret-file", "", "the secret every node of the cluster is given (at least 16 bytes); the peers' internal requests carry credentials derived from it, and only those are served. Required with --auth-token-file")
 }
 
-// config resolves the flags; token is what this node sends its peers.
-func (f *clusterFlags) config(token string) (gateway.ClusterConfig, error) {
+// minPeerSecret is the shortest peer secret accepted.
+const minPeerSecret = 16
+
+// config resolves the flags, reading the peer secret.
+func (f *clusterFlags) config() (gateway.ClusterConfig, error) {
+	cc, err := f.layout()
+	if err != nil || len(cc.Peers) == 0 {
+		return cc, err
+	}
+	cc.Secret, err = f.secret()
+	return cc, err
+}
+
+// layout resolves the peer list and this node's position in it.
+func (f *clusterFlags) layout() (gateway.ClusterConfig, error) {
 	if f.peers == "" {
 		return gateway.ClusterConfig{}, nil
 	}
@@ -36,5 +55,25 @@ func (f *clusterFlags) config(token string) (gateway.ClusterConfig, error) {
 	if err != nil {
 		return gateway.ClusterConfig{}, err
 	}
-	return gateway.ClusterConfig{Peers: peers, Self: self, PeerTimeout: f.peerTimeout, Token: token}, nil
+	return gateway.ClusterConfig{Peers: peers, Self: self, PeerTimeout: f.peerTimeout}, nil
 }
+
+// secret reads --peer-secret-file: its bytes, surrounding white space
+// trimmed.
+func (f *clusterFlags) secret() ([]byte, error) {
+	if f.secretFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(f.secretFile)
+	if err != nil {
+		return nil, fmt.Errorf("--peer-secret-file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minPeerSecret {
+		return nil, fmt.Errorf("--peer-secret-file %s: the secret must be at least %d bytes (e.g. openssl rand -hex 32)", f.secretFile, minPeerSecret)
+	}
+	return b, nil
+}
+
+// errPeerSecretAlone is a peer secret given without --peers.
+var errPeerSecretAlone = errors.New("--peer-secret-file is for a cluster: give --peers too")

@@ -656,7 +656,10 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 	if len(peers) != *w.Spec.Replicas {
 		t.Errorf("%s: --peers %s names %d nodes, the StatefulSet runs %d", where, f.cluster.peers, len(peers), *w.Spec.Replicas)
 	}
-	cc, err := f.cluster.config("")
+	if f.security.tokenFile != "" && (f.cluster.secretFile == "" || !mountedFromSecret(c, pod, f.cluster.secretFile)) {
+		t.Errorf("%s: a cluster with --auth-token-file needs --peer-secret-file in a volume mounted from a Secret", where)
+	}
+	cc, err := f.cluster.layout()
 	if err != nil {
 		t.Fatalf("%s: %v", where, err)
 	}
@@ -704,7 +707,7 @@ func checkMemory(t *testing.T, where string, c container, f serveFlags) {
 	need := int64(f.cacheSize)
 	switch f.memoryLimit {
 	case "auto":
-		need += 256 << 20
+		need += f.copyLimit() + 256<<20
 	case "off":
 	default:
 		var b cli.ByteSize

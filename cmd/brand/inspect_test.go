@@ -12,12 +12,13 @@ import (
 
 func TestInspectVerifyReportsProblems(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "store")
-	if code, _, errOut := brand(t, "pack", "--src", synthTree(t, 100), "--dst", dst, "--chunk-size", "32KiB"); code != 0 {
+	if code, _, errOut := brand(t, "pack", "--src", synthTree(t, 250), "--dst", dst, "--chunk-size", "160KiB"); code != 0 {
 		t.Fatalf("pack: %s", errOut)
 	}
 
-	// Flip a byte inside the second chunk's data without changing its
-	// size or modification time: only the CRCs can notice.
+	// Flip a byte in the middle of the second chunk, past the 64 KiB at
+	// either end its ETag hashes, without changing its size or
+	// modification time: only the CRCs can notice.
 	chunk := filepath.Join(dst, "chunks", "000001.tar")
 	fi, err := os.Stat(chunk)
 	if err != nil {
@@ -27,12 +28,13 @@ func TestInspectVerifyReportsProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[600] ^= 1 // past the first member's header: its data
+	mid := len(b) / 2
+	b[mid] ^= 1
 	f, err := os.OpenFile(chunk, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(b[600:601], 600); err != nil {
+	if _, err := f.WriteAt(b[mid:mid+1], int64(mid)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -84,7 +86,7 @@ func TestInspectVerifyReportsProblems(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if got.Manifest == nil || got.Index.Samples != 100 || got.Index.MinChunkBytes <= 0 || got.Index.MaxChunkBytes < got.Index.MinChunkBytes {
+	if got.Manifest == nil || got.Index.Samples != 250 || got.Index.MinChunkBytes <= 0 || got.Index.MaxChunkBytes < got.Index.MinChunkBytes {
 		t.Fatalf("JSON summary %+v", got)
 	}
 	if p := got.Verify.Problems; len(p) != 2 || p[0].Kind != "crc-mismatch" || p[0].SampleKey == "" || p[0].ChunkKey != "chunks/000001.tar" || p[1].Kind != "chunk-missing" || p[1].Sample != -1 {

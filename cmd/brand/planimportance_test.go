@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
@@ -164,7 +165,7 @@ func TestPlanImportancePredictsGatewayBytes(t *testing.T) {
 			if plan.Importance == nil || plan.Importance.Version != f.version || plan.Importance.Hot != hot {
 				t.Fatalf("/plan in importance mode answered no importance figures for %s: %s", f.version, body)
 			}
-			live := map[uint64]gateway.EpochStat{}
+			live := map[uint64]api.EpochStat{}
 			for _, s := range g.EpochStats() {
 				live[s.Epoch] = s
 			}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -38,8 +39,11 @@ type serveFlags struct {
 	window          int
 	dropLast        bool
 	maxBatchSize    int
+	maxBatchBytes   cli.ByteSize
+	copyBytes       cli.ByteSize
 	prefetchWorkers int
 	prefetchWindows int
+	maxTurnWait     time.Duration
 	prefault        bool
 	fetchTimeout    time.Duration
 	idleTimeout     time.Duration
@@ -70,15 +74,19 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.IntVar(&f.window, "window", 8, "default shuffle window, in chunks")
 	fs.BoolVar(&f.dropLast, "drop-last", false, "default: drop the last partial global batch")
 	fs.IntVar(&f.maxBatchSize, "max-batch-size", 65536, "largest batch_size a request may ask for")
+	f.maxBatchBytes = query.DefaultMaxBatchBytes
+	fs.Var(&f.maxBatchBytes, "max-batch-bytes", "largest response carrying samples (a batch, a peer's request); a larger batch is refused with 400")
+	fs.Var(&f.copyBytes, "copy-bytes", "memory for responses copied out of the cache at once (batches larger than the cache, or copied out under pressure) (default twice --max-batch-bytes)")
 	fs.IntVar(&f.prefetchWorkers, "prefetch-concurrency", 4, "concurrent background chunk reads; 0 disables prefetch")
 	fs.IntVar(&f.prefetchWindows, "prefetch-windows", 1, "windows to prefetch beyond the current one")
+	fs.DurationVar(&f.maxTurnWait, "max-turn-wait", gateway.DefaultMaxTurnWait, "when the windows of the jobs served do not fit in the cache together, the longest a batch waits for its job's turn before it goes ahead anyway; 0 disables turns")
 	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
 	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
-	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + 256MiB, unless GOMEMLIMIT is set), off, or a size")
+	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + --copy-bytes + 256MiB, unless GOMEMLIMIT is set), off, or a size")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
@@ -129,6 +137,15 @@ func (f *serveFlags) specs() ([]gateway.DatasetSpec, error) {
 	return out, nil
 }
 
+// copyLimit is the memory for copies out of the cache: --copy-bytes, or
+// the gateway's default.
+func (f *serveFlags) copyLimit() int64 {
+	if f.copyBytes > 0 {
+		return int64(f.copyBytes)
+	}
+	return 2 * int64(f.maxBatchBytes)
+}
+
 func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) string) error {
 	switch f.memoryLimit {
 	case "off":
@@ -137,7 +154,7 @@ func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) st
 		if getenv("GOMEMLIMIT") != "" {
 			return nil
 		}
-		limit := int64(f.cacheSize) + 256<<20
+		limit := int64(f.cacheSize) + f.copyLimit() + 256<<20
 		debug.SetMemoryLimit(limit)
 		log.Debug().Int64("bytes", limit).Msg("memory limit set")
 		return nil
@@ -166,13 +183,12 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
-	var token string
-	if len(tokens) > 0 {
-		token = tokens[0]
-	}
-	clusterCfg, err := f.cluster.config(token)
+	clusterCfg, err := f.cluster.config()
 	if err != nil {
 		return gateway.Config{}, err
+	}
+	if f.cluster.secretFile != "" && len(clusterCfg.Peers) == 0 {
+		return gateway.Config{}, errPeerSecretAlone
 	}
 	rereads := f.checksumRereads
 	if rereads == 0 {
@@ -185,9 +201,11 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		CacheSize:           int64(f.cacheSize),
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
-		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize},
+		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize, MaxBatchBytes: int64(f.maxBatchBytes)},
+		CopyBytes:           f.copyLimit(),
 		PrefetchConcurrency: workers,
 		PrefetchWindows:     f.prefetchWindows,
+		MaxTurnWait:         orNegative(f.maxTurnWait),
 		FetchTimeout:        f.fetchTimeout,
 		ChecksumRereads:     rereads,
 		OnDamagedChunk:      f.onDamagedChunk,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/gateway"
 )
 
 func TestPercentile(t *testing.T) {
@@ -386,8 +386,8 @@ func TestReportOutputs(t *testing.T) {
 	}
 }
 
-func statFor(epoch int, backendBytes int64) gateway.EpochStat {
-	return gateway.EpochStat{Epoch: uint64(epoch), BackendBytes: backendBytes}
+func statFor(epoch int, backendBytes int64) api.EpochStat {
+	return api.EpochStat{Epoch: uint64(epoch), BackendBytes: backendBytes}
 }
 
 func TestBatchOf(t *testing.T) {

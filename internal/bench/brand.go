@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/gateway"
 )
 
 // brandRun is one gateway process serving one job for several epochs.
@@ -266,7 +266,7 @@ func (run *brandRun) rows(group string) []Row {
 }
 
 // row is the row of one epoch ep of the run, st its gateway counts.
-func (run *brandRun) row(config, group, label string, ep brandEpoch, st gateway.EpochStat) Row {
+func (run *brandRun) row(config, group, label string, ep brandEpoch, st api.EpochStat) Row {
 	row := newRow(config, group, label, pass{samples: ep.samples, bytes: ep.bytes,
 		backendBytes: st.BackendBytes, elapsed: ep.elapsed, waits: ep.waits, cpu: ep.cpu})
 	row.CacheBytes, row.CacheFraction, row.Policy = run.cacheBytes, run.fraction, run.policy

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/api"
 )
 
 // gatewayProc is a `brand serve` process under test. It runs as its own
@@ -144,7 +144,7 @@ func (p *gatewayProc) metrics(ctx context.Context) (promSample, error) {
 
 // gatewayStats is the part of the gateway's /stats answer the harness uses.
 type gatewayStats struct {
-	Epochs []gateway.EpochStat `json:"epochs"`
+	Epochs []api.EpochStat `json:"epochs"`
 }
 
 // stats fetches /stats: per-epoch chunk accesses, loads and backend bytes,
@@ -166,13 +166,13 @@ func (p *gatewayProc) stats(ctx context.Context) (gatewayStats, error) {
 }
 
 // epoch returns one epoch's figures from st, zero if the gateway has none.
-func (st gatewayStats) epoch(e int) gateway.EpochStat {
+func (st gatewayStats) epoch(e int) api.EpochStat {
 	for _, s := range st.Epochs {
 		if s.Epoch == uint64(e) {
 			return s
 		}
 	}
-	return gateway.EpochStat{Epoch: uint64(e)}
+	return api.EpochStat{Epoch: uint64(e)}
 }
 
 // peakRSS returns the process's peak resident set size so far, 0 where the

@@ -6,12 +6,13 @@ library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 """
 
 from ._tar import TarError, decode_tar, split_key
-from .client import BrandConnectionError, BrandError, Client, __version__, tune_malloc
+from .client import BrandConnectionError, BrandError, Client, IndexChangedError, __version__, tune_malloc
 
 __all__ = [
     "BrandConnectionError",
     "BrandError",
     "Client",
+    "IndexChangedError",
     "TarError",
     "decode_tar",
     "split_key",

@@ -136,6 +136,11 @@ class Router:
                     best = k
             return best
 
+    def order(self) -> List[int]:
+        """The nodes in the order ``home, home+1, ...``."""
+        n = len(self.nodes)
+        return [(self.home + i) % n for i in range(n)]
+
     def fail(self, k: int) -> None:
         """Passes node ``k`` over for ``retry`` seconds."""
         if len(self.nodes) == 1:

@@ -5,31 +5,21 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
-import http.client
-import os
 import json
-import random
-import socket
-import ssl
+import numbers
+import os
 import threading
-import time
-import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from ._route import Node, Router, parse_node, parse_peers
+from . import importance
+from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, Session
+from ._route import Router, parse_node, parse_peers
 from ._route import home as _home_of
 from ._tar import Sample, TarError, decode_tar
+from ._version import __version__
 
-__all__ = ["BrandError", "BrandConnectionError", "Client", "tune_malloc", "__version__"]
-
-__version__ = "0.1.0"
-
-_USER_AGENT = f"brand-python/{__version__}"
-_RETRY_STATUS = frozenset((502, 503, 504))
-# Transport failures that may clear up: refused or reset connections, a
-# gateway that closed a keep-alive connection, timeouts, short bodies.
-_TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
+__all__ = ["BrandError", "BrandConnectionError", "Client", "IndexChangedError", "tune_malloc", "__version__"]
 
 
 # glibc's malloc returns the top of its heap to the kernel once more than
@@ -73,35 +63,6 @@ def _tune_malloc() -> bool:
 tune_malloc = _tune_malloc
 
 
-class BrandError(Exception):
-    """An error answered by the gateway, or its absence.
-
-    Attributes:
-        status: the HTTP status (400, 404, 503, ...), or ``None`` when no
-            answer came (connection refused, reset, timed out).
-        message: the gateway's message (its JSON ``error``), which says what
-            to change, e.g. the valid range of a batch number.
-        retry_after: seconds the gateway asked to wait (503), or ``None``.
-    """
-
-    def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None):
-        super().__init__(message if status is None else f"{message} (HTTP {status})")
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
-
-
-class BrandConnectionError(BrandError, ConnectionError):
-    """No answer from the gateway after the client's retries."""
-
-
-class _Conn(threading.local):
-    """A thread's keep-alive connection to each node it has talked to."""
-
-    def __init__(self) -> None:
-        self.conns: Dict[int, http.client.HTTPConnection] = {}
-
-
 class Client:
     """A client of a Brand gateway for one job (one rank of a training run).
 
@@ -131,6 +92,15 @@ class Client:
         max_backoff: cap on every wait between attempts, ``Retry-After``
             included.
         timeout: socket timeout, in seconds, of each request.
+        probe_after: with ``peers`` or ``discover`` (more than one node),
+            seconds an attempt waits for a node's answer before asking the
+            node's ``GET /healthz`` on a connection of its own (one second
+            to answer). A node that answers is busy and waited for,
+            probed again every ``probe_after`` seconds, up to ``timeout``;
+            one that does not (a stopped process, a dead host) fails the
+            attempt, which goes on at once to the next node, as a refused
+            connection would. ``None``: wait ``timeout`` without probing. A
+            single gateway is never probed.
         token: a bearer token sent with every request, for a gateway
             started with ``--auth-token-file``; never shown in errors.
         ca_file: a PEM file of certificate authorities to trust for an
@@ -156,11 +126,22 @@ class Client:
         locality: ``False`` asks a cluster for the plain cut of every global
             batch (``locality=false``) instead of giving each rank the
             samples its home node owns first. A single gateway ignores it.
+        job: the job's name (``job=``, 1 to 128 of ``A-Z a-z 0-9 . _ -``,
+            not ``.`` or ``..``), sent with every request. The gateway
+            follows each named job as a stream of its own in its cache, even
+            when another job reads the same order; it changes no byte
+            served. Give every rank of a run the same name. ``None``: an
+            unnamed job, known by its order, or the ``importance_job``'s
+            name.
+        weight: the job's share of a contended cache relative to other
+            jobs (``weight=``, a number in ``(0, 100]``; the gateway's
+            default is 1). It changes no byte served. ``None``: not sent.
         importance_job: sample by importance (``sampling=importance``,
             docs/importance.md) under this job name: report losses with
             :meth:`feedback`, seal each epoch with :meth:`seal` (one rank),
             and read the next epoch after :meth:`set_importance` with the
-            version sealed. ``None``: the uniform shuffle.
+            version sealed. ``None``: the uniform shuffle. It is also the
+            job's name: ``job``, if given too, must be the same name.
         importance: the snapshot version the epochs are drawn from; ``None``
             (an importance job's first epoch) reads the uniform order.
         hot: the heaviest chunks put first in an importance epoch (about
@@ -191,6 +172,7 @@ class Client:
         backoff: float = 0.2,
         max_backoff: float = 10.0,
         timeout: float = 120.0,
+        probe_after: Optional[float] = 3.0,
         token: Optional[str] = None,
         ca_file: Optional[str] = None,
         tune_malloc: bool = True,
@@ -198,9 +180,12 @@ class Client:
         discover: bool = False,
         home_retry: float = 10.0,
         locality: bool = True,
+        job: Optional[str] = None,
+        weight: Optional[float] = None,
         importance_job: Optional[str] = None,
         importance: Optional[str] = None,
         hot: int = 0,
+        index: Optional[str] = None,
     ) -> None:
         nodes = parse_peers(peers) if peers else None
         if nodes and not url:
@@ -228,23 +213,26 @@ class Client:
             raise ValueError("brand: importance and hot need importance_job")
         if hot < 0:
             raise ValueError(f"brand: hot {hot} must be >= 0")
+        #: The job's name as sent (``job=``): ``job``, else
+        #: ``importance_job``; ``None`` for an unnamed job.
+        self.job = _job_name(job, importance_job)
+        #: The job's cache weight as sent (``weight=``); ``None``: not sent.
+        self.weight = _check_weight(weight)
         self.importance_job = importance_job
         self.importance = importance
         self.hot = hot
         self.ahead = max(0, ahead)
-        self.max_retries = max(0, max_retries)
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.timeout = timeout
-        self._headers = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity"}
-        if token:
-            self._headers["Authorization"] = "Bearer " + token
-        self._token = token
-        self._ca_file = ca_file
-        self._ssl: Optional[ssl.SSLContext] = None  # made for the first https node
-        self._local = _Conn()
+        #: The version of the dataset's index this client reads (the
+        #: ``Brand-Index`` header's ID): the ``index`` given, else the one
+        #: the first answer named. Every request names it, so a dataset
+        #: re-packed under a running job never changes the order read: a
+        #: gateway without that version answers 409, the client asks the
+        #: other nodes, and raises :class:`IndexChangedError` when none
+        #: holds it. Save it with a checkpoint to resume on it.
+        self.index = index
+        self._http = Session(timeout=timeout, token=token, ca_file=ca_file, max_retries=max_retries,
+                             backoff=backoff, max_backoff=max_backoff, probe_after=probe_after)
         self._pool: Optional[ThreadPoolExecutor] = None
-        self._conns: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self.peers = [n.url for n in nodes] if nodes else None
         self.discover = discover
@@ -258,12 +246,18 @@ class Client:
             self._router = Router([gw], 0, home_retry)
         self._gateway = gw
         if gw.https or any(n.https for n in nodes or ()):
-            self._ssl_context()  # a bad ca_file fails here, not at the first batch
+            self._http.tls()  # a bad ca_file fails here, not at the first batch
         #: Answers received from each node (its URL), for a look at where a
         #: client's requests went.
         self.served: Dict[str, int] = {}
         if tune_malloc:
             _tune_malloc()
+
+    max_retries = property(lambda self: self._http.max_retries, doc="Retries of a request after its first attempt.")
+    backoff = property(lambda self: self._http.backoff, doc="Seconds before the first retry that waits.")
+    max_backoff = property(lambda self: self._http.max_backoff, doc="Cap on every wait between attempts.")
+    timeout = property(lambda self: self._http.timeout, doc="Socket timeout of each request, in seconds.")
+    probe_after = property(lambda self: self._http.probe_after, doc="Seconds without an answer before a probe.")
 
     # -- parameters -------------------------------------------------------
 
@@ -284,89 +278,57 @@ class Client:
             q["offset"] = str(self.offset)
         if not self.locality:
             q["locality"] = "false"
-        q.update(self._importance_params())
+        q.update(self._job_params())
+        if self.index:
+            q["index"] = self.index
         return q
 
-    def _importance_params(self) -> Dict[str, str]:
-        if self.importance_job is None:
-            return {}
-        q = {"sampling": "importance", "job": self.importance_job}
-        if self.importance:
-            q["importance"] = self.importance
-        if self.hot:
-            q["hot"] = str(self.hot)
+    def _job_params(self) -> Dict[str, str]:
+        """The parameters that name, weigh and sample the job: sent with
+        the epoch's plan and, since a plan does not echo them, with every
+        batch."""
+        q: Dict[str, str] = {}
+        if self.job is not None:
+            q["job"] = self.job
+        if self.importance_job is not None:
+            q["sampling"] = "importance"
+            if self.importance:
+                q["importance"] = self.importance
+            if self.hot:
+                q["hot"] = str(self.hot)
+        if self.weight is not None:
+            q["weight"] = _format_weight(self.weight)
         return q
 
     # -- importance sampling ---------------------------------------------
 
-    def _importance_node(self) -> str:
+    def _importance_job(self) -> str:
         if self.importance_job is None:
             raise ValueError("brand: this client has no importance_job")
-        return self.home or self.url
+        return self.importance_job
 
     def feedback(self, epoch: int, keys: Sequence[str], losses: Sequence[float]) -> int:
         """Report the losses of samples of ``epoch`` by key (a batch's
-        ``__key__``); see :func:`brand.importance.feedback`."""
-        from . import importance as imp
-        return imp.feedback(self._importance_node(), self.importance_job, epoch, keys=keys, losses=losses,
-                            dataset=self.dataset, token=self._token, timeout=self.timeout)
+        ``__key__``); see :func:`brand.importance.feedback`. Sent as every
+        request of the client is: to its home node, failing over."""
+        return importance.feedback_via(self._send, self._importance_job(), epoch, keys=keys, losses=losses,
+                                       dataset=self.dataset)
 
     def seal(self, epoch: int, prev: Optional[str] = None) -> str:
         """Seal ``epoch``'s feedback onto ``prev`` (``None``: the current
         version) and return the new version; one rank seals."""
-        from . import importance as imp
-        return imp.seal(self._importance_node(), self.importance_job, epoch,
-                        prev=self.importance if prev is None else prev,
-                        dataset=self.dataset, token=self._token, timeout=self.timeout)
+        return importance.seal_via(self._send, self._importance_job(), epoch,
+                                   prev=self.importance if prev is None else prev, dataset=self.dataset)
 
     def version_for(self, epoch: int, wait: float = 60.0) -> str:
         """The version sealed for ``epoch``, waiting up to ``wait`` seconds."""
-        from . import importance as imp
-        return imp.version_for(self._importance_node(), self.importance_job, epoch, wait=wait,
-                               dataset=self.dataset, token=self._token)
+        return importance.version_for_via(self._send, self._importance_job(), epoch, wait=wait, dataset=self.dataset)
 
     def set_importance(self, version: Optional[str]) -> None:
         """Draw the following epochs from snapshot ``version``."""
         self.importance = version
 
     # -- requests ---------------------------------------------------------
-
-    def _connection(self, k: int, node: Node) -> http.client.HTTPConnection:
-        c = self._local.conns.get(k)
-        if c is None:
-            if node.https:
-                c = http.client.HTTPSConnection(node.host, node.port, timeout=self.timeout, context=self._ssl_context())
-            else:
-                c = http.client.HTTPConnection(node.host, node.port, timeout=self.timeout)
-            self._local.conns[k] = c
-            with self._lock:
-                self._conns.append(c)
-        return c
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        with self._lock:
-            if self._ssl is None:
-                f = self._ca_file
-                self._ssl = ssl.create_default_context(cafile=f) if f else ssl.create_default_context()
-            return self._ssl
-
-    def _drop_connection(self, k: int) -> None:
-        c = self._local.conns.pop(k, None)
-        if c is not None:
-            c.close()
-
-    def _attempt(self, k: int, node: Node, target: str) -> "tuple[int, Mapping[str, str], bytes]":
-        c = self._connection(k, node)
-        try:
-            c.request("GET", target, headers=self._headers)
-            r = c.getresponse()
-            body = r.read()  # raises IncompleteRead on a short body
-            if r.will_close:
-                self._drop_connection(k)
-            return r.status, r.headers, body
-        except BaseException:
-            self._drop_connection(k)
-            raise
 
     def get(self, path: str, params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], bytes]":
         """GET ``path?params``, with retries; returns (headers, body) of a 2xx.
@@ -379,52 +341,32 @@ class Client:
                 with the gateway's message and status.
             BrandConnectionError: no answer after ``max_retries`` retries.
         """
-        node, headers, body = self._get(self._routes(), path, params)
-        with self._lock:
-            self.served[node] = self.served.get(node, 0) + 1
-        return headers, body
+        a = self._send("GET", path, params)
+        return a.headers, a.body
 
-    def _get(self, router: Router, path: str, params: Optional[Mapping[str, str]]) -> "tuple[str, Mapping[str, str], bytes]":
-        """:meth:`get` through ``router``; also returns the URL of the node
-        that answered. A retry on a node this call has not tried yet is made
-        at once (it has no reason to be down too); otherwise, and always with
-        a single gateway, after the backoff."""
-        query = "?" + urllib.parse.urlencode(params) if params else ""
-        nodes = router.nodes
-        tried = set()
-        waits = 0  # the backoff grows with the waits, not with failovers
-        k = router.pick()
-        attempt = 0
-        while True:
-            tried.add(k)
-            node = nodes[k]
-            target = node.base + path + query
-            retry_after = None
-            try:
-                status, headers, body = self._attempt(k, node, target)
-            except _TRANSPORT_ERRORS as e:
-                err: BrandError = BrandConnectionError(
-                    f"brand: GET {node.origin}{target}: {type(e).__name__}: {e}"
-                )
-                err.__cause__ = e
-            else:
-                if 200 <= status < 300:
-                    return node.url, headers, body
-                err = _api_error(status, headers, body, f"{node.origin}{target}")
-                if status not in _RETRY_STATUS:
-                    raise err
-                retry_after = err.retry_after
-            router.fail(k)
-            if attempt >= self.max_retries:
-                if attempt > 0:
-                    err.args = (f"{err.args[0]} (after {attempt + 1} attempts)",)
-                raise err
-            k = router.pick()
-            if k in tried:
-                time.sleep(self._wait(waits, retry_after))
-                waits += 1
-                k = router.pick()  # a node's mark may have ended meanwhile
-            attempt += 1
+    def _send(self, method: str, path: str, params: Optional[Mapping[str, str]] = None, body: Optional[bytes] = None,
+              content_type: Optional[str] = None, accept: Optional[str] = None) -> Answer:
+        """Every request of the client: through its router, counted in
+        :attr:`served`."""
+        a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
+        with self._lock:
+            self.served[a.node] = self.served.get(a.node, 0) + 1
+        self._learn_index(a.headers.get("Brand-Index"))
+        return a
+
+    def _learn_index(self, got: Optional[str]) -> None:
+        """Record the index version an answer names: the first pins it;
+        another one afterwards (an answer to a request sent before the pin,
+        served after a repack) is :class:`IndexChangedError`."""
+        if not got:
+            return
+        with self._lock:
+            if self.index is None:
+                self.index = got
+                return
+            pin = self.index
+        if got != pin:
+            raise IndexChangedError(f"brand: this client reads index {pin}, a gateway answered from {got}")
 
     def _routes(self) -> Router:
         """The router of this client's requests, asking ``url`` for the
@@ -438,8 +380,7 @@ class Client:
                 return self._router
         single = Router([self._gateway], 0, self.home_retry)
         try:
-            _, _, body = self._get(single, "/cluster", {"world": str(self.world)})
-            cl = json.loads(body)
+            cl = json.loads(self._http.send(single, "GET", "/cluster", {"world": str(self.world)}).body)
         except BrandError as e:
             if e.status != 404:
                 raise
@@ -503,12 +444,6 @@ class Client:
         r = self._router
         return None if r is None else r.nodes[r.home].url
 
-    def _wait(self, attempt: int, retry_after: Optional[float]) -> float:
-        if retry_after is not None and retry_after > 0:
-            return min(retry_after, self.max_backoff)
-        d = min(self.backoff * (2**attempt), self.max_backoff)
-        return d / 2 + random.random() * d / 2
-
     # -- API --------------------------------------------------------------
 
     def datasets(self) -> List[Dict[str, Any]]:
@@ -544,8 +479,11 @@ class Client:
         """
         if info is None:
             info = self.epoch_info(epoch)
+        self._learn_index(info.get("index"))
         q = _pinned(info, self.offset, self.locality)
-        q.update(self._importance_params())
+        q.update(self._job_params())
+        if self.index:
+            q["index"] = self.index
         n = int(info["batches"])
         if self.ahead == 0:
             for m in range(n):
@@ -592,11 +530,7 @@ class Client:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for c in conns:
-            c.close()
-        self._local = _Conn()
+        self._http.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -608,18 +542,64 @@ class Client:
         # Threads, locks and sockets do not survive pickling (DataLoader
         # workers on spawn); a copy starts with none.
         s = self.__dict__.copy()
-        for k in ("_local", "_pool", "_conns", "_lock", "_ssl"):
+        for k in ("_pool", "_lock"):
             s.pop(k)
         s["served"] = {}
         return s
 
     def __setstate__(self, s: Dict[str, Any]) -> None:
         self.__dict__.update(s)
-        self._ssl = None
-        self._local = _Conn()
         self._pool = None
-        self._conns = []
         self._lock = threading.Lock()
+
+
+#: The largest job weight a gateway takes (``weight=``).
+_MAX_WEIGHT = 100
+
+
+def _job_name(job: Optional[str], importance_job: Optional[str]) -> Optional[str]:
+    """The job name a client sends (``job=``): ``job``, else
+    ``importance_job``. With ``sampling=importance`` the gateway takes
+    ``job=`` as the importance job's name, so a job has one name: both
+    given and different is an error.
+
+    Raises:
+        ValueError: an invalid ``job``, or ``job`` and ``importance_job``
+            that differ.
+    """
+    if job is None:
+        return importance_job
+    importance._check_job(job)  # the gateway's rule, as for importance_job's requests
+    if importance_job is not None and importance_job != job:
+        raise ValueError(
+            f"brand: job {job!r} and importance_job {importance_job!r} differ: a job has one name, "
+            "and with importance sampling it is the importance job's; give one of them, or the same"
+        )
+    return job
+
+
+def _check_weight(weight: Optional[float]) -> Optional[float]:
+    """``weight`` as a float, checked as the gateway checks ``weight=``: a
+    finite number in ``(0, 100]``; ``None`` stays ``None``.
+
+    Raises:
+        ValueError: anything else (a bool or a string included).
+    """
+    if weight is None:
+        return None
+    # NaN and the infinities fail the comparison too.
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 < weight <= _MAX_WEIGHT:
+        raise ValueError(
+            f"brand: weight {weight!r} must be a number in (0, {_MAX_WEIGHT}]: the job's share of a "
+            "contended cache relative to other jobs (1 when not given)"
+        )
+    return float(weight)
+
+
+def _format_weight(w: float) -> str:
+    """``w`` in the fewest characters that parse back to it: ``2``,
+    ``0.5``, ``1e-05``."""
+    return str(int(w)) if w.is_integer() else repr(w)
 
 
 def _decode(epoch: int, batch: int, body: bytes) -> List[Sample]:
@@ -646,24 +626,3 @@ def _pinned(info: Mapping[str, Any], offset: int, locality: bool = True) -> Dict
         # A plan does not say whether locality applies: the job's choice.
         q["locality"] = "false"
     return q
-
-
-def _api_error(status: int, headers: Mapping[str, str], body: bytes, what: str) -> BrandError:
-    msg = None
-    try:
-        doc = json.loads(body)
-        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
-            msg = doc["error"]
-    except ValueError:
-        pass
-    if msg is None:
-        text = body[:200].decode("utf-8", "replace").strip()
-        msg = f"GET {what}: HTTP {status}" + (f": {text}" if text else "")
-    ra = None
-    v = headers.get("Retry-After")
-    if v:
-        try:
-            ra = float(v)
-        except ValueError:
-            ra = None
-    return BrandError(msg, status, ra)

@@ -8,11 +8,14 @@ that sealing returned. Other ranks wait for that version with
 :func:`version_for`.
 
 These are plain functions of a gateway's base URL, so that they can be used
-from any client and from processes that hold no :class:`brand.Client`. They
-use the standard library only. Feedback and sealing are idempotent on the
-gateway (a sample reported twice keeps its largest loss; sealing the same
-feedback gives the same version), so a request that got no answer is
-retried, as are 502, 503 and 504 answers.
+from any client and from processes that hold no :class:`brand.Client`;
+a client's :meth:`~brand.Client.feedback`, :meth:`~brand.Client.seal` and
+:meth:`~brand.Client.version_for` make the same requests through its own
+connections, retries and cluster failover. They use the standard library
+only. Feedback and sealing are idempotent on the gateway (a sample reported
+twice keeps its largest loss; sealing the same feedback gives the same
+version), so a request that got no answer is retried, as are 502, 503 and
+504 answers.
 
 Example::
 
@@ -29,32 +32,29 @@ Example::
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import json
 import math
 import operator
-import random
 import re
 import struct
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from .client import BrandError, __version__
+from ._http import Answer, BrandError, Session
+from ._route import Router, parse_node
 
 __all__ = ["ImportanceError", "ImportanceTimeout", "feedback", "seal", "version_for", "valid_job"]
 
-_USER_AGENT = f"brand-python/{__version__}"
 _JOB = re.compile(r"[A-Za-z0-9._-]{1,128}")
-_RETRY_STATUS = frozenset((502, 503, 504))
-_TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
 _RECORD = struct.Struct("<If")  # one binary feedback record: sample ID, loss
 _MAX_ID = 0xFFFFFFFF
-# No proxies from the environment, as brand.Client: a gateway is reached
-# directly, and a proxy set for the internet must not catch loopback.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+#: How a call reaches a gateway: ``send(method, path, params, body,
+#: content_type, accept)`` returns the 2xx :class:`~brand._http.Answer` or
+#: raises :class:`BrandError`, retried and failed over as its sender does.
+#: :class:`brand.Client` passes its own; the functions of a URL make one.
+Send = Callable[[str, str, Mapping[str, str], Optional[bytes], Optional[str], Optional[str]], Answer]
 
 
 class ImportanceError(BrandError):
@@ -107,8 +107,87 @@ def feedback(
             neither of keys and ids, lengths that differ, an invalid job
             name, a NaN, infinite or negative loss, an ID out of range).
         ImportanceError: the gateway's refusal (e.g. an unknown key: HTTP
-            400 with its message), or no answer after ``max_retries``.
+            400 with its message; HTTP 409 once the epoch is sealed, when
+            the losses would not be counted), or no answer after
+            ``max_retries``.
     """
+    with _gateway(url, token, timeout, max_retries) as send:
+        return feedback_via(send, job, epoch, keys=keys, ids=ids, losses=losses, dataset=dataset)
+
+
+def seal(
+    url: str,
+    job: str,
+    epoch: int,
+    prev: Optional[str] = None,
+    dataset: Optional[str] = None,
+    token: Optional[str] = None,
+    timeout: float = 120.0,
+    max_retries: int = 2,
+) -> str:
+    """Seal epoch ``epoch``'s feedback of job ``job`` onto snapshot ``prev``
+    (the version sealed for the previous epoch; ``None`` for the job's
+    first) and return the new snapshot's version, which the next epoch's
+    requests name with ``importance=VERSION``.
+
+    Sealing is idempotent: an epoch is sealed once, and sealing it again
+    (or at the same time, from another rank or node) returns the version
+    first sealed. Only one rank needs to seal; the others wait with
+    :func:`version_for`. Sealing an epoch no gateway has feedback for is
+    refused (HTTP 409).
+
+    Raises:
+        ValueError: an invalid job name or epoch.
+        ImportanceError: the gateway's refusal (e.g. an unknown ``prev``)
+            or no answer after ``max_retries``.
+    """
+    with _gateway(url, token, timeout, max_retries) as send:
+        return seal_via(send, job, epoch, prev=prev, dataset=dataset)
+
+
+def version_for(
+    url: str,
+    job: str,
+    epoch: int,
+    wait: float = 60.0,
+    dataset: Optional[str] = None,
+    token: Optional[str] = None,
+    timeout: float = 30.0,
+    poll: float = 0.05,
+    max_poll: float = 2.0,
+) -> str:
+    """The version sealed for epoch ``epoch`` of job ``job``, waiting up to
+    ``wait`` seconds for it to be sealed.
+
+    Polls the gateway (``GET /importance/JOB/epochs/E``) while it answers
+    404 (not sealed yet), first after ``poll`` seconds, then doubling the
+    interval up to ``max_poll``. Each poll is retried twice on no answer
+    or 502/503/504.
+
+    Raises:
+        ImportanceTimeout: still not sealed after ``wait`` seconds.
+        ImportanceError: any other refusal, or no answer.
+    """
+    with _gateway(url, token, timeout, 2) as send:
+        return version_for_via(send, job, epoch, wait=wait, dataset=dataset, poll=poll, max_poll=max_poll)
+
+
+# -- the calls over a Send -------------------------------------------------
+#
+# The functions above and brand.Client's feedback, seal and version_for
+# make their requests with these, each with its own Send.
+
+
+def feedback_via(
+    send: Send,
+    job: str,
+    epoch: int,
+    keys: Optional[Sequence[str]] = None,
+    ids: Optional[Sequence[int]] = None,
+    losses: Sequence[float] = (),
+    dataset: Optional[str] = None,
+) -> int:
+    """:func:`feedback` through ``send``."""
     _check_job(job)
     epoch = _check_epoch(epoch)
     if (keys is None) == (ids is None):
@@ -133,34 +212,12 @@ def feedback(
     q: Dict[str, str] = {"epoch": str(epoch)}
     if dataset is not None:
         q["dataset"] = dataset
-    doc = _request(url, "POST", f"/importance/{job}/feedback", q, body, ctype, token, timeout, max_retries)
+    doc = _call(send, "POST", f"/importance/{job}/feedback", q, body, ctype)
     return int(_field(doc, "accepted", "feedback"))
 
 
-def seal(
-    url: str,
-    job: str,
-    epoch: int,
-    prev: Optional[str] = None,
-    dataset: Optional[str] = None,
-    token: Optional[str] = None,
-    timeout: float = 120.0,
-    max_retries: int = 2,
-) -> str:
-    """Seal epoch ``epoch``'s feedback of job ``job`` onto snapshot ``prev``
-    (the version sealed for the previous epoch; ``None`` for the job's
-    first) and return the new snapshot's version, which the next epoch's
-    requests name with ``importance=VERSION``.
-
-    Sealing is idempotent: sealing the same epoch again returns the same
-    version. Only one rank needs to seal; the others wait with
-    :func:`version_for`.
-
-    Raises:
-        ValueError: an invalid job name or epoch.
-        ImportanceError: the gateway's refusal (e.g. an unknown ``prev``)
-            or no answer after ``max_retries``.
-    """
+def seal_via(send: Send, job: str, epoch: int, prev: Optional[str] = None, dataset: Optional[str] = None) -> str:
+    """:func:`seal` through ``send``."""
     _check_job(job)
     epoch = _check_epoch(epoch)
     q: Dict[str, str] = {"epoch": str(epoch)}
@@ -168,32 +225,20 @@ def seal(
         q["dataset"] = dataset
     if prev is not None:
         q["prev"] = str(prev)
-    doc = _request(url, "POST", f"/importance/{job}/seal", q, b"", None, token, timeout, max_retries)
+    doc = _call(send, "POST", f"/importance/{job}/seal", q, b"")
     return str(_field(doc, "version", "seal"))
 
 
-def version_for(
-    url: str,
+def version_for_via(
+    send: Send,
     job: str,
     epoch: int,
     wait: float = 60.0,
     dataset: Optional[str] = None,
-    token: Optional[str] = None,
-    timeout: float = 30.0,
     poll: float = 0.05,
     max_poll: float = 2.0,
 ) -> str:
-    """The version sealed for epoch ``epoch`` of job ``job``, waiting up to
-    ``wait`` seconds for it to be sealed.
-
-    Polls the gateway (``GET /importance/JOB/epochs/E``) while it answers
-    404 (not sealed yet), first after ``poll`` seconds, then doubling the
-    interval up to ``max_poll``.
-
-    Raises:
-        ImportanceTimeout: still not sealed after ``wait`` seconds.
-        ImportanceError: any other refusal, or no answer.
-    """
+    """:func:`version_for` through ``send``."""
     _check_job(job)
     epoch = _check_epoch(epoch)
     q: Dict[str, str] = {}
@@ -203,7 +248,7 @@ def version_for(
     delay = poll
     while True:
         try:
-            doc = _request(url, "GET", f"/importance/{job}/epochs/{epoch}", q, None, None, token, timeout, 2)
+            doc = _call(send, "GET", f"/importance/{job}/epochs/{epoch}", q)
             return str(_field(doc, "version", "epochs"))
         except ImportanceError as e:
             if e.status != 404:
@@ -215,6 +260,42 @@ def version_for(
                 ) from e
         time.sleep(min(delay, left))
         delay = min(delay * 2, max_poll)
+
+
+@contextlib.contextmanager
+def _gateway(url: str, token: Optional[str], timeout: float, max_retries: int) -> Iterator[Send]:
+    """A Send to the gateway at ``url`` alone, its connection closed after."""
+    router = Router([parse_node(url, strict=False)], 0, 0.0)
+    session = Session(timeout=timeout, token=token, max_retries=max_retries)
+
+    def send(method: str, path: str, params: Mapping[str, str], body: Optional[bytes] = None,
+             content_type: Optional[str] = None, accept: Optional[str] = None) -> Answer:
+        return session.send(router, method, path, params, body, content_type, accept)
+
+    try:
+        yield send
+    finally:
+        session.close()
+
+
+def _call(send: Send, method: str, path: str, params: Mapping[str, str], body: Optional[bytes] = None,
+          content_type: Optional[str] = None) -> Any:
+    """The JSON answer to one importance request; the request's failure as
+    an :class:`ImportanceError`."""
+    try:
+        a = send(method, path, params, body, content_type, "application/json")
+    except ImportanceError:
+        raise
+    except BrandError as e:
+        err = ImportanceError(e.message, e.status, e.retry_after)
+        err.args = e.args  # with the attempts counted
+        raise err from e
+    try:
+        return json.loads(a.body)
+    except ValueError:
+        raise ImportanceError(
+            f"brand: {method} {a.node}{path}: the gateway's answer is not JSON: {a.body[:200]!r}"
+        ) from None
 
 
 # -- helpers ---------------------------------------------------------------
@@ -282,74 +363,3 @@ def _field(doc: Any, name: str, what: str) -> Any:
     if not isinstance(doc, dict) or name not in doc:
         raise ImportanceError(f"brand: {what}: the gateway's answer has no {name!r}: {str(doc)[:200]}")
     return doc[name]
-
-
-def _request(
-    url: str,
-    method: str,
-    path: str,
-    params: Mapping[str, str],
-    body: Optional[bytes],
-    ctype: Optional[str],
-    token: Optional[str],
-    timeout: float,
-    max_retries: int,
-) -> Any:
-    """One JSON request with retries of 502/503/504 and transport errors;
-    returns the decoded 2xx body or raises ImportanceError."""
-    base = url if "://" in url else "http://" + url
-    target = base.rstrip("/") + urllib.parse.quote(path)
-    if params:
-        target += "?" + urllib.parse.urlencode(params)
-    headers = {"User-Agent": _USER_AGENT, "Accept": "application/json"}
-    if ctype is not None:
-        headers["Content-Type"] = ctype
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    attempt = 0
-    while True:
-        req = urllib.request.Request(target, data=body, headers=headers, method=method)
-        retry_after = None
-        try:
-            with _OPENER.open(req, timeout=timeout) as r:
-                raw = r.read()
-            try:
-                return json.loads(raw)
-            except ValueError:
-                raise ImportanceError(
-                    f"brand: {method} {target}: the gateway's answer is not JSON: {raw[:200]!r}"
-                ) from None
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-            err = ImportanceError(_message(status, raw, method, target), status)
-            retry_after = _seconds(e.headers.get("Retry-After") if e.headers else None)
-            if status not in _RETRY_STATUS:
-                raise err from None
-        except _TRANSPORT_ERRORS as e:
-            err = ImportanceError(f"brand: {method} {target}: {type(e).__name__}: {e}")
-            err.__cause__ = e
-        if attempt >= max_retries:
-            if attempt > 0:
-                err.args = (f"{err.args[0]} (after {attempt + 1} attempts)",)
-            raise err
-        d = min(0.2 * 2**attempt, 10.0)
-        time.sleep(min(retry_after, 10.0) if retry_after else d / 2 + random.random() * d / 2)
-        attempt += 1
-
-
-def _message(status: int, raw: bytes, method: str, target: str) -> str:
-    try:
-        doc = json.loads(raw)
-        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
-            return doc["error"]
-    except ValueError:
-        pass
-    text = raw[:200].decode("utf-8", "replace").strip()
-    return f"{method} {target}: HTTP {status}" + (f": {text}" if text else "")
-
-
-def _seconds(v: Optional[str]) -> Optional[float]:
-    try:
-        return float(v) if v else None
-    except ValueError:
-        return None

@@ -28,11 +28,13 @@ Given a cluster's peer list (``peers=[...]``, the list every ``brand serve
 requests to the home node of its server rank, ``(w * W + r) * N // (W * K)``
 of the ``N`` nodes: that is where the cluster's locality-aware assignment
 put that server rank's samples. When the home fails, the client fails over
-to the next nodes in order and returns after ``home_retry`` seconds; any
-node serves the same bytes, so the exactly-once rule holds across
-failovers. With one worker per rank (``K = 1``) a rank's home is the
-torchrun layout's, ``r * N // W``; with more, a rank's workers read through
-the homes of their server ranks, which spread over the nodes.
+to the next nodes in order and returns after ``home_retry`` seconds; a home
+that accepts connections but does not answer (a stopped process) is
+probed after ``probe_after`` seconds and left once its probe goes
+unanswered too. Any node serves the same bytes, so the exactly-once rule
+holds across failovers. With one worker per rank (``K = 1``) a rank's home
+is the torchrun layout's, ``r * N // W``; with more, a rank's workers read
+through the homes of their server ranks, which spread over the nodes.
 
 Resuming (exactly once)
 -----------------------
@@ -63,7 +65,10 @@ DDP ranks advance in lockstep, so every rank computes the same state; save
 rank 0's. Requirements for exactness: the DataLoader's default in-order
 delivery (``in_order=True``), no ``persistent_workers`` (they would not see
 :meth:`set_epoch`), and the same ``seed``, ``window`` and dataset on resume
-(they fix the order; ``load_state_dict`` checks them).
+(they fix the order; ``load_state_dict`` checks them). The job's name and
+weight change no byte served: the state keeps the name, which a dataset
+given none takes on resume, and not the weight, which the resumed run gives
+anew.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ import torch.distributed as _dist
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._tar import Sample
-from .client import Client, tune_malloc
+from .client import Client, _check_weight, _job_name, tune_malloc
 
 __all__ = ["BrandDataset", "BrandLoader", "ddp_world"]
 
@@ -120,9 +125,12 @@ class BrandDataset(IterableDataset):
             (:func:`ddp_world`).
         ahead: batches each worker keeps requested ahead.
         **client_options: passed to :class:`brand.Client` (``max_retries``,
-            ``backoff``, ``max_backoff``, ``timeout``, and for a cluster
-            ``peers``, ``discover``, ``home_retry``, ``locality``; see the
-            module documentation).
+            ``backoff``, ``max_backoff``, ``timeout``, the job's ``job``
+            name and cache ``weight``, ``importance_job`` and ``hot``, and
+            for a cluster ``peers``, ``discover``, ``home_retry``,
+            ``probe_after``, ``locality``; see the module documentation).
+            Every worker's client sends the same ``job`` and ``weight``:
+            the workers and ranks of a run are one job.
 
     Example::
 
@@ -169,6 +177,10 @@ class BrandDataset(IterableDataset):
         self.world = world
         self.rank = rank
         self.ahead = ahead
+        # Checked here, in the trainer's process, rather than in the
+        # first worker that builds a client.
+        _job_name(client_options.get("job"), client_options.get("importance_job"))
+        _check_weight(client_options.get("weight"))
         self.client_options = client_options
         if client_options.get("tune_malloc", True):
             # The trainer's process unpickles every batch its workers send:
@@ -185,6 +197,12 @@ class BrandDataset(IterableDataset):
         self._complete = False
         self._by_loader = False
         self._epoch_samples: Dict[int, int] = {}
+        #: The index version every client of this dataset reads: the
+        #: ``index`` client option, or the one the first epoch plan named
+        #: (kept in :meth:`state_dict`). :meth:`loader` learns it in the
+        #: trainer's process, before its workers start, so that they all
+        #: read one version.
+        self.index: Optional[str] = client_options.pop("index", None)
 
     # -- epochs and positions -----------------------------------------------
 
@@ -237,6 +255,7 @@ class BrandDataset(IterableDataset):
             drop_last=self.drop_last,
             offset=offset,
             ahead=self.ahead,
+            index=self.index,
             **self.client_options,
         )
 
@@ -246,6 +265,7 @@ class BrandDataset(IterableDataset):
         if e not in self._epoch_samples:
             with self._client(1, 0, 0) as c:
                 self._epoch_samples[e] = int(c.epoch_info(e)["samples"])
+                self.index = c.index
         return self._epoch_samples[e]
 
     def position(self, steps: Optional[int] = None) -> int:
@@ -262,6 +282,12 @@ class BrandDataset(IterableDataset):
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The data position, to save with a checkpoint (rank 0's suffices).
 
+        Besides the position and what fixes the order, the state keeps the
+        job's name (``"job"``: the ``job`` or ``importance_job`` client
+        option, ``None`` for an unnamed job), so that a resumed run is the
+        same job to the gateway. Not its ``weight``: a share of the cache
+        against the jobs running at the time, given anew on resume.
+
         Args:
             steps: steps the trainer received in this epoch on each rank; only
                 needed with a plain ``DataLoader`` with workers, which this
@@ -275,11 +301,17 @@ class BrandDataset(IterableDataset):
             "seed": self.seed,
             "window": self.window,
             "dataset": self.dataset,
+            "index": self.index,
+            "job": _job_name(self.client_options.get("job"), self.client_options.get("importance_job")),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`'s ``state``: the next pass over its
         epoch starts at its position, at any world size and worker count.
+
+        A dataset given no job name (neither ``job`` nor ``importance_job``)
+        takes the state's; one given a name keeps it: a name changes no
+        byte served, so another one is no error.
 
         Raises:
             ValueError: the state was saved with another seed, window or
@@ -293,6 +325,17 @@ class BrandDataset(IterableDataset):
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
                     f"{k}={getattr(self, k)!r}: the epoch order would differ"
                 )
+        # The job keeps its name: one given to this dataset wins, as a
+        # name changes no byte served.
+        job = _job_name(self.client_options.get("job"), self.client_options.get("importance_job"))
+        if job is None and state.get("job") is not None:
+            job = _job_name(state["job"], None)  # checked before anything changes
+            self.client_options["job"] = job
+        # The order of the saved position is the saved index version's: a
+        # gateway that no longer holds it answers 409, and the client
+        # raises IndexChangedError rather than read another order.
+        if state.get("index"):
+            self.index = state["index"]
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
         self._start_pass(int(state["epoch"]))
@@ -369,6 +412,7 @@ class BrandLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         ds: BrandDataset = self.dataset  # type: ignore[assignment]
         ds._start_pass(ds.epoch)
+        ds.samples_in_epoch()  # learns the index version its workers read
         # With num_workers=0 the dataset runs in this process; it must not
         # count samples itself while this loader counts steps.
         ds._by_loader = True

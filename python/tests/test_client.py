@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import free_port, gateway  # noqa: E402
 
 import brand  # noqa: E402
+from brand._http import retry_after  # noqa: E402
 
 
 class TestClient(unittest.TestCase):
@@ -92,6 +93,102 @@ class TestClient(unittest.TestCase):
         self.assertEqual(ds[0]["samples"], self.gw.samples)
 
 
+class TestJob(unittest.TestCase):
+    """job= names a job and weight= weighs it; neither changes a byte."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gateway()
+
+    def read(self, **kw):
+        """Every rank's plan and samples of epoch 1 at world 2."""
+        out = []
+        for rank in (0, 1):
+            with brand.Client(self.gw.url, dataset="t", seed=6, batch_size=9, world=2, rank=rank, **kw) as c:
+                out.append((c.epoch_info(1), list(c.samples(1))))
+        return out
+
+    def test_a_named_job_reads_the_same_bytes(self):
+        want = self.read()
+        self.assertEqual(sum(len(s) for _, s in want), self.gw.samples)
+        for kw in (dict(job="pytest-named"), dict(job="pytest-named", weight=2.5), dict(weight=100),
+                   dict(job="pytest-other.2_b", weight=0.01)):
+            with self.subTest(**kw):
+                self.assertEqual(self.read(**kw), want)
+
+    def test_parameters(self):
+        cases = [
+            (dict(), {}),
+            (dict(job="a"), {"job": "a"}),
+            (dict(weight=2), {"weight": "2"}),
+            (dict(weight=2.0), {"weight": "2"}),
+            (dict(weight=0.5), {"weight": "0.5"}),
+            (dict(weight=1e-5), {"weight": "1e-05"}),
+            (dict(weight=100), {"weight": "100"}),
+            (dict(weight=1 / 3), {"weight": "0.3333333333333333"}),
+            (dict(job="j", weight=1), {"job": "j", "weight": "1"}),
+        ]
+        for kw, want in cases:
+            with self.subTest(**kw):
+                with brand.Client(self.gw.url, dataset="t", **kw) as c:
+                    got = {k: v for k, v in c.params().items() if k in ("job", "weight", "sampling")}
+                    self.assertEqual(got, want)
+                    self.assertEqual(c.job, kw.get("job"))
+                    c.epoch_info(0)  # the gateway takes them as written
+
+    def test_invalid_job_and_weight(self):
+        cases = [
+            (dict(job=""), "job name"),
+            (dict(job="x" * 129), "job name"),
+            (dict(job="."), "job name"),
+            (dict(job=".."), "job name"),
+            (dict(job="a/b"), "job name"),
+            (dict(job="a b"), "job name"),
+            (dict(job="é"), "job name"),
+            (dict(job=3), "job name"),
+            (dict(weight=0), "weight"),
+            (dict(weight=-1), "weight"),
+            (dict(weight=100.0001), "weight"),
+            (dict(weight=float("nan")), "weight"),
+            (dict(weight=float("inf")), "weight"),
+            (dict(weight="2"), "weight"),
+            (dict(weight=True), "weight"),
+        ]
+        url = f"http://127.0.0.1:{free_port()}"  # nothing listens: nothing may be sent
+        for kw, msg in cases:
+            with self.subTest(**kw):
+                with self.assertRaises(ValueError) as cm:
+                    brand.Client(url, **kw)
+                self.assertIn(msg, str(cm.exception))
+        for kw in (dict(job="x" * 128), dict(job="A.b_c-9"), dict(weight=1e-9), dict(weight=100)):
+            with self.subTest(**kw):
+                brand.Client(url, **kw).close()
+
+    def test_importance_job_is_the_name(self):
+        job = "pytest-imp-name"
+        with brand.Client(self.gw.url, dataset="t", importance_job=job, hot=1) as c:
+            only = c.params()
+            self.assertEqual(c.job, job)
+        self.assertEqual((only["sampling"], only["job"], only["hot"]), ("importance", job, "1"))
+        with brand.Client(self.gw.url, dataset="t", job=job, importance_job=job, hot=1) as c:
+            self.assertEqual(c.params(), only)
+        with brand.Client(self.gw.url, dataset="t", job=job, importance_job=job, weight=3) as c:
+            self.assertEqual(c.params()["weight"], "3")
+            first = list(c.samples(0))  # an importance job's first epoch is the uniform order
+        with brand.Client(self.gw.url, dataset="t", importance_job=job) as c:
+            self.assertEqual(list(c.samples(0)), first)
+        with self.assertRaises(ValueError) as cm:
+            brand.Client(self.gw.url, job="a", importance_job="b")
+        self.assertIn("differ", str(cm.exception))
+        # A named uniform job is no importance job.
+        with brand.Client(self.gw.url, dataset="t", job=job) as c:
+            self.assertNotIn("sampling", c.params())
+            with self.assertRaises(ValueError):
+                c.seal(0)
+        with self.assertRaises(ValueError):
+            brand.Client(self.gw.url, job=job, hot=1)
+
+
 class Flaky(http.server.BaseHTTPRequestHandler):
     """503 with Retry-After for the first `fail` requests, then a plan."""
 
@@ -145,6 +242,19 @@ class TestRetry(unittest.TestCase):
         self.assertEqual(cm.exception.message, "indexes loading")
         self.assertAlmostEqual(cm.exception.retry_after, 0.1)
         self.assertEqual(h.calls, 3)
+
+    def test_retry_after_values(self):
+        now = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
+        cases = [
+            (None, None), ("", None), ("0", 0.0), ("2", 2.0), (" 1.5 ", 1.5), ("-1", None), ("nan", None),
+            ("soon", None),
+            ("Tue, 14 Nov 2023 22:13:30 GMT", 10.0),  # an HTTP date: seconds from now
+            ("Tue, 14 Nov 2023 22:13:00 GMT", 0.0),  # in the past
+            ("Tue, 14 Nov 2023 22:13:30 -0000", None),  # no zone: not an HTTP date
+        ]
+        for v, want in cases:
+            with self.subTest(v=v):
+                self.assertEqual(retry_after(v, now), want)
 
 
 if __name__ == "__main__":

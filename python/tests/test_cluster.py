@@ -5,6 +5,7 @@ import os
 import pickle
 import sys
 import unittest
+import urllib.parse
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,6 +75,19 @@ class TestRouting(ClusterTest):
             for _, path in reqs:
                 self.assertEqual("locality=false" in path, not locality, path)
 
+    def test_job_and_weight_are_sent_with_every_request(self):
+        fc = self.cluster(2)
+        for kw in (dict(), dict(job="pytest-sent", weight=0.5)):
+            fc.clear()
+            c = self.client("", peers=fc.urls, world=2, rank=1, ahead=2, **kw)
+            self.assertEqual(list(c.samples(1)), self.reference(1, 2, 1))
+            reqs = fc.requests()
+            self.assertGreater(len(reqs), 2)
+            for _, path in reqs:
+                q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+                self.assertEqual(q.get("job"), [kw["job"]] if kw else None, path)
+                self.assertEqual(q.get("weight"), ["0.5"] if kw else None, path)
+
     def test_pickled_client_keeps_the_layout(self):
         fc = self.cluster(3)
         c = self.client("", peers=fc.urls, world=3, rank=2)
@@ -125,7 +139,7 @@ class TestFailover(ClusterTest):
                 for k, f in faults.items():
                     fc.fail(k, f)
                 c = self.client("", peers=fc.urls, world=8, rank=rank, timeout=0.5, max_retries=5)
-                with mock.patch.object(c, "_wait", return_value=0.0) as sleep:
+                with mock.patch.object(c._http, "wait", return_value=0.0) as sleep:
                     if status is None:
                         got = c.batch(1, 0)
                         self.assertEqual(got, self.reference_batch(1, 0, 8, rank))
@@ -219,6 +233,9 @@ class TestDiscover(ClusterTest):
                 c.batch(0, 1)
                 self.assertEqual(fc.hits("/cluster"), [base], "the layout is asked for once")
                 self.assertEqual(list(c.served), [fc.urls[base if want is None else want]])
+                served = base if want is None else want
+                self.assertEqual(fc.hits("/epoch/0/batch/0") + fc.hits("/epoch/0/batch/1"), [served, served],
+                                 "the batches reached another node than the one served counts")
                 self.assertEqual(c.home, fc.urls[base if home is None else home])
 
     def test_gateway_from_before_clusters(self):
@@ -296,3 +313,45 @@ class TestRouter(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestIndexVersion(ClusterTest):
+    """A client reads one version of the dataset's index, named on every
+    request; a node without it answers 409, and is passed over, not taken
+    for down."""
+
+    def test_pinned_from_the_first_answer(self):
+        c = self.client(self.gw.url)
+        self.assertIsNone(c.index)
+        list(c.samples(0))
+        ids = [d["index"] for d in c.datasets() if d["name"] == "t"]
+        self.assertEqual(c.index, ids[0])
+
+    def test_another_version_fails_over_then_raises(self):
+        fc = self.cluster(2)
+        conflict = {"error": "index version not held", "status": 409}
+
+        def refuse(h):
+            if h.path.startswith("/epoch/"):
+                import json
+
+                h.send(409, json.dumps(conflict).encode(), "application/json")
+                return True
+            return False
+
+        fc.fail(0, refuse)
+        c = self.client("", peers=fc.urls, world=2, rank=0)  # home: node 0
+        want = [s["__key__"] for s in self.reference(0, 2, 0)]
+        self.assertEqual([s["__key__"] for s in c.samples(0)], want)
+        self.assertEqual(list(c.served), [fc.urls[1]])
+        # Node 0 was not taken for down: each request asked it first.
+        self.assertGreater(len(fc.hits()), 1)
+        self.assertEqual(fc.hits()[0], 0)
+        fc.fail(1, refuse)
+        with self.assertRaises(brand.IndexChangedError):
+            c.epoch_info(1)
+
+    def test_a_gone_version_raises(self):
+        c = self.client(self.gw.url, index="0123456789abcdef")
+        with self.assertRaises(brand.IndexChangedError):
+            c.epoch_info(0)

@@ -379,6 +379,18 @@ class TestAgainstGateway(unittest.TestCase):
         with self.assertRaises(ValueError):
             brand.Client(self.gw.url, importance="0123456789abcdef")
 
+    def test_the_client_fails_over(self):
+        """A client's feedback, seal and version_for go where its batches
+        go: the home node first (here, one that refuses connections), then
+        the next."""
+        dead = f"http://127.0.0.1:{free_port()}"
+        with brand.Client("", peers=[dead, self.gw.url], world=2, rank=0, dataset="t",
+                          importance_job="pytest-imp-failover") as c:
+            self.assertEqual(c.feedback(0, self.keys[:2], [1.0, 2.0]), 2)
+            v = c.seal(0)
+            self.assertEqual(c.version_for(0, wait=5), v)
+            self.assertEqual(c.served, {self.gw.url: 3})
+
     def test_refusals(self):
         url = self.gw.url
         job = "pytest-imp-bad"

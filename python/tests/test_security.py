@@ -2,8 +2,10 @@
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +74,22 @@ class TestTokenAndTLS(unittest.TestCase):
         with brand.Client(self.url, token="secret-token", batch_size=10, max_retries=0) as c:
             with self.assertRaises(brand.BrandConnectionError):
                 c.batch(0, 0)
+
+    def test_silent_home_over_tls(self):
+        # A home that completes TCP handshakes and nothing more: the client's
+        # TLS handshake gets no answer, and neither does the probe.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        self.addCleanup(s.close)
+        silent = f"https://127.0.0.1:{s.getsockname()[1]}"
+        with brand.Client("", peers=[silent, self.url], world=2, rank=0, token="secret-token", ca_file=self.cert,
+                          batch_size=10, timeout=30) as c:
+            t0 = time.monotonic()
+            self.assertEqual(len(c.batch(0, 0)), 10)
+            took = time.monotonic() - t0
+            self.assertEqual(c.served, {self.url: 1})
+        self.assertLess(took, 8, f"the batch took {took:.1f} s")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 (constructor arguments or RANK/WORLD_SIZE), DataLoader workers are real."""
 
 import os
+import socket
 import sys
+import time
 import unittest
+import urllib.parse
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -126,6 +129,84 @@ class TestSharding(TorchTest):
         with self.assertRaises(ValueError):
             BrandDataset(self.gw.url, dataset="t", seed=SEED + 1).load_state_dict(state)
 
+    def test_state_keeps_the_index_version(self):
+        ds = self.dataset(world=1)
+        state = ds.state_dict()
+        with brand.Client(self.gw.url, dataset="t") as c:
+            want = [d["index"] for d in c.datasets() if d["name"] == "t"][0]
+        self.assertEqual(state["index"], want)
+        # Resumed on a version no gateway holds: a clear error, not
+        # another order.
+        state["index"] = "0123456789abcdef"
+        other = self.dataset(world=1)
+        other.load_state_dict(state)
+        with self.assertRaises(brand.IndexChangedError):
+            list(other.loader(num_workers=0))
+
+
+class TestJob(TorchTest):
+    """job and weight among the client options: every worker's client sends
+    them, and the state keeps the name."""
+
+    def job_params(self, fc):
+        """The (job, weight) of every plan and batch request fc received."""
+        out = set()
+        for _, path in fc.requests():
+            q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+            out.add((q.get("job", [None])[0], q.get("weight", [None])[0]))
+        return out
+
+    def test_every_worker_sends_them(self):
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+        ds = self.dataset(peers=fc.urls, job="torch-job", weight=0.25)
+        ds.set_epoch(1)
+        got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
+        self.assertEqual(got, self.order(1))  # the same bytes as an unnamed job
+        self.assertEqual(self.job_params(fc), {("torch-job", "0.25")})
+
+    def test_checked_at_construction(self):
+        for kw in (dict(job="a b"), dict(weight=0), dict(weight=101), dict(job="a", importance_job="b")):
+            with self.subTest(**kw):
+                with self.assertRaises(ValueError):
+                    self.dataset(**kw)
+
+    def test_state_keeps_the_name(self):
+        state = self.dataset(job="torch-run", weight=4).state_dict()
+        self.assertEqual(state["job"], "torch-run")
+        self.assertNotIn("weight", state)
+        self.assertIsNone(self.dataset().state_dict()["job"])
+        self.assertEqual(self.dataset(importance_job="torch-imp").state_dict()["job"], "torch-imp")
+
+        # Resumed without a name: the state's.
+        ds = self.dataset()
+        ds.load_state_dict({**state, "position": 3 * B})
+        self.assertEqual(ds.client_options["job"], "torch-run")
+        self.assertEqual(ds.state_dict()["job"], "torch-run")
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+        ds = self.dataset(peers=fc.urls)
+        ds.load_state_dict({**state, "epoch": 0, "position": 3 * B})
+        got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
+        self.assertEqual(got, self.order(0)[3 * B:])
+        self.assertEqual(self.job_params(fc), {("torch-run", None)})
+
+        # Given a name, the dataset keeps it; a name changes no byte.
+        for kw in (dict(job="torch-new"), dict(importance_job="torch-new")):
+            with self.subTest(**kw):
+                ds = self.dataset(**kw)
+                ds.load_state_dict(state)
+                self.assertEqual(ds.state_dict()["job"], "torch-new")
+                if "importance_job" in kw:
+                    self.assertNotIn("job", ds.client_options)
+
+        # A state from before job names, and one with a bad name.
+        ds = self.dataset()
+        ds.load_state_dict({k: v for k, v in state.items() if k != "job"})
+        self.assertIsNone(ds.state_dict()["job"])
+        with self.assertRaises(ValueError):
+            self.dataset().load_state_dict({**state, "job": "a b"})
+
 
 class TestImportance(TorchTest):
     def test_epochs_drawn_from_the_sealed_version(self):
@@ -188,6 +269,24 @@ class TestCluster(TorchTest):
         self.run_epoch(fc, 1)
         self.assertEqual(self.server_ranks(fc, 0), {(4, 0), (4, 1), (4, 2), (4, 3)})
         self.assertEqual(self.server_ranks(fc, 1), {(4, 2), (4, 3)})  # tried first, then passed over
+
+    def test_a_silent_node_with_probe_after(self):
+        # Worker 0's home, node 0, completes TCP handshakes and answers
+        # nothing (a stopped gateway); probe_after reaches its client.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        self.addCleanup(s.close)
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+        ds = self.dataset(world=1, rank=0, peers=[f"http://127.0.0.1:{s.getsockname()[1]}", fc.urls[0]],
+                          probe_after=1.0, timeout=30)
+        ds.set_epoch(0)
+        t0 = time.monotonic()
+        got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
+        took = time.monotonic() - t0
+        self.assertEqual(got, self.order(0))
+        self.assertLess(took, 8, f"the epoch took {took:.1f} s")
 
 
 class TestResume(TorchTest):

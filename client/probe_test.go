@@ -1,0 +1,179 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// stoppedNode is a node whose process is stopped (SIGSTOP) with its socket
+// open: connections to it succeed, and nothing on them is ever read or
+// answered.
+type stoppedNode struct {
+	url string
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newStoppedNode(t *testing.T) *stoppedNode {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stoppedNode{url: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, conn)
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+	})
+	return s
+}
+
+// accepted returns the number of connections made to the node so far.
+func (s *stoppedNode) accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// TestClusterFailsOverFromAStoppedNode: a rank whose home accepts
+// connections but never answers gets its batch from the next node within
+// seconds (ProbeAfter, then a probe of the home's /healthz that gets no
+// answer), not after the transport's two-minute header timeout; the home
+// is then passed over as any failed node is.
+func TestClusterFailsOverFromAStoppedNode(t *testing.T) {
+	stopped := newStoppedNode(t)
+	live := newFakeGateway(t)
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: 0}} // home 0
+	c, err := client.New("", client.Options{Peers: []string{stopped.url, live.URL}, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bounds the test on a client that would wait two minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	b, err := c.Batch(ctx, 1, 0)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after %v: %v", took, err)
+	}
+	if took >= 8*time.Second {
+		t.Errorf("the batch took %v; want a failover well within 10 s", took)
+	}
+	if b.Node != live.URL {
+		t.Errorf("batch from %s; want the live node %s", b.Node, live.URL)
+	}
+	ref, err := client.New(live.URL, client.Options{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Batch(t.Context(), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(b.Samples, want.Samples, sameSample) {
+		t.Errorf("failed-over batch %q; want %q", keys(b.Samples), keys(want.Samples))
+	}
+
+	// The stopped home is passed over for HomeRetry: the next request
+	// goes straight to the live node.
+	n := stopped.accepted()
+	if b, err := c.Batch(ctx, 1, 1); err != nil || b.Node != live.URL {
+		t.Fatalf("next batch: %v, %v; want it from the live node", b, err)
+	}
+	if got := stopped.accepted(); got != n {
+		t.Errorf("%d more connections to the stopped home within HomeRetry", got-n)
+	}
+}
+
+// TestClusterWaitsForASlowNode: a home that is slow to send its headers
+// (reading a cold batch from the store) but answers its /healthz probes
+// is not abandoned; it is probed again every ProbeAfter and serves the
+// batch.
+func TestClusterWaitsForASlowNode(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	probes := make(chan struct{}, 16)
+	fc.setFault(0, func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/healthz":
+			probes <- struct{}{}
+		case "/epoch/1/batch/0":
+			for range 2 { // headers only after the second probe
+				select {
+				case <-probes:
+				case <-r.Context().Done():
+					return true
+				}
+			}
+		}
+		return false
+	})
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: 0}} // home 0
+	c, err := client.New("", client.Options{Peers: fc.urls, Job: job, ProbeAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	b, err := c.Batch(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Node != fc.urls[0] {
+		t.Errorf("batch from node %d; want the slow home 0", fc.node(t, b.Node))
+	}
+	if got := fc.nodesOf("/epoch/1/batch/0"); !slices.Equal(got, []int{0}) {
+		t.Errorf("batch request reached nodes %v; want only the home", got)
+	}
+}
+
+// TestSingleGatewayIsNotProbed: a client of one gateway has nowhere to
+// fail over to, so it waits for a slow answer as it always did, without
+// probing.
+func TestSingleGatewayIsNotProbed(t *testing.T) {
+	g := newFakeGateway(t)
+	g.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/healthz" {
+			return false
+		}
+		<-r.Context().Done() // no answer until the client gives up
+		return true
+	})
+	c, err := client.New(g.URL, client.Options{MaxRetries: -1, ProbeAfter: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := c.Batch(ctx, 0, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v; want the caller's deadline", err)
+	}
+	if reqs := g.requests(); slices.Contains(reqs, "/healthz") {
+		t.Errorf("requests %q: a single gateway was probed", reqs)
+	}
+}

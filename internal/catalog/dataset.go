@@ -1,0 +1,89 @@
+package catalog
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// Dataset is one version of a dataset's index, loaded: everything a
+// request needs to map samples to chunks and chunks to cache keys. It is
+// immutable once built, so any goroutine may read it without locking; only
+// the damaged flags change, atomically. A reload builds a new one.
+type Dataset struct {
+	Name, URL string
+	Store     s3backend.Store
+	Index     *chunkindex.Index
+	IndexETag string    // of the index object when it was read; "" if unknown
+	LoadedAt  time.Time // when this version was loaded
+	Version   int       // 1 for the index loaded at start, +1 per reload
+	Counts    []int     // samples per chunk: the shuffle's input
+	// MaxChunk is the size of the largest chunk: every chunk's buffer is
+	// allocated this big, so that buffers are interchangeable.
+	MaxChunk int64
+
+	chunkByKey map[string]int // chunk object key → chunk ID
+	damaged    []atomic.Bool  // per chunk: its last read found it damaged at rest
+
+	// In a cluster: the index's ownership key and each chunk's owner,
+	// computed once for the gateway's node count.
+	key        uint64
+	ownersOnce sync.Once
+	owner      []int
+}
+
+// NewDataset builds the loaded form of an index.
+func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *Dataset {
+	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
+		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
+		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID())}
+	for c := range ix.NumChunks() {
+		d.chunkByKey[ix.Chunk(c).Key] = c
+		d.MaxChunk = max(d.MaxChunk, ix.Chunk(c).Size)
+	}
+	return d
+}
+
+// ID is the index's content identity, which names this version.
+func (d *Dataset) ID() string { return d.Index.ID() }
+
+// ClusterKey is the index's part of every chunk's ownership score.
+func (d *Dataset) ClusterKey() uint64 { return d.key }
+
+// Owners returns each chunk's owning node in a cluster of nodes nodes. A
+// gateway's node count never changes, so the first call fixes it.
+func (d *Dataset) Owners(nodes int) []int {
+	d.ownersOnce.Do(func() { d.owner = cluster.Balanced(d.key, d.Counts, nodes) })
+	return d.owner
+}
+
+// ChunkKey is chunk c's cache key. It carries the object's ETag, so a chunk
+// rewritten in the store is a different key: the cache never serves bytes
+// of one version of an object for another.
+func (d *Dataset) ChunkKey(c int) chunkcache.Key {
+	ch := d.Index.Chunk(c)
+	return chunkcache.Key{Dataset: d.Name, Object: ch.Key, ETag: ch.ETag}
+}
+
+// ChunkRequest is what the cache needs to load chunk c.
+func (d *Dataset) ChunkRequest(c int) chunkcache.Request {
+	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.Index.Chunk(c).Size, Alloc: d.MaxChunk}
+}
+
+// ChunkOf is the chunk ID a cache key names, if it is a chunk of this
+// version of the dataset.
+func (d *Dataset) ChunkOf(k chunkcache.Key) (int, bool) {
+	c, ok := d.chunkByKey[k.Object]
+	if !ok || k.Dataset != d.Name || d.Index.Chunk(c).ETag != k.ETag {
+		return 0, false
+	}
+	return c, true
+}
+
+// IsDamaged reports whether chunk c's last read found it damaged at rest.
+func (d *Dataset) IsDamaged(c int) bool { return d.damaged[c].Load() }

@@ -1,0 +1,23 @@
+// Package catalog holds the datasets a gateway serves: each loaded version
+// of a dataset's index (Dataset), the versions held by name (Catalog), the
+// reload that swaps in a new version when the stored index changes, and
+// the Loader that reads a chunk from its dataset's store and checks every
+// sample's CRC32C before the chunk may enter the cache.
+//
+// # Versions
+//
+// A Dataset is immutable once built, but for the damaged flags, so any
+// goroutine may read it without locking. A reload builds a new one and the
+// catalog keeps the version it replaced: a batch laid out on the old
+// version finishes on it (its chunk keys carry the old ETags, which the
+// catalog still resolves), and a client that pinned the old version (the
+// index= parameter) keeps reading it while its chunks can be read. Cache
+// keys include object ETags, so chunks of two versions never mix.
+//
+// # Errors
+//
+// ErrNotReady until the gateway has loaded every index; ErrUnknown for a
+// dataset, chunk or version the catalog does not hold; ErrCorrupt (and
+// *DamagedChunkError, which wraps it) for bytes that fail their checksum.
+// The gateway maps each to an HTTP status in one place.
+package catalog

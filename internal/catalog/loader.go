@@ -1,0 +1,140 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// objectReader is a store that reads whole objects and reports the ranges
+// of a read as they arrive (s3backend.S3 and Local are), so that the loader
+// can verify them while they are hot in the cache, and the store can ask
+// for a whole chunk with its cheapest request.
+type objectReader interface {
+	ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error
+}
+
+// Loader reads whole chunks from their dataset's store and checks every
+// sample against the index before the chunk enters the cache, so that no
+// response ever carries bytes that fail their CRC32C.
+//
+// A chunk that fails its checksum is read again, up to Rereads more times,
+// before anything is reported: a byte flipped in transit does not survive a
+// second read. What the reads agree on decides the error:
+//
+//   - one read passes: the chunk is served, and only the re-read metric
+//     remembers;
+//   - every read fails the same way (the same sample, the same wrong CRC):
+//     the stored bytes are damaged at rest, a *DamagedChunkError wrapping
+//     ErrCorrupt;
+//   - every read fails, but differently: the bytes are being damaged on
+//     the way, an error wrapping both s3backend.ErrUnavailable and
+//     ErrCorrupt, since a later request may well get through.
+type Loader struct {
+	catalog *Catalog
+	timeout time.Duration // bounds one chunk's read, re-reads and retries included
+	rereads int           // extra reads of a chunk that fails its checksum
+	log     zerolog.Logger
+}
+
+// NewLoader returns the loader of c's chunks: each read bounded by
+// timeout, retries included, and re-read up to rereads more times when it
+// fails its checksum.
+func NewLoader(c *Catalog, timeout time.Duration, rereads int) Loader {
+	return Loader{catalog: c, timeout: timeout, rereads: rereads, log: c.log}
+}
+
+// Load implements chunkcache.Loader.
+func (l Loader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	ds, c, err := l.catalog.Chunk(k)
+	if err != nil {
+		return err
+	}
+	m := l.catalog.metrics
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	var first, last badSample
+	unstable := false
+	for read := 0; ; read++ {
+		bad, err := read1(ctx, ds, c, k, buf)
+		if err != nil {
+			m.fetchErrors.Inc()
+			if errors.Is(err, s3backend.ErrChanged) {
+				// The dataset is being rewritten; its new index may follow.
+				l.catalog.Poke()
+			}
+			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		}
+		if bad.id < 0 {
+			ds.damaged[c].Store(false)
+			m.fetchSeconds.Observe(time.Since(start).Seconds())
+			if read > 0 {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum, then passed on a re-read: damaged in transit")
+			}
+			return nil
+		}
+		m.corruptChunks.Inc()
+		if read == 0 {
+			first = bad
+		} else if bad != first {
+			unstable = true
+		}
+		last = bad
+		if read >= l.rereads {
+			cerr := checksumError(ds.Index, last, k.Object, k.Dataset)
+			if unstable {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum on every read, differently each time")
+				return fmt.Errorf("%w: chunk %s failed its checksum on all %d reads, differently each time (damaged in transit): %w",
+					s3backend.ErrUnavailable, k.Object, read+1, cerr)
+			}
+			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+				Str("sample", ds.Index.SampleKey(last.id)).Msg("chunk damaged at rest: it fails its checksum the same way on every read")
+			ds.damaged[c].Store(true)
+			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr}
+		}
+		m.rereads.Inc()
+	}
+}
+
+// badSample is the first sample of a read that failed its CRC32C, and the
+// CRC it had; id -1 means none failed.
+type badSample struct {
+	id  int
+	got uint32
+}
+
+// read1 fills buf with chunk c once and verifies it.
+func read1(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+	v := chunkindex.NewVerifier(ds.Index, c, buf)
+	var err error
+	if or, ok := ds.Store.(objectReader); ok {
+		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.Progress)
+	} else {
+		err = ds.Store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
+	}
+	if err != nil {
+		return badSample{}, err
+	}
+	id, got := v.Finish()
+	return badSample{id, got}, nil
+}
+
+// checksumError describes a sample that failed its CRC32C.
+func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) error {
+	_, _, _, want := ix.SampleRange(bad.id)
+	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",
+		ErrCorrupt, ix.SampleKey(bad.id), object, dataset, bad.got, want)
+}
+
+// _ checks that Loader is a chunkcache.Loader.
+var _ chunkcache.Loader = Loader{}

@@ -1,0 +1,500 @@
+// Package livestats keeps, per job stream and epoch, what serving it cost —
+// chunk accesses, chunk loads, store bytes — and the optimal policy's hit
+// ratio on the same demand, once the epoch is complete: /stats "epochs"
+// and the brand_epoch_* metrics; and per job, what it cost in all and how
+// long its batches waited: /stats "jobs" and the brand_job_* metrics.
+//
+// The optimum is Belady's rule over the demand of every job the gateway
+// served, merged in the order it arrived: jobs share the cache, so what
+// one job could have hit depends on what the others needed meanwhile.
+package livestats
+
+import (
+	"cmp"
+	"context"
+	"iter"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/evict"
+	"github.com/brandgw/brand/internal/order"
+)
+
+// Bounds of the per-epoch figures (see Stats). A gateway serving a long
+// run, or a flood of client-chosen epochs and seeds, keeps at most
+// statsJobs × statsEpochs epochs and their metric series.
+const (
+	// statsJobs is how many job streams keep figures: the ones served most
+	// recently.
+	statsJobs = 16
+	// statsEpochs is how many epochs a stream keeps figures for: the
+	// highest-numbered ones. A benchmark or a monitoring scrape reads them
+	// after the run's epochs, so this covers a few more than a typical one.
+	statsEpochs = 16
+	// statsTrace bounds the demand trace, from which the optimal
+	// policy's figures are computed: 1M chunk accesses (4 MiB) cover
+	// several job-epochs of a million-sample dataset. Beyond it the older
+	// half is dropped.
+	statsTrace = 1 << 20
+)
+
+// Optimizer computes the optimal policy's hit ratio per job and epoch on a
+// demand trace given batch by batch: each batch's job and epoch, and its
+// distinct chunks in first-use order (IDs into sizes). planner.ForGateway
+// is one.
+type Optimizer interface {
+	OptimalHitRatios(ctx context.Context, sizes []int64, capacity int64, batches iter.Seq2[evict.JobEpoch, []int32]) (map[evict.JobEpoch]float64, error)
+}
+
+// Stats keeps, per job stream and epoch, the chunk accesses batches
+// made, the chunks read from the store for them (by demand or prefetch),
+// and the demand trace from which the optimal policy's hit ratio on the
+// same requests is computed once an epoch is complete.
+//
+// The hit ratio is 1 − loads/accesses, so a prefetched chunk counts as the
+// miss it really was: that is what a simulation of the same requests
+// computes, and what backend traffic costs. A prefetched chunk counts
+// against its epoch when a batch of that epoch first uses it, so an epoch
+// served in part never shows more loads than accesses.
+//
+// An epoch is complete once batches of it have carried as many samples as
+// it has, whatever order they came in: a job that interleaves epochs (one
+// rank ahead of another, a retry) gets its optimum when the epoch is done,
+// computed by a goroutine the gateway stops on Close.
+type Stats struct {
+	capacity int64
+	optimum  Optimizer // nil: no optimal figures
+	log      zerolog.Logger
+	hitRatio *prometheus.GaugeVec
+	bytes    *prometheus.GaugeVec
+
+	jobBytes, jobStall *prometheus.CounterVec
+	jobBatches         *prometheus.CounterVec
+
+	mu   sync.Mutex
+	jobs map[order.Stream]*jobStats
+	tick uint64 // orders jobs by last use
+	ids  int    // the last job ID given
+
+	// trace is the demand of every job, merged as it arrived, bounded
+	// by statsTrace accesses (traced).
+	trace   []tracedBatch
+	traced  int
+	pending bool // an epoch completed since the optimum was computed
+	wake    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type jobStats struct {
+	id      int // its batches' tag in the trace
+	lastUse uint64
+	epochs  map[uint64]*epochCount
+	// trimmed: the trace lost batches of this job; firstTraced is then
+	// the epoch of its oldest batch left, whose optimum lacks its start.
+	trimmed     bool
+	firstTraced uint64
+	// The job's totals.
+	batches, samples int64
+	accesses, loads  int64
+	bytes            int64
+	wait             time.Duration
+}
+
+type tracedBatch struct {
+	job    int
+	js     order.Stream
+	epoch  uint64
+	chunks []int32
+}
+
+type epochCount struct {
+	samples         int // in the epoch
+	served          int // samples of the epoch served so far
+	accesses, loads int64
+	bytes           int64
+	prefetched      map[int]bool // chunks read ahead for the epoch, not yet used by it
+	optimal         *float64
+	computedAt      int64 // accesses when the optimum was computed
+	partial         bool  // some of its batches fell out of the trace
+}
+
+func (c *epochCount) complete() bool { return c.served >= c.samples }
+
+// New returns the statistics of a gateway whose cache holds capacity
+// bytes. optimum, if not nil, computes the optimal figures.
+func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, log zerolog.Logger) *Stats {
+	labels := []string{"dataset", "index", "seed", "window", "job", "snapshot", "epoch"}
+	jobLabels := []string{"dataset", "index", "seed", "window", "job"}
+	s := &Stats{
+		capacity: capacity, optimum: optimum, log: log,
+		hitRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "brand_epoch_hit_ratio",
+			Help: "Per job stream and epoch (the last few): 1 - chunk loads / chunk accesses; policy=live is this gateway, policy=optimal is Belady on the same demand trace and cache size, once the epoch is complete.",
+		}, append(labels, "policy")),
+		bytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "brand_epoch_backend_bytes",
+			Help: "Per job stream and epoch (the last few): bytes of chunks read from the store for it, by demand or prefetch.",
+		}, labels),
+		jobBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_job_backend_bytes_total",
+			Help: "Per job (the last few served): bytes of chunks read from the store for it, by demand or prefetch.",
+		}, jobLabels),
+		jobStall: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_job_wait_seconds_total",
+			Help: "Per job (the last few served): time its batches waited for their samples — for a turn, for room in the cache, for chunks to load — in all.",
+		}, jobLabels),
+		jobBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_job_batches_total",
+			Help: "Per job (the last few served): batches served.",
+		}, jobLabels),
+		jobs: map[order.Stream]*jobStats{}, wake: make(chan struct{}, 1),
+	}
+	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if optimum != nil {
+		s.wg.Go(s.computeOptima)
+	}
+	return s
+}
+
+// Close stops the optimum computation and waits for it.
+func (s *Stats) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+func labelsOf(js order.Stream, epoch uint64) prometheus.Labels {
+	l := jobLabelsOf(js)
+	l["snapshot"], l["epoch"] = js.Imp.Version, strconv.FormatUint(epoch, 10)
+	return l
+}
+
+func jobLabelsOf(js order.Stream) prometheus.Labels {
+	return prometheus.Labels{"dataset": js.DS.Name, "index": js.DS.ID(), "seed": strconv.FormatUint(js.Seed, 10),
+		"window": strconv.Itoa(js.Window), "job": js.Name}
+}
+
+// jobLocked returns js's figures, making room for them among statsJobs.
+func (s *Stats) jobLocked(js order.Stream) *jobStats {
+	s.tick++
+	j, ok := s.jobs[js]
+	if !ok {
+		if len(s.jobs) >= statsJobs {
+			var oldest order.Stream
+			first := true
+			for k, o := range s.jobs {
+				if first || o.lastUse < s.jobs[oldest].lastUse {
+					oldest, first = k, false
+				}
+			}
+			for e := range s.jobs[oldest].epochs {
+				s.forgetLocked(oldest, e)
+			}
+			l := jobLabelsOf(oldest)
+			s.jobBytes.Delete(l)
+			s.jobStall.Delete(l)
+			s.jobBatches.Delete(l)
+			delete(s.jobs, oldest)
+		}
+		s.ids++
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}}
+		s.jobs[js] = j
+	}
+	j.lastUse = s.tick
+	return j
+}
+
+// epochLocked returns an epoch's figures, making room for them among the
+// job's statsEpochs highest; nil if the epoch is older than those.
+func (s *Stats) epochLocked(js order.Stream, j *jobStats, epoch uint64, samples int) *epochCount {
+	if c, ok := j.epochs[epoch]; ok {
+		return c
+	}
+	if len(j.epochs) >= statsEpochs {
+		lowest := epoch
+		for e := range j.epochs {
+			lowest = min(lowest, e)
+		}
+		if lowest == epoch {
+			return nil
+		}
+		s.forgetLocked(js, lowest)
+		delete(j.epochs, lowest)
+	}
+	c := &epochCount{samples: samples}
+	j.epochs[epoch] = c
+	return c
+}
+
+func (s *Stats) forgetLocked(js order.Stream, epoch uint64) {
+	l := labelsOf(js, epoch)
+	s.bytes.Delete(l)
+	l["policy"] = "live"
+	s.hitRatio.Delete(l)
+	l["policy"] = "optimal"
+	s.hitRatio.Delete(l)
+}
+
+func (s *Stats) publishLocked(js order.Stream, epoch uint64, c *epochCount) {
+	l := labelsOf(js, epoch)
+	s.bytes.With(l).Set(float64(c.bytes))
+	if c.accesses > 0 {
+		l["policy"] = "live"
+		s.hitRatio.With(l).Set(1 - float64(c.loads)/float64(c.accesses))
+	}
+}
+
+// Served is a batch served, for Batch.
+type Served struct {
+	Stream       order.Stream
+	Epoch        uint64
+	EpochSamples int // in the epoch
+	Samples      int // the batch carried
+	// Chunks are its distinct chunks in first-use order; Loads and
+	// LoadedBytes what its read took from the store.
+	Chunks      []int
+	Loads       int
+	LoadedBytes int64
+	// Wait is how long the batch waited for its samples: for its job's
+	// turn, for room in the cache, for its chunks to load.
+	Wait time.Duration
+}
+
+// Batch records a served batch.
+func (s *Stats) Batch(b Served) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js := b.Stream
+	j := s.jobLocked(js)
+	j.batches++
+	j.samples += int64(b.Samples)
+	j.wait += b.Wait
+	l := jobLabelsOf(js)
+	s.jobBatches.With(l).Inc()
+	s.jobStall.With(l).Add(b.Wait.Seconds())
+	c := s.epochLocked(js, j, b.Epoch, b.EpochSamples)
+	if c == nil {
+		return
+	}
+	loads := b.Loads
+	for _, ch := range b.Chunks {
+		if c.prefetched[ch] {
+			delete(c.prefetched, ch)
+			loads++
+		}
+	}
+	loads = min(loads, len(b.Chunks))
+	c.accesses += int64(len(b.Chunks))
+	c.loads += int64(loads)
+	c.bytes += b.LoadedBytes
+	c.served += b.Samples
+	j.accesses += int64(len(b.Chunks))
+	j.loads += int64(loads)
+	j.bytes += b.LoadedBytes
+	s.jobBytes.With(l).Add(float64(b.LoadedBytes))
+	s.publishLocked(js, b.Epoch, c)
+
+	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
+	for i, ch := range b.Chunks {
+		tb.chunks[i] = int32(ch)
+	}
+	if s.traced+len(b.Chunks) > statsTrace {
+		drop := len(s.trace) / 2
+		for _, d := range s.trace[:drop] {
+			s.traced -= len(d.chunks)
+			if o, ok := s.jobs[d.js]; ok && o.id == d.job {
+				if e, ok := o.epochs[d.epoch]; ok {
+					e.partial = true
+				}
+				o.trimmed = true
+			}
+		}
+		s.trace = append(s.trace[:0], s.trace[drop:]...)
+		first := map[int]uint64{}
+		for _, d := range s.trace {
+			if f, ok := first[d.job]; !ok || d.epoch < f {
+				first[d.job] = d.epoch
+			}
+		}
+		for _, o := range s.jobs {
+			if f, ok := first[o.id]; ok && o.trimmed {
+				o.firstTraced = f
+			}
+		}
+	}
+	if !j.trimmed && j.batches == 1 {
+		j.firstTraced = b.Epoch
+	}
+	s.trace = append(s.trace, tb)
+	s.traced += len(b.Chunks)
+	if c.complete() && c.accesses != c.computedAt && s.optimum != nil {
+		s.pending = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Prefetched records a chunk read ahead of demand for an epoch.
+func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobLocked(js)
+	j.bytes += bytes
+	s.jobBytes.With(jobLabelsOf(js)).Add(float64(bytes))
+	c := s.epochLocked(js, j, epoch, js.DS.Index.NumSamples())
+	if c == nil {
+		return
+	}
+	if c.prefetched == nil {
+		c.prefetched = map[int]bool{}
+	}
+	c.prefetched[chunk] = true
+	c.bytes += bytes
+	s.publishLocked(js, epoch, c)
+}
+
+// computeOptima runs until close, computing the optimum over the merged
+// trace whenever an epoch completed since the last time.
+func (s *Stats) computeOptima() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		if !s.pending {
+			s.mu.Unlock()
+			continue
+		}
+		s.pending = false
+		trace := slices.Clone(s.trace)
+		s.mu.Unlock()
+		s.computeOptimum(trace)
+	}
+}
+
+// chunkID names a chunk of one dataset version in the merged trace.
+type chunkID struct {
+	ds *catalog.Dataset
+	c  int32
+}
+
+func (s *Stats) computeOptimum(trace []tracedBatch) {
+	if len(trace) == 0 {
+		return
+	}
+	// Chunks of every dataset version the jobs read, numbered densely.
+	ids := map[chunkID]int32{}
+	var sizes []int64
+	tagged := make([][]int32, len(trace))
+	for i, b := range trace {
+		tagged[i] = make([]int32, len(b.chunks))
+		for k, c := range b.chunks {
+			id, ok := ids[chunkID{b.js.DS, c}]
+			if !ok {
+				id = int32(len(sizes))
+				ids[chunkID{b.js.DS, c}] = id
+				sizes = append(sizes, b.js.DS.Index.Chunk(int(c)).Size)
+			}
+			tagged[i][k] = id
+		}
+	}
+	batches := func(yield func(evict.JobEpoch, []int32) bool) {
+		for i, b := range trace {
+			if !yield(evict.JobEpoch{Job: b.job, Epoch: b.epoch}, tagged[i]) {
+				return
+			}
+		}
+	}
+	ratios, err := s.optimum.OptimalHitRatios(s.ctx, sizes, s.capacity, batches)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn().Err(err).Msg("computing the optimal hit ratio")
+		}
+		return
+	}
+	accesses := map[evict.JobEpoch]int64{}
+	for _, b := range trace {
+		accesses[evict.JobEpoch{Job: b.job, Epoch: b.epoch}] += int64(len(b.chunks))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for js, j := range s.jobs {
+		for e, c := range j.epochs {
+			k := evict.JobEpoch{Job: j.id, Epoch: e}
+			r, ok := ratios[k]
+			// An epoch is judged only on its whole demand, with the
+			// cache state before it: complete, all of it in the trace,
+			// and not the first epoch of a job whose trace lost its
+			// beginning.
+			if !ok || !c.complete() || c.partial || accesses[k] != c.accesses || (j.trimmed && e == j.firstTraced) {
+				continue
+			}
+			c.optimal = &r
+			c.computedAt = c.accesses
+			l := labelsOf(js, e)
+			l["policy"] = "optimal"
+			s.hitRatio.With(l).Set(r)
+		}
+	}
+}
+
+// Snapshot returns every kept epoch's figures, by dataset, seed, window and
+// epoch.
+func (s *Stats) Snapshot() []api.EpochStat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []api.EpochStat{}
+	for js, j := range s.jobs {
+		for e, c := range j.epochs {
+			st := api.EpochStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
+				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, Complete: c.complete()}
+			if c.accesses > 0 {
+				st.HitRatio = 1 - float64(c.loads)/float64(c.accesses)
+			}
+			if c.optimal != nil {
+				o := *c.optimal
+				st.Optimal = &o
+			}
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.EpochStat) int {
+		return cmp.Or(cmp.Compare(a.Dataset, b.Dataset), cmp.Compare(a.Index, b.Index), cmp.Compare(a.Seed, b.Seed),
+			cmp.Compare(a.Window, b.Window), cmp.Compare(a.Job, b.Job), cmp.Compare(a.Snapshot, b.Snapshot), cmp.Compare(a.Epoch, b.Epoch))
+	})
+	return out
+}
+
+// Jobs returns every kept job's totals, by dataset, seed, window and name.
+func (s *Stats) Jobs() []api.JobStat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []api.JobStat{}
+	for js, j := range s.jobs {
+		st := api.JobStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name,
+			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes,
+			WaitSeconds: j.wait.Seconds()}
+		if j.accesses > 0 {
+			st.HitRatio = 1 - float64(j.loads)/float64(j.accesses)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b api.JobStat) int {
+		return cmp.Or(cmp.Compare(a.Dataset, b.Dataset), cmp.Compare(a.Index, b.Index), cmp.Compare(a.Seed, b.Seed),
+			cmp.Compare(a.Window, b.Window), cmp.Compare(a.Job, b.Job))
+	})
+	return out
+}

@@ -1,0 +1,250 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/evict"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// ErrNoSnapshot means an importance epoch's snapshot is not in memory:
+// the caller loads it (from the store) before asking for the order.
+var ErrNoSnapshot = errors.New("importance snapshot not loaded")
+
+// Snapshots finds the importance snapshots streams name, in memory only:
+// orders are computed under the schedule's lock and must not wait for a
+// store.
+type Snapshots interface {
+	Get(ds *catalog.Dataset, job, version string) (*importance.Snapshot, bool)
+}
+
+// Epoch is one epoch's order with the per-chunk window table the schedule
+// asks for on every stream move.
+type Epoch struct {
+	Order
+	// ChunkWindow maps chunk ID → its window in this epoch; -1 if the
+	// epoch does not read it.
+	ChunkWindow []int32
+	// Weight is, for an importance epoch, each chunk's importance (its
+	// samples' weights, importance.Epoch.ChunkWeight) over the mean: what
+	// the cache keeps when no stream's schedule needs a chunk. nil for a
+	// uniform epoch.
+	Weight []float32
+}
+
+// Order is what is read of an epoch's order: *shuffle.Epoch, or
+// *importance.Epoch for a stream drawing by importance.
+type Order interface {
+	NumSamples() int
+	NumWindows() int
+	WindowChunks(w int) []int
+	WindowStart(w int) int
+	WindowOf(pos int) int
+	Window(w int) []int
+}
+
+type epochKey struct {
+	Stream
+	epoch uint64
+}
+
+type windowKey struct {
+	epochKey
+	w int
+}
+
+// assignKey names one global batch's assignment to ranks: everything that
+// decides it but the rank.
+type assignKey struct {
+	epochKey
+	batchSize, world, offset int
+	dropLast                 bool
+	m                        int
+}
+
+// Orders computes and memoises epoch orders, the sample order of their
+// windows, and global batches' assignments to ranks. All are pure
+// functions of the key, so a lost or duplicated entry costs only
+// recomputation; the bounds keep a flood of distinct seeds or epochs from
+// holding memory. Safe for concurrent use.
+type Orders struct {
+	epochs *lru.Cache[epochKey, *Epoch]
+	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
+	// rather than O(chunks): fewer of them.
+	sampledEpochs *lru.Cache[epochKey, *Epoch]
+	windows       *lru.Cache[windowKey, []int]
+	assignments   *lru.Cache[assignKey, [][]int]
+	snapshots     Snapshots
+	// nodes is the cluster's node count: above 1, chunk orders are
+	// stratified by owner (shuffle.NewStratifiedEpoch), so that every
+	// window holds chunks of every node.
+	nodes int
+}
+
+// Bounds of the memoised orders: an epoch costs O(chunks), a window the
+// samples of its chunks, an assignment one global batch's IDs.
+const (
+	maxMemoEpochs        = 64
+	maxMemoSampledEpochs = 8
+	maxMemoWindows       = 32
+	maxMemoAssignments   = 64
+)
+
+// noSnapshots finds none.
+type noSnapshots struct{}
+
+func (noSnapshots) Get(*catalog.Dataset, string, string) (*importance.Snapshot, bool) {
+	return nil, false
+}
+
+// New returns the orders of a cluster of nodes nodes (1: a single
+// gateway), with importance snapshots found in snaps (nil: none).
+func New(nodes int, snaps Snapshots) *Orders {
+	if snaps == nil {
+		snaps = noSnapshots{}
+	}
+	e, _ := lru.New[epochKey, *Epoch](maxMemoEpochs)
+	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
+	w, _ := lru.New[windowKey, []int](maxMemoWindows)
+	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, snapshots: snaps, nodes: max(nodes, 1)}
+}
+
+// Nodes returns the cluster's node count.
+func (o *Orders) Nodes() int { return o.nodes }
+
+// Epoch returns the order of one epoch of a stream.
+func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
+	k := epochKey{s.Order(), epoch}
+	memo := o.epochs
+	if s.Sampled() {
+		memo = o.sampledEpochs
+	}
+	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	var e Order
+	var err error
+	var weight []float32
+	switch {
+	case s.Sampled():
+		snap, ok := o.snapshots.Get(s.DS, s.Imp.Job, s.Imp.Version)
+		if !ok {
+			return nil, fmt.Errorf("%w: snapshot %s of job %s", ErrNoSnapshot, s.Imp.Version, s.Imp.Job)
+		}
+		var ie *importance.Epoch
+		ie, err = importance.NewEpoch(s.DS.Counts, snap, s.Seed, epoch, s.Window, s.Imp.Hot)
+		if err == nil {
+			weight = chunkWeights(ie, len(s.DS.Counts))
+		}
+		e = ie
+	case o.nodes > 1:
+		e, err = shuffle.NewStratifiedEpoch(s.DS.Counts, s.DS.Owners(o.nodes), o.nodes, s.Seed, epoch, s.Window)
+	default:
+		e, err = shuffle.NewEpoch(s.DS.Counts, s.Seed, epoch, s.Window)
+	}
+	if err != nil {
+		return nil, err
+	}
+	eo := &Epoch{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
+	for c := range eo.ChunkWindow {
+		eo.ChunkWindow[c] = -1
+	}
+	for w := range e.NumWindows() {
+		for _, c := range e.WindowChunks(w) {
+			eo.ChunkWindow[c] = int32(w)
+		}
+	}
+	memo.Add(k, eo)
+	return eo, nil
+}
+
+// chunkWeights are an importance epoch's chunk weights over their mean,
+// as the planner takes them (evict.RelativeWeights).
+func chunkWeights(e *importance.Epoch, chunks int) []float32 {
+	w := make([]float64, chunks)
+	for c := range w {
+		w[c] = e.ChunkWeight(c)
+	}
+	return evict.RelativeWeights(w)
+}
+
+// window returns the sample order of window w of an epoch; the slice is
+// shared and must not be modified.
+func (o *Orders) window(s Stream, epoch uint64, e *Epoch, w int) []int {
+	k := windowKey{epochKey{s.Order(), epoch}, w}
+	if ids, ok := o.windows.Get(k); ok {
+		return ids
+	}
+	ids := e.Window(w)
+	o.windows.Add(k, ids)
+	return ids
+}
+
+// appendRange appends the sample IDs at epoch positions [start, end) of a
+// stream's epoch, from its memoised windows.
+func (o *Orders) appendRange(dst []int, s Stream, e *Epoch, epoch uint64, start, end int) []int {
+	for pos := start; pos < end; {
+		w := e.WindowOf(pos)
+		ws := e.WindowStart(w)
+		win := o.window(s, epoch, e, w)
+		take := min(end, ws+len(win)) - pos
+		dst = append(dst, win[pos-ws:pos-ws+take]...)
+		pos += take
+	}
+	return dst
+}
+
+// assigned returns the samples job's rank receives from global batch m of
+// a stream's epoch under locality-aware assignment (cluster.Assign): the
+// global batch's samples, each rank first given those whose chunk its
+// home node owns. Every rank of the batch asks for the same assignment,
+// so the whole of it is memoised.
+func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m int) ([]int, error) {
+	k := assignKey{epochKey{s.Order(), epoch}, job.BatchSize, job.World, job.Offset, job.DropLast, m}
+	if a, ok := o.assignments.Get(k); ok {
+		return a[job.Rank], nil
+	}
+	p := job.Params
+	share := make([]int, p.World)
+	start, end := n, 0
+	for r := range share {
+		p.Rank = r
+		s, e, err := p.BatchRange(n, m)
+		if err != nil {
+			return nil, err
+		}
+		share[r] = e - s
+		start, end = min(start, s), max(end, e)
+	}
+	if start > end {
+		start = end
+	}
+	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
+	owners := s.DS.Owners(o.nodes)
+	owner := make([]int, len(ids))
+	for i, id := range ids {
+		c, _, _, _ := s.DS.Index.SampleRange(id)
+		owner[i] = owners[c]
+	}
+	a, err := cluster.Assign(ids, owner, share, o.nodes)
+	if err != nil {
+		return nil, err
+	}
+	if s.Sampled() {
+		// Assignment takes a subsequence for each rank, which can put
+		// two draws of one sample next to each other.
+		for _, r := range a.Ranks {
+			importance.SeparateRepeats(r)
+		}
+	}
+	o.assignments.Add(k, a.Ranks)
+	return a.Ranks[job.Rank], nil
+}

@@ -1,0 +1,378 @@
+package peer
+
+// The internal protocol, both sides: what a node sends (the client half,
+// methods of Set) and what a node accepts (the Decode functions the
+// gateway's handlers call). Version 2: version 1 nodes answer 404 to
+// these paths, and a node that cannot probe a peer takes it for down, so
+// nodes of two releases never exchange samples.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/query"
+)
+
+// Paths of the internal endpoints.
+const (
+	SamplesPath  = "/internal/v2/samples"
+	StatePath    = "/internal/v2/state"
+	FeedbackPath = "/internal/v2/importance/" // + job
+	ReplyType    = "application/octet-stream" // a samples reply
+)
+
+// Origin is the job stream and epoch position samples are read for, so
+// that the owner's schedule and prefetch follow streams whose ranks live
+// on other nodes.
+type Origin struct {
+	Stream order.Stream
+	Epoch  uint64
+	Pos    int
+	Weight float64 // the job's cache weight; 0 means 1
+}
+
+// Request asks a chunk's owner for samples: their IDs (distinct, at most
+// a batch's worth) in one version of a dataset's index.
+type Request struct {
+	DS     *catalog.Dataset
+	IDs    []int
+	Origin *Origin // nil: not for a job's batch (a single sample)
+}
+
+// Reply is the owner's answer: per requested ID, its bytes, checked
+// against the index's CRC32C; nil where the owner left the sample out
+// because its chunk is damaged at rest (Missing lists those positions).
+type Reply struct {
+	Data    [][]byte
+	Missing []int
+}
+
+// values encodes r's parameters; the IDs go in the body.
+func (r Request) values() url.Values {
+	v := url.Values{}
+	v.Set(api.ParamDataset, r.DS.Name)
+	v.Set(api.ParamIndex, r.DS.ID())
+	if o := r.Origin; o != nil {
+		v.Set(api.ParamSeed, strconv.FormatUint(o.Stream.Seed, 10))
+		v.Set(api.ParamWindow, strconv.Itoa(o.Stream.Window))
+		v.Set(query.ParamEpoch, strconv.FormatUint(o.Epoch, 10))
+		v.Set(query.ParamPos, strconv.Itoa(o.Pos))
+		if o.Stream.Name != "" {
+			v.Set(api.ParamJob, o.Stream.Name)
+		}
+		if o.Weight != 0 {
+			v.Set(api.ParamWeight, strconv.FormatFloat(o.Weight, 'g', -1, 64))
+		}
+		if imp := o.Stream.Imp; imp.Job != "" {
+			v.Set(api.ParamSampling, api.SamplingImportance)
+			v.Set(api.ParamJob, imp.Job)
+			if imp.Version != "" {
+				v.Set(api.ParamImportance, imp.Version)
+				v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
+			}
+		}
+	}
+	return v
+}
+
+// body encodes the IDs: little-endian uint32s.
+func (r Request) body() []byte {
+	b := make([]byte, 0, 4*len(r.IDs))
+	for _, id := range r.IDs {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+	}
+	return b
+}
+
+// Versions finds the index version a request names.
+type Versions interface {
+	Version(name, id string) (*catalog.Dataset, error)
+}
+
+// DecodeRequest reads a node's sample request through the parameter
+// table, under a batch's bounds: at most l.MaxBatchSize distinct IDs of
+// at most l.MaxBatchBytes in all, in an index version this node holds
+// (catalog.ErrVersion otherwise, which the asker reads elsewhere).
+func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerSampleParams, query.Query{}, l)
+	if err != nil {
+		return Request{}, err
+	}
+	if q.Job.Index == "" || q.Job.Dataset == "" {
+		return Request{}, fmt.Errorf("%w: a sample request names its dataset and index", query.ErrBadRequest)
+	}
+	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	if err != nil {
+		return Request{}, err
+	}
+	req := Request{DS: ds}
+	switch stream := q.Job.Window > 0; {
+	case stream && q.EpochSet && q.PosSet:
+		if q.Pos > ds.Index.NumSamples() {
+			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
+		}
+		req.Origin = &Origin{Stream: order.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight}
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0:
+		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: reading the sample list: %w", query.ErrBadRequest, err)
+	}
+	switch {
+	case len(body)%4 != 0:
+		return Request{}, fmt.Errorf("%w: the sample list is little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, len(body))
+	case len(body)/4 > l.MaxBatchSize:
+		return Request{}, fmt.Errorf("%w: more than %d samples (the server's --max-batch-size)", query.ErrBadRequest, l.MaxBatchSize)
+	}
+	n := ds.Index.NumSamples()
+	seen := make(map[int]struct{}, len(body)/4)
+	var bytes int64
+	req.IDs = make([]int, len(body)/4)
+	for i := range req.IDs {
+		id := int(binary.LittleEndian.Uint32(body[4*i:]))
+		if id >= n {
+			return Request{}, fmt.Errorf("%w: sample ID %d is not in [0, %d)", query.ErrBadRequest, id, n)
+		}
+		if _, dup := seen[id]; dup {
+			return Request{}, fmt.Errorf("%w: sample ID %d asked for twice; a request names each sample once", query.ErrBadRequest, id)
+		}
+		seen[id] = struct{}{}
+		_, _, length, _ := ds.Index.SampleRange(id)
+		if bytes += length; bytes > l.MaxBatchBytes {
+			return Request{}, fmt.Errorf("%w: the samples asked for are over %d bytes (the server's --max-batch-bytes)", query.ErrBadRequest, l.MaxBatchBytes)
+		}
+		req.IDs[i] = id
+	}
+	return req, nil
+}
+
+// ReplyHead is the start of a reply's body: the number of samples left
+// out, then their positions in the request, as little-endian uint32s. The
+// samples' bytes follow, back to back, in the request's order.
+func ReplyHead(missing []int) []byte {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+4*len(missing)), uint32(len(missing)))
+	for _, i := range missing {
+		b = binary.LittleEndian.AppendUint32(b, uint32(i))
+	}
+	return b
+}
+
+// Errors of a fetch, by what they cost the peer (see the package doc).
+var (
+	// ErrDown: the peer did not answer, answered 503, or sent bytes that
+	// are not what it was asked for. It is held down.
+	ErrDown = errors.New("peer down")
+	// ErrRefused: the peer answered, but could not serve the samples (a
+	// store error on its side, a 4xx). It stays up.
+	ErrRefused = errors.New("peer refused")
+	// ErrVersion: the peer does not hold the index version asked for
+	// (409). It stays up, and is not asked for that version again until
+	// its state says it holds it.
+	ErrVersion = errors.New("peer holds another index version")
+)
+
+// fetch sends req to node k and reads its reply, checking every sample
+// against the index's CRC32C. The error wraps ErrDown, ErrRefused or
+// ErrVersion.
+func (s *Set) fetch(ctx context.Context, k int, req Request) (Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	peer := s.urls[k]
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, peer+SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
+	if err != nil {
+		return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	hr.Header.Set("Content-Type", "application/octet-stream")
+	s.cred.Sign(hr, s.self)
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, peer); err != nil {
+		return Reply{}, err
+	}
+	lengths := make([]int64, len(req.IDs))
+	var want int64
+	for i, id := range req.IDs {
+		_, _, lengths[i], _ = req.DS.Index.SampleRange(id)
+		want += lengths[i]
+	}
+	var head [4]byte
+	if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	m := int(binary.LittleEndian.Uint32(head[:]))
+	if m > len(req.IDs) {
+		return Reply{}, fmt.Errorf("%w: %s says %d of %d samples are missing", ErrDown, peer, m, len(req.IDs))
+	}
+	pos := make([]byte, 4*m)
+	if _, err := io.ReadFull(resp.Body, pos); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	rep := Reply{Data: make([][]byte, len(req.IDs)), Missing: make([]int, m)}
+	for j := range m {
+		i := int(binary.LittleEndian.Uint32(pos[4*j:]))
+		if i >= len(req.IDs) || j > 0 && i <= rep.Missing[j-1] {
+			return Reply{}, fmt.Errorf("%w: %s sent a malformed list of missing samples", ErrDown, peer)
+		}
+		rep.Missing[j] = i
+		want -= lengths[i]
+	}
+	if resp.ContentLength != int64(4+4*m)+want {
+		return Reply{}, fmt.Errorf("%w: %s sent %d bytes, want %d", ErrDown, peer, resp.ContentLength, int64(4+4*m)+want)
+	}
+	buf := make([]byte, want)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	var off int64
+	next := 0 // into rep.Missing
+	for i, id := range req.IDs {
+		if next < m && rep.Missing[next] == i {
+			next++
+			continue
+		}
+		b := buf[off : off+lengths[i] : off+lengths[i]]
+		off += lengths[i]
+		if got, want := crc32.Checksum(b, castagnoli), crcOf(req.DS, id); got != want {
+			return Reply{}, fmt.Errorf("%w: sample %q from %s has CRC32C %08x, the index says %08x",
+				ErrDown, req.DS.Index.SampleKey(id), peer, got, want)
+		}
+		rep.Data[i] = b
+	}
+	return rep, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crcOf(ds *catalog.Dataset, id int) uint32 {
+	_, _, _, crc := ds.Index.SampleRange(id)
+	return crc
+}
+
+// statusError classifies a reply's status.
+func statusError(resp *http.Response, peer string) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	err := fmt.Errorf("%s answered %s: %s", peer, resp.Status, strings.TrimSpace(string(msg)))
+	switch {
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%w: %w", ErrVersion, err)
+	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusUnauthorized,
+		resp.StatusCode == http.StatusNotFound && strings.Contains(string(msg), "no such endpoint"):
+		// Not ready, busy, rejecting our credentials, or an older
+		// release that does not know the endpoint: not a peer to ask.
+		return fmt.Errorf("%w: %w", ErrDown, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+}
+
+// State is what a node tells its peers of itself (GET StatePath): the
+// probe's answer.
+type State struct {
+	Self     int            `json:"self"`
+	Ready    bool           `json:"ready"`
+	Datasets []DatasetState `json:"datasets"`
+}
+
+// DatasetState is the index versions a node holds of one dataset: the one
+// it serves now, and the one its last reload replaced, which it still
+// serves to clients that pinned it.
+type DatasetState struct {
+	Name    string   `json:"name"`
+	Current string   `json:"current"`
+	Held    []string `json:"held"`
+}
+
+// probeState asks node k for its state. ok is false when the node did not
+// answer in time (slow, as opposed to down).
+func (s *Set) probeState(ctx context.Context, k int) (st State, slow bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, s.urls[k]+StatePath, nil)
+	if err != nil {
+		return State{}, false, err
+	}
+	s.cred.Sign(req, s.self)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return State{}, pctx.Err() != nil, err
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, s.urls[k]); err != nil {
+		return State{}, false, err
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return State{}, false, fmt.Errorf("%s: state: %w", s.urls[k], err)
+	}
+	if st.Self != k {
+		return State{}, false, fmt.Errorf("%s answers as node %d, but is node %d of this node's peer list: give every node the same --peers", s.urls[k], st.Self, k)
+	}
+	return st, false, nil
+}
+
+// feedbackRecord is one (sample ID, loss) record of a node's feedback:
+// little-endian uint32 and float32.
+const feedbackRecord = 8
+
+// Feedback fetches node k's part of an epoch's importance feedback for a
+// job: (uint32 ID, float32 loss) records, at most one per sample of ds.
+func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v := url.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.urls[k]+FeedbackPath+url.PathEscape(job)+"?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	s.cred.Sign(req, s.self)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, s.urls[k]); err != nil {
+		return nil, err
+	}
+	limit := int64(feedbackRecord * ds.Index.NumSamples())
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case int64(len(b)) > limit || len(b)%feedbackRecord != 0:
+		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", s.urls[k], len(b), ds.Index.NumSamples())
+	}
+	return b, nil
+}
+
+// DecodeFeedback reads a node's request for this node's part of an
+// epoch's feedback: the dataset version and the epoch.
+func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, uint64, error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerFeedbackParams, query.Query{}, l)
+	if err != nil {
+		return nil, 0, err
+	}
+	if q.Job.Dataset == "" || q.Job.Index == "" || !q.EpochSet {
+		return nil, 0, fmt.Errorf("%w: a feedback request names its dataset, index and epoch", query.ErrBadRequest)
+	}
+	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	return ds, q.Epoch, err
+}

@@ -1,0 +1,44 @@
+package peer
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/query"
+)
+
+type oneVersion struct{ ds *catalog.Dataset }
+
+func (v oneVersion) Version(name, id string) (*catalog.Dataset, error) {
+	if name != v.ds.Name || id != v.ds.ID() {
+		return nil, catalog.ErrVersion
+	}
+	return v.ds, nil
+}
+
+// TestOriginRoundTrip: a sample request carries the job stream it is for —
+// its order, its name and its weight, an importance job's snapshot — so
+// that the owner's schedule follows the same job its asker does: two named
+// jobs of one order apart, each with its weight.
+func TestOriginRoundTrip(t *testing.T) {
+	ds, _ := testDataset(t)
+	for _, o := range []Origin{
+		{Stream: order.Stream{DS: ds, Seed: 7, Window: 4}, Epoch: 3, Pos: 1},
+		{Stream: order.Stream{DS: ds, Seed: 7, Window: 4, Name: "lr-0.1"}, Epoch: 0, Pos: 0, Weight: 2.5},
+		{Stream: order.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: order.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
+		{Stream: order.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: order.Importance{Job: "imp"}}, Epoch: 0, Pos: 0},
+	} {
+		req := Request{DS: ds, IDs: []int{1, 0}, Origin: &o}
+		hr := httptest.NewRequest("POST", SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
+		got, err := DecodeRequest(hr, oneVersion{ds}, query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40})
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if got.Origin == nil || *got.Origin != o {
+			t.Errorf("origin %+v came back as %+v", o, got.Origin)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package peer
+
+import (
+	"context"
+	"sync"
+
+	"github.com/brandgw/brand/internal/order"
+)
+
+// ReadRemote fills data[i] for the positions of smp whose chunk's source
+// is another node, one request per node, and returns the positions this
+// node reads itself and those their owner left out (their chunk is
+// damaged at rest). A node that fails is skipped and its samples asked of
+// the next node of their chunks' rankings, ending with this node, which
+// reads the store: a peer's loss costs time, never the read. Samples
+// fetched ahead under aheadKey are used first.
+func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin, aheadKey string, data [][]byte) (local, missing []int, err error) {
+	skip := map[int]bool{}
+	skipped := func(k int) bool { return skip[k] }
+	src := make([]int, len(smp.Chunks))
+	remote := false
+	for i, c := range smp.Chunks {
+		src[i] = s.Source(smp.DS, c, skipped)
+		remote = remote || src[i] != s.self
+	}
+	if remote && aheadKey != "" {
+		s.takeAhead(ctx, aheadKey, data)
+	}
+	gone := make([]bool, len(data)) // left out by their owner
+	for remote {
+		failed := s.fetchFrom(ctx, smp, origin, src, data, gone)
+		if len(failed) == 0 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		for k := range failed {
+			skip[k] = true
+		}
+		for i, c := range smp.Chunks {
+			if failed[src[i]] {
+				src[i] = s.Source(smp.DS, c, skipped)
+			}
+		}
+	}
+	for i := range data {
+		switch {
+		case gone[i]:
+			missing = append(missing, i)
+		case src[smp.Slot[i]] == s.self:
+			local = append(local, i)
+		}
+	}
+	return local, missing, nil
+}
+
+// fetchFrom asks each source node, at once, for the samples at positions
+// of smp it is the source of and that data lacks, and returns the nodes
+// whose fetch failed. Positions whose owner left the sample out are
+// marked in gone.
+func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, src []int, data [][]byte, gone []bool) (failed map[int]bool) {
+	type fetch struct {
+		req Request
+		pos [][]int // per requested ID, the positions it fills
+	}
+	byNode := map[int]*fetch{}
+	at := map[int]int{} // sample ID → its index in its node's request
+	for i, id := range smp.IDs {
+		k := src[smp.Slot[i]]
+		if k == s.self || data[i] != nil || gone[i] {
+			continue
+		}
+		f := byNode[k]
+		if f == nil {
+			f = &fetch{req: Request{DS: smp.DS, Origin: origin}}
+			byNode[k] = f
+		}
+		// A sample drawn twice (importance) is asked for once.
+		j, ok := at[id]
+		if !ok {
+			j = len(f.req.IDs)
+			at[id] = j
+			f.req.IDs = append(f.req.IDs, id)
+			f.pos = append(f.pos, nil)
+		}
+		f.pos[j] = append(f.pos[j], i)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k, f := range byNode {
+		wg.Go(func() {
+			rep, err := s.Fetch(ctx, k, f.req)
+			if err != nil {
+				mu.Lock()
+				if failed == nil {
+					failed = map[int]bool{}
+				}
+				failed[k] = true
+				mu.Unlock()
+				return
+			}
+			for j, ps := range f.pos {
+				for _, i := range ps {
+					data[i] = rep.Data[j]
+					gone[i] = rep.Data[j] == nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+// FetchAhead starts fetching, in the background, the remote samples of
+// the read next lays out (the same rank's next batch), to be found under
+// key by ReadRemote; nothing if they are being fetched already. Failures
+// are left to the read, which fetches what is missing with failover.
+func (s *Set) FetchAhead(key string, next func() (order.Samples, *Origin, error)) {
+	e, ok := s.ahead.Claim(key)
+	if !ok {
+		return
+	}
+	s.wg.Go(func() {
+		var data [][]byte
+		if smp, origin, err := next(); err == nil {
+			ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+			defer cancel()
+			src := make([]int, len(smp.Chunks))
+			none := func(int) bool { return false }
+			for i, c := range smp.Chunks {
+				src[i] = s.Source(smp.DS, c, none)
+			}
+			data = make([][]byte, len(smp.IDs))
+			s.fetchFrom(ctx, smp, origin, src, data, make([]bool, len(data)))
+		}
+		s.ahead.Finish(key, e, data)
+	})
+}
+
+// takeAhead fills data with the samples fetched ahead under key, waiting
+// for a fetch still under way.
+func (s *Set) takeAhead(ctx context.Context, key string, data [][]byte) {
+	e := s.ahead.Take(key)
+	if e == nil {
+		return
+	}
+	select {
+	case <-e.Done:
+	case <-ctx.Done():
+		return
+	}
+	if len(e.Data) != len(data) {
+		return
+	}
+	n := 0
+	for i, d := range e.Data {
+		if d != nil {
+			data[i] = d
+			n++
+		}
+	}
+	s.ahead.used.Add(int64(n))
+}

@@ -1,0 +1,189 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/catalog"
+)
+
+// testDataset is a dataset of one chunk of two real samples.
+func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := chunkindex.NewChunkWriter(&buf)
+	var samples []chunkindex.Sample
+	for i := range 2 {
+		key := fmt.Sprintf("s%d", i)
+		body := bytes.Repeat([]byte{byte(i + 1)}, 700)
+		off, n, crc, err := w.WriteSample(key, []chunkindex.Member{{Name: key + ".bin", Size: int64(len(body)), Body: bytes.NewReader(body)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, chunkindex.Sample{Key: key, Chunk: 0, Offset: off, Length: n, CRC: crc})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := chunkindex.New([]chunkindex.Chunk{{Key: "c.tar", Size: int64(buf.Len()), ETag: "e", Samples: 2}}, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	var bodies [][]byte
+	for _, s := range samples {
+		bodies = append(bodies, raw[s.Offset:s.Offset+s.Length])
+	}
+	return catalog.NewDataset("d", "", nil, ix), bodies
+}
+
+// TestFetchClassifiesFailures: what went wrong with a peer decides what it
+// costs: no answer, a 503 or wrong bytes hold it down; a 409 (another
+// index version), a store error or another 4xx it reports are read
+// elsewhere, and it stays up. The reproduction: any failed fetch held the
+// node down, a 502 for a damaged chunk and a 409 for another index version
+// among them, doubling up to a minute.
+func TestFetchClassifiesFailures(t *testing.T) {
+	ds, bodies := testDataset(t)
+	reply := func(w http.ResponseWriter, samples ...[]byte) {
+		out := ReplyHead(nil)
+		for _, s := range samples {
+			out = append(out, s...)
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+		w.Write(out)
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    error // nil: success
+		down    bool
+	}{
+		{"served", func(w http.ResponseWriter, r *http.Request) { reply(w, bodies...) }, nil, false},
+		{"another index version", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusConflict) }, ErrVersion, false},
+		{"a store error on its side", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadGateway) }, ErrRefused, false},
+		{"a bad request", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadRequest) }, ErrRefused, false},
+		{"busy or not ready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusServiceUnavailable) }, ErrDown, true},
+		{"refusing our credential", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusUnauthorized) }, ErrDown, true},
+		{"an older release", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error": "no such endpoint: /internal/v2/samples"}`, http.StatusNotFound)
+		}, ErrDown, true},
+		{"the right length, wrong bytes", func(w http.ResponseWriter, r *http.Request) {
+			reply(w, bodies[1], bodies[0])
+		}, ErrDown, true},
+		{"a short body", func(w http.ResponseWriter, r *http.Request) { reply(w, bodies[0]) }, ErrDown, true},
+		{"no answer in time", func(w http.ResponseWriter, r *http.Request) {
+			// Read the request whole: only then does the server watch the
+			// connection, and end the request when the asker gives up.
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}, ErrDown, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			s := NewSet(Config{Peers: []string{"http://self.invalid", srv.URL}, Self: 0, Timeout: 200 * time.Millisecond, Probe: time.Second,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+			defer s.Close()
+			rep, err := s.Fetch(context.Background(), 1, Request{DS: ds, IDs: []int{0, 1}})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("fetch: %v", err)
+			case tc.want == nil:
+				if !bytes.Equal(rep.Data[0], bodies[0]) || !bytes.Equal(rep.Data[1], bodies[1]) {
+					t.Fatal("the samples fetched differ from those sent")
+				}
+			case !errors.Is(err, tc.want):
+				t.Fatalf("fetch: %v, want %v", err, tc.want)
+			}
+			if down := !s.isUp(1); down != tc.down {
+				t.Errorf("after %q the peer is down: %t, want %t", tc.name, down, tc.down)
+			}
+		})
+	}
+}
+
+// TestReplyHeadNamesMissingSamples: an owner that leaves samples out (their
+// chunk is damaged at rest) says which; the asker gets the others.
+func TestReplyHeadNamesMissingSamples(t *testing.T) {
+	ds, bodies := testDataset(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := append(ReplyHead([]int{0}), bodies[1]...)
+		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+		w.Write(out)
+	}))
+	defer srv.Close()
+	s := NewSet(Config{Peers: []string{"http://self.invalid", srv.URL}, Self: 0, Timeout: time.Second, Probe: time.Second,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+	defer s.Close()
+	rep, err := s.Fetch(context.Background(), 1, Request{DS: ds, IDs: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Data[0] != nil || !bytes.Equal(rep.Data[1], bodies[1]) || len(rep.Missing) != 1 || rep.Missing[0] != 0 {
+		t.Fatalf("reply %v missing %v", rep.Data, rep.Missing)
+	}
+}
+
+// TestAgreed: the version a cluster serves is the one most live nodes
+// serve, a version a node has reloaded past counting for its successor;
+// ties go to the smallest ID; a node down does not count.
+func TestAgreed(t *testing.T) {
+	type node struct {
+		held []string // current first; nil: no state yet
+		up   bool
+	}
+	tests := []struct {
+		name  string
+		self  []string
+		peers []node
+		want  string
+	}{
+		{"all agree", []string{"a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"one skewed node", []string{"a"}, []node{{[]string{"b"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"the skewed node itself", []string{"b"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"a tie goes to the smallest", []string{"b"}, []node{{[]string{"a"}, true}}, "a"},
+		{"a down node does not count", []string{"b"}, []node{{[]string{"a"}, false}, {[]string{"a"}, false}}, "b"},
+		{"no state yet does not count", []string{"b"}, []node{{nil, true}, {nil, true}}, "b"},
+		{"this node reloaded first", []string{"c", "a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "c"},
+		{"a peer reloaded first", []string{"a"}, []node{{[]string{"c", "a"}, true}, {[]string{"a"}, true}, {[]string{"b"}, true}}, "c"},
+		{"a restore while others reload: the majority", []string{"a", "c"}, []node{{[]string{"c", "a"}, true}, {[]string{"c", "a"}, true}}, "c"},
+		{"a chain of reloads", []string{"a"}, []node{{[]string{"b", "a"}, true}, {[]string{"c", "b"}, true}}, "c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			peers := make([]string, len(tc.peers)+1)
+			for k := range peers {
+				peers[k] = fmt.Sprintf("http://node%d.invalid", k)
+			}
+			s := NewSet(Config{Peers: peers, Self: 0, Timeout: time.Second, Probe: time.Second, Registry: prometheus.NewRegistry(),
+				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() {}, AheadBytes: 1 << 20})
+			defer s.Close()
+			for i, p := range tc.peers {
+				k := i + 1
+				s.setUp(k, p.up)
+				if p.held != nil {
+					s.nodes[k].state.Store(&State{Self: k, Ready: true, Datasets: []DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}})
+				}
+			}
+			if got := s.Agreed("d"); got != tc.want {
+				t.Fatalf("Agreed = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,361 @@
+// Package query is the one table of every query parameter Brand's HTTP
+// API knows — the public endpoints' and the peers' internal ones — and
+// the parser that applies it: defaults, limits, unknown and repeated
+// parameters refused. The gateway and the peer protocol both parse
+// through it, so a parameter means the same thing everywhere.
+package query
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/importance"
+)
+
+var (
+	// ErrBadRequest marks a malformed or out-of-bounds parameter.
+	ErrBadRequest = errors.New("bad request")
+	// ErrOutOfRange marks a rank or number outside its valid range (a
+	// resource that does not exist, rather than a malformed request).
+	ErrOutOfRange = errors.New("not found")
+)
+
+// Defaults are the job parameters used when a request does not give them,
+// so that plain curl needs none.
+type Defaults struct {
+	Seed      uint64
+	BatchSize int  // default 32
+	Window    int  // default 8
+	DropLast  bool // default false
+}
+
+// Fill applies the defaults' own defaults.
+func (d *Defaults) Fill() {
+	if d.BatchSize == 0 {
+		d.BatchSize = 32
+	}
+	if d.Window == 0 {
+		d.Window = 8
+	}
+}
+
+// Limits bound what one request may ask for.
+type Limits struct {
+	MaxBatchSize int    // default 65536
+	MaxWindow    int    // default 65536
+	MaxWorld     int    // default 65536
+	MaxEpoch     uint64 // epochs are 0..MaxEpoch; default and at most 1<<31-1
+	// MaxBatchBytes bounds the body of one response carrying samples: a
+	// batch, a peer's sample request or a sample; default 256 MiB. A
+	// batch above it is refused with 400 before anything is read.
+	MaxBatchBytes int64
+}
+
+// MaxEpoch is the largest epoch number: statistics and the planner keep
+// epochs in 32 bits.
+const MaxEpoch = 1<<31 - 1
+
+// DefaultMaxBatchBytes is Limits.MaxBatchBytes when zero.
+const DefaultMaxBatchBytes = 256 << 20
+
+// Fill applies the limits' defaults.
+func (l *Limits) Fill() {
+	if l.MaxBatchSize == 0 {
+		l.MaxBatchSize = 65536
+	}
+	if l.MaxWindow == 0 {
+		l.MaxWindow = 65536
+	}
+	if l.MaxWorld == 0 {
+		l.MaxWorld = 65536
+	}
+	if l.MaxEpoch == 0 || l.MaxEpoch > MaxEpoch {
+		l.MaxEpoch = MaxEpoch
+	}
+	if l.MaxBatchBytes == 0 {
+		l.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+}
+
+// Query is what a request's query string says, every default applied.
+type Query struct {
+	Job      api.Job
+	Sampling string // as given; Parse checks it against the importance parameters
+	// The importance endpoints' own: the epoch their feedback is for
+	// (EpochSet: given), the snapshot a seal builds on.
+	Epoch    uint64
+	EpochSet bool
+	Prev     string
+	// Pos is the epoch position a peer's sample request is for (PosSet:
+	// given).
+	Pos    int
+	PosSet bool
+	Plan   api.PlanOptions
+	Format string
+}
+
+// MaxWeight bounds a job's cache weight (weight=).
+const MaxWeight = 100
+
+// param parses the value v of the query parameter name into q, within a
+// gateway's limits.
+type param func(q *Query, name, v string, l Limits) error
+
+// params is the one table of every query parameter the API knows. Each
+// endpoint accepts a subset (see JobParams and the others); parsing goes
+// through here for all of them. It is never modified.
+var params = map[string]param{
+	api.ParamDataset: func(q *Query, _, v string, _ Limits) error { q.Job.Dataset = v; return nil },
+	api.ParamSeed: func(q *Query, _, v string, _ Limits) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: seed must be an unsigned 64-bit integer, got %q", ErrBadRequest, v)
+		}
+		q.Job.Seed = n
+		return nil
+	},
+	api.ParamBatchSize: intParam(func(q *Query) *int { return &q.Job.BatchSize }, 1, func(l Limits) int { return l.MaxBatchSize }, "the server's --max-batch-size"),
+	api.ParamWindow:    intParam(func(q *Query) *int { return &q.Job.Window }, 1, func(l Limits) int { return l.MaxWindow }, "the server limit"),
+	api.ParamWorld:     intParam(func(q *Query) *int { return &q.Job.World }, 1, func(l Limits) int { return l.MaxWorld }, "the server limit"),
+	api.ParamRank:      intParam(func(q *Query) *int { return &q.Job.Rank }, 0, nil, ""),
+	api.ParamOffset:    intParam(func(q *Query) *int { return &q.Job.Offset }, 0, nil, ""),
+	api.ParamDropLast:  boolParam(func(q *Query) *bool { return &q.Job.DropLast }, false),
+	api.ParamLocality:  boolParam(func(q *Query) *bool { return &q.Job.NoLocality }, true),
+	api.ParamSampling: func(q *Query, _, v string, _ Limits) error {
+		switch v {
+		case api.SamplingUniform, api.SamplingImportance:
+			q.Sampling = v
+			return nil
+		}
+		return fmt.Errorf("%w: sampling must be uniform or importance, got %q", ErrBadRequest, v)
+	},
+	api.ParamJob: func(q *Query, _, v string, _ Limits) error {
+		if err := importance.ValidJobName(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		q.Job.Name = v
+		return nil
+	},
+	api.ParamWeight: func(q *Query, name, v string, _ Limits) error {
+		w, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(w > 0 && w <= MaxWeight) {
+			return fmt.Errorf("%w: %s must be a number in (0, %d], got %q", ErrBadRequest, name, MaxWeight, v)
+		}
+		q.Job.Weight = w
+		return nil
+	},
+	api.ParamImportance: versionParam(func(q *Query) *string { return &q.Job.Importance.Version }),
+	api.ParamHot:        intParam(func(q *Query) *int { return &q.Job.Importance.Hot }, 0, nil, ""),
+	api.ParamIndex: func(q *Query, _, v string, _ Limits) error {
+		if !validIndexID(v) {
+			return fmt.Errorf("%w: index must be an index ID (16 hex digits, as /datasets and the Brand-Index header give it), got %q", ErrBadRequest, v)
+		}
+		q.Job.Index = v
+		return nil
+	},
+	ParamEpoch: func(q *Query, name, v string, l Limits) error {
+		n, err := ParseNumber(name, v, l.MaxEpoch)
+		q.Epoch, q.EpochSet = n, err == nil
+		return err
+	},
+	ParamPrev: versionParam(func(q *Query) *string { return &q.Prev }),
+	ParamPos: func(q *Query, name, v string, _ Limits) error {
+		err := intParam(func(q *Query) *int { return &q.Pos }, 0, nil, "")(q, name, v, Limits{})
+		q.PosSet = err == nil
+		return err
+	},
+	api.ParamFormat: func(q *Query, _, v string, _ Limits) error {
+		if v != "json" && v != "tar" {
+			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
+		}
+		q.Format = v
+		return nil
+	},
+	api.ParamCacheSize: func(q *Query, _, v string, _ Limits) error {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n > 1<<62 {
+			return fmt.Errorf("%w: cache_size must be a size such as 2GiB, got %q", ErrBadRequest, v)
+		}
+		q.Plan.CacheBytes = int64(n)
+		return nil
+	},
+	api.ParamEpochs:          intParam(func(q *Query) *int { return &q.Plan.Epochs }, 2, fixed(20), "the planner's limit"),
+	api.ParamFirstEpoch:      intParam(func(q *Query) *int { return &q.Plan.FirstEpoch }, 0, fixed(1<<30), "the planner's limit"),
+	api.ParamPrefetchWindows: intParam(func(q *Query) *int { return &q.Plan.PrefetchWindows }, 0, fixed(64), "the planner's limit"),
+	api.ParamBandwidth:       rateParam(func(q *Query) *float64 { return &q.Plan.BackendBytesPerSec }),
+	api.ParamConsume:         rateParam(func(q *Query) *float64 { return &q.Plan.ConsumeBytesPerSec }),
+	api.ParamNodes:           intParam(func(q *Query) *int { return &q.Plan.Nodes }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+}
+
+// The parameters each kind of endpoint accepts. The epoch, batch and
+// manifest endpoints take the same ones, format included, so that one query
+// string works for all three.
+var (
+	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes)
+	SampleParams = []string{api.ParamDataset, api.ParamIndex}
+
+	// Importance feedback and seals name their epoch in the query; a seal
+	// also the snapshot it builds on.
+	FeedbackParams = []string{api.ParamDataset, ParamEpoch}
+	SealParams     = []string{api.ParamDataset, ParamEpoch, ParamPrev}
+	SealedParams   = []string{api.ParamDataset}
+
+	// The peers' internal requests (package peer): a node's sample
+	// request names the index version and, when the samples are for a
+	// job's batch, the job stream and position, so that the owner's
+	// schedule follows streams whose ranks live elsewhere; a node handing
+	// over its feedback is asked for one index version's.
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight}
+	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
+	PeerStateParams    = []string{}
+)
+
+// Query parameters of the importance endpoints (docs/http-api.md) and of
+// the peers' internal ones.
+const (
+	ParamEpoch = "epoch"
+	ParamPrev  = "prev"
+	ParamPos   = "pos"
+)
+
+// intParam is an integer parameter of at least lo and, if hi is not nil,
+// at most hi(limits); hint names where the upper bound comes from.
+func intParam(dst func(*Query) *int, lo int, hi func(Limits) int, hint string) param {
+	return func(q *Query, name, v string, l Limits) error {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %s must be an integer, got %q", ErrBadRequest, name, v)
+		case hi != nil && (n < lo || n > hi(l)):
+			return fmt.Errorf("%w: %s must be between %d and %d (%s), got %d", ErrBadRequest, name, lo, hi(l), hint, n)
+		case n < lo:
+			return fmt.Errorf("%w: %s must be at least %d, got %d", ErrBadRequest, name, lo, n)
+		}
+		*dst(q) = n
+		return nil
+	}
+}
+
+// boolParam is true or false, stored negated if negate (locality=false
+// sets NoLocality).
+func boolParam(dst func(*Query) *bool, negate bool) param {
+	return func(q *Query, name, v string, _ Limits) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s must be true or false, got %q", ErrBadRequest, name, v)
+		}
+		*dst(q) = b != negate
+		return nil
+	}
+}
+
+// versionParam is an importance snapshot version.
+func versionParam(dst func(*Query) *string) param {
+	return func(q *Query, name, v string, _ Limits) error {
+		if !ValidVersion(v) {
+			return fmt.Errorf("%w: %s must be a snapshot version (16 hex digits), got %q", ErrBadRequest, name, v)
+		}
+		*dst(q) = v
+		return nil
+	}
+}
+
+func fixed(n int) func(Limits) int { return func(Limits) int { return n } }
+
+// rateParam is a positive rate in bytes per second, such as 500MiB.
+func rateParam(dst func(*Query) *float64) param {
+	return func(q *Query, name, v string, _ Limits) error {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%w: %s must be a positive rate in bytes per second such as 500MiB, got %q", ErrBadRequest, name, v)
+		}
+		*dst(q) = float64(n)
+		return nil
+	}
+}
+
+// Parse reads the parameters an endpoint accepts from a raw query string
+// onto base (the gateway's defaults). Unknown parameters are rejected so
+// that a typo such as "batchsize" does not silently fall back to a
+// default; so is a parameter given twice (seed=1&seed=2: which one would
+// the job mean?), and a query url.ParseQuery cannot read whole: past its
+// limit of 10,000 parameters (GODEBUG urlmaxqueryparams) it returns none,
+// and r.URL.Query() would hide that behind the defaults.
+func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return Query{}, fmt.Errorf("%w: query string: %w", ErrBadRequest, err)
+	}
+	q := base
+	for k, vs := range values {
+		if !slices.Contains(accepted, k) {
+			known := "none"
+			if len(accepted) > 0 {
+				known = strings.Join(accepted, ", ")
+			}
+			return Query{}, fmt.Errorf("%w: unknown query parameter %q (known here: %s)", ErrBadRequest, k, known)
+		}
+		if len(vs) > 1 {
+			return Query{}, fmt.Errorf("%w: query parameter %q given %d times; give it once", ErrBadRequest, k, len(vs))
+		}
+	}
+	for _, name := range accepted {
+		// An empty value means the default, as if the parameter were absent.
+		if v := values.Get(name); v != "" {
+			if err := params[name](&q, name, v, l); err != nil {
+				return Query{}, err
+			}
+		}
+	}
+	if slices.Contains(accepted, api.ParamRank) && q.Job.Rank >= q.Job.World {
+		return Query{}, fmt.Errorf("%w: rank %d out of range: with world=%d, rank must be 0..%d", ErrOutOfRange, q.Job.Rank, q.Job.World, q.Job.World-1)
+	}
+	if q.Sampling == api.SamplingImportance {
+		q.Job.Importance.Job = q.Job.Name
+	}
+	imp := q.Job.Importance
+	switch {
+	case q.Sampling == api.SamplingImportance && !imp.On():
+		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
+	case q.Sampling != api.SamplingImportance && (imp.Version != "" || imp.Hot != 0):
+		return Query{}, fmt.Errorf("%w: importance and hot apply only with sampling=importance", ErrBadRequest)
+	}
+	return q, nil
+}
+
+// ValidVersion reports whether v looks like a snapshot version: 16
+// lowercase hex digits (importance.Snapshot.Version).
+func ValidVersion(v string) bool { return len(v) == 16 && lowerHex(v) }
+
+// validIndexID reports whether v looks like an index ID
+// (chunkindex.Index.ID): 16 lowercase hex digits.
+func validIndexID(v string) bool { return len(v) == 16 && lowerHex(v) }
+
+func lowerHex(v string) bool {
+	for _, c := range v {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseNumber reads a path number such as the N of /epoch/N.
+func ParseNumber(name, v string, maxValue uint64) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer, got %q", ErrBadRequest, name, v)
+	}
+	if n > maxValue {
+		return 0, fmt.Errorf("%w: %s %d out of range: valid %s numbers are 0..%d", ErrOutOfRange, name, n, name, maxValue)
+	}
+	return n, nil
+}

@@ -1,0 +1,148 @@
+package reader
+
+import (
+	"context"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/order"
+)
+
+// A read whose chunks do not fit in the cache at once — a small cache, a
+// large batch, a batch across a window boundary — is assembled in parts:
+// its chunks are pinned a group at a time, each group no larger than half
+// the cache (or one chunk, if a chunk is larger than that), and the
+// samples are copied out of each group into one buffer before the next
+// is pinned. A chunk larger than the whole cache is read through, into a
+// buffer of its own, and checked as any load is. The read is complete and
+// verified before it returns, as every read is: slower, and it costs a
+// copy, but never partial.
+//
+// Room to assemble (Config.Assemblers reads at once) is held only while
+// the read assembles; the copy counts against the copy budget until the
+// response carrying it is written, so a client that stops reading holds
+// memory, bounded, but never another client's turn to assemble.
+
+// assemble reads the samples sub (at positions pos of the request) a
+// group of chunks at a time into one buffer, and points data into it.
+func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, data [][]byte, res *Result, skip, count bool) (missing []int, err error) {
+	leave, err := r.assembly.Acquire(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	release, err := r.copies.Acquire(ctx, sub.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	n := sub.Bytes
+	buf := r.pool.get(n)[:n]
+	res.release = append(res.release, func() { r.pool.put(buf); release() })
+	res.InParts = true
+	r.inParts.Inc()
+
+	ix := sub.DS.Index
+	at := make([]int64, len(sub.IDs)) // each sample's offset in buf
+	var off int64
+	for j, id := range sub.IDs {
+		at[j] = off
+		_, _, length, _ := ix.SampleRange(id)
+		off += length
+	}
+	dropped := make([]bool, len(sub.Chunks))
+	// copyOut copies the samples of chunk slot s from its bytes.
+	copyOut := func(s int, chunk []byte) {
+		for j, id := range sub.IDs {
+			if sub.Slot[j] == s {
+				_, o, length, _ := ix.SampleRange(id)
+				b := buf[at[j] : at[j]+length : at[j]+length]
+				copy(b, chunk[o:o+length])
+				data[pos[j]] = b
+			}
+		}
+	}
+	capacity := r.cache.Capacity()
+	limit := max(capacity/2, 1)
+	for from := 0; from < len(sub.Chunks); {
+		to, size := from, int64(0)
+		for to < len(sub.Chunks) && (to == from || size+sub.DS.Index.Chunk(sub.Chunks[to]).Size <= limit) {
+			size += sub.DS.Index.Chunk(sub.Chunks[to]).Size
+			to++
+		}
+		if err := r.assembleGroup(ctx, sub, from, to, size > capacity, dropped, copyOut, skip, res); err != nil {
+			return nil, err
+		}
+		res.Chunks = append(res.Chunks, sub.Chunks[from:to]...)
+		from = to
+	}
+	for s, d := range dropped {
+		if !d {
+			continue
+		}
+		var ids []int
+		for j, id := range sub.IDs {
+			if sub.Slot[j] == s {
+				missing = append(missing, pos[j])
+				ids = append(ids, id)
+			}
+		}
+		if count {
+			r.skippedLog(sub.DS, ids)
+		}
+	}
+	return missing, nil
+}
+
+// assembleGroup pins chunk slots [from, to) of sub, or reads the one chunk
+// through when it is larger than the whole cache, and copies their
+// samples out. With skip a chunk damaged at rest is marked dropped and
+// the rest of the group pinned again.
+func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to int, through bool, dropped []bool,
+	copyOut func(s int, chunk []byte), skip bool, res *Result) error {
+	if through {
+		req := sub.DS.ChunkRequest(sub.Chunks[from])
+		buf := make([]byte, req.Size)
+		err := r.loader.Load(ctx, req.Key, buf)
+		if _, ok := damaged(err, sub, skip); ok {
+			dropped[from] = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res.Loads++
+		res.LoadedBytes += req.Size
+		copyOut(from, buf)
+		return nil
+	}
+	for {
+		var slots []int
+		for s := from; s < to; s++ {
+			if !dropped[s] {
+				slots = append(slots, s)
+			}
+		}
+		if len(slots) == 0 {
+			return nil
+		}
+		reqs := make([]chunkcache.Request, len(slots))
+		for i, s := range slots {
+			reqs[i] = sub.DS.ChunkRequest(sub.Chunks[s])
+		}
+		lease, err := r.cache.Acquire(ctx, reqs)
+		if err != nil {
+			if s, ok := damaged(err, sub, skip); ok && !dropped[s] {
+				dropped[s] = true
+				continue
+			}
+			return err
+		}
+		n, nb := lease.Loaded()
+		res.Loads += n
+		res.LoadedBytes += nb
+		for i, s := range slots {
+			copyOut(s, lease.Bytes(i))
+		}
+		lease.Release()
+		return nil
+	}
+}

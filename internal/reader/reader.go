@@ -1,0 +1,404 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/admit"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+)
+
+// ErrTooLarge marks a read over Config.MaxBytes.
+var ErrTooLarge = errors.New("read too large")
+
+// Cache is what a read needs of the chunk cache.
+type Cache interface {
+	Acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error)
+	MustEvict(reqs []chunkcache.Request) bool
+	Stats() chunkcache.Stats
+	Capacity() int64
+}
+
+// Remote reads the samples whose chunks other nodes hold: peer.Set on a
+// node of a cluster, peer.Solo (which leaves every sample to this node)
+// on a single gateway.
+type Remote interface {
+	// ReadRemote fills data[i] for the positions of s whose chunk is read
+	// on another node, with failover, and returns the positions this node
+	// reads itself and those the owner left out because their chunk is
+	// damaged at rest. aheadKey names samples fetched ahead for s.
+	ReadRemote(ctx context.Context, s order.Samples, origin *peer.Origin, aheadKey string, data [][]byte) (local, missing []int, err error)
+	// Delivered records the sample bytes of a batch by source.
+	Delivered(home, peer int64)
+}
+
+// Config configures a Reader.
+type Config struct {
+	Cache  Cache
+	Loader chunkcache.Loader // reads a chunk larger than the whole cache through
+	Remote Remote
+	// SkipDamaged leaves out the samples of chunks damaged at rest
+	// (--on-damaged-chunk=skip) instead of failing the read.
+	SkipDamaged bool
+	// MaxBytes bounds one read's samples (query.Limits.MaxBatchBytes).
+	MaxBytes int64
+	// CopyBytes bounds the bytes of reads copied out of the cache —
+	// assembled in parts, or copied out under pressure — that are held
+	// at once, until the response that carries them is written.
+	CopyBytes int64
+	// Assemblers bounds the reads being assembled in parts at once: each
+	// pins up to half the cache while it copies.
+	Assemblers int
+	// MaxWait bounds a wait for room to assemble or for the copy budget;
+	// past it the read fails with chunkcache.ErrBusy.
+	MaxWait time.Duration
+	// Shared reports whether several jobs share the cache now; then a
+	// read whose loads have to evict waits for the one loading before it
+	// (see readLocal). nil: never.
+	Shared   func() bool
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
+}
+
+// Reader reads samples. Safe for concurrent use.
+type Reader struct {
+	cache    Cache
+	loader   chunkcache.Loader
+	remote   Remote
+	skip     bool
+	maxBytes int64
+	copies   *admit.Gate // bytes of copies out of the cache
+	pool     bufferPool
+	assembly *admit.Gate // reads being assembled
+	shared   func() bool
+	evicting *admit.Gate // reads loading in turn, one at a time
+	log      zerolog.Logger
+
+	inParts, copied, skipped prometheus.Counter
+}
+
+// New returns a reader.
+func New(c Config) *Reader {
+	r := &Reader{cache: c.Cache, loader: c.Loader, remote: c.Remote, skip: c.SkipDamaged, maxBytes: c.MaxBytes,
+		copies:   admit.New(c.CopyBytes, c.MaxWait, "memory for copies of samples out of the cache, in bytes", chunkcache.ErrBusy),
+		assembly: admit.New(int64(c.Assemblers), c.MaxWait, "batches larger than the cache being assembled", chunkcache.ErrBusy),
+		shared:   c.Shared,
+		evicting: admit.New(1, c.MaxWait, "reads whose loads evict chunks of a cache several jobs share, loading in turn", chunkcache.ErrBusy),
+		log:      c.Log,
+		inParts: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_assembled_in_parts_total",
+			Help: "Reads (batches, peers' requests) whose chunks did not fit in the cache together, assembled a group of chunks at a time."}),
+		copied: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_copied_total",
+			Help: "Reads written from a copy so that their chunks went back to the cache before the client read them (others were waiting for room, or responses pinned over half the cache)."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_skipped_samples_total",
+			Help: "Samples left out of batches because their chunk is damaged (--on-damaged-chunk=skip)."}),
+	}
+	c.Registry.MustRegister(r.inParts, r.copied, r.skipped)
+	return r
+}
+
+// Stalled reports whether reads wait — for room to assemble, for the
+// copy budget, or to load in turn — and none has been let through for d.
+func (r *Reader) Stalled(d time.Duration) bool {
+	return r.copies.Stalled(d) || r.assembly.Stalled(d) || r.evicting.Stalled(d)
+}
+
+// Request is what to read.
+type Request struct {
+	Samples order.Samples
+	// Origin is the job stream and position the samples are for, passed
+	// on to the nodes they are fetched from; nil for a single sample.
+	Origin *peer.Origin
+	// Local reads every sample through this node's cache, whichever node
+	// owns its chunk: a peer's request, which its asker sent here because
+	// this node is the source.
+	Local bool
+	// AheadKey names samples fetched from peers ahead of this read (the
+	// batch's ETag); "" for none.
+	AheadKey string
+}
+
+// Result is a read's samples, in order, and what the read cost. Its bytes
+// stay valid until Release.
+type Result struct {
+	Parts net.Buffers // the samples read, back to back, in order
+	Bytes int64       // their length
+	// Missing are the IDs left out (skip mode): their chunk is damaged
+	// at rest. MissingPos are their positions in the request, ascending.
+	Missing    []int
+	MissingPos []int
+	// What this node's cache did: the distinct chunks read through it,
+	// in first-use order, and how many of them (and their bytes) it read
+	// from the store.
+	Chunks      []int
+	Loads       int
+	LoadedBytes int64
+	InParts     bool
+
+	r       *Reader
+	pinned  bool // Parts point into pinned chunks (Relieve may copy them)
+	release []func()
+}
+
+// Release gives back what the read holds: its pins, its share of the copy
+// budget. Idempotent.
+func (res *Result) Release() {
+	for _, f := range res.release {
+		f()
+	}
+	res.release = nil
+}
+
+// Read reads req's samples. On success the caller writes Parts and then
+// calls Release; on error nothing is held.
+func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
+	s := req.Samples
+	if s.Bytes > r.maxBytes {
+		return nil, fmt.Errorf("%w: %d samples of %d bytes in all, over the server's --max-batch-bytes (%d)", ErrTooLarge, len(s.IDs), s.Bytes, r.maxBytes)
+	}
+	// data becomes the result's parts; room for a trailer (the tar's
+	// end-of-archive blocks) spares the caller a copy of the slice.
+	data := make([][]byte, len(s.IDs), len(s.IDs)+1)
+	var local, remoteMissing []int
+	if req.Local {
+		local = make([]int, len(s.IDs))
+		for i := range local {
+			local[i] = i
+		}
+	} else {
+		var err error
+		if local, remoteMissing, err = r.remote.ReadRemote(ctx, s, req.Origin, req.AheadKey, data); err != nil {
+			return nil, err
+		}
+		if len(remoteMissing) > 0 {
+			id := s.IDs[remoteMissing[0]]
+			c, _, _, _ := s.DS.Index.SampleRange(id)
+			if !r.skip {
+				return nil, fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
+					catalog.ErrCorrupt, s.DS.Index.Chunk(c).Key, s.DS.Name, s.DS.Index.SampleKey(id))
+			}
+			ids := make([]int, len(remoteMissing))
+			for j, i := range remoteMissing {
+				ids[j] = s.IDs[i]
+			}
+			r.skippedLog(s.DS, ids)
+		}
+	}
+	res := &Result{r: r}
+	// A peer's request is answered with what can be read: the asker,
+	// told which samples were left out, decides whether its batch may
+	// go without them.
+	skip := r.skip || req.Local
+	localMissing, err := r.readLocal(ctx, s, local, data, res, skip, !req.Local)
+	if err != nil {
+		res.Release()
+		return nil, err
+	}
+	res.MissingPos = append(remoteMissing, localMissing...)
+	slices.Sort(res.MissingPos)
+	// What this node's cache gave (before the missing are compacted out).
+	home := s.Bytes
+	if len(local) < len(s.IDs) || len(res.MissingPos) > 0 {
+		home = 0
+		for _, i := range local {
+			home += int64(len(data[i]))
+		}
+	}
+	res.Parts, res.Bytes = data, s.Bytes
+	if len(res.MissingPos) > 0 {
+		res.Parts, res.Bytes = data[:0], 0
+		for _, d := range data {
+			if d != nil { // nil: missing
+				res.Parts = append(res.Parts, d)
+				res.Bytes += int64(len(d))
+			}
+		}
+		for _, i := range res.MissingPos {
+			res.Missing = append(res.Missing, s.IDs[i])
+		}
+	}
+	remote := res.Bytes - home
+	if !req.Local {
+		r.remote.Delivered(home, remote)
+	}
+	res.pinned = !res.InParts && home > 0
+	return res, nil
+}
+
+// readLocal reads the samples at positions pos of s through this node's
+// cache into data: pinned whole if their chunks fit in the cache together,
+// else assembled in parts. It returns the positions left out (skip mode).
+//
+// With skip, the samples of a chunk damaged at rest are left out, and
+// counted and logged if count.
+func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data [][]byte, res *Result, skip, count bool) (missing []int, err error) {
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	sub := subset(s, pos)
+	for {
+		reqs := requests(sub)
+		// Several jobs sharing a full cache: a read that has to evict to
+		// load its chunks loads in turn with the others that do, so that
+		// each chooses its victims knowing what the one before it
+		// brought in and pinned — concurrent loads of several jobs'
+		// batches, each evicting for itself, read measurably more (in
+		// docs/benchmarks.md, "Several jobs", about 8 % at four jobs). A
+		// read whose chunks are resident, or that fits in free room,
+		// never waits for this.
+		var leave func()
+		if r.shared != nil && r.cache.MustEvict(reqs) && r.shared() {
+			if leave, err = r.evicting.Acquire(ctx, 1); err != nil {
+				return nil, err
+			}
+		}
+		lease, err := r.cache.Acquire(ctx, reqs)
+		if leave != nil {
+			leave()
+		}
+		if errors.Is(err, chunkcache.ErrTooLarge) {
+			m, err := r.assemble(ctx, sub, pos, data, res, skip, count)
+			return append(missing, m...), err
+		}
+		if err != nil {
+			drop, ok := damaged(err, sub, skip)
+			if !ok {
+				return nil, err
+			}
+			missing = append(missing, r.drop(&pos, &sub, drop, count)...)
+			if len(pos) == 0 {
+				return missing, nil
+			}
+			continue
+		}
+		res.release = append(res.release, lease.Release)
+		res.Chunks = sub.Chunks
+		res.Loads, res.LoadedBytes = lease.Loaded()
+		for j, id := range sub.IDs {
+			_, off, length, _ := s.DS.Index.SampleRange(id)
+			data[pos[j]] = lease.Bytes(sub.Slot[j])[off : off+length : off+length]
+		}
+		return missing, nil
+	}
+}
+
+// damaged reports whether err is a chunk of sub damaged at rest that skip
+// mode leaves out, and which chunk (its index in sub.Chunks).
+func damaged(err error, sub order.Samples, skip bool) (int, bool) {
+	var dce *catalog.DamagedChunkError
+	if !skip || !errors.As(err, &dce) {
+		return 0, false
+	}
+	for i, c := range sub.Chunks {
+		if sub.DS.ChunkKey(c) == dce.Key {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// drop removes the samples of sub's chunk drop from pos and sub, logs and
+// counts them if count, and returns their positions.
+func (r *Reader) drop(pos *[]int, sub *order.Samples, drop int, count bool) []int {
+	var gone, keep, ids, goneIDs []int
+	for j, p := range *pos {
+		if sub.Slot[j] == drop {
+			gone = append(gone, p)
+			goneIDs = append(goneIDs, sub.IDs[j])
+		} else {
+			keep = append(keep, p)
+			ids = append(ids, sub.IDs[j])
+		}
+	}
+	if count {
+		r.skippedLog(sub.DS, goneIDs)
+	}
+	*pos = keep
+	*sub = order.NewSamples(sub.DS, ids)
+	return gone
+}
+
+// skippedLog logs and counts the samples of a damaged chunk left out.
+func (r *Reader) skippedLog(ds *catalog.Dataset, ids []int) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = ds.Index.SampleKey(id)
+	}
+	c, _, _, _ := ds.Index.SampleRange(ids[0])
+	r.skipped.Add(float64(len(ids)))
+	r.log.Warn().Str("dataset", ds.Name).Str("chunk", ds.Index.Chunk(c).Key).Strs("skipped_samples", keys).
+		Msg("serving without the samples of a damaged chunk")
+}
+
+// subset lays out the samples of s at positions pos.
+func subset(s order.Samples, pos []int) order.Samples {
+	if len(pos) == len(s.IDs) {
+		return s
+	}
+	ids := make([]int, len(pos))
+	for j, p := range pos {
+		ids[j] = s.IDs[p]
+	}
+	return order.NewSamples(s.DS, ids)
+}
+
+// requests are the cache requests of s's chunks.
+func requests(s order.Samples) []chunkcache.Request {
+	reqs := make([]chunkcache.Request, len(s.Chunks))
+	for i, c := range s.Chunks {
+		reqs[i] = s.DS.ChunkRequest(c)
+	}
+	return reqs
+}
+
+// UnderPressure reports whether the cache is under pressure, so that a
+// response still being written should give its pins back (Relieve):
+// requests wait for room, or, once a response has been written for
+// longer than a fast client takes (after), responses pin more than half
+// of it — a slow client then holds what the next requests will need.
+func (r *Reader) UnderPressure(after bool) bool {
+	st := r.cache.Stats()
+	return st.Waiting > 0 || after && st.PinnedBytes > r.cache.Capacity()/2
+}
+
+// Relieve gives a result's pins back to the cache while its response is
+// being written: it copies rest — the parts not written yet — out of the
+// pinned chunks, if the copy budget has room now, releases the pins and
+// returns the parts to write instead; otherwise it returns rest as it is.
+// Writing from the pinned chunks saves a copy, and most clients read a
+// batch as fast as it is written; the copy is for the client that does
+// not, when others wait for the cache: until its write deadline it would
+// keep their batches out. A result not pinned (assembled in parts, or
+// fetched from peers) has nothing to give back.
+func (res *Result) Relieve(rest net.Buffers) (net.Buffers, bool) {
+	r := res.r
+	if !res.pinned {
+		return rest, false
+	}
+	var n int64
+	for _, p := range rest {
+		n += int64(len(p))
+	}
+	release, ok := r.copies.TryAcquire(n)
+	if !ok {
+		return rest, false
+	}
+	buf := r.pool.get(n)
+	for _, p := range rest {
+		buf = append(buf, p...)
+	}
+	res.Release() // the pins
+	res.pinned = false
+	res.release = []func(){func() { r.pool.put(buf); release() }}
+	r.copied.Inc()
+	return net.Buffers{buf}, true
+}

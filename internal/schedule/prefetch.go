@@ -1,0 +1,199 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+)
+
+// Prefetch reads ahead the chunks the schedule says come next. Prefetcher
+// does; NoPrefetch (prefetch turned off) does nothing.
+type Prefetch interface {
+	Enqueue(uses []Use)
+	Close()
+}
+
+// NoPrefetch is the Prefetch of a gateway that does not prefetch.
+type NoPrefetch struct{}
+
+// Enqueue implements Prefetch.
+func (NoPrefetch) Enqueue([]Use) {}
+
+// Close implements Prefetch.
+func (NoPrefetch) Close() {}
+
+// prefetchCache is what the prefetcher needs of the chunk cache.
+type prefetchCache interface {
+	Contains(k chunkcache.Key) bool
+	Prefetch(ctx context.Context, r chunkcache.Request, admit func(victim chunkcache.Key) bool) (chunkcache.PrefetchResult, error)
+}
+
+// prefetchTask is a chunk to read ahead for an epoch of a stream.
+type prefetchTask struct {
+	chunkcache.Request
+	use Use
+}
+
+// Prefetcher reads, in the background, the chunks job streams will need
+// next. It never waits for cache space and never displaces a chunk needed
+// sooner than the one it would bring in, so prefetch cannot slow down the
+// batches being served now.
+type Prefetcher struct {
+	cache    prefetchCache
+	distance func(chunkcache.Key) int64 // the schedule's next-use key
+	keep     func(chunkcache.Key) bool  // whether the cache would keep it until used
+	displace func(need int64) bool      // whether it may evict chunks needed later
+	loaded   func(u Use, bytes int64)
+	queued   prometheus.Counter
+	dropped  prometheus.Counter
+	log      zerolog.Logger
+
+	queue  chan prefetchTask
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[chunkcache.Key]bool // queued or being fetched
+}
+
+// PrefetcherConfig gathers a prefetcher's dependencies.
+type PrefetcherConfig struct {
+	Workers  int
+	Cache    prefetchCache
+	Distance func(chunkcache.Key) int64
+	// Prefetchable reports whether a chunk read now would stay cached
+	// until it is used (UseTable.Prefetchable); nil: always.
+	Prefetchable func(chunkcache.Key) bool
+	// Displaces reports whether a chunk needed at need (its key) may
+	// evict chunks needed after it (UseTable.Displaces), rather than
+	// only chunks no stream needs; nil: always.
+	Displaces func(need int64) bool
+	// Loaded is told of every chunk a prefetch read from the store.
+	Loaded   func(u Use, bytes int64)
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
+}
+
+// prefetchQueue bounds the chunks waiting to be prefetched; beyond it a
+// chunk is dropped (and counted), to be read on demand if prefetch does not
+// queue it again.
+const prefetchQueue = 4096
+
+// NewPrefetcher starts c.Workers workers.
+func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	keep := c.Prefetchable
+	if keep == nil {
+		keep = func(chunkcache.Key) bool { return true }
+	}
+	displace := c.Displaces
+	if displace == nil {
+		displace = func(int64) bool { return true }
+	}
+	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, loaded: c.Loaded,
+		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
+		log:     c.Log, queue: make(chan prefetchTask, prefetchQueue), ctx: ctx, cancel: cancel, pending: map[chunkcache.Key]bool{}}
+	c.Registry.MustRegister(p.queued, p.dropped)
+	for range max(c.Workers, 0) {
+		p.wg.Go(p.work)
+	}
+	return p
+}
+
+// Close stops the workers and waits for them.
+func (p *Prefetcher) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// Enqueue queues the chunks of uses that are not resident or queued yet.
+func (p *Prefetcher) Enqueue(uses []Use) {
+	for _, u := range uses {
+		r := u.Stream.DS.ChunkRequest(u.Chunk)
+		if p.cache.Contains(r.Key) {
+			continue
+		}
+		if !p.keep(r.Key) {
+			p.dropped.Inc()
+			continue
+		}
+		p.mu.Lock()
+		dup := p.pending[r.Key]
+		p.pending[r.Key] = true
+		p.mu.Unlock()
+		if dup {
+			continue
+		}
+		select {
+		case p.queue <- prefetchTask{r, u}:
+			p.queued.Inc()
+		default:
+			p.dropped.Inc()
+			p.done(r.Key)
+		}
+	}
+}
+
+func (p *Prefetcher) done(k chunkcache.Key) {
+	p.mu.Lock()
+	delete(p.pending, k)
+	p.mu.Unlock()
+}
+
+func (p *Prefetcher) work() {
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case t := <-p.queue:
+			pprof.Do(p.ctx, EpochLabels(t.use.Stream.DS.Name, t.use.Epoch), func(context.Context) { p.fetch(t) })
+		}
+	}
+}
+
+func (p *Prefetcher) fetch(t prefetchTask) {
+	r := t.Request
+	defer p.done(r.Key)
+	need := p.distance(r.Key)
+	if !Needed(need) {
+		return // the stream moved on or went idle
+	}
+	if !p.keep(r.Key) {
+		// Sooner uses fill the cache now: read ahead, it would be
+		// evicted before its use. Its stream's next move queues it again.
+		p.dropped.Inc()
+		return
+	}
+	// Displace only chunks needed later than this one, and chunks still
+	// needed at all only while that cannot pass over a better victim.
+	displace := p.displace(need)
+	admit := func(victim chunkcache.Key) bool {
+		d := p.distance(victim)
+		return d > need && (displace || !Needed(d))
+	}
+	res, err := p.cache.Prefetch(p.ctx, r, admit)
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		p.log.Warn().Err(err).Str("chunk", r.Key.String()).Msg("prefetch failed")
+	case res == chunkcache.PrefetchRejected:
+		p.dropped.Inc()
+	case res == chunkcache.PrefetchLoaded:
+		p.loaded(t.use, r.Size)
+	}
+}
+
+// EpochLabels are the profiler labels of work done for an epoch of a
+// dataset: a CPU profile can then be cut by epoch (go tool pprof
+// -tagfocus epoch=0 shows the cold one).
+func EpochLabels(dataset string, epoch uint64) pprof.LabelSet {
+	return pprof.Labels("dataset", dataset, "epoch", strconv.FormatUint(epoch, 10))
+}

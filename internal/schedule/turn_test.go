@@ -1,0 +1,292 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+)
+
+// clockedSchedule is a schedule of 16 chunks of 32 samples (17,408 bytes
+// each) for a cache of capacity bytes, on a clock the test moves; window
+// is the streams' window in chunks.
+type clockedSchedule struct {
+	*Schedule
+	ds  *catalog.Dataset
+	now time.Time
+}
+
+func newClocked(t *testing.T, capacity int64, maxTurnWait time.Duration) *clockedSchedule {
+	t.Helper()
+	s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
+	c := &clockedSchedule{Schedule: s, ds: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), now: s.zero.Add(time.Second)}
+	s.clock = func() time.Time { return c.now }
+	return c
+}
+
+func (c *clockedSchedule) stream(seed uint64, window int) order.Stream {
+	return order.Stream{DS: c.ds, Seed: seed, Window: window}
+}
+
+// batch begins a batch of 32 samples at pos of epoch 0 of js and moves
+// the stream there, as the gateway does.
+func (c *clockedSchedule) batch(t *testing.T, js order.Stream, pos int) Inflight {
+	t.Helper()
+	f := mustBegin(t, c.Schedule, js, 0, pos, 32)
+	c.advance(js, 0, pos+32)
+	return f
+}
+
+func (c *clockedSchedule) tick(d time.Duration) {
+	c.Schedule.mu.Lock()
+	c.now = c.now.Add(d)
+	c.Schedule.mu.Unlock()
+}
+
+// windowKeys are the chunk keys of window w of epoch 0 of js.
+func (c *clockedSchedule) windowKeys(t *testing.T, js order.Stream, w int) []chunkcache.Key {
+	t.Helper()
+	e, err := c.orders.Epoch(js, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []chunkcache.Key
+	for _, ch := range e.WindowChunks(w) {
+		out = append(out, c.ds.ChunkKey(ch))
+	}
+	return out
+}
+
+// maxKey and minKey are the largest and smallest keys of ks now.
+func (c *clockedSchedule) keys(ks []chunkcache.Key) (lo, hi int64) {
+	lo, hi = Never, -1
+	for _, k := range ks {
+		d := c.Distance(k)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return lo, hi
+}
+
+// TestClocksRankWhoIsServedNext: the chunks of the windows streams are in
+// rank by when each stream's next batch will be served — a batch waiting
+// now first, in the order the batches began; then the streams between
+// batches, the one served last going first — so that a gateway serving
+// jobs as fast as they read gives up the window of the job it just served,
+// as Belady's rule on their merged trace does.
+func TestClocksRankWhoIsServedNext(t *testing.T) {
+	c := newClocked(t, 1<<40, 0)
+	a, b := c.stream(1, 4), c.stream(2, 4) // windows of 128 samples
+	// A first batch each, 10 ms of think time: the streams' gaps.
+	for _, js := range []order.Stream{a, b} {
+		c.Finish(c.batch(t, js, 0))
+	}
+	c.tick(10 * time.Millisecond)
+	fa := c.batch(t, a, 32)
+	c.tick(time.Millisecond)
+	fb := c.batch(t, b, 32)
+	only := func(ks, others []chunkcache.Key) []chunkcache.Key {
+		return slices.DeleteFunc(slices.Clone(ks), func(k chunkcache.Key) bool { return slices.Contains(others, k) })
+	}
+	// Each stream's window-0 chunks that the other does not need in its
+	// first two windows: their keys are the stream's own.
+	near := func(js order.Stream) []chunkcache.Key {
+		return append(c.windowKeys(t, js, 0), c.windowKeys(t, js, 1)...)
+	}
+	wa, wb := only(c.windowKeys(t, a, 0), near(b)), only(c.windowKeys(t, b, 0), near(a))
+	if len(wa) == 0 || len(wb) == 0 {
+		t.Fatalf("seeds 1 and 2 share their first windows' chunks (%v, %v): pick others", wa, wb)
+	}
+	_, hiA := c.keys(wa)
+	loB, _ := c.keys(wb)
+	if hiA >= loB {
+		t.Fatalf("both in flight: a's window (began first) keys up to %d, b's from %d; want a's first", hiA, loB)
+	}
+	// a is served and goes back to its loop; b still waits: b first.
+	c.tick(time.Millisecond)
+	c.Finish(fa)
+	loA, _ := c.keys(wa)
+	_, hiB := c.keys(wb)
+	if hiB >= loA {
+		t.Fatalf("b waiting, a between batches: b's keys up to %d, a's from %d; want b's first", hiB, loA)
+	}
+	// Both served, a first: a's next request is expected first.
+	c.tick(time.Millisecond)
+	c.Finish(fb)
+	_, hiA = c.keys(wa)
+	loB, _ = c.keys(wb)
+	if hiA >= loB {
+		t.Fatalf("both between batches, b served last: a's keys up to %d, b's from %d; want a's first", hiA, loB)
+	}
+	// A stream that stays away drifts out: its keys grow with its silence.
+	before, _ := c.keys(wb)
+	c.tick(time.Second)
+	after, _ := c.keys(wb)
+	if after-before < int64(time.Second) {
+		t.Fatalf("a second of silence moved b's keys by %v, want more than the second", time.Duration(after-before))
+	}
+}
+
+// TestTurnsWhenWindowsDoNotFit: with room for one window and a half, a
+// second stream waits while the first reads its window, gets its turn when
+// the first moves on to its next window, and the first then waits behind
+// it; a stream that stops reading gives its turn back.
+func TestTurnsWhenWindowsDoNotFit(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, time.Hour) // windows of 2 chunks
+	a, b := c.stream(1, 2), c.stream(2, 2)
+	turn := func(f Inflight) chan error {
+		done := make(chan error, 1)
+		go func() { done <- c.Turn(context.Background(), f) }()
+		return done
+	}
+	waits := func(done chan error) bool {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return false
+		case <-time.After(100 * time.Millisecond):
+			return true
+		}
+	}
+	fa := c.batch(t, a, 0)
+	if waits(turn(fa)) {
+		t.Fatal("the first stream waits with nobody else served")
+	}
+	c.Finish(fa)
+	fb := c.batch(t, b, 0)
+	db := turn(fb)
+	if !waits(db) {
+		t.Fatal("the second stream went ahead though the two windows do not fit")
+	}
+	if got := c.Turns().Waiting; got != 1 {
+		t.Fatalf("%d streams waiting, want 1", got)
+	}
+	// a moves into its second window: its turn passes to b.
+	fa = c.batch(t, a, 64)
+	if waits(db) {
+		t.Fatal("b still waits after a left its window")
+	}
+	da := turn(fa)
+	if !waits(da) {
+		t.Fatal("a went ahead into its next window beside b's")
+	}
+	// b goes idle (its batch served, nothing more for longer than a turn
+	// is held): a gets the turn.
+	c.Finish(fb)
+	c.tick(time.Second)
+	if waits(da) {
+		t.Fatal("a still waits after b stopped reading")
+	}
+	c.Finish(fa)
+	if st := c.Turns(); st.Waiting != 0 || st.Overdue != 0 {
+		t.Fatalf("turns %+v, want none waiting and none overdue", st)
+	}
+}
+
+// TestTurnsNeverHoldBackWindowsThatFit: with room for every stream's
+// window, no batch waits for a turn.
+func TestTurnsNeverHoldBackWindowsThatFit(t *testing.T) {
+	c := newClocked(t, 1<<40, time.Hour)
+	for seed := range uint64(20) {
+		f := mustBegin(t, c.Schedule, c.stream(seed, 2), 0, 0, 32)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := c.Turn(ctx, f); err != nil {
+			t.Fatalf("stream %d: %v", seed, err)
+		}
+		cancel()
+	}
+	if st := c.Turns(); st.Waited != 0 || st.Waiting != 0 {
+		t.Fatalf("turns %+v, want no wait", st)
+	}
+}
+
+// TestTurnWaitIsBounded: past the maximum wait a batch goes ahead, over
+// capacity, and is counted; a batch whose client gives up leaves the line.
+func TestTurnWaitIsBounded(t *testing.T) {
+	const chunk = 34 * 512
+	s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	a, b, c := order.Stream{DS: ds, Seed: 1, Window: 2}, order.Stream{DS: ds, Seed: 2, Window: 2}, order.Stream{DS: ds, Seed: 3, Window: 2}
+	fa := mustBegin(t, s, a, 0, 0, 32)
+	if err := s.Turn(context.Background(), fa); err != nil {
+		t.Fatal(err)
+	}
+	fc := mustBegin(t, s, c, 0, 0, 32)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	if err := s.Turn(ctx, fc); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a turn given up on: %v, want the context's error", err)
+	}
+	cancel()
+	s.Finish(fc) // its client went away: it leaves the line
+	fb := mustBegin(t, s, b, 0, 0, 32)
+	began := time.Now()
+	if err := s.Turn(context.Background(), fb); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited < 40*time.Millisecond {
+		t.Fatalf("b went ahead after %v, before the maximum wait", waited)
+	}
+	if st := s.Turns(); st.Overdue != 1 || st.Waiting != 0 {
+		t.Fatalf("turns %+v, want one overdue, none waiting", st)
+	}
+}
+
+// TestNoTurnsWithoutAMaximumWait: a schedule without a maximum wait (the
+// lru policy, or --max-turn-wait 0) takes no turns: a batch whose window
+// does not fit beside another stream's goes ahead at once. It used to
+// wait without bound.
+func TestNoTurnsWithoutAMaximumWait(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, 0)
+	a, b := c.stream(1, 2), c.stream(2, 2)
+	fa := c.batch(t, a, 0)
+	fb := c.batch(t, b, 0)
+	for _, f := range []Inflight{fa, fb} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := c.Turn(ctx, f); err != nil {
+			t.Fatalf("a batch waited for a turn with turns off: %v", err)
+		}
+		cancel()
+	}
+	if st := c.Turns(); st.Waited != 0 || st.Waiting != 0 || st.Overdue != 0 {
+		t.Fatalf("turns %+v, want none taken", st)
+	}
+}
+
+// TestPrefetchOnlyWhatStaysCached: prefetch may read a chunk only if the
+// chunks needed sooner, and it, fit in the cache — else it would be
+// evicted before its use — and may displace chunks still needed only for
+// a lone stream, whose next window is certain to be needed first.
+func TestPrefetchOnlyWhatStaysCached(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 4*chunk, 0) // two windows of two chunks
+	a := c.stream(1, 2)
+	f := c.batch(t, a, 0)
+	table := c.Table()
+	for w, want := range []bool{true, true, false, false} {
+		for _, k := range c.windowKeys(t, a, w) {
+			if got := table.Prefetchable(k); got != want {
+				t.Errorf("window %d chunk %v: prefetchable %t, want %t", w, k, got, want)
+			}
+		}
+	}
+	next := c.windowKeys(t, a, 1)[0]
+	if !table.Displaces(table.Distance(next)) {
+		t.Error("a lone stream's next window may not displace chunks needed later")
+	}
+	c.Finish(f)
+	// A second stream: prefetch takes only free room or chunks nobody
+	// needs.
+	b := c.stream(2, 2)
+	c.batch(t, b, 0)
+	if table := c.Table(); table.Displaces(table.Distance(next)) {
+		t.Error("with two streams, a prefetch may displace chunks some stream needs")
+	}
+}

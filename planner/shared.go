@@ -1,0 +1,256 @@
+package planner
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// MaxSharedJobs bounds the jobs of a shared plan: a gateway follows at most
+// 64 job streams (internal/schedule), so a plan of more describes a cache
+// no gateway runs.
+const MaxSharedJobs = 64
+
+// SharedJob is one of several jobs that read one dataset through one
+// gateway's cache: its schedule, how fast it reads relative to the others,
+// and when it starts.
+//
+// Time is counted in epochs of a job of speed 1: a job of Speed s reads an
+// epoch in 1/s units, and one with Start t sends its first batch at time t.
+// Jobs whose batches fall at the same time are served in the order given.
+type SharedJob struct {
+	Job
+	Name  string  `json:"name,omitempty"`
+	Speed float64 `json:"speed"` // > 0; 0 means 1
+	Start float64 `json:"start"` // >= 0
+}
+
+// speed is j's speed, 1 if unset.
+func (j SharedJob) speed() float64 {
+	if j.Speed == 0 {
+		return 1
+	}
+	return j.Speed
+}
+
+func validateShared(d Dataset, jobs []SharedJob) ([]*schedule, error) {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case len(jobs) == 0:
+		return nil, fmt.Errorf("%w: no jobs", ErrInvalid)
+	case len(jobs) > MaxSharedJobs:
+		return nil, fmt.Errorf("%w: %d jobs; at most %d share a gateway's schedule", ErrInvalid, len(jobs), MaxSharedJobs)
+	}
+	out := make([]*schedule, len(jobs))
+	for i, j := range jobs {
+		switch {
+		case !finite(j.Speed) || j.Speed < 0:
+			return nil, fmt.Errorf("%w: job %d: speed %v; must be a finite number > 0 (0: 1)", ErrInvalid, i, j.Speed)
+		case !finite(j.Start) || j.Start < 0:
+			return nil, fmt.Errorf("%w: job %d: start %v; must be a finite number >= 0", ErrInvalid, i, j.Start)
+		}
+		s, err := newSchedule(d, j.Job)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// SharedTrace returns the demand trace a gateway sees when jobs read d
+// through it at once: each job's global batches (as Trace gives them),
+// timed by the job's speed and start, merged in time order. Every access
+// carries its job's index in jobs (Access.Job), so a simulation of the
+// trace reports each job's figures (Result.Jobs).
+//
+// The model is the one of Trace, extended in time: each job's batches are
+// evenly spaced through its epochs, and a batch's chunks are pinned while
+// it is served, one batch at a time. A live gateway overlaps the batches of
+// different jobs; the figures of a simulation are those of a gateway that
+// serves them one after another in the order they arrive.
+func SharedTrace(d Dataset, jobs []SharedJob) ([]Access, error) {
+	return sharedTrace(context.Background(), d, jobs)
+}
+
+func sharedTrace(ctx context.Context, d Dataset, jobs []SharedJob) ([]Access, error) {
+	scheds, err := validateShared(d, jobs)
+	if err != nil {
+		return nil, err
+	}
+	type batch struct {
+		at         float64
+		job        int
+		start, end int // in the job's trace
+	}
+	traces := make([][]Access, len(jobs))
+	var batches []batch
+	total := 0
+	for i, s := range scheds {
+		t, err := s.trace(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		traces[i] = t
+		total += len(t)
+		nb := float64(s.numBatches())
+		k := 0
+		for a := 0; a < len(t); {
+			b := a + 1
+			for b < len(t) && !t[b].Start {
+				b++
+			}
+			batches = append(batches, batch{at: jobs[i].Start + float64(k)/(nb*jobs[i].speed()), job: i, start: a, end: b})
+			k++
+			a = b
+		}
+	}
+	slices.SortStableFunc(batches, func(a, b batch) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return a.job - b.job
+	})
+	out := make([]Access, 0, total)
+	for _, b := range batches {
+		for _, a := range traces[b.job][b.start:b.end] {
+			a.Job = uint16(b.job)
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// SharedInput is what MakeSharedPlan plans for: several jobs reading one
+// dataset through one cache of CacheBytes.
+type SharedInput struct {
+	Dataset    Dataset
+	Jobs       []SharedJob
+	CacheBytes int64 // >= 0
+}
+
+// SharedPlan is MakeSharedPlan's report. Its JSON form is what the
+// gateway's POST /plan returns for several jobs; WriteText renders it for
+// the CLI.
+//
+// Reads are counted in datasets per job-epoch: the bytes read from the
+// store over all the jobs' epochs, divided by the dataset's size and by
+// the number of job-epochs. A job alone with a cache of the whole dataset
+// reads 1 in its first epoch and 0 after; jobs that share nothing read 1
+// each; jobs that share perfectly read 1/J in all.
+type SharedPlan struct {
+	Jobs         []SharedJob `json:"jobs"`
+	Chunks       int         `json:"chunks"`
+	Samples      int         `json:"samples"`
+	CacheBytes   int64       `json:"cache_bytes"`
+	DatasetBytes int64       `json:"dataset_bytes"`
+	JobEpochs    int         `json:"job_epochs"`
+
+	// LRU and Optimal are the merged trace under LRU and under Belady's
+	// next-use rule over every job's future: what the gateway's schedule
+	// policy aims at. Each has its figures per job.
+	LRU     Result `json:"lru"`
+	Optimal Result `json:"optimal"`
+	// Partitioned is each job alone with an equal share of the cache
+	// (CacheBytes / jobs) under Belady: what a cache that divides its
+	// room among jobs achieves at best, without sharing a chunk.
+	Partitioned Result `json:"partitioned"`
+
+	// Reads per job-epoch under each, as defined above.
+	LRUReads         float64 `json:"lru_reads_per_job_epoch"`
+	OptimalReads     float64 `json:"optimal_reads_per_job_epoch"`
+	PartitionedReads float64 `json:"partitioned_reads_per_job_epoch"`
+	// WindowBytes is, over the jobs, the sum of each one's largest window:
+	// what the jobs pin at once when every one is inside a window. A cache
+	// below it serves some batches in parts.
+	WindowBytes int64 `json:"window_bytes"`
+}
+
+// MakeSharedPlan simulates the jobs' merged trace (SharedTrace) at
+// in.CacheBytes under LRU and under Belady, and each job alone with an
+// equal share of the cache. It costs a trace per job and four simulations.
+func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
+	if in.CacheBytes < 0 {
+		return nil, fmt.Errorf("%w: cache size %d bytes; must be >= 0", ErrInvalid, in.CacheBytes)
+	}
+	trace, err := sharedTrace(ctx, in.Dataset, in.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	p := &SharedPlan{Jobs: in.Jobs, Chunks: len(in.Dataset.Counts), CacheBytes: in.CacheBytes}
+	for _, c := range in.Dataset.Counts {
+		p.Samples += c
+	}
+	for _, size := range in.Dataset.ChunkSizes {
+		p.DatasetBytes += size
+	}
+	sim := newSimulator(trace, in.Dataset.ChunkSizes)
+	p.LRU = sim.run(in.CacheBytes, LRU)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.Optimal = sim.run(in.CacheBytes, Belady)
+	p.Partitioned = Result{Policy: Belady, CacheBytes: in.CacheBytes, Epochs: []EpochResult{}}
+	share := in.CacheBytes / int64(len(in.Jobs))
+	for i, j := range in.Jobs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := Trace(in.Dataset, j.Job)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		r := Simulate(t, in.Dataset.ChunkSizes, share, Belady)
+		p.Partitioned.Jobs = append(p.Partitioned.Jobs, JobResult{Job: i, Epochs: r.Epochs, Hits: r.Hits, Accesses: r.Accesses, HitRatio: r.HitRatio, BackendBytes: r.BackendBytes})
+		p.Partitioned.Hits += r.Hits
+		p.Partitioned.Accesses += r.Accesses
+		p.Partitioned.BackendBytes += r.BackendBytes
+		p.JobEpochs += j.Epochs
+		ws, err := largestWindow(in.Dataset, j.Job)
+		if err != nil {
+			return nil, err
+		}
+		p.WindowBytes += ws
+	}
+	p.Partitioned.HitRatio = ratio(p.Partitioned.Hits, p.Partitioned.Accesses)
+	per := func(r Result) float64 {
+		return float64(r.BackendBytes) / float64(max(p.DatasetBytes, 1)) / float64(max(p.JobEpochs, 1))
+	}
+	p.LRUReads, p.OptimalReads, p.PartitionedReads = per(p.LRU), per(p.Optimal), per(p.Partitioned)
+	return p, nil
+}
+
+// JobReads is job i's reads per epoch in r, in datasets.
+func (p *SharedPlan) JobReads(r Result, i int) float64 {
+	if i >= len(r.Jobs) || i >= len(p.Jobs) {
+		return 0
+	}
+	return float64(r.Jobs[i].BackendBytes) / float64(max(p.DatasetBytes, 1)) / float64(max(p.Jobs[i].Epochs, 1))
+}
+
+// largestWindow is the bytes of the largest window of j's first epoch:
+// windows are cut from a shuffled chunk order, so every epoch's largest is
+// about the same.
+func largestWindow(d Dataset, j Job) (int64, error) {
+	s, err := newSchedule(d, j)
+	if err != nil {
+		return 0, err
+	}
+	var most int64
+	ep, err := shuffle.NewEpoch(s.d.Counts, j.Seed, uint64(j.FirstEpoch), j.Window)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for w := range ep.NumWindows() {
+		var b int64
+		for _, c := range ep.WindowChunks(w) {
+			b += d.ChunkSizes[c]
+		}
+		most = max(most, b)
+	}
+	return most, nil
+}

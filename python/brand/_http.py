@@ -1,0 +1,448 @@
+"""How the package talks to gateways: every request of :class:`brand.Client`
+and :mod:`brand.importance` goes through :meth:`Session.send`.
+
+A :class:`Session` owns what the two used to each do their own way: the
+keep-alive connections (one per thread and node, ``http.client``, TLS with
+an extra CA file, a bearer token), the user agent, which answers and
+failures are retried (502/503/504, refused or reset connections, timeouts,
+short bodies), the wait between attempts (doubling, jittered, or the
+gateway's ``Retry-After``), the failover through a :class:`~brand._route.Router`,
+and the decoding of the gateway's JSON errors (``{"error": ..., "status":
+...}``) into :class:`BrandError`.
+
+A node that accepts connections but never answers (a stopped process: the
+kernel completes the TCP handshake for it) would hold an attempt for the
+whole socket timeout. When the router knows more than one node, an attempt
+that has had no answer for ``probe_after`` seconds asks the node's
+``GET /healthz`` on a connection of its own, with a one-second timeout. No
+answer: the attempt is abandoned as failed and the next node is tried at
+once. An answer: the node is alive and busy (a cold batch), and the attempt
+goes on waiting, probing again every ``probe_after`` seconds, up to the
+timeout. A single node is never probed: there is nowhere else to go.
+
+Concurrency: a Session is used by many threads at once; each thread has
+its own connection to each node.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import math
+import random
+import selectors
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
+
+from ._route import Node, Router
+from ._version import __version__
+
+__all__ = ["Answer", "BrandConnectionError", "BrandError", "Session", "api_error"]
+
+USER_AGENT = f"brand-python/{__version__}"
+# Answers that mean "try again": 503 is the gateway's own not-ready answer,
+# 502 and 504 a load balancer's while a gateway restarts. No 4xx is retried.
+RETRY_STATUS = frozenset((502, 503, 504))
+# Transport failures that may clear up: refused or reset connections, a
+# gateway that closed a keep-alive connection, timeouts, short bodies, a
+# node that stopped answering.
+TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
+# How long a liveness probe may take: a gateway answers /healthz from its
+# HTTP server alone, in well under a millisecond.
+PROBE_TIMEOUT = 1.0
+
+
+class BrandError(Exception):
+    """An error answered by the gateway, or its absence.
+
+    Attributes:
+        status: the HTTP status (400, 404, 503, ...), or ``None`` when no
+            answer came (connection refused, reset, timed out).
+        message: the gateway's message (its JSON ``error``), which says what
+            to change, e.g. the valid range of a batch number.
+        retry_after: seconds the gateway asked to wait (503), or ``None``.
+    """
+
+    def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None):
+        super().__init__(message if status is None else f"{message} (HTTP {status})")
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+class BrandConnectionError(BrandError, ConnectionError):
+    """No answer from the gateway after the client's retries."""
+
+
+class IndexChangedError(BrandError):
+    """No gateway answers from the dataset's index version the client reads
+    (:attr:`brand.Client.index`): the dataset was re-packed since the job
+    began and no node holds the old version any more, or a gateway answered
+    from another version. Start the epoch again on the new version (a new
+    client, or ``index=None``)."""
+
+
+class Answer(NamedTuple):
+    """A 2xx answer: the URL of the node that gave it, its headers, its body."""
+
+    node: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes, where: str) -> BrandError:
+    """The :class:`BrandError` of a non-2xx answer to ``method where``: the
+    gateway's JSON ``error`` as the message when the body has one, else the
+    start of the body."""
+    msg = None
+    try:
+        doc = json.loads(body)
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            msg = doc["error"]
+    except ValueError:
+        pass
+    if msg is None:
+        text = body[:200].decode("utf-8", "replace").strip()
+        msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
+    return BrandError(msg, status, retry_after(headers.get("Retry-After")))
+
+
+def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """A ``Retry-After`` value in seconds: delay-seconds or an HTTP date
+    (``now`` in seconds since the epoch, for the tests). ``None`` when
+    absent or unreadable; a date in the past is 0."""
+    if not v:
+        return None
+    v = v.strip()
+    try:
+        s = float(v)
+        return s if math.isfinite(s) and s >= 0 else None
+    except ValueError:
+        pass
+    try:
+        t = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if t.tzinfo is None:
+        return None  # HTTP dates are GMT; one without a zone is no HTTP date
+    return max(0.0, t.timestamp() - (time.time() if now is None else now))
+
+
+class _Unresponsive(TimeoutError):
+    """A node that answered neither the request nor a liveness probe."""
+
+
+class _Watch:
+    """The waits of one attempt on a node that may have stopped: up to
+    ``timeout`` in all, probing the node (``alive`` returns whether it
+    answered) every ``probe_after`` seconds without progress. The first
+    probe without an answer ends the attempt (:class:`_Unresponsive`).
+    """
+
+    def __init__(self, timeout: float, probe_after: float, alive: Callable[[], bool]) -> None:
+        now = time.monotonic()
+        self.deadline = now + timeout
+        self.probe_after = probe_after
+        self.probe_at = now + probe_after
+        self.alive = alive
+
+    def _until(self) -> float:
+        """Seconds to wait until the next probe or the deadline, probing
+        first if a probe is due. Raises at the deadline, or when the probe
+        gets no answer."""
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise TimeoutError("timed out")
+            if now < self.probe_at:
+                return min(self.deadline, self.probe_at) - now
+            if not self.alive():
+                raise _Unresponsive(
+                    f"no answer in {self.probe_after:g} s, nor to GET /healthz in {PROBE_TIMEOUT:g} s"
+                )
+            self.probe_at = time.monotonic() + self.probe_after
+
+    def ready(self, sock: socket.socket, write: bool = False) -> None:
+        """Returns once ``sock`` can be read (written, with ``write``)."""
+        if not write and isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return
+        # A selector rather than select.select, which fails on descriptors
+        # past 1024 (a trainer can hold that many files open).
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_WRITE if write else selectors.EVENT_READ)
+            while not sel.select(self._until()):
+                pass
+
+    def connect(self, addr: "tuple[str, int]") -> socket.socket:
+        """A TCP connection to ``addr``, made again after each probe that
+        found the node alive (a SYN the node's full queue dropped)."""
+        while True:
+            wait = self._until()
+            try:
+                return socket.create_connection(addr, timeout=wait)
+            except socket.timeout:
+                continue  # _until raises at the deadline or probes
+
+    def handshake(self, tls: ssl.SSLSocket) -> ssl.SSLSocket:
+        """``tls`` after its TLS handshake."""
+        tls.settimeout(0.0)
+        while True:
+            try:
+                tls.do_handshake()
+                return tls
+            except ssl.SSLWantReadError:
+                self.ready(tls)
+            except ssl.SSLWantWriteError:
+                self.ready(tls, write=True)
+
+
+class _Conns(threading.local):
+    """A thread's keep-alive connection to each node (by origin)."""
+
+    def __init__(self) -> None:
+        self.by_origin: Dict[str, http.client.HTTPConnection] = {}
+
+
+class Session:
+    """Requests to the nodes of routers, with retries and failover.
+
+    Args:
+        timeout: seconds an attempt waits for a connection, and for each
+            read of an answer.
+        token: a bearer token sent with every request (not with probes,
+            which the gateway answers without one); never shown in errors.
+        ca_file: a PEM file of certificate authorities to trust for
+            ``https`` nodes, beside the system's.
+        max_retries: retries of one request after its first attempt.
+        backoff: seconds before the first retry that waits; doubles with
+            each, jittered. A gateway's ``Retry-After`` is honoured instead.
+        max_backoff: cap on every wait between attempts, ``Retry-After``
+            included.
+        probe_after: seconds without an answer after which a node of a
+            router of several is probed (the module's documentation);
+            ``None``: never probe.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        max_retries: int = 5,
+        backoff: float = 0.2,
+        max_backoff: float = 10.0,
+        probe_after: Optional[float] = 3.0,
+    ) -> None:
+        if probe_after is not None and not (probe_after > 0 and math.isfinite(probe_after)):
+            raise ValueError(f"brand: probe_after {probe_after} must be > 0 seconds, or None never to probe")
+        self.timeout = timeout
+        self.max_retries = max(0, max_retries)
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.probe_after = probe_after
+        self._ca_file = ca_file
+        self._headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+        if token:
+            self._headers["Authorization"] = "Bearer " + token
+        self._init_local()
+
+    def _init_local(self) -> None:
+        self._lock = threading.Lock()
+        self._ssl: Optional[ssl.SSLContext] = None  # made for the first https node
+        self._local = _Conns()
+        self._all: List[http.client.HTTPConnection] = []
+
+    # -- the request ------------------------------------------------------
+
+    def send(
+        self,
+        router: Router,
+        method: str,
+        path: str,
+        params: Optional[Mapping[str, str]] = None,
+        body: Optional[bytes] = None,
+        content_type: Optional[str] = None,
+        accept: Optional[str] = None,
+    ) -> Answer:
+        """``method path?params`` (with ``body``, of ``content_type``) to the
+        node ``router`` picks; returns the first 2xx answer.
+
+        A failed attempt (a retried status or transport failure) marks its
+        node failed in the router; the next attempt goes to the node the
+        router picks then: at once if this call has not tried it yet (it
+        has no reason to be down too), otherwise, and always with a single
+        node, after the backoff. Every request Brand makes is idempotent
+        (a GET, or importance feedback and seals), so POSTs are retried as
+        GETs are.
+
+        Raises:
+            BrandError: a non-2xx answer (after retries for 502/503/504).
+            BrandConnectionError: no answer after ``max_retries`` retries.
+        """
+        query = "?" + urllib.parse.urlencode(params) if params else ""
+        headers = dict(self._headers)
+        if accept is not None:
+            headers["Accept"] = accept
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        probe = self.probe_after if len(router.nodes) > 1 else None
+        tried = set()
+        waits = 0  # the backoff grows with the waits, not with failovers
+        k = router.pick()
+        attempt = 0
+        while True:
+            tried.add(k)
+            node = router.nodes[k]
+            target = node.base + path + query
+            wait_for = None
+            try:
+                status, got, data = self._attempt(node, method, target, body, headers, probe)
+            except TRANSPORT_ERRORS as e:
+                err: BrandError = BrandConnectionError(
+                    f"brand: {method} {node.origin}{target}: {type(e).__name__}: {e}"
+                )
+                err.__cause__ = e
+            else:
+                if 200 <= status < 300:
+                    return Answer(node.url, got, data)
+                err = api_error(method, status, got, data, f"{node.origin}{target}")
+                if status == 409 and path.startswith(("/epoch/", "/samples/")):
+                    # The node does not hold the index version this job
+                    # reads; another may. It is not down: ask the next
+                    # node not tried, and say so if none holds it.
+                    k = next((j for j in router.order() if j not in tried), -1)
+                    if k >= 0:
+                        continue
+                    raise IndexChangedError(err.message, status) from err
+                if status not in RETRY_STATUS:
+                    raise err
+                wait_for = err.retry_after
+            router.fail(k)
+            if attempt >= self.max_retries:
+                if attempt > 0:
+                    err.args = (f"{err.args[0]} (after {attempt + 1} attempts)",)
+                raise err
+            k = router.pick()
+            if k in tried:
+                time.sleep(self.wait(waits, wait_for))
+                waits += 1
+                k = router.pick()  # a node's mark may have ended meanwhile
+            attempt += 1
+
+    def wait(self, waits: int, retry_after: Optional[float]) -> float:
+        """Seconds to wait before a retry after ``waits`` earlier waits: the
+        gateway's ``Retry-After`` if it gave one, else the backoff doubled
+        ``waits`` times and drawn from ``[d/2, d]`` so that workers started
+        together spread out; ``max_backoff`` caps both."""
+        if retry_after is not None and retry_after > 0:
+            return min(retry_after, self.max_backoff)
+        d = min(self.backoff * (2**waits), self.max_backoff)
+        return d / 2 + random.random() * d / 2
+
+    def _attempt(
+        self, node: Node, method: str, target: str, body: Optional[bytes], headers: Mapping[str, str],
+        probe_after: Optional[float],
+    ) -> "tuple[int, Mapping[str, str], bytes]":
+        c = self._connection(node)
+        try:
+            if probe_after is None:
+                c.request(method, target, body=body, headers=headers)
+            else:
+                watch = _Watch(self.timeout, probe_after, lambda: self._alive(node))
+                if c.sock is None:
+                    c.sock = self._open(node, c.host, c.port, watch)
+                c.request(method, target, body=body, headers=headers)
+                watch.ready(c.sock)
+            r = c.getresponse()
+            data = r.read()  # raises IncompleteRead on a short body
+            if r.will_close:
+                self._drop(node)
+            return r.status, r.headers, data
+        except BaseException:
+            self._drop(node)
+            raise
+
+    def _alive(self, node: Node) -> bool:
+        """Whether ``node`` answers ``GET /healthz`` within PROBE_TIMEOUT, on
+        a connection of its own. Any answer will do: it comes from the
+        node's HTTP server, which is what a stopped node lacks."""
+        c = self._new(node, PROBE_TIMEOUT)
+        try:
+            c.request("GET", node.base + "/healthz", headers={"User-Agent": USER_AGENT})
+            c.getresponse()
+            return True
+        except TRANSPORT_ERRORS:
+            return False
+        finally:
+            c.close()
+
+    # -- connections ------------------------------------------------------
+
+    def _connection(self, node: Node) -> http.client.HTTPConnection:
+        c = self._local.by_origin.get(node.origin)
+        if c is None:
+            c = self._new(node, self.timeout)
+            self._local.by_origin[node.origin] = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    def _new(self, node: Node, timeout: float) -> http.client.HTTPConnection:
+        if node.https:
+            return http.client.HTTPSConnection(node.host, node.port, timeout=timeout, context=self.tls())
+        return http.client.HTTPConnection(node.host, node.port, timeout=timeout)
+
+    def _open(self, node: Node, host: str, port: int, watch: _Watch) -> socket.socket:
+        """A connected socket to ``host:port``, as ``http.client`` makes it
+        but through ``watch``: probing while the connection or the TLS
+        handshake waits."""
+        sock = watch.connect((host, port))
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if node.https:
+                tls = self.tls().wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+                sock = watch.handshake(tls)
+            sock.settimeout(self.timeout)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def tls(self) -> ssl.SSLContext:
+        """The TLS context of ``https`` nodes (a bad ``ca_file`` raises here)."""
+        with self._lock:
+            if self._ssl is None:
+                f = self._ca_file
+                self._ssl = ssl.create_default_context(cafile=f) if f else ssl.create_default_context()
+            return self._ssl
+
+    def _drop(self, node: Node) -> None:
+        c = self._local.by_origin.pop(node.origin, None)
+        if c is not None:
+            c.close()
+
+    def close(self) -> None:
+        """Closes every connection of every thread."""
+        with self._lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            c.close()
+        self._local = _Conns()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Locks and sockets do not survive pickling (DataLoader workers on
+        # spawn); a copy starts with none.
+        s = self.__dict__.copy()
+        for k in ("_lock", "_ssl", "_local", "_all"):
+            s.pop(k)
+        return s
+
+    def __setstate__(self, s: Dict[str, Any]) -> None:
+        self.__dict__.update(s)
+        self._init_local()

@@ -1,0 +1,217 @@
+"""brand.Client on a cluster whose home node accepts connections but does
+not answer: a stopped gateway (SIGSTOP), a socket nobody reads, a host
+whose SYNs go unanswered. The client probes the node's /healthz after
+probe_after seconds without an answer and fails over when the probe gets
+none; a node that answers the probe is waited for."""
+
+import os
+import signal
+import socket
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fakecluster import Cluster  # noqa: E402
+from gateway import ServeCluster, gateway  # noqa: E402
+
+import brand  # noqa: E402
+
+# The bound on a failover from a silent node: probe_after (3 s by default;
+# 1 s where the default is not what a test is about) plus the probe's
+# timeout (1 s), and slack for a loaded machine.
+FAILOVER_BOUND = 8.0
+# Long enough that a client without probes fails the bound by far, short
+# enough that such a client fails the test in reasonable time.
+TIMEOUT = 30.0
+JOB = dict(dataset="t", seed=3, batch_size=4)
+
+
+def silent_node(test):
+    """A URL whose port completes TCP handshakes (the kernel's backlog)
+    and never reads or answers: a stopped process."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    test.addCleanup(s.close)
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def unreachable_node(test):
+    """A URL whose SYNs go unanswered, as a dead host's: a listener with a
+    full accept queue, which the kernel answers by dropping them."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(0)
+    test.addCleanup(s.close)
+    fill = socket.create_connection(s.getsockname(), timeout=5)  # the one queued connection
+    test.addCleanup(fill.close)
+    probe = socket.socket()
+    probe.settimeout(0.3)
+    with probe, test.assertRaises(socket.timeout, msg="the accept queue is not full"):
+        probe.connect(s.getsockname())
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+class ProbeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = gateway()
+
+    def client(self, url="", **kw):
+        for k, v in JOB.items():
+            kw.setdefault(k, v)
+        kw.setdefault("timeout", TIMEOUT)
+        c = brand.Client(url, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def reference(self, world, rank, epoch=0, **job):
+        with brand.Client(self.gw.url, world=world, rank=rank, **{**JOB, **job}) as c:
+            return list(c.epoch(epoch))
+
+    def timed(self, fn):
+        t0 = time.monotonic()
+        out = fn()
+        return out, time.monotonic() - t0
+
+
+class TestSilentHome(ProbeTest):
+    def test_fails_over_within_seconds(self):
+        cases = [("no answer", silent_node), ("no TCP handshake", unreachable_node)]
+        for name, make in cases:
+            with self.subTest(name):
+                home = make(self)
+                c = self.client(peers=[home, self.gw.url], world=2, rank=0)  # home: node 0
+                got, took = self.timed(lambda: c.batch(0, 1))
+                self.assertLess(took, FAILOVER_BOUND, f"{name}: the batch took {took:.1f} s")
+                self.assertEqual(got, self.reference(2, 0)[1])
+                self.assertEqual(c.served, {self.gw.url: 1})
+                # The home is passed over now: the next request goes
+                # straight to the other node.
+                _, took = self.timed(lambda: c.batch(0, 2))
+                self.assertLess(took, 1.0)
+
+    def test_epoch_read_ahead(self):
+        # Every read-ahead thread waits on the home, probes it and fails over.
+        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, ahead=3, probe_after=1)
+        got, took = self.timed(lambda: list(c.epoch(0)))
+        self.assertLess(took, FAILOVER_BOUND, f"the epoch took {took:.1f} s")
+        self.assertEqual(got, self.reference(2, 0))
+        self.assertEqual(list(c.served), [self.gw.url])
+
+    def test_discovered(self):
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+        silent = silent_node(self)
+
+        def layout(k, doc):
+            doc["nodes"] = [{"url": silent, "up": True}, {"url": fc.urls[0], "up": True}]
+            doc["self"] = 1
+            return doc
+
+        fc.layout_edit = layout
+        c = self.client(fc.urls[0], discover=True, world=2, rank=0, probe_after=1)
+        got, took = self.timed(lambda: c.batch(0, 0))
+        self.assertLess(took, FAILOVER_BOUND)
+        self.assertEqual(c.home, silent)
+        self.assertEqual(c.served, {fc.urls[0]: 1})
+        self.assertEqual(got, self.reference(2, 0)[0])
+
+    def test_importance_feedback(self):
+        # Importance requests take the same path as batches.
+        keys = sorted(self.gw.files)[:3]
+        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, importance_job="pytest-probe",
+                        probe_after=1)
+        n, took = self.timed(lambda: c.feedback(0, keys, [1.0, 2.0, 3.0]))
+        self.assertEqual(n, 3)
+        self.assertLess(took, FAILOVER_BOUND)
+        self.assertEqual(c.served, {self.gw.url: 1})
+
+    def test_without_probes_the_timeout_decides(self):
+        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, probe_after=None, timeout=1.5)
+        got, took = self.timed(lambda: c.batch(0, 0))
+        self.assertGreaterEqual(took, 1.5)
+        self.assertEqual(got, self.reference(2, 0)[0])
+
+    def test_bad_probe_after(self):
+        for v in (0, -1, float("nan"), float("inf")):
+            with self.subTest(probe_after=v), self.assertRaises(ValueError):
+                brand.Client(self.gw.url, probe_after=v)
+
+
+class TestBusyNode(ProbeTest):
+    """A node that answers its probes is working on the batch: waited for."""
+
+    def test_slow_home_is_not_abandoned(self):
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+
+        def slow(h):
+            if h.path.startswith("/epoch/0/batch/"):
+                fc.release.wait(4)  # headers after 4 s; probes answered meanwhile
+            return False  # then answer as usual
+
+        fc.fail(0, slow)
+        c = self.client(peers=fc.urls, world=2, rank=0)
+        got, took = self.timed(lambda: c.batch(0, 0))
+        self.assertGreaterEqual(took, 4)
+        self.assertEqual(got, self.reference(2, 0)[0])
+        self.assertEqual(c.served, {fc.urls[0]: 1})
+        self.assertEqual(fc.hits("/epoch/0/batch/0"), [0])
+        self.assertEqual(fc.hits("/healthz"), [0], "probed once, at 3 s")
+
+    def test_probes_repeat_up_to_the_timeout(self):
+        fc = Cluster(self.gw.url, 2)
+        self.addCleanup(fc.close)
+
+        def busy(h):
+            if not h.path.startswith("/epoch/0/batch/"):
+                return False  # probes are answered
+            fc.release.wait(TIMEOUT)  # the batch is not, until the test ends
+            h.close_connection = True
+            return True
+
+        fc.fail(0, busy)
+        c = self.client(peers=fc.urls, world=2, rank=0, probe_after=0.5, timeout=2.0)
+        got, took = self.timed(lambda: c.batch(0, 0))
+        self.assertGreaterEqual(took, 2.0, "the home was abandoned before the timeout")
+        self.assertEqual(got, self.reference(2, 0)[0])
+        self.assertEqual(fc.hits("/epoch/0/batch/0"), [0, 1])
+        probes = fc.hits("/healthz")
+        self.assertGreaterEqual(len(probes), 2, "one probe every 0.5 s, at most 3 in 2 s")
+        self.assertEqual(set(probes), {0})
+
+    def test_a_single_node_is_not_probed(self):
+        fc = Cluster(self.gw.url, 1)
+        self.addCleanup(fc.close)
+        fc.fail(0, "hang")
+        c = self.client(fc.urls[0], probe_after=0.2, timeout=1.0, max_retries=0)
+        _, took = self.timed(lambda: self.assertRaises(brand.BrandConnectionError, c.batch, 0, 0))
+        self.assertGreaterEqual(took, 1.0)
+        self.assertEqual(fc.hits("/healthz"), [])
+
+
+class TestStoppedGateway(ProbeTest):
+    def test_home_stopped_mid_epoch(self):
+        """A real `brand serve` as the home, SIGSTOPped after answering: the
+        client's open keep-alive connection to it gets no answer."""
+        home = ServeCluster(self.gw, 1)  # a gateway of its own over the same store
+        self.addCleanup(home.stop)
+        pid = home.procs[0].pid
+        c = self.client(peers=[home.urls[0], self.gw.url], world=2, rank=0, ahead=0)
+        it = c.epoch(0)
+        got = [next(it)]
+        self.assertEqual(c.served, {home.urls[0]: 2})  # the plan and batch 0
+        os.kill(pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, pid, signal.SIGCONT)  # before home.stop
+        b, took = self.timed(lambda: next(it))
+        self.assertLess(took, FAILOVER_BOUND, f"the first batch after SIGSTOP took {took:.1f} s")
+        got += [b] + list(it)
+        self.assertEqual(got, self.reference(2, 0))
+        self.assertEqual(set(c.served), {home.urls[0], self.gw.url})
+
+
+if __name__ == "__main__":
+    unittest.main()
