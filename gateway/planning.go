@@ -25,8 +25,17 @@ type Planner interface {
 	// plan adds the importance epochs' figures; nil for the uniform
 	// shuffle.
 	Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error)
+	// SharedPlan returns the plan of jobs reading the dataset ix indexes
+	// at once through one cache of cacheBytes, as a value that encodes to
+	// JSON. Every field of every job is given: the gateway has filled its
+	// defaults and checked its limits (POST /plan).
+	SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error)
 	livestats.Optimizer
 }
+
+// planEpochs is the epochs a plan simulates when the request does not say,
+// of one job (GET /plan) or of each of several (POST /plan).
+const planEpochs = 3
 
 // handlePlan serves /plan: the job's schedule simulated for a cache size,
 // what hit ratio and backend traffic LRU and the optimal policy reach, the
@@ -41,7 +50,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := g.defaults
-	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: 3, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
+	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: planEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
 	if n := g.cluster.Nodes(); n > 1 {
 		base.Plan.Nodes = n
 	}
@@ -62,6 +71,16 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	g.writePlan(ctx, w, func(ctx context.Context) (any, error) {
+		return g.cfg.Planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
+	})
+}
+
+// writePlan computes a plan with plan, one at a time over the gateway,
+// and answers it. The request was checked before: an error of the planner
+// other than ctx's is a job it cannot plan (no batches, say), the
+// client's.
+func (g *Gateway) writePlan(ctx context.Context, w http.ResponseWriter, plan func(context.Context) (any, error)) {
 	// Plans cost up to seconds of CPU on large datasets: one at a time.
 	select {
 	case g.planning <- struct{}{}:
@@ -70,7 +89,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, ctx.Err())
 		return
 	}
-	plan, err := g.cfg.Planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
+	p, err := plan(ctx)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		writeError(ctx, w, err)
 		return
@@ -79,5 +98,5 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: %w", query.ErrBadRequest, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, plan)
+	writeJSON(w, http.StatusOK, p)
 }

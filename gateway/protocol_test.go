@@ -36,6 +36,7 @@ func TestMethods(t *testing.T) {
 		{http.MethodPut, "/samples/class0/sample00000", 405},
 		{http.MethodDelete, "/datasets", 405},
 		{http.MethodOptions, "/readyz", 405},
+		{http.MethodPut, "/plan", 405},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -46,8 +47,12 @@ func TestMethods(t *testing.T) {
 			}
 			allow := w.Header().Get("Allow")
 			if tt.status == 405 {
-				if allow != "GET, HEAD" {
-					t.Fatalf("405 with Allow %q, want %q", allow, "GET, HEAD")
+				want := "GET, HEAD"
+				if tt.path == "/plan" {
+					want = "GET, HEAD, POST" // one job, several jobs
+				}
+				if allow != want {
+					t.Fatalf("405 with Allow %q, want %q", allow, want)
 				}
 				var e struct{ Status int }
 				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Status != 405 {

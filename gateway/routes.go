@@ -76,11 +76,15 @@ func (g *Gateway) newRouter() chi.Router {
 }
 
 // allowedMethods is what a path takes: POST for importance feedback and
-// seals and the peers' sample requests, GET (and HEAD) for the rest.
+// seals and the peers' sample requests, GET (and HEAD) and POST for /plan
+// (one job, several jobs), GET (and HEAD) for the rest.
 func allowedMethods(path string) string {
-	if path == peer.SamplesPath || strings.HasPrefix(path, "/importance/") &&
-		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")) {
+	switch {
+	case path == peer.SamplesPath, strings.HasPrefix(path, "/importance/") &&
+		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")):
 		return http.MethodPost
+	case path == "/plan":
+		return "GET, HEAD, POST"
 	}
 	return "GET, HEAD"
 }
@@ -91,6 +95,7 @@ func (g *Gateway) adminRoutes(r chi.Router) {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/stats", g.handleStats)
 	r.Get("/plan", g.handlePlan)
+	r.Post("/plan", g.handleSharedPlan)
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,

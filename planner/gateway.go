@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/evict"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // ForGateway is the planner as the gateway uses it, through an interface of
@@ -49,6 +50,26 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o
 		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
 	}
 	return MakePlanContext(ctx, in)
+}
+
+// SharedPlan answers POST /plan: MakeSharedPlan for jobs (every field
+// given: the gateway filled its defaults) reading the dataset ix indexes
+// through one cache of cacheBytes, a *SharedPlan.
+func (ForGateway) SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error) {
+	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs))}
+	for i, j := range jobs {
+		in.Jobs[i] = SharedJob{
+			Job: Job{
+				Params:     shuffle.Params{Seed: j.Seed, Window: j.Window, BatchSize: j.BatchSize, World: j.World, DropLast: j.DropLast},
+				FirstEpoch: j.FirstEpoch,
+				Epochs:     j.Epochs,
+			},
+			Name:  j.Name,
+			Speed: j.Speed,
+			Start: j.Start,
+		}
+	}
+	return MakeSharedPlan(ctx, in)
 }
 
 // OptimalHitRatios simulates the optimal policy (Belady) with a cache of

@@ -57,6 +57,10 @@ func validateShared(d Dataset, jobs []SharedJob) ([]*schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
+		if s.numBatches() == 0 {
+			return nil, fmt.Errorf("%w: job %d: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
+				ErrInvalid, i, s.n, j.BatchSize, j.World)
+		}
 		out[i] = s
 	}
 	return out, nil
@@ -194,6 +198,13 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 		return nil, err
 	}
 	p.Optimal = sim.run(in.CacheBytes, Belady)
+	if len(in.Jobs) == 1 {
+		// A simulation names jobs only when it sees several; a shared
+		// plan always has its figures per job.
+		for _, r := range []*Result{&p.LRU, &p.Optimal} {
+			r.Jobs = []JobResult{{Job: 0, Epochs: r.Epochs, Hits: r.Hits, Accesses: r.Accesses, HitRatio: r.HitRatio, BackendBytes: r.BackendBytes}}
+		}
+	}
 	p.Partitioned = Result{Policy: Belady, CacheBytes: in.CacheBytes, Epochs: []EpochResult{}}
 	share := in.CacheBytes / int64(len(in.Jobs))
 	for i, j := range in.Jobs {
@@ -248,7 +259,9 @@ func largestWindow(d Dataset, j Job) (int64, error) {
 	for w := range ep.NumWindows() {
 		var b int64
 		for _, c := range ep.WindowChunks(w) {
-			b += d.ChunkSizes[c]
+			if d.Counts[c] > 0 { // a chunk with no samples is never read nor pinned
+				b += d.ChunkSizes[c]
+			}
 		}
 		most = max(most, b)
 	}

@@ -128,11 +128,18 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// writeInputs writes the dataset and job lines every report opens with.
+// writeInputs writes the dataset and job lines every report of one job
+// opens with.
 func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job, batches int) {
-	fmt.Fprintf(b, "Dataset   %d chunks, %d samples, %s\n", chunks, samples, formatBytes(datasetBytes))
+	writeDataset(b, chunks, samples, datasetBytes)
 	fmt.Fprintf(b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
 		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
 	fmt.Fprintf(b, "          epochs %d-%d, %d global batches per epoch\n",
 		j.FirstEpoch, j.FirstEpoch+j.Epochs-1, batches)
+}
+
+// writeDataset writes the dataset line every report opens with, that of
+// several jobs (SharedPlan) included.
+func writeDataset(b *bytes.Buffer, chunks, samples int, datasetBytes int64) {
+	fmt.Fprintf(b, "Dataset   %d chunks, %d samples, %s\n", chunks, samples, formatBytes(datasetBytes))
 }

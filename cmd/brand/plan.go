@@ -53,7 +53,8 @@ func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
 // size achieves under LRU and under the optimal (next-use) policy (with
 // --snapshot or --importance, in importance mode too), or with --nodes
 // what a cluster of that many nodes reads from the store and sends
-// between nodes.
+// between nodes, or with --shared-job what several jobs read through one
+// cache.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		src                 string
@@ -65,6 +66,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		s3                  cli.S3Flags
 		cl                  planCluster
 		imp                 planImportance
+		shared              sharedJobFlags
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
@@ -82,19 +84,30 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&pf, "prefetch-windows", 1, "windows the gateway prefetches beyond the current one")
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+
+		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
 	cl.register(fs)
 	imp.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [job flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]"); err != nil {
 		return err
 	}
 	if src == "" {
 		return fmt.Errorf("--src is required: the dataset to plan for")
 	}
+	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
+	var jobs []planner.SharedJob
+	if len(shared) > 0 {
+		var err error
+		if jobs, err = shared.jobs(fs, job); err != nil {
+			return err
+		}
+	}
 	wrld, err := cl.world(fs, wrld)
 	if err != nil {
 		return err
 	}
+	job.World = wrld
 	store, err := s3backend.Open(ctx, src, s3.Config())
 	if err != nil {
 		return err
@@ -103,11 +116,17 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(jobs) > 0 {
+		plan, err := planner.MakeSharedPlan(ctx, planner.SharedInput{Dataset: planner.DatasetOf(ix), Jobs: jobs, CacheBytes: int64(cache)})
+		if err != nil {
+			return err
+		}
+		return writePlan(env, plan, asJSON)
+	}
 	impMode, err := imp.load(ctx, store, ix)
 	if err != nil {
 		return err
 	}
-	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	if cl.nodes > 0 {
 		if impMode != nil {
 			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)

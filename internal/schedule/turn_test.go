@@ -131,6 +131,53 @@ func TestClocksRankWhoIsServedNext(t *testing.T) {
 	}
 }
 
+// TestWeightBringsAJobsUsesNearer: two streams in the same place of their
+// orders, between batches with the same gap; the one of weight 4 keeps
+// its window's chunks against the other's: its keys are nearer, by the
+// weight, than those of the stream of weight 1.
+func TestWeightBringsAJobsUsesNearer(t *testing.T) {
+	c := newClocked(t, 1<<40, 0)
+	a, b := c.stream(1, 4), c.stream(2, 4)
+	for _, js := range []order.Stream{a, b} {
+		w := 1.0
+		if js == b {
+			w = 4
+		}
+		f, err := c.Begin(js, 0, 0, 32, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.advance(js, 0, 32)
+		c.Finish(f)
+	}
+	c.tick(time.Millisecond)
+	for _, js := range []order.Stream{a, b} {
+		f, err := c.Begin(js, 0, 32, 32, map[order.Stream]float64{a: 1, b: 4}[js])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.advance(js, 0, 64)
+		c.Finish(f)
+	}
+	only := func(ks, others []chunkcache.Key) []chunkcache.Key {
+		return slices.DeleteFunc(slices.Clone(ks), func(k chunkcache.Key) bool { return slices.Contains(others, k) })
+	}
+	wa := only(c.windowKeys(t, a, 0), c.windowKeys(t, b, 0))
+	wb := only(c.windowKeys(t, b, 0), c.windowKeys(t, a, 0))
+	if len(wa) == 0 || len(wb) == 0 {
+		t.Fatalf("seeds 1 and 2 share their first windows' chunks: pick others")
+	}
+	now := c.nowAt(c.now)
+	loA, _ := c.keys(wa)
+	_, hiB := c.keys(wb)
+	if hiB >= loA {
+		t.Fatalf("b of weight 4 keys its window up to %d, a of weight 1 from %d: want b's nearer", hiB, loA)
+	}
+	if ra, rb := loA-now, hiB-now; ra <= 0 || rb <= 0 || float64(ra)/float64(rb) < 3 {
+		t.Fatalf("keys %v (weight 1) and %v (weight 4) from now: want about 4× apart", time.Duration(ra), time.Duration(rb))
+	}
+}
+
 // TestTurnsWhenWindowsDoNotFit: with room for one window and a half, a
 // second stream waits while the first reads its window, gets its turn when
 // the first moves on to its next window, and the first then waits behind

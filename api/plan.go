@@ -1,0 +1,61 @@
+package api
+
+// SharedPlanRequest is the body of POST /plan: several jobs reading one
+// dataset at once through one gateway's cache, to be simulated together
+// (docs/planner.md, "Several jobs sharing a cache"). GET /plan's query
+// string describes one job; a list of jobs, each with its own speed and
+// start, is a body's.
+type SharedPlanRequest struct {
+	Dataset string `json:"dataset,omitempty"` // "" means the gateway's default dataset
+	// Index pins the dataset's index version, as a job's index= does
+	// (Job.Index); "" plans for the version the cluster serves now.
+	Index string `json:"index,omitempty"`
+	// CacheSize is the cache to simulate, in bytes; 0 means the
+	// gateway's own.
+	CacheSize int64           `json:"cache_size,omitempty"`
+	Jobs      []SharedPlanJob `json:"jobs"` // 1..MaxSharedPlanJobs
+}
+
+// SharedPlanJob is one job of a SharedPlanRequest. A field the body leaves
+// out takes the gateway's default: its --seed, --window, --batch-size and
+// --drop-last, world 1, 3 epochs from epoch 0, speed 1, start 0. A field
+// given is taken as given, zero included, and checked against the limits
+// GET /plan applies to the same parameter (window 0 is refused, not the
+// default). As Job.Values does, the encoding leaves out the zero values
+// that are no valid choice (Window, BatchSize, World, Epochs, Speed), so
+// that a Go client's zero value means the default; Seed, FirstEpoch,
+// DropLast and Start are always sent.
+type SharedPlanJob struct {
+	// Name labels the job in the plan (1–128 of [A-Za-z0-9._-], as a
+	// job's job=); "" leaves it unnamed.
+	Name       string `json:"name,omitempty"`
+	Seed       uint64 `json:"seed"`
+	Window     int    `json:"window,omitempty"`
+	BatchSize  int    `json:"batch_size,omitempty"`
+	World      int    `json:"world,omitempty"`
+	Epochs     int    `json:"epochs,omitempty"` // 2..20, as GET /plan's
+	FirstEpoch int    `json:"first_epoch"`
+	DropLast   bool   `json:"drop_last"`
+	// Speed is how fast the job reads relative to the others: a job of
+	// speed s reads an epoch while one of speed 1 reads s epochs. > 0.
+	Speed float64 `json:"speed,omitempty"`
+	// Start is when the job sends its first batch, in epochs of a job of
+	// speed 1, the jobs of start 0 beginning together. >= 0.
+	Start float64 `json:"start"`
+}
+
+// Bounds of a POST /plan.
+const (
+	// MaxSharedPlanJobs is the most jobs a request may plan: a gateway
+	// follows at most 64 job streams, so a plan of more describes a cache
+	// no gateway runs (planner.MaxSharedJobs, which a test holds equal).
+	MaxSharedPlanJobs = 64
+	// MaxSharedPlanEpochs bounds the jobs' epochs summed: the plan holds
+	// every job's trace and their merge in memory, and this keeps it
+	// within about ten times GET /plan's 20 epochs of one job while
+	// allowing 64 jobs of the default 3 epochs.
+	MaxSharedPlanEpochs = 192
+	// MaxSharedPlanBodyBytes bounds the request body: 64 jobs with every
+	// field given take under 16 KiB.
+	MaxSharedPlanBodyBytes = 64 << 10
+)

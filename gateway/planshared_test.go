@@ -1,0 +1,150 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// POST /plan simulates the jobs of the body together, with the gateway's
+// defaults for the fields they leave out: the plan MakeSharedPlan makes of
+// the same jobs.
+func TestSharedPlan(t *testing.T) {
+	f := newFixture(t, 24, 10)
+	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.DropLast = true })
+	cache := f.index.TotalBytes() / 3
+	body := fmt.Sprintf(`{"cache_size": %d, "jobs": [{"name": "train"}, {"name": "eval", "seed": 7, "speed": 0.5, "start": 0.25, "epochs": 2, "drop_last": false}]}`, cache)
+	resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(body), "Content-Type", "application/json")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
+	}
+	var got planner.SharedPlan
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	// start's defaults: seed 42, window 2, batch size 8; world 1, 3 epochs.
+	want, err := planner.MakeSharedPlan(context.Background(), planner.SharedInput{
+		Dataset:    planner.DatasetOf(f.index),
+		CacheBytes: cache,
+		Jobs: []planner.SharedJob{
+			{Job: planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1, DropLast: true}, Epochs: 3}, Name: "train", Speed: 1},
+			{Job: planner.Job{Params: shuffle.Params{Seed: 7, Window: 2, BatchSize: 8, World: 1}, Epochs: 2}, Name: "eval", Speed: 0.5, Start: 0.25},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("POST /plan answered\n%+v\nwant\n%+v", got, *want)
+	}
+	if got.OptimalReads > got.LRUReads {
+		t.Errorf("optimal reads %.3f per job-epoch, LRU %.3f", got.OptimalReads, got.LRUReads)
+	}
+
+	// Without cache_size, the gateway's own.
+	resp, b = do(t, http.MethodPost, srv.URL+"/plan", []byte(`{"jobs": [{}]}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.CacheBytes != 64<<20 || len(got.Jobs) != 1 || got.Jobs[0].Seed != 42 || got.Jobs[0].Epochs != 3 || got.Jobs[0].Speed != 1 {
+		t.Errorf("defaults: cache %d, jobs %+v", got.CacheBytes, got.Jobs)
+	}
+
+	// GET /plan is still the single job's.
+	if resp, b := get(t, srv.URL+"/plan?epochs=2"); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"working_set_bytes"`) {
+		t.Errorf("GET /plan: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A body POST /plan cannot plan is the client's error, with a message
+// that says why.
+func TestSharedPlanBadRequests(t *testing.T) {
+	f := newFixture(t, 12, 10)
+	_, srv := start(t, f.store, func(c *gateway.Config) { c.Limits.MaxBatchSize = 64 })
+	// jobs is a body of n copies of job.
+	jobs := func(n int, job string) string {
+		return `{"jobs": [` + strings.TrimSuffix(strings.Repeat(job+",", n), ",") + `]}`
+	}
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		want   string
+	}{
+		{"empty body", ``, 400, "empty body"},
+		{"not JSON", `jobs`, 400, "body"},
+		{"not an object", `[{}]`, 400, "body: a JSON array; want an object"},
+		{"jobs not a list", `{"jobs": {}}`, 400, "body: jobs: a JSON object; want a list"},
+		{"a job not an object", `{"jobs": [3]}`, 400, "job 0: bad request: a JSON number; want an object"},
+		{"a window of words", `{"jobs": [{"window": "four"}]}`, 400, "job 0: bad request: window: a JSON string; want an integer"},
+		{"no jobs", `{"jobs": []}`, 400, "no jobs"},
+		{"jobs left out", `{"cache_size": 1000}`, 400, "no jobs"},
+		{"unknown field", `{"jobs": [{}], "colour": "red"}`, 400, `unknown field "colour"`},
+		{"unknown job field", `{"jobs": [{"rank": 1}]}`, 400, `job 0: bad request: json: unknown field "rank"`},
+		{"trailing garbage", `{"jobs": [{}]} x`, 400, "data after the JSON object"},
+		{"a second object", `{"jobs": [{}]} {"jobs": [{}]}`, 400, "data after the JSON object"},
+		{"a stray brace", `{"jobs": [{}]}}`, 400, "data after the JSON object"},
+		{"65 jobs", jobs(65, `{"name": "j"}`), 400, "65 jobs; at most 64"},
+		{"window 0", `{"jobs": [{}, {"window": 0}]}`, 400, "job 1: bad request: window must be between 1 and"},
+		{"batch size over the limit", `{"jobs": [{"batch_size": 65}]}`, 400, "batch_size must be between 1 and 64"},
+		{"world 0", `{"jobs": [{"world": 0}]}`, 400, "world must be between 1"},
+		{"one epoch", `{"jobs": [{"epochs": 1}]}`, 400, "epochs must be between 2 and 20"},
+		{"21 epochs", `{"jobs": [{"epochs": 21}]}`, 400, "epochs must be between 2 and 20"},
+		{"too many epochs in all", jobs(10, `{"epochs": 20}`), 400, "epochs sum to 200; at most 192"},
+		{"negative first epoch", `{"jobs": [{"first_epoch": -1}]}`, 400, "first_epoch must be between 0"},
+		{"negative seed", `{"jobs": [{"seed": -1}]}`, 400, "job 0: bad request: seed: a JSON number -1; want an integer >= 0"},
+		{"bad name", `{"jobs": [{"name": "a b"}]}`, 400, "job 0"},
+		{"speed -1", `{"jobs": [{"speed": -1}]}`, 400, "speed -1; must be > 0"},
+		{"negative start", `{"jobs": [{"start": -0.5}]}`, 400, "start -0.5; must be >= 0"},
+		{"negative cache", `{"cache_size": -1, "jobs": [{}]}`, 400, "cache_size -1"},
+		{"bad index", `{"index": "v1", "jobs": [{}]}`, 400, "index must be an index ID"},
+		{"too large", `{"jobs": [{}], "dataset": "` + strings.Repeat("d", api.MaxSharedPlanBodyBytes) + `"}`, 400, "over 65536 bytes"},
+		{"too large after the object", `{"jobs": [{}]}` + strings.Repeat(" ", api.MaxSharedPlanBodyBytes), 400, "over 65536 bytes"},
+		{"unknown dataset", `{"dataset": "nope", "jobs": [{}]}`, 404, "nope"},
+		{"index not held", `{"index": "0123456789abcdef", "jobs": [{}]}`, 409, "0123456789abcdef"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(tt.body))
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			var e api.Error
+			if err := json.Unmarshal(b, &e); err != nil || e.Status != tt.status {
+				t.Fatalf("error body %s (%v)", b, err)
+			}
+			if !strings.Contains(e.Error, tt.want) {
+				t.Errorf("error %q; want it to say %q", e.Error, tt.want)
+			}
+		})
+	}
+
+	// Up to the limits, the same requests plan.
+	for _, body := range []string{jobs(64, `{"name": "j"}`), `{"jobs": [{"batch_size": 64, "epochs": 20, "first_epoch": 3, "speed": 0, "start": 0}]}`} {
+		if resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(body)); resp.StatusCode != http.StatusOK {
+			t.Errorf("%.60s…: %d %s", body, resp.StatusCode, b)
+		}
+	}
+}
+
+// A gateway built without a planner answers POST /plan, as GET /plan, 501.
+func TestSharedPlanNoPlanner(t *testing.T) {
+	f := newFixture(t, 4, 4)
+	_, srv := start(t, f.store, func(c *gateway.Config) { c.Planner = nil })
+	resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(`{"jobs": [{}]}`))
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "without a planner") {
+		t.Errorf("POST /plan without a planner: %d %s", resp.StatusCode, b)
+	}
+}
