@@ -341,14 +341,7 @@ func TestClusterOfFourGateways(t *testing.T) {
 				t.FailNow()
 			}
 		}
-		if len(seen) != spec.Samples {
-			t.Fatalf("epoch %d: %d distinct samples over all ranks, want %d", epoch, len(seen), spec.Samples)
-		}
-		for k, n := range seen {
-			if n != 1 {
-				t.Fatalf("epoch %d: sample %s delivered %d times", epoch, k, n)
-			}
-		}
+		exactlyOnce(t, seen, spec.Samples, fmt.Sprintf("epoch %d over all ranks", epoch))
 		return lat
 	}
 	report := func(name string, c clusterCounters, steps [][]time.Duration) {
@@ -545,4 +538,18 @@ func (p *packed) index(t *testing.T) *chunkindex.Index {
 		t.Fatal(err)
 	}
 	return ix
+}
+
+// exactlyOnce fails t unless seen (delivered sample keys and their counts)
+// holds n distinct samples, each delivered once.
+func exactlyOnce(t *testing.T, seen map[string]int, n int, what string) {
+	t.Helper()
+	if len(seen) != n {
+		t.Fatalf("%s: %d distinct samples, want %d", what, len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("%s: sample %s delivered %d times", what, k, c)
+		}
+	}
 }
