@@ -107,6 +107,7 @@ type Error struct {
 // simulate and the rates that decide whether the trainer would stall.
 type PlanOptions struct {
 	CacheBytes         int64   // cache_size; the gateway's own when 0
+	DiskCacheBytes     int64   // disk_cache_size: a disk tier below the cache (each node's); 0 means none
 	Epochs             int     // epochs, 2..20; default 3
 	FirstEpoch         int     // first_epoch; default 0
 	BackendBytesPerSec float64 // bandwidth; default 1 GiB/s
@@ -125,6 +126,7 @@ const MaxPlanNodes = 4096
 // Query parameter names of PlanOptions.
 const (
 	ParamCacheSize       = "cache_size"
+	ParamDiskCacheSize   = "disk_cache_size"
 	ParamEpochs          = "epochs"
 	ParamFirstEpoch      = "first_epoch"
 	ParamBandwidth       = "bandwidth"
@@ -194,10 +196,12 @@ type JobStat struct {
 	Batches int64  `json:"batches"`
 	Samples int64  `json:"samples"`
 	// Accesses, Loads and HitRatio are as in EpochStat, over all its
-	// epochs; BackendBytes includes chunks prefetched for it.
+	// epochs; BackendBytes (from the store) and DiskBytes (from the disk
+	// tier) include chunks prefetched for it.
 	Accesses     int64   `json:"chunk_accesses"`
 	Loads        int64   `json:"chunk_loads"`
 	BackendBytes int64   `json:"backend_bytes"`
+	DiskBytes    int64   `json:"disk_bytes,omitempty"`
 	HitRatio     float64 `json:"hit_ratio"`
 	// WaitSeconds is how long its batches waited for their samples in
 	// all: for the job's turn when the jobs' windows did not fit in the
@@ -225,14 +229,45 @@ type EpochStat struct {
 	// Job is the job's name (job=), "" for an unnamed job; Snapshot
 	// names the importance snapshot the epoch is drawn from ("" for the
 	// uniform order).
-	Job          string   `json:"job,omitempty"`
-	Snapshot     string   `json:"snapshot,omitempty"`
-	Epoch        uint64   `json:"epoch"`
-	Accesses     int64    `json:"chunk_accesses"`
-	Loads        int64    `json:"chunk_loads"`
-	BackendBytes int64    `json:"backend_bytes"`
-	HitRatio     float64  `json:"hit_ratio"`
-	Optimal      *float64 `json:"optimal_hit_ratio,omitempty"`
+	Job          string `json:"job,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	Epoch        uint64 `json:"epoch"`
+	Accesses     int64  `json:"chunk_accesses"`
+	Loads        int64  `json:"chunk_loads"`
+	BackendBytes int64  `json:"backend_bytes"`
+	// DiskBytes are the bytes of chunk loads the disk tier served (not
+	// in BackendBytes, which are the store's); absent without one.
+	DiskBytes int64    `json:"disk_bytes,omitempty"`
+	HitRatio  float64  `json:"hit_ratio"`
+	Optimal   *float64 `json:"optimal_hit_ratio,omitempty"`
 	// Complete says batches of the epoch have carried all its samples.
 	Complete bool `json:"complete"`
+}
+
+// DiskStats are /stats "disk": the disk tier under the chunk cache
+// (--disk-cache), absent without one.
+type DiskStats struct {
+	Capacity int64 `json:"capacity_bytes"` // the bound, lowered for a drive found full
+	Bytes    int64 `json:"bytes"`          // of its files, written or being written
+	Chunks   int64 `json:"chunks"`         // written
+	FullDirs int   `json:"full_dirs"`      // directories whose drive said it was full
+	// Found is how many chunk files the gateway found when it started.
+	Found int64 `json:"found"`
+	// Reads and ReadBytes are the chunks the RAM cache missed that the
+	// disk served; Misses those it did not hold (read from the store).
+	Reads     int64 `json:"reads"`
+	ReadBytes int64 `json:"read_bytes"`
+	Misses    int64 `json:"misses"`
+	// Writes and WriteBytes are the chunks written; Skipped those loaded
+	// from the store and not written (needed later than everything on
+	// disk, or no writer free in time); Evictions those removed for a
+	// chunk needed sooner.
+	Writes     int64 `json:"writes"`
+	WriteBytes int64 `json:"write_bytes"`
+	Skipped    int64 `json:"skipped"`
+	Evictions  int64 `json:"evictions"`
+	// Dropped are files removed without being served (incomplete,
+	// malformed, stale, damaged, unreadable); Errors I/O errors.
+	Dropped int64 `json:"dropped"`
+	Errors  int64 `json:"errors"`
 }

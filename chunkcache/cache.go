@@ -65,6 +65,27 @@ type Loader interface {
 	Load(ctx context.Context, k Key, buf []byte) error
 }
 
+// A TieredLoader is a Loader that may fill a chunk from a tier below the
+// cache (a local disk) instead of the store, and says which: the cache
+// counts the two apart (Lease.Below, Stats.LoadsBelow) and offers a
+// Spiller only what came from the store.
+type TieredLoader interface {
+	Loader
+	LoadTiered(ctx context.Context, k Key, buf []byte) (below bool, err error)
+}
+
+// Spiller is a Loader that wants the bytes of each chunk it loaded once
+// the cache holds them: a disk tier below the cache keeps a copy of what
+// the store gave (internal/disktier). Spill is called after every
+// successful load, without the cache's lock, with the chunk pinned: its
+// bytes stay valid, and the chunk resident and counted, until Spill calls
+// release, which it must do exactly once. A slow Spill holds that pin,
+// so it must bound its own time.
+type Spiller interface {
+	Loader
+	Spill(k Key, data []byte, release func())
+}
+
 // LoaderFunc adapts a function to Loader.
 type LoaderFunc func(ctx context.Context, k Key, buf []byte) error
 
@@ -87,12 +108,15 @@ type Config struct {
 
 // Stats are cumulative counters and current sizes.
 type Stats struct {
-	Hits             int64 `json:"hits"`   // demand lookups (Acquire) that found the chunk resident or loading
-	Misses           int64 `json:"misses"` // demand lookups that had to load it
-	Evictions        int64 `json:"evictions"`
-	Loads            int64 `json:"loads"` // backend loads started by demand or prefetch
-	LoadErrors       int64 `json:"load_errors"`
-	LoadedBytes      int64 `json:"loaded_bytes"`
+	Hits        int64 `json:"hits"`   // demand lookups (Acquire) that found the chunk resident or loading
+	Misses      int64 `json:"misses"` // demand lookups that had to load it
+	Evictions   int64 `json:"evictions"`
+	Loads       int64 `json:"loads"` // backend loads started by demand or prefetch
+	LoadErrors  int64 `json:"load_errors"`
+	LoadedBytes int64 `json:"loaded_bytes"`
+	// LoadsBelow counts the loads a tier below the cache served
+	// (TieredLoader) instead of the store; they are in Loads too.
+	LoadsBelow       int64 `json:"loads_below,omitempty"`
 	PrefetchLoads    int64 `json:"prefetch_loads"`    // loads started by Prefetch
 	PrefetchRejected int64 `json:"prefetch_rejected"` // Prefetch calls that found no room they were allowed to make
 	// PrefetchUnused counts chunks a prefetch read that were evicted
@@ -117,8 +141,11 @@ type entry struct {
 	// prefetched marks a chunk read by Prefetch that no Acquire has
 	// pinned yet.
 	prefetched bool
-	done       chan struct{} // closed when the load ends, either way
-	err        error         // set before done is closed
+	// below marks a chunk its load read from a tier below the cache
+	// (TieredLoader), not from the store.
+	below bool
+	done  chan struct{} // closed when the load ends, either way
+	err   error         // set before done is closed
 }
 
 // Cache is a byte-bounded cache of whole chunks. It is safe for concurrent
@@ -153,6 +180,7 @@ type Cache struct {
 
 	hits, misses, evictions, loads, loadErrors, loadedBytes atomic.Int64
 	prefetchLoads, prefetchRejected, prefetchUnused         atomic.Int64
+	loadsBelow                                              atomic.Int64
 }
 
 // New returns an empty cache. It panics if Capacity is not positive or
@@ -197,6 +225,7 @@ func (c *Cache) Stats() Stats {
 	st.Hits, st.Misses, st.Evictions = c.hits.Load(), c.misses.Load(), c.evictions.Load()
 	st.Loads, st.LoadErrors, st.LoadedBytes = c.loads.Load(), c.loadErrors.Load(), c.loadedBytes.Load()
 	st.PrefetchLoads, st.PrefetchRejected, st.PrefetchUnused = c.prefetchLoads.Load(), c.prefetchRejected.Load(), c.prefetchUnused.Load()
+	st.LoadsBelow = c.loadsBelow.Load()
 	return st
 }
 
@@ -232,13 +261,20 @@ type Lease struct {
 	uniq    []*entry // each entry once
 	loaded  int
 	loadedB int64
+	below   int
+	belowB  int64
 	once    sync.Once
 }
 
-// Loaded reports how many of the lease's chunks this Acquire read from the
-// store, and their bytes: the misses that cost backend traffic. Chunks that
-// were resident or already loading count as hits.
+// Loaded reports how many of the lease's chunks this Acquire loaded, and
+// their bytes: the misses. Chunks that were resident or already loading
+// count as hits. Those a tier below the cache served are in Below too; the
+// rest cost store traffic.
 func (l *Lease) Loaded() (chunks int, bytes int64) { return l.loaded, l.loadedB }
+
+// Below reports how many of the chunks Loaded counts a tier below the
+// cache served (TieredLoader) rather than the store, and their bytes.
+func (l *Lease) Below() (chunks int, bytes int64) { return l.below, l.belowB }
 
 // Len returns the number of requests the lease answers.
 func (l *Lease) Len() int { return len(l.entries) }
@@ -346,6 +382,12 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		if e.err != nil {
 			l.Release()
 			return nil, e.err
+		}
+	}
+	for _, e := range loads {
+		if e.below { // set before done was closed
+			l.below++
+			l.belowB += e.size
 		}
 	}
 	return l, nil
@@ -509,7 +551,13 @@ func (c *Cache) dropLocked(b []byte) {
 // publishes the result and drops the load's pin. On failure the entry
 // leaves the cache and its buffer returns to the free list.
 func (c *Cache) load(e *entry) {
-	err := c.loader.Load(c.ctx, e.key, e.data)
+	var below bool
+	var err error
+	if tl, ok := c.loader.(TieredLoader); ok {
+		below, err = tl.LoadTiered(c.ctx, e.key, e.data)
+	} else {
+		err = c.loader.Load(c.ctx, e.key, e.data)
+	}
 	if err != nil && c.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
@@ -527,9 +575,25 @@ func (c *Cache) load(e *entry) {
 		return
 	}
 	c.loadedBytes.Add(int64(len(e.data)))
+	if below {
+		c.loadsBelow.Add(1)
+	}
+	e.below = below
 	e.ready = true
 	close(e.done)
-	c.unpinLocked(e)
+	sp, ok := c.loader.(Spiller)
+	if !ok || below {
+		c.unpinLocked(e)
+		return
+	}
+	// The load's pin stays until the spiller is done with the bytes.
+	c.mu.Unlock()
+	sp.Spill(e.key, e.data, func() {
+		c.mu.Lock()
+		c.unpinLocked(e)
+		c.mu.Unlock()
+	})
+	c.mu.Lock() // for the deferred unlock
 }
 
 func (c *Cache) pinLocked(e *entry) {
@@ -569,6 +633,9 @@ const (
 	// PrefetchRejected: no room could be made without waiting or without
 	// evicting a chunk admit refused; nothing was read.
 	PrefetchRejected
+	// PrefetchLoadedBelow: this call read the chunk into the cache from a
+	// tier below it (TieredLoader), not from the store.
+	PrefetchLoadedBelow
 )
 
 // Prefetch makes a chunk resident ahead of demand if it can do so without
@@ -615,6 +682,9 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 	}
 	if e.err != nil {
 		return PrefetchRejected, e.err
+	}
+	if e.below {
+		return PrefetchLoadedBelow, nil
 	}
 	return PrefetchLoaded, nil
 }

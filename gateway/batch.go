@@ -81,7 +81,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		defer res.Release()
 		served := l.Without(res.Missing)
 		g.stats.Batch(livestats.Served{Stream: l.Stream, Epoch: l.Epoch, EpochSamples: l.EpochSamples, Samples: len(served.IDs),
-			Chunks: res.Chunks, Loads: res.Loads, LoadedBytes: res.LoadedBytes, Wait: time.Since(waitFrom)})
+			Chunks: res.Chunks, Loads: res.Loads, LoadedBytes: res.LoadedBytes, DiskBytes: res.DiskBytes, Wait: time.Since(waitFrom)})
 		setBatchHeaders(w.Header(), served)
 		if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), served.Length(), res.Relieve}); err != nil {
 			g.log.Debug().Err(err).Msg("batch not completed")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/order"
@@ -46,6 +48,13 @@ type Config struct {
 
 	CacheSize   int64  // bytes; default 4 GiB
 	CachePolicy string // "schedule" (default) or "lru"
+
+	// DiskCache, if it names directories, keeps chunks on local disk below
+	// the RAM cache (internal/disktier): a chunk the cache misses is read
+	// from disk before the store, chunks read from the store are written
+	// there, and what stays is chosen by next use like the RAM cache's.
+	// A restarted gateway finds the chunks it kept.
+	DiskCache DiskCacheConfig
 
 	Defaults Defaults
 	Limits   Limits
@@ -167,6 +176,20 @@ type ClusterConfig struct {
 	Secret []byte
 }
 
+// DiskCacheConfig is the disk tier under the chunk cache.
+type DiskCacheConfig struct {
+	// Dirs are the directories to keep chunks in, one per drive; the
+	// tier keeps its files in a subdirectory of each (disktier.Subdir).
+	Dirs []string
+	// Size bounds the bytes kept, in all, split equally between Dirs.
+	// Required with Dirs.
+	Size int64
+	// WriteFile, if set, writes the tier's files instead of the operating
+	// system (disktier.Config.WriteFile): tests fail writes with it as a
+	// full or failing drive would.
+	WriteFile func(path string, header, data []byte) error
+}
+
 // DefaultPeerTimeout is ClusterConfig.PeerTimeout when zero.
 const DefaultPeerTimeout = 10 * time.Second
 
@@ -243,6 +266,7 @@ type Gateway struct {
 	orders   *order.Orders
 	sched    *schedule.Schedule
 	cache    *chunkcache.Cache
+	disk     *disktier.Tier // nil without --disk-cache
 	prefetch schedule.Prefetch
 	cluster  clusterView
 	reader   *reader.Reader
@@ -296,6 +320,21 @@ func New(cfg Config) (*Gateway, error) {
 		shared = g.sched.Shared
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
+	if d := cfg.DiskCache; len(d.Dirs) > 0 {
+		var distance func(chunkcache.Key) int64 // lru: least recently used
+		if cfg.CachePolicy == "schedule" {
+			distance = g.sched.Distance
+		}
+		g.disk, err = disktier.Open(disktier.Config{Dirs: d.Dirs, Capacity: d.Size, Distance: distance, WriteFile: d.WriteFile,
+			Registry: reg, Log: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: disk cache: %w", err)
+		}
+		loader = loader.WithDisk(g.disk)
+		st := g.disk.Stats()
+		cfg.Logger.Info().Strs("dirs", d.Dirs).Int64("capacity_bytes", st.Capacity).Int64("found_chunks", st.Chunks).
+			Int64("found_bytes", st.Bytes).Msg("disk cache opened")
+	}
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
@@ -320,7 +359,9 @@ func New(cfg Config) (*Gateway, error) {
 			Distance: g.sched.Distance, Prefetchable: func(k chunkcache.Key) bool { return g.sched.Table().Prefetchable(k) },
 			Displaces: func(need int64) bool { return g.sched.Table().Displaces(need) },
 			Registry:  reg, Log: cfg.Logger,
-			Loaded: func(u schedule.Use, bytes int64) { g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes) }})
+			Loaded: func(u schedule.Use, bytes int64, disk bool) {
+				g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes, disk)
+			}})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
@@ -358,6 +399,12 @@ func (cfg *Config) fill() ([]string, error) {
 	}
 	if cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("gateway: negative cache size %d", cfg.CacheSize)
+	}
+	switch d := cfg.DiskCache; {
+	case len(d.Dirs) > 0 && d.Size <= 0:
+		return nil, fmt.Errorf("gateway: a disk cache (%s) needs a positive size, not %d bytes", strings.Join(d.Dirs, ", "), d.Size)
+	case len(d.Dirs) == 0 && d.Size != 0:
+		return nil, fmt.Errorf("gateway: a disk cache size (%d bytes) without a directory", d.Size)
 	}
 	switch cfg.CachePolicy {
 	case "":
@@ -475,6 +522,9 @@ func (g *Gateway) Close() {
 	g.prefetch.Close()
 	g.stats.Close()
 	g.cache.Close()
+	if g.disk != nil {
+		g.disk.Close()
+	}
 }
 
 // Load reads every dataset's index. Transient store errors are retried with
@@ -496,6 +546,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 			Int64("bytes", ds.Index.TotalBytes()).Msg("dataset loaded")
 	}
 	g.warnSmallCache(loaded)
+	g.pruneDisk(loaded)
 	if !g.cfg.NoPrefault {
 		// Touching gigabytes of pages takes seconds: say so in the 503s.
 		why := fmt.Sprintf("allocating the chunk cache's memory (up to %s); the indexes are loaded", humanize.IBytes(uint64(g.cfg.CacheSize)))
@@ -510,6 +561,28 @@ func (g *Gateway) Load(ctx context.Context) error {
 		g.catalog.Poll(g.cfg.IndexPoll)
 	}
 	return nil
+}
+
+// pruneDisk removes the disk cache's files that name no chunk of the
+// datasets loaded: a restarted gateway keeps what its indexes still
+// describe (object, ETag and size) and reads only the rest from the store.
+func (g *Gateway) pruneDisk(loaded []*catalog.Dataset) {
+	if g.disk == nil {
+		return
+	}
+	byName := make(map[string]*catalog.Dataset, len(loaded))
+	for _, ds := range loaded {
+		byName[ds.Name] = ds
+	}
+	kept, removed := g.disk.Prune(func(k chunkcache.Key, size int64) bool {
+		ds, ok := byName[k.Dataset]
+		if !ok {
+			return false
+		}
+		c, ok := ds.ChunkOf(k)
+		return ok && ds.Index.Chunk(c).Size == size
+	})
+	g.log.Info().Int("kept_chunks", kept).Int("removed_chunks", removed).Msg("disk cache checked against the loaded indexes")
 }
 
 // warnSmallCache says, at start, when the cache is smaller than what the

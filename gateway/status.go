@@ -48,7 +48,17 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Turns       api.TurnStats     `json:"turns"`
 		Epochs      []api.EpochStat   `json:"epochs"`
 		Cluster     *api.ClusterStats `json:"cluster,omitempty"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names())})
+		Disk        *api.DiskStats    `json:"disk,omitempty"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats()})
+}
+
+// DiskStats returns the disk tier's figures, nil without one.
+func (g *Gateway) DiskStats() *api.DiskStats {
+	if g.disk == nil {
+		return nil
+	}
+	st := g.disk.Stats()
+	return &st
 }
 
 // handleCluster serves GET /cluster[?world=W]. A single gateway answers

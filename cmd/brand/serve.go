@@ -34,6 +34,8 @@ type serveFlags struct {
 	defaultDataset  string
 	cacheSize       cli.ByteSize
 	cachePolicy     string
+	diskCache       datasetFlags
+	diskCacheSize   cli.ByteSize
 	seed            uint64
 	batchSize       int
 	window          int
@@ -69,6 +71,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	f.cacheSize = gateway.DefaultCacheSize
 	fs.Var(&f.cacheSize, "cache-size", "chunk cache bound in bytes (e.g. 4GiB)")
 	fs.StringVar(&f.cachePolicy, "cache-policy", "schedule", "eviction: schedule (next use, from the known order) or lru")
+	fs.Var(&f.diskCache, "disk-cache", "directory keeping chunks on local disk below the RAM cache, kept across restarts (repeatable, or comma-separated: one per drive)")
+	fs.Var(&f.diskCacheSize, "disk-cache-size", "bound on the disk cache, in all, split equally between its directories (e.g. 500GiB); required with --disk-cache")
 	fs.Uint64Var(&f.seed, "seed", 0, "default shuffle seed")
 	fs.IntVar(&f.batchSize, "batch-size", 32, "default batch size (samples per rank)")
 	fs.IntVar(&f.window, "window", 8, "default shuffle window, in chunks")
@@ -137,6 +141,19 @@ func (f *serveFlags) specs() ([]gateway.DatasetSpec, error) {
 	return out, nil
 }
 
+// diskDirs are the --disk-cache directories, comma-separated lists split.
+func (f *serveFlags) diskDirs() []string {
+	var dirs []string
+	for _, v := range f.diskCache {
+		for d := range strings.SplitSeq(v, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
+}
+
 // copyLimit is the memory for copies out of the cache: --copy-bytes, or
 // the gateway's default.
 func (f *serveFlags) copyLimit() int64 {
@@ -199,6 +216,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		DefaultDataset:      f.defaultDataset,
 		Backend:             backend,
 		CacheSize:           int64(f.cacheSize),
+		DiskCache:           gateway.DiskCacheConfig{Dirs: f.diskDirs(), Size: int64(f.diskCacheSize)},
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
 		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize, MaxBatchBytes: int64(f.maxBatchBytes)},

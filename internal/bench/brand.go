@@ -23,6 +23,7 @@ type brandRun struct {
 	fraction   float64
 	cacheBytes int64
 	policy     string
+	opts       brandOpts
 	epochs     []brandEpoch
 	// ahead are warm epochs read after epochs, one per Config.AheadLevels
 	// entry, by clients keeping that many batches in flight.
@@ -47,6 +48,10 @@ var gatewayCounters = []string{
 	"brand_prefetch_queued_total",
 	"brand_prefetch_dropped_total",
 	"brand_chunk_fetch_duration_seconds_sum",
+	"brand_disk_reads_total",
+	"brand_disk_read_bytes_total",
+	"brand_disk_writes_total",
+	"brand_disk_found_chunks",
 	"brand_chunk_fetch_duration_seconds_count",
 	"go_gc_duration_seconds_count",
 	"process_cpu_seconds_total",
@@ -76,12 +81,37 @@ func (r *runner) cacheBytes(fraction float64) int64 {
 	return int64(math.Ceil(fraction * float64(r.tb.index.TotalBytes())))
 }
 
+// brandOpts are what a run of the disk group adds to a gateway's run.
+type brandOpts struct {
+	diskDir   string // --disk-cache; "" for none
+	diskBytes int64  // --disk-cache-size
+	first     int    // the first epoch read
+	restarted bool   // a gateway started again on a disk cache another filled
+	tag       string // of the gateway's log name, for runs of other groups
+}
+
+// config is the run's rows' configuration name.
+func (o brandOpts) config() string {
+	switch {
+	case o.restarted:
+		return ConfigBrandRestart
+	case o.diskDir != "":
+		return ConfigBrandDisk
+	}
+	return ConfigBrand
+}
+
 // runBrand starts a gateway with a cache of the given fraction and policy
 // and reads epochs 0..epochs-1 through it with the Go client.
 func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, epochs int) (*brandRun, error) {
-	run := &brandRun{fraction: fraction, cacheBytes: r.cacheBytes(fraction), policy: policy}
-	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs", sizeString(run.cacheBytes), percentString(fraction), policy, epochs)
-	g, err := r.startBrandGateway(ctx, fraction, policy, "")
+	return r.runBrandWith(ctx, fraction, policy, epochs, brandOpts{})
+}
+
+// runBrandWith is runBrand with a disk tier, or a first epoch other than 0.
+func (r *runner) runBrandWith(ctx context.Context, fraction float64, policy string, epochs int, opts brandOpts) (*brandRun, error) {
+	run := &brandRun{fraction: fraction, cacheBytes: r.cacheBytes(fraction), policy: policy, opts: opts}
+	r.logf("brand: cache %s (%s of the dataset), policy %s, %d epochs%s", sizeString(run.cacheBytes), percentString(fraction), policy, epochs, opts.describe())
+	g, err := r.startBrandGateway(ctx, fraction, policy, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +127,8 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 	if err != nil {
 		return nil, err
 	}
-	for e := range epochs {
-		ep, err := r.brandEpoch(ctx, g, c, ct, e, pprof.Labels("config", ConfigBrand, "policy", policy, "cache", percentString(fraction), "epoch", strconv.Itoa(e)))
+	for e := opts.first; e < opts.first+epochs; e++ {
+		ep, err := r.brandEpoch(ctx, g, c, ct, e, pprof.Labels("config", opts.config(), "policy", policy, "cache", percentString(fraction), "epoch", strconv.Itoa(e)))
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +137,7 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 			e, float64(ep.samples)/ep.elapsed.Seconds(), float64(ep.bytes)/ep.elapsed.Seconds()/1e6,
 			ratio(ep.hits, ep.hits+ep.misses), sizeString(ep.peakRSS))
 	}
-	if fraction >= 1 && policy == "schedule" && len(r.cfg.Brand.AheadLevels) > 0 {
+	if fraction >= 1 && policy == "schedule" && len(r.cfg.Brand.AheadLevels) > 0 && opts.diskDir == "" {
 		// Warm epochs at each read-ahead depth, after the run's own: the
 		// client's concurrency, swept as the limits' is.
 		for i, level := range r.cfg.Brand.AheadLevels {
@@ -148,7 +178,7 @@ func (r *runner) runBrand(ctx context.Context, fraction float64, policy string, 
 // job, with a cache of the given fraction of the dataset and policy, and
 // waits until it is ready. Its log (and profile) is named
 // gateway-<tag><policy>-<cache %>.
-func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy, tag string) (*gatewayProc, error) {
+func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy string, opts brandOpts) (*gatewayProc, error) {
 	srv := r.tb.srv
 	args := []string{"serve",
 		"--listen", "127.0.0.1:0",
@@ -166,6 +196,14 @@ func (r *runner) startBrandGateway(ctx context.Context, fraction float64, policy
 		"--shutdown-timeout", "10s",
 		"--s3-endpoint", srv.URL(),
 		"--s3-region", "us-east-1",
+	}
+	tag := opts.tag
+	if opts.diskDir != "" {
+		args = append(args, "--disk-cache", opts.diskDir, "--disk-cache-size", strconv.FormatInt(opts.diskBytes, 10))
+		tag = "disk-"
+		if opts.restarted {
+			tag = "disk-restarted-"
+		}
 	}
 	args = append(args, r.cfg.Processes.GatewayArgs...)
 	name := fmt.Sprintf("gateway-%s%s-%g", tag, policy, fraction*100)
@@ -248,16 +286,36 @@ func (r *runner) brandEpoch(ctx context.Context, g *gatewayProc, c *client.Clien
 	return ep, nil
 }
 
+// describe says what opts add, for the log.
+func (o brandOpts) describe() string {
+	if o.diskDir == "" {
+		return ""
+	}
+	s := fmt.Sprintf(", disk cache of %s in %s", sizeString(o.diskBytes), o.diskDir)
+	if o.restarted {
+		s += ", restarted on it"
+	}
+	return s
+}
+
 // rows turns a run into one row per epoch.
 func (run *brandRun) rows(group string) []Row {
 	var out []Row
-	for e, ep := range run.epochs {
+	for i, ep := range run.epochs {
+		e := run.opts.first + i
 		st := run.stats.epoch(e)
-		label := fmt.Sprintf("Brand, cache %s, epoch %d", percentString(run.fraction), e)
-		if run.policy != "schedule" {
-			label = fmt.Sprintf("Brand %s, cache %s, epoch %d", run.policy, percentString(run.fraction), e)
+		name := "Brand"
+		switch {
+		case run.opts.restarted:
+			name = "Brand + disk, restarted"
+		case run.opts.diskDir != "":
+			name = "Brand + disk"
 		}
-		row := run.row(ConfigBrand, group, label, ep, st)
+		label := fmt.Sprintf("%s, cache %s, epoch %d", name, percentString(run.fraction), e)
+		if run.policy != "schedule" {
+			label = fmt.Sprintf("%s %s, cache %s, epoch %d", name, run.policy, percentString(run.fraction), e)
+		}
+		row := run.row(run.opts.config(), group, label, ep, st)
 		epoch := e
 		row.Epoch = &epoch
 		out = append(out, row)

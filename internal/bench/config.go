@@ -21,6 +21,7 @@ const (
 	GroupBaselines = "baselines" // (c) and (d)
 	GroupBrand     = "brand"     // the gateway at each cache fraction
 	GroupPolicy    = "policy"    // lru vs schedule vs the planner's optimum
+	GroupDisk      = "disk"      // RAM only against RAM + a disk tier, and a warm restart
 	// GroupPython is PyTorch's DataLoader over boto3 and over Brand, and
 	// the Python client beside the Go client (see Python). Skipped, with
 	// the reason in the report, where no Python imports torch and boto3.
@@ -28,7 +29,7 @@ const (
 )
 
 // AllGroups lists every group, in the order a run measures them.
-var AllGroups = []string{GroupLimits, GroupBaselines, GroupBrand, GroupPolicy, GroupPython}
+var AllGroups = []string{GroupLimits, GroupBaselines, GroupBrand, GroupPolicy, GroupDisk, GroupPython}
 
 // gatewayDataset is the name the gateway under test serves the dataset by.
 const gatewayDataset = "bench"
@@ -48,6 +49,7 @@ type Config struct {
 	Concurrency Concurrency
 	Brand       Brand
 	Policy      Policy
+	Disk        Disk
 	// ShuffleBuffer is the WebDataset (d) shuffle buffer, in samples.
 	ShuffleBuffer int
 	Python        Python
@@ -120,6 +122,14 @@ type Policy struct {
 	Epochs int     // steady epochs compared
 }
 
+// Disk is the disk tier comparison: at each cache fraction, a gateway
+// with the RAM cache alone and one with a disk tier holding the whole
+// dataset read epochs 0..Epochs-1 each; then the second is stopped and
+// started again on the same disk cache and reads one more epoch.
+type Disk struct {
+	CacheFractions []float64
+}
+
 // Processes are the programs the harness starts, each as a process of its
 // own so that its CPU time and peak RSS are its own.
 type Processes struct {
@@ -153,6 +163,7 @@ func DefaultConfig() Config {
 		},
 		Brand:         Brand{CacheFractions: []float64{0.25, 0.5, 1}, Epochs: 3, Ahead: 3, AheadLevels: []int{1, 2, 4, 8}},
 		Policy:        Policy{Cache: 0.5, Epochs: 3},
+		Disk:          Disk{CacheFractions: []float64{0.25, 1}},
 		ShuffleBuffer: 1000,
 		Python: Python{Workers: []int{2, 4, 8}, BrandWorkers: []int{0, 2, 4}, CacheFractions: []float64{0.5, 1},
 			ObjectSamples: 10000, ClientRounds: 2},
@@ -204,6 +215,7 @@ func (c Config) withDefaults() (Config, error) {
 	orDefaultList(&c.Concurrency.ObjectReaders, d.Concurrency.ObjectReaders)
 	orDefaultList(&c.Concurrency.ShardReaders, d.Concurrency.ShardReaders)
 	orDefaultList(&c.Brand.CacheFractions, d.Brand.CacheFractions)
+	orDefaultList(&c.Disk.CacheFractions, d.Disk.CacheFractions)
 	orDefault(&c.Brand.Epochs, d.Brand.Epochs)
 	orDefault(&c.Brand.Ahead, d.Brand.Ahead)
 	orDefaultList(&c.Brand.AheadLevels, d.Brand.AheadLevels)

@@ -246,7 +246,7 @@ func (py pyLoader) brand(ctx context.Context, fraction float64) error {
 	r := py.r
 	cfg := r.cfg.Python
 	r.logf("python: Brand at cache %s, DataLoader over BrandDataset", percentString(fraction))
-	g, err := r.startBrandGateway(ctx, fraction, "schedule", "python-")
+	g, err := r.startBrandGateway(ctx, fraction, "schedule", brandOpts{tag: "python-"})
 	if err != nil {
 		return err
 	}

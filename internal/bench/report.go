@@ -260,7 +260,7 @@ func (rep *Report) limitRow(config string) *Row {
 // limit server) served the row's client.
 func (r *Row) serverProcess() bool {
 	switch r.Config {
-	case ConfigBrand, ConfigBrandAhead, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches,
+	case ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart, ConfigProxy, ConfigStoreForward, ConfigStoreVerify, ConfigMemory, ConfigMemoryBatches,
 		ConfigPyBrand, ConfigPyClient, ConfigGoClient:
 		return true
 	}

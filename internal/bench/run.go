@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/brandgw/brand/internal/minioserver"
@@ -33,6 +34,11 @@ const (
 	// ConfigBrandAhead is Brand's warm epochs with the cache holding the
 	// dataset, at the best of Config.AheadLevels.
 	ConfigBrandAhead = "brand-ahead"
+	// ConfigBrandDisk is Brand with a disk tier holding the dataset
+	// below the RAM cache; ConfigBrandRestart the same gateway started
+	// again on the disk cache it filled (the disk group).
+	ConfigBrandDisk    = "brand-disk"
+	ConfigBrandRestart = "brand-disk-restarted"
 	// The python group's rows are ConfigPyObjects, ConfigPyBrand,
 	// ConfigPyClient and ConfigGoClient (python.go).
 )
@@ -150,6 +156,11 @@ type GatewayRun struct {
 	// StartCPU is the CPU time the gateway used before it was ready.
 	StartCPU float64            `json:"start_cpu_seconds"`
 	Counters map[string]float64 `json:"counters"`
+	// DiskBytes is the disk tier's size (--disk-cache-size), 0 without
+	// one; Restarted, whether the gateway started on a disk cache an
+	// earlier one filled.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	Restarted bool  `json:"restarted,omitempty"`
 }
 
 // SweepPoint is one concurrency level's throughput.
@@ -248,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{GroupBaselines, r.runBaselines},
 		{GroupBrand, r.runBrandGroup},
 		{GroupPolicy, r.runPolicyGroup},
+		{GroupDisk, r.runDiskGroup},
 		{GroupPython, r.runPythonGroup},
 	}
 	for _, s := range steps {
@@ -357,7 +369,7 @@ func (r *runner) measured(ctx context.Context, fn func(ctx context.Context) erro
 
 func (r *runner) add(row Row) {
 	r.rep.Rows = append(r.rep.Rows, row)
-	if row.Config != ConfigBrand && row.Config != ConfigBrandAhead {
+	if !slices.Contains([]string{ConfigBrand, ConfigBrandAhead, ConfigBrandDisk, ConfigBrandRestart}, row.Config) {
 		r.logf("  %s: %.0f samples/s, %.0f MB/s at concurrency %d", row.Label, row.SamplesPerSec, row.MBPerSec, row.Concurrency)
 	}
 }

@@ -41,7 +41,46 @@ type Loader struct {
 	catalog *Catalog
 	timeout time.Duration // bounds one chunk's read, re-reads and retries included
 	rereads int           // extra reads of a chunk that fails its checksum
+	disk    Disk          // nil: no disk tier
 	log     zerolog.Logger
+}
+
+// Disk is a tier of chunks on local disk below the cache
+// (internal/disktier): looked at before the store, given what the store
+// gave. Bytes it reads are verified as the store's are, and a chunk that
+// fails is dropped from it and read from the store.
+type Disk interface {
+	Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool
+	Spill(k chunkcache.Key, data []byte, release func())
+}
+
+// WithDisk returns the loader reading through d first.
+func (l Loader) WithDisk(d Disk) Loader {
+	l.disk = d
+	return l
+}
+
+// Spill implements chunkcache.Spiller: a chunk the cache holds is offered
+// to the disk tier, if there is one.
+func (l Loader) Spill(k chunkcache.Key, data []byte, release func()) {
+	if l.disk == nil {
+		release()
+		return
+	}
+	l.disk.Spill(k, data, release)
+}
+
+// fromDisk fills buf with chunk c from the disk tier, verified, and
+// reports whether it did.
+func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) bool {
+	return l.disk.Read(ctx, k, buf, func(buf []byte) error {
+		v := chunkindex.NewVerifier(ds.Index, c, buf)
+		v.Progress(0, len(buf))
+		if id, got := v.Finish(); id >= 0 {
+			return checksumError(ds.Index, badSample{id, got}, k.Object, k.Dataset)
+		}
+		return nil
+	})
 }
 
 // NewLoader returns the loader of c's chunks: each read bounded by
@@ -53,10 +92,26 @@ func NewLoader(c *Catalog, timeout time.Duration, rereads int) Loader {
 
 // Load implements chunkcache.Loader.
 func (l Loader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	_, err := l.LoadTiered(ctx, k, buf)
+	return err
+}
+
+// LoadTiered implements chunkcache.TieredLoader: the chunk comes from the
+// disk tier if it holds it whole and right (below), else from the store.
+func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (below bool, err error) {
 	ds, c, err := l.catalog.Chunk(k)
 	if err != nil {
-		return err
+		return false, err
 	}
+	if l.disk != nil && l.fromDisk(ctx, ds, c, k, buf) {
+		return true, nil
+	}
+	return false, l.fromStore(ctx, ds, c, k, buf)
+}
+
+// fromStore reads chunk c from the store into buf, verified, re-reading a
+// chunk that fails its checksum (Loader).
+func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) error {
 	m := l.catalog.metrics
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
@@ -136,5 +191,8 @@ func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) 
 		ErrCorrupt, ix.SampleKey(bad.id), object, dataset, bad.got, want)
 }
 
-// _ checks that Loader is a chunkcache.Loader.
-var _ chunkcache.Loader = Loader{}
+// _ checks that Loader is a chunkcache.Spiller and a TieredLoader.
+var (
+	_ chunkcache.Spiller      = Loader{}
+	_ chunkcache.TieredLoader = Loader{}
+)

@@ -105,7 +105,7 @@ type jobStats struct {
 	// The job's totals.
 	batches, samples int64
 	accesses, loads  int64
-	bytes            int64
+	bytes, disk      int64 // loaded from the store; from the disk tier
 	wait             time.Duration
 }
 
@@ -120,7 +120,7 @@ type epochCount struct {
 	samples         int // in the epoch
 	served          int // samples of the epoch served so far
 	accesses, loads int64
-	bytes           int64
+	bytes, disk     int64        // loaded from the store; from the disk tier
 	prefetched      map[int]bool // chunks read ahead for the epoch, not yet used by it
 	optimal         *float64
 	computedAt      int64 // accesses when the optimum was computed
@@ -260,10 +260,12 @@ type Served struct {
 	EpochSamples int // in the epoch
 	Samples      int // the batch carried
 	// Chunks are its distinct chunks in first-use order; Loads and
-	// LoadedBytes what its read took from the store.
+	// LoadedBytes what its read loaded into the cache, DiskBytes the part
+	// of those the disk tier gave (the rest came from the store).
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
+	DiskBytes   int64
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
@@ -295,12 +297,15 @@ func (s *Stats) Batch(b Served) {
 	loads = min(loads, len(b.Chunks))
 	c.accesses += int64(len(b.Chunks))
 	c.loads += int64(loads)
-	c.bytes += b.LoadedBytes
+	store := b.LoadedBytes - b.DiskBytes
+	c.bytes += store
+	c.disk += b.DiskBytes
 	c.served += b.Samples
 	j.accesses += int64(len(b.Chunks))
 	j.loads += int64(loads)
-	j.bytes += b.LoadedBytes
-	s.jobBytes.With(l).Add(float64(b.LoadedBytes))
+	j.bytes += store
+	j.disk += b.DiskBytes
+	s.jobBytes.With(l).Add(float64(store))
 	s.publishLocked(js, b.Epoch, c)
 
 	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
@@ -345,13 +350,19 @@ func (s *Stats) Batch(b Served) {
 	}
 }
 
-// Prefetched records a chunk read ahead of demand for an epoch.
-func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64) {
+// Prefetched records a chunk read ahead of demand for an epoch, from the
+// store or (disk) from the disk tier.
+func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobLocked(js)
-	j.bytes += bytes
-	s.jobBytes.With(jobLabelsOf(js)).Add(float64(bytes))
+	store, below := bytes, int64(0)
+	if disk {
+		store, below = 0, bytes
+	}
+	j.bytes += store
+	j.disk += below
+	s.jobBytes.With(jobLabelsOf(js)).Add(float64(store))
 	c := s.epochLocked(js, j, epoch, js.DS.Index.NumSamples())
 	if c == nil {
 		return
@@ -360,7 +371,8 @@ func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64
 		c.prefetched = map[int]bool{}
 	}
 	c.prefetched[chunk] = true
-	c.bytes += bytes
+	c.bytes += store
+	c.disk += below
 	s.publishLocked(js, epoch, c)
 }
 
@@ -460,7 +472,7 @@ func (s *Stats) Snapshot() []api.EpochStat {
 	for js, j := range s.jobs {
 		for e, c := range j.epochs {
 			st := api.EpochStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
-				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, Complete: c.complete()}
+				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, Complete: c.complete()}
 			if c.accesses > 0 {
 				st.HitRatio = 1 - float64(c.loads)/float64(c.accesses)
 			}
@@ -485,7 +497,7 @@ func (s *Stats) Jobs() []api.JobStat {
 	out := []api.JobStat{}
 	for js, j := range s.jobs {
 		st := api.JobStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name,
-			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes,
+			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk,
 			WaitSeconds: j.wait.Seconds()}
 		if j.accesses > 0 {
 			st.HitRatio = 1 - float64(j.loads)/float64(j.accesses)

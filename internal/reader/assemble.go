@@ -101,7 +101,13 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 	if through {
 		req := sub.DS.ChunkRequest(sub.Chunks[from])
 		buf := make([]byte, req.Size)
-		err := r.loader.Load(ctx, req.Key, buf)
+		var below bool
+		var err error
+		if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
+			below, err = tl.LoadTiered(ctx, req.Key, buf)
+		} else {
+			err = r.loader.Load(ctx, req.Key, buf)
+		}
 		if _, ok := damaged(err, sub, skip); ok {
 			dropped[from] = true
 			return nil
@@ -111,6 +117,9 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		}
 		res.Loads++
 		res.LoadedBytes += req.Size
+		if below {
+			res.DiskBytes += req.Size
+		}
 		copyOut(from, buf)
 		return nil
 	}
@@ -137,8 +146,10 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 			return err
 		}
 		n, nb := lease.Loaded()
+		_, db := lease.Below()
 		res.Loads += n
 		res.LoadedBytes += nb
+		res.DiskBytes += db
 		for i, s := range slots {
 			copyOut(s, lease.Bytes(i))
 		}

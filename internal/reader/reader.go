@@ -137,11 +137,13 @@ type Result struct {
 	Missing    []int
 	MissingPos []int
 	// What this node's cache did: the distinct chunks read through it,
-	// in first-use order, and how many of them (and their bytes) it read
-	// from the store.
+	// in first-use order, and how many of them (and their bytes) it
+	// loaded, DiskBytes of those from the disk tier, the rest from the
+	// store.
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
+	DiskBytes   int64
 	InParts     bool
 
 	r       *Reader
@@ -283,6 +285,7 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		res.release = append(res.release, lease.Release)
 		res.Chunks = sub.Chunks
 		res.Loads, res.LoadedBytes = lease.Loaded()
+		_, res.DiskBytes = lease.Below()
 		for j, id := range sub.IDs {
 			_, off, length, _ := s.DS.Index.SampleRange(id)
 			data[pos[j]] = lease.Bytes(sub.Slot[j])[off : off+length : off+length]

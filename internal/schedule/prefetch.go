@@ -50,7 +50,7 @@ type Prefetcher struct {
 	distance func(chunkcache.Key) int64 // the schedule's next-use key
 	keep     func(chunkcache.Key) bool  // whether the cache would keep it until used
 	displace func(need int64) bool      // whether it may evict chunks needed later
-	loaded   func(u Use, bytes int64)
+	loaded   func(u Use, bytes int64, disk bool)
 	queued   prometheus.Counter
 	dropped  prometheus.Counter
 	log      zerolog.Logger
@@ -76,8 +76,9 @@ type PrefetcherConfig struct {
 	// evict chunks needed after it (UseTable.Displaces), rather than
 	// only chunks no stream needs; nil: always.
 	Displaces func(need int64) bool
-	// Loaded is told of every chunk a prefetch read from the store.
-	Loaded   func(u Use, bytes int64)
+	// Loaded is told of every chunk a prefetch read, from the store or
+	// (disk) from the disk tier below the cache.
+	Loaded   func(u Use, bytes int64, disk bool)
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -187,7 +188,9 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 	case res == chunkcache.PrefetchRejected:
 		p.dropped.Inc()
 	case res == chunkcache.PrefetchLoaded:
-		p.loaded(t.use, r.Size)
+		p.loaded(t.use, r.Size, false)
+	case res == chunkcache.PrefetchLoadedBelow:
+		p.loaded(t.use, r.Size, true)
 	}
 }
 

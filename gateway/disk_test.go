@@ -1,0 +1,329 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/disktier"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// chunkStore counts the bytes and reads of chunk objects (not the index).
+type chunkStore struct {
+	s3backend.Store
+	mu    sync.Mutex
+	bytes int64
+	reads map[string]int
+}
+
+func newChunkStore(s s3backend.Store) *chunkStore {
+	return &chunkStore{Store: s, reads: map[string]int{}}
+}
+
+func (c *chunkStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	if strings.HasPrefix(key, "chunks/") {
+		c.mu.Lock()
+		c.bytes += int64(len(p))
+		c.reads[key]++
+		c.mu.Unlock()
+	}
+	return c.Store.ReadRange(ctx, key, etag, off, p)
+}
+
+// take returns the chunk bytes and reads since the last call, and resets.
+func (c *chunkStore) take() (int64, map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, r := c.bytes, c.reads
+	c.bytes, c.reads = 0, map[string]int{}
+	return b, r
+}
+
+// readVerifiedEpoch reads epoch e whole in batches of 8 and checks that
+// every sample comes once, byte for byte as packed.
+func readVerifiedEpoch(t *testing.T, f *fixture, url string, e int) {
+	t.Helper()
+	n := f.index.NumSamples()
+	seen := map[string]int{}
+	for m := range (n + 7) / 8 {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?batch_size=8", url, e, m))
+		if resp.StatusCode != 200 {
+			t.Fatalf("epoch %d batch %d: %d %s", e, m, resp.StatusCode, body)
+		}
+		f.verify(t, readTar(t, body), seen)
+	}
+	exactlyOnce(t, seen, n, fmt.Sprintf("epoch %d", e))
+}
+
+// settleDisk waits until the disk tier holds chunks chunks: writes finish
+// after the batches that caused them.
+func settleDisk(t *testing.T, g *gateway.Gateway, chunks int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for g.DiskStats().Chunks < chunks {
+		if time.Now().After(deadline) {
+			t.Fatalf("disk cache holds %+v, want %d chunks", *g.DiskStats(), chunks)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func datasetBytes(f *fixture) (total int64) {
+	for c := range f.index.NumChunks() {
+		total += f.index.Chunk(c).Size
+	}
+	return total
+}
+
+// TestDiskTierHoldsADatasetFourTimesTheCache: with a RAM cache a quarter
+// of the dataset and a disk tier that holds it, warm epochs read at most
+// a hundredth of the dataset from the store (without the tier, about
+// three quarters), under either policy.
+func TestDiskTierHoldsADatasetFourTimesTheCache(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	for _, policy := range []string{"schedule", "lru"} {
+		t.Run(policy, func(t *testing.T) {
+			store := newChunkStore(f.store)
+			g, srv := start(t, store, func(c *gateway.Config) {
+				c.CacheSize = total / 4
+				c.CachePolicy = policy
+				c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{t.TempDir()}, Size: 2 * total}
+			})
+			for e := range 3 {
+				readVerifiedEpoch(t, f, srv.URL, e)
+				settleDisk(t, g, int64(f.index.NumChunks()))
+				got, _ := store.take()
+				t.Logf("epoch %d: %.3f of the dataset from the store; disk %+v", e, float64(got)/float64(total), *g.DiskStats())
+				if e == 0 && got < total {
+					t.Fatalf("epoch 0 read %d bytes of %d from the store: the first epoch must read everything", got, total)
+				}
+				if e > 0 && got > total/100 {
+					t.Fatalf("epoch %d read %.3f of the dataset from the store, want at most 0.01", e, float64(got)/float64(total))
+				}
+			}
+			if st := g.DiskStats(); st.Reads == 0 || st.Errors != 0 || st.Dropped != 0 {
+				t.Fatalf("disk stats %+v", *st)
+			}
+			// /stats tells the store's bytes from the disk's, per epoch.
+			for _, es := range g.EpochStats() {
+				if es.Epoch > 0 && (es.BackendBytes > total/100 || es.DiskBytes == 0) {
+					t.Fatalf("epoch %d: /stats says %d bytes from the store, %d from disk", es.Epoch, es.BackendBytes, es.DiskBytes)
+				}
+			}
+		})
+	}
+}
+
+// TestDiskTierWithoutRoomForAllKeepsTheSoonest: a disk that holds half
+// the dataset beside a RAM cache of a quarter still saves store reads
+// against RAM alone, and never serves a wrong byte.
+func TestDiskTierWithoutRoomForAllKeepsTheSoonest(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	run := func(disk bool) int64 {
+		store := newChunkStore(f.store)
+		_, srv := start(t, store, func(c *gateway.Config) {
+			c.CacheSize = total / 4
+			if disk {
+				c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{t.TempDir()}, Size: total / 2}
+			}
+		})
+		var warm int64
+		for e := range 4 {
+			readVerifiedEpoch(t, f, srv.URL, e)
+			time.Sleep(50 * time.Millisecond) // let the writes of the epoch end
+			got, _ := store.take()
+			if e > 0 {
+				warm += got
+			}
+		}
+		return warm
+	}
+	ram, disk := run(false), run(true)
+	t.Logf("warm epochs' store reads: RAM only %.3f, RAM + disk %.3f datasets", float64(ram)/float64(total), float64(disk)/float64(total))
+	if disk >= ram*3/4 {
+		t.Fatalf("a disk of half the dataset saved too little: %d bytes against %d with RAM only", disk, ram)
+	}
+}
+
+// TestDiskTierWarmRestart: a gateway restarted on the same disk cache
+// reads at most a hundredth of the dataset from the store in its first
+// epoch.
+func TestDiskTierWarmRestart(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	dir := t.TempDir()
+	cfg := func(c *gateway.Config) {
+		c.CacheSize = total / 4
+		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
+	}
+	g, srv := start(t, newChunkStore(f.store), cfg)
+	readVerifiedEpoch(t, f, srv.URL, 0)
+	settleDisk(t, g, int64(f.index.NumChunks()))
+	srv.Close()
+	g.Close()
+
+	store := newChunkStore(f.store)
+	g, srv = start(t, store, cfg)
+	if st := g.DiskStats(); st.Found != int64(f.index.NumChunks()) || st.Chunks != st.Found {
+		t.Fatalf("restarted gateway's disk stats %+v: want all %d chunks found and kept", *st, f.index.NumChunks())
+	}
+	readVerifiedEpoch(t, f, srv.URL, 1)
+	if got, _ := store.take(); got > total/100 {
+		t.Fatalf("the restarted gateway's first epoch read %.3f of the dataset from the store, want at most 0.01", float64(got)/float64(total))
+	}
+}
+
+// TestDiskTierNeverServesADamagedFile: truncated, garbled and foreign
+// files, and what a kill mid-write leaves, are never served: their chunks
+// are read from the store, each once, and every byte served is right.
+func TestDiskTierNeverServesADamagedFile(t *testing.T) {
+	f := newFixture(t, 16, 8)
+	total := datasetBytes(f)
+	dir := t.TempDir()
+	cfg := func(c *gateway.Config) {
+		c.CacheSize = total / 4
+		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
+	}
+	g, srv := start(t, newChunkStore(f.store), cfg)
+	readVerifiedEpoch(t, f, srv.URL, 0)
+	settleDisk(t, g, int64(f.index.NumChunks()))
+	srv.Close()
+	g.Close()
+
+	sub := filepath.Join(dir, disktier.Subdir)
+	des, err := os.ReadDir(sub)
+	if err != nil || len(des) != f.index.NumChunks() {
+		t.Fatalf("disk cache holds %d files (%v), want %d", len(des), err, f.index.NumChunks())
+	}
+	var files []string
+	for _, de := range des {
+		files = append(files, filepath.Join(sub, de.Name()))
+	}
+	slices.Sort(files)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 0: truncated. 1: a byte in the middle flipped (inside a sample:
+	// the header is right, so only the samples' CRC32C can tell). 2: the
+	// file of chunk 3 under chunk 2's name (foreign). A write cut short
+	// by a kill: a temporary file. A stranger's file.
+	info, _ := os.Stat(files[0])
+	must(os.Truncate(files[0], info.Size()/2))
+	b, _ := os.ReadFile(files[1])
+	b[len(b)/2] ^= 0x40
+	must(os.WriteFile(files[1], b, 0o644))
+	b3, _ := os.ReadFile(files[3])
+	must(os.WriteFile(files[2], b3, 0o644))
+	must(os.WriteFile(files[4]+".tmp-98765", b3[:len(b3)/3], 0o644))
+	must(os.WriteFile(filepath.Join(sub, "0000stranger.chunk"), []byte("BRANDCHK but not really"), 0o644))
+
+	store := newChunkStore(f.store)
+	g, srv = start(t, store, cfg)
+	readVerifiedEpoch(t, f, srv.URL, 1)
+	_, reads := store.take()
+	if len(reads) != 3 {
+		t.Fatalf("the store was read for chunks %v; want exactly the 3 damaged ones", reads)
+	}
+	for k, n := range reads {
+		if n != 1 {
+			t.Fatalf("chunk %s read %d times from the store", k, n)
+		}
+	}
+	st := g.DiskStats()
+	// Chunks evicted from RAM within the epoch may be read from disk
+	// twice: at least the 13 intact ones.
+	if st.Dropped != 5 || st.Reads < int64(f.index.NumChunks()-3) {
+		t.Fatalf("disk stats %+v: want 5 files dropped (truncated, garbled, foreign, incomplete, stranger) and the rest read", *st)
+	}
+	// The damaged chunks were read from the store and written again.
+	settleDisk(t, g, int64(f.index.NumChunks()))
+}
+
+// TestDiskTierFullDiskDoesNotFailABatch: a drive that fills up, or fails
+// every write, costs store reads, never a batch.
+func TestDiskTierFullDiskDoesNotFailABatch(t *testing.T) {
+	f := newFixture(t, 16, 8)
+	total := datasetBytes(f)
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EIO} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			var mu sync.Mutex
+			writes := 0
+			failing := func(path string, header, data []byte) error {
+				mu.Lock()
+				defer mu.Unlock()
+				writes++
+				if writes > 3 {
+					return &os.PathError{Op: "write", Path: path, Err: errno}
+				}
+				return os.WriteFile(path, append(append([]byte{}, header...), data...), 0o644)
+			}
+			store := newChunkStore(f.store)
+			g, srv := start(t, store, func(c *gateway.Config) {
+				c.CacheSize = total / 4
+				c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{t.TempDir()}, Size: 2 * total, WriteFile: failing}
+			})
+			for e := range 3 {
+				readVerifiedEpoch(t, f, srv.URL, e)
+			}
+			st := g.DiskStats()
+			if st.Errors == 0 || st.Chunks > 3 {
+				t.Fatalf("disk stats %+v: want write errors and at most the 3 chunks written", *st)
+			}
+			if errno == syscall.ENOSPC && st.FullDirs != 1 {
+				t.Fatalf("disk stats %+v: the full drive is not reported", *st)
+			}
+		})
+	}
+}
+
+// TestClusterOwnersServePeersFromDisk: on a cluster each owner keeps its
+// chunks on its own disk, so warm epochs read nothing from the store
+// although no node's RAM holds its share, and peers are answered from
+// either tier.
+func TestClusterOwnersServePeersFromDisk(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	nodes := startCluster(t, f, 2, nil, func(c *gateway.Config) {
+		c.CacheSize = total / 8 // a quarter of each node's half
+		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dirs[c.Cluster.Self]}, Size: total}
+	})
+	prev := make([]int64, len(nodes))
+	for e := range 3 {
+		readVerifiedEpoch(t, f, nodes[e%2].srv.URL, e)
+		for _, n := range nodes { // let the epoch's writes end
+			settleDisk(t, n.g, n.g.DiskStats().Misses-n.g.DiskStats().Skipped)
+		}
+		var got int64
+		for k, n := range nodes {
+			_, b, _ := n.store.chunkReads()
+			got += b - prev[k]
+			prev[k] = b
+		}
+		t.Logf("epoch %d: %.3f of the dataset from the store", e, float64(got)/float64(total))
+		if e > 0 && got > total/100 {
+			t.Fatalf("epoch %d read %.3f of the dataset from the store, want at most 0.01", e, float64(got)/float64(total))
+		}
+	}
+	var diskReads int64
+	for _, n := range nodes {
+		diskReads += n.g.DiskStats().Reads
+	}
+	if diskReads == 0 {
+		t.Fatal("no chunk was read from a node's disk")
+	}
+}
