@@ -342,7 +342,7 @@ func (c *Config) validateRun() error {
 			return fmt.Errorf("unknown group %q (want some of %v)", g, AllGroups)
 		}
 	}
-	if (c.runs(GroupBrand) || c.runs(GroupPolicy) || c.runs(GroupPython)) && c.Processes.GatewayBinary == "" {
+	if (c.runs(GroupBrand) || c.runs(GroupPolicy) || c.runs(GroupDisk) || c.runs(GroupPython)) && c.Processes.GatewayBinary == "" {
 		return errors.New("the brand, policy and python groups need the brand binary (Processes.GatewayBinary; brand-bench finds it for the brand and policy groups, so run python with one of them or give --gateway-binary)")
 	}
 	if c.runs(GroupLimits) && c.Processes.LimitBinary == "" {

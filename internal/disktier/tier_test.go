@@ -296,3 +296,37 @@ func TestSmallerCapacityOnReopen(t *testing.T) {
 		t.Fatalf("stats %+v: want 2 chunks within the capacity", st)
 	}
 }
+
+// TestConcurrentUse spills, reads and prunes from many goroutines at once
+// (run with -race): every read that succeeds returns its chunk's bytes,
+// and the tier stays within its capacity.
+func TestConcurrentUse(t *testing.T) {
+	const size, chunks = 2000, 24
+	capacity := 8 * (size + headerOf(0))
+	dist := func(k chunkcache.Key) int64 { return int64(len(k.Object)*7+int(k.Object[len(k.Object)-5])) % 13 }
+	tr := open(t, Config{Dirs: []string{t.TempDir(), t.TempDir()}, Capacity: capacity, Distance: dist, Writers: 1})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for n := range 200 {
+				i := (w*31 + n*7) % chunks
+				switch n % 3 {
+				case 0:
+					tr.Spill(key(i), chunk(i, size), func() {})
+				case 1:
+					if got, ok := read(tr, i, size); ok && !bytes.Equal(got, chunk(i, size)) {
+						t.Errorf("chunk %d: wrong bytes served", i)
+					}
+				default:
+					if n%30 == 2 {
+						tr.Prune(func(k chunkcache.Key, _ int64) bool { return k != key(i) })
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := tr.Stats(); st.Bytes > st.Capacity || st.Bytes < 0 {
+		t.Fatalf("stats %+v: bytes outside [0, capacity]", st)
+	}
+}
