@@ -135,7 +135,9 @@ func (o *runOptions) prepare() (cleanup func(), err error) {
 	}
 	// The limits are this build's, whichever gateway binary is measured.
 	o.cfg.Processes.LimitBinary = exe
-	needsGateway := slices.ContainsFunc(o.cfg.Groups, func(g string) bool { return g == bench.GroupBrand || g == bench.GroupPolicy || g == bench.GroupDisk || g == bench.GroupPython })
+	needsGateway := slices.ContainsFunc(o.cfg.Groups, func(g string) bool {
+		return g == bench.GroupBrand || g == bench.GroupPolicy || g == bench.GroupDisk || g == bench.GroupPython
+	})
 	if o.cfg.Processes.GatewayBinary == "" && needsGateway {
 		if o.cfg.Processes.GatewayBinary, err = findBrand(exe); err != nil {
 			return cleanup, err
