@@ -81,9 +81,16 @@ type TieredLoader interface {
 // bytes stay valid, and the chunk resident and counted, until Spill calls
 // release, which it must do exactly once. A slow Spill holds that pin,
 // so it must bound its own time.
+//
+// Wants is asked, after an Acquire pinned it, of each chunk that was
+// resident already: if it says yes, the chunk is offered with Spill then
+// (a disk that could not keep up when the chunk was loaded catches up
+// while it is still in memory). It is called without the cache's lock
+// and must be cheap.
 type Spiller interface {
 	Loader
 	Spill(k Key, data []byte, release func())
+	Wants(k Key) bool
 }
 
 // LoaderFunc adapts a function to Loader.
@@ -364,6 +371,9 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		l.loadedB += uniq[j].Size
 	}
 	c.mu.Unlock()
+	if sp, ok := c.loader.(Spiller); ok && len(missing) < len(uniq) {
+		c.offerResident(sp, l.uniq, loads)
+	}
 	c.hits.Add(int64(len(uniq) - len(missing)))
 	c.misses.Add(int64(len(missing)))
 	for _, e := range loads {
@@ -391,6 +401,28 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		}
 	}
 	return l, nil
+}
+
+// offerResident offers sp the ready chunks of pinned that this Acquire did
+// not load, if it wants them, each pinned again until sp releases it.
+func (c *Cache) offerResident(sp Spiller, pinned, loads []*entry) {
+	for _, e := range pinned {
+		if slices.Contains(loads, e) || !sp.Wants(e.key) {
+			continue
+		}
+		c.mu.Lock()
+		if !e.ready || c.entries[e.key] != e {
+			c.mu.Unlock()
+			continue
+		}
+		c.pinLocked(e)
+		c.mu.Unlock()
+		go sp.Spill(e.key, e.data, func() {
+			c.mu.Lock()
+			c.unpinLocked(e)
+			c.mu.Unlock()
+		})
+	}
 }
 
 // waitForRoomLocked queues the caller and returns, with c.mu held, once it

@@ -52,6 +52,7 @@ type Loader struct {
 type Disk interface {
 	Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool
 	Spill(k chunkcache.Key, data []byte, release func())
+	Wants(k chunkcache.Key) bool
 }
 
 // WithDisk returns the loader reading through d first.
@@ -69,6 +70,10 @@ func (l Loader) Spill(k chunkcache.Key, data []byte, release func()) {
 	}
 	l.disk.Spill(k, data, release)
 }
+
+// Wants implements chunkcache.Spiller: whether the disk tier asks for a
+// chunk the cache holds, which it could not write when it was loaded.
+func (l Loader) Wants(k chunkcache.Key) bool { return l.disk != nil && l.disk.Wants(k) }
 
 // fromDisk fills buf with chunk c from the disk tier, verified, and
 // reports whether it did.

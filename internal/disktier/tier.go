@@ -57,6 +57,9 @@ type Tier struct {
 
 	mu      sync.Mutex
 	entries map[chunkcache.Key]*entry
+	// later holds chunks not written because no writer was free in time:
+	// Wants asks for them again while the RAM cache still holds them.
+	later   map[chunkcache.Key]struct{}
 	seq     uint64 // recency, for LRU and ties
 	closed  bool
 	writing sync.WaitGroup
@@ -104,7 +107,7 @@ func Open(cfg Config) (*Tier, error) {
 		cfg.WriteFile = writeFile
 	}
 	t := &Tier{distance: cfg.Distance, writeWait: cfg.WriteWait, writeFile: cfg.WriteFile, log: cfg.Log,
-		entries: map[chunkcache.Key]*entry{}}
+		entries: map[chunkcache.Key]*entry{}, later: map[chunkcache.Key]struct{}{}}
 	share := cfg.Capacity / int64(len(cfg.Dirs))
 	seen := map[string]bool{}
 	for _, p := range cfg.Dirs {
@@ -318,6 +321,11 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 	case <-timer.C:
 		t.undo(e)
 		t.m.skipped.with("busy").Add(1)
+		t.mu.Lock()
+		if len(t.later) < maxLater {
+			t.later[k] = struct{}{}
+		}
+		t.mu.Unlock()
 		return
 	}
 	start := time.Now()
@@ -346,12 +354,40 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 	t.m.writes.Add(1)
 	t.m.writeBytes.Add(int64(len(data)))
 	t.mu.Lock()
+	delete(t.later, k)
 	if t.entries[k] == e {
 		e.ready = true
 	} else { // removed while being written (a failed read, Prune)
 		os.Remove(e.path)
 	}
 	t.mu.Unlock()
+}
+
+// maxLater bounds the chunks remembered for a later write.
+const maxLater = 1 << 16
+
+// Wants reports whether the tier asks for chunk k now, which the RAM cache
+// holds: k was not written when it was loaded because no writer was free
+// in time, and a writer is free now. The cache then offers it with Spill
+// (chunkcache.Spiller), so a disk slower than the store catches up while
+// the chunks are in memory instead of reading them from the store again.
+func (t *Tier) Wants(k chunkcache.Key) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.later[k]; !ok || t.closed {
+		return false
+	}
+	if _, ok := t.entries[k]; ok {
+		delete(t.later, k)
+		return false
+	}
+	for _, d := range t.dirs {
+		if len(d.sem) < cap(d.sem) {
+			delete(t.later, k) // Spill puts it back if it is busy again
+			return true
+		}
+	}
+	return false
 }
 
 // undo forgets an entry whose write did not happen.

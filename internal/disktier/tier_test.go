@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/chunkcache"
 )
@@ -328,5 +329,44 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if st := tr.Stats(); st.Bytes > st.Capacity || st.Bytes < 0 {
 		t.Fatalf("stats %+v: bytes outside [0, capacity]", st)
+	}
+}
+
+// TestBusyChunksAreWantedLater: a chunk not written because no writer
+// was free in time is asked for again once one is.
+func TestBusyChunksAreWantedLater(t *testing.T) {
+	const size = 1000
+	block := make(chan struct{})
+	var mu sync.Mutex
+	slow := func(path string, header, data []byte) error {
+		mu.Lock()
+		b := block
+		mu.Unlock()
+		<-b
+		return writeFile(path, header, data)
+	}
+	tr := open(t, Config{Dirs: []string{t.TempDir()}, Capacity: 1 << 20, Writers: 1, WriteWait: 50 * time.Millisecond, WriteFile: slow})
+	done := make(chan struct{})
+	go func() { spill(t, tr, 0, size); close(done) }() // holds the one writer
+	time.Sleep(20 * time.Millisecond)
+	spill(t, tr, 1, size) // waits 50 ms for it, then gives up
+	if tr.Wants(key(1)) {
+		t.Fatal("wanted while the writer is still busy")
+	}
+	mu.Lock()
+	close(block)
+	block = make(chan struct{})
+	close(block)
+	mu.Unlock()
+	<-done
+	if !tr.Wants(key(1)) || tr.Wants(key(1)) {
+		t.Fatal("the skipped chunk should be wanted once, when a writer is free")
+	}
+	if tr.Wants(key(0)) || tr.Wants(key(2)) {
+		t.Fatal("a written chunk, or one never offered, is wanted")
+	}
+	spill(t, tr, 1, size)
+	if !tr.Has(key(1)) {
+		t.Fatal("the chunk offered again was not written")
 	}
 }
