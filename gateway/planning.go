@@ -42,7 +42,10 @@ const planEpochs = 3
 // cache that never stalls at a bandwidth, and the window's shuffle quality;
 // with sampling=importance&job=J&importance=V&hot=H, the same for epochs
 // drawn from snapshot V besides; or, with nodes=N (a cluster's default),
-// the prediction for N nodes each with a cache of cache_size.
+// the prediction for N nodes each with a cache of cache_size. With
+// disk_cache_size=D (default: the gateway's --disk-cache-size; 0: none) the
+// plan adds a disk tier of D bytes below the cache (each node's): the
+// store and disk reads per policy.
 func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if g.cfg.Planner == nil {
@@ -50,7 +53,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := g.defaults
-	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, Epochs: planEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
+	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, DiskCacheBytes: g.cfg.DiskCache.Size, Epochs: planEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
 	if n := g.cluster.Nodes(); n > 1 {
 		base.Plan.Nodes = n
 	}

@@ -35,9 +35,15 @@ func SimulateImportance(trace []Access, sizes []int64, weights []float64, cacheB
 			panic(fmt.Sprintf("planner: chunk %d weight %v; must be finite and >= 0", c, w))
 		}
 	}
-	s := newSimulator(trace, sizes)
-	cacheBytes = max(cacheBytes, 0)
-	return s.serve(newAwareCache(s, cacheBytes, weights), cacheBytes, ImportanceAware)
+	return newSimulator(trace, sizes).runAware(max(cacheBytes, 0), 0, weights)
+}
+
+// runAware simulates ImportanceAware with a cache of cacheBytes and a disk
+// of diskBytes below it (0: none), the disk ranking its chunks by the
+// cache's keys.
+func (s *simulator) runAware(cacheBytes, diskBytes int64, weights []float64) Result {
+	cc := newAwareCache(s, cacheBytes, weights)
+	return s.serve(cc, cacheBytes, s.disk(diskBytes, ImportanceAware, cc.far), ImportanceAware)
 }
 
 // awareCache simulates ImportanceAware. Resident, unpinned chunks sit in a

@@ -69,6 +69,33 @@ func BenchmarkSimulate(b *testing.B) {
 	}
 }
 
+// BenchmarkSimulateTiers replays that trace through a cache of a tenth of
+// the dataset with a disk of half the dataset below it, under each policy.
+func BenchmarkSimulateTiers(b *testing.B) {
+	d := benchDataset()
+	var total int64
+	for _, size := range d.ChunkSizes {
+		total += size
+	}
+	for _, window := range []int{32, 10_000} {
+		tr, err := Trace(d, benchJob(window))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range []Policy{LRU, Belady} {
+			b.Run(fmt.Sprintf("window=%d/%v", window, p), func(b *testing.B) {
+				b.ReportAllocs()
+				var r Result
+				for b.Loop() {
+					r = SimulateTiers(tr, d.ChunkSizes, total/10, total/2, p)
+				}
+				b.ReportMetric(float64(len(tr)), "accesses")
+				b.ReportMetric(float64(r.DiskBytes)/float64(r.BackendBytes+r.DiskBytes), "disk-share")
+			})
+		}
+	}
+}
+
 // BenchmarkSimulateImportance replays the same traces under the
 // importance-aware policy, chunk weights drawn from a fixed generator.
 func BenchmarkSimulateImportance(b *testing.B) {

@@ -26,6 +26,9 @@ type ClusterInput struct {
 	IndexKey       uint64
 	Nodes          int   // 1..MaxNodes
 	NodeCacheBytes int64 // each node's cache, >= 0
+	// NodeDiskCacheBytes is each node's disk tier below its cache, >= 0;
+	// 0 means none.
+	NodeDiskCacheBytes int64
 }
 
 // ClusterPlan is MakeClusterPlan's report. Its JSON form is what the
@@ -44,7 +47,10 @@ type ClusterPlan struct {
 	BatchesPerEpoch   int   `json:"batches_per_epoch"` // global batches
 	NodeCacheBytes    int64 `json:"node_cache_bytes"`
 	ClusterCacheBytes int64 `json:"cluster_cache_bytes"` // Nodes × NodeCacheBytes
-	DatasetBytes      int64 `json:"dataset_bytes"`
+	// NodeDiskCacheBytes is each node's disk tier below its cache, absent
+	// (0) for none.
+	NodeDiskCacheBytes int64 `json:"node_disk_cache_bytes,omitempty"`
+	DatasetBytes       int64 `json:"dataset_bytes"`
 	// EpochBytes is what the ranks receive in an epoch, as in Plan.
 	EpochBytes int64 `json:"epoch_bytes"`
 	// MinOwnedBytes and MaxOwnedBytes are the bytes of the chunks the
@@ -71,8 +77,12 @@ type ClusterEpoch struct {
 	// over nodes of the bytes each node's cache misses, each node seeing
 	// the accesses to the chunks it owns, under the schedule's next-use
 	// (Belady) eviction. MaxNodeStoreBytes is the busiest node's part.
+	// With a disk tier on each node (ClusterPlan.NodeDiskCacheBytes) they
+	// are the misses read from the store, and DiskBytes those read from
+	// the nodes' disks, absent (0) from the JSON when none are.
 	StoreBytes        int64 `json:"store_bytes"`
 	MaxNodeStoreBytes int64 `json:"max_node_store_bytes"`
+	DiskBytes         int64 `json:"disk_bytes,omitempty"`
 	Accesses          int   `json:"accesses"` // chunk accesses, all nodes
 	Hits              int   `json:"hits"`
 	// DeliveredBytes is what the ranks receive.
@@ -101,7 +111,10 @@ type ClusterEpoch struct {
 // nodes), and its samples are cluster.Assign's share of each global batch.
 //
 // With one node it is MakePlan's model exactly: StoreBytes are the optimal
-// policy's backend bytes and both qualities are Plan.Quality.
+// policy's backend bytes (with a disk tier, Plan.Disk's optimal store
+// bytes, and DiskBytes its disk bytes) and both qualities are
+// Plan.Quality. A disk tier (NodeDiskCacheBytes) is each node's own,
+// below its cache, and holds only chunks the node owns, as its cache does.
 //
 // It costs one walk of the job's samples, one cluster.Assign per global
 // batch (O(samples of the batch + nodes × log nodes)), and one Belady
@@ -129,6 +142,10 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 		return nil, fmt.Errorf("%w: node cache size %d bytes; must be >= 0", ErrInvalid, in.NodeCacheBytes)
 	case in.NodeCacheBytes > math.MaxInt64/int64(in.Nodes):
 		return nil, fmt.Errorf("%w: node cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeCacheBytes, in.Nodes)
+	case in.NodeDiskCacheBytes < 0:
+		return nil, fmt.Errorf("%w: node disk cache size %d bytes; must be >= 0 (0: no disk tier)", ErrInvalid, in.NodeDiskCacheBytes)
+	case in.NodeDiskCacheBytes > math.MaxInt64/int64(in.Nodes):
+		return nil, fmt.Errorf("%w: node disk cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeDiskCacheBytes, in.Nodes)
 	}
 	nb := s.numBatches()
 	if nb == 0 {
@@ -150,16 +167,17 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 	w.flush()
 
 	p := &ClusterPlan{
-		Job:               in.Job,
-		Nodes:             in.Nodes,
-		Chunks:            len(in.Dataset.Counts),
-		Samples:           s.n,
-		BatchesPerEpoch:   nb,
-		NodeCacheBytes:    in.NodeCacheBytes,
-		ClusterCacheBytes: in.NodeCacheBytes * int64(in.Nodes),
-		Epochs:            w.epochs,
-		Locality:          w.locality.quality(),
-		PlainCut:          w.plain.quality(),
+		Job:                in.Job,
+		Nodes:              in.Nodes,
+		Chunks:             len(in.Dataset.Counts),
+		Samples:            s.n,
+		BatchesPerEpoch:    nb,
+		NodeCacheBytes:     in.NodeCacheBytes,
+		ClusterCacheBytes:  in.NodeCacheBytes * int64(in.Nodes),
+		NodeDiskCacheBytes: in.NodeDiskCacheBytes,
+		Epochs:             w.epochs,
+		Locality:           w.locality.quality(),
+		PlainCut:           w.plain.quality(),
 	}
 	p.MinOwnedBytes = math.MaxInt64
 	for k := range l.nodes {
@@ -177,11 +195,12 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		res := newSimulator(w.traces[k], l.sizes[k]).run(in.NodeCacheBytes, Belady)
+		res := newSimulator(w.traces[k], l.sizes[k]).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
 		for _, r := range res.Epochs {
 			e := &p.Epochs[r.Epoch-in.Job.FirstEpoch]
 			e.StoreBytes += r.BackendBytes
 			e.MaxNodeStoreBytes = max(e.MaxNodeStoreBytes, r.BackendBytes)
+			e.DiskBytes += r.DiskBytes
 			e.Accesses += r.Accesses
 			e.Hits += r.Hits
 		}

@@ -21,14 +21,28 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
 	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",
 		formatBytes(p.NodeCacheBytes), formatBytes(p.ClusterCacheBytes), percentOf(p.ClusterCacheBytes, p.DatasetBytes))
+	disk := p.NodeDiskCacheBytes > 0
+	if disk {
+		all := p.NodeDiskCacheBytes * int64(p.Nodes) // MakeClusterPlan refuses an overflow
+		fmt.Fprintf(&b, "Disk      %s per node below its cache, %s in all (%s of the dataset)\n",
+			formatBytes(p.NodeDiskCacheBytes), formatBytes(all), percentOf(all, p.DatasetBytes))
+	}
 
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "epoch\tstore\tof dataset\tbusiest node\tdelivered\tcross-node, locality\tcross-node, plain cut\tbalancing\t\n")
+	diskHead := ""
+	if disk {
+		diskHead = "disk\tof dataset\t"
+	}
+	fmt.Fprintf(tw, "epoch\tstore\tof dataset\t%sbusiest node\tdelivered\tcross-node, locality\tcross-node, plain cut\tbalancing\t\n", diskHead)
 	share := func(n, of int64) string { return fmt.Sprintf("%s (%s)", formatBytes(n), percentOf(n, of)) }
 	for _, e := range p.Epochs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", e.Epoch,
-			formatBytes(e.StoreBytes), percentOf(e.StoreBytes, p.DatasetBytes),
+		diskCells := ""
+		if disk {
+			diskCells = fmt.Sprintf("%s\t%s\t", formatBytes(e.DiskBytes), percentOf(e.DiskBytes, p.DatasetBytes))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t\n", e.Epoch,
+			formatBytes(e.StoreBytes), percentOf(e.StoreBytes, p.DatasetBytes), diskCells,
 			formatBytes(e.MaxNodeStoreBytes), formatBytes(e.DeliveredBytes),
 			share(e.CrossNodeBytes, e.DeliveredBytes), share(e.CrossNodeBytesPlain, e.DeliveredBytes),
 			share(e.BalancingBytes, e.DeliveredBytes))
@@ -40,6 +54,10 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	cold, warm := p.ColdStoreFraction(), p.WarmStoreFraction()
 	fmt.Fprintf(tw, "store reads, cold epoch\t%s of the dataset\n", percent(cold))
 	fmt.Fprintf(tw, "store reads, warm epochs (mean)\t%s of the dataset\n", percent(warm))
+	if disk {
+		fmt.Fprintf(tw, "disk reads, cold epoch\t%s of the dataset\n", percent(p.coldFraction(diskBytes)))
+		fmt.Fprintf(tw, "disk reads, warm epochs (mean)\t%s of the dataset\n", percent(p.warmFraction(diskBytes)))
+	}
 	fmt.Fprintf(tw, "cross-node, locality (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(true)))
 	fmt.Fprintf(tw, "cross-node, plain cut (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(false)))
 	tw.Flush()
@@ -59,22 +77,32 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 }
 
 // ColdStoreFraction is the first epoch's store bytes over the dataset's.
-func (p *ClusterPlan) ColdStoreFraction() float64 {
-	if len(p.Epochs) == 0 || p.DatasetBytes == 0 {
-		return 0
-	}
-	return float64(p.Epochs[0].StoreBytes) / float64(p.DatasetBytes)
-}
+func (p *ClusterPlan) ColdStoreFraction() float64 { return p.coldFraction(storeBytes) }
 
 // WarmStoreFraction is the mean over the epochs after the first of their
 // store bytes over the dataset's.
-func (p *ClusterPlan) WarmStoreFraction() float64 {
+func (p *ClusterPlan) WarmStoreFraction() float64 { return p.warmFraction(storeBytes) }
+
+func storeBytes(e ClusterEpoch) int64 { return e.StoreBytes }
+func diskBytes(e ClusterEpoch) int64  { return e.DiskBytes }
+
+// coldFraction is the first epoch's bytes (by bytes) over the dataset's.
+func (p *ClusterPlan) coldFraction(bytes func(ClusterEpoch) int64) float64 {
+	if len(p.Epochs) == 0 || p.DatasetBytes == 0 {
+		return 0
+	}
+	return float64(bytes(p.Epochs[0])) / float64(p.DatasetBytes)
+}
+
+// warmFraction is the mean over the epochs after the first of their bytes
+// (by bytes) over the dataset's.
+func (p *ClusterPlan) warmFraction(bytes func(ClusterEpoch) int64) float64 {
 	if len(p.Epochs) < 2 || p.DatasetBytes == 0 {
 		return 0
 	}
 	var sum int64
 	for _, e := range p.Epochs[1:] {
-		sum += e.StoreBytes
+		sum += bytes(e)
 	}
 	return float64(sum) / float64(len(p.Epochs)-1) / float64(p.DatasetBytes)
 }

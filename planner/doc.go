@@ -52,6 +52,19 @@
 // again evicted first, lightest importance first) and under Belady over
 // the whole trace, which knows the epochs to come.
 //
+// # Two tiers
+//
+// With a disk tier below the cache (PlanInput.DiskCacheBytes,
+// SimulateTiers), as `brand serve --disk-cache-size` keeps one, a miss is
+// read from the disk if the disk holds the chunk, else from the store, and
+// a chunk read from the store is offered to the disk. The disk is
+// inclusive and ranks its chunks by the RAM policy's key: a new chunk
+// displaces the chunks needed furthest in the future, only those needed
+// later than itself, and is not written if they do not make room (under
+// LRU, the least recently used, any of them). A plan then reports, per
+// epoch and per policy, the bytes read from the store and from the disk
+// (Plan.Disk); the RAM cache's own figures do not change.
+//
 // # Costs
 //
 //   - Trace: O(samples × epochs) time (the shuffle, then a table lookup of

@@ -25,23 +25,27 @@ type ForGateway struct{}
 // job.Importance names, which the gateway loaded) is not nil; or with
 // o.Nodes set, MakeClusterPlanContext for that many nodes each with a
 // cache of o.CacheBytes, a *ClusterPlan, which has no importance mode.
+// o.DiskCacheBytes, if not 0, is a disk tier below the cache (each
+// node's).
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
 	if o.Nodes > 0 {
 		if snap != nil {
 			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
 		}
 		return MakeClusterPlanContext(ctx, ClusterInput{
-			Dataset:        DatasetOf(ix),
-			Job:            Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
-			IndexKey:       cluster.IndexKey(ix.ID()),
-			Nodes:          o.Nodes,
-			NodeCacheBytes: o.CacheBytes,
+			Dataset:            DatasetOf(ix),
+			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+			IndexKey:           cluster.IndexKey(ix.ID()),
+			Nodes:              o.Nodes,
+			NodeCacheBytes:     o.CacheBytes,
+			NodeDiskCacheBytes: o.DiskCacheBytes,
 		})
 	}
 	in := PlanInput{
 		Dataset:            DatasetOf(ix),
 		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 		CacheBytes:         o.CacheBytes,
+		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,

@@ -41,6 +41,10 @@ type ImportancePlan struct {
 	LRU     Result `json:"lru"`
 	Aware   Result `json:"importance_aware"`
 	Optimal Result `json:"optimal"`
+
+	// Disk is the three policies' store and disk reads with a disk tier
+	// below the cache, when the plan has one (PlanInput.DiskCacheBytes).
+	Disk *DiskPlan `json:"disk,omitempty"`
 }
 
 // validate checks imp against a dataset of n samples.
@@ -57,8 +61,9 @@ func (imp *Importance) validate(n int) error {
 }
 
 // planImportance simulates s's epochs drawn from imp, which validate
-// accepted, at cacheBytes.
-func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheBytes int64) (*ImportancePlan, error) {
+// accepted, at cacheBytes, and with a disk of diskBytes below the cache
+// unless that is 0.
+func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheBytes, diskBytes int64) (*ImportancePlan, error) {
 	p := &ImportancePlan{
 		Job:           imp.Snapshot.Job(),
 		Version:       imp.Snapshot.Version(),
@@ -97,10 +102,25 @@ func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheByte
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p.Aware = sim.serve(newAwareCache(sim, cacheBytes, weights), cacheBytes, ImportanceAware)
+	p.Aware = sim.runAware(cacheBytes, 0, weights)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	p.Optimal = sim.run(cacheBytes, Belady)
+	if diskBytes > 0 {
+		var datasetBytes int64
+		for _, size := range s.d.ChunkSizes {
+			datasetBytes += size
+		}
+		run := func(pol Policy) Result {
+			if pol == ImportanceAware {
+				return sim.runAware(cacheBytes, diskBytes, weights)
+			}
+			return sim.runTiers(cacheBytes, diskBytes, pol)
+		}
+		if p.Disk, err = newDiskPlan(ctx, diskBytes, datasetBytes, run, LRU, ImportanceAware, Belady); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }

@@ -15,6 +15,9 @@ type PlanInput struct {
 	Dataset    Dataset
 	Job        Job
 	CacheBytes int64 // the cache size to report on, >= 0
+	// DiskCacheBytes is a disk tier below the cache to report on too
+	// (Plan.Disk), >= 0; 0 means none.
+	DiskCacheBytes int64
 
 	// BackendBytesPerSec is the bandwidth at which the gateway reads chunks
 	// from the store, > 0.
@@ -77,6 +80,11 @@ type Plan struct {
 
 	Quality     Quality `json:"quality"`      // the job's window
 	FullShuffle Quality `json:"full_shuffle"` // window = number of chunks
+
+	// Disk is the store and disk reads with a disk tier below the cache,
+	// when PlanInput.DiskCacheBytes asked for one. The figures above are
+	// the cache's alone: with no disk, every miss reads the store.
+	Disk *DiskPlan `json:"disk,omitempty"`
 
 	// Importance is the same job read by importance from one snapshot,
 	// when PlanInput.Importance asked for it; the figures above are the
@@ -166,8 +174,14 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, in.Dataset, p.WorkingSetBytes, fits); err != nil {
 		return nil, err
 	}
+	if in.DiskCacheBytes > 0 {
+		run := func(pol Policy) Result { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
+		if p.Disk, err = newDiskPlan(ctx, in.DiskCacheBytes, datasetBytes, run, LRU, Belady); err != nil {
+			return nil, err
+		}
+	}
 	if in.Importance != nil {
-		if p.Importance, err = planImportance(ctx, s, in.Importance, in.CacheBytes); err != nil {
+		if p.Importance, err = planImportance(ctx, s, in.Importance, in.CacheBytes, in.DiskCacheBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -187,6 +201,8 @@ func validatePlanInput(in PlanInput) (prefetch int, err error) {
 			ErrInvalid, in.Job.Epochs)
 	case in.CacheBytes < 0:
 		return 0, fmt.Errorf("%w: cache size %d bytes; must be >= 0", ErrInvalid, in.CacheBytes)
+	case in.DiskCacheBytes < 0:
+		return 0, fmt.Errorf("%w: disk cache size %d bytes; must be >= 0 (0: no disk tier)", ErrInvalid, in.DiskCacheBytes)
 	case !finite(in.BackendBytesPerSec) || in.BackendBytesPerSec <= 0:
 		return 0, fmt.Errorf("%w: backend bandwidth %v bytes/s; must be a finite number > 0", ErrInvalid, in.BackendBytesPerSec)
 	case !finite(in.ConsumeBytesPerSec) || in.ConsumeBytesPerSec < 0:

@@ -62,28 +62,36 @@ func (p *Policy) UnmarshalText(b []byte) error {
 }
 
 // EpochResult is one epoch's figures: chunk accesses, how many hit, and the
-// bytes the misses read from the backend.
+// bytes the misses read from the backend. With a disk tier below the cache
+// (SimulateTiers) BackendBytes are the misses read from the store, and
+// DiskBytes those read from the disk; without one DiskBytes is 0, and
+// absent from the JSON.
 type EpochResult struct {
 	Epoch        int     `json:"epoch"`
 	Accesses     int     `json:"accesses"`
 	Hits         int     `json:"hits"`
 	HitRatio     float64 `json:"hit_ratio"`
 	BackendBytes int64   `json:"backend_bytes"`
+	DiskBytes    int64   `json:"disk_bytes,omitempty"`
 }
 
 // Result is what a cache of CacheBytes under Policy does with a trace: per
 // epoch (ascending by epoch number) and in total. A hit ratio with no
 // accesses is 0. A trace of several jobs (SharedTrace) has its figures per
 // job in Jobs, and per epoch number summed over the jobs in Epochs.
+// DiskCacheBytes is the disk tier below the cache (SimulateTiers), 0 for
+// none.
 type Result struct {
-	Policy       Policy        `json:"policy"`
-	CacheBytes   int64         `json:"cache_bytes"`
-	Epochs       []EpochResult `json:"epochs"`
-	Hits         int           `json:"hits"`
-	Accesses     int           `json:"accesses"`
-	HitRatio     float64       `json:"hit_ratio"`
-	BackendBytes int64         `json:"backend_bytes"`
-	Jobs         []JobResult   `json:"jobs,omitempty"`
+	Policy         Policy        `json:"policy"`
+	CacheBytes     int64         `json:"cache_bytes"`
+	DiskCacheBytes int64         `json:"disk_cache_bytes,omitempty"`
+	Epochs         []EpochResult `json:"epochs"`
+	Hits           int           `json:"hits"`
+	Accesses       int           `json:"accesses"`
+	HitRatio       float64       `json:"hit_ratio"`
+	BackendBytes   int64         `json:"backend_bytes"`
+	DiskBytes      int64         `json:"disk_bytes,omitempty"`
+	Jobs           []JobResult   `json:"jobs,omitempty"`
 }
 
 // JobResult is one job's share of a Result over a trace of several jobs:
@@ -97,6 +105,7 @@ type JobResult struct {
 	Accesses     int           `json:"accesses"`
 	HitRatio     float64       `json:"hit_ratio"`
 	BackendBytes int64         `json:"backend_bytes"`
+	DiskBytes    int64         `json:"disk_bytes,omitempty"`
 }
 
 // Simulate replays trace through a cache of cacheBytes bytes, initially
@@ -118,7 +127,22 @@ type JobResult struct {
 // access names a chunk outside sizes: those are programming errors, and
 // MakePlan validates its input before it simulates.
 func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result {
-	return newSimulator(trace, sizes).run(max(cacheBytes, 0), p)
+	return SimulateTiers(trace, sizes, cacheBytes, 0, p)
+}
+
+// SimulateTiers is Simulate with a disk tier of diskBytes bytes below the
+// cache, as `brand serve --disk-cache-size` keeps one (docs/planner.md,
+// "Two tiers: RAM and disk"). The cache (RAM) behaves exactly as in
+// Simulate; a miss is read from the disk if the disk holds the chunk
+// (Result.DiskBytes), else from the store (Result.BackendBytes), and a
+// chunk read from the store is then offered to the disk, which admits it
+// as diskTier.offer describes, ranking its chunks by p's rule. A diskBytes
+// of 0 (or below) is no disk: Simulate's figures exactly.
+//
+// It costs what Simulate does plus O(log chunks on disk) an access, and
+// for LRU the next-use pass Belady needs is not made.
+func SimulateTiers(trace []Access, sizes []int64, cacheBytes, diskBytes int64, p Policy) Result {
+	return newSimulator(trace, sizes).runTiers(max(cacheBytes, 0), max(diskBytes, 0), p)
 }
 
 // simulator holds what every run over one trace shares: its epoch runs and,
@@ -238,7 +262,14 @@ func batches(trace []Access, start, end int, batched bool, fn func(start, end in
 	}
 }
 
+// run simulates a cache of cacheBytes alone, with no disk below it.
 func (s *simulator) run(cacheBytes int64, p Policy) Result {
+	return s.runTiers(cacheBytes, 0, p)
+}
+
+// runTiers simulates a cache of cacheBytes with a disk of diskBytes below
+// it (0: none) under policy p, LRU or Belady.
+func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) Result {
 	var cc cache
 	switch p {
 	case LRU:
@@ -250,7 +281,7 @@ func (s *simulator) run(cacheBytes int64, p Policy) Result {
 	default:
 		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
 	}
-	return s.serve(cc, cacheBytes, p)
+	return s.serve(cc, cacheBytes, s.disk(diskBytes, p, nil), p)
 }
 
 // epochStarter is a cache whose eviction order depends on the epoch being
@@ -261,8 +292,12 @@ type epochStarter interface {
 }
 
 // serve replays the trace through cc, a cache of cacheBytes under policy
-// p, batch by batch, and counts hits and backend bytes per epoch.
-func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
+// p, with the disk tier d below it, batch by batch, and counts hits,
+// store (backend) bytes and disk bytes per epoch. A hit in cc moves the
+// chunk's rank on the disk if the disk holds it; a miss is read from the
+// disk if it holds the chunk, else from the store and offered to the disk,
+// before cc admits it.
+func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Result {
 	slots := make([]EpochResult, len(s.slots))
 	for i, k := range s.slots {
 		slots[i].Epoch = int(k.epoch)
@@ -274,20 +309,28 @@ func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 		if starter != nil {
 			starter.startEpoch(r.start)
 		}
+		d.startEpoch(r.start)
 		er := &slots[r.slot]
 		// process serves accesses [start, end) as one pinned group.
 		process := func(start, end int) {
 			pinned = pinned[:0]
 			for i := start; i < end; i++ {
-				hit := cc.pin(i, s.trace[i].Chunk)
+				c := s.trace[i].Chunk
+				hit := cc.pin(i, c)
 				pinned = append(pinned, hit)
 				if hit {
 					er.Hits++
+					d.hit(i, c)
 				}
 			}
 			for i := start; i < end; i++ {
 				if c := s.trace[i].Chunk; !pinned[i-start] {
-					er.BackendBytes += s.sizes[c]
+					if d.read(i, c) {
+						er.DiskBytes += s.sizes[c]
+					} else {
+						er.BackendBytes += s.sizes[c]
+						d.offer(i, c)
+					}
 					pinned[i-start] = cc.admit(c)
 				}
 			}
@@ -322,7 +365,9 @@ func (s *simulator) serve(cc cache, cacheBytes int64, p Policy) Result {
 		})
 		er.Accesses += r.end - r.start
 	}
-	return s.result(p, cacheBytes, slots)
+	res := s.result(p, cacheBytes, slots)
+	res.DiskCacheBytes = d.capacity
+	return res
 }
 
 // result gathers the per-slot figures of a run into a Result: per job if
@@ -341,6 +386,7 @@ func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Resu
 		j.Hits += er.Hits
 		j.Accesses += er.Accesses
 		j.BackendBytes += er.BackendBytes
+		j.DiskBytes += er.DiskBytes
 		at, found := slices.BinarySearchFunc(res.Epochs, er.Epoch, func(e EpochResult, n int) int { return e.Epoch - n })
 		if !found {
 			res.Epochs = slices.Insert(res.Epochs, at, EpochResult{Epoch: er.Epoch})
@@ -349,6 +395,7 @@ func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Resu
 		sum.Accesses += er.Accesses
 		sum.Hits += er.Hits
 		sum.BackendBytes += er.BackendBytes
+		sum.DiskBytes += er.DiskBytes
 	}
 	for i := range res.Epochs {
 		er := &res.Epochs[i]
@@ -356,6 +403,7 @@ func (s *simulator) result(p Policy, cacheBytes int64, slots []EpochResult) Resu
 		res.Hits += er.Hits
 		res.Accesses += er.Accesses
 		res.BackendBytes += er.BackendBytes
+		res.DiskBytes += er.DiskBytes
 	}
 	res.HitRatio = ratio(res.Hits, res.Accesses)
 	if len(jobs) > 1 {

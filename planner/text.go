@@ -8,8 +8,9 @@ import (
 )
 
 // WriteText writes the plan as a human-readable report for the CLI: the
-// inputs, a per-epoch table of both policies (and, in importance mode, of
-// the importance epochs under three), the cache sizes that matter
+// inputs, a per-epoch table of both policies (with a disk tier, another of
+// their store and disk reads; in importance mode, the importance epochs
+// under three policies), the cache sizes that matter
 // with a verdict for the chosen one, and the shuffle quality beside a full
 // shuffle's. Sizes are in binary units (KiB, MiB, GiB), ratios in percent.
 func (p *Plan) WriteText(w io.Writer) error {
@@ -17,6 +18,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	j := p.Job
 	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
+	if p.Disk != nil {
+		fmt.Fprintf(&b, "Disk      %s (%s of the dataset) below the cache\n", formatBytes(p.Disk.DiskCacheBytes), percentOf(p.Disk.DiskCacheBytes, p.DatasetBytes))
+	}
 	consume := "as fast as the backend"
 	if p.ConsumeBytesPerSec > 0 {
 		consume = formatRate(p.ConsumeBytesPerSec)
@@ -38,8 +42,11 @@ func (p *Plan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "total\t%d\t%s\t%s\t%s\t%s\t\n", p.Optimal.Accesses,
 		percent(p.LRU.HitRatio), formatBytes(p.LRU.BackendBytes), percent(p.Optimal.HitRatio), formatBytes(p.Optimal.BackendBytes))
 	tw.Flush()
+	if p.Disk != nil {
+		p.Disk.writeText(&b, p.DatasetBytes)
+	}
 	if p.Importance != nil {
-		p.Importance.writeText(&b)
+		p.Importance.writeText(&b, p.DatasetBytes)
 	}
 
 	b.WriteString("\n")

@@ -51,14 +51,17 @@ func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
 
 // runPlan simulates a job over a dataset's index and prints what a cache
 // size achieves under LRU and under the optimal (next-use) policy (with
-// --snapshot or --importance, in importance mode too), or with --nodes
+// --snapshot or --importance, in importance mode too; with
+// --disk-cache-size, the store and disk reads with a disk tier below the
+// cache), or with --nodes
 // what a cluster of that many nodes reads from the store and sends
 // between nodes, or with --shared-job what several jobs read through one
 // cache.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		src                 string
-		cache, bw, consume  cli.ByteSize
+		cache, disk         cli.ByteSize
+		bw, consume         cli.ByteSize
 		seed                uint64
 		batch, window, wrld int
 		epochs, first, pf   int
@@ -72,6 +75,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
 	cache = 4 << 30
 	fs.Var(&cache, "cache-size", "cache size to plan for")
+	fs.Var(&disk, "disk-cache-size", "a disk tier below the cache to plan for too, as serve's --disk-cache-size (each node's with --nodes; 0: none)")
 	bw = 1 << 30
 	fs.Var(&bw, "bandwidth", "backend read bandwidth, bytes per second (e.g. 500MiB)")
 	fs.Var(&consume, "consume", "trainer read rate, bytes per second (default: as fast as the backend)")
@@ -89,7 +93,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	cl.register(fs)
 	imp.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]"); err != nil {
 		return err
 	}
 	if src == "" {
@@ -98,6 +102,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	var jobs []planner.SharedJob
 	if len(shared) > 0 {
+		if disk > 0 {
+			return fmt.Errorf("--shared-job and --disk-cache-size are not supported together: a shared plan simulates the jobs' RAM cache only")
+		}
 		var err error
 		if jobs, err = shared.jobs(fs, job); err != nil {
 			return err
@@ -132,11 +139,12 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)
 		}
 		plan, err := planner.MakeClusterPlanContext(ctx, planner.ClusterInput{
-			Dataset:        planner.DatasetOf(ix),
-			Job:            job,
-			IndexKey:       cluster.IndexKey(ix.ID()),
-			Nodes:          cl.nodes,
-			NodeCacheBytes: int64(cache),
+			Dataset:            planner.DatasetOf(ix),
+			Job:                job,
+			IndexKey:           cluster.IndexKey(ix.ID()),
+			Nodes:              cl.nodes,
+			NodeCacheBytes:     int64(cache),
+			NodeDiskCacheBytes: int64(disk),
 		})
 		if err != nil {
 			return err
@@ -147,6 +155,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		Dataset:            planner.DatasetOf(ix),
 		Job:                job,
 		CacheBytes:         int64(cache),
+		DiskCacheBytes:     int64(disk),
 		BackendBytesPerSec: float64(bw),
 		ConsumeBytesPerSec: float64(consume),
 		PrefetchWindows:    pf,

@@ -191,3 +191,100 @@ func TestPlanEndpointNodes(t *testing.T) {
 		})
 	}
 }
+
+// `brand plan --disk-cache-size` prints the plan with a disk tier below
+// the cache, in text and in JSON, and with --nodes each node's disk; a
+// size that does not parse and a shared plan are refused.
+func TestPlanDiskCacheSize(t *testing.T) {
+	dir, d, key := planDataset(t)
+	job := planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 1}, Epochs: 3}
+	single, err := planner.MakePlan(planner.PlanInput{
+		Dataset:            d,
+		Job:                job,
+		CacheBytes:         256 << 10,
+		DiskCacheBytes:     1 << 20,
+		BackendBytesPerSec: 1 << 30,
+		PrefetchWindows:    1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if single.Disk == nil || single.Disk.Optimal.DiskBytes == 0 {
+		t.Fatalf("the dataset is too small for this test: disk section %+v", single.Disk)
+	}
+	job.World = 4
+	clustered, err := planner.MakeClusterPlan(planner.ClusterInput{
+		Dataset:            d,
+		Job:                job,
+		IndexKey:           key,
+		Nodes:              4,
+		NodeCacheBytes:     256 << 10,
+		NodeDiskCacheBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"plan", "--src", dir, "--cache-size", "256KiB", "--disk-cache-size", "1MiB", "--seed", "3", "--batch-size", "16"}
+	nodes := append(append([]string{}, args...), "--nodes", "4")
+	for _, tt := range []struct {
+		name string
+		args []string
+		plan interface{ WriteText(io.Writer) error }
+	}{
+		{"text", args, single},
+		{"json", append(args, "--json"), single},
+		{"nodes", nodes, clustered},
+		{"nodes json", append(nodes, "--json"), clustered},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var want bytes.Buffer
+			if strings.HasSuffix(tt.name, "json") {
+				enc := json.NewEncoder(&want)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(tt.plan); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := tt.plan.WriteText(&want); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := brand(t, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if stdout != want.String() {
+				t.Errorf("printed\n%s\nwant\n%s", stdout, want.String())
+			}
+			if !strings.Contains(stdout, "Disk") && !strings.Contains(stdout, "disk") {
+				t.Errorf("no disk figures:\n%s", stdout)
+			}
+		})
+	}
+
+	// Without the flag, or with 0, the plan has no disk figures.
+	for _, size := range []string{"", "0"} {
+		a := []string{"plan", "--src", dir, "--cache-size", "256KiB", "--seed", "3", "--batch-size", "16", "--json"}
+		if size != "" {
+			a = append(a, "--disk-cache-size", size)
+		}
+		code, stdout, stderr := brand(t, a...)
+		if code != 0 || strings.Contains(stdout, `"disk`) {
+			t.Errorf("--disk-cache-size %q: exit %d, %s; want a plan without disk figures\n%s", size, code, stderr, stdout)
+		}
+	}
+
+	for _, tt := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"negative", `invalid value "-1GiB" for flag -disk-cache-size`, []string{"--disk-cache-size", "-1GiB"}},
+		{"not a size", `invalid value "big" for flag -disk-cache-size`, []string{"--disk-cache-size", "big"}},
+		{"shared jobs", "--shared-job and --disk-cache-size are not supported together", []string{"--disk-cache-size", "1MiB", "--shared-job", "seed=1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := brand(t, append([]string{"plan", "--src", dir}, tt.args...)...)
+			if code == 0 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, %q; want a failure saying %q", code, stderr, tt.want)
+			}
+		})
+	}
+}

@@ -186,6 +186,14 @@ var params = map[string]param{
 		q.Plan.CacheBytes = int64(n)
 		return nil
 	},
+	api.ParamDiskCacheSize: func(q *Query, name, v string, _ Limits) error {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n > 1<<62 {
+			return fmt.Errorf("%w: %s must be a size of at least 0 such as 100GiB (0: no disk tier), got %q", ErrBadRequest, name, v)
+		}
+		q.Plan.DiskCacheBytes = int64(n)
+		return nil
+	},
 	api.ParamEpochs:          intParam(func(q *Query) *int { return &q.Plan.Epochs }, 2, fixed(20), "the planner's limit"),
 	api.ParamFirstEpoch:      intParam(func(q *Query) *int { return &q.Plan.FirstEpoch }, 0, fixed(1<<30), "the planner's limit"),
 	api.ParamPrefetchWindows: intParam(func(q *Query) *int { return &q.Plan.PrefetchWindows }, 0, fixed(64), "the planner's limit"),
@@ -199,7 +207,7 @@ var params = map[string]param{
 // string works for all three.
 var (
 	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
-	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes)
 	SampleParams = []string{api.ParamDataset, api.ParamIndex}
 
 	// Importance feedback and seals name their epoch in the query; a seal

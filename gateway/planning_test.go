@@ -1,0 +1,128 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// GET /plan?disk_cache_size=D adds a disk tier of D bytes below the cache
+// to the plan (each node's with nodes=N): the plan MakePlan makes with
+// that disk. Without the parameter, or with 0, the plan has no disk
+// figures; a size that does not parse, a negative one included, is the
+// client's error.
+func TestPlanDiskCacheSize(t *testing.T) {
+	f := newFixture(t, 24, 10)
+	_, srv := start(t, f.store, nil)
+	cache, disk := f.index.TotalBytes()/4, f.index.TotalBytes()/2
+	// start's defaults: seed 42, window 2, batch size 8; world 1.
+	job := planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1}, Epochs: 3}
+	in := planner.PlanInput{Dataset: planner.DatasetOf(f.index), Job: job, CacheBytes: cache, BackendBytesPerSec: 1 << 30}
+
+	withDisk := in
+	withDisk.DiskCacheBytes = disk
+	want, err := planner.MakePlan(withDisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, b := get(t, fmt.Sprintf("%s/plan?cache_size=%d&disk_cache_size=%d", srv.URL, cache, disk))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /plan: %d %s", resp.StatusCode, b)
+	}
+	var got planner.Plan
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("GET /plan with a disk answered\n%+v\nwant\n%+v", got, *want)
+	}
+	if got.Disk == nil || got.Disk.DiskCacheBytes != disk || got.Disk.Optimal.DiskBytes == 0 {
+		t.Errorf("disk section %+v", got.Disk)
+	}
+
+	// No disk: no disk figures, the plan as before.
+	alone, err := planner.MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "&disk_cache_size=", "&disk_cache_size=0"} {
+		resp, b := get(t, fmt.Sprintf("%s/plan?cache_size=%d%s", srv.URL, cache, q))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /plan%s: %d %s", q, resp.StatusCode, b)
+		}
+		var got planner.Plan
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(`"disk`)) || !reflect.DeepEqual(&got, alone) {
+			t.Errorf("GET /plan?cache_size=%d%s: want the plan without a disk, got %s", cache, q, b)
+		}
+	}
+
+	// A cluster: each node's disk.
+	resp, b = get(t, fmt.Sprintf("%s/plan?nodes=2&world=2&cache_size=%d&disk_cache_size=%d", srv.URL, cache/2, disk))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /plan?nodes=2: %d %s", resp.StatusCode, b)
+	}
+	var cp planner.ClusterPlan
+	if err := json.Unmarshal(b, &cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.NodeDiskCacheBytes != disk {
+		t.Errorf("cluster plan's node disk %d, want %d", cp.NodeDiskCacheBytes, disk)
+	}
+
+	for _, tt := range []struct{ value, want string }{
+		{"-1", `disk_cache_size must be a size of at least 0 such as 100GiB (0: no disk tier), got "-1"`},
+		{"-1GiB", `got "-1GiB"`},
+		{"lots", `got "lots"`},
+		{"1e9", `got "1e9"`},
+		{"8EiB", `got "8EiB"`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			resp, b := get(t, srv.URL+"/plan?disk_cache_size="+tt.value)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", resp.StatusCode, b)
+			}
+			var e api.Error
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(e.Error, tt.want) {
+				t.Errorf("error %q; want it to say %q", e.Error, tt.want)
+			}
+		})
+	}
+}
+
+// A gateway with a disk tier plans for its own disk unless told another
+// size (0: none), as it plans for its own cache size.
+func TestPlanDefaultsToTheGatewaysDisk(t *testing.T) {
+	f := newFixture(t, 24, 10)
+	disk := f.index.TotalBytes() / 2
+	_, srv := start(t, f.store, func(c *gateway.Config) {
+		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{t.TempDir()}, Size: disk}
+	})
+	for q, want := range map[string]int64{"": disk, "&disk_cache_size=0": 0, "&disk_cache_size=1000": 1000} {
+		resp, b := get(t, fmt.Sprintf("%s/plan?cache_size=%d%s", srv.URL, f.index.TotalBytes()/4, q))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /plan%s: %d %s", q, resp.StatusCode, b)
+		}
+		var got planner.Plan
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if (got.Disk == nil) != (want == 0) || got.Disk != nil && got.Disk.DiskCacheBytes != want {
+			t.Errorf("GET /plan%s: disk section %+v, want a disk of %d bytes", q, got.Disk, want)
+		}
+	}
+}

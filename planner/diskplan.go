@@ -1,0 +1,137 @@
+package planner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"text/tabwriter"
+)
+
+// DiskPlan is a plan's figures with a disk tier of DiskCacheBytes below
+// the cache (PlanInput.DiskCacheBytes): per policy, the same trace's bytes
+// read from the store and from the disk, per epoch and in total. The
+// cache's hits are the plan's own figures: the disk changes where a miss
+// is read from, not whether it misses. See SimulateTiers for the model.
+type DiskPlan struct {
+	DiskCacheBytes int64      `json:"disk_cache_bytes"`
+	LRU            TierResult `json:"lru"`
+	// Aware is the importance-aware policy's, in importance mode only.
+	Aware   *TierResult `json:"importance_aware,omitempty"`
+	Optimal TierResult  `json:"optimal"`
+}
+
+// TierResult is what a cache and the disk below it read under one policy:
+// the bytes of the cache's misses read from the store and from the disk,
+// per epoch (ascending) and in total. A fraction is the bytes over the
+// dataset's; the totals' are over one dataset too, so three epochs that
+// each read the whole dataset from the store have a StoreFraction of 3.
+type TierResult struct {
+	Policy        Policy      `json:"policy"`
+	Epochs        []TierEpoch `json:"epochs"`
+	StoreBytes    int64       `json:"store_bytes"`
+	StoreFraction float64     `json:"store_fraction"`
+	DiskBytes     int64       `json:"disk_bytes"`
+	DiskFraction  float64     `json:"disk_fraction"`
+}
+
+// TierEpoch is one epoch of a TierResult.
+type TierEpoch struct {
+	Epoch         int     `json:"epoch"`
+	StoreBytes    int64   `json:"store_bytes"`
+	StoreFraction float64 `json:"store_fraction"`
+	DiskBytes     int64   `json:"disk_bytes"`
+	DiskFraction  float64 `json:"disk_fraction"`
+}
+
+// newDiskPlan simulates a disk of diskBytes under each of policies with
+// run (a simulation of the plan's trace and cache with that disk), and
+// reports it against a dataset of datasetBytes. It checks ctx before
+// each simulation.
+func newDiskPlan(ctx context.Context, diskBytes, datasetBytes int64, run func(Policy) Result, policies ...Policy) (*DiskPlan, error) {
+	dp := &DiskPlan{DiskCacheBytes: diskBytes}
+	for _, p := range policies {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		tr := tierResult(run(p), datasetBytes)
+		switch p {
+		case LRU:
+			dp.LRU = tr
+		case ImportanceAware:
+			dp.Aware = &tr
+		default:
+			dp.Optimal = tr
+		}
+	}
+	return dp, nil
+}
+
+// tierResult is r, a simulation with a disk tier, in store and disk bytes.
+func tierResult(r Result, datasetBytes int64) TierResult {
+	of := func(n int64) float64 {
+		if datasetBytes == 0 {
+			return 0
+		}
+		return float64(n) / float64(datasetBytes)
+	}
+	tr := TierResult{
+		Policy:        r.Policy,
+		Epochs:        make([]TierEpoch, len(r.Epochs)),
+		StoreBytes:    r.BackendBytes,
+		StoreFraction: of(r.BackendBytes),
+		DiskBytes:     r.DiskBytes,
+		DiskFraction:  of(r.DiskBytes),
+	}
+	for i, e := range r.Epochs {
+		tr.Epochs[i] = TierEpoch{
+			Epoch:         e.Epoch,
+			StoreBytes:    e.BackendBytes,
+			StoreFraction: of(e.BackendBytes),
+			DiskBytes:     e.DiskBytes,
+			DiskFraction:  of(e.DiskBytes),
+		}
+	}
+	return tr
+}
+
+// writeText writes the disk tier's table: per epoch, each policy's store
+// and disk reads with their share of the dataset.
+func (dp *DiskPlan) writeText(b *bytes.Buffer, datasetBytes int64) {
+	type column struct {
+		name string
+		r    *TierResult
+	}
+	cols := []column{{"LRU", &dp.LRU}}
+	if dp.Aware != nil {
+		cols = append(cols, column{"aware", dp.Aware})
+	}
+	cols = append(cols, column{"optimal", &dp.Optimal})
+
+	fmt.Fprintf(b, "\nDisk tier  %s below the cache: a miss reads the disk if it holds the chunk, else the store,\n", formatBytes(dp.DiskCacheBytes))
+	b.WriteString("           and a chunk read from the store is offered to the disk\n\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	share := func(n int64) string { return fmt.Sprintf("%s (%s)", formatBytes(n), percentOf(n, datasetBytes)) }
+	tw.Write([]byte("epoch\t"))
+	for _, c := range cols {
+		fmt.Fprintf(tw, "%s store\t%s disk\t", c.name, c.name)
+	}
+	tw.Write([]byte("\n"))
+	for i, e := range cols[0].r.Epochs {
+		fmt.Fprintf(tw, "%d\t", e.Epoch)
+		for _, c := range cols {
+			var ce TierEpoch
+			if i < len(c.r.Epochs) {
+				ce = c.r.Epochs[i]
+			}
+			fmt.Fprintf(tw, "%s\t%s\t", share(ce.StoreBytes), share(ce.DiskBytes))
+		}
+		tw.Write([]byte("\n"))
+	}
+	tw.Write([]byte("total\t"))
+	for _, c := range cols {
+		fmt.Fprintf(tw, "%s\t%s\t", share(c.r.StoreBytes), share(c.r.DiskBytes))
+	}
+	tw.Write([]byte("\n"))
+	tw.Flush()
+	b.WriteString("store, disk: the bytes the cache's misses read from each, and their share of the dataset\n")
+}
