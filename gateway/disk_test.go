@@ -156,12 +156,11 @@ func TestDiskTierWithoutRoomForAllKeepsTheSoonest(t *testing.T) {
 	}
 }
 
-// TestDiskTierWarmRestart: a gateway restarted on the same disk cache
-// reads at most a hundredth of the dataset from the store in its first
-// epoch.
-func TestDiskTierWarmRestart(t *testing.T) {
-	f := newFixture(t, 32, 8)
-	total := datasetBytes(f)
+// fillDisk runs a gateway with a RAM cache of a quarter of the dataset
+// and a disk tier that holds it through epoch 0, waits for its writes and
+// stops it; it returns the disk cache's directory and the configuration.
+func fillDisk(t *testing.T, f *fixture, total int64) (string, func(*gateway.Config)) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := func(c *gateway.Config) {
 		c.CacheSize = total / 4
@@ -172,9 +171,18 @@ func TestDiskTierWarmRestart(t *testing.T) {
 	settleDisk(t, g, int64(f.index.NumChunks()))
 	srv.Close()
 	g.Close()
+	return dir, cfg
+}
 
+// TestDiskTierWarmRestart: a gateway restarted on the same disk cache
+// reads at most a hundredth of the dataset from the store in its first
+// epoch.
+func TestDiskTierWarmRestart(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	_, cfg := fillDisk(t, f, total)
 	store := newChunkStore(f.store)
-	g, srv = start(t, store, cfg)
+	g, srv := start(t, store, cfg)
 	if st := g.DiskStats(); st.Found != int64(f.index.NumChunks()) || st.Chunks != st.Found {
 		t.Fatalf("restarted gateway's disk stats %+v: want all %d chunks found and kept", *st, f.index.NumChunks())
 	}
@@ -190,17 +198,7 @@ func TestDiskTierWarmRestart(t *testing.T) {
 func TestDiskTierNeverServesADamagedFile(t *testing.T) {
 	f := newFixture(t, 16, 8)
 	total := datasetBytes(f)
-	dir := t.TempDir()
-	cfg := func(c *gateway.Config) {
-		c.CacheSize = total / 4
-		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
-	}
-	g, srv := start(t, newChunkStore(f.store), cfg)
-	readVerifiedEpoch(t, f, srv.URL, 0)
-	settleDisk(t, g, int64(f.index.NumChunks()))
-	srv.Close()
-	g.Close()
-
+	dir, cfg := fillDisk(t, f, total)
 	sub := filepath.Join(dir, disktier.Subdir)
 	des, err := os.ReadDir(sub)
 	if err != nil || len(des) != f.index.NumChunks() {
@@ -232,7 +230,7 @@ func TestDiskTierNeverServesADamagedFile(t *testing.T) {
 	must(os.WriteFile(filepath.Join(sub, "0000stranger.chunk"), []byte("BRANDCHK but not really"), 0o644))
 
 	store := newChunkStore(f.store)
-	g, srv = start(t, store, cfg)
+	g, srv := start(t, store, cfg)
 	readVerifiedEpoch(t, f, srv.URL, 1)
 	_, reads := store.take()
 	if len(reads) != 3 {
