@@ -250,6 +250,7 @@ type DiskStats struct {
 	Capacity int64 `json:"capacity_bytes"` // the bound, lowered for a drive found full
 	Bytes    int64 `json:"bytes"`          // of its files, written or being written
 	Chunks   int64 `json:"chunks"`         // written
+	Writing  int64 `json:"writing"`        // being written now
 	FullDirs int   `json:"full_dirs"`      // directories whose drive said it was full
 	// Found is how many chunk files the gateway found when it started.
 	Found int64 `json:"found"`

@@ -495,6 +495,8 @@ func (t *Tier) Stats() api.DiskStats {
 	for _, e := range t.entries {
 		if e.ready {
 			st.Chunks++
+		} else {
+			st.Writing++
 		}
 	}
 	t.mu.Unlock()
