@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -34,6 +35,10 @@ const (
 )
 
 var le = binary.LittleEndian
+
+// errPartialEncode: a partial index (Open) holds only some tables, and the
+// stored object it was read from is its encoding.
+var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
 
 // chunkTableLen returns the encoded size of the chunk table.
 func (ix *Index) chunkTableLen() int64 {
@@ -105,6 +110,9 @@ func (ix *Index) encode(emit func([]byte)) {
 // encoding returns the input. It never fails for an index built by New or
 // Decode; the error is there to satisfy encoding.BinaryMarshaler.
 func (ix *Index) MarshalBinary() ([]byte, error) {
+	if ix.part != nil {
+		return nil, errPartialEncode
+	}
 	out := make([]byte, 0, ix.encodedLen())
 	ix.encode(func(p []byte) { out = append(out, p...) })
 	return le.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil

@@ -134,18 +134,31 @@ func reseal(b []byte) []byte {
 	return b
 }
 
-func TestDecodeRejects(t *testing.T) {
+// rejectCase is an edit of the golden index that a reader must reject.
+type rejectCase struct {
+	name    string
+	edit    func([]byte) []byte
+	is      error
+	contain string
+}
+
+// goldenLen is the golden index's length, which rejectCases' offsets
+// assume.
+const goldenLen = headerSize + 16 + 11 + 4 + 16 + 11 + 3*sampleRecordLen + 9 + trailerSize
+
+// rejectCases are the edits of the golden index TestDecodeRejects and
+// TestOpenRejects apply.
+func rejectCases() []rejectCase {
 	// Offsets in the golden index: header 0..32, chunk table 32..90 (chunk 0
 	// at 32: size, samples 40, key len 44, key 46, ETag len 57, ETag 59;
 	// chunk 1 at 63), samples from 90 (20 bytes each), keys at 150.
 	const (
-		chunk0    = headerSize
-		chunk1    = chunk0 + 16 + 11 + 4
-		samples   = chunk1 + 16 + 11
-		keyBlob   = samples + 3*sampleRecordLen
-		sample1   = samples + sampleRecordLen
-		sample2   = samples + 2*sampleRecordLen
-		goldenLen = keyBlob + 9 + trailerSize
+		chunk0  = headerSize
+		chunk1  = chunk0 + 16 + 11 + 4
+		samples = chunk1 + 16 + 11
+		keyBlob = samples + 3*sampleRecordLen
+		sample1 = samples + sampleRecordLen
+		sample2 = samples + 2*sampleRecordLen
 	)
 	set32 := func(off int, v uint32) func([]byte) []byte {
 		return func(b []byte) []byte { le.PutUint32(b[off:], v); return reseal(b) }
@@ -153,12 +166,7 @@ func TestDecodeRejects(t *testing.T) {
 	set64 := func(off int, v uint64) func([]byte) []byte {
 		return func(b []byte) []byte { le.PutUint64(b[off:], v); return reseal(b) }
 	}
-	tests := []struct {
-		name    string
-		edit    func([]byte) []byte
-		is      error
-		contain string
-	}{
+	return []rejectCase{
 		{"empty", func(b []byte) []byte { return nil }, ErrTruncated, "header needs 32 bytes, 0 remain"},
 		{"wrong magic", func(b []byte) []byte { copy(b, "PK\x03\x04"); return b }, ErrCorrupt, `bad magic "PK\x03\x04`},
 		{"short wrong magic", func(b []byte) []byte { return []byte("BRX") }, ErrCorrupt, "bad magic"},
@@ -194,6 +202,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"duplicate key", func(b []byte) []byte { copy(b[keyBlob+6:], "a/x"); return reseal(b) }, ErrDuplicateKey,
 			`duplicate sample key "a/x" in sample 0 (chunk 0 "shard-0.tar") and sample 2 (chunk 1 "shard-1.tar")`},
 	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	tests := rejectCases()
 	if n := len(golden(t)); n != goldenLen {
 		t.Fatalf("golden index is %d bytes; the offsets in this test assume %d", n, goldenLen)
 	}

@@ -2,6 +2,7 @@ package chunkindex
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -70,6 +71,10 @@ type Index struct {
 	// per sample off the heap; the random seed keeps crafted collisions out.
 	seed   maphash.Seed
 	byHash []uint32
+
+	// part is set on an index opened partially (Open): the columns above
+	// are then empty, and the sample tables are those part holds.
+	part *partial
 
 	idOnce sync.Once
 	id     string
@@ -157,23 +162,9 @@ func (ix *Index) validate(kind error) error {
 	}
 	chunkKeys := make(map[string]int, len(ix.chunks))
 	for c, ch := range ix.chunks {
-		switch {
-		case ch.Key == "":
-			return fmt.Errorf("%w: chunk %d: empty key", kind, c)
-		case strings.HasPrefix(ch.Key, metaPrefix):
-			return fmt.Errorf("%w: chunk %d: key %q is under %s, which holds the dataset's metadata", kind, c, ch.Key, metaPrefix)
-		case len(ch.Key) > MaxChunkKeyLen || len(ch.ETag) > MaxChunkKeyLen:
-			return fmt.Errorf("%w: chunk %d: key or ETag longer than %d bytes", kind, c, MaxChunkKeyLen)
-		case ch.Size < 0:
-			return fmt.Errorf("%w: chunk %d %q: negative size %d", kind, c, ch.Key, ch.Size)
-		case ix.total > math.MaxInt64-ch.Size:
-			return fmt.Errorf("%w: chunk sizes overflow int64", kind)
+		if err := ix.checkChunk(kind, c, chunkKeys); err != nil {
+			return err
 		}
-		if prev, dup := chunkKeys[ch.Key]; dup {
-			return fmt.Errorf("%w: chunk key %q used by chunks %d and %d", kind, ch.Key, prev, c)
-		}
-		chunkKeys[ch.Key] = c
-		ix.total += ch.Size
 
 		end := int64(0) // end of the previous sample in this chunk
 		for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
@@ -194,6 +185,31 @@ func (ix *Index) validate(kind error) error {
 	}
 
 	return ix.buildLookup(kind)
+}
+
+// checkChunk checks chunk c's record, records its key in keys (to find
+// duplicates) and adds its size to the total. kind is the sentinel that
+// errors wrap.
+func (ix *Index) checkChunk(kind error, c int, keys map[string]int) error {
+	ch := ix.chunks[c]
+	switch {
+	case ch.Key == "":
+		return fmt.Errorf("%w: chunk %d: empty key", kind, c)
+	case strings.HasPrefix(ch.Key, metaPrefix):
+		return fmt.Errorf("%w: chunk %d: key %q is under %s, which holds the dataset's metadata", kind, c, ch.Key, metaPrefix)
+	case len(ch.Key) > MaxChunkKeyLen || len(ch.ETag) > MaxChunkKeyLen:
+		return fmt.Errorf("%w: chunk %d: key or ETag longer than %d bytes", kind, c, MaxChunkKeyLen)
+	case ch.Size < 0:
+		return fmt.Errorf("%w: chunk %d %q: negative size %d", kind, c, ch.Key, ch.Size)
+	case ix.total > math.MaxInt64-ch.Size:
+		return fmt.Errorf("%w: chunk sizes overflow int64", kind)
+	}
+	if prev, dup := keys[ch.Key]; dup {
+		return fmt.Errorf("%w: chunk key %q used by chunks %d and %d", kind, ch.Key, prev, c)
+	}
+	keys[ch.Key] = c
+	ix.total += ch.Size
+	return nil
 }
 
 // buildLookup orders sample IDs by key hash and rejects duplicate keys.
@@ -234,7 +250,7 @@ func (ix *Index) buildLookup(kind error) error {
 func (ix *Index) NumChunks() int { return len(ix.chunks) }
 
 // NumSamples returns the number of samples.
-func (ix *Index) NumSamples() int { return len(ix.offsets) }
+func (ix *Index) NumSamples() int { return ix.chunkStart[len(ix.chunks)] }
 
 // TotalBytes returns the sum of the chunk sizes.
 func (ix *Index) TotalBytes() int64 { return ix.total }
@@ -243,6 +259,9 @@ func (ix *Index) TotalBytes() int64 { return ix.total }
 // serves, which is TotalBytes less end-of-archive markers, padding and
 // directory entries.
 func (ix *Index) SampleBytes() int64 {
+	if ix.part != nil {
+		return ix.part.sampleBytes // summed while the index streamed in
+	}
 	var n int64
 	for _, l := range ix.lengths {
 		n += int64(l)
@@ -268,7 +287,14 @@ func (ix *Index) SampleCounts() []int {
 	return counts
 }
 
+// ChunkOf returns the chunk holding sample id. Every index answers it
+// from memory, a partial one too. It panics if id is out of range.
+func (ix *Index) ChunkOf(id int) int { return ix.chunkOf(id) }
+
 // Sample returns sample id. It panics if id is out of range.
+//
+// On a partial index (Open), the sample's chunk must be prepared (see
+// Prepare), as for SampleRange.
 func (ix *Index) Sample(id int) Sample {
 	c, off, n, crc := ix.SampleRange(id)
 	return Sample{Key: ix.SampleKey(id), Chunk: c, Offset: off, Length: n, CRC: crc}
@@ -277,13 +303,30 @@ func (ix *Index) Sample(id int) Sample {
 // SampleRange returns where sample id's bytes are. It does not allocate,
 // which matters on the path that serves every sample of every batch.
 // It panics if id is out of range.
+//
+// On a partial index (Open) it reads the table of the sample's chunk,
+// which is in memory if this node keeps it or a Prepare of the chunk has
+// not been released. Otherwise the table is loaded there and then, with
+// no context, and counted in TableStats.Unprepared; if that load fails,
+// SampleRange panics, since it has no error to return. Serving code
+// prepares first (Samples does), so that neither happens.
 func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
-	return ix.chunkOf(id), ix.offsets[id], int64(ix.lengths[id]), ix.crcs[id]
+	c := ix.chunkOf(id)
+	if ix.part != nil {
+		t := ix.part.table(c)
+		off, length, crc := t.sampleRange(id - ix.chunkStart[c])
+		return c, off, length, crc
+	}
+	return c, ix.offsets[id], int64(ix.lengths[id]), ix.crcs[id]
 }
 
 // SampleKey returns sample id's key. It does not allocate.
-// It panics if id is out of range.
+// It panics if id is out of range. On a partial index, see SampleRange.
 func (ix *Index) SampleKey(id int) string {
+	if ix.part != nil {
+		c := ix.chunkOf(id)
+		return ix.part.table(c).key(id - ix.chunkStart[c])
+	}
 	start := uint32(0)
 	if id > 0 {
 		start = ix.keyEnds[id-1]
@@ -303,10 +346,20 @@ func (ix *Index) chunkOf(id int) int {
 	return c
 }
 
-// Lookup returns the ID of the sample with the given key. Its table is
-// built by New and Decode, where it doubles as the duplicate-key check, so
-// Lookup needs no lazy initialisation or locking.
+// Lookup returns the ID of the sample with the given key. On an index
+// with every table in memory (New, Decode) its table is built with the
+// index, where it doubles as the duplicate-key check, so Lookup needs no
+// lazy initialisation or locking. On a partial index it may have to load
+// a chunk's table, without a context, and panics if that fails: serving
+// code calls LookupContext.
 func (ix *Index) Lookup(key string) (id int, ok bool) {
+	if ix.part != nil {
+		id, ok, err := ix.LookupContext(context.Background(), key)
+		if err != nil {
+			panic(fmt.Sprintf("chunkindex: Lookup(%q) on a partial index: %v (use LookupContext)", key, err))
+		}
+		return id, ok
+	}
 	h := maphash.String(ix.seed, key)
 	i, _ := slices.BinarySearchFunc(ix.byHash, h, func(id uint32, h uint64) int {
 		return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
@@ -322,4 +375,15 @@ func (ix *Index) Lookup(key string) (id int, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// LookupContext is Lookup for any index: on a partial one it loads the
+// table of the chunk the key can be in (see Open for how that chunk is
+// found), and fails only if that load does.
+func (ix *Index) LookupContext(ctx context.Context, key string) (id int, ok bool, err error) {
+	if ix.part == nil {
+		id, ok := ix.Lookup(key)
+		return id, ok, nil
+	}
+	return ix.part.lookup(ctx, ix, key)
 }

@@ -142,6 +142,14 @@ func verifyChunk(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, 
 		probs = append(probs, chunkProblem(ChunkSizeDiffers, "%d bytes, indexed %d", info.Size, want.Size))
 	}
 
+	// A partial index (chunkindex.Open) reads the chunk's table now, not
+	// sample by sample below.
+	release, err := ix.Prepare(ctx, []int{c})
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
+	}
+	defer release()
+
 	// Read only as far as the last sample: the end-of-archive marker is not
 	// served, and a shorter object must still have its samples checked.
 	first, n := ix.ChunkRange(c)

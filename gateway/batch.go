@@ -101,7 +101,7 @@ func (g *Gateway) layoutRequest(r *http.Request) (*order.Layout, query.Query, er
 	if err != nil {
 		return nil, q, err
 	}
-	l, err := g.orders.Layout(ds, q.Job, epoch, m)
+	l, err := g.orders.Layout(r.Context(), ds, q.Job, epoch, m)
 	return l, q, err
 }
 
@@ -119,7 +119,10 @@ func (g *Gateway) fetchNextAhead(l *order.Layout) {
 		return
 	}
 	g.cluster.FetchAhead(order.BatchETag(l.DS, l.Job, l.Epoch, next, g.orders.Nodes()), func() (order.Samples, *peer.Origin, error) {
-		nl, err := g.orders.Layout(l.DS, l.Job, l.Epoch, next)
+		// The fetch ahead outlives the request: its table loads, if the
+		// index holds only this node's chunks, are bounded by their own
+		// timeout.
+		nl, err := g.orders.Layout(context.Background(), l.DS, l.Job, l.Epoch, next)
 		if err != nil {
 			return order.Samples{}, nil, err
 		}
@@ -161,8 +164,8 @@ func setMissingHeaders(h http.Header, l *order.Layout) {
 	h.Set("Cache-Control", "no-store")
 	h.Set(api.HeaderMissingSamples, strconv.Itoa(len(l.Missing)))
 	var sb strings.Builder
-	for i, id := range l.Missing {
-		k := escapeKey(l.DS.Index.SampleKey(id))
+	for i, key := range l.MissingKeys {
+		k := escapeKey(key)
 		if sb.Len()+len(k)+1 > maxMissingKeysHeader {
 			sb.WriteString(",…")
 			break

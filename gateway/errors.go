@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
@@ -58,8 +59,11 @@ func statusOf(err error) int {
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound):
-		// The store no longer matches the index: retrying will not help.
+	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
+		errors.Is(err, chunkindex.ErrCorrupt):
+		// The store no longer matches the index (a chunk, or a sample
+		// table a node read from the stored index): retrying will not
+		// help.
 		return http.StatusBadGateway
 	case errors.Is(err, ErrNotImplemented):
 		return http.StatusNotImplemented

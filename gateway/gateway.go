@@ -49,6 +49,13 @@ type Config struct {
 	CacheSize   int64  // bytes; default 4 GiB
 	CachePolicy string // "schedule" (default) or "lru"
 
+	// IndexTablesCache bounds, on a cluster node, the sample tables of
+	// chunks other nodes own that it keeps after reading them on demand
+	// from the index object; 0 is chunkindex.DefaultTableCacheBytes
+	// (64 MiB). A node keeps its own chunks' tables whole. A single
+	// gateway reads the whole index and keeps it.
+	IndexTablesCache int64
+
 	// DiskCache, if it names directories, keeps chunks on local disk below
 	// the RAM cache (internal/disktier): a chunk the cache misses is read
 	// from disk before the store, chunks read from the store are written
@@ -535,6 +542,11 @@ func (g *Gateway) Load(ctx context.Context) error {
 	bcfg.Observer = g.metrics
 	var loaded []*catalog.Dataset
 	for _, spec := range g.cfg.Datasets {
+		if c := g.cfg.Cluster; len(c.Peers) > 1 {
+			// A node keeps its own chunks' sample tables and reads the
+			// others' on demand (docs/scale-out.md, "Index memory").
+			spec.Partition = catalog.Partition{Self: c.Self, Nodes: len(c.Peers), TableCacheBytes: g.cfg.IndexTablesCache}
+		}
 		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {
 			return err

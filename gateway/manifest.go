@@ -24,15 +24,15 @@ func writeManifest(w http.ResponseWriter, l *order.Layout) {
 		World: l.Job.World, BatchSize: l.Job.BatchSize, Offset: l.Job.Offset, Batches: l.Batches, ETag: l.ETag, Bytes: l.Length(),
 		Samples: make([]api.ManifestSample, len(l.IDs))}
 	for i, id := range l.IDs {
-		s := ix.Sample(id)
+		s := l.Info[i]
 		m.Samples[i] = api.ManifestSample{ID: id, Key: s.Key, Chunk: ix.Chunk(s.Chunk).Key, Offset: s.Offset, Length: s.Length, CRC32C: s.CRC}
 	}
 	// What a GET in skip mode would leave out, as far as the gateway
 	// knows without reading: the samples of chunks whose last read found
 	// them damaged at rest.
-	for i, id := range l.IDs {
+	for i := range l.IDs {
 		if l.DS.IsDamaged(l.Chunks[l.Slot[i]]) {
-			m.Missing = append(m.Missing, ix.SampleKey(id))
+			m.Missing = append(m.Missing, l.Info[i].Key)
 		}
 	}
 	writeJSON(w, http.StatusOK, m)

@@ -76,7 +76,7 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 		done = func() { g.sched.Finish(tok) }
 		g.follow(o.Stream, o.Epoch, o.Pos)
 	}
-	res, err := g.reader.Read(ctx, reader.Request{Samples: order.NewSamples(req.DS, req.IDs), Local: true})
+	res, err := g.reader.Read(ctx, reader.Request{Samples: order.SamplesOf(req.DS, req.IDs, req.Info), Local: true})
 	done()
 	if err != nil {
 		writeError(ctx, w, err)

@@ -29,13 +29,19 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := chi.URLParam(r, "*")
-	id, ok := ds.Index.Lookup(key)
-	if !ok {
-		writeError(ctx, w, fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name))
+	id, ok, err := ds.Index.LookupContext(ctx, key)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name)
+	}
+	var smp order.Samples
+	if err == nil {
+		smp, err = order.NewSamples(ctx, ds, []int{id})
+	}
+	if err != nil {
+		writeError(ctx, w, err)
 		return
 	}
-	_, _, length, _ := ds.Index.SampleRange(id)
-	n := length + int64(len(chunkindex.EndOfArchive))
+	n := smp.Bytes + int64(len(chunkindex.EndOfArchive))
 	h := w.Header()
 	h.Set(api.HeaderDataset, ds.Name)
 	h.Set(api.HeaderIndex, ds.ID())
@@ -46,7 +52,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	res, err := g.reader.Read(ctx, reader.Request{Samples: order.NewSamples(ds, []int{id})})
+	res, err := g.reader.Read(ctx, reader.Request{Samples: smp})
 	if err == nil && len(res.Missing) > 0 {
 		res.Release()
 		err = fmt.Errorf("%w: sample %q is in a chunk damaged at rest", catalog.ErrCorrupt, key)

@@ -36,6 +36,7 @@ type serveFlags struct {
 	cachePolicy     string
 	diskCache       datasetFlags
 	diskCacheSize   cli.ByteSize
+	indexTables     cli.ByteSize
 	seed            uint64
 	batchSize       int
 	window          int
@@ -72,6 +73,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.Var(&f.cacheSize, "cache-size", "chunk cache bound in bytes (e.g. 4GiB)")
 	fs.StringVar(&f.cachePolicy, "cache-policy", "schedule", "eviction: schedule (next use, from the known order) or lru")
 	fs.Var(&f.diskCache, "disk-cache", "directory keeping chunks on local disk below the RAM cache, kept across restarts (repeatable, or comma-separated: one per drive)")
+	fs.Var(&f.indexTables, "index-tables-cache", "on a cluster node, memory for the sample tables of chunks other nodes own, read from the index on demand (default 64MiB)")
 	fs.Var(&f.diskCacheSize, "disk-cache-size", "bound on the disk cache, in all, split equally between its directories (e.g. 500GiB); required with --disk-cache")
 	fs.Uint64Var(&f.seed, "seed", 0, "default shuffle seed")
 	fs.IntVar(&f.batchSize, "batch-size", 32, "default batch size (samples per rank)")
@@ -217,6 +219,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		Backend:             backend,
 		CacheSize:           int64(f.cacheSize),
 		DiskCache:           gateway.DiskCacheConfig{Dirs: f.diskDirs(), Size: int64(f.diskCacheSize)},
+		IndexTablesCache:    int64(f.indexTables),
 		CachePolicy:         f.cachePolicy,
 		Defaults:            gateway.Defaults{Seed: f.seed, BatchSize: f.batchSize, Window: f.window, DropLast: f.dropLast},
 		Limits:              gateway.Limits{MaxBatchSize: f.maxBatchSize, MaxBatchBytes: int64(f.maxBatchBytes)},

@@ -36,6 +36,7 @@ type versions struct{ cur, prev *Dataset }
 // order), not ready until MarkReady.
 func New(names []string, defaultName string, m *Metrics, log zerolog.Logger) *Catalog {
 	c := &Catalog{names: names, defaultName: defaultName, log: log, metrics: m, byName: map[string]versions{}}
+	m.tables.catalog.Store(c)
 	c.reload.init()
 	c.WaitFor("dataset indexes are still loading")
 	return c
@@ -183,6 +184,7 @@ type Metrics struct {
 	rereads       prometheus.Counter
 	indexReloads  *prometheus.CounterVec
 	indexInfo     *prometheus.GaugeVec
+	tables        *tableCollector
 }
 
 // NewMetrics registers the catalog's collectors on reg.
@@ -202,6 +204,60 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "brand_index_info", Help: "1 for the index version each dataset serves now (index: its content identity; etag: the index object's ETag).",
 		}, []string{"dataset", "index", "etag"}),
 	}
-	reg.MustRegister(m.fetchSeconds, m.fetchErrors, m.corruptChunks, m.rereads, m.indexReloads, m.indexInfo)
+	m.tables = newTableCollector()
+	reg.MustRegister(m.fetchSeconds, m.fetchErrors, m.corruptChunks, m.rereads, m.indexReloads, m.indexInfo, m.tables)
 	return m
+}
+
+// tableCollector reports the sample tables of the index versions the
+// catalog serves now (chunkindex.TableStats): on a cluster node, which
+// keeps only its own chunks' tables, what it keeps, what it caches and
+// how often it reads another chunk's table from the store.
+type tableCollector struct {
+	catalog                               atomic.Pointer[Catalog]
+	loads, unprepared, tables, tableBytes *prometheus.Desc
+}
+
+func newTableCollector() *tableCollector {
+	labels := []string{"dataset", "index"}
+	kinds := []string{"dataset", "index", "kind"}
+	return &tableCollector{
+		loads: prometheus.NewDesc("brand_index_table_loads_total",
+			"Sample tables of chunks this node does not own read from the stored index (a cluster node's partial index).", labels, nil),
+		unprepared: prometheus.NewDesc("brand_index_table_unprepared_loads_total",
+			"Of those, tables read because a sample was read without its chunk prepared: 0 unless a code path misses its Prepare.", labels, nil),
+		tables: prometheus.NewDesc("brand_index_tables",
+			"Sample tables in memory: resident (this node's chunks; every chunk on a single gateway) or cached (other chunks').", kinds, nil),
+		tableBytes: prometheus.NewDesc("brand_index_table_bytes",
+			"Bytes of the sample tables in memory, by kind (see brand_index_tables).", kinds, nil),
+	}
+}
+
+func (tc *tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tc.loads
+	ch <- tc.unprepared
+	ch <- tc.tables
+	ch <- tc.tableBytes
+}
+
+func (tc *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	c := tc.catalog.Load()
+	if c == nil {
+		return
+	}
+	c.mu.RLock()
+	cur := make([]*Dataset, 0, len(c.byName))
+	for _, v := range c.byName {
+		cur = append(cur, v.cur)
+	}
+	c.mu.RUnlock()
+	for _, d := range cur {
+		st := d.Index.TableStats()
+		ch <- prometheus.MustNewConstMetric(tc.loads, prometheus.CounterValue, float64(st.Loads), d.Name, d.ID())
+		ch <- prometheus.MustNewConstMetric(tc.unprepared, prometheus.CounterValue, float64(st.Unprepared), d.Name, d.ID())
+		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Resident), d.Name, d.ID(), "resident")
+		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Cached), d.Name, d.ID(), "cached")
+		ch <- prometheus.MustNewConstMetric(tc.tableBytes, prometheus.GaugeValue, float64(st.ResidentBytes), d.Name, d.ID(), "resident")
+		ch <- prometheus.MustNewConstMetric(tc.tableBytes, prometheus.GaugeValue, float64(st.CachedBytes), d.Name, d.ID(), "cached")
+	}
 }

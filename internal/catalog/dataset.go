@@ -27,6 +27,7 @@ type Dataset struct {
 	// allocated this big, so that buffers are interchangeable.
 	MaxChunk int64
 
+	partition  Partition      // how the index was read; a reload reads the same way
 	chunkByKey map[string]int // chunk object key → chunk ID
 	damaged    []atomic.Bool  // per chunk: its last read found it damaged at rest
 

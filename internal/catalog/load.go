@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -18,6 +19,61 @@ type Spec struct {
 	Name  string
 	URL   string          // s3://bucket/prefix, file:///dir or a directory
 	Store s3backend.Store // optional; used instead of opening URL (tests, embedding)
+	// Partition places the gateway in a cluster, where it keeps in memory
+	// only its own chunks' sample tables; the zero value (a single
+	// gateway) keeps them all.
+	Partition Partition
+}
+
+// Partition is a gateway's place in a cluster, as far as its indexes are
+// concerned. On a cluster (Nodes > 1) a node opens each index partially
+// (chunkindex.Open): it keeps the chunk-level data every node needs, the
+// sample tables of the chunks it owns (Dataset.Owners), and a cache of
+// other chunks' tables read when a batch needs them, bounded by
+// TableCacheBytes. docs/scale-out.md sizes it.
+type Partition struct {
+	Self, Nodes int
+	// TableCacheBytes bounds the tables of chunks this node does not own
+	// kept after use; 0 is chunkindex.DefaultTableCacheBytes.
+	TableCacheBytes int64
+}
+
+// partial reports whether p keeps only some tables.
+func (p Partition) partial() bool { return p.Nodes > 1 }
+
+// readIndex reads a dataset's index as p says: whole, or partially with
+// the tables of the chunks node p.Self owns.
+func readIndex(ctx context.Context, store s3backend.Store, p Partition) (*chunkindex.Index, error) {
+	if !p.partial() {
+		return dataset.ReadIndex(ctx, store)
+	}
+	info, err := store.Stat(ctx, chunkindex.IndexKey)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return nil, fmt.Errorf("dataset: no %s in the store (build the dataset with `brand pack` or `brand index`): %w", chunkindex.IndexKey, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dataset: stat %s: %w", chunkindex.IndexKey, err)
+	}
+	// Every read, at load and later, is pinned to the version streamed.
+	r := chunkindex.RangeReaderFunc(func(ctx context.Context, off int64, b []byte) error {
+		return store.ReadRange(ctx, chunkindex.IndexKey, info.ETag, off, b)
+	})
+	ix, err := chunkindex.Open(ctx, r, info.Size, chunkindex.OpenOptions{
+		CacheBytes: p.TableCacheBytes,
+		Resident: func(ix *chunkindex.Index) []int {
+			var own []int
+			for c, k := range cluster.Balanced(cluster.IndexKey(ix.ID()), ix.SampleCounts(), p.Nodes) {
+				if k == p.Self {
+					own = append(own, c)
+				}
+			}
+			return own
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dataset: opening %s: %w", chunkindex.IndexKey, err)
+	}
+	return ix, nil
 }
 
 // Load opens a dataset's store and reads its index. Transient store
@@ -37,10 +93,10 @@ func Load(ctx context.Context, spec Spec, bcfg s3backend.Config, log zerolog.Log
 		// poll sees a newer ETag and reads it again. Without one (a
 		// failed Stat), the first poll reads the index again.
 		info, _ := store.Stat(ctx, chunkindex.IndexKey)
-		ix, err := dataset.ReadIndex(ctx, store)
+		ix, err := readIndex(ctx, store, spec.Partition)
 		if err == nil {
 			d := NewDataset(spec.Name, spec.URL, store, ix)
-			d.IndexETag = info.ETag
+			d.IndexETag, d.partition = info.ETag, spec.Partition
 			return d, nil
 		}
 		if !errors.Is(err, s3backend.ErrUnavailable) {

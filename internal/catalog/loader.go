@@ -78,6 +78,13 @@ func (l Loader) Wants(k chunkcache.Key) bool { return l.disk != nil && l.disk.Wa
 // fromDisk fills buf with chunk c from the disk tier, verified, and
 // reports whether it did.
 func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) bool {
+	// A node whose index holds only its own chunks' tables reads this
+	// chunk's table first if it is another node's chunk.
+	release, err := ds.Index.Prepare(ctx, []int{c})
+	if err != nil {
+		return false
+	}
+	defer release()
 	return l.disk.Read(ctx, k, buf, func(buf []byte) error {
 		v := chunkindex.NewVerifier(ds.Index, c, buf)
 		v.Progress(0, len(buf))
@@ -175,8 +182,14 @@ type badSample struct {
 
 // read1 fills buf with chunk c once and verifies it.
 func read1(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+	// A node whose index holds only its own chunks' tables reads this
+	// chunk's table first if it is another node's chunk.
+	release, err := ds.Index.Prepare(ctx, []int{c})
+	if err != nil {
+		return badSample{}, err
+	}
+	defer release()
 	v := chunkindex.NewVerifier(ds.Index, c, buf)
-	var err error
 	if or, ok := ds.Store.(objectReader); ok {
 		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.Progress)
 	} else {
@@ -189,7 +202,9 @@ func read1(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte
 	return badSample{id, got}, nil
 }
 
-// checksumError describes a sample that failed its CRC32C.
+// checksumError describes a sample that failed its CRC32C. On a partial
+// index the table read1 prepared is released by now; it is almost always
+// still cached, and read again (TableStats.Unprepared) if not.
 func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) error {
 	_, _, _, want := ix.SampleRange(bad.id)
 	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",

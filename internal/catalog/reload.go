@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/dataset"
 )
 
 // reloader is the catalog's part that swaps in a dataset's new index when
@@ -130,7 +129,7 @@ func (c *Catalog) reloadDataset(ctx context.Context, name string) (bool, error) 
 	if info.ETag == seen {
 		return false, nil
 	}
-	ix, err := dataset.ReadIndex(ctx, cur.Store)
+	ix, err := readIndex(ctx, cur.Store, cur.partition)
 	if err != nil {
 		return false, fmt.Errorf("dataset %s: reading its new index: %w", name, err)
 	}
@@ -139,7 +138,7 @@ func (c *Catalog) reloadDataset(ctx context.Context, name string) (bool, error) 
 		return false, nil // rewritten with the same content
 	}
 	next := NewDataset(name, cur.URL, cur.Store, ix)
-	next.IndexETag, next.Version = info.ETag, cur.Version+1
+	next.IndexETag, next.Version, next.partition = info.ETag, cur.Version+1, cur.partition
 	c.replace(next)
 	c.metrics.indexReloads.WithLabelValues(name).Inc()
 	c.log.Info().Str("dataset", name).Str("old_index", cur.ID()).Str("index", ix.ID()).

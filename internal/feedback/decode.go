@@ -1,6 +1,7 @@
 package feedback
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -102,6 +103,7 @@ func (r *records) apply(acc *importance.Accumulator) error {
 
 // decoder reads one feedback body for a dataset.
 type decoder struct {
+	ctx        context.Context // of the request: bounds key lookups; nil: none
 	ds         *catalog.Dataset
 	maxRecords int
 	pool       *blocks // nil: records are allocated

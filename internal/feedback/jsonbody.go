@@ -2,6 +2,7 @@ package feedback
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,6 +135,10 @@ func (d decoder) array(sc *scanner, field string, recs *records, first bool) (in
 		case fieldKeys:
 			rec.id, err = d.key(sc)
 		}
+		var ie indexError
+		if errors.As(err, &ie) {
+			return n, ie.err // the index could not answer: not the body's fault
+		}
 		if err != nil {
 			return n, fmt.Errorf("%w: %s[%d]: %w", ErrBadFeedback, field, n, err)
 		}
@@ -154,12 +159,26 @@ func (d decoder) key(sc *scanner) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	id, ok := d.ds.Index.Lookup(string(k))
+	ctx := d.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// On a node whose index holds only its own chunks' tables, this
+	// reads the key's chunk's table, unless a batch read it lately.
+	id, ok, err := d.ds.Index.LookupContext(ctx, string(k))
+	if err != nil {
+		return 0, indexError{fmt.Errorf("looking up sample key %q in dataset %s: %w", k, d.ds.Name, err)}
+	}
 	if !ok {
 		return 0, fmt.Errorf("unknown sample key %q in dataset %s", k, d.ds.Name)
 	}
 	return uint32(id), nil
 }
+
+// indexError is a key lookup that failed to read the index.
+type indexError struct{ err error }
+
+func (e indexError) Error() string { return e.err.Error() }
 
 // scanner reads JSON values of the feedback grammar from a buffered
 // body. What it returns is valid until its next read; its errors say

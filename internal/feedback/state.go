@@ -134,7 +134,7 @@ func (s *State) Add(ctx context.Context, ds *catalog.Dataset, job string, epoch 
 		return 0, err
 	}
 	defer leave()
-	recs, err := decoder{ds: ds, maxRecords: s.limits.Records, pool: s.blocks}.decode(contentType, body)
+	recs, err := decoder{ctx: ctx, ds: ds, maxRecords: s.limits.Records, pool: s.blocks}.decode(contentType, body)
 	if err != nil {
 		return 0, err
 	}

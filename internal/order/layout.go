@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,43 +17,78 @@ import (
 // ErrOutOfRange marks an epoch, batch or offset outside the job's epoch.
 var ErrOutOfRange = errors.New("not found")
 
-// Samples are sample IDs of one dataset version, grouped by chunk: what
-// reading them needs to know before any chunk is read.
+// Samples are sample IDs of one dataset version, grouped by chunk, with
+// their index entries: what reading them needs to know before any chunk
+// is read. Reads take every sample's range, CRC32C and key from Info, not
+// from the index, so that on a node whose index holds only its own
+// chunks' tables (chunkindex.Open) the tables of other chunks are read
+// once, when the samples are laid out.
 type Samples struct {
 	DS     *catalog.Dataset
-	IDs    []int // in the order they are served; an ID may repeat (importance draws)
-	Chunks []int // their distinct chunks, in first-use order
-	Slot   []int // per sample: its chunk's index in Chunks
-	Bytes  int64 // the samples' tar bytes, back to back
+	IDs    []int               // in the order they are served; an ID may repeat (importance draws)
+	Info   []chunkindex.Sample // per ID, its index entry
+	Chunks []int               // their distinct chunks, in first-use order
+	Slot   []int               // per sample: its chunk's index in Chunks
+	Bytes  int64               // the samples' tar bytes, back to back
 }
 
-// NewSamples lays out samples ids of ds.
-func NewSamples(ds *catalog.Dataset, ids []int) Samples {
-	s := Samples{DS: ds, IDs: ids, Slot: make([]int, 0, len(ids))}
+// NewSamples lays out samples ids of ds, reading their entries from its
+// index: on a partial index, with at most one load of each chunk's table
+// that this node does not hold.
+func NewSamples(ctx context.Context, ds *catalog.Dataset, ids []int) (Samples, error) {
+	info, err := ds.Index.Samples(ctx, ids)
+	if err != nil {
+		return Samples{}, fmt.Errorf("reading the index entries of %d samples of dataset %s: %w", len(ids), ds.Name, err)
+	}
+	return SamplesOf(ds, ids, info), nil
+}
+
+// SamplesOf lays out samples ids of ds whose index entries are info.
+func SamplesOf(ds *catalog.Dataset, ids []int, info []chunkindex.Sample) Samples {
+	s := Samples{DS: ds, IDs: ids, Info: info, Slot: make([]int, 0, len(ids))}
 	seen := make(map[int]int, 16)
-	for _, id := range ids {
-		c, _, length, _ := ds.Index.SampleRange(id)
-		i, ok := seen[c]
+	for _, in := range info {
+		i, ok := seen[in.Chunk]
 		if !ok {
 			i = len(s.Chunks)
-			seen[c] = i
-			s.Chunks = append(s.Chunks, c)
+			seen[in.Chunk] = i
+			s.Chunks = append(s.Chunks, in.Chunk)
 		}
 		s.Slot = append(s.Slot, i)
-		s.Bytes += length
+		s.Bytes += in.Length
 	}
 	return s
 }
 
-// Without returns s without every occurrence of the samples in drop.
-func (s Samples) Without(drop map[int]bool) Samples {
-	ids := make([]int, 0, len(s.IDs))
-	for _, id := range s.IDs {
-		if !drop[id] {
-			ids = append(ids, id)
+// Pick lays out the samples of s at positions pos, in that order.
+func (s Samples) Pick(pos []int) Samples {
+	ids := make([]int, len(pos))
+	info := make([]chunkindex.Sample, len(pos))
+	for j, p := range pos {
+		ids[j], info[j] = s.IDs[p], s.Info[p]
+	}
+	return SamplesOf(s.DS, ids, info)
+}
+
+// Key returns the key of sample id, one of s's.
+func (s Samples) Key(id int) string {
+	for i, x := range s.IDs {
+		if x == id {
+			return s.Info[i].Key
 		}
 	}
-	return NewSamples(s.DS, ids)
+	panic(fmt.Sprintf("order: sample %d is not one of the %d laid out", id, len(s.IDs)))
+}
+
+// Without returns s without every occurrence of the samples in drop.
+func (s Samples) Without(drop map[int]bool) Samples {
+	pos := make([]int, 0, len(s.IDs))
+	for i, id := range s.IDs {
+		if !drop[id] {
+			pos = append(pos, i)
+		}
+	}
+	return s.Pick(pos)
 }
 
 // Layout is everything about one batch that the order and the index
@@ -68,9 +104,11 @@ type Layout struct {
 	Start, End   int // epoch positions of this rank's slice
 	ETag         string
 	// Missing are the samples left out because their chunk is damaged at
-	// rest (--on-damaged-chunk=skip); full is then the full batch's ETag.
-	Missing []int
-	full    string
+	// rest (--on-damaged-chunk=skip), and MissingKeys their keys; full
+	// is then the full batch's ETag.
+	Missing     []int
+	MissingKeys []string
+	full        string
 }
 
 // Length is the batch's tar body: its samples and the end-of-archive
@@ -91,8 +129,10 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 	return job.NumBatches(n), n, e, nil
 }
 
-// Layout lays out batch m of an epoch of a job over ds.
-func (o *Orders) Layout(ds *catalog.Dataset, job api.Job, epoch, m uint64) (*Layout, error) {
+// Layout lays out batch m of an epoch of a job over ds. On a node whose
+// index holds only its own chunks' tables, it reads the tables of the
+// batch's other chunks (see NewSamples).
+func (o *Orders) Layout(ctx context.Context, ds *catalog.Dataset, job api.Job, epoch, m uint64) (*Layout, error) {
 	s := StreamOf(ds, job)
 	batches, n, e, err := o.Batches(ds, job, epoch)
 	if err != nil {
@@ -119,7 +159,11 @@ func (o *Orders) Layout(ds *catalog.Dataset, job api.Job, epoch, m uint64) (*Lay
 	} else {
 		ids = o.appendRange(nil, s, e, epoch, start, end)
 	}
-	return &Layout{Samples: NewSamples(ds, ids), Stream: s, Job: job, Epoch: epoch, Batch: m, Batches: batches,
+	smp, err := NewSamples(ctx, ds, ids)
+	if err != nil {
+		return nil, err
+	}
+	return &Layout{Samples: smp, Stream: s, Job: job, Epoch: epoch, Batch: m, Batches: batches,
 		EpochSamples: n, Start: start, End: end, ETag: BatchETag(ds, job, epoch, m, o.nodes)}, nil
 }
 
@@ -143,6 +187,16 @@ func (l *Layout) Without(missing []int) *Layout {
 			}
 		}
 	})
+	keys := make(map[int]string, len(nl.Missing))
+	for i, id := range l.IDs {
+		if drop[id] {
+			keys[id] = l.Info[i].Key
+		}
+	}
+	nl.MissingKeys = make([]string, len(nl.Missing))
+	for i, id := range nl.Missing {
+		nl.MissingKeys[i] = keys[id]
+	}
 	nl.full = l.full
 	if nl.full == "" {
 		nl.full = l.ETag

@@ -231,8 +231,7 @@ func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m in
 	owners := s.DS.Owners(o.nodes)
 	owner := make([]int, len(ids))
 	for i, id := range ids {
-		c, _, _, _ := s.DS.Index.SampleRange(id)
-		owner[i] = owners[c]
+		owner[i] = owners[s.DS.Index.ChunkOf(id)]
 	}
 	a, err := cluster.Assign(ids, owner, share, o.nodes)
 	if err != nil {

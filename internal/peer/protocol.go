@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
@@ -50,6 +51,10 @@ type Request struct {
 	DS     *catalog.Dataset
 	IDs    []int
 	Origin *Origin // nil: not for a job's batch (a single sample)
+	// Info are the IDs' index entries, not sent: the asker checks the
+	// reply against them, the owner reads with them. The asker's are
+	// read from its index if nil; DecodeRequest reads the owner's.
+	Info []chunkindex.Sample
 }
 
 // Reply is the owner's answer: per requested ID, its bytes, checked
@@ -140,7 +145,6 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 	}
 	n := ds.Index.NumSamples()
 	seen := make(map[int]struct{}, len(body)/4)
-	var bytes int64
 	req.IDs = make([]int, len(body)/4)
 	for i := range req.IDs {
 		id := int(binary.LittleEndian.Uint32(body[4*i:]))
@@ -151,11 +155,18 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 			return Request{}, fmt.Errorf("%w: sample ID %d asked for twice; a request names each sample once", query.ErrBadRequest, id)
 		}
 		seen[id] = struct{}{}
-		_, _, length, _ := ds.Index.SampleRange(id)
-		if bytes += length; bytes > l.MaxBatchBytes {
+		req.IDs[i] = id
+	}
+	// A node asked for samples it does not own (their owner is down)
+	// reads their chunks' tables here, once each.
+	if req.Info, err = ds.Index.Samples(r.Context(), req.IDs); err != nil {
+		return Request{}, err
+	}
+	var bytes int64
+	for _, in := range req.Info {
+		if bytes += in.Length; bytes > l.MaxBatchBytes {
 			return Request{}, fmt.Errorf("%w: the samples asked for are over %d bytes (the server's --max-batch-bytes)", query.ErrBadRequest, l.MaxBatchBytes)
 		}
-		req.IDs[i] = id
 	}
 	return req, nil
 }
@@ -206,10 +217,16 @@ func (s *Set) fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	if err := statusError(resp, peer); err != nil {
 		return Reply{}, err
 	}
+	info := req.Info
+	if info == nil {
+		if info, err = req.DS.Index.Samples(ctx, req.IDs); err != nil {
+			return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+	}
 	lengths := make([]int64, len(req.IDs))
 	var want int64
-	for i, id := range req.IDs {
-		_, _, lengths[i], _ = req.DS.Index.SampleRange(id)
+	for i, in := range info {
+		lengths[i] = in.Length
 		want += lengths[i]
 	}
 	var head [4]byte
@@ -242,16 +259,16 @@ func (s *Set) fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	}
 	var off int64
 	next := 0 // into rep.Missing
-	for i, id := range req.IDs {
+	for i, in := range info {
 		if next < m && rep.Missing[next] == i {
 			next++
 			continue
 		}
 		b := buf[off : off+lengths[i] : off+lengths[i]]
 		off += lengths[i]
-		if got, want := crc32.Checksum(b, castagnoli), crcOf(req.DS, id); got != want {
+		if got := crc32.Checksum(b, castagnoli); got != in.CRC {
 			return Reply{}, fmt.Errorf("%w: sample %q from %s has CRC32C %08x, the index says %08x",
-				ErrDown, req.DS.Index.SampleKey(id), peer, got, want)
+				ErrDown, in.Key, peer, got, in.CRC)
 		}
 		rep.Data[i] = b
 	}
@@ -259,11 +276,6 @@ func (s *Set) fetch(ctx context.Context, k int, req Request) (Reply, error) {
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func crcOf(ds *catalog.Dataset, id int) uint32 {
-	_, _, _, crc := ds.Index.SampleRange(id)
-	return crc
-}
 
 // statusError classifies a reply's status.
 func statusError(resp *http.Response, peer string) error {

@@ -82,6 +82,7 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 			j = len(f.req.IDs)
 			at[id] = j
 			f.req.IDs = append(f.req.IDs, id)
+			f.req.Info = append(f.req.Info, smp.Info[i])
 			f.pos = append(f.pos, nil)
 		}
 		f.pos[j] = append(f.pos[j], i)

@@ -40,20 +40,18 @@ func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, dat
 	res.InParts = true
 	r.inParts.Inc()
 
-	ix := sub.DS.Index
 	at := make([]int64, len(sub.IDs)) // each sample's offset in buf
 	var off int64
-	for j, id := range sub.IDs {
+	for j, in := range sub.Info {
 		at[j] = off
-		_, _, length, _ := ix.SampleRange(id)
-		off += length
+		off += in.Length
 	}
 	dropped := make([]bool, len(sub.Chunks))
 	// copyOut copies the samples of chunk slot s from its bytes.
 	copyOut := func(s int, chunk []byte) {
-		for j, id := range sub.IDs {
+		for j, in := range sub.Info {
 			if sub.Slot[j] == s {
-				_, o, length, _ := ix.SampleRange(id)
+				o, length := in.Offset, in.Length
 				b := buf[at[j] : at[j]+length : at[j]+length]
 				copy(b, chunk[o:o+length])
 				data[pos[j]] = b
@@ -78,15 +76,15 @@ func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, dat
 		if !d {
 			continue
 		}
-		var ids []int
-		for j, id := range sub.IDs {
+		var at []int
+		for j := range sub.IDs {
 			if sub.Slot[j] == s {
 				missing = append(missing, pos[j])
-				ids = append(ids, id)
+				at = append(at, j)
 			}
 		}
 		if count {
-			r.skippedLog(sub.DS, ids)
+			r.skippedLog(sub.Pick(at))
 		}
 	}
 	return missing, nil

@@ -182,17 +182,12 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		if len(remoteMissing) > 0 {
-			id := s.IDs[remoteMissing[0]]
-			c, _, _, _ := s.DS.Index.SampleRange(id)
+			in := s.Info[remoteMissing[0]]
 			if !r.skip {
 				return nil, fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
-					catalog.ErrCorrupt, s.DS.Index.Chunk(c).Key, s.DS.Name, s.DS.Index.SampleKey(id))
+					catalog.ErrCorrupt, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, in.Key)
 			}
-			ids := make([]int, len(remoteMissing))
-			for j, i := range remoteMissing {
-				ids[j] = s.IDs[i]
-			}
-			r.skippedLog(s.DS, ids)
+			r.skippedLog(s.Pick(remoteMissing))
 		}
 	}
 	res := &Result{r: r}
@@ -286,8 +281,8 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		res.Chunks = sub.Chunks
 		res.Loads, res.LoadedBytes = lease.Loaded()
 		_, res.DiskBytes = lease.Below()
-		for j, id := range sub.IDs {
-			_, off, length, _ := s.DS.Index.SampleRange(id)
+		for j, in := range sub.Info {
+			off, length := in.Offset, in.Length
 			data[pos[j]] = lease.Bytes(sub.Slot[j])[off : off+length : off+length]
 		}
 		return missing, nil
@@ -312,33 +307,33 @@ func damaged(err error, sub order.Samples, skip bool) (int, bool) {
 // drop removes the samples of sub's chunk drop from pos and sub, logs and
 // counts them if count, and returns their positions.
 func (r *Reader) drop(pos *[]int, sub *order.Samples, drop int, count bool) []int {
-	var gone, keep, ids, goneIDs []int
+	var gone, keep, goneAt, keepAt []int
 	for j, p := range *pos {
 		if sub.Slot[j] == drop {
 			gone = append(gone, p)
-			goneIDs = append(goneIDs, sub.IDs[j])
+			goneAt = append(goneAt, j)
 		} else {
 			keep = append(keep, p)
-			ids = append(ids, sub.IDs[j])
+			keepAt = append(keepAt, j)
 		}
 	}
 	if count {
-		r.skippedLog(sub.DS, goneIDs)
+		r.skippedLog(sub.Pick(goneAt))
 	}
 	*pos = keep
-	*sub = order.NewSamples(sub.DS, ids)
+	*sub = sub.Pick(keepAt)
 	return gone
 }
 
-// skippedLog logs and counts the samples of a damaged chunk left out.
-func (r *Reader) skippedLog(ds *catalog.Dataset, ids []int) {
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = ds.Index.SampleKey(id)
+// skippedLog logs and counts the samples of a damaged chunk left out:
+// those of s.
+func (r *Reader) skippedLog(s order.Samples) {
+	keys := make([]string, len(s.Info))
+	for i, in := range s.Info {
+		keys[i] = in.Key
 	}
-	c, _, _, _ := ds.Index.SampleRange(ids[0])
-	r.skipped.Add(float64(len(ids)))
-	r.log.Warn().Str("dataset", ds.Name).Str("chunk", ds.Index.Chunk(c).Key).Strs("skipped_samples", keys).
+	r.skipped.Add(float64(len(keys)))
+	r.log.Warn().Str("dataset", s.DS.Name).Str("chunk", s.DS.Index.Chunk(s.Info[0].Chunk).Key).Strs("skipped_samples", keys).
 		Msg("serving without the samples of a damaged chunk")
 }
 
@@ -347,11 +342,7 @@ func subset(s order.Samples, pos []int) order.Samples {
 	if len(pos) == len(s.IDs) {
 		return s
 	}
-	ids := make([]int, len(pos))
-	for j, p := range pos {
-		ids[j] = s.IDs[p]
-	}
-	return order.NewSamples(s.DS, ids)
+	return s.Pick(pos)
 }
 
 // requests are the cache requests of s's chunks.

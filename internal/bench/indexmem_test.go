@@ -1,0 +1,41 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRunIndexSmall runs the index benchmark on a small index: the whole
+// and partial loads agree on the synthesised index, a batch of other
+// nodes' samples reads one table per chunk, and a node of 4 holds about a
+// quarter of the whole index.
+func TestRunIndexSmall(t *testing.T) {
+	cfg := DefaultIndexConfig()
+	cfg.Samples, cfg.ChunkBytes, cfg.Nodes, cfg.BatchSize, cfg.WorkDir = 20000, 4<<20, []int{1, 4}, 16, t.TempDir()
+	rep, err := RunIndex(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2*3 || rep.Chunks < 40 {
+		t.Fatalf("%d rows, %d chunks", len(rep.Rows), rep.Chunks)
+	}
+	whole := map[string]int64{}
+	for _, r := range rep.Rows {
+		if r.Whole {
+			whole[r.Keys] = r.FootprintBytes
+		}
+		if r.Whole || r.Nodes == 1 {
+			continue
+		}
+		if r.BatchChunks != 16 || r.BatchLoads != 16 || r.RepeatLoads != 0 || r.LookupLoads < 1 || r.LookupLoads > 2 {
+			t.Errorf("%s keys, node of %d: batch of %d chunks read %d tables, %d again, lookup %d", r.Keys, r.Nodes, r.BatchChunks, r.BatchLoads, r.RepeatLoads, r.LookupLoads)
+		}
+		if r.Keys == KeysOrdered && r.FootprintBytes > r.FormulaBytes*11/10 {
+			t.Errorf("node of %d: footprint %d, formula %d", r.Nodes, r.FootprintBytes, r.FormulaBytes)
+		}
+		// Heap figures are noisy at this size; the footprint is exact.
+		if f := float64(r.FootprintBytes) / float64(whole[r.Keys]); r.Keys == KeysOrdered && (f > 0.35 || f < 0.15) {
+			t.Errorf("ordered keys, node of 4 holds %.3f of the whole index, want about a quarter", f)
+		}
+	}
+}
