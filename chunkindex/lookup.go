@@ -25,8 +25,12 @@ type keyFinder interface {
 // lookup finds key's sample: one table load per candidate chunk, which is
 // one chunk but for hash collisions (see hashedKeys).
 func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool, error) {
+	keys, err := p.finder(ctx, ix)
+	if err != nil {
+		return 0, false, err
+	}
 	var buf [4]int
-	for _, c := range p.keys.candidates(buf[:0], key) {
+	for _, c := range keys.candidates(buf[:0], key) {
 		release, err := ix.Prepare(ctx, []int{c})
 		if err != nil {
 			return 0, false, err
@@ -34,7 +38,7 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 		t := p.slots[c].Load()
 		first, n := ix.ChunkRange(c)
 		i := n
-		if p.keys.ordered() {
+		if keys.ordered() {
 			i = sort.Search(n, func(i int) bool { return t.key(i) >= key })
 		} else {
 			for j := range n {
@@ -51,6 +55,22 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 		}
 	}
 	return 0, false, nil
+}
+
+// finder returns what finds a key's chunk, building the hash directory
+// on the first call if Open did not keep one. Lookups wait for the build.
+func (p *partial) finder(ctx context.Context, ix *Index) (keyFinder, error) {
+	p.keysMu.Lock()
+	defer p.keysMu.Unlock()
+	if p.keys != nil {
+		return p.keys, nil
+	}
+	h, err := p.directory(ctx, ix)
+	if err != nil {
+		return nil, fmt.Errorf("building the key directory of index %s: %w", ix.ID(), err)
+	}
+	p.keys = h
+	return h, nil
 }
 
 // orderedKeys finds a key's chunk among chunks whose key ranges do not

@@ -60,6 +60,11 @@ type OpenOptions struct {
 	Parallel int
 	// ReadSize is the size of each range read of the stream (8 MiB if 0).
 	ReadSize int
+	// KeyDirectory builds the hash directory that finds a key's chunk
+	// when the keys are in no order (about 4.2 bytes a sample) while
+	// opening, with the duplicate-key check, instead of on the first
+	// lookup by key.
+	KeyDirectory bool
 }
 
 // Open reads the encoded index of size bytes that r reads and returns a
@@ -82,9 +87,13 @@ type OpenOptions struct {
 // is in without the keys in memory. If every chunk's keys ascend and the
 // chunks' key ranges do not overlap (an unshuffled `brand pack`, or
 // WebDataset shards of sorted keys), Open keeps each chunk's first key
-// and finds the chunk by binary search. Otherwise (a shuffled pack) it
-// keeps a hash directory of about 4.2 bytes a sample; docs/format.md has
-// the formula.
+// and finds the chunk by binary search. Otherwise (a shuffled pack) a hash
+// directory of about 4.2 bytes a sample finds it (docs/format.md has the
+// formula): built on the first lookup by key, which streams the index
+// object again (seconds per ten million samples), so that a node that
+// only serves batches never holds it; OpenOptions.KeyDirectory builds it
+// here. Duplicate keys, which no index Brand writes has, are found when
+// the directory is built.
 func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*Index, error) {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultTableCacheBytes
@@ -145,9 +154,10 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	ix.idOnce.Do(func() {}) // the ID is the hash of what was read
 	ix.part = p
 
+	p.size, p.readSize, p.seed = size, opts.ReadSize, seed
 	if ord.ok {
 		p.keys = ord.lookup()
-	} else {
+	} else if opts.KeyDirectory {
 		h, dups := buildHashed(seed, scratch, ix)
 		p.keys = h
 		if err := p.checkDuplicates(ctx, ix, dups); err != nil {
@@ -509,4 +519,40 @@ func (p *partial) keep(ctx context.Context, ix *Index, chunks []int) error {
 		}
 	}
 	return nil
+}
+
+// directory builds the hash directory of an index whose keys are in no
+// order: it streams the object again (its keys and their ends), checks that
+// it is still the index p was opened from (its ID), hashes every key and
+// checks for duplicates, as Open does with OpenOptions.KeyDirectory.
+func (p *partial) directory(ctx context.Context, ix *Index) (*hashedKeys, error) {
+	st := newStream(ctx, p.r, p.size, p.readSize)
+	defer st.close()
+	again, hdr, err := openHeader(st, p.size)
+	if err != nil {
+		return nil, err
+	}
+	tmp := &partial{keyStart: make([]uint32, len(again.chunks)+1), segCRC: make([]uint32, len(again.chunks))}
+	scratch := make([]uint64, hdr.samples)
+	if err := tmp.streamRecords(st, again, scratch); err != nil {
+		return nil, err
+	}
+	if _, err := tmp.streamKeys(st, again, scratch, p.seed); err != nil {
+		return nil, err
+	}
+	if _, err := st.next(trailerSize); err != nil {
+		return nil, err
+	}
+	sum, _, err := st.finish()
+	if err != nil {
+		return nil, err
+	}
+	if id := hex.EncodeToString(sum)[:16]; id != ix.ID() {
+		return nil, fmt.Errorf("%w: the index object now has ID %s, not %s: it was replaced", ErrCorrupt, id, ix.ID())
+	}
+	h, dups := buildHashed(p.seed, scratch, ix)
+	if err := p.checkDuplicates(ctx, ix, dups); err != nil {
+		return nil, err
+	}
+	return h, nil
 }

@@ -171,14 +171,26 @@ func TestOpenMatchesDecode(t *testing.T) {
 }
 
 // TestOpenRejects: Open refuses every edit Decode refuses, with the same
-// sentinel.
+// sentinel; a duplicate key among keys in no order, when the key
+// directory is built: at Open with KeyDirectory, else at the first
+// lookup by key.
 func TestOpenRejects(t *testing.T) {
 	for _, tt := range rejectCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.edit(golden(t))
-			_, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 7})
+			_, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 7, KeyDirectory: true})
 			if !errors.Is(err, tt.is) {
 				t.Fatalf("Open: %v, want %v", err, tt.is)
+			}
+			if !errors.Is(tt.is, ErrDuplicateKey) {
+				return
+			}
+			ix, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 7})
+			if err != nil {
+				t.Fatalf("Open without the key directory: %v", err)
+			}
+			if _, _, err := ix.LookupContext(context.Background(), "any"); !errors.Is(err, tt.is) {
+				t.Fatalf("first lookup: %v, want %v", err, tt.is)
 			}
 		})
 	}
@@ -392,5 +404,35 @@ func TestFootprint(t *testing.T) {
 	w, p := whole.Footprint(), ix.Footprint()
 	if p > w*6/10 || p < w*4/10 {
 		t.Errorf("partial footprint %d, whole %d: want about half", p, w)
+	}
+}
+
+// TestKeyDirectoryOnDemand: with keys in no order, a node holds no key
+// directory until a lookup by key needs one; the first lookup builds it
+// from the object, checked to be the same index, and a replaced object is
+// refused rather than believed.
+func TestKeyDirectoryOnDemand(t *testing.T) {
+	chunks, samples := synthDataset(3000, 41)
+	whole := mustNew(t, chunks, samples)
+	obj := encode(t, whole)
+	ix := open(t, obj, OpenOptions{})
+	before := ix.Footprint()
+	if ix.part.keys != nil {
+		t.Fatal("a key directory was built at Open")
+	}
+	key := whole.SampleKey(1234)
+	if id, ok, err := ix.LookupContext(context.Background(), key); err != nil || !ok || id != 1234 {
+		t.Fatalf("lookup %q: %d %v %v, want 1234", key, id, ok, err)
+	}
+	if grown := ix.Footprint() - before; grown < 4*int64(whole.NumSamples()) {
+		t.Fatalf("the key directory adds %d bytes, want about 4.2 a sample", grown)
+	}
+
+	// A replaced object: the directory is not built from it.
+	ix = open(t, encode(t, whole), OpenOptions{})
+	other := encode(t, mustNew(t, chunks, samples))
+	ix.part.r = &memObject{b: append(other.b[:len(other.b)-5:len(other.b)-5], 0, 0, 0, 0, 0)}
+	if _, _, err := ix.LookupContext(context.Background(), key); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("lookup over a changed object: %v, want ErrCorrupt", err)
 	}
 }

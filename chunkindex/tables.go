@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,17 @@ type partial struct {
 	keyStart    []uint32 // chunk c's keys are key blob bytes [keyStart[c], keyStart[c+1])
 	segCRC      []uint32 // CRC32C of chunk c's sample records followed by its keys
 	sampleBytes int64
-	keys        keyFinder
 	parallel    int
+
+	// keys finds a key's chunk: kept from Open when the keys are ordered;
+	// otherwise a hash directory built on the first lookup by key
+	// (directory), which streams the index object again (size, readSize)
+	// and hashes with seed. keysMu guards keys.
+	keysMu   sync.Mutex
+	keys     keyFinder
+	size     int64
+	readSize int
+	seed     maphash.Seed
 
 	slots          []slot
 	resident       []bool // set in Open only
@@ -358,7 +368,12 @@ func (ix *Index) Footprint() int64 {
 	}
 	st := ix.TableStats()
 	n += int64(len(p.keyStart)+len(p.segCRC))*4 + int64(len(p.slots))*8 + int64(len(p.resident))
-	return n + st.ResidentBytes + st.CachedBytes + p.keys.bytes()
+	p.keysMu.Lock()
+	if p.keys != nil {
+		n += p.keys.bytes()
+	}
+	p.keysMu.Unlock()
+	return n + st.ResidentBytes + st.CachedBytes
 }
 
 // chunkStructBytes is the size of a Chunk: two string headers and two

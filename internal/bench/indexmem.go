@@ -99,6 +99,11 @@ type IndexRow struct {
 	// LookupLoads is the tables read to find one key of a chunk node 0
 	// does not own that no batch touched.
 	LookupLoads int64 `json:"lookup_loads"`
+	// LookupSeconds is that lookup's time and DirectoryBytes what it
+	// added to the index's Footprint: with keys in no order, the first
+	// lookup by key builds the key directory (streaming the index again).
+	LookupSeconds  float64 `json:"lookup_seconds,omitempty"`
+	DirectoryBytes int64   `json:"directory_bytes,omitempty"`
 }
 
 // synthKeyLen is the length of every synthesised key:
@@ -450,7 +455,9 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 			first, _ := ix.ChunkRange(c)
 			key := string(syn.key(nil, first, coprime(syn.n)))
 			before = ix.TableStats().Loads
+			fp, start := ix.Footprint(), time.Now()
 			id, ok, err := ix.LookupContext(ctx, key)
+			row.LookupSeconds, row.DirectoryBytes = time.Since(start).Seconds(), ix.Footprint()-fp
 			if err != nil {
 				return nil, err
 			}
@@ -482,18 +489,24 @@ func wholeFormula(syn *synthIndex) int64 {
 
 // partialFormula is a node's partial index: the chunk level and 17 bytes
 // more a chunk, its own tables (20 + key a sample, 96 a table), and the
-// key lookup: 8 + first key a chunk if the keys are ordered, else 4 a
-// sample and 4 a bucket of 16 to 32.
+// key lookup: 8 + first key a chunk if the keys are ordered; else none
+// until the first lookup by key builds the directory (directoryFormula).
 func partialFormula(syn *synthIndex, ix *chunkindex.Index, owned, tables int) int64 {
 	n := chunkLevelBytes(syn) + 17*int64(len(syn.counts)) + int64(owned)*(20+synthKeyLen) + 96*int64(tables)
 	if syn.ordered {
 		return n + int64(len(syn.counts))*(8+synthKeyLen)
 	}
+	return n
+}
+
+// directoryFormula is the key directory of keys in no order: 4 bytes a
+// sample and 4 a bucket of 16 to 32.
+func directoryFormula(n int) int64 {
 	buckets := int64(1)
-	for buckets*32 <= int64(syn.n) {
+	for buckets*32 <= int64(n) {
 		buckets *= 2
 	}
-	return n + 4*int64(syn.n) + 4*(buckets+1)
+	return 4*int64(n) + 4*(buckets+1)
 }
 
 // WriteJSON writes the report as indented JSON: index.json.
@@ -513,7 +526,7 @@ func (rep *IndexReport) WriteText(w io.Writer) error {
 		rep.Samples, rep.Chunks, sizeString(rep.ChunkBytes), sizeString(rep.MeanBytes), rep.KeyBytes, sizeString(rep.IndexBytes),
 		rep.GoVersion, rep.CPUs, rep.Command)
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "| keys\t| index\t| load\t| heap held\t| ÷ whole\t| peak while loading\t| Footprint\t| formula\t| own tables\t| batch: chunks, loads, time\t| again\t| lookup loads\t|")
+	fmt.Fprintln(tw, "| keys\t| index\t| load\t| heap held\t| ÷ whole\t| peak while loading\t| Footprint\t| formula\t| own tables\t| batch: chunks, loads, time\t| again\t| first lookup: loads, time, directory\t|")
 	fmt.Fprintln(tw, "| --\t| --\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t|")
 	for _, r := range rep.Rows {
 		what := fmt.Sprintf("partial, node 0 of %d", r.Nodes)
@@ -523,7 +536,8 @@ func (rep *IndexReport) WriteText(w io.Writer) error {
 		}
 		if r.BatchChunks > 0 {
 			batchCol = fmt.Sprintf("%d, %d, %.1f ms", r.BatchChunks, r.BatchLoads, 1000*r.BatchSeconds)
-			again, lookup = strconv.FormatInt(r.RepeatLoads, 10), strconv.FormatInt(r.LookupLoads, 10)
+			again = strconv.FormatInt(r.RepeatLoads, 10)
+			lookup = fmt.Sprintf("%d, %.2f s, %s", r.LookupLoads, r.LookupSeconds, sizeString(r.DirectoryBytes))
 		}
 		if r.OfWhole == 0 && !r.Whole {
 			of = "—"
