@@ -4,10 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
@@ -54,18 +50,10 @@ func runIndexBench(ctx context.Context, env *cli.Env, args []string) error {
 			return fmt.Errorf("--keys %q: want %s or %s", k, bench.KeysShuffled, bench.KeysOrdered)
 		}
 	}
-	if cfg.WorkDir == "" {
-		dir, err := os.MkdirTemp("", "brand-bench-index-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		cfg.WorkDir = dir
-	} else if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
-		return fmt.Errorf("--work-dir: %w", err)
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
+	cleanup, err := workAndOut(&cfg.WorkDir, out, "index")
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	cfg.Command = commandLine("brand-bench index", args)
 	cfg.Log = env.Stderr
@@ -78,17 +66,5 @@ func runIndexBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	var names []string
-	for _, f := range []struct {
-		name  string
-		write func(io.Writer) error
-	}{{"index.txt", rep.WriteText}, {"index.json", rep.WriteJSON}} {
-		path := filepath.Join(out, f.name)
-		if err := writeFile(path, f.write); err != nil {
-			return err
-		}
-		names = append(names, path)
-	}
-	fmt.Fprintf(env.Stderr, "wrote %s\n", strings.Join(names, ", "))
-	return nil
+	return writeReports(env.Stderr, out, report{"index.txt", rep.WriteText}, report{"index.json", rep.WriteJSON})
 }

@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
@@ -64,18 +60,10 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 	}
-	if cfg.WorkDir == "" {
-		dir, err := os.MkdirTemp("", "brand-bench-jobs-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		cfg.WorkDir = dir
-	} else if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
-		return fmt.Errorf("--work-dir: %w", err)
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
+	cleanup, err := workAndOut(&cfg.WorkDir, out, "jobs")
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	cfg.Command = commandLine("brand-bench jobs", args)
 	cfg.Log = env.Stderr
@@ -88,17 +76,5 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	var names []string
-	for _, f := range []struct {
-		name  string
-		write func(io.Writer) error
-	}{{"jobs.txt", rep.WriteText}, {"jobs.json", rep.WriteJSON}, {"jobs.png", rep.WriteChart}} {
-		path := filepath.Join(out, f.name)
-		if err := writeFile(path, f.write); err != nil {
-			return err
-		}
-		names = append(names, path)
-	}
-	fmt.Fprintf(env.Stderr, "wrote %s\n", strings.Join(names, ", "))
-	return nil
+	return writeReports(env.Stderr, out, report{"jobs.txt", rep.WriteText}, report{"jobs.json", rep.WriteJSON}, report{"jobs.png", rep.WriteChart})
 }

@@ -220,6 +220,46 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 // commandLine renders a command for the report, quoting arguments a shell
 // would split.
+// workAndOut makes a command's work directory (a temporary one, removed by
+// cleanup, if workDir is empty) and its output directory.
+func workAndOut(workDir *string, out, name string) (cleanup func(), err error) {
+	cleanup = func() {}
+	if *workDir == "" {
+		dir, err := os.MkdirTemp("", "brand-bench-"+name+"-")
+		if err != nil {
+			return cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		*workDir = dir
+	} else if err := os.MkdirAll(*workDir, 0o755); err != nil {
+		return cleanup, fmt.Errorf("--work-dir: %w", err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return cleanup, fmt.Errorf("--out: %w", err)
+	}
+	return cleanup, nil
+}
+
+// report is one file a command writes into its output directory.
+type report struct {
+	name  string
+	write func(io.Writer) error
+}
+
+// writeReports writes files into out and says which it wrote.
+func writeReports(stderr io.Writer, out string, files ...report) error {
+	var names []string
+	for _, f := range files {
+		path := filepath.Join(out, f.name)
+		if err := writeFile(path, f.write); err != nil {
+			return err
+		}
+		names = append(names, path)
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", strings.Join(names, ", "))
+	return nil
+}
+
 func commandLine(prefix string, args []string) string {
 	parts := []string{prefix}
 	for _, a := range args {
