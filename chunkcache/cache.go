@@ -417,11 +417,7 @@ func (c *Cache) offerResident(sp Spiller, pinned, loads []*entry) {
 		}
 		c.pinLocked(e)
 		c.mu.Unlock()
-		go sp.Spill(e.key, e.data, func() {
-			c.mu.Lock()
-			c.unpinLocked(e)
-			c.mu.Unlock()
-		})
+		go sp.Spill(e.key, e.data, func() { c.unpin(e) })
 	}
 }
 
@@ -594,7 +590,6 @@ func (c *Cache) load(e *entry) {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
 		c.loadErrors.Add(1)
 		e.err = fmt.Errorf("chunkcache: loading %s: %w", e.key, err)
@@ -604,6 +599,7 @@ func (c *Cache) load(e *entry) {
 		c.used -= e.size
 		close(e.done)
 		c.unpinLocked(e) // waiters drop their pins when they see the error
+		c.mu.Unlock()
 		return
 	}
 	c.loadedBytes.Add(int64(len(e.data)))
@@ -616,16 +612,19 @@ func (c *Cache) load(e *entry) {
 	sp, ok := c.loader.(Spiller)
 	if !ok || below {
 		c.unpinLocked(e)
+		c.mu.Unlock()
 		return
 	}
-	// The load's pin stays until the spiller is done with the bytes.
 	c.mu.Unlock()
-	sp.Spill(e.key, e.data, func() {
-		c.mu.Lock()
-		c.unpinLocked(e)
-		c.mu.Unlock()
-	})
-	c.mu.Lock() // for the deferred unlock
+	// The load's pin stays until the spiller is done with the bytes.
+	sp.Spill(e.key, e.data, func() { c.unpin(e) })
+}
+
+// unpin is unpinLocked for a caller without the lock.
+func (c *Cache) unpin(e *entry) {
+	c.mu.Lock()
+	c.unpinLocked(e)
+	c.mu.Unlock()
 }
 
 func (c *Cache) pinLocked(e *entry) {
