@@ -10,6 +10,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -78,14 +79,14 @@ func (l Loader) Wants(k chunkcache.Key) bool { return l.disk != nil && l.disk.Wa
 // fromDisk fills buf with chunk c from the disk tier, verified, and
 // reports whether it did.
 func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) bool {
-	// A node whose index holds only its own chunks' tables reads this
-	// chunk's table first if it is another node's chunk.
-	release, err := ds.Index.Prepare(ctx, []int{c})
-	if err != nil {
-		return false
-	}
-	defer release()
 	return l.disk.Read(ctx, k, buf, func(buf []byte) error {
+		// A node whose index holds only its own chunks' tables reads
+		// this chunk's table first if it is another node's chunk.
+		release, err := ds.Index.Prepare(ctx, []int{c})
+		if err != nil {
+			return fmt.Errorf("%w: %w", disktier.ErrUnchecked, err)
+		}
+		defer release()
 		v := chunkindex.NewVerifier(ds.Index, c, buf)
 		v.Progress(0, len(buf))
 		if id, got := v.Finish(); id >= 0 {

@@ -220,7 +220,7 @@ func (t *Tier) Prune(valid func(k chunkcache.Key, size int64) bool) (kept, remov
 // file that cannot be read, is short, whose header does not name k, or
 // whose bytes verify refuses (the caller checks every sample's CRC32C, as
 // for bytes from the store) is removed and counted, and the caller reads
-// the chunk elsewhere.
+// the chunk elsewhere; a verify that returns ErrUnchecked keeps the file.
 func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -238,6 +238,10 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 	err := readFile(e.path, k, buf)
 	if err == nil && verify != nil {
 		err = verify(buf)
+		if errors.Is(err, ErrUnchecked) {
+			t.m.misses.Add(1) // the file may be right: it stays
+			return false
+		}
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errDamaged, err)
 		}
@@ -259,6 +263,11 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 }
 
 var errDamaged = errors.New("chunk file failed verification")
+
+// ErrUnchecked is what a Read's verify returns, wrapped, when it could not
+// check the bytes at all (what it checks against was not to be had): the
+// chunk is read elsewhere, and the file is kept.
+var ErrUnchecked = errors.New("disktier: chunk file not checked")
 
 // drop removes e (if it is still k's entry) and its file.
 func (t *Tier) drop(e *entry, reason string, err error) {

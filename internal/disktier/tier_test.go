@@ -210,6 +210,10 @@ func TestDamagedFileIsDropped(t *testing.T) {
 		t.Fatal("a truncated file was served or kept")
 	}
 	buf := make([]byte, size)
+	unchecked := func([]byte) error { return fmt.Errorf("index unreachable: %w", ErrUnchecked) }
+	if tr.Read(context.Background(), key(1), buf, unchecked) || !tr.Has(key(1)) {
+		t.Fatal("a chunk that could not be checked was served, or its file removed")
+	}
 	if tr.Read(context.Background(), key(1), buf, func([]byte) error { return fmt.Errorf("CRC mismatch") }) || tr.Has(key(1)) {
 		t.Fatal("a chunk whose bytes failed verification was served or kept")
 	}
