@@ -70,16 +70,6 @@ func (s Samples) Pick(pos []int) Samples {
 	return SamplesOf(s.DS, ids, info)
 }
 
-// Key returns the key of sample id, one of s's.
-func (s Samples) Key(id int) string {
-	for i, x := range s.IDs {
-		if x == id {
-			return s.Info[i].Key
-		}
-	}
-	panic(fmt.Sprintf("order: sample %d is not one of the %d laid out", id, len(s.IDs)))
-}
-
 // Without returns s without every occurrence of the samples in drop.
 func (s Samples) Without(drop map[int]bool) Samples {
 	pos := make([]int, 0, len(s.IDs))
