@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,39 +12,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/disktier"
-	"github.com/brandgw/brand/s3backend"
 )
-
-// chunkStore counts the bytes and reads of chunk objects (not the index).
-type chunkStore struct {
-	s3backend.Store
-	mu    sync.Mutex
-	bytes int64
-	reads map[string]int
-}
-
-func newChunkStore(s s3backend.Store) *chunkStore {
-	return &chunkStore{Store: s, reads: map[string]int{}}
-}
-
-func (c *chunkStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	if strings.HasPrefix(key, "chunks/") {
-		c.mu.Lock()
-		c.bytes += int64(len(p))
-		c.reads[key]++
-		c.mu.Unlock()
-	}
-	return c.Store.ReadRange(ctx, key, etag, off, p)
-}
-
-// take returns the chunk bytes and reads since the last call, and resets.
-func (c *chunkStore) take() (int64, map[string]int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, r := c.bytes, c.reads
-	c.bytes, c.reads = 0, map[string]int{}
-	return b, r
-}
 
 // readVerifiedEpoch reads epoch e whole in batches of 8 and checks that
 // every sample comes once, byte for byte as packed.
@@ -93,7 +59,7 @@ func TestDiskTierHoldsADatasetFourTimesTheCache(t *testing.T) {
 	total := datasetBytes(f)
 	for _, policy := range []string{"schedule", "lru"} {
 		t.Run(policy, func(t *testing.T) {
-			store := newChunkStore(f.store)
+			store := newCountingStore(f.store)
 			g, srv := start(t, store, func(c *gateway.Config) {
 				c.CacheSize = total / 4
 				c.CachePolicy = policy
@@ -131,7 +97,7 @@ func TestDiskTierWithoutRoomForAllKeepsTheSoonest(t *testing.T) {
 	f := newFixture(t, 32, 8)
 	total := datasetBytes(f)
 	run := func(disk bool) int64 {
-		store := newChunkStore(f.store)
+		store := newCountingStore(f.store)
 		_, srv := start(t, store, func(c *gateway.Config) {
 			c.CacheSize = total / 4
 			if disk {
@@ -166,7 +132,7 @@ func fillDisk(t *testing.T, f *fixture, total int64) (string, func(*gateway.Conf
 		c.CacheSize = total / 4
 		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
 	}
-	g, srv := start(t, newChunkStore(f.store), cfg)
+	g, srv := start(t, newCountingStore(f.store), cfg)
 	readVerifiedEpoch(t, f, srv.URL, 0)
 	settleDisk(t, g, int64(f.index.NumChunks()))
 	srv.Close()
@@ -181,7 +147,7 @@ func TestDiskTierWarmRestart(t *testing.T) {
 	f := newFixture(t, 32, 8)
 	total := datasetBytes(f)
 	_, cfg := fillDisk(t, f, total)
-	store := newChunkStore(f.store)
+	store := newCountingStore(f.store)
 	g, srv := start(t, store, cfg)
 	if st := g.DiskStats(); st.Found != int64(f.index.NumChunks()) || st.Chunks != st.Found {
 		t.Fatalf("restarted gateway's disk stats %+v: want all %d chunks found and kept", *st, f.index.NumChunks())
@@ -229,7 +195,7 @@ func TestDiskTierNeverServesADamagedFile(t *testing.T) {
 	must(os.WriteFile(files[4]+".tmp-98765", b3[:len(b3)/3], 0o644))
 	must(os.WriteFile(filepath.Join(sub, "0000stranger.chunk"), []byte("BRANDCHK but not really"), 0o644))
 
-	store := newChunkStore(f.store)
+	store := newCountingStore(f.store)
 	g, srv := start(t, store, cfg)
 	readVerifiedEpoch(t, f, srv.URL, 1)
 	_, reads := store.take()
@@ -269,7 +235,7 @@ func TestDiskTierFullDiskDoesNotFailABatch(t *testing.T) {
 				}
 				return os.WriteFile(path, append(append([]byte{}, header...), data...), 0o644)
 			}
-			store := newChunkStore(f.store)
+			store := newCountingStore(f.store)
 			g, srv := start(t, store, func(c *gateway.Config) {
 				c.CacheSize = total / 4
 				c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{t.TempDir()}, Size: 2 * total, WriteFile: failing}
@@ -300,7 +266,6 @@ func TestClusterOwnersServePeersFromDisk(t *testing.T) {
 		c.CacheSize = total / 8 // a quarter of each node's half
 		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dirs[c.Cluster.Self]}, Size: total}
 	})
-	prev := make([]int64, len(nodes))
 	for e := range 3 {
 		readVerifiedEpoch(t, f, nodes[e%2].srv.URL, e)
 		for _, n := range nodes { // let the epoch's writes end
@@ -315,10 +280,9 @@ func TestClusterOwnersServePeersFromDisk(t *testing.T) {
 			}
 		}
 		var got int64
-		for k, n := range nodes {
-			_, b, _ := n.store.chunkReads()
-			got += b - prev[k]
-			prev[k] = b
+		for _, n := range nodes {
+			b, _ := n.store.take()
+			got += b
 		}
 		t.Logf("epoch %d: %.3f of the dataset from the store", e, float64(got)/float64(total))
 		if e > 0 && got > total/100 {
@@ -358,7 +322,7 @@ func TestDiskTierCatchesUpWithASlowDisk(t *testing.T) {
 		c.CacheSize = 2 * total
 		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total, WriteFile: slow}
 	}
-	g, srv := start(t, newChunkStore(f.store), cfg)
+	g, srv := start(t, newCountingStore(f.store), cfg)
 	readVerifiedEpoch(t, f, srv.URL, 0)
 	time.Sleep(1600 * time.Millisecond) // the stuck writes end; the rest gave up waiting
 	if st := g.DiskStats(); st.Skipped == 0 || st.Chunks == int64(f.index.NumChunks()) {
@@ -369,7 +333,7 @@ func TestDiskTierCatchesUpWithASlowDisk(t *testing.T) {
 	srv.Close()
 	g.Close()
 
-	store := newChunkStore(f.store)
+	store := newCountingStore(f.store)
 	_, srv = start(t, store, func(c *gateway.Config) {
 		c.CacheSize = 2 * total
 		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
