@@ -53,6 +53,24 @@ type Job struct {
 	// by that factor when the gateway chooses what to keep
 	// (docs/architecture.md). It changes no byte served.
 	Weight float64
+	// Mix reads a mixture of datasets instead of Dataset (mix=): each
+	// component's own order, interleaved by weight (docs/shuffle.md §11).
+	// MixBlock is its mixing block K (mix_block=; 0: BatchSize × World),
+	// MixSamples its epoch length (mix_samples=; 0: the components' sizes
+	// summed). Both are part of the order: a job that resumes at another
+	// world size passes the MixBlock it started with.
+	Mix        Mix
+	MixBlock   int
+	MixSamples int
+}
+
+// Block is the mixing block a job over a mixture uses: MixBlock, or
+// BatchSize × World when it is 0.
+func (j Job) Block() int {
+	if j.MixBlock > 0 {
+		return j.MixBlock
+	}
+	return j.BatchSize * max(j.World, 1)
 }
 
 // Importance names the importance snapshot an epoch is drawn from.
@@ -99,7 +117,7 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight}
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -148,6 +166,15 @@ func (j Job) Values() url.Values {
 	}
 	if j.Weight != 0 {
 		v.Set(ParamWeight, strconv.FormatFloat(j.Weight, 'g', -1, 64))
+	}
+	if len(j.Mix) > 0 {
+		v.Set(ParamMix, j.Mix.String())
+		if j.MixBlock > 0 {
+			v.Set(ParamMixBlock, strconv.Itoa(j.MixBlock))
+		}
+		if j.MixSamples > 0 {
+			v.Set(ParamMixSamples, strconv.Itoa(j.MixSamples))
+		}
 	}
 	return v
 }

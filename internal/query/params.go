@@ -160,6 +160,16 @@ var params = map[string]param{
 		q.Job.Index = v
 		return nil
 	},
+	api.ParamMix: func(q *Query, _, v string, _ Limits) error {
+		m, err := api.ParseMix(v)
+		if err != nil {
+			return fmt.Errorf("%w: mix: %w", ErrBadRequest, err)
+		}
+		q.Job.Mix = m
+		return nil
+	},
+	api.ParamMixBlock:   intParam(func(q *Query) *int { return &q.Job.MixBlock }, 1, fixed(1<<24), "the mixture's limit"),
+	api.ParamMixSamples: intParam(func(q *Query) *int { return &q.Job.MixSamples }, 1, nil, ""),
 	ParamEpoch: func(q *Query, name, v string, l Limits) error {
 		n, err := ParseNumber(name, v, l.MaxEpoch)
 		q.Epoch, q.EpochSet = n, err == nil
@@ -330,6 +340,18 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 		q.Job.Importance.Job = q.Job.Name
 	}
 	imp := q.Job.Importance
+	if len(q.Job.Mix) > 0 {
+		switch {
+		case slices.Contains(accepted, api.ParamDataset) && values.Get(api.ParamDataset) != "":
+			return Query{}, fmt.Errorf("%w: give mix= or dataset=, not both", ErrBadRequest)
+		case imp.On():
+			return Query{}, fmt.Errorf("%w: sampling=importance is per dataset; a mixture (mix=) draws uniformly from each component", ErrBadRequest)
+		case q.Job.Index != "":
+			return Query{}, fmt.Errorf("%w: index= pins one dataset's version; a mixture reads each component's current version (its ETag names them all)", ErrBadRequest)
+		}
+	} else if q.Job.MixBlock != 0 || q.Job.MixSamples != 0 {
+		return Query{}, fmt.Errorf("%w: mix_block and mix_samples apply only with mix=", ErrBadRequest)
+	}
 	switch {
 	case q.Sampling == api.SamplingImportance && !imp.On():
 		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)

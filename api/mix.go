@@ -1,0 +1,124 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Query parameters of a mixture (docs/http-api.md, "Mixtures").
+const (
+	// ParamMix names a mixture's components and weights:
+	// mix=web:0.7,code:0.2,books:0.1. It takes the place of dataset=.
+	ParamMix = "mix"
+	// ParamMixBlock is the mixing block K, the positions over which each
+	// component's share is rounded (default: batch_size × world).
+	ParamMixBlock = "mix_block"
+	// ParamMixSamples is the mixture epoch's length in samples (default:
+	// the components' sizes summed), rounded up to whole blocks.
+	ParamMixSamples = "mix_samples"
+)
+
+// Limits of a mixture's text.
+const (
+	// MaxMixWeightDecimals bounds the digits after a weight's decimal
+	// point.
+	MaxMixWeightDecimals = 6
+	// maxMixWeightSum mirrors shuffle.MaxMixWeightSum, which api does not
+	// import for this alone: the scaled weights' sum after reduction.
+	maxMixWeightSum = 1 << 31
+)
+
+// ErrMix marks a mixture that cannot be read.
+var ErrMix = errors.New("invalid mixture")
+
+// MixComponent is one component of a mixture: a dataset and its weight,
+// as written (a positive decimal, such as 0.7, 7 or 2.5).
+type MixComponent struct {
+	Dataset string
+	Weight  string
+}
+
+// Mix is a mixture of datasets: its components, in the order given. The
+// order matters: it breaks ties of the rounding rule and numbers the
+// components (docs/shuffle.md §11).
+type Mix []MixComponent
+
+// ParseMix reads a mixture written as name:weight,name:weight,…: at least
+// one component, names distinct and non-empty, weights positive decimals
+// with at most MaxMixWeightDecimals digits after the point.
+func ParseMix(s string) (Mix, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m Mix
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		name, w, ok := strings.Cut(part, ":")
+		if !ok || name == "" || w == "" {
+			return nil, fmt.Errorf("%w: %q: each component is dataset:weight, such as web:0.7", ErrMix, part)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%w: dataset %q is named twice", ErrMix, name)
+		}
+		seen[name] = true
+		m = append(m, MixComponent{Dataset: name, Weight: w})
+	}
+	if _, err := m.IntWeights(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// String writes the mixture as ParseMix reads it.
+func (m Mix) String() string {
+	parts := make([]string, len(m))
+	for i, c := range m {
+		parts[i] = c.Dataset + ":" + c.Weight
+	}
+	return strings.Join(parts, ",")
+}
+
+// IntWeights returns the weights as integers in the same ratios, divided
+// by their greatest common divisor: 0.7,0.2,0.1 gives 7,2,1; 1,1 gives
+// 1,1. Their sum is at most 2^31.
+func (m Mix) IntWeights() ([]uint64, error) {
+	rats := make([]*big.Rat, len(m))
+	dec := 0
+	for i, c := range m {
+		w := c.Weight
+		if strings.ContainsAny(w, "eE+-/") {
+			return nil, fmt.Errorf("%w: weight %q of %s: write a plain positive decimal, such as 0.7", ErrMix, w, c.Dataset)
+		}
+		if _, frac, ok := strings.Cut(w, "."); ok {
+			if len(frac) > MaxMixWeightDecimals {
+				return nil, fmt.Errorf("%w: weight %q of %s has more than %d decimals", ErrMix, w, c.Dataset, MaxMixWeightDecimals)
+			}
+			dec = max(dec, len(frac))
+		}
+		r, ok := new(big.Rat).SetString(w)
+		if !ok || r.Sign() <= 0 {
+			return nil, fmt.Errorf("%w: weight %q of %s must be a positive decimal", ErrMix, w, c.Dataset)
+		}
+		rats[i] = r
+	}
+	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(dec)), nil))
+	ints := make([]*big.Int, len(m))
+	g := new(big.Int)
+	for i, r := range rats {
+		ints[i] = new(big.Rat).Mul(r, scale).Num() // an integer: r has at most dec decimals
+		g.GCD(nil, nil, g, ints[i])
+	}
+	sum := new(big.Int)
+	out := make([]uint64, len(m))
+	for i, n := range ints {
+		n.Quo(n, g)
+		sum.Add(sum, n)
+		if sum.Cmp(big.NewInt(maxMixWeightSum)) > 0 {
+			return nil, fmt.Errorf("%w: weights %s are too finely divided (as integers they sum past 2^31); round them", ErrMix, m)
+		}
+		out[i] = n.Uint64()
+	}
+	return out, nil
+}

@@ -1,0 +1,373 @@
+package shuffle
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// domainMixSlots seeds the permutation of a mixing block's slots: the
+// ASCII bytes "brandmxs" read big-endian, like the other domains.
+const domainMixSlots uint64 = 0x6272616e646d7873
+
+// Bounds of a mixture's parameters. They keep every product the block
+// counts need below 2^63 (docs/shuffle.md §11.2) and a mixture's
+// construction cheap.
+const (
+	MaxMixComponents = 64
+	MaxMixWeightSum  = 1 << 31 // the reduced integer weights' sum A
+	MaxMixBlock      = 1 << 24 // samples in a mixing block K
+	// maxMixSteps bounds the blocks NewMixture simulates: min(period,
+	// blocks of an epoch).
+	maxMixSteps = 1 << 26
+)
+
+// mixCheckpoint is how many blocks apart NewMixture keeps the running
+// counts: a block's counts cost at most this many steps of the rule.
+const mixCheckpoint = 64
+
+// A Mixture interleaves several datasets' orders into one epoch order
+// (docs/shuffle.md §11). Each component is a stream of samples of its own
+// dataset: pass p of component i is that dataset's epoch order for epoch
+// p (NewEpoch or NewStratifiedEpoch, by the caller), and the mixture reads
+// each component's stream from where the previous mixture epoch left it,
+// starting the component's next pass when one runs out.
+//
+// The epoch is cut into blocks of K positions. Block b takes from each
+// component i either floor(K·w_i) or ceil(K·w_i) samples (w_i its weight
+// over the weights' sum), chosen by the PD² Pfair rule so that after any
+// number of blocks every component's count is within one sample of its
+// exact share — never drifting — and the slots of the block are shuffled
+// by a stream of (seed, epoch, "brandmxs", b). With K the job's global
+// batch (B·world), every global batch holds each component within one
+// sample of its weight. The order depends on K, so a job that resumes at
+// another world size keeps its K.
+//
+// A Mixture is immutable and safe for concurrent use.
+type Mixture struct {
+	weights []uint64 // reduced integer weights a_i
+	sum     uint64   // A = Σ a_i
+	sizes   []int    // N_i: samples in a pass of component i
+	block   int      // K
+	length  int      // L: samples in an epoch, a multiple of K
+	base    []int    // floor(K·a_i/A)
+	rem     []uint64 // K·a_i mod A: the weight m_i/A of the extra unit
+	extra   int      // r = Σ m_i / A: extra units a block hands out
+	period  int      // blocks after which the rule repeats
+	// perPeriod[i] is component i's samples in one period of blocks.
+	perPeriod []int
+	// ckpt[c*k+i] is component i's extra units in blocks [0, c*64) of a
+	// period, for the blocks an epoch reaches.
+	ckpt []int
+	// epoch[i] is n_i, component i's samples in one epoch.
+	epoch []int
+}
+
+// A Draw is one position of a mixture epoch: which component it reads and
+// where in that component's stream.
+type Draw struct {
+	Component int
+	// Pass is the component's pass (its dataset's epoch number) and Index
+	// the position in that pass's order.
+	Pass  uint64
+	Index int
+}
+
+// NewMixture returns the mixture of components whose reduced integer
+// weights are weights, each pass of component i holding sizes[i] samples,
+// with mixing blocks of block samples and epochs of length samples
+// rounded up to a whole number of blocks. length 0 means the sum of
+// sizes.
+//
+// Weights must be positive, their sum at most MaxMixWeightSum (callers
+// scale decimal weights to integers; NewMixture divides out their
+// greatest common divisor), sizes positive, block in [1, MaxMixBlock].
+// Errors wrap ErrInvalid.
+func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, error) {
+	k := len(weights)
+	switch {
+	case k < 1 || k > MaxMixComponents:
+		return nil, fmt.Errorf("%w: %d mixture components; must be 1..%d", ErrInvalid, k, MaxMixComponents)
+	case len(sizes) != k:
+		return nil, fmt.Errorf("%w: %d sizes for %d mixture components", ErrInvalid, len(sizes), k)
+	case block < 1 || block > MaxMixBlock:
+		return nil, fmt.Errorf("%w: mixing block %d; must be 1..%d", ErrInvalid, block, MaxMixBlock)
+	case length < 0:
+		return nil, fmt.Errorf("%w: mixture epoch of %d samples; must be >= 0", ErrInvalid, length)
+	}
+	var g, sum uint64
+	total := 0
+	for i, a := range weights {
+		if a == 0 || a > MaxMixWeightSum {
+			return nil, fmt.Errorf("%w: weight %d of mixture component %d; must be 1..%d", ErrInvalid, a, i, MaxMixWeightSum)
+		}
+		if sizes[i] < 1 {
+			return nil, fmt.Errorf("%w: mixture component %d has %d samples; a component needs at least one", ErrInvalid, i, sizes[i])
+		}
+		if sizes[i] > math.MaxInt-total {
+			return nil, fmt.Errorf("%w: mixture components' sizes overflow int", ErrInvalid)
+		}
+		total += sizes[i]
+		sum += a
+		g = gcd(g, a)
+	}
+	if sum > MaxMixWeightSum {
+		return nil, fmt.Errorf("%w: mixture weights sum to %d (as integers); must be at most %d", ErrInvalid, sum, MaxMixWeightSum)
+	}
+	if length == 0 {
+		length = total
+	}
+	if length > math.MaxInt-block {
+		return nil, fmt.Errorf("%w: mixture epoch of %d samples overflows int", ErrInvalid, length)
+	}
+	length = (length + block - 1) / block * block
+	if length == 0 {
+		length = block
+	}
+	m := &Mixture{weights: make([]uint64, k), sizes: slices.Clone(sizes), block: block, length: length,
+		base: make([]int, k), rem: make([]uint64, k), perPeriod: make([]int, k), epoch: make([]int, k)}
+	for i, a := range weights {
+		m.weights[i] = a / g
+	}
+	m.sum = sum / g
+	A := m.sum
+	var remSum uint64
+	p := A // the period: A / gcd(A, m_0, …, m_{k-1})
+	pg := A
+	for i, a := range m.weights {
+		ka := uint64(block) * a // < 2^24 · 2^31
+		m.base[i] = int(ka / A)
+		m.rem[i] = ka % A
+		remSum += m.rem[i]
+		pg = gcd(pg, m.rem[i])
+	}
+	m.extra = int(remSum / A)
+	p = A / pg
+	m.period = int(p)
+	for i := range m.weights {
+		m.perPeriod[i] = m.period*m.base[i] + int(uint64(m.period)*m.rem[i]/A)
+	}
+	blocks := length / block
+	steps := min(m.period, blocks)
+	if steps > maxMixSteps {
+		return nil, fmt.Errorf("%w: a mixture epoch of %d blocks whose rounding repeats only every %d blocks; use weights with fewer digits, or a shorter epoch", ErrInvalid, blocks, m.period)
+	}
+	// Run the rule over the blocks an epoch reaches within a period,
+	// keeping the running extra units every mixCheckpoint blocks.
+	u := make([]int, k)
+	st := newMixState(m)
+	for t := 0; t < steps; t++ {
+		if t%mixCheckpoint == 0 {
+			m.ckpt = append(m.ckpt, u...)
+		}
+		st.step(uint64(t), u)
+	}
+	if steps%mixCheckpoint == 0 {
+		m.ckpt = append(m.ckpt, u...)
+	}
+	for i := range m.epoch {
+		m.epoch[i] = m.cumulative(blocks, i)
+	}
+	return m, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Components returns the number of components.
+func (m *Mixture) Components() int { return len(m.weights) }
+
+// Weights returns the reduced integer weights a_i (shared; do not modify).
+func (m *Mixture) Weights() []uint64 { return m.weights }
+
+// Block returns K, the samples in a mixing block.
+func (m *Mixture) Block() int { return m.block }
+
+// NumSamples returns L, the samples in one epoch of the mixture.
+func (m *Mixture) NumSamples() int { return m.length }
+
+// EpochSamples returns n_i, how many samples of component i one epoch
+// reads: every epoch reads the same number.
+func (m *Mixture) EpochSamples(i int) int { return m.epoch[i] }
+
+// Period returns the number of blocks after which the block counts repeat.
+func (m *Mixture) Period() int { return m.period }
+
+// Size returns N_i, the samples in one pass of component i.
+func (m *Mixture) Size(i int) int { return m.sizes[i] }
+
+// Cumulative returns C_i(b): how many samples of component i blocks
+// [0, b) of an epoch hold, for 0 <= b <= NumSamples()/Block().
+func (m *Mixture) Cumulative(b, i int) int { return m.cumulative(b, i) }
+
+// BlockCounts returns how many samples of each component block b of an
+// epoch holds: floor(K·w_i) or one more.
+func (m *Mixture) BlockCounts(b int) []int {
+	lo, hi := m.counts(b), m.counts(b+1)
+	for i := range hi {
+		hi[i] -= lo[i]
+	}
+	return hi
+}
+
+// cumulative is C_i(b).
+func (m *Mixture) cumulative(b, i int) int {
+	return m.counts(b)[i]
+}
+
+// counts returns C(b) for every component: whole periods by their
+// counts, the rest from the nearest checkpoint by the rule.
+func (m *Mixture) counts(b int) []int {
+	k := len(m.weights)
+	q, t := b/m.period, b%m.period
+	c := t / mixCheckpoint
+	u := slices.Clone(m.ckpt[c*k : (c+1)*k])
+	st := newMixState(m)
+	for s := c * mixCheckpoint; s < t; s++ {
+		st.step(uint64(s), u)
+	}
+	out := make([]int, k)
+	for i := range out {
+		out[i] = q*m.perPeriod[i] + t*m.base[i] + u[i]
+	}
+	return out
+}
+
+// mixState runs the PD² rule: scratch for one step's choice.
+type mixState struct {
+	m    *Mixture
+	cand []mixCand
+}
+
+type mixCand struct {
+	i        int
+	d, group uint64
+	bbit     bool
+	eligible bool
+}
+
+func newMixState(m *Mixture) *mixState {
+	return &mixState{m: m, cand: make([]mixCand, 0, len(m.weights))}
+}
+
+// step hands block t's r extra units (t within a period, u the extra
+// units of blocks [0, t)) to the r components first by PD² priority:
+// eligible subtasks (release <= t) by earlier pseudo-deadline, then b-bit
+// 1 before 0, then later group deadline, then lower component index
+// (docs/shuffle.md §11.2).
+func (st *mixState) step(t uint64, u []int) {
+	m := st.m
+	A := m.sum
+	st.cand = st.cand[:0]
+	for i, w := range m.rem {
+		if w == 0 {
+			continue
+		}
+		j := uint64(u[i]) + 1
+		c := mixCand{i: i}
+		c.eligible = (j-1)*A/w <= t
+		c.d = (j*A + w - 1) / w
+		c.bbit = j*A%w != 0
+		if 2*w >= A {
+			n := A - w
+			c.group = ((c.d*n+A-1)/A*A + n - 1) / n
+		}
+		st.cand = append(st.cand, c)
+	}
+	slices.SortFunc(st.cand, func(a, b mixCand) int {
+		switch {
+		case a.eligible != b.eligible:
+			if a.eligible {
+				return -1
+			}
+			return 1
+		case a.d != b.d:
+			if a.d < b.d {
+				return -1
+			}
+			return 1
+		case a.bbit != b.bbit:
+			if a.bbit {
+				return -1
+			}
+			return 1
+		case a.group != b.group:
+			if a.group > b.group {
+				return -1
+			}
+			return 1
+		}
+		return a.i - b.i
+	})
+	for _, c := range st.cand[:m.extra] {
+		u[c.i]++
+	}
+}
+
+// Slots returns the components of block b's K positions in epoch order:
+// component i BlockCounts(b)[i] times, in ascending component order,
+// permuted by the Fisher–Yates shuffle of the stream (seed, epoch,
+// "brandmxs", b).
+func (m *Mixture) Slots(seed, epoch uint64, b int) []int {
+	cnt := m.BlockCounts(b)
+	slots := make([]int, 0, m.block)
+	for i, c := range cnt {
+		for range c {
+			slots = append(slots, i)
+		}
+	}
+	s := newStream(seed, epoch, domainMixSlots, uint64(b))
+	s.Shuffle(slots, 0)
+	return slots
+}
+
+// AppendRange appends the draws at epoch positions [start, end) of epoch
+// epoch to dst: for each position its component, and the pass and the
+// position in that pass it reads. Component i's stream before epoch e has
+// given e·n_i samples; its stream position q is pass q / N_i, index
+// q mod N_i. It costs O(K + k) per block touched. It panics unless
+// 0 <= start <= end <= NumSamples().
+func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []Draw {
+	if start < 0 || end < start || end > m.length {
+		panic(fmt.Sprintf("shuffle: Mixture.AppendRange(%d, %d) outside [0, %d]", start, end, m.length))
+	}
+	k := len(m.weights)
+	seen := make([]int, k)
+	for b := start / m.block; b*m.block < end; b++ {
+		slots := m.Slots(seed, epoch, b)
+		at := m.counts(b) // each component's samples before the block
+		clear(seen)
+		lo, hi := max(start-b*m.block, 0), min(end-b*m.block, m.block)
+		for s, i := range slots {
+			if s >= hi {
+				break
+			}
+			if s >= lo {
+				dst = append(dst, m.draw(i, epoch, at[i]+seen[i]))
+			}
+			seen[i]++
+		}
+	}
+	return dst
+}
+
+// draw is the draw of component i's sample number c of epoch epoch: its
+// stream position Q = epoch·n_i + c, as pass Q / N_i and index Q mod N_i,
+// computed in 128 bits. Q / N_i overflows 64 bits only past 2^64 passes,
+// which callers' epoch bounds rule out; it then saturates.
+func (m *Mixture) draw(i int, epoch uint64, c int) Draw {
+	size := uint64(m.sizes[i])
+	hi, lo := bits.Mul64(epoch, uint64(m.epoch[i]))
+	lo, carry := bits.Add64(lo, uint64(c), 0)
+	hi += carry
+	if hi >= size {
+		return Draw{Component: i, Pass: math.MaxUint64}
+	}
+	pass, idx := bits.Div64(hi, lo, size)
+	return Draw{Component: i, Pass: pass, Index: int(idx)}
+}

@@ -1,0 +1,181 @@
+package shuffle
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// bruteCounts runs the block rule from block 0 without checkpoints or
+// periods: C(b) for b = 0..blocks.
+func bruteCounts(m *Mixture, blocks int) [][]int {
+	k := m.Components()
+	u := make([]int, k)
+	st := newMixState(m)
+	out := [][]int{make([]int, k)}
+	for b := 0; b < blocks; b++ {
+		st.step(uint64(b%m.period), u)
+		c := make([]int, k)
+		for i := range c {
+			// u counts extra units within the current period.
+			c[i] = (b+1)/m.period*m.perPeriod[i] + (b+1)%m.period*m.base[i]
+		}
+		if (b+1)%m.period == 0 {
+			clear(u)
+		}
+		for i := range c {
+			c[i] += u[i]
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// checkQuota fails unless every block holds floor or ceil of K·w_i of each
+// component and every cumulative count after b blocks is floor or ceil of
+// b·K·w_i: |A·count − K·a_i·b| < A.
+func checkQuota(t *testing.T, m *Mixture, blocks int) {
+	t.Helper()
+	A := int64(m.sum)
+	prev := m.counts(0)
+	for b := 1; b <= blocks; b++ {
+		cur := m.counts(b)
+		sum := 0
+		for i, a := range m.weights {
+			exact := int64(m.block) * int64(a) // per block, times A
+			got := int64(cur[i]-prev[i]) * A
+			if d := got - exact; d <= -A || d >= A {
+				t.Fatalf("weights %v K=%d: block %d holds %d of component %d; want within one of %d/%d",
+					m.weights, m.block, b-1, cur[i]-prev[i], i, exact, A)
+			}
+			cum := int64(cur[i])*A - int64(b)*exact
+			if cum <= -A || cum >= A {
+				t.Fatalf("weights %v K=%d: after %d blocks component %d has %d; want within one of %d/%d",
+					m.weights, m.block, b, i, cur[i], int64(b)*exact, A)
+			}
+			sum += cur[i] - prev[i]
+		}
+		if sum != m.block {
+			t.Fatalf("block %d holds %d samples, want %d", b-1, sum, m.block)
+		}
+		prev = cur
+	}
+}
+
+func TestMixtureQuotaRandomWeights(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 400 {
+		k := 2 + r.IntN(7)
+		w := make([]uint64, k)
+		sizes := make([]int, k)
+		for i := range w {
+			w[i] = 1 + r.Uint64N([]uint64{3, 10, 100, 1000}[r.IntN(4)])
+			sizes[i] = 1 + r.IntN(500)
+		}
+		K := 1 + r.IntN(70)
+		blocks := 300
+		m, err := NewMixture(w, sizes, K, K*blocks)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		checkQuota(t, m, blocks)
+		want := bruteCounts(m, blocks)
+		for b := range want {
+			if got := m.counts(b); fmt.Sprint(got) != fmt.Sprint(want[b]) {
+				t.Fatalf("trial %d weights %v K=%d: C(%d) = %v from checkpoints, %v run from 0", trial, w, K, b, got, want[b])
+			}
+		}
+	}
+}
+
+// TestMixtureEveryPassOnce: over several epochs, each component's draws
+// are its stream positions 0, 1, 2, … in order of its slots, so each
+// pass reads every index once; the small component is repeated, the
+// large one read on from where the last epoch stopped.
+func TestMixtureEveryPassOnce(t *testing.T) {
+	sizes := []int{1000, 300, 37}
+	m, err := NewMixture([]uint64{5, 3, 2}, sizes, 32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NumSamples() != 1344 { // 1337 rounded up to 42 blocks of 32
+		t.Fatalf("length %d", m.NumSamples())
+	}
+	next := make([]int, 3) // stream position expected next
+	for e := range uint64(4) {
+		draws := m.AppendRange(nil, 9, e, 0, m.NumSamples())
+		per := make([]int, 3)
+		for _, d := range draws {
+			q := int(d.Pass)*sizes[d.Component] + d.Index
+			if q != next[d.Component] {
+				t.Fatalf("epoch %d: component %d drew stream position %d, want %d", e, d.Component, q, next[d.Component])
+			}
+			next[d.Component]++
+			per[d.Component]++
+		}
+		for i := range per {
+			if per[i] != m.EpochSamples(i) {
+				t.Fatalf("epoch %d: component %d gave %d, EpochSamples says %d", e, i, per[i], m.EpochSamples(i))
+			}
+		}
+		// Ranges compose: any cut gives the same draws.
+		var cut []Draw
+		for s := 0; s < m.NumSamples(); s += 29 {
+			cut = m.AppendRange(cut, 9, e, s, min(s+29, m.NumSamples()))
+		}
+		if fmt.Sprint(cut) != fmt.Sprint(draws) {
+			t.Fatalf("epoch %d: ranges of 29 differ from the whole epoch", e)
+		}
+	}
+	// 1344 · 2/10 ≈ 268.8 samples of the 37-sample component an epoch:
+	// it starts about 7 passes an epoch.
+	if n := m.EpochSamples(2); n < 268 || n > 269 {
+		t.Fatalf("component 2 gives %d an epoch", n)
+	}
+}
+
+func TestMixtureSlotsDependOnSeedEpochBlock(t *testing.T) {
+	m, err := NewMixture([]uint64{1, 1}, []int{100, 100}, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := fmt.Sprint(m.Slots(1, 0, 0)), fmt.Sprint(m.Slots(2, 0, 0)), fmt.Sprint(m.Slots(1, 1, 0))
+	if a == b || a == c || a == fmt.Sprint(m.Slots(1, 0, 1)) {
+		t.Fatalf("slots do not depend on seed, epoch and block: %s %s %s", a, b, c)
+	}
+}
+
+func TestNewMixtureRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		w     []uint64
+		sizes []int
+		k, l  int
+	}{
+		{"no components", nil, nil, 8, 0},
+		{"zero weight", []uint64{1, 0}, []int{1, 1}, 8, 0},
+		{"empty component", []uint64{1, 1}, []int{1, 0}, 8, 0},
+		{"sizes mismatch", []uint64{1, 1}, []int{1}, 8, 0},
+		{"block 0", []uint64{1}, []int{1}, 0, 0},
+		{"block too large", []uint64{1}, []int{1}, MaxMixBlock + 1, 0},
+		{"weights too large", []uint64{MaxMixWeightSum, 1}, []int{1, 1}, 8, 0},
+		{"negative length", []uint64{1}, []int{1}, 8, -1},
+	} {
+		if _, err := NewMixture(tc.w, tc.sizes, tc.k, tc.l); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}
+
+func BenchmarkMixtureRange(b *testing.B) {
+	m, err := NewMixture([]uint64{7, 2, 1}, []int{1 << 20, 1 << 18, 1 << 16}, 256, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var dst []Draw
+	for i := 0; b.Loop(); i++ {
+		s := (i * 256) % (m.NumSamples() - 256)
+		dst = m.AppendRange(dst[:0], 1, 3, s, s+256)
+	}
+}
