@@ -11,6 +11,14 @@ const (
 	HeaderEpochSamples = "Brand-Epoch-Samples" // samples in the whole epoch
 	HeaderBatchSamples = "Brand-Batch-Samples" // samples in this response
 	HeaderOffset       = "Brand-Offset"        // the job's offset, when not 0
+	// A mixture's batch (mix=): the mixture as given, its mixing block,
+	// each component's index ID (comma-separated, in the mixture's order),
+	// and each sample's component (its number in the mixture), in the
+	// order of the tar's samples.
+	HeaderMix           = "Brand-Mix"
+	HeaderMixBlock      = "Brand-Mix-Block"
+	HeaderMixIndex      = "Brand-Mix-Index"
+	HeaderMixComponents = "Brand-Mix-Components"
 
 	// A batch served without the samples of a chunk damaged at rest
 	// (gateway --on-damaged-chunk=skip) says how many it lacks, and which:
@@ -41,6 +49,31 @@ type EpochInfo struct {
 	// RankSamples is how many samples this rank receives from the offset
 	// to the end of the epoch.
 	RankSamples int `json:"rank_samples"`
+	// Mix describes a mixture's epoch (mix=); nil for one dataset. Dataset
+	// is then the mixture as given, IndexID empty, Chunks all components'
+	// and Windows 0.
+	Mix *MixInfo `json:"mix,omitempty"`
+}
+
+// MixInfo is a mixture's epoch in EpochInfo.
+type MixInfo struct {
+	Block      int                `json:"block"` // the mixing block K
+	Components []MixComponentInfo `json:"components"`
+}
+
+// MixComponentInfo is one component of a mixture's epoch.
+type MixComponentInfo struct {
+	Dataset string `json:"dataset"`
+	Weight  string `json:"weight"` // as given
+	IndexID string `json:"index"`
+	// Samples is the dataset's size: a pass. EpochSamples is how many the
+	// mixture's every epoch takes from it; FirstPass and FirstIndex where
+	// this epoch starts in the component's stream (pass, position in the
+	// pass's order).
+	Samples      int    `json:"samples"`
+	EpochSamples int    `json:"epoch_samples"`
+	FirstPass    uint64 `json:"first_pass"`
+	FirstIndex   int    `json:"first_index"`
 }
 
 // Manifest is the body of a batch asked for with format=json, or of
@@ -74,6 +107,9 @@ type ManifestSample struct {
 	Offset int64  `json:"offset"` // first byte of the sample's first tar header
 	Length int64  `json:"length"` // bytes through the padding of its last member
 	CRC32C uint32 `json:"crc32c"` // Castagnoli CRC of those bytes
+	// Dataset is the sample's dataset in a mixture's batch (mix=), and ID
+	// its ID in that dataset's index; empty for one dataset.
+	Dataset string `json:"dataset,omitempty"`
 }
 
 // DatasetInfo describes one served dataset in GET /datasets.
