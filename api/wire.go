@@ -308,3 +308,19 @@ type DiskStats struct {
 	Dropped int64 `json:"dropped"`
 	Errors  int64 `json:"errors"`
 }
+
+// MixStat is what a gateway served of one mixture (GET /stats, "mixtures"):
+// per component, the samples it served and the bytes its loads read from
+// the store and from the disk tier.
+type MixStat struct {
+	Mix        string             `json:"mix"`
+	Components []MixComponentStat `json:"components"`
+}
+
+// MixComponentStat is one component's figures in MixStat.
+type MixComponentStat struct {
+	Dataset      string `json:"dataset"`
+	Samples      int64  `json:"samples"`
+	BackendBytes int64  `json:"backend_bytes"`
+	DiskBytes    int64  `json:"disk_bytes"`
+}

@@ -26,6 +26,10 @@ import (
 // handleBatch serves GET and HEAD /epoch/{epoch}/batch/{batch}: the batch
 // as a tar stream, or its manifest with format=json.
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
+	if isMix(r) {
+		g.handleMixBatch(w, r)
+		return
+	}
 	ctx := r.Context()
 	l, q, err := g.layoutRequest(r)
 	if err != nil {
@@ -214,6 +218,9 @@ func (g *Gateway) parseEpochRequest(r *http.Request) (query.Query, *catalog.Data
 	q, err := query.Parse(r.URL.RawQuery, query.JobParams, g.defaults, g.cfg.Limits)
 	if err != nil {
 		return q, nil, 0, err
+	}
+	if len(q.Job.Mix) > 0 {
+		return q, nil, epoch, nil // the caller resolves the components (mixRequest)
 	}
 	ds, err := g.version(q.Job)
 	if err == nil {

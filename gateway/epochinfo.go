@@ -8,6 +8,10 @@ import (
 
 // handleEpoch serves /epoch/{epoch}: the epoch's extent under the job.
 func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
+	if isMix(r) {
+		g.handleMixEpoch(w, r)
+		return
+	}
 	q, ds, epoch, err := g.parseEpochRequest(r)
 	if err != nil {
 		writeError(r.Context(), w, err)

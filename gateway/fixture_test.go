@@ -50,6 +50,13 @@ func newFixtureSized(t testing.TB, chunks, perChunk, size int) *fixture {
 // newFixtureInSized is newFixtureSized in dir.
 func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fixture {
 	t.Helper()
+	return newFixtureNamed(t, dir, "", chunks, perChunk, size)
+}
+
+// newFixtureNamed is newFixtureInSized whose keys and class files start
+// with prefix, so that datasets of one test hold distinct samples.
+func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size int) *fixture {
+	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +70,13 @@ func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fi
 		var buf bytes.Buffer
 		w := chunkindex.NewChunkWriter(&buf)
 		for range perChunk {
-			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
+			key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
 			reps := 100 + (id*37)%900
 			if size > 0 {
 				reps = size/3 + id%7
 			}
 			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
-			cls := []byte(fmt.Sprint(id % 3))
+			cls := []byte(fmt.Sprint(prefix, id%3))
 			f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
 			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
 				{Name: key + ".cls", Size: int64(len(cls)), Body: bytes.NewReader(cls)},

@@ -279,6 +279,7 @@ type Gateway struct {
 	reader   *reader.Reader
 	feedback *feedback.State
 	stats    *livestats.Stats
+	mix      *mixStats
 
 	handler  http.Handler
 	planning chan struct{} // one /plan simulation at a time
@@ -350,6 +351,7 @@ func New(cfg Config) (*Gateway, error) {
 		opt = cfg.Planner
 	}
 	g.stats = livestats.New(reg, cfg.CacheSize, opt, cfg.Logger)
+	g.mix = newMixStats(reg)
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turn_wait_seconds_total",
 			Help: "Time batches waited for their job's turn because the windows the jobs read did not fit in the cache together."},
@@ -368,6 +370,7 @@ func New(cfg Config) (*Gateway, error) {
 			Registry:  reg, Log: cfg.Logger,
 			Loaded: func(u schedule.Use, bytes int64, disk bool) {
 				g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes, disk)
+				g.mix.prefetched(u.Stream, bytes, disk)
 			}})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,

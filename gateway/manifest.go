@@ -10,6 +10,10 @@ import (
 // handleManifest serves /epoch/{epoch}/batch/{batch}/manifest: the batch's
 // samples without their data.
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
+	if isMix(r) {
+		g.handleMixManifest(w, r)
+		return
+	}
 	l, _, err := g.layoutRequest(r)
 	if err != nil {
 		writeError(r.Context(), w, err)

@@ -49,8 +49,13 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Epochs      []api.EpochStat   `json:"epochs"`
 		Cluster     *api.ClusterStats `json:"cluster,omitempty"`
 		Disk        *api.DiskStats    `json:"disk,omitempty"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats()})
+		Mixtures    []api.MixStat     `json:"mixtures,omitempty"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats(),
+		g.MixStats()})
 }
+
+// MixStats returns what the mixtures served, per component.
+func (g *Gateway) MixStats() []api.MixStat { return g.mix.snapshot() }
 
 // DiskStats returns the disk tier's figures, nil without one.
 func (g *Gateway) DiskStats() *api.DiskStats {

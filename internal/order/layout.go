@@ -219,6 +219,11 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, nodes int) str
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
 
+// PartialETag names a batch whose full ETag is full served without the
+// samples at missing (sorted; IDs or positions, as the batch's kind
+// names them).
+func PartialETag(full string, missing []int) string { return partialETag(full, missing) }
+
 // partialETag names a batch served without the samples missing (sorted).
 func partialETag(full string, missing []int) string {
 	s := []byte("brand-partial-v1|" + full)

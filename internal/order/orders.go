@@ -81,6 +81,7 @@ type Orders struct {
 	sampledEpochs *lru.Cache[epochKey, *Epoch]
 	windows       *lru.Cache[windowKey, []int]
 	assignments   *lru.Cache[assignKey, [][]int]
+	mixtures      *lru.Cache[string, *Mixed]
 	snapshots     Snapshots
 	// nodes is the cluster's node count: above 1, chunk orders are
 	// stratified by owner (shuffle.NewStratifiedEpoch), so that every
@@ -114,7 +115,7 @@ func New(nodes int, snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, snapshots: snaps, nodes: max(nodes, 1)}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), snapshots: snaps, nodes: max(nodes, 1)}
 }
 
 // Nodes returns the cluster's node count.

@@ -1,0 +1,364 @@
+package gateway_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// mixFixture is three datasets of different sizes, the smallest smaller
+// than its share of a mixture epoch.
+type mixFixture struct {
+	sets  map[string]*fixture
+	names []string
+	specs []gateway.DatasetSpec
+}
+
+func newMixFixture(t *testing.T) *mixFixture {
+	t.Helper()
+	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"web", "code", "books"}}
+	for _, d := range []struct {
+		name             string
+		chunks, perChunk int
+	}{{"web", 12, 25}, {"code", 6, 20}, {"books", 2, 10}} {
+		f := newFixtureNamed(t, t.TempDir(), d.name+"-", d.chunks, d.perChunk, 0)
+		m.sets[d.name] = f
+		m.specs = append(m.specs, gateway.DatasetSpec{Name: d.name, URL: "file:///" + d.name, Store: f.store})
+	}
+	return m
+}
+
+func (m *mixFixture) start(t *testing.T, stores map[string]s3backend.Store) *httptestServer {
+	t.Helper()
+	specs := append([]gateway.DatasetSpec(nil), m.specs...)
+	for i := range specs {
+		if s, ok := stores[specs[i].Name]; ok {
+			specs[i].Store = s
+		}
+	}
+	_, srv := start(t, nil, func(c *gateway.Config) {
+		c.Datasets = specs
+		c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}
+	})
+	return &httptestServer{url: srv.URL, close: srv.Close}
+}
+
+type httptestServer struct {
+	url   string
+	close func()
+}
+
+// mixSample is a served sample of a mixture: its component and key.
+type mixSample struct {
+	comp int
+	key  string
+}
+
+// readMix reads one batch of a mixture, checks its bytes against the
+// component datasets' sources and returns its samples and body hash.
+func (m *mixFixture) readMix(t *testing.T, url string) ([]mixSample, [32]byte) {
+	t.Helper()
+	resp, body := get(t, url)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+	}
+	samples := readTar(t, body)
+	hdr := resp.Header.Get(api.HeaderMixComponents)
+	var comps []string
+	if hdr != "" {
+		comps = strings.Split(hdr, ",")
+	}
+	if len(comps) != len(samples) {
+		t.Fatalf("%s: %d components for %d samples", url, len(comps), len(samples))
+	}
+	out := make([]mixSample, len(samples))
+	for i, s := range samples {
+		c, err := strconv.Atoi(comps[i])
+		if err != nil || c < 0 || c >= len(m.names) {
+			t.Fatalf("component %q", comps[i])
+		}
+		f := m.sets[m.names[c]]
+		if !strings.HasPrefix(s.key, m.names[c]+"-") {
+			t.Fatalf("sample %s tagged as component %d (%s)", s.key, c, m.names[c])
+		}
+		for ext, want := range f.content[s.key] {
+			if !bytes.Equal(s.files[ext], want) {
+				t.Fatalf("sample %s.%s differs from its source", s.key, ext)
+			}
+		}
+		out[i] = mixSample{c, s.key}
+	}
+	return out, sha256.Sum256(body)
+}
+
+const testMix = "web:0.5,code:0.3,books:0.2"
+
+// TestMixtureOverHTTP is the mixture's contract over HTTP with three
+// datasets of 300, 120 and 20 samples at weights 0.5, 0.3, 0.2, batch 8
+// × world 4 (K = 32, an epoch of 448): every global batch holds each
+// component within one sample of its weight, the cumulative counts stay
+// within one of the weights at every batch boundary, each component's
+// samples appear exactly once per pass (books, 20 samples for a share of
+// ~90, repeats 4½ times an epoch; web continues into the next epoch), the
+// bytes are the sources', and /epoch, /stats and /metrics tell the
+// components apart.
+func TestMixtureOverHTTP(t *testing.T) {
+	m := newMixFixture(t)
+	srv := m.start(t, nil)
+	weights := []float64{0.5, 0.3, 0.2}
+	sizes := []int{300, 120, 20}
+	const B, world = 8, 4
+	info := func(epoch int) api.EpochInfo {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?mix=%s&world=%d", srv.url, epoch, testMix, world))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
+		}
+		var e api.EpochInfo
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e0 := info(0)
+	if e0.Samples != 448 || e0.Batches != 14 || e0.Mix == nil || e0.Mix.Block != 32 || len(e0.Mix.Components) != 3 {
+		t.Fatalf("epoch info %+v", e0)
+	}
+	sum := 0
+	for i, c := range e0.Mix.Components {
+		sum += c.EpochSamples
+		if c.Dataset != m.names[i] || c.Samples != sizes[i] || c.FirstPass != 0 || c.FirstIndex != 0 {
+			t.Fatalf("component %d: %+v", i, c)
+		}
+	}
+	if sum != 448 {
+		t.Fatalf("components' epoch samples sum to %d", sum)
+	}
+	streams := make([][]string, 3) // each component's keys, in stream order
+	cum := make([]int, 3)
+	pos := 0
+	for epoch := range 2 {
+		for b := range 14 {
+			count := make([]int, 3)
+			for r := range world {
+				got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=%s&world=%d&rank=%d", srv.url, epoch, b, testMix, world, r))
+				if len(got) != B {
+					t.Fatalf("epoch %d batch %d rank %d: %d samples", epoch, b, r, len(got))
+				}
+				for _, s := range got {
+					count[s.comp]++
+					streams[s.comp] = append(streams[s.comp], s.key)
+				}
+			}
+			pos += B * world
+			for i, w := range weights {
+				cum[i] += count[i]
+				if d := float64(count[i]) - w*B*world; d <= -1 || d >= 1 {
+					t.Fatalf("epoch %d global batch %d holds %d of %s; want within one of %.1f", epoch, b, count[i], m.names[i], w*B*world)
+				}
+				// Blocks restart each epoch: cumulative within the epoch.
+				inEpoch := pos - epoch*448
+				if d := float64(cum[i]-epoch*e0.Mix.Components[i].EpochSamples) - w*float64(inEpoch); d <= -1 || d >= 1 {
+					t.Fatalf("after epoch %d batch %d: %d of %s; want within one of %.2f", epoch, b, cum[i], m.names[i], w*float64(inEpoch))
+				}
+			}
+		}
+	}
+	for i, keys := range streams {
+		for p := 0; p < len(keys); p += sizes[i] {
+			pass := keys[p:min(p+sizes[i], len(keys))]
+			seen := map[string]int{}
+			for _, k := range pass {
+				seen[k]++
+			}
+			for k, n := range seen {
+				if n != 1 {
+					t.Fatalf("%s pass %d: %s served %d times", m.names[i], p/sizes[i], k, n)
+				}
+			}
+			if len(pass) == sizes[i] && len(seen) != sizes[i] {
+				t.Fatalf("%s pass %d: %d distinct of %d", m.names[i], p/sizes[i], len(seen), sizes[i])
+			}
+		}
+	}
+	if n := len(streams[2]); n < 4*20 {
+		t.Fatalf("books served %d samples over two epochs; want its ~180", n)
+	}
+	// Epoch 1 starts where epoch 0 left each component.
+	e1 := info(1)
+	for i, c := range e1.Mix.Components {
+		q := e0.Mix.Components[i].EpochSamples
+		if c.FirstPass != uint64(q/sizes[i]) || c.FirstIndex != q%sizes[i] {
+			t.Fatalf("epoch 1 component %d starts at %+v; want pass %d index %d", i, c, q/sizes[i], q%sizes[i])
+		}
+	}
+
+	// /stats and /metrics count each component.
+	resp, body := get(t, srv.url+"/stats")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatal(resp.Status)
+	}
+	var st struct {
+		Mixtures []api.MixStat `json:"mixtures"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Mixtures) != 1 || st.Mixtures[0].Mix != testMix {
+		t.Fatalf("stats mixtures %+v", st.Mixtures)
+	}
+	for i, c := range st.Mixtures[0].Components {
+		if c.Dataset != m.names[i] || c.Samples != int64(len(streams[i])) || c.BackendBytes <= 0 {
+			t.Fatalf("stats component %d: %+v (served %d)", i, c, len(streams[i]))
+		}
+	}
+	_, metrics := get(t, srv.url+"/metrics")
+	for _, name := range m.names {
+		if !strings.Contains(string(metrics), fmt.Sprintf(`brand_mix_samples_total{dataset=%q} %d`, name, len(streams[slicesIndex(m.names, name)]))) {
+			t.Fatalf("metrics lack %s's mixture samples", name)
+		}
+	}
+}
+
+func slicesIndex(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestMixtureResumeAtAnotherWorldSize: a mixture read at world 4 for 5
+// batches resumes with offset=160 and the same mix_block at world 3, 8
+// and 1, and the whole epoch is the uninterrupted sequence, sample for
+// sample.
+func TestMixtureResumeAtAnotherWorldSize(t *testing.T) {
+	m := newMixFixture(t)
+	srv := m.start(t, nil)
+	read := func(t *testing.T, q string, world, batches int) []mixSample {
+		var out []mixSample
+		for b := range batches {
+			for r := range world {
+				got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/3/batch/%d?mix=%s&%s&world=%d&rank=%d", srv.url, b, testMix, q, world, r))
+				out = append(out, got...)
+			}
+		}
+		return out
+	}
+	whole := read(t, "mix_block=32", 4, 14)
+	if len(whole) != 448 {
+		t.Fatalf("the epoch has %d samples", len(whole))
+	}
+	head := read(t, "mix_block=32", 4, 5)
+	for _, world := range []int{3, 8, 1} {
+		t.Run(fmt.Sprintf("world 4 to %d", world), func(t *testing.T) {
+			q := "mix_block=32&offset=160"
+			resp, body := get(t, fmt.Sprintf("%s/epoch/3?mix=%s&%s&world=%d", srv.url, testMix, q, world))
+			var e api.EpochInfo
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e) != nil {
+				t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
+			}
+			rest := read(t, q, world, e.Batches)
+			got := append(append([]mixSample(nil), head...), rest...)
+			if fmt.Sprint(got) != fmt.Sprint(whole) {
+				t.Fatalf("resumed at world %d: %d samples differ from the uninterrupted epoch's %d", world, len(got), len(whole))
+			}
+		})
+	}
+	// Without the block the job started with, the order is another one.
+	other := read(t, "", 3, 1)
+	if fmt.Sprint(other) == fmt.Sprint(whole[:24]) {
+		t.Fatal("mix_block did not change the order")
+	}
+}
+
+// TestMixtureIdenticalAcrossGateways: two gateways over the same stores,
+// and one started after the first has gone, serve identical bytes.
+func TestMixtureIdenticalAcrossGateways(t *testing.T) {
+	m := newMixFixture(t)
+	a, b := m.start(t, nil), m.start(t, nil)
+	urls := func(base string) []string {
+		var u []string
+		for _, e := range []int{0, 2} {
+			for bt := range 7 {
+				u = append(u, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=%s&world=2&rank=%d&seed=9", base, e, bt, testMix, bt%2))
+			}
+		}
+		return u
+	}
+	hash := func(s *httptestServer) [][32]byte {
+		var h [][32]byte
+		for _, u := range urls(s.url) {
+			_, sum := m.readMix(t, u)
+			h = append(h, sum)
+		}
+		return h
+	}
+	ha := hash(a)
+	if fmt.Sprint(ha) != fmt.Sprint(hash(b)) {
+		t.Fatal("two gateways served different bytes")
+	}
+	a.close()
+	c := m.start(t, nil)
+	if fmt.Sprint(ha) != fmt.Sprint(hash(c)) {
+		t.Fatal("a restarted gateway served different bytes")
+	}
+}
+
+// TestMixtureErrors: malformed mixtures and parameters that do not apply
+// are refused with the status that says why.
+func TestMixtureErrors(t *testing.T) {
+	m := newMixFixture(t)
+	srv := m.start(t, nil)
+	for _, tc := range []struct {
+		query  string
+		status int
+	}{
+		{"mix=web:0.5,nope:0.5", http.StatusNotFound},
+		{"mix=web:0.5,web:0.5", http.StatusBadRequest},
+		{"mix=web:x", http.StatusBadRequest},
+		{"mix=web:1&dataset=web", http.StatusBadRequest},
+		{"mix_block=8", http.StatusBadRequest},
+		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest},
+		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest},
+	} {
+		resp, body := get(t, srv.url+"/epoch/0/batch/0?"+tc.query)
+		if resp.StatusCode != tc.status {
+			t.Errorf("?%s: %d %s; want %d", tc.query, resp.StatusCode, body, tc.status)
+		}
+	}
+	resp, body := get(t, srv.url+"/epoch/0/batch/14?mix="+testMix+"&world=4")
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("batch past the end: %d %s", resp.StatusCode, body)
+	}
+	// A manifest names each sample's dataset.
+	resp, body = get(t, srv.url+"/epoch/0/batch/0/manifest?mix="+testMix)
+	var man api.Manifest
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &man) != nil || len(man.Samples) != 8 {
+		t.Fatalf("manifest: %d %s", resp.StatusCode, body)
+	}
+	for _, s := range man.Samples {
+		if !strings.HasPrefix(s.Key, s.Dataset+"-") {
+			t.Fatalf("manifest sample %+v", s)
+		}
+	}
+	// HEAD knows the length without reading.
+	resp, _ = do(t, http.MethodHead, srv.url+"/epoch/0/batch/0?mix="+testMix, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderMixBlock) != "8" || resp.ContentLength != man.Bytes {
+		t.Fatalf("HEAD: %d block %q length %d (manifest %d)", resp.StatusCode, resp.Header.Get(api.HeaderMixBlock), resp.ContentLength, man.Bytes)
+	}
+	etag := resp.Header.Get("ETag")
+	resp, _ = get(t, srv.url+"/epoch/0/batch/0?mix="+testMix, "If-None-Match", etag)
+	if resp.StatusCode != http.StatusNotModified {
+		t.Fatalf("If-None-Match: %d", resp.StatusCode)
+	}
+}

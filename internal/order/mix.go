@@ -1,0 +1,308 @@
+package order
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Mixed is a mixture resolved against the datasets a gateway serves: its
+// components' dataset versions and the order that interleaves them.
+type Mixed struct {
+	Mix   api.Mix
+	DS    []*catalog.Dataset // per component
+	Order *shuffle.Mixture
+	key   string
+}
+
+// Key names the mixture's order: its components' versions, weights,
+// block and length.
+func (m *Mixed) Key() string { return m.key }
+
+// IndexIDs returns the components' index IDs, comma-separated.
+func (m *Mixed) IndexIDs() string {
+	ids := make([]string, len(m.DS))
+	for i, ds := range m.DS {
+		ids[i] = ds.ID()
+	}
+	return strings.Join(ids, ",")
+}
+
+// Stream is component i's stream for a job: the order its passes read.
+func (m *Mixed) Stream(i int, job api.Job) Stream {
+	return Stream{DS: m.DS[i], Seed: job.Seed, Window: job.Window, Name: job.Name}
+}
+
+// Mixture returns the mixture of datasets ds (in mix's order) that a
+// job reads, memoised by its key.
+func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
+	weights, err := mix.IntWeights()
+	if err != nil {
+		return nil, err
+	}
+	var sb strings.Builder
+	sizes := make([]int, len(ds))
+	for i, d := range ds {
+		sizes[i] = d.Index.NumSamples()
+		fmt.Fprintf(&sb, "%s@%s:%d,", d.Name, d.ID(), weights[i])
+	}
+	block := job.Block()
+	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, job.MixSamples)
+	key := sb.String()
+	if m, ok := o.mixtures.Get(key); ok {
+		return m, nil
+	}
+	mo, err := shuffle.NewMixture(weights, sizes, block, job.MixSamples)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mixed{Mix: mix, DS: ds, Order: mo, key: key}
+	o.mixtures.Add(key, m)
+	return m, nil
+}
+
+func newMixtureMemo() *lru.Cache[string, *Mixed] {
+	c, _ := lru.New[string, *Mixed](maxMemoMixtures)
+	return c
+}
+
+// maxMemoMixtures bounds the memoised mixtures: each holds its block
+// counts' checkpoints, O(blocks of an epoch / 64 × components).
+const maxMemoMixtures = 16
+
+// MixPart is what a batch of a mixture reads of one component's pass.
+type MixPart struct {
+	Comp    int
+	Pass    uint64
+	Stream  Stream
+	Samples Samples
+	// First and End are the extent, in the pass's order, of the part's
+	// positions: the schedule follows the component's stream there.
+	First, End int
+}
+
+// MixLayout is a batch of a mixture laid out: which samples of which
+// component's pass, in the order served.
+type MixLayout struct {
+	Mixed        *Mixed
+	Parts        []MixPart
+	Take         []MixTake // per sample served, in order
+	Job          api.Job
+	Epoch, Batch uint64
+	Batches      int
+	EpochSamples int
+	Start, End   int
+	ETag         string
+}
+
+// MixTake is one served sample: the part and the position in its
+// Samples.
+type MixTake struct{ Part, At int }
+
+// Bytes is the batch's samples' tar bytes.
+func (l *MixLayout) Bytes() int64 {
+	var n int64
+	for _, p := range l.Parts {
+		n += p.Samples.Bytes
+	}
+	return n
+}
+
+// Components returns each served sample's component, in order.
+func (l *MixLayout) Components() []int {
+	c := make([]int, len(l.Take))
+	for i, t := range l.Take {
+		c[i] = l.Parts[t.Part].Comp
+	}
+	return c
+}
+
+// MixBatches returns the number of batches of an epoch of a job over a
+// mixture and the epoch's length.
+func (o *Orders) MixBatches(m *Mixed, job api.Job) (batches, samples int, err error) {
+	n := m.Order.NumSamples()
+	if job.Offset > n {
+		return 0, n, fmt.Errorf("%w: offset %d is past the end of the mixture's epoch, which has %d samples", ErrOutOfRange, job.Offset, n)
+	}
+	return job.NumBatches(n), n, nil
+}
+
+// MixLayout lays out batch b of an epoch of a job over a mixture: the
+// rank's slice of the mixture's epoch positions, or on a cluster with
+// locality its assigned share of the global batch, each position drawn
+// from its component's pass (docs/shuffle.md §11).
+func (o *Orders) MixLayout(ctx context.Context, m *Mixed, job api.Job, epoch, b uint64) (*MixLayout, error) {
+	batches, n, err := o.MixBatches(m, job)
+	if err != nil {
+		return nil, err
+	}
+	if b >= uint64(batches) {
+		return nil, fmt.Errorf("%w: batch %d out of range: the mixture's epoch %d has %d batches from offset %d (batch_size=%d world=%d drop_last=%t)",
+			ErrOutOfRange, b, epoch, batches, job.Offset, job.BatchSize, job.World, job.DropLast)
+	}
+	start, end, err := job.BatchRange(n, int(b))
+	if err != nil {
+		return nil, err
+	}
+	var draws []shuffle.Draw
+	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
+		draws, err = o.mixAssigned(m, job, epoch, n, int(b))
+	} else {
+		draws = m.Order.AppendRange(nil, job.Seed, epoch, start, end)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := &MixLayout{Mixed: m, Job: job, Epoch: epoch, Batch: b, Batches: batches, EpochSamples: n,
+		Start: start, End: end, ETag: MixETag(m, job, epoch, b, o.nodes), Take: make([]MixTake, len(draws))}
+	if err := o.mixParts(ctx, l, draws); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// mixParts groups a batch's draws by component pass, reads their sample
+// IDs from the passes' orders and lays them out.
+func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Draw) error {
+	type passKey struct {
+		comp int
+		pass uint64
+	}
+	at := map[passKey]int{}
+	var idx [][]int // per part: positions in its pass, in served order
+	for i, d := range draws {
+		k := passKey{d.Component, d.Pass}
+		p, ok := at[k]
+		if !ok {
+			p = len(l.Parts)
+			at[k] = p
+			s := l.Mixed.Stream(d.Component, l.Job)
+			l.Parts = append(l.Parts, MixPart{Comp: d.Component, Pass: d.Pass, Stream: s, First: d.Index, End: d.Index + 1})
+			idx = append(idx, nil)
+		}
+		part := &l.Parts[p]
+		part.First, part.End = min(part.First, d.Index), max(part.End, d.Index+1)
+		l.Take[i] = MixTake{Part: p, At: len(idx[p])}
+		idx[p] = append(idx[p], d.Index)
+	}
+	for p := range l.Parts {
+		part := &l.Parts[p]
+		e, err := o.Epoch(part.Stream, part.Pass)
+		if err != nil {
+			return err
+		}
+		ids := make([]int, 0, len(idx[p]))
+		xs := idx[p]
+		for i := 0; i < len(xs); {
+			// Runs of consecutive positions (a plain cut is one run)
+			// are read as ranges.
+			j := i + 1
+			for j < len(xs) && xs[j] == xs[j-1]+1 {
+				j++
+			}
+			ids = o.appendRange(ids, part.Stream, e, part.Pass, xs[i], xs[j-1]+1)
+			i = j
+		}
+		if part.Samples, err = NewSamples(ctx, part.Stream.DS, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mixAssigned is assigned for a mixture: the global batch's draws, each
+// rank first given those whose chunk its home node owns.
+func (o *Orders) mixAssigned(m *Mixed, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, error) {
+	p := job.Params
+	share := make([]int, p.World)
+	start, end := n, 0
+	for r := range share {
+		p.Rank = r
+		s, e, err := p.BatchRange(n, b)
+		if err != nil {
+			return nil, err
+		}
+		share[r] = e - s
+		start, end = min(start, s), max(end, e)
+	}
+	if start > end {
+		start = end
+	}
+	draws := m.Order.AppendRange(nil, job.Seed, epoch, start, end)
+	// A component pass's draws in a global batch are consecutive
+	// positions of its order: read each pass's extent once.
+	type extent struct {
+		first, end int
+		ids        []int
+	}
+	ext := map[[2]uint64]*extent{}
+	for _, d := range draws {
+		k := [2]uint64{uint64(d.Component), d.Pass}
+		if x, ok := ext[k]; ok {
+			x.first, x.end = min(x.first, d.Index), max(x.end, d.Index+1)
+		} else {
+			ext[k] = &extent{first: d.Index, end: d.Index + 1}
+		}
+	}
+	for k, x := range ext {
+		s := m.Stream(int(k[0]), job)
+		e, err := o.Epoch(s, k[1])
+		if err != nil {
+			return nil, err
+		}
+		x.ids = o.appendRange(make([]int, 0, x.end-x.first), s, e, k[1], x.first, x.end)
+	}
+	pos := make([]int, len(draws))
+	owner := make([]int, len(draws))
+	for i, d := range draws {
+		pos[i] = i
+		ds := m.DS[d.Component]
+		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
+		owner[i] = ds.Owners(o.nodes)[ds.Index.ChunkOf(x.ids[d.Index-x.first])]
+	}
+	a, err := cluster.Assign(pos, owner, share, o.nodes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]shuffle.Draw, len(a.Ranks[job.Rank]))
+	for j, i := range a.Ranks[job.Rank] {
+		out[j] = draws[i]
+	}
+	return out, nil
+}
+
+// MixETag names a mixture batch's bytes: every component's index and
+// weight, the block and length, and every parameter that selects the
+// batch.
+func MixETag(m *Mixed, job api.Job, epoch, b uint64, nodes int) string {
+	s := fmt.Appendf(nil, "brand-mix-batch-v1|%s|%d|%d|%d|%d|%d|%t|%d|%d|offset=%d",
+		m.key, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, b, job.Offset)
+	if nodes > 1 {
+		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
+	}
+	h := sha256.Sum256(s)
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// FormatComponents writes each sample's component number,
+// comma-separated (the Brand-Mix-Components header).
+func FormatComponents(comps []int) string {
+	b := make([]byte, 0, 3*len(comps))
+	for i, c := range comps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
+}
