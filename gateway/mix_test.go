@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -360,5 +363,98 @@ func TestMixtureErrors(t *testing.T) {
 	resp, _ = get(t, srv.url+"/epoch/0/batch/0?mix="+testMix, "If-None-Match", etag)
 	if resp.StatusCode != http.StatusNotModified {
 		t.Fatalf("If-None-Match: %d", resp.StatusCode)
+	}
+}
+
+// TestClusterMixture: a mixture on a cluster of three nodes. Every rank
+// reads its home; each chunk of each component is read from the store by
+// one node once; with locality the batches carry mostly samples of their
+// home node's chunks (a component of two chunks cannot be on all three
+// nodes, so some must cross), without it about two thirds cross; any node
+// answers any rank's request with the same bytes.
+func TestClusterMixture(t *testing.T) {
+	m := newMixFixture(t)
+	for _, locality := range []bool{true, false} {
+		t.Run(fmt.Sprintf("locality=%t", locality), func(t *testing.T) { clusterMixture(t, m, locality) })
+	}
+}
+
+func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
+	const nodes, world, batch = 3, 6, 8
+	lns, urls := loopbacks(t, nodes)
+	stores := make([]map[string]*countingStore, nodes)
+	srvs := make([]string, nodes)
+	for k := range nodes {
+		stores[k] = map[string]*countingStore{}
+		specs := append([]gateway.DatasetSpec(nil), m.specs...)
+		for i := range specs {
+			cs := newCountingStore(specs[i].Store)
+			stores[k][specs[i].Name] = cs
+			specs[i].Store = cs
+		}
+		g, _ := start(t, nil, func(c *gateway.Config) {
+			c.Datasets = specs
+			c.Defaults = gateway.Defaults{BatchSize: batch, Window: 2, Seed: 5}
+			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
+			c.PrefetchConcurrency = -1 // store reads counted on demand only
+		})
+		srv := &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: g}}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		srvs[k] = srv.URL
+	}
+	q := func(r int) string { return fmt.Sprintf("mix=%s&world=%d&rank=%d&locality=%t", testMix, world, r, locality) }
+	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
+	bodies := map[string][32]byte{}
+	counts := make([]int, 3)
+	for r := range world {
+		home := srvs[cluster.Home(r, world, nodes)]
+		for b := range batches {
+			got, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", home, b, q(r)))
+			for _, s := range got {
+				counts[s.comp]++
+			}
+			bodies[fmt.Sprintf("%d/%d", r, b)] = sum
+		}
+	}
+	if counts[0]+counts[1]+counts[2] != 480 {
+		t.Fatalf("the epoch served %v samples", counts)
+	}
+	for _, name := range m.names {
+		reads := map[string]int{}
+		for k := range nodes {
+			_, per := stores[k][name].take()
+			for obj, n := range per {
+				if strings.HasPrefix(obj, "chunks/") {
+					reads[obj] += n
+				}
+			}
+		}
+		for obj, n := range reads {
+			if n != 1 {
+				t.Errorf("%s: chunk %s read %d times by the cluster", name, obj, n)
+			}
+		}
+	}
+	var home, peer float64
+	for _, u := range srvs {
+		home += metric(t, u, `brand_locality_bytes_total{source="home"}`)
+		peer += metric(t, u, `brand_locality_bytes_total{source="peer"}`)
+	}
+	share := peer / (home + peer)
+	t.Logf("locality=%t: %.1f%% of the mixture's batch bytes crossed nodes", locality, 100*share)
+	if locality && share > 0.25 {
+		t.Errorf("%.1f%% of batch bytes crossed nodes with locality; want at most 25%%", 100*share)
+	}
+	if !locality && share < 0.5 {
+		t.Errorf("without locality only %.1f%% crossed nodes; expected about two thirds", 100*share)
+	}
+	for _, r := range []int{0, 5} {
+		for k, u := range srvs {
+			_, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/2?%s", u, q(r)))
+			if sum != bodies[fmt.Sprintf("%d/2", r)] {
+				t.Fatalf("rank %d batch 2 from node %d differs from its home's", r, k)
+			}
+		}
 	}
 }
