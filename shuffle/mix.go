@@ -223,19 +223,48 @@ func (m *Mixture) cumulative(b, i int) int {
 // counts returns C(b) for every component: whole periods by their
 // counts, the rest from the nearest checkpoint by the rule.
 func (m *Mixture) counts(b int) []int {
+	return m.cursor(b).counts(nil)
+}
+
+// mixCursor walks the block counts forward from a block: each step costs
+// one step of the rule.
+type mixCursor struct {
+	m    *Mixture
+	q, t int   // the block: q periods and t blocks
+	u    []int // extra units of blocks [0, t) of the period
+	st   *mixState
+}
+
+// cursor returns a cursor at block b, run from the nearest checkpoint.
+func (m *Mixture) cursor(b int) *mixCursor {
 	k := len(m.weights)
 	q, t := b/m.period, b%m.period
 	c := t / mixCheckpoint
-	u := slices.Clone(m.ckpt[c*k : (c+1)*k])
-	st := newMixState(m)
-	for s := c * mixCheckpoint; s < t; s++ {
-		st.step(uint64(s), u)
+	cur := &mixCursor{m: m, q: q, t: c * mixCheckpoint, u: slices.Clone(m.ckpt[c*k : (c+1)*k]), st: newMixState(m)}
+	for cur.t < t {
+		cur.st.step(uint64(cur.t), cur.u)
+		cur.t++
 	}
-	out := make([]int, k)
-	for i := range out {
-		out[i] = q*m.perPeriod[i] + t*m.base[i] + u[i]
+	return cur
+}
+
+// counts appends C(b) of the cursor's block b to dst.
+func (c *mixCursor) counts(dst []int) []int {
+	m := c.m
+	for i := range m.weights {
+		dst = append(dst, c.q*m.perPeriod[i]+c.t*m.base[i]+c.u[i])
 	}
-	return out
+	return dst
+}
+
+// next moves the cursor to the next block.
+func (c *mixCursor) next() {
+	c.st.step(uint64(c.t), c.u)
+	c.t++
+	if c.t == c.m.period {
+		c.q, c.t = c.q+1, 0
+		clear(c.u)
+	}
 }
 
 // mixState runs the PD² rule: scratch for one step's choice.
@@ -314,8 +343,11 @@ func (st *mixState) step(t uint64, u []int) {
 // permuted by the Fisher–Yates shuffle of the stream (seed, epoch,
 // "brandmxs", b).
 func (m *Mixture) Slots(seed, epoch uint64, b int) []int {
-	cnt := m.BlockCounts(b)
-	slots := make([]int, 0, m.block)
+	return m.slots(make([]int, 0, m.block), seed, epoch, b, m.BlockCounts(b))
+}
+
+// slots appends block b's slots, given its counts, to dst.
+func (m *Mixture) slots(slots []int, seed, epoch uint64, b int, cnt []int) []int {
 	for i, c := range cnt {
 		for range c {
 			slots = append(slots, i)
@@ -338,9 +370,19 @@ func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []
 	}
 	k := len(m.weights)
 	seen := make([]int, k)
-	for b := start / m.block; b*m.block < end; b++ {
-		slots := m.Slots(seed, epoch, b)
-		at := m.counts(b) // each component's samples before the block
+	b := start / m.block
+	cur := m.cursor(b)
+	at := cur.counts(make([]int, 0, k)) // each component's samples before the block
+	after := make([]int, 0, k)
+	cnt := make([]int, k)
+	var slots []int
+	for ; b*m.block < end; b++ {
+		cur.next()
+		after = cur.counts(after[:0])
+		for i := range cnt {
+			cnt[i] = after[i] - at[i]
+		}
+		slots = m.slots(slots[:0], seed, epoch, b, cnt)
 		clear(seen)
 		lo, hi := max(start-b*m.block, 0), min(end-b*m.block, m.block)
 		for s, i := range slots {
@@ -352,6 +394,7 @@ func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []
 			}
 			seen[i]++
 		}
+		at, after = after, at
 	}
 	return dst
 }

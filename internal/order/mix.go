@@ -80,6 +80,11 @@ func newMixtureMemo() *lru.Cache[string, *Mixed] {
 // counts' checkpoints, O(blocks of an epoch / 64 × components).
 const maxMemoMixtures = 16
 
+// maxPass is the last pass of a component a mixture reads: passes are
+// the component's epochs, which statistics and the planner keep in 31
+// bits (query.MaxEpoch).
+const maxPass = 1<<31 - 1
+
 // MixPart is what a batch of a mixture reads of one component's pass.
 type MixPart struct {
 	Comp    int
@@ -181,6 +186,10 @@ func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Dra
 	at := map[passKey]int{}
 	var idx [][]int // per part: positions in its pass, in served order
 	for i, d := range draws {
+		if d.Pass > maxPass {
+			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
+				ErrOutOfRange, l.Epoch, d.Pass, l.Mixed.DS[d.Component].Name, maxPass)
+		}
 		k := passKey{d.Component, d.Pass}
 		p, ok := at[k]
 		if !ok {
