@@ -88,7 +88,7 @@ func (m Mix) IntWeights() ([]uint64, error) {
 	dec := 0
 	for i, c := range m {
 		w := c.Weight
-		if strings.ContainsAny(w, "eE+-/") {
+		if !plainDecimal(w) {
 			return nil, fmt.Errorf("%w: weight %q of %s: write a plain positive decimal, such as 0.7", ErrMix, w, c.Dataset)
 		}
 		if _, frac, ok := strings.Cut(w, "."); ok {
@@ -121,4 +121,21 @@ func (m Mix) IntWeights() ([]uint64, error) {
 		out[i] = n.Uint64()
 	}
 	return out, nil
+}
+
+// plainDecimal reports whether w is digits with at most one decimal
+// point between or after them: 7, 0.7, 7., not .7, 1e3, 0x10 or 1_0.
+func plainDecimal(w string) bool {
+	point, digits := false, 0
+	for i := range len(w) {
+		switch c := w[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !point && digits > 0:
+			point = true
+		default:
+			return false
+		}
+	}
+	return digits > 0
 }

@@ -25,7 +25,7 @@ func TestParseMix(t *testing.T) {
 			t.Errorf("%s: weights %v (want %s), written %q", tc.in, w, tc.weights, m.String())
 		}
 	}
-	for _, bad := range []string{"web", "web:", ":1", "a:1,a:2", "a:0", "a:-1", "a:1e3", "a:x", "a:0.1234567", "a:1,,b:1", "a:1/2", "a:99999999999,b:0.000001"} {
+	for _, bad := range []string{"web", "web:", ":1", "a:1,a:2", "a:0", "a:-1", "a:1e3", "a:x", "a:0.1234567", "a:1,,b:1", "a:1/2", "a:99999999999,b:0.000001", "a:0x10", "a:0b11", "a:1_0", "a:0x1p4", "a:.5", "a:1.2.3"} {
 		if _, err := ParseMix(bad); !errors.Is(err, ErrMix) {
 			t.Errorf("%q: err %v, want ErrMix", bad, err)
 		}

@@ -23,6 +23,7 @@ type goldenFile struct {
 	Streams    []goldenStream     `json:"streams"`
 	Bounded    []goldenBounded    `json:"bounded"`
 	Stratified []goldenStratified `json:"stratified"`
+	Mixtures   []goldenMix        `json:"mixtures"`
 }
 
 type goldenCase struct {
@@ -75,6 +76,37 @@ type goldenStratified struct {
 	Order        []int `json:"order"` // the whole epoch
 }
 
+// goldenMix is one mixture (docs/shuffle.md §11): its block counts and
+// slots for some blocks, and the draws of a range of one epoch with the
+// samples they serve.
+type goldenMix struct {
+	Name string `json:"name"`
+	// Mix is the mixture as a job writes it (mix=), or "" when Weights
+	// are given as integers; Weights are its weights as integers
+	// (api.Mix.IntWeights), NewMixture's input.
+	Mix     string   `json:"mix"`
+	Weights []uint64 `json:"weights"`
+	Counts  [][]int  `json:"counts"`  // each component's samples per chunk
+	Block   int      `json:"block"`   // K
+	Samples int      `json:"samples"` // the epoch length asked for; 0: the sizes summed
+	Seed    uint64   `json:"seed"`
+	Epoch   uint64   `json:"epoch"`
+	Window  int      `json:"window"` // of the components' orders
+	Blocks  []int    `json:"blocks"` // the blocks whose counts and slots are pinned
+	Start   int      `json:"start"`  // the draws pinned: epoch positions [start, end)
+	End     int      `json:"end"`
+
+	Reduced      []uint64    `json:"reduced"` // the weights divided by their gcd
+	NumSamples   int         `json:"num_samples"`
+	Period       int         `json:"period"`
+	EpochSamples []int       `json:"epoch_samples"`
+	Cumulative   [][]int     `json:"cumulative"`   // C(b) for each of Blocks
+	BlockCounts  [][]int     `json:"block_counts"` // for each of Blocks
+	Slots        [][]int     `json:"slots"`        // for each of Blocks
+	Draws        [][3]uint64 `json:"draws"`        // component, pass, index
+	SampleIDs    []int       `json:"sample_ids"`   // the sample each draw serves
+}
+
 // goldenInputs are the shapes pinned by the golden file. Add a case here and
 // run `go test ./shuffle -run TestGolden -update`; never edit outputs by hand.
 func goldenInputs() goldenFile {
@@ -120,6 +152,7 @@ func goldenInputs() goldenFile {
 			{Seed1: 1, Seed2: 2, N: []uint64{1, 2, 3, 10, 1000, 1<<32 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<64 - 1, 1<<62 + 12345}},
 		},
 		Stratified: goldenStratifiedInputs(),
+		Mixtures:   goldenMixInputs(),
 	}
 }
 
@@ -148,6 +181,43 @@ func goldenStratifiedInputs() []goldenStratified {
 	}
 }
 
+// goldenMixInputs are the mixtures pinned by the golden file, in the same
+// way as goldenInputs.
+func goldenMixInputs() []goldenMix {
+	span := func(n int) []int {
+		b := make([]int, n)
+		for i := range b {
+			b[i] = i
+		}
+		return b
+	}
+	wcb := [][]int{{10, 10, 10, 10}, {15, 15}, {3}} // 40, 30 and 3 samples
+	long := [][]int{{1000, 1000, 1000, 1000, 1000}, {2000, 2000, 2000, 2000}, {1500, 1500}}
+	return []goldenMix{
+		// The worked example of docs/shuffle.md §11.7: books, 3 samples
+		// against a share of 8 an epoch, repeats; web is continued.
+		{Name: "web-code-books", Mix: "web:0.7,code:0.2,books:0.1", Weights: []uint64{7, 2, 1}, Counts: wcb,
+			Block: 8, Seed: 1, Epoch: 0, Window: 2, Blocks: span(10), Start: 0, End: 80},
+		{Name: "web-code-books-epoch-1", Mix: "web:0.7,code:0.2,books:0.1", Weights: []uint64{7, 2, 1}, Counts: wcb,
+			Block: 8, Seed: 1, Epoch: 1, Window: 2, Blocks: []int{0, 4, 5, 9}, Start: 0, End: 80},
+		// K·w_i whole: no extra units, a period of one block.
+		{Name: "exact-shares", Mix: "a:0.7,b:0.2,c:0.1", Weights: []uint64{7, 2, 1}, Counts: [][]int{{5, 5}, {4}, {2}},
+			Block: 10, Samples: 30, Seed: 3, Epoch: 0, Window: 1, Blocks: span(3), Start: 0, End: 30},
+		// A period of 15625 blocks, longer than the epoch's 250: counts
+		// past several checkpoints, draws across a block boundary.
+		{Name: "long-period", Mix: "a:0.333333,b:0.5,c:0.166667", Weights: []uint64{333333, 500000, 166667}, Counts: long,
+			Block: 64, Seed: 20240601, Epoch: 2, Window: 2, Blocks: []int{0, 1, 2, 63, 64, 65, 127, 128, 200, 249}, Start: 7960, End: 8040},
+		// K = 1: one sample a block, the components in Pfair order.
+		{Name: "block-1", Weights: []uint64{5, 3, 2, 1}, Counts: [][]int{{3, 4}, {9}, {2, 2}, {5}},
+			Block: 1, Samples: 40, Seed: 7, Epoch: 3, Window: 1, Blocks: span(40), Start: 0, End: 40},
+		{Name: "one-component", Weights: []uint64{1}, Counts: [][]int{{4, 3}},
+			Block: 5, Seed: 5, Epoch: 1, Window: 2, Blocks: []int{0, 1}, Start: 0, End: 10},
+		// epoch·n_i past 2^64: stream positions need 128 bits.
+		{Name: "large-epoch", Weights: []uint64{2, 6}, Counts: [][]int{{16}, {40, 40}},
+			Block: 6, Seed: 1<<64 - 1, Epoch: 1 << 62, Window: 1, Blocks: []int{0, 1, 15}, Start: 40, End: 60},
+	}
+}
+
 // computeGolden fills in every output of g from the Go implementation.
 func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	t.Helper()
@@ -164,6 +234,9 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	}
 	for i := range g.Stratified {
 		g.Stratified[i] = computeStratified(t, g.Stratified[i])
+	}
+	for i := range g.Mixtures {
+		g.Mixtures[i] = computeMix(t, g.Mixtures[i])
 	}
 	for i := range g.Bounded {
 		bd := &g.Bounded[i]
@@ -219,6 +292,73 @@ func computeStratified(t *testing.T, c goldenStratified) goldenStratified {
 	return c
 }
 
+// computeMix fills in the outputs of a mixture from its inputs.
+func computeMix(t *testing.T, c goldenMix) goldenMix {
+	t.Helper()
+	sizes := make([]int, len(c.Counts))
+	for i, counts := range c.Counts {
+		for _, n := range counts {
+			sizes[i] += n
+		}
+	}
+	m, err := NewMixture(c.Weights, sizes, c.Block, c.Samples)
+	if err != nil {
+		t.Fatalf("mixture %s: %v", c.Name, err)
+	}
+	c.Reduced = m.Weights()
+	c.NumSamples = m.NumSamples()
+	c.Period = m.Period()
+	c.EpochSamples = make([]int, m.Components())
+	for i := range c.EpochSamples {
+		c.EpochSamples[i] = m.EpochSamples(i)
+	}
+	c.Cumulative, c.BlockCounts, c.Slots = nil, nil, nil
+	for _, b := range c.Blocks {
+		cum := make([]int, m.Components())
+		for i := range cum {
+			cum[i] = m.Cumulative(b, i)
+		}
+		c.Cumulative = append(c.Cumulative, cum)
+		c.BlockCounts = append(c.BlockCounts, m.BlockCounts(b))
+		c.Slots = append(c.Slots, m.Slots(c.Seed, c.Epoch, b))
+	}
+	c.Draws, c.SampleIDs = nil, nil
+	orders := map[Draw]*Epoch{} // by component and pass
+	for _, d := range m.AppendRange(nil, c.Seed, c.Epoch, c.Start, c.End) {
+		c.Draws = append(c.Draws, [3]uint64{uint64(d.Component), d.Pass, uint64(d.Index)})
+		k := Draw{Component: d.Component, Pass: d.Pass}
+		e, ok := orders[k]
+		if !ok {
+			if e, err = NewEpoch(c.Counts[d.Component], c.Seed, d.Pass, c.Window); err != nil {
+				t.Fatalf("mixture %s: component %d pass %d: %v", c.Name, d.Component, d.Pass, err)
+			}
+			orders[k] = e
+		}
+		c.SampleIDs = append(c.SampleIDs, e.AppendRange(nil, d.Index, d.Index+1)...)
+	}
+	return c
+}
+
+// compareMix reports every output field of got that differs from want.
+func compareMix(t *testing.T, got, want goldenMix) {
+	t.Helper()
+	check := func(field string, g, w any) {
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("mixture %s: %s changed:\n got %v\nwant %v", want.Name, field, g, w)
+		}
+	}
+	check("weights", got.Weights, want.Weights)
+	check("reduced", got.Reduced, want.Reduced)
+	check("num_samples", got.NumSamples, want.NumSamples)
+	check("period", got.Period, want.Period)
+	check("epoch_samples", got.EpochSamples, want.EpochSamples)
+	check("cumulative", got.Cumulative, want.Cumulative)
+	check("block_counts", got.BlockCounts, want.BlockCounts)
+	check("slots", got.Slots, want.Slots)
+	check("draws", got.Draws, want.Draws)
+	check("sample_ids", got.SampleIDs, want.SampleIDs)
+}
+
 // compareStratified reports every output field of got that differs from
 // want.
 func compareStratified(t *testing.T, got, want goldenStratified) {
@@ -243,10 +383,10 @@ func TestGolden(t *testing.T) {
 	}
 	want := readGolden(t)
 
-	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) || len(want.Stratified) != len(got.Stratified) {
-		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors, %d stratified; goldenInputs has %d, %d, %d, %d (run with -update after adding inputs)",
-			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(want.Stratified),
-			len(got.Cases), len(got.Streams), len(got.Bounded), len(got.Stratified))
+	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) || len(want.Stratified) != len(got.Stratified) || len(want.Mixtures) != len(got.Mixtures) {
+		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors, %d stratified, %d mixtures; goldenInputs has %d, %d, %d, %d, %d (run with -update after adding inputs)",
+			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(want.Stratified), len(want.Mixtures),
+			len(got.Cases), len(got.Streams), len(got.Bounded), len(got.Stratified), len(got.Mixtures))
 	}
 	for i, w := range want.Cases {
 		t.Run(w.Name, func(t *testing.T) {
@@ -269,6 +409,13 @@ func TestGolden(t *testing.T) {
 			t.Errorf("stratified %d is %q in the file, %q in goldenStratifiedInputs", i, g.Name, got.Stratified[i].Name)
 		}
 		compareStratified(t, g, w)
+	}
+	for i, w := range want.Mixtures {
+		g := computeMix(t, w) // from the file's own inputs
+		if g.Name != got.Mixtures[i].Name {
+			t.Errorf("mixture %d is %q in the file, %q in goldenMixInputs", i, g.Name, got.Mixtures[i].Name)
+		}
+		compareMix(t, g, w)
 	}
 	for i, w := range want.Streams {
 		g := got.Streams[i]
@@ -367,7 +514,8 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 	list("cases", len(g.Cases), func(i int) any { return g.Cases[i] }, false)
 	list("streams", len(g.Streams), func(i int) any { return g.Streams[i] }, false)
 	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, false)
-	list("stratified", len(g.Stratified), func(i int) any { return g.Stratified[i] }, true)
+	list("stratified", len(g.Stratified), func(i int) any { return g.Stratified[i] }, false)
+	list("mixtures", len(g.Mixtures), func(i int) any { return g.Mixtures[i] }, true)
 	buf.WriteString("}\n")
 	if !json.Valid(buf.Bytes()) {
 		t.Fatal("encodeGolden produced invalid JSON")

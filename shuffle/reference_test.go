@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,7 @@ type referenceOutput struct {
 		Values []uint64 `json:"values"`
 	} `json:"bounded"`
 	Stratified []goldenStratified `json:"stratified"` // outputs and name only
+	Mixtures   []goldenMix        `json:"mixtures"`   // outputs, name and weights only
 }
 
 // runReference runs testdata/reference.py on the inputs in the JSON file
@@ -71,10 +73,15 @@ func TestPythonReference(t *testing.T) {
 	runReference(t, goldenPath, &ref)
 
 	golden := readGolden(t)
-	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) || len(ref.Stratified) != len(golden.Stratified) {
-		t.Fatalf("reference printed %d cases, %d streams, %d bounded, %d stratified; golden has %d, %d, %d, %d",
-			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(ref.Stratified),
-			len(golden.Cases), len(golden.Streams), len(golden.Bounded), len(golden.Stratified))
+	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) || len(ref.Stratified) != len(golden.Stratified) || len(ref.Mixtures) != len(golden.Mixtures) {
+		t.Fatalf("reference printed %d cases, %d streams, %d bounded, %d stratified, %d mixtures; golden has %d, %d, %d, %d, %d",
+			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(ref.Stratified), len(ref.Mixtures),
+			len(golden.Cases), len(golden.Streams), len(golden.Bounded), len(golden.Stratified), len(golden.Mixtures))
+	}
+	// Mixtures written as decimals: the reference derives their integer
+	// weights from the text, and must find the file's.
+	for i, in := range golden.Mixtures {
+		compareMix(t, ref.Mixtures[i], computeMix(t, in))
 	}
 	for i, in := range golden.Stratified {
 		in.ChunkOrder, in.WindowStarts, in.Order = nil, nil, nil
@@ -151,6 +158,84 @@ func TestPythonReferenceStratified(t *testing.T) {
 			t.Fatalf("inputs: %+v", c)
 		}
 	}
+}
+
+// TestPythonReferenceMixtures compares Go's mixtures with the Python
+// reference's on random ones: one to seven components, weights of several
+// scales, components smaller and larger than their share, K from 1 up,
+// periods shorter and longer than the epoch.
+func TestPythonReferenceMixtures(t *testing.T) {
+	var in struct {
+		Mixtures []goldenMix `json:"mixtures"`
+	}
+	in.Mixtures = randomMixtures(t, 120)
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mixtures.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ref referenceOutput
+	runReference(t, path, &ref)
+	if len(ref.Mixtures) != len(in.Mixtures) {
+		t.Fatalf("reference printed %d mixtures for %d", len(ref.Mixtures), len(in.Mixtures))
+	}
+	for i, c := range in.Mixtures {
+		compareMix(t, ref.Mixtures[i], computeMix(t, c))
+		if t.Failed() {
+			t.Fatalf("inputs: weights %v counts %v block %d samples %d seed %d epoch %d window %d",
+				c.Weights, c.Counts, c.Block, c.Samples, c.Seed, c.Epoch, c.Window)
+		}
+	}
+}
+
+// randomMixtures returns n random mixtures' inputs, the same on every run.
+func randomMixtures(t *testing.T, n int) []goldenMix {
+	t.Helper()
+	r := rand.New(rand.NewPCG(11, 12))
+	out := make([]goldenMix, n)
+	for i := range out {
+		c := goldenMix{Name: fmt.Sprintf("random-%d", i), Block: 1 + r.IntN(40),
+			Seed: r.Uint64(), Epoch: uint64(r.IntN(6)), Window: 1 + r.IntN(3)}
+		if r.IntN(8) == 0 {
+			c.Epoch = r.Uint64N(1 << 40)
+		}
+		scale := []uint64{3, 10, 1000, 1_000_000}[r.IntN(4)]
+		for range 1 + r.IntN(7) {
+			c.Weights = append(c.Weights, 1+r.Uint64N(scale))
+			counts := make([]int, 1+r.IntN(4))
+			for j := range counts {
+				counts[j] = r.IntN([]int{3, 40}[r.IntN(2)]) // empty chunks too
+			}
+			counts[0]++ // a component holds a sample
+			c.Counts = append(c.Counts, counts)
+		}
+		if r.IntN(2) == 0 {
+			c.Samples = 1 + r.IntN(600)
+		}
+		// The shape decides which blocks and positions to pin.
+		g := computeMix(t, c)
+		blocks := g.NumSamples / c.Block
+		if blocks <= 30 {
+			for b := range blocks {
+				c.Blocks = append(c.Blocks, b)
+			}
+		} else {
+			for range 10 {
+				c.Blocks = append(c.Blocks, r.IntN(blocks))
+			}
+			c.Blocks = append(c.Blocks, blocks-1)
+		}
+		c.Start, c.End = 0, g.NumSamples
+		if g.NumSamples > 400 {
+			c.Start = r.IntN(g.NumSamples)
+			c.End = c.Start + r.IntN(min(300, g.NumSamples-c.Start)+1)
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // TestDocEmbedsReference keeps the specification's Python listing identical

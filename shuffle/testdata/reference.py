@@ -3,12 +3,14 @@
 
 The part above the "test driver" marker is reproduced verbatim in
 docs/shuffle.md (a Go test checks that), and is the executable form of the
-specification there, clusters (section 7) included. The driver reads a JSON
+specification there, clusters (section 7) and mixtures (section 11)
+included. The driver reads a JSON
 file of inputs (the golden vectors of shuffle or cluster, or random cases a
 Go test writes) and prints, as JSON, what this implementation computes for
 them; the Go tests of shuffle and cluster compare that with Go.
 """
 
+import math
 from fractions import Fraction
 
 MASK64 = (1 << 64) - 1
@@ -227,6 +229,110 @@ def cluster_batches(index_id, nodes, counts, seed, epoch, window,
     return batches
 
 
+# ---- mixtures (section 11) ----
+
+DOMAIN_MIX_SLOTS = 0x6272616E646D7873  # "brandmxs"
+
+
+def int_weights(texts):
+    """Decimal weights as written ("0.7") to integers in the same ratios,
+    divided by their greatest common divisor."""
+    decimals = max(len(t.partition(".")[2]) for t in texts)
+    scaled = [Fraction(t) * 10**decimals for t in texts]
+    assert all(x.denominator == 1 and x > 0 for x in scaled)
+    g = math.gcd(*(x.numerator for x in scaled))
+    return [x.numerator // g for x in scaled]
+
+
+def pd2_subtask(w, j):
+    """Release, pseudo-deadline, b-bit and group deadline of subtask j
+    (from 1) of a Pfair task of weight w, 0 < w < 1."""
+    release = math.floor((j - 1) / w)
+    deadline = math.ceil(j / w)
+    bbit = deadline != j / w
+    group = 0
+    if w >= Fraction(1, 2):
+        group = math.ceil(math.ceil(deadline * (1 - w)) / (1 - w))
+    return release, deadline, bbit, group
+
+
+class Mixture:
+    """Block counts, slots and draws of a mixture of datasets."""
+
+    def __init__(self, weights, sizes, block, samples=0):
+        g = math.gcd(*weights)
+        self.weights = [a // g for a in weights]
+        self.sizes = list(sizes)
+        self.block = block
+        share = [Fraction(block * a, sum(self.weights)) for a in self.weights]
+        self.base = [math.floor(x) for x in share]
+        # Each block hands out the fractional parts of the shares as whole
+        # units: a Pfair task of that weight per component.
+        self.unit = [x - math.floor(x) for x in share]
+        assert sum(self.unit).denominator == 1
+        self.extra = int(sum(self.unit))
+        self.period = math.lcm(*(u.denominator for u in self.unit))
+        length = samples or sum(sizes)
+        self.length = max(1, -(-length // block)) * block
+        # cumulative[b][i]: component i's samples in blocks [0, b).
+        self.cumulative = [[0] * len(weights)]
+        for b in range(self.length // block):
+            t = b % self.period
+            if t == 0:
+                done = [0] * len(weights)  # subtasks run this period
+            counts = list(self.base)
+            for i in self._chosen(t, done):
+                counts[i] += 1
+                done[i] += 1
+            self.cumulative.append([c + n for c, n in zip(self.cumulative[-1], counts)])
+
+    def _chosen(self, t, done):
+        """The components whose next subtask PD2 runs at slot t."""
+        keys = []
+        for i, w in enumerate(self.unit):
+            if w:
+                release, deadline, bbit, group = pd2_subtask(w, done[i] + 1)
+                keys.append((release > t, deadline, not bbit, -group, i))
+        return [key[-1] for key in sorted(keys)[:self.extra]]
+
+    def epoch_samples(self, i):
+        return self.cumulative[-1][i]
+
+    def block_counts(self, b):
+        return [hi - lo for lo, hi in zip(self.cumulative[b], self.cumulative[b + 1])]
+
+    def slots(self, seed, epoch, b):
+        slots = []
+        for i, c in enumerate(self.block_counts(b)):
+            slots += [i] * c
+        fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_MIX_SLOTS, b)), slots)
+        return slots
+
+    def draws(self, seed, epoch, start, end):
+        """(component, pass, index) for epoch positions [start, end)."""
+        out = []
+        for b in range(start // self.block, -(-end // self.block)):
+            read = [epoch * self.epoch_samples(i) + c
+                    for i, c in enumerate(self.cumulative[b])]
+            for s, i in enumerate(self.slots(seed, epoch, b)):
+                if start <= b * self.block + s < end:
+                    out.append((i, read[i] // self.sizes[i], read[i] % self.sizes[i]))
+                read[i] += 1
+        return out
+
+
+def mixture_samples(counts, seed, window, draws):
+    """The sample ID each draw serves: position index of epoch pass of its
+    component's dataset (counts[i] its samples per chunk), section 5's order
+    (in a cluster, the stratified order of section 7.2)."""
+    orders, out = {}, []
+    for i, p, index in draws:
+        if (i, p) not in orders:
+            orders[i, p] = epoch_order(counts[i], seed, p, window)[0]
+        out.append(orders[i, p][index])
+    return out
+
+
 # ---- test driver ----
 
 if __name__ == "__main__":
@@ -307,5 +413,24 @@ if __name__ == "__main__":
                 job["index_id"], job["nodes"], job["counts"], job["seed"], job["epoch"],
                 job["window"], job["batch_size"], job["world"], job["drop_last"],
                 job["locality"]),
+        })
+    for mx in inputs.get("mixtures", []):
+        weights = mx["weights"]
+        if mx["mix"]:
+            weights = int_weights([c.rpartition(":")[2] for c in mx["mix"].split(",")])
+        m = Mixture(weights, [sum(c) for c in mx["counts"]], mx["block"], mx["samples"])
+        draws = m.draws(mx["seed"], mx["epoch"], mx["start"], mx["end"])
+        out.setdefault("mixtures", []).append({
+            "name": mx["name"],
+            "weights": weights,
+            "reduced": m.weights,
+            "num_samples": m.length,
+            "period": m.period,
+            "epoch_samples": m.cumulative[-1],
+            "cumulative": [m.cumulative[b] for b in mx["blocks"]],
+            "block_counts": [m.block_counts(b) for b in mx["blocks"]],
+            "slots": [m.slots(mx["seed"], mx["epoch"], b) for b in mx["blocks"]],
+            "draws": [list(d) for d in draws],
+            "sample_ids": mixture_samples(mx["counts"], mx["seed"], mx["window"], draws),
         })
     json.dump(out, sys.stdout)
