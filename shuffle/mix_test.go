@@ -65,7 +65,7 @@ func checkQuota(t *testing.T, m *Mixture, blocks int) {
 
 func TestMixtureQuotaRandomWeights(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for trial := range 400 {
+	for trial := range 150 {
 		k := 2 + r.IntN(7)
 		w := make([]uint64, k)
 		sizes := make([]int, k)
