@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/brandgw/brand/api"
 )
@@ -22,7 +23,8 @@ type Batch struct {
 	// always give the same ETag and the same samples.
 	ETag string
 	// Samples are in shuffle order. The slice is empty, not nil, when the
-	// rank's share of the epoch's final batch is empty. Their files are
+	// rank's share of the epoch's final batch is empty. In a mixture's
+	// batch each sample's Dataset names its component. Their files are
 	// slices of one buffer holding the whole response (see DecodeTar):
 	// keeping any of them keeps the batch's memory; copy what must outlive
 	// the batch. Release hands that memory back for later batches.
@@ -36,8 +38,16 @@ type Batch struct {
 	// Offset is the epoch position, counted over all ranks, that batch 0
 	// starts at: 0 except for batches read with EpochFrom.
 	Offset  int
-	Dataset string // the dataset's name
-	IndexID string // the dataset index's content identity
+	Dataset string // the dataset's name; "" for a mixture
+	// IndexID is the dataset index's content identity; for a mixture,
+	// its components', comma-separated in the mixture's order
+	// (Brand-Mix-Index).
+	IndexID string
+	// Mix is the mixture the batch is drawn from (Options.Job.Mix as
+	// sent; Brand-Mix) and MixBlock its mixing block K (Brand-Mix-Block);
+	// "" and 0 for one dataset.
+	Mix      string
+	MixBlock int
 	// Missing is how many of the batch's samples the gateway left out
 	// because their chunk is damaged at rest (a gateway run with
 	// --on-damaged-chunk=skip; Brand-Missing-Samples): 0 for a whole
@@ -81,14 +91,17 @@ type BatchHeader struct {
 	Missing      int   // samples left out, their chunk damaged (Brand-Missing-Samples, absent for 0)
 	Size         int64 // body bytes (Content-Length), -1 if the response had none
 	Dataset      string
-	IndexID      string
+	IndexID      string // for a mixture, its components' (see Batch.IndexID)
+	Mix          string // the mixture (Brand-Mix), "" for one dataset
+	MixBlock     int    // the mixture's block K (Brand-Mix-Block)
 	Node         string // the gateway that served it (see Batch.Node)
 }
 
 // parseBatchHeader reads and checks the headers of a batch response. The
 // Brand-* counts are required: Epoch relies on them to know when an epoch
 // ends and that every batch came from the same plan. Brand-Offset is sent
-// only for an offset other than 0, so its absence means 0.
+// only for an offset other than 0, so its absence means 0. A mixture's
+// batch names its components' index versions instead of the dataset's.
 func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error) {
 	if err := checkContentType(resp, tarType); err != nil {
 		return BatchHeader{}, err
@@ -100,6 +113,10 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		Size:    resp.ContentLength,
 		Dataset: resp.Header.Get(api.HeaderDataset),
 		IndexID: resp.Header.Get(api.HeaderIndex),
+		Mix:     resp.Header.Get(api.HeaderMix),
+	}
+	if h.Mix != "" {
+		h.IndexID = resp.Header.Get(api.HeaderMixIndex)
 	}
 	for _, f := range []struct {
 		name     string
@@ -111,6 +128,7 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		{api.HeaderBatchSamples, &h.Samples, false},
 		{api.HeaderOffset, &h.Offset, true},
 		{api.HeaderMissingSamples, &h.Missing, true},
+		{api.HeaderMixBlock, &h.MixBlock, h.Mix == ""},
 	} {
 		v := resp.Header.Get(f.name)
 		if v == "" && f.optional {
@@ -133,6 +151,36 @@ func checkOffset(h BatchHeader, want int) error {
 		return fmt.Errorf("%w: asked for offset %d, %s says %d", ErrBadResponse, want, api.HeaderOffset, h.Offset)
 	}
 	return nil
+}
+
+// checkMix rejects a batch of another mixture than the job's (or of one
+// dataset when the job reads a mixture, or the reverse), which would be
+// another order, and returns the component of each of its samples,
+// Brand-Mix-Components (nil for one dataset).
+func checkMix(h BatchHeader, hdr http.Header, mix api.Mix) ([]int, error) {
+	if want := mix.String(); h.Mix != want {
+		return nil, fmt.Errorf("%w: asked for mixture %q, %s says %q", ErrBadResponse, want, api.HeaderMix, h.Mix)
+	}
+	if len(mix) == 0 {
+		return nil, nil
+	}
+	if h.MixBlock < 1 {
+		return nil, fmt.Errorf("%w: header %s is %d; want a positive integer", ErrBadResponse, api.HeaderMixBlock, h.MixBlock)
+	}
+	comps := make([]int, 0, h.Samples)
+	if v := hdr.Get(api.HeaderMixComponents); v != "" {
+		for s := range strings.SplitSeq(v, ",") {
+			k, err := strconv.Atoi(s)
+			if err != nil || k < 0 || k >= len(mix) {
+				return nil, fmt.Errorf("%w: %s names component %q of a mixture of %d", ErrBadResponse, api.HeaderMixComponents, s, len(mix))
+			}
+			comps = append(comps, k)
+		}
+	}
+	if len(comps) != h.Samples {
+		return nil, fmt.Errorf("%w: %s names %d components for %d samples", ErrBadResponse, api.HeaderMixComponents, len(comps), h.Samples)
+	}
+	return comps, nil
 }
 
 func checkContentType(resp *http.Response, want string) error {
@@ -225,6 +273,11 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		if err := checkOffset(h, offset); err != nil {
 			return err
 		}
+		mix := c.opts.Job.Mix
+		comps, err := checkMix(h, resp.Header, mix)
+		if err != nil {
+			return err
+		}
 		samples, buf, err := readSamples(resp, &c.bufs)
 		if err != nil {
 			return err
@@ -232,6 +285,9 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		if len(samples) != h.Samples {
 			c.bufs.put(buf)
 			return fmt.Errorf("%w: Brand-Batch-Samples says %d samples but the body has %d", ErrBadResponse, h.Samples, len(samples))
+		}
+		for i, k := range comps {
+			samples[i].Dataset = mix[k].Dataset
 		}
 		b = &Batch{
 			Epoch:        epoch,
@@ -243,6 +299,8 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 			Offset:       h.Offset,
 			Dataset:      h.Dataset,
 			IndexID:      h.IndexID,
+			Mix:          h.Mix,
+			MixBlock:     h.MixBlock,
 			Missing:      h.Missing,
 			buf:          buf,
 			bufs:         &c.bufs,
@@ -277,6 +335,9 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 			return err
 		}
 		if err := checkOffset(hh, 0); err != nil {
+			return err
+		}
+		if _, err := checkMix(hh, resp.Header, c.opts.Job.Mix); err != nil {
 			return err
 		}
 		h = hh

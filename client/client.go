@@ -62,6 +62,10 @@ type Options struct {
 	// Job.Offset must be 0. An offset belongs to one epoch, the one a job
 	// was interrupted in, so it is an argument of EpochFrom; as an option
 	// it would apply to every epoch and silently skip the start of each.
+	//
+	// Job.Mix reads a mixture of datasets instead of one (see the package
+	// doc, "Mixtures"): it excludes Dataset, Index and Importance, and
+	// MixBlock and MixSamples apply only with it.
 	Job api.Job
 
 	// Ahead is how many batches Epoch keeps requested beyond the one the
@@ -130,7 +134,8 @@ func (o *Options) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"BatchSize", j.BatchSize}, {"Window", j.Window}, {"World", j.World}, {"Rank", j.Rank}} {
+	}{{"BatchSize", j.BatchSize}, {"Window", j.Window}, {"World", j.World}, {"Rank", j.Rank},
+		{"MixBlock", j.MixBlock}, {"MixSamples", j.MixSamples}} {
 		if f.v < 0 {
 			return fmt.Errorf("%w: Options.Job.%s is %d; must be >= 0 (0 means the gateway default)", ErrInvalid, f.name, f.v)
 		}
@@ -150,11 +155,39 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Options.Job.Name %q and Options.Job.Importance.Job %q differ; a job has one name", ErrInvalid, j.Name, j.Importance.Job)
 	case !(j.Weight >= 0 && j.Weight <= 100):
 		return fmt.Errorf("%w: Options.Job.Weight %v; must be in (0, 100], or 0 for the default 1", ErrInvalid, j.Weight)
+	case len(j.Mix) == 0 && (j.MixBlock != 0 || j.MixSamples != 0):
+		return fmt.Errorf("%w: Options.Job.MixBlock and MixSamples apply only to a mixture (Options.Job.Mix)", ErrInvalid)
 	}
 	if j.Name != "" {
 		if err := importance.ValidJobName(j.Name); err != nil {
 			return fmt.Errorf("%w: Options.Job.Name: %w", ErrInvalid, err)
 		}
+	}
+	if len(j.Mix) > 0 {
+		return validateMix(j)
+	}
+	return nil
+}
+
+// validateMix checks a job over a mixture: the gateway would refuse it
+// with 400 at the first request.
+func validateMix(j *api.Job) error {
+	switch {
+	case j.Dataset != "":
+		return fmt.Errorf("%w: Options.Job.Mix and Dataset exclude each other: a mixture names its datasets", ErrInvalid)
+	case j.Index != "":
+		return fmt.Errorf("%w: Options.Job.Index pins one dataset's version; a mixture reads each component's current version (Client.Index says which)", ErrInvalid)
+	case j.Importance != (api.Importance{}):
+		return fmt.Errorf("%w: Options.Job.Importance applies to one dataset; a mixture draws uniformly from each component", ErrInvalid)
+	}
+	for _, c := range j.Mix {
+		// The query writes a mixture as name:weight,name:weight.
+		if strings.ContainsAny(c.Dataset, ",:") {
+			return fmt.Errorf("%w: Options.Job.Mix: dataset name %q holds ',' or ':'", ErrInvalid, c.Dataset)
+		}
+	}
+	if _, err := api.ParseMix(j.Mix.String()); err != nil {
+		return fmt.Errorf("%w: Options.Job.Mix: %w", ErrInvalid, err)
 	}
 	return nil
 }
@@ -187,6 +220,9 @@ type Client struct {
 	// pinned is the dataset's index version this client reads: the
 	// job's Index, or the one the first answer named (see Index).
 	pinned atomic.Pointer[string]
+	// mixBlock is the mixing block of the job's mixture, 0 until known
+	// (see MixBlock).
+	mixBlock atomic.Int64
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally
@@ -271,6 +307,13 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if id := opts.Job.Index; id != "" {
 		c.pinned.Store(&id)
 	}
+	if j := opts.Job; len(j.Mix) > 0 {
+		k := j.MixBlock
+		if k == 0 && j.BatchSize > 0 && j.World > 0 {
+			k = j.Block()
+		}
+		c.mixBlock.Store(int64(k))
+	}
 	return c, nil
 }
 
@@ -321,16 +364,27 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 	return &http.Client{Transport: t}, nil
 }
 
+// job is the client's job with its mixture's block once known (MixBlock).
+func (c *Client) job() api.Job {
+	j := c.opts.Job
+	if len(j.Mix) > 0 {
+		j.MixBlock = c.MixBlock()
+	}
+	return j
+}
+
 // jobQuery returns the job's parameters as a query, leaving those the
 // caller left zero to the gateway (see Options.Job), and the index version
-// the client reads once it knows it (Index). It returns a fresh map each
-// time; callers may add to it.
-func (c *Client) jobQuery() url.Values { return c.queryOf(c.opts.Job) }
+// the client reads once it knows it (Index) or, for a mixture, its block
+// (MixBlock). It returns a fresh map each time; callers may add to it.
+func (c *Client) jobQuery() url.Values { return c.queryOf(c.job()) }
 
 // queryOf is jobQuery for job, a variant of the client's (another offset).
+// A mixture's index versions are never sent: the gateway refuses index=
+// with mix=.
 func (c *Client) queryOf(job api.Job) url.Values {
 	v := job.Values()
-	if id := c.Index(); id != "" {
+	if id := c.Index(); id != "" && len(job.Mix) == 0 {
 		v.Set(api.ParamIndex, id)
 	}
 	return v
@@ -345,11 +399,66 @@ func (c *Client) queryOf(job api.Job) url.Values {
 // 409, the client tries the cluster's other nodes, and the call fails with
 // ErrIndexChanged if none holds it. Store it in a checkpoint and give it
 // back as Options.Job.Index to resume on the same version.
+//
+// For a mixture (Options.Job.Mix) it is the components' versions,
+// comma-separated in the mixture's order (Brand-Mix-Index), pinned by the
+// first answer in the same way but never sent: a gateway reads each
+// component's current version and refuses index= with mix=. An answer
+// from other versions, a component re-packed under the job, fails with
+// ErrIndexChanged, so that an epoch never mixes two orders.
 func (c *Client) Index() string {
 	if p := c.pinned.Load(); p != nil {
 		return *p
 	}
 	return ""
+}
+
+// MixBlock returns the mixing block K of the client's mixture
+// (Options.Job.Mix): the epoch positions over which each component's
+// share is rounded. It is Options.Job.MixBlock if set, else BatchSize ×
+// World when the job gives both, else the block the first answer named,
+// from the gateway's defaults; 0 before that, and for a job over one
+// dataset. Every request of the client then names it (mix_block=).
+//
+// The mixture's order depends on K, and K by default on the world size: a
+// job that resumes at another world size (EpochFrom) reads the rest of
+// the order it began only with the K it began with. Store MixBlock in the
+// checkpoint beside the offset (ResumeOffset) and give it back as
+// Options.Job.MixBlock.
+func (c *Client) MixBlock() int { return int(c.mixBlock.Load()) }
+
+// learn records what an answer to a job request says of the order the
+// client reads: the index version, or a mixture's components' versions
+// and its block. Other answers name none of them.
+func (c *Client) learn(h http.Header) error {
+	if len(c.opts.Job.Mix) == 0 {
+		return c.learnIndex(h.Get(api.HeaderIndex))
+	}
+	if err := c.learnIndex(h.Get(api.HeaderMixIndex)); err != nil {
+		return err
+	}
+	v := h.Get(api.HeaderMixBlock)
+	if v == "" {
+		return nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 {
+		return fmt.Errorf("%w: header %s is %q; want a positive integer", ErrBadResponse, api.HeaderMixBlock, v)
+	}
+	return c.learnMixBlock(k)
+}
+
+// learnMixBlock records the mixing block an answer names: the first one
+// pins it (when the job left it to the gateway); another one is a gateway
+// serving another order.
+func (c *Client) learnMixBlock(k int) error {
+	if c.mixBlock.CompareAndSwap(0, int64(k)) {
+		return nil
+	}
+	if pin := c.MixBlock(); pin != k {
+		return fmt.Errorf("%w: this client reads its mixture with mix_block=%d, a gateway answered with %d", ErrBadResponse, pin, k)
+	}
+	return nil
 }
 
 // learnIndex records the index version an answer names: the first one

@@ -16,6 +16,12 @@ type Sample struct {
 	// Files maps each extension (the rest of the base name after that first
 	// '.', such as "JPEG" or "seg.png") to the member's contents.
 	Files map[string][]byte
+	// Dataset is, in a mixture's batch (Options.Job.Mix), the component
+	// dataset the sample comes from (Brand-Mix-Components); keys are
+	// unique only within a dataset, so Dataset and Key name the sample.
+	// It is "" in a batch of one dataset and in what DecodeSamples,
+	// DecodeTar and Client.Sample return.
+	Dataset string
 }
 
 // DecodeSamples reads a WebDataset-style tar stream (a batch, a sample or a

@@ -97,6 +97,31 @@
 // store Client.Index in the checkpoint and pass it back as
 // Options.Job.Index.
 //
+// # Mixtures
+//
+// Options.Job.Mix reads a mixture of datasets instead of one: each
+// component's own shuffled order, interleaved so that every block of K
+// consecutive epoch positions holds each component in proportion to its
+// weight (docs/shuffle.md §11). The client's Epoch, EpochFrom, Batch,
+// BatchRaw and Manifest read it as they read one dataset; each sample's
+// Dataset names its component (keys are unique only within a dataset).
+//
+//	c, err := client.New("http://brand:8080", client.Options{
+//		Job: api.Job{Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}},
+//			Params: shuffle.Params{Seed: 7, BatchSize: 256, World: 8, Rank: rank}},
+//	})
+//
+// The mixture's order depends on its block K (Options.Job.MixBlock),
+// which defaults to BatchSize × World, the world size the job starts
+// with. The client fixes it at New (or from the first answer, when the
+// job leaves the batch size or world to the gateway) and sends it with
+// every request; Client.MixBlock says which it is. A job that resumes at
+// another world size passes the offset (ResumeOffset) to EpochFrom and
+// the K it began with as Options.Job.MixBlock, so both belong in its
+// checkpoint. A mixture names no dataset, index version or importance
+// sampling (New refuses them); the components' index versions are pinned
+// by the first answer and checked on every later one (Client.Index).
+//
 // # Errors and retries
 //
 // Answers of 502, 503 and 504, broken connections and bodies shorter than

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/brandgw/brand/api"
@@ -32,7 +33,7 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: offset %d; must be >= 0", ErrInvalid, offset)
 	}
-	job := c.opts.Job
+	job := c.job()
 	job.Offset = offset
 	// The embedded Seed is shadowed by the pointer, which tells a missing
 	// seed from seed 0; Epoch pins the seed and must not pin a wrong one.
@@ -44,7 +45,10 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 		err = checkPlan(&w.EpochInfo, w.Seed, epoch, job)
 	}
 	if err == nil {
-		err = c.learnIndex(w.IndexID)
+		err = c.learnIndex(planIndex(&w.EpochInfo))
+	}
+	if err == nil && w.Mix != nil {
+		err = c.learnMixBlock(w.Mix.Block)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", epochName(epoch, offset), err)
@@ -74,12 +78,20 @@ func checkPlan(p *EpochInfo, seed *uint64, epoch int, job api.Job) error {
 	case p.Batches < 0 || p.Samples < 0:
 		return bad("%d batches, %d samples", p.Batches, p.Samples)
 	}
+	if err := checkPlanMix(p, job); err != nil {
+		return bad("%w", err)
+	}
+	// A mixture's plan names the mixture as its dataset.
+	dsParam, dsWant, dsSet := api.ParamDataset, job.Dataset, job.Dataset != ""
+	if len(job.Mix) > 0 {
+		dsParam, dsWant, dsSet = api.ParamMix, job.Mix.String(), true
+	}
 	for _, f := range []struct {
 		name      string
 		set       bool
 		want, got string
 	}{
-		{api.ParamDataset, job.Dataset != "", job.Dataset, p.Dataset},
+		{dsParam, dsSet, dsWant, p.Dataset},
 		{api.ParamBatchSize, job.BatchSize > 0, strconv.Itoa(job.BatchSize), strconv.Itoa(p.BatchSize)},
 		{api.ParamWindow, job.Window > 0, strconv.Itoa(job.Window), strconv.Itoa(p.Window)},
 		{api.ParamWorld, job.World > 0, strconv.Itoa(job.World), strconv.Itoa(p.World)},
@@ -107,6 +119,48 @@ func checkPlan(p *EpochInfo, seed *uint64, epoch int, job api.Job) error {
 	return nil
 }
 
+// checkPlanMix checks a plan's mixture against the job's: a mixture for a
+// mixture, of the same components, with the block asked for (when the
+// job fixed one; the first plan fixes it otherwise, see
+// Client.MixBlock).
+func checkPlanMix(p *EpochInfo, job api.Job) error {
+	m := p.Mix
+	switch {
+	case len(job.Mix) == 0 && m == nil:
+		return nil
+	case len(job.Mix) == 0:
+		return fmt.Errorf("asked for one dataset, gateway planned the mixture %q", p.Dataset)
+	case m == nil:
+		return fmt.Errorf("asked for mix=%s, gateway planned no mixture", job.Mix)
+	case m.Block < 1:
+		return fmt.Errorf("mixing block %d; must be >= 1", m.Block)
+	case job.MixBlock > 0 && m.Block != job.MixBlock:
+		return fmt.Errorf("asked for %s=%d, gateway planned %s=%d", api.ParamMixBlock, job.MixBlock, api.ParamMixBlock, m.Block)
+	case len(m.Components) != len(job.Mix):
+		return fmt.Errorf("%d components for a mixture of %d", len(m.Components), len(job.Mix))
+	}
+	for i, c := range m.Components {
+		if c.Dataset != job.Mix[i].Dataset {
+			return fmt.Errorf("component %d is %q; the mixture's is %q", i, c.Dataset, job.Mix[i].Dataset)
+		}
+	}
+	return nil
+}
+
+// planIndex is the index identity a plan's batches name: the dataset's
+// index version, or a mixture's components' versions as Brand-Mix-Index
+// lists them.
+func planIndex(p *EpochInfo) string {
+	if p.Mix == nil {
+		return p.IndexID
+	}
+	ids := make([]string, len(p.Mix.Components))
+	for i, c := range p.Mix.Components {
+		ids[i] = c.IndexID
+	}
+	return strings.Join(ids, ",")
+}
+
 // planParams are the shuffle parameters a plan resolved.
 func planParams(p *EpochInfo) shuffle.Params {
 	return shuffle.Params{Seed: p.Seed, Window: p.Window, BatchSize: p.BatchSize, World: p.World,
@@ -119,24 +173,35 @@ func planParams(p *EpochInfo) shuffle.Params {
 // A plan does not say whether locality-aware assignment applies, nor which
 // importance snapshot the epoch is drawn from, so the job's choices are
 // carried over: without them the batches would be cut or drawn otherwise;
-// so are its name and weight, which the gateway's cache follows it by.
+// so are its name and weight, which the gateway's cache follows it by. A
+// mixture is pinned by its block, and its length as the job gave it; its
+// components' index versions cannot be sent (see Client.Index).
 func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
-	return api.Job{Dataset: p.Dataset, Params: planParams(p), NoLocality: job.NoLocality, Importance: job.Importance, Index: p.IndexID,
-		Name: job.Name, Weight: job.Weight}.Values()
+	j := api.Job{Params: planParams(p), NoLocality: job.NoLocality, Name: job.Name, Weight: job.Weight}
+	if p.Mix != nil {
+		j.Mix, j.MixBlock, j.MixSamples = job.Mix, p.Mix.Block, job.MixSamples
+	} else {
+		j.Dataset, j.Importance, j.Index = p.Dataset, job.Importance, p.IndexID
+	}
+	return j.Values()
 }
 
 // planMatches reports how a batch contradicts the plan it was requested
 // under, or nil. A different index or count means the dataset or the
 // gateway's configuration changed mid-epoch, and the epoch would repeat or
-// skip samples.
+// skip samples; a different mixture or block, another order.
 func planMatches(p *EpochInfo, b *Batch) error {
+	id := planIndex(p)
 	switch {
+	case p.Mix != nil && (b.Mix != p.Dataset || b.MixBlock != p.Mix.Block):
+		return fmt.Errorf("%w: the epoch plan is of mixture %q with block %d but batch %d is of %q with block %d",
+			ErrBadResponse, p.Dataset, p.Mix.Block, b.Index, b.Mix, b.MixBlock)
 	case b.EpochBatches != p.Batches:
 		return fmt.Errorf("%w: the epoch plan has %d batches but batch %d reports %d", ErrBadResponse, p.Batches, b.Index, b.EpochBatches)
 	case b.EpochSamples != p.Samples:
 		return fmt.Errorf("%w: the epoch plan has %d samples but batch %d reports %d", ErrBadResponse, p.Samples, b.Index, b.EpochSamples)
-	case p.IndexID != "" && b.IndexID != "" && b.IndexID != p.IndexID:
-		return fmt.Errorf("%w: the epoch plan uses index %s but batch %d came from index %s", ErrBadResponse, p.IndexID, b.Index, b.IndexID)
+	case id != "" && b.IndexID != "" && b.IndexID != id:
+		return fmt.Errorf("%w: the epoch plan uses index %s but batch %d came from index %s", ErrBadResponse, id, b.Index, b.IndexID)
 	}
 	return nil
 }
@@ -158,7 +223,9 @@ func epochName(epoch, offset int) string {
 //
 // A job checkpoints it (or the epoch, the offset it started from and its
 // batch count, which give the same) together with its model, after the
-// step that used batch consumed-1 on every rank.
+// step that used batch consumed-1 on every rank. A job over a mixture
+// checkpoints its Client.MixBlock too: the mixture's order depends on it,
+// and the offset counts positions of that order only.
 func ResumeOffset(plan *EpochInfo, consumed int) int {
 	consumed = max(consumed, 0)
 	// Comparing counts of batches, not positions, keeps consumed × g from
@@ -181,7 +248,9 @@ func (c *Client) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 // epoch positions from offset + M × BatchSize × World on, so the ranks of
 // a job that resumes with the same offset read every remaining sample
 // exactly once, whatever world size or batch size they use now (the order
-// of the epoch depends only on the dataset, seed and window). Batches are
+// of the epoch depends only on the dataset, seed and window; a mixture's
+// on its block too, which the resumed job must give as
+// Options.Job.MixBlock: see Client.MixBlock). Batches are
 // numbered from 0 again, and each one's Offset is offset. ResumeOffset
 // computes the offset from a plan and a count of consumed batches.
 //

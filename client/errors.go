@@ -27,7 +27,8 @@ var (
 	// gateway whose answers contradict each other. It is not retried.
 	ErrBadResponse = errors.New("client: bad response from gateway")
 	// ErrIndexChanged marks a call no gateway could answer from the
-	// dataset's index version the client reads (Client.Index): the dataset
+	// dataset's index version the client reads (Client.Index; for a
+	// mixture, its components' versions, one of which changed): the dataset
 	// was re-packed since the job began, and the nodes that held the old
 	// version no longer do (or, on a cluster, a node serves another
 	// version than its peers). Resuming means starting the epoch again on

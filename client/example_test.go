@@ -170,3 +170,53 @@ func ExampleOptions_peers() {
 	// batch 2 from node 0: ["train/n00/img003" "train/n01/img005"]
 	// batch 3 from node 0: []
 }
+
+// A job over a mixture of three datasets reads each sample with the
+// dataset it comes from. It stops after 5 batches, checkpointing the
+// offset and the mixing block, and resumes on 3 ranks with both, reading
+// the rest of the same order. (Not run: it needs a gateway serving web,
+// code and books.)
+func ExampleOptions_mixture() {
+	ctx := context.Background()
+	mix, err := api.ParseMix("web:0.5,code:0.3,books:0.2")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New("http://brand:8080", client.Options{Job: api.Job{Mix: mix,
+		Params: shuffle.Params{Seed: 7, BatchSize: 8, World: 4, Rank: 0}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan, err := c.EpochInfo(ctx, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	consumed := 0
+	for b, err := range c.Epoch(ctx, 0) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, s := range b.Samples {
+			fmt.Printf("%s: %s\n", s.Dataset, s.Key)
+		}
+		b.Release()
+		if consumed++; consumed == 5 {
+			break
+		}
+	}
+	// The order depends on the block, by default 8 × 4: the resumed job
+	// must read with the same one.
+	checkpoint := struct{ Offset, MixBlock int }{client.ResumeOffset(plan, consumed), c.MixBlock()}
+
+	resumed, err := client.New("http://brand:8080", client.Options{Job: api.Job{Mix: mix, MixBlock: checkpoint.MixBlock,
+		Params: shuffle.Params{Seed: 7, BatchSize: 8, World: 3, Rank: 0}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for b, err := range resumed.EpochFrom(ctx, 0, checkpoint.Offset) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("batch %d from %d: %d samples\n", b.Index, b.Offset, len(b.Samples))
+	}
+}

@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/brandgw/brand/api"
 )
 
 // readFunc consumes a 2xx response. An error it wraps with retryable is
@@ -163,7 +161,7 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return retryableStatus(resp.StatusCode), readAPIError(resp, time.Now())
 	}
-	if err := c.learnIndex(resp.Header.Get(api.HeaderIndex)); err != nil {
+	if err := c.learn(resp.Header); err != nil {
 		return false, err
 	}
 	if err := read(resp); err != nil {
