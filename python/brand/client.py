@@ -14,6 +14,7 @@ from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import importance
 from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, Session
+from ._mix import MixSpec, format_mix, mix_components
 from ._route import Router, parse_node, parse_peers
 from ._route import home as _home_of
 from ._tar import Sample, TarError, decode_tar
@@ -146,6 +147,22 @@ class Client:
             (an importance job's first epoch) reads the uniform order.
         hot: the heaviest chunks put first in an importance epoch (about
             the gateway's cache size in chunks).
+        mix: read a mixture of the gateway's datasets instead of
+            ``dataset`` (``mix=``): ``"web:0.7,code:0.3"``, a dict
+            ``{"web": 0.7, "code": 0.3}`` or (dataset, weight) pairs, in
+            order (see :func:`brand.format_mix`). Each component is read as
+            an endless stream of passes over its dataset, each pass in its
+            own shuffled order, and every block of ``mix_block`` epoch
+            positions holds each component within one sample of its share.
+            Every sample carries ``"__dataset__"``, its component's
+            dataset. Not with ``dataset`` or ``importance_job``.
+        mix_block: the mixing block K (``mix_block=``); ``None``: the
+            gateway's default, ``batch_size * world`` of this request. K is
+            part of the order: every rank, and a run resumed at another
+            world size, must give the same K.
+        mix_samples: the mixture epoch's length (``mix_samples=``),
+            rounded up to a multiple of K by the gateway; ``None``: the
+            components' sizes summed.
 
     Example::
 
@@ -186,6 +203,9 @@ class Client:
         importance: Optional[str] = None,
         hot: int = 0,
         index: Optional[str] = None,
+        mix: Optional[MixSpec] = None,
+        mix_block: Optional[int] = None,
+        mix_samples: Optional[int] = None,
     ) -> None:
         nodes = parse_peers(peers) if peers else None
         if nodes and not url:
@@ -199,6 +219,17 @@ class Client:
             raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
         if offset < 0:
             raise ValueError(f"brand: offset {offset} must be >= 0")
+        _check_mix_options(mix, dataset, mix_block, mix_samples, importance_job)
+        #: The mixture read (``mix=``), in :func:`brand.format_mix`'s
+        #: canonical text; ``None`` for one dataset.
+        self.mix = format_mix(mix) if mix is not None else None
+        self.mix_block = mix_block
+        self.mix_samples = mix_samples
+        # The components' datasets, by their numbers in Brand-Mix-Components.
+        self._mix_names = [name for name, _ in mix_components(self.mix)] if self.mix else []
+        if self.mix and index is not None and len(index.split(",")) != len(self._mix_names):
+            raise ValueError(f"brand: index {index!r} of a mixture names one version per component "
+                             f"({len(self._mix_names)}), comma-separated")
         self.url = url
         self.dataset = dataset
         self.seed = seed
@@ -229,6 +260,13 @@ class Client:
         #: gateway without that version answers 409, the client asks the
         #: other nodes, and raises :class:`IndexChangedError` when none
         #: holds it. Save it with a checkpoint to resume on it.
+        #:
+        #: With ``mix``, the components' versions, comma-separated in the
+        #: mixture's order (the ``Brand-Mix-Index`` header). A gateway
+        #: cannot be asked for older versions of a mixture's components
+        #: (it refuses ``index=`` with ``mix=``), so the client checks
+        #: instead: an answer from other versions raises
+        #: :class:`IndexChangedError` rather than continue in another order.
         self.index = index
         self._http = Session(timeout=timeout, token=token, ca_file=ca_file, max_retries=max_retries,
                              backoff=backoff, max_backoff=max_backoff, probe_after=probe_after)
@@ -266,6 +304,7 @@ class Client:
         q: Dict[str, str] = {}
         if self.dataset is not None:
             q["dataset"] = self.dataset
+        q.update(self._mix_params())
         q["seed"] = str(self.seed)
         if self.batch_size is not None:
             q["batch_size"] = str(self.batch_size)
@@ -279,8 +318,19 @@ class Client:
         if not self.locality:
             q["locality"] = "false"
         q.update(self._job_params())
-        if self.index:
+        if self.index and not self.mix:
             q["index"] = self.index
+        return q
+
+    def _mix_params(self) -> Dict[str, str]:
+        """The mixture's parameters as given (the plan resolves them)."""
+        q: Dict[str, str] = {}
+        if self.mix:
+            q["mix"] = self.mix
+            if self.mix_block is not None:
+                q["mix_block"] = str(self.mix_block)
+            if self.mix_samples is not None:
+                q["mix_samples"] = str(self.mix_samples)
         return q
 
     def _job_params(self) -> Dict[str, str]:
@@ -351,13 +401,15 @@ class Client:
         a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
         with self._lock:
             self.served[a.node] = self.served.get(a.node, 0) + 1
-        self._learn_index(a.headers.get("Brand-Index"))
+        self._learn_index(a.headers.get("Brand-Mix-Index" if self.mix else "Brand-Index"))
         return a
 
     def _learn_index(self, got: Optional[str]) -> None:
-        """Record the index version an answer names: the first pins it;
-        another one afterwards (an answer to a request sent before the pin,
-        served after a repack) is :class:`IndexChangedError`."""
+        """Record the index version an answer names (a mixture's: its
+        components' versions, comma-separated): the first pins it; another
+        one afterwards (an answer to a request sent before the pin, served
+        after a repack; for a mixture, any answer after a component's
+        repack) is :class:`IndexChangedError`."""
         if not got:
             return
         with self._lock:
@@ -454,19 +506,74 @@ class Client:
     def epoch_info(self, epoch: int) -> Dict[str, Any]:
         """The plan of ``epoch`` for this job (``GET /epoch/N``) as a dict:
         ``samples`` (whole epoch), ``batches`` (from the offset on),
-        ``rank_samples``, and every parameter resolved."""
+        ``rank_samples``, and every parameter resolved; a mixture's has
+        ``dataset`` the mixture and ``mix``, its ``block`` and
+        ``components`` (``dataset``, ``weight``, ``index``, ``samples``,
+        ``epoch_samples``, ``first_pass``, ``first_index``)."""
         _, body = self.get(f"/epoch/{int(epoch)}", self.params())
-        return json.loads(body)
+        info = json.loads(body)
+        self._learn_index(_index_of(info))
+        return info
 
     def batch_bytes(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> bytes:
         """Batch ``batch`` of ``epoch`` as the gateway's tar bytes."""
-        _, body = self.get(f"/epoch/{int(epoch)}/batch/{int(batch)}", params or self.params())
-        return body
+        return self._batch_answer(epoch, batch, params)[1]
+
+    def _batch_answer(self, epoch: int, batch: int,
+                      params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], bytes]":
+        return self.get(f"/epoch/{int(epoch)}/batch/{int(batch)}", params or self.params())
 
     def batch(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> List[Sample]:
         """Batch ``batch`` of ``epoch``, decoded into samples (dicts in
-        WebDataset's convention: ``{"__key__": key, "jpg": b"...", ...}``)."""
-        return _decode(epoch, batch, self.batch_bytes(epoch, batch, params))
+        WebDataset's convention: ``{"__key__": key, "jpg": b"...", ...}``;
+        a mixture's also carry ``"__dataset__"``, the sample's dataset)."""
+        q = params or self.params()
+        return self._decode(epoch, batch, q, *self._batch_answer(epoch, batch, q))
+
+    def _decode(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],
+                body: bytes) -> List[Sample]:
+        """A batch's samples; a mixture's tagged with their datasets."""
+        samples = _decode(epoch, batch, body)
+        if not self.mix:
+            return samples
+        where = f"brand: epoch {epoch} batch {batch}"
+        got = headers.get("Brand-Mix")
+        if got != self.mix:
+            # Another mixture (or one dataset) is another order.
+            raise BrandError(f"{where}: asked for mixture {self.mix!r}, Brand-Mix says {got!r}")
+        comps = _components(headers.get("Brand-Mix-Components"), len(self._mix_names), where)
+        if len(samples) < len(comps):
+            # Two components may hold equal keys, and a tar cannot tell
+            # two adjacent samples of one key from one sample: grouping by
+            # key merged some. (It never splits one, so equal counts mean
+            # none was merged.) The batch's manifest has each sample's
+            # length: the body is their byte ranges back to back.
+            samples = self._split(epoch, batch, params, body, where)
+        if len(samples) != len(comps):
+            raise BrandError(f"{where}: Brand-Mix-Components names {len(comps)} components for {len(samples)} samples")
+        for smp, i in zip(samples, comps):
+            smp["__dataset__"] = self._mix_names[i]
+        return samples
+
+    def _split(self, epoch: int, batch: int, params: Mapping[str, str], body: bytes, where: str) -> List[Sample]:
+        """A batch's samples, each decoded from its own byte range, whose
+        lengths the batch's manifest gives in the tar's order."""
+        _, mbody = self.get(f"/epoch/{int(epoch)}/batch/{int(batch)}/manifest", params)
+        try:
+            lengths = [int(m["length"]) for m in json.loads(mbody)["samples"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise BrandError(f"{where}: the batch's manifest is malformed: {e!r}") from None
+        if sum(lengths) + 2 * 512 != len(body):  # the ranges, then the tar's two zero blocks
+            raise BrandError(f"{where}: the manifest's samples span {sum(lengths)} bytes of a {len(body)}-byte batch")
+        out: List[Sample] = []
+        at = 0
+        for n in lengths:
+            one = _decode(epoch, batch, body[at:at + n])
+            if len(one) != 1:
+                raise BrandError(f"{where}: bytes [{at}, {at + n}) hold {len(one)} samples, not one")
+            out.append(one[0])
+            at += n
+        return out
 
     def epoch(self, epoch: int, info: Optional[Dict[str, Any]] = None) -> Iterator[List[Sample]]:
         """Every batch of ``epoch`` for this rank, in order, as lists of samples.
@@ -479,10 +586,10 @@ class Client:
         """
         if info is None:
             info = self.epoch_info(epoch)
-        self._learn_index(info.get("index"))
+        self._learn_index(_index_of(info))
         q = _pinned(info, self.offset, self.locality)
         q.update(self._job_params())
-        if self.index:
+        if self.index and not self.mix:
             q["index"] = self.index
         n = int(info["batches"])
         if self.ahead == 0:
@@ -495,19 +602,19 @@ class Client:
         # heaps are unmapped once empty and faulted in again for the next
         # batches: 1.35 CPU-s/GB against 0.4 (100 KiB samples, 3 ahead).
         pool = self._executor()
-        pending: Deque["Future[bytes]"] = collections.deque()
+        pending: Deque["Future[tuple[Mapping[str, str], bytes]]"] = collections.deque()
         nxt = 0
         try:
             while nxt < n and len(pending) <= self.ahead:
-                pending.append(pool.submit(self.batch_bytes, epoch, nxt, q))
+                pending.append(pool.submit(self._batch_answer, epoch, nxt, q))
                 nxt += 1
             m = 0
             while pending:
-                body = pending.popleft().result()
+                headers, body = pending.popleft().result()
                 if nxt < n:
-                    pending.append(pool.submit(self.batch_bytes, epoch, nxt, q))
+                    pending.append(pool.submit(self._batch_answer, epoch, nxt, q))
                     nxt += 1
-                b = _decode(epoch, m, body)
+                b = self._decode(epoch, m, q, headers, body)
                 del body
                 m += 1
                 yield b
@@ -602,6 +709,59 @@ def _format_weight(w: float) -> str:
     return str(int(w)) if w.is_integer() else repr(w)
 
 
+def _check_mix_options(mix: Optional[MixSpec], dataset: Optional[str], mix_block: Optional[int],
+                       mix_samples: Optional[int], importance_job: Optional[str]) -> None:
+    """The rules of ``mix=`` beside the other job parameters, as the
+    gateway applies them (the mixture's own text is :func:`format_mix`'s).
+
+    Raises:
+        ValueError: ``mix`` with ``dataset`` or ``importance_job``,
+            ``mix_block`` or ``mix_samples`` without ``mix`` or below 1.
+    """
+    if mix is None:
+        if mix_block is not None or mix_samples is not None:
+            raise ValueError("brand: mix_block and mix_samples apply only to a mixture (mix=)")
+        return
+    if dataset is not None:
+        raise ValueError("brand: give mix or dataset, not both: a mixture names its datasets")
+    if importance_job is not None:
+        raise ValueError("brand: importance sampling is per dataset; a mixture draws uniformly from each component")
+    for name, v in (("mix_block", mix_block), ("mix_samples", mix_samples)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+            raise ValueError(f"brand: {name} {v!r} must be an integer >= 1")
+
+
+def _index_of(info: Mapping[str, Any]) -> Optional[str]:
+    """The index version an epoch plan names: its ``index``, or a
+    mixture's components' versions, comma-separated (as in
+    ``Brand-Mix-Index``)."""
+    mix = info.get("mix")
+    if mix:
+        return ",".join(str(c["index"]) for c in mix["components"])
+    return info.get("index")
+
+
+def _components(header: Optional[str], k: int, where: str) -> List[int]:
+    """A mixture batch's ``Brand-Mix-Components``: each sample's component
+    number, in the tar's order (none for an empty batch).
+
+    Raises:
+        BrandError: an entry that is not one of the ``k`` components.
+    """
+    if not header:
+        return []
+    out = []
+    for c in header.split(","):
+        try:
+            i = int(c)
+        except ValueError:
+            i = -1
+        if not 0 <= i < k:
+            raise BrandError(f"{where}: Brand-Mix-Components {c!r} is not a component of the {k}")
+        out.append(i)
+    return out
+
+
 def _decode(epoch: int, batch: int, body: bytes) -> List[Sample]:
     try:
         return decode_tar(body)
@@ -618,7 +778,14 @@ def _pinned(info: Mapping[str, Any], offset: int, locality: bool = True) -> Dict
         "rank": str(info["rank"]),
         "drop_last": "true" if info["drop_last"] else "false",
     }
-    if info.get("dataset"):
+    mix = info.get("mix")
+    if mix:
+        # A mixture's plan names it in "dataset"; its block and length are
+        # part of the order, pinned as the rest.
+        q["mix"] = str(info["dataset"])
+        q["mix_block"] = str(mix["block"])
+        q["mix_samples"] = str(info["samples"])
+    elif info.get("dataset"):
         q["dataset"] = str(info["dataset"])
     if offset:
         q["offset"] = str(offset)

@@ -21,6 +21,34 @@ batches are epoch positions ``[O + j*W*B, O + (j+1)*W*B)`` exactly, where
 the same cut as ``K = 1``: the worker count never shows in the order of
 steps, only in who fetched them.
 
+Mixtures
+--------
+``mix="web:0.7,code:0.3"`` reads a mixture of the gateway's datasets (the
+gateway's ``mix=``; see :class:`brand.Client`): each component is an
+endless stream of passes over its dataset, and the gateway cuts the
+mixture's epoch into *mixing blocks* of ``mix_block`` positions, each
+holding every component ``i`` within one sample of ``mix_block * w_i``
+(``w_i`` its weight over the weights' sum). Every sample carries
+``"__dataset__"``, the dataset it came from.
+
+The dataset asks for ``mix_block = B * W``: the batch size times the DDP
+world, not times the workers. The gateway's world is ``W * K`` (its own
+default block would be ``B * W * K``), but a trainer step over the ``W``
+ranks is the epoch positions ``[O + j*W*B, O + (j+1)*W*B)`` (see above),
+which with ``O`` a multiple of ``B * W`` (a fresh epoch, or a resume at the
+same world size) is exactly block ``j + O/(B*W)``: every step of the run
+holds each component within one sample of ``W * B * w_i``, whatever the
+worker count.
+
+The block is part of the order, as the seed is: :meth:`BrandDataset.state_dict`
+records the mixture, its block and its epoch length, and
+:meth:`BrandDataset.load_state_dict` keeps them when resuming at another
+world size, so the rest of the run reads the order it started with,
+exactly. Its steps then straddle blocks, so a step holds each component at
+its share only on average: a step covering parts of two blocks takes part
+of each block's shuffled slots. A dataset given ``mix_block`` or ``mix_samples`` explicitly must give
+the state's.
+
 Clusters
 --------
 Given a cluster's peer list (``peers=[...]``, the list every ``brand serve
@@ -43,7 +71,9 @@ after ``n`` steps on every rank, the samples consumed globally are exactly
 the epoch positions ``[0, min(N, O + n*W*B))`` (``N`` is the epoch's sample
 count), a prefix of the epoch. :meth:`BrandDataset.state_dict` records it
 and :meth:`BrandDataset.load_state_dict` resumes there with the gateway's
-``offset=``, in O(1), at any world size, worker count, or both.
+``offset=``, in O(1), at any world size, worker count, or both. A mixture's
+epoch is cut into positions exactly as one dataset's, so the same holds for
+it.
 
 The dataset object in the trainer's process cannot see what DataLoader
 workers fetched (they may be batches ahead), so the count is taken where the
@@ -64,11 +94,11 @@ trainer receives data:
 DDP ranks advance in lockstep, so every rank computes the same state; save
 rank 0's. Requirements for exactness: the DataLoader's default in-order
 delivery (``in_order=True``), no ``persistent_workers`` (they would not see
-:meth:`set_epoch`), and the same ``seed``, ``window`` and dataset on resume
-(they fix the order; ``load_state_dict`` checks them). The job's name and
-weight change no byte served: the state keeps the name, which a dataset
-given none takes on resume, and not the weight, which the resumed run gives
-anew.
+:meth:`set_epoch`), and the same ``seed``, ``window`` and dataset (or
+mixture) on resume (they fix the order; ``load_state_dict`` checks them).
+The job's name and weight change no byte served: the state keeps the name,
+which a dataset given none takes on resume, and not the weight, which the
+resumed run gives anew.
 """
 
 from __future__ import annotations
@@ -80,7 +110,8 @@ import torch.distributed as _dist
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._tar import Sample
-from .client import Client, _check_weight, _job_name, tune_malloc
+from ._mix import MixSpec, format_mix
+from .client import Client, _check_mix_options, _check_weight, _job_name, tune_malloc
 
 __all__ = ["BrandDataset", "BrandLoader", "ddp_world"]
 
@@ -107,6 +138,8 @@ class BrandDataset(IterableDataset):
 
     Every sample of the epoch is delivered exactly once over all DDP ranks
     and DataLoader workers (see the module documentation for the cut).
+    With ``mix``, the samples of a mixture of datasets, each tagged with its
+    dataset (``"__dataset__"``).
     Call :meth:`set_epoch` before each epoch, as with ``DistributedSampler``.
 
     Args:
@@ -124,6 +157,17 @@ class BrandDataset(IterableDataset):
         world, rank: DDP world size and rank; ``None`` to detect them
             (:func:`ddp_world`).
         ahead: batches each worker keeps requested ahead.
+        mix: a mixture of datasets instead of ``dataset``:
+            ``"web:0.7,code:0.3"``, a dict ``{"web": 0.7, "code": 0.3}`` or
+            (dataset, weight) pairs, in order (see :func:`brand.format_mix`;
+            checked here, kept as the canonical text in :attr:`mix`).
+        mix_block: the mixing block; ``None``: ``batch_size`` times the
+            DDP world (not times the DataLoader workers), so that every
+            trainer step over the ranks is one block and holds each
+            component within one sample of its share (see the module
+            documentation). Part of the order: see :attr:`mix_block`.
+        mix_samples: the mixture epoch's length (rounded up to whole
+            blocks by the gateway); ``None``: the components' sizes summed.
         **client_options: passed to :class:`brand.Client` (``max_retries``,
             ``backoff``, ``max_backoff``, ``timeout``, the job's ``job``
             name and cache ``weight``, ``importance_job`` and ``hot``, and
@@ -135,6 +179,7 @@ class BrandDataset(IterableDataset):
     Example::
 
         ds = BrandDataset("http://brand:8080", batch_size=64, seed=7, decode=decode)
+        # or a mixture: ds = BrandDataset(url, mix="web:0.7,code:0.3", batch_size=64, seed=7)
         loader = ds.loader(num_workers=4)
         for epoch in range(start_epoch, epochs):
             ds.set_epoch(epoch)
@@ -158,11 +203,22 @@ class BrandDataset(IterableDataset):
         world: Optional[int] = None,
         rank: Optional[int] = None,
         ahead: int = 2,
+        mix: Optional[MixSpec] = None,
+        mix_block: Optional[int] = None,
+        mix_samples: Optional[int] = None,
         **client_options: Any,
     ) -> None:
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"brand: batch_size {batch_size} must be >= 1")
+        _check_mix_options(mix, dataset, mix_block, mix_samples, client_options.get("importance_job"))
+        #: The mixture read, as :func:`brand.format_mix` writes it; ``None``
+        #: for one dataset.
+        self.mix = format_mix(mix) if mix is not None else None
+        self._mix_block = mix_block
+        #: The mixture epoch's length as given (``None``: the gateway's
+        #: default), or as restored by :meth:`load_state_dict`.
+        self.mix_samples = mix_samples
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
         self.url = url
@@ -243,10 +299,25 @@ class BrandDataset(IterableDataset):
         self._complete = False
         self._pass_world = self._world()[0]
 
+    @property
+    def mix_block(self) -> Optional[int]:
+        """The mixing block of the mixture (``None`` without one): the
+        ``mix_block`` given or restored by :meth:`load_state_dict`, else
+        ``batch_size`` times the DDP world (:func:`ddp_world` unless
+        ``world`` was given)."""
+        if self.mix is None:
+            return None
+        if self._mix_block is not None:
+            return self._mix_block
+        return self.batch_size * self._world()[0]
+
     def _client(self, world: int, rank: int, offset: int) -> Client:
         return Client(
             self.url,
             dataset=self.dataset,
+            mix=self.mix,
+            mix_block=self.mix_block,
+            mix_samples=self.mix_samples,
             seed=self.seed,
             batch_size=self.batch_size,
             window=self.window,
@@ -282,9 +353,11 @@ class BrandDataset(IterableDataset):
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The data position, to save with a checkpoint (rank 0's suffices).
 
-        Besides the position and what fixes the order, the state keeps the
-        job's name (``"job"``: the ``job`` or ``importance_job`` client
-        option, ``None`` for an unnamed job), so that a resumed run is the
+        Besides the position and what fixes the order (with a mixture: the
+        mixture, its block and its epoch length, ``"mix"``, ``"mix_block"``
+        and ``"mix_samples"``), the state keeps the job's name (``"job"``:
+        the ``job`` or ``importance_job`` client option, ``None`` for an
+        unnamed job), so that a resumed run is the
         same job to the gateway. Not its ``weight``: a share of the cache
         against the jobs running at the time, given anew on resume.
 
@@ -301,6 +374,9 @@ class BrandDataset(IterableDataset):
             "seed": self.seed,
             "window": self.window,
             "dataset": self.dataset,
+            "mix": self.mix,
+            "mix_block": self.mix_block,
+            "mix_samples": self.samples_in_epoch() if self.mix is not None else None,
             "index": self.index,
             "job": _job_name(self.client_options.get("job"), self.client_options.get("importance_job")),
         }
@@ -313,18 +389,26 @@ class BrandDataset(IterableDataset):
         takes the state's; one given a name keeps it: a name changes no
         byte served, so another one is no error.
 
+        A mixture's block and epoch length are part of its order: a dataset
+        that left ``mix_block`` or ``mix_samples`` to their defaults takes
+        the state's (its block is no longer ``batch_size`` times this
+        world's size when that changed), which its later states record.
+
         Raises:
-            ValueError: the state was saved with another seed, window or
-                dataset, which give another order.
+            ValueError: the state was saved with another seed, window,
+                dataset or mixture, or with another ``mix_block`` or
+                ``mix_samples`` than this dataset was given, which give
+                another order.
         """
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"brand: state version {state.get('version')!r}, want {_STATE_VERSION}")
-        for k in ("seed", "window", "dataset"):
+        for k in ("seed", "window", "dataset", "mix"):
             if state.get(k) != getattr(self, k):
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
                     f"{k}={getattr(self, k)!r}: the epoch order would differ"
                 )
+        block, length = self._mix_of_state(state)
         # The job keeps its name: one given to this dataset wins, as a
         # name changes no byte served.
         job = _job_name(self.client_options.get("job"), self.client_options.get("importance_job"))
@@ -336,9 +420,31 @@ class BrandDataset(IterableDataset):
         # raises IndexChangedError rather than read another order.
         if state.get("index"):
             self.index = state["index"]
+        if self.mix is not None:
+            self._mix_block, self.mix_samples = block, length
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
         self._start_pass(int(state["epoch"]))
+
+    def _mix_of_state(self, state: Dict[str, Any]) -> "tuple[Optional[int], Optional[int]]":
+        """The mixing block and epoch length a state resumes with, checked
+        against those given to this dataset (the mixtures are equal)."""
+        if self.mix is None:
+            return None, None
+        block, length = int(state["mix_block"]), int(state["mix_samples"])
+        if self._mix_block is not None and self._mix_block != block:
+            raise ValueError(
+                f"brand: state saved with mix_block={block} cannot resume a dataset with "
+                f"mix_block={self._mix_block}: the epoch order would differ (leave mix_block unset to take the state's)"
+            )
+        # The gateway rounds an epoch's length up to whole blocks.
+        if self.mix_samples is not None and -(-self.mix_samples // block) * block != length:
+            raise ValueError(
+                f"brand: state saved with an epoch of {length} samples (mix_samples) cannot resume a dataset with "
+                f"mix_samples={self.mix_samples}: the epoch order would differ (leave mix_samples unset to take "
+                "the state's)"
+            )
+        return block, length
 
     def _finish_pass(self) -> None:
         self._complete = True

@@ -1,7 +1,9 @@
-"""A real `brand serve` over a small generated dataset, shared by the tests.
+"""A real `brand serve` over small generated datasets, shared by the tests.
 
-The binary comes from $BRAND_BIN, or is built from this repository with
-`go build`. The gateway starts on first use and stops when the process exits.
+gateway() serves one dataset, "t"; mix_gateway() serves three of different
+sizes, for mixtures. The binary comes from $BRAND_BIN, or is built from this
+repository with `go build`. A gateway starts on first use and stops when the
+process exits.
 """
 
 from __future__ import annotations
@@ -28,50 +30,70 @@ PER_CLASS = 75  # 300 samples
 CHUNK_SIZE = "48KiB"  # about 2 KiB a sample: a dozen chunks
 
 
+class Spec:
+    """A generated dataset: classes × per_class samples, each a file of
+    random bytes (up to max_bytes) with extension ext, a "cls" and, with
+    tag, a "ds" holding the dataset's name; packed in chunks of
+    chunk_size."""
+
+    def __init__(self, classes: int, per_class: int, chunk_size: str = CHUNK_SIZE, max_bytes: int = 3000,
+                 tag: bool = False, ext: str = "jpg") -> None:
+        self.classes, self.per_class, self.chunk_size = classes, per_class, chunk_size
+        self.max_bytes, self.tag, self.ext = max_bytes, tag, ext
+
+
+# The datasets of mix_gateway(): sizes 120, 60 and 12, in chunks of a few
+# samples. Keys repeat across them (c0/s0_0000 is in all three), as a
+# mixture allows, and the books' are "txt" where the others' are "jpg";
+# each sample's "ds" names its dataset.
+MIX_SPECS = {
+    "web": Spec(3, 40, "8KiB", 1500, tag=True),
+    "code": Spec(2, 30, "8KiB", 1500, tag=True),
+    "books": Spec(2, 6, "4KiB", 1500, tag=True, ext="txt"),
+}
+
+
 class Gateway:
     url: str
     src: str
-    files: Dict[str, Dict[str, bytes]]  # key -> ext -> bytes
+    files: Dict[str, Dict[str, bytes]]  # the first dataset's: key -> ext -> bytes
+    datasets: Dict[str, Dict[str, Dict[str, bytes]]]  # name -> key -> ext -> bytes
     proc: subprocess.Popen
 
-    def __init__(self) -> None:
+    def __init__(self, specs: Optional[Dict[str, Spec]] = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="brand-pytest-")
         try:
-            self._start()
+            self._start(specs or {"t": Spec(CLASSES, PER_CLASS)})
         except BaseException:
             self.stop()
             raise
 
-    def _start(self) -> None:
+    def _start(self, specs: Dict[str, Spec]) -> None:
         binary = os.environ.get("BRAND_BIN")
         if not binary:
             binary = os.path.join(self.tmp, "brand")
             subprocess.run(["go", "build", "-o", binary, "./cmd/brand"], cwd=REPO, check=True, timeout=600)
         self.binary = binary
+        self.datasets = {}
+        flags = []
+        for k, (name, spec) in enumerate(specs.items()):
+            src = os.path.join(self.tmp, "src" if k == 0 else f"src-{name}")
+            store = os.path.join(self.tmp, "store" if k == 0 else f"store-{name}")
+            self.datasets[name] = _generate(src, name, spec, random.Random(1 + k))
+            subprocess.run(
+                [binary, "pack", "--src", src, "--dst", "file://" + store, "--chunk-size", spec.chunk_size],
+                check=True, timeout=120, stdout=subprocess.DEVNULL,
+            )
+            flags += ["--dataset", f"{name}={store}"]
+        first = next(iter(specs))
         self.src = os.path.join(self.tmp, "src")
-        rng = random.Random(1)
-        self.files = {}
-        for c in range(CLASSES):
-            d = os.path.join(self.src, f"c{c}")
-            os.makedirs(d)
-            for i in range(PER_CLASS):
-                stem = f"s{c}_{i:04d}"
-                data = {"jpg": rng.randbytes(rng.randint(1, 3000)), "cls": str(c).encode()}
-                for ext, b in data.items():
-                    with open(os.path.join(d, f"{stem}.{ext}"), "wb") as f:
-                        f.write(b)
-                self.files[f"c{c}/{stem}"] = data
-        store = os.path.join(self.tmp, "store")
-        subprocess.run(
-            [binary, "pack", "--src", self.src, "--dst", "file://" + store, "--chunk-size", CHUNK_SIZE],
-            check=True, timeout=120, stdout=subprocess.DEVNULL,
-        )
+        self.files = self.datasets[first]
         self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
         for _ in range(5):
             port = free_port()
             self.url = f"http://127.0.0.1:{port}"
             self.proc = subprocess.Popen(
-                [binary, "serve", "--dataset", "t=" + store, "--listen", f"127.0.0.1:{port}",
+                [binary, "serve", *flags, "--listen", f"127.0.0.1:{port}",
                  "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
                  "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
                 stdout=self.log, stderr=subprocess.STDOUT,
@@ -178,6 +200,24 @@ class ServeCluster:
             log.close()
 
 
+def _generate(src: str, name: str, spec: Spec, rng: random.Random) -> Dict[str, Dict[str, bytes]]:
+    """Writes spec's sample files under src; returns them by key."""
+    files = {}
+    for c in range(spec.classes):
+        d = os.path.join(src, f"c{c}")
+        os.makedirs(d)
+        for i in range(spec.per_class):
+            stem = f"s{c}_{i:04d}"
+            data = {spec.ext: rng.randbytes(rng.randint(1, spec.max_bytes)), "cls": str(c).encode()}
+            if spec.tag:
+                data["ds"] = name.encode()
+            for ext, b in data.items():
+                with open(os.path.join(d, f"{stem}.{ext}"), "wb") as f:
+                    f.write(b)
+            files[f"c{c}/{stem}"] = data
+    return files
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -185,12 +225,23 @@ def free_port() -> int:
 
 
 _gw: Optional[Gateway] = None
+_mix_gw: Optional[Gateway] = None
 
 
 def gateway() -> Gateway:
-    """The shared gateway, started on first use."""
+    """The shared gateway of dataset "t", started on first use."""
     global _gw
     if _gw is None:
         _gw = Gateway()
         atexit.register(_gw.stop)
     return _gw
+
+
+def mix_gateway() -> Gateway:
+    """The shared gateway of MIX_SPECS's three datasets, started on first
+    use."""
+    global _mix_gw
+    if _mix_gw is None:
+        _mix_gw = Gateway(MIX_SPECS)
+        atexit.register(_mix_gw.stop)
+    return _mix_gw
