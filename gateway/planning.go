@@ -30,6 +30,11 @@ type Planner interface {
 	// JSON. Every field of every job is given: the gateway has filled its
 	// defaults and checked its limits (POST /plan).
 	SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error)
+	// MixPlan returns the plan of job over the mixture job.Mix, ixs[i]
+	// indexing the dataset of its component i, as a value that encodes to
+	// JSON; with o.Nodes set, the prediction for that many nodes (GET
+	// /plan?mix=).
+	MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error)
 	livestats.Optimizer
 }
 
@@ -45,7 +50,8 @@ const planEpochs = 3
 // the prediction for N nodes each with a cache of cache_size. With
 // disk_cache_size=D (default: the gateway's --disk-cache-size; 0: none) the
 // plan adds a disk tier of D bytes below the cache (each node's): the
-// store and disk reads per policy.
+// store and disk reads per policy. With mix=… it plans the mixture, each
+// component the current version of the dataset it names.
 func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if g.cfg.Planner == nil {
@@ -60,6 +66,21 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	q, err := query.Parse(r.URL.RawQuery, query.PlanParams, base, g.cfg.Limits)
 	if err != nil {
 		writeError(ctx, w, err)
+		return
+	}
+	if len(q.Job.Mix) > 0 {
+		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
+		for i, c := range q.Job.Mix {
+			ds, err := g.version(api.Job{Dataset: c.Dataset})
+			if err != nil {
+				writeError(ctx, w, err)
+				return
+			}
+			ixs[i] = ds.Index
+		}
+		g.writePlan(ctx, w, func(ctx context.Context) (any, error) {
+			return g.cfg.Planner.MixPlan(ctx, ixs, q.Job, q.Plan)
+		})
 		return
 	}
 	ds, err := g.version(q.Job)

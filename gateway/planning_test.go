@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
@@ -124,5 +125,98 @@ func TestPlanDefaultsToTheGatewaysDisk(t *testing.T) {
 		if (got.Disk == nil) != (want == 0) || got.Disk != nil && got.Disk.DiskCacheBytes != want {
 			t.Errorf("GET /plan%s: disk section %+v, want a disk of %d bytes", q, got.Disk, want)
 		}
+	}
+}
+
+// GET /plan?mix=… plans the mixture of the datasets it names, each the
+// version the gateway serves: the plan MakePlan makes of them (the
+// weights' ratios, the block batch_size × world unless mix_block says
+// otherwise, mix_samples the epoch's length), and with nodes=N the
+// cluster's prediction, each component owned by its own index's key. A
+// mixture that names a dataset the gateway does not serve, or does not
+// parse, is refused.
+func TestPlanMix(t *testing.T) {
+	web := newFixtureNamed(t, t.TempDir(), "web-", 12, 25, 0)
+	code := newFixtureNamed(t, t.TempDir(), "code-", 6, 20, 0)
+	_, srv := start(t, nil, func(c *gateway.Config) {
+		c.Datasets = []gateway.DatasetSpec{
+			{Name: "web", URL: "file:///web", Store: web.store},
+			{Name: "code", URL: "file:///code", Store: code.store},
+		}
+	})
+	cache := (web.index.TotalBytes() + code.index.TotalBytes()) / 4
+	// start's defaults: seed 42, window 2, batch size 8; world 1.
+	job := planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1}, Epochs: 3}
+	mix := func(block, samples int) *planner.Mix {
+		return &planner.Mix{Block: block, Samples: samples, Components: []planner.MixComponent{
+			{Name: "web", Weight: 7, Dataset: planner.DatasetOf(web.index), IndexKey: cluster.IndexKey(web.index.ID())},
+			{Name: "code", Weight: 3, Dataset: planner.DatasetOf(code.index), IndexKey: cluster.IndexKey(code.index.ID())},
+		}}
+	}
+	plan := func(m *planner.Mix) any {
+		p, err := planner.MakePlan(planner.PlanInput{Mix: m, Job: job, CacheBytes: cache, BackendBytesPerSec: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	clusterJob := job
+	clusterJob.World = 2
+	clustered, err := planner.MakeClusterPlan(planner.ClusterInput{Mix: mix(0, 0), Job: clusterJob, Nodes: 2, NodeCacheBytes: cache / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		query string
+		want  any
+	}{
+		{fmt.Sprintf("mix=web:0.7,code:0.3&cache_size=%d", cache), plan(mix(0, 0))},
+		{fmt.Sprintf("mix=web:0.7,code:0.3&cache_size=%d&mix_block=5&mix_samples=300", cache), plan(mix(5, 300))},
+		{fmt.Sprintf("mix=web:0.7,code:0.3&cache_size=%d&nodes=2&world=2", cache/2), clustered},
+	} {
+		t.Run(tt.query, func(t *testing.T) {
+			resp, b := get(t, srv.URL+"/plan?"+tt.query)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /plan: %d %s", resp.StatusCode, b)
+			}
+			got := reflect.New(reflect.TypeOf(tt.want).Elem()).Interface()
+			if err := json.Unmarshal(b, got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("GET /plan?%s answered\n%+v\nwant\n%+v", tt.query, got, tt.want)
+			}
+			var shape struct {
+				Mix *planner.MixPlan `json:"mix"`
+			}
+			if err := json.Unmarshal(b, &shape); err != nil || shape.Mix == nil || len(shape.Mix.Components) != 2 {
+				t.Errorf("no mixture in the plan (%v): %s", err, b)
+			}
+		})
+	}
+
+	for _, tt := range []struct {
+		query, want string
+		status      int
+	}{
+		{"mix=web:0.7,books:0.3", `"books"`, http.StatusNotFound},
+		{"mix=web", "each component is dataset:weight", http.StatusBadRequest},
+		{"mix=web:1&dataset=web", "give mix= or dataset=, not both", http.StatusBadRequest},
+		{"mix_block=4", "mix_block and mix_samples apply only with mix=", http.StatusBadRequest},
+		{"mix=web:1,code:1&epochs=1", "epochs", http.StatusBadRequest},
+	} {
+		t.Run(tt.query, func(t *testing.T) {
+			resp, b := get(t, srv.URL+"/plan?"+tt.query)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			var e api.Error
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(e.Error, tt.want) {
+				t.Errorf("error %q; want it to say %q", e.Error, tt.want)
+			}
+		})
 	}
 }

@@ -29,6 +29,11 @@ type ClusterInput struct {
 	// NodeDiskCacheBytes is each node's disk tier below its cache, >= 0;
 	// 0 means none.
 	NodeDiskCacheBytes int64
+
+	// Mix, if not nil, predicts the job over a mixture of datasets instead
+	// of Dataset, which must then be empty, and IndexKey, which each
+	// component's own replaces (ClusterPlan.Mix).
+	Mix *Mix
 }
 
 // ClusterPlan is MakeClusterPlan's report. Its JSON form is what the
@@ -40,7 +45,11 @@ type ClusterInput struct {
 // dataset's bytes, and the fractions below are those of the live cluster
 // up to the spread of sample sizes within a chunk.
 type ClusterPlan struct {
-	Job               Job   `json:"job"`
+	Job Job `json:"job"`
+	// Mix describes the mixture a prediction of one (ClusterInput.Mix) is
+	// of; the figures below are then the mixture's, as in Plan.
+	Mix *MixPlan `json:"mix,omitempty"`
+
 	Nodes             int   `json:"nodes"`
 	Chunks            int   `json:"chunks"`
 	Samples           int   `json:"samples"`
@@ -128,32 +137,17 @@ func MakeClusterPlan(in ClusterInput) (*ClusterPlan, error) {
 // done: it checks ctx between epochs and between nodes' simulations and
 // returns ctx's error.
 func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+	if in.Mix != nil {
+		return makeMixClusterPlan(ctx, in)
+	}
 	s, err := newSchedule(in.Dataset, in.Job)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case in.Job.Epochs < 2:
-		return nil, fmt.Errorf("%w: %d epochs; a plan needs >= 2 (the first is cold, the rest are the steady state)",
-			ErrInvalid, in.Job.Epochs)
-	case in.Nodes < 1 || in.Nodes > MaxNodes:
-		return nil, fmt.Errorf("%w: %d nodes; must be 1..%d", ErrInvalid, in.Nodes, MaxNodes)
-	case in.NodeCacheBytes < 0:
-		return nil, fmt.Errorf("%w: node cache size %d bytes; must be >= 0", ErrInvalid, in.NodeCacheBytes)
-	case in.NodeCacheBytes > math.MaxInt64/int64(in.Nodes):
-		return nil, fmt.Errorf("%w: node cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeCacheBytes, in.Nodes)
-	case in.NodeDiskCacheBytes < 0:
-		return nil, fmt.Errorf("%w: node disk cache size %d bytes; must be >= 0 (0: no disk tier)", ErrInvalid, in.NodeDiskCacheBytes)
-	case in.NodeDiskCacheBytes > math.MaxInt64/int64(in.Nodes):
-		return nil, fmt.Errorf("%w: node disk cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeDiskCacheBytes, in.Nodes)
-	}
-	nb := s.numBatches()
-	if nb == 0 {
-		return nil, fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
-			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	if err := validateClusterInput(in, s); err != nil {
+		return nil, err
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
-	w := newClusterWalker(s, l)
 	order := func(e int) (windowed, error) {
 		if l.nodes == 1 {
 			// A single gateway keeps the plain chunk order.
@@ -161,7 +155,47 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 		}
 		return shuffle.NewStratifiedEpoch(s.d.Counts, l.owner, l.nodes, s.j.Seed, uint64(e), s.j.Window)
 	}
-	if err := s.walkOrder(ctx, order, w.visit); err != nil {
+	var read int64
+	for _, size := range in.Dataset.ChunkSizes {
+		read += size
+	}
+	return clusterPlan(ctx, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+		return s.walkOrder(ctx, order, visit)
+	}, float64(read))
+}
+
+// validateClusterInput checks what a cluster prediction adds to a job on
+// s, the dataset's schedule or a mixture's merged one.
+func validateClusterInput(in ClusterInput, s *schedule) error {
+	switch {
+	case in.Job.Epochs < 2:
+		return fmt.Errorf("%w: %d epochs; a plan needs >= 2 (the first is cold, the rest are the steady state)",
+			ErrInvalid, in.Job.Epochs)
+	case in.Nodes < 1 || in.Nodes > MaxNodes:
+		return fmt.Errorf("%w: %d nodes; must be 1..%d", ErrInvalid, in.Nodes, MaxNodes)
+	case in.NodeCacheBytes < 0:
+		return fmt.Errorf("%w: node cache size %d bytes; must be >= 0", ErrInvalid, in.NodeCacheBytes)
+	case in.NodeCacheBytes > math.MaxInt64/int64(in.Nodes):
+		return fmt.Errorf("%w: node cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeCacheBytes, in.Nodes)
+	case in.NodeDiskCacheBytes < 0:
+		return fmt.Errorf("%w: node disk cache size %d bytes; must be >= 0 (0: no disk tier)", ErrInvalid, in.NodeDiskCacheBytes)
+	case in.NodeDiskCacheBytes > math.MaxInt64/int64(in.Nodes):
+		return fmt.Errorf("%w: node disk cache size %d bytes × %d nodes overflows int64", ErrInvalid, in.NodeDiskCacheBytes, in.Nodes)
+	}
+	if s.numBatches() == 0 {
+		return fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
+			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	}
+	return nil
+}
+
+// clusterPlan predicts a validated input whose global batches walk
+// yields, over the chunks of s with ownership l; read is the bytes an
+// epoch reads before drop_last (the dataset's, for one dataset).
+func clusterPlan(ctx context.Context, in ClusterInput, s *schedule, l *layout, walk func(visit func(epoch int, chunks []int32)) error, read float64) (*ClusterPlan, error) {
+	nb := s.numBatches()
+	w := newClusterWalker(s, l)
+	if err := walk(w.visit); err != nil {
 		return nil, err
 	}
 	w.flush()
@@ -169,7 +203,7 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 	p := &ClusterPlan{
 		Job:                in.Job,
 		Nodes:              in.Nodes,
-		Chunks:             len(in.Dataset.Counts),
+		Chunks:             len(s.d.Counts),
 		Samples:            s.n,
 		BatchesPerEpoch:    nb,
 		NodeCacheBytes:     in.NodeCacheBytes,
@@ -189,7 +223,7 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 		p.MinOwnedBytes = min(p.MinOwnedBytes, owned)
 		p.MaxOwnedBytes = max(p.MaxOwnedBytes, owned)
 	}
-	p.EpochBytes = int64(math.Round(float64(p.DatasetBytes) * float64(s.servedSamples()) / float64(s.n)))
+	p.EpochBytes = int64(math.Round(read * float64(s.servedSamples()) / float64(s.n)))
 
 	for k := range l.nodes {
 		if err := ctx.Err(); err != nil {
@@ -218,13 +252,22 @@ type layout struct {
 }
 
 func newLayout(d Dataset, key uint64, nodes int) *layout {
-	l := &layout{nodes: nodes, local: make([]int32, len(d.Counts)), sizes: make([][]int64, nodes)}
+	return layoutOf(d, owners(d, key, nodes), nodes)
+}
+
+// owners returns each chunk's owner among nodes, as the gateway's
+// catalog computes it.
+func owners(d Dataset, key uint64, nodes int) []int {
 	if nodes == 1 {
 		// One node owns everything; skip hashing every chunk.
-		l.owner = make([]int, len(d.Counts))
-	} else {
-		l.owner = cluster.Balanced(key, d.Counts, nodes)
+		return make([]int, len(d.Counts))
 	}
+	return cluster.Balanced(key, d.Counts, nodes)
+}
+
+// layoutOf is the layout of d's chunks owned by owner.
+func layoutOf(d Dataset, owner []int, nodes int) *layout {
+	l := &layout{nodes: nodes, owner: owner, local: make([]int32, len(d.Counts)), sizes: make([][]int64, nodes)}
 	for c, k := range l.owner {
 		l.local[c] = int32(len(l.sizes[k]))
 		l.sizes[k] = append(l.sizes[k], d.ChunkSizes[c])

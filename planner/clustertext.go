@@ -16,7 +16,7 @@ import (
 func (p *ClusterPlan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch, p.Mix)
 	fmt.Fprintf(&b, "Cluster   %s, rank r on node ⌊r·%d/%d⌋; a node owns %s to %s\n",
 		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
 	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",

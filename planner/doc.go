@@ -65,6 +65,22 @@
 // epoch and per policy, the bytes read from the store and from the disk
 // (Plan.Disk); the RAM cache's own figures do not change.
 //
+// # Mixtures
+//
+// With a mixture of datasets (PlanInput.Mix, ClusterInput.Mix), as the
+// gateway serves mix=, the trace is that of the mixture's epochs
+// (shuffle.Mixture): each global batch's draws read, each, the chunk
+// holding the sample at its position of its component's pass, a pass
+// being that dataset's ordinary epoch order, and the batch needs their
+// distinct chunks in order of first use. The components' chunks are
+// numbered one after another, so that each is a cache entry of its own
+// with its own size, and the policies run over the merged trace: the
+// optimum's next use is the mixture's own future. A plan of a mixture
+// reports the same figures as one of a dataset, the working set counting
+// each component's windows as the stream of its own it is to the
+// gateway, and per component its accesses, hits and backend bytes
+// (Result.Components).
+//
 // # Costs
 //
 //   - Trace: O(samples × epochs) time (the shuffle, then a table lookup of

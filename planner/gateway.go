@@ -56,6 +56,60 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o
 	return MakePlanContext(ctx, in)
 }
 
+// MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
+// longer than the components' samples summed: a plan's time and memory
+// grow with the epochs' samples, which mix_samples would otherwise let a
+// request choose without limit.
+const MaxGatewayMixSamples = 1 << 24
+
+// MixPlan answers GET /plan?mix=: Plan for job over the mixture job.Mix,
+// ixs[i] indexing the dataset of its component i, each component's chunks
+// owned by its own index's key in a cluster (o.Nodes set), a *Plan or a
+// *ClusterPlan with its Mix. A mixture has no importance mode, and its
+// epoch (job.MixSamples) is at most the larger of the components' samples
+// summed and MaxGatewayMixSamples.
+func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error) {
+	if len(ixs) != len(job.Mix) {
+		return nil, fmt.Errorf("%w: %d indexes for a mixture of %d datasets", ErrInvalid, len(ixs), len(job.Mix))
+	}
+	weights, err := job.Mix.IntWeights()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	total := 0
+	for _, ix := range ixs {
+		total += ix.NumSamples()
+	}
+	if limit := max(total, MaxGatewayMixSamples); job.MixSamples > limit {
+		return nil, fmt.Errorf("%w: mix_samples %d: a plan's mixture epoch is at most %d samples (the components' samples summed, or %d)",
+			ErrInvalid, job.MixSamples, limit, MaxGatewayMixSamples)
+	}
+	mix := &Mix{Block: job.Block(), Samples: job.MixSamples}
+	for i, c := range job.Mix {
+		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i],
+			Dataset: DatasetOf(ixs[i]), IndexKey: cluster.IndexKey(ixs[i].ID())})
+	}
+	j := Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs}
+	if o.Nodes > 0 {
+		return MakeClusterPlanContext(ctx, ClusterInput{
+			Mix:                mix,
+			Job:                j,
+			Nodes:              o.Nodes,
+			NodeCacheBytes:     o.CacheBytes,
+			NodeDiskCacheBytes: o.DiskCacheBytes,
+		})
+	}
+	return MakePlanContext(ctx, PlanInput{
+		Mix:                mix,
+		Job:                j,
+		CacheBytes:         o.CacheBytes,
+		DiskCacheBytes:     o.DiskCacheBytes,
+		BackendBytesPerSec: o.BackendBytesPerSec,
+		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
+		PrefetchWindows:    o.PrefetchWindows,
+	})
+}
+
 // SharedPlan answers POST /plan: MakeSharedPlan for jobs (every field
 // given: the gateway filled its defaults) reading the dataset ix indexes
 // through one cache of cacheBytes, a *SharedPlan.

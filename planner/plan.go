@@ -32,12 +32,23 @@ type PlanInput struct {
 	// Importance, if not nil, adds the figures of the same job and cache
 	// in importance mode (Plan.Importance).
 	Importance *Importance
+
+	// Mix, if not nil, plans the job over a mixture of datasets instead of
+	// Dataset, which must then be empty (Plan.Mix); it has no importance
+	// mode.
+	Mix *Mix
 }
 
 // Plan is MakePlan's report. Its JSON form is what the gateway's GET /plan
 // returns; WriteText renders it for the CLI.
 type Plan struct {
-	Job             Job   `json:"job"`
+	Job Job `json:"job"`
+	// Mix describes the mixture a plan of one (PlanInput.Mix) is of; the
+	// figures below are then the mixture's: Chunks and DatasetBytes its
+	// components' together, Samples an epoch's. Its per-component cache
+	// figures are LRU's and Optimal's Components.
+	Mix *MixPlan `json:"mix,omitempty"`
+
 	Chunks          int   `json:"chunks"`
 	Samples         int   `json:"samples"`
 	BatchesPerEpoch int   `json:"batches_per_epoch"` // global batches
@@ -108,6 +119,9 @@ func MakePlan(in PlanInput) (*Plan, error) {
 // million samples). It checks ctx between epochs and between simulations
 // and returns ctx's error.
 func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
+	if in.Mix != nil {
+		return makeMixPlan(ctx, in)
+	}
 	s, err := newSchedule(in.Dataset, in.Job)
 	if err != nil {
 		return nil, err
@@ -166,19 +180,8 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 		return nil, err
 	}
 
-	sim := newSimulator(trace, in.Dataset.ChunkSizes)
-	p.LRU = sim.run(in.CacheBytes, LRU)
-	p.Optimal = sim.run(in.CacheBytes, Belady)
-	fits := p.steadyFits
-	p.SteadyEpochsStall = in.CacheBytes < p.WorkingSetBytes || !fits(p.Optimal)
-	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, in.Dataset, p.WorkingSetBytes, fits); err != nil {
+	if err := p.simulate(ctx, in, newSimulator(trace, in.Dataset.ChunkSizes), in.Dataset); err != nil {
 		return nil, err
-	}
-	if in.DiskCacheBytes > 0 {
-		run := func(pol Policy) Result { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
-		if p.Disk, err = newDiskPlan(ctx, in.DiskCacheBytes, datasetBytes, run, LRU, Belady); err != nil {
-			return nil, err
-		}
 	}
 	if in.Importance != nil {
 		if p.Importance, err = planImportance(ctx, s, in.Importance, in.CacheBytes, in.DiskCacheBytes); err != nil {
@@ -186,6 +189,29 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// simulate fills in the plan's cache figures from sim, the simulator of
+// its trace over the chunks of d (the dataset, or a mixture's components
+// merged): LRU and the optimum at in.CacheBytes, the stall verdict, the
+// smallest no-stall cache and, with in.DiskCacheBytes, the disk tier. The
+// plan's WorkingSetBytes and rates must be set.
+func (p *Plan) simulate(ctx context.Context, in PlanInput, sim *simulator, d Dataset) error {
+	p.LRU = sim.run(in.CacheBytes, LRU)
+	p.Optimal = sim.run(in.CacheBytes, Belady)
+	fits := p.steadyFits
+	p.SteadyEpochsStall = in.CacheBytes < p.WorkingSetBytes || !fits(p.Optimal)
+	var err error
+	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, d, p.WorkingSetBytes, fits); err != nil {
+		return err
+	}
+	if in.DiskCacheBytes > 0 {
+		run := func(pol Policy) Result { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
+		if p.Disk, err = newDiskPlan(ctx, in.DiskCacheBytes, p.DatasetBytes, run, LRU, Belady); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // steady returns the steady-state epochs of r: all but the first.

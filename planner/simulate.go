@@ -92,6 +92,9 @@ type Result struct {
 	BackendBytes   int64         `json:"backend_bytes"`
 	DiskBytes      int64         `json:"disk_bytes,omitempty"`
 	Jobs           []JobResult   `json:"jobs,omitempty"`
+	// Components is a mixture's figures per component (a trace of a
+	// mixture's chunks: Plan.Mix), absent otherwise.
+	Components []ComponentResult `json:"components,omitempty"`
 }
 
 // JobResult is one job's share of a Result over a trace of several jobs:
@@ -100,6 +103,20 @@ type Result struct {
 // the second's hit.
 type JobResult struct {
 	Job          int           `json:"job"` // its index in the trace (Access.Job)
+	Epochs       []EpochResult `json:"epochs"`
+	Hits         int           `json:"hits"`
+	Accesses     int           `json:"accesses"`
+	HitRatio     float64       `json:"hit_ratio"`
+	BackendBytes int64         `json:"backend_bytes"`
+	DiskBytes    int64         `json:"disk_bytes,omitempty"`
+}
+
+// ComponentResult is one mixture component's share of a Result: the
+// accesses to its chunks, their hits and the bytes their misses read, per
+// epoch (ascending, every epoch of the trace, an epoch that reads none of
+// the component's chunks included) and in total.
+type ComponentResult struct {
+	Component    int           `json:"component"` // its index in Plan.Mix.Components
 	Epochs       []EpochResult `json:"epochs"`
 	Hits         int           `json:"hits"`
 	Accesses     int           `json:"accesses"`
@@ -154,6 +171,23 @@ type simulator struct {
 	slots []slotKey  // distinct (job, epoch) pairs, ascending
 	runs  []epochRun // maximal runs of accesses of one epoch of one job
 	next  []int      // next[i]: index of the next access to trace[i].Chunk, or never
+	// comp, if not nil, is each chunk's mixture component (byComponent),
+	// whose figures every run then also counts.
+	comp  []int32
+	ncomp int
+}
+
+// byComponent makes every run count its figures per mixture component
+// too (Result.Components): component i's chunks are [first[i],
+// first[i+1]).
+func (s *simulator) byComponent(first []int) {
+	s.ncomp = len(first) - 1
+	s.comp = make([]int32, len(s.sizes))
+	for i := range s.ncomp {
+		for c := first[i]; c < first[i+1]; c++ {
+			s.comp[c] = int32(i)
+		}
+	}
 }
 
 // slotKey names the figures of one epoch of one job.
@@ -305,6 +339,14 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 	batched := slices.ContainsFunc(s.trace, func(a Access) bool { return a.Start })
 	var pinned []bool // per access of the current batch: its chunk is pinned
 	starter, _ := cc.(epochStarter)
+	var comps [][]EpochResult // per component, per slot
+	var sink EpochResult      // where a trace not split by component counts them
+	if s.comp != nil {
+		comps = make([][]EpochResult, s.ncomp)
+		for i := range comps {
+			comps[i] = make([]EpochResult, len(s.slots))
+		}
+	}
 	for _, r := range s.runs {
 		if starter != nil {
 			starter.startEpoch(r.start)
@@ -322,13 +364,26 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 					er.Hits++
 					d.hit(i, c)
 				}
+				if comps != nil {
+					ce := &comps[s.comp[c]][r.slot]
+					ce.Accesses++
+					if hit {
+						ce.Hits++
+					}
+				}
 			}
 			for i := start; i < end; i++ {
 				if c := s.trace[i].Chunk; !pinned[i-start] {
+					ce := &sink
+					if comps != nil {
+						ce = &comps[s.comp[c]][r.slot]
+					}
 					if d.read(i, c) {
 						er.DiskBytes += s.sizes[c]
+						ce.DiskBytes += s.sizes[c]
 					} else {
 						er.BackendBytes += s.sizes[c]
+						ce.BackendBytes += s.sizes[c]
 						d.offer(i, c)
 					}
 					pinned[i-start] = cc.admit(c)
@@ -367,7 +422,31 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 	}
 	res := s.result(p, cacheBytes, slots)
 	res.DiskCacheBytes = d.capacity
+	if comps != nil {
+		res.Components = s.componentResults(comps)
+	}
 	return res
+}
+
+// componentResults gathers the per-component, per-slot figures of a run
+// over a mixture's trace (one job) into ComponentResults.
+func (s *simulator) componentResults(comps [][]EpochResult) []ComponentResult {
+	out := make([]ComponentResult, len(comps))
+	for i, slots := range comps {
+		cr := ComponentResult{Component: i, Epochs: []EpochResult{}}
+		for k, er := range slots {
+			er.Epoch = int(s.slots[k].epoch)
+			er.HitRatio = ratio(er.Hits, er.Accesses)
+			cr.Epochs = append(cr.Epochs, er)
+			cr.Hits += er.Hits
+			cr.Accesses += er.Accesses
+			cr.BackendBytes += er.BackendBytes
+			cr.DiskBytes += er.DiskBytes
+		}
+		cr.HitRatio = ratio(cr.Hits, cr.Accesses)
+		out[i] = cr
+	}
+	return out
 }
 
 // result gathers the per-slot figures of a run into a Result: per job if

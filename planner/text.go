@@ -16,7 +16,7 @@ import (
 func (p *Plan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch, p.Mix)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
 	if p.Disk != nil {
 		fmt.Fprintf(&b, "Disk      %s (%s of the dataset) below the cache\n", formatBytes(p.Disk.DiskCacheBytes), percentOf(p.Disk.DiskCacheBytes, p.DatasetBytes))
@@ -42,6 +42,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "total\t%d\t%s\t%s\t%s\t%s\t\n", p.Optimal.Accesses,
 		percent(p.LRU.HitRatio), formatBytes(p.LRU.BackendBytes), percent(p.Optimal.HitRatio), formatBytes(p.Optimal.BackendBytes))
 	tw.Flush()
+	if p.Mix != nil {
+		p.writeComponents(&b)
+	}
 	if p.Disk != nil {
 		p.Disk.writeText(&b, p.DatasetBytes)
 	}
@@ -135,10 +138,14 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// writeInputs writes the dataset and job lines every report of one job
-// opens with.
-func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job, batches int) {
-	writeDataset(b, chunks, samples, datasetBytes)
+// writeInputs writes the dataset (or, if mix is not nil, the mixture) and
+// job lines every report of one job opens with.
+func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job, batches int, mix *MixPlan) {
+	if mix != nil {
+		mix.writeInputs(b, chunks, samples, datasetBytes)
+	} else {
+		writeDataset(b, chunks, samples, datasetBytes)
+	}
 	fmt.Fprintf(b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
 		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
 	fmt.Fprintf(b, "          epochs %d-%d, %d global batches per epoch\n",

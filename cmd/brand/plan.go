@@ -56,10 +56,12 @@ func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
 // cache), or with --nodes
 // what a cluster of that many nodes reads from the store and sends
 // between nodes, or with --shared-job what several jobs read through one
-// cache.
+// cache. With --mix it plans a mixture of datasets, one --src per
+// component, alone or with --nodes and --disk-cache-size.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
-		src                 string
+		srcs                datasetFlags
+		mix                 planMix
 		cache, disk         cli.ByteSize
 		bw, consume         cli.ByteSize
 		seed                uint64
@@ -72,7 +74,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		shared              sharedJobFlags
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.StringVar(&src, "src", "", "dataset URL: s3://bucket/prefix, file:///dir or a directory")
+	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
 	cache = 4 << 30
 	fs.Var(&cache, "cache-size", "cache size to plan for")
 	fs.Var(&disk, "disk-cache-size", "a disk tier below the cache to plan for too, as serve's --disk-cache-size (each node's with --nodes; 0: none)")
@@ -92,12 +94,17 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
 	cl.register(fs)
 	imp.register(fs)
+	mix.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]"); err != nil {
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]\n"+
+		"       brand plan --mix NAME:WEIGHT,... --src NAME=URL ... [--mix-block K] [--mix-samples L] [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
 		return err
 	}
-	if src == "" {
+	if len(srcs) == 0 {
 		return fmt.Errorf("--src is required: the dataset to plan for")
+	}
+	if err := mix.check(srcs); err != nil {
+		return err
 	}
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	var jobs []planner.SharedJob
@@ -115,33 +122,54 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	job.World = wrld
-	store, err := s3backend.Open(ctx, src, s3.Config())
-	if err != nil {
-		return err
-	}
-	ix, err := dataset.ReadIndex(ctx, store)
-	if err != nil {
-		return err
-	}
-	if len(jobs) > 0 {
-		plan, err := planner.MakeSharedPlan(ctx, planner.SharedInput{Dataset: planner.DatasetOf(ix), Jobs: jobs, CacheBytes: int64(cache)})
+	// What to plan: one dataset's index (its chunks and ownership key),
+	// or a mixture of several.
+	var (
+		d       planner.Dataset
+		key     uint64
+		m       *planner.Mix
+		impMode *planner.Importance
+	)
+	if mix.spec != "" {
+		switch {
+		case len(jobs) > 0:
+			return fmt.Errorf("--mix and --shared-job are not supported together: a shared plan is of one dataset")
+		case imp.file != "" || imp.version != "" || imp.job != "" || imp.hot != 0:
+			return fmt.Errorf("--mix: importance mode (--snapshot, --importance, --job, --hot) is per dataset; a mixture draws uniformly from each component")
+		}
+		if m, err = mix.load(ctx, srcs, s3.Config()); err != nil {
+			return err
+		}
+	} else {
+		store, err := s3backend.Open(ctx, srcs[0], s3.Config())
 		if err != nil {
 			return err
 		}
-		return writePlan(env, plan, asJSON)
-	}
-	impMode, err := imp.load(ctx, store, ix)
-	if err != nil {
-		return err
+		ix, err := dataset.ReadIndex(ctx, store)
+		if err != nil {
+			return err
+		}
+		if len(jobs) > 0 {
+			plan, err := planner.MakeSharedPlan(ctx, planner.SharedInput{Dataset: planner.DatasetOf(ix), Jobs: jobs, CacheBytes: int64(cache)})
+			if err != nil {
+				return err
+			}
+			return writePlan(env, plan, asJSON)
+		}
+		if impMode, err = imp.load(ctx, store, ix); err != nil {
+			return err
+		}
+		d, key = planner.DatasetOf(ix), cluster.IndexKey(ix.ID())
 	}
 	if cl.nodes > 0 {
 		if impMode != nil {
 			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)
 		}
 		plan, err := planner.MakeClusterPlanContext(ctx, planner.ClusterInput{
-			Dataset:            planner.DatasetOf(ix),
+			Dataset:            d,
+			Mix:                m,
 			Job:                job,
-			IndexKey:           cluster.IndexKey(ix.ID()),
+			IndexKey:           key,
 			Nodes:              cl.nodes,
 			NodeCacheBytes:     int64(cache),
 			NodeDiskCacheBytes: int64(disk),
@@ -151,8 +179,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		return writePlan(env, plan, asJSON)
 	}
-	plan, err := planner.MakePlan(planner.PlanInput{
-		Dataset:            planner.DatasetOf(ix),
+	plan, err := planner.MakePlanContext(ctx, planner.PlanInput{
+		Dataset:            d,
+		Mix:                m,
 		Job:                job,
 		CacheBytes:         int64(cache),
 		DiskCacheBytes:     int64(disk),
@@ -165,6 +194,87 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writePlan(env, plan, asJSON)
+}
+
+// planMix is what `brand plan` needs to plan a mixture of datasets: its
+// components and weights as mix= takes them, each component's dataset
+// (one --src per component, as name=URL), and the mixing block and epoch
+// length.
+type planMix struct {
+	spec           string
+	block, samples int
+}
+
+func (m *planMix) register(fs *flag.FlagSet) {
+	fs.StringVar(&m.spec, "mix", "", "plan a mixture of datasets, as mix= takes it: NAME:WEIGHT,... (e.g. web:0.7,code:0.3), each NAME's dataset given by --src NAME=URL")
+	fs.IntVar(&m.block, "mix-block", 0, "with --mix: the mixing block, in samples (0: batch size × world)")
+	fs.IntVar(&m.samples, "mix-samples", 0, "with --mix: samples in a mixture epoch, rounded up to whole blocks (0: the components' samples summed)")
+}
+
+// check refuses mixture flags without --mix, and several --src without
+// it: a plan is of one dataset unless it is of a mixture.
+func (m *planMix) check(srcs []string) error {
+	switch {
+	case m.spec == "" && (m.block != 0 || m.samples != 0):
+		return fmt.Errorf("--mix-block and --mix-samples apply only with --mix")
+	case m.spec == "" && len(srcs) > 1:
+		return fmt.Errorf("--src given %d times: a plan is of one dataset, or with --mix of a mixture, one --src NAME=URL per component", len(srcs))
+	case m.block < 0:
+		return fmt.Errorf("--mix-block %d: must be at least 0 (0: batch size × world)", m.block)
+	case m.samples < 0:
+		return fmt.Errorf("--mix-samples %d: must be at least 0 (0: the components' samples summed)", m.samples)
+	}
+	return nil
+}
+
+// load parses --mix and reads each component's index from the --src that
+// names it, as `brand serve --dataset` names datasets.
+func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config) (*planner.Mix, error) {
+	parsed, err := api.ParseMix(m.spec)
+	if err != nil {
+		return nil, fmt.Errorf("--mix: %w", err)
+	}
+	weights, err := parsed.IntWeights()
+	if err != nil {
+		return nil, fmt.Errorf("--mix: %w", err)
+	}
+	specs, err := (&serveFlags{datasets: datasetFlags(srcs)}).specs()
+	if err != nil {
+		return nil, err
+	}
+	urls := map[string]string{}
+	for _, s := range specs {
+		if _, dup := urls[s.Name]; dup {
+			return nil, fmt.Errorf("--src names dataset %q twice", s.Name)
+		}
+		urls[s.Name] = s.URL
+	}
+	named := map[string]bool{}
+	for _, c := range parsed {
+		if _, ok := urls[c.Dataset]; !ok {
+			return nil, fmt.Errorf("--mix names dataset %q: give its URL as --src %s=URL", c.Dataset, c.Dataset)
+		}
+		named[c.Dataset] = true
+	}
+	for _, s := range specs {
+		if !named[s.Name] {
+			return nil, fmt.Errorf("--src %s: the mixture %s has no dataset %q", s.URL, parsed, s.Name)
+		}
+	}
+	out := &planner.Mix{Block: m.block, Samples: m.samples}
+	for i, c := range parsed {
+		store, err := s3backend.Open(ctx, urls[c.Dataset], cfg)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
+		}
+		ix, err := dataset.ReadIndex(ctx, store)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
+		}
+		out.Components = append(out.Components, planner.MixComponent{Name: c.Dataset, Weight: weights[i],
+			Dataset: planner.DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID())})
+	}
+	return out, nil
 }
 
 // writePlan prints a plan as indented JSON or as its text report.

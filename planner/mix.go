@@ -1,0 +1,594 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Mix is a mixture of datasets to plan for instead of one dataset
+// (PlanInput.Mix, ClusterInput.Mix), as the gateway serves mix=: the epoch
+// order shuffle.Mixture interleaves, component i's pass p being its
+// dataset's ordinary epoch order for epoch p with the job's seed and
+// window (docs/shuffle.md §11).
+//
+// The plan numbers the components' chunks one after another, component by
+// component: component i's chunk c is chunk first_i + c of the plan, first_i
+// the chunks of the components before it. Each is a cache entry of its own,
+// with its own size, as the gateway keys a chunk by its dataset.
+type Mix struct {
+	Components []MixComponent
+	// Block is the mixing block K, in samples; 0 means BatchSize × World,
+	// as api.Job.Block.
+	Block int
+	// Samples is the mixture epoch's length L, rounded up to whole
+	// blocks; 0 means the components' samples summed.
+	Samples int
+}
+
+// MixComponent is one dataset of a Mix.
+type MixComponent struct {
+	Name string // for the report
+	// Weight is the component's integer weight; only the weights' ratios
+	// matter (api.Mix.IntWeights turns 0.7,0.3 into 7,3).
+	Weight  uint64
+	Dataset Dataset
+	// IndexKey is cluster.IndexKey of the component's index ID, on which a
+	// cluster plan's chunk ownership depends (ClusterInput.IndexKey); a
+	// single gateway's plan ignores it.
+	IndexKey uint64
+}
+
+// MixPlan is what a plan of a mixture reports of it (Plan.Mix,
+// ClusterPlan.Mix). A Plan's per-component cache figures are its results'
+// Components, in the same order.
+type MixPlan struct {
+	Block      int                `json:"block"` // K, samples in a mixing block
+	Components []MixComponentPlan `json:"components"`
+}
+
+// MixComponentPlan is one component of a planned mixture.
+type MixComponentPlan struct {
+	Name   string `json:"name"`
+	Weight uint64 `json:"weight"` // reduced: divided by the weights' GCD
+	// FirstChunk is the plan's number of its chunk 0: its chunks are
+	// [FirstChunk, FirstChunk+Chunks) in the plan's traces.
+	FirstChunk   int   `json:"first_chunk"`
+	Chunks       int   `json:"chunks"`
+	Samples      int   `json:"samples"` // in one pass of its dataset
+	DatasetBytes int64 `json:"dataset_bytes"`
+	// EpochSamples is how many of its samples each mixture epoch reads.
+	EpochSamples int `json:"epoch_samples"`
+	// FirstPass and LastPass are the passes (epochs of its dataset) the
+	// simulated epochs read; a component no epoch reads has both at the
+	// pass it would start with.
+	FirstPass uint64 `json:"first_pass"`
+	LastPass  uint64 `json:"last_pass"`
+}
+
+// MixTrace is Trace for a mixture: the demand sequence of chunk accesses of
+// j over m, each global batch's distinct chunks in order of first use, the
+// chunks numbered as Mix describes. Invalid input yields an error wrapping
+// ErrInvalid.
+func MixTrace(m Mix, j Job) ([]Access, error) {
+	ms, err := newMixSchedule(m, j)
+	if err != nil {
+		return nil, err
+	}
+	order := ms.plainOrder(func(i int) int { return j.Window })
+	return ms.merged.traceOf(func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(context.Background(), order, visit, nil)
+	}, nil)
+}
+
+// maxMixPass is the last pass of a component a plan reads: passes are
+// epochs of the component's dataset, which the gateway keeps in 31 bits
+// and refuses to serve beyond.
+const maxMixPass = math.MaxInt32
+
+// mixSlab is about how many epoch positions the walk of a mixture draws
+// at once: whole mixing blocks, so that no block's slots are shuffled
+// twice.
+const mixSlab = 1 << 16
+
+// mixSchedule is a validated mixture and job.
+type mixSchedule struct {
+	j     Job
+	mix   Mix
+	order *shuffle.Mixture
+	comps []*schedule // per component: its dataset's sample → chunk tables
+	first []int       // first[i]: component i's first chunk in the plan; len components+1
+	// merged is the components' chunks as one dataset, numbered as the
+	// plan numbers them, with n the mixture epoch's length: the batch
+	// counts, traceOf and the cluster walker work on it as on one
+	// dataset's schedule. Its sample tables are not built (walk maps
+	// samples to chunks by component), so merged.walk must not be called.
+	merged *schedule
+	// pass0 is where each component's stream stands at the first
+	// simulated epoch: the pass of its first sample.
+	pass0 []uint64
+}
+
+func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
+	if err := validateJob(j); err != nil {
+		return nil, err
+	}
+	k := len(m.Components)
+	switch {
+	case k == 0:
+		return nil, fmt.Errorf("%w: a mixture with no components", ErrInvalid)
+	case m.Block < 0:
+		return nil, fmt.Errorf("%w: mixing block %d samples; must be >= 0 (0: batch size × world size)", ErrInvalid, m.Block)
+	case m.Samples < 0:
+		return nil, fmt.Errorf("%w: mixture epoch of %d samples; must be >= 0 (0: the components' samples summed)", ErrInvalid, m.Samples)
+	}
+	ms := &mixSchedule{j: j, mix: m, first: make([]int, k+1), pass0: make([]uint64, k)}
+	weights, sizes := make([]uint64, k), make([]int, k)
+	var merged Dataset
+	for i, c := range m.Components {
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: mixture component %d has no name", ErrInvalid, i)
+		}
+		s, err := newSchedule(c.Dataset, j)
+		if err != nil {
+			return nil, fmt.Errorf("mixture component %s: %w", c.Name, err)
+		}
+		if len(c.Dataset.Counts) > math.MaxInt32-ms.first[i] {
+			return nil, fmt.Errorf("%w: the mixture's components have more than %d chunks in all", ErrInvalid, math.MaxInt32)
+		}
+		ms.comps = append(ms.comps, s)
+		ms.first[i+1] = ms.first[i] + len(c.Dataset.Counts)
+		merged.ChunkSizes = append(merged.ChunkSizes, c.Dataset.ChunkSizes...)
+		merged.Counts = append(merged.Counts, c.Dataset.Counts...)
+		weights[i], sizes[i] = c.Weight, s.n
+	}
+	block := m.Block
+	if block == 0 {
+		block = j.BatchSize * j.World // validateJob rules out an overflow
+	}
+	order, err := shuffle.NewMixture(weights, sizes, block, m.Samples)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ms.order = order
+	ms.merged = &schedule{d: merged, j: j, n: order.NumSamples()}
+	for i := range k {
+		pass, _, ok := streamPos(uint64(j.FirstEpoch), order.EpochSamples(i), 0, sizes[i])
+		if !ok || pass > maxMixPass {
+			return nil, fmt.Errorf("%w: epoch %d of the mixture reads %s past pass %d", ErrInvalid, j.FirstEpoch, m.Components[i].Name, maxMixPass)
+		}
+		ms.pass0[i] = pass
+	}
+	return ms, nil
+}
+
+// streamPos returns the pass and index of position e·n + c of a
+// component's stream, n its samples per epoch and size per pass, computed
+// in 128 bits as shuffle.Mixture does; ok is false past 2^64 passes.
+func streamPos(e uint64, n, c, size int) (pass uint64, index int, ok bool) {
+	hi, lo := bits.Mul64(e, uint64(n))
+	lo, carry := bits.Add64(lo, uint64(c), 0)
+	hi += carry
+	if hi >= uint64(size) {
+		return 0, 0, false
+	}
+	q, r := bits.Div64(hi, lo, uint64(size))
+	return q, int(r), true
+}
+
+// passOrder is a component's pass order: component i's order for pass.
+type passOrder func(i int, pass uint64) (*shuffle.Epoch, error)
+
+// plainOrder is a single gateway's pass orders, component i's in windows
+// of window(i) chunks: the job's window, or all its chunks for a full
+// shuffle.
+func (ms *mixSchedule) plainOrder(window func(i int) int) passOrder {
+	return func(i int, pass uint64) (*shuffle.Epoch, error) {
+		return shuffle.NewEpoch(ms.comps[i].d.Counts, ms.j.Seed, pass, window(i))
+	}
+}
+
+// span is the windows [first, last] of a component's passes (numbered one
+// pass after another from the component's first pass) that a global batch
+// keeps busy; first < 0 for none.
+type span struct{ first, last int }
+
+// walk calls visit for every global batch of every simulated epoch of the
+// mixture, in order, with the plan's chunk of each of its samples in epoch
+// order, component i's passes in order(i, pass)'s order, and before each
+// visit calls spans, if not nil, with each component's span in the batch:
+// the windows its samples in the batch touch, or the window of its latest
+// sample if the batch reads none of them, or none before its first. Both
+// slices are reused after the calls return.
+//
+// It keeps one window's sample IDs per component, one global batch and a
+// slab of draws in memory, and checks ctx before each slab of draws: a
+// mixture epoch's length is the caller's to choose.
+func (ms *mixSchedule) walk(ctx context.Context, order passOrder, visit func(epoch int, chunks []int32), spans func([]span)) error {
+	k := len(ms.comps)
+	g := ms.j.BatchSize * ms.j.World
+	nb := ms.merged.numBatches()
+	n := ms.merged.n
+	block := ms.order.Block()
+	slab := block * max(1, mixSlab/block)
+	readers := make([]passReader, k)
+	for i := range readers {
+		readers[i] = passReader{s: ms.comps[i], i: i, offset: int32(ms.first[i]), pass0: ms.pass0[i], order: order}
+	}
+	cur := make([]span, k)  // the current batch's
+	last := make([]int, k)  // each component's latest window
+	held := make([]span, k) // what spans is given
+	for i := range k {
+		cur[i], last[i] = span{-1, -1}, -1
+	}
+	buf := make([]int32, 0, min(g, n))
+	emit := func(e int) {
+		if spans != nil {
+			for i, sp := range cur {
+				if sp.first >= 0 {
+					last[i] = sp.last
+					held[i] = sp
+				} else {
+					held[i] = span{last[i], last[i]}
+				}
+				cur[i] = span{-1, -1}
+			}
+			spans(held)
+		}
+		visit(e, buf)
+		buf = buf[:0]
+	}
+	var draws []shuffle.Draw
+	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {
+		m := 0
+		buf = buf[:0]
+		for at := 0; at < n && m < nb; at += slab {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			draws = ms.order.AppendRange(draws[:0], ms.j.Seed, uint64(e), at, min(at+slab, n))
+			for _, d := range draws {
+				c, w, err := readers[d.Component].read(d.Pass, d.Index)
+				if err != nil {
+					return err
+				}
+				buf = append(buf, c)
+				if sp := &cur[d.Component]; sp.first < 0 {
+					*sp = span{w, w}
+				} else {
+					sp.last = w
+				}
+				if len(buf) == g {
+					emit(e)
+					if m++; m == nb {
+						break // drop_last: the rest of the epoch is dropped
+					}
+				}
+			}
+		}
+		if len(buf) > 0 && m < nb {
+			emit(e)
+			m++
+		}
+		if m != nb {
+			panic(fmt.Sprintf("planner: mixture epoch %d cut into %d batches, shuffle says %d", e, m, nb))
+		}
+	}
+	return nil
+}
+
+// passReader reads one component's stream: the plan's chunk holding the
+// sample at an index of a pass's order, and the window holding it,
+// numbered across passes from pass0. It keeps one window's sample IDs:
+// reading a pass's indexes in order, as a mixture does, computes each
+// window's permutation once.
+type passReader struct {
+	s      *schedule // the component's
+	i      int
+	offset int32 // the plan's number of the component's chunk 0
+	pass0  uint64
+	order  passOrder
+
+	ep         *shuffle.Epoch // pass's order; nil before the first read
+	pass       uint64
+	w          int   // the window ids holds
+	start, end int   // its positions
+	ids        []int // its sample IDs in epoch order
+}
+
+func (r *passReader) read(pass uint64, x int) (chunk int32, window int, err error) {
+	if r.ep == nil || pass != r.pass {
+		if pass > maxMixPass {
+			return 0, 0, fmt.Errorf("%w: the mixture reads pass %d of component %d, past the last epoch number (%d)", ErrInvalid, pass, r.i, maxMixPass)
+		}
+		ep, err := r.order(r.i, pass)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		r.ep, r.pass = ep, pass
+		r.start, r.end = 0, 0
+	}
+	if x < r.start || x >= r.end {
+		r.w = r.ep.WindowOf(x)
+		r.start, r.end = r.ep.WindowStart(r.w), r.ep.WindowStart(r.w+1)
+		r.ids = r.ep.Window(r.w)
+	}
+	return r.offset + r.s.chunkOf(r.ids[x-r.start]), int(pass-r.pass0)*r.ep.NumWindows() + r.w, nil
+}
+
+// mixWorkingSet finds a mixture's working set, Plan.WorkingSetBytes: the
+// largest total size of the chunks (with samples) of every component's
+// windows from the first a global batch keeps busy through prefetch
+// windows past the last (the windows of its span), continuing into the
+// component's following passes. Each component is a stream of its own to
+// the gateway, prefetched by its own windows; a component the batch does
+// not read holds the window of its latest sample.
+type mixWorkingSet struct {
+	ms       *mixSchedule
+	order    passOrder
+	prefetch []int   // per component: prefetch windows, at most a pass's
+	refs     []int32 // per plan chunk: the counted windows holding it
+	lo, hi   []int   // per component: windows [lo, hi) are counted; -1 before its first span
+	memo     [][]passEpoch
+	bytes    int64
+	most     int64
+	err      error
+}
+
+// passEpoch is a pass's order, memoised.
+type passEpoch struct {
+	pass uint64
+	ep   *shuffle.Epoch
+}
+
+// mixMemoPasses is how many passes' orders the working set keeps per
+// component: those its counted windows span, usually one or two.
+const mixMemoPasses = 4
+
+func newMixWorkingSet(ms *mixSchedule, order passOrder, prefetch int) *mixWorkingSet {
+	k := len(ms.comps)
+	ws := &mixWorkingSet{ms: ms, order: order, prefetch: make([]int, k), refs: make([]int32, len(ms.merged.d.Counts)),
+		lo: make([]int, k), hi: make([]int, k), memo: make([][]passEpoch, k)}
+	for i, s := range ms.comps {
+		nw := (len(s.d.Counts) + ms.j.Window - 1) / ms.j.Window
+		ws.prefetch[i] = min(prefetch, nw)
+		ws.lo[i], ws.hi[i] = -1, -1
+	}
+	return ws
+}
+
+// add takes the components' spans in one global batch.
+func (ws *mixWorkingSet) add(spans []span) {
+	if ws.err != nil {
+		return
+	}
+	for i, sp := range spans {
+		if sp.first < 0 {
+			continue
+		}
+		if ws.lo[i] < 0 {
+			ws.lo[i], ws.hi[i] = sp.first, sp.first
+		}
+		for end := sp.last + ws.prefetch[i] + 1; ws.hi[i] < end; ws.hi[i]++ {
+			ws.count(i, ws.hi[i], 1)
+		}
+		for ; ws.lo[i] < sp.first; ws.lo[i]++ {
+			ws.count(i, ws.lo[i], -1)
+		}
+	}
+	ws.most = max(ws.most, ws.bytes)
+}
+
+// count adds delta to the windows counted holding each chunk of component
+// i's window w (numbered across passes), counting a chunk's bytes while
+// any counted window holds it.
+func (ws *mixWorkingSet) count(i, w int, delta int32) {
+	s := ws.ms.comps[i]
+	nw := (len(s.d.Counts) + ws.ms.j.Window - 1) / ws.ms.j.Window
+	ep, err := ws.pass(i, ws.ms.pass0[i]+uint64(w/nw))
+	if err != nil {
+		ws.err = err
+		return
+	}
+	for _, c := range ep.WindowChunks(w % nw) {
+		if s.d.Counts[c] == 0 {
+			continue // never read, never cached
+		}
+		m := ws.ms.first[i] + c
+		if delta > 0 && ws.refs[m] == 0 {
+			ws.bytes += s.d.ChunkSizes[c]
+		}
+		ws.refs[m] += delta
+		if delta < 0 && ws.refs[m] == 0 {
+			ws.bytes -= s.d.ChunkSizes[c]
+		}
+	}
+}
+
+// pass returns component i's order for a pass, from the few it keeps.
+func (ws *mixWorkingSet) pass(i int, pass uint64) (*shuffle.Epoch, error) {
+	for _, m := range ws.memo[i] {
+		if m.pass == pass {
+			return m.ep, nil
+		}
+	}
+	ep, err := ws.order(i, pass)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(ws.memo[i]) == mixMemoPasses {
+		ws.memo[i] = append(ws.memo[i][:0], ws.memo[i][1:]...)
+	}
+	ws.memo[i] = append(ws.memo[i], passEpoch{pass, ep})
+	return ep, nil
+}
+
+// report describes the mixture for a plan.
+func (ms *mixSchedule) report() *MixPlan {
+	mp := &MixPlan{Block: ms.order.Block()}
+	end := uint64(ms.j.FirstEpoch + ms.j.Epochs)
+	for i, c := range ms.mix.Components {
+		s := ms.comps[i]
+		var bytes int64
+		for _, size := range s.d.ChunkSizes {
+			bytes += size
+		}
+		per := ms.order.EpochSamples(i)
+		last := ms.pass0[i]
+		if per > 0 {
+			// The pass of the last sample read: newMixSchedule and the
+			// walk checked the stream's positions.
+			last, _, _ = streamPos(end-1, per, per-1, s.n)
+		}
+		mp.Components = append(mp.Components, MixComponentPlan{
+			Name:         c.Name,
+			Weight:       ms.order.Weights()[i],
+			FirstChunk:   ms.first[i],
+			Chunks:       len(s.d.Counts),
+			Samples:      s.n,
+			DatasetBytes: bytes,
+			EpochSamples: per,
+			FirstPass:    ms.pass0[i],
+			LastPass:     last,
+		})
+	}
+	return mp
+}
+
+// readBytes is the bytes an epoch of the mixture reads, before drop_last:
+// each component's bytes in proportion to the samples of it an epoch
+// reads. For one component whose passes are the epochs it is the
+// dataset's bytes exactly, as in a plan of the dataset alone.
+func (ms *mixSchedule) readBytes() float64 {
+	var read float64
+	for i, s := range ms.comps {
+		var bytes int64
+		for _, size := range s.d.ChunkSizes {
+			bytes += size
+		}
+		read += float64(bytes) * (float64(ms.order.EpochSamples(i)) / float64(s.n))
+	}
+	return read
+}
+
+// makeMixPlan is MakePlanContext for in.Mix.
+func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
+	switch {
+	case len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0:
+		return nil, fmt.Errorf("%w: a plan of a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
+	case in.Importance != nil:
+		return nil, fmt.Errorf("%w: importance mode is per dataset; a mixture draws uniformly from each component", ErrInvalid)
+	}
+	ms, err := newMixSchedule(*in.Mix, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	prefetch, err := validatePlanInput(in)
+	if err != nil {
+		return nil, err
+	}
+	s := ms.merged
+	nb := s.numBatches()
+	if nb == 0 {
+		return nil, fmt.Errorf("%w: no batches: a mixture epoch of %d samples is fewer than batch size %d × world size %d with drop_last",
+			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
+	}
+
+	chunks := len(s.d.Counts)
+	quality := newQualityMeter(chunks, in.Job.BatchSize)
+	ws := newMixWorkingSet(ms, ms.plainOrder(func(int) int { return in.Job.Window }), prefetch)
+	trace, err := s.traceOf(func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(ctx, ws.order, visit, ws.add)
+	}, quality.add)
+	if err != nil {
+		return nil, err
+	}
+	if ws.err != nil {
+		return nil, ws.err
+	}
+	full := quality
+	for _, c := range ms.comps {
+		if in.Job.Window < len(c.d.Counts) {
+			// As for one dataset: only a window smaller than some
+			// component's chunks orders that component differently.
+			full = newQualityMeter(chunks, in.Job.BatchSize)
+			order := ms.plainOrder(func(i int) int { return len(ms.comps[i].d.Counts) })
+			if err := ms.walk(ctx, order, full.add, nil); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+
+	var datasetBytes int64
+	for _, size := range s.d.ChunkSizes {
+		datasetBytes += size
+	}
+	p := &Plan{
+		Job:                in.Job,
+		Mix:                ms.report(),
+		Chunks:             chunks,
+		Samples:            s.n,
+		BatchesPerEpoch:    nb,
+		CacheBytes:         in.CacheBytes,
+		DatasetBytes:       datasetBytes,
+		EpochBytes:         int64(math.Round(ms.readBytes() * float64(s.servedSamples()) / float64(s.n))),
+		BackendBytesPerSec: in.BackendBytesPerSec,
+		ConsumeBytesPerSec: in.ConsumeBytesPerSec,
+		PrefetchWindows:    prefetch,
+		WorkingSetBytes:    ws.most,
+		Quality:            quality.quality(),
+		FullShuffle:        full.quality(),
+		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
+	}
+	sim := newSimulator(trace, s.d.ChunkSizes)
+	sim.byComponent(ms.first)
+	if err := p.simulate(ctx, in, sim, s.d); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeMixClusterPlan is MakeClusterPlanContext for in.Mix: each component's
+// chunks owned as the gateway's catalog owns them (by the component's own
+// index key), each component's passes stratified by those owners with more
+// than one node, and the mixture's global batches assigned to ranks as
+// those of one dataset are.
+func makeMixClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+	if len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0 {
+		return nil, fmt.Errorf("%w: a prediction for a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
+	}
+	ms, err := newMixSchedule(*in.Mix, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	s := ms.merged
+	if err := validateClusterInput(in, s); err != nil {
+		return nil, err
+	}
+	owner := make([][]int, len(ms.comps))
+	var merged []int
+	for i, c := range in.Mix.Components {
+		owner[i] = owners(ms.comps[i].d, c.IndexKey, in.Nodes)
+		merged = append(merged, owner[i]...)
+	}
+	l := layoutOf(s.d, merged, in.Nodes)
+	order := func(i int, pass uint64) (*shuffle.Epoch, error) {
+		counts := ms.comps[i].d.Counts
+		if l.nodes == 1 {
+			return shuffle.NewEpoch(counts, in.Job.Seed, pass, in.Job.Window)
+		}
+		return shuffle.NewStratifiedEpoch(counts, owner[i], l.nodes, in.Job.Seed, pass, in.Job.Window)
+	}
+	p, err := clusterPlan(ctx, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(ctx, order, visit, nil)
+	}, ms.readBytes())
+	if err != nil {
+		return nil, err
+	}
+	p.Mix = ms.report()
+	return p, nil
+}
