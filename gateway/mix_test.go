@@ -403,7 +403,9 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
 		t.Cleanup(srv.Close)
 		srvs[k] = srv.URL
 	}
-	q := func(r int) string { return fmt.Sprintf("mix=%s&world=%d&rank=%d&locality=%t", testMix, world, r, locality) }
+	q := func(r int) string {
+		return fmt.Sprintf("mix=%s&world=%d&rank=%d&locality=%t", testMix, world, r, locality)
+	}
 	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
 	bodies := map[string][32]byte{}
 	counts := make([]int, 3)
