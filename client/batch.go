@@ -1,6 +1,7 @@
 package client
 
 import (
+	"archive/tar"
 	"context"
 	"fmt"
 	"io"
@@ -207,25 +208,33 @@ const maxInMemory = 1 << 30
 // is returned with the samples, which point into it; it is nil for a body
 // decoded as it streamed.
 func readSamples(resp *http.Response, bufs *buffers) ([]Sample, []byte, error) {
+	var g grouper
+	buf, err := readInto(resp, bufs, &g)
+	return g.out, buf, err
+}
+
+// readInto is readSamples into g, which may keep the members (g.keep).
+func readInto(resp *http.Response, bufs *buffers, g *grouper) ([]byte, error) {
 	if n := resp.ContentLength; n >= 0 && n <= maxInMemory {
 		buf := bufs.get(int(n))
 		cr := &countingReader{r: resp.Body}
 		if _, err := io.ReadFull(cr, buf); err != nil {
 			bufs.put(buf)
-			return nil, nil, retryable(shortBody(cr.n, n, err))
+			return nil, retryable(shortBody(cr.n, n, err))
 		}
-		samples, err := DecodeTar(buf)
-		if err != nil {
+		if err := g.decodeTar(buf); err != nil {
 			bufs.put(buf)
-			return nil, nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
 		}
-		if samples == nil {
-			samples = []Sample{}
+		if g.out == nil {
+			g.out = []Sample{}
 		}
-		return samples, buf, nil
+		return buf, nil
 	}
 	cr := &countingReader{r: resp.Body}
-	samples, derr := DecodeSamples(cr)
+	derr := g.decode(tar.NewReader(cr), func() int64 { return cr.n }, func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+		return readMember(tr, h.Size)
+	})
 	if derr == nil {
 		// The tar reader stops after the first end-of-archive block; read
 		// the rest so a cut-off trailer is noticed and the connection can
@@ -233,18 +242,18 @@ func readSamples(resp *http.Response, bufs *buffers) ([]Sample, []byte, error) {
 		_, _ = io.Copy(io.Discard, cr)
 	}
 	if cr.err != nil {
-		return nil, nil, retryable(shortBody(cr.n, resp.ContentLength, cr.err))
+		return nil, retryable(shortBody(cr.n, resp.ContentLength, cr.err))
 	}
 	if derr != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBadResponse, derr)
+		return nil, fmt.Errorf("%w: %w", ErrBadResponse, derr)
 	}
 	if resp.ContentLength >= 0 && cr.n != resp.ContentLength {
-		return nil, nil, retryable(shortBody(cr.n, resp.ContentLength, io.ErrUnexpectedEOF))
+		return nil, retryable(shortBody(cr.n, resp.ContentLength, io.ErrUnexpectedEOF))
 	}
-	if samples == nil {
-		samples = []Sample{}
+	if g.out == nil {
+		g.out = []Sample{}
 	}
-	return samples, nil, nil
+	return nil, nil
 }
 
 // Batch fetches and decodes batch number batch of epoch for the client's
@@ -263,10 +272,20 @@ func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
 
 // fetchBatch fetches batch number batch of epoch with the job query q,
 // which asks for offset.
+//
+// A mixture's batch whose grouping by key is ambiguous (see ambiguous) is
+// cut again by its manifest, fetched with the same query: the one case
+// that costs a second request.
 func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url.Values) (*Batch, error) {
-	var b *Batch
+	var (
+		b       *Batch
+		h       BatchHeader
+		comps   []int
+		members []member // kept only when the grouping is ambiguous
+	)
 	node, err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
-		h, err := parseBatchHeader(resp, epoch, batch)
+		var err error
+		h, err = parseBatchHeader(resp, epoch, batch)
 		if err != nil {
 			return err
 		}
@@ -274,20 +293,27 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 			return err
 		}
 		mix := c.opts.Job.Mix
-		comps, err := checkMix(h, resp.Header, mix)
+		comps, err = checkMix(h, resp.Header, mix)
 		if err != nil {
 			return err
 		}
-		samples, buf, err := readSamples(resp, &c.bufs)
+		g := grouper{keep: len(mix) > 0}
+		buf, err := readInto(resp, &c.bufs, &g)
 		if err != nil {
 			return err
 		}
-		if len(samples) != h.Samples {
+		samples := g.out
+		members = nil
+		switch {
+		case g.keep && ambiguous(samples, h.Samples):
+			members = g.kept // samples are cut again below
+		case len(samples) != h.Samples:
 			c.bufs.put(buf)
 			return fmt.Errorf("%w: Brand-Batch-Samples says %d samples but the body has %d", ErrBadResponse, h.Samples, len(samples))
-		}
-		for i, k := range comps {
-			samples[i].Dataset = mix[k].Dataset
+		default:
+			for i, k := range comps {
+				samples[i].Dataset = mix[k].Dataset
+			}
 		}
 		b = &Batch{
 			Epoch:        epoch,
@@ -311,7 +337,33 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		return nil, err
 	}
 	b.Node = node
+	if members != nil {
+		if err := c.splitBatch(ctx, b, h, comps, members, q); err != nil {
+			b.Release()
+			return nil, err
+		}
+	}
 	return b, nil
+}
+
+// splitBatch replaces the samples of b, a mixture's batch with headers h
+// whose grouping by key is ambiguous, by its members cut as its manifest
+// says (splitByManifest).
+func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps []int, members []member, q url.Values) error {
+	m, err := c.mixManifest(ctx, b.Epoch, b.Index, b.Offset, q)
+	if err != nil {
+		return err
+	}
+	mix := c.opts.Job.Mix
+	samples, err := splitByManifest(members, m, h, comps, mix)
+	if err != nil {
+		return err
+	}
+	for i, k := range comps {
+		samples[i].Dataset = mix[k].Dataset
+	}
+	b.Samples = samples
+	return nil
 }
 
 // BatchRaw streams batch number batch of epoch to w exactly as the gateway

@@ -32,7 +32,7 @@ type Sample struct {
 // skipped, as WebDataset does.
 func DecodeSamples(r io.Reader) ([]Sample, error) {
 	var g grouper
-	err := g.decode(tar.NewReader(r), func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+	err := g.decode(tar.NewReader(r), nil, func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
 		return readMember(tr, h.Size)
 	})
 	return g.out, err
@@ -51,13 +51,20 @@ func DecodeSamples(r io.Reader) ([]Sample, error) {
 // errors (FuzzDecodeTar).
 func DecodeTar(b []byte) ([]Sample, error) {
 	var g grouper
+	err := g.decodeTar(b)
+	return g.out, err
+}
+
+// decodeTar is DecodeTar into g.
+func (g *grouper) decodeTar(b []byte) error {
 	off, done, err := g.plain(b)
 	if done || err != nil {
-		return g.out, err
+		return err
 	}
 	br := bytes.NewReader(b)
 	_, _ = br.Seek(int64(off), io.SeekStart) // off is within b: cannot fail
-	err = g.decode(tar.NewReader(br), func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
+	pos := func() int64 { return int64(len(b) - br.Len()) }
+	return g.decode(tar.NewReader(br), pos, func(tr *tar.Reader, h *tar.Header) ([]byte, error) {
 		if sparse(h) {
 			// The stored bytes are not the file's: let the tar reader
 			// expand them.
@@ -70,13 +77,17 @@ func DecodeTar(b []byte) ([]Sample, error) {
 		}
 		return b[off : off+h.Size : off+h.Size], nil
 	})
-	return g.out, err
 }
 
 // grouper groups regular tar members into samples.
 type grouper struct {
 	out     []Sample
 	members int // headers read so far, to number members in errors
+	// keep asks for every regular member in kept as well, with where it
+	// ends, so that a batch can be split again by its manifest
+	// (splitByManifest).
+	keep bool
+	kept []member
 }
 
 // plain reads b's members from the start for as long as their headers are
@@ -112,14 +123,16 @@ func (g *grouper) plain(b []byte) (off int, done bool, err error) {
 		if err != nil {
 			return off, false, err
 		}
-		g.add(key, ext, rest[blockSize:end:end])
 		off += next
+		g.add(key, ext, rest[blockSize:end:end], int64(off))
 	}
 }
 
 // decode walks tr's regular members and groups them into samples; data
-// returns a member's contents.
-func (g *grouper) decode(tr *tar.Reader, data func(*tar.Reader, *tar.Header) ([]byte, error)) error {
+// returns a member's contents. pos, which only g.keep needs, is the
+// offset in the archive that tr has read to: after Next, the member's
+// first data byte, as archive/tar reads nothing ahead.
+func (g *grouper) decode(tr *tar.Reader, pos func() int64, data func(*tar.Reader, *tar.Header) ([]byte, error)) error {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -137,11 +150,15 @@ func (g *grouper) decode(tr *tar.Reader, data func(*tar.Reader, *tar.Header) ([]
 		if err != nil {
 			return err
 		}
+		end := int64(-1) // unknown: the stored bytes of a sparse member are not h.Size
+		if g.keep && !sparse(h) {
+			end = pos() + h.Size + -h.Size&(blockSize-1)
+		}
 		b, err := data(tr, h)
 		if err != nil {
 			return fmt.Errorf("client: tar member %d %q: %w", g.members, h.Name, err)
 		}
-		g.add(key, ext, b)
+		g.add(key, ext, b, end)
 	}
 }
 
@@ -156,10 +173,14 @@ func (g *grouper) split(name string) (key, ext string, err error) {
 	return key, ext, nil
 }
 
-// add adds the next member, a regular file, to the current sample, or
-// starts a new one when the key changes or the extension repeats.
-func (g *grouper) add(key, ext string, data []byte) {
+// add adds the next member, a regular file ending (padding included) at
+// offset end of the archive, to the current sample, or starts a new one
+// when the key changes or the extension repeats.
+func (g *grouper) add(key, ext string, data []byte, end int64) {
 	g.members++
+	if g.keep {
+		g.kept = append(g.kept, member{key: key, ext: ext, data: data, end: end})
+	}
 	if n := len(g.out); n == 0 || g.out[n-1].Key != key || hasExt(g.out[n-1], ext) {
 		g.out = append(g.out, Sample{Key: key, Files: make(map[string][]byte, 2)})
 	}

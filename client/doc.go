@@ -122,6 +122,15 @@
 // sampling (New refuses them); the components' index versions are pinned
 // by the first answer and checked on every later one (Client.Index).
 //
+// Two adjacent samples of a mixture's batch can share a key (two
+// components store it, or a small component repeats), and grouping tar
+// members by key cannot always tell where one ends. When a batch's
+// grouping could be wrong — fewer groups than Brand-Batch-Samples, or two
+// adjacent groups with one key — Batch and Epoch fetch its manifest with
+// the same query and cut the body by the manifest's sample lengths,
+// checking them against the members' ends and keys; other batches cost
+// no second request. BatchRaw does not decode, so it does not split.
+//
 // # Errors and retries
 //
 // Answers of 502, 503 and 504, broken connections and bodies shorter than
