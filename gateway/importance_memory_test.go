@@ -25,7 +25,11 @@ func jsonFeedback(n, samples int) []byte {
 }
 
 // heapPeak samples the heap's objects, live and not yet swept, while run
-// runs, and returns the most above what it held before.
+// runs, and returns the most above what it held before. Garbage counts,
+// as it does for the process: a decoder that made a little of it for
+// every record would grow the heap to the collector's goal, twice what
+// the records hold (internal/feedback's TestDecodeAllocations says where).
+// The bodies are made before, and the client's transport streams them.
 func heapPeak(run func()) uint64 {
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	read := func() uint64 {

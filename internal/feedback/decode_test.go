@@ -191,6 +191,38 @@ func TestDecodeBounds(t *testing.T) {
 	}
 }
 
+// TestDecodeAllocations: decoding allocates the records' blocks and a few
+// buffers, never a value an element. Garbage an element (there was 16
+// bytes of it) is collected, but between collections it grows a body's
+// heap to the GC's goal, twice what the records hold: gateway's
+// TestImportanceFeedbackMemory measures that, this says where it comes
+// from.
+func TestDecodeAllocations(t *testing.T) {
+	const n = 8 * blockLen
+	ids := make([]uint32, n)
+	losses := make([]float32, n)
+	for i := range ids {
+		ids[i], losses[i] = uint32(i%100), float32(i%10)+0.5
+	}
+	d := decoder{ds: testDataset(t, 100), maxRecords: n}
+	for _, tc := range []struct {
+		ctype string
+		body  []byte
+	}{
+		{"application/json", jsonBody(n, 100)},
+		{"application/octet-stream", binaryBody(ids, losses)},
+	} {
+		allocs := testing.AllocsPerRun(3, func() {
+			if _, err := d.decode(tc.ctype, bytes.NewReader(tc.body)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if limit := float64(n/blockLen + 64); allocs > limit {
+			t.Errorf("%s: %d records take %.0f allocations, want at most %.0f (%d blocks and a few buffers)", tc.ctype, n, allocs, limit, n/blockLen)
+		}
+	}
+}
+
 // jsonBody is a JSON body of n records, IDs cycling through samples.
 func jsonBody(n, samples int) []byte {
 	var b bytes.Buffer

@@ -16,9 +16,9 @@ import (
 // would do it token by token, but it allocates an error value for every
 // number that ends an array element (it peeks the comma as if past a
 // top-level value): a million records cost 8 million allocations, 190 MB
-// of garbage and 0.4 s, where this scanner allocates once a loss and
-// takes a tenth of the time. Strings with escapes are still unquoted by
-// encoding/json.
+// of garbage and 0.4 s, where this scanner allocates only the records'
+// blocks (and a string a key, to look it up) and takes a tenth of the
+// time. Strings with escapes are still unquoted by encoding/json.
 
 // The JSON form's fields.
 const (
@@ -135,11 +135,14 @@ func (d decoder) array(sc *scanner, field string, recs *records, first bool) (in
 		case fieldKeys:
 			rec.id, err = d.key(sc)
 		}
-		var ie indexError
-		if errors.As(err, &ie) {
-			return n, ie.err // the index could not answer: not the body's fault
-		}
 		if err != nil {
+			// ie escapes (errors.As takes its address), so it is allocated
+			// where it is declared: declared before the err check, it cost
+			// 16 bytes an element, 32 MB of garbage for a million records.
+			var ie indexError
+			if errors.As(err, &ie) {
+				return n, ie.err // the index could not answer: not the body's fault
+			}
 			return n, fmt.Errorf("%w: %s[%d]: %w", ErrBadFeedback, field, n, err)
 		}
 		n++
