@@ -75,7 +75,8 @@ func (g *Gateway) handleMixEpoch(w http.ResponseWriter, r *http.Request) {
 		size, per := uint64(m.Order.Size(i)), uint64(m.Order.EpochSamples(i))
 		q := epoch * per // epochs are below 2^31 and per below 2^33
 		info.Components = append(info.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
-			Samples: int(size), EpochSamples: int(per), FirstPass: q / size, FirstIndex: int(q % size)})
+			Samples: int(size), EpochSamples: int(per), Window: m.Order.ComponentWindow(i, job.Window),
+			FirstPass: q / size, FirstIndex: int(q % size)})
 	}
 	setMixHeaders(w.Header(), m, job)
 	writeJSON(w, http.StatusOK, api.EpochInfo{Dataset: job.Mix.String(), Epoch: int(epoch), Samples: n,
@@ -203,13 +204,13 @@ func (g *Gateway) handleMixBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	g.followMix(l)
 	g.fetchMixAhead(l)
+	// No turns (internal/schedule/turn.go): turns sequence jobs whose
+	// windows do not fit in the cache together, but a mixture's batch
+	// needs every component's window at once, so its components cannot
+	// take turns with each other — each would wait for the other's turn
+	// to end. Like a peer's stream, a mixture's components are counted
+	// in what holds the cache and never held back.
 	waitFrom := time.Now()
-	for _, t := range toks {
-		if err := g.sched.Turn(ctx, t); err != nil {
-			writeError(ctx, w, err)
-			return
-		}
-	}
 	body, served, release, relieve, err := g.readMix(ctx, l, waitFrom)
 	finish()
 	if err != nil {
