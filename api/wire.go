@@ -70,10 +70,13 @@ type MixComponentInfo struct {
 	// mixture's every epoch takes from it; FirstPass and FirstIndex where
 	// this epoch starts in the component's stream (pass, position in the
 	// pass's order).
-	Samples      int    `json:"samples"`
-	EpochSamples int    `json:"epoch_samples"`
-	FirstPass    uint64 `json:"first_pass"`
-	FirstIndex   int    `json:"first_index"`
+	Samples      int `json:"samples"`
+	EpochSamples int `json:"epoch_samples"`
+	// Window is the shuffle window of the component's passes: the job's
+	// window split by weight (docs/shuffle.md §11.4).
+	Window     int    `json:"window"`
+	FirstPass  uint64 `json:"first_pass"`
+	FirstIndex int    `json:"first_index"`
 }
 
 // Manifest is the body of a batch asked for with format=json, or of

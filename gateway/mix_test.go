@@ -404,7 +404,9 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
 		srvs[k] = srv.URL
 	}
 	q := func(r int) string {
-		return fmt.Sprintf("mix=%s&world=%d&rank=%d&locality=%t", testMix, world, r, locality)
+		// A window of 6 splits into 3, 2 and 2 chunks by weight: each
+		// component's window spreads over the nodes.
+		return fmt.Sprintf("mix=%s&window=6&world=%d&rank=%d&locality=%t", testMix, world, r, locality)
 	}
 	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
 	bodies := map[string][32]byte{}

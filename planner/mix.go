@@ -78,7 +78,7 @@ func MixTrace(m Mix, j Job) ([]Access, error) {
 	if err != nil {
 		return nil, err
 	}
-	order := ms.plainOrder(func(i int) int { return j.Window })
+	order := ms.plainOrder(ms.window)
 	return ms.merged.traceOf(func(visit func(epoch int, chunks []int32)) error {
 		return ms.walk(context.Background(), order, visit, nil)
 	}, nil)
@@ -178,6 +178,10 @@ func streamPos(e uint64, n, c, size int) (pass uint64, index int, ok bool) {
 	q, r := bits.Div64(hi, lo, uint64(size))
 	return q, int(r), true
 }
+
+// window is component i's shuffle window: the job's split by weight
+// (shuffle.Mixture.ComponentWindow), as the gateway orders its passes.
+func (ms *mixSchedule) window(i int) int { return ms.order.ComponentWindow(i, ms.j.Window) }
 
 // passOrder is a component's pass order: component i's order for pass.
 type passOrder func(i int, pass uint64) (*shuffle.Epoch, error)
@@ -353,7 +357,7 @@ func newMixWorkingSet(ms *mixSchedule, order passOrder, prefetch int) *mixWorkin
 	ws := &mixWorkingSet{ms: ms, order: order, prefetch: make([]int, k), refs: make([]int32, len(ms.merged.d.Counts)),
 		lo: make([]int, k), hi: make([]int, k), memo: make([][]passEpoch, k)}
 	for i, s := range ms.comps {
-		nw := (len(s.d.Counts) + ms.j.Window - 1) / ms.j.Window
+		nw := (len(s.d.Counts) + ms.window(i) - 1) / ms.window(i)
 		ws.prefetch[i] = min(prefetch, nw)
 		ws.lo[i], ws.hi[i] = -1, -1
 	}
@@ -387,7 +391,7 @@ func (ws *mixWorkingSet) add(spans []span) {
 // any counted window holds it.
 func (ws *mixWorkingSet) count(i, w int, delta int32) {
 	s := ws.ms.comps[i]
-	nw := (len(s.d.Counts) + ws.ms.j.Window - 1) / ws.ms.j.Window
+	nw := (len(s.d.Counts) + ws.ms.window(i) - 1) / ws.ms.window(i)
 	ep, err := ws.pass(i, ws.ms.pass0[i]+uint64(w/nw))
 	if err != nil {
 		ws.err = err
@@ -499,7 +503,7 @@ func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
 
 	chunks := len(s.d.Counts)
 	quality := newQualityMeter(chunks, in.Job.BatchSize)
-	ws := newMixWorkingSet(ms, ms.plainOrder(func(int) int { return in.Job.Window }), prefetch)
+	ws := newMixWorkingSet(ms, ms.plainOrder(ms.window), prefetch)
 	trace, err := s.traceOf(func(visit func(epoch int, chunks []int32)) error {
 		return ms.walk(ctx, ws.order, visit, ws.add)
 	}, quality.add)
@@ -510,8 +514,8 @@ func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		return nil, ws.err
 	}
 	full := quality
-	for _, c := range ms.comps {
-		if in.Job.Window < len(c.d.Counts) {
+	for i, c := range ms.comps {
+		if ms.window(i) < len(c.d.Counts) {
 			// As for one dataset: only a window smaller than some
 			// component's chunks orders that component differently.
 			full = newQualityMeter(chunks, in.Job.BatchSize)
@@ -579,9 +583,9 @@ func makeMixClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, err
 	order := func(i int, pass uint64) (*shuffle.Epoch, error) {
 		counts := ms.comps[i].d.Counts
 		if l.nodes == 1 {
-			return shuffle.NewEpoch(counts, in.Job.Seed, pass, in.Job.Window)
+			return shuffle.NewEpoch(counts, in.Job.Seed, pass, ms.window(i))
 		}
-		return shuffle.NewStratifiedEpoch(counts, owner[i], l.nodes, in.Job.Seed, pass, in.Job.Window)
+		return shuffle.NewStratifiedEpoch(counts, owner[i], l.nodes, in.Job.Seed, pass, ms.window(i))
 	}
 	p, err := clusterPlan(ctx, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return ms.walk(ctx, order, visit, nil)

@@ -189,10 +189,20 @@ func referenceMixture(t *testing.T, m Mix, j Job) *shuffle.Mixture {
 	return mo
 }
 
+// compWindow is component i's window for a job's window w, from the
+// spec (docs/shuffle.md §11.4): ceil(w·a_i/A), at least 1.
+func compWindow(m Mix, i, w int) int {
+	var sum uint64
+	for _, c := range m.Components {
+		sum += c.Weight
+	}
+	return max(1, int((uint64(w)*m.Components[i].Weight+sum-1)/sum))
+}
+
 // plainOrder is the single gateway's pass order of m's components.
 func plainOrder(t *testing.T, m Mix, j Job) func(i int, pass uint64) *shuffle.Epoch {
 	return func(i int, pass uint64) *shuffle.Epoch {
-		ep, err := shuffle.NewEpoch(m.Components[i].Dataset.Counts, j.Seed, pass, j.Window)
+		ep, err := shuffle.NewEpoch(m.Components[i].Dataset.Counts, j.Seed, pass, compWindow(m, i, j.Window))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +413,7 @@ func referenceMixWorkingSet(t *testing.T, m Mix, j Job, prefetch int) int64 {
 	nw := make([]int, k)
 	for i := range k {
 		pass0[i] = uint64(j.FirstEpoch) * uint64(mo.EpochSamples(i)) / uint64(mo.Size(i))
-		nw[i] = (len(m.Components[i].Dataset.Counts) + j.Window - 1) / j.Window
+		nw[i] = (len(m.Components[i].Dataset.Counts) + compWindow(m, i, j.Window) - 1) / compWindow(m, i, j.Window)
 	}
 	last := make([]int, k)
 	for i := range last {
@@ -545,7 +555,7 @@ func TestMixClusterPlan(t *testing.T) {
 			owners[i] = cluster.Balanced(c.IndexKey, c.Dataset.Counts, nodes)
 		}
 		trace := referenceMixTrace(t, m, j, func(i int, pass uint64) *shuffle.Epoch {
-			ep, err := shuffle.NewStratifiedEpoch(m.Components[i].Dataset.Counts, owners[i], nodes, j.Seed, pass, j.Window)
+			ep, err := shuffle.NewStratifiedEpoch(m.Components[i].Dataset.Counts, owners[i], nodes, j.Seed, pass, compWindow(m, i, j.Window))
 			if err != nil {
 				t.Fatal(err)
 			}

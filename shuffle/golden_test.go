@@ -329,7 +329,7 @@ func computeMix(t *testing.T, c goldenMix) goldenMix {
 		k := Draw{Component: d.Component, Pass: d.Pass}
 		e, ok := orders[k]
 		if !ok {
-			if e, err = NewEpoch(c.Counts[d.Component], c.Seed, d.Pass, c.Window); err != nil {
+			if e, err = NewEpoch(c.Counts[d.Component], c.Seed, d.Pass, m.ComponentWindow(d.Component, c.Window)); err != nil {
 				t.Fatalf("mixture %s: component %d pass %d: %v", c.Name, d.Component, d.Pass, err)
 			}
 			orders[k] = e

@@ -195,6 +195,17 @@ func (m *Mixture) NumSamples() int { return m.length }
 // reads: every epoch reads the same number.
 func (m *Mixture) EpochSamples(i int) int { return m.epoch[i] }
 
+// ComponentWindow returns the shuffle window, in chunks, of component i's
+// passes for a job whose window is window: the job's window split by
+// weight, ceil(window·a_i/A), at least 1. A job's window is what it holds
+// in the cache at once; a mixture reads every component's window at once,
+// so splitting it keeps the mixture's footprint that of one dataset's
+// (docs/shuffle.md §11.4).
+func (m *Mixture) ComponentWindow(i, window int) int {
+	w := (uint64(max(window, 1))*m.weights[i] + m.sum - 1) / m.sum
+	return int(max(w, 1))
+}
+
 // Period returns the number of blocks after which the block counts repeat.
 func (m *Mixture) Period() int { return m.period }
 

@@ -321,14 +321,23 @@ class Mixture:
         return out
 
 
-def mixture_samples(counts, seed, window, draws):
+def component_window(weights, i, window):
+    """Component i's shuffle window: the job's window split by weight,
+    ceil(window * a_i / A), at least 1."""
+    return max(1, -(-max(window, 1) * weights[i] // sum(weights)))
+
+
+def mixture_samples(counts, weights, seed, window, draws):
     """The sample ID each draw serves: position index of epoch pass of its
     component's dataset (counts[i] its samples per chunk), section 5's order
-    (in a cluster, the stratified order of section 7.2)."""
+    in windows of component_window chunks (in a cluster, the stratified
+    order of section 7.2)."""
+    g = math.gcd(*weights)
+    weights = [a // g for a in weights]
     orders, out = {}, []
     for i, p, index in draws:
         if (i, p) not in orders:
-            orders[i, p] = epoch_order(counts[i], seed, p, window)[0]
+            orders[i, p] = epoch_order(counts[i], seed, p, component_window(weights, i, window))[0]
         out.append(orders[i, p][index])
     return out
 
@@ -431,6 +440,6 @@ if __name__ == "__main__":
             "block_counts": [m.block_counts(b) for b in mx["blocks"]],
             "slots": [m.slots(mx["seed"], mx["epoch"], b) for b in mx["blocks"]],
             "draws": [list(d) for d in draws],
-            "sample_ids": mixture_samples(mx["counts"], mx["seed"], mx["window"], draws),
+            "sample_ids": mixture_samples(mx["counts"], weights, mx["seed"], mx["window"], draws),
         })
     json.dump(out, sys.stdout)
