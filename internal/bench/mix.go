@@ -1,0 +1,421 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// The mixture benchmark (brand-bench mix): a two-component mixture
+// (mix=a:0.5,b:0.5 over two datasets of N/2 samples) against one dataset
+// of N samples of the same size, each through its own fresh gateway with
+// the same cache, read by the same readers over the same epochs;
+// configurations alternate (single, mix, single, mix, …) so that the
+// machine's noise hits both. Samples/s per epoch and store bytes per
+// epoch (the gateway's brand_backend_read_bytes_total) are compared side
+// by side, and store bytes with the planner's optimum for the same job
+// (GET /plan on the same gateway).
+
+// MixConfig describes a mixture benchmark run. Zero fields take
+// DefaultMixConfig's values.
+type MixConfig struct {
+	Samples   int   // of the single dataset; each component has half
+	MeanBytes int64 // mean sample size
+	ChunkSize int64
+	Seed      uint64
+
+	BatchSize int
+	Window    int
+	Epochs    int // epochs 0..Epochs-1: 0 cold, the rest warm
+	Readers   int // ranks reading at once (world)
+	Pairs     int // alternations of single and mix per cache size
+
+	CacheFractions []float64
+
+	GatewayBinary string
+	GatewayArgs   []string
+	WorkDir       string
+	ConfigTimeout time.Duration
+	Command       string
+	Log           io.Writer
+}
+
+// DefaultMixConfig: 4,096 samples of 100 KiB (400 MiB) in 4 MiB chunks,
+// batch 64, window 8, world 2, three epochs, caches of 25 % and 50 %, two
+// pairs.
+func DefaultMixConfig() MixConfig {
+	return MixConfig{Samples: 4096, MeanBytes: 100 << 10, ChunkSize: 4 << 20, Seed: 1,
+		BatchSize: 64, Window: 8, Epochs: 3, Readers: 2, Pairs: 2,
+		CacheFractions: []float64{0.25, 0.5}, ConfigTimeout: 10 * time.Minute}
+}
+
+func (c MixConfig) withDefaults() (MixConfig, error) {
+	d := DefaultMixConfig()
+	orDefault(&c.Samples, d.Samples)
+	orDefault(&c.MeanBytes, d.MeanBytes)
+	orDefault(&c.ChunkSize, d.ChunkSize)
+	orDefault(&c.Seed, d.Seed)
+	orDefault(&c.BatchSize, d.BatchSize)
+	orDefault(&c.Window, d.Window)
+	orDefault(&c.Epochs, d.Epochs)
+	orDefault(&c.Readers, d.Readers)
+	orDefault(&c.Pairs, d.Pairs)
+	orDefaultList(&c.CacheFractions, d.CacheFractions)
+	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	switch {
+	case c.GatewayBinary == "":
+		return c, fmt.Errorf("%w: no gateway binary", ErrConfig)
+	case c.WorkDir == "":
+		return c, fmt.Errorf("%w: no work directory", ErrConfig)
+	case c.Samples < 2 || c.Epochs < 2 || c.BatchSize < 1 || c.Window < 1 || c.Readers < 1 || c.Pairs < 1:
+		return c, fmt.Errorf("%w: samples >= 2, epochs >= 2, and batch size, window, readers and pairs >= 1", ErrConfig)
+	}
+	for _, f := range c.CacheFractions {
+		if !(f > 0 && f <= 1) {
+			return c, fmt.Errorf("%w: cache fraction %v; (0, 1]", ErrConfig, f)
+		}
+	}
+	return c, nil
+}
+
+// The mixture's datasets and the single one, as the gateways name them.
+const (
+	mixSingle = "single"
+	mixA      = "a"
+	mixB      = "b"
+	mixText   = "a:0.5,b:0.5"
+)
+
+// MixReport is a mixture benchmark's result: mix.json.
+type MixReport struct {
+	Date      time.Time `json:"date"`
+	Command   string    `json:"command"`
+	Machine   Machine   `json:"machine"`
+	Samples   int       `json:"samples"`
+	Bytes     int64     `json:"bytes"` // the single dataset's; the components' sum is within a chunk's padding of it
+	MixBytes  int64     `json:"mix_bytes"`
+	BatchSize int       `json:"batch_size"`
+	Window    int       `json:"window"`
+	Readers   int       `json:"readers"`
+	Rows      []MixRow  `json:"rows"`
+	Seconds   float64   `json:"seconds"`
+}
+
+// MixRow is one gateway's run: a configuration at a cache size.
+type MixRow struct {
+	Config        string  `json:"config"` // single or mix
+	Pair          int     `json:"pair"`
+	CacheFraction float64 `json:"cache_fraction"`
+	CacheBytes    int64   `json:"cache_bytes"`
+	// Per epoch: samples/s, and store bytes in datasets (of this
+	// configuration's bytes).
+	SamplesPerSec []float64 `json:"samples_per_sec"`
+	StoreReads    []float64 `json:"store_reads"`
+	// The planner's optimum for the same epochs, in datasets, and what
+	// the gateway read over them all ÷ that.
+	Optimal      []float64 `json:"optimal"`
+	VsOptimal    float64   `json:"vs_optimal"`
+	TotalStore   float64   `json:"total_store"`
+	TotalOptimal float64   `json:"total_optimal"`
+}
+
+// RunMix runs the mixture benchmark. Every gateway run is bounded by
+// cfg.ConfigTimeout, the whole by ctx.
+func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rep := &MixReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+		Samples: cfg.Samples, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers}
+	dirs := map[string]string{}
+	sizes := map[string]*chunkindex.Index{}
+	for _, d := range []struct {
+		name    string
+		samples int
+		seed    uint64
+	}{{mixSingle, cfg.Samples, cfg.Seed}, {mixA, cfg.Samples / 2, cfg.Seed + 1}, {mixB, cfg.Samples - cfg.Samples/2, cfg.Seed + 2}} {
+		dir, ix, err := ensureMixDataset(ctx, cfg, d.name, d.samples, d.seed)
+		if err != nil {
+			return nil, err
+		}
+		dirs[d.name], sizes[d.name] = dir, ix
+		logf(cfg.Log, "dataset %s: %d samples in %d chunks, %s", d.name, ix.NumSamples(), ix.NumChunks(), sizeString(ix.TotalBytes()))
+	}
+	rep.Bytes = sizes[mixSingle].TotalBytes()
+	rep.MixBytes = sizes[mixA].TotalBytes() + sizes[mixB].TotalBytes()
+	for _, frac := range cfg.CacheFractions {
+		cache := int64(math.Round(frac * float64(rep.Bytes)))
+		for pair := range cfg.Pairs {
+			for _, config := range []string{mixSingle, "mix"} {
+				row, err := runMixOnce(ctx, cfg, dirs, config, cache)
+				if err != nil {
+					return nil, err
+				}
+				row.Pair, row.CacheFraction = pair, frac
+				total := rep.Bytes
+				if config == "mix" {
+					total = rep.MixBytes
+				}
+				for i := range row.StoreReads {
+					row.StoreReads[i] /= float64(total)
+					row.Optimal[i] /= float64(total)
+					row.TotalStore += row.StoreReads[i]
+					row.TotalOptimal += row.Optimal[i]
+				}
+				row.VsOptimal = ratio(row.TotalStore, row.TotalOptimal)
+				logf(cfg.Log, "%s, cache %s, pair %d: samples/s %v, store reads %v (optimum %v): %.3f× the optimum",
+					config, percentString(frac), pair, roundAll(row.SamplesPerSec, 0), roundAll(row.StoreReads, 3), roundAll(row.Optimal, 3), row.VsOptimal)
+				rep.Rows = append(rep.Rows, row)
+			}
+		}
+	}
+	rep.Seconds = time.Since(started).Seconds()
+	return rep, nil
+}
+
+func roundAll(v []float64, digits int) []float64 {
+	p := math.Pow(10, float64(digits))
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = math.Round(x*p) / p
+	}
+	return out
+}
+
+// ensureMixDataset packs a synthetic dataset into a directory of the work
+// directory unless an earlier run did.
+func ensureMixDataset(ctx context.Context, cfg MixConfig, name string, samples int, seed uint64) (string, *chunkindex.Index, error) {
+	dir := filepath.Join(cfg.WorkDir, fmt.Sprintf("mix-%s-%d-%d-%d-%d", name, samples, cfg.MeanBytes, cfg.ChunkSize, seed))
+	store, err := s3backend.NewLocal(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	if ix, err := dataset.ReadIndex(ctx, store); err == nil {
+		return dir, ix, nil
+	} else if !errors.Is(err, s3backend.ErrNotFound) {
+		return "", nil, fmt.Errorf("bench: reading the index of %s: %w", name, err)
+	}
+	src := filepath.Join(cfg.WorkDir, "mix-src-"+name)
+	if err := os.RemoveAll(src); err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(src)
+	spec := synth.Spec{Samples: samples, MeanBytes: cfg.MeanBytes, Classes: 100, Seed: seed}
+	if err := spec.WriteTree(src); err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: cfg.ChunkSize, Shuffle: true, Seed: seed, Parallel: 2, Name: name, Overwrite: true})
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: packing %s: %w", name, err)
+	}
+	return dir, res.Index, nil
+}
+
+// runMixOnce starts a gateway for one configuration (the single dataset,
+// or the two components) and reads cfg.Epochs epochs through it.
+func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, config string, cache int64) (MixRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConfigTimeout)
+	defer cancel()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--cache-size", strconv.FormatInt(cache, 10),
+		"--batch-size", strconv.Itoa(cfg.BatchSize), "--window", strconv.Itoa(cfg.Window),
+		"--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
+	job := url.Values{}
+	if config == mixSingle {
+		args = append(args, "--dataset", mixSingle+"=file://"+dirs[mixSingle])
+		job.Set("dataset", mixSingle)
+	} else {
+		args = append(args, "--dataset", mixA+"=file://"+dirs[mixA], "--dataset", mixB+"=file://"+dirs[mixB])
+		job.Set("mix", mixText)
+	}
+	args = append(args, cfg.GatewayArgs...)
+	job.Set("seed", "7")
+	job.Set("window", strconv.Itoa(cfg.Window))
+	job.Set("batch_size", strconv.Itoa(cfg.BatchSize))
+	job.Set("world", strconv.Itoa(cfg.Readers))
+	name := fmt.Sprintf("gateway-mix-%s-%d", config, cache)
+	g, err := startGateway(ctx, cfg.GatewayBinary, args, gatewayEnv("", ""), filepath.Join(cfg.WorkDir, name+".log"))
+	if err != nil {
+		return MixRow{}, err
+	}
+	defer g.kill()
+	row := MixRow{Config: config, CacheBytes: cache}
+	storeBytes := func() (float64, error) {
+		m, err := g.metrics(ctx)
+		return m["brand_backend_read_bytes_total"], err
+	}
+	hc := &http.Client{Transport: newTransport(cfg.Readers + 2)}
+	defer hc.CloseIdleConnections()
+	for e := range cfg.Epochs {
+		var info struct {
+			Batches int `json:"batches"`
+			Samples int `json:"samples"`
+		}
+		if err := getJSON(ctx, hc, g.base+fmt.Sprintf("/epoch/%d?", e)+job.Encode()+"&rank=0", &info); err != nil {
+			return MixRow{}, err
+		}
+		before, err := storeBytes()
+		if err != nil {
+			return MixRow{}, err
+		}
+		began := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, cfg.Readers)
+		samples := make([]int, cfg.Readers)
+		for r := range cfg.Readers {
+			wg.Go(func() {
+				for m := range info.Batches {
+					n, err := readBatch(ctx, hc, g.base+fmt.Sprintf("/epoch/%d/batch/%d?", e, m)+job.Encode()+"&rank="+strconv.Itoa(r))
+					if err != nil {
+						errs[r] = err
+						return
+					}
+					samples[r] += n
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(began)
+		if err := errors.Join(errs...); err != nil {
+			return MixRow{}, fmt.Errorf("bench: %s epoch %d: %w", config, e, err)
+		}
+		after, err := storeBytes()
+		if err != nil {
+			return MixRow{}, err
+		}
+		total := 0
+		for _, n := range samples {
+			total += n
+		}
+		row.SamplesPerSec = append(row.SamplesPerSec, float64(total)/elapsed.Seconds())
+		row.StoreReads = append(row.StoreReads, after-before)
+	}
+	var plan planner.Plan
+	q := job.Encode() + fmt.Sprintf("&cache_size=%d&epochs=%d", cache, cfg.Epochs)
+	if err := getJSON(ctx, hc, g.base+"/plan?"+q, &plan); err != nil {
+		return MixRow{}, err
+	}
+	for _, ep := range plan.Optimal.Epochs {
+		row.Optimal = append(row.Optimal, float64(ep.BackendBytes))
+	}
+	if len(row.Optimal) != cfg.Epochs {
+		return MixRow{}, fmt.Errorf("bench: the plan has %d epochs, want %d", len(row.Optimal), cfg.Epochs)
+	}
+	return row, g.stop(10 * time.Second)
+}
+
+// getJSON GETs u and decodes its JSON body into v.
+func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("bench: %s: %d %s", u, resp.StatusCode, b)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// readBatch GETs a batch, reads its body whole and returns its sample
+// count (Brand-Batch-Samples).
+func readBatch(ctx context.Context, hc *http.Client, u string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK || n != resp.ContentLength {
+		return 0, fmt.Errorf("%s: %d, %d of %d bytes", u, resp.StatusCode, n, resp.ContentLength)
+	}
+	return strconv.Atoi(resp.Header.Get("Brand-Batch-Samples"))
+}
+
+// WriteJSON writes the report as JSON.
+func (r *MixReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report as a markdown table: each configuration's
+// samples/s (cold epoch, warm epochs' mean), the mixture's ÷ the single
+// dataset's within its pair, and store reads against the planner's
+// optimum.
+func (r *MixReport) WriteText(w io.Writer) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples) against one dataset of %d samples (%s), batch %d × %d readers, window %d\n\n",
+		mixText, r.Samples/2, r.Samples, sizeString(r.Bytes), r.BatchSize, r.Readers, r.Window)
+	sb.WriteString("| cache | pair | config | cold samples/s | warm samples/s | cold mix ÷ single | warm mix ÷ single | store reads per epoch (datasets) | optimum | store ÷ optimum |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	var single *MixRow
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		cold, warm := row.SamplesPerSec[0], mean(row.SamplesPerSec[1:])
+		rc, rw := "", ""
+		if row.Config == mixSingle {
+			single = row
+		} else if single != nil && single.Pair == row.Pair && single.CacheFraction == row.CacheFraction {
+			rc = fmt.Sprintf("%.2f", cold/single.SamplesPerSec[0])
+			rw = fmt.Sprintf("%.2f", warm/mean(single.SamplesPerSec[1:]))
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %s | %.0f | %.0f | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
+			cold, warm, rc, rw, joinFloats(row.StoreReads), joinFloats(row.Optimal), row.VsOptimal)
+	}
+	fmt.Fprintf(&sb, "\n%s; %.0f s\n", r.Command, r.Seconds)
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(max(len(v), 1))
+}
+
+func joinFloats(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(parts, " / ")
+}
