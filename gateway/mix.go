@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/livestats"
@@ -276,6 +277,7 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 		}
 	}
 	order[last], order[len(order)-1] = order[len(order)-1], order[last]
+	g.warmMix(ctx, l, order[0])
 	data := make([][][]byte, len(l.Parts)) // per part, per sample: its bytes (nil: missing)
 	var releases []func()
 	release := func() {
@@ -338,6 +340,36 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 		}
 	}
 	return body, served, release, relieve, nil
+}
+
+// warmMix starts loading, without pinning them, this node's chunks of
+// every part but the one read first, so that the parts' loads overlap as
+// one batch's do, though the parts are read one at a time: each part's
+// read then finds its chunks resident or loading. A chunk the cache has
+// no room for without waiting is left to the part's own read.
+func (g *Gateway) warmMix(ctx context.Context, l *order.MixLayout, first int) {
+	self := g.cfg.Cluster.Self
+	anywhere := func(int) bool { return false }
+	for p, part := range l.Parts {
+		if p == first {
+			continue
+		}
+		ds := part.Stream.DS
+		for _, c := range part.Samples.Chunks {
+			if g.cluster.Source(ds, c, anywhere) != self || g.cache.Contains(ds.ChunkKey(c)) {
+				continue
+			}
+			go func() {
+				res, err := g.cache.Prefetch(ctx, ds.ChunkRequest(c), nil)
+				if err != nil || (res != chunkcache.PrefetchLoaded && res != chunkcache.PrefetchLoadedBelow) {
+					return
+				}
+				size, disk := ds.Index.Chunk(c).Size, res == chunkcache.PrefetchLoadedBelow
+				g.stats.Prefetched(part.Stream, part.Pass, c, size, disk)
+				g.mix.prefetched(part.Stream, size, disk)
+			}()
+		}
+	}
 }
 
 // mixAheadKey names a part's samples fetched ahead from peers.

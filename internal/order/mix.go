@@ -41,7 +41,7 @@ func (m *Mixed) IndexIDs() string {
 // Stream is component i's stream for a job: the order its passes read,
 // in windows of the job's window split by weight.
 func (m *Mixed) Stream(i int, job api.Job) Stream {
-	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name}
+	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key}
 }
 
 // Mixture returns the mixture of datasets ds (in mix's order) that a

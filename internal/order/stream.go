@@ -25,6 +25,12 @@ type Stream struct {
 	// importance job's first epoch names no snapshot and reads the uniform
 	// order, but is still the job's: its next epoch is not that order's.
 	Imp Importance
+	// Mix is the key of the mixture (Mixed.Key) the stream is a component
+	// of, "" for a job over one dataset: a mixture's components are one
+	// job, whose batches need all of them at once, so what sequences
+	// jobs (turns, loads in turn) treats them as one. It is not part of
+	// the order: Order strips it.
+	Mix string
 }
 
 // Importance is the part of a stream an importance snapshot fixes.
@@ -56,6 +62,6 @@ func (s Stream) ImportanceJob() bool { return s.Imp.Job != "" }
 // Order is the stream with its job name cleared: the key of the order it
 // reads, which named jobs of one order share.
 func (s Stream) Order() Stream {
-	s.Name = ""
+	s.Name, s.Mix = "", ""
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/order"
 )
 
 // Turns. Every batch of a window needs every chunk of the window (its
@@ -283,10 +284,19 @@ func (s *Schedule) Shared() bool {
 }
 
 func (s *Schedule) sharedLocked() bool {
-	now, n := s.clock(), 0
+	now := s.clock()
+	// A mixture's component streams are one job (order.Stream.Mix).
+	var first order.Stream
+	seen := false
 	for _, st := range s.streams {
 		if len(st.inflight) > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
-			if n++; n > 1 {
+			job := st.Stream
+			if job.Mix != "" {
+				job = order.Stream{Mix: job.Mix, Name: job.Name}
+			}
+			if !seen {
+				first, seen = job, true
+			} else if job != first {
 				return true
 			}
 		}

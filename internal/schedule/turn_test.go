@@ -337,3 +337,22 @@ func TestPrefetchOnlyWhatStaysCached(t *testing.T) {
 		t.Error("with two streams, a prefetch may displace chunks some stream needs")
 	}
 }
+
+// TestMixtureComponentsAreOneJob: the streams of one mixture's
+// components are one job to Shared (so their reads do not load in turn
+// with each other); another job beside them makes the cache shared.
+func TestMixtureComponentsAreOneJob(t *testing.T) {
+	c := newClocked(t, 1<<30, time.Second)
+	a, b := c.stream(1, 2), c.stream(2, 2)
+	a.Mix, b.Mix = "m", "m"
+	fa, fb := c.batch(t, a, 0), c.batch(t, b, 0)
+	if c.Shared() {
+		t.Fatal("two components of one mixture count as two jobs")
+	}
+	c.batch(t, c.stream(3, 2), 0)
+	if !c.Shared() {
+		t.Fatal("a job beside a mixture does not share the cache")
+	}
+	c.Finish(fa)
+	c.Finish(fb)
+}
