@@ -280,6 +280,7 @@ type Gateway struct {
 	feedback *feedback.State
 	stats    *livestats.Stats
 	mix      *mixStats
+	mixBufs  copyBuffers // copies of mixture batches' parts
 
 	handler  http.Handler
 	planning chan struct{} // one /plan simulation at a time

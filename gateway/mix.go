@@ -317,7 +317,9 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 			for _, b := range d {
 				n += len(b)
 			}
-			buf := make([]byte, 0, n)
+			bp := g.mixBufs.get(n)
+			releases = append(releases, func() { g.mixBufs.put(bp) })
+			buf := (*bp)[:0]
 			for i, b := range d {
 				if b != nil {
 					buf = append(buf, b...)
@@ -371,6 +373,25 @@ func (g *Gateway) warmMix(ctx context.Context, l *order.MixLayout, first int) {
 		}
 	}
 }
+
+// copyBuffers recycles the buffers a mixture batch's parts are copied
+// into: a fresh buffer per batch costs its page faults, which measured
+// more than the copy itself (a 100 KiB-sample mixture served at 0.4× one
+// dataset's rate, nearly all of it in faulting in new buffers).
+type copyBuffers struct{ pool sync.Pool }
+
+// get returns a buffer of at least n bytes of capacity.
+func (c *copyBuffers) get(n int) *[]byte {
+	if bp, ok := c.pool.Get().(*[]byte); ok && cap(*bp) >= n {
+		return bp
+	}
+	// Sizes rounded up to a MiB, so that the next batch's parts, a
+	// little larger, reuse the buffer.
+	b := make([]byte, 0, (n+1<<20-1)&^(1<<20-1))
+	return &b
+}
+
+func (c *copyBuffers) put(bp *[]byte) { c.pool.Put(bp) }
 
 // mixAheadKey names a part's samples fetched ahead from peers.
 func mixAheadKey(etag string, p order.MixPart) string {
