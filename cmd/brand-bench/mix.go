@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -10,18 +12,20 @@ import (
 	"github.com/brandgw/brand/internal/cli"
 )
 
-const mixSynopsis = "mix [flags]"
+const mixSynopsis = "mix [--small] [flags]"
 
-// runMixBench runs the mixture benchmark (bench.RunMix): a two-component
-// mixture against one dataset of the same size, side by side. It writes
-// mix.txt and mix.json.
-func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
-	cfg := bench.DefaultMixConfig()
-	var (
-		out     = "bench-results"
-		timeout = 60 * time.Minute
-	)
+// mixOptions are the mix command's flags.
+type mixOptions struct {
+	cfg     bench.MixConfig
+	small   bool
+	out     string
+	timeout time.Duration
+}
+
+func (o *mixOptions) flagSet() *flag.FlagSet {
+	cfg := &o.cfg
 	fs := flag.NewFlagSet("mix", flag.ContinueOnError)
+	fs.BoolVar(&o.small, "small", false, "samples of 10 KiB: 40,960 of them, the same 400 MiB (flags given explicitly still apply)")
 	fs.IntVar(&cfg.Samples, "samples", cfg.Samples, "samples of the single dataset; each component of the mixture has half")
 	fs.Var((*cli.ByteSize)(&cfg.MeanBytes), "mean-bytes", "mean sample size")
 	fs.Var((*cli.ByteSize)(&cfg.ChunkSize), "chunk-size", "target chunk size")
@@ -35,11 +39,45 @@ func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.Var((*stringList)(&cfg.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway (repeatable)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where the datasets and the gateways' logs go; kept and reused when given (default: a temporary directory, removed)")
 	fs.DurationVar(&cfg.ConfigTimeout, "config-timeout", cfg.ConfigTimeout, "bound on each gateway run")
-	fs.StringVar(&out, "out", out, "directory for mix.txt and mix.json")
-	fs.DurationVar(&timeout, "timeout", timeout, "bound on the whole run")
-	if err := parseFlags(fs, env, args, mixSynopsis); err != nil {
+	fs.StringVar(&o.out, "out", o.out, "directory for mix.txt and mix.json")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
+	return fs
+}
+
+func newMixOptions(cfg bench.MixConfig) *mixOptions {
+	return &mixOptions{cfg: cfg, out: "bench-results", timeout: 60 * time.Minute}
+}
+
+// parseMix parses the mix command's flags as parseRun does the run
+// command's: once onto the defaults to find --small, then onto its
+// configuration, so that flags given explicitly override it wherever they
+// stand.
+func parseMix(env *cli.Env, args []string) (*mixOptions, error) {
+	o := newMixOptions(bench.DefaultMixConfig())
+	if err := parseFlags(o.flagSet(), env, args, mixSynopsis); err != nil {
+		return nil, err
+	}
+	if !o.small {
+		return o, nil
+	}
+	o = newMixOptions(bench.SmallMixConfig())
+	fs := o.flagSet()
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
+	}
+	return o, nil
+}
+
+// runMixBench runs the mixture benchmark (bench.RunMix): a two-component
+// mixture against one dataset of the same size, side by side. It writes
+// mix.txt and mix.json.
+func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
+	o, err := parseMix(env, args)
+	if err != nil {
 		return err
 	}
+	cfg := o.cfg
 	if cfg.GatewayBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -49,14 +87,14 @@ func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 	}
-	cleanup, err := workAndOut(&cfg.WorkDir, out, "mix")
+	cleanup, err := workAndOut(&cfg.WorkDir, o.out, "mix")
 	defer cleanup()
 	if err != nil {
 		return err
 	}
 	cfg.Command = commandLine("brand-bench mix", args)
 	cfg.Log = env.Stderr
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rep, err := bench.RunMix(ctx, cfg)
 	if err != nil {
@@ -65,5 +103,5 @@ func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	return writeReports(env.Stderr, out, report{"mix.txt", rep.WriteText}, report{"mix.json", rep.WriteJSON})
+	return writeReports(env.Stderr, o.out, report{"mix.txt", rep.WriteText}, report{"mix.json", rep.WriteJSON})
 }

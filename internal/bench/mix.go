@@ -31,7 +31,10 @@ import (
 // machine's noise hits both. Samples/s per epoch and store bytes per
 // epoch (the gateway's brand_backend_read_bytes_total) are compared side
 // by side, and store bytes with the planner's optimum for the same job
-// (GET /plan on the same gateway).
+// (GET /plan on the same gateway). The gateway's CPU time per epoch says
+// whether a slower configuration spent more work or waited more: the
+// client, the gateway and the store (local files, read by the gateway)
+// share the machine's cores.
 
 // MixConfig describes a mixture benchmark run. Zero fields take
 // DefaultMixConfig's values.
@@ -57,14 +60,30 @@ type MixConfig struct {
 	Log           io.Writer
 }
 
-// DefaultMixConfig: 4,096 samples of 100 KiB (400 MiB) in 4 MiB chunks,
-// batch 64, window 8, world 2, three epochs, caches of 25 % and 50 %, two
-// pairs.
+// DefaultMixConfig: 4,096 samples of 100 KiB (400 MiB, and as much again
+// in the two components) in 4 MiB chunks, batch 64, window 8, world 2,
+// three epochs, caches of 25 % and 50 %, five pairs (an epoch lasts about
+// half a second here, so the pairs are what averages the noise out).
 func DefaultMixConfig() MixConfig {
 	return MixConfig{Samples: 4096, MeanBytes: 100 << 10, ChunkSize: 4 << 20, Seed: 1,
-		BatchSize: 64, Window: 8, Epochs: 3, Readers: 2, Pairs: 2,
+		BatchSize: 64, Window: 8, Epochs: 3, Readers: 2, Pairs: 5,
 		CacheFractions: []float64{0.25, 0.5}, ConfigTimeout: 10 * time.Minute}
 }
+
+// SmallMixConfig is DefaultMixConfig with samples of 10 KiB: ten times as
+// many (40,960: the same 400 MiB of images), where the per-sample work
+// dominates.
+func SmallMixConfig() MixConfig {
+	c := DefaultMixConfig()
+	c.Samples, c.MeanBytes = 40960, 10<<10
+	return c
+}
+
+// The targets of a mixture against one dataset of its size.
+const (
+	mixSpeedTarget = 0.90 // mix ÷ single samples/s, every epoch
+	mixStoreTarget = 1.05 // store bytes ÷ the planner's optimum, over the epochs
+)
 
 func (c MixConfig) withDefaults() (MixConfig, error) {
 	d := DefaultMixConfig()
@@ -98,12 +117,14 @@ func (c MixConfig) withDefaults() (MixConfig, error) {
 	return c, nil
 }
 
-// The mixture's datasets and the single one, as the gateways name them.
+// The mixture's datasets and the single one, as the gateways name them;
+// mixSingle and mixMixture name the two configurations in the report.
 const (
-	mixSingle = "single"
-	mixA      = "a"
-	mixB      = "b"
-	mixText   = "a:0.5,b:0.5"
+	mixMixture = "mix"
+	mixSingle  = "single"
+	mixA       = "a"
+	mixB       = "b"
+	mixText    = "a:0.5,b:0.5"
 )
 
 // MixReport is a mixture benchmark's result: mix.json.
@@ -112,12 +133,15 @@ type MixReport struct {
 	Command   string    `json:"command"`
 	Machine   Machine   `json:"machine"`
 	Samples   int       `json:"samples"`
-	Bytes     int64     `json:"bytes"` // the single dataset's; the components' sum is within a chunk's padding of it
+	MeanBytes int64     `json:"mean_bytes"` // of a sample's image, as synth draws it
+	Bytes     int64     `json:"bytes"`      // the single dataset's; the components' sum is within a chunk's padding of it
 	MixBytes  int64     `json:"mix_bytes"`
 	BatchSize int       `json:"batch_size"`
 	Window    int       `json:"window"`
 	Readers   int       `json:"readers"`
+	Epochs    int       `json:"epochs"`
 	Rows      []MixRow  `json:"rows"`
+	Targets   []Target  `json:"targets"`
 	Seconds   float64   `json:"seconds"`
 }
 
@@ -131,6 +155,9 @@ type MixRow struct {
 	// configuration's bytes).
 	SamplesPerSec []float64 `json:"samples_per_sec"`
 	StoreReads    []float64 `json:"store_reads"`
+	// The gateway's CPU seconds per epoch (its store reads included: the
+	// store is local files).
+	GatewayCPU []float64 `json:"gateway_cpu_s"`
 	// The planner's optimum for the same epochs, in datasets, and what
 	// the gateway read over them all ÷ that.
 	Optimal      []float64 `json:"optimal"`
@@ -148,7 +175,7 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 	}
 	started := time.Now()
 	rep := &MixReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
-		Samples: cfg.Samples, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers}
+		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers, Epochs: cfg.Epochs}
 	dirs := map[string]string{}
 	sizes := map[string]*chunkindex.Index{}
 	for _, d := range []struct {
@@ -168,14 +195,14 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 	for _, frac := range cfg.CacheFractions {
 		cache := int64(math.Round(frac * float64(rep.Bytes)))
 		for pair := range cfg.Pairs {
-			for _, config := range []string{mixSingle, "mix"} {
+			for _, config := range []string{mixSingle, mixMixture} {
 				row, err := runMixOnce(ctx, cfg, dirs, config, cache)
 				if err != nil {
 					return nil, err
 				}
 				row.Pair, row.CacheFraction = pair, frac
 				total := rep.Bytes
-				if config == "mix" {
+				if config == mixMixture {
 					total = rep.MixBytes
 				}
 				for i := range row.StoreReads {
@@ -185,14 +212,91 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 					row.TotalOptimal += row.Optimal[i]
 				}
 				row.VsOptimal = ratio(row.TotalStore, row.TotalOptimal)
-				logf(cfg.Log, "%s, cache %s, pair %d: samples/s %v, store reads %v (optimum %v): %.3f× the optimum",
-					config, percentString(frac), pair, roundAll(row.SamplesPerSec, 0), roundAll(row.StoreReads, 3), roundAll(row.Optimal, 3), row.VsOptimal)
+				logf(cfg.Log, "%s, cache %s, pair %d: samples/s %v, gateway CPU %v s, store reads %v (optimum %v): %.3f× the optimum",
+					config, percentString(frac), pair, roundAll(row.SamplesPerSec, 0), roundAll(row.GatewayCPU, 2), roundAll(row.StoreReads, 3), roundAll(row.Optimal, 3), row.VsOptimal)
 				rep.Rows = append(rep.Rows, row)
 			}
 		}
 	}
+	rep.Targets = rep.targets()
 	rep.Seconds = time.Since(started).Seconds()
 	return rep, nil
+}
+
+// targets evaluates, per cache size, the mixture's samples/s ÷ the single
+// dataset's in every epoch (each configuration's mean over the pairs) and
+// each configuration's store bytes ÷ the planner's optimum (summed over
+// the pairs); the notes give the range over the pairs.
+func (r *MixReport) targets() []Target {
+	var out []Target
+	for _, frac := range r.fractions() {
+		single, mix := r.rowsOf(mixSingle, frac), r.rowsOf(mixMixture, frac)
+		for e := range r.Epochs {
+			kind := "warm"
+			if e == 0 {
+				kind = "cold"
+			}
+			var lo, hi float64
+			for i := range min(len(single), len(mix)) {
+				x := ratio(mix[i].SamplesPerSec[e], single[i].SamplesPerSec[e])
+				if i == 0 || x < lo {
+					lo = x
+				}
+				hi = max(hi, x)
+			}
+			t := atLeast(fmt.Sprintf("mix ÷ single samples/s, cache %s, epoch %d (%s)", percentString(frac), e, kind),
+				ratio(meanAt(mix, e), meanAt(single, e)), mixSpeedTarget)
+			t.Note = fmt.Sprintf("pairs %.2f–%.2f", lo, hi)
+			out = append(out, t)
+		}
+		for _, c := range []struct {
+			name string
+			rows []MixRow
+		}{{mixSingle, single}, {mixMixture, mix}} {
+			var store, opt float64
+			lo, hi := math.Inf(1), 0.0
+			for _, row := range c.rows {
+				store, opt = store+row.TotalStore, opt+row.TotalOptimal
+				lo, hi = min(lo, row.VsOptimal), max(hi, row.VsOptimal)
+			}
+			t := atMost(fmt.Sprintf("%s store bytes ÷ planner optimum, cache %s, epochs 0–%d", c.name, percentString(frac), r.Epochs-1),
+				ratio(store, opt), mixStoreTarget)
+			t.Note = fmt.Sprintf("pairs %.3f–%.3f", lo, hi)
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// fractions returns the cache fractions of the rows, in run order.
+func (r *MixReport) fractions() []float64 {
+	var out []float64
+	for _, row := range r.Rows {
+		if len(out) == 0 || out[len(out)-1] != row.CacheFraction {
+			out = append(out, row.CacheFraction)
+		}
+	}
+	return out
+}
+
+// rowsOf returns a configuration's rows at a cache fraction, by pair.
+func (r *MixReport) rowsOf(config string, frac float64) []MixRow {
+	var out []MixRow
+	for _, row := range r.Rows {
+		if row.Config == config && row.CacheFraction == frac {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// meanAt is the rows' mean samples/s in epoch e.
+func meanAt(rows []MixRow, e int) float64 {
+	v := make([]float64, len(rows))
+	for i, row := range rows {
+		v[i] = row.SamplesPerSec[e]
+	}
+	return mean(v)
 }
 
 func roundAll(v []float64, digits int) []float64 {
@@ -279,6 +383,7 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		if err != nil {
 			return MixRow{}, err
 		}
+		cpu := processCPU(g.cmd.Process.Pid)
 		began := time.Now()
 		var wg sync.WaitGroup
 		errs := make([]error, cfg.Readers)
@@ -297,6 +402,7 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		}
 		wg.Wait()
 		elapsed := time.Since(began)
+		row.GatewayCPU = append(row.GatewayCPU, (processCPU(g.cmd.Process.Pid) - cpu).Seconds())
 		if err := errors.Join(errs...); err != nil {
 			return MixRow{}, fmt.Errorf("bench: %s epoch %d: %w", config, e, err)
 		}
@@ -375,29 +481,35 @@ func (r *MixReport) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteText writes the report as a markdown table: each configuration's
-// samples/s (cold epoch, warm epochs' mean), the mixture's ÷ the single
-// dataset's within its pair, and store reads against the planner's
-// optimum.
+// WriteText writes the report as a markdown table, one row per gateway:
+// samples/s per epoch, the mixture's ÷ the single dataset's of the same
+// pair, the gateway's CPU time and store reads per epoch against the
+// planner's optimum; then the targets.
 func (r *MixReport) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples) against one dataset of %d samples (%s), batch %d × %d readers, window %d\n\n",
-		mixText, r.Samples/2, r.Samples, sizeString(r.Bytes), r.BatchSize, r.Readers, r.Window)
-	sb.WriteString("| cache | pair | config | cold samples/s | warm samples/s | cold mix ÷ single | warm mix ÷ single | store reads per epoch (datasets) | optimum | store ÷ optimum |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples, %s) against one dataset of %d samples (%s), samples of mean %s, batch %d × %d readers, window %d, epochs 0–%d\n\n",
+		mixText, r.Samples/2, sizeString(r.MixBytes), r.Samples, sizeString(r.Bytes), sizeString(r.MeanBytes), r.BatchSize, r.Readers, r.Window, r.Epochs-1)
+	sb.WriteString("| cache | pair | config | samples/s per epoch | mix ÷ single | gateway CPU s per epoch | store reads per epoch (datasets) | optimum (planner) | store ÷ optimum |\n")
+	sb.WriteString("| --: | --: | -- | --: | --: | --: | --: | --: | --: |\n")
 	var single *MixRow
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		cold, warm := row.SamplesPerSec[0], mean(row.SamplesPerSec[1:])
-		rc, rw := "", ""
+		vs := ""
 		if row.Config == mixSingle {
 			single = row
 		} else if single != nil && single.Pair == row.Pair && single.CacheFraction == row.CacheFraction {
-			rc = fmt.Sprintf("%.2f", cold/single.SamplesPerSec[0])
-			rw = fmt.Sprintf("%.2f", warm/mean(single.SamplesPerSec[1:]))
+			v := make([]float64, len(row.SamplesPerSec))
+			for e := range v {
+				v[e] = ratio(row.SamplesPerSec[e], single.SamplesPerSec[e])
+			}
+			vs = joinFloats(v, 2)
 		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %.0f | %.0f | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
-			cold, warm, rc, rw, joinFloats(row.StoreReads), joinFloats(row.Optimal), row.VsOptimal)
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
+			joinFloats(row.SamplesPerSec, 0), vs, joinFloats(row.GatewayCPU, 2), joinFloats(row.StoreReads, 3), joinFloats(row.Optimal, 3), row.VsOptimal)
+	}
+	sb.WriteString("\nStore reads are the gateway's brand_backend_read_bytes_total over each epoch (prefetch included) ÷ the configuration's bytes.\n\nTargets:\n")
+	for _, t := range r.Targets {
+		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s; %s)\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
 	}
 	fmt.Fprintf(&sb, "\n%s; %.0f s\n", r.Command, r.Seconds)
 	_, err := io.WriteString(w, sb.String())
@@ -412,10 +524,10 @@ func mean(v []float64) float64 {
 	return s / float64(max(len(v), 1))
 }
 
-func joinFloats(v []float64) string {
+func joinFloats(v []float64, digits int) string {
 	parts := make([]string, len(v))
 	for i, x := range v {
-		parts[i] = fmt.Sprintf("%.3f", x)
+		parts[i] = strconv.FormatFloat(x, 'f', digits, 64)
 	}
 	return strings.Join(parts, " / ")
 }
