@@ -637,22 +637,37 @@ func (g *Gateway) warnSmallCache(datasets []*catalog.Dataset) {
 	}
 }
 
-// preallocate gives the cache, dataset by dataset in configuration order,
-// the buffers it will fill: as many of each dataset's largest chunk as fit
-// in what is left of the cache size and the dataset's bytes.
+// preallocate gives the cache the buffers it will fill: for each dataset,
+// as many of its largest chunk as fit in its share of the cache size (all
+// of its bytes when the datasets fit together, else a share in proportion
+// to its bytes).
 func (g *Gateway) preallocate(ctx context.Context, datasets []*catalog.Dataset) error {
 	start := time.Now()
-	left := g.cfg.CacheSize
+	// Buffers are sized by each dataset's largest chunk, so a buffer of
+	// one dataset serves no other: when the datasets together exceed the
+	// cache, each gets a share in proportion to its size — all of it to
+	// the first would leave the others' loads faulting fresh memory in
+	// (measured: a mixture's cold epoch at 0.6× one dataset's rate with
+	// 10 KiB samples).
+	var all int64
+	for _, ds := range datasets {
+		if ds.MaxChunk > 0 {
+			all += ds.Index.TotalBytes()
+		}
+	}
 	var total int64
 	for _, ds := range datasets {
 		if ds.MaxChunk == 0 {
 			continue
 		}
-		n := min(left, ds.Index.TotalBytes()) / ds.MaxChunk
+		share := ds.Index.TotalBytes()
+		if all > g.cfg.CacheSize {
+			share = int64(float64(g.cfg.CacheSize) * float64(share) / float64(all))
+		}
+		n := share / ds.MaxChunk
 		if err := g.cache.Preallocate(ctx, ds.MaxChunk, int(n)); err != nil {
 			return fmt.Errorf("preallocating the chunk cache: %w", err)
 		}
-		left -= n * ds.MaxChunk
 		total += n * ds.MaxChunk
 	}
 	g.log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
