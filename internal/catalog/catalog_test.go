@@ -59,3 +59,16 @@ func TestCatalogHoldsTheReplacedVersion(t *testing.T) {
 		t.Errorf("Held = %v, want the current version and the one it replaced", held)
 	}
 }
+
+func TestBufferClass(t *testing.T) {
+	for _, tc := range []struct{ in, want int64 }{
+		{0, 0}, {1, 4096}, {4096, 4096}, {4097, 8192}, {64 << 10, 64 << 10},
+		{4372480, 4456448}, {4429312, 4456448}, // two packs' largest 4 MiB chunks: one class
+		{64 << 20, 64 << 20}, {64<<20 + 1, 68 << 20},
+	} {
+		got := BufferClass(tc.in)
+		if got != tc.want || got < tc.in || float64(got) > float64(tc.in)*1.0625+4096 {
+			t.Errorf("BufferClass(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
