@@ -233,20 +233,9 @@ func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Dra
 // mixAssigned is assigned for a mixture: the global batch's draws, each
 // rank first given those whose chunk its home node owns.
 func (o *Orders) mixAssigned(m *Mixed, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, error) {
-	p := job.Params
-	share := make([]int, p.World)
-	start, end := n, 0
-	for r := range share {
-		p.Rank = r
-		s, e, err := p.BatchRange(n, b)
-		if err != nil {
-			return nil, err
-		}
-		share[r] = e - s
-		start, end = min(start, s), max(end, e)
-	}
-	if start > end {
-		start = end
+	share, start, end, err := globalBatch(job, n, b)
+	if err != nil {
+		return nil, err
 	}
 	draws := m.Order.AppendRange(nil, job.Seed, epoch, start, end)
 	// A component pass's draws in a global batch are consecutive

@@ -213,20 +213,9 @@ func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m in
 	if a, ok := o.assignments.Get(k); ok {
 		return a[job.Rank], nil
 	}
-	p := job.Params
-	share := make([]int, p.World)
-	start, end := n, 0
-	for r := range share {
-		p.Rank = r
-		s, e, err := p.BatchRange(n, m)
-		if err != nil {
-			return nil, err
-		}
-		share[r] = e - s
-		start, end = min(start, s), max(end, e)
-	}
-	if start > end {
-		start = end
+	share, start, end, err := globalBatch(job, n, m)
+	if err != nil {
+		return nil, err
 	}
 	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
 	owners := s.DS.Owners(o.nodes)
@@ -247,4 +236,23 @@ func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m in
 	}
 	o.assignments.Add(k, a.Ranks)
 	return a.Ranks[job.Rank], nil
+}
+
+// globalBatch returns what each rank of a job takes from global batch m
+// of an epoch of n positions (the plain cut's shares) and the global
+// batch's positions [start, end).
+func globalBatch(job api.Job, n, m int) (share []int, start, end int, err error) {
+	p := job.Params
+	share = make([]int, p.World)
+	start, end = n, 0
+	for r := range share {
+		p.Rank = r
+		s, e, err := p.BatchRange(n, m)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		share[r] = e - s
+		start, end = min(start, s), max(end, e)
+	}
+	return share, min(start, end), end, nil
 }
