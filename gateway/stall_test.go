@@ -256,9 +256,21 @@ func TestSlowReaderGivesItsPinsBack(t *testing.T) {
 		c.WriteTimeout = 5 * time.Minute // the pins must go back long before this
 		c.PrefetchConcurrency = -1
 	})
-	want := readFast(t, srv.URL+"/epoch/0/batch/0")
-	if n := metric(t, srv.URL, "brand_batches_copied_total"); n != 0 {
-		t.Fatalf("a batch read at once was copied out (%v)", n)
+	// A batch read at once is written from the cache, not copied. A
+	// reader that the machine stalls for over slowWrite (the race
+	// detector beside other packages' tests on two cores) is, rightly,
+	// copied: of three fast reads, one must not be.
+	var want []byte
+	copied := 0.0
+	for try := 0; ; try++ {
+		want = readFast(t, srv.URL+"/epoch/0/batch/0")
+		n := metric(t, srv.URL, "brand_batches_copied_total")
+		if n == copied {
+			break
+		}
+		if copied = n; try == 2 {
+			t.Fatalf("three batches read at once were each copied out (%v)", n)
+		}
 	}
 	// A client that sends its request and reads nothing yet: the 16 MiB
 	// batch is more than the sockets' buffers hold (its receive buffer
@@ -274,7 +286,7 @@ func TestSlowReaderGivesItsPinsBack(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "GET /epoch/0/batch/0 HTTP/1.1\r\nHost: x\r\n\r\n")
 	waitFor(t, 30*time.Second, "a stalled reader under pressure still pins its chunks", func() bool {
-		return metric(t, srv.URL, "brand_batches_copied_total") == 1 && g.Cache().Stats().Pinned == 0
+		return metric(t, srv.URL, "brand_batches_copied_total") == copied+1 && g.Cache().Stats().Pinned == 0
 	})
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
