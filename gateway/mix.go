@@ -71,13 +71,10 @@ func (g *Gateway) handleMixEpoch(w http.ResponseWriter, r *http.Request) {
 	for i, c := range job.Mix {
 		ds := m.DS[i]
 		chunks += ds.Index.NumChunks()
-		// Where this epoch starts in the component's stream: the draw of
-		// its sample number 0 of the epoch.
-		size, per := uint64(m.Order.Size(i)), uint64(m.Order.EpochSamples(i))
-		q := epoch * per // epochs are below 2^31 and per below 2^33
+		start := m.Order.Start(i, epoch)
 		info.Components = append(info.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
-			Samples: int(size), EpochSamples: int(per), Window: m.Order.ComponentWindow(i, job.Window),
-			FirstPass: q / size, FirstIndex: int(q % size)})
+			Samples: m.Order.Size(i), EpochSamples: m.Order.EpochSamples(i), Window: m.Order.ComponentWindow(i, job.Window),
+			FirstPass: start.Pass, FirstIndex: start.Index})
 	}
 	setMixHeaders(w.Header(), m, job)
 	writeJSON(w, http.StatusOK, api.EpochInfo{Dataset: job.Mix.String(), Epoch: int(epoch), Samples: n,

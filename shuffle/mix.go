@@ -166,9 +166,7 @@ func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, err
 	if steps%mixCheckpoint == 0 {
 		m.ckpt = append(m.ckpt, u...)
 	}
-	for i := range m.epoch {
-		m.epoch[i] = m.cumulative(blocks, i)
-	}
+	m.epoch = m.counts(blocks)
 	return m, nil
 }
 
@@ -214,7 +212,11 @@ func (m *Mixture) Size(i int) int { return m.sizes[i] }
 
 // Cumulative returns C_i(b): how many samples of component i blocks
 // [0, b) of an epoch hold, for 0 <= b <= NumSamples()/Block().
-func (m *Mixture) Cumulative(b, i int) int { return m.cumulative(b, i) }
+func (m *Mixture) Cumulative(b, i int) int { return m.counts(b)[i] }
+
+// Start returns where epoch epoch starts component i's stream: the draw of
+// its first sample of the epoch.
+func (m *Mixture) Start(i int, epoch uint64) Draw { return m.draw(i, epoch, 0) }
 
 // BlockCounts returns how many samples of each component block b of an
 // epoch holds: floor(K·w_i) or one more.
@@ -224,11 +226,6 @@ func (m *Mixture) BlockCounts(b int) []int {
 		hi[i] -= lo[i]
 	}
 	return hi
-}
-
-// cumulative is C_i(b).
-func (m *Mixture) cumulative(b, i int) int {
-	return m.counts(b)[i]
 }
 
 // counts returns C(b) for every component: whole periods by their
