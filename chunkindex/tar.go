@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // BlockSize is the tar block size. Every sample range starts and ends on a
@@ -40,6 +41,10 @@ type TarSample struct {
 	CRC uint32
 	// Members lists the member names in archive order.
 	Members []string
+	// Files describes the same members for the member table: extension,
+	// where the data starts in the sample's range, size, modification
+	// time and the data's CRC32C.
+	Files []MemberInfo
 }
 
 // ScanTar reads a tar stream written by any POSIX tar writer (Go
@@ -81,8 +86,18 @@ func ScanTar(r io.Reader, fn func(TarSample) error) (size int64, err error) {
 		return fn(s)
 	}
 
+	// pending is the member whose data is being read; its CRC is known
+	// once the next header is reached.
+	pending := false
+	finish := func() {
+		if pending && open != nil {
+			open.Files[len(open.Files)-1].CRC = sr.mcrc
+		}
+		pending = false
+	}
 	for {
 		hdr, err := tr.Next()
+		finish()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -110,7 +125,7 @@ func ScanTar(r io.Reader, fn func(TarSample) error) (size int64, err error) {
 			if hdr.Size > math.MaxInt64-dataStart-BlockSize {
 				return sr.pos, fmt.Errorf("chunkindex: tar entry %q at offset %d: size %d too large", hdr.Name, start, hdr.Size)
 			}
-			key, _ := SplitKey(hdr.Name)
+			key, ext := SplitKey(hdr.Name)
 			if open != nil && open.Key == key {
 				// WebDataset readers refuse a repeated member too.
 				if slices.Contains(open.Members, hdr.Name) {
@@ -131,6 +146,10 @@ func ScanTar(r io.Reader, fn func(TarSample) error) (size int64, err error) {
 				open = &TarSample{Key: key, Offset: start, Members: []string{hdr.Name}}
 				sr.crc = crc32.Update(0, castagnoli, sr.header)
 			}
+			open.Files = append(open.Files, MemberInfo{Ext: ext, DataOffset: dataStart - open.Offset, Size: hdr.Size,
+				ModTime: time.Unix(hdr.ModTime.Unix(), 0).UTC()})
+			sr.data(dataStart, dataStart+hdr.Size)
+			pending = true
 			sr.expect(dataStart + roundBlock(hdr.Size))
 
 		case tar.TypeDir, tar.TypeXGlobalHeader:
@@ -184,6 +203,24 @@ type scanReader struct {
 	header   []byte // bytes read past boundary
 	past     bool   // pos has reached boundary and bytes go to header
 	drain    bool   // only count
+	// The data of the member being read, [from, to), and its CRC32C so far.
+	from, to int64
+	mcrc     uint32
+}
+
+// data records that the member's data is [from, to).
+func (s *scanReader) data(from, to int64) {
+	s.from, s.to, s.mcrc = from, to, 0
+	s.member(s.header, s.pos-int64(len(s.header)))
+}
+
+// member adds to the member's CRC the part of b, which starts at offset
+// at, inside the member's data.
+func (s *scanReader) member(b []byte, at int64) {
+	lo, hi := max(at, s.from), min(at+int64(len(b)), s.to)
+	if lo < hi {
+		s.mcrc = crc32.Update(s.mcrc, castagnoli, b[lo-at:hi-at])
+	}
 }
 
 // expect records that the current entry ends at end (>= pos).
@@ -196,6 +233,9 @@ func (s *scanReader) expect(end int64) {
 func (s *scanReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	b := p[:n]
+	if !s.drain {
+		s.member(b, s.pos)
+	}
 	switch {
 	case s.drain:
 	case s.past:

@@ -63,30 +63,39 @@ func (w *ChunkWriter) Size() int64 { return w.cw.n }
 // underlying writer, or a Body shorter or longer than Size) leaves a partial
 // member in the stream, so it is returned again by every later call.
 func (w *ChunkWriter) WriteSample(key string, members []Member) (offset, length int64, crc uint32, err error) {
+	offset, length, crc, _, err = w.WriteSampleFiles(key, members)
+	return offset, length, crc, err
+}
+
+// WriteSampleFiles is WriteSample that also describes the members written
+// for the member table, as ScanTar's TarSample.Files does.
+func (w *ChunkWriter) WriteSampleFiles(key string, members []Member) (offset, length int64, crc uint32, files []MemberInfo, err error) {
 	if w.closed {
-		return 0, 0, 0, ErrWriterClosed
+		return 0, 0, 0, nil, ErrWriterClosed
 	}
 	if w.err != nil {
-		return 0, 0, 0, w.err
+		return 0, 0, 0, nil, w.err
 	}
 	if err := w.check(key, members); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	w.seen[key] = true
 	offset = w.cw.n
 	w.cw.crc = 0
+	files = make([]MemberInfo, len(members))
 	for i := range members {
-		if err := w.writeMember(&members[i]); err != nil {
+		if files[i], err = w.writeMember(&members[i]); err != nil {
 			w.err = fmt.Errorf("chunkindex: writing sample %q member %q: %w", key, members[i].Name, err)
-			return 0, 0, 0, w.err
+			return 0, 0, 0, nil, w.err
 		}
+		files[i].DataOffset -= offset
 	}
 	// Flush writes the last member's padding, so the range ends on a block.
 	if err := w.tw.Flush(); err != nil {
 		w.err = fmt.Errorf("chunkindex: writing sample %q: %w", key, err)
-		return 0, 0, 0, w.err
+		return 0, 0, 0, nil, w.err
 	}
-	return offset, w.cw.n - offset, w.cw.crc, nil
+	return offset, w.cw.n - offset, w.cw.crc, files, nil
 }
 
 func (w *ChunkWriter) check(key string, members []Member) error {
@@ -121,7 +130,9 @@ func (w *ChunkWriter) check(key string, members []Member) error {
 	return nil
 }
 
-func (w *ChunkWriter) writeMember(m *Member) error {
+// writeMember writes one member and describes it, its DataOffset from
+// the start of the chunk.
+func (w *ChunkWriter) writeMember(m *Member) (MemberInfo, error) {
 	mode, mtime := m.Mode, m.ModTime
 	if mode == 0 {
 		mode = 0o644
@@ -137,25 +148,29 @@ func (w *ChunkWriter) writeMember(m *Member) error {
 		ModTime:  mtime.Round(time.Second),
 	}
 	if err := w.tw.WriteHeader(hdr); err != nil {
-		return err
+		return MemberInfo{}, err
 	}
+	_, ext := SplitKey(m.Name)
+	info := MemberInfo{Ext: ext, DataOffset: w.cw.n, Size: m.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0).UTC()}
 	if m.Size == 0 && m.Body == nil {
-		return nil
+		return info, nil
 	}
-	n, err := io.CopyN(w.tw, m.Body, m.Size)
+	dc := &crcWriter{w: w.tw}
+	n, err := io.CopyN(dc, m.Body, m.Size)
 	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("body ended after %d of %d bytes: %w", n, m.Size, io.ErrUnexpectedEOF)
+		return MemberInfo{}, fmt.Errorf("body ended after %d of %d bytes: %w", n, m.Size, io.ErrUnexpectedEOF)
 	}
 	if err != nil {
-		return err
+		return MemberInfo{}, err
 	}
+	info.CRC = dc.crc
 	// A longer body means Size was wrong; the caller's idea of the sample
 	// disagrees with the chunk, so fail rather than truncate silently.
 	var one [1]byte
 	if k, _ := io.ReadFull(m.Body, one[:]); k > 0 {
-		return fmt.Errorf("body longer than size %d", m.Size)
+		return MemberInfo{}, fmt.Errorf("body longer than size %d", m.Size)
 	}
-	return nil
+	return info, nil
 }
 
 // Close writes the end-of-archive marker. It does not close the underlying

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,6 +257,7 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 	var (
 		chunks  = make([]chunkindex.Chunk, len(plans))
 		samples = make([][]chunkindex.Sample, len(plans))
+		files   = make([][][]chunkindex.MemberInfo, len(plans))
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan int)
@@ -275,7 +277,7 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 			var buf bytes.Buffer // reused: one chunk in memory per worker
 			for c := range jobs {
 				key := fmt.Sprintf(keyFormat, c)
-				ss, err := buildChunk(gctx, tree, c, plans[c], &buf)
+				ss, fs, err := buildChunk(gctx, tree, c, plans[c], &buf)
 				if err != nil {
 					return fmt.Errorf("dataset: building %s: %w", key, err)
 				}
@@ -289,6 +291,7 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 				}
 				chunks[c] = chunkindex.Chunk{Key: key, Size: size, ETag: info.ETag, Samples: len(ss)}
 				samples[c] = ss
+				files[c] = fs
 				prog.add(size, len(ss), 1)
 			}
 			return nil
@@ -315,21 +318,22 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 	}
 	m.Source = abs
 	m.Tool = opts.Tool
-	return publish(ctx, dst, ix, m)
+	return publish(ctx, dst, ix, m, slices.Concat(files...))
 }
 
 // buildChunk writes chunk c's samples into buf (reset first) and returns
-// their index entries.
-func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, buf *bytes.Buffer) ([]chunkindex.Sample, error) {
+// their index entries and their members for the member table.
+func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, buf *bytes.Buffer) ([]chunkindex.Sample, [][]chunkindex.MemberInfo, error) {
 	buf.Reset()
 	buf.Grow(int(plan.size))
 	cw := chunkindex.NewChunkWriter(buf)
 	out := make([]chunkindex.Sample, 0, len(plan.samples))
+	infos := make([][]chunkindex.MemberInfo, 0, len(plan.samples))
 	var members []chunkindex.Member
 	var files []memberFile
 	for _, i := range plan.samples {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s := &tree.samples[i]
 		members, files = members[:0], files[:0]
@@ -339,19 +343,20 @@ func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, buf *b
 		for j, f := range s.files {
 			members = append(members, chunkindex.Member{Name: f.name, Size: f.size, Body: &files[j]})
 		}
-		off, n, crc, err := cw.WriteSample(s.key, members)
+		off, n, crc, fs, err := cw.WriteSampleFiles(s.key, members)
 		for j := range files {
 			files[j].close()
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, chunkindex.Sample{Key: s.key, Chunk: c, Offset: off, Length: n, CRC: crc})
+		infos = append(infos, fs)
 	}
 	if err := cw.Close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, infos, nil
 }
 
 // memberFile is a source file opened on first read, so that a sample of many
@@ -403,9 +408,11 @@ func (m *memberFile) close() {
 	m.done = true
 }
 
-// publish stores the index, then the manifest: a reader never finds a
-// manifest naming an index that is not there yet.
-func publish(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, m chunkindex.Manifest) (*Result, error) {
+// publish stores the member table, the index, then the manifest: a
+// reader never finds a manifest naming an index that is not there yet,
+// nor an index without the member table describing it. files are every
+// sample's members, in sample ID order.
+func publish(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, m chunkindex.Manifest, files [][]chunkindex.MemberInfo) (*Result, error) {
 	if m.Created.IsZero() {
 		m.Created = time.Now()
 	}
@@ -416,6 +423,19 @@ func publish(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, m ch
 	mb, err := chunkindex.MarshalManifest(m)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: encoding the manifest: %w", err)
+	}
+	var mt chunkindex.MembersBuilder
+	for id, fs := range files {
+		if err := mt.Add(id, fs); err != nil {
+			return nil, fmt.Errorf("dataset: building the member table: %w", err)
+		}
+	}
+	tb, err := mt.Encode(ctx, ix)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: building the member table: %w", err)
+	}
+	if _, err := st.Put(ctx, chunkindex.MembersKey, bytes.NewReader(tb), int64(len(tb))); err != nil {
+		return nil, fmt.Errorf("dataset: storing the member table: %w", err)
 	}
 	if _, err := st.Put(ctx, chunkindex.IndexKey, bytes.NewReader(ib), int64(len(ib))); err != nil {
 		return nil, fmt.Errorf("dataset: storing the index: %w", err)

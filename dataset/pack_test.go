@@ -542,11 +542,11 @@ func TestPackPublishesIndexLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := res.Index.NumChunks()
-	if len(st.puts) != n+2 {
+	if len(st.puts) != n+3 {
 		t.Fatalf("%d puts for %d chunks: %v", len(st.puts), n, st.puts)
 	}
-	if st.puts[n] != chunkindex.IndexKey || st.puts[n+1] != chunkindex.ManifestKey {
-		t.Fatalf("puts end with %v, want the index then the manifest", st.puts[n:])
+	if st.puts[n] != chunkindex.MembersKey || st.puts[n+1] != chunkindex.IndexKey || st.puts[n+2] != chunkindex.ManifestKey {
+		t.Fatalf("puts end with %v, want the member table, the index, then the manifest", st.puts[n:])
 	}
 	for _, k := range st.puts[:n] {
 		if !strings.HasPrefix(k, "chunks/") {
@@ -599,4 +599,90 @@ func TestPackCancelled(t *testing.T) {
 	if _, err := Pack(ctx, src, newLocal(t), PackOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestPackWritesMembers: the member table describes every file of the
+// source tree, and ReadMembers finds it; `brand index` of the chunks as
+// shards writes the same table; a dataset without one is ErrNoMembers.
+func TestPackWritesMembers(t *testing.T) {
+	ctx := context.Background()
+	src := writeTree(t, testSpec())
+	st := newLocal(t)
+	res, err := Pack(ctx, src, st, PackOptions{ChunkSize: 256 << 10, Shuffle: true, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMembers(ctx, st, res.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for id := range res.Index.NumSamples() {
+		c, off, _, _ := res.Index.SampleRange(id)
+		key := res.Index.SampleKey(id)
+		for j := range m.Count(id) {
+			mi := m.Member(id, j)
+			name := key
+			if mi.Ext != "" {
+				name += "." + mi.Ext
+			}
+			want, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(name)))
+			if err != nil {
+				t.Fatalf("member %s: %v", name, err)
+			}
+			got := make([]byte, mi.Size)
+			if err := st.ReadRange(ctx, res.Index.Chunk(c).Key, "", off+mi.DataOffset, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("member %s: the table's range holds other bytes", name)
+			}
+			files++
+		}
+	}
+	if files != len(sourceNames(t, src)) {
+		t.Fatalf("%d members, %d source files", files, len(sourceNames(t, src)))
+	}
+	// Indexing the chunks in place (`brand index`) writes the same table.
+	st2 := newLocal(t)
+	for c := range res.Index.NumChunks() {
+		k := res.Index.Chunk(c).Key
+		b := make([]byte, res.Index.Chunk(c).Size)
+		if err := st.ReadRange(ctx, k, "", 0, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st2.Put(ctx, k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ReadMembers(ctx, st2, res.Index); !errors.Is(err, ErrNoMembers) || !strings.Contains(err.Error(), "brand index") {
+		t.Fatalf("without a member table: %v", err)
+	}
+	res2, err := IndexShards(ctx, st2, IndexOptions{Prefix: "chunks/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := ReadMembers(ctx, st2, res2.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := st.Stat(ctx, chunkindex.MembersKey)
+	b, _ := st2.Stat(ctx, chunkindex.MembersKey)
+	if m2.Len() != m.Len() || a.ETag != b.ETag {
+		t.Fatalf("brand index wrote another table: %d members (%s), pack %d (%s)", m2.Len(), b.ETag, m.Len(), a.ETag)
+	}
+}
+
+func sourceNames(t *testing.T, dir string) []string {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

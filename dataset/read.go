@@ -14,6 +14,10 @@ var (
 	// under the directory, or no .tar objects under the prefix.
 	ErrEmpty = errors.New("dataset: nothing to pack or index")
 
+	// ErrNoMembers reports a dataset without a member table
+	// (chunkindex.MembersKey): one packed or indexed before member tables.
+	ErrNoMembers = errors.New("dataset: no member table")
+
 	// ErrExists reports a Pack into a store that already holds a dataset
 	// index, refused unless PackOptions.Overwrite is set: rewriting the
 	// chunks under a published index would break whoever serves it.
@@ -35,6 +39,26 @@ func ReadIndex(ctx context.Context, st s3backend.Store) (*chunkindex.Index, erro
 		return nil, fmt.Errorf("dataset: decoding %s: %w", chunkindex.IndexKey, err)
 	}
 	return ix, nil
+}
+
+// ReadMembers reads and decodes the member table at
+// chunkindex.MembersKey, checked against ix, the index it must describe.
+// A dataset packed before member tables has none: the error then wraps
+// ErrNoMembers (and s3backend.ErrNotFound) and says how to add one.
+func ReadMembers(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) (*chunkindex.Members, error) {
+	b, err := readWhole(ctx, st, chunkindex.MembersKey, maxMetaBytes,
+		"re-run `brand index` over the dataset's chunks to write one")
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", ErrNoMembers, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := chunkindex.DecodeMembers(ctx, b, ix)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: decoding %s: %w", chunkindex.MembersKey, err)
+	}
+	return m, nil
 }
 
 // ReadManifest reads and parses the manifest at chunkindex.ManifestKey.

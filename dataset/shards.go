@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -69,6 +70,7 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 	defer prog.stop()
 
 	found := make([][]chunkindex.Sample, len(shards))
+	files := make([][][]chunkindex.MemberInfo, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Parallel)
 	bufs := make(chan []byte, opts.Parallel) // one part buffer per running scan
@@ -83,8 +85,10 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 			defer func() { bufs <- buf }()
 			r := newObjectReader(gctx, st, info, buf, func(n int64) { prog.add(n, 0, 0) })
 			var ss []chunkindex.Sample
+			var fs [][]chunkindex.MemberInfo
 			size, err := chunkindex.ScanTar(r, func(t chunkindex.TarSample) error {
 				ss = append(ss, chunkindex.Sample{Key: t.Key, Chunk: c, Offset: t.Offset, Length: t.Length, CRC: t.CRC})
+				fs = append(fs, t.Files)
 				return nil
 			})
 			if err != nil {
@@ -94,6 +98,7 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 				return fmt.Errorf("dataset: indexing shard %s: read %d bytes of %d", info.Key, size, info.Size)
 			}
 			found[c] = ss
+			files[c] = fs
 			prog.add(0, len(ss), 1)
 			return nil
 		})
@@ -123,7 +128,7 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 	m := chunkindex.NewManifest(opts.Name, ix)
 	m.Source = storeLocation(st, opts.Prefix)
 	m.Tool = opts.Tool
-	return publish(ctx, st, ix, m)
+	return publish(ctx, st, ix, m, slices.Concat(files...))
 }
 
 // listShards returns the .tar objects under prefix, in key order.

@@ -24,7 +24,9 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 		note := &errorNote{}
 		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), errorNoteKey{}, note)))
 		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		if note.route != "" {
+			route = note.route
+		} else if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
 		status := ww.Status()
@@ -60,7 +62,11 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 
 // errorNote carries the error behind a response whose body does not show
 // it (see writeError) to the request's log line.
-type errorNote struct{ err error }
+// A handler that routes by itself (the S3 face) notes its route too.
+type errorNote struct {
+	err   error
+	route string
+}
 
 type errorNoteKey struct{}
 
@@ -68,6 +74,14 @@ type errorNoteKey struct{}
 func noteError(ctx context.Context, err error) {
 	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok {
 		n.err = err
+	}
+}
+
+// noteRoute names the route of the request ctx belongs to, for its log
+// line and metrics, when no chi route pattern names it.
+func noteRoute(ctx context.Context, route string) {
+	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok {
+		n.route = route
 	}
 }
 

@@ -142,6 +142,11 @@ type Config struct {
 	// (`brand serve --admin-listen`).
 	SeparateAdmin bool
 
+	// S3, with credentials, adds the S3 face: the datasets as read-only
+	// buckets of their samples' files, for unchanged S3 clients
+	// (S3Handler, `brand serve --s3-face-listen`).
+	S3 S3Config
+
 	// Cluster, if it lists peers, makes this gateway one node of a
 	// cluster (docs/scale-out.md): each chunk is read from the store by
 	// its owner only, other nodes fetch its samples from the owner, and
@@ -282,6 +287,8 @@ type Gateway struct {
 	mix      *mixStats
 	mixBufs  copyBuffers // copies of mixture batches' parts
 
+	s3       *s3Face // nil without S3 credentials
+	started  time.Time
 	handler  http.Handler
 	planning chan struct{} // one /plan simulation at a time
 	coalesce *sync.Pool    // buffers for bodyWriter
@@ -294,7 +301,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool(),
+	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool(),
 		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
 	d := cfg.Defaults
 	g.defaults = query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
@@ -344,7 +351,13 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger.Info().Strs("dirs", d.Dirs).Int64("capacity_bytes", st.Capacity).Int64("found_chunks", st.Chunks).
 			Int64("found_bytes", st.Bytes).Msg("disk cache opened")
 	}
-	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: loader, Policy: policy,
+	var cacheLoader chunkcache.Loader = loader
+	var th *through
+	if cfg.S3.Credentials != nil && len(cfg.S3.Buckets) > 0 {
+		th = newThrough(cfg.S3, cfg.CacheSize)
+		cacheLoader = throughLoader{Loader: loader, t: th}
+	}
+	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: cacheLoader, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	var opt livestats.Optimizer
@@ -374,9 +387,12 @@ func New(cfg Config) (*Gateway, error) {
 				g.mix.prefetched(u.Stream, bytes, disk)
 			}})
 	}
-	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: cacheLoader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Registry: reg, Log: cfg.Logger})
+	if cfg.S3.Credentials != nil {
+		g.s3 = newS3Face(g, cfg.S3, th)
+	}
 	g.handler = g.routes()
 	g.cluster.Start()
 	return g, nil
@@ -399,6 +415,9 @@ func (cfg *Config) fill() ([]string, error) {
 			return nil, fmt.Errorf("gateway: dataset %q has neither URL nor Store", d.Name)
 		}
 		names = append(names, d.Name)
+	}
+	if err := cfg.S3.check(names); err != nil {
+		return nil, err
 	}
 	if cfg.DefaultDataset == "" {
 		cfg.DefaultDataset = cfg.Datasets[0].Name
@@ -560,6 +579,11 @@ func (g *Gateway) Load(ctx context.Context) error {
 		g.log.Info().Str("dataset", ds.Name).Str("url", ds.URL).Str("index", ds.ID()).
 			Int("chunks", ds.Index.NumChunks()).Int("samples", ds.Index.NumSamples()).
 			Int64("bytes", ds.Index.TotalBytes()).Msg("dataset loaded")
+	}
+	if g.s3 != nil {
+		if err := g.s3.through.open(ctx, bcfg); err != nil {
+			return err
+		}
 	}
 	g.warnSmallCache(loaded)
 	g.pruneDisk(loaded)

@@ -236,7 +236,7 @@ func (g *Gateway) handleMixBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("ETag", order.PartialETag(l.ETag, gone))
 	}
-	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(body, chunkindex.EndOfArchive[:]), n + int64(len(chunkindex.EndOfArchive)), relieve}); err != nil {
+	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(body, chunkindex.EndOfArchive[:]), n + int64(len(chunkindex.EndOfArchive)), relieve, 0}); err != nil {
 		g.log.Debug().Err(err).Msg("batch not completed")
 		return
 	}

@@ -84,7 +84,7 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	defer res.Release()
 	head := peer.ReplyHead(res.MissingPos)
-	n, _ := g.writeBody(w, r, peer.ReplyType, payload{append(net.Buffers{head}, res.Parts...), int64(len(head)) + res.Bytes, res.Relieve})
+	n, _ := g.writeBody(w, r, peer.ReplyType, payload{append(net.Buffers{head}, res.Parts...), int64(len(head)) + res.Bytes, res.Relieve, 0})
 	g.cluster.Served(k, max(n-int64(len(head)), 0))
 }
 

@@ -62,7 +62,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer res.Release()
-	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), n, res.Relieve}); err != nil {
+	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), n, res.Relieve, 0}); err != nil {
 		g.log.Debug().Err(err).Msg("sample not completed")
 		return
 	}

@@ -38,6 +38,7 @@ type payload struct {
 	parts   net.Buffers
 	n       int64
 	relieve func(rest net.Buffers) (net.Buffers, bool)
+	status  int // 0 is 200; the S3 face answers a range 206
 }
 
 // writeBody sends a complete, verified body — status 200, contentType,
@@ -67,7 +68,11 @@ func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType 
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.FormatInt(p.n, 10))
-	w.WriteHeader(http.StatusOK)
+	status := p.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
 	rc := http.NewResponseController(w)
 	parts := p.parts
 	relieved := p.relieve == nil

@@ -251,7 +251,7 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 		}
 		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
 	}
-	return ObjectInfo{Key: key, Size: size, ETag: etag}, nil
+	return ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()}, nil
 }
 
 // Put writes r to a temporary file beside the destination, syncs it and
@@ -452,7 +452,7 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			}
 			return err
 		}
-		out = append(out, ObjectInfo{Key: key, Size: size, ETag: etag})
+		out = append(out, ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()})
 		return nil
 	})
 	if err != nil {

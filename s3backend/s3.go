@@ -387,7 +387,7 @@ func (s *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 		}
 		return ObjectInfo{}, s.fail("stat", key, kind, err)
 	}
-	return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag)}, nil
+	return ObjectInfo{Key: key, Size: info.Size, ETag: normalizeETag(info.ETag), ModTime: info.LastModified.UTC()}, nil
 }
 
 // Put uploads size bytes from r (size -1: until EOF). minio-go chooses
@@ -510,7 +510,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 			if !ok || checkKey(key) != nil {
 				continue // a "directory" marker or a key Brand cannot address
 			}
-			out = append(out, ObjectInfo{Key: key, Size: o.Size, ETag: normalizeETag(o.ETag)})
+			out = append(out, ObjectInfo{Key: key, Size: o.Size, ETag: normalizeETag(o.ETag), ModTime: o.LastModified.UTC()})
 		}
 		// minio-go ends the iteration silently when ctx is cancelled.
 		return progressed, ctx.Err()

@@ -74,6 +74,10 @@ type ObjectInfo struct {
 	Key  string // relative to the store's root
 	Size int64
 	ETag string // normalised: no surrounding quotes
+	// ModTime is when the object was last written, as the store reports
+	// it (S3's Last-Modified, a file's modification time); zero when the
+	// operation does not report it (Put).
+	ModTime time.Time
 }
 
 // Store is object storage as Brand needs it. Implementations are safe for

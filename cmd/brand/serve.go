@@ -60,6 +60,7 @@ type serveFlags struct {
 	pprofAddr       string
 	cpuProfile      string
 	s3              cli.S3Flags
+	s3face          s3FaceFlags
 	security        securityFlags
 	cluster         clusterFlags
 }
@@ -97,6 +98,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; keep it off public interfaces")
+	f.s3face.register(fs)
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown; samples carry dataset and epoch labels (go tool pprof -tagfocus epoch=0)")
 	f.s3.Register(fs)
 	f.security.register(fs)
@@ -209,6 +211,10 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if f.cluster.secretFile != "" && len(clusterCfg.Peers) == 0 {
 		return gateway.Config{}, errPeerSecretAlone
 	}
+	s3cfg, err := f.s3face.config()
+	if err != nil {
+		return gateway.Config{}, err
+	}
 	rereads := f.checksumRereads
 	if rereads == 0 {
 		rereads = -1 // the gateway's "none"
@@ -235,6 +241,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		Cluster:             clusterCfg,
 		Planner:             planner.ForGateway{},
 		AuthTokens:          tokens,
+		S3:                  s3cfg,
 		SeparateAdmin:       f.security.adminListen != "",
 		Logger:              log,
 	}, nil
@@ -327,18 +334,32 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		ready = func(g *gateway.Gateway) { serveAdmin(ctx, log, g, admin) }
 	}
-	return serve(ctx, log, cfg, ln, f.shutdownTimeout, ready)
+	var started func(*gateway.Gateway)
+	if f.s3face.listen != "" {
+		s3ln, err := net.Listen("tcp", f.s3face.listen)
+		if err != nil {
+			return fmt.Errorf("--s3-face-listen: %w", err)
+		}
+		if s3ln, err = f.security.wrap(s3ln, log); err != nil {
+			return err
+		}
+		started = func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) }
+	}
+	return serve(ctx, log, cfg, ln, f.shutdownTimeout, started, ready)
 }
 
 // serve runs a gateway on ln until ctx ends, then drains in-flight
-// responses for up to grace. ready, if set, is called once the indexes are
-// loaded.
-func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, grace time.Duration, ready func(*gateway.Gateway)) error {
+// responses for up to grace. started, if set, is called once the gateway
+// is built, ready once the indexes are loaded.
+func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, grace time.Duration, started, ready func(*gateway.Gateway)) error {
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
+	if started != nil {
+		started(g)
+	}
 	srv := &http.Server{
 		Handler:           g,
 		ReadHeaderTimeout: 10 * time.Second,
