@@ -7,11 +7,15 @@
 #
 # Needs only Go (and a C compiler for the race detector; without one the
 # tests run without -race and say so). With CI=true a missing MinIO fails the
-# run instead of skipping the integration tests.
+# run instead of skipping the integration tests, and so do missing S3
+# clients (boto3, the AWS CLI), which scripts/ensure-s3-clients.sh installs
+# from Debian's packages when run as root.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
 scripts/ensure-minio.sh
+# boto3 and the AWS CLI, which the S3 face's integration test runs.
+scripts/ensure-s3-clients.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then

@@ -48,7 +48,9 @@ func (v *Verifier) verifyV2(r *http.Request, auth string) (string, error) {
 		id, signature = cred[:i], cred[i+1:]
 		when, err := http.ParseTime(r.Header.Get("Date"))
 		if d := r.Header.Get("X-Amz-Date"); d != "" {
-			when, err = http.ParseTime(d)
+			if when, err = http.ParseTime(d); err != nil {
+				when, err = time.Parse(amzDate, d)
+			}
 		} else {
 			date = r.Header.Get("Date")
 		}
