@@ -26,6 +26,7 @@ func program() *cli.Program {
 	return &cli.Program{Name: "brand-bench", Usage: usage, Default: "run", Commands: []cli.Command{
 		{Name: "run", Synopsis: runSynopsis, Summary: "run the benchmark (the default command)", Run: runBench},
 		{Name: "jobs", Synopsis: jobsSynopsis, Summary: "several jobs through one gateway: store reads against the planner's optimum and LRU", Run: runJobsBench},
+		{Name: "s3face", Synopsis: s3faceSynopsis, Summary: "the PyTorch map-style loader (boto3 get_object per sample) against MinIO and against Brand's S3 face: samples/s, store requests, CPU", Run: runS3FaceBench},
 		{Name: "mix", Synopsis: mixSynopsis, Summary: "a two-dataset mixture against one dataset of the same size: samples/s side by side, store reads against the planner's optimum", Run: runMixBench},
 		{Name: "index", Synopsis: indexSynopsis, Summary: "the index a node holds: today's whole index against a partial one, for nodes of 1, 16 and 256", Run: runIndexBench},
 		{Name: "limit", Synopsis: limitSynopsis, Summary: "serve one of the benchmark's limits; run starts these itself", Run: runLimit},
