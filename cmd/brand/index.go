@@ -14,7 +14,9 @@ import (
 )
 
 // runIndex is `brand index`: index tar shards already in a store (a
-// WebDataset dataset, or chunks whose index must be rebuilt) in place.
+// WebDataset dataset, or chunks whose index must be rebuilt) in place,
+// writing the member table, the index and the manifest. Run over a
+// dataset packed before member tables, it adds one (docs/format.md §5).
 func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		sf                cli.S3Flags
@@ -22,7 +24,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		parallel          int
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
-	fs.StringVar(&src, "src", "", "store holding the shards: s3://bucket/prefix, file:///dir or a directory; the index is written there")
+	fs.StringVar(&src, "src", "", "store holding the shards: s3://bucket/prefix, file:///dir or a directory; the member table, index and manifest are written there")
 	fs.StringVar(&prefix, "prefix", "", "index only the .tar objects whose keys (relative to --src) start with this")
 	fs.StringVar(&name, "name", "", "dataset name in the manifest (default: the last segment of the prefix or URL)")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards read at once")
