@@ -227,6 +227,22 @@ func parseS3Op(r *http.Request) s3Op {
 		}
 		return ""
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// Named for the log and the metrics (from a fixed set: a method
+		// is the client's to choose); every write is refused.
+		verb := map[string]string{http.MethodPut: "Put", http.MethodPost: "Post", http.MethodDelete: "Delete",
+			http.MethodPatch: "Patch", http.MethodOptions: "Options"}[r.Method]
+		if verb == "" {
+			verb = "Other"
+		}
+		switch {
+		case key != "":
+			return s3Op{name: verb + "Object", bucket: bucket, key: key}
+		case bucket != "":
+			return s3Op{name: verb + "Bucket", bucket: bucket}
+		}
+		return s3Op{name: verb}
+	}
 	switch {
 	case bucket == "":
 		return s3Op{name: "ListBuckets"}

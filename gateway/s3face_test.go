@@ -110,7 +110,7 @@ func TestS3DatasetView(t *testing.T) {
 	f := newFixture(t, 6, 10)
 	f.addMembers(t)
 	cs := newCountingStore(f.store)
-	_, mc, _ := startS3(t, cs, func(c *gateway.Config) { c.S3.ReadAhead = -1 })
+	g, mc, _ := startS3(t, cs, func(c *gateway.Config) { c.S3.ReadAhead = -1 })
 	ctx := context.Background()
 
 	buckets, err := mc.ListBuckets(ctx)
@@ -205,6 +205,14 @@ func TestS3DatasetView(t *testing.T) {
 	}
 	if _, err := f.store.Stat(ctx, n); err == nil {
 		t.Fatal("a write reached the store")
+	}
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`brand_s3_requests_total{code="OK",op="GetObject"} 12`, `brand_s3_requests_total{code="NoSuchKey",op="GetObject"} 2`,
+		`brand_s3_requests_total{code="AccessDenied",op="PutObject"}`, `brand_http_requests_total{code="200",route="s3:GetObject"}`, "brand_s3_served_bytes_total"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 
@@ -375,5 +383,49 @@ func TestS3ReadThrough(t *testing.T) {
 	}
 	if _, err := readBucketObject(mc, "raw", "shards/none.tar", minio.GetObjectOptions{}); s3Code(err) != "NoSuchKey" {
 		t.Fatalf("unknown object: %v", err)
+	}
+}
+
+// TestS3FaceOnCluster: on a cluster of partial-index nodes, any node lists
+// a dataset's files and serves every one, each chunk read from the store
+// once, by its owner, whichever node the files are asked of.
+func TestS3FaceOnCluster(t *testing.T) {
+	f := newFixture(t, 12, 8)
+	f.addMembers(t)
+	creds, err := s3auth.ParseCredentials(strings.NewReader(s3ID + " " + s3Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := startCluster(t, f, 3, nil, func(c *gateway.Config) {
+		c.S3 = gateway.S3Config{Credentials: creds, ReadAhead: -1}
+	})
+	clients := make([]*minio.Client, len(cl))
+	for k, n := range cl {
+		srv := httptest.NewServer(n.g.S3Handler())
+		t.Cleanup(srv.Close)
+		clients[k] = s3Client(t, srv.URL, s3ID, s3Secret)
+	}
+	ctx := context.Background()
+	var names []string
+	for o := range clients[0].ListObjects(ctx, "test", minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		names = append(names, o.Key)
+	}
+	if len(names) != 2*96 {
+		t.Fatalf("node 0 listed %d objects, want 192", len(names))
+	}
+	for round, mc := range clients[1:] {
+		for _, n := range names {
+			got, err := readBucketObject(mc, "test", n, minio.GetObjectOptions{})
+			key, ext := chunkindex.SplitKey(n)
+			if err != nil || !bytes.Equal(got, f.content[key][ext]) {
+				t.Fatalf("round %d, %s: %v (%d bytes)", round, n, err, len(got))
+			}
+		}
+		if reads := clusterReads(cl); reads != 12 {
+			t.Fatalf("after round %d the cluster read chunks %d times from the store; want each of 12 once", round, reads)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -25,9 +27,30 @@ type inspection struct {
 	Manifest *chunkindex.Manifest `json:"manifest,omitempty"`
 	// ManifestProblem says why the manifest is missing, unreadable or does
 	// not describe the index; the index is authoritative either way.
-	ManifestProblem string                `json:"manifest_problem,omitempty"`
-	Index           indexSummary          `json:"index"`
-	Verify          *dataset.VerifyReport `json:"verify,omitempty"`
+	ManifestProblem string       `json:"manifest_problem,omitempty"`
+	Index           indexSummary `json:"index"`
+	// Members summarises the member table (docs/format.md §5), absent if
+	// there is none; MembersProblem says why.
+	Members        *membersSummary       `json:"members,omitempty"`
+	MembersProblem string                `json:"members_problem,omitempty"`
+	Verify         *dataset.VerifyReport `json:"verify,omitempty"`
+}
+
+// membersSummary is what a member table holds: the samples' files by
+// extension.
+type membersSummary struct {
+	Files      int            `json:"files"`
+	Extensions map[string]int `json:"extensions"` // files per extension ("" for none)
+}
+
+func summarizeMembers(m *chunkindex.Members) *membersSummary {
+	s := &membersSummary{Files: m.Len(), Extensions: map[string]int{}}
+	for id := range m.NumSamples() {
+		for j := range m.Count(id) {
+			s.Extensions[m.Member(id, j).Ext]++
+		}
+	}
+	return s
 }
 
 // indexSummary is what the index itself says about the dataset.
@@ -113,6 +136,17 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 		}
 	}
 
+	switch mt, err := dataset.ReadMembers(ctx, st, ix); {
+	case errors.Is(err, dataset.ErrNoMembers):
+		out.MembersProblem = "no member table: the S3 face cannot list this dataset's files; `brand index` over its chunks adds one"
+	case err != nil && (errors.Is(err, chunkindex.ErrCorrupt) || errors.Is(err, chunkindex.ErrVersion) || errors.Is(err, chunkindex.ErrTruncated)):
+		out.MembersProblem = err.Error()
+	case err != nil:
+		return err
+	default:
+		out.Members = summarizeMembers(mt)
+	}
+
 	if verify {
 		bar := newProgressBar(env, "verify")
 		rep, err := dataset.Verify(ctx, st, ix, parallel, bar.callback())
@@ -176,8 +210,22 @@ func printInspection(w io.Writer, in *inspection) {
 			row("tool", "%s", m.Tool)
 		}
 	}
+	if m := in.Members; m != nil {
+		exts := make([]string, 0, len(m.Extensions))
+		for e, n := range m.Extensions {
+			if e == "" {
+				e = "(none)"
+			}
+			exts = append(exts, fmt.Sprintf("%s %s", e, humanize.Comma(int64(n))))
+		}
+		slices.Sort(exts)
+		row("files", "%s (%s)", humanize.Comma(int64(m.Files)), strings.Join(exts, ", "))
+	}
 	if in.ManifestProblem != "" {
 		row("warning", "%s", in.ManifestProblem)
+	}
+	if in.MembersProblem != "" {
+		row("warning", "%s", in.MembersProblem)
 	}
 	if r := in.Verify; r != nil {
 		if r.OK() {

@@ -158,3 +158,23 @@ func TestInspectFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectMembers: inspect shows the member table's files by
+// extension, and says when a dataset has none.
+func TestInspectMembers(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "store")
+	if code, _, errOut := brand(t, "pack", "--src", synthTree(t, 20), "--dst", dst); code != 0 {
+		t.Fatalf("pack: %s", errOut)
+	}
+	code, out, _ := brand(t, "inspect", "--src", dst)
+	if code != 0 || !strings.Contains(out, "files         40 (cls 20, jpg 20)") {
+		t.Fatalf("inspect exited %d:\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(dst, filepath.FromSlash(chunkindex.MembersKey))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = brand(t, "inspect", "--src", dst)
+	if code != 0 || !strings.Contains(out, "warning       no member table") {
+		t.Fatalf("inspect without a member table exited %d:\n%s", code, out)
+	}
+}
