@@ -270,7 +270,11 @@ type Lease struct {
 	loadedB int64
 	below   int
 	belowB  int64
-	once    sync.Once
+	// Per entry of uniq: the first request it answers, and whether this
+	// Acquire loaded it (for LoadedIn).
+	first []int
+	fresh []bool
+	once  sync.Once
 }
 
 // Loaded reports how many of the lease's chunks this Acquire loaded, and
@@ -282,6 +286,26 @@ func (l *Lease) Loaded() (chunks int, bytes int64) { return l.loaded, l.loadedB 
 // Below reports how many of the chunks Loaded counts a tier below the
 // cache served (TieredLoader) rather than the store, and their bytes.
 func (l *Lease) Below() (chunks int, bytes int64) { return l.below, l.belowB }
+
+// LoadedIn is Loaded and Below for the requests [from, to) alone: the
+// chunks first requested there that this Acquire loaded, and their bytes,
+// and of those the ones a tier below the cache served. A caller that
+// acquired several reads' chunks together (a mixture batch's parts) tells
+// each read's figures apart with it.
+func (l *Lease) LoadedIn(from, to int) (chunks int, bytes int64, below int, belowB int64) {
+	for j, e := range l.uniq {
+		if !l.fresh[j] || l.first[j] < from || l.first[j] >= to {
+			continue
+		}
+		chunks++
+		bytes += e.size
+		if e.below {
+			below++
+			belowB += e.size
+		}
+	}
+	return chunks, bytes, below, belowB
+}
 
 // Len returns the number of requests the lease answers.
 func (l *Lease) Len() int { return len(l.entries) }
@@ -317,6 +341,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 	uniq := make([]Request, 0, len(reqs))
 	idx := make(map[Key]int, len(reqs))
 	slot := make([]int, len(reqs))
+	var first []int
 	var need int64
 	for i, r := range reqs {
 		if r.Size < 0 {
@@ -327,6 +352,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 			j = len(uniq)
 			idx[r.Key] = j
 			uniq = append(uniq, r)
+			first = append(first, i)
 			need += r.Size
 		}
 		slot[i] = j
@@ -340,7 +366,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("chunkcache: waiting for cache space: %w", err)
 	}
-	l := &Lease{c: c, entries: make([]*entry, len(reqs)), uniq: make([]*entry, len(uniq))}
+	l := &Lease{c: c, entries: make([]*entry, len(reqs)), uniq: make([]*entry, len(uniq)), first: first, fresh: make([]bool, len(uniq))}
 	// Pin what is resident or loading first, so that making room for the
 	// rest cannot evict it.
 	var missing []int
@@ -366,6 +392,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 		}
 		c.pinLocked(e) // the lease's pin; insertLocked's is the load's
 		l.uniq[j] = e
+		l.fresh[j] = true
 		loads = append(loads, e)
 		l.loaded++
 		l.loadedB += uniq[j].Size

@@ -46,3 +46,38 @@ func BenchmarkServeBatchWarm(b *testing.B) {
 		m++
 	}
 }
+
+// BenchmarkServeMixBatchWarm is BenchmarkServeBatchWarm over a mixture of
+// two datasets, each half of that benchmark's dataset, at equal weights:
+// what a mixture batch costs above one dataset's batch of the same size.
+func BenchmarkServeMixBatchWarm(b *testing.B) {
+	var specs []gateway.DatasetSpec
+	for _, name := range []string{"a", "b"} {
+		f := newFixtureNamed(b, b.TempDir(), name+"-", 8, 64, 0)
+		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
+	}
+	g, _ := start(b, nil, func(c *gateway.Config) {
+		c.Datasets = specs
+		c.Defaults = gateway.Defaults{BatchSize: 64, Window: 4, Seed: 1}
+		c.PrefetchConcurrency = -1
+	})
+	url := func(m int) string { return "/epoch/0/batch/" + strconv.Itoa(m) + "?mix=a:0.5,b:0.5" }
+	w := &discardWriter{h: http.Header{}}
+	var body int64
+	for m := range 16 {
+		rec := httptest.NewRecorder()
+		g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url(m), nil))
+		if rec.Code != 200 {
+			b.Fatalf("batch %d: %d %s", m, rec.Code, rec.Body.String())
+		}
+		body += int64(rec.Body.Len())
+	}
+	b.SetBytes(body / 16)
+	b.ReportAllocs()
+	m := 0
+	for b.Loop() {
+		clear(w.h)
+		g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, url(m%16), nil))
+		m++
+	}
+}

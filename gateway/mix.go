@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -265,6 +266,12 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 	if len(l.Parts) == 0 { // an empty slice of a short final batch
 		return net.Buffers{}, nil, func() {}, nil, nil
 	}
+	if g.orders.Nodes() < 2 {
+		body, served, release, relieve, err := g.readMixTogether(ctx, l, waitFrom)
+		if !errors.Is(err, reader.ErrNotTogether) {
+			return body, served, release, relieve, err
+		}
+	}
 	order := make([]int, len(l.Parts))
 	last := 0
 	for p := range l.Parts {
@@ -314,6 +321,7 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 			for _, b := range d {
 				n += len(b)
 			}
+			g.mix.copied.Inc()
 			bp := g.mixBufs.get(n)
 			releases = append(releases, func() { g.mixBufs.put(bp) })
 			buf := (*bp)[:0]
@@ -339,6 +347,37 @@ func (g *Gateway) readMix(ctx context.Context, l *order.MixLayout, waitFrom time
 		}
 	}
 	return body, served, release, relieve, nil
+}
+
+// readMixTogether reads a mixture batch's parts on a gateway without
+// peers under one pin of the cache, as one dataset's batch is read: no
+// part is copied out, and its figures are counted per part. It fails with
+// reader.ErrNotTogether, holding nothing, when the parts cannot be read
+// so (readMix then reads them one at a time).
+func (g *Gateway) readMixTogether(ctx context.Context, l *order.MixLayout, waitFrom time.Time) (net.Buffers, []bool, func(), func(net.Buffers) (net.Buffers, bool), error) {
+	reqs := make([]reader.Request, len(l.Parts))
+	for p, part := range l.Parts {
+		reqs[p] = reader.Request{Samples: part.Samples}
+	}
+	res, parts, err := g.reader.ReadTogether(ctx, reqs)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	wait := time.Since(waitFrom)
+	for p, part := range l.Parts {
+		rp := parts[p]
+		g.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Pass, EpochSamples: part.Stream.DS.Index.NumSamples(),
+			Samples: len(part.Samples.IDs), Chunks: rp.Chunks, Loads: rp.Loads, LoadedBytes: rp.LoadedBytes,
+			DiskBytes: rp.DiskBytes, Wait: wait})
+		g.mix.add(l, part, len(part.Samples.IDs), rp.LoadedBytes-rp.DiskBytes, rp.DiskBytes)
+	}
+	body := make(net.Buffers, len(l.Take), len(l.Take)+1)
+	served := make([]bool, len(l.Take))
+	for i, t := range l.Take {
+		body[i] = parts[t.Part].Parts[t.At]
+		served[i] = true
+	}
+	return body, served, res.Release, res.Relieve, nil
 }
 
 // warmMix starts loading, without pinning them, this node's chunks of
@@ -435,6 +474,7 @@ type mixStats struct {
 	samples *prometheus.CounterVec
 	backend *prometheus.CounterVec
 	disk    *prometheus.CounterVec
+	copied  prometheus.Counter
 }
 
 const maxMixStats = 64
@@ -447,8 +487,10 @@ func newMixStats(reg prometheus.Registerer) *mixStats {
 			Help: "Bytes read from the store for mixtures' batches, by component dataset."}, []string{"dataset"}),
 		disk: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "brand_mix_disk_bytes_total",
 			Help: "Bytes read from the disk tier for mixtures' batches, by component dataset."}, []string{"dataset"}),
+		copied: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_mix_parts_copied_total",
+			Help: "Parts of mixture batches copied out of the cache so that the next part's chunks were acquired without holding theirs: the parts' chunks did not fit in the cache together, or the gateway has peers."}),
 	}
-	reg.MustRegister(s.samples, s.backend, s.disk)
+	reg.MustRegister(s.samples, s.backend, s.disk, s.copied)
 	return s
 }
 

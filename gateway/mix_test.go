@@ -462,3 +462,144 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
 		}
 	}
 }
+
+// TestMixtureReadsPartsTogether: on a gateway without peers, a mixture
+// batch's parts — one per component pass — are read under one pin of the
+// cache, as one dataset's batch is, with each part's loads counted for its
+// component; parts are copied out of the cache, so that the next part's
+// chunks can be acquired without holding theirs, only when the parts'
+// chunks do not fit in the cache together. The reproduction: every batch
+// copied all its parts but the largest (brand_mix_parts_copied_total 112
+// for the epoch's 56 batches here), which cost a mixture 10–20 % of one
+// dataset's rate with 10 KiB samples (docs/benchmarks.md, "Mixing two
+// datasets"). A chunk damaged at rest (skip mode) sends the batch back to
+// the parts read one at a time, which leave its samples out.
+func TestMixtureReadsPartsTogether(t *testing.T) {
+	m := newMixFixture(t)
+	chunkOf := map[string]int{} // "dataset/key" → chunk
+	var largest int64
+	for _, name := range m.names {
+		ix := m.sets[name].index
+		for c := range ix.NumChunks() {
+			largest = max(largest, ix.Chunk(c).Size)
+			lo, n := ix.ChunkRange(c)
+			for id := lo; id < lo+n; id++ {
+				chunkOf[name+"/"+ix.SampleKey(id)] = c
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		cache  int64
+		copies bool
+	}{
+		{"room for all", 64 << 20, false},
+		{"room for one part at a time", 3 * largest, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv := start(t, nil, func(c *gateway.Config) {
+				c.Datasets = m.specs
+				c.Defaults = gateway.Defaults{BatchSize: 8, Window: 1, Seed: 5}
+				c.CacheSize = tc.cache
+				c.PrefetchConcurrency = -1
+			})
+			base := srv.URL + "/epoch/0/batch/%d?mix=" + testMix
+			resp, body := get(t, fmt.Sprintf(srv.URL+"/epoch/0?mix=%s", testMix))
+			var e api.EpochInfo
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e) != nil {
+				t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
+			}
+			used := make([]map[int]bool, len(m.names)) // per component: the chunks its samples came from
+			for i := range used {
+				used[i] = map[int]bool{}
+			}
+			for b := range e.Batches {
+				samples, _ := m.readMix(t, fmt.Sprintf(base, b))
+				for _, s := range samples {
+					used[s.comp][chunkOf[m.names[s.comp]+"/"+s.key]] = true
+				}
+			}
+			copied := metric(t, srv.URL, "brand_mix_parts_copied_total")
+			if !tc.copies && copied != 0 {
+				t.Fatalf("%v parts copied out of a cache with room for the whole mixture", copied)
+			}
+			if tc.copies && copied == 0 {
+				t.Fatal("no part copied out of a cache too small for the parts' chunks together")
+			}
+			if tc.copies {
+				return // chunks are loaded again when they do not stay
+			}
+			// With room for everything and nothing read ahead, each
+			// component loaded exactly the chunks its samples came from.
+			_, sb := get(t, srv.URL+"/stats")
+			var st struct {
+				Mixtures []api.MixStat `json:"mixtures"`
+			}
+			if err := json.Unmarshal(sb, &st); err != nil || len(st.Mixtures) != 1 {
+				t.Fatalf("stats: %v %s", err, sb)
+			}
+			for i, c := range st.Mixtures[0].Components {
+				var want int64
+				for ch := range used[i] {
+					want += m.sets[m.names[i]].index.Chunk(ch).Size
+				}
+				if c.BackendBytes != want {
+					t.Errorf("component %s: backend_bytes %d, want %d (the bytes of the %d chunks its samples came from)", c.Dataset, c.BackendBytes, want, len(used[i]))
+				}
+			}
+		})
+	}
+}
+
+// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
+// batch with a chunk damaged at rest is served without that chunk's
+// samples, and says how many it lacks; the rest are the sources' bytes.
+func TestMixtureSkipsADamagedChunk(t *testing.T) {
+	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"a", "b"}}
+	for _, name := range m.names {
+		f := newFixtureNamed(t, t.TempDir(), name+"-", 4, 3, 70000)
+		m.sets[name] = f
+		m.specs = append(m.specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
+	}
+	_, srv := start(t, nil, func(c *gateway.Config) {
+		c.Datasets = m.specs
+		c.Defaults = gateway.Defaults{BatchSize: 6, Window: 4, Seed: 5}
+		c.OnDamagedChunk = gateway.OnDamagedSkip
+		c.PrefetchConcurrency = -1
+	})
+	damageAtRest(t, m.sets["a"], 1)
+	ix := m.sets["a"].index
+	lo, n := ix.ChunkRange(1)
+	damaged := map[string]bool{}
+	for id := lo; id < lo+n; id++ {
+		damaged[ix.SampleKey(id)] = true // keys carry their dataset's prefix
+	}
+	const mix = "a:0.5,b:0.5"
+	var served, missing int
+	for b := range 4 { // 24 samples: one pass of each
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s", srv.URL, b, mix))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
+		}
+		k, _ := strconv.Atoi(resp.Header.Get(api.HeaderMissingSamples))
+		missing += k
+		comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
+		samples := readTar(t, body)
+		if len(comps) != len(samples) || len(samples)+k != 6 {
+			t.Fatalf("batch %d: %d samples, %d components, %d missing", b, len(samples), len(comps), k)
+		}
+		for i, s := range samples {
+			name := m.names[map[string]int{"0": 0, "1": 1}[comps[i]]]
+			if damaged[s.key] {
+				t.Fatalf("batch %d served %s of the damaged chunk", b, s.key)
+			}
+			if !bytes.Equal(s.files["jpg"], m.sets[name].content[s.key]["jpg"]) {
+				t.Fatalf("batch %d: %s differs from its source", b, s.key)
+			}
+		}
+		served += len(samples)
+	}
+	if missing != n || served != 24-n {
+		t.Fatalf("%d served and %d missing; want %d and %d", served, missing, 24-n, n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -107,6 +108,9 @@ type jobStats struct {
 	accesses, loads  int64
 	bytes, disk      int64 // loaded from the store; from the disk tier
 	wait             time.Duration
+	// Its series of the job metrics, resolved once: looking a series up
+	// by its labels costs more than the rest of a batch's accounting.
+	batchesC, stallC, bytesC prometheus.Counter
 }
 
 type tracedBatch struct {
@@ -125,6 +129,9 @@ type epochCount struct {
 	optimal         *float64
 	computedAt      int64 // accesses when the optimum was computed
 	partial         bool  // some of its batches fell out of the trace
+	// Its series of the epoch metrics (bytes, live hit ratio), resolved
+	// on first use.
+	bytesG, liveG prometheus.Gauge
 }
 
 func (c *epochCount) complete() bool { return c.served >= c.samples }
@@ -204,9 +211,12 @@ func (s *Stats) jobLocked(js order.Stream) *jobStats {
 			s.jobStall.Delete(l)
 			s.jobBatches.Delete(l)
 			delete(s.jobs, oldest)
+			s.reresolveLocked(l)
 		}
 		s.ids++
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}}
+		l := jobLabelsOf(js)
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{},
+			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 	}
 	j.lastUse = s.tick
@@ -235,7 +245,32 @@ func (s *Stats) epochLocked(js order.Stream, j *jobStats, epoch uint64, samples 
 	return c
 }
 
+// reresolveLocked resolves again the series of the jobs whose labels are
+// l, which were just deleted: streams that differ only in what the labels
+// leave out (a mixture's component and the plain job of the same seed,
+// window and name) share their series, and the handles a job holds must
+// not outlive them.
+func (s *Stats) reresolveLocked(l prometheus.Labels) {
+	for k, o := range s.jobs {
+		if !maps.Equal(jobLabelsOf(k), l) {
+			continue
+		}
+		o.batchesC, o.stallC, o.bytesC = s.jobBatches.With(l), s.jobStall.With(l), s.jobBytes.With(l)
+		for _, c := range o.epochs {
+			c.bytesG, c.liveG = nil, nil
+		}
+	}
+}
+
 func (s *Stats) forgetLocked(js order.Stream, epoch uint64) {
+	// The series are shared by streams of the same labels (see
+	// reresolveLocked): theirs are resolved again on next use.
+	jl := jobLabelsOf(js)
+	for k, o := range s.jobs {
+		if c, ok := o.epochs[epoch]; ok && k != js && k.Imp.Version == js.Imp.Version && maps.Equal(jobLabelsOf(k), jl) {
+			c.bytesG, c.liveG = nil, nil
+		}
+	}
 	l := labelsOf(js, epoch)
 	s.bytes.Delete(l)
 	l["policy"] = "live"
@@ -245,11 +280,15 @@ func (s *Stats) forgetLocked(js order.Stream, epoch uint64) {
 }
 
 func (s *Stats) publishLocked(js order.Stream, epoch uint64, c *epochCount) {
-	l := labelsOf(js, epoch)
-	s.bytes.With(l).Set(float64(c.bytes))
-	if c.accesses > 0 {
+	if c.bytesG == nil {
+		l := labelsOf(js, epoch)
+		c.bytesG = s.bytes.With(l)
 		l["policy"] = "live"
-		s.hitRatio.With(l).Set(1 - float64(c.loads)/float64(c.accesses))
+		c.liveG = s.hitRatio.With(l)
+	}
+	c.bytesG.Set(float64(c.bytes))
+	if c.accesses > 0 {
+		c.liveG.Set(1 - float64(c.loads)/float64(c.accesses))
 	}
 }
 
@@ -280,9 +319,8 @@ func (s *Stats) Batch(b Served) {
 	j.batches++
 	j.samples += int64(b.Samples)
 	j.wait += b.Wait
-	l := jobLabelsOf(js)
-	s.jobBatches.With(l).Inc()
-	s.jobStall.With(l).Add(b.Wait.Seconds())
+	j.batchesC.Inc()
+	j.stallC.Add(b.Wait.Seconds())
 	c := s.epochLocked(js, j, b.Epoch, b.EpochSamples)
 	if c == nil {
 		return
@@ -305,7 +343,7 @@ func (s *Stats) Batch(b Served) {
 	j.loads += int64(loads)
 	j.bytes += store
 	j.disk += b.DiskBytes
-	s.jobBytes.With(l).Add(float64(store))
+	j.bytesC.Add(float64(store))
 	s.publishLocked(js, b.Epoch, c)
 
 	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
@@ -362,7 +400,7 @@ func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64
 	}
 	j.bytes += store
 	j.disk += below
-	s.jobBytes.With(jobLabelsOf(js)).Add(float64(store))
+	j.bytesC.Add(float64(store))
 	c := s.epochLocked(js, j, epoch, js.DS.Index.NumSamples())
 	if c == nil {
 		return
