@@ -84,6 +84,73 @@ func (m Mix) String() string {
 // by their greatest common divisor: 0.7,0.2,0.1 gives 7,2,1; 1,1 gives
 // 1,1. Their sum is at most 2^31.
 func (m Mix) IntWeights() ([]uint64, error) {
+	if out, ok := m.intWeightsSmall(); ok {
+		return out, nil
+	}
+	return m.intWeightsBig()
+}
+
+// intWeightsSmall is IntWeights in 64-bit integers, for weights of at
+// most 18 digits once scaled to whole numbers — every mixture in
+// practice, parsed on every request. ok is false for any other, and for
+// any weight IntWeights refuses: intWeightsBig then answers, with the
+// error.
+func (m Mix) intWeightsSmall() (out []uint64, ok bool) {
+	dec := 0
+	for _, c := range m {
+		if !plainDecimal(c.Weight) {
+			return nil, false
+		}
+		if _, frac, ok := strings.Cut(c.Weight, "."); ok {
+			dec = max(dec, len(frac))
+		}
+	}
+	if dec > MaxMixWeightDecimals {
+		return nil, false
+	}
+	out = make([]uint64, len(m))
+	var g uint64
+	for i, c := range m {
+		whole, frac, _ := strings.Cut(c.Weight, ".")
+		whole = strings.TrimLeft(whole, "0")
+		if len(whole)+dec > 18 {
+			return nil, false
+		}
+		var v uint64
+		for j := range len(whole) {
+			v = 10*v + uint64(whole[j]-'0')
+		}
+		for j := range dec {
+			v *= 10
+			if j < len(frac) {
+				v += uint64(frac[j] - '0')
+			}
+		}
+		if v == 0 {
+			return nil, false
+		}
+		out[i] = v
+		for a, b := g, v; ; {
+			if b == 0 {
+				g = a
+				break
+			}
+			a, b = b, a%b
+		}
+	}
+	var sum uint64
+	for i := range out {
+		out[i] /= g
+		sum += out[i]
+		if sum > maxMixWeightSum {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// intWeightsBig is IntWeights in arbitrary precision.
+func (m Mix) intWeightsBig() ([]uint64, error) {
 	rats := make([]*big.Rat, len(m))
 	dec := 0
 	for i, c := range m {

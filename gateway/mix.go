@@ -77,7 +77,7 @@ func (g *Gateway) handleMixEpoch(w http.ResponseWriter, r *http.Request) {
 			Samples: m.Order.Size(i), EpochSamples: m.Order.EpochSamples(i), Window: m.Order.ComponentWindow(i, job.Window),
 			FirstPass: start.Pass, FirstIndex: start.Index})
 	}
-	setMixHeaders(w.Header(), m, job)
+	setMixHeaders(w.Header(), m)
 	writeJSON(w, http.StatusOK, api.EpochInfo{Dataset: job.Mix.String(), Epoch: int(epoch), Samples: n,
 		Batches: batches, BatchSize: job.BatchSize, World: job.World, Rank: job.Rank, Window: job.Window,
 		Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset, Chunks: chunks,
@@ -122,14 +122,14 @@ func writeMixManifest(w http.ResponseWriter, l *order.MixLayout) {
 			m.Missing = append(m.Missing, s.Key)
 		}
 	}
-	setMixHeaders(w.Header(), l.Mixed, l.Job)
+	setMixHeaders(w.Header(), l.Mixed)
 	writeJSON(w, http.StatusOK, m)
 }
 
 // setMixHeaders sets what names a mixture: its text, block and the
 // components' index versions.
-func setMixHeaders(h http.Header, m *order.Mixed, job api.Job) {
-	h.Set(api.HeaderMix, job.Mix.String())
+func setMixHeaders(h http.Header, m *order.Mixed) {
+	h.Set(api.HeaderMix, m.Text())
 	h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
 	h.Set(api.HeaderMixIndex, m.IndexIDs())
 }
@@ -139,7 +139,7 @@ func setMixHeaders(h http.Header, m *order.Mixed, job api.Job) {
 func setMixBatchHeaders(h http.Header, l *order.MixLayout, comps []int, missing int) {
 	h.Set("ETag", l.ETag)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
-	setMixHeaders(h, l.Mixed, l.Job)
+	setMixHeaders(h, l.Mixed)
 	h.Set(api.HeaderEpoch, strconv.FormatUint(l.Epoch, 10))
 	h.Set(api.HeaderBatch, strconv.FormatUint(l.Batch, 10))
 	h.Set(api.HeaderEpochBatches, strconv.Itoa(l.Batches))
@@ -539,7 +539,7 @@ func (s *mixStats) follow(l *order.MixLayout) {
 
 // entryLocked returns the figures of l's mixture, made if new.
 func (s *mixStats) entryLocked(l *order.MixLayout) *api.MixStat {
-	key := l.Job.Mix.String()
+	key := l.Mixed.Text()
 	st, ok := s.byMix[key]
 	if !ok {
 		st = &api.MixStat{Mix: key}

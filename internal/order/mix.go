@@ -23,20 +23,20 @@ type Mixed struct {
 	DS    []*catalog.Dataset // per component
 	Order *shuffle.Mixture
 	key   string
+	text  string // Mix.String()
+	ids   string // the components' index IDs, comma-separated
 }
+
+// Text returns the mixture as its requests name it (Mix.String), made
+// once.
+func (m *Mixed) Text() string { return m.text }
 
 // Key names the mixture's order: its components' versions, weights,
 // block and length.
 func (m *Mixed) Key() string { return m.key }
 
 // IndexIDs returns the components' index IDs, comma-separated.
-func (m *Mixed) IndexIDs() string {
-	ids := make([]string, len(m.DS))
-	for i, ds := range m.DS {
-		ids[i] = ds.ID()
-	}
-	return strings.Join(ids, ",")
-}
+func (m *Mixed) IndexIDs() string { return m.ids }
 
 // Stream is component i's stream for a job: the order its passes read,
 // in windows of the job's window split by weight.
@@ -45,8 +45,23 @@ func (m *Mixed) Stream(i int, job api.Job) Stream {
 }
 
 // Mixture returns the mixture of datasets ds (in mix's order) that a
-// job reads, memoised by its key.
+// job reads, memoised by the mixture as the request writes it (asked on
+// every request, it is found without parsing the weights); its key names
+// it by the weights reduced to integers, so that 0.5,0.5 and 1,1 are one
+// order.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
+	block := job.Block()
+	kb := make([]byte, 0, 96*len(ds)+32)
+	for i, d := range ds {
+		kb = append(append(append(append(kb, d.Name...), '@'), d.ID()...), ':')
+		kb = append(append(kb, mix[i].Weight...), ',')
+	}
+	kb = strconv.AppendInt(append(kb, "|block="...), int64(block), 10)
+	kb = strconv.AppendInt(append(kb, "|samples="...), int64(job.MixSamples), 10)
+	memo := string(kb)
+	if m, ok := o.mixtures.Get(memo); ok {
+		return m, nil
+	}
 	weights, err := mix.IntWeights()
 	if err != nil {
 		return nil, err
@@ -57,18 +72,17 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 		sizes[i] = d.Index.NumSamples()
 		fmt.Fprintf(&sb, "%s@%s:%d,", d.Name, d.ID(), weights[i])
 	}
-	block := job.Block()
 	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, job.MixSamples)
-	key := sb.String()
-	if m, ok := o.mixtures.Get(key); ok {
-		return m, nil
-	}
 	mo, err := shuffle.NewMixture(weights, sizes, block, job.MixSamples)
 	if err != nil {
 		return nil, err
 	}
-	m := &Mixed{Mix: mix, DS: ds, Order: mo, key: key}
-	o.mixtures.Add(key, m)
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID()
+	}
+	m := &Mixed{Mix: mix, DS: ds, Order: mo, key: sb.String(), text: mix.String(), ids: strings.Join(ids, ",")}
+	o.mixtures.Add(memo, m)
 	return m, nil
 }
 
@@ -180,25 +194,21 @@ func (o *Orders) MixLayout(ctx context.Context, m *Mixed, job api.Job, epoch, b 
 // mixParts groups a batch's draws by component pass, reads their sample
 // IDs from the passes' orders and lays them out.
 func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Draw) error {
-	type passKey struct {
-		comp int
-		pass uint64
-	}
-	at := map[passKey]int{}
 	var idx [][]int // per part: positions in its pass, in served order
 	for i, d := range draws {
 		if d.Pass > maxPass {
 			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
 				ErrOutOfRange, l.Epoch, d.Pass, l.Mixed.DS[d.Component].Name, maxPass)
 		}
-		k := passKey{d.Component, d.Pass}
-		p, ok := at[k]
-		if !ok {
-			p = len(l.Parts)
-			at[k] = p
+		// A batch has a part or two per component: a scan finds it.
+		p := 0
+		for p < len(l.Parts) && (l.Parts[p].Comp != d.Component || l.Parts[p].Pass != d.Pass) {
+			p++
+		}
+		if p == len(l.Parts) {
 			s := l.Mixed.Stream(d.Component, l.Job)
 			l.Parts = append(l.Parts, MixPart{Comp: d.Component, Pass: d.Pass, Stream: s, First: d.Index, End: d.Index + 1})
-			idx = append(idx, nil)
+			idx = append(idx, make([]int, 0, len(draws)))
 		}
 		part := &l.Parts[p]
 		part.First, part.End = min(part.First, d.Index), max(part.End, d.Index+1)
