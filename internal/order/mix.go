@@ -178,7 +178,7 @@ func (o *Orders) MixLayout(ctx context.Context, m *Mixed, job api.Job, epoch, b 
 	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
 		draws, err = o.mixAssigned(m, job, epoch, n, int(b))
 	} else {
-		draws = m.Order.AppendRange(nil, job.Seed, epoch, start, end)
+		draws = m.Order.AppendRange(make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
 	}
 	if err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (o *Orders) mixAssigned(m *Mixed, job api.Job, epoch uint64, n, b int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	draws := m.Order.AppendRange(nil, job.Seed, epoch, start, end)
+	draws := m.Order.AppendRange(make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
 	// A component pass's draws in a global batch are consecutive
 	// positions of its order: read each pass's extent once.
 	type extent struct {
