@@ -28,24 +28,7 @@ func BenchmarkServeBatchWarm(b *testing.B) {
 		c.PrefetchConcurrency = -1
 		c.Planner = nil // the optimum of a trace of one epoch's batches read over and over is not what is timed
 	})
-	w := &discardWriter{h: http.Header{}}
-	var body int64
-	for m := range 16 { // warm the cache and measure the body size
-		rec := httptest.NewRecorder()
-		g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/epoch/0/batch/"+strconv.Itoa(m), nil))
-		if rec.Code != 200 {
-			b.Fatalf("batch %d: %d %s", m, rec.Code, rec.Body.String())
-		}
-		body += int64(rec.Body.Len())
-	}
-	b.SetBytes(body / 16)
-	b.ReportAllocs()
-	m := 0
-	for b.Loop() {
-		clear(w.h)
-		g.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/epoch/0/batch/"+strconv.Itoa(m%16), nil))
-		m++
-	}
+	serveWarm(b, g, func(m int) string { return "/epoch/0/batch/" + strconv.Itoa(m) })
 }
 
 // BenchmarkServeMixBatchWarm is BenchmarkServeBatchWarm over a mixture of
@@ -63,7 +46,12 @@ func BenchmarkServeMixBatchWarm(b *testing.B) {
 		c.PrefetchConcurrency = -1
 		c.Planner = nil
 	})
-	url := func(m int) string { return "/epoch/0/batch/" + strconv.Itoa(m) + "?mix=a:0.5,b:0.5" }
+	serveWarm(b, g, func(m int) string { return "/epoch/0/batch/" + strconv.Itoa(m) + "?mix=a:0.5,b:0.5" })
+}
+
+// serveWarm times g serving the first 16 batches of url over and over,
+// after reading each once to warm the cache and size the bodies.
+func serveWarm(b *testing.B, g *gateway.Gateway, url func(batch int) string) {
 	w := &discardWriter{h: http.Header{}}
 	var body int64
 	for m := range 16 {
