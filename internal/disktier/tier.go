@@ -347,10 +347,11 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 			first := !d.full
 			d.full = true
 			d.capacity = max(d.used, 0) // learned: what it holds is all it can
+			holds := d.capacity         // read under the lock: other writers' undo changes d.used
 			t.mu.Unlock()
 			t.m.errors.with("full").Add(1)
 			if first {
-				t.log.Warn().Str("dir", d.path).Int64("holds_bytes", d.used).AnErr("error", err).
+				t.log.Warn().Str("dir", d.path).Int64("holds_bytes", holds).AnErr("error", err).
 					Msg("disk cache: the drive is full; its capacity is lowered to what it holds")
 			}
 			return

@@ -267,6 +267,27 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
+// TestFullDiskUnderConcurrentWrites: writers failing with ENOSPC at once
+// (run with -race). The reproduction: the warning of the first failure
+// read the directory's bytes after unlocking while another writer's undo
+// changed them — a data race the gateway's full-disk test hit in CI.
+func TestFullDiskUnderConcurrentWrites(t *testing.T) {
+	const size = 1000
+	full := func(path string, header, data []byte) error {
+		time.Sleep(time.Millisecond) // the writes overlap
+		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+	}
+	tr := open(t, Config{Dirs: []string{t.TempDir()}, Capacity: 1 << 20, WriteFile: full, Writers: 8})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() { tr.Spill(key(w), chunk(w, size), func() {}) })
+	}
+	wg.Wait()
+	if st := tr.Stats(); st.Chunks != 0 || st.FullDirs != 1 || st.Bytes != 0 {
+		t.Fatalf("stats %+v: want no chunk, the drive full, nothing held", st)
+	}
+}
+
 // TestSeveralDirectories splits the capacity and places chunks where
 // there is most room.
 func TestSeveralDirectories(t *testing.T) {
