@@ -274,10 +274,14 @@ type Gateway struct {
 	tokens   tokenSet
 	peerCred peer.Credentials
 
-	catalog  *catalog.Catalog
-	orders   *order.Orders
-	sched    *schedule.Schedule
-	cache    *chunkcache.Cache
+	catalog *catalog.Catalog
+	orders  *order.Orders
+	sched   *schedule.Schedule
+	cache   *chunkcache.Cache
+	// mixAhead tracks the goroutines that lay out a mixture's next batch
+	// and start its fetches from peers (fetchMixAhead): Close waits for
+	// them before it closes the cluster they hand the fetches to.
+	mixAhead sync.WaitGroup
 	disk     *disktier.Tier // nil without --disk-cache
 	prefetch schedule.Prefetch
 	cluster  clusterView
@@ -548,6 +552,7 @@ func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catal
 // HTTP server's to drain first.
 func (g *Gateway) Close() {
 	g.catalog.Close()
+	g.mixAhead.Wait()
 	g.cluster.Close()
 	g.prefetch.Close()
 	g.stats.Close()

@@ -449,7 +449,9 @@ func (g *Gateway) fetchMixAhead(l *order.MixLayout) {
 	if g.orders.Nodes() < 2 || next >= uint64(l.Batches) {
 		return
 	}
-	go func() {
+	// Tracked, not a bare goroutine: it may outlive the request that
+	// started it, and must not hand fetches to a closed cluster.
+	g.mixAhead.Go(func() {
 		nl, err := g.orders.MixLayout(context.Background(), l.Mixed, l.Job, l.Epoch, next)
 		if err != nil {
 			return
@@ -459,7 +461,7 @@ func (g *Gateway) fetchMixAhead(l *order.MixLayout) {
 				return p.Samples, &peer.Origin{Stream: p.Stream, Epoch: p.Pass, Pos: p.First, Weight: nl.Job.Weight}, nil
 			})
 		}
-	}()
+	})
 }
 
 // mixStats counts what mixtures served, per component, for /stats and
