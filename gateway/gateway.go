@@ -278,9 +278,10 @@ type Gateway struct {
 	orders  *order.Orders
 	sched   *schedule.Schedule
 	cache   *chunkcache.Cache
-	// mixAhead tracks the goroutines that lay out a mixture's next batch
-	// and start its fetches from peers (fetchMixAhead): Close waits for
-	// them before it closes the cluster they hand the fetches to.
+	// mixAhead tracks the goroutines a mixture batch leaves running — its
+	// later parts' loads (warmMix), the layout of the rank's next batch
+	// and its fetches from peers (fetchMixAhead): Close waits for them
+	// before it closes the cluster, statistics and cache they use.
 	mixAhead sync.WaitGroup
 	disk     *disktier.Tier // nil without --disk-cache
 	prefetch schedule.Prefetch

@@ -397,7 +397,7 @@ func (g *Gateway) warmMix(ctx context.Context, l *order.MixLayout, first int) {
 			if g.cluster.Source(ds, c, anywhere) != self || g.cache.Contains(ds.ChunkKey(c)) {
 				continue
 			}
-			go func() {
+			g.mixAhead.Go(func() {
 				res, err := g.cache.Prefetch(ctx, ds.ChunkRequest(c), nil)
 				if err != nil || (res != chunkcache.PrefetchLoaded && res != chunkcache.PrefetchLoadedBelow) {
 					return
@@ -405,7 +405,7 @@ func (g *Gateway) warmMix(ctx context.Context, l *order.MixLayout, first int) {
 				size, disk := ds.Index.Chunk(c).Size, res == chunkcache.PrefetchLoadedBelow
 				g.stats.Prefetched(part.Stream, part.Pass, c, size, disk)
 				g.mix.prefetched(part.Stream, size, disk)
-			}()
+			})
 		}
 	}
 }
