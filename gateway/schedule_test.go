@@ -68,14 +68,21 @@ func TestScheduleBeatsLRU(t *testing.T) {
 		return epochStats(t, g, 3)
 	}
 	sched, lru := run("schedule"), run("lru")
+	// Within one chunk access of the optimum: an epoch here is 48 chunk
+	// accesses (24 batches over windows of two chunks), so one access is
+	// 0.0208 of the hit ratio. The live policy ranks the chunks of the
+	// window a stream is in by its clock; on a loaded machine (CI runs two
+	// test packages at once) that costs at most about one access — a
+	// bound of 0.02 failed once in 30 runs by exactly one.
+	const tolerance = 0.025
 	for e := uint64(1); e <= 2; e++ {
 		s, l := sched[e], lru[e]
 		t.Logf("epoch %d: schedule %d bytes (hit %.3f, optimal %.3f); lru %d bytes (hit %.3f)", e, s.BackendBytes, s.HitRatio, *s.Optimal, l.BackendBytes, l.HitRatio)
 		if s.BackendBytes >= l.BackendBytes {
 			t.Errorf("epoch %d: schedule read %d bytes, LRU %d: schedule should read less", e, s.BackendBytes, l.BackendBytes)
 		}
-		if d := *s.Optimal - s.HitRatio; d > 0.02 || d < -0.02 {
-			t.Errorf("epoch %d: live hit ratio %.3f is not within 2 points of the optimum %.3f on the same requests", e, s.HitRatio, *s.Optimal)
+		if d := *s.Optimal - s.HitRatio; d > tolerance || d < -tolerance {
+			t.Errorf("epoch %d: live hit ratio %.3f is not within one chunk access (%.3f) of the optimum %.3f on the same requests", e, s.HitRatio, tolerance, *s.Optimal)
 		}
 	}
 
@@ -90,7 +97,7 @@ func TestScheduleBeatsLRU(t *testing.T) {
 		t.Fatal(err)
 	}
 	for e := 1; e <= 2; e++ {
-		if got, want := sched[uint64(e)].HitRatio, plan.Optimal.Epochs[e].HitRatio; got-want > 0.02 || want-got > 0.02 {
+		if got, want := sched[uint64(e)].HitRatio, plan.Optimal.Epochs[e].HitRatio; got-want > tolerance || want-got > tolerance {
 			t.Errorf("epoch %d: live hit ratio %.3f, planner's optimum %.3f", e, got, want)
 		}
 		if got, want := lru[uint64(e)].HitRatio, plan.LRU.Epochs[e].HitRatio; got-want > 0.02 || want-got > 0.02 {
