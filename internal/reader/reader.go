@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/admit"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
@@ -243,25 +244,7 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 	}
 	sub := subset(s, pos)
 	for {
-		reqs := requests(sub)
-		// Several jobs sharing a full cache: a read that has to evict to
-		// load its chunks loads in turn with the others that do, so that
-		// each chooses its victims knowing what the one before it
-		// brought in and pinned — concurrent loads of several jobs'
-		// batches, each evicting for itself, read measurably more (in
-		// docs/benchmarks.md, "Several jobs", about 8 % at four jobs). A
-		// read whose chunks are resident, or that fits in free room,
-		// never waits for this.
-		var leave func()
-		if r.shared != nil && r.cache.MustEvict(reqs) && r.shared() {
-			if leave, err = r.evicting.Acquire(ctx, 1); err != nil {
-				return nil, err
-			}
-		}
-		lease, err := r.cache.Acquire(ctx, reqs)
-		if leave != nil {
-			leave()
-		}
+		lease, err := r.acquire(ctx, requests(sub))
 		if errors.Is(err, chunkcache.ErrTooLarge) {
 			m, err := r.assemble(ctx, sub, pos, data, res, skip, count)
 			return append(missing, m...), err
@@ -282,11 +265,34 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		res.Loads, res.LoadedBytes = lease.Loaded()
 		_, res.DiskBytes = lease.Below()
 		for j, in := range sub.Info {
-			off, length := in.Offset, in.Length
-			data[pos[j]] = lease.Bytes(sub.Slot[j])[off : off+length : off+length]
+			data[pos[j]] = sampleBytes(lease, sub.Slot[j], in)
 		}
 		return missing, nil
 	}
+}
+
+// acquire pins reqs in the cache. Several jobs sharing a full cache: a
+// read that has to evict to load its chunks loads in turn with the others
+// that do, so that each chooses its victims knowing what the one before
+// it brought in and pinned — concurrent loads of several jobs' batches,
+// each evicting for itself, read measurably more (in docs/benchmarks.md,
+// "Several jobs", about 8 % at four jobs). A read whose chunks are
+// resident, or that fits in free room, never waits for this.
+func (r *Reader) acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error) {
+	if r.shared != nil && r.cache.MustEvict(reqs) && r.shared() {
+		leave, err := r.evicting.Acquire(ctx, 1)
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+	}
+	return r.cache.Acquire(ctx, reqs)
+}
+
+// sampleBytes is a sample's bytes in the chunk a lease holds at slot.
+func sampleBytes(lease *chunkcache.Lease, slot int, in chunkindex.Sample) []byte {
+	off, end := in.Offset, in.Offset+in.Length
+	return lease.Bytes(slot)[off:end:end]
 }
 
 // damaged reports whether err is a chunk of sub damaged at rest that skip

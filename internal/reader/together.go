@@ -56,22 +56,10 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	base := make([]int, len(reqs)+1) // request k's chunks are creqs[base[k]:base[k+1]]
 	for k, q := range reqs {
 		base[k] = len(creqs)
-		for _, c := range q.Samples.Chunks {
-			creqs = append(creqs, q.Samples.DS.ChunkRequest(c))
-		}
+		creqs = append(creqs, requests(q.Samples)...)
 	}
 	base[len(reqs)] = len(creqs)
-	var leave func()
-	var err error
-	if r.shared != nil && r.cache.MustEvict(creqs) && r.shared() { // as readLocal
-		if leave, err = r.evicting.Acquire(ctx, 1); err != nil {
-			return nil, nil, err
-		}
-	}
-	lease, err := r.cache.Acquire(ctx, creqs)
-	if leave != nil {
-		leave()
-	}
+	lease, err := r.acquire(ctx, creqs)
 	var dce *catalog.DamagedChunkError
 	switch {
 	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce):
@@ -85,8 +73,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 		s := q.Samples
 		from := len(all)
 		for j, in := range s.Info {
-			off := in.Offset
-			all = append(all, lease.Bytes(base[k] + s.Slot[j])[off:off+in.Length:off+in.Length])
+			all = append(all, sampleBytes(lease, base[k]+s.Slot[j], in))
 		}
 		p := &parts[k]
 		p.Parts, p.Bytes, p.Chunks = all[from:len(all):len(all)], s.Bytes, s.Chunks
