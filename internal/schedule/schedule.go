@@ -224,6 +224,9 @@ type Schedule struct {
 	gen     uint64
 
 	uses atomic.Pointer[UseTable]
+	// publishCost is how long the last table took to build (wall time):
+	// rebuilds for a late stream are spaced by a multiple of it.
+	publishCost time.Duration
 	// ticks counts requests: a policy re-keys the chunks of the streams'
 	// current windows when it moved (their clocks did).
 	ticks atomic.Uint64
@@ -342,11 +345,6 @@ func (t *UseTable) DistanceAt(k chunkcache.Key, now int64) int64 {
 			continue
 		}
 		d := du.dist[c]
-		if d < farFuture && d < now {
-			// Its stream is late to reach it: expected as late again
-			// (clock.key).
-			d = now + lateFactor*(now-d)
-		}
 		for _, ck := range du.hot[int32(c)] {
 			d = min(d, ck.key(now))
 		}
@@ -517,6 +515,7 @@ func (s *Schedule) Begin(js order.Stream, epoch uint64, start, global int, weigh
 	st.clock.weight.Store(math.Float64bits(weight))
 	s.clockLocked(st, now)
 	s.refreshLocked(st)
+	s.catchUpLocked()
 	return Inflight{js, at}, nil
 }
 
@@ -599,6 +598,7 @@ func (s *Schedule) Finish(f Inflight) {
 	}
 	s.clockLocked(st, now)
 	s.refreshLocked(st)
+	s.catchUpLocked()
 	if s.leaveLocked(st, now) {
 		s.turnsMovedLocked()
 	}
@@ -657,6 +657,7 @@ func (s *Schedule) advance(js order.Stream, epoch uint64, end int) (st stream, m
 		s.turnsMovedLocked() // publishes
 	} else {
 		s.refreshLocked(cur)
+		s.catchUpLocked()
 	}
 	return *cur, moved
 }
@@ -692,6 +693,39 @@ func (s *Schedule) refreshLocked(st *stream) {
 	}
 }
 
+// Rebuilds of the use table for a late stream (catchUpLocked) are at
+// least lateRebuildGap apart, and at least lateRebuildCost times the last
+// build's duration, so that a stream stalled for long costs at most about
+// a twentieth of a core in rebuilds, however many chunks its datasets
+// have.
+const (
+	lateRebuildGap  = 5 * time.Millisecond
+	lateRebuildCost = 20
+)
+
+// catchUpLocked rebuilds the use table when the streams are late: past
+// the time the table expected the first of them to leave its window
+// (UseTable.crossing), so that the uses after that window are keyed in
+// the past. A batch the late stream begins now would otherwise rank its
+// own window's chunks, keyed by when it began, after the next window's,
+// and a load would evict the chunks needed first. Rebuilt from now, every
+// later use is keyed after the present again, in the order the streams
+// will need them. (Keying each overdue chunk by its own lateness, as
+// this once did, kept the current window first but inverted the rest:
+// the window overdue longest — the next one — was keyed furthest, and
+// evicted first.)
+func (s *Schedule) catchUpLocked() {
+	t := s.uses.Load()
+	if t == nil || t.crossing == Never {
+		return
+	}
+	now := s.now()
+	if now <= t.crossing || now-t.built < max(int64(lateRebuildGap), lateRebuildCost*int64(s.publishCost)) {
+		return
+	}
+	s.publishLocked()
+}
+
 // weightKey names an importance job on a dataset.
 type weightKey struct{ dataset, job string }
 
@@ -699,6 +733,8 @@ type weightKey struct{ dataset, job string }
 // origin, edge and pace: O(streams × chunks), once per window a stream
 // crosses, plus a sort of the needed chunks for the prefetch horizon.
 func (s *Schedule) publishLocked() {
+	began := time.Now()
+	defer func() { s.publishCost = time.Since(began) }()
 	s.gen++
 	now := s.now()
 	t := &UseTable{gen: s.gen, built: now, now: s.now, datasets: map[string][]datasetUses{}, crossing: Never}
