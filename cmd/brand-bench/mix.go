@@ -33,6 +33,7 @@ func (o *mixOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.Window, "window", cfg.Window, "shuffle window, in chunks")
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "epochs read by each gateway (0 cold, the rest warm)")
 	fs.IntVar(&cfg.Readers, "readers", cfg.Readers, "ranks reading at once")
+	fs.IntVar(&cfg.RankLead, "rank-lead", cfg.RankLead, "how many batches beyond the slowest rank's reads a rank's reads may reach, the batch it reads included, as a data-parallel job's loaders read ahead of the step its ranks take together (1: lockstep; negative: the ranks run free)")
 	fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "alternations of the single dataset and the mixture per cache size")
 	fs.Var((*percentList)(&cfg.CacheFractions), "cache", "cache sizes, in percent of the dataset (comma-separated)")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")

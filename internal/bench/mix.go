@@ -48,7 +48,13 @@ type MixConfig struct {
 	Window    int
 	Epochs    int // epochs 0..Epochs-1: 0 cold, the rest warm
 	Readers   int // ranks reading at once (world)
-	Pairs     int // alternations of single and mix per cache size
+	// RankLead bounds how many batches beyond the slowest rank's reads a
+	// rank's reads reach, the one it reads included (rankSteps): 1 keeps
+	// the ranks in lockstep, 2 (the default) lets a rank read one batch
+	// ahead of the slowest, as a data-parallel job's loaders read ahead of
+	// the step its ranks take together; negative lets them run free.
+	RankLead int
+	Pairs    int // alternations of single and mix per cache size
 
 	CacheFractions []float64
 
@@ -66,7 +72,7 @@ type MixConfig struct {
 // half a second here, so the pairs are what averages the noise out).
 func DefaultMixConfig() MixConfig {
 	return MixConfig{Samples: 4096, MeanBytes: 100 << 10, ChunkSize: 4 << 20, Seed: 1,
-		BatchSize: 64, Window: 8, Epochs: 3, Readers: 2, Pairs: 5,
+		BatchSize: 64, Window: 8, Epochs: 3, Readers: 2, RankLead: 2, Pairs: 5,
 		CacheFractions: []float64{0.25, 0.5}, ConfigTimeout: 10 * time.Minute}
 }
 
@@ -95,6 +101,7 @@ func (c MixConfig) withDefaults() (MixConfig, error) {
 	orDefault(&c.Window, d.Window)
 	orDefault(&c.Epochs, d.Epochs)
 	orDefault(&c.Readers, d.Readers)
+	orDefault(&c.RankLead, d.RankLead)
 	orDefault(&c.Pairs, d.Pairs)
 	orDefaultList(&c.CacheFractions, d.CacheFractions)
 	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
@@ -139,6 +146,7 @@ type MixReport struct {
 	BatchSize int       `json:"batch_size"`
 	Window    int       `json:"window"`
 	Readers   int       `json:"readers"`
+	RankLead  int       `json:"rank_lead"` // ≤ 0: ranks ran free
 	Epochs    int       `json:"epochs"`
 	Rows      []MixRow  `json:"rows"`
 	Targets   []Target  `json:"targets"`
@@ -158,6 +166,9 @@ type MixRow struct {
 	// The gateway's CPU seconds per epoch (its store reads included: the
 	// store is local files).
 	GatewayCPU []float64 `json:"gateway_cpu_s"`
+	// Per epoch, the largest lead a rank read with (rankSteps): 1 in
+	// lockstep.
+	RankLead []int `json:"rank_lead"`
 	// The planner's optimum for the same epochs, in datasets, and what
 	// the gateway read over them all ÷ that.
 	Optimal      []float64 `json:"optimal"`
@@ -175,7 +186,7 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 	}
 	started := time.Now()
 	rep := &MixReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
-		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers, Epochs: cfg.Epochs}
+		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers, RankLead: max(cfg.RankLead, 0), Epochs: cfg.Epochs}
 	dirs := map[string]string{}
 	sizes := map[string]*chunkindex.Index{}
 	for _, d := range []struct {
@@ -388,19 +399,26 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		var wg sync.WaitGroup
 		errs := make([]error, cfg.Readers)
 		samples := make([]int, cfg.Readers)
+		steps := newRankSteps(cfg.Readers, cfg.RankLead)
 		for r := range cfg.Readers {
 			wg.Go(func() {
+				defer steps.Leave(r)
 				for m := range info.Batches {
+					if errs[r] = steps.Wait(ctx, r, m); errs[r] != nil {
+						return
+					}
 					n, err := readBatch(ctx, hc, g.base+fmt.Sprintf("/epoch/%d/batch/%d?", e, m)+job.Encode()+"&rank="+strconv.Itoa(r))
 					if err != nil {
 						errs[r] = err
 						return
 					}
 					samples[r] += n
+					steps.Done(r)
 				}
 			})
 		}
 		wg.Wait()
+		row.RankLead = append(row.RankLead, steps.MaxLead())
 		elapsed := time.Since(began)
 		row.GatewayCPU = append(row.GatewayCPU, (processCPU(g.cmd.Process.Pid) - cpu).Seconds())
 		if err := errors.Join(errs...); err != nil {
@@ -487,10 +505,14 @@ func (r *MixReport) WriteJSON(w io.Writer) error {
 // planner's optimum; then the targets.
 func (r *MixReport) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples, %s) against one dataset of %d samples (%s), samples of mean %s, batch %d × %d readers, window %d, epochs 0–%d\n\n",
-		mixText, r.Samples/2, sizeString(r.MixBytes), r.Samples, sizeString(r.Bytes), sizeString(r.MeanBytes), r.BatchSize, r.Readers, r.Window, r.Epochs-1)
-	sb.WriteString("| cache | pair | config | samples/s per epoch | mix ÷ single | gateway CPU s per epoch | store reads per epoch (datasets) | optimum (planner) | store ÷ optimum |\n")
-	sb.WriteString("| --: | --: | -- | --: | --: | --: | --: | --: | --: |\n")
+	steps := "running free"
+	if r.RankLead > 0 {
+		steps = fmt.Sprintf("leading the slowest rank by at most %d batches, 1 being lockstep", r.RankLead)
+	}
+	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples, %s) against one dataset of %d samples (%s), samples of mean %s, batch %d × %d readers (%s), window %d, epochs 0–%d\n\n",
+		mixText, r.Samples/2, sizeString(r.MixBytes), r.Samples, sizeString(r.Bytes), sizeString(r.MeanBytes), r.BatchSize, r.Readers, steps, r.Window, r.Epochs-1)
+	sb.WriteString("| cache | pair | config | samples/s per epoch | mix ÷ single | gateway CPU s per epoch | rank lead (batches) | store reads per epoch (datasets) | optimum (planner) | store ÷ optimum |\n")
+	sb.WriteString("| --: | --: | -- | --: | --: | --: | --: | --: | --: | --: |\n")
 	var single *MixRow
 	for i := range r.Rows {
 		row := &r.Rows[i]
@@ -504,8 +526,12 @@ func (r *MixReport) WriteText(w io.Writer) error {
 			}
 			vs = joinFloats(v, 2)
 		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
-			joinFloats(row.SamplesPerSec, 0), vs, joinFloats(row.GatewayCPU, 2), joinFloats(row.StoreReads, 3), joinFloats(row.Optimal, 3), row.VsOptimal)
+		leads := make([]string, len(row.RankLead))
+		for i, l := range row.RankLead {
+			leads[i] = strconv.Itoa(l)
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
+			joinFloats(row.SamplesPerSec, 0), vs, joinFloats(row.GatewayCPU, 2), strings.Join(leads, " / "), joinFloats(row.StoreReads, 3), joinFloats(row.Optimal, 3), row.VsOptimal)
 	}
 	sb.WriteString("\nStore reads are the gateway's brand_backend_read_bytes_total over each epoch (prefetch included) ÷ the configuration's bytes.\n\nTargets:\n")
 	for _, t := range r.Targets {
