@@ -515,7 +515,6 @@ func (s *Schedule) Begin(js order.Stream, epoch uint64, start, global int, weigh
 	st.clock.weight.Store(math.Float64bits(weight))
 	s.clockLocked(st, now)
 	s.refreshLocked(st)
-	s.catchUpLocked()
 	return Inflight{js, at}, nil
 }
 
@@ -598,7 +597,6 @@ func (s *Schedule) Finish(f Inflight) {
 	}
 	s.clockLocked(st, now)
 	s.refreshLocked(st)
-	s.catchUpLocked()
 	if s.leaveLocked(st, now) {
 		s.turnsMovedLocked()
 	}
@@ -657,7 +655,6 @@ func (s *Schedule) advance(js order.Stream, epoch uint64, end int) (st stream, m
 		s.turnsMovedLocked() // publishes
 	} else {
 		s.refreshLocked(cur)
-		s.catchUpLocked()
 	}
 	return *cur, moved
 }
@@ -682,7 +679,8 @@ func (s *Schedule) originOf(st *stream) (epochPos, *order.Epoch, bool) {
 	return p, e, true
 }
 
-// refreshLocked republishes the use table if st's origin moved.
+// refreshLocked republishes the use table if st's origin moved, or if
+// the streams are late (lateLocked).
 func (s *Schedule) refreshLocked(st *stream) {
 	if o, _, ok := s.originOf(st); ok && o != st.origin {
 		if s.passTurnLocked(st, s.clock()) {
@@ -690,10 +688,14 @@ func (s *Schedule) refreshLocked(st *stream) {
 			return
 		}
 		s.publishLocked()
+		return
+	}
+	if s.lateLocked() {
+		s.publishLocked()
 	}
 }
 
-// Rebuilds of the use table for a late stream (catchUpLocked) are at
+// Rebuilds of the use table for late streams (lateLocked) are at
 // least lateRebuildGap apart, and at least lateRebuildCost times the last
 // build's duration, so that a stream stalled for long costs at most about
 // a twentieth of a core in rebuilds, however many chunks its datasets
@@ -703,10 +705,10 @@ const (
 	lateRebuildCost = 20
 )
 
-// catchUpLocked rebuilds the use table when the streams are late: past
-// the time the table expected the first of them to leave its window
-// (UseTable.crossing), so that the uses after that window are keyed in
-// the past. A batch the late stream begins now would otherwise rank its
+// lateLocked reports whether the use table is to be rebuilt because the
+// streams are late: past the time the table expected the first of them
+// to leave its window (UseTable.crossing), so that the uses after that
+// window are keyed in the past. A batch the late stream begins now would otherwise rank its
 // own window's chunks, keyed by when it began, after the next window's,
 // and a load would evict the chunks needed first. Rebuilt from now, every
 // later use is keyed after the present again, in the order the streams
@@ -714,16 +716,13 @@ const (
 // this once did, kept the current window first but inverted the rest:
 // the window overdue longest — the next one — was keyed furthest, and
 // evicted first.)
-func (s *Schedule) catchUpLocked() {
+func (s *Schedule) lateLocked() bool {
 	t := s.uses.Load()
 	if t == nil || t.crossing == Never {
-		return
+		return false
 	}
 	now := s.now()
-	if now <= t.crossing || now-t.built < max(int64(lateRebuildGap), lateRebuildCost*int64(s.publishCost)) {
-		return
-	}
-	s.publishLocked()
+	return now > t.crossing && now-t.built >= max(int64(lateRebuildGap), lateRebuildCost*int64(s.publishCost))
 }
 
 // weightKey names an importance job on a dataset.
