@@ -38,6 +38,7 @@ func (o *mixOptions) flagSet() *flag.FlagSet {
 	fs.Var((*percentList)(&cfg.CacheFractions), "cache", "cache sizes, in percent of the dataset (comma-separated)")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
 	fs.Var((*stringList)(&cfg.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway (repeatable)")
+	fs.StringVar(&cfg.GatewayProfiles, "gateway-profiles", "", "directory for a CPU profile of each gateway run (gateway-mix-<config>-<cache bytes>-<pair>.pprof; go tool pprof -tagfocus epoch=0 for the cold epoch)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where the datasets and the gateways' logs go; kept and reused when given (default: a temporary directory, removed)")
 	fs.DurationVar(&cfg.ConfigTimeout, "config-timeout", cfg.ConfigTimeout, "bound on each gateway run")
 	fs.StringVar(&o.out, "out", o.out, "directory for mix.txt and mix.json")
@@ -91,6 +92,9 @@ func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
 	cleanup, err := workAndOut(&cfg.WorkDir, o.out, "mix")
 	defer cleanup()
 	if err != nil {
+		return err
+	}
+	if cfg.GatewayProfiles, err = profileDir(cfg.GatewayProfiles); err != nil {
 		return err
 	}
 	cfg.Command = commandLine("brand-bench mix", args)

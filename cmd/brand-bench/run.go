@@ -143,15 +143,8 @@ func (o *runOptions) prepare() (cleanup func(), err error) {
 			return cleanup, err
 		}
 	}
-	if dir := o.cfg.Processes.GatewayProfiles; dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err == nil {
-			err = os.MkdirAll(abs, 0o755)
-		}
-		if err != nil {
-			return cleanup, fmt.Errorf("--gateway-profiles: %w", err)
-		}
-		o.cfg.Processes.GatewayProfiles = abs
+	if o.cfg.Processes.GatewayProfiles, err = profileDir(o.cfg.Processes.GatewayProfiles); err != nil {
+		return cleanup, err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return cleanup, fmt.Errorf("--out: %w", err)
@@ -269,4 +262,20 @@ func commandLine(prefix string, args []string) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// profileDir makes the --gateway-profiles directory and returns it
+// absolute (the gateways run in other directories); "" stays "".
+func profileDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		err = os.MkdirAll(abs, 0o755)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--gateway-profiles: %w", err)
+	}
+	return abs, nil
 }

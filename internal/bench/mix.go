@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,10 +61,14 @@ type MixConfig struct {
 
 	GatewayBinary string
 	GatewayArgs   []string
-	WorkDir       string
-	ConfigTimeout time.Duration
-	Command       string
-	Log           io.Writer
+	// GatewayProfiles, if set, is a directory where every gateway run
+	// writes a CPU profile of itself (brand serve --cpuprofile),
+	// gateway-mix-<config>-<cache bytes>-<pair>.pprof.
+	GatewayProfiles string
+	WorkDir         string
+	ConfigTimeout   time.Duration
+	Command         string
+	Log             io.Writer
 }
 
 // DefaultMixConfig: 4,096 samples of 100 KiB (400 MiB, and as much again
@@ -207,7 +212,7 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 		cache := int64(math.Round(frac * float64(rep.Bytes)))
 		for pair := range cfg.Pairs {
 			for _, config := range []string{mixSingle, mixMixture} {
-				row, err := runMixOnce(ctx, cfg, dirs, config, cache)
+				row, err := runMixOnce(ctx, cfg, dirs, config, cache, pair)
 				if err != nil {
 					return nil, err
 				}
@@ -350,7 +355,7 @@ func ensureMixDataset(ctx context.Context, cfg MixConfig, name string, samples i
 
 // runMixOnce starts a gateway for one configuration (the single dataset,
 // or the two components) and reads cfg.Epochs epochs through it.
-func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, config string, cache int64) (MixRow, error) {
+func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, config string, cache int64, pair int) (MixRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConfigTimeout)
 	defer cancel()
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--cache-size", strconv.FormatInt(cache, 10),
@@ -365,11 +370,14 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		job.Set("mix", mixText)
 	}
 	args = append(args, cfg.GatewayArgs...)
+	name := fmt.Sprintf("gateway-mix-%s-%d", config, cache)
+	if cfg.GatewayProfiles != "" {
+		args = append(args, "--cpuprofile", filepath.Join(cfg.GatewayProfiles, fmt.Sprintf("%s-%d.pprof", name, pair)))
+	}
 	job.Set("seed", "7")
 	job.Set("window", strconv.Itoa(cfg.Window))
 	job.Set("batch_size", strconv.Itoa(cfg.BatchSize))
 	job.Set("world", strconv.Itoa(cfg.Readers))
-	name := fmt.Sprintf("gateway-mix-%s-%d", config, cache)
 	g, err := startGateway(ctx, cfg.GatewayBinary, args, gatewayEnv("", ""), filepath.Join(cfg.WorkDir, name+".log"))
 	if err != nil {
 		return MixRow{}, err
@@ -445,6 +453,17 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 	}
 	if len(row.Optimal) != cfg.Epochs {
 		return MixRow{}, fmt.Errorf("bench: the plan has %d epochs, want %d", len(row.Optimal), cfg.Epochs)
+	}
+	// The gateway's last /metrics and /stats are kept beside its log, to
+	// read what the figures do not show (prefetch drops, waits, hits).
+	for _, f := range []string{"metrics", "stats"} {
+		var b bytes.Buffer
+		if _, err := g.get(ctx, "/"+f, &b); err != nil {
+			return MixRow{}, fmt.Errorf("bench: gateway /%s: %w", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(cfg.WorkDir, fmt.Sprintf("%s-%d.%s", name, pair, f)), b.Bytes(), 0o644); err != nil {
+			return MixRow{}, err
+		}
 	}
 	return row, g.stop(10 * time.Second)
 }
