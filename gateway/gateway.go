@@ -385,7 +385,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
 			Distance: g.sched.Distance, Prefetchable: func(k chunkcache.Key) bool { return g.sched.Table().Prefetchable(k) },
-			Displaces: func(need int64) bool { return g.sched.Table().Displaces(need) },
+			Displaces: func(need, lead int64) bool { return g.sched.Table().Displaces(need, lead) },
 			Registry:  reg, Log: cfg.Logger,
 			Loaded: func(u schedule.Use, bytes int64, disk bool) {
 				g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes, disk)

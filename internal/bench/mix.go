@@ -174,6 +174,10 @@ type MixRow struct {
 	// Per epoch, the largest lead a rank read with (rankSteps): 1 in
 	// lockstep.
 	RankLead []int `json:"rank_lead"`
+	// Per epoch, the chunks a batch had to wait for because prefetch had
+	// not read them (brand_cache_misses_total): the loads on the batches'
+	// path.
+	DemandLoads []int `json:"demand_loads"`
 	// The planner's optimum for the same epochs, in datasets, and what
 	// the gateway read over them all ÷ that.
 	Optimal      []float64 `json:"optimal"`
@@ -384,9 +388,10 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 	}
 	defer g.kill()
 	row := MixRow{Config: config, CacheBytes: cache}
-	storeBytes := func() (float64, error) {
+	// Store bytes and loads on demand so far.
+	counters := func() (float64, float64, error) {
 		m, err := g.metrics(ctx)
-		return m["brand_backend_read_bytes_total"], err
+		return m["brand_backend_read_bytes_total"], m["brand_cache_misses_total"], err
 	}
 	hc := &http.Client{Transport: newTransport(cfg.Readers + 2)}
 	defer hc.CloseIdleConnections()
@@ -398,7 +403,7 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		if err := getJSON(ctx, hc, g.base+fmt.Sprintf("/epoch/%d?", e)+job.Encode()+"&rank=0", &info); err != nil {
 			return MixRow{}, err
 		}
-		before, err := storeBytes()
+		before, missesBefore, err := counters()
 		if err != nil {
 			return MixRow{}, err
 		}
@@ -432,10 +437,11 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 		if err := errors.Join(errs...); err != nil {
 			return MixRow{}, fmt.Errorf("bench: %s epoch %d: %w", config, e, err)
 		}
-		after, err := storeBytes()
+		after, misses, err := counters()
 		if err != nil {
 			return MixRow{}, err
 		}
+		row.DemandLoads = append(row.DemandLoads, int(misses-missesBefore))
 		total := 0
 		for _, n := range samples {
 			total += n
@@ -530,8 +536,8 @@ func (r *MixReport) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&sb, "Mixture %s (two datasets of %d samples, %s) against one dataset of %d samples (%s), samples of mean %s, batch %d × %d readers (%s), window %d, epochs 0–%d\n\n",
 		mixText, r.Samples/2, sizeString(r.MixBytes), r.Samples, sizeString(r.Bytes), sizeString(r.MeanBytes), r.BatchSize, r.Readers, steps, r.Window, r.Epochs-1)
-	sb.WriteString("| cache | pair | config | samples/s per epoch | mix ÷ single | gateway CPU s per epoch | rank lead (batches) | store reads per epoch (datasets) | optimum (planner) | store ÷ optimum |\n")
-	sb.WriteString("| --: | --: | -- | --: | --: | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("| cache | pair | config | samples/s per epoch | mix ÷ single | gateway CPU s per epoch | rank lead (batches) | loads on demand | store reads per epoch (datasets) | optimum (planner) | store ÷ optimum |\n")
+	sb.WriteString("| --: | --: | -- | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	var single *MixRow
 	for i := range r.Rows {
 		row := &r.Rows[i]
@@ -545,20 +551,26 @@ func (r *MixReport) WriteText(w io.Writer) error {
 			}
 			vs = joinFloats(v, 2)
 		}
-		leads := make([]string, len(row.RankLead))
-		for i, l := range row.RankLead {
-			leads[i] = strconv.Itoa(l)
-		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
-			joinFloats(row.SamplesPerSec, 0), vs, joinFloats(row.GatewayCPU, 2), strings.Join(leads, " / "), joinFloats(row.StoreReads, 3), joinFloats(row.Optimal, 3), row.VsOptimal)
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.3f |\n", percentString(row.CacheFraction), row.Pair, row.Config,
+			joinFloats(row.SamplesPerSec, 0), vs, joinFloats(row.GatewayCPU, 2), joinInts(row.RankLead), joinInts(row.DemandLoads),
+			joinFloats(row.StoreReads, 3), joinFloats(row.Optimal, 3), row.VsOptimal)
 	}
-	sb.WriteString("\nStore reads are the gateway's brand_backend_read_bytes_total over each epoch (prefetch included) ÷ the configuration's bytes.\n\nTargets:\n")
+	sb.WriteString("\nStore reads are the gateway's brand_backend_read_bytes_total over each epoch (prefetch included) ÷ the configuration's bytes; loads on demand its brand_cache_misses_total, chunks a batch waited for because prefetch had not read them.\n\nTargets:\n")
 	for _, t := range r.Targets {
 		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s; %s)\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
 	}
 	fmt.Fprintf(&sb, "\n%s; %.0f s\n", r.Command, r.Seconds)
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// joinInts is v as "a / b / c".
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, " / ")
 }
 
 func mean(v []float64) float64 {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ func TestMixSmoke(t *testing.T) {
 	}
 	cfg := MixConfig{Samples: 512, MeanBytes: 4 << 10, ChunkSize: 64 << 10, BatchSize: 16, Window: 4, Epochs: 2, Pairs: 1,
 		CacheFractions: []float64{0.25, 0.5}, GatewayBinary: testbin.Build(t, "brand"), WorkDir: t.TempDir(),
-		ConfigTimeout: time.Minute, Command: "go test -run TestMixSmoke"}
+		GatewayProfiles: t.TempDir(), ConfigTimeout: time.Minute, Command: "go test -run TestMixSmoke"}
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -36,9 +39,17 @@ func TestMixSmoke(t *testing.T) {
 		t.Fatalf("%d and %d bytes, %d rows; want both datasets and 4 rows", rep.Bytes, rep.MixBytes, len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
-		if len(r.SamplesPerSec) != cfg.Epochs || len(r.StoreReads) != cfg.Epochs || len(r.Optimal) != cfg.Epochs || len(r.GatewayCPU) != cfg.Epochs {
-			t.Fatalf("%s at %v: %d, %d, %d, %d figures; want %d epochs of each", r.Config, r.CacheFraction,
-				len(r.SamplesPerSec), len(r.StoreReads), len(r.Optimal), len(r.GatewayCPU), cfg.Epochs)
+		if len(r.SamplesPerSec) != cfg.Epochs || len(r.StoreReads) != cfg.Epochs || len(r.Optimal) != cfg.Epochs || len(r.GatewayCPU) != cfg.Epochs || len(r.DemandLoads) != cfg.Epochs {
+			t.Fatalf("%s at %v: %d, %d, %d, %d, %d figures; want %d epochs of each", r.Config, r.CacheFraction,
+				len(r.SamplesPerSec), len(r.StoreReads), len(r.Optimal), len(r.GatewayCPU), len(r.DemandLoads), cfg.Epochs)
+		}
+		// Every gateway run left a CPU profile, and its last /metrics and
+		// /stats beside its log.
+		name := fmt.Sprintf("gateway-mix-%s-%d-%d", r.Config, r.CacheBytes, r.Pair)
+		for _, f := range []string{filepath.Join(cfg.GatewayProfiles, name+".pprof"), filepath.Join(cfg.WorkDir, name+".metrics"), filepath.Join(cfg.WorkDir, name+".stats")} {
+			if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+				t.Errorf("%s at %v: %s: %v (want a non-empty file)", r.Config, r.CacheFraction, f, err)
+			}
 		}
 		// The cold epoch reads every chunk it serves from the store, and so
 		// does the planner's optimum.

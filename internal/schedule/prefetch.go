@@ -6,6 +6,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -47,13 +49,19 @@ type prefetchTask struct {
 // batches being served now.
 type Prefetcher struct {
 	cache    prefetchCache
-	distance func(chunkcache.Key) int64 // the schedule's next-use key
-	keep     func(chunkcache.Key) bool  // whether the cache would keep it until used
-	displace func(need int64) bool      // whether it may evict chunks needed later
+	distance func(chunkcache.Key) int64  // the schedule's next-use key
+	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
+	displace func(need, lead int64) bool // whether it may evict chunks needed later
 	loaded   func(u Use, bytes int64, disk bool)
 	queued   prometheus.Counter
 	dropped  prometheus.Counter
 	log      zerolog.Logger
+	workers  int
+	clock    func() time.Time
+
+	// loadTime is a moving mean of the time a prefetch's load takes, in
+	// ns (0 until one is measured): what lead is made of.
+	loadTime atomic.Int64
 
 	queue  chan prefetchTask
 	ctx    context.Context
@@ -72,10 +80,11 @@ type PrefetcherConfig struct {
 	// Prefetchable reports whether a chunk read now would stay cached
 	// until it is used (UseTable.Prefetchable); nil: always.
 	Prefetchable func(chunkcache.Key) bool
-	// Displaces reports whether a chunk needed at need (its key) may
-	// evict chunks needed after it (UseTable.Displaces), rather than
-	// only chunks no stream needs; nil: always.
-	Displaces func(need int64) bool
+	// Displaces reports whether a chunk needed at need (its key), which
+	// takes lead to read, may evict chunks needed after it
+	// (UseTable.Displaces), rather than only chunks no stream needs;
+	// nil: always.
+	Displaces func(need, lead int64) bool
 	// Loaded is told of every chunk a prefetch read, from the store or
 	// (disk) from the disk tier below the cache.
 	Loaded   func(u Use, bytes int64, disk bool)
@@ -97,9 +106,10 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 	}
 	displace := c.Displaces
 	if displace == nil {
-		displace = func(int64) bool { return true }
+		displace = func(int64, int64) bool { return true }
 	}
 	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, loaded: c.Loaded,
+		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
 		log:     c.Log, queue: make(chan prefetchTask, prefetchQueue), ctx: ctx, cancel: cancel, pending: map[chunkcache.Key]bool{}}
@@ -175,13 +185,18 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 		return
 	}
 	// Displace only chunks needed later than this one, and chunks still
-	// needed at all only while that cannot pass over a better victim.
-	displace := p.displace(need)
+	// needed at all only while that cannot pass over a better victim, or
+	// waiting for one would leave too little time to read this chunk.
+	displace := p.displace(need, p.lead())
 	admit := func(victim chunkcache.Key) bool {
 		d := p.distance(victim)
 		return d > need && (displace || !Needed(d))
 	}
+	began := p.clock()
 	res, err := p.cache.Prefetch(p.ctx, r, admit)
+	if err == nil && (res == chunkcache.PrefetchLoaded || res == chunkcache.PrefetchLoadedBelow) {
+		p.measured(p.clock().Sub(began))
+	}
 	switch {
 	case err != nil && !errors.Is(err, context.Canceled):
 		p.log.Warn().Err(err).Str("chunk", r.Key.String()).Msg("prefetch failed")
@@ -192,6 +207,34 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 	case res == chunkcache.PrefetchLoadedBelow:
 		p.loaded(t.use, r.Size, true)
 	}
+}
+
+// measured folds a load's duration into loadTime: a moving mean over
+// about the last four loads, so that it follows the store's latency as it
+// changes.
+func (p *Prefetcher) measured(d time.Duration) {
+	for {
+		old := p.loadTime.Load()
+		v := int64(d)
+		if old > 0 {
+			v = old + (v-old)/4
+		}
+		if p.loadTime.CompareAndSwap(old, max(v, 1)) {
+			return
+		}
+	}
+}
+
+// lead is how long a chunk asked for now takes to be read: a load's
+// measured time for each round the workers need to read the chunks
+// queued or being read, this one among them. A read that can wait for a
+// better victim only until less than that before its use would come too
+// late (UseTable.Displaces).
+func (p *Prefetcher) lead() int64 {
+	p.mu.Lock()
+	n := len(p.pending)
+	p.mu.Unlock()
+	return p.loadTime.Load() * int64(max((n+p.workers-1)/p.workers, 1))
 }
 
 // EpochLabels are the profiler labels of work done for an epoch of a

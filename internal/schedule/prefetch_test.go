@@ -1,0 +1,70 @@
+package schedule
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+)
+
+// slowCache is a prefetchCache whose every load takes took on the
+// prefetcher's clock.
+type slowCache struct {
+	now  *time.Time
+	took time.Duration
+}
+
+func (slowCache) Contains(chunkcache.Key) bool { return false }
+
+func (s slowCache) Prefetch(context.Context, chunkcache.Request, func(chunkcache.Key) bool) (chunkcache.PrefetchResult, error) {
+	*s.now = s.now.Add(s.took)
+	return chunkcache.PrefetchLoaded, nil
+}
+
+// TestPrefetchLeadIsMeasured: the lead a prefetch asks to displace with is
+// the measured time of a load for each round the workers need to read
+// the chunks queued or being read: nothing before a load is measured.
+func TestPrefetchLeadIsMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		want    []time.Duration // the lead of each of four fetches in turn
+	}{
+		{1, []time.Duration{0, 9 * time.Millisecond, 6 * time.Millisecond, 3 * time.Millisecond}},
+		{2, []time.Duration{0, 6 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}},
+	} {
+		now := time.Unix(1, 0)
+		var leads []time.Duration
+		p := NewPrefetcher(PrefetcherConfig{Cache: slowCache{&now, 3 * time.Millisecond},
+			Distance: func(chunkcache.Key) int64 { return 1 },
+			Displaces: func(_, lead int64) bool {
+				leads = append(leads, time.Duration(lead))
+				return true
+			},
+			Loaded: func(Use, int64, bool) {}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+		p.workers, p.clock = tc.workers, func() time.Time { return now } // no workers run: fetched by hand
+		ds := catalog.NewDataset("d", "", nil, testIndex(t, 4, 8))
+		var uses []Use
+		for c := range 4 {
+			uses = append(uses, Use{Stream: order.Stream{DS: ds}, Chunk: c})
+		}
+		p.Enqueue(uses)
+		for range 4 {
+			p.fetch(<-p.queue)
+		}
+		p.Close()
+		if len(leads) != len(tc.want) {
+			t.Fatalf("%d workers: %d fetches asked to displace, want %d", tc.workers, len(leads), len(tc.want))
+		}
+		for i, l := range leads {
+			if l != tc.want[i] {
+				t.Errorf("%d workers, fetch %d: lead %v, want %v (all: %v)", tc.workers, i, l, tc.want[i], leads)
+			}
+		}
+	}
+}
