@@ -717,9 +717,9 @@ const (
 // lateLocked reports whether the use table is to be rebuilt because the
 // streams are late: past the time the table expected the first of them
 // to leave its window (UseTable.crossing), so that the uses after that
-// window are keyed in the past. A batch the late stream begins now would otherwise rank its
-// own window's chunks, keyed by when it began, after the next window's,
-// and a load would evict the chunks needed first. Rebuilt from now, every
+// window are keyed in the past. A batch the late stream begins now would
+// otherwise rank its own window's chunks, keyed by when it began, after
+// the next window's, and a load would evict the chunks needed first. Rebuilt from now, every
 // later use is keyed after the present again, in the order the streams
 // will need them. (Keying each overdue chunk by its own lateness, as
 // this once did, kept the current window first but inverted the rest:
