@@ -20,6 +20,7 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/schedule"
 )
 
@@ -87,7 +88,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		g.stats.Batch(livestats.Served{Stream: l.Stream, Epoch: l.Epoch, EpochSamples: l.EpochSamples, Samples: len(served.IDs),
 			Chunks: res.Chunks, Loads: res.Loads, LoadedBytes: res.LoadedBytes, DiskBytes: res.DiskBytes, Wait: time.Since(waitFrom)})
 		setBatchHeaders(w.Header(), served)
-		if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), served.Length(), res.Relieve, 0}); err != nil {
+		if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(res.Parts, chunkindex.EndOfArchive[:]), N: served.Length(), Relieve: res.Relieve}); err != nil {
 			g.log.Debug().Err(err).Msg("batch not completed")
 			return
 		}

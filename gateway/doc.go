@@ -22,7 +22,7 @@
 //   - feedback: importance sampling's feedback, seals and snapshots;
 //   - livestats: what each epoch cost, beside the optimum.
 //
-// Every response that carries samples is written by writeBody, under
+// Every response that carries samples is written by one writer (internal/respond), under
 // write deadlines that bound what a client that stops reading can hold.
 // Errors of every part are mapped to HTTP statuses in one place, statusOf.
 //

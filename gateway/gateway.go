@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/internal/feedback"
@@ -24,6 +24,7 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -218,8 +219,8 @@ const DefaultFetchTimeout = 5 * time.Minute
 const (
 	DefaultMaxWaiting   = 256
 	DefaultMaxWait      = time.Minute
-	DefaultWriteTimeout = 10 * time.Second
-	DefaultMinWriteRate = 1 << 20
+	DefaultWriteTimeout = respond.DefaultWriteTimeout
+	DefaultMinWriteRate = respond.DefaultMinWriteRate
 	// DefaultMaxTurnWait is Config.MaxTurnWait's default.
 	DefaultMaxTurnWait = 10 * time.Second
 )
@@ -235,6 +236,10 @@ const (
 	OnDamagedFail = "fail"
 	OnDamagedSkip = "skip"
 )
+
+// maxAhead bounds the background tasks requests leave behind them
+// (Gateway.ahead); one more is dropped, not queued.
+const maxAhead = 64
 
 // maxAssembling bounds the reads assembled in parts at once: each pins up
 // to half the cache while it copies.
@@ -278,11 +283,11 @@ type Gateway struct {
 	orders  *order.Orders
 	sched   *schedule.Schedule
 	cache   *chunkcache.Cache
-	// mixAhead tracks the goroutines a mixture batch leaves running — its
-	// later parts' loads (warmMix), the layout of the rank's next batch
-	// and its fetches from peers (fetchMixAhead): Close waits for them
-	// before it closes the cluster, statistics and cache they use.
-	mixAhead sync.WaitGroup
+	// ahead runs the work requests leave behind them — a mixture's later
+	// parts' loads, the S3 face's read-ahead — bounded and tracked: Close
+	// waits for it before it closes the cluster, statistics and cache it
+	// uses.
+	ahead    *ahead.Set
 	disk     *disktier.Tier // nil without --disk-cache
 	prefetch schedule.Prefetch
 	cluster  clusterView
@@ -295,8 +300,8 @@ type Gateway struct {
 	s3       *s3Face // nil without S3 credentials
 	started  time.Time
 	handler  http.Handler
-	planning chan struct{} // one /plan simulation at a time
-	coalesce *sync.Pool    // buffers for bodyWriter
+	planning chan struct{}   // one /plan simulation at a time
+	out      *respond.Writer // every response that carries samples
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -306,7 +311,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1), coalesce: newCoalescePool(),
+	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1),
 		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
 	d := cfg.Defaults
 	g.defaults = query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
@@ -365,6 +370,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: cacheLoader, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
+	g.ahead = ahead.New(ahead.Config{Slots: maxAhead, Cache: g.cache, Timeout: cfg.FetchTimeout})
 	var opt livestats.Optimizer
 	if cfg.Planner != nil {
 		opt = cfg.Planner
@@ -395,6 +401,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: cacheLoader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Registry: reg, Log: cfg.Logger})
+	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
+		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
 	if cfg.S3.Credentials != nil {
 		g.s3 = newS3Face(g, cfg.S3, th)
 	}
@@ -553,7 +561,7 @@ func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catal
 // HTTP server's to drain first.
 func (g *Gateway) Close() {
 	g.catalog.Close()
-	g.mixAhead.Wait()
+	g.ahead.Close()
 	g.cluster.Close()
 	g.prefetch.Close()
 	g.stats.Close()

@@ -21,6 +21,7 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/schedule"
 )
 
@@ -237,7 +238,7 @@ func (g *Gateway) handleMixBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("ETag", order.PartialETag(l.ETag, gone))
 	}
-	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(body, chunkindex.EndOfArchive[:]), n + int64(len(chunkindex.EndOfArchive)), relieve, 0}); err != nil {
+	if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(body, chunkindex.EndOfArchive[:]), N: n + int64(len(chunkindex.EndOfArchive)), Relieve: relieve}); err != nil {
 		g.log.Debug().Err(err).Msg("batch not completed")
 		return
 	}
@@ -397,9 +398,8 @@ func (g *Gateway) warmMix(ctx context.Context, l *order.MixLayout, first int) {
 			if g.cluster.Source(ds, c, anywhere) != self || g.cache.Contains(ds.ChunkKey(c)) {
 				continue
 			}
-			g.mixAhead.Go(func() {
-				res, err := g.cache.Prefetch(ctx, ds.ChunkRequest(c), nil)
-				if err != nil || (res != chunkcache.PrefetchLoaded && res != chunkcache.PrefetchLoadedBelow) {
+			g.ahead.Load(ds.ChunkRequest(c), func(res chunkcache.PrefetchResult) {
+				if res != chunkcache.PrefetchLoaded && res != chunkcache.PrefetchLoadedBelow {
 					return
 				}
 				size, disk := ds.Index.Chunk(c).Size, res == chunkcache.PrefetchLoadedBelow
@@ -451,8 +451,8 @@ func (g *Gateway) fetchMixAhead(l *order.MixLayout) {
 	}
 	// Tracked, not a bare goroutine: it may outlive the request that
 	// started it, and must not hand fetches to a closed cluster.
-	g.mixAhead.Go(func() {
-		nl, err := g.orders.MixLayout(context.Background(), l.Mixed, l.Job, l.Epoch, next)
+	g.ahead.TryGo(func(ctx context.Context) {
+		nl, err := g.orders.MixLayout(ctx, l.Mixed, l.Job, l.Epoch, next)
 		if err != nil {
 			return
 		}

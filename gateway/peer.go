@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 )
 
 // The peers' internal endpoints (package peer holds the protocol, both
@@ -84,7 +85,7 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	defer res.Release()
 	head := peer.ReplyHead(res.MissingPos)
-	n, _ := g.writeBody(w, r, peer.ReplyType, payload{append(net.Buffers{head}, res.Parts...), int64(len(head)) + res.Bytes, res.Relieve, 0})
+	n, _ := g.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...), N: int64(len(head)) + res.Bytes, Relieve: res.Relieve})
 	g.cluster.Served(k, max(n-int64(len(head)), 0))
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/s3auth"
 	"github.com/brandgw/brand/internal/s3proto"
 )
@@ -103,9 +104,6 @@ func newS3Face(g *Gateway, cfg S3Config, th *through) *s3Face {
 	f.ahead = readAhead{chunks: cfg.ReadAhead, last: map[string]aheadState{}}
 	if f.ahead.chunks == 0 {
 		f.ahead.chunks = DefaultS3ReadAhead
-	}
-	if f.ahead.chunks > 0 {
-		f.ahead.slots = make(chan struct{}, f.ahead.chunks)
 	}
 	g.registry.MustRegister(f.requests, f.bytes)
 	return f
@@ -528,9 +526,9 @@ func (f *s3Face) object(w http.ResponseWriter, r *http.Request, op s3Op) error {
 		return err
 	}
 	defer res.Release()
-	f.ahead.saw(ctx, f.g, d.ds, ix.ChunkOf(id))
+	f.ahead.saw(f.g, d.ds, ix.ChunkOf(id))
 	body := sliceBuffers(res.Parts, mi.DataOffset+start, n)
-	written, err := f.g.writeBody(w, r, h.Get("Content-Type"), payload{parts: body, n: n, relieve: res.Relieve, status: status})
+	written, err := f.g.out.Write(w, r, h.Get("Content-Type"), respond.Payload{Parts: body, N: n, Relieve: res.Relieve, Status: status})
 	f.bytes.Add(float64(written))
 	if err != nil {
 		f.g.log.Debug().Err(err).Msg("S3 object not completed")
@@ -584,10 +582,10 @@ func sliceBuffers(bufs [][]byte, off, n int64) [][]byte {
 // readAhead loads the next chunks of a dataset whose chunks are being read
 // through in order — a per-file reader listing a dataset packed in key
 // order reads chunk after chunk — so that the next chunk's files are hits.
-// At most chunks loads run at once; a GET never waits for one.
+// The loads run in the gateway's tracked set of work ahead (package
+// ahead); a GET never waits for one.
 type readAhead struct {
 	chunks int
-	slots  chan struct{}
 
 	mu   sync.Mutex
 	last map[string]aheadState // by dataset name
@@ -600,7 +598,7 @@ type aheadState struct {
 
 // saw records that a GET read chunk c of ds and, when it follows the
 // chunk read before it, starts loading the chunks after it.
-func (a *readAhead) saw(ctx context.Context, g *Gateway, ds *catalog.Dataset, c int) {
+func (a *readAhead) saw(g *Gateway, ds *catalog.Dataset, c int) {
 	if a.chunks <= 0 {
 		return
 	}
@@ -617,16 +615,8 @@ func (a *readAhead) saw(ctx context.Context, g *Gateway, ds *catalog.Dataset, c 
 		if g.cluster.Source(ds, next, anywhere) != self || g.cache.Contains(ds.ChunkKey(next)) {
 			continue
 		}
-		select {
-		case a.slots <- struct{}{}:
-		default:
+		if !g.ahead.Load(ds.ChunkRequest(next), nil) {
 			return
 		}
-		go func() {
-			defer func() { <-a.slots }()
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.FetchTimeout)
-			defer cancel()
-			_, _ = g.cache.Prefetch(pctx, ds.ChunkRequest(next), nil)
-		}()
 	}
 }

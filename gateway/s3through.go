@@ -367,7 +367,7 @@ func (f *s3Face) objectThrough(w http.ResponseWriter, r *http.Request, op s3Op, 
 				panic(http.ErrAbortHandler) // the status is sent: only a cut connection says the body is short
 			}
 		}
-		f.aheadThrough(ctx, reqs[i+1:])
+		f.aheadThrough(reqs[i+1:])
 		blockOff := int64(0)
 		if info.Size > f.through.wholeMax {
 			blockOff = pos / f.through.block * f.through.block
@@ -391,21 +391,8 @@ func (f *s3Face) objectThrough(w http.ResponseWriter, r *http.Request, op s3Op, 
 
 // aheadThrough starts loading the next blocks of an object being read,
 // bounded by the read-ahead slots (a GET never waits for one).
-func (f *s3Face) aheadThrough(ctx context.Context, next []chunkcache.Request) {
+func (f *s3Face) aheadThrough(next []chunkcache.Request) {
 	for _, req := range next[:min(len(next), max(f.ahead.chunks, 0))] {
-		if f.g.cache.Contains(req.Key) {
-			continue
-		}
-		select {
-		case f.ahead.slots <- struct{}{}:
-		default:
-			return
-		}
-		go func() {
-			defer func() { <-f.ahead.slots }()
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.g.cfg.FetchTimeout)
-			defer cancel()
-			_, _ = f.g.cache.Prefetch(pctx, req, nil)
-		}()
+		f.g.ahead.Load(req, nil)
 	}
 }

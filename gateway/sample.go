@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
 )
 
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
@@ -62,7 +63,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer res.Release()
-	if _, err := g.writeBody(w, r, "application/x-tar", payload{append(res.Parts, chunkindex.EndOfArchive[:]), n, res.Relieve, 0}); err != nil {
+	if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(res.Parts, chunkindex.EndOfArchive[:]), N: n, Relieve: res.Relieve}); err != nil {
 		g.log.Debug().Err(err).Msg("sample not completed")
 		return
 	}

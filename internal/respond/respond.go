@@ -1,4 +1,4 @@
-package gateway
+package respond
 
 import (
 	"errors"
@@ -12,73 +12,119 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// writeSegment is the most bytes a response is written in under one
-// deadline (see writeBody).
-const writeSegment = 4 << 20
+// Segment is the most bytes a response is written in under one deadline.
+const Segment = 4 << 20
 
 // stallProbe is how often a response still being written from pinned
 // chunks looks whether the cache is under pressure, and slowWrite how long
-// a client may take to read one segment of it (writeSegment) before it
-// counts as holding the cache (see writeBody): a client reading slower
-// than 40 MB/s. A segment takes about 3 ms on loopback, about 35 ms at
-// 1 Gbit/s; under the race detector about 40 ms. A rule on the whole
-// body's time instead copied every large batch read over a 1 Gbit/s link
-// or by a process under the race detector.
+// a client may take to read one segment of it before it counts as holding
+// the cache: a client reading slower than 40 MB/s. A segment takes about
+// 3 ms on loopback, about 35 ms at 1 Gbit/s; under the race detector
+// about 40 ms. A rule on the whole body's time instead copied every large
+// batch read over a 1 Gbit/s link or by a process under the race
+// detector.
 const (
 	stallProbe = 5 * time.Millisecond
 	slowWrite  = 100 * time.Millisecond
 )
 
-// payload is a response body that carries samples: its parts, its length,
-// and, for a body written from pinned chunks, how to give the pins back
-// mid-write (reader.Result.Relieve; nil: nothing to give back).
-type payload struct {
-	parts   net.Buffers
-	n       int64
-	relieve func(rest net.Buffers) (net.Buffers, bool)
-	status  int // 0 is 200; the S3 face answers a range 206
+// Defaults of Config's bounds.
+const (
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultMinWriteRate = 1 << 20
+)
+
+// Config configures a Writer.
+type Config struct {
+	// WriteTimeout and MinWriteRate bound the writing of one segment:
+	// WriteTimeout plus the time to send it at MinWriteRate bytes a
+	// second. Zero: DefaultWriteTimeout, DefaultMinWriteRate.
+	WriteTimeout time.Duration
+	MinWriteRate int64
+	// Pressure reports whether the cache is under pressure, so that a
+	// body still being written from pinned chunks should give them back
+	// (reader.Reader.UnderPressure): after is true once one segment has
+	// taken longer than a fast client takes. nil: never.
+	Pressure func(after bool) bool
+	// Served, if set, counts the body bytes written.
+	Served prometheus.Counter
 }
 
-// writeBody sends a complete, verified body — status 200, contentType,
-// Content-Length and the headers the caller set — as the one way every
-// response that carries samples is written: batches, samples, peers'
-// requests.
-//
-// It is written in segments of at most writeSegment bytes, each under a
-// write deadline of WriteTimeout plus the time to send it at MinWriteRate
-// from when it starts. A client that stops reading is cut off within that
-// bound of its last progress, and with it go the pins or the copy its
-// response holds; a small response fits in the kernel's socket buffer and
-// holds nothing once written, whoever reads it. A client reading at any
-// rate above MinWriteRate is never cut off, however large the body.
-//
-// A body written from pinned chunks holds them while the client reads.
-// Most clients read as fast as the body is written; for one that does
-// not, the pins are given back when others wait for room in the cache, or
-// when one segment of the body has taken longer than slowWrite and
-// responses pin over half the cache: every stallProbe the write looks at the cache, and
-// under pressure the rest of the body is copied out (payload.relieve,
-// within the copy budget) and written from the copy. Over plain HTTP/1 the write is
-// interrupted for it (a deadline in the past) and resumed from where it
-// stopped; over TLS or HTTP/2, where an interrupted write cannot be
-// resumed, a body under pressure is copied before its first byte.
-func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType string, p payload) (int64, error) {
+// Writer writes responses that carry samples. Safe for concurrent use.
+type Writer struct {
+	timeout  time.Duration
+	rate     int64
+	pressure func(after bool) bool
+	served   prometheus.Counter
+	coalesce *sync.Pool // of *[]byte, coalesceBuffer bytes
+}
+
+// New returns a Writer.
+func New(c Config) *Writer {
+	w := &Writer{timeout: c.WriteTimeout, rate: c.MinWriteRate, pressure: c.Pressure, served: c.Served,
+		coalesce: &sync.Pool{New: func() any {
+			b := make([]byte, 0, coalesceBuffer)
+			return &b
+		}}}
+	if w.timeout <= 0 {
+		w.timeout = DefaultWriteTimeout
+	}
+	if w.rate <= 0 {
+		w.rate = DefaultMinWriteRate
+	}
+	if w.pressure == nil {
+		w.pressure = func(bool) bool { return false }
+	}
+	return w
+}
+
+// Payload is a response body that carries samples.
+type Payload struct {
+	// Parts are the body's bytes, in order.
+	Parts net.Buffers
+	// N is the body's length: Parts' and what Next returns, in all.
+	N int64
+	// Relieve, for a body written from pinned chunks, copies what is not
+	// written yet out of them and gives the pins back, returning the
+	// parts to write instead (reader.Result.Relieve); nil: nothing to
+	// give back.
+	Relieve func(rest net.Buffers) (net.Buffers, bool)
+	// Next, if set, returns the body's further parts once those before
+	// are written, and what releases them once they are written in turn;
+	// nil parts end the body. An error ends the write: the status line is
+	// out, so the client learns of it only by a body shorter than its
+	// Content-Length.
+	Next func() (net.Buffers, func(), error)
+	// Status is 200 when zero (the S3 face answers a range 206).
+	Status int
+}
+
+// ErrShort marks a body whose Next failed after the status line was sent.
+var ErrShort = errors.New("response body cut short")
+
+// Write sends a complete, verified body — Status, contentType,
+// Content-Length and the headers the caller set — in segments under
+// write deadlines (see the package doc). It returns the body bytes
+// written; an error means the client did not receive all of them.
+func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType string, p Payload) (int64, error) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.FormatInt(p.n, 10))
-	status := p.status
+	h.Set("Content-Length", strconv.FormatInt(p.N, 10))
+	status := p.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
 	rc := http.NewResponseController(w)
-	parts := p.parts
-	relieved := p.relieve == nil
+	parts := p.Parts
+	relieved := p.Relieve == nil
 	resumable := r.TLS == nil && r.ProtoMajor == 1
-	if !relieved && !resumable && g.reader.UnderPressure(true) {
-		parts, _ = p.relieve(parts)
+	if !relieved && !resumable && wr.pressure(true) {
+		parts, _ = p.Relieve(parts)
 		relieved = true
 	}
 	// The write may be interrupted only once the headers are out (the
@@ -89,7 +135,7 @@ func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType 
 	var segStart atomic.Int64 // when the segment being written began, in Unix ns
 	segStart.Store(time.Now().UnixNano())
 	if !relieved && resumable {
-		go func() {
+		go func() { // ends with this call: stop is closed before Write returns
 			defer close(done)
 			t := time.NewTicker(stallProbe)
 			defer t.Stop()
@@ -98,7 +144,7 @@ func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType 
 				case <-stop:
 					return
 				case now := <-t.C:
-					if armed.Load() && g.reader.UnderPressure(now.Sub(time.Unix(0, segStart.Load())) >= slowWrite) {
+					if armed.Load() && wr.pressure(now.Sub(time.Unix(0, segStart.Load())) >= slowWrite) {
 						interrupted.Store(true)
 						_ = rc.SetWriteDeadline(time.Now())
 						return
@@ -111,22 +157,43 @@ func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType 
 	}
 	var written int64
 	var err error
-	for len(parts) > 0 {
+	var release func() // of the parts Next returned last
+	for {
+		if len(parts) == 0 {
+			if release != nil {
+				release()
+				release = nil
+			}
+			if p.Next == nil {
+				break
+			}
+			var next net.Buffers
+			next, release, err = p.Next()
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ErrShort, err)
+				break
+			}
+			if next == nil {
+				break
+			}
+			parts = next
+			continue
+		}
 		var seg net.Buffers
-		seg, parts = cut(parts, writeSegment)
-		d := g.cfg.WriteTimeout + time.Duration(float64(segmentLen(seg))/float64(g.cfg.MinWriteRate)*float64(time.Second))
+		seg, parts = cut(parts, Segment)
+		d := wr.timeout + time.Duration(float64(segmentLen(seg))/float64(wr.rate)*float64(time.Second))
 		// Not every ResponseWriter supports deadlines (a test recorder
 		// does not); without one the server's own timeouts apply.
 		_ = rc.SetWriteDeadline(time.Now().Add(d))
 		segStart.Store(time.Now().UnixNano())
-		b := &body{parts: seg, pool: g.coalesce, started: &armed}
+		b := &body{parts: seg, pool: wr.coalesce, started: &armed}
 		var m int64
 		m, err = writeParts(w, b)
 		written += m
 		if err != nil && !relieved && interrupted.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 			// Interrupted to give the pins back: resume from where the
 			// write stopped, from a copy if the budget allows.
-			parts, _ = p.relieve(append(b.parts, parts...))
+			parts, _ = p.Relieve(append(b.parts, parts...))
 			relieved, err = true, nil
 			continue
 		}
@@ -134,19 +201,24 @@ func (g *Gateway) writeBody(w http.ResponseWriter, r *http.Request, contentType 
 			break
 		}
 	}
+	if release != nil {
+		release()
+	}
 	close(stop)
 	<-done
 	if interrupted.Load() {
 		// The interruption may have come after the last write: the
 		// server's own flush of the response must not meet it.
-		_ = rc.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(wr.timeout))
 	}
-	g.metrics.bytesServed.Add(float64(written))
+	if wr.served != nil {
+		wr.served.Add(float64(written))
+	}
 	switch {
 	case err != nil:
 		return written, fmt.Errorf("writing a response: %w", err)
-	case written != p.n:
-		return written, fmt.Errorf("writing a response: wrote %d of %d bytes", written, p.n)
+	case written != p.N:
+		return written, fmt.Errorf("writing a response: wrote %d of %d bytes", written, p.N)
 	}
 	return written, nil
 }
@@ -184,15 +256,15 @@ func writeParts(w http.ResponseWriter, b *body) (int64, error) {
 	return b.WriteTo(w)
 }
 
-// body is a response body (or a segment of one): each sample's tar
-// member, straight from its cached chunk or its copy.
+// body is a response body (or a segment of one): each sample's bytes,
+// straight from its cached chunk or its copy.
 //
-// The handler hands it to the response's ReadFrom. net/http's HTTP/1.1
+// Write hands it to the response's ReadFrom. net/http's HTTP/1.1
 // response then flushes the headers and passes it the connection itself,
-// and WriteTo gathers the scattered samples into writev calls (net.Buffers):
-// no copy in user space and one system call per 1,024 samples. Anywhere
+// and WriteTo gathers the scattered parts into writev calls (net.Buffers):
+// no copy in user space and one system call per 1,024 parts. Anywhere
 // else (TLS, HTTP/2, a test recorder) WriteTo gets a plain writer and
-// coalesces small samples into 1 MiB writes instead (docs/benchmarks.md
+// coalesces small parts into 1 MiB writes instead (docs/benchmarks.md
 // measures both).
 type body struct {
 	parts   net.Buffers
@@ -224,7 +296,7 @@ func (b *body) WriteTo(w io.Writer) (int64, error) {
 	return bw.n, bw.flush()
 }
 
-// Where a body cannot be written with writev (see body), samples smaller
+// Where a body cannot be written with writev (see body), parts smaller
 // than coalesceBelow are copied into a buffer of coalesceBuffer bytes and
 // written with their neighbours; larger ones are written straight from
 // the cached chunk. A batch is many scattered samples, and on the
@@ -236,15 +308,7 @@ const (
 	coalesceBuffer = 1 << 20
 )
 
-// newCoalescePool returns the pool of buffers bodyWriter coalesces into.
-func newCoalescePool() *sync.Pool {
-	return &sync.Pool{New: func() any {
-		b := make([]byte, 0, coalesceBuffer)
-		return &b
-	}}
-}
-
-// bodyWriter writes a body's samples to a response, coalescing small ones.
+// bodyWriter writes a body's parts to a response, coalescing small ones.
 type bodyWriter struct {
 	w    io.Writer
 	buf  []byte
