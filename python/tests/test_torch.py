@@ -181,7 +181,7 @@ class TestJob(TorchTest):
         # Resumed without a name: the state's.
         ds = self.dataset()
         ds.load_state_dict({**state, "position": 3 * B})
-        self.assertEqual(ds.client_options["job"], "torch-run")
+        self.assertEqual(ds.options.job.name, "torch-run")
         self.assertEqual(ds.state_dict()["job"], "torch-run")
         fc = Cluster(self.gw.url, 1)
         self.addCleanup(fc.close)
@@ -198,7 +198,7 @@ class TestJob(TorchTest):
                 ds.load_state_dict(state)
                 self.assertEqual(ds.state_dict()["job"], "torch-new")
                 if "importance_job" in kw:
-                    self.assertNotIn("job", ds.client_options)
+                    self.assertIsNone(ds.options.job.name)
 
         # A state from before job names, and one with a bad name.
         ds = self.dataset()
