@@ -383,10 +383,10 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
     """The query parameters that ask a gateway for ``job``'s batches, plans
     and samples: every parameter a client sends of a job is written here.
 
-    ``index`` is the version read (a client's pin, which may be one learned
-    after ``job`` was made). It is sent for one dataset only: a gateway
-    refuses ``index=`` with ``mix=``, and a client checks a mixture's
-    answers against its versions instead. Unset fields are left out so
+    ``index`` is the version read: a client's pin, which may be one it
+    learned after ``job`` was made; ``None``: the job's. It is sent for one
+    dataset only: a gateway refuses ``index=`` with ``mix=``, and a client
+    checks a mixture's answers against its versions instead. Unset fields are left out so
     that the gateway's defaults apply; ``seed`` and ``drop_last`` are always
     sent, ``rank`` with ``world``, ``offset`` when not 0, ``locality`` only
     when off.
@@ -423,6 +423,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q["hot"] = str(job.importance.hot)
     if job.weight is not None:
         q["weight"] = _format_weight(job.weight)
+    if index is None:
+        index = job.index
     if index and job.mix is None:
         q["index"] = index
     return q
