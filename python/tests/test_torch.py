@@ -1,6 +1,7 @@
 """brand.torch against a real gateway: DDP ranks are simulated in one process
 (constructor arguments or RANK/WORLD_SIZE), DataLoader workers are real."""
 
+import dataclasses
 import os
 import socket
 import sys
@@ -142,6 +143,42 @@ class TestSharding(TorchTest):
         other.load_state_dict(state)
         with self.assertRaises(brand.IndexChangedError):
             list(other.loader(num_workers=0))
+
+
+class TestOptions(TorchTest):
+    """BrandDataset takes a Client's brand.Options, and fills in its own."""
+
+    def test_typed_options_read_as_the_keywords(self):
+        job = brand.Job(dataset="t", seed=SEED, batch_size=B, world=2, rank=1, name="torch-typed")
+        ds = BrandDataset(self.gw.url, brand.Options(job=job, connection=brand.Connection(max_retries=1), ahead=1),
+                          batches=True)
+        self.assertEqual(ds.options, self.dataset(world=2, rank=1, job="torch-typed", max_retries=1, ahead=1,
+                                                  batches=True).options)
+        # Every worker's client reads with them, its own cut aside.
+        c = ds._client(world=4, rank=3, offset=8)
+        self.assertEqual(c.options.connection, ds.options.connection)
+        self.assertEqual(c.options.ahead, 1)
+        self.assertEqual((c.options.job.world, c.options.job.rank, c.options.job.offset), (4, 3, 8))
+        self.assertEqual(c.options.job.name, "torch-typed")
+        c.close()
+        ds.set_epoch(1)
+        got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
+        with brand.Client(self.gw.url, brand.Options(job=dataclasses.replace(job, name=None))) as c:
+            want = [s["__key__"] for b in c.epoch(1) for s in b]
+        self.assertEqual(got, want)
+
+    def test_its_own_rules(self):
+        url = "http://127.0.0.1:1"
+        self.assertEqual(BrandDataset(url).batch_size, 32)  # it counts in batches: it must know theirs
+        self.assertEqual(BrandDataset(url).options.job.batch_size, 32)
+        self.assertIsNone(BrandDataset(url).options.job.world)  # detected when read
+        for kw in (dict(batch_size=0), dict(offset=8), dict(collate=list)):
+            with self.subTest(**kw), self.assertRaises(ValueError):
+                BrandDataset(url, **kw)
+        with self.assertRaisesRegex(TypeError, "unknown keyword 'decoder'"):
+            BrandDataset(url, decoder=to_tensors)
+        with self.assertRaisesRegex(TypeError, "brand.Options"):
+            BrandDataset(url, "t")  # the first releases' positional dataset
 
 
 class TestJob(TorchTest):
