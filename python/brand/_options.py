@@ -76,8 +76,8 @@ def _integer_at_least(name: str, v: Any, least: int) -> None:
 
 
 def _seconds(name: str, v: Any, positive: bool = False) -> None:
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 or not positive and v == 0)
-    if not ok:
+    real = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    if not real or v < 0 or positive and v == 0:
         raise ValueError(f"brand: {name} {v!r} must be a finite number of seconds {'> 0' if positive else '>= 0'}")
 
 
@@ -363,7 +363,7 @@ class Options:
             connection=brand.Connection(token=token, peers="http://brand-{0..3}.brand:8080"),
         )
         c = brand.Client("", opts)
-        replace(opts, job=replace(opts.job, rank=3))   # another rank's
+        dataclasses.replace(opts, job=dataclasses.replace(opts.job, rank=3))   # another rank's
     """
 
     job: Job = field(default_factory=Job)

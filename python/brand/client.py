@@ -115,7 +115,8 @@ class Client:
     def _importance(self) -> Importance:
         imp = self.options.job.importance
         if imp is None:
-            raise ValueError("brand: this client's job samples uniformly: it has no Importance (importance_job)")
+            raise ValueError("brand: this client's job samples uniformly: give it a Job.importance "
+                             "(importance_job=) to report losses and seal")
         return imp
 
     def feedback(self, epoch: int, keys: Sequence[str], losses: Sequence[float]) -> int:

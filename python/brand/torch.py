@@ -23,9 +23,9 @@ steps, only in who fetched them.
 
 Mixtures
 --------
-``mix="web:0.7,code:0.3"`` reads a mixture of the gateway's datasets (the
-gateway's ``mix=``; see :class:`brand.Client`): each component is an
-endless stream of passes over its dataset, and the gateway cuts the
+A job's ``mix="web:0.7,code:0.3"`` reads a mixture of the gateway's
+datasets (the gateway's ``mix=``; see :class:`brand.Job`): each component
+is an endless stream of passes over its dataset, and the gateway cuts the
 mixture's epoch into *mixing blocks* of ``mix_block`` positions, each
 holding every component ``i`` within one sample of ``mix_block * w_i``
 (``w_i`` its weight over the weights' sum). Every sample carries
@@ -46,16 +46,16 @@ records the mixture, its block and its epoch length, and
 world size, so the rest of the run reads the order it started with,
 exactly. Its steps then straddle blocks, so a step holds each component at
 its share only on average: a step covering parts of two blocks takes part
-of each block's shuffled slots. A dataset given ``mix_block`` or ``mix_samples`` explicitly must give
-the state's.
+of each block's shuffled slots. A dataset whose job gives ``mix_block`` or
+``mix_samples`` must give the state's.
 
 Clusters
 --------
-Given a cluster's peer list (``peers=[...]``, the list every ``brand serve
---peers`` was given) or ``discover=True``, each worker's client sends its
-requests to the home node of its server rank, ``(w * W + r) * N // (W * K)``
-of the ``N`` nodes: that is where the cluster's locality-aware assignment
-put that server rank's samples. When the home fails, the client fails over
+Given a cluster's peer list (the connection's ``peers``, the list every
+``brand serve --peers`` was given) or ``discover``, each worker's client
+sends its requests to the home node of its server rank, ``(w * W + r) * N
+// (W * K)`` of the ``N`` nodes: that is where the cluster's locality-aware
+assignment put that server rank's samples. When the home fails, the client fails over
 to the next nodes in order and returns after ``home_retry`` seconds; a home
 that accepts connections but does not answer (a stopped process) is
 probed after ``probe_after`` seconds and left once its probe goes
@@ -294,7 +294,8 @@ class BrandDataset(IterableDataset):
         with it."""
         job = self.options.job
         if job.importance is None:
-            raise ValueError("brand: set_importance needs a job with an Importance (importance_job)")
+            raise ValueError("brand: set_importance needs a job sampled by importance (Job.importance, "
+                             "importance_job=)")
         job = replace(job, importance=replace(job.importance, version=version))
         self.options = replace(self.options, job=job)
 
@@ -352,9 +353,9 @@ class BrandDataset(IterableDataset):
         Besides the position and what fixes the order (with a mixture: the
         mixture, its block and its epoch length, ``"mix"``, ``"mix_block"``
         and ``"mix_samples"``), the state keeps the job's name (``"job"``:
-        the ``job`` or ``importance_job`` client option, ``None`` for an
-        unnamed job), so that a resumed run is the
-        same job to the gateway. Not its ``weight``: a share of the cache
+        :attr:`brand.Job.sent_name`, the name or the importance job's,
+        ``None`` for an unnamed job), so that a resumed run is the same job
+        to the gateway. Not its ``weight``: a share of the cache
         against the jobs running at the time, given anew on resume.
 
         Args:
@@ -381,8 +382,8 @@ class BrandDataset(IterableDataset):
         """Resume from :meth:`state_dict`'s ``state``: the next pass over its
         epoch starts at its position, at any world size and worker count.
 
-        A dataset given no job name (neither ``job`` nor ``importance_job``)
-        takes the state's; one given a name keeps it: a name changes no
+        A dataset whose job has no name (neither ``name`` nor
+        ``importance``) takes the state's; one given a name keeps it: a name changes no
         byte served, so another one is no error.
 
         A mixture's block and epoch length are part of its order: a dataset
