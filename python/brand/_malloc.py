@@ -51,5 +51,6 @@ def tune_malloc() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    _malloc_tuned = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    _malloc_tuned = (bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
+                     and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)))
     return _malloc_tuned

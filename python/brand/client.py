@@ -54,10 +54,10 @@ class Client:
 
     def __init__(self, url: str = "", options: Optional[Options] = None, **keywords: Any) -> None:
         opts = resolve(options, keywords, "Client")
-        job = opts.job
-        if job.world is None or job.rank is None:
-            # One reader unless told otherwise (checked again by replace).
-            job = replace(job, world=1 if job.world is None else job.world, rank=job.rank or 0)
+        # One reader unless told otherwise (checked again by replace).
+        world = 1 if opts.job.world is None else opts.job.world
+        rank = 0 if opts.job.rank is None else opts.job.rank
+        job = replace(opts.job, world=world, rank=rank)
         #: The options this client reads with: those given, its job's world
         #: and rank filled in, and the importance version
         #: :meth:`set_importance` last set.
@@ -92,7 +92,7 @@ class Client:
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
         if nodes:
-            self._router = Router(nodes, _home_of(job.rank, job.world, len(nodes)), conn.home_retry)
+            self._router = Router(nodes, _home_of(rank, world, len(nodes)), conn.home_retry)
         elif not conn.discover:
             self._router = Router([gw], 0, conn.home_retry)
         self._gateway = gw
