@@ -11,7 +11,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 )
 
@@ -64,21 +63,7 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	k := asker(r)
 	g.cluster.Heard(k)
-	done := func() {}
-	if o := req.Origin; o != nil {
-		// The asker's batch counts against its job stream's requests in
-		// flight here too, and moves the stream: this node's schedule and
-		// prefetch follow streams whose ranks live elsewhere.
-		tok, err := g.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
-		if err != nil {
-			writeError(ctx, w, err)
-			return
-		}
-		done = func() { g.sched.Finish(tok) }
-		g.follow(o.Stream, o.Epoch, o.Pos)
-	}
-	res, err := g.reader.Read(ctx, reader.Request{Samples: order.SamplesOf(req.DS, req.IDs, req.Info), Local: true})
-	done()
+	res, err := g.pipe.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
 		writeError(ctx, w, err)
 		return

@@ -41,9 +41,9 @@ func (g *Gateway) routes() http.Handler {
 		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 		r.Get("/samples/*", g.handleSample)
 		r.Get("/cluster", g.handleCluster)
-		r.Post("/importance/{job}/feedback", g.handleFeedback)
-		r.Post("/importance/{job}/seal", g.handleSeal)
-		r.Get("/importance/{job}/epochs/{epoch}", g.handleSealed)
+		r.Post("/importance/{job}/feedback", g.importance.handleFeedback)
+		r.Post("/importance/{job}/seal", g.importance.handleSeal)
+		r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}
