@@ -289,7 +289,6 @@ type Gateway struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	tokens   tokenSet
-	peerCred peer.Credentials
 
 	catalog  *catalog.Catalog
 	jobs     *jobs
@@ -308,6 +307,7 @@ type Gateway struct {
 	ahead      *ahead.Set
 	feedback   *feedback.State
 	importance *importanceAPI
+	peers      *peerAPI
 	stats      *livestats.Stats
 
 	s3       *s3Face // nil without S3 credentials
@@ -324,13 +324,14 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1),
-		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
+		tokens: newTokenSet(cfg.AuthTokens)}
+	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
 	if c := cfg.Cluster; len(c.Peers) > 0 {
 		cl = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
-			Credentials: g.peerCred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
+			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
 			AheadBytes: max(cfg.CacheSize/16, 64<<20)})
 	}
 	g.cluster = cl
@@ -382,6 +383,8 @@ func New(cfg Config) (*Gateway, error) {
 		Peers: cl, Reader: g.reader, Stats: g.stats})
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
+	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
+		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
 		g.s3 = newS3Face(g, cfg.S3, th)
 	}
