@@ -48,7 +48,7 @@ type Config struct {
 	Backend        s3backend.Config // how to reach S3 for s3:// URLs
 
 	CacheSize   int64  // bytes; default 4 GiB
-	CachePolicy string // "schedule" (default) or "lru"
+	CachePolicy string // PolicySchedule (default) or PolicyLRU
 
 	// IndexTablesCache bounds, on a cluster node, the sample tables of
 	// chunks other nodes own that it keeps after reading them on demand
@@ -67,11 +67,11 @@ type Config struct {
 	Defaults Defaults
 	Limits   Limits
 
-	// PrefetchConcurrency bounds background chunk reads; default 4,
-	// negative disables prefetch.
+	// PrefetchConcurrency bounds background chunk reads; default
+	// DefaultPrefetchConcurrency, negative disables prefetch.
 	PrefetchConcurrency int
 	// PrefetchWindows is how many windows beyond the current one each job
-	// stream prefetches; default 1.
+	// stream prefetches; default DefaultPrefetchWindows.
 	PrefetchWindows int
 	// MaxTurnWait bounds how long a batch waits for its job's turn when
 	// the windows the jobs read do not fit in the cache together
@@ -212,6 +212,12 @@ const DefaultProbeInterval = time.Second
 // DefaultCacheSize is the cache bound when Config.CacheSize is zero.
 const DefaultCacheSize = 4 << 30
 
+// Defaults of the prefetch (Config.PrefetchConcurrency, PrefetchWindows).
+const (
+	DefaultPrefetchConcurrency = 4
+	DefaultPrefetchWindows     = 1
+)
+
 // DefaultFetchTimeout bounds one chunk read when Config.FetchTimeout is zero.
 const DefaultFetchTimeout = 5 * time.Minute
 
@@ -230,6 +236,13 @@ const DefaultChecksumRereads = 2
 
 // DefaultIndexPoll is Config.IndexPoll when zero.
 const DefaultIndexPoll = 30 * time.Second
+
+// What Config.CachePolicy may say: evict by next use in the known order,
+// or the least recently used chunk (a baseline).
+const (
+	PolicySchedule = "schedule"
+	PolicyLRU      = "lru"
+)
 
 // What Config.OnDamagedChunk may say.
 const (
@@ -347,7 +360,7 @@ func New(cfg Config) (*Gateway, error) {
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
 	var distance func(chunkcache.Key) int64 // the disk tier's order under lru: least recently used
-	if cfg.CachePolicy == "schedule" {
+	if cfg.CachePolicy == PolicySchedule {
 		policy = schedule.NewPolicy(g.sched.Table, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
@@ -433,21 +446,21 @@ func (cfg *Config) fill() ([]string, error) {
 	}
 	switch cfg.CachePolicy {
 	case "":
-		cfg.CachePolicy = "schedule"
-	case "lru", "schedule":
+		cfg.CachePolicy = PolicySchedule
+	case PolicyLRU, PolicySchedule:
 	default:
 		return nil, fmt.Errorf("gateway: unknown cache policy %q (want lru or schedule)", cfg.CachePolicy)
 	}
 	if cfg.PrefetchConcurrency == 0 {
-		cfg.PrefetchConcurrency = 4
+		cfg.PrefetchConcurrency = DefaultPrefetchConcurrency
 	}
 	if cfg.PrefetchWindows == 0 {
-		cfg.PrefetchWindows = 1
+		cfg.PrefetchWindows = DefaultPrefetchWindows
 	}
 	if cfg.MaxTurnWait == 0 {
 		cfg.MaxTurnWait = DefaultMaxTurnWait
 	}
-	if cfg.MaxTurnWait < 0 || cfg.CachePolicy == "lru" {
+	if cfg.MaxTurnWait < 0 || cfg.CachePolicy == PolicyLRU {
 		cfg.MaxTurnWait = 0
 	}
 	if cfg.FetchTimeout == 0 {
