@@ -295,7 +295,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.Mix = &api.MixInfo{Block: m.Order.Block()}
-		for i, c := range job.Mix {
+		for i, c := range m.Mix {
 			ds := m.DS[i]
 			info.Chunks += ds.Index.NumChunks()
 			start := m.Order.Start(i, epoch)
