@@ -552,10 +552,9 @@ func TestMixtureReadsPartsTogether(t *testing.T) {
 	}
 }
 
-// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
-// batch with a chunk damaged at rest is served without that chunk's
-// samples, and says how many it lacks; the rest are the sources' bytes.
-func TestMixtureSkipsADamagedChunk(t *testing.T) {
+// skippingMixture serves datasets a and b, 12 samples each, with
+// --on-damaged-chunk=skip and no prefetch, in batches of 6.
+func skippingMixture(t *testing.T) (*mixFixture, *httptest.Server) {
 	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"a", "b"}}
 	for _, name := range m.names {
 		f := newFixtureNamed(t, t.TempDir(), name+"-", 4, 3, 70000)
@@ -568,6 +567,14 @@ func TestMixtureSkipsADamagedChunk(t *testing.T) {
 		c.OnDamagedChunk = gateway.OnDamagedSkip
 		c.PrefetchConcurrency = -1
 	})
+	return m, srv
+}
+
+// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
+// batch with a chunk damaged at rest is served without that chunk's
+// samples, and says how many it lacks; the rest are the sources' bytes.
+func TestMixtureSkipsADamagedChunk(t *testing.T) {
+	m, srv := skippingMixture(t)
 	damageAtRest(t, m.sets["a"], 1)
 	ix := m.sets["a"].index
 	lo, n := ix.ChunkRange(1)
@@ -656,18 +663,7 @@ func wantPartialETag(full string, missing []int) string {
 // positions left out). A mixture's batch once sent the count alone, and
 // built its ETag by a rule of its own.
 func TestMixtureSkipNamesItsMissingKeys(t *testing.T) {
-	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"a", "b"}}
-	for _, name := range m.names {
-		f := newFixtureNamed(t, t.TempDir(), name+"-", 4, 3, 70000)
-		m.sets[name] = f
-		m.specs = append(m.specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
-	}
-	_, srv := start(t, nil, func(c *gateway.Config) {
-		c.Datasets = m.specs
-		c.Defaults = gateway.Defaults{BatchSize: 6, Window: 4, Seed: 5}
-		c.OnDamagedChunk = gateway.OnDamagedSkip
-		c.PrefetchConcurrency = -1
-	})
+	m, srv := skippingMixture(t)
 	const mix = "a:0.5,b:0.5"
 	// The full batches' ETags and samples, before the damage.
 	type full struct {
