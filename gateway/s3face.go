@@ -325,7 +325,7 @@ func (f *s3Face) dataset(bucket string) (*s3Dataset, error) {
 	if !f.g.catalog.Configured(bucket) {
 		return nil, s3proto.ErrorOf(s3proto.NoSuchBucket, "The specified bucket does not exist")
 	}
-	ds, err := f.g.version(api.Job{Dataset: bucket})
+	ds, err := f.g.jobs.version(api.Job{Dataset: bucket})
 	if err != nil {
 		return nil, err
 	}
@@ -518,7 +518,7 @@ func (f *s3Face) object(w http.ResponseWriter, r *http.Request, op s3Op) error {
 		return err
 	}
 	res, err := f.g.reader.Read(ctx, reader.Request{Samples: smp})
-	if err == nil && len(res.Missing) > 0 {
+	if err == nil && len(res.MissingPos) > 0 {
 		res.Release()
 		err = fmt.Errorf("%w: object %q is in a chunk damaged at rest", catalog.ErrCorrupt, op.key)
 	}
@@ -609,10 +609,8 @@ func (a *readAhead) saw(g *Gateway, ds *catalog.Dataset, c int) {
 	if !ok || prev.id != ds.ID() || prev.chunk+1 != c {
 		return
 	}
-	self := g.cluster.Self()
-	anywhere := func(int) bool { return false }
 	for next := c + 1; next <= c+a.chunks && next < ds.Index.NumChunks(); next++ {
-		if g.cluster.Source(ds, next, anywhere) != self || g.cache.Contains(ds.ChunkKey(next)) {
+		if !g.cluster.Local(ds, next) || g.cache.Contains(ds.ChunkKey(next)) {
 			continue
 		}
 		if !g.ahead.Load(ds.ChunkRequest(next), nil) {
