@@ -268,6 +268,47 @@ func TestTurnsNeverHoldBackWindowsThatFit(t *testing.T) {
 	}
 }
 
+// TestANewJobOnHeldChunksDoesNotWait: a job named apart that reads the
+// same order at the same place as the job holding the turn adds no chunk
+// to the cache, so its first batch goes ahead at once — even when that
+// job's window and the next are larger than the cache on their own. It
+// used to wait for the holder to go idle (about 50 ms for every new job
+// name on one order, against 1.5 ms for a known job); a job on another
+// order still waits. The context is cancelled up front: a Turn that
+// would wait for a turn to move, or for the holder to go idle, returns
+// the context's error instead, so the answer is what admission decided.
+func TestANewJobOnHeldChunksDoesNotWait(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, time.Hour) // a window and the next: 4 chunks
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	first := c.stream(1, 2)
+	first.Name = "lr-0.1"
+	fa := c.batch(t, first, 0)
+	if err := c.Turn(cancelled, fa); err != nil {
+		t.Fatalf("the first job waits with nobody else served: %v", err)
+	}
+	c.Finish(fa)
+	for _, name := range []string{"lr-0.2", "lr-0.3"} {
+		js := first
+		js.Name = name
+		f := c.batch(t, js, 0)
+		if err := c.Turn(cancelled, f); err != nil {
+			t.Fatalf("job %s on the chunks job %s holds waited for a turn: %v", name, first.Name, err)
+		}
+		c.Finish(f)
+	}
+	other := c.stream(2, 2)
+	f := c.batch(t, other, 0)
+	if err := c.Turn(cancelled, f); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a job on another order went ahead beside a holder whose windows fill the cache: %v", err)
+	}
+	c.Finish(f)
+	if st := c.Turns(); st.Waiting != 0 || st.Overdue != 0 {
+		t.Fatalf("turns %+v, want none waiting, none overdue", st)
+	}
+}
+
 // TestTurnWaitIsBounded: past the maximum wait a batch goes ahead, over
 // capacity, and is counted; a batch whose client gives up leaves the line.
 func TestTurnWaitIsBounded(t *testing.T) {
