@@ -64,7 +64,7 @@
 //
 // The keys are published as an immutable UseTable, rebuilt (publish.go)
 // when a stream starts, ends or crosses into another window, when a turn
-// moves, and when the streams are late — past the time the table expected
+// moves or a stream queues for one, and when the streams are late — past the time the table expected
 // the first of them to leave its window (lateLocked), such rebuilds at
 // least lateRebuildGap and lateRebuildCost builds' time apart. Between
 // rebuilds only the

@@ -15,7 +15,8 @@ import (
 // Schedule follows the job streams' positions and, from the seeded order,
 // knows when every chunk will next be needed. It publishes that as an
 // immutable use table, rebuilt when a stream crosses a window boundary,
-// starts or ends, a turn moves, or the streams are late (publish.go), so
+// starts or ends, a turn moves or a stream queues for one, or the streams
+// are late (publish.go), so
 // that the cache policy (which runs under the cache's lock) and the
 // prefetcher read distances without computing anything or taking the
 // schedule's lock.

@@ -166,7 +166,8 @@ func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
 	}
 	st.turned = true
 	now := s.clock()
-	if !st.waiting() {
+	queued := !st.waiting()
+	if queued {
 		s.queueLocked(st, now)
 	}
 	start := now
@@ -179,7 +180,13 @@ func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
 	for {
 		if s.admitLocked(now) {
 			s.turnsMovedLocked()
+		} else if queued {
+			// The table keys a stream not in line as served now, its
+			// window needed at once; while it waits, its uses come when
+			// its turn is expected (publishStream).
+			s.publishLocked()
 		}
+		queued = false
 		if st.active || s.streams[f.js] != st {
 			if w := s.clock().Sub(start); w > 0 {
 				s.waited.Add(int64(w))

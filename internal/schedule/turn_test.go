@@ -309,6 +309,46 @@ func TestANewJobOnHeldChunksDoesNotWait(t *testing.T) {
 	}
 }
 
+// TestAWaitingStreamIsKeyedFromItsTurn: a stream that waits for a turn
+// needs its window when its turn is expected — when the stream holding
+// one leaves its window — not now: its chunks rank after the holder's
+// window and are not among the hot ones. A stream's first batch used to
+// stay published as served until some turn moved, its window keyed as
+// needed at once, ahead of the holder's.
+func TestAWaitingStreamIsKeyedFromItsTurn(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, time.Hour) // room for one window and a half
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	a, b := c.stream(1, 2), c.stream(2, 2)
+	fa := c.batch(t, a, 0)
+	if err := c.Turn(cancelled, fa); err != nil {
+		t.Fatalf("the first stream waits with nobody else served: %v", err)
+	}
+	c.Finish(fa)
+	fb := c.batch(t, b, 0)
+	defer c.Finish(fb)
+	if err := c.Turn(cancelled, fb); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the second stream went ahead though the windows do not fit: %v", err)
+	}
+	table := c.Table()
+	aNear := append(c.windowKeys(t, a, 0), c.windowKeys(t, a, 1)...)
+	wb := slices.DeleteFunc(c.windowKeys(t, b, 0), func(k chunkcache.Key) bool { return slices.Contains(aNear, k) })
+	if len(wb) == 0 {
+		t.Fatal("seeds 1 and 2 share their first windows' chunks: pick others")
+	}
+	_, hiA := c.keys(c.windowKeys(t, a, 0))
+	for _, k := range wb {
+		if d := table.Distance(k); d < table.crossing || d <= hiA {
+			t.Errorf("chunk %v of the waiting stream's window keyed %v, before its turn (a leaves its window at %v, a's window keyed up to %v)",
+				k, time.Duration(d), time.Duration(table.crossing), time.Duration(hiA))
+		}
+		if slices.Contains(table.Hot(), k) {
+			t.Errorf("chunk %v of the waiting stream's window is hot", k)
+		}
+	}
+}
+
 // TestTurnWaitIsBounded: past the maximum wait a batch goes ahead, over
 // capacity, and is counted; a batch whose client gives up leaves the line.
 func TestTurnWaitIsBounded(t *testing.T) {
