@@ -59,10 +59,12 @@ type Tier struct {
 	entries map[chunkcache.Key]*entry
 	// later holds chunks not written because no writer was free in time:
 	// Wants asks for them again while the RAM cache still holds them.
-	later   map[chunkcache.Key]struct{}
-	seq     uint64 // recency, for LRU and ties
-	closed  bool
-	writing sync.WaitGroup
+	later  map[chunkcache.Key]struct{}
+	seq    uint64 // recency, for LRU and ties
+	closed bool
+	// reading and writing count the reads and writes in flight, which
+	// Close waits for; each is added under mu, and only while open.
+	reading, writing sync.WaitGroup
 }
 
 type dir struct {
@@ -216,7 +218,8 @@ func (t *Tier) Prune(valid func(k chunkcache.Key, size int64) bool) (kept, remov
 }
 
 // Read fills buf with chunk k from disk if the tier holds it with exactly
-// len(buf) bytes and verify accepts them, and reports whether it did. A
+// len(buf) bytes and verify accepts them, and reports whether it did; a
+// closed tier holds nothing. A
 // file that cannot be read, is short, whose header does not name k, or
 // whose bytes verify refuses (the caller checks every sample's CRC32C, as
 // for bytes from the store) is removed and counted, and the caller reads
@@ -226,6 +229,12 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 		return false
 	}
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return false
+	}
+	t.reading.Add(1)
+	defer t.reading.Done()
 	e, ok := t.entries[k]
 	if !ok || !e.ready || e.size != int64(len(buf)) {
 		t.mu.Unlock()
@@ -482,13 +491,18 @@ func (t *Tier) touchLocked(e *entry) {
 	e.used = t.seq
 }
 
-// Close waits for the writes in flight; later Spills write nothing.
-// Reads go on working: the files stay for the next Open.
+// Close waits for the reads and writes in flight; later Reads find
+// nothing and later Spills write nothing. The files stay for the next
+// Open, which may come before the closing gateway's loads have all
+// returned (the chunk cache does not wait for them): a closed tier must
+// not touch its directories, or a read that fails its check would remove
+// a file the next Open counted, or is about to.
 func (t *Tier) Close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
 	t.writing.Wait()
+	t.reading.Wait()
 }
 
 // Stats returns the tier's figures for /stats.

@@ -3,6 +3,7 @@ package disktier
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
@@ -394,4 +396,62 @@ func TestBusyChunksAreWantedLater(t *testing.T) {
 	if !tr.Has(key(1)) {
 		t.Fatal("the chunk offered again was not written")
 	}
+}
+
+// TestCloseWaitsForReads: Close returns only once the reads in flight are
+// done, and a closed tier touches its directory no more: a read after it
+// finds nothing and removes nothing. The reproduction: a gateway closed
+// while a prefetch's load was still reading the disk (the chunk cache does
+// not wait for its loads) removed a file, found damaged, that a second
+// gateway on the same directory had just counted or was about to: its
+// figures then missed a file (TestDiskTierNeverServesADamagedFile, once in
+// a loaded full run: "Found:13 ... Dropped:4, want 5 files dropped").
+func TestCloseWaitsForReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		tr, err := Open(Config{Dirs: []string{dir}, Capacity: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const size = 3000
+		spill(t, tr, 0, size)
+		spill(t, tr, 1, size)
+		inVerify, release := make(chan struct{}), make(chan struct{})
+		damaged := func([]byte) error {
+			close(inVerify)
+			<-release
+			return errors.New("CRC mismatch")
+		}
+		var reading sync.WaitGroup
+		reading.Go(func() { tr.Read(context.Background(), key(0), make([]byte, size), damaged) })
+		<-inVerify
+		closed := make(chan struct{})
+		go func() {
+			tr.Close()
+			close(closed)
+		}()
+		synctest.Wait() // Close waits, or has returned
+		select {
+		case <-closed:
+			t.Error("Close returned while a read was in flight")
+		default:
+		}
+		close(release)
+		<-closed
+		reading.Wait()
+		p0, p1 := filepath.Join(dir, Subdir, fileName(key(0))), filepath.Join(dir, Subdir, fileName(key(1)))
+		if _, err := os.Stat(p0); !os.IsNotExist(err) {
+			t.Errorf("the file the read in flight found damaged is still there after Close: %v", err)
+		}
+		// After Close, a damaged file is neither served nor removed.
+		if err := os.Truncate(p1, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := read(tr, 1, size); ok {
+			t.Error("a closed tier served a chunk")
+		}
+		if _, err := os.Stat(p1); err != nil {
+			t.Errorf("a closed tier removed a file: %v", err)
+		}
+	})
 }
