@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,6 +257,10 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 		}
 	}
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && t.restore(e.dir) {
+			t.m.misses.Add(1) // its directory was removed: every chunk of it is forgotten
+			return false
+		}
 		reason := "damaged"
 		if !errors.Is(err, errHeader) && !errors.Is(err, errShort) && !errors.Is(err, errDamaged) {
 			reason = "read error"
@@ -348,6 +353,12 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 	}
 	start := time.Now()
 	err := t.writeFile(e.path, hdr, data)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory may have been removed under the tier: once it
+		// is back, the write is tried again, once.
+		t.restore(d)
+		err = t.writeFile(e.path, hdr, data)
+	}
 	<-d.sem
 	if err != nil {
 		t.undo(e)
@@ -380,6 +391,35 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 		os.Remove(e.path)
 	}
 	t.mu.Unlock()
+}
+
+// restore recreates d's directory if it is gone — removed while the
+// gateway runs, by an operator clearing the disk cache or a cleaner of
+// temporary files — and forgets the chunks it held, whose files went with
+// it, saying so in the log; Open would have created it. Without it every
+// later write to d failed, and every read of a chunk it held. It reports
+// whether the directory was gone.
+func (t *Tier) restore(d *dir) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, err := os.Stat(d.path); !errors.Is(err, fs.ErrNotExist) {
+		return false // there: another read or write restored it, or the error was the file's
+	}
+	lost := 0
+	for _, e := range t.entries {
+		if e.dir == d && e.ready {
+			t.removeLocked(e)
+			lost++
+		}
+	}
+	if err := os.MkdirAll(d.path, 0o755); err != nil {
+		t.log.Warn().Str("dir", d.path).Int("lost_chunks", lost).AnErr("error", err).
+			Msg("disk cache: the directory was removed while serving and cannot be created again; its writes fail")
+		return true
+	}
+	t.log.Warn().Str("dir", d.path).Int("lost_chunks", lost).
+		Msg("disk cache: the directory was removed while serving; created it again (the chunks it held are read from the store when needed)")
+	return true
 }
 
 // maxLater bounds the chunks remembered for a later write.

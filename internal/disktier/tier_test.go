@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
 )
@@ -454,4 +457,74 @@ func TestCloseWaitsForReads(t *testing.T) {
 			t.Errorf("a closed tier removed a file: %v", err)
 		}
 	})
+}
+
+// TestRemovedDirectoryIsRecreated: a directory removed while the tier
+// serves — its subdirectory, or the configured directory itself — is
+// created again by the next write or read that finds it gone, which says
+// so in the log; the chunks it held are forgotten, and the write that
+// found it gone is made. Before, every later write failed (only
+// brand_disk_errors_total{op="write"} showed it) and the tier stayed
+// empty for the rest of the run.
+func TestRemovedDirectoryIsRecreated(t *testing.T) {
+	const size = 3000
+	for _, tc := range []struct {
+		name   string
+		remove func(dir string) string // removes what the test removes; returns it
+		first  string                  // what finds it gone: "write" or "read"
+	}{
+		{"the tier's subdirectory, found by a write", func(dir string) string { return filepath.Join(dir, Subdir) }, "write"},
+		{"the configured directory, found by a write", func(dir string) string { return dir }, "write"},
+		{"the tier's subdirectory, found by a read", func(dir string) string { return filepath.Join(dir, Subdir) }, "read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncBuffer
+			dir := filepath.Join(t.TempDir(), "cache")
+			tr := open(t, Config{Dirs: []string{dir}, Capacity: 1 << 20, Log: zerolog.New(&logs)})
+			spill(t, tr, 0, size)
+			spill(t, tr, 1, size)
+			if err := os.RemoveAll(tc.remove(dir)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.first == "read" {
+				if _, ok := read(tr, 0, size); ok {
+					t.Fatal("a chunk whose directory was removed was served")
+				}
+			}
+			spill(t, tr, 2, size)
+			if got, ok := read(tr, 2, size); !ok || !bytes.Equal(got, chunk(2, size)) {
+				t.Fatalf("the chunk written after the directory was removed is not served; stats %+v", tr.Stats())
+			}
+			if got := holds(tr, 3); !slices.Equal(got, []int{2}) {
+				t.Errorf("the tier holds chunks %v, want [2]: those of the removed directory are gone", got)
+			}
+			if st := tr.Stats(); st.Chunks != 1 || st.Bytes != int64(size)+headerOf(2) || st.Errors != 0 {
+				t.Errorf("stats %+v: want the one chunk written since, its bytes, and no error", st)
+			}
+			if _, err := os.Stat(filepath.Join(dir, Subdir, fileName(key(2)))); err != nil {
+				t.Errorf("chunk 2's file: %v", err)
+			}
+			if n := strings.Count(logs.String(), "created it again"); n != 1 {
+				t.Errorf("the log says %d times that the directory was created again, want once:\n%s", n, logs.String())
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the tier's concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
