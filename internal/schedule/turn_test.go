@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
@@ -195,8 +196,15 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 // TestTurnsWhenWindowsDoNotFit: with room for one window and a half, a
 // second stream waits while the first reads its window, gets its turn when
 // the first moves on to its next window, and the first then waits behind
-// it; a stream that stops reading gives its turn back.
+// it; a stream that stops reading gives its turn back. On synctest's
+// clock, which moves only when every goroutine of the test waits: whether
+// a Turn waits is what it decided after 100 ms of its timers, however
+// loaded the machine.
 func TestTurnsWhenWindowsDoNotFit(t *testing.T) {
+	synctest.Test(t, testTurnsWhenWindowsDoNotFit)
+}
+
+func testTurnsWhenWindowsDoNotFit(t *testing.T) {
 	const chunk = 34 * 512
 	c := newClocked(t, 3*chunk, time.Hour) // windows of 2 chunks
 	a, b := c.stream(1, 2), c.stream(2, 2)
@@ -206,13 +214,15 @@ func TestTurnsWhenWindowsDoNotFit(t *testing.T) {
 		return done
 	}
 	waits := func(done chan error) bool {
+		time.Sleep(100 * time.Millisecond) // the Turn's timers up to then fire
+		synctest.Wait()                    // and it does what they woke it for
 		select {
 		case err := <-done:
 			if err != nil {
 				t.Fatal(err)
 			}
 			return false
-		case <-time.After(100 * time.Millisecond):
+		default:
 			return true
 		}
 	}
@@ -352,32 +362,40 @@ func TestAWaitingStreamIsKeyedFromItsTurn(t *testing.T) {
 // TestTurnWaitIsBounded: past the maximum wait a batch goes ahead, over
 // capacity, and is counted; a batch whose client gives up leaves the line.
 func TestTurnWaitIsBounded(t *testing.T) {
-	const chunk = 34 * 512
-	s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
-	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
-	a, b, c := order.Stream{DS: ds, Seed: 1, Window: 2}, order.Stream{DS: ds, Seed: 2, Window: 2}, order.Stream{DS: ds, Seed: 3, Window: 2}
-	fa := mustBegin(t, s, a, 0, 0, 32)
-	if err := s.Turn(context.Background(), fa); err != nil {
-		t.Fatal(err)
-	}
-	fc := mustBegin(t, s, c, 0, 0, 32)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	if err := s.Turn(ctx, fc); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a turn given up on: %v, want the context's error", err)
-	}
-	cancel()
-	s.Finish(fc) // its client went away: it leaves the line
-	fb := mustBegin(t, s, b, 0, 0, 32)
-	began := time.Now()
-	if err := s.Turn(context.Background(), fb); err != nil {
-		t.Fatal(err)
-	}
-	if waited := time.Since(began); waited < 40*time.Millisecond {
-		t.Fatalf("b went ahead after %v, before the maximum wait", waited)
-	}
-	if st := s.Turns(); st.Overdue != 1 || st.Waiting != 0 {
-		t.Fatalf("turns %+v, want one overdue, none waiting", st)
-	}
+	// On synctest's clock, which moves only when every goroutine of the
+	// test waits: the 10 ms deadline comes before the 50 ms maximum wait
+	// however loaded the machine (under load, on the real clock, both had
+	// passed when Turn looked, and it went ahead as overdue).
+	synctest.Test(t, func(t *testing.T) {
+		const chunk = 34 * 512
+		s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
+		ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+		a, b, c := order.Stream{DS: ds, Seed: 1, Window: 2}, order.Stream{DS: ds, Seed: 2, Window: 2}, order.Stream{DS: ds, Seed: 3, Window: 2}
+		fa := mustBegin(t, s, a, 0, 0, 32)
+		if err := s.Turn(context.Background(), fa); err != nil {
+			t.Fatal(err)
+		}
+		fc := mustBegin(t, s, c, 0, 0, 32)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		if err := s.Turn(ctx, fc); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a turn given up on: %v, want the context's error", err)
+		}
+		cancel()
+		s.Finish(fc) // its client went away: it leaves the line
+		fb := mustBegin(t, s, b, 0, 0, 32)
+		began := time.Now()
+		if err := s.Turn(context.Background(), fb); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(began); waited < 50*time.Millisecond {
+			t.Fatalf("b went ahead after %v, before the maximum wait", waited)
+		}
+		if st := s.Turns(); st.Overdue != 1 || st.Waiting != 0 {
+			t.Fatalf("turns %+v, want one overdue, none waiting", st)
+		}
+		s.Finish(fa)
+		s.Finish(fb)
+	})
 }
 
 // TestNoTurnsWithoutAMaximumWait: a schedule without a maximum wait (the
