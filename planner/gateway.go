@@ -20,25 +20,27 @@ import (
 // planner; `brand serve` passes ForGateway{} in its configuration.
 type ForGateway struct{}
 
-// Plan answers GET /plan: MakePlanContext for job over the dataset ix
-// indexes, a *Plan, with its importance figures when snap (the snapshot
+// Plan answers GET /plan: MakePlan for job over the dataset ix indexes, a
+// *Plan, with its importance figures when snap (the snapshot
 // job.Importance names, which the gateway loaded) is not nil; or with
-// o.Nodes set, MakeClusterPlanContext for that many nodes each with a
-// cache of o.CacheBytes, a *ClusterPlan, which has no importance mode.
+// o.Nodes set, MakeClusterPlan for that many nodes each with a cache of
+// o.CacheBytes, a *ClusterPlan, which has no importance mode.
 // o.DiskCacheBytes, if not 0, is a disk tier below the cache (each
-// node's).
+// node's). Every plan a gateway computes is within the Gateway budget
+// (GatewayWalk, GatewayTrace, GatewaySimulate).
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
 	if o.Nodes > 0 {
 		if snap != nil {
 			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
 		}
-		return MakeClusterPlanContext(ctx, ClusterInput{
+		return MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            DatasetOf(ix),
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 			IndexKey:           cluster.IndexKey(ix.ID()),
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
+			Budget:             gatewayBudget(),
 		})
 	}
 	in := PlanInput{
@@ -49,11 +51,12 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+		Budget:             gatewayBudget(),
 	}
 	if snap != nil {
 		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
 	}
-	return MakePlanContext(ctx, in)
+	return MakePlan(ctx, in)
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
@@ -91,15 +94,16 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 	}
 	j := Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs}
 	if o.Nodes > 0 {
-		return MakeClusterPlanContext(ctx, ClusterInput{
+		return MakeClusterPlan(ctx, ClusterInput{
 			Mix:                mix,
 			Job:                j,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
+			Budget:             gatewayBudget(),
 		})
 	}
-	return MakePlanContext(ctx, PlanInput{
+	return MakePlan(ctx, PlanInput{
 		Mix:                mix,
 		Job:                j,
 		CacheBytes:         o.CacheBytes,
@@ -107,6 +111,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+		Budget:             gatewayBudget(),
 	})
 }
 
@@ -114,7 +119,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 // given: the gateway filled its defaults) reading the dataset ix indexes
 // through one cache of cacheBytes, a *SharedPlan.
 func (ForGateway) SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error) {
-	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs))}
+	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs)), Budget: gatewayBudget()}
 	for i, j := range jobs {
 		in.Jobs[i] = SharedJob{
 			Job: Job{
