@@ -300,7 +300,7 @@ type Gateway struct {
 	s3       *s3Face // nil without S3 credentials
 	started  time.Time
 	handler  http.Handler
-	planning chan struct{}   // one /plan simulation at a time
+	planning chan struct{}   // the /plan simulations running, planSlots at most
 	out      *respond.Writer // every response that carries samples
 }
 
@@ -311,7 +311,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1),
+	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, planSlots),
 		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
 	d := cfg.Defaults
 	g.defaults = query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,

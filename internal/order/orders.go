@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
@@ -81,6 +82,8 @@ type Orders struct {
 	windows       *lru.Cache[windowKey, []int]
 	assignments   *lru.Cache[assignKey, [][]int]
 	mixtures      *lru.Cache[string, *Mixed]
+	mixFlight     singleflight.Group // a mixture's construction, once however many ask
+	mixSpans      *mixSpans          // spans of mixtures' epoch orders
 	snapshots     Snapshots
 	// nodes is the cluster's node count: above 1, chunk orders are
 	// stratified by owner (importance.NewOrder), so that every window
@@ -114,7 +117,7 @@ func New(nodes int, snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), snapshots: snaps, nodes: max(nodes, 1)}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), snapshots: snaps, nodes: max(nodes, 1)}
 }
 
 // Nodes returns the cluster's node count.
