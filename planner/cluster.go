@@ -138,7 +138,11 @@ type ClusterEpoch struct {
 // up front included, ErrBudget when the budget runs out, ctx's error when
 // ctx is done, checked inside the walk and the simulations.
 func MakeClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
-	m := newMeter(ctx, in.Budget)
+	return makeClusterPlan(newMeter(ctx, in.Budget), in)
+}
+
+// makeClusterPlan is MakeClusterPlan counting on m.
+func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if in.Mix != nil {
 		return makeMixClusterPlan(m, in)
 	}

@@ -10,7 +10,7 @@ import (
 // the cache (PlanInput.DiskCacheBytes): per policy, the same trace's bytes
 // read from the store and from the disk, per epoch and in total. The
 // cache's hits are the plan's own figures: the disk changes where a miss
-// is read from, not whether it misses. See SimulateTiers for the model.
+// is read from, not whether it misses. See simulateTiers for the model.
 type DiskPlan struct {
 	DiskCacheBytes int64      `json:"disk_cache_bytes"`
 	LRU            TierResult `json:"lru"`

@@ -119,7 +119,11 @@ type Plan struct {
 // plan computes, checking ctx inside its walks and simulations, and
 // returns ctx's error.
 func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
-	m := newMeter(ctx, in.Budget)
+	return makePlan(newMeter(ctx, in.Budget), in)
+}
+
+// makePlan is MakePlan counting on m.
+func makePlan(m *meter, in PlanInput) (*Plan, error) {
 	if in.Mix != nil {
 		return makeMixPlan(m, in)
 	}

@@ -21,7 +21,7 @@ const (
 	// importance: Belady on the uses left in the current epoch, and the
 	// chunks not needed again this epoch first, lightest importance
 	// weight first. It needs each chunk's weight, so it is simulated by
-	// SimulateImportance, not Simulate.
+	// simulateImportance (or a plan's importance mode), not Simulate.
 	ImportanceAware
 )
 
@@ -65,7 +65,7 @@ func (p *Policy) UnmarshalText(b []byte) error {
 
 // EpochResult is one epoch's figures: chunk accesses, how many hit, and the
 // bytes the misses read from the backend. With a disk tier below the cache
-// (SimulateTiers) BackendBytes are the misses read from the store, and
+// (a plan's DiskCacheBytes) BackendBytes are the misses read from the store, and
 // DiskBytes those read from the disk; without one DiskBytes is 0, and
 // absent from the JSON.
 type EpochResult struct {
@@ -81,7 +81,7 @@ type EpochResult struct {
 // epoch (ascending by epoch number) and in total. A hit ratio with no
 // accesses is 0. A trace of several jobs (SharedTrace) has its figures per
 // job in Jobs, and per epoch number summed over the jobs in Epochs.
-// DiskCacheBytes is the disk tier below the cache (SimulateTiers), 0 for
+// DiskCacheBytes is the disk tier below the cache (a plan's), 0 for
 // none.
 type Result struct {
 	Policy         Policy        `json:"policy"`
@@ -142,7 +142,7 @@ type ComponentResult struct {
 // Simulate costs O(len(trace)) for LRU and O(len(trace) × log(resident
 // chunks)) for Belady, plus O(len(sizes)) memory and, for Belady, 8 bytes an
 // access. It panics if p is not LRU or Belady (ImportanceAware needs the
-// chunks' weights: SimulateImportance), if a size is negative or if an
+// chunks' weights: a plan's importance mode), if a size is negative or if an
 // access names a chunk outside sizes: those are programming errors, and
 // MakePlan validates its input before it simulates.
 func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result {
@@ -318,7 +318,7 @@ func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) (Result, err
 	case Belady:
 		cc = newBeladyCache(s.sizes, cacheBytes, s.nextUses())
 	case ImportanceAware:
-		panic("planner: the importance-aware policy needs chunk weights; use SimulateImportance")
+		panic("planner: the importance-aware policy needs chunk weights; use runAware")
 	default:
 		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
 	}
