@@ -29,29 +29,34 @@ type ForGateway struct{}
 // node's). Every plan a gateway computes is within the Gateway budget
 // (GatewayWalk, GatewayTrace, GatewaySimulate).
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
+	return planJob(ctx, DatasetOf(ix), cluster.IndexKey(ix.ID()), job, o, snap, gatewayBudget())
+}
+
+// planJob is Plan over dataset d, whose index's key is key, within b.
+func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.PlanOptions, snap *importance.Snapshot, b Budget) (any, error) {
 	if o.Nodes > 0 {
 		if snap != nil {
 			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
 		}
 		return MakeClusterPlan(ctx, ClusterInput{
-			Dataset:            DatasetOf(ix),
+			Dataset:            d,
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
-			IndexKey:           cluster.IndexKey(ix.ID()),
+			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
-			Budget:             gatewayBudget(),
+			Budget:             b,
 		})
 	}
 	in := PlanInput{
-		Dataset:            DatasetOf(ix),
+		Dataset:            d,
 		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
-		Budget:             gatewayBudget(),
+		Budget:             b,
 	}
 	if snap != nil {
 		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
@@ -75,13 +80,25 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 	if len(ixs) != len(job.Mix) {
 		return nil, fmt.Errorf("%w: %d indexes for a mixture of %d datasets", ErrInvalid, len(ixs), len(job.Mix))
 	}
+	ds, keys := make([]Dataset, len(ixs)), make([]uint64, len(ixs))
+	for i, ix := range ixs {
+		ds[i], keys[i] = DatasetOf(ix), cluster.IndexKey(ix.ID())
+	}
+	return planMix(ctx, ds, keys, job, o, gatewayBudget())
+}
+
+// planMix is MixPlan over datasets ds, whose indexes' keys are keys,
+// within b.
+func planMix(ctx context.Context, ds []Dataset, keys []uint64, job api.Job, o api.PlanOptions, b Budget) (any, error) {
 	weights, err := job.Mix.IntWeights()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	total := 0
-	for _, ix := range ixs {
-		total += ix.NumSamples()
+	for _, d := range ds {
+		for _, n := range d.Counts {
+			total += n
+		}
 	}
 	if limit := max(total, MaxGatewayMixSamples); job.MixSamples > limit {
 		return nil, fmt.Errorf("%w: mix_samples %d: a plan's mixture epoch is at most %d samples (the components' samples summed, or %d)",
@@ -89,8 +106,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 	}
 	mix := &Mix{Block: job.Block(), Samples: job.MixSamples}
 	for i, c := range job.Mix {
-		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i],
-			Dataset: DatasetOf(ixs[i]), IndexKey: cluster.IndexKey(ixs[i].ID())})
+		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i], Dataset: ds[i], IndexKey: keys[i]})
 	}
 	j := Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs}
 	if o.Nodes > 0 {
@@ -100,7 +116,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
-			Budget:             gatewayBudget(),
+			Budget:             b,
 		})
 	}
 	return MakePlan(ctx, PlanInput{
@@ -111,7 +127,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
-		Budget:             gatewayBudget(),
+		Budget:             b,
 	})
 }
 
