@@ -57,7 +57,7 @@ func statusOf(err error) int {
 		errors.Is(err, feedback.ErrStale):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
-		errors.Is(err, feedback.ErrBusy):
+		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
 		errors.Is(err, chunkindex.ErrCorrupt):
@@ -106,7 +106,8 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 func publicMessage(status int, err error) string {
 	switch {
 	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented):
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
+		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
 		return ""
 	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"

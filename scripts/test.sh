@@ -36,6 +36,10 @@ fi
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
+# The mixture and plan parameters, fuzzed for a bounded time beyond their
+# seed corpus (which the run above already checks).
+go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
+
 # The Python package against a real gateway (installs Debian's torch when
 # missing; see the script).
 scripts/test-python.sh
