@@ -323,10 +323,10 @@ type Gateway struct {
 	peers      *peerAPI
 	stats      *livestats.Stats
 
-	s3       *s3Face // nil without S3 credentials
-	started  time.Time
-	handler  http.Handler
-	planning chan struct{} // the /plan simulations running, planSlots at most
+	s3      *s3Face // nil without S3 credentials
+	started time.Time
+	handler http.Handler
+	plans   *planAPI
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -336,7 +336,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, planSlots),
+	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
 		tokens: newTokenSet(cfg.AuthTokens)}
 	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry
@@ -396,6 +396,7 @@ func New(cfg Config) (*Gateway, error) {
 		Peers: cl, Reader: g.reader, Stats: g.stats})
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
+	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes())
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {

@@ -55,6 +55,45 @@ const (
 // ErrPlanBusy means every plan slot stayed taken for planWait.
 var ErrPlanBusy = errors.New("busy: plans")
 
+// planAPI serves /plan (GET: one job, or a mixture; POST: several jobs
+// sharing the cache) through the gateway's Planner, in planSlots slots.
+type planAPI struct {
+	planner Planner         // noPlanner when the gateway has none
+	jobs    *jobs           // what a plan's job reads
+	options api.PlanOptions // a plan's defaults: this gateway's cache, disk tier, prefetch, nodes
+	slots   chan struct{}   // the plans running, planSlots at most
+}
+
+func newPlanAPI(cfg Config, jobs *jobs, nodes int) *planAPI {
+	a := &planAPI{planner: cfg.Planner, jobs: jobs, slots: make(chan struct{}, planSlots),
+		options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: planEpochs,
+			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows}}
+	if a.planner == nil {
+		a.planner = noPlanner{}
+	}
+	if nodes > 1 {
+		a.options.Nodes = nodes
+	}
+	return a
+}
+
+// noPlanner is a gateway built without a planner: /plan answers 501.
+type noPlanner struct{ livestats.Optimizer }
+
+var errNoPlanner = fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented)
+
+func (noPlanner) Plan(context.Context, *chunkindex.Index, api.Job, api.PlanOptions, *importance.Snapshot) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) SharedPlan(context.Context, *chunkindex.Index, []api.SharedPlanJob, int64) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) MixPlan(context.Context, []*chunkindex.Index, api.Job, api.PlanOptions) (any, error) {
+	return nil, errNoPlanner
+}
+
 // handlePlan serves /plan: the job's schedule simulated for a cache size,
 // what hit ratio and backend traffic LRU and the optimal policy reach, the
 // cache that never stalls at a bandwidth, and the window's shuffle quality;
@@ -65,18 +104,11 @@ var ErrPlanBusy = errors.New("busy: plans")
 // plan adds a disk tier of D bytes below the cache (each node's): the
 // store and disk reads per policy. With mix=… it plans the mixture, each
 // component the current version of the dataset it names.
-func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
+func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if g.cfg.Planner == nil {
-		writeError(ctx, w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
-		return
-	}
-	base := g.jobs.defaults
-	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, DiskCacheBytes: g.cfg.DiskCache.Size, Epochs: planEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
-	if n := g.cluster.Nodes(); n > 1 {
-		base.Plan.Nodes = n
-	}
-	q, err := query.Parse(r.URL.RawQuery, query.PlanParams, base, g.cfg.Limits)
+	base := a.jobs.defaults
+	base.Plan = a.options
+	q, err := query.Parse(r.URL.RawQuery, query.PlanParams, base, a.jobs.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -84,48 +116,48 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if len(q.Job.Mix) > 0 {
 		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {
-			ds, err := g.jobs.version(api.Job{Dataset: c.Dataset})
+			ds, err := a.jobs.version(api.Job{Dataset: c.Dataset})
 			if err != nil {
 				writeError(ctx, w, err)
 				return
 			}
 			ixs[i] = ds.Index
 		}
-		g.writePlan(ctx, w, func(ctx context.Context) (any, error) {
-			return g.cfg.Planner.MixPlan(ctx, ixs, q.Job, q.Plan)
+		a.write(ctx, w, func(ctx context.Context) (any, error) {
+			return a.planner.MixPlan(ctx, ixs, q.Job, q.Plan)
 		})
 		return
 	}
-	ds, err := g.jobs.version(q.Job)
+	ds, err := a.jobs.version(q.Job)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	var snap *importance.Snapshot // nil: the uniform shuffle only
 	if imp := q.Job.Importance; imp.On() && imp.Version != "" {
-		if snap, err = g.feedback.Snapshot(ctx, ds, imp.Job, imp.Version); err != nil {
+		if snap, err = a.jobs.snaps.Snapshot(ctx, ds, imp.Job, imp.Version); err != nil {
 			writeError(ctx, w, err)
 			return
 		}
 	}
-	g.writePlan(ctx, w, func(ctx context.Context) (any, error) {
-		return g.cfg.Planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
+	a.write(ctx, w, func(ctx context.Context) (any, error) {
+		return a.planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
 	})
 }
 
-// writePlan computes a plan with plan in one of the gateway's plan slots
+// write computes a plan with plan in one of the gateway's plan slots
 // (planSlots, waiting at most planWait for one) and answers it. The plan
 // runs under the request's context, so that it stops when its client
 // leaves. The request was checked before: an error of the planner other
 // than ctx's or its budget running out (api.ErrPlanBudget, 503) is a job
 // it cannot plan (no batches, or over the budget up front), the
 // client's.
-func (g *Gateway) writePlan(ctx context.Context, w http.ResponseWriter, plan func(context.Context) (any, error)) {
+func (a *planAPI) write(ctx context.Context, w http.ResponseWriter, plan func(context.Context) (any, error)) {
 	wait := time.NewTimer(planWait)
 	defer wait.Stop()
 	select {
-	case g.planning <- struct{}{}:
-		defer func() { <-g.planning }()
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
 	case <-wait.C:
 		writeError(ctx, w, fmt.Errorf("%w: %d plans are being computed, and none finished within %s", ErrPlanBusy, planSlots, planWait))
 		return
@@ -134,7 +166,8 @@ func (g *Gateway) writePlan(ctx context.Context, w http.ResponseWriter, plan fun
 		return
 	}
 	p, err := plan(ctx)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrPlanBudget) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrPlanBudget) ||
+		errors.Is(err, ErrNotImplemented) {
 		writeError(ctx, w, err)
 		return
 	}

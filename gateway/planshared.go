@@ -24,24 +24,20 @@ import (
 // alone with an equal share of the cache. The body is read and checked
 // whole before the plan waits for its turn (one plan at a time, as GET
 // /plan's).
-func (g *Gateway) handleSharedPlan(w http.ResponseWriter, r *http.Request) {
+func (a *planAPI) handleSharedPlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if g.cfg.Planner == nil {
-		writeError(ctx, w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
-		return
-	}
-	job, req, err := g.readSharedPlan(http.MaxBytesReader(w, r.Body, api.MaxSharedPlanBodyBytes))
+	job, req, err := a.readSharedPlan(http.MaxBytesReader(w, r.Body, api.MaxSharedPlanBodyBytes))
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
-	ds, err := g.jobs.version(job)
+	ds, err := a.jobs.version(job)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
-	g.writePlan(ctx, w, func(ctx context.Context) (any, error) {
-		return g.cfg.Planner.SharedPlan(ctx, ds.Index, req.Jobs, req.CacheSize)
+	a.write(ctx, w, func(ctx context.Context) (any, error) {
+		return a.planner.SharedPlan(ctx, ds.Index, req.Jobs, req.CacheSize)
 	})
 }
 
@@ -58,7 +54,7 @@ var sharedPlanParams = []string{api.ParamSeed, api.ParamWindow, api.ParamBatchSi
 // names, as a job's (defaults applied), and the request with the cache
 // size and every job's fields filled with the gateway's defaults where the
 // body left them out. Every error wraps query.ErrBadRequest.
-func (g *Gateway) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, error) {
+func (a *planAPI) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, error) {
 	bad := func(format string, args ...any) (api.Job, api.SharedPlanRequest, error) {
 		return api.Job{}, api.SharedPlanRequest{}, fmt.Errorf("%w: "+format, append([]any{query.ErrBadRequest}, args...)...)
 	}
@@ -107,16 +103,16 @@ func (g *Gateway) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 
 	req := in.SharedPlanRequest
 	if req.CacheSize == 0 {
-		req.CacheSize = g.cfg.CacheSize
+		req.CacheSize = a.options.CacheBytes
 	}
 	v := url.Values{}
 	v.Set(api.ParamDataset, req.Dataset)
 	v.Set(api.ParamIndex, req.Index)
-	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, g.jobs.defaults, g.cfg.Limits)
+	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, a.jobs.defaults, a.jobs.limits)
 	if err != nil {
 		return api.Job{}, api.SharedPlanRequest{}, err
 	}
-	d := g.jobs.defaults.Job
+	d := a.jobs.defaults.Job
 	defaults := api.SharedPlanJob{Seed: d.Seed, Window: d.Window, BatchSize: d.BatchSize, World: d.World, Epochs: planEpochs,
 		DropLast: d.DropLast, Speed: 1}
 	req.Jobs = make([]api.SharedPlanJob, len(in.Jobs))
@@ -131,7 +127,7 @@ func (g *Gateway) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 		if j.Speed == 0 {
 			j.Speed = 1
 		}
-		if err := g.checkSharedJob(j); err != nil {
+		if err := a.checkSharedJob(j); err != nil {
 			return api.Job{}, api.SharedPlanRequest{}, fmt.Errorf("job %d: %w", i, err)
 		}
 		req.Jobs[i] = j
@@ -145,7 +141,7 @@ func (g *Gateway) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 
 // checkSharedJob checks j's fields against GET /plan's limits, through
 // the query string that would give them, and its speed and start.
-func (g *Gateway) checkSharedJob(j api.SharedPlanJob) error {
+func (a *planAPI) checkSharedJob(j api.SharedPlanJob) error {
 	v := url.Values{}
 	v.Set(api.ParamSeed, strconv.FormatUint(j.Seed, 10))
 	v.Set(api.ParamWindow, strconv.Itoa(j.Window))
@@ -157,7 +153,7 @@ func (g *Gateway) checkSharedJob(j api.SharedPlanJob) error {
 	if j.Name != "" {
 		v.Set(api.ParamJob, j.Name)
 	}
-	if _, err := query.Parse(v.Encode(), sharedPlanParams, query.Query{}, g.cfg.Limits); err != nil {
+	if _, err := query.Parse(v.Encode(), sharedPlanParams, query.Query{}, a.jobs.limits); err != nil {
 		return err
 	}
 	switch {

@@ -96,8 +96,8 @@ func allowedMethods(path string) string {
 func (g *Gateway) adminRoutes(r chi.Router) {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.Get("/stats", g.handleStats)
-	r.Get("/plan", g.handlePlan)
-	r.Post("/plan", g.handleSharedPlan)
+	r.Get("/plan", g.plans.handlePlan)
+	r.Post("/plan", g.plans.handleSharedPlan)
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,
