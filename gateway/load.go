@@ -49,9 +49,9 @@ func warnSmallCache(log zerolog.Logger, cfg Config, nodes int, datasets []*catal
 }
 
 // preallocate gives the cache the buffers it will fill: for each dataset,
-// as many of its largest chunk as fit in its share of the cache size (all
-// of its bytes when the datasets fit together, else a share in proportion
-// to its bytes).
+// as many as its chunks fill its share of the cache size (Dataset.Buffers;
+// all of its bytes when the datasets fit together, else a share in
+// proportion to its bytes).
 func preallocate(ctx context.Context, cache *chunkcache.Cache, capacity int64, datasets []*catalog.Dataset, log zerolog.Logger) error {
 	start := time.Now()
 	// Buffers are sized by each dataset's largest chunk, so a buffer of
@@ -75,11 +75,11 @@ func preallocate(ctx context.Context, cache *chunkcache.Cache, capacity int64, d
 		if all > capacity {
 			share = int64(float64(capacity) * float64(share) / float64(all))
 		}
-		n := share / ds.MaxChunk
-		if err := cache.Preallocate(ctx, ds.MaxChunk, int(n)); err != nil {
+		n := ds.Buffers(share)
+		if err := cache.Preallocate(ctx, ds.MaxChunk, n); err != nil {
 			return fmt.Errorf("preallocating the chunk cache: %w", err)
 		}
-		total += n * ds.MaxChunk
+		total += int64(n) * ds.MaxChunk
 	}
 	log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
 	return nil

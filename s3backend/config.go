@@ -52,13 +52,15 @@ type Config struct {
 	// decides instead.
 	Secure bool
 
-	// PartSize is the size of the ranged GETs a large ReadRange is split
-	// into. Default 16 MiB: within the 8–16 MB that AWS recommends for
-	// ranged reads, and each GET costs a request charge on S3 and a
-	// request's work on any server (on a loopback MinIO, reading 16 MiB
-	// chunks in one GET instead of two made a cold epoch 7 % faster; see
-	// docs/benchmarks.md). Parallelism across chunks comes from the
-	// gateway's prefetch workers.
+	// PartSize is about the size of the ranged GETs a large ReadRange is
+	// split into: the whole number of parts nearest to the read's length
+	// in part sizes, of equal length, so that a chunk packed at the part
+	// size, which ends a few KiB over it, is one GET. Default 16 MiB:
+	// within the 8–16 MB that AWS recommends for ranged reads, and each
+	// GET costs a request charge on S3 and a request's work on any server
+	// (on a loopback MinIO, reading 16 MiB chunks in one GET instead of
+	// two made a cold epoch 7 % faster; see docs/benchmarks.md).
+	// Parallelism across chunks comes from the gateway's prefetch workers.
 	PartSize int64
 
 	// Parallel is the number of part GETs one ReadRange runs concurrently.

@@ -144,9 +144,10 @@ func (s *S3) fail(op, key string, kind errKind, err error) error {
 	return fmt.Errorf("s3backend: %s %s: %w", op, s.target(key), err)
 }
 
-// ReadRange fills p with bytes [off, off+len(p)) of key. A read larger than
-// the part size is split into parts fetched by up to Parallel concurrent
-// ranged GETs, each reading straight into its slice of p. Every GET is
+// ReadRange fills p with bytes [off, off+len(p)) of key. A read of a part
+// size and a half or more is split into parts of about the part size
+// (parts), fetched by up to Parallel concurrent ranged GETs, each reading
+// straight into its slice of p. Every GET is
 // pinned to etag with If-Match; with an empty etag the parts are checked to
 // have come from one version of the object, so a read never mixes the bytes
 // of two versions. On error the contents of p are unspecified.
@@ -166,10 +167,11 @@ func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64,
 }
 
 // ReadObject fills p with a whole object, which must be exactly len(p)
-// bytes, reporting progress as ReadRangeProgress does. An object that fits
-// in one part is read with a plain GET rather than a ranged one: the same
-// bytes, and a cheaper request for the server (on MinIO a cold epoch spent
-// about 10 % less CPU in the store; see docs/benchmarks.md). A size other
+// bytes, reporting progress as ReadRangeProgress does. An object read in
+// one part (under a part size and a half) is read with a plain GET rather
+// than a ranged one: the same bytes, and a cheaper request for the server
+// (on MinIO a cold epoch spent about 10 % less CPU in the store; see
+// docs/benchmarks.md). A size other
 // than len(p) is an error wrapping ErrOutOfRange.
 func (s *S3) ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error {
 	return s.read(ctx, key, etag, 0, p, progress, true)
@@ -194,7 +196,7 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 		return fmt.Errorf("s3backend: read %s: %w", s.target(key), err)
 	}
 	etag = normalizeETag(etag)
-	nparts := int((int64(len(p)) + s.partSize - 1) / s.partSize)
+	nparts, partLen := parts(int64(len(p)), s.partSize)
 	if nparts == 1 {
 		_, err := s.readPart(ctx, key, etag, off, p, 0, progress, size)
 		if err != nil && ctx.Err() != nil {
@@ -210,8 +212,8 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 		if gctx.Err() != nil {
 			break // a part failed: do not start more
 		}
-		lo := int64(i) * s.partSize
-		hi := min(lo+s.partSize, int64(len(p)))
+		lo := int64(i) * partLen
+		hi := min(lo+partLen, int64(len(p)))
 		g.Go(func() error {
 			got, err := s.readPart(gctx, key, etag, off+lo, p[lo:hi], int(lo), progress, size)
 			etags[i] = got
@@ -233,6 +235,20 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 		}
 	}
 	return nil
+}
+
+// parts splits a read of n bytes into count GETs of partLen bytes (the
+// last one shorter): the whole number of parts nearest to n ÷ partSize,
+// at least one, of equal length. Rounding up instead would end most
+// reads with a sliver: packs close a chunk once it reaches its target
+// size, so a dataset packed at the part size has every chunk a few KiB
+// over it, and each was read as a 16 MiB ranged GET and a ranged GET of
+// its last few KiB, where one plain GET of the whole object costs the
+// store less (docs/benchmarks.md). One part is shorter than 3/2 of
+// partSize; several are each 3/4 to 5/4 of it.
+func parts(n, partSize int64) (count int, partLen int64) {
+	c := max(1, (n+partSize/2)/partSize)
+	return int(c), (n + c - 1) / c
 }
 
 // readPart fills p with the object's bytes from off with one ranged GET,

@@ -103,6 +103,7 @@ type faults struct {
 	started     chan struct{}
 	beforeGet   func(n int) // called before the n-th (1-based) object GET is sent
 	gets        int
+	ranges      []string // the Range header of each object GET ("" for a plain GET)
 }
 
 func isObjectGet(req *http.Request) bool {
@@ -134,6 +135,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	if get {
 		f.gets++
 		n = f.gets
+		f.ranges = append(f.ranges, req.Header.Get("Range"))
 	}
 	rewrite := f.rewriteETag
 	f.mu.Unlock()
@@ -375,10 +377,12 @@ func (e *env) testReadRange(t *testing.T) {
 		{"last byte", int64(len(data) - 1), 1, 1},
 		{"exactly one part", 0, testPartSize, 1},
 		{"one part unaligned", 1000, testPartSize, 1},
-		{"part plus one", 5, testPartSize + 1, 2},
-		{"across boundaries", testPartSize - 10, 3*testPartSize + 20, 4},
-		{"many parts", 777, 7*testPartSize + 999, 8},
-		{"whole object", 0, len(data), 11},
+		{"part plus one", 5, testPartSize + 1, 1}, // no GET of a sliver
+		{"under a part and a half", 5, testPartSize + testPartSize/2 - 1, 1},
+		{"a part and a half", 5, testPartSize + testPartSize/2, 2},
+		{"across boundaries", testPartSize - 10, 3*testPartSize + 20, 3},
+		{"many parts", 777, 7*testPartSize + 999, 7},
+		{"whole object", 0, len(data), 10},
 		{"tail", int64(len(data) - 3*testPartSize), 3 * testPartSize, 3},
 	}
 	for _, tt := range tests {
@@ -454,7 +458,7 @@ func (e *env) testResumeCutBody(t *testing.T) {
 		{"single part cut once", 1, 10000, 100, 50000, 1, nil},
 		{"single part cut three times", 3, 7000, 0, testPartSize, 1, nil},
 		{"cut before any byte", 2, 0, 0, 1000, 1, nil},
-		{"parallel parts cut once", 1, 30000, 50, 4*testPartSize + 100, 5, nil},
+		{"parallel parts cut once", 1, 30000, 50, 4*testPartSize + 100, 4, nil},
 		{"parallel parts cut four times", 4, 12345, 0, 5 * testPartSize, 5, nil},
 		{"cut more than the budget", 10, 1000, 0, 20000, 1, s3backend.ErrUnavailable},
 	}
@@ -546,9 +550,10 @@ func (e *env) testPresignGet(t *testing.T) {
 	}
 }
 
-// testReadObject reads whole objects: one part with one plain GET, several
-// in parallel ranged parts, a cut body resumed, and a wrong size refused —
-// which a ranged GET of a shorter prefix would not notice.
+// testReadObject reads whole objects: one part with one plain GET (a
+// packed chunk a few KiB over the part size too), several in parallel
+// ranged parts, a cut body resumed, and a wrong size refused — which a
+// ranged GET of a shorter prefix would not notice.
 func (e *env) testReadObject(t *testing.T) {
 	f := &faults{}
 	obs := &observer{}
@@ -574,6 +579,30 @@ func (e *env) testReadObject(t *testing.T) {
 	if err := s.ReadObject(ctx, "large", li.ETag, p, nil); err != nil || !bytes.Equal(p, large) {
 		t.Fatalf("large object: %v, bytes equal %t", err, bytes.Equal(p, large))
 	}
+	f.mu.Lock()
+	if got := f.ranges[1:]; len(got) != 3 || slices.Contains(got, "") {
+		t.Errorf("large object: GETs with ranges %q, want three ranged parts", got)
+	}
+	f.mu.Unlock()
+
+	// A packed chunk closes once it reaches its target, a few KiB over
+	// it: read with the target as the part size, it takes one plain GET,
+	// not a part and a ranged GET of its last few KiB.
+	packed := randomBytes(testPartSize+7*512, 23)
+	pi := mustPut(t, s, "packed", packed)
+	obs.reset()
+	f.mu.Lock()
+	f.ranges = nil
+	f.mu.Unlock()
+	p = make([]byte, len(packed))
+	if err := s.ReadObject(ctx, "packed", pi.ETag, p, nil); err != nil || !bytes.Equal(p, packed) {
+		t.Fatalf("packed chunk: %v, bytes equal %t", err, bytes.Equal(p, packed))
+	}
+	f.mu.Lock()
+	if !slices.Equal(f.ranges, []string{""}) {
+		t.Errorf("packed chunk: GETs with ranges %q, want one plain GET", f.ranges)
+	}
+	f.mu.Unlock()
 
 	// A body cut short resumes from where it stopped.
 	f.mu.Lock()

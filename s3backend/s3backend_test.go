@@ -418,3 +418,37 @@ func TestS3RejectsBadInput(t *testing.T) {
 		t.Errorf("empty ReadRange = %v, want nil without a request", err)
 	}
 }
+
+// A read is split into the whole number of parts nearest to its length
+// in part sizes, of equal length: never a sliver of a part at the end.
+func TestParts(t *testing.T) {
+	const ps = 16 << 20
+	tests := []struct {
+		name    string
+		n       int64
+		count   int
+		partLen int64
+	}{
+		{"one byte", 1, 1, 1},
+		{"one part", ps, 1, ps},
+		{"a packed chunk, a few KiB over", ps + 6144, 1, ps + 6144}, // not a part and a 6 KiB one
+		{"under a part and a half", ps + ps/2 - 1, 1, ps + ps/2 - 1},
+		{"a part and a half", ps + ps/2, 2, (ps + ps/2) / 2},
+		{"a 64 MiB chunk, a few KiB over", 4*ps + 6144, 4, ps + 1536}, // not five parts
+		{"uneven", 3*ps + 1, 3, ps + 1},                               // the last one 2 bytes shorter
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			count, partLen := parts(tt.n, ps)
+			if count != tt.count || partLen != tt.partLen {
+				t.Fatalf("parts(%d) = %d parts of %d, want %d of %d", tt.n, count, partLen, tt.count, tt.partLen)
+			}
+			if last := tt.n - int64(count-1)*partLen; last <= 0 || last > partLen {
+				t.Errorf("the last part is %d bytes", last)
+			}
+			if count > 1 && (4*partLen < 3*ps || 4*partLen > 5*ps) {
+				t.Errorf("%d parts of %d: outside 3/4 to 5/4 of the part size", count, partLen)
+			}
+		})
+	}
+}

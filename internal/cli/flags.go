@@ -47,7 +47,7 @@ func (f *S3Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tls, "s3-tls", false, "use TLS for an endpoint given without a scheme")
 	fs.IntVar(&f.parallel, "s3-parallel", 0, "concurrent ranged GETs per chunk read (default 4)")
 	f.partSize = 0
-	fs.Var(&f.partSize, "s3-part-size", "ranged GET part size (default 16MiB)")
+	fs.Var(&f.partSize, "s3-part-size", "about the size of a ranged GET: a chunk read is split into the whole number of parts nearest to its size (default 16MiB)")
 }
 
 // Config is the store's configuration: the environment's, overridden by
