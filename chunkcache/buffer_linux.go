@@ -16,7 +16,7 @@ const hugePageMin = 4 << 20
 // mode, the common default. Faulting in a chunk buffer then costs one
 // fault per 2 MiB rather than 512; on virtual machines, where every fault
 // is expensive, that is the difference between a cold epoch bound by the
-// network and one bound by page faults (see docs/benchmarks.md). The
+// network and one bound by page faults (measured at fc7681a). The
 // advice covers the page-aligned part of b; failure (THP disabled, an old
 // kernel) leaves ordinary pages, which are correct, only slower.
 func adviseHugePages(b []byte) {

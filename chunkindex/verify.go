@@ -10,7 +10,7 @@ import (
 // arrives: each range the store reports filled is checksummed right
 // away, while it is still in the processor's cache, instead of in a second
 // pass over the whole chunk from memory (which cost a cold epoch a fifth of
-// the gateway's CPU; see docs/benchmarks.md). Pass Progress to a store's
+// the gateway's CPU, measured at 41fdec6). Pass Progress to a store's
 // ReadObject (s3backend), then call Finish.
 //
 // The store may fill the buffer as several parts in parallel. Each part is

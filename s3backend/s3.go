@@ -170,8 +170,8 @@ func (s *S3) ReadRangeProgress(ctx context.Context, key, etag string, off int64,
 // bytes, reporting progress as ReadRangeProgress does. An object read in
 // one part (under a part size and a half) is read with a plain GET rather
 // than a ranged one: the same bytes, and a cheaper request for the server
-// (on MinIO a cold epoch spent about 10 % less CPU in the store; see
-// docs/benchmarks.md). A size other
+// (on MinIO a cold epoch spent about 10 % less CPU in the store,
+// measured at 70ad47c). A size other
 // than len(p) is an error wrapping ErrOutOfRange.
 func (s *S3) ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error {
 	return s.read(ctx, key, etag, 0, p, progress, true)
@@ -244,7 +244,8 @@ func (s *S3) read(ctx context.Context, key, etag string, off int64, p []byte, pr
 // size, so a dataset packed at the part size has every chunk a few KiB
 // over it, and each was read as a 16 MiB ranged GET and a ranged GET of
 // its last few KiB, where one plain GET of the whole object costs the
-// store less (docs/benchmarks.md). One part is shorter than 3/2 of
+// store less (the cold epoch's store CPU over the proxy's whole-object
+// GETs fell from +0.066 to +0.017 s/GB, measured at c08b904). One part is shorter than 3/2 of
 // partSize; several are each 3/4 to 5/4 of it.
 func parts(n, partSize int64) (count int, partLen int64) {
 	c := max(1, (n+partSize/2)/partSize)

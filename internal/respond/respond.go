@@ -264,8 +264,8 @@ func writeParts(w http.ResponseWriter, b *body) (int64, error) {
 // and WriteTo gathers the scattered parts into writev calls (net.Buffers):
 // no copy in user space and one system call per 1,024 parts. Anywhere
 // else (TLS, HTTP/2, a test recorder) WriteTo gets a plain writer and
-// coalesces small parts into 1 MiB writes instead (docs/benchmarks.md
-// measures both).
+// coalesces small parts into 1 MiB writes instead (both measured at
+// 9742b24).
 type body struct {
 	parts   net.Buffers
 	pool    *sync.Pool   // of coalescing buffers
@@ -302,7 +302,7 @@ func (b *body) WriteTo(w io.Writer) (int64, error) {
 // the cached chunk. A batch is many scattered samples, and on the
 // benchmark machine (a VM, where a system call is dear) copying them into
 // 1 MiB writes cost less CPU than a write call each, for 10 KiB samples
-// and for 100 KiB ones alike (docs/benchmarks.md).
+// and for 100 KiB ones alike (measured at 70ad47c).
 const (
 	coalesceBelow  = 1 << 20
 	coalesceBuffer = 1 << 20
