@@ -1,0 +1,201 @@
+package transform
+
+import "math"
+
+// Resampling is PIL's: Image.resize(size, BILINEAR) as Pillow's
+// Resample.c computes it for 8-bit images, which is what torchvision's
+// Resize and RandomResizedCrop call on PIL images. It is a separable
+// triangle filter whose support widens with the downscaling factor (so
+// downscaling averages every source pixel under the output pixel: the
+// antialiasing), with coefficients computed in doubles, normalised, then
+// rounded to 22-bit fixed point, a horizontal pass over the rows the
+// vertical pass needs, then the vertical pass, each rounding to 8 bits.
+// Given the same source pixels the output is bit for bit Pillow's
+// (TestResamplePIL); the algorithm is reproduced, not approximated.
+//
+// One generalisation: an output window. The value of each output pixel
+// depends only on its own coefficients, so computing columns [x0, x1) and
+// rows [y0, y1) of a resize alone gives exactly those pixels of the full
+// resize. Resize(256) followed by CenterCrop(224) computes the 224×224
+// window and never the rest.
+
+// precisionBits is Pillow's PRECISION_BITS for 8-bit images.
+const precisionBits = 32 - 8 - 2
+
+// coeffs are one axis's filter: output i (of the window) reads source
+// indices [start[i], start[i]+n[i]) with weights k[i*ksize:].
+type coeffs struct {
+	start, n []int
+	k        []int32
+	ksize    int
+}
+
+// precompute is Pillow's precompute_coeffs and normalize_coeffs_8bpc for
+// outputs [first, first+count) of a resize of the source interval [in0,
+// in1) (in source pixels; inSize pixels exist) to outSize pixels.
+func precompute(inSize int, in0, in1 float64, outSize, first, count int) coeffs {
+	scale := (in1 - in0) / float64(outSize)
+	filterscale := max(scale, 1.0)
+	support := 1.0 * filterscale // the bilinear filter's support is 1
+	ksize := int(math.Ceil(support))*2 + 1
+	c := coeffs{start: make([]int, count), n: make([]int, count), k: make([]int32, count*ksize), ksize: ksize}
+	w := make([]float64, ksize)
+	for i := range count {
+		xx := first + i
+		center := in0 + (float64(xx)+0.5)*scale
+		ss := 1.0 / filterscale
+		xmin := max(int(center-support+0.5), 0)
+		xmax := min(int(center+support+0.5), inSize) - xmin
+		ww := 0.0
+		for x := range xmax {
+			t := math.Abs((float64(x+xmin) - center + 0.5) * ss)
+			v := 0.0
+			if t < 1 {
+				v = 1 - t
+			}
+			w[x] = v
+			ww += v
+		}
+		k := c.k[i*ksize : (i+1)*ksize]
+		for x := range xmax {
+			v := w[x]
+			if ww != 0 {
+				v /= ww
+			}
+			if v < 0 {
+				k[x] = int32(-0.5 + v*(1<<precisionBits))
+			} else {
+				k[x] = int32(0.5 + v*(1<<precisionBits))
+			}
+		}
+		c.start[i], c.n[i] = xmin, max(xmax, 0)
+	}
+	return c
+}
+
+// clip8 is Pillow's clip8: the fixed-point sum to a byte, saturating.
+func clip8(v int32) uint8 {
+	v >>= precisionBits
+	if v < 0 {
+		return 0
+	}
+	if v > 255 {
+		return 255
+	}
+	return uint8(v)
+}
+
+// resampleJob describes one resize: the source box [x0, x1)×[y0, y1) (in
+// pixels of src, which holds only the pixels the filter may read: Pillow's
+// whole input image) resized to outW×outH, of which window win is
+// computed.
+type resampleJob struct {
+	x0, y0, x1, y1 float64
+	outW, outH     int
+	win            Rect
+}
+
+// resample computes job on src into dst's storage (grown as needed),
+// using tmp for the horizontal pass. It returns the window's pixels.
+func resample(dst, tmp []byte, src image8, job resampleJob) (image8, []byte) {
+	win := job.win
+	needH := job.outW != src.w || job.x0 != 0 || job.x1 != float64(job.outW)
+	needV := job.outH != src.h || job.y0 != 0 || job.y1 != float64(job.outH)
+	out := image8{w: win.W, h: win.H}
+
+	// The vertical filter decides which source rows the horizontal pass
+	// must produce.
+	var cv coeffs
+	rowFirst, rowLast := win.Y, win.Y+win.H
+	if needV {
+		cv = precompute(src.h, job.y0, job.y1, job.outH, win.Y, win.H)
+		rowFirst = cv.start[0]
+		rowLast = cv.start[win.H-1] + cv.n[win.H-1]
+	}
+
+	mid := src
+	midFirst := 0
+	if needH {
+		ch := precompute(src.w, job.x0, job.x1, job.outW, win.X, win.W)
+		rows := rowLast - rowFirst
+		tmp = grow(tmp, rows*win.W*3)
+		mid = image8{pix: tmp, w: win.W, h: rows}
+		horizontal(mid, src, rowFirst, ch)
+		midFirst = rowFirst
+	} else if !needV {
+		// Neither axis resizes: the window is a crop.
+		out.pix = grow(dst, win.W*win.H*3)
+		for y := range win.H {
+			s := ((win.Y+y)*src.w + win.X) * 3
+			copy(out.pix[y*win.W*3:(y+1)*win.W*3], src.pix[s:s+win.W*3])
+		}
+		return out, tmp
+	} else {
+		// Only the vertical pass: it reads the window's columns of src.
+		mid, midFirst = columns(tmp, src, win.X, win.W), 0
+		tmp = mid.pix
+	}
+
+	out.pix = grow(dst, win.W*win.H*3)
+	if !needV {
+		// The horizontal pass produced exactly the window's rows.
+		copy(out.pix, mid.pix[(win.Y-midFirst)*win.W*3:][:win.W*win.H*3])
+		return out, tmp
+	}
+	for i := range cv.start {
+		cv.start[i] -= midFirst
+	}
+	vertical(out, mid, cv)
+	return out, tmp
+}
+
+// columns copies columns [x, x+w) of src (all rows) into buf.
+func columns(buf []byte, src image8, x, w int) image8 {
+	out := image8{pix: grow(buf, w*src.h*3), w: w, h: src.h}
+	for y := range src.h {
+		s := (y*src.w + x) * 3
+		copy(out.pix[y*w*3:(y+1)*w*3], src.pix[s:s+w*3])
+	}
+	return out
+}
+
+// horizontal is Pillow's ImagingResampleHorizontal_8bpc for 3 bands over
+// source rows [first, first+dst.h).
+func horizontal(dst, src image8, first int, c coeffs) {
+	ks := c.ksize
+	for y := range dst.h {
+		in := src.pix[(first+y)*src.w*3 : (first+y+1)*src.w*3]
+		o := dst.pix[y*dst.w*3 : (y+1)*dst.w*3]
+		for x := range dst.w {
+			k := c.k[x*ks : x*ks+c.n[x]]
+			p := in[c.start[x]*3 : (c.start[x]+len(k))*3]
+			s0, s1, s2 := int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1))
+			for i, kv := range k {
+				q := p[i*3 : i*3+3]
+				s0 += int32(q[0]) * kv
+				s1 += int32(q[1]) * kv
+				s2 += int32(q[2]) * kv
+			}
+			o[x*3], o[x*3+1], o[x*3+2] = clip8(s0), clip8(s1), clip8(s2)
+		}
+	}
+}
+
+// vertical is Pillow's ImagingResampleVertical_8bpc for 3 bands.
+func vertical(dst, src image8, c coeffs) {
+	ks := c.ksize
+	stride := src.w * 3
+	n := dst.w * 3
+	for y := range dst.h {
+		k := c.k[y*ks : y*ks+c.n[y]]
+		o := dst.pix[y*n : (y+1)*n]
+		base := c.start[y] * stride
+		for x := range n {
+			s := int32(1 << (precisionBits - 1))
+			for i, kv := range k {
+				s += int32(src.pix[base+i*stride+x]) * kv
+			}
+			o[x] = clip8(s)
+		}
+	}
+}
