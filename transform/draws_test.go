@@ -23,10 +23,10 @@ const goldenPath = "testdata/draws.json"
 // forever, checked by TestGolden here and by python/tests/test_transform.py
 // against the Python reference.
 type golden struct {
-	Log   []mathCase `json:"log"`
-	Exp   []mathCase `json:"exp"`
-	Crops []cropCase `json:"crops"`
-	Flips []flipCase `json:"flips"`
+	Log   []mathCase  `json:"log"`
+	Exp   []mathCase  `json:"exp"`
+	Crops []cropCase  `json:"crops"`
+	Flips []flipCase  `json:"flips"`
 	Train []trainCase `json:"imagenet_train"`
 }
 
