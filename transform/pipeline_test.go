@@ -72,7 +72,7 @@ func TestApplyComposition(t *testing.T) {
 		p := mustGet(t, set, name)
 		for _, file := range []string{"photo.png", "photo.jpg"} {
 			data := readFixture(t, file)
-			src, err := decodeAll(t, data, IgnoreEXIF, nil, StdJPEG{})
+			src, err := decodeAll(t, data, IgnoreEXIF, nil, p.opt.JPEG)
 			if err != nil {
 				t.Fatal(err)
 			}

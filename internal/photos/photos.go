@@ -77,7 +77,10 @@ func render(r *rand.Rand, w, h int) *image.YCbCr {
 		}
 	}
 	// Objects: shaded ellipses with hard edges.
-	type blob struct{ cx, cy, rx, ry, shade float64; col [3]float64 }
+	type blob struct {
+		cx, cy, rx, ry, shade float64
+		col                   [3]float64
+	}
 	blobs := make([]blob, 3+r.IntN(5))
 	for i := range blobs {
 		blobs[i] = blob{cx: r.Float64() * float64(w), cy: r.Float64() * float64(h),
