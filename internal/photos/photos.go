@@ -50,6 +50,16 @@ func One(seed uint64, i int) (Photo, error) {
 	r := rand.New(rand.NewPCG(seed, uint64(i)))
 	w, h := 300+r.IntN(201), 300+r.IntN(201)
 	q := 75 + r.IntN(21)
+	return encode(r, i, w, h, q)
+}
+
+// Sized returns a photo of w×h pixels at quality q, for tests that need
+// sizes outside the ImageNet-like range (large images, reduced decoding).
+func Sized(seed uint64, i, w, h, q int) (Photo, error) {
+	return encode(rand.New(rand.NewPCG(seed, uint64(i))), i, w, h, q)
+}
+
+func encode(r *rand.Rand, i, w, h, q int) (Photo, error) {
 	m := render(r, w, h)
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, m, &jpeg.Options{Quality: q}); err != nil {
