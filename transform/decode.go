@@ -92,10 +92,10 @@ func readHeader(b []byte, maxPixels int64, exif Orientation) (header, error) {
 	return h, nil
 }
 
-// A JPEGDecoder turns a JPEG into packed 8-bit RGB, at a reduced size when
-// asked and able. Decoders differ in pixel values (IDCT, chroma
-// upsampling) within docs/transform.md §6's bound, never in size, so the
-// pipeline's geometry is the same whichever decodes.
+// A JPEGDecoder turns a JPEG into packed 8-bit RGB, at a reduced size and
+// only in part when asked and able. Decoders differ in pixel values (IDCT)
+// within docs/transform.md §6's bound, never in size, so the pipeline's
+// geometry is the same whichever decodes.
 //
 // Implementations must be safe for concurrent use.
 type JPEGDecoder interface {
@@ -103,10 +103,19 @@ type JPEGDecoder interface {
 	Name() string
 	// DecodeJPEG decodes a JPEG whose header h has been read and checked,
 	// at 1/denom of its size (denom is 1, 2, 4 or 8; a side of n pixels
-	// becomes ceil(n/denom)), into buf's storage when large enough. It
-	// returns the image and the denominator it applied: 1 when it cannot
+	// becomes ceil(n/denom)), into buf's storage when large enough. need
+	// is the part of the (scaled) image the caller will read; a decoder
+	// may decode only a region containing it, or the whole image. It
+	// returns the region and the denominator it applied: 1 when it cannot
 	// scale, and the pipeline then resamples from the full size.
-	DecodeJPEG(buf, data []byte, h header, denom int) (image8, int, error)
+	DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error)
+}
+
+// Region is part of a decoded image: Image holds its pixels, whose
+// top-left pixel is (X, Y) of the whole (scaled) image.
+type Region struct {
+	Image image8
+	X, Y  int
 }
 
 // StdJPEG is the pure-Go decoder: image/jpeg, with colour conversion as
@@ -118,13 +127,13 @@ type StdJPEG struct{}
 func (StdJPEG) Name() string { return "go" }
 
 // DecodeJPEG implements JPEGDecoder.
-func (StdJPEG) DecodeJPEG(buf, data []byte, h header, denom int) (image8, int, error) {
+func (StdJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error) {
 	m, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
-		return image8{}, 0, fmt.Errorf("%w: jpeg: %w", ErrDecode, err)
+		return Region{}, 0, fmt.Errorf("%w: jpeg: %w", ErrDecode, err)
 	}
 	out, err := toRGB(buf, m, nil)
-	return out, 1, err
+	return Region{Image: out}, 1, err
 }
 
 // decodePNG decodes a PNG with image/png (the only PNG decoder: training

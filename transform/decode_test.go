@@ -64,7 +64,9 @@ func decodeAll(t *testing.T, data []byte, exif Orientation, bg *[3]uint8, dec JP
 	}
 	var img image8
 	if h.format == formatJPEG {
-		img, _, err = dec.DecodeJPEG(nil, data, h, 1)
+		var reg Region
+		reg, _, err = dec.DecodeJPEG(nil, data, h, 1, Rect{W: h.w, H: h.h})
+		img = reg.Image
 	} else {
 		img, err = decodePNG(nil, data, bg)
 	}

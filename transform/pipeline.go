@@ -139,31 +139,38 @@ func (p *Pipeline) apply(dst, data []byte, key Key, sc *Scratch, res *Result) er
 	res.Source = [2]int{w, h}
 	pl := p.makePlan(w, h, key)
 
-	var img image8
+	// Decode, at reduced size and in part when the first step allows.
+	var reg Region
 	denom := 1
 	if hdr.format == formatJPEG {
 		want := 1
 		if p.spec.reducedDecode() && !hdr.cmyk {
 			want = decodeDenom(pl, w, h)
 		}
-		img, denom, err = p.opt.JPEG.DecodeJPEG(sc.decoded, data, hdr, want)
+		need := Rect{W: ceilDiv(hdr.w, want), H: ceilDiv(hdr.h, want)}
+		if hdr.orientation == 1 {
+			need = firstNeed(pl, w, h, want)
+		}
+		reg, denom, err = p.opt.JPEG.DecodeJPEG(sc.decoded, data, hdr, want, need)
 		if err != nil {
 			return err
 		}
-		sc.decoded = img.pix
-		if denom != 1 && denom != want {
-			return fmt.Errorf("%w: decoder %s scaled by 1/%d, asked 1/%d", ErrDecode, p.opt.JPEG.Name(), denom, want)
+		full := Rect{W: ceilDiv(hdr.w, denom), H: ceilDiv(hdr.h, denom)}
+		got := Rect{X: reg.X, Y: reg.Y, W: reg.Image.w, H: reg.Image.h}
+		if denom != 1 && denom != want || !got.inside(full.W, full.H) || denom == want && !need.within(got) || denom != want && got != full {
+			return fmt.Errorf("%w: decoder %s gave %+v at 1/%d, asked %+v at 1/%d", ErrDecode, p.opt.JPEG.Name(), got, denom, need, want)
 		}
 	} else {
-		img, err = decodePNG(sc.decoded, data, p.spec.Background)
+		reg.Image, err = decodePNG(sc.decoded, data, p.spec.Background)
 		if err != nil {
 			return err
 		}
-		sc.decoded = img.pix
+		if reg.Image.w != hdr.w || reg.Image.h != hdr.h {
+			return fmt.Errorf("%w: png decoded %d×%d pixels, header says %d×%d", ErrDecode, reg.Image.w, reg.Image.h, hdr.w, hdr.h)
+		}
 	}
-	if img.w != ceilDiv(hdr.w, denom) || img.h != ceilDiv(hdr.h, denom) {
-		return fmt.Errorf("%w: decoded %d×%d pixels, header says %d×%d at 1/%d", ErrDecode, img.w, img.h, hdr.w, hdr.h, denom)
-	}
+	img := reg.Image
+	sc.decoded = img.pix
 	if hdr.orientation != 1 {
 		img = orient(sc.oriented, img, hdr.orientation)
 		sc.oriented, sc.decoded = sc.decoded, img.pix // swap: the next image reuses both
@@ -175,21 +182,23 @@ func (p *Pipeline) apply(dst, data []byte, key Key, sc *Scratch, res *Result) er
 			mirror(img)
 			continue
 		}
-		d := 1
+		d, ox, oy := 1, 0, 0
 		if i == 0 {
-			d = denom
+			d, ox, oy = denom, reg.X, reg.Y
 		}
+		src := st.src
+		src.X, src.Y = src.X-ox*d, src.Y-oy*d // the region's pixels, at full scale
 		var view image8
 		var job resampleJob
 		switch {
 		case d > 1:
-			view, job = scaledView(sc, img, st, d)
-		case st.src.inside(img.w, img.h):
-			view = crop(sc.view, img, st.src)
-			job = resampleJob{x1: float64(st.src.W), y1: float64(st.src.H)}
+			view, job = scaledView(sc, img, src, d)
+		case src.inside(img.w, img.h):
+			view = crop(sc.view, img, src)
+			job = resampleJob{x1: float64(src.W), y1: float64(src.H)}
 		default:
-			view = padCrop(sc.view, img, st.src)
-			job = resampleJob{x1: float64(st.src.W), y1: float64(st.src.H)}
+			view = padCrop(sc.view, img, src)
+			job = resampleJob{x1: float64(src.W), y1: float64(src.H)}
 		}
 		if len(view.pix) > 0 && &view.pix[0] != &img.pix[0] {
 			sc.view = view.pix // a copy, not img itself: keep the buffer
@@ -225,18 +234,41 @@ func decodeDenom(pl plan, w, h int) int {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// scaledView maps step st's source box (in full-size pixels) onto an image
-// decoded at 1/d: the box divided by d, fractional, and the whole pixels
-// it touches as the filter's input.
-func scaledView(sc *Scratch, img image8, st step, d int) (image8, resampleJob) {
+// scaledRect is the whole pixels of an image decoded at 1/d that box src
+// (in full-size pixels, inside a w×h image) touches.
+func scaledRect(src Rect, d, w, h int) Rect {
+	r := Rect{X: src.X / d, Y: src.Y / d}
+	r.W = min(ceilDiv(src.X+src.W, d), ceilDiv(w, d)) - r.X
+	r.H = min(ceilDiv(src.Y+src.H, d), ceilDiv(h, d)) - r.Y
+	return r
+}
+
+// scaledView maps a source box (in full-size pixels, relative to img's
+// top-left at full scale) onto img, decoded at 1/d: the box divided by d,
+// fractional, and the whole pixels it touches as the filter's input.
+func scaledView(sc *Scratch, img image8, src Rect, d int) (image8, resampleJob) {
 	fd := float64(d)
-	x0, y0 := float64(st.src.X)/fd, float64(st.src.Y)/fd
-	x1, y1 := float64(st.src.X+st.src.W)/fd, float64(st.src.Y+st.src.H)/fd
-	r := Rect{X: st.src.X / d, Y: st.src.Y / d}
-	r.W = min(ceilDiv(st.src.X+st.src.W, d), img.w) - r.X
-	r.H = min(ceilDiv(st.src.Y+st.src.H, d), img.h) - r.Y
+	x0, y0 := float64(src.X)/fd, float64(src.Y)/fd
+	x1, y1 := float64(src.X+src.W)/fd, float64(src.Y+src.H)/fd
+	r := scaledRect(src, d, img.w*d, img.h*d)
 	view := crop(sc.view, img, r)
 	return view, resampleJob{x0: x0 - float64(r.X), y0: y0 - float64(r.Y), x1: x1 - float64(r.X), y1: y1 - float64(r.Y)}
+}
+
+// firstNeed is the part of the image, decoded at 1/d, that the plan's
+// first step reads: all of it unless that step resamples a box inside the
+// image.
+func firstNeed(pl plan, w, h, d int) Rect {
+	full := Rect{W: ceilDiv(w, d), H: ceilDiv(h, d)}
+	if len(pl.steps) == 0 || pl.steps[0].flip || !pl.steps[0].src.inside(w, h) {
+		return full
+	}
+	return scaledRect(pl.steps[0].src, d, w, h)
+}
+
+// within reports whether r lies inside o.
+func (r Rect) within(o Rect) bool {
+	return r.X >= o.X && r.Y >= o.Y && r.X+r.W <= o.X+o.W && r.Y+r.H <= o.Y+o.H
 }
 
 // crop copies box r (inside img) into buf.

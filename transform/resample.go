@@ -76,13 +76,13 @@ func precompute(inSize int, in0, in1 float64, outSize, first, count int) coeffs 
 // clip8 is Pillow's clip8: the fixed-point sum to a byte, saturating.
 func clip8(v int32) uint8 {
 	v >>= precisionBits
+	if uint32(v) <= 255 { // the usual case, one comparison
+		return uint8(v)
+	}
 	if v < 0 {
 		return 0
 	}
-	if v > 255 {
-		return 255
-	}
-	return uint8(v)
+	return 255
 }
 
 // resampleJob describes one resize: the source box [x0, x1)×[y0, y1) (in
@@ -145,7 +145,7 @@ func resample(dst, tmp []byte, src image8, job resampleJob) (image8, []byte) {
 	for i := range cv.start {
 		cv.start[i] -= midFirst
 	}
-	vertical(out, mid, cv)
+	vertical(out, mid, cv, make([]int32, win.W*3))
 	return out, tmp
 }
 
@@ -160,42 +160,64 @@ func columns(buf []byte, src image8, x, w int) image8 {
 }
 
 // horizontal is Pillow's ImagingResampleHorizontal_8bpc for 3 bands over
-// source rows [first, first+dst.h).
+// source rows [first, first+dst.h). (The loops walk slices forward so
+// that the compiler drops their bounds checks.)
 func horizontal(dst, src image8, first int, c coeffs) {
+	const half = int32(1 << (precisionBits - 1))
 	ks := c.ksize
+	w3 := src.w * 3
 	for y := range dst.h {
-		in := src.pix[(first+y)*src.w*3 : (first+y+1)*src.w*3]
+		in := src.pix[(first+y)*w3 : (first+y+1)*w3]
 		o := dst.pix[y*dst.w*3 : (y+1)*dst.w*3]
 		for x := range dst.w {
-			k := c.k[x*ks : x*ks+c.n[x]]
-			p := in[c.start[x]*3 : (c.start[x]+len(k))*3]
-			s0, s1, s2 := int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1))
-			for i, kv := range k {
-				q := p[i*3 : i*3+3]
-				s0 += int32(q[0]) * kv
-				s1 += int32(q[1]) * kv
-				s2 += int32(q[2]) * kv
+			n := c.n[x]
+			k := c.k[x*ks : x*ks+n]
+			p := in[c.start[x]*3 : (c.start[x]+n)*3]
+			s0, s1, s2 := half, half, half
+			for len(k) >= 2 && len(p) >= 6 {
+				k0, k1 := k[0], k[1]
+				s0 += int32(p[0])*k0 + int32(p[3])*k1
+				s1 += int32(p[1])*k0 + int32(p[4])*k1
+				s2 += int32(p[2])*k0 + int32(p[5])*k1
+				k, p = k[2:], p[6:]
 			}
-			o[x*3], o[x*3+1], o[x*3+2] = clip8(s0), clip8(s1), clip8(s2)
+			for len(k) > 0 && len(p) >= 3 {
+				kv := k[0]
+				s0 += int32(p[0]) * kv
+				s1 += int32(p[1]) * kv
+				s2 += int32(p[2]) * kv
+				k, p = k[1:], p[3:]
+			}
+			q := o[x*3 : x*3+3]
+			q[0], q[1], q[2] = clip8(s0), clip8(s1), clip8(s2)
 		}
 	}
 }
 
-// vertical is Pillow's ImagingResampleVertical_8bpc for 3 bands.
-func vertical(dst, src image8, c coeffs) {
+// vertical is Pillow's ImagingResampleVertical_8bpc for 3 bands, summed a
+// source row at a time into acc (same sums, same order per pixel, so the
+// same result) to read memory in order.
+func vertical(dst, src image8, c coeffs, acc []int32) {
+	const half = int32(1 << (precisionBits - 1))
 	ks := c.ksize
 	stride := src.w * 3
 	n := dst.w * 3
+	acc = acc[:n]
 	for y := range dst.h {
-		k := c.k[y*ks : y*ks+c.n[y]]
-		o := dst.pix[y*n : (y+1)*n]
-		base := c.start[y] * stride
-		for x := range n {
-			s := int32(1 << (precisionBits - 1))
-			for i, kv := range k {
-				s += int32(src.pix[base+i*stride+x]) * kv
+		for i := range acc {
+			acc[i] = half
+		}
+		for i, kv := range c.k[y*ks : y*ks+c.n[y]] {
+			row := src.pix[(c.start[y]+i)*stride:]
+			row = row[:len(acc)]
+			for x, v := range row {
+				acc[x] += int32(v) * kv
 			}
-			o[x] = clip8(s)
+		}
+		o := dst.pix[y*n : (y+1)*n]
+		o = o[:len(acc)]
+		for x, a := range acc {
+			o[x] = clip8(a)
 		}
 	}
 }

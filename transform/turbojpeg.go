@@ -3,44 +3,106 @@
 package transform
 
 /*
-#cgo LDFLAGS: -lturbojpeg
-#include <stdlib.h>
+#cgo LDFLAGS: -ljpeg
+#include <setjmp.h>
+#include <stdio.h>
 #include <string.h>
-#include <turbojpeg.h>
+#include <jpeglib.h>
+#include <jerror.h>
 
-// decode decompresses at the given (scaled) size into dst as packed RGB.
-// It returns 0, or -1 with the error in err (len bytes) and *fatal set
-// unless the failure was only a warning.
-static int decode(const unsigned char *src, unsigned long n, unsigned char *dst,
-		int w, int h, char *err, int len, int *fatal) {
-	tjhandle t = tjInitDecompress();
-	if (t == NULL) {
-		strncpy(err, tjGetErrorStr2(NULL), len - 1);
-		*fatal = 1;
+struct brand_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+	char msg[JMSG_LENGTH_MAX];
+	int truncated;
+};
+
+static void brand_error_exit(j_common_ptr c) {
+	struct brand_err *e = (struct brand_err *)c->err;
+	(*c->err->format_message)(c, e->msg);
+	longjmp(e->jump, 1);
+}
+
+// Warnings are kept quiet, except that running out of data is noted: the
+// image is then incomplete (libjpeg fills the rest with grey), which PIL
+// refuses too.
+static void brand_emit_message(j_common_ptr c, int level) {
+	struct brand_err *e = (struct brand_err *)c->err;
+	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+		e->truncated = 1;
+		(*c->err->format_message)(c, e->msg);
+	}
+}
+
+// brand_decode decodes rows [y, y+h) and at least columns [x, x+w) of the
+// JPEG scaled by 1/denom, as packed RGB into dst (w+32 by h pixels at
+// most), with libjpeg's defaults (accurate integer IDCT, fancy
+// upsampling). Columns start at an iMCU boundary at or before x: *ox and
+// *ow return the columns decoded. It returns 0, or -1 with msg set.
+static int brand_decode(const unsigned char *src, unsigned long n, int denom,
+		int x, int y, int w, int h, unsigned char *dst, size_t cap, int *ox, int *ow, char *msg) {
+	struct jpeg_decompress_struct cinfo;
+	struct brand_err jerr;
+	cinfo.err = jpeg_std_error(&jerr.pub);
+	jerr.pub.error_exit = brand_error_exit;
+	jerr.pub.emit_message = brand_emit_message;
+	jerr.truncated = 0;
+	jerr.msg[0] = 0;
+	if (setjmp(jerr.jump)) {
+		jpeg_destroy_decompress(&cinfo);
+		strcpy(msg, jerr.msg);
 		return -1;
 	}
-	int r = tjDecompress2(t, src, n, dst, w, w * 3, h, TJPF_RGB, 0);
-	if (r != 0) {
-		strncpy(err, tjGetErrorStr2(t), len - 1);
-		*fatal = tjGetErrorCode(t) == TJERR_FATAL;
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, src, n);
+	jpeg_read_header(&cinfo, TRUE);
+	cinfo.out_color_space = JCS_RGB;
+	cinfo.scale_num = 1;
+	cinfo.scale_denom = denom;
+	jpeg_start_decompress(&cinfo);
+	JDIMENSION cx = x, cw = w;
+	if (cx != 0 || cw != cinfo.output_width) {
+		jpeg_crop_scanline(&cinfo, &cx, &cw);
 	}
-	tjDestroy(t);
-	return r;
+	if ((size_t)cw * h * 3 > cap) {
+		jpeg_destroy_decompress(&cinfo);
+		snprintf(msg, JMSG_LENGTH_MAX, "cropped to %u columns, more than the buffer holds", (unsigned)cw);
+		return -1;
+	}
+	if (y > 0) {
+		jpeg_skip_scanlines(&cinfo, y);
+	}
+	while (cinfo.output_scanline < (JDIMENSION)(y + h)) {
+		JSAMPROW row = dst + (size_t)(cinfo.output_scanline - y) * cw * 3;
+		jpeg_read_scanlines(&cinfo, &row, 1);
+	}
+	// The rows below are never entropy-decoded.
+	jpeg_abort_decompress(&cinfo);
+	jpeg_destroy_decompress(&cinfo);
+	if (jerr.truncated) {
+		strcpy(msg, jerr.msg);
+		return -1;
+	}
+	*ox = cx;
+	*ow = cw;
+	return 0;
 }
 */
 import "C"
 
 import (
 	"fmt"
-	"strings"
 	"unsafe"
 )
 
-// TurboJPEG decodes with libjpeg-turbo's TurboJPEG API through cgo, with
-// DCT scaling (1/2, 1/4, 1/8: the IDCT computes fewer pixels, as PIL's
-// draft), its accurate integer IDCT and fancy upsampling — PIL's own
-// decoder, so full-size pixels are PIL's. CMYK and YCCK JPEGs (TurboJPEG
-// will not convert them to RGB) go to StdJPEG. Built only with the
+// TurboJPEG decodes with libjpeg-turbo through cgo (Debian's
+// libjpeg62-turbo, the library PIL links): its accurate integer IDCT and
+// fancy upsampling, so its pixels are PIL's; DCT scaling (1/2, 1/4, 1/8,
+// as PIL's draft); and partial decoding — only the rows and columns the
+// first step reads are inverse-transformed, upsampled and converted
+// (jpeg_crop_scanline, jpeg_skip_scanlines), and the entropy-coded data
+// below the last needed row is never decoded. CMYK and YCCK JPEGs, which
+// libjpeg will not convert to RGB, go to StdJPEG. Built only with the
 // brand_turbojpeg tag (scripts/install-turbojpeg.sh installs the library).
 type TurboJPEG struct{}
 
@@ -48,24 +110,27 @@ type TurboJPEG struct{}
 func (TurboJPEG) Name() string { return "turbojpeg" }
 
 // DecodeJPEG implements JPEGDecoder.
-func (TurboJPEG) DecodeJPEG(buf, data []byte, h header, denom int) (image8, int, error) {
+func (TurboJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error) {
 	if h.cmyk {
-		return StdJPEG{}.DecodeJPEG(buf, data, h, 1)
+		return StdJPEG{}.DecodeJPEG(buf, data, h, 1, need)
 	}
-	w, ht := ceilDiv(h.w, denom), ceilDiv(h.h, denom)
-	out := image8{pix: grow(buf, w*ht*3), w: w, h: ht}
-	var msg [200]C.char
-	var fatal C.int
-	r := C.decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), (*C.uchar)(unsafe.Pointer(&out.pix[0])),
-		C.int(w), C.int(ht), &msg[0], C.int(len(msg)), &fatal)
+	sw, sh := ceilDiv(h.w, denom), ceilDiv(h.h, denom)
+	if need.W <= 0 || need.H <= 0 || !need.inside(sw, sh) {
+		need = Rect{W: sw, H: sh}
+	}
+	// One column of margin each side: libjpeg's fancy upsampling treats a
+	// cropped row's ends as the image's edges, so the columns there may
+	// differ from a full decode; the margin keeps them out of what is used.
+	x0, x1 := max(need.X-1, 0), min(need.X+need.W+1, sw)
+	// Columns start at most one iMCU (32 pixels at most) before x0.
+	out := grow(buf, (x1-x0+32)*need.H*3)
+	var msg [C.JMSG_LENGTH_MAX]C.char
+	var ox, ow C.int
+	r := C.brand_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), C.int(denom),
+		C.int(x0), C.int(need.Y), C.int(x1-x0), C.int(need.H), (*C.uchar)(unsafe.Pointer(&out[0])), C.size_t(len(out)), &ox, &ow, &msg[0])
 	if r != 0 {
-		text := C.GoString(&msg[0])
-		// A warning is an error when the data ran out (PIL refuses a
-		// truncated image too); others, such as stray bytes before a
-		// marker, leave a complete image, which PIL accepts.
-		if fatal != 0 || strings.Contains(text, "Premature end") {
-			return image8{}, 0, fmt.Errorf("%w: jpeg: %s", ErrDecode, text)
-		}
+		return Region{}, 0, fmt.Errorf("%w: jpeg: %s", ErrDecode, C.GoString(&msg[0]))
 	}
-	return out, denom, nil
+	img := image8{pix: out[:int(ow)*need.H*3], w: int(ow), h: need.H}
+	return Region{Image: img, X: int(ox), Y: need.Y}, denom, nil
 }
