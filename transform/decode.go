@@ -132,6 +132,14 @@ func (StdJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Reg
 	if err != nil {
 		return Region{}, 0, fmt.Errorf("%w: jpeg: %w", ErrDecode, err)
 	}
+	// The common case, YCbCr, is converted only where needed; the rest
+	// of the image was decoded (image/jpeg has no partial decoding) but
+	// costs no upsampling or colour conversion.
+	if y, ok := m.(*image.YCbCr); ok && need.W > 0 && need.H > 0 && need.inside(h.w, h.h) && y.Rect == image.Rect(0, 0, h.w, h.h) {
+		out := image8{w: need.W, h: need.H, pix: grow(buf, need.W*need.H*3)}
+		ycbcrToRGB(out, y, need)
+		return Region{Image: out, X: need.X, Y: need.Y}, 1, nil
+	}
 	out, err := toRGB(buf, m, nil)
 	return Region{Image: out}, 1, err
 }
@@ -168,7 +176,7 @@ func toRGB(buf []byte, m image.Image, bg *[3]uint8) (image8, error) {
 	}
 	switch m := m.(type) {
 	case *image.YCbCr:
-		ycbcrToRGB(out, m)
+		ycbcrToRGB(out, m, Rect{W: w, H: h})
 	case *image.Gray:
 		for y := range h {
 			row := m.Pix[y*m.Stride : y*m.Stride+w]
@@ -265,13 +273,17 @@ func muldiv255(a, b int) int {
 // "fancy" triangle filter (jdsample.c, h2v1 and h2v2, the default PIL
 // keeps), and YCbCr becomes RGB by jdcolor.c's 16-bit fixed point. Other
 // subsamplings (rare) take the nearest chroma sample.
-func ycbcrToRGB(out image8, m *image.YCbCr) {
-	w, h := out.w, out.h
+//
+// Only rows and columns r of the image (whose Rect starts at 0, 0) are
+// converted, into out (r.W×r.H); the chroma rows are upsampled whole, so
+// the result is exactly that part of the whole conversion.
+func ycbcrToRGB(out image8, m *image.YCbCr, r Rect) {
+	w, h := m.Rect.Dx(), m.Rect.Dy()
 	cbRow := make([]byte, w+1)
 	crRow := make([]byte, w+1)
 	cw := (w + 1) / 2 // downsampled width for 2:1 horizontally
 	ch := (h + 1) / 2
-	for y := range h {
+	for y := r.Y; y < r.Y+r.H; y++ {
 		switch m.SubsampleRatio {
 		case image.YCbCrSubsampleRatio420:
 			// The nearer chroma row weighs 3, the further 1; rows beyond
@@ -288,12 +300,14 @@ func ycbcrToRGB(out image8, m *image.YCbCr) {
 			fancyH2V1(cbRow, m.Cb[y*m.CStride:], cw)
 			fancyH2V1(crRow, m.Cr[y*m.CStride:], cw)
 		default:
-			for x := range w {
+			for x := r.X; x < r.X+r.W; x++ {
 				ci := m.COffset(m.Rect.Min.X+x, m.Rect.Min.Y+y)
 				cbRow[x], crRow[x] = m.Cb[ci], m.Cr[ci]
 			}
 		}
-		yccRow(out.pix[y*w*3:(y+1)*w*3], m.Y[y*m.YStride:y*m.YStride+w], cbRow[:w], crRow[:w])
+		oy := y - r.Y
+		yccRow(out.pix[oy*r.W*3:(oy+1)*r.W*3], m.Y[y*m.YStride+r.X:y*m.YStride+r.X+r.W],
+			cbRow[r.X:r.X+r.W], crRow[r.X:r.X+r.W])
 	}
 }
 
