@@ -16,6 +16,8 @@ cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
 scripts/ensure-s3-clients.sh
+# Pillow, which package transform's tests compare its pipelines with.
+scripts/ensure-pil.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -35,6 +37,12 @@ fi
 # -p 2: the integration packages each start a MinIO; two at a time keep a
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
+
+# Package transform again with its optional libjpeg-turbo decoder
+# (installs Debian's libjpeg62-turbo-dev when run as root).
+if scripts/install-turbojpeg.sh; then
+	go test $race -count=1 -tags brand_turbojpeg ./transform/
+fi
 
 # The Python package against a real gateway (installs Debian's torch when
 # missing; see the script).
