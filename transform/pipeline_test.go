@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +346,22 @@ func TestNPYHeader(t *testing.T) {
 			t.Errorf("%v: read back %d %v %v", shape, off, got, err)
 		}
 	}
+	// numpy.save's own bytes, where a Python with numpy is at hand.
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		out, err := exec.Command(py, "-c", `import io, sys, numpy
+for s in [(3, 224, 224), (224, 224, 3), (1, 1, 3), (3, 7, 1000)]:
+    b = io.BytesIO(); numpy.save(b, numpy.zeros(s, numpy.uint8)); v = b.getvalue()
+    sys.stdout.write(v[:len(v) - int(numpy.prod(s))].hex() + "\n")`).Output()
+		if err != nil {
+			continue
+		}
+		for i, shape := range [][]int{{3, 224, 224}, {224, 224, 3}, {1, 1, 3}, {3, 7, 1000}} {
+			if got := fmt.Sprintf("%x", npyHeader(shape)); got != strings.Fields(string(out))[i] {
+				t.Errorf("%v: header %s, numpy.save writes %s", shape, got, strings.Fields(string(out))[i])
+			}
+		}
+		break
+	}
 	want := "\x93NUMPY\x01\x00v\x00{'descr': '|u1', 'fortran_order': False, 'shape': (3, 224, 224), }"
 	if h := string(npyHeader([]int{3, 224, 224})); !strings.HasPrefix(h, want) || strings.TrimRight(h[len(want):], " \n") != "" {
 		t.Errorf("header %q", h)
@@ -386,5 +403,23 @@ func TestMeterAndCores(t *testing.T) {
 	res, err := p.Apply(nil, readFixture(t, "photo.jpg"), Key{}, nil)
 	if err != nil || res.CPU <= 0 {
 		t.Errorf("Apply CPU %v, error %v", res.CPU, err)
+	}
+}
+
+// TestOutputName: which members a pipeline reads, and what it names them.
+func TestOutputName(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{"n01/img_13.jpg", "n01/img_13.npy"},
+		{"a.b/c.JPEG", "a.b/c.npy"},
+		{"x.png", "x.npy"},
+		{"x.cls", ""},
+		{"x.jpg/y", ""},
+		{"noext", ""},
+	}
+	for _, tt := range tests {
+		got, ok := OutputName(tt.in)
+		if got != tt.out || ok != (tt.out != "") {
+			t.Errorf("OutputName(%q) = %q, %v; want %q", tt.in, got, ok, tt.out)
+		}
 	}
 }
