@@ -26,8 +26,9 @@ func startCPU() cpuTimer {
 	return cpuTimer{start: t}
 }
 
+// stop returns the CPU time since start; the caller then unlocks the
+// thread (deferred, so that a panic does not leave it locked).
 func (c cpuTimer) stop() time.Duration {
-	defer runtime.UnlockOSThread()
 	if c.start < 0 {
 		return time.Since(c.wall)
 	}

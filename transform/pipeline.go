@@ -3,6 +3,7 @@ package transform
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -87,9 +88,24 @@ func (s *Set) Get(name string) (*Pipeline, error) {
 // Scratch holds one worker's buffers between images, so that a worker
 // transforming image after image allocates only what image/jpeg does. A
 // Scratch is used by one goroutine at a time; the zero value is ready.
+// It keeps no buffer larger than ScratchKeep bytes: a rare huge image's
+// buffers go back to the garbage collector rather than staying with every
+// worker.
 type Scratch struct {
 	decoded, oriented, view, tmp []byte
 	ping, pong                   []byte
+}
+
+// ScratchKeep is the largest buffer a Scratch keeps between images:
+// enough for a 2,000×2,000 decoded image (12 MB).
+const ScratchKeep = 12 << 20
+
+func (sc *Scratch) trim() {
+	for _, b := range []*[]byte{&sc.decoded, &sc.oriented, &sc.view, &sc.tmp, &sc.ping, &sc.pong} {
+		if cap(*b) > ScratchKeep {
+			*b = nil
+		}
+	}
 }
 
 // Result describes one applied image.
@@ -121,8 +137,10 @@ func (p *Pipeline) Apply(dst, image []byte, key Key, sc *Scratch) (Result, error
 	}
 	var res Result
 	cpu := startCPU()
+	defer runtime.UnlockOSThread()
 	err := p.apply(dst, image, key, sc, &res)
 	res.CPU = cpu.stop()
+	sc.trim()
 	if err != nil {
 		res.Out = dst
 		return res, fmt.Errorf("pipeline %q: %w", p.name, err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"math"
 	"os/exec"
 	"strings"
@@ -420,6 +422,31 @@ func TestOutputName(t *testing.T) {
 		got, ok := OutputName(tt.in)
 		if got != tt.out || ok != (tt.out != "") {
 			t.Errorf("OutputName(%q) = %q, %v; want %q", tt.in, got, ok, tt.out)
+		}
+	}
+}
+
+// TestScratchTrim: a Scratch reuses its buffers, but gives back any larger
+// than ScratchKeep, so a worker does not keep a huge image's memory.
+func TestScratchTrim(t *testing.T) {
+	var big bytes.Buffer
+	if err := jpeg.Encode(&big, image.NewGray(image.Rect(0, 0, 2100, 2100)), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := mustGet(t, mustSet(t, "", Options{}), ImagenetEval)
+	var sc Scratch
+	if _, err := p.Apply(nil, readFixture(t, "photo.jpg"), Key{}, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc.decoded == nil || sc.ping == nil && sc.pong == nil {
+		t.Fatal("a small image's buffers were not kept")
+	}
+	if _, err := p.Apply(nil, big.Bytes(), Key{}, &sc); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range [][]byte{sc.decoded, sc.oriented, sc.view, sc.tmp, sc.ping, sc.pong} {
+		if cap(b) > ScratchKeep {
+			t.Errorf("buffer %d keeps %d bytes after a 2100×2100 image", i, cap(b))
 		}
 	}
 }

@@ -68,8 +68,8 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 			pl.mirror = false
 		}
 	}
-	// crop keeps box r of the current w×h image.
-	crop := func(r Rect) {
+	// cropTo keeps box r of the current w×h image.
+	cropTo := func(r Rect) {
 		settle()
 		switch {
 		case open == nil:
@@ -91,8 +91,8 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 		}
 		w, h = r.W, r.H
 	}
-	// resize scales the current image to nw×nh.
-	resize := func(nw, nh int) {
+	// resizeTo scales the current image to nw×nh.
+	resizeTo := func(nw, nh int) {
 		settle()
 		if nw == w && nh == h {
 			return
@@ -110,15 +110,15 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 	for i, op := range p.spec.Ops {
 		switch op.Op {
 		case OpResize:
-			resize(resizedSize(w, h, op.Size.H, op.MaxSize))
+			resizeTo(resizedSize(w, h, op.Size.H, op.MaxSize))
 		case OpCenterCrop:
-			crop(centerCropBox(w, h, op.Size.W, op.Size.H))
+			cropTo(centerCropBox(w, h, op.Size.W, op.Size.H))
 		case OpRandomResizedCrop:
 			s := key.stream(i)
 			box, attempts := randomResizedCropBox(&s, w, h, *op.Scale, *op.Ratio)
 			pl.crops = append(pl.crops, cropDraw{Box: box, Attempts: attempts})
-			crop(box)
-			resize(op.Size.W, op.Size.H)
+			cropTo(box)
+			resizeTo(op.Size.W, op.Size.H)
 		case OpHFlip:
 			s := key.stream(i)
 			f := flipDraw(&s, *op.P)
