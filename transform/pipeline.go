@@ -200,30 +200,22 @@ func (p *Pipeline) apply(dst, data []byte, key Key, sc *Scratch, res *Result) er
 			mirror(img)
 			continue
 		}
-		d, ox, oy := 1, 0, 0
+		// The step's input, in the (scaled) image of fw×fh full-size
+		// pixels of which img holds the part at (ox, oy).
+		d, ox, oy, fw, fh := 1, 0, 0, img.w, img.h
 		if i == 0 {
-			d, ox, oy = denom, reg.X, reg.Y
+			d, ox, oy, fw, fh = denom, reg.X, reg.Y, w, h
 		}
-		src := st.src
-		src.X, src.Y = src.X-ox*d, src.Y-oy*d // the region's pixels, at full scale
-		var view image8
-		var job resampleJob
-		switch {
-		case d > 1:
-			view, job = scaledView(sc, img, src, d)
-		case src.inside(img.w, img.h):
-			view = crop(sc.view, img, src)
-			job = resampleJob{x1: float64(src.W), y1: float64(src.H)}
-		default:
-			view = padCrop(sc.view, img, src)
-			job = resampleJob{x1: float64(src.W), y1: float64(src.H)}
+		job, in, padded := stepJob(st, d, fw, fh)
+		src := img
+		if padded {
+			src = padCrop(sc.view, img, st.src)
+			sc.view = src.pix
+		} else {
+			job.dx, job.dy = in.X-ox, in.Y-oy
 		}
-		if len(view.pix) > 0 && &view.pix[0] != &img.pix[0] {
-			sc.view = view.pix // a copy, not img itself: keep the buffer
-		}
-		job.outW, job.outH, job.win = st.outW, st.outH, st.win
 		var out image8
-		out, sc.tmp = resample(sc.ping, sc.tmp, view, job)
+		out, sc.tmp = resample(sc.ping, sc.tmp, src, job)
 		sc.ping, sc.pong = sc.pong, out.pix
 		img = out
 	}
@@ -261,45 +253,50 @@ func scaledRect(src Rect, d, w, h int) Rect {
 	return r
 }
 
-// scaledView maps a source box (in full-size pixels, relative to img's
-// top-left at full scale) onto img, decoded at 1/d: the box divided by d,
-// fractional, and the whole pixels it touches as the filter's input.
-func scaledView(sc *Scratch, img image8, src Rect, d int) (image8, resampleJob) {
-	fd := float64(d)
-	x0, y0 := float64(src.X)/fd, float64(src.Y)/fd
-	x1, y1 := float64(src.X+src.W)/fd, float64(src.Y+src.H)/fd
-	r := scaledRect(src, d, img.w*d, img.h*d)
-	view := crop(sc.view, img, r)
-	return view, resampleJob{x0: x0 - float64(r.X), y0: y0 - float64(r.Y), x1: x1 - float64(r.X), y1: y1 - float64(r.Y)}
+// stepJob is step st's resampling of an image of w×h full-size pixels
+// decoded at 1/d, and where its input lies in that (scaled) image. The
+// input is st's box — what torchvision crops before it resizes, so the
+// filters clamp at its edges — or, at reduced size, the whole pixels the
+// box touches, with the box in fractional coordinates. A box reaching
+// outside the image (a center crop larger than it) is padded: the caller
+// copies it with zeros, and the input is that copy.
+func stepJob(st step, d, w, h int) (resampleJob, Rect, bool) {
+	job := resampleJob{outW: st.outW, outH: st.outH, win: st.win}
+	if d > 1 {
+		r := scaledRect(st.src, d, w, h)
+		fd := float64(d)
+		job.inW, job.inH = r.W, r.H
+		job.x0, job.y0 = float64(st.src.X)/fd-float64(r.X), float64(st.src.Y)/fd-float64(r.Y)
+		job.x1 = float64(st.src.X+st.src.W)/fd - float64(r.X)
+		job.y1 = float64(st.src.Y+st.src.H)/fd - float64(r.Y)
+		return job, r, false
+	}
+	job.inW, job.inH = st.src.W, st.src.H
+	job.x1, job.y1 = float64(st.src.W), float64(st.src.H)
+	return job, st.src, !st.src.inside(w, h)
 }
 
 // firstNeed is the part of the image, decoded at 1/d, that the plan's
-// first step reads: all of it unless that step resamples a box inside the
-// image.
+// first step reads: the pixels under its window's filters, or all of it
+// when the step pads.
 func firstNeed(pl plan, w, h, d int) Rect {
 	full := Rect{W: ceilDiv(w, d), H: ceilDiv(h, d)}
-	if len(pl.steps) == 0 || pl.steps[0].flip || !pl.steps[0].src.inside(w, h) {
+	if len(pl.steps) == 0 || pl.steps[0].flip {
 		return full
 	}
-	return scaledRect(pl.steps[0].src, d, w, h)
+	job, in, padded := stepJob(pl.steps[0], d, w, h)
+	if padded {
+		return full
+	}
+	r := job.reads()
+	r.X += in.X
+	r.Y += in.Y
+	return r
 }
 
 // within reports whether r lies inside o.
 func (r Rect) within(o Rect) bool {
 	return r.X >= o.X && r.Y >= o.Y && r.X+r.W <= o.X+o.W && r.Y+r.H <= o.Y+o.H
-}
-
-// crop copies box r (inside img) into buf.
-func crop(buf []byte, img image8, r Rect) image8 {
-	if r == (Rect{W: img.w, H: img.h}) {
-		return img
-	}
-	out := image8{pix: grow(buf, r.W*r.H*3), w: r.W, h: r.H}
-	for y := range r.H {
-		s := ((r.Y+y)*img.w + r.X) * 3
-		copy(out.pix[y*r.W*3:(y+1)*r.W*3], img.pix[s:s+r.W*3])
-	}
-	return out
 }
 
 // padCrop copies box r, which extends outside img, into buf, with zeros

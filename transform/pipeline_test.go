@@ -116,14 +116,14 @@ func byHand(t *testing.T, p *Pipeline, img image8, key Key) (image8, bool) {
 		switch op.Op {
 		case OpResize:
 			w, h := resizedSize(img.w, img.h, op.Size.H, op.MaxSize)
-			img, _ = resample(nil, nil, img, resampleJob{x1: float64(img.w), y1: float64(img.h), outW: w, outH: h, win: Rect{W: w, H: h}})
+			img, _ = resample(nil, nil, img, resampleJob{inW: img.w, inH: img.h, x1: float64(img.w), y1: float64(img.h), outW: w, outH: h, win: Rect{W: w, H: h}})
 		case OpCenterCrop:
 			img = padCrop(nil, img, centerCropBox(img.w, img.h, op.Size.W, op.Size.H))
 		case OpRandomResizedCrop:
 			s := key.stream(i)
 			box, _ := randomResizedCropBox(&s, img.w, img.h, *op.Scale, *op.Ratio)
 			img = crop(nil, img, box)
-			img, _ = resample(nil, nil, img, resampleJob{x1: float64(img.w), y1: float64(img.h), outW: op.Size.W, outH: op.Size.H, win: Rect{W: op.Size.W, H: op.Size.H}})
+			img, _ = resample(nil, nil, img, resampleJob{inW: img.w, inH: img.h, x1: float64(img.w), y1: float64(img.h), outW: op.Size.W, outH: op.Size.H, win: Rect{W: op.Size.W, H: op.Size.H}})
 		case OpHFlip:
 			s := key.stream(i)
 			if flipDraw(&s, *op.P) {

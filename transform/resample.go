@@ -85,84 +85,96 @@ func clip8(v int32) uint8 {
 	return 255
 }
 
-// resampleJob describes one resize: the source box [x0, x1)×[y0, y1) (in
-// pixels of src, which holds only the pixels the filter may read: Pillow's
-// whole input image) resized to outW×outH, of which window win is
-// computed.
+// resampleJob describes one resize. Its input is a box of inW×inH pixels
+// (Pillow's whole input image: filters clamp at its edges), whose pixel
+// (0, 0) is pixel (dx, dy) of the src image passed to resample: src may be
+// a larger image holding the box (no crop is copied) or only the part of
+// it the window's filters read (a partly decoded image). The box
+// [x0, x1)×[y0, y1) of the input (fractional after a reduced-size decode)
+// is resized to outW×outH, of which window win is computed.
 type resampleJob struct {
+	inW, inH       int
+	dx, dy         int
 	x0, y0, x1, y1 float64
 	outW, outH     int
 	win            Rect
 }
 
+// needH and needV are Pillow's tests for whether an axis is resampled at
+// all (an identity pass is skipped).
+func (j resampleJob) needH() bool {
+	return j.outW != j.inW || j.x0 != 0 || j.x1 != float64(j.outW)
+}
+
+func (j resampleJob) needV() bool {
+	return j.outH != j.inH || j.y0 != 0 || j.y1 != float64(j.outH)
+}
+
+// reads returns the input pixels the window's filters read, in input
+// coordinates: what a partial decode must provide.
+func (j resampleJob) reads() Rect {
+	r := j.win
+	if j.needH() {
+		first := precompute(j.inW, j.x0, j.x1, j.outW, j.win.X, 1)
+		last := precompute(j.inW, j.x0, j.x1, j.outW, j.win.X+j.win.W-1, 1)
+		r.X, r.W = first.start[0], last.start[0]+last.n[0]-first.start[0]
+	}
+	if j.needV() {
+		first := precompute(j.inH, j.y0, j.y1, j.outH, j.win.Y, 1)
+		last := precompute(j.inH, j.y0, j.y1, j.outH, j.win.Y+j.win.H-1, 1)
+		r.Y, r.H = first.start[0], last.start[0]+last.n[0]-first.start[0]
+	}
+	return r
+}
+
 // resample computes job on src into dst's storage (grown as needed),
-// using tmp for the horizontal pass. It returns the window's pixels.
+// using tmp for the horizontal pass. It returns the window's pixels. src
+// must hold every input pixel job.reads() names.
 func resample(dst, tmp []byte, src image8, job resampleJob) (image8, []byte) {
 	win := job.win
-	needH := job.outW != src.w || job.x0 != 0 || job.x1 != float64(job.outW)
-	needV := job.outH != src.h || job.y0 != 0 || job.y1 != float64(job.outH)
-	out := image8{w: win.W, h: win.H}
+	needH, needV := job.needH(), job.needV()
+	out := image8{w: win.W, h: win.H, pix: grow(dst, win.W*win.H*3)}
 
-	// The vertical filter decides which source rows the horizontal pass
+	// The vertical filter decides which input rows the horizontal pass
 	// must produce.
 	var cv coeffs
 	rowFirst, rowLast := win.Y, win.Y+win.H
 	if needV {
-		cv = precompute(src.h, job.y0, job.y1, job.outH, win.Y, win.H)
+		cv = precompute(job.inH, job.y0, job.y1, job.outH, win.Y, win.H)
 		rowFirst = cv.start[0]
 		rowLast = cv.start[win.H-1] + cv.n[win.H-1]
 	}
 
-	mid := src
-	midFirst := 0
+	// mid holds input rows from midFirst on, columns from midCol on.
+	mid, midFirst, midCol := src, -job.dy, job.dx+win.X
 	if needH {
-		ch := precompute(src.w, job.x0, job.x1, job.outW, win.X, win.W)
+		ch := precompute(job.inW, job.x0, job.x1, job.outW, win.X, win.W)
 		rows := rowLast - rowFirst
 		tmp = grow(tmp, rows*win.W*3)
 		mid = image8{pix: tmp, w: win.W, h: rows}
-		horizontal(mid, src, rowFirst, ch)
-		midFirst = rowFirst
-	} else if !needV {
-		// Neither axis resizes: the window is a crop.
-		out.pix = grow(dst, win.W*win.H*3)
-		for y := range win.H {
-			s := ((win.Y+y)*src.w + win.X) * 3
-			copy(out.pix[y*win.W*3:(y+1)*win.W*3], src.pix[s:s+win.W*3])
-		}
-		return out, tmp
-	} else {
-		// Only the vertical pass: it reads the window's columns of src.
-		mid, midFirst = columns(tmp, src, win.X, win.W), 0
-		tmp = mid.pix
+		horizontal(mid, src, rowFirst+job.dy, job.dx, ch)
+		midFirst, midCol = rowFirst, 0
 	}
-
-	out.pix = grow(dst, win.W*win.H*3)
 	if !needV {
-		// The horizontal pass produced exactly the window's rows.
-		copy(out.pix, mid.pix[(win.Y-midFirst)*win.W*3:][:win.W*win.H*3])
+		// The window's rows, as they are.
+		for y := range win.H {
+			s := ((win.Y+y-midFirst)*mid.w + midCol) * 3
+			copy(out.pix[y*win.W*3:(y+1)*win.W*3], mid.pix[s:s+win.W*3])
+		}
 		return out, tmp
 	}
 	for i := range cv.start {
 		cv.start[i] -= midFirst
 	}
-	vertical(out, mid, cv, make([]int32, win.W*3))
+	vertical(out, mid, midCol, cv, make([]int32, win.W*3))
 	return out, tmp
 }
 
-// columns copies columns [x, x+w) of src (all rows) into buf.
-func columns(buf []byte, src image8, x, w int) image8 {
-	out := image8{pix: grow(buf, w*src.h*3), w: w, h: src.h}
-	for y := range src.h {
-		s := (y*src.w + x) * 3
-		copy(out.pix[y*w*3:(y+1)*w*3], src.pix[s:s+w*3])
-	}
-	return out
-}
-
 // horizontal is Pillow's ImagingResampleHorizontal_8bpc for 3 bands over
-// source rows [first, first+dst.h). (The loops walk slices forward so
-// that the compiler drops their bounds checks.)
-func horizontal(dst, src image8, first int, c coeffs) {
+// src rows [first, first+dst.h), the filters' column 0 being src column
+// col. (The loops walk slices forward so that the compiler drops their
+// bounds checks.)
+func horizontal(dst, src image8, first, col int, c coeffs) {
 	const half = int32(1 << (precisionBits - 1))
 	ks := c.ksize
 	w3 := src.w * 3
@@ -172,7 +184,7 @@ func horizontal(dst, src image8, first int, c coeffs) {
 		for x := range dst.w {
 			n := c.n[x]
 			k := c.k[x*ks : x*ks+n]
-			p := in[c.start[x]*3 : (c.start[x]+n)*3]
+			p := in[(col+c.start[x])*3 : (col+c.start[x]+n)*3]
 			s0, s1, s2 := half, half, half
 			for len(k) >= 2 && len(p) >= 6 {
 				k0, k1 := k[0], k[1]
@@ -194,10 +206,10 @@ func horizontal(dst, src image8, first int, c coeffs) {
 	}
 }
 
-// vertical is Pillow's ImagingResampleVertical_8bpc for 3 bands, summed a
-// source row at a time into acc (same sums, same order per pixel, so the
-// same result) to read memory in order.
-func vertical(dst, src image8, c coeffs, acc []int32) {
+// vertical is Pillow's ImagingResampleVertical_8bpc for 3 bands, over src
+// columns from col on, summed a source row at a time into acc (same sums,
+// same order per pixel, so the same result) to read memory in order.
+func vertical(dst, src image8, col int, c coeffs, acc []int32) {
 	const half = int32(1 << (precisionBits - 1))
 	ks := c.ksize
 	stride := src.w * 3
@@ -208,7 +220,7 @@ func vertical(dst, src image8, c coeffs, acc []int32) {
 			acc[i] = half
 		}
 		for i, kv := range c.k[y*ks : y*ks+c.n[y]] {
-			row := src.pix[(c.start[y]+i)*stride:]
+			row := src.pix[(c.start[y]+i)*stride+col*3:]
 			row = row[:len(acc)]
 			for x, v := range row {
 				acc[x] += int32(v) * kv

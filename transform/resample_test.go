@@ -30,7 +30,7 @@ func TestResamplePIL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			view := crop(nil, src, tt.box)
-			job := resampleJob{x1: float64(tt.box.W), y1: float64(tt.box.H), outW: tt.w, outH: tt.h, win: Rect{W: tt.w, H: tt.h}}
+			job := resampleJob{inW: tt.box.W, inH: tt.box.H, x1: float64(tt.box.W), y1: float64(tt.box.H), outW: tt.w, outH: tt.h, win: Rect{W: tt.w, H: tt.h}}
 			got, _ := resample(nil, nil, view, job)
 			want := readNPY(t, filepath.Join("testdata", tt.want+".pil.npy"))
 			if maxd, mean := diff(t, got, want); maxd != 0 {
@@ -55,7 +55,7 @@ func TestResampleWindow(t *testing.T) {
 		if r.IntN(4) == 0 {
 			outW, outH = src.w, src.h
 		}
-		full := resampleJob{x1: float64(src.w), y1: float64(src.h), outW: outW, outH: outH, win: Rect{W: outW, H: outH}}
+		full := resampleJob{inW: src.w, inH: src.h, x1: float64(src.w), y1: float64(src.h), outW: outW, outH: outH, win: Rect{W: outW, H: outH}}
 		whole, _ := resample(nil, nil, src, full)
 		win := Rect{X: r.IntN(outW), Y: r.IntN(outH)}
 		win.W, win.H = 1+r.IntN(outW-win.X), 1+r.IntN(outH-win.Y)
@@ -67,4 +67,17 @@ func TestResampleWindow(t *testing.T) {
 			t.Fatalf("%d×%d → %d×%d window %+v differs from the whole resize's", src.w, src.h, outW, outH, win)
 		}
 	}
+}
+
+// crop copies box r (inside img) into buf.
+func crop(buf []byte, img image8, r Rect) image8 {
+	if r == (Rect{W: img.w, H: img.h}) {
+		return img
+	}
+	out := image8{pix: grow(buf, r.W*r.H*3), w: r.W, h: r.H}
+	for y := range r.H {
+		s := ((r.Y+y)*img.w + r.X) * 3
+		copy(out.pix[y*r.W*3:(y+1)*r.W*3], img.pix[s:s+r.W*3])
+	}
+	return out
 }

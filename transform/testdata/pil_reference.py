@@ -12,10 +12,11 @@
         Times OP over the first N JPEGs of DIR, REPS times, in CPU seconds
         of this process (time.process_time), and prints one JSON line per
         repetition: {"op", "images", "cpu_s"}. OP is decode (open, convert
-        to RGB), train (decode, crop, resize to 224 bilinear, flip) or
+        to RGB), train (decode, crop, resize to 224 bilinear, flip), eval, or
         train-draft (the same with Image.draft at the largest reduction
         that keeps the crop at least 224 pixels, as PIL's draft allows).
-        The crop boxes are drawn before the clock starts.
+        The crop boxes are drawn before the clock starts. eval is Resize(256)
+        and CenterCrop(224).
 
 PYTHONPATH must reach python/ (for brand.transform).
 """
@@ -94,6 +95,8 @@ def bench(d, op, n, reps):
                 train(Image.open(io.BytesIO(b)).convert("RGB"), box, flip)
             elif op == "train-draft":
                 train_draft(b, box, flip)
+            elif op == "eval":
+                evaluate(Image.open(io.BytesIO(b)).convert("RGB"))
             else:
                 raise SystemExit("unknown op " + op)
         print(json.dumps({"op": op, "images": len(blobs), "cpu_s": time.process_time() - t0}), flush=True)
