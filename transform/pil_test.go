@@ -73,13 +73,16 @@ func runPillow(t *testing.T, python string, cases []pillowCase) [][]byte {
 // (TurboJPEG, at full size) must match exactly; the pure-Go decoder
 // differs by its IDCT; a reduced-size decode by the DCT scaling's
 // averaging, which is what PIL's draft would give.
+//
+// mean is over every case; for a reduced decode, over the images decoded
+// at reduced size (the others are full decodes, equal to Pillow's).
 var pillowBounds = map[string]struct {
 	max  int
 	mean float64
 }{
 	"go":                {max: 3, mean: 0.05},
 	"turbojpeg":         {max: 0, mean: 0},
-	"turbojpeg-reduced": {max: 48, mean: 1.5},
+	"turbojpeg-reduced": {max: 48, mean: 2},
 }
 
 // TestPillowPipelines runs imagenet-train and imagenet-eval over photo-like
@@ -161,8 +164,12 @@ func TestPillowPipelines(t *testing.T) {
 				}
 				t.Logf("%d images: max |Δ| %d, mean |Δ| %.4f; %d decoded at reduced size, mean |Δ| %.4f over those",
 					n, maxd, sum/float64(n), scaled, scaledSum/float64(max(scaled, 1)))
-				if maxd > bound.max || sum/float64(n) > bound.mean {
-					t.Errorf("max |Δ| %d, mean %.4f from Pillow: beyond %d, %.4f", maxd, sum/float64(n), bound.max, bound.mean)
+				mean := sum / float64(n)
+				if reduced {
+					mean = scaledSum / float64(max(scaled, 1))
+				}
+				if maxd > bound.max || mean > bound.mean {
+					t.Errorf("max |Δ| %d, mean %.4f from Pillow: beyond %d, %.4f", maxd, mean, bound.max, bound.mean)
 				}
 				if reduced && scaled == 0 {
 					t.Error("no image was decoded at reduced size: the bound was not exercised")
