@@ -450,3 +450,48 @@ func TestScratchTrim(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyConcurrent: one Pipeline applied from several goroutines, each
+// with its own Scratch (as a worker pool does), gives each image the bytes
+// a lone caller gets. Run under -race, it also checks the sharing.
+func TestApplyConcurrent(t *testing.T) {
+	p := mustGet(t, mustSet(t, "", Options{}), ImagenetTrain)
+	files := []string{"photo.jpg", "exif-6.jpg", "photo.png", "gray.jpg", "cmyk.jpg", "alpha.png", "photo444.jpg"}
+	want := make([][]byte, len(files))
+	for i, f := range files {
+		res, err := p.Apply(nil, readFixture(t, f), Key{Seed: 5, Sample: uint64(i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = res.Out
+	}
+	data := make([][]byte, len(files))
+	for i, f := range files {
+		data[i] = readFixture(t, f)
+	}
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			var sc Scratch
+			var buf []byte
+			for round := range 20 {
+				i := (w + round) % len(files)
+				res, err := p.Apply(buf[:0], data[i], Key{Seed: 5, Sample: uint64(i)}, &sc)
+				if err == nil && !bytes.Equal(res.Out, want[i]) {
+					err = fmt.Errorf("worker %d: %s differs from a lone Apply", w, files[i])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				buf = res.Out
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
