@@ -114,7 +114,7 @@ func TestPillowPipelines(t *testing.T) {
 		}
 		images = append(images, path)
 	}
-	images = append(images, "testdata/photo.png", "testdata/photo.jpg", "testdata/gray.jpg")
+	images = append(images, "testdata/photo.png", "testdata/photo.jpg", "testdata/gray.jpg", "testdata/progressive.jpg", "testdata/photo422.jpg")
 	var cases []pillowCase
 	for i, img := range images {
 		for _, name := range []string{ImagenetTrain, ImagenetEval} {
@@ -162,7 +162,7 @@ func TestPillowPipelines(t *testing.T) {
 						t.Errorf("%s %s: max |Δ| %d from Pillow with the same decoder, want 0", filepath.Base(c.Image), c.Pipeline, d)
 					}
 				}
-				t.Logf("%d images: max |Δ| %d, mean |Δ| %.4f; %d decoded at reduced size, mean |Δ| %.4f over those",
+				t.Logf("%d cases: max |Δ| %d, mean |Δ| %.4f; %d decoded at reduced size, mean |Δ| %.4f over those",
 					n, maxd, sum/float64(n), scaled, scaledSum/float64(max(scaled, 1)))
 				mean := sum / float64(n)
 				if reduced {

@@ -23,7 +23,7 @@ func TestPartialDecodeExact(t *testing.T) {
 		}
 		files = append(files, p.JPEG)
 	}
-	files = append(files, readFixture(t, "photo444.jpg"), readFixture(t, "gray.jpg"), readFixture(t, "photo.jpg"))
+	files = append(files, readFixture(t, "photo444.jpg"), readFixture(t, "gray.jpg"), readFixture(t, "photo.jpg"), readFixture(t, "progressive.jpg"), readFixture(t, "photo422.jpg"))
 	r := rand.New(rand.NewPCG(7, 8))
 	dec := TurboJPEG{}
 	for fi, data := range files {

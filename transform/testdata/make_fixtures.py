@@ -68,7 +68,11 @@ def main():
     base.save("photo.png")
     base.save("photo.jpg", quality=90)  # 4:2:0
     base.save("photo444.jpg", quality=90, subsampling=0)
+    base.save("photo422.jpg", quality=90, subsampling=1)
+    base.save("progressive.jpg", quality=85, progressive=True)
     reference("photo.png")
+    reference("progressive.jpg")
+    reference("photo422.jpg")
     reference("photo.jpg")
     reference("photo444.jpg")
 
