@@ -76,3 +76,38 @@ func TestTruncatedTurbo(t *testing.T) {
 		t.Errorf("truncated JPEG: %v", err)
 	}
 }
+
+// BenchmarkGoDecoderDelta reports how far the pure-Go decoder's pixels are
+// from libjpeg-turbo's (which are Pillow's) over the benchmark's photos:
+// max-Δ and mean-Δ levels (docs/transform.md §6.2). Run with
+// -benchtime 2000x to cover the set once.
+func BenchmarkGoDecoderDelta(b *testing.B) {
+	set, _ := benchSet(b)
+	maxd, sum := 0, 0.0
+	for i := range b.N {
+		data := set[i%len(set)]
+		h, err := readHeader(data, DefaultMaxPixels, IgnoreEXIF)
+		if err != nil {
+			b.Fatal(err)
+		}
+		full := Rect{W: h.w, H: h.h}
+		g, _, err := StdJPEG{}.DecodeJPEG(nil, data, h, 1, full)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, _, err := TurboJPEG{}.DecodeJPEG(nil, data, h, 1, full)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for j := range g.Image.pix {
+			d := int(g.Image.pix[j]) - int(t.Image.pix[j])
+			d = max(d, -d)
+			maxd = max(maxd, d)
+			n += d
+		}
+		sum += float64(n) / float64(len(g.Image.pix))
+	}
+	b.ReportMetric(float64(maxd), "max-Δ")
+	b.ReportMetric(sum/float64(b.N), "mean-Δ")
+}
