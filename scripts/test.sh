@@ -16,6 +16,8 @@ cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
 scripts/ensure-s3-clients.sh
+# Pillow, which package transform's tests compare its pipelines with.
+scripts/ensure-pil.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -39,6 +41,17 @@ go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 # The mixture and plan parameters, fuzzed for a bounded time beyond their
 # seed corpus (which the run above already checks).
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
+
+# Package transform again with its optional libjpeg-turbo decoder
+# (installs Debian's libjpeg62-turbo-dev when run as root). Where it
+# cannot be installed the build without it is all there is: a warning
+# locally, a failure with CI=true.
+if scripts/install-turbojpeg.sh; then
+	go test $race -count=1 -tags brand_turbojpeg ./transform/
+elif [[ ${CI:-} == true ]]; then
+	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
+	exit 1
+fi
 
 # The Python package against a real gateway (installs Debian's torch when
 # missing; see the script).

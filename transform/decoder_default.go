@@ -1,0 +1,8 @@
+//go:build !(cgo && brand_turbojpeg)
+
+package transform
+
+// DefaultJPEGDecoder is the best decoder this build has: the pure-Go one,
+// as this binary was built without the brand_turbojpeg tag (which needs
+// cgo and libturbojpeg; scripts/install-turbojpeg.sh).
+func DefaultJPEGDecoder() JPEGDecoder { return StdJPEG{} }
