@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"path"
+	"path/filepath"
 )
 
 // fileIdentity is fi's times where the platform's are not read: the
