@@ -25,7 +25,9 @@ func TestContentSHA256(t *testing.T) {
 		}
 		return r
 	}
-	v4 := func(p string) *http.Request { return signer.SignV4(*newReq(p, ""), exampleID, exampleSecret, "", "us-east-1") }
+	v4 := func(p string) *http.Request {
+		return signer.SignV4(*newReq(p, ""), exampleID, exampleSecret, "", "us-east-1")
+	}
 	v2 := func(p string) *http.Request { return signer.SignV2(*newReq(p, ""), exampleID, exampleSecret, false) }
 	presignedHeader := func(p string) *http.Request {
 		s := signer.PreSignV4(*newReq("", ""), exampleID, exampleSecret, "", "us-east-1", 60)
