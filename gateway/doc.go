@@ -20,11 +20,14 @@
 //   - reader: the one path samples are read by, for batches, peers'
 //     requests and single samples alike;
 //   - feedback: importance sampling's feedback, seals and snapshots;
-//   - livestats: what each epoch cost, beside the optimum.
+//   - livestats: what each epoch cost, beside the optimum;
+//   - s3face: the S3 face (S3Handler), on the same reader, writer and
+//     cache.
 //
 // Every response that carries samples is written by one writer (internal/respond), under
 // write deadlines that bound what a client that stops reading can hold.
-// Errors of every part are mapped to HTTP statuses in one place, statusOf.
+// Errors of every part are mapped to HTTP statuses in one place,
+// internal/httperr, which the S3 face shares.
 //
 // A Gateway keeps no package-level state: a process may run several, each
 // with its own cache, metrics registry and datasets.

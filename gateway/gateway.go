@@ -25,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -297,7 +298,7 @@ type Gateway struct {
 	mix      *mixStats
 	mixBufs  copyBuffers // copies of mixture batches' parts
 
-	s3       *s3Face // nil without S3 credentials
+	s3       *s3face.Face // nil without S3 credentials
 	started  time.Time
 	handler  http.Handler
 	planning chan struct{}   // one /plan simulation at a time
@@ -361,13 +362,11 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger.Info().Strs("dirs", d.Dirs).Int64("capacity_bytes", st.Capacity).Int64("found_chunks", st.Chunks).
 			Int64("found_bytes", st.Bytes).Msg("disk cache opened")
 	}
-	var cacheLoader chunkcache.Loader = loader
-	var th *through
-	if cfg.S3.Credentials != nil && len(cfg.S3.Buckets) > 0 {
-		th = newThrough(cfg.S3, cfg.CacheSize)
-		cacheLoader = throughLoader{Loader: loader, t: th}
-	}
-	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: cacheLoader, Policy: policy,
+	// Each kind of cache entry has its own loader: the dataset loader (and
+	// the disk tier under it) never sees the S3 face's read-through
+	// objects.
+	objects := s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
+	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: objects}, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	g.ahead = ahead.New(ahead.Config{Slots: maxAhead, Cache: g.cache, Timeout: cfg.FetchTimeout})
@@ -398,13 +397,13 @@ func New(cfg Config) (*Gateway, error) {
 				g.mix.prefetched(u.Stream, bytes, disk)
 			}})
 	}
-	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: cacheLoader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Registry: reg, Log: cfg.Logger})
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
 	if cfg.S3.Credentials != nil {
-		g.s3 = newS3Face(g, cfg.S3, th)
+		g.s3 = g.newS3Face(objects)
 	}
 	g.handler = g.routes()
 	g.cluster.Start()
@@ -429,8 +428,8 @@ func (cfg *Config) fill() ([]string, error) {
 		}
 		names = append(names, d.Name)
 	}
-	if err := cfg.S3.check(names); err != nil {
-		return nil, err
+	if err := cfg.S3.Check(names); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if cfg.DefaultDataset == "" {
 		cfg.DefaultDataset = cfg.Datasets[0].Name
@@ -595,7 +594,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 			Int64("bytes", ds.Index.TotalBytes()).Msg("dataset loaded")
 	}
 	if g.s3 != nil {
-		if err := g.s3.through.open(ctx, bcfg); err != nil {
+		if err := g.s3.Open(ctx, bcfg); err != nil {
 			return err
 		}
 	}
