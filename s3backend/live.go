@@ -33,10 +33,11 @@ const DefaultSettle = 2 * time.Second
 // file's bytes.
 //
 // A file changed less than settle before its version is taken could be
-// changed again within the same timestamp tick, keeping its version: its
-// ETag is marked unsettled ("<size hex>-u<hash>", Unsettled), and a
-// caller must not let one reader's bytes of it serve another's read. A
-// settled version cannot recur: any later change is stamped later.
+// changed again within the same timestamp tick, keeping its version: Stat
+// and List mark it ObjectInfo.Unsettled, and a caller must not let one
+// reader's bytes of it serve another's read. A settled version cannot
+// recur: any later change is stamped later. Its ETag is the same either
+// way, so that a client's If-Match holds while the file does not change.
 //
 // A Live view follows no symbolic link: a file or directory that is one
 // is neither listed nor read, and a key through one is not found, so
@@ -47,22 +48,12 @@ func (l *Local) Live(settle time.Duration) *Local {
 	return &v
 }
 
-// Unsettled reports whether etag is a Live view's version of a file taken
-// within its settle time of the file's last change: the file may have
-// other bytes under the same ETag later.
-func Unsettled(etag string) bool {
-	_, letter, ok := splitVersionETag(normalizeETag(etag))
-	return ok && letter == 'u'
-}
-
-// versionETag is a Live view's ETag of the file fi describes, as of now.
-func (l *Local) versionETag(fi fs.FileInfo, now time.Time) string {
+// liveInfo is a Live view's ObjectInfo of the file fi describes, as of
+// now.
+func (l *Local) liveInfo(key string, fi fs.FileInfo, now time.Time) ObjectInfo {
 	id := fileIdentity(fi)
-	letter := "v"
-	if now.Sub(id.changed) < l.settle {
-		letter = "u"
-	}
-	return fmt.Sprintf("%x-%s%s", fi.Size(), letter, id.hash(fi.Size()))
+	return ObjectInfo{Key: key, Size: fi.Size(), ETag: fmt.Sprintf("%x-v%s", fi.Size(), id.hash(fi.Size())),
+		ModTime: fi.ModTime().UTC(), Unsettled: now.Sub(id.changed) < l.settle}
 }
 
 // identity is what names a file's version besides its size.
@@ -82,13 +73,14 @@ func (id identity) hash(size int64) string {
 	return fmt.Sprintf("%x", h[:8])
 }
 
-// splitVersionETag splits a version ETag into its hash and letter.
-func splitVersionETag(etag string) (hash string, letter byte, ok bool) {
+// versionHash is the hash of a version ETag; ok is false for any other
+// ETag.
+func versionHash(etag string) (hash string, ok bool) {
 	size, rest, found := strings.Cut(etag, "-")
-	if !found || size == "" || len(rest) != 17 || (rest[0] != 'v' && rest[0] != 'u') || !isHex(size) || !isHex(rest[1:]) {
-		return "", 0, false
+	if !found || size == "" || len(rest) != 17 || rest[0] != 'v' || !isHex(size) || !isHex(rest[1:]) {
+		return "", false
 	}
-	return rest[1:], rest[0], true
+	return rest[1:], true
 }
 
 func isHex(s string) bool {
@@ -103,14 +95,14 @@ func isHex(s string) bool {
 
 // isVersionETag reports whether etag has a Live view's form.
 func isVersionETag(etag string) bool {
-	_, _, ok := splitVersionETag(etag)
+	_, ok := versionHash(etag)
 	return ok
 }
 
 // sameVersion reports whether the file fi describes is the version the
-// version ETag want names, settled or not.
+// version ETag want names.
 func sameVersion(fi fs.FileInfo, want string) bool {
-	hash, _, _ := splitVersionETag(want)
+	hash, _ := versionHash(want)
 	return strings.HasPrefix(want, fmt.Sprintf("%x-", fi.Size())) && fileIdentity(fi).hash(fi.Size()) == hash
 }
 

@@ -295,7 +295,7 @@ func (l *Local) statLive(key string) (ObjectInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return ObjectInfo{}, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, l.path(key))
 	}
-	return ObjectInfo{Key: key, Size: fi.Size(), ETag: l.versionETag(fi, time.Now()), ModTime: fi.ModTime().UTC()}, nil
+	return l.liveInfo(key, fi, time.Now()), nil
 }
 
 // Put writes r to a temporary file beside the destination, syncs it and
@@ -503,7 +503,7 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			return nil
 		}
 		if l.live {
-			out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ETag: l.versionETag(fi, now), ModTime: fi.ModTime().UTC()})
+			out = append(out, l.liveInfo(key, fi, now))
 			return nil
 		}
 		size, etag, err := fileETag(p)

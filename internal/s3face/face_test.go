@@ -182,15 +182,15 @@ func TestReadThroughBlocks(t *testing.T) {
 // an unsettled version's are each GET's own.
 func TestReadThroughBlockKeys(t *testing.T) {
 	rt := NewReadThrough(Config{WholeObject: 100, Block: 64}, 8<<10, time.Minute)
-	whole := rt.entries("b", "k", "v", 100, 10, 20)
+	whole := rt.entries("b", "k", "v", false, 100, 10, 20)
 	if len(whole) != 1 || whole[0].Key != (chunkcache.Key{Kind: chunkcache.Object, Dataset: "b", Object: "k", ETag: "v"}) || whole[0].Size != 100 {
 		t.Fatalf("whole: %+v", whole)
 	}
-	blocks := rt.entries("b", "k", "v", 300, 70, 100) // bytes [70, 170): blocks at 64 and 128
+	blocks := rt.entries("b", "k", "v", false, 300, 70, 100) // bytes [70, 170): blocks at 64 and 128
 	if len(blocks) != 2 || blocks[0].Key.Offset != 64 || blocks[1].Key.Offset != 128 || blocks[1].Size != 64 {
 		t.Fatalf("blocks: %+v", blocks)
 	}
-	last := rt.entries("b", "k", "v", 300, 290, 10)
+	last := rt.entries("b", "k", "v", false, 300, 290, 10)
 	if len(last) != 1 || last[0].Key.Offset != 256 || last[0].Size != 44 {
 		t.Fatalf("last block: %+v", last)
 	}
@@ -198,8 +198,8 @@ func TestReadThroughBlockKeys(t *testing.T) {
 	if small.wholeMax != 1<<20 || small.block != 1<<20 {
 		t.Fatalf("capped at an eighth of the cache: whole %d, block %d", small.wholeMax, small.block)
 	}
-	a := rt.entries("b", "k", "5-u0123456789abcdef", 50, 0, 50)
-	b := rt.entries("b", "k", "5-u0123456789abcdef", 50, 0, 50)
+	a := rt.entries("b", "k", "v", true, 50, 0, 50)
+	b := rt.entries("b", "k", "v", true, 50, 0, 50)
 	if a[0].Key == b[0].Key {
 		t.Fatalf("two GETs of an unsettled version share the entry %s", a[0].Key)
 	}

@@ -159,9 +159,9 @@ const versionSep = "\x00"
 
 // entries are the cache requests covering [start, start+n) of bucket's
 // object key of size bytes at version, the store's ETag. An unsettled
-// version's entries are this GET's alone.
-func (t *ReadThrough) entries(bucket, key, version string, size, start, n int64) []chunkcache.Request {
-	if s3backend.Unsettled(version) {
+// version's entries are this GET's alone (s3backend.ObjectInfo.Unsettled).
+func (t *ReadThrough) entries(bucket, key, version string, unsettled bool, size, start, n int64) []chunkcache.Request {
+	if unsettled {
 		version += versionSep + strconv.FormatUint(t.serial.Add(1), 36)
 	}
 	k := chunkcache.Key{Kind: chunkcache.Object, Dataset: bucket, Object: key, ETag: version}
@@ -314,7 +314,7 @@ func (f *Face) objectThrough(w http.ResponseWriter, r *http.Request, o op, b *th
 	if done || err != nil {
 		return err
 	}
-	body := &blocks{f: f, ctx: ctx, reqs: f.through.entries(o.bucket, o.key, info.ETag, info.Size, s.start, s.n), start: s.start, end: s.start + s.n}
+	body := &blocks{f: f, ctx: ctx, reqs: f.through.entries(o.bucket, o.key, info.ETag, info.Unsettled, info.Size, s.start, s.n), start: s.start, end: s.start + s.n}
 	// The first block is read before the status is sent, so that a store
 	// that fails answers an S3 error rather than a cut body.
 	if body.first, err = f.reader.ReadEntries(ctx, body.reqs[:1]); err != nil {
