@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -30,17 +31,37 @@ type datasetBuckets struct {
 }
 
 // datasetVersion is what the face derives from one dataset version, each
-// part built once on first use.
+// part built on first use and kept.
 type datasetVersion struct {
-	ds *catalog.Dataset
+	ds      *catalog.Dataset
+	members kept[*chunkindex.Members]
+	names   kept[*objectNames]
+}
 
-	membersOnce sync.Once
-	members     *chunkindex.Members
-	membersErr  error
+// kept is a value built once it is built at all: the value, or a failure
+// that building again cannot mend, is kept; any other failure (a store
+// that did not answer) is returned, and the next caller builds again. One
+// caller builds at a time; the others wait for it.
+type kept[T any] struct {
+	mu   sync.Mutex
+	v    T
+	err  error
+	done bool
+}
 
-	namesOnce sync.Once
-	names     *objectNames
-	namesErr  error
+// get returns the value kept, or builds it with build, which reports
+// whether its failure is final.
+func (k *kept[T]) get(build func() (v T, final bool, err error)) (T, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.done {
+		v, final, err := build()
+		if err != nil && !final {
+			return v, err
+		}
+		k.v, k.err, k.done = v, err, true
+	}
+	return k.v, k.err
 }
 
 // lastChunk is the chunk a dataset's last GET read.
@@ -99,41 +120,44 @@ func (f *Face) dataset(bucket string) (*datasetVersion, error) {
 }
 
 // memberTable is the dataset version's member table, read from the store
-// once. Its read outlives the request that starts it (others wait for
-// it), bounded by the fetch timeout.
+// once it is read at all (a dataset without one is told so for good). Its
+// read outlives the request that starts it (others wait for it), bounded
+// by the fetch timeout.
 func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (*chunkindex.Members, error) {
-	d.membersOnce.Do(func() {
+	return d.members.get(func() (*chunkindex.Members, bool, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
 		defer cancel()
-		d.members, d.membersErr = dataset.ReadMembers(rctx, d.ds.Store, d.ds.Index)
-		if errors.Is(d.membersErr, dataset.ErrNoMembers) {
-			d.membersErr = s3proto.ErrorOf(s3proto.NotImplemented, fmt.Sprintf(
+		m, err := dataset.ReadMembers(rctx, d.ds.Store, d.ds.Index)
+		final := errors.Is(err, dataset.ErrNoMembers)
+		if final {
+			err = s3proto.ErrorOf(s3proto.NotImplemented, fmt.Sprintf(
 				"dataset %q has no member table (%s), which its files are listed and found by: "+
 					"run `brand index` over its chunks to add one (docs/format.md §5)", d.ds.Name, chunkindex.MembersKey))
 		}
-		if d.membersErr != nil {
-			f.log.Warn().Err(d.membersErr).Str("dataset", d.ds.Name).Msg("S3 face: member table unavailable")
+		if err != nil {
+			f.log.Warn().Err(err).Str("dataset", d.ds.Name).Msg("S3 face: member table unavailable")
 		}
+		return m, final, err
 	})
-	return d.members, d.membersErr
 }
 
 // objectNames is the dataset version's objects in listing order, built
-// once.
+// once (a dataset too large to list is told so for good; a sample table a
+// cluster node could not read is read again next time).
 func (f *Face) objectNames(ctx context.Context, d *datasetVersion) (*objectNames, error) {
 	m, err := f.memberTable(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	d.namesOnce.Do(func() {
+	return d.names.get(func() (*objectNames, bool, error) {
 		start := time.Now()
-		d.names, d.namesErr = buildObjectNames(context.WithoutCancel(ctx), d.ds.Index, m)
-		if d.namesErr == nil {
-			f.log.Info().Str("dataset", d.ds.Name).Int("objects", d.names.Len()).
+		names, err := buildObjectNames(context.WithoutCancel(ctx), d.ds.Index, m)
+		if err == nil {
+			f.log.Info().Str("dataset", d.ds.Name).Int("objects", names.Len()).
 				Float64("duration_ms", float64(time.Since(start))/float64(time.Millisecond)).Msg("S3 face: object names sorted")
 		}
+		return names, errors.Is(err, httperr.ErrNotImplemented), err
 	})
-	return d.names, d.namesErr
 }
 
 // listDataset answers ListObjects(V2) of a dataset: from its member table
