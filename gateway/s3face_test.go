@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -652,10 +651,10 @@ func TestS3FaceBounds(t *testing.T) {
 	}
 	f := newFixture(t, 2, 4)
 	f.addMembers(t)
-	var logs syncBuffer
+	logs := &hookWriter{}
 	_, mc, endpoint := startS3(t, f.store, func(c *gateway.Config) {
 		c.S3.Buckets = []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir}}
-		c.Logger = zerolog.New(&logs)
+		c.Logger = zerolog.New(logs)
 	})
 	huge := strings.Repeat("k", 1_000_000)
 	tests := []struct {
@@ -705,24 +704,6 @@ func TestS3FaceBounds(t *testing.T) {
 	if strings.Contains(logs.String(), strings.Repeat("k", 4<<10)) {
 		t.Errorf("a log line carries 4 KiB of a key (%d bytes logged)", len(logs.String()))
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // holdStore holds the reads hold picks until their context ends, and a
