@@ -1,34 +1,32 @@
 // Package gateway is Brand's HTTP face: it serves batch M of epoch N of a
 // training job as a tar stream, computed from the job's parameters alone,
 // and the endpoints around it (epochs, manifests, samples, importance
-// feedback, the cluster's view, statistics, plans, and the peers'
-// internal endpoints).
+// feedback, the cluster's view, statistics, plans, and on a cluster the
+// peers' internal endpoints).
 //
-// It parses requests (through the one parameter table, package query),
-// authenticates them, calls the parts that do the work and writes their
-// answers; the parts know nothing of HTTP and do not import this package
-// (docs/architecture.md, "Inside the gateway"):
+// It authenticates requests, resolves what a request's job reads (jobs),
+// hands the batch to the stages that do the work and writes their
+// answers; the stages know nothing of HTTP and do not import this package
+// (docs/architecture.md, "Data path: one batch pipeline"):
 //
-//   - catalog: the loaded dataset versions, their reload, the chunk loader
-//     that checks every CRC32C;
-//   - order: what a job reads — its stream, an epoch's order, a batch's
-//     layout and ETag;
-//   - schedule: when each chunk is next needed, the cache's eviction by it
-//     and the prefetch of what comes next;
-//   - peer: the cluster — liveness, index versions, where a chunk's bytes
-//     come from, the internal protocol (Solo for a single gateway);
+//   - order: a batch's layout — its parts, their samples, the order they
+//     are served in, its ETag — one part for a dataset, several for a
+//     mixture;
+//   - pipeline: every batch's visit to the schedule (begin, follow and
+//     prefetch, fetch ahead, turn, finish) and its read;
 //   - reader: the one path samples are read by, for batches, peers'
 //     requests and single samples alike;
-//   - feedback: importance sampling's feedback, seals and snapshots;
-//   - livestats: what each epoch cost, beside the optimum;
+//   - respond: the one writer of every response that carries samples,
+//     under write deadlines that bound what a client that stops reading
+//     can hold;
 //   - s3face: the S3 face (S3Handler), on the same reader, writer and
-//     cache.
+//     cache;
+//   - catalog, schedule, peer, feedback, livestats: the loaded dataset
+//     versions, when each chunk is next needed, the cluster, importance
+//     sampling's state, what each epoch cost.
 //
-// Every response that carries samples is written by one writer (internal/respond), under
-// write deadlines that bound what a client that stops reading can hold.
 // Errors of every part are mapped to HTTP statuses in one place,
-// internal/httperr, which the S3 face shares.
-//
+// internal/httperr (statusOf), which the S3 face shares.
 // A Gateway keeps no package-level state: a process may run several, each
 // with its own cache, metrics registry and datasets.
 package gateway

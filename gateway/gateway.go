@@ -17,11 +17,11 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -49,7 +49,7 @@ type Config struct {
 	Backend        s3backend.Config // how to reach S3 for s3:// URLs
 
 	CacheSize   int64  // bytes; default 4 GiB
-	CachePolicy string // "schedule" (default) or "lru"
+	CachePolicy string // PolicySchedule (default) or PolicyLRU
 
 	// IndexTablesCache bounds, on a cluster node, the sample tables of
 	// chunks other nodes own that it keeps after reading them on demand
@@ -68,11 +68,11 @@ type Config struct {
 	Defaults Defaults
 	Limits   Limits
 
-	// PrefetchConcurrency bounds background chunk reads; default 4,
-	// negative disables prefetch.
+	// PrefetchConcurrency bounds background chunk reads; default
+	// DefaultPrefetchConcurrency, negative disables prefetch.
 	PrefetchConcurrency int
 	// PrefetchWindows is how many windows beyond the current one each job
-	// stream prefetches; default 1.
+	// stream prefetches; default DefaultPrefetchWindows.
 	PrefetchWindows int
 	// MaxTurnWait bounds how long a batch waits for its job's turn when
 	// the windows the jobs read do not fit in the cache together
@@ -213,6 +213,12 @@ const DefaultProbeInterval = time.Second
 // DefaultCacheSize is the cache bound when Config.CacheSize is zero.
 const DefaultCacheSize = 4 << 30
 
+// Defaults of the prefetch (Config.PrefetchConcurrency, PrefetchWindows).
+const (
+	DefaultPrefetchConcurrency = 4
+	DefaultPrefetchWindows     = 1
+)
+
 // DefaultFetchTimeout bounds one chunk read when Config.FetchTimeout is zero.
 const DefaultFetchTimeout = 5 * time.Minute
 
@@ -232,6 +238,13 @@ const DefaultChecksumRereads = 2
 // DefaultIndexPoll is Config.IndexPoll when zero.
 const DefaultIndexPoll = 30 * time.Second
 
+// What Config.CachePolicy may say: evict by next use in the known order,
+// or the least recently used chunk (a baseline).
+const (
+	PolicySchedule = "schedule"
+	PolicyLRU      = "lru"
+)
+
 // What Config.OnDamagedChunk may say.
 const (
 	OnDamagedFail = "fail"
@@ -246,16 +259,27 @@ const maxAhead = 64
 // to half the cache while it copies.
 const maxAssembling = 2
 
-// clusterView is what the gateway needs of its cluster: peer.Set on a
-// node of a cluster, peer.Solo on a single gateway. It is chosen once, in
-// New; no handler asks which.
-type clusterView interface {
+// cluster is a node's cluster: peer.Set on a node of a cluster, peer.Solo
+// on a single gateway, chosen once, in New, and handed to each part as
+// the part's own interface (the reader's reader.Remote, the pipeline's
+// pipeline.Peers, the seals' feedback.Parts, the jobs' versions); no
+// handler asks which. The gateway itself keeps what its own endpoints
+// ask (clusterFace).
+type cluster interface {
 	reader.Remote
+	pipeline.Peers
 	feedback.Parts
-	Source(ds *catalog.Dataset, c int, skip func(int) bool) int
-	FetchAhead(key string, next func() (order.Samples, *peer.Origin, error))
-	Agreed(dataset string) string
-	Holders(dataset, id string, self bool) []string
+	versions
+	clusterFace
+}
+
+// clusterFace is what the gateway's own endpoints ask of the cluster:
+// its view and figures (/cluster, /stats), a peer's request heard and
+// served, and its life.
+type clusterFace interface {
+	Nodes() int
+	Self() int
+	Local(ds *catalog.Dataset, c int) bool
 	View(world int, datasets []string) api.Cluster
 	Stats(datasets []string) *api.ClusterStats
 	Heard(k int)
@@ -266,43 +290,44 @@ type clusterView interface {
 
 // Gateway serves batches of one or more datasets over HTTP. It is the
 // HTTP face of parts that know nothing of HTTP, each built from the few
-// things it uses and wired once here: the catalog of loaded datasets, the
-// orders (what a job reads), the schedule (when each chunk is next
-// needed, the cache's eviction and the prefetch), the cluster view, the
-// reader (the one path samples are read by), the importance state and
-// the live statistics. docs/architecture.md draws them.
+// things it uses and wired once, in New: the catalog of loaded datasets,
+// the jobs stage (what a request's job reads, its batches' layout), the
+// schedule (when each chunk is next needed, the cache's eviction and the
+// prefetch), the cluster, the reader (the one path samples are read by),
+// the pipeline (every batch's visit and read), the one response writer,
+// the importance state and the live statistics. docs/architecture.md
+// draws them.
 type Gateway struct {
 	cfg      Config
-	defaults query.Query // the query a request starts from
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	metrics  *metrics
 	tokens   tokenSet
-	peerCred peer.Credentials
 
-	catalog *catalog.Catalog
-	orders  *order.Orders
-	sched   *schedule.Schedule
-	cache   *chunkcache.Cache
-	// ahead runs the work requests leave behind them — a mixture's later
-	// parts' loads, the S3 face's read-ahead — bounded and tracked: Close
-	// waits for it before it closes the cluster, statistics and cache it
-	// uses.
-	ahead    *ahead.Set
-	disk     *disktier.Tier // nil without --disk-cache
+	catalog  *catalog.Catalog
+	jobs     *jobs
+	sched    *schedule.Schedule
+	cache    *chunkcache.Cache
+	disk     diskTier
 	prefetch schedule.Prefetch
-	cluster  clusterView
+	cluster  clusterFace
 	reader   *reader.Reader
-	feedback *feedback.State
-	stats    *livestats.Stats
-	mix      *mixStats
-	mixBufs  copyBuffers // copies of mixture batches' parts
+	pipe     *pipeline.Pipeline
+	out      *respond.Writer // every response that carries samples
+	// ahead runs the work requests leave behind them — a mixture's later
+	// parts' loads, the next batch's layout for its peers' samples, the
+	// S3 face's read-ahead — bounded and tracked: Close waits for it
+	// before it closes the cluster, statistics and cache it uses.
+	ahead      *ahead.Set
+	feedback   *feedback.State
+	importance *importanceAPI
+	peers      *peerAPI
+	stats      *livestats.Stats
 
 	s3       *s3face.Face // nil without S3 credentials
 	started  time.Time
 	handler  http.Handler
-	planning chan struct{}   // one /plan simulation at a time
-	out      *respond.Writer // every response that carries samples
+	planning chan struct{} // one /plan simulation at a time
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -313,54 +338,36 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1),
-		tokens: newTokenSet(cfg.AuthTokens), peerCred: peer.NewCredentials(cfg.Cluster.Secret)}
-	d := cfg.Defaults
-	g.defaults = query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
-		Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}
+		tokens: newTokenSet(cfg.AuthTokens)}
+	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
-	held := func(name string) []string {
-		ds, _ := g.catalog.Held(name)
-		ids := make([]string, len(ds))
-		for i, d := range ds {
-			ids[i] = d.ID()
-		}
-		return ids
-	}
+	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
 	if c := cfg.Cluster; len(c.Peers) > 0 {
-		g.cluster = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
-			Credentials: g.peerCred, Registry: reg, Log: cfg.Logger, Held: held, Skew: g.catalog.Poke,
+		cl = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
+			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
 			AheadBytes: max(cfg.CacheSize/16, 64<<20)})
-	} else {
-		g.cluster = peer.Solo{Held: held}
 	}
+	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
-	g.orders = order.New(g.cluster.Nodes(), g.feedback)
-	self := g.cluster.Self()
-	noSkip := func(int) bool { return false }
-	g.sched = schedule.New(schedule.Config{Orders: g.orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait,
-		Local: func(ds *catalog.Dataset, c int) bool { return g.cluster.Source(ds, c, noSkip) == self }})
+	orders := order.New(cl.Nodes(), g.feedback)
+	d := cfg.Defaults
+	g.jobs = &jobs{catalog: g.catalog, versions: cl, orders: orders, snaps: g.feedback, limits: cfg.Limits,
+		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
+			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
+	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: cl}
+	g.sched = schedule.New(schedule.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: cl.Local})
+	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
-	var shared func() bool // the lru policy, a baseline, loads as it always did
-	if cfg.CachePolicy == "schedule" {
+	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
+	var distance func(chunkcache.Key) int64 // the disk tier's order under lru: least recently used
+	if cfg.CachePolicy == PolicySchedule {
 		policy = schedule.NewPolicy(g.sched.Table, g.sched.Ticks)
-		shared = g.sched.Shared
+		shared, distance = g.sched.Shared, g.sched.Distance
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
-	if d := cfg.DiskCache; len(d.Dirs) > 0 {
-		var distance func(chunkcache.Key) int64 // lru: least recently used
-		if cfg.CachePolicy == "schedule" {
-			distance = g.sched.Distance
-		}
-		g.disk, err = disktier.Open(disktier.Config{Dirs: d.Dirs, Capacity: d.Size, Distance: distance, WriteFile: d.WriteFile,
-			Registry: reg, Log: cfg.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("gateway: disk cache: %w", err)
-		}
-		loader = loader.WithDisk(g.disk)
-		st := g.disk.Stats()
-		cfg.Logger.Info().Strs("dirs", d.Dirs).Int64("capacity_bytes", st.Capacity).Int64("found_chunks", st.Chunks).
-			Int64("found_bytes", st.Bytes).Msg("disk cache opened")
+	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
+		return nil, err
 	}
 	// Each kind of cache entry has its own loader: the dataset loader (and
 	// the disk tier under it) never sees the S3 face's read-through
@@ -375,38 +382,26 @@ func New(cfg Config) (*Gateway, error) {
 		opt = cfg.Planner
 	}
 	g.stats = livestats.New(reg, cfg.CacheSize, opt, cfg.Logger)
-	g.mix = newMixStats(reg)
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turn_wait_seconds_total",
-			Help: "Time batches waited for their job's turn because the windows the jobs read did not fit in the cache together."},
-			func() float64 { return g.sched.Turns().Waited.Seconds() }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turns_overdue_total",
-			Help: "Turns given past --max-turn-wait although the job's window did not fit beside the others'."},
-			func() float64 { return float64(g.sched.Turns().Overdue) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_jobs_waiting",
-			Help: "Job streams waiting for a turn now."},
-			func() float64 { return float64(g.sched.Turns().Waiting) }))
 	g.prefetch = schedule.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
-			Distance: g.sched.Distance, Prefetchable: func(k chunkcache.Key) bool { return g.sched.Table().Prefetchable(k) },
-			Displaces: func(need, lead int64) bool { return g.sched.Table().Displaces(need, lead) },
-			Registry:  reg, Log: cfg.Logger,
-			Loaded: func(u schedule.Use, bytes int64, disk bool) {
-				g.stats.Prefetched(u.Stream, u.Epoch, u.Chunk, bytes, disk)
-				g.mix.prefetched(u.Stream, bytes, disk)
-			}})
+			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Tally: g.stats,
+			Registry: reg, Log: cfg.Logger})
 	}
-	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: g.cluster, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: cl, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
-		Shared: shared, Registry: reg, Log: cfg.Logger})
+		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
+	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
+		Peers: cl, Reader: g.reader, Stats: g.stats})
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
+	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
+		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(objects)
 	}
 	g.handler = g.routes()
-	g.cluster.Start()
+	cl.Start()
 	return g, nil
 }
 
@@ -450,21 +445,21 @@ func (cfg *Config) fill() ([]string, error) {
 	}
 	switch cfg.CachePolicy {
 	case "":
-		cfg.CachePolicy = "schedule"
-	case "lru", "schedule":
+		cfg.CachePolicy = PolicySchedule
+	case PolicyLRU, PolicySchedule:
 	default:
 		return nil, fmt.Errorf("gateway: unknown cache policy %q (want lru or schedule)", cfg.CachePolicy)
 	}
 	if cfg.PrefetchConcurrency == 0 {
-		cfg.PrefetchConcurrency = 4
+		cfg.PrefetchConcurrency = DefaultPrefetchConcurrency
 	}
 	if cfg.PrefetchWindows == 0 {
-		cfg.PrefetchWindows = 1
+		cfg.PrefetchWindows = DefaultPrefetchWindows
 	}
 	if cfg.MaxTurnWait == 0 {
 		cfg.MaxTurnWait = DefaultMaxTurnWait
 	}
-	if cfg.MaxTurnWait < 0 || cfg.CachePolicy == "lru" {
+	if cfg.MaxTurnWait < 0 || cfg.CachePolicy == PolicyLRU {
 		cfg.MaxTurnWait = 0
 	}
 	if cfg.FetchTimeout == 0 {
@@ -565,9 +560,7 @@ func (g *Gateway) Close() {
 	g.prefetch.Close()
 	g.stats.Close()
 	g.cache.Close()
-	if g.disk != nil {
-		g.disk.Close()
-	}
+	g.disk.Close()
 }
 
 // Load reads every dataset's index. Transient store errors are retried with
@@ -598,14 +591,14 @@ func (g *Gateway) Load(ctx context.Context) error {
 			return err
 		}
 	}
-	g.warnSmallCache(loaded)
+	warnSmallCache(g.log, g.cfg, g.cluster.Nodes(), loaded)
 	g.pruneDisk(loaded)
 	if !g.cfg.NoPrefault {
 		// Touching gigabytes of pages takes seconds: say so in the 503s.
 		why := fmt.Sprintf("allocating the chunk cache's memory (up to %s); the indexes are loaded", humanize.IBytes(uint64(g.cfg.CacheSize)))
 		g.catalog.WaitFor(why)
 		g.log.Info().Int64("cache_bytes", g.cfg.CacheSize).Msg("allocating chunk cache memory")
-		if err := g.preallocate(ctx, loaded); err != nil {
+		if err := preallocate(ctx, g.cache, g.cfg.CacheSize, loaded, g.log); err != nil {
 			return err
 		}
 	}
@@ -613,101 +606,6 @@ func (g *Gateway) Load(ctx context.Context) error {
 	if g.cfg.IndexPoll > 0 {
 		g.catalog.Poll(g.cfg.IndexPoll)
 	}
-	return nil
-}
-
-// pruneDisk removes the disk cache's files that name no chunk of the
-// datasets loaded: a restarted gateway keeps what its indexes still
-// describe (object, ETag and size) and reads only the rest from the store.
-func (g *Gateway) pruneDisk(loaded []*catalog.Dataset) {
-	if g.disk == nil {
-		return
-	}
-	byName := make(map[string]*catalog.Dataset, len(loaded))
-	for _, ds := range loaded {
-		byName[ds.Name] = ds
-	}
-	kept, removed := g.disk.Prune(func(k chunkcache.Key, size int64) bool {
-		ds, ok := byName[k.Dataset]
-		if !ok {
-			return false
-		}
-		c, ok := ds.ChunkOf(k)
-		return ok && ds.Index.Chunk(c).Size == size
-	})
-	g.log.Info().Int("kept_chunks", kept).Int("removed_chunks", removed).Msg("disk cache checked against the loaded indexes")
-}
-
-// warnSmallCache says, at start, when the cache is smaller than what the
-// default job needs at once, and what that costs: a batch across a window
-// boundary needs the chunks of two windows, and prefetch wants room for
-// the windows ahead.
-func (g *Gateway) warnSmallCache(datasets []*catalog.Dataset) {
-	w := g.defaults.Job.Window
-	if n := g.cluster.Nodes(); n > 1 {
-		// A node of a cluster holds the chunks it owns: with stratified
-		// windows about 1/N of each, at most 17/16 of that.
-		w = (17*w + 16*n - 1) / (16 * n)
-	}
-	for _, ds := range datasets {
-		sizes := make([]int64, ds.Index.NumChunks())
-		for c := range sizes {
-			sizes[c] = ds.Index.Chunk(c).Size
-		}
-		slices.Sort(sizes)
-		slices.Reverse(sizes)
-		largest := func(n int) (sum int64) {
-			for _, s := range sizes[:min(n, len(sizes))] {
-				sum += s
-			}
-			return sum
-		}
-		batchNeeds, prefetchNeeds := largest(2*w), largest((2+g.cfg.PrefetchWindows)*w)
-		switch {
-		case g.cfg.CacheSize < batchNeeds:
-			g.log.Warn().Str("dataset", ds.Name).Int64("cache_bytes", g.cfg.CacheSize).Int64("batch_needs_bytes", batchNeeds).Int("window", w).
-				Msg("the cache is smaller than a batch across a window boundary can need: such batches are assembled a few chunks at a time and read their chunks from the store again; raise --cache-size or lower --window")
-		case g.cfg.CacheSize < prefetchNeeds && g.cfg.PrefetchConcurrency > 0:
-			g.log.Warn().Str("dataset", ds.Name).Int64("cache_bytes", g.cfg.CacheSize).Int64("prefetch_needs_bytes", prefetchNeeds).Int("window", w).
-				Msg("the cache has no room to prefetch the next windows of the default job: batches will wait for chunks at window boundaries; raise --cache-size or lower --window")
-		}
-	}
-}
-
-// preallocate gives the cache the buffers it will fill: for each dataset,
-// as many of its largest chunk as fit in its share of the cache size (all
-// of its bytes when the datasets fit together, else a share in proportion
-// to its bytes).
-func (g *Gateway) preallocate(ctx context.Context, datasets []*catalog.Dataset) error {
-	start := time.Now()
-	// Buffers are sized by each dataset's largest chunk, so a buffer of
-	// one dataset serves no other: when the datasets together exceed the
-	// cache, each gets a share in proportion to its size — all of it to
-	// the first would leave the others' loads faulting fresh memory in
-	// (measured: a mixture's cold epoch at 0.6× one dataset's rate with
-	// 10 KiB samples).
-	var all int64
-	for _, ds := range datasets {
-		if ds.MaxChunk > 0 {
-			all += ds.Index.TotalBytes()
-		}
-	}
-	var total int64
-	for _, ds := range datasets {
-		if ds.MaxChunk == 0 {
-			continue
-		}
-		share := ds.Index.TotalBytes()
-		if all > g.cfg.CacheSize {
-			share = int64(float64(g.cfg.CacheSize) * float64(share) / float64(all))
-		}
-		n := share / ds.MaxChunk
-		if err := g.cache.Preallocate(ctx, ds.MaxChunk, int(n)); err != nil {
-			return fmt.Errorf("preallocating the chunk cache: %w", err)
-		}
-		total += n * ds.MaxChunk
-	}
-	g.log.Info().Int64("bytes", total).Float64("took_ms", millis(time.Since(start))).Msg("chunk cache memory preallocated")
 	return nil
 }
 

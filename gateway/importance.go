@@ -13,8 +13,13 @@ import (
 	"github.com/brandgw/brand/internal/query"
 )
 
-// The importance endpoints (docs/importance.md): feedback, seals and the
-// sealed versions, over package feedback's state.
+// importanceAPI serves the importance endpoints (docs/importance.md):
+// feedback, seals and the sealed versions, over package feedback's state.
+type importanceAPI struct {
+	jobs  *jobs
+	state *feedback.State
+	parts feedback.Parts // the cluster's nodes, whose feedback a seal merges
+}
 
 // jobName checks a job name from a path.
 func jobName(job string) (string, error) {
@@ -27,23 +32,23 @@ func jobName(job string) (string, error) {
 // importanceRequest parses what every importance endpoint names: the job
 // in the path, the dataset and the epoch (in the path, or else a required
 // epoch parameter), through the one parameter table.
-func (g *Gateway) importanceRequest(r *http.Request, accepted []string) (query.Query, *catalog.Dataset, string, uint64, error) {
+func (a *importanceAPI) request(r *http.Request, accepted []string) (query.Query, *catalog.Dataset, string, uint64, error) {
 	job, err := jobName(chi.URLParam(r, "job"))
 	if err != nil {
 		return query.Query{}, nil, "", 0, err
 	}
-	q, err := query.Parse(r.URL.RawQuery, accepted, g.defaults, g.cfg.Limits)
+	q, err := query.Parse(r.URL.RawQuery, accepted, a.jobs.defaults, a.jobs.limits)
 	if err != nil {
 		return q, nil, "", 0, err
 	}
-	ds, err := g.version(q.Job)
+	ds, err := a.jobs.version(q.Job)
 	if err != nil {
 		return q, nil, "", 0, err
 	}
 	epoch := q.Epoch
 	switch arg := chi.URLParam(r, "epoch"); {
 	case arg != "":
-		epoch, err = query.ParseNumber("epoch", arg, g.cfg.Limits.MaxEpoch)
+		epoch, err = query.ParseNumber("epoch", arg, a.jobs.limits.MaxEpoch)
 	case !q.EpochSet:
 		err = fmt.Errorf("%w: epoch=E is required: the epoch the feedback is for", query.ErrBadRequest)
 	}
@@ -60,15 +65,15 @@ const feedbackReadTimeout = 30 * time.Second
 // application/octet-stream records of (uint32 sample ID, float32 loss),
 // little-endian, read from the body as it arrives (package feedback
 // bounds it).
-func (g *Gateway) handleFeedback(w http.ResponseWriter, r *http.Request) {
+func (a *importanceAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// Not every connection takes a deadline (one under a test's wrapper
 	// may not); the body is bounded in size all the same.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(feedbackReadTimeout))
-	_, ds, job, epoch, err := g.importanceRequest(r, query.FeedbackParams)
+	_, ds, job, epoch, err := a.request(r, query.FeedbackParams)
 	var n int
 	if err == nil {
-		n, err = g.feedback.Add(ctx, ds, job, epoch, r.Header.Get("Content-Type"), r.Body)
+		n, err = a.state.Add(ctx, ds, job, epoch, r.Header.Get("Content-Type"), r.Body)
 	}
 	if err != nil {
 		writeError(ctx, w, err)
@@ -80,16 +85,16 @@ func (g *Gateway) handleFeedback(w http.ResponseWriter, r *http.Request) {
 // handleSeal serves POST /importance/{job}/seal?dataset=&epoch=E[&prev=V]:
 // the epoch's feedback, merged over the cluster's nodes, sealed onto the
 // previous snapshot and written to the store.
-func (g *Gateway) handleSeal(w http.ResponseWriter, r *http.Request) {
+func (a *importanceAPI) handleSeal(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q, ds, job, epoch, err := g.importanceRequest(r, query.SealParams)
+	q, ds, job, epoch, err := a.request(r, query.SealParams)
 	var prev *importance.Snapshot
 	if err == nil && q.Prev != "" {
-		prev, err = g.feedback.Snapshot(ctx, ds, job, q.Prev)
+		prev, err = a.state.Snapshot(ctx, ds, job, q.Prev)
 	}
 	var sealed feedback.Sealed
 	if err == nil {
-		sealed, err = g.feedback.Seal(ctx, ds, job, epoch, prev, g.cluster)
+		sealed, err = a.state.Seal(ctx, ds, job, epoch, prev, a.parts)
 	}
 	if err != nil {
 		writeError(ctx, w, err)
@@ -101,12 +106,12 @@ func (g *Gateway) handleSeal(w http.ResponseWriter, r *http.Request) {
 // handleSealed serves GET /importance/{job}/epochs/{epoch}?dataset=: the
 // version sealed for the epoch, so that every rank of a job finds the
 // snapshot its rank 0 sealed. 404 until it is sealed.
-func (g *Gateway) handleSealed(w http.ResponseWriter, r *http.Request) {
+func (a *importanceAPI) handleSealed(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	_, ds, job, epoch, err := g.importanceRequest(r, query.SealedParams)
+	_, ds, job, epoch, err := a.request(r, query.SealedParams)
 	var v string
 	if err == nil {
-		v, err = g.feedback.SealedVersion(ctx, ds, job, epoch)
+		v, err = a.state.SealedVersion(ctx, ds, job, epoch)
 	}
 	if err != nil {
 		writeError(ctx, w, err)

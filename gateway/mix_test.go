@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -551,10 +552,9 @@ func TestMixtureReadsPartsTogether(t *testing.T) {
 	}
 }
 
-// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
-// batch with a chunk damaged at rest is served without that chunk's
-// samples, and says how many it lacks; the rest are the sources' bytes.
-func TestMixtureSkipsADamagedChunk(t *testing.T) {
+// skippingMixture serves datasets a and b, 12 samples each, with
+// --on-damaged-chunk=skip and no prefetch, in batches of 6.
+func skippingMixture(t *testing.T) (*mixFixture, *httptest.Server) {
 	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"a", "b"}}
 	for _, name := range m.names {
 		f := newFixtureNamed(t, t.TempDir(), name+"-", 4, 3, 70000)
@@ -567,6 +567,14 @@ func TestMixtureSkipsADamagedChunk(t *testing.T) {
 		c.OnDamagedChunk = gateway.OnDamagedSkip
 		c.PrefetchConcurrency = -1
 	})
+	return m, srv
+}
+
+// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
+// batch with a chunk damaged at rest is served without that chunk's
+// samples, and says how many it lacks; the rest are the sources' bytes.
+func TestMixtureSkipsADamagedChunk(t *testing.T) {
+	m, srv := skippingMixture(t)
 	damageAtRest(t, m.sets["a"], 1)
 	ix := m.sets["a"].index
 	lo, n := ix.ChunkRange(1)
@@ -634,5 +642,91 @@ func TestMixtureFetchAheadStopsWithTheGateway(t *testing.T) {
 			srvs[k].Close()
 			gs[k].Close()
 		}
+	}
+}
+
+// wantPartialETag is the ETag docs/http-api.md gives a batch served
+// without the samples at batch positions missing (ascending): one rule
+// for a dataset's batch and a mixture's.
+func wantPartialETag(full string, missing []int) string {
+	s := "brand-partial-v2|" + full
+	for _, pos := range missing {
+		s += "|" + strconv.Itoa(pos)
+	}
+	h := sha256.Sum256([]byte(s))
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// TestMixtureSkipNamesItsMissingKeys: a mixture batch in skip mode names
+// the samples it lacks in Brand-Missing-Keys, as a single dataset's batch
+// does, and its ETag follows the same partial rule (over the batch
+// positions left out). A mixture's batch once sent the count alone, and
+// built its ETag by a rule of its own.
+func TestMixtureSkipNamesItsMissingKeys(t *testing.T) {
+	m, srv := skippingMixture(t)
+	const mix = "a:0.5,b:0.5"
+	// The full batches' ETags and samples, before the damage.
+	type full struct {
+		etag string
+		keys []string
+	}
+	var fulls []full
+	for b := range 4 {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d/manifest?mix=%s", srv.URL, b, mix))
+		var man api.Manifest
+		if err := json.Unmarshal(body, &man); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("manifest %d: %d %v %s", b, resp.StatusCode, err, body)
+		}
+		f := full{etag: man.ETag}
+		for _, s := range man.Samples {
+			f.keys = append(f.keys, s.Key)
+		}
+		fulls = append(fulls, f)
+	}
+	damageAtRest(t, m.sets["a"], 1)
+	ix := m.sets["a"].index
+	lo, n := ix.ChunkRange(1)
+	damaged := map[string]bool{}
+	for id := lo; id < lo+n; id++ {
+		damaged[ix.SampleKey(id)] = true
+	}
+	partial := 0
+	for b, f := range fulls {
+		url := fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s", srv.URL, b, mix)
+		resp, body := get(t, url)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
+		}
+		var missing []int
+		var keys []string
+		for i, k := range f.keys {
+			if damaged[k] {
+				missing = append(missing, i)
+				keys = append(keys, k)
+			}
+		}
+		h := resp.Header
+		if len(missing) == 0 {
+			if h.Get(api.HeaderMissingKeys) != "" || h.Get("ETag") != f.etag {
+				t.Errorf("batch %d lacks nothing but says %q, ETag %s (full %s)", b, h.Get(api.HeaderMissingKeys), h.Get("ETag"), f.etag)
+			}
+			continue
+		}
+		partial++
+		if got := h.Get(api.HeaderMissingKeys); got != strings.Join(keys, ",") {
+			t.Errorf("batch %d: %s = %q, want %q", b, api.HeaderMissingKeys, got, strings.Join(keys, ","))
+		}
+		if got, want := h.Get("ETag"), wantPartialETag(f.etag, missing); got != want {
+			t.Errorf("batch %d: partial ETag %s, want %s (the full batch's %s without positions %v)", b, got, want, f.etag, missing)
+		}
+		if h.Get("Cache-Control") != "no-store" {
+			t.Errorf("batch %d: Cache-Control %q on a partial batch", b, h.Get("Cache-Control"))
+		}
+		if len(readTar(t, body)) != 6-len(missing) {
+			t.Errorf("batch %d: %d samples, want %d", b, len(readTar(t, body)), 6-len(missing))
+		}
+	}
+	if partial == 0 {
+		t.Fatal("no batch read the damaged chunk: the test checks nothing")
 	}
 }

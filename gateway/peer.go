@@ -7,28 +7,50 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/pipeline"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/respond"
 )
 
-// The peers' internal endpoints (package peer holds the protocol, both
-// sides): a node's request for samples of the chunks this node is the
-// source of, its probe of this node's state, and its collection of this
-// node's part of an epoch's importance feedback.
+// peerAPI serves the peers' internal endpoints (package peer holds the
+// protocol, both sides): a node's request for samples of the chunks this
+// node is the source of, its probe of this node's state, and its
+// collection of this node's part of an epoch's importance feedback.
+//
+// They exist only on a node of a cluster of several (routes): a single
+// gateway has no peers, and endpoints that serve samples by ID to
+// anyone would let a client without a token read the whole dataset. On a
+// cluster they take a peer's credential and nothing else (a client's
+// token is never one); a cluster whose clients need tokens must have a
+// peer secret (Config.fill), so they never ask less than a token.
+type peerAPI struct {
+	cred     peer.Credentials
+	cluster  clusterFace
+	catalog  *catalog.Catalog
+	pipe     *pipeline.Pipeline
+	out      *respond.Writer
+	feedback *feedback.State
+	limits   query.Limits
+	ready    func() error
+	log      zerolog.Logger
+}
 
 // peerKey carries the authenticated asker's position in a request's
 // context.
 type peerKey struct{}
 
-// authenticatePeer refuses internal requests without a peer's credential
+// authenticate refuses internal requests without a peer's credential
 // (peer.Credentials), with 401. A client's bearer token is never one.
-func (g *Gateway) authenticatePeer(next http.Handler) http.Handler {
+func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, err := g.peerCred.Verify(r, g.cluster.Nodes())
+		k, err := a.cred.Verify(r, a.cluster.Nodes())
 		if err != nil {
 			writeError(r.Context(), w, err)
 			return
@@ -45,17 +67,17 @@ func asker(r *http.Request) int {
 	return -1
 }
 
-// handlePeerSamples serves POST peer.SamplesPath: the samples a node
-// names, read through this node's cache under the same bounds as a batch
-// (size, assembly, the job stream's requests in flight), back to back
-// after the reply's head (peer.ReplyHead), which names the samples left
-// out because their chunk is damaged at rest.
-func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
+// handleSamples serves POST peer.SamplesPath: the samples a node names,
+// read through this node's cache under the same bounds as a batch (size,
+// assembly, the job stream's requests in flight), back to back after the
+// reply's head (peer.ReplyHead), which names the samples left out because
+// their chunk is damaged at rest.
+func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	req, err := peer.DecodeRequest(r, g.catalog, g.cfg.Limits)
+	req, err := peer.DecodeRequest(r, a.catalog, a.limits)
 	if err == nil && req.Origin != nil {
 		if imp := req.Origin.Stream.Imp; imp.Version != "" {
-			_, err = g.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
+			_, err = a.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
 		}
 	}
 	if err != nil {
@@ -63,71 +85,57 @@ func (g *Gateway) handlePeerSamples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := asker(r)
-	g.cluster.Heard(k)
-	done := func() {}
-	if o := req.Origin; o != nil {
-		// The asker's batch counts against its job stream's requests in
-		// flight here too, and moves the stream: this node's schedule and
-		// prefetch follow streams whose ranks live elsewhere.
-		tok, err := g.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
-		if err != nil {
-			writeError(ctx, w, err)
-			return
-		}
-		done = func() { g.sched.Finish(tok) }
-		g.follow(o.Stream, o.Epoch, o.Pos)
-	}
-	res, err := g.reader.Read(ctx, reader.Request{Samples: order.SamplesOf(req.DS, req.IDs, req.Info), Local: true})
-	done()
+	a.cluster.Heard(k)
+	res, err := a.pipe.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	defer res.Release()
 	head := peer.ReplyHead(res.MissingPos)
-	n, _ := g.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...), N: int64(len(head)) + res.Bytes, Relieve: res.Relieve})
-	g.cluster.Served(k, max(n-int64(len(head)), 0))
+	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),
+		N: int64(len(head)) + res.Bytes, Relieve: res.Relieve})
+	if err != nil {
+		a.log.Debug().Err(err).Msg("peer's samples not completed")
+	}
+	a.cluster.Served(k, max(n-int64(len(head)), 0))
 }
 
 // handleState serves GET peer.StatePath: whether this node is ready and
 // which index versions of each dataset it holds. A peer's probe.
-func (g *Gateway) handleState(w http.ResponseWriter, r *http.Request) {
-	if err := g.notReady(); err != nil {
+func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
+	if err := a.ready(); err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	g.cluster.Heard(asker(r))
-	st := peer.State{Self: g.cluster.Self(), Ready: true}
-	for _, name := range g.catalog.Names() {
-		held, err := g.catalog.Held(name)
-		if err != nil {
-			writeError(r.Context(), w, err)
+	a.cluster.Heard(asker(r))
+	st := peer.State{Self: a.cluster.Self(), Ready: true}
+	for _, name := range a.catalog.Names() {
+		held := a.catalog.HeldIDs(name)
+		if len(held) == 0 {
+			writeError(r.Context(), w, catalog.ErrNotReady)
 			return
 		}
-		d := peer.DatasetState{Name: name, Current: held[0].ID()}
-		for _, ds := range held {
-			d.Held = append(d.Held, ds.ID())
-		}
-		st.Datasets = append(st.Datasets, d)
+		st.Datasets = append(st.Datasets, peer.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handlePeerFeedback serves GET peer.FeedbackPath{job}: this node's part
-// of an epoch's importance feedback, (uint32 ID, float32 loss) records.
-func (g *Gateway) handlePeerFeedback(w http.ResponseWriter, r *http.Request) {
+// handleFeedback serves GET peer.FeedbackPath{job}: this node's part of
+// an epoch's importance feedback, (uint32 ID, float32 loss) records.
+func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	job, err := jobName(chi.URLParam(r, "job"))
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	ds, epoch, err := peer.DecodeFeedback(r, g.catalog, g.cfg.Limits)
+	ds, epoch, err := peer.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	g.cluster.Heard(asker(r))
-	out := g.feedback.Reports(ds, job, epoch)
+	a.cluster.Heard(asker(r))
+	out := a.feedback.Reports(ds, job, epoch)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.Header().Set(api.HeaderIndex, ds.ID())

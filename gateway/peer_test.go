@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +176,37 @@ func TestClusterNeedsAPeerSecretWithTokens(t *testing.T) {
 		AuthTokens: []string{"t"}, Cluster: gateway.ClusterConfig{Peers: []string{"http://a", "http://b"}}})
 	if err == nil {
 		t.Fatal("a cluster with tokens and no peer secret was accepted")
+	}
+}
+
+// TestSingleGatewayHasNoInternalEndpoints: a single gateway serves no
+// internal endpoint, to anyone. The reproduction: a gateway with
+// --auth-token-file answered GET /internal/v2/state without a token, and
+// POST /internal/v2/samples with two sample IDs returned their bytes —
+// the whole dataset, to any client, without a token.
+func TestSingleGatewayHasNoInternalEndpoints(t *testing.T) {
+	f := newFixture(t, 4, 8)
+	ix := f.index.ID()
+	for _, tokens := range [][]string{nil, {"client-token"}} {
+		t.Run(fmt.Sprintf("tokens=%d", len(tokens)), func(t *testing.T) {
+			_, srv := start(t, f.store, func(c *gateway.Config) { c.AuthTokens = tokens })
+			auth := []string{}
+			if tokens != nil {
+				auth = []string{"Authorization", "Bearer client-token"}
+			}
+			for _, hdr := range [][]string{nil, auth} {
+				resp, body := peerRequest(t, srv.URL, "dataset=test&index="+ix, []int{0, 1}, hdr...)
+				if resp.StatusCode != http.StatusNotFound {
+					t.Errorf("samples (headers %q): %s, %d bytes; want 404", hdr, resp.Status, len(body))
+				}
+				for _, path := range []string{peer.StatePath, peer.FeedbackPath + "j?dataset=test&index=" + ix + "&epoch=0"} {
+					resp, body := get(t, srv.URL+path, hdr...)
+					if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), ix) {
+						t.Errorf("%s (headers %q): %s %.200s; want 404 naming nothing", path, hdr, resp.Status, body)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -58,7 +58,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented))
 		return
 	}
-	base := g.defaults
+	base := g.jobs.defaults
 	base.Plan = api.PlanOptions{CacheBytes: g.cfg.CacheSize, DiskCacheBytes: g.cfg.DiskCache.Size, Epochs: planEpochs, BackendBytesPerSec: 1 << 30, PrefetchWindows: g.cfg.PrefetchWindows}
 	if n := g.cluster.Nodes(); n > 1 {
 		base.Plan.Nodes = n
@@ -71,7 +71,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if len(q.Job.Mix) > 0 {
 		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {
-			ds, err := g.version(api.Job{Dataset: c.Dataset})
+			ds, err := g.jobs.version(api.Job{Dataset: c.Dataset})
 			if err != nil {
 				writeError(ctx, w, err)
 				return
@@ -83,7 +83,7 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	ds, err := g.version(q.Job)
+	ds, err := g.jobs.version(q.Job)
 	if err != nil {
 		writeError(ctx, w, err)
 		return

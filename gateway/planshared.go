@@ -33,7 +33,7 @@ func (g *Gateway) handleSharedPlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
-	ds, err := g.version(job)
+	ds, err := g.jobs.version(job)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -100,11 +100,11 @@ func (g *Gateway) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 	v := url.Values{}
 	v.Set(api.ParamDataset, req.Dataset)
 	v.Set(api.ParamIndex, req.Index)
-	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, g.defaults, g.cfg.Limits)
+	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, g.jobs.defaults, g.cfg.Limits)
 	if err != nil {
 		return api.Job{}, api.SharedPlanRequest{}, err
 	}
-	d := g.defaults.Job
+	d := g.jobs.defaults.Job
 	defaults := api.SharedPlanJob{Seed: d.Seed, Window: d.Window, BatchSize: d.BatchSize, World: d.World, Epochs: planEpochs,
 		DropLast: d.DropLast, Speed: 1}
 	req.Jobs = make([]api.SharedPlanJob, len(in.Jobs))

@@ -41,21 +41,23 @@ func (g *Gateway) routes() http.Handler {
 		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 		r.Get("/samples/*", g.handleSample)
 		r.Get("/cluster", g.handleCluster)
-		r.Post("/importance/{job}/feedback", g.handleFeedback)
-		r.Post("/importance/{job}/seal", g.handleSeal)
-		r.Get("/importance/{job}/epochs/{epoch}", g.handleSealed)
+		r.Post("/importance/{job}/feedback", g.importance.handleFeedback)
+		r.Post("/importance/{job}/seal", g.importance.handleSeal)
+		r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}
 	})
-	// The peers' internal endpoints take a peer's credential, never a
-	// client's token.
-	r.Group(func(r chi.Router) {
-		r.Use(g.authenticatePeer)
-		r.Post(peer.SamplesPath, g.handlePeerSamples)
-		r.Get(peer.StatePath, g.handleState)
-		r.Get(peer.FeedbackPath+"{job}", g.handlePeerFeedback)
-	})
+	// The peers' internal endpoints exist on a node of a cluster alone,
+	// and take a peer's credential, never a client's token (peerAPI).
+	if g.cluster.Nodes() > 1 {
+		r.Group(func(r chi.Router) {
+			r.Use(g.peers.authenticate)
+			r.Post(peer.SamplesPath, g.peers.handleSamples)
+			r.Get(peer.StatePath, g.peers.handleState)
+			r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
+		})
+	}
 	return r
 }
 

@@ -20,10 +20,10 @@ import (
 // owner) and written as every response carrying samples is.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.defaults, g.cfg.Limits)
+	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.jobs.defaults, g.jobs.limits)
 	var ds *catalog.Dataset
 	if err == nil {
-		ds, err = g.version(q.Job)
+		ds, err = g.jobs.version(q.Job)
 	}
 	if err != nil {
 		writeError(ctx, w, err)
@@ -54,7 +54,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := g.reader.Read(ctx, reader.Request{Samples: smp})
-	if err == nil && len(res.Missing) > 0 {
+	if err == nil && len(res.MissingPos) > 0 {
 		res.Release()
 		err = fmt.Errorf("%w: sample %q is in a chunk damaged at rest", catalog.ErrCorrupt, key)
 	}

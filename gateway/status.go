@@ -51,20 +51,11 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Disk        *api.DiskStats    `json:"disk,omitempty"`
 		Mixtures    []api.MixStat     `json:"mixtures,omitempty"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats(),
-		g.MixStats()})
+		g.stats.Mixtures()})
 }
-
-// MixStats returns what the mixtures served, per component.
-func (g *Gateway) MixStats() []api.MixStat { return g.mix.snapshot() }
 
 // DiskStats returns the disk tier's figures, nil without one.
-func (g *Gateway) DiskStats() *api.DiskStats {
-	if g.disk == nil {
-		return nil
-	}
-	st := g.disk.Stats()
-	return &st
-}
+func (g *Gateway) DiskStats() *api.DiskStats { return g.disk.Stats() }
 
 // handleCluster serves GET /cluster[?world=W]. A single gateway answers
 // with itself, unnamed, as its only node.

@@ -11,7 +11,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -75,19 +77,19 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
-	cache = 4 << 30
+	cache = gateway.DefaultCacheSize
 	fs.Var(&cache, "cache-size", "cache size to plan for")
 	fs.Var(&disk, "disk-cache-size", "a disk tier below the cache to plan for too, as serve's --disk-cache-size (each node's with --nodes; 0: none)")
 	bw = 1 << 30
 	fs.Var(&bw, "bandwidth", "backend read bandwidth, bytes per second (e.g. 500MiB)")
 	fs.Var(&consume, "consume", "trainer read rate, bytes per second (default: as fast as the backend)")
 	fs.Uint64Var(&seed, "seed", 0, "shuffle seed")
-	fs.IntVar(&batch, "batch-size", 32, "samples per rank per batch")
-	fs.IntVar(&window, "window", 8, "shuffle window, in chunks")
+	fs.IntVar(&batch, "batch-size", query.DefaultBatchSize, "samples per rank per batch")
+	fs.IntVar(&window, "window", query.DefaultWindow, "shuffle window, in chunks")
 	fs.IntVar(&wrld, "world", 1, "ranks")
 	fs.IntVar(&epochs, "epochs", 3, "epochs to simulate (at least 2: the first is cold)")
 	fs.IntVar(&first, "first-epoch", 0, "first epoch to simulate")
-	fs.IntVar(&pf, "prefetch-windows", 1, "windows the gateway prefetches beyond the current one")
+	fs.IntVar(&pf, "prefetch-windows", gateway.DefaultPrefetchWindows, "windows the gateway prefetches beyond the current one")
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+

@@ -130,6 +130,17 @@ func (c *Catalog) Held(name string) ([]*Dataset, error) {
 	return v.all(), nil
 }
 
+// HeldIDs returns the index IDs of the versions of a dataset this catalog
+// holds, the current one first; none for a dataset it does not serve.
+func (c *Catalog) HeldIDs(name string) []string {
+	ds, _ := c.Held(name)
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID()
+	}
+	return ids
+}
+
 func (v versions) all() []*Dataset {
 	if v.prev == nil || v.prev.ID() == v.cur.ID() {
 		return []*Dataset{v.cur}

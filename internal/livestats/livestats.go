@@ -73,6 +73,7 @@ type Stats struct {
 	capacity int64
 	optimum  Optimizer // nil: no optimal figures
 	log      zerolog.Logger
+	mix      *mixtures
 	hitRatio *prometheus.GaugeVec
 	bytes    *prometheus.GaugeVec
 
@@ -166,6 +167,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, log zerol
 		jobs: map[order.Stream]*jobStats{}, wake: make(chan struct{}, 1),
 	}
 	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
+	s.mix = newMixtures(reg)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if optimum != nil {
 		s.wg.Go(s.computeOptima)
@@ -308,10 +310,29 @@ type Served struct {
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
+	// Mix is the mixture the batch's part was for (nil: one dataset), and
+	// Comp its component: the mixture's figures count it too.
+	Mix  *order.Mixed
+	Comp int
 }
 
-// Batch records a served batch.
+// Follow registers a batch's streams before its prefetch starts, so that
+// the loads read ahead for a mixture's component streams are credited to
+// the mixture.
+func (s *Stats) Follow(b *order.Batch) {
+	if b.Mix != nil {
+		s.mix.follow(b)
+	}
+}
+
+// Mixtures returns what the mixtures served, per component, oldest first.
+func (s *Stats) Mixtures() []api.MixStat { return s.mix.snapshot() }
+
+// Batch records a served batch (or a mixture batch's part).
 func (s *Stats) Batch(b Served) {
+	if b.Mix != nil {
+		s.mix.add(b.Mix, b.Stream, b.Comp, b.Samples, b.LoadedBytes-b.DiskBytes, b.DiskBytes)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	js := b.Stream
@@ -391,6 +412,7 @@ func (s *Stats) Batch(b Served) {
 // Prefetched records a chunk read ahead of demand for an epoch, from the
 // store or (disk) from the disk tier.
 func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
+	s.mix.prefetched(js, bytes, disk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobLocked(js)

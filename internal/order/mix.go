@@ -100,124 +100,48 @@ const maxMemoMixtures = 16
 // bits (query.MaxEpoch).
 const maxPass = 1<<31 - 1
 
-// MixPart is what a batch of a mixture reads of one component's pass.
-type MixPart struct {
-	Comp    int
-	Pass    uint64
-	Stream  Stream
-	Samples Samples
-	// First and End are the extent, in the pass's order, of the part's
-	// positions: the schedule follows the component's stream there.
-	First, End int
-}
-
-// MixLayout is a batch of a mixture laid out: which samples of which
-// component's pass, in the order served.
-type MixLayout struct {
-	Mixed        *Mixed
-	Parts        []MixPart
-	Take         []MixTake // per sample served, in order
-	Job          api.Job
-	Epoch, Batch uint64
-	Batches      int
-	EpochSamples int
-	Start, End   int
-	ETag         string
-}
-
-// MixTake is one served sample: the part and the position in its
-// Samples.
-type MixTake struct{ Part, At int }
-
-// Bytes is the batch's samples' tar bytes.
-func (l *MixLayout) Bytes() int64 {
-	var n int64
-	for _, p := range l.Parts {
-		n += p.Samples.Bytes
-	}
-	return n
-}
-
-// Components returns each served sample's component, in order.
-func (l *MixLayout) Components() []int {
-	c := make([]int, len(l.Take))
-	for i, t := range l.Take {
-		c[i] = l.Parts[t.Part].Comp
-	}
-	return c
-}
-
-// MixBatches returns the number of batches of an epoch of a job over a
-// mixture and the epoch's length.
-func (o *Orders) MixBatches(m *Mixed, job api.Job) (batches, samples int, err error) {
-	n := m.Order.NumSamples()
-	if job.Offset > n {
-		return 0, n, fmt.Errorf("%w: offset %d is past the end of the mixture's epoch, which has %d samples", ErrOutOfRange, job.Offset, n)
-	}
-	return job.NumBatches(n), n, nil
-}
-
-// MixLayout lays out batch b of an epoch of a job over a mixture: the
-// rank's slice of the mixture's epoch positions, or on a cluster with
-// locality its assigned share of the global batch, each position drawn
-// from its component's pass (docs/shuffle.md §11).
-func (o *Orders) MixLayout(ctx context.Context, m *Mixed, job api.Job, epoch, b uint64) (*MixLayout, error) {
-	batches, n, err := o.MixBatches(m, job)
-	if err != nil {
-		return nil, err
-	}
-	if b >= uint64(batches) {
-		return nil, fmt.Errorf("%w: batch %d out of range: the mixture's epoch %d has %d batches from offset %d (batch_size=%d world=%d drop_last=%t)",
-			ErrOutOfRange, b, epoch, batches, job.Offset, job.BatchSize, job.World, job.DropLast)
-	}
-	start, end, err := job.BatchRange(n, int(b))
-	if err != nil {
-		return nil, err
-	}
+// mixParts lays out a mixture batch's parts: its draws — the rank's slice
+// of the mixture's epoch positions, or on a cluster with locality its
+// assigned share of the global batch (docs/shuffle.md §11) — grouped by
+// component pass, each pass's sample IDs read from its order.
+func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
+	m, job := b.Mix, b.Job
 	var draws []shuffle.Draw
+	var err error
 	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
-		draws, err = o.mixAssigned(m, job, epoch, n, int(b))
+		draws, err = o.mixAssigned(m, job, b.Epoch, b.EpochSamples, int(b.Batch))
 	} else {
-		draws = m.Order.AppendRange(make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
+		draws = m.Order.AppendRange(make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	l := &MixLayout{Mixed: m, Job: job, Epoch: epoch, Batch: b, Batches: batches, EpochSamples: n,
-		Start: start, End: end, ETag: MixETag(m, job, epoch, b, o.nodes), Take: make([]MixTake, len(draws))}
-	if err := o.mixParts(ctx, l, draws); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// mixParts groups a batch's draws by component pass, reads their sample
-// IDs from the passes' orders and lays them out.
-func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Draw) error {
+	b.Take = make([]Take, len(draws))
+	global := job.BatchSize * job.World
 	var idx [][]int // per part: positions in its pass, in served order
 	for i, d := range draws {
 		if d.Pass > maxPass {
 			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
-				ErrOutOfRange, l.Epoch, d.Pass, l.Mixed.DS[d.Component].Name, maxPass)
+				ErrOutOfRange, b.Epoch, d.Pass, m.DS[d.Component].Name, maxPass)
 		}
 		// A batch has a part or two per component: a scan finds it.
 		p := 0
-		for p < len(l.Parts) && (l.Parts[p].Comp != d.Component || l.Parts[p].Pass != d.Pass) {
+		for p < len(b.Parts) && (b.Parts[p].Comp != d.Component || b.Parts[p].Epoch != d.Pass) {
 			p++
 		}
-		if p == len(l.Parts) {
-			s := l.Mixed.Stream(d.Component, l.Job)
-			l.Parts = append(l.Parts, MixPart{Comp: d.Component, Pass: d.Pass, Stream: s, First: d.Index, End: d.Index + 1})
+		if p == len(b.Parts) {
+			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: m.Stream(d.Component, job),
+				First: d.Index, End: d.Index + 1, Share: m.share(d.Component, global)})
 			idx = append(idx, make([]int, 0, len(draws)))
 		}
-		part := &l.Parts[p]
+		part := &b.Parts[p]
 		part.First, part.End = min(part.First, d.Index), max(part.End, d.Index+1)
-		l.Take[i] = MixTake{Part: p, At: len(idx[p])}
+		b.Take[i] = Take{Part: p, At: len(idx[p])}
 		idx[p] = append(idx[p], d.Index)
 	}
-	for p := range l.Parts {
-		part := &l.Parts[p]
-		e, err := o.Epoch(part.Stream, part.Pass)
+	for p := range b.Parts {
+		part := &b.Parts[p]
+		e, err := o.Epoch(part.Stream, part.Epoch)
 		if err != nil {
 			return err
 		}
@@ -230,7 +154,7 @@ func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Dra
 			for j < len(xs) && xs[j] == xs[j-1]+1 {
 				j++
 			}
-			ids = o.appendRange(ids, part.Stream, e, part.Pass, xs[i], xs[j-1]+1)
+			ids = o.appendRange(ids, part.Stream, e, part.Epoch, xs[i], xs[j-1]+1)
 			i = j
 		}
 		if part.Samples, err = NewSamples(ctx, part.Stream.DS, ids); err != nil {
@@ -238,6 +162,17 @@ func (o *Orders) mixParts(ctx context.Context, l *MixLayout, draws []shuffle.Dra
 		}
 	}
 	return nil
+}
+
+// share is component i's share of a global batch of global samples, as
+// the schedule's clock counts a stream's progress per batch.
+func (m *Mixed) share(i, global int) int {
+	w := m.Order.Weights()
+	var sum uint64
+	for _, a := range w {
+		sum += a
+	}
+	return max(1, int(uint64(global)*w[i]/sum))
 }
 
 // mixAssigned is assigned for a mixture: the global batch's draws, each

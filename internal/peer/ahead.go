@@ -10,7 +10,8 @@ import (
 // batch m+1 live on other nodes, and fetches them in the background as
 // the prefetcher reads chunks from the store ahead of need. Fetched
 // samples wait here, keyed by the batch's ETag (which names its exact
-// samples), until that batch is asked for; they are bounded in bytes and
+// samples), one list per part of the batch (a mixture's batch reads
+// several), until that batch is asked for; they are bounded in bytes and
 // in batches, and dropped oldest first when nobody comes for them.
 //
 // Bytes counts exactly the samples held: those of entries whose fetch has
@@ -28,12 +29,13 @@ type Ahead struct {
 	bytes   int64
 }
 
-// AheadEntry is one batch's fetched samples: Data[i] for batch position
-// i, nil where the sample is read locally or its fetch failed. Done
-// closes when the fetch ends; Data may be read only after.
+// AheadEntry is one batch's fetched samples: Data[p][i] for position i
+// of the batch's part p, nil where the sample is read locally or its
+// fetch failed. Done closes when the fetch ends; Data may be read only
+// after.
 type AheadEntry struct {
 	Done    chan struct{}
-	Data    [][]byte
+	Data    [][][]byte
 	size    int64
 	counted bool // size is in Ahead.bytes
 }
@@ -63,10 +65,12 @@ func (a *Ahead) Claim(key string) (*AheadEntry, bool) {
 
 // Finish records a claimed fetch's result. If the entry is still held its
 // bytes now count, and older entries may be dropped to make room.
-func (a *Ahead) Finish(key string, e *AheadEntry, data [][]byte) {
+func (a *Ahead) Finish(key string, e *AheadEntry, data [][][]byte) {
 	var size int64
-	for _, d := range data {
-		size += int64(len(d))
+	for _, part := range data {
+		for _, d := range part {
+			size += int64(len(d))
+		}
 	}
 	a.mu.Lock()
 	e.Data, e.size = data, size

@@ -17,7 +17,7 @@ func held(a *Ahead) (n int64) {
 	return n
 }
 
-func fetched(size int) [][]byte { return [][]byte{make([]byte, size)} }
+func fetched(size int) [][][]byte { return [][][]byte{{make([]byte, size)}} }
 
 // TestAheadCountsWhatItHolds: Bytes is always the bytes of the finished
 // entries held. The reproduction: take subtracted a size still 0 while

@@ -13,8 +13,8 @@ import (
 // damaged at rest). A node that fails is skipped and its samples asked of
 // the next node of their chunks' rankings, ending with this node, which
 // reads the store: a peer's loss costs time, never the read. Samples
-// fetched ahead under aheadKey are used first.
-func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin, aheadKey string, data [][]byte) (local, missing []int, err error) {
+// fetched ahead (ahead, by position; see TakeAhead) are used first.
+func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin, ahead [][]byte, data [][]byte) (local, missing []int, err error) {
 	skip := map[int]bool{}
 	skipped := func(k int) bool { return skip[k] }
 	src := make([]int, len(smp.Chunks))
@@ -23,8 +23,15 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 		src[i] = s.Source(smp.DS, c, skipped)
 		remote = remote || src[i] != s.self
 	}
-	if remote && aheadKey != "" {
-		s.takeAhead(ctx, aheadKey, data)
+	if remote && len(ahead) == len(data) {
+		n := 0
+		for i, d := range ahead {
+			if d != nil {
+				data[i] = d
+				n++
+			}
+		}
+		s.ahead.used.Add(int64(n))
 	}
 	gone := make([]bool, len(data)) // left out by their owner
 	for remote {
@@ -113,53 +120,58 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 	return failed
 }
 
+// Fetch is one part of a batch to fetch ahead: its samples and the job
+// stream and position they are for.
+type Fetch struct {
+	Samples order.Samples
+	Origin  *Origin
+}
+
 // FetchAhead starts fetching, in the background, the remote samples of
-// the read next lays out (the same rank's next batch), to be found under
-// key by ReadRemote; nothing if they are being fetched already. Failures
-// are left to the read, which fetches what is missing with failover.
-func (s *Set) FetchAhead(key string, next func() (order.Samples, *Origin, error)) {
+// the batch next lays out (the same rank's next batch), part by part, to
+// be found under key by TakeAhead; nothing if they are being fetched
+// already. The key is claimed before FetchAhead returns, so that a read
+// of that batch that starts before the fetch ends waits for it rather
+// than fetching the same samples again. Failures are left to the read,
+// which fetches what is missing with failover.
+func (s *Set) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, error)) {
 	e, ok := s.ahead.Claim(key)
 	if !ok {
 		return
 	}
 	s.wg.Go(func() {
-		var data [][]byte
-		if smp, origin, err := next(); err == nil {
-			ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
-			defer cancel()
-			src := make([]int, len(smp.Chunks))
+		ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+		defer cancel()
+		var data [][][]byte
+		if parts, err := next(ctx); err == nil {
+			data = make([][][]byte, len(parts))
 			none := func(int) bool { return false }
-			for i, c := range smp.Chunks {
-				src[i] = s.Source(smp.DS, c, none)
+			for p, f := range parts {
+				smp := f.Samples
+				src := make([]int, len(smp.Chunks))
+				for i, c := range smp.Chunks {
+					src[i] = s.Source(smp.DS, c, none)
+				}
+				data[p] = make([][]byte, len(smp.IDs))
+				s.fetchFrom(ctx, smp, f.Origin, src, data[p], make([]bool, len(smp.IDs)))
 			}
-			data = make([][]byte, len(smp.IDs))
-			s.fetchFrom(ctx, smp, origin, src, data, make([]bool, len(data)))
 		}
 		s.ahead.Finish(key, e, data)
 	})
 }
 
-// takeAhead fills data with the samples fetched ahead under key, waiting
-// for a fetch still under way.
-func (s *Set) takeAhead(ctx context.Context, key string, data [][]byte) {
+// TakeAhead returns the samples fetched ahead under key, per part of the
+// batch, waiting for a fetch still under way (until ctx ends); nil if
+// there are none.
+func (s *Set) TakeAhead(ctx context.Context, key string) [][][]byte {
 	e := s.ahead.Take(key)
 	if e == nil {
-		return
+		return nil
 	}
 	select {
 	case <-e.Done:
+		return e.Data
 	case <-ctx.Done():
-		return
+		return nil
 	}
-	if len(e.Data) != len(data) {
-		return
-	}
-	n := 0
-	for i, d := range e.Data {
-		if d != nil {
-			data[i] = d
-			n++
-		}
-	}
-	s.ahead.used.Add(int64(n))
 }

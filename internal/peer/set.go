@@ -222,6 +222,12 @@ func (s *Set) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 	return s.self
 }
 
+// Local reports whether this node is chunk c of ds's source now: whether
+// it reads the chunk into its own cache.
+func (s *Set) Local(ds *catalog.Dataset, c int) bool {
+	return s.Source(ds, c, func(int) bool { return false }) == s.self
+}
+
 // Fetch asks node k for samples and checks them. A failure is classified
 // (see the package doc): ErrDown holds the node down; ErrRefused and
 // ErrVersion do not.

@@ -26,6 +26,9 @@ func (Solo) Nodes() int { return 1 }
 // Source is always this node.
 func (Solo) Source(*catalog.Dataset, int, func(int) bool) int { return 0 }
 
+// Local is always true: a single gateway reads every chunk itself.
+func (Solo) Local(*catalog.Dataset, int) bool { return true }
+
 // Fetch is never called: no chunk's source is another node.
 func (Solo) Fetch(context.Context, int, Request) (Reply, error) {
 	return Reply{}, errors.New("peer: a single gateway has no peers to fetch from")
@@ -35,7 +38,7 @@ func (Solo) Fetch(context.Context, int, Request) (Reply, error) {
 func (Solo) Delivered(home, peer int64) {}
 
 // ReadRemote leaves every sample to this node.
-func (Solo) ReadRemote(_ context.Context, smp order.Samples, _ *Origin, _ string, _ [][]byte) (local, missing []int, err error) {
+func (Solo) ReadRemote(_ context.Context, smp order.Samples, _ *Origin, _, _ [][]byte) (local, missing []int, err error) {
 	local = make([]int, len(smp.IDs))
 	for i := range local {
 		local[i] = i
@@ -44,7 +47,10 @@ func (Solo) ReadRemote(_ context.Context, smp order.Samples, _ *Origin, _ string
 }
 
 // FetchAhead has nothing to fetch.
-func (Solo) FetchAhead(string, func() (order.Samples, *Origin, error)) {}
+func (Solo) FetchAhead(string, func(context.Context) ([]Fetch, error)) {}
+
+// TakeAhead finds nothing.
+func (Solo) TakeAhead(context.Context, string) [][][]byte { return nil }
 
 // Agreed is the version this gateway serves.
 func (s Solo) Agreed(name string) string {

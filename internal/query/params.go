@@ -31,26 +31,37 @@ var (
 // so that plain curl needs none.
 type Defaults struct {
 	Seed      uint64
-	BatchSize int  // default 32
-	Window    int  // default 8
+	BatchSize int  // default DefaultBatchSize
+	Window    int  // default DefaultWindow
 	DropLast  bool // default false
 }
+
+// The defaults of a job's parameters and of the limits on them, stated
+// once: the gateway fills a Config's zero values with them and `brand
+// serve` and `brand plan` show them as their flags' defaults.
+const (
+	DefaultBatchSize    = 32
+	DefaultWindow       = 8
+	DefaultMaxBatchSize = 65536
+	DefaultMaxWindow    = 65536
+	DefaultMaxWorld     = 65536
+)
 
 // Fill applies the defaults' own defaults.
 func (d *Defaults) Fill() {
 	if d.BatchSize == 0 {
-		d.BatchSize = 32
+		d.BatchSize = DefaultBatchSize
 	}
 	if d.Window == 0 {
-		d.Window = 8
+		d.Window = DefaultWindow
 	}
 }
 
 // Limits bound what one request may ask for.
 type Limits struct {
-	MaxBatchSize int    // default 65536
-	MaxWindow    int    // default 65536
-	MaxWorld     int    // default 65536
+	MaxBatchSize int    // default DefaultMaxBatchSize
+	MaxWindow    int    // default DefaultMaxWindow
+	MaxWorld     int    // default DefaultMaxWorld
 	MaxEpoch     uint64 // epochs are 0..MaxEpoch; default and at most 1<<31-1
 	// MaxBatchBytes bounds the body of one response carrying samples: a
 	// batch, a peer's sample request or a sample; default 256 MiB. A
@@ -68,13 +79,13 @@ const DefaultMaxBatchBytes = 256 << 20
 // Fill applies the limits' defaults.
 func (l *Limits) Fill() {
 	if l.MaxBatchSize == 0 {
-		l.MaxBatchSize = 65536
+		l.MaxBatchSize = DefaultMaxBatchSize
 	}
 	if l.MaxWindow == 0 {
-		l.MaxWindow = 65536
+		l.MaxWindow = DefaultMaxWindow
 	}
 	if l.MaxWorld == 0 {
-		l.MaxWorld = 65536
+		l.MaxWorld = DefaultMaxWorld
 	}
 	if l.MaxEpoch == 0 || l.MaxEpoch > MaxEpoch {
 		l.MaxEpoch = MaxEpoch
@@ -233,7 +244,6 @@ var (
 	// over its feedback is asked for one index version's.
 	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
-	PeerStateParams    = []string{}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of

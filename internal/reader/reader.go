@@ -37,10 +37,31 @@ type Remote interface {
 	// ReadRemote fills data[i] for the positions of s whose chunk is read
 	// on another node, with failover, and returns the positions this node
 	// reads itself and those the owner left out because their chunk is
-	// damaged at rest. aheadKey names samples fetched ahead for s.
-	ReadRemote(ctx context.Context, s order.Samples, origin *peer.Origin, aheadKey string, data [][]byte) (local, missing []int, err error)
+	// damaged at rest. ahead, if not nil, holds samples of s fetched
+	// ahead, by position.
+	ReadRemote(ctx context.Context, s order.Samples, origin *peer.Origin, ahead, data [][]byte) (local, missing []int, err error)
+	// TakeAhead returns the samples fetched ahead for the batch whose
+	// ETag is key, per part, waiting for a fetch under way; nil if none.
+	TakeAhead(ctx context.Context, key string) [][][]byte
 	// Delivered records the sample bytes of a batch by source.
 	Delivered(home, peer int64)
+	// Nodes is the cluster's node count (1: a single gateway).
+	Nodes() int
+	// Local reports whether this node reads chunk c of ds itself.
+	Local(ds *catalog.Dataset, c int) bool
+}
+
+// Ahead loads cache entries in the background, bounded, never waited
+// for (internal/ahead.Set); done hears what the cache did.
+type Ahead interface {
+	Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) bool
+}
+
+// Tally is told of chunks loaded ahead of a batch's parts, as the
+// schedule's prefetcher tells it of its own: the statistics credit them
+// to the stream they were for.
+type Tally interface {
+	Prefetched(s order.Stream, epoch uint64, chunk int, bytes int64, disk bool)
 }
 
 // Config configures a Reader.
@@ -66,7 +87,11 @@ type Config struct {
 	// Shared reports whether several jobs share the cache now; then a
 	// read whose loads have to evict waits for the one loading before it
 	// (see readLocal). nil: never.
-	Shared   func() bool
+	Shared func() bool
+	// Ahead loads a batch's later parts' chunks while its first part is
+	// read (ReadBatch), and Tally hears of what it loaded.
+	Ahead    Ahead
+	Tally    Tally
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -83,9 +108,11 @@ type Reader struct {
 	assembly *admit.Gate // reads being assembled
 	shared   func() bool
 	evicting *admit.Gate // reads loading in turn, one at a time
+	ahead    Ahead
+	tally    Tally
 	log      zerolog.Logger
 
-	inParts, copied, skipped prometheus.Counter
+	inParts, copied, partsCopied, skipped prometheus.Counter
 }
 
 // New returns a reader.
@@ -94,16 +121,23 @@ func New(c Config) *Reader {
 		copies:   admit.New(c.CopyBytes, c.MaxWait, "memory for copies of samples out of the cache, in bytes", chunkcache.ErrBusy),
 		assembly: admit.New(int64(c.Assemblers), c.MaxWait, "batches larger than the cache being assembled", chunkcache.ErrBusy),
 		shared:   c.Shared,
+		ahead:    c.Ahead,
+		tally:    c.Tally,
 		evicting: admit.New(1, c.MaxWait, "reads whose loads evict chunks of a cache several jobs share, loading in turn", chunkcache.ErrBusy),
 		log:      c.Log,
 		inParts: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_assembled_in_parts_total",
 			Help: "Reads (batches, peers' requests) whose chunks did not fit in the cache together, assembled a group of chunks at a time."}),
 		copied: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_batches_copied_total",
 			Help: "Reads written from a copy so that their chunks went back to the cache before the client read them (others were waiting for room, or responses pinned over half the cache)."}),
+		partsCopied: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_mix_parts_copied_total",
+			Help: "Parts of mixture batches copied out of the cache so that the next part's chunks were acquired without holding theirs: the parts' chunks did not fit in the cache together, or the gateway has peers."}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_skipped_samples_total",
 			Help: "Samples left out of batches because their chunk is damaged (--on-damaged-chunk=skip)."}),
 	}
-	c.Registry.MustRegister(r.inParts, r.copied, r.skipped)
+	if r.shared == nil {
+		r.shared = func() bool { return false }
+	}
+	c.Registry.MustRegister(r.inParts, r.copied, r.partsCopied, r.skipped)
 	return r
 }
 
@@ -123,9 +157,9 @@ type Request struct {
 	// owns its chunk: a peer's request, which its asker sent here because
 	// this node is the source.
 	Local bool
-	// AheadKey names samples fetched from peers ahead of this read (the
-	// batch's ETag); "" for none.
-	AheadKey string
+	// Ahead are samples fetched from peers ahead of this read, by
+	// position (Remote.TakeAhead); nil for none.
+	Ahead [][]byte
 }
 
 // Result is a read's samples, in order, and what the read cost. Its bytes
@@ -133,19 +167,15 @@ type Request struct {
 type Result struct {
 	Parts net.Buffers // the samples read, back to back, in order
 	Bytes int64       // their length
-	// Missing are the IDs left out (skip mode): their chunk is damaged
-	// at rest. MissingPos are their positions in the request, ascending.
-	Missing    []int
+	// MissingPos are the positions left out (skip mode), ascending: their
+	// chunk is damaged at rest.
 	MissingPos []int
-	// What this node's cache did: the distinct chunks read through it,
-	// in first-use order, and how many of them (and their bytes) it
-	// loaded, DiskBytes of those from the disk tier, the rest from the
-	// store.
-	Chunks      []int
-	Loads       int
-	LoadedBytes int64
-	DiskBytes   int64
-	InParts     bool
+	// What this node's cache did (for a batch of several parts, the loads
+	// of all; Chunks and Samples are PerPart's).
+	Figures
+	// PerPart is, for ReadBatch, what each part's read did.
+	PerPart []Figures
+	InParts bool
 
 	r       *Reader
 	pinned  bool // Parts point into pinned chunks (Relieve may copy them)
@@ -179,7 +209,7 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 		}
 	} else {
 		var err error
-		if local, remoteMissing, err = r.remote.ReadRemote(ctx, s, req.Origin, req.AheadKey, data); err != nil {
+		if local, remoteMissing, err = r.remote.ReadRemote(ctx, s, req.Origin, req.Ahead, data); err != nil {
 			return nil, err
 		}
 		if len(remoteMissing) > 0 {
@@ -219,9 +249,6 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 				res.Parts = append(res.Parts, d)
 				res.Bytes += int64(len(d))
 			}
-		}
-		for _, i := range res.MissingPos {
-			res.Missing = append(res.Missing, s.IDs[i])
 		}
 	}
 	remote := res.Bytes - home
@@ -279,7 +306,7 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 // "Several jobs", about 8 % at four jobs). A read whose chunks are
 // resident, or that fits in free room, never waits for this.
 func (r *Reader) acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error) {
-	if r.shared != nil && r.cache.MustEvict(reqs) && r.shared() {
+	if r.cache.MustEvict(reqs) && r.shared() {
 		leave, err := r.evicting.Acquire(ctx, 1)
 		if err != nil {
 			return nil, err

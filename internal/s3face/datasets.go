@@ -254,7 +254,7 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 		return err
 	}
 	res, err := f.reader.Read(ctx, reader.Request{Samples: smp})
-	if err == nil && len(res.Missing) > 0 {
+	if err == nil && len(res.MissingPos) > 0 {
 		res.Release()
 		err = fmt.Errorf("%w: object %q is in a chunk damaged at rest", catalog.ErrCorrupt, o.key)
 	}
@@ -289,12 +289,9 @@ func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	if !ok || prev.id != ds.ID() || prev.chunk+1 != c {
 		return
 	}
-	self := f.cluster.Self()
-	anywhere := func(int) bool { return false }
 	for next := c + 1; next <= c+f.readAhead && next < ds.Index.NumChunks(); next++ {
-		if f.cluster.Source(ds, next, anywhere) != self {
-			continue
+		if f.cluster.Local(ds, next) {
+			f.ahead.Load(ds.ChunkRequest(next), nil)
 		}
-		f.ahead.Load(ds.ChunkRequest(next), nil)
 	}
 }

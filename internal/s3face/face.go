@@ -105,11 +105,10 @@ type Ahead interface {
 	Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) bool
 }
 
-// Cluster says which node reads a dataset's chunk from the store
-// (peer.Set; peer.Solo on a single gateway).
+// Cluster says whether this node reads a dataset's chunk from the store
+// itself (peer.Set; peer.Solo on a single gateway, which reads all).
 type Cluster interface {
-	Self() int
-	Source(ds *catalog.Dataset, c int, skip func(int) bool) int
+	Local(ds *catalog.Dataset, c int) bool
 }
 
 // Readiness reports why the server cannot serve now, or nil.

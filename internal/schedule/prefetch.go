@@ -52,7 +52,7 @@ type Prefetcher struct {
 	distance func(chunkcache.Key) int64  // the schedule's next-use key
 	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
 	displace func(need, lead int64) bool // whether it may evict chunks needed later
-	loaded   func(u Use, bytes int64, disk bool)
+	tally    Tally
 	queued   prometheus.Counter
 	dropped  prometheus.Counter
 	log      zerolog.Logger
@@ -85,9 +85,8 @@ type PrefetcherConfig struct {
 	// (UseTable.Displaces), rather than only chunks no stream needs;
 	// nil: always.
 	Displaces func(need, lead int64) bool
-	// Loaded is told of every chunk a prefetch read, from the store or
-	// (disk) from the disk tier below the cache.
-	Loaded   func(u Use, bytes int64, disk bool)
+	// Tally is told of every chunk a prefetch read.
+	Tally    Tally
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -108,7 +107,7 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 	if displace == nil {
 		displace = func(int64, int64) bool { return true }
 	}
-	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, loaded: c.Loaded,
+	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, tally: c.Tally,
 		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
@@ -203,9 +202,9 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 	case res == chunkcache.PrefetchRejected:
 		p.dropped.Inc()
 	case res == chunkcache.PrefetchLoaded:
-		p.loaded(t.use, r.Size, false)
+		p.tally.Prefetched(t.use.Stream, t.use.Epoch, t.use.Chunk, r.Size, false)
 	case res == chunkcache.PrefetchLoadedBelow:
-		p.loaded(t.use, r.Size, true)
+		p.tally.Prefetched(t.use.Stream, t.use.Epoch, t.use.Chunk, r.Size, true)
 	}
 }
 

@@ -46,7 +46,7 @@ func TestPrefetchLeadIsMeasured(t *testing.T) {
 				leads = append(leads, time.Duration(lead))
 				return true
 			},
-			Loaded: func(Use, int64, bool) {}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+			Tally: noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 		p.workers, p.clock = tc.workers, func() time.Time { return now } // no workers run: fetched by hand
 		ds := catalog.NewDataset("d", "", nil, testIndex(t, 4, 8))
 		var uses []Use
@@ -68,3 +68,8 @@ func TestPrefetchLeadIsMeasured(t *testing.T) {
 		}
 	}
 }
+
+// noTally hears nothing.
+type noTally struct{}
+
+func (noTally) Prefetched(order.Stream, uint64, int, int64, bool) {}

@@ -1,20 +1,29 @@
 """Brand: shuffled batches of a chunked dataset from a Brand gateway.
 
-The core (:class:`Client`, :func:`decode_tar`, :func:`format_mix` for a
-mixture of datasets) uses only the standard library. :mod:`brand.torch`
-adds :class:`brand.torch.BrandDataset`, a
-``torch.utils.data.IterableDataset`` for DataLoader and DDP training.
+The core (:class:`Client`, configured by :class:`Options`: the :class:`Job`
+read, the :class:`Connection` to the gateways; :func:`decode_tar`;
+:func:`format_mix` for a mixture of datasets) uses only the standard
+library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
+``torch.utils.data.IterableDataset`` for DataLoader and DDP training, which
+takes the same options.
 """
 
+from ._malloc import tune_malloc
 from ._mix import format_mix
+from ._options import Connection, Importance, Job, Options
 from ._tar import TarError, decode_tar, split_key
-from .client import BrandConnectionError, BrandError, Client, IndexChangedError, __version__, tune_malloc
+from ._version import __version__
+from .client import BrandConnectionError, BrandError, Client, IndexChangedError
 
 __all__ = [
     "BrandConnectionError",
     "BrandError",
     "Client",
+    "Connection",
+    "Importance",
     "IndexChangedError",
+    "Job",
+    "Options",
     "TarError",
     "decode_tar",
     "format_mix",

@@ -39,6 +39,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
+from ._options import Connection
 from ._route import Node, Router
 from ._version import __version__
 
@@ -209,47 +210,25 @@ class _Conns(threading.local):
 
 
 class Session:
-    """Requests to the nodes of routers, with retries and failover.
-
-    Args:
-        timeout: seconds an attempt waits for a connection, and for each
-            read of an answer.
-        token: a bearer token sent with every request (not with probes,
-            which the gateway answers without one); never shown in errors.
-        ca_file: a PEM file of certificate authorities to trust for
-            ``https`` nodes, beside the system's.
-        max_retries: retries of one request after its first attempt.
-        backoff: seconds before the first retry that waits; doubles with
-            each, jittered. A gateway's ``Retry-After`` is honoured instead.
-        max_backoff: cap on every wait between attempts, ``Retry-After``
-            included.
-        probe_after: seconds without an answer after which a node of a
-            router of several is probed (the module's documentation);
-            ``None``: never probe.
+    """Requests to the nodes of routers, with retries and failover, as a
+    :class:`~brand._options.Connection` says: its ``timeout`` (for a
+    connection and each read of an answer), ``token`` (sent with every
+    request but probes, which the gateway answers without one), ``ca_file``,
+    ``max_retries``, ``backoff``, ``max_backoff`` and ``probe_after`` (the
+    module's documentation). A Session routes with the routers it is given;
+    the connection's peers are the client's business.
     """
 
-    def __init__(
-        self,
-        *,
-        timeout: float,
-        token: Optional[str] = None,
-        ca_file: Optional[str] = None,
-        max_retries: int = 5,
-        backoff: float = 0.2,
-        max_backoff: float = 10.0,
-        probe_after: Optional[float] = 3.0,
-    ) -> None:
-        if probe_after is not None and not (probe_after > 0 and math.isfinite(probe_after)):
-            raise ValueError(f"brand: probe_after {probe_after} must be > 0 seconds, or None never to probe")
-        self.timeout = timeout
-        self.max_retries = max(0, max_retries)
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.probe_after = probe_after
-        self._ca_file = ca_file
+    def __init__(self, conn: Connection) -> None:
+        self.timeout = conn.timeout
+        self.max_retries = conn.max_retries
+        self.backoff = conn.backoff
+        self.max_backoff = conn.max_backoff
+        self.probe_after = conn.probe_after
+        self._ca_file = conn.ca_file
         self._headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-        if token:
-            self._headers["Authorization"] = "Bearer " + token
+        if conn.token:
+            self._headers["Authorization"] = "Bearer " + conn.token
         self._init_local()
 
     def _init_local(self) -> None:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
 import json
-import numbers
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import importance
+from ._malloc import tune_malloc
 from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, Session
-from ._mix import MixSpec, format_mix, mix_components
+from ._options import Importance, Job, Options, job_query, resolve
 from ._route import Router, parse_node, parse_peers
 from ._route import home as _home_of
 from ._tar import Sample, TarError, decode_tar
@@ -23,360 +21,130 @@ from ._version import __version__
 __all__ = ["BrandError", "BrandConnectionError", "Client", "IndexChangedError", "tune_malloc", "__version__"]
 
 
-# glibc's malloc returns the top of its heap to the kernel once more than
-# M_TRIM_THRESHOLD bytes are free there, and serves allocations above
-# M_MMAP_THRESHOLD with fresh mappings. A client allocates and frees a
-# batch's worth of sample bytes (and a body) for every batch, so with the
-# defaults every batch faults its memory in anew: measured, 5 ms to decode a
-# 1.1 MB batch of 64 samples instead of 0.1 ms, and recv into fresh pages.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_TRIM_THRESHOLD = 256 << 20  # freed heap kept for reuse
-_MMAP_THRESHOLD = 32 << 20  # glibc's maximum: bodies below it come from the heap
-_malloc_tuned = False
-
-
-def _tune_malloc() -> bool:
-    """Keep freed memory for reuse instead of faulting it in for every batch.
-
-    On glibc, raises malloc's trim threshold (to 256 MiB) and mmap threshold
-    (to 32 MiB, its maximum) for this process, so that a batch's sample bytes
-    and body reuse the memory the previous batches freed; the process keeps
-    up to 256 MiB of freed heap rather than returning it to the kernel.
-    :class:`Client` calls it unless ``tune_malloc=False``; it does nothing if
-    the environment sets any ``MALLOC_*_`` tunable (the user chose) or the C
-    library is not glibc. Returns whether the thresholds were set.
-    """
-    global _malloc_tuned
-    if _malloc_tuned:
-        return True
-    if any(k.startswith("MALLOC_") and k.endswith("_") for k in os.environ) or "GLIBC_TUNABLES" in os.environ:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    _malloc_tuned = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
-    return _malloc_tuned
-
-
-tune_malloc = _tune_malloc
-
-
 class Client:
     """A client of a Brand gateway for one job (one rank of a training run).
 
-    A batch is fully determined by the job parameters, the epoch and the
-    batch number, so ranks need no coordination: each asks for its share.
-    Parameters left ``None`` take the gateway's defaults; ``seed`` and
-    ``drop_last`` default to fixed values so that a program's data order
-    never depends on a server flag.
+    A batch is fully determined by the job, the epoch and the batch number,
+    so ranks need no coordination: each asks for its share.
 
     Args:
-        url: the gateway, e.g. ``"http://brand:8080"``.
-        dataset: dataset name (``/datasets``); ``None`` for the default.
-        seed: shuffle seed, any unsigned 64-bit integer.
-        batch_size: samples per rank per batch.
-        window: shuffle window, in chunks.
-        world: number of ranks reading the epoch together.
-        rank: this reader's rank, in ``[0, world)``.
-        drop_last: drop the epoch's partial final global batch.
-        offset: samples of the epoch already consumed globally (over all
-            ranks); batch 0 starts at that epoch position. Used to resume.
-        ahead: batches :meth:`epoch` keeps requested beyond the one being
-            consumed, each on its own thread and keep-alive connection.
-        max_retries: retries of one request after its first attempt, on
-            502/503/504 answers and connection errors.
-        backoff: seconds before the first retry; doubles with each retry,
-            jittered. A gateway's ``Retry-After`` is honoured instead.
-        max_backoff: cap on every wait between attempts, ``Retry-After``
-            included.
-        timeout: socket timeout, in seconds, of each request.
-        probe_after: with ``peers`` or ``discover`` (more than one node),
-            seconds an attempt waits for a node's answer before asking the
-            node's ``GET /healthz`` on a connection of its own (one second
-            to answer). A node that answers is busy and waited for,
-            probed again every ``probe_after`` seconds, up to ``timeout``;
-            one that does not (a stopped process, a dead host) fails the
-            attempt, which goes on at once to the next node, as a refused
-            connection would. ``None``: wait ``timeout`` without probing. A
-            single gateway is never probed.
-        token: a bearer token sent with every request, for a gateway
-            started with ``--auth-token-file``; never shown in errors.
-        ca_file: a PEM file of certificate authorities to trust for an
-            ``https`` gateway, beside the system's.
-        tune_malloc: call :func:`tune_malloc` (glibc only): reuse freed
-            memory rather than fault in every batch's anew.
-        peers: the gateways of a cluster in order, node ``k`` being
-            ``peers[k]``: the list every node was given as ``brand serve
-            --peers`` (a list, or one comma-separated string; StatefulSet
-            patterns such as ``http://brand-{0..3}.brand.ns.svc:8080``
-            included). Requests then go to this rank's home node, ``rank *
-            N // world``, which caches its samples; an attempt that fails
-            there as a retry would (refused or reset connection, timeout,
-            502/503/504) is made at once on the next node in order
-            (``home+1, home+2, ...`` mod ``N``), within the same
-            ``max_retries``, and the home is tried again after
-            ``home_retry`` seconds. Every node serves the same bytes. With
-            peers, ``url`` is not contacted and may be empty.
-        discover: ask ``url`` for the cluster's peer list (``GET /cluster``)
-            before the first request, then route as with ``peers``. A single
-            gateway, or one from before clusters, is used alone at ``url``.
-        home_retry: seconds a node whose attempt failed is passed over.
-        locality: ``False`` asks a cluster for the plain cut of every global
-            batch (``locality=false``) instead of giving each rank the
-            samples its home node owns first. A single gateway ignores it.
-        job: the job's name (``job=``, 1 to 128 of ``A-Z a-z 0-9 . _ -``,
-            not ``.`` or ``..``), sent with every request. The gateway
-            follows each named job as a stream of its own in its cache, even
-            when another job reads the same order; it changes no byte
-            served. Give every rank of a run the same name. ``None``: an
-            unnamed job, known by its order, or the ``importance_job``'s
-            name.
-        weight: the job's share of a contended cache relative to other
-            jobs (``weight=``, a number in ``(0, 100]``; the gateway's
-            default is 1). It changes no byte served. ``None``: not sent.
-        importance_job: sample by importance (``sampling=importance``,
-            docs/importance.md) under this job name: report losses with
-            :meth:`feedback`, seal each epoch with :meth:`seal` (one rank),
-            and read the next epoch after :meth:`set_importance` with the
-            version sealed. ``None``: the uniform shuffle. It is also the
-            job's name: ``job``, if given too, must be the same name.
-        importance: the snapshot version the epochs are drawn from; ``None``
-            (an importance job's first epoch) reads the uniform order.
-        hot: the heaviest chunks put first in an importance epoch (about
-            the gateway's cache size in chunks).
-        mix: read a mixture of the gateway's datasets instead of
-            ``dataset`` (``mix=``): ``"web:0.7,code:0.3"``, a dict
-            ``{"web": 0.7, "code": 0.3}`` or (dataset, weight) pairs, in
-            order (see :func:`brand.format_mix`). Each component is read as
-            an endless stream of passes over its dataset, each pass in its
-            own shuffled order, and every block of ``mix_block`` epoch
-            positions holds each component within one sample of its share.
-            Every sample carries ``"__dataset__"``, its component's
-            dataset. Not with ``dataset`` or ``importance_job``.
-        mix_block: the mixing block K (``mix_block=``); ``None``: the
-            gateway's default, ``batch_size * world`` of this request. K is
-            part of the order: every rank, and a run resumed at another
-            world size, must give the same K.
-        mix_samples: the mixture epoch's length (``mix_samples=``),
-            rounded up to a multiple of K by the gateway; ``None``: the
-            components' sizes summed.
+        url: the gateway, e.g. ``"http://brand:8080"``; with
+            ``connection.peers`` it is not contacted and may be empty.
+        options: the job read, how the gateways are reached and how the
+            client behaves (:class:`brand.Options`); ``None``: the defaults.
+            A job's ``world`` and ``rank`` left ``None`` are 1 and 0.
+        **keywords: the options' fields by the flat names of the first
+            releases (``batch_size=64, seed=7, token=...``), applied over
+            ``options``; ``job=`` is the job's name and ``importance_job``,
+            ``importance`` and ``hot`` its :class:`brand.Importance`.
+
+    Raises:
+        ValueError: an option no gateway would take (see :class:`brand.Job`
+            and :class:`brand.Connection`), or a malformed URL.
+        TypeError: an unknown keyword.
 
     Example::
 
-        c = brand.Client("http://localhost:8080", batch_size=64, world=4, rank=2, seed=7)
-        for batch in c.epoch(0):
-            for s in batch:
-                use(s["__key__"], s["jpg"], s["cls"])
+        job = brand.Job(batch_size=64, world=4, rank=2, seed=7)
+        with brand.Client("http://localhost:8080", brand.Options(job=job)) as c:
+            for batch in c.epoch(0):
+                for s in batch:
+                    use(s["__key__"], s["jpg"], s["cls"])
     """
 
-    def __init__(
-        self,
-        url: str,
-        dataset: Optional[str] = None,
-        seed: int = 0,
-        batch_size: Optional[int] = None,
-        window: Optional[int] = None,
-        world: int = 1,
-        rank: int = 0,
-        drop_last: bool = False,
-        offset: int = 0,
-        *,
-        ahead: int = 2,
-        max_retries: int = 5,
-        backoff: float = 0.2,
-        max_backoff: float = 10.0,
-        timeout: float = 120.0,
-        probe_after: Optional[float] = 3.0,
-        token: Optional[str] = None,
-        ca_file: Optional[str] = None,
-        tune_malloc: bool = True,
-        peers: Optional[Sequence[str]] = None,
-        discover: bool = False,
-        home_retry: float = 10.0,
-        locality: bool = True,
-        job: Optional[str] = None,
-        weight: Optional[float] = None,
-        importance_job: Optional[str] = None,
-        importance: Optional[str] = None,
-        hot: int = 0,
-        index: Optional[str] = None,
-        mix: Optional[MixSpec] = None,
-        mix_block: Optional[int] = None,
-        mix_samples: Optional[int] = None,
-    ) -> None:
-        nodes = parse_peers(peers) if peers else None
+    def __init__(self, url: str = "", options: Optional[Options] = None, **keywords: Any) -> None:
+        opts = resolve(options, keywords, "Client")
+        # One reader unless told otherwise (checked again by replace).
+        world = 1 if opts.job.world is None else opts.job.world
+        rank = 0 if opts.job.rank is None else opts.job.rank
+        job = replace(opts.job, world=world, rank=rank)
+        #: The options this client reads with: those given, its job's world
+        #: and rank filled in, and the importance version
+        #: :meth:`set_importance` last set.
+        self.options: Options = replace(opts, job=job)
+        conn = opts.connection
+        nodes = parse_peers(conn.peers) if conn.peers else None
         if nodes and not url:
             url = nodes[0].url
-        if peers and discover:
-            raise ValueError("brand: peers and discover exclude each other: give the peer list or ask for it")
-        if home_retry < 0:
-            raise ValueError(f"brand: home_retry {home_retry} must be >= 0")
         gw = parse_node(url, strict=False)
-        if world < 1 or not 0 <= rank < world:
-            raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
-        if offset < 0:
-            raise ValueError(f"brand: offset {offset} must be >= 0")
-        _check_mix_options(mix, dataset, mix_block, mix_samples, importance_job)
-        #: The mixture read (``mix=``), in :func:`brand.format_mix`'s
-        #: canonical text; ``None`` for one dataset.
-        self.mix = format_mix(mix) if mix is not None else None
-        self.mix_block = mix_block
-        self.mix_samples = mix_samples
-        # The components' datasets, by their numbers in Brand-Mix-Components.
-        self._mix_names = [name for name, _ in mix_components(self.mix)] if self.mix else []
-        if self.mix and index is not None and len(index.split(",")) != len(self._mix_names):
-            raise ValueError(f"brand: index {index!r} of a mixture names one version per component "
-                             f"({len(self._mix_names)}), comma-separated")
         self.url = url
-        self.dataset = dataset
-        self.seed = seed
-        self.batch_size = batch_size
-        self.window = window
-        self.world = world
-        self.rank = rank
-        self.drop_last = drop_last
-        self.offset = offset
-        self.locality = locality
-        if importance_job is None and (importance is not None or hot):
-            raise ValueError("brand: importance and hot need importance_job")
-        if hot < 0:
-            raise ValueError(f"brand: hot {hot} must be >= 0")
-        #: The job's name as sent (``job=``): ``job``, else
-        #: ``importance_job``; ``None`` for an unnamed job.
-        self.job = _job_name(job, importance_job)
-        #: The job's cache weight as sent (``weight=``); ``None``: not sent.
-        self.weight = _check_weight(weight)
-        self.importance_job = importance_job
-        self.importance = importance
-        self.hot = hot
-        self.ahead = max(0, ahead)
+        # The components' datasets, by their numbers in Brand-Mix-Components.
+        self._mix_names = job.components
         #: The version of the dataset's index this client reads (the
-        #: ``Brand-Index`` header's ID): the ``index`` given, else the one
+        #: ``Brand-Index`` header's ID): the job's ``index``, else the one
         #: the first answer named. Every request names it, so a dataset
         #: re-packed under a running job never changes the order read: a
         #: gateway without that version answers 409, the client asks the
         #: other nodes, and raises :class:`IndexChangedError` when none
         #: holds it. Save it with a checkpoint to resume on it.
         #:
-        #: With ``mix``, the components' versions, comma-separated in the
+        #: With a mixture, the components' versions, comma-separated in the
         #: mixture's order (the ``Brand-Mix-Index`` header). A gateway
         #: cannot be asked for older versions of a mixture's components
         #: (it refuses ``index=`` with ``mix=``), so the client checks
         #: instead: an answer from other versions raises
         #: :class:`IndexChangedError` rather than continue in another order.
-        self.index = index
-        self._http = Session(timeout=timeout, token=token, ca_file=ca_file, max_retries=max_retries,
-                             backoff=backoff, max_backoff=max_backoff, probe_after=probe_after)
+        self.index: Optional[str] = job.index
+        self._http = Session(conn)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lock = threading.Lock()
-        self.peers = [n.url for n in nodes] if nodes else None
-        self.discover = discover
-        self.home_retry = home_retry
         # The router of the requests: the URL alone, the peers, or (with
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
         if nodes:
-            self._router = Router(nodes, _home_of(rank, world, len(nodes)), home_retry)
-        elif not discover:
-            self._router = Router([gw], 0, home_retry)
+            self._router = Router(nodes, _home_of(rank, world, len(nodes)), conn.home_retry)
+        elif not conn.discover:
+            self._router = Router([gw], 0, conn.home_retry)
         self._gateway = gw
         if gw.https or any(n.https for n in nodes or ()):
             self._http.tls()  # a bad ca_file fails here, not at the first batch
         #: Answers received from each node (its URL), for a look at where a
         #: client's requests went.
         self.served: Dict[str, int] = {}
-        if tune_malloc:
-            _tune_malloc()
-
-    max_retries = property(lambda self: self._http.max_retries, doc="Retries of a request after its first attempt.")
-    backoff = property(lambda self: self._http.backoff, doc="Seconds before the first retry that waits.")
-    max_backoff = property(lambda self: self._http.max_backoff, doc="Cap on every wait between attempts.")
-    timeout = property(lambda self: self._http.timeout, doc="Socket timeout of each request, in seconds.")
-    probe_after = property(lambda self: self._http.probe_after, doc="Seconds without an answer before a probe.")
+        if opts.tune_malloc:
+            tune_malloc()
 
     # -- parameters -------------------------------------------------------
 
     def params(self) -> Dict[str, str]:
         """The job's query parameters, as sent with every request."""
-        q: Dict[str, str] = {}
-        if self.dataset is not None:
-            q["dataset"] = self.dataset
-        q.update(self._mix_params())
-        q["seed"] = str(self.seed)
-        if self.batch_size is not None:
-            q["batch_size"] = str(self.batch_size)
-        if self.window is not None:
-            q["window"] = str(self.window)
-        q["world"] = str(self.world)
-        q["rank"] = str(self.rank)
-        q["drop_last"] = "true" if self.drop_last else "false"
-        if self.offset:
-            q["offset"] = str(self.offset)
-        if not self.locality:
-            q["locality"] = "false"
-        q.update(self._job_params())
-        if self.index and not self.mix:
-            q["index"] = self.index
-        return q
-
-    def _mix_params(self) -> Dict[str, str]:
-        """The mixture's parameters as given (the plan resolves them)."""
-        q: Dict[str, str] = {}
-        if self.mix:
-            q["mix"] = self.mix
-            if self.mix_block is not None:
-                q["mix_block"] = str(self.mix_block)
-            if self.mix_samples is not None:
-                q["mix_samples"] = str(self.mix_samples)
-        return q
-
-    def _job_params(self) -> Dict[str, str]:
-        """The parameters that name, weigh and sample the job: sent with
-        the epoch's plan and, since a plan does not echo them, with every
-        batch."""
-        q: Dict[str, str] = {}
-        if self.job is not None:
-            q["job"] = self.job
-        if self.importance_job is not None:
-            q["sampling"] = "importance"
-            if self.importance:
-                q["importance"] = self.importance
-            if self.hot:
-                q["hot"] = str(self.hot)
-        if self.weight is not None:
-            q["weight"] = _format_weight(self.weight)
-        return q
+        return job_query(self.options.job, self.index)
 
     # -- importance sampling ---------------------------------------------
 
-    def _importance_job(self) -> str:
-        if self.importance_job is None:
-            raise ValueError("brand: this client has no importance_job")
-        return self.importance_job
+    def _importance(self) -> Importance:
+        imp = self.options.job.importance
+        if imp is None:
+            raise ValueError("brand: this client's job samples uniformly: give it a Job.importance "
+                             "(importance_job=) to report losses and seal")
+        return imp
 
     def feedback(self, epoch: int, keys: Sequence[str], losses: Sequence[float]) -> int:
         """Report the losses of samples of ``epoch`` by key (a batch's
         ``__key__``); see :func:`brand.importance.feedback`. Sent as every
         request of the client is: to its home node, failing over."""
-        return importance.feedback_via(self._send, self._importance_job(), epoch, keys=keys, losses=losses,
-                                       dataset=self.dataset)
+        return importance.feedback_via(self._send, self._importance().job, epoch, keys=keys, losses=losses,
+                                       dataset=self.options.job.dataset)
 
     def seal(self, epoch: int, prev: Optional[str] = None) -> str:
-        """Seal ``epoch``'s feedback onto ``prev`` (``None``: the current
-        version) and return the new version; one rank seals."""
-        return importance.seal_via(self._send, self._importance_job(), epoch,
-                                   prev=self.importance if prev is None else prev, dataset=self.dataset)
+        """Seal ``epoch``'s feedback onto ``prev`` (``None``: the version the
+        epochs are drawn from now) and return the new version; one rank
+        seals."""
+        imp = self._importance()
+        return importance.seal_via(self._send, imp.job, epoch, prev=imp.version if prev is None else prev,
+                                   dataset=self.options.job.dataset)
 
     def version_for(self, epoch: int, wait: float = 60.0) -> str:
         """The version sealed for ``epoch``, waiting up to ``wait`` seconds."""
-        return importance.version_for_via(self._send, self._importance_job(), epoch, wait=wait, dataset=self.dataset)
+        return importance.version_for_via(self._send, self._importance().job, epoch, wait=wait,
+                                          dataset=self.options.job.dataset)
 
     def set_importance(self, version: Optional[str]) -> None:
-        """Draw the following epochs from snapshot ``version``."""
-        self.importance = version
+        """Draw the following epochs from snapshot ``version`` (what
+        :meth:`seal` or :meth:`version_for` returned)."""
+        job = self.options.job
+        job = replace(job, importance=replace(self._importance(), version=version))
+        self.options = replace(self.options, job=job)
 
     # -- requests ---------------------------------------------------------
 
@@ -401,7 +169,7 @@ class Client:
         a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
         with self._lock:
             self.served[a.node] = self.served.get(a.node, 0) + 1
-        self._learn_index(a.headers.get("Brand-Mix-Index" if self.mix else "Brand-Index"))
+        self._learn_index(a.headers.get("Brand-Mix-Index" if self.options.job.mix else "Brand-Index"))
         return a
 
     def _learn_index(self, got: Optional[str]) -> None:
@@ -430,9 +198,9 @@ class Client:
         with self._lock:
             if self._router is not None:
                 return self._router
-        single = Router([self._gateway], 0, self.home_retry)
+        single = Router([self._gateway], 0, self.options.connection.home_retry)
         try:
-            cl = json.loads(self._http.send(single, "GET", "/cluster", {"world": str(self.world)}).body)
+            cl = json.loads(self._http.send(single, "GET", "/cluster", {"world": str(self.options.job.world)}).body)
         except BrandError as e:
             if e.status != 404:
                 raise
@@ -467,15 +235,17 @@ class Client:
             raise BrandError(f"{where}: {e}") from None
         if len(nodes) != len(urls):
             raise BrandError(f"{where} lists {len(urls)} nodes as {len(nodes)} URLs")
-        h = _home_of(self.rank, self.world, len(nodes))
+        job = self.options.job
+        assert job.world is not None and job.rank is not None  # filled in by __init__
+        h = _home_of(job.rank, job.world, len(nodes))
         if homes:
             # The gateway's layout decides where the rank's samples live.
-            if not isinstance(homes, list) or len(homes) != self.world:
-                raise BrandError(f"{where}: asked for the homes of {self.world} ranks, got {homes!r}")
-            h = homes[self.rank]
+            if not isinstance(homes, list) or len(homes) != job.world:
+                raise BrandError(f"{where}: asked for the homes of {job.world} ranks, got {homes!r}")
+            h = homes[job.rank]
             if not isinstance(h, int) or not 0 <= h < len(nodes):
-                raise BrandError(f"{where}: home {h!r} of rank {self.rank} is not one of the {len(nodes)} nodes")
-        r = Router(nodes, h, self.home_retry)
+                raise BrandError(f"{where}: home {h!r} of rank {job.rank} is not one of the {len(nodes)} nodes")
+        r = Router(nodes, h, self.options.connection.home_retry)
         for k, n in enumerate(listed):
             if not n.get("up", True):
                 r.fail(k)
@@ -485,7 +255,7 @@ class Client:
         """The cluster's layout (``GET /cluster?world=W``) as this rank's
         node sees it: ``nodes`` (``url``, ``up``), ``self``, and ``homes``,
         every rank's home. A single gateway lists only itself."""
-        _, body = self.get("/cluster", {"world": str(self.world)})
+        _, body = self.get("/cluster", {"world": str(self.options.job.world)})
         return json.loads(body)
 
     @property
@@ -534,13 +304,14 @@ class Client:
                 body: bytes) -> List[Sample]:
         """A batch's samples; a mixture's tagged with their datasets."""
         samples = _decode(epoch, batch, body)
-        if not self.mix:
+        mix = self.options.job.mix
+        if mix is None:
             return samples
         where = f"brand: epoch {epoch} batch {batch}"
         got = headers.get("Brand-Mix")
-        if got != self.mix:
+        if got != mix:
             # Another mixture (or one dataset) is another order.
-            raise BrandError(f"{where}: asked for mixture {self.mix!r}, Brand-Mix says {got!r}")
+            raise BrandError(f"{where}: asked for mixture {mix!r}, Brand-Mix says {got!r}")
         comps = _components(headers.get("Brand-Mix-Components"), len(self._mix_names), where)
         if len(samples) < len(comps):
             # Two components may hold equal keys, and a tar cannot tell
@@ -587,12 +358,10 @@ class Client:
         if info is None:
             info = self.epoch_info(epoch)
         self._learn_index(_index_of(info))
-        q = _pinned(info, self.offset, self.locality)
-        q.update(self._job_params())
-        if self.index and not self.mix:
-            q["index"] = self.index
+        q = job_query(_planned(self.options.job, info), self.index)
         n = int(info["batches"])
-        if self.ahead == 0:
+        ahead = self.options.ahead
+        if ahead == 0:
             for m in range(n):
                 yield self.batch(epoch, m, q)
             return
@@ -605,7 +374,7 @@ class Client:
         pending: Deque["Future[tuple[Mapping[str, str], bytes]]"] = collections.deque()
         nxt = 0
         try:
-            while nxt < n and len(pending) <= self.ahead:
+            while nxt < n and len(pending) <= ahead:
                 pending.append(pool.submit(self._batch_answer, epoch, nxt, q))
                 nxt += 1
             m = 0
@@ -629,7 +398,7 @@ class Client:
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.ahead + 1, thread_name_prefix="brand")
+            self._pool = ThreadPoolExecutor(max_workers=self.options.ahead + 1, thread_name_prefix="brand")
         return self._pool
 
     def close(self) -> None:
@@ -658,77 +427,6 @@ class Client:
         self.__dict__.update(s)
         self._pool = None
         self._lock = threading.Lock()
-
-
-#: The largest job weight a gateway takes (``weight=``).
-_MAX_WEIGHT = 100
-
-
-def _job_name(job: Optional[str], importance_job: Optional[str]) -> Optional[str]:
-    """The job name a client sends (``job=``): ``job``, else
-    ``importance_job``. With ``sampling=importance`` the gateway takes
-    ``job=`` as the importance job's name, so a job has one name: both
-    given and different is an error.
-
-    Raises:
-        ValueError: an invalid ``job``, or ``job`` and ``importance_job``
-            that differ.
-    """
-    if job is None:
-        return importance_job
-    importance._check_job(job)  # the gateway's rule, as for importance_job's requests
-    if importance_job is not None and importance_job != job:
-        raise ValueError(
-            f"brand: job {job!r} and importance_job {importance_job!r} differ: a job has one name, "
-            "and with importance sampling it is the importance job's; give one of them, or the same"
-        )
-    return job
-
-
-def _check_weight(weight: Optional[float]) -> Optional[float]:
-    """``weight`` as a float, checked as the gateway checks ``weight=``: a
-    finite number in ``(0, 100]``; ``None`` stays ``None``.
-
-    Raises:
-        ValueError: anything else (a bool or a string included).
-    """
-    if weight is None:
-        return None
-    # NaN and the infinities fail the comparison too.
-    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 < weight <= _MAX_WEIGHT:
-        raise ValueError(
-            f"brand: weight {weight!r} must be a number in (0, {_MAX_WEIGHT}]: the job's share of a "
-            "contended cache relative to other jobs (1 when not given)"
-        )
-    return float(weight)
-
-
-def _format_weight(w: float) -> str:
-    """``w`` in the fewest characters that parse back to it: ``2``,
-    ``0.5``, ``1e-05``."""
-    return str(int(w)) if w.is_integer() else repr(w)
-
-
-def _check_mix_options(mix: Optional[MixSpec], dataset: Optional[str], mix_block: Optional[int],
-                       mix_samples: Optional[int], importance_job: Optional[str]) -> None:
-    """The rules of ``mix=`` beside the other job parameters, as the
-    gateway applies them (the mixture's own text is :func:`format_mix`'s).
-
-    Raises:
-        ValueError: ``mix`` with ``dataset`` or ``importance_job``,
-            ``mix_block`` or ``mix_samples`` without ``mix`` or below 1.
-    """
-    if mix is None:
-        if mix_block is not None or mix_samples is not None:
-            raise ValueError("brand: mix_block and mix_samples apply only to a mixture (mix=)")
-        return
-    if dataset is not None:
-        raise ValueError("brand: give mix or dataset, not both: a mixture names its datasets")
-    if importance_job is not None:
-        raise ValueError("brand: importance sampling is per dataset; a mixture draws uniformly from each component")
-    for name, v in (("mix_block", mix_block), ("mix_samples", mix_samples)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
-            raise ValueError(f"brand: {name} {v!r} must be an integer >= 1")
 
 
 def _index_of(info: Mapping[str, Any]) -> Optional[str]:
@@ -769,27 +467,24 @@ def _decode(epoch: int, batch: int, body: bytes) -> List[Sample]:
         raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 
 
-def _pinned(info: Mapping[str, Any], offset: int, locality: bool = True) -> Dict[str, str]:
-    q = {
-        "seed": str(info["seed"]),
-        "batch_size": str(info["batch_size"]),
-        "window": str(info["window"]),
-        "world": str(info["world"]),
-        "rank": str(info["rank"]),
-        "drop_last": "true" if info["drop_last"] else "false",
-    }
+def _planned(job: Job, info: Mapping[str, Any]) -> Job:
+    """``job`` with every parameter its epoch plan resolved spelled out, so
+    that all of an epoch's batches come from one shuffle even if gateways
+    behind a balancer have other defaults: the dataset by name, the seed,
+    batch size, window, world, rank and drop_last, and a mixture's block
+    and length, which are part of its order. The job's own offset,
+    locality, name, weight and importance stay (a plan does not echo
+    them)."""
     mix = info.get("mix")
-    if mix:
-        # A mixture's plan names it in "dataset"; its block and length are
-        # part of the order, pinned as the rest.
-        q["mix"] = str(info["dataset"])
-        q["mix_block"] = str(mix["block"])
-        q["mix_samples"] = str(info["samples"])
-    elif info.get("dataset"):
-        q["dataset"] = str(info["dataset"])
-    if offset:
-        q["offset"] = str(offset)
-    if not locality:
-        # A plan does not say whether locality applies: the job's choice.
-        q["locality"] = "false"
-    return q
+    return replace(
+        job,
+        dataset=None if mix else (str(info["dataset"]) if info.get("dataset") else job.dataset),
+        seed=int(info["seed"]),
+        batch_size=int(info["batch_size"]),
+        window=int(info["window"]),
+        world=int(info["world"]),
+        rank=int(info["rank"]),
+        drop_last=bool(info["drop_last"]),
+        mix_block=int(mix["block"]) if mix else None,
+        mix_samples=int(info["samples"]) if mix else None,
+    )

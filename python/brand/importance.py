@@ -36,17 +36,17 @@ import contextlib
 import json
 import math
 import operator
-import re
 import struct
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ._http import Answer, BrandError, Session
+from ._options import Connection, valid_job
+from ._options import check_job_name as _check_job
 from ._route import Router, parse_node
 
 __all__ = ["ImportanceError", "ImportanceTimeout", "feedback", "seal", "version_for", "valid_job"]
 
-_JOB = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _RECORD = struct.Struct("<If")  # one binary feedback record: sample ID, loss
 _MAX_ID = 0xFFFFFFFF
 
@@ -70,13 +70,6 @@ class ImportanceError(BrandError):
 class ImportanceTimeout(ImportanceError, TimeoutError):
     """:func:`version_for` waited its whole ``wait`` and the epoch was still
     not sealed."""
-
-
-def valid_job(job: str) -> bool:
-    """Whether ``job`` is a valid job name: 1 to 128 ASCII letters, digits,
-    ``.``, ``_`` or ``-``, and not ``.`` or ``..`` (it names a folder of the
-    store)."""
-    return isinstance(job, str) and _JOB.fullmatch(job) is not None and job not in (".", "..")
 
 
 def feedback(
@@ -266,7 +259,7 @@ def version_for_via(
 def _gateway(url: str, token: Optional[str], timeout: float, max_retries: int) -> Iterator[Send]:
     """A Send to the gateway at ``url`` alone, its connection closed after."""
     router = Router([parse_node(url, strict=False)], 0, 0.0)
-    session = Session(timeout=timeout, token=token, max_retries=max_retries)
+    session = Session(Connection(timeout=timeout, max_retries=max_retries, token=token))
 
     def send(method: str, path: str, params: Mapping[str, str], body: Optional[bytes] = None,
              content_type: Optional[str] = None, accept: Optional[str] = None) -> Answer:
@@ -299,13 +292,6 @@ def _call(send: Send, method: str, path: str, params: Mapping[str, str], body: O
 
 
 # -- helpers ---------------------------------------------------------------
-
-
-def _check_job(job: str) -> None:
-    if not valid_job(job):
-        raise ValueError(
-            f"brand: job name {job!r}: want 1 to 128 of A-Z, a-z, 0-9, '.', '_', '-' (not '.' or '..')"
-        )
 
 
 def _integer(v: Any) -> Optional[int]:

@@ -23,9 +23,9 @@ steps, only in who fetched them.
 
 Mixtures
 --------
-``mix="web:0.7,code:0.3"`` reads a mixture of the gateway's datasets (the
-gateway's ``mix=``; see :class:`brand.Client`): each component is an
-endless stream of passes over its dataset, and the gateway cuts the
+A job's ``mix="web:0.7,code:0.3"`` reads a mixture of the gateway's
+datasets (the gateway's ``mix=``; see :class:`brand.Job`): each component
+is an endless stream of passes over its dataset, and the gateway cuts the
 mixture's epoch into *mixing blocks* of ``mix_block`` positions, each
 holding every component ``i`` within one sample of ``mix_block * w_i``
 (``w_i`` its weight over the weights' sum). Every sample carries
@@ -46,16 +46,16 @@ records the mixture, its block and its epoch length, and
 world size, so the rest of the run reads the order it started with,
 exactly. Its steps then straddle blocks, so a step holds each component at
 its share only on average: a step covering parts of two blocks takes part
-of each block's shuffled slots. A dataset given ``mix_block`` or ``mix_samples`` explicitly must give
-the state's.
+of each block's shuffled slots. A dataset whose job gives ``mix_block`` or
+``mix_samples`` must give the state's.
 
 Clusters
 --------
-Given a cluster's peer list (``peers=[...]``, the list every ``brand serve
---peers`` was given) or ``discover=True``, each worker's client sends its
-requests to the home node of its server rank, ``(w * W + r) * N // (W * K)``
-of the ``N`` nodes: that is where the cluster's locality-aware assignment
-put that server rank's samples. When the home fails, the client fails over
+Given a cluster's peer list (the connection's ``peers``, the list every
+``brand serve --peers`` was given) or ``discover``, each worker's client
+sends its requests to the home node of its server rank, ``(w * W + r) * N
+// (W * K)`` of the ``N`` nodes: that is where the cluster's locality-aware
+assignment put that server rank's samples. When the home fails, the client fails over
 to the next nodes in order and returns after ``home_retry`` seconds; a home
 that accepts connections but does not answer (a stopped process) is
 probed after ``probe_after`` seconds and left once its probe goes
@@ -104,18 +104,23 @@ resumed run gives anew.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch.distributed as _dist
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from ._malloc import tune_malloc
+from ._options import Options, check_rank, resolve
 from ._tar import Sample
-from ._mix import MixSpec, format_mix
-from .client import Client, _check_mix_options, _check_weight, _job_name, tune_malloc
+from .client import Client
 
 __all__ = ["BrandDataset", "BrandLoader", "ddp_world"]
 
 _STATE_VERSION = 1
+# The batch size of a dataset whose job gives none: it counts its position
+# in batches, so it must know theirs (the gateway's default too).
+_DEFAULT_BATCH_SIZE = 32
 
 
 def ddp_world() -> "tuple[int, int]":
@@ -143,43 +148,41 @@ class BrandDataset(IterableDataset):
     Call :meth:`set_epoch` before each epoch, as with ``DistributedSampler``.
 
     Args:
-        url: the gateway, e.g. ``"http://brand:8080"``.
-        dataset: dataset name; ``None`` for the gateway's default.
-        batch_size: samples per rank per step (the gateway's batch size).
-        seed: shuffle seed; the order of every epoch follows from it.
-        window: shuffle window in chunks; ``None`` for the gateway's default.
+        url: the gateway, e.g. ``"http://brand:8080"``; with
+            ``connection.peers`` it may be empty.
+        options: the job read, how the gateways are reached and how the
+            clients behave (:class:`brand.Options`), as a
+            :class:`brand.Client` takes them, with these differences: the
+            job's ``batch_size`` left ``None`` is 32, its ``world`` and
+            ``rank`` left ``None`` are the DDP world and rank
+            (:func:`ddp_world`), its ``mix_block`` left ``None`` is
+            ``batch_size`` times the DDP world (not times the DataLoader
+            workers, so that every trainer step over the ranks is one block
+            and holds each component within one sample of its share; see
+            the module documentation), and its ``offset`` must be 0 (resume
+            with :meth:`load_state_dict`). Every worker's client reads with
+            the same options, its own world, rank and offset, and the same
+            ``name`` and ``weight``: the workers and ranks of a run are one
+            job.
         decode: applied to each sample in the worker, e.g. to make tensors.
         batches: yield whole batches instead of samples.
         collate: with ``batches=True``, applied to each batch's list of
             (decoded) samples, e.g. ``torch.utils.data.default_collate``.
-        drop_last: drop the epoch's partial final global batch, so every
-            rank takes the same number of full steps.
-        world, rank: DDP world size and rank; ``None`` to detect them
-            (:func:`ddp_world`).
-        ahead: batches each worker keeps requested ahead.
-        mix: a mixture of datasets instead of ``dataset``:
-            ``"web:0.7,code:0.3"``, a dict ``{"web": 0.7, "code": 0.3}`` or
-            (dataset, weight) pairs, in order (see :func:`brand.format_mix`;
-            checked here, kept as the canonical text in :attr:`mix`).
-        mix_block: the mixing block; ``None``: ``batch_size`` times the
-            DDP world (not times the DataLoader workers), so that every
-            trainer step over the ranks is one block and holds each
-            component within one sample of its share (see the module
-            documentation). Part of the order: see :attr:`mix_block`.
-        mix_samples: the mixture epoch's length (rounded up to whole
-            blocks by the gateway); ``None``: the components' sizes summed.
-        **client_options: passed to :class:`brand.Client` (``max_retries``,
-            ``backoff``, ``max_backoff``, ``timeout``, the job's ``job``
-            name and cache ``weight``, ``importance_job`` and ``hot``, and
-            for a cluster ``peers``, ``discover``, ``home_retry``,
-            ``probe_after``, ``locality``; see the module documentation).
-            Every worker's client sends the same ``job`` and ``weight``:
-            the workers and ranks of a run are one job.
+        **keywords: the options' fields by the flat names of the first
+            releases (``batch_size=64, seed=7, peers=...``), applied over
+            ``options``, as :class:`brand.Client` takes them.
+
+    Raises:
+        ValueError: an option no gateway would take (checked here, in the
+            trainer's process, rather than in the first worker that makes a
+            client), a batch size below 1, an offset, or ``collate``
+            without ``batches``.
+        TypeError: an unknown keyword.
 
     Example::
 
-        ds = BrandDataset("http://brand:8080", batch_size=64, seed=7, decode=decode)
-        # or a mixture: ds = BrandDataset(url, mix="web:0.7,code:0.3", batch_size=64, seed=7)
+        job = brand.Job(batch_size=64, seed=7)   # or mix="web:0.7,code:0.3"
+        ds = BrandDataset("http://brand:8080", brand.Options(job=job), decode=decode)
         loader = ds.loader(num_workers=4)
         for epoch in range(start_epoch, epochs):
             ds.set_epoch(epoch)
@@ -191,54 +194,35 @@ class BrandDataset(IterableDataset):
 
     def __init__(
         self,
-        url: str,
-        dataset: Optional[str] = None,
-        batch_size: int = 32,
-        seed: int = 0,
-        window: Optional[int] = None,
+        url: str = "",
+        options: Optional[Options] = None,
+        *,
         decode: Optional[Callable[[Sample], Any]] = None,
         batches: bool = False,
         collate: Optional[Callable[[List[Any]], Any]] = None,
-        drop_last: bool = False,
-        world: Optional[int] = None,
-        rank: Optional[int] = None,
-        ahead: int = 2,
-        mix: Optional[MixSpec] = None,
-        mix_block: Optional[int] = None,
-        mix_samples: Optional[int] = None,
-        **client_options: Any,
+        **keywords: Any,
     ) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise ValueError(f"brand: batch_size {batch_size} must be >= 1")
-        _check_mix_options(mix, dataset, mix_block, mix_samples, client_options.get("importance_job"))
-        #: The mixture read, as :func:`brand.format_mix` writes it; ``None``
-        #: for one dataset.
-        self.mix = format_mix(mix) if mix is not None else None
-        self._mix_block = mix_block
-        #: The mixture epoch's length as given (``None``: the gateway's
-        #: default), or as restored by :meth:`load_state_dict`.
-        self.mix_samples = mix_samples
+        opts = resolve(options, keywords, "BrandDataset")
+        job = opts.job
+        if job.batch_size is None:
+            job = replace(job, batch_size=_DEFAULT_BATCH_SIZE)
+        if job.batch_size is None or job.batch_size < 1:
+            raise ValueError(f"brand: batch_size {job.batch_size} must be >= 1")
+        if job.offset:
+            raise ValueError(f"brand: offset {job.offset}: a BrandDataset resumes an epoch with load_state_dict")
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
+        #: The options every worker's client reads with (its world, rank and
+        #: offset aside): those given, the batch size filled in, and what
+        #: :meth:`load_state_dict` (the job's name, a mixture's block and
+        #: length) and :meth:`set_importance` (the version) set since.
+        self.options: Options = replace(opts, job=job)
         self.url = url
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.seed = seed
-        self.window = window
         self.decode = decode
         self.batches = batches
         self.collate = collate
-        self.drop_last = drop_last
-        self.world = world
-        self.rank = rank
-        self.ahead = ahead
-        # Checked here, in the trainer's process, rather than in the
-        # first worker that builds a client.
-        _job_name(client_options.get("job"), client_options.get("importance_job"))
-        _check_weight(client_options.get("weight"))
-        self.client_options = client_options
-        if client_options.get("tune_malloc", True):
+        if opts.tune_malloc:
             # The trainer's process unpickles every batch its workers send:
             # memory reused, not faulted in anew (see brand.tune_malloc).
             tune_malloc()
@@ -253,21 +237,42 @@ class BrandDataset(IterableDataset):
         self._complete = False
         self._by_loader = False
         self._epoch_samples: Dict[int, int] = {}
-        #: The index version every client of this dataset reads: the
-        #: ``index`` client option, or the one the first epoch plan named
-        #: (kept in :meth:`state_dict`). :meth:`loader` learns it in the
-        #: trainer's process, before its workers start, so that they all
-        #: read one version.
-        self.index: Optional[str] = client_options.pop("index", None)
+        #: The index version every client of this dataset reads: the job's
+        #: ``index``, or the one the first epoch plan named (kept in
+        #: :meth:`state_dict`). :meth:`loader` learns it in the trainer's
+        #: process, before its workers start, so that they all read one
+        #: version.
+        self.index: Optional[str] = job.index
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per rank per step: the job's batch size, 32 if it gave none."""
+        b = self.options.job.batch_size
+        assert b is not None  # filled in by __init__
+        return b
+
+    @property
+    def mix(self) -> Optional[str]:
+        """The mixture read, as :func:`brand.format_mix` writes it; ``None``
+        for one dataset."""
+        m = self.options.job.mix
+        return None if m is None else str(m)
+
+    @property
+    def mix_samples(self) -> Optional[int]:
+        """The mixture epoch's length as given (``None``: the gateway's
+        default), or as restored by :meth:`load_state_dict`."""
+        return self.options.job.mix_samples
 
     # -- epochs and positions -----------------------------------------------
 
     def _world(self) -> "tuple[int, int]":
+        """The DDP (world, rank): the job's, else :func:`ddp_world`'s."""
+        job = self.options.job
         w, r = ddp_world()
-        world = self.world if self.world is not None else w
-        rank = self.rank if self.rank is not None else (r if self.world is None else 0)
-        if world < 1 or not 0 <= rank < world:
-            raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
+        world = job.world if job.world is not None else w
+        rank = job.rank if job.rank is not None else (r if job.world is None else 0)
+        check_rank(world, rank)
         return world, rank
 
     def _offset(self, epoch: int) -> int:
@@ -282,14 +287,17 @@ class BrandDataset(IterableDataset):
             self._start_pass(epoch)
 
     def set_importance(self, version: Optional[str]) -> None:
-        """With ``importance_job`` among the client options: draw the
-        epochs read from now on from snapshot ``version`` (what rank 0's
-        :meth:`brand.Client.seal` returned, or every rank's
-        :meth:`brand.Client.version_for`). Call it before :meth:`set_epoch`;
-        DataLoader workers started afterwards read with it."""
-        if self.client_options.get("importance_job") is None:
-            raise ValueError("brand: set_importance needs importance_job among the client options")
-        self.client_options["importance"] = version
+        """With an importance-sampled job: draw the epochs read from now on
+        from snapshot ``version`` (what rank 0's :meth:`brand.Client.seal`
+        returned, or every rank's :meth:`brand.Client.version_for`). Call it
+        before :meth:`set_epoch`; DataLoader workers started afterwards read
+        with it."""
+        job = self.options.job
+        if job.importance is None:
+            raise ValueError("brand: set_importance needs a job sampled by importance (Job.importance, "
+                             "importance_job=)")
+        job = replace(job, importance=replace(job.importance, version=version))
+        self.options = replace(self.options, job=job)
 
     def _start_pass(self, epoch: int) -> None:
         self.epoch = epoch
@@ -301,34 +309,23 @@ class BrandDataset(IterableDataset):
 
     @property
     def mix_block(self) -> Optional[int]:
-        """The mixing block of the mixture (``None`` without one): the
-        ``mix_block`` given or restored by :meth:`load_state_dict`, else
-        ``batch_size`` times the DDP world (:func:`ddp_world` unless
-        ``world`` was given)."""
-        if self.mix is None:
+        """The mixing block of the mixture (``None`` without one): the job's
+        ``mix_block``, given or restored by :meth:`load_state_dict`, else
+        ``batch_size`` times the DDP world (:func:`ddp_world` unless the
+        job gives ``world``)."""
+        job = self.options.job
+        if job.mix is None:
             return None
-        if self._mix_block is not None:
-            return self._mix_block
+        if job.mix_block is not None:
+            return job.mix_block
         return self.batch_size * self._world()[0]
 
     def _client(self, world: int, rank: int, offset: int) -> Client:
-        return Client(
-            self.url,
-            dataset=self.dataset,
-            mix=self.mix,
-            mix_block=self.mix_block,
-            mix_samples=self.mix_samples,
-            seed=self.seed,
-            batch_size=self.batch_size,
-            window=self.window,
-            world=world,
-            rank=rank,
-            drop_last=self.drop_last,
-            offset=offset,
-            ahead=self.ahead,
-            index=self.index,
-            **self.client_options,
-        )
+        """The client of server rank ``rank`` of ``world``: this dataset's
+        options, with that cut, ``offset``, the block and the index pinned."""
+        job = replace(self.options.job, world=world, rank=rank, offset=offset, mix_block=self.mix_block,
+                      index=self.index)
+        return Client(self.url, replace(self.options, job=job))
 
     def samples_in_epoch(self, epoch: Optional[int] = None) -> int:
         """The number of samples in ``epoch`` (all ranks), from the gateway."""
@@ -356,9 +353,9 @@ class BrandDataset(IterableDataset):
         Besides the position and what fixes the order (with a mixture: the
         mixture, its block and its epoch length, ``"mix"``, ``"mix_block"``
         and ``"mix_samples"``), the state keeps the job's name (``"job"``:
-        the ``job`` or ``importance_job`` client option, ``None`` for an
-        unnamed job), so that a resumed run is the
-        same job to the gateway. Not its ``weight``: a share of the cache
+        :attr:`brand.Job.sent_name`, the name or the importance job's,
+        ``None`` for an unnamed job), so that a resumed run is the same job
+        to the gateway. Not its ``weight``: a share of the cache
         against the jobs running at the time, given anew on resume.
 
         Args:
@@ -371,22 +368,22 @@ class BrandDataset(IterableDataset):
             "epoch": self.epoch,
             "position": self.position(steps),
             "samples": self.samples_in_epoch(),
-            "seed": self.seed,
-            "window": self.window,
-            "dataset": self.dataset,
+            "seed": self.options.job.seed,
+            "window": self.options.job.window,
+            "dataset": self.options.job.dataset,
             "mix": self.mix,
             "mix_block": self.mix_block,
             "mix_samples": self.samples_in_epoch() if self.mix is not None else None,
             "index": self.index,
-            "job": _job_name(self.client_options.get("job"), self.client_options.get("importance_job")),
+            "job": self.options.job.sent_name,
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`'s ``state``: the next pass over its
         epoch starts at its position, at any world size and worker count.
 
-        A dataset given no job name (neither ``job`` nor ``importance_job``)
-        takes the state's; one given a name keeps it: a name changes no
+        A dataset whose job has no name (neither ``name`` nor
+        ``importance``) takes the state's; one given a name keeps it: a name changes no
         byte served, so another one is no error.
 
         A mixture's block and epoch length are part of its order: a dataset
@@ -402,49 +399,49 @@ class BrandDataset(IterableDataset):
         """
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"brand: state version {state.get('version')!r}, want {_STATE_VERSION}")
-        for k in ("seed", "window", "dataset", "mix"):
-            if state.get(k) != getattr(self, k):
+        job = self.options.job
+        for k, have in (("seed", job.seed), ("window", job.window), ("dataset", job.dataset), ("mix", self.mix)):
+            if state.get(k) != have:
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
-                    f"{k}={getattr(self, k)!r}: the epoch order would differ"
+                    f"{k}={have!r}: the epoch order would differ"
                 )
-        block, length = self._mix_of_state(state)
+        if self.mix is not None:
+            job = replace(job, **self._mix_of_state(state))
         # The job keeps its name: one given to this dataset wins, as a
         # name changes no byte served.
-        job = _job_name(self.client_options.get("job"), self.client_options.get("importance_job"))
-        if job is None and state.get("job") is not None:
-            job = _job_name(state["job"], None)  # checked before anything changes
-            self.client_options["job"] = job
+        if job.sent_name is None and state.get("job") is not None:
+            job = replace(job, name=state["job"])
+        # Nothing changes before every check has passed (replace checks the name).
+        self.options = replace(self.options, job=job)
         # The order of the saved position is the saved index version's: a
         # gateway that no longer holds it answers 409, and the client
         # raises IndexChangedError rather than read another order.
         if state.get("index"):
             self.index = state["index"]
-        if self.mix is not None:
-            self._mix_block, self.mix_samples = block, length
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
         self._start_pass(int(state["epoch"]))
 
-    def _mix_of_state(self, state: Dict[str, Any]) -> "tuple[Optional[int], Optional[int]]":
-        """The mixing block and epoch length a state resumes with, checked
-        against those given to this dataset (the mixtures are equal)."""
-        if self.mix is None:
-            return None, None
+    def _mix_of_state(self, state: Dict[str, Any]) -> Dict[str, int]:
+        """The mixing block and epoch length (``mix_block``, ``mix_samples``)
+        a state resumes with, checked against those given to this dataset
+        (the mixtures are equal)."""
+        job = self.options.job
         block, length = int(state["mix_block"]), int(state["mix_samples"])
-        if self._mix_block is not None and self._mix_block != block:
+        if job.mix_block is not None and job.mix_block != block:
             raise ValueError(
                 f"brand: state saved with mix_block={block} cannot resume a dataset with "
-                f"mix_block={self._mix_block}: the epoch order would differ (leave mix_block unset to take the state's)"
+                f"mix_block={job.mix_block}: the epoch order would differ (leave mix_block unset to take the state's)"
             )
         # The gateway rounds an epoch's length up to whole blocks.
-        if self.mix_samples is not None and -(-self.mix_samples // block) * block != length:
+        if job.mix_samples is not None and -(-job.mix_samples // block) * block != length:
             raise ValueError(
                 f"brand: state saved with an epoch of {length} samples (mix_samples) cannot resume a dataset with "
-                f"mix_samples={self.mix_samples}: the epoch order would differ (leave mix_samples unset to take "
+                f"mix_samples={job.mix_samples}: the epoch order would differ (leave mix_samples unset to take "
                 "the state's)"
             )
-        return block, length
+        return {"mix_block": block, "mix_samples": length}
 
     def _finish_pass(self) -> None:
         self._complete = True

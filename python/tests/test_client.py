@@ -133,7 +133,7 @@ class TestJob(unittest.TestCase):
                 with brand.Client(self.gw.url, dataset="t", **kw) as c:
                     got = {k: v for k, v in c.params().items() if k in ("job", "weight", "sampling")}
                     self.assertEqual(got, want)
-                    self.assertEqual(c.job, kw.get("job"))
+                    self.assertEqual(c.options.job.sent_name, kw.get("job"))
                     c.epoch_info(0)  # the gateway takes them as written
 
     def test_invalid_job_and_weight(self):
@@ -168,7 +168,7 @@ class TestJob(unittest.TestCase):
         job = "pytest-imp-name"
         with brand.Client(self.gw.url, dataset="t", importance_job=job, hot=1) as c:
             only = c.params()
-            self.assertEqual(c.job, job)
+            self.assertEqual(c.options.job.sent_name, job)
         self.assertEqual((only["sampling"], only["job"], only["hot"]), ("importance", job, "1"))
         with brand.Client(self.gw.url, dataset="t", job=job, importance_job=job, hot=1) as c:
             self.assertEqual(c.params(), only)

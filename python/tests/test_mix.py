@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import mix_gateway  # noqa: E402
 
 import brand  # noqa: E402
-from brand.client import _components, _pinned  # noqa: E402
+from brand.client import _components, _planned  # noqa: E402
+from brand._options import job_query  # noqa: E402
 from brand.torch import BrandDataset  # noqa: E402
 
 MIX = "web:0.5,code:0.3,books:0.2"
@@ -76,7 +77,7 @@ class TestClientOptions(unittest.TestCase):
         self.assertEqual((q["mix"], q["mix_block"], q["mix_samples"]), (MIX, "8", "100"))
         self.assertNotIn("dataset", q)
         self.assertNotIn("index", q)  # a gateway refuses index= with mix=; the client checks the pin
-        self.assertEqual(c.mix, MIX)
+        self.assertEqual(c.options.job.mix, MIX)
         self.assertNotIn("mix", brand.Client("http://127.0.0.1:1", dataset="t").params())
 
     def test_checks(self):
@@ -92,7 +93,7 @@ class TestClientOptions(unittest.TestCase):
     def test_pinned_plan(self):
         info = {"dataset": MIX, "index": "", "seed": 3, "batch_size": B, "window": 2, "world": 4, "rank": 1,
                 "drop_last": False, "samples": 192, "mix": {"block": 8, "components": []}}
-        q = _pinned(info, 40)
+        q = job_query(_planned(brand.Job(mix=MIX, offset=40), info))
         self.assertEqual((q["mix"], q["mix_block"], q["mix_samples"], q["offset"]), (MIX, "8", "192", "40"))
         self.assertNotIn("dataset", q)
 

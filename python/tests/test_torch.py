@@ -1,6 +1,7 @@
 """brand.torch against a real gateway: DDP ranks are simulated in one process
 (constructor arguments or RANK/WORLD_SIZE), DataLoader workers are real."""
 
+import dataclasses
 import os
 import socket
 import sys
@@ -144,6 +145,42 @@ class TestSharding(TorchTest):
             list(other.loader(num_workers=0))
 
 
+class TestOptions(TorchTest):
+    """BrandDataset takes a Client's brand.Options, and fills in its own."""
+
+    def test_typed_options_read_as_the_keywords(self):
+        job = brand.Job(dataset="t", seed=SEED, batch_size=B, world=2, rank=1, name="torch-typed")
+        ds = BrandDataset(self.gw.url, brand.Options(job=job, connection=brand.Connection(max_retries=1), ahead=1),
+                          batches=True)
+        self.assertEqual(ds.options, self.dataset(world=2, rank=1, job="torch-typed", max_retries=1, ahead=1,
+                                                  batches=True).options)
+        # Every worker's client reads with them, its own cut aside.
+        c = ds._client(world=4, rank=3, offset=8)
+        self.assertEqual(c.options.connection, ds.options.connection)
+        self.assertEqual(c.options.ahead, 1)
+        self.assertEqual((c.options.job.world, c.options.job.rank, c.options.job.offset), (4, 3, 8))
+        self.assertEqual(c.options.job.name, "torch-typed")
+        c.close()
+        ds.set_epoch(1)
+        got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
+        with brand.Client(self.gw.url, brand.Options(job=dataclasses.replace(job, name=None))) as c:
+            want = [s["__key__"] for b in c.epoch(1) for s in b]
+        self.assertEqual(got, want)
+
+    def test_its_own_rules(self):
+        url = "http://127.0.0.1:1"
+        self.assertEqual(BrandDataset(url).batch_size, 32)  # it counts in batches: it must know theirs
+        self.assertEqual(BrandDataset(url).options.job.batch_size, 32)
+        self.assertIsNone(BrandDataset(url).options.job.world)  # detected when read
+        for kw in (dict(batch_size=0), dict(offset=8), dict(collate=list)):
+            with self.subTest(**kw), self.assertRaises(ValueError):
+                BrandDataset(url, **kw)
+        with self.assertRaisesRegex(TypeError, "unknown keyword 'decoder'"):
+            BrandDataset(url, decoder=to_tensors)
+        with self.assertRaisesRegex(TypeError, "brand.Options"):
+            BrandDataset(url, "t")  # the first releases' positional dataset
+
+
 class TestJob(TorchTest):
     """job and weight among the client options: every worker's client sends
     them, and the state keeps the name."""
@@ -181,7 +218,7 @@ class TestJob(TorchTest):
         # Resumed without a name: the state's.
         ds = self.dataset()
         ds.load_state_dict({**state, "position": 3 * B})
-        self.assertEqual(ds.client_options["job"], "torch-run")
+        self.assertEqual(ds.options.job.name, "torch-run")
         self.assertEqual(ds.state_dict()["job"], "torch-run")
         fc = Cluster(self.gw.url, 1)
         self.addCleanup(fc.close)
@@ -198,7 +235,7 @@ class TestJob(TorchTest):
                 ds.load_state_dict(state)
                 self.assertEqual(ds.state_dict()["job"], "torch-new")
                 if "importance_job" in kw:
-                    self.assertNotIn("job", ds.client_options)
+                    self.assertIsNone(ds.options.job.name)
 
         # A state from before job names, and one with a bad name.
         ds = self.dataset()

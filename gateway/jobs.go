@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/query"
+)
+
+// versions is what resolving a job's dataset version needs of the
+// cluster: the version the nodes agree on, and who holds another
+// (peer.Set; peer.Solo on a single gateway).
+type versions interface {
+	Agreed(dataset string) string
+	Holders(dataset, id string, self bool) []string
+}
+
+// snapshots loads the importance snapshots a job names into memory
+// (feedback.State).
+type snapshots interface {
+	Snapshot(ctx context.Context, ds *catalog.Dataset, job, version string) (*importance.Snapshot, error)
+}
+
+// jobs resolves what a request asks for — its job's parameters, through
+// the one parameter table, and what the job reads: the dataset version it
+// pins or the cluster agrees on, a mixture's components, the importance
+// snapshot its order is drawn from — and lays its batches out. It is the
+// first stage of every request about a job's epochs and batches.
+type jobs struct {
+	catalog  *catalog.Catalog
+	versions versions
+	orders   *order.Orders
+	snaps    snapshots
+	defaults query.Query // the query a request starts from
+	limits   query.Limits
+}
+
+// epoch parses the query and the {epoch} of a request about an epoch of
+// a job, and resolves what the job reads.
+func (j *jobs) epoch(r *http.Request) (query.Query, order.Source, uint64, error) {
+	epoch, err := query.ParseNumber("epoch", chi.URLParam(r, "epoch"), j.limits.MaxEpoch)
+	if err != nil {
+		return query.Query{}, order.Source{}, 0, err
+	}
+	q, err := query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
+	if err != nil {
+		return q, order.Source{}, 0, err
+	}
+	src, err := j.source(r.Context(), q.Job)
+	return q, src, epoch, err
+}
+
+// batch parses a request about a batch and lays the batch out.
+func (j *jobs) batch(r *http.Request) (*order.Batch, query.Query, error) {
+	q, src, epoch, err := j.epoch(r)
+	if err != nil {
+		return nil, q, err
+	}
+	m, err := query.ParseNumber("batch", chi.URLParam(r, "batch"), 1<<62)
+	if err != nil {
+		return nil, q, err
+	}
+	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
+	return b, q, err
+}
+
+// source resolves what job reads: one dataset's version, or a mixture of
+// the versions of its components.
+func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
+	if len(job.Mix) == 0 {
+		ds, err := j.version(job)
+		if err == nil {
+			if imp := job.Importance; imp.Version != "" {
+				// The order is drawn from the snapshot: have it in memory
+				// before the order is computed (under the schedule's lock).
+				_, err = j.snaps.Snapshot(ctx, ds, imp.Job, imp.Version)
+			}
+		}
+		return order.Source{DS: ds}, err
+	}
+	ds := make([]*catalog.Dataset, len(job.Mix))
+	for i, c := range job.Mix {
+		var err error
+		if ds[i], err = j.version(api.Job{Dataset: c.Dataset}); err != nil {
+			return order.Source{}, err
+		}
+	}
+	m, err := j.orders.Mixture(job.Mix, ds, job)
+	return order.Source{Mix: m}, err
+}
+
+// version is the dataset version a job reads: the one it pins (index=),
+// else the one the cluster agrees on (a single gateway: the one it
+// serves). A node that does not hold it answers 409, naming the nodes
+// that do: serving its own version instead would give this job's ranks
+// another order than their siblings get elsewhere.
+func (j *jobs) version(job api.Job) (*catalog.Dataset, error) {
+	name := job.Dataset
+	id := job.Index
+	pinned := id != ""
+	if !pinned {
+		if id = j.versions.Agreed(name); id == "" {
+			return j.catalog.Get(name)
+		}
+	}
+	ds, err := j.catalog.Version(name, id)
+	if !errors.Is(err, catalog.ErrVersion) {
+		return ds, err
+	}
+	why := "the job pins it (index=)"
+	if !pinned {
+		why = "the cluster serves it"
+	}
+	if holders := j.versions.Holders(name, id, false); len(holders) > 0 {
+		return nil, fmt.Errorf("%w; %s; nodes that hold it: %s", err, why, strings.Join(holders, ", "))
+	}
+	return nil, fmt.Errorf("%w; %s, and no node known to this one holds it: the dataset was re-packed since; start the epoch again to read the new index", err, why)
+}

@@ -1,0 +1,207 @@
+package reader
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/ahead"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+)
+
+// sampleSize is each test sample's bytes: one tar block.
+const sampleSize = 512
+
+// testDataset is a dataset of chunks of perChunk samples, keyed
+// name/c/i; sample bytes are sampleBytesOf's.
+func testDataset(t *testing.T, name string, chunks, perChunk int) *catalog.Dataset {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk) * sampleSize, ETag: fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("%s/%d/%d", name, c, i), Chunk: c, Offset: int64(i) * sampleSize, Length: sampleSize})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalog.NewDataset(name, "", nil, ix)
+}
+
+// store fills a chunk's buffer with its samples' bytes: sample i of chunk
+// c of dataset d is sampleSize copies of a byte of (d, c, i). Chunks it
+// is told are damaged fail as damaged at rest.
+type store struct {
+	mu      sync.Mutex
+	damaged map[chunkcache.Key]bool
+	loads   int
+}
+
+func fill(k chunkcache.Key, buf []byte) {
+	for i := 0; i*sampleSize < len(buf); i++ {
+		b := byte(len(k.Dataset)*31 + len(k.Object)*7 + int(k.Object[len(k.Object)-5])*13 + i)
+		for j := range sampleSize {
+			buf[i*sampleSize+j] = b
+		}
+	}
+}
+
+func (s *store) Load(_ context.Context, k chunkcache.Key, buf []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loads++
+	if s.damaged[k] {
+		return &catalog.DamagedChunkError{Key: k, Reads: 3, Err: errors.New("CRC32C mismatch")}
+	}
+	fill(k, buf)
+	return nil
+}
+
+// want is the bytes of sample id of ds.
+func want(ds *catalog.Dataset, id int) []byte {
+	s := ds.Index.Sample(id)
+	buf := make([]byte, ds.Index.Chunk(s.Chunk).Size)
+	fill(ds.ChunkKey(s.Chunk), buf)
+	return buf[s.Offset : s.Offset+s.Length]
+}
+
+type tally struct {
+	mu     sync.Mutex
+	chunks int
+}
+
+func (t *tally) Prefetched(order.Stream, uint64, int, int64, bool) {
+	t.mu.Lock()
+	t.chunks++
+	t.mu.Unlock()
+}
+
+// newReader is a reader over a cache of capacity bytes on a single
+// gateway.
+func newReader(t *testing.T, capacity int64, st *store, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
+	t.Helper()
+	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: st, MaxWait: time.Second})
+	a := ahead.New(ahead.Config{Slots: 8, Cache: c})
+	t.Cleanup(func() { a.Close(); c.Close() })
+	reg := prometheus.NewRegistry()
+	r := New(Config{Cache: c, Loader: st, Remote: peer.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, CopyBytes: 1 << 30,
+		Assemblers: 2, MaxWait: time.Second, Ahead: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
+	return r, c, reg
+}
+
+// batchOf lays out a batch serving, in order, the samples (part, ID)
+// names: each part is one dataset.
+func batchOf(ds []*catalog.Dataset, serve [][2]int) *order.Batch {
+	ids := make([][]int, len(ds))
+	b := &order.Batch{ETag: `"b"`}
+	for _, s := range serve {
+		b.Take = append(b.Take, order.Take{Part: s[0], At: len(ids[s[0]])})
+		ids[s[0]] = append(ids[s[0]], s[1])
+	}
+	for p, d := range ds {
+		info := make([]chunkindex.Sample, len(ids[p]))
+		for i, id := range ids[p] {
+			info[i] = d.Index.Sample(id)
+		}
+		b.Parts = append(b.Parts, order.Part{Comp: p, Stream: order.Stream{DS: d}, Samples: order.SamplesOf(d, ids[p], info)})
+	}
+	return b
+}
+
+// TestReadBatch: a batch of one part or several is read whole, in the
+// batch's order, however its parts fit in the cache, and each part's
+// figures say what it loaded; in skip mode the samples of a chunk damaged
+// at rest are left out and named by batch position.
+func TestReadBatch(t *testing.T) {
+	a, b := testDataset(t, "a", 4, 4), testDataset(t, "b", 4, 4) // chunks of 2 KiB
+	tests := []struct {
+		name     string
+		parts    []*catalog.Dataset
+		serve    [][2]int
+		capacity int64
+		damaged  []chunkcache.Key
+		missing  []int
+		copied   float64 // parts copied out to read the next
+	}{
+		{"one part", []*catalog.Dataset{a}, [][2]int{{0, 5}, {0, 0}, {0, 9}}, 64 << 10, nil, nil, 0},
+		{"two parts together", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 64 << 10, nil, nil, 0},
+		// Four chunks of 2 KiB do not fit in 5 KiB: one part at a time.
+		{"two parts in turn", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 5 << 10, nil, nil, 1},
+		{"a damaged chunk, one part", []*catalog.Dataset{a}, [][2]int{{0, 5}, {0, 0}, {0, 9}, {0, 1}},
+			64 << 10, []chunkcache.Key{a.ChunkKey(0)}, []int{1, 3}, 0},
+		{"a damaged chunk, two parts", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}},
+			64 << 10, []chunkcache.Key{b.ChunkKey(3)}, []int{2}, 1}, // not together: in turn
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &store{damaged: map[chunkcache.Key]bool{}}
+			for _, k := range tc.damaged {
+				st.damaged[k] = true
+			}
+			r, c, reg := newReader(t, tc.capacity, st, len(tc.damaged) > 0)
+			bt := batchOf(tc.parts, tc.serve)
+			res, err := r.ReadBatch(context.Background(), bt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantBody [][]byte
+			m := 0
+			for i, s := range tc.serve {
+				if m < len(tc.missing) && tc.missing[m] == i {
+					m++
+					continue
+				}
+				wantBody = append(wantBody, want(tc.parts[s[0]], s[1]))
+			}
+			if len(res.Parts) != len(wantBody) {
+				t.Fatalf("%d samples read, want %d", len(res.Parts), len(wantBody))
+			}
+			var n int64
+			for i := range wantBody {
+				if !bytes.Equal(res.Parts[i], wantBody[i]) {
+					t.Fatalf("sample %d of the batch has the wrong bytes", i)
+				}
+				n += int64(len(res.Parts[i]))
+			}
+			if res.Bytes != n || fmt.Sprint(res.MissingPos) != fmt.Sprint(tc.missing) {
+				t.Errorf("Bytes %d (read %d), MissingPos %v, want %v", res.Bytes, n, res.MissingPos, tc.missing)
+			}
+			if len(res.PerPart) != len(tc.parts) {
+				t.Fatalf("%d parts' figures, want %d", len(res.PerPart), len(tc.parts))
+			}
+			served := 0
+			for p, f := range res.PerPart {
+				served += f.Samples
+				if f.Loads > len(f.Chunks) {
+					t.Errorf("part %d loaded %d of its %d chunks", p, f.Loads, len(f.Chunks))
+				}
+			}
+			if served != len(wantBody) {
+				t.Errorf("the parts' figures count %d samples served, %d were", served, len(wantBody))
+			}
+			if got := testutil.ToFloat64(r.partsCopied); got != tc.copied {
+				t.Errorf("%v parts copied out, want %v", got, tc.copied)
+			}
+			res.Release()
+			if st := c.Stats(); st.PinnedBytes != 0 {
+				t.Errorf("%d bytes still pinned after Release", st.PinnedBytes)
+			}
+			_ = reg
+		})
+	}
+}

@@ -1,0 +1,510 @@
+"""A client's options as one typed value: the job it reads, how it reaches
+the gateways, and how it behaves.
+
+:class:`brand.Client` and :class:`brand.torch.BrandDataset` take the same
+:class:`Options`, grouped as the Go client's ``client.Options`` is:
+
+- :class:`Job`: what is read, the parameters that with an epoch and a batch
+  number fix a batch's bytes (Go's ``api.Job``), and :class:`Importance`,
+  an importance-sampled job's name, snapshot and hot chunks.
+- :class:`Connection`: how requests reach the gateways (timeouts, retries,
+  the token and CA file, a cluster's peers and failover).
+- :class:`Options`: the two, and the client's own behaviour (batches read
+  ahead, malloc tuning).
+
+Every rule is stated once, here, and checked when a value is made (a frozen
+dataclass's ``__post_init__``), so a mistake raises ``ValueError`` where the
+option is written rather than a 400 at the first request, or in every
+DataLoader worker. The values are frozen: :func:`dataclasses.replace` makes
+a changed copy and checks it again. :func:`job_query` is the one encoder of
+a job into the query parameters the gateway reads (Go's ``api.Job.Values``).
+
+The flat keywords of the package's first releases, ``Client(url,
+batch_size=64, seed=7, token=...)``, still work: :func:`resolve` maps each
+onto its group's field.
+
+Imports: this module is below :mod:`brand._http` (a session is made from a
+:class:`Connection`) and uses only :mod:`brand._mix` and :mod:`brand._route`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import numbers
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from ._mix import MixSpec, format_mix, mix_components
+from ._route import parse_peers
+
+__all__ = ["Connection", "Importance", "Job", "Options", "check_rank", "job_query", "resolve", "valid_job"]
+
+#: The largest job weight a gateway takes (``weight=``).
+MAX_WEIGHT = 100
+# A job name as the gateway reads it (importance.ValidJobName): it names a
+# folder of the store, hence no '/' and not '.' or '..'.
+_JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def valid_job(name: str) -> bool:
+    """Whether ``name`` is a valid job name: 1 to 128 ASCII letters, digits,
+    ``.``, ``_`` or ``-``, and not ``.`` or ``..`` (it names a folder of the
+    store)."""
+    return isinstance(name, str) and _JOB_NAME.fullmatch(name) is not None and name not in (".", "..")
+
+
+def check_job_name(name: str) -> None:
+    """Raises ``ValueError`` unless :func:`valid_job`."""
+    if not valid_job(name):
+        raise ValueError(
+            f"brand: job name {name!r}: want 1 to 128 of A-Z, a-z, 0-9, '.', '_', '-' (not '.' or '..')"
+        )
+
+
+def check_rank(world: int, rank: int) -> None:
+    """Raises ``ValueError`` unless ``world >= 1`` and ``0 <= rank < world``."""
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"brand: rank {rank} out of range [0, {world}) for world size {world}")
+
+
+def _integer_at_least(name: str, v: Any, least: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < least:
+        raise ValueError(f"brand: {name} {v!r} must be an integer >= {least}")
+
+
+def _seconds(name: str, v: Any, positive: bool = False) -> None:
+    real = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    if not real or v < 0 or positive and v == 0:
+        raise ValueError(f"brand: {name} {v!r} must be a finite number of seconds {'> 0' if positive else '>= 0'}")
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    """Stores a normalised field of a frozen dataclass in its __post_init__."""
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class Importance:
+    """Importance sampling (``sampling=importance``, docs/importance.md):
+    the epochs are drawn by the job's reported losses.
+
+    Args:
+        job: the job's name, under which its feedback is sent and sealed
+            (``job=``); the :class:`Job`'s name, if it has one, must be the
+            same.
+        version: the snapshot the epochs are drawn from (``importance=``),
+            what :meth:`brand.Client.seal` returned for the previous epoch;
+            ``None`` (the job's first epoch) reads the uniform order.
+        hot: the heaviest chunks put first in an epoch (``hot=``), about the
+            gateway's cache size in chunks; 0: not sent.
+    """
+
+    job: str
+    version: Optional[str] = None
+    hot: int = 0
+
+    def __post_init__(self) -> None:
+        check_job_name(self.job)
+        _integer_at_least("hot", self.hot, 0)
+
+
+@dataclass(frozen=True)
+class Job:
+    """The training job a client reads: with an epoch and a batch number,
+    these fix a batch's bytes, so any gateway serves any rank the same
+    batch. Fields left ``None`` take the gateway's defaults; ``seed`` and
+    ``drop_last`` have fixed ones, so that a program's data order never
+    depends on a server flag.
+
+    Args:
+        dataset: the dataset's name (``/datasets``); ``None``: the
+            gateway's default.
+        seed: the shuffle seed, any unsigned 64-bit integer.
+        batch_size: samples per rank per batch. ``None``: the gateway's
+            default for a :class:`brand.Client`, 32 for a
+            :class:`~brand.torch.BrandDataset`, which counts in it.
+        window: the shuffle window, in chunks.
+        world: the number of ranks reading the epoch together. ``None``:
+            one (a client), or the DDP world (a BrandDataset, which detects
+            it).
+        rank: this reader's rank, in ``[0, world)``. ``None``: 0, or the DDP
+            rank.
+        drop_last: drop the epoch's partial final global batch, so that
+            every rank takes the same number of full steps.
+        offset: samples of the epoch already consumed over all ranks; batch
+            0 starts at that epoch position. A client's way to resume; a
+            BrandDataset resumes with ``load_state_dict`` instead.
+        locality: ``False`` asks a cluster for the plain cut of every global
+            batch (``locality=false``) instead of giving each rank the
+            samples its home node holds first. A single gateway ignores it.
+        name: the job's name (``job=``, 1 to 128 of ``A-Z a-z 0-9 . _ -``,
+            not ``.`` or ``..``). The gateway follows each named job as a
+            stream of its own in its cache, even when another job reads the
+            same order; it changes no byte served. Give every rank of a run
+            the same name. ``None``: an unnamed job, known by its order, or
+            by its importance job's name.
+        weight: the job's share of a contended cache relative to other jobs
+            (``weight=``, a number in ``(0, 100]``; the gateway's default is
+            1). It changes no byte served.
+        importance: sample by importance (:class:`Importance`) instead of
+            the uniform shuffle.
+        index: the version of the dataset's index to read (``index=``, the
+            ``Brand-Index`` header's ID); ``None``: the version the first
+            answer names. A mixture's is one version per component,
+            comma-separated, which the client checks its answers against.
+        mix: read a mixture of the gateway's datasets instead of
+            ``dataset`` (``mix=``): ``"web:0.7,code:0.3"``, a dict
+            ``{"web": 0.7, "code": 0.3}`` or (dataset, weight) pairs, in
+            order (see :func:`brand.format_mix`), kept as the canonical
+            text. Each component is read as an endless stream of passes
+            over its dataset, each pass in its own shuffled order, and every
+            block of ``mix_block`` epoch positions holds each component
+            within one sample of its share. Every sample carries
+            ``"__dataset__"``, its component's dataset.
+        mix_block: the mixing block K (``mix_block=``); ``None``: the
+            gateway's default, ``batch_size * world`` of the request (a
+            BrandDataset's: ``batch_size`` times the DDP world). K is part
+            of the order: every rank, and a run resumed at another world
+            size, must give the same K.
+        mix_samples: the mixture epoch's length (``mix_samples=``), rounded
+            up to a multiple of K by the gateway; ``None``: the components'
+            sizes summed.
+
+    Raises:
+        ValueError: a value no gateway would take, or a combination it
+            refuses: a rank outside the world, a negative offset, an
+            invalid name or weight, a name other than the importance job's,
+            a mixture with ``dataset`` or ``importance``, ``mix_block`` or
+            ``mix_samples`` without a mixture or below 1, a mixture's
+            ``index`` with another number of versions than components.
+    """
+
+    dataset: Optional[str] = None
+    seed: int = 0
+    batch_size: Optional[int] = None
+    window: Optional[int] = None
+    world: Optional[int] = None
+    rank: Optional[int] = None
+    drop_last: bool = False
+    offset: int = 0
+    locality: bool = True
+    name: Optional[str] = None
+    weight: Optional[float] = None
+    importance: Optional[Importance] = None
+    index: Optional[str] = None
+    mix: Optional[MixSpec] = None
+    mix_block: Optional[int] = None
+    mix_samples: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.world is not None:
+            check_rank(self.world, 0 if self.rank is None else self.rank)
+        elif self.rank is not None and self.rank < 0:
+            raise ValueError(f"brand: rank {self.rank} must be >= 0")
+        if self.offset < 0:
+            raise ValueError(f"brand: offset {self.offset} must be >= 0")
+        if self.name is not None:
+            check_job_name(self.name)
+        if self.importance is not None and not isinstance(self.importance, Importance):
+            raise TypeError(f"brand: Job.importance is a brand.Importance(job, version, hot), not "
+                            f"{type(self.importance).__name__}")
+        # With sampling=importance the gateway takes job= as the importance
+        # job's name, so a job has one name.
+        if self.importance is not None and self.name is not None and self.name != self.importance.job:
+            raise ValueError(
+                f"brand: job {self.name!r} and importance job {self.importance.job!r} differ: a job has one name, "
+                "and with importance sampling it is the importance job's; give one of them, or the same"
+            )
+        if self.weight is not None:
+            _set(self, "weight", _checked_weight(self.weight))
+        self._check_mix()
+
+    def _check_mix(self) -> None:
+        """The rules of ``mix=`` beside the other job parameters, as the
+        gateway applies them (the mixture's own text is :func:`format_mix`'s)."""
+        if self.mix is None:
+            if self.mix_block is not None or self.mix_samples is not None:
+                raise ValueError("brand: mix_block and mix_samples apply only to a mixture (mix=)")
+            return
+        if self.dataset is not None:
+            raise ValueError("brand: give mix or dataset, not both: a mixture names its datasets")
+        if self.importance is not None:
+            raise ValueError("brand: importance sampling is per dataset; a mixture draws uniformly from each component")
+        for name, v in (("mix_block", self.mix_block), ("mix_samples", self.mix_samples)):
+            if v is not None:
+                _integer_at_least(name, v, 1)
+        _set(self, "mix", format_mix(self.mix))
+        n = len(self.components)
+        if self.index is not None and len(self.index.split(",")) != n:
+            raise ValueError(f"brand: index {self.index!r} of a mixture names one version per component ({n}), "
+                             "comma-separated")
+
+    @property
+    def components(self) -> Tuple[str, ...]:
+        """A mixture's datasets in order, numbered as the
+        ``Brand-Mix-Components`` header numbers them; empty for one
+        dataset."""
+        return tuple(name for name, _ in mix_components(self.mix)) if self.mix is not None else ()
+
+    @property
+    def sent_name(self) -> Optional[str]:
+        """The job's name as the gateway is told it (``job=``): :attr:`name`,
+        else the importance job's; ``None`` for an unnamed job."""
+        if self.name is not None:
+            return self.name
+        return self.importance.job if self.importance is not None else None
+
+
+def _checked_weight(weight: Any) -> float:
+    """``weight`` as a float, checked as the gateway checks ``weight=``."""
+    # NaN and the infinities fail the comparison too.
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not 0 < weight <= MAX_WEIGHT:
+        raise ValueError(
+            f"brand: weight {weight!r} must be a number in (0, {MAX_WEIGHT}]: the job's share of a "
+            "contended cache relative to other jobs (1 when not given)"
+        )
+    return float(weight)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How a client's requests reach the gateways.
+
+    Args:
+        timeout: socket timeout, in seconds, of each request.
+        max_retries: retries of one request after its first attempt, on
+            502/503/504 answers and connection errors.
+        backoff: seconds before the first retry; doubles with each retry,
+            jittered. A gateway's ``Retry-After`` is honoured instead.
+        max_backoff: cap on every wait between attempts, ``Retry-After``
+            included.
+        token: a bearer token sent with every request, for a gateway started
+            with ``--auth-token-file``; never shown in errors or in this
+            value's ``repr``.
+        ca_file: a PEM file of certificate authorities to trust for an
+            ``https`` gateway, beside the system's.
+        peers: the gateways of a cluster in order, node ``k`` being
+            ``peers[k]``: the list every node was given as ``brand serve
+            --peers`` (a list, or one comma-separated string; StatefulSet
+            patterns such as ``http://brand-{0..3}.brand.ns.svc:8080``
+            included), kept as a tuple of URLs. Requests then go to the
+            rank's home node, ``rank * N // world``, which caches its
+            samples; an attempt that fails there as a retry would (refused
+            or reset connection, timeout, 502/503/504) is made at once on
+            the next node in order (``home+1, home+2, ...`` mod ``N``),
+            within the same ``max_retries``, and the home is tried again
+            after ``home_retry`` seconds. Every node serves the same bytes.
+            With peers, the client's URL is not contacted and may be empty.
+        discover: ask the client's URL for the cluster's peer list (``GET
+            /cluster``) before the first request, then route as with
+            ``peers``. A single gateway, or one from before clusters, is
+            used alone. Not with ``peers``.
+        home_retry: seconds a node whose attempt failed is passed over.
+        probe_after: with more than one node, seconds an attempt waits for a
+            node's answer before asking the node's ``GET /healthz`` on a
+            connection of its own (one second to answer). A node that
+            answers is busy and waited for, probed again every
+            ``probe_after`` seconds, up to ``timeout``; one that does not (a
+            stopped process, a dead host) fails the attempt, which goes on at
+            once to the next node, as a refused connection would. ``None``:
+            wait ``timeout`` without probing. A single gateway is never
+            probed.
+    """
+
+    timeout: float = 120.0
+    max_retries: int = 5
+    backoff: float = 0.2
+    max_backoff: float = 10.0
+    token: Optional[str] = field(default=None, repr=False)
+    ca_file: Optional[str] = None
+    peers: Optional[Sequence[str]] = None
+    discover: bool = False
+    home_retry: float = 10.0
+    probe_after: Optional[float] = 3.0
+
+    def __post_init__(self) -> None:
+        _seconds("timeout", self.timeout, positive=True)
+        _integer_at_least("max_retries", self.max_retries, 0)
+        _seconds("backoff", self.backoff)
+        _seconds("max_backoff", self.max_backoff)
+        _seconds("home_retry", self.home_retry)
+        if self.probe_after is not None:
+            try:
+                _seconds("probe_after", self.probe_after, positive=True)
+            except ValueError:
+                raise ValueError(f"brand: probe_after {self.probe_after!r} must be > 0 seconds, "
+                                 "or None never to probe") from None
+        if self.peers and self.discover:
+            raise ValueError("brand: peers and discover exclude each other: give the peer list or ask for it")
+        _set(self, "peers", tuple(n.url for n in parse_peers(self.peers)) if self.peers else None)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a :class:`brand.Client` or a
+    :class:`~brand.torch.BrandDataset` is told, besides the gateway's URL.
+
+    Args:
+        job: the job read (:class:`Job`).
+        connection: how the gateways are reached (:class:`Connection`).
+        ahead: batches an epoch keeps requested beyond the one being
+            consumed, each on its own thread and keep-alive connection; 0:
+            one request at a time.
+        tune_malloc: call :func:`brand.tune_malloc` (glibc only): reuse
+            freed memory rather than fault in every batch's anew.
+
+    Example::
+
+        opts = brand.Options(
+            job=brand.Job(dataset="imagenet", batch_size=64, seed=7, world=4, rank=2),
+            connection=brand.Connection(token=token, peers="http://brand-{0..3}.brand:8080"),
+        )
+        c = brand.Client("", opts)
+        dataclasses.replace(opts, job=dataclasses.replace(opts.job, rank=3))   # another rank's
+    """
+
+    job: Job = field(default_factory=Job)
+    connection: Connection = field(default_factory=Connection)
+    ahead: int = 2
+    tune_malloc: bool = True
+
+    def __post_init__(self) -> None:
+        for name, cls in (("job", Job), ("connection", Connection)):
+            v = getattr(self, name)
+            if not isinstance(v, cls):
+                raise TypeError(f"brand: Options.{name} is a brand.{cls.__name__}, not {type(v).__name__}")
+        _integer_at_least("ahead", self.ahead, 0)
+
+
+def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
+    """The query parameters that ask a gateway for ``job``'s batches, plans
+    and samples: every parameter a client sends of a job is written here.
+
+    ``index`` is the version read: a client's pin, which may be one it
+    learned after ``job`` was made; ``None``: the job's. It is sent for one
+    dataset only: a gateway refuses ``index=`` with ``mix=``, and a client
+    checks a mixture's answers against its versions instead. Unset fields are left out so
+    that the gateway's defaults apply; ``seed`` and ``drop_last`` are always
+    sent, ``rank`` with ``world``, ``offset`` when not 0, ``locality`` only
+    when off.
+    """
+    q: Dict[str, str] = {}
+    if job.dataset is not None:
+        q["dataset"] = job.dataset
+    if job.mix is not None:
+        q["mix"] = str(job.mix)
+        if job.mix_block is not None:
+            q["mix_block"] = str(job.mix_block)
+        if job.mix_samples is not None:
+            q["mix_samples"] = str(job.mix_samples)
+    q["seed"] = str(job.seed)
+    if job.batch_size is not None:
+        q["batch_size"] = str(job.batch_size)
+    if job.window is not None:
+        q["window"] = str(job.window)
+    if job.world is not None:
+        q["world"] = str(job.world)
+        q["rank"] = str(job.rank or 0)
+    q["drop_last"] = "true" if job.drop_last else "false"
+    if job.offset:
+        q["offset"] = str(job.offset)
+    if not job.locality:
+        q["locality"] = "false"
+    if job.sent_name is not None:
+        q["job"] = job.sent_name
+    if job.importance is not None:
+        q["sampling"] = "importance"
+        if job.importance.version:
+            q["importance"] = job.importance.version
+        if job.importance.hot:
+            q["hot"] = str(job.importance.hot)
+    if job.weight is not None:
+        q["weight"] = _format_weight(job.weight)
+    if index is None:
+        index = job.index
+    if index and job.mix is None:
+        q["index"] = index
+    return q
+
+
+def _format_weight(w: float) -> str:
+    """``w`` in the fewest characters that parse back to it: ``2``,
+    ``0.5``, ``1e-05``."""
+    return str(int(w)) if w.is_integer() else repr(w)
+
+
+# -- the flat keywords --------------------------------------------------------
+
+# Each flat keyword of the first releases: the group that holds it now and
+# the field's name there. A Job's fields keep their names, but for the name
+# (sent as job=) and the importance triple, which is an Importance now.
+_GROUPED = {"name", "importance"}
+_KEYWORDS: Dict[str, Tuple[str, str]] = {
+    **{f.name: ("job", f.name) for f in dataclasses.fields(Job) if f.name not in _GROUPED},
+    "job": ("job", "name"),
+    "importance_job": ("importance", "job"),
+    "importance": ("importance", "version"),
+    "hot": ("importance", "hot"),
+    **{f.name: ("connection", f.name) for f in dataclasses.fields(Connection)},
+    "ahead": ("options", "ahead"),
+    "tune_malloc": ("options", "tune_malloc"),
+}
+
+
+def resolve(options: Optional[Options], keywords: Mapping[str, Any], who: str) -> Options:
+    """``options`` (the defaults if ``None``) with the flat keywords applied
+    over them: ``Client(url, batch_size=64, seed=7)`` is ``Client(url,
+    Options(job=Job(batch_size=64, seed=7)))``. ``job=`` is the job's
+    :attr:`Job.name`, and ``importance_job=``, ``importance=`` and ``hot=``
+    make its :class:`Importance`.
+
+    Raises:
+        TypeError: ``options`` that is not an :class:`Options` (a second
+            positional argument of the first releases), or an unknown
+            keyword.
+        ValueError: what the groups' checks raise, or ``importance`` or
+            ``hot`` without ``importance_job``.
+    """
+    if options is None:
+        options = Options()
+    elif not isinstance(options, Options):
+        raise TypeError(f"brand: {who}(url, options): options is a brand.Options, not {type(options).__name__}; "
+                        "give job parameters as brand.Options(job=brand.Job(...)) or by keyword (dataset=...)")
+    if not keywords:
+        return options
+    groups: Dict[str, Dict[str, Any]] = {"job": {}, "importance": {}, "connection": {}, "options": {}}
+    for k, v in keywords.items():
+        if k not in _KEYWORDS:
+            near = difflib.get_close_matches(k, _KEYWORDS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"brand: {who} got an unknown keyword {k!r}{hint}; its options are the fields of "
+                            f"brand.Options, brand.Job and brand.Connection")
+        group, name = _KEYWORDS[k]
+        groups[group][name] = v
+    job = options.job
+    if groups["importance"]:
+        groups["job"]["importance"] = _importance(job.importance, groups["importance"])
+    if groups["job"]:
+        job = dataclasses.replace(job, **groups["job"])
+    conn = options.connection
+    if groups["connection"]:
+        conn = dataclasses.replace(conn, **groups["connection"])
+    return dataclasses.replace(options, job=job, connection=conn, **groups["options"])
+
+
+def _importance(have: Optional[Importance], given: Dict[str, Any]) -> Optional[Importance]:
+    """The Importance that ``importance_job``, ``importance`` and ``hot``
+    (``given``, by their Importance field names) make over ``have``: none
+    when no importance job is named."""
+    fields = {"job": None, "version": None, "hot": 0}
+    if have is not None:
+        fields.update(dataclasses.asdict(have))
+    fields.update({k: v for k, v in given.items() if not (k == "hot" and v is None)})
+    if fields["job"] is None:
+        if fields["version"] is not None or fields["hot"]:
+            raise ValueError("brand: importance and hot need importance_job")
+        return None
+    return Importance(**fields)

@@ -1,0 +1,271 @@
+"""brand.Options: the typed options, their checks, the flat keywords of the
+first releases, and the query encoder pinned against the Go side's list of
+job parameters. The classes before TestWire need no gateway."""
+
+import dataclasses
+import os
+import pickle
+import sys
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fakecluster import Cluster  # noqa: E402
+from gateway import REPO, gateway  # noqa: E402
+
+import brand  # noqa: E402
+from brand._options import job_query, resolve  # noqa: E402
+from brand.client import _planned  # noqa: E402
+
+# The public query parameters of a job, one a line, sorted: written from
+# api.JobParams by the Go side's tests (internal/query), so that the gateway's
+# parser, the Go client and this client agree on one list.
+GOLDEN = os.path.join(REPO, "internal", "query", "testdata", "job_params.golden")
+URL = "http://127.0.0.1:1"  # nothing is sent by the tests that use it
+
+
+def golden():
+    with open(GOLDEN) as f:
+        names = [line.strip() for line in f if line.strip()]
+    assert names == sorted(set(names)), f"{GOLDEN} is not sorted and unique"
+    return set(names)
+
+
+# Jobs that set every field their kind allows: one dataset sampled by
+# importance, and a mixture (which excludes dataset and importance, and is
+# sent without index=).
+ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16,
+                locality=False, name="run-1", weight=2.5,
+                importance=brand.Importance("run-1", version="0123456789abcdef", hot=3), index="fedcba9876543210")
+MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
+                name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b")
+
+
+class TestQuery(unittest.TestCase):
+    def test_the_parameters_are_the_golden_list(self):
+        want = golden()
+        one, mix = set(job_query(ONE)), set(job_query(MIX))
+        self.assertLessEqual(one, want, "the client sends a job parameter the gateway does not list")
+        self.assertLessEqual(mix, want, "the client sends a job parameter the gateway does not list")
+        self.assertEqual(one | mix, want, "the client never sends some job parameter the gateway lists")
+        # An epoch's requests are the job with its plan's values, encoded alike.
+        plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
+                "drop_last": True, "samples": 300}
+        self.assertEqual(set(job_query(_planned(ONE, plan))), one)
+        mixplan = {**plan, "dataset": MIX.mix, "mix": {"block": 32, "components": []}}
+        self.assertEqual(set(job_query(_planned(MIX, mixplan))), mix)
+
+    def test_every_field_reaches_the_query(self):
+        # A field the encoder ignored would be an option that changes
+        # nothing. Each field set alone (beside what it needs) must change
+        # the query; a new field needs a line here, and in the encoder.
+        plain, mixed = brand.Job(), brand.Job(mix="web:1")
+        changes = {
+            "dataset": (plain, dict(dataset="t")),
+            "seed": (plain, dict(seed=9)),
+            "batch_size": (plain, dict(batch_size=8)),
+            "window": (plain, dict(window=3)),
+            "world": (plain, dict(world=3)),
+            "rank": (brand.Job(world=3), dict(rank=2)),
+            "drop_last": (plain, dict(drop_last=True)),
+            "offset": (plain, dict(offset=5)),
+            "locality": (plain, dict(locality=False)),
+            "name": (plain, dict(name="n")),
+            "weight": (plain, dict(weight=2)),
+            "importance": (plain, dict(importance=brand.Importance("n"))),
+            "index": (plain, dict(index="abc")),
+            "mix": (plain, dict(mix="web:1")),
+            "mix_block": (mixed, dict(mix_block=4)),
+            "mix_samples": (mixed, dict(mix_samples=40)),
+        }
+        self.assertEqual(set(changes), {f.name for f in dataclasses.fields(brand.Job)})
+        for name, (base, kw) in changes.items():
+            with self.subTest(field=name):
+                self.assertNotEqual(job_query(dataclasses.replace(base, **kw)), job_query(base))
+        imp = brand.Importance("n")
+        for kw in (dict(version="v1"), dict(hot=2)):
+            with self.subTest(importance=kw):
+                self.assertNotEqual(job_query(brand.Job(importance=dataclasses.replace(imp, **kw))),
+                                    job_query(brand.Job(importance=imp)))
+
+    def test_values(self):
+        q = job_query(ONE)
+        self.assertEqual(q, {
+            "dataset": "t", "seed": "7", "batch_size": "8", "window": "2", "world": "4", "rank": "3",
+            "drop_last": "true", "offset": "16", "locality": "false", "job": "run-1", "sampling": "importance",
+            "importance": "0123456789abcdef", "hot": "3", "weight": "2.5", "index": "fedcba9876543210",
+        })
+        self.assertEqual(job_query(brand.Job()), {"seed": "0", "drop_last": "false"})
+        self.assertEqual(job_query(ONE, "0000000000000001")["index"], "0000000000000001")  # a client's pin
+        self.assertNotIn("index", job_query(MIX))  # a gateway refuses index= with mix=
+        self.assertEqual(job_query(brand.Job(importance=brand.Importance("imp")))["job"], "imp")
+
+
+class TestOptions(unittest.TestCase):
+    def test_checked_when_made(self):
+        bad = [
+            (brand.Job, dict(world=2, rank=2)),
+            (brand.Job, dict(world=0)),
+            (brand.Job, dict(rank=-1)),
+            (brand.Job, dict(offset=-1)),
+            (brand.Job, dict(name="a b")),
+            (brand.Job, dict(weight=0)),
+            (brand.Job, dict(name="a", importance=brand.Importance("b"))),
+            (brand.Job, dict(mix="web:1", dataset="t")),
+            (brand.Job, dict(mix="web:1", importance=brand.Importance("j"))),
+            (brand.Job, dict(mix_block=4)),
+            (brand.Job, dict(mix="web:1", mix_samples=0)),
+            (brand.Job, dict(mix="web:1,code:1", index="a")),
+            (brand.Importance, dict(job="..")),
+            (brand.Importance, dict(job="j", hot=-1)),
+            (brand.Connection, dict(timeout=0)),
+            (brand.Connection, dict(max_retries=-1)),
+            (brand.Connection, dict(backoff=float("nan"))),
+            (brand.Connection, dict(home_retry=-1)),
+            (brand.Connection, dict(probe_after=0)),
+            (brand.Connection, dict(peers=["http://a:1"], discover=True)),
+            (brand.Connection, dict(peers=["http://a:1", "http://a:1"])),
+            (brand.Options, dict(ahead=-1)),
+        ]
+        for cls, kw in bad:
+            with self.subTest(cls=cls.__name__, **kw):
+                with self.assertRaises(ValueError):
+                    cls(**kw)
+        with self.assertRaisesRegex(TypeError, "Importance"):
+            brand.Job(importance="0123456789abcdef")  # the version alone is Importance.version
+        with self.assertRaisesRegex(TypeError, "brand.Job"):
+            brand.Options(job={"batch_size": 8})
+
+    def test_normalised_and_frozen(self):
+        job = brand.Job(mix={"web": 0.70, "code": 0.3}, weight=2)
+        self.assertEqual((job.mix, job.weight, job.components), ("web:0.7,code:0.3", 2.0, ("web", "code")))
+        conn = brand.Connection(peers="http://n-{0..2}:8080/")
+        self.assertEqual(conn.peers, ("http://n-0:8080", "http://n-1:8080", "http://n-2:8080"))
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            job.seed = 3
+        # replace checks again.
+        with self.assertRaises(ValueError):
+            dataclasses.replace(brand.Job(world=2), rank=2)
+        opts = brand.Options(job=job, connection=conn)
+        self.assertEqual(pickle.loads(pickle.dumps(opts)), opts)  # to DataLoader workers
+        self.assertEqual(hash(opts), hash(dataclasses.replace(opts)))
+
+    def test_token_is_never_shown(self):
+        opts = brand.Options(connection=brand.Connection(token="s3cr3t-token"))
+        self.assertNotIn("s3cr3t-token", repr(opts))
+        self.assertNotIn("s3cr3t-token", str(opts))
+
+    def test_sent_name(self):
+        self.assertIsNone(brand.Job().sent_name)
+        self.assertEqual(brand.Job(name="a").sent_name, "a")
+        self.assertEqual(brand.Job(importance=brand.Importance("b")).sent_name, "b")
+        self.assertEqual(brand.Job(name="b", importance=brand.Importance("b")).sent_name, "b")
+
+
+class TestKeywords(unittest.TestCase):
+    """The flat keywords of the first releases, each onto its field."""
+
+    # Every keyword Client.__init__ took before brand.Options (but url), a
+    # value, and where it lands.
+    KEYWORDS = {
+        "dataset": ("t", lambda o: o.job.dataset),
+        "seed": (7, lambda o: o.job.seed),
+        "batch_size": (64, lambda o: o.job.batch_size),
+        "window": (4, lambda o: o.job.window),
+        "world": (8, lambda o: o.job.world),
+        "rank": (5, lambda o: o.job.rank),
+        "drop_last": (True, lambda o: o.job.drop_last),
+        "offset": (128, lambda o: o.job.offset),
+        "locality": (False, lambda o: o.job.locality),
+        "job": ("run", lambda o: o.job.name),
+        "weight": (3.0, lambda o: o.job.weight),
+        "importance_job": ("imp", lambda o: o.job.importance.job),
+        "index": ("0123456789abcdef", lambda o: o.job.index),
+        "mix": ("web:1", lambda o: o.job.mix),
+        "mix_block": (16, lambda o: o.job.mix_block),
+        "mix_samples": (100, lambda o: o.job.mix_samples),
+        "ahead": (0, lambda o: o.ahead),
+        "tune_malloc": (False, lambda o: o.tune_malloc),
+        "max_retries": (1, lambda o: o.connection.max_retries),
+        "backoff": (0.5, lambda o: o.connection.backoff),
+        "max_backoff": (2.0, lambda o: o.connection.max_backoff),
+        "timeout": (9.0, lambda o: o.connection.timeout),
+        "probe_after": (None, lambda o: o.connection.probe_after),
+        "token": ("tok", lambda o: o.connection.token),
+        "ca_file": ("/ca.pem", lambda o: o.connection.ca_file),
+        "peers": (["http://a:1"], lambda o: list(o.connection.peers)),
+        "discover": (True, lambda o: o.connection.discover),
+        "home_retry": (1.0, lambda o: o.connection.home_retry),
+    }
+    # Those that need another beside them.
+    NEEDS = {"rank": dict(world=8), "mix_block": dict(mix="web:1"), "mix_samples": dict(mix="web:1"),
+             "importance": dict(importance_job="imp"), "hot": dict(importance_job="imp")}
+
+    def test_each_lands_on_its_field(self):
+        for k, (v, where) in self.KEYWORDS.items():
+            with self.subTest(keyword=k):
+                self.assertEqual(where(resolve(None, {k: v, **self.NEEDS.get(k, {})}, "Client")), v)
+        o = resolve(None, dict(importance_job="imp", importance="v1", hot=2), "Client")
+        self.assertEqual(o.job.importance, brand.Importance("imp", "v1", 2))
+
+    def test_same_as_the_typed_form(self):
+        kw = dict(dataset="t", batch_size=64, seed=7, world=4, rank=2, job="run", weight=2, importance_job="run",
+                  hot=1, token="tok", peers="http://a:1,http://b:1", ahead=3)
+        typed = brand.Options(
+            job=brand.Job(dataset="t", batch_size=64, seed=7, world=4, rank=2, name="run", weight=2,
+                          importance=brand.Importance("run", hot=1)),
+            connection=brand.Connection(token="tok", peers=["http://a:1", "http://b:1"]),
+            ahead=3,
+        )
+        self.assertEqual(resolve(None, kw, "Client"), typed)
+        self.assertEqual(brand.Client(URL, **kw).options, brand.Client(URL, typed).options)
+
+    def test_applied_over_options(self):
+        base = brand.Options(job=brand.Job(batch_size=64, seed=7, world=4, importance=brand.Importance("imp")),
+                             connection=brand.Connection(timeout=5))
+        o = resolve(base, dict(rank=3, importance="v2", max_retries=1), "Client")
+        self.assertEqual((o.job.batch_size, o.job.seed, o.job.world, o.job.rank), (64, 7, 4, 3))
+        self.assertEqual(o.job.importance, brand.Importance("imp", "v2"))
+        self.assertEqual((o.connection.timeout, o.connection.max_retries), (5, 1))
+
+    def test_mistakes(self):
+        with self.assertRaisesRegex(TypeError, "batchsize.*did you mean 'batch_size'"):
+            brand.Client(URL, batchsize=64)
+        with self.assertRaisesRegex(TypeError, "brand.Options"):
+            brand.Client(URL, "imagenet")  # the first releases' positional dataset
+        with self.assertRaisesRegex(ValueError, "importance_job"):
+            brand.Client(URL, hot=1)
+        with self.assertRaisesRegex(ValueError, "out of range"):
+            brand.Client(URL, rank=1)  # a client's world is 1 unless given
+
+    def test_client_fills_in_one_reader(self):
+        with brand.Client(URL, brand.Options(job=brand.Job(batch_size=8))) as c:
+            self.assertEqual((c.options.job.world, c.options.job.rank), (1, 0))
+            self.assertEqual((c.params()["world"], c.params()["rank"]), ("1", "0"))
+
+
+class TestWire(unittest.TestCase):
+    """What a client sends over a real gateway, read where it arrives."""
+
+    def test_only_listed_parameters_are_sent(self):
+        gw = gateway()
+        fc = Cluster(gw.url, 1)
+        self.addCleanup(fc.close)
+        job = dataclasses.replace(ONE, world=2, rank=1, offset=4, index=None,
+                                  importance=brand.Importance("run-1", hot=1))
+        with brand.Client("", brand.Options(job=job, connection=brand.Connection(peers=fc.urls))) as c:
+            n = sum(len(b) for b in c.epoch(0))
+        self.assertGreater(n, 0)
+        sent = set()
+        for _, path in fc.requests():
+            u = urllib.parse.urlsplit(path)
+            if u.path.startswith("/epoch/"):
+                sent |= set(urllib.parse.parse_qs(u.query))
+        # All but a mixture's and a snapshot version (an importance job's
+        # first epoch has none); index= is the version the plan named.
+        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance"})
+
+
+if __name__ == "__main__":
+    unittest.main()
