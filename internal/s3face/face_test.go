@@ -69,6 +69,13 @@ func (c *countingStore) take() int64 {
 // ahead — with the buckets given, and returns a minio-go client of it.
 func startFace(t *testing.T, cacheSize int64, cfg Config) *minio.Client {
 	t.Helper()
+	return startFaceWith(t, cacheSize, cfg, respond.Config{}, false)
+}
+
+// startFaceWith is startFace with the writer configured as wc, over TLS
+// if tls.
+func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config, tls bool) *minio.Client {
+	t.Helper()
 	creds, err := s3auth.ParseCredentials(strings.NewReader(testID + " " + testSecret))
 	if err != nil {
 		t.Fatal(err)
@@ -83,16 +90,21 @@ func startFace(t *testing.T, cacheSize int64, cfg Config) *minio.Client {
 	solo := peer.Solo{Held: func(string) []string { return nil }}
 	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(respond.Config{}), Ahead: set, Cluster: solo,
+	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Ahead: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
 	if err := f.Open(context.Background(), s3backend.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(f)
+	srv := httptest.NewUnstartedServer(f)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	mc, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(testID, testSecret, ""), Region: "us-east-1",
-		BucketLookup: minio.BucketLookupPath, MaxRetries: 1})
+		BucketLookup: minio.BucketLookupPath, MaxRetries: 1, Secure: tls, Transport: srv.Client().Transport})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +242,26 @@ func asErrorResponse(err error, r *minio.ErrorResponse) bool {
 	}
 	*r = minio.ToErrorResponse(err)
 	return r.Code != ""
+}
+
+// TestReadThroughUnderPressure: over TLS, where the writer gives a body's
+// pins back before it writes when the cache is under pressure, a
+// read-through object streamed block by block is written whole, each
+// block copied out of the cache.
+func TestReadThroughUnderPressure(t *testing.T) {
+	dir := t.TempDir()
+	local, err := s3backend.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("pressure"), 3<<17) // 3 MiB
+	if _, err := local.Put(context.Background(), "big.bin", bytes.NewReader(big), int64(len(big))); err != nil {
+		t.Fatal(err)
+	}
+	always := func(bool) bool { return true }
+	mc := startFaceWith(t, 32<<20, Config{WholeObject: 1 << 20, Block: 1 << 20, Buckets: []Bucket{{Name: "raw", Store: local.Live(0)}}},
+		respond.Config{Pressure: always}, true)
+	if got, err := getObject(mc, "raw", "big.bin", minio.GetObjectOptions{}); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("under pressure: %v, %d bytes", err, len(got))
+	}
 }

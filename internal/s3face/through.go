@@ -373,5 +373,11 @@ func (b *blocks) next() (net.Buffers, func(), error) {
 }
 
 // relieve copies what is left of the block being written out of the
-// cache (respond.Payload.Relieve).
-func (b *blocks) relieve(rest net.Buffers) (net.Buffers, bool) { return b.cur.Relieve(rest) }
+// cache (respond.Payload.Relieve); before the first block there is
+// nothing to copy.
+func (b *blocks) relieve(rest net.Buffers) (net.Buffers, bool) {
+	if b.cur == nil {
+		return rest, false
+	}
+	return b.cur.Relieve(rest)
+}
