@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Query parameters of a mixture (docs/http-api.md, "Mixtures").
@@ -20,15 +22,10 @@ const (
 	ParamMixSamples = "mix_samples"
 )
 
-// Limits of a mixture's text.
-const (
-	// MaxMixWeightDecimals bounds the digits after a weight's decimal
-	// point.
-	MaxMixWeightDecimals = 6
-	// maxMixWeightSum mirrors shuffle.MaxMixWeightSum, which api does not
-	// import for this alone: the scaled weights' sum after reduction.
-	maxMixWeightSum = 1 << 31
-)
+// MaxMixWeightDecimals bounds the digits after a weight's decimal point
+// in a mixture's text. The reduced weights' sum is bounded by
+// shuffle.MaxMixWeightSum.
+const MaxMixWeightDecimals = 6
 
 // ErrMix marks a mixture that cannot be read.
 var ErrMix = errors.New("invalid mixture")
@@ -142,7 +139,7 @@ func (m Mix) intWeightsSmall() (out []uint64, ok bool) {
 	for i := range out {
 		out[i] /= g
 		sum += out[i]
-		if sum > maxMixWeightSum {
+		if sum > shuffle.MaxMixWeightSum {
 			return nil, false
 		}
 	}
@@ -182,7 +179,7 @@ func (m Mix) intWeightsBig() ([]uint64, error) {
 	for i, n := range ints {
 		n.Quo(n, g)
 		sum.Add(sum, n)
-		if sum.Cmp(big.NewInt(maxMixWeightSum)) > 0 {
+		if sum.Cmp(big.NewInt(shuffle.MaxMixWeightSum)) > 0 {
 			return nil, fmt.Errorf("%w: weights %s are too finely divided (as integers they sum past 2^31); round them", ErrMix, m)
 		}
 		out[i] = n.Uint64()

@@ -1,5 +1,13 @@
 package api
 
+import "errors"
+
+// ErrPlanBudget reports a plan that ran out of the work a server allows one
+// (planner.Budget) while it computed: the gateway answers 503, naming the
+// bound. A plan over a bound its input alone decides is refused up front
+// with 400 instead.
+var ErrPlanBudget = errors.New("plan over its budget")
+
 // SharedPlanRequest is the body of POST /plan: several jobs reading one
 // dataset at once through one gateway's cache, to be simulated together
 // (docs/planner.md, "Several jobs sharing a cache"). GET /plan's query

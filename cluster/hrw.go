@@ -10,10 +10,6 @@ import (
 // from the same inputs: the ASCII bytes "brandown" read big-endian.
 const domainOwner uint64 = 0x6272616e646f776e
 
-// mix64 is the SplitMix64 finalizer, the bijection the shuffle's seed
-// derivation uses too.
-func mix64(z uint64) uint64 { return seeded.Mix64(z) }
-
 // IndexKey is the 64-bit FNV-1a hash of an index's ID, the part of every
 // ownership score that names the dataset version.
 func IndexKey(indexID string) uint64 {
@@ -23,9 +19,11 @@ func IndexKey(indexID string) uint64 {
 }
 
 // score is node k's rendezvous weight for chunk c of the index whose key
-// is key.
+// is key: the SplitMix64 finalizer, the bijection the shuffle's seed
+// derivation uses too, chained over the inputs.
 func score(key uint64, c, k int) uint64 {
-	return mix64(mix64(mix64(domainOwner^key)^uint64(c)) ^ uint64(k))
+	mix := seeded.Mix64
+	return mix(mix(mix(domainOwner^key)^uint64(c)) ^ uint64(k))
 }
 
 // Owner returns the node, in [0, nodes), that owns chunk c: the one with the
@@ -38,15 +36,6 @@ func Owner(key uint64, c, nodes int) int {
 		}
 	}
 	return best
-}
-
-// Owners returns the owner of each of an index's chunks.
-func Owners(key uint64, chunks, nodes int) []int {
-	out := make([]int, chunks)
-	for c := range out {
-		out[c] = Owner(key, c, nodes)
-	}
-	return out
 }
 
 // Ranking appends to dst the nodes in chunk c's failover order: by score,

@@ -327,7 +327,7 @@ type Gateway struct {
 	s3       *s3face.Face // nil without S3 credentials
 	started  time.Time
 	handler  http.Handler
-	planning chan struct{} // one /plan simulation at a time
+	planning chan struct{} // the /plan simulations running, planSlots at most
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -337,7 +337,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, 1),
+	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry, planning: make(chan struct{}, planSlots),
 		tokens: newTokenSet(cfg.AuthTokens)}
 	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/query"
 )
@@ -41,6 +43,18 @@ type Planner interface {
 // planEpochs is the epochs a plan simulates when the request does not say,
 // of one job (GET /plan) or of each of several (POST /plan).
 const planEpochs = 3
+
+// Plans cost up to seconds of a core each, within the planner's budget
+// (planner.GatewayWalk and the others): planSlots run at once, so that
+// one long plan does not hold every other back, and a plan waits at most
+// planWait for a slot before it is answered 503.
+const (
+	planSlots = 2
+	planWait  = 10 * time.Second
+)
+
+// ErrPlanBusy means every plan slot stayed taken for planWait.
+var ErrPlanBusy = httperr.ErrPlanBusy
 
 // handlePlan serves /plan: the job's schedule simulated for a cache size,
 // what hit ratio and backend traffic LRU and the optimal policy reach, the
@@ -100,21 +114,28 @@ func (g *Gateway) handlePlan(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// writePlan computes a plan with plan, one at a time over the gateway,
-// and answers it. The request was checked before: an error of the planner
-// other than ctx's is a job it cannot plan (no batches, say), the
+// writePlan computes a plan with plan in one of the gateway's plan slots
+// (planSlots, waiting at most planWait for one) and answers it. The plan
+// runs under the request's context, so that it stops when its client
+// leaves. The request was checked before: an error of the planner other
+// than ctx's or its budget running out (api.ErrPlanBudget, 503) is a job
+// it cannot plan (no batches, or over the budget up front), the
 // client's.
 func (g *Gateway) writePlan(ctx context.Context, w http.ResponseWriter, plan func(context.Context) (any, error)) {
-	// Plans cost up to seconds of CPU on large datasets: one at a time.
+	wait := time.NewTimer(planWait)
+	defer wait.Stop()
 	select {
 	case g.planning <- struct{}{}:
 		defer func() { <-g.planning }()
+	case <-wait.C:
+		writeError(ctx, w, fmt.Errorf("%w: %d plans are being computed, and none finished within %s", ErrPlanBusy, planSlots, planWait))
+		return
 	case <-ctx.Done():
 		writeError(ctx, w, ctx.Err())
 		return
 	}
 	p, err := plan(ctx)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrPlanBudget) {
 		writeError(ctx, w, err)
 		return
 	}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,7 +32,7 @@ func TestPlanDiskCacheSize(t *testing.T) {
 
 	withDisk := in
 	withDisk.DiskCacheBytes = disk
-	want, err := planner.MakePlan(withDisk)
+	want, err := planner.MakePlan(context.Background(), withDisk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestPlanDiskCacheSize(t *testing.T) {
 	}
 
 	// No disk: no disk figures, the plan as before.
-	alone, err := planner.MakePlan(in)
+	alone, err := planner.MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestPlanMix(t *testing.T) {
 		}}
 	}
 	plan := func(m *planner.Mix) any {
-		p, err := planner.MakePlan(planner.PlanInput{Mix: m, Job: job, CacheBytes: cache, BackendBytesPerSec: 1 << 30})
+		p, err := planner.MakePlan(context.Background(), planner.PlanInput{Mix: m, Job: job, CacheBytes: cache, BackendBytesPerSec: 1 << 30})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestPlanMix(t *testing.T) {
 	}
 	clusterJob := job
 	clusterJob.World = 2
-	clustered, err := planner.MakeClusterPlan(planner.ClusterInput{Mix: mix(0, 0), Job: clusterJob, Nodes: 2, NodeCacheBytes: cache / 2})
+	clustered, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Mix: mix(0, 0), Job: clusterJob, Nodes: 2, NodeCacheBytes: cache / 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,10 @@ func TestSharedPlanBadRequests(t *testing.T) {
 		{"bad index", `{"index": "v1", "jobs": [{}]}`, 400, "index must be an index ID"},
 		{"too large", `{"jobs": [{}], "dataset": "` + strings.Repeat("d", api.MaxSharedPlanBodyBytes) + `"}`, 400, "over 65536 bytes"},
 		{"too large after the object", `{"jobs": [{}]}` + strings.Repeat(" ", api.MaxSharedPlanBodyBytes), 400, "over 65536 bytes"},
+		// encoding/json would take the last of two values: refused.
+		{"a field twice", `{"cache_size": 1000, "jobs": [{}], "cache_size": 2000}`, 400, `duplicate object member name "cache_size"`},
+		{"a job's field twice", `{"jobs": [{"seed": 1, "seed": 2}]}`, 400, `duplicate object member name "seed"`},
+		{"jobs twice", `{"jobs": [{}], "jobs": [{}, {}]}`, 400, `duplicate object member name "jobs"`},
 		{"unknown dataset", `{"dataset": "nope", "jobs": [{}]}`, 404, "nope"},
 		{"index not held", `{"index": "0123456789abcdef", "jobs": [{}]}`, 409, "0123456789abcdef"},
 	}

@@ -17,8 +17,10 @@
 //     included, computes the same order.
 //   - Epoch: the order of an epoch computed from a snapshot (NewEpoch), in
 //     the shape of shuffle.Epoch: windows of chunks, a permutation of each
-//     window's samples. NewOrder picks the uniform shuffle when there is
-//     no snapshot. ChunkWeight is the importance a cache evicts by.
+//     window's samples. ChunkWeight is the importance a cache evicts by.
+//   - NewOrder: the one chooser of an epoch's order, the gateway's and the
+//     planner's: by importance with a snapshot, else the cluster's
+//     stratified chunk order over several nodes, else the uniform shuffle.
 //
 // # The order, in short
 //

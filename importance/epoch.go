@@ -53,7 +53,7 @@ type Epoch struct {
 // hot = 0 orders every chunk by its weighted random key.
 //
 // snap must hold one score per sample (ErrInvalid otherwise); for an epoch
-// without a snapshot use shuffle.NewEpoch, or NewOrder which chooses. It
+// without a snapshot use shuffle.NewEpoch, or NewOrder, which chooses. It
 // costs O(n log n) time for the ranks and O(n) memory kept for the Epoch's
 // life (8 bytes a sample), n the number of samples.
 func NewEpoch(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int) (*Epoch, error) {
@@ -364,21 +364,56 @@ var (
 	_ Order = (*shuffle.Epoch)(nil)
 )
 
-// NewOrder returns the order of an epoch: the uniform shuffle
-// (shuffle.NewEpoch) when snap is nil, the importance order (NewEpoch)
-// otherwise. An epoch 0, or any epoch of a job that sends no feedback, is
-// thus exactly the uniform order.
-func NewOrder(counts []int, snap *Snapshot, seed, epoch uint64, window, hot int) (Order, error) {
+// OrderSpec is what fixes one epoch's order, beside the dataset's sample
+// counts: the job's seed and window, the epoch, and how it reads — by
+// importance from a snapshot, stratified over a cluster's nodes, or the
+// plain uniform shuffle. NewOrder turns it into the order.
+type OrderSpec struct {
+	Counts []int // per chunk, its samples
+	Seed   uint64
+	Epoch  uint64
+	Window int // chunks per window, >= 1
+	// Strata are a cluster's chunk owners (cluster.Balanced) and
+	// NumStrata its nodes: with more than one, the chunk order spreads
+	// every node's chunks over the epoch (shuffle.NewStratifiedEpoch).
+	// nil and 0 or 1 are a single gateway.
+	Strata    []int
+	NumStrata int
+	// Snapshot, if not nil, draws the epoch by importance (NewEpoch) with
+	// Hot hot chunks. An importance order is not stratified: which chunks
+	// it reads is drawn by weight, and a cluster serves it as it is.
+	Snapshot *Snapshot
+	Hot      int
+}
+
+// NewOrder returns the order of an epoch: the importance order (NewEpoch)
+// when s names a snapshot, else the chunk order stratified over the
+// cluster's nodes (shuffle.NewStratifiedEpoch) when there are several,
+// else the uniform shuffle (shuffle.NewEpoch). It is the one statement of
+// that choice: the gateway's orders and the planner's simulations both
+// call it, so that a plan replays the order the gateway serves. An epoch
+// 0, or any epoch of a job that sends no feedback, is thus exactly the
+// uniform (or stratified) order.
+//
+// Errors are those of the function it chooses.
+func NewOrder(s OrderSpec) (Order, error) {
 	// Each branch checks its error itself: returning a nil *Epoch as an
 	// Order would make a non-nil interface.
-	if snap == nil {
-		e, err := shuffle.NewEpoch(counts, seed, epoch, window)
+	switch {
+	case s.Snapshot != nil:
+		e, err := NewEpoch(s.Counts, s.Snapshot, s.Seed, s.Epoch, s.Window, s.Hot)
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	case s.NumStrata > 1:
+		e, err := shuffle.NewStratifiedEpoch(s.Counts, s.Strata, s.NumStrata, s.Seed, s.Epoch, s.Window)
 		if err != nil {
 			return nil, err
 		}
 		return e, nil
 	}
-	e, err := NewEpoch(counts, snap, seed, epoch, window, hot)
+	e, err := shuffle.NewEpoch(s.Counts, s.Seed, s.Epoch, s.Window)
 	if err != nil {
 		return nil, err
 	}

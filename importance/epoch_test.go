@@ -332,26 +332,43 @@ func TestNewEpochRejects(t *testing.T) {
 	}
 }
 
+// TestNewOrder: the chooser picks the importance order with a snapshot,
+// the stratified order over several strata, and the uniform shuffle
+// otherwise, each exactly as its own constructor computes it.
 func TestNewOrder(t *testing.T) {
-	counts := []int{3, 2, 4}
-	o, err := NewOrder(counts, nil, 1, 0, 2, 5)
-	if err != nil {
-		t.Fatal(err)
+	counts := []int{3, 2, 4, 1}
+	strata := []int{0, 1, 1, 0}
+	snap := mustSnapshot(t, skewedScores(10, 1))
+	uniform, _ := shuffle.NewEpoch(counts, 1, 3, 2)
+	stratified, _ := shuffle.NewStratifiedEpoch(counts, strata, 2, 1, 3, 2)
+	sampled, _ := NewEpoch(counts, snap, 1, 3, 2, 1)
+	for _, tt := range []struct {
+		name string
+		spec OrderSpec
+		want Order
+	}{
+		{"uniform", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2}, uniform},
+		{"one stratum is uniform", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: make([]int, 4), NumStrata: 1}, uniform},
+		{"stratified", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: strata, NumStrata: 2}, stratified},
+		{"importance", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Snapshot: snap, Hot: 1}, sampled},
+		{"importance over strata", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: strata, NumStrata: 2, Snapshot: snap, Hot: 1}, sampled},
+	} {
+		o, err := NewOrder(tt.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got, want := o.AppendRange(nil, 0, 10), tt.want.AppendRange(nil, 0, 10); !slices.Equal(got, want) || !slices.Equal(o.ChunkOrder(), tt.want.ChunkOrder()) {
+			t.Errorf("%s: %v (chunks %v), want %v (chunks %v)", tt.name, got, o.ChunkOrder(), want, tt.want.ChunkOrder())
+		}
 	}
-	u, _ := shuffle.NewEpoch(counts, 1, 0, 2)
-	if got, want := o.AppendRange(nil, 0, 9), u.AppendRange(nil, 0, 9); !slices.Equal(got, want) {
-		t.Errorf("without a snapshot: %v, want the uniform order %v", got, want)
-	}
-	snap := mustSnapshot(t, skewedScores(9, 1))
-	o, err = NewOrder(counts, snap, 1, 0, 2, 5)
-	if _, ok := o.(*Epoch); !ok || err != nil {
-		t.Errorf("with a snapshot: %T, %v", o, err)
-	}
-	if o, err := NewOrder(counts, nil, 1, 0, 0, 0); o != nil || err == nil {
-		t.Errorf("window 0: %v, %v; want a nil Order and an error", o, err)
-	}
-	if o, err := NewOrder(counts, snap, 1, 0, 0, 0); o != nil || err == nil {
-		t.Errorf("window 0 with a snapshot: %v, %v; want a nil Order and an error", o, err)
+	for _, spec := range []OrderSpec{
+		{Counts: counts, Seed: 1},
+		{Counts: counts, Seed: 1, Snapshot: snap},
+		{Counts: counts, Seed: 1, Window: 2, Strata: strata[:2], NumStrata: 2},
+	} {
+		if o, err := NewOrder(spec); o != nil || err == nil {
+			t.Errorf("%+v: %v, %v; want a nil Order and an error", spec, o, err)
+		}
 	}
 }
 

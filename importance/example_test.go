@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	order, _ := importance.NewOrder(counts, snap, 1, 1, 2, 1)
+	order, _ := importance.NewOrder(importance.OrderSpec{Counts: counts, Seed: 1, Epoch: 1, Window: 2, Snapshot: snap, Hot: 1})
 	e := order.(*importance.Epoch)
 	fmt.Println("chunks read:", e.ChunkOrder(), "draws per chunk:", e.Draws(0), e.Draws(2), e.Draws(3))
 	fmt.Println("epoch length:", e.NumSamples())

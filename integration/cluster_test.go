@@ -429,7 +429,7 @@ func TestClusterOfFourGateways(t *testing.T) {
 	report("epoch 4 (warm, locality=false)", plain, lat)
 
 	// The planner's prediction of the same cluster, beside the live one.
-	plan, err := planner.MakeClusterPlan(planner.ClusterInput{Dataset: planner.DatasetOf(ix),
+	plan, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Dataset: planner.DatasetOf(ix),
 		Job:      planner.Job{Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}, Epochs: 5},
 		IndexKey: cluster.IndexKey(ix.ID()), Nodes: nodes, NodeCacheBytes: cache})
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 	"github.com/brandgw/brand/internal/evict"
 )
 
-// SimulateImportance is Simulate under the ImportanceAware policy, the
-// gateway's eviction for a job reading by importance
-// (gateway/schedule.go, useTable.distance). weights[c] is chunk c's
+// simulateImportance is Simulate under the ImportanceAware policy, the
+// gateway's eviction for a job reading by importance (internal/schedule's
+// use table, whose keys internal/evict computes for both). weights[c] is chunk c's
 // importance weight (importance.Epoch.ChunkWeight; any positive scale, it
 // is taken over its mean as the gateway does). On a miss it evicts, until
 // the new chunk fits:
@@ -26,7 +26,7 @@ import (
 // from its first access on, as the gateway's use table does once a stream
 // asks for the new epoch. It panics, as Simulate does, on a negative size,
 // an access outside sizes, or weights not one per chunk, finite and >= 0.
-func SimulateImportance(trace []Access, sizes []int64, weights []float64, cacheBytes int64) Result {
+func simulateImportance(trace []Access, sizes []int64, weights []float64, cacheBytes int64) Result {
 	if len(weights) != len(sizes) {
 		panic(fmt.Sprintf("planner: %d chunk weights for %d chunks", len(weights), len(sizes)))
 	}
@@ -35,13 +35,15 @@ func SimulateImportance(trace []Access, sizes []int64, weights []float64, cacheB
 			panic(fmt.Sprintf("planner: chunk %d weight %v; must be finite and >= 0", c, w))
 		}
 	}
-	return newSimulator(trace, sizes).runAware(max(cacheBytes, 0), 0, weights)
+	// Without a meter nothing stops a run.
+	r, _ := newSimulator(trace, sizes, nil).runAware(max(cacheBytes, 0), 0, weights)
+	return r
 }
 
 // runAware simulates ImportanceAware with a cache of cacheBytes and a disk
 // of diskBytes below it (0: none), the disk ranking its chunks by the
-// cache's keys.
-func (s *simulator) runAware(cacheBytes, diskBytes int64, weights []float64) Result {
+// cache's keys. Its error is the meter's.
+func (s *simulator) runAware(cacheBytes, diskBytes int64, weights []float64) (Result, error) {
 	cc := newAwareCache(s, cacheBytes, weights)
 	return s.serve(cc, cacheBytes, s.disk(diskBytes, ImportanceAware, cc.far), ImportanceAware)
 }

@@ -161,7 +161,7 @@ func TestSimulateImportanceByHand(t *testing.T) {
 					}
 				}
 			}
-			aware := SimulateImportance(tt.trace, tt.sizes, tt.weights, tt.cache)
+			aware := simulateImportance(tt.trace, tt.sizes, tt.weights, tt.cache)
 			check("importance-aware", aware, tt.aware)
 			check("lru", Simulate(tt.trace, tt.sizes, tt.cache, LRU), tt.lru)
 			check("belady", Simulate(tt.trace, tt.sizes, tt.cache, Belady), tt.belady)
@@ -223,7 +223,7 @@ func TestSimulateImportanceBounds(t *testing.T) {
 			}
 		}
 		cache := int64(1 + r.IntN(chunks))
-		aware := SimulateImportance(trace, sizes, weights, cache)
+		aware := simulateImportance(trace, sizes, weights, cache)
 		opt := Simulate(trace, sizes, cache, Belady)
 		if aware.Hits > opt.Hits {
 			t.Fatalf("trial %d: importance-aware %d hits, more than Belady's %d", trial, aware.Hits, opt.Hits)
@@ -231,7 +231,7 @@ func TestSimulateImportanceBounds(t *testing.T) {
 		if aware.Accesses != len(trace) {
 			t.Fatalf("trial %d: %d accesses, trace has %d", trial, aware.Accesses, len(trace))
 		}
-		full := SimulateImportance(trace, sizes, weights, int64(chunks))
+		full := simulateImportance(trace, sizes, weights, int64(chunks))
 		seen := map[int32]bool{}
 		for _, a := range trace {
 			seen[a.Chunk] = true

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -87,7 +88,7 @@ func BenchmarkSimulateTiers(b *testing.B) {
 				b.ReportAllocs()
 				var r Result
 				for b.Loop() {
-					r = SimulateTiers(tr, d.ChunkSizes, total/10, total/2, p)
+					r = simulateTiers(tr, d.ChunkSizes, total/10, total/2, p)
 				}
 				b.ReportMetric(float64(len(tr)), "accesses")
 				b.ReportMetric(float64(r.DiskBytes)/float64(r.BackendBytes+r.DiskBytes), "disk-share")
@@ -117,7 +118,7 @@ func BenchmarkSimulateImportance(b *testing.B) {
 			b.ReportAllocs()
 			var r Result
 			for b.Loop() {
-				r = SimulateImportance(tr, d.ChunkSizes, weights, total/2)
+				r = simulateImportance(tr, d.ChunkSizes, weights, total/2)
 			}
 			b.ReportMetric(float64(len(tr)), "accesses")
 			b.ReportMetric(r.HitRatio, "hit-ratio")
@@ -136,7 +137,7 @@ func BenchmarkMakePlan(b *testing.B) {
 				BackendBytesPerSec: 1 << 30, ConsumeBytesPerSec: 2 << 30}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := MakePlan(in); err != nil {
+				if _, err := MakePlan(context.Background(), in); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -155,7 +156,7 @@ func BenchmarkClusterPlan(b *testing.B) {
 			in.Job.World = shape.world
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := MakeClusterPlan(in); err != nil {
+				if _, err := MakeClusterPlan(context.Background(), in); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -34,6 +35,9 @@ type ClusterInput struct {
 	// of Dataset, which must then be empty, and IndexKey, which each
 	// component's own replaces (ClusterPlan.Mix).
 	Mix *Mix
+
+	// Budget bounds the prediction's work; zero is no bound.
+	Budget Budget
 }
 
 // ClusterPlan is MakeClusterPlan's report. Its JSON form is what the
@@ -129,16 +133,18 @@ type ClusterEpoch struct {
 // batch (O(samples of the batch + nodes × log nodes)), and one Belady
 // simulation per node over that node's part of the trace, which together
 // cost what one simulation of the whole trace does.
-func MakeClusterPlan(in ClusterInput) (*ClusterPlan, error) {
-	return MakeClusterPlanContext(context.Background(), in)
+//
+// Errors are MakePlan's: ErrInvalid for input it refuses, in.Budget's
+// up front included, ErrBudget when the budget runs out, ctx's error when
+// ctx is done, checked inside the walk and the simulations.
+func MakeClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+	return makeClusterPlan(newMeter(ctx, in.Budget), in)
 }
 
-// MakeClusterPlanContext is MakeClusterPlan that gives up when ctx is
-// done: it checks ctx between epochs and between nodes' simulations and
-// returns ctx's error.
-func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+// makeClusterPlan is MakeClusterPlan counting on m.
+func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if in.Mix != nil {
-		return makeMixClusterPlan(ctx, in)
+		return makeMixClusterPlan(m, in)
 	}
 	s, err := newSchedule(in.Dataset, in.Job)
 	if err != nil {
@@ -147,21 +153,31 @@ func MakeClusterPlanContext(ctx context.Context, in ClusterInput) (*ClusterPlan,
 	if err := validateClusterInput(in, s); err != nil {
 		return nil, err
 	}
+	if err := admitCluster(m, in, s, 1); err != nil {
+		return nil, err
+	}
 	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
-	order := func(e int) (windowed, error) {
-		if l.nodes == 1 {
-			// A single gateway keeps the plain chunk order.
-			return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)
-		}
-		return shuffle.NewStratifiedEpoch(s.d.Counts, l.owner, l.nodes, s.j.Seed, uint64(e), s.j.Window)
+	order := func(e int) (importance.Order, error) {
+		spec := s.spec(e, s.j.Window)
+		spec.Strata, spec.NumStrata = l.owner, l.nodes
+		return importance.NewOrder(spec)
 	}
 	var read int64
 	for _, size := range in.Dataset.ChunkSizes {
 		read += size
 	}
-	return clusterPlan(ctx, in, s, l, func(visit func(epoch int, chunks []int32)) error {
-		return s.walkOrder(ctx, order, visit)
+	return clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+		return s.walkOrder(m, order, visit)
 	}, float64(read))
+}
+
+// admitCluster checks a cluster prediction's walk against m's budget up
+// front: passes walks of the epochs of s (the dataset's schedule or a
+// mixture's merged one), each global batch counting its nodes besides
+// its samples, and one trace of them.
+func admitCluster(m *meter, in ClusterInput, s *schedule, passes int64) error {
+	epochs, nb := int64(in.Job.Epochs), int64(s.numBatches())
+	return m.admit(passes*epochs*(int64(s.n)+nb*int64(in.Nodes)), epochs*nb)
 }
 
 // validateClusterInput checks what a cluster prediction adds to a job on
@@ -192,9 +208,9 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 // clusterPlan predicts a validated input whose global batches walk
 // yields, over the chunks of s with ownership l; read is the bytes an
 // epoch reads before drop_last (the dataset's, for one dataset).
-func clusterPlan(ctx context.Context, in ClusterInput, s *schedule, l *layout, walk func(visit func(epoch int, chunks []int32)) error, read float64) (*ClusterPlan, error) {
+func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(visit func(epoch int, chunks []int32)) error, read float64) (*ClusterPlan, error) {
 	nb := s.numBatches()
-	w := newClusterWalker(s, l)
+	w := newClusterWalker(m, s, l)
 	if err := walk(w.visit); err != nil {
 		return nil, err
 	}
@@ -226,10 +242,10 @@ func clusterPlan(ctx context.Context, in ClusterInput, s *schedule, l *layout, w
 	p.EpochBytes = int64(math.Round(read * float64(s.servedSamples()) / float64(s.n)))
 
 	for k := range l.nodes {
-		if err := ctx.Err(); err != nil {
+		res, err := newSimulator(w.traces[k], l.sizes[k], m).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
+		if err != nil {
 			return nil, err
 		}
-		res := newSimulator(w.traces[k], l.sizes[k]).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
 		for _, r := range res.Epochs {
 			e := &p.Epochs[r.Epoch-in.Job.FirstEpoch]
 			e.StoreBytes += r.BackendBytes
@@ -278,15 +294,18 @@ func layoutOf(d Dataset, owner []int, nodes int) *layout {
 // clusterWalker takes the global batches of a walk and accumulates, per
 // node, the demand trace of its chunks and, per epoch, what crosses nodes.
 type clusterWalker struct {
+	m      *meter
 	s      *schedule
 	l      *layout
+	cut    shuffle.Params
 	traces [][]Access // per node, in its chunks' local numbers
 	epochs []ClusterEpoch
 
 	locality, plain *qualityMeter
 
 	// Per-batch state, reused across batches.
-	batch     int
+	batch     int   // batches visited, over every epoch
+	inEpoch   int   // the batch's number in its epoch
 	stamp     []int // stamp[c]: the last batch that accessed chunk c
 	nodeStamp []int // nodeStamp[k]: the last batch that accessed node k
 	ids       []int // 0, 1, ...: Assign's answer is batch positions
@@ -301,17 +320,19 @@ type clusterWalker struct {
 	balanced                int
 }
 
-func newClusterWalker(s *schedule, l *layout) *clusterWalker {
+func newClusterWalker(m *meter, s *schedule, l *layout) *clusterWalker {
 	chunks := len(s.d.Counts)
 	w := &clusterWalker{
+		m:         m,
 		s:         s,
 		l:         l,
+		cut:       s.cut(),
 		traces:    make([][]Access, l.nodes),
 		locality:  newQualityMeter(chunks, s.j.BatchSize),
 		plain:     newQualityMeter(chunks, s.j.BatchSize),
 		stamp:     make([]int, chunks),
 		nodeStamp: make([]int, l.nodes),
-		share:     make([]int, s.j.World),
+		share:     make([]int, 0, s.j.World),
 		home:      make([]int, s.j.World),
 		epoch:     -1,
 		served:    make([]int32, chunks),
@@ -329,10 +350,15 @@ func newClusterWalker(s *schedule, l *layout) *clusterWalker {
 func (w *clusterWalker) visit(epoch int, chunks []int32) {
 	if epoch != w.epoch {
 		w.flush()
-		w.epoch = epoch
+		w.epoch, w.inEpoch = epoch, 0
 	}
 	w.batch++
-	l, b := w.l, w.s.j.BatchSize
+	defer func() { w.inEpoch++ }()
+	// Assignment ranks the nodes of every batch: counted, it stops the
+	// walk at its next count when the budget runs out.
+	_ = w.m.walk(w.l.nodes)
+	l := w.l
+	added := 0
 	for _, c := range chunks {
 		if w.stamp[c] == w.batch {
 			continue
@@ -342,24 +368,35 @@ func (w *clusterWalker) visit(epoch int, chunks []int32) {
 		start := w.nodeStamp[k] != w.batch
 		w.nodeStamp[k] = w.batch
 		w.traces[k] = append(w.traces[k], Access{Chunk: l.local[c], Epoch: int32(epoch), Start: start})
+		added++
+	}
+	_ = w.m.trace(added)
+
+	// Each rank's plain cut of the global batch (shuffle's), in rank order.
+	var err error
+	if w.share, err = w.cut.AppendShares(w.share[:0], w.s.n, w.inEpoch); err != nil {
+		// The walk visits only the epoch's batches.
+		panic(fmt.Sprintf("planner: batch %d of epoch %d: %v", w.inEpoch, epoch, err))
 	}
 
-	// Without locality: rank r takes positions [r·B, (r+1)·B).
+	// Without locality: each rank takes its plain cut.
 	w.plain.add(epoch, chunks)
 	w.ids, w.owners = w.ids[:0], w.owners[:0]
+	r, end := 0, w.share[0]
 	for i, c := range chunks {
+		for i >= end {
+			r++
+			end += w.share[r]
+		}
 		w.served[c]++
-		if l.owner[c] != w.home[i/b] {
+		if l.owner[c] != w.home[r] {
 			w.crossCut[c]++
 		}
 		w.ids = append(w.ids, i)
 		w.owners = append(w.owners, l.owner[c])
 	}
 
-	// With locality: the same plain-cut shares, filled by Assign.
-	for r := range w.share {
-		w.share[r] = max(0, min(b, len(chunks)-r*b))
-	}
+	// With locality: the same shares, filled by Assign.
 	a, err := cluster.Assign(w.ids, w.owners, w.share, l.nodes)
 	if err != nil {
 		// The shares sum to the batch and every owner is a node: Assign

@@ -13,7 +13,7 @@ import (
 
 func mustClusterPlan(t *testing.T, in ClusterInput) *ClusterPlan {
 	t.Helper()
-	p, err := MakeClusterPlan(in)
+	p, err := MakeClusterPlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,13 +272,13 @@ func TestClusterPlanInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := good
 			tt.edit(&in)
-			_, err := MakeClusterPlan(in)
+			_, err := MakeClusterPlan(context.Background(), in)
 			if !errors.Is(err, ErrInvalid) || !bytes.Contains([]byte(err.Error()), []byte(tt.field)) {
 				t.Errorf("error %v; want ErrInvalid naming %q", err, tt.field)
 			}
 		})
 	}
-	if _, err := MakeClusterPlan(good); err != nil {
+	if _, err := MakeClusterPlan(context.Background(), good); err != nil {
 		t.Errorf("the valid input fails: %v", err)
 	}
 }
@@ -286,7 +286,7 @@ func TestClusterPlanInvalid(t *testing.T) {
 func TestClusterPlanContextCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := MakeClusterPlanContext(ctx, ClusterInput{Dataset: equalDataset(10, 5, 100),
+	_, err := MakeClusterPlan(ctx, ClusterInput{Dataset: equalDataset(10, 5, 100),
 		Job: Job{Params: shuffle.Params{Window: 2, BatchSize: 4, World: 2}, Epochs: 2}, Nodes: 2})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v; want context.Canceled", err)

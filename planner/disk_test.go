@@ -152,9 +152,9 @@ func TestSimulateTiersHandTraces(t *testing.T) {
 			}
 			var r Result
 			if tt.policy == ImportanceAware {
-				r = newSimulator(trace, tt.sizes).runAware(tt.ram, tt.disk, tt.weights)
+				r, _ = newSimulator(trace, tt.sizes, nil).runAware(tt.ram, tt.disk, tt.weights)
 			} else {
-				r = SimulateTiers(trace, tt.sizes, tt.ram, tt.disk, tt.policy)
+				r = simulateTiers(trace, tt.sizes, tt.ram, tt.disk, tt.policy)
 			}
 			var got []tierFigures
 			for _, e := range r.Epochs {
@@ -178,7 +178,7 @@ func checkTierConservation(t *testing.T, r Result, trace []Access, sizes []int64
 	t.Helper()
 	var alone Result
 	if p == ImportanceAware {
-		alone = SimulateImportance(trace, sizes, weights, ram)
+		alone = simulateImportance(trace, sizes, weights, ram)
 	} else {
 		alone = Simulate(trace, sizes, ram, p)
 	}
@@ -235,9 +235,9 @@ func TestDiskHoldingTheDatasetReadsTheStoreOnce(t *testing.T) {
 					t.Run(fmt.Sprintf("job %d ram %d disk %d %v", ji, ram, disk, p), func(t *testing.T) {
 						var r Result
 						if p == ImportanceAware {
-							r = newSimulator(trace, in.Dataset.ChunkSizes).runAware(ram, disk, weights)
+							r, _ = newSimulator(trace, in.Dataset.ChunkSizes, nil).runAware(ram, disk, weights)
 						} else {
-							r = SimulateTiers(trace, in.Dataset.ChunkSizes, ram, disk, p)
+							r = simulateTiers(trace, in.Dataset.ChunkSizes, ram, disk, p)
 						}
 						if r.Epochs[0].BackendBytes != read {
 							t.Errorf("first epoch read %d bytes from the store, want every chunk once, %d", r.Epochs[0].BackendBytes, read)
@@ -271,14 +271,14 @@ func TestDiskZeroIsNoDisk(t *testing.T) {
 		for _, ram := range []int64{0, all / 7, all / 2} {
 			for _, p := range []Policy{LRU, Belady} {
 				want := Simulate(trace, in.Dataset.ChunkSizes, ram, p)
-				if got := SimulateTiers(trace, in.Dataset.ChunkSizes, ram, 0, p); !reflect.DeepEqual(got, want) {
+				if got := simulateTiers(trace, in.Dataset.ChunkSizes, ram, 0, p); !reflect.DeepEqual(got, want) {
 					t.Errorf("job %d ram %d %v: SimulateTiers with no disk\n%+v\nSimulate\n%+v", ji, ram, p, got, want)
 				}
-				if got := SimulateTiers(trace, in.Dataset.ChunkSizes, ram, -5, p); !reflect.DeepEqual(got, want) {
+				if got := simulateTiers(trace, in.Dataset.ChunkSizes, ram, -5, p); !reflect.DeepEqual(got, want) {
 					t.Errorf("job %d ram %d %v: a negative disk is not no disk", ji, ram, p)
 				}
 				for _, disk := range []int64{1, all / 5, all / 2} {
-					checkTierConservation(t, SimulateTiers(trace, in.Dataset.ChunkSizes, ram, disk, p), trace, in.Dataset.ChunkSizes, ram, p, nil)
+					checkTierConservation(t, simulateTiers(trace, in.Dataset.ChunkSizes, ram, disk, p), trace, in.Dataset.ChunkSizes, ram, p, nil)
 				}
 			}
 		}
@@ -322,7 +322,7 @@ func TestMakePlanDisk(t *testing.T) {
 		got *TierResult
 		p   Policy
 	}{{&p.Disk.LRU, LRU}, {&p.Disk.Optimal, Belady}} {
-		want := tierResult(SimulateTiers(trace, in.Dataset.ChunkSizes, in.CacheBytes, in.DiskCacheBytes, tt.p), p.DatasetBytes)
+		want := tierResult(simulateTiers(trace, in.Dataset.ChunkSizes, in.CacheBytes, in.DiskCacheBytes, tt.p), p.DatasetBytes)
 		if !reflect.DeepEqual(*tt.got, want) || tt.got.Policy != tt.p {
 			t.Errorf("%v: %+v, want %+v", tt.p, *tt.got, want)
 		}
@@ -344,7 +344,7 @@ func TestMakePlanDisk(t *testing.T) {
 	}
 
 	in.DiskCacheBytes = -1
-	if _, err := MakePlan(in); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "disk cache size -1") {
+	if _, err := MakePlan(context.Background(), in); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "disk cache size -1") {
 		t.Errorf("a negative disk: %v", err)
 	}
 }
@@ -422,12 +422,12 @@ func TestClusterPlanDisk(t *testing.T) {
 	}
 	for _, nodes := range []int{1, 3} {
 		in := ClusterInput{Dataset: d, Job: job, IndexKey: 9, Nodes: nodes, NodeCacheBytes: all / 10}
-		alone, err := MakeClusterPlan(in)
+		alone, err := MakeClusterPlan(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.NodeDiskCacheBytes = all
-		p, err := MakeClusterPlan(in)
+		p, err := MakeClusterPlan(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,10 +462,10 @@ func TestClusterPlanDisk(t *testing.T) {
 			}
 		}
 	}
-	if _, err := MakeClusterPlan(ClusterInput{Dataset: d, Job: job, Nodes: 2, NodeDiskCacheBytes: -1}); !errors.Is(err, ErrInvalid) {
+	if _, err := MakeClusterPlan(context.Background(), ClusterInput{Dataset: d, Job: job, Nodes: 2, NodeDiskCacheBytes: -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a negative node disk: %v", err)
 	}
-	if _, err := MakeClusterPlanContext(context.Background(), ClusterInput{Dataset: d, Job: job, Nodes: 4, NodeDiskCacheBytes: 1 << 62}); !errors.Is(err, ErrInvalid) {
+	if _, err := MakeClusterPlan(context.Background(), ClusterInput{Dataset: d, Job: job, Nodes: 4, NodeDiskCacheBytes: 1 << 62}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("node disks overflowing: %v", err)
 	}
 }

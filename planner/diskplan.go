@@ -2,7 +2,6 @@ package planner
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"text/tabwriter"
 )
@@ -11,7 +10,7 @@ import (
 // the cache (PlanInput.DiskCacheBytes): per policy, the same trace's bytes
 // read from the store and from the disk, per epoch and in total. The
 // cache's hits are the plan's own figures: the disk changes where a miss
-// is read from, not whether it misses. See SimulateTiers for the model.
+// is read from, not whether it misses. See simulateTiers for the model.
 type DiskPlan struct {
 	DiskCacheBytes int64      `json:"disk_cache_bytes"`
 	LRU            TierResult `json:"lru"`
@@ -45,15 +44,16 @@ type TierEpoch struct {
 
 // newDiskPlan simulates a disk of diskBytes under each of policies with
 // run (a simulation of the plan's trace and cache with that disk), and
-// reports it against a dataset of datasetBytes. It checks ctx before
-// each simulation.
-func newDiskPlan(ctx context.Context, diskBytes, datasetBytes int64, run func(Policy) Result, policies ...Policy) (*DiskPlan, error) {
+// reports it against a dataset of datasetBytes. An error of run (the
+// plan's meter's) ends it.
+func newDiskPlan(diskBytes, datasetBytes int64, run func(Policy) (Result, error), policies ...Policy) (*DiskPlan, error) {
 	dp := &DiskPlan{DiskCacheBytes: diskBytes}
 	for _, p := range policies {
-		if err := ctx.Err(); err != nil {
+		r, err := run(p)
+		if err != nil {
 			return nil, err
 		}
-		tr := tierResult(run(p), datasetBytes)
+		tr := tierResult(r, datasetBytes)
 		switch p {
 		case LRU:
 			dp.LRU = tr

@@ -47,17 +47,17 @@
 // same job read by importance (package importance): every simulated epoch
 // drawn from that one snapshot, since the snapshots a job will seal later
 // cannot be known, replayed under LRU, under the gateway's
-// importance-aware eviction (ImportanceAware, SimulateImportance: Belady
-// on the current epoch's remaining uses, and the chunks it does not need
-// again evicted first, lightest importance first) and under Belady over
-// the whole trace, which knows the epochs to come.
+// importance-aware eviction (ImportanceAware: Belady on the current
+// epoch's remaining uses, and the chunks it does not need again evicted
+// first, lightest importance first) and under Belady over the whole
+// trace, which knows the epochs to come.
 //
 // # Two tiers
 //
-// With a disk tier below the cache (PlanInput.DiskCacheBytes,
-// SimulateTiers), as `brand serve --disk-cache-size` keeps one, a miss is
-// read from the disk if the disk holds the chunk, else from the store, and
-// a chunk read from the store is offered to the disk. The disk is
+// With a disk tier below the cache (PlanInput.DiskCacheBytes), as `brand
+// serve --disk-cache-size` keeps one, a miss is read from the disk if the
+// disk holds the chunk, else from the store, and a chunk read from the
+// store is offered to the disk. The disk is
 // inclusive and ranks its chunks by the RAM policy's key: a new chunk
 // displaces the chunks needed furthest in the future, only those needed
 // later than itself, and is not written if they do not make room (under
@@ -81,6 +81,16 @@
 // gateway, and per component its accesses, hits and backend bytes
 // (Result.Components).
 //
+// # The gateway's rules, called, not copied
+//
+// A plan is exact only while it replays the gateway's rules, so it calls
+// them where the gateway does: each epoch's order is importance.NewOrder's
+// choice (uniform, stratified over a cluster's nodes, or by importance),
+// the cut into global batches and ranks' shares is shuffle's
+// (Params.GlobalBatch, AppendShares), a batch too large for the cache is
+// pinned in internal/assembly's groups, and eviction orders its victims
+// by internal/evict's heap and far key.
+//
 // # Costs
 //
 //   - Trace: O(samples × epochs) time (the shuffle, then a table lookup of
@@ -93,8 +103,10 @@
 //     shuffle's quality, and O(log(dataset bytes / g)) Belady simulations
 //     for the smallest no-stall cache, g being the chunk sizes' greatest
 //     common divisor. For a million samples in 10,000 chunks over three
-//     epochs that is about half a second to two seconds; MakePlanContext
-//     lets a server abandon it.
+//     epochs that is about half a second to two seconds. MakePlan's
+//     context lets a server abandon it, checked inside every walk and
+//     simulation, and a Budget bounds it (GatewayWalk and the others for
+//     a gateway's plans).
 //
 // docs/planner.md describes the model, the algorithms and the report in
 // full.

@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 
@@ -37,7 +38,7 @@ func ExampleMakePlan() {
 	for c := range d.Counts {
 		d.ChunkSizes[c], d.Counts[c] = 64<<20, 500
 	}
-	p, err := planner.MakePlan(planner.PlanInput{
+	p, err := planner.MakePlan(context.Background(), planner.PlanInput{
 		Dataset:            d,
 		Job:                planner.Job{Params: shuffle.Params{Seed: 1, Window: 4, BatchSize: 64, World: 8}, Epochs: 3},
 		CacheBytes:         2 << 30,

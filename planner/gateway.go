@@ -20,40 +20,48 @@ import (
 // planner; `brand serve` passes ForGateway{} in its configuration.
 type ForGateway struct{}
 
-// Plan answers GET /plan: MakePlanContext for job over the dataset ix
-// indexes, a *Plan, with its importance figures when snap (the snapshot
+// Plan answers GET /plan: MakePlan for job over the dataset ix indexes, a
+// *Plan, with its importance figures when snap (the snapshot
 // job.Importance names, which the gateway loaded) is not nil; or with
-// o.Nodes set, MakeClusterPlanContext for that many nodes each with a
-// cache of o.CacheBytes, a *ClusterPlan, which has no importance mode.
+// o.Nodes set, MakeClusterPlan for that many nodes each with a cache of
+// o.CacheBytes, a *ClusterPlan, which has no importance mode.
 // o.DiskCacheBytes, if not 0, is a disk tier below the cache (each
-// node's).
+// node's). Every plan a gateway computes is within the Gateway budget
+// (GatewayWalk, GatewayTrace, GatewaySimulate).
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
+	return planJob(ctx, DatasetOf(ix), cluster.IndexKey(ix.ID()), job, o, snap, gatewayBudget())
+}
+
+// planJob is Plan over dataset d, whose index's key is key, within b.
+func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.PlanOptions, snap *importance.Snapshot, b Budget) (any, error) {
 	if o.Nodes > 0 {
 		if snap != nil {
 			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
 		}
-		return MakeClusterPlanContext(ctx, ClusterInput{
-			Dataset:            DatasetOf(ix),
+		return MakeClusterPlan(ctx, ClusterInput{
+			Dataset:            d,
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
-			IndexKey:           cluster.IndexKey(ix.ID()),
+			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
+			Budget:             b,
 		})
 	}
 	in := PlanInput{
-		Dataset:            DatasetOf(ix),
+		Dataset:            d,
 		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+		Budget:             b,
 	}
 	if snap != nil {
 		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
 	}
-	return MakePlanContext(ctx, in)
+	return MakePlan(ctx, in)
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
@@ -72,13 +80,25 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 	if len(ixs) != len(job.Mix) {
 		return nil, fmt.Errorf("%w: %d indexes for a mixture of %d datasets", ErrInvalid, len(ixs), len(job.Mix))
 	}
+	ds, keys := make([]Dataset, len(ixs)), make([]uint64, len(ixs))
+	for i, ix := range ixs {
+		ds[i], keys[i] = DatasetOf(ix), cluster.IndexKey(ix.ID())
+	}
+	return planMix(ctx, ds, keys, job, o, gatewayBudget())
+}
+
+// planMix is MixPlan over datasets ds, whose indexes' keys are keys,
+// within b.
+func planMix(ctx context.Context, ds []Dataset, keys []uint64, job api.Job, o api.PlanOptions, b Budget) (any, error) {
 	weights, err := job.Mix.IntWeights()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	total := 0
-	for _, ix := range ixs {
-		total += ix.NumSamples()
+	for _, d := range ds {
+		for _, n := range d.Counts {
+			total += n
+		}
 	}
 	if limit := max(total, MaxGatewayMixSamples); job.MixSamples > limit {
 		return nil, fmt.Errorf("%w: mix_samples %d: a plan's mixture epoch is at most %d samples (the components' samples summed, or %d)",
@@ -86,20 +106,20 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 	}
 	mix := &Mix{Block: job.Block(), Samples: job.MixSamples}
 	for i, c := range job.Mix {
-		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i],
-			Dataset: DatasetOf(ixs[i]), IndexKey: cluster.IndexKey(ixs[i].ID())})
+		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i], Dataset: ds[i], IndexKey: keys[i]})
 	}
 	j := Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs}
 	if o.Nodes > 0 {
-		return MakeClusterPlanContext(ctx, ClusterInput{
+		return MakeClusterPlan(ctx, ClusterInput{
 			Mix:                mix,
 			Job:                j,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
+			Budget:             b,
 		})
 	}
-	return MakePlanContext(ctx, PlanInput{
+	return MakePlan(ctx, PlanInput{
 		Mix:                mix,
 		Job:                j,
 		CacheBytes:         o.CacheBytes,
@@ -107,6 +127,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 		BackendBytesPerSec: o.BackendBytesPerSec,
 		ConsumeBytesPerSec: o.ConsumeBytesPerSec,
 		PrefetchWindows:    o.PrefetchWindows,
+		Budget:             b,
 	})
 }
 
@@ -114,7 +135,7 @@ func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.
 // given: the gateway filled its defaults) reading the dataset ix indexes
 // through one cache of cacheBytes, a *SharedPlan.
 func (ForGateway) SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error) {
-	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs))}
+	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs)), Budget: gatewayBudget()}
 	for i, j := range jobs {
 		in.Jobs[i] = SharedJob{
 			Job: Job{

@@ -54,36 +54,36 @@ func TestForGatewayPlan(t *testing.T) {
 	}{
 		{"single gateway", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20}, nil,
 			func() (any, error) {
-				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, BackendBytesPerSec: 1 << 20})
+				return MakePlan(context.Background(), PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, BackendBytesPerSec: 1 << 20})
 			}},
 		{"importance", api.PlanOptions{CacheBytes: 40 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20}, snap,
 			func() (any, error) {
-				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3}, CacheBytes: 40 << 10,
+				return MakePlan(context.Background(), PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3}, CacheBytes: 40 << 10,
 					BackendBytesPerSec: 1 << 20, Importance: &Importance{Snapshot: snap, Hot: 3}})
 			}},
 		{"four nodes", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20, Nodes: 4}, nil,
 			func() (any, error) {
-				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3},
+				return MakeClusterPlan(context.Background(), ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3},
 					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 4, NodeCacheBytes: 20 << 10})
 			}},
 		{"one node", api.PlanOptions{CacheBytes: 20 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20, Nodes: 1}, nil,
 			func() (any, error) {
-				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2},
+				return MakeClusterPlan(context.Background(), ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2},
 					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 1, NodeCacheBytes: 20 << 10})
 			}},
 		{"single gateway with a disk", api.PlanOptions{CacheBytes: 40 << 10, DiskCacheBytes: 60 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20}, nil,
 			func() (any, error) {
-				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, DiskCacheBytes: 60 << 10,
+				return MakePlan(context.Background(), PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 2}, CacheBytes: 40 << 10, DiskCacheBytes: 60 << 10,
 					BackendBytesPerSec: 1 << 20})
 			}},
 		{"importance with a disk", api.PlanOptions{CacheBytes: 40 << 10, DiskCacheBytes: 60 << 10, Epochs: 3, FirstEpoch: 1, BackendBytesPerSec: 1 << 20}, snap,
 			func() (any, error) {
-				return MakePlan(PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3}, CacheBytes: 40 << 10,
+				return MakePlan(context.Background(), PlanInput{Dataset: DatasetOf(ix), Job: Job{Params: job, FirstEpoch: 1, Epochs: 3}, CacheBytes: 40 << 10,
 					DiskCacheBytes: 60 << 10, BackendBytesPerSec: 1 << 20, Importance: &Importance{Snapshot: snap, Hot: 3}})
 			}},
 		{"four nodes with disks", api.PlanOptions{CacheBytes: 20 << 10, DiskCacheBytes: 30 << 10, Epochs: 3, BackendBytesPerSec: 1 << 20, Nodes: 4}, nil,
 			func() (any, error) {
-				return MakeClusterPlan(ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 3},
+				return MakeClusterPlan(context.Background(), ClusterInput{Dataset: DatasetOf(ix), Job: Job{Params: job, Epochs: 3},
 					IndexKey: cluster.IndexKey(ix.ID()), Nodes: 4, NodeCacheBytes: 20 << 10, NodeDiskCacheBytes: 30 << 10})
 			}},
 	}

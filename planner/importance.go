@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/brandgw/brand/importance"
@@ -63,7 +62,7 @@ func (imp *Importance) validate(n int) error {
 // planImportance simulates s's epochs drawn from imp, which validate
 // accepted, at cacheBytes, and with a disk of diskBytes below the cache
 // unless that is 0.
-func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheBytes, diskBytes int64) (*ImportancePlan, error) {
+func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskBytes int64) (*ImportancePlan, error) {
 	p := &ImportancePlan{
 		Job:           imp.Snapshot.Job(),
 		Version:       imp.Snapshot.Version(),
@@ -71,11 +70,14 @@ func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheByte
 		Hot:           imp.Hot,
 	}
 	var weights []float64
-	order := func(e int) (windowed, error) {
-		ep, err := importance.NewEpoch(s.d.Counts, imp.Snapshot, s.j.Seed, uint64(e), s.j.Window, imp.Hot)
+	order := func(e int) (importance.Order, error) {
+		spec := s.spec(e, s.j.Window)
+		spec.Snapshot, spec.Hot = imp.Snapshot, imp.Hot
+		o, err := importance.NewOrder(spec)
 		if err != nil {
 			return nil, err
 		}
+		ep := o.(*importance.Epoch) // a snapshot chooses the importance order
 		var bytes int64
 		for _, c := range ep.ChunkOrder() {
 			bytes += s.d.ChunkSizes[c]
@@ -91,34 +93,34 @@ func planImportance(ctx context.Context, s *schedule, imp *Importance, cacheByte
 		}
 		return ep, nil
 	}
-	trace, err := s.traceOf(func(visit func(epoch int, chunks []int32)) error {
-		return s.walkOrder(ctx, order, visit)
+	trace, err := s.traceOf(m, func(visit func(epoch int, chunks []int32)) error {
+		return s.walkOrder(m, order, visit)
 	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	sim := newSimulator(trace, s.d.ChunkSizes)
-	p.LRU = sim.run(cacheBytes, LRU)
-	if err := ctx.Err(); err != nil {
+	sim := newSimulator(trace, s.d.ChunkSizes, m)
+	if p.LRU, err = sim.run(cacheBytes, LRU); err != nil {
 		return nil, err
 	}
-	p.Aware = sim.runAware(cacheBytes, 0, weights)
-	if err := ctx.Err(); err != nil {
+	if p.Aware, err = sim.runAware(cacheBytes, 0, weights); err != nil {
 		return nil, err
 	}
-	p.Optimal = sim.run(cacheBytes, Belady)
+	if p.Optimal, err = sim.run(cacheBytes, Belady); err != nil {
+		return nil, err
+	}
 	if diskBytes > 0 {
 		var datasetBytes int64
 		for _, size := range s.d.ChunkSizes {
 			datasetBytes += size
 		}
-		run := func(pol Policy) Result {
+		run := func(pol Policy) (Result, error) {
 			if pol == ImportanceAware {
 				return sim.runAware(cacheBytes, diskBytes, weights)
 			}
 			return sim.runTiers(cacheBytes, diskBytes, pol)
 		}
-		if p.Disk, err = newDiskPlan(ctx, diskBytes, datasetBytes, run, LRU, ImportanceAware, Belady); err != nil {
+		if p.Disk, err = newDiskPlan(diskBytes, datasetBytes, run, LRU, ImportanceAware, Belady); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -112,7 +113,7 @@ func TestImportancePlanIsItsTrace(t *testing.T) {
 	ip := p.Importance
 	same("lru", ip.LRU, Simulate(trace, in.Dataset.ChunkSizes, in.CacheBytes, LRU))
 	same("belady", ip.Optimal, Simulate(trace, in.Dataset.ChunkSizes, in.CacheBytes, Belady))
-	same("importance-aware", ip.Aware, SimulateImportance(trace, in.Dataset.ChunkSizes, weights, in.CacheBytes))
+	same("importance-aware", ip.Aware, simulateImportance(trace, in.Dataset.ChunkSizes, weights, in.CacheBytes))
 }
 
 // Importance input outside its range is ErrInvalid.
@@ -133,7 +134,7 @@ func TestImportancePlanInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := in
 			in.Importance = &tt.imp
-			if _, err := MakePlan(in); !errors.Is(err, ErrInvalid) {
+			if _, err := MakePlan(context.Background(), in); !errors.Is(err, ErrInvalid) {
 				t.Errorf("error %v; want ErrInvalid", err)
 			}
 		})

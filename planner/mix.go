@@ -1,11 +1,11 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/bits"
 
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -69,18 +69,18 @@ type MixComponentPlan struct {
 	LastPass  uint64 `json:"last_pass"`
 }
 
-// MixTrace is Trace for a mixture: the demand sequence of chunk accesses of
+// mixTrace is Trace for a mixture: the demand sequence of chunk accesses of
 // j over m, each global batch's distinct chunks in order of first use, the
 // chunks numbered as Mix describes. Invalid input yields an error wrapping
 // ErrInvalid.
-func MixTrace(m Mix, j Job) ([]Access, error) {
+func mixTrace(m Mix, j Job) ([]Access, error) {
 	ms, err := newMixSchedule(m, j)
 	if err != nil {
 		return nil, err
 	}
 	order := ms.plainOrder(ms.window)
-	return ms.merged.traceOf(func(visit func(epoch int, chunks []int32)) error {
-		return ms.walk(context.Background(), order, visit, nil)
+	return ms.merged.traceOf(nil, func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(nil, order, visit, nil)
 	}, nil)
 }
 
@@ -89,10 +89,10 @@ func MixTrace(m Mix, j Job) ([]Access, error) {
 // and refuses to serve beyond.
 const maxMixPass = math.MaxInt32
 
-// mixSlab is about how many epoch positions the walk of a mixture draws
-// at once: whole mixing blocks, so that no block's slots are shuffled
-// twice.
-const mixSlab = 1 << 16
+// mixDraws is how many of a span's draws the walk of a mixture reads at
+// once: a span's draws cost a few thousand positions counted to reach
+// their first, which reading them by global batch would pay per batch.
+const mixDraws = 1 << 14
 
 // mixSchedule is a validated mixture and job.
 type mixSchedule struct {
@@ -184,14 +184,14 @@ func streamPos(e uint64, n, c, size int) (pass uint64, index int, ok bool) {
 func (ms *mixSchedule) window(i int) int { return ms.order.ComponentWindow(i, ms.j.Window) }
 
 // passOrder is a component's pass order: component i's order for pass.
-type passOrder func(i int, pass uint64) (*shuffle.Epoch, error)
+type passOrder func(i int, pass uint64) (importance.Order, error)
 
 // plainOrder is a single gateway's pass orders, component i's in windows
 // of window(i) chunks: the job's window, or all its chunks for a full
 // shuffle.
 func (ms *mixSchedule) plainOrder(window func(i int) int) passOrder {
-	return func(i int, pass uint64) (*shuffle.Epoch, error) {
-		return shuffle.NewEpoch(ms.comps[i].d.Counts, ms.j.Seed, pass, window(i))
+	return func(i int, pass uint64) (importance.Order, error) {
+		return importance.NewOrder(ms.comps[i].spec(int(pass), window(i)))
 	}
 }
 
@@ -206,18 +206,20 @@ type span struct{ first, last int }
 // visit calls spans, if not nil, with each component's span in the batch:
 // the windows its samples in the batch touch, or the window of its latest
 // sample if the batch reads none of them, or none before its first. Both
-// slices are reused after the calls return.
+// slices are reused after the calls return. The global batches are
+// shuffle's cut of the mixture's epoch, as for one dataset.
 //
-// It keeps one window's sample IDs per component, one global batch and a
-// slab of draws in memory, and checks ctx before each slab of draws: a
-// mixture epoch's length is the caller's to choose.
-func (ms *mixSchedule) walk(ctx context.Context, order passOrder, visit func(epoch int, chunks []int32), spans func([]span)) error {
+// It keeps one window's sample IDs per component, one global batch and
+// one span of the mixture's epoch (shuffle.MixSpan, a byte a position) in
+// memory, and counts the draws it walks on m: a mixture epoch's length is
+// the caller's to choose.
+func (ms *mixSchedule) walk(m *meter, order passOrder, visit func(epoch int, chunks []int32), spans func([]span)) error {
 	k := len(ms.comps)
-	g := ms.j.BatchSize * ms.j.World
+	cut := ms.merged.cut()
 	nb := ms.merged.numBatches()
 	n := ms.merged.n
-	block := ms.order.Block()
-	slab := block * max(1, mixSlab/block)
+	block, spanBlocks := ms.order.Block(), ms.order.SpanBlocks()
+	blocks := n / block
 	readers := make([]passReader, k)
 	for i := range readers {
 		readers[i] = passReader{s: ms.comps[i], i: i, offset: int32(ms.first[i]), pass0: ms.pass0[i], order: order}
@@ -228,60 +230,63 @@ func (ms *mixSchedule) walk(ctx context.Context, order passOrder, visit func(epo
 	for i := range k {
 		cur[i], last[i] = span{-1, -1}, -1
 	}
-	buf := make([]int32, 0, min(g, n))
-	emit := func(e int) {
-		if spans != nil {
-			for i, sp := range cur {
-				if sp.first >= 0 {
-					last[i] = sp.last
-					held[i] = sp
-				} else {
-					held[i] = span{last[i], last[i]}
-				}
-				cur[i] = span{-1, -1}
-			}
-			spans(held)
-		}
-		visit(e, buf)
-		buf = buf[:0]
-	}
+	buf := make([]int32, 0, min(cut.BatchSize*cut.World, n))
 	var draws []shuffle.Draw
 	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {
-		m := 0
-		buf = buf[:0]
-		for at := 0; at < n && m < nb; at += slab {
-			if err := ctx.Err(); err != nil {
-				return err
+		if err := m.err(); err != nil {
+			return err
+		}
+		var sp *shuffle.MixSpan
+		ds, de := 0, 0 // draws holds positions [ds, de)
+		for b := range nb {
+			start, end, err := cut.GlobalBatch(n, b)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-			draws = ms.order.AppendRange(draws[:0], ms.j.Seed, uint64(e), at, min(at+slab, n))
-			for _, d := range draws {
-				c, w, err := readers[d.Component].read(d.Pass, d.Index)
-				if err != nil {
-					return err
+			buf = buf[:0]
+			for pos := start; pos < end; {
+				if pos >= de {
+					if sp == nil || pos >= sp.End() {
+						first := pos / block
+						sp = ms.order.Span(ms.j.Seed, uint64(e), first, min(spanBlocks, blocks-first))
+					}
+					ds, de = pos, min(pos+mixDraws, sp.End())
+					draws = sp.AppendRange(draws[:0], ds, de)
 				}
-				buf = append(buf, c)
-				if sp := &cur[d.Component]; sp.first < 0 {
-					*sp = span{w, w}
-				} else {
-					sp.last = w
-				}
-				if len(buf) == g {
-					emit(e)
-					if m++; m == nb {
-						break // drop_last: the rest of the epoch is dropped
+				hi := min(end, de)
+				for _, d := range draws[pos-ds : hi-ds] {
+					c, w, err := readers[d.Component].read(d.Pass, d.Index)
+					if err != nil {
+						return err
+					}
+					buf = append(buf, c)
+					if sp := &cur[d.Component]; sp.first < 0 {
+						*sp = span{w, w}
+					} else {
+						sp.last = w
 					}
 				}
+				pos = hi
 			}
-		}
-		if len(buf) > 0 && m < nb {
-			emit(e)
-			m++
-		}
-		if m != nb {
-			panic(fmt.Sprintf("planner: mixture epoch %d cut into %d batches, shuffle says %d", e, m, nb))
+			if err := m.walk(len(buf)); err != nil {
+				return err
+			}
+			if spans != nil {
+				for i, sp := range cur {
+					if sp.first >= 0 {
+						last[i] = sp.last
+						held[i] = sp
+					} else {
+						held[i] = span{last[i], last[i]}
+					}
+					cur[i] = span{-1, -1}
+				}
+				spans(held)
+			}
+			visit(e, buf)
 		}
 	}
-	return nil
+	return m.err()
 }
 
 // passReader reads one component's stream: the plan's chunk holding the
@@ -296,7 +301,7 @@ type passReader struct {
 	pass0  uint64
 	order  passOrder
 
-	ep         *shuffle.Epoch // pass's order; nil before the first read
+	ep         importance.Order // pass's order; nil before the first read
 	pass       uint64
 	w          int   // the window ids holds
 	start, end int   // its positions
@@ -345,7 +350,7 @@ type mixWorkingSet struct {
 // passEpoch is a pass's order, memoised.
 type passEpoch struct {
 	pass uint64
-	ep   *shuffle.Epoch
+	ep   importance.Order
 }
 
 // mixMemoPasses is how many passes' orders the working set keeps per
@@ -413,7 +418,7 @@ func (ws *mixWorkingSet) count(i, w int, delta int32) {
 }
 
 // pass returns component i's order for a pass, from the few it keeps.
-func (ws *mixWorkingSet) pass(i int, pass uint64) (*shuffle.Epoch, error) {
+func (ws *mixWorkingSet) pass(i int, pass uint64) (importance.Order, error) {
 	for _, m := range ws.memo[i] {
 		if m.pass == pass {
 			return m.ep, nil
@@ -478,8 +483,8 @@ func (ms *mixSchedule) readBytes() float64 {
 	return read
 }
 
-// makeMixPlan is MakePlanContext for in.Mix.
-func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
+// makeMixPlan is MakePlan for in.Mix, counting on m.
+func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	switch {
 	case len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0:
 		return nil, fmt.Errorf("%w: a plan of a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
@@ -501,11 +506,26 @@ func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
 			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
 	}
 
+	fullPass := false
+	for i, c := range ms.comps {
+		// As for one dataset: only a window smaller than some
+		// component's chunks orders that component differently.
+		fullPass = fullPass || ms.window(i) < len(c.d.Counts)
+	}
+	passes := int64(1)
+	if fullPass {
+		passes++
+	}
+	epochs := int64(in.Job.Epochs)
+	if err := m.admit(passes*epochs*int64(s.n), epochs*int64(nb)); err != nil {
+		return nil, err
+	}
+
 	chunks := len(s.d.Counts)
 	quality := newQualityMeter(chunks, in.Job.BatchSize)
 	ws := newMixWorkingSet(ms, ms.plainOrder(ms.window), prefetch)
-	trace, err := s.traceOf(func(visit func(epoch int, chunks []int32)) error {
-		return ms.walk(ctx, ws.order, visit, ws.add)
+	trace, err := s.traceOf(m, func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(m, ws.order, visit, ws.add)
 	}, quality.add)
 	if err != nil {
 		return nil, err
@@ -514,16 +534,11 @@ func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		return nil, ws.err
 	}
 	full := quality
-	for i, c := range ms.comps {
-		if ms.window(i) < len(c.d.Counts) {
-			// As for one dataset: only a window smaller than some
-			// component's chunks orders that component differently.
-			full = newQualityMeter(chunks, in.Job.BatchSize)
-			order := ms.plainOrder(func(i int) int { return len(ms.comps[i].d.Counts) })
-			if err := ms.walk(ctx, order, full.add, nil); err != nil {
-				return nil, err
-			}
-			break
+	if fullPass {
+		full = newQualityMeter(chunks, in.Job.BatchSize)
+		order := ms.plainOrder(func(i int) int { return len(ms.comps[i].d.Counts) })
+		if err := ms.walk(m, order, full.add, nil); err != nil {
+			return nil, err
 		}
 	}
 
@@ -548,20 +563,20 @@ func makeMixPlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		FullShuffle:        full.quality(),
 		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
 	}
-	sim := newSimulator(trace, s.d.ChunkSizes)
+	sim := newSimulator(trace, s.d.ChunkSizes, m)
 	sim.byComponent(ms.first)
-	if err := p.simulate(ctx, in, sim, s.d); err != nil {
+	if err := p.simulate(m, in, sim, s.d); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// makeMixClusterPlan is MakeClusterPlanContext for in.Mix: each component's
+// makeMixClusterPlan is MakeClusterPlan for in.Mix, counting on m: each component's
 // chunks owned as the gateway's catalog owns them (by the component's own
 // index key), each component's passes stratified by those owners with more
 // than one node, and the mixture's global batches assigned to ranks as
 // those of one dataset are.
-func makeMixClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, error) {
+func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0 {
 		return nil, fmt.Errorf("%w: a prediction for a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)
 	}
@@ -573,6 +588,9 @@ func makeMixClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, err
 	if err := validateClusterInput(in, s); err != nil {
 		return nil, err
 	}
+	if err := admitCluster(m, in, s, 1); err != nil {
+		return nil, err
+	}
 	owner := make([][]int, len(ms.comps))
 	var merged []int
 	for i, c := range in.Mix.Components {
@@ -580,15 +598,13 @@ func makeMixClusterPlan(ctx context.Context, in ClusterInput) (*ClusterPlan, err
 		merged = append(merged, owner[i]...)
 	}
 	l := layoutOf(s.d, merged, in.Nodes)
-	order := func(i int, pass uint64) (*shuffle.Epoch, error) {
-		counts := ms.comps[i].d.Counts
-		if l.nodes == 1 {
-			return shuffle.NewEpoch(counts, in.Job.Seed, pass, ms.window(i))
-		}
-		return shuffle.NewStratifiedEpoch(counts, owner[i], l.nodes, in.Job.Seed, pass, ms.window(i))
+	order := func(i int, pass uint64) (importance.Order, error) {
+		spec := ms.comps[i].spec(int(pass), ms.window(i))
+		spec.Strata, spec.NumStrata = owner[i], l.nodes
+		return importance.NewOrder(spec)
 	}
-	p, err := clusterPlan(ctx, in, s, l, func(visit func(epoch int, chunks []int32)) error {
-		return ms.walk(ctx, order, visit, nil)
+	p, err := clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
+		return ms.walk(m, order, visit, nil)
 	}, ms.readBytes())
 	if err != nil {
 		return nil, err

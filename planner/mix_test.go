@@ -49,7 +49,7 @@ func TestMixTraceByHand(t *testing.T) {
 			want = append(want, Access{Chunk: c, Epoch: int32(e), Start: true})
 		}
 	}
-	got, err := MixTrace(mix, job)
+	got, err := mixTrace(mix, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestMixTraceByHand(t *testing.T) {
 	// C was used last; optimal: A is next needed in epoch 2, C at once):
 	// 210 bytes. Epoch 1 hits B and C throughout. Epoch 2 reads A evicting
 	// B (LRU: used before C; optimal: never used again): 100 bytes.
-	p, err := MakePlan(PlanInput{Mix: &mix, Job: job, CacheBytes: 200, BackendBytesPerSec: 1})
+	p, err := MakePlan(context.Background(), PlanInput{Mix: &mix, Job: job, CacheBytes: 200, BackendBytesPerSec: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestMixTraceMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for trial := range 150 {
 		m, j := randomMix(r)
-		got, err := MixTrace(m, j)
+		got, err := mixTrace(m, j)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -360,7 +360,7 @@ func TestMixPlanMatchesReferenceSimulation(t *testing.T) {
 			first = append(first, first[len(first)-1]+len(c.Dataset.Counts))
 		}
 		for _, cache := range []int64{largest, largest + 150, 3 * largest, 1 << 40} {
-			p, err := MakePlan(PlanInput{Mix: &m, Job: j, CacheBytes: cache, BackendBytesPerSec: 1})
+			p, err := MakePlan(context.Background(), PlanInput{Mix: &m, Job: j, CacheBytes: cache, BackendBytesPerSec: 1})
 			if err != nil {
 				t.Fatalf("trial %d: %v", trial, err)
 			}
@@ -468,7 +468,7 @@ func TestMixWorkingSet(t *testing.T) {
 		if shuffle.NumBatches(referenceMixture(t, m, j).NumSamples(), j.BatchSize, j.World, j.DropLast) == 0 {
 			continue // drop_last and no batch
 		}
-		p, err := MakePlan(PlanInput{Mix: &m, Job: j, CacheBytes: 1000, BackendBytesPerSec: 1, PrefetchWindows: prefetch})
+		p, err := MakePlan(context.Background(), PlanInput{Mix: &m, Job: j, CacheBytes: 1000, BackendBytesPerSec: 1, PrefetchWindows: prefetch})
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -532,7 +532,7 @@ func TestMixClusterPlan(t *testing.T) {
 	for trial := range 40 {
 		m, j := randomMix(r)
 		j.DropLast = false
-		single, err := MakePlan(PlanInput{Mix: &m, Job: j, CacheBytes: 700, BackendBytesPerSec: 1})
+		single, err := MakePlan(context.Background(), PlanInput{Mix: &m, Job: j, CacheBytes: 700, BackendBytesPerSec: 1})
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -604,12 +604,12 @@ func TestMixPlanInvalid(t *testing.T) {
 			m.Components = slices.Clone(m.Components)
 			in.Mix = &m
 			tt.mutate(&in)
-			if _, err := MakePlan(in); !errors.Is(err, ErrInvalid) {
+			if _, err := MakePlan(context.Background(), in); !errors.Is(err, ErrInvalid) {
 				t.Errorf("MakePlan: %v, want ErrInvalid", err)
 			}
 		})
 	}
-	if _, err := MakeClusterPlan(ClusterInput{Mix: good().Mix, Dataset: d, Job: good().Job, Nodes: 2}); !errors.Is(err, ErrInvalid) {
+	if _, err := MakeClusterPlan(context.Background(), ClusterInput{Mix: good().Mix, Dataset: d, Job: good().Job, Nodes: 2}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("MakeClusterPlan with a dataset besides: %v, want ErrInvalid", err)
 	}
 }
@@ -618,10 +618,10 @@ func TestMixPlanContextCanceled(t *testing.T) {
 	in := mixGoldenInput()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := MakePlanContext(ctx, in); !errors.Is(err, context.Canceled) {
+	if _, err := MakePlan(ctx, in); !errors.Is(err, context.Canceled) {
 		t.Errorf("MakePlanContext: %v, want context.Canceled", err)
 	}
-	if _, err := MakeClusterPlanContext(ctx, ClusterInput{Mix: in.Mix, Job: in.Job, Nodes: 2, NodeCacheBytes: 1 << 30}); !errors.Is(err, context.Canceled) {
+	if _, err := MakeClusterPlan(ctx, ClusterInput{Mix: in.Mix, Job: in.Job, Nodes: 2, NodeCacheBytes: 1 << 30}); !errors.Is(err, context.Canceled) {
 		t.Errorf("MakeClusterPlanContext: %v, want context.Canceled", err)
 	}
 }
@@ -725,7 +725,7 @@ func BenchmarkMakeMixPlan(b *testing.B) {
 				Job: benchJob(window), CacheBytes: 8 << 30, BackendBytesPerSec: 1 << 30, ConsumeBytesPerSec: 2 << 30}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := MakePlan(in); err != nil {
+				if _, err := MakePlan(context.Background(), in); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/importance"
 )
 
 // PlanInput is what MakePlan plans for: a dataset, a job (at least two
@@ -37,6 +37,9 @@ type PlanInput struct {
 	// Dataset, which must then be empty (Plan.Mix); it has no importance
 	// mode.
 	Mix *Mix
+
+	// Budget bounds the plan's work; zero is no bound.
+	Budget Budget
 }
 
 // Plan is MakePlan's report. Its JSON form is what the gateway's GET /plan
@@ -109,18 +112,20 @@ type Plan struct {
 // O(log(dataset bytes / g)) Belady simulations of the trace, g being the
 // chunk sizes' greatest common divisor; see the package documentation.
 //
-// Invalid input yields an error wrapping ErrInvalid that names the field.
-func MakePlan(in PlanInput) (*Plan, error) {
-	return MakePlanContext(context.Background(), in)
+// Invalid input, or input over in.Budget up front, yields an error
+// wrapping ErrInvalid that names the field or the bound; a plan that runs
+// out of its budget as it computes, one wrapping ErrBudget. It gives up
+// when ctx is done, for a server whose client may leave while a large
+// plan computes, checking ctx inside its walks and simulations, and
+// returns ctx's error.
+func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
+	return makePlan(newMeter(ctx, in.Budget), in)
 }
 
-// MakePlanContext is MakePlan that gives up when ctx is done, for a server
-// whose client may leave while a large plan computes (up to seconds for a
-// million samples). It checks ctx between epochs and between simulations
-// and returns ctx's error.
-func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
+// makePlan is MakePlan counting on m.
+func makePlan(m *meter, in PlanInput) (*Plan, error) {
 	if in.Mix != nil {
-		return makeMixPlan(ctx, in)
+		return makeMixPlan(m, in)
 	}
 	s, err := newSchedule(in.Dataset, in.Job)
 	if err != nil {
@@ -140,19 +145,33 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 		return nil, fmt.Errorf("%w: no batches: %d samples are fewer than batch size %d × world size %d with drop_last",
 			ErrInvalid, s.n, in.Job.BatchSize, in.Job.World)
 	}
-
 	chunks := len(in.Dataset.Counts)
+	fullPass := in.Job.Window < chunks
+	passes := 1 // the job's order, a full shuffle's and an importance order's
+	if fullPass {
+		passes++
+	}
+	traces := int64(1)
+	if in.Importance != nil {
+		passes++
+		traces++
+	}
+	epochs := int64(in.Job.Epochs)
+	if err := m.admit(epochs*int64(s.n)*int64(passes), epochs*int64(nb)*traces); err != nil {
+		return nil, err
+	}
+
 	quality := newQualityMeter(chunks, in.Job.BatchSize)
-	trace, err := s.trace(ctx, quality.add)
+	trace, err := s.trace(m, quality.add)
 	if err != nil {
 		return nil, err
 	}
 	full := quality
-	if in.Job.Window < chunks {
+	if fullPass {
 		// A window of all chunks (or more) is the same order for any
 		// window size, so only a smaller window needs its own pass.
 		full = newQualityMeter(chunks, in.Job.BatchSize)
-		if err := s.walk(ctx, chunks, full.add); err != nil {
+		if err := s.walk(m, chunks, full.add); err != nil {
 			return nil, err
 		}
 	}
@@ -176,15 +195,15 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 		FullShuffle:        full.quality(),
 		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
 	}
-	if p.WorkingSetBytes, err = workingSet(s, prefetch); err != nil {
+	if p.WorkingSetBytes, err = workingSet(m, s, prefetch); err != nil {
 		return nil, err
 	}
 
-	if err := p.simulate(ctx, in, newSimulator(trace, in.Dataset.ChunkSizes), in.Dataset); err != nil {
+	if err := p.simulate(m, in, newSimulator(trace, in.Dataset.ChunkSizes, m), in.Dataset); err != nil {
 		return nil, err
 	}
 	if in.Importance != nil {
-		if p.Importance, err = planImportance(ctx, s, in.Importance, in.CacheBytes, in.DiskCacheBytes); err != nil {
+		if p.Importance, err = planImportance(m, s, in.Importance, in.CacheBytes, in.DiskCacheBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -193,21 +212,25 @@ func MakePlanContext(ctx context.Context, in PlanInput) (*Plan, error) {
 
 // simulate fills in the plan's cache figures from sim, the simulator of
 // its trace over the chunks of d (the dataset, or a mixture's components
-// merged): LRU and the optimum at in.CacheBytes, the stall verdict, the
-// smallest no-stall cache and, with in.DiskCacheBytes, the disk tier. The
-// plan's WorkingSetBytes and rates must be set.
-func (p *Plan) simulate(ctx context.Context, in PlanInput, sim *simulator, d Dataset) error {
-	p.LRU = sim.run(in.CacheBytes, LRU)
-	p.Optimal = sim.run(in.CacheBytes, Belady)
+// merged), counting on m: LRU and the optimum at in.CacheBytes, the stall
+// verdict, the smallest no-stall cache and, with in.DiskCacheBytes, the
+// disk tier. The plan's WorkingSetBytes and rates must be set.
+func (p *Plan) simulate(m *meter, in PlanInput, sim *simulator, d Dataset) error {
+	var err error
+	if p.LRU, err = sim.run(in.CacheBytes, LRU); err != nil {
+		return err
+	}
+	if p.Optimal, err = sim.run(in.CacheBytes, Belady); err != nil {
+		return err
+	}
 	fits := p.steadyFits
 	p.SteadyEpochsStall = in.CacheBytes < p.WorkingSetBytes || !fits(p.Optimal)
-	var err error
-	if p.MinNoStallCacheBytes, err = minNoStall(ctx, sim, d, p.WorkingSetBytes, fits); err != nil {
+	if p.MinNoStallCacheBytes, err = minNoStall(sim, d, p.WorkingSetBytes, fits); err != nil {
 		return err
 	}
 	if in.DiskCacheBytes > 0 {
-		run := func(pol Policy) Result { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
-		if p.Disk, err = newDiskPlan(ctx, in.DiskCacheBytes, p.DatasetBytes, run, LRU, Belady); err != nil {
+		run := func(pol Policy) (Result, error) { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
+		if p.Disk, err = newDiskPlan(in.DiskCacheBytes, p.DatasetBytes, run, LRU, Belady); err != nil {
 			return err
 		}
 	}
@@ -278,7 +301,7 @@ func (p *Plan) steadyFits(r Result) bool {
 // fits is monotone and the binary search exact. With unequal sizes the
 // heuristic is not guaranteed monotone: the result is a size that fits
 // with the next multiple of g below it failing, not necessarily the least.
-func minNoStall(ctx context.Context, sim *simulator, d Dataset, workingSet int64, fits func(Result) bool) (int64, error) {
+func minNoStall(sim *simulator, d Dataset, workingSet int64, fits func(Result) bool) (int64, error) {
 	var read, g int64 // bytes of the chunks with samples, and their sizes' GCD
 	for c, size := range d.ChunkSizes {
 		if d.Counts[c] > 0 {
@@ -287,10 +310,8 @@ func minNoStall(ctx context.Context, sim *simulator, d Dataset, workingSet int64
 		}
 	}
 	ok := func(cache int64) (bool, error) {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		return fits(sim.run(cache, Belady)), nil
+		r, err := sim.run(cache, Belady)
+		return err == nil && fits(r), err
 	}
 	if fit, err := ok(workingSet); fit || err != nil {
 		return workingSet, err
@@ -331,7 +352,7 @@ func gcd(a, b int64) int64 {
 // continuing into the following epochs' windows. A batch within one window
 // spans prefetch+1 windows; one that straddles windows spans more, and the
 // gateway pins all of its chunks at once.
-func workingSet(s *schedule, prefetch int) (int64, error) {
+func workingSet(m *meter, s *schedule, prefetch int) (int64, error) {
 	// Consecutive windows of one epoch are disjoint and together hold every
 	// chunk, so prefetch windows past a batch never need to reach beyond
 	// the epoch after the last simulated one.
@@ -340,10 +361,13 @@ func workingSet(s *schedule, prefetch int) (int64, error) {
 	var windows [][]int // every window of the simulated epochs and the next
 	type span struct{ first, last int }
 	var spans []span // per global batch, its windows' indexes in windows
-	g := s.j.BatchSize * s.j.World
+	cut := s.cut()
 	nb := s.numBatches()
 	for e := s.j.FirstEpoch; e <= s.j.FirstEpoch+s.j.Epochs; e++ {
-		ep, err := shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), s.j.Window)
+		if err := m.err(); err != nil {
+			return 0, err
+		}
+		ep, err := importance.NewOrder(s.spec(e, s.j.Window))
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -354,9 +378,11 @@ func workingSet(s *schedule, prefetch int) (int64, error) {
 		if e == s.j.FirstEpoch+s.j.Epochs {
 			break // the next epoch only extends the last spans
 		}
-		for m := range nb {
-			start := m * g
-			end := min(start+g, ep.NumSamples())
+		for b := range nb {
+			start, end, err := cut.GlobalBatch(s.n, b)
+			if err != nil {
+				return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
 			spans = append(spans, span{base + ep.WindowOf(start), base + ep.WindowOf(end-1)})
 		}
 	}

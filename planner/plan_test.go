@@ -32,7 +32,7 @@ func unevenDataset() Dataset {
 
 func mustPlan(t *testing.T, in PlanInput) *Plan {
 	t.Helper()
-	p, err := MakePlan(in)
+	p, err := MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestMakePlanInvalid(t *testing.T) {
 		CacheBytes:         200,
 		BackendBytesPerSec: 100,
 	}
-	if _, err := MakePlan(good); err != nil {
+	if _, err := MakePlan(context.Background(), good); err != nil {
 		t.Fatalf("valid input: %v", err)
 	}
 	tests := []struct {
@@ -99,7 +99,7 @@ func TestMakePlanInvalid(t *testing.T) {
 			in := good
 			in.Dataset = Dataset{ChunkSizes: good.Dataset.ChunkSizes, Counts: good.Dataset.Counts}
 			tt.change(&in)
-			if p, err := MakePlan(in); !errors.Is(err, ErrInvalid) {
+			if p, err := MakePlan(context.Background(), in); !errors.Is(err, ErrInvalid) {
 				t.Errorf("MakePlan = %v, %v; want an error wrapping ErrInvalid", p, err)
 			}
 		})
@@ -444,7 +444,7 @@ func TestMakePlanContextCanceled(t *testing.T) {
 		CacheBytes: 500, BackendBytesPerSec: 1, ConsumeBytesPerSec: 3}
 	// Count the checks of a complete plan, then cancel at each of them.
 	counter := &countdownCtx{Context: context.Background(), n: math.MaxInt}
-	want, err := MakePlanContext(counter, in)
+	want, err := MakePlan(counter, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,12 +453,12 @@ func TestMakePlanContextCanceled(t *testing.T) {
 		t.Fatalf("only %d context checks in a plan", checks)
 	}
 	for n := 1; n <= checks; n++ {
-		p, err := MakePlanContext(&countdownCtx{Context: context.Background(), n: n}, in)
+		p, err := MakePlan(&countdownCtx{Context: context.Background(), n: n}, in)
 		if !errors.Is(err, context.Canceled) || p != nil {
 			t.Errorf("canceled at check %d of %d: %v, %v; want nil, context.Canceled", n, checks, p, err)
 		}
 	}
-	if got, _ := MakePlan(in); got.MinNoStallCacheBytes != want.MinNoStallCacheBytes {
+	if got, _ := MakePlan(context.Background(), in); got.MinNoStallCacheBytes != want.MinNoStallCacheBytes {
 		t.Errorf("MakePlan and MakePlanContext disagree: %d, %d", got.MinNoStallCacheBytes, want.MinNoStallCacheBytes)
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -44,7 +45,7 @@ func TestQualityWindowOneVsFull(t *testing.T) {
 		CacheBytes:         10_000,
 		BackendBytesPerSec: 1,
 	}
-	p, err := MakePlan(in)
+	p, err := MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestQualityWindowOneVsFull(t *testing.T) {
 
 	// A window of every chunk is the full shuffle itself.
 	in.Job.Window = chunks
-	p, err = MakePlan(in)
+	p, err = MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}

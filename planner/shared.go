@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/importance"
 )
 
 // MaxSharedJobs bounds the jobs of a shared plan: a gateway follows at most
@@ -78,14 +78,17 @@ func validateShared(d Dataset, jobs []SharedJob) ([]*schedule, error) {
 // different jobs; the figures of a simulation are those of a gateway that
 // serves them one after another in the order they arrive.
 func SharedTrace(d Dataset, jobs []SharedJob) ([]Access, error) {
-	return sharedTrace(context.Background(), d, jobs)
-}
-
-func sharedTrace(ctx context.Context, d Dataset, jobs []SharedJob) ([]Access, error) {
 	scheds, err := validateShared(d, jobs)
 	if err != nil {
 		return nil, err
 	}
+	merged, _, err := sharedTrace(nil, scheds, jobs)
+	return merged, err
+}
+
+// sharedTrace returns the merged trace of jobs, whose schedules
+// validateShared returned, and each job's own trace, counting on m.
+func sharedTrace(m *meter, scheds []*schedule, jobs []SharedJob) (merged []Access, each [][]Access, err error) {
 	type batch struct {
 		at         float64
 		job        int
@@ -95,9 +98,9 @@ func sharedTrace(ctx context.Context, d Dataset, jobs []SharedJob) ([]Access, er
 	var batches []batch
 	total := 0
 	for i, s := range scheds {
-		t, err := s.trace(ctx, nil)
+		t, err := s.trace(m, nil)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		traces[i] = t
 		total += len(t)
@@ -119,6 +122,9 @@ func sharedTrace(ctx context.Context, d Dataset, jobs []SharedJob) ([]Access, er
 		}
 		return a.job - b.job
 	})
+	if err := m.trace(total); err != nil {
+		return nil, nil, err
+	}
 	out := make([]Access, 0, total)
 	for _, b := range batches {
 		for _, a := range traces[b.job][b.start:b.end] {
@@ -126,7 +132,7 @@ func sharedTrace(ctx context.Context, d Dataset, jobs []SharedJob) ([]Access, er
 			out = append(out, a)
 		}
 	}
-	return out, nil
+	return out, traces, nil
 }
 
 // SharedInput is what MakeSharedPlan plans for: several jobs reading one
@@ -135,6 +141,9 @@ type SharedInput struct {
 	Dataset    Dataset
 	Jobs       []SharedJob
 	CacheBytes int64 // >= 0
+
+	// Budget bounds the plan's work; zero is no bound.
+	Budget Budget
 }
 
 // SharedPlan is MakeSharedPlan's report. Its JSON form is what the
@@ -176,12 +185,27 @@ type SharedPlan struct {
 
 // MakeSharedPlan simulates the jobs' merged trace (SharedTrace) at
 // in.CacheBytes under LRU and under Belady, and each job alone with an
-// equal share of the cache. It costs a trace per job and four simulations.
+// equal share of the cache. It costs a trace per job and two simulations
+// of their merge, and one of each job's trace. Its errors are MakePlan's.
 func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
+	m := newMeter(ctx, in.Budget)
 	if in.CacheBytes < 0 {
 		return nil, fmt.Errorf("%w: cache size %d bytes; must be >= 0", ErrInvalid, in.CacheBytes)
 	}
-	trace, err := sharedTrace(ctx, in.Dataset, in.Jobs)
+	scheds, err := validateShared(in.Dataset, in.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	var walk, batches int64
+	for _, s := range scheds {
+		epochs := int64(s.j.Epochs)
+		walk += epochs * int64(s.n)
+		batches += 2 * epochs * int64(s.numBatches()) // its trace, and its part of the merge
+	}
+	if err := m.admit(walk, batches); err != nil {
+		return nil, err
+	}
+	trace, each, err := sharedTrace(m, scheds, in.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -192,12 +216,13 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	for _, size := range in.Dataset.ChunkSizes {
 		p.DatasetBytes += size
 	}
-	sim := newSimulator(trace, in.Dataset.ChunkSizes)
-	p.LRU = sim.run(in.CacheBytes, LRU)
-	if err := ctx.Err(); err != nil {
+	sim := newSimulator(trace, in.Dataset.ChunkSizes, m)
+	if p.LRU, err = sim.run(in.CacheBytes, LRU); err != nil {
 		return nil, err
 	}
-	p.Optimal = sim.run(in.CacheBytes, Belady)
+	if p.Optimal, err = sim.run(in.CacheBytes, Belady); err != nil {
+		return nil, err
+	}
 	if len(in.Jobs) == 1 {
 		// A simulation names jobs only when it sees several; a shared
 		// plan always has its figures per job.
@@ -208,20 +233,17 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	p.Partitioned = Result{Policy: Belady, CacheBytes: in.CacheBytes, Epochs: []EpochResult{}}
 	share := in.CacheBytes / int64(len(in.Jobs))
 	for i, j := range in.Jobs {
-		if err := ctx.Err(); err != nil {
+		// Each job's own trace is Trace's: the merge only labels copies.
+		r, err := newSimulator(each[i], in.Dataset.ChunkSizes, m).run(share, Belady)
+		if err != nil {
 			return nil, err
 		}
-		t, err := Trace(in.Dataset, j.Job)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		r := Simulate(t, in.Dataset.ChunkSizes, share, Belady)
 		p.Partitioned.Jobs = append(p.Partitioned.Jobs, JobResult{Job: i, Epochs: r.Epochs, Hits: r.Hits, Accesses: r.Accesses, HitRatio: r.HitRatio, BackendBytes: r.BackendBytes})
 		p.Partitioned.Hits += r.Hits
 		p.Partitioned.Accesses += r.Accesses
 		p.Partitioned.BackendBytes += r.BackendBytes
 		p.JobEpochs += j.Epochs
-		ws, err := largestWindow(in.Dataset, j.Job)
+		ws, err := largestWindow(scheds[i])
 		if err != nil {
 			return nil, err
 		}
@@ -243,24 +265,20 @@ func (p *SharedPlan) JobReads(r Result, i int) float64 {
 	return float64(r.Jobs[i].BackendBytes) / float64(max(p.DatasetBytes, 1)) / float64(max(p.Jobs[i].Epochs, 1))
 }
 
-// largestWindow is the bytes of the largest window of j's first epoch:
+// largestWindow is the bytes of the largest window of s's first epoch:
 // windows are cut from a shuffled chunk order, so every epoch's largest is
 // about the same.
-func largestWindow(d Dataset, j Job) (int64, error) {
-	s, err := newSchedule(d, j)
-	if err != nil {
-		return 0, err
-	}
+func largestWindow(s *schedule) (int64, error) {
 	var most int64
-	ep, err := shuffle.NewEpoch(s.d.Counts, j.Seed, uint64(j.FirstEpoch), j.Window)
+	ep, err := importance.NewOrder(s.spec(s.j.FirstEpoch, s.j.Window))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for w := range ep.NumWindows() {
 		var b int64
 		for _, c := range ep.WindowChunks(w) {
-			if d.Counts[c] > 0 { // a chunk with no samples is never read nor pinned
-				b += d.ChunkSizes[c]
+			if s.d.Counts[c] > 0 { // a chunk with no samples is never read nor pinned
+				b += s.d.ChunkSizes[c]
 			}
 		}
 		most = max(most, b)

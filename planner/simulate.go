@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"slices"
+
+	"github.com/brandgw/brand/internal/assembly"
 )
 
 // Policy is a cache eviction policy to simulate.
@@ -19,7 +21,7 @@ const (
 	// importance: Belady on the uses left in the current epoch, and the
 	// chunks not needed again this epoch first, lightest importance
 	// weight first. It needs each chunk's weight, so it is simulated by
-	// SimulateImportance, not Simulate.
+	// simulateImportance (or a plan's importance mode), not Simulate.
 	ImportanceAware
 )
 
@@ -63,7 +65,7 @@ func (p *Policy) UnmarshalText(b []byte) error {
 
 // EpochResult is one epoch's figures: chunk accesses, how many hit, and the
 // bytes the misses read from the backend. With a disk tier below the cache
-// (SimulateTiers) BackendBytes are the misses read from the store, and
+// (a plan's DiskCacheBytes) BackendBytes are the misses read from the store, and
 // DiskBytes those read from the disk; without one DiskBytes is 0, and
 // absent from the JSON.
 type EpochResult struct {
@@ -79,7 +81,7 @@ type EpochResult struct {
 // epoch (ascending by epoch number) and in total. A hit ratio with no
 // accesses is 0. A trace of several jobs (SharedTrace) has its figures per
 // job in Jobs, and per epoch number summed over the jobs in Epochs.
-// DiskCacheBytes is the disk tier below the cache (SimulateTiers), 0 for
+// DiskCacheBytes is the disk tier below the cache (a plan's), 0 for
 // none.
 type Result struct {
 	Policy         Policy        `json:"policy"`
@@ -140,14 +142,14 @@ type ComponentResult struct {
 // Simulate costs O(len(trace)) for LRU and O(len(trace) × log(resident
 // chunks)) for Belady, plus O(len(sizes)) memory and, for Belady, 8 bytes an
 // access. It panics if p is not LRU or Belady (ImportanceAware needs the
-// chunks' weights: SimulateImportance), if a size is negative or if an
+// chunks' weights: a plan's importance mode), if a size is negative or if an
 // access names a chunk outside sizes: those are programming errors, and
 // MakePlan validates its input before it simulates.
 func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result {
-	return SimulateTiers(trace, sizes, cacheBytes, 0, p)
+	return simulateTiers(trace, sizes, cacheBytes, 0, p)
 }
 
-// SimulateTiers is Simulate with a disk tier of diskBytes bytes below the
+// simulateTiers is Simulate with a disk tier of diskBytes bytes below the
 // cache, as `brand serve --disk-cache-size` keeps one (docs/planner.md,
 // "Two tiers: RAM and disk"). The cache (RAM) behaves exactly as in
 // Simulate; a miss is read from the disk if the disk holds the chunk
@@ -158,8 +160,10 @@ func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result 
 //
 // It costs what Simulate does plus O(log chunks on disk) an access, and
 // for LRU the next-use pass Belady needs is not made.
-func SimulateTiers(trace []Access, sizes []int64, cacheBytes, diskBytes int64, p Policy) Result {
-	return newSimulator(trace, sizes).runTiers(max(cacheBytes, 0), max(diskBytes, 0), p)
+func simulateTiers(trace []Access, sizes []int64, cacheBytes, diskBytes int64, p Policy) Result {
+	// Without a meter nothing stops a run.
+	r, _ := newSimulator(trace, sizes, nil).runTiers(max(cacheBytes, 0), max(diskBytes, 0), p)
+	return r
 }
 
 // simulator holds what every run over one trace shares: its epoch runs and,
@@ -175,6 +179,9 @@ type simulator struct {
 	// whose figures every run then also counts.
 	comp  []int32
 	ncomp int
+	// meter counts the accesses every run simulates and stops a run when
+	// the plan's budget runs out or its context is done; nil for none.
+	meter *meter
 }
 
 // byComponent makes every run count its figures per mixture component
@@ -212,7 +219,7 @@ type epochRun struct {
 // never is the next use of a chunk that is not used again: further than any.
 const never = int(^uint(0) >> 1)
 
-func newSimulator(trace []Access, sizes []int64) *simulator {
+func newSimulator(trace []Access, sizes []int64, m *meter) *simulator {
 	for c, size := range sizes {
 		if size < 0 {
 			panic(fmt.Sprintf("planner: chunk %d size %d bytes; must be >= 0", c, size))
@@ -223,7 +230,7 @@ func newSimulator(trace []Access, sizes []int64) *simulator {
 			panic(fmt.Sprintf("planner: access %d names chunk %d; sizes cover [0, %d)", i, a.Chunk, len(sizes)))
 		}
 	}
-	s := &simulator{trace: trace, sizes: sizes}
+	s := &simulator{trace: trace, sizes: sizes, meter: m}
 	// Traces from Trace are in epoch order, but a recorded trace (the
 	// gateway's) may interleave epochs, and a shared trace interleaves
 	// jobs batch by batch; runs keep the per-access cost of the
@@ -297,13 +304,13 @@ func batches(trace []Access, start, end int, batched bool, fn func(start, end in
 }
 
 // run simulates a cache of cacheBytes alone, with no disk below it.
-func (s *simulator) run(cacheBytes int64, p Policy) Result {
+func (s *simulator) run(cacheBytes int64, p Policy) (Result, error) {
 	return s.runTiers(cacheBytes, 0, p)
 }
 
 // runTiers simulates a cache of cacheBytes with a disk of diskBytes below
-// it (0: none) under policy p, LRU or Belady.
-func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) Result {
+// it (0: none) under policy p, LRU or Belady. Its error is the meter's.
+func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) (Result, error) {
 	var cc cache
 	switch p {
 	case LRU:
@@ -311,7 +318,7 @@ func (s *simulator) runTiers(cacheBytes, diskBytes int64, p Policy) Result {
 	case Belady:
 		cc = newBeladyCache(s.sizes, cacheBytes, s.nextUses())
 	case ImportanceAware:
-		panic("planner: the importance-aware policy needs chunk weights; use SimulateImportance")
+		panic("planner: the importance-aware policy needs chunk weights; use runAware")
 	default:
 		panic(fmt.Sprintf("planner: unknown policy %d", int(p)))
 	}
@@ -330,8 +337,9 @@ type epochStarter interface {
 // store (backend) bytes and disk bytes per epoch. A hit in cc moves the
 // chunk's rank on the disk if the disk holds it; a miss is read from the
 // disk if it holds the chunk, else from the store and offered to the disk,
-// before cc admits it.
-func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Result {
+// before cc admits it. It counts every batch on the simulator's meter and
+// stops with the meter's error.
+func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Result, error) {
 	slots := make([]EpochResult, len(s.slots))
 	for i, k := range s.slots {
 		slots[i].Epoch = int(k.epoch)
@@ -395,8 +403,15 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 				}
 			}
 		}
+		var err error
 		batches(s.trace, r.start, r.end, batched, func(start, end int) {
-			var size int64
+			if err != nil {
+				return
+			}
+			if err = s.meter.simulate(end - start); err != nil {
+				return
+			}
+			size := int64(0)
 			for i := start; i < end; i++ {
 				size += s.sizes[s.trace[i].Chunk]
 			}
@@ -404,20 +419,15 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 				process(start, end)
 				return
 			}
-			// A batch whose chunks do not fit together: the gateway pins
-			// them a group at a time, each group at most half the cache
-			// (or one chunk), in first-use order (gateway/parts.go).
-			limit := max(cacheBytes/2, 1)
-			for from := start; from < end; {
-				to, group := from, int64(0)
-				for to < end && (to == from || group+s.sizes[s.trace[to].Chunk] <= limit) {
-					group += s.sizes[s.trace[to].Chunk]
-					to++
-				}
-				process(from, to)
-				from = to
+			// A batch whose chunks do not fit together is pinned a group
+			// at a time, by the reader's rule.
+			for g := range assembly.Groups(end-start, func(i int) int64 { return s.sizes[s.trace[start+i].Chunk] }, cacheBytes) {
+				process(start+g.From, start+g.To)
 			}
 		})
+		if err != nil {
+			return Result{}, err
+		}
 		er.Accesses += r.end - r.start
 	}
 	res := s.result(p, cacheBytes, slots)
@@ -425,7 +435,7 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) Res
 	if comps != nil {
 		res.Components = s.componentResults(comps)
 	}
-	return res
+	return res, nil
 }
 
 // componentResults gathers the per-component, per-slot figures of a run

@@ -1,11 +1,11 @@
 package planner
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -62,7 +62,7 @@ func Trace(d Dataset, j Job) ([]Access, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.trace(context.Background(), nil)
+	return s.trace(nil, nil)
 }
 
 // schedule is a validated dataset and job, with the tables that map a
@@ -168,15 +168,29 @@ func validateJob(j Job) error {
 	return nil
 }
 
+// cut is the job's cut of an epoch into global batches: shuffle's, from
+// the epoch's start, since a plan simulates whole epochs of every rank
+// (Rank and Offset are not part of it).
+func (s *schedule) cut() shuffle.Params {
+	p := s.j.Params
+	p.Rank, p.Offset = 0, 0
+	return p
+}
+
 // numBatches is the number of global batches per epoch.
 func (s *schedule) numBatches() int {
-	return shuffle.NumBatches(s.n, s.j.BatchSize, s.j.World, s.j.DropLast)
+	return s.cut().NumBatches(s.n)
 }
 
 // servedSamples is the number of samples an epoch serves: all of them, or
 // without the dropped partial final batch.
 func (s *schedule) servedSamples() int {
-	return min(s.n, s.numBatches()*s.j.BatchSize*s.j.World)
+	nb := s.numBatches()
+	if nb == 0 {
+		return 0
+	}
+	_, end, _ := s.cut().GlobalBatch(s.n, nb-1)
+	return end
 }
 
 // chunkOf returns the chunk holding sample id: the first chunk ending after
@@ -196,6 +210,14 @@ func (s *schedule) chunkOf(id int) int32 {
 	return int32(lo)
 }
 
+// spec is what fixes epoch e's order for the job, in windows of window
+// chunks (the job's own, or the number of chunks for a full shuffle): the
+// single gateway's uniform shuffle, until a caller adds strata or a
+// snapshot.
+func (s *schedule) spec(e, window int) importance.OrderSpec {
+	return importance.OrderSpec{Counts: s.d.Counts, Seed: s.j.Seed, Epoch: uint64(e), Window: window}
+}
+
 // walk calls visit for every global batch of every simulated epoch, in
 // order, with the chunk of each of the batch's samples in epoch order. The
 // order is that of a shuffle with the given window (the job's own, or the
@@ -203,77 +225,76 @@ func (s *schedule) chunkOf(id int) int32 {
 // after it returns.
 //
 // walk keeps one window's sample IDs and one global batch in memory, never
-// the whole epoch. It checks ctx before each epoch and returns its error.
-func (s *schedule) walk(ctx context.Context, window int, visit func(epoch int, chunks []int32)) error {
-	return s.walkOrder(ctx, func(e int) (windowed, error) {
-		return shuffle.NewEpoch(s.d.Counts, s.j.Seed, uint64(e), window)
+// the whole epoch. It counts the samples it walks on m and returns m's
+// error when the budget runs out or the plan's context is done.
+func (s *schedule) walk(m *meter, window int, visit func(epoch int, chunks []int32)) error {
+	return s.walkOrder(m, func(e int) (importance.Order, error) {
+		return importance.NewOrder(s.spec(e, window))
 	}, visit)
 }
 
-// windowed is what walkOrder reads of an epoch's order: *shuffle.Epoch,
-// or *importance.Epoch for an epoch drawn by importance.
-type windowed interface {
-	NumWindows() int
-	Window(w int) []int
-}
-
-// walkOrder is walk over the epoch orders order returns: a cluster's
-// chunk order is stratified by owner (shuffle.NewStratifiedEpoch), an
-// importance epoch's drawn from a snapshot (importance.NewEpoch). Every
-// order must have the dataset's sample count.
-func (s *schedule) walkOrder(ctx context.Context, order func(epoch int) (windowed, error), visit func(epoch int, chunks []int32)) error {
-	g := s.j.BatchSize * s.j.World
-	nb := s.numBatches()
-	buf := make([]int32, 0, min(g, s.n))
+// walkOrder is walk over the epoch orders order returns, each chosen by
+// importance.NewOrder as the gateway chooses it: a cluster's chunk order
+// stratified by owner, an importance epoch's drawn from a snapshot. Every
+// order must have the dataset's sample count. The global batches are
+// shuffle's cut (Params.GlobalBatch), the one each rank's batches are cut
+// by.
+func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, error), visit func(epoch int, chunks []int32)) error {
+	cut := s.cut()
+	nb := cut.NumBatches(s.n)
+	buf := make([]int32, 0, min(cut.BatchSize*cut.World, s.n))
 	for e := s.j.FirstEpoch; e < s.j.FirstEpoch+s.j.Epochs; e++ {
-		if err := ctx.Err(); err != nil {
+		if err := m.err(); err != nil {
 			return err
 		}
 		ep, err := order(e)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		m := 0
-		buf = buf[:0]
-		for w := 0; w < ep.NumWindows() && m < nb; w++ {
-			for _, id := range ep.Window(w) {
-				buf = append(buf, s.chunkOf(id))
-				if len(buf) == g {
-					visit(e, buf)
-					buf = buf[:0]
-					if m++; m == nb {
-						break // drop_last: the rest of the epoch is dropped
-					}
-				}
+		var ids []int // window w's sample IDs, positions [ws, we) of the epoch
+		w, ws, we := -1, 0, 0
+		for b := range nb {
+			start, end, err := cut.GlobalBatch(s.n, b)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-		}
-		if len(buf) > 0 && m < nb {
+			buf = buf[:0]
+			for pos := start; pos < end; {
+				for pos >= we {
+					w++
+					ids, ws, we = ep.Window(w), ep.WindowStart(w), ep.WindowStart(w+1)
+				}
+				hi := min(end, we)
+				for _, id := range ids[pos-ws : hi-ws] {
+					buf = append(buf, s.chunkOf(id))
+				}
+				pos = hi
+			}
+			if err := m.walk(len(buf)); err != nil {
+				return err
+			}
 			visit(e, buf)
-			m++
-		}
-		if m != nb {
-			// The cut above and shuffle.NumBatches must agree; they are two
-			// statements of the same rule.
-			panic(fmt.Sprintf("planner: epoch %d cut into %d batches, shuffle says %d", e, m, nb))
 		}
 	}
-	return nil
+	return m.err()
 }
 
-// maxPresize caps the trace's initial capacity (in accesses, 512 MiB)
+// maxPresize caps the trace's initial capacity (in accesses, 768 MiB)
 // whatever the estimate.
 const maxPresize = 1 << 26
 
 // trace walks the job's schedule and returns its demand trace, calling
 // also, if not nil, with every global batch as walk does.
-func (s *schedule) trace(ctx context.Context, also func(epoch int, chunks []int32)) ([]Access, error) {
-	return s.traceOf(func(visit func(epoch int, chunks []int32)) error {
-		return s.walk(ctx, s.j.Window, visit)
+func (s *schedule) trace(m *meter, also func(epoch int, chunks []int32)) ([]Access, error) {
+	return s.traceOf(m, func(visit func(epoch int, chunks []int32)) error {
+		return s.walk(m, s.j.Window, visit)
 	}, also)
 }
 
-// traceOf is trace over the global batches walk visits.
-func (s *schedule) traceOf(walk func(visit func(epoch int, chunks []int32)) error, also func(epoch int, chunks []int32)) ([]Access, error) {
+// traceOf is trace over the global batches walk visits. It counts the
+// accesses the trace holds on m, and the walk stops at its next count
+// once they pass the budget.
+func (s *schedule) traceOf(m *meter, walk func(visit func(epoch int, chunks []int32)) error, also func(epoch int, chunks []int32)) ([]Access, error) {
 	// A batch touches at most its samples' count of chunks, at most all of
 	// them, and usually at most the chunks of the two windows it straddles.
 	// Sizing the trace for that up front saves the growing copies of a
@@ -286,6 +307,9 @@ func (s *schedule) traceOf(walk func(visit func(epoch int, chunks []int32)) erro
 	if perEpoch <= maxPresize/s.j.Epochs {
 		size = perEpoch * s.j.Epochs
 	}
+	if room := m.traceRoom(); room >= 0 {
+		size = int(min(int64(size), room))
+	}
 	out := make([]Access, 0, size)
 	// stamp[c] is the number of the last batch that used chunk c, so that a
 	// batch's distinct chunks are found in O(samples).
@@ -293,7 +317,7 @@ func (s *schedule) traceOf(walk func(visit func(epoch int, chunks []int32)) erro
 	batch := 0
 	err := walk(func(epoch int, chunks []int32) {
 		batch++
-		start := true
+		start, n := true, len(out)
 		for _, c := range chunks {
 			if stamp[c] != batch {
 				stamp[c] = batch
@@ -301,10 +325,15 @@ func (s *schedule) traceOf(walk func(visit func(epoch int, chunks []int32)) erro
 				start = false
 			}
 		}
+		// An error stops the walk at its next count.
+		_ = m.trace(len(out) - n)
 		if also != nil {
 			also(epoch, chunks)
 		}
 	})
+	if err == nil {
+		err = m.err()
+	}
 	if err != nil {
 		return nil, err
 	}

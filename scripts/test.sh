@@ -36,9 +36,11 @@ fi
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
-# The S3 face's request parsing (keys, ranges, preconditions, listing
-# parameters), fuzzed beyond its seed corpus for a bounded time.
-go test -run='^$' -fuzz='^FuzzRequest$' -fuzztime=20s ./internal/s3face
+# Fuzzed for a bounded time beyond their seed corpus (which the run above
+# already checks): the mixture and plan parameters, and the S3 face's
+# request parsing (keys, ranges, preconditions, listing parameters).
+go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
+go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 
 # The Python package against a real gateway (installs Debian's torch when
 # missing; see the script).

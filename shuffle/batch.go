@@ -97,6 +97,39 @@ func (p Params) BatchRange(n, m int) (start, end int, err error) {
 	return start + p.Offset, end + p.Offset, nil
 }
 
+// GlobalBatch returns the epoch positions [start, end) of global batch m
+// of the part of an epoch of n samples that starts at p.Offset: every
+// rank's slice of it, together, whatever p.Rank. It is the cut a reader
+// of every rank walks the epoch by — the planner replaying a gateway that
+// serves all ranks, a cluster assigning a global batch's samples to ranks
+// — so that its batches are, by construction, those BatchRange gives each
+// rank. Errors are BatchRange's.
+func (p Params) GlobalBatch(n, m int) (start, end int, err error) {
+	p.Rank = 0
+	start, _, err = p.BatchRange(n, m)
+	if err != nil {
+		return 0, 0, err
+	}
+	p.Rank = p.World - 1
+	_, end, err = p.BatchRange(n, m)
+	return start, end, err
+}
+
+// AppendShares appends to dst how many positions of global batch m each
+// rank takes, rank 0 first: the lengths of BatchRange's slices, which
+// tile GlobalBatch(n, m) in rank order. Errors are BatchRange's.
+func (p Params) AppendShares(dst []int, n, m int) ([]int, error) {
+	for r := range p.World {
+		p.Rank = r
+		s, e, err := p.BatchRange(n, m)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, e-s)
+	}
+	return dst, nil
+}
+
 // RankSamples is how many samples p.Rank receives from the part of an epoch
 // of n samples that starts at p.Offset.
 func (p Params) RankSamples(n int) int {

@@ -38,7 +38,9 @@
 // order never depends on the world size or batch size, only the cut. With
 // drop_last a partial final global batch is dropped; without it the final
 // batch may be short, and some ranks' slices short or empty (an empty slice
-// is valid, not an error).
+// is valid, not an error). Params.GlobalBatch and AppendShares state the
+// same cut for a reader of every rank at once (a cluster assigning a
+// global batch to ranks, the planner replaying a gateway).
 //
 // # Costs
 //

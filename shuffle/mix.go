@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/brandgw/brand/internal/seeded"
 )
 
 // domainMixSlots seeds the permutation of a mixing block's slots: the
@@ -13,15 +15,27 @@ const domainMixSlots uint64 = 0x6272616e646d7873
 
 // Bounds of a mixture's parameters. They keep every product the block
 // counts need below 2^63 (docs/shuffle.md §11.2) and a mixture's
-// construction cheap.
+// construction and memory bounded (§11.6).
 const (
 	MaxMixComponents = 64
 	MaxMixWeightSum  = 1 << 31 // the reduced integer weights' sum A
 	MaxMixBlock      = 1 << 24 // samples in a mixing block K
-	// maxMixSteps bounds the blocks NewMixture simulates: min(period,
-	// blocks of an epoch).
-	maxMixSteps = 1 << 26
+	// MaxMixWork bounds the rule's work NewMixture does once: the blocks
+	// it runs the rule over, min(period, blocks of an epoch), times the
+	// components each step ranks. At the bound it takes about half a
+	// second and keeps 512 KiB of checkpoints.
+	MaxMixWork = 1 << 22
 )
+
+// mixSpanPositions is about how many positions a MixSpan of small blocks
+// holds: whole blocks, at least one, so that a span of blocks of 1 sample
+// is not a span of one position.
+const mixSpanPositions = 1 << 16
+
+// mixSpanStride is how many positions apart a MixSpan keeps each
+// component's running count: a range of a span costs at most this many
+// positions counted before its first.
+const mixSpanStride = 1 << 12
 
 // mixCheckpoint is how many blocks apart NewMixture keeps the running
 // counts: a block's counts cost at most this many steps of the rule.
@@ -150,8 +164,9 @@ func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, err
 	}
 	blocks := length / block
 	steps := min(m.period, blocks)
-	if steps > maxMixSteps {
-		return nil, fmt.Errorf("%w: a mixture epoch of %d blocks whose rounding repeats only every %d blocks; use weights with fewer digits, or a shorter epoch", ErrInvalid, blocks, m.period)
+	if steps > MaxMixWork/k {
+		return nil, fmt.Errorf("%w: a mixture epoch of %d blocks whose rounding repeats only every %d blocks, over %d components: %d steps of the rounding rule, over the bound of %d (shuffle.MaxMixWork) steps × components; use weights with fewer digits, a larger mixing block or a shorter epoch",
+			ErrInvalid, blocks, m.period, k, steps, MaxMixWork)
 	}
 	// Run the rule over the blocks an epoch reaches within a period,
 	// keeping the running extra units every mixCheckpoint blocks.
@@ -351,58 +366,142 @@ func (st *mixState) step(t uint64, u []int) {
 // permuted by the Fisher–Yates shuffle of the stream (seed, epoch,
 // "brandmxs", b).
 func (m *Mixture) Slots(seed, epoch uint64, b int) []int {
-	return m.slots(make([]int, 0, m.block), seed, epoch, b, m.BlockCounts(b))
+	slots := m.slots(make([]uint8, 0, m.block), seed, epoch, b, m.BlockCounts(b))
+	out := make([]int, len(slots))
+	for i, c := range slots {
+		out[i] = int(c)
+	}
+	return out
 }
 
-// slots appends block b's slots, given its counts, to dst.
-func (m *Mixture) slots(slots []int, seed, epoch uint64, b int, cnt []int) []int {
+// slots appends block b's slots, given its counts, to dst: a byte each,
+// since a mixture has at most MaxMixComponents components.
+func (m *Mixture) slots(dst []uint8, seed, epoch uint64, b int, cnt []int) []uint8 {
+	base := len(dst)
 	for i, c := range cnt {
 		for range c {
-			slots = append(slots, i)
+			dst = append(dst, uint8(i))
 		}
 	}
 	s := newStream(seed, epoch, domainMixSlots, uint64(b))
-	s.Shuffle(slots, 0)
-	return slots
+	seeded.ShuffleOf(&s.Stream, dst[base:], 0)
+	return dst
 }
 
 // AppendRange appends the draws at epoch positions [start, end) of epoch
 // epoch to dst: for each position its component, and the pass and the
 // position in that pass it reads. Component i's stream before epoch e has
 // given e·n_i samples; its stream position q is pass q / N_i, index
-// q mod N_i. It costs O(K + k) per block touched. It panics unless
+// q mod N_i. It costs O(K + k log k) per block touched, as Span of those
+// blocks does, and that span's memory while it runs. It panics unless
 // 0 <= start <= end <= NumSamples().
 func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []Draw {
 	if start < 0 || end < start || end > m.length {
 		panic(fmt.Sprintf("shuffle: Mixture.AppendRange(%d, %d) outside [0, %d]", start, end, m.length))
 	}
+	if start == end {
+		return dst
+	}
+	first := start / m.block
+	sp := m.Span(seed, epoch, first, (end-1)/m.block+1-first)
+	return sp.AppendRange(dst, start, end)
+}
+
+// SpanBlocks is how many blocks a span of the epoch holds when an epoch
+// is read a span at a time, as a server memoises it: whole blocks, about
+// 65,536 positions, at least one block.
+func (m *Mixture) SpanBlocks() int { return max(1, mixSpanPositions/m.block) }
+
+// SpanBytes is the memory a span of blocks blocks holds: a byte a
+// position, and each component's running count every 4,096 positions.
+func (m *Mixture) SpanBytes(blocks int) int64 {
+	n := int64(blocks) * int64(m.block)
+	strides := (n + mixSpanStride - 1) / mixSpanStride
+	return n + strides*int64(len(m.weights))*4 + int64(len(m.weights))*8
+}
+
+// A MixSpan is blocks of one epoch of a Mixture, materialised: each
+// position's component, and the counts that place each position in its
+// component's stream, so that any range of it is read without a random
+// draw, in O(4,096 + the range's length). A server keeps the spans its
+// requests read, once per (mixture, seed, epoch, span), rather than
+// shuffling a block of up to MaxMixBlock slots for every batch in it.
+//
+// A MixSpan is immutable and safe for concurrent use.
+type MixSpan struct {
+	m          *Mixture
+	epoch      uint64
+	start, end int     // its epoch positions
+	comp       []uint8 // per position, its component
+	before     []int   // per component, its samples in the epoch before the span
+	// ckpt[j·k+i] is component i's positions in [start, start+j·stride).
+	ckpt []int32
+}
+
+// Span materialises blocks [first, first+blocks) of epoch epoch. It costs
+// O(k log k) per block for its counts (from the nearest checkpoint) and
+// O(K) per block for its slots, and holds SpanBytes(blocks). It panics
+// unless the blocks are in the epoch.
+func (m *Mixture) Span(seed, epoch uint64, first, blocks int) *MixSpan {
+	if first < 0 || blocks < 1 || first+blocks > m.length/m.block {
+		panic(fmt.Sprintf("shuffle: Mixture.Span(%d, %d) outside the epoch's %d blocks", first, blocks, m.length/m.block))
+	}
 	k := len(m.weights)
-	seen := make([]int, k)
-	b := start / m.block
-	cur := m.cursor(b)
-	at := cur.counts(make([]int, 0, k)) // each component's samples before the block
+	cur := m.cursor(first)
+	sp := &MixSpan{m: m, epoch: epoch, start: first * m.block, end: (first + blocks) * m.block,
+		comp: make([]uint8, 0, blocks*m.block), before: cur.counts(make([]int, 0, k))}
+	at := slices.Clone(sp.before) // each component's samples before the block
 	after := make([]int, 0, k)
 	cnt := make([]int, k)
-	var slots []int
-	for ; b*m.block < end; b++ {
+	for b := first; b < first+blocks; b++ {
 		cur.next()
 		after = cur.counts(after[:0])
 		for i := range cnt {
 			cnt[i] = after[i] - at[i]
 		}
-		slots = m.slots(slots[:0], seed, epoch, b, cnt)
-		clear(seen)
-		lo, hi := max(start-b*m.block, 0), min(end-b*m.block, m.block)
-		for s, i := range slots {
-			if s >= hi {
-				break
-			}
-			if s >= lo {
-				dst = append(dst, m.draw(i, epoch, at[i]+seen[i]))
-			}
-			seen[i]++
-		}
+		sp.comp = m.slots(sp.comp, seed, epoch, b, cnt)
 		at, after = after, at
+	}
+	run := make([]int32, k)
+	sp.ckpt = make([]int32, 0, (len(sp.comp)+mixSpanStride-1)/mixSpanStride*k)
+	for p, c := range sp.comp {
+		if p%mixSpanStride == 0 {
+			sp.ckpt = append(sp.ckpt, run...)
+		}
+		run[c]++
+	}
+	return sp
+}
+
+// Start and End are the span's epoch positions, [Start, End).
+func (sp *MixSpan) Start() int { return sp.start }
+func (sp *MixSpan) End() int   { return sp.end }
+
+// Bytes is the memory the span holds, its Mixture's SpanBytes.
+func (sp *MixSpan) Bytes() int64 { return sp.m.SpanBytes((sp.end - sp.start) / sp.m.block) }
+
+// AppendRange is Mixture.AppendRange for positions [start, end) within
+// the span; it panics outside it.
+func (sp *MixSpan) AppendRange(dst []Draw, start, end int) []Draw {
+	if start < sp.start || end < start || end > sp.end {
+		panic(fmt.Sprintf("shuffle: MixSpan.AppendRange(%d, %d) outside [%d, %d]", start, end, sp.start, sp.end))
+	}
+	if start == end {
+		return dst
+	}
+	k := len(sp.before)
+	lo := start - sp.start
+	j := lo / mixSpanStride
+	seen := make([]int, k) // each component's positions in the span before the next
+	for i, c := range sp.ckpt[j*k : (j+1)*k] {
+		seen[i] = int(c)
+	}
+	for _, c := range sp.comp[j*mixSpanStride : lo] {
+		seen[c]++
+	}
+	for _, c := range sp.comp[lo : end-sp.start] {
+		dst = append(dst, sp.m.draw(int(c), sp.epoch, sp.before[c]+seen[c]))
+		seen[c]++
 	}
 	return dst
 }

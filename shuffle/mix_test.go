@@ -161,10 +161,40 @@ func TestNewMixtureRejects(t *testing.T) {
 		{"block too large", []uint64{1}, []int{1}, MaxMixBlock + 1, 0},
 		{"weights too large", []uint64{MaxMixWeightSum, 1}, []int{1, 1}, 8, 0},
 		{"negative length", []uint64{1}, []int{1}, 8, -1},
+		// Weights 1000000:1100001 repeat their rounding only every
+		// 2,100,001 blocks of 1: over 2 components that is past
+		// MaxMixWork.
+		{"rounding past the work bound", []uint64{1000000, 1100001}, []int{1, 1}, 1, MaxMixWork},
 	} {
 		if _, err := NewMixture(tc.w, tc.sizes, tc.k, tc.l); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err %v, want ErrInvalid", tc.name, err)
 		}
+	}
+}
+
+// TestMixSpanRanges: a span reads every range of its positions as the
+// whole-epoch draws give it, across its running-count strides and
+// whatever blocks it was cut from, and holds what SpanBytes says.
+func TestMixSpanRanges(t *testing.T) {
+	m, err := NewMixture([]uint64{5, 3, 2}, []int{1000, 300, 37}, 3000, 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := m.AppendRange(nil, 4, 2, 0, m.NumSamples())
+	sp := m.Span(4, 2, 2, 5) // blocks 2..6: positions [6000, 21000)
+	if sp.Start() != 6000 || sp.End() != 21000 || sp.Bytes() != m.SpanBytes(5) || sp.Bytes() < 15000 {
+		t.Fatalf("span [%d, %d) of %d bytes", sp.Start(), sp.End(), sp.Bytes())
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		s := 6000 + r.IntN(15000)
+		e := s + r.IntN(21000-s+1)
+		if got, want := fmt.Sprint(sp.AppendRange(nil, s, e)), fmt.Sprint(all[s:e]); got != want {
+			t.Fatalf("[%d, %d): the span gives %.80s…, the epoch %.80s…", s, e, got, want)
+		}
+	}
+	if got := m.SpanBlocks(); got != 21 { // 65536 / 3000
+		t.Errorf("SpanBlocks %d", got)
 	}
 }
 

@@ -16,10 +16,9 @@ const (
 	domainWindow uint64 = 0x6272616e6477696e // "brandwin"
 )
 
-// mix64, streamSeeds and the stream are package seeded's: the shuffle's
+// The seed derivation and the stream are package seeded's: the shuffle's
 // streams are seeded.New with the domains above (docs/shuffle.md §2).
-func mix64(z uint64) uint64 { return seeded.Mix64(z) }
-
+// streamSeeds names the derivation for the golden and reference tests.
 func streamSeeds(seed, epoch, domain, index uint64) (seed1, seed2 uint64) {
 	return seeded.Seeds(seed, epoch, domain, index)
 }

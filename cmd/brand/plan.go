@@ -167,7 +167,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if impMode != nil {
 			return fmt.Errorf("--nodes %d: importance mode is planned for one gateway; drop --nodes or the snapshot", cl.nodes)
 		}
-		plan, err := planner.MakeClusterPlanContext(ctx, planner.ClusterInput{
+		plan, err := planner.MakeClusterPlan(ctx, planner.ClusterInput{
 			Dataset:            d,
 			Mix:                m,
 			Job:                job,
@@ -181,7 +181,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		return writePlan(env, plan, asJSON)
 	}
-	plan, err := planner.MakePlanContext(ctx, planner.PlanInput{
+	plan, err := planner.MakePlan(ctx, planner.PlanInput{
 		Dataset:            d,
 		Mix:                m,
 		Job:                job,

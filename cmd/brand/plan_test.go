@@ -78,7 +78,7 @@ func planDataset(t *testing.T) (string, planner.Dataset, uint64) {
 // dataset's own index, in text and in JSON.
 func TestPlanNodes(t *testing.T) {
 	dir, d, key := planDataset(t)
-	want, err := planner.MakeClusterPlan(planner.ClusterInput{
+	want, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{
 		Dataset:        d,
 		Job:            planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 8}, Epochs: 3},
 		IndexKey:       key,
@@ -128,7 +128,7 @@ func TestPlanNodes(t *testing.T) {
 // the client's error.
 func TestPlanEndpointNodes(t *testing.T) {
 	dir, d, key := planDataset(t)
-	want, err := planner.MakeClusterPlan(planner.ClusterInput{
+	want, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{
 		Dataset:        d,
 		Job:            planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 8}, Epochs: 3},
 		IndexKey:       key,
@@ -198,7 +198,7 @@ func TestPlanEndpointNodes(t *testing.T) {
 func TestPlanDiskCacheSize(t *testing.T) {
 	dir, d, key := planDataset(t)
 	job := planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 1}, Epochs: 3}
-	single, err := planner.MakePlan(planner.PlanInput{
+	single, err := planner.MakePlan(context.Background(), planner.PlanInput{
 		Dataset:            d,
 		Job:                job,
 		CacheBytes:         256 << 10,
@@ -213,7 +213,7 @@ func TestPlanDiskCacheSize(t *testing.T) {
 		t.Fatalf("the dataset is too small for this test: disk section %+v", single.Disk)
 	}
 	job.World = 4
-	clustered, err := planner.MakeClusterPlan(planner.ClusterInput{
+	clustered, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{
 		Dataset:            d,
 		Job:                job,
 		IndexKey:           key,

@@ -196,7 +196,7 @@ func TestPlanImportanceCommandAndEndpoint(t *testing.T) {
 		PrefetchWindows:    1,
 		Importance:         &planner.Importance{Snapshot: snap, Hot: 8},
 	}
-	want, err := planner.MakePlan(in)
+	want, err := planner.MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}

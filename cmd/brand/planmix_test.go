@@ -59,7 +59,7 @@ func TestPlanMix(t *testing.T) {
 	web, code, mix := planMixDatasets(t)
 	job := planner.Job{Params: shuffle.Params{Seed: 3, Window: 4, BatchSize: 16, World: 1}, Epochs: 3}
 	in := planner.PlanInput{Mix: &mix, Job: job, CacheBytes: 256 << 10, BackendBytesPerSec: 1 << 30, PrefetchWindows: 1}
-	plain, err := planner.MakePlan(in)
+	plain, err := planner.MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,18 +69,18 @@ func TestPlanMix(t *testing.T) {
 	shaped := mix
 	shaped.Block, shaped.Samples = 10, 500
 	in.Mix = &shaped
-	blocked, err := planner.MakePlan(in)
+	blocked, err := planner.MakePlan(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withDisk := in
 	withDisk.Mix, withDisk.DiskCacheBytes = &mix, 1<<20
-	disked, err := planner.MakePlan(withDisk)
+	disked, err := planner.MakePlan(context.Background(), withDisk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	job.World = 4
-	clustered, err := planner.MakeClusterPlan(planner.ClusterInput{Mix: &mix, Job: job, Nodes: 2, NodeCacheBytes: 256 << 10})
+	clustered, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Mix: &mix, Job: job, Nodes: 2, NodeCacheBytes: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -284,7 +284,7 @@ func (r *runner) describeDataset() error {
 		sizes[c] = ix.Chunk(c).Size
 	}
 	r.planDS = planner.Dataset{ChunkSizes: sizes, Counts: ix.SampleCounts()}
-	plan, err := planner.MakePlan(planner.PlanInput{
+	plan, err := planner.MakePlan(context.Background(), planner.PlanInput{
 		Dataset:            r.planDS,
 		Job:                r.plannerJob(2),
 		CacheBytes:         ix.TotalBytes(),

@@ -22,5 +22,7 @@
 // No fsync is needed for that reason: after a power loss a renamed file
 // whose pages never reached the disk fails its checks and is read from the
 // store again. A disk that is full, failing or slow costs store reads,
-// counted in metrics and logged, never a failed or wrong batch.
+// counted in metrics and logged, never a failed or wrong batch; a
+// directory removed while serving is created again when next written or
+// read, its chunks forgotten.
 package disktier

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,10 +60,12 @@ type Tier struct {
 	entries map[chunkcache.Key]*entry
 	// later holds chunks not written because no writer was free in time:
 	// Wants asks for them again while the RAM cache still holds them.
-	later   map[chunkcache.Key]struct{}
-	seq     uint64 // recency, for LRU and ties
-	closed  bool
-	writing sync.WaitGroup
+	later  map[chunkcache.Key]struct{}
+	seq    uint64 // recency, for LRU and ties
+	closed bool
+	// reading and writing count the reads and writes in flight, which
+	// Close waits for; each is added under mu, and only while open.
+	reading, writing sync.WaitGroup
 }
 
 type dir struct {
@@ -216,7 +219,8 @@ func (t *Tier) Prune(valid func(k chunkcache.Key, size int64) bool) (kept, remov
 }
 
 // Read fills buf with chunk k from disk if the tier holds it with exactly
-// len(buf) bytes and verify accepts them, and reports whether it did. A
+// len(buf) bytes and verify accepts them, and reports whether it did; a
+// closed tier holds nothing. A
 // file that cannot be read, is short, whose header does not name k, or
 // whose bytes verify refuses (the caller checks every sample's CRC32C, as
 // for bytes from the store) is removed and counted, and the caller reads
@@ -226,6 +230,12 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 		return false
 	}
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return false
+	}
+	t.reading.Add(1)
+	defer t.reading.Done()
 	e, ok := t.entries[k]
 	if !ok || !e.ready || e.size != int64(len(buf)) {
 		t.mu.Unlock()
@@ -247,6 +257,10 @@ func (t *Tier) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify fu
 		}
 	}
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && t.restore(e.dir) {
+			t.m.misses.Add(1) // its directory was removed: every chunk of it is forgotten
+			return false
+		}
 		reason := "damaged"
 		if !errors.Is(err, errHeader) && !errors.Is(err, errShort) && !errors.Is(err, errDamaged) {
 			reason = "read error"
@@ -339,6 +353,12 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 	}
 	start := time.Now()
 	err := t.writeFile(e.path, hdr, data)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory may have been removed under the tier: once it
+		// is back, the write is tried again, once.
+		t.restore(d)
+		err = t.writeFile(e.path, hdr, data)
+	}
 	<-d.sem
 	if err != nil {
 		t.undo(e)
@@ -371,6 +391,35 @@ func (t *Tier) Spill(k chunkcache.Key, data []byte, release func()) {
 		os.Remove(e.path)
 	}
 	t.mu.Unlock()
+}
+
+// restore recreates d's directory if it is gone — removed while the
+// gateway runs, by an operator clearing the disk cache or a cleaner of
+// temporary files — and forgets the chunks it held, whose files went with
+// it, saying so in the log; Open would have created it. Without it every
+// later write to d failed, and every read of a chunk it held. It reports
+// whether the directory was gone.
+func (t *Tier) restore(d *dir) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, err := os.Stat(d.path); !errors.Is(err, fs.ErrNotExist) {
+		return false // there: another read or write restored it, or the error was the file's
+	}
+	lost := 0
+	for _, e := range t.entries {
+		if e.dir == d && e.ready {
+			t.removeLocked(e)
+			lost++
+		}
+	}
+	if err := os.MkdirAll(d.path, 0o755); err != nil {
+		t.log.Warn().Str("dir", d.path).Int("lost_chunks", lost).AnErr("error", err).
+			Msg("disk cache: the directory was removed while serving and cannot be created again; its writes fail")
+		return true
+	}
+	t.log.Warn().Str("dir", d.path).Int("lost_chunks", lost).
+		Msg("disk cache: the directory was removed while serving; created it again (the chunks it held are read from the store when needed)")
+	return true
 }
 
 // maxLater bounds the chunks remembered for a later write.
@@ -482,13 +531,18 @@ func (t *Tier) touchLocked(e *entry) {
 	e.used = t.seq
 }
 
-// Close waits for the writes in flight; later Spills write nothing.
-// Reads go on working: the files stay for the next Open.
+// Close waits for the reads and writes in flight; later Reads find
+// nothing and later Spills write nothing. The files stay for the next
+// Open, which may come before the closing gateway's loads have all
+// returned (the chunk cache does not wait for them): a closed tier must
+// not touch its directories, or a read that fails its check would remove
+// a file the next Open counted, or is about to.
 func (t *Tier) Close() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
 	t.writing.Wait()
+	t.reading.Wait()
 }
 
 // Stats returns the tier's figures for /stats.

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
@@ -39,6 +40,9 @@ var (
 	// ErrNotImplemented marks a feature the server was built without, or
 	// a request it does not model.
 	ErrNotImplemented = errors.New("not implemented")
+	// ErrPlanBusy means every plan slot stayed taken while a plan waited
+	// for one.
+	ErrPlanBusy = errors.New("busy: plans")
 )
 
 // RetryAfter is what 503 responses advise; clients back off at least this.
@@ -59,7 +63,7 @@ func Status(err error) int {
 		errors.Is(err, feedback.ErrStale):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
-		errors.Is(err, feedback.ErrBusy):
+		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
 		errors.Is(err, chunkindex.ErrCorrupt):
@@ -88,7 +92,8 @@ func Status(err error) int {
 func Public(status int, err error) string {
 	switch {
 	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented):
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
+		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
 		return ""
 	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"

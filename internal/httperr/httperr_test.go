@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
@@ -28,6 +29,8 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("s3://bucket/p: %w", s3backend.ErrUnavailable), http.StatusServiceUnavailable, true},
 		{fmt.Errorf("/data/x: %w", s3backend.ErrChanged), http.StatusBadGateway, true},
 		{fmt.Errorf("x: %w", httperr.ErrNotImplemented), http.StatusNotImplemented, false},
+		{fmt.Errorf("x: %w", httperr.ErrPlanBusy), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", api.ErrPlanBudget), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusGatewayTimeout, true},
 		{errors.New("/etc/secret: permission denied"), http.StatusInternalServerError, true},
 	}

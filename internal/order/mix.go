@@ -21,7 +21,7 @@ import (
 type Mixed struct {
 	Mix   api.Mix
 	DS    []*catalog.Dataset // per component
-	Order *shuffle.Mixture
+	Order *MixOrder
 	key   string
 	text  string // Mix.String()
 	ids   string // the components' index IDs, comma-separated
@@ -48,7 +48,10 @@ func (m *Mixed) Stream(i int, job api.Job) Stream {
 // job reads, memoised by the mixture as the request writes it (asked on
 // every request, it is found without parsing the weights); its key names
 // it by the weights reduced to integers, so that 0.5,0.5 and 1,1 are one
-// order.
+// order. Requests that ask for the same new mixture at once share one
+// construction (shuffle.NewMixture, within shuffle.MaxMixWork), and a
+// mixture whose order is over a bound is refused with shuffle.ErrInvalid
+// naming it.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
 	block := job.Block()
 	kb := make([]byte, 0, 96*len(ds)+32)
@@ -62,6 +65,26 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 	if m, ok := o.mixtures.Get(memo); ok {
 		return m, nil
 	}
+	v, err, _ := o.mixFlight.Do(memo, func() (any, error) {
+		if m, ok := o.mixtures.Get(memo); ok {
+			return m, nil
+		}
+		m, err := o.newMixed(mix, ds, block, job.MixSamples)
+		if err != nil {
+			return nil, err
+		}
+		o.mixtures.Add(memo, m)
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Mixed), nil
+}
+
+// newMixed builds the mixture of datasets ds with mixing blocks of block
+// samples and epochs of samples (0: the datasets' summed).
+func (o *Orders) newMixed(mix api.Mix, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
 	weights, err := mix.IntWeights()
 	if err != nil {
 		return nil, err
@@ -72,18 +95,21 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 		sizes[i] = d.Index.NumSamples()
 		fmt.Fprintf(&sb, "%s@%s:%d,", d.Name, d.ID(), weights[i])
 	}
-	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, job.MixSamples)
-	mo, err := shuffle.NewMixture(weights, sizes, block, job.MixSamples)
+	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, samples)
+	mo, err := shuffle.NewMixture(weights, sizes, block, samples)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSpan(mo); err != nil {
 		return nil, err
 	}
 	ids := make([]string, len(ds))
 	for i, d := range ds {
 		ids[i] = d.ID()
 	}
-	m := &Mixed{Mix: mix, DS: ds, Order: mo, key: sb.String(), text: mix.String(), ids: strings.Join(ids, ",")}
-	o.mixtures.Add(memo, m)
-	return m, nil
+	key := sb.String()
+	return &Mixed{Mix: mix, DS: ds, Order: &MixOrder{Mixture: mo, key: key, spans: o.mixSpans}, key: key,
+		text: mix.String(), ids: strings.Join(ids, ",")}, nil
 }
 
 func newMixtureMemo() *lru.Cache[string, *Mixed] {
@@ -92,7 +118,8 @@ func newMixtureMemo() *lru.Cache[string, *Mixed] {
 }
 
 // maxMemoMixtures bounds the memoised mixtures: each holds its block
-// counts' checkpoints, O(blocks of an epoch / 64 × components).
+// counts' checkpoints, O(blocks of an epoch / 64 × components), at most
+// 512 KiB within shuffle.MaxMixWork.
 const maxMemoMixtures = 16
 
 // maxPass is the last pass of a component a mixture reads: passes are
@@ -109,9 +136,9 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	var draws []shuffle.Draw
 	var err error
 	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
-		draws, err = o.mixAssigned(m, job, b.Epoch, b.EpochSamples, int(b.Batch))
+		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch))
 	} else {
-		draws = m.Order.AppendRange(make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
+		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
 	}
 	if err != nil {
 		return err
@@ -177,12 +204,15 @@ func (m *Mixed) share(i, global int) int {
 
 // mixAssigned is assigned for a mixture: the global batch's draws, each
 // rank first given those whose chunk its home node owns.
-func (o *Orders) mixAssigned(m *Mixed, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, error) {
+func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, error) {
 	share, start, end, err := globalBatch(job, n, b)
 	if err != nil {
 		return nil, err
 	}
-	draws := m.Order.AppendRange(make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
+	draws, err := m.Order.Draws(ctx, make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
+	if err != nil {
+		return nil, err
+	}
 	// A component pass's draws in a global batch are consecutive
 	// positions of its order: read each pass's extent once.
 	type extent struct {

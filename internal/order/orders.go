@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/evict"
-	"github.com/brandgw/brand/shuffle"
 )
 
 // ErrNoSnapshot means an importance epoch's snapshot is not in memory:
@@ -82,10 +82,12 @@ type Orders struct {
 	windows       *lru.Cache[windowKey, []int]
 	assignments   *lru.Cache[assignKey, [][]int]
 	mixtures      *lru.Cache[string, *Mixed]
+	mixFlight     singleflight.Group // a mixture's construction, once however many ask
+	mixSpans      *mixSpans          // spans of mixtures' epoch orders
 	snapshots     Snapshots
 	// nodes is the cluster's node count: above 1, chunk orders are
-	// stratified by owner (shuffle.NewStratifiedEpoch), so that every
-	// window holds chunks of every node.
+	// stratified by owner (importance.NewOrder), so that every window
+	// holds chunks of every node.
 	nodes int
 }
 
@@ -115,7 +117,7 @@ func New(nodes int, snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), snapshots: snaps, nodes: max(nodes, 1)}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), snapshots: snaps, nodes: max(nodes, 1)}
 }
 
 // Nodes returns the cluster's node count.
@@ -131,28 +133,24 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
 	if e, ok := memo.Get(k); ok {
 		return e, nil
 	}
-	var e Order
-	var err error
-	var weight []float32
-	switch {
-	case s.Sampled():
+	spec := importance.OrderSpec{Counts: s.DS.Counts, Seed: s.Seed, Epoch: epoch, Window: s.Window}
+	if s.Sampled() {
 		snap, ok := o.snapshots.Get(s.DS, s.Imp.Job, s.Imp.Version)
 		if !ok {
 			return nil, fmt.Errorf("%w: snapshot %s of job %s", ErrNoSnapshot, s.Imp.Version, s.Imp.Job)
 		}
-		var ie *importance.Epoch
-		ie, err = importance.NewEpoch(s.DS.Counts, snap, s.Seed, epoch, s.Window, s.Imp.Hot)
-		if err == nil {
-			weight = chunkWeights(ie, len(s.DS.Counts))
-		}
-		e = ie
-	case o.nodes > 1:
-		e, err = shuffle.NewStratifiedEpoch(s.DS.Counts, s.DS.Owners(o.nodes), o.nodes, s.Seed, epoch, s.Window)
-	default:
-		e, err = shuffle.NewEpoch(s.DS.Counts, s.Seed, epoch, s.Window)
+		spec.Snapshot, spec.Hot = snap, s.Imp.Hot
 	}
+	if o.nodes > 1 {
+		spec.Strata, spec.NumStrata = s.DS.Owners(o.nodes), o.nodes
+	}
+	e, err := importance.NewOrder(spec)
 	if err != nil {
 		return nil, err
+	}
+	var weight []float32
+	if ie, ok := e.(*importance.Epoch); ok {
+		weight = chunkWeights(ie, len(s.DS.Counts))
 	}
 	eo := &Epoch{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
 	for c := range eo.ChunkWindow {
@@ -240,19 +238,16 @@ func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m in
 
 // globalBatch returns what each rank of a job takes from global batch m
 // of an epoch of n positions (the plain cut's shares) and the global
-// batch's positions [start, end).
+// batch's positions [start, end): shuffle's cut, the one the ranks'
+// own requests are cut by.
 func globalBatch(job api.Job, n, m int) (share []int, start, end int, err error) {
-	p := job.Params
-	share = make([]int, p.World)
-	start, end = n, 0
-	for r := range share {
-		p.Rank = r
-		s, e, err := p.BatchRange(n, m)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		share[r] = e - s
-		start, end = min(start, s), max(end, e)
+	start, end, err = job.GlobalBatch(n, m)
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	return share, min(start, end), end, nil
+	share, err = job.AppendShares(make([]int, 0, job.World), n, m)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return share, start, end, nil
 }

@@ -4,15 +4,16 @@ import (
 	"context"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/assembly"
 	"github.com/brandgw/brand/internal/order"
 )
 
 // A read whose chunks do not fit in the cache at once — a small cache, a
 // large batch, a batch across a window boundary — is assembled in parts:
 // its chunks are pinned a group at a time, each group no larger than half
-// the cache (or one chunk, if a chunk is larger than that), and the
-// samples are copied out of each group into one buffer before the next
-// is pinned. A chunk larger than the whole cache is read through, into a
+// the cache (or one chunk, if a chunk is larger than that: package
+// assembly's rule, which the planner simulates too), and the samples are
+// copied out of each group into one buffer before the next is pinned. A chunk larger than the whole cache is read through, into a
 // buffer of its own, and checked as any load is. The read is complete and
 // verified before it returns, as every read is: slower, and it costs a
 // copy, but never partial.
@@ -59,18 +60,12 @@ func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, dat
 		}
 	}
 	capacity := r.cache.Capacity()
-	limit := max(capacity/2, 1)
-	for from := 0; from < len(sub.Chunks); {
-		to, size := from, int64(0)
-		for to < len(sub.Chunks) && (to == from || size+sub.DS.Index.Chunk(sub.Chunks[to]).Size <= limit) {
-			size += sub.DS.Index.Chunk(sub.Chunks[to]).Size
-			to++
-		}
-		if err := r.assembleGroup(ctx, sub, from, to, size > capacity, dropped, copyOut, skip, res); err != nil {
+	size := func(i int) int64 { return sub.DS.Index.Chunk(sub.Chunks[i]).Size }
+	for g := range assembly.Groups(len(sub.Chunks), size, capacity) {
+		if err := r.assembleGroup(ctx, sub, g.From, g.To, g.Bytes > capacity, dropped, copyOut, skip, res); err != nil {
 			return nil, err
 		}
-		res.Chunks = append(res.Chunks, sub.Chunks[from:to]...)
-		from = to
+		res.Chunks = append(res.Chunks, sub.Chunks[g.From:g.To]...)
 	}
 	for s, d := range dropped {
 		if !d {

@@ -72,13 +72,20 @@ func TestSchedulePolicyOrder(t *testing.T) {
 	}
 }
 
-// testIndex is an index of chunks chunks of perChunk one-block samples.
+// testIndex is an index of chunks chunks of perChunk one-block samples,
+// each chunk (perChunk+2)*512 bytes.
 func testIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
+	return testIndexVersion(t, chunks, perChunk, "")
+}
+
+// testIndexVersion is testIndex whose chunks' ETags begin with version:
+// another version of the same dataset.
+func testIndexVersion(t *testing.T, chunks, perChunk int, version string) *chunkindex.Index {
 	t.Helper()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
 	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: version + fmt.Sprint(c), Samples: perChunk})
 		for i := range perChunk {
 			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
 		}

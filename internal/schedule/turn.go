@@ -18,8 +18,8 @@ import (
 // read again and again within one window, several times a dataset per
 // epoch. Instead the streams take turns: a stream's batches go ahead
 // while the windows of the streams holding a turn, its own included, fit
-// in the cache; otherwise they wait, in order of arrival, for a stream
-// to finish its window. A stream that finishes its window passes its turn
+// in the cache, or when its windows add no chunk to theirs; otherwise
+// they wait, in order of arrival, for a stream to finish its window. A stream that finishes its window passes its turn
 // on to the streams waiting and waits again behind them, so under
 // contention every stream reads each window's chunks about once and waits,
 // in turn, about as long as the others. Turns only ever hold a batch back
@@ -96,8 +96,9 @@ func (s *Schedule) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 
 // admitLocked takes back the turns of streams gone idle and gives turns
 // to waiting streams, in order of arrival, while their windows fit beside
-// those of the streams holding one. The first waiting stream always gets
-// one when no other stream holds one. It reports whether any turn moved.
+// those of the streams holding one, or add no chunk to theirs. The first
+// waiting stream always gets one when no other stream holds one. It
+// reports whether any turn moved.
 func (s *Schedule) admitLocked(now time.Time) bool {
 	moved := false
 	var waiting []*stream
@@ -130,7 +131,13 @@ func (s *Schedule) admitLocked(now time.Time) bool {
 			add[k] = struct{}{}
 		}
 		extra := s.hotKeys(st, add)
-		if holders > 0 && used+extra > s.capacity && !overdue {
+		// A stream whose windows the holders hold already (another job
+		// named apart on the same order and position: a search over
+		// learning rates with one seed) adds nothing to the cache, and
+		// goes ahead even when the holders alone exceed it (one job's
+		// window and the next larger than the cache). It used to wait
+		// for every holder to go idle: about 50 ms for each new job name.
+		if holders > 0 && extra > 0 && used+extra > s.capacity && !overdue {
 			break // strictly in order: a large window is not passed over for ever
 		}
 		if overdue {
@@ -159,7 +166,8 @@ func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
 	}
 	st.turned = true
 	now := s.clock()
-	if !st.waiting() {
+	queued := !st.waiting()
+	if queued {
 		s.queueLocked(st, now)
 	}
 	start := now
@@ -172,7 +180,13 @@ func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
 	for {
 		if s.admitLocked(now) {
 			s.turnsMovedLocked()
+		} else if queued {
+			// The table keys a stream not in line as served now, its
+			// window needed at once; while it waits, its uses come when
+			// its turn is expected (publishStream).
+			s.publishLocked()
 		}
+		queued = false
 		if st.active || s.streams[f.js] != st {
 			if w := s.clock().Sub(start); w > 0 {
 				s.waited.Add(int64(w))

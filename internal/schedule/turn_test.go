@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
@@ -195,8 +196,15 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 // TestTurnsWhenWindowsDoNotFit: with room for one window and a half, a
 // second stream waits while the first reads its window, gets its turn when
 // the first moves on to its next window, and the first then waits behind
-// it; a stream that stops reading gives its turn back.
+// it; a stream that stops reading gives its turn back. On synctest's
+// clock, which moves only when every goroutine of the test waits: whether
+// a Turn waits is what it decided after 100 ms of its timers, however
+// loaded the machine.
 func TestTurnsWhenWindowsDoNotFit(t *testing.T) {
+	synctest.Test(t, testTurnsWhenWindowsDoNotFit)
+}
+
+func testTurnsWhenWindowsDoNotFit(t *testing.T) {
 	const chunk = 34 * 512
 	c := newClocked(t, 3*chunk, time.Hour) // windows of 2 chunks
 	a, b := c.stream(1, 2), c.stream(2, 2)
@@ -206,13 +214,15 @@ func TestTurnsWhenWindowsDoNotFit(t *testing.T) {
 		return done
 	}
 	waits := func(done chan error) bool {
+		time.Sleep(100 * time.Millisecond) // the Turn's timers up to then fire
+		synctest.Wait()                    // and it does what they woke it for
 		select {
 		case err := <-done:
 			if err != nil {
 				t.Fatal(err)
 			}
 			return false
-		case <-time.After(100 * time.Millisecond):
+		default:
 			return true
 		}
 	}
@@ -268,35 +278,124 @@ func TestTurnsNeverHoldBackWindowsThatFit(t *testing.T) {
 	}
 }
 
+// TestANewJobOnHeldChunksDoesNotWait: a job named apart that reads the
+// same order at the same place as the job holding the turn adds no chunk
+// to the cache, so its first batch goes ahead at once — even when that
+// job's window and the next are larger than the cache on their own. It
+// used to wait for the holder to go idle (about 50 ms for every new job
+// name on one order, against 1.5 ms for a known job); a job on another
+// order still waits. The context is cancelled up front: a Turn that
+// would wait for a turn to move, or for the holder to go idle, returns
+// the context's error instead, so the answer is what admission decided.
+func TestANewJobOnHeldChunksDoesNotWait(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, time.Hour) // a window and the next: 4 chunks
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	first := c.stream(1, 2)
+	first.Name = "lr-0.1"
+	fa := c.batch(t, first, 0)
+	if err := c.Turn(cancelled, fa); err != nil {
+		t.Fatalf("the first job waits with nobody else served: %v", err)
+	}
+	c.Finish(fa)
+	for _, name := range []string{"lr-0.2", "lr-0.3"} {
+		js := first
+		js.Name = name
+		f := c.batch(t, js, 0)
+		if err := c.Turn(cancelled, f); err != nil {
+			t.Fatalf("job %s on the chunks job %s holds waited for a turn: %v", name, first.Name, err)
+		}
+		c.Finish(f)
+	}
+	other := c.stream(2, 2)
+	f := c.batch(t, other, 0)
+	if err := c.Turn(cancelled, f); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a job on another order went ahead beside a holder whose windows fill the cache: %v", err)
+	}
+	c.Finish(f)
+	if st := c.Turns(); st.Waiting != 0 || st.Overdue != 0 {
+		t.Fatalf("turns %+v, want none waiting, none overdue", st)
+	}
+}
+
+// TestAWaitingStreamIsKeyedFromItsTurn: a stream that waits for a turn
+// needs its window when its turn is expected — when the stream holding
+// one leaves its window — not now: its chunks rank after the holder's
+// window and are not among the hot ones. A stream's first batch used to
+// stay published as served until some turn moved, its window keyed as
+// needed at once, ahead of the holder's.
+func TestAWaitingStreamIsKeyedFromItsTurn(t *testing.T) {
+	const chunk = 34 * 512
+	c := newClocked(t, 3*chunk, time.Hour) // room for one window and a half
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	a, b := c.stream(1, 2), c.stream(2, 2)
+	fa := c.batch(t, a, 0)
+	if err := c.Turn(cancelled, fa); err != nil {
+		t.Fatalf("the first stream waits with nobody else served: %v", err)
+	}
+	c.Finish(fa)
+	fb := c.batch(t, b, 0)
+	defer c.Finish(fb)
+	if err := c.Turn(cancelled, fb); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the second stream went ahead though the windows do not fit: %v", err)
+	}
+	table := c.Table()
+	aNear := append(c.windowKeys(t, a, 0), c.windowKeys(t, a, 1)...)
+	wb := slices.DeleteFunc(c.windowKeys(t, b, 0), func(k chunkcache.Key) bool { return slices.Contains(aNear, k) })
+	if len(wb) == 0 {
+		t.Fatal("seeds 1 and 2 share their first windows' chunks: pick others")
+	}
+	_, hiA := c.keys(c.windowKeys(t, a, 0))
+	for _, k := range wb {
+		if d := table.Distance(k); d < table.crossing || d <= hiA {
+			t.Errorf("chunk %v of the waiting stream's window keyed %v, before its turn (a leaves its window at %v, a's window keyed up to %v)",
+				k, time.Duration(d), time.Duration(table.crossing), time.Duration(hiA))
+		}
+		if slices.Contains(table.Hot(), k) {
+			t.Errorf("chunk %v of the waiting stream's window is hot", k)
+		}
+	}
+}
+
 // TestTurnWaitIsBounded: past the maximum wait a batch goes ahead, over
 // capacity, and is counted; a batch whose client gives up leaves the line.
 func TestTurnWaitIsBounded(t *testing.T) {
-	const chunk = 34 * 512
-	s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
-	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
-	a, b, c := order.Stream{DS: ds, Seed: 1, Window: 2}, order.Stream{DS: ds, Seed: 2, Window: 2}, order.Stream{DS: ds, Seed: 3, Window: 2}
-	fa := mustBegin(t, s, a, 0, 0, 32)
-	if err := s.Turn(context.Background(), fa); err != nil {
-		t.Fatal(err)
-	}
-	fc := mustBegin(t, s, c, 0, 0, 32)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	if err := s.Turn(ctx, fc); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a turn given up on: %v, want the context's error", err)
-	}
-	cancel()
-	s.Finish(fc) // its client went away: it leaves the line
-	fb := mustBegin(t, s, b, 0, 0, 32)
-	began := time.Now()
-	if err := s.Turn(context.Background(), fb); err != nil {
-		t.Fatal(err)
-	}
-	if waited := time.Since(began); waited < 40*time.Millisecond {
-		t.Fatalf("b went ahead after %v, before the maximum wait", waited)
-	}
-	if st := s.Turns(); st.Overdue != 1 || st.Waiting != 0 {
-		t.Fatalf("turns %+v, want one overdue, none waiting", st)
-	}
+	// On synctest's clock, which moves only when every goroutine of the
+	// test waits: the 10 ms deadline comes before the 50 ms maximum wait
+	// however loaded the machine (under load, on the real clock, both had
+	// passed when Turn looked, and it went ahead as overdue).
+	synctest.Test(t, func(t *testing.T) {
+		const chunk = 34 * 512
+		s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 3 * chunk, MaxTurnWait: 50 * time.Millisecond})
+		ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+		a, b, c := order.Stream{DS: ds, Seed: 1, Window: 2}, order.Stream{DS: ds, Seed: 2, Window: 2}, order.Stream{DS: ds, Seed: 3, Window: 2}
+		fa := mustBegin(t, s, a, 0, 0, 32)
+		if err := s.Turn(context.Background(), fa); err != nil {
+			t.Fatal(err)
+		}
+		fc := mustBegin(t, s, c, 0, 0, 32)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		if err := s.Turn(ctx, fc); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a turn given up on: %v, want the context's error", err)
+		}
+		cancel()
+		s.Finish(fc) // its client went away: it leaves the line
+		fb := mustBegin(t, s, b, 0, 0, 32)
+		began := time.Now()
+		if err := s.Turn(context.Background(), fb); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(began); waited < 50*time.Millisecond {
+			t.Fatalf("b went ahead after %v, before the maximum wait", waited)
+		}
+		if st := s.Turns(); st.Overdue != 1 || st.Waiting != 0 {
+			t.Fatalf("turns %+v, want one overdue, none waiting", st)
+		}
+		s.Finish(fa)
+		s.Finish(fb)
+	})
 }
 
 // TestNoTurnsWithoutAMaximumWait: a schedule without a maximum wait (the

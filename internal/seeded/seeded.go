@@ -86,7 +86,12 @@ func (s *Stream) Bounded(n uint64) uint64 {
 // there. stop <= 1 performs the full shuffle. This lets a reader of the
 // tail of a window skip the random draws that only affect its head, while
 // producing exactly the values the full shuffle would.
-func (s *Stream) Shuffle(a []int, stop int) {
+func (s *Stream) Shuffle(a []int, stop int) { ShuffleOf(s, a, stop) }
+
+// ShuffleOf is Stream.Shuffle over a slice of any element type, for
+// callers that keep what they shuffle compact (a mixture's slots are a
+// byte each): the same draws, the same swaps.
+func ShuffleOf[T any](s *Stream, a []T, stop int) {
 	if stop < 1 {
 		stop = 1
 	}

@@ -1,0 +1,258 @@
+package query
+
+import (
+	"errors"
+	"flag"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/shuffle"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/job_params.golden from api.JobParams")
+
+// endpoints are the lists of parameters each kind of endpoint accepts.
+var endpoints = map[string][]string{
+	"JobParams": JobParams, "PlanParams": PlanParams, "SampleParams": SampleParams,
+	"FeedbackParams": FeedbackParams, "SealParams": SealParams, "SealedParams": SealedParams,
+	"PeerSampleParams": PeerSampleParams, "PeerFeedbackParams": PeerFeedbackParams,
+}
+
+// TestJobParamsGolden pins the public job parameters, one name a line,
+// sorted, in testdata/job_params.golden: the names api.JobParams lists,
+// which the Go client writes (api.Job.Values) and every batch endpoint
+// accepts. The Python client's tests read the same file to pin its
+// encoder, so a parameter added here and not there fails one of them.
+func TestJobParamsGolden(t *testing.T) {
+	names := slices.Sorted(slices.Values(api.JobParams))
+	got := strings.Join(names, "\n") + "\n"
+	path := filepath.Join("testdata", "job_params.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("api.JobParams, sorted:\n%s\nwant (%s; go test -update rewrites it):\n%s", got, path, want)
+	}
+	if len(slices.Compact(slices.Clone(names))) != len(names) {
+		t.Errorf("api.JobParams names a parameter twice: %v", names)
+	}
+}
+
+// TestTableCoversEveryEndpoint: every parameter an endpoint accepts is in
+// the one table (Parse would otherwise call a missing entry), every entry
+// is accepted somewhere, no list names one twice, and the batch endpoints
+// take exactly the job's parameters and format, the plan endpoint the
+// job's and its own.
+func TestTableCoversEveryEndpoint(t *testing.T) {
+	used := map[string]bool{}
+	for name, list := range endpoints {
+		seen := map[string]bool{}
+		for _, p := range list {
+			if params[p] == nil {
+				t.Errorf("%s accepts %q, which the parameter table lacks", name, p)
+			}
+			if seen[p] {
+				t.Errorf("%s names %q twice", name, p)
+			}
+			seen[p], used[p] = true, true
+		}
+	}
+	for p := range params {
+		if !used[p] {
+			t.Errorf("the table has %q, which no endpoint accepts", p)
+		}
+	}
+	if want := append(slices.Clone(api.JobParams), api.ParamFormat); !slices.Equal(JobParams, want) {
+		t.Errorf("JobParams %v, want api.JobParams and format: %v", JobParams, want)
+	}
+	if !reflect.DeepEqual(PlanParams[:len(api.JobParams)], api.JobParams) {
+		t.Errorf("PlanParams %v do not begin with api.JobParams %v", PlanParams, api.JobParams)
+	}
+}
+
+// TestJobValuesParseBack: a job the Go client encodes (api.Job.Values) is
+// parsed back into the same job, and between them the two jobs below write
+// every job parameter: the encoder and the table agree on every name and
+// what it means.
+func TestJobValuesParseBack(t *testing.T) {
+	jobs := []api.Job{
+		{Dataset: "in", Params: shuffle.Params{Seed: 7, Window: 4, BatchSize: 64, World: 4, Rank: 3, DropLast: true, Offset: 640},
+			NoLocality: true, Name: "j", Importance: api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 3},
+			Index: "fedcba9876543210", Weight: 2.5},
+		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
+			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000},
+	}
+	written := map[string]bool{}
+	l := Limits{}
+	l.Fill()
+	for _, job := range jobs {
+		v := job.Values()
+		for k := range v {
+			written[k] = true
+		}
+		q, err := Parse(v.Encode(), JobParams, Query{Job: api.Job{Params: shuffle.Params{BatchSize: 32, Window: 8, World: 1}}}, l)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Encode(), err)
+		}
+		if !reflect.DeepEqual(q.Job, job) {
+			t.Errorf("%s parsed as\n%+v\nwant\n%+v", v.Encode(), q.Job, job)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(written)); !slices.Equal(got, slices.Sorted(slices.Values(api.JobParams))) {
+		t.Errorf("the jobs wrote %v, want every one of api.JobParams %v", got, api.JobParams)
+	}
+}
+
+// TestParse: defaults, limits, and what is refused, on the parameters
+// each kind of endpoint accepts.
+func TestParse(t *testing.T) {
+	base := Query{Job: api.Job{Dataset: "d", Params: shuffle.Params{Seed: 5, BatchSize: 32, Window: 8, World: 1}}}
+	filled := Limits{}
+	filled.Fill()
+	small := Limits{MaxBatchSize: 100, MaxWindow: 4, MaxWorld: 8, MaxEpoch: 9}
+	small.Fill()
+	tests := []struct {
+		name     string
+		raw      string
+		accepted []string
+		limits   Limits
+		want     func(q *Query) // base, changed as the query says
+		err      error
+		says     string // in the error
+	}{
+		{name: "nothing given: the defaults", raw: "", want: func(*Query) {}},
+		{name: "empty values are the defaults", raw: "seed=&batch_size=&job=", want: func(*Query) {}},
+		{name: "every cut of a job", raw: "seed=7&batch_size=64&window=4&world=8&rank=7&drop_last=true&offset=640&locality=false",
+			want: func(q *Query) {
+				q.Job.Params = shuffle.Params{Seed: 7, BatchSize: 64, Window: 4, World: 8, Rank: 7, DropLast: true, Offset: 640}
+				q.Job.NoLocality = true
+			}},
+		{name: "the largest seed", raw: "seed=18446744073709551615", want: func(q *Query) { q.Job.Seed = 1<<64 - 1 }},
+		{name: "a seed past 64 bits", raw: "seed=18446744073709551616", err: ErrBadRequest, says: "seed"},
+		{name: "a negative seed", raw: "seed=-1", err: ErrBadRequest, says: "seed"},
+		{name: "batch size at the default limit", raw: "batch_size=65536", want: func(q *Query) { q.Job.BatchSize = 65536 }},
+		{name: "batch size past the default limit", raw: "batch_size=65537", err: ErrBadRequest, says: "--max-batch-size"},
+		{name: "batch size past a server's limit", raw: "batch_size=101", limits: small, err: ErrBadRequest, says: "between 1 and 100"},
+		{name: "batch size 0", raw: "batch_size=0", err: ErrBadRequest, says: "batch_size"},
+		{name: "batch size not a number", raw: "batch_size=lots", err: ErrBadRequest, says: "integer"},
+		{name: "window past a server's limit", raw: "window=5", limits: small, err: ErrBadRequest, says: "window"},
+		{name: "world past a server's limit", raw: "world=9", limits: small, err: ErrBadRequest, says: "world"},
+		{name: "rank outside the world: not found", raw: "world=4&rank=4", err: ErrOutOfRange, says: "rank must be 0..3"},
+		{name: "a negative rank", raw: "rank=-1", err: ErrBadRequest, says: "rank"},
+		{name: "a negative offset", raw: "offset=-1", err: ErrBadRequest, says: "offset"},
+		{name: "drop_last not a boolean", raw: "drop_last=maybe", err: ErrBadRequest, says: "true or false"},
+		{name: "weight", raw: "weight=0.25", want: func(q *Query) { q.Job.Weight = 0.25 }},
+		{name: "weight at its limit", raw: "weight=100", want: func(q *Query) { q.Job.Weight = 100 }},
+		{name: "weight past its limit", raw: "weight=100.5", err: ErrBadRequest, says: "(0, 100]"},
+		{name: "weight 0", raw: "weight=0", err: ErrBadRequest, says: "weight"},
+		{name: "weight NaN", raw: "weight=NaN", err: ErrBadRequest, says: "weight"},
+		{name: "weight infinite", raw: "weight=Inf", err: ErrBadRequest, says: "weight"},
+		{name: "a job name", raw: "job=lr-0.1_a", want: func(q *Query) { q.Job.Name = "lr-0.1_a" }},
+		{name: "a job name with a space", raw: "job=a+b", err: ErrBadRequest, says: "job"},
+		{name: "importance sampling", raw: "sampling=importance&job=j&importance=0123456789abcdef&hot=2",
+			want: func(q *Query) {
+				q.Sampling, q.Job.Name = "importance", "j"
+				q.Job.Importance = api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 2}
+			}},
+		{name: "importance sampling without a job name", raw: "sampling=importance", err: ErrBadRequest, says: "job=NAME"},
+		{name: "a snapshot without importance sampling", raw: "importance=0123456789abcdef", err: ErrBadRequest, says: "sampling=importance"},
+		{name: "hot without importance sampling", raw: "hot=2", err: ErrBadRequest, says: "sampling=importance"},
+		{name: "a snapshot version not in hex", raw: "sampling=importance&job=j&importance=XYZ", err: ErrBadRequest, says: "16 hex digits"},
+		{name: "another sampling", raw: "sampling=random", err: ErrBadRequest, says: "uniform or importance"},
+		{name: "an index version", raw: "index=0123456789abcdef", want: func(q *Query) { q.Job.Index = "0123456789abcdef" }},
+		{name: "an index version in capitals", raw: "index=0123456789ABCDEF", err: ErrBadRequest, says: "index ID"},
+		{name: "a mixture", raw: "mix=web:0.7,code:0.3&mix_block=64&mix_samples=1000&dataset=",
+			want: func(q *Query) {
+				q.Job.Mix = api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}
+				q.Job.MixBlock, q.Job.MixSamples = 64, 1000
+			}},
+		{name: "a mixture and a dataset", raw: "mix=web:1&dataset=web", err: ErrBadRequest, says: "not both"},
+		{name: "a mixture pinned to an index", raw: "mix=web:1&index=0123456789abcdef", err: ErrBadRequest, says: "index="},
+		{name: "a mixture by importance", raw: "mix=web:1&sampling=importance&job=j", err: ErrBadRequest, says: "per dataset"},
+		{name: "a mixing block without a mixture", raw: "mix_block=64", err: ErrBadRequest, says: "only with mix="},
+		{name: "a mixing block past its limit", raw: "mix=web:1&mix_block=16777217", err: ErrBadRequest, says: "mix_block"},
+		{name: "a mixture named twice", raw: "mix=web:1,web:2", err: ErrBadRequest, says: "twice"},
+		{name: "the manifest", raw: "format=json", want: func(q *Query) { q.Format = "json" }},
+		{name: "another format", raw: "format=xml", err: ErrBadRequest, says: "tar or json"},
+		{name: "an unknown parameter", raw: "batchsize=64", err: ErrBadRequest, says: `unknown query parameter "batchsize"`},
+		{name: "another endpoint's parameter", raw: "cache_size=1GiB", err: ErrBadRequest, says: "unknown"},
+		{name: "a parameter given twice", raw: "seed=1&seed=2", err: ErrBadRequest, says: "given 2 times"},
+		{name: "a parameter given twice, once empty", raw: "seed=&seed=2", err: ErrBadRequest, says: "given 2 times"},
+		{name: "a malformed query", raw: "seed=%zz", err: ErrBadRequest, says: "query string"},
+		{name: "more parameters than the URL parser reads", raw: strings.Repeat("x=1&", 10001), err: ErrBadRequest, says: "query string"},
+		{name: "a parameter where none is accepted", raw: "a=1", accepted: []string{}, err: ErrBadRequest, says: "known here: none"},
+		{name: "a plan", raw: "cache_size=2GiB&disk_cache_size=0&epochs=3&nodes=4&bandwidth=500MiB", accepted: PlanParams,
+			want: func(q *Query) {
+				q.Plan = api.PlanOptions{CacheBytes: 2 << 30, Epochs: 3, Nodes: 4, BackendBytesPerSec: 500 << 20}
+			}},
+		{name: "a plan of one epoch", raw: "epochs=1", accepted: PlanParams, err: ErrBadRequest, says: "between 2 and 20"},
+		{name: "a plan's cache size not a size", raw: "cache_size=big", accepted: PlanParams, err: ErrBadRequest, says: "cache_size"},
+		{name: "a plan's bandwidth of 0", raw: "bandwidth=0", accepted: PlanParams, err: ErrBadRequest, says: "positive rate"},
+		{name: "feedback's epoch", raw: "epoch=9", accepted: FeedbackParams, limits: small,
+			want: func(q *Query) { q.Epoch, q.EpochSet = 9, true }},
+		{name: "feedback's epoch past a server's limit", raw: "epoch=10", accepted: FeedbackParams, limits: small, err: ErrOutOfRange, says: "0..9"},
+		{name: "a peer's position", raw: "pos=12&epoch=1", accepted: PeerSampleParams,
+			want: func(q *Query) { q.Pos, q.PosSet, q.Epoch, q.EpochSet = 12, true, 1, true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			accepted, limits := tt.accepted, tt.limits
+			if accepted == nil {
+				accepted = JobParams
+			}
+			if limits == (Limits{}) {
+				limits = filled
+			}
+			got, err := Parse(tt.raw, accepted, base, limits)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.says) {
+					t.Fatalf("error %v, want %v saying %q", err, tt.err, tt.says)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := base
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("parsed\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// TestFill: the defaults' and the limits' own defaults, and MaxEpoch never
+// above what the statistics and the planner keep in 32 bits.
+func TestFill(t *testing.T) {
+	var d Defaults
+	d.Fill()
+	if d != (Defaults{BatchSize: 32, Window: 8}) {
+		t.Errorf("defaults %+v", d)
+	}
+	d = Defaults{Seed: 3, BatchSize: 7, Window: 2, DropLast: true}
+	if d.Fill(); d != (Defaults{Seed: 3, BatchSize: 7, Window: 2, DropLast: true}) {
+		t.Errorf("given defaults changed: %+v", d)
+	}
+	var l Limits
+	l.Fill()
+	if want := (Limits{MaxBatchSize: 65536, MaxWindow: 65536, MaxWorld: 65536, MaxEpoch: MaxEpoch, MaxBatchBytes: DefaultMaxBatchBytes}); l != want {
+		t.Errorf("limits %+v, want %+v", l, want)
+	}
+	l = Limits{MaxEpoch: 1 << 40}
+	if l.Fill(); l.MaxEpoch != MaxEpoch {
+		t.Errorf("MaxEpoch %d given, %d kept; want at most %d", uint64(1<<40), l.MaxEpoch, uint64(MaxEpoch))
+	}
+}

@@ -1,0 +1,249 @@
+package schedule
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+)
+
+// refreshLocked republishes the use table if st's origin moved, or if
+// the streams are late (lateLocked).
+func (s *Schedule) refreshLocked(st *stream) {
+	if o, _, ok := s.originOf(st); ok && o != st.origin {
+		if s.passTurnLocked(st, s.clock()) {
+			s.turnsMovedLocked() // publishes
+			return
+		}
+		s.publishLocked()
+		return
+	}
+	if s.lateLocked() {
+		s.publishLocked()
+	}
+}
+
+// Rebuilds of the use table for late streams (lateLocked) are at
+// least lateRebuildGap apart, and at least lateRebuildCost times the last
+// build's duration, so that a stream stalled for long costs at most about
+// a twentieth of a core in rebuilds, however many chunks its datasets
+// have.
+const (
+	lateRebuildGap  = 5 * time.Millisecond
+	lateRebuildCost = 20
+)
+
+// lateLocked reports whether the use table is to be rebuilt because the
+// streams are late: past the time the table expected the first of them
+// to leave its window (UseTable.crossing), so that the uses after that
+// window are keyed in the past. A batch the late stream begins now would
+// otherwise rank its own window's chunks, keyed by when it began, after
+// the next window's, and a load would evict the chunks needed first. Rebuilt from now, every
+// later use is keyed after the present again, in the order the streams
+// will need them. (Keying each overdue chunk by its own lateness, as
+// this once did, kept the current window first but inverted the rest:
+// the window overdue longest — the next one — was keyed furthest, and
+// evicted first.)
+func (s *Schedule) lateLocked() bool {
+	t := s.uses.Load()
+	if t == nil || t.crossing == Never {
+		return false
+	}
+	now := s.now()
+	return now > t.crossing && now-t.built >= max(int64(lateRebuildGap), lateRebuildCost*int64(s.publishCost))
+}
+
+// weightKey names an importance job on a dataset.
+type weightKey struct{ dataset, job string }
+
+// publishLocked builds and publishes the use table from every stream's
+// origin, edge and pace: O(streams × chunks), once per window a stream
+// crosses, plus a sort of the needed chunks for the prefetch horizon.
+func (s *Schedule) publishLocked() {
+	began := time.Now()
+	defer func() { s.publishCost = time.Since(began) }()
+	s.gen++
+	now := s.now()
+	t := &UseTable{gen: s.gen, built: now, now: s.now, datasets: map[string][]datasetUses{}, crossing: Never}
+	// The weights that keep chunks are those of each importance job's
+	// latest stream: every epoch of such a job is a stream of its own
+	// (it names its snapshot), and the streams of its past epochs, still
+	// followed for a while, would otherwise mix their snapshots' rankings
+	// into what the cache keeps for the next epoch.
+	latest := map[weightKey]*stream{}
+	for _, st := range s.streams {
+		if !st.ImportanceJob() {
+			continue
+		}
+		k := weightKey{st.DS.Name, st.Imp.Job}
+		if l, ok := latest[k]; !ok || l.edge.before(st.edge) {
+			latest[k] = st
+		}
+	}
+	rate := s.medianLocked(func(o *stream) float64 { return o.rate }, defaultRate)
+	t.shared = s.sharedLocked()
+	// Streams that hold a turn (turn.go) first: they are served now, and
+	// the first of them to leave its window is when a waiting stream's
+	// turn is expected to come. A waiting stream's uses are keyed from
+	// then.
+	var waiting []*stream
+	for _, st := range s.streams {
+		if st.waiting() {
+			waiting = append(waiting, st)
+			continue
+		}
+		s.publishStream(t, st, now, true, rate, latest)
+	}
+	slices.SortFunc(waiting, func(a, b *stream) int { return cmp.Compare(a.waitSeq, b.waitSeq) })
+	base := t.crossing
+	if base == Never {
+		base = now
+	}
+	for i, st := range waiting {
+		s.publishStream(t, st, base+int64(i), false, rate, latest)
+	}
+	t.finish(s.capacity)
+	s.uses.Store(t)
+}
+
+// publishStream adds st's uses to t, its times counted from base: now
+// for a stream served now, whose current windows are hot (read from its
+// clock); when its turn is expected for a stream that waits, whose
+// current windows are then keyed as its next ones are.
+func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served bool, rate float64, latest map[weightKey]*stream) {
+	origin, e, ok := s.originOf(st)
+	st.origin = origin
+	if !ok {
+		return
+	}
+	// A stream later than its clock expects (a job that paused, or
+	// ended) is expected to go on as late again as it already is
+	// (clock.key): its later uses move out with it.
+	if !st.clock.inflight.Load() {
+		if late := s.now() - st.clock.next.Load(); late > 0 {
+			base += lateFactor * late
+		}
+	}
+	// An importance stream's next epoch is drawn from a snapshot not
+	// sealed yet: its uses are not projected; the chunks' weights stand
+	// in for them (UseTable.Distance).
+	var next *order.Epoch
+	if !st.ImportanceJob() {
+		var err error
+		if next, err = st.order(s.orders, origin.epoch+1); err != nil {
+			return
+		}
+	}
+	du := t.usesOf(st.DS)
+	if e.Weight != nil && latest[weightKey{st.DS.Name, st.Imp.Job}] == st {
+		if du.weight == nil {
+			du.weight = make([]float32, len(du.dist))
+		}
+		for c, w := range e.Weight[:len(du.weight)] {
+			du.weight[c] = max(du.weight[c], w)
+		}
+	}
+	first, last, edge := st.hotWindows(e, origin)
+	// Time per sample of this stream, weighted.
+	r := st.rate
+	if r <= 0 {
+		r = rate
+	}
+	perSample := 1 / (r * st.weight)
+	at := func(d int) int64 { return base + int64(float64(max(d, 0))*perSample) }
+	if served {
+		if first < last {
+			t.straddle = true
+		}
+		if last+1 < int32(e.NumWindows()) {
+			t.crossing = min(t.crossing, at(e.WindowStart(int(last+1))-edge))
+		} else {
+			t.crossing = min(t.crossing, at(left(e, edge)))
+		}
+	}
+	cur := e.ChunkWindow[0:len(du.dist)]
+	rest := left(e, edge)
+	for c, cw := range cur {
+		var d int
+		switch {
+		case cw >= first && cw <= last:
+			if served {
+				du.hot[int32(c)] = append(du.hot[int32(c)], st.clock)
+				continue
+			}
+			d = 0
+		case cw > last:
+			d = e.WindowStart(int(cw)) - edge
+		case next != nil && next.ChunkWindow[c] >= 0:
+			// Read earlier in this epoch, or not at all: next needed in
+			// the next epoch, if that reads it.
+			d = rest + next.WindowStart(int(next.ChunkWindow[c]))
+		default:
+			continue
+		}
+		du.dist[c] = min(du.dist[c], at(d))
+	}
+}
+
+// usesOf returns the table's entry for a dataset version, added if new.
+func (t *UseTable) usesOf(ds *catalog.Dataset) *datasetUses {
+	list := t.datasets[ds.Name]
+	for i := range list {
+		if list[i].ds == ds {
+			return &t.datasets[ds.Name][i]
+		}
+	}
+	du := datasetUses{ds: ds, dist: make([]int64, len(ds.Counts)), hot: map[int32][]*clock{}}
+	for c := range du.dist {
+		du.dist[c] = Never
+	}
+	t.datasets[ds.Name] = append(list, du)
+	return &t.datasets[ds.Name][len(list)]
+}
+
+// finish lists the hot chunks and finds the prefetch horizon: the hot
+// chunks first, then the others soonest first, as many as fit in
+// capacity bytes.
+func (t *UseTable) finish(capacity int64) {
+	type use struct {
+		key  int64
+		size int64
+	}
+	var hotBytes int64
+	var later []use
+	for _, list := range t.datasets {
+		for _, du := range list {
+			for c := range du.hot {
+				t.hot = append(t.hot, du.ds.ChunkKey(int(c)))
+				hotBytes += du.ds.Index.Chunk(int(c)).Size
+			}
+			for c, d := range du.dist {
+				if d < farFuture && len(du.hot[int32(c)]) == 0 {
+					later = append(later, use{d, du.ds.Index.Chunk(c).Size})
+				}
+			}
+		}
+	}
+	t.hotFits = hotBytes <= capacity
+	t.horizon = -1
+	if !t.hotFits {
+		return
+	}
+	slices.SortFunc(later, func(a, b use) int { return int(min(max(a.key-b.key, -1), 1)) })
+	// Chunks of one window share a key; a window that does not fit
+	// whole is left out whole.
+	room, below := capacity-hotBytes, int64(-1) // below: the last key before the current run
+	for i, u := range later {
+		if i > 0 && u.key != later[i-1].key {
+			below = later[i-1].key
+		}
+		if u.size > room {
+			t.horizon = below
+			return
+		}
+		room -= u.size
+		t.horizon = u.key
+	}
+}
