@@ -24,16 +24,24 @@ var ErrBusy = errors.New("chunkcache: busy: too many requests waiting for room")
 // ErrClosed is returned for loads cut short because the cache was closed.
 var ErrClosed = errors.New("chunkcache: cache closed")
 
-// Key identifies one version of one chunk. Including the ETag means a chunk
-// rewritten in the store is a different key: stale bytes are never served
-// for a new version.
+// Key identifies one version of one cache entry: a dataset's chunk, or a
+// block of an object served as it is (Kind). Including the ETag means an
+// object rewritten in the store is a different key: stale bytes are never
+// served for a new version.
 type Key struct {
-	Dataset string // dataset name; chunks of different datasets never collide
-	Object  string // object key of the chunk, relative to the dataset root
-	ETag    string // the version the index describes
+	Kind    Kind
+	Dataset string // a chunk's dataset, an object's bucket; entries of different ones never collide
+	Object  string // object key, relative to the dataset's or bucket's root
+	ETag    string // the version read: the one the index describes, or the store reported
+	Offset  int64  // an object block's first byte in the object; 0 for a chunk
 }
 
-func (k Key) String() string { return k.Dataset + "/" + k.Object + "@" + k.ETag }
+func (k Key) String() string {
+	if k.Kind == Object {
+		return fmt.Sprintf("object %s/%s@%s+%d", k.Dataset, k.Object, k.ETag, k.Offset)
+	}
+	return k.Dataset + "/" + k.Object + "@" + k.ETag
+}
 
 // Request names a chunk and its size in bytes (from the index).
 type Request struct {
@@ -162,9 +170,15 @@ type Cache struct {
 	loader     Loader
 	maxWaiting int
 	maxWait    time.Duration
-	// ctx is the context of every load; Close cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// ctx is the context of every load; Close cancels it, then waits for
+	// the loads (loading) to return.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	loading sync.WaitGroup
+	// closing, under loadMu, stops loads from joining loading once Close
+	// waits for it.
+	loadMu  sync.Mutex
+	closing bool
 
 	mu          sync.Mutex
 	entries     map[Key]*entry
@@ -216,9 +230,33 @@ func New(cfg Config) *Cache {
 	}
 }
 
-// Close cancels the loads in flight; requests waiting for them fail with
-// ErrClosed. Chunks already resident stay readable.
-func (c *Cache) Close() { c.cancel() }
+// Close cancels the loads in flight and waits for them to return (a
+// Loader bounds its time by its context); requests waiting for them fail
+// with ErrClosed. Chunks already resident stay readable; a load started
+// after Close fails at once, its context being done.
+func (c *Cache) Close() {
+	c.cancel()
+	c.loadMu.Lock()
+	c.closing = true
+	c.loadMu.Unlock()
+	c.loading.Wait()
+}
+
+// startLoad runs load(e) in the background, tracked for Close.
+func (c *Cache) startLoad(e *entry) {
+	c.loadMu.Lock()
+	tracked := !c.closing
+	if tracked {
+		c.loading.Add(1)
+	}
+	c.loadMu.Unlock()
+	go func() {
+		if tracked {
+			defer c.loading.Done()
+		}
+		c.load(e)
+	}()
+}
 
 // Capacity returns the byte bound.
 func (c *Cache) Capacity() int64 { return c.capacity }
@@ -386,7 +424,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 			c.mu.Unlock()
 			l.Release()
 			for _, e := range loads {
-				go c.load(e) // others may already wait for them
+				c.startLoad(e) // others may already wait for them
 			}
 			return nil, err
 		}
@@ -404,7 +442,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Request) (*Lease, error) {
 	c.hits.Add(int64(len(uniq) - len(missing)))
 	c.misses.Add(int64(len(missing)))
 	for _, e := range loads {
-		go c.load(e)
+		c.startLoad(e)
 	}
 	for i := range reqs {
 		l.entries[i] = l.uniq[slot[i]]
@@ -732,7 +770,7 @@ func (c *Cache) Prefetch(ctx context.Context, r Request, admit func(victim Key) 
 		return PrefetchRejected, err
 	}
 	c.prefetchLoads.Add(1)
-	go c.load(e)
+	c.startLoad(e)
 	select {
 	case <-e.done:
 	case <-ctx.Done():

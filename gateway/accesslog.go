@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/brandgw/brand/internal/httperr"
 )
 
 // maxLoggedPath bounds the request path (with its query) in a log line: a
@@ -21,11 +23,11 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		note := &errorNote{}
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), errorNoteKey{}, note)))
+		ctx, note := httperr.WithNote(r.Context())
+		next.ServeHTTP(ww, r.WithContext(ctx))
 		route := "unmatched"
-		if note.route != "" {
-			route = note.route
+		if note.Route() != "" {
+			route = note.Route()
 		} else if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
@@ -42,8 +44,8 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 		} else if route == "/metrics" || route == "/healthz" || route == "/readyz" {
 			ev = g.log.Debug()
 		}
-		if note.err != nil {
-			ev = ev.Err(note.err)
+		if note.Err() != nil {
+			ev = ev.Err(note.Err())
 		}
 		if !ev.Enabled() {
 			return
@@ -60,30 +62,13 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// errorNote carries the error behind a response whose body does not show
-// it (see writeError) to the request's log line.
-// A handler that routes by itself (the S3 face) notes its route too.
-type errorNote struct {
-	err   error
-	route string
-}
-
-type errorNoteKey struct{}
-
-// noteError records err for the log line of the request ctx belongs to.
-func noteError(ctx context.Context, err error) {
-	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok {
-		n.err = err
-	}
-}
+// noteError records err for the log line of the request ctx belongs to
+// (httperr.NoteError).
+func noteError(ctx context.Context, err error) { httperr.NoteError(ctx, err) }
 
 // noteRoute names the route of the request ctx belongs to, for its log
-// line and metrics, when no chi route pattern names it.
-func noteRoute(ctx context.Context, route string) {
-	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok {
-		n.route = route
-	}
-}
+// line and metrics, when no chi route pattern names it (httperr.NoteRoute).
+func noteRoute(ctx context.Context, route string) { httperr.NoteRoute(ctx, route) }
 
 // millis is d in milliseconds. Logged durations are fields named *_ms
 // holding this, rather than zerolog's Dur, whose unit is a package-level

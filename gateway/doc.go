@@ -19,11 +19,14 @@
 //   - respond: the one writer of every response that carries samples,
 //     under write deadlines that bound what a client that stops reading
 //     can hold;
+//   - s3face: the S3 face (S3Handler), on the same reader, writer and
+//     cache;
 //   - catalog, schedule, peer, feedback, livestats: the loaded dataset
 //     versions, when each chunk is next needed, the cluster, importance
 //     sampling's state, what each epoch cost.
 //
-// Errors of every part are mapped to HTTP statuses in one place, statusOf.
+// Errors of every part are mapped to HTTP statuses in one place,
+// internal/httperr (statusOf), which the S3 face shares.
 // A Gateway keeps no package-level state: a process may run several, each
 // with its own cache, metrics registry and datasets.
 package gateway

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,69 +11,30 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/query"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/s3backend"
-	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/internal/httperr"
 )
 
 // Errors of the gateway's own, beside those of the parts it wires (each
 // part's package names its own). Everything that reaches a client is
-// translated to an HTTP status in one place, statusOf.
+// translated to an HTTP status in one place, internal/httperr, which the
+// S3 face shares.
 var (
 	// ErrStalled means requests wait for cache room, or for room to
 	// assemble or copy a batch, and none is let through: the gateway
 	// cannot make progress for now.
-	ErrStalled = errors.New("not ready: stalled")
+	ErrStalled = httperr.ErrStalled
 	// ErrNotImplemented marks a feature this gateway was built without.
-	ErrNotImplemented = errors.New("not implemented")
+	ErrNotImplemented = httperr.ErrNotImplemented
 )
 
 var errStalled = fmt.Errorf("%w: requests are waiting for cache room or for room to assemble a batch, and none has been let through for %s", ErrStalled, stallNotReady)
 
 // retryAfter is what 503 responses advise; clients back off at least this.
-const retryAfter = 2 * time.Second
+const retryAfter = httperr.RetryAfter
 
-// statusOf maps an error to the HTTP status a client should see.
-func statusOf(err error) int {
-	switch {
-	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
-		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch):
-		return http.StatusBadRequest
-	case errors.Is(err, peer.ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
-		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
-		return http.StatusNotFound
-	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
-		errors.Is(err, feedback.ErrStale):
-		return http.StatusConflict
-	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
-		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
-		errors.Is(err, chunkindex.ErrCorrupt):
-		// The store no longer matches the index (a chunk, or a sample
-		// table a node read from the stored index): retrying will not
-		// help.
-		return http.StatusBadGateway
-	case errors.Is(err, ErrNotImplemented):
-		return http.StatusNotImplemented
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout
-	case errors.Is(err, context.Canceled):
-		return 499 // client went away; only ever seen in logs
-	default:
-		return http.StatusInternalServerError
-	}
-}
+// statusOf maps an error to the HTTP status a client should see
+// (httperr.Status).
+func statusOf(err error) int { return httperr.Status(err) }
 
 // writeError sends err as a JSON error with the status statusOf gives.
 //
@@ -102,25 +62,8 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 }
 
 // publicMessage is what a client is told of a failure on the gateway's
-// side, or "" when err's own message may be sent.
-func publicMessage(status int, err error) string {
-	switch {
-	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
-		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
-		return ""
-	case errors.Is(err, catalog.ErrCorrupt):
-		return "a chunk failed its checksum: the store no longer matches the dataset's index"
-	case status == http.StatusBadGateway:
-		return "the store no longer matches the dataset's index: a chunk changed or vanished; rebuild the index with brand index"
-	case status == http.StatusServiceUnavailable:
-		return "the object store is unavailable; retry later"
-	case status == http.StatusGatewayTimeout:
-		return "the object store did not answer in time"
-	default:
-		return "internal error"
-	}
-}
+// side, or "" when err's own message may be sent (httperr.Public).
+func publicMessage(status int, err error) string { return httperr.Public(status, err) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")

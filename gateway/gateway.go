@@ -25,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -323,7 +324,8 @@ type Gateway struct {
 	peers      *peerAPI
 	stats      *livestats.Stats
 
-	s3      *s3Face // nil without S3 credentials
+	s3      *s3face.Face        // nil without S3 credentials: S3Handler is nil
+	objects *s3face.ReadThrough // the S3 face's read-through buckets, loaded through the cache
 	started time.Time
 	handler http.Handler
 	plans   *planAPI
@@ -368,13 +370,11 @@ func New(cfg Config) (*Gateway, error) {
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
 	}
-	var cacheLoader chunkcache.Loader = loader
-	var th *through
-	if cfg.S3.Credentials != nil && len(cfg.S3.Buckets) > 0 {
-		th = newThrough(cfg.S3, cfg.CacheSize)
-		cacheLoader = throughLoader{Loader: loader, t: th}
-	}
-	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: cacheLoader, Policy: policy,
+	// Each kind of cache entry has its own loader: the dataset loader (and
+	// the disk tier under it) never sees the S3 face's read-through
+	// objects.
+	g.objects = s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
+	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	g.ahead = ahead.New(ahead.Config{Slots: maxAhead, Cache: g.cache, Timeout: cfg.FetchTimeout})
@@ -389,7 +389,7 @@ func New(cfg Config) (*Gateway, error) {
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Tally: g.stats,
 			Registry: reg, Log: cfg.Logger})
 	}
-	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: cacheLoader, Remote: cl, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: cl, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
@@ -400,7 +400,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
-		g.s3 = newS3Face(g, cfg.S3, th)
+		g.s3 = g.newS3Face(g.objects)
 	}
 	g.handler = g.routes()
 	cl.Start()
@@ -425,8 +425,8 @@ func (cfg *Config) fill() ([]string, error) {
 		}
 		names = append(names, d.Name)
 	}
-	if err := cfg.S3.check(names); err != nil {
-		return nil, err
+	if err := cfg.S3.Check(names); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if cfg.DefaultDataset == "" {
 		cfg.DefaultDataset = cfg.Datasets[0].Name
@@ -588,10 +588,8 @@ func (g *Gateway) Load(ctx context.Context) error {
 			Int("chunks", ds.Index.NumChunks()).Int("samples", ds.Index.NumSamples()).
 			Int64("bytes", ds.Index.TotalBytes()).Msg("dataset loaded")
 	}
-	if g.s3 != nil {
-		if err := g.s3.through.open(ctx, bcfg); err != nil {
-			return err
-		}
+	if err := g.objects.Open(ctx, bcfg); err != nil {
+		return err
 	}
 	warnSmallCache(g.log, g.cfg, g.cluster.Nodes(), loaded)
 	g.pruneDisk(loaded)

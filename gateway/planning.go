@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/query"
 )
@@ -53,7 +54,7 @@ const (
 )
 
 // ErrPlanBusy means every plan slot stayed taken for planWait.
-var ErrPlanBusy = errors.New("busy: plans")
+var ErrPlanBusy = httperr.ErrPlanBusy
 
 // planAPI serves /plan (GET: one job, or a mixture; POST: several jobs
 // sharing the cache) through the gateway's Planner, in planSlots slots.

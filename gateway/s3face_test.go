@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/signer"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
@@ -427,5 +430,364 @@ func TestS3FaceOnCluster(t *testing.T) {
 		if reads := clusterReads(cl); reads != 12 {
 			t.Fatalf("after round %d the cluster read chunks %d times from the store; want each of 12 once", round, reads)
 		}
+	}
+}
+
+// s3Request sends a request to the face at endpoint signed with Signature
+// V4 (hdr: name, value, ...), with the payload hash UNSIGNED-PAYLOAD
+// unless hdr sets one, and returns the status and body.
+func s3Request(t *testing.T, endpoint, method, path, query string, hdr ...string) (int, []byte) {
+	t.Helper()
+	u := endpoint + (&url.URL{Path: path}).EscapedPath()
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	signed := signer.SignV4(*req, s3ID, s3Secret, "", "us-east-1")
+	resp, err := http.DefaultClient.Do(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestS3ReadThroughLocalRewrite: a same-size rewrite of the middle of a
+// local read-through object — which keeps the store's content ETag, its
+// first and last 64 KiB unchanged — is served new and whole after blocks
+// of the old one were cached (they were served stale, or mixed with new
+// blocks the cache had evicted), and a GET that the rewrite overtakes is
+// cut short, never completed with the new version's blocks.
+func TestS3ReadThroughLocalRewrite(t *testing.T) {
+	const block = 1 << 20
+	dir := t.TempDir()
+	name := filepath.Join(dir, "big.bin")
+	data := bytes.Repeat([]byte{11}, 40*block+100<<10)
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(b byte) {
+		t.Helper()
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			if _, err := file.WriteAt([]byte{b}, int64(i)*block+block/2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := file.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(name, fi.ModTime(), fi.ModTime()); err != nil { // the modification time too is as it was
+			t.Fatal(err)
+		}
+	}
+	middles := func(body []byte) []byte {
+		var m []byte
+		for i := range 40 {
+			if i*block+block/2 < len(body) {
+				m = append(m, body[i*block+block/2])
+			}
+		}
+		return m
+	}
+	// A file written long ago: its blocks are cached for every GET.
+	time.Sleep(s3backend.DefaultSettle + 100*time.Millisecond)
+
+	f := newFixture(t, 2, 4)
+	_, mc, _ := startS3(t, f.store, func(c *gateway.Config) {
+		c.S3.Buckets = []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir}}
+		c.S3.WholeObject, c.S3.Block = block, block
+	})
+	// The second half is read, and cached.
+	opts := minio.GetObjectOptions{}
+	_ = opts.SetRange(20*block, 0)
+	got, err := readBucketObject(mc, "raw", "big.bin", opts)
+	if err != nil || !bytes.Equal(got, data[20*block:]) {
+		t.Fatalf("first GET: %v, %d bytes", err, len(got))
+	}
+	rewrite(22)
+	want, _ := os.ReadFile(name)
+	got, err = readBucketObject(mc, "raw", "big.bin", minio.GetObjectOptions{})
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after a same-size rewrite of the middle: %v; middle byte of each block %v, want all 22", err, middles(got))
+	}
+
+	// A GET the rewrite overtakes: its later blocks are read after it.
+	u, err := mc.PresignedGetObject(context.Background(), "raw", "big.bin", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	head := make([]byte, 2*block)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(33)
+	rest, err := io.ReadAll(resp.Body)
+	body := append(head, rest...)
+	if m := middles(body); !bytes.Equal(m, bytes.Repeat([]byte{22}, len(m))) {
+		t.Fatalf("one GET mixed versions: middle byte of each block %v (read error %v)", m, err)
+	}
+	if err == nil && len(body) == len(data) {
+		t.Fatal("a GET overtaken by a rewrite was completed: every block was read before it?")
+	}
+}
+
+// TestS3ReadThroughSymlinks: a symbolic link in a read-through directory
+// — to the face's own credential file, or to a directory outside — is
+// neither listed nor served.
+func TestS3ReadThroughSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	creds := filepath.Join(outside, "s3creds")
+	if err := os.WriteFile(creds, []byte(s3ID+" "+s3Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "real.txt"), []byte("real"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"link.txt": creds, "out": outside, "same.txt": filepath.Join(dir, "real.txt")} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, 2, 4)
+	_, mc, _ := startS3(t, f.store, func(c *gateway.Config) {
+		c.S3.Buckets = []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir}}
+	})
+	ctx := context.Background()
+	var listed []string
+	for _, prefix := range []string{"", "out/"} {
+		for o := range mc.ListObjects(ctx, "raw", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			listed = append(listed, o.Key)
+		}
+	}
+	if !slices.Equal(listed, []string{"real.txt"}) {
+		t.Fatalf("listed %v; want real.txt alone", listed)
+	}
+	for _, key := range []string{"link.txt", "out/s3creds", "same.txt"} {
+		if b, err := readBucketObject(mc, "raw", key, minio.GetObjectOptions{}); s3Code(err) != "NoSuchKey" {
+			t.Errorf("GET %s through a symbolic link: %v, %q", key, err, b)
+		}
+	}
+	if b, err := readBucketObject(mc, "raw", "real.txt", minio.GetObjectOptions{}); err != nil || string(b) != "real" {
+		t.Fatalf("real.txt: %v %q", err, b)
+	}
+}
+
+// TestS3LastModifiedAfterRepack: a dataset file's Last-Modified is a real
+// time, the index's, so that after a re-pack If-Modified-Since with the
+// time a client saw answers 200 (with the tar headers' 1970 every date
+// answered 304, and a client that revalidates by date never saw the new
+// file).
+func TestS3LastModifiedAfterRepack(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	f.addMembers(t)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(filepath.Join(f.dir, chunkindex.IndexKey), old, old); err != nil {
+		t.Fatal(err)
+	}
+	g, mc, endpoint := startS3(t, f.store, nil)
+	const key = "class0/sample00000.jpg"
+	st, err := mc.StatObject(context.Background(), "test", key, minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.LastModified.Equal(old) {
+		t.Fatalf("Last-Modified %v; want the index's time %v", st.LastModified, old)
+	}
+	for o := range mc.ListObjects(context.Background(), "test", minio.ListObjectsOptions{Prefix: key}) {
+		if !o.LastModified.Equal(old) {
+			t.Fatalf("listed with LastModified %v, want %v", o.LastModified, old)
+		}
+	}
+	since := st.LastModified.UTC().Format(http.TimeFormat)
+	if status, _ := s3Request(t, endpoint, "GET", "/test/"+key, "", "If-Modified-Since", since); status != http.StatusNotModified {
+		t.Fatalf("If-Modified-Since the time seen, before a re-pack: %d, want 304", status)
+	}
+
+	g2 := repack(t, f, 3, 4)
+	g2.addMembers(t)
+	if _, err := g.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	status, body := s3Request(t, endpoint, "GET", "/test/"+key, "", "If-Modified-Since", since)
+	if status != http.StatusOK || !bytes.Equal(body, g2.content["class0/sample00000"]["jpg"]) {
+		t.Fatalf("If-Modified-Since the time seen, after a re-pack: %d, %d bytes; want 200 and the new file", status, len(body))
+	}
+}
+
+// TestS3FaceBounds: what S3 refuses, or answers as S3 does, rather than
+// with a 500 or the whole object: keys too long, a name too long for the
+// file system, prefixes no key has, a Range past 2^63, partNumber,
+// garbage x-amz-content-sha256; and a huge key is not written whole into
+// the log.
+func TestS3FaceBounds(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "obj.txt"), []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, 2, 4)
+	f.addMembers(t)
+	logs := &hookWriter{}
+	_, mc, endpoint := startS3(t, f.store, func(c *gateway.Config) {
+		c.S3.Buckets = []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir}}
+		c.Logger = zerolog.New(logs)
+	})
+	huge := strings.Repeat("k", 1_000_000)
+	tests := []struct {
+		name, path, query string
+		hdr               []string
+		status            int
+	}{
+		{"64 KiB key", "/raw/" + strings.Repeat("k", 64<<10), "", nil, http.StatusBadRequest},
+		{"1 MB key", "/raw/" + huge, "", nil, http.StatusBadRequest},
+		{"1 MB key, dataset", "/test/" + huge, "", nil, http.StatusBadRequest},
+		{"name too long for the file system", "/raw/" + strings.Repeat("k", 300), "", nil, http.StatusNotFound},
+		{"prefix /", "/raw", "list-type=2&prefix=%2F", nil, http.StatusOK},
+		{"prefix ../", "/raw", "list-type=2&prefix=..%2F", nil, http.StatusOK},
+		{"prefix /, dataset", "/test", "list-type=2&prefix=%2F", nil, http.StatusOK},
+		{"range past 2^63", "/raw/obj.txt", "", []string{"Range", "bytes=9223372036854775808-"}, http.StatusRequestedRangeNotSatisfiable},
+		{"range end past 2^63", "/raw/obj.txt", "", []string{"Range", "bytes=2-99999999999999999999"}, http.StatusPartialContent},
+		{"range past 2^63, dataset", "/test/class0/sample00000.jpg", "", []string{"Range", "bytes=18446744073709551616-"}, http.StatusRequestedRangeNotSatisfiable},
+		{"partNumber", "/raw/obj.txt", "partNumber=1", nil, http.StatusNotImplemented},
+		{"partNumber, dataset", "/test/class0/sample00000.jpg", "partNumber=1", nil, http.StatusNotImplemented},
+		{"garbage content hash", "/raw/obj.txt", "", []string{"X-Amz-Content-Sha256", "garbage"}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		status, body := s3Request(t, endpoint, "GET", tt.path, tt.query, tt.hdr...)
+		if status != tt.status {
+			t.Errorf("%s: %d %.300s, want %d", tt.name, status, body, tt.status)
+		}
+		if tt.status == http.StatusOK && !strings.Contains(string(body), "<KeyCount>0</KeyCount>") {
+			t.Errorf("%s: %.300s, want an empty listing", tt.name, body)
+		}
+	}
+	// A presigned URL's request carries an x-amz-content-sha256 its
+	// signature does not cover: it is checked all the same.
+	u, err := mc.PresignedGetObject(context.Background(), "raw", "obj.txt", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", u.String(), nil)
+	req.Header.Set("X-Amz-Content-Sha256", "garbage")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("presigned GET with a garbage x-amz-content-sha256: %d, want 400", resp.StatusCode)
+	}
+	if strings.Contains(logs.String(), strings.Repeat("k", 4<<10)) {
+		t.Errorf("a log line carries 4 KiB of a key (%d bytes logged)", len(logs.String()))
+	}
+}
+
+// holdStore holds the reads hold picks until their context ends, and a
+// moment after (a store read notices a cancel only at its next step),
+// counting those running.
+type holdStore struct {
+	s3backend.Store
+	hold    func(key string, off int64) bool
+	running atomic.Int64
+}
+
+func (h *holdStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	if !h.hold(key, off) {
+		return h.Store.ReadRange(ctx, key, etag, off, p)
+	}
+	h.running.Add(1)
+	defer h.running.Add(-1)
+	<-ctx.Done()
+	time.Sleep(50 * time.Millisecond)
+	return ctx.Err()
+}
+
+// TestS3CloseStopsLoadsAhead: Close right after GETs that started loads
+// ahead — a dataset's next chunks after its chunks were read in order, a
+// read-through object's next blocks — returns with none of them running.
+func TestS3CloseStopsLoadsAhead(t *testing.T) {
+	f := newFixture(t, 6, 4)
+	f.addMembers(t)
+	chunks := &holdStore{Store: f.store, hold: func(key string, _ int64) bool {
+		return key >= "chunks/000002.tar" && strings.HasPrefix(key, "chunks/")
+	}}
+	dir := t.TempDir()
+	shards, err := s3backend.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const block = 1 << 20
+	big := bytes.Repeat([]byte("block"), 4*block/5)
+	if _, err := shards.Put(context.Background(), "big.bin", bytes.NewReader(big), int64(len(big))); err != nil {
+		t.Fatal(err)
+	}
+	blocks := &holdStore{Store: shards, hold: func(_ string, off int64) bool { return off > 0 }}
+	creds, err := s3auth.ParseCredentials(strings.NewReader(s3ID + " " + s3Secret + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Config{
+		Datasets:  []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: chunks}},
+		CacheSize: 64 << 20,
+		S3: gateway.S3Config{Credentials: creds, ReadAhead: 2, WholeObject: block, Block: block,
+			Buckets: []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir, Store: blocks}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.S3Handler())
+	defer srv.Close()
+	mc := s3Client(t, srv.URL, s3ID, s3Secret)
+	readObject(t, mc, "class0/sample00000.jpg", minio.GetObjectOptions{}) // chunk 0
+	readObject(t, mc, "class1/sample00004.jpg", minio.GetObjectOptions{}) // chunk 1: chunks 2 and 3 load ahead
+
+	// A whole-object GET: its first block is written, blocks 1 and 2
+	// load ahead (and hold); the client leaves.
+	ctx, cancel := context.WithCancel(context.Background())
+	obj, err := mc.GetObject(ctx, "raw", "big.bin", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(obj, make([]byte, block)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); chunks.running.Load() < 2 || blocks.running.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("loads ahead running: %d chunks, %d blocks; want 2 and 2", chunks.running.Load(), blocks.running.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	obj.Close()
+	g.Close()
+	if c, b := chunks.running.Load(), blocks.running.Load(); c != 0 || b != 0 {
+		t.Fatalf("after Close: %d chunk loads and %d block loads still running", c, b)
 	}
 }

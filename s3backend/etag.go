@@ -118,8 +118,13 @@ func fileETag(name string) (size int64, etag string, err error) {
 // matchETag reports whether the open file r (fi) is the version want
 // names, and returns the file's ETag in want's form: a content ETag, read
 // as readETag does (into whole, if it is the file's size), or for an index
-// built before content ETags the legacy one, which reads nothing.
+// built before content ETags the legacy one, which reads nothing. A Live
+// view's version ETag is matched on fi alone ("" for have).
 func matchETag(r io.ReaderAt, fi fs.FileInfo, want string, whole []byte) (have string, ok bool, err error) {
+	if isVersionETag(want) {
+		// A Live view's (live.go): the file's version, read from fi alone.
+		return "", sameVersion(fi, want), nil
+	}
 	if !isContentETag(want) {
 		have = legacyETag(fi)
 		return have, sameLegacyETag(want, have), nil

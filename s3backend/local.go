@@ -37,6 +37,10 @@ const localReadSlice = 8 << 20
 type Local struct {
 	dir string   // absolute, cleaned
 	obs Observer // nil: report nothing
+	// live marks a Live view: version ETags taken as settled after
+	// settle, no symbolic links.
+	live   bool
+	settle time.Duration
 }
 
 // NewLocal returns a store rooted at dir. dir need not exist yet (Put
@@ -85,10 +89,11 @@ func (l *Local) Dir() string { return l.dir }
 func (l *Local) path(key string) string { return filepath.Join(l.dir, filepath.FromSlash(key)) }
 
 // notFound reports whether err from opening or stating a key's file means
-// there is no such object: a missing file, or a path component that is a
-// file rather than a directory.
+// there is no such object: a missing file, a path component that is a
+// file rather than a directory, or a name longer than the file system
+// takes (no file can have it).
 func notFound(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG)
 }
 
 // ReadRange fills p from the file at off. The etag, if any, is checked
@@ -125,14 +130,18 @@ func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte,
 		return fmt.Errorf("s3backend: read %s: %w", name, err)
 	}
 	start := time.Now()
-	n, err := l.readFile(ctx, name, etag, off, p, progress, whole)
+	n, err := l.readFile(ctx, key, etag, off, p, progress, whole)
 	l.observe(OpGet, start, int64(n), err)
 	return err
 }
 
-// readFile is read after the checks, returning the bytes read.
-func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []byte, progress func(start, end int), whole bool) (int, error) {
-	f, err := os.Open(name)
+// readFile is read after the checks, returning the bytes read. A read
+// pinned to a Live view's version ETag checks the version again once it
+// has read: the bytes are all of the version checked before, or none is
+// returned.
+func (l *Local) readFile(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) (int, error) {
+	name := l.path(key)
+	f, err := l.open(key)
 	if err != nil {
 		if notFound(err) {
 			return 0, fmt.Errorf("%w: %s", ErrNotFound, name)
@@ -147,7 +156,18 @@ func (l *Local) readFile(ctx context.Context, name, etag string, off int64, p []
 	if !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
 	}
-	return readVersion(ctx, f, fi, name, etag, off, p, progress, whole)
+	n, err := readVersion(ctx, f, fi, name, etag, off, p, progress, whole)
+	if err != nil || !isVersionETag(normalizeETag(etag)) {
+		return n, err
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("s3backend: read %w", err)
+	}
+	if !sameVersion(after, normalizeETag(etag)) {
+		return 0, changedError(name, etag, "")
+	}
+	return n, nil
 }
 
 // readVersion is readFile on the open file r (fi): it checks that r is the
@@ -234,6 +254,9 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 	if err := ctx.Err(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: stat %s: %w", l.path(key), err)
 	}
+	if l.live {
+		return l.statLive(key)
+	}
 	fi, err := os.Stat(l.path(key))
 	if err != nil {
 		if notFound(err) {
@@ -252,6 +275,27 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
 	}
 	return ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()}, nil
+}
+
+// statLive is Stat on a Live view: the version of the regular file key
+// names, reached through no symbolic link; nothing is read.
+func (l *Local) statLive(key string) (ObjectInfo, error) {
+	f, err := l.open(key)
+	if err != nil {
+		if notFound(err) {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrNotFound, l.path(key))
+		}
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return ObjectInfo{}, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, l.path(key))
+	}
+	return l.liveInfo(key, fi, time.Now()), nil
 }
 
 // Put writes r to a temporary file beside the destination, syncs it and
@@ -396,7 +440,8 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // List walks the directory tree under prefix, reading the blocks each
 // listed file's ETag hashes. Files Put is still writing,
 // non-regular files and names that are not valid keys are skipped; a
-// symbolic link to a regular file is listed as that file.
+// symbolic link to a regular file is listed as that file (on a Live view,
+// not at all, and nothing under a prefix through a link to a directory).
 func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
@@ -407,7 +452,16 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 	start := l.dir
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		start = l.path(prefix[:i])
+		if l.live {
+			switch ok, err := linkFree(l.dir, prefix[:i]); {
+			case notFound(err), err == nil && !ok:
+				return nil, nil
+			case err != nil:
+				return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
+			}
+		}
 	}
+	now := time.Now()
 	var out []ObjectInfo
 	err = filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -431,9 +485,12 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			return nil
 		}
 		var fi fs.FileInfo
-		if d.Type()&fs.ModeSymlink != 0 {
+		switch {
+		case d.Type()&fs.ModeSymlink != 0 && l.live:
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
 			fi, err = os.Stat(p)
-		} else {
+		default:
 			fi, err = d.Info()
 		}
 		if err != nil {
@@ -443,6 +500,10 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			return err
 		}
 		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		if l.live {
+			out = append(out, l.liveInfo(key, fi, now))
 			return nil
 		}
 		size, etag, err := fileETag(p)

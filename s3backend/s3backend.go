@@ -78,6 +78,11 @@ type ObjectInfo struct {
 	// it (S3's Last-Modified, a file's modification time); zero when the
 	// operation does not report it (Put).
 	ModTime time.Time
+	// Unsettled marks a version that may yet hold other bytes under the
+	// same ETag: a local file changed within a Live view's settle time
+	// (Local.Live). A reader must not share such a version's bytes with
+	// another read.
+	Unsettled bool
 }
 
 // Store is object storage as Brand needs it. Implementations are safe for

@@ -38,9 +38,11 @@ fi
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
-# The mixture and plan parameters, fuzzed for a bounded time beyond their
-# seed corpus (which the run above already checks).
+# Fuzzed for a bounded time beyond their seed corpus (which the run above
+# already checks): the mixture and plan parameters, and the S3 face's
+# request parsing (keys, ranges, preconditions, listing parameters).
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
+go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root). Where it

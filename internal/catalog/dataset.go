@@ -32,6 +32,10 @@ type Dataset struct {
 	// chunks, and a buffer of another size is freed and a new one faulted
 	// in).
 	MaxChunk int64
+	// IndexModified is the index object's time when it was read (zero if
+	// unknown): the time of the dataset's files as the S3 face serves
+	// them, later for each re-pack.
+	IndexModified time.Time
 
 	partition  Partition      // how the index was read; a reload reads the same way
 	chunkByKey map[string]int // chunk object key → chunk ID

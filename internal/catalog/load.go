@@ -96,7 +96,7 @@ func Load(ctx context.Context, spec Spec, bcfg s3backend.Config, log zerolog.Log
 		ix, err := readIndex(ctx, store, spec.Partition)
 		if err == nil {
 			d := NewDataset(spec.Name, spec.URL, store, ix)
-			d.IndexETag, d.partition = info.ETag, spec.Partition
+			d.IndexETag, d.IndexModified, d.partition = info.ETag, info.ModTime, spec.Partition
 			return d, nil
 		}
 		if !errors.Is(err, s3backend.ErrUnavailable) {

@@ -138,7 +138,7 @@ func (c *Catalog) reloadDataset(ctx context.Context, name string) (bool, error) 
 		return false, nil // rewritten with the same content
 	}
 	next := NewDataset(name, cur.URL, cur.Store, ix)
-	next.IndexETag, next.Version, next.partition = info.ETag, cur.Version+1, cur.partition
+	next.IndexETag, next.IndexModified, next.Version, next.partition = info.ETag, info.ModTime, cur.Version+1, cur.partition
 	c.replace(next)
 	c.metrics.indexReloads.WithLabelValues(name).Inc()
 	c.log.Info().Str("dataset", name).Str("old_index", cur.ID()).Str("index", ix.ID()).

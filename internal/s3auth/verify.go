@@ -116,10 +116,12 @@ func (v *Verifier) Verify(r *http.Request) (string, error) {
 	switch {
 	case strings.HasPrefix(auth, algorithm+" "):
 		s, err = parseHeader(r, auth)
-	case strings.HasPrefix(auth, "AWS "):
+	case strings.HasPrefix(auth, "AWS "), auth == "" && q.Has("AWSAccessKeyId"):
+		// Signature V2 signs no payload hash; one sent is still S3's.
+		if err := checkPayload(r, r.Header.Get("X-Amz-Content-Sha256")); err != nil {
+			return "", err
+		}
 		return v.verifyV2(r, auth)
-	case auth == "" && q.Has("AWSAccessKeyId"):
-		return v.verifyV2(r, "")
 	case auth != "":
 		return "", malformed(false, "the authorization header is malformed; the algorithm must be %s", algorithm)
 	case q.Has("X-Amz-Algorithm") || q.Has("X-Amz-Signature"):
@@ -151,18 +153,11 @@ func (v *Verifier) Verify(r *http.Request) (string, error) {
 	if !slices.Contains(s.signed, "host") {
 		return "", malformed(s.presigned, "the host header must be signed")
 	}
-	if !s.presigned {
-		switch p := s.payload; {
-		case p == "":
-			return "", fail("InvalidRequest", http.StatusBadRequest, "Missing required header for this request: x-amz-content-sha256")
-		case strings.HasPrefix(p, "STREAMING-"):
-			return "", fail("NotImplemented", http.StatusNotImplemented, "Chunked uploads are not supported: the S3 face is read-only")
-		case p == unsigned:
-		case len(p) != 64:
-			return "", fail("InvalidArgument", http.StatusBadRequest, "x-amz-content-sha256 must be UNSIGNED-PAYLOAD or a SHA-256 in hex")
-		case (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && p != emptySHA256:
-			return "", fail("XAmzContentSHA256Mismatch", http.StatusBadRequest, "The provided 'x-amz-content-sha256' header does not match what was computed.")
-		}
+	if !s.presigned && s.payload == "" {
+		return "", fail("InvalidRequest", http.StatusBadRequest, "Missing required header for this request: x-amz-content-sha256")
+	}
+	if err := checkPayload(r, s.payload); err != nil {
+		return "", err
 	}
 	creq := canonicalRequest(r, s)
 	h := sha256.Sum256([]byte(creq))
@@ -279,6 +274,42 @@ func parseQuery(q url.Values) (sig, error) {
 		s.payload = p
 	}
 	return s, nil
+}
+
+// streamingPayloads are the x-amz-content-sha256 values S3 defines for a
+// body sent in signed or unsigned chunks. The face never reads a body
+// (every write is refused first), so on a read they sign nothing it
+// checks, as UNSIGNED-PAYLOAD does not.
+var streamingPayloads = map[string]bool{
+	"STREAMING-AWS4-HMAC-SHA256-PAYLOAD":               true,
+	"STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER":       true,
+	"STREAMING-UNSIGNED-PAYLOAD-TRAILER":               true,
+	"STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD":         true,
+	"STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER": true,
+}
+
+// checkPayload checks a request's payload hash — the x-amz-content-sha256
+// header, or a presigned URL's parameter — as S3 does, whatever signs the
+// request: "" (none sent, where the signature does not need one),
+// UNSIGNED-PAYLOAD, a streaming value, or a SHA-256 in lowercase hex,
+// which for a request without a body must be the empty body's. A
+// presigned request's header is checked too, though its signature does
+// not cover it.
+func checkPayload(r *http.Request, p string) error {
+	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != p {
+		if err := checkPayload(r, h); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p == "", p == unsigned, streamingPayloads[p]:
+		return nil
+	case len(p) != 64 || strings.Trim(p, "0123456789abcdef") != "":
+		return fail("InvalidArgument", http.StatusBadRequest, "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, a STREAMING- value or a SHA-256 in lowercase hex")
+	case (r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0) && p != emptySHA256:
+		return fail("XAmzContentSHA256Mismatch", http.StatusBadRequest, "The provided 'x-amz-content-sha256' header does not match what was computed.")
+	}
+	return nil
 }
 
 // canonicalRequest is SigV4's canonical request of r as S3 defines it.

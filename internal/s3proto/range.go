@@ -2,6 +2,7 @@ package s3proto
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,7 +26,8 @@ const (
 // does: bytes=a-b (b past the end is clamped), bytes=a-, bytes=-n (the
 // last n bytes; all of them if n exceeds the size). A range starting at or
 // past the end, a suffix of 0 bytes and any range of an empty object are
-// unsatisfiable.
+// unsatisfiable. Positions are decimal digits of any length: one past
+// 2^63 is past the end of every object, not a malformed header.
 func ParseRange(header string, size int64) (start, length int64, out RangeOutcome) {
 	spec, ok := strings.CutPrefix(strings.TrimSpace(header), "bytes=")
 	if !ok || strings.Contains(spec, ",") {
@@ -36,8 +38,8 @@ func ParseRange(header string, size int64) (start, length int64, out RangeOutcom
 		return 0, size, RangeNone
 	}
 	if a == "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n < 0 {
+		n, ok := position(b)
+		if !ok {
 			return 0, size, RangeNone
 		}
 		if n == 0 || size == 0 {
@@ -46,13 +48,13 @@ func ParseRange(header string, size int64) (start, length int64, out RangeOutcom
 		n = min(n, size)
 		return size - n, n, RangeSatisfiable
 	}
-	first, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || first < 0 {
+	first, ok := position(a)
+	if !ok {
 		return 0, size, RangeNone
 	}
 	last := size - 1
 	if b != "" {
-		if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
+		if last, ok = position(b); !ok || last < first {
 			return 0, size, RangeNone
 		}
 	}
@@ -61,6 +63,24 @@ func ParseRange(header string, size int64) (start, length int64, out RangeOutcom
 	}
 	last = min(last, size-1)
 	return first, last - first + 1, RangeSatisfiable
+}
+
+// position reads a byte position: decimal digits, at most math.MaxInt64
+// (a larger one is as far past every object's end).
+func position(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return math.MaxInt64, true // only overflow is left
+	}
+	return n, true
 }
 
 // ContentRange is the Content-Range of a 206 answer.

@@ -180,6 +180,15 @@ func TestParseRange(t *testing.T) {
 		{"bytes=9-3", 100, 0, 100, RangeNone, ""},
 		{"items=0-1", 100, 0, 100, RangeNone, ""},
 		{"bytes=x-", 100, 0, 100, RangeNone, ""},
+		// Positions past 2^63 are past every object's end (S3: 416, or
+		// the clamped range), not a header to ignore.
+		{"bytes=9223372036854775808-", 100, 0, 0, RangeUnsatisfiable, ""},
+		{"bytes=99999999999999999999999-", 100, 0, 0, RangeUnsatisfiable, ""},
+		{"bytes=9223372036854775807-", 100, 0, 0, RangeUnsatisfiable, ""},
+		{"bytes=5-18446744073709551616", 100, 5, 95, RangeSatisfiable, "bytes 5-99/100"},
+		{"bytes=-18446744073709551616", 100, 0, 100, RangeSatisfiable, "bytes 0-99/100"},
+		{"bytes=+5-9", 100, 0, 100, RangeNone, ""},
+		{"bytes=5--9", 100, 0, 100, RangeNone, ""},
 	}
 	for _, tc := range tests {
 		s, n, out := ParseRange(tc.h, tc.size)

@@ -1,4 +1,4 @@
-package gateway
+package s3face
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/httperr"
 )
 
 // objectNames is a dataset version's objects as the S3 face lists them:
@@ -32,7 +33,7 @@ type objectNames struct {
 func buildObjectNames(ctx context.Context, ix *chunkindex.Index, m *chunkindex.Members) (*objectNames, error) {
 	n := ix.NumSamples()
 	if n >= 1<<47 {
-		return nil, fmt.Errorf("%w: %d samples are more than the S3 face lists", ErrNotImplemented, n)
+		return nil, fmt.Errorf("%w: %d samples are more than the S3 face lists", httperr.ErrNotImplemented, n)
 	}
 	var b strings.Builder
 	on := &objectNames{keyEnds: make([]uint32, n), members: m, order: make([]uint64, 0, m.Len())}
@@ -49,7 +50,7 @@ func buildObjectNames(ctx context.Context, ix *chunkindex.Index, m *chunkindex.M
 		}
 		for i, s := range smp {
 			if uint64(b.Len())+uint64(len(s.Key)) > 1<<32-1 {
-				return nil, fmt.Errorf("%w: the dataset's keys exceed 4 GiB", ErrNotImplemented)
+				return nil, fmt.Errorf("%w: the dataset's keys exceed 4 GiB", httperr.ErrNotImplemented)
 			}
 			b.WriteString(s.Key)
 			on.keyEnds[first+i] = uint32(b.Len())

@@ -1,0 +1,57 @@
+package httperr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/s3backend"
+)
+
+func TestStatusAndPublic(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		public bool // a message other than the error's own
+	}{
+		{fmt.Errorf("x: %w", query.ErrBadRequest), http.StatusBadRequest, false},
+		{fmt.Errorf("x: %w", catalog.ErrUnknown), http.StatusNotFound, false},
+		{fmt.Errorf("x: %w", catalog.ErrNotReady), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", httperr.ErrStalled), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", chunkcache.ErrBusy), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("s3://bucket/p: %w", s3backend.ErrUnavailable), http.StatusServiceUnavailable, true},
+		{fmt.Errorf("/data/x: %w", s3backend.ErrChanged), http.StatusBadGateway, true},
+		{fmt.Errorf("x: %w", httperr.ErrNotImplemented), http.StatusNotImplemented, false},
+		{fmt.Errorf("x: %w", httperr.ErrPlanBusy), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", api.ErrPlanBudget), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusGatewayTimeout, true},
+		{errors.New("/etc/secret: permission denied"), http.StatusInternalServerError, true},
+	}
+	for _, tt := range tests {
+		status := httperr.Status(tt.err)
+		if status != tt.status {
+			t.Errorf("Status(%v) = %d, want %d", tt.err, status, tt.status)
+		}
+		if got := httperr.Public(status, tt.err) != ""; got != tt.public {
+			t.Errorf("Public(%d, %v) replaces the message: %v, want %v", status, tt.err, got, tt.public)
+		}
+	}
+}
+
+func TestNote(t *testing.T) {
+	httperr.NoteError(context.Background(), errors.New("no note: nothing happens"))
+	ctx, n := httperr.WithNote(context.Background())
+	err := errors.New("behind the 500")
+	httperr.NoteError(ctx, err)
+	httperr.NoteRoute(ctx, "s3:GetObject")
+	if n.Err() != err || n.Route() != "s3:GetObject" {
+		t.Fatalf("note: %v %q", n.Err(), n.Route())
+	}
+}

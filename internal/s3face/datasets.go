@@ -1,0 +1,297 @@
+package s3face
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/s3proto"
+)
+
+// datasetBuckets is what the face keeps of the datasets it serves as
+// buckets: what it derived from the version each last served, and where
+// GETs last read each dataset, for its read-ahead.
+type datasetBuckets struct {
+	mu       sync.Mutex
+	versions map[string]*datasetVersion // by dataset name
+	last     map[string]lastChunk       // by dataset name
+}
+
+// datasetVersion is what the face derives from one dataset version, each
+// part built on first use and kept.
+type datasetVersion struct {
+	ds      *catalog.Dataset
+	members kept[*chunkindex.Members]
+	names   kept[*objectNames]
+}
+
+// kept is a value built once it is built at all: the value, or a failure
+// that building again cannot mend, is kept; any other failure (a store
+// that did not answer) is returned, and the next caller builds again. One
+// caller builds at a time; the others wait for it.
+type kept[T any] struct {
+	mu   sync.Mutex
+	v    T
+	err  error
+	done bool
+}
+
+// get returns the value kept, or builds it with build, which reports
+// whether its failure is final.
+func (k *kept[T]) get(build func() (v T, final bool, err error)) (T, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.done {
+		v, final, err := build()
+		if err != nil && !final {
+			return v, err
+		}
+		k.v, k.err, k.done = v, err, true
+	}
+	return k.v, k.err
+}
+
+// lastChunk is the chunk a dataset's last GET read.
+type lastChunk struct {
+	id    string // the dataset version
+	chunk int
+}
+
+// serveDataset answers the operations on the bucket list and on datasets.
+func (f *Face) serveDataset(w http.ResponseWriter, r *http.Request, o op) error {
+	switch o.name {
+	case "ListBuckets":
+		f.listBuckets(w)
+		return nil
+	case "HeadBucket", "GetBucketLocation", "ListObjectsV2", "ListObjects", "GetObject", "HeadObject":
+	default:
+		return notImplemented(o)
+	}
+	d, err := f.dataset(o.bucket)
+	if err != nil {
+		return err
+	}
+	switch o.name {
+	case "HeadBucket":
+		w.WriteHeader(http.StatusOK)
+	case "GetBucketLocation":
+		s3proto.WriteXML(w, http.StatusOK, s3proto.LocationConstraint{})
+	case "ListObjectsV2", "ListObjects":
+		return f.listDataset(w, r, o, d)
+	default:
+		return f.datasetObject(w, r, o, d)
+	}
+	return nil
+}
+
+// dataset is the bucket's dataset, the version a request reads now.
+func (f *Face) dataset(bucket string) (*datasetVersion, error) {
+	if !slices.Contains(f.versions.Names(), bucket) {
+		return nil, s3proto.ErrorOf(s3proto.NoSuchBucket, "The specified bucket does not exist")
+	}
+	ds, err := f.versions.Version(bucket)
+	if err != nil {
+		return nil, err
+	}
+	b := &f.datasets
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.versions[bucket]
+	if d == nil || d.ds != ds {
+		// A reloaded dataset's names and members are built anew; the old
+		// version's go with the last request that holds them.
+		d = &datasetVersion{ds: ds}
+		b.versions[bucket] = d
+	}
+	return d, nil
+}
+
+// memberTable is the dataset version's member table, read from the store
+// once it is read at all (a dataset without one is told so for good). Its
+// read outlives the request that starts it (others wait for it), bounded
+// by the fetch timeout.
+func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (*chunkindex.Members, error) {
+	return d.members.get(func() (*chunkindex.Members, bool, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+		defer cancel()
+		m, err := dataset.ReadMembers(rctx, d.ds.Store, d.ds.Index)
+		final := errors.Is(err, dataset.ErrNoMembers)
+		if final {
+			err = s3proto.ErrorOf(s3proto.NotImplemented, fmt.Sprintf(
+				"dataset %q has no member table (%s), which its files are listed and found by: "+
+					"run `brand index` over its chunks to add one (docs/format.md §5)", d.ds.Name, chunkindex.MembersKey))
+		}
+		if err != nil {
+			f.log.Warn().Err(err).Str("dataset", d.ds.Name).Msg("S3 face: member table unavailable")
+		}
+		return m, final, err
+	})
+}
+
+// objectNames is the dataset version's objects in listing order, built
+// once (a dataset too large to list is told so for good; a sample table a
+// cluster node could not read is read again next time).
+func (f *Face) objectNames(ctx context.Context, d *datasetVersion) (*objectNames, error) {
+	m, err := f.memberTable(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return d.names.get(func() (*objectNames, bool, error) {
+		start := time.Now()
+		names, err := buildObjectNames(context.WithoutCancel(ctx), d.ds.Index, m)
+		if err == nil {
+			f.log.Info().Str("dataset", d.ds.Name).Int("objects", names.Len()).
+				Float64("duration_ms", float64(time.Since(start))/float64(time.Millisecond)).Msg("S3 face: object names sorted")
+		}
+		return names, errors.Is(err, httperr.ErrNotImplemented), err
+	})
+}
+
+// listDataset answers ListObjects(V2) of a dataset: from its member table
+// alone.
+func (f *Face) listDataset(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
+	p, err := s3proto.ParseListParams(r.URL.Query(), o.name == "ListObjects")
+	if err != nil {
+		return err
+	}
+	names, err := f.objectNames(r.Context(), d)
+	if err != nil {
+		return err
+	}
+	page, err := s3proto.List(names, p)
+	if err != nil {
+		return err
+	}
+	res := s3proto.NewListBucketResult(o.bucket, p, page)
+	res.Contents = make([]s3proto.Object, len(page.Contents))
+	ix := d.ds.Index
+	modified := filesModified(d.ds)
+	for i, n := range page.Contents {
+		id, j := names.Entry(n)
+		m := names.members.Member(id, j)
+		res.Contents[i] = s3proto.Object{Key: names.Name(n), Size: m.Size, LastModified: modified, ETag: memberETag(ix, id, m)}
+	}
+	s3proto.WriteXML(w, http.StatusOK, res.Encode())
+	return nil
+}
+
+// filesModified is the time of a dataset version's files: its index
+// object's, which a re-pack writes anew. The tar headers' times are not
+// used: `brand pack` writes none (they read 1970, so that any
+// If-Modified-Since answered 304 after a re-pack too), and a copy of a
+// file into a new pack may keep an old one.
+func filesModified(ds *catalog.Dataset) time.Time {
+	if !ds.IndexModified.IsZero() {
+		return ds.IndexModified
+	}
+	return ds.LoadedAt
+}
+
+// memberETag is an object's ETag: a hash of what identifies its bytes —
+// its chunk object and that object's ETag, where it lies in the sample and
+// its size and CRC32C. It changes when the dataset is re-packed or the
+// chunk rewritten, and is not an MD5 (16 hex digits, not 32, so that no
+// client takes it for one and checks the body against it).
+func memberETag(ix *chunkindex.Index, id int, m chunkindex.MemberInfo) string {
+	ch := ix.Chunk(ix.ChunkOf(id))
+	h := fnv.New64a()
+	var b [28]byte
+	binary.LittleEndian.PutUint64(b[0:], uint64(id))
+	binary.LittleEndian.PutUint64(b[8:], uint64(m.DataOffset))
+	binary.LittleEndian.PutUint64(b[16:], uint64(m.Size))
+	binary.LittleEndian.PutUint32(b[24:], m.CRC)
+	h.Write([]byte(ch.Key))
+	h.Write([]byte{0})
+	h.Write([]byte(ch.ETag))
+	h.Write([]byte{0})
+	h.Write(b[:])
+	return fmt.Sprintf(`"%016x"`, h.Sum64())
+}
+
+// datasetObject answers GetObject and HeadObject of a dataset file: its
+// sample is read as a batch's are, and the file's bytes written from the
+// pinned chunk.
+func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
+	ctx := r.Context()
+	m, err := f.memberTable(ctx, d)
+	if err != nil {
+		return err
+	}
+	noSuchKey := s3proto.ErrorOf(s3proto.NoSuchKey, "The specified key does not exist.")
+	key, ext := chunkindex.SplitKey(o.key)
+	ix := d.ds.Index
+	id, ok, err := ix.LookupContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return noSuchKey
+	}
+	j, ok := m.Find(id, ext)
+	if !ok {
+		return noSuchKey
+	}
+	mi := m.Member(id, j)
+	s, done, err := prepare(w, r, object{etag: memberETag(ix, id, mi), modified: filesModified(d.ds), size: mi.Size, ext: ext, crc32c: &mi.CRC})
+	if done || err != nil {
+		return err
+	}
+	smp, err := order.NewSamples(ctx, d.ds, []int{id})
+	if err != nil {
+		return err
+	}
+	res, err := f.reader.Read(ctx, reader.Request{Samples: smp})
+	if err == nil && len(res.MissingPos) > 0 {
+		res.Release()
+		err = fmt.Errorf("%w: object %q is in a chunk damaged at rest", catalog.ErrCorrupt, o.key)
+	}
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	f.sawChunk(d.ds, ix.ChunkOf(id))
+	body := sliceBuffers(res.Parts, mi.DataOffset+s.start, s.n)
+	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{Parts: body, N: s.n, Relieve: res.Relieve, Status: s.status})
+	f.bytes.Add(float64(written))
+	if err != nil {
+		f.log.Debug().Err(err).Msg("S3 object not completed")
+	}
+	return nil
+}
+
+// sawChunk records that a GET read chunk c of ds and, when it follows the
+// chunk read before it — a per-file reader listing a dataset packed in
+// key order reads chunk after chunk — starts loading the chunks after it
+// that this node reads itself, so that their files are hits. The loads
+// run in the set of work ahead; a GET never waits for one.
+func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
+	if f.readAhead == 0 {
+		return
+	}
+	b := &f.datasets
+	b.mu.Lock()
+	prev, ok := b.last[ds.Name]
+	b.last[ds.Name] = lastChunk{id: ds.ID(), chunk: c}
+	b.mu.Unlock()
+	if !ok || prev.id != ds.ID() || prev.chunk+1 != c {
+		return
+	}
+	for next := c + 1; next <= c+f.readAhead && next < ds.Index.NumChunks(); next++ {
+		if f.cluster.Local(ds, next) {
+			f.ahead.Load(ds.ChunkRequest(next), nil)
+		}
+	}
+}
