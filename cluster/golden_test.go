@@ -93,14 +93,14 @@ type goldenJob struct {
 	IndexID   string   `json:"index_id"`
 	Nodes     int      `json:"nodes"`
 	Members   []string `json:"members"`
-	Counts    []int  `json:"counts"`
-	Seed      uint64 `json:"seed"`
-	Epoch     uint64 `json:"epoch"`
-	Window    int    `json:"window"`
-	BatchSize int    `json:"batch_size"`
-	World     int    `json:"world"`
-	DropLast  bool   `json:"drop_last"`
-	Locality  bool   `json:"locality"`
+	Counts    []int    `json:"counts"`
+	Seed      uint64   `json:"seed"`
+	Epoch     uint64   `json:"epoch"`
+	Window    int      `json:"window"`
+	BatchSize int      `json:"batch_size"`
+	World     int      `json:"world"`
+	DropLast  bool     `json:"drop_last"`
+	Locality  bool     `json:"locality"`
 
 	Owners     []int     `json:"owners"`
 	ChunkOrder []int     `json:"chunk_order"`

@@ -158,9 +158,7 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
 	order := func(e int) (importance.Order, error) {
-		spec := s.spec(e, s.j.Window)
-		spec.Strata, spec.NumStrata = l.owner, l.nodes
-		return importance.NewOrder(spec)
+		return importance.NewOrder(s.spec(e, s.j.Window))
 	}
 	var read int64
 	for _, size := range in.Dataset.ChunkSizes {
@@ -278,7 +276,7 @@ func owners(d Dataset, key uint64, nodes int) []int {
 		// One node owns everything; skip hashing every chunk.
 		return make([]int, len(d.Counts))
 	}
-	return cluster.Balanced(key, d.Counts, nodes)
+	return cluster.Balanced(key, d.Counts, cluster.Positions(nodes))
 }
 
 // layoutOf is the layout of d's chunks owned by owner.
