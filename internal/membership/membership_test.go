@@ -99,7 +99,7 @@ func TestDNS(t *testing.T) {
 	r := fakeResolver{
 		"_http._tcp.brand.ns.svc.cluster.local": {{Target: "brand-0.brand.ns.svc.cluster.local.", Port: 8443}},
 		"_web._tcp.other.ns.svc":                {{Target: "o-0.other.ns.svc.", Port: 80}},
-		"_http._tcp.empty.ns.svc":                nil,
+		"_http._tcp.empty.ns.svc":               nil,
 	}
 	got, err := DNS{Name: "brand.ns.svc.cluster.local", Scheme: "https", Resolver: r}.List(context.Background())
 	if err != nil || !slices.Equal(got, []string{"https://brand-0.brand.ns.svc.cluster.local:8443"}) {
