@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -14,9 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -150,4 +154,43 @@ func packLocal(t *testing.T, root string, spec synth.Spec, opts dataset.PackOpti
 		t.Fatal(err)
 	}
 	return storeDir
+}
+
+// TestServeWindowIndependentOfPeers: a node of a cluster defaults to the
+// single gateway's window, so a job that names no window reads the same
+// order whatever the cluster's size. The reproduction: --peers of two
+// nodes made the default window 16 (8 per node), of nine 72.
+func TestServeWindowIndependentOfPeers(t *testing.T) {
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 200, MeanBytes: 1 << 10, Seed: 2}, dataset.PackOptions{ChunkSize: 16 << 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	self := "http://" + addr
+	var stderr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", addr, "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off",
+				"--peers", self + ",http://127.0.0.1:1", "--advertise", self})
+	}()
+	base := waitReady(t, &stderr, done)
+	resp, err := http.Get(base + "/epoch/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info api.EpochInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Window != query.DefaultWindow {
+		t.Errorf("a node of two defaults to a window of %d chunks, a single gateway to %d", info.Window, query.DefaultWindow)
+	}
+	stop()
+	<-done
 }
