@@ -106,7 +106,7 @@ func startServeCluster(t *testing.T, bin string, n int) []*serveProc {
 				t.Fatal(err)
 			}
 			cl, err := c.Cluster(t.Context())
-			if err == nil && len(cl.Nodes) == n && cl.Self == k && !slices.ContainsFunc(cl.Nodes, func(n api.ClusterNode) bool { return !n.Up }) {
+			if err == nil && len(cl.Nodes) == n && cl.Nodes[cl.Self].URL == p.url && !slices.ContainsFunc(cl.Nodes, func(n api.ClusterNode) bool { return !n.Up }) {
 				break
 			}
 			select {

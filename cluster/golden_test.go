@@ -163,7 +163,7 @@ func goldenInputs() goldenFile {
 			{Name: "empty", IDs: []int{}, Owner: []int{}, Share: []int{0, 0}, Nodes: 2},
 		},
 		Jobs: []goldenJob{
-			// docs/shuffle.md §7.4.
+			// docs/shuffle.md §7.3.
 			{Name: "worked-example", IndexID: ix, Nodes: 3, Counts: eight, Seed: 1, Epoch: 0, Window: 4, BatchSize: 2, World: 4, Locality: true},
 			{Name: "worked-example-no-locality", IndexID: ix, Nodes: 3, Counts: eight, Seed: 1, Epoch: 0, Window: 4, BatchSize: 2, World: 4},
 			{Name: "uneven", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 8, BatchSize: 5, World: 8, Locality: true},

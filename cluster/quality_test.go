@@ -40,7 +40,7 @@ func (q quality) means() (distinct, largest, local float64) {
 }
 
 // TestShuffleQuality measures what locality costs the shuffle, for the
-// table in docs/shuffle.md §7.5: 256 chunks of 100 samples over 4 nodes,
+// table in docs/shuffle.md §7.4: 256 chunks of 100 samples over 4 nodes,
 // window 8, world 8 (two ranks per node), batch 64, epochs 0–9 of seed 1.
 // It prints the figures with
 //

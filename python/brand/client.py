@@ -65,7 +65,9 @@ class Client:
         #: :meth:`set_importance` last set.
         self.options: Options = replace(opts, job=job)
         conn = opts.connection
-        nodes = parse_peers(conn.peers) if conn.peers else None
+        # Sorted as a cluster's membership sorts its members: a rank's home
+        # is a position in that order.
+        nodes = sorted(parse_peers(conn.peers), key=lambda n: n.url) if conn.peers else None
         if nodes and not url:
             url = nodes[0].url
         gw = parse_node(url, strict=False)
