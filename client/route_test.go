@@ -36,11 +36,15 @@ type hit struct {
 	path string
 }
 
+// newFakeCluster starts n fake gateways, node k being the k-th by URL:
+// a cluster's membership sorts its members, and homes are positions in it.
 func newFakeCluster(t testing.TB, n int) *fakeCluster {
 	c := &fakeCluster{faults: make([]func(http.ResponseWriter, *http.Request) bool, n)}
 	for range n {
-		g := newFakeGateway(t)
-		c.nodes = append(c.nodes, g)
+		c.nodes = append(c.nodes, newFakeGateway(t))
+	}
+	slices.SortFunc(c.nodes, func(a, b *fakeGateway) int { return strings.Compare(a.URL, b.URL) })
+	for _, g := range c.nodes {
 		c.urls = append(c.urls, g.URL)
 	}
 	for k, g := range c.nodes {
