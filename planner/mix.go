@@ -594,7 +594,7 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	owner := make([][]int, len(ms.comps))
 	var merged []int
 	for i, c := range in.Mix.Components {
-		owner[i] = owners(ms.comps[i].d, c.IndexKey, in.Nodes)
+		owner[i] = owners(ms.comps[i].d, c.IndexKey, in.ids())
 		merged = append(merged, owner[i]...)
 	}
 	l := layoutOf(s.d, merged, in.Nodes)
