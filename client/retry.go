@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -64,6 +65,11 @@ func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Value
 	epoch, ok := epochOf(path)
 	if !ok {
 		return c.sendVia(ctx, r, path, q, accept, nil, read)
+	}
+	// q may be shared by the epoch's requests read ahead: pin on a copy.
+	q = maps.Clone(q)
+	if q == nil {
+		q = url.Values{}
 	}
 	pinned := c.pinMembers(q, epoch)
 	learn := func(resp *http.Response) error {

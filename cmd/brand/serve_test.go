@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
@@ -193,4 +196,57 @@ func TestServeWindowIndependentOfPeers(t *testing.T) {
 	}
 	stop()
 	<-done
+}
+
+// TestClusterSources: brand serve takes its members from one of --peers,
+// --peers-file and --peers-dns, and knows itself by --advertise (or, with
+// --peers, --self).
+func TestClusterSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "peers")
+	tests := []struct {
+		name string
+		args []string
+		want any // the member source's type; nil: no cluster; error: refused
+		self string
+	}{
+		{"none", nil, nil, ""},
+		{"peers and self", []string{"--peers", "http://b:1,http://a:1", "--self", "0"}, membership.Static{}, "http://b:1"},
+		{"peers and advertise", []string{"--peers", "http://a:1,http://b:1", "--advertise", "http://b:1/"}, membership.Static{}, "http://b:1"},
+		{"file", []string{"--peers-file", file, "--advertise", "http://a:1"}, membership.File(""), "http://a:1"},
+		{"dns", []string{"--peers-dns", "brand.ns.svc.cluster.local", "--advertise", "https://brand-0.brand.ns.svc.cluster.local:8443"}, membership.DNS{}, "https://brand-0.brand.ns.svc.cluster.local:8443"},
+		{"two sources", []string{"--peers", "http://a:1", "--peers-file", file, "--advertise", "http://a:1"}, errors.New(""), ""},
+		{"file without advertise", []string{"--peers-file", file}, errors.New(""), ""},
+		{"dns with self", []string{"--peers-dns", "brand", "--self", "0", "--advertise", "http://a:1"}, errors.New(""), ""},
+		{"advertise not a URL", []string{"--peers-dns", "brand", "--advertise", "brand-0"}, errors.New(""), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f clusterFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			f.register(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cc, err := f.layout()
+			switch want := tt.want.(type) {
+			case error:
+				if err == nil {
+					t.Fatalf("accepted: %+v", cc)
+				}
+				return
+			case nil:
+				if err != nil || cc.Members != nil {
+					t.Fatalf("%+v, %v; want no cluster", cc, err)
+				}
+				return
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%T", cc.Members) != fmt.Sprintf("%T", want) || cc.Advertise != tt.self {
+					t.Fatalf("members from %T, advertise %q; want %T, %q", cc.Members, cc.Advertise, want, tt.self)
+				}
+			}
+		})
+	}
 }
