@@ -394,7 +394,9 @@ func TestClusterDoesNotMixIndexes(t *testing.T) {
 		t.Fatal("the two datasets have the same index")
 	}
 	peers := []string{other.URL, home.URL}
-	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: 1}} // home 1
+	slices.Sort(peers) // as the client orders them
+	// Rank r of two is at node r: the rank whose home is home.
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: slices.Index(peers, home.URL)}}
 	c, err := client.New("", client.Options{Peers: peers, Job: job, Ahead: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -654,8 +656,11 @@ func TestClusterFailsOverFromAnotherIndexVersion(t *testing.T) {
 		return true
 	}
 	home.setHook(conflict)
-	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: 0}} // home: node 0
-	c, err := client.New("", client.Options{Peers: []string{home.URL, next.URL}, Job: job, Ahead: -1})
+	peers := []string{home.URL, next.URL}
+	slices.Sort(peers) // as the client orders them
+	// Rank r of two is at node r: the rank whose home is home.
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: slices.Index(peers, home.URL)}}
+	c, err := client.New("", client.Options{Peers: peers, Job: job, Ahead: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

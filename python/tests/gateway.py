@@ -245,3 +245,10 @@ def mix_gateway() -> Gateway:
         _mix_gw = Gateway(MIX_SPECS)
         atexit.register(_mix_gw.stop)
     return _mix_gw
+
+
+def rank_at(peers: "list[str]", url: str) -> int:
+    """The rank of a two-rank job whose home is ``url`` among ``peers``:
+    rank r of two lives on node r of the peers sorted as a cluster's
+    membership sorts them (the clients sort a peer list the same way)."""
+    return sorted(peers).index(url)
