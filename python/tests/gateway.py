@@ -145,7 +145,9 @@ class ServeCluster:
     def __init__(self, gw: Gateway, n: int) -> None:
         self.procs: list = []
         self.logs: list = []
-        ports = [free_port() for _ in range(n)]
+        # In URL order, as a cluster's membership sorts its members: node k
+        # is member k, whose position /cluster's "self" and the homes name.
+        ports = sorted((free_port() for _ in range(n)), key=str)
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
         store = os.path.join(gw.tmp, "store")
         try:
