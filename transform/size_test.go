@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -104,3 +105,37 @@ type namedDecoder struct {
 }
 
 func (d namedDecoder) Name() string { return d.name }
+
+// TestReducedDecodeWithoutScaling: a pipeline whose first step shrinks by
+// 2 or more asks the decoder for a reduced size; a decoder that cannot
+// scale (image/jpeg) answers at full size, and the pipeline's output is
+// then the one it gives with reduced_decode off. (The pure-Go decoder
+// once returned the region asked for in the scaled image's pixels as if
+// they were full-size ones, and every such image failed.)
+func TestReducedDecodeWithoutScaling(t *testing.T) {
+	set := mustSet(t, `{"pipelines": {
+		"small": {"ops": [{"op": "random_resized_crop", "size": 8}, {"op": "hflip"}]},
+		"small-full": {"ops": [{"op": "random_resized_crop", "size": 8}, {"op": "hflip"}], "reduced_decode": false},
+		"eval": {"ops": [{"op": "resize", "size": 40}, {"op": "center_crop", "size": 32}]},
+		"eval-full": {"ops": [{"op": "resize", "size": 40}, {"op": "center_crop", "size": 32}], "reduced_decode": false}
+	}}`, Options{JPEG: StdJPEG{}})
+	for _, f := range []string{"photo.jpg", "photo422.jpg", "progressive.jpg", "gray.jpg", "exif-6.jpg"} {
+		img := readFixture(t, f)
+		for _, name := range []string{"small", "eval"} {
+			for i := range uint64(8) {
+				key := Key{Seed: 1, Sample: i}
+				got, err := mustGet(t, set, name).Apply(nil, img, key, nil)
+				if err != nil {
+					t.Fatalf("%s %s: %v", name, f, err)
+				}
+				want, err := mustGet(t, set, name+"-full").Apply(nil, img, key, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Out, want.Out) || got.Denom != 1 {
+					t.Errorf("%s %s sample %d: differs from a full decode (denom %d)", name, f, i, got.Denom)
+				}
+			}
+		}
+	}
+}
