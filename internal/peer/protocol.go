@@ -43,7 +43,21 @@ type Origin struct {
 	Epoch  uint64
 	Pos    int
 	Weight float64 // the job's cache weight; 0 means 1
+	// Transform names the pipeline the job's batches go through: the
+	// samples are asked for transformed, by the node that reads them,
+	// where its pipeline of that name has the same fingerprint (zero: the
+	// bytes as stored).
+	Transform Transform
 }
+
+// Transform names a pipeline and its fingerprint (transform.Pipeline):
+// a node transforms samples for another only with a pipeline of the same
+// fingerprint, so that a sample's tensor is the same whichever node made
+// it.
+type Transform struct{ Name, Fingerprint string }
+
+// On reports whether a pipeline is named.
+func (t Transform) On() bool { return t.Name != "" }
 
 // Request asks a chunk's owner for samples: their IDs (distinct, at most
 // a batch's worth) in one version of a dataset's index.
@@ -89,6 +103,10 @@ func (r Request) values() url.Values {
 				v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
 			}
 		}
+		if t := o.Transform; t.On() {
+			v.Set(api.ParamTransform, t.Name)
+			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
+		}
 	}
 	return v
 }
@@ -129,8 +147,12 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 		if q.Pos > ds.Index.NumSamples() {
 			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
 		}
-		req.Origin = &Origin{Stream: order.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight}
-	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0:
+		req.Origin = &Origin{Stream: order.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,
+			Transform: Transform{Name: q.Job.Transform, Fingerprint: q.Job.TransformFingerprint}}
+		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
+			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
+		}
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
 		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
