@@ -27,6 +27,10 @@ const (
 	// 2 KiB. Brand-Batch-Samples counts the samples actually sent.
 	HeaderMissingSamples = "Brand-Missing-Samples"
 	HeaderMissingKeys    = "Brand-Missing-Keys"
+
+	// HeaderTransform names the pipeline a batch's images went through
+	// (transform=): each image member is a .npy member.
+	HeaderTransform = "Brand-Transform"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
@@ -92,8 +96,13 @@ type Manifest struct {
 	Offset    int              `json:"offset"`
 	Batches   int              `json:"batches"` // global batches from the offset on
 	ETag      string           `json:"etag"`    // the batch's ETag, as in the tar response
-	Bytes     int64            `json:"bytes"`   // the tar response's length
+	Bytes     int64            `json:"bytes"`   // the tar response's length; 0 with a pipeline (Transform)
 	Samples   []ManifestSample `json:"samples"`
+	// Transform is the pipeline the batch's images go through
+	// (transform=). The samples' offsets, lengths and CRC32Cs are then
+	// those of the stored samples, and the response's length is known only
+	// once its images' headers are read: Bytes is 0.
+	Transform string `json:"transform,omitempty"`
 	// Missing names the samples of Samples whose chunk the gateway last
 	// found damaged at rest: with --on-damaged-chunk=skip a GET of the
 	// batch leaves them out (and has another ETag and length; its
