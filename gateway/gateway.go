@@ -377,7 +377,8 @@ func New(cfg Config) (*Gateway, error) {
 	if c := cfg.Cluster; len(c.Peers) > 0 {
 		cl = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
 			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20)})
+			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes,
+			Load: func() tensors.Load { return g.stage.Load() }})
 	}
 	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
@@ -433,7 +434,7 @@ func New(cfg Config) (*Gateway, error) {
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
 	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes())
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
-		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
+		limits: cfg.Limits, ready: g.notReady, transforms: g.stage, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects)
 	}

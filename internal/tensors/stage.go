@@ -262,11 +262,11 @@ func (s *Stage) named(smp Sample, member string, err error) error {
 // needs to know.
 type Load struct {
 	// Queued is the samples submitted and not yet transformed.
-	Queued  int64
-	Workers int
+	Queued  int64 `json:"queued"`
+	Workers int   `json:"workers"`
 	// PerImage is the mean CPU of an image, over every pipeline; 0
 	// before the first.
-	PerImage time.Duration
+	PerImage time.Duration `json:"per_image_ns"`
 }
 
 // Wait is how long a sample submitted now waits for the ones before it:
@@ -276,6 +276,16 @@ func (l Load) Wait() time.Duration {
 		return 0
 	}
 	return time.Duration(l.Queued) * l.PerImage / time.Duration(l.Workers)
+}
+
+// Fingerprints returns the stage's pipelines' fingerprints, by name.
+func (s *Stage) Fingerprints() map[string]string {
+	fps := make(map[string]string, len(s.meters))
+	for _, name := range s.set.Names() {
+		p, _ := s.set.Get(name)
+		fps[name] = p.Fingerprint()
+	}
+	return fps
 }
 
 // Load returns the stage's load now.
