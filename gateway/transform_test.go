@@ -20,9 +20,11 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/photos"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -525,5 +527,40 @@ func TestCloseWithTransformsInFlight(t *testing.T) {
 	wg.Wait()
 	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 || st.Ahead.Bytes != 0 {
 		t.Errorf("after the requests ended: %d running, %d queued, %d bytes ahead", st.Running, st.Queued, st.Ahead.Bytes)
+	}
+}
+
+// TestGoClientReadsTensors: the Go client asks for a pipeline with its
+// job (api.Job.Transform), checks that the batches went through it, and
+// reads each tensor in place with client.ParseNPY.
+func TestGoClientReadsTensors(t *testing.T) {
+	f := newImageFixture(t, 2, 8, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	c, err := client.New(base, client.Options{Job: api.Job{Transform: "tiny", Params: shuffle.Params{Seed: 2, BatchSize: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for b, err := range c.Epoch(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Transform != "tiny" {
+			t.Errorf("batch %d: Transform %q", b.Index, b.Transform)
+		}
+		for _, s := range b.Samples {
+			tn, err := client.ParseNPY(s.Files["npy"])
+			if err != nil || tn.DType != "|u1" || !slices.Equal(tn.Shape, []int{3, 6, 8}) {
+				t.Fatalf("%s: %+v %v", s.Key, tn.Shape, err)
+			}
+			if want := f.wantTensor(t, "tiny", 2, 1, s.Key); !bytes.Equal(s.Files["npy"], want) {
+				t.Errorf("%s: tensor differs", s.Key)
+			}
+			n++
+		}
+		b.Release()
+	}
+	if n != 16 {
+		t.Errorf("%d samples in the epoch", n)
 	}
 }
