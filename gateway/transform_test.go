@@ -564,3 +564,64 @@ func TestGoClientReadsTensors(t *testing.T) {
 		t.Errorf("%d samples in the epoch", n)
 	}
 }
+
+// TestMixtureKeys: in a mixture each sample is keyed by its own dataset
+// and its component's pass (transform.SampleKey): two datasets holding the
+// same images draw apart for equal IDs, and a component that repeats
+// within an epoch draws afresh on each pass.
+func TestMixtureKeys(t *testing.T) {
+	f := newImageFixture(t, 2, 8, smallPhotos(t)) // 16 samples
+	_, base := start(t, f.store, func(c *gateway.Config) {
+		c.Datasets = []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: f.store}, {Name: "b", URL: "file:///b", Store: f.store}}
+		c.Transforms = testTransforms(t)
+	})
+	set, err := transform.NewSet(testTransforms(t), transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny, _ := set.Get("tiny")
+	want := func(ds, key string, pass uint64) []byte {
+		res, err := tiny.Apply(nil, f.images[key], transform.SampleKey(4, ds, pass, uint64(f.ids[key])), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Out
+	}
+	// 48 samples an epoch: a's 16 three times over (passes 0, 1, 2), b's once.
+	resp, body := get(t, base.URL+"/epoch/0/batch/0?mix=a:3,b:1&mix_samples=64&batch_size=64&seed=4&transform=tiny")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
+	samples := readTar(t, body)
+	if len(samples) != len(comps) || len(samples) != 64 {
+		t.Fatalf("%d samples, %d components", len(samples), len(comps))
+	}
+	passes := map[string][]int{} // a's key → the passes its tensors match
+	for i, s := range samples {
+		npy := s.files["npy"]
+		if comps[i] == "1" {
+			if !bytes.Equal(npy, want("b", s.key, 0)) {
+				t.Errorf("b's %s: not its key's tensor", s.key)
+			}
+			if bytes.Equal(npy, want("a", s.key, 0)) {
+				t.Errorf("b's %s has a's tensor for the same ID", s.key)
+			}
+			continue
+		}
+		for pass := range uint64(4) {
+			if bytes.Equal(npy, want("a", s.key, pass)) {
+				passes[s.key] = append(passes[s.key], int(pass))
+			}
+		}
+	}
+	for key, ps := range passes {
+		slices.Sort(ps)
+		if !slices.Equal(ps, []int{0, 1, 2}) {
+			t.Errorf("a's %s matched passes %v, want one tensor of each of passes 0, 1, 2", key, ps)
+		}
+	}
+	if len(passes) != 16 {
+		t.Errorf("%d of a's samples matched their keys", len(passes))
+	}
+}
