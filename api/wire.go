@@ -166,6 +166,32 @@ type PlanOptions struct {
 	// single gateway's plan. A gateway in a cluster defaults to its own
 	// node count.
 	Nodes int
+	// ImagesPerSec (images_per_sec) is the rate of images the trainers
+	// want through the job's pipeline (transform=): the plan says how
+	// many cores a node needs for it.
+	ImagesPerSec float64
+	// Transform is filled by the server for a job that names a pipeline:
+	// its measured (or calibrated) costs, which the planner answers the
+	// pipeline's questions from. Not a query parameter.
+	Transform *TransformCosts
+}
+
+// TransformCosts are a pipeline's costs on a server, for a plan
+// (PlanOptions.Transform).
+type TransformCosts struct {
+	Pipeline string
+	// CPUPerImage is the pipeline's thread CPU per image, nanoseconds;
+	// Measured: over the images the node served, else a calibration on
+	// generated photos.
+	CPUPerImage int64
+	Measured    bool
+	// DecodePerImage is decoding alone, nanoseconds per image, and
+	// DecodedFactor a decoded image's bytes per byte of its JPEG, both
+	// calibrated on generated photos.
+	DecodePerImage int64
+	DecodedFactor  float64
+	// Workers is the node's transform workers.
+	Workers int
 }
 
 // MaxPlanNodes bounds PlanOptions.Nodes.
@@ -181,6 +207,7 @@ const (
 	ParamConsume         = "consume"
 	ParamPrefetchWindows = "prefetch_windows"
 	ParamNodes           = "nodes"
+	ParamImagesPerSec    = "images_per_sec"
 )
 
 // Cluster is the body of GET /cluster: the peer list every node of a

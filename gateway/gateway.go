@@ -432,7 +432,7 @@ func New(cfg Config) (*Gateway, error) {
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
-	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes())
+	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes(), newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.notReady, transforms: g.stage, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {

@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
@@ -623,5 +625,47 @@ func TestMixtureKeys(t *testing.T) {
 	}
 	if len(passes) != 16 {
 		t.Errorf("%d of a's samples matched their keys", len(passes))
+	}
+}
+
+// TestPlanTransform: /plan with transform=NAME&images_per_sec=R says how
+// many cores a node needs for R images a second at the pipeline's cost —
+// a calibration on generated photos before the node has transformed
+// enough images, its own measure after — and whether caching decoded
+// images would pay for the plan's cache.
+func TestPlanTransform(t *testing.T) {
+	f := newImageFixture(t, 4, 32, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	plan := func() planner.TransformPlan {
+		resp, body := get(t, base+"/plan?transform=tiny&images_per_sec=1000&seed=1&batch_size=16&cache_size=200KiB")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/plan: %s: %s", resp.Status, body)
+		}
+		var p struct {
+			Transform *planner.TransformPlan `json:"transform"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Transform == nil {
+			t.Fatalf("/plan: %v: %s", err, body)
+		}
+		return *p.Transform
+	}
+	tp := plan()
+	if tp.Measured || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || math.Abs(tp.Cores-tp.CPUPerImageMs) > 1e-9 ||
+		tp.CoresNeeded != int(math.Ceil(tp.Cores)) || tp.Enough != (tp.CoresNeeded <= 2) {
+		t.Errorf("calibrated: %+v", tp)
+	}
+	d := tp.DecodedCache
+	if d == nil || d.Factor < 2 || d.DecodedHitRatio > d.HitRatio || d.DecodedStoreBytesPerEpoch < d.StoreBytesPerEpoch ||
+		d.Pays != (d.DecodeSecondsSaved > d.StoreSecondsAdded) {
+		t.Errorf("decoded cache: %+v", d)
+	}
+	// After 128 images of its own, the node's measure.
+	readRankBodies(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
+	if tp := plan(); !tp.Measured {
+		t.Errorf("after 128 images: %+v", tp)
+	}
+	resp, body := get(t, base+"/plan?transform=nope&images_per_sec=10")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "imagenet-train") {
+		t.Errorf("an unknown pipeline: %s %s", resp.Status, body)
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -80,3 +82,54 @@ func (f *transformFlags) config() (transform.Config, error) {
 	}
 	return c, nil
 }
+
+// planTransform are plan's flags of a pipeline: which, at what rate, and
+// the node's workers; its cost is calibrated here, on generated photos.
+type planTransform struct {
+	name         string
+	imagesPerSec float64
+	flags        transformFlags
+}
+
+func (p *planTransform) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.name, "transform", "", "plan a pipeline too (transform=NAME): the cores a node needs for --images-per-sec and whether caching decoded images would pay, from a calibration on generated photos")
+	fs.Float64Var(&p.imagesPerSec, "images-per-sec", 0, "with --transform: the images a second the trainers want")
+	fs.StringVar(&p.flags.configFile, "transform-config", "", "with --transform: serve's --transform-config, if the pipeline is defined there")
+	fs.IntVar(&p.flags.workers, "transform-workers", 0, "with --transform: a node's transform workers (default this machine's cores)")
+	p.flags.maxPixels = transform.DefaultMaxPixels
+}
+
+// input calibrates the pipeline; ok is false without --transform.
+func (p *planTransform) input() (planner.TransformInput, bool, error) {
+	if p.name == "" {
+		if p.imagesPerSec != 0 {
+			return planner.TransformInput{}, false, fmt.Errorf("--images-per-sec applies only with --transform")
+		}
+		return planner.TransformInput{}, false, nil
+	}
+	if p.imagesPerSec < 0 {
+		return planner.TransformInput{}, false, fmt.Errorf("--images-per-sec %v: want a rate above 0", p.imagesPerSec)
+	}
+	cfg, err := p.flags.config()
+	if err != nil {
+		return planner.TransformInput{}, false, err
+	}
+	set, err := transform.NewSet(cfg, transform.Options{})
+	if err != nil {
+		return planner.TransformInput{}, false, err
+	}
+	pl, err := set.Get(p.name)
+	if err != nil {
+		return planner.TransformInput{}, false, fmt.Errorf("--transform: %w", err)
+	}
+	cal, err := tensors.Calibrate(pl, calibrationPhotos)
+	if err != nil {
+		return planner.TransformInput{}, false, err
+	}
+	return planner.TransformInput{Pipeline: p.name, ImagesPerSec: p.imagesPerSec, PerImage: cal.PerImage,
+		DecodePerImage: cal.DecodePerImage, DecodedFactor: cal.DecodedFactor, Workers: p.flags.workerCount()}, true, nil
+}
+
+// calibrationPhotos is how many generated photos `brand plan` calibrates
+// a pipeline on (the gateway's /plan uses its own count).
+const calibrationPhotos = 100

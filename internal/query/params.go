@@ -236,6 +236,14 @@ var params = map[string]param{
 	api.ParamBandwidth:       rateParam(func(q *Query) *float64 { return &q.Plan.BackendBytesPerSec }),
 	api.ParamConsume:         rateParam(func(q *Query) *float64 { return &q.Plan.ConsumeBytesPerSec }),
 	api.ParamNodes:           intParam(func(q *Query) *int { return &q.Plan.Nodes }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamImagesPerSec: func(q *Query, name, v string, _ Limits) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(r > 0 && r <= 1e9) {
+			return fmt.Errorf("%w: %s must be a rate of images a second in (0, 1e9], got %q", ErrBadRequest, name, v)
+		}
+		q.Plan.ImagesPerSec = r
+		return nil
+	},
 }
 
 // The parameters each kind of endpoint accepts. The epoch, batch and
@@ -243,7 +251,7 @@ var params = map[string]param{
 // string works for all three.
 var (
 	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
-	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec)
 	SampleParams = []string{api.ParamDataset, api.ParamIndex}
 
 	// Importance feedback and seals name their epoch in the query; a seal
