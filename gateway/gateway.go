@@ -206,6 +206,11 @@ type ClusterConfig struct {
 	// up; a peer that is down is probed with back-off up to 4 times as
 	// long. Default 1 s.
 	ProbeInterval time.Duration
+	// TransformSlack is how much longer, in expected wait, a chunk's
+	// owner's transform queue must be than this node's before this node
+	// asks it for samples as stored and transforms them itself; 0:
+	// peer.BalanceSlack (10 ms); negative: never (the owner transforms).
+	TransformSlack time.Duration
 	// Secret is the peer secret every node of the cluster is given
 	// (`brand serve --peer-secret-file`): internal requests carry a
 	// credential derived from it (peer.Credentials), and only those are
@@ -377,7 +382,7 @@ func New(cfg Config) (*Gateway, error) {
 	if c := cfg.Cluster; len(c.Peers) > 0 {
 		cl = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
 			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes,
+			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes, Slack: c.TransformSlack,
 			Load: func() tensors.Load { return g.stage.Load() }})
 	}
 	g.cluster = cl
@@ -428,7 +433,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: cl, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Background: g.ahead, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
-	cfg.Logger.Info().Str("decoder", transform.DefaultJPEGDecoder().Name()).Strs("pipelines", pipelines.Names()).
+	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})

@@ -44,8 +44,10 @@ type Config struct {
 	MaxReplyBytes int64
 	// Load is this node's transform stage's load (tensors.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
-	// (balance.go); nil: always ask the owner.
-	Load func() tensors.Load
+	// (balance.go); nil: always ask the owner. Slack is the rule's
+	// margin: 0 is BalanceSlack, negative never moves the work.
+	Load  func() tensors.Load
+	Slack time.Duration
 }
 
 // node is this node's view of another.
@@ -86,6 +88,7 @@ type Set struct {
 	ahead      *Ahead
 	maxReply   int64
 	load       func() tensors.Load
+	slack      time.Duration
 	// Samples asked of owners with a pipeline: transformed there, or as
 	// stored, to be transformed here (balance.go).
 	askedTransformed, askedRaw atomic.Int64
@@ -104,7 +107,10 @@ const minProbeTimeout = 2 * time.Second
 func NewSet(c Config) *Set {
 	s := &Set{urls: c.Peers, self: c.Self, nodes: make([]node, len(c.Peers)), cred: c.Credentials,
 		timeout: c.Timeout, probe: c.Probe, held: c.Held, skew: c.Skew, log: c.Log, ahead: NewAhead(c.AheadBytes),
-		maxReply: c.MaxReplyBytes, load: c.Load}
+		maxReply: c.MaxReplyBytes, load: c.Load, slack: c.Slack}
+	if s.slack == 0 {
+		s.slack = BalanceSlack
+	}
 	if s.maxReply <= 0 {
 		s.maxReply = math.MaxInt64
 	}

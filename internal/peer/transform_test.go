@@ -92,9 +92,9 @@ func TestTransformAt(t *testing.T) {
 		{"the same, no load said", &State{Transforms: map[string]string{"tiny": t0.Fingerprint}}, true},
 		{"idle", &State{Transforms: map[string]string{"tiny": t0.Fingerprint}, Load: &tensors.Load{Workers: 2}}, true},
 		{"busier within the slack", &State{Transforms: map[string]string{"tiny": t0.Fingerprint},
-			Load: &tensors.Load{Queued: 50, Workers: 2, PerImage: 2 * time.Millisecond}}, true}, // 50 ms ≤ 10 + 50
+			Load: &tensors.Load{Queued: 20, Workers: 2, PerImage: 2 * time.Millisecond}}, true}, // 20 ms ≤ 10 + 10
 		{"busier past the slack", &State{Transforms: map[string]string{"tiny": t0.Fingerprint},
-			Load: &tensors.Load{Queued: 70, Workers: 2, PerImage: 2 * time.Millisecond}}, false}, // 70 ms > 60
+			Load: &tensors.Load{Queued: 22, Workers: 2, PerImage: 2 * time.Millisecond}}, false}, // 22 ms > 20
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
