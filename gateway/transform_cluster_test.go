@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/transform"
 )
 
 // probed waits until every node of cl has its peers' state: until then a
@@ -111,5 +112,46 @@ func TestClusterTransformsWhereTheChunkIs(t *testing.T) {
 				t.Errorf("rank %d batch 1 from node %d differs from its home's (%s)", r, k, resp.Status)
 			}
 		}
+	}
+}
+
+// TestClusterPipelineDefinedOtherwise: a node whose pipeline of a name
+// has another fingerprint (another definition, decoder or pixel bound) is
+// asked for samples as stored, and the asker transforms them with its
+// own: a batch is its server's pipeline throughout, under an ETag that
+// names it.
+func TestClusterPipelineDefinedOtherwise(t *testing.T) {
+	f := newImageFixture(t, 8, 8, smallPhotos(t)) // 64 samples
+	cl := startCluster(t, &fixture{store: f.store}, 2, nil, func(c *gateway.Config) {
+		c.Transforms = testTransforms(t)
+		if c.Cluster.Self == 1 {
+			c.Transforms.Pipelines["tiny"] = transform.Spec{Ops: []transform.Op{{Op: transform.OpCenterCrop, Size: transform.Size{H: 5, W: 5, Square: true}}}}
+		}
+	})
+	probed(t, cl)
+	n := 0
+	etags := map[string]bool{}
+	for r := range 2 {
+		q := fmt.Sprintf("seed=4&window=8&batch_size=8&world=2&rank=%d&locality=false&transform=tiny", r)
+		for m, body := range readRank(t, cl[0].srv.URL, q, 0, 4) {
+			for key, files := range tensorsOf(t, body) {
+				n++
+				if !bytes.Equal(files["npy"], f.wantTensor(t, "tiny", 4, 0, key)) {
+					t.Errorf("rank %d batch %d: %s is not node 0's pipeline's tensor", r, m, key)
+				}
+			}
+		}
+		resp0, _ := get(t, fmt.Sprintf("%s/epoch/0/batch/0?%s", cl[0].srv.URL, q))
+		resp1, _ := get(t, fmt.Sprintf("%s/epoch/0/batch/0?%s", cl[1].srv.URL, q))
+		etags[resp0.Header.Get("ETag")], etags[resp1.Header.Get("ETag")] = true, true
+	}
+	if n != 64 {
+		t.Errorf("%d samples", n)
+	}
+	if self := metric(t, cl[0].srv.URL, `brand_peer_transform_samples_total{where="self"}`); self == 0 {
+		t.Error("node 0 asked node 1 for tensors of another pipeline")
+	}
+	if len(etags) != 4 {
+		t.Errorf("%d ETags for two ranks' batch 0 from two differently configured nodes, want 4", len(etags))
 	}
 }
