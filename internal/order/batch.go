@@ -255,7 +255,8 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 //
 // In a cluster the order depends on the node count, and the batch on
 // whether locality-aware assignment is on; both are then named. So is an
-// importance snapshot an epoch is drawn from.
+// importance snapshot an epoch is drawn from, and a pipeline the batch's
+// images go through.
 func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, nodes int) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
@@ -268,8 +269,21 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, nodes int) str
 	if imp := job.Importance; imp.Version != "" {
 		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)
 	}
+	s = appendTransform(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// appendTransform names, in a batch's ETag, the pipeline its images go
+// through and the pipeline's fingerprint on the server (its definition,
+// decoder and pixel bound): a server whose configuration changes a
+// pipeline serves its batches under other ETags. A batch of the bytes as
+// stored names none, and keeps the ETag it had before pipelines existed.
+func appendTransform(s []byte, job api.Job) []byte {
+	if job.Transform == "" {
+		return s
+	}
+	return fmt.Appendf(s, "|transform=%s|%s", job.Transform, job.TransformFingerprint)
 }
 
 // partialETag names a batch whose full ETag is full, served without the

@@ -264,6 +264,7 @@ func MixETag(m *Mixed, job api.Job, epoch, b uint64, nodes int) string {
 	if nodes > 1 {
 		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
 	}
+	s = appendTransform(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }

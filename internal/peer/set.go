@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/tensors"
 )
 
 // Config configures a Set.
@@ -37,6 +39,15 @@ type Config struct {
 	Skew func()
 	// AheadBytes bounds the samples fetched ahead of need (Ahead).
 	AheadBytes int64
+	// MaxReplyBytes bounds a reply of transformed samples (the node's
+	// --max-batch-bytes); 0: none.
+	MaxReplyBytes int64
+	// Load is this node's transform stage's load (tensors.Stage.Load),
+	// which it compares with an owner's before asking it for tensors
+	// (balance.go); nil: always ask the owner. Slack is the rule's
+	// margin: 0 is BalanceSlack, negative never moves the work.
+	Load  func() tensors.Load
+	Slack time.Duration
 }
 
 // node is this node's view of another.
@@ -75,7 +86,13 @@ type Set struct {
 
 	home, peer atomic.Int64 // sample bytes of batches served, by source
 	ahead      *Ahead
-	upGauge    *prometheus.GaugeVec
+	maxReply   int64
+	load       func() tensors.Load
+	slack      time.Duration
+	// Samples asked of owners with a pipeline: transformed there, or as
+	// stored, to be transformed here (balance.go).
+	askedTransformed, askedRaw atomic.Int64
+	upGauge                    *prometheus.GaugeVec
 
 	// ctx ends at Close: the probes and the fetches ahead run under it.
 	ctx    context.Context
@@ -89,7 +106,14 @@ const minProbeTimeout = 2 * time.Second
 // NewSet returns the view of a cluster; Start begins probing.
 func NewSet(c Config) *Set {
 	s := &Set{urls: c.Peers, self: c.Self, nodes: make([]node, len(c.Peers)), cred: c.Credentials,
-		timeout: c.Timeout, probe: c.Probe, held: c.Held, skew: c.Skew, log: c.Log, ahead: NewAhead(c.AheadBytes)}
+		timeout: c.Timeout, probe: c.Probe, held: c.Held, skew: c.Skew, log: c.Log, ahead: NewAhead(c.AheadBytes),
+		maxReply: c.MaxReplyBytes, load: c.Load, slack: c.Slack}
+	if s.slack == 0 {
+		s.slack = BalanceSlack
+	}
+	if s.maxReply <= 0 {
+		s.maxReply = math.MaxInt64
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.client = &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // peers are reached directly, never through a proxy
@@ -506,4 +530,7 @@ func (s *Set) register(reg prometheus.Registerer) {
 	counter("brand_locality_bytes_total", locality, prometheus.Labels{"source": "home"}, &s.home)
 	counter("brand_locality_bytes_total", locality, prometheus.Labels{"source": "peer"}, &s.peer)
 	counter("brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &s.ahead.used)
+	asked := "Samples of jobs with a pipeline asked of the nodes that read them, by where they were to be transformed: at that node (owner), or here (self: the owner's pipeline differs, or its transform queue is longer than this node's)."
+	counter("brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "owner"}, &s.askedTransformed)
+	counter("brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "self"}, &s.askedRaw)
 }
