@@ -72,6 +72,18 @@ type Job struct {
 	Mix        Mix
 	MixBlock   int
 	MixSamples int
+	// Transform names the server's pipeline the batch's images go
+	// through (transform=, a name /stats lists, such as imagenet-train):
+	// each JPEG or PNG member becomes a .npy member holding its decoded,
+	// augmented uint8 tensor, drawn from the sample's key alone
+	// (docs/transform.md). "" serves the bytes as stored.
+	Transform string
+	// TransformFingerprint is, on a server, the fingerprint of the
+	// pipeline Transform names there (transform.Pipeline.Fingerprint),
+	// which the batch's ETag names: a server whose configuration changes
+	// a pipeline serves other ETags. The server fills it in; a client
+	// leaves it empty and Values does not send it.
+	TransformFingerprint string
 }
 
 // Block is the mixing block a job over a mixture uses: MixBlock, or
@@ -119,6 +131,9 @@ const (
 	// ParamFormat selects a batch's representation: tar (the default) or
 	// json (its manifest).
 	ParamFormat = "format"
+	// ParamTransform names the pipeline a batch's images go through
+	// (Job.Transform).
+	ParamTransform = "transform"
 )
 
 // What sampling may say.
@@ -129,11 +144,13 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers}
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
+	ParamTransform}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
-// left out so that the gateway's defaults apply; Rank is sent with World.
+// left out so that the gateway's defaults apply, and so is Transform when
+// "" (bytes as stored); Rank is sent with World.
 // Seed and DropLast are always sent: their zero values are valid choices,
 // and a program that reads data should not depend on a server flag for its
 // order. Offset is sent when it is not 0, locality only when it is off.
@@ -190,6 +207,9 @@ func (j Job) Values() url.Values {
 		if j.MixSamples > 0 {
 			v.Set(ParamMixSamples, strconv.Itoa(j.MixSamples))
 		}
+	}
+	if j.Transform != "" {
+		v.Set(ParamTransform, j.Transform)
 	}
 	return v
 }

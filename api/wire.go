@@ -33,6 +33,9 @@ const (
 	// one the cluster agrees on. Clients pin it for the epoch. A 409 for
 	// a version no node knows names the current one in it.
 	HeaderMembers = "Brand-Members"
+	// HeaderTransform names the pipeline a batch's images went through
+	// (transform=): each image member is a .npy member.
+	HeaderTransform = "Brand-Transform"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
@@ -98,8 +101,13 @@ type Manifest struct {
 	Offset    int              `json:"offset"`
 	Batches   int              `json:"batches"` // global batches from the offset on
 	ETag      string           `json:"etag"`    // the batch's ETag, as in the tar response
-	Bytes     int64            `json:"bytes"`   // the tar response's length
+	Bytes     int64            `json:"bytes"`   // the tar response's length; 0 with a pipeline (Transform)
 	Samples   []ManifestSample `json:"samples"`
+	// Transform is the pipeline the batch's images go through
+	// (transform=). The samples' offsets, lengths and CRC32Cs are then
+	// those of the stored samples, and the response's length is known only
+	// once its images' headers are read: Bytes is 0.
+	Transform string `json:"transform,omitempty"`
 	// Missing names the samples of Samples whose chunk the gateway last
 	// found damaged at rest: with --on-damaged-chunk=skip a GET of the
 	// batch leaves them out (and has another ETag and length; its
@@ -163,6 +171,32 @@ type PlanOptions struct {
 	// single gateway's plan. A gateway in a cluster defaults to its own
 	// node count.
 	Nodes int
+	// ImagesPerSec (images_per_sec) is the rate of images the trainers
+	// want through the job's pipeline (transform=): the plan says how
+	// many cores a node needs for it.
+	ImagesPerSec float64
+	// Transform is filled by the server for a job that names a pipeline:
+	// its measured (or calibrated) costs, which the planner answers the
+	// pipeline's questions from. Not a query parameter.
+	Transform *TransformCosts
+}
+
+// TransformCosts are a pipeline's costs on a server, for a plan
+// (PlanOptions.Transform).
+type TransformCosts struct {
+	Pipeline string
+	// CPUPerImage is the pipeline's thread CPU per image, nanoseconds;
+	// Measured: over the images the node served, else a calibration on
+	// generated photos.
+	CPUPerImage int64
+	Measured    bool
+	// DecodePerImage is decoding alone, nanoseconds per image, and
+	// DecodedFactor a decoded image's bytes per byte of its JPEG, both
+	// calibrated on generated photos.
+	DecodePerImage int64
+	DecodedFactor  float64
+	// Workers is the node's transform workers.
+	Workers int
 }
 
 // MaxPlanNodes bounds PlanOptions.Nodes.
@@ -178,6 +212,7 @@ const (
 	ParamConsume         = "consume"
 	ParamPrefetchWindows = "prefetch_windows"
 	ParamNodes           = "nodes"
+	ParamImagesPerSec    = "images_per_sec"
 )
 
 // Cluster is the body of GET /cluster: the peer list every node of a

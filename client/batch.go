@@ -51,9 +51,14 @@ type Batch struct {
 	MixBlock int
 	// Missing is how many of the batch's samples the gateway left out
 	// because their chunk is damaged at rest (a gateway run with
-	// --on-damaged-chunk=skip; Brand-Missing-Samples): 0 for a whole
-	// batch. Samples holds only those sent.
+	// --on-damaged-chunk=skip), or their image cannot be transformed (a
+	// gateway run with --on-bad-image=skip; Brand-Missing-Samples): 0 for
+	// a whole batch. Samples holds only those sent.
 	Missing int
+	// Transform is the pipeline the samples' images went through
+	// (Options.Job.Transform; Brand-Transform): each image member is a
+	// .npy member, read in place with ParseNPY. "" for bytes as stored.
+	Transform string
 	// Node is the base URL of the gateway that served the batch: the
 	// client's base URL, or with Options.Peers or Discover the node as the
 	// peer list names it (the rank's home unless it failed over).
@@ -96,6 +101,7 @@ type BatchHeader struct {
 	Mix          string // the mixture (Brand-Mix), "" for one dataset
 	MixBlock     int    // the mixture's block K (Brand-Mix-Block)
 	Node         string // the gateway that served it (see Batch.Node)
+	Transform    string // the pipeline the images went through (Brand-Transform), "" for none
 }
 
 // parseBatchHeader reads and checks the headers of a batch response. The
@@ -108,13 +114,14 @@ func parseBatchHeader(resp *http.Response, epoch, batch int) (BatchHeader, error
 		return BatchHeader{}, err
 	}
 	h := BatchHeader{
-		Epoch:   epoch,
-		Index:   batch,
-		ETag:    resp.Header.Get("ETag"),
-		Size:    resp.ContentLength,
-		Dataset: resp.Header.Get(api.HeaderDataset),
-		IndexID: resp.Header.Get(api.HeaderIndex),
-		Mix:     resp.Header.Get(api.HeaderMix),
+		Epoch:     epoch,
+		Index:     batch,
+		ETag:      resp.Header.Get("ETag"),
+		Size:      resp.ContentLength,
+		Dataset:   resp.Header.Get(api.HeaderDataset),
+		IndexID:   resp.Header.Get(api.HeaderIndex),
+		Mix:       resp.Header.Get(api.HeaderMix),
+		Transform: resp.Header.Get(api.HeaderTransform),
 	}
 	if h.Mix != "" {
 		h.IndexID = resp.Header.Get(api.HeaderMixIndex)
@@ -292,6 +299,9 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		if err := checkOffset(h, offset); err != nil {
 			return err
 		}
+		if h.Transform != c.opts.Job.Transform {
+			return fmt.Errorf("%w: the batch's images went through pipeline %q (Brand-Transform), the job names %q", ErrBadResponse, h.Transform, c.opts.Job.Transform)
+		}
 		mix := c.opts.Job.Mix
 		comps, err = checkMix(h, resp.Header, mix)
 		if err != nil {
@@ -328,6 +338,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 			Mix:          h.Mix,
 			MixBlock:     h.MixBlock,
 			Missing:      h.Missing,
+			Transform:    h.Transform,
 			buf:          buf,
 			bufs:         &c.bufs,
 		}
@@ -350,6 +361,9 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 // whose grouping by key is ambiguous, by its members cut as its manifest
 // says (splitByManifest).
 func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps []int, members []member, q url.Values) error {
+	if h.Transform != "" {
+		return fmt.Errorf("%w: the batch's samples cannot be told apart by key, and its manifest gives the stored samples' lengths, not those of their tensors (pipeline %q)", ErrBadResponse, h.Transform)
+	}
 	m, err := c.mixManifest(ctx, b.Epoch, b.Index, b.Offset, q)
 	if err != nil {
 		return err

@@ -131,6 +131,26 @@
 // checking them against the members' ends and keys; other batches cost
 // no second request. BatchRaw does not decode, so it does not split.
 //
+// # Tensors
+//
+// Options.Job.Transform names a pipeline of the gateway's
+// (imagenet-train, imagenet-eval, or one its --transform-config defines):
+// each image member of a sample then arrives as a .npy member holding its
+// decoded, augmented uint8 tensor, drawn from the sample's key alone, so
+// a batch's tensors are the same from every node and after a resume
+// (docs/transform.md). ParseNPY reads one in place — its dtype, shape and
+// bytes, a slice of the batch's buffer:
+//
+//	c, err := client.New("http://brand:8080", client.Options{
+//		Job: api.Job{Transform: "imagenet-train", Params: shuffle.Params{Seed: 7, BatchSize: 256}},
+//	})
+//	...
+//	t, err := client.ParseNPY(s.Files["npy"]) // t.Shape [3 224 224], t.DType "|u1", t.Data
+//
+// A mixture's batch whose grouping by key is ambiguous (see Mixtures) is
+// refused when transformed: its manifest's lengths are the stored
+// samples', not the tensors'.
+//
 // # Errors and retries
 //
 // Answers of 502, 503 and 504, broken connections and bodies shorter than

@@ -66,9 +66,13 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method == http.MethodHead:
 		// Everything a HEAD answers is known from the index: read nothing.
+		// A transformed batch's length is not (its tensors' sizes depend on
+		// its images' headers): its HEAD has no Content-Length.
 		setBatchHeaders(w.Header(), b)
 		w.Header().Set("Content-Type", "application/x-tar")
-		w.Header().Set("Content-Length", strconv.FormatInt(b.Length(), 10))
+		if b.Job.Transform == "" {
+			w.Header().Set("Content-Length", strconv.FormatInt(b.Length(), 10))
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -84,7 +88,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		defer s.Release()
 		setBatchHeaders(w.Header(), s.Batch)
 		if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(s.Parts, chunkindex.EndOfArchive[:]),
-			N: s.Batch.Length(), Relieve: s.Relieve}); err != nil {
+			N: s.Bytes + int64(len(chunkindex.EndOfArchive)), Relieve: s.Relieve}); err != nil {
 			g.log.Debug().Err(err).Msg("batch not completed")
 			return
 		}
@@ -99,7 +103,10 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 func writeManifest(w http.ResponseWriter, b *order.Batch) {
 	m := api.Manifest{Dataset: b.Name(), Epoch: int(b.Epoch), Batch: int(b.Batch), Rank: b.Job.Rank,
 		World: b.Job.World, BatchSize: b.Job.BatchSize, Offset: b.Job.Offset, Batches: b.Batches, ETag: b.ETag, Bytes: b.Length(),
-		Samples: make([]api.ManifestSample, b.Len())}
+		Samples: make([]api.ManifestSample, b.Len()), Transform: b.Job.Transform}
+	if b.Job.Transform != "" {
+		m.Bytes = 0 // known once the images' headers are read
+	}
 	if b.DS != nil {
 		m.IndexID = b.DS.ID()
 	}
@@ -152,6 +159,9 @@ func setBatchHeaders(h http.Header, b *order.Batch) {
 	h.Set(api.HeaderBatchSamples, strconv.Itoa(b.Len()))
 	if b.Job.Offset != 0 {
 		h.Set(api.HeaderOffset, strconv.Itoa(b.Job.Offset))
+	}
+	if b.Job.Transform != "" {
+		h.Set(api.HeaderTransform, b.Job.Transform)
 	}
 	setMissingHeaders(h, b)
 }

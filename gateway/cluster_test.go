@@ -33,7 +33,7 @@ type clusterNode struct {
 // loopback server and counting its own store reads, configured as one
 // cluster. handlers, if not nil, replaces node k's gateway with
 // handlers[k] when that is not nil (a misbehaving peer).
-func startCluster(t *testing.T, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
+func startCluster(t testing.TB, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
 	lns, urls := loopbacks(t, n)
 	nodes := make([]*clusterNode, n)
@@ -65,7 +65,7 @@ func startCluster(t *testing.T, f *fixture, n int, handlers []http.Handler, muta
 // returns the listeners and their base URLs, sorted by URL as a
 // membership sorts its members: node k of a test cluster is member k, so
 // cluster.Home and owners' positions index it directly.
-func loopbacks(t *testing.T, n int) ([]net.Listener, []string) {
+func loopbacks(t testing.TB, n int) ([]net.Listener, []string) {
 	t.Helper()
 	lns := make([]net.Listener, n)
 	urls := make([]string, n)
@@ -115,7 +115,7 @@ func clusterReads(cl []*clusterNode) (reads int) {
 
 // readRank reads every batch of an epoch for one rank from base and
 // returns the bodies.
-func readRank(t *testing.T, base string, q string, epoch, batches int) [][]byte {
+func readRank(t testing.TB, base string, q string, epoch, batches int) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for m := range batches {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -29,8 +30,10 @@ import (
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
 )
 
 // DatasetSpec names a dataset to serve: a name, and a store URL
@@ -99,6 +102,28 @@ type Config struct {
 	// without that chunk's samples, names them in the Brand-Missing-*
 	// headers, counts them in brand_skipped_samples_total and logs them.
 	OnDamagedChunk string
+
+	// Transforms defines pipelines beside the built-ins (imagenet-train,
+	// imagenet-eval) that a job may name (transform=), or replaces a
+	// built-in (`brand serve --transform-config`, docs/transform.md §2).
+	Transforms transform.Config
+	// MaxImagePixels bounds an image's width × height as its header
+	// claims; a larger one is refused before any pixel is allocated.
+	// Default transform.DefaultMaxPixels (8192×8192).
+	MaxImagePixels int64
+	// TransformWorkers bounds the samples this node transforms at once
+	// (a batch's, a peer's, ahead of a request); default the node's cores.
+	TransformWorkers int
+	// OnBadImage is what a batch does with a sample whose image its
+	// pipeline cannot transform (undecodable, truncated, over
+	// MaxImagePixels): "fail" (the default) answers 422 naming it;
+	// "skip" serves the batch without it, named in the Brand-Missing-*
+	// headers as a damaged chunk's samples are.
+	OnBadImage string
+	// TransformAheadBytes bounds the batches transformed ahead of their
+	// requests and held for them; they count against CopyBytes. Default a
+	// quarter of CopyBytes; negative: none is made ahead.
+	TransformAheadBytes int64
 
 	// IndexPoll is how often each dataset's index object is checked for a
 	// new ETag; a changed index is loaded and swapped in atomically, and
@@ -197,6 +222,11 @@ type ClusterConfig struct {
 	// up; a peer that is down is probed with back-off up to 4 times as
 	// long. Default 1 s.
 	ProbeInterval time.Duration
+	// TransformSlack is how much longer, in expected wait, a chunk's
+	// owner's transform queue must be than this node's before this node
+	// asks it for samples as stored and transforms them itself; 0:
+	// peer.BalanceSlack (10 ms); negative: never (the owner transforms).
+	TransformSlack time.Duration
 	// Secret is the peer secret every node of the cluster is given
 	// (`brand serve --peer-secret-file`): internal requests carry a
 	// credential derived from it (peer.Credentials), and only those are
@@ -261,7 +291,7 @@ const (
 	PolicyLRU      = "lru"
 )
 
-// What Config.OnDamagedChunk may say.
+// What Config.OnDamagedChunk and Config.OnBadImage may say.
 const (
 	OnDamagedFail = "fail"
 	OnDamagedSkip = "skip"
@@ -332,6 +362,7 @@ type Gateway struct {
 	prefetch schedule.Prefetch
 	cluster  clusterFace
 	reader   *reader.Reader
+	stage    *tensors.Stage // the transform stage: images to tensors
 	pipe     *pipeline.Pipeline
 	out      *respond.Writer // every response that carries samples
 	// ahead runs the work requests leave behind them — a mixture's later
@@ -362,19 +393,24 @@ func New(cfg Config) (*Gateway, error) {
 		tokens: newTokenSet(cfg.AuthTokens)}
 	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry
+	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
 	if c := cfg.Cluster; c.Members != nil {
 		cl = peer.NewSet(peer.Config{Self: c.Advertise, Members: c.Members, Poll: c.MembersPoll, Warm: c.Warm,
 			Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
 			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20)})
+			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes, Slack: c.TransformSlack,
+			Load: func() tensors.Load { return g.stage.Load() }})
 	}
 	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
 	orders := order.New(g.feedback)
 	d := cfg.Defaults
-	g.jobs = &jobs{catalog: g.catalog, versions: cl, orders: orders, snaps: g.feedback, limits: cfg.Limits,
+	g.jobs = &jobs{catalog: g.catalog, versions: cl, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: cl}
@@ -413,13 +449,18 @@ func New(cfg Config) (*Gateway, error) {
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: cl, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
+	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
+		MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
 	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: cl, Reader: g.reader, Stats: g.stats})
+		Peers: cl, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Background: g.ahead, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
+	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
+		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
-	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes)
+	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
-		limits: cfg.Limits, ready: g.notReady, log: cfg.Logger}
+		limits: cfg.Limits, ready: g.notReady, transforms: g.stage, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects)
 	}
@@ -519,6 +560,22 @@ func (cfg *Config) fill() ([]string, error) {
 	default:
 		return nil, fmt.Errorf("gateway: on-damaged-chunk %q: want fail or skip", cfg.OnDamagedChunk)
 	}
+	switch cfg.OnBadImage {
+	case "":
+		cfg.OnBadImage = OnDamagedFail
+	case OnDamagedFail, OnDamagedSkip:
+	default:
+		return nil, fmt.Errorf("gateway: on-bad-image %q: want fail or skip", cfg.OnBadImage)
+	}
+	if cfg.MaxImagePixels == 0 {
+		cfg.MaxImagePixels = transform.DefaultMaxPixels
+	}
+	if cfg.TransformWorkers == 0 {
+		cfg.TransformWorkers = runtime.NumCPU()
+	}
+	if cfg.MaxImagePixels < 0 || cfg.TransformWorkers < 0 {
+		return nil, errors.New("gateway: negative MaxImagePixels or TransformWorkers")
+	}
 	if cfg.IndexPoll == 0 {
 		cfg.IndexPoll = DefaultIndexPoll
 	}
@@ -555,6 +612,9 @@ func (cfg *Config) fill() ([]string, error) {
 	if cfg.CopyBytes == 0 {
 		cfg.CopyBytes = 2 * cfg.Limits.MaxBatchBytes
 	}
+	if cfg.TransformAheadBytes == 0 {
+		cfg.TransformAheadBytes = cfg.CopyBytes / 4
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -590,6 +650,11 @@ func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catal
 func (g *Gateway) Close() {
 	g.catalog.Close()
 	g.ahead.Close()
+	// With the work ahead ended, nothing submits transforms but requests
+	// still in flight, which the stage's Close fails; then the batches
+	// made ahead and not taken give back their memory.
+	g.stage.Close()
+	g.pipe.Close()
 	g.cluster.Close()
 	g.prefetch.Close()
 	g.stats.Close()

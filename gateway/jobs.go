@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/transform"
 )
 
 // versions is what resolving a job's versions needs of the cluster: the
@@ -33,6 +34,11 @@ type snapshots interface {
 	Snapshot(ctx context.Context, ds *catalog.Dataset, job, version string) (*importance.Snapshot, error)
 }
 
+// pipelines are the transform pipelines a job may name (transform.Set).
+type pipelines interface {
+	Get(name string) (*transform.Pipeline, error)
+}
+
 // jobs resolves what a request asks for — its job's parameters, through
 // the one parameter table, and what the job reads: the dataset version it
 // pins or the cluster agrees on, a mixture's components, the importance
@@ -43,8 +49,12 @@ type jobs struct {
 	versions versions
 	orders   *order.Orders
 	snaps    snapshots
-	defaults query.Query // the query a request starts from
-	limits   query.Limits
+	// pipelines resolve a job's transform=: an unknown name is refused
+	// (400, naming the pipelines there are), and a known one's
+	// fingerprint, which its batches' ETags name, is filled in.
+	pipelines pipelines
+	defaults  query.Query // the query a request starts from
+	limits    query.Limits
 }
 
 // epoch parses the query and the {epoch} of a request about an epoch of
@@ -56,6 +66,9 @@ func (j *jobs) epoch(r *http.Request) (query.Query, order.Source, uint64, error)
 	}
 	q, err := query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
 	if err != nil {
+		return q, order.Source{}, 0, err
+	}
+	if err := j.transform(&q.Job); err != nil {
 		return q, order.Source{}, 0, err
 	}
 	src, err := j.source(r.Context(), q.Job)
@@ -74,6 +87,20 @@ func (j *jobs) batch(r *http.Request) (*order.Batch, query.Query, error) {
 	}
 	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
 	return b, q, err
+}
+
+// transform resolves the pipeline job names, if any: its fingerprint on
+// this server goes into the job, and so into its batches' ETags.
+func (j *jobs) transform(job *api.Job) error {
+	if job.Transform == "" {
+		return nil
+	}
+	p, err := j.pipelines.Get(job.Transform)
+	if err != nil {
+		return err
+	}
+	job.TransformFingerprint = p.Fingerprint()
+	return nil
 }
 
 // source resolves what job reads — one dataset's version, or a mixture of

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/tensors"
 )
 
 // peerAPI serves the peers' internal endpoints (package peer holds the
@@ -40,7 +41,13 @@ type peerAPI struct {
 	feedback *feedback.State
 	limits   query.Limits
 	ready    func() error
-	log      zerolog.Logger
+	// transforms is the transform stage, whose pipelines and load the
+	// state probe tells the peers (tensors.Stage).
+	transforms interface {
+		Fingerprints() map[string]string
+		Load() tensors.Load
+	}
+	log zerolog.Logger
 }
 
 // peerKey carries the authenticated asker's slot (peer.Set.Slot) in a
@@ -94,6 +101,9 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	defer res.Release()
 	head := peer.ReplyHead(res.MissingPos)
+	if req.Origin != nil && req.Origin.Transform.On() {
+		head = peer.TransformedReplyHead(res.MissingPos, res.Parts)
+	}
 	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),
 		N: int64(len(head)) + res.Bytes, Relieve: res.Relieve})
 	if err != nil {
@@ -110,7 +120,8 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.cluster.Heard(asker(r))
-	st := peer.State{Ready: true}
+	load := a.transforms.Load()
+	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load}
 	a.cluster.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)

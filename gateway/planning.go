@@ -64,10 +64,15 @@ type planAPI struct {
 	options api.PlanOptions // a plan's defaults: this gateway's cache, disk tier, prefetch
 	nodes   func() int      // the cluster's member count now: a plan's default nodes
 	slots   chan struct{}   // the plans running, planSlots at most
+	// costs are a pipeline's costs on this node, for a job that names
+	// one (transform=).
+	costs interface {
+		Costs(ctx context.Context, name string) (api.TransformCosts, error)
+	}
 }
 
-func newPlanAPI(cfg Config, jobs *jobs, nodes func() int) *planAPI {
-	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: nodes, slots: make(chan struct{}, planSlots),
+func newPlanAPI(cfg Config, jobs *jobs, nodes func() int, costs *pipelineCosts) *planAPI {
+	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: nodes, slots: make(chan struct{}, planSlots), costs: costs,
 		options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: planEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows}}
 	if a.planner == nil {
@@ -111,9 +116,22 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		base.Plan.Nodes = n
 	}
 	q, err := query.Parse(r.URL.RawQuery, query.PlanParams, base, a.jobs.limits)
+	if err == nil {
+		err = a.jobs.transform(&q.Job)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
+	}
+	// A pipeline's costs: measured, or calibrated (about a second of a
+	// core, once per pipeline) within the plan's slot.
+	withCosts := func(ctx context.Context) error {
+		if q.Job.Transform == "" {
+			return nil
+		}
+		c, err := a.costs.Costs(ctx, q.Job.Transform)
+		q.Plan.Transform = &c
+		return err
 	}
 	if len(q.Job.Mix) > 0 {
 		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
@@ -143,6 +161,9 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.write(ctx, w, func(ctx context.Context) (any, error) {
+		if err := withCosts(ctx); err != nil {
+			return nil, err
+		}
 		return a.planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
 	})
 }

@@ -41,17 +41,26 @@ func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL b
 // server.
 func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
-		Cache       chunkcache.Stats  `json:"cache"`
-		CacheBytes  int64             `json:"cache_capacity_bytes"`
-		CachePolicy string            `json:"cache_policy"`
-		Jobs        []api.JobStat     `json:"jobs"`
-		Turns       api.TurnStats     `json:"turns"`
-		Epochs      []api.EpochStat   `json:"epochs"`
-		Cluster     *api.ClusterStats `json:"cluster,omitempty"`
-		Disk        *api.DiskStats    `json:"disk,omitempty"`
-		Mixtures    []api.MixStat     `json:"mixtures,omitempty"`
+		Cache       chunkcache.Stats   `json:"cache"`
+		CacheBytes  int64              `json:"cache_capacity_bytes"`
+		CachePolicy string             `json:"cache_policy"`
+		Jobs        []api.JobStat      `json:"jobs"`
+		Turns       api.TurnStats      `json:"turns"`
+		Epochs      []api.EpochStat    `json:"epochs"`
+		Cluster     *api.ClusterStats  `json:"cluster,omitempty"`
+		Disk        *api.DiskStats     `json:"disk,omitempty"`
+		Mixtures    []api.MixStat      `json:"mixtures,omitempty"`
+		Transform   api.TransformStats `json:"transform"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures()})
+		g.stats.Mixtures(), g.TransformStats()})
+}
+
+// TransformStats returns the transform stage's figures: the decoder, the
+// workers, per pipeline what it cost, and the batches made ahead.
+func (g *Gateway) TransformStats() api.TransformStats {
+	st := g.stage.Stats()
+	st.Ahead = g.pipe.AheadStats()
+	return st
 }
 
 // DiskStats returns the disk tier's figures, nil without one.

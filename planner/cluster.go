@@ -58,6 +58,10 @@ type ClusterPlan struct {
 	// Mix describes the mixture a prediction of one (ClusterInput.Mix) is
 	// of; the figures below are then the mixture's, as in Plan.
 	Mix *MixPlan `json:"mix,omitempty"`
+	// Transform is the answer for a pipeline, when asked: the cores each
+	// node needs for its share of the rate (no decoded-cache question:
+	// that is one gateway's plan's).
+	Transform *TransformPlan `json:"transform,omitempty"`
 
 	Nodes             int   `json:"nodes"`
 	Chunks            int   `json:"chunks"`

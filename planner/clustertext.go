@@ -72,6 +72,9 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "largest share of one chunk (worst)\t%*s\t%*s\n", wl, percent(l.WorstChunkShare), wc, percent(c.WorstChunkShare))
 	tw.Flush()
 
+	if p.Transform != nil {
+		p.Transform.writeText(&b)
+	}
 	_, err := w.Write(b.Bytes())
 	return err
 }

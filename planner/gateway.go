@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -28,8 +29,23 @@ type ForGateway struct{}
 // o.DiskCacheBytes, if not 0, is a disk tier below the cache (each
 // node's). Every plan a gateway computes is within the Gateway budget
 // (GatewayWalk, GatewayTrace, GatewaySimulate).
+//
+// With o.Transform (a job naming a pipeline), the plan answers the
+// pipeline's questions too (PlanTransform): the cores a node needs for
+// o.ImagesPerSec, and, for one gateway, whether caching decoded images
+// would pay.
 func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
 	return planJob(ctx, DatasetOf(ix), cluster.IndexKey(ix.ID()), job, o, snap, gatewayBudget())
+}
+
+// TransformOf is a plan's pipeline input from a server's costs.
+func TransformOf(o api.PlanOptions) (TransformInput, bool) {
+	c := o.Transform
+	if c == nil {
+		return TransformInput{}, false
+	}
+	return TransformInput{Pipeline: c.Pipeline, ImagesPerSec: o.ImagesPerSec, PerImage: time.Duration(c.CPUPerImage),
+		Measured: c.Measured, DecodePerImage: time.Duration(c.DecodePerImage), DecodedFactor: c.DecodedFactor, Workers: c.Workers}, true
 }
 
 // planJob is Plan over dataset d, whose index's key is key, within b.
@@ -38,7 +54,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		if snap != nil {
 			return nil, fmt.Errorf("%w: importance sampling is planned for one gateway, not for %d nodes", ErrInvalid, o.Nodes)
 		}
-		return MakeClusterPlan(ctx, ClusterInput{
+		cp, err := MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            d,
 			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
 			IndexKey:           key,
@@ -47,6 +63,12 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 			NodeDiskCacheBytes: o.DiskCacheBytes,
 			Budget:             b,
 		})
+		if t, ok := TransformOf(o); ok && err == nil {
+			// Each node transforms the samples of its chunks: its share.
+			t.ImagesPerSec /= float64(o.Nodes)
+			cp.Transform = TransformCores(t)
+		}
+		return cp, err
 	}
 	in := PlanInput{
 		Dataset:            d,
@@ -61,7 +83,11 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	if snap != nil {
 		in.Importance = &Importance{Snapshot: snap, Hot: job.Importance.Hot}
 	}
-	return MakePlan(ctx, in)
+	p, err := MakePlan(ctx, in)
+	if t, ok := TransformOf(o); ok && err == nil {
+		p.Transform, err = PlanTransform(ctx, in, p, t)
+	}
+	return p, err
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is

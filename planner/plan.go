@@ -104,6 +104,9 @@ type Plan struct {
 	// when PlanInput.Importance asked for it; the figures above are the
 	// uniform shuffle's.
 	Importance *ImportancePlan `json:"importance,omitempty"`
+
+	// Transform is the answer for a pipeline (PlanTransform), when asked.
+	Transform *TransformPlan `json:"transform,omitempty"`
 }
 
 // MakePlan simulates in.Job on in.Dataset and reports what in.CacheBytes

@@ -51,6 +51,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if p.Importance != nil {
 		p.Importance.writeText(&b, p.DatasetBytes)
 	}
+	if p.Transform != nil {
+		p.Transform.writeText(&b)
+	}
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

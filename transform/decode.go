@@ -128,6 +128,12 @@ func (StdJPEG) Name() string { return "go" }
 
 // DecodeJPEG implements JPEGDecoder.
 func (StdJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error) {
+	if denom != 1 {
+		// image/jpeg cannot scale: need is in the scaled image's pixels,
+		// and the answer is the full size, which the pipeline resamples
+		// from (as with reduced_decode off).
+		need = Rect{W: h.w, H: h.h}
+	}
 	m, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
 		return Region{}, 0, fmt.Errorf("%w: jpeg: %w", ErrDecode, err)

@@ -37,9 +37,11 @@
 // # Determinism
 //
 // Every random choice — a crop box, a flip — is drawn from a stream
-// seeded by (job seed, epoch, sample ID) and the operator's position in
-// the pipeline, and by nothing else: not the world size, the rank, the
-// node, the decoder or the time (Key). The draws are torchvision's
+// seeded by the sample's key and the operator's position in the pipeline,
+// and by nothing else: not the world size, the rank, the node, the
+// decoder or the time. A server's key for a sample is SampleKey: a seed
+// drawn from the job's seed and the sample's dataset (so that a mixture's
+// datasets draw apart), the epoch of the sample's order, its ID. The draws are torchvision's
 // get_params with Brand's generator (internal/seeded, in a domain of its
 // own) and a logarithm and exponential defined by IEEE operations alone,
 // so that every architecture and the Python reference

@@ -14,7 +14,8 @@ import (
 // another operator's.
 const domainTransform uint64 = 0x6272616e64746600
 
-// Key names one sample's draws: the job's seed, the epoch and the sample's
+// Key names one sample's draws: a seed (in a server, KeySeed of the job's
+// seed and the sample's dataset: SampleKey), the epoch and the sample's
 // ID, and nothing else — not the world size, the rank, the node or the
 // time — so that every replica, a restarted gateway and a resumed job draw
 // the same crops and flips for the same sample.

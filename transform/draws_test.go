@@ -28,6 +28,20 @@ type golden struct {
 	Crops []cropCase  `json:"crops"`
 	Flips []flipCase  `json:"flips"`
 	Train []trainCase `json:"imagenet_train"`
+	Keys  []keyCase   `json:"sample_keys"`
+}
+
+// keyCase is one sample's key in a job (SampleKey): the job's seed, the
+// dataset's name, the epoch and the sample's ID, and the key's seed.
+type keyCase struct {
+	JobSeed uint64 `json:"job_seed"`
+	Dataset string `json:"dataset"`
+	Epoch   uint64 `json:"epoch"`
+	Sample  uint64 `json:"sample"`
+	KeySeed uint64 `json:"key_seed"`
+	// Train is the imagenet-train draws of the key on a 500×375 image.
+	Box  [4]int `json:"box"`
+	Flip bool   `json:"flip"`
 }
 
 type mathCase struct {
@@ -127,6 +141,16 @@ func goldenInputs() golden {
 	for i := range 16 {
 		g.Train = append(g.Train, trainCase{Seed: 7, Epoch: uint64(i / 8), Sample: uint64(i * 37), Width: 300 + 13*i, Height: 500 - 11*i})
 	}
+	// Keys: two datasets of one job (a mixture's components), a name in
+	// UTF-8 beyond ASCII, the extreme seeds.
+	for _, c := range []keyCase{
+		{JobSeed: 7, Dataset: "imagenet"}, {JobSeed: 7, Dataset: "imagenet", Sample: 1}, {JobSeed: 7, Dataset: "imagenet", Epoch: 1},
+		{JobSeed: 7, Dataset: "web"}, {JobSeed: 7, Dataset: "code"}, {JobSeed: 8, Dataset: "web"},
+		{JobSeed: 0, Dataset: "t"}, {JobSeed: math.MaxUint64, Dataset: "données-é", Epoch: math.MaxUint64, Sample: math.MaxUint64},
+		{JobSeed: 42, Dataset: "test", Epoch: 3, Sample: 1234567},
+	} {
+		g.Keys = append(g.Keys, c)
+	}
 	return g
 }
 
@@ -151,7 +175,21 @@ func computeGolden(t *testing.T, g golden) golden {
 	for i := range g.Train {
 		g.Train[i].compute(train)
 	}
+	for i := range g.Keys {
+		g.Keys[i].compute(train)
+	}
 	return g
+}
+
+func (c *keyCase) compute(p *Pipeline) {
+	k := SampleKey(c.JobSeed, c.Dataset, c.Epoch, c.Sample)
+	if k.Epoch != c.Epoch || k.Sample != c.Sample {
+		panic(fmt.Sprintf("SampleKey changed the epoch or sample: %+v", k))
+	}
+	c.KeySeed = k.Seed
+	pl := p.makePlan(500, 375, k)
+	b := pl.crops[0].Box
+	c.Box, c.Flip = [4]int{b.X, b.Y, b.W, b.H}, pl.flips[0]
 }
 
 // TestGolden requires the Go draws to reproduce testdata/draws.json
@@ -278,6 +316,9 @@ func TestPythonReference(t *testing.T) {
 		g.Flips = append(g.Flips, flipCase{Seed: r.Uint64(), Epoch: r.Uint64(), Sample: r.Uint64(), Op: i % MaxOps, P: r.Float64()})
 		g.Log = append(g.Log, mathCase{X: math.Exp(r.Float64()*14 - 7)})
 		g.Exp = append(g.Exp, mathCase{X: r.Float64()*14 - 7})
+		if i%5 == 0 {
+			g.Keys = append(g.Keys, keyCase{JobSeed: r.Uint64(), Dataset: fmt.Sprintf("ds-%x", r.Uint64()), Epoch: r.Uint64N(100), Sample: r.Uint64N(1 << 40)})
+		}
 	}
 	want := computeGolden(t, g)
 	in, _ := json.Marshal(g)
@@ -299,8 +340,13 @@ func TestPythonReference(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Crops) != len(want.Crops) || len(got.Flips) != len(want.Flips) || len(got.Log) != len(want.Log) || len(got.Exp) != len(want.Exp) || len(got.Train) != len(want.Train) {
-		t.Fatalf("reference answered %d/%d/%d/%d/%d cases", len(got.Crops), len(got.Flips), len(got.Log), len(got.Exp), len(got.Train))
+	if len(got.Crops) != len(want.Crops) || len(got.Flips) != len(want.Flips) || len(got.Log) != len(want.Log) || len(got.Exp) != len(want.Exp) || len(got.Train) != len(want.Train) || len(got.Keys) != len(want.Keys) {
+		t.Fatalf("reference answered %d/%d/%d/%d/%d/%d cases", len(got.Crops), len(got.Flips), len(got.Log), len(got.Exp), len(got.Train), len(got.Keys))
+	}
+	for i := range want.Keys {
+		if got.Keys[i] != want.Keys[i] {
+			t.Errorf("sample key %d: Python %+v, Go %+v", i, got.Keys[i], want.Keys[i])
+		}
 	}
 	for i := range want.Crops {
 		if got.Crops[i] != want.Crops[i] {

@@ -1,6 +1,9 @@
 package transform
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"runtime"
@@ -25,6 +28,7 @@ type Pipeline struct {
 	name string
 	spec Spec
 	opt  Options
+	fp   string
 }
 
 // New validates spec and returns its pipeline.
@@ -39,7 +43,9 @@ func New(name string, spec Spec, opt Options) (*Pipeline, error) {
 	if opt.JPEG == nil {
 		opt.JPEG = DefaultJPEGDecoder()
 	}
-	return &Pipeline{name: name, spec: s, opt: opt}, nil
+	p := &Pipeline{name: name, spec: s, opt: opt}
+	p.fp = p.fingerprint()
+	return p, nil
 }
 
 // Name is the pipeline's name.
@@ -50,6 +56,42 @@ func (p *Pipeline) Spec() Spec { return p.spec }
 
 // Decoder names the JPEG decoder the pipeline uses.
 func (p *Pipeline) Decoder() string { return p.opt.JPEG.Name() }
+
+// Fingerprint names what decides the pipeline's bytes on this server: its
+// spec with the defaults filled in, the JPEG decoder (another decoder's
+// pixels differ by a few levels, docs/transform.md §6.2) and the pixel
+// bound (which decides which images are refused). Servers whose pipelines
+// of one name have one fingerprint give the same bytes for the same
+// image and key; a server whose configuration changes a pipeline gives
+// it another fingerprint, which a batch's ETag names. 16 hex digits.
+func (p *Pipeline) Fingerprint() string { return p.fp }
+
+func (p *Pipeline) fingerprint() string {
+	spec, err := json.Marshal(p.spec)
+	if err != nil {
+		panic(fmt.Sprintf("transform: a validated spec does not encode: %v", err))
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "brand-transform-v1|%s|%s|%d", spec, p.opt.JPEG.Name(), p.opt.MaxPixels)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Size returns the length of the .npy member Apply would append for image
+// and key, from the image's header and the draws alone: no pixel is
+// decoded or allocated, so a server can reserve an output before it
+// decodes (an image's header is parsed in microseconds). An image whose
+// header Apply refuses is refused here with the same error (ErrDecode,
+// ErrTooLarge); one that fails later, in its pixels, has a size here
+// and fails in Apply.
+func (p *Pipeline) Size(image []byte, key Key) (int, error) {
+	hdr, err := readHeader(image, p.opt.MaxPixels, p.spec.EXIF)
+	if err != nil {
+		return 0, fmt.Errorf("pipeline %q: %w", p.name, err)
+	}
+	w, h := hdr.size()
+	pl := p.makePlan(w, h, key)
+	return len(npyHeader([]int{3, pl.outH, pl.outW})) + 3*pl.outW*pl.outH, nil
+}
 
 // Set is the pipelines a server defines: the built-ins and its
 // configuration's. It is immutable and safe for concurrent use.

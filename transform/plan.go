@@ -21,6 +21,8 @@ type plan struct {
 	// crop box (on its input) and flip, in operator order.
 	crops []cropDraw
 	flips []bool
+	// outW×outH is the output image's size.
+	outW, outH int
 }
 
 type cropDraw struct {
@@ -131,6 +133,7 @@ func (p *Pipeline) makePlan(w, h int, key Key) plan {
 		}
 	}
 	emit()
+	pl.outW, pl.outH = w, h
 	return pl
 }
 

@@ -315,16 +315,17 @@ func ParseConfig(b []byte) (Config, error) {
 		return c, fmt.Errorf("%w: configuration: data after the object", ErrSpec)
 	}
 	for name := range c.Pipelines {
-		if !validName(name) {
+		if !ValidName(name) {
 			return c, fmt.Errorf("%w: pipeline name %q: 1 to 64 of a-z, 0-9, '-', '_', '.'", ErrSpec, name)
 		}
 	}
 	return c, nil
 }
 
-// validName keeps pipeline names safe in a query parameter, a metric label
-// and a log line.
-func validName(name string) bool {
+// ValidName reports whether name is a valid pipeline name: 1 to 64 of
+// a-z, 0-9, '-', '_', '.', safe in a query parameter, a metric label and a
+// log line.
+func ValidName(name string) bool {
 	if name == "" || len(name) > 64 {
 		return false
 	}

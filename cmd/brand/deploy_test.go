@@ -750,7 +750,7 @@ func checkMemory(t *testing.T, where string, c container, f serveFlags) {
 	need := int64(f.cacheSize)
 	switch f.memoryLimit {
 	case "auto":
-		need += f.copyLimit() + 256<<20
+		need += f.besideCache()
 	case "off":
 	default:
 		var b cli.ByteSize

@@ -74,6 +74,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		cl                  planCluster
 		imp                 planImportance
 		shared              sharedJobFlags
+		tf                  planTransform
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
@@ -95,6 +96,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+
 		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
 	cl.register(fs)
+	tf.register(fs)
 	imp.register(fs)
 	mix.register(fs)
 	s3.Register(fs)
@@ -179,9 +181,15 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if t, ok, err := tf.input(); err != nil {
+			return err
+		} else if ok {
+			t.ImagesPerSec /= float64(cl.nodes) // each node transforms its chunks' samples
+			plan.Transform = planner.TransformCores(t)
+		}
 		return writePlan(env, plan, asJSON)
 	}
-	plan, err := planner.MakePlan(ctx, planner.PlanInput{
+	in := planner.PlanInput{
 		Dataset:            d,
 		Mix:                m,
 		Job:                job,
@@ -191,9 +199,17 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		ConsumeBytesPerSec: float64(consume),
 		PrefetchWindows:    pf,
 		Importance:         impMode,
-	})
+	}
+	plan, err := planner.MakePlan(ctx, in)
 	if err != nil {
 		return err
+	}
+	if t, ok, err := tf.input(); err != nil {
+		return err
+	} else if ok {
+		if plan.Transform, err = planner.PlanTransform(ctx, in, plan, t); err != nil {
+			return err
+		}
 	}
 	return writePlan(env, plan, asJSON)
 }

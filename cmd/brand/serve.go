@@ -52,6 +52,7 @@ type serveFlags struct {
 	idleTimeout     time.Duration
 	checksumRereads int
 	onDamagedChunk  string
+	transforms      transformFlags
 	indexPoll       time.Duration
 	memoryLimit     string
 	logLevel        string
@@ -92,6 +93,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
+	f.transforms.register(fs)
 	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + --copy-bytes + 256MiB, unless GOMEMLIMIT is set), off, or a size")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -158,6 +160,14 @@ func (f *serveFlags) diskDirs() []string {
 	return dirs
 }
 
+// besideCache is the Go heap --memory-limit auto allows beside the cache:
+// the copies out of it (--copy-bytes, transformed batches included), each
+// transform worker's decode buffers (transformWorkerBytes), and 256 MiB
+// for the rest.
+func (f *serveFlags) besideCache() int64 {
+	return f.copyLimit() + int64(f.transforms.workerCount())*transformWorkerBytes + 256<<20
+}
+
 // copyLimit is the memory for copies out of the cache: --copy-bytes, or
 // the gateway's default.
 func (f *serveFlags) copyLimit() int64 {
@@ -175,7 +185,7 @@ func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) st
 		if getenv("GOMEMLIMIT") != "" {
 			return nil
 		}
-		limit := int64(f.cacheSize) + f.copyLimit() + 256<<20
+		limit := int64(f.cacheSize) + f.besideCache()
 		debug.SetMemoryLimit(limit)
 		log.Debug().Int64("bytes", limit).Msg("memory limit set")
 		return nil
@@ -215,6 +225,10 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
+	transforms, err := f.transforms.config()
+	if err != nil {
+		return gateway.Config{}, err
+	}
 	rereads := f.checksumRereads
 	if rereads == 0 {
 		rereads = -1 // the gateway's "none"
@@ -236,6 +250,11 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 		FetchTimeout:        f.fetchTimeout,
 		ChecksumRereads:     rereads,
 		OnDamagedChunk:      f.onDamagedChunk,
+		Transforms:          transforms,
+		MaxImagePixels:      f.transforms.maxPixels,
+		TransformWorkers:    f.transforms.workerCount(),
+		OnBadImage:          f.transforms.onBadImage,
+		TransformAheadBytes: f.transforms.aheadBytes(),
 		IndexPoll:           orNegative(f.indexPoll),
 		NoPrefault:          !f.prefault,
 		Cluster:             clusterCfg,

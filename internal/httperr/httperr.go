@@ -26,8 +26,10 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
 )
 
 // Errors of the faces' own, beside those of the parts they wire (each
@@ -52,8 +54,14 @@ const RetryAfter = 2 * time.Second
 func Status(err error) int {
 	switch {
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
-		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch):
+		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
+		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge):
 		return http.StatusBadRequest
+	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge):
+		// The batch holds an image its pipeline cannot transform: the
+		// request is well formed and the store matches its index, but
+		// the content cannot be processed; retrying will not help.
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, peer.ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
@@ -63,7 +71,8 @@ func Status(err error) int {
 		errors.Is(err, feedback.ErrStale), errors.Is(err, peer.ErrUnknownMembers):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
-		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
+		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),
+		errors.Is(err, tensors.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
 		errors.Is(err, chunkindex.ErrCorrupt):
@@ -93,7 +102,7 @@ func Public(status int, err error) string {
 	switch {
 	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
 		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
-		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget):
+		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed), errors.Is(err, tensors.ErrBusy):
 		return ""
 	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"

@@ -12,7 +12,9 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/transform"
 )
 
 func TestStatusAndPublic(t *testing.T) {
@@ -33,6 +35,12 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", api.ErrPlanBudget), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusGatewayTimeout, true},
 		{errors.New("/etc/secret: permission denied"), http.StatusInternalServerError, true},
+		{fmt.Errorf("x: %w", transform.ErrUnknownPipeline), http.StatusBadRequest, false},
+		{fmt.Errorf("x: %w", tensors.ErrTooLarge), http.StatusBadRequest, false},
+		{fmt.Errorf("sample x: %w", transform.ErrDecode), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("sample x: %w", transform.ErrTooLarge), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x: %w", tensors.ErrClosed), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", tensors.ErrBusy), http.StatusServiceUnavailable, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)

@@ -278,7 +278,7 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // members is the membership version the batch was assigned to its rank
 // under, "" for a plain cut (Source.Assigns): only then does the cluster
 // change the batch, and the ETag names it. So is an importance snapshot
-// an epoch is drawn from.
+// an epoch is drawn from, and a pipeline the batch's images go through.
 func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
@@ -291,8 +291,21 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	if imp := job.Importance; imp.Version != "" {
 		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)
 	}
+	s = appendTransform(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// appendTransform names, in a batch's ETag, the pipeline its images go
+// through and the pipeline's fingerprint on the server (its definition,
+// decoder and pixel bound): a server whose configuration changes a
+// pipeline serves its batches under other ETags. A batch of the bytes as
+// stored names none, and keeps the ETag it had before pipelines existed.
+func appendTransform(s []byte, job api.Job) []byte {
+	if job.Transform == "" {
+		return s
+	}
+	return fmt.Appendf(s, "|transform=%s|%s", job.Transform, job.TransformFingerprint)
 }
 
 // partialETag names a batch whose full ETag is full, served without the

@@ -280,6 +280,7 @@ func MixETag(m *Mixed, job api.Job, epoch, b uint64, members string) string {
 	if members != "" {
 		s = fmt.Appendf(s, "|members=%s", members)
 	}
+	s = appendTransform(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }

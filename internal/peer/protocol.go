@@ -5,6 +5,16 @@ package peer
 // gateway's handlers call). Version 2: version 1 nodes answer 404 to
 // these paths, and a node that cannot probe a peer takes it for down, so
 // nodes of two releases never exchange samples.
+//
+// Transformed samples are a compatible extension of version 2's sample
+// request, not a version of their own: a request names a pipeline and
+// its fingerprint (transform=, transform_fp=) only when it wants tensors,
+// and only then is the reply's head followed by each sample's length and
+// CRC32C; a request without them, and its reply, are byte for byte what
+// they were. A node of an earlier release refuses the unknown parameters
+// with 400, which the asker takes as a refusal (ErrRefused) and reads the
+// samples elsewhere, ending with itself; its state names no pipelines, so
+// askers that probed it ask it for samples as stored.
 
 import (
 	"bytes"
@@ -26,6 +36,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/tensors"
 )
 
 // Paths of the internal endpoints.
@@ -45,7 +56,21 @@ type Origin struct {
 	Epoch  uint64
 	Pos    int
 	Weight float64 // the job's cache weight; 0 means 1
+	// Transform names the pipeline the job's batches go through: the
+	// samples are asked for transformed, by the node that reads them,
+	// where its pipeline of that name has the same fingerprint (zero: the
+	// bytes as stored).
+	Transform Transform
 }
+
+// Transform names a pipeline and its fingerprint (transform.Pipeline):
+// a node transforms samples for another only with a pipeline of the same
+// fingerprint, so that a sample's tensor is the same whichever node made
+// it.
+type Transform struct{ Name, Fingerprint string }
+
+// On reports whether a pipeline is named.
+func (t Transform) On() bool { return t.Name != "" }
 
 // Request asks a chunk's owner for samples: their IDs (distinct, at most
 // a batch's worth) in one version of a dataset's index.
@@ -91,6 +116,10 @@ func (r Request) values() url.Values {
 				v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
 			}
 		}
+		if t := o.Transform; t.On() {
+			v.Set(api.ParamTransform, t.Name)
+			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
+		}
 	}
 	return v
 }
@@ -131,8 +160,12 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 		if q.Pos > ds.Index.NumSamples() {
 			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
 		}
-		req.Origin = &Origin{Stream: order.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight}
-	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0:
+		req.Origin = &Origin{Stream: order.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,
+			Transform: Transform{Name: q.Job.Transform, Fingerprint: q.Job.TransformFingerprint}}
+		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
+			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
+		}
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
 		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
@@ -184,6 +217,21 @@ func ReplyHead(missing []int) []byte {
 	return b
 }
 
+// TransformedReplyHead is the start of a reply to a request for
+// transformed samples (Origin.Transform): ReplyHead, then each sample's
+// length and CRC32C (Castagnoli), two little-endian uint32s per sample
+// not left out, in the request's order — samples is their bytes, to which
+// the index's CRCs no longer apply. A sample the owner could not
+// transform is sent as stored; the asker's own stage meets its image.
+func TransformedReplyHead(missing []int, samples [][]byte) []byte {
+	b := ReplyHead(missing)
+	for _, s := range samples {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(s, castagnoli))
+	}
+	return b
+}
+
 // Errors of a fetch, by what they cost the peer (see the package doc).
 var (
 	// ErrDown: the peer did not answer, answered 503, or sent bytes that
@@ -226,11 +274,13 @@ func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 		}
 	}
 	lengths := make([]int64, len(req.IDs))
+	crcs := make([]uint32, len(req.IDs))
 	var want int64
 	for i, in := range info {
-		lengths[i] = in.Length
+		lengths[i], crcs[i] = in.Length, in.CRC
 		want += lengths[i]
 	}
+	transformed := req.Origin != nil && req.Origin.Transform.On()
 	var head [4]byte
 	if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
 		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
@@ -252,8 +302,15 @@ func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 		rep.Missing[j] = i
 		want -= lengths[i]
 	}
-	if resp.ContentLength != int64(4+4*m)+want {
-		return Reply{}, fmt.Errorf("%w: %s sent %d bytes, want %d", ErrDown, peer, resp.ContentLength, int64(4+4*m)+want)
+	headLen := int64(4 + 4*m)
+	if transformed {
+		if want, err = s.readTable(resp.Body, rep.Missing, lengths, crcs); err != nil {
+			return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
+		}
+		headLen += 8 * int64(len(req.IDs)-m)
+	}
+	if resp.ContentLength != headLen+want {
+		return Reply{}, fmt.Errorf("%w: %s sent %d bytes, want %d", ErrDown, peer, resp.ContentLength, headLen+want)
 	}
 	buf := make([]byte, want)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
@@ -268,9 +325,13 @@ func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 		}
 		b := buf[off : off+lengths[i] : off+lengths[i]]
 		off += lengths[i]
-		if got := crc32.Checksum(b, castagnoli); got != in.CRC {
-			return Reply{}, fmt.Errorf("%w: sample %q from %s has CRC32C %08x, the index says %08x",
-				ErrDown, in.Key, peer, got, in.CRC)
+		if got := crc32.Checksum(b, castagnoli); got != crcs[i] {
+			say := "the index says"
+			if transformed {
+				say = "its reply says"
+			}
+			return Reply{}, fmt.Errorf("%w: sample %q from %s has CRC32C %08x, %s %08x",
+				ErrDown, in.Key, peer, got, say, crcs[i])
 		}
 		rep.Data[i] = b
 	}
@@ -278,6 +339,31 @@ func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readTable reads a transformed reply's lengths and CRC32Cs into lengths
+// and crcs (the samples not missing) and returns the bytes they add up
+// to, each length within the asker's bound.
+func (s *Set) readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32) (int64, error) {
+	table := make([]byte, 8*(len(lengths)-len(missing)))
+	if _, err := io.ReadFull(r, table); err != nil {
+		return 0, fmt.Errorf("reading the samples' lengths: %w", err)
+	}
+	var want int64
+	j, next := 0, 0
+	for i := range lengths {
+		if next < len(missing) && missing[next] == i {
+			next++
+			continue
+		}
+		lengths[i] = int64(binary.LittleEndian.Uint32(table[8*j:]))
+		crcs[i] = binary.LittleEndian.Uint32(table[8*j+4:])
+		j++
+		if want += lengths[i]; want > s.maxReply {
+			return 0, fmt.Errorf("transformed samples of over %d bytes (this node's --max-batch-bytes)", s.maxReply)
+		}
+	}
+	return want, nil
+}
 
 // statusError classifies a reply's status.
 func statusError(resp *http.Response, peer string) error {
@@ -312,6 +398,12 @@ type State struct {
 	URL        string         `json:"url,omitempty"`
 	Members    string         `json:"members,omitempty"`
 	MemberList []string       `json:"member_list,omitempty"`
+	// Transforms are the node's pipelines, by name, and their
+	// fingerprints: a node asks another for samples transformed by a
+	// pipeline only if the other's fingerprint is its own. Load is how
+	// busy its transform stage is (nil from a node that has none).
+	Transforms map[string]string `json:"transforms,omitempty"`
+	Load       *tensors.Load     `json:"transform_load,omitempty"`
 }
 
 // DatasetState is the index versions a node holds of one dataset: the one

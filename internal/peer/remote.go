@@ -97,6 +97,7 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for k, f := range byNode {
+		f.req.Origin = s.originFor(k, origin, len(f.req.IDs))
 		wg.Go(func() {
 			rep, err := s.Fetch(ctx, k, f.req)
 			if err != nil {

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/tensors"
 )
 
 // Lister gives the cluster's members as the platform names them: a
@@ -60,6 +62,15 @@ type Config struct {
 	Skew func()
 	// AheadBytes bounds the samples fetched ahead of need (Ahead).
 	AheadBytes int64
+	// MaxReplyBytes bounds a reply of transformed samples (the node's
+	// --max-batch-bytes); 0: none.
+	MaxReplyBytes int64
+	// Load is this node's transform stage's load (tensors.Stage.Load),
+	// which it compares with an owner's before asking it for tensors
+	// (balance.go); nil: always ask the owner. Slack is the rule's
+	// margin: 0 is BalanceSlack, negative never moves the work.
+	Load  func() tensors.Load
+	Slack time.Duration
 }
 
 // node is this node's view of another, or of itself. A node is known by
@@ -115,8 +126,14 @@ type Set struct {
 
 	home, peer atomic.Int64 // sample bytes of batches served, by source
 	ahead      *Ahead
-	upGauge    *prometheus.GaugeVec
-	metrics    membershipMetrics
+	maxReply   int64
+	load       func() tensors.Load
+	slack      time.Duration
+	// Samples asked of owners with a pipeline: transformed there, or as
+	// stored, to be transformed here (balance.go).
+	askedTransformed, askedRaw atomic.Int64
+	upGauge                    *prometheus.GaugeVec
+	metrics                    membershipMetrics
 
 	// ctx ends at Close: the probes, polls, warm-ups and the fetches
 	// ahead run under it.
@@ -137,9 +154,16 @@ const maxKnown = 4096
 // probing. Until the first list, the membership is this node alone.
 func NewSet(c Config) *Set {
 	s := &Set{cred: c.Credentials, timeout: c.Timeout, probe: c.Probe, poll: c.Poll, held: c.Held, skew: c.Skew, log: c.Log,
-		lister: c.Members, warm: c.Warm, reg: c.Registry, byURL: map[string]*node{}, ahead: NewAhead(c.AheadBytes)}
+		lister: c.Members, warm: c.Warm, reg: c.Registry, byURL: map[string]*node{}, ahead: NewAhead(c.AheadBytes),
+		maxReply: c.MaxReplyBytes, load: c.Load, slack: c.Slack}
 	if s.poll <= 0 {
 		s.poll = s.probe
+	}
+	if s.slack == 0 {
+		s.slack = BalanceSlack
+	}
+	if s.maxReply <= 0 {
+		s.maxReply = math.MaxInt64
 	}
 	s.history, _ = lru.New[string, *cluster.Membership](maxHistory)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -625,6 +649,9 @@ func (s *Set) register(reg prometheus.Registerer) {
 	counter(reg, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "home"}, &s.home)
 	counter(reg, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "peer"}, &s.peer)
 	counter(reg, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &s.ahead.used)
+	asked := "Samples of jobs with a pipeline asked of the nodes that read them, by where they were to be transformed: at that node (owner), or here (self: the owner's pipeline differs, or its transform queue is longer than this node's)."
+	counter(reg, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "owner"}, &s.askedTransformed)
+	counter(reg, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "self"}, &s.askedRaw)
 	s.metrics = newMembershipMetrics(reg)
 }
 

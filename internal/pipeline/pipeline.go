@@ -2,10 +2,11 @@
 // offset, a single gateway's or a cluster node's — through one sequence
 // of stages, the same for every batch:
 //
-//	layout    internal/order      which samples, in which parts, under which ETag
-//	visit     the schedule        begin, follow and prefetch, fetch ahead, turn
-//	read      internal/reader     the parts' samples, complete and verified
-//	respond   the gateway         headers, the partial ETag, the body (internal/respond)
+//	layout     internal/order      which samples, in which parts, under which ETag
+//	visit      the schedule        begin, follow and prefetch, fetch ahead, turn
+//	read       internal/reader     the parts' samples, complete and verified
+//	transform  internal/tensors    a job's pipeline, when it names one: images become tensors
+//	respond    the gateway         headers, the partial ETag, the body (internal/respond)
 //
 // A Pipeline owns the visit: the calls into the schedule a batch makes,
 // in an order nothing else has to keep — Begin before the chunks are
@@ -21,13 +22,23 @@
 // behalf of a stream whose ranks live elsewhere (ReadFor): it moves the
 // stream here, so that this node's schedule and prefetch follow it, and
 // counts against its requests in flight, but takes no turn and is counted
-// by the asker.
+// by the asker. When the asker's job names a pipeline, the samples are
+// transformed here, where their chunk is.
+//
+// A job that names a pipeline has its next batch made ahead: once a
+// rank's batch is transformed, the next one is visited, read and
+// transformed in the background (readAhead), claimed before the request
+// ends, so that the rank's next request finds its tensors made, or waits
+// for them, rather than making them again.
 package pipeline
 
 import (
 	"context"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
@@ -68,24 +79,55 @@ type Config struct {
 	Peers    Peers
 	Reader   Reader
 	Stats    *livestats.Stats
+	// Stage transforms the samples of a job that names a pipeline; nil:
+	// such a job is refused (transform.ErrUnknownPipeline). SkipBadImages
+	// leaves out a sample whose image the pipeline cannot transform,
+	// named as a damaged chunk's are, instead of failing the batch.
+	Stage         Stage
+	SkipBadImages bool
+	// Background runs the next batch's transform ahead of its request,
+	// and AheadBytes bounds the batches so held (0: none is made ahead).
+	Background Background
+	AheadBytes int64
+	Log        zerolog.Logger
 }
 
 // Pipeline serves batches. Safe for concurrent use.
 type Pipeline struct {
-	sched    Schedule
-	prefetch schedule.Prefetch
-	windows  int
-	orders   *order.Orders
-	peers    Peers
-	reader   Reader
-	stats    *livestats.Stats
+	sched      Schedule
+	prefetch   schedule.Prefetch
+	windows    int
+	orders     *order.Orders
+	peers      Peers
+	reader     Reader
+	stats      *livestats.Stats
+	stage      Stage
+	skipBad    bool
+	background Background
+	ahead      *readAhead
+	log        zerolog.Logger
 }
 
 // New returns a pipeline.
 func New(c Config) *Pipeline {
-	return &Pipeline{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
-		reader: c.Reader, stats: c.Stats}
+	p := &Pipeline{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
+		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, background: c.Background,
+		ahead: newReadAhead(c.AheadBytes), log: c.Log}
+	if p.stage == nil {
+		p.stage = noStage{}
+	}
+	if p.background == nil {
+		p.ahead = newReadAhead(0)
+	}
+	return p
 }
+
+// Close releases the batches made ahead and not taken. Call it once the
+// background work has ended (the gateway's ahead.Set closed).
+func (p *Pipeline) Close() { p.ahead.close() }
+
+// AheadStats are the figures of the batches made ahead.
+func (p *Pipeline) AheadStats() api.TransformAheadStats { return p.ahead.stats() }
 
 // Served is a batch read: the batch as served (without the samples of
 // chunks damaged at rest, in skip mode: Batch.Missing names them) and its
@@ -105,10 +147,39 @@ func (p *Pipeline) Follow(b *order.Batch) {
 	}
 }
 
-// Read serves batch b: its visit to the schedule, its read and its
-// figures. On success the caller writes Served's parts and then releases
-// it; on error nothing is held.
+// Read serves batch b: its visit to the schedule, its read, its
+// transform when the job names a pipeline, and its figures. On success
+// the caller writes Served's parts and then releases it; on error
+// nothing is held.
 func (p *Pipeline) Read(ctx context.Context, b *order.Batch) (*Served, error) {
+	if b.Job.Transform != "" {
+		s, wait, err := p.ahead.take(ctx, b.ETag)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			// Made ahead: its visit and read were made then; the stream
+			// moves as a read would move it.
+			p.Follow(b)
+			p.count(s.Batch, s.Result, wait)
+			p.readNextAhead(b)
+			return s, nil
+		}
+	}
+	s, wait, err := p.read(ctx, b, false)
+	if err != nil {
+		return nil, err
+	}
+	p.count(s.Batch, s.Result, wait)
+	if b.Job.Transform != "" {
+		p.readNextAhead(b)
+	}
+	return s, nil
+}
+
+// read is a batch's visit, read and transform. ahead: made ahead of its
+// request, it takes no memory it would wait for.
+func (p *Pipeline) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
@@ -122,27 +193,31 @@ func (p *Pipeline) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	for _, part := range b.Parts {
 		t, err := p.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		toks = append(toks, t)
 	}
 	p.Follow(b)
 	p.fetchAhead(b)
-	wait := time.Now()
+	start := time.Now()
 	if b.Turns() {
 		// When the jobs' windows do not fit in the cache together, the
 		// batch waits for its job's turn.
 		if err := p.sched.Turn(ctx, toks[0]); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	res, err := p.reader.ReadBatch(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	finish()
-	p.count(b, res, time.Since(wait))
-	return &Served{Batch: b.Without(res.MissingPos), Result: res}, nil
+	wait := time.Since(start)
+	if b.Job.Transform == "" {
+		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nil
+	}
+	s, err := p.transform(ctx, b, res, ahead)
+	return s, wait, err
 }
 
 // count records what each part of a batch served and cost.
@@ -171,7 +246,7 @@ func (p *Pipeline) fetchAhead(b *order.Batch) {
 		parts := make([]peer.Fetch, len(nb.Parts))
 		for i, part := range nb.Parts {
 			parts[i] = peer.Fetch{Samples: part.Samples,
-				Origin: &peer.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight}}
+				Origin: &peer.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight, Transform: reader.TransformOf(nb.Job)}}
 		}
 		return parts, nil
 	})
@@ -184,6 +259,10 @@ func (p *Pipeline) fetchAhead(b *order.Batch) {
 // whose ranks live elsewhere. Every sample is read through this node's
 // cache; the result names those left out because their chunk is damaged
 // at rest, and the asker decides whether its batch may go without them.
+// When the asker names a pipeline (o.Transform), the samples are
+// answered transformed, keyed as the asker's batch keys them, and the
+// read's pins go back before the answer is written; a sample whose image
+// cannot be transformed is answered as stored.
 func (p *Pipeline) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin) (*reader.Result, error) {
 	if o != nil {
 		tok, err := p.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
@@ -193,5 +272,9 @@ func (p *Pipeline) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin)
 		defer p.sched.Finish(tok)
 		p.prefetch.Enqueue(p.sched.Advance(o.Stream, o.Epoch, o.Pos, p.windows))
 	}
-	return p.reader.Read(ctx, reader.Request{Samples: s, Local: true})
+	res, err := p.reader.Read(ctx, reader.Request{Samples: s, Local: true})
+	if err != nil || o == nil || !o.Transform.On() {
+		return res, err
+	}
+	return p.transformFor(ctx, s, o, res)
 }

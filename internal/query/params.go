@@ -17,6 +17,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/transform"
 )
 
 var (
@@ -199,6 +200,20 @@ var params = map[string]param{
 		q.PosSet = err == nil
 		return err
 	},
+	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
+		if !transform.ValidName(v) {
+			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
+		}
+		q.Job.Transform = v
+		return nil
+	},
+	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
+		if len(v) != 16 || !lowerHex(v) {
+			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %q", ErrBadRequest, name, v)
+		}
+		q.Job.TransformFingerprint = v
+		return nil
+	},
 	api.ParamFormat: func(q *Query, _, v string, _ Limits) error {
 		if v != "json" && v != "tar" {
 			return fmt.Errorf("%w: format must be tar or json, got %q", ErrBadRequest, v)
@@ -228,6 +243,14 @@ var params = map[string]param{
 	api.ParamBandwidth:       rateParam(func(q *Query) *float64 { return &q.Plan.BackendBytesPerSec }),
 	api.ParamConsume:         rateParam(func(q *Query) *float64 { return &q.Plan.ConsumeBytesPerSec }),
 	api.ParamNodes:           intParam(func(q *Query) *int { return &q.Plan.Nodes }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamImagesPerSec: func(q *Query, name, v string, _ Limits) error {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(r > 0 && r <= 1e9) {
+			return fmt.Errorf("%w: %s must be a rate of images a second in (0, 1e9], got %q", ErrBadRequest, name, v)
+		}
+		q.Plan.ImagesPerSec = r
+		return nil
+	},
 }
 
 // The parameters each kind of endpoint accepts. The epoch, batch and
@@ -235,7 +258,7 @@ var params = map[string]param{
 // string works for all three.
 var (
 	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
-	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec)
 	SampleParams = []string{api.ParamDataset, api.ParamIndex}
 
 	// Importance feedback and seals name their epoch in the query; a seal
@@ -249,7 +272,7 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
 	// A node asking another for a membership version's member list.
 	PeerMembersParams = []string{api.ParamMembers}
@@ -261,6 +284,10 @@ const (
 	ParamEpoch = "epoch"
 	ParamPrev  = "prev"
 	ParamPos   = "pos"
+	// ParamTransformFingerprint is, in a peer's sample request for
+	// transformed samples, the fingerprint of the asker's pipeline: the
+	// owner transforms only with a pipeline of the same fingerprint.
+	ParamTransformFingerprint = "transform_fp"
 )
 
 // intParam is an integer parameter of at least lo and, if hi is not nil,

@@ -90,7 +90,7 @@ func TestJobValuesParseBack(t *testing.T) {
 	jobs := []api.Job{
 		{Dataset: "in", Params: shuffle.Params{Seed: 7, Window: 4, BatchSize: 64, World: 4, Rank: 3, DropLast: true, Offset: 640},
 			NoLocality: true, Name: "j", Importance: api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 3},
-			Index: "fedcba9876543210", Members: "0011223344556677", Weight: 2.5},
+			Index: "fedcba9876543210", Members: "0011223344556677", Weight: 2.5, Transform: "imagenet-train"},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000},
 	}
@@ -153,6 +153,14 @@ func TestParse(t *testing.T) {
 		{name: "a negative rank", raw: "rank=-1", err: ErrBadRequest, says: "rank"},
 		{name: "a negative offset", raw: "offset=-1", err: ErrBadRequest, says: "offset"},
 		{name: "drop_last not a boolean", raw: "drop_last=maybe", err: ErrBadRequest, says: "true or false"},
+		{name: "a pipeline", raw: "transform=imagenet-train", want: func(q *Query) { q.Job.Transform = "imagenet-train" }},
+		{name: "a pipeline named with other characters", raw: "transform=v1.small_train", want: func(q *Query) { q.Job.Transform = "v1.small_train" }},
+		{name: "a pipeline name in capitals", raw: "transform=ImageNet", err: ErrBadRequest, says: "pipeline's name"},
+		{name: "a pipeline name too long", raw: "transform=" + strings.Repeat("a", 65), err: ErrBadRequest, says: "1 to 64"},
+		{name: "a pipeline's fingerprint is the peers' alone", raw: "transform_fp=0123456789abcdef", err: ErrBadRequest, says: "unknown query parameter"},
+		{name: "a peer's pipeline and fingerprint", raw: "dataset=d&transform=t&transform_fp=0123456789abcdef", accepted: PeerSampleParams,
+			want: func(q *Query) { q.Job.Transform, q.Job.TransformFingerprint = "t", "0123456789abcdef" }},
+		{name: "a peer's fingerprint malformed", raw: "transform_fp=0123", accepted: PeerSampleParams, err: ErrBadRequest, says: "16 hex digits"},
 		{name: "weight", raw: "weight=0.25", want: func(q *Query) { q.Job.Weight = 0.25 }},
 		{name: "weight at its limit", raw: "weight=100", want: func(q *Query) { q.Job.Weight = 100 }},
 		{name: "weight past its limit", raw: "weight=100.5", err: ErrBadRequest, says: "(0, 100]"},

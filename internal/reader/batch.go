@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
@@ -92,7 +93,13 @@ func (r *Reader) takeAhead(ctx context.Context, b *order.Batch) fetched {
 // to the nodes they are fetched from.
 func origin(b *order.Batch, p int) *peer.Origin {
 	part := b.Parts[p]
-	return &peer.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight}
+	return &peer.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: b.Job.Weight, Transform: TransformOf(b.Job)}
+}
+
+// TransformOf is the pipeline a job's samples are asked of their nodes
+// through.
+func TransformOf(job api.Job) peer.Transform {
+	return peer.Transform{Name: job.Transform, Fingerprint: job.TransformFingerprint}
 }
 
 // readTogether reads a batch's parts under one pin (ReadTogether) and

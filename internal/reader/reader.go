@@ -182,6 +182,37 @@ type Result struct {
 	release []func()
 }
 
+// Owned is a result whose bytes were made from a read — a batch's
+// tensors — in a buffer release gives back (Reader.Buffer's): nothing of
+// it is pinned, so Relieve has nothing to give back.
+func Owned(parts net.Buffers, bytes int64, release func()) *Result {
+	return &Result{Parts: parts, Bytes: bytes, release: []func(){release}}
+}
+
+// Buffer returns an empty buffer of capacity n counted against the copy
+// budget, waiting for room as long as a copy out of the cache would (the
+// copy budget's bound, then chunkcache.ErrBusy), and what gives it back:
+// a buffer made from a read, such as its tensors, is memory beside the
+// cache as a copy is.
+func (r *Reader) Buffer(ctx context.Context, n int64) ([]byte, func(), error) {
+	release, err := r.copies.Acquire(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := r.pool.get(n)
+	return buf, func() { r.pool.put(buf); release() }, nil
+}
+
+// TryBuffer is Buffer if the copy budget has room now.
+func (r *Reader) TryBuffer(n int64) ([]byte, func(), bool) {
+	release, ok := r.copies.TryAcquire(n)
+	if !ok {
+		return nil, nil, false
+	}
+	buf := r.pool.get(n)
+	return buf, func() { r.pool.put(buf); release() }, true
+}
+
 // Release gives back what the read holds: its pins, its share of the copy
 // budget. Idempotent.
 func (res *Result) Release() {
@@ -242,7 +273,9 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 		}
 	}
 	res.Parts, res.Bytes = data, s.Bytes
-	if len(res.MissingPos) > 0 {
+	if len(res.MissingPos) > 0 || len(local) < len(s.IDs) {
+		// Samples from peers may be tensors (a job's pipeline, applied by
+		// their owner) rather than the index's bytes: their own lengths.
 		res.Parts, res.Bytes = data[:0], 0
 		for _, d := range data {
 			if d != nil { // nil: missing

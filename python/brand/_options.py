@@ -47,6 +47,8 @@ MAX_WEIGHT = 100
 # A job name as the gateway reads it (importance.ValidJobName): it names a
 # folder of the store, hence no '/' and not '.' or '..'.
 _JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# A pipeline's name as the gateway reads it (transform.ValidName).
+_PIPELINE = re.compile(r"[a-z0-9._-]{1,64}")
 
 
 def valid_job(name: str) -> bool:
@@ -176,6 +178,12 @@ class Job:
         mix_samples: the mixture epoch's length (``mix_samples=``), rounded
             up to a multiple of K by the gateway; ``None``: the components'
             sizes summed.
+        transform: the gateway's pipeline the images go through
+            (``transform=``, 1 to 64 of ``a-z 0-9 . _ -``, such as
+            ``"imagenet-train"``): each JPEG or PNG member arrives as a
+            ``.npy`` member holding its decoded, augmented uint8 tensor,
+            drawn from the sample's key alone (docs/transform.md).
+            ``None``: the bytes as stored.
 
     Raises:
         ValueError: a value no gateway would take, or a combination it
@@ -183,7 +191,8 @@ class Job:
             invalid name or weight, a name other than the importance job's,
             a mixture with ``dataset`` or ``importance``, ``mix_block`` or
             ``mix_samples`` without a mixture or below 1, a mixture's
-            ``index`` with another number of versions than components.
+            ``index`` with another number of versions than components, a
+            ``transform`` that is no pipeline's name.
     """
 
     dataset: Optional[str] = None
@@ -203,8 +212,11 @@ class Job:
     mix: Optional[MixSpec] = None
     mix_block: Optional[int] = None
     mix_samples: Optional[int] = None
+    transform: Optional[str] = None
 
     def __post_init__(self) -> None:
+        if self.transform is not None and (not isinstance(self.transform, str) or not _PIPELINE.fullmatch(self.transform)):
+            raise ValueError(f"brand: transform {self.transform!r}: a pipeline's name, 1 to 64 of a-z, 0-9, '.', '_', '-'")
         if self.world is not None:
             check_rank(self.world, 0 if self.rank is None else self.rank)
         elif self.rank is not None and self.rank < 0:
@@ -434,6 +446,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["index"] = index
     if job.members is not None:
         q["members"] = job.members
+    if job.transform is not None:
+        q["transform"] = job.transform
     return q
 
 

@@ -2,16 +2,18 @@
 
 A gateway that applies a pipeline (``transform=imagenet-train``) draws each
 random choice — a RandomResizedCrop's box, a RandomHorizontalFlip's coin —
-from a stream seeded by the job's seed, the epoch and the sample's ID
-alone (docs/transform.md). This module is the reference of those draws,
+from a stream seeded by the sample's key alone: the job's seed and the
+sample's dataset (:func:`key_seed`), the epoch and the sample's ID
+(docs/transform.md §4.1). This module is the reference of those draws,
 written from that document with the standard library only: given an
 image's size it says which box a sample was cropped to and whether it was
 flipped, so a trainer can check or replay what the gateway did, and the
 golden vectors in transform/testdata/draws.json pin both implementations.
 
-For example ``imagenet_train_draws(seed=7, epoch=0, sample=42, width=500,
-height=375)`` is the box sample 42 of a 500×375 photo was cut to in epoch 0
-of a job seeded 7, and whether it was flipped.
+For example ``imagenet_train_draws(key_seed(7, "imagenet"), epoch=0,
+sample=42, width=500, height=375)`` is the box sample 42 of dataset
+``imagenet``, a 500×375 photo, was cut to in epoch 0 of a job seeded 7, and
+whether it was flipped (:func:`sample_key` gives the three numbers at once).
 
 :func:`npy_array` reads a pipeline's ``.npy`` member without copying it.
 """
@@ -29,9 +31,11 @@ __all__ = [
     "det_log",
     "flip",
     "imagenet_train_draws",
+    "key_seed",
     "npy_array",
     "npy_header",
     "random_resized_crop_box",
+    "sample_key",
     "stream",
 ]
 
@@ -41,6 +45,8 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: The transform's stream domain: "brandtf" and a zero byte; the operator at
 #: position k of a pipeline draws from DOMAIN_TRANSFORM + k.
 DOMAIN_TRANSFORM = 0x6272616E64746600
+#: The domain of a key's seed: "brandtk" and a zero byte.
+DOMAIN_KEY = 0x6272616E64746B00
 _MUL = 0x2360ED051FC65DA44385DF649FCCF645
 _INC = 0x5851F42D4C957F2D14057B7EF767814F
 
@@ -97,6 +103,30 @@ def stream(seed: int, epoch: int, sample: int, op: int) -> Stream:
     """The draws of the operator at position ``op`` of a pipeline, for one
     sample of one epoch of a job."""
     return Stream(*_stream_seeds(seed & _M64, epoch & _M64, DOMAIN_TRANSFORM + op, sample & _M64))
+
+
+def _fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & _M64
+    return h
+
+
+def key_seed(job_seed: int, dataset: str) -> int:
+    """The seed of a job's keys on one dataset: the first output of the
+    stream seeded by ``(job_seed, 0, DOMAIN_KEY, fnv1a64(dataset))``, the
+    dataset's name in UTF-8. Two datasets of a mixture, whose sample IDs
+    both start at 0, thus draw differently for equal IDs."""
+    return Stream(*_stream_seeds(job_seed & _M64, 0, DOMAIN_KEY, _fnv1a64(dataset.encode("utf-8")))).uint64()
+
+
+def sample_key(job_seed: int, dataset: str, epoch: int, sample: int) -> Tuple[int, int, int]:
+    """The key ``(seed, epoch, sample)`` of sample ID ``sample`` of
+    ``dataset`` in epoch ``epoch`` (for a mixture: the component's pass) of
+    a job seeded ``job_seed``: what every draw function here takes. Nothing
+    else enters it: not the world size, the rank, the batch, the offset or
+    the node."""
+    return key_seed(job_seed, dataset), epoch, sample
 
 
 def det_log(x: float) -> float:

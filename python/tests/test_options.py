@@ -38,7 +38,7 @@ def golden():
 ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16,
                 locality=False, name="run-1", weight=2.5,
                 importance=brand.Importance("run-1", version="0123456789abcdef", hot=3), index="fedcba9876543210",
-                members="0011223344556677")
+                members="0011223344556677", transform="imagenet-train")
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b")
 
@@ -80,6 +80,7 @@ class TestQuery(unittest.TestCase):
             "mix": (plain, dict(mix="web:1")),
             "mix_block": (mixed, dict(mix_block=4)),
             "mix_samples": (mixed, dict(mix_samples=40)),
+            "transform": (plain, dict(transform="imagenet-eval")),
         }
         self.assertEqual(set(changes), {f.name for f in dataclasses.fields(brand.Job)})
         for name, (base, kw) in changes.items():
@@ -97,7 +98,7 @@ class TestQuery(unittest.TestCase):
             "dataset": "t", "seed": "7", "batch_size": "8", "window": "2", "world": "4", "rank": "3",
             "drop_last": "true", "offset": "16", "locality": "false", "job": "run-1", "sampling": "importance",
             "importance": "0123456789abcdef", "hot": "3", "weight": "2.5", "index": "fedcba9876543210",
-            "members": "0011223344556677",
+            "members": "0011223344556677", "transform": "imagenet-train",
         })
         self.assertEqual(job_query(brand.Job()), {"seed": "0", "drop_last": "false"})
         self.assertEqual(job_query(ONE, "0000000000000001")["index"], "0000000000000001")  # a client's pin
@@ -120,6 +121,9 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(mix_block=4)),
             (brand.Job, dict(mix="web:1", mix_samples=0)),
             (brand.Job, dict(mix="web:1,code:1", index="a")),
+            (brand.Job, dict(transform="ImageNet")),
+            (brand.Job, dict(transform="")),
+            (brand.Job, dict(transform="a" * 65)),
             (brand.Importance, dict(job="..")),
             (brand.Importance, dict(job="j", hot=-1)),
             (brand.Connection, dict(timeout=0)),
@@ -256,7 +260,7 @@ class TestWire(unittest.TestCase):
         fc = Cluster(gw.url, 1)
         self.addCleanup(fc.close)
         job = dataclasses.replace(ONE, world=2, rank=1, offset=4, index=None,
-                                  importance=brand.Importance("run-1", hot=1))
+                                  importance=brand.Importance("run-1", hot=1), transform=None)
         with brand.Client("", brand.Options(job=job, connection=brand.Connection(peers=fc.urls))) as c:
             n = sum(len(b) for b in c.epoch(0))
         self.assertGreater(n, 0)
@@ -265,9 +269,10 @@ class TestWire(unittest.TestCase):
             u = urllib.parse.urlsplit(path)
             if u.path.startswith("/epoch/"):
                 sent |= set(urllib.parse.parse_qs(u.query))
-        # All but a mixture's and a snapshot version (an importance job's
-        # first epoch has none); index= is the version the plan named.
-        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance"})
+        # All but a mixture's, a snapshot version (an importance job's
+        # first epoch has none) and a pipeline (the test dataset's images
+        # are not real JPEGs); index= is the version the plan named.
+        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform"})
 
 
 if __name__ == "__main__":

@@ -65,6 +65,22 @@ class TestGolden(unittest.TestCase):
                 self.assertEqual((list(box), flipped), (c["box"], c["flip"]))
 
 
+    def test_sample_keys(self):
+        seeds = set()
+        for c in self.g["sample_keys"]:
+            with self.subTest(case=c):
+                key = tf.sample_key(c["job_seed"], c["dataset"], c["epoch"], c["sample"])
+                self.assertEqual(key, (c["key_seed"], c["epoch"], c["sample"]))
+                box, flipped = tf.imagenet_train_draws(*key, 500, 375)
+                self.assertEqual((list(box), flipped), (c["box"], c["flip"]))
+                seeds.add((c["job_seed"], c["dataset"], c["key_seed"]))
+        # two datasets of one job draw from different keys
+        by_job = {}
+        for job, ds, seed in seeds:
+            by_job.setdefault(job, set()).add(seed)
+        self.assertGreater(len(by_job[7]), 2)
+
+
 class TestDraws(unittest.TestCase):
     def test_independent_of_everything_but_the_key(self):
         a = tf.imagenet_train_draws(7, 2, 12345, 500, 375)

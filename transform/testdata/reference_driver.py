@@ -31,6 +31,11 @@ def main(path):
     for c in g["imagenet_train"]:
         box, flipped = tf.imagenet_train_draws(c["seed"], c["epoch"], c["sample"], c["width"], c["height"])
         c["box"], c["flip"] = list(box), flipped
+    for c in g["sample_keys"]:
+        seed, epoch, sample = tf.sample_key(c["job_seed"], c["dataset"], c["epoch"], c["sample"])
+        c["key_seed"] = seed
+        box, flipped = tf.imagenet_train_draws(seed, epoch, sample, 500, 375)
+        c["box"], c["flip"] = list(box), flipped
     json.dump(g, sys.stdout)
 
 

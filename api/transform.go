@@ -1,0 +1,51 @@
+package api
+
+// TransformStats is the transform stage's part of /stats: the decoder
+// this build uses, the node's workers and what waits for them, and per
+// pipeline what it cost (docs/transform.md §10).
+type TransformStats struct {
+	// Decoder is the JPEG decoder: "go" (image/jpeg) or "turbojpeg"
+	// (libjpeg-turbo, a build with -tags brand_turbojpeg).
+	Decoder string `json:"decoder"`
+	Workers int    `json:"workers"`
+	// Queued is the samples waiting for a worker or being transformed,
+	// Running those being transformed.
+	Queued  int64 `json:"queued"`
+	Running int64 `json:"running"`
+	// Ahead is the batches transformed ahead of their requests.
+	Ahead     TransformAheadStats     `json:"ahead"`
+	Pipelines []TransformPipelineStat `json:"pipelines"`
+}
+
+// TransformPipelineStat is one pipeline's figures on one node, since it
+// started.
+type TransformPipelineStat struct {
+	Name string `json:"name"`
+	// Fingerprint names the pipeline's definition on this node: a
+	// batch's ETag names it, and peers transform for each other only
+	// with equal fingerprints.
+	Fingerprint string `json:"fingerprint"`
+	Images      uint64 `json:"images"`
+	// Failed counts images that could not be transformed: undecodable,
+	// truncated or over the pixel bound.
+	Failed     uint64  `json:"failed"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUPerImageMs is the thread CPU per image, failures' included.
+	CPUPerImageMs float64 `json:"cpu_per_image_ms"`
+	// ImagesPerCoreSecond is what one core transforms a second at that
+	// cost; ImagesPerSecond what this node transformed a second over the
+	// last 10 seconds.
+	ImagesPerCoreSecond float64 `json:"images_per_core_second"`
+	ImagesPerSecond     float64 `json:"images_per_second"`
+}
+
+// TransformAheadStats counts the batches a node transformed ahead of
+// their requests: started, found by their request (hits), dropped
+// unused, and the bytes held now.
+type TransformAheadStats struct {
+	Started  int64 `json:"started"`
+	Hits     int64 `json:"hits"`
+	Dropped  int64 `json:"dropped"`
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"max_bytes"`
+}

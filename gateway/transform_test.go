@@ -1,0 +1,671 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
+)
+
+// testPipelines are the pipelines the transform tests serve beside the
+// built-ins: tiny ones, so that tests under the race detector stay
+// quick, and the image's own size with and without EXIF orientation.
+const testPipelines = `{"pipelines": {
+	"tiny": {"ops": [{"op": "random_resized_crop", "size": [6, 8]}, {"op": "hflip"}]},
+	"plain": {"ops": []},
+	"upright": {"ops": [], "exif": "apply"}
+}}`
+
+func testTransforms(t testing.TB) transform.Config {
+	t.Helper()
+	c, err := transform.ParseConfig([]byte(testPipelines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// imageFixture is a dataset whose samples carry images: sample id has
+// key class{id%3}/sample{id}, a .cls member and the image image(id)
+// names (its extension and bytes).
+type imageFixture struct {
+	store  *s3backend.Local
+	index  *chunkindex.Index
+	images map[string][]byte // key → the image's bytes
+	ids    map[string]int    // key → sample ID
+}
+
+func newImageFixture(t testing.TB, chunks, perChunk int, image func(id int) (ext string, data []byte)) *imageFixture {
+	t.Helper()
+	store, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &imageFixture{store: store, images: map[string][]byte{}, ids: map[string]int{}}
+	ctx := context.Background()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	id := 0
+	for c := range chunks {
+		var buf bytes.Buffer
+		w := chunkindex.NewChunkWriter(&buf)
+		for range perChunk {
+			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
+			ext, img := image(id)
+			cls := []byte(fmt.Sprint(id % 3))
+			f.images[key], f.ids[key] = img, id
+			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
+				{Name: key + ".cls", Size: int64(len(cls)), Body: bytes.NewReader(cls)},
+				{Name: key + "." + ext, Size: int64(len(img)), Body: bytes.NewReader(img)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss = append(ss, chunkindex.Sample{Key: key, Chunk: c, Offset: off, Length: n, CRC: crc})
+			id++
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("chunks/%06d.tar", c)
+		info, err := store.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, chunkindex.Chunk{Key: name, Size: info.Size, ETag: info.ETag, Samples: perChunk})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ix.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(ctx, chunkindex.IndexKey, bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	f.index = ix
+	return f
+}
+
+// smallPhotos is an image function of photo-like JPEGs of 40 to 70
+// pixels a side.
+func smallPhotos(t testing.TB) func(int) (string, []byte) {
+	return func(id int) (string, []byte) {
+		p, err := photos.Sized(3, id, 40+id%31, 70-id%29, 90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "jpg", p.JPEG
+	}
+}
+
+// startTransforms runs a gateway over f's store serving the test
+// pipelines.
+func startTransforms(t testing.TB, f *imageFixture, mutate func(*gateway.Config)) (*gateway.Gateway, string) {
+	t.Helper()
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.Transforms = testTransforms(t)
+		c.TransformWorkers = 2
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return g, srv.URL
+}
+
+// tensorsOf is a transformed batch's members by key: each sample's
+// files by extension.
+func tensorsOf(t testing.TB, body []byte) map[string]map[string][]byte {
+	t.Helper()
+	out := map[string]map[string][]byte{}
+	for _, s := range readTar(t, body) {
+		if _, dup := out[s.key]; dup {
+			t.Fatalf("sample %s twice in a batch", s.key)
+		}
+		out[s.key] = s.files
+	}
+	return out
+}
+
+// wantTensor is what the pipeline makes of key's image in epoch epoch of
+// a job seeded seed over the dataset "test": the tensor, computed here
+// from the image and the key rule alone.
+func (f *imageFixture) wantTensor(t testing.TB, name string, seed, epoch uint64, key string) []byte {
+	t.Helper()
+	set, err := transform.NewSet(testTransforms(t), transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := set.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Apply(nil, f.images[key], transform.SampleKey(seed, "test", epoch, uint64(f.ids[key])), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return res.Out
+}
+
+// TestTransformedBatches: a batch asked for with transform=NAME has each
+// image member replaced by a .npy member holding the pipeline's tensor
+// of the image under the sample's key (transform.SampleKey of the job's
+// seed, the dataset, the epoch and the sample's ID), its other members
+// as stored; it is named by Brand-Transform and by its ETag, which the
+// pipeline's definition changes; a HEAD reads nothing and gives no
+// length; the manifest names the pipeline.
+func TestTransformedBatches(t *testing.T) {
+	f := newImageFixture(t, 4, 8, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	q := "seed=7&batch_size=8&transform=tiny"
+	resp, body := get(t, base+"/epoch/1/batch/2?"+q)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	if got := resp.Header.Get(api.HeaderTransform); got != "tiny" {
+		t.Errorf("Brand-Transform %q", got)
+	}
+	if resp.ContentLength != int64(len(body)) || len(body)%512 != 0 {
+		t.Errorf("Content-Length %d for a body of %d bytes", resp.ContentLength, len(body))
+	}
+	got := tensorsOf(t, body)
+	if len(got) != 8 {
+		t.Fatalf("%d samples", len(got))
+	}
+	for key, files := range got {
+		if _, ok := files["jpg"]; ok {
+			t.Errorf("%s: the image is still there", key)
+		}
+		if want := f.wantTensor(t, "tiny", 7, 1, key); !bytes.Equal(files["npy"], want) {
+			t.Errorf("%s: tensor differs from the pipeline's under the sample's key", key)
+		}
+		if want := fmt.Sprint(f.ids[key] % 3); string(files["cls"]) != want {
+			t.Errorf("%s: cls %q, want %q", key, files["cls"], want)
+		}
+	}
+	// The bytes as stored have another ETag; so has another pipeline,
+	// and the same pipeline defined otherwise.
+	raw, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8")
+	eval, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8&transform=plain")
+	_, other := startTransforms(t, f, func(c *gateway.Config) {
+		c.Transforms.Pipelines["tiny"] = transform.Spec{Ops: []transform.Op{{Op: transform.OpRandomResizedCrop, Size: transform.Size{H: 6, W: 8}}}}
+	})
+	redefined, _ := get(t, other+"/epoch/1/batch/2?"+q)
+	etags := []string{resp.Header.Get("ETag"), raw.Header.Get("ETag"), eval.Header.Get("ETag"), redefined.Header.Get("ETag")}
+	if len(slices.Compact(slices.Sorted(slices.Values(etags)))) != 4 {
+		t.Errorf("ETags of the batch tiny, raw, plain, tiny redefined: %v; want four", etags)
+	}
+	if raw.Header.Get(api.HeaderTransform) != "" {
+		t.Error("a raw batch names a pipeline")
+	}
+	// A HEAD reads nothing: no length, the same ETag.
+	head, _ := do(t, http.MethodHead, base+"/epoch/1/batch/2?"+q, nil)
+	if head.StatusCode != http.StatusOK || head.Header.Get("ETag") != etags[0] || head.Header.Get("Content-Length") != "" ||
+		head.Header.Get(api.HeaderTransform) != "tiny" {
+		t.Errorf("HEAD: %s, ETag %s, Content-Length %q", head.Status, head.Header.Get("ETag"), head.Header.Get("Content-Length"))
+	}
+	// Revalidated without being transformed again.
+	nm, _ := get(t, base+"/epoch/1/batch/2?"+q, "If-None-Match", etags[0])
+	if nm.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match: %s", nm.Status)
+	}
+	var m api.Manifest
+	mr, mb := get(t, base+"/epoch/1/batch/2/manifest?"+q)
+	if err := json.Unmarshal(mb, &m); err != nil || mr.StatusCode != http.StatusOK {
+		t.Fatalf("manifest: %s %v", mr.Status, err)
+	}
+	if m.Transform != "tiny" || m.ETag != etags[0] || m.Bytes != 0 {
+		t.Errorf("manifest: transform %q, ETag %s, bytes %d", m.Transform, m.ETag, m.Bytes)
+	}
+}
+
+// TestTransformedBytesIdentical: a transformed batch's bytes depend on
+// nothing but the job and the data: two gateways, a restarted one, world
+// 1 and world 4, and a resume from an offset give every sample the same
+// tensor.
+func TestTransformedBytesIdentical(t *testing.T) {
+	f := newImageFixture(t, 6, 8, smallPhotos(t)) // 48 samples
+	_, a := startTransforms(t, f, nil)
+	_, b := startTransforms(t, f, nil)
+	const q = "seed=11&window=2&transform=tiny"
+	one := readRankBodies(t, a, q+"&batch_size=16", 3, 3)
+	// Another gateway, and one started after a's requests (a restart).
+	if two := readRankBodies(t, b, q+"&batch_size=16", 3, 3); !slices.EqualFunc(one, two, bytes.Equal) {
+		t.Error("two gateways serve different bytes")
+	}
+	_, c := startTransforms(t, f, func(c *gateway.Config) { c.TransformAheadBytes = -1 })
+	if three := readRankBodies(t, c, q+"&batch_size=16", 3, 3); !slices.EqualFunc(one, three, bytes.Equal) {
+		t.Error("a restarted gateway, without work ahead, serves different bytes")
+	}
+	all := map[string][]byte{}
+	for _, body := range one {
+		for key, files := range tensorsOf(t, body) {
+			all[key] = files["npy"]
+		}
+	}
+	if len(all) != 48 {
+		t.Fatalf("world 1: %d samples", len(all))
+	}
+	// World 4: each rank's share of the same global batches.
+	seen := map[string]bool{}
+	for r := range 4 {
+		for _, body := range readRankBodies(t, a, fmt.Sprintf("%s&batch_size=4&world=4&rank=%d", q, r), 3, 3) {
+			for key, files := range tensorsOf(t, body) {
+				seen[key] = true
+				if !bytes.Equal(files["npy"], all[key]) {
+					t.Errorf("world 4 rank %d: %s's tensor differs from world 1's", r, key)
+				}
+			}
+		}
+	}
+	if len(seen) != 48 {
+		t.Errorf("world 4: %d samples", len(seen))
+	}
+	// A resume from offset 20 at another batch size.
+	n := 0
+	for _, body := range readRankBodies(t, b, q+"&batch_size=7&offset=20", 3, 4) {
+		for key, files := range tensorsOf(t, body) {
+			n++
+			if !bytes.Equal(files["npy"], all[key]) {
+				t.Errorf("offset 20: %s's tensor differs", key)
+			}
+		}
+	}
+	if n != 28 {
+		t.Errorf("offset 20: %d samples, want 28", n)
+	}
+}
+
+// readRankBodies reads batches 0..n-1 of an epoch.
+func readRankBodies(t testing.TB, base, q string, epoch, n int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for m := range n {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d (%s): %s: %s", m, q, resp.Status, body)
+		}
+		out = append(out, body)
+	}
+	return out
+}
+
+// TestUnknownPipeline: a pipeline the server does not define is 400
+// naming the ones it does; a name no pipeline could have, 400 too.
+func TestUnknownPipeline(t *testing.T) {
+	f := newImageFixture(t, 1, 4, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	for _, path := range []string{"/epoch/0/batch/0", "/epoch/0", "/epoch/0/batch/0/manifest"} {
+		resp, body := get(t, base+path+"?transform=resnet-train")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "imagenet-eval, imagenet-train, plain, tiny, upright") {
+			t.Errorf("%s: %s: %s", path, resp.Status, body)
+		}
+	}
+	resp, body := get(t, base+"/epoch/0/batch/0?transform=Resnet!")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "pipeline's name") {
+		t.Errorf("a malformed name: %s: %s", resp.Status, body)
+	}
+}
+
+// readTestdata reads a fixture of the transform package.
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "transform", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// png16 is a 16-bit RGBA PNG of w×h pixels.
+func png16(t testing.TB, w, h int) []byte {
+	t.Helper()
+	m := image.NewRGBA64(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			m.SetRGBA64(x, y, color.RGBA64{R: uint16(x * 4000), G: uint16(y * 3000), B: 0x8080, A: 0xffff})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestBadAndOddImages: through a real gateway, with the transform
+// package's fixtures: an undecodable JPEG, a truncated one and a pixel
+// bomb are left out and named in skip mode, and fail the batch with 422
+// naming the sample otherwise; CMYK, grayscale, 16-bit and alpha PNGs
+// and EXIF-rotated JPEGs become three-channel tensors as the pipeline
+// makes them (rotated when it applies EXIF orientation).
+func TestBadAndOddImages(t *testing.T) {
+	files := []struct {
+		ext  string
+		data []byte
+		bad  bool
+	}{
+		{"jpg", readTestdata(t, "garbage.jpg"), true},
+		{"jpg", readTestdata(t, "truncated.jpg"), true},
+		{"jpg", readTestdata(t, "bomb.jpg"), true},
+		{"jpg", readTestdata(t, "cmyk.jpg"), false},
+		{"jpg", readTestdata(t, "gray.jpg"), false},
+		{"png", readTestdata(t, "alpha.png"), false},
+		{"png", readTestdata(t, "gray-alpha.png"), false},
+		{"png", png16(t, 12, 9), false},
+		{"jpg", readTestdata(t, "exif-6.jpg"), false},
+		{"jpeg", readTestdata(t, "exif-8.jpg"), false},
+		{"png", readTestdata(t, "palette.png"), false},
+		{"jpg", readTestdata(t, "progressive.jpg"), false},
+	}
+	f := newImageFixture(t, 1, len(files), func(id int) (string, []byte) { return files[id].ext, files[id].data })
+	var bad []string
+	for key, id := range f.ids {
+		if files[id].bad {
+			bad = append(bad, key)
+		}
+	}
+	slices.Sort(bad)
+	q := fmt.Sprintf("seed=3&batch_size=%d", len(files))
+	_, skip := startTransforms(t, f, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
+	for _, name := range []string{"plain", "upright", transform.ImagenetEval} {
+		t.Run(name, func(t *testing.T) {
+			resp, body := get(t, skip+"/epoch/0/batch/0?"+q+"&transform="+name)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %s", resp.Status, body)
+			}
+			missing := strings.Split(resp.Header.Get(api.HeaderMissingKeys), ",")
+			slices.Sort(missing)
+			if !slices.Equal(missing, bad) || resp.Header.Get(api.HeaderMissingSamples) != "3" ||
+				resp.Header.Get(api.HeaderBatchSamples) != fmt.Sprint(len(files)-3) || resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("missing %v (%s), %s samples, want %v", missing, resp.Header.Get(api.HeaderMissingSamples), resp.Header.Get(api.HeaderBatchSamples), bad)
+			}
+			got := tensorsOf(t, body)
+			if len(got) != len(files)-3 {
+				t.Fatalf("%d samples", len(got))
+			}
+			for key, fs := range got {
+				npy := fs["npy"]
+				if want := f.wantTensor(t, name, 3, 0, key); !bytes.Equal(npy, want) {
+					t.Errorf("%s: tensor differs from the pipeline's", key)
+				}
+				_, shape, err := transform.NPYDataOffset(npy)
+				if err != nil || len(shape) != 3 || shape[0] != 3 {
+					t.Errorf("%s: shape %v (%v), want three channels first", key, shape, err)
+				}
+				cfg, _, err := image.DecodeConfig(bytes.NewReader(f.images[key]))
+				if err != nil || name == transform.ImagenetEval {
+					continue
+				}
+				w, h := cfg.Width, cfg.Height
+				if id := f.ids[key]; name == "upright" && (id == 8 || id == 9) {
+					w, h = h, w // orientations 6 and 8 swap the axes
+				}
+				if shape[1] != h || shape[2] != w {
+					t.Errorf("%s: shape %v, want [3 %d %d]", key, shape, h, w)
+				}
+			}
+		})
+	}
+	// The partial batch's ETag differs from the whole batch's.
+	_, fail := startTransforms(t, f, nil)
+	resp, body := get(t, fail+"/epoch/0/batch/0?"+q+"&transform=plain")
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "sample \\\"class") ||
+		!strings.Contains(string(body), "--on-bad-image=skip") {
+		t.Errorf("fail mode: %s: %s", resp.Status, body)
+	}
+}
+
+// TestTransformAhead: once a rank's batch is served, its next batch is
+// transformed in the background, and the rank's next request takes it
+// (a hit, no image transformed twice) with the bytes a gateway without
+// work ahead serves.
+func TestTransformAhead(t *testing.T) {
+	f := newImageFixture(t, 4, 8, smallPhotos(t))
+	g, base := startTransforms(t, f, nil)
+	const q = "seed=5&batch_size=4&world=2&rank=1&transform=tiny"
+	readRankBodies(t, base, q, 0, 1)
+	waitFor(t, 20*time.Second, "batch 1 made ahead", func() bool {
+		st := g.TransformStats()
+		return st.Ahead.Started == 1 && st.Ahead.Bytes > 0
+	})
+	images := func() uint64 {
+		for _, p := range g.TransformStats().Pipelines {
+			if p.Name == "tiny" {
+				return p.Images
+			}
+		}
+		return 0
+	}
+	if n := images(); n != 8 {
+		t.Fatalf("%d images transformed for batches 0 and 1 ahead, want 8", n)
+	}
+	resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/1?%s", base, q))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	st := g.TransformStats()
+	if st.Ahead.Hits != 1 {
+		t.Errorf("ahead: %+v, want the next request's hit", st.Ahead)
+	}
+	// Batch 2 is being made ahead now: at most its 4 images more.
+	if n := images(); n > 12 {
+		t.Errorf("%d images transformed: batch 1 was transformed again", n)
+	}
+	_, plain := startTransforms(t, f, func(c *gateway.Config) { c.TransformAheadBytes = -1 })
+	if want := readRankBodies(t, plain, q, 0, 2)[1]; !bytes.Equal(body, want) {
+		t.Error("the batch made ahead differs from the batch made on request")
+	}
+	// A rank that moves on without asking leaves its batch to be dropped
+	// when room is needed; nothing leaks: the budget is whole again at
+	// Close (the gateway's Cleanup checks nothing runs).
+}
+
+// TestCloseWithTransformsInFlight: Close while batches are being
+// transformed — on request and ahead — returns with nothing running and
+// nothing queued; the requests in flight end (served, or refused).
+func TestCloseWithTransformsInFlight(t *testing.T) {
+	f := newImageFixture(t, 4, 16, func(id int) (string, []byte) {
+		p, err := photos.Sized(4, id, 300, 240, 90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "jpg", p.JPEG
+	})
+	store := f.store
+	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: store}},
+		CacheSize: 64 << 20, Transforms: testTransforms(t), TransformWorkers: 1, NoPrefault: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(g)
+	t.Cleanup(hs.Close)
+	srv := hs.URL
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			for m := range 4 {
+				resp, err := http.Get(fmt.Sprintf("%s/epoch/0/batch/%d?batch_size=4&world=4&rank=%d&transform=plain", srv, m, r))
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	waitFor(t, 20*time.Second, "transforms running", func() bool { return g.TransformStats().Running > 0 })
+	g.Close()
+	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 {
+		t.Errorf("after Close: %d running, %d queued", st.Running, st.Queued)
+	}
+	wg.Wait()
+	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 || st.Ahead.Bytes != 0 {
+		t.Errorf("after the requests ended: %d running, %d queued, %d bytes ahead", st.Running, st.Queued, st.Ahead.Bytes)
+	}
+}
+
+// TestGoClientReadsTensors: the Go client asks for a pipeline with its
+// job (api.Job.Transform), checks that the batches went through it, and
+// reads each tensor in place with client.ParseNPY.
+func TestGoClientReadsTensors(t *testing.T) {
+	f := newImageFixture(t, 2, 8, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	c, err := client.New(base, client.Options{Job: api.Job{Transform: "tiny", Params: shuffle.Params{Seed: 2, BatchSize: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for b, err := range c.Epoch(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Transform != "tiny" {
+			t.Errorf("batch %d: Transform %q", b.Index, b.Transform)
+		}
+		for _, s := range b.Samples {
+			tn, err := client.ParseNPY(s.Files["npy"])
+			if err != nil || tn.DType != "|u1" || !slices.Equal(tn.Shape, []int{3, 6, 8}) {
+				t.Fatalf("%s: %+v %v", s.Key, tn.Shape, err)
+			}
+			if want := f.wantTensor(t, "tiny", 2, 1, s.Key); !bytes.Equal(s.Files["npy"], want) {
+				t.Errorf("%s: tensor differs", s.Key)
+			}
+			n++
+		}
+		b.Release()
+	}
+	if n != 16 {
+		t.Errorf("%d samples in the epoch", n)
+	}
+}
+
+// TestMixtureKeys: in a mixture each sample is keyed by its own dataset
+// and its component's pass (transform.SampleKey): two datasets holding the
+// same images draw apart for equal IDs, and a component that repeats
+// within an epoch draws afresh on each pass.
+func TestMixtureKeys(t *testing.T) {
+	f := newImageFixture(t, 2, 8, smallPhotos(t)) // 16 samples
+	_, base := start(t, f.store, func(c *gateway.Config) {
+		c.Datasets = []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: f.store}, {Name: "b", URL: "file:///b", Store: f.store}}
+		c.Transforms = testTransforms(t)
+	})
+	set, err := transform.NewSet(testTransforms(t), transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny, _ := set.Get("tiny")
+	want := func(ds, key string, pass uint64) []byte {
+		res, err := tiny.Apply(nil, f.images[key], transform.SampleKey(4, ds, pass, uint64(f.ids[key])), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Out
+	}
+	// 48 samples an epoch: a's 16 three times over (passes 0, 1, 2), b's once.
+	resp, body := get(t, base.URL+"/epoch/0/batch/0?mix=a:3,b:1&mix_samples=64&batch_size=64&seed=4&transform=tiny")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
+	samples := readTar(t, body)
+	if len(samples) != len(comps) || len(samples) != 64 {
+		t.Fatalf("%d samples, %d components", len(samples), len(comps))
+	}
+	passes := map[string][]int{} // a's key → the passes its tensors match
+	for i, s := range samples {
+		npy := s.files["npy"]
+		if comps[i] == "1" {
+			if !bytes.Equal(npy, want("b", s.key, 0)) {
+				t.Errorf("b's %s: not its key's tensor", s.key)
+			}
+			if bytes.Equal(npy, want("a", s.key, 0)) {
+				t.Errorf("b's %s has a's tensor for the same ID", s.key)
+			}
+			continue
+		}
+		for pass := range uint64(4) {
+			if bytes.Equal(npy, want("a", s.key, pass)) {
+				passes[s.key] = append(passes[s.key], int(pass))
+			}
+		}
+	}
+	for key, ps := range passes {
+		slices.Sort(ps)
+		if !slices.Equal(ps, []int{0, 1, 2}) {
+			t.Errorf("a's %s matched passes %v, want one tensor of each of passes 0, 1, 2", key, ps)
+		}
+	}
+	if len(passes) != 16 {
+		t.Errorf("%d of a's samples matched their keys", len(passes))
+	}
+}
+
+// TestPlanTransform: /plan with transform=NAME&images_per_sec=R says how
+// many cores a node needs for R images a second at the pipeline's cost —
+// a calibration on generated photos before the node has transformed
+// enough images, its own measure after — and whether caching decoded
+// images would pay for the plan's cache.
+func TestPlanTransform(t *testing.T) {
+	f := newImageFixture(t, 4, 32, smallPhotos(t))
+	_, base := startTransforms(t, f, nil)
+	plan := func() planner.TransformPlan {
+		resp, body := get(t, base+"/plan?transform=tiny&images_per_sec=1000&seed=1&batch_size=16&cache_size=200KiB")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/plan: %s: %s", resp.Status, body)
+		}
+		var p struct {
+			Transform *planner.TransformPlan `json:"transform"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil || p.Transform == nil {
+			t.Fatalf("/plan: %v: %s", err, body)
+		}
+		return *p.Transform
+	}
+	tp := plan()
+	if tp.Measured || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || math.Abs(tp.Cores-tp.CPUPerImageMs) > 1e-9 ||
+		tp.CoresNeeded != int(math.Ceil(tp.Cores)) || tp.Enough != (tp.CoresNeeded <= 2) {
+		t.Errorf("calibrated: %+v", tp)
+	}
+	d := tp.DecodedCache
+	if d == nil || d.Factor < 2 || d.DecodedHitRatio > d.HitRatio || d.DecodedStoreBytesPerEpoch < d.StoreBytesPerEpoch ||
+		d.Pays != (d.DecodeSecondsSaved > d.StoreSecondsAdded) {
+		t.Errorf("decoded cache: %+v", d)
+	}
+	// After 128 images of its own, the node's measure.
+	readRankBodies(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
+	if tp := plan(); !tp.Measured {
+		t.Errorf("after 128 images: %+v", tp)
+	}
+	resp, body := get(t, base+"/plan?transform=nope&images_per_sec=10")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "imagenet-train") {
+		t.Errorf("an unknown pipeline: %s %s", resp.Status, body)
+	}
+}
