@@ -41,6 +41,16 @@ type Job struct {
 	// mixes two orders in one epoch without the client being told. ""
 	// reads the version the cluster serves now.
 	Index string
+	// Members pins the cluster membership version the job's global
+	// batches are assigned to ranks under (members=, the version the
+	// Brand-Members header gives): only which rank of a global batch
+	// receives which sample depends on it, never which samples the batch
+	// holds. Brand's clients pin the first answer's at the start of each
+	// epoch, so that every rank of a step uses the same one; a version no
+	// node knows any more is answered 409 naming the current one. ""
+	// takes the version the cluster agrees on. A single gateway ignores
+	// it.
+	Members string
 	// Name names the job (job=, 1–128 of [A-Za-z0-9._-]): the gateway
 	// follows each named job apart, so that jobs reading one order (the
 	// same seed) are two streams to its cache, and reports figures per
@@ -114,6 +124,8 @@ const (
 	ParamHot        = "hot"
 	// ParamIndex pins the index version (Job.Index).
 	ParamIndex = "index"
+	// ParamMembers pins the cluster membership version (Job.Members).
+	ParamMembers = "members"
 	// ParamWeight is the job's cache weight (Job.Weight).
 	ParamWeight = "weight"
 	// ParamFormat selects a batch's representation: tar (the default) or
@@ -132,7 +144,8 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamTransform}
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
+	ParamTransform}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -179,6 +192,9 @@ func (j Job) Values() url.Values {
 	}
 	if j.Index != "" {
 		v.Set(ParamIndex, j.Index)
+	}
+	if j.Members != "" {
+		v.Set(ParamMembers, j.Members)
 	}
 	if j.Weight != 0 {
 		v.Set(ParamWeight, strconv.FormatFloat(j.Weight, 'g', -1, 64))

@@ -28,6 +28,11 @@ const (
 	HeaderMissingSamples = "Brand-Missing-Samples"
 	HeaderMissingKeys    = "Brand-Missing-Keys"
 
+	// HeaderMembers is, on a cluster, the membership version a job's
+	// batch (or epoch, or manifest) was laid out under: members=, or the
+	// one the cluster agrees on. Clients pin it for the epoch. A 409 for
+	// a version no node knows names the current one in it.
+	HeaderMembers = "Brand-Members"
 	// HeaderTransform names the pipeline a batch's images went through
 	// (transform=): each image member is a .npy member.
 	HeaderTransform = "Brand-Transform"
@@ -223,6 +228,15 @@ type Cluster struct {
 	// one most live nodes serve now (docs/scale-out.md). A node that
 	// does not hold it answers that dataset's batch requests with 409.
 	Agreed map[string]string `json:"agreed,omitempty"`
+	// Members is the membership version the cluster agrees on, whose
+	// members Nodes lists (with the answering node after them if it is
+	// not one of them): requests without members= are laid out under it.
+	// Local is the version the answering node's member source lists now,
+	// Reported the one it tells its peers (Local once its warm-up for it
+	// has run). docs/scale-out.md, "Membership".
+	Members  string `json:"members,omitempty"`
+	Local    string `json:"local,omitempty"`
+	Reported string `json:"reported,omitempty"`
 }
 
 // ClusterNode is one node of a Cluster.
@@ -234,6 +248,9 @@ type ClusterNode struct {
 	// Indexes is the index version the node serves of each dataset, as
 	// its last probe said; absent before the first probe.
 	Indexes map[string]string `json:"indexes,omitempty"`
+	// Members is the membership version the node reports, as its last
+	// probe said; absent before the first probe.
+	Members string `json:"members,omitempty"`
 }
 
 // ClusterStats is a node's view of its cluster in /stats: the layout and

@@ -223,6 +223,9 @@ type Client struct {
 	// mixBlock is the mixing block of the job's mixture, 0 until known
 	// (see MixBlock).
 	mixBlock atomic.Int64
+	// members is the membership version pinned for the latest epoch read
+	// (see Members).
+	members atomic.Pointer[memberPin]
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally

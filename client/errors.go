@@ -48,6 +48,9 @@ type APIError struct {
 	Message string
 	// RetryAfter is the wait the gateway asked for, 0 if it did not.
 	RetryAfter time.Duration
+	// Members is, on a 409 for a membership version no node knows any
+	// more, the version the cluster agrees on now (Brand-Members).
+	Members string
 }
 
 func (e *APIError) Error() string {
@@ -79,6 +82,7 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 	e := &APIError{
 		StatusCode: resp.StatusCode,
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
+		Members:    resp.Header.Get(api.HeaderMembers),
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var wire api.Error

@@ -6,6 +6,7 @@ import (
 	"log"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
@@ -134,13 +135,17 @@ func ExampleClient_EpochFrom() {
 
 func ExampleOptions_peers() {
 	// Three gateways started with the same --peers list: rank 2 of a
-	// 3-rank job has its home on node 2, which caches its samples.
+	// 3-rank job has its home on node 2 (the third by URL, as a cluster
+	// sorts its members), which caches its samples.
 	nodes := make([]*fakeGateway, 3)
-	var peers []string
 	for k := range nodes {
 		nodes[k] = startFakeGateway()
 		defer nodes[k].Close()
-		peers = append(peers, nodes[k].URL)
+	}
+	slices.SortFunc(nodes, func(a, b *fakeGateway) int { return strings.Compare(a.URL, b.URL) })
+	var peers []string
+	for _, n := range nodes {
+		peers = append(peers, n.URL)
 	}
 	name := func(url string) string { return fmt.Sprintf("node %d", slices.Index(peers, url)) }
 

@@ -68,8 +68,11 @@ func (s *stoppedNode) accepted() int {
 func TestClusterFailsOverFromAStoppedNode(t *testing.T) {
 	stopped := newStoppedNode(t)
 	live := newFakeGateway(t)
-	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: 0}} // home 0
-	c, err := client.New("", client.Options{Peers: []string{stopped.url, live.URL}, Job: job})
+	peers := []string{stopped.url, live.URL}
+	slices.Sort(peers) // as the client orders them
+	// Rank r of two is at node r: the rank whose home is the stopped node.
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: slices.Index(peers, stopped.url)}}
+	c, err := client.New("", client.Options{Peers: peers, Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/brandgw/brand/api"
 )
 
 // readFunc consumes a 2xx response. An error it wraps with retryable is
@@ -52,8 +56,36 @@ func (c *Client) post(ctx context.Context, path string, q url.Values, b body, re
 // has not tried it yet (it has no reason to be down too); otherwise, and
 // always with a single gateway, after jittered exponential backoff (or the
 // gateway's Retry-After). It never retries once ctx is done.
+//
+// A request about an epoch (/epoch/N…) names the membership version the
+// client pinned for that epoch (see Client.Members), and its answer pins
+// one if none is; a 409 for a pinned version no node knows any more
+// re-pins the current one it names, says so, and asks again once.
 func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
-	return c.sendVia(ctx, r, path, q, accept, nil, read)
+	epoch, ok := epochOf(path)
+	if !ok {
+		return c.sendVia(ctx, r, path, q, accept, nil, read)
+	}
+	// q may be shared by the epoch's requests read ahead: pin on a copy.
+	q = maps.Clone(q)
+	if q == nil {
+		q = url.Values{}
+	}
+	pinned := c.pinMembers(q, epoch)
+	learn := func(resp *http.Response) error {
+		c.learnMembers(epoch, resp.Header.Get(api.HeaderMembers))
+		return read(resp)
+	}
+	node, err := c.sendVia(ctx, r, path, q, accept, nil, learn)
+	var apiErr *APIError
+	if pinned != "" && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict && apiErr.Members != "" && apiErr.Members != pinned {
+		slog.Warn("brand client: the cluster no longer knows the membership version this epoch was pinned to; pinning the current one",
+			"epoch", epoch, "pinned", pinned, "current", apiErr.Members)
+		c.repinMembers(epoch, pinned, apiErr.Members)
+		q.Set(api.ParamMembers, apiErr.Members)
+		return c.sendVia(ctx, r, path, q, accept, nil, learn)
+	}
+	return node, err
 }
 
 // sendVia is getVia for a GET (b nil) or a POST of b.
@@ -174,9 +206,12 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 // versionRefused reports whether err is a gateway's 409 to a job's request
 // (an epoch, a batch, a sample): it does not hold the index version asked
 // for.
+//
+// A 409 naming a membership version (Brand-Members) is not one: every
+// node would refuse the version a request pinned alike (getVia re-pins).
 func versionRefused(err error, path string) bool {
 	var apiErr *APIError
-	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict &&
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict && apiErr.Members == "" &&
 		(strings.HasPrefix(path, "/epoch/") || strings.HasPrefix(path, "/samples/"))
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,12 +117,14 @@ func (r *router) endpoint(k int, path string, q url.Values) string {
 }
 
 // parseNodes checks and normalises a peer list (the syntax of brand serve
-// --peers, patterns included).
+// --peers, patterns included), sorted as a cluster's membership sorts its
+// members: a rank's home is a position in that order (cluster.Home).
 func parseNodes(peers []string) ([]node, error) {
 	list, err := cluster.ParsePeers(strings.Join(peers, ","))
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(list)
 	nodes := make([]node, len(list))
 	for i, p := range list {
 		u, err := url.Parse(p)

@@ -36,11 +36,15 @@ type hit struct {
 	path string
 }
 
+// newFakeCluster starts n fake gateways, node k being the k-th by URL:
+// a cluster's membership sorts its members, and homes are positions in it.
 func newFakeCluster(t testing.TB, n int) *fakeCluster {
 	c := &fakeCluster{faults: make([]func(http.ResponseWriter, *http.Request) bool, n)}
 	for range n {
-		g := newFakeGateway(t)
-		c.nodes = append(c.nodes, g)
+		c.nodes = append(c.nodes, newFakeGateway(t))
+	}
+	slices.SortFunc(c.nodes, func(a, b *fakeGateway) int { return strings.Compare(a.URL, b.URL) })
+	for _, g := range c.nodes {
 		c.urls = append(c.urls, g.URL)
 	}
 	for k, g := range c.nodes {
@@ -390,7 +394,9 @@ func TestClusterDoesNotMixIndexes(t *testing.T) {
 		t.Fatal("the two datasets have the same index")
 	}
 	peers := []string{other.URL, home.URL}
-	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: 1}} // home 1
+	slices.Sort(peers) // as the client orders them
+	// Rank r of two is at node r: the rank whose home is home.
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: slices.Index(peers, home.URL)}}
 	c, err := client.New("", client.Options{Peers: peers, Job: job, Ahead: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -650,8 +656,11 @@ func TestClusterFailsOverFromAnotherIndexVersion(t *testing.T) {
 		return true
 	}
 	home.setHook(conflict)
-	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: 0}} // home: node 0
-	c, err := client.New("", client.Options{Peers: []string{home.URL, next.URL}, Job: job, Ahead: -1})
+	peers := []string{home.URL, next.URL}
+	slices.Sort(peers) // as the client orders them
+	// Rank r of two is at node r: the rank whose home is home.
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 2, World: 2, Rank: slices.Index(peers, home.URL)}}
+	c, err := client.New("", client.Options{Peers: peers, Job: job, Ahead: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,9 @@ func startServeCluster(t *testing.T, bin string, n int) []*serveProc {
 	for _, ln := range lns {
 		ln.Close()
 	}
+	// Node k is the k-th by URL, as the cluster's membership sorts them:
+	// homes are positions in that order.
+	slices.Sort(urls)
 	procs := make([]*serveProc, n)
 	for k := range n {
 		p := &serveProc{url: urls[k], log: filepath.Join(dir, fmt.Sprintf("node%d.log", k)), exited: make(chan struct{})}
@@ -106,7 +109,7 @@ func startServeCluster(t *testing.T, bin string, n int) []*serveProc {
 				t.Fatal(err)
 			}
 			cl, err := c.Cluster(t.Context())
-			if err == nil && len(cl.Nodes) == n && cl.Self == k && !slices.ContainsFunc(cl.Nodes, func(n api.ClusterNode) bool { return !n.Up }) {
+			if err == nil && len(cl.Nodes) == n && cl.Nodes[cl.Self].URL == p.url && !slices.ContainsFunc(cl.Nodes, func(n api.ClusterNode) bool { return !n.Up }) {
 				break
 			}
 			select {

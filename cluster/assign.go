@@ -28,7 +28,7 @@ type Assignment struct {
 // samples rank r takes (what the plain cut gives it, so sum(share) must be
 // len(ids)). nodes is the number of nodes.
 //
-// The algorithm (docs/shuffle.md §7.3):
+// The algorithm (docs/shuffle.md §7.2):
 //
 //  1. A node's capacity is the sum of its ranks' shares. Each node keeps
 //     its own samples, the first in epoch order, up to its capacity; the

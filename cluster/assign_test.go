@@ -227,7 +227,7 @@ func TestAssignProperties(t *testing.T) {
 	}
 }
 
-// TestAssignSmall works two batches by hand (docs/shuffle.md §7.3).
+// TestAssignSmall works two batches by hand (docs/shuffle.md §7.2).
 func TestAssignSmall(t *testing.T) {
 	// World 4 over 2 nodes: ranks 0, 1 on node 0, ranks 2, 3 on node 1;
 	// each node's capacity is 4. Node 0 owns 5 samples: its first four

@@ -17,8 +17,10 @@ const slackNum, slackDen = 17, 16
 //
 // Most chunks keep their plain rendezvous owner, and a node that joins
 // or leaves still moves only a few chunks beyond its own share; the
-// tests of this package measure how many.
-func Balanced(key uint64, counts []int, nodes int) []int {
+// tests of this package measure how many. ids are the members' IDs
+// (MemberID, or Positions); the owners returned are positions in ids.
+func Balanced(key uint64, counts []int, ids []uint64) []int {
+	nodes := len(ids)
 	total := 0
 	for _, n := range counts {
 		total += n
@@ -29,10 +31,10 @@ func Balanced(key uint64, counts []int, nodes int) []int {
 	rank := make([]int, 0, nodes)
 	for c, n := range counts {
 		best := -1
-		if o := Owner(key, c, nodes); load[o]+n <= limit {
+		if o := Owner(key, c, ids); load[o]+n <= limit {
 			best = o // the common case, without sorting the ranking
 		} else {
-			rank = Ranking(rank[:0], key, c, nodes)
+			rank = Ranking(rank[:0], key, c, ids)
 			for _, k := range rank {
 				if load[k]+n <= limit {
 					best = k

@@ -28,6 +28,17 @@ type goldenFile struct {
 	Homes     []goldenHomes    `json:"homes"`
 	Assign    []goldenAssign   `json:"assign"`
 	Jobs      []goldenJob      `json:"jobs"`
+	// Memberships are member lists as a source gives them, with the
+	// membership they make: sorted, distinct, its version and IDs.
+	Memberships []goldenMembership `json:"memberships"`
+}
+
+type goldenMembership struct {
+	Given []string `json:"given"`
+
+	Members []string `json:"members"`
+	Version string   `json:"version"`
+	IDs     []uint64 `json:"ids"`
 }
 
 type goldenKey struct {
@@ -73,20 +84,23 @@ type goldenAssign struct {
 }
 
 // goldenJob is a whole job on a cluster of two or more nodes: bounded
-// ownership, the stratified order with owners as strata, and every batch,
-// assigned or plainly cut.
+// ownership, the epoch's order (the single gateway's: a cluster does not
+// change it), and every batch, assigned or plainly cut. Members, if
+// given, name the nodes (their MemberIDs score them, Nodes is their
+// number); else the nodes are positions (Positions).
 type goldenJob struct {
-	Name      string `json:"name"`
-	IndexID   string `json:"index_id"`
-	Nodes     int    `json:"nodes"`
-	Counts    []int  `json:"counts"`
-	Seed      uint64 `json:"seed"`
-	Epoch     uint64 `json:"epoch"`
-	Window    int    `json:"window"`
-	BatchSize int    `json:"batch_size"`
-	World     int    `json:"world"`
-	DropLast  bool   `json:"drop_last"`
-	Locality  bool   `json:"locality"`
+	Name      string   `json:"name"`
+	IndexID   string   `json:"index_id"`
+	Nodes     int      `json:"nodes"`
+	Members   []string `json:"members"`
+	Counts    []int    `json:"counts"`
+	Seed      uint64   `json:"seed"`
+	Epoch     uint64   `json:"epoch"`
+	Window    int      `json:"window"`
+	BatchSize int      `json:"batch_size"`
+	World     int      `json:"world"`
+	DropLast  bool     `json:"drop_last"`
+	Locality  bool     `json:"locality"`
 
 	Owners     []int     `json:"owners"`
 	ChunkOrder []int     `json:"chunk_order"`
@@ -149,13 +163,21 @@ func goldenInputs() goldenFile {
 			{Name: "empty", IDs: []int{}, Owner: []int{}, Share: []int{0, 0}, Nodes: 2},
 		},
 		Jobs: []goldenJob{
-			// docs/shuffle.md §7.4.
+			// docs/shuffle.md §7.3.
 			{Name: "worked-example", IndexID: ix, Nodes: 3, Counts: eight, Seed: 1, Epoch: 0, Window: 4, BatchSize: 2, World: 4, Locality: true},
 			{Name: "worked-example-no-locality", IndexID: ix, Nodes: 3, Counts: eight, Seed: 1, Epoch: 0, Window: 4, BatchSize: 2, World: 4},
 			{Name: "uneven", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 8, BatchSize: 5, World: 8, Locality: true},
 			{Name: "uneven-drop-last", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 8, BatchSize: 5, World: 8, DropLast: true, Locality: true},
 			{Name: "fewer-ranks-than-nodes", IndexID: ix, Nodes: 4, Counts: sizes, Seed: 7, Epoch: 2, Window: 6, BatchSize: 9, World: 3, Locality: true},
 			{Name: "bound-binds", IndexID: ix, Nodes: 4, Counts: hundreds[:24], Seed: 3, Epoch: 0, Window: 8, BatchSize: 50, World: 4, Locality: true},
+			{Name: "named-members", IndexID: ix, Nodes: 3, Members: []string{"http://brand-0.brand:8080", "http://brand-1.brand:8080", "http://brand-2.brand:8080"},
+				Counts: sizes, Seed: 7, Epoch: 1, Window: 6, BatchSize: 4, World: 6, Locality: true},
+		},
+		Memberships: []goldenMembership{
+			{Given: []string{"http://a:1"}},
+			{Given: []string{"http://brand-1.brand:8080", "http://brand-0.brand:8080/", "http://brand-2.brand:8080"}},
+			{Given: []string{"http://brand-0.brand:8080", "http://brand-1.brand:8080", "http://brand-2.brand:8080"}},
+			{Given: []string{"https://x.example:443", "http://10.0.0.1:8080", "http://10.0.0.1:8080"}},
 		},
 	}
 }
@@ -173,7 +195,7 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	}
 	for i := range g.Balanced {
 		b := &g.Balanced[i]
-		b.Owners = Balanced(IndexKey(b.IndexID), b.Counts, b.Nodes)
+		b.Owners = Balanced(IndexKey(b.IndexID), b.Counts, Positions(b.Nodes))
 	}
 	for i := range g.Homes {
 		h := &g.Homes[i]
@@ -188,6 +210,14 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 	for i := range g.Jobs {
 		g.Jobs[i] = computeJob(t, g.Jobs[i])
 	}
+	for i := range g.Memberships {
+		m := &g.Memberships[i]
+		ms, err := NewMembership(m.Given)
+		if err != nil {
+			t.Fatalf("membership %v: %v", m.Given, err)
+		}
+		m.Members, m.Version, m.IDs = ms.Members(), ms.Version(), ms.IDs()
+	}
 	return g
 }
 
@@ -195,10 +225,10 @@ func computeRanking(r goldenRanking) goldenRanking {
 	key := IndexKey(r.IndexID)
 	r.Scores = make([]uint64, r.Nodes)
 	for k := range r.Scores {
-		r.Scores[k] = score(key, r.Chunk, k)
+		r.Scores[k] = score(key, r.Chunk, uint64(k))
 	}
-	r.Owner = Owner(key, r.Chunk, r.Nodes)
-	r.Ranking = Ranking([]int{}, key, r.Chunk, r.Nodes)
+	r.Owner = Owner(key, r.Chunk, Positions(r.Nodes))
+	r.Ranking = Ranking([]int{}, key, r.Chunk, Positions(r.Nodes))
 	return r
 }
 
@@ -213,17 +243,25 @@ func computeAssign(t *testing.T, a goldenAssign) goldenAssign {
 }
 
 // computeJob lays out a job as a gateway with peers does (docs/shuffle.md
-// §7): bounded owners as strata of the chunk order, then each global batch
-// assigned to the ranks, or cut plainly without locality.
+// §7): the epoch's order, bounded owners, then each global batch assigned
+// to the ranks, or cut plainly without locality.
 func computeJob(t *testing.T, j goldenJob) goldenJob {
 	t.Helper()
 	if j.Nodes < 2 {
 		t.Fatalf("%s: a cluster job needs 2 or more nodes; with one a gateway serves §5–§6 unchanged", j.Name)
 	}
-	j.Owners = Balanced(IndexKey(j.IndexID), j.Counts, j.Nodes)
-	e, err := shuffle.NewStratifiedEpoch(j.Counts, j.Owners, j.Nodes, j.Seed, j.Epoch, j.Window)
+	ids := Positions(j.Nodes)
+	if len(j.Members) > 0 {
+		ms, err := NewMembership(j.Members)
+		if err != nil || ms.Len() != j.Nodes {
+			t.Fatalf("%s: members %v (%v) are not %d nodes", j.Name, j.Members, err, j.Nodes)
+		}
+		ids = ms.IDs()
+	}
+	j.Owners = Balanced(IndexKey(j.IndexID), j.Counts, ids)
+	e, err := shuffle.NewEpoch(j.Counts, j.Seed, j.Epoch, j.Window)
 	if err != nil {
-		t.Fatalf("%s: NewStratifiedEpoch: %v", j.Name, err)
+		t.Fatalf("%s: NewEpoch: %v", j.Name, err)
 	}
 	j.ChunkOrder = append([]int{}, e.ChunkOrder()...)
 	chunkOf := make([]int, 0, e.NumSamples())
@@ -308,6 +346,10 @@ func clearOutputs(t *testing.T, g goldenFile) goldenFile {
 		j := &g.Jobs[i]
 		j.Owners, j.ChunkOrder, j.Batches = nil, nil, nil
 	}
+	for i := range g.Memberships {
+		m := &g.Memberships[i]
+		m.Members, m.Version, m.IDs = nil, "", nil
+	}
 	return g
 }
 
@@ -340,7 +382,8 @@ func compareGolden(t *testing.T, who string, got, want goldenFile) {
 		}
 	}
 	if len(got.IndexKeys) != len(want.IndexKeys) || len(got.Rankings) != len(want.Rankings) || len(got.Balanced) != len(want.Balanced) ||
-		len(got.Homes) != len(want.Homes) || len(got.Assign) != len(want.Assign) || len(got.Jobs) != len(want.Jobs) {
+		len(got.Homes) != len(want.Homes) || len(got.Assign) != len(want.Assign) || len(got.Jobs) != len(want.Jobs) ||
+		len(got.Memberships) != len(want.Memberships) {
 		t.Fatalf("%s computes %d index keys, %d rankings, %d balanced, %d homes, %d assignments, %d jobs; want %d, %d, %d, %d, %d, %d", who,
 			len(got.IndexKeys), len(got.Rankings), len(got.Balanced), len(got.Homes), len(got.Assign), len(got.Jobs),
 			len(want.IndexKeys), len(want.Rankings), len(want.Balanced), len(want.Homes), len(want.Assign), len(want.Jobs))
@@ -362,6 +405,9 @@ func compareGolden(t *testing.T, who string, got, want goldenFile) {
 	}
 	for i := range want.Jobs {
 		check("job "+want.Jobs[i].Name, i, got.Jobs[i], want.Jobs[i])
+	}
+	for i := range want.Memberships {
+		check("membership", i, got.Memberships[i], want.Memberships[i])
 	}
 }
 
@@ -401,6 +447,7 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 		{"homes", reflect.ValueOf(g.Homes)},
 		{"assign", reflect.ValueOf(g.Assign)},
 		{"jobs", reflect.ValueOf(g.Jobs)},
+		{"memberships", reflect.ValueOf(g.Memberships)},
 	}
 	for _, l := range lists {
 		fmt.Fprintf(&buf, ",\n  %q: [", l.key)

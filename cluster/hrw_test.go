@@ -33,7 +33,7 @@ func TestRanking(t *testing.T) {
 	for range 500 {
 		key, c, nodes := r.Uint64(), r.IntN(1<<20), 1+r.IntN(16)
 		prefix := []int{-7, -8}
-		got := Ranking(slices.Clone(prefix), key, c, nodes)
+		got := Ranking(slices.Clone(prefix), key, c, Positions(nodes))
 		if !slices.Equal(got[:2], prefix) {
 			t.Fatalf("Ranking overwrote dst's prefix: %v", got)
 		}
@@ -41,16 +41,16 @@ func TestRanking(t *testing.T) {
 		if !slices.Equal(slices.Sorted(slices.Values(rank)), iota(nodes)) {
 			t.Fatalf("Ranking(%#x, %d, %d) = %v, not a permutation of the nodes", key, c, nodes, rank)
 		}
-		if rank[0] != Owner(key, c, nodes) {
-			t.Fatalf("Ranking(%#x, %d, %d) = %v starts with %d; Owner is %d", key, c, nodes, rank, rank[0], Owner(key, c, nodes))
+		if rank[0] != Owner(key, c, Positions(nodes)) {
+			t.Fatalf("Ranking(%#x, %d, %d) = %v starts with %d; Owner is %d", key, c, nodes, rank, rank[0], Owner(key, c, Positions(nodes)))
 		}
 		for i := 1; i < nodes; i++ {
-			if score(key, c, rank[i-1]) <= score(key, c, rank[i]) {
+			if score(key, c, uint64(rank[i-1])) <= score(key, c, uint64(rank[i])) {
 				t.Fatalf("Ranking(%#x, %d, %d) = %v: node %d does not score above node %d", key, c, nodes, rank, rank[i-1], rank[i])
 			}
 		}
 	}
-	if got := Ranking(nil, 1, 2, 1); !slices.Equal(got, []int{0}) {
+	if got := Ranking(nil, 1, 2, Positions(1)); !slices.Equal(got, []int{0}) {
 		t.Errorf("Ranking over one node = %v", got)
 	}
 }
@@ -63,7 +63,7 @@ func TestOwnershipBalanced(t *testing.T) {
 		for _, id := range []string{"imagenet-train@v1", "c4-en@2024-05-01", ""} {
 			count := make([]int, nodes)
 			for c := range chunks {
-				count[Owner(IndexKey(id), c, nodes)]++
+				count[Owner(IndexKey(id), c, Positions(nodes))]++
 			}
 			p := 1 / float64(nodes)
 			mean, sd := chunks*p, math.Sqrt(chunks*p*(1-p))
@@ -84,7 +84,7 @@ func TestAddNode(t *testing.T) {
 	for nodes := 1; nodes <= 16; nodes++ {
 		moved := 0
 		for c := range chunks {
-			before, after := Owner(key, c, nodes), Owner(key, c, nodes+1)
+			before, after := Owner(key, c, Positions(nodes)), Owner(key, c, Positions(nodes+1))
 			if before == after {
 				continue
 			}
@@ -114,7 +114,7 @@ func TestFailover(t *testing.T) {
 	for _, nodes := range []int{2, 3, 4, 5, 8, 16} {
 		for x := range nodes {
 			for c := range chunks {
-				rank := Ranking(nil, key, c, nodes)
+				rank := Ranking(nil, key, c, Positions(nodes))
 				got := firstUp(rank, map[int]bool{x: true})
 				want := rank[0]
 				if rank[0] == x {
@@ -124,7 +124,7 @@ func TestFailover(t *testing.T) {
 					t.Fatalf("%d nodes, node %d down: chunk %d served by %d, want %d (ranking %v)", nodes, x, c, got, want, rank)
 				}
 				if x == nodes-1 {
-					if shrunk := Owner(key, c, nodes-1); shrunk != want {
+					if shrunk := Owner(key, c, Positions(nodes-1)); shrunk != want {
 						t.Fatalf("%d→%d nodes: chunk %d owned by %d, want %d (ranking %v)", nodes, nodes-1, c, shrunk, want, rank)
 					}
 				}
@@ -138,10 +138,10 @@ func TestFailover(t *testing.T) {
 				down[(k+r.IntN(nodes))%nodes] = r.IntN(3) == 0
 			}
 			c := r.IntN(1 << 30)
-			got := firstUp(Ranking(nil, key, c, nodes), down)
+			got := firstUp(Ranking(nil, key, c, Positions(nodes)), down)
 			best := -1
 			for k := range nodes {
-				if !down[k] && (best < 0 || score(key, c, k) > score(key, c, best)) {
+				if !down[k] && (best < 0 || score(key, c, uint64(k)) > score(key, c, uint64(best))) {
 					best = k
 				}
 			}
@@ -171,7 +171,7 @@ func TestOwnerDependsOnIndex(t *testing.T) {
 	a, b := IndexKey("ds@v1"), IndexKey("ds@v2")
 	same := 0
 	for c := range chunks {
-		if Owner(a, c, nodes) == Owner(b, c, nodes) {
+		if Owner(a, c, Positions(nodes)) == Owner(b, c, Positions(nodes)) {
 			same++
 		}
 	}
@@ -205,9 +205,9 @@ func TestBalancedKeepsRendezvousOwners(t *testing.T) {
 		limit := (17*total + 16*nodes - 1) / (16 * nodes)
 		plain := make([]int, len(counts))
 		for c := range plain {
-			plain[c] = Owner(key, c, nodes)
+			plain[c] = Owner(key, c, Positions(nodes))
 		}
-		bounded := Balanced(key, counts, nodes)
+		bounded := Balanced(key, counts, Positions(nodes))
 		plainLoad, load := make([]int, nodes), make([]int, nodes)
 		for c, n := range counts {
 			plainLoad[plain[c]] += n

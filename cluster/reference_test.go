@@ -71,12 +71,18 @@ func runReference(t *testing.T, g goldenFile) goldenFile {
 			ChunkOrder []int     `json:"chunk_order"`
 			Batches    [][][]int `json:"batches"`
 		} `json:"jobs"`
+		Memberships []struct {
+			Members []string `json:"members"`
+			Version string   `json:"version"`
+			IDs     []uint64 `json:"ids"`
+		} `json:"memberships"`
 	}
 	if err := json.Unmarshal(out, &ref); err != nil {
 		t.Fatalf("decoding %s output: %v", referencePath, err)
 	}
 	if len(ref.IndexKeys) != len(in.IndexKeys) || len(ref.Rankings) != len(in.Rankings) || len(ref.Balanced) != len(in.Balanced) ||
-		len(ref.Homes) != len(in.Homes) || len(ref.Assign) != len(in.Assign) || len(ref.Jobs) != len(in.Jobs) {
+		len(ref.Homes) != len(in.Homes) || len(ref.Assign) != len(in.Assign) || len(ref.Jobs) != len(in.Jobs) ||
+		len(ref.Memberships) != len(in.Memberships) {
 		t.Fatalf("reference printed %d index keys, %d rankings, %d balanced, %d homes, %d assignments, %d jobs for %d, %d, %d, %d, %d, %d",
 			len(ref.IndexKeys), len(ref.Rankings), len(ref.Balanced), len(ref.Homes), len(ref.Assign), len(ref.Jobs),
 			len(in.IndexKeys), len(in.Rankings), len(in.Balanced), len(in.Homes), len(in.Assign), len(in.Jobs))
@@ -98,6 +104,10 @@ func runReference(t *testing.T, g goldenFile) goldenFile {
 	}
 	for i, r := range ref.Jobs {
 		in.Jobs[i].Owners, in.Jobs[i].ChunkOrder, in.Jobs[i].Batches = r.Owners, r.ChunkOrder, r.Batches
+	}
+	for i, r := range ref.Memberships {
+		m := &in.Memberships[i]
+		m.Members, m.Version, m.IDs = r.Members, r.Version, r.IDs
 	}
 	return in
 }
@@ -156,6 +166,19 @@ func TestPythonReferenceRandom(t *testing.T) {
 			Nodes: 2 + r.IntN(4), Counts: counts, Seed: r.Uint64(), Epoch: r.Uint64N(50),
 			Window: 1 + r.IntN(8), BatchSize: 1 + r.IntN(6), World: 1 + r.IntN(9),
 			DropLast: r.IntN(3) == 0, Locality: r.IntN(4) > 0,
+		})
+	}
+	for i := range 20 {
+		given := make([]string, 1+r.IntN(12))
+		for j := range given {
+			given[j] = fmt.Sprintf("http://brand-%d.brand.ns%d.svc:8080", r.IntN(16), i%3)
+		}
+		in.Memberships = append(in.Memberships, goldenMembership{Given: given})
+		in.Jobs = append(in.Jobs, goldenJob{
+			Name: fmt.Sprintf("random-members-%d", i), IndexID: fmt.Sprintf("%016x", r.Uint64()),
+			Members: []string{fmt.Sprintf("http://a%d:1", i), fmt.Sprintf("http://b%d:1", i), "http://c:1"}, Nodes: 3,
+			Counts: []int{3, 4, 5, 6, 2, 1, 8, 3}, Seed: r.Uint64(), Epoch: r.Uint64N(50), Window: 1 + r.IntN(4),
+			BatchSize: 1 + r.IntN(4), World: 1 + r.IntN(7), Locality: true,
 		})
 	}
 	compareGolden(t, "python", runReference(t, in), computeGolden(t, in))

@@ -125,8 +125,13 @@ func writeManifest(w http.ResponseWriter, b *order.Batch) {
 }
 
 // setSourceHeaders names what a job reads: the dataset's index version,
-// or the mixture (its text, block and the components' index versions).
+// or the mixture (its text, block and the components' index versions);
+// and on a cluster the membership version its batches are laid out
+// under, which the clients pin for the epoch.
 func setSourceHeaders(h http.Header, src order.Source) {
+	if src.Members != nil {
+		h.Set(api.HeaderMembers, src.Members.Version())
+	}
 	if m := src.Mix; m != nil {
 		h.Set(api.HeaderMix, m.Text())
 		h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))

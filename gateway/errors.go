@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/peer"
 )
 
 // Errors of the gateway's own, beside those of the parts it wires (each
@@ -52,6 +54,11 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
+	}
+	if u, ok := errors.AsType[*peer.UnknownMembersError](err); ok {
+		// The clients re-pin the current version without parsing the
+		// message.
+		w.Header().Set(api.HeaderMembers, u.Current)
 	}
 	msg := err.Error()
 	if public := publicMessage(status, err); public != "" {

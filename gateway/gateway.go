@@ -16,10 +16,12 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/livestats"
+	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/pipeline"
@@ -189,15 +191,29 @@ type Config struct {
 	Registry *prometheus.Registry // default: a new registry
 }
 
-// ClusterConfig places a gateway in a cluster. Every node must be given
-// the same Peers, in the same order: the layout (chunk owners, rank
-// homes, the stratified chunk order) is computed from the list alone.
+// ClusterConfig places a gateway in a cluster. The members come from
+// Members (a watched file, the platform's DNS) or, for a fixed cluster,
+// from Peers; nodes that list the same set, in any order, compute the
+// same membership version, and the cluster agrees on the version most of
+// its live nodes use (docs/scale-out.md, "Membership"). A job's order
+// never depends on the cluster; which rank of a global batch receives
+// which sample depends on the membership version the request pins or the
+// cluster agrees on.
 type ClusterConfig struct {
-	// Peers are the base URLs of the cluster's gateways, node k being
-	// Peers[k] (cluster.ParsePeers). Empty: a single gateway.
+	// Peers are the base URLs of a fixed cluster's gateways
+	// (cluster.ParsePeers), used when Members is nil; Self is this node's
+	// position in them unless Advertise names it.
 	Peers []string
-	// Self is this node's position in Peers.
-	Self int
+	Self  int
+	// Members lists the cluster's members at runtime (package
+	// membership); Advertise is this node's URL as they list it.
+	Members   peer.Lister
+	Advertise string
+	// MembersPoll is how often Members is listed; default ProbeInterval.
+	MembersPoll time.Duration
+	// Warm, if set, runs when this node's member list changes, before it
+	// reports the new version to its peers (peer.Warm).
+	Warm peer.Warm
 	// PeerTimeout bounds one sample fetch from a peer; past it the
 	// samples are read from the next node in their chunk's ranking, or
 	// from the store. Default 10 s.
@@ -304,16 +320,20 @@ type cluster interface {
 }
 
 // clusterFace is what the gateway's own endpoints ask of the cluster:
-// its view and figures (/cluster, /stats), a peer's request heard and
-// served, and its life.
+// its view and figures (/cluster, /stats), a peer known by its URL,
+// heard and served, what this node tells its peers of its membership,
+// and its life.
 type clusterFace interface {
 	Nodes() int
-	Self() int
 	Local(ds *catalog.Dataset, c int) bool
 	View(world int, datasets []string) api.Cluster
 	Stats(datasets []string) *api.ClusterStats
+	Slot(url string) int
 	Heard(k int)
 	Served(k int, n int64)
+	Members(ctx context.Context, version string) (*gcluster.Membership, error)
+	Known(version string) (*gcluster.Membership, bool)
+	Describe(st *peer.State)
 	Start()
 	Close()
 }
@@ -379,15 +399,16 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
-	if c := cfg.Cluster; len(c.Peers) > 0 {
-		cl = peer.NewSet(peer.Config{Peers: c.Peers, Self: c.Self, Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
+	if c := cfg.Cluster; c.Members != nil {
+		cl = peer.NewSet(peer.Config{Self: c.Advertise, Members: c.Members, Poll: c.MembersPoll, Warm: c.Warm,
+			Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
 			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
 			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes, Slack: c.TransformSlack,
 			Load: func() tensors.Load { return g.stage.Load() }})
 	}
 	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
-	orders := order.New(cl.Nodes(), g.feedback)
+	orders := order.New(g.feedback)
 	d := cfg.Defaults
 	g.jobs = &jobs{catalog: g.catalog, versions: cl, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
@@ -437,7 +458,7 @@ func New(cfg Config) (*Gateway, error) {
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
-	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes(), newPipelineCosts(g.stage, cfg.TransformWorkers))
+	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.notReady, transforms: g.stage, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
@@ -558,10 +579,21 @@ func (cfg *Config) fill() ([]string, error) {
 	if cfg.IndexPoll == 0 {
 		cfg.IndexPoll = DefaultIndexPoll
 	}
-	if c := &cfg.Cluster; len(c.Peers) > 0 {
-		if c.Self < 0 || c.Self >= len(c.Peers) {
-			return nil, fmt.Errorf("gateway: cluster self %d outside the %d peers", c.Self, len(c.Peers))
+	if c := &cfg.Cluster; len(c.Peers) > 0 || c.Members != nil {
+		if c.Members == nil {
+			if c.Advertise == "" && (c.Self < 0 || c.Self >= len(c.Peers)) {
+				return nil, fmt.Errorf("gateway: cluster self %d outside the %d peers", c.Self, len(c.Peers))
+			}
+			if c.Advertise == "" {
+				c.Advertise = c.Peers[c.Self]
+			}
+			c.Members = membership.Static(c.Peers)
 		}
+		self, err := gcluster.NewMembership([]string{c.Advertise})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: this node's URL: %w", err)
+		}
+		c.Advertise = self.Members()[0] // as the memberships spell it
 		if c.PeerTimeout == 0 {
 			c.PeerTimeout = DefaultPeerTimeout
 		}
@@ -638,10 +670,10 @@ func (g *Gateway) Load(ctx context.Context) error {
 	bcfg.Observer = g.metrics
 	var loaded []*catalog.Dataset
 	for _, spec := range g.cfg.Datasets {
-		if c := g.cfg.Cluster; len(c.Peers) > 1 {
+		if ms, _ := g.cluster.Members(ctx, ""); ms != nil && ms.Len() > 1 {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
-			spec.Partition = catalog.Partition{Self: c.Self, Nodes: len(c.Peers), TableCacheBytes: g.cfg.IndexTablesCache}
+			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}
 		}
 		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {

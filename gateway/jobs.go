@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/brandgw/brand/api"
+	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
@@ -17,12 +18,14 @@ import (
 	"github.com/brandgw/brand/transform"
 )
 
-// versions is what resolving a job's dataset version needs of the
-// cluster: the version the nodes agree on, and who holds another
-// (peer.Set; peer.Solo on a single gateway).
+// versions is what resolving a job's versions needs of the cluster: the
+// index version the nodes agree on, who holds another, and the membership
+// a job's batches are assigned under — the one it pins, or the agreed one
+// (peer.Set; peer.Solo on a single gateway, which has none).
 type versions interface {
 	Agreed(dataset string) string
 	Holders(dataset, id string, self bool) []string
+	Members(ctx context.Context, version string) (*gcluster.Membership, error)
 }
 
 // snapshots loads the importance snapshots a job names into memory
@@ -100,9 +103,22 @@ func (j *jobs) transform(job *api.Job) error {
 	return nil
 }
 
-// source resolves what job reads: one dataset's version, or a mixture of
-// the versions of its components.
+// source resolves what job reads — one dataset's version, or a mixture of
+// the versions of its components — and the membership its batches are
+// assigned under.
 func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
+	ms, err := j.versions.Members(ctx, job.Members)
+	if err != nil {
+		return order.Source{}, err
+	}
+	src, err := j.data(ctx, job)
+	src.Members = ms
+	return src, err
+}
+
+// data resolves what job reads: one dataset's version, or a mixture of
+// the versions of its components.
+func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := j.version(job)
 		if err == nil {

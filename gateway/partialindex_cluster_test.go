@@ -16,8 +16,12 @@ import (
 // partitioned gives each node of a cluster a partial index: its own
 // chunks' sample tables in memory, the others' read when needed.
 func partitioned(c *gateway.Config) {
+	ms, err := cluster.NewMembership(c.Cluster.Peers)
+	if err != nil {
+		panic(err)
+	}
 	for i := range c.Datasets {
-		c.Datasets[i].Partition = catalog.Partition{Self: c.Cluster.Self, Nodes: len(c.Cluster.Peers)}
+		c.Datasets[i].Partition = catalog.Partition{Self: c.Cluster.Peers[c.Cluster.Self], Members: ms}
 	}
 }
 
@@ -31,7 +35,8 @@ func TestClusterPartialIndex(t *testing.T) {
 	batches := 512 / (world * batch)
 	whole := startCluster(t, f, nodes, nil, nil)
 	part := startCluster(t, f, nodes, nil, partitioned)
-	owner := cluster.Balanced(cluster.IndexKey(f.index.ID()), f.index.SampleCounts(), nodes)
+	ms := membershipOf(t, part)
+	owner := ms.Owners(cluster.IndexKey(f.index.ID()), f.index.SampleCounts())
 	chunkOf := map[string]int{}
 	for c := range f.index.NumChunks() {
 		chunkOf[f.index.Chunk(c).Key] = c
@@ -42,7 +47,7 @@ func TestClusterPartialIndex(t *testing.T) {
 	for k, n := range part {
 		own := 0
 		for _, o := range owner {
-			if o == k {
+			if o == ms.Index(n.srv.URL) {
 				own++
 			}
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -49,20 +50,20 @@ type peerAPI struct {
 	log zerolog.Logger
 }
 
-// peerKey carries the authenticated asker's position in a request's
-// context.
+// peerKey carries the authenticated asker's slot (peer.Set.Slot) in a
+// request's context.
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
 // (peer.Credentials), with 401. A client's bearer token is never one.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, err := a.cred.Verify(r, a.cluster.Nodes())
+		u, err := a.cred.Verify(r)
 		if err != nil {
 			writeError(r.Context(), w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, k)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, a.cluster.Slot(u))))
 	})
 }
 
@@ -120,7 +121,8 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.cluster.Heard(asker(r))
 	load := a.transforms.Load()
-	st := peer.State{Self: a.cluster.Self(), Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load}
+	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load}
+	a.cluster.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
 		if len(held) == 0 {
@@ -130,6 +132,24 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		st.Datasets = append(st.Datasets, peer.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// handleMembers serves GET peer.MembersPath: the member list of a
+// membership version this node keeps, 404 if it keeps none (the asker
+// tries its other peers).
+func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
+	version, err := peer.DecodeMembers(r, a.limits)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	a.cluster.Heard(asker(r))
+	ms, ok := a.cluster.Known(version)
+	if !ok {
+		writeError(r.Context(), w, fmt.Errorf("%w: membership version %s is not kept here", query.ErrOutOfRange, version))
+		return
+	}
+	writeJSON(w, http.StatusOK, peer.MembersReply{Members: ms.Members()})
 }
 
 // handleFeedback serves GET peer.FeedbackPath{job}: this node's part of

@@ -144,8 +144,8 @@ func TestPeerAuthentication(t *testing.T) {
 	q := "dataset=test&index=" + f.index.ID()
 	// Node 1's credential, as its gateway computes it.
 	req, _ := http.NewRequest(http.MethodGet, base, nil)
-	peer.NewCredentials(secret).Sign(req, 1)
-	cred := []string{peer.HeaderPeer, "1", peer.HeaderPeerAuth, req.Header.Get(peer.HeaderPeerAuth)}
+	peer.NewCredentials(secret).Sign(req, cl[1].srv.URL)
+	cred := []string{peer.HeaderPeer, cl[1].srv.URL, peer.HeaderPeerAuth, req.Header.Get(peer.HeaderPeerAuth)}
 	tests := []struct {
 		name string
 		hdr  []string
@@ -153,8 +153,8 @@ func TestPeerAuthentication(t *testing.T) {
 	}{
 		{"nothing", nil, http.StatusUnauthorized},
 		{"a client's token", []string{"Authorization", "Bearer client-token"}, http.StatusUnauthorized},
-		{"a node's number alone", []string{peer.HeaderPeer, "1"}, http.StatusUnauthorized},
-		{"node 1's credential for node 2", []string{peer.HeaderPeer, "2", peer.HeaderPeerAuth, cred[3]}, http.StatusUnauthorized},
+		{"a node's URL alone", []string{peer.HeaderPeer, cl[1].srv.URL}, http.StatusUnauthorized},
+		{"node 1's credential for node 2", []string{peer.HeaderPeer, cl[2].srv.URL, peer.HeaderPeerAuth, cred[3]}, http.StatusUnauthorized},
 		{"node 1's credential", cred, http.StatusOK},
 	}
 	for _, tc := range tests {
@@ -242,9 +242,9 @@ func TestForgedPeerHeaderChangesNothing(t *testing.T) {
 	})
 	forge := func() {
 		q := url.Values{api.ParamDataset: {"test"}, api.ParamIndex: {f.index.ID()}}
-		peerRequest(t, cl[0].srv.URL, q.Encode(), []int{0}, peer.HeaderPeer, "1")
+		peerRequest(t, cl[0].srv.URL, q.Encode(), []int{0}, peer.HeaderPeer, cl[1].srv.URL)
 		req, _ := http.NewRequest(http.MethodGet, cl[0].srv.URL+peer.StatePath, nil)
-		req.Header.Set(peer.HeaderPeer, "1")
+		req.Header.Set(peer.HeaderPeer, cl[1].srv.URL)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}

@@ -61,7 +61,8 @@ var ErrPlanBusy = httperr.ErrPlanBusy
 type planAPI struct {
 	planner Planner         // noPlanner when the gateway has none
 	jobs    *jobs           // what a plan's job reads
-	options api.PlanOptions // a plan's defaults: this gateway's cache, disk tier, prefetch, nodes
+	options api.PlanOptions // a plan's defaults: this gateway's cache, disk tier, prefetch
+	nodes   func() int      // the cluster's member count now: a plan's default nodes
 	slots   chan struct{}   // the plans running, planSlots at most
 	// costs are a pipeline's costs on this node, for a job that names
 	// one (transform=).
@@ -70,15 +71,12 @@ type planAPI struct {
 	}
 }
 
-func newPlanAPI(cfg Config, jobs *jobs, nodes int, costs *pipelineCosts) *planAPI {
-	a := &planAPI{planner: cfg.Planner, jobs: jobs, slots: make(chan struct{}, planSlots), costs: costs,
+func newPlanAPI(cfg Config, jobs *jobs, nodes func() int, costs *pipelineCosts) *planAPI {
+	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: nodes, slots: make(chan struct{}, planSlots), costs: costs,
 		options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: planEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows}}
 	if a.planner == nil {
 		a.planner = noPlanner{}
-	}
-	if nodes > 1 {
-		a.options.Nodes = nodes
 	}
 	return a
 }
@@ -114,6 +112,9 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	base := a.jobs.defaults
 	base.Plan = a.options
+	if n := a.nodes(); n > 1 {
+		base.Plan.Nodes = n
+	}
 	q, err := query.Parse(r.URL.RawQuery, query.PlanParams, base, a.jobs.limits)
 	if err == nil {
 		err = a.jobs.transform(&q.Job)

@@ -48,13 +48,15 @@ func (g *Gateway) routes() http.Handler {
 			g.adminRoutes(r)
 		}
 	})
-	// The peers' internal endpoints exist on a node of a cluster alone,
-	// and take a peer's credential, never a client's token (peerAPI).
-	if g.cluster.Nodes() > 1 {
+	// The peers' internal endpoints exist on a node of a cluster alone
+	// (however many members it has now: one may join at any time), and
+	// take a peer's credential, never a client's token (peerAPI).
+	if g.cfg.Cluster.Members != nil {
 		r.Group(func(r chi.Router) {
 			r.Use(g.peers.authenticate)
 			r.Post(peer.SamplesPath, g.peers.handleSamples)
 			r.Get(peer.StatePath, g.peers.handleState)
+			r.Get(peer.MembersPath, g.peers.handleMembers)
 			r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
 		})
 	}

@@ -19,8 +19,8 @@
 //     the shape of shuffle.Epoch: windows of chunks, a permutation of each
 //     window's samples. ChunkWeight is the importance a cache evicts by.
 //   - NewOrder: the one chooser of an epoch's order, the gateway's and the
-//     planner's: by importance with a snapshot, else the cluster's
-//     stratified chunk order over several nodes, else the uniform shuffle.
+//     planner's: by importance with a snapshot, else the uniform shuffle,
+//     on one gateway and on a cluster of any size alike.
 //
 // # The order, in short
 //

@@ -237,20 +237,25 @@ func (e *Epoch) Window(w int) []int {
 	return ids
 }
 
-// separateRepeats moves every sample that follows itself away from itself
+// SeparateRepeats moves every sample that follows itself away from itself
 // (docs/importance.md §6): WebDataset readers group consecutive tar members
 // by key, so a sample twice in a row would read as one. A repeat swaps with
 // the next different sample after it; when none is left after it, it moves
 // back into the first gap between two other samples. Only a window more
 // than half one sample can keep a repeat.
-func SeparateRepeats(a []int) {
+func SeparateRepeats(a []int) { SeparateRepeatsFunc(a, func(x, y int) bool { return x == y }) }
+
+// SeparateRepeatsFunc is SeparateRepeats over any elements, same telling
+// which are one sample: a mixture's draws of one sample in two passes of
+// its component are.
+func SeparateRepeatsFunc[T any](a []T, same func(x, y T) bool) {
 	for i := 1; i < len(a); i++ {
 		d := a[i]
-		if d != a[i-1] {
+		if !same(d, a[i-1]) {
 			continue
 		}
 		j := i + 1
-		for j < len(a) && a[j] == d {
+		for j < len(a) && same(a[j], d) {
 			j++
 		}
 		if j < len(a) {
@@ -258,7 +263,7 @@ func SeparateRepeats(a []int) {
 			continue
 		}
 		for k := 0; k < i; k++ {
-			if a[k] != d && (k == 0 || a[k-1] != d) {
+			if !same(a[k], d) && (k == 0 || !same(a[k-1], d)) {
 				copy(a[k+1:i+1], a[k:i])
 				a[k] = d
 				break
@@ -366,34 +371,26 @@ var (
 
 // OrderSpec is what fixes one epoch's order, beside the dataset's sample
 // counts: the job's seed and window, the epoch, and how it reads — by
-// importance from a snapshot, stratified over a cluster's nodes, or the
-// plain uniform shuffle. NewOrder turns it into the order.
+// importance from a snapshot, or the plain uniform shuffle. Nothing of a
+// cluster enters it: a job's order is the same on one gateway and on a
+// cluster of any size. NewOrder turns it into the order.
 type OrderSpec struct {
 	Counts []int // per chunk, its samples
 	Seed   uint64
 	Epoch  uint64
 	Window int // chunks per window, >= 1
-	// Strata are a cluster's chunk owners (cluster.Balanced) and
-	// NumStrata its nodes: with more than one, the chunk order spreads
-	// every node's chunks over the epoch (shuffle.NewStratifiedEpoch).
-	// nil and 0 or 1 are a single gateway.
-	Strata    []int
-	NumStrata int
 	// Snapshot, if not nil, draws the epoch by importance (NewEpoch) with
-	// Hot hot chunks. An importance order is not stratified: which chunks
-	// it reads is drawn by weight, and a cluster serves it as it is.
+	// Hot hot chunks.
 	Snapshot *Snapshot
 	Hot      int
 }
 
 // NewOrder returns the order of an epoch: the importance order (NewEpoch)
-// when s names a snapshot, else the chunk order stratified over the
-// cluster's nodes (shuffle.NewStratifiedEpoch) when there are several,
-// else the uniform shuffle (shuffle.NewEpoch). It is the one statement of
-// that choice: the gateway's orders and the planner's simulations both
-// call it, so that a plan replays the order the gateway serves. An epoch
-// 0, or any epoch of a job that sends no feedback, is thus exactly the
-// uniform (or stratified) order.
+// when s names a snapshot, else the uniform shuffle (shuffle.NewEpoch). It
+// is the one statement of that choice: the gateway's orders and the
+// planner's simulations both call it, so that a plan replays the order the
+// gateway serves. An epoch 0, or any epoch of a job that sends no
+// feedback, is thus exactly the uniform order.
 //
 // Errors are those of the function it chooses.
 func NewOrder(s OrderSpec) (Order, error) {
@@ -402,12 +399,6 @@ func NewOrder(s OrderSpec) (Order, error) {
 	switch {
 	case s.Snapshot != nil:
 		e, err := NewEpoch(s.Counts, s.Snapshot, s.Seed, s.Epoch, s.Window, s.Hot)
-		if err != nil {
-			return nil, err
-		}
-		return e, nil
-	case s.NumStrata > 1:
-		e, err := shuffle.NewStratifiedEpoch(s.Counts, s.Strata, s.NumStrata, s.Seed, s.Epoch, s.Window)
 		if err != nil {
 			return nil, err
 		}

@@ -332,15 +332,13 @@ func TestNewEpochRejects(t *testing.T) {
 	}
 }
 
-// TestNewOrder: the chooser picks the importance order with a snapshot,
-// the stratified order over several strata, and the uniform shuffle
-// otherwise, each exactly as its own constructor computes it.
+// TestNewOrder: the chooser picks the importance order with a snapshot
+// and the uniform shuffle otherwise, each exactly as its own constructor
+// computes it.
 func TestNewOrder(t *testing.T) {
 	counts := []int{3, 2, 4, 1}
-	strata := []int{0, 1, 1, 0}
 	snap := mustSnapshot(t, skewedScores(10, 1))
 	uniform, _ := shuffle.NewEpoch(counts, 1, 3, 2)
-	stratified, _ := shuffle.NewStratifiedEpoch(counts, strata, 2, 1, 3, 2)
 	sampled, _ := NewEpoch(counts, snap, 1, 3, 2, 1)
 	for _, tt := range []struct {
 		name string
@@ -348,10 +346,7 @@ func TestNewOrder(t *testing.T) {
 		want Order
 	}{
 		{"uniform", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2}, uniform},
-		{"one stratum is uniform", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: make([]int, 4), NumStrata: 1}, uniform},
-		{"stratified", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: strata, NumStrata: 2}, stratified},
 		{"importance", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Snapshot: snap, Hot: 1}, sampled},
-		{"importance over strata", OrderSpec{Counts: counts, Seed: 1, Epoch: 3, Window: 2, Strata: strata, NumStrata: 2, Snapshot: snap, Hot: 1}, sampled},
 	} {
 		o, err := NewOrder(tt.spec)
 		if err != nil {
@@ -364,7 +359,6 @@ func TestNewOrder(t *testing.T) {
 	for _, spec := range []OrderSpec{
 		{Counts: counts, Seed: 1},
 		{Counts: counts, Seed: 1, Snapshot: snap},
-		{Counts: counts, Seed: 1, Window: 2, Strata: strata[:2], NumStrata: 2},
 	} {
 		if o, err := NewOrder(spec); o != nil || err == nil {
 			t.Errorf("%+v: %v, %v; want a nil Order and an error", spec, o, err)

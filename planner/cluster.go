@@ -22,10 +22,15 @@ type ClusterInput struct {
 	Dataset Dataset
 	Job     Job
 	// IndexKey is cluster.IndexKey of the index's ID. Chunk ownership, and
-	// with it the chunk order and every figure below, depends on it, so a
-	// prediction for a live cluster must use the served index's.
-	IndexKey       uint64
-	Nodes          int   // 1..MaxNodes
+	// with it every figure below, depends on it, so a prediction for a
+	// live cluster must use the served index's.
+	IndexKey uint64
+	Nodes    int // 1..MaxNodes
+	// MemberIDs, if set, are the members' IDs (cluster.Membership.IDs,
+	// Nodes of them), so that a prediction for a live cluster places
+	// chunks as it does; nil names the nodes by position
+	// (cluster.Positions), which places them alike in distribution.
+	MemberIDs      []uint64
 	NodeCacheBytes int64 // each node's cache, >= 0
 	// NodeDiskCacheBytes is each node's disk tier below its cache, >= 0;
 	// 0 means none.
@@ -160,11 +165,9 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if err := admitCluster(m, in, s, 1); err != nil {
 		return nil, err
 	}
-	l := newLayout(in.Dataset, in.IndexKey, in.Nodes)
+	l := newLayout(in.Dataset, in.IndexKey, in.ids())
 	order := func(e int) (importance.Order, error) {
-		spec := s.spec(e, s.j.Window)
-		spec.Strata, spec.NumStrata = l.owner, l.nodes
-		return importance.NewOrder(spec)
+		return importance.NewOrder(s.spec(e, s.j.Window))
 	}
 	var read int64
 	for _, size := range in.Dataset.ChunkSizes {
@@ -193,6 +196,8 @@ func validateClusterInput(in ClusterInput, s *schedule) error {
 			ErrInvalid, in.Job.Epochs)
 	case in.Nodes < 1 || in.Nodes > MaxNodes:
 		return fmt.Errorf("%w: %d nodes; must be 1..%d", ErrInvalid, in.Nodes, MaxNodes)
+	case len(in.MemberIDs) > 0 && len(in.MemberIDs) != in.Nodes:
+		return fmt.Errorf("%w: %d member IDs for %d nodes", ErrInvalid, len(in.MemberIDs), in.Nodes)
 	case in.NodeCacheBytes < 0:
 		return fmt.Errorf("%w: node cache size %d bytes; must be >= 0", ErrInvalid, in.NodeCacheBytes)
 	case in.NodeCacheBytes > math.MaxInt64/int64(in.Nodes):
@@ -271,18 +276,26 @@ type layout struct {
 	sizes [][]int64
 }
 
-func newLayout(d Dataset, key uint64, nodes int) *layout {
-	return layoutOf(d, owners(d, key, nodes), nodes)
+func newLayout(d Dataset, key uint64, ids []uint64) *layout {
+	return layoutOf(d, owners(d, key, ids), len(ids))
+}
+
+// ids are the IDs the input's nodes are scored by.
+func (in ClusterInput) ids() []uint64 {
+	if len(in.MemberIDs) > 0 {
+		return in.MemberIDs
+	}
+	return cluster.Positions(in.Nodes)
 }
 
 // owners returns each chunk's owner among nodes, as the gateway's
 // catalog computes it.
-func owners(d Dataset, key uint64, nodes int) []int {
-	if nodes == 1 {
+func owners(d Dataset, key uint64, ids []uint64) []int {
+	if len(ids) == 1 {
 		// One node owns everything; skip hashing every chunk.
 		return make([]int, len(d.Counts))
 	}
-	return cluster.Balanced(key, d.Counts, nodes)
+	return cluster.Balanced(key, d.Counts, ids)
 }
 
 // layoutOf is the layout of d's chunks owned by owner.

@@ -94,13 +94,10 @@ func referenceCluster(t *testing.T, in ClusterInput) []referenceEpoch {
 		return -1
 	}
 	weight := func(c int) float64 { return float64(d.ChunkSizes[c]) / float64(d.Counts[c]) }
-	owners := cluster.Balanced(in.IndexKey, d.Counts, in.Nodes)
+	owners := cluster.Balanced(in.IndexKey, d.Counts, cluster.Positions(in.Nodes))
 	var out []referenceEpoch
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
-		ep, err := shuffle.NewStratifiedEpoch(d.Counts, owners, in.Nodes, j.Seed, uint64(e), j.Window)
-		if in.Nodes == 1 {
-			ep, err = shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
-		}
+		ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +190,7 @@ func TestClusterPlanStoreBytes(t *testing.T) {
 	d := equalDataset(60, 10, 1000)
 	job := Job{Params: shuffle.Params{Seed: 11, Window: 5, BatchSize: 8, World: 6}, Epochs: 3}
 	const key, nodes = 1234, 3
-	owners := cluster.Balanced(key, d.Counts, nodes)
+	owners := cluster.Balanced(key, d.Counts, cluster.Positions(nodes))
 	owned := make([]int64, nodes)
 	for c, k := range owners {
 		owned[k] += d.ChunkSizes[c]
@@ -211,12 +208,12 @@ func TestClusterPlanStoreBytes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustClusterPlan(t, ClusterInput{Dataset: d, Job: job, IndexKey: key, Nodes: nodes, NodeCacheBytes: tt.cache})
-			// The reference: the stratified order's trace, per owner.
+			// The reference: the order's trace, per owner.
 			want := make([]int64, job.Epochs)
 			for k := range nodes {
 				var tr []Access
 				for e := range job.Epochs {
-					ep, err := shuffle.NewStratifiedEpoch(d.Counts, owners, nodes, job.Seed, uint64(e), job.Window)
+					ep, err := shuffle.NewEpoch(d.Counts, job.Seed, uint64(e), job.Window)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -594,14 +594,12 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	owner := make([][]int, len(ms.comps))
 	var merged []int
 	for i, c := range in.Mix.Components {
-		owner[i] = owners(ms.comps[i].d, c.IndexKey, in.Nodes)
+		owner[i] = owners(ms.comps[i].d, c.IndexKey, in.ids())
 		merged = append(merged, owner[i]...)
 	}
 	l := layoutOf(s.d, merged, in.Nodes)
 	order := func(i int, pass uint64) (importance.Order, error) {
-		spec := ms.comps[i].spec(int(pass), ms.window(i))
-		spec.Strata, spec.NumStrata = owner[i], l.nodes
-		return importance.NewOrder(spec)
+		return importance.NewOrder(ms.comps[i].spec(int(pass), ms.window(i)))
 	}
 	p, err := clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return ms.walk(m, order, visit, nil)

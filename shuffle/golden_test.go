@@ -18,12 +18,11 @@ const goldenPath = "testdata/golden.json"
 // they must produce, forever. docs/shuffle.md and testdata/reference.py are
 // checked against the same file.
 type goldenFile struct {
-	Comment    string             `json:"comment"`
-	Cases      []goldenCase       `json:"cases"`
-	Streams    []goldenStream     `json:"streams"`
-	Bounded    []goldenBounded    `json:"bounded"`
-	Stratified []goldenStratified `json:"stratified"`
-	Mixtures   []goldenMix        `json:"mixtures"`
+	Comment  string          `json:"comment"`
+	Cases    []goldenCase    `json:"cases"`
+	Streams  []goldenStream  `json:"streams"`
+	Bounded  []goldenBounded `json:"bounded"`
+	Mixtures []goldenMix     `json:"mixtures"`
 }
 
 type goldenCase struct {
@@ -58,22 +57,6 @@ type goldenBounded struct {
 	Seed2  uint64   `json:"seed2"`
 	N      []uint64 `json:"n"`      // successive bounds, from one PCG
 	Values []uint64 `json:"values"` // bounded(n) for each
-}
-
-// goldenStratified is one stratified epoch (docs/shuffle.md §7.2): its
-// chunk order and the whole epoch order cut from it.
-type goldenStratified struct {
-	Name      string `json:"name"`
-	Counts    []int  `json:"counts"`
-	Strata    []int  `json:"strata"`
-	NumStrata int    `json:"num_strata"`
-	Seed      uint64 `json:"seed"`
-	Epoch     uint64 `json:"epoch"`
-	Window    int    `json:"window"`
-
-	ChunkOrder   []int `json:"chunk_order"`
-	WindowStarts []int `json:"window_starts"`
-	Order        []int `json:"order"` // the whole epoch
 }
 
 // goldenMix is one mixture (docs/shuffle.md §11): its block counts and
@@ -151,33 +134,7 @@ func goldenInputs() goldenFile {
 			// vector pins the rejection loop, not just the fast path.
 			{Seed1: 1, Seed2: 2, N: []uint64{1, 2, 3, 10, 1000, 1<<32 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<63 + 1, 1<<64 - 1, 1<<62 + 12345}},
 		},
-		Stratified: goldenStratifiedInputs(),
-		Mixtures:   goldenMixInputs(),
-	}
-}
-
-// goldenStratifiedInputs are the stratified epochs pinned by the golden
-// file, in the same way as goldenInputs.
-func goldenStratifiedInputs() []goldenStratified {
-	equal := make([]int, 64) // 64 chunks, 4 strata of 16
-	for c := range equal {
-		equal[c] = (c * 5) % 4
-	}
-	ones := make([]int, 64)
-	for c := range ones {
-		ones[c] = 1 + c%3
-	}
-	skewed := []int{0, 0, 1, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0}
-	return []goldenStratified{
-		// The worked example of docs/shuffle.md §7.4: the owners of its 8
-		// chunks over 3 nodes.
-		{Name: "worked-example", Counts: []int{2, 2, 2, 2, 2, 2, 2, 2}, Strata: []int{0, 1, 2, 0, 2, 1, 2, 1}, NumStrata: 3, Seed: 1, Epoch: 0, Window: 4},
-		{Name: "equal-strata", Counts: ones, Strata: equal, NumStrata: 4, Seed: 42, Epoch: 3, Window: 8},
-		{Name: "one-stratum", Counts: []int{3, 1, 4, 1, 5, 9, 2, 6}, Strata: make([]int, 8), NumStrata: 1, Seed: 42, Epoch: 0, Window: 3},
-		{Name: "skewed", Counts: []int{2, 0, 3, 1, 1, 2, 0, 4, 1, 2, 3, 1, 1}, Strata: skewed, NumStrata: 3, Seed: 7, Epoch: 1, Window: 4},
-		{Name: "empty-strata", Counts: []int{1, 2, 3, 4, 5}, Strata: []int{4, 1, 4, 1, 4}, NumStrata: 6, Seed: 9, Epoch: 2, Window: 2},
-		{Name: "no-chunks", Counts: []int{}, Strata: []int{}, NumStrata: 2, Seed: 0, Epoch: 0, Window: 1},
-		{Name: "large-seed", Counts: []int{2, 3, 5, 7, 11, 13}, Strata: []int{1, 0, 1, 0, 1, 0}, NumStrata: 2, Seed: 1<<64 - 1, Epoch: 1<<63 + 5, Window: 2},
+		Mixtures: goldenMixInputs(),
 	}
 }
 
@@ -232,9 +189,6 @@ func computeGolden(t *testing.T, g goldenFile) goldenFile {
 			st.Outputs[j] = s.Uint64()
 		}
 	}
-	for i := range g.Stratified {
-		g.Stratified[i] = computeStratified(t, g.Stratified[i])
-	}
 	for i := range g.Mixtures {
 		g.Mixtures[i] = computeMix(t, g.Mixtures[i])
 	}
@@ -274,21 +228,6 @@ func computeCase(t *testing.T, c goldenCase) goldenCase {
 			c.Batches[m][r] = b
 		}
 	}
-	return c
-}
-
-func computeStratified(t *testing.T, c goldenStratified) goldenStratified {
-	t.Helper()
-	e, err := NewStratifiedEpoch(c.Counts, c.Strata, c.NumStrata, c.Seed, c.Epoch, c.Window)
-	if err != nil {
-		t.Fatalf("%s: NewStratifiedEpoch: %v", c.Name, err)
-	}
-	c.ChunkOrder = append([]int{}, e.ChunkOrder()...)
-	c.WindowStarts = make([]int, e.NumWindows()+1)
-	for w := range c.WindowStarts {
-		c.WindowStarts[w] = e.WindowStart(w)
-	}
-	c.Order = e.AppendRange([]int{}, 0, e.NumSamples())
 	return c
 }
 
@@ -359,20 +298,6 @@ func compareMix(t *testing.T, got, want goldenMix) {
 	check("sample_ids", got.SampleIDs, want.SampleIDs)
 }
 
-// compareStratified reports every output field of got that differs from
-// want.
-func compareStratified(t *testing.T, got, want goldenStratified) {
-	t.Helper()
-	check := func(field string, g, w any) {
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("stratified %s: %s changed:\n got %v\nwant %v", want.Name, field, g, w)
-		}
-	}
-	check("chunk_order", got.ChunkOrder, want.ChunkOrder)
-	check("window_starts", got.WindowStarts, want.WindowStarts)
-	check("order", got.Order, want.Order)
-}
-
 func TestGolden(t *testing.T) {
 	got := computeGolden(t, goldenInputs())
 	if *update {
@@ -383,10 +308,10 @@ func TestGolden(t *testing.T) {
 	}
 	want := readGolden(t)
 
-	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) || len(want.Stratified) != len(got.Stratified) || len(want.Mixtures) != len(got.Mixtures) {
-		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors, %d stratified, %d mixtures; goldenInputs has %d, %d, %d, %d, %d (run with -update after adding inputs)",
-			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(want.Stratified), len(want.Mixtures),
-			len(got.Cases), len(got.Streams), len(got.Bounded), len(got.Stratified), len(got.Mixtures))
+	if len(want.Cases) != len(got.Cases) || len(want.Streams) != len(got.Streams) || len(want.Bounded) != len(got.Bounded) || len(want.Mixtures) != len(got.Mixtures) {
+		t.Fatalf("%s holds %d cases, %d streams, %d bounded vectors, %d mixtures; goldenInputs has %d, %d, %d, %d (run with -update after adding inputs)",
+			goldenPath, len(want.Cases), len(want.Streams), len(want.Bounded), len(want.Mixtures),
+			len(got.Cases), len(got.Streams), len(got.Bounded), len(got.Mixtures))
 	}
 	for i, w := range want.Cases {
 		t.Run(w.Name, func(t *testing.T) {
@@ -400,15 +325,6 @@ func TestGolden(t *testing.T) {
 			}
 			compareCase(t, g, w)
 		})
-	}
-	for i, w := range want.Stratified {
-		in := w
-		in.ChunkOrder, in.WindowStarts, in.Order = nil, nil, nil
-		g := computeStratified(t, in)
-		if g.Name != got.Stratified[i].Name {
-			t.Errorf("stratified %d is %q in the file, %q in goldenStratifiedInputs", i, g.Name, got.Stratified[i].Name)
-		}
-		compareStratified(t, g, w)
 	}
 	for i, w := range want.Mixtures {
 		g := computeMix(t, w) // from the file's own inputs
@@ -514,7 +430,6 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 	list("cases", len(g.Cases), func(i int) any { return g.Cases[i] }, false)
 	list("streams", len(g.Streams), func(i int) any { return g.Streams[i] }, false)
 	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, false)
-	list("stratified", len(g.Stratified), func(i int) any { return g.Stratified[i] }, false)
 	list("mixtures", len(g.Mixtures), func(i int) any { return g.Mixtures[i] }, true)
 	buf.WriteString("}\n")
 	if !json.Valid(buf.Bytes()) {

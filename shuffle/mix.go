@@ -44,7 +44,7 @@ const mixCheckpoint = 64
 // A Mixture interleaves several datasets' orders into one epoch order
 // (docs/shuffle.md §11). Each component is a stream of samples of its own
 // dataset: pass p of component i is that dataset's epoch order for epoch
-// p (NewEpoch or NewStratifiedEpoch, by the caller), and the mixture reads
+// p (NewEpoch, by the caller), and the mixture reads
 // each component's stream from where the previous mixture epoch left it,
 // starting the component's next pass when one runs out.
 //

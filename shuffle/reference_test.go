@@ -39,8 +39,7 @@ type referenceOutput struct {
 	Bounded []struct {
 		Values []uint64 `json:"values"`
 	} `json:"bounded"`
-	Stratified []goldenStratified `json:"stratified"` // outputs and name only
-	Mixtures   []goldenMix        `json:"mixtures"`   // outputs, name and weights only
+	Mixtures []goldenMix `json:"mixtures"` // outputs, name and weights only
 }
 
 // runReference runs testdata/reference.py on the inputs in the JSON file
@@ -73,19 +72,15 @@ func TestPythonReference(t *testing.T) {
 	runReference(t, goldenPath, &ref)
 
 	golden := readGolden(t)
-	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) || len(ref.Stratified) != len(golden.Stratified) || len(ref.Mixtures) != len(golden.Mixtures) {
-		t.Fatalf("reference printed %d cases, %d streams, %d bounded, %d stratified, %d mixtures; golden has %d, %d, %d, %d, %d",
-			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(ref.Stratified), len(ref.Mixtures),
-			len(golden.Cases), len(golden.Streams), len(golden.Bounded), len(golden.Stratified), len(golden.Mixtures))
+	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) || len(ref.Bounded) != len(golden.Bounded) || len(ref.Mixtures) != len(golden.Mixtures) {
+		t.Fatalf("reference printed %d cases, %d streams, %d bounded, %d mixtures; golden has %d, %d, %d, %d",
+			len(ref.Cases), len(ref.Streams), len(ref.Bounded), len(ref.Mixtures),
+			len(golden.Cases), len(golden.Streams), len(golden.Bounded), len(golden.Mixtures))
 	}
 	// Mixtures written as decimals: the reference derives their integer
 	// weights from the text, and must find the file's.
 	for i, in := range golden.Mixtures {
 		compareMix(t, ref.Mixtures[i], computeMix(t, in))
-	}
-	for i, in := range golden.Stratified {
-		in.ChunkOrder, in.WindowStarts, in.Order = nil, nil, nil
-		compareStratified(t, ref.Stratified[i], computeStratified(t, in))
 	}
 	for i, in := range golden.Cases {
 		in.ChunkOrder, in.WindowStarts, in.Order, in.NumBatches, in.Batches = nil, nil, nil, 0, nil
@@ -121,41 +116,6 @@ func TestPythonReference(t *testing.T) {
 		}
 		if r := ref.Bounded[i]; !reflect.DeepEqual(r.Values, values) {
 			t.Errorf("bounded %d: python %v, go %v", i, r.Values, values)
-		}
-	}
-}
-
-// TestPythonReferenceStratified compares the stratified order of Go and of
-// the Python reference on random epochs: skewed and empty strata, one
-// stratum, empty chunks.
-func TestPythonReferenceStratified(t *testing.T) {
-	var in struct {
-		Stratified []goldenStratified `json:"stratified"`
-	}
-	for i, s := range randomStratShapes(150) {
-		in.Stratified = append(in.Stratified, goldenStratified{
-			Name: fmt.Sprintf("random-%d", i), Counts: s.counts, Strata: s.strata,
-			NumStrata: s.numStrata, Seed: s.seed, Epoch: s.epoch, Window: s.window,
-		})
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "stratified.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var ref referenceOutput
-	runReference(t, path, &ref)
-	if len(ref.Stratified) != len(in.Stratified) {
-		t.Fatalf("reference printed %d stratified epochs for %d", len(ref.Stratified), len(in.Stratified))
-	}
-	for i, c := range in.Stratified {
-		g := computeStratified(t, c)
-		compareStratified(t, ref.Stratified[i], g)
-		if t.Failed() {
-			t.Fatalf("inputs: %+v", c)
 		}
 	}
 }

@@ -5,16 +5,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/membership"
 )
 
-// clusterFlags place a gateway in a cluster (docs/scale-out.md).
+// clusterFlags place a gateway in a cluster (docs/scale-out.md): its
+// members from one of three sources, and its own URL among them.
 type clusterFlags struct {
 	peers       string
+	peersFile   string
+	peersDNS    string
+	peersPoll   time.Duration
 	self        int
 	advertise   string
 	peerTimeout time.Duration
@@ -22,9 +28,12 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.peers, "peers", "", "the cluster's gateways in order, node k first being node 0: comma-separated base URLs, or a StatefulSet pattern such as http://brand-{0..3}.brand.ns.svc:8080; every node must be given the same list")
-	fs.IntVar(&f.self, "self", -1, "this node's position in --peers (or give --advertise)")
-	fs.StringVar(&f.advertise, "advertise", "", "this node's URL as it appears in --peers, to find its position (e.g. http://$(POD_NAME).brand.ns.svc:8080)")
+	fs.StringVar(&f.peers, "peers", "", "a fixed cluster's gateways: comma-separated base URLs, or a StatefulSet pattern such as http://brand-{0..3}.brand.ns.svc:8080 (the order does not matter; every node must list the same set)")
+	fs.StringVar(&f.peersFile, "peers-file", "", "a file listing the cluster's gateways as --peers does (commas or lines, # comments), reread every --peers-poll: edit it, or mount a ConfigMap, to add or remove nodes at runtime")
+	fs.StringVar(&f.peersDNS, "peers-dns", "", "a Kubernetes headless Service's DNS name (brand.NAMESPACE.svc.cluster.local): its SRV records for the port named http list the pods by their stable names, polled every --peers-poll, so that kubectl scale changes the cluster")
+	fs.DurationVar(&f.peersPoll, "peers-poll", 2*time.Second, "how often --peers-file or --peers-dns is read")
+	fs.IntVar(&f.self, "self", -1, "this node's position in --peers as written (or give --advertise)")
+	fs.StringVar(&f.advertise, "advertise", "", "this node's URL as the members are listed (e.g. http://$(POD_NAME).brand.ns.svc.cluster.local:8080); required with --peers-file and --peers-dns")
 	fs.DurationVar(&f.peerTimeout, "peer-timeout", gateway.DefaultPeerTimeout, "bound on one sample fetch from a peer; past it the samples come from the next node or the store")
 	fs.StringVar(&f.secretFile, "peer-secret-file", "", "the secret every node of the cluster is given (at least 16 bytes); the peers' internal requests carry credentials derived from it, and only those are served. Required with --auth-token-file")
 }
@@ -35,27 +44,62 @@ const minPeerSecret = 16
 // config resolves the flags, reading the peer secret.
 func (f *clusterFlags) config() (gateway.ClusterConfig, error) {
 	cc, err := f.layout()
-	if err != nil || len(cc.Peers) == 0 {
+	if err != nil || cc.Members == nil {
 		return cc, err
 	}
 	cc.Secret, err = f.secret()
 	return cc, err
 }
 
-// layout resolves the peer list and this node's position in it.
+// layout resolves the member source and this node's URL among the
+// members: the first list of a file or DNS is read when the gateway
+// starts, not here, since the Service may not list this pod yet.
 func (f *clusterFlags) layout() (gateway.ClusterConfig, error) {
-	if f.peers == "" {
+	sources := 0
+	for _, s := range []string{f.peers, f.peersFile, f.peersDNS} {
+		if s != "" {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
 		return gateway.ClusterConfig{}, nil
+	case sources > 1:
+		return gateway.ClusterConfig{}, fmt.Errorf("%w: give one of --peers, --peers-file and --peers-dns", cluster.ErrConfig)
+	case f.peersPoll <= 0:
+		return gateway.ClusterConfig{}, fmt.Errorf("%w: --peers-poll must be positive", cluster.ErrConfig)
 	}
-	peers, err := cluster.ParsePeers(f.peers)
+	cc := gateway.ClusterConfig{PeerTimeout: f.peerTimeout, MembersPoll: f.peersPoll}
+	if f.peers != "" {
+		peers, err := cluster.ParsePeers(f.peers)
+		if err != nil {
+			return gateway.ClusterConfig{}, err
+		}
+		self, err := cluster.Self(peers, f.self, f.advertise)
+		if err != nil {
+			return gateway.ClusterConfig{}, err
+		}
+		cc.Members, cc.Advertise = membership.Static(peers), peers[self]
+		return cc, nil
+	}
+	if f.self >= 0 {
+		return gateway.ClusterConfig{}, fmt.Errorf("%w: --self is a position in --peers; with --peers-file or --peers-dns give --advertise", cluster.ErrConfig)
+	}
+	if f.advertise == "" {
+		return gateway.ClusterConfig{}, fmt.Errorf("%w: with --peers-file or --peers-dns, say which member this node is (--advertise URL)", cluster.ErrConfig)
+	}
+	self, err := cluster.NewMembership([]string{f.advertise})
 	if err != nil {
-		return gateway.ClusterConfig{}, err
+		return gateway.ClusterConfig{}, fmt.Errorf("--advertise: %w", err)
 	}
-	self, err := cluster.Self(peers, f.self, f.advertise)
-	if err != nil {
-		return gateway.ClusterConfig{}, err
+	cc.Advertise = self.Members()[0]
+	if f.peersFile != "" {
+		cc.Members = membership.File(f.peersFile)
+		return cc, nil
 	}
-	return gateway.ClusterConfig{Peers: peers, Self: self, PeerTimeout: f.peerTimeout}, nil
+	u, _ := url.Parse(cc.Advertise)
+	cc.Members = membership.DNS{Name: f.peersDNS, Scheme: u.Scheme}
+	return cc, nil
 }
 
 // secret reads --peer-secret-file: its bytes, surrounding white space
@@ -76,4 +120,4 @@ func (f *clusterFlags) secret() ([]byte, error) {
 }
 
 // errPeerSecretAlone is a peer secret given without --peers.
-var errPeerSecretAlone = errors.New("--peer-secret-file is for a cluster: give --peers too")
+var errPeerSecretAlone = errors.New("--peer-secret-file is for a cluster: give --peers, --peers-file or --peers-dns too")

@@ -2,13 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/membership"
 )
 
 // deployDir holds the Kubernetes manifests (docs/scale-out.md).
@@ -39,9 +40,10 @@ const testNamespace = "team-a"
 //     own flags accept (checkBrandArgs: the binary's flag sets, through run),
 //     in every pod of the StatefulSet once Kubernetes has expanded
 //     $(POD_NAME) and $(POD_NAMESPACE);
-//   - the StatefulSet's replicas are the nodes its --peers pattern expands to
-//     (cluster.ParsePeers), and pod K finds itself at position K
-//     (--advertise), under the headless Service's DNS names;
+//   - the StatefulSet lists its members from the headless Service's DNS
+//     (--peers-dns, the SRV records of its port named http), and at any
+//     number of replicas those records list pod K under the URL it
+//     advertises: kubectl scale alone resizes the cluster;
 //   - readiness is probed on /readyz and liveness on /healthz, on the port
 //     brand serves;
 //   - the memory limit holds the cache and the Go heap brand serve allows
@@ -96,6 +98,7 @@ func TestDeployCheckBrandArgs(t *testing.T) {
 	}{
 		{"valid serve", serve, true},
 		{"valid with = form", []string{"serve", "--cache-size=8GiB", "--peers=http://a:1,http://b:1", "--self=1"}, true},
+		{"valid DNS members", []string{"serve", "--peers-dns", "brand.ns.svc.cluster.local", "--advertise", "http://brand-0.brand.ns.svc.cluster.local:8080"}, true},
 		{"valid pack", []string{"pack", "--src", "/data", "--dst", "s3://b/p", "--create-bucket"}, true},
 		{"misspelled flag", append(slices.Clone(serve), "--cache-sise", "1GiB"), false},
 		{"flag of another subcommand", append(slices.Clone(serve), "--create-bucket"), false},
@@ -643,18 +646,15 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 		t.Errorf("%s: --auth-token-file %s is not in a volume mounted from a Secret", where, f.security.tokenFile)
 	}
 
+	source := f.cluster.peers + f.cluster.peersFile + f.cluster.peersDNS
 	if w.Kind != "StatefulSet" {
-		if f.cluster.peers != "" {
-			t.Errorf("%s: a %s has no stable pod names to list in --peers", where, w.Kind)
+		if source != "" {
+			t.Errorf("%s: a %s has no stable pod names to list as members", where, w.Kind)
 		}
 		return urls
 	}
-	peers, err := cluster.ParsePeers(f.cluster.peers)
-	if err != nil {
-		t.Fatalf("%s: --peers: %v", where, err)
-	}
-	if len(peers) != *w.Spec.Replicas {
-		t.Errorf("%s: --peers %s names %d nodes, the StatefulSet runs %d", where, f.cluster.peers, len(peers), *w.Spec.Replicas)
+	if f.cluster.peersDNS == "" || f.cluster.peers != "" || f.cluster.peersFile != "" {
+		t.Fatalf("%s: a StatefulSet lists its members with --peers-dns alone, so that kubectl scale is the whole resize", where)
 	}
 	if f.security.tokenFile != "" && (f.cluster.secretFile == "" || !mountedFromSecret(c, pod, f.cluster.secretFile)) {
 		t.Errorf("%s: a cluster with --auth-token-file needs --peer-secret-file in a volume mounted from a Secret", where)
@@ -662,9 +662,6 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 	cc, err := f.cluster.layout()
 	if err != nil {
 		t.Fatalf("%s: %v", where, err)
-	}
-	if cc.Self != k {
-		t.Errorf("%s finds itself at node %d of %v, want %d", where, cc.Self, peers, k)
 	}
 	svc, ok := services[w.Spec.ServiceName]
 	if !ok || svc.Spec.ClusterIP != "None" {
@@ -675,20 +672,66 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 			t.Errorf("%s: Service %s selects %s=%v, which the pods are not labelled with", where, svc.Metadata.Name, key, v)
 		}
 	}
-	for j, p := range peers {
-		u, err := url.Parse(p)
+	// The SRV records of the port named http list the pods: that port
+	// must reach brand.
+	srvPort := 0
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "http" {
+			srvPort = p.Port
+			if got := containerPort(c, p.TargetPort); got != listenPort {
+				t.Errorf("%s: Service %s's port http targets %v (%s), brand listens on %s", where, svc.Metadata.Name, p.TargetPort, got, listenPort)
+			}
+		}
+	}
+	if srvPort == 0 {
+		t.Fatalf("%s: Service %s has no port named http, whose SRV records --peers-dns reads", where, svc.Metadata.Name)
+	}
+	svcDNS := fmt.Sprintf("%s.%s.svc", svc.Metadata.Name, testNamespace)
+	if d := f.cluster.peersDNS; d != svcDNS && !strings.HasPrefix(d, svcDNS+".") {
+		t.Errorf("%s: --peers-dns %s is not the Service %s in the pod's namespace (%s…)", where, d, svc.Metadata.Name, svcDNS)
+	}
+	// kubectl scale to any size: the records Kubernetes would publish
+	// for that many pods list this pod (if it runs) under the URL it
+	// advertises, and nothing else needs to change.
+	for _, replicas := range []int{*w.Spec.Replicas, 1, 7} {
+		records := fakeSRV{}
+		name := "_http._tcp." + f.cluster.peersDNS
+		for j := range replicas {
+			records[name] = append(records[name], &net.SRV{Target: fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local.", w.Metadata.Name, j, svc.Metadata.Name, testNamespace), Port: uint16(srvPort)})
+		}
+		dns, ok := cc.Members.(membership.DNS)
+		if !ok {
+			t.Fatalf("%s: --peers-dns gave a %T", where, cc.Members)
+		}
+		dns.Resolver = records
+		listed, err := dns.List(t.Context())
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", where, err)
 		}
-		want := fmt.Sprintf("%s-%d.%s.%s.svc", w.Metadata.Name, j, svc.Metadata.Name, testNamespace)
-		if h := u.Hostname(); h != want && !strings.HasPrefix(h, want+".") {
-			t.Errorf("%s: peer %d is %s, not pod %s-%d under the Service %s in the pod's namespace (%s…)", where, j, p, w.Metadata.Name, j, svc.Metadata.Name, want)
+		ms, err := cluster.NewMembership(listed)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
 		}
-		if u.Port() != listenPort {
-			t.Errorf("%s: peer %d is %s, on another port than brand listens on (%s)", where, j, p, listenPort)
+		if in := ms.Index(cc.Advertise) >= 0; in != (k < replicas) || ms.Len() != replicas {
+			t.Errorf("%s: scaled to %d replicas, the members are %v; this pod advertises %s", where, replicas, ms.Members(), cc.Advertise)
 		}
 	}
 	return urls
+}
+
+// fakeSRV answers SRV lookups from a table of full names, as a cluster's
+// DNS would for a headless Service.
+type fakeSRV map[string][]*net.SRV
+
+func (f fakeSRV) LookupSRV(_ context.Context, service, proto, name string) (string, []*net.SRV, error) {
+	full := name
+	if service != "" || proto != "" {
+		full = "_" + service + "._" + proto + "." + name
+	}
+	if r, ok := f[full]; ok {
+		return full, r, nil
+	}
+	return "", nil, &net.DNSError{Err: "no such host", Name: full, IsNotFound: true}
 }
 
 // checkMemory holds the container's memory to the cache it is given:

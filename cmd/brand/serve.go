@@ -218,7 +218,7 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
-	if f.cluster.secretFile != "" && len(clusterCfg.Peers) == 0 {
+	if f.cluster.secretFile != "" && clusterCfg.Members == nil {
 		return gateway.Config{}, errPeerSecretAlone
 	}
 	s3cfg, err := f.s3face.config()
@@ -266,30 +266,6 @@ func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
 	}, nil
 }
 
-// clusterWindow sizes the default window for a cluster. With locality a
-// rank's batch draws on the window's chunks its home node owns, about
-// window/N of them: the single gateway's default of 8 would leave each of
-// 16 nodes half a chunk per window, and half of every batch would cross
-// nodes (docs/planner.md). Unless --window is given, a cluster of N nodes
-// uses 8·N, so each node holds 8 chunks of every window, as one gateway
-// does. A smaller explicit window is kept, with a warning.
-func (f *serveFlags) clusterWindow(fs *flag.FlagSet, cfg *gateway.Config, log zerolog.Logger) {
-	n := len(cfg.Cluster.Peers)
-	if n < 2 {
-		return
-	}
-	set := false
-	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "window" })
-	switch {
-	case !set:
-		cfg.Defaults.Window = 8 * n
-		log.Info().Int("window", cfg.Defaults.Window).Int("nodes", n).Msg("default window on a cluster: 8 chunks per node")
-	case cfg.Defaults.Window < 2*n:
-		log.Warn().Int("window", cfg.Defaults.Window).Int("nodes", n).
-			Msg("a window below 2 chunks per node leaves nodes without chunks in a window: with locality, much of every batch will cross nodes; consider --window 8·nodes")
-	}
-}
-
 // orNegative maps a flag's 0 ("off") to the negative duration that
 // disables the feature in a Config, where 0 means the default.
 func orNegative(d time.Duration) time.Duration {
@@ -317,7 +293,6 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	f.clusterWindow(fs, &cfg, log)
 	if err := f.applyMemoryLimit(log, env.Getenv); err != nil {
 		return err
 	}

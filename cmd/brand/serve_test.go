@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -14,9 +18,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -150,4 +157,96 @@ func packLocal(t *testing.T, root string, spec synth.Spec, opts dataset.PackOpti
 		t.Fatal(err)
 	}
 	return storeDir
+}
+
+// TestServeWindowIndependentOfPeers: a node of a cluster defaults to the
+// single gateway's window, so a job that names no window reads the same
+// order whatever the cluster's size. The reproduction: --peers of two
+// nodes made the default window 16 (8 per node), of nine 72.
+func TestServeWindowIndependentOfPeers(t *testing.T) {
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 200, MeanBytes: 1 << 10, Seed: 2}, dataset.PackOptions{ChunkSize: 16 << 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	self := "http://" + addr
+	var stderr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", addr, "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off",
+				"--peers", self + ",http://127.0.0.1:1", "--advertise", self})
+	}()
+	base := waitReady(t, &stderr, done)
+	resp, err := http.Get(base + "/epoch/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info api.EpochInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Window != query.DefaultWindow {
+		t.Errorf("a node of two defaults to a window of %d chunks, a single gateway to %d", info.Window, query.DefaultWindow)
+	}
+	stop()
+	<-done
+}
+
+// TestClusterSources: brand serve takes its members from one of --peers,
+// --peers-file and --peers-dns, and knows itself by --advertise (or, with
+// --peers, --self).
+func TestClusterSources(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "peers")
+	tests := []struct {
+		name string
+		args []string
+		want any // the member source's type; nil: no cluster; error: refused
+		self string
+	}{
+		{"none", nil, nil, ""},
+		{"peers and self", []string{"--peers", "http://b:1,http://a:1", "--self", "0"}, membership.Static{}, "http://b:1"},
+		{"peers and advertise", []string{"--peers", "http://a:1,http://b:1", "--advertise", "http://b:1/"}, membership.Static{}, "http://b:1"},
+		{"file", []string{"--peers-file", file, "--advertise", "http://a:1"}, membership.File(""), "http://a:1"},
+		{"dns", []string{"--peers-dns", "brand.ns.svc.cluster.local", "--advertise", "https://brand-0.brand.ns.svc.cluster.local:8443"}, membership.DNS{}, "https://brand-0.brand.ns.svc.cluster.local:8443"},
+		{"two sources", []string{"--peers", "http://a:1", "--peers-file", file, "--advertise", "http://a:1"}, errors.New(""), ""},
+		{"file without advertise", []string{"--peers-file", file}, errors.New(""), ""},
+		{"dns with self", []string{"--peers-dns", "brand", "--self", "0", "--advertise", "http://a:1"}, errors.New(""), ""},
+		{"advertise not a URL", []string{"--peers-dns", "brand", "--advertise", "brand-0"}, errors.New(""), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f clusterFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			f.register(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cc, err := f.layout()
+			switch want := tt.want.(type) {
+			case error:
+				if err == nil {
+					t.Fatalf("accepted: %+v", cc)
+				}
+				return
+			case nil:
+				if err != nil || cc.Members != nil {
+					t.Fatalf("%+v, %v; want no cluster", cc, err)
+				}
+				return
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%T", cc.Members) != fmt.Sprintf("%T", want) || cc.Advertise != tt.self {
+					t.Fatalf("members from %T, advertise %q; want %T, %q", cc.Members, cc.Advertise, want, tt.self)
+				}
+			}
+		})
+	}
 }

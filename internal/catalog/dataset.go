@@ -41,12 +41,23 @@ type Dataset struct {
 	chunkByKey map[string]int // chunk object key → chunk ID
 	damaged    []atomic.Bool  // per chunk: its last read found it damaged at rest
 
-	// In a cluster: the index's ownership key and each chunk's owner,
-	// computed once for the gateway's node count.
-	key        uint64
-	ownersOnce sync.Once
-	owner      []int
+	// In a cluster: the index's ownership key and each chunk's owner
+	// under the memberships asked for lately.
+	key    uint64
+	owners ownerMemo
 }
+
+// ownerMemo holds the chunk owners of the last few memberships asked
+// for: the one the cluster agrees on, and the older ones jobs pinned.
+type ownerMemo struct {
+	mu   sync.Mutex
+	keys []string // membership versions, oldest first
+	vals [][]int
+}
+
+// maxOwnerMemo bounds the memberships whose owners a dataset keeps: each
+// costs a word a chunk.
+const maxOwnerMemo = 8
 
 // NewDataset builds the loaded form of an index.
 func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *Dataset {
@@ -111,11 +122,26 @@ func (d *Dataset) ID() string { return d.Index.ID() }
 // ClusterKey is the index's part of every chunk's ownership score.
 func (d *Dataset) ClusterKey() uint64 { return d.key }
 
-// Owners returns each chunk's owning node in a cluster of nodes nodes. A
-// gateway's node count never changes, so the first call fixes it.
-func (d *Dataset) Owners(nodes int) []int {
-	d.ownersOnce.Do(func() { d.owner = cluster.Balanced(d.key, d.Counts, nodes) })
-	return d.owner
+// Owners returns each chunk's owner under membership m, a position among
+// its members (cluster.Membership.Owners), memoised: it is asked for on
+// every batch laid out and every chunk read. The slice must not be
+// modified.
+func (d *Dataset) Owners(m *cluster.Membership) []int {
+	o := &d.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, v := range o.keys {
+		if v == m.Version() {
+			return o.vals[i]
+		}
+	}
+	// Computed under the lock: a handful of memberships, each once.
+	owners := m.Owners(d.key, d.Counts)
+	if len(o.keys) == maxOwnerMemo {
+		o.keys, o.vals = o.keys[1:], o.vals[1:]
+	}
+	o.keys, o.vals = append(o.keys, m.Version()), append(o.vals, owners)
+	return owners
 }
 
 // ChunkKey is chunk c's cache key. It carries the object's ETag, so a chunk

@@ -26,20 +26,24 @@ type Spec struct {
 }
 
 // Partition is a gateway's place in a cluster, as far as its indexes are
-// concerned. On a cluster (Nodes > 1) a node opens each index partially
-// (chunkindex.Open): it keeps the chunk-level data every node needs, the
-// sample tables of the chunks it owns (Dataset.Owners), and a cache of
-// other chunks' tables read when a batch needs them, bounded by
-// TableCacheBytes. docs/scale-out.md sizes it.
+// concerned. On a cluster (Members of more than one) a node opens each
+// index partially (chunkindex.Open): it keeps the chunk-level data every
+// node needs, the sample tables of the chunks it owns under Members
+// (Dataset.Owners), and a cache of other chunks' tables read when a batch
+// needs them, bounded by TableCacheBytes. The membership is the one the
+// node knew when it read the index: after the cluster changes, the tables
+// of chunks it gained are read on demand like any other's until the next
+// reload. docs/scale-out.md sizes it.
 type Partition struct {
-	Self, Nodes int
+	Self    string // this node's URL among Members
+	Members *cluster.Membership
 	// TableCacheBytes bounds the tables of chunks this node does not own
 	// kept after use; 0 is chunkindex.DefaultTableCacheBytes.
 	TableCacheBytes int64
 }
 
 // partial reports whether p keeps only some tables.
-func (p Partition) partial() bool { return p.Nodes > 1 }
+func (p Partition) partial() bool { return p.Members != nil && p.Members.Len() > 1 }
 
 // readIndex reads a dataset's index as p says: whole, or partially with
 // the tables of the chunks node p.Self owns.
@@ -62,8 +66,9 @@ func readIndex(ctx context.Context, store s3backend.Store, p Partition) (*chunki
 		CacheBytes: p.TableCacheBytes,
 		Resident: func(ix *chunkindex.Index) []int {
 			var own []int
-			for c, k := range cluster.Balanced(cluster.IndexKey(ix.ID()), ix.SampleCounts(), p.Nodes) {
-				if k == p.Self {
+			self := p.Members.Index(p.Self)
+			for c, k := range p.Members.Owners(cluster.IndexKey(ix.ID()), ix.SampleCounts()) {
+				if k == self {
 					own = append(own, c)
 				}
 			}

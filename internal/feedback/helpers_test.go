@@ -61,8 +61,7 @@ func newTestState(l Limits, c *clock) *State {
 // alone is the Parts of a gateway without a cluster.
 type alone struct{}
 
-func (alone) Nodes() int     { return 1 }
-func (alone) Self() int      { return 0 }
+func (alone) Peers() []int   { return nil }
 func (alone) URL(int) string { return "" }
 func (alone) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
 	return nil, nil

@@ -28,8 +28,8 @@ import (
 // Parts are the other nodes' parts of an epoch's feedback: a cluster's
 // (peer.Set), or none (a single gateway's).
 type Parts interface {
-	Nodes() int
-	Self() int
+	// Peers are the other members of the cluster now (by slot).
+	Peers() []int
 	URL(k int) string
 	Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error)
 }
@@ -232,10 +232,7 @@ func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoc
 		}
 	}
 	merged, lost := 1, 0
-	for n := range parts.Nodes() {
-		if n == parts.Self() {
-			continue
-		}
+	for _, n := range parts.Peers() {
 		b, err := parts.Feedback(ctx, n, ds, job, epoch)
 		if err == nil {
 			recs := &records{pool: s.blocks}

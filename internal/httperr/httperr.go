@@ -68,7 +68,7 @@ func Status(err error) int {
 		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
 		return http.StatusNotFound
 	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
-		errors.Is(err, feedback.ErrStale):
+		errors.Is(err, feedback.ErrStale), errors.Is(err, peer.ErrUnknownMembers):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),

@@ -9,14 +9,36 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 )
 
 // Source is what a job reads: one dataset version (DS), or a mixture of
-// several (Mix). Exactly one is set.
+// several (Mix) — exactly one is set — and the cluster membership its
+// global batches are assigned to ranks under (nil on a single gateway).
+// The membership never changes which samples a global batch holds, only
+// which rank receives which of them.
 type Source struct {
-	DS  *catalog.Dataset
-	Mix *Mixed
+	DS      *catalog.Dataset
+	Mix     *Mixed
+	Members *cluster.Membership
+}
+
+// Assigns reports whether job's batches from s are assigned to ranks by
+// locality (cluster.Assign over s.Members): on a cluster of more than one
+// member, with locality on and more than one rank. Otherwise each rank
+// takes the plain cut, and nothing of the cluster enters the batch.
+func (s Source) Assigns(job api.Job) bool {
+	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1
+}
+
+// assignedUnder is the membership version a job's batches are assigned
+// under, "" when they are plainly cut (Assigns).
+func (s Source) assignedUnder(job api.Job) string {
+	if s.Assigns(job) {
+		return s.Members.Version()
+	}
+	return ""
 }
 
 // Name is the source as requests name it: the dataset's name, or the
@@ -220,8 +242,8 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	b.ETag = o.ETag(src, job, epoch, m)
 	s := StreamOf(src.DS, job)
 	var ids []int
-	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
-		if ids, err = o.assigned(s, e, epoch, job, n, int(m)); err != nil {
+	if src.Assigns(job) {
+		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
 			return nil, err
 		}
 	} else {
@@ -243,9 +265,9 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 // without laying the batch out.
 func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	if src.Mix != nil {
-		return MixETag(src.Mix, job, epoch, m, o.nodes)
+		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
-	return BatchETag(src.DS, job, epoch, m, o.nodes)
+	return BatchETag(src.DS, job, epoch, m, src.assignedUnder(job))
 }
 
 // BatchETag names a batch's bytes: the index's identity and every parameter
@@ -253,18 +275,18 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // before offsets existed, so that caches in front of a gateway stay warm
 // across the upgrade.
 //
-// In a cluster the order depends on the node count, and the batch on
-// whether locality-aware assignment is on; both are then named. So is an
-// importance snapshot an epoch is drawn from, and a pipeline the batch's
-// images go through.
-func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, nodes int) string {
+// members is the membership version the batch was assigned to its rank
+// under, "" for a plain cut (Source.Assigns): only then does the cluster
+// change the batch, and the ETag names it. So is an importance snapshot
+// an epoch is drawn from, and a pipeline the batch's images go through.
+func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
 		s = fmt.Appendf(s, "|offset=%d", job.Offset)
 	}
-	if nodes > 1 {
-		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
+	if members != "" {
+		s = fmt.Appendf(s, "|members=%s", members)
 	}
 	if imp := job.Importance; imp.Version != "" {
 		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)

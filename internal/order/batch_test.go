@@ -43,7 +43,7 @@ func job(batch, world, rank int) api.Job {
 // sample once, in the shuffle's order.
 func TestLayoutOfOneDataset(t *testing.T) {
 	ds := testDataset(t, "d", 6, 5) // 30 samples
-	o := New(1, nil)
+	o := New(nil)
 	src := Source{DS: ds}
 	const batch, world = 4, 3
 	e, err := shuffle.NewEpoch(ds.Counts, 7, 2, 2)
@@ -78,7 +78,7 @@ func TestLayoutOfOneDataset(t *testing.T) {
 					t.Fatalf("batch %d rank %d: take %d is %v", m, r, i, tk)
 				}
 			}
-			if b.ETag != o.ETag(src, j, 2, m) || b.ETag != BatchETag(ds, j, 2, m, 1) {
+			if b.ETag != o.ETag(src, j, 2, m) || b.ETag != BatchETag(ds, j, 2, m, "") {
 				t.Errorf("batch %d rank %d: ETag %s, not the one known before the layout", m, r, b.ETag)
 			}
 			got = append(got, p.Samples.IDs...)
@@ -97,7 +97,7 @@ func TestLayoutOfOneDataset(t *testing.T) {
 // mixture's order.
 func TestLayoutOfAMixture(t *testing.T) {
 	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5) // 20 and 10 samples
-	o := New(1, nil)
+	o := New(nil)
 	mix, err := api.ParseMix("a:0.5,b:0.5")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestWithout(t *testing.T) {
 // its components.
 func TestInfo(t *testing.T) {
 	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5)
-	o := New(1, nil)
+	o := New(nil)
 	j := job(4, 2, 1)
 	info, err := o.Info(Source{DS: a}, j, 0)
 	if err != nil {

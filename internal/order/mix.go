@@ -12,6 +12,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -135,8 +136,8 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
 	var draws []shuffle.Draw
 	var err error
-	if o.nodes > 1 && !job.NoLocality && job.World > 1 {
-		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch))
+	if b.Assigns(job) {
+		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch), b.Members)
 	} else {
 		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
 	}
@@ -204,7 +205,7 @@ func (m *Mixed) share(i, global int) int {
 
 // mixAssigned is assigned for a mixture: the global batch's draws, each
 // rank first given those whose chunk its home node owns.
-func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, error) {
+func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch uint64, n, b int, ms *cluster.Membership) ([]shuffle.Draw, error) {
 	share, start, end, err := globalBatch(job, n, b)
 	if err != nil {
 		return nil, err
@@ -242,27 +243,42 @@ func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch u
 		pos[i] = i
 		ds := m.DS[d.Component]
 		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
-		owner[i] = ds.Owners(o.nodes)[ds.Index.ChunkOf(x.ids[d.Index-x.first])]
+		owner[i] = ds.Owners(ms)[ds.Index.ChunkOf(x.ids[d.Index-x.first])]
 	}
-	a, err := cluster.Assign(pos, owner, share, o.nodes)
+	a, err := cluster.Assign(pos, owner, share, ms.Len())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]shuffle.Draw, len(a.Ranks[job.Rank]))
+	// A rank's share is a subsequence of the global batch, which can put
+	// two passes' draws of one sample of a small component next to each
+	// other: a tar reader would group them as one sample.
+	type drawn struct {
+		d      shuffle.Draw
+		sample int
+	}
+	mine := make([]drawn, len(a.Ranks[job.Rank]))
 	for j, i := range a.Ranks[job.Rank] {
-		out[j] = draws[i]
+		d := draws[i]
+		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
+		mine[j] = drawn{d, x.ids[d.Index-x.first]}
+	}
+	importance.SeparateRepeatsFunc(mine, func(x, y drawn) bool { return x.d.Component == y.d.Component && x.sample == y.sample })
+	out := make([]shuffle.Draw, len(mine))
+	for j, m := range mine {
+		out[j] = m.d
 	}
 	return out, nil
 }
 
 // MixETag names a mixture batch's bytes: every component's index and
-// weight, the block and length, and every parameter that selects the
-// batch.
-func MixETag(m *Mixed, job api.Job, epoch, b uint64, nodes int) string {
+// weight, the block and length, every parameter that selects the batch,
+// and the membership version it was assigned under ("" for a plain cut;
+// see BatchETag).
+func MixETag(m *Mixed, job api.Job, epoch, b uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-mix-batch-v1|%s|%d|%d|%d|%d|%d|%t|%d|%d|offset=%d",
 		m.key, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, b, job.Offset)
-	if nodes > 1 {
-		s = fmt.Appendf(s, "|nodes=%d|locality=%t", nodes, !job.NoLocality)
+	if members != "" {
+		s = fmt.Appendf(s, "|members=%s", members)
 	}
 	s = appendTransform(s, job)
 	h := sha256.Sum256(s)

@@ -64,6 +64,7 @@ type windowKey struct {
 // decides it but the rank.
 type assignKey struct {
 	epochKey
+	members                  string // the membership version
 	batchSize, world, offset int
 	dropLast                 bool
 	m                        int
@@ -85,10 +86,6 @@ type Orders struct {
 	mixFlight     singleflight.Group // a mixture's construction, once however many ask
 	mixSpans      *mixSpans          // spans of mixtures' epoch orders
 	snapshots     Snapshots
-	// nodes is the cluster's node count: above 1, chunk orders are
-	// stratified by owner (importance.NewOrder), so that every window
-	// holds chunks of every node.
-	nodes int
 }
 
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
@@ -107,9 +104,11 @@ func (noSnapshots) Get(*catalog.Dataset, string, string) (*importance.Snapshot, 
 	return nil, false
 }
 
-// New returns the orders of a cluster of nodes nodes (1: a single
-// gateway), with importance snapshots found in snaps (nil: none).
-func New(nodes int, snaps Snapshots) *Orders {
+// New returns the orders of a gateway, with importance snapshots found in
+// snaps (nil: none). A job's order is the same on one gateway and on a
+// cluster of any size; only which rank of a global batch receives which
+// sample depends on the cluster (Source.Members).
+func New(snaps Snapshots) *Orders {
 	if snaps == nil {
 		snaps = noSnapshots{}
 	}
@@ -117,11 +116,8 @@ func New(nodes int, snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), snapshots: snaps, nodes: max(nodes, 1)}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), snapshots: snaps}
 }
-
-// Nodes returns the cluster's node count.
-func (o *Orders) Nodes() int { return o.nodes }
 
 // Epoch returns the order of one epoch of a stream.
 func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
@@ -140,9 +136,6 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
 			return nil, fmt.Errorf("%w: snapshot %s of job %s", ErrNoSnapshot, s.Imp.Version, s.Imp.Job)
 		}
 		spec.Snapshot, spec.Hot = snap, s.Imp.Hot
-	}
-	if o.nodes > 1 {
-		spec.Strata, spec.NumStrata = s.DS.Owners(o.nodes), o.nodes
 	}
 	e, err := importance.NewOrder(spec)
 	if err != nil {
@@ -202,12 +195,12 @@ func (o *Orders) appendRange(dst []int, s Stream, e *Epoch, epoch uint64, start,
 }
 
 // assigned returns the samples job's rank receives from global batch m of
-// a stream's epoch under locality-aware assignment (cluster.Assign): the
-// global batch's samples, each rank first given those whose chunk its
-// home node owns. Every rank of the batch asks for the same assignment,
-// so the whole of it is memoised.
-func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m int) ([]int, error) {
-	k := assignKey{epochKey{s.Order(), epoch}, job.BatchSize, job.World, job.Offset, job.DropLast, m}
+// a stream's epoch under locality-aware assignment (cluster.Assign) over
+// membership ms: the global batch's samples, each rank first given those
+// whose chunk its home member owns. Every rank of the batch asks for the
+// same assignment, so the whole of it is memoised.
+func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m int, ms *cluster.Membership) ([]int, error) {
+	k := assignKey{epochKey{s.Order(), epoch}, ms.Version(), job.BatchSize, job.World, job.Offset, job.DropLast, m}
 	if a, ok := o.assignments.Get(k); ok {
 		return a[job.Rank], nil
 	}
@@ -216,12 +209,12 @@ func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m in
 		return nil, err
 	}
 	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
-	owners := s.DS.Owners(o.nodes)
+	owners := s.DS.Owners(ms)
 	owner := make([]int, len(ids))
 	for i, id := range ids {
 		owner[i] = owners[s.DS.Index.ChunkOf(id)]
 	}
-	a, err := cluster.Assign(ids, owner, share, o.nodes)
+	a, err := cluster.Assign(ids, owner, share, ms.Len())
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ const BalanceSlack = 10 * time.Millisecond
 // the owner's): a steady difference between nodes — the straggler the
 // rule is for — shows in them, a passing burst moves no work.
 func (s *Set) transformAt(k int, t Transform) bool {
-	st := s.nodes[k].state.Load()
+	st := s.at(k).state.Load()
 	if st == nil || st.Transforms[t.Name] != t.Fingerprint {
 		return false
 	}

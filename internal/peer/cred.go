@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"strconv"
 )
 
 // Headers a node signs its internal requests with.
 const (
-	HeaderPeer     = "Brand-Peer"      // the asking node's position in the peer list
+	HeaderPeer     = "Brand-Peer"      // the asking node's URL as the members are listed
 	HeaderPeerAuth = "Brand-Peer-Auth" // its credential: see Credentials
 )
 
@@ -20,13 +19,14 @@ const (
 var ErrUnauthenticated = errors.New("not a peer")
 
 // Credentials prove a node is a peer. Every node is given the same secret
-// (`brand serve --peer-secret-file`); node k's credential is
-// HMAC-SHA256(secret, "brand-peer-v2|k"), sent with its position. A
-// node's credential thus names the node: one node cannot speak for
-// another, and a client's bearer token, which is not derived from the
-// secret, is never a peer's.
+// (`brand serve --peer-secret-file`); the credential of the node at URL u
+// is HMAC-SHA256(secret, "brand-peer-v3|u"), sent with u. A node's
+// credential thus names the node by its identity, which a membership
+// change does not alter (a position in a list would): one node cannot
+// speak for another, and a client's bearer token, which is not derived
+// from the secret, is never a peer's.
 //
-// The zero value has no secret: requests carry the node's position alone,
+// The zero value has no secret: requests carry the node's URL alone,
 // internal endpoints accept anyone, and nothing a request claims about
 // its sender is believed (a node is not taken for up because a request
 // says it came from there). `brand serve` warns about that, and refuses a
@@ -42,35 +42,40 @@ func NewCredentials(secret []byte) Credentials { return Credentials{secret: secr
 // Enabled reports whether there is a secret.
 func (c Credentials) Enabled() bool { return len(c.secret) > 0 }
 
-func (c Credentials) mac(node int) string {
+func (c Credentials) mac(node string) string {
 	m := hmac.New(sha256.New, c.secret)
-	m.Write([]byte("brand-peer-v2|"))
-	m.Write(strconv.AppendInt(nil, int64(node), 10))
+	m.Write([]byte("brand-peer-v3|"))
+	m.Write([]byte(node))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Sign marks req as sent by node self.
-func (c Credentials) Sign(req *http.Request, self int) {
-	req.Header.Set(HeaderPeer, strconv.Itoa(self))
+// Sign marks req as sent by the node at URL self.
+func (c Credentials) Sign(req *http.Request, self string) {
+	req.Header.Set(HeaderPeer, self)
 	if c.Enabled() {
 		req.Header.Set(HeaderPeerAuth, c.mac(self))
 	}
 }
 
-// Verify returns the node an internal request comes from. With a secret,
-// a request without a valid credential for a node of the nodes configured
-// is ErrUnauthenticated. Without one, every request passes and node is
-// -1: its claim is not evidence.
-func (c Credentials) Verify(r *http.Request, nodes int) (node int, err error) {
+// maxPeerURL bounds the URL a request may claim to come from.
+const maxPeerURL = 2048
+
+// Verify returns the URL of the node an internal request comes from. With
+// a secret, a request without a valid credential is ErrUnauthenticated:
+// any URL with its credential is a peer's, since only nodes hold the
+// secret (a node that has just joined is known by its first request).
+// Without one, every request passes and node is "": its claim is not
+// evidence.
+func (c Credentials) Verify(r *http.Request) (node string, err error) {
 	if !c.Enabled() {
-		return -1, nil
+		return "", nil
 	}
-	k, err := strconv.Atoi(r.Header.Get(HeaderPeer))
-	if err != nil || k < 0 || k >= nodes {
-		return -1, ErrUnauthenticated
+	u := r.Header.Get(HeaderPeer)
+	if u == "" || len(u) > maxPeerURL {
+		return "", ErrUnauthenticated
 	}
-	if !hmac.Equal([]byte(r.Header.Get(HeaderPeerAuth)), []byte(c.mac(k))) {
-		return -1, ErrUnauthenticated
+	if !hmac.Equal([]byte(r.Header.Get(HeaderPeerAuth)), []byte(c.mac(u))) {
+		return "", ErrUnauthenticated
 	}
-	return k, nil
+	return u, nil
 }

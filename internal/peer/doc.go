@@ -1,10 +1,22 @@
 // Package peer is a gateway's part in a cluster: its view of the other
-// nodes (Set: liveness, the index versions each holds, which node a
+// nodes (Set: the membership versions it lists, reports and the cluster
+// agrees on, liveness, the index versions each holds, which node a
 // chunk's bytes come from), the internal protocol the nodes speak (one
 // file, protocol.go, both sides: a node asking a chunk's owner for
-// samples, probing a node's state, collecting a node's importance
-// feedback), how a node proves it is a peer (Credentials), and the
-// samples fetched from peers ahead of the batch that needs them (Ahead).
+// samples, probing a node's state, asking for a membership version's
+// members, collecting a node's importance feedback), how a node proves it
+// is a peer (Credentials), and the samples fetched from peers ahead of
+// the batch that needs them (Ahead).
+//
+// # Membership
+//
+// Nodes are known by their URLs, which a Lister (package membership)
+// lists; a list is a cluster.Membership named by a hash of the set. Each
+// node reports the version it uses in its state, after Config.Warm has run
+// for it, and the cluster agrees on the version most live nodes report
+// (members.go). A node keeps each node it has known in a slot — the int
+// the reader and the gateway name it by — for its life, so that
+// membership changes never renumber what is in flight.
 //
 // A single gateway is Solo: the view of a cluster of one, in which every
 // chunk is read here. Code that reads samples asks its Sources which node

@@ -32,6 +32,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
@@ -42,6 +43,7 @@ import (
 const (
 	SamplesPath  = "/internal/v2/samples"
 	StatePath    = "/internal/v2/state"
+	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
 	FeedbackPath = "/internal/v2/importance/" // + job
 	ReplyType    = "application/octet-stream" // a samples reply
 )
@@ -247,16 +249,16 @@ var (
 // fetch sends req to node k and reads its reply, checking every sample
 // against the index's CRC32C. The error wraps ErrDown, ErrRefused or
 // ErrVersion.
-func (s *Set) fetch(ctx context.Context, k int, req Request) (Reply, error) {
+func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	peer := s.urls[k]
+	peer := n.url
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, peer+SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
 	if err != nil {
 		return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	hr.Header.Set("Content-Type", "application/octet-stream")
-	s.cred.Sign(hr, s.self)
+	s.cred.Sign(hr, s.self.url)
 	resp, err := s.client.Do(hr)
 	if err != nil {
 		return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
@@ -384,11 +386,18 @@ func statusError(resp *http.Response, peer string) error {
 }
 
 // State is what a node tells its peers of itself (GET StatePath): the
-// probe's answer.
+// probe's answer. URL is the node's identity, which the prober checks
+// against the URL it probed; Self its position in the membership it
+// reports (-1 if it is not a member of it). Members is that membership's
+// version and MemberList its members, which the peers count in their
+// agreement and keep for requests that pin it.
 type State struct {
-	Self     int            `json:"self"`
-	Ready    bool           `json:"ready"`
-	Datasets []DatasetState `json:"datasets"`
+	Self       int            `json:"self"`
+	Ready      bool           `json:"ready"`
+	Datasets   []DatasetState `json:"datasets"`
+	URL        string         `json:"url,omitempty"`
+	Members    string         `json:"members,omitempty"`
+	MemberList []string       `json:"member_list,omitempty"`
 	// Transforms are the node's pipelines, by name, and their
 	// fingerprints: a node asks another for samples transformed by a
 	// pipeline only if the other's fingerprint is its own. Load is how
@@ -406,31 +415,80 @@ type DatasetState struct {
 	Held    []string `json:"held"`
 }
 
-// probeState asks node k for its state. ok is false when the node did not
-// answer in time (slow, as opposed to down).
-func (s *Set) probeState(ctx context.Context, k int) (st State, slow bool, err error) {
+// probeState asks node n for its state. slow is true when the node did
+// not answer in time (slow, as opposed to down).
+func (s *Set) probeState(ctx context.Context, n *node) (st State, slow bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
 	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, s.urls[k]+StatePath, nil)
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, n.url+StatePath, nil)
 	if err != nil {
 		return State{}, false, err
 	}
-	s.cred.Sign(req, s.self)
+	s.cred.Sign(req, s.self.url)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return State{}, pctx.Err() != nil, err
 	}
 	defer resp.Body.Close()
-	if err := statusError(resp, s.urls[k]); err != nil {
+	if err := statusError(resp, n.url); err != nil {
 		return State{}, false, err
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return State{}, false, fmt.Errorf("%s: state: %w", s.urls[k], err)
+		return State{}, false, fmt.Errorf("%s: state: %w", n.url, err)
 	}
-	if st.Self != k {
-		return State{}, false, fmt.Errorf("%s answers as node %d, but is node %d of this node's peer list: give every node the same --peers", s.urls[k], st.Self, k)
+	if st.URL != n.url {
+		return State{}, false, fmt.Errorf("%s answers as %q: give each node its own URL as the members are listed (--advertise)", n.url, st.URL)
 	}
 	return st, false, nil
+}
+
+// MembersReply is the answer to a node's question for a membership
+// version's member list (GET MembersPath?members=VERSION): 404 if the node
+// does not keep it.
+type MembersReply struct {
+	Members []string `json:"members"`
+}
+
+// fetchMembers asks node n for the member list of a membership version
+// and checks that it hashes to it.
+func (s *Set) fetchMembers(ctx context.Context, n *node, version string) (*cluster.Membership, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+MembersPath+"?"+url.Values{api.ParamMembers: {version}}.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	s.cred.Sign(req, s.self.url)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, n.url); err != nil {
+		return nil, err
+	}
+	var rep MembersReply
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%s: members: %w", n.url, err)
+	}
+	ms, err := cluster.NewMembership(rep.Members)
+	if err != nil || ms.Version() != version {
+		return nil, fmt.Errorf("%s answered membership %s with a list that is not it", n.url, version)
+	}
+	return ms, nil
+}
+
+// DecodeMembers reads a node's question for a membership version's
+// member list: the version.
+func DecodeMembers(r *http.Request, l query.Limits) (string, error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerMembersParams, query.Query{}, l)
+	if err != nil {
+		return "", err
+	}
+	if q.Job.Members == "" {
+		return "", fmt.Errorf("%w: a members request names its version (members=)", query.ErrBadRequest)
+	}
+	return q.Job.Members, nil
 }
 
 // feedbackRecord is one (sample ID, loss) record of a node's feedback:
@@ -443,17 +501,18 @@ func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job stri
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v := url.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.urls[k]+FeedbackPath+url.PathEscape(job)+"?"+v.Encode(), nil)
+	peer := s.at(k).url
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+FeedbackPath+url.PathEscape(job)+"?"+v.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	s.cred.Sign(req, s.self)
+	s.cred.Sign(req, s.self.url)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if err := statusError(resp, s.urls[k]); err != nil {
+	if err := statusError(resp, peer); err != nil {
 		return nil, err
 	}
 	limit := int64(feedbackRecord * ds.Index.NumSamples())
@@ -462,7 +521,7 @@ func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job stri
 	case err != nil:
 		return nil, err
 	case int64(len(b)) > limit || len(b)%feedbackRecord != 0:
-		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", s.urls[k], len(b), ds.Index.NumSamples())
+		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", peer, len(b), ds.Index.NumSamples())
 	}
 	return b, nil
 }

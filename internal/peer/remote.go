@@ -21,7 +21,7 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 	remote := false
 	for i, c := range smp.Chunks {
 		src[i] = s.Source(smp.DS, c, skipped)
-		remote = remote || src[i] != s.self
+		remote = remote || src[i] != s.self.slot
 	}
 	if remote && len(ahead) == len(data) {
 		n := 0
@@ -55,7 +55,7 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 		switch {
 		case gone[i]:
 			missing = append(missing, i)
-		case src[smp.Slot[i]] == s.self:
+		case src[smp.Slot[i]] == s.self.slot:
 			local = append(local, i)
 		}
 	}
@@ -75,7 +75,7 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 	at := map[int]int{} // sample ID → its index in its node's request
 	for i, id := range smp.IDs {
 		k := src[smp.Slot[i]]
-		if k == s.self || data[i] != nil || gone[i] {
+		if k == s.self.slot || data[i] != nil || gone[i] {
 			continue
 		}
 		f := byNode[k]

@@ -18,6 +18,11 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 )
 
+// list is a fixed member list.
+type list []string
+
+func (l list) List(context.Context) ([]string, error) { return l, nil }
+
 // testDataset is a dataset of one chunk of two real samples.
 func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
 	t.Helper()
@@ -97,10 +102,11 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			s := NewSet(Config{Peers: []string{"http://self.invalid", srv.URL}, Self: 0, Timeout: 200 * time.Millisecond, Probe: time.Second,
+			s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: 200 * time.Millisecond, Probe: time.Second,
 				Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
 			defer s.Close()
-			rep, err := s.Fetch(context.Background(), 1, Request{DS: ds, IDs: []int{0, 1}})
+			k := s.Slot(srv.URL)
+			rep, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}})
 			switch {
 			case tc.want == nil && err != nil:
 				t.Fatalf("fetch: %v", err)
@@ -111,7 +117,7 @@ func TestFetchClassifiesFailures(t *testing.T) {
 			case !errors.Is(err, tc.want):
 				t.Fatalf("fetch: %v, want %v", err, tc.want)
 			}
-			if down := !s.isUp(1); down != tc.down {
+			if down := !s.isUp(k); down != tc.down {
 				t.Errorf("after %q the peer is down: %t, want %t", tc.name, down, tc.down)
 			}
 		})
@@ -128,10 +134,10 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 		w.Write(out)
 	}))
 	defer srv.Close()
-	s := NewSet(Config{Peers: []string{"http://self.invalid", srv.URL}, Self: 0, Timeout: time.Second, Probe: time.Second,
+	s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: time.Second, Probe: time.Second,
 		Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
 	defer s.Close()
-	rep, err := s.Fetch(context.Background(), 1, Request{DS: ds, IDs: []int{0, 1}})
+	rep, err := s.Fetch(context.Background(), s.Slot(srv.URL), Request{DS: ds, IDs: []int{0, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +177,15 @@ func TestAgreed(t *testing.T) {
 			for k := range peers {
 				peers[k] = fmt.Sprintf("http://node%d.invalid", k)
 			}
-			s := NewSet(Config{Peers: peers, Self: 0, Timeout: time.Second, Probe: time.Second, Registry: prometheus.NewRegistry(),
+			s := NewSet(Config{Self: peers[0], Members: list(peers), Timeout: time.Second, Probe: time.Second, Registry: prometheus.NewRegistry(),
 				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() {}, AheadBytes: 1 << 20})
 			defer s.Close()
 			for i, p := range tc.peers {
-				k := i + 1
-				s.setUp(k, p.up)
+				n := s.at(s.Slot(peers[i+1]))
 				if p.held != nil {
-					s.nodes[k].state.Store(&State{Self: k, Ready: true, Datasets: []DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}})
+					n.state.Store(&State{Self: i + 1, Ready: true, Datasets: []DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}})
 				}
+				s.setUp(n, p.up)
 			}
 			if got := s.Agreed("d"); got != tc.want {
 				t.Fatalf("Agreed = %q, want %q", got, tc.want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 )
@@ -90,3 +91,19 @@ func (Solo) URL(int) string { return "" }
 func (Solo) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
 	return nil, errors.New("peer: a single gateway has no peers")
 }
+
+// Slot is -1: a single gateway takes no peer's request.
+func (Solo) Slot(string) int { return -1 }
+
+// Members is nil: a single gateway lays every batch out alone, whatever
+// membership a request names.
+func (Solo) Members(context.Context, string) (*cluster.Membership, error) { return nil, nil }
+
+// Known keeps no membership.
+func (Solo) Known(string) (*cluster.Membership, bool) { return nil, false }
+
+// Describe has no cluster to describe.
+func (Solo) Describe(*State) {}
+
+// Peers is none: a single gateway's feedback is its own.
+func (Solo) Peers() []int { return nil }

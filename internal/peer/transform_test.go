@@ -56,11 +56,11 @@ func TestTransformedReply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			s := NewSet(Config{Peers: []string{"http://self.invalid", srv.URL}, Self: 0, Timeout: time.Second, Probe: time.Second,
+			s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: time.Second, Probe: time.Second,
 				Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {},
 				AheadBytes: 1 << 20, MaxReplyBytes: tc.maxReply})
 			defer s.Close()
-			rep, err := s.Fetch(context.Background(), 1, Request{DS: ds, IDs: []int{0, 1}, Origin: origin})
+			rep, err := s.Fetch(context.Background(), s.Slot(srv.URL), Request{DS: ds, IDs: []int{0, 1}, Origin: origin})
 			if !errors.Is(err, tc.want) || err != nil && tc.want == nil {
 				t.Fatalf("fetch: %v, want %v", err, tc.want)
 			}
@@ -98,16 +98,17 @@ func TestTransformAt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewSet(Config{Peers: []string{"http://a.invalid", "http://b.invalid"}, Self: 0, Registry: prometheus.NewRegistry(),
+			s := NewSet(Config{Self: "http://a.invalid", Members: list{"http://a.invalid", "http://b.invalid"}, Registry: prometheus.NewRegistry(),
 				Log: zerolog.Nop(), Held: func(string) []string { return nil }, Skew: func() {}, Load: func() tensors.Load { return own }})
 			defer s.Close()
+			b := s.Slot("http://b.invalid")
 			if tc.state != nil {
-				s.nodes[1].state.Store(tc.state)
+				s.at(b).state.Store(tc.state)
 			}
-			if got := s.transformAt(1, t0); got != tc.want {
+			if got := s.transformAt(b, t0); got != tc.want {
 				t.Errorf("transformAt %t, want %t", got, tc.want)
 			}
-			o := s.originFor(1, &Origin{Transform: t0}, 4)
+			o := s.originFor(b, &Origin{Transform: t0}, 4)
 			if o.Transform.On() != tc.want {
 				t.Errorf("asked with %+v", o.Transform)
 			}

@@ -56,7 +56,9 @@ type Schedule interface {
 
 // Peers fetches from other nodes, in the background, the samples of a
 // batch before it is asked for (peer.Set; peer.Solo fetches nothing).
+// Nodes is the cluster's member count now: with one, nothing is fetched.
 type Peers interface {
+	Nodes() int
 	FetchAhead(key string, next func(ctx context.Context) ([]peer.Fetch, error))
 }
 
@@ -233,7 +235,7 @@ func (p *Pipeline) count(b *order.Batch, res *reader.Result, wait time.Duration)
 // read looks for: the batch is laid out in the fetch's background work.
 func (p *Pipeline) fetchAhead(b *order.Batch) {
 	next := b.Batch + 1
-	if p.orders.Nodes() < 2 || next >= uint64(b.Batches) {
+	if p.peers.Nodes() < 2 || next >= uint64(b.Batches) {
 		return
 	}
 	p.peers.FetchAhead(p.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]peer.Fetch, error) {

@@ -69,7 +69,12 @@ type fakePrefetch struct{ *log }
 func (p fakePrefetch) Enqueue([]schedule.Use) { p.add("prefetch") }
 func (fakePrefetch) Close()                   {}
 
-type fakePeers struct{ *log }
+type fakePeers struct {
+	*log
+	nodes int
+}
+
+func (p fakePeers) Nodes() int { return p.nodes }
 
 func (p fakePeers) FetchAhead(key string, _ func(context.Context) ([]peer.Fetch, error)) {
 	p.add("fetch ahead")
@@ -147,7 +152,7 @@ func TestVisit(t *testing.T) {
 			l := &log{}
 			sched := tc.sched
 			sched.log = l
-			orders := order.New(tc.nodes, nil)
+			orders := order.New(nil)
 			src := order.Source{DS: a}
 			if tc.mix {
 				m, err := orders.Mixture(mix, []*catalog.Dataset{a, b}, job)
@@ -156,7 +161,7 @@ func TestVisit(t *testing.T) {
 				}
 				src = order.Source{Mix: m}
 			}
-			p := New(Config{Schedule: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l},
+			p := New(Config{Schedule: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
 				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, zerolog.Nop())})
 			m := uint64(1)
 			if tc.mix {
@@ -205,8 +210,8 @@ func TestVisit(t *testing.T) {
 func TestReadFor(t *testing.T) {
 	a := testDataset(t, "a")
 	l := &log{}
-	p := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: order.New(2, nil),
-		Peers: fakePeers{l}, Reader: fakeReader{log: l}})
+	p := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: order.New(nil),
+		Peers: fakePeers{l, 2}, Reader: fakeReader{log: l}})
 	s := order.SamplesOf(a, []int{3}, []chunkindex.Sample{a.Index.Sample(3)})
 	for _, o := range []*peer.Origin{{Stream: order.Stream{DS: a}, Epoch: 2, Pos: 9}, nil} {
 		if _, err := p.ReadFor(context.Background(), s, o); err != nil {

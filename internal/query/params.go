@@ -172,6 +172,13 @@ var params = map[string]param{
 		q.Job.Index = v
 		return nil
 	},
+	api.ParamMembers: func(q *Query, _, v string, _ Limits) error {
+		if !validIndexID(v) {
+			return fmt.Errorf("%w: members must be a membership version (16 hex digits, as the Brand-Members header gives it), got %q", ErrBadRequest, v)
+		}
+		q.Job.Members = v
+		return nil
+	},
 	api.ParamMix: func(q *Query, _, v string, _ Limits) error {
 		m, err := api.ParseMix(v)
 		if err != nil {
@@ -267,6 +274,8 @@ var (
 	// over its feedback is asked for one index version's.
 	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
+	// A node asking another for a membership version's member list.
+	PeerMembersParams = []string{api.ParamMembers}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of

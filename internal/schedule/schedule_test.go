@@ -203,7 +203,7 @@ func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
 // newTestSchedule is a schedule of a single gateway with a large cache,
 // on a clock that stands still unless a test moves it (tick).
 func newTestSchedule() *Schedule {
-	s := New(Config{Orders: order.New(1, nil), Local: allLocal, Capacity: 1 << 40})
+	s := New(Config{Orders: order.New(nil), Local: allLocal, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	return s

@@ -67,13 +67,18 @@ class BrandError(Exception):
         message: the gateway's message (its JSON ``error``), which says what
             to change, e.g. the valid range of a batch number.
         retry_after: seconds the gateway asked to wait (503), or ``None``.
+        members: on a 409 for a cluster membership version no node knows
+            any more, the version the cluster uses now (``Brand-Members``),
+            else ``None``.
     """
 
-    def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None):
+    def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None,
+                 members: Optional[str] = None):
         super().__init__(message if status is None else f"{message} (HTTP {status})")
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self.members = members
 
 
 class BrandConnectionError(BrandError, ConnectionError):
@@ -110,7 +115,7 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
     if msg is None:
         text = body[:200].decode("utf-8", "replace").strip()
         msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
-    return BrandError(msg, status, retry_after(headers.get("Retry-After")))
+    return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None)
 
 
 def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:
@@ -291,7 +296,7 @@ class Session:
                 if 200 <= status < 300:
                     return Answer(node.url, got, data)
                 err = api_error(method, status, got, data, f"{node.origin}{target}")
-                if status == 409 and path.startswith(("/epoch/", "/samples/")):
+                if status == 409 and path.startswith(("/epoch/", "/samples/")) and err.members is None:
                     # The node does not hold the index version this job
                     # reads; another may. It is not down: ask the next
                     # node not tried, and say so if none holds it.

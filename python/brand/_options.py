@@ -157,6 +157,10 @@ class Job:
             ``Brand-Index`` header's ID); ``None``: the version the first
             answer names. A mixture's is one version per component,
             comma-separated, which the client checks its answers against.
+        members: the cluster membership version every epoch's global
+            batches are assigned to ranks under (``members=``, the
+            ``Brand-Members`` header's version); ``None``: each epoch the
+            version its first answer names (see :attr:`Client.members`).
         mix: read a mixture of the gateway's datasets instead of
             ``dataset`` (``mix=``): ``"web:0.7,code:0.3"``, a dict
             ``{"web": 0.7, "code": 0.3}`` or (dataset, weight) pairs, in
@@ -204,6 +208,7 @@ class Job:
     weight: Optional[float] = None
     importance: Optional[Importance] = None
     index: Optional[str] = None
+    members: Optional[str] = None
     mix: Optional[MixSpec] = None
     mix_block: Optional[int] = None
     mix_samples: Optional[int] = None
@@ -439,6 +444,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         index = job.index
     if index and job.mix is None:
         q["index"] = index
+    if job.members is not None:
+        q["members"] = job.members
     if job.transform is not None:
         q["transform"] = job.transform
     return q

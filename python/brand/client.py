@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -63,7 +65,9 @@ class Client:
         #: :meth:`set_importance` last set.
         self.options: Options = replace(opts, job=job)
         conn = opts.connection
-        nodes = parse_peers(conn.peers) if conn.peers else None
+        # Sorted as a cluster's membership sorts its members: a rank's home
+        # is a position in that order.
+        nodes = sorted(parse_peers(conn.peers), key=lambda n: n.url) if conn.peers else None
         if nodes and not url:
             url = nodes[0].url
         gw = parse_node(url, strict=False)
@@ -85,6 +89,10 @@ class Client:
         #: instead: an answer from other versions raises
         #: :class:`IndexChangedError` rather than continue in another order.
         self.index: Optional[str] = job.index
+        # The cluster membership version each epoch is read under: (epoch,
+        # version) of the latest epoch, pinned by its first answer (see
+        # members).
+        self._members: Optional["tuple[int, str]"] = None
         self._http = Session(conn)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lock = threading.Lock()
@@ -165,12 +173,61 @@ class Client:
     def _send(self, method: str, path: str, params: Optional[Mapping[str, str]] = None, body: Optional[bytes] = None,
               content_type: Optional[str] = None, accept: Optional[str] = None) -> Answer:
         """Every request of the client: through its router, counted in
-        :attr:`served`."""
-        a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
+        :attr:`served`. A request about an epoch names the membership
+        version pinned for it (see :attr:`members`)."""
+        m = _EPOCH_PATH.match(path)
+        epoch = int(m.group(1)) if m else None
+        pinned = None
+        if epoch is not None:
+            params = dict(params or {})
+            pinned = params.get("members") or self._pinned_members(epoch)
+            if pinned:
+                params["members"] = pinned
+        try:
+            a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
+        except BrandError as e:
+            if epoch is None or not pinned or e.status != 409 or not e.members or e.members == pinned:
+                raise
+            _log.warning("brand: the cluster no longer knows membership version %s, which epoch %d was pinned to; "
+                         "pinning the current one, %s", pinned, epoch, e.members)
+            with self._lock:
+                if self._members == (epoch, pinned):
+                    self._members = (epoch, e.members)
+            assert params is not None
+            params["members"] = e.members
+            a = self._http.send(self._routes(), method, path, params, body, content_type, accept)
         with self._lock:
             self.served[a.node] = self.served.get(a.node, 0) + 1
+            got = a.headers.get("Brand-Members")
+            if epoch is not None and got and self.options.job.members is None and (
+                    self._members is None or self._members[0] < epoch):
+                self._members = (epoch, got)
         self._learn_index(a.headers.get("Brand-Mix-Index" if self.options.job.mix else "Brand-Index"))
         return a
+
+    def _pinned_members(self, epoch: int) -> Optional[str]:
+        with self._lock:
+            if self._members is not None and self._members[0] == epoch:
+                return self._members[1]
+        return None
+
+    @property
+    def members(self) -> Optional[str]:
+        """The cluster membership version this client pinned for the latest
+        epoch it read (the ``Brand-Members`` header of that epoch's first
+        answer); ``None`` before, and on a single gateway.
+
+        On a cluster, which rank of a global batch receives which of its
+        samples depends on the membership version it is laid out under
+        (never which samples the batch holds). Every request of an epoch
+        names the version its first answer named, so a node joining or
+        leaving mid-epoch does not change the assignment under a job whose
+        other ranks read the old one; each epoch pins afresh. A version no
+        node knows any more is answered 409 naming the current one: the
+        client pins that one, logs a warning (logger ``brand``) and asks
+        again. ``Job.members``, if set, is sent instead."""
+        with self._lock:
+            return None if self._members is None else self._members[1]
 
     def _learn_index(self, got: Optional[str]) -> None:
         """Record the index version an answer names (a mixture's: its
@@ -427,6 +484,12 @@ class Client:
         self.__dict__.update(s)
         self._pool = None
         self._lock = threading.Lock()
+
+
+#: A request about an epoch: its number.
+_EPOCH_PATH = re.compile(r"^/epoch/(\d+)(?:/|$)")
+
+_log = logging.getLogger("brand")
 
 
 def _index_of(info: Mapping[str, Any]) -> Optional[str]:

@@ -35,11 +35,21 @@ class Cluster:
         self.layout_edit: Optional[Callable[[int, Dict[str, Any]], Dict[str, Any]]] = None
         self.release = threading.Event()  # ends every "hang"
         self.servers: List[_Server] = []
+        slots: List[List[int]] = []
         for k in range(n):
-            srv = _Server(("127.0.0.1", 0), _handler(self, k))
+            slot = [k]
+            srv = _Server(("127.0.0.1", 0), _handler(self, slot))
             threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
             self.servers.append(srv)
-        self.urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in self.servers]
+            slots.append(slot)
+        # Node k is the k-th by URL, as a cluster's membership sorts its
+        # members: a rank's home is a position in that order.
+        url = lambda s: f"http://127.0.0.1:{s.server_address[1]}"  # noqa: E731
+        order = sorted(range(n), key=lambda i: url(self.servers[i]))
+        for pos, i in enumerate(order):
+            slots[i][0] = pos
+        self.servers = [self.servers[i] for i in order]
+        self.urls = [url(s) for s in self.servers]
         self.alive = [True] * n
 
     def fail(self, k: int, fault: Any) -> None:
@@ -107,11 +117,12 @@ class _Server(http.server.ThreadingHTTPServer):
                 pass
 
 
-def _handler(cluster: Cluster, k: int) -> type:
+def _handler(cluster: Cluster, slot: List[int]) -> type:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
+            k = slot[0]
             with cluster.lock:
                 cluster.log.append((k, self.path))
                 fault = cluster.faults.get(k)
@@ -148,6 +159,7 @@ def _handler(cluster: Cluster, k: int) -> type:
         def layout(self) -> None:
             q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
             n = len(cluster.urls)
+            k = slot[0]
             doc: Dict[str, Any] = {"nodes": [{"url": u, "up": True} for u in cluster.urls], "self": k}
             if "world" in q:
                 w = int(q["world"][0])

@@ -145,7 +145,9 @@ class ServeCluster:
     def __init__(self, gw: Gateway, n: int) -> None:
         self.procs: list = []
         self.logs: list = []
-        ports = [free_port() for _ in range(n)]
+        # In URL order, as a cluster's membership sorts its members: node k
+        # is member k, whose position /cluster's "self" and the homes name.
+        ports = sorted((free_port() for _ in range(n)), key=str)
         self.urls = [f"http://127.0.0.1:{p}" for p in ports]
         store = os.path.join(gw.tmp, "store")
         try:
@@ -245,3 +247,10 @@ def mix_gateway() -> Gateway:
         _mix_gw = Gateway(MIX_SPECS)
         atexit.register(_mix_gw.stop)
     return _mix_gw
+
+
+def rank_at(peers: "list[str]", url: str) -> int:
+    """The rank of a two-rank job whose home is ``url`` among ``peers``:
+    rank r of two lives on node r of the peers sorted as a cluster's
+    membership sorts them (the clients sort a peer list the same way)."""
+    return sorted(peers).index(url)

@@ -15,7 +15,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gateway import free_port, gateway  # noqa: E402
+from gateway import free_port, gateway, rank_at  # noqa: E402
 
 import brand  # noqa: E402
 from brand import importance  # noqa: E402
@@ -384,7 +384,7 @@ class TestAgainstGateway(unittest.TestCase):
         go: the home node first (here, one that refuses connections), then
         the next."""
         dead = f"http://127.0.0.1:{free_port()}"
-        with brand.Client("", peers=[dead, self.gw.url], world=2, rank=0, dataset="t",
+        with brand.Client("", peers=[dead, self.gw.url], world=2, rank=rank_at([dead, self.gw.url], dead), dataset="t",
                           importance_job="pytest-imp-failover") as c:
             self.assertEqual(c.feedback(0, self.keys[:2], [1.0, 2.0]), 2)
             v = c.seal(0)

@@ -38,7 +38,7 @@ def golden():
 ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16,
                 locality=False, name="run-1", weight=2.5,
                 importance=brand.Importance("run-1", version="0123456789abcdef", hot=3), index="fedcba9876543210",
-                transform="imagenet-train")
+                members="0011223344556677", transform="imagenet-train")
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b")
 
@@ -76,6 +76,7 @@ class TestQuery(unittest.TestCase):
             "weight": (plain, dict(weight=2)),
             "importance": (plain, dict(importance=brand.Importance("n"))),
             "index": (plain, dict(index="abc")),
+            "members": (plain, dict(members="0011223344556677")),
             "mix": (plain, dict(mix="web:1")),
             "mix_block": (mixed, dict(mix_block=4)),
             "mix_samples": (mixed, dict(mix_samples=40)),
@@ -97,7 +98,7 @@ class TestQuery(unittest.TestCase):
             "dataset": "t", "seed": "7", "batch_size": "8", "window": "2", "world": "4", "rank": "3",
             "drop_last": "true", "offset": "16", "locality": "false", "job": "run-1", "sampling": "importance",
             "importance": "0123456789abcdef", "hot": "3", "weight": "2.5", "index": "fedcba9876543210",
-            "transform": "imagenet-train",
+            "members": "0011223344556677", "transform": "imagenet-train",
         })
         self.assertEqual(job_query(brand.Job()), {"seed": "0", "drop_last": "false"})
         self.assertEqual(job_query(ONE, "0000000000000001")["index"], "0000000000000001")  # a client's pin

@@ -14,7 +14,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fakecluster import Cluster  # noqa: E402
-from gateway import ServeCluster, gateway  # noqa: E402
+from gateway import ServeCluster, gateway, rank_at  # noqa: E402
 
 import brand  # noqa: E402
 
@@ -83,10 +83,11 @@ class TestSilentHome(ProbeTest):
         for name, make in cases:
             with self.subTest(name):
                 home = make(self)
-                c = self.client(peers=[home, self.gw.url], world=2, rank=0)  # home: node 0
+                r = rank_at([home, self.gw.url], home)  # the rank whose home it is
+                c = self.client(peers=[home, self.gw.url], world=2, rank=r)
                 got, took = self.timed(lambda: c.batch(0, 1))
                 self.assertLess(took, FAILOVER_BOUND, f"{name}: the batch took {took:.1f} s")
-                self.assertEqual(got, self.reference(2, 0)[1])
+                self.assertEqual(got, self.reference(2, r)[1])
                 self.assertEqual(c.served, {self.gw.url: 1})
                 # The home is passed over now: the next request goes
                 # straight to the other node.
@@ -95,10 +96,12 @@ class TestSilentHome(ProbeTest):
 
     def test_epoch_read_ahead(self):
         # Every read-ahead thread waits on the home, probes it and fails over.
-        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, ahead=3, probe_after=1)
+        silent = silent_node(self)
+        r = rank_at([silent, self.gw.url], silent)
+        c = self.client(peers=[silent, self.gw.url], world=2, rank=r, ahead=3, probe_after=1)
         got, took = self.timed(lambda: list(c.epoch(0)))
         self.assertLess(took, FAILOVER_BOUND, f"the epoch took {took:.1f} s")
-        self.assertEqual(got, self.reference(2, 0))
+        self.assertEqual(got, self.reference(2, r))
         self.assertEqual(list(c.served), [self.gw.url])
 
     def test_discovered(self):
@@ -122,18 +125,21 @@ class TestSilentHome(ProbeTest):
     def test_importance_feedback(self):
         # Importance requests take the same path as batches.
         keys = sorted(self.gw.files)[:3]
-        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, importance_job="pytest-probe",
-                        probe_after=1)
+        silent = silent_node(self)
+        c = self.client(peers=[silent, self.gw.url], world=2, rank=rank_at([silent, self.gw.url], silent),
+                        importance_job="pytest-probe", probe_after=1)
         n, took = self.timed(lambda: c.feedback(0, keys, [1.0, 2.0, 3.0]))
         self.assertEqual(n, 3)
         self.assertLess(took, FAILOVER_BOUND)
         self.assertEqual(c.served, {self.gw.url: 1})
 
     def test_without_probes_the_timeout_decides(self):
-        c = self.client(peers=[silent_node(self), self.gw.url], world=2, rank=0, probe_after=None, timeout=1.5)
+        silent = silent_node(self)
+        r = rank_at([silent, self.gw.url], silent)
+        c = self.client(peers=[silent, self.gw.url], world=2, rank=r, probe_after=None, timeout=1.5)
         got, took = self.timed(lambda: c.batch(0, 0))
         self.assertGreaterEqual(took, 1.5)
-        self.assertEqual(got, self.reference(2, 0)[0])
+        self.assertEqual(got, self.reference(2, r)[0])
 
     def test_bad_probe_after(self):
         for v in (0, -1, float("nan"), float("inf")):
@@ -200,7 +206,8 @@ class TestStoppedGateway(ProbeTest):
         home = ServeCluster(self.gw, 1)  # a gateway of its own over the same store
         self.addCleanup(home.stop)
         pid = home.procs[0].pid
-        c = self.client(peers=[home.urls[0], self.gw.url], world=2, rank=0, ahead=0)
+        r = rank_at([home.urls[0], self.gw.url], home.urls[0])
+        c = self.client(peers=[home.urls[0], self.gw.url], world=2, rank=r, ahead=0)
         it = c.epoch(0)
         got = [next(it)]
         self.assertEqual(c.served, {home.urls[0]: 2})  # the plan and batch 0
@@ -209,7 +216,7 @@ class TestStoppedGateway(ProbeTest):
         b, took = self.timed(lambda: next(it))
         self.assertLess(took, FAILOVER_BOUND, f"the first batch after SIGSTOP took {took:.1f} s")
         got += [b] + list(it)
-        self.assertEqual(got, self.reference(2, 0))
+        self.assertEqual(got, self.reference(2, r))
         self.assertEqual(set(c.served), {home.urls[0], self.gw.url})
 
 

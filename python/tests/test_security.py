@@ -9,7 +9,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import free_port, gateway  # noqa: E402
+from gateway import free_port, gateway, rank_at  # noqa: E402
 
 import brand  # noqa: E402
 
@@ -83,7 +83,8 @@ class TestTokenAndTLS(unittest.TestCase):
         s.listen(16)
         self.addCleanup(s.close)
         silent = f"https://127.0.0.1:{s.getsockname()[1]}"
-        with brand.Client("", peers=[silent, self.url], world=2, rank=0, token="secret-token", ca_file=self.cert,
+        with brand.Client("", peers=[silent, self.url], world=2, rank=rank_at([silent, self.url], silent),
+                          token="secret-token", ca_file=self.cert,
                           batch_size=10, timeout=30) as c:
             t0 = time.monotonic()
             self.assertEqual(len(c.batch(0, 0)), 10)

@@ -10,6 +10,7 @@ Go test writes) and prints, as JSON, what this implementation computes for
 them; the Go tests of shuffle and cluster compare that with Go.
 """
 
+import hashlib
 import math
 from fractions import Fraction
 
@@ -81,14 +82,9 @@ def chunk_order(counts, seed, epoch):
     return order
 
 
-def epoch_order(counts, seed, epoch, window, chunks=None):
-    """The sample IDs of the whole epoch, in order, and the window starts.
-
-    chunks is the chunk order to cut into windows: by default section 5's,
-    for a cluster the stratified order of section 7.2.
-    """
-    if chunks is None:
-        chunks = chunk_order(counts, seed, epoch)
+def epoch_order(counts, seed, epoch, window):
+    """The sample IDs of the whole epoch, in order, and the window starts."""
+    chunks = chunk_order(counts, seed, epoch)
     first = [0]
     for k in counts:
         first.append(first[-1] + k)
@@ -118,38 +114,55 @@ def batch_range(n, m, batch_size, world, rank, drop_last):
 # ---- clusters (section 7) ----
 
 DOMAIN_OWNER = 0x6272616E646F776E  # "brandown"
-DOMAIN_STRATUM = 0x6272616E64737472  # "brandstr"
-DOMAIN_STRATUM_ORDER = 0x6272616E64737470  # "brandstp"
 
 
-def index_key(index_id):
-    """FNV-1a, 64 bits, of the index ID's bytes."""
+def fnv64a(text):
+    """FNV-1a, 64 bits, of a string's bytes."""
     h = 0xCBF29CE484222325
-    for byte in index_id.encode("ascii"):
+    for byte in text.encode("utf-8"):
         h = ((h ^ byte) * 0x100000001B3) & MASK64
     return h
 
 
-def score(key, chunk, node):
-    return mix64(mix64(mix64(DOMAIN_OWNER ^ key) ^ chunk) ^ node)
+def index_key(index_id):
+    return fnv64a(index_id)
 
 
-def ranking(key, chunk, nodes):
-    """Nodes by score, highest first; the lower node first on a tie."""
-    return sorted(range(nodes), key=lambda k: (-score(key, chunk, k), k))
+def membership(urls):
+    """A membership: its members (without a trailing slash, sorted, each
+    once), its version and its members' IDs."""
+    members = sorted({u.rstrip("/") for u in urls})
+    text = "brand-members-v1\n" + "".join(u + "\n" for u in members)
+    version = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return members, version, [fnv64a(u) for u in members]
 
 
-def owner(key, chunk, nodes):
-    return ranking(key, chunk, nodes)[0]
+def positions(nodes):
+    """The IDs of nodes named by their positions."""
+    return list(range(nodes))
 
 
-def balanced_owners(key, counts, nodes):
+def score(key, chunk, member_id):
+    return mix64(mix64(mix64(DOMAIN_OWNER ^ key) ^ chunk) ^ member_id)
+
+
+def ranking(key, chunk, ids):
+    """Positions in ids by score, highest first; the lower first on a tie."""
+    return sorted(range(len(ids)), key=lambda k: (-score(key, chunk, ids[k]), k))
+
+
+def owner(key, chunk, ids):
+    return ranking(key, chunk, ids)[0]
+
+
+def balanced_owners(key, counts, ids):
     """Each chunk's owner: rendezvous hashing with loads bounded in samples."""
+    nodes = len(ids)
     limit = -(-17 * sum(counts) // (16 * nodes))  # ceiling division
     load = [0] * nodes
     owners = []
     for c, n in enumerate(counts):
-        fits = [k for k in ranking(key, c, nodes) if load[k] + n <= limit]
+        fits = [k for k in ranking(key, c, ids) if load[k] + n <= limit]
         k = fits[0] if fits else min(range(nodes), key=lambda k: (load[k], k))
         owners.append(k)
         load[k] += n
@@ -158,19 +171,6 @@ def balanced_owners(key, counts, nodes):
 
 def home(rank, world, nodes):
     return rank * nodes // world
-
-
-def stratified_chunk_order(strata, num_strata, seed, epoch):
-    perm = list(range(num_strata))
-    fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_STRATUM_ORDER, 0)), perm)
-    turn = {k: i for i, k in enumerate(perm)}
-    keyed = []
-    for k in range(num_strata):
-        members = [c for c in range(len(strata)) if strata[c] == k]
-        fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_STRATUM, k)), members)
-        for j, c in enumerate(members):
-            keyed.append((Fraction(2 * j + 1, 2 * len(members)), turn[k], c))
-    return [c for _, _, c in sorted(keyed)]
 
 
 def assign(ids, owners, shares, nodes):
@@ -203,12 +203,13 @@ def assign(ids, owners, shares, nodes):
     return ranks, moved
 
 
-def cluster_batches(index_id, nodes, counts, seed, epoch, window,
+def cluster_batches(index_id, ids, counts, seed, epoch, window,
                     batch_size, world, drop_last, locality):
-    """Every batch of a job on a cluster of nodes >= 2: [M][r] -> sample IDs."""
-    owners = balanced_owners(index_key(index_id), counts, nodes)
-    chunks = stratified_chunk_order(owners, nodes, seed, epoch)
-    order, _ = epoch_order(counts, seed, epoch, window, chunks)
+    """Every batch of a job on a cluster of len(ids) >= 2 members:
+    [M][r] -> sample IDs."""
+    nodes = len(ids)
+    owners = balanced_owners(index_key(index_id), counts, ids)
+    order, _ = epoch_order(counts, seed, epoch, window)
     owner_of_sample = {}
     first = 0
     for c, k in enumerate(counts):
@@ -330,8 +331,7 @@ def component_window(weights, i, window):
 def mixture_samples(counts, weights, seed, window, draws):
     """The sample ID each draw serves: position index of epoch pass of its
     component's dataset (counts[i] its samples per chunk), section 5's order
-    in windows of component_window chunks (in a cluster, the stratified
-    order of section 7.2)."""
+    in windows of component_window chunks."""
     g = math.gcd(*weights)
     weights = [a // g for a in weights]
     orders, out = {}, []
@@ -383,27 +383,18 @@ if __name__ == "__main__":
     for bd in inputs.get("bounded", []):
         rng = PCG(bd["seed1"], bd["seed2"])
         out.setdefault("bounded", []).append({"values": [bounded(rng, n) for n in bd["n"]]})
-    for st in inputs.get("stratified", []):
-        chunks = stratified_chunk_order(st["strata"], st["num_strata"], st["seed"], st["epoch"])
-        order, starts = epoch_order(st["counts"], st["seed"], st["epoch"], st["window"], chunks)
-        out.setdefault("stratified", []).append({
-            "name": st["name"],
-            "chunk_order": chunks,
-            "window_starts": starts,
-            "order": order,
-        })
     for ik in inputs.get("index_keys", []):
         out.setdefault("index_keys", []).append({"id": ik["id"], "key": index_key(ik["id"])})
     for rk in inputs.get("rankings", []):
-        key, c, n = index_key(rk["index_id"]), rk["chunk"], rk["nodes"]
+        key, c, ids = index_key(rk["index_id"]), rk["chunk"], positions(rk["nodes"])
         out.setdefault("rankings", []).append({
-            "scores": [score(key, c, k) for k in range(n)],
-            "owner": owner(key, c, n),
-            "ranking": ranking(key, c, n),
+            "scores": [score(key, c, k) for k in ids],
+            "owner": owner(key, c, ids),
+            "ranking": ranking(key, c, ids),
         })
     for bl in inputs.get("balanced", []):
         out.setdefault("balanced", []).append({
-            "owners": balanced_owners(index_key(bl["index_id"]), bl["counts"], bl["nodes"]),
+            "owners": balanced_owners(index_key(bl["index_id"]), bl["counts"], positions(bl["nodes"])),
         })
     for hm in inputs.get("homes", []):
         out.setdefault("homes", []).append({
@@ -413,16 +404,21 @@ if __name__ == "__main__":
         ranks, moved = assign(a["ids"], a["owner"], a["share"], a["nodes"])
         out.setdefault("assign", []).append({"ranks": ranks, "moved": moved})
     for job in inputs.get("jobs", []):
-        owners = balanced_owners(index_key(job["index_id"]), job["counts"], job["nodes"])
+        ids = positions(job["nodes"])
+        if job.get("members"):
+            ids = membership(job["members"])[2]
         out.setdefault("jobs", []).append({
             "name": job["name"],
-            "owners": owners,
-            "chunk_order": stratified_chunk_order(owners, job["nodes"], job["seed"], job["epoch"]),
+            "owners": balanced_owners(index_key(job["index_id"]), job["counts"], ids),
+            "chunk_order": chunk_order(job["counts"], job["seed"], job["epoch"]),
             "batches": cluster_batches(
-                job["index_id"], job["nodes"], job["counts"], job["seed"], job["epoch"],
+                job["index_id"], ids, job["counts"], job["seed"], job["epoch"],
                 job["window"], job["batch_size"], job["world"], job["drop_last"],
                 job["locality"]),
         })
+    for ms in inputs.get("memberships", []):
+        members, version, ids = membership(ms["given"])
+        out.setdefault("memberships", []).append({"members": members, "version": version, "ids": ids})
     for mx in inputs.get("mixtures", []):
         weights = mx["weights"]
         if mx["mix"]:
