@@ -195,6 +195,60 @@ class TestZeroCopy(TensorTest):
             self.assertLess(max(ptrs) - base, len(raw))
 
 
+class TestReuse(TensorTest):
+    """The client reuses a transformed batch's buffer, and a loader's
+    workers their shared-memory blocks, only once nothing refers to them."""
+
+    def test_a_kept_tensor_is_never_overwritten(self):
+        c = self.client(transform="crop32")
+        first = c.batch(0, 0)
+        kept = npy_tensor(first[0]["npy"])[1:]  # a view of a view of the buffer
+        want = kept.clone()
+        body = id(first[0]["npy"].obj)
+        del first
+        seen = set()
+        for m in range(1, 8):
+            b = c.batch(0, m)
+            seen.add(id(b[0]["npy"].obj))
+            del b
+        self.assertNotIn(body, seen)
+        self.assertTrue(torch.equal(kept, want))
+        self.assertLess(len(seen), 7, "buffers nobody holds are reused")
+
+    def slots(self, step):
+        """The block slot a step's images were stacked in (-1: none)."""
+        from brand.torch import _BLOCK_MAGIC, _storage
+
+        x = step["npy"]
+        head = torch.empty(0, dtype=torch.uint8).set_(_storage(x), 0, (12,), (1,)).numpy().tobytes()
+        return int.from_bytes(head[8:12], "little") if head[:8] == _BLOCK_MAGIC else -1
+
+    def test_blocks_are_reused_once_let_go(self):
+        want = [s["npy"] for s in TestLoader.single(self, 0, transform="crop32")]
+        ds = self.dataset(transform="crop32")
+        slots, views = [], []
+        for i, step in enumerate(ds.loader(num_workers=1)):
+            slots.append(self.slots(step))
+            self.assertTrue(torch.equal(step["npy"], want[i]))
+            if i == 1:
+                views.append(step["npy"][2:4])  # a view keeps its block held
+            del step
+        self.assertEqual(len(slots), len(want))
+        self.assertNotIn(-1, slots)
+        self.assertLess(len(set(slots)), len(slots), f"no block reused: {slots}")
+        self.assertNotIn(slots[1], slots[2:], "the block of a step still referred to was reused")
+        self.assertTrue(torch.equal(views[0], want[1][2:4]))
+
+    def test_steps_kept_stay_whole(self):
+        """A trainer that keeps every step: no block is ever free, the
+        workers make new ones as PyTorch does, and every step is intact."""
+        want = TestLoader.single(self, 1, transform="crop32")
+        ds = self.dataset(transform="crop32")
+        ds.set_epoch(1)
+        got = list(ds.loader(num_workers=2))
+        TestLoader.assertSameSteps(self, got, want)
+
+
 class TestLoader(TensorTest):
     def single(self, epoch, **kw):
         ds = self.dataset(**kw)
