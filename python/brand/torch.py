@@ -345,8 +345,13 @@ class _Board:
             if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.storage_offset() == _BLOCK_HEAD:
                 st = _storage(v)
                 head = torch.empty(0, dtype=torch.uint8).set_(st, 0, (12,), (1,)).numpy().tobytes()
-                if head[:8] == _BLOCK_MAGIC:
-                    self.held.append((StorageWeakRef(st), int.from_bytes(head[8:12], "little")))
+                slot = int.from_bytes(head[8:12], "little")
+                if head[:8] == _BLOCK_MAGIC and slot < len(self.flags):
+                    self.held.append((StorageWeakRef(st), slot))
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Spawned workers get the flags; what this process holds is its own.
+        return {"flags": self.flags, "held": []}
 
 
 class _Blocks:
