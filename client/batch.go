@@ -315,7 +315,12 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		samples := g.out
 		members = nil
 		switch {
-		case g.keep && ambiguous(samples, h.Samples):
+		case g.keep && ambiguous(samples, h.Samples) && !(h.Transform != "" && len(samples) == h.Samples):
+			// A transformed batch's manifest gives the stored samples'
+			// lengths, not its tensors': there the grouping stands when
+			// it counts the samples the headers do, since it splits only
+			// at true boundaries (a sample's members have distinct
+			// extensions) and so can only have merged some.
 			members = g.kept // samples are cut again below
 		case len(samples) != h.Samples:
 			c.bufs.put(buf)
@@ -362,7 +367,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 // says (splitByManifest).
 func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps []int, members []member, q url.Values) error {
 	if h.Transform != "" {
-		return fmt.Errorf("%w: the batch's samples cannot be told apart by key, and its manifest gives the stored samples' lengths, not those of their tensors (pipeline %q)", ErrBadResponse, h.Transform)
+		return fmt.Errorf("%w: the batch's samples cannot be told apart by key or extension, and its manifest gives the stored samples' lengths, not those of their tensors (pipeline %q)", ErrBadResponse, h.Transform)
 	}
 	m, err := c.mixManifest(ctx, b.Epoch, b.Index, b.Offset, q)
 	if err != nil {

@@ -651,6 +651,46 @@ func TestMixtureKeys(t *testing.T) {
 	if len(passes) != 16 {
 		t.Errorf("%d of a's samples matched their keys", len(passes))
 	}
+
+	// The Go client reads a batch in which two adjacent samples share a
+	// key (a's and b's, or two of a's passes): grouping by key alone
+	// merges them, and the manifest's lengths are not the tensors'.
+	c, err := client.New(base.URL, client.Options{Job: api.Job{Transform: "tiny", Mix: api.Mix{{Dataset: "a", Weight: "3"}, {Dataset: "b", Weight: "1"}},
+		MixSamples: 64, Params: shuffle.Params{Seed: 4, BatchSize: 16}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for epoch := 0; epoch < 20 && !found; epoch++ {
+		for m := range 4 {
+			_, raw := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=a:3,b:1&mix_samples=64&batch_size=16&seed=4&transform=tiny", base.URL, epoch, m))
+			if len(readTar(t, raw)) == 16 {
+				continue
+			}
+			found = true
+			b, err := c.Batch(context.Background(), epoch, m)
+			if err != nil {
+				t.Fatalf("epoch %d batch %d: %v", epoch, m, err)
+			}
+			if len(b.Samples) != 16 {
+				t.Fatalf("epoch %d batch %d: %d samples", epoch, m, len(b.Samples))
+			}
+			for _, s := range b.Samples {
+				ok := false
+				for pass := range uint64(3) {
+					ok = ok || bytes.Equal(s.Files["npy"], want(s.Dataset, s.Key, pass))
+				}
+				if !ok {
+					t.Errorf("epoch %d batch %d: %s of %s is not its tensor", epoch, m, s.Key, s.Dataset)
+				}
+			}
+			b.Release()
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no batch with two adjacent samples of one key")
+	}
 }
 
 // TestPlanTransform: /plan with transform=NAME&images_per_sec=R says how

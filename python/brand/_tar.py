@@ -166,14 +166,18 @@ def _tarfile_members(buf: Any, npy_views: bool = False) -> List["tuple[str, Any]
     return out
 
 
-def decode_tar(buf: Any, npy_views: bool = False) -> List[Sample]:
+def decode_tar(buf: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
     """Decode a tar archive held in ``buf`` (``bytes``, or any buffer such
     as a ``bytearray``) into samples, in archive order.
 
     Each sample is a dict ``{"__key__": key, ext: bytes, ...}``; a member
     without an extension is stored under ``""``. With ``npy_views``, a
     ``.npy`` member (:func:`is_npy`) is a ``memoryview`` of ``buf`` instead
-    of a copy, valid as long as ``buf`` is not changed.
+    of a copy, valid as long as ``buf`` is not changed. With
+    ``split_repeats``, a member whose extension its sample has already
+    starts another sample of the same key: adjacent samples of one key
+    (two datasets of a mixture) stay apart as long as they share an
+    extension.
 
     Raises:
         TarError: ``buf`` is not a valid tar archive.
@@ -183,11 +187,11 @@ def decode_tar(buf: Any, npy_views: bool = False) -> List[Sample]:
     except _NotPlain:
         members = None
     if members is not None:
-        return _group(buf, members, npy_views)
-    return _decode_tarfile(buf, npy_views)
+        return _group(buf, members, npy_views, split_repeats)
+    return _decode_tarfile(buf, npy_views, split_repeats)
 
 
-def _decode_tarfile(buf: Any, npy_views: bool = False) -> List[Sample]:
+def _decode_tarfile(buf: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
     """decode_tar through tarfile alone: the fallback, and the reference
     the fast path is tested against."""
     samples: List[Sample] = []
@@ -198,7 +202,7 @@ def _decode_tarfile(buf: Any, npy_views: bool = False) -> List[Sample]:
             key = None
             continue
         k, ext = split_key(name)
-        if k != key:
+        if k != key or split_repeats and ext in cur:
             cur = {"__key__": k}
             samples.append(cur)
             key = k
@@ -206,7 +210,8 @@ def _decode_tarfile(buf: Any, npy_views: bool = False) -> List[Sample]:
     return samples
 
 
-def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = False) -> List[Sample]:
+def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = False,
+           split_repeats: bool = False) -> List[Sample]:
     """Samples from the fast path's members: split_key on the raw name.
 
     '/' and '.' are ASCII, which UTF-8 never uses inside a multi-byte
@@ -229,13 +234,13 @@ def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = 
             kb, eb = name, b""
         else:
             kb, eb = name[:dot], name[dot + 1 :]
-        if kb != key:
-            key = kb
-            cur = {"__key__": kb.decode("utf-8", "surrogateescape")}
-            append(cur)
         ext = exts.get(eb)
         if ext is None:
             ext = exts[eb] = eb.decode("utf-8", "surrogateescape")
+        if kb != key or split_repeats and ext in cur:
+            key = kb
+            cur = {"__key__": kb.decode("utf-8", "surrogateescape")}
+            append(cur)
         if npy_views and is_npy(ext):
             cur[ext] = (memoryview(buf) if mv is None else mv)[start:end]
         elif mv is None:

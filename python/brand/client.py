@@ -433,8 +433,14 @@ class Client:
             # two adjacent samples of one key from one sample: grouping by
             # key merged some. (It never splits one, so equal counts mean
             # none was merged.) The batch's manifest has each sample's
-            # length: the body is their byte ranges back to back.
-            samples = self._split(epoch, batch, params, body, where, npy_views)
+            # length: the body is their byte ranges back to back. A
+            # transformed batch's lengths are not the stored ones: a
+            # sample's members there have distinct extensions, so a
+            # repeated one starts the next sample.
+            if npy_views:
+                samples = _decode(epoch, batch, body, npy_views, split_repeats=True)
+            else:
+                samples = self._split(epoch, batch, params, body, where, npy_views)
         if len(samples) != len(comps):
             raise BrandError(f"{where}: Brand-Mix-Components names {len(comps)} components for {len(samples)} samples")
         for smp, i in zip(samples, comps):
@@ -620,9 +626,9 @@ def _components(header: Optional[str], k: int, where: str) -> List[int]:
     return out
 
 
-def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False) -> List[Sample]:
+def _decode(epoch: int, batch: int, body: Any, npy_views: bool = False, split_repeats: bool = False) -> List[Sample]:
     try:
-        return decode_tar(body, npy_views)
+        return decode_tar(body, npy_views, split_repeats)
     except TarError as e:
         raise BrandError(f"brand: epoch {epoch} batch {batch}: {e}") from e
 

@@ -248,14 +248,16 @@ def tensor_specs() -> Dict[str, Spec]:
     """tensor_gateway()'s datasets: "img", 3 × 24 PNGs of known pixels
     and four fixtures of transform/testdata (two JPEGs, a grayscale JPEG,
     a PNG with alpha), each with its Pillow-decoded pixels (NAME.pil.npy)
-    for a golden; "txt", samples without images; "bad", 6 PNGs and a
-    truncated and an undecodable JPEG."""
+    for a golden; "img2", 3 × 24 other PNGs under img's keys (a mixture's
+    components with equal keys); "txt", samples without images; "bad", 6
+    PNGs and a truncated and an undecodable JPEG."""
     fixtures = {f"fx/{n.replace('.', '_')}": {n.rsplit(".", 1)[1]: _fixture(n), "cls": b"9"}
                 for n in ("photo.jpg", "progressive.jpg", "gray.jpg", "alpha.png")}
     bad = {"bad/truncated": {"jpg": _fixture("truncated.jpg"), "cls": b"7"},
            "bad/garbage": {"jpg": _fixture("garbage.jpg"), "cls": b"7"}}
     return {
         "img": Spec(3, 24, "16KiB", images=True, extra=fixtures),
+        "img2": Spec(3, 24, "16KiB", images=True),
         "txt": Spec(2, 20, "8KiB", 1500, ext="txt"),
         "bad": Spec(2, 3, "16KiB", images=True, extra=bad),
     }

@@ -60,6 +60,16 @@ class TestTar(unittest.TestCase):
         name = "p" * 120 + "/x.jpg"  # fits ustar's prefix field
         self.assertEqual(decode_tar(make_tar([(name, b"1")])), [{"__key__": "p" * 120 + "/x", "jpg": b"1"}])
 
+    def test_split_repeats(self):
+        """Two adjacent samples of one key: one sample grouped by key; two
+        with split_repeats, on the fast path and through tarfile."""
+        members = [("k.npy", b"1"), ("k.cls", b"a"), ("k.npy", b"2"), ("k.cls", b"b"), ("m.npy", b"3")]
+        split = [{"__key__": "k", "npy": b"1", "cls": b"a"}, {"__key__": "k", "npy": b"2", "cls": b"b"},
+                 {"__key__": "m", "npy": b"3"}]
+        self.assertEqual(decode_tar(make_tar(members)), [{"__key__": "k", "npy": b"2", "cls": b"b"}, split[2]])
+        self.assertEqual(decode_tar(make_tar(members), split_repeats=True), split)
+        self.assertEqual(_decode_tarfile(make_tar(members), split_repeats=True), split)
+
     def test_empty_and_unterminated(self):
         self.assertEqual(decode_tar(bytes(1024)), [])
         self.assertEqual(decode_tar(b""), [])

@@ -362,6 +362,42 @@ class TestWithoutImages(TensorTest):
             self.assertIsInstance(c.batch_bytes(0, 0), bytes)
 
 
+class TestMixture(TensorTest):
+    def test_adjacent_equal_keys_stay_apart(self):
+        """img and img2 hold equal keys: two adjacent samples of one key are
+        one to a tar's grouping by key, and a transformed batch's lengths
+        are not its manifest's, so the client starts a sample at an
+        extension its sample already has. Each tensor is its own dataset's
+        image (or its flip)."""
+        c = brand.Client(self.gw.url, mix="img:1,img2:1", seed=SEED, batch_size=2 * B, transform="flip")
+        self.addCleanup(c.close)
+        q = urllib.parse.urlencode(c.params())
+        for epoch in range(8):
+            for batch in range(int(c.epoch_info(epoch)["batches"])):
+                with urllib.request.urlopen(f"{self.gw.url}/epoch/{epoch}/batch/{batch}/manifest?{q}") as r:
+                    keys = [m["key"] for m in json.load(r)["samples"]]
+                if any(a == b for a, b in zip(keys, keys[1:])):
+                    break
+            else:
+                continue
+            break
+        else:
+            self.fail("no batch with adjacent equal keys")
+        self.assertLess(len(brand.decode_tar(c.batch_bytes(epoch, batch))), len(keys))
+        got = c.batch(epoch, batch)
+        self.assertEqual([s["__key__"] for s in got], keys)
+        checked = 0
+        for s in got:
+            if (s["__dataset__"], s["__key__"]) not in PIXELS:
+                continue  # img's fixtures
+            want = chw(*PIXELS[(s["__dataset__"], s["__key__"])])
+            t = npy_tensor(s["npy"])
+            with self.subTest(dataset=s["__dataset__"], key=s["__key__"]):
+                self.assertTrue(torch.equal(t, want) or torch.equal(t, want.flip(-1)))
+            checked += 1
+        self.assertGreater(checked, 0)
+
+
 class TestNpyTensor(unittest.TestCase):
     """npy_tensor against numpy.save for what numpy.lib.format allows."""
 
