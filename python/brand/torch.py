@@ -525,6 +525,11 @@ class BrandDataset(IterableDataset):
         #: process, before its workers start, so that they all read one
         #: version.
         self.index: Optional[str] = job.index
+        # The membership version each epoch is pinned to on a cluster (the
+        # Brand-Members of its plan): learnt in the trainer's process, as
+        # the index is, so that every worker's client sends the same one;
+        # None on a single gateway, or with the job's own members.
+        self._members: Dict[int, Optional[str]] = {}
 
     @property
     def batch_size(self) -> int:
@@ -602,21 +607,58 @@ class BrandDataset(IterableDataset):
             return job.mix_block
         return self.batch_size * self._world()[0]
 
-    def _client(self, world: int, rank: int, offset: int) -> Client:
+    def _client(self, world: int, rank: int, offset: int, epoch: Optional[int] = None) -> Client:
         """The client of server rank ``rank`` of ``world``: this dataset's
-        options, with that cut, ``offset``, the block and the index pinned."""
+        options, with that cut, ``offset``, the block and the index pinned,
+        and the membership version pinned for ``epoch`` (the current one
+        by default), if one was."""
+        e = self.epoch if epoch is None else epoch
         job = replace(self.options.job, world=world, rank=rank, offset=offset, mix_block=self.mix_block,
-                      index=self.index)
+                      index=self.index, members=self.options.job.members or self._members.get(e))
         return Client(self.url, replace(self.options, job=job))
 
     def samples_in_epoch(self, epoch: Optional[int] = None) -> int:
         """The number of samples in ``epoch`` (all ranks), from the gateway."""
         e = self.epoch if epoch is None else epoch
         if e not in self._epoch_samples:
-            with self._client(1, 0, 0) as c:
+            with self._client(1, 0, 0, e) as c:
                 self._epoch_samples[e] = int(c.epoch_info(e)["samples"])
                 self.index = c.index
+                if self.options.job.members is None and e not in self._members:
+                    self._members[e] = c.members
         return self._epoch_samples[e]
+
+    def agree(self, epoch: Optional[int] = None) -> None:
+        """Makes every DDP rank read ``epoch`` (the current one by default)
+        under rank 0's index and membership versions: a collective call
+        (:func:`torch.distributed.broadcast_object_list`) that every rank
+        must make, which :meth:`loader`'s iterator makes at the start of
+        each epoch when :mod:`torch.distributed` is initialised with more
+        than one rank and the job leaves ``world`` to it.
+
+        Each rank pins the versions its first epoch plan names. Ranks that
+        start an epoch a moment apart can see different ones — a node
+        joining or leaving the cluster in between changes which rank of a
+        global step is given which sample, and a re-pack changes the
+        order — and would then read some samples twice and others not at
+        all. Rank 0's, sent to the others, rule that out."""
+        e = self.epoch if epoch is None else epoch
+        self.samples_in_epoch(e)
+        mine = [self.index, self._members.get(e)]
+        got = list(mine)
+        _dist.broadcast_object_list(got, src=0)
+        if got == mine:
+            return
+        self.index, self._members[e] = got[0], got[1]
+        if got[0] != mine[0]:
+            del self._epoch_samples[e]  # the plan of rank 0's index
+            self.samples_in_epoch(e)
+
+    def _ddp_agrees(self) -> bool:
+        """Whether the loader's iterator calls :meth:`agree`: the DDP world
+        is torch.distributed's, with more than one rank."""
+        return (self.options.job.world is None and _dist.is_available() and _dist.is_initialized()
+                and _dist.get_world_size() > 1)
 
     def position(self, steps: Optional[int] = None) -> int:
         """Samples of the current epoch consumed globally: ``min(N, O +
@@ -744,6 +786,8 @@ class BrandDataset(IterableDataset):
         offset = self._offset(self.epoch)
         if in_trainer:
             self._start_pass(self.epoch)
+            if self._ddp_agrees():
+                self.agree()
         client = self._client(world * workers, wid * world + rank, offset)
         B = self.batch_size
         try:
@@ -826,7 +870,12 @@ class BrandLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         ds: BrandDataset = self.dataset  # type: ignore[assignment]
         ds._start_pass(ds.epoch)
-        ds.samples_in_epoch()  # learns the index version its workers read
+        # Learns the index and membership versions its workers read, and
+        # on DDP takes rank 0's.
+        if ds._ddp_agrees():
+            ds.agree()
+        else:
+            ds.samples_in_epoch()
         # With num_workers=0 the dataset runs in this process; it must not
         # count samples itself while this loader counts steps.
         ds._by_loader = True

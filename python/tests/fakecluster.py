@@ -34,6 +34,10 @@ class Cluster:
         # Edits the /cluster answer of a node, (node, layout) -> layout.
         self.layout_edit: Optional[Callable[[int, Dict[str, Any]], Dict[str, Any]]] = None
         self.release = threading.Event()  # ends every "hang"
+        # The Brand-Members header a node adds to each forwarded answer,
+        # (node, path?query) -> version or None (none added): a cluster's
+        # membership version, which a test can change between requests.
+        self.members: Optional[Callable[[int, str], Optional[str]]] = None
         self.servers: List[_Server] = []
         slots: List[List[int]] = []
         for k in range(n):
@@ -180,6 +184,9 @@ def _handler(cluster: Cluster, slot: List[int]) -> type:
                 if name in _PASSED or name.startswith("Brand-"):
                     if name != "Content-Length":
                         self.send_header(name, value)
+            members = cluster.members(slot[0], self.path) if cluster.members is not None else None
+            if members is not None:
+                self.send_header("Brand-Members", members)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
