@@ -101,10 +101,13 @@ type Options struct {
 	Peers []string
 	// Discover makes the client ask the base URL for the cluster's peer
 	// list (GET /cluster) before its first request, and then route as
-	// with Peers. The layout is kept for the client's life (it is
-	// configuration, not liveness); a failed discovery is tried again at
-	// the next call. A single gateway, or one that predates clusters, is
-	// used alone at the base URL. It excludes Peers.
+	// with Peers. The layout is kept until an epoch pins a membership
+	// version other than the one it lists (nodes joined or left: see
+	// Members), when the client asks again, through the nodes it knows,
+	// keeping the old layout if none answers; liveness never changes it.
+	// A failed first discovery is tried again at the next call. A single
+	// gateway, or one that predates clusters, is used alone at the base
+	// URL. It excludes Peers.
 	Discover bool
 	// HomeRetry is how long a node whose attempt failed is passed over
 	// before requests are sent to it again, so that a rank returns to
@@ -206,9 +209,12 @@ type Client struct {
 	bufs       buffers // released batches' memory, for later batches
 
 	// With Options.Discover, the router of the discovered cluster, once
-	// discovery has succeeded.
-	discoverMu sync.Mutex
-	discovered *router
+	// discovery has succeeded, and the membership version it lists;
+	// rediscover is set when an epoch pins another one.
+	discoverMu        sync.Mutex
+	discovered        *router
+	discoveredMembers atomic.Pointer[string]
+	rediscover        atomic.Bool
 
 	// sleep waits between attempts; tests replace it to observe waits
 	// without spending them.

@@ -59,6 +59,9 @@ func (c *Client) learnMembers(epoch int, version string) {
 			return
 		}
 		if c.members.CompareAndSwap(p, &memberPin{epoch: epoch, version: version}) {
+			if d := c.discoveredMembers.Load(); d != nil && *d != version {
+				c.rediscover.Store(true) // nodes joined or left: see routes
+			}
 			return
 		}
 	}

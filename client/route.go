@@ -149,13 +149,24 @@ func homeOf(job api.Job, n int) int {
 // routes returns the router of the client's requests, asking the base URL
 // for the cluster's layout first if Options.Discover is set and that has
 // not succeeded yet. A failed discovery is not remembered: the next call
-// asks again.
+// asks again. Once an epoch has pinned a membership version other than
+// the layout's (learnMembers), the layout is asked for again through the
+// nodes known; if none answers, the old one is kept until the next
+// epoch's pin.
 func (c *Client) routes(ctx context.Context) (*router, error) {
 	if !c.opts.Discover {
 		return c.router, nil
 	}
 	c.discoverMu.Lock()
 	defer c.discoverMu.Unlock()
+	if c.discovered != nil && c.rediscover.CompareAndSwap(true, false) {
+		if cl, err := c.fetchCluster(ctx, c.discovered); err == nil {
+			if r, err := c.routerOf(cl); err == nil {
+				c.discovered = r
+				c.discoveredMembers.Store(&cl.Members)
+			}
+		}
+	}
 	if c.discovered != nil {
 		return c.discovered, nil
 	}
@@ -173,6 +184,7 @@ func (c *Client) routes(ctx context.Context) (*router, error) {
 		return nil, fmt.Errorf("client: discovering the cluster at %s: %w", c.base, err)
 	}
 	c.discovered = r
+	c.discoveredMembers.Store(&cl.Members)
 	return r, nil
 }
 

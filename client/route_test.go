@@ -682,3 +682,66 @@ func TestClusterFailsOverFromAnotherIndexVersion(t *testing.T) {
 		t.Fatalf("no node holds the version: %v, want ErrIndexChanged", err)
 	}
 }
+
+// TestDiscoveryFollowsTheMembership: a client that discovered a cluster of
+// two nodes asks for the layout again once an epoch pins another
+// membership version (a node joined), and sends the rest of its rank's
+// requests to the rank's home among three. The reproduction: the layout
+// was kept for the client's life, so a job never reached a joined node.
+func TestDiscoveryFollowsTheMembership(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	var mu sync.Mutex
+	nodes, members := 2, "00000000000000a1"
+	for k := range fc.urls {
+		fc.setFault(k, func(w http.ResponseWriter, r *http.Request) bool {
+			mu.Lock()
+			n, v := nodes, members
+			mu.Unlock()
+			if r.URL.Path != "/cluster" {
+				w.Header().Set(api.HeaderMembers, v)
+				return false
+			}
+			cl := api.Cluster{Self: k, Members: v}
+			for _, u := range fc.urls[:n] {
+				cl.Nodes = append(cl.Nodes, api.ClusterNode{URL: u, Up: true})
+			}
+			if w := r.URL.Query().Get("world"); w != "" {
+				world, _ := strconv.Atoi(w)
+				for rank := range world {
+					cl.Homes = append(cl.Homes, rank*n/world)
+				}
+			}
+			writeJSON(w, cl)
+			return true
+		})
+	}
+	job := api.Job{Params: shuffle.Params{Seed: 2, BatchSize: 1, World: 3, Rank: 2}}
+	c, err := client.New(fc.urls[0], client.Options{Discover: true, Ahead: -1, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func(epoch int) map[int]int {
+		out := map[int]int{}
+		for b, err := range c.Epoch(t.Context(), epoch) {
+			if err != nil {
+				t.Fatalf("epoch %d: %v", epoch, err)
+			}
+			out[fc.node(t, b.Node)]++
+			b.Release()
+		}
+		return out
+	}
+	if got := served(0); len(got) != 1 || got[1] == 0 {
+		t.Fatalf("epoch 0 served by %v; want node 1 alone (rank 2's home of two)", got)
+	}
+	mu.Lock()
+	nodes, members = 3, "00000000000000b2"
+	mu.Unlock()
+	got := served(1)
+	if got[2] == 0 {
+		t.Errorf("epoch 1 served by %v; want node 2 (rank 2's home of three) after the first batch", got)
+	}
+	if c.Members() != "00000000000000b2" {
+		t.Errorf("Members() = %q", c.Members())
+	}
+}
