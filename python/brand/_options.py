@@ -317,8 +317,9 @@ class Connection:
             With peers, the client's URL is not contacted and may be empty.
         discover: ask the client's URL for the cluster's peer list (``GET
             /cluster``) before the first request, then route as with
-            ``peers``. A single gateway, or one from before clusters, is
-            used alone. Not with ``peers``.
+            ``peers``; an epoch that pins another membership version (a
+            node joined or left) asks again. A single gateway, or one from
+            before clusters, is used alone. Not with ``peers``.
         home_retry: seconds a node whose attempt failed is passed over.
         probe_after: with more than one node, seconds an attempt waits for a
             node's answer before asking the node's ``GET /healthz`` on a

@@ -123,6 +123,11 @@ class Client:
         # The router of the requests: the URL alone, the peers, or (with
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
+        # With discover: the membership version the router's layout lists,
+        # and whether an epoch has pinned another one since (nodes joined
+        # or left), so that the layout is asked for again.
+        self._router_members: Optional[str] = None
+        self._rediscover = False
         if nodes:
             self._router = Router(nodes, _home_of(rank, world, len(nodes)), conn.home_retry)
         elif not conn.discover:
@@ -228,6 +233,8 @@ class Client:
             if epoch is not None and got and self.options.job.members is None and (
                     self._members is None or self._members[0] < epoch):
                 self._members = (epoch, got)
+                if self.options.connection.discover and self._router is not None and got != self._router_members:
+                    self._rediscover = True
         self._learn_index(a.headers.get("Brand-Mix-Index" if self.options.job.mix else "Brand-Index"))
         return a
 
@@ -274,10 +281,26 @@ class Client:
     def _routes(self) -> Router:
         """The router of this client's requests, asking ``url`` for the
         cluster's layout first with ``discover`` (once it has answered; a
-        failed discovery is tried again at the next request)."""
+        failed discovery is tried again at the next request). Once an epoch
+        has pinned a membership version other than the layout's, the layout
+        is asked for again through the nodes known; if none answers, the
+        old one is kept until the next epoch's pin."""
         r = self._router
-        if r is not None:
+        if r is not None and not self._rediscover:
             return r
+        if r is not None:
+            with self._lock:
+                if not self._rediscover:
+                    return self._router  # type: ignore[return-value]
+                self._rediscover = False
+            try:
+                cl = json.loads(self._http.send(r, "GET", "/cluster", {"world": str(self.options.job.world)}).body)
+                nr = self._router_of(cl, Router([self._gateway], 0, self.options.connection.home_retry))
+            except (BrandError, ValueError):
+                return r
+            with self._lock:
+                self._router, self._router_members = nr, cl.get("members")
+                return nr
         with self._lock:
             if self._router is not None:
                 return self._router
@@ -294,6 +317,7 @@ class Client:
         with self._lock:
             if self._router is None:
                 self._router = r
+                self._router_members = None if cl is None else cl.get("members")
             return self._router
 
     def _router_of(self, cl: Optional[Dict[str, Any]], single: Router) -> Router:

@@ -65,6 +65,36 @@ class TestWorkersTakeTheTrainersPin(unittest.TestCase):
         self.assertEqual(set(pins), {OLD}, "a worker read under another membership than the trainer's pin")
 
 
+class TestDiscoveryFollowsTheMembership(unittest.TestCase):
+    def test_joined_node_reached(self):
+        """A client that discovered two nodes asks for the layout again
+        once an epoch pins another membership version, and reaches its
+        rank's home among three."""
+        gw = gateway()
+        fc = Cluster(gw.url, 3)
+        self.addCleanup(fc.close)
+        state = {"n": 2, "v": OLD}
+
+        def layout(_k, doc):
+            n = state["n"]
+            doc["nodes"] = doc["nodes"][:n]
+            doc["members"] = state["v"]
+            if "homes" in doc:
+                w = len(doc["homes"])
+                doc["homes"] = [r * n // w for r in range(w)]
+            return doc
+        fc.layout_edit = layout
+        fc.members = lambda _k, _p: state["v"]
+        with brand.Client(fc.urls[0], discover=True, dataset="t", seed=3, batch_size=2, world=3, rank=2) as c:
+            list(c.epoch(0))
+            self.assertEqual(set(c.served), {fc.urls[1]})
+            state["n"], state["v"] = 3, NEW
+            c.served.clear()
+            list(c.epoch(1))
+            self.assertIn(fc.urls[2], c.served, "the joined node, rank 2's home of three, served nothing")
+            self.assertEqual(c.members, NEW)
+
+
 def _rank(rank, port, url_list, out):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
     try:
