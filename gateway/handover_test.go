@@ -221,30 +221,34 @@ func TestFlipWaitsForAWarmingGainer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 24, 10)
 			block := newBlockChunks()
-			t.Cleanup(func() {
+			lns, urls := loopbacks(t, 3)
+			lists := []*memberList{{}, {}, {}}
+			two, _ := cluster.NewMembership(urls[:2])
+			three, _ := cluster.NewMembership(urls)
+			slow := func(timeout time.Duration) func(c *gateway.Config) {
+				return func(c *gateway.Config) {
+					c.Cluster.FlipTimeout = timeout
+					c.Cluster.PeerTimeout = time.Minute // the hand-over waits for the old owner
+				}
+			}
+			var cl []*clusterNode
+			for k := range 2 {
+				lists[k].set(urls[:2]...)
+				cl = append(cl, startNode(t, f, lns[k], urls[k], lists[k], block.wrap, slow(tc.timeout)))
+			}
+			lists[2].set(urls...)
+			waitMembers(t, cl, two.Version())
+			readSteps(t, cl, 0, 0, 12)
+			// The joining node's own bound is long: it warms up for as
+			// long as the old owners take.
+			cl = append(cl, startNode(t, f, lns[2], urls[2], lists[2], nil, slow(time.Minute)))
+			t.Cleanup(func() { // first: the servers' Close waits for the requests held
 				select {
 				case <-block.release:
 				default:
 					close(block.release)
 				}
 			})
-			lns, urls := loopbacks(t, 3)
-			lists := []*memberList{{}, {}, {}}
-			two, _ := cluster.NewMembership(urls[:2])
-			three, _ := cluster.NewMembership(urls)
-			slow := func(c *gateway.Config) {
-				c.Cluster.FlipTimeout = tc.timeout
-				c.Cluster.PeerTimeout = time.Minute // the hand-over waits for the old owner
-			}
-			var cl []*clusterNode
-			for k := range 2 {
-				lists[k].set(urls[:2]...)
-				cl = append(cl, startNode(t, f, lns[k], urls[k], lists[k], block.wrap, slow))
-			}
-			lists[2].set(urls...)
-			waitMembers(t, cl, two.Version())
-			readSteps(t, cl, 0, 0, 12)
-			cl = append(cl, startNode(t, f, lns[2], urls[2], lists[2], nil, slow))
 			<-block.asked // the joining node is loading from an old owner
 			if v := clusterView(t, cl[2].srv.URL); v.Warming != three.Version() {
 				t.Fatalf("the joining node, loading, says it warms up for %q, want %s", v.Warming, three.Version())
