@@ -418,8 +418,8 @@ type podTemplate struct {
 		// stop after SIGTERM (default 30).
 		TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
 		Containers                    []container
-		InitContainers []container `yaml:"initContainers"`
-		Volumes        []struct {
+		InitContainers                []container `yaml:"initContainers"`
+		Volumes                       []struct {
 			Name   string
 			Secret *struct {
 				SecretName string `yaml:"secretName"`
