@@ -171,6 +171,14 @@ type PlanOptions struct {
 	// single gateway's plan. A gateway in a cluster defaults to its own
 	// node count.
 	Nodes int
+	// NodesAfter (nodes_after, 1..MaxPlanNodes) asks instead what
+	// resizing the cluster from Nodes (its own membership on a gateway of
+	// a cluster) to that many nodes costs the job: the chunks that move,
+	// those the job needs next, loaded before the change from the old
+	// owners' caches or the store, and the warm-up at BackendBytesPerSec
+	// and PeerBytesPerSec (peer_bandwidth, default 10 Gb/s).
+	NodesAfter      int
+	PeerBytesPerSec float64
 	// ImagesPerSec (images_per_sec) is the rate of images the trainers
 	// want through the job's pipeline (transform=): the plan says how
 	// many cores a node needs for it.
@@ -213,6 +221,8 @@ const (
 	ParamPrefetchWindows = "prefetch_windows"
 	ParamNodes           = "nodes"
 	ParamImagesPerSec    = "images_per_sec"
+	ParamNodesAfter      = "nodes_after"
+	ParamPeerBandwidth   = "peer_bandwidth"
 )
 
 // Cluster is the body of GET /cluster: the peer list every node of a

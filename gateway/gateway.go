@@ -487,7 +487,7 @@ func New(cfg Config) (*Gateway, error) {
 			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
 	}
-	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
+	g.plans = newPlanAPI(cfg, g.jobs, cl, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {

@@ -255,6 +255,8 @@ var params = map[string]param{
 	api.ParamBandwidth:       rateParam(func(q *Query) *float64 { return &q.Plan.BackendBytesPerSec }),
 	api.ParamConsume:         rateParam(func(q *Query) *float64 { return &q.Plan.ConsumeBytesPerSec }),
 	api.ParamNodes:           intParam(func(q *Query) *int { return &q.Plan.Nodes }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamNodesAfter:      intParam(func(q *Query) *int { return &q.Plan.NodesAfter }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamPeerBandwidth:   rateParam(func(q *Query) *float64 { return &q.Plan.PeerBytesPerSec }),
 	api.ParamImagesPerSec: func(q *Query, name, v string, _ Limits) error {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(r > 0 && r <= 1e9) {
@@ -270,7 +272,7 @@ var params = map[string]param{
 // string works for all three.
 var (
 	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
-	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec, api.ParamNodesAfter, api.ParamPeerBandwidth)
 	SampleParams = []string{api.ParamDataset, api.ParamIndex}
 
 	// Importance feedback and seals name their epoch in the query; a seal
