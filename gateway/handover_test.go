@@ -391,3 +391,35 @@ func TestChunkEndpoint(t *testing.T) {
 		t.Errorf("a chunk past the index: %s, want 400", resp.Status)
 	}
 }
+
+// TestRemovedNodeHandsChunksOver: a node an operator removes from the
+// member list (a file edited) while it still runs is the old owner of the
+// chunks the others gain: they load the ones the job needs next from it
+// before they agree on the smaller membership, and the next window reads
+// nothing from the store.
+func TestRemovedNodeHandsChunksOver(t *testing.T) {
+	f := newFixture(t, 24, 10)
+	lns, urls := loopbacks(t, 3)
+	three, _ := cluster.NewMembership(urls)
+	two, _ := cluster.NewMembership(urls[:2])
+	var cl []*clusterNode
+	var lists []*memberList
+	for k := range 3 {
+		l := &memberList{}
+		l.set(urls...)
+		lists = append(lists, l)
+		cl = append(cl, startNode(t, f, lns[k], urls[k], l, nil, nil))
+	}
+	waitMembers(t, cl, three.Version())
+	readSteps(t, cl, 0, 0, 12)
+	for _, l := range lists {
+		l.set(urls[:2]...)
+	}
+	waitMembers(t, cl[:2], two.Version())
+	cl[2].srv.Close()
+	chunkReads(cl)
+	readSteps(t, cl[:2], 1, 0, 3)
+	if reads := chunkReads(cl); reads[0]+reads[1] != 0 {
+		t.Errorf("the window after the removal read %v chunks from the store, want none", reads)
+	}
+}
