@@ -226,20 +226,21 @@ func (s *Set) relistLocked() {
 // itself alone: it has just started) reports to at once, so that it
 // never counts for a version of itself alone, and warms up meanwhile,
 // telling its peers while it loads chunks (State.Warming), who do not
-// read its chunks from it until it is done. Any other node warms up first, then waits until no
-// live member of to is still warming up for it, and only then reports
-// it: the cluster agrees on to once the nodes that gain chunks hold the
-// ones the jobs need soon. Both are bounded by the flip timeout.
-// Requests keep being laid out under the version they pin, or the one
-// agreed: nothing waits on the change.
+// read its chunks from it until it is done. Any other node warms up
+// first, then waits until no live member of to is still warming up for
+// it, and only then reports it: the cluster agrees on to once the nodes
+// that gain chunks hold the ones the jobs need soon. Both are bounded by
+// the flip timeout. Requests keep being laid out under the version they
+// pin, or the one agreed: nothing waits on the change.
 func (s *Set) changeLocked(from, to *cluster.Membership) {
 	if s.warmStop != nil {
 		s.warmStop() // a newer list replaces the one warming up
 		s.warmStop = nil
 	}
 	s.setWarmingLocked("")
+	s.setJoiningLocked(false)
 	joining := from.Len() == 1 && from.Members()[0] == s.self.url
-	if to.Version() == from.Version() || to.Len() == 1 || s.warm == nil && joining {
+	if to.Version() == from.Version() || s.warm == nil && joining {
 		s.reportLocked(to)
 		return
 	}
