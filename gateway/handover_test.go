@@ -436,3 +436,42 @@ func TestRemovedNodeHandsChunksOver(t *testing.T) {
 		t.Errorf("the window after the removal read %v chunks from the store, want none", reads)
 	}
 }
+
+// TestLeaveWithNoOneToHandOverTo: a cluster stopped one node at a time,
+// each leaving as SIGTERM makes it: the last ones have no member staying
+// to hand their chunks to, and Leave returns without waiting for its
+// bound; so does a node whose only peer is gone. The reproduction: the
+// last node of four stopped in turn went back to the list of every
+// member, waited out --leave-timeout, and its platform killed it.
+func TestLeaveWithNoOneToHandOverTo(t *testing.T) {
+	f := newFixture(t, 8, 10)
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		gone  int // nodes gone, at the end, before the others leave in turn
+	}{{"in turn", 4, 0}, {"the others gone", 2, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			lns, urls := loopbacks(t, tc.nodes)
+			all, _ := cluster.NewMembership(urls)
+			var cl []*clusterNode
+			for k := range tc.nodes {
+				l := &memberList{}
+				l.set(urls...)
+				cl = append(cl, startNode(t, f, lns[k], urls[k], l, nil, nil))
+			}
+			waitMembers(t, cl, all.Version())
+			for k := tc.nodes - 1; k >= tc.nodes-tc.gone; k-- {
+				cl[k].srv.Close()
+			}
+			for k := tc.nodes - tc.gone - 1; k >= 0; k-- {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := cl[k].g.Leave(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("node %d of %d leaving: %v", k, tc.nodes, err)
+				}
+				cl[k].srv.Close()
+			}
+		})
+	}
+}

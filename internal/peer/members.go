@@ -198,14 +198,16 @@ func (s *Set) leavingLocked(u string) bool {
 
 // relistLocked makes the source's last list, without the members that
 // are leaving, this node's local version, and starts the change to it
-// (changeLocked); s.mu is held. A list of leaving members alone is kept
-// as it is: a membership has a member.
+// (changeLocked); s.mu is held. When every member listed leaves, the
+// local version stays as it is: the cluster stops.
 func (s *Set) relistLocked() {
 	if s.sourced == nil {
 		return
 	}
 	ms := s.sourced
-	if kept := slices.DeleteFunc(slices.Clone(ms.Members()), s.leavingLocked); len(kept) < ms.Len() && len(kept) > 0 {
+	if kept := slices.DeleteFunc(slices.Clone(ms.Members()), s.leavingLocked); len(kept) == 0 {
+		return // every member leaves: the cluster stops, and nothing moves
+	} else if len(kept) < ms.Len() {
 		ms, _ = cluster.NewMembership(kept)
 	}
 	v := s.view.Load()
@@ -436,7 +438,8 @@ func (s *Set) awaitGainers(ctx context.Context, to *cluster.Membership, start ti
 // lists its members without it, loads from it the chunks it gains that
 // the jobs need soon, and reports the membership without it once warm.
 // This node serves them meanwhile, and Leave returns when the cluster
-// agrees on a membership without it, or with ctx's error when ctx ends
+// agrees on a membership without it, when no other member is up and
+// staying (the whole cluster stops), or with ctx's error when ctx ends
 // first (the caller's bound). A node that is not in a cluster of others
 // returns at once.
 func (s *Set) Leave(ctx context.Context) error {
@@ -451,12 +454,34 @@ func (s *Set) Leave(ctx context.Context) error {
 			s.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
 			return nil
 		}
+		if !s.heirs() {
+			s.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(max(s.probe/4, time.Millisecond)):
 		}
 	}
+}
+
+// heirs reports whether a member of the source's list other than this
+// node is up and not leaving: one that may take this node's chunks. When
+// the whole cluster stops, or the others are gone, there is none, and a
+// leaving node need not wait.
+func (s *Set) heirs() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sourced == nil {
+		return false
+	}
+	for _, u := range s.sourced.Members() {
+		if n := s.byURL[u]; n != nil && n != s.self && n.up.Load() && !s.leavingLocked(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // reportLocked makes ms the version this node reports; s.mu is held.
