@@ -75,13 +75,17 @@ func chunkReads(cl []*clusterNode) []int {
 	return out
 }
 
-// notHeld answers every chunk request 404 as a node whose cache no longer
-// holds the chunk does.
+// notHeld answers as a node whose cache no longer holds any chunk: every
+// chunk request 404, and a question about the chunks it holds none.
 func notHeld(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == peer.ChunkPath {
 			w.Header().Set(peer.HeaderHeld, "false")
 			http.Error(w, "not held", http.StatusNotFound)
+			return
+		}
+		if r.URL.Path == peer.NeededPath && r.URL.Query().Get("held") == "true" {
+			w.WriteHeader(http.StatusOK)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -155,13 +159,12 @@ func TestJoinLoadsSoonNeededChunksFromTheOldOwner(t *testing.T) {
 	if got := metricSum(t, cl[2].srv.URL, `brand_membership_moved_bytes_total{source="peer"}`); got != float64(joined.PeerBytes) {
 		t.Errorf("brand_membership_moved_bytes_total{source=\"peer\"} = %v, /cluster says %d", got, joined.PeerBytes)
 	}
-	// The next window (epoch 1's first: 80 samples, 4 steps; three, so
-	// that the samples fetched ahead for the next step are still of it)
-	// under the new membership: every chunk it needs is held by its
-	// owner.
-	readSteps(t, cl, 1, 0, 3)
+	// The next epoch under the new membership: every chunk is held by
+	// its owner, those the joining node gained copied from the old
+	// owners' caches.
+	readSteps(t, cl, 1, 0, 12)
 	if reads := chunkReads(cl); reads[0]+reads[1]+reads[2] != 0 {
-		t.Errorf("the window after the join read %v chunks from the store, want none", reads)
+		t.Errorf("the epoch after the join read %v chunks from the store, want none", reads)
 	}
 }
 
@@ -343,9 +346,9 @@ func plannedLeave(t *testing.T, n int) {
 		}
 	}
 	leaver.srv.Close()               // it exits
-	readSteps(t, survivors, 1, 0, 3) // the next window (see the join's test)
+	readSteps(t, survivors, 1, 0, 12) // the next epoch
 	if reads := chunkReads(survivors); slices.Max(reads) != 0 {
-		t.Errorf("the window after the leave read %v chunks from the store, want none", reads)
+		t.Errorf("the epoch after the leave read %v chunks from the store, want none", reads)
 	}
 }
 
@@ -431,9 +434,9 @@ func TestRemovedNodeHandsChunksOver(t *testing.T) {
 	waitMembers(t, cl[:2], two.Version())
 	cl[2].srv.Close()
 	chunkReads(cl)
-	readSteps(t, cl[:2], 1, 0, 3)
+	readSteps(t, cl[:2], 1, 0, 12)
 	if reads := chunkReads(cl); reads[0]+reads[1] != 0 {
-		t.Errorf("the window after the removal read %v chunks from the store, want none", reads)
+		t.Errorf("the epoch after the removal read %v chunks from the store, want none", reads)
 	}
 }
 

@@ -53,6 +53,7 @@ type peerAPI struct {
 	// schedule, which says which chunks the streams it follows need soon.
 	chunks interface {
 		Resident(k chunkcache.Key) ([]byte, func(), bool)
+		Contains(k chunkcache.Key) bool
 	}
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
@@ -173,15 +174,26 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 
 // handleNeeded serves POST peer.NeededPath: of the chunks a node names,
 // those the job streams this node follows need within their current
-// window and the next ones asked about (schedule.Schedule.Soon).
+// window and the next ones asked about (schedule.Schedule.Soon), or with
+// held=true those this node's cache holds.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
-	ds, chunks, ahead, err := peer.DecodeNeeded(r, a.catalog, a.limits)
+	q, err := peer.DecodeNeeded(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	a.cluster.Heard(asker(r))
-	out := peer.EncodeChunks(a.soon.Soon(ds, chunks, ahead))
+	var answer []int
+	if q.Held {
+		for _, c := range q.Chunks {
+			if a.chunks.Contains(q.DS.ChunkKey(c)) {
+				answer = append(answer, c)
+			}
+		}
+	} else {
+		answer = a.soon.Soon(q.DS, q.Chunks, q.Ahead)
+	}
+	out := peer.EncodeChunks(answer)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)

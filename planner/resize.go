@@ -35,9 +35,10 @@ type ResizeInput struct {
 // ResizePlan is what a resize costs: the chunks whose owner changes, those
 // of them the job needs in its next windows (loaded before the change),
 // where their bytes come from, and how long the slowest gaining node takes
-// to load its part at the given bandwidths. The rest of the moved chunks
-// are read by their new owners from the store as the jobs reach them,
-// once each, as a cold cache reads them.
+// to load its part at the given bandwidths. When the old owners hold
+// their chunks, the other moved chunks are copied from their caches
+// too, after the soon-needed ones (RestChunks); otherwise they are read
+// by their new owners from the store as the jobs reach them, once each.
 type ResizePlan struct {
 	NodesBefore   int    `json:"nodes_before"`
 	NodesAfter    int    `json:"nodes_after"`
@@ -48,6 +49,8 @@ type ResizePlan struct {
 	MovedBytes    int64  `json:"moved_bytes"`
 	SoonChunks    int    `json:"soon_chunks"`
 	SoonBytes     int64  `json:"soon_bytes"`
+	RestChunks    int    `json:"rest_chunks"`
+	RestBytes     int64  `json:"rest_bytes"`
 	// Held: the old owners hold the chunks the job needs next (the job has
 	// read an epoch, and the largest owner's share fits in its cache).
 	Held             bool    `json:"held"`
@@ -56,8 +59,11 @@ type ResizePlan struct {
 	StoreBytesPerSec float64 `json:"store_bytes_per_sec"`
 	PeerBytesPerSec  float64 `json:"peer_bytes_per_sec"`
 	// WarmSeconds is the slowest gaining node's load: its peer bytes at
-	// PeerBytesPerSec plus its store bytes at StoreBytesPerSec.
+	// PeerBytesPerSec plus its store bytes at StoreBytesPerSec;
+	// SoonSeconds the same for the soon-needed chunks alone, which are
+	// loaded first.
 	WarmSeconds float64 `json:"warm_seconds"`
+	SoonSeconds float64 `json:"soon_seconds"`
 }
 
 // DefaultPeerBytesPerSec is the bandwidth between nodes a resize plan
@@ -131,7 +137,7 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		share[o] += d.ChunkSizes[c]
 	}
 	p.Held = in.Job.FirstEpoch > 0 && slices.Max(share) <= in.NodeCacheBytes
-	type load struct{ peer, store int64 }
+	type load struct{ soonPeer, soonStore, restPeer int64 }
 	gainer := map[string]*load{}
 	for c := range d.ChunkSizes {
 		old, now := in.From.Members()[before[c]], in.To.Members()[after[c]]
@@ -140,47 +146,58 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		}
 		p.MovedChunks++
 		p.MovedBytes += d.ChunkSizes[c]
-		if !soon[c] {
-			continue
-		}
-		p.SoonChunks++
-		p.SoonBytes += d.ChunkSizes[c]
 		l := gainer[now]
 		if l == nil {
 			l = &load{}
 			gainer[now] = l
 		}
-		// A chunk comes from its old owner's cache if it holds it and is
-		// still a member (a node leaving hands over what it holds too).
-		if p.Held {
-			l.peer += d.ChunkSizes[c]
-			p.PeerBytes += d.ChunkSizes[c]
-		} else {
-			l.store += d.ChunkSizes[c]
-			p.StoreBytes += d.ChunkSizes[c]
+		// A chunk comes from its old owner's cache if it holds it (a node
+		// leaving hands over what it holds too); a soon-needed one the old
+		// owner does not hold, from the store; the others, when the jobs
+		// reach them.
+		size := d.ChunkSizes[c]
+		switch {
+		case soon[c] && p.Held:
+			p.SoonChunks++
+			p.SoonBytes += size
+			l.soonPeer += size
+		case soon[c]:
+			p.SoonChunks++
+			p.SoonBytes += size
+			l.soonStore += size
+		case p.Held:
+			p.RestChunks++
+			p.RestBytes += size
+			l.restPeer += size
 		}
 	}
 	for _, l := range gainer {
-		p.WarmSeconds = max(p.WarmSeconds, float64(l.peer)/in.PeerBytesPerSec+float64(l.store)/in.StoreBytesPerSec)
+		p.PeerBytes += l.soonPeer + l.restPeer
+		p.StoreBytes += l.soonStore
+		soon := float64(l.soonPeer)/in.PeerBytesPerSec + float64(l.soonStore)/in.StoreBytesPerSec
+		p.SoonSeconds = max(p.SoonSeconds, soon)
+		p.WarmSeconds = max(p.WarmSeconds, soon+float64(l.restPeer)/in.PeerBytesPerSec)
 	}
 	return p, nil
 }
 
 // WriteText writes the plan for a reader.
 func (p *ResizePlan) WriteText(w io.Writer) error {
-	held := "the old owners hold them (an epoch has been read and each node's share fits its cache): they come from their caches"
+	held := "the old owners hold them (an epoch has been read and each node's share fits its cache): they come from their caches, and so do the other moved chunks"
+	rest := fmt.Sprintf("the other moved chunks, copied from the old owners' caches after them: %d (%s)", p.RestChunks, humanize.IBytes(uint64(p.RestBytes)))
 	if !p.Held {
 		held = "the old owners do not hold them (a first epoch, or shares larger than a node's cache): they come from the store"
+		rest = "the other moved chunks are read by their new owners from the store as the jobs reach them, once each"
 	}
 	_, err := fmt.Fprintf(w, `Resize from %d to %d nodes (membership %s to %s)
   chunks changing owner: %d of %d (%s)
   needed by the job in its next windows, loaded before the change: %d (%s)
     %s
-    from peers: %s, from the store: %s
-  warm-up: %.2f s (the slowest gaining node, at %s/s from peers and %s/s from the store)
-  the other moved chunks are read by their new owners from the store as the jobs reach them, once each
+  %s
+  from peers: %s, from the store: %s
+  warm-up: %.2f s, the soon-needed chunks in %.2f s (the slowest gaining node, at %s/s from peers and %s/s from the store)
 `, p.NodesBefore, p.NodesAfter, p.MembersBefore, p.MembersAfter, p.MovedChunks, p.Chunks, humanize.IBytes(uint64(p.MovedBytes)),
-		p.SoonChunks, humanize.IBytes(uint64(p.SoonBytes)), held, humanize.IBytes(uint64(p.PeerBytes)), humanize.IBytes(uint64(p.StoreBytes)),
-		p.WarmSeconds, humanize.IBytes(uint64(p.PeerBytesPerSec)), humanize.IBytes(uint64(p.StoreBytesPerSec)))
+		p.SoonChunks, humanize.IBytes(uint64(p.SoonBytes)), held, rest, humanize.IBytes(uint64(p.PeerBytes)), humanize.IBytes(uint64(p.StoreBytes)),
+		p.WarmSeconds, p.SoonSeconds, humanize.IBytes(uint64(p.PeerBytesPerSec)), humanize.IBytes(uint64(p.StoreBytesPerSec)))
 	return err
 }

@@ -17,9 +17,12 @@ import (
 //	so chunks 4 and 5 are needed next: 2 chunks, 1,100 B, one per gainer
 //	shares before: brand-0 1,400 B, brand-1 2,200 B
 //
-// With caches of 2,200 B the old owners hold them: 1,100 B from peers, and
-// the slowest gainer (brand-2, 600 B) warms in 600/100 = 6 s. With 2,199
-// B, or in a first epoch, they come from the store: 600/50 = 12 s.
+// With caches of 2,200 B the old owners hold them, and the other moved
+// chunks too: all 2,200 B from peers, chunks 3 and 6 (1,100 B) after the
+// soon ones; the slowest gainer is brand-2 (chunks 5 and 3, 1,000 B):
+// 10 s, its soon chunk 5 in 600/100 = 6 s. With 2,199 B, or in a first
+// epoch, the soon ones come from the store (brand-2's 600 B in 600/50 =
+// 12 s) and the others are left to the jobs.
 func TestResizePlanByHand(t *testing.T) {
 	d := Dataset{ChunkSizes: []int64{100, 200, 300, 400, 500, 600, 700, 800}, Counts: []int{10, 10, 10, 10, 10, 10, 10, 10}}
 	tests := []struct {
@@ -27,11 +30,12 @@ func TestResizePlanByHand(t *testing.T) {
 		first       int
 		cache       int64
 		peer, store int64
-		warm        float64
+		rest        int
+		warm, soon  float64
 	}{
-		{"old owners hold them", 1, 2200, 1100, 0, 6},
-		{"shares over the cache", 1, 2199, 0, 1100, 12},
-		{"a first epoch", 0, 1 << 30, 0, 1100, 12},
+		{"old owners hold them", 1, 2200, 2200, 0, 2, 10, 6},
+		{"shares over the cache", 1, 2199, 0, 1100, 0, 12, 12},
+		{"a first epoch", 0, 1 << 30, 0, 1100, 0, 12, 12},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,8 +49,9 @@ func TestResizePlanByHand(t *testing.T) {
 			if p.MovedChunks != 4 || p.MovedBytes != 2200 || p.SoonChunks != 2 || p.SoonBytes != 1100 {
 				t.Errorf("moved %d chunks (%d B), %d needed next (%d B); want 4 (2200 B), 2 (1100 B)", p.MovedChunks, p.MovedBytes, p.SoonChunks, p.SoonBytes)
 			}
-			if p.PeerBytes != tc.peer || p.StoreBytes != tc.store || p.WarmSeconds != tc.warm {
-				t.Errorf("peer %d B, store %d B, warm %v s; want %d, %d, %v", p.PeerBytes, p.StoreBytes, p.WarmSeconds, tc.peer, tc.store, tc.warm)
+			if p.PeerBytes != tc.peer || p.StoreBytes != tc.store || p.RestChunks != tc.rest || p.WarmSeconds != tc.warm || p.SoonSeconds != tc.soon {
+				t.Errorf("peer %d B, store %d B, %d other chunks, warm %v s (soon %v s); want %d, %d, %d, %v (%v)",
+					p.PeerBytes, p.StoreBytes, p.RestChunks, p.WarmSeconds, p.SoonSeconds, tc.peer, tc.store, tc.rest, tc.warm, tc.soon)
 			}
 			var b strings.Builder
 			if err := p.WriteText(&b); err != nil || !strings.Contains(b.String(), "from 2 to 3 nodes") {

@@ -30,8 +30,15 @@
 //     loader (catalog.Loader): from its disk tier if it kept the chunk,
 //     else from the old owner's cache (ChunkPath; the old owner answers
 //     404 rather than read the store for another node), verified against
-//     the index, else from the store. Loads evict only chunks no stream
-//     needs (Config.Admit) and fill at most half the cache.
+//     the index, else from the store;
+//  4. then the other chunks it gains that their old owner's cache holds
+//     (asked with held=true), copied from it the same way: the jobs reach
+//     them later, and their new owner then does not read them from the
+//     store again. Those no cache holds are left to the batches.
+//
+// Loads evict only chunks no stream needs (Config.Admit) and stop at the
+// cache's capacity; the flip timeout bounds them all, the soon-needed
+// first.
 //
 // Warm tells the node's peers it is loading (the loading callback, which
 // sets State.Warming): they do not read its chunks from it under B, nor
@@ -64,6 +71,8 @@ type Peers interface {
 	// Needed asks the node at url which of chunks its followed streams
 	// need within ahead windows past their current one.
 	Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error)
+	// Held asks the node at url which of chunks its cache holds.
+	Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error)
 }
 
 // ChunkFetcher fills buf with chunk c from the cache of the node at url
@@ -192,7 +201,7 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	}
 	loading()
 	h.cfg.Log.Info().Str("members", to.Version()).Int("chunks", len(tasks)).Msg("loading the chunks this node gains that the jobs need soon")
-	budget := h.cfg.Cache.Capacity() / 2
+	budget := h.cfg.Cache.Capacity()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan task)
@@ -225,7 +234,7 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	var queued int64
 	for _, t := range tasks {
 		if queued += t.ds.Index.Chunk(t.c).Size; queued > budget {
-			break // the rest is read as the batches reach it
+			break // the rest is read from the store as the batches reach it
 		}
 		select {
 		case work <- t:
@@ -260,7 +269,8 @@ func (h *Handover) datasets(ctx context.Context) ([]*catalog.Dataset, error) {
 
 // plan lists the chunks of ds this node gains from from to to that some
 // stream needs soon, by this node's schedule or a live member of from's,
-// each with its old owner if that is another live node.
+// each with its old owner if that is another live node; then the other
+// chunks it gains that their old owner's cache holds.
 func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *cluster.Membership) []task {
 	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, h.cfg.Self)
 	if len(gained) == 0 {
@@ -284,18 +294,37 @@ func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *clus
 		}
 	}
 	owners := ds.Owners(from)
-	var tasks []task
+	oldOf := func(c int) string {
+		if old := from.Members()[owners[c]]; old != h.cfg.Self && h.cfg.Peers.IsUp(old) {
+			return old
+		}
+		return ""
+	}
+	var tasks, rest []task
+	byOld := map[string][]int{} // the other gains, by live old owner
 	for _, c := range gained {
-		if !needed[c] || h.cfg.Cache.Contains(ds.ChunkKey(c)) {
+		switch {
+		case h.cfg.Cache.Contains(ds.ChunkKey(c)):
+		case needed[c]:
+			tasks = append(tasks, task{ds: ds, c: c, old: oldOf(c)})
+		case oldOf(c) != "":
+			byOld[oldOf(c)] = append(byOld[oldOf(c)], c)
+		}
+	}
+	// Then the other gains that their old owner's cache holds: copied
+	// now from it, they are not read from the store again when the jobs
+	// reach them. Those it does not hold are left to the batches.
+	for old, cs := range byOld {
+		held, err := h.cfg.Peers.Held(ctx, old, ds, cs)
+		if err != nil {
+			h.cfg.Log.Info().Err(err).Str("peer", old).Msg("asking a peer which chunks its cache holds")
 			continue
 		}
-		t := task{ds: ds, c: c}
-		if old := from.Members()[owners[c]]; old != h.cfg.Self && h.cfg.Peers.IsUp(old) {
-			t.old = old
+		for _, c := range held {
+			rest = append(rest, task{ds: ds, c: c, old: old})
 		}
-		tasks = append(tasks, t)
 	}
-	return tasks
+	return append(tasks, rest...)
 }
 
 // load makes chunk t resident, asking its old owner first, and says where

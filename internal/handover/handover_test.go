@@ -40,6 +40,7 @@ type fakePeers struct {
 	down   map[string]bool
 	needs  map[string][]int
 	bad    map[string]bool // gives bytes that fail their check
+	held   map[string][]int
 	asked  []string
 	chunks []string // "url chunk" fetched
 }
@@ -51,6 +52,10 @@ func (p *fakePeers) Needed(_ context.Context, url string, _ *catalog.Dataset, ch
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, url)
 	return slices.DeleteFunc(slices.Clone(p.needs[url]), func(c int) bool { return !slices.Contains(chunks, c) }), nil
+}
+
+func (p *fakePeers) Held(_ context.Context, url string, _ *catalog.Dataset, chunks []int) ([]int, error) {
+	return slices.DeleteFunc(slices.Clone(p.held[url]), func(c int) bool { return !slices.Contains(chunks, c) }), nil
 }
 
 func (p *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset, c int, buf []byte) error {
@@ -106,9 +111,10 @@ func (noStreams) Soon(*catalog.Dataset, []int, int) []int { return nil }
 // TestWarm: a node gaining chunks loads those some live member of the old
 // membership says its streams need, each from its old owner's cache when
 // the old owner is up and its bytes pass their check, else from the
-// store, and counts where they came from; a down member is not asked,
-// nothing needed is nothing loaded, and loading is announced only when
-// there is something to load.
+// store, then the others its old owners' caches hold, and counts where
+// they came from; a down member is not asked, nothing needed nor held is
+// nothing loaded, and loading is announced only when there is something
+// to load.
 func TestWarm(t *testing.T) {
 	ds := testDataset(t, 64)
 	a, b, c := "http://a:1", "http://b:1", "http://c:1"
@@ -141,6 +147,8 @@ func TestWarm(t *testing.T) {
 			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a, b}},
 		{name: "an old owner down", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, down: map[string]bool{b: true}},
 			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a}},
+		{name: "then the others the old owners hold", peers: &fakePeers{needs: map[string][]int{a: {ofA[0]}}, held: map[string][]int{a: ofA, b: ofB[:1]}},
+			chunks: len(ofA) + 1, peerB: int64(len(ofA)+1) * 1024, askedOf: []string{a, b}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

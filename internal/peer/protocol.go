@@ -46,7 +46,7 @@ const (
 	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
 	FeedbackPath = "/internal/v2/importance/" // + job
 	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
-	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead, chunk IDs in the body: those the node's followed streams need soon
+	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
 	ReplyType    = "application/octet-stream" // a samples reply
 )
 
@@ -623,9 +623,23 @@ func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset,
 // it (schedule.Schedule.Soon): the chunks a node gaining them in a
 // membership change loads first.
 func (s *Set) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	return s.askChunks(ctx, url, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})
+}
+
+// Held asks the node at url which of chunks (of ds) its cache holds: the
+// chunks a node gaining them in a membership change may copy from it
+// rather than read from the store later.
+func (s *Set) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return s.askChunks(ctx, url, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
+}
+
+// askChunks asks the node at url a question about chunks (NeededPath,
+// with the parameters of v) and checks that the answer names only them.
+func (s *Set) askChunks(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamAhead: {strconv.Itoa(ahead)}}
+	v.Set(api.ParamDataset, ds.Name)
+	v.Set(api.ParamIndex, ds.ID())
 	body := make([]byte, 0, 4*len(chunks))
 	asked := make(map[int]bool, len(chunks))
 	for _, c := range chunks {
@@ -664,35 +678,46 @@ func (s *Set) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunk
 	return out, nil
 }
 
-// DecodeNeeded reads a node's question about the chunks the followed
-// streams need soon: the dataset version, how many windows ahead, and the
-// chunks (little-endian uint32 IDs, at most the dataset's chunks).
-func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, chunks []int, ahead int, err error) {
+// ChunksQuestion is a node's question about chunks (NeededPath): which of
+// Chunks of DS the followed streams need within Ahead windows past their
+// current one, or, with Held, which of them the node's cache holds.
+type ChunksQuestion struct {
+	DS     *catalog.Dataset
+	Chunks []int
+	Ahead  int
+	Held   bool
+}
+
+// DecodeNeeded reads a node's question about chunks: the dataset version,
+// how many windows ahead or held, and the chunks (little-endian uint32
+// IDs, at most the dataset's chunks).
+func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, error) {
 	q, err := query.Parse(r.URL.RawQuery, query.PeerNeededParams, query.Query{}, l)
 	if err != nil {
-		return nil, nil, 0, err
+		return ChunksQuestion{}, err
 	}
 	if q.Job.Dataset == "" || q.Job.Index == "" {
-		return nil, nil, 0, fmt.Errorf("%w: a question about needed chunks names its dataset and index", query.ErrBadRequest)
+		return ChunksQuestion{}, fmt.Errorf("%w: a question about needed chunks names its dataset and index", query.ErrBadRequest)
 	}
-	if ds, err = v.Version(q.Job.Dataset, q.Job.Index); err != nil {
-		return nil, nil, 0, err
+	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	if err != nil {
+		return ChunksQuestion{}, err
 	}
 	n := ds.Index.NumChunks()
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(n)+1))
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("%w: reading the chunk list: %w", query.ErrBadRequest, err)
+		return ChunksQuestion{}, fmt.Errorf("%w: reading the chunk list: %w", query.ErrBadRequest, err)
 	}
 	if len(body)%4 != 0 || len(body) > 4*n {
-		return nil, nil, 0, fmt.Errorf("%w: the chunk list is at most %d little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, n, len(body))
+		return ChunksQuestion{}, fmt.Errorf("%w: the chunk list is at most %d little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, n, len(body))
 	}
-	chunks = make([]int, len(body)/4)
+	chunks := make([]int, len(body)/4)
 	for i := range chunks {
 		if chunks[i] = int(binary.LittleEndian.Uint32(body[4*i:])); chunks[i] >= n {
-			return nil, nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
+			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	return ds, chunks, q.Ahead, nil
+	return ChunksQuestion{DS: ds, Chunks: chunks, Ahead: q.Ahead, Held: q.Held}, nil
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

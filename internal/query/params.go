@@ -111,10 +111,12 @@ type Query struct {
 	PosSet bool
 	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
 	// Ahead how many windows past their current one a peer asks about
-	// the chunks the followed streams need.
+	// the chunks the followed streams need; Held asks instead which of
+	// them the node's cache holds.
 	Chunk    int
 	ChunkSet bool
 	Ahead    int
+	Held     bool
 	Plan     api.PlanOptions
 	Format   string
 }
@@ -212,6 +214,7 @@ var params = map[string]param{
 		return err
 	},
 	ParamAhead: intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
+	ParamHeld:  boolParam(func(q *Query) *bool { return &q.Held }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -293,7 +296,7 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -304,6 +307,7 @@ const (
 	ParamPos   = "pos"
 	ParamChunk = "chunk"
 	ParamAhead = "ahead"
+	ParamHeld  = "held"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
