@@ -345,7 +345,7 @@ func plannedLeave(t *testing.T, n int) {
 			break
 		}
 	}
-	leaver.srv.Close()               // it exits
+	leaver.srv.Close()                // it exits
 	readSteps(t, survivors, 1, 0, 12) // the next epoch
 	if reads := chunkReads(survivors); slices.Max(reads) != 0 {
 		t.Errorf("the epoch after the leave read %v chunks from the store, want none", reads)
