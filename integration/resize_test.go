@@ -169,10 +169,10 @@ func TestClusterResize(t *testing.T) {
 		return lat, failovers
 	}
 	type change struct {
-		epoch             int
-		what              string
-		before, after     []int // the members at the epoch's start and after the change
-		run               func()
+		epoch         int
+		what          string
+		before, after []int // the members at the epoch's start and after the change
+		run           func()
 		lat           [][]time.Duration
 		failovers     int
 		epochCounters clusterCounters
