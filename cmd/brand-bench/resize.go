@@ -31,6 +31,7 @@ func (o *resizeOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "epochs of each run: the joins in epoch 0, the leave in epoch 1, the kill in the last (at least 3)")
 	fs.Float64Var(&cfg.NodeCache, "node-cache", cfg.NodeCache, "each node's cache, a fraction of the dataset")
 	fs.Float64Var(&cfg.ChangeAt, "change-at", cfg.ChangeAt, "where in an epoch each change starts, a fraction of its steps")
+	fs.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the training step: each global step's batches are asked for no sooner than this after the last step's")
 	fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "alternations of the fixed 4-node cluster and the resized one")
 	fs.DurationVar(&cfg.PeersPoll, "peers-poll", cfg.PeersPoll, "the gateways' --peers-poll")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")

@@ -68,6 +68,11 @@ type ResizeConfig struct {
 	Epochs    int     // at least 3: the join, the leave, and the kill in the last
 	NodeCache float64 // each node's cache, a fraction of the dataset
 	ChangeAt  float64 // where in an epoch a change starts, a fraction of its steps
+	// StepTime is the training step each global step takes once its
+	// batches are in: the ranks ask for the next step's batches no
+	// sooner, as a training loop does, so that a change spans steps
+	// rather than racing through the rest of an epoch.
+	StepTime time.Duration
 	Pairs     int     // alternations of the fixed and the resized cluster
 	PeersPoll time.Duration
 
@@ -79,13 +84,14 @@ type ResizeConfig struct {
 	Log           io.Writer
 }
 
-// DefaultResizeConfig: 8,192 samples of 16 KiB (128 MiB) in 1 MiB chunks,
-// batch 32 × 8 ranks (32 steps an epoch), window 32, four epochs, each
-// node's cache 40 % of the dataset (three nodes hold it), changes at the
-// middle of an epoch, two pairs, the member file polled every 200 ms.
+// DefaultResizeConfig: 16,384 samples of 8 KiB (about 140 MiB) in 1 MiB
+// chunks, batch 32 × 8 ranks (64 steps an epoch) with a training step of
+// 20 ms, window 32, four epochs, each node's cache 40 % of the dataset
+// (three nodes hold it), changes at the middle of an epoch, two pairs,
+// the member file polled every 200 ms.
 func DefaultResizeConfig() ResizeConfig {
-	return ResizeConfig{Samples: 8192, MeanBytes: 16 << 10, ChunkSize: 1 << 20, Seed: 35,
-		BatchSize: 32, Window: 32, World: 8, Epochs: 4, NodeCache: 0.4, ChangeAt: 0.5, Pairs: 2,
+	return ResizeConfig{Samples: 16384, MeanBytes: 8 << 10, ChunkSize: 1 << 20, Seed: 35,
+		BatchSize: 32, Window: 32, World: 8, Epochs: 4, NodeCache: 0.4, ChangeAt: 0.5, StepTime: 20 * time.Millisecond, Pairs: 2,
 		PeersPoll: 200 * time.Millisecond, ConfigTimeout: 10 * time.Minute}
 }
 
@@ -108,6 +114,7 @@ func (c ResizeConfig) withDefaults() (ResizeConfig, error) {
 	orDefault(&c.NodeCache, d.NodeCache)
 	orDefault(&c.ChangeAt, d.ChangeAt)
 	orDefault(&c.Pairs, d.Pairs)
+	orDefault(&c.StepTime, d.StepTime)
 	orDefault(&c.PeersPoll, d.PeersPoll)
 	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
 	if c.Log == nil {
@@ -147,6 +154,7 @@ type ResizeReport struct {
 	Epochs    int         `json:"epochs"`
 	Steps     int         `json:"steps"` // global batches an epoch
 	NodeCache int64       `json:"node_cache_bytes"`
+	StepMs    float64     `json:"step_ms"`
 	Runs      []ResizeRun `json:"runs"`
 	Targets   []Target    `json:"targets"`
 	Seconds   float64     `json:"seconds"`
@@ -240,7 +248,7 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 		Samples: ix.NumSamples(), MeanBytes: cfg.MeanBytes, Bytes: ix.TotalBytes(), Chunks: ix.NumChunks(),
 		BatchSize: cfg.BatchSize, World: cfg.World, Window: cfg.Window, Epochs: cfg.Epochs,
 		Steps:     int(math.Ceil(float64(ix.NumSamples()) / float64(cfg.BatchSize*cfg.World))),
-		NodeCache: int64(cfg.NodeCache * float64(ix.TotalBytes()))}
+		NodeCache: int64(cfg.NodeCache * float64(ix.TotalBytes())), StepMs: ms(cfg.StepTime)}
 	logf(cfg.Log, "dataset: %d samples in %d chunks (%s); each node's cache %s", rep.Samples, rep.Chunks, sizeString(rep.Bytes), sizeString(rep.NodeCache))
 	rc := &resizeCluster{cfg: cfg, srv: srv, url: "s3://" + bucket + "/" + prefix, bytes: rep.Bytes, cache: rep.NodeCache, steps: rep.Steps}
 	for pair := range cfg.Pairs {
@@ -556,6 +564,7 @@ func (rc *resizeCluster) readEpoch(ctx context.Context, hc *http.Client, epoch i
 	samples := 0
 	var mu sync.Mutex
 	for m := range rc.steps {
+		next := time.Now().Add(cfg.StepTime)
 		if err := onStep(m); err != nil {
 			return nil, err
 		}
@@ -580,6 +589,7 @@ func (rc *resizeCluster) readEpoch(ctx context.Context, hc *http.Client, epoch i
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
+		time.Sleep(time.Until(next))
 	}
 	if want := rc.steps * cfg.World * cfg.BatchSize; samples < want-cfg.World*cfg.BatchSize || samples > want {
 		return nil, fmt.Errorf("%d samples read in the epoch", samples)
@@ -794,8 +804,8 @@ func (r *ResizeReport) WriteJSON(w io.Writer) error {
 // duration and p99; then the targets.
 func (r *ResizeReport) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Resize under a job: %d samples (%s, %d chunks), batch %d × %d ranks (%d steps an epoch), window %d, epochs 0–%d, each node's cache %s (%.0f %% of the dataset)\n\n",
-		r.Samples, sizeString(r.Bytes), r.Chunks, r.BatchSize, r.World, r.Steps, r.Window, r.Epochs-1, sizeString(r.NodeCache), 100*float64(r.NodeCache)/float64(r.Bytes))
+	fmt.Fprintf(&sb, "Resize under a job: %d samples (%s, %d chunks), batch %d × %d ranks (%d steps an epoch, a step at most every %.0f ms), window %d, epochs 0–%d, each node's cache %s (%.0f %% of the dataset)\n\n",
+		r.Samples, sizeString(r.Bytes), r.Chunks, r.BatchSize, r.World, r.Steps, r.StepMs, r.Window, r.Epochs-1, sizeString(r.NodeCache), 100*float64(r.NodeCache)/float64(r.Bytes))
 	sb.WriteString("| pair | cluster | epoch | nodes | store (× dataset) | store GETs | from peers (× dataset) | p50 ms | p99 ms | s |\n")
 	sb.WriteString("| --: | -- | --: | -- | --: | --: | --: | --: | --: | --: |\n")
 	ds := float64(r.Bytes)
