@@ -72,8 +72,8 @@ type ResizeConfig struct {
 	// batches are in: the ranks ask for the next step's batches no
 	// sooner, as a training loop does, so that a change spans steps
 	// rather than racing through the rest of an epoch.
-	StepTime time.Duration
-	Pairs     int     // alternations of the fixed and the resized cluster
+	StepTime  time.Duration
+	Pairs     int // alternations of the fixed and the resized cluster
 	PeersPoll time.Duration
 
 	GatewayBinary string
