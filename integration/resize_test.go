@@ -61,13 +61,19 @@ func TestClusterResize(t *testing.T) {
 	}
 	dir := t.TempDir()
 	peersFile := filepath.Join(dir, "peers")
+	// With a peer secret, as a deployment runs: a node then counts what
+	// it serves to each peer, which shows a joiner owning chunks.
+	secret := filepath.Join(dir, "peer-secret")
+	if err := os.WriteFile(secret, []byte("peer secret of the resize test cluster\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	procs := make([]*clusterProc, nodes)
 	for k := range nodes {
 		procs[k] = &clusterProc{k: k, url: urls[k], logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
 			args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]),
 				"--dataset", "synthetic=" + p.url, "--s3-endpoint", p.server.URL(),
 				"--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
-				"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", "200ms",
+				"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", "200ms", "--peer-secret-file", secret,
 				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
 	}
 	// The joiners sort between the first members (node k is member k of
@@ -253,6 +259,18 @@ func TestClusterResize(t *testing.T) {
 			}
 		}
 		ch.epochCounters = sum().minus(before)
+		if ch.epoch == 1 {
+			// The joiners took part: their ranks were served by them,
+			// and they served the samples of the chunks they own to
+			// the other nodes.
+			for _, k := range []int{1, 3} {
+				m := scrape(t, urls[k], "brand_locality_bytes_total", "brand_peer_bytes_served_total")
+				if m["brand_locality_bytes_total"] == 0 || m["brand_peer_bytes_served_total"] == 0 {
+					t.Errorf("joined node %d served %.0f batch bytes and %.0f bytes to its peers by the end of epoch 1; it should be home to ranks and own chunks",
+						k, m["brand_locality_bytes_total"], m["brand_peer_bytes_served_total"])
+				}
+			}
+		}
 		waitAgreed(t, pick(ch.after), live, urls, mustMembership(t, pick(ch.after)).Version())
 	}
 	run := sum().minus(total)

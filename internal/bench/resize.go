@@ -327,12 +327,17 @@ func (rc *resizeCluster) run(ctx context.Context, scenario string, pair int) (Re
 	}
 	tag := strings.NewReplacer(" ", "", "→", "-").Replace(scenario)
 	peersFile := filepath.Join(cfg.WorkDir, fmt.Sprintf("resize-%s-%d.peers", tag, pair))
+	// A peer secret, as a deployment has.
+	secret := filepath.Join(cfg.WorkDir, "resize-peer-secret")
+	if err := os.WriteFile(secret, []byte("peer secret of the resize benchmark\n"), 0o600); err != nil {
+		return out, err
+	}
 	nodes := make([]*resizeNode, len(urls))
 	for k := range nodes {
 		nodes[k] = &resizeNode{k: k, url: urls[k], args: append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]),
 			"--dataset", "resize=" + rc.url, "--s3-endpoint", rc.srv.URL(),
 			"--cache-size", strconv.FormatInt(rc.cache, 10), "--cache-prefault=false",
-			"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", cfg.PeersPoll.String(),
+			"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", cfg.PeersPoll.String(), "--peer-secret-file", secret,
 			"--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s", "--index-poll", "0"}, cfg.GatewayArgs...)}
 	}
 	env := gatewayEnv(rc.srv.AccessKey, rc.srv.SecretKey)
