@@ -171,6 +171,14 @@ type PlanOptions struct {
 	// single gateway's plan. A gateway in a cluster defaults to its own
 	// node count.
 	Nodes int
+	// NodesAfter (nodes_after, 1..MaxPlanNodes) asks instead what
+	// resizing the cluster from Nodes (its own membership on a gateway of
+	// a cluster) to that many nodes costs the job: the chunks that move,
+	// those the job needs next, loaded before the change from the old
+	// owners' caches or the store, and the warm-up at BackendBytesPerSec
+	// and PeerBytesPerSec (peer_bandwidth, default 10 Gb/s).
+	NodesAfter      int
+	PeerBytesPerSec float64
 	// ImagesPerSec (images_per_sec) is the rate of images the trainers
 	// want through the job's pipeline (transform=): the plan says how
 	// many cores a node needs for it.
@@ -213,6 +221,8 @@ const (
 	ParamPrefetchWindows = "prefetch_windows"
 	ParamNodes           = "nodes"
 	ParamImagesPerSec    = "images_per_sec"
+	ParamNodesAfter      = "nodes_after"
+	ParamPeerBandwidth   = "peer_bandwidth"
 )
 
 // Cluster is the body of GET /cluster: the peer list every node of a
@@ -237,6 +247,39 @@ type Cluster struct {
 	Members  string `json:"members,omitempty"`
 	Local    string `json:"local,omitempty"`
 	Reported string `json:"reported,omitempty"`
+	// Warming is the membership version the answering node is loading
+	// the chunks it gains under (its peers read them from their old
+	// owners until it is done); Leaving, that it was told to leave and
+	// hands its chunks over. LastChange is its figures of the last
+	// change of its member list. docs/scale-out.md, "Resizing".
+	Warming    string            `json:"warming,omitempty"`
+	Leaving    bool              `json:"leaving,omitempty"`
+	LastChange *MembershipChange `json:"last_change,omitempty"`
+}
+
+// MembershipChange is what one change of a node's member list cost the
+// node: the chunks it gained that the jobs needed soon and loaded before
+// it reported the new version, where their bytes came from, and how long
+// it took to warm up and for the cluster to agree on the new version.
+type MembershipChange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Chunks were loaded for the change; their bytes came from the old
+	// owner's cache (PeerBytes), this node's disk tier (DiskBytes) or the
+	// store (StoreBytes).
+	Chunks     int   `json:"chunks"`
+	PeerBytes  int64 `json:"peer_bytes"`
+	DiskBytes  int64 `json:"disk_bytes"`
+	StoreBytes int64 `json:"store_bytes"`
+	// WarmSeconds is the warm-up; FlipSeconds from the list's change to
+	// this node reporting the new version (the warm-up, then the wait for
+	// the other gainers); AgreeSeconds to the cluster agreeing on it, 0
+	// until then. FlipTimedOut: the node reported it without every
+	// gainer warm, past --membership-flip-timeout.
+	WarmSeconds  float64 `json:"warm_seconds"`
+	FlipSeconds  float64 `json:"flip_seconds"`
+	AgreeSeconds float64 `json:"agree_seconds"`
+	FlipTimedOut bool    `json:"flip_timed_out,omitempty"`
 }
 
 // ClusterNode is one node of a Cluster.
@@ -249,8 +292,11 @@ type ClusterNode struct {
 	// its last probe said; absent before the first probe.
 	Indexes map[string]string `json:"indexes,omitempty"`
 	// Members is the membership version the node reports, as its last
-	// probe said; absent before the first probe.
+	// probe said; absent before the first probe. Warming and Leaving are
+	// what its last probe said of a change (Cluster).
 	Members string `json:"members,omitempty"`
+	Warming string `json:"warming,omitempty"`
+	Leaving bool   `json:"leaving,omitempty"`
 }
 
 // ClusterStats is a node's view of its cluster in /stats: the layout and

@@ -282,6 +282,24 @@ func (c *Cache) Contains(k Key) bool {
 	return ok && e.ready
 }
 
+// Resident pins k if it is resident and ready, without loading it, and
+// returns its bytes and the release of the pin, which the caller must
+// call exactly once; ok is false if the cache does not hold k. A node
+// hands a chunk it holds to the chunk's next owner with it, and never
+// reads the store for another node (internal/handover). It counts as
+// neither a hit nor a miss.
+func (c *Cache) Resident(k Key) (data []byte, release func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok || !e.ready {
+		return nil, nil, false
+	}
+	c.pinLocked(e)
+	var once sync.Once
+	return e.data, func() { once.Do(func() { c.unpin(e) }) }, true
+}
+
 // MustEvict reports whether acquiring reqs now would have to evict: the
 // bytes of those of its chunks not resident or loading exceed the room
 // left free.

@@ -692,3 +692,39 @@ func TestWaitingIsBounded(t *testing.T) {
 		t.Error("stalled after the queue emptied")
 	}
 }
+
+// TestResident: Resident gives a ready chunk's bytes without loading
+// anything, and pins it until released: a chunk being handed to another
+// node is not evicted under the copy. A chunk not held is not loaded.
+func TestResident(t *testing.T) {
+	l := newCountingLoader()
+	c := chunkcache.New(chunkcache.Config{Capacity: 200, Loader: l})
+	if _, _, ok := c.Resident(key(1)); ok {
+		t.Fatal("Resident found a chunk never loaded")
+	}
+	if l.count(key(1)) != 0 {
+		t.Fatal("Resident loaded a chunk")
+	}
+	acquire(t, c, req(1, 100)).Release()
+	data, release, ok := c.Resident(key(1))
+	if !ok || string(data) != string(want(key(1), 100)) {
+		t.Fatalf("Resident of a loaded chunk: ok %v, %d bytes", ok, len(data))
+	}
+	// Two more chunks need its room: while pinned it stays.
+	acquire(t, c, req(2, 100)).Release()
+	if _, err := c.Prefetch(context.Background(), req(3, 100), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Contains(key(1)) {
+		t.Fatal("a chunk pinned by Resident was evicted")
+	}
+	release()
+	release() // a second release is harmless
+	acquire(t, c, req(4, 100), req(5, 100)).Release()
+	if c.Contains(key(1)) {
+		t.Error("a chunk released by Resident stays pinned")
+	}
+	if l.count(key(1)) != 1 {
+		t.Errorf("chunk 1 loaded %d times", l.count(key(1)))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/internal/catalog"
 	"net/http"
 	"strconv"
 	"time"
@@ -30,6 +31,10 @@ var (
 )
 
 var errStalled = fmt.Errorf("%w: requests are waiting for cache room or for room to assemble a batch, and none has been let through for %s", ErrStalled, stallNotReady)
+
+// errLeaving is /readyz's answer on a node leaving its cluster: the
+// platform sends no new work to it, while it hands its chunks over.
+var errLeaving = fmt.Errorf("%w: this node is leaving its cluster and hands its chunks over to their next owners; send new work to another node", catalog.ErrNotReady)
 
 // retryAfter is what 503 responses advise; clients back off at least this.
 const retryAfter = httperr.RetryAfter

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -20,6 +21,7 @@ import (
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/handover"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
@@ -211,9 +213,12 @@ type ClusterConfig struct {
 	Advertise string
 	// MembersPoll is how often Members is listed; default ProbeInterval.
 	MembersPoll time.Duration
-	// Warm, if set, runs when this node's member list changes, before it
-	// reports the new version to its peers (peer.Warm).
-	Warm peer.Warm
+	// FlipTimeout bounds a membership change on this node: loading the
+	// chunks it gains that the jobs need soon (internal/handover), then
+	// waiting for the other members gaining chunks to do the same, after
+	// which it reports the new version anyway. Default
+	// peer.DefaultFlipTimeout (30 s).
+	FlipTimeout time.Duration
 	// PeerTimeout bounds one sample fetch from a peer; past it the
 	// samples are read from the next node in their chunk's ranking, or
 	// from the store. Default 10 s.
@@ -334,6 +339,7 @@ type clusterFace interface {
 	Members(ctx context.Context, version string) (*gcluster.Membership, error)
 	Known(version string) (*gcluster.Membership, bool)
 	Describe(st *peer.State)
+	Leave(ctx context.Context) error
 	Start()
 	Close()
 }
@@ -369,8 +375,12 @@ type Gateway struct {
 	// parts' loads, the next batch's layout for its peers' samples, the
 	// S3 face's read-ahead — bounded and tracked: Close waits for it
 	// before it closes the cluster, statistics and cache it uses.
-	ahead      *ahead.Set
-	feedback   *feedback.State
+	ahead    *ahead.Set
+	feedback *feedback.State
+	// handover loads the chunks this node gains in a membership change
+	// (nil on a single gateway); leaving is set once Leave is called.
+	handover   *handover.Handover
+	leaving    atomic.Bool
 	importance *importanceAPI
 	peers      *peerAPI
 	stats      *livestats.Stats
@@ -399,12 +409,19 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
+	var set *peer.Set
 	if c := cfg.Cluster; c.Members != nil {
-		cl = peer.NewSet(peer.Config{Self: c.Advertise, Members: c.Members, Poll: c.MembersPoll, Warm: c.Warm,
+		// The warm-up runs once the Set is started, below, when
+		// g.handover is wired.
+		warm := func(ctx context.Context, from, to *gcluster.Membership, loading func()) (api.MembershipChange, error) {
+			return g.handover.Warm(ctx, from, to, loading)
+		}
+		set = peer.NewSet(peer.Config{Self: c.Advertise, Members: c.Members, Poll: c.MembersPoll, Warm: warm, FlipTimeout: c.FlipTimeout,
 			Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
 			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
 			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes, Slack: c.TransformSlack,
 			Load: func() tensors.Load { return g.stage.Load() }})
+		cl = set
 	}
 	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
@@ -424,6 +441,13 @@ func New(cfg Config) (*Gateway, error) {
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
+	var sources *handover.Sources
+	if set != nil {
+		// Chunks this node gains in a membership change are read from
+		// their old owner's cache before the store.
+		sources = handover.NewSources(set, cfg.Logger)
+		loader = loader.WithHandover(sources)
+	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
 	}
@@ -458,9 +482,14 @@ func New(cfg Config) (*Gateway, error) {
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
-	g.plans = newPlanAPI(cfg, g.jobs, cl.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
+	if set != nil {
+		g.handover = handover.New(handover.Config{Self: cfg.Cluster.Advertise, Peers: set, Schedule: g.sched, Cache: g.cache,
+			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
+			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
+	}
+	g.plans = newPlanAPI(cfg, g.jobs, cl, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
-		limits: cfg.Limits, ready: g.notReady, transforms: g.stage, log: cfg.Logger}
+		limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects)
 	}
@@ -660,6 +689,19 @@ func (g *Gateway) Close() {
 	g.stats.Close()
 	g.cache.Close()
 	g.disk.Close()
+}
+
+// Leave takes this node out of its cluster, as a platform's scale-down or
+// a pod's preStop asks (`brand serve` on SIGTERM): it stops being ready
+// (/readyz answers 503, so the platform sends no new work), tells its
+// peers it leaves, keeps serving them while the next owners of its
+// chunks load the ones the jobs need soon from its cache, and returns
+// once the cluster agrees on a membership without it — or with ctx's
+// error when ctx ends first, the caller's bound. On a single gateway it
+// returns at once. The caller then shuts the server down and Closes.
+func (g *Gateway) Leave(ctx context.Context) error {
+	g.leaving.Store(true)
+	return g.cluster.Leave(ctx)
 }
 
 // Load reads every dataset's index. Transient store errors are retried with

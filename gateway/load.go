@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -19,9 +20,12 @@ import (
 func warnSmallCache(log zerolog.Logger, cfg Config, nodes int, datasets []*catalog.Dataset) {
 	w := cfg.Defaults.Window
 	if n := nodes; n > 1 {
-		// A node of a cluster holds the chunks it owns: with stratified
-		// windows about 1/N of each, at most 17/16 of that.
-		w = (17*w + 16*n - 1) / (16 * n)
+		// A node of a cluster holds the chunks it owns: about 1/N of each
+		// window (owners are rendezvous hashing, the order does not know
+		// them), and in most windows no more than that plus twice its
+		// square root.
+		share := float64(w) / float64(n)
+		w = min(w, int(math.Ceil(share+2*math.Sqrt(share))))
 	}
 	for _, ds := range datasets {
 		sizes := make([]int64, ds.Index.NumChunks())

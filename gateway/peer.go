@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/order"
@@ -46,6 +47,15 @@ type peerAPI struct {
 	transforms interface {
 		Fingerprints() map[string]string
 		Load() tensors.Load
+	}
+	// chunks is the cache, whose chunks this node hands to their next
+	// owners in a membership change (chunkcache.Cache.Resident); soon the
+	// schedule, which says which chunks the streams it follows need soon.
+	chunks interface {
+		Resident(k chunkcache.Key) ([]byte, func(), bool)
+	}
+	soon interface {
+		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
 	}
 	log zerolog.Logger
 }
@@ -132,6 +142,50 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		st.Datasets = append(st.Datasets, peer.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// handleChunk serves GET peer.ChunkPath: a chunk's bytes from this node's
+// cache, for the node that gains the chunk in a membership change; 404
+// (with peer.HeaderHeld: false) if the cache does not hold it. It never
+// reads the store for another node: the asker does, once.
+func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ds, c, err := peer.DecodeChunk(r, a.catalog, a.limits)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	k := asker(r)
+	a.cluster.Heard(k)
+	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
+	if !ok {
+		w.Header().Set(peer.HeaderHeld, "false")
+		writeError(ctx, w, fmt.Errorf("%w: chunk %d of %s is not in this node's cache", query.ErrOutOfRange, c, ds.Name))
+		return
+	}
+	defer release()
+	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: net.Buffers{data}, N: int64(len(data))})
+	if err != nil {
+		a.log.Debug().Err(err).Msg("a chunk handed over not completed")
+	}
+	a.cluster.Served(k, n)
+}
+
+// handleNeeded serves POST peer.NeededPath: of the chunks a node names,
+// those the job streams this node follows need within their current
+// window and the next ones asked about (schedule.Schedule.Soon).
+func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
+	ds, chunks, ahead, err := peer.DecodeNeeded(r, a.catalog, a.limits)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	a.cluster.Heard(asker(r))
+	out := peer.EncodeChunks(a.soon.Soon(ds, chunks, ahead))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
 }
 
 // handleMembers serves GET peer.MembersPath: the member list of a

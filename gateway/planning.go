@@ -9,6 +9,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/livestats"
@@ -37,6 +38,11 @@ type Planner interface {
 	// JSON; with o.Nodes set, the prediction for that many nodes (GET
 	// /plan?mix=).
 	MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error)
+	// Resize returns what resizing the cluster from membership from (nil:
+	// o.Nodes nodes of a cluster the gateway is not part of) to
+	// o.NodesAfter nodes costs job, as a value that encodes to JSON (GET
+	// /plan?nodes_after=).
+	Resize(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
 	livestats.Optimizer
 }
 
@@ -63,7 +69,10 @@ type planAPI struct {
 	jobs    *jobs           // what a plan's job reads
 	options api.PlanOptions // a plan's defaults: this gateway's cache, disk tier, prefetch
 	nodes   func() int      // the cluster's member count now: a plan's default nodes
-	slots   chan struct{}   // the plans running, planSlots at most
+	// members is the membership the cluster agrees on now (nil on a
+	// single gateway): a resize plan's start.
+	members func(ctx context.Context) *gcluster.Membership
+	slots   chan struct{} // the plans running, planSlots at most
 	// costs are a pipeline's costs on this node, for a job that names
 	// one (transform=).
 	costs interface {
@@ -71,8 +80,12 @@ type planAPI struct {
 	}
 }
 
-func newPlanAPI(cfg Config, jobs *jobs, nodes func() int, costs *pipelineCosts) *planAPI {
-	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: nodes, slots: make(chan struct{}, planSlots), costs: costs,
+func newPlanAPI(cfg Config, jobs *jobs, cl clusterFace, costs *pipelineCosts) *planAPI {
+	members := func(ctx context.Context) *gcluster.Membership {
+		ms, _ := cl.Members(ctx, "")
+		return ms
+	}
+	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: cl.Nodes, members: members, slots: make(chan struct{}, planSlots), costs: costs,
 		options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: planEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows}}
 	if a.planner == nil {
@@ -95,6 +108,10 @@ func (noPlanner) SharedPlan(context.Context, *chunkindex.Index, []api.SharedPlan
 }
 
 func (noPlanner) MixPlan(context.Context, []*chunkindex.Index, api.Job, api.PlanOptions) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) Resize(context.Context, *chunkindex.Index, api.Job, api.PlanOptions, *gcluster.Membership) (any, error) {
 	return nil, errNoPlanner
 }
 
@@ -151,6 +168,17 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ds, err := a.jobs.version(q.Job)
 	if err != nil {
 		writeError(ctx, w, err)
+		return
+	}
+	if q.Plan.NodesAfter > 0 {
+		if len(q.Job.Mix) > 0 || q.Job.Importance.On() {
+			writeError(ctx, w, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle", query.ErrBadRequest))
+			return
+		}
+		from := a.members(ctx) // nil on a single gateway: from nodes= planned ones
+		a.write(ctx, w, func(ctx context.Context) (any, error) {
+			return a.planner.Resize(ctx, ds.Index, q.Job, q.Plan, from)
+		})
 		return
 	}
 	var snap *importance.Snapshot // nil: the uniform shuffle only

@@ -221,3 +221,46 @@ func TestPlanMix(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanResize: GET /plan?nodes_after=N is the cost of resizing to N
+// nodes: on a node of a cluster from the membership the cluster agrees
+// on, on a single gateway from nodes= planned ones; the figures are
+// MakeResizePlan's (worked out by hand in planner's tests).
+func TestPlanResize(t *testing.T) {
+	f := newFixture(t, 24, 10)
+	cl := startCluster(t, f, 2, nil, nil)
+	ms := membershipOf(t, cl)
+	waitMembers(t, cl, ms.Version())
+	_, single := start(t, f.store, nil)
+	job := planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1}, FirstEpoch: 1, Epochs: 1}
+	for _, tc := range []struct {
+		name, base string
+		from       *cluster.Membership
+	}{{"a node of a cluster", cl[0].srv.URL, ms}, {"a single gateway", single.URL, planner.PlannedMembers(2)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: planner.DatasetOf(f.index), IndexKey: cluster.IndexKey(f.index.ID()),
+				Job: job, From: tc.from, To: planner.ResizedMembers(tc.from, 3), Ahead: 1, NodeCacheBytes: 64 << 20,
+				StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, b := get(t, tc.base+"/plan?nodes=2&nodes_after=3&first_epoch=1")
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %s", resp.Status, b)
+			}
+			var got planner.ResizePlan
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&got, want) {
+				t.Errorf("/plan?nodes_after=3:\n got %+v\nwant %+v", got, *want)
+			}
+			if got.MovedChunks == 0 || got.SoonChunks == 0 || got.PeerBytes == 0 || got.StoreBytes != 0 || got.WarmSeconds <= 0 {
+				t.Errorf("a resize of a warm 2-node cluster to 3: %+v", got)
+			}
+		})
+	}
+	if resp, b := get(t, single.URL+"/plan?nodes_after=0"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("nodes_after=0: %s: %s", resp.Status, b)
+	}
+}

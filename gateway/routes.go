@@ -57,6 +57,8 @@ func (g *Gateway) routes() http.Handler {
 			r.Post(peer.SamplesPath, g.peers.handleSamples)
 			r.Get(peer.StatePath, g.peers.handleState)
 			r.Get(peer.MembersPath, g.peers.handleMembers)
+			r.Get(peer.ChunkPath, g.peers.handleChunk)
+			r.Post(peer.NeededPath, g.peers.handleNeeded)
 			r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
 		})
 	}

@@ -77,10 +77,21 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g.cluster.View(q.Job.World, g.catalog.Names()))
 }
 
-// notReady is why the gateway cannot serve now, or nil: the indexes are
-// not loaded yet, or requests wait for the cache, or for room to assemble
-// or copy a batch, and none has been let through for stallNotReady.
+// notReady is why the gateway should not be sent new work, or nil: it is
+// leaving its cluster (Leave), or cannot serve now (servingNotReady).
 func (g *Gateway) notReady() error {
+	if g.leaving.Load() {
+		return errLeaving
+	}
+	return g.servingNotReady()
+}
+
+// servingNotReady is why the gateway cannot serve now, or nil: the
+// indexes are not loaded yet, or requests wait for the cache, or for
+// room to assemble or copy a batch, and none has been let through for
+// stallNotReady. A node leaving its cluster still serves its peers: their
+// probes of its state ask this.
+func (g *Gateway) servingNotReady() error {
 	if err := g.catalog.NotReady(); err != nil {
 		return err
 	}

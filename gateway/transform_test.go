@@ -486,6 +486,31 @@ func TestTransformAhead(t *testing.T) {
 	// Close (the gateway's Cleanup checks nothing runs).
 }
 
+// TestTransformAheadAfterItsRequest: a client that reads ahead itself
+// asks for a rank's batch 1 before batch 0 is served. Batch 1 is then not
+// made ahead again once batch 0 is: every image is transformed once.
+func TestTransformAheadAfterItsRequest(t *testing.T) {
+	f := newImageFixture(t, 4, 8, smallPhotos(t))
+	g, base := startTransforms(t, f, nil)
+	const q = "seed=5&batch_size=4&world=2&rank=1&transform=tiny"
+	for _, m := range []int{1, 0} {
+		if resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", base, m, q)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %s: %s", m, resp.Status, body)
+		}
+	}
+	// Work ahead is claimed within the request that starts it: batch 2,
+	// after batch 1's; none after batch 0's, whose next batch was asked for.
+	if st := g.TransformStats().Ahead; st.Started != 1 {
+		t.Errorf("ahead: %+v, want only batch 2 started", st)
+	}
+	waitFor(t, 20*time.Second, "batch 2 made ahead", func() bool { return g.TransformStats().Ahead.Bytes > 0 })
+	for _, p := range g.TransformStats().Pipelines {
+		if p.Name == "tiny" && p.Images != 12 {
+			t.Errorf("%d images transformed for batches 1, 0 and 2 ahead, want 12", p.Images)
+		}
+	}
+}
+
 // TestCloseWithTransformsInFlight: Close while batches are being
 // transformed — on request and ahead — returns with nothing running and
 // nothing queued; the requests in flight end (served, or refused).

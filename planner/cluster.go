@@ -127,9 +127,9 @@ type ClusterEpoch struct {
 // in.Job: per epoch, the bytes read from the store, the bytes that cross
 // nodes with and without locality-aware assignment, the balancing traffic,
 // and the shuffle quality of the batches ranks receive. It models the
-// cluster as docs/planner.md §Cluster describes: the chunk order is
-// stratified by owner (for more than one node), each chunk is read and
-// cached only by its owner, rank r's home is cluster.Home(r, world,
+// cluster as docs/planner.md §Cluster describes: the epoch's order is
+// the job's alone (as on one gateway), each chunk is read and cached only
+// by its owner, rank r's home is cluster.Home(r, world,
 // nodes), and its samples are cluster.Assign's share of each global batch.
 //
 // With one node it is MakePlan's model exactly: StoreBytes are the optimal

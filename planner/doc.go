@@ -85,7 +85,7 @@
 //
 // A plan is exact only while it replays the gateway's rules, so it calls
 // them where the gateway does: each epoch's order is importance.NewOrder's
-// choice (uniform, stratified over a cluster's nodes, or by importance),
+// choice (uniform or by importance, never a function of the cluster),
 // the cut into global batches and ranks' shares is shuffle's
 // (Params.GlobalBatch, AppendShares), a batch too large for the cache is
 // pinned in internal/assembly's groups, and eviction orders its victims

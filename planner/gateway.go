@@ -38,6 +38,21 @@ func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o
 	return planJob(ctx, DatasetOf(ix), cluster.IndexKey(ix.ID()), job, o, snap, gatewayBudget())
 }
 
+// Resize answers GET /plan?nodes_after=N: MakeResizePlan for job over the
+// dataset ix indexes, from membership from (the gateway's agreed one; nil:
+// o.Nodes planned nodes, at least one) to o.NodesAfter nodes
+// (ResizedMembers), with each node's cache o.CacheBytes, the job at the
+// start of o.FirstEpoch and the hand-over's o.PrefetchWindows, a
+// *ResizePlan.
+func (ForGateway) Resize(_ context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
+	if from == nil {
+		from = PlannedMembers(max(o.Nodes, 1))
+	}
+	return MakeResizePlan(ResizeInput{Dataset: DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID()),
+		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
+		Ahead: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
+}
+
 // TransformOf is a plan's pipeline input from a server's costs.
 func TransformOf(o api.PlanOptions) (TransformInput, bool) {
 	c := o.Transform

@@ -573,9 +573,9 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 
 // makeMixClusterPlan is MakeClusterPlan for in.Mix, counting on m: each component's
 // chunks owned as the gateway's catalog owns them (by the component's own
-// index key), each component's passes stratified by those owners with more
-// than one node, and the mixture's global batches assigned to ranks as
-// those of one dataset are.
+// index key), each component's passes in the job's own order (as on one
+// gateway), and the mixture's global batches assigned to ranks as those
+// of one dataset are.
 func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	if len(in.Dataset.Counts) > 0 || len(in.Dataset.ChunkSizes) > 0 {
 		return nil, fmt.Errorf("%w: a prediction for a mixture takes its datasets from its components; leave Dataset empty", ErrInvalid)

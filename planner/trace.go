@@ -234,8 +234,8 @@ func (s *schedule) walk(m *meter, window int, visit func(epoch int, chunks []int
 }
 
 // walkOrder is walk over the epoch orders order returns, each chosen by
-// importance.NewOrder as the gateway chooses it: a cluster's chunk order
-// stratified by owner, an importance epoch's drawn from a snapshot. Every
+// importance.NewOrder as the gateway chooses it: the uniform order, or an
+// importance epoch's drawn from a snapshot. Every
 // order must have the dataset's sample count. The global batches are
 // shuffle's cut (Params.GlobalBatch), the one each rank's batches are cut
 // by.

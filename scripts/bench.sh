@@ -3,29 +3,49 @@
 # internal/bench): it makes sure the pinned MinIO is installed, builds the
 # brand binary (the gateway under test) and the brand-bench binary side by
 # side, and runs the benchmark against a MinIO the harness starts on
-# loopback. Every argument is passed to `brand-bench run`; see
-# `brand-bench help run`.
+# loopback. Arguments are brand-bench's: a command line that starts with a
+# flag is `brand-bench run`'s (see `brand-bench help run`), else it names
+# the command.
 #
 #   scripts/bench.sh                 # the full run: ~2 GB of 100 KiB samples
 #   scripts/bench.sh --small         # 100,000 samples of 10 KiB
 #   scripts/bench.sh --smoke         # every configuration in seconds
+#   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
 #
-# Results go to bench-results/ (report.txt, report.json, throughput.png)
-# unless --out says otherwise. Run it on a quiet machine: the client, the
-# gateway and MinIO share it, and the report's ratios are only as good as
-# the machine is idle.
+# For `tensors` it also installs, as root on Debian, what the trainer's
+# side needs (python3-torch, python3-torchvision, python3-boto3,
+# python3-pil) and builds brand with libjpeg-turbo
+# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails).
+#
+# Results go to bench-results/ (report.txt, report.json, throughput.png;
+# tensors.txt, tensors.json, tensors.png) unless --out says otherwise. Run
+# it on a quiet machine: the client, the gateway and MinIO share it, and
+# the report's ratios are only as good as the machine is idle.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
 scripts/ensure-minio.sh >&2
 
+tags=()
+if [[ ${1:-} == tensors ]]; then
+	# shellcheck source=lib/python.sh
+	. scripts/lib/python.sh
+	if ! find_python torch torchvision boto3 PIL >/dev/null; then
+		apt_install bench.sh python3-torch python3-torchvision python3-boto3 python3-pil
+	fi
+	if scripts/install-turbojpeg.sh >&2; then
+		tags=(-tags brand_turbojpeg)
+	else
+		echo "bench.sh: measuring the pure-Go decoder" >&2
+	fi
+fi
+
 bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/brand-bench-bin.XXXXXX")
 trap 'rm -rf -- "$bin_dir"' EXIT
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
-for cmd in brand brand-bench; do
-	go build -trimpath -ldflags "-X main.version=$version" -o "$bin_dir/$cmd" "./cmd/$cmd"
-done
+go build -trimpath "${tags[@]}" -ldflags "-X main.version=$version" -o "$bin_dir/brand" ./cmd/brand
+go build -trimpath -ldflags "-X main.version=$version" -o "$bin_dir/brand-bench" ./cmd/brand-bench
 
 # brand-bench measures the brand binary beside it unless --gateway-binary
 # names another.
-"$bin_dir/brand-bench" run "$@"
+"$bin_dir/brand-bench" "$@"

@@ -112,7 +112,7 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 		return fmt.Errorf("%w (another brand demo running? try --listen 127.0.0.1:0)", err)
 	}
 	base := "http://" + ln.Addr().String()
-	return serve(ctx, log, cfg, ln, f.shutdownTimeout, nil, func(*gateway.Gateway) {
+	return serve(ctx, log, cfg, ln, stopping{drain: f.shutdownTimeout}, nil, func(*gateway.Gateway) {
 		fmt.Fprintf(env.Stdout, `
 Brand demo is serving %d synthetic samples at %s
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -413,9 +414,12 @@ type k8sObject struct {
 type podTemplate struct {
 	Metadata struct{ Labels map[string]string }
 	Spec     struct {
-		Containers     []container
-		InitContainers []container `yaml:"initContainers"`
-		Volumes        []struct {
+		// TerminationGracePeriodSeconds is Kubernetes' bound on a pod's
+		// stop after SIGTERM (default 30).
+		TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
+		Containers                    []container
+		InitContainers                []container `yaml:"initContainers"`
+		Volumes                       []struct {
 			Name   string
 			Secret *struct {
 				SecretName string `yaml:"secretName"`
@@ -662,6 +666,19 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 	cc, err := f.cluster.layout()
 	if err != nil {
 		t.Fatalf("%s: %v", where, err)
+	}
+	// A node that leaves hands its chunks over, then drains, within
+	// Kubernetes' grace period, and waits at least as long as the nodes
+	// gaining its chunks may take to load them.
+	grace := 30 * time.Second
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	if need := f.cluster.leave + f.shutdownTimeout; grace < need {
+		t.Errorf("%s: terminationGracePeriodSeconds %s is shorter than --leave-timeout %s and --shutdown-timeout %s", where, grace, f.cluster.leave, f.shutdownTimeout)
+	}
+	if f.cluster.leave < f.cluster.flipTimeout {
+		t.Errorf("%s: --leave-timeout %s is shorter than --membership-flip-timeout %s: a leaving node would stop before the nodes gaining its chunks are done", where, f.cluster.leave, f.cluster.flipTimeout)
 	}
 	svc, ok := services[w.Spec.ServiceName]
 	if !ok || svc.Spec.ClusterIP != "None" {

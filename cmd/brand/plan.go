@@ -65,7 +65,8 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		srcs                datasetFlags
 		mix                 planMix
 		cache, disk         cli.ByteSize
-		bw, consume         cli.ByteSize
+		bw, consume, peerBW cli.ByteSize
+		nodesAfter          int
 		seed                uint64
 		batch, window, wrld int
 		epochs, first, pf   int
@@ -83,6 +84,9 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.Var(&disk, "disk-cache-size", "a disk tier below the cache to plan for too, as serve's --disk-cache-size (each node's with --nodes; 0: none)")
 	bw = 1 << 30
 	fs.Var(&bw, "bandwidth", "backend read bandwidth, bytes per second (e.g. 500MiB)")
+	fs.IntVar(&nodesAfter, "nodes-after", 0, "plan a resize instead: what going from --nodes (default 1) to this many nodes costs the job, at the start of --first-epoch (chunks moved, bytes from peers and the store, warm-up)")
+	peerBW = planner.DefaultPeerBytesPerSec
+	fs.Var(&peerBW, "peer-bandwidth", "with --nodes-after: bandwidth between nodes, bytes per second")
 	fs.Var(&consume, "consume", "trainer read rate, bytes per second (default: as fast as the backend)")
 	fs.Uint64Var(&seed, "seed", 0, "shuffle seed")
 	fs.IntVar(&batch, "batch-size", query.DefaultBatchSize, "samples per rank per batch")
@@ -164,6 +168,21 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 		d, key = planner.DatasetOf(ix), cluster.IndexKey(ix.ID())
+	}
+	if nodesAfter != 0 {
+		switch {
+		case nodesAfter < 0 || nodesAfter > api.MaxPlanNodes:
+			return fmt.Errorf("--nodes-after %d: must be 1 to %d", nodesAfter, api.MaxPlanNodes)
+		case m != nil || impMode != nil:
+			return fmt.Errorf("--nodes-after plans a resize for a job of one dataset and the uniform shuffle")
+		}
+		plan, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: d, IndexKey: key, Job: job,
+			From: planner.PlannedMembers(max(cl.nodes, 1)), To: planner.PlannedMembers(nodesAfter), Ahead: pf,
+			NodeCacheBytes: int64(cache), StoreBytesPerSec: float64(bw), PeerBytesPerSec: float64(peerBW)})
+		if err != nil {
+			return err
+		}
+		return writePlan(env, plan, asJSON)
 	}
 	if cl.nodes > 0 {
 		if impMode != nil {

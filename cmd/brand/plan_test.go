@@ -288,3 +288,44 @@ func TestPlanDiskCacheSize(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanNodesAfter: brand plan --nodes N --nodes-after M prints the cost
+// of resizing N planned nodes to M for the job (MakeResizePlan's figures,
+// worked out by hand in planner's tests), as text or JSON.
+func TestPlanNodesAfter(t *testing.T) {
+	dir, d, key := planDataset(t)
+	job := planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 1}, FirstEpoch: 1, Epochs: 3}
+	want, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: d, IndexKey: key, Job: job, From: planner.PlannedMembers(3),
+		To: planner.PlannedMembers(4), Ahead: 1, NodeCacheBytes: 4 << 20, StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.MovedChunks == 0 || want.SoonChunks == 0 || want.PeerBytes == 0 {
+		t.Fatalf("the dataset is too small for this test: %+v", *want)
+	}
+	var text, js bytes.Buffer
+	if err := want.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(want); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"plan", "--src", dir, "--nodes", "3", "--nodes-after", "4", "--cache-size", "4MiB", "--seed", "3", "--batch-size", "16", "--first-epoch", "1"}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{{"text", args, text.String()}, {"json", append(args, "--json"), js.String()}} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := brand(t, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if stdout != tt.want {
+				t.Errorf("printed\n%s\nwant\n%s", stdout, tt.want)
+			}
+		})
+	}
+}

@@ -339,13 +339,20 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		started = func(g *gateway.Gateway) { serveS3(ctx, log, g, s3ln) }
 	}
-	return serve(ctx, log, cfg, ln, f.shutdownTimeout, started, ready)
+	return serve(ctx, log, cfg, ln, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
 }
 
-// serve runs a gateway on ln until ctx ends, then drains in-flight
-// responses for up to grace. started, if set, is called once the gateway
-// is built, ready once the indexes are loaded.
-func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, grace time.Duration, started, ready func(*gateway.Gateway)) error {
+// stopping bounds a gateway's stop: a cluster node's hand-over of its
+// chunks (Gateway.Leave), then the drain of in-flight responses.
+type stopping struct{ leave, drain time.Duration }
+
+// serve runs a gateway on ln until ctx ends; then a node of a cluster
+// leaves it, handing its chunks over to their next owners for up to
+// stop.leave (it stops being ready, and keeps serving meanwhile), and the
+// gateway drains in-flight responses for up to stop.drain. started, if
+// set, is called once the gateway is built, ready once the indexes are
+// loaded.
+func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.Listener, stop stopping, started, ready func(*gateway.Gateway)) error {
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err
@@ -401,6 +408,15 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 		return nil
 	case <-ctx.Done():
 	}
+	if cfg.Cluster.Members != nil && stop.leave > 0 {
+		log.Info().Float64("leave_timeout_ms", float64(stop.leave)/float64(time.Millisecond)).Msg("leaving the cluster: handing this node's chunks over")
+		lctx, cancel := context.WithTimeout(context.Background(), stop.leave)
+		if err := g.Leave(lctx); err != nil {
+			log.Warn().Err(err).Msg("the cluster did not agree on a membership without this node within --leave-timeout; stopping anyway (its peers read its chunks from the store)")
+		}
+		cancel()
+	}
+	grace := stop.drain
 	log.Info().Float64("grace_ms", float64(grace)/float64(time.Millisecond)).Msg("shutting down: finishing in-flight responses")
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -43,7 +43,24 @@ type Loader struct {
 	timeout time.Duration // bounds one chunk's read, re-reads and retries included
 	rereads int           // extra reads of a chunk that fails its checksum
 	disk    Disk          // nil: no disk tier
+	peers   Handover      // nil: no chunks handed over
 	log     zerolog.Logger
+}
+
+// Handover gives the bytes of chunks this node gains in a membership
+// change from their old owner's cache (internal/handover): looked at
+// after the disk tier and before the store, for the chunks it was asked
+// to hand over; verified as the store's bytes are. A chunk it does not
+// give is read from the store.
+type Handover interface {
+	Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool
+}
+
+// WithHandover returns the loader reading chunks handed over through h
+// before the store.
+func (l Loader) WithHandover(h Handover) Loader {
+	l.peers = h
+	return l
 }
 
 // Disk is a tier of chunks on local disk below the cache
@@ -79,7 +96,14 @@ func (l Loader) Wants(k chunkcache.Key) bool { return l.disk != nil && l.disk.Wa
 // fromDisk fills buf with chunk c from the disk tier, verified, and
 // reports whether it did.
 func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) bool {
-	return l.disk.Read(ctx, k, buf, func(buf []byte) error {
+	return l.disk.Read(ctx, k, buf, verifier(ctx, ds, c, k))
+}
+
+// verifier checks bytes of chunk c read from elsewhere than the store (a
+// disk tier, a peer) against the index's CRC32Cs; an error wrapping
+// disktier.ErrUnchecked means they could not be checked.
+func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]byte) error {
+	return func(buf []byte) error {
 		// A node whose index holds only its own chunks' tables reads
 		// this chunk's table first if it is another node's chunk.
 		release, err := ds.Index.Prepare(ctx, []int{c})
@@ -93,7 +117,7 @@ func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.K
 			return checksumError(ds.Index, badSample{id, got}, k.Object, k.Dataset)
 		}
 		return nil
-	})
+	}
 }
 
 // NewLoader returns the loader of c's chunks: each read bounded by
@@ -110,7 +134,9 @@ func (l Loader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
 }
 
 // LoadTiered implements chunkcache.TieredLoader: the chunk comes from the
-// disk tier if it holds it whole and right (below), else from the store.
+// disk tier if it holds it whole and right (below), else from its old
+// owner's cache if it is being handed over (not below: the disk tier
+// keeps a copy, as of the store's), else from the store.
 func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (below bool, err error) {
 	ds, c, err := l.catalog.Chunk(k)
 	if err != nil {
@@ -118,6 +144,9 @@ func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (b
 	}
 	if l.disk != nil && l.fromDisk(ctx, ds, c, k, buf) {
 		return true, nil
+	}
+	if l.peers != nil && l.peers.Read(ctx, k, buf, verifier(ctx, ds, c, k)) {
+		return false, nil
 	}
 	return false, l.fromStore(ctx, ds, c, k, buf)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 )
 
@@ -51,6 +52,8 @@ const maxHistory = 64
 // (the members of all three).
 type view struct {
 	local, reported, agreed *cluster.Membership
+	warming                 string // the version this node warms up for, "" if none
+	joining                 bool   // started, and yet to learn whether it joins a running cluster
 	agreedSlots             []int
 	probed                  []int
 }
@@ -60,6 +63,15 @@ type membershipMetrics struct {
 	versions *prometheus.GaugeVec   // members, by kind and version
 	members  *prometheus.GaugeVec   // 1 per agreed member
 	changes  *prometheus.CounterVec // by kind
+	// What the changes moved to this node, in all and in the last one,
+	// and how long the last one took.
+	movedChunks  prometheus.Counter
+	movedBytes   *prometheus.CounterVec // by source
+	lastChunks   prometheus.Gauge
+	lastBytes    *prometheus.GaugeVec // by source
+	lastSeconds  *prometheus.GaugeVec // by phase
+	flipTimeouts prometheus.Counter
+	leaving      prometheus.Gauge
 }
 
 func newMembershipMetrics(reg prometheus.Registerer) membershipMetrics {
@@ -72,8 +84,43 @@ func newMembershipMetrics(reg prometheus.Registerer) membershipMetrics {
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "brand_membership_changes_total",
 			Help: "Changes of this node's membership versions, by kind (local, reported, agreed)."}, []string{"kind"}),
 	}
-	reg.MustRegister(m.versions, m.members, m.changes)
+	m.movedChunks = prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_membership_moved_chunks_total",
+		Help: "Chunks this node gained in membership changes and loaded before reporting the new version (those the jobs needed soon)."})
+	m.movedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "brand_membership_moved_bytes_total",
+		Help: "Bytes of the chunks this node loaded for membership changes, by source: peer (the old owner's cache), disk (this node's disk tier) or store."}, []string{"source"})
+	m.lastChunks = prometheus.NewGauge(prometheus.GaugeOpts{Name: "brand_membership_last_change_chunks",
+		Help: "Chunks this node loaded for its last membership change."})
+	m.lastBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "brand_membership_last_change_bytes",
+		Help: "Bytes this node loaded for its last membership change, by source (peer, disk, store)."}, []string{"source"})
+	m.lastSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "brand_membership_last_change_seconds",
+		Help: "How long this node's last membership change took, by phase: warm (loading the chunks it gains), flip (until it reported the new version) and agree (until the cluster agreed on it; 0 until then)."}, []string{"phase"})
+	m.flipTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_membership_flip_timeouts_total",
+		Help: "Membership changes this node reported past --membership-flip-timeout, without every gaining member warm."})
+	m.leaving = prometheus.NewGauge(prometheus.GaugeOpts{Name: "brand_membership_leaving",
+		Help: "1 once this node was told to leave (SIGTERM) and hands its chunks over."})
+	reg.MustRegister(m.versions, m.members, m.changes, m.movedChunks, m.movedBytes, m.lastChunks, m.lastBytes, m.lastSeconds, m.flipTimeouts, m.leaving)
 	return m
+}
+
+// changed records a change's figures once this node reports it.
+func (m membershipMetrics) changed(c api.MembershipChange) {
+	m.movedChunks.Add(float64(c.Chunks))
+	m.lastChunks.Set(float64(c.Chunks))
+	for src, b := range map[string]int64{"peer": c.PeerBytes, "disk": c.DiskBytes, "store": c.StoreBytes} {
+		m.movedBytes.WithLabelValues(src).Add(float64(b))
+		m.lastBytes.WithLabelValues(src).Set(float64(b))
+	}
+	m.lastSeconds.WithLabelValues("warm").Set(c.WarmSeconds)
+	m.lastSeconds.WithLabelValues("flip").Set(c.FlipSeconds)
+	m.agreed(c)
+	if c.FlipTimedOut {
+		m.flipTimeouts.Inc()
+	}
+}
+
+// agreed records the time to agreement of a change.
+func (m membershipMetrics) agreed(c api.MembershipChange) {
+	m.lastSeconds.WithLabelValues("agree").Set(c.AgreeSeconds)
 }
 
 // show records a version of kind in the metrics.
@@ -113,8 +160,7 @@ func (s *Set) pollLoop() {
 	}
 }
 
-// listed takes a new list from the Lister: a new local version, and its
-// warm-up before it is reported.
+// listed takes a new list from the Lister.
 func (s *Set) listed(urls []string) {
 	ms, err := cluster.NewMembership(urls)
 	if err != nil {
@@ -123,6 +169,47 @@ func (s *Set) listed(urls []string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sourced = ms
+	s.relistLocked()
+}
+
+// relist recomputes the local version: a member started or stopped
+// leaving.
+func (s *Set) relist() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.relistLocked()
+}
+
+// leavingLocked reports whether the member at u is leaving: this node
+// once Leave was called, another node as its last state says; s.mu is
+// held.
+func (s *Set) leavingLocked(u string) bool {
+	if u == s.self.url {
+		return s.leaving.Load()
+	}
+	n := s.byURL[u]
+	if n == nil {
+		return false
+	}
+	st := n.state.Load()
+	return st != nil && st.Leaving
+}
+
+// relistLocked makes the source's last list, without the members that
+// are leaving, this node's local version, and starts the change to it
+// (changeLocked); s.mu is held. When every member listed leaves, the
+// local version stays as it is: the cluster stops.
+func (s *Set) relistLocked() {
+	if s.sourced == nil {
+		return
+	}
+	ms := s.sourced
+	if kept := slices.DeleteFunc(slices.Clone(ms.Members()), s.leavingLocked); len(kept) == 0 {
+		return // every member leaves: the cluster stops, and nothing moves
+	} else if len(kept) < ms.Len() {
+		ms, _ = cluster.NewMembership(kept)
+	}
 	v := s.view.Load()
 	if ms.Version() == v.local.Version() {
 		return
@@ -133,34 +220,268 @@ func (s *Set) listed(urls []string) {
 	s.view.Store(&nv)
 	s.metrics.show("local", ms, true)
 	s.log.Info().Str("members", ms.Version()).Strs("list", ms.Members()).Str("from", v.local.Version()).Msg("the cluster's member list changed")
+	s.changeLocked(v.reported, ms)
+}
+
+// changeLocked moves this node from reporting membership from to
+// reporting to; s.mu is held. A node joining the cluster (it reported
+// itself alone: it has just started) reports to at once, so that it
+// never counts for a version of itself alone, and warms up meanwhile,
+// telling its peers while it loads chunks (State.Warming), who do not
+// read its chunks from it until it is done. Any other node warms up
+// first, then waits until no live member of to is still warming up for
+// it, and only then reports it: the cluster agrees on to once the nodes
+// that gain chunks hold the ones the jobs need soon. Both are bounded by
+// the flip timeout. Requests keep being laid out under the version they
+// pin, or the one agreed: nothing waits on the change.
+func (s *Set) changeLocked(from, to *cluster.Membership) {
 	if s.warmStop != nil {
 		s.warmStop() // a newer list replaces the one warming up
 		s.warmStop = nil
 	}
-	if s.warm == nil || ms.Version() == v.reported.Version() {
-		s.reportLocked(ms)
+	s.setWarmingLocked("")
+	s.setJoiningLocked(false)
+	joining := from.Len() == 1 && from.Members()[0] == s.self.url
+	if to.Version() == from.Version() || s.warm == nil && joining {
+		s.reportLocked(to)
 		return
+	}
+	if joining {
+		s.reportLocked(to)
+		s.setJoiningLocked(true)
 	}
 	ctx, stop := context.WithCancel(s.ctx)
 	s.warmStop = stop
-	from := v.reported
-	s.wg.Go(func() {
+	start := time.Now()
+	s.changeAt = start
+	s.runLocked(func() {
 		defer stop()
-		start := time.Now()
-		if err := s.warm(ctx, from, ms); err != nil && ctx.Err() == nil {
-			s.log.Warn().Err(err).Str("members", ms.Version()).Msg("warming up for a new membership failed; reporting it anyway")
+		if joining {
+			// A node joins a cluster that runs without it, or starts
+			// with the others (a new cluster, or a restart: the ranking's
+			// next members read its chunks while it was away, and it
+			// finds them on its disk tier if it kept one).
+			from = s.before(ctx, to)
+			if from.Index(s.self.url) >= 0 || from.Len() == 1 {
+				s.mu.Lock()
+				if ctx.Err() == nil {
+					s.setJoiningLocked(false)
+				}
+				s.mu.Unlock()
+				return
+			}
+		}
+		change := api.MembershipChange{}
+		if s.warm != nil {
+			wctx, cancel := context.WithTimeout(ctx, s.flipTimeout)
+			var err error
+			change, err = s.warm(wctx, from, to, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if ctx.Err() == nil {
+					s.setWarmingLocked(to.Version())
+				}
+			})
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(err).Str("members", to.Version()).Msg("warming up for a new membership failed; going on with it")
+			}
+		}
+		change.From, change.To = from.Version(), to.Version()
+		change.WarmSeconds = time.Since(start).Seconds()
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			s.mu.Unlock()
+			return // replaced by a newer list, which warms up itself, or closed
+		}
+		s.setWarmingLocked("")
+		s.setJoiningLocked(false)
+		s.mu.Unlock()
+		s.log.Info().Str("members", to.Version()).Int("chunks", change.Chunks).Int64("peer_bytes", change.PeerBytes).
+			Int64("store_bytes", change.StoreBytes).Float64("warm_ms", change.WarmSeconds*1000).Msg("warmed up for a new membership")
+		if !joining {
+			change.FlipTimedOut = !s.awaitGainers(ctx, to, start)
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if ctx.Err() != nil && s.ctx.Err() == nil {
-			return // replaced by a newer list, which warms up itself
-		}
-		if s.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
-		s.log.Info().Str("members", ms.Version()).Float64("warm_ms", float64(time.Since(start))/float64(time.Millisecond)).Msg("warmed up for a new membership")
-		s.reportLocked(ms)
+		change.FlipSeconds = time.Since(start).Seconds()
+		if s.view.Load().agreed.Version() == to.Version() {
+			change.AgreeSeconds = change.FlipSeconds
+		}
+		s.change.Store(&change)
+		s.metrics.changed(change)
+		if !joining {
+			s.reportLocked(to)
+		}
 	})
+}
+
+// runLocked runs f on a tracked goroutine once the Set is started (the
+// gateway wires what a warm-up uses before it starts the Set); s.mu is
+// held.
+func (s *Set) runLocked(f func()) {
+	if s.started {
+		s.wg.Go(f)
+		return
+	}
+	s.pending = append(s.pending, f)
+}
+
+// setWarmingLocked records the version this node warms up for ("" none);
+// s.mu is held.
+func (s *Set) setWarmingLocked(version string) {
+	v := *s.view.Load()
+	v.warming = version
+	s.view.Store(&v)
+}
+
+// setJoiningLocked records whether this node, just started, has yet to
+// learn whether it joins a running cluster (State.Joining); s.mu is held.
+func (s *Set) setJoiningLocked(joining bool) {
+	v := *s.view.Load()
+	v.joining = joining
+	s.view.Store(&v)
+}
+
+// warmingFor reports whether node n said, at its last probe, that it is
+// warming up for membership version.
+func warmingFor(n *node, version string) bool {
+	st := n.state.Load()
+	return st != nil && st.Warming == version
+}
+
+// before is the membership the cluster a node joins with to was read
+// under before it came: what most of its live peers report, once every
+// other member of to has answered a probe or is down; to if none
+// reports one. Bounded by the flip timeout.
+func (s *Set) before(ctx context.Context, to *cluster.Membership) *cluster.Membership {
+	deadline := time.Now().Add(s.flipTimeout)
+	var counts map[string]int
+	for {
+		counts = map[string]int{}
+		pending := false
+		for _, u := range to.Members() {
+			if u == s.self.url {
+				continue
+			}
+			n := s.nodeOf(u)
+			if n == nil {
+				continue
+			}
+			switch st := n.state.Load(); {
+			case st == nil && n.up.Load():
+				pending = true
+			case st != nil && n.up.Load() && st.Members != "":
+				counts[st.Members]++
+			}
+		}
+		if !pending || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return to
+		case <-time.After(s.probe / 4):
+		}
+	}
+	base := to
+	best, most := "", 0
+	for ver, c := range counts {
+		if c > most || c == most && ver < best {
+			best, most = ver, c
+		}
+	}
+	if ms, ok := s.history.Peek(best); ok {
+		base = ms
+	}
+	return base
+}
+
+// awaitGainers waits until no member of to but this node may still warm
+// up for to — one that never answered a probe (a node starting: a pod
+// listed before it is ready), one that has yet to learn whether it joins
+// a running cluster, or one that says it is warming up for to — and
+// reports true; false past the flip timeout (counted from start), which
+// it logs naming the members still waited for, or when ctx ends.
+func (s *Set) awaitGainers(ctx context.Context, to *cluster.Membership, start time.Time) bool {
+	for {
+		var warming []string
+		for _, u := range to.Members() {
+			n := s.nodeOf(u)
+			if n == nil || n == s.self {
+				continue
+			}
+			if st := n.state.Load(); st == nil || n.up.Load() && (st.Joining || st.Warming == to.Version()) {
+				warming = append(warming, u)
+			}
+		}
+		if len(warming) == 0 {
+			return true
+		}
+		if time.Since(start) > s.flipTimeout {
+			s.log.Warn().Str("members", to.Version()).Strs("warming", warming).Dur("flip_timeout", s.flipTimeout).
+				Msg("members gaining chunks are still warming up past the flip timeout; reporting the new membership anyway (they read what they lack from the store)")
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(max(s.probe/4, time.Millisecond)):
+		}
+	}
+}
+
+// Leave tells this node's peers that it leaves (State.Leaving): each
+// lists its members without it, loads from it the chunks it gains that
+// the jobs need soon, and reports the membership without it once warm.
+// This node serves them meanwhile, and Leave returns when the cluster
+// agrees on a membership without it, when no other member is up and
+// staying (the whole cluster stops), or with ctx's error when ctx ends
+// first (the caller's bound). A node that is not in a cluster of others
+// returns at once.
+func (s *Set) Leave(ctx context.Context) error {
+	if s.leaving.Swap(true) {
+		return errors.New("peer: Leave called twice")
+	}
+	s.metrics.leaving.Set(1)
+	s.log.Info().Msg("leaving the cluster: handing this node's chunks over to their next owners")
+	s.relist()
+	for {
+		if v := s.view.Load(); v.agreed.Index(s.self.url) < 0 || v.agreed.Len() == 1 {
+			s.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
+			return nil
+		}
+		if !s.heirs() {
+			s.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(max(s.probe/4, time.Millisecond)):
+		}
+	}
+}
+
+// heirs reports whether a member of the source's list other than this
+// node is up and not leaving: one that may take this node's chunks. When
+// the whole cluster stops, or the others are gone, there is none, and a
+// leaving node need not wait.
+func (s *Set) heirs() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sourced == nil {
+		return false
+	}
+	for _, u := range s.sourced.Members() {
+		if n := s.byURL[u]; n != nil && n != s.self && n.up.Load() && !s.leavingLocked(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // reportLocked makes ms the version this node reports; s.mu is held.
@@ -228,19 +549,29 @@ func (s *Set) refreshLocked() {
 		s.metrics.show("agreed", agreed, changed)
 		if changed {
 			s.log.Info().Str("members", agreed.Version()).Strs("list", agreed.Members()).Msg("the cluster agrees on a new membership")
+			if c := s.change.Load(); c != nil && c.To == agreed.Version() && c.AgreeSeconds == 0 {
+				nc := *c
+				nc.AgreeSeconds = time.Since(s.changeAt).Seconds()
+				s.change.Store(&nc)
+				s.metrics.agreed(nc)
+			}
 		}
 	}
 	s.view.Store(&v)
 	s.probeMembers()
 }
 
-// probeMembers starts probing every member of the three versions that is
-// not probed yet and stops probing nodes no longer among them; s.mu is
-// held. A node dropped from every version keeps its slot and figures.
+// probeMembers starts probing every member of the three versions and of
+// the source's list (a member that left is probed while it is listed:
+// it may come back) that is not probed yet and stops probing nodes no
+// longer among them; s.mu is held. A node dropped from every version keeps its slot and figures.
 func (s *Set) probeMembers() {
 	v := *s.view.Load()
 	want := map[*node]bool{}
-	for _, ms := range []*cluster.Membership{v.local, v.reported, v.agreed} {
+	for _, ms := range []*cluster.Membership{v.local, v.reported, v.agreed, s.sourced} {
+		if ms == nil {
+			continue
+		}
 		for _, u := range ms.Members() {
 			if nd := s.nodeLocked(u); nd != nil && nd != s.self {
 				want[nd] = true
@@ -320,9 +651,11 @@ func (s *Set) Known(version string) (*cluster.Membership, bool) {
 // cluster: its URL, its position in the membership it reports, and that
 // membership.
 func (s *Set) Describe(st *State) {
-	ms := s.view.Load().reported
+	v := s.view.Load()
+	ms := v.reported
 	st.URL, st.Self = s.self.url, ms.Index(s.self.url)
 	st.Members, st.MemberList = ms.Version(), ms.Members()
+	st.Warming, st.Joining, st.Leaving = v.warming, v.joining, s.leaving.Load()
 }
 
 // Peers returns the slots of the other members this node probes: the

@@ -26,7 +26,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"net/url"
+	neturl "net/url"
 	"strconv"
 	"strings"
 
@@ -45,6 +45,8 @@ const (
 	StatePath    = "/internal/v2/state"
 	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
 	FeedbackPath = "/internal/v2/importance/" // + job
+	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
+	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead, chunk IDs in the body: those the node's followed streams need soon
 	ReplyType    = "application/octet-stream" // a samples reply
 )
 
@@ -93,8 +95,8 @@ type Reply struct {
 }
 
 // values encodes r's parameters; the IDs go in the body.
-func (r Request) values() url.Values {
-	v := url.Values{}
+func (r Request) values() neturl.Values {
+	v := neturl.Values{}
 	v.Set(api.ParamDataset, r.DS.Name)
 	v.Set(api.ParamIndex, r.DS.ID())
 	if o := r.Origin; o != nil {
@@ -404,6 +406,18 @@ type State struct {
 	// busy its transform stage is (nil from a node that has none).
 	Transforms map[string]string `json:"transforms,omitempty"`
 	Load       *tensors.Load     `json:"transform_load,omitempty"`
+	// Warming is the membership version the node is loading the chunks
+	// it gains under: its peers do not read its chunks from it under
+	// that version, nor report that version themselves, until it is
+	// done (members.go). Leaving says the node was told to leave: its
+	// peers list their members without it and load the chunks they gain
+	// from it, which it serves until the cluster agrees without it.
+	// Joining says the node has just started and has yet to learn
+	// whether it joins a running cluster (and then warms up): its peers
+	// wait for it before they report a version it is a member of.
+	Warming string `json:"warming,omitempty"`
+	Joining bool   `json:"joining,omitempty"`
+	Leaving bool   `json:"leaving,omitempty"`
 }
 
 // DatasetState is the index versions a node holds of one dataset: the one
@@ -454,7 +468,7 @@ type MembersReply struct {
 func (s *Set) fetchMembers(ctx context.Context, n *node, version string) (*cluster.Membership, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+MembersPath+"?"+url.Values{api.ParamMembers: {version}}.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+MembersPath+"?"+neturl.Values{api.ParamMembers: {version}}.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -500,9 +514,9 @@ const feedbackRecord = 8
 func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v := url.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
 	peer := s.at(k).url
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+FeedbackPath+url.PathEscape(job)+"?"+v.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+FeedbackPath+neturl.PathEscape(job)+"?"+v.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -538,4 +552,154 @@ func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (*catalog.Datas
 	}
 	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
 	return ds, q.Epoch, err
+}
+
+// ErrNotHeld is a chunk's old owner's answer when its cache does not hold
+// the chunk asked for (404): the asker reads the store.
+var ErrNotHeld = errors.New("chunk not held by the peer")
+
+// FetchChunk fills buf with chunk c of ds from the cache of the node at
+// url, in a membership change (internal/handover): the node never reads
+// the store for it, and answers ErrNotHeld if its cache does not hold the
+// chunk. The caller verifies the bytes (against the index's CRCs) as it
+// verifies the store's. A failure says nothing of the node's liveness:
+// the asker reads the store instead.
+func (s *Set) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(c)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+ChunkPath+"?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	s.cred.Sign(req, s.self.url)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false" {
+		return fmt.Errorf("%w: chunk %d of %s at %s", ErrNotHeld, c, ds.Name, url)
+	}
+	if err := statusError(resp, url); err != nil {
+		return err
+	}
+	if resp.ContentLength != int64(len(buf)) {
+		return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", url, resp.ContentLength, c, ds.Name, len(buf))
+	}
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		return fmt.Errorf("reading chunk %d of %s from %s: %w", c, ds.Name, url, err)
+	}
+	return nil
+}
+
+// HeaderHeld is set to "false" on a chunk request's 404 when the node
+// does not hold the chunk, telling it apart from a node of a release
+// without the endpoint.
+const HeaderHeld = "Brand-Chunk-Held"
+
+// DecodeChunk reads a node's request for a chunk's bytes: the dataset
+// version, held by this node, and the chunk.
+func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerChunkParams, query.Query{}, l)
+	if err != nil {
+		return nil, 0, err
+	}
+	if q.Job.Dataset == "" || q.Job.Index == "" || !q.ChunkSet {
+		return nil, 0, fmt.Errorf("%w: a chunk request names its dataset, index and chunk", query.ErrBadRequest)
+	}
+	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	if err != nil {
+		return nil, 0, err
+	}
+	if q.Chunk >= ds.Index.NumChunks() {
+		return nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
+	}
+	return ds, q.Chunk, nil
+}
+
+// Needed asks the node at url which of chunks (of ds) the job streams it
+// follows need within their current window and the ahead windows after
+// it (schedule.Schedule.Soon): the chunks a node gaining them in a
+// membership change loads first.
+func (s *Set) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamAhead: {strconv.Itoa(ahead)}}
+	body := make([]byte, 0, 4*len(chunks))
+	asked := make(map[int]bool, len(chunks))
+	for _, c := range chunks {
+		body = binary.LittleEndian.AppendUint32(body, uint32(c))
+		asked[c] = true
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+NeededPath+"?"+v.Encode(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	s.cred.Sign(req, s.self.url)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, url); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(len(body))+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > len(body) || len(b)%4 != 0 {
+		return nil, fmt.Errorf("%s answered %d bytes to a question about %d chunks", url, len(b), len(chunks))
+	}
+	out := make([]int, 0, len(b)/4)
+	for i := 0; i < len(b); i += 4 {
+		c := int(binary.LittleEndian.Uint32(b[i:]))
+		if !asked[c] {
+			return nil, fmt.Errorf("%s named chunk %d, which it was not asked about", url, c)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// DecodeNeeded reads a node's question about the chunks the followed
+// streams need soon: the dataset version, how many windows ahead, and the
+// chunks (little-endian uint32 IDs, at most the dataset's chunks).
+func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, chunks []int, ahead int, err error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerNeededParams, query.Query{}, l)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if q.Job.Dataset == "" || q.Job.Index == "" {
+		return nil, nil, 0, fmt.Errorf("%w: a question about needed chunks names its dataset and index", query.ErrBadRequest)
+	}
+	if ds, err = v.Version(q.Job.Dataset, q.Job.Index); err != nil {
+		return nil, nil, 0, err
+	}
+	n := ds.Index.NumChunks()
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(n)+1))
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: reading the chunk list: %w", query.ErrBadRequest, err)
+	}
+	if len(body)%4 != 0 || len(body) > 4*n {
+		return nil, nil, 0, fmt.Errorf("%w: the chunk list is at most %d little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, n, len(body))
+	}
+	chunks = make([]int, len(body)/4)
+	for i := range chunks {
+		if chunks[i] = int(binary.LittleEndian.Uint32(body[4*i:])); chunks[i] >= n {
+			return nil, nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
+		}
+	}
+	return ds, chunks, q.Ahead, nil
+}
+
+// EncodeChunks is the body of an answer about needed chunks.
+func EncodeChunks(chunks []int) []byte {
+	b := make([]byte, 0, 4*len(chunks))
+	for _, c := range chunks {
+		b = binary.LittleEndian.AppendUint32(b, uint32(c))
+	}
+	return b
 }

@@ -29,11 +29,16 @@ type Lister interface {
 }
 
 // Warm runs when this node's member list changes from one membership to
-// another, before the node tells its peers it uses the new one: the place
-// for loading the chunks it gains (cluster.Moves) before any request is
-// laid out under the new version. ctx ends when a newer list replaces to.
-// An error is logged, and the node moves to the new version anyway.
-type Warm func(ctx context.Context, from, to *cluster.Membership) error
+// another, before the node tells its peers it uses the new one: it loads
+// the chunks this node gains (cluster.Moves) that the jobs need soon
+// (internal/handover), and says what it moved (the chunk and byte fields
+// of the change). It calls loading once it knows it has chunks to load,
+// before it loads them: from then until it returns, this node tells its
+// peers it is warming up for to (State.Warming). A node with nothing to
+// load is warm at once. ctx ends when a newer list replaces to, or past
+// the flip timeout. An error is logged, and the node moves to the new
+// version anyway.
+type Warm func(ctx context.Context, from, to *cluster.Membership, loading func()) (api.MembershipChange, error)
 
 // Config configures a Set.
 type Config struct {
@@ -46,6 +51,11 @@ type Config struct {
 	Poll    time.Duration
 	// Warm, if set, runs before this node reports a new membership.
 	Warm Warm
+	// FlipTimeout bounds a membership change on this node: its warm-up
+	// and then its wait for the other members warming up for the new
+	// version, after which it reports the new version anyway and says
+	// why. Default DefaultFlipTimeout.
+	FlipTimeout time.Duration
 	// Timeout bounds one fetch from a peer; Probe is the interval between
 	// probes of a live peer.
 	Timeout, Probe time.Duration
@@ -115,10 +125,20 @@ type Set struct {
 	warm    Warm
 	reg     prometheus.Registerer
 
-	mu       sync.Mutex       // guards byURL, slots' growth, views' writes, probe loops and the warm-up
+	mu       sync.Mutex       // guards byURL, slots' growth, views' writes, probe loops, the warm-up and the listed URLs
 	byURL    map[string]*node // every node ever known
 	started  bool             // Start was called: new members are probed at once
 	warmStop context.CancelFunc
+	pending  []func() // warm-ups to start with Start
+	// sourced is the source's last list, leaving members included; the
+	// local version is it without them (relistLocked).
+	sourced     *cluster.Membership
+	leaving     atomic.Bool // this node was told to leave (Leave)
+	flipTimeout time.Duration
+	// change is this node's last membership change and its figures;
+	// changeAt when its list changed, for the time to agreement.
+	change   atomic.Pointer[api.MembershipChange]
+	changeAt time.Time
 	slots    atomic.Pointer[[]*node]
 
 	view    atomic.Pointer[view]
@@ -142,6 +162,9 @@ type Set struct {
 	wg     sync.WaitGroup
 }
 
+// DefaultFlipTimeout is Config.FlipTimeout when zero.
+const DefaultFlipTimeout = 30 * time.Second
+
 // minProbeTimeout is the shortest a probe waits for an answer.
 const minProbeTimeout = 2 * time.Second
 
@@ -154,10 +177,13 @@ const maxKnown = 4096
 // probing. Until the first list, the membership is this node alone.
 func NewSet(c Config) *Set {
 	s := &Set{cred: c.Credentials, timeout: c.Timeout, probe: c.Probe, poll: c.Poll, held: c.Held, skew: c.Skew, log: c.Log,
-		lister: c.Members, warm: c.Warm, reg: c.Registry, byURL: map[string]*node{}, ahead: NewAhead(c.AheadBytes),
+		lister: c.Members, warm: c.Warm, flipTimeout: c.FlipTimeout, reg: c.Registry, byURL: map[string]*node{}, ahead: NewAhead(c.AheadBytes),
 		maxReply: c.MaxReplyBytes, load: c.Load, slack: c.Slack}
 	if s.poll <= 0 {
 		s.poll = s.probe
+	}
+	if s.flipTimeout <= 0 {
+		s.flipTimeout = DefaultFlipTimeout
 	}
 	if s.slack == 0 {
 		s.slack = BalanceSlack
@@ -195,6 +221,10 @@ func (s *Set) Start() {
 	s.wg.Go(s.pollLoop)
 	s.mu.Lock()
 	s.started = true
+	for _, f := range s.pending {
+		s.wg.Go(f)
+	}
+	s.pending = nil
 	s.probeMembers()
 	s.mu.Unlock()
 }
@@ -261,6 +291,14 @@ func (s *Set) Nodes() int { return s.view.Load().agreed.Len() }
 
 // URL returns the base URL of the node in slot k.
 func (s *Set) URL(k int) string { return s.at(k).url }
+
+// IsUp reports whether the node at url is up, as this node last learnt.
+func (s *Set) IsUp(url string) bool {
+	s.mu.Lock()
+	n := s.byURL[url]
+	s.mu.Unlock()
+	return n != nil && (n == s.self || n.up.Load())
+}
 
 func (s *Set) isUp(k int) bool { return k == s.self.slot || s.at(k).up.Load() }
 
@@ -339,14 +377,19 @@ func (s *Set) holds(n *node, name, id string) bool {
 
 // Source returns the slot of the node to read chunk c of ds from: its
 // owner under the membership the cluster agrees on if the owner is up,
-// holds ds's version and skip does not name it; else the first such
-// member of the chunk's ranking, this node last (it reads the store, so
-// there is always one). Which node reads a chunk follows the live
+// holds ds's version, is not warming up for that membership (its old
+// owner serves it meanwhile) and skip does not name it; else the first
+// such member of the chunk's ranking, this node last (it reads the
+// store, so there is always one). Which node reads a chunk follows the live
 // membership; a batch's bytes never depend on it.
 func (s *Set) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 	v := s.view.Load()
 	usable := func(k int) bool {
-		return k == s.self.slot || s.isUp(k) && !skip(k) && s.holds(s.at(k), ds.Name, ds.ID())
+		if k == s.self.slot {
+			return v.warming != v.agreed.Version()
+		}
+		n := s.at(k)
+		return s.isUp(k) && !skip(k) && s.holds(n, ds.Name, ds.ID()) && !warmingFor(n, v.agreed.Version())
 	}
 	if own := v.agreedSlots[ds.Owners(v.agreed)[c]]; usable(own) {
 		return own
@@ -440,7 +483,9 @@ func (s *Set) probeLoop(ctx context.Context, n *node) {
 		}
 		slowRun = 0
 		if err == nil {
-			n.state.Store(&st)
+			if prev := n.state.Swap(&st); (prev != nil && prev.Leaving) != st.Leaving {
+				s.relist() // it leaves, or is back
+			}
 			s.learn(&st)
 			s.checkSkew(&st)
 		} else if !slow {
@@ -585,7 +630,8 @@ func (s *Set) Holders(name, id string, self bool) []string {
 // on; and with world > 0 each rank's home among the members.
 func (s *Set) View(world int, datasets []string) api.Cluster {
 	v := s.view.Load()
-	c := api.Cluster{Agreed: map[string]string{}, Members: v.agreed.Version(), Local: v.local.Version(), Reported: v.reported.Version()}
+	c := api.Cluster{Agreed: map[string]string{}, Members: v.agreed.Version(), Local: v.local.Version(), Reported: v.reported.Version(),
+		Warming: v.warming, Leaving: s.leaving.Load(), LastChange: s.change.Load()}
 	slotsShown := slices.Clone(v.agreedSlots) // the members' slots, then this node's if it is not one
 	c.Self = slices.Index(slotsShown, s.self.slot)
 	if c.Self < 0 {
@@ -601,13 +647,13 @@ func (s *Set) View(world int, datasets []string) api.Cluster {
 			for _, d := range datasets {
 				cn.Indexes[d] = s.current(d)
 			}
-			cn.Members = v.reported.Version()
+			cn.Members, cn.Warming, cn.Leaving = v.reported.Version(), v.warming, s.leaving.Load()
 		case st != nil:
 			cn.Indexes = map[string]string{}
 			for _, d := range st.Datasets {
 				cn.Indexes[d.Name] = d.Current
 			}
-			cn.Members = st.Members
+			cn.Members, cn.Warming, cn.Leaving = st.Members, st.Warming, st.Leaving
 		}
 		c.Nodes = append(c.Nodes, cn)
 	}

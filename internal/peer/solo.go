@@ -80,6 +80,9 @@ func (Solo) Stats([]string) *api.ClusterStats { return nil }
 func (Solo) Heard(int)         {}
 func (Solo) Served(int, int64) {}
 
+// Leave has no cluster to leave.
+func (Solo) Leave(context.Context) error { return nil }
+
 // Start and Close have nothing to run.
 func (Solo) Start() {}
 func (Solo) Close() {}

@@ -27,6 +27,13 @@ type Background interface {
 // again. What is held is bounded in bytes and in batches, and dropped
 // oldest first when nobody comes for it; its memory is the copy budget's.
 //
+// A batch whose request came first is not made ahead: a client that
+// reads ahead itself (the Python client keeps two batches requested
+// beyond the one consumed) asks for batch m+1 before batch m is served,
+// and making m+1 again once m is served would transform every batch
+// twice. The batches asked for are remembered, the most recent
+// maxAsked of them.
+//
 // A batch made ahead is counted (the live figures) when its request takes
 // it, never when it is made: a batch dropped unused was not served. Safe
 // for concurrent use.
@@ -37,6 +44,8 @@ type readAhead struct {
 	entries map[string]*aheadEntry
 	fifo    []string // keys in claim order; may name entries gone
 	bytes   int64
+	asked   map[string]struct{} // batches a request has asked for
+	askedQ  []string            // their keys, oldest first
 
 	started, hits, dropped atomic.Int64
 }
@@ -54,15 +63,20 @@ type aheadEntry struct {
 	counted, finished, taken, gone bool
 }
 
-// maxAheadBatches bounds the batches held ahead whatever their size.
-const maxAheadBatches = 256
+// maxAheadBatches bounds the batches held ahead whatever their size;
+// maxAsked, the batches asked for that are remembered: far more than the
+// requests of all ranks in flight at once.
+const (
+	maxAheadBatches = 256
+	maxAsked        = 4096
+)
 
 func newReadAhead(limit int64) *readAhead {
-	return &readAhead{limit: limit, entries: map[string]*aheadEntry{}}
+	return &readAhead{limit: limit, entries: map[string]*aheadEntry{}, asked: map[string]struct{}{}}
 }
 
 // claim registers work ahead for the batch key names; false if some is
-// there already or nothing may be held.
+// there already, its request came first, or nothing may be held.
 func (a *readAhead) claim(key string) (*aheadEntry, bool) {
 	if a.limit <= 0 {
 		return nil, false
@@ -70,6 +84,9 @@ func (a *readAhead) claim(key string) (*aheadEntry, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.entries[key]; ok {
+		return nil, false
+	}
+	if _, ok := a.asked[key]; ok {
 		return nil, false
 	}
 	e := &aheadEntry{done: make(chan struct{})}
@@ -110,12 +127,16 @@ func (a *readAhead) finish(key string, e *aheadEntry, s *Served, wait time.Durat
 // the batch made, or nil (none, or it failed) for the request to read it
 // itself. A request that gives up waiting leaves the entry to be released.
 func (a *readAhead) take(ctx context.Context, key string) (*Served, time.Duration, error) {
+	if a.limit <= 0 {
+		return nil, 0, nil
+	}
 	a.mu.Lock()
 	e, ok := a.entries[key]
 	if ok {
 		a.removeLocked(key, e)
 		e.taken = true
 	}
+	a.askLocked(key)
 	a.mu.Unlock()
 	if !ok {
 		return nil, 0, nil
@@ -136,6 +157,20 @@ func (a *readAhead) take(ctx context.Context, key string) (*Served, time.Duratio
 		a.hits.Add(1)
 	}
 	return e.served, e.wait, nil
+}
+
+// askLocked remembers that batch key's request came, forgetting the
+// oldest past maxAsked.
+func (a *readAhead) askLocked(key string) {
+	if _, ok := a.asked[key]; ok {
+		return
+	}
+	a.asked[key] = struct{}{}
+	a.askedQ = append(a.askedQ, key)
+	if len(a.askedQ) > maxAsked {
+		delete(a.asked, a.askedQ[0])
+		a.askedQ = a.askedQ[1:]
+	}
 }
 
 func (a *readAhead) removeLocked(key string, e *aheadEntry) {

@@ -109,8 +109,14 @@ type Query struct {
 	// given).
 	Pos    int
 	PosSet bool
-	Plan   api.PlanOptions
-	Format string
+	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
+	// Ahead how many windows past their current one a peer asks about
+	// the chunks the followed streams need.
+	Chunk    int
+	ChunkSet bool
+	Ahead    int
+	Plan     api.PlanOptions
+	Format   string
 }
 
 // MaxWeight bounds a job's cache weight (weight=).
@@ -200,6 +206,12 @@ var params = map[string]param{
 		q.PosSet = err == nil
 		return err
 	},
+	ParamChunk: func(q *Query, name, v string, _ Limits) error {
+		err := intParam(func(q *Query) *int { return &q.Chunk }, 0, nil, "")(q, name, v, Limits{})
+		q.ChunkSet = err == nil
+		return err
+	},
+	ParamAhead: intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -243,6 +255,8 @@ var params = map[string]param{
 	api.ParamBandwidth:       rateParam(func(q *Query) *float64 { return &q.Plan.BackendBytesPerSec }),
 	api.ParamConsume:         rateParam(func(q *Query) *float64 { return &q.Plan.ConsumeBytesPerSec }),
 	api.ParamNodes:           intParam(func(q *Query) *int { return &q.Plan.Nodes }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamNodesAfter:      intParam(func(q *Query) *int { return &q.Plan.NodesAfter }, 1, fixed(api.MaxPlanNodes), "the planner's limit"),
+	api.ParamPeerBandwidth:   rateParam(func(q *Query) *float64 { return &q.Plan.PeerBytesPerSec }),
 	api.ParamImagesPerSec: func(q *Query, name, v string, _ Limits) error {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(r > 0 && r <= 1e9) {
@@ -258,7 +272,7 @@ var params = map[string]param{
 // string works for all three.
 var (
 	JobParams    = append(slices.Clone(api.JobParams), api.ParamFormat)
-	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec)
+	PlanParams   = append(slices.Clone(api.JobParams), api.ParamCacheSize, api.ParamDiskCacheSize, api.ParamEpochs, api.ParamFirstEpoch, api.ParamBandwidth, api.ParamConsume, api.ParamPrefetchWindows, api.ParamNodes, api.ParamImagesPerSec, api.ParamNodesAfter, api.ParamPeerBandwidth)
 	SampleParams = []string{api.ParamDataset, api.ParamIndex}
 
 	// Importance feedback and seals name their epoch in the query; a seal
@@ -276,6 +290,10 @@ var (
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
 	// A node asking another for a membership version's member list.
 	PeerMembersParams = []string{api.ParamMembers}
+	// A node asking a chunk's old owner for its bytes, and a node asking
+	// which chunks the followed streams need soon, in a membership change.
+	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -284,6 +302,8 @@ const (
 	ParamEpoch = "epoch"
 	ParamPrev  = "prev"
 	ParamPos   = "pos"
+	ParamChunk = "chunk"
+	ParamAhead = "ahead"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.

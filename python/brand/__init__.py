@@ -13,9 +13,10 @@ from ._mix import format_mix
 from ._options import Connection, Importance, Job, Options
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
-from .client import BrandConnectionError, BrandError, Client, IndexChangedError
+from .client import Batch, BrandConnectionError, BrandError, Client, IndexChangedError
 
 __all__ = [
+    "Batch",
     "BrandConnectionError",
     "BrandError",
     "Client",

@@ -94,11 +94,12 @@ class IndexChangedError(BrandError):
 
 
 class Answer(NamedTuple):
-    """A 2xx answer: the URL of the node that gave it, its headers, its body."""
+    """A 2xx answer: the URL of the node that gave it, its headers, its body
+    (``bytes``, or the buffer :meth:`Session.send`'s ``into`` made)."""
 
     node: str
     headers: Mapping[str, str]
-    body: bytes
+    body: Any
 
 
 def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes, where: str) -> BrandError:
@@ -137,6 +138,26 @@ def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float
     if t.tzinfo is None:
         return None  # HTTP dates are GMT; one without a zone is no HTTP date
     return max(0.0, t.timestamp() - (time.time() if now is None else now))
+
+
+def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any]) -> Any:
+    """``r``'s body, read into the buffer ``into`` makes for its length.
+    Raises ``IncompleteRead`` on a short body, as ``read`` does."""
+    n = r.length
+    if n is None:  # no Content-Length: read it whole, then copy it over
+        data = r.read()
+        buf = into(len(data))
+        memoryview(buf).cast("B")[:] = data
+        return buf
+    buf = into(n)
+    view = memoryview(buf).cast("B")
+    got = 0
+    while got < n:
+        k = r.readinto(view[got:])
+        if not k:
+            raise http.client.IncompleteRead(bytes(view[:got]), n - got)
+        got += k
+    return buf
 
 
 class _Unresponsive(TimeoutError):
@@ -253,9 +274,15 @@ class Session:
         body: Optional[bytes] = None,
         content_type: Optional[str] = None,
         accept: Optional[str] = None,
+        into: Optional[Callable[[int], Any]] = None,
     ) -> Answer:
         """``method path?params`` (with ``body``, of ``content_type``) to the
         node ``router`` picks; returns the first 2xx answer.
+
+        ``into(n)``, if given, makes the writable buffer of ``n`` bytes a 2xx
+        answer's body is read into, such as a ``bytearray``, so that views of
+        it can be handed out without a copy (a body of bytes is immutable);
+        the answer's body is then that buffer.
 
         A failed attempt (a retried status or transport failure) marks its
         node failed in the router; the next attempt goes to the node the
@@ -286,7 +313,7 @@ class Session:
             target = node.base + path + query
             wait_for = None
             try:
-                status, got, data = self._attempt(node, method, target, body, headers, probe)
+                status, got, data = self._attempt(node, method, target, body, headers, probe, into)
             except TRANSPORT_ERRORS as e:
                 err: BrandError = BrandConnectionError(
                     f"brand: {method} {node.origin}{target}: {type(e).__name__}: {e}"
@@ -331,8 +358,8 @@ class Session:
 
     def _attempt(
         self, node: Node, method: str, target: str, body: Optional[bytes], headers: Mapping[str, str],
-        probe_after: Optional[float],
-    ) -> "tuple[int, Mapping[str, str], bytes]":
+        probe_after: Optional[float], into: Optional[Callable[[int], Any]] = None,
+    ) -> "tuple[int, Mapping[str, str], Any]":
         c = self._connection(node)
         try:
             if probe_after is None:
@@ -344,7 +371,10 @@ class Session:
                 c.request(method, target, body=body, headers=headers)
                 watch.ready(c.sock)
             r = c.getresponse()
-            data = r.read()  # raises IncompleteRead on a short body
+            if into is not None and 200 <= r.status < 300:
+                data = _read_into(r, into)
+            else:
+                data = r.read()  # raises IncompleteRead on a short body
             if r.will_close:
                 self._drop(node)
             return r.status, r.headers, data

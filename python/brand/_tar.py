@@ -9,6 +9,11 @@ Plain ustar (and GNU) headers of regular files, which is what Brand's chunks
 nearly always hold, are decoded in place from a ``memoryview``; anything else
 (PAX extended headers, GNU long names, directories, ...) makes the decoder
 start over with :mod:`tarfile`, which handles every format.
+
+A member's data is a copy (``bytes``), except, when asked, a ``.npy``
+member's: a batch transformed by the gateway (``transform=``) carries its
+images as ``.npy`` tensors, which are handed out as ``memoryview`` slices of
+the batch's buffer so that numpy and PyTorch can use them in place.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import tarfile
 from zlib import adler32
 from typing import Any, Dict, List
 
-__all__ = ["TarError", "decode_tar", "split_key"]
+__all__ = ["TarError", "decode_tar", "is_npy", "split_key"]
 
 Sample = Dict[str, Any]
 
@@ -134,8 +139,15 @@ def _plain_members(buf: bytes) -> List["tuple[bytes, int, int]"]:
     return out  # a stream that simply ends after a complete member
 
 
-def _tarfile_members(buf: bytes) -> List["tuple[str, bytes]"]:
+def is_npy(ext: str) -> bool:
+    """Whether a member of extension ``ext`` is a ``.npy`` array: ``npy``,
+    or a multi-part extension ending in it (``left.npy``)."""
+    return ext == "npy" or ext.endswith(".npy")
+
+
+def _tarfile_members(buf: Any, npy_views: bool = False) -> List["tuple[str, Any]"]:
     out = []
+    mv = memoryview(buf).cast("B")
     try:
         with tarfile.open(fileobj=io.BytesIO(buf), mode="r:") as tf:
             for ti in tf:
@@ -144,6 +156,9 @@ def _tarfile_members(buf: bytes) -> List["tuple[str, bytes]"]:
                     continue
                 if not ti.isfile():
                     raise TarError(f"tar member {ti.name!r} is not a regular file (type {ti.type!r})")
+                if npy_views and not ti.issparse() and is_npy(split_key(ti.name)[1]):
+                    out.append((ti.name, mv[ti.offset_data : ti.offset_data + ti.size]))
+                    continue
                 f = tf.extractfile(ti)
                 out.append((ti.name, f.read() if f is not None else b""))
     except tarfile.TarError as e:
@@ -151,11 +166,14 @@ def _tarfile_members(buf: bytes) -> List["tuple[str, bytes]"]:
     return out
 
 
-def decode_tar(buf: bytes) -> List[Sample]:
-    """Decode a tar archive held in ``buf`` into samples, in archive order.
+def decode_tar(buf: Any, npy_views: bool = False) -> List[Sample]:
+    """Decode a tar archive held in ``buf`` (``bytes``, or any buffer such
+    as a ``bytearray``) into samples, in archive order.
 
     Each sample is a dict ``{"__key__": key, ext: bytes, ...}``; a member
-    without an extension is stored under ``""``.
+    without an extension is stored under ``""``. With ``npy_views``, a
+    ``.npy`` member (:func:`is_npy`) is a ``memoryview`` of ``buf`` instead
+    of a copy, valid as long as ``buf`` is not changed.
 
     Raises:
         TarError: ``buf`` is not a valid tar archive.
@@ -165,17 +183,17 @@ def decode_tar(buf: bytes) -> List[Sample]:
     except _NotPlain:
         members = None
     if members is not None:
-        return _group(buf, members)
-    return _decode_tarfile(buf)
+        return _group(buf, members, npy_views)
+    return _decode_tarfile(buf, npy_views)
 
 
-def _decode_tarfile(buf: bytes) -> List[Sample]:
+def _decode_tarfile(buf: Any, npy_views: bool = False) -> List[Sample]:
     """decode_tar through tarfile alone: the fallback, and the reference
     the fast path is tested against."""
     samples: List[Sample] = []
     cur: Sample = {}
     key = None
-    for name, data in _tarfile_members(buf):
+    for name, data in _tarfile_members(buf, npy_views):
         if name is None:
             key = None
             continue
@@ -188,7 +206,7 @@ def _decode_tarfile(buf: bytes) -> List[Sample]:
     return samples
 
 
-def _group(buf: bytes, members: List["tuple[bytes, int, int]"]) -> List[Sample]:
+def _group(buf: Any, members: List["tuple[bytes, int, int]"], npy_views: bool = False) -> List[Sample]:
     """Samples from the fast path's members: split_key on the raw name.
 
     '/' and '.' are ASCII, which UTF-8 never uses inside a multi-byte
@@ -202,6 +220,9 @@ def _group(buf: bytes, members: List["tuple[bytes, int, int]"]) -> List[Sample]:
     exts: Dict[bytes, str] = {}
     cur: Sample = {}
     key = None
+    # Slicing bytes copies into bytes; any other buffer is sliced through a
+    # memoryview, then copied into bytes unless the member is a view.
+    mv = None if type(buf) is bytes else memoryview(buf).cast("B")
     for name, start, end in members:
         dot = name.find(b".", name.rfind(b"/") + 1)
         if dot < 0:
@@ -215,5 +236,10 @@ def _group(buf: bytes, members: List["tuple[bytes, int, int]"]) -> List[Sample]:
         ext = exts.get(eb)
         if ext is None:
             ext = exts[eb] = eb.decode("utf-8", "surrogateescape")
-        cur[ext] = buf[start:end]
+        if npy_views and is_npy(ext):
+            cur[ext] = (memoryview(buf) if mv is None else mv)[start:end]
+        elif mv is None:
+            cur[ext] = buf[start:end]
+        else:
+            cur[ext] = bytes(mv[start:end])
     return samples

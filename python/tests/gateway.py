@@ -1,9 +1,12 @@
 """A real `brand serve` over small generated datasets, shared by the tests.
 
 gateway() serves one dataset, "t"; mix_gateway() serves three of different
-sizes, for mixtures. The binary comes from $BRAND_BIN, or is built from this
-repository with `go build`. A gateway starts on first use and stops when the
-process exits.
+sizes, for mixtures; tensor_gateway(mode) serves images for transform=
+(PNGs whose pixels the tests know, the decoding fixtures of
+transform/testdata, samples without images, and bad images), with the
+pipelines of TRANSFORM_CONFIG and --on-bad-image=mode. The binary comes
+from $BRAND_BIN, or is built from this repository with `go build`. A
+gateway starts on first use and stops when the process exits.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import os
 import random
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from typing import Dict, Optional
+import zlib
+from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the package, without installing it
@@ -34,12 +39,16 @@ class Spec:
     """A generated dataset: classes × per_class samples, each a file of
     random bytes (up to max_bytes) with extension ext, a "cls" and, with
     tag, a "ds" holding the dataset's name; packed in chunks of
-    chunk_size."""
+    chunk_size. With images, each sample's file is a PNG of random pixels
+    (24 to 64 pixels a side) instead, and extra adds files of given names
+    and bytes (key -> ext -> bytes)."""
 
     def __init__(self, classes: int, per_class: int, chunk_size: str = CHUNK_SIZE, max_bytes: int = 3000,
-                 tag: bool = False, ext: str = "jpg") -> None:
+                 tag: bool = False, ext: str = "jpg", images: bool = False,
+                 extra: Optional[Dict[str, Dict[str, bytes]]] = None) -> None:
         self.classes, self.per_class, self.chunk_size = classes, per_class, chunk_size
         self.max_bytes, self.tag, self.ext = max_bytes, tag, ext
+        self.images, self.extra = images, extra or {}
 
 
 # The datasets of mix_gateway(): sizes 120, 60 and 12, in chunks of a few
@@ -60,15 +69,15 @@ class Gateway:
     datasets: Dict[str, Dict[str, Dict[str, bytes]]]  # name -> key -> ext -> bytes
     proc: subprocess.Popen
 
-    def __init__(self, specs: Optional[Dict[str, Spec]] = None) -> None:
+    def __init__(self, specs: Optional[Dict[str, Spec]] = None, flags: Optional[List[str]] = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="brand-pytest-")
         try:
-            self._start(specs or {"t": Spec(CLASSES, PER_CLASS)})
+            self._start(specs or {"t": Spec(CLASSES, PER_CLASS)}, flags or [])
         except BaseException:
             self.stop()
             raise
 
-    def _start(self, specs: Dict[str, Spec]) -> None:
+    def _start(self, specs: Dict[str, Spec], extra_flags: List[str]) -> None:
         binary = os.environ.get("BRAND_BIN")
         if not binary:
             binary = os.path.join(self.tmp, "brand")
@@ -95,7 +104,7 @@ class Gateway:
             self.proc = subprocess.Popen(
                 [binary, "serve", *flags, "--listen", f"127.0.0.1:{port}",
                  "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
-                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
+                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s", *extra_flags],
                 stdout=self.log, stderr=subprocess.STDOUT,
             )
             if self._wait_ready(30):
@@ -202,15 +211,79 @@ class ServeCluster:
             log.close()
 
 
+def png(width: int, height: int, rgb: bytes) -> bytes:
+    """An 8-bit RGB PNG of ``rgb`` (rows of width*3 bytes, top first)."""
+    row = width * 3
+    raw = b"".join(b"\x00" + rgb[y * row:(y + 1) * row] for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+#: Pixels of the PNGs a Spec with images generates: (dataset, key) ->
+#: (width, height, RGB bytes, HWC), beside the files themselves.
+PIXELS: Dict["tuple[str, str]", "tuple[int, int, bytes]"] = {}
+
+#: The fixtures of transform/testdata.
+FIXTURES = os.path.join(REPO, "transform", "testdata")
+
+#: The pipelines tensor_gateway() defines beside the built-ins: a flip
+#: alone (the tensor is the image, mirrored as the draw says) and a
+#: random resized crop to 32×32 then a flip.
+TRANSFORM_CONFIG = {"pipelines": {
+    "flip": {"ops": [{"op": "hflip"}]},
+    "crop32": {"ops": [{"op": "random_resized_crop", "size": 32}, {"op": "hflip"}]},
+}}
+
+
+def _fixture(name: str) -> bytes:
+    with open(os.path.join(FIXTURES, name), "rb") as f:
+        return f.read()
+
+
+def tensor_specs() -> Dict[str, Spec]:
+    """tensor_gateway()'s datasets: "img", 3 × 24 PNGs of known pixels
+    and four fixtures of transform/testdata (two JPEGs, a grayscale JPEG,
+    a PNG with alpha), each with its Pillow-decoded pixels (NAME.pil.npy)
+    for a golden; "txt", samples without images; "bad", 6 PNGs and a
+    truncated and an undecodable JPEG."""
+    fixtures = {f"fx/{n.replace('.', '_')}": {n.rsplit(".", 1)[1]: _fixture(n), "cls": b"9"}
+                for n in ("photo.jpg", "progressive.jpg", "gray.jpg", "alpha.png")}
+    bad = {"bad/truncated": {"jpg": _fixture("truncated.jpg"), "cls": b"7"},
+           "bad/garbage": {"jpg": _fixture("garbage.jpg"), "cls": b"7"}}
+    return {
+        "img": Spec(3, 24, "16KiB", images=True, extra=fixtures),
+        "txt": Spec(2, 20, "8KiB", 1500, ext="txt"),
+        "bad": Spec(2, 3, "16KiB", images=True, extra=bad),
+    }
+
+
 def _generate(src: str, name: str, spec: Spec, rng: random.Random) -> Dict[str, Dict[str, bytes]]:
     """Writes spec's sample files under src; returns them by key."""
     files = {}
+    for key, data in spec.extra.items():
+        d, stem = os.path.split(os.path.join(src, key))
+        os.makedirs(d, exist_ok=True)
+        for ext, b in data.items():
+            with open(os.path.join(d, f"{stem}.{ext}"), "wb") as f:
+                f.write(b)
+        files[key] = data
     for c in range(spec.classes):
         d = os.path.join(src, f"c{c}")
         os.makedirs(d)
         for i in range(spec.per_class):
             stem = f"s{c}_{i:04d}"
-            data = {spec.ext: rng.randbytes(rng.randint(1, spec.max_bytes)), "cls": str(c).encode()}
+            if spec.images:
+                w, h = rng.randint(24, 64), rng.randint(24, 64)
+                rgb = rng.randbytes(w * h * 3)
+                PIXELS[(name, f"c{c}/{stem}")] = (w, h, rgb)
+                body = png(w, h, rgb)
+            else:
+                body = rng.randbytes(rng.randint(1, spec.max_bytes))
+            data = {"png" if spec.images else spec.ext: body, "cls": str(c).encode()}
             if spec.tag:
                 data["ds"] = name.encode()
             for ext, b in data.items():
@@ -228,6 +301,7 @@ def free_port() -> int:
 
 _gw: Optional[Gateway] = None
 _mix_gw: Optional[Gateway] = None
+_tensor_gws: Dict[str, Gateway] = {}
 
 
 def gateway() -> Gateway:
@@ -254,3 +328,18 @@ def rank_at(peers: "list[str]", url: str) -> int:
     rank r of two lives on node r of the peers sorted as a cluster's
     membership sorts them (the clients sort a peer list the same way)."""
     return sorted(peers).index(url)
+def tensor_gateway(on_bad_image: str = "fail") -> Gateway:
+    """The shared gateway of tensor_specs()'s datasets with TRANSFORM_CONFIG's
+    pipelines and --on-bad-image=on_bad_image ("fail" or "skip"), started on
+    first use."""
+    gw = _tensor_gws.get(on_bad_image)
+    if gw is None:
+        tmp = tempfile.mkdtemp(prefix="brand-pytest-config-")
+        atexit.register(shutil.rmtree, tmp, True)
+        config = os.path.join(tmp, "transforms.json")
+        with open(config, "w") as f:
+            json.dump(TRANSFORM_CONFIG, f)
+        gw = Gateway(tensor_specs(), ["--transform-config", config, "--on-bad-image", on_bad_image])
+        atexit.register(gw.stop)
+        _tensor_gws[on_bad_image] = gw
+    return gw

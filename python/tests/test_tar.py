@@ -153,5 +153,34 @@ class TestFastPathAgreesWithTarfile(unittest.TestCase):
         self.assertEqual(outcome(_decode_tarfile, bytes(buf)), ("TarError",))
 
 
+class TestNpyViews(unittest.TestCase):
+    """With npy_views, .npy members are memoryviews of the buffer (both
+    decoders); every other member is bytes, as without."""
+
+    MEMBERS = [("a/x.npy", b"N" * 300), ("a/x.cls", b"3"), ("b/y.left.npy", b"L" * 20), ("b/y.jpg", b"J")]
+
+    def check(self, buf, samples):
+        self.assertEqual([{k: bytes(v) if isinstance(v, memoryview) else v for k, v in s.items()} for s in samples],
+                         [{"__key__": "a/x", "npy": b"N" * 300, "cls": b"3"},
+                          {"__key__": "b/y", "left.npy": b"L" * 20, "jpg": b"J"}])
+        for s in samples:
+            for k, v in s.items():
+                if k.endswith("npy"):
+                    self.assertIsInstance(v, memoryview)
+                    self.assertTrue(v.obj is buf)
+                elif k != "__key__":
+                    self.assertIsInstance(v, bytes)
+
+    def test_fast_path_and_tarfile(self):
+        for fmt in (tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT):
+            with self.subTest(fmt=fmt):
+                buf = bytearray(make_tar(self.MEMBERS, fmt))
+                self.check(buf, decode_tar(buf, npy_views=True))
+                self.check(buf, _decode_tarfile(buf, npy_views=True))
+        raw = make_tar(self.MEMBERS)
+        self.assertEqual(decode_tar(bytearray(raw)), decode_tar(raw))  # without views: bytes, from any buffer
+        self.assertTrue(all(type(v) is bytes for s in decode_tar(bytearray(raw)) for k, v in s.items() if k != "__key__"))
+
+
 if __name__ == "__main__":
     unittest.main()

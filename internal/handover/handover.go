@@ -1,0 +1,349 @@
+// Package handover is what a node of a cluster does when its membership
+// changes: it loads the chunks it gains that the jobs need soon, before
+// the cluster moves to the new membership, from their old owner's cache
+// where the old owner holds them and from the store where it does not.
+//
+// # Why
+//
+// Ownership is rendezvous hashing over the members (cluster.Membership),
+// so a member joining or leaving moves about 1/N of the chunks, and only
+// to or from it. A node that starts owning a chunk cold reads it from
+// the store on the first batch that needs it: every job waits on it, and
+// the store reads the chunk a second time although the old owner's cache
+// holds it. The jobs' orders are known, so the chunks they need next are
+// known too, and only those need to move before the change; the rest
+// move as the jobs reach them, read by their new owner once.
+//
+// # How
+//
+// Warm runs on each node whose member list changes from membership A to
+// B (peer.Config.Warm), before the node reports B:
+//
+//  1. which chunks it gains: cluster.Moves(A, B), per dataset;
+//  2. which of them are needed soon: the node's own schedule and that of
+//     every live member of A, asked over the peer protocol (NeededPath),
+//     answer from the streams they follow (schedule.Schedule.Soon: the
+//     current window and the next Ahead ones). The owners of A follow
+//     every stream that reads their chunks, so the old owner of a chunk
+//     knows every job that needs it;
+//  3. each such chunk is loaded into this node's cache through the one
+//     loader (catalog.Loader): from its disk tier if it kept the chunk,
+//     else from the old owner's cache (ChunkPath; the old owner answers
+//     404 rather than read the store for another node), verified against
+//     the index, else from the store. Loads evict only chunks no stream
+//     needs (Config.Admit) and fill at most half the cache.
+//
+// Warm tells the node's peers it is loading (the loading callback, which
+// sets State.Warming): they do not read its chunks from it under B, nor
+// report B, until it is done, bounded by the flip timeout (peer.Set).
+//
+// # Concurrency
+//
+// A Handover is safe for concurrent use: Warm runs on the peer set's
+// tracked goroutine, Read on the cache's loads.
+package handover
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/catalog"
+)
+
+// Peers is what a hand-over asks of the other nodes (peer.Set).
+type Peers interface {
+	// IsUp reports whether the node at url is up, as its probes say.
+	IsUp(url string) bool
+	// Needed asks the node at url which of chunks its followed streams
+	// need within ahead windows past their current one.
+	Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error)
+}
+
+// ChunkFetcher fills buf with chunk c from the cache of the node at url
+// (peer.Set).
+type ChunkFetcher interface {
+	FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error
+}
+
+// Schedule tells which chunks this node's followed streams need soon
+// (schedule.Schedule).
+type Schedule interface {
+	Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
+}
+
+// Cache is where the chunks go (chunkcache.Cache).
+type Cache interface {
+	Contains(k chunkcache.Key) bool
+	Prefetch(ctx context.Context, r chunkcache.Request, admit func(victim chunkcache.Key) bool) (chunkcache.PrefetchResult, error)
+	Capacity() int64
+}
+
+// Config configures a Handover.
+type Config struct {
+	// Self is this node's URL as the members are listed.
+	Self     string
+	Peers    Peers
+	Schedule Schedule
+	Cache    Cache
+	// Sources is the loader's source of handed-over chunks: Warm names
+	// each chunk's old owner there before it loads the chunk.
+	Sources *Sources
+	// Datasets returns the datasets served now; it fails until they are
+	// loaded (catalog.Catalog.All), and Warm waits for them.
+	Datasets func() ([]*catalog.Dataset, error)
+	// Admit says whether a load for the hand-over may evict a chunk:
+	// only chunks no stream needs.
+	Admit func(victim chunkcache.Key) bool
+	// Ahead is how many windows past their current one the streams'
+	// needs are counted (the prefetch's windows).
+	Ahead int
+	// Workers bounds the chunks loaded at once; default 4.
+	Workers int
+	Log     zerolog.Logger
+}
+
+// Handover loads the chunks a node gains in a membership change
+// (package doc).
+type Handover struct {
+	cfg Config
+}
+
+// New returns a Handover.
+func New(c Config) *Handover {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	return &Handover{cfg: c}
+}
+
+// Sources is the loader's source of the chunks being handed over
+// (catalog.Handover): their old owners, named by Warm before it loads
+// each. It is built before the cache, whose loader reads through it.
+type Sources struct {
+	peers ChunkFetcher
+	log   zerolog.Logger
+
+	mu sync.Mutex
+	// from is, per chunk being handed over, its old owner; given marks
+	// those the old owner gave.
+	from  map[chunkcache.Key]source
+	given map[chunkcache.Key]bool
+}
+
+// source is a chunk's old owner.
+type source struct {
+	url string
+	ds  *catalog.Dataset
+	c   int
+}
+
+// NewSources returns the source of handed-over chunks, which it asks of
+// their old owners through peers.
+func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
+	return &Sources{peers: peers, log: log, from: map[chunkcache.Key]source{}, given: map[chunkcache.Key]bool{}}
+}
+
+// expect names the old owner of chunk c of ds until the returned func is
+// called; given then reports whether the old owner gave it.
+func (s *Sources) expect(ds *catalog.Dataset, c int, url string) (k chunkcache.Key, done func() (given bool)) {
+	k = ds.ChunkKey(c)
+	s.mu.Lock()
+	s.from[k] = source{url: url, ds: ds, c: c}
+	s.mu.Unlock()
+	return k, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		given := s.given[k]
+		delete(s.from, k)
+		delete(s.given, k)
+		return given
+	}
+}
+
+// task is one chunk to load, and its old owner ("" none to ask).
+type task struct {
+	ds  *catalog.Dataset
+	c   int
+	old string
+}
+
+// Warm loads the chunks this node gains going from membership from to
+// membership to that the jobs need soon (package doc), and says what it
+// loaded and from where. It implements peer.Warm.
+func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loading func()) (api.MembershipChange, error) {
+	var change api.MembershipChange
+	datasets, err := h.datasets(ctx)
+	if err != nil {
+		return change, err
+	}
+	var tasks []task
+	for _, ds := range datasets {
+		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
+	}
+	if len(tasks) == 0 {
+		return change, nil
+	}
+	loading()
+	h.cfg.Log.Info().Str("members", to.Version()).Int("chunks", len(tasks)).Msg("loading the chunks this node gains that the jobs need soon")
+	budget := h.cfg.Cache.Capacity() / 2
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan task)
+	for range h.cfg.Workers {
+		wg.Go(func() {
+			for t := range work {
+				src, n, err := h.load(ctx, t)
+				if err != nil {
+					if ctx.Err() == nil {
+						h.cfg.Log.Warn().Err(err).Str("dataset", t.ds.Name).Int("chunk", t.c).Msg("loading a chunk gained in a membership change; it is read when a batch needs it")
+					}
+					continue
+				}
+				mu.Lock()
+				switch src {
+				case "peer":
+					change.PeerBytes += n
+				case "disk":
+					change.DiskBytes += n
+				case "store":
+					change.StoreBytes += n
+				}
+				if src != "" {
+					change.Chunks++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var queued int64
+	for _, t := range tasks {
+		if queued += t.ds.Index.Chunk(t.c).Size; queued > budget {
+			break // the rest is read as the batches reach it
+		}
+		select {
+		case work <- t:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	return change, ctx.Err()
+}
+
+// datasets waits for the datasets to be loaded.
+func (h *Handover) datasets(ctx context.Context) ([]*catalog.Dataset, error) {
+	for {
+		ds, err := h.cfg.Datasets()
+		if err == nil {
+			return ds, nil
+		}
+		if !errors.Is(err, catalog.ErrNotReady) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// plan lists the chunks of ds this node gains from from to to that some
+// stream needs soon, by this node's schedule or a live member of from's,
+// each with its old owner if that is another live node.
+func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *cluster.Membership) []task {
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, h.cfg.Self)
+	if len(gained) == 0 {
+		return nil
+	}
+	needed := map[int]bool{}
+	for _, c := range h.cfg.Schedule.Soon(ds, gained, h.cfg.Ahead) {
+		needed[c] = true
+	}
+	for _, u := range from.Members() {
+		if u == h.cfg.Self || !h.cfg.Peers.IsUp(u) {
+			continue
+		}
+		cs, err := h.cfg.Peers.Needed(ctx, u, ds, gained, h.cfg.Ahead)
+		if err != nil {
+			h.cfg.Log.Info().Err(err).Str("peer", u).Msg("asking a peer which chunks its jobs need soon")
+			continue
+		}
+		for _, c := range cs {
+			needed[c] = true
+		}
+	}
+	owners := ds.Owners(from)
+	var tasks []task
+	for _, c := range gained {
+		if !needed[c] || h.cfg.Cache.Contains(ds.ChunkKey(c)) {
+			continue
+		}
+		t := task{ds: ds, c: c}
+		if old := from.Members()[owners[c]]; old != h.cfg.Self && h.cfg.Peers.IsUp(old) {
+			t.old = old
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks
+}
+
+// load makes chunk t resident, asking its old owner first, and says where
+// its bytes came from ("" if it was resident already or found no room)
+// and how many.
+func (h *Handover) load(ctx context.Context, t task) (string, int64, error) {
+	r := t.ds.ChunkRequest(t.c)
+	given := func() bool { return false }
+	if t.old != "" {
+		_, given = h.cfg.Sources.expect(t.ds, t.c, t.old)
+	}
+	res, err := h.cfg.Cache.Prefetch(ctx, r, h.cfg.Admit)
+	fromPeer := given()
+	if err != nil {
+		return "", 0, err
+	}
+	switch res {
+	case chunkcache.PrefetchLoadedBelow:
+		return "disk", r.Size, nil
+	case chunkcache.PrefetchLoaded:
+		if fromPeer {
+			return "peer", r.Size, nil
+		}
+		return "store", r.Size, nil
+	}
+	return "", 0, nil
+}
+
+// Read implements catalog.Handover: a chunk being handed over is asked of
+// its old owner's cache and verified; false (read the store) if it is not
+// being handed over, the old owner does not hold it, or its bytes fail.
+func (s *Sources) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
+	s.mu.Lock()
+	src, ok := s.from[k]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := s.peers.FetchChunk(ctx, src.url, src.ds, src.c, buf); err != nil {
+		s.log.Debug().Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk's old owner did not give it; reading the store")
+		return false
+	}
+	if err := verify(buf); err != nil {
+		s.log.Warn().Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk from its old owner failed its check; reading the store")
+		return false
+	}
+	s.mu.Lock()
+	s.given[k] = true
+	s.mu.Unlock()
+	return true
+}

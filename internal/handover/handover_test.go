@@ -1,0 +1,171 @@
+package handover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/catalog"
+)
+
+func testDataset(t *testing.T, chunks int) *catalog.Dataset {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: 1024, ETag: fmt.Sprint(c), Samples: 2})
+		for i := range 2 {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalog.NewDataset("d", "", nil, ix)
+}
+
+// fakePeers: which nodes are up, what each says its streams need, what
+// each old owner's cache gives (nil: 404), and who was asked what.
+type fakePeers struct {
+	mu     sync.Mutex
+	down   map[string]bool
+	needs  map[string][]int
+	bad    map[string]bool // gives bytes that fail their check
+	asked  []string
+	chunks []string // "url chunk" fetched
+}
+
+func (p *fakePeers) IsUp(url string) bool { return !p.down[url] }
+
+func (p *fakePeers) Needed(_ context.Context, url string, _ *catalog.Dataset, chunks []int, _ int) ([]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, url)
+	return slices.DeleteFunc(slices.Clone(p.needs[url]), func(c int) bool { return !slices.Contains(chunks, c) }), nil
+}
+
+func (p *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset, c int, buf []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.chunks = append(p.chunks, fmt.Sprint(url, " ", c))
+	if p.bad[url] {
+		buf[0] = 'x'
+	}
+	return nil
+}
+
+// fakeCache loads through the Sources as the gateway's loader does: the
+// old owner first, else the store.
+type fakeCache struct {
+	mu       sync.Mutex
+	sources  *Sources
+	resident map[chunkcache.Key]bool
+	store    []chunkcache.Key
+}
+
+func (c *fakeCache) Contains(k chunkcache.Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resident[k]
+}
+
+func (c *fakeCache) Capacity() int64 { return 1 << 30 }
+
+func (c *fakeCache) Prefetch(ctx context.Context, r chunkcache.Request, _ func(chunkcache.Key) bool) (chunkcache.PrefetchResult, error) {
+	buf := make([]byte, r.Size)
+	verify := func(b []byte) error {
+		if b[0] == 'x' {
+			return errors.New("bad CRC")
+		}
+		return nil
+	}
+	if !c.sources.Read(ctx, r.Key, buf, verify) {
+		c.mu.Lock()
+		c.store = append(c.store, r.Key)
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.resident[r.Key] = true
+	c.mu.Unlock()
+	return chunkcache.PrefetchLoaded, nil
+}
+
+type noStreams struct{}
+
+func (noStreams) Soon(*catalog.Dataset, []int, int) []int { return nil }
+
+// TestWarm: a node gaining chunks loads those some live member of the old
+// membership says its streams need, each from its old owner's cache when
+// the old owner is up and its bytes pass their check, else from the
+// store, and counts where they came from; a down member is not asked,
+// nothing needed is nothing loaded, and loading is announced only when
+// there is something to load.
+func TestWarm(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c})
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	owners := ds.Owners(from)
+	var ofA, ofB []int // c's gains by old owner
+	for _, g := range gained {
+		if from.Members()[owners[g]] == a {
+			ofA = append(ofA, g)
+		} else {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofA) < 2 || len(ofB) < 2 {
+		t.Fatalf("the test needs gains from both old owners: %v %v", ofA, ofB)
+	}
+	tests := []struct {
+		name             string
+		peers            *fakePeers
+		chunks           int
+		peerB, storeB    int64
+		loading, askedOf []string
+	}{
+		{name: "nothing needed", peers: &fakePeers{}, askedOf: []string{a, b}},
+		{name: "from the old owners", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}, b: {ofB[1]}}},
+			chunks: 3, peerB: 3 * 1024, askedOf: []string{a, b}},
+		{name: "an old owner's bytes fail", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, bad: map[string]bool{b: true}},
+			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a, b}},
+		{name: "an old owner down", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, down: map[string]bool{b: true}},
+			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := NewSources(tc.peers, zerolog.Nop())
+			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+			h := New(Config{Self: c, Peers: tc.peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+			announced := false
+			got, err := h.Warm(context.Background(), from, to, func() { announced = true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Chunks != tc.chunks || got.PeerBytes != tc.peerB || got.StoreBytes != tc.storeB {
+				t.Errorf("warmed %+v; want %d chunks, %d bytes from peers, %d from the store", got, tc.chunks, tc.peerB, tc.storeB)
+			}
+			if announced != (tc.chunks > 0) {
+				t.Errorf("loading announced: %v, with %d chunks to load", announced, tc.chunks)
+			}
+			slices.Sort(tc.peers.asked)
+			if !slices.Equal(tc.peers.asked, tc.askedOf) {
+				t.Errorf("asked %v which chunks are needed, want %v", tc.peers.asked, tc.askedOf)
+			}
+			if len(cache.store) != int(tc.storeB/1024) {
+				t.Errorf("read %d chunks from the store", len(cache.store))
+			}
+		})
+	}
+}

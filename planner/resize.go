@@ -1,0 +1,186 @@
+package planner
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// ResizeInput is a resize of a cluster to plan: the membership before and
+// after, and the job whose next windows the nodes gaining chunks load
+// before the change (internal/handover), at the start of its epoch
+// Job.FirstEpoch.
+type ResizeInput struct {
+	Dataset  Dataset
+	IndexKey uint64
+	Job      Job
+	From, To *cluster.Membership
+	// Ahead is the windows past the current one the hand-over loads (the
+	// prefetch windows).
+	Ahead int
+	// NodeCacheBytes is each node's cache: an old owner holds the chunks
+	// the job needs next if its share of the dataset fits in it (its
+	// cache keeps what is needed soonest, and an epoch has read them).
+	NodeCacheBytes int64
+	// StoreBytesPerSec and PeerBytesPerSec are the bandwidths one node
+	// reads at from the store and from another node.
+	StoreBytesPerSec, PeerBytesPerSec float64
+}
+
+// ResizePlan is what a resize costs: the chunks whose owner changes, those
+// of them the job needs in its next windows (loaded before the change),
+// where their bytes come from, and how long the slowest gaining node takes
+// to load its part at the given bandwidths. The rest of the moved chunks
+// are read by their new owners from the store as the jobs reach them,
+// once each, as a cold cache reads them.
+type ResizePlan struct {
+	NodesBefore   int    `json:"nodes_before"`
+	NodesAfter    int    `json:"nodes_after"`
+	MembersBefore string `json:"members_before"`
+	MembersAfter  string `json:"members_after"`
+	Chunks        int    `json:"chunks"`
+	MovedChunks   int    `json:"moved_chunks"`
+	MovedBytes    int64  `json:"moved_bytes"`
+	SoonChunks    int    `json:"soon_chunks"`
+	SoonBytes     int64  `json:"soon_bytes"`
+	// Held: the old owners hold the chunks the job needs next (the job has
+	// read an epoch, and the largest owner's share fits in its cache).
+	Held             bool    `json:"held"`
+	PeerBytes        int64   `json:"peer_bytes"`
+	StoreBytes       int64   `json:"store_bytes"`
+	StoreBytesPerSec float64 `json:"store_bytes_per_sec"`
+	PeerBytesPerSec  float64 `json:"peer_bytes_per_sec"`
+	// WarmSeconds is the slowest gaining node's load: its peer bytes at
+	// PeerBytesPerSec plus its store bytes at StoreBytesPerSec.
+	WarmSeconds float64 `json:"warm_seconds"`
+}
+
+// DefaultPeerBytesPerSec is the bandwidth between nodes a resize plan
+// assumes: 10 Gb/s.
+const DefaultPeerBytesPerSec = 1.25e9
+
+// PlannedMembers is a membership of n nodes named as a StatefulSet names
+// its pods (http://brand-K.brand:8080): what `brand plan` resizes between
+// when it knows no cluster. Rendezvous ownership makes any names as good
+// as these for the figures.
+func PlannedMembers(n int) *cluster.Membership {
+	urls := make([]string, n)
+	for k := range urls {
+		urls[k] = fmt.Sprintf("http://brand-%d.brand:8080", k)
+	}
+	m, _ := cluster.NewMembership(urls)
+	return m
+}
+
+// ResizedMembers is from with n members: its members and, for a larger
+// cluster, planned ones (PlannedMembers' names, past those it holds); for
+// a smaller one, the first n in order.
+func ResizedMembers(from *cluster.Membership, n int) *cluster.Membership {
+	urls := slices.Clone(from.Members())
+	if n <= len(urls) {
+		m, _ := cluster.NewMembership(urls[:max(n, 1)])
+		return m
+	}
+	for k := 0; len(urls) < n; k++ {
+		if u := fmt.Sprintf("http://brand-%d.brand:8080", k); from.Index(u) < 0 {
+			urls = append(urls, u)
+		}
+	}
+	m, _ := cluster.NewMembership(urls)
+	return m
+}
+
+// MakeResizePlan computes the cost of going from in.From to in.To
+// (ResizePlan).
+func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
+	d := in.Dataset
+	if in.From == nil || in.To == nil {
+		return nil, fmt.Errorf("%w: a resize plan needs the memberships before and after", ErrInvalid)
+	}
+	if in.PeerBytesPerSec <= 0 {
+		in.PeerBytesPerSec = DefaultPeerBytesPerSec
+	}
+	if in.StoreBytesPerSec <= 0 {
+		return nil, fmt.Errorf("%w: a resize plan needs the store's bandwidth", ErrInvalid)
+	}
+	p := &ResizePlan{NodesBefore: in.From.Len(), NodesAfter: in.To.Len(), MembersBefore: in.From.Version(), MembersAfter: in.To.Version(),
+		Chunks: len(d.ChunkSizes), StoreBytesPerSec: in.StoreBytesPerSec, PeerBytesPerSec: in.PeerBytesPerSec}
+	before := in.From.Owners(in.IndexKey, d.Counts)
+	after := in.To.Owners(in.IndexKey, d.Counts)
+	// The chunks the job needs next: the current window of its epoch's
+	// start and the Ahead after it.
+	e, err := shuffle.NewEpoch(d.Counts, in.Job.Seed, uint64(in.Job.FirstEpoch), in.Job.Window)
+	if err != nil {
+		return nil, err
+	}
+	soon := map[int]bool{}
+	for w := range min(in.Ahead+1, e.NumWindows()) {
+		for _, c := range e.WindowChunks(w) {
+			soon[c] = true
+		}
+	}
+	// Whether the old owners hold them: an epoch has been read, and the
+	// largest share fits in a node's cache.
+	share := make([]int64, in.From.Len())
+	for c, o := range before {
+		share[o] += d.ChunkSizes[c]
+	}
+	p.Held = in.Job.FirstEpoch > 0 && slices.Max(share) <= in.NodeCacheBytes
+	type load struct{ peer, store int64 }
+	gainer := map[string]*load{}
+	for c := range d.ChunkSizes {
+		old, now := in.From.Members()[before[c]], in.To.Members()[after[c]]
+		if old == now {
+			continue
+		}
+		p.MovedChunks++
+		p.MovedBytes += d.ChunkSizes[c]
+		if !soon[c] {
+			continue
+		}
+		p.SoonChunks++
+		p.SoonBytes += d.ChunkSizes[c]
+		l := gainer[now]
+		if l == nil {
+			l = &load{}
+			gainer[now] = l
+		}
+		// A chunk comes from its old owner's cache if it holds it and is
+		// still a member (a node leaving hands over what it holds too).
+		if p.Held {
+			l.peer += d.ChunkSizes[c]
+			p.PeerBytes += d.ChunkSizes[c]
+		} else {
+			l.store += d.ChunkSizes[c]
+			p.StoreBytes += d.ChunkSizes[c]
+		}
+	}
+	for _, l := range gainer {
+		p.WarmSeconds = max(p.WarmSeconds, float64(l.peer)/in.PeerBytesPerSec+float64(l.store)/in.StoreBytesPerSec)
+	}
+	return p, nil
+}
+
+// WriteText writes the plan for a reader.
+func (p *ResizePlan) WriteText(w io.Writer) error {
+	held := "the old owners hold them (an epoch has been read and each node's share fits its cache): they come from their caches"
+	if !p.Held {
+		held = "the old owners do not hold them (a first epoch, or shares larger than a node's cache): they come from the store"
+	}
+	_, err := fmt.Fprintf(w, `Resize from %d to %d nodes (membership %s to %s)
+  chunks changing owner: %d of %d (%s)
+  needed by the job in its next windows, loaded before the change: %d (%s)
+    %s
+    from peers: %s, from the store: %s
+  warm-up: %.2f s (the slowest gaining node, at %s/s from peers and %s/s from the store)
+  the other moved chunks are read by their new owners from the store as the jobs reach them, once each
+`, p.NodesBefore, p.NodesAfter, p.MembersBefore, p.MembersAfter, p.MovedChunks, p.Chunks, humanize.IBytes(uint64(p.MovedBytes)),
+		p.SoonChunks, humanize.IBytes(uint64(p.SoonBytes)), held, humanize.IBytes(uint64(p.PeerBytes)), humanize.IBytes(uint64(p.StoreBytes)),
+		p.WarmSeconds, humanize.IBytes(uint64(p.PeerBytesPerSec)), humanize.IBytes(uint64(p.StoreBytesPerSec)))
+	return err
+}

@@ -1,0 +1,69 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestResizePlanByHand: a resize from 2 to 3 planned nodes of a dataset of
+// 8 chunks of 10 samples and 100..800 bytes, worked out by hand from the
+// owners and the job's windows:
+//
+//	owners before (brand-0, brand-1): [1 0 0 0 0 1 1 1]
+//	owners after (brand-0..2):        [1 0 0 2 1 2 0 1]
+//	moved: chunks 3 (400 B, to brand-2), 4 (500, to brand-1),
+//	       5 (600, to brand-2), 6 (700, to brand-0): 4 chunks, 2,200 B
+//	epoch 1 of seed 3, window 2: windows 0 and 1 are chunks 0 7 and 5 4,
+//	so chunks 4 and 5 are needed next: 2 chunks, 1,100 B, one per gainer
+//	shares before: brand-0 1,400 B, brand-1 2,200 B
+//
+// With caches of 2,200 B the old owners hold them: 1,100 B from peers, and
+// the slowest gainer (brand-2, 600 B) warms in 600/100 = 6 s. With 2,199
+// B, or in a first epoch, they come from the store: 600/50 = 12 s.
+func TestResizePlanByHand(t *testing.T) {
+	d := Dataset{ChunkSizes: []int64{100, 200, 300, 400, 500, 600, 700, 800}, Counts: []int{10, 10, 10, 10, 10, 10, 10, 10}}
+	tests := []struct {
+		name        string
+		first       int
+		cache       int64
+		peer, store int64
+		warm        float64
+	}{
+		{"old owners hold them", 1, 2200, 1100, 0, 6},
+		{"shares over the cache", 1, 2199, 0, 1100, 12},
+		{"a first epoch", 0, 1 << 30, 0, 1100, 12},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := Job{FirstEpoch: tc.first}
+			job.Seed, job.Window = 3, 2
+			p, err := MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 7, Job: job, From: PlannedMembers(2), To: PlannedMembers(3),
+				Ahead: 1, NodeCacheBytes: tc.cache, StoreBytesPerSec: 50, PeerBytesPerSec: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.MovedChunks != 4 || p.MovedBytes != 2200 || p.SoonChunks != 2 || p.SoonBytes != 1100 {
+				t.Errorf("moved %d chunks (%d B), %d needed next (%d B); want 4 (2200 B), 2 (1100 B)", p.MovedChunks, p.MovedBytes, p.SoonChunks, p.SoonBytes)
+			}
+			if p.PeerBytes != tc.peer || p.StoreBytes != tc.store || p.WarmSeconds != tc.warm {
+				t.Errorf("peer %d B, store %d B, warm %v s; want %d, %d, %v", p.PeerBytes, p.StoreBytes, p.WarmSeconds, tc.peer, tc.store, tc.warm)
+			}
+			var b strings.Builder
+			if err := p.WriteText(&b); err != nil || !strings.Contains(b.String(), "from 2 to 3 nodes") {
+				t.Errorf("text: %v: %s", err, b.String())
+			}
+		})
+	}
+}
+
+// TestResizedMembers: a larger cluster keeps the members and adds planned
+// ones; a smaller one keeps the first.
+func TestResizedMembers(t *testing.T) {
+	from := PlannedMembers(3)
+	if got := ResizedMembers(from, 5); got.Len() != 5 || got.Version() != PlannedMembers(5).Version() {
+		t.Errorf("3 to 5: %v", got.Members())
+	}
+	if got := ResizedMembers(from, 2); got.Version() != PlannedMembers(2).Version() {
+		t.Errorf("3 to 2: %v", got.Members())
+	}
+}
