@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -202,6 +201,40 @@ type ResizeChange struct {
 	Seconds float64 `json:"seconds"`
 	Batches int     `json:"batches"` // batches in flight during it
 	P99     float64 `json:"p99_ms"`
+	// What the nodes' GET /cluster say of the change (last_change), where
+	// the gateway reports it: the longest warm-up, flip and time to
+	// agreement over the nodes, and the chunks they loaded for it and
+	// where from, summed.
+	Nodes        int     `json:"nodes,omitempty"` // nodes that reported it
+	WarmSeconds  float64 `json:"warm_seconds,omitempty"`
+	FlipSeconds  float64 `json:"flip_seconds,omitempty"`
+	AgreeSeconds float64 `json:"agree_seconds,omitempty"`
+	Chunks       int     `json:"chunks,omitempty"`
+	PeerBytes    int64   `json:"peer_bytes,omitempty"`
+	StoreBytes   int64   `json:"store_bytes,omitempty"`
+}
+
+// lastChanges adds to ch what the live nodes' GET /cluster say of their
+// last change to membership version to.
+func lastChanges(ctx context.Context, hc *http.Client, urls []string, live map[int]bool, to string, ch *ResizeChange) error {
+	for k := range live {
+		var cl api.Cluster
+		if err := getJSON(ctx, hc, urls[k]+"/cluster", &cl); err != nil {
+			return err
+		}
+		c := cl.LastChange
+		if c == nil || c.To != to {
+			continue
+		}
+		ch.Nodes++
+		ch.WarmSeconds = max(ch.WarmSeconds, c.WarmSeconds)
+		ch.FlipSeconds = max(ch.FlipSeconds, c.FlipSeconds)
+		ch.AgreeSeconds = max(ch.AgreeSeconds, c.AgreeSeconds)
+		ch.Chunks += c.Chunks
+		ch.PeerBytes += c.PeerBytes
+		ch.StoreBytes += c.StoreBytes + c.DiskBytes
+	}
+	return nil
 }
 
 // RunResize runs the resize benchmark. Every run is bounded by
@@ -473,6 +506,16 @@ func (rc *resizeCluster) run(ctx context.Context, scenario string, pair int) (Re
 					}
 				}
 				change.Seconds = time.Since(changeStart).Seconds()
+				if ev.members != nil {
+					ms, err := cluster.NewMembership(pick(urls, after))
+					if err == nil {
+						err = lastChanges(ctx, hc, urls, now, ms.Version(), change)
+					}
+					if err != nil {
+						changeDone <- err
+						return
+					}
+				}
 				changeDone <- nil
 			}()
 			return nil
@@ -821,25 +864,21 @@ func (r *ResizeReport) WriteText(w io.Writer) error {
 				ep.StoreBytes/ds, ep.StoreGets, ep.PeerBytes/ds, ep.P50, ep.P99, ep.Seconds)
 		}
 	}
-	sb.WriteString("\n| pair | cluster | epoch | change (at step) | took s | batches during it | p99 ms during it |\n")
-	sb.WriteString("| --: | -- | --: | -- | --: | --: | --: |\n")
+	sb.WriteString("\n| pair | cluster | epoch | change (at step) | took s | batches during it | p99 ms during it | nodes' warm / flip / agree s | chunks loaded for it | from peers / store (× dataset) |\n")
+	sb.WriteString("| --: | -- | --: | -- | --: | --: | --: | --: | --: | --: |\n")
 	for _, run := range r.Runs {
 		for _, ch := range run.Changes {
-			fmt.Fprintf(&sb, "| %d | %s | %d | %s (%d) | %.2f | %d | %.1f |\n", run.Pair, run.Scenario, ch.Epoch, ch.What, ch.Step, ch.Seconds, ch.Batches, ch.P99)
-		}
-	}
-	var membership []string
-	for _, run := range r.Runs {
-		for _, ep := range run.Epochs {
-			for _, k := range slices.Sorted(maps.Keys(ep.Membership)) {
-				membership = append(membership, fmt.Sprintf("  %d %s epoch %d: %s %.0f", run.Pair, run.Scenario, ep.Epoch, k, ep.Membership[k]))
+			nodes, loaded, moved := "", "", ""
+			if ch.Nodes > 0 {
+				nodes = fmt.Sprintf("%.2f / %.2f / %.2f", ch.WarmSeconds, ch.FlipSeconds, ch.AgreeSeconds)
+				loaded = strconv.Itoa(ch.Chunks)
+				moved = fmt.Sprintf("%.3f / %.3f", float64(ch.PeerBytes)/ds, float64(ch.StoreBytes)/ds)
 			}
+			fmt.Fprintf(&sb, "| %d | %s | %d | %s (%d) | %.2f | %d | %.1f | %s | %s | %s |\n", run.Pair, run.Scenario, ch.Epoch, ch.What, ch.Step, ch.Seconds, ch.Batches, ch.P99,
+				nodes, loaded, moved)
 		}
 	}
-	if len(membership) > 0 {
-		sb.WriteString("\nbrand_membership_* counters over each epoch, summed over the nodes:\n" + strings.Join(membership, "\n") + "\n")
-	}
-	sb.WriteString("\nStore reads are the nodes' brand_backend_read_bytes_total and brand_backend_requests_total{op=\"get\"}, peers their brand_peer_bytes_fetched_total, summed over the nodes (a node that left or died counted up to its signal). A change lasts from the member file's rewrite (or the signal) until every live node agrees on the new membership with every live member up, the leaver exited.\n\nTargets:\n")
+	sb.WriteString("\nStore reads are the nodes' brand_backend_read_bytes_total and brand_backend_requests_total{op=\"get\"}, peers their brand_peer_bytes_fetched_total, summed over the nodes (a node that left or died counted up to its signal); resize.json has each epoch's brand_membership_* counters. A change lasts from the member file's rewrite (or the signal) until every live node agrees on the new membership with every live member up, the leaver exited; the nodes' figures are their GET /cluster last_change (the longest warm-up, flip and agreement; chunks and bytes summed).\n\nTargets:\n")
 	for _, t := range r.Targets {
 		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s; %s)\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
 	}
