@@ -855,6 +855,8 @@ func (r *ResizeReport) WriteText(w io.Writer) error {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Resize under a job: %d samples (%s, %d chunks), batch %d × %d ranks (%d steps an epoch, a step at most every %.0f ms), window %d, epochs 0–%d, each node's cache %s (%.0f %% of the dataset)\n\n",
 		r.Samples, sizeString(r.Bytes), r.Chunks, r.BatchSize, r.World, r.Steps, r.StepMs, r.Window, r.Epochs-1, sizeString(r.NodeCache), 100*float64(r.NodeCache)/float64(r.Bytes))
+	r.writeMeans(&sb)
+	sb.WriteString("Every run:\n\n")
 	sb.WriteString("| pair | cluster | epoch | nodes | store (× dataset) | store GETs | from peers (× dataset) | p50 ms | p99 ms | s |\n")
 	sb.WriteString("| --: | -- | --: | -- | --: | --: | --: | --: | --: | --: |\n")
 	ds := float64(r.Bytes)
@@ -900,4 +902,51 @@ func medianOf(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// writeMeans writes each scenario's epochs and changes as means over the
+// pairs (p99s as medians).
+func (r *ResizeReport) writeMeans(sb *strings.Builder) {
+	ds := float64(r.Bytes)
+	fmt.Fprintf(sb, "Means over %d pairs (p99: medians):\n\n", len(r.runsOf(resizeFixed)))
+	sb.WriteString("| cluster | epoch | nodes | store (× dataset) | store GETs | from peers (× dataset) | p99 ms | change | took s | p99 ms during it | nodes' warm / flip / agree s | chunks loaded for it | from peers / store (× dataset) |\n")
+	sb.WriteString("| -- | --: | -- | --: | --: | --: | --: | -- | --: | --: | --: | --: | --: |\n")
+	for _, scenario := range []string{resizeFixed, resizeResized} {
+		runs := r.runsOf(scenario)
+		if len(runs) == 0 {
+			continue
+		}
+		for e := range runs[0].Epochs {
+			var store, gets, peers, p99 []float64
+			for _, run := range runs {
+				if e < len(run.Epochs) {
+					ep := run.Epochs[e]
+					store, gets, peers, p99 = append(store, ep.StoreBytes/ds), append(gets, ep.StoreGets), append(peers, ep.PeerBytes/ds), append(p99, ep.P99)
+				}
+			}
+			fmt.Fprintf(sb, "| %s | %d | %s | %.3f | %.0f | %.3f | %.1f |", scenario, e, runs[0].Epochs[e].Nodes, mean(store), mean(gets), mean(peers), medianOf(p99))
+			ci := slices.IndexFunc(runs[0].Changes, func(c ResizeChange) bool { return c.Epoch == e })
+			if ci < 0 {
+				sb.WriteString("  |  |  |  |  |  |\n")
+				continue
+			}
+			var took, during, warm, flip, agree, chunks, peer, st []float64
+			for _, run := range runs {
+				if ci < len(run.Changes) {
+					c := run.Changes[ci]
+					took, during = append(took, c.Seconds), append(during, c.P99)
+					warm, flip, agree = append(warm, c.WarmSeconds), append(flip, c.FlipSeconds), append(agree, c.AgreeSeconds)
+					chunks, peer, st = append(chunks, float64(c.Chunks)), append(peer, float64(c.PeerBytes)/ds), append(st, float64(c.StoreBytes)/ds)
+				}
+			}
+			nodes, loaded, moved := "", "", ""
+			if runs[0].Changes[ci].Nodes > 0 {
+				nodes = fmt.Sprintf("%.2f / %.2f / %.2f", mean(warm), mean(flip), mean(agree))
+				loaded = fmt.Sprintf("%.1f", mean(chunks))
+				moved = fmt.Sprintf("%.3f / %.3f", mean(peer), mean(st))
+			}
+			fmt.Fprintf(sb, " %s | %.2f | %.1f | %s | %s | %s |\n", runs[0].Changes[ci].What, mean(took), medianOf(during), nodes, loaded, moved)
+		}
+	}
+	sb.WriteString("\n")
 }
