@@ -448,6 +448,7 @@ func (rc *resizeCluster) run(ctx context.Context, scenario string, pair int) (Re
 				}
 			}
 			var leaving *gatewayProc
+			var leaverLast chan resizeCounters
 			for _, k := range []int{ev.leave, ev.kill} {
 				if k < 0 {
 					continue
@@ -456,15 +457,32 @@ func (rc *resizeCluster) run(ctx context.Context, scenario string, pair int) (Re
 				if err != nil {
 					return err
 				}
-				gone.add(countersOf(m))
 				delete(live, k)
 				if k == ev.kill {
+					gone.add(countersOf(m))
 					nodes[k].proc.kill()
-				} else {
-					leaving = nodes[k].proc
-					if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-						return err
+					continue
+				}
+				// A leaving node serves on while it hands its chunks
+				// over: its counters are read until it exits.
+				leaving = nodes[k].proc
+				leaverLast = make(chan resizeCounters, 1)
+				go func() {
+					last := countersOf(m)
+					for {
+						select {
+						case <-leaving.exited:
+							leaverLast <- last
+							return
+						case <-time.After(100 * time.Millisecond):
+						}
+						if m, err := leaving.metrics(ctx); err == nil {
+							last = countersOf(m)
+						}
 					}
+				}()
+				if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					return err
 				}
 			}
 			after := members
@@ -500,6 +518,7 @@ func (rc *resizeCluster) run(ctx context.Context, scenario string, pair int) (Re
 							changeDone <- fmt.Errorf("bench: the leaving node exited with %w; see %s", leaving.waitErr, leaving.logPath)
 							return
 						}
+						gone.add(<-leaverLast)
 					case <-ctx.Done():
 						changeDone <- ctx.Err()
 						return
@@ -880,7 +899,7 @@ func (r *ResizeReport) WriteText(w io.Writer) error {
 				nodes, loaded, moved)
 		}
 	}
-	sb.WriteString("\nStore reads are the nodes' brand_backend_read_bytes_total and brand_backend_requests_total{op=\"get\"}, peers their brand_peer_bytes_fetched_total, summed over the nodes (a node that left or died counted up to its signal); resize.json has each epoch's brand_membership_* counters. A change lasts from the member file's rewrite (or the signal) until every live node agrees on the new membership with every live member up, the leaver exited; the nodes' figures are their GET /cluster last_change (the longest warm-up, flip and agreement; chunks and bytes summed).\n\nTargets:\n")
+	sb.WriteString("\nStore reads are the nodes' brand_backend_read_bytes_total and brand_backend_requests_total{op=\"get\"}, peers their brand_peer_bytes_fetched_total, summed over the nodes (a node that died counted up to its kill, one that left up to its exit); resize.json has each epoch's brand_membership_* counters. A change lasts from the member file's rewrite (or the signal) until every live node agrees on the new membership with every live member up, the leaver exited; the nodes' figures are their GET /cluster last_change (the longest warm-up, flip and agreement; chunks and bytes summed).\n\nTargets:\n")
 	for _, t := range r.Targets {
 		fmt.Fprintf(&sb, "  %-4s %s: %.3f (want %s; %s)\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
 	}
