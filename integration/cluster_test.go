@@ -150,7 +150,10 @@ func (p *clusterProc) kill() {
 }
 
 // stop shuts the process down and fails the test on a non-zero exit (a
-// race report in a child fails it this way).
+// race report in a child fails it this way). SIGTERM makes a node of a
+// cluster leave it first, for up to its --leave-timeout (35 s) when no
+// peer is left to agree on a membership without it, then drain: the
+// bound covers both.
 func (p *clusterProc) stop(t *testing.T) {
 	if p.exited == nil {
 		return // never started
@@ -163,9 +166,9 @@ func (p *clusterProc) stop(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.kill()
-		t.Errorf("node %d did not stop within 30 s", p.k)
+		t.Errorf("node %d did not stop within 60 s", p.k)
 	}
 	if p.waitErr != nil {
 		t.Errorf("node %d exited with %v; log:\n%s", p.k, p.waitErr, tail(p.logPath))

@@ -257,6 +257,12 @@ func TestClusterResize(t *testing.T) {
 			if err := <-left; err != nil {
 				t.Fatalf("the leaving node: %v; log:\n%s", err, tail(procs[leaver].logPath))
 			}
+			// It left as planned: the cluster agreed on the members
+			// without it before it stopped, rather than its
+			// --leave-timeout running out.
+			if b, _ := os.ReadFile(procs[leaver].logPath); !strings.Contains(string(b), "the cluster agrees on a membership without this node") {
+				t.Errorf("the leaving node stopped without the cluster agreeing on a membership without it; log:\n%s", tail(procs[leaver].logPath))
+			}
 		}
 		ch.epochCounters = sum().minus(before)
 		if ch.epoch == 1 {
