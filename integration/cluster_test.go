@@ -151,9 +151,9 @@ func (p *clusterProc) kill() {
 
 // stop shuts the process down and fails the test on a non-zero exit (a
 // race report in a child fails it this way). SIGTERM makes a node of a
-// cluster leave it first, for up to its --leave-timeout (35 s) when no
-// peer is left to agree on a membership without it, then drain: the
-// bound covers both.
+// cluster leave it first — serve its peers until they agree on the
+// members without it, for at most its --leave-timeout (35 s) — and then
+// drain: the bound covers both.
 func (p *clusterProc) stop(t *testing.T) {
 	if p.exited == nil {
 		return // never started
