@@ -67,15 +67,24 @@ func freePorts(t *testing.T, n int) []int {
 // start runs the process and waits until its /readyz answers ready.
 func (p *clusterProc) start(t *testing.T, bin string, env []string) {
 	t.Helper()
+	if err := p.launch(bin, env); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch is start for a goroutine other than the test's: it returns what
+// start fails the test with.
+func (p *clusterProc) launch(bin string, env []string) error {
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		logf.Close()
+		return err
 	}
 	p.exited = make(chan struct{})
 	go func() {
@@ -89,16 +98,16 @@ func (p *clusterProc) start(t *testing.T, bin string, env []string) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("node %d exited before it was ready (%v); log:\n%s", p.k, p.waitErr, tail(p.logPath))
+			return fmt.Errorf("node %d exited before it was ready (%v); log:\n%s", p.k, p.waitErr, tail(p.logPath))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %d not ready after 2 minutes; log:\n%s", p.k, tail(p.logPath))
+			return fmt.Errorf("node %d not ready after 2 minutes; log:\n%s", p.k, tail(p.logPath))
 		}
 	}
 }
@@ -141,8 +150,14 @@ func (p *clusterProc) kill() {
 }
 
 // stop shuts the process down and fails the test on a non-zero exit (a
-// race report in a child fails it this way).
+// race report in a child fails it this way). SIGTERM makes a node of a
+// cluster leave it first — serve its peers until they agree on the
+// members without it, for at most its --leave-timeout (35 s) — and then
+// drain: the bound covers both.
 func (p *clusterProc) stop(t *testing.T) {
+	if p.exited == nil {
+		return // never started
+	}
 	select {
 	case <-p.exited:
 		return
@@ -151,9 +166,9 @@ func (p *clusterProc) stop(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.kill()
-		t.Errorf("node %d did not stop within 30 s", p.k)
+		t.Errorf("node %d did not stop within 60 s", p.k)
 	}
 	if p.waitErr != nil {
 		t.Errorf("node %d exited with %v; log:\n%s", p.k, p.waitErr, tail(p.logPath))
