@@ -34,7 +34,11 @@
 //  4. then the other chunks it gains that their old owner's cache holds
 //     (asked with held=true), copied from it the same way: the jobs reach
 //     them later, and their new owner then does not read them from the
-//     store again. Those no cache holds are left to the batches.
+//     store again. Those no cache holds are left to the batches;
+//  5. and those, when a batch first needs one, are asked of their old
+//     owner once more (Sources.Read) before the store: until the cluster
+//     flips, the old owner still reads the chunks it owns for the jobs, so
+//     it may hold one now that it did not hold in step 4.
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -75,10 +79,11 @@ type Peers interface {
 	Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error)
 }
 
-// ChunkFetcher fills buf with chunk c from the cache of the node at url
-// (peer.Set).
+// ChunkFetcher fills buf with chunk c from the cache of the node at url,
+// and says whether that node is up (peer.Set).
 type ChunkFetcher interface {
 	FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error
+	IsUp(url string) bool
 }
 
 // Schedule tells which chunks this node's followed streams need soon
@@ -144,6 +149,10 @@ type Sources struct {
 	// those the old owner gave.
 	from  map[chunkcache.Key]source
 	given map[chunkcache.Key]bool
+	// later is, per chunk the last change gave this node that Warm did
+	// not load, its old owner: asked once, when a batch first needs the
+	// chunk, before the store (package doc, step 5).
+	later map[chunkcache.Key]source
 }
 
 // source is a chunk's old owner.
@@ -156,7 +165,24 @@ type source struct {
 // NewSources returns the source of handed-over chunks, which it asks of
 // their old owners through peers.
 func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
-	return &Sources{peers: peers, log: log, from: map[chunkcache.Key]source{}, given: map[chunkcache.Key]bool{}}
+	return &Sources{peers: peers, log: log, from: map[chunkcache.Key]source{}, given: map[chunkcache.Key]bool{},
+		later: map[chunkcache.Key]source{}}
+}
+
+// forget drops the old owners of the last change's chunks: a new change
+// begins, and names its own (askLater).
+func (s *Sources) forget() {
+	s.mu.Lock()
+	clear(s.later)
+	s.mu.Unlock()
+}
+
+// askLater names the old owner of chunk c of ds, which this node gains
+// and Warm does not load, for the first batch that needs it.
+func (s *Sources) askLater(ds *catalog.Dataset, c int, url string) {
+	s.mu.Lock()
+	s.later[ds.ChunkKey(c)] = source{url: url, ds: ds, c: c}
+	s.mu.Unlock()
 }
 
 // expect names the old owner of chunk c of ds until the returned func is
@@ -192,6 +218,7 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	if err != nil {
 		return change, err
 	}
+	h.cfg.Sources.forget()
 	var tasks []task
 	for _, ds := range datasets {
 		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
@@ -318,10 +345,17 @@ func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *clus
 		held, err := h.cfg.Peers.Held(ctx, old, ds, cs)
 		if err != nil {
 			h.cfg.Log.Info().Err(err).Str("peer", old).Msg("asking a peer which chunks its cache holds")
-			continue
 		}
+		holds := make(map[int]bool, len(held))
 		for _, c := range held {
-			rest = append(rest, task{ds: ds, c: c, old: old})
+			holds[c] = true
+		}
+		for _, c := range cs {
+			if holds[c] {
+				rest = append(rest, task{ds: ds, c: c, old: old})
+			} else {
+				h.cfg.Sources.askLater(ds, c, old)
+			}
 		}
 	}
 	return append(tasks, rest...)
@@ -359,8 +393,15 @@ func (h *Handover) load(ctx context.Context, t task) (string, int64, error) {
 func (s *Sources) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
 	s.mu.Lock()
 	src, ok := s.from[k]
-	s.mu.Unlock()
+	later := false
 	if !ok {
+		// A chunk of the last change Warm left to the batches: its old
+		// owner is asked this once, if it is up.
+		src, later = s.later[k]
+		delete(s.later, k)
+	}
+	s.mu.Unlock()
+	if !ok && !(later && s.peers.IsUp(src.url)) {
 		return false
 	}
 	if err := s.peers.FetchChunk(ctx, src.url, src.ds, src.c, buf); err != nil {
@@ -371,8 +412,10 @@ func (s *Sources) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify
 		s.log.Warn().Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk from its old owner failed its check; reading the store")
 		return false
 	}
-	s.mu.Lock()
-	s.given[k] = true
-	s.mu.Unlock()
+	if ok {
+		s.mu.Lock()
+		s.given[k] = true
+		s.mu.Unlock()
+	}
 	return true
 }

@@ -177,3 +177,53 @@ func TestWarm(t *testing.T) {
 		})
 	}
 }
+
+// TestGainsLeftToTheBatches: a gained chunk that Warm leaves to the
+// batches (no stream needs it soon, its old owner did not hold it then)
+// is asked of its old owner when a batch first needs it, once, and not
+// if the old owner is down; a later change forgets the earlier one's. The
+// reproduction: such chunks were read from the store although their old
+// owner had read them for the jobs before the flip (brand-bench resize,
+// epoch 1: 0.08 × the dataset from the store).
+func TestGainsLeftToTheBatches(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, c := "http://a:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a})
+	to, _ := cluster.NewMembership([]string{a, c})
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	if len(gained) < 3 {
+		t.Fatalf("c gains %v", gained)
+	}
+	peers := &fakePeers{down: map[string]bool{}}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if got, err := h.Warm(context.Background(), from, to, func() {}); err != nil || got.Chunks != 0 {
+		t.Fatalf("warmed %+v, %v; want nothing loaded", got, err)
+	}
+	read := func(c int) bool {
+		return src.Read(context.Background(), ds.ChunkKey(c), make([]byte, 1024), func([]byte) error { return nil })
+	}
+	if !read(gained[0]) {
+		t.Errorf("chunk %d: not asked of its old owner", gained[0])
+	}
+	if read(gained[0]) {
+		t.Errorf("chunk %d: asked of its old owner twice", gained[0])
+	}
+	peers.down[a] = true
+	if read(gained[1]) {
+		t.Errorf("chunk %d: asked of an old owner that is down", gained[1])
+	}
+	peers.down[a] = false
+	// Another change (back to a alone: c gains nothing) forgets the first's.
+	if _, err := h.Warm(context.Background(), to, from, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if read(gained[2]) {
+		t.Errorf("chunk %d: asked after a later change", gained[2])
+	}
+	if want := []string{fmt.Sprint(a, " ", gained[0])}; !slices.Equal(peers.chunks, want) {
+		t.Errorf("fetched %v; want %v", peers.chunks, want)
+	}
+}
