@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"os"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
@@ -51,14 +50,8 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	if quick {
 		cfg.Jobs, cfg.CacheFractions, cfg.Speeds = []int{1, 4}, []float64{0.5}, []string{bench.SpeedsEqual}
 	}
-	if cfg.GatewayBinary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if cfg.GatewayBinary, err = findBrand(exe); err != nil {
-			return err
-		}
+	if err := defaultBrand(&cfg.GatewayBinary); err != nil {
+		return err
 	}
 	cleanup, err := workAndOut(&cfg.WorkDir, out, "jobs")
 	defer cleanup()

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
@@ -80,14 +79,8 @@ func runMixBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	cfg := o.cfg
-	if cfg.GatewayBinary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if cfg.GatewayBinary, err = findBrand(exe); err != nil {
-			return err
-		}
+	if err := defaultBrand(&cfg.GatewayBinary); err != nil {
+		return err
 	}
 	cleanup, err := workAndOut(&cfg.WorkDir, o.out, "mix")
 	defer cleanup()

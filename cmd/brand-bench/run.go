@@ -166,6 +166,20 @@ func (o *runOptions) prepare() (cleanup func(), err error) {
 // findBrand finds the brand binary to measure when none is given: the one
 // beside this executable (where scripts/bench.sh builds both), else the
 // one on $PATH.
+// defaultBrand fills an empty --gateway-binary with the brand binary
+// beside this executable, else on $PATH (findBrand).
+func defaultBrand(path *string) error {
+	if *path != "" {
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	*path, err = findBrand(exe)
+	return err
+}
+
 func findBrand(exe string) (string, error) {
 	beside := filepath.Join(filepath.Dir(exe), "brand")
 	if fi, err := os.Stat(beside); err == nil && !fi.IsDir() {

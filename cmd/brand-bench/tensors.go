@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"os"
 	"time"
 
 	"github.com/brandgw/brand/internal/bench"
@@ -47,14 +46,8 @@ func runTensorsBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	cfg := o.cfg
-	if cfg.GatewayBinary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if cfg.GatewayBinary, err = findBrand(exe); err != nil {
-			return err
-		}
+	if err := defaultBrand(&cfg.GatewayBinary); err != nil {
+		return err
 	}
 	cleanup, err := workAndOut(&cfg.WorkDir, o.out, "tensors")
 	defer cleanup()
