@@ -145,14 +145,7 @@ type Versions interface {
 // at most l.MaxBatchBytes in all, in an index version this node holds
 // (catalog.ErrVersion otherwise, which the asker reads elsewhere).
 func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error) {
-	q, err := query.Parse(r.URL.RawQuery, query.PeerSampleParams, query.Query{}, l)
-	if err != nil {
-		return Request{}, err
-	}
-	if q.Job.Index == "" || q.Job.Dataset == "" {
-		return Request{}, fmt.Errorf("%w: a sample request names its dataset and index", query.ErrBadRequest)
-	}
-	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	q, ds, err := decodeVersioned(r, v, query.PeerSampleParams, l, nil, "a sample request names its dataset and index")
 	if err != nil {
 		return Request{}, err
 	}
@@ -543,15 +536,25 @@ func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job stri
 // DecodeFeedback reads a node's request for this node's part of an
 // epoch's feedback: the dataset version and the epoch.
 func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, uint64, error) {
-	q, err := query.Parse(r.URL.RawQuery, query.PeerFeedbackParams, query.Query{}, l)
+	q, ds, err := decodeVersioned(r, v, query.PeerFeedbackParams, l, func(q query.Query) bool { return q.EpochSet },
+		"a feedback request names its dataset, index and epoch")
+	return ds, q.Epoch, err
+}
+
+// decodeVersioned reads a node's request about a version of a dataset
+// through the parameter table accepted, and finds the version, which
+// this node must hold (catalog.ErrVersion otherwise). A request without
+// its dataset, index or what has checks is a 400 saying what.
+func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Limits, has func(query.Query) bool, what string) (query.Query, *catalog.Dataset, error) {
+	q, err := query.Parse(r.URL.RawQuery, accepted, query.Query{}, l)
 	if err != nil {
-		return nil, 0, err
+		return q, nil, err
 	}
-	if q.Job.Dataset == "" || q.Job.Index == "" || !q.EpochSet {
-		return nil, 0, fmt.Errorf("%w: a feedback request names its dataset, index and epoch", query.ErrBadRequest)
+	if q.Job.Dataset == "" || q.Job.Index == "" || has != nil && !has(q) {
+		return q, nil, fmt.Errorf("%w: %s", query.ErrBadRequest, what)
 	}
 	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
-	return ds, q.Epoch, err
+	return q, ds, err
 }
 
 // ErrNotHeld is a chunk's old owner's answer when its cache does not hold
@@ -601,14 +604,8 @@ const HeaderHeld = "Brand-Chunk-Held"
 // DecodeChunk reads a node's request for a chunk's bytes: the dataset
 // version, held by this node, and the chunk.
 func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
-	q, err := query.Parse(r.URL.RawQuery, query.PeerChunkParams, query.Query{}, l)
-	if err != nil {
-		return nil, 0, err
-	}
-	if q.Job.Dataset == "" || q.Job.Index == "" || !q.ChunkSet {
-		return nil, 0, fmt.Errorf("%w: a chunk request names its dataset, index and chunk", query.ErrBadRequest)
-	}
-	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
+		"a chunk request names its dataset, index and chunk")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -692,14 +689,7 @@ type ChunksQuestion struct {
 // how many windows ahead or held, and the chunks (little-endian uint32
 // IDs, at most the dataset's chunks).
 func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, error) {
-	q, err := query.Parse(r.URL.RawQuery, query.PeerNeededParams, query.Query{}, l)
-	if err != nil {
-		return ChunksQuestion{}, err
-	}
-	if q.Job.Dataset == "" || q.Job.Index == "" {
-		return ChunksQuestion{}, fmt.Errorf("%w: a question about needed chunks names its dataset and index", query.ErrBadRequest)
-	}
-	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	q, ds, err := decodeVersioned(r, v, query.PeerNeededParams, l, nil, "a question about needed chunks names its dataset and index")
 	if err != nil {
 		return ChunksQuestion{}, err
 	}
