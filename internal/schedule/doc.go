@@ -58,7 +58,10 @@
 // An importance stream's next epoch is drawn from a snapshot not sealed
 // yet, so it is not projected; of the chunks no stream needs, the lightest
 // go first (evict.FarKey, the planner's rule), still after every chunk some
-// stream needs (Needed).
+// stream needs (Needed). On a node of a cluster only the chunks the node
+// reads for the batches (Config.Local: those it owns, or reads for a node
+// that is down) have keys: a copy of another node's chunk, such as one it
+// owned before a membership change, is Never, the first to go.
 //
 // # The use table
 //
