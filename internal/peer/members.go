@@ -53,6 +53,7 @@ const maxHistory = 64
 type view struct {
 	local, reported, agreed *cluster.Membership
 	warming                 string // the version this node warms up for, "" if none
+	warmed                  string // the version this node has warmed up for and waits to report, "" if none
 	joining                 bool   // started, and yet to learn whether it joins a running cluster
 	agreedSlots             []int
 	probed                  []int
@@ -240,6 +241,7 @@ func (s *Set) changeLocked(from, to *cluster.Membership) {
 		s.warmStop = nil
 	}
 	s.setWarmingLocked("")
+	s.setWarmedLocked("")
 	s.setJoiningLocked(false)
 	joining := from.Len() == 1 && from.Members()[0] == s.self.url
 	if to.Version() == from.Version() || s.warm == nil && joining {
@@ -295,6 +297,7 @@ func (s *Set) changeLocked(from, to *cluster.Membership) {
 			return // replaced by a newer list, which warms up itself, or closed
 		}
 		s.setWarmingLocked("")
+		s.setWarmedLocked(to.Version())
 		s.setJoiningLocked(false)
 		s.mu.Unlock()
 		s.log.Info().Str("members", to.Version()).Int("chunks", change.Chunks).Int64("peer_bytes", change.PeerBytes).
@@ -313,6 +316,7 @@ func (s *Set) changeLocked(from, to *cluster.Membership) {
 		}
 		s.change.Store(&change)
 		s.metrics.changed(change)
+		s.setWarmedLocked("")
 		if !joining {
 			s.reportLocked(to)
 		}
@@ -335,6 +339,14 @@ func (s *Set) runLocked(f func()) {
 func (s *Set) setWarmingLocked(version string) {
 	v := *s.view.Load()
 	v.warming = version
+	s.view.Store(&v)
+}
+
+// setWarmedLocked records the version this node has warmed up for and
+// waits to report ("" none; State.Warmed); s.mu is held.
+func (s *Set) setWarmedLocked(version string) {
+	v := *s.view.Load()
+	v.warmed = version
 	s.view.Store(&v)
 }
 
@@ -403,10 +415,15 @@ func (s *Set) before(ctx context.Context, to *cluster.Membership) *cluster.Membe
 // awaitGainers waits until no member of to but this node may still warm
 // up for to — one that never answered a probe (a node starting: a pod
 // listed before it is ready), one that has yet to learn whether it joins
-// a running cluster, or one that says it is warming up for to — and
-// reports true; false past the flip timeout (counted from start), which
-// it logs naming the members still waited for, or when ctx ends.
+// a running cluster, one that says it is warming up for to, and, for a
+// poll and two probes after the change began, one whose last state says
+// it has neither reported to nor warmed up for it (State.Warmed): its
+// source may be a poll behind this node's, and it may gain chunks under
+// to — and reports true; false past the flip timeout (counted from
+// start), which it logs naming the members still waited for, or when ctx
+// ends.
 func (s *Set) awaitGainers(ctx context.Context, to *cluster.Membership, start time.Time) bool {
+	grace := s.poll + 2*s.probe
 	for {
 		var warming []string
 		for _, u := range to.Members() {
@@ -414,7 +431,9 @@ func (s *Set) awaitGainers(ctx context.Context, to *cluster.Membership, start ti
 			if n == nil || n == s.self {
 				continue
 			}
-			if st := n.state.Load(); st == nil || n.up.Load() && (st.Joining || st.Warming == to.Version()) {
+			st := n.state.Load()
+			unseen := st != nil && st.Members != to.Version() && st.Warmed != to.Version() && !st.Leaving && time.Since(start) < grace
+			if st == nil || n.up.Load() && (st.Joining || st.Warming == to.Version() || unseen) {
 				warming = append(warming, u)
 			}
 		}
@@ -519,8 +538,12 @@ func (s *Set) refresh() {
 func (s *Set) refreshLocked() {
 	v := *s.view.Load()
 	counts := map[string]int{v.reported.Version(): 1}
-	s.live(func(_ *node, st *State) {
-		if _, ok := s.history.Peek(st.Members); ok {
+	s.live(func(n *node, st *State) {
+		// A node counts for a version it is a member of: one removed
+		// from the list reports the list without it at once, and would
+		// tip the cluster to it before the members that gain its chunks
+		// have loaded them.
+		if ms, ok := s.history.Peek(st.Members); ok && ms.Index(n.url) >= 0 {
 			counts[st.Members]++
 		}
 	})
@@ -655,7 +678,7 @@ func (s *Set) Describe(st *State) {
 	ms := v.reported
 	st.URL, st.Self = s.self.url, ms.Index(s.self.url)
 	st.Members, st.MemberList = ms.Version(), ms.Members()
-	st.Warming, st.Joining, st.Leaving = v.warming, v.joining, s.leaving.Load()
+	st.Warming, st.Warmed, st.Joining, st.Leaving = v.warming, v.warmed, v.joining, s.leaving.Load()
 }
 
 // Peers returns the slots of the other members this node probes: the

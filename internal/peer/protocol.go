@@ -409,6 +409,9 @@ type State struct {
 	// whether it joins a running cluster (and then warms up): its peers
 	// wait for it before they report a version it is a member of.
 	Warming string `json:"warming,omitempty"`
+	// Warmed is the version the node has warmed up for and waits to
+	// report until every other member of it has too (or reports it).
+	Warmed  string `json:"warmed,omitempty"`
 	Joining bool   `json:"joining,omitempty"`
 	Leaving bool   `json:"leaving,omitempty"`
 }
