@@ -62,6 +62,7 @@ func TestClusterPartialIndex(t *testing.T) {
 		return fmt.Sprintf("seed=5&window=4&batch_size=%d&world=%d&rank=%d&locality=false", batch, world, r)
 	}
 	last := batches - 1 // no next batch to fetch ahead
+	checked := 0        // ranks whose batch holds another node's chunk
 	for r := range world {
 		k := cluster.Home(r, world, nodes)
 		_, mbody := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&format=json", whole[k].srv.URL, last, q(r)))
@@ -82,11 +83,15 @@ func TestClusterPartialIndex(t *testing.T) {
 			t.Fatalf("rank %d batch %d from a node with a partial index: %s, %d bytes; whole index: %d bytes", r, last, resp.Status, len(body), len(want))
 		}
 		if len(others) == 0 {
-			t.Fatalf("rank %d batch %d has no sample of another node's chunk: the test needs some", r, last)
+			continue // owners hash by the nodes' loopback URLs: all of its chunks may be the home's
 		}
+		checked++
 		if got := loads(part[k]) - before; got > float64(len(others)) {
 			t.Errorf("rank %d batch %d: node %d read %v tables for the %d chunks of the batch it does not own", r, last, k, got, len(others))
 		}
+	}
+	if checked == 0 {
+		t.Fatalf("no rank's batch %d holds a sample of another node's chunk: the test needs some", last)
 	}
 
 	// A whole epoch, every rank from its home, byte for byte as the
