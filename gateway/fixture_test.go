@@ -62,6 +62,31 @@ func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size in
 		t.Fatal(err)
 	}
 	f := &fixture{dir: dir, store: store, content: map[string]map[string][]byte{}}
+	f.index = packSamples(t, store, chunks, perChunk, func(id, c int) (string, []sampleFile) {
+		key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
+		reps := 100 + (id*37)%900
+		if size > 0 {
+			reps = size/3 + id%7
+		}
+		img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
+		cls := []byte(fmt.Sprint(prefix, id%3))
+		f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
+		return key, []sampleFile{{"cls", cls}, {"jpg", img}}
+	})
+	return f
+}
+
+// sampleFile is one member of a test sample: its extension and bytes.
+type sampleFile struct {
+	ext  string
+	data []byte
+}
+
+// packSamples writes chunks chunks of perChunk samples each to store,
+// sample id (in chunk c) being sample(id, c)'s key and members, in tar
+// order, and the index over them; it returns the index.
+func packSamples(t testing.TB, store *s3backend.Local, chunks, perChunk int, sample func(id, c int) (string, []sampleFile)) *chunkindex.Index {
+	t.Helper()
 	ctx := context.Background()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
@@ -70,18 +95,12 @@ func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size in
 		var buf bytes.Buffer
 		w := chunkindex.NewChunkWriter(&buf)
 		for range perChunk {
-			key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
-			reps := 100 + (id*37)%900
-			if size > 0 {
-				reps = size/3 + id%7
+			key, files := sample(id, c)
+			var members []chunkindex.Member
+			for _, f := range files {
+				members = append(members, chunkindex.Member{Name: key + "." + f.ext, Size: int64(len(f.data)), Body: bytes.NewReader(f.data)})
 			}
-			img := bytes.Repeat([]byte{byte(id), byte(id >> 8), byte(c)}, reps)
-			cls := []byte(fmt.Sprint(prefix, id%3))
-			f.content[key] = map[string][]byte{"jpg": img, "cls": cls}
-			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
-				{Name: key + ".cls", Size: int64(len(cls)), Body: bytes.NewReader(cls)},
-				{Name: key + ".jpg", Size: int64(len(img)), Body: bytes.NewReader(img)},
-			})
+			off, n, crc, err := w.WriteSample(key, members)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,8 +128,7 @@ func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size in
 	if _, err := store.Put(ctx, chunkindex.IndexKey, bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
-	f.index = ix
-	return f
+	return ix
 }
 
 // countingStore wraps a store, counting chunk reads and the most concurrent

@@ -65,50 +65,12 @@ func newImageFixture(t testing.TB, chunks, perChunk int, image func(id int) (ext
 		t.Fatal(err)
 	}
 	f := &imageFixture{store: store, images: map[string][]byte{}, ids: map[string]int{}}
-	ctx := context.Background()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	id := 0
-	for c := range chunks {
-		var buf bytes.Buffer
-		w := chunkindex.NewChunkWriter(&buf)
-		for range perChunk {
-			key := fmt.Sprintf("class%d/sample%05d", id%3, id)
-			ext, img := image(id)
-			cls := []byte(fmt.Sprint(id % 3))
-			f.images[key], f.ids[key] = img, id
-			off, n, crc, err := w.WriteSample(key, []chunkindex.Member{
-				{Name: key + ".cls", Size: int64(len(cls)), Body: bytes.NewReader(cls)},
-				{Name: key + "." + ext, Size: int64(len(img)), Body: bytes.NewReader(img)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss = append(ss, chunkindex.Sample{Key: key, Chunk: c, Offset: off, Length: n, CRC: crc})
-			id++
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("chunks/%06d.tar", c)
-		info, err := store.Put(ctx, name, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, chunkindex.Chunk{Key: name, Size: info.Size, ETag: info.ETag, Samples: perChunk})
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ix.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Put(ctx, chunkindex.IndexKey, bytes.NewReader(b), int64(len(b))); err != nil {
-		t.Fatal(err)
-	}
-	f.index = ix
+	f.index = packSamples(t, store, chunks, perChunk, func(id, _ int) (string, []sampleFile) {
+		key := fmt.Sprintf("class%d/sample%05d", id%3, id)
+		ext, img := image(id)
+		f.images[key], f.ids[key] = img, id
+		return key, []sampleFile{{"cls", []byte(fmt.Sprint(id % 3))}, {ext, img}}
+	})
 	return f
 }
 
