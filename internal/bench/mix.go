@@ -518,11 +518,7 @@ func readBatch(ctx context.Context, hc *http.Client, u string) (int, error) {
 }
 
 // WriteJSON writes the report as JSON.
-func (r *MixReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *MixReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteText writes the report as a markdown table, one row per gateway:
 // samples/s per epoch, the mixture's ÷ the single dataset's of the same

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -88,25 +87,21 @@ type pyResult struct {
 func (c *Config) findPython(ctx context.Context) (interp, script string, err error) {
 	script = c.Python.Script
 	if script == "" {
-		dir, _ := os.Getwd()
-		for dir != "" {
-			p := filepath.Join(dir, "python", "bench", "loaders.py")
-			if _, err := os.Stat(p); err == nil {
-				script = p
-				break
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-		if script == "" {
-			return "", "", errors.New("python/bench/loaders.py not found above the working directory (run from the repository)")
+		if script, err = findAbove(filepath.Join("python", "bench", "loaders.py")); err != nil {
+			return "", "", err
 		}
 	}
-	candidates := []string{c.Python.Interpreter}
-	if c.Python.Interpreter == "" {
+	interp, err = findInterpreter(ctx, c.Python.Interpreter, "torch, boto3", "python3-torch python3-boto3")
+	return interp, script, err
+}
+
+// findInterpreter returns the Python given, or else the first of
+// $BRAND_BENCH_PYTHON, python3 and /usr/bin/python3 that imports modules
+// (comma-separated); the error names what each lacked and the Debian
+// packages that bring them.
+func findInterpreter(ctx context.Context, given, modules, packages string) (string, error) {
+	candidates := []string{given}
+	if given == "" {
 		candidates = []string{os.Getenv("BRAND_BENCH_PYTHON"), "python3", "/usr/bin/python3"}
 	}
 	var tried []string
@@ -120,15 +115,15 @@ func (c *Config) findPython(ctx context.Context) (interp, script string, err err
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		out, err := exec.CommandContext(ctx, path, "-c", "import torch, boto3").CombinedOutput()
+		out, err := exec.CommandContext(ctx, path, "-c", "import "+modules).CombinedOutput()
 		cancel()
 		if err == nil {
-			return path, script, nil
+			return path, nil
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		tried = append(tried, p+": "+lines[len(lines)-1])
 	}
-	return "", "", fmt.Errorf("no Python that imports torch and boto3 (%s); on Debian: apt-get install python3-torch python3-boto3", strings.Join(tried, "; "))
+	return "", fmt.Errorf("no Python that imports %s (%s); on Debian: apt-get install %s", modules, strings.Join(tried, "; "), packages)
 }
 
 // runPythonGroup measures (p), BrandDataset at each cache fraction, and the

@@ -12,10 +12,13 @@ import (
 )
 
 // WriteJSON writes the report as indented JSON.
-func (rep *Report) WriteJSON(w io.Writer) error {
+func (rep *Report) WriteJSON(w io.Writer) error { return writeJSON(w, rep) }
+
+// writeJSON writes v as indented JSON: every report's results file.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("bench: writing JSON: %w", err)
 	}
 	return nil

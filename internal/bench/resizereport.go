@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -149,11 +148,7 @@ func (r *ResizeReport) runsOf(scenario string) []ResizeRun {
 }
 
 // WriteJSON writes the report as JSON.
-func (r *ResizeReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *ResizeReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteText writes the report as markdown tables: per run and epoch the
 // store's bytes and GETs, peer bytes and latency; per change its

@@ -338,11 +338,7 @@ func (r *S3FaceReport) targets() []Target {
 }
 
 // WriteJSON writes the report as JSON.
-func (r *S3FaceReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *S3FaceReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteText writes the report as a markdown table.
 func (r *S3FaceReport) WriteText(w io.Writer) error {

@@ -205,30 +205,8 @@ func (c *TensorsConfig) findTensorsPython(ctx context.Context) (interp, script s
 			return "", "", err
 		}
 	}
-	candidates := []string{c.Interpreter}
-	if c.Interpreter == "" {
-		candidates = []string{os.Getenv("BRAND_BENCH_PYTHON"), "python3", "/usr/bin/python3"}
-	}
-	var tried []string
-	for _, p := range candidates {
-		if p == "" {
-			continue
-		}
-		path, err := exec.LookPath(p)
-		if err != nil {
-			tried = append(tried, p+": not found")
-			continue
-		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		out, err := exec.CommandContext(ctx, path, "-c", "import torch, torchvision, boto3, PIL, numpy").CombinedOutput()
-		cancel()
-		if err == nil {
-			return path, script, nil
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		tried = append(tried, p+": "+lines[len(lines)-1])
-	}
-	return "", "", fmt.Errorf("no Python that imports torch, torchvision, boto3 and PIL (%s); on Debian: apt-get install python3-torchvision python3-boto3 python3-pil", strings.Join(tried, "; "))
+	interp, err = findInterpreter(ctx, c.Interpreter, "torch, torchvision, boto3, PIL, numpy", "python3-torchvision python3-boto3 python3-pil")
+	return interp, script, err
 }
 
 // findAbove returns rel under the working directory or the nearest of its
@@ -630,11 +608,7 @@ func minOrZero(v []float64) float64 {
 }
 
 // WriteJSON writes the report as JSON.
-func (r *TensorsReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *TensorsReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteText writes the report as markdown tables.
 func (r *TensorsReport) WriteText(w io.Writer) error {
