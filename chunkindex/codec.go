@@ -36,6 +36,27 @@ const (
 
 var le = binary.LittleEndian
 
+// FlagDeferred, in the header's flags, marks the index of a dataset served
+// in place (NewDeferred): its sample records hold each sample's ordinal in
+// its chunk and no range; the ranges are in the decoded chunks' tables
+// (package format). It is the only feature flag.
+const FlagDeferred = 1
+
+func (ix *Index) flags() uint32 {
+	if ix.deferred {
+		return FlagDeferred
+	}
+	return 0
+}
+
+// checkFlags refuses an index that needs a feature this build lacks.
+func checkFlags(flags uint32) error {
+	if flags&^FlagDeferred != 0 {
+		return fmt.Errorf("%w: index needs features %#x, this build supports %#x", ErrVersion, flags, FlagDeferred)
+	}
+	return nil
+}
+
 // errPartialEncode: a partial index (Open) holds only some tables, and the
 // stored object it was read from is its encoding.
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
@@ -61,7 +82,7 @@ func (ix *Index) encode(emit func([]byte)) {
 	var hdr [headerSize]byte
 	copy(hdr[:], Magic)
 	le.PutUint32(hdr[8:], FormatVersion)
-	le.PutUint32(hdr[12:], 0) // flags
+	le.PutUint32(hdr[12:], ix.flags())
 	le.PutUint32(hdr[16:], uint32(len(ix.chunks)))
 	le.PutUint32(hdr[20:], uint32(ix.NumSamples()))
 	le.PutUint32(hdr[24:], uint32(ix.chunkTableLen()))
@@ -156,8 +177,9 @@ func Decode(b []byte) (*Index, error) {
 	case v != FormatVersion:
 		return nil, fmt.Errorf("%w: index format version %d, this build reads version %d", ErrVersion, v, FormatVersion)
 	}
-	if flags := le.Uint32(b[12:]); flags != 0 {
-		return nil, fmt.Errorf("%w: index needs features %#x, this build supports none", ErrVersion, flags)
+	flags := le.Uint32(b[12:])
+	if err := checkFlags(flags); err != nil {
+		return nil, err
 	}
 	var (
 		numChunks  = int64(le.Uint32(b[16:]))
@@ -196,6 +218,7 @@ func Decode(b []byte) (*Index, error) {
 	ix := &Index{
 		chunks:     make([]Chunk, numChunks),
 		chunkStart: make([]int, numChunks+1),
+		deferred:   flags&FlagDeferred != 0,
 	}
 	table := b[headerSize : headerSize+tableLen]
 	for c := range ix.chunks {
