@@ -34,11 +34,18 @@ type Key struct {
 	Object  string // object key, relative to the dataset's or bucket's root
 	ETag    string // the version read: the one the index describes, or the store reported
 	Offset  int64  // an object block's first byte in the object; 0 for a chunk
+	// Select names the fields a chunk of a dataset served in place was
+	// decoded with (package format; "" for every field, and for a tar
+	// chunk): the same chunk read with other fields is another entry.
+	Select string
 }
 
 func (k Key) String() string {
 	if k.Kind == Object {
 		return fmt.Sprintf("object %s/%s@%s+%d", k.Dataset, k.Object, k.ETag, k.Offset)
+	}
+	if k.Select != "" {
+		return k.Dataset + "/" + k.Object + "@" + k.ETag + "[" + k.Select + "]"
 	}
 	return k.Dataset + "/" + k.Object + "@" + k.ETag
 }
