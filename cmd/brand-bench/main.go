@@ -1,4 +1,4 @@
-// Command brand-bench is Brand's benchmark harness (package internal/bench)
+// Command brand-bench is Brand's benchmark harness (the package internal/bench beneath it)
 // as a binary of its own, so that the server binary and its image link
 // neither the harness nor its charting libraries.
 //

@@ -1,10 +1,10 @@
-// Package testbin builds the module's commands for tests that run them as
+// Package cmdtest builds the module's commands for tests that run them as
 // processes of their own: a gateway whose RSS and CPU are its own, or a
 // cluster of gateways, each a real process with its own memory. Under the
 // race detector the binaries are built with it too, so that a race in a
 // child process fails the test through its exit status; the packages are
 // then already compiled for the test, and the build mostly links.
-package testbin
+package cmdtest
 
 import (
 	"os/exec"
