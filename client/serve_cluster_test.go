@@ -16,8 +16,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -140,7 +140,7 @@ func (p *serveProc) kill() {
 // have had, from the next node.
 func TestServeClusterSameBytesAndFailover(t *testing.T) {
 	const nodes, world = 3, 6
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	procs := startServeCluster(t, bin, nodes)
 	peers := make([]string, nodes)
 	for k, p := range procs {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
 func TestEnsureBucket(t *testing.T) {
 	ctx := context.Background()
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	url := "s3://made-by-brand/demo"
 	for range 2 { // the second call finds the bucket and does nothing
 		if err := s3backend.EnsureBucket(ctx, url, srv.Config()); err != nil {

@@ -24,8 +24,8 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -291,7 +291,7 @@ func TestClusterOfFourGateways(t *testing.T) {
 	}
 	dataset := float64(ix.TotalBytes())
 	cache := int64(0.35 * dataset)
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
 	ports := freePorts(t, nodes)
 	urls := make([]string, nodes)

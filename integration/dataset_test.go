@@ -20,7 +20,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -46,7 +46,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 		open func(t *testing.T) s3backend.Store
 	}{
 		{"minio", func(t *testing.T) s3backend.Store {
-			srv := minioserver.ForTest(t)
+			srv := miniotest.ForTest(t)
 			st, err := s3backend.Open(context.Background(), "s3://"+srv.NewBucket(t)+"/datasets/train", srv.Config())
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +132,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 // shard: verification and pinned reads notice, and re-indexing recovers.
 func TestDatasetIndexGNUTarShardsOnMinIO(t *testing.T) {
 	ctx := context.Background()
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	spec := synth.Spec{Samples: 600, MeanBytes: 4 << 10, Classes: 6, Seed: 2}
 	src := filepath.Join(t.TempDir(), "src")
 	if err := spec.WriteTree(src); err != nil {

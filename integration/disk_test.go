@@ -14,9 +14,9 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -50,7 +50,7 @@ func TestDiskTierSurvivesKillAndRestartOnMinIO(t *testing.T) {
 	ix := p.index(t)
 	total := ix.TotalBytes()
 	keys := p.keys()
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
 	port := freePorts(t, 1)[0]
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)

@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -71,7 +71,7 @@ func TestFaultSuite(t *testing.T) {
 	proxy.armed.Store(true)
 
 	// MinIO is killed and restarted once the clients are well under way.
-	restartable := os.Getenv(minioserver.EnvEndpoint) == ""
+	restartable := os.Getenv(miniotest.EnvEndpoint) == ""
 	restarted := make(chan struct{})
 	go func() {
 		defer close(restarted)

@@ -16,7 +16,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -24,7 +24,7 @@ import (
 // packed is a synthetic dataset packed into a fresh bucket on a real MinIO.
 type packed struct {
 	spec   synth.Spec
-	server *minioserver.Server
+	server *miniotest.Server
 	url    string
 	store  s3backend.Store
 	bytes  int64 // sum of chunk sizes
@@ -34,7 +34,7 @@ type packed struct {
 func packToMinIO(t *testing.T, spec synth.Spec, chunkSize int64) *packed {
 	t.Helper()
 	ctx := context.Background()
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	if err := srv.MakeBucket(ctx, "train"); err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -33,7 +33,7 @@ import (
 // a node killed and started again.
 func TestMixtureClusterOnMinIO(t *testing.T) {
 	ctx := context.Background()
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	if err := srv.MakeBucket(ctx, "train"); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestMixtureClusterOnMinIO(t *testing.T) {
 
 	const nodes, world, batch = 2, 4, 32
 	const mix = "web:0.5,code:0.3,books:0.2"
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+srv.AccessKey, "AWS_SECRET_ACCESS_KEY="+srv.SecretKey, "AWS_REGION=us-east-1")
 	ports := freePorts(t, nodes)
 	urls := make([]string, nodes)

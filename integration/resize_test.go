@@ -18,8 +18,8 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -52,7 +52,7 @@ func TestClusterResize(t *testing.T) {
 	// 40 % of the dataset a node: three nodes hold it, barely, so that
 	// where chunks are read from matters.
 	cache := int64(0.4 * dataset)
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
 	ports := freePorts(t, nodes)
 	urls := make([]string, nodes)

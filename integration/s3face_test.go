@@ -19,9 +19,9 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -74,7 +74,7 @@ func awsCLI() (string, bool) {
 // through a read-through bucket come from the cache the second time.
 func TestS3FaceOnMinIO(t *testing.T) {
 	ctx := context.Background()
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	if err := srv.MakeBucket(ctx, "train"); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestS3FaceOnMinIO(t *testing.T) {
 	if err := os.WriteFile(credFile, []byte("# the S3 face's keys\n"+faceID+" "+faceSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	ports := freePorts(t, 2)
 	face := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	proc := &clusterProc{url: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), logPath: filepath.Join(dir, "brand.log"),

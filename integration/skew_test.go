@@ -21,9 +21,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -70,7 +70,7 @@ func TestClusterSkewAndHostilePeers(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("peer secret of the skew test cluster\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := testbin.Build(t, "brand")
+	bin := cmdtest.Build(t, "brand")
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
 	ports := freePorts(t, nodes)
 	urls := make([]string, nodes)

@@ -1,7 +1,7 @@
 package s3backend_test
 
 // These tests run the S3 implementation against a real MinIO server started
-// by internal/minioserver (or the external server BRAND_S3_* names). Faults
+// by internal/miniotest (or the external server BRAND_S3_* names). Faults
 // are injected with an http.RoundTripper between minio-go and the server.
 
 import (
@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -238,7 +238,7 @@ func (s *stallBody) Close() error { return s.rc.Close() }
 
 // env is one MinIO server shared by the subtests of TestS3.
 type env struct {
-	srv *minioserver.Server
+	srv *miniotest.Server
 }
 
 // store returns an S3 store on a fresh bucket, with small parts so that
@@ -278,7 +278,7 @@ func mustPut(t *testing.T, st s3backend.Store, key string, data []byte) s3backen
 }
 
 func TestS3(t *testing.T) {
-	e := &env{srv: minioserver.ForTest(t)}
+	e := &env{srv: miniotest.ForTest(t)}
 	t.Run("PutStatList", e.testPutStatList)
 	t.Run("ReadRange", e.testReadRange)
 	t.Run("Multipart", e.testMultipart)
@@ -952,7 +952,7 @@ func (e *env) testReusesConnections(t *testing.T) {
 }
 
 func BenchmarkS3ReadRange(b *testing.B) {
-	srv := minioserver.ForTest(b)
+	srv := miniotest.ForTest(b)
 	bucket := srv.NewBucket(b)
 	const size = 64 << 20
 	data := randomBytes(size, 17)

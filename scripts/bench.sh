@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench.sh runs Brand's benchmark harness (cmd/brand-bench, package
-# internal/bench): it makes sure the pinned MinIO is installed, builds the
-# brand binary (the gateway under test) and the brand-bench binary side by
-# side, and runs the benchmark against a MinIO the harness starts on
-# loopback. Arguments are brand-bench's: a command line that starts with a
+# cmd/brand-bench/internal/bench): it makes sure the pinned MinIO is
+# installed, builds the brand binary (the gateway under test) and the
+# brand-bench binary side by side, and runs the benchmark against a MinIO
+# the harness starts on loopback. Arguments are brand-bench's: a command line that starts with a
 # flag is `brand-bench run`'s (see `brand-bench help run`), else it names
 # the command.
 #

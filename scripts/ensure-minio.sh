@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ensure-minio.sh installs the MinIO server Brand's tests and benchmarks run
-# against, pinned to the version in internal/minioserver/minioserver.go (the
-# only place it is written down), into the path minioserver.BinaryPath()
+# against, pinned to the version in internal/miniotest/miniotest.go (the
+# only place it is written down), into the path miniotest.BinaryPath()
 # expects:
 #
 #   $BRAND_MINIO_BIN if set, else
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-version_file="$script_dir/../internal/minioserver/minioserver.go"
+version_file="$script_dir/../internal/miniotest/miniotest.go"
 
 die() {
 	echo "ensure-minio: $*" >&2
@@ -26,7 +26,7 @@ die() {
 version=$(sed -n 's/^const Version = "\(v[^"]*\)".*$/\1/p' "$version_file")
 [[ -n $version ]] || die "no 'const Version = \"...\"' line in $version_file"
 
-# binary_path mirrors minioserver.BinaryPath.
+# binary_path mirrors miniotest.BinaryPath.
 binary_path() {
 	if [[ -n ${BRAND_MINIO_BIN:-} ]]; then
 		echo "$BRAND_MINIO_BIN"

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
 	"github.com/brandgw/brand/internal/cli"
 )
 

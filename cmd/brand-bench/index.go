@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
 	"github.com/brandgw/brand/internal/cli"
 )
 

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
 	"github.com/brandgw/brand/internal/cli"
 )
 

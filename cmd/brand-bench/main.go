@@ -1,6 +1,7 @@
-// Command brand-bench is Brand's benchmark harness (package internal/bench)
-// as a binary of its own, so that the server binary and its image link
-// neither the harness nor its charting libraries.
+// Command brand-bench is Brand's benchmark harness (the package
+// internal/bench beneath it) as a binary of its own, so that the server
+// binary and its image link neither the harness nor its charting libraries
+// (cmd/brand's TestServerLinksNoHarness checks).
 //
 // `brand-bench run` (the default command) measures a brand binary's
 // gateway, started with `brand serve`, beside the limits and baselines; it

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
 	"github.com/brandgw/brand/internal/cli"
 )
 

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/brandgw/brand/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
 	"github.com/brandgw/brand/internal/cli"
 )
 

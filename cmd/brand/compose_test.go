@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 )
 
 // TestComposeStack runs the commands docker-compose.yml gives its one-shot
@@ -49,7 +49,7 @@ func TestComposeStack(t *testing.T) {
 	if len(hc) < 3 || hc[0] != "CMD" || hc[1] != "/usr/local/bin/brand" || hc[2] != "healthcheck" {
 		t.Fatalf("the gateway's healthcheck %q does not run brand healthcheck (the image has no shell or curl)", hc)
 	}
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	for k, v := range pack.Environment {
 		t.Setenv(k, v)
 	}

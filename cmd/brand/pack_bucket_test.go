@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 )
 
 // TestPackIntoMissingBucket checks that packing into a bucket that does
 // not exist says so and names --create-bucket, rather than reporting a
 // missing object; and that --create-bucket then packs.
 func TestPackIntoMissingBucket(t *testing.T) {
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	env := map[string]string{"AWS_ENDPOINT_URL": srv.URL(), "AWS_ACCESS_KEY_ID": srv.AccessKey,
 		"AWS_SECRET_ACCESS_KEY": srv.SecretKey, "AWS_REGION": "us-east-1"}
 	for k, v := range env {

@@ -2,9 +2,9 @@
 """The Python client's speed beside the Go client's, on one gateway, in one run.
 
 Reads warm epochs of a running gateway alternately with the Go client
-(``internal/bench/clientspeed``, built once with ``go build``) and the
-Python client (``loaders.py client``), each a process of its own, and
-prints samples/s and CPU-seconds per GB (10^9 HTTP body bytes) of each,
+(``cmd/brand-bench/internal/bench/clientspeed``, built once with
+``go build``) and the Python client (``loaders.py client``), each a process
+of its own, and prints samples/s and CPU-seconds per GB (10^9 HTTP body bytes) of each,
 then their ratios. Epoch ``--warm`` is read first, unmeasured, so that a
 cache that holds the dataset is warm. Run it on a quiet machine and compare
 only the ratios: both clients share the machine with the gateway.
@@ -60,7 +60,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="Go, then Python, this many times")
     p.add_argument("--warm", type=int, default=0, help="epoch read first to fill the cache (unmeasured)")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--go-bin", help="a built internal/bench/clientspeed (default: go build it)")
+    p.add_argument("--go-bin", help="a built cmd/brand-bench/internal/bench/clientspeed (default: go build it)")
     p.add_argument("--gateway-pid", type=int)
     p.add_argument("--baseline", help="another python/ tree whose client is measured too")
     p.add_argument("--fresh", action="store_true",
@@ -72,7 +72,7 @@ def main() -> None:
     if not go_bin:
         tmp = tempfile.mkdtemp(prefix="client-speed-")
         go_bin = os.path.join(tmp, "clientspeed")
-        subprocess.run(["go", "build", "-o", go_bin, "./internal/bench/clientspeed"], cwd=REPO, check=True)
+        subprocess.run(["go", "build", "-o", go_bin, "./cmd/brand-bench/internal/bench/clientspeed"], cwd=REPO, check=True)
     warmup = "0" if a.fresh else "1"
     common = ["--url", a.url, "--batch-size", str(a.batch_size), "--ahead", str(a.ahead)]
     if a.dataset:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One measured pass of a Python data loader, for Brand's benchmark harness.
 
-The harness (internal/bench, group ``python``) runs this script as a process
-of its own, once per measurement, and reads the JSON object it prints on
-stdout. Each mode reads samples the way a PyTorch user would:
+The harness (cmd/brand-bench/internal/bench, group ``python``) runs this
+script as a process of its own, once per measurement, and reads the JSON
+object it prints on stdout. Each mode reads samples the way a PyTorch user would:
 
 ``per-object``  (p): a ``DataLoader`` over a map-style ``Dataset`` whose
                 ``__getitem__`` does one boto3 ``get_object`` per sample,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One measured pass of a training node's data loading with images, for
-Brand's tensors benchmark (``brand-bench tensors``, internal/bench).
+Brand's tensors benchmark (``brand-bench tensors``, cmd/brand-bench/internal/bench).
 
 The harness runs this script as a process of its own, pinned to the
 training node's core, once per measurement, and reads the JSON object it

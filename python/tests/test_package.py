@@ -49,7 +49,14 @@ class TestPackage(unittest.TestCase):
                 meta = w.read(f"brand-{brand.__version__}.dist-info/METADATA").decode()
         self.assertIn(f"\nVersion: {brand.__version__}\n", meta)
         self.assertIn("brand/py.typed", names)
-        modules = {f"brand/{m}" for m in os.listdir(os.path.join(PACKAGE, "brand")) if m.endswith(".py")}
+        # Every module, those of subpackages (brand/torch/) too: setuptools
+        # ships only the packages pyproject.toml lists.
+        modules = set()
+        for d, dirs, files in os.walk(os.path.join(PACKAGE, "brand")):
+            dirs[:] = [x for x in dirs if x != "__pycache__"]
+            rel = os.path.relpath(d, PACKAGE).replace(os.sep, "/")
+            modules |= {f"{rel}/{m}" for m in files if m.endswith(".py")}
+        self.assertIn("brand/torch/__init__.py", modules)
         self.assertLessEqual(modules, names)
 
 

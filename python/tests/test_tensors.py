@@ -217,11 +217,11 @@ class TestReuse(TensorTest):
 
     def slots(self, step):
         """The block slot a step's images were stacked in (-1: none)."""
-        from brand.torch import _BLOCK_MAGIC, _storage
+        from brand.torch._shm import BLOCK_MAGIC, storage
 
         x = step["npy"]
-        head = torch.empty(0, dtype=torch.uint8).set_(_storage(x), 0, (12,), (1,)).numpy().tobytes()
-        return int.from_bytes(head[8:12], "little") if head[:8] == _BLOCK_MAGIC else -1
+        head = torch.empty(0, dtype=torch.uint8).set_(storage(x), 0, (12,), (1,)).numpy().tobytes()
+        return int.from_bytes(head[8:12], "little") if head[:8] == BLOCK_MAGIC else -1
 
     def test_blocks_are_reused_once_let_go(self):
         want = [s["npy"] for s in TestLoader.single(self, 0, transform="crop32")]

@@ -1,4 +1,4 @@
-package minioserver
+package miniotest
 
 import (
 	"bytes"

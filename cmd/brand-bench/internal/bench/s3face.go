@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -174,7 +174,7 @@ func RunS3Face(ctx context.Context, cfg S3FaceConfig) (*S3FaceReport, error) {
 		}
 	}
 
-	srv, err := minioserver.Start(ctx, filepath.Join(cfg.WorkDir, "s3face-minio"))
+	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "s3face-minio"))
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/minioserver"
-	"github.com/brandgw/brand/internal/testbin"
+	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/miniotest"
 )
 
 // TestSmoke runs every configuration on a tiny dataset against a real
@@ -23,12 +23,12 @@ import (
 // text and PNG outputs are written and readable. It checks no performance
 // figure: those are for a full run on a quiet machine.
 func TestSmoke(t *testing.T) {
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	cfg := SmokeConfig()
 	cfg.Server = srv
 	cfg.Bucket = srv.NewBucket(t)
-	cfg.Processes.GatewayBinary = testbin.Build(t, "brand")
-	cfg.Processes.LimitBinary = testbin.Build(t, "brand-bench")
+	cfg.Processes.GatewayBinary = cmdtest.Build(t, "brand")
+	cfg.Processes.LimitBinary = cmdtest.Build(t, "brand-bench")
 	cfg.WorkDir = t.TempDir()
 	cfg.Command = "go test -run TestSmoke"
 	rep := runForTest(t, cfg)

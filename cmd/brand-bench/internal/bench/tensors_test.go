@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/testbin"
+	"github.com/brandgw/brand/internal/cmdtest"
 )
 
 func TestSpread(t *testing.T) {
@@ -43,7 +43,7 @@ func TestTensorsRun(t *testing.T) {
 		t.Skip(err)
 	}
 	cfg.Images, cfg.Rounds, cfg.BatchSize = 64, 1, 16
-	cfg.GatewayBinary = testbin.Build(t, "brand")
+	cfg.GatewayBinary = cmdtest.Build(t, "brand")
 	cfg.WorkDir = t.TempDir()
 	rep, err := RunTensors(context.Background(), cfg)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/testbin"
+	"github.com/brandgw/brand/internal/cmdtest"
 )
 
 // TestMixSmoke runs the mixture benchmark on a tiny dataset (a few MB)
@@ -24,7 +24,7 @@ func TestMixSmoke(t *testing.T) {
 		t.Skip("builds brand and starts four gateways")
 	}
 	cfg := MixConfig{Samples: 512, MeanBytes: 4 << 10, ChunkSize: 64 << 10, BatchSize: 16, Window: 4, Epochs: 2, Pairs: 1,
-		CacheFractions: []float64{0.25, 0.5}, GatewayBinary: testbin.Build(t, "brand"), WorkDir: t.TempDir(),
+		CacheFractions: []float64{0.25, 0.5}, GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(),
 		GatewayProfiles: t.TempDir(), ConfigTimeout: time.Minute, Command: "go test -run TestMixSmoke"}
 	var log bytes.Buffer
 	cfg.Log = &log

@@ -19,7 +19,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -30,7 +30,7 @@ import (
 // the per-object baseline, under separate prefixes of one bucket.
 type testbed struct {
 	cfg  Config
-	srv  *minioserver.Server
+	srv  *miniotest.Server
 	mc   *minio.Client
 	spec synth.Spec
 
@@ -49,7 +49,7 @@ type object struct {
 
 // newTestbed connects to srv and makes sure the data is there, generating
 // and uploading what an earlier run did not leave behind.
-func newTestbed(ctx context.Context, cfg Config, srv *minioserver.Server) (*testbed, error) {
+func newTestbed(ctx context.Context, cfg Config, srv *miniotest.Server) (*testbed, error) {
 	tb := &testbed{
 		cfg:           cfg,
 		srv:           srv,

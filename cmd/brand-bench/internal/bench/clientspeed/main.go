@@ -4,7 +4,7 @@
 // seconds from the first request to the last sample, and the CPU time this
 // process spent. python/bench/client_speed.py runs the two side by side.
 //
-//	go run ./internal/bench/clientspeed --url http://127.0.0.1:8080 --batch-size 64 --epochs 1,2
+//	go run ./cmd/brand-bench/internal/bench/clientspeed --url http://127.0.0.1:8080 --batch-size 64 --epochs 1,2
 package main
 
 import (

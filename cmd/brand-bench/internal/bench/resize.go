@@ -19,7 +19,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -143,7 +143,7 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 		return nil, err
 	}
 	started := time.Now()
-	srv, err := minioserver.Start(ctx, filepath.Join(cfg.WorkDir, "resize-minio"))
+	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "resize-minio"))
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 // resizeCluster runs the scenarios' clusters over one store.
 type resizeCluster struct {
 	cfg   ResizeConfig
-	srv   *minioserver.Server
+	srv   *miniotest.Server
 	url   string // the dataset
 	bytes int64  // its size
 	cache int64

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -59,7 +59,7 @@ type Config struct {
 	Groups []string
 	// Server is the S3 server to use; nil starts a MinIO with its data in
 	// WorkDir/minio.
-	Server *minioserver.Server
+	Server *miniotest.Server
 	// Bucket holds the dataset, the per-sample objects and nothing else.
 	// Data already there from an earlier run with the same Dataset is
 	// reused.

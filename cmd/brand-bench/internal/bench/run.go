@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/planner"
 )
 
@@ -239,7 +239,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if srv == nil {
 		dir := filepath.Join(cfg.WorkDir, "minio")
 		r.logf("starting MinIO with its data in %s", dir)
-		if srv, err = minioserver.Start(ctx, dir); err != nil {
+		if srv, err = miniotest.Start(ctx, dir); err != nil {
 			return nil, err
 		}
 		defer srv.Close()
@@ -403,7 +403,7 @@ type Machine struct {
 }
 
 func machineInfo() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MinIO: minioserver.Version}
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, MinIO: miniotest.Version}
 	m.CPUModel, m.Memory, m.Kernel = platformInfo()
 	m.FirstTouchMBPerSec = firstTouchRate(false)
 	m.FirstTouchHugeMBPerSec = firstTouchRate(true)

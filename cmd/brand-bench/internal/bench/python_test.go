@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/minioserver"
-	"github.com/brandgw/brand/internal/testbin"
+	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/miniotest"
 )
 
 // TestPythonGroup runs the python group on the smoke test's tiny dataset
@@ -24,10 +24,10 @@ func TestPythonGroup(t *testing.T) {
 	if _, _, err := cfg.findPython(context.Background()); err != nil {
 		t.Skip(err)
 	}
-	srv := minioserver.ForTest(t)
+	srv := miniotest.ForTest(t)
 	cfg.Server = srv
 	cfg.Bucket = srv.NewBucket(t)
-	cfg.Processes.GatewayBinary = testbin.Build(t, "brand")
+	cfg.Processes.GatewayBinary = cmdtest.Build(t, "brand")
 	cfg.WorkDir = t.TempDir()
 	rep := runForTest(t, cfg)
 	if len(rep.Skipped) > 0 {

@@ -1,4 +1,4 @@
-package minioserver
+package miniotest
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func ForTest(t testing.TB) *Server {
 	}
 	bin := BinaryPath()
 	if bin == "" || !isExecutable(bin) {
-		msg := "minioserver: no MinIO binary at " + quoteOrUnknown(bin) + "; install it with: " + InstallCommand() +
+		msg := "miniotest: no MinIO binary at " + quoteOrUnknown(bin) + "; install it with: " + InstallCommand() +
 			" (or set " + EnvEndpoint + ", " + EnvAccessKey + " and " + EnvSecretKey + " to use an existing server)"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
@@ -54,7 +54,7 @@ func ForTest(t testing.TB) *Server {
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
-			t.Errorf("minioserver: close: %v", err)
+			t.Errorf("miniotest: close: %v", err)
 		}
 	})
 	return s
@@ -98,13 +98,13 @@ func bucketSafe(name string, n int) string {
 // external describes a server somebody else runs.
 func external(endpoint, accessKey, secretKey string) (*Server, error) {
 	if accessKey == "" || secretKey == "" {
-		return nil, fmt.Errorf("minioserver: %s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
+		return nil, fmt.Errorf("miniotest: %s is set but %s or %s is not", EnvEndpoint, EnvAccessKey, EnvSecretKey)
 	}
 	s := &Server{Endpoint: endpoint, AccessKey: accessKey, SecretKey: secretKey}
 	if strings.Contains(endpoint, "://") {
 		u, err := url.Parse(endpoint)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("minioserver: %s=%q: want host:port or http(s)://host:port", EnvEndpoint, endpoint)
+			return nil, fmt.Errorf("miniotest: %s=%q: want host:port or http(s)://host:port", EnvEndpoint, endpoint)
 		}
 		s.Endpoint, s.secure = u.Host, u.Scheme == "https"
 	}

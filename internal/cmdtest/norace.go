@@ -1,5 +1,5 @@
 //go:build !race
 
-package testbin
+package cmdtest
 
 const raceEnabled = false

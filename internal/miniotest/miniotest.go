@@ -1,4 +1,4 @@
-// Package minioserver starts a pinned MinIO server on the loopback
+// Package miniotest starts a pinned MinIO server on the loopback
 // interface for Brand's tests and benchmarks, so that the S3 path is
 // exercised against a real server rather than a fake.
 //
@@ -6,7 +6,7 @@
 // path BinaryPath returns. Each Server has its own data directory, port and
 // random credentials; nothing is shared between servers, so tests may start
 // several in one process.
-package minioserver
+package miniotest
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func Start(ctx context.Context, dataDir string) (*Server, error) {
 // caller closes the new one. An external server cannot be restarted.
 func (s *Server) Restart(ctx context.Context) (*Server, error) {
 	if s.cmd == nil {
-		return nil, errors.New("minioserver: cannot restart an external server")
+		return nil, errors.New("miniotest: cannot restart an external server")
 	}
 	if err := s.Close(); err != nil {
 		return nil, err
@@ -93,13 +93,13 @@ func (s *Server) Restart(ctx context.Context) (*Server, error) {
 func startWith(ctx context.Context, dataDir, accessKey, secretKey string) (*Server, error) {
 	bin := BinaryPath()
 	if bin == "" {
-		return nil, errors.New("minioserver: cannot locate the MinIO binary: set BRAND_MINIO_BIN or HOME")
+		return nil, errors.New("miniotest: cannot locate the MinIO binary: set BRAND_MINIO_BIN or HOME")
 	}
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("minioserver: MinIO binary: %w (install it with %s)", err, InstallCommand())
+		return nil, fmt.Errorf("miniotest: MinIO binary: %w (install it with %s)", err, InstallCommand())
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("minioserver: data directory: %w", err)
+		return nil, fmt.Errorf("miniotest: data directory: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -136,7 +136,7 @@ func start(ctx context.Context, bin, dataDir, accessKey, secretKey string) (*Ser
 	// directory is taken for a bucket).
 	home, err := os.MkdirTemp("", "brand-minio-home-")
 	if err != nil {
-		return nil, fmt.Errorf("minioserver: %w", err)
+		return nil, fmt.Errorf("miniotest: %w", err)
 	}
 	s := &Server{
 		Endpoint:  addr,
@@ -170,7 +170,7 @@ func start(ctx context.Context, bin, dataDir, accessKey, secretKey string) (*Ser
 	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(home)
-		return nil, fmt.Errorf("minioserver: start %s: %w", bin, err)
+		return nil, fmt.Errorf("miniotest: start %s: %w", bin, err)
 	}
 	s.cmd = cmd
 	go func() {
@@ -211,7 +211,7 @@ func (s *Server) client() (*minio.Client, error) {
 		BucketLookup: minio.BucketLookupPath,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("minioserver: client: %w", err)
+		return nil, fmt.Errorf("miniotest: client: %w", err)
 	}
 	return c, nil
 }
@@ -227,7 +227,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("minioserver: %w", err)
+			return fmt.Errorf("miniotest: %w", err)
 		}
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
@@ -238,13 +238,13 @@ func (s *Server) waitReady(ctx context.Context) error {
 		select {
 		case <-s.exited:
 			out := s.output.String()
-			err := fmt.Errorf("minioserver: MinIO exited before becoming ready (%s); its output ends with:\n%s", s.cmd.ProcessState, out)
+			err := fmt.Errorf("miniotest: MinIO exited before becoming ready (%s); its output ends with:\n%s", s.cmd.ProcessState, out)
 			if strings.Contains(out, "address already in use") {
 				err = fmt.Errorf("%w: %w", errAddrInUse, err)
 			}
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("minioserver: MinIO at %s not ready: %w; its output ends with:\n%s", s.Endpoint, ctx.Err(), s.output.String())
+			return fmt.Errorf("miniotest: MinIO at %s not ready: %w; its output ends with:\n%s", s.Endpoint, ctx.Err(), s.output.String())
 		case <-time.After(delay):
 			delay = min(2*delay, 250*time.Millisecond)
 		}
@@ -260,11 +260,11 @@ func (s *Server) Close() error {
 			return
 		}
 		if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			s.closeErr = fmt.Errorf("minioserver: kill: %w", err)
+			s.closeErr = fmt.Errorf("miniotest: kill: %w", err)
 		}
 		<-s.exited
 		if err := os.RemoveAll(s.home); err != nil && s.closeErr == nil {
-			s.closeErr = fmt.Errorf("minioserver: %w", err)
+			s.closeErr = fmt.Errorf("miniotest: %w", err)
 		}
 	})
 	return s.closeErr
@@ -308,7 +308,7 @@ func (s *Server) MakeBucket(ctx context.Context, name string) error {
 	}
 	err = c.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: "us-east-1"})
 	if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
-		return fmt.Errorf("minioserver: make bucket %q: %w", name, err)
+		return fmt.Errorf("miniotest: make bucket %q: %w", name, err)
 	}
 	return nil
 }
@@ -318,11 +318,11 @@ func (s *Server) MakeBucket(ctx context.Context, name string) error {
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", fmt.Errorf("minioserver: find a free port: %w", err)
+		return "", fmt.Errorf("miniotest: find a free port: %w", err)
 	}
 	addr := l.Addr().String()
 	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("minioserver: find a free port: %w", err)
+		return "", fmt.Errorf("miniotest: find a free port: %w", err)
 	}
 	return addr, nil
 }

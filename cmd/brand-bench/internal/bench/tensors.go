@@ -27,7 +27,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/minioserver"
+	"github.com/brandgw/brand/internal/miniotest"
 	"github.com/brandgw/brand/internal/photos"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -270,7 +270,7 @@ func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) 
 		rep.Versions = strings.TrimSpace(string(out))
 	}
 
-	srv, err := minioserver.Start(ctx, filepath.Join(cfg.WorkDir, "tensors-minio"))
+	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "tensors-minio"))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package minioserver
+package miniotest
 
 import "os/exec"
 

@@ -1,0 +1,33 @@
+"""PyTorch integration: :class:`BrandDataset`, an ``IterableDataset`` that a
+gateway shuffles and cuts for every DDP rank and DataLoader worker, and
+:class:`BrandLoader`, the ``DataLoader`` that counts the steps it hands out,
+so that a checkpoint's data position is exact.
+
+Importing this package imports :mod:`torch`; the rest of ``brand`` does not.
+The guide (the cut, mixtures, clusters, tensors, resuming exactly once) is
+python/README.md's "PyTorch" and the sections after it.
+
+Its modules, each one job:
+
+* ``_dataset``: :class:`BrandDataset` (the cut of each worker of each rank,
+  epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
+  :class:`BrandSkipWarning`.
+* ``_loader``: :class:`BrandLoader`, which counts steps and frees the
+  workers' shared blocks as the trainer lets go of them.
+* ``_tensors``: :func:`npy_tensor`, a ``.npy`` member as a tensor on the
+  batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
+* ``_shm``: the shared-memory blocks a loader's workers stack steps into and
+  reuse.
+"""
+
+from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
+from ._loader import BrandLoader
+from ._tensors import collate_tensors, npy_tensor
+
+__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "collate_tensors", "ddp_world", "npy_tensor"]
+
+# Named where users import them from, as before the package was split: in
+# reprs, help() and pickles (a dataset sent to spawned workers).
+for _public in (BrandDataset, BrandLoader, BrandSkipWarning, collate_tensors, ddp_world, npy_tensor):
+    _public.__module__ = __name__
+del _public

@@ -1,0 +1,71 @@
+"""The loader: a DataLoader that counts the steps it hands to the trainer,
+which is what makes a dataset's state exact with any number of workers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
+
+from torch.utils.data import DataLoader
+
+from ._shm import Board
+from ._tensors import collate_tensors
+
+if TYPE_CHECKING:
+    from ._dataset import BrandDataset
+
+
+class BrandLoader(DataLoader):
+    """A ``DataLoader`` over a :class:`BrandDataset` that counts the steps it
+    hands to the trainer, so that the dataset's :meth:`~BrandDataset.state_dict`
+    is exact with any number of workers. Build it with
+    :meth:`BrandDataset.loader`."""
+
+    def __init__(self, dataset: BrandDataset, **kwargs: Any) -> None:
+        want = None if dataset.batches else dataset.batch_size
+        if kwargs.setdefault("batch_size", want) != want:
+            raise ValueError(
+                f"brand: a BrandLoader step is one gateway batch: batch_size must be {want!r}, "
+                f"got {kwargs['batch_size']!r}"
+            )
+        if kwargs.get("persistent_workers"):
+            raise ValueError("brand: persistent_workers would not see set_epoch or load_state_dict")
+        if not dataset.batches:
+            kwargs.setdefault("drop_last", False)
+            if dataset.options.job.transform is not None:
+                kwargs.setdefault("collate_fn", collate_tensors)
+        super().__init__(dataset, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        ds: BrandDataset = self.dataset  # type: ignore[assignment]
+        ds._start_pass(ds.epoch)
+        # Learns the index and membership versions its workers read, and
+        # on DDP takes rank 0's.
+        if ds._ddp_agrees():
+            ds.agree()
+        else:
+            ds.samples_in_epoch()
+        # With num_workers=0 the dataset runs in this process; it must not
+        # count samples itself while this loader counts steps.
+        ds._by_loader = True
+        # Workers stack steps into shared blocks that this process frees
+        # for reuse as it lets go of them (see _shm.py).
+        board = Board(self.num_workers) if self.num_workers > 0 else None
+        ds._board = board
+        try:
+            for item in super().__iter__():
+                ds._units += 1
+                if board is not None:
+                    board.received(item)
+                yield item
+            ds._finish_pass()
+        finally:
+            ds._by_loader = False
+            ds._board = None
+
+    def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
+        """The dataset's :meth:`~BrandDataset.state_dict`."""
+        return self.dataset.state_dict(steps)  # type: ignore[attr-defined]
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """The dataset's :meth:`~BrandDataset.load_state_dict`."""
+        self.dataset.load_state_dict(state)  # type: ignore[attr-defined]
