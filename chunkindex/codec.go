@@ -20,6 +20,8 @@ import (
 //	sample table  per sample, 20 bytes: offset u64, length u32, CRC32C u32,
 //	              key end u32
 //	key blob      all sample keys, concatenated in sample order
+//	in place      only with FlagDeferred: format name len u16, name,
+//	              SHA-256 of the format's description (32 bytes)
 //	trailer       CRC32C (Castagnoli) of every byte before it, u32
 const (
 	// Magic opens every encoded index.
@@ -72,7 +74,43 @@ func (ix *Index) chunkTableLen() int64 {
 
 // encodedLen returns the size of the encoding, trailer included.
 func (ix *Index) encodedLen() int64 {
-	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + trailerSize
+	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + ix.inPlaceLen() + trailerSize
+}
+
+// inPlaceLen is the encoded size of the in-place section: none for a tar
+// dataset's index.
+func (ix *Index) inPlaceLen() int64 {
+	if !ix.deferred {
+		return 0
+	}
+	return 2 + int64(len(ix.source.Format)) + 32
+}
+
+// appendInPlace appends the in-place section to b.
+func (ix *Index) appendInPlace(b []byte) []byte {
+	if !ix.deferred {
+		return b
+	}
+	b = le.AppendUint16(b, uint16(len(ix.source.Format)))
+	b = append(b, ix.source.Format...)
+	return append(b, ix.source.Meta[:]...)
+}
+
+// parseInPlace reads the in-place section, which must be all of p.
+func parseInPlace(p []byte) (InPlace, error) {
+	if len(p) < 2 {
+		return InPlace{}, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
+	}
+	n := int(le.Uint16(p))
+	if n == 0 || n > maxFormatName {
+		return InPlace{}, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
+	}
+	if len(p) != 2+n+32 {
+		return InPlace{}, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, 2+n+32)
+	}
+	src := InPlace{Format: string(p[2 : 2+n])}
+	copy(src.Meta[:], p[2+n:])
+	return src, nil
 }
 
 // encode passes the encoding, trailer excluded, to emit in pieces that are
@@ -121,6 +159,7 @@ func (ix *Index) encode(emit func([]byte)) {
 			buf = buf[:0]
 		}
 	}
+	buf = ix.appendInPlace(buf)
 	if len(buf) > 0 {
 		emit(buf)
 	}
@@ -204,7 +243,9 @@ func Decode(b []byte) (*Index, error) {
 		}
 		rest -= sec.n
 	}
-	if rest > 0 {
+	// What is left is the in-place section of a deferred index.
+	inPlace := rest
+	if flags&FlagDeferred == 0 && rest > 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, rest)
 	}
 	body := b[:len(b)-trailerSize]
@@ -258,6 +299,13 @@ func Decode(b []byte) (*Index, error) {
 	}
 	keyStart := headerSize + tableLen + sampleRecordLen*numSamples
 	ix.keys = string(b[keyStart : keyStart+keyLen])
+	if ix.deferred {
+		src, err := parseInPlace(b[keyStart+keyLen : keyStart+keyLen+inPlace])
+		if err != nil {
+			return nil, err
+		}
+		ix.source = src
+	}
 
 	if err := ix.validate(ErrCorrupt); err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ func deferredIndex(t *testing.T) *Index {
 		{Key: "data/b.parquet#0", Size: 3 << 20, ETag: "e2", Samples: 2},
 	}
 	keys := []string{"data/a/0", "data/a/1", "data/a/2", "data/b/0", "data/b/1"}
-	ix, err := NewDeferred(chunks, keys)
+	ix, err := NewDeferred(chunks, keys, InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,9 @@ func TestDeferredRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, x := range map[string]*Index{"new": ix, "decode": dec, "open": part} {
+		if x.InPlace() != (InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}}) {
+			t.Errorf("%s: %+v", name, x.InPlace())
+		}
 		if !x.Deferred() || x.NumSamples() != 5 || x.NumChunks() != 3 || x.ID() != ix.ID() {
 			t.Fatalf("%s: deferred %v, %d samples, %d chunks", name, x.Deferred(), x.NumSamples(), x.NumChunks())
 		}
@@ -87,14 +90,31 @@ func TestDeferredRejects(t *testing.T) {
 			t.Errorf("%s: decode %v, open %v", name, err, oerr)
 		}
 	}
+	other, _ := NewDeferred([]Chunk{{Key: "c", Samples: 1}}, []string{"a"}, InPlace{Format: "parquet"})
+	again, _ := NewDeferred([]Chunk{{Key: "c", Samples: 1}}, []string{"a"}, InPlace{Format: "parquet", Meta: [32]byte{9}})
+	if other.ID() == again.ID() {
+		t.Error("the description of the chunks is not in the index's ID")
+	}
+	nameAt := len(b) - 4 - 32 - len("parquet")
+	for name, c := range map[string][]byte{"name": flip(nameAt-2, 0), "name length": flip(nameAt-2, 200)} {
+		_, err := Decode(c)
+		_, oerr := Open(context.Background(), &memObject{b: c}, int64(len(c)), OpenOptions{})
+		if err == nil || oerr == nil {
+			t.Errorf("%s: decode %v, open %v", name, err, oerr)
+		}
+	}
 	c := flip(12, 3)
 	if _, err := Decode(c); !errors.Is(err, ErrVersion) {
 		t.Errorf("unknown flag: %v", err)
 	}
-	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 1}}, []string{"a", "b"}); !errors.Is(err, ErrInvalid) {
+	src := InPlace{Format: "f"}
+	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 1}}, []string{"a"}, InPlace{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no format: %v", err)
+	}
+	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 1}}, []string{"a", "b"}, src); !errors.Is(err, ErrInvalid) {
 		t.Errorf("more keys than samples: %v", err)
 	}
-	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 2}}, []string{"a", "a"}); !errors.Is(err, ErrDuplicateKey) {
+	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 2}}, []string{"a", "a"}, src); !errors.Is(err, ErrDuplicateKey) {
 		t.Errorf("duplicate keys: %v", err)
 	}
 }

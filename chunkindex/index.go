@@ -79,7 +79,9 @@ type Index struct {
 	// deferred is set on an index of a dataset served in place (package
 	// format): its chunks are decoded when loaded, and each sample's range
 	// and CRC32C are in its decoded chunk's table, not here (NewDeferred).
+	// source names its format and what decodes it.
 	deferred bool
+	source   InPlace
 
 	idOnce sync.Once
 	id     string
@@ -153,14 +155,27 @@ func newIndex(chunks []Chunk, samples []Sample, deferred bool) (*Index, error) {
 	return ix, nil
 }
 
+// InPlace is what a deferred index says of the dataset it describes: its
+// format (package format's Format.Name) and the SHA-256 of the format's
+// description of its chunks (format.Layout.Meta, stored beside the index
+// at FormatKey), so that the index's ID names the decoding too: the same
+// objects described otherwise (another member mapping) are another index.
+type InPlace struct {
+	Format string
+	Meta   [32]byte
+}
+
 // NewDeferred builds the index of a dataset served in place (package
-// format): chunks whose Size is their resident bound and whose Key names
-// the chunk (not necessarily an object), and every sample's key, chunk by
-// chunk. Each sample's range and CRC32C are decided when its chunk is
+// format) as src describes it: chunks whose Size is their resident bound
+// and whose Key names the chunk (not necessarily an object), and every
+// sample's key, chunk by chunk. Each sample's range and CRC32C are decided when its chunk is
 // decoded and are in the decoded chunk's table; here a sample's range is
 // its ordinal in its chunk with length 0 (SampleRange), so that nothing
 // can mistake it for bytes. Keys are checked as New checks them.
-func NewDeferred(chunks []Chunk, keys []string) (*Index, error) {
+func NewDeferred(chunks []Chunk, keys []string, src InPlace) (*Index, error) {
+	if src.Format == "" || len(src.Format) > maxFormatName {
+		return nil, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrInvalid, len(src.Format), maxFormatName)
+	}
 	samples := make([]Sample, 0, len(keys))
 	c, first := 0, 0
 	for i, k := range keys {
@@ -173,8 +188,20 @@ func NewDeferred(chunks []Chunk, keys []string) (*Index, error) {
 		}
 		samples = append(samples, Sample{Key: k, Chunk: c, Offset: int64(i - first)})
 	}
-	return newIndex(chunks, samples, true)
+	ix, err := newIndex(chunks, samples, true)
+	if err != nil {
+		return nil, err
+	}
+	ix.source = src
+	return ix, nil
 }
+
+// maxFormatName bounds a format's name in an index.
+const maxFormatName = 64
+
+// InPlace returns what a deferred index says of its dataset's format;
+// the zero InPlace for a tar dataset's.
+func (ix *Index) InPlace() InPlace { return ix.source }
 
 // Deferred reports whether the index is of a dataset served in place,
 // whose samples' ranges are in their decoded chunks (NewDeferred).

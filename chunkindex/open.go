@@ -138,6 +138,18 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	if err != nil {
 		return nil, err
 	}
+	if ix.deferred {
+		if hdr.inPlace > 2+maxFormatName+32 {
+			return nil, fmt.Errorf("%w: an in-place section of %d bytes", ErrCorrupt, hdr.inPlace)
+		}
+		sec, err := st.next(int(hdr.inPlace))
+		if err != nil {
+			return nil, err
+		}
+		if ix.source, err = parseInPlace(sec); err != nil {
+			return nil, err
+		}
+	}
 	trailer, err := st.next(trailerSize)
 	if err != nil {
 		return nil, err
@@ -176,6 +188,7 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 // header is an encoded index's header fields.
 type header struct {
 	chunks, samples, tableLen, keyLen int64
+	inPlace                           int64 // the in-place section's length
 }
 
 // openHeader reads and checks the header and the chunk table (Decode's
@@ -229,7 +242,9 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 		}
 		rest -= sec.n
 	}
-	if rest > 0 {
+	// What is left is the in-place section of a deferred index.
+	hdr.inPlace = rest
+	if flags&FlagDeferred == 0 && rest > 0 {
 		return nil, hdr, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, rest)
 	}
 	if hdr.chunks > hdr.tableLen/chunkRecordMin {
