@@ -21,7 +21,8 @@ import (
 //	              key end u32
 //	key blob      all sample keys, concatenated in sample order
 //	in place      only with FlagDeferred: format name len u16, name,
-//	              SHA-256 of the format's description (32 bytes)
+//	              SHA-256 of the format's description (32 bytes),
+//	              created (Unix seconds) i64
 //	trailer       CRC32C (Castagnoli) of every byte before it, u32
 const (
 	// Magic opens every encoded index.
@@ -83,7 +84,7 @@ func (ix *Index) inPlaceLen() int64 {
 	if !ix.deferred {
 		return 0
 	}
-	return 2 + int64(len(ix.source.Format)) + 32
+	return 2 + int64(len(ix.source.Format)) + 32 + 8
 }
 
 // appendInPlace appends the in-place section to b.
@@ -93,7 +94,8 @@ func (ix *Index) appendInPlace(b []byte) []byte {
 	}
 	b = le.AppendUint16(b, uint16(len(ix.source.Format)))
 	b = append(b, ix.source.Format...)
-	return append(b, ix.source.Meta[:]...)
+	b = append(b, ix.source.Meta[:]...)
+	return le.AppendUint64(b, uint64(ix.source.Created))
 }
 
 // parseInPlace reads the in-place section, which must be all of p.
@@ -105,10 +107,10 @@ func parseInPlace(p []byte) (InPlace, error) {
 	if n == 0 || n > maxFormatName {
 		return InPlace{}, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
 	}
-	if len(p) != 2+n+32 {
-		return InPlace{}, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, 2+n+32)
+	if len(p) != 2+n+32+8 {
+		return InPlace{}, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, 2+n+32+8)
 	}
-	src := InPlace{Format: string(p[2 : 2+n])}
+	src := InPlace{Format: string(p[2 : 2+n]), Created: int64(le.Uint64(p[2+n+32:]))}
 	copy(src.Meta[:], p[2+n:])
 	return src, nil
 }

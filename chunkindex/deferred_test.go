@@ -15,7 +15,7 @@ func deferredIndex(t *testing.T) *Index {
 		{Key: "data/b.parquet#0", Size: 3 << 20, ETag: "e2", Samples: 2},
 	}
 	keys := []string{"data/a/0", "data/a/1", "data/a/2", "data/b/0", "data/b/1"}
-	ix, err := NewDeferred(chunks, keys, InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}})
+	ix, err := NewDeferred(chunks, keys, InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}, Created: 1700000000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestDeferredRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, x := range map[string]*Index{"new": ix, "decode": dec, "open": part} {
-		if x.InPlace() != (InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}}) {
+		if x.InPlace() != (InPlace{Format: "parquet", Meta: [32]byte{1, 2, 3}, Created: 1700000000}) {
 			t.Errorf("%s: %+v", name, x.InPlace())
 		}
 		if !x.Deferred() || x.NumSamples() != 5 || x.NumChunks() != 3 || x.ID() != ix.ID() {
@@ -95,7 +95,7 @@ func TestDeferredRejects(t *testing.T) {
 	if other.ID() == again.ID() {
 		t.Error("the description of the chunks is not in the index's ID")
 	}
-	nameAt := len(b) - 4 - 32 - len("parquet")
+	nameAt := len(b) - 4 - 8 - 32 - len("parquet")
 	for name, c := range map[string][]byte{"name": flip(nameAt-2, 0), "name length": flip(nameAt-2, 200)} {
 		_, err := Decode(c)
 		_, oerr := Open(context.Background(), &memObject{b: c}, int64(len(c)), OpenOptions{})

@@ -163,6 +163,10 @@ func newIndex(chunks []Chunk, samples []Sample, deferred bool) (*Index, error) {
 type InPlace struct {
 	Format string
 	Meta   [32]byte
+	// Created is when the index was built (Unix seconds): the modification
+	// time of every member of its decoded chunks, the same on every node
+	// that decodes them.
+	Created int64
 }
 
 // NewDeferred builds the index of a dataset served in place (package

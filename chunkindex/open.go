@@ -139,7 +139,7 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 		return nil, err
 	}
 	if ix.deferred {
-		if hdr.inPlace > 2+maxFormatName+32 {
+		if hdr.inPlace > 2+maxFormatName+32+8 {
 			return nil, fmt.Errorf("%w: an in-place section of %d bytes", ErrCorrupt, hdr.inPlace)
 		}
 		sec, err := st.next(int(hdr.inPlace))

@@ -86,11 +86,13 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if err != nil {
 		return nil, fmt.Errorf("dataset: indexing %s as %s: %w", storeLocation(src, opts.Prefix), f.Name(), err)
 	}
-	ix, dec, err := BuildInPlace(f, lay)
+	created := time.Now().Truncate(time.Second)
+	ix, dec, err := BuildInPlace(f, lay, created)
 	if err != nil {
 		return nil, err
 	}
 	m := chunkindex.NewManifest(opts.Name, ix)
+	m.Created = created
 	m.Source = storeLocation(src, opts.Prefix)
 	m.Tool = opts.Tool
 	m.InPlace = &chunkindex.ManifestInPlace{Format: f.Name(), Data: opts.Data}
@@ -136,8 +138,9 @@ func chooseFormat(fs []format.Format, name string, objs []format.Object) (format
 // chunk c is named by its object and its place among that object's chunks
 // ("data/train-00000.parquet#3", ChunkObject), sized by its resident
 // bound with every field, and the index names f and the SHA-256 of
-// lay.Meta. It returns the decoder opened on lay.Meta too.
-func BuildInPlace(f format.Format, lay *format.Layout) (*chunkindex.Index, format.Decoder, error) {
+// lay.Meta and its creation time (every decoded member's). It returns the
+// decoder opened on lay.Meta too.
+func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chunkindex.Index, format.Decoder, error) {
 	dec, err := f.Open(lay.Meta)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
@@ -149,7 +152,7 @@ func BuildInPlace(f format.Format, lay *format.Layout) (*chunkindex.Index, forma
 		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + strconv.Itoa(nth[ch.Object]), Size: bound, ETag: ch.ETag, Samples: ch.Samples}
 		nth[ch.Object]++
 	}
-	ix, err := chunkindex.NewDeferred(chunks, lay.Keys, chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta)})
+	ix, err := chunkindex.NewDeferred(chunks, lay.Keys, chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset: building the index: %w", err)
 	}

@@ -267,3 +267,12 @@ func Verify(b []byte) (Table, error) {
 	}
 	return t, nil
 }
+
+// Entry returns sample i's range and CRC32C in the resident chunk b
+// without checking the table: for a chunk checked when it was decoded or
+// received (ReadTable, Verify), on the path that serves every sample.
+func Entry(b []byte, i int) (off, length int64, crc uint32) {
+	at := int64(le.Uint64(b[len(b)-FooterLen+16:]))
+	e := b[at+int64(i)*TableEntryLen:]
+	return int64(le.Uint64(e)), int64(le.Uint32(e[8:])), le.Uint32(e[12:])
+}

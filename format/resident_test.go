@@ -189,3 +189,16 @@ func TestResidentBoundLongNames(t *testing.T) {
 		}
 	}
 }
+
+func TestEntryIsTheTables(t *testing.T) {
+	samples := map[string][]member{"a": {{"x", "hello"}}, "b": {{"y", strings.Repeat("w", 700)}}}
+	b := write(t, boundOf(samples)+100, samples, []string{"a", "b"})
+	tab, _ := ReadTable(b)
+	for i := range 2 {
+		o1, n1, c1 := tab.Sample(i)
+		o2, n2, c2 := Entry(b, i)
+		if o1 != o2 || n1 != n2 || c1 != c2 {
+			t.Fatal(i, o1, o2, n1, n2, c1, c2)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func (Lines) Detect(objs []format.Object) bool {
 type chunk struct {
 	Object string  `json:"object"`
 	Off    int64   `json:"off"`
-	Lens   []int64 `json:"lens"` // each line's length, newline excluded
+	Lens   []int64 `json:"lens"`  // each line's length, newline excluded
 	First  int     `json:"first"` // the first line's number in the object
 }
 

@@ -234,7 +234,7 @@ func (r *Reader) warm(b *order.Batch, first int) {
 			}
 			r.ahead.Load(ds.ChunkRequest(c), func(res chunkcache.PrefetchResult) {
 				if res == chunkcache.PrefetchLoaded || res == chunkcache.PrefetchLoadedBelow {
-					r.tally.Prefetched(part.Stream, part.Epoch, c, ds.Index.Chunk(c).Size, res == chunkcache.PrefetchLoadedBelow)
+					r.tally.Prefetched(part.Stream, part.Epoch, c, ds.ChunkSize(c), res == chunkcache.PrefetchLoadedBelow)
 				}
 			})
 		}

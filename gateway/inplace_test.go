@@ -1,0 +1,129 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// inPlaceStore is a store of .lines files indexed in place: 3 files of
+// 40 lines each, chunks of about 300 bytes (several a file).
+func inPlaceStore(t *testing.T) (s3backend.Store, map[string]string) {
+	t.Helper()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	files := map[string][]string{}
+	for f := range 3 {
+		for l := range 40 {
+			line := fmt.Sprintf("file %d line %d %s", f, l, strings.Repeat("x", (f*40+l)%23))
+			files[fmt.Sprintf("data/f%d.lines", f)] = append(files[fmt.Sprintf("data/f%d.lines", f)], line)
+			want[fmt.Sprintf("data/f%d/%d", f, l)] = line
+		}
+	}
+	for k, b := range formattest.Write(files) {
+		if _, err := st.Put(context.Background(), k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dataset.IndexInPlace(context.Background(), st, st, dataset.InPlaceOptions{
+		Formats: []format.Format{formattest.Lines{}}, Options: format.Options{ChunkBytes: 300}}); err != nil {
+		t.Fatal(err)
+	}
+	return st, want
+}
+
+func startInPlace(t *testing.T, st s3backend.Store) *httptest.Server {
+	t.Helper()
+	_, srv := start(t, st, func(c *gateway.Config) {
+		c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+	})
+	return srv
+}
+
+// A dataset served in place reads like any other: every sample once an
+// epoch, each with the members its format makes of it; columns= reads
+// some of them; what a layout cannot know before decoding (lengths) is
+// not claimed.
+func TestInPlaceEpoch(t *testing.T) {
+	st, want := inPlaceStore(t)
+	srv := startInPlace(t, st)
+	for _, tc := range []struct {
+		columns string
+		exts    []string
+	}{{"", []string{"cls", "txt"}}, {"txt", []string{"txt"}}, {"len", []string{"cls"}}} {
+		t.Run("columns="+tc.columns, func(t *testing.T) {
+			q := "batch_size=16&seed=5"
+			if tc.columns != "" {
+				q += "&columns=" + tc.columns
+			}
+			seen := map[string]bool{}
+			for m := range 8 {
+				resp, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s", srv.URL, m, q))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("batch %d: %d %s", m, resp.StatusCode, body)
+				}
+				for _, s := range readTar(t, body) {
+					if seen[s.key] {
+						t.Fatalf("%s served twice", s.key)
+					}
+					seen[s.key] = true
+					var exts []string
+					for e := range s.files {
+						exts = append(exts, e)
+					}
+					sort.Strings(exts)
+					if strings.Join(exts, ",") != strings.Join(tc.exts, ",") {
+						t.Fatalf("%s: members %v", s.key, exts)
+					}
+					if d, ok := s.files["txt"]; ok && string(d) != want[s.key] {
+						t.Fatalf("%s: %q, want %q", s.key, d, want[s.key])
+					}
+					if d, ok := s.files["cls"]; ok && string(d) != strconv.Itoa(len(want[s.key])) {
+						t.Fatalf("%s: len %q", s.key, d)
+					}
+				}
+			}
+			if len(seen) != len(want) {
+				t.Fatalf("%d samples of %d in the epoch", len(seen), len(want))
+			}
+		})
+	}
+	all, _ := get(t, srv.URL+"/epoch/1/batch/0?batch_size=16&seed=5")
+	some, _ := get(t, srv.URL+"/epoch/1/batch/0?batch_size=16&seed=5&columns=txt")
+	if all.Header.Get("ETag") == some.Header.Get("ETag") {
+		t.Error("one ETag for two selections of fields")
+	}
+	head, _ := do(t, http.MethodHead, srv.URL+"/epoch/1/batch/0?batch_size=16&seed=5", nil)
+	if head.StatusCode != http.StatusOK || head.Header.Get("Content-Length") != "" {
+		t.Errorf("HEAD: %d, Content-Length %q: not known before decoding", head.StatusCode, head.Header.Get("Content-Length"))
+	}
+	for _, q := range []string{"columns=nope", "columns=txt,txt", "columns=txt,,len"} {
+		if resp, body := get(t, srv.URL+"/epoch/1/batch/0?"+q); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+}
+
+// A tar dataset has no fields to select.
+func TestColumnsOfTar(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	_, srv := start(t, f.store, nil)
+	if resp, body := get(t, srv.URL+"/epoch/0/batch/0?columns=jpg"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "tar") {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,172 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// ErrSelect marks fields a job asks for that its dataset cannot give: a
+// field it does not have, or fields of a tar dataset, whose samples are
+// served whole.
+var ErrSelect = errors.New("fields not selectable")
+
+// InPlace is what a dataset served in place adds (package format).
+type InPlace struct {
+	Format  string
+	Decoder format.Decoder
+	Fields  []format.Field
+	// Data is the store the chunks' objects are read from: the dataset's
+	// own, or the one its manifest names (an index written beside
+	// read-only data).
+	Data s3backend.Store
+
+	// A view reading some of the fields: the selection, its names (the
+	// chunk keys' Select), and each chunk's resident bound with them.
+	sel   format.Selection
+	names string
+	sizes []int64
+
+	views *viewMemo // shared by a dataset and its views
+}
+
+// viewMemo holds a dataset version's views, one per selection, so that a
+// selection is always the same *Dataset: streams, the schedule and the
+// cache tell datasets apart by it.
+type viewMemo struct {
+	mu    sync.Mutex
+	views map[string]*Dataset
+}
+
+// maxViews bounds the selections of one dataset version held at once.
+const maxViews = 64
+
+// Selected names the fields the dataset is read with: "" for all of them
+// (and for a tar dataset).
+func (d *Dataset) Selected() string {
+	if d.InPlace == nil {
+		return ""
+	}
+	return d.InPlace.names
+}
+
+// Selection is the fields the dataset is read with; nil for all.
+func (d *Dataset) Selection() format.Selection {
+	if d.InPlace == nil {
+		return nil
+	}
+	return d.InPlace.sel
+}
+
+// Select returns the dataset read with only the fields named: the same
+// dataset for none or all of them, else a view whose chunks are decoded
+// with those fields alone — what a job that names columns reads, from the
+// store too (format.Decoder.Extent). Fields a dataset does not have, or
+// any field of a tar dataset, are ErrSelect.
+func (d *Dataset) Select(names []string) (*Dataset, error) {
+	if len(names) == 0 {
+		return d, nil
+	}
+	if d.InPlace == nil {
+		return nil, fmt.Errorf("%w: dataset %s is tar chunks, whose samples are served whole; columns= selects fields of a dataset served in place", ErrSelect, d.Name)
+	}
+	if d.InPlace.sel != nil {
+		return nil, fmt.Errorf("%w: dataset %s is already read with fields %s", ErrSelect, d.Name, d.InPlace.names)
+	}
+	sel, err := format.Select(d.InPlace.Fields, names)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrSelect, d.Name, err)
+	}
+	if sel == nil {
+		return d, nil
+	}
+	key := sel.Names(d.InPlace.Fields)
+	m := d.InPlace.views
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.views[key]; ok {
+		return v, nil
+	}
+	if len(m.views) >= maxViews {
+		return nil, fmt.Errorf("%w: dataset %s is read with %d selections of fields already, the most a version holds", ErrSelect, d.Name, maxViews)
+	}
+	v := *d
+	ip := *d.InPlace
+	ip.sel, ip.names = sel, key
+	ip.sizes = make([]int64, d.Index.NumChunks())
+	v.MaxChunk = 0
+	for c := range ip.sizes {
+		_, ip.sizes[c] = ip.Decoder.Extent(c, sel)
+		v.MaxChunk = max(v.MaxChunk, ip.sizes[c])
+	}
+	v.MaxChunk = BufferClass(v.MaxChunk)
+	v.InPlace = &ip
+	m.views[key] = &v
+	return &v, nil
+}
+
+// viewOf returns the view of d that reads the fields names names ("" for
+// d itself), as a cache key's Select names them.
+func (d *Dataset) viewOf(names string) (*Dataset, bool) {
+	if names == "" {
+		return d, true
+	}
+	if d.InPlace == nil {
+		return nil, false
+	}
+	v, err := d.Select(strings.Split(names, ","))
+	return v, err == nil && v.Selected() == names
+}
+
+// ObjectOf is the object chunk c's bytes are in and its version: the
+// chunk's key and ETag for a tar chunk; the object a chunk of a dataset
+// served in place names (dataset.ChunkObject).
+func (d *Dataset) ObjectOf(c int) (key, etag string) {
+	ch := d.Index.Chunk(c)
+	if d.InPlace == nil {
+		return ch.Key, ch.ETag
+	}
+	return dataset.ChunkObject(ch.Key), ch.ETag
+}
+
+// openInPlace reads what a deferred index needs besides itself — its
+// manifest (where the data is) and its format's description — and opens
+// its format's decoder from the formats sp offers.
+func openInPlace(ctx context.Context, sp opening, store s3backend.Store, ix *chunkindex.Index) (*InPlace, error) {
+	name := ix.InPlace().Format
+	i := slices.IndexFunc(sp.formats, func(f format.Format) bool { return f.Name() == name })
+	if i < 0 {
+		return nil, fmt.Errorf("its index is of a dataset in %s format, which this gateway does not read", name)
+	}
+	m, err := dataset.ReadManifest(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Describes(ix); err != nil {
+		// The manifest is written after the index: being written now.
+		return nil, fmt.Errorf("%w: %w", s3backend.ErrUnavailable, err)
+	}
+	meta, err := dataset.ReadFormat(ctx, store, ix)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := sp.formats[i].Open(meta)
+	if err != nil {
+		return nil, fmt.Errorf("opening its %s description: %w", name, err)
+	}
+	ip := &InPlace{Format: name, Decoder: dec, Fields: dec.Fields(), Data: store, views: &viewMemo{views: map[string]*Dataset{}}}
+	if m.InPlace != nil && m.InPlace.Data != "" {
+		if ip.Data, err = s3backend.Open(ctx, m.InPlace.Data, sp.backend); err != nil {
+			return nil, fmt.Errorf("opening its data at %s: %w", m.InPlace.Data, err)
+		}
+	}
+	return ip, nil
+}
