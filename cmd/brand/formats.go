@@ -1,0 +1,10 @@
+package main
+
+import "github.com/brandgw/brand/format"
+
+// formats are the formats of datasets served in place that `brand index`
+// recognises and `brand serve` reads (package format): the one table of
+// them, which the commands pass to the packages that need it.
+func formats() []format.Format {
+	return []format.Format{}
+}
