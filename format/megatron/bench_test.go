@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/formattest"
 )
 
 // blend is a source of prefixes .idx files (the .bin only listed) of
 // docs documents each, of 1 to 4,000 tokens (uint16).
-func blend(prefixes, docs int) *memStore {
-	s := newStore()
+func blend(prefixes, docs int) *formattest.Store {
+	s := formattest.NewStore()
 	r := rand.New(rand.NewPCG(1, 2))
 	for p := range prefixes {
 		sizes := make([]int32, docs)
@@ -24,9 +25,9 @@ func blend(prefixes, docs int) *memStore {
 			docIdx[i+1] = int64(i + 1)
 		}
 		name := fmt.Sprintf("corpus/shard_%04d_text_document", p)
-		s.objs[name+".idx"] = buildIdx(8, sizes, docIdx, nil)
-		s.objs[name+".bin"] = nil
-		s.sizes[name+".bin"] = total
+		s.Objs[name+".idx"] = buildIdx(8, sizes, docIdx, nil)
+		s.Objs[name+".bin"] = nil
+		s.Sizes[name+".bin"] = total
 	}
 	return s
 }
@@ -36,7 +37,7 @@ func blend(prefixes, docs int) *memStore {
 // blend, its .idx already in memory.
 func BenchmarkIndex(b *testing.B) {
 	s := blend(2000, 500)
-	objs := s.list()
+	objs := s.List()
 	b.ReportAllocs()
 	var docs int
 	for b.Loop() {
@@ -52,7 +53,7 @@ func BenchmarkIndex(b *testing.B) {
 // BenchmarkOpen is a gateway opening the same blend's Meta.
 func BenchmarkOpen(b *testing.B) {
 	s := blend(2000, 500)
-	lay, err := Format{}.Index(context.Background(), s, s.list(), format.Options{})
+	lay, err := Format{}.Index(context.Background(), s, s.List(), format.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,14 +70,14 @@ func BenchmarkOpen(b *testing.B) {
 // uint16 tokens; bytes/s are the .bin's.
 func BenchmarkDecode(b *testing.B) {
 	s := blend(1, 40000)
-	for k, n := range s.sizes {
-		s.objs[k] = make([]byte, n)
+	for k, n := range s.Sizes {
+		s.Objs[k] = make([]byte, n)
 	}
 	lay, dec, err := indexSource(b, s, format.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, resident := readChunk(b, s, lay, dec, 0, nil)
+	src, resident := formattest.ReadChunk(b, s, lay, dec, 0, nil)
 	dst := make([]byte, resident)
 	b.SetBytes(int64(len(src)))
 	b.ReportMetric(float64(lay.Chunks[0].Samples), "docs/chunk")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/formattest"
 )
 
 // FuzzIdx: no .idx makes parseIdx panic or accept tables that do not
@@ -39,12 +40,12 @@ func FuzzIdx(f *testing.F) {
 // FuzzOpen: no Meta makes Open panic, and what it accepts has chunks
 // whose extents stay inside their documents' bytes.
 func FuzzOpen(f *testing.F) {
-	s := newStore()
-	s.objs["p.idx"] = buildIdx(8, []int32{3, 5, 0, 9}, []int64{0, 1, 2, 3, 4}, nil)
-	s.objs["p.bin"] = make([]byte, 34)
-	s.objs["q/r.idx"] = buildIdx(8, []int32{1}, []int64{0, 1}, nil)
-	s.objs["q/r.bin"] = make([]byte, 2)
-	lay, err := Format{}.Index(context.Background(), s, s.list(), format.Options{ChunkBytes: 1200})
+	s := formattest.NewStore()
+	s.Objs["p.idx"] = buildIdx(8, []int32{3, 5, 0, 9}, []int64{0, 1, 2, 3, 4}, nil)
+	s.Objs["p.bin"] = make([]byte, 34)
+	s.Objs["q/r.idx"] = buildIdx(8, []int32{1}, []int64{0, 1}, nil)
+	s.Objs["q/r.bin"] = make([]byte, 2)
+	lay, err := Format{}.Index(context.Background(), s, s.List(), format.Options{ChunkBytes: 1200})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/formattest"
 )
 
 type prefixSpec struct {
@@ -38,9 +39,9 @@ func writePython(t *testing.T, py, cmd string, ps []prefixSpec, path string) {
 	}
 }
 
-func indexSource(t testing.TB, s *memStore, opt format.Options) (*format.Layout, format.Decoder, error) {
+func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format.Layout, format.Decoder, error) {
 	t.Helper()
-	lay, err := Format{}.Index(context.Background(), s, s.list(), opt)
+	lay, err := Format{}.Index(context.Background(), s, s.List(), opt)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,7 +56,7 @@ func indexSource(t testing.TB, s *memStore, opt format.Options) (*format.Layout,
 // with every dtype, documents of several sequences, empty documents and
 // documents larger than the chunk size; indexing reads only the .idx.
 func TestPythonWriter(t *testing.T) {
-	py := python(t)
+	py := formattest.Python(t)
 	docs := [][]int32{{3, 5}, {0}, {}, {700}, {1}, {2, 2, 2}, {40}, {1}}
 	for _, dt := range []string{"uint8", "int8", "int16", "int32", "int64", "float64", "float32", "uint16"} {
 		t.Run(dt, func(t *testing.T) {
@@ -66,14 +67,14 @@ func TestPythonWriter(t *testing.T) {
 			}
 			dir := t.TempDir()
 			writePython(t, py, "make", ps, dir)
-			s := loadDir(t, dir)
+			s := formattest.LoadDir(t, dir)
 			// 2.5 KiB: a few short documents a chunk, the 700-token one alone.
 			lay, dec, err := indexSource(t, s, format.Options{ChunkBytes: 2500})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for k, n := range s.read {
-				if !strings.HasSuffix(k, ".idx") || n != int64(len(s.objs[k])) {
+			for k, n := range s.Read {
+				if !strings.HasSuffix(k, ".idx") || n != int64(len(s.Objs[k])) {
 					t.Errorf("indexing read %d bytes of %s", n, k)
 				}
 			}
@@ -96,7 +97,7 @@ func TestPythonWriter(t *testing.T) {
 				t.Errorf("DocTokens %v, want %v", got, want)
 			}
 			tarPath := filepath.Join(t.TempDir(), "decoded.tar")
-			if err := os.WriteFile(tarPath, decodeAll(t, s, lay, dec, nil), 0o644); err != nil {
+			if err := os.WriteFile(tarPath, formattest.DecodeAll(t, s, lay, dec, nil), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			writePython(t, py, "check", ps, tarPath)
@@ -119,10 +120,10 @@ func equal(a, b []uint32) bool {
 // A multimodal dataset (sequence modes after the document index) is
 // refused as unsupported, naming the .idx.
 func TestPythonMultimodal(t *testing.T) {
-	py := python(t)
+	py := formattest.Python(t)
 	dir := t.TempDir()
 	writePython(t, py, "make", []prefixSpec{{Name: "mm", DType: "int32", Docs: [][]int32{{2, 3}}, Multimodal: true}}, dir)
-	_, _, err := indexSource(t, loadDir(t, dir), format.Options{})
+	_, _, err := indexSource(t, formattest.LoadDir(t, dir), format.Options{})
 	if !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "mm.idx") {
 		t.Fatal(err)
 	}
@@ -130,19 +131,19 @@ func TestPythonMultimodal(t *testing.T) {
 
 // The resident bound is exact: the samples end where the table starts.
 func TestBoundExact(t *testing.T) {
-	s := newStore()
+	s := formattest.NewStore()
 	sizes := []int32{1, 100, 0, 127, 128, 129, 1000, 3}
-	s.objs["p.idx"] = buildIdx(8, sizes, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}, nil)
-	s.objs["p.bin"] = make([]byte, 2*(1+100+127+128+129+1000+3))
-	for i := range s.objs["p.bin"] {
-		s.objs["p.bin"][i] = byte(i)
+	s.Objs["p.idx"] = buildIdx(8, sizes, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}, nil)
+	s.Objs["p.bin"] = make([]byte, 2*(1+100+127+128+129+1000+3))
+	for i := range s.Objs["p.bin"] {
+		s.Objs["p.bin"][i] = byte(i)
 	}
 	lay, dec, err := indexSource(t, s, format.Options{ChunkBytes: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for c := range lay.Chunks {
-		src, resident := readChunk(t, s, lay, dec, c, nil)
+		src, resident := formattest.ReadChunk(t, s, lay, dec, c, nil)
 		dst := make([]byte, resident)
 		if err := dec.Decode(c, nil, src, dst, format.WriterOptions{}); err != nil {
 			t.Fatal(err)
@@ -186,7 +187,7 @@ func TestKeys(t *testing.T) {
 // Chunks are cut at documents: at most ChunkBytes resident unless one
 // document alone is larger, and at most ChunkSamples documents.
 func TestCut(t *testing.T) {
-	s := newStore()
+	s := formattest.NewStore()
 	n := 1000
 	sizes := make([]int32, n)
 	docIdx := make([]int64, n+1)
@@ -196,8 +197,8 @@ func TestCut(t *testing.T) {
 		total += i % 300
 		docIdx[i+1] = int64(i + 1)
 	}
-	s.objs["p.idx"] = buildIdx(4, sizes, docIdx, nil)
-	s.objs["p.bin"] = make([]byte, 4*total)
+	s.Objs["p.idx"] = buildIdx(4, sizes, docIdx, nil)
+	s.Objs["p.bin"] = make([]byte, 4*total)
 	for _, tt := range []struct {
 		chunk   int64
 		samples int
@@ -277,15 +278,15 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStore()
+			s := formattest.NewStore()
 			for k, b := range tt.objs {
-				s.objs[k] = b
+				s.Objs[k] = b
 			}
 			for k, n := range tt.sizes {
-				if _, ok := s.objs[k]; !ok {
-					s.objs[k] = nil
+				if _, ok := s.Objs[k]; !ok {
+					s.Objs[k] = nil
 				}
-				s.sizes[k] = n
+				s.Sizes[k] = n
 			}
 			_, _, err := indexSource(t, s, format.Options{Limits: tt.limits})
 			if !errors.Is(err, tt.err) {
@@ -296,7 +297,7 @@ func TestRefused(t *testing.T) {
 					t.Errorf("%q does not say %q", err, m)
 				}
 			}
-			for k := range s.read {
+			for k := range s.Read {
 				if strings.HasSuffix(k, ".bin") {
 					t.Errorf("read %s", k)
 				}
@@ -308,10 +309,10 @@ func TestRefused(t *testing.T) {
 // A document of 10^9 int32 tokens is under the default chunk limit
 // (4·10^9 bytes of 4 GiB): it is a chunk of its own, its bound exact.
 func TestHugeDocumentAlone(t *testing.T) {
-	s := newStore()
-	s.objs["a.idx"] = buildIdx(4, []int32{5, 1e9, 5}, []int64{0, 1, 2, 3}, nil)
-	s.objs["a.bin"] = nil
-	s.sizes["a.bin"] = 4 * (1e9 + 10)
+	s := formattest.NewStore()
+	s.Objs["a.idx"] = buildIdx(4, []int32{5, 1e9, 5}, []int64{0, 1, 2, 3}, nil)
+	s.Objs["a.bin"] = nil
+	s.Sizes["a.bin"] = 4 * (1e9 + 10)
 	lay, dec, err := indexSource(t, s, format.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -328,9 +329,9 @@ func TestHugeDocumentAlone(t *testing.T) {
 
 // Open refuses a Meta that is not one (it is stored; it may be damaged).
 func TestOpenRefuses(t *testing.T) {
-	s := newStore()
-	s.objs["p.idx"] = buildIdx(4, []int32{3, 5}, []int64{0, 1, 2}, nil)
-	s.objs["p.bin"] = make([]byte, 32)
+	s := formattest.NewStore()
+	s.Objs["p.idx"] = buildIdx(4, []int32{3, 5}, []int64{0, 1, 2}, nil)
+	s.Objs["p.bin"] = make([]byte, 32)
 	lay, _, err := indexSource(t, s, format.Options{})
 	if err != nil {
 		t.Fatal(err)
