@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/keys"
 )
 
 // meta is an MDS dataset as Index found it and Open reads it back.
@@ -103,7 +104,7 @@ func (d *Decoder) bound(s shardMeta, sel format.Selection) int64 {
 		}
 		ext := len(d.m.Columns[c].Ext)
 		// Keys are stem/NNNNNN: six digits, more from sample 10^6 on.
-		for lo, w := 0, 6; lo < s.Samples; w++ {
+		for lo, w := 0, keyWidth; lo < s.Samples; w++ {
 			hi := min(s.Samples, pow10(w))
 			total += int64(hi-lo) * format.MemberLen(len(s.Stem)+1+w+1+ext, 0)
 			lo = hi
@@ -170,10 +171,11 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 	}
 	var scratch []byte
 	vals := make([][]byte, len(d.encs))
+	names := keys.Append(nil, s.Stem, 0, n, keyWidth)
 	for i := range n {
 		lo, hi := le.Uint32(offsets[4*i:]), le.Uint32(offsets[4*(i+1):])
-		if hi < lo {
-			return bad("sample %d ends at byte %d, before it starts (%d)", i, hi, lo)
+		if hi < lo || int64(hi) > int64(len(data)) {
+			return bad("sample %d ends at byte %d, before it starts (%d) or past the shard's end (%d)", i, hi, lo, len(data))
 		}
 		b := data[lo:hi]
 		if len(b) < 4*vars {
@@ -193,7 +195,7 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		if len(rest) != 0 {
 			return bad("sample %d has %d bytes after its columns", i, len(rest))
 		}
-		if err := w.Begin(keyOf(s.Stem, i)); err != nil {
+		if err := w.Begin(names[i]); err != nil {
 			return err
 		}
 		for c, e := range d.encs {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/keys"
 )
 
 // Format is Mosaic Streaming's MDS format. Its zero value is ready.
@@ -158,14 +159,17 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	if err != nil {
 		return nil, err
 	}
+	total := 0
+	for _, sh := range m.Shards {
+		total += sh.Samples
+	}
+	lay.Keys = make([]string, 0, total)
 	for c, sh := range m.Shards {
 		if _, r := d.Extent(c, nil); r > lim.ChunkBytes {
 			return nil, fmt.Errorf("%w: shard %s: its %d samples take up to %d bytes resident, over the chunk limit of %d",
 				format.ErrInvalid, sh.Object, sh.Samples, r, lim.ChunkBytes)
 		}
-		for i := range sh.Samples {
-			lay.Keys = append(lay.Keys, keyOf(sh.Stem, i))
-		}
+		lay.Keys = keys.Append(lay.Keys, sh.Stem, 0, sh.Samples, keyWidth)
 	}
 	lay.Meta, err = json.Marshal(m)
 	if err != nil {
@@ -338,25 +342,11 @@ func validExt(ext string) bool {
 	return ext != "" && ext[0] != '.' && !strings.ContainsAny(ext, "/\x00") && len(ext) <= 255
 }
 
+// keyWidth is the digits a sample's number in its shard is padded to.
+const keyWidth = 6
+
 // keyOf is sample i of the shard stem's key.
-func keyOf(stem string, i int) string {
-	b := make([]byte, 0, len(stem)+8)
-	b = append(append(b, stem...), '/')
-	for range keyDigits(i) - digits(i) {
-		b = append(b, '0')
-	}
-	return string(strconv.AppendInt(b, int64(i), 10))
-}
-
-func keyDigits(i int) int { return max(6, digits(i)) }
-
-func digits(i int) int {
-	n := 1
-	for ; i >= 10; i /= 10 {
-		n++
-	}
-	return n
-}
+func keyOf(stem string, i int) string { return keys.One(stem, i, keyWidth) }
 
 // Open returns the decoder of a dataset Index described in meta.
 func (Format) Open(b []byte) (format.Decoder, error) {

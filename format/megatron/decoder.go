@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/keys"
 	"github.com/brandgw/brand/format/internal/npy"
 )
 
@@ -61,10 +62,10 @@ func (d *Decoder) Decode(c int, _ format.Selection, src, dst []byte, wo format.W
 	if err != nil {
 		return err
 	}
-	name := d.m.prefixes[ch.prefix].name
+	names := keys.Append(nil, d.m.prefixes[ch.prefix].name, ch.first, ch.docs, keyWidth)
 	var hdr []byte
 	for i, n := range d.DocTokens(c) {
-		if err := w.Begin(keyOf(name, ch.first+i)); err != nil {
+		if err := w.Begin(names[i]); err != nil {
 			return err
 		}
 		shape := []int64{int64(n)}

@@ -3,12 +3,12 @@ package megatron
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/keys"
 	"github.com/brandgw/brand/format/internal/npy"
 )
 
@@ -146,35 +146,19 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	for i, c := range m.chunks {
 		p := ps[c.prefix]
 		lay.Chunks[i] = format.Chunk{Object: p.bin.Key, ETag: p.bin.ETag, Size: p.bin.Size, Samples: c.docs}
-		for d := range c.docs {
-			lay.Keys = append(lay.Keys, keyOf(p.name, c.first+d))
-		}
+		lay.Keys = keys.Append(lay.Keys, p.name, c.first, c.docs, keyWidth)
 	}
 	return lay, nil
 }
 
+// keyWidth is the digits a document's number is padded to.
+const keyWidth = 9
+
 // keyOf is document d of prefix name's key.
-func keyOf(name string, d int) string {
-	b := make([]byte, 0, keyLen(name, d))
-	b = append(append(b, name...), '/')
-	for range keyLen(name, d) - len(name) - 1 - digits(d) {
-		b = append(b, '0')
-	}
-	return string(strconv.AppendInt(b, int64(d), 10))
-}
+func keyOf(name string, d int) string { return keys.One(name, d, keyWidth) }
 
 // keyLen is len(keyOf(name, d)).
-func keyLen(name string, d int) int {
-	return len(name) + 1 + max(9, digits(d))
-}
-
-func digits(d int) int {
-	n := 1
-	for ; d >= 10; d /= 10 {
-		n++
-	}
-	return n
-}
+func keyLen(name string, d int) int { return keys.Len(name, d, keyWidth) }
 
 // docResident is what a document of n tokens, whose key is keyLen
 // bytes, costs in the resident form: its member and its table entry.
