@@ -42,7 +42,7 @@ func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format
 // compressed shards, a merged index and unmerged partitions; indexing
 // reads only index.json files.
 func TestPythonWriter(t *testing.T) {
-	py := formattest.Python(t)
+	py := formattest.Python(t, "numpy", "zstd")
 	tests := []struct {
 		name    string
 		members map[string]string
@@ -92,7 +92,7 @@ func TestPythonWriter(t *testing.T) {
 // A projection decodes only its columns, within a smaller bound; the
 // shard is still read whole.
 func TestPythonSelection(t *testing.T) {
-	py := formattest.Python(t)
+	py := formattest.Python(t, "numpy", "zstd")
 	dir := t.TempDir()
 	writer(t, py, "make", "images", dir)
 	s := formattest.LoadDir(t, dir)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -155,21 +156,23 @@ func DecodeAll(t testing.TB, s *Store, lay *format.Layout, dec format.Decoder, s
 	return out.Bytes()
 }
 
-// Python returns a Python 3 that imports numpy (Debian's python3-numpy,
-// which scripts/ensure-numpy.sh installs), or skips; with CI=true it fails.
-func Python(t testing.TB) string {
+// Python returns a Python 3 that imports every module of modules
+// (Debian's python3-numpy and python3-zstd, which scripts/ensure-numpy.sh
+// installs), or skips; with CI=true it fails.
+func Python(t testing.TB, modules ...string) string {
 	t.Helper()
+	imports := "import " + strings.Join(modules, ", ")
 	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
 		if p == "" {
 			continue
 		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import numpy").Run() == nil {
+		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", imports).Run() == nil {
 			return path
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no Python 3 with numpy (scripts/ensure-numpy.sh installs python3-numpy; CI=true: failing)")
+		t.Fatalf("no Python 3 with %s (scripts/ensure-numpy.sh installs them; CI=true: failing)", strings.Join(modules, ", "))
 	}
-	t.Skip("no Python 3 with numpy (python3-numpy): the Python writer's fixtures cannot be made")
+	t.Skipf("no Python 3 with %s: the Python writer's fixtures cannot be made", strings.Join(modules, ", "))
 	return ""
 }
