@@ -1,7 +1,6 @@
 package mds
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -37,8 +36,7 @@ type fileJSON struct {
 // are in dir.
 func parseIndex(name string, b []byte) (*indexJSON, error) {
 	var x indexJSON
-	d := json.NewDecoder(bytes.NewReader(b))
-	if err := d.Decode(&x); err != nil {
+	if err := json.Unmarshal(b, &x); err != nil {
 		return nil, fmt.Errorf("%w: %s: not an MDS index: %v", format.ErrInvalid, name, err)
 	}
 	if x.Version == nil || *x.Version != 2 {

@@ -126,6 +126,28 @@ func TestFixture(t *testing.T) {
 	}
 }
 
+// Keys past 100 bytes take PAX headers, which the bound counts.
+func TestLongKeys(t *testing.T) {
+	long := strings.Repeat("d", 120) + "/"
+	s := fixture(t, "", func(idx map[string]any, s *formattest.Store) {
+		for i, name := range []string{"shard.00000.mds", "shard.00001.mds"} {
+			shard(idx, i)["raw_data"].(map[string]any)["basename"] = long + name
+			s.Objs[long+name] = s.Objs[name]
+			delete(s.Objs, name)
+		}
+	})
+	lay, dec, err := indexSource(t, s, format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lay.Keys[0] != long+"shard.00000/000000" {
+		t.Fatal(lay.Keys[0])
+	}
+	formattest.DecodeAll(t, s, lay, dec, nil)
+	sel, _ := format.Select(dec.Fields(), []string{"vec"})
+	formattest.DecodeAll(t, s, lay, dec, sel)
+}
+
 // Every bad index is refused at index time, naming the object and why.
 func TestRefused(t *testing.T) {
 	tests := []struct {
@@ -346,6 +368,34 @@ func TestIndexFiles(t *testing.T) {
 		}
 		if strings.Join(got, " ") != tt.want {
 			t.Errorf("%v: %v", tt.keys, got)
+		}
+	}
+}
+
+// Decodes run at once on one Decoder (the zstd decoder is shared).
+func TestConcurrentDecode(t *testing.T) {
+	s := fixture(t, "zstd", nil)
+	lay, dec, err := indexSource(t, s, format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			c := g % len(lay.Chunks)
+			src, resident := formattest.ReadChunk(t, s, lay, dec, c, nil)
+			dst := make([]byte, resident)
+			if err := dec.Decode(c, nil, src, dst, format.WriterOptions{}); err != nil {
+				errs <- err
+				return
+			}
+			_, err := format.Verify(dst)
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
