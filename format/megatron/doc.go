@@ -55,7 +55,9 @@
 // from 0 to S in order; prefixes of different dtypes in one source; a
 // document over Limits.ChunkBytes; an .idx larger than Limits.MetaBytes;
 // multimodal datasets (sequence modes), as unsupported. Token values are
-// not checked: every value of the dtype is a token.
+// not checked: every value of the dtype is a token. Options.Members may
+// only say "tokens": "npy"; another field or extension is refused as
+// unsupported, not ignored.
 //
 // # Concurrency
 //

@@ -95,6 +95,11 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	if par <= 0 {
 		par = 16
 	}
+	for f, ext := range opt.Members {
+		if f != "tokens" || ext != "npy" {
+			return nil, fmt.Errorf("%w: a Megatron dataset's one field is \"tokens\", served as npy (members asked: %q → %q)", format.ErrUnsupported, f, ext)
+		}
+	}
 	ps, err := prefixes(objs)
 	if err != nil {
 		return nil, err

@@ -306,6 +306,19 @@ func TestRefused(t *testing.T) {
 	}
 }
 
+// Options.Members cannot rename the tokens' member: it is not ignored.
+func TestMembersRefused(t *testing.T) {
+	s := formattest.NewStore()
+	s.Objs["a.idx"] = buildIdx(4, []int32{3}, []int64{0, 1}, nil)
+	s.Objs["a.bin"] = make([]byte, 12)
+	if _, _, err := indexSource(t, s, format.Options{Members: map[string]string{"tokens": "bin"}}); !errors.Is(err, format.ErrUnsupported) {
+		t.Fatal(err)
+	}
+	if _, _, err := indexSource(t, s, format.Options{Members: map[string]string{"tokens": "npy"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A document of 10^9 int32 tokens is under the default chunk limit
 // (4·10^9 bytes of 4 GiB): it is a chunk of its own, its bound exact.
 func TestHugeDocumentAlone(t *testing.T) {
