@@ -18,6 +18,8 @@ scripts/ensure-minio.sh
 scripts/ensure-s3-clients.sh
 # Pillow, which package transform's tests compare its pipelines with.
 scripts/ensure-pil.sh
+# numpy and zstd, which the MDS and Megatron formats' fixture writers use.
+scripts/ensure-numpy.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
