@@ -77,7 +77,9 @@ type Limits struct {
 	// footer, an MDS index.json, a Megatron .idx's tables).
 	MetaBytes int64
 	// ChunkBytes bounds a chunk's resident bound: a row group or a shard
-	// larger than this cannot be a chunk (it could not be cached whole).
+	// larger than this cannot be a chunk (it could not be cached whole,
+	// and a sample's length in the resident table is 32 bits). At most
+	// MaxChunkBytes.
 	ChunkBytes int64
 	// Fields bounds the fields (columns) a sample has.
 	Fields int
@@ -90,20 +92,25 @@ type Limits struct {
 // DefaultLimits are the limits of an unset Limits field.
 var DefaultLimits = Limits{
 	MetaBytes:    256 << 20,
-	ChunkBytes:   4 << 30,
+	ChunkBytes:   2 << 30,
 	Fields:       1024,
 	Depth:        64,
 	ChunkSamples: 1 << 24,
 }
 
-// WithDefaults returns l with every unset field set to DefaultLimits'.
+// MaxChunkBytes is the most Limits.ChunkBytes may be: the resident
+// table's sample lengths are 32-bit.
+const MaxChunkBytes = 4<<30 - 1
+
+// WithDefaults returns l with every unset field set to DefaultLimits',
+// and ChunkBytes at most MaxChunkBytes.
 func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits
 	if l.MetaBytes > 0 {
 		d.MetaBytes = l.MetaBytes
 	}
 	if l.ChunkBytes > 0 {
-		d.ChunkBytes = l.ChunkBytes
+		d.ChunkBytes = min(l.ChunkBytes, MaxChunkBytes)
 	}
 	if l.Fields > 0 {
 		d.Fields = l.Fields

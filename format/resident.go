@@ -72,6 +72,9 @@ type Writer struct {
 // resident bound's length), every member modified at opt.ModTime.
 func NewWriter(dst []byte, samples int, opt WriterOptions) (*Writer, error) {
 	limit := int64(len(dst)) - Overhead(samples)
+	if int64(len(dst)) > MaxChunkBytes {
+		return nil, fmt.Errorf("%w: a resident bound of %d bytes, over the %d a chunk may have", ErrOverBound, len(dst), int64(MaxChunkBytes))
+	}
 	if samples < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: a resident bound of %d bytes cannot hold the table of %d samples", ErrOverBound, len(dst), samples)
 	}

@@ -89,19 +89,16 @@ func formatNames() string {
 	return strings.Join(names, ", ")
 }
 
-// onlyTar reports whether the objects under prefix are tar shards and no
-// format served in place recognises them: the tar indexer's case.
+// onlyTar reports whether no format served in place recognises the
+// objects under prefix: the tar indexer's case (which says what it found
+// when that is no tar shards either).
 func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 	objs, err := st.List(ctx, prefix)
 	if err != nil {
 		return true // the tar indexer lists again, and says why it failed
 	}
 	listed := make([]format.Object, 0, len(objs))
-	tars := 0
 	for _, o := range objs {
-		if strings.HasSuffix(o.Key, ".tar") {
-			tars++
-		}
 		listed = append(listed, format.Object{Key: o.Key, Size: o.Size, ETag: o.ETag})
 	}
 	for _, f := range formats() {
@@ -109,7 +106,7 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 			return false
 		}
 	}
-	return tars > 0 || len(formats()) == 0
+	return true
 }
 
 // indexInPlace is `brand index` of a dataset served in place.
