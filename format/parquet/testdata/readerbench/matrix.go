@@ -230,7 +230,6 @@ func writePQG(rows []mrow, codec pqgcompress.Codec, enc string, v2 bool) []byte 
 	return buf.Bytes()
 }
 
-
 func writeArrow(rows []mrow, codec compress.Compression, enc string, v2 bool) []byte {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
