@@ -270,7 +270,7 @@ func classify(n *node) *field {
 		case isInt(n):
 			f.kind = kindCls
 		case isString(n):
-			f.kind = kindTxt
+			f.kind, f.bytesLeaf = kindTxt, n.leaf
 		case isBinary(n):
 			f.kind, f.bytesLeaf = kindImage, n.leaf
 		}
