@@ -18,6 +18,8 @@ scripts/ensure-minio.sh
 scripts/ensure-s3-clients.sh
 # Pillow, which package transform's tests compare its pipelines with.
 scripts/ensure-pil.sh
+# DuckDB (node), which writes format/parquet's second writer's fixtures.
+scripts/ensure-duckdb.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
