@@ -20,6 +20,8 @@ scripts/ensure-s3-clients.sh
 scripts/ensure-pil.sh
 # numpy and zstd, which the MDS and Megatron formats' fixture writers use.
 scripts/ensure-numpy.sh
+# DuckDB (node), which writes format/parquet's second writer's fixtures.
+scripts/ensure-duckdb.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
