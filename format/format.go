@@ -249,6 +249,12 @@ type Decoder interface {
 type WriterOptions struct {
 	// ModTime is every member's modification time: the index's.
 	ModTime int64 // Unix seconds
+	// MayGrow is set by a decoder whose bound for the chunk is not sure
+	// (metadata that cannot bound values a dictionary repeats, say): a
+	// chunk needing more than its bound then ends in a *GrowError naming
+	// what it needs, which the caller decodes it into, rather than being
+	// damaged.
+	MayGrow bool
 }
 
 // Concat returns the total length of rs.

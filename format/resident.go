@@ -56,6 +56,14 @@ func pad(n int64) int64 { return (n + Block - 1) / Block * Block }
 
 // Writer writes a chunk's resident form into a buffer of its bound.
 type Writer struct {
+	// counting: past the bound, a decode that may grow (WriterOptions.
+	// MayGrow) goes on only counting what the chunk needs (need), its
+	// values decoded into scratch and dropped.
+	counting bool
+	mayGrow  bool
+	need     int64
+	scratch  []byte
+
 	dst     []byte
 	n       int64 // bytes written
 	limit   int64 // where the table starts: the members must end before it
@@ -78,7 +86,7 @@ func NewWriter(dst []byte, samples int, opt WriterOptions) (*Writer, error) {
 	if samples < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: a resident bound of %d bytes cannot hold the table of %d samples", ErrOverBound, len(dst), samples)
 	}
-	return &Writer{dst: dst, limit: limit, samples: samples, mtime: time.Unix(opt.ModTime, 0).UTC()}, nil
+	return &Writer{dst: dst, limit: limit, samples: samples, mtime: time.Unix(opt.ModTime, 0).UTC(), mayGrow: opt.MayGrow}, nil
 }
 
 // Begin starts the next sample, whose members are named key + "." + ext.
@@ -109,6 +117,9 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	}
 	name := w.hdr.Name + "." + ext // hdr.Name holds the sample's key
 	need := MemberLen(len(name), n)
+	if n >= 0 && (w.counting || w.n+need > w.limit && w.mayGrow) {
+		return w.count(need, n)
+	}
 	if n < 0 || w.n+need > w.limit {
 		return nil, w.fail(fmt.Errorf("%w (member %q of %d bytes)", ErrOverBound, name, n))
 	}
@@ -133,6 +144,22 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	return data, nil
 }
 
+// count is Member past the bound of a decode that may grow: it counts
+// what the member needs and hands out scratch room for its data.
+func (w *Writer) count(need, n int64) ([]byte, error) {
+	if !w.counting {
+		w.counting, w.need = true, w.n
+	}
+	w.need += need
+	if w.need+Overhead(w.samples) > MaxChunkBytes {
+		return nil, w.fail(fmt.Errorf("%w: the chunk's samples need more than the %d bytes a chunk may have", ErrDamaged, int64(MaxChunkBytes)))
+	}
+	if int64(cap(w.scratch)) < n {
+		w.scratch = make([]byte, n)
+	}
+	return w.scratch[:n:n], nil
+}
+
 // Add adds a member whose data is data (a copy).
 func (w *Writer) Add(ext string, data []byte) error {
 	d, err := w.Member(ext, int64(len(data)))
@@ -149,6 +176,10 @@ func (w *Writer) end() {
 		return
 	}
 	w.open = false
+	if w.counting {
+		w.i++
+		return
+	}
 	length := w.n - w.start
 	e := w.dst[w.limit+int64(w.i)*TableEntryLen:]
 	le.PutUint64(e, uint64(w.start))
@@ -168,6 +199,9 @@ func (w *Writer) Finish() error {
 	if w.i != w.samples {
 		return w.fail(fmt.Errorf("%w: %d samples decoded, its metadata counts %d", ErrDamaged, w.i, w.samples))
 	}
+	if w.counting {
+		return w.fail(&GrowError{Need: w.need + Overhead(w.samples)})
+	}
 	for i := range w.samples {
 		if le.Uint32(w.dst[w.limit+int64(i)*TableEntryLen+8:]) == 0 {
 			return w.fail(fmt.Errorf("%w: sample %d has no member", ErrDamaged, i))
@@ -181,6 +215,15 @@ func (w *Writer) Finish() error {
 	crc := crc32.Checksum(w.dst[w.limit:len(w.dst)-FooterLen], castagnoli)
 	le.PutUint32(f[24:], crc32.Update(crc, castagnoli, f[:24]))
 	return nil
+}
+
+// GrowError is a decode that may grow (WriterOptions.MayGrow) whose
+// chunk needs more than its bound: Need bytes. Its samples were counted,
+// not written; the chunk decodes whole into a buffer of Need bytes.
+type GrowError struct{ Need int64 }
+
+func (e *GrowError) Error() string {
+	return fmt.Sprintf("format: the chunk needs %d bytes, more than the bound its metadata gave", e.Need)
 }
 
 // Len is the bytes of samples written so far.

@@ -202,3 +202,34 @@ func TestEntryIsTheTables(t *testing.T) {
 		}
 	}
 }
+
+// A decode that may grow counts what its chunk needs past the bound, and
+// decodes whole into a buffer of that size; one that may not is damaged.
+func TestResidentGrow(t *testing.T) {
+	samples := map[string][]member{"a": {{"x", strings.Repeat("1", 600)}}, "b": {{"y", strings.Repeat("2", 2000)}}}
+	keys := []string{"a", "b"}
+	exact := boundOf(samples)
+	run := func(bound int64, grow bool) error {
+		w, _ := NewWriter(make([]byte, bound), 2, WriterOptions{MayGrow: grow})
+		for _, k := range keys {
+			w.Begin(k)
+			for _, m := range samples[k] {
+				if err := w.Add(m.ext, []byte(m.data)); err != nil {
+					return err
+				}
+			}
+		}
+		return w.Finish()
+	}
+	err := run(exact-1000, true)
+	var ge *GrowError
+	if !errors.As(err, &ge) || ge.Need != exact {
+		t.Fatalf("grow: %v, want a GrowError of %d", err, exact)
+	}
+	if err := run(ge.Need, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(exact-1000, false); !errors.Is(err, ErrOverBound) {
+		t.Fatal(err)
+	}
+}

@@ -23,7 +23,12 @@ import (
 // of whole lines of one object of about Options.ChunkBytes bytes; keys
 // are the object's key without ".lines", "/", and the line's number. Its
 // index reads every object whole: for lines the data is the metadata.
-type Lines struct{}
+type Lines struct {
+	// Short makes every chunk's bound a quarter of what it needs, as a
+	// format whose metadata cannot bound its values gives: decoding it
+	// tells the size it needs (format.GrowError).
+	Short bool
+}
 
 // Name implements format.Format.
 func (Lines) Name() string { return "lines" }
@@ -103,15 +108,18 @@ func (Lines) Index(ctx context.Context, st format.Store, objs []format.Object, o
 }
 
 // Open implements format.Format.
-func (Lines) Open(meta []byte) (format.Decoder, error) {
-	var d decoder
+func (l Lines) Open(meta []byte) (format.Decoder, error) {
+	d := decoder{short: l.Short}
 	if err := json.Unmarshal(meta, &d.chunks); err != nil {
 		return nil, fmt.Errorf("%w: lines meta: %v", format.ErrInvalid, err)
 	}
 	return &d, nil
 }
 
-type decoder struct{ chunks []chunk }
+type decoder struct {
+	chunks []chunk
+	short  bool
+}
 
 var fields = []format.Field{{Name: "txt", Ext: "txt", Type: "string"}, {Name: "len", Ext: "cls", Type: "int"}}
 
@@ -133,6 +141,9 @@ func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 			n += format.MemberLen(k+4, int64(len(strconv.FormatInt(l, 10))))
 		}
 	}
+	if d.short {
+		n = max(n/4, format.Overhead(len(ch.Lens)))
+	}
 	return []format.Range{{Off: ch.Off, Len: ch.len()}}, n
 }
 
@@ -141,6 +152,7 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, opt forma
 	if int64(len(src)) != ch.len() {
 		return fmt.Errorf("%w: %d bytes read of %d", format.ErrDamaged, len(src), ch.len())
 	}
+	opt.MayGrow = d.short
 	w, err := format.NewWriter(dst, len(ch.Lens), opt)
 	if err != nil {
 		return err

@@ -165,8 +165,16 @@ func (d *Dataset) ChunkKey(c int) chunkcache.Key {
 // ChunkSize is the bytes chunk c takes in the cache: its object's size,
 // or for a dataset served in place its resident bound with the fields
 // read (format.Decoder.Extent).
+// A chunk that decoded larger than its bound once is the size it needed
+// (ErrGrown).
 func (d *Dataset) ChunkSize(c int) int64 {
-	if d.InPlace != nil && d.InPlace.sel != nil {
+	if d.InPlace == nil {
+		return d.Index.Chunk(c).Size
+	}
+	if n := d.InPlace.grown[c].Load(); n > 0 {
+		return n
+	}
+	if d.InPlace.sel != nil {
 		return d.InPlace.sizes[c]
 	}
 	return d.Index.Chunk(c).Size

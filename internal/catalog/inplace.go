@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
@@ -18,6 +19,11 @@ import (
 // field it does not have, or fields of a tar dataset, whose samples are
 // served whole.
 var ErrSelect = errors.New("fields not selectable")
+
+// ErrGrown marks a load of a chunk that needed more room than its bound:
+// its size is learnt (Dataset.ChunkSize says it now), and a request for
+// it again, sized anew, loads it. The reader retries.
+var ErrGrown = errors.New("chunk needs more room than its bound")
 
 // InPlace is what a dataset served in place adds (package format).
 type InPlace struct {
@@ -34,6 +40,10 @@ type InPlace struct {
 	sel   format.Selection
 	names string
 	sizes []int64
+	// grown holds, per chunk, the size it needed when it decoded larger
+	// than its bound (format.GrowError), 0 for none: learnt on its first
+	// load, used by every later request for it (ChunkSize).
+	grown []atomic.Int64
 
 	views *viewMemo // shared by a dataset and its views
 }
@@ -102,6 +112,7 @@ func (d *Dataset) Select(names []string) (*Dataset, error) {
 	ip := *d.InPlace
 	ip.sel, ip.names = sel, key
 	ip.sizes = make([]int64, d.Index.NumChunks())
+	ip.grown = make([]atomic.Int64, d.Index.NumChunks())
 	v.MaxChunk = 0
 	for c := range ip.sizes {
 		_, ip.sizes[c] = ip.Decoder.Extent(c, sel)
@@ -124,6 +135,13 @@ func (d *Dataset) viewOf(names string) (*Dataset, bool) {
 	}
 	v, err := d.Select(strings.Split(names, ","))
 	return v, err == nil && v.Selected() == names
+}
+
+// grow records that chunk c needs n bytes (format.GrowError).
+func (d *Dataset) grow(c int, n int64) {
+	if d.InPlace != nil && n > d.ChunkSize(c) {
+		d.InPlace.grown[c].Store(n)
+	}
 }
 
 // ObjectOf is the object chunk c's bytes are in and its version: the
@@ -162,7 +180,8 @@ func openInPlace(ctx context.Context, sp opening, store s3backend.Store, ix *chu
 	if err != nil {
 		return nil, fmt.Errorf("opening its %s description: %w", name, err)
 	}
-	ip := &InPlace{Format: name, Decoder: dec, Fields: dec.Fields(), Data: store, views: &viewMemo{views: map[string]*Dataset{}}}
+	ip := &InPlace{Format: name, Decoder: dec, Fields: dec.Fields(), Data: store, views: &viewMemo{views: map[string]*Dataset{}},
+		grown: make([]atomic.Int64, ix.NumChunks())}
 	if m.InPlace != nil && m.InPlace.Data != "" {
 		if ip.Data, err = s3backend.Open(ctx, m.InPlace.Data, sp.backend); err != nil {
 			return nil, fmt.Errorf("opening its data at %s: %w", m.InPlace.Data, err)

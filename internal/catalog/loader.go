@@ -177,6 +177,9 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 			read1 = readDecoded
 		}
 		bad, err := read1(ctx, ds, c, k, buf)
+		if errors.Is(err, ErrGrown) {
+			return err
+		}
 		if err != nil {
 			m.fetchErrors.Inc()
 			if errors.Is(err, s3backend.ErrChanged) {
@@ -275,9 +278,10 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // again as a tar chunk failing its checksum is; a store error is an error.
 func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
 	ip := ds.InPlace
-	ranges, bound := ip.Decoder.Extent(c, ip.sel)
+	ranges, _ := ip.Decoder.Extent(c, ip.sel)
+	bound := ds.ChunkSize(c)
 	if bound != int64(len(buf)) {
-		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident bound of %d", k.Object, k.Dataset, len(buf), bound)
+		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
 	}
 	src := make([]byte, format.Concat(ranges))
 	obj, etag := ds.ObjectOf(c)
@@ -293,9 +297,15 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		return badSample{}, err
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created})
+	var ge *format.GrowError
 	switch {
 	case err == nil:
 		return badSample{id: -1}, nil
+	case errors.As(err, &ge):
+		// Its metadata could not bound it: it is the size it needs from
+		// now on, and the request that asked for it asks again.
+		ds.grow(c, ge.Need)
+		return badSample{}, fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)
 	case errors.Is(err, format.ErrDamaged):
 		return badSample{id: undecodable, decode: err.Error()}, nil
 	}

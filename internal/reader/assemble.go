@@ -2,10 +2,12 @@ package reader
 
 import (
 	"context"
+	"errors"
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/assembly"
+	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 )
 
@@ -142,6 +144,16 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 			dropped[from] = true
 			return nil
 		}
+		if errors.Is(err, catalog.ErrGrown) {
+			// Sized anew: read it through again, once.
+			req = sub.DS.ChunkRequest(sub.Chunks[from])
+			buf = make([]byte, req.Size)
+			if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
+				below, err = tl.LoadTiered(ctx, req.Key, buf)
+			} else {
+				err = r.loader.Load(ctx, req.Key, buf)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -152,7 +164,7 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		}
 		return copyOut(from, buf)
 	}
-	for {
+	for grown := 0; ; {
 		var slots []int
 		for s := from; s < to; s++ {
 			if !dropped[s] {
@@ -170,6 +182,10 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		if err != nil {
 			if s, ok := damaged(err, sub, skip); ok && !dropped[s] {
 				dropped[s] = true
+				continue
+			}
+			if errors.Is(err, catalog.ErrGrown) && grown < maxGrown {
+				grown++
 				continue
 			}
 			return err

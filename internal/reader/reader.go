@@ -310,8 +310,12 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		return nil, nil
 	}
 	sub := subset(s, pos)
-	for {
+	for grown := 0; ; {
 		lease, err := r.acquire(ctx, requests(sub))
+		if errors.Is(err, catalog.ErrGrown) && grown < maxGrown {
+			grown++ // a chunk decoded in place learnt its size: ask again
+			continue
+		}
 		if errors.Is(err, chunkcache.ErrTooLarge) {
 			m, err := r.assemble(ctx, sub, pos, data, res, skip, count)
 			return append(missing, m...), err
@@ -338,6 +342,11 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		return missing, nil
 	}
 }
+
+// maxGrown bounds a read's retries after chunks learn their sizes
+// (catalog.ErrGrown): each chunk learns once, and a read's chunks load at
+// once, so one retry is the usual.
+const maxGrown = 3
 
 // acquire pins reqs in the cache. Several jobs sharing a full cache: a
 // read that has to evict to load its chunks loads in turn with the others

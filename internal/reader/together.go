@@ -62,7 +62,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	lease, err := r.acquire(ctx, creqs)
 	var dce *catalog.DamagedChunkError
 	switch {
-	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce):
+	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce) || errors.Is(err, catalog.ErrGrown):
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotTogether, err)
 	case err != nil:
 		return nil, nil, err
