@@ -126,3 +126,15 @@ func (d *decoder) bound(c *chunk, sel format.Selection) int64 {
 	}
 	return n
 }
+
+// guessed reports whether field f's bound in chunk c is a guess: a byte
+// array column a dictionary or front coding may repeat values of, with no
+// size statistics (colMeta.guess).
+func (d *decoder) guessed(c *chunk, f *field) bool {
+	for _, leaf := range f.leaves {
+		if c.cols[leaf].guess {
+			return true
+		}
+	}
+	return false
+}

@@ -182,8 +182,16 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		}
 	}()
 	ranges, bound := d.Extent(c, sel)
-	if int64(len(dst)) != bound {
+	if int64(len(dst)) < bound {
 		return fmt.Errorf("parquet: a buffer of %d bytes for a resident bound of %d", len(dst), bound)
+	}
+	// Where the footer could only guess the bound, the chunk may need
+	// more: it says how much (format.GrowError) and is decoded again into
+	// that much (a dst longer than the bound).
+	for i, f := range d.fields {
+		if sel.Has(i) && d.guessed(ch, f) {
+			wo.MayGrow = true
+		}
 	}
 	read, err := format.NewRead(ranges, src)
 	if err != nil {
@@ -228,6 +236,10 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		}
 	}
 	if err := w.Finish(); err != nil {
+		var ge *format.GrowError
+		if errors.As(err, &ge) {
+			return err // not damage: the chunk needs more room
+		}
 		return d.damaged(c, "", err)
 	}
 	return nil

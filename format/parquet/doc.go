@@ -56,15 +56,18 @@
 //     pages: the column chunk's total_uncompressed_size;
 //   - byte arrays a dictionary or front coding (DELTA_BYTE_ARRAY) could
 //     repeat: the footer's size statistics (unencoded_byte_array_data_bytes)
-//     where the writer gave them; else, for a dictionary, its longest
-//     value times num_values plus the chunk's bytes after the dictionary —
-//     the dictionary page is read once at index time for its longest value
-//     (bounded by Limits.MetaBytes), and decoding checks the dictionary it
-//     reads is the one indexed; else (front coding) num_values times the
-//     chunk's bytes, which a large chunk's Limits.ChunkBytes refuses.
+//     where the writer gave them; else the footer cannot bound them, and
+//     the column chunk's total_uncompressed_size stands in, as if each
+//     value were read once: a row group whose dictionary repeats values
+//     of over 512 bytes needs more, says how much when decoded
+//     (format.GrowError), and the gateway decodes it into that much and
+//     uses that size for it from then on. Indexing never reads a
+//     dictionary page: for the Hub's image files (pyarrow puts a row
+//     group's images in its dictionary) that would be reading the images.
 //
 // Decoding never writes past the bound (format.Writer refuses); a row
-// group whose data does not fit its footer is damaged, named by column.
+// group whose data does not fit a bound the footer does determine is
+// damaged, named by column.
 //
 // # Damage
 //

@@ -228,8 +228,20 @@ func TestDictionaryLargerThanPage(t *testing.T) {
 		t.Fatalf("num_values at %d is %x", at, b[at])
 	}
 	b[at] = 0x7e // zigzag 63
-	err = indexOne("dict.parquet", b, format.Limits{})
-	if !errors.Is(err, format.ErrInvalid) || !strings.Contains(err.Error(), "larger than its page") || !strings.Contains(err.Error(), "dict.parquet") {
+	// Indexing reads footers alone: a dictionary page is data, read when
+	// its row group is decoded, which refuses it as damaged, naming it.
+	st := newStore()
+	st.put("dict.parquet", b)
+	lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := Format{}.Open(lay.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = decodeChunk(st, dec, lay.Chunks[0], 0, nil)
+	if !errors.Is(err, format.ErrDamaged) || !strings.Contains(err.Error(), "does not fit its page") || !strings.Contains(err.Error(), "dict.parquet") {
 		t.Fatalf("%v", err)
 	}
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/format"
@@ -241,9 +239,7 @@ func indexFile(ctx context.Context, st format.Store, o format.Object, lim format
 			m := colMeta{start: cm.start(), length: cm.comp, codec: cm.codec, numValues: cm.numValues, unc: cm.unc,
 				dict: cm.hasDict(), front: cm.encodings&(1<<encDeltaByteArray) != 0}
 			if l.el.phys == tyBytes {
-				if err := byteBounds(ctx, st, o, &cm, &m, lim); err != nil {
-					return nil, invalid(o, fmt.Errorf("%s: %w", col, err))
-				}
+				byteBounds(&cm, &m)
 			}
 			c.cols[li] = m
 			spans = append(spans, span{format.Range{Off: m.start, Len: m.length}, gi, li})
@@ -272,90 +268,20 @@ func bytesOf(p []string) [][]byte {
 }
 
 // byteBounds sets a byte-array column chunk's bound (package doc,
-// "Bounds"): its uncompressed pages when its values are each read once
-// from them; the writer's size statistics where a dictionary or front
-// coding could repeat them; else its dictionary's longest value, the
-// dictionary read once here.
-func byteBounds(ctx context.Context, st format.Store, o format.Object, cm *chunkMeta, m *colMeta, lim format.Limits) error {
+// "Bounds") from the footer alone: its uncompressed pages when its values
+// are each read once from them; the writer's size statistics where a
+// dictionary or front coding could repeat them; else the uncompressed
+// pages again, as a guess that a chunk repeating long values outgrows
+// when decoded, and then learns its size (colMeta.guess).
+func byteBounds(cm *chunkMeta, m *colMeta) {
 	switch {
 	case !m.dict && !m.front:
 		m.bytesSum, m.bytesMax = m.unc, m.unc
-		return nil
 	case cm.hasSize:
 		m.bytesSum, m.bytesMax = cm.sizeStat, cm.sizeStat
-		return nil
-	case m.front:
-		// A front-coded value is at most all the suffixes before it.
-		m.bytesSum, m.bytesMax = mul(m.numValues, m.unc), m.unc
-		return nil
+	default:
+		m.bytesSum, m.bytesMax, m.guess = m.unc, m.unc, true
 	}
-	// The dictionary page sits between the chunk's start and its first
-	// data page.
-	n := cm.dataOff - m.start
-	if cm.dictOff <= 0 || n <= 0 || n > m.length {
-		// The footer does not say where the dictionary is: a row's
-		// value is at most the chunk's bytes.
-		m.bytesSum, m.bytesMax = mul(m.numValues, m.unc), m.unc
-		return nil
-	}
-	if n > lim.MetaBytes {
-		return fmt.Errorf("its dictionary page of %d bytes is larger than the %d a read at index time may be (Limits.MetaBytes); the footer has no size statistics to bound its values by", n, lim.MetaBytes)
-	}
-	b := make([]byte, n)
-	if err := st.ReadRange(ctx, o.Key, o.ETag, m.start, b); err != nil {
-		return fmt.Errorf("reading its dictionary: %w", err)
-	}
-	h, err := parsePageHeader(b)
-	if err != nil {
-		return fmt.Errorf("its dictionary page's header: %v", err)
-	}
-	switch {
-	case h.typ != pageDict:
-		return fmt.Errorf("the page at its dictionary offset is not a dictionary (type %d)", h.typ)
-	case int64(h.len)+int64(h.comp) != n:
-		return fmt.Errorf("its dictionary page of %d bytes does not end where its data begins (%d bytes later)", int64(h.len)+int64(h.comp), n)
-	case int64(h.unc) > m.unc || int64(h.unc) > lim.MetaBytes:
-		return fmt.Errorf("its dictionary of %d bytes is larger than its column chunk of %d", h.unc, m.unc)
-	case int64(h.numValues)*4 > int64(h.unc):
-		return fmt.Errorf("its dictionary of %d values is larger than its page of %d bytes", h.numValues, h.unc)
-	case h.encoding != encPlain && h.encoding != encPlainDict:
-		return fmt.Errorf("%w: its dictionary is encoded %d", errUnsupported, h.encoding)
-	}
-	body := b[h.len:]
-	if h.hasCRC && crc32.ChecksumIEEE(body) != h.crc {
-		return fmt.Errorf("its dictionary page fails its CRC32")
-	}
-	plain := body
-	if m.codec != codecNone {
-		codec, err := compress.GetCodec(compress.Compression(m.codec))
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUnsupported, err)
-		}
-		plain, err = compress.Decode(codec, make([]byte, h.unc), body)
-		if err != nil || len(plain) != int(h.unc) {
-			return fmt.Errorf("its dictionary does not decompress to the %d bytes its header says: %v", h.unc, err)
-		}
-	} else if len(plain) != int(h.unc) {
-		return fmt.Errorf("its uncompressed dictionary page of %d bytes says %d", len(plain), h.unc)
-	}
-	var longest int64
-	for i := range h.numValues {
-		if len(plain) < 4 {
-			return fmt.Errorf("its dictionary ends at value %d of %d", i, h.numValues)
-		}
-		v := int64(binary.LittleEndian.Uint32(plain))
-		if v > int64(len(plain)-4) {
-			return fmt.Errorf("its dictionary's value %d of %d bytes runs past its page", i, v)
-		}
-		longest = max(longest, v)
-		plain = plain[4+v:]
-	}
-	// A row's value is a dictionary value or one of the plain pages'
-	// after it (a writer falls back to PLAIN when a dictionary grows).
-	rest := max(m.unc-int64(h.len)-int64(h.unc), 0)
-	m.bytesSum, m.bytesMax = add(mul(m.numValues, longest), rest), max(longest, rest)
-	m.dictLen, m.dictCRC = n, crc32.Checksum(b, castagnoli)
-	return nil
 }
 
 // schemaDiff says how two schemas differ, or "" when they do not.

@@ -51,10 +51,12 @@ type colMeta struct {
 	// Byte arrays: the sum of the values' lengths and the longest
 	// value, at most.
 	bytesSum, bytesMax int64
-	// A dictionary read at index time: its page's bytes and CRC32C,
-	// which decoding checks the dictionary it reads against.
-	dictLen int64
-	dictCRC uint32
+	// guess: the footer could not bound the byte arrays (a dictionary
+	// or front coding may repeat values, and the writer gave no size
+	// statistics): bytesSum assumes each value is read once, and a
+	// chunk that needs more learns its size when decoded
+	// (format.WriterOptions.MayGrow).
+	guess bool
 }
 
 type metaWriter struct{ b []byte }
@@ -104,8 +106,7 @@ func encodeMeta(d *dataset) []byte {
 			w.bool(m.front)
 			w.u(uint64(m.bytesSum))
 			w.u(uint64(m.bytesMax))
-			w.u(uint64(m.dictLen))
-			w.u(uint64(m.dictCRC))
+			w.bool(m.guess)
 		}
 	}
 	return w.b
@@ -225,7 +226,7 @@ func decodeMeta(b []byte) (*dataset, error) {
 			m.numValues, m.unc = r.i64(), r.i64()
 			m.dict, m.front = r.u() == 1, r.u() == 1
 			m.bytesSum, m.bytesMax = r.i64(), r.i64()
-			m.dictLen, m.dictCRC = r.i64(), uint32(r.u())
+			m.guess = r.u() == 1
 			c.cols = append(c.cols, m)
 		}
 	}
