@@ -2,7 +2,7 @@
 // among them — in place, as a format.Format: a row group is a chunk, a row
 // a sample, a top-level column a field. Pages are decoded by arrow-go
 // (github.com/apache/arrow-go/v18/parquet), chosen by measurement over
-// parquet-go (docs/format-parquet.md); footers are parsed here, by a
+// parquet-go (docs/format.md §6.4); footers are parsed here, by a
 // Thrift reader that keeps only what Brand needs, so that a hostile footer
 // costs what the limits allow and no more.
 //

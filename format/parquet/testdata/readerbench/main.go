@@ -11,7 +11,7 @@
 //
 // It is a module of its own under testdata (the go tool leaves it out of
 // Brand's build, and Brand's go.mod carries only the reader chosen), run
-// by hand; see README.md and docs/format-parquet.md.
+// by hand; see README.md and docs/format.md §6.4.
 package main
 
 import (
