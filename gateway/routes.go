@@ -84,16 +84,24 @@ func (g *Gateway) newRouter() chi.Router {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, g.logRequests, middleware.Recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		reqbody.Refuse(w, r) // no route reads its body
+		refuseBody(w, r)
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		reqbody.Refuse(w, r)
+		refuseBody(w, r)
 		allow := allowedMethods(r.URL.Path)
 		w.Header().Set("Allow", allow)
 		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; use " + allow, Status: http.StatusMethodNotAllowed})
 	})
 	return r
+}
+
+// refuseBody answers a request no route takes without reading its body,
+// and closes its connection if it has one (reqbody.Refuse).
+func refuseBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		reqbody.Refuse(w, r)
+	}
 }
 
 // allowedMethods is what a path takes: POST for importance feedback and
