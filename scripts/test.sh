@@ -39,10 +39,14 @@ fi
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
-# already checks): the mixture and plan parameters, and the S3 face's
-# request parsing (keys, ranges, preconditions, listing parameters).
+# already checks): the mixture and plan parameters, the S3 face's
+# request parsing (keys, ranges, preconditions, listing parameters), the
+# transform configuration's parser (--transform-config), and the image
+# header readers that size a tensor before any pixel is decoded.
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
+go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
+go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root). Where it
