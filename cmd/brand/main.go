@@ -17,7 +17,7 @@ var version = "dev"
 
 func program() *cli.Program {
 	return &cli.Program{Name: "brand", Usage: usage, Commands: []cli.Command{
-		{Name: "demo", Summary: "generate a small synthetic dataset, pack it locally and serve it", Run: runDemo},
+		{Name: "demo", Summary: "generate a small dataset of labelled photos, pack it locally and serve it", Run: runDemo},
 		{Name: "serve", Summary: "serve shuffled batches of one or more datasets over HTTP", Run: runServe},
 		{Name: "pack", Summary: "pack a directory tree into tar chunks and an index in a store", Run: runPack},
 		{Name: "index", Summary: "index existing tar shards (e.g. a WebDataset dataset) in place", Run: runIndex},
