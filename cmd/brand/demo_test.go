@@ -18,6 +18,7 @@ import (
 
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/transform"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -205,6 +206,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"serve"}, 1, "no --dataset given", ""},
 		{[]string{"serve", "--dataset", "x", "--log-level", "loud"}, 1, "--log-level", ""},
 		{[]string{"version"}, 0, "brand dev", ""},
+		{[]string{"version"}, 0, "JPEG decoder: " + transform.JPEGDecoderBuild(), ""},
 		{[]string{"help", "serve"}, 0, "(default 4.0 GiB)", ""},
 		{[]string{"help", "demo"}, 0, "(default 256 MiB)", "4.0 GiB"},
 		{[]string{"demo", "--dataset", "other=/nonexistent"}, 2, "--dataset is not accepted", ""},
