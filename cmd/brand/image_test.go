@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,6 +48,16 @@ func TestDockerfileShipsTurboJPEG(t *testing.T) {
 	if strings.Contains(df, "CGO_ENABLED=0") || strings.Contains(df, "go build") {
 		t.Error("the Dockerfile builds brand itself; it must run scripts/build-image-binary.sh, which CI runs")
 	}
+	// The build context holds the script and what it runs.
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, need := range []string{"scripts/build-image-binary.sh", "scripts/install-turbojpeg.sh", "scripts/lib/python.sh", "go.mod", "cmd/brand/main.go"} {
+		if dockerIgnored(string(ignore), need) {
+			t.Errorf(".dockerignore leaves %s out of the build context, which the build stage needs", need)
+		}
+	}
 	testSh, err := os.ReadFile("../../scripts/test.sh")
 	if err != nil {
 		t.Fatal(err)
@@ -54,4 +65,42 @@ func TestDockerfileShipsTurboJPEG(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s*scripts/build-image-binary\.sh `).Match(testSh) {
 		t.Error("scripts/test.sh does not run scripts/build-image-binary.sh: CI would not prove the image's build")
 	}
+}
+
+// dockerIgnored says whether a .dockerignore leaves path out of the build
+// context: the last pattern matching the path or one of its parent
+// directories decides, a pattern starting with ! bringing it back in.
+// It knows the pattern forms this repository's file uses: globs, and a
+// leading **/ for any depth.
+func dockerIgnored(dockerignore, path string) bool {
+	ignored := false
+	for line := range strings.Lines(dockerignore) {
+		p := strings.TrimSpace(line)
+		if p == "" || strings.HasPrefix(p, "#") {
+			continue
+		}
+		keep := strings.HasPrefix(p, "!")
+		p = strings.TrimPrefix(p, "!")
+		for q := path; q != "." && q != "/"; q = filepath.Dir(q) {
+			if dockerMatch(p, q) {
+				ignored = !keep
+				break
+			}
+		}
+	}
+	return ignored
+}
+
+func dockerMatch(pattern, path string) bool {
+	if rest, ok := strings.CutPrefix(pattern, "**/"); ok {
+		parts := strings.Split(path, "/")
+		for i := range parts {
+			if dockerMatch(rest, strings.Join(parts[i:], "/")) {
+				return true
+			}
+		}
+		return false
+	}
+	ok, _ := filepath.Match(pattern, path)
+	return ok
 }
