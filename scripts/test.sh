@@ -9,7 +9,8 @@
 # tests run without -race and say so). With CI=true a missing MinIO fails the
 # run instead of skipping the integration tests, and so do missing S3
 # clients (boto3, the AWS CLI), which scripts/ensure-s3-clients.sh installs
-# from Debian's packages when run as root.
+# from Debian's packages when run as root, and a missing Prometheus
+# (scripts/ensure-prometheus.sh).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +19,9 @@ scripts/ensure-minio.sh
 scripts/ensure-s3-clients.sh
 # Pillow, which package transform's tests compare its pipelines with.
 scripts/ensure-pil.sh
+# Prometheus and promtool, which deploy/monitoring's dashboard and alerts
+# are proved with (integration/monitoring_test.go).
+scripts/ensure-prometheus.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -49,11 +53,17 @@ go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
 go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
 
 # Package transform again with its optional libjpeg-turbo decoder
-# (installs Debian's libjpeg62-turbo-dev when run as root). Where it
-# cannot be installed the build without it is all there is: a warning
-# locally, a failure with CI=true.
+# (installs Debian's libjpeg62-turbo-dev when run as root), and the
+# container image's binary built as the Dockerfile builds it, which must
+# name libjpeg-turbo in `brand version`. Where the library cannot be
+# installed the build without it is all there is: a warning locally, a
+# failure with CI=true.
 if scripts/install-turbojpeg.sh; then
 	go test $race -count=1 -tags brand_turbojpeg ./transform/
+	go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
+	image=$(mktemp -d)
+	scripts/build-image-binary.sh "$image/out" test
+	rm -rf -- "$image"
 elif [[ ${CI:-} == true ]]; then
 	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
 	exit 1

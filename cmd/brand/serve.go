@@ -25,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/transform"
 )
 
 // serveFlags are the gateway's flags, shared by serve and demo.
@@ -375,7 +376,11 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 	srv := newServer(g)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).Msg("listening; loading dataset indexes")
+	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).
+		Str("jpeg_decoder", transform.JPEGDecoderBuild()).Msg("listening; loading dataset indexes")
+	if note := pureGoDecoderNote(); note != "" {
+		log.Warn().Msg(note)
+	}
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()
 	go func() {
