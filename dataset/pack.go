@@ -76,6 +76,13 @@ type PackOptions struct {
 	// "brand <version>".
 	Tool string
 
+	// ModTime is the modification time of every member's tar header and
+	// the manifest's Created, to the second (default: when Pack starts).
+	// A batch passes the headers through, so `tar -tvf` of it shows when
+	// its dataset was packed. Packing the same tree twice with the same
+	// ModTime gives byte-identical chunks.
+	ModTime time.Time
+
 	// Progress, if set, is told how many chunks (with their bytes and
 	// samples) are stored; see Progress.
 	Progress func(Progress)
@@ -104,10 +111,11 @@ type Result struct {
 //
 // Samples are sorted by key, with their members sorted by name, then put in
 // the seeded order of PackOptions.Shuffle. Members are written with mode 0644
-// and a zero (Unix epoch) modification time, so chunk bytes depend only on
-// the file names, their contents, the options and the seed: packing the same
-// tree twice gives byte-identical chunks (and, on S3, where an ETag is a
-// digest of the content, the same index ID). Chunk boundaries
+// and PackOptions.ModTime (default: when the pack starts, which the
+// manifest records as Created), so chunk bytes depend only on the file
+// names, their contents, the options and the seed: packing the same tree
+// twice with the same ModTime gives byte-identical chunks (and, on S3,
+// where an ETag is a digest of the content, the same index ID). Chunk boundaries
 // are planned from the file sizes before anything is read, so chunks are
 // built and uploaded in parallel and are identical whatever Parallel is.
 // A file whose size changes during the pack fails it.
@@ -172,6 +180,15 @@ func (o *PackOptions) fill(src string) error {
 	}
 	if o.Tool == "" {
 		o.Tool = DefaultTool
+	}
+	if o.ModTime.IsZero() {
+		o.ModTime = time.Now()
+	}
+	o.ModTime = o.ModTime.UTC().Truncate(time.Second)
+	if o.ModTime.Unix() < 0 || o.ModTime.Unix() >= 1<<33 {
+		// A ustar header holds 11 octal digits of seconds since 1970;
+		// anything else would need a pax header the plan did not count.
+		return fmt.Errorf("dataset: modification time %v is outside 1970 to 2242", o.ModTime)
 	}
 	return nil
 }
@@ -277,7 +294,7 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 			var buf bytes.Buffer // reused: one chunk in memory per worker
 			for c := range jobs {
 				key := fmt.Sprintf(keyFormat, c)
-				ss, fs, err := buildChunk(gctx, tree, c, plans[c], &buf)
+				ss, fs, err := buildChunk(gctx, tree, c, plans[c], opts.ModTime, &buf)
 				if err != nil {
 					return fmt.Errorf("dataset: building %s: %w", key, err)
 				}
@@ -318,12 +335,14 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 	}
 	m.Source = abs
 	m.Tool = opts.Tool
+	m.Created = opts.ModTime
 	return publish(ctx, dst, ix, m, slices.Concat(files...))
 }
 
-// buildChunk writes chunk c's samples into buf (reset first) and returns
-// their index entries and their members for the member table.
-func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, buf *bytes.Buffer) ([]chunkindex.Sample, [][]chunkindex.MemberInfo, error) {
+// buildChunk writes chunk c's samples into buf (reset first), each member
+// with modTime, and returns their index entries and their members for the
+// member table.
+func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, modTime time.Time, buf *bytes.Buffer) ([]chunkindex.Sample, [][]chunkindex.MemberInfo, error) {
 	buf.Reset()
 	buf.Grow(int(plan.size))
 	cw := chunkindex.NewChunkWriter(buf)
@@ -341,7 +360,7 @@ func buildChunk(ctx context.Context, tree *source, c int, plan chunkPlan, buf *b
 			files = append(files, memberFile{path: f.path, size: f.size})
 		}
 		for j, f := range s.files {
-			members = append(members, chunkindex.Member{Name: f.name, Size: f.size, Body: &files[j]})
+			members = append(members, chunkindex.Member{Name: f.name, Size: f.size, ModTime: modTime, Body: &files[j]})
 		}
 		off, n, crc, fs, err := cw.WriteSampleFiles(s.key, members)
 		for j := range files {

@@ -1,18 +1,22 @@
 package dataset
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/synth"
@@ -685,4 +689,78 @@ func sourceNames(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPackModTime: every member of a packed chunk carries a real
+// modification time, the pack's (the manifest's Created), which a batch
+// passes through to its tar — not the Unix epoch, which made `tar -tvf`
+// of every batch read 1970-01-01. A given ModTime is kept, so the same
+// tree packed twice with it gives byte-identical chunks.
+func TestPackModTime(t *testing.T) {
+	ctx := context.Background()
+	src := writeTree(t, testSpec())
+	before := time.Now().Truncate(time.Second)
+	st := newLocal(t)
+	res, err := Pack(ctx, src, st, PackOptions{ChunkSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := res.Manifest.Created
+	if created.Before(before) || created.After(time.Now()) {
+		t.Fatalf("manifest created %v, want the pack's time (after %v)", created, before)
+	}
+	if got := chunkModTimes(t, st, res.Index); len(got) != 1 || !got[0].Equal(created) {
+		t.Fatalf("members' modification times %v, want only the pack's %v", got, created)
+	}
+
+	fixed := time.Date(2026, 11, 24, 12, 30, 5, 0, time.UTC)
+	var chunks [2][][]byte
+	for i := range chunks {
+		st := newLocal(t)
+		res, err := Pack(ctx, src, st, PackOptions{ChunkSize: 256 << 10, ModTime: fixed.Add(300 * time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Manifest.Created.Equal(fixed) {
+			t.Fatalf("manifest created %v, want the given %v to the second", res.Manifest.Created, fixed)
+		}
+		if got := chunkModTimes(t, st, res.Index); len(got) != 1 || !got[0].Equal(fixed) {
+			t.Fatalf("members' modification times %v, want the given %v", got, fixed)
+		}
+		for c := range res.Index.NumChunks() {
+			b := make([]byte, res.Index.Chunk(c).Size)
+			if err := st.ReadRange(ctx, res.Index.Chunk(c).Key, "", 0, b); err != nil {
+				t.Fatal(err)
+			}
+			chunks[i] = append(chunks[i], b)
+		}
+	}
+	if !slices.EqualFunc(chunks[0], chunks[1], bytes.Equal) {
+		t.Fatal("the same tree packed twice with the same ModTime gave different chunks")
+	}
+}
+
+// chunkModTimes returns the distinct modification times of every member
+// of every chunk of ix in st, as tar reads them.
+func chunkModTimes(t *testing.T, st s3backend.Store, ix *chunkindex.Index) []time.Time {
+	t.Helper()
+	seen := map[time.Time]bool{}
+	for c := range ix.NumChunks() {
+		b := make([]byte, ix.Chunk(c).Size)
+		if err := st.ReadRange(context.Background(), ix.Chunk(c).Key, "", 0, b); err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(bytes.NewReader(b))
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[h.ModTime.UTC()] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(seen), time.Time.Compare)
 }

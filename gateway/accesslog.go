@@ -37,6 +37,13 @@ func (g *Gateway) logRequests(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		g.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		if status >= 400 {
+			reason := note.Reason()
+			if reason == "" { // an answer not made by writeError
+				reason = httperr.Reason(status, note.Err())
+			}
+			g.metrics.errors.WithLabelValues(route, reason).Inc()
+		}
 		g.metrics.duration.WithLabelValues(route).Observe(d.Seconds())
 		ev := g.log.Info()
 		if status >= 500 {

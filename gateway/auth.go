@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/reqbody"
 )
 
 // tokenSet holds the bearer tokens a gateway accepts, as SHA-256 digests:
@@ -39,7 +40,8 @@ func (s tokenSet) accepts(r *http.Request) bool {
 }
 
 // authenticate refuses requests without an accepted bearer token, with 401
-// and a WWW-Authenticate challenge. With no tokens configured every request
+// and a WWW-Authenticate challenge, none of their body read and their
+// connection closed (reqbody.Refuse). With no tokens configured every request
 // passes: authentication is opt-in (`brand serve --auth-token-file`).
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	if len(g.tokens) == 0 {
@@ -47,6 +49,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.tokens.accepts(r) {
+			reqbody.Refuse(w, r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
 			writeJSON(w, http.StatusUnauthorized, api.Error{Error: "a bearer token is required (Authorization: Bearer <token>)", Status: http.StatusUnauthorized})
 			return

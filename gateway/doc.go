@@ -4,9 +4,11 @@
 // feedback, the cluster's view, statistics, plans, and on a cluster the
 // peers' internal endpoints).
 //
-// It authenticates requests, resolves what a request's job reads (jobs),
-// hands the batch to the stages that do the work and writes their
-// answers; the stages know nothing of HTTP and do not import this package
+// It authenticates requests, bounds their bodies per route (bodies, on
+// internal/reqbody: a size and a read deadline each, a refused request
+// answered before its body is read), resolves what a request's job
+// reads (jobs), hands the batch to the stages that do the work and
+// writes their answers; the stages know nothing of HTTP and do not import this package
 // (docs/architecture.md, "Data path: one batch pipeline"):
 //
 //   - order: a batch's layout — its parts, their samples, the order they

@@ -65,6 +65,7 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		// message.
 		w.Header().Set(api.HeaderMembers, u.Current)
 	}
+	httperr.NoteReason(ctx, httperr.Reason(status, err))
 	msg := err.Error()
 	if public := publicMessage(status, err); public != "" {
 		noteError(ctx, err)

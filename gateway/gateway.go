@@ -156,6 +156,15 @@ type Config struct {
 	// in the kernel's socket buffer at once and holds nothing.
 	WriteTimeout time.Duration
 	MinWriteRate int64
+	// BodyTimeout bounds the reading of a request's body, from when its
+	// route's handler starts to the body's last byte; past it the read
+	// fails and the connection is closed. LargeBodyTimeout is the bound of
+	// the one route whose body may be large (importance feedback, up to
+	// 8 MiB). Defaults 10 s and 30 s. A body is also bounded in size,
+	// per route, and a declared length over the bound is refused before
+	// a byte is read (internal/reqbody, docs/http-api.md "Bounds and
+	// timeouts").
+	BodyTimeout, LargeBodyTimeout time.Duration
 	// CopyBytes bounds the bytes of responses copied out of the cache
 	// (batches assembled in parts, or copied out under pressure) held at
 	// once; default twice Limits.MaxBatchBytes. It is memory beside the
@@ -281,6 +290,10 @@ const (
 	DefaultMinWriteRate = respond.DefaultMinWriteRate
 	// DefaultMaxTurnWait is Config.MaxTurnWait's default.
 	DefaultMaxTurnWait = 10 * time.Second
+	// DefaultBodyTimeout and DefaultLargeBodyTimeout are
+	// Config.BodyTimeout's and Config.LargeBodyTimeout's defaults.
+	DefaultBodyTimeout      = 10 * time.Second
+	DefaultLargeBodyTimeout = 30 * time.Second
 )
 
 // DefaultChecksumRereads is Config.ChecksumRereads when zero.
@@ -389,6 +402,7 @@ type Gateway struct {
 	objects *s3face.ReadThrough // the S3 face's read-through buckets, loaded through the cache
 	started time.Time
 	handler http.Handler
+	bodies  bodies // the routes' request bodies' bounds
 	plans   *planAPI
 }
 
@@ -490,6 +504,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.plans = newPlanAPI(cfg, g.jobs, cl, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
 		limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
+	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects)
 	}
@@ -570,8 +585,15 @@ func (cfg *Config) fill() ([]string, error) {
 	if cfg.MinWriteRate == 0 {
 		cfg.MinWriteRate = DefaultMinWriteRate
 	}
-	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 || cfg.CopyBytes < 0 {
-		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate or CopyBytes")
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.LargeBodyTimeout == 0 {
+		cfg.LargeBodyTimeout = DefaultLargeBodyTimeout
+	}
+	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 || cfg.CopyBytes < 0 ||
+		cfg.BodyTimeout < 0 || cfg.LargeBodyTimeout < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate, CopyBytes, BodyTimeout or LargeBodyTimeout")
 	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)

@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -55,21 +54,15 @@ func (a *importanceAPI) request(r *http.Request, accepted []string) (query.Query
 	return q, ds, job, epoch, err
 }
 
-// feedbackReadTimeout bounds reading a feedback body, the wait for its
-// turn to be decoded included: a body trickling in must not hold one of
-// the few decoders (feedback.Limits) for long.
-const feedbackReadTimeout = 30 * time.Second
-
 // handleFeedback serves POST /importance/{job}/feedback?dataset=&epoch=:
 // per-sample losses of a batch, as JSON ({"keys"|"ids", "losses"}) or as
 // application/octet-stream records of (uint32 sample ID, float32 loss),
 // little-endian, read from the body as it arrives (package feedback
-// bounds it).
+// bounds it) within Config.LargeBodyTimeout of the request's start, the
+// wait for its turn to be decoded included: a body trickling in must not
+// hold one of the few decoders (feedback.Limits) for long (routes).
 func (a *importanceAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	// Not every connection takes a deadline (one under a test's wrapper
-	// may not); the body is bounded in size all the same.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(feedbackReadTimeout))
 	_, ds, job, epoch, err := a.request(r, query.FeedbackParams)
 	var n int
 	if err == nil {

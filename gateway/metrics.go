@@ -13,6 +13,7 @@ import (
 // gateway's own registry so that several gateways can live in one process.
 type metrics struct {
 	requests      *prometheus.CounterVec
+	errors        *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	bytesServed   prometheus.Counter
 	samplesServed prometheus.Counter
@@ -30,6 +31,9 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brand_http_errors_total", Help: "Requests answered with an error status (400 and above), by route and reason (httperr.Reason: cache_busy, not_ready, too_large, bad_image, ...).",
+		}, []string{"route", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "brand_http_request_duration_seconds", Help: "Time to serve a request, including writing the body.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
@@ -46,6 +50,7 @@ func newMetrics(reg *prometheus.Registry, cache func() chunkcache.Stats, capacit
 		}, []string{"op"}),
 	}
 	f(m.requests)
+	f(m.errors)
 	f(m.duration)
 	f(m.bytesServed)
 	f(m.samplesServed)

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/reqbody"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/tensors"
 )
@@ -66,11 +67,14 @@ type peerAPI struct {
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
-// (peer.Credentials), with 401. A client's bearer token is never one.
+// (peer.Credentials), with 401, none of their body read and their
+// connection closed (reqbody.Refuse). A client's bearer token is never
+// one.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.cred.Verify(r)
 		if err != nil {
+			reqbody.Refuse(w, r)
 			writeError(r.Context(), w, err)
 			return
 		}

@@ -150,6 +150,12 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		q.Plan.Transform = &c
 		return err
 	}
+	// A resize is planned for a job of one dataset and the uniform
+	// shuffle: refused before a mixture or a snapshot is looked at.
+	if q.Plan.NodesAfter > 0 && (len(q.Job.Mix) > 0 || q.Job.Importance.On()) {
+		writeError(ctx, w, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle, not with mix or sampling=importance", query.ErrBadRequest))
+		return
+	}
 	if len(q.Job.Mix) > 0 {
 		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {
@@ -171,10 +177,6 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Plan.NodesAfter > 0 {
-		if len(q.Job.Mix) > 0 || q.Job.Importance.On() {
-			writeError(ctx, w, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle", query.ErrBadRequest))
-			return
-		}
 		from := a.members(ctx) // nil on a single gateway: from nodes= planned ones
 		a.write(ctx, w, func(ctx context.Context) (any, error) {
 			return a.planner.Resize(ctx, ds.Index, q.Job, q.Plan, from)

@@ -267,3 +267,23 @@ func TestPlanResize(t *testing.T) {
 		t.Errorf("nodes_after=0: %s: %s", resp.Status, b)
 	}
 }
+
+// TestPlanResizeOfOneDatasetOnly: nodes_after plans the resize of a job
+// of one dataset and the uniform shuffle; with mix= or importance
+// sampling it is 400, as docs/http-api.md says. The reproduction:
+// /plan?nodes_after=2&mix=… answered 200 with an ordinary mixture plan.
+func TestPlanResizeOfOneDatasetOnly(t *testing.T) {
+	m := newMixFixture(t)
+	srv := m.start(t, nil)
+	defer srv.close()
+	for _, q := range []string{"nodes_after=2&mix=web:1,code:1", "mix=web:1,code:1&nodes_after=3&nodes=2",
+		"dataset=web&nodes_after=2&sampling=importance&job=j"} {
+		resp, b := get(t, srv.url+"/plan?"+q)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "nodes_after") {
+			t.Errorf("/plan?%s: %s: %.200s; want 400 naming nodes_after", q, resp.Status, b)
+		}
+	}
+	if resp, b := get(t, srv.url+"/plan?dataset=web&nodes_after=2"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a resize of one dataset: %s: %.200s", resp.Status, b)
+	}
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/reqbody"
 )
 
 // stallNotReady is how long requests may wait for cache room, or for room
@@ -21,12 +23,16 @@ import (
 const stallNotReady = 10 * time.Second
 
 // routes is the API's one routing table; docs/http-api.md describes it.
+// Every route takes no request body but those given a bound here
+// (bodies), checked after authentication: a request without a credential
+// is refused before any of its body is read.
 func (g *Gateway) routes() http.Handler {
 	r := g.newRouter()
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	b := g.bodies
+	r.With(b.none).Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	r.With(b.none).Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := g.notReady(); err != nil {
 			writeError(r.Context(), w, err)
 			return
@@ -35,15 +41,18 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(g.authenticate)
-		r.Get("/datasets", g.handleDatasets)
-		r.Get("/epoch/{epoch}", g.handleEpoch)
-		r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
-		r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
-		r.Get("/samples/*", g.handleSample)
-		r.Get("/cluster", g.handleCluster)
-		r.Post("/importance/{job}/feedback", g.importance.handleFeedback)
-		r.Post("/importance/{job}/seal", g.importance.handleSeal)
-		r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
+		r.Group(func(r chi.Router) {
+			r.Use(b.none)
+			r.Get("/datasets", g.handleDatasets)
+			r.Get("/epoch/{epoch}", g.handleEpoch)
+			r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
+			r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
+			r.Get("/samples/*", g.handleSample)
+			r.Get("/cluster", g.handleCluster)
+			r.Post("/importance/{job}/seal", g.importance.handleSeal)
+			r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
+		})
+		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}
@@ -54,12 +63,16 @@ func (g *Gateway) routes() http.Handler {
 	if g.cfg.Cluster.Members != nil {
 		r.Group(func(r chi.Router) {
 			r.Use(g.peers.authenticate)
-			r.Post(peer.SamplesPath, g.peers.handleSamples)
-			r.Get(peer.StatePath, g.peers.handleState)
-			r.Get(peer.MembersPath, g.peers.handleMembers)
-			r.Get(peer.ChunkPath, g.peers.handleChunk)
-			r.Post(peer.NeededPath, g.peers.handleNeeded)
-			r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
+			r.Group(func(r chi.Router) {
+				r.Use(b.none)
+				r.Get(peer.StatePath, g.peers.handleState)
+				r.Get(peer.MembersPath, g.peers.handleMembers)
+				r.Get(peer.ChunkPath, g.peers.handleChunk)
+				r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
+			})
+			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
+			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(peer.SamplesPath, g.peers.handleSamples)
+			r.With(b.upTo(g.neededBodyBytes, b.timeout)).Post(peer.NeededPath, g.peers.handleNeeded)
 		})
 	}
 	return r
@@ -71,14 +84,24 @@ func (g *Gateway) newRouter() chi.Router {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, g.logRequests, middleware.Recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		refuseBody(w, r)
 		writeJSON(w, http.StatusNotFound, api.Error{Error: "no such endpoint: " + r.URL.Path + " (see docs/http-api.md)", Status: http.StatusNotFound})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		refuseBody(w, r)
 		allow := allowedMethods(r.URL.Path)
 		w.Header().Set("Allow", allow)
 		writeJSON(w, http.StatusMethodNotAllowed, api.Error{Error: r.Method + " is not allowed here; use " + allow, Status: http.StatusMethodNotAllowed})
 	})
 	return r
+}
+
+// refuseBody answers a request no route takes without reading its body,
+// and closes its connection if it has one (reqbody.Refuse).
+func refuseBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		reqbody.Refuse(w, r)
+	}
 }
 
 // allowedMethods is what a path takes: POST for importance feedback and
@@ -98,10 +121,11 @@ func allowedMethods(path string) string {
 // adminRoutes are the operators' endpoints: metrics, statistics and plans,
 // which show more of the deployment than a training job needs.
 func (g *Gateway) adminRoutes(r chi.Router) {
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
-	r.Get("/stats", g.handleStats)
-	r.Get("/plan", g.plans.handlePlan)
-	r.Post("/plan", g.plans.handleSharedPlan)
+	b := g.bodies
+	r.With(b.none).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
+	r.With(b.none).Get("/stats", g.handleStats)
+	r.With(b.none).Get("/plan", g.plans.handlePlan)
+	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout)).Post("/plan", g.plans.handleSharedPlan)
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,
@@ -114,6 +138,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(g.authenticate)
 		g.adminRoutes(r)
+		r = r.With(g.bodies.none)
 		r.Get("/datasets", func(w http.ResponseWriter, r *http.Request) { g.listDatasets(w, r, true) })
 		r.HandleFunc("/debug/pprof/", pprof.Index)
 		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -45,7 +45,7 @@ func (g *Gateway) newS3Face(objects *s3face.ReadThrough) *s3face.Face {
 	cfg := g.cfg
 	return s3face.New(cfg.S3, s3face.Parts{Versions: s3Versions{catalog: g.catalog, version: g.jobs.version},
 		Reader: g.reader, Writer: g.out, Ahead: g.ahead, Cluster: g.cluster, Ready: s3face.ReadinessFunc(g.notReady),
-		Objects: objects, FetchTimeout: cfg.FetchTimeout, Started: g.started, Registry: cfg.Registry, Log: cfg.Logger})
+		Objects: objects, FetchTimeout: cfg.FetchTimeout, BodyTimeout: cfg.BodyTimeout, Started: g.started, Registry: cfg.Registry, Log: cfg.Logger})
 }
 
 // s3Versions is the datasets as the S3 face sees them: the names

@@ -403,6 +403,43 @@ func TestBadAndOddImages(t *testing.T) {
 	}
 }
 
+// TestTensorOverMaxBatchBytes: a good image whose tensor is over
+// --max-batch-bytes is refused with 400 naming the bound, in either
+// mode for bad images; it is never a bad image (422), nor left out. The
+// reproduction: a 1×100000 PNG through a `resize 256` pipeline (a tensor
+// of 19.7 GB) answered 422 "cannot decode image … USTAR cannot encode
+// Size=…", and with --on-bad-image=skip the batch came without it.
+func TestTensorOverMaxBatchBytes(t *testing.T) {
+	small := smallPhotos(t)
+	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
+		if id == 2 {
+			var b bytes.Buffer
+			if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
+				t.Fatal(err)
+			}
+			return "png", b.Bytes()
+		}
+		return small(id)
+	})
+	cfg, err := transform.ParseConfig([]byte(`{"pipelines": {"resize": {"ops": [{"op": "resize", "size": 256}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{gateway.OnDamagedFail, gateway.OnDamagedSkip} {
+		t.Run(mode, func(t *testing.T) {
+			_, base := startTransforms(t, f, func(c *gateway.Config) {
+				c.Transforms = cfg
+				c.OnBadImage = mode
+			})
+			resp, body := get(t, base+"/epoch/0/batch/0?batch_size=4&transform=resize")
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "--max-batch-bytes") ||
+				!strings.Contains(string(body), "class2/sample00002") {
+				t.Errorf("%s: %.300s; want 400 naming --max-batch-bytes and the sample", resp.Status, body)
+			}
+		})
+	}
+}
+
 // TestTransformAhead: once a rank's batch is served, its next batch is
 // transformed in the background, and the rank's next request takes it
 // (a hit, no image transformed twice) with the bytes a gateway without

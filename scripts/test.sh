@@ -9,7 +9,8 @@
 # tests run without -race and say so). With CI=true a missing MinIO fails the
 # run instead of skipping the integration tests, and so do missing S3
 # clients (boto3, the AWS CLI), which scripts/ensure-s3-clients.sh installs
-# from Debian's packages when run as root.
+# from Debian's packages when run as root, and a missing Prometheus
+# (scripts/ensure-prometheus.sh).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -22,6 +23,9 @@ scripts/ensure-pil.sh
 scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 scripts/ensure-duckdb.sh
+# Prometheus and promtool, which deploy/monitoring's dashboard and alerts
+# are proved with (integration/monitoring_test.go).
+scripts/ensure-prometheus.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -43,17 +47,27 @@ fi
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
-# already checks): the mixture and plan parameters, and the S3 face's
-# request parsing (keys, ranges, preconditions, listing parameters).
+# already checks): the mixture and plan parameters, the S3 face's
+# request parsing (keys, ranges, preconditions, listing parameters), the
+# transform configuration's parser (--transform-config), and the image
+# header readers that size a tensor before any pixel is decoded.
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
+go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
+go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
 
 # Package transform again with its optional libjpeg-turbo decoder
-# (installs Debian's libjpeg62-turbo-dev when run as root). Where it
-# cannot be installed the build without it is all there is: a warning
-# locally, a failure with CI=true.
+# (installs Debian's libjpeg62-turbo-dev when run as root), and the
+# container image's binary built as the Dockerfile builds it, which must
+# name libjpeg-turbo in `brand version`. Where the library cannot be
+# installed the build without it is all there is: a warning locally, a
+# failure with CI=true.
 if scripts/install-turbojpeg.sh; then
 	go test $race -count=1 -tags brand_turbojpeg ./transform/
+	go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
+	image=$(mktemp -d)
+	scripts/build-image-binary.sh "$image/out" test
+	rm -rf -- "$image"
 elif [[ ${CI:-} == true ]]; then
 	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
 	exit 1

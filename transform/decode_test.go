@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -253,5 +254,19 @@ func TestSixteenBitAndAlpha(t *testing.T) {
 		if !bytes.Equal(got.pix, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, got.pix, tt.want)
 		}
+	}
+}
+
+// TestJPEGDecoderBuild: the build's decoder is named for people as what it
+// is — libjpeg-turbo with its version under brand_turbojpeg, image/jpeg
+// otherwise — since `brand version` and the start-up log rely on it.
+func TestJPEGDecoderBuild(t *testing.T) {
+	got := JPEGDecoderBuild()
+	want := `^Go's image/jpeg \(pure Go\)$`
+	if DefaultJPEGDecoder().Name() == "turbojpeg" {
+		want = `^libjpeg-turbo \d+\.\d+\.\d+$`
+	}
+	if !regexp.MustCompile(want).MatchString(got) {
+		t.Fatalf("JPEGDecoderBuild() = %q, want %s (decoder %s)", got, want, DefaultJPEGDecoder().Name())
 	}
 }

@@ -300,6 +300,12 @@ func TestConfig(t *testing.T) {
 		{`{"pipelines": {"x": {"ops": [], "exif": "rotate"}}}`, "exif"},
 		{`{"pipelines": {"Bad Name": {"ops": []}}}`, "pipeline name"},
 		{`{"pipelines": {}} {}`, "after the object"},
+		// Given twice, the last would win silently (POST /plan refuses
+		// the same): a pipeline, a field, the whole map.
+		{`{"pipelines": {"x": {"ops": []}, "y": {"ops": []}, "x": {"ops": [{"op": "hflip"}]}}}`, `pipeline "x" is defined twice`},
+		{`{"pipelines": {"x": {"ops": [{"op": "hflip"}, {"op": "resize", "size": 256, "size": 128}]}}}`, `"size" is given twice in one object (at pipelines.x.ops[1].size)`},
+		{`{"pipelines": {"x": {"ops": [], "layout": "hwc", "layout": "chw"}}}`, `"layout" is given twice in one object (at pipelines.x.layout)`},
+		{`{"pipelines": {"x": {"ops": []}}, "pipelines": {"y": {"ops": []}}}`, `"pipelines" is given twice`},
 	}
 	for _, tt := range bad {
 		c, err := ParseConfig([]byte(tt.cfg))

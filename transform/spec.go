@@ -303,7 +303,9 @@ type Config struct {
 }
 
 // ParseConfig reads a configuration, refusing unknown fields (a misspelt
-// "ratio" would otherwise silently take the default).
+// "ratio" would otherwise silently take the default) and a name given
+// twice in one object: a pipeline defined twice, or an operator's field
+// given twice, would otherwise silently take the last.
 func ParseConfig(b []byte) (Config, error) {
 	var c Config
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -314,12 +316,80 @@ func ParseConfig(b []byte) (Config, error) {
 	if d.More() {
 		return c, fmt.Errorf("%w: configuration: data after the object", ErrSpec)
 	}
+	if err := repeatedName(b); err != nil {
+		return c, fmt.Errorf("%w: configuration: %w", ErrSpec, err)
+	}
 	for name := range c.Pipelines {
 		if !ValidName(name) {
 			return c, fmt.Errorf("%w: pipeline name %q: 1 to 64 of a-z, 0-9, '-', '_', '.'", ErrSpec, name)
 		}
 	}
 	return c, nil
+}
+
+// repeatedName reports a member name given twice in one object of the
+// JSON value b holds (RFC 7493 §2.3), naming where; encoding/json keeps
+// the last and drops the first. b has been decoded already: a syntax
+// error is not its to report.
+func repeatedName(b []byte) error {
+	// frame is an object or an array being read: an object's names so
+	// far and whether its next token is a name, an array's elements so
+	// far, and where it is in the value.
+	type frame struct {
+		names  map[string]bool
+		isName bool
+		n      int
+		at     string
+	}
+	var stack []*frame
+	where := "" // where the value after an object's name is
+	d := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil // the end, or an error the decoder named already
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.names != nil && top.isName {
+			name, ok := tok.(string)
+			if !ok { // '}'
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			if top.names[name] {
+				if top.at == ".pipelines" {
+					return fmt.Errorf("pipeline %q is defined twice; define each pipeline once", name)
+				}
+				return fmt.Errorf("%q is given twice in one object (at %s)", name, strings.TrimPrefix(top.at+"."+name, "."))
+			}
+			top.names[name], top.isName = true, false
+			where = top.at + "." + name
+			continue
+		}
+		if tok == json.Delim(']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		// A value: an array's next element, or the value of the name
+		// just read (after which the object's next token is a name).
+		at := where
+		switch {
+		case top != nil && top.names == nil:
+			at = fmt.Sprintf("%s[%d]", top.at, top.n)
+			top.n++
+		case top != nil:
+			top.isName = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, isName: true, at: at})
+		case json.Delim('['):
+			stack = append(stack, &frame{at: at})
+		}
+	}
 }
 
 // ValidName reports whether name is a valid pipeline name: 1 to 64 of

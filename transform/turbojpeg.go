@@ -87,6 +87,16 @@ static int brand_decode(const unsigned char *src, unsigned long n, int denom,
 	*ow = cw;
 	return 0;
 }
+
+// brand_turbo_version is libjpeg-turbo's version number (2001005 for
+// 2.1.5) of the headers this was built with, or 0.
+static int brand_turbo_version(void) {
+#ifdef LIBJPEG_TURBO_VERSION_NUMBER
+	return LIBJPEG_TURBO_VERSION_NUMBER;
+#else
+	return 0;
+#endif
+}
 */
 import "C"
 
@@ -108,6 +118,16 @@ type TurboJPEG struct{}
 
 // Name implements JPEGDecoder.
 func (TurboJPEG) Name() string { return "turbojpeg" }
+
+// turboVersion is the libjpeg-turbo version of the headers this package
+// was built with ("2.1.5"), or "(version unknown)".
+func turboVersion() string {
+	v := int(C.brand_turbo_version())
+	if v == 0 {
+		return "(version unknown)"
+	}
+	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
+}
 
 // DecodeJPEG implements JPEGDecoder.
 func (TurboJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error) {

@@ -66,7 +66,7 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 	// Keep the test quick: fewer, smaller samples than the stack packs.
-	args = append(args, "--samples", "200", "--mean-bytes", "4KiB", "--chunk-size", "256KiB")
+	args = append(args, "--samples", "200", "--image-side", "48", "--chunk-size", "256KiB")
 	for range 2 { // the job must be idempotent: compose may run it again
 		var out syncBuffer
 		if code := run(t.Context(), &cli.Env{Stdout: &out, Stderr: &out, Getenv: os.Getenv}, args); code != 0 {

@@ -8,23 +8,26 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/photos"
 	"github.com/brandgw/brand/s3backend"
 )
 
-// runDemo is Brand with nothing configured: it generates a small synthetic
-// image-classification dataset, packs it into a local store, serves it and
-// prints commands to try. A second run reuses the packed dataset.
+// runDemo is Brand with nothing configured: it generates a small dataset
+// of photo-like JPEGs with class labels, packs it into a local store,
+// serves it and prints commands to try, the tensors of a transform among
+// them. A second run reuses the packed dataset.
 func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	var f serveFlags
 	var dir, dst string
-	var samples int
+	var samples, side int
 	var createBucket, packOnly bool
-	var mean, chunk cli.ByteSize
+	var chunk cli.ByteSize
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	f.register(fs, "127.0.0.1:8080")
 	cache, _ := os.UserCacheDir()
@@ -32,9 +35,8 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 		cache = os.TempDir()
 	}
 	fs.StringVar(&dir, "dir", filepath.Join(cache, "brand", "demo"), "where the demo dataset is generated and packed")
-	fs.IntVar(&samples, "samples", 2000, "synthetic samples to generate")
-	mean = 16 << 10
-	fs.Var(&mean, "mean-bytes", "mean synthetic image size")
+	fs.IntVar(&samples, "samples", 2000, "photos to generate, each with a class label")
+	fs.IntVar(&side, "image-side", photos.DefaultMaxSide, "the photos' longest side in pixels: each side is drawn between half of it and it")
 	chunk = 4 << 20
 	fs.Var(&chunk, "chunk-size", "target chunk size for the demo dataset")
 	fs.StringVar(&dst, "dst", "", "pack the demo dataset into this store URL (e.g. s3://bucket/demo) instead of a local directory")
@@ -51,17 +53,17 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	if len(f.datasets) > 0 {
 		return usageError(env, "demo", "--dataset is not accepted: demo serves the dataset it generates; use `brand serve --dataset` to serve others")
 	}
-	if samples <= 0 || mean <= 0 || chunk <= 0 {
-		return errors.New("--samples, --mean-bytes and --chunk-size must be positive")
+	if samples <= 0 || side <= 0 || chunk <= 0 {
+		return errors.New("--samples, --image-side and --chunk-size must be positive")
 	}
 	log, err := f.logger(env.Stderr)
 	if err != nil {
 		return err
 	}
-	spec := synth.Spec{Samples: samples, MeanBytes: int64(mean), Classes: 10, Seed: 1}
+	tree := photos.Tree{Samples: samples, MaxSide: side, Classes: 10, Seed: 1}
 	storeURL := dst
 	if storeURL == "" {
-		storeURL = filepath.Join(dir, fmt.Sprintf("store-%d-%d-%d", samples, int64(mean), int64(chunk)))
+		storeURL = filepath.Join(dir, fmt.Sprintf("photos-%d-%d-%d", samples, side, int64(chunk)))
 		if err := os.MkdirAll(storeURL, 0o755); err != nil {
 			return err
 		}
@@ -79,16 +81,16 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 		if !errors.Is(err, s3backend.ErrNotFound) {
 			return err
 		}
-		src := filepath.Join(dir, fmt.Sprintf("src-%d-%d", samples, int64(mean)))
-		fmt.Fprintf(env.Stderr, "generating %d synthetic samples in %s ...\n", samples, src)
+		src := filepath.Join(dir, fmt.Sprintf("src-photos-%d-%d", samples, side))
+		fmt.Fprintf(env.Stderr, "generating %d photos in %s ...\n", samples, src)
 		if err := os.RemoveAll(src); err != nil {
 			return err
 		}
-		if err := spec.WriteTree(src); err != nil {
+		if err := tree.Write(ctx, src); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stderr, "packing into %s ...\n", storeURL)
-		res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: int64(chunk), Shuffle: true, Seed: 1, Name: "demo"})
+		res, err := dataset.Pack(ctx, src, store, dataset.PackOptions{ChunkSize: int64(chunk), Shuffle: true, Seed: 1, Name: "demo", Tool: "brand " + version})
 		if err != nil {
 			return err
 		}
@@ -113,27 +115,43 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	base := "http://" + ln.Addr().String()
 	return serve(ctx, log, cfg, ln, stopping{drain: f.shutdownTimeout}, nil, func(*gateway.Gateway) {
-		fmt.Fprintf(env.Stdout, `
-Brand demo is serving %d synthetic samples at %s
+		fmt.Fprint(env.Stdout, demoCommands(samples, base))
+	})
+}
+
+// demoCommands is what the demo prints once it serves: commands to try,
+// the tensors of a transform among them, and a PyTorch loop.
+func demoCommands(samples int, base string) string {
+	return strings.NewReplacer("BASE", base, "SAMPLES", strconv.Itoa(samples)).Replace(`
+Brand demo is serving SAMPLES photos at BASE
 
 Try:
-  curl -s %s/datasets
-  curl -s %s/epoch/0
-  curl -s '%s/epoch/0/batch/0?format=json' | head -30
-  curl -s %s/epoch/0/batch/0 | tar -tvf - | head
-  curl -s '%s/epoch/1/batch/3?batch_size=8&world=2&rank=1' | tar -tf -
-  curl -s %s/metrics | grep brand_cache
+  curl -s BASE/datasets
+  curl -s BASE/epoch/0
+  curl -s 'BASE/epoch/0/batch/0?format=json' | head -30
+  curl -s BASE/epoch/0/batch/0 | tar -tvf - | head
+  curl -s 'BASE/epoch/1/batch/3?batch_size=8&world=2&rank=1' | tar -tf -
+  curl -s BASE/metrics | grep brand_cache
+
+Tensors, decoded and augmented by the gateway (.npy, uint8, 3×224×224):
+  curl -s 'BASE/epoch/0/batch/0?transform=imagenet-train' | tar -tvf - | head -4
 
 Python (standard library only):
   python3 -c "
 import io, tarfile, urllib.request
 for m in range(3):
-    with urllib.request.urlopen('%s/epoch/0/batch/%%d' %% m) as r:
+    with urllib.request.urlopen('BASE/epoch/0/batch/%d' % m) as r:
         t = tarfile.open(fileobj=io.BytesIO(r.read()))
         print('batch', m, [x.name for x in t.getmembers()][:4])
 "
 
+PyTorch (pip install ./python, or PYTHONPATH=python in this repository):
+  import brand
+  from brand.torch import BrandDataset
+  job = brand.Job(batch_size=32, seed=7, transform="imagenet-train")
+  for batch in BrandDataset("BASE", brand.Options(job=job)).loader(num_workers=2):
+      print(batch["npy"].shape, batch["cls"][:4])  # torch.Size([32, 3, 224, 224]) uint8
+
 Press Ctrl-C to stop.
-`, samples, base, base, base, base, base, base, base, base)
-	})
+`)
 }

@@ -5,15 +5,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image/jpeg"
 	"io"
+	"iter"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/transform"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -39,6 +44,14 @@ func (s *syncBuffer) String() string {
 // function that cancels it and returns its exit code.
 func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, func() int) {
 	t.Helper()
+	m, _, stop := startCommandOutput(t, ready, args...)
+	return m, stop
+}
+
+// startCommandOutput is startCommand that also returns what the command
+// has written to stdout so far.
+func startCommandOutput(t *testing.T, ready *regexp.Regexp, args ...string) (string, func() string, func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
@@ -50,7 +63,7 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, f
 		if m := ready.FindStringSubmatch(stdout.String()); m != nil {
 			var once sync.Once
 			code := 0
-			return m[1], func() int {
+			return m[1], stdout.String, func() int {
 				once.Do(func() { cancel(); code = <-done })
 				return code
 			}
@@ -63,6 +76,29 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, f
 			cancel()
 			t.Fatalf("brand %s not ready after 60 s:\n%s\n%s", args[0], stdout.String(), stderr.String())
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// tarMembers yields the members of a tar stream and their contents.
+func tarMembers(t *testing.T, b []byte) iter.Seq2[*tar.Header, []byte] {
+	return func(yield func(*tar.Header, []byte) bool) {
+		tr := tar.NewReader(bytes.NewReader(b))
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !yield(h, data) {
+				return
+			}
 		}
 	}
 }
@@ -81,25 +117,33 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// TestDemoServesBatches: the demo serves batches of photos and their
+// labels, the tensors of the transform curl it prints (a user's first
+// try: with random bytes for images it answered 422), members stamped
+// with the pack's time rather than 1970, and a second run reuses the
+// packed dataset.
 func TestDemoServesBatches(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"demo", "--listen", "127.0.0.1:0", "--dir", dir, "--samples", "300", "--mean-bytes", "2KiB", "--chunk-size", "128KiB", "--log-level", "warn", "--memory-limit", "off"}
-	base, stop := startCommand(t, regexp.MustCompile(`serving \d+ synthetic samples at (http://\S+)`), args...)
-	code, body := httpGet(t, base+"/epoch/0/batch/0")
+	args := []string{"demo", "--listen", "127.0.0.1:0", "--dir", dir, "--samples", "300", "--image-side", "48", "--chunk-size", "128KiB", "--log-level", "warn", "--memory-limit", "off"}
+	ready := regexp.MustCompile(`serving \d+ photos at (http://\S+)`)
+	started := time.Now().Add(-time.Second)
+	base, stdout, stop := startCommandOutput(t, ready, args...)
+	code, first := httpGet(t, base+"/epoch/0/batch/0")
 	if code != 200 {
-		t.Fatalf("batch: %d %s", code, body)
+		t.Fatalf("batch: %d %s", code, first)
 	}
-	tr := tar.NewReader(bytes.NewReader(body))
 	members := 0
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	for h, data := range tarMembers(t, first) {
+		if h.ModTime.Before(started) {
+			t.Fatalf("member %s modified %v, before the demo packed it", h.Name, h.ModTime)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasSuffix(h.Name, ".jpg") && !strings.HasSuffix(h.Name, ".cls") {
+		switch {
+		case strings.HasSuffix(h.Name, ".jpg"):
+			if _, err := jpeg.DecodeConfig(bytes.NewReader(data)); err != nil {
+				t.Fatalf("member %s is no JPEG: %v", h.Name, err)
+			}
+		case strings.HasSuffix(h.Name, ".cls"):
+		default:
 			t.Fatalf("unexpected member %s", h.Name)
 		}
 		members++
@@ -107,13 +151,42 @@ func TestDemoServesBatches(t *testing.T) {
 	if members != 64 { // 32 samples, .cls and .jpg each
 		t.Fatalf("batch 0 holds %d members, want 64", members)
 	}
+
+	// The transform curl it prints answers tensors.
+	m := regexp.MustCompile(`(?m)^  curl -s '(\S+transform=imagenet-train)' \| tar -tvf -`).FindStringSubmatch(stdout())
+	if m == nil {
+		t.Fatalf("the demo printed no transform curl:\n%s", stdout())
+	}
+	code, body := httpGet(t, m[1])
+	if code != 200 {
+		t.Fatalf("%s: %d %s", m[1], code, body)
+	}
+	tensors := 0
+	for h, data := range tarMembers(t, body) {
+		if !strings.HasSuffix(h.Name, ".npy") {
+			continue
+		}
+		tn, err := client.ParseNPY(data)
+		if err != nil || !slices.Equal(tn.Shape, []int{3, 224, 224}) {
+			t.Fatalf("member %s: %v %v, want a 3×224×224 tensor", h.Name, tn.Shape, err)
+		}
+		tensors++
+	}
+	if tensors != 32 {
+		t.Fatalf("the transform batch holds %d tensors, want 32", tensors)
+	}
+	for _, want := range []string{"from brand.torch import BrandDataset", `transform="imagenet-train"`} {
+		if !strings.Contains(stdout(), want) {
+			t.Errorf("the demo's PyTorch loop lacks %q:\n%s", want, stdout())
+		}
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("demo exited with %d after SIGTERM-equivalent", code)
 	}
 	// A second run reuses the packed dataset and serves the same bytes.
-	base, stop = startCommand(t, regexp.MustCompile(`serving \d+ synthetic samples at (http://\S+)`), args...)
+	base, stop = startCommand(t, ready, args...)
 	defer stop()
-	if _, again := httpGet(t, base+"/epoch/0/batch/0"); !bytes.Equal(again, body) {
+	if _, again := httpGet(t, base+"/epoch/0/batch/0"); !bytes.Equal(again, first) {
 		t.Fatal("a second demo run served different bytes")
 	}
 }
@@ -133,6 +206,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"serve"}, 1, "no --dataset given", ""},
 		{[]string{"serve", "--dataset", "x", "--log-level", "loud"}, 1, "--log-level", ""},
 		{[]string{"version"}, 0, "brand dev", ""},
+		{[]string{"version"}, 0, "JPEG decoder: " + transform.JPEGDecoderBuild(), ""},
 		{[]string{"help", "serve"}, 0, "(default 4.0 GiB)", ""},
 		{[]string{"help", "demo"}, 0, "(default 256 MiB)", "4.0 GiB"},
 		{[]string{"demo", "--dataset", "other=/nonexistent"}, 2, "--dataset is not accepted", ""},

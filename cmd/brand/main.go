@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/transform"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -17,15 +18,19 @@ var version = "dev"
 
 func program() *cli.Program {
 	return &cli.Program{Name: "brand", Usage: usage, Commands: []cli.Command{
-		{Name: "demo", Summary: "generate a small synthetic dataset, pack it locally and serve it", Run: runDemo},
+		{Name: "demo", Summary: "generate a small dataset of labelled photos, pack it locally and serve it", Run: runDemo},
 		{Name: "serve", Summary: "serve shuffled batches of one or more datasets over HTTP", Run: runServe},
 		{Name: "pack", Summary: "pack a directory tree into tar chunks and an index in a store", Run: runPack},
 		{Name: "index", Summary: "index existing tar shards (e.g. a WebDataset dataset) in place", Run: runIndex},
 		{Name: "inspect", Summary: "print a dataset's summary; --verify checks every chunk", Run: runInspect},
 		{Name: "plan", Summary: "simulate a job's cache behaviour and report the optimum", Run: runPlan},
 		{Name: "healthcheck", Summary: "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", Run: runHealthcheck},
-		{Name: "version", Summary: "print the version", Run: func(_ context.Context, env *cli.Env, _ []string) error {
+		{Name: "version", Summary: "print the version and the JPEG decoder this build has", Run: func(_ context.Context, env *cli.Env, _ []string) error {
 			fmt.Fprintln(env.Stdout, "brand", version)
+			fmt.Fprintln(env.Stdout, "JPEG decoder:", transform.JPEGDecoderBuild())
+			if note := pureGoDecoderNote(); note != "" {
+				fmt.Fprintln(env.Stdout, "Note:", note)
+			}
 			return nil
 		}},
 	}}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -77,7 +76,7 @@ func (f *s3FaceFlags) config() (gateway.S3Config, error) {
 // serveS3 serves the S3 face on ln until ctx ends; before the datasets
 // are loaded it answers ServiceUnavailable, which S3 clients retry.
 func serveS3(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener) {
-	srv := &http.Server{Handler: g.S3Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newServer(g.S3Handler())
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

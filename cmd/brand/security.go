@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -98,7 +97,7 @@ func (f *securityFlags) warnIfOpen(addr net.Addr, authenticated bool, log zerolo
 
 // serveAdmin serves g's admin handler on ln until ctx ends.
 func serveAdmin(ctx context.Context, log zerolog.Logger, g *gateway.Gateway, ln net.Listener) {
-	srv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(g.AdminHandler())
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -25,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/transform"
 )
 
 // serveFlags are the gateway's flags, shared by serve and demo.
@@ -342,6 +343,17 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	return serve(ctx, log, cfg, ln, stopping{leave: f.cluster.leave, drain: f.shutdownTimeout}, started, ready)
 }
 
+// newServer is an HTTP server of h with the bounds every listener of
+// `brand serve` shares (docs/http-api.md "Bounds and timeouts"): a
+// request's headers read within 10 s, an idle keep-alive connection closed
+// after 2 minutes. Request bodies are bounded per route by the handlers
+// (gateway.Config.BodyTimeout), and responses that carry samples by their
+// writer's deadlines (gateway.Config.WriteTimeout): a server-wide
+// ReadTimeout or WriteTimeout would be one bound for every route.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
 // stopping bounds a gateway's stop: a cluster node's hand-over of its
 // chunks (Gateway.Leave), then the drain of in-flight responses.
 type stopping struct{ leave, drain time.Duration }
@@ -361,14 +373,14 @@ func serve(ctx context.Context, log zerolog.Logger, cfg gateway.Config, ln net.L
 	if started != nil {
 		started(g)
 	}
-	srv := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := newServer(g)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).Msg("listening; loading dataset indexes")
+	log.Info().Str("addr", ln.Addr().String()).Int64("cache_bytes", cfg.CacheSize).Str("cache_policy", cfg.CachePolicy).
+		Str("jpeg_decoder", transform.JPEGDecoderBuild()).Msg("listening; loading dataset indexes")
+	if note := pureGoDecoderNote(); note != "" {
+		log.Warn().Msg(note)
+	}
 	loadCtx, cancelLoad := context.WithCancel(ctx)
 	defer cancelLoad()
 	go func() {
@@ -441,7 +453,7 @@ func startPprof(ctx context.Context, log zerolog.Logger, addr string) error {
 	if err != nil {
 		return fmt.Errorf("--pprof: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux)
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving profiles at /debug/pprof/")

@@ -26,6 +26,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/transform"
 )
 
 // TestServeDrainsInFlightOnShutdown starts `brand serve` on a packed local
@@ -248,5 +249,53 @@ func TestClusterSources(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStartupNamesDecoder: the start-up log names the JPEG decoder, and
+// the pure-Go build says once what it costs and how to get libjpeg-turbo
+// (the libjpeg-turbo build says nothing more), so that an operator of a
+// slow node learns it at start rather than from a profile.
+func TestStartupNamesDecoder(t *testing.T) {
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 20, MeanBytes: 1 << 10, Seed: 2}, dataset.PackOptions{ChunkSize: 16 << 10})
+	var stderr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", "127.0.0.1:0", "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off"})
+	}()
+	waitReady(t, &stderr, done)
+	stop()
+	<-done
+	var decoder string
+	notes := 0
+	for line := range strings.Lines(stderr.String()) {
+		var e struct {
+			Level, Message string
+			JPEGDecoder    string `json:"jpeg_decoder"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if e.JPEGDecoder != "" {
+			decoder = e.JPEGDecoder
+		}
+		if strings.Contains(e.Message, "brand_turbojpeg") {
+			notes++
+			if e.Level != "warn" || !strings.Contains(e.Message, "2.6×") {
+				t.Errorf("the pure-Go decoder's note: %+v", e)
+			}
+		}
+	}
+	if decoder != transform.JPEGDecoderBuild() {
+		t.Errorf("the start-up log names the decoder %q, want %q", decoder, transform.JPEGDecoderBuild())
+	}
+	want := 0
+	if transform.DefaultJPEGDecoder().Name() == "go" {
+		want = 1
+	}
+	if notes != want {
+		t.Errorf("the pure-Go decoder's note logged %d times, want %d:\n%s", notes, want, stderr.String())
 	}
 }

@@ -130,6 +130,20 @@ func (p *planTransform) input() (planner.TransformInput, bool, error) {
 		DecodePerImage: cal.DecodePerImage, DecodedFactor: cal.DecodedFactor, Workers: p.flags.workerCount()}, true, nil
 }
 
+// pureGoDecoderNote is what a build with the pure-Go JPEG decoder says of
+// it — once at start, and in `brand version` — what it costs and how to
+// get the fast one; "" in the libjpeg-turbo build. The figures are
+// docs/transform.md §7's.
+func pureGoDecoderNote() string {
+	if transform.DefaultJPEGDecoder().Name() != (transform.StdJPEG{}).Name() {
+		return ""
+	}
+	return "this build decodes JPEGs for transform= with Go's image/jpeg: about 2.6× the CPU per image of the libjpeg-turbo build " +
+		"(imagenet-train: 4.5 ms against 1.7 ms, docs/transform.md §7), with pixels within 3 levels of torchvision's " +
+		"where libjpeg-turbo's are identical. The container image has libjpeg-turbo; " +
+		"or build with scripts/install-turbojpeg.sh && go build -tags brand_turbojpeg ./cmd/brand"
+}
+
 // calibrationPhotos is how many generated photos `brand plan` calibrates
 // a pipeline on (the gateway's /plan uses its own count).
 const calibrationPhotos = 100

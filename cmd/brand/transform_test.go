@@ -16,8 +16,8 @@ import (
 // The transform flags reach the gateway's configuration: the pipelines
 // of --transform-config, the pixel bound, the workers (the machine's
 // cores by default), the bad-image policy and the bytes made ahead (0:
-// none); a configuration that does not parse fails at start, naming the
-// file.
+// none); a configuration that does not parse, or defines a pipeline
+// twice, fails at start, naming the file.
 func TestServeTransformFlags(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
@@ -64,6 +64,17 @@ func TestServeTransformFlags(t *testing.T) {
 	f, _ = parse("--transform-config", bad)
 	if _, err := f.gatewayConfig(zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "bad.json") || !strings.Contains(err.Error(), "sise") {
 		t.Errorf("a misspelt field: %v", err)
+	}
+	// A pipeline defined twice is refused at start, naming it (the last
+	// definition used to win silently).
+	twice := filepath.Join(dir, "twice.json")
+	if err := os.WriteFile(twice, []byte(`{"pipelines": {"small": {"ops": [{"op": "center_crop", "size": 96}]},
+		"small": {"ops": [{"op": "center_crop", "size": 64}]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = parse("--transform-config", twice)
+	if _, err := f.gatewayConfig(zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "twice.json") || !strings.Contains(err.Error(), `pipeline "small" is defined twice`) {
+		t.Errorf("a pipeline defined twice: %v", err)
 	}
 	f, _ = parse("--transform-workers", "-1")
 	if _, err := f.gatewayConfig(zerolog.Nop()); err == nil {

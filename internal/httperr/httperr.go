@@ -26,6 +26,7 @@ import (
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/reqbody"
 	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -55,7 +56,8 @@ func Status(err error) int {
 	switch {
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
-		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, catalog.ErrSelect):
+		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
+		errors.Is(err, reqbody.ErrTooLarge):
 		return http.StatusBadRequest
 	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge):
 		// The batch holds an image its pipeline cannot transform: the

@@ -59,7 +59,44 @@ func TestNote(t *testing.T) {
 	err := errors.New("behind the 500")
 	httperr.NoteError(ctx, err)
 	httperr.NoteRoute(ctx, "s3:GetObject")
-	if n.Err() != err || n.Route() != "s3:GetObject" {
-		t.Fatalf("note: %v %q", n.Err(), n.Route())
+	httperr.NoteReason(ctx, "internal")
+	if n.Err() != err || n.Route() != "s3:GetObject" || n.Reason() != "internal" {
+		t.Fatalf("note: %v %q %q", n.Err(), n.Route(), n.Reason())
+	}
+}
+
+// TestReason: the errors an operator tells apart by name, any other by
+// its status, an answer with no error noted by its status alone.
+func TestReason(t *testing.T) {
+	tests := []struct {
+		status int
+		err    error
+		want   string
+	}{
+		{503, fmt.Errorf("x: %w", chunkcache.ErrBusy), "cache_busy"},
+		{503, fmt.Errorf("x: %w", tensors.ErrBusy), "transform_busy"},
+		{503, fmt.Errorf("x: %w", catalog.ErrNotReady), "not_ready"},
+		{503, fmt.Errorf("x: %w", httperr.ErrStalled), "stalled"},
+		{503, fmt.Errorf("s3://b/p: %w", s3backend.ErrUnavailable), "store_unavailable"},
+		{400, fmt.Errorf("x: %w", chunkcache.ErrTooLarge), "too_large"},
+		{400, fmt.Errorf("x: %w", tensors.ErrTooLarge), "too_large"},
+		{400, fmt.Errorf("x: %w", query.ErrBadRequest), "bad_request"},
+		{400, fmt.Errorf("x: %w", transform.ErrUnknownPipeline), "unknown_pipeline"},
+		{422, fmt.Errorf("sample x: %w", transform.ErrDecode), "bad_image"},
+		{502, fmt.Errorf("x: %w", s3backend.ErrChanged), "store_mismatch"},
+		{504, fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
+		{500, errors.New("anything else"), "internal"},
+		{401, nil, "unauthenticated"},
+		{404, nil, "not_found"},
+		{405, nil, "method_not_allowed"},
+		{418, nil, "status_418"},
+	}
+	for _, tt := range tests {
+		if got := httperr.Reason(tt.status, tt.err); got != tt.want {
+			t.Errorf("Reason(%d, %v) = %q, want %q", tt.status, tt.err, got, tt.want)
+		}
+		if tt.err != nil && httperr.Status(tt.err) != tt.status {
+			t.Errorf("the case %v is answered %d, not %d", tt.err, httperr.Status(tt.err), tt.status)
+		}
 	}
 }

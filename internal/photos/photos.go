@@ -1,9 +1,11 @@
-// Package photos makes photo-like JPEGs of ImageNet-like sizes for
-// benchmarks and tests of image decoding: deterministic from a seed, with
-// the statistics that decide a decoder's cost — sides of 300 to 500
-// pixels, 4:2:0 chroma, quality 75 to 95, and enough texture that the
-// files weigh what photos of that size do (about 77 KiB on average, as
-// the ImageNet-like set of issue 34's measurements).
+// Package photos makes photo-like JPEGs: of ImageNet-like sizes for the
+// transform stage's calibration (`brand plan --transform`, /plan), its
+// benchmarks and tests of image decoding, and small ones for the dataset
+// `brand demo` serves (Tree). Deterministic from a seed, with the
+// statistics that decide a decoder's cost — sides of 300 to 500 pixels,
+// 4:2:0 chroma, quality 75 to 95, and enough texture that the files weigh
+// what photos of that size do (about 77 KiB on average, as the
+// ImageNet-like set of issue 34's measurements).
 //
 // A flat or noise-only image would not do: a decoder's cost follows the
 // entropy-coded bytes (Huffman decoding) and the pixel count (IDCT,

@@ -43,8 +43,11 @@
 //
 // # Bounds
 //
-// Keys longer than S3's 1,024 bytes are refused (KeyTooLongError) before
-// any store is asked; a read-through bucket's listings are kept 5 s per
+// The face takes no request body: a write, and a request that is not
+// signed, are refused before their body is read and their connection
+// closed, and a read that declares a body is refused unread
+// (internal/reqbody). Keys longer than S3's 1,024 bytes are refused
+// (KeyTooLongError) before any store is asked; a read-through bucket's listings are kept 5 s per
 // prefix, at most 64 prefixes a bucket; a read-through object is cached
 // whole up to Config.WholeObject and in blocks of Config.Block beyond,
 // each at most an eighth of the cache; a block's load is bounded by the

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/reqbody"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/s3auth"
 	"github.com/brandgw/brand/internal/s3proto"
@@ -136,6 +137,9 @@ type Parts struct {
 	// FetchTimeout bounds the read of a dataset's member table, which
 	// outlives the request that starts it.
 	FetchTimeout time.Duration
+	// BodyTimeout bounds the reading of a request body that comes without
+	// a length: the face takes none, and it must end at once.
+	BodyTimeout time.Duration
 	// Started is the read-through buckets' creation date in listings.
 	Started  time.Time
 	Registry prometheus.Registerer
@@ -154,6 +158,7 @@ type Face struct {
 	ready    Readiness
 	through  *ReadThrough
 	timeout  time.Duration
+	body     reqbody.Bound // no body, read within the body timeout
 	started  time.Time
 	log      zerolog.Logger
 
@@ -167,7 +172,7 @@ type Face struct {
 // New returns the face.
 func New(cfg Config, p Parts) *Face {
 	f := &Face{versions: p.Versions, reader: p.Reader, writer: p.Writer, ahead: p.Ahead, cluster: p.Cluster, ready: p.Ready,
-		through: p.Objects, timeout: p.FetchTimeout, started: p.Started, log: p.Log,
+		through: p.Objects, timeout: p.FetchTimeout, body: reqbody.Bound{Timeout: p.BodyTimeout}, started: p.Started, log: p.Log,
 		verify:    s3auth.NewVerifier(cfg.Credentials, s3auth.Options{Region: cfg.Region}),
 		datasets:  datasetBuckets{versions: map[string]*datasetVersion{}, last: map[string]lastChunk{}},
 		readAhead: cfg.ReadAhead,
@@ -206,12 +211,20 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := parseOp(r)
 	httperr.NoteRoute(ctx, "s3:"+op.name)
 	// A write is refused whoever asks, before its signature (a chunked
-	// upload's is not even checked) or its body is read.
+	// upload's is not even checked) or its body is read, and so is a
+	// request that is not signed; their connections are closed.
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		reqbody.Refuse(w, r)
 		f.fail(w, r, op, s3proto.ErrorOf(s3proto.AccessDenied, "Brand's S3 face is read-only: "+r.Method+" is refused"))
 		return
 	}
 	if _, err := f.verify.Verify(r); err != nil {
+		reqbody.Refuse(w, r)
+		f.fail(w, r, op, err)
+		return
+	}
+	// A read takes no body: one declared is refused unread.
+	if err := reqbody.Apply(w, r, f.body); err != nil {
 		f.fail(w, r, op, err)
 		return
 	}

@@ -26,7 +26,11 @@
 // (Buffers: reader.Reader's, --copy-bytes), refuses more than MaxBytes
 // (--max-batch-bytes), and writes every sample into its place in that
 // one buffer: no growth, no second copy. An image over the pixel bound is
-// refused from its header, before anything is allocated for it.
+// refused from its header, before anything is allocated for it; so is a
+// good image whose tensor alone is over MaxBytes (a 1×100000 PNG resized
+// to 256 on its shorter side makes 19.7 GB): the call fails with
+// ErrTooLarge (400), whatever it does with bad images, before a tar header
+// is written for it.
 //
 // # Failures
 //
@@ -35,6 +39,7 @@
 // member and wrapping transform.ErrDecode or transform.ErrTooLarge (Fail),
 // or is left out and named (Skip), or is kept as it came (Keep: a peer's
 // request, whose asker meets the same image and applies its own policy).
+// A tensor over MaxBytes is not a bad image: it is never skipped or kept.
 //
 // # Concurrency
 //

@@ -81,8 +81,11 @@ func (c *counter) Read(p []byte) (int, error) {
 // its name and size; everything else — other members, a member already
 // a tensor (a sample a peer transformed), padding — passes through as
 // it is. The tar headers are read by archive/tar. A failure names the
-// member and wraps transform.ErrDecode or transform.ErrTooLarge.
-func plan(p *transform.Pipeline, data []byte, key transform.Key) (layout, string, error) {
+// member and wraps transform.ErrDecode or transform.ErrTooLarge (the
+// image cannot be transformed), or ErrTooLarge: a tensor over maxBytes,
+// which no call can hold, is refused before its tar header is written
+// (a good image whose tensor is too large is not a bad image).
+func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes int64) (layout, string, error) {
 	c := &counter{r: bytes.NewReader(data)}
 	tr := tar.NewReader(c)
 	var l layout
@@ -119,6 +122,10 @@ func plan(p *transform.Pipeline, data []byte, key transform.Key) (layout, string
 		if err != nil {
 			return l, hdr.Name, err
 		}
+		if int64(n) > maxBytes {
+			return l, hdr.Name, fmt.Errorf("%w: pipeline %q makes a tensor of %d bytes of it, over the server's --max-batch-bytes (%d)",
+				ErrTooLarge, p.Name(), n, maxBytes)
+		}
 		h, err := tensorHeader(hdr, out, n)
 		if err != nil {
 			return l, hdr.Name, fmt.Errorf("%w: member %q: %w", errMembers, hdr.Name, err)
@@ -143,7 +150,9 @@ func (l *layout) add(p piece) {
 // tensorHeader is the header blocks of an image member's tensor: the
 // image's header with the tensor's name and size. Every other field
 // (mode, owner, time, format) is kept, so the same image gives the same
-// header on every node.
+// header on every node; but a size the image's format cannot hold (USTAR
+// holds under 8 GiB) is written in the format archive/tar picks for it
+// (PAX).
 func tensorHeader(img *tar.Header, name string, size int) ([]byte, error) {
 	h := *img
 	h.Name, h.Size = name, int64(size)
@@ -155,7 +164,15 @@ func tensorHeader(img *tar.Header, name string, size int) ([]byte, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
 	if err := w.WriteHeader(&h); err != nil {
-		return nil, err
+		if h.Format == tar.FormatUnknown {
+			return nil, err
+		}
+		buf.Reset()
+		w = tar.NewWriter(&buf)
+		h.Format = tar.FormatUnknown
+		if err := w.WriteHeader(&h); err != nil {
+			return nil, err
+		}
 	}
 	// No Flush or Close: the data and padding are written by the caller,
 	// and no end-of-archive belongs in a sample.

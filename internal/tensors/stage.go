@@ -145,7 +145,8 @@ func (o *Output) Release() {
 // tensor, as a .npy member of the tensor's size, and every other member
 // passes through. The outputs' sizes are known from the images' headers
 // before any pixel is decoded: the call takes that much of the copy
-// budget at once, refuses more than MaxBytes (ErrTooLarge), then
+// budget at once, refuses more than MaxBytes (ErrTooLarge; so is a
+// single tensor over it, whatever req.On says), then
 // transforms the samples on the stage's workers, each into its place in
 // the one buffer. On error nothing is held.
 func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
@@ -160,9 +161,14 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 	sizes := make([]int, n) // each sample's room in the buffer
 	var total int64
 	for i, smp := range req.Samples {
-		l, member, err := plan(p, smp.Data, smp.Key)
+		l, member, err := plan(p, smp.Data, smp.Key, s.maxBytes)
 		if err != nil {
 			err = s.named(smp, member, err)
+			if errors.Is(err, ErrTooLarge) {
+				// A good image whose tensor no call can hold: the request
+				// is refused, whatever it does with bad images.
+				return nil, err
+			}
 			m.Add(transform.Result{}, err)
 			if req.On == Fail {
 				return nil, err
@@ -252,7 +258,7 @@ func (s *Stage) buffer(ctx context.Context, n int64, noWait bool) ([]byte, func(
 // named says which sample and member an image error is about; it wraps
 // the pipeline's sentinel, which decides the status a client sees.
 func (s *Stage) named(smp Sample, member string, err error) error {
-	if errors.Is(err, ErrClosed) || !errors.Is(err, transform.ErrDecode) && !errors.Is(err, transform.ErrTooLarge) {
+	if errors.Is(err, ErrClosed) || !errors.Is(err, transform.ErrDecode) && !errors.Is(err, transform.ErrTooLarge) && !errors.Is(err, ErrTooLarge) {
 		return err
 	}
 	return fmt.Errorf("sample %q of dataset %s, member %q: %w", smp.Name, smp.Dataset, member, err)

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -59,7 +61,8 @@ func (b *budget) TryBuffer(n int64) ([]byte, func(), bool) {
 
 const testConfig = `{"pipelines": {
 	"tiny": {"ops": [{"op": "random_resized_crop", "size": [6, 8]}, {"op": "hflip"}]},
-	"plain": {"ops": []}
+	"plain": {"ops": []},
+	"resize": {"ops": [{"op": "resize", "size": 256}]}
 }}`
 
 func newStage(t testing.TB, b Buffers, workers int, maxBytes int64) *Stage {
@@ -272,6 +275,68 @@ func TestBadImages(t *testing.T) {
 	st, _ := s.Meter("tiny")
 	if st.Failed != 12 {
 		t.Errorf("%d failures counted, want 3 calls × 4 images", st.Failed)
+	}
+}
+
+// widePNG is a 1×width grey PNG: a few hundred bytes, a good image.
+func widePNG(t testing.TB, width int) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, width, 1))); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestTensorOverTheBound: a good image whose tensor alone is over
+// MaxBytes refuses the call (ErrTooLarge, naming the bound, the sample
+// and the member) before its tar header is written, whatever the call
+// does with bad images: it is never called a bad image, skipped or kept.
+// The reproduction: a 1×100000 PNG through a `resize 256` pipeline (a
+// tensor of 256 × 25,600,000 × 3 bytes) answered 422 "cannot decode image
+// … USTAR cannot encode Size=…", and with --on-bad-image=skip the batch
+// was served without it.
+func TestTensorOverTheBound(t *testing.T) {
+	const maxBytes = 256 << 20
+	s := newStage(t, &budget{size: 1 << 30}, 2, maxBytes)
+	p := pipeline(t, s, "resize")
+	good := sampleOf(t, "ok", [2]string{"ok.jpg", photo(t, 1, 30, 20)})
+	wide := sampleOf(t, "wide/x", [2]string{"wide/x.cls", "1"}, [2]string{"wide/x.png", widePNG(t, 100000)})
+	in := []Sample{{Name: "ok", Dataset: "d", Data: good}, {Name: "wide/x", Dataset: "d", Data: wide}}
+	for _, on := range []OnFailure{Fail, Skip, Keep} {
+		out, err := s.Apply(context.Background(), Request{Pipeline: p, Samples: in, On: on})
+		if err == nil {
+			out.Release()
+		}
+		switch {
+		case !errors.Is(err, ErrTooLarge) || errors.Is(err, transform.ErrDecode):
+			t.Errorf("on failure %d: %v; want ErrTooLarge, not a bad image", on, err)
+		case !strings.Contains(err.Error(), "--max-batch-bytes (268435456)") || !strings.Contains(err.Error(), `sample "wide/x" of dataset d, member "wide/x.png"`):
+			t.Errorf("on failure %d: %v; want the bound, the sample and the member named", on, err)
+		}
+	}
+	if st, _ := s.Meter("resize"); st.Failed != 0 {
+		t.Errorf("%d images counted as failed; a tensor too large is no bad image", st.Failed)
+	}
+}
+
+// TestTensorHeaderBeyondUSTAR: a tensor too large for the image's USTAR
+// header (8 GiB and more, under a --max-batch-bytes that allows it) gets
+// a header that holds its size, which archive/tar reads back.
+func TestTensorHeaderBeyondUSTAR(t *testing.T) {
+	smp := sampleOf(t, "k", [2]string{"k.png", "abc"})
+	img, err := tar.NewReader(bytes.NewReader(smp)).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 9 << 30
+	h, err := tensorHeader(img, "k.npy", size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tar.NewReader(bytes.NewReader(append(h, make([]byte, 512)...))).Next()
+	if err != nil || got.Name != "k.npy" || got.Size != size {
+		t.Fatalf("read back: %+v, %v", got, err)
 	}
 }
 

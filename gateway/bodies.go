@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/brandgw/brand/internal/reqbody"
+)
+
+// bodies bounds the request bodies of the gateway's routes
+// (internal/reqbody): each route is registered with none (it takes no
+// body) or upTo its bound, in routes; a request refused before its body
+// is read (a missing credential, an unknown path, a declared length over
+// the bound) is answered at once and its connection closed.
+type bodies struct {
+	// timeout bounds reading a body; large that of importance feedback,
+	// the one body that may be large (Config.BodyTimeout and
+	// LargeBodyTimeout).
+	timeout, large time.Duration
+}
+
+// none bounds a route that takes no body: a body declared is refused
+// before it is read, and one sent without a length must end at once.
+func (b bodies) none(next http.Handler) http.Handler {
+	return b.upTo(func() int64 { return 0 }, b.timeout)(next)
+}
+
+// upTo bounds a route's body: at most most() bytes, read within timeout.
+func (b bodies) upTo(most func() int64, timeout time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := reqbody.Apply(w, r, reqbody.Bound{Bytes: most(), Timeout: timeout}); err != nil {
+				writeError(r.Context(), w, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// fixed is a bound that does not change.
+func fixed(n int64) func() int64 { return func() int64 { return n } }
+
+// neededBodyBytes bounds a peer's question about needed chunks (their
+// IDs, 4 bytes each): every chunk of the largest dataset version held.
+// The handler checks the question against the version it names.
+func (g *Gateway) neededBodyBytes() int64 {
+	var most int64
+	for _, name := range g.catalog.Names() {
+		held, _ := g.catalog.Held(name)
+		for _, ds := range held {
+			most = max(most, 4*int64(ds.Index.NumChunks()))
+		}
+	}
+	return most
+}

@@ -1,0 +1,6 @@
+package gateway
+
+import "github.com/go-chi/chi/v5"
+
+// RoutesOf is g's routing table, for a test that walks every route.
+func RoutesOf(g *Gateway) chi.Routes { return g.handler.(chi.Routes) }

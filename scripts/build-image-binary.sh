@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# build-image-binary.sh OUT [VERSION] builds the brand binary the container
+# image ships: cgo on, -tags brand_turbojpeg, so that transform= decodes
+# with libjpeg-turbo (about 2.6x less CPU per image than the pure-Go
+# decoder, and torchvision's pixels exactly; docs/transform.md section 7).
+# It writes
+#
+#     OUT/brand    the binary, stripped, -trimpath, main.version=VERSION
+#     OUT/lib/     the shared libraries it needs beyond glibc (libjpeg.so.62),
+#                  which the Dockerfile copies into the runtime image
+#
+# and fails unless `OUT/brand version` names libjpeg-turbo and every
+# library the binary needs is either staged in OUT/lib or part of glibc,
+# which the runtime image (distroless base-debian12) has.
+#
+# The Dockerfile's build stage runs it, and so does scripts/test.sh, so CI
+# proves the image's build steps without a container engine. It installs
+# libjpeg-turbo's headers and a C compiler with scripts/install-turbojpeg.sh
+# (apt-get, as root on Debian/Ubuntu) when they are missing.
+set -euo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
+
+if (($# < 1 || $# > 2)); then
+	echo "usage: scripts/build-image-binary.sh OUT [VERSION]" >&2
+	exit 2
+fi
+out=$1
+version=${2:-dev}
+
+scripts/install-turbojpeg.sh
+
+mkdir -p "$out/lib"
+CGO_ENABLED=1 go build -trimpath -tags brand_turbojpeg \
+	-ldflags "-s -w -X main.version=${version}" -o "$out/brand" ./cmd/brand
+
+# The libraries the binary needs, its libraries' own included: glibc's
+# are the runtime image's; any other is staged under its soname, the file
+# itself rather than a link.
+glibc='^(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux[-a-z0-9_]*)\.so'
+while read -r lib path; do
+	[[ $lib =~ $glibc ]] && continue
+	if [[ $path != /* ]]; then
+		echo "build-image-binary.sh: $lib, which brand needs, is not found" >&2
+		exit 1
+	fi
+	cp -L "$path" "$out/lib/$lib"
+done < <(ldd "$out/brand" | awk '$2 == "=>" {print $1, $3}')
+
+if [[ -z $(ls -A "$out/lib") ]]; then
+	echo "build-image-binary.sh: brand needs no library beyond glibc: was it built without libjpeg-turbo?" >&2
+	exit 1
+fi
+# The binary runs with the staged libraries and names its decoder.
+v=$(LD_LIBRARY_PATH="$out/lib" "$out/brand" version)
+if ! grep -q '^JPEG decoder: libjpeg-turbo ' <<<"$v"; then
+	echo "build-image-binary.sh: the binary does not decode with libjpeg-turbo:" >&2
+	echo "$v" >&2
+	exit 1
+fi
+echo "build-image-binary.sh: $out/brand ($(sed -n 2p <<<"$v" | sed 's/^JPEG decoder: //'); $(ls "$out/lib" | tr '\n' ' ')in $out/lib)" >&2
