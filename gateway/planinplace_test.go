@@ -23,7 +23,7 @@ import (
 // here (a line of 20-odd bytes becomes tar members of a KiB or two).
 // With columns= the plan is of the view the job reads: the same store
 // extents (a .lines chunk is read whole whatever the fields), smaller
-// chunks in the cache.
+// chunks in the cache; /stats's optimum weighs them so too.
 //
 // Two caches: one that holds the dataset read whole, and one that holds
 // the view of one field but not the dataset with both, where the whole
@@ -111,8 +111,13 @@ func TestPlanInPlacePredictsStoreBytes(t *testing.T) {
 					}
 				}
 				live := map[uint64]int64{}
-				for _, s := range g.EpochStats() {
-					live[s.Epoch] += s.BackendBytes
+				for e, s := range epochStats(t, g, 3) {
+					live[e] = s.BackendBytes
+					// The live optimum weighs the chunks the job reads by
+					// their bytes in the cache, as the plan does.
+					if *s.Optimal != plan.Optimal.Epochs[e].HitRatio {
+						t.Errorf("epoch %d: live optimal hit ratio %v, the plan's %v", e, *s.Optimal, plan.Optimal.Epochs[e].HitRatio)
+					}
 				}
 				fits := viewResident <= cache
 				var total int64
