@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/dataset"
@@ -139,5 +141,23 @@ func TestPlanInPlacePredictsStoreBytes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// GET /plan refuses columns= as a job's batches do: a field the dataset
+// does not have, or any field of a tar dataset.
+func TestPlanColumnsRefused(t *testing.T) {
+	st, _ := inPlaceStore(t)
+	srv := startInPlace(t, st)
+	tar := newFixture(t, 2, 4)
+	_, tsrv := start(t, tar.store, nil)
+	for _, u := range []string{srv.URL + "/plan?columns=nope", srv.URL + "/plan?columns=txt,,len", tsrv.URL + "/plan?columns=jpg",
+		tsrv.URL + "/plan?columns=jpg&nodes=2", srv.URL + "/plan?columns=nope&nodes_after=2"} {
+		if resp, body := get(t, u); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", u, resp.StatusCode, body)
+		}
+	}
+	if resp, body := get(t, srv.URL+"/plan?columns=len&nodes_after=2"); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "moved_chunks") {
+		t.Errorf("a resize plan of a view: %d %s", resp.StatusCode, body)
 	}
 }
