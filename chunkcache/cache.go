@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"slices"
 	"sync"
@@ -368,6 +369,22 @@ func (l *Lease) LoadedIn(from, to int) (chunks int, bytes int64, below int, belo
 		}
 	}
 	return chunks, bytes, below, belowB
+}
+
+// StoreLoads yields, in request order, each request of [from, to) whose
+// chunk this Acquire loaded from the store: not resident or loading
+// already, nor served by a tier below the cache; each such chunk once, at
+// its first request. A caller whose chunks cost the store other bytes than
+// they take in the cache (a chunk decoded from ranges of an object) counts
+// the store's traffic by them.
+func (l *Lease) StoreLoads(from, to int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for j, e := range l.uniq {
+			if i := l.first[j]; l.fresh[j] && !e.below && i >= from && i < to && !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // Len returns the number of requests the lease answers.

@@ -554,6 +554,44 @@ func TestLeaseReportsLoads(t *testing.T) {
 	l.Release()
 }
 
+// belowLoader is a TieredLoader whose tier below the cache holds the
+// chunks below names.
+type belowLoader struct {
+	*countingLoader
+	below map[chunkcache.Key]bool
+}
+
+func (l belowLoader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (bool, error) {
+	return l.below[k], l.Load(ctx, k, buf)
+}
+
+// StoreLoads names the requests whose chunks an Acquire loaded from the
+// store: not those resident already, not those the tier below gave, each
+// chunk once (its first request), within the requests asked about.
+func TestLeaseStoreLoads(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: belowLoader{newCountingLoader(), map[chunkcache.Key]bool{key(3): true}}})
+	acquire(t, c, req(0, 100)).Release()
+	l := acquire(t, c, req(1, 10), req(0, 100), req(2, 20), req(3, 30), req(1, 10), req(4, 40))
+	defer l.Release()
+	for _, tt := range []struct {
+		from, to int
+		want     []int
+	}{{0, 6, []int{0, 2, 5}}, {1, 6, []int{2, 5}}, {3, 5, nil}, {0, 1, []int{0}}} {
+		var got []int
+		for i := range l.StoreLoads(tt.from, tt.to) {
+			got = append(got, i)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("StoreLoads(%d, %d): %v, want %v", tt.from, tt.to, got, tt.want)
+		}
+	}
+	for i := range l.StoreLoads(0, 6) {
+		if i == 2 {
+			break // a caller may stop early
+		}
+	}
+}
+
 func TestAllocMakesBuffersReusable(t *testing.T) {
 	c := chunkcache.New(chunkcache.Config{Capacity: 200, Loader: newCountingLoader()})
 	small := chunkcache.Request{Key: key(0), Size: 30, Alloc: 100}

@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -178,6 +179,19 @@ func (d *Dataset) ChunkSize(c int) int64 {
 		return d.InPlace.sizes[c]
 	}
 	return d.Index.Chunk(c).Size
+}
+
+// StoreSize is the bytes a load of chunk c reads from the store: its
+// object's size (a tar chunk is read whole, as it is cached), or for a
+// dataset served in place its store extent with the fields read — the
+// bytes of format.Decoder.Extent's ranges, which the loader reads — what
+// /stats counts as backend bytes and the planner predicts.
+func (d *Dataset) StoreSize(c int) int64 {
+	if d.InPlace == nil {
+		return d.ChunkSize(c)
+	}
+	ranges, _ := d.InPlace.Decoder.Extent(c, d.InPlace.sel)
+	return format.Concat(ranges)
 }
 
 // ChunkRequest is what the cache needs to load chunk c.

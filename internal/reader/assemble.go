@@ -161,6 +161,8 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		res.LoadedBytes += req.Size
 		if below {
 			res.DiskBytes += req.Size
+		} else {
+			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[from])
 		}
 		return copyOut(from, buf)
 	}
@@ -195,6 +197,9 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		res.Loads += n
 		res.LoadedBytes += nb
 		res.DiskBytes += db
+		for i := range lease.StoreLoads(0, len(slots)) {
+			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[slots[i]])
+		}
 		defer lease.Release()
 		for i, s := range slots {
 			if err := copyOut(s, lease.Bytes(i)); err != nil {

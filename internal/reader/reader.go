@@ -335,6 +335,7 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		res.Chunks = sub.Chunks
 		res.Loads, res.LoadedBytes = lease.Loaded()
 		_, res.DiskBytes = lease.Below()
+		res.StoreBytes = storeBytes(lease, 0, sub)
 		deferred := sub.DS.Index.Deferred()
 		for j, in := range sub.Info {
 			data[pos[j]] = sampleBytes(lease.Bytes(sub.Slot[j]), in, deferred)
@@ -434,6 +435,16 @@ func subset(s order.Samples, pos []int) order.Samples {
 }
 
 // requests are the cache requests of s's chunks.
+// storeBytes is what the store loads of lease read for requests(s),
+// requests [from, from+len(s.Chunks)) of it: their chunks' store sizes.
+func storeBytes(lease *chunkcache.Lease, from int, s order.Samples) int64 {
+	var n int64
+	for i := range lease.StoreLoads(from, from+len(s.Chunks)) {
+		n += s.DS.StoreSize(s.Chunks[i-from])
+	}
+	return n
+}
+
 func requests(s order.Samples) []chunkcache.Request {
 	reqs := make([]chunkcache.Request, len(s.Chunks))
 	for i, c := range s.Chunks {

@@ -23,6 +23,7 @@ type Part struct {
 	Loads       int
 	LoadedBytes int64
 	DiskBytes   int64
+	StoreBytes  int64
 }
 
 // ReadTogether reads several requests' samples — a mixture batch's parts,
@@ -87,6 +88,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 			bytes += p.Bytes
 		}
 		p.Loads, p.LoadedBytes, _, p.DiskBytes = lease.LoadedIn(base[k], base[k+1])
+		p.StoreBytes = storeBytes(lease, base[k], s)
 	}
 	if bytes > r.maxBytes {
 		lease.Release()
@@ -95,6 +97,9 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	res := &Result{r: r, Parts: all, Bytes: bytes, release: []func(){lease.Release}, pinned: bytes > 0}
 	res.Loads, res.LoadedBytes = lease.Loaded()
 	_, res.DiskBytes = lease.Below()
+	for _, p := range parts {
+		res.StoreBytes += p.StoreBytes
+	}
 	r.remote.Delivered(bytes, 0)
 	return res, parts, nil
 }
