@@ -145,11 +145,14 @@ type Stats struct {
 	// PrefetchUnused counts chunks a prefetch read that were evicted
 	// before any request used them: reads wasted.
 	PrefetchUnused int64 `json:"prefetch_unused"`
-	Bytes          int64 `json:"bytes"`        // resident bytes now (ready and loading)
-	Pinned         int64 `json:"pinned"`       // entries pinned now
-	PinnedBytes    int64 `json:"pinned_bytes"` // their bytes
-	Waiting        int64 `json:"waiting"`      // requests queued for room to pin their chunks
-	Entries        int64 `json:"entries"`
+	// Grown counts loads that found their chunk needed more room than
+	// requested and grew it (GrowError).
+	Grown       int64 `json:"grown,omitempty"`
+	Bytes       int64 `json:"bytes"`        // resident bytes now (ready and loading)
+	Pinned      int64 `json:"pinned"`       // entries pinned now
+	PinnedBytes int64 `json:"pinned_bytes"` // their bytes
+	Waiting     int64 `json:"waiting"`      // requests queued for room to pin their chunks
+	Entries     int64 `json:"entries"`
 	// BufferBytes is the capacity of every chunk buffer the cache holds,
 	// in use or free: the memory the cache occupies.
 	BufferBytes int64 `json:"buffer_bytes"`
@@ -208,6 +211,7 @@ type Cache struct {
 	bufBytes int64
 
 	hits, misses, evictions, loads, loadErrors, loadedBytes atomic.Int64
+	grown                                                   atomic.Int64
 	prefetchLoads, prefetchRejected, prefetchUnused         atomic.Int64
 	loadsBelow                                              atomic.Int64
 }
@@ -278,7 +282,7 @@ func (c *Cache) Stats() Stats {
 	st.Hits, st.Misses, st.Evictions = c.hits.Load(), c.misses.Load(), c.evictions.Load()
 	st.Loads, st.LoadErrors, st.LoadedBytes = c.loads.Load(), c.loadErrors.Load(), c.loadedBytes.Load()
 	st.PrefetchLoads, st.PrefetchRejected, st.PrefetchUnused = c.prefetchLoads.Load(), c.prefetchRejected.Load(), c.prefetchUnused.Load()
-	st.LoadsBelow = c.loadsBelow.Load()
+	st.LoadsBelow, st.Grown = c.loadsBelow.Load(), c.grown.Load()
 	return st
 }
 
@@ -686,12 +690,19 @@ func (c *Cache) dropLocked(b []byte) {
 // publishes the result and drops the load's pin. On failure the entry
 // leaves the cache and its buffer returns to the free list.
 func (c *Cache) load(e *entry) {
-	var below bool
-	var err error
-	if tl, ok := c.loader.(TieredLoader); ok {
-		below, err = tl.LoadTiered(c.ctx, e.key, e.data)
-	} else {
-		err = c.loader.Load(c.ctx, e.key, e.data)
+	below, err := c.loadOnce(e)
+	var g *GrowError
+	if errors.As(err, &g) && c.ctx.Err() == nil {
+		// The chunk needs more room than its request said: the load
+		// grows the entry, if the cache can make room without its pinned
+		// bytes passing capacity, and loads it again; else the error
+		// goes to the requesters, who ask again sized anew.
+		c.mu.Lock()
+		grown := c.growLocked(e, g.Need)
+		c.mu.Unlock()
+		if grown {
+			below, err = c.loadOnce(e)
+		}
 	}
 	if err != nil && c.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -728,6 +739,63 @@ func (c *Cache) load(e *entry) {
 }
 
 // unpin is unpinLocked for a caller without the lock.
+// loadOnce runs the loader over e's buffer.
+func (c *Cache) loadOnce(e *entry) (below bool, err error) {
+	if tl, ok := c.loader.(TieredLoader); ok {
+		return tl.LoadTiered(c.ctx, e.key, e.data)
+	}
+	return false, c.loader.Load(c.ctx, e.key, e.data)
+}
+
+// growLocked grows loading entry e to need bytes, evicting unpinned
+// chunks for the room, and reports whether it could: not when the pinned
+// bytes would pass the capacity, or the unpinned chunks free too little.
+func (c *Cache) growLocked(e *entry, need int64) bool {
+	extra := need - e.size
+	if extra <= 0 || need > c.capacity || c.pinnedBytes+extra > c.capacity {
+		return false
+	}
+	var victims []Key
+	free := c.capacity - c.used
+	for k := range c.policy.Victims() {
+		if free >= extra {
+			break
+		}
+		victims = append(victims, k)
+		free += c.entries[k].size
+	}
+	if free < extra {
+		return false
+	}
+	for _, k := range victims {
+		v := c.entries[k]
+		delete(c.entries, k)
+		c.policy.Remove(k)
+		c.used -= v.size
+		c.evictions.Add(1)
+		c.free = append(c.free, v.data)
+	}
+	c.free = append(c.free, e.data)
+	e.data = c.takeFreeLocked(Request{Key: e.key, Size: need})
+	c.used += extra
+	c.pinnedBytes += extra
+	e.size = need
+	c.grown.Add(1)
+	return true
+}
+
+// GrowError is what a Loader returns when a chunk needs Need bytes, more
+// than its request said (a chunk decoded in place whose metadata could
+// only guess its size): the cache grows the entry and loads it again when
+// it can, else the error (Err) reaches the requesters.
+type GrowError struct {
+	Need int64
+	Err  error
+}
+
+func (e *GrowError) Error() string { return e.Err.Error() }
+func (e *GrowError) Unwrap() error { return e.Err }
+
 func (c *Cache) unpin(e *entry) {
 	c.mu.Lock()
 	c.unpinLocked(e)

@@ -766,3 +766,68 @@ func TestResident(t *testing.T) {
 		t.Errorf("chunk 1 loaded %d times", l.count(key(1)))
 	}
 }
+
+// growLoader needs grow[k] bytes for key k: a shorter buffer is a
+// GrowError; it counts its loads.
+type growLoader struct {
+	mu    sync.Mutex
+	need  map[string]int64
+	loads map[string]int
+}
+
+func (g *growLoader) Load(_ context.Context, k chunkcache.Key, buf []byte) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.loads[k.Object]++
+	if n := g.need[k.Object]; int64(len(buf)) < n {
+		return &chunkcache.GrowError{Need: n, Err: fmt.Errorf("%s needs %d", k.Object, n)}
+	}
+	for i := range buf {
+		buf[i] = byte(len(k.Object))
+	}
+	return nil
+}
+
+// A chunk that needs more room than requested grows within its load when
+// unpinned chunks can make the room, its pinned bytes within capacity;
+// otherwise the requester gets the GrowError and asks again.
+func TestGrowWithinLoad(t *testing.T) {
+	ctx := context.Background()
+	g := &growLoader{need: map[string]int64{"big": 600}, loads: map[string]int{}}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: g})
+	defer c.Close()
+	req := func(o string, n int64) chunkcache.Request { return chunkcache.Request{Key: chunkcache.Key{Dataset: "d", Object: o}, Size: n} }
+	l, err := c.Acquire(ctx, []chunkcache.Request{req("a", 300), req("b", 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	l, err = c.Acquire(ctx, []chunkcache.Request{req("big", 200)})
+	if err != nil {
+		t.Fatalf("grow by evicting: %v", err)
+	}
+	if len(l.Bytes(0)) != 600 || g.loads["big"] != 2 {
+		t.Fatalf("%d bytes after %d loads", len(l.Bytes(0)), g.loads["big"])
+	}
+	st := c.Stats()
+	if st.Bytes > 1000 || st.PinnedBytes != 600 || st.Grown != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// With the rest pinned there is no room to grow: the error reaches
+	// the requester.
+	l2, err := c.Acquire(ctx, []chunkcache.Request{req("c", 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.need["d2"] = 500
+	_, err = c.Acquire(ctx, []chunkcache.Request{req("d2", 100)})
+	var ge *chunkcache.GrowError
+	if !errors.As(err, &ge) || ge.Need != 500 {
+		t.Fatalf("no room to grow: %v", err)
+	}
+	l.Release()
+	l2.Release()
+	if st := c.Stats(); st.PinnedBytes != 0 || st.Bytes > 1000 {
+		t.Fatalf("after release: %+v", st)
+	}
+}

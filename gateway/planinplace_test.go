@@ -37,7 +37,7 @@ import (
 // choices, which follow the optimum's only approximately (as for tar:
 // TestPlanPredictsSmallCacheBytes).
 func TestPlanInPlacePredictsStoreBytes(t *testing.T) {
-	st, _ := inPlaceStore(t)
+	st, _ := inPlaceStore(t, formattest.Lines{})
 	ctx := context.Background()
 	ix, err := dataset.ReadIndex(ctx, st)
 	if err != nil {
@@ -147,8 +147,8 @@ func TestPlanInPlacePredictsStoreBytes(t *testing.T) {
 // GET /plan refuses columns= as a job's batches do: a field the dataset
 // does not have, or any field of a tar dataset.
 func TestPlanColumnsRefused(t *testing.T) {
-	st, _ := inPlaceStore(t)
-	srv := startInPlace(t, st)
+	st, _ := inPlaceStore(t, formattest.Lines{})
+	srv := startInPlace(t, st, formattest.Lines{})
 	tar := newFixture(t, 2, 4)
 	_, tsrv := start(t, tar.store, nil)
 	for _, u := range []string{srv.URL + "/plan?columns=nope", srv.URL + "/plan?columns=txt,,len", tsrv.URL + "/plan?columns=jpg",

@@ -38,7 +38,6 @@ func (r *readCounter) ReadRange(ctx context.Context, key, etag string, off int64
 // batch's parts read under one pin beside a tar dataset (whose chunks are
 // read whole), and a job naming columns=.
 func TestStatsCountStoreBytesInPlace(t *testing.T) {
-	st, _ := inPlaceStore(t)
 	tar := newFixtureNamed(t, t.TempDir(), "web-", 4, 10, 0)
 	var tarBytes int64
 	for c := range tar.index.NumChunks() {
@@ -50,17 +49,22 @@ func TestStatsCountStoreBytesInPlace(t *testing.T) {
 		cache int64
 		query string
 		mix   bool
+		short bool // bounds a quarter of what chunks need: each learns its size
 	}{
-		{"prefetch", 64 << 20, "", false},
-		{"prefetch, columns", 64 << 20, "columns=txt", false},
-		{"read through", 1 << 10, "", false},
-		{"assembled in parts", 45 << 10, "", false},
-		{"mixture with tar", 64 << 20, "mix=test:1,web:1", true},
+		{"prefetch", 64 << 20, "", false, false},
+		{"prefetch, columns", 64 << 20, "columns=txt", false, false},
+		{"read through", 1 << 10, "", false, false},
+		{"assembled in parts", 45 << 10, "", false, false},
+		{"mixture with tar", 64 << 20, "mix=test:1,web:1", true, false},
+		{"chunks that grow", 64 << 20, "", false, true},
+		{"chunks that grow, columns", 64 << 20, "columns=len", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			f := formattest.Lines{Short: tt.short}
+			st, _ := inPlaceStore(t, f)
 			counted := &readCounter{Store: st}
 			_, srv := start(t, counted, func(c *gateway.Config) {
-				c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+				c.Datasets[0].Formats = []format.Format{f}
 				c.Datasets = append(c.Datasets, gateway.DatasetSpec{Name: "web", URL: "file:///web", Store: tar.store})
 				c.CacheSize = tt.cache
 				c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 3}
@@ -97,6 +101,14 @@ func TestStatsCountStoreBytesInPlace(t *testing.T) {
 			if lines != read {
 				t.Errorf("/stats jobs: %d bytes from the store, the store served %d", lines, read)
 			}
+			if tt.short && tt.cache >= 64<<20 {
+				// The cache holds the dataset: each chunk read from the
+				// store once, grown or not (the read that found it needs
+				// more room is the one it is decoded from).
+				if whole := storeBytes(t, st); read != whole {
+					t.Errorf("the store served %d bytes, the dataset's objects are %d: a chunk was read twice", read, whole)
+				}
+			}
 			if !tt.mix {
 				return
 			}
@@ -114,4 +126,19 @@ func TestStatsCountStoreBytesInPlace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeBytes is the size of every object under st (the lines files: no
+// index objects are read by a gateway's loads).
+func storeBytes(t *testing.T, st s3backend.Store) int64 {
+	t.Helper()
+	objs, err := st.List(context.Background(), "data/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, o := range objs {
+		n += o.Size
+	}
+	return n
 }

@@ -273,7 +273,7 @@ func TestRefused(t *testing.T) {
 		// 10^9 int32 tokens are 4.0e9 bytes: a chunk of its own, refused
 		// over a limit of 1 GiB; 10^9 int64 tokens pass the default 4 GiB.
 		{"10^9 tokens over the chunk limit", map[string][]byte{"a.idx": buildIdx(4, []int32{1e9}, []int64{0, 1}, nil)}, map[string]int64{"a.bin": 4e9}, format.Limits{ChunkBytes: 1 << 30}, format.ErrInvalid, []string{"a.idx", "document 0 has 1000000000 tokens", "over the chunk limit of 1073741824"}},
-		{"10^9 int64 tokens over the default limit", map[string][]byte{"a.idx": buildIdx(5, []int32{1e9}, []int64{0, 1}, nil)}, map[string]int64{"a.bin": 8e9}, format.Limits{}, format.ErrInvalid, []string{"a.idx", "document 0 has 1000000000 tokens", "over the chunk limit of 4294967296"}},
+		{"10^9 int64 tokens over the default limit", map[string][]byte{"a.idx": buildIdx(5, []int32{1e9}, []int64{0, 1}, nil)}, map[string]int64{"a.bin": 8e9}, format.Limits{}, format.ErrInvalid, []string{"a.idx", "document 0 has 1000000000 tokens", "over the chunk limit of 2147483648"}},
 		{"a document of 4.5·10^9 tokens in three sequences", map[string][]byte{"a.idx": buildIdx(1, []int32{1.5e9, 1.5e9, 1.5e9}, []int64{0, 3}, nil)}, map[string]int64{"a.bin": 4.5e9}, format.Limits{}, format.ErrInvalid, []string{"a.idx", "document 0 has 4500000000 tokens"}},
 	}
 	for _, tt := range tests {
@@ -319,14 +319,19 @@ func TestMembersRefused(t *testing.T) {
 	}
 }
 
-// A document of 10^9 int32 tokens is under the default chunk limit
-// (4·10^9 bytes of 4 GiB): it is a chunk of its own, its bound exact.
+// A document of 10^9 int32 tokens is over the default chunk limit (4·10^9
+// bytes of 2 GiB: it could not be cached whole), refused; under a limit
+// that holds it (4 GiB − 1, the most) it is a chunk of its own, its
+// bound exact.
 func TestHugeDocumentAlone(t *testing.T) {
 	s := formattest.NewStore()
 	s.Objs["a.idx"] = buildIdx(4, []int32{5, 1e9, 5}, []int64{0, 1, 2, 3}, nil)
 	s.Objs["a.bin"] = nil
 	s.Sizes["a.bin"] = 4 * (1e9 + 10)
-	lay, dec, err := indexSource(t, s, format.Options{})
+	if _, _, err := indexSource(t, s, format.Options{}); !errors.Is(err, format.ErrInvalid) || !strings.Contains(err.Error(), "over the chunk limit") {
+		t.Fatalf("under the default limit: %v", err)
+	}
+	lay, dec, err := indexSource(t, s, format.Options{Limits: format.Limits{ChunkBytes: format.MaxChunkBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,45 @@ type InPlace struct {
 	grown []atomic.Int64
 
 	views *viewMemo // shared by a dataset and its views
+
+	// reads keeps the bytes a load read for a chunk that then learnt it
+	// needs more room (ErrGrown), for the load that follows it: a chunk is
+	// read from the store once, grown or not. At most keptReads of them.
+	readsMu sync.Mutex
+	reads   []keptRead
+}
+
+// keptRead is one chunk's bytes as read, kept for its next load.
+type keptRead struct {
+	c   int
+	src []byte
+}
+
+// keptReads bounds the reads kept for chunks that grew: loads that would
+// retry at once, so a few.
+const keptReads = 4
+
+// keepRead keeps chunk c's bytes as read for its next load.
+func (ip *InPlace) keepRead(c int, src []byte) {
+	ip.readsMu.Lock()
+	defer ip.readsMu.Unlock()
+	if len(ip.reads) == keptReads {
+		ip.reads = ip.reads[1:]
+	}
+	ip.reads = append(ip.reads, keptRead{c, src})
+}
+
+// takeRead returns and forgets chunk c's kept bytes, nil if none.
+func (ip *InPlace) takeRead(c int) []byte {
+	ip.readsMu.Lock()
+	defer ip.readsMu.Unlock()
+	for i, r := range ip.reads {
+		if r.c == c {
+			ip.reads = append(ip.reads[:i], ip.reads[i+1:]...)
+			return r.src
+		}
+	}
+	return nil
 }
 
 // viewMemo holds a dataset version's views, one per selection, so that a
@@ -109,7 +148,7 @@ func (d *Dataset) Select(names []string) (*Dataset, error) {
 		return nil, fmt.Errorf("%w: dataset %s is read with %d selections of fields already, the most a version holds", ErrSelect, d.Name, maxViews)
 	}
 	v := *d
-	ip := *d.InPlace
+	ip := InPlace{Format: d.InPlace.Format, Decoder: d.InPlace.Decoder, Fields: d.InPlace.Fields, Data: d.InPlace.Data, views: d.InPlace.views}
 	ip.sel, ip.names = sel, key
 	ip.sizes = make([]int64, d.Index.NumChunks())
 	ip.grown = make([]atomic.Int64, d.Index.NumChunks())

@@ -283,18 +283,23 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	if bound != int64(len(buf)) {
 		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
 	}
-	src := make([]byte, format.Concat(ranges))
-	obj, etag := ds.ObjectOf(c)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(rangeReads)
-	at := int64(0)
-	for _, r := range ranges {
-		p := src[at : at+r.Len]
-		at += r.Len
-		g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
-	}
-	if err := g.Wait(); err != nil {
-		return badSample{}, err
+	// A chunk that just learnt it needs more room (below) decodes the
+	// bytes its first load read, not the store's again.
+	src := ip.takeRead(c)
+	if src == nil {
+		src = make([]byte, format.Concat(ranges))
+		obj, etag := ds.ObjectOf(c)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(rangeReads)
+		at := int64(0)
+		for _, r := range ranges {
+			p := src[at : at+r.Len]
+			at += r.Len
+			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
+		}
+		if err := g.Wait(); err != nil {
+			return badSample{}, err
+		}
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created})
 	var ge *format.GrowError
@@ -305,7 +310,9 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		// Its metadata could not bound it: it is the size it needs from
 		// now on, and the request that asked for it asks again.
 		ds.grow(c, ge.Need)
-		return badSample{}, fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)
+		ip.keepRead(c, src)
+		return badSample{}, &chunkcache.GrowError{Need: ge.Need,
+			Err: fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)}
 	case errors.Is(err, format.ErrDamaged):
 		return badSample{id: undecodable, decode: err.Error()}, nil
 	}
