@@ -159,7 +159,7 @@ func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixtur
 	case k < 1 || k > MaxMixComponents:
 		return nil, fmt.Errorf("%w: %d mixture components; must be 1..%d", ErrInvalid, k, MaxMixComponents)
 	case len(passes) != k:
-		return nil, fmt.Errorf("%w: %d sizes for %d mixture components", ErrInvalid, len(passes), k)
+		return nil, fmt.Errorf("%w: %d pass lengths for %d mixture components", ErrInvalid, len(passes), k)
 	case block < 1 || block > MaxMixBlock:
 		return nil, fmt.Errorf("%w: mixing block %d; must be 1..%d", ErrInvalid, block, MaxMixBlock)
 	case length < 0:
@@ -287,9 +287,6 @@ func (m *Mixture) Period() int { return m.period }
 // Size returns N_i, the samples in one pass of component i: in pass 0
 // when its passes differ in length.
 func (m *Mixture) Size(i int) int { return m.sizes[i] }
-
-// Passes returns component i's pass lengths.
-func (m *Mixture) Passes(i int) Passes { return m.passes[i] }
 
 // Cumulative returns C_i(b): how many samples of component i blocks
 // [0, b) of an epoch hold, for 0 <= b <= NumSamples()/Block().
