@@ -26,7 +26,7 @@ import (
 // epochs.
 
 // Parts are the other nodes' parts of an epoch's feedback: a cluster's
-// (peer.Set), or none (a single gateway's).
+// (peer.Nodes), or none (a single gateway's).
 type Parts interface {
 	// Peers are the other members of the cluster now (by slot).
 	Peers() []int

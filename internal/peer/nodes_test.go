@@ -18,11 +18,6 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 )
 
-// list is a fixed member list.
-type list []string
-
-func (l list) List(context.Context) ([]string, error) { return l, nil }
-
 // testDataset is a dataset of one chunk of two real samples.
 func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
 	t.Helper()
@@ -102,8 +97,8 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: 200 * time.Millisecond, Probe: time.Second,
-				Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+			s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: time.Second,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 			defer s.Close()
 			k := s.Slot(srv.URL)
 			rep, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}})
@@ -117,7 +112,7 @@ func TestFetchClassifiesFailures(t *testing.T) {
 			case !errors.Is(err, tc.want):
 				t.Fatalf("fetch: %v, want %v", err, tc.want)
 			}
-			if down := !s.isUp(k); down != tc.down {
+			if down := !s.Up(k); down != tc.down {
 				t.Errorf("after %q the peer is down: %t, want %t", tc.name, down, tc.down)
 			}
 		})
@@ -134,8 +129,8 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 		w.Write(out)
 	}))
 	defer srv.Close()
-	s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: time.Second, Probe: time.Second,
-		Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: time.Second,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	defer s.Close()
 	rep, err := s.Fetch(context.Background(), s.Slot(srv.URL), Request{DS: ds, IDs: []int{0, 1}})
 	if err != nil {
@@ -143,53 +138,5 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 	}
 	if rep.Data[0] != nil || !bytes.Equal(rep.Data[1], bodies[1]) || len(rep.Missing) != 1 || rep.Missing[0] != 0 {
 		t.Fatalf("reply %v missing %v", rep.Data, rep.Missing)
-	}
-}
-
-// TestAgreed: the version a cluster serves is the one most live nodes
-// serve, a version a node has reloaded past counting for its successor;
-// ties go to the smallest ID; a node down does not count.
-func TestAgreed(t *testing.T) {
-	type node struct {
-		held []string // current first; nil: no state yet
-		up   bool
-	}
-	tests := []struct {
-		name  string
-		self  []string
-		peers []node
-		want  string
-	}{
-		{"all agree", []string{"a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"one skewed node", []string{"a"}, []node{{[]string{"b"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"the skewed node itself", []string{"b"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"a tie goes to the smallest", []string{"b"}, []node{{[]string{"a"}, true}}, "a"},
-		{"a down node does not count", []string{"b"}, []node{{[]string{"a"}, false}, {[]string{"a"}, false}}, "b"},
-		{"no state yet does not count", []string{"b"}, []node{{nil, true}, {nil, true}}, "b"},
-		{"this node reloaded first", []string{"c", "a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "c"},
-		{"a peer reloaded first", []string{"a"}, []node{{[]string{"c", "a"}, true}, {[]string{"a"}, true}, {[]string{"b"}, true}}, "c"},
-		{"a restore while others reload: the majority", []string{"a", "c"}, []node{{[]string{"c", "a"}, true}, {[]string{"c", "a"}, true}}, "c"},
-		{"a chain of reloads", []string{"a"}, []node{{[]string{"b", "a"}, true}, {[]string{"c", "b"}, true}}, "c"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			peers := make([]string, len(tc.peers)+1)
-			for k := range peers {
-				peers[k] = fmt.Sprintf("http://node%d.invalid", k)
-			}
-			s := NewSet(Config{Self: peers[0], Members: list(peers), Timeout: time.Second, Probe: time.Second, Registry: prometheus.NewRegistry(),
-				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() {}, AheadBytes: 1 << 20})
-			defer s.Close()
-			for i, p := range tc.peers {
-				n := s.at(s.Slot(peers[i+1]))
-				if p.held != nil {
-					n.state.Store(&State{Self: i + 1, Ready: true, Datasets: []DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}})
-				}
-				s.setUp(n, p.up)
-			}
-			if got := s.Agreed("d"); got != tc.want {
-				t.Fatalf("Agreed = %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
