@@ -26,8 +26,9 @@ import (
 //     index version): to the jobs (versions) and the peers' endpoints
 //     (peerMembership).
 //
-// A single gateway has the null rooms of a cluster of one (peer.Solo,
-// route.Solo, membership.Solo) and no peers' endpoints. What the
+// A single gateway has the null rooms of a cluster of one (route.Solo,
+// membership.Solo, and feedback.NoParts for the seals) and no peers'
+// endpoints. What the
 // gateway itself asks — its view for /cluster and /stats, leaving, the
 // rooms' life — is node, which composes them and holds no logic.
 

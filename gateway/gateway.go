@@ -240,6 +240,9 @@ type ClusterConfig struct {
 	// and nothing a request claims about its sender is believed; a
 	// cluster with AuthTokens must have one.
 	Secret []byte
+	// CredentialSkew is how far a peer's credential's time may be from
+	// this node's clock, either way; default peer.DefaultSkew (30 s).
+	CredentialSkew time.Duration
 }
 
 // DiskCacheConfig is the disk tier under the chunk cache.
@@ -381,7 +384,7 @@ func New(cfg Config) (*Gateway, error) {
 		peers   *peer.Nodes
 		routing *route.Router
 		rt      router         = route.Solo{}
-		parts   feedback.Parts = peer.Solo{}
+		parts   feedback.Parts = feedback.NoParts{}
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
@@ -455,7 +458,7 @@ func New(cfg Config) (*Gateway, error) {
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{cred: peer.NewCredentials(c.Secret), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
+		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults

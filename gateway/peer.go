@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,7 +36,7 @@ import (
 // token is never one); a cluster whose clients need tokens must have a
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
-	cred     peer.Credentials
+	creds    *peer.Verifier
 	nodes    peerNodes
 	members  peerMembership
 	catalog  *catalog.Catalog
@@ -74,7 +75,8 @@ type peerNodes interface {
 
 // peerMembership is what they ask of the membership
 // (membership.Tracker): the versions this node keeps, and what its state
-// tells of its place in the cluster.
+// tells of its place in the cluster. (Their credentials ask whether the
+// asker is a member: peer.Members.)
 type peerMembership interface {
 	Known(version string) (*gcluster.Membership, bool)
 	Describe(st *peer.State)
@@ -85,11 +87,17 @@ type peerMembership interface {
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
-// (peer.Credentials), with 401. A client's bearer token is never one.
+// for them (peer.Verifier), with 401, before their body is read. A
+// client's bearer token is never one. A credential of a node that is not
+// a member this node knows says so (peer.HeaderNotMember): the asker has
+// just joined, and this node is up.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, err := a.cred.Verify(r)
+		u, err := a.creds.Verify(r)
 		if err != nil {
+			if errors.Is(err, peer.ErrNotMember) {
+				w.Header().Set(peer.HeaderNotMember, "true")
+			}
 			writeError(r.Context(), w, err)
 			return
 		}

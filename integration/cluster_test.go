@@ -36,6 +36,7 @@ type clusterProc struct {
 	url     string
 	args    []string
 	logPath string
+	client  *http.Client // asks the node (nil: http.DefaultClient)
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -93,8 +94,12 @@ func (p *clusterProc) launch(bin string, env []string) error {
 		close(p.exited)
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
+	hc := p.client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
 	for {
-		resp, err := http.Get(p.url + "/readyz")
+		resp, err := hc.Get(p.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -207,6 +212,12 @@ func scrape(t *testing.T, url string, names ...string) map[string]float64 {
 // scrapeAuth is scrape of a node that wants a bearer token.
 func scrapeAuth(t *testing.T, url, token string, names ...string) map[string]float64 {
 	t.Helper()
+	return scrapeVia(t, http.DefaultClient, url, token, names...)
+}
+
+// scrapeVia is scrapeAuth through hc.
+func scrapeVia(t *testing.T, hc *http.Client, url, token string, names ...string) map[string]float64 {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +225,7 @@ func scrapeAuth(t *testing.T, url, token string, names ...string) map[string]flo
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}

@@ -54,6 +54,10 @@ const RetryAfter = 2 * time.Second
 // Status maps an error to the HTTP status a client should see.
 func Status(err error) int {
 	switch {
+	case errors.Is(err, peer.ErrUnauthenticated):
+		// First: a peer's body that is not the one its credential covers
+		// fails the read that a 400 would otherwise report.
+		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
 		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge):
@@ -63,8 +67,6 @@ func Status(err error) int {
 		// request is well formed and the store matches its index, but
 		// the content cannot be processed; retrying will not help.
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, peer.ErrUnauthenticated):
-		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
 		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
 		return http.StatusNotFound

@@ -153,3 +153,19 @@ func (m *Tracker) Describe(st *peer.State) {
 	st.Members, st.MemberList = ms.Version(), ms.Members()
 	st.Warming, st.Warmed, st.Joining, st.Leaving = v.warming, v.warmed, v.joining, m.leaving.Load()
 }
+
+// Knows reports whether url is a member of a membership version this node
+// knows: its source's list, its three versions, or one of the last ones
+// it has seen (peer.Members: the peers whose credentials it takes).
+func (m *Tracker) Knows(url string) bool {
+	v := m.view.Load()
+	m.mu.Lock()
+	sourced := m.sourced
+	m.mu.Unlock()
+	for _, ms := range append([]*cluster.Membership{v.local, v.reported, v.agreed, sourced}, m.history.Values()...) {
+		if ms != nil && ms.Index(url) >= 0 {
+			return true
+		}
+	}
+	return false
+}

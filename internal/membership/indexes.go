@@ -104,8 +104,8 @@ func (m *Tracker) Holders(name, id string, self bool) []string {
 	if self {
 		out = append(out, m.self)
 	}
-	m.live(m.view.Load(), func(k int, _ *peer.State) {
-		if m.peers.Holds(k, name, id) {
+	m.live(m.view.Load(), func(k int, st *peer.State) {
+		if st.Holds(name, id) {
 			out = append(out, m.peers.URL(k))
 		}
 	})

@@ -56,15 +56,13 @@ type Warmer interface {
 }
 
 // Peers is what the membership needs of the other nodes (peer.Nodes):
-// each one's slot, URL, liveness and last state (and whether it holds an
-// index version), the nodes to probe — the members of every version this
+// each one's slot, URL, liveness and last state, the nodes to probe — the members of every version this
 // node holds now — and a question for a version's member list.
 type Peers interface {
 	Slot(url string) int
 	URL(k int) string
 	Up(k int) bool
 	State(k int) *peer.State
-	Holds(k int, name, id string) bool
 	Probe(urls []string, w peer.Watcher) []int
 	AskMembers(ctx context.Context, k int, version string) (*cluster.Membership, error)
 }

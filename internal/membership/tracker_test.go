@@ -53,19 +53,6 @@ func (n *nodes) State(k int) *peer.State {
 	return n.states[k]
 }
 
-func (n *nodes) Holds(k int, name, id string) bool {
-	st := n.State(k)
-	if k == 0 || st == nil {
-		return true
-	}
-	for _, d := range st.Datasets {
-		if d.Name == name {
-			return slices.Contains(d.Held, id)
-		}
-	}
-	return false
-}
-
 func (n *nodes) Probe(urls []string, _ peer.Watcher) []int {
 	var out []int
 	for _, u := range urls {

@@ -13,11 +13,9 @@ import (
 )
 
 // Client is this node's client of one other node. Every internal request
-// it sends goes through one call path (call): the request is built from
-// its method, path, parameters and body, signed with this node's
-// credential (Credentials.Sign), sent under its bound, and its status
-// classified (statusError); what a request sends and how its reply is
-// read is the request's own (protocol.go, both halves side by side).
+// goes through one call path (call): built, signed (Credentials.Sign),
+// sent under its bound, its status classified (statusError); what it
+// sends and how its reply is read are the request's own (protocol.go).
 type Client struct {
 	t   *transport
 	url string
@@ -84,7 +82,7 @@ func (c Client) call(ctx context.Context, r request, read func(*http.Response) e
 	if r.body != nil {
 		req.Header.Set("Content-Type", ReplyType)
 	}
-	c.t.cred.Sign(req, c.t.self)
+	c.t.cred.Sign(req, c.t.self, c.url, r.body)
 	resp, err := c.t.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDown, c.url, err)
@@ -94,12 +92,6 @@ func (c Client) call(ctx context.Context, r request, read func(*http.Response) e
 		return err
 	}
 	return read(resp)
-}
-
-// unanswered reports whether err is a request's that the node did not
-// answer within its bound: slow, as opposed to down.
-func unanswered(err error) bool {
-	return errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded)
 }
 
 // Errors of a request, by what they cost the peer (see the package doc).
@@ -132,6 +124,9 @@ func statusError(resp *http.Response, peer string) error {
 		return fmt.Errorf("%w: %w", ErrVersion, err)
 	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false":
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(HeaderNotMember) != "":
+		// Up, but its source does not list this node yet.
+		return fmt.Errorf("%w: %w: %w", ErrRefused, ErrNotMember, err)
 	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusUnauthorized,
 		resp.StatusCode == http.StatusNotFound && strings.Contains(string(msg), "no such endpoint"):
 		// Not ready, busy, rejecting our credentials, or an older

@@ -10,15 +10,12 @@
 // proves it is a peer (Credentials), and what this node last learnt of
 // each other one (Nodes: its slot, liveness, state and figures).
 //
-// Who the members are, and which membership and index versions the
-// cluster agrees on, is package membership's; which node a chunk's bytes
-// come from is package route's. Both read what Nodes learns; Nodes
-// probes the nodes membership names (Probe) and tells it what it learns
-// (Watcher).
-//
-// A node keeps each node it has known in a slot — the int the reader
-// and the gateway name it by — for its life, so that membership changes
-// never renumber what is in flight.
+// Who the members are, and which versions the cluster agrees on, is
+// package membership's; which node a chunk's bytes come from is package
+// route's. Both read what Nodes learns; Nodes probes the nodes membership
+// names and tells it what it learns (Watcher). Each node known keeps its
+// slot — the int the reader and the gateway name it by — for life, so
+// that membership changes never renumber what is in flight.
 //
 // # Failures
 //

@@ -18,33 +18,27 @@ import (
 
 // Config configures a node's view of its peers.
 type Config struct {
-	// Self is this node's URL as the members are listed (its identity:
-	// credentials, ownership and its peers' probes name it by it).
+	// Self is this node's URL as the members are listed: its identity.
 	Self string
 	// Timeout bounds one fetch from a peer; Probe is the interval between
 	// probes of a live peer.
 	Timeout, Probe time.Duration
 	Credentials    Credentials
-	// MaxReplyBytes bounds a reply of transformed samples (the node's
-	// --max-batch-bytes); 0: none.
-	MaxReplyBytes int64
-	Registry      prometheus.Registerer
-	Log           zerolog.Logger
+	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
+	Registry       prometheus.Registerer
+	Log            zerolog.Logger
 }
 
-// Watcher hears what this node learns of the nodes it probes (Probe):
-// after every probe they answer, and whenever one is taken for up or down
-// (a probe, a failed fetch, a request heard from it). st is the state the
-// probe answered and prev the one before it; both are nil when only the
-// node's liveness changed. It is called on the goroutine that learnt it,
-// with no lock of the Nodes held.
+// Watcher hears what this node learns of the nodes it probes: after every
+// probe they answer (st, and prev before it), and whenever one is taken
+// for up or down (st and prev nil). It is called on the goroutine that
+// learnt it, with no lock of the Nodes held.
 type Watcher interface {
 	Changed(k int, prev, st *State)
 }
 
-// node is this node's view of another, or of itself. A node is known by
-// its URL and keeps its slot — the int the reader and the gateway name it
-// by — for the Nodes' life, through any number of membership changes.
+// node is this node's view of another, or of itself, known by its URL; it
+// keeps its slot for the Nodes' life (the package doc).
 type node struct {
 	url    string
 	slot   int
@@ -65,10 +59,9 @@ type node struct {
 }
 
 // Nodes is this node's view of the other nodes: each one's slot, client
-// and liveness, what it last said of itself (its State: the index
-// versions it holds, its membership), and the bytes that passed between
-// them. Which nodes it probes is its caller's to say (Probe): the
-// members of the membership versions this node knows.
+// and liveness, what it last said of itself (its State), and the bytes
+// that passed between them. Which nodes it probes is its caller's to say
+// (Probe): the members of the membership versions this node knows.
 type Nodes struct {
 	self    *node
 	t       *transport
@@ -90,9 +83,9 @@ type Nodes struct {
 	wg     sync.WaitGroup
 }
 
-// maxKnown bounds the nodes a Nodes keeps (every URL a membership or an
-// authenticated peer ever named): a StatefulSet's pods keep their names,
-// so a cluster that grows and shrinks reuses them.
+// maxKnown bounds the nodes a Nodes keeps (every URL a membership ever
+// named): a StatefulSet's pods keep their names, so a cluster that grows
+// and shrinks reuses them.
 const maxKnown = 4096
 
 // New returns this node's view of its peers, knowing only itself; Probe
@@ -159,9 +152,6 @@ func (n *Nodes) nodeLocked(url string) *node {
 
 // at returns the node in slot k.
 func (n *Nodes) at(k int) *node { return (*n.slots.Load())[k] }
-
-// known reports whether k is a slot of another node.
-func (n *Nodes) known(k int) bool { return k >= 0 && k != n.self.slot && k < len(*n.slots.Load()) }
 
 // Slot returns the slot of the node at url, adding it if it is new; -1
 // for "" (an unauthenticated asker) or past maxKnown.
@@ -230,7 +220,7 @@ func (n *Nodes) changed(nd *node, prev, st *State) {
 // this node for something: it is serving, so it is up, whatever its last
 // probe said, unless a fetch from it failed lately (see markDown).
 func (n *Nodes) Heard(k int) {
-	if !n.known(k) {
+	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
 	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && n.setUp(nd, true) {
@@ -267,22 +257,6 @@ func (n *Nodes) markDown(nd *node) {
 
 // isHeld reports whether node nd is in its hold-down.
 func isHeld(nd *node) bool { return time.Now().UnixNano() < nd.held.Load() }
-
-// Holds reports whether node k, by its last state, holds version id of
-// dataset name. Before its first probe a node is taken to hold every
-// version: a request finds out (409) and is read elsewhere.
-func (n *Nodes) Holds(k int, name, id string) bool {
-	st := n.at(k).state.Load()
-	if k == n.self.slot || st == nil {
-		return true
-	}
-	for _, d := range st.Datasets {
-		if d.Name == name {
-			return slices.Contains(d.Held, id)
-		}
-	}
-	return false
-}
 
 // Fetch asks node k for samples and checks them. A failure is classified
 // (see the package doc): ErrDown holds the node down; ErrRefused and
@@ -350,11 +324,10 @@ func (n *Nodes) Served(k int, b int64) {
 	}
 }
 
-// Probe makes the nodes at urls (this one left out) the ones probed, and
-// w the watcher told what is learnt of them: probing starts for those not
-// probed yet (at Start, if it has not been called) and stops for those no
-// longer named, which keep their slots and figures. It returns the slots
-// probed, sorted.
+// Probe makes the nodes at urls (but this one) the ones probed, from
+// Start on, and w the watcher told what is learnt of them; those no
+// longer named keep their slots and figures. It returns the slots probed,
+// sorted.
 func (n *Nodes) Probe(urls []string, w Watcher) []int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -404,7 +377,9 @@ func (n *Nodes) probeLocked(nd *node) {
 // seconds, and sooner if it asks this node for samples first (Heard).
 //
 // A refused connection or a not-ready answer marks the node down at once:
-// it is gone, or says so. A probe that times out does only the third time
+// it is gone, or says so. A node that does not know this one as a member
+// yet (ErrNotMember: this node has just joined) changes nothing, and is
+// asked again a quarter interval later. A probe that times out does only the third time
 // in a row: a node busy serving (or a machine loaded by a test under the
 // race detector) answers late, and taking it for dead would make every
 // node read its chunks from the store too. Its real failures show in
@@ -421,6 +396,12 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		st, slow, err := nd.client.State(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, ErrNotMember) {
+			// It is up and has not listed this node yet (this node has
+			// just joined): nothing is known of it until it answers.
+			wait = n.probe / 4
+			continue
 		}
 		if slow {
 			if slowRun++; slowRun < 3 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,10 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		{"a bad request", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadRequest) }, ErrRefused, false},
 		{"busy or not ready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusServiceUnavailable) }, ErrDown, true},
 		{"refusing our credential", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusUnauthorized) }, ErrDown, true},
+		{"not listing this node yet", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+		}, ErrNotMember, false},
 		{"an older release", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error": "no such endpoint: /internal/v2/samples"}`, http.StatusNotFound)
 		}, ErrDown, true},
@@ -138,5 +143,63 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 	}
 	if rep.Data[0] != nil || !bytes.Equal(rep.Data[1], bodies[1]) || len(rep.Missing) != 1 || rep.Missing[0] != 0 {
 		t.Fatalf("reply %v missing %v", rep.Data, rep.Missing)
+	}
+}
+
+// watched counts what a Watcher is told.
+type watched struct{ states, changes atomic.Int64 }
+
+func (w *watched) Changed(_ int, _, st *State) {
+	w.changes.Add(1)
+	if st != nil {
+		w.states.Add(1)
+	}
+}
+
+// TestProbeOfANodeThatDoesNotListThisOneYet: a node that refuses this
+// one's probes because its source does not list this one yet (this one
+// has just joined) is neither down nor known: it stays up with no state,
+// nothing is told the watcher, and once it lists this node its state is
+// learnt. Taking it for down, as any other 401, would make a joining
+// node decide it joins no running cluster, and skip its warm-up.
+func TestProbeOfANodeThatDoesNotListThisOneYet(t *testing.T) {
+	var listed atomic.Bool
+	var probes atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		if !listed.Load() {
+			w.Header().Set(HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"self": 0, "ready": true, "url": %q}`, srv.URL)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 20 * time.Millisecond, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	w := &watched{}
+	k := s.Probe([]string{srv.URL}, w)[0]
+	s.Start()
+	waitFor(t, func() bool { return probes.Load() >= 4 }, "four probes")
+	if !s.Up(k) || s.State(k) != nil || w.changes.Load() != 0 {
+		t.Fatalf("after %d probes refused as not a member: up %t, state %+v, the watcher told %d times; want up, no state, nothing told",
+			probes.Load(), s.Up(k), s.State(k), w.changes.Load())
+	}
+	listed.Store(true)
+	waitFor(t, func() bool { return w.states.Load() > 0 }, "its state")
+	if !s.Up(k) || s.State(k) == nil || s.State(k).URL != srv.URL {
+		t.Fatalf("once listed: up %t, state %+v", s.Up(k), s.State(k))
+	}
+}
+
+// waitFor waits up to 10 s for cond.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 10 s", what)
+		}
 	}
 }

@@ -21,11 +21,13 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"net/http"
 	neturl "net/url"
+	"slices"
 	"strconv"
 
 	"github.com/brandgw/brand/api"
@@ -234,11 +236,8 @@ func TransformedReplyHead(missing []int, samples [][]byte) []byte {
 // its reply gives). The error wraps ErrDown, ErrRefused or ErrVersion.
 func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 	var rep Reply
-	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: req.values(), body: req.body()}, func(resp *http.Response) error {
-		var err error
-		rep, err = c.readSamples(resp, req)
-		return err
-	})
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: req.values(), body: req.body()},
+		func(resp *http.Response) (err error) { rep, err = c.readSamples(resp, req); return err })
 	return rep, err
 }
 
@@ -382,6 +381,21 @@ type State struct {
 	Leaving bool   `json:"leaving,omitempty"`
 }
 
+// Holds reports whether the node whose state st is holds version id of
+// dataset name; before its first probe (st nil), any: a request finds out
+// (409) and is read elsewhere.
+func (st *State) Holds(name, id string) bool {
+	if st == nil {
+		return true
+	}
+	for _, d := range st.Datasets {
+		if d.Name == name {
+			return slices.Contains(d.Held, id)
+		}
+	}
+	return false
+}
+
 // DatasetState is the index versions a node holds of one dataset: the one
 // it serves now, and the one its last reload replaced, which it still
 // serves to clients that pinned it.
@@ -392,7 +406,7 @@ type DatasetState struct {
 }
 
 // State asks the node for its state (the probe). slow is true when the
-// node did not answer in time (slow, as opposed to down).
+// node did not answer within the probe's bound (slow, as opposed to down).
 func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 	err = c.call(ctx, request{method: http.MethodGet, path: StatePath, quick: true}, func(resp *http.Response) error {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
@@ -404,7 +418,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, unanswered(err), err
+		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
 	}
 	return st, false, nil
 }
@@ -455,11 +469,11 @@ func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, e
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
 	limit := int64(feedbackRecord * ds.Index.NumSamples())
 	var b []byte
-	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v}, func(resp *http.Response) error {
-		var err error
-		b, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		return err
-	})
+	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v},
+		func(resp *http.Response) (err error) {
+			b, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+			return err
+		})
 	switch {
 	case err != nil:
 		return nil, err

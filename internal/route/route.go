@@ -33,13 +33,12 @@ import (
 )
 
 // Peers is what routing needs of the other nodes (peer.Nodes): whether
-// one is up, what it last said of itself (the membership it warms up
-// for, its pipelines and load), whether it holds an index version, and a
-// fetch of samples from it.
+// one is up, what it last said of itself (the index versions it holds,
+// the membership it warms up for, its pipelines and load), and a fetch of
+// samples from it.
 type Peers interface {
 	Up(k int) bool
 	State(k int) *peer.State
-	Holds(k int, name, id string) bool
 	Fetch(ctx context.Context, k int, req peer.Request) (peer.Reply, error)
 }
 
@@ -149,7 +148,7 @@ func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 		}
 		st := r.peers.State(k)
 		warming := st != nil && st.Warming == v.agreed.Version()
-		return r.peers.Up(k) && !skip(k) && r.peers.Holds(k, ds.Name, ds.ID()) && !warming
+		return r.peers.Up(k) && !skip(k) && st.Holds(ds.Name, ds.ID()) && !warming
 	}
 	if own := v.slots[ds.Owners(v.agreed)[c]]; usable(own) {
 		return own
