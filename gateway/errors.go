@@ -61,8 +61,8 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
 	}
 	if u, ok := errors.AsType[*membership.UnknownMembersError](err); ok {
-		// The clients re-pin the current version without parsing the
-		// message.
+		// The clients name the current version in their error without
+		// parsing the message.
 		w.Header().Set(api.HeaderMembers, u.Current)
 	}
 	msg := err.Error()

@@ -456,7 +456,7 @@ func New(cfg Config) (*Gateway, error) {
 			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
-			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Registry: reg, Log: cfg.Logger})
+			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
 		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}

@@ -22,7 +22,6 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/synth"
-	"github.com/brandgw/brand/internal/testbin"
 )
 
 // testCA is a certificate authority of a test, and a certificate it
@@ -85,42 +84,17 @@ func TestPeersOverTLS(t *testing.T) {
 	const nodes, world, batchSize = 2, 2, 32
 	spec := synth.Spec{Samples: 1024, MeanBytes: 2 << 10, Classes: 10, Seed: 41}
 	p := packToMinIO(t, spec, 128<<10)
-	bin := testbin.Build(t, "brand")
-	dir := t.TempDir()
-	ca := newTestCA(t, dir)
-	secret := filepath.Join(dir, "peer-secret")
-	if err := os.WriteFile(secret, []byte("peer secret of the TLS test cluster\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
-	trusting := append(env, "SSL_CERT_FILE="+ca.caFile)
+	cs := newClusterSetup(t, p, nodes, "https", "peer secret of the TLS test cluster")
+	bin, env, urls := cs.bin, cs.env, cs.urls
+	ca := newTestCA(t, cs.dir)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}, Timeout: time.Minute}
-	ports := freePorts(t, nodes)
-	urls := make([]string, nodes)
-	for k, port := range ports {
-		urls[k] = fmt.Sprintf("https://127.0.0.1:%d", port)
-	}
 	procs := make([]*clusterProc, nodes)
 	for k := range nodes {
-		procs[k] = &clusterProc{k: k, url: urls[k], client: hc, logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
-			args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]), "--tls-cert", ca.certFile, "--tls-key", ca.keyFile,
-				"--dataset", "synthetic=" + p.url, "--s3-endpoint", p.server.URL(), "--cache-size", "64MiB", "--cache-prefault=false",
-				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k), "--peer-secret-file", secret,
-				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+		procs[k] = cs.proc(k, p, "--tls-cert", ca.certFile, "--tls-key", ca.keyFile, "--cache-size", "64MiB", "--cache-prefault=false",
+			"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k), "--peer-secret-file", cs.secret)
+		procs[k].client = hc
 	}
-	for _, pr := range procs {
-		pr.start(t, bin, trusting)
-	}
-	t.Cleanup(func() {
-		for _, pr := range procs {
-			pr.stop(t)
-		}
-		if t.Failed() {
-			for _, pr := range procs {
-				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
-			}
-		}
-	})
+	startProcs(t, procs, bin, append(env, "SSL_CERT_FILE="+ca.caFile), "")
 	up := func(k, of int) float64 {
 		return scrapeVia(t, hc, urls[k], "", "brand_peer_up")[fmt.Sprintf(`brand_peer_up{peer=%q}`, urls[of])]
 	}
@@ -132,7 +106,6 @@ func TestPeersOverTLS(t *testing.T) {
 			}
 		}
 	}
-	waitFor("each node sees the other up over TLS", func() bool { return up(0, 1) == 1 && up(1, 0) == 1 })
 
 	keys := p.keys()
 	seen := map[string]int{}

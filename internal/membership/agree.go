@@ -102,10 +102,10 @@ func (m *Tracker) refreshLocked() {
 }
 
 // Members returns the membership a request is laid out under: the one it
-// pins (version), found in this node's history or asked of the live
-// peers, or the one the cluster agrees on when version is "". A version
-// no node reachable knows is an *UnknownMembersError naming the current
-// one.
+// pins (version), found in this node's history, asked of the live peers,
+// or read from the datasets' stores (kept.go), or the one the cluster
+// agrees on when version is "". A version none of them knows is an
+// *UnknownMembersError naming the current one.
 func (m *Tracker) Members(ctx context.Context, version string) (*cluster.Membership, error) {
 	v := m.view.Load()
 	if version == "" || version == v.agreed.Version() {
@@ -127,6 +127,10 @@ func (m *Tracker) Members(ctx context.Context, version string) (*cluster.Members
 			return ms, nil
 		}
 		m.log.Debug().Err(err).Str("members", version).Msg("asking a peer for a membership version")
+	}
+	if ms, err := m.kept.find(ctx, version); err == nil {
+		m.history.Add(version, ms)
+		return ms, nil
 	}
 	return nil, &UnknownMembersError{Version: version, Current: v.agreed.Version()}
 }

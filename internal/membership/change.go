@@ -85,6 +85,12 @@ func (m *Tracker) changeLocked(from, to *cluster.Membership) {
 			Int64("store_bytes", change.StoreBytes).Float64("warm_ms", change.WarmSeconds*1000).Msg("warmed up for a new membership")
 		if !joining {
 			change.FlipTimedOut = !m.awaitGainers(ctx, to, start)
+			// Kept before it is reported, so that the cluster never
+			// agrees on a version it has not kept (kept.go); a store that
+			// refuses is tried again in the background, not waited for.
+			kctx, cancel := context.WithTimeout(ctx, m.flipTimeout)
+			_ = m.kept.keepOnce(kctx, to)
+			cancel()
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -268,4 +274,7 @@ func (m *Tracker) reportLocked(ms *cluster.Membership) {
 	m.storeLocked(v)
 	m.metrics.show("reported", ms, changed)
 	m.refreshLocked()
+	if m.kept != nil {
+		m.runLocked(func() { _ = m.kept.keep(m.ctx, ms) }) // at once, if a change did not keep it before
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/peer"
 )
 
@@ -103,7 +104,12 @@ type Config struct {
 	// Skew is told when a peer serves another version of a dataset than
 	// this node does: the store may hold a new index this node has not
 	// polled yet. It is called at most once a second and must not block.
-	Skew     func()
+	Skew func()
+	// Datasets returns the datasets served (catalog.Catalog.All; it fails
+	// until they are loaded), in whose stores this node keeps the lists
+	// of the membership versions it reports, and finds those no node
+	// remembers (kept.go); nil: none kept.
+	Datasets func() ([]*catalog.Dataset, error)
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -158,6 +164,7 @@ type Tracker struct {
 	flipTimeout time.Duration
 	held        func(string) []string
 	skew        func()
+	kept        *kept        // nil: lists are not kept
 	lastSkew    atomic.Int64 // when Skew was last told (unix nanoseconds)
 	log         zerolog.Logger
 	metrics     metrics
@@ -188,7 +195,8 @@ type Tracker struct {
 // peers known. Until then, the membership is this node alone.
 func New(c Config) *Tracker {
 	m := &Tracker{self: c.Self, selfSlot: c.SelfSlot, peers: c.Peers, lister: c.Members, poll: c.Poll, probe: c.Probe, warm: c.Warm,
-		follower: c.Follower, flipTimeout: c.FlipTimeout, held: c.Held, skew: c.Skew, log: c.Log, metrics: newMetrics(c.Registry)}
+		follower: c.Follower, flipTimeout: c.FlipTimeout, held: c.Held, skew: c.Skew, kept: keptOf(c.Datasets, c.Log), log: c.Log,
+		metrics: newMetrics(c.Registry)}
 	if m.poll <= 0 {
 		m.poll = m.probe
 	}
