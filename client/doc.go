@@ -97,6 +97,16 @@
 // store Client.Index in the checkpoint and pass it back as
 // Options.Job.Index.
 //
+// # Membership versions
+//
+// On a cluster, each epoch is read under the membership version its first
+// answer names (Client.Members), so that ranks of one step never get its
+// samples under two layouts. The gateways keep every version's member
+// list in the datasets' stores, so an epoch goes on under its version
+// after every node has restarted; a version no node can find any more is
+// ErrMembersUnknown once every node has said so, never a move to another
+// version by this rank alone: start the epoch again on every rank.
+//
 // # Mixtures
 //
 // Options.Job.Mix reads a mixture of datasets instead of one: each

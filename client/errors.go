@@ -34,6 +34,15 @@ var (
 	// version than its peers). Resuming means starting the epoch again on
 	// the new version: a new client, or Options.Job.Index set to it.
 	ErrIndexChanged = errors.New("client: the dataset's index changed")
+	// ErrMembersUnknown marks a call about an epoch laid out under a
+	// cluster membership version (Client.Members) that no gateway knows
+	// any more: every node has restarted since the epoch was pinned and
+	// the datasets' stores keep no list of it (the gateways cannot write
+	// there). No rank can finish the epoch under that version, and one
+	// that moved to another on its own would split a step between two
+	// layouts — some samples twice, some never. Start the epoch again on
+	// every rank: its first answer pins the version the cluster uses.
+	ErrMembersUnknown = errors.New("client: no gateway knows the membership version this epoch is laid out under any more")
 )
 
 // APIError is a non-2xx answer from the gateway. Calls return it wrapped;

@@ -25,7 +25,11 @@ type memberPin struct {
 // leaving mid-epoch does not change the assignment under a job whose
 // other ranks read the old one; each epoch pins afresh, so the job
 // follows the cluster from one epoch to the next. Options.Job.Members, if
-// set, is sent instead. docs/http-api.md, "Membership versions".
+// set, is sent instead. A version no node knows any more (the gateways
+// keep each in the datasets' stores, so only if they cannot write there
+// and have all restarted since) is ErrMembersUnknown: the epoch is never
+// moved to another version by one rank alone. docs/http-api.md,
+// "Membership versions".
 func (c *Client) Members() string {
 	if p := c.members.Load(); p != nil {
 		return p.version
@@ -34,16 +38,14 @@ func (c *Client) Members() string {
 }
 
 // pinMembers adds to q the version pinned for epoch, unless q names one
-// already (Options.Job.Members); it returns the version q names.
-func (c *Client) pinMembers(q url.Values, epoch int) string {
-	if v := q.Get(api.ParamMembers); v != "" {
-		return v
+// already (Options.Job.Members).
+func (c *Client) pinMembers(q url.Values, epoch int) {
+	if q.Get(api.ParamMembers) != "" {
+		return
 	}
 	if p := c.members.Load(); p != nil && p.epoch == epoch {
 		q.Set(api.ParamMembers, p.version)
-		return p.version
 	}
-	return ""
 }
 
 // learnMembers pins version for epoch if it is the first answer of an
@@ -64,15 +66,6 @@ func (c *Client) learnMembers(epoch int, version string) {
 			}
 			return
 		}
-	}
-}
-
-// repinMembers replaces epoch's pin from with to: the cluster no longer
-// knows from.
-func (c *Client) repinMembers(epoch int, from, to string) {
-	p := c.members.Load()
-	if p != nil && p.epoch == epoch && p.version == from {
-		c.members.CompareAndSwap(p, &memberPin{epoch: epoch, version: to})
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -59,8 +58,8 @@ func (c *Client) post(ctx context.Context, path string, q url.Values, b body, re
 //
 // A request about an epoch (/epoch/N…) names the membership version the
 // client pinned for that epoch (see Client.Members), and its answer pins
-// one if none is; a 409 for a pinned version no node knows any more
-// re-pins the current one it names, says so, and asks again once.
+// one if none is. A version no node knows any more is ErrMembersUnknown
+// (sendVia): the client never moves an epoch to another version.
 func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
 	epoch, ok := epochOf(path)
 	if !ok {
@@ -71,21 +70,11 @@ func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Value
 	if q == nil {
 		q = url.Values{}
 	}
-	pinned := c.pinMembers(q, epoch)
-	learn := func(resp *http.Response) error {
+	c.pinMembers(q, epoch)
+	return c.sendVia(ctx, r, path, q, accept, nil, func(resp *http.Response) error {
 		c.learnMembers(epoch, resp.Header.Get(api.HeaderMembers))
 		return read(resp)
-	}
-	node, err := c.sendVia(ctx, r, path, q, accept, nil, learn)
-	var apiErr *APIError
-	if pinned != "" && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict && apiErr.Members != "" && apiErr.Members != pinned {
-		slog.Warn("brand client: the cluster no longer knows the membership version this epoch was pinned to; pinning the current one",
-			"epoch", epoch, "pinned", pinned, "current", apiErr.Members)
-		c.repinMembers(epoch, pinned, apiErr.Members)
-		q.Set(api.ParamMembers, apiErr.Members)
-		return c.sendVia(ctx, r, path, q, accept, nil, learn)
-	}
-	return node, err
+	})
 }
 
 // sendVia is getVia for a GET (b nil) or a POST of b.
@@ -103,15 +92,16 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 		if err == nil {
 			return r.nodes[k].name, nil
 		}
-		if versionRefused(err, path) {
-			// The node does not hold the index version this job reads;
-			// another node may. It is not down: try the next one not
-			// tried yet, and say so if none holds it.
+		if refused := versionRefused(err, path); refused != nil {
+			// The node does not hold the index version or know the
+			// membership version this job reads; another node may. It is
+			// not down: try the next one not tried yet, and say so if none
+			// holds it.
 			if next := r.untried(tried); next >= 0 {
 				k = next
 				continue
 			}
-			return "", fmt.Errorf("%w: %w", ErrIndexChanged, err)
+			return "", fmt.Errorf("%w: %w", refused, err)
 		}
 		if len(r.nodes) > 1 {
 			err = fmt.Errorf("node %d (%s): %w", k, r.nodes[k].name, err)
@@ -203,16 +193,22 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 	return false, nil
 }
 
-// versionRefused reports whether err is a gateway's 409 to a job's request
-// (an epoch, a batch, a sample): it does not hold the index version asked
-// for.
-//
-// A 409 naming a membership version (Brand-Members) is not one: every
-// node would refuse the version a request pinned alike (getVia re-pins).
-func versionRefused(err error, path string) bool {
+// versionRefused returns, for a gateway's 409 to a job's request (an
+// epoch, a batch, a sample), what it refused: ErrMembersUnknown when it
+// knows no longer the membership version the request pins (it names the
+// current one, Brand-Members), else ErrIndexChanged (it does not hold the
+// index version asked for); nil for any other error.
+func versionRefused(err error, path string) error {
 	var apiErr *APIError
-	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict && apiErr.Members == "" &&
-		(strings.HasPrefix(path, "/epoch/") || strings.HasPrefix(path, "/samples/"))
+	switch {
+	case !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict ||
+		!strings.HasPrefix(path, "/epoch/") && !strings.HasPrefix(path, "/samples/"):
+		return nil
+	case apiErr.Members != "":
+		return ErrMembersUnknown
+	default:
+		return ErrIndexChanged
+	}
 }
 
 // backoff returns the wait before retry number attempt+1. A Retry-After

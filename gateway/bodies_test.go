@@ -234,7 +234,7 @@ func rawRequest(t *testing.T, base string, rt bodyRoute, body string, credited b
 		case "token":
 			req.Header.Set("Authorization", "Bearer client-token")
 		case "peer":
-			peer.NewCredentials(secret).Sign(req, self)
+			peer.NewCredentials(secret).Sign(req, self, base, nil)
 		case "s3":
 			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 			req = signer.SignV4(*req, s3ID, s3Secret, "", "us-east-1")

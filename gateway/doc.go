@@ -23,9 +23,13 @@
 //     can hold;
 //   - s3face: the S3 face (S3Handler), on the same reader, writer and
 //     cache;
-//   - catalog, schedule, peer, feedback, livestats: the loaded dataset
-//     versions, when each chunk is next needed, the cluster, importance
-//     sampling's state, what each epoch cost.
+//   - catalog, schedule, feedback, livestats: the loaded dataset
+//     versions, when each chunk is next needed, importance sampling's
+//     state, what each epoch cost;
+//   - on a cluster, three rooms (cluster.go): peer (how to reach the
+//     other nodes, whether they are up), membership (who the members
+//     are, what the nodes agree on) and route (which node a chunk's bytes
+//     come from).
 //
 // Errors of every part are mapped to HTTP statuses in one place,
 // internal/httperr (statusOf), which the S3 face shares.

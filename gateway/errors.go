@@ -14,7 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/membership"
 )
 
 // Errors of the gateway's own, beside those of the parts it wires (each
@@ -60,9 +60,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="brand"`)
 	}
-	if u, ok := errors.AsType[*peer.UnknownMembersError](err); ok {
-		// The clients re-pin the current version without parsing the
-		// message.
+	if u, ok := errors.AsType[*membership.UnknownMembersError](err); ok {
+		// The clients name the current version in their error without
+		// parsing the message.
 		w.Header().Set(api.HeaderMembers, u.Current)
 	}
 	httperr.NoteReason(ctx, httperr.Reason(status, err))

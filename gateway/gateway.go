@@ -30,6 +30,7 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/internal/tensors"
@@ -218,7 +219,7 @@ type ClusterConfig struct {
 	Self  int
 	// Members lists the cluster's members at runtime (package
 	// membership); Advertise is this node's URL as they list it.
-	Members   peer.Lister
+	Members   membership.Lister
 	Advertise string
 	// MembersPoll is how often Members is listed; default ProbeInterval.
 	MembersPoll time.Duration
@@ -226,7 +227,7 @@ type ClusterConfig struct {
 	// chunks it gains that the jobs need soon (internal/handover), then
 	// waiting for the other members gaining chunks to do the same, after
 	// which it reports the new version anyway. Default
-	// peer.DefaultFlipTimeout (30 s).
+	// membership.DefaultFlipTimeout (30 s).
 	FlipTimeout time.Duration
 	// PeerTimeout bounds one sample fetch from a peer; past it the
 	// samples are read from the next node in their chunk's ranking, or
@@ -239,7 +240,7 @@ type ClusterConfig struct {
 	// TransformSlack is how much longer, in expected wait, a chunk's
 	// owner's transform queue must be than this node's before this node
 	// asks it for samples as stored and transforms them itself; 0:
-	// peer.BalanceSlack (10 ms); negative: never (the owner transforms).
+	// route.BalanceSlack (10 ms); negative: never (the owner transforms).
 	TransformSlack time.Duration
 	// Secret is the peer secret every node of the cluster is given
 	// (`brand serve --peer-secret-file`): internal requests carry a
@@ -248,6 +249,9 @@ type ClusterConfig struct {
 	// and nothing a request claims about its sender is believed; a
 	// cluster with AuthTokens must have one.
 	Secret []byte
+	// CredentialSkew is how far a peer's credential's time may be from
+	// this node's clock, either way; default peer.DefaultSkew (30 s).
+	CredentialSkew time.Duration
 }
 
 // DiskCacheConfig is the disk tier under the chunk cache.
@@ -323,40 +327,6 @@ const maxAhead = 64
 // to half the cache while it copies.
 const maxAssembling = 2
 
-// cluster is a node's cluster: peer.Set on a node of a cluster, peer.Solo
-// on a single gateway, chosen once, in New, and handed to each part as
-// the part's own interface (the reader's reader.Remote, the pipeline's
-// pipeline.Peers, the seals' feedback.Parts, the jobs' versions); no
-// handler asks which. The gateway itself keeps what its own endpoints
-// ask (clusterFace).
-type cluster interface {
-	reader.Remote
-	pipeline.Peers
-	feedback.Parts
-	versions
-	clusterFace
-}
-
-// clusterFace is what the gateway's own endpoints ask of the cluster:
-// its view and figures (/cluster, /stats), a peer known by its URL,
-// heard and served, what this node tells its peers of its membership,
-// and its life.
-type clusterFace interface {
-	Nodes() int
-	Local(ds *catalog.Dataset, c int) bool
-	View(world int, datasets []string) api.Cluster
-	Stats(datasets []string) *api.ClusterStats
-	Slot(url string) int
-	Heard(k int)
-	Served(k int, n int64)
-	Members(ctx context.Context, version string) (*gcluster.Membership, error)
-	Known(version string) (*gcluster.Membership, bool)
-	Describe(st *peer.State)
-	Leave(ctx context.Context) error
-	Start()
-	Close()
-}
-
 // Gateway serves batches of one or more datasets over HTTP. It is the
 // HTTP face of parts that know nothing of HTTP, each built from the few
 // things it uses and wired once, in New: the catalog of loaded datasets,
@@ -379,7 +349,7 @@ type Gateway struct {
 	cache    *chunkcache.Cache
 	disk     diskTier
 	prefetch schedule.Prefetch
-	cluster  clusterFace
+	node     node // its place in a cluster (cluster.go)
 	reader   *reader.Reader
 	stage    *tensors.Stage // the transform stage: images to tensors
 	pipe     *pipeline.Pipeline
@@ -415,37 +385,33 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
 		tokens: newTokenSet(cfg.AuthTokens)}
-	cred := peer.NewCredentials(cfg.Cluster.Secret)
 	reg := cfg.Registry
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
-	var cl cluster = peer.Solo{Held: g.catalog.HeldIDs}
-	var set *peer.Set
-	if c := cfg.Cluster; c.Members != nil {
-		// The warm-up runs once the Set is started, below, when
-		// g.handover is wired.
-		warm := func(ctx context.Context, from, to *gcluster.Membership, loading func()) (api.MembershipChange, error) {
-			return g.handover.Warm(ctx, from, to, loading)
-		}
-		set = peer.NewSet(peer.Config{Self: c.Advertise, Members: c.Members, Poll: c.MembersPoll, Warm: warm, FlipTimeout: c.FlipTimeout,
-			Timeout: c.PeerTimeout, Probe: c.ProbeInterval,
-			Credentials: cred, Registry: reg, Log: cfg.Logger, Held: g.catalog.HeldIDs, Skew: g.catalog.Poke,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20), MaxReplyBytes: cfg.Limits.MaxBatchBytes, Slack: c.TransformSlack,
+	// The cluster's rooms (cluster.go): the peers and the router first,
+	// since the schedule, the reader and the pipeline route by them; the
+	// membership once the hand-over it warms up with is built, below.
+	var (
+		peers   *peer.Nodes
+		routing *route.Router
+		rt      router         = route.Solo{}
+		parts   feedback.Parts = feedback.NoParts{}
+	)
+	c := cfg.Cluster
+	if c.Members != nil {
+		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peer.NewCredentials(c.Secret),
+			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
+		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
+			AheadBytes: max(cfg.CacheSize/16, 64<<20), Slack: c.TransformSlack, Registry: reg, Log: cfg.Logger,
 			Load: func() tensors.Load { return g.stage.Load() }})
-		cl = set
+		rt, parts = routing, peers
 	}
-	g.cluster = cl
 	g.feedback = feedback.New(cfg.Logger)
 	orders := order.New(g.feedback)
-	d := cfg.Defaults
-	g.jobs = &jobs{catalog: g.catalog, versions: cl, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
-		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
-			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
-	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: cl}
-	g.sched = schedule.New(schedule.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: cl.Local})
+	g.sched = schedule.New(schedule.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
@@ -456,10 +422,10 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
 	var sources *handover.Sources
-	if set != nil {
+	if peers != nil {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
-		sources = handover.NewSources(set, cfg.Logger)
+		sources = handover.NewSources(peers, cfg.Logger)
 		loader = loader.WithHandover(sources)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
@@ -484,32 +450,43 @@ func New(cfg Config) (*Gateway, error) {
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Tally: g.stats,
 			Registry: reg, Log: cfg.Logger})
 	}
-	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: cl, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
+	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
 	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: cl, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Background: g.ahead, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
-	if set != nil {
-		g.handover = handover.New(handover.Config{Self: cfg.Cluster.Advertise, Peers: set, Schedule: g.sched, Cache: g.cache,
+	g.node = soloNode{}
+	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
+	if peers != nil {
+		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, Schedule: g.sched, Cache: g.cache,
 			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
+		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
+			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
+			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Registry: reg, Log: cfg.Logger})
+		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
+		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
+			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
-	g.plans = newPlanAPI(cfg, g.jobs, cl, newPipelineCosts(g.stage, cfg.TransformWorkers))
-	g.peers = &peerAPI{cred: cred, cluster: cl, catalog: g.catalog, pipe: g.pipe, out: g.out, feedback: g.feedback,
-		limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
+	d := cfg.Defaults
+	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
+		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
+			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
+	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
+	g.plans = newPlanAPI(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
 	if cfg.S3.Credentials != nil {
-		g.s3 = g.newS3Face(g.objects)
+		g.s3 = g.newS3Face(g.objects, rt)
 	}
 	g.handler = g.routes()
-	cl.Start()
+	g.node.Start()
 	return g, nil
 }
 
@@ -706,7 +683,7 @@ func (g *Gateway) Close() {
 	// made ahead and not taken give back their memory.
 	g.stage.Close()
 	g.pipe.Close()
-	g.cluster.Close()
+	g.node.Close()
 	g.prefetch.Close()
 	g.stats.Close()
 	g.cache.Close()
@@ -723,7 +700,7 @@ func (g *Gateway) Close() {
 // returns at once. The caller then shuts the server down and Closes.
 func (g *Gateway) Leave(ctx context.Context) error {
 	g.leaving.Store(true)
-	return g.cluster.Leave(ctx)
+	return g.node.Leave(ctx)
 }
 
 // Load reads every dataset's index. Transient store errors are retried with
@@ -734,7 +711,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 	bcfg.Observer = g.metrics
 	var loaded []*catalog.Dataset
 	for _, spec := range g.cfg.Datasets {
-		if ms, _ := g.cluster.Members(ctx, ""); ms != nil && ms.Len() > 1 {
+		if ms, _ := g.jobs.versions.Members(ctx, ""); ms != nil && ms.Len() > 1 {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
 			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}
@@ -752,7 +729,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 	if err := g.objects.Open(ctx, bcfg); err != nil {
 		return err
 	}
-	warnSmallCache(g.log, g.cfg, g.cluster.Nodes(), loaded)
+	warnSmallCache(g.log, g.cfg, g.plans.nodes(), loaded)
 	g.pruneDisk(loaded)
 	if !g.cfg.NoPrefault {
 		// Touching gigabytes of pages takes seconds: say so in the 503s.

@@ -361,19 +361,19 @@ func TestChunkEndpoint(t *testing.T) {
 	secret := []byte("a shared secret of the test cluster")
 	cl := startCluster(t, f, 2, nil, func(c *gateway.Config) { c.Cluster.Secret = secret })
 	base := cl[0].srv.URL
-	req, _ := http.NewRequest(http.MethodGet, base, nil)
-	peer.NewCredentials(secret).Sign(req, cl[1].srv.URL)
-	cred := []string{peer.HeaderPeer, cl[1].srv.URL, peer.HeaderPeerAuth, req.Header.Get(peer.HeaderPeerAuth)}
-	chunk := func(c int, hdr ...string) (*http.Response, []byte) {
-		return get(t, fmt.Sprintf("%s%s?dataset=test&index=%s&chunk=%d", base, peer.ChunkPath, f.index.ID(), c), hdr...)
+	url := func(c int) string {
+		return fmt.Sprintf("%s%s?dataset=test&index=%s&chunk=%d", base, peer.ChunkPath, f.index.ID(), c)
 	}
+	// Node 1's credential for chunk c, as its gateway computes it.
+	cred := func(c int) []string { return signedBy(t, secret, cl[1].srv.URL, base, http.MethodGet, url(c), nil) }
+	chunk := func(c int, hdr ...string) (*http.Response, []byte) { return get(t, url(c), hdr...) }
 	if resp, body := chunk(0); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without a credential: %s: %s", resp.Status, body)
 	}
 	if resp, body := chunk(0, "Authorization", "Bearer a-client-token"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("with a client's token: %s: %s", resp.Status, body)
 	}
-	if resp, body := chunk(0, cred...); resp.StatusCode != http.StatusNotFound || resp.Header.Get(peer.HeaderHeld) != "false" {
+	if resp, body := chunk(0, cred(0)...); resp.StatusCode != http.StatusNotFound || resp.Header.Get(peer.HeaderHeld) != "false" {
 		t.Errorf("a chunk not held: %s (%s: %q): %s", resp.Status, peer.HeaderHeld, resp.Header.Get(peer.HeaderHeld), body)
 	}
 	if reads := clusterReads(cl); reads != 0 {
@@ -383,7 +383,7 @@ func TestChunkEndpoint(t *testing.T) {
 	readRank(t, base, "seed=1&batch_size=10", 0, 8)
 	held := 0
 	for c := range f.index.NumChunks() {
-		resp, body := chunk(c, cred...)
+		resp, body := chunk(c, cred(c)...)
 		switch resp.StatusCode {
 		case http.StatusOK:
 			ch := f.index.Chunk(c)
@@ -403,7 +403,7 @@ func TestChunkEndpoint(t *testing.T) {
 	if held == 0 {
 		t.Errorf("node 0 handed over none of its chunks after an epoch")
 	}
-	if resp, _ := chunk(f.index.NumChunks(), cred...); resp.StatusCode != http.StatusBadRequest {
+	if resp, _ := chunk(f.index.NumChunks(), cred(f.index.NumChunks())...); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a chunk past the index: %s, want 400", resp.Status)
 	}
 }

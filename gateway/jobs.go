@@ -21,7 +21,8 @@ import (
 // versions is what resolving a job's versions needs of the cluster: the
 // index version the nodes agree on, who holds another, and the membership
 // a job's batches are assigned under — the one it pins, or the agreed one
-// (peer.Set; peer.Solo on a single gateway, which has none).
+// (membership.Tracker; membership.Solo on a single gateway, which has
+// only its own index versions and no membership).
 type versions interface {
 	Agreed(dataset string) string
 	Holders(dataset, id string, self bool) []string

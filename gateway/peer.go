@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/order"
@@ -35,8 +37,9 @@ import (
 // token is never one); a cluster whose clients need tokens must have a
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
-	cred     peer.Credentials
-	cluster  clusterFace
+	creds    *peer.Verifier
+	nodes    peerNodes
+	members  peerMembership
 	catalog  *catalog.Catalog
 	pipe     *pipeline.Pipeline
 	out      *respond.Writer
@@ -62,23 +65,48 @@ type peerAPI struct {
 	log zerolog.Logger
 }
 
-// peerKey carries the authenticated asker's slot (peer.Set.Slot) in a
+// peerNodes is what the peers' endpoints ask of the other nodes
+// (peer.Nodes): an authenticated asker's slot, and that it was heard
+// from and served.
+type peerNodes interface {
+	Slot(url string) int
+	Heard(k int)
+	Served(k int, n int64)
+}
+
+// peerMembership is what they ask of the membership
+// (membership.Tracker): the versions this node keeps, and what its state
+// tells of its place in the cluster. (Their credentials ask whether the
+// asker is a member: peer.Members.)
+type peerMembership interface {
+	Known(version string) (*gcluster.Membership, bool)
+	Describe(st *peer.State)
+}
+
+// peerKey carries the authenticated asker's slot (peer.Nodes.Slot) in a
 // request's context.
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
+// for them (peer.Verifier), with 401, before their body is read. A
+// client's bearer token is never one. A credential of a node that is not
+// a member this node knows says so (peer.HeaderNotMember): the asker has
+// just joined, and this node is up.
 // (peer.Credentials), with 401, none of their body read and their
 // connection closed (reqbody.Refuse). A client's bearer token is never
 // one.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, err := a.cred.Verify(r)
+		u, err := a.creds.Verify(r)
 		if err != nil {
+			if errors.Is(err, peer.ErrNotMember) {
+				w.Header().Set(peer.HeaderNotMember, "true")
+			}
 			reqbody.Refuse(w, r)
 			writeError(r.Context(), w, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, a.cluster.Slot(u))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, a.nodes.Slot(u))))
 	})
 }
 
@@ -108,7 +136,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := asker(r)
-	a.cluster.Heard(k)
+	a.nodes.Heard(k)
 	res, err := a.pipe.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
 		writeError(ctx, w, err)
@@ -124,7 +152,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.log.Debug().Err(err).Msg("peer's samples not completed")
 	}
-	a.cluster.Served(k, max(n-int64(len(head)), 0))
+	a.nodes.Served(k, max(n-int64(len(head)), 0))
 }
 
 // handleState serves GET peer.StatePath: whether this node is ready and
@@ -134,10 +162,10 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.cluster.Heard(asker(r))
+	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
 	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load}
-	a.cluster.Describe(&st)
+	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
 		if len(held) == 0 {
@@ -161,7 +189,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := asker(r)
-	a.cluster.Heard(k)
+	a.nodes.Heard(k)
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
 	if !ok {
 		w.Header().Set(peer.HeaderHeld, "false")
@@ -173,7 +201,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.log.Debug().Err(err).Msg("a chunk handed over not completed")
 	}
-	a.cluster.Served(k, n)
+	a.nodes.Served(k, n)
 }
 
 // handleNeeded serves POST peer.NeededPath: of the chunks a node names,
@@ -186,7 +214,7 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.cluster.Heard(asker(r))
+	a.nodes.Heard(asker(r))
 	var answer []int
 	if q.Held {
 		for _, c := range q.Chunks {
@@ -213,8 +241,8 @@ func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.cluster.Heard(asker(r))
-	ms, ok := a.cluster.Known(version)
+	a.nodes.Heard(asker(r))
+	ms, ok := a.members.Known(version)
 	if !ok {
 		writeError(r.Context(), w, fmt.Errorf("%w: membership version %s is not kept here", query.ErrOutOfRange, version))
 		return
@@ -235,7 +263,7 @@ func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a.cluster.Heard(asker(r))
+	a.nodes.Heard(asker(r))
 	out := a.feedback.Reports(ds, job, epoch)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))

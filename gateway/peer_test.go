@@ -24,11 +24,33 @@ import (
 // response and its body.
 func peerRequest(t *testing.T, base, query string, ids []int, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
+	return do(t, http.MethodPost, base+peer.SamplesPath+"?"+query, sampleList(ids), hdr...)
+}
+
+// sampleList is the body of a sample request for ids.
+func sampleList(ids []int) []byte {
 	b := []byte{}
 	for _, id := range ids {
 		b = binary.LittleEndian.AppendUint32(b, uint32(id))
 	}
-	return do(t, http.MethodPost, base+peer.SamplesPath+"?"+query, b, hdr...)
+	return b
+}
+
+// signedBy returns the headers of the credential the gateway of the node
+// at from signs a request (method, url, body) to the node at base with:
+// a credential covers its one request, once.
+func signedBy(t *testing.T, secret []byte, from, base, method, url string, body []byte) []string {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.NewCredentials(secret).Sign(req, from, base, body)
+	var hdr []string
+	for _, h := range []string{peer.HeaderPeer, peer.HeaderPeerTime, peer.HeaderPeerNonce, peer.HeaderPeerBody, peer.HeaderPeerAuth} {
+		hdr = append(hdr, h, req.Header.Get(h))
+	}
+	return hdr
 }
 
 // TestPeerRequestBounds: a peer's sample request is bounded as a batch is.
@@ -142,10 +164,13 @@ func TestPeerAuthentication(t *testing.T) {
 	// Only a peer's credential opens the internal endpoints.
 	base := cl[0].srv.URL
 	q := "dataset=test&index=" + f.index.ID()
-	// Node 1's credential, as its gateway computes it.
-	req, _ := http.NewRequest(http.MethodGet, base, nil)
-	peer.NewCredentials(secret).Sign(req, cl[1].srv.URL)
-	cred := []string{peer.HeaderPeer, cl[1].srv.URL, peer.HeaderPeerAuth, req.Header.Get(peer.HeaderPeerAuth)}
+	// Node 1's credential for the request, as its gateway computes it.
+	cred := func(method, url string, body []byte) []string {
+		return signedBy(t, secret, cl[1].srv.URL, base, method, url, body)
+	}
+	samples := base + peer.SamplesPath + "?" + q
+	forNode2 := cred(http.MethodPost, samples, sampleList([]int{1}))
+	forNode2[1] = cl[2].srv.URL
 	tests := []struct {
 		name string
 		hdr  []string
@@ -154,8 +179,8 @@ func TestPeerAuthentication(t *testing.T) {
 		{"nothing", nil, http.StatusUnauthorized},
 		{"a client's token", []string{"Authorization", "Bearer client-token"}, http.StatusUnauthorized},
 		{"a node's URL alone", []string{peer.HeaderPeer, cl[1].srv.URL}, http.StatusUnauthorized},
-		{"node 1's credential for node 2", []string{peer.HeaderPeer, cl[2].srv.URL, peer.HeaderPeerAuth, cred[3]}, http.StatusUnauthorized},
-		{"node 1's credential", cred, http.StatusOK},
+		{"node 1's credential for node 2", forNode2, http.StatusUnauthorized},
+		{"node 1's credential", cred(http.MethodPost, samples, sampleList([]int{1})), http.StatusOK},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +189,7 @@ func TestPeerAuthentication(t *testing.T) {
 			}
 		})
 	}
-	if resp, _ := get(t, base+"/epoch/0", cred...); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := get(t, base+"/epoch/0", cred(http.MethodGet, base+"/epoch/0", nil)...); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a peer's credential on a client endpoint: %s", resp.Status)
 	}
 }

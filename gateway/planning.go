@@ -104,12 +104,12 @@ type planAPI struct {
 	}
 }
 
-func newPlanAPI(cfg Config, jobs *jobs, cl clusterFace, costs *pipelineCosts) *planAPI {
+func newPlanAPI(cfg Config, jobs *jobs, nodes func() int, costs *pipelineCosts) *planAPI {
 	members := func(ctx context.Context) *gcluster.Membership {
-		ms, _ := cl.Members(ctx, "")
+		ms, _ := jobs.versions.Members(ctx, "")
 		return ms
 	}
-	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: cl.Nodes, members: members, slots: make(chan struct{}, planSlots), costs: costs,
+	a := &planAPI{planner: cfg.Planner, jobs: jobs, nodes: nodes, members: members, slots: make(chan struct{}, planSlots), costs: costs,
 		options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: planEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows}}
 	if a.planner == nil {

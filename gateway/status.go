@@ -51,7 +51,7 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Disk        *api.DiskStats     `json:"disk,omitempty"`
 		Mixtures    []api.MixStat      `json:"mixtures,omitempty"`
 		Transform   api.TransformStats `json:"transform"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.cluster.Stats(g.catalog.Names()), g.DiskStats(),
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
 		g.stats.Mixtures(), g.TransformStats()})
 }
 
@@ -74,7 +74,7 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g.cluster.View(q.Job.World, g.catalog.Names()))
+	writeJSON(w, http.StatusOK, g.node.View(q.Job.World, g.catalog.Names()))
 }
 
 // notReady is why the gateway should not be sent new work, or nil: it is

@@ -20,7 +20,7 @@ import (
 // sample is transformed by its chunk's owner; "balanced": a node whose
 // owner's transform queue is longer than its own by more than the slack
 // asks it for samples as stored and transforms them itself
-// (peer.BalanceSlack). It reports the epoch's wall time and how many
+// (route.BalanceSlack). It reports the epoch's wall time and how many
 // images each node transformed.
 //
 //	go test -run '^$' -bench TransformBalance -count 3 ./gateway/

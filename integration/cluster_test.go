@@ -36,6 +36,7 @@ type clusterProc struct {
 	url     string
 	args    []string
 	logPath string
+	client  *http.Client // asks the node (nil: http.DefaultClient)
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -93,8 +94,12 @@ func (p *clusterProc) launch(bin string, env []string) error {
 		close(p.exited)
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
+	hc := p.client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
 	for {
-		resp, err := http.Get(p.url + "/readyz")
+		resp, err := hc.Get(p.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -139,8 +144,43 @@ func startProcs(t *testing.T, procs []*clusterProc, bin string, env []string, to
 		urls[k] = pr.url
 	}
 	for k := range procs {
-		waitUpAuth(t, urls, k, token)
+		waitUpVia(t, procs[0].client, urls, k, token)
 	}
+}
+
+// clusterSetup is what a test of a cluster of `brand serve` processes
+// over a packed dataset starts from: the binary, its environment (the
+// store's credentials), the nodes' loopback ports and URLs, a scratch
+// directory and a peer secret file in it.
+type clusterSetup struct {
+	bin, dir, secret string
+	env              []string
+	ports            []int
+	urls             []string
+}
+
+// newClusterSetup prepares a cluster of n nodes over p's dataset, whose
+// URLs have scheme.
+func newClusterSetup(t *testing.T, p *packed, n int, scheme, secret string) clusterSetup {
+	t.Helper()
+	s := clusterSetup{bin: cmdtest.Build(t, "brand"), dir: t.TempDir(), ports: freePorts(t, n),
+		env: append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")}
+	for _, port := range s.ports {
+		s.urls = append(s.urls, fmt.Sprintf("%s://127.0.0.1:%d", scheme, port))
+	}
+	s.secret = filepath.Join(s.dir, "peer-secret")
+	if err := os.WriteFile(s.secret, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// proc is node k's process: `brand serve` of p's dataset on its port, with
+// args after the common ones.
+func (s clusterSetup) proc(k int, p *packed, args ...string) *clusterProc {
+	return &clusterProc{k: k, url: s.urls[k], logPath: filepath.Join(s.dir, fmt.Sprintf("node%d.log", k)),
+		args: append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", s.ports[k]), "--dataset", "synthetic=" + p.url,
+			"--s3-endpoint", p.server.URL(), "--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}, args...)}
 }
 
 // kill ends the process at once, as a machine's loss would.
@@ -207,6 +247,12 @@ func scrape(t *testing.T, url string, names ...string) map[string]float64 {
 // scrapeAuth is scrape of a node that wants a bearer token.
 func scrapeAuth(t *testing.T, url, token string, names ...string) map[string]float64 {
 	t.Helper()
+	return scrapeVia(t, http.DefaultClient, url, token, names...)
+}
+
+// scrapeVia is scrapeAuth through hc.
+func scrapeVia(t *testing.T, hc *http.Client, url, token string, names ...string) map[string]float64 {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +260,7 @@ func scrapeAuth(t *testing.T, url, token string, names ...string) map[string]flo
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("scraping %s: %v", url, err)
 	}
@@ -530,13 +576,22 @@ func waitUp(t *testing.T, urls []string, k int) {
 // waitUpAuth is waitUp on nodes that want a bearer token.
 func waitUpAuth(t *testing.T, urls []string, k int, token string) {
 	t.Helper()
+	waitUpVia(t, http.DefaultClient, urls, k, token)
+}
+
+// waitUpVia is waitUpAuth through hc (nil: http.DefaultClient).
+func waitUpVia(t *testing.T, hc *http.Client, urls []string, k int, token string) {
+	t.Helper()
+	if hc == nil {
+		hc = http.DefaultClient
+	}
 	series := fmt.Sprintf(`brand_peer_up{peer=%q}`, urls[k])
 	deadline := time.Now().Add(30 * time.Second)
 	for j, u := range urls {
 		if j == k {
 			continue
 		}
-		for scrapeAuth(t, u, token, "brand_peer_up")[series] != 1 {
+		for scrapeVia(t, hc, u, token, "brand_peer_up")[series] != 1 {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d does not see node %d up 30 s after its restart", j, k)
 			}

@@ -18,7 +18,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -52,29 +51,15 @@ func TestClusterResize(t *testing.T) {
 	// 40 % of the dataset a node: three nodes hold it, barely, so that
 	// where chunks are read from matters.
 	cache := int64(0.4 * dataset)
-	bin := cmdtest.Build(t, "brand")
-	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+p.server.AccessKey, "AWS_SECRET_ACCESS_KEY="+p.server.SecretKey, "AWS_REGION=us-east-1")
-	ports := freePorts(t, nodes)
-	urls := make([]string, nodes)
-	for k, port := range ports {
-		urls[k] = fmt.Sprintf("http://127.0.0.1:%d", port)
-	}
-	dir := t.TempDir()
-	peersFile := filepath.Join(dir, "peers")
 	// With a peer secret, as a deployment runs: a node then counts what
 	// it serves to each peer, which shows a joiner owning chunks.
-	secret := filepath.Join(dir, "peer-secret")
-	if err := os.WriteFile(secret, []byte("peer secret of the resize test cluster\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cs := newClusterSetup(t, p, nodes, "http", "peer secret of the resize test cluster")
+	bin, env, urls := cs.bin, cs.env, cs.urls
+	peersFile := filepath.Join(cs.dir, "peers")
 	procs := make([]*clusterProc, nodes)
 	for k := range nodes {
-		procs[k] = &clusterProc{k: k, url: urls[k], logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
-			args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[k]),
-				"--dataset", "synthetic=" + p.url, "--s3-endpoint", p.server.URL(),
-				"--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
-				"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", "200ms", "--peer-secret-file", secret,
-				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+		procs[k] = cs.proc(k, p, "--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
+			"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", "200ms", "--peer-secret-file", cs.secret)
 	}
 	// The joiners sort between the first members (node k is member k of
 	// the full list), so that the homes of every rank move on a join.
@@ -116,15 +101,7 @@ func TestClusterResize(t *testing.T) {
 	// the rank's home.
 	readEpoch := func(epoch int, members []string, change func()) ([][]time.Duration, int) {
 		t.Helper()
-		clients := make([]*client.Client, world)
-		for r := range world {
-			c, err := client.New("", client.Options{Peers: members, HTTPClient: hc,
-				Job: api.Job{Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world, Rank: r}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			clients[r] = c
-		}
+		clients := rankClients(t, members, hc, shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world})
 		sorted := slices.Sorted(slices.Values(members))
 		seen := make(map[string]int, spec.Samples)
 		lat := make([][]time.Duration, steps)
@@ -293,6 +270,22 @@ func TestClusterResize(t *testing.T) {
 
 // writePeers replaces a --peers-file's list as an operator's tool would:
 // a new file renamed over the old one, so that no poll reads half of it.
+// rankClients returns the clients of a job's ranks, each through peers as
+// its peer list, with job's parameters and its own rank.
+func rankClients(t *testing.T, peers []string, hc *http.Client, job shuffle.Params) []*client.Client {
+	t.Helper()
+	clients := make([]*client.Client, job.World)
+	for r := range job.World {
+		job.Rank = r
+		c, err := client.New("", client.Options{Peers: peers, HTTPClient: hc, Job: api.Job{Params: job}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[r] = c
+	}
+	return clients
+}
+
 func writePeers(t *testing.T, path string, urls []string) {
 	t.Helper()
 	tmp := path + ".new"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -69,15 +70,19 @@ type goldenMix struct {
 	// (api.Mix.IntWeights), NewMixture's input.
 	Mix     string   `json:"mix"`
 	Weights []uint64 `json:"weights"`
-	Counts  [][]int  `json:"counts"`  // each component's samples per chunk
-	Block   int      `json:"block"`   // K
-	Samples int      `json:"samples"` // the epoch length asked for; 0: the sizes summed
-	Seed    uint64   `json:"seed"`
-	Epoch   uint64   `json:"epoch"`
-	Window  int      `json:"window"` // of the components' orders
-	Blocks  []int    `json:"blocks"` // the blocks whose counts and slots are pinned
-	Start   int      `json:"start"`  // the draws pinned: epoch positions [start, end)
-	End     int      `json:"end"`
+	Counts  [][]int  `json:"counts"` // each component's samples per chunk
+	// PassLengths, when a component's entry is not empty, makes its
+	// passes differ in length: pass p holds PassLengths[i][p mod len]
+	// positions (NewMixtureOf), and its draws serve no sample (-1).
+	PassLengths [][]int `json:"pass_lengths,omitempty"`
+	Block       int     `json:"block"`   // K
+	Samples     int     `json:"samples"` // the epoch length asked for; 0: the sizes summed
+	Seed        uint64  `json:"seed"`
+	Epoch       uint64  `json:"epoch"`
+	Window      int     `json:"window"` // of the components' orders
+	Blocks      []int   `json:"blocks"` // the blocks whose counts and slots are pinned
+	Start       int     `json:"start"`  // the draws pinned: epoch positions [start, end)
+	End         int     `json:"end"`
 
 	Reduced      []uint64    `json:"reduced"` // the weights divided by their gcd
 	NumSamples   int         `json:"num_samples"`
@@ -172,6 +177,18 @@ func goldenMixInputs() []goldenMix {
 		// epoch·n_i past 2^64: stream positions need 128 bits.
 		{Name: "large-epoch", Weights: []uint64{2, 6}, Counts: [][]int{{16}, {40, 40}},
 			Block: 6, Seed: 1<<64 - 1, Epoch: 1 << 62, Window: 1, Blocks: []int{0, 1, 15}, Start: 40, End: 60},
+		// Passes that differ in length (§11.4), as a token dataset packed
+		// by best fit has: web's passes hold 9, 12, 7 positions in turn,
+		// code's 5 and 6; books' are its 3 samples. Epoch 3 reads web
+		// from its pass 16, across passes of every length.
+		{Name: "pass-lengths", Mix: "web:0.7,code:0.2,books:0.1", Weights: []uint64{7, 2, 1}, Counts: wcb,
+			Block: 8, Samples: 80, Seed: 1, Epoch: 3, Window: 2, Blocks: []int{0, 9}, Start: 0, End: 80,
+			PassLengths: [][]int{{9, 12, 7}, {5, 6}, {}}},
+		// The default length is pass 0's lengths summed: 1 + 4 = 5, one
+		// block of 5 in an epoch; a pass of 1 and passes of 100.
+		{Name: "pass-lengths-default-length", Weights: []uint64{1, 1}, Counts: [][]int{{1}, {4}},
+			Block: 5, Seed: 9, Epoch: 41, Window: 1, Blocks: []int{0}, Start: 0, End: 5,
+			PassLengths: [][]int{{1, 100}, {4, 1, 2}}},
 	}
 }
 
@@ -234,13 +251,8 @@ func computeCase(t *testing.T, c goldenCase) goldenCase {
 // computeMix fills in the outputs of a mixture from its inputs.
 func computeMix(t *testing.T, c goldenMix) goldenMix {
 	t.Helper()
-	sizes := make([]int, len(c.Counts))
-	for i, counts := range c.Counts {
-		for _, n := range counts {
-			sizes[i] += n
-		}
-	}
-	m, err := NewMixture(c.Weights, sizes, c.Block, c.Samples)
+	passes := goldenPasses(c)
+	m, err := NewMixtureOf(c.Weights, passes, c.Block, c.Samples)
 	if err != nil {
 		t.Fatalf("mixture %s: %v", c.Name, err)
 	}
@@ -265,6 +277,10 @@ func computeMix(t *testing.T, c goldenMix) goldenMix {
 	orders := map[Draw]*Epoch{} // by component and pass
 	for _, d := range m.AppendRange(nil, c.Seed, c.Epoch, c.Start, c.End) {
 		c.Draws = append(c.Draws, [3]uint64{uint64(d.Component), d.Pass, uint64(d.Index)})
+		if _, equal := passes[d.Component].(EqualPasses); !equal {
+			c.SampleIDs = append(c.SampleIDs, -1)
+			continue
+		}
 		k := Draw{Component: d.Component, Pass: d.Pass}
 		e, ok := orders[k]
 		if !ok {
@@ -276,6 +292,25 @@ func computeMix(t *testing.T, c goldenMix) goldenMix {
 		c.SampleIDs = append(c.SampleIDs, e.AppendRange(nil, d.Index, d.Index+1)...)
 	}
 	return c
+}
+
+// goldenPasses are a golden mixture's components' pass lengths: its
+// samples in every pass, or the lengths PassLengths cycles through.
+func goldenPasses(c goldenMix) []Passes {
+	passes := make([]Passes, len(c.Counts))
+	for i, counts := range c.Counts {
+		if i < len(c.PassLengths) && len(c.PassLengths[i]) > 0 {
+			lens := c.PassLengths[i]
+			passes[i] = PassesFunc(func(p uint64) int { return lens[p%uint64(len(lens))] })
+			continue
+		}
+		n := 0
+		for _, k := range counts {
+			n += k
+		}
+		passes[i] = EqualPasses(n)
+	}
+	return passes
 }
 
 // compareMix reports every output field of got that differs from want.
@@ -401,12 +436,19 @@ func encodeGolden(t *testing.T, g goldenFile) []byte {
 		if err := json.Unmarshal(b, &fields); err != nil {
 			t.Fatal(err)
 		}
-		// Keep the struct's field order rather than the map's.
+		// Keep the struct's field order rather than the map's, and leave
+		// out the fields omitempty left out.
 		typ := reflect.TypeOf(v)
-		buf.WriteString("    {\n")
+		var keys []string
 		for i := range typ.NumField() {
-			key := typ.Field(i).Tag.Get("json")
-			line("      ", key, fields[key], i == typ.NumField()-1)
+			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if _, ok := fields[key]; ok {
+				keys = append(keys, key)
+			}
+		}
+		buf.WriteString("    {\n")
+		for i, key := range keys {
+			line("      ", key, fields[key], i == len(keys)-1)
 		}
 		if last {
 			buf.WriteString("    }\n")

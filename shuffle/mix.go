@@ -46,7 +46,9 @@ const mixCheckpoint = 64
 // dataset: pass p of component i is that dataset's epoch order for epoch
 // p (NewEpoch, by the caller), and the mixture reads
 // each component's stream from where the previous mixture epoch left it,
-// starting the component's next pass when one runs out.
+// starting the component's next pass when one runs out. A component's
+// passes may differ in length (NewMixtureOf): a token dataset packed into
+// sequences holds a different number of sequences each epoch.
 //
 // The epoch is cut into blocks of K positions. Block b takes from each
 // component i either floor(K·w_i) or ceil(K·w_i) samples (w_i its weight
@@ -62,7 +64,8 @@ const mixCheckpoint = 64
 type Mixture struct {
 	weights []uint64 // reduced integer weights a_i
 	sum     uint64   // A = Σ a_i
-	sizes   []int    // N_i: samples in a pass of component i
+	passes  []Passes // each component's pass lengths
+	sizes   []int    // N_i: samples in pass 0 of component i
 	block   int      // K
 	length  int      // L: samples in an epoch, a multiple of K
 	base    []int    // floor(K·a_i/A)
@@ -88,6 +91,41 @@ type Draw struct {
 	Index int
 }
 
+// Passes gives the length of each pass of a mixture component: how many
+// positions of the component's stream its pass p holds. A dataset of N
+// samples has passes of N each (EqualPasses); a token dataset packed into
+// sequences by best fit has as many as pass p's packing makes
+// (docs/shuffle.md §11.4).
+//
+// PassLen must be a pure function of p, at least 1, and safe for
+// concurrent use: a Mixture calls it for passes in increasing order from
+// 0 to find where a stream position falls, so for a component whose
+// passes differ an implementation should memoise its lengths.
+type Passes interface {
+	PassLen(p uint64) int
+}
+
+// PassesFunc adapts a function to Passes.
+type PassesFunc func(p uint64) int
+
+// PassLen returns f(p).
+func (f PassesFunc) PassLen(p uint64) int { return f(p) }
+
+// EqualPasses is a component every pass of which holds the same number of
+// positions: a dataset's samples. A Mixture finds a position's pass in it
+// by a division; for any other Passes it adds pass lengths from pass 0.
+type EqualPasses int
+
+// PassLen returns n whatever the pass.
+func (n EqualPasses) PassLen(uint64) int { return int(n) }
+
+// MaxMixPasses bounds how far a Mixture follows a component whose passes
+// differ in length: a stream position past its first MaxMixPasses passes
+// reads Pass math.MaxUint64, as one past 2^64 passes of equal ones does,
+// and callers answer it as out of range. Finding a position's pass costs
+// a PassLen call for every pass before it.
+const MaxMixPasses = 1 << 31
+
 // NewMixture returns the mixture of components whose reduced integer
 // weights are weights, each pass of component i holding sizes[i] samples,
 // with mixing blocks of block samples and epochs of length samples
@@ -99,16 +137,40 @@ type Draw struct {
 // greatest common divisor), sizes positive, block in [1, MaxMixBlock].
 // Errors wrap ErrInvalid.
 func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, error) {
+	if len(sizes) != len(weights) {
+		return nil, fmt.Errorf("%w: %d sizes for %d mixture components", ErrInvalid, len(sizes), len(weights))
+	}
+	passes := make([]Passes, len(sizes))
+	for i, n := range sizes {
+		passes[i] = EqualPasses(n)
+	}
+	return NewMixtureOf(weights, passes, block, length)
+}
+
+// NewMixtureOf is NewMixture for components whose passes may differ in
+// length: pass p of component i holds passes[i].PassLen(p) positions.
+// Pass 0's lengths stand for the components' sizes: length 0 means their
+// sum, and Size reports them. NewMixtureOf calls PassLen(0) of each
+// component once; the other passes' lengths are asked for only when a
+// position is located in them. Errors are NewMixture's.
+func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixture, error) {
 	k := len(weights)
 	switch {
 	case k < 1 || k > MaxMixComponents:
 		return nil, fmt.Errorf("%w: %d mixture components; must be 1..%d", ErrInvalid, k, MaxMixComponents)
-	case len(sizes) != k:
-		return nil, fmt.Errorf("%w: %d sizes for %d mixture components", ErrInvalid, len(sizes), k)
+	case len(passes) != k:
+		return nil, fmt.Errorf("%w: %d pass lengths for %d mixture components", ErrInvalid, len(passes), k)
 	case block < 1 || block > MaxMixBlock:
 		return nil, fmt.Errorf("%w: mixing block %d; must be 1..%d", ErrInvalid, block, MaxMixBlock)
 	case length < 0:
 		return nil, fmt.Errorf("%w: mixture epoch of %d samples; must be >= 0", ErrInvalid, length)
+	}
+	sizes := make([]int, k)
+	for i, p := range passes {
+		if p == nil {
+			return nil, fmt.Errorf("%w: mixture component %d has no pass lengths", ErrInvalid, i)
+		}
+		sizes[i] = p.PassLen(0)
 	}
 	var g, sum uint64
 	total := 0
@@ -139,7 +201,7 @@ func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, err
 	if length == 0 {
 		length = block
 	}
-	m := &Mixture{weights: make([]uint64, k), sizes: slices.Clone(sizes), block: block, length: length,
+	m := &Mixture{weights: make([]uint64, k), passes: slices.Clone(passes), sizes: sizes, block: block, length: length,
 		base: make([]int, k), rem: make([]uint64, k), perPeriod: make([]int, k), epoch: make([]int, k)}
 	for i, a := range weights {
 		m.weights[i] = a / g
@@ -222,7 +284,8 @@ func (m *Mixture) ComponentWindow(i, window int) int {
 // Period returns the number of blocks after which the block counts repeat.
 func (m *Mixture) Period() int { return m.period }
 
-// Size returns N_i, the samples in one pass of component i.
+// Size returns N_i, the samples in one pass of component i: in pass 0
+// when its passes differ in length.
 func (m *Mixture) Size(i int) int { return m.sizes[i] }
 
 // Cumulative returns C_i(b): how many samples of component i blocks
@@ -391,9 +454,11 @@ func (m *Mixture) slots(dst []uint8, seed, epoch uint64, b int, cnt []int) []uin
 // AppendRange appends the draws at epoch positions [start, end) of epoch
 // epoch to dst: for each position its component, and the pass and the
 // position in that pass it reads. Component i's stream before epoch e has
-// given e·n_i samples; its stream position q is pass q / N_i, index
-// q mod N_i. It costs O(K + k log k) per block touched, as Span of those
-// blocks does, and that span's memory while it runs. It panics unless
+// given e·n_i samples; its stream position Q falls in the pass p whose
+// passes before it hold at most Q positions in all, at index Q minus
+// those: with passes of N_i each, pass Q / N_i, index Q mod N_i. It costs
+// O(K + k log k) per block touched, as Span of those blocks does, and
+// that span's memory while it runs. It panics unless
 // 0 <= start <= end <= NumSamples().
 func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []Draw {
 	if start < 0 || end < start || end > m.length {
@@ -413,11 +478,12 @@ func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []
 func (m *Mixture) SpanBlocks() int { return max(1, mixSpanPositions/m.block) }
 
 // SpanBytes is the memory a span of blocks blocks holds: a byte a
-// position, and each component's running count every 4,096 positions.
+// position, each component's running count every 4,096 positions, and
+// where each component's draws start.
 func (m *Mixture) SpanBytes(blocks int) int64 {
 	n := int64(blocks) * int64(m.block)
 	strides := (n + mixSpanStride - 1) / mixSpanStride
-	return n + strides*int64(len(m.weights))*4 + int64(len(m.weights))*8
+	return n + strides*int64(len(m.weights))*4 + int64(len(m.weights))*16
 }
 
 // A MixSpan is blocks of one epoch of a Mixture, materialised: each
@@ -430,27 +496,32 @@ func (m *Mixture) SpanBytes(blocks int) int64 {
 // A MixSpan is immutable and safe for concurrent use.
 type MixSpan struct {
 	m          *Mixture
-	epoch      uint64
 	start, end int     // its epoch positions
 	comp       []uint8 // per position, its component
-	before     []int   // per component, its samples in the epoch before the span
+	first      []Draw  // per component, its first draw in the span
 	// ckpt[j·k+i] is component i's positions in [start, start+j·stride).
 	ckpt []int32
 }
 
 // Span materialises blocks [first, first+blocks) of epoch epoch. It costs
 // O(k log k) per block for its counts (from the nearest checkpoint) and
-// O(K) per block for its slots, and holds SpanBytes(blocks). It panics
-// unless the blocks are in the epoch.
+// O(K) per block for its slots, and holds SpanBytes(blocks); locating
+// each component's first draw costs a division, or a PassLen call for
+// every pass before it when the component's passes differ in length. It
+// panics unless the blocks are in the epoch.
 func (m *Mixture) Span(seed, epoch uint64, first, blocks int) *MixSpan {
 	if first < 0 || blocks < 1 || first+blocks > m.length/m.block {
 		panic(fmt.Sprintf("shuffle: Mixture.Span(%d, %d) outside the epoch's %d blocks", first, blocks, m.length/m.block))
 	}
 	k := len(m.weights)
 	cur := m.cursor(first)
-	sp := &MixSpan{m: m, epoch: epoch, start: first * m.block, end: (first + blocks) * m.block,
-		comp: make([]uint8, 0, blocks*m.block), before: cur.counts(make([]int, 0, k))}
-	at := slices.Clone(sp.before) // each component's samples before the block
+	before := cur.counts(make([]int, 0, k)) // each component's samples in the epoch before the span
+	sp := &MixSpan{m: m, start: first * m.block, end: (first + blocks) * m.block,
+		comp: make([]uint8, 0, blocks*m.block), first: make([]Draw, k)}
+	for i, c := range before {
+		sp.first[i] = m.draw(i, epoch, c)
+	}
+	at := slices.Clone(before) // each component's samples before the block
 	after := make([]int, 0, k)
 	cnt := make([]int, k)
 	for b := first; b < first+blocks; b++ {
@@ -489,7 +560,7 @@ func (sp *MixSpan) AppendRange(dst []Draw, start, end int) []Draw {
 	if start == end {
 		return dst
 	}
-	k := len(sp.before)
+	k := len(sp.first)
 	lo := start - sp.start
 	j := lo / mixSpanStride
 	seen := make([]int, k) // each component's positions in the span before the next
@@ -499,25 +570,106 @@ func (sp *MixSpan) AppendRange(dst []Draw, start, end int) []Draw {
 	for _, c := range sp.comp[j*mixSpanStride : lo] {
 		seen[c]++
 	}
+	// Each component's next draw, and the length of its pass.
+	next := make([]Draw, k)
+	size := make([]int, k)
+	for i := range next {
+		next[i] = sp.m.advance(sp.first[i], seen[i])
+		size[i] = sp.m.passLen(i, next[i].Pass)
+	}
 	for _, c := range sp.comp[lo : end-sp.start] {
-		dst = append(dst, sp.m.draw(int(c), sp.epoch, sp.before[c]+seen[c]))
-		seen[c]++
+		d := next[c]
+		dst = append(dst, d)
+		if d.Pass == math.MaxUint64 {
+			continue
+		}
+		if d.Index++; d.Index == size[c] {
+			d = sp.m.nextPass(d)
+			size[c] = sp.m.passLen(int(c), d.Pass)
+		}
+		next[c] = d
 	}
 	return dst
 }
 
 // draw is the draw of component i's sample number c of epoch epoch: its
-// stream position Q = epoch·n_i + c, as pass Q / N_i and index Q mod N_i,
-// computed in 128 bits. Q / N_i overflows 64 bits only past 2^64 passes,
-// which callers' epoch bounds rule out; it then saturates.
+// stream position Q = epoch·n_i + c, located in the component's passes
+// (locate).
 func (m *Mixture) draw(i int, epoch uint64, c int) Draw {
-	size := uint64(m.sizes[i])
 	hi, lo := bits.Mul64(epoch, uint64(m.epoch[i]))
 	lo, carry := bits.Add64(lo, uint64(c), 0)
 	hi += carry
-	if hi >= size {
-		return Draw{Component: i, Pass: math.MaxUint64}
+	return m.locate(i, hi, lo)
+}
+
+// locate returns the draw of stream position Q = hi·2^64 + lo of
+// component i. With equal passes of N_i that is pass Q / N_i, index
+// Q mod N_i, computed in 128 bits: Q / N_i overflows 64 bits only past
+// 2^64 passes, which callers' epoch bounds rule out; it then saturates.
+// Otherwise it subtracts the passes' lengths from Q, pass 0 first, up to
+// MaxMixPasses passes, past which it saturates.
+func (m *Mixture) locate(i int, hi, lo uint64) Draw {
+	if n, ok := m.passes[i].(EqualPasses); ok {
+		size := uint64(n)
+		if hi >= size {
+			return Draw{Component: i, Pass: math.MaxUint64}
+		}
+		pass, idx := bits.Div64(hi, lo, size)
+		return Draw{Component: i, Pass: pass, Index: int(idx)}
 	}
-	pass, idx := bits.Div64(hi, lo, size)
-	return Draw{Component: i, Pass: pass, Index: int(idx)}
+	for p := uint64(0); p < MaxMixPasses; p++ {
+		n := uint64(m.passLen(i, p))
+		if hi == 0 && lo < n {
+			return Draw{Component: i, Pass: p, Index: int(lo)}
+		}
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, n, 0)
+		hi -= borrow
+	}
+	return Draw{Component: i, Pass: math.MaxUint64}
+}
+
+// advance returns the draw c positions of d's component's stream after d.
+func (m *Mixture) advance(d Draw, c int) Draw {
+	if n, ok := m.passes[d.Component].(EqualPasses); ok && d.Pass != math.MaxUint64 {
+		q := d.Index + c // < 2^63: an index and a count of one epoch
+		d.Index = q % int(n)
+		if d.Pass += uint64(q / int(n)); d.Pass < uint64(q/int(n)) {
+			d = Draw{Component: d.Component, Pass: math.MaxUint64}
+		}
+		return d
+	}
+	for d.Pass != math.MaxUint64 {
+		left := m.passLen(d.Component, d.Pass) - d.Index
+		if c < left {
+			d.Index += c
+			break
+		}
+		c -= left
+		d = m.nextPass(d)
+	}
+	return d
+}
+
+// nextPass returns the first draw of the pass after d's, saturating past
+// 2^64 passes, or past MaxMixPasses when the passes differ in length.
+func (m *Mixture) nextPass(d Draw) Draw {
+	_, equal := m.passes[d.Component].(EqualPasses)
+	if d.Pass == math.MaxUint64 || (!equal && d.Pass+1 >= MaxMixPasses) {
+		return Draw{Component: d.Component, Pass: math.MaxUint64}
+	}
+	return Draw{Component: d.Component, Pass: d.Pass + 1}
+}
+
+// passLen is the length of pass p of component i, which must be at least
+// 1: a pass of no positions would leave a stream position nowhere.
+func (m *Mixture) passLen(i int, p uint64) int {
+	if p == math.MaxUint64 {
+		return 1
+	}
+	n := m.passes[i].PassLen(p)
+	if n < 1 {
+		panic(fmt.Sprintf("shuffle: mixture component %d: pass %d holds %d positions; a pass holds at least one", i, p, n))
+	}
+	return n
 }

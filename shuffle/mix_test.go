@@ -209,3 +209,107 @@ func BenchmarkMixtureRange(b *testing.B) {
 		dst = m.AppendRange(dst[:0], 1, 3, s, s+256)
 	}
 }
+
+// TestMixturePassesDifferInLength: with passes of lengths that change
+// from pass to pass (some of one position), each component's draws over
+// several epochs walk its stream in order: every index of a pass once,
+// then the next pass from index 0; ranges and spans of any cut give the
+// same draws.
+func TestMixturePassesDifferInLength(t *testing.T) {
+	lens := []func(p uint64) int{
+		func(p uint64) int { return 40 + int(p*7%13) },
+		func(p uint64) int { return 1 + int(p%3) }, // 1, 2, 3, 1, 2, 3, …
+		func(p uint64) int { return 9 },
+	}
+	passes := []Passes{PassesFunc(lens[0]), PassesFunc(lens[1]), EqualPasses(9)}
+	m, err := NewMixtureOf([]uint64{5, 3, 2}, passes, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NumSamples() != 56 || m.Size(0) != 40 || m.Size(1) != 1 { // 40 + 1 + 9 rounded up to 7 blocks of 8
+		t.Fatalf("length %d, sizes %d %d", m.NumSamples(), m.Size(0), m.Size(1))
+	}
+	next := make([]Draw, 3) // each component's draw expected next
+	for i := range next {
+		next[i].Component = i
+	}
+	for e := range uint64(40) {
+		draws := m.AppendRange(nil, 9, e, 0, m.NumSamples())
+		for i := range next {
+			if got := m.Start(i, e); got != next[i] {
+				t.Fatalf("epoch %d: Start(%d) = %+v, want %+v", e, i, got, next[i])
+			}
+		}
+		for _, d := range draws {
+			if d != next[d.Component] {
+				t.Fatalf("epoch %d: component %d drew %+v, want %+v", e, d.Component, d, next[d.Component])
+			}
+			n := &next[d.Component]
+			if n.Index++; n.Index == lens[d.Component](n.Pass) {
+				n.Pass, n.Index = n.Pass+1, 0
+			}
+		}
+		var cut []Draw
+		for s := 0; s < m.NumSamples(); s += 5 {
+			cut = m.AppendRange(cut, 9, e, s, min(s+5, m.NumSamples()))
+		}
+		sp := m.Span(9, e, 0, m.NumSamples()/m.Block())
+		if fmt.Sprint(cut) != fmt.Sprint(draws) || fmt.Sprint(sp.AppendRange(nil, 13, 50)) != fmt.Sprint(draws[13:50]) {
+			t.Fatalf("epoch %d: ranges differ from the whole epoch", e)
+		}
+	}
+	// 40 epochs of 56·2/10 ≈ 11 draws of component 1, whose passes hold
+	// 2 on average: past its pass 200.
+	if next[1].Pass < 200 {
+		t.Fatalf("component 1 reached pass %d", next[1].Pass)
+	}
+}
+
+// TestMixtureEqualPassesEitherWay: passes of one length given as a
+// function, which the mixture walks pass by pass, draw as EqualPasses
+// do, which it divides.
+func TestMixtureEqualPassesEitherWay(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 40 {
+		k := 1 + r.IntN(4)
+		w := make([]uint64, k)
+		sizes := make([]int, k)
+		funcs := make([]Passes, k)
+		for i := range w {
+			w[i] = 1 + r.Uint64N(10)
+			n := 1 + r.IntN(50)
+			sizes[i], funcs[i] = n, PassesFunc(func(uint64) int { return n })
+		}
+		K := 1 + r.IntN(20)
+		a, err := NewMixture(w, sizes, K, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewMixtureOf(w, funcs, K, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e := range uint64(5) {
+			da := a.AppendRange(nil, uint64(trial), e, 0, a.NumSamples())
+			db := b.AppendRange(nil, uint64(trial), e, 0, b.NumSamples())
+			if fmt.Sprint(da) != fmt.Sprint(db) {
+				t.Fatalf("trial %d epoch %d: divided %v, walked %v", trial, e, da, db)
+			}
+		}
+	}
+}
+
+func TestNewMixtureOfRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		passes []Passes
+	}{
+		{"nil passes", []Passes{EqualPasses(3), nil}},
+		{"empty pass 0", []Passes{EqualPasses(3), PassesFunc(func(p uint64) int { return int(p) })}},
+		{"too few", []Passes{EqualPasses(3)}},
+	} {
+		if _, err := NewMixtureOf([]uint64{1, 1}, tc.passes, 4, 0); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func TestPythonReferenceMixtures(t *testing.T) {
 	var in struct {
 		Mixtures []goldenMix `json:"mixtures"`
 	}
-	in.Mixtures = randomMixtures(t, 120)
+	in.Mixtures = append(randomMixtures(t, 120), randomPassMixtures(t, 60)...)
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +194,39 @@ func randomMixtures(t *testing.T, n int) []goldenMix {
 			c.End = c.Start + r.IntN(min(300, g.NumSamples-c.Start)+1)
 		}
 		out[i] = c
+	}
+	return out
+}
+
+// randomPassMixtures are random mixtures some of whose components' passes
+// differ in length: a pass 0 of the component's samples, as the epoch
+// length was chosen for, then one to four lengths cycled through, some of
+// a single position.
+func randomPassMixtures(t *testing.T, n int) []goldenMix {
+	t.Helper()
+	r := rand.New(rand.NewPCG(13, 14))
+	out := randomMixtures(t, n)
+	for j := range out {
+		c := &out[j]
+		c.Name = fmt.Sprintf("random-passes-%d", j)
+		// A pass is found by adding the lengths before it: no epochs of
+		// 2^40 here.
+		c.Epoch = r.Uint64N(6)
+		c.PassLengths = make([][]int, len(c.Counts))
+		for i, counts := range c.Counts {
+			if r.IntN(3) == 0 {
+				continue // equal passes
+			}
+			n := 0
+			for _, k := range counts {
+				n += k
+			}
+			lens := []int{n}
+			for range r.IntN(4) {
+				lens = append(lens, 1+r.IntN([]int{2, 30, 200}[r.IntN(3)]))
+			}
+			c.PassLengths[i] = lens
+		}
 	}
 	return out
 }

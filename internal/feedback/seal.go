@@ -26,12 +26,27 @@ import (
 // epochs.
 
 // Parts are the other nodes' parts of an epoch's feedback: a cluster's
-// (peer.Set), or none (a single gateway's).
+// (peer.Nodes), or none (a single gateway's: NoParts).
 type Parts interface {
 	// Peers are the other members of the cluster now (by slot).
 	Peers() []int
 	URL(k int) string
 	Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error)
+}
+
+// NoParts is a single gateway's: no other node, so its feedback is its
+// own.
+type NoParts struct{}
+
+// Peers is none.
+func (NoParts) Peers() []int { return nil }
+
+// URL is "": a single gateway is not named.
+func (NoParts) URL(int) string { return "" }
+
+// Feedback is never called: there is no other node to ask.
+func (NoParts) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
+	return nil, errors.New("feedback: a single gateway has no other node")
 }
 
 // Sealed is the answer to a seal.

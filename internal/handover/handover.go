@@ -17,7 +17,7 @@
 // # How
 //
 // Warm runs on each node whose member list changes from membership A to
-// B (peer.Config.Warm), before the node reports B:
+// B (its membership.Warmer), before the node reports B:
 //
 //  1. which chunks it gains: cluster.Moves(A, B), per dataset;
 //  2. which of them are needed soon: the node's own schedule and that of
@@ -46,7 +46,7 @@
 //
 // Warm tells the node's peers it is loading (the loading callback, which
 // sets State.Warming): they do not read its chunks from it under B, nor
-// report B, until it is done, bounded by the flip timeout (peer.Set).
+// report B, until it is done, bounded by the flip timeout (package membership).
 //
 // # Concurrency
 //
@@ -68,7 +68,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 )
 
-// Peers is what a hand-over asks of the other nodes (peer.Set).
+// Peers is what a hand-over asks of the other nodes (peer.Nodes).
 type Peers interface {
 	// IsUp reports whether the node at url is up, as its probes say.
 	IsUp(url string) bool
@@ -80,7 +80,7 @@ type Peers interface {
 }
 
 // ChunkFetcher fills buf with chunk c from the cache of the node at url,
-// and says whether that node is up (peer.Set).
+// and says whether that node is up (peer.Nodes).
 type ChunkFetcher interface {
 	FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error
 	IsUp(url string) bool

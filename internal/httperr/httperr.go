@@ -22,6 +22,7 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
@@ -54,6 +55,10 @@ const RetryAfter = 2 * time.Second
 // Status maps an error to the HTTP status a client should see.
 func Status(err error) int {
 	switch {
+	case errors.Is(err, peer.ErrUnauthenticated):
+		// First: a peer's body that is not the one its credential covers
+		// fails the read that a 400 would otherwise report.
+		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
 		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
@@ -64,13 +69,11 @@ func Status(err error) int {
 		// request is well formed and the store matches its index, but
 		// the content cannot be processed; retrying will not help.
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, peer.ErrUnauthenticated):
-		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
 		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
 		return http.StatusNotFound
 	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
-		errors.Is(err, feedback.ErrStale), errors.Is(err, peer.ErrUnknownMembers):
+		errors.Is(err, feedback.ErrStale), errors.Is(err, membership.ErrUnknownMembers):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, catalog.ErrGrown), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),

@@ -10,7 +10,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
@@ -41,7 +41,7 @@ var reasons = []struct {
 	{transform.ErrDecode, "bad_image"},
 	{transform.ErrTooLarge, "bad_image"},
 	{catalog.ErrVersion, "index_version"},
-	{peer.ErrUnknownMembers, "members_version"},
+	{membership.ErrUnknownMembers, "members_version"},
 	{catalog.ErrCorrupt, "store_mismatch"},
 	{s3backend.ErrChanged, "store_mismatch"},
 	{s3backend.ErrNotFound, "store_mismatch"},

@@ -1,36 +1,25 @@
-// Package peer is a gateway's part in a cluster: its view of the other
-// nodes (Set: the membership versions it lists, reports and the cluster
-// agrees on, liveness, the index versions each holds, which node a
-// chunk's bytes come from), the internal protocol the nodes speak (one
-// file, protocol.go, both sides: a node asking a chunk's owner for
-// samples, probing a node's state, asking for a membership version's
-// members, collecting a node's importance feedback, and, in a membership
-// change, asking which chunks the jobs need soon and for a chunk's bytes
-// from its old owner's cache), how a node proves it
-// is a peer (Credentials), and the samples fetched from peers ahead of
-// the batch that needs them (Ahead).
+// Package peer is how a node of a cluster reaches the other nodes and
+// whether they are up — etcd's rafthttp beside its membership: the
+// internal protocol the nodes speak (one file, protocol.go, both sides: a
+// node asking a chunk's owner for samples, probing a node's state, asking
+// for a membership version's members, collecting a node's importance
+// feedback, and, in a membership change, asking which chunks the jobs
+// need soon and for a chunk's bytes from its old owner's cache), the
+// client of each node, through which every one of those requests goes
+// by one call path (Client: build, sign, send, classify), how a node
+// proves it is a peer (Credentials), and what this node last learnt of
+// each other one (Nodes: its slot, liveness, state and figures).
 //
-// # Membership
-//
-// Nodes are known by their URLs, which a Lister (package membership)
-// lists; a list is a cluster.Membership named by a hash of the set,
-// without the members whose state says they leave (Leave). Each node
-// reports the version it uses in its state once Config.Warm has loaded
-// the chunks it gains (internal/handover) and no other member of the
-// version is still warming up for it, within Config.FlipTimeout; the
-// cluster agrees on the version most live nodes report (members.go). A
-// node warming up says so (State.Warming), and its peers read its chunks
-// from their old owners meanwhile (Source). A node keeps each node it has known in a slot — the int
-// the reader and the gateway name it by — for its life, so that
-// membership changes never renumber what is in flight.
-//
-// A single gateway is Solo: the view of a cluster of one, in which every
-// chunk is read here. Code that reads samples asks its Sources which node
-// to read from and never checks whether there is a cluster.
+// Who the members are, and which versions the cluster agrees on, is
+// package membership's; which node a chunk's bytes come from is package
+// route's. Both read what Nodes learns; Nodes probes the nodes membership
+// names and tells it what it learns (Watcher). Each node known keeps its
+// slot — the int the reader and the gateway name it by — for life, so
+// that membership changes never renumber what is in flight.
 //
 // # Failures
 //
-// What went wrong with a peer decides what it costs the peer (Set.Fetch
+// What went wrong with a peer decides what it costs the peer (Nodes.Fetch
 // classifies at the edge): a refused connection, a timeout, a 503 or
 // bytes that fail their CRC32C hold the node down (2 s, doubling per
 // renewed failure up to a minute), whatever its probes say; a 409 (the

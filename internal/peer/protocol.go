@@ -1,7 +1,8 @@
 package peer
 
-// The internal protocol, both sides: what a node sends (the client half,
-// methods of Set) and what a node accepts (the Decode functions the
+// The internal protocol, both sides: what a node sends and how it reads
+// the reply (the client half, methods of Client, each sent through its
+// one call path) and what a node accepts (the Decode functions the
 // gateway's handlers call). Version 2: version 1 nodes answer 404 to
 // these paths, and a node that cannot probe a peer takes it for down, so
 // nodes of two releases never exchange samples.
@@ -17,7 +18,6 @@ package peer
 // askers that probed it ask it for samples as stored.
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -27,8 +27,8 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
+	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -127,10 +127,14 @@ func (r Request) values() neturl.Values {
 }
 
 // body encodes the IDs: little-endian uint32s.
-func (r Request) body() []byte {
-	b := make([]byte, 0, 4*len(r.IDs))
-	for _, id := range r.IDs {
-		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+func (r Request) body() []byte { return uint32s(r.IDs) }
+
+// uint32s encodes v as little-endian uint32s: a request's sample IDs, a
+// question's or an answer's chunks.
+func uint32s(v []int) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, uint32(x))
 	}
 	return b
 }
@@ -227,44 +231,24 @@ func TransformedReplyHead(missing []int, samples [][]byte) []byte {
 	return b
 }
 
-// Errors of a fetch, by what they cost the peer (see the package doc).
-var (
-	// ErrDown: the peer did not answer, answered 503, or sent bytes that
-	// are not what it was asked for. It is held down.
-	ErrDown = errors.New("peer down")
-	// ErrRefused: the peer answered, but could not serve the samples (a
-	// store error on its side, a 4xx). It stays up.
-	ErrRefused = errors.New("peer refused")
-	// ErrVersion: the peer does not hold the index version asked for
-	// (409). It stays up, and is not asked for that version again until
-	// its state says it holds it.
-	ErrVersion = errors.New("peer holds another index version")
-)
+// Samples asks the node for samples and reads its reply, checking every
+// sample against the index's CRC32C (or, transformed, against the CRC32C
+// its reply gives). The error wraps ErrDown, ErrRefused or ErrVersion.
+func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
+	var rep Reply
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: req.values(), body: req.body()},
+		func(resp *http.Response) (err error) { rep, err = c.readSamples(resp, req); return err })
+	return rep, err
+}
 
-// fetch sends req to node k and reads its reply, checking every sample
-// against the index's CRC32C. The error wraps ErrDown, ErrRefused or
-// ErrVersion.
-func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	peer := n.url
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, peer+SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
-	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
-	}
-	hr.Header.Set("Content-Type", "application/octet-stream")
-	s.cred.Sign(hr, s.self.url)
-	resp, err := s.client.Do(hr)
-	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, peer); err != nil {
-		return Reply{}, err
-	}
+// readSamples reads a samples reply (ReplyHead, then for transformed
+// samples their lengths and CRC32Cs, then the samples back to back).
+func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
+	peer := c.url
 	info := req.Info
 	if info == nil {
-		if info, err = req.DS.Index.Samples(ctx, req.IDs); err != nil {
+		var err error
+		if info, err = req.DS.Index.Samples(resp.Request.Context(), req.IDs); err != nil {
 			return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 	}
@@ -299,7 +283,8 @@ func (s *Set) fetch(ctx context.Context, n *node, req Request) (Reply, error) {
 	}
 	headLen := int64(4 + 4*m)
 	if transformed {
-		if want, err = s.readTable(resp.Body, rep.Missing, lengths, crcs); err != nil {
+		var err error
+		if want, err = readTable(resp.Body, rep.Missing, lengths, crcs, c.t.maxReply); err != nil {
 			return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
 		}
 		headLen += 8 * int64(len(req.IDs)-m)
@@ -338,7 +323,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // readTable reads a transformed reply's lengths and CRC32Cs into lengths
 // and crcs (the samples not missing) and returns the bytes they add up
 // to, each length within the asker's bound.
-func (s *Set) readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32) (int64, error) {
+func readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32, maxReply int64) (int64, error) {
 	table := make([]byte, 8*(len(lengths)-len(missing)))
 	if _, err := io.ReadFull(r, table); err != nil {
 		return 0, fmt.Errorf("reading the samples' lengths: %w", err)
@@ -353,31 +338,11 @@ func (s *Set) readTable(r io.Reader, missing []int, lengths []int64, crcs []uint
 		lengths[i] = int64(binary.LittleEndian.Uint32(table[8*j:]))
 		crcs[i] = binary.LittleEndian.Uint32(table[8*j+4:])
 		j++
-		if want += lengths[i]; want > s.maxReply {
-			return 0, fmt.Errorf("transformed samples of over %d bytes (this node's --max-batch-bytes)", s.maxReply)
+		if want += lengths[i]; want > maxReply {
+			return 0, fmt.Errorf("transformed samples of over %d bytes (this node's --max-batch-bytes)", maxReply)
 		}
 	}
 	return want, nil
-}
-
-// statusError classifies a reply's status.
-func statusError(resp *http.Response, peer string) error {
-	if resp.StatusCode == http.StatusOK {
-		return nil
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	err := fmt.Errorf("%s answered %s: %s", peer, resp.Status, strings.TrimSpace(string(msg)))
-	switch {
-	case resp.StatusCode == http.StatusConflict:
-		return fmt.Errorf("%w: %w", ErrVersion, err)
-	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusUnauthorized,
-		resp.StatusCode == http.StatusNotFound && strings.Contains(string(msg), "no such endpoint"):
-		// Not ready, busy, rejecting our credentials, or an older
-		// release that does not know the endpoint: not a peer to ask.
-		return fmt.Errorf("%w: %w", ErrDown, err)
-	default:
-		return fmt.Errorf("%w: %w", ErrRefused, err)
-	}
 }
 
 // State is what a node tells its peers of itself (GET StatePath): the
@@ -416,6 +381,21 @@ type State struct {
 	Leaving bool   `json:"leaving,omitempty"`
 }
 
+// Holds reports whether the node whose state st is holds version id of
+// dataset name; before its first probe (st nil), any: a request finds out
+// (409) and is read elsewhere.
+func (st *State) Holds(name, id string) bool {
+	if st == nil {
+		return true
+	}
+	for _, d := range st.Datasets {
+		if d.Name == name {
+			return slices.Contains(d.Held, id)
+		}
+	}
+	return false
+}
+
 // DatasetState is the index versions a node holds of one dataset: the one
 // it serves now, and the one its last reload replaced, which it still
 // serves to clients that pinned it.
@@ -425,29 +405,20 @@ type DatasetState struct {
 	Held    []string `json:"held"`
 }
 
-// probeState asks node n for its state. slow is true when the node did
-// not answer in time (slow, as opposed to down).
-func (s *Set) probeState(ctx context.Context, n *node) (st State, slow bool, err error) {
-	pctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
-	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, n.url+StatePath, nil)
+// State asks the node for its state (the probe). slow is true when the
+// node did not answer within the probe's bound (slow, as opposed to down).
+func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
+	err = c.call(ctx, request{method: http.MethodGet, path: StatePath, quick: true}, func(resp *http.Response) error {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+			return fmt.Errorf("%s: state: %w", c.url, err)
+		}
+		if st.URL != c.url {
+			return fmt.Errorf("%s answers as %q: give each node its own URL as the members are listed (--advertise)", c.url, st.URL)
+		}
+		return nil
+	})
 	if err != nil {
-		return State{}, false, err
-	}
-	s.cred.Sign(req, s.self.url)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return State{}, pctx.Err() != nil, err
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, n.url); err != nil {
-		return State{}, false, err
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return State{}, false, fmt.Errorf("%s: state: %w", n.url, err)
-	}
-	if st.URL != n.url {
-		return State{}, false, fmt.Errorf("%s answers as %q: give each node its own URL as the members are listed (--advertise)", n.url, st.URL)
+		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
 	}
 	return st, false, nil
 }
@@ -459,31 +430,18 @@ type MembersReply struct {
 	Members []string `json:"members"`
 }
 
-// fetchMembers asks node n for the member list of a membership version
-// and checks that it hashes to it.
-func (s *Set) fetchMembers(ctx context.Context, n *node, version string) (*cluster.Membership, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(s.probe, minProbeTimeout))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+MembersPath+"?"+neturl.Values{api.ParamMembers: {version}}.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	s.cred.Sign(req, s.self.url)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, n.url); err != nil {
-		return nil, err
-	}
+// Members asks the node for the member list of a membership version and
+// checks that it hashes to it.
+func (c Client) Members(ctx context.Context, version string) (*cluster.Membership, error) {
 	var rep MembersReply
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep); err != nil {
-		return nil, fmt.Errorf("%s: members: %w", n.url, err)
+	err := c.call(ctx, request{method: http.MethodGet, path: MembersPath, query: neturl.Values{api.ParamMembers: {version}}, quick: true},
+		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: members: %w", c.url, err)
 	}
 	ms, err := cluster.NewMembership(rep.Members)
 	if err != nil || ms.Version() != version {
-		return nil, fmt.Errorf("%s answered membership %s with a list that is not it", n.url, version)
+		return nil, fmt.Errorf("%s answered membership %s with a list that is not it", c.url, version)
 	}
 	return ms, nil
 }
@@ -505,33 +463,22 @@ func DecodeMembers(r *http.Request, l query.Limits) (string, error) {
 // little-endian uint32 and float32.
 const feedbackRecord = 8
 
-// Feedback fetches node k's part of an epoch's importance feedback for a
-// job: (uint32 ID, float32 loss) records, at most one per sample of ds.
-func (s *Set) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+// Feedback fetches the node's part of an epoch's importance feedback for
+// a job: (uint32 ID, float32 loss) records, at most one per sample of ds.
+func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
-	peer := s.at(k).url
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+FeedbackPath+neturl.PathEscape(job)+"?"+v.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	s.cred.Sign(req, s.self.url)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, peer); err != nil {
-		return nil, err
-	}
 	limit := int64(feedbackRecord * ds.Index.NumSamples())
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	var b []byte
+	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v},
+		func(resp *http.Response) (err error) {
+			b, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+			return err
+		})
 	switch {
 	case err != nil:
 		return nil, err
 	case int64(len(b)) > limit || len(b)%feedbackRecord != 0:
-		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", peer, len(b), ds.Index.NumSamples())
+		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", c.url, len(b), ds.Index.NumSamples())
 	}
 	return b, nil
 }
@@ -560,43 +507,23 @@ func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Lim
 	return q, ds, err
 }
 
-// ErrNotHeld is a chunk's old owner's answer when its cache does not hold
-// the chunk asked for (404): the asker reads the store.
-var ErrNotHeld = errors.New("chunk not held by the peer")
-
-// FetchChunk fills buf with chunk c of ds from the cache of the node at
-// url, in a membership change (internal/handover): the node never reads
-// the store for it, and answers ErrNotHeld if its cache does not hold the
-// chunk. The caller verifies the bytes (against the index's CRCs) as it
-// verifies the store's. A failure says nothing of the node's liveness:
-// the asker reads the store instead.
-func (s *Set) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(c)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+ChunkPath+"?"+v.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	s.cred.Sign(req, s.self.url)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false" {
-		return fmt.Errorf("%w: chunk %d of %s at %s", ErrNotHeld, c, ds.Name, url)
-	}
-	if err := statusError(resp, url); err != nil {
-		return err
-	}
-	if resp.ContentLength != int64(len(buf)) {
-		return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", url, resp.ContentLength, c, ds.Name, len(buf))
-	}
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
-		return fmt.Errorf("reading chunk %d of %s from %s: %w", c, ds.Name, url, err)
-	}
-	return nil
+// Chunk fills buf with chunk c of ds from the node's cache, in a
+// membership change (internal/handover): the node never reads the store
+// for it, and answers ErrNotHeld if its cache does not hold the chunk.
+// The caller verifies the bytes (against the index's CRCs) as it verifies
+// the store's. A failure says nothing of the node's liveness: the asker
+// reads the store instead.
+func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
+		if resp.ContentLength != int64(len(buf)) {
+			return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", c.url, resp.ContentLength, chunk, ds.Name, len(buf))
+		}
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			return fmt.Errorf("reading chunk %d of %s from %s: %w", chunk, ds.Name, c.url, err)
+		}
+		return nil
+	})
 }
 
 // HeaderHeld is set to "false" on a chunk request's 404 when the node
@@ -618,64 +545,51 @@ func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset,
 	return ds, q.Chunk, nil
 }
 
-// Needed asks the node at url which of chunks (of ds) the job streams it
+// Needed asks the node which of chunks (of ds) the job streams it
 // follows need within their current window and the ahead windows after
 // it (schedule.Schedule.Soon): the chunks a node gaining them in a
 // membership change loads first.
-func (s *Set) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
-	return s.askChunks(ctx, url, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})
+func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})
 }
 
-// Held asks the node at url which of chunks (of ds) its cache holds: the
-// chunks a node gaining them in a membership change may copy from it
-// rather than read from the store later.
-func (s *Set) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
-	return s.askChunks(ctx, url, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
+// Held asks the node which of chunks (of ds) its cache holds: the chunks
+// a node gaining them in a membership change may copy from it rather
+// than read from the store later.
+func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
 }
 
-// askChunks asks the node at url a question about chunks (NeededPath,
-// with the parameters of v) and checks that the answer names only them.
-func (s *Set) askChunks(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+// askChunks asks the node a question about chunks (NeededPath, with the
+// parameters of v) and checks that the answer names only them.
+func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
 	v.Set(api.ParamDataset, ds.Name)
 	v.Set(api.ParamIndex, ds.ID())
-	body := make([]byte, 0, 4*len(chunks))
+	body := uint32s(chunks)
 	asked := make(map[int]bool, len(chunks))
-	for _, c := range chunks {
-		body = binary.LittleEndian.AppendUint32(body, uint32(c))
-		asked[c] = true
+	for _, ch := range chunks {
+		asked[ch] = true
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+NeededPath+"?"+v.Encode(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	s.cred.Sign(req, s.self.url)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, url); err != nil {
-		return nil, err
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(len(body))+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > len(body) || len(b)%4 != 0 {
-		return nil, fmt.Errorf("%s answered %d bytes to a question about %d chunks", url, len(b), len(chunks))
-	}
-	out := make([]int, 0, len(b)/4)
-	for i := 0; i < len(b); i += 4 {
-		c := int(binary.LittleEndian.Uint32(b[i:]))
-		if !asked[c] {
-			return nil, fmt.Errorf("%s named chunk %d, which it was not asked about", url, c)
+	var out []int
+	err := c.call(ctx, request{method: http.MethodPost, path: NeededPath, query: v, body: body}, func(resp *http.Response) error {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(len(body))+1))
+		if err != nil {
+			return err
 		}
-		out = append(out, c)
-	}
-	return out, nil
+		if len(b) > len(body) || len(b)%4 != 0 {
+			return fmt.Errorf("%s answered %d bytes to a question about %d chunks", c.url, len(b), len(chunks))
+		}
+		out = make([]int, 0, len(b)/4)
+		for i := 0; i < len(b); i += 4 {
+			ch := int(binary.LittleEndian.Uint32(b[i:]))
+			if !asked[ch] {
+				return fmt.Errorf("%s named chunk %d, which it was not asked about", c.url, ch)
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ChunksQuestion is a node's question about chunks (NeededPath): which of
@@ -714,10 +628,4 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 }
 
 // EncodeChunks is the body of an answer about needed chunks.
-func EncodeChunks(chunks []int) []byte {
-	b := make([]byte, 0, 4*len(chunks))
-	for _, c := range chunks {
-		b = binary.LittleEndian.AppendUint32(b, uint32(c))
-	}
-	return b
-}
+func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }

@@ -43,6 +43,7 @@ import (
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
 )
 
@@ -55,11 +56,11 @@ type Schedule interface {
 }
 
 // Peers fetches from other nodes, in the background, the samples of a
-// batch before it is asked for (peer.Set; peer.Solo fetches nothing).
+// batch before it is asked for (route.Router; route.Solo fetches nothing).
 // Nodes is the cluster's member count now: with one, nothing is fetched.
 type Peers interface {
 	Nodes() int
-	FetchAhead(key string, next func(ctx context.Context) ([]peer.Fetch, error))
+	FetchAhead(key string, next func(ctx context.Context) ([]route.Fetch, error))
 }
 
 // Reader reads a batch's samples (reader.Reader).
@@ -238,14 +239,14 @@ func (p *Pipeline) fetchAhead(b *order.Batch) {
 	if p.peers.Nodes() < 2 || next >= uint64(b.Batches) {
 		return
 	}
-	p.peers.FetchAhead(p.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]peer.Fetch, error) {
+	p.peers.FetchAhead(p.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]route.Fetch, error) {
 		nb, err := p.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next)
 		if err != nil {
 			return nil, err // the read of that batch will say why
 		}
-		parts := make([]peer.Fetch, len(nb.Parts))
+		parts := make([]route.Fetch, len(nb.Parts))
 		for i, part := range nb.Parts {
-			parts[i] = peer.Fetch{Samples: part.Samples,
+			parts[i] = route.Fetch{Samples: part.Samples,
 				Origin: &peer.Origin{Stream: part.Stream, Epoch: part.Epoch, Pos: part.First, Weight: nb.Job.Weight, Transform: reader.TransformOf(nb.Job)}}
 		}
 		return parts, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -76,7 +77,7 @@ type fakePeers struct {
 
 func (p fakePeers) Nodes() int { return p.nodes }
 
-func (p fakePeers) FetchAhead(key string, _ func(context.Context) ([]peer.Fetch, error)) {
+func (p fakePeers) FetchAhead(key string, _ func(context.Context) ([]route.Fetch, error)) {
 	p.add("fetch ahead")
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/route"
 )
 
 // sampleSize is each test sample's bytes: one tar block.
@@ -99,7 +99,7 @@ func newReader(t *testing.T, capacity int64, st *store, skip bool) (*Reader, *ch
 	a := ahead.New(ahead.Config{Slots: 8, Cache: c})
 	t.Cleanup(func() { a.Close(); c.Close() })
 	reg := prometheus.NewRegistry()
-	r := New(Config{Cache: c, Loader: st, Remote: peer.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, CopyBytes: 1 << 30,
+	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, CopyBytes: 1 << 30,
 		Assemblers: 2, MaxWait: time.Second, Ahead: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
 	return r, c, reg
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/route"
 )
 
 // objectBytes fills an object block with its offset's low byte.
@@ -26,7 +26,7 @@ var objectBytes = chunkcache.LoaderFunc(func(_ context.Context, k chunkcache.Key
 
 func newReader(t *testing.T, c *chunkcache.Cache, maxBytes, copyBytes int64) *reader.Reader {
 	t.Helper()
-	return reader.New(reader.Config{Cache: c, Loader: objectBytes, Remote: peer.Solo{Held: func(string) []string { return nil }},
+	return reader.New(reader.Config{Cache: c, Loader: objectBytes, Remote: route.Solo{},
 		MaxBytes: maxBytes, CopyBytes: copyBytes, Assemblers: 1, MaxWait: time.Second,
 		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 }

@@ -31,8 +31,8 @@ type Cache interface {
 	Capacity() int64
 }
 
-// Remote reads the samples whose chunks other nodes hold: peer.Set on a
-// node of a cluster, peer.Solo (which leaves every sample to this node)
+// Remote reads the samples whose chunks other nodes hold: route.Router
+// on a node of a cluster, route.Solo (which leaves every sample to this node)
 // on a single gateway.
 type Remote interface {
 	// ReadRemote fills data[i] for the positions of s whose chunk is read

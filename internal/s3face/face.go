@@ -107,7 +107,7 @@ type Ahead interface {
 }
 
 // Cluster says whether this node reads a dataset's chunk from the store
-// itself (peer.Set; peer.Solo on a single gateway, which reads all).
+// itself (route.Router; route.Solo on a single gateway, which reads all).
 type Cluster interface {
 	Local(ds *catalog.Dataset, c int) bool
 }

@@ -21,9 +21,9 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/s3auth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -87,7 +87,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	t.Cleanup(cache.Close)
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
-	solo := peer.Solo{Held: func(string) []string { return nil }}
+	solo := route.Solo{}
 	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
 	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Ahead: set, Cluster: solo,

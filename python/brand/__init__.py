@@ -13,7 +13,7 @@ from ._mix import format_mix
 from ._options import Connection, Importance, Job, Options
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
-from .client import Batch, BrandConnectionError, BrandError, Client, IndexChangedError
+from .client import Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError
 
 __all__ = [
     "Batch",
@@ -24,6 +24,7 @@ __all__ = [
     "Importance",
     "IndexChangedError",
     "Job",
+    "MembersUnknownError",
     "Options",
     "TarError",
     "decode_tar",

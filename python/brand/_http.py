@@ -93,6 +93,17 @@ class IndexChangedError(BrandError):
     client, or ``index=None``)."""
 
 
+class MembersUnknownError(BrandError):
+    """No gateway knows the cluster membership version the epoch is laid
+    out under any more (:attr:`brand.Client.members`): every node has
+    restarted since the epoch was pinned, and the datasets' stores keep no
+    list of it (the gateways cannot write there). No rank can finish the
+    epoch under that version, and one that moved to another on its own
+    would split a step between two layouts, some samples twice and some
+    never. Start the epoch again on every rank: its first answer pins the
+    version the cluster uses. :attr:`members` names it."""
+
+
 class Answer(NamedTuple):
     """A 2xx answer: the URL of the node that gave it, its headers, its body
     (``bytes``, or the buffer :meth:`Session.send`'s ``into`` made)."""
@@ -323,13 +334,16 @@ class Session:
                 if 200 <= status < 300:
                     return Answer(node.url, got, data)
                 err = api_error(method, status, got, data, f"{node.origin}{target}")
-                if status == 409 and path.startswith(("/epoch/", "/samples/")) and err.members is None:
-                    # The node does not hold the index version this job
-                    # reads; another may. It is not down: ask the next
-                    # node not tried, and say so if none holds it.
+                if status == 409 and path.startswith(("/epoch/", "/samples/")):
+                    # The node does not hold the index version, or know
+                    # the membership version, this job reads; another may.
+                    # It is not down: ask the next node not tried, and say
+                    # so if none holds it.
                     k = next((j for j in router.order() if j not in tried), -1)
                     if k >= 0:
                         continue
+                    if err.members is not None:
+                        raise MembersUnknownError(err.message, status, members=err.members) from err
                     raise IndexChangedError(err.message, status) from err
                 if status not in RETRY_STATUS:
                     raise err

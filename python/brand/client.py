@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import json
-import logging
 import re
 import sys
 import threading
@@ -15,14 +14,15 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 
 from . import importance
 from ._malloc import tune_malloc
-from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, Session
+from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, MembersUnknownError, Session
 from ._options import Importance, Job, Options, job_query, resolve
 from ._route import Router, parse_node, parse_peers
 from ._route import home as _home_of
 from ._tar import Sample, TarError, decode_tar
 from ._version import __version__
 
-__all__ = ["Batch", "BrandError", "BrandConnectionError", "Client", "IndexChangedError", "tune_malloc", "__version__"]
+__all__ = ["Batch", "BrandError", "BrandConnectionError", "Client", "IndexChangedError", "MembersUnknownError", "tune_malloc",
+           "__version__"]
 
 
 class Batch(List[Sample]):
@@ -204,29 +204,17 @@ class Client:
               into: Optional[Callable[[int], Any]] = None) -> Answer:
         """Every request of the client: through its router, counted in
         :attr:`served`. A request about an epoch names the membership
-        version pinned for it (see :attr:`members`); ``into`` as
+        version pinned for it (see :attr:`members`; a version no node knows
+        any more is :class:`MembersUnknownError`); ``into`` as
         :meth:`brand._http.Session.send` takes it."""
         m = _EPOCH_PATH.match(path)
         epoch = int(m.group(1)) if m else None
-        pinned = None
         if epoch is not None:
             params = dict(params or {})
             pinned = params.get("members") or self._pinned_members(epoch)
             if pinned:
                 params["members"] = pinned
-        try:
-            a = self._http.send(self._routes(), method, path, params, body, content_type, accept, into)
-        except BrandError as e:
-            if epoch is None or not pinned or e.status != 409 or not e.members or e.members == pinned:
-                raise
-            _log.warning("brand: the cluster no longer knows membership version %s, which epoch %d was pinned to; "
-                         "pinning the current one, %s", pinned, epoch, e.members)
-            with self._lock:
-                if self._members == (epoch, pinned):
-                    self._members = (epoch, e.members)
-            assert params is not None
-            params["members"] = e.members
-            a = self._http.send(self._routes(), method, path, params, body, content_type, accept, into)
+        a = self._http.send(self._routes(), method, path, params, body, content_type, accept, into)
         with self._lock:
             self.served[a.node] = self.served.get(a.node, 0) + 1
             got = a.headers.get("Brand-Members")
@@ -256,9 +244,11 @@ class Client:
         names the version its first answer named, so a node joining or
         leaving mid-epoch does not change the assignment under a job whose
         other ranks read the old one; each epoch pins afresh. A version no
-        node knows any more is answered 409 naming the current one: the
-        client pins that one, logs a warning (logger ``brand``) and asks
-        again. ``Job.members``, if set, is sent instead."""
+        node knows any more (the gateways keep each in the datasets' stores,
+        so only if they cannot write there and have all restarted since) is
+        :class:`MembersUnknownError`: the epoch is never moved to another
+        version by one rank alone. ``Job.members``, if set, is sent
+        instead."""
         with self._lock:
             return None if self._members is None else self._members[1]
 
@@ -615,9 +605,6 @@ class _Bodies:
 
 #: A request about an epoch: its number.
 _EPOCH_PATH = re.compile(r"^/epoch/(\d+)(?:/|$)")
-
-_log = logging.getLogger("brand")
-
 
 def _index_of(info: Mapping[str, Any]) -> Optional[str]:
     """The index version an epoch plan names: its ``index``, or a

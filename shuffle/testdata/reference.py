@@ -257,13 +257,28 @@ def pd2_subtask(w, j):
     return release, deadline, bbit, group
 
 
-class Mixture:
-    """Block counts, slots and draws of a mixture of datasets."""
+def locate(q, pass_len):
+    """Pass and index of stream position q of a component whose pass p
+    holds pass_len(p) positions: the pass whose earlier passes hold at
+    most q positions, and q less those."""
+    p = 0
+    while q >= pass_len(p):
+        q -= pass_len(p)
+        p += 1
+    return p, q
 
-    def __init__(self, weights, sizes, block, samples=0):
+
+class Mixture:
+    """Block counts, slots and draws of a mixture of datasets. sizes[i] is
+    the length of each of component i's passes, or, when pass_lens is
+    given, pass_lens[i] a function of p giving pass p's length (None for
+    passes of sizes[i]), sizes[i] its pass 0's."""
+
+    def __init__(self, weights, sizes, block, samples=0, pass_lens=None):
         g = math.gcd(*weights)
         self.weights = [a // g for a in weights]
         self.sizes = list(sizes)
+        self.pass_lens = pass_lens or [None] * len(sizes)
         self.block = block
         share = [Fraction(block * a, sum(self.weights)) for a in self.weights]
         self.base = [math.floor(x) for x in share]
@@ -317,7 +332,10 @@ class Mixture:
                     for i, c in enumerate(self.cumulative[b])]
             for s, i in enumerate(self.slots(seed, epoch, b)):
                 if start <= b * self.block + s < end:
-                    out.append((i, read[i] // self.sizes[i], read[i] % self.sizes[i]))
+                    if self.pass_lens[i] is None:
+                        out.append((i, read[i] // self.sizes[i], read[i] % self.sizes[i]))
+                    else:
+                        out.append((i, *locate(read[i], self.pass_lens[i])))
                 read[i] += 1
         return out
 
@@ -328,14 +346,18 @@ def component_window(weights, i, window):
     return max(1, -(-max(window, 1) * weights[i] // sum(weights)))
 
 
-def mixture_samples(counts, weights, seed, window, draws):
+def mixture_samples(counts, weights, seed, window, draws, samples=None):
     """The sample ID each draw serves: position index of epoch pass of its
     component's dataset (counts[i] its samples per chunk), section 5's order
-    in windows of component_window chunks."""
+    in windows of component_window chunks; -1 for the components whose
+    samples[i] is False (passes that are not a dataset's epoch order)."""
     g = math.gcd(*weights)
     weights = [a // g for a in weights]
     orders, out = {}, []
     for i, p, index in draws:
+        if samples is not None and not samples[i]:
+            out.append(-1)
+            continue
         if (i, p) not in orders:
             orders[i, p] = epoch_order(counts[i], seed, p, component_window(weights, i, window))[0]
         out.append(orders[i, p][index])
@@ -423,7 +445,12 @@ if __name__ == "__main__":
         weights = mx["weights"]
         if mx["mix"]:
             weights = int_weights([c.rpartition(":")[2] for c in mx["mix"].split(",")])
-        m = Mixture(weights, [sum(c) for c in mx["counts"]], mx["block"], mx["samples"])
+        # A component's pass_lengths, when not empty, are cycled through:
+        # pass p holds lens[p % len(lens)] positions.
+        cycles = mx.get("pass_lengths") or [[] for _ in mx["counts"]]
+        pass_lens = [(lambda p, lens=lens: lens[p % len(lens)]) if lens else None for lens in cycles]
+        sizes = [lens[0] if lens else sum(c) for lens, c in zip(cycles, mx["counts"])]
+        m = Mixture(weights, sizes, mx["block"], mx["samples"], pass_lens)
         draws = m.draws(mx["seed"], mx["epoch"], mx["start"], mx["end"])
         out.setdefault("mixtures", []).append({
             "name": mx["name"],
@@ -436,6 +463,7 @@ if __name__ == "__main__":
             "block_counts": [m.block_counts(b) for b in mx["blocks"]],
             "slots": [m.slots(mx["seed"], mx["epoch"], b) for b in mx["blocks"]],
             "draws": [list(d) for d in draws],
-            "sample_ids": mixture_samples(mx["counts"], weights, mx["seed"], mx["window"], draws),
+            "sample_ids": mixture_samples(mx["counts"], weights, mx["seed"], mx["window"], draws,
+                                          [not lens for lens in cycles]),
         })
     json.dump(out, sys.stdout)

@@ -1,9 +1,6 @@
-package peer
+package route
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // Ahead holds samples fetched from peers ahead of need: the order is
 // known, so when a node serves batch m of a rank it knows which samples of
@@ -20,8 +17,6 @@ import (
 // Safe for concurrent use.
 type Ahead struct {
 	limit int64 // bytes held at most
-
-	used atomic.Int64 // samples a read found here
 
 	mu      sync.Mutex
 	entries map[string]*AheadEntry

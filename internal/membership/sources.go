@@ -1,16 +1,17 @@
-// Package membership reads a cluster's member list from where the
-// platform keeps it: a static list (brand serve --peers, the dev stack), a
-// file an operator or a ConfigMap changes at runtime (--peers-file), or a
-// Kubernetes headless Service's DNS records (--peers-dns). Each source is
-// a peer.Lister: the node polls it, and a changed list is a new membership
-// version (cluster.Membership) that the nodes agree on through their
-// state probes. A source only lists; it never decides anything.
+package membership
+
+// The sources of a cluster's member list, where the platform keeps it: a
+// static list (brand serve --peers, the dev stack), a file an operator or
+// a ConfigMap changes at runtime (--peers-file), or a Kubernetes headless
+// Service's DNS records (--peers-dns). Each source is a Lister: the node
+// polls it, and a changed list is a new membership version
+// (cluster.Membership) that the nodes agree on through their state
+// probes. A source only lists; it never decides anything.
 //
 // Lists are base URLs in the syntax of --peers (cluster.ParsePeers):
 // comma- or newline-separated, with StatefulSet ranges such as
 // http://brand-{0..3}.brand:8080. Sources return them unsorted; the
 // membership sorts them.
-package membership
 
 import (
 	"context"

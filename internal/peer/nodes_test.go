@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +18,6 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/catalog"
 )
-
-// list is a fixed member list.
-type list []string
-
-func (l list) List(context.Context) ([]string, error) { return l, nil }
 
 // testDataset is a dataset of one chunk of two real samples.
 func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
@@ -81,6 +77,10 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		{"a bad request", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadRequest) }, ErrRefused, false},
 		{"busy or not ready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusServiceUnavailable) }, ErrDown, true},
 		{"refusing our credential", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusUnauthorized) }, ErrDown, true},
+		{"not listing this node yet", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+		}, ErrNotMember, false},
 		{"an older release", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error": "no such endpoint: /internal/v2/samples"}`, http.StatusNotFound)
 		}, ErrDown, true},
@@ -102,8 +102,8 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
 			defer srv.Close()
-			s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: 200 * time.Millisecond, Probe: time.Second,
-				Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+			s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: time.Second,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 			defer s.Close()
 			k := s.Slot(srv.URL)
 			rep, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}})
@@ -117,7 +117,7 @@ func TestFetchClassifiesFailures(t *testing.T) {
 			case !errors.Is(err, tc.want):
 				t.Fatalf("fetch: %v, want %v", err, tc.want)
 			}
-			if down := !s.isUp(k); down != tc.down {
+			if down := !s.Up(k); down != tc.down {
 				t.Errorf("after %q the peer is down: %t, want %t", tc.name, down, tc.down)
 			}
 		})
@@ -134,8 +134,8 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 		w.Write(out)
 	}))
 	defer srv.Close()
-	s := NewSet(Config{Self: "http://self.invalid", Members: list{"http://self.invalid", srv.URL}, Timeout: time.Second, Probe: time.Second,
-		Registry: prometheus.NewRegistry(), Log: zerolog.Nop(), Held: func(string) []string { return []string{ds.ID()} }, Skew: func() {}, AheadBytes: 1 << 20})
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: time.Second,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	defer s.Close()
 	rep, err := s.Fetch(context.Background(), s.Slot(srv.URL), Request{DS: ds, IDs: []int{0, 1}})
 	if err != nil {
@@ -146,50 +146,60 @@ func TestReplyHeadNamesMissingSamples(t *testing.T) {
 	}
 }
 
-// TestAgreed: the version a cluster serves is the one most live nodes
-// serve, a version a node has reloaded past counting for its successor;
-// ties go to the smallest ID; a node down does not count.
-func TestAgreed(t *testing.T) {
-	type node struct {
-		held []string // current first; nil: no state yet
-		up   bool
+// watched counts what a Watcher is told.
+type watched struct{ states, changes atomic.Int64 }
+
+func (w *watched) Changed(_ int, _, st *State) {
+	w.changes.Add(1)
+	if st != nil {
+		w.states.Add(1)
 	}
-	tests := []struct {
-		name  string
-		self  []string
-		peers []node
-		want  string
-	}{
-		{"all agree", []string{"a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"one skewed node", []string{"a"}, []node{{[]string{"b"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"the skewed node itself", []string{"b"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
-		{"a tie goes to the smallest", []string{"b"}, []node{{[]string{"a"}, true}}, "a"},
-		{"a down node does not count", []string{"b"}, []node{{[]string{"a"}, false}, {[]string{"a"}, false}}, "b"},
-		{"no state yet does not count", []string{"b"}, []node{{nil, true}, {nil, true}}, "b"},
-		{"this node reloaded first", []string{"c", "a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "c"},
-		{"a peer reloaded first", []string{"a"}, []node{{[]string{"c", "a"}, true}, {[]string{"a"}, true}, {[]string{"b"}, true}}, "c"},
-		{"a restore while others reload: the majority", []string{"a", "c"}, []node{{[]string{"c", "a"}, true}, {[]string{"c", "a"}, true}}, "c"},
-		{"a chain of reloads", []string{"a"}, []node{{[]string{"b", "a"}, true}, {[]string{"c", "b"}, true}}, "c"},
+}
+
+// TestProbeOfANodeThatDoesNotListThisOneYet: a node that refuses this
+// one's probes because its source does not list this one yet (this one
+// has just joined) is neither down nor known: it stays up with no state,
+// nothing is told the watcher, and once it lists this node its state is
+// learnt. Taking it for down, as any other 401, would make a joining
+// node decide it joins no running cluster, and skip its warm-up.
+func TestProbeOfANodeThatDoesNotListThisOneYet(t *testing.T) {
+	var listed atomic.Bool
+	var probes atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		if !listed.Load() {
+			w.Header().Set(HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"self": 0, "ready": true, "url": %q}`, srv.URL)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 20 * time.Millisecond, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	w := &watched{}
+	k := s.Probe([]string{srv.URL}, w)[0]
+	s.Start()
+	waitFor(t, func() bool { return probes.Load() >= 4 }, "four probes")
+	if !s.Up(k) || s.State(k) != nil || w.changes.Load() != 0 {
+		t.Fatalf("after %d probes refused as not a member: up %t, state %+v, the watcher told %d times; want up, no state, nothing told",
+			probes.Load(), s.Up(k), s.State(k), w.changes.Load())
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			peers := make([]string, len(tc.peers)+1)
-			for k := range peers {
-				peers[k] = fmt.Sprintf("http://node%d.invalid", k)
-			}
-			s := NewSet(Config{Self: peers[0], Members: list(peers), Timeout: time.Second, Probe: time.Second, Registry: prometheus.NewRegistry(),
-				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() {}, AheadBytes: 1 << 20})
-			defer s.Close()
-			for i, p := range tc.peers {
-				n := s.at(s.Slot(peers[i+1]))
-				if p.held != nil {
-					n.state.Store(&State{Self: i + 1, Ready: true, Datasets: []DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}})
-				}
-				s.setUp(n, p.up)
-			}
-			if got := s.Agreed("d"); got != tc.want {
-				t.Fatalf("Agreed = %q, want %q", got, tc.want)
-			}
-		})
+	listed.Store(true)
+	waitFor(t, func() bool { return w.states.Load() > 0 }, "its state")
+	if !s.Up(k) || s.State(k) == nil || s.State(k).URL != srv.URL {
+		t.Fatalf("once listed: up %t, state %+v", s.Up(k), s.State(k))
+	}
+}
+
+// waitFor waits up to 10 s for cond.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 10 s", what)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package peer
+package route
 
 import (
 	"fmt"

@@ -1,6 +1,10 @@
-package peer
+package route
 
-import "time"
+import (
+	"time"
+
+	"github.com/brandgw/brand/internal/peer"
+)
 
 // BalanceSlack is how much longer, in expected wait, an owner's transform
 // queue must be than this node's before this node asks the owner for
@@ -25,30 +29,30 @@ const BalanceSlack = 10 * time.Millisecond
 // Both figures are at most a probe interval old (the state probe carries
 // the owner's): a steady difference between nodes — the straggler the
 // rule is for — shows in them, a passing burst moves no work.
-func (s *Set) transformAt(k int, t Transform) bool {
-	st := s.at(k).state.Load()
+func (r *Router) transformAt(k int, t peer.Transform) bool {
+	st := r.peers.State(k)
 	if st == nil || st.Transforms[t.Name] != t.Fingerprint {
 		return false
 	}
-	if st.Load == nil || s.load == nil || s.slack < 0 {
+	if st.Load == nil || r.load == nil || r.slack < 0 {
 		return true
 	}
-	return st.Load.Wait() <= s.load().Wait()+s.slack
+	return st.Load.Wait() <= r.load().Wait()+r.slack
 }
 
 // originFor is origin as node k is asked with it: without the pipeline
 // when k is not to transform (transformAt), so that k answers the
 // samples as stored and this node's stage transforms them.
-func (s *Set) originFor(k int, origin *Origin, samples int) *Origin {
+func (r *Router) originFor(k int, origin *peer.Origin, samples int) *peer.Origin {
 	if origin == nil || !origin.Transform.On() {
 		return origin
 	}
-	if s.transformAt(k, origin.Transform) {
-		s.askedTransformed.Add(int64(samples))
+	if r.transformAt(k, origin.Transform) {
+		r.askedTransformed.Add(int64(samples))
 		return origin
 	}
-	s.askedRaw.Add(int64(samples))
+	r.askedRaw.Add(int64(samples))
 	o := *origin
-	o.Transform = Transform{}
+	o.Transform = peer.Transform{}
 	return &o
 }

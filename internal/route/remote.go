@@ -1,10 +1,11 @@
-package peer
+package route
 
 import (
 	"context"
 	"sync"
 
 	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
 )
 
 // ReadRemote fills data[i] for the positions of smp whose chunk's source
@@ -14,14 +15,14 @@ import (
 // the next node of their chunks' rankings, ending with this node, which
 // reads the store: a peer's loss costs time, never the read. Samples
 // fetched ahead (ahead, by position; see TakeAhead) are used first.
-func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin, ahead [][]byte, data [][]byte) (local, missing []int, err error) {
+func (r *Router) ReadRemote(ctx context.Context, smp order.Samples, origin *peer.Origin, ahead [][]byte, data [][]byte) (local, missing []int, err error) {
 	skip := map[int]bool{}
 	skipped := func(k int) bool { return skip[k] }
 	src := make([]int, len(smp.Chunks))
 	remote := false
 	for i, c := range smp.Chunks {
-		src[i] = s.Source(smp.DS, c, skipped)
-		remote = remote || src[i] != s.self.slot
+		src[i] = r.Source(smp.DS, c, skipped)
+		remote = remote || src[i] != r.self
 	}
 	if remote && len(ahead) == len(data) {
 		n := 0
@@ -31,11 +32,11 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 				n++
 			}
 		}
-		s.ahead.used.Add(int64(n))
+		r.aheadUsed.Add(int64(n))
 	}
 	gone := make([]bool, len(data)) // left out by their owner
 	for remote {
-		failed := s.fetchFrom(ctx, smp, origin, src, data, gone)
+		failed := r.fetchFrom(ctx, smp, origin, src, data, gone)
 		if len(failed) == 0 {
 			break
 		}
@@ -47,7 +48,7 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 		}
 		for i, c := range smp.Chunks {
 			if failed[src[i]] {
-				src[i] = s.Source(smp.DS, c, skipped)
+				src[i] = r.Source(smp.DS, c, skipped)
 			}
 		}
 	}
@@ -55,7 +56,7 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 		switch {
 		case gone[i]:
 			missing = append(missing, i)
-		case src[smp.Slot[i]] == s.self.slot:
+		case src[smp.Slot[i]] == r.self:
 			local = append(local, i)
 		}
 	}
@@ -66,21 +67,21 @@ func (s *Set) ReadRemote(ctx context.Context, smp order.Samples, origin *Origin,
 // of smp it is the source of and that data lacks, and returns the nodes
 // whose fetch failed. Positions whose owner left the sample out are
 // marked in gone.
-func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, src []int, data [][]byte, gone []bool) (failed map[int]bool) {
+func (r *Router) fetchFrom(ctx context.Context, smp order.Samples, origin *peer.Origin, src []int, data [][]byte, gone []bool) (failed map[int]bool) {
 	type fetch struct {
-		req Request
+		req peer.Request
 		pos [][]int // per requested ID, the positions it fills
 	}
 	byNode := map[int]*fetch{}
 	at := map[int]int{} // sample ID → its index in its node's request
 	for i, id := range smp.IDs {
 		k := src[smp.Slot[i]]
-		if k == s.self.slot || data[i] != nil || gone[i] {
+		if k == r.self || data[i] != nil || gone[i] {
 			continue
 		}
 		f := byNode[k]
 		if f == nil {
-			f = &fetch{req: Request{DS: smp.DS, Origin: origin}}
+			f = &fetch{req: peer.Request{DS: smp.DS, Origin: origin}}
 			byNode[k] = f
 		}
 		// A sample drawn twice (importance) is asked for once.
@@ -97,9 +98,9 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for k, f := range byNode {
-		f.req.Origin = s.originFor(k, origin, len(f.req.IDs))
+		f.req.Origin = r.originFor(k, origin, len(f.req.IDs))
 		wg.Go(func() {
-			rep, err := s.Fetch(ctx, k, f.req)
+			rep, err := r.peers.Fetch(ctx, k, f.req)
 			if err != nil {
 				mu.Lock()
 				if failed == nil {
@@ -125,7 +126,7 @@ func (s *Set) fetchFrom(ctx context.Context, smp order.Samples, origin *Origin, 
 // stream and position they are for.
 type Fetch struct {
 	Samples order.Samples
-	Origin  *Origin
+	Origin  *peer.Origin
 }
 
 // FetchAhead starts fetching, in the background, the remote samples of
@@ -135,13 +136,13 @@ type Fetch struct {
 // of that batch that starts before the fetch ends waits for it rather
 // than fetching the same samples again. Failures are left to the read,
 // which fetches what is missing with failover.
-func (s *Set) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, error)) {
-	e, ok := s.ahead.Claim(key)
+func (r *Router) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, error)) {
+	e, ok := r.ahead.Claim(key)
 	if !ok {
 		return
 	}
-	s.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
 		defer cancel()
 		var data [][][]byte
 		if parts, err := next(ctx); err == nil {
@@ -151,21 +152,21 @@ func (s *Set) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, er
 				smp := f.Samples
 				src := make([]int, len(smp.Chunks))
 				for i, c := range smp.Chunks {
-					src[i] = s.Source(smp.DS, c, none)
+					src[i] = r.Source(smp.DS, c, none)
 				}
 				data[p] = make([][]byte, len(smp.IDs))
-				s.fetchFrom(ctx, smp, f.Origin, src, data[p], make([]bool, len(smp.IDs)))
+				r.fetchFrom(ctx, smp, f.Origin, src, data[p], make([]bool, len(smp.IDs)))
 			}
 		}
-		s.ahead.Finish(key, e, data)
+		r.ahead.Finish(key, e, data)
 	})
 }
 
 // TakeAhead returns the samples fetched ahead under key, per part of the
 // batch, waiting for a fetch still under way (until ctx ends); nil if
 // there are none.
-func (s *Set) TakeAhead(ctx context.Context, key string) [][][]byte {
-	e := s.ahead.Take(key)
+func (r *Router) TakeAhead(ctx context.Context, key string) [][][]byte {
+	e := r.ahead.Take(key)
 	if e == nil {
 		return nil
 	}

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/pipeline"
+	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/route"
+)
+
+// A node of a cluster is three rooms (docs/architecture.md, "A cluster
+// of gateways"), each handed, in New, to the parts that use it as the
+// part's own interface:
+//
+//   - peer.Nodes, how to reach the other nodes and whether they are up
+//     (the transport, liveness, what each last said of itself): to the
+//     importance seals (feedback.Parts), the hand-over and the peers'
+//     endpoints (peerNodes);
+//   - route.Router, which node a chunk's bytes come from: to the
+//     schedule, the reader, the pipeline and the S3 face (router);
+//   - membership.Tracker, who the members are, how a change applies, and
+//     what the cluster agrees on (a membership version, each dataset's
+//     index version): to the jobs (versions) and the peers' endpoints
+//     (peerMembership).
+//
+// A single gateway has the null rooms of a cluster of one (route.Solo,
+// membership.Solo, and feedback.NoParts for the seals) and no peers'
+// endpoints. What the
+// gateway itself asks — its view for /cluster and /stats, leaving, the
+// rooms' life — is node, which composes them and holds no logic.
+
+// node is what the gateway itself asks of its place in a cluster.
+type node interface {
+	View(world int, datasets []string) api.Cluster
+	Stats(datasets []string) *api.ClusterStats
+	Leave(ctx context.Context) error
+	Start()
+	Close()
+}
+
+// router is the router as the parts that route by it take it: the
+// reader (reader.Remote) and the pipeline (pipeline.Peers); the schedule
+// and the S3 face ask it whether a chunk is read here (Local), the plans
+// how many members there are (Nodes).
+type router interface {
+	reader.Remote
+	pipeline.Peers
+}
+
+// clusterNode composes a node of a cluster from its rooms.
+type clusterNode struct {
+	peers   *peer.Nodes
+	members *membership.Tracker
+	route   *route.Router
+}
+
+// View is the body of GET /cluster (membership.Tracker.View).
+func (c clusterNode) View(world int, datasets []string) api.Cluster {
+	return c.members.View(world, datasets)
+}
+
+// Stats is the cluster's part of /stats: the view, each peer's figures
+// and where the batches' bytes came from.
+func (c clusterNode) Stats(datasets []string) *api.ClusterStats {
+	cs := &api.ClusterStats{Cluster: c.View(0, datasets), Peers: c.peers.Stats()}
+	cs.HomeBytes, cs.PeerBytes = c.route.Locality()
+	cs.Locality = 1
+	if t := cs.HomeBytes + cs.PeerBytes; t > 0 {
+		cs.Locality = float64(cs.HomeBytes) / float64(t)
+	}
+	return cs
+}
+
+// Leave takes this node out of its cluster (membership.Tracker.Leave).
+func (c clusterNode) Leave(ctx context.Context) error { return c.members.Leave(ctx) }
+
+// Start begins probing the peers and listing the members.
+func (c clusterNode) Start() {
+	c.peers.Start()
+	c.members.Start()
+}
+
+// Close stops the membership's polls and warm-ups, the fetches ahead and
+// the probes, in that order, and waits for each.
+func (c clusterNode) Close() {
+	c.members.Close()
+	c.route.Close()
+	c.peers.Close()
+}
+
+// soloNode is a single gateway's place: a cluster of one, unnamed.
+type soloNode struct{}
+
+// View is a cluster of this node alone, unnamed.
+func (soloNode) View(world int, _ []string) api.Cluster {
+	c := api.Cluster{Nodes: []api.ClusterNode{{Up: true}}}
+	if world > 0 {
+		c.Homes = make([]int, world)
+	}
+	return c
+}
+
+// Stats is nil: /stats shows no cluster.
+func (soloNode) Stats([]string) *api.ClusterStats { return nil }
+
+// Leave has no cluster to leave.
+func (soloNode) Leave(context.Context) error { return nil }
+
+// Start and Close have nothing to run.
+func (soloNode) Start() {}
+func (soloNode) Close() {}

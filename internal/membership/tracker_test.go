@@ -1,0 +1,131 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/peer"
+)
+
+// nodes are the other nodes as the membership sees them (Peers): by
+// slot, each one's URL, liveness and last state; slot 0 is this node
+// (newNodes). A node asked for a membership version answers the
+// lists in lists.
+type nodes struct {
+	mu     sync.Mutex
+	urls   []string
+	up     []bool
+	states []*peer.State
+	lists  map[string]*cluster.Membership
+}
+
+// newNodes returns the nodes of a cluster seen from self.
+func newNodes(self string) *nodes {
+	n := &nodes{lists: map[string]*cluster.Membership{}}
+	n.Slot(self)
+	return n
+}
+
+func (n *nodes) Slot(url string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if k := slices.Index(n.urls, url); k >= 0 {
+		return k
+	}
+	n.urls, n.up, n.states = append(n.urls, url), append(n.up, true), append(n.states, nil)
+	return len(n.urls) - 1
+}
+
+func (n *nodes) URL(k int) string { n.mu.Lock(); defer n.mu.Unlock(); return n.urls[k] }
+func (n *nodes) Up(k int) bool    { n.mu.Lock(); defer n.mu.Unlock(); return k == 0 || n.up[k] }
+func (n *nodes) State(k int) *peer.State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.states[k]
+}
+
+func (n *nodes) Probe(urls []string, _ peer.Watcher) []int {
+	var out []int
+	for _, u := range urls {
+		if k := n.Slot(u); k != 0 && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (n *nodes) AskMembers(_ context.Context, k int, version string) (*cluster.Membership, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ms, ok := n.lists[version]; ok && n.up[k] {
+		return ms, nil
+	}
+	return nil, errors.New("not kept")
+}
+
+// set records what the node at url last said of itself.
+func (n *nodes) set(url string, up bool, st *peer.State) {
+	k := n.Slot(url)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.up[k], n.states[k] = up, st
+}
+
+// TestAgreed: the version a cluster serves is the one most live nodes
+// serve, a version a node has reloaded past counting for its successor;
+// ties go to the smallest ID; a node down does not count.
+func TestAgreed(t *testing.T) {
+	type node struct {
+		held []string // current first; nil: no state yet
+		up   bool
+	}
+	tests := []struct {
+		name  string
+		self  []string
+		peers []node
+		want  string
+	}{
+		{"all agree", []string{"a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"one skewed node", []string{"a"}, []node{{[]string{"b"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"the skewed node itself", []string{"b"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "a"},
+		{"a tie goes to the smallest", []string{"b"}, []node{{[]string{"a"}, true}}, "a"},
+		{"a down node does not count", []string{"b"}, []node{{[]string{"a"}, false}, {[]string{"a"}, false}}, "b"},
+		{"no state yet does not count", []string{"b"}, []node{{nil, true}, {nil, true}}, "b"},
+		{"this node reloaded first", []string{"c", "a"}, []node{{[]string{"a"}, true}, {[]string{"a"}, true}, {[]string{"a"}, true}}, "c"},
+		{"a peer reloaded first", []string{"a"}, []node{{[]string{"c", "a"}, true}, {[]string{"a"}, true}, {[]string{"b"}, true}}, "c"},
+		{"a restore while others reload: the majority", []string{"a", "c"}, []node{{[]string{"c", "a"}, true}, {[]string{"c", "a"}, true}}, "c"},
+		{"a chain of reloads", []string{"a"}, []node{{[]string{"b", "a"}, true}, {[]string{"c", "b"}, true}}, "c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			peers := make([]string, len(tc.peers)+1)
+			for k := range peers {
+				peers[k] = fmt.Sprintf("http://node%d.invalid", k)
+			}
+			ns := newNodes(peers[0])
+			s := New(Config{Self: peers[0], Members: Static(peers), Peers: ns, Probe: time.Second, Registry: prometheus.NewRegistry(),
+				Log: zerolog.Nop(), Held: func(string) []string { return tc.self }, Skew: func() {}})
+			defer s.Close()
+			for i, p := range tc.peers {
+				var st *peer.State
+				if p.held != nil {
+					st = &peer.State{Self: i + 1, Ready: true, Datasets: []peer.DatasetState{{Name: "d", Current: p.held[0], Held: p.held}}}
+				}
+				ns.set(peers[i+1], p.up, st)
+			}
+			if got := s.Agreed("d"); got != tc.want {
+				t.Fatalf("Agreed = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

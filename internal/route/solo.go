@@ -1,0 +1,38 @@
+package route
+
+import (
+	"context"
+
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/peer"
+)
+
+// Solo is a single gateway's router: one node, this one, which reads
+// every chunk itself. Code that reads samples asks its router where to
+// read and never checks whether there is a cluster.
+type Solo struct{}
+
+// Nodes is 1.
+func (Solo) Nodes() int { return 1 }
+
+// Local is always true: a single gateway reads every chunk itself.
+func (Solo) Local(*catalog.Dataset, int) bool { return true }
+
+// ReadRemote leaves every sample to this node.
+func (Solo) ReadRemote(_ context.Context, smp order.Samples, _ *peer.Origin, _, _ [][]byte) (local, missing []int, err error) {
+	local = make([]int, len(smp.IDs))
+	for i := range local {
+		local[i] = i
+	}
+	return local, nil, nil
+}
+
+// FetchAhead has nothing to fetch.
+func (Solo) FetchAhead(string, func(context.Context) ([]Fetch, error)) {}
+
+// TakeAhead finds nothing.
+func (Solo) TakeAhead(context.Context, string) [][][]byte { return nil }
+
+// Delivered counts nothing: every byte is this node's.
+func (Solo) Delivered(home, peer int64) {}
