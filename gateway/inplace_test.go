@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
@@ -135,5 +136,69 @@ func TestColumnsOfTar(t *testing.T) {
 	_, srv := start(t, f.store, nil)
 	if resp, body := get(t, srv.URL+"/epoch/0/batch/0?columns=jpg"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "tar") {
 		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+// A cluster of 3 serves a dataset in place exactly once per epoch, each
+// chunk decoded from one read of the store by its owner alone — with some
+// fields read (columns=), and with chunks that learn their size — and any
+// node answers any rank's batch with the same bytes.
+func TestInPlaceCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		f       formattest.Lines
+		columns string
+	}{{"all fields", formattest.Lines{}, ""}, {"columns, growing", formattest.Lines{Short: true}, "&columns=txt"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, want := inPlaceStore(t, tc.f)
+			local := st.(*s3backend.Local)
+			const nodes, world, batch = 3, 6, 4
+			cl := startCluster(t, &fixture{store: local}, nodes, nil, func(c *gateway.Config) {
+				c.Datasets[0].Formats = []format.Format{tc.f}
+			})
+			ix, err := dataset.ReadIndex(context.Background(), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batches := (len(want) + world*batch - 1) / (world * batch)
+			for epoch := range 2 {
+				seen := map[string]int{}
+				bodies := map[string][]byte{}
+				for r := range world {
+					q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d&rank=%d%s", batch, world, r, tc.columns)
+					home := cl[cluster.Home(r, world, nodes)]
+					for m, body := range readRank(t, home.srv.URL, q, epoch, batches) {
+						for _, s := range readTar(t, body) {
+							seen[s.key]++
+							if string(s.files["txt"]) != want[s.key] {
+								t.Fatalf("%s: %q, want %q", s.key, s.files["txt"], want[s.key])
+							}
+						}
+						bodies[fmt.Sprintf("%d/%d", r, m)] = body
+					}
+				}
+				exactlyOnce(t, seen, len(want), fmt.Sprintf("epoch %d over all ranks", epoch))
+				for k, n := range cl {
+					q := fmt.Sprintf("seed=7&window=4&batch_size=%d&world=%d&rank=%d%s", batch, world, 5, tc.columns)
+					resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/0?%s", n.srv.URL, epoch, q))
+					if resp.StatusCode != http.StatusOK || !bytes.Equal(body, bodies["5/0"]) {
+						t.Fatalf("node %d answered rank 5's batch 0 otherwise (%d)", k, resp.StatusCode)
+					}
+				}
+			}
+			var reads int
+			for _, n := range cl {
+				n.store.mu.Lock()
+				for k, r := range n.store.reads {
+					if strings.HasSuffix(k, ".lines") {
+						reads += r
+					}
+				}
+				n.store.mu.Unlock()
+			}
+			if reads != ix.NumChunks() {
+				t.Errorf("the cluster read the store %d times for %d chunks over two epochs; want each once", reads, ix.NumChunks())
+			}
+		})
 	}
 }

@@ -297,13 +297,13 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
 	// A node asking another for a membership version's member list.
 	PeerMembersParams = []string{api.ParamMembers}
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
-	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk}
+	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
 	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
 )
 
