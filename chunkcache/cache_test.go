@@ -796,7 +796,9 @@ func TestGrowWithinLoad(t *testing.T) {
 	g := &growLoader{need: map[string]int64{"big": 600}, loads: map[string]int{}}
 	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: g})
 	defer c.Close()
-	req := func(o string, n int64) chunkcache.Request { return chunkcache.Request{Key: chunkcache.Key{Dataset: "d", Object: o}, Size: n} }
+	req := func(o string, n int64) chunkcache.Request {
+		return chunkcache.Request{Key: chunkcache.Key{Dataset: "d", Object: o}, Size: n}
+	}
 	l, err := c.Acquire(ctx, []chunkcache.Request{req("a", 300), req("b", 300)})
 	if err != nil {
 		t.Fatal(err)
