@@ -11,6 +11,7 @@ package api
 import (
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/brandgw/brand/shuffle"
 )
@@ -84,6 +85,11 @@ type Job struct {
 	// a pipeline serves other ETags. The server fills it in; a client
 	// leaves it empty and Values does not send it.
 	TransformFingerprint string
+	// Columns selects the fields of a dataset served in place that its
+	// samples carry (columns=, the manifest's field names): a job that
+	// selects two of twenty columns reads only those from the store.
+	// Empty reads every field. A tar dataset has none to select.
+	Columns []string
 }
 
 // Block is the mixing block a job over a mixture uses: MixBlock, or
@@ -134,6 +140,9 @@ const (
 	// ParamTransform names the pipeline a batch's images go through
 	// (Job.Transform).
 	ParamTransform = "transform"
+	// ParamColumns selects the fields of a dataset served in place
+	// (Job.Columns), comma-separated.
+	ParamColumns = "columns"
 )
 
 // What sampling may say.
@@ -145,7 +154,7 @@ const (
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform}
+	ParamTransform, ParamColumns}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -210,6 +219,9 @@ func (j Job) Values() url.Values {
 	}
 	if j.Transform != "" {
 		v.Set(ParamTransform, j.Transform)
+	}
+	if len(j.Columns) > 0 {
+		v.Set(ParamColumns, strings.Join(j.Columns, ","))
 	}
 	return v
 }

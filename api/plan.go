@@ -67,3 +67,25 @@ const (
 	// field given take under 16 KiB.
 	MaxSharedPlanBodyBytes = 64 << 10
 )
+
+// PlanDataset is what a plan needs of the data a job reads, as a server
+// describes it to its planner: the dataset's index version and, per chunk,
+// its samples, its bytes in the cache and the bytes a load of it reads
+// from the store. A server builds it from the dataset's index or, for a
+// job that names fields of a dataset served in place (Job.Columns), from
+// the view the job reads, whose chunks are smaller; in its own types, so
+// that the server need not link a planner (docs/architecture.md).
+type PlanDataset struct {
+	// ID is the index version's ID: a cluster's chunk owners depend on it
+	// (cluster.IndexKey).
+	ID string
+	// Counts is each chunk's samples; Sizes its bytes in the cache (a
+	// chunk of a dataset served in place: its resident bound with the
+	// fields read).
+	Counts []int
+	Sizes  []int64
+	// StoreSizes is each chunk's bytes a load reads from the store (a
+	// chunk of a dataset served in place: its store extent with the
+	// fields read); nil when they are Sizes (tar chunks, read whole).
+	StoreSizes []int64
+}

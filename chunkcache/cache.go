@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"slices"
 	"sync"
@@ -34,11 +35,18 @@ type Key struct {
 	Object  string // object key, relative to the dataset's or bucket's root
 	ETag    string // the version read: the one the index describes, or the store reported
 	Offset  int64  // an object block's first byte in the object; 0 for a chunk
+	// Select names the fields a chunk of a dataset served in place was
+	// decoded with (package format; "" for every field, and for a tar
+	// chunk): the same chunk read with other fields is another entry.
+	Select string
 }
 
 func (k Key) String() string {
 	if k.Kind == Object {
 		return fmt.Sprintf("object %s/%s@%s+%d", k.Dataset, k.Object, k.ETag, k.Offset)
+	}
+	if k.Select != "" {
+		return k.Dataset + "/" + k.Object + "@" + k.ETag + "[" + k.Select + "]"
 	}
 	return k.Dataset + "/" + k.Object + "@" + k.ETag
 }
@@ -137,11 +145,14 @@ type Stats struct {
 	// PrefetchUnused counts chunks a prefetch read that were evicted
 	// before any request used them: reads wasted.
 	PrefetchUnused int64 `json:"prefetch_unused"`
-	Bytes          int64 `json:"bytes"`        // resident bytes now (ready and loading)
-	Pinned         int64 `json:"pinned"`       // entries pinned now
-	PinnedBytes    int64 `json:"pinned_bytes"` // their bytes
-	Waiting        int64 `json:"waiting"`      // requests queued for room to pin their chunks
-	Entries        int64 `json:"entries"`
+	// Grown counts loads that found their chunk needed more room than
+	// requested and grew it (GrowError).
+	Grown       int64 `json:"grown,omitempty"`
+	Bytes       int64 `json:"bytes"`        // resident bytes now (ready and loading)
+	Pinned      int64 `json:"pinned"`       // entries pinned now
+	PinnedBytes int64 `json:"pinned_bytes"` // their bytes
+	Waiting     int64 `json:"waiting"`      // requests queued for room to pin their chunks
+	Entries     int64 `json:"entries"`
 	// BufferBytes is the capacity of every chunk buffer the cache holds,
 	// in use or free: the memory the cache occupies.
 	BufferBytes int64 `json:"buffer_bytes"`
@@ -200,6 +211,7 @@ type Cache struct {
 	bufBytes int64
 
 	hits, misses, evictions, loads, loadErrors, loadedBytes atomic.Int64
+	grown                                                   atomic.Int64
 	prefetchLoads, prefetchRejected, prefetchUnused         atomic.Int64
 	loadsBelow                                              atomic.Int64
 }
@@ -270,7 +282,7 @@ func (c *Cache) Stats() Stats {
 	st.Hits, st.Misses, st.Evictions = c.hits.Load(), c.misses.Load(), c.evictions.Load()
 	st.Loads, st.LoadErrors, st.LoadedBytes = c.loads.Load(), c.loadErrors.Load(), c.loadedBytes.Load()
 	st.PrefetchLoads, st.PrefetchRejected, st.PrefetchUnused = c.prefetchLoads.Load(), c.prefetchRejected.Load(), c.prefetchUnused.Load()
-	st.LoadsBelow = c.loadsBelow.Load()
+	st.LoadsBelow, st.Grown = c.loadsBelow.Load(), c.grown.Load()
 	return st
 }
 
@@ -361,6 +373,22 @@ func (l *Lease) LoadedIn(from, to int) (chunks int, bytes int64, below int, belo
 		}
 	}
 	return chunks, bytes, below, belowB
+}
+
+// StoreLoads yields, in request order, each request of [from, to) whose
+// chunk this Acquire loaded from the store: not resident or loading
+// already, nor served by a tier below the cache; each such chunk once, at
+// its first request. A caller whose chunks cost the store other bytes than
+// they take in the cache (a chunk decoded from ranges of an object) counts
+// the store's traffic by them.
+func (l *Lease) StoreLoads(from, to int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for j, e := range l.uniq {
+			if i := l.first[j]; l.fresh[j] && !e.below && i >= from && i < to && !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // Len returns the number of requests the lease answers.
@@ -662,12 +690,19 @@ func (c *Cache) dropLocked(b []byte) {
 // publishes the result and drops the load's pin. On failure the entry
 // leaves the cache and its buffer returns to the free list.
 func (c *Cache) load(e *entry) {
-	var below bool
-	var err error
-	if tl, ok := c.loader.(TieredLoader); ok {
-		below, err = tl.LoadTiered(c.ctx, e.key, e.data)
-	} else {
-		err = c.loader.Load(c.ctx, e.key, e.data)
+	below, err := c.loadOnce(e)
+	var g *GrowError
+	if errors.As(err, &g) && c.ctx.Err() == nil {
+		// The chunk needs more room than its request said: the load
+		// grows the entry, if the cache can make room without its pinned
+		// bytes passing capacity, and loads it again; else the error
+		// goes to the requesters, who ask again sized anew.
+		c.mu.Lock()
+		grown := c.growLocked(e, g.Need)
+		c.mu.Unlock()
+		if grown {
+			below, err = c.loadOnce(e)
+		}
 	}
 	if err != nil && c.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -704,6 +739,63 @@ func (c *Cache) load(e *entry) {
 }
 
 // unpin is unpinLocked for a caller without the lock.
+// loadOnce runs the loader over e's buffer.
+func (c *Cache) loadOnce(e *entry) (below bool, err error) {
+	if tl, ok := c.loader.(TieredLoader); ok {
+		return tl.LoadTiered(c.ctx, e.key, e.data)
+	}
+	return false, c.loader.Load(c.ctx, e.key, e.data)
+}
+
+// growLocked grows loading entry e to need bytes, evicting unpinned
+// chunks for the room, and reports whether it could: not when the pinned
+// bytes would pass the capacity, or the unpinned chunks free too little.
+func (c *Cache) growLocked(e *entry, need int64) bool {
+	extra := need - e.size
+	if extra <= 0 || need > c.capacity || c.pinnedBytes+extra > c.capacity {
+		return false
+	}
+	var victims []Key
+	free := c.capacity - c.used
+	for k := range c.policy.Victims() {
+		if free >= extra {
+			break
+		}
+		victims = append(victims, k)
+		free += c.entries[k].size
+	}
+	if free < extra {
+		return false
+	}
+	for _, k := range victims {
+		v := c.entries[k]
+		delete(c.entries, k)
+		c.policy.Remove(k)
+		c.used -= v.size
+		c.evictions.Add(1)
+		c.free = append(c.free, v.data)
+	}
+	c.free = append(c.free, e.data)
+	e.data = c.takeFreeLocked(Request{Key: e.key, Size: need})
+	c.used += extra
+	c.pinnedBytes += extra
+	e.size = need
+	c.grown.Add(1)
+	return true
+}
+
+// GrowError is what a Loader returns when a chunk needs Need bytes, more
+// than its request said (a chunk decoded in place whose metadata could
+// only guess its size): the cache grows the entry and loads it again when
+// it can, else the error (Err) reaches the requesters.
+type GrowError struct {
+	Need int64
+	Err  error
+}
+
+func (e *GrowError) Error() string { return e.Err.Error() }
+func (e *GrowError) Unwrap() error { return e.Err }
+
 func (c *Cache) unpin(e *entry) {
 	c.mu.Lock()
 	c.unpinLocked(e)

@@ -554,6 +554,44 @@ func TestLeaseReportsLoads(t *testing.T) {
 	l.Release()
 }
 
+// belowLoader is a TieredLoader whose tier below the cache holds the
+// chunks below names.
+type belowLoader struct {
+	*countingLoader
+	below map[chunkcache.Key]bool
+}
+
+func (l belowLoader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (bool, error) {
+	return l.below[k], l.Load(ctx, k, buf)
+}
+
+// StoreLoads names the requests whose chunks an Acquire loaded from the
+// store: not those resident already, not those the tier below gave, each
+// chunk once (its first request), within the requests asked about.
+func TestLeaseStoreLoads(t *testing.T) {
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: belowLoader{newCountingLoader(), map[chunkcache.Key]bool{key(3): true}}})
+	acquire(t, c, req(0, 100)).Release()
+	l := acquire(t, c, req(1, 10), req(0, 100), req(2, 20), req(3, 30), req(1, 10), req(4, 40))
+	defer l.Release()
+	for _, tt := range []struct {
+		from, to int
+		want     []int
+	}{{0, 6, []int{0, 2, 5}}, {1, 6, []int{2, 5}}, {3, 5, nil}, {0, 1, []int{0}}} {
+		var got []int
+		for i := range l.StoreLoads(tt.from, tt.to) {
+			got = append(got, i)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("StoreLoads(%d, %d): %v, want %v", tt.from, tt.to, got, tt.want)
+		}
+	}
+	for i := range l.StoreLoads(0, 6) {
+		if i == 2 {
+			break // a caller may stop early
+		}
+	}
+}
+
 func TestAllocMakesBuffersReusable(t *testing.T) {
 	c := chunkcache.New(chunkcache.Config{Capacity: 200, Loader: newCountingLoader()})
 	small := chunkcache.Request{Key: key(0), Size: 30, Alloc: 100}
@@ -726,5 +764,72 @@ func TestResident(t *testing.T) {
 	}
 	if l.count(key(1)) != 1 {
 		t.Errorf("chunk 1 loaded %d times", l.count(key(1)))
+	}
+}
+
+// growLoader needs grow[k] bytes for key k: a shorter buffer is a
+// GrowError; it counts its loads.
+type growLoader struct {
+	mu    sync.Mutex
+	need  map[string]int64
+	loads map[string]int
+}
+
+func (g *growLoader) Load(_ context.Context, k chunkcache.Key, buf []byte) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.loads[k.Object]++
+	if n := g.need[k.Object]; int64(len(buf)) < n {
+		return &chunkcache.GrowError{Need: n, Err: fmt.Errorf("%s needs %d", k.Object, n)}
+	}
+	for i := range buf {
+		buf[i] = byte(len(k.Object))
+	}
+	return nil
+}
+
+// A chunk that needs more room than requested grows within its load when
+// unpinned chunks can make the room, its pinned bytes within capacity;
+// otherwise the requester gets the GrowError and asks again.
+func TestGrowWithinLoad(t *testing.T) {
+	ctx := context.Background()
+	g := &growLoader{need: map[string]int64{"big": 600}, loads: map[string]int{}}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: g})
+	defer c.Close()
+	req := func(o string, n int64) chunkcache.Request {
+		return chunkcache.Request{Key: chunkcache.Key{Dataset: "d", Object: o}, Size: n}
+	}
+	l, err := c.Acquire(ctx, []chunkcache.Request{req("a", 300), req("b", 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	l, err = c.Acquire(ctx, []chunkcache.Request{req("big", 200)})
+	if err != nil {
+		t.Fatalf("grow by evicting: %v", err)
+	}
+	if len(l.Bytes(0)) != 600 || g.loads["big"] != 2 {
+		t.Fatalf("%d bytes after %d loads", len(l.Bytes(0)), g.loads["big"])
+	}
+	st := c.Stats()
+	if st.Bytes > 1000 || st.PinnedBytes != 600 || st.Grown != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// With the rest pinned there is no room to grow: the error reaches
+	// the requester.
+	l2, err := c.Acquire(ctx, []chunkcache.Request{req("c", 300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.need["d2"] = 500
+	_, err = c.Acquire(ctx, []chunkcache.Request{req("d2", 100)})
+	var ge *chunkcache.GrowError
+	if !errors.As(err, &ge) || ge.Need != 500 {
+		t.Fatalf("no room to grow: %v", err)
+	}
+	l.Release()
+	l2.Release()
+	if st := c.Stats(); st.PinnedBytes != 0 || st.Bytes > 1000 {
+		t.Fatalf("after release: %+v", st)
 	}
 }

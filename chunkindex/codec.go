@@ -20,6 +20,9 @@ import (
 //	sample table  per sample, 20 bytes: offset u64, length u32, CRC32C u32,
 //	              key end u32
 //	key blob      all sample keys, concatenated in sample order
+//	in place      only with FlagDeferred: format name len u16, name,
+//	              SHA-256 of the format's description (32 bytes),
+//	              created (Unix seconds) i64
 //	trailer       CRC32C (Castagnoli) of every byte before it, u32
 const (
 	// Magic opens every encoded index.
@@ -36,6 +39,27 @@ const (
 
 var le = binary.LittleEndian
 
+// FlagDeferred, in the header's flags, marks the index of a dataset served
+// in place (NewDeferred): its sample records hold each sample's ordinal in
+// its chunk and no range; the ranges are in the decoded chunks' tables
+// (package format). It is the only feature flag.
+const FlagDeferred = 1
+
+func (ix *Index) flags() uint32 {
+	if ix.deferred {
+		return FlagDeferred
+	}
+	return 0
+}
+
+// checkFlags refuses an index that needs a feature this build lacks.
+func checkFlags(flags uint32) error {
+	if flags&^FlagDeferred != 0 {
+		return fmt.Errorf("%w: index needs features %#x, this build supports %#x", ErrVersion, flags, FlagDeferred)
+	}
+	return nil
+}
+
 // errPartialEncode: a partial index (Open) holds only some tables, and the
 // stored object it was read from is its encoding.
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
@@ -51,7 +75,44 @@ func (ix *Index) chunkTableLen() int64 {
 
 // encodedLen returns the size of the encoding, trailer included.
 func (ix *Index) encodedLen() int64 {
-	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + trailerSize
+	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + ix.inPlaceLen() + trailerSize
+}
+
+// inPlaceLen is the encoded size of the in-place section: none for a tar
+// dataset's index.
+func (ix *Index) inPlaceLen() int64 {
+	if !ix.deferred {
+		return 0
+	}
+	return 2 + int64(len(ix.source.Format)) + 32 + 8
+}
+
+// appendInPlace appends the in-place section to b.
+func (ix *Index) appendInPlace(b []byte) []byte {
+	if !ix.deferred {
+		return b
+	}
+	b = le.AppendUint16(b, uint16(len(ix.source.Format)))
+	b = append(b, ix.source.Format...)
+	b = append(b, ix.source.Meta[:]...)
+	return le.AppendUint64(b, uint64(ix.source.Created))
+}
+
+// parseInPlace reads the in-place section, which must be all of p.
+func parseInPlace(p []byte) (InPlace, error) {
+	if len(p) < 2 {
+		return InPlace{}, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
+	}
+	n := int(le.Uint16(p))
+	if n == 0 || n > maxFormatName {
+		return InPlace{}, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
+	}
+	if len(p) != 2+n+32+8 {
+		return InPlace{}, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, 2+n+32+8)
+	}
+	src := InPlace{Format: string(p[2 : 2+n]), Created: int64(le.Uint64(p[2+n+32:]))}
+	copy(src.Meta[:], p[2+n:])
+	return src, nil
 }
 
 // encode passes the encoding, trailer excluded, to emit in pieces that are
@@ -61,7 +122,7 @@ func (ix *Index) encode(emit func([]byte)) {
 	var hdr [headerSize]byte
 	copy(hdr[:], Magic)
 	le.PutUint32(hdr[8:], FormatVersion)
-	le.PutUint32(hdr[12:], 0) // flags
+	le.PutUint32(hdr[12:], ix.flags())
 	le.PutUint32(hdr[16:], uint32(len(ix.chunks)))
 	le.PutUint32(hdr[20:], uint32(ix.NumSamples()))
 	le.PutUint32(hdr[24:], uint32(ix.chunkTableLen()))
@@ -100,6 +161,7 @@ func (ix *Index) encode(emit func([]byte)) {
 			buf = buf[:0]
 		}
 	}
+	buf = ix.appendInPlace(buf)
 	if len(buf) > 0 {
 		emit(buf)
 	}
@@ -156,8 +218,9 @@ func Decode(b []byte) (*Index, error) {
 	case v != FormatVersion:
 		return nil, fmt.Errorf("%w: index format version %d, this build reads version %d", ErrVersion, v, FormatVersion)
 	}
-	if flags := le.Uint32(b[12:]); flags != 0 {
-		return nil, fmt.Errorf("%w: index needs features %#x, this build supports none", ErrVersion, flags)
+	flags := le.Uint32(b[12:])
+	if err := checkFlags(flags); err != nil {
+		return nil, err
 	}
 	var (
 		numChunks  = int64(le.Uint32(b[16:]))
@@ -182,7 +245,9 @@ func Decode(b []byte) (*Index, error) {
 		}
 		rest -= sec.n
 	}
-	if rest > 0 {
+	// What is left is the in-place section of a deferred index.
+	inPlace := rest
+	if flags&FlagDeferred == 0 && rest > 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, rest)
 	}
 	body := b[:len(b)-trailerSize]
@@ -196,6 +261,7 @@ func Decode(b []byte) (*Index, error) {
 	ix := &Index{
 		chunks:     make([]Chunk, numChunks),
 		chunkStart: make([]int, numChunks+1),
+		deferred:   flags&FlagDeferred != 0,
 	}
 	table := b[headerSize : headerSize+tableLen]
 	for c := range ix.chunks {
@@ -235,6 +301,13 @@ func Decode(b []byte) (*Index, error) {
 	}
 	keyStart := headerSize + tableLen + sampleRecordLen*numSamples
 	ix.keys = string(b[keyStart : keyStart+keyLen])
+	if ix.deferred {
+		src, err := parseInPlace(b[keyStart+keyLen : keyStart+keyLen+inPlace])
+		if err != nil {
+			return nil, err
+		}
+		ix.source = src
+	}
 
 	if err := ix.validate(ErrCorrupt); err != nil {
 		return nil, err

@@ -76,6 +76,13 @@ type Index struct {
 	// are then empty, and the sample tables are those part holds.
 	part *partial
 
+	// deferred is set on an index of a dataset served in place (package
+	// format): its chunks are decoded when loaded, and each sample's range
+	// and CRC32C are in its decoded chunk's table, not here (NewDeferred).
+	// source names its format and what decodes it.
+	deferred bool
+	source   InPlace
+
 	idOnce sync.Once
 	id     string
 }
@@ -87,6 +94,10 @@ type Index struct {
 // keys non-empty, unique and outside "_brand/". Violations return an error
 // wrapping ErrInvalid (and ErrDuplicateKey for duplicate sample keys).
 func New(chunks []Chunk, samples []Sample) (*Index, error) {
+	return newIndex(chunks, samples, false)
+}
+
+func newIndex(chunks []Chunk, samples []Sample, deferred bool) (*Index, error) {
 	if uint64(len(chunks)) > MaxSamples || uint64(len(samples)) > MaxSamples {
 		return nil, fmt.Errorf("%w: %d chunks, %d samples: at most %d each", ErrInvalid, len(chunks), len(samples), uint64(MaxSamples))
 	}
@@ -97,6 +108,7 @@ func New(chunks []Chunk, samples []Sample) (*Index, error) {
 		lengths:    make([]uint32, len(samples)),
 		crcs:       make([]uint32, len(samples)),
 		keyEnds:    make([]uint32, len(samples)),
+		deferred:   deferred,
 	}
 	keyBytes := 0
 	for c, ch := range chunks {
@@ -119,7 +131,7 @@ func New(chunks []Chunk, samples []Sample) (*Index, error) {
 		if s.Chunk != c {
 			return nil, fmt.Errorf("%w: sample %d %q: chunk %d, but the chunk sample counts place it in chunk %d", ErrInvalid, i, s.Key, s.Chunk, c)
 		}
-		if s.Offset < 0 || s.Length <= 0 || s.Length > MaxSampleLength {
+		if !deferred && (s.Offset < 0 || s.Length <= 0 || s.Length > MaxSampleLength) {
 			return nil, fmt.Errorf("%w: sample %d %q: range offset %d length %d out of bounds", ErrInvalid, i, s.Key, s.Offset, s.Length)
 		}
 		keyBytes += len(s.Key)
@@ -142,6 +154,62 @@ func New(chunks []Chunk, samples []Sample) (*Index, error) {
 	}
 	return ix, nil
 }
+
+// InPlace is what a deferred index says of the dataset it describes: its
+// format (package format's Format.Name) and the SHA-256 of the format's
+// description of its chunks (format.Layout.Meta, stored beside the index
+// at FormatKey), so that the index's ID names the decoding too: the same
+// objects described otherwise (another member mapping) are another index.
+type InPlace struct {
+	Format string
+	Meta   [32]byte
+	// Created is when the index was built (Unix seconds): the modification
+	// time of every member of its decoded chunks, the same on every node
+	// that decodes them.
+	Created int64
+}
+
+// NewDeferred builds the index of a dataset served in place (package
+// format) as src describes it: chunks whose Size is their resident bound
+// and whose Key names the chunk (not necessarily an object), and every
+// sample's key, chunk by chunk. Each sample's range and CRC32C are decided when its chunk is
+// decoded and are in the decoded chunk's table; here a sample's range is
+// its ordinal in its chunk with length 0 (SampleRange), so that nothing
+// can mistake it for bytes. Keys are checked as New checks them.
+func NewDeferred(chunks []Chunk, keys []string, src InPlace) (*Index, error) {
+	if src.Format == "" || len(src.Format) > maxFormatName {
+		return nil, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrInvalid, len(src.Format), maxFormatName)
+	}
+	samples := make([]Sample, 0, len(keys))
+	c, first := 0, 0
+	for i, k := range keys {
+		for c < len(chunks) && i-first >= chunks[c].Samples {
+			first += chunks[c].Samples
+			c++
+		}
+		if c == len(chunks) {
+			return nil, fmt.Errorf("%w: %d keys, the chunks count %d samples", ErrInvalid, len(keys), i)
+		}
+		samples = append(samples, Sample{Key: k, Chunk: c, Offset: int64(i - first)})
+	}
+	ix, err := newIndex(chunks, samples, true)
+	if err != nil {
+		return nil, err
+	}
+	ix.source = src
+	return ix, nil
+}
+
+// maxFormatName bounds a format's name in an index.
+const maxFormatName = 64
+
+// InPlace returns what a deferred index says of its dataset's format;
+// the zero InPlace for a tar dataset's.
+func (ix *Index) InPlace() InPlace { return ix.source }
+
+// Deferred reports whether the index is of a dataset served in place,
+// whose samples' ranges are in their decoded chunks (NewDeferred).
+func (ix *Index) Deferred() bool { return ix.deferred }
 
 // validate checks the invariants shared by New and Decode and builds byHash.
 // kind is the sentinel that errors wrap: ErrInvalid or ErrCorrupt.
@@ -166,6 +234,15 @@ func (ix *Index) validate(kind error) error {
 			return err
 		}
 
+		if ix.deferred {
+			for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
+				if ix.offsets[i] != int64(i-ix.chunkStart[c]) || ix.lengths[i] != 0 || ix.crcs[i] != 0 {
+					return fmt.Errorf("%w: sample %d %q of an index served in place: record %d+%d %08x, want its ordinal %d in chunk %d and no range",
+						kind, i, ix.SampleKey(i), ix.offsets[i], ix.lengths[i], ix.crcs[i], i-ix.chunkStart[c], c)
+				}
+			}
+			continue
+		}
 		end := int64(0) // end of the previous sample in this chunk
 		for i := ix.chunkStart[c]; i < ix.chunkStart[c+1]; i++ {
 			off, n := ix.offsets[i], int64(ix.lengths[i])
@@ -300,7 +377,10 @@ func (ix *Index) Sample(id int) Sample {
 	return Sample{Key: ix.SampleKey(id), Chunk: c, Offset: off, Length: n, CRC: crc}
 }
 
-// SampleRange returns where sample id's bytes are. It does not allocate,
+// SampleRange returns where sample id's bytes are. On a deferred index
+// (NewDeferred) it returns the sample's ordinal in its chunk as off, and
+// length 0 and CRC 0: the range is in the decoded chunk's table. It does
+// not allocate,
 // which matters on the path that serves every sample of every batch.
 // It panics if id is out of range.
 //

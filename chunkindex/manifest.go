@@ -44,6 +44,30 @@ type Manifest struct {
 	ShuffleSeed      uint64 `json:"shuffle_seed"`       // meaningful only if Shuffled
 	Source           string `json:"source"`             // where the samples came from
 	Tool             string `json:"tool"`               // "brand <version>"
+	// InPlace describes a dataset served in place (package format): its
+	// format, where its data is, its fields. Absent for a tar dataset.
+	InPlace *ManifestInPlace `json:"in_place,omitempty"`
+}
+
+// ManifestInPlace is what a manifest says of a dataset served in place.
+type ManifestInPlace struct {
+	// Format is the format's name ("parquet", "mds", "megatron"), as the
+	// index's in-place section names it.
+	Format string `json:"format"`
+	// Data is the URL of the root the chunks' objects are under when it
+	// is not the dataset's root (an index written to another prefix or
+	// bucket than read-only data); empty when they are under the root.
+	Data string `json:"data,omitempty"`
+	// Fields are what a job can select (columns=) and the member each
+	// becomes.
+	Fields []ManifestField `json:"fields"`
+}
+
+// ManifestField is one field of a dataset served in place.
+type ManifestField struct {
+	Name string `json:"name"`
+	Ext  string `json:"ext,omitempty"` // empty: by each value (an image's magic bytes or path)
+	Type string `json:"type,omitempty"`
 }
 
 // NewManifest returns a manifest whose format fields and index-derived fields
@@ -61,6 +85,10 @@ func NewManifest(name string, ix *Index) Manifest {
 	}
 	if m.Samples > 0 {
 		m.AvgSampleBytes = ix.SampleBytes() / int64(m.Samples)
+		if ix.Deferred() {
+			// Samples' sizes are known once decoded: the bound's mean.
+			m.AvgSampleBytes = ix.TotalBytes() / int64(m.Samples)
+		}
 	}
 	return m
 }
@@ -138,9 +166,18 @@ func (m *Manifest) validate(kind error) error {
 		return fmt.Errorf("%w: manifest has a negative count or size", kind)
 	case m.Samples > 0 && m.Chunks == 0:
 		return fmt.Errorf("%w: manifest has %d samples in no chunks", kind, m.Samples)
+	case m.InPlace != nil && m.InPlace.Format == "":
+		return fmt.Errorf("%w: manifest in_place names no format", kind)
 	}
 	return nil
 }
+
+// FormatKey is where the description of a dataset served in place
+// (format.Layout.Meta) is stored for the index whose ID is id: one object
+// per index version, never overwritten, so a gateway reading the current
+// index never finds another version's description. The index holds its
+// SHA-256 (InPlace.Meta).
+func FormatKey(id string) string { return metaPrefix + "format/" + id }
 
 func isIndexID(s string) bool {
 	if len(s) != 16 {

@@ -138,6 +138,18 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	if err != nil {
 		return nil, err
 	}
+	if ix.deferred {
+		if hdr.inPlace > 2+maxFormatName+32+8 {
+			return nil, fmt.Errorf("%w: an in-place section of %d bytes", ErrCorrupt, hdr.inPlace)
+		}
+		sec, err := st.next(int(hdr.inPlace))
+		if err != nil {
+			return nil, err
+		}
+		if ix.source, err = parseInPlace(sec); err != nil {
+			return nil, err
+		}
+	}
 	trailer, err := st.next(trailerSize)
 	if err != nil {
 		return nil, err
@@ -176,6 +188,7 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 // header is an encoded index's header fields.
 type header struct {
 	chunks, samples, tableLen, keyLen int64
+	inPlace                           int64 // the in-place section's length
 }
 
 // openHeader reads and checks the header and the chunk table (Decode's
@@ -204,8 +217,9 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 	case v != FormatVersion:
 		return nil, hdr, fmt.Errorf("%w: index format version %d, this build reads version %d", ErrVersion, v, FormatVersion)
 	}
-	if flags := le.Uint32(b[12:]); flags != 0 {
-		return nil, hdr, fmt.Errorf("%w: index needs features %#x, this build supports none", ErrVersion, flags)
+	flags := le.Uint32(b[12:])
+	if err := checkFlags(flags); err != nil {
+		return nil, hdr, err
 	}
 	hdr = header{
 		chunks:   int64(le.Uint32(b[16:])),
@@ -228,7 +242,9 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 		}
 		rest -= sec.n
 	}
-	if rest > 0 {
+	// What is left is the in-place section of a deferred index.
+	hdr.inPlace = rest
+	if flags&FlagDeferred == 0 && rest > 0 {
 		return nil, hdr, fmt.Errorf("%w: %d bytes after the trailer", ErrCorrupt, rest)
 	}
 	if hdr.chunks > hdr.tableLen/chunkRecordMin {
@@ -238,7 +254,7 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 	if err != nil {
 		return nil, hdr, err
 	}
-	ix := &Index{chunks: make([]Chunk, hdr.chunks), chunkStart: make([]int, hdr.chunks+1)}
+	ix := &Index{chunks: make([]Chunk, hdr.chunks), chunkStart: make([]int, hdr.chunks+1), deferred: flags&FlagDeferred != 0}
 	for c := range ix.chunks {
 		ch, n, err := decodeChunk(table)
 		if err != nil {
@@ -291,6 +307,11 @@ func (p *partial) streamRecords(st *stream, ix *Index, keyEnds []uint64) error {
 			switch {
 			case ke <= prev && i > 0 || ke == 0:
 				return fmt.Errorf("%w: sample %d: key end %d does not follow %d (keys must be non-empty)", ErrCorrupt, i, ke, prev)
+			case ix.deferred:
+				if off != int64(j) || n != 0 || le.Uint32(r[12:]) != 0 {
+					return fmt.Errorf("%w: sample %d of an index served in place: record %d+%d, want its ordinal %d in chunk %d and no range",
+						ErrCorrupt, i, off, n, j, c)
+				}
 			case n == 0 || off%BlockSize != 0 || n%BlockSize != 0:
 				return fmt.Errorf("%w: sample %d: range offset %d length %d is not a non-empty run of %d-byte tar blocks",
 					ErrCorrupt, i, off, n, BlockSize)

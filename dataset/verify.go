@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -192,4 +193,100 @@ func verifyChunk(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, 
 		}
 	}
 	return probs, read, nil
+}
+
+// ChunkUndecodable: a chunk of a dataset served in place whose bytes do
+// not decode (package format: a bad page or frame, a codec error, data
+// that disagrees with the metadata indexed).
+const ChunkUndecodable ProblemKind = "undecodable"
+
+// VerifyInPlace reads every chunk of the deferred index ix — the ranges
+// of its object the format reads with every field, from data (the store
+// its objects are in) — and decodes it with dec, as a gateway loading it
+// would: it checks the object is there with the ETag indexed and that
+// every chunk decodes, into no more than its resident bound or what it
+// says it needs (format.GrowError). Problems are reported as Verify's.
+func VerifyInPlace(ctx context.Context, data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, parallel int, progress func(Progress)) (*VerifyReport, error) {
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	rep := &VerifyReport{Chunks: ix.NumChunks(), Samples: ix.NumSamples(), Problems: []Problem{}}
+	var total int64
+	for c := range ix.NumChunks() {
+		rs, _ := dec.Extent(c, nil)
+		total += format.Concat(rs)
+	}
+	prog := startTracker(progress, Progress{TotalBytes: total, TotalSamples: ix.NumSamples(), TotalChunks: ix.NumChunks()})
+	defer prog.stop()
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for c := range ix.NumChunks() {
+		g.Go(func() error {
+			probs, read, err := verifyDecoded(gctx, data, ix, dec, c)
+			if err != nil {
+				return err
+			}
+			_, n := ix.ChunkRange(c)
+			prog.add(read, n, 1)
+			mu.Lock()
+			rep.Bytes += read
+			rep.Problems = append(rep.Problems, probs...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	prog.finish()
+	slices.SortFunc(rep.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Chunk, b.Chunk), cmp.Compare(a.Sample, b.Sample), cmp.Compare(a.Kind, b.Kind))
+	})
+	return rep, nil
+}
+
+// verifyDecoded reads and decodes chunk c of a dataset served in place.
+func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, c int) ([]Problem, int64, error) {
+	ch := ix.Chunk(c)
+	obj := ChunkObject(ch.Key)
+	problem := func(kind ProblemKind, f string, args ...any) Problem {
+		return Problem{Kind: kind, Chunk: c, ChunkKey: ch.Key, Sample: -1, Detail: fmt.Sprintf(f, args...)}
+	}
+	info, err := data.Stat(ctx, obj)
+	if errors.Is(err, s3backend.ErrNotFound) {
+		return []Problem{problem(ChunkMissing, "%s is not in the store", obj)}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
+	}
+	if ch.ETag != "" && info.ETag != ch.ETag {
+		return []Problem{problem(ChunkChanged, "%s has ETag %q, indexed %q: index it again", obj, info.ETag, ch.ETag)}, 0, nil
+	}
+	rs, bound := dec.Extent(c, nil)
+	src := make([]byte, format.Concat(rs))
+	at := int64(0)
+	for _, r := range rs {
+		if err := data.ReadRange(ctx, obj, ch.ETag, r.Off, src[at:at+r.Len]); err != nil {
+			if errors.Is(err, s3backend.ErrChanged) || errors.Is(err, s3backend.ErrNotFound) {
+				return []Problem{problem(ChunkChanged, "%s changed while it was being verified", obj)}, at, nil
+			}
+			return nil, at, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
+		}
+		at += r.Len
+	}
+	dst := make([]byte, bound)
+	err = dec.Decode(c, nil, src, dst, format.WriterOptions{ModTime: ix.InPlace().Created})
+	var ge *format.GrowError
+	if errors.As(err, &ge) {
+		dst = make([]byte, ge.Need)
+		err = dec.Decode(c, nil, src, dst, format.WriterOptions{ModTime: ix.InPlace().Created})
+	}
+	if err == nil {
+		_, err = format.Verify(dst)
+	}
+	if err != nil {
+		return []Problem{problem(ChunkUndecodable, "%v", err)}, at, nil
+	}
+	return nil, at, nil
 }

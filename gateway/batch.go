@@ -67,10 +67,11 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodHead:
 		// Everything a HEAD answers is known from the index: read nothing.
 		// A transformed batch's length is not (its tensors' sizes depend on
-		// its images' headers): its HEAD has no Content-Length.
+		// its images' headers), nor that of samples decoded in place (sized
+		// when their chunk is decoded): their HEAD has no Content-Length.
 		setBatchHeaders(w.Header(), b)
 		w.Header().Set("Content-Type", "application/x-tar")
-		if b.Job.Transform == "" {
+		if b.Job.Transform == "" && b.Sized() {
 			w.Header().Set("Content-Length", strconv.FormatInt(b.Length(), 10))
 		}
 		w.WriteHeader(http.StatusOK)
@@ -104,8 +105,8 @@ func writeManifest(w http.ResponseWriter, b *order.Batch) {
 	m := api.Manifest{Dataset: b.Name(), Epoch: int(b.Epoch), Batch: int(b.Batch), Rank: b.Job.Rank,
 		World: b.Job.World, BatchSize: b.Job.BatchSize, Offset: b.Job.Offset, Batches: b.Batches, ETag: b.ETag, Bytes: b.Length(),
 		Samples: make([]api.ManifestSample, b.Len()), Transform: b.Job.Transform}
-	if b.Job.Transform != "" {
-		m.Bytes = 0 // known once the images' headers are read
+	if b.Job.Transform != "" || !b.Sized() {
+		m.Bytes = 0 // known once the images' headers are read, or the chunks decoded
 	}
 	if b.DS != nil {
 		m.IndexID = b.DS.ID()
@@ -113,6 +114,9 @@ func writeManifest(w http.ResponseWriter, b *order.Batch) {
 	for i := range m.Samples {
 		ds, id, s := b.Sample(i)
 		m.Samples[i] = api.ManifestSample{ID: id, Key: s.Key, Chunk: ds.Index.Chunk(s.Chunk).Key, Offset: s.Offset, Length: s.Length, CRC32C: s.CRC}
+		if ds.Index.Deferred() {
+			m.Samples[i].Offset = 0 // sized and placed when its chunk is decoded
+		}
 		if b.Mix != nil {
 			m.Samples[i].Dataset = ds.Name
 		}

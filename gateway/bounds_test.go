@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/planner"
@@ -99,12 +98,12 @@ type watchedPlanner struct {
 	done    chan error
 }
 
-func (p *watchedPlanner) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error) {
+func (p *watchedPlanner) MixPlan(ctx context.Context, ds []api.PlanDataset, job api.Job, o api.PlanOptions) (any, error) {
 	if job.MixSamples == 0 {
-		return p.Planner.MixPlan(ctx, ixs, job, o)
+		return p.Planner.MixPlan(ctx, ds, job, o)
 	}
 	p.started <- struct{}{}
-	v, err := p.Planner.MixPlan(ctx, ixs, job, o)
+	v, err := p.Planner.MixPlan(ctx, ds, job, o)
 	p.done <- err
 	return v, err
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
@@ -65,10 +66,24 @@ func (g *Gateway) pruneDisk(loaded []*catalog.Dataset) {
 		if !ok {
 			return false
 		}
-		c, ok := ds.ChunkOf(k)
-		return ok && ds.Index.Chunk(c).Size == size
+		// A chunk decoded with some fields is kept for a view that jobs
+		// may select again.
+		v, err := ds.Select(selected(k.Select))
+		if err != nil {
+			return false
+		}
+		c, ok := v.ChunkOf(k)
+		return ok && v.ChunkSize(c) == size
 	})
 	if kept+removed > 0 {
 		g.log.Info().Int("kept_chunks", kept).Int("removed_chunks", removed).Msg("disk cache checked against the loaded indexes")
 	}
+}
+
+// selected is the fields a key's Select names.
+func selected(names string) []string {
+	if names == "" {
+		return nil
+	}
+	return strings.Split(names, ",")
 }

@@ -123,6 +123,9 @@ func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := j.version(job)
 		if err == nil {
+			ds, err = ds.Select(job.Columns)
+		}
+		if err == nil {
 			if imp := job.Importance; imp.Version != "" {
 				// The order is drawn from the snapshot: have it in memory
 				// before the order is computed (under the schedule's lock).
@@ -135,6 +138,9 @@ func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 	for i, c := range job.Mix {
 		var err error
 		if ds[i], err = j.version(api.Job{Dataset: c.Dataset}); err != nil {
+			return order.Source{}, err
+		}
+		if ds[i], err = ds[i].Select(job.Columns); err != nil {
 			return order.Source{}, err
 		}
 	}

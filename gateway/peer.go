@@ -144,7 +144,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	defer res.Release()
 	head := peer.ReplyHead(res.MissingPos)
-	if req.Origin != nil && req.Origin.Transform.On() {
+	if peer.SizedInReply(req) {
 		head = peer.TransformedReplyHead(res.MissingPos, res.Parts)
 	}
 	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),

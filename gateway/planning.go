@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/query"
@@ -20,30 +20,54 @@ import (
 // endpoint's answer and the optimal policy's figures for epochs the gateway
 // served. It speaks only in types of the packages below the gateway, so the
 // gateway does not link a planner: `brand serve` passes planner.ForGateway.
-// Its methods may be called concurrently and must honour ctx.
+// The data a job reads is an api.PlanDataset (planData): the dataset's
+// chunks, or for a job naming columns= of a dataset served in place the
+// view it reads, each chunk's bytes in the cache and in the store. Its
+// methods may be called concurrently and must honour ctx.
 type Planner interface {
-	// Plan returns the plan of job over the dataset ix indexes, as a value
+	// Plan returns the plan of job over the data d describes, as a value
 	// that encodes to JSON. snap is the importance snapshot job.Importance
 	// names, which the gateway loads from the dataset's store, so that the
 	// plan adds the importance epochs' figures; nil for the uniform
 	// shuffle.
-	Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error)
-	// SharedPlan returns the plan of jobs reading the dataset ix indexes
+	Plan(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error)
+	// SharedPlan returns the plan of jobs reading the data d describes
 	// at once through one cache of cacheBytes, as a value that encodes to
 	// JSON. Every field of every job is given: the gateway has filled its
 	// defaults and checked its limits (POST /plan).
-	SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error)
-	// MixPlan returns the plan of job over the mixture job.Mix, ixs[i]
-	// indexing the dataset of its component i, as a value that encodes to
+	SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.SharedPlanJob, cacheBytes int64) (any, error)
+	// MixPlan returns the plan of job over the mixture job.Mix, ds[i]
+	// describing the data of its component i, as a value that encodes to
 	// JSON; with o.Nodes set, the prediction for that many nodes (GET
 	// /plan?mix=).
-	MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error)
+	MixPlan(ctx context.Context, ds []api.PlanDataset, job api.Job, o api.PlanOptions) (any, error)
 	// Resize returns what resizing the cluster from membership from (nil:
 	// o.Nodes nodes of a cluster the gateway is not part of) to
-	// o.NodesAfter nodes costs job, as a value that encodes to JSON (GET
-	// /plan?nodes_after=).
-	Resize(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
+	// o.NodesAfter nodes costs job over the data d describes, as a value
+	// that encodes to JSON (GET /plan?nodes_after=).
+	Resize(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
 	livestats.Optimizer
+}
+
+// planData describes ds — a dataset version, or the view of some of its
+// fields a job reads (catalog.Dataset.Select) — to the planner: each
+// chunk's samples, its bytes in the cache (ChunkSize, what the cache
+// accounts) and, where they differ, the bytes a load of it reads from the
+// store (StoreSize, what /stats counts), so that a plan predicts what the
+// gateway then reads.
+func planData(ds *catalog.Dataset) api.PlanDataset {
+	n := ds.Index.NumChunks()
+	d := api.PlanDataset{ID: ds.ID(), Counts: ds.Index.SampleCounts(), Sizes: make([]int64, n)}
+	store := make([]int64, n)
+	differ := false
+	for c := range n {
+		d.Sizes[c], store[c] = ds.ChunkSize(c), ds.StoreSize(c)
+		differ = differ || store[c] != d.Sizes[c]
+	}
+	if differ {
+		d.StoreSizes = store
+	}
+	return d
 }
 
 // planEpochs is the epochs a plan simulates when the request does not say,
@@ -99,19 +123,19 @@ type noPlanner struct{ livestats.Optimizer }
 
 var errNoPlanner = fmt.Errorf("%w: this gateway was built without a planner", ErrNotImplemented)
 
-func (noPlanner) Plan(context.Context, *chunkindex.Index, api.Job, api.PlanOptions, *importance.Snapshot) (any, error) {
+func (noPlanner) Plan(context.Context, api.PlanDataset, api.Job, api.PlanOptions, *importance.Snapshot) (any, error) {
 	return nil, errNoPlanner
 }
 
-func (noPlanner) SharedPlan(context.Context, *chunkindex.Index, []api.SharedPlanJob, int64) (any, error) {
+func (noPlanner) SharedPlan(context.Context, api.PlanDataset, []api.SharedPlanJob, int64) (any, error) {
 	return nil, errNoPlanner
 }
 
-func (noPlanner) MixPlan(context.Context, []*chunkindex.Index, api.Job, api.PlanOptions) (any, error) {
+func (noPlanner) MixPlan(context.Context, []api.PlanDataset, api.Job, api.PlanOptions) (any, error) {
 	return nil, errNoPlanner
 }
 
-func (noPlanner) Resize(context.Context, *chunkindex.Index, api.Job, api.PlanOptions, *gcluster.Membership) (any, error) {
+func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptions, *gcluster.Membership) (any, error) {
 	return nil, errNoPlanner
 }
 
@@ -124,7 +148,10 @@ func (noPlanner) Resize(context.Context, *chunkindex.Index, api.Job, api.PlanOpt
 // disk_cache_size=D (default: the gateway's --disk-cache-size; 0: none) the
 // plan adds a disk tier of D bytes below the cache (each node's): the
 // store and disk reads per policy. With mix=… it plans the mixture, each
-// component the current version of the dataset it names.
+// component the current version of the dataset it names. With columns=…
+// (a dataset served in place) it plans the view of those fields the job
+// reads, as the job's batches read it (jobs.data): its chunks' resident
+// bounds in the cache, their store extents from the store.
 func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	base := a.jobs.defaults
@@ -157,21 +184,30 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(q.Job.Mix) > 0 {
-		ixs := make([]*chunkindex.Index, len(q.Job.Mix))
+		ds := make([]*catalog.Dataset, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {
-			ds, err := a.jobs.version(api.Job{Dataset: c.Dataset})
+			var err error
+			if ds[i], err = a.jobs.version(api.Job{Dataset: c.Dataset}); err == nil {
+				ds[i], err = ds[i].Select(q.Job.Columns)
+			}
 			if err != nil {
 				writeError(ctx, w, err)
 				return
 			}
-			ixs[i] = ds.Index
 		}
 		a.write(ctx, w, func(ctx context.Context) (any, error) {
-			return a.planner.MixPlan(ctx, ixs, q.Job, q.Plan)
+			data := make([]api.PlanDataset, len(ds))
+			for i := range ds {
+				data[i] = planData(ds[i])
+			}
+			return a.planner.MixPlan(ctx, data, q.Job, q.Plan)
 		})
 		return
 	}
 	ds, err := a.jobs.version(q.Job)
+	if err == nil {
+		ds, err = ds.Select(q.Job.Columns)
+	}
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -179,7 +215,7 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	if q.Plan.NodesAfter > 0 {
 		from := a.members(ctx) // nil on a single gateway: from nodes= planned ones
 		a.write(ctx, w, func(ctx context.Context) (any, error) {
-			return a.planner.Resize(ctx, ds.Index, q.Job, q.Plan, from)
+			return a.planner.Resize(ctx, planData(ds), q.Job, q.Plan, from)
 		})
 		return
 	}
@@ -194,7 +230,7 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		if err := withCosts(ctx); err != nil {
 			return nil, err
 		}
-		return a.planner.Plan(ctx, ds.Index, q.Job, q.Plan, snap)
+		return a.planner.Plan(ctx, planData(ds), q.Job, q.Plan, snap)
 	})
 }
 

@@ -37,7 +37,7 @@ func (a *planAPI) handleSharedPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.write(ctx, w, func(ctx context.Context) (any, error) {
-		return a.planner.SharedPlan(ctx, ds.Index, req.Jobs, req.CacheSize)
+		return a.planner.SharedPlan(ctx, planData(ds), req.Jobs, req.CacheSize)
 	})
 }
 

@@ -36,7 +36,7 @@ func simulateImportance(trace []Access, sizes []int64, weights []float64, cacheB
 		}
 	}
 	// Without a meter nothing stops a run.
-	r, _ := newSimulator(trace, sizes, nil).runAware(max(cacheBytes, 0), 0, weights)
+	r, _ := newSimulator(trace, sizes, nil, nil).runAware(max(cacheBytes, 0), 0, weights)
 	return r
 }
 

@@ -72,7 +72,12 @@ type ClusterPlan struct {
 	// NodeDiskCacheBytes is each node's disk tier below its cache, absent
 	// (0) for none.
 	NodeDiskCacheBytes int64 `json:"node_disk_cache_bytes,omitempty"`
-	DatasetBytes       int64 `json:"dataset_bytes"`
+	// DatasetBytes and DatasetStoreBytes are the dataset's bytes in the
+	// caches and in the store, as in Plan: the store bytes below are
+	// store sizes, the owned bytes and the bytes ranks receive cache
+	// sizes.
+	DatasetBytes      int64 `json:"dataset_bytes"`
+	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
 	// EpochBytes is what the ranks receive in an epoch, as in Plan.
 	EpochBytes int64 `json:"epoch_bytes"`
 	// MinOwnedBytes and MaxOwnedBytes are the bytes of the chunks the
@@ -169,13 +174,9 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	order := func(e int) (importance.Order, error) {
 		return importance.NewOrder(s.spec(e, s.j.Window))
 	}
-	var read int64
-	for _, size := range in.Dataset.ChunkSizes {
-		read += size
-	}
 	return clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return s.walkOrder(m, order, visit)
-	}, float64(read))
+	}, float64(sum(in.Dataset.ChunkSizes)))
 }
 
 // admitCluster checks a cluster prediction's walk against m's budget up
@@ -240,18 +241,20 @@ func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(vi
 	}
 	p.MinOwnedBytes = math.MaxInt64
 	for k := range l.nodes {
-		var owned int64
-		for _, size := range l.sizes[k] {
-			owned += size
-		}
+		owned := sum(l.sizes[k])
 		p.DatasetBytes += owned
 		p.MinOwnedBytes = min(p.MinOwnedBytes, owned)
 		p.MaxOwnedBytes = max(p.MaxOwnedBytes, owned)
 	}
+	p.DatasetStoreBytes = s.d.storeBytes()
 	p.EpochBytes = int64(math.Round(read * float64(s.servedSamples()) / float64(s.n)))
 
 	for k := range l.nodes {
-		res, err := newSimulator(w.traces[k], l.sizes[k], m).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
+		var store []int64 // nil: the sizes
+		if l.store != nil {
+			store = l.store[k]
+		}
+		res, err := newSimulator(w.traces[k], l.sizes[k], store, m).runTiers(in.NodeCacheBytes, in.NodeDiskCacheBytes, Belady)
 		if err != nil {
 			return nil, err
 		}
@@ -268,12 +271,15 @@ func clusterPlan(m *meter, in ClusterInput, s *schedule, l *layout, walk func(vi
 }
 
 // layout is which node owns each chunk, and each node's chunks numbered
-// densely so that a node's simulation is sized by what it owns.
+// densely so that a node's simulation is sized by what it owns: their
+// sizes in the cache and, for a dataset with store sizes, in the store
+// (store nil otherwise).
 type layout struct {
 	nodes int
 	owner []int   // owner[c]: the node owning chunk c
 	local []int32 // local[c]: chunk c's number among its owner's chunks
 	sizes [][]int64
+	store [][]int64
 }
 
 func newLayout(d Dataset, key uint64, ids []uint64) *layout {
@@ -301,9 +307,15 @@ func owners(d Dataset, key uint64, ids []uint64) []int {
 // layoutOf is the layout of d's chunks owned by owner.
 func layoutOf(d Dataset, owner []int, nodes int) *layout {
 	l := &layout{nodes: nodes, owner: owner, local: make([]int32, len(d.Counts)), sizes: make([][]int64, nodes)}
+	if d.StoreSizes != nil {
+		l.store = make([][]int64, nodes)
+	}
 	for c, k := range l.owner {
 		l.local[c] = int32(len(l.sizes[k]))
 		l.sizes[k] = append(l.sizes[k], d.ChunkSizes[c])
+		if l.store != nil {
+			l.store[k] = append(l.store[k], d.StoreSizes[c])
+		}
 	}
 	return l
 }

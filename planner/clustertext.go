@@ -16,7 +16,7 @@ import (
 func (p *ClusterPlan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch, p.Mix)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, p.BatchesPerEpoch, p.Mix)
 	fmt.Fprintf(&b, "Cluster   %s, rank r on node ⌊r·%d/%d⌋; a node owns %s to %s\n",
 		plural(p.Nodes, "node"), p.Nodes, j.World, formatBytes(p.MinOwnedBytes), formatBytes(p.MaxOwnedBytes))
 	fmt.Fprintf(&b, "Cache     %s per node, %s in all (%s of the dataset)\n",
@@ -42,7 +42,7 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 			diskCells = fmt.Sprintf("%s\t%s\t", formatBytes(e.DiskBytes), percentOf(e.DiskBytes, p.DatasetBytes))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s%s\t%s\t%s\t%s\t%s\t\n", e.Epoch,
-			formatBytes(e.StoreBytes), percentOf(e.StoreBytes, p.DatasetBytes), diskCells,
+			formatBytes(e.StoreBytes), percentOf(e.StoreBytes, p.storeBytes()), diskCells,
 			formatBytes(e.MaxNodeStoreBytes), formatBytes(e.DeliveredBytes),
 			share(e.CrossNodeBytes, e.DeliveredBytes), share(e.CrossNodeBytesPlain, e.DeliveredBytes),
 			share(e.BalancingBytes, e.DeliveredBytes))
@@ -55,8 +55,8 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "store reads, cold epoch\t%s of the dataset\n", percent(cold))
 	fmt.Fprintf(tw, "store reads, warm epochs (mean)\t%s of the dataset\n", percent(warm))
 	if disk {
-		fmt.Fprintf(tw, "disk reads, cold epoch\t%s of the dataset\n", percent(p.coldFraction(diskBytes)))
-		fmt.Fprintf(tw, "disk reads, warm epochs (mean)\t%s of the dataset\n", percent(p.warmFraction(diskBytes)))
+		fmt.Fprintf(tw, "disk reads, cold epoch\t%s of the dataset\n", percent(p.coldFraction(diskOf, p.DatasetBytes)))
+		fmt.Fprintf(tw, "disk reads, warm epochs (mean)\t%s of the dataset\n", percent(p.warmFraction(diskOf, p.DatasetBytes)))
 	}
 	fmt.Fprintf(tw, "cross-node, locality (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(true)))
 	fmt.Fprintf(tw, "cross-node, plain cut (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(false)))
@@ -79,35 +79,46 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	return err
 }
 
-// ColdStoreFraction is the first epoch's store bytes over the dataset's.
-func (p *ClusterPlan) ColdStoreFraction() float64 { return p.coldFraction(storeBytes) }
+// ColdStoreFraction is the first epoch's store bytes over the dataset's
+// (its bytes in the store).
+func (p *ClusterPlan) ColdStoreFraction() float64 { return p.coldFraction(storeOf, p.storeBytes()) }
 
 // WarmStoreFraction is the mean over the epochs after the first of their
-// store bytes over the dataset's.
-func (p *ClusterPlan) WarmStoreFraction() float64 { return p.warmFraction(storeBytes) }
+// store bytes over the dataset's (its bytes in the store).
+func (p *ClusterPlan) WarmStoreFraction() float64 { return p.warmFraction(storeOf, p.storeBytes()) }
 
-func storeBytes(e ClusterEpoch) int64 { return e.StoreBytes }
-func diskBytes(e ClusterEpoch) int64  { return e.DiskBytes }
+func storeOf(e ClusterEpoch) int64 { return e.StoreBytes }
+func diskOf(e ClusterEpoch) int64  { return e.DiskBytes }
 
-// coldFraction is the first epoch's bytes (by bytes) over the dataset's.
-func (p *ClusterPlan) coldFraction(bytes func(ClusterEpoch) int64) float64 {
-	if len(p.Epochs) == 0 || p.DatasetBytes == 0 {
+// storeBytes is the dataset's bytes in the store: DatasetStoreBytes, or
+// DatasetBytes for a dataset without store sizes.
+func (p *ClusterPlan) storeBytes() int64 {
+	if p.DatasetStoreBytes == 0 {
+		return p.DatasetBytes
+	}
+	return p.DatasetStoreBytes
+}
+
+// coldFraction is the first epoch's bytes (by bytes) over whole, the
+// dataset's.
+func (p *ClusterPlan) coldFraction(bytes func(ClusterEpoch) int64, whole int64) float64 {
+	if len(p.Epochs) == 0 || whole == 0 {
 		return 0
 	}
-	return float64(bytes(p.Epochs[0])) / float64(p.DatasetBytes)
+	return float64(bytes(p.Epochs[0])) / float64(whole)
 }
 
 // warmFraction is the mean over the epochs after the first of their bytes
-// (by bytes) over the dataset's.
-func (p *ClusterPlan) warmFraction(bytes func(ClusterEpoch) int64) float64 {
-	if len(p.Epochs) < 2 || p.DatasetBytes == 0 {
+// (by bytes) over whole, the dataset's.
+func (p *ClusterPlan) warmFraction(bytes func(ClusterEpoch) int64, whole int64) float64 {
+	if len(p.Epochs) < 2 || whole == 0 {
 		return 0
 	}
 	var sum int64
 	for _, e := range p.Epochs[1:] {
 		sum += bytes(e)
 	}
-	return float64(sum) / float64(len(p.Epochs)-1) / float64(p.DatasetBytes)
+	return float64(sum) / float64(len(p.Epochs)-1) / float64(whole)
 }
 
 // CrossNodeFraction is the bytes that cross nodes over the bytes

@@ -152,7 +152,7 @@ func TestSimulateTiersHandTraces(t *testing.T) {
 			}
 			var r Result
 			if tt.policy == ImportanceAware {
-				r, _ = newSimulator(trace, tt.sizes, nil).runAware(tt.ram, tt.disk, tt.weights)
+				r, _ = newSimulator(trace, tt.sizes, nil, nil).runAware(tt.ram, tt.disk, tt.weights)
 			} else {
 				r = simulateTiers(trace, tt.sizes, tt.ram, tt.disk, tt.policy)
 			}
@@ -235,7 +235,7 @@ func TestDiskHoldingTheDatasetReadsTheStoreOnce(t *testing.T) {
 					t.Run(fmt.Sprintf("job %d ram %d disk %d %v", ji, ram, disk, p), func(t *testing.T) {
 						var r Result
 						if p == ImportanceAware {
-							r, _ = newSimulator(trace, in.Dataset.ChunkSizes, nil).runAware(ram, disk, weights)
+							r, _ = newSimulator(trace, in.Dataset.ChunkSizes, in.Dataset.StoreSizes, nil).runAware(ram, disk, weights)
 						} else {
 							r = simulateTiers(trace, in.Dataset.ChunkSizes, ram, disk, p)
 						}
@@ -322,7 +322,7 @@ func TestMakePlanDisk(t *testing.T) {
 		got *TierResult
 		p   Policy
 	}{{&p.Disk.LRU, LRU}, {&p.Disk.Optimal, Belady}} {
-		want := tierResult(simulateTiers(trace, in.Dataset.ChunkSizes, in.CacheBytes, in.DiskCacheBytes, tt.p), p.DatasetBytes)
+		want := tierResult(simulateTiers(trace, in.Dataset.ChunkSizes, in.CacheBytes, in.DiskCacheBytes, tt.p), p.DatasetBytes, p.DatasetBytes)
 		if !reflect.DeepEqual(*tt.got, want) || tt.got.Policy != tt.p {
 			t.Errorf("%v: %+v, want %+v", tt.p, *tt.got, want)
 		}

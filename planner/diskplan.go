@@ -22,8 +22,10 @@ type DiskPlan struct {
 // TierResult is what a cache and the disk below it read under one policy:
 // the bytes of the cache's misses read from the store and from the disk,
 // per epoch (ascending) and in total. A fraction is the bytes over the
-// dataset's; the totals' are over one dataset too, so three epochs that
-// each read the whole dataset from the store have a StoreFraction of 3.
+// dataset's — store bytes over its bytes in the store, disk bytes over
+// its bytes in the cache (which the disk holds), the same for tar chunks
+// — and the totals' are over one dataset too, so three epochs that each
+// read the whole dataset from the store have a StoreFraction of 3.
 type TierResult struct {
 	Policy        Policy      `json:"policy"`
 	Epochs        []TierEpoch `json:"epochs"`
@@ -44,16 +46,16 @@ type TierEpoch struct {
 
 // newDiskPlan simulates a disk of diskBytes under each of policies with
 // run (a simulation of the plan's trace and cache with that disk), and
-// reports it against a dataset of datasetBytes. An error of run (the
-// plan's meter's) ends it.
-func newDiskPlan(diskBytes, datasetBytes int64, run func(Policy) (Result, error), policies ...Policy) (*DiskPlan, error) {
+// reports it against a dataset of datasetBytes in the cache and storeBytes
+// in the store. An error of run (the plan's meter's) ends it.
+func newDiskPlan(diskBytes, datasetBytes, storeBytes int64, run func(Policy) (Result, error), policies ...Policy) (*DiskPlan, error) {
 	dp := &DiskPlan{DiskCacheBytes: diskBytes}
 	for _, p := range policies {
 		r, err := run(p)
 		if err != nil {
 			return nil, err
 		}
-		tr := tierResult(r, datasetBytes)
+		tr := tierResult(r, datasetBytes, storeBytes)
 		switch p {
 		case LRU:
 			dp.LRU = tr
@@ -66,37 +68,39 @@ func newDiskPlan(diskBytes, datasetBytes int64, run func(Policy) (Result, error)
 	return dp, nil
 }
 
-// tierResult is r, a simulation with a disk tier, in store and disk bytes.
-func tierResult(r Result, datasetBytes int64) TierResult {
-	of := func(n int64) float64 {
-		if datasetBytes == 0 {
+// tierResult is r, a simulation with a disk tier, in store and disk bytes,
+// over a dataset of datasetBytes in the cache and storeBytes in the store.
+func tierResult(r Result, datasetBytes, storeBytes int64) TierResult {
+	of := func(n, whole int64) float64 {
+		if whole == 0 {
 			return 0
 		}
-		return float64(n) / float64(datasetBytes)
+		return float64(n) / float64(whole)
 	}
 	tr := TierResult{
 		Policy:        r.Policy,
 		Epochs:        make([]TierEpoch, len(r.Epochs)),
 		StoreBytes:    r.BackendBytes,
-		StoreFraction: of(r.BackendBytes),
+		StoreFraction: of(r.BackendBytes, storeBytes),
 		DiskBytes:     r.DiskBytes,
-		DiskFraction:  of(r.DiskBytes),
+		DiskFraction:  of(r.DiskBytes, datasetBytes),
 	}
 	for i, e := range r.Epochs {
 		tr.Epochs[i] = TierEpoch{
 			Epoch:         e.Epoch,
 			StoreBytes:    e.BackendBytes,
-			StoreFraction: of(e.BackendBytes),
+			StoreFraction: of(e.BackendBytes, storeBytes),
 			DiskBytes:     e.DiskBytes,
-			DiskFraction:  of(e.DiskBytes),
+			DiskFraction:  of(e.DiskBytes, datasetBytes),
 		}
 	}
 	return tr
 }
 
 // writeText writes the disk tier's table: per epoch, each policy's store
-// and disk reads with their share of the dataset.
-func (dp *DiskPlan) writeText(b *bytes.Buffer, datasetBytes int64) {
+// and disk reads with their share of the dataset (of its datasetBytes in
+// the cache and storeBytes in the store).
+func (dp *DiskPlan) writeText(b *bytes.Buffer, datasetBytes, storeBytes int64) {
 	type column struct {
 		name string
 		r    *TierResult
@@ -110,7 +114,7 @@ func (dp *DiskPlan) writeText(b *bytes.Buffer, datasetBytes int64) {
 	fmt.Fprintf(b, "\nDisk tier  %s below the cache: a miss reads the disk if it holds the chunk, else the store,\n", formatBytes(dp.DiskCacheBytes))
 	b.WriteString("           and a chunk read from the store is offered to the disk\n\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	share := func(n int64) string { return fmt.Sprintf("%s (%s)", formatBytes(n), percentOf(n, datasetBytes)) }
+	share := func(n, whole int64) string { return fmt.Sprintf("%s (%s)", formatBytes(n), percentOf(n, whole)) }
 	tw.Write([]byte("epoch\t"))
 	for _, c := range cols {
 		fmt.Fprintf(tw, "%s store\t%s disk\t", c.name, c.name)
@@ -123,13 +127,13 @@ func (dp *DiskPlan) writeText(b *bytes.Buffer, datasetBytes int64) {
 			if i < len(c.r.Epochs) {
 				ce = c.r.Epochs[i]
 			}
-			fmt.Fprintf(tw, "%s\t%s\t", share(ce.StoreBytes), share(ce.DiskBytes))
+			fmt.Fprintf(tw, "%s\t%s\t", share(ce.StoreBytes, storeBytes), share(ce.DiskBytes, datasetBytes))
 		}
 		tw.Write([]byte("\n"))
 	}
 	tw.Write([]byte("total\t"))
 	for _, c := range cols {
-		fmt.Fprintf(tw, "%s\t%s\t", share(c.r.StoreBytes), share(c.r.DiskBytes))
+		fmt.Fprintf(tw, "%s\t%s\t", share(c.r.StoreBytes, storeBytes), share(c.r.DiskBytes, datasetBytes))
 	}
 	tw.Write([]byte("\n"))
 	tw.Flush()

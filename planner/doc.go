@@ -81,6 +81,18 @@
 // gateway, and per component its accesses, hits and backend bytes
 // (Result.Components).
 //
+// # Datasets served in place
+//
+// A chunk of a dataset served in place (package format) is loaded by its
+// store extent — the ranges of its object the fields read need — and held
+// decoded, at its resident bound with those fields. Dataset.StoreSizes
+// gives the former beside ChunkSizes, the latter: the simulation and
+// every figure of room (cache, disk, working set, owned shares) count
+// resident bytes, every figure of bytes from the store counts store
+// extents (DatasetInPlace builds both from a format's decoder; the
+// gateway describes the data a job reads, a columns= view included, as
+// an api.PlanDataset).
+//
 // # The gateway's rules, called, not copied
 //
 // A plan is exact only while it replays the gateway's rules, so it calls

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/evict"
@@ -17,11 +16,14 @@ import (
 
 // ForGateway is the planner as the gateway uses it, through an interface of
 // the gateway's that speaks only in types of the packages below both
-// (chunkindex, importance, api). The gateway therefore does not link the
-// planner; `brand serve` passes ForGateway{} in its configuration.
+// (api, importance, cluster). The gateway therefore does not link the
+// planner; `brand serve` passes ForGateway{} in its configuration. The
+// gateway describes the data a job reads as an api.PlanDataset: the
+// dataset's index, or the view a job naming columns= reads, with each
+// chunk's bytes in the cache and in the store.
 type ForGateway struct{}
 
-// Plan answers GET /plan: MakePlan for job over the dataset ix indexes, a
+// Plan answers GET /plan: MakePlan for job over the data d describes, a
 // *Plan, with its importance figures when snap (the snapshot
 // job.Importance names, which the gateway loaded) is not nil; or with
 // o.Nodes set, MakeClusterPlan for that many nodes each with a cache of
@@ -34,21 +36,21 @@ type ForGateway struct{}
 // pipeline's questions too (PlanTransform): the cores a node needs for
 // o.ImagesPerSec, and, for one gateway, whether caching decoded images
 // would pay.
-func (ForGateway) Plan(ctx context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
-	return planJob(ctx, DatasetOf(ix), cluster.IndexKey(ix.ID()), job, o, snap, gatewayBudget())
+func (ForGateway) Plan(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
+	return planJob(ctx, datasetOfPlan(d), cluster.IndexKey(d.ID), job, o, snap, gatewayBudget())
 }
 
 // Resize answers GET /plan?nodes_after=N: MakeResizePlan for job over the
-// dataset ix indexes, from membership from (the gateway's agreed one; nil:
+// data d describes, from membership from (the gateway's agreed one; nil:
 // o.Nodes planned nodes, at least one) to o.NodesAfter nodes
 // (ResizedMembers), with each node's cache o.CacheBytes, the job at the
 // start of o.FirstEpoch and the hand-over's o.PrefetchWindows, a
 // *ResizePlan.
-func (ForGateway) Resize(_ context.Context, ix *chunkindex.Index, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
+func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
 	if from == nil {
 		from = PlannedMembers(max(o.Nodes, 1))
 	}
-	return MakeResizePlan(ResizeInput{Dataset: DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID()),
+	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: cluster.IndexKey(d.ID),
 		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
 		Ahead: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
@@ -112,18 +114,18 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 const MaxGatewayMixSamples = 1 << 24
 
 // MixPlan answers GET /plan?mix=: Plan for job over the mixture job.Mix,
-// ixs[i] indexing the dataset of its component i, each component's chunks
+// ds[i] describing the data of its component i, each component's chunks
 // owned by its own index's key in a cluster (o.Nodes set), a *Plan or a
 // *ClusterPlan with its Mix. A mixture has no importance mode, and its
 // epoch (job.MixSamples) is at most the larger of the components' samples
 // summed and MaxGatewayMixSamples.
-func (ForGateway) MixPlan(ctx context.Context, ixs []*chunkindex.Index, job api.Job, o api.PlanOptions) (any, error) {
-	if len(ixs) != len(job.Mix) {
-		return nil, fmt.Errorf("%w: %d indexes for a mixture of %d datasets", ErrInvalid, len(ixs), len(job.Mix))
+func (ForGateway) MixPlan(ctx context.Context, pds []api.PlanDataset, job api.Job, o api.PlanOptions) (any, error) {
+	if len(pds) != len(job.Mix) {
+		return nil, fmt.Errorf("%w: %d datasets for a mixture of %d", ErrInvalid, len(pds), len(job.Mix))
 	}
-	ds, keys := make([]Dataset, len(ixs)), make([]uint64, len(ixs))
-	for i, ix := range ixs {
-		ds[i], keys[i] = DatasetOf(ix), cluster.IndexKey(ix.ID())
+	ds, keys := make([]Dataset, len(pds)), make([]uint64, len(pds))
+	for i, pd := range pds {
+		ds[i], keys[i] = datasetOfPlan(pd), cluster.IndexKey(pd.ID)
 	}
 	return planMix(ctx, ds, keys, job, o, gatewayBudget())
 }
@@ -173,10 +175,10 @@ func planMix(ctx context.Context, ds []Dataset, keys []uint64, job api.Job, o ap
 }
 
 // SharedPlan answers POST /plan: MakeSharedPlan for jobs (every field
-// given: the gateway filled its defaults) reading the dataset ix indexes
+// given: the gateway filled its defaults) reading the data d describes
 // through one cache of cacheBytes, a *SharedPlan.
-func (ForGateway) SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []api.SharedPlanJob, cacheBytes int64) (any, error) {
-	in := SharedInput{Dataset: DatasetOf(ix), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs)), Budget: gatewayBudget()}
+func (ForGateway) SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.SharedPlanJob, cacheBytes int64) (any, error) {
+	in := SharedInput{Dataset: datasetOfPlan(d), CacheBytes: cacheBytes, Jobs: make([]SharedJob, len(jobs)), Budget: gatewayBudget()}
 	for i, j := range jobs {
 		in.Jobs[i] = SharedJob{
 			Job: Job{
@@ -194,9 +196,9 @@ func (ForGateway) SharedPlan(ctx context.Context, ix *chunkindex.Index, jobs []a
 
 // OptimalHitRatios simulates the optimal policy (Belady) with a cache of
 // capacity bytes on a demand trace given batch by batch — each batch's job
-// and epoch and its distinct chunks (IDs into sizes) in first-use order,
-// in the order the batches were served, every job's merged — and returns
-// each job's epochs' hit ratios.
+// and epoch and its distinct chunks (IDs into sizes, their bytes in the
+// cache) in first-use order, in the order the batches were served, every
+// job's merged — and returns each job's epochs' hit ratios.
 func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity int64, batches iter.Seq2[evict.JobEpoch, []int32]) (map[evict.JobEpoch]float64, error) {
 	var trace []Access
 	jobs := map[int]uint16{} // the gateway's job IDs, numbered densely for the trace

@@ -34,7 +34,8 @@ type ImportancePlan struct {
 	// (those with draws).
 	ChunksRead []int `json:"chunks_read"`
 	// ReadBytes is, per simulated epoch, the bytes of those chunks: what
-	// the epoch reads with no cache hit at all but one read per chunk.
+	// the epoch reads from the store with no cache hit at all but one read
+	// per chunk (their store sizes).
 	ReadBytes []int64 `json:"read_bytes"`
 
 	LRU     Result `json:"lru"`
@@ -70,6 +71,7 @@ func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskByte
 		Hot:           imp.Hot,
 	}
 	var weights []float64
+	stores := s.d.stores()
 	order := func(e int) (importance.Order, error) {
 		spec := s.spec(e, s.j.Window)
 		spec.Snapshot, spec.Hot = imp.Snapshot, imp.Hot
@@ -80,7 +82,7 @@ func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskByte
 		ep := o.(*importance.Epoch) // a snapshot chooses the importance order
 		var bytes int64
 		for _, c := range ep.ChunkOrder() {
-			bytes += s.d.ChunkSizes[c]
+			bytes += stores[c]
 		}
 		p.ChunksRead = append(p.ChunksRead, ep.NumRead())
 		p.ReadBytes = append(p.ReadBytes, bytes)
@@ -99,7 +101,7 @@ func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskByte
 	if err != nil {
 		return nil, err
 	}
-	sim := newSimulator(trace, s.d.ChunkSizes, m)
+	sim := newSimulator(trace, s.d.ChunkSizes, s.d.StoreSizes, m)
 	if p.LRU, err = sim.run(cacheBytes, LRU); err != nil {
 		return nil, err
 	}
@@ -110,17 +112,13 @@ func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskByte
 		return nil, err
 	}
 	if diskBytes > 0 {
-		var datasetBytes int64
-		for _, size := range s.d.ChunkSizes {
-			datasetBytes += size
-		}
 		run := func(pol Policy) (Result, error) {
 			if pol == ImportanceAware {
 				return sim.runAware(cacheBytes, diskBytes, weights)
 			}
 			return sim.runTiers(cacheBytes, diskBytes, pol)
 		}
-		if p.Disk, err = newDiskPlan(diskBytes, datasetBytes, run, LRU, ImportanceAware, Belady); err != nil {
+		if p.Disk, err = newDiskPlan(diskBytes, sum(s.d.ChunkSizes), sum(stores), run, LRU, ImportanceAware, Belady); err != nil {
 			return nil, err
 		}
 	}

@@ -9,7 +9,7 @@ import (
 // writeText writes the importance-mode section of a plan's report: which
 // snapshot, and per epoch the chunks read and the three policies' hit
 // ratios and backend bytes, laid out as the uniform table above it.
-func (ip *ImportancePlan) writeText(b *bytes.Buffer, datasetBytes int64) {
+func (ip *ImportancePlan) writeText(b *bytes.Buffer, datasetBytes, storeBytes int64) {
 	fmt.Fprintf(b, "\nImportance  snapshot %s of job %s (losses of epoch %d), hot %s\n",
 		ip.Version, ip.Job, ip.SnapshotEpoch, plural(ip.Hot, "chunk"))
 	b.WriteString("            every epoch drawn from it: a job seals a new one each epoch, which no plan can know\n\n")
@@ -39,6 +39,6 @@ func (ip *ImportancePlan) writeText(b *bytes.Buffer, datasetBytes int64) {
 	tw.Flush()
 	b.WriteString("aware: the gateway's importance-aware eviction; optimal: Belady, knowing the epochs to come\n")
 	if ip.Disk != nil {
-		ip.Disk.writeText(b, datasetBytes)
+		ip.Disk.writeText(b, datasetBytes, storeBytes)
 	}
 }

@@ -60,6 +60,9 @@ type MixComponentPlan struct {
 	Chunks       int   `json:"chunks"`
 	Samples      int   `json:"samples"` // in one pass of its dataset
 	DatasetBytes int64 `json:"dataset_bytes"`
+	// DatasetStoreBytes is its bytes in the store, for a dataset with
+	// store sizes (Dataset.StoreSizes); absent (0) otherwise.
+	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
 	// EpochSamples is how many of its samples each mixture epoch reads.
 	EpochSamples int `json:"epoch_samples"`
 	// FirstPass and LastPass are the passes (epochs of its dataset) the
@@ -128,6 +131,10 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 	ms := &mixSchedule{j: j, mix: m, first: make([]int, k+1), pass0: make([]uint64, k)}
 	weights, sizes := make([]uint64, k), make([]int, k)
 	var merged Dataset
+	stored := false // some component has store sizes: the merge has them too
+	for _, c := range m.Components {
+		stored = stored || c.Dataset.StoreSizes != nil
+	}
 	for i, c := range m.Components {
 		if c.Name == "" {
 			return nil, fmt.Errorf("%w: mixture component %d has no name", ErrInvalid, i)
@@ -143,6 +150,9 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 		ms.first[i+1] = ms.first[i] + len(c.Dataset.Counts)
 		merged.ChunkSizes = append(merged.ChunkSizes, c.Dataset.ChunkSizes...)
 		merged.Counts = append(merged.Counts, c.Dataset.Counts...)
+		if stored {
+			merged.StoreSizes = append(merged.StoreSizes, c.Dataset.stores()...)
+		}
 		weights[i], sizes[i] = c.Weight, s.n
 	}
 	block := m.Block
@@ -441,10 +451,6 @@ func (ms *mixSchedule) report() *MixPlan {
 	end := uint64(ms.j.FirstEpoch + ms.j.Epochs)
 	for i, c := range ms.mix.Components {
 		s := ms.comps[i]
-		var bytes int64
-		for _, size := range s.d.ChunkSizes {
-			bytes += size
-		}
 		per := ms.order.EpochSamples(i)
 		last := ms.pass0[i]
 		if per > 0 {
@@ -453,15 +459,16 @@ func (ms *mixSchedule) report() *MixPlan {
 			last, _, _ = streamPos(end-1, per, per-1, s.n)
 		}
 		mp.Components = append(mp.Components, MixComponentPlan{
-			Name:         c.Name,
-			Weight:       ms.order.Weights()[i],
-			FirstChunk:   ms.first[i],
-			Chunks:       len(s.d.Counts),
-			Samples:      s.n,
-			DatasetBytes: bytes,
-			EpochSamples: per,
-			FirstPass:    ms.pass0[i],
-			LastPass:     last,
+			Name:              c.Name,
+			Weight:            ms.order.Weights()[i],
+			FirstChunk:        ms.first[i],
+			Chunks:            len(s.d.Counts),
+			Samples:           s.n,
+			DatasetBytes:      sum(s.d.ChunkSizes),
+			DatasetStoreBytes: s.d.storeBytes(),
+			EpochSamples:      per,
+			FirstPass:         ms.pass0[i],
+			LastPass:          last,
 		})
 	}
 	return mp
@@ -470,15 +477,16 @@ func (ms *mixSchedule) report() *MixPlan {
 // readBytes is the bytes an epoch of the mixture reads, before drop_last:
 // each component's bytes in proportion to the samples of it an epoch
 // reads. For one component whose passes are the epochs it is the
-// dataset's bytes exactly, as in a plan of the dataset alone.
-func (ms *mixSchedule) readBytes() float64 {
+// dataset's bytes exactly, as in a plan of the dataset alone. With store,
+// the same of the components' bytes in the store.
+func (ms *mixSchedule) readBytes(store bool) float64 {
 	var read float64
 	for i, s := range ms.comps {
-		var bytes int64
-		for _, size := range s.d.ChunkSizes {
-			bytes += size
+		sizes := s.d.ChunkSizes
+		if store {
+			sizes = s.d.stores()
 		}
-		read += float64(bytes) * (float64(ms.order.EpochSamples(i)) / float64(s.n))
+		read += float64(sum(sizes)) * (float64(ms.order.EpochSamples(i)) / float64(s.n))
 	}
 	return read
 }
@@ -542,10 +550,6 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 		}
 	}
 
-	var datasetBytes int64
-	for _, size := range s.d.ChunkSizes {
-		datasetBytes += size
-	}
 	p := &Plan{
 		Job:                in.Job,
 		Mix:                ms.report(),
@@ -553,17 +557,21 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 		Samples:            s.n,
 		BatchesPerEpoch:    nb,
 		CacheBytes:         in.CacheBytes,
-		DatasetBytes:       datasetBytes,
-		EpochBytes:         int64(math.Round(ms.readBytes() * float64(s.servedSamples()) / float64(s.n))),
+		DatasetBytes:       sum(s.d.ChunkSizes),
+		DatasetStoreBytes:  s.d.storeBytes(),
+		EpochBytes:         int64(math.Round(ms.readBytes(false) * float64(s.servedSamples()) / float64(s.n))),
 		BackendBytesPerSec: in.BackendBytesPerSec,
 		ConsumeBytesPerSec: in.ConsumeBytesPerSec,
 		PrefetchWindows:    prefetch,
 		WorkingSetBytes:    ws.most,
 		Quality:            quality.quality(),
 		FullShuffle:        full.quality(),
-		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
 	}
-	sim := newSimulator(trace, s.d.ChunkSizes, m)
+	if s.d.StoreSizes != nil {
+		p.EpochStoreBytes = int64(math.Round(ms.readBytes(true) * float64(s.servedSamples()) / float64(s.n)))
+	}
+	p.ColdEpochStalls = p.coldStalls()
+	sim := newSimulator(trace, s.d.ChunkSizes, s.d.StoreSizes, m)
 	sim.byComponent(ms.first)
 	if err := p.simulate(m, in, sim, s.d); err != nil {
 		return nil, err
@@ -603,7 +611,7 @@ func makeMixClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 	}
 	p, err := clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
 		return ms.walk(m, order, visit, nil)
-	}, ms.readBytes())
+	}, ms.readBytes(false))
 	if err != nil {
 		return nil, err
 	}

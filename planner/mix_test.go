@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -687,7 +686,7 @@ func TestForGatewayMixPlan(t *testing.T) {
 	want := &Mix{Block: 16, Samples: 200, Components: []MixComponent{
 		{Name: "web", Weight: 7, Dataset: DatasetOf(web), IndexKey: cluster.IndexKey(web.ID())},
 		{Name: "code", Weight: 3, Dataset: DatasetOf(code), IndexKey: cluster.IndexKey(code.ID())}}}
-	got, err := ForGateway{}.MixPlan(context.Background(), []*chunkindex.Index{web, code}, job, o)
+	got, err := ForGateway{}.MixPlan(context.Background(), []api.PlanDataset{planDataOf(web), planDataOf(code)}, job, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +695,7 @@ func TestForGatewayMixPlan(t *testing.T) {
 		t.Errorf("single gateway: %+v, want %+v", got, wantPlan)
 	}
 	o.Nodes = 2
-	got, err = ForGateway{}.MixPlan(context.Background(), []*chunkindex.Index{web, code}, job, o)
+	got, err = ForGateway{}.MixPlan(context.Background(), []api.PlanDataset{planDataOf(web), planDataOf(code)}, job, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,11 +703,11 @@ func TestForGatewayMixPlan(t *testing.T) {
 	if !reflect.DeepEqual(got, wantCl) {
 		t.Errorf("two nodes: %+v, want %+v", got, wantCl)
 	}
-	if _, err := (ForGateway{}).MixPlan(context.Background(), []*chunkindex.Index{web}, job, o); !errors.Is(err, ErrInvalid) {
+	if _, err := (ForGateway{}).MixPlan(context.Background(), []api.PlanDataset{planDataOf(web)}, job, o); !errors.Is(err, ErrInvalid) {
 		t.Errorf("one index for two components: %v, want ErrInvalid", err)
 	}
 	job.MixSamples = MaxGatewayMixSamples + 1
-	if _, err := (ForGateway{}).MixPlan(context.Background(), []*chunkindex.Index{web, code}, job, o); !errors.Is(err, ErrInvalid) {
+	if _, err := (ForGateway{}).MixPlan(context.Background(), []api.PlanDataset{planDataOf(web), planDataOf(code)}, job, o); !errors.Is(err, ErrInvalid) {
 		t.Errorf("mix_samples past the bound: %v, want ErrInvalid", err)
 	}
 }

@@ -9,9 +9,9 @@ import (
 // writeInputs writes the lines that stand for the dataset line in a
 // report of a mixture: the mixture's totals and a table of its
 // components.
-func (mp *MixPlan) writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64) {
-	fmt.Fprintf(b, "Mixture   %s, %d chunks, %s; epochs of %d samples in mixing blocks of %d\n",
-		plural(len(mp.Components), "dataset"), chunks, formatBytes(datasetBytes), samples, mp.Block)
+func (mp *MixPlan) writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes int64) {
+	fmt.Fprintf(b, "Mixture   %s, %d chunks, %s%s; epochs of %d samples in mixing blocks of %d\n",
+		plural(len(mp.Components), "dataset"), chunks, formatBytes(datasetBytes), storeNote(datasetBytes, storeBytes), samples, mp.Block)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "          dataset\tweight\tchunks\tsamples\tbytes\tper epoch\tshare\tpasses\t\n")
 	for _, c := range mp.Components {
@@ -23,8 +23,12 @@ func (mp *MixPlan) writeInputs(b *bytes.Buffer, chunks, samples int, datasetByte
 		if samples > 0 {
 			share = percent(float64(c.EpochSamples) / float64(samples))
 		}
+		bytes := formatBytes(c.DatasetBytes)
+		if c.DatasetStoreBytes != 0 {
+			bytes += " (" + formatBytes(c.DatasetStoreBytes) + " stored)"
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", c.Name, c.Weight, c.Chunks, c.Samples,
-			formatBytes(c.DatasetBytes), c.EpochSamples, share, passes)
+			bytes, c.EpochSamples, share, passes)
 	}
 	tw.Flush()
 }

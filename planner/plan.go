@@ -56,10 +56,22 @@ type Plan struct {
 	Samples         int   `json:"samples"`
 	BatchesPerEpoch int   `json:"batches_per_epoch"` // global batches
 	CacheBytes      int64 `json:"cache_bytes"`
-	DatasetBytes    int64 `json:"dataset_bytes"`
+	// DatasetBytes is the dataset's bytes in the cache: its chunks'
+	// sizes summed (for a dataset served in place, their resident bounds
+	// with the fields the job reads). DatasetStoreBytes is its bytes in
+	// the store, the chunks' store sizes summed (Dataset.StoreSizes), for
+	// a dataset that has them; absent (0) when they are DatasetBytes. The
+	// backend bytes below are store bytes, the cache and disk sizes and
+	// the working set cache bytes.
+	DatasetBytes      int64 `json:"dataset_bytes"`
+	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
 	// EpochBytes is what the trainer reads in an epoch: the dataset's bytes
 	// in proportion to the samples an epoch serves (fewer with drop_last).
+	// EpochStoreBytes is the same of its bytes in the store, with
+	// DatasetStoreBytes: what the backend reads for those samples, each
+	// chunk once.
 	EpochBytes         int64   `json:"epoch_bytes"`
+	EpochStoreBytes    int64   `json:"epoch_store_bytes,omitempty"`
 	BackendBytesPerSec float64 `json:"backend_bytes_per_sec"`
 	ConsumeBytesPerSec float64 `json:"consume_bytes_per_sec"` // 0: as fast as the backend
 	PrefetchWindows    int     `json:"prefetch_windows"`
@@ -89,7 +101,9 @@ type Plan struct {
 	SteadyEpochsStall bool `json:"steady_epochs_stall"`
 	// ColdEpochStalls reports whether the first epoch stalls whatever the
 	// cache: it reads the whole dataset once, so it keeps up only if the
-	// backend is at least as fast as the trainer.
+	// backend is at least as fast as the trainer (for a dataset with store
+	// sizes: reads its store bytes in no longer than the trainer takes
+	// over its bytes).
 	ColdEpochStalls bool `json:"cold_epoch_stalls"`
 
 	Quality     Quality `json:"quality"`      // the job's window
@@ -179,10 +193,7 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		}
 	}
 
-	var datasetBytes int64
-	for _, size := range in.Dataset.ChunkSizes {
-		datasetBytes += size
-	}
+	datasetBytes := sum(in.Dataset.ChunkSizes)
 	p := &Plan{
 		Job:                in.Job,
 		Chunks:             chunks,
@@ -190,19 +201,23 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		BatchesPerEpoch:    nb,
 		CacheBytes:         in.CacheBytes,
 		DatasetBytes:       datasetBytes,
+		DatasetStoreBytes:  in.Dataset.storeBytes(),
 		EpochBytes:         int64(math.Round(float64(datasetBytes) * float64(s.servedSamples()) / float64(s.n))),
 		BackendBytesPerSec: in.BackendBytesPerSec,
 		ConsumeBytesPerSec: in.ConsumeBytesPerSec,
 		PrefetchWindows:    prefetch,
 		Quality:            quality.quality(),
 		FullShuffle:        full.quality(),
-		ColdEpochStalls:    in.ConsumeBytesPerSec > 0 && in.BackendBytesPerSec < in.ConsumeBytesPerSec,
 	}
+	if in.Dataset.StoreSizes != nil {
+		p.EpochStoreBytes = int64(math.Round(float64(p.DatasetStoreBytes) * float64(s.servedSamples()) / float64(s.n)))
+	}
+	p.ColdEpochStalls = p.coldStalls()
 	if p.WorkingSetBytes, err = workingSet(m, s, prefetch); err != nil {
 		return nil, err
 	}
 
-	if err := p.simulate(m, in, newSimulator(trace, in.Dataset.ChunkSizes, m), in.Dataset); err != nil {
+	if err := p.simulate(m, in, newSimulator(trace, in.Dataset.ChunkSizes, in.Dataset.StoreSizes, m), in.Dataset); err != nil {
 		return nil, err
 	}
 	if in.Importance != nil {
@@ -233,7 +248,7 @@ func (p *Plan) simulate(m *meter, in PlanInput, sim *simulator, d Dataset) error
 	}
 	if in.DiskCacheBytes > 0 {
 		run := func(pol Policy) (Result, error) { return sim.runTiers(in.CacheBytes, in.DiskCacheBytes, pol) }
-		if p.Disk, err = newDiskPlan(in.DiskCacheBytes, p.DatasetBytes, run, LRU, Belady); err != nil {
+		if p.Disk, err = newDiskPlan(in.DiskCacheBytes, p.DatasetBytes, p.storeBytes(), run, LRU, Belady); err != nil {
 			return err
 		}
 	}
@@ -268,14 +283,42 @@ func validatePlanInput(in PlanInput) (prefetch int, err error) {
 	return in.PrefetchWindows, nil
 }
 
+// storeBytes is the dataset's bytes in the store: DatasetStoreBytes, or
+// DatasetBytes for a dataset without store sizes.
+func (p *Plan) storeBytes() int64 {
+	if p.DatasetStoreBytes == 0 {
+		return p.DatasetBytes
+	}
+	return p.DatasetStoreBytes
+}
+
 // steadyBudget is the most bytes a steady epoch may read from the backend
 // without stalling: what the backend delivers in the time the trainer
-// takes to consume an epoch.
+// takes to consume an epoch. A trainer as fast as the backend takes the
+// time the backend takes to read the epoch's bytes once: their store
+// bytes (EpochStoreBytes), for a dataset that has store sizes.
 func (p *Plan) steadyBudget() float64 {
 	if p.ConsumeBytesPerSec == 0 {
+		if p.DatasetStoreBytes != 0 {
+			return float64(p.EpochStoreBytes)
+		}
 		return float64(p.EpochBytes)
 	}
 	return float64(p.EpochBytes) * p.BackendBytesPerSec / p.ConsumeBytesPerSec
+}
+
+// coldStalls reports whether the first epoch, which reads every chunk
+// once, stalls the trainer: the backend is slower than the trainer or,
+// for a dataset with store sizes, reads the epoch's store bytes in longer
+// than the trainer takes over its bytes.
+func (p *Plan) coldStalls() bool {
+	if p.ConsumeBytesPerSec <= 0 {
+		return false
+	}
+	if p.DatasetStoreBytes == 0 {
+		return p.BackendBytesPerSec < p.ConsumeBytesPerSec
+	}
+	return p.BackendBytesPerSec*float64(p.EpochBytes) < p.ConsumeBytesPerSec*float64(p.EpochStoreBytes)
 }
 
 // steadyFits reports whether every steady-state epoch of r (all but the

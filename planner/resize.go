@@ -39,6 +39,11 @@ type ResizeInput struct {
 // their chunks, the other moved chunks are copied from their caches
 // too, after the soon-needed ones (RestChunks); otherwise they are read
 // by their new owners from the store as the jobs reach them, once each.
+//
+// The bytes of chunks (moved, soon, rest) and those from peers are what
+// the caches hold and hand over: the chunks' sizes (Dataset.ChunkSizes);
+// StoreBytes are what their loads read from the store: their store sizes
+// (Dataset.StoreSizes), which differ for a dataset served in place.
 type ResizePlan struct {
 	NodesBefore   int    `json:"nodes_before"`
 	NodesAfter    int    `json:"nodes_after"`
@@ -105,6 +110,9 @@ func ResizedMembers(from *cluster.Membership, n int) *cluster.Membership {
 // (ResizePlan).
 func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 	d := in.Dataset
+	if err := validateDataset(d); err != nil {
+		return nil, err
+	}
 	if in.From == nil || in.To == nil {
 		return nil, fmt.Errorf("%w: a resize plan needs the memberships before and after", ErrInvalid)
 	}
@@ -137,6 +145,7 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		share[o] += d.ChunkSizes[c]
 	}
 	p.Held = in.Job.FirstEpoch > 0 && slices.Max(share) <= in.NodeCacheBytes
+	stores := d.stores()
 	type load struct{ soonPeer, soonStore, restPeer int64 }
 	gainer := map[string]*load{}
 	for c := range d.ChunkSizes {
@@ -164,7 +173,7 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		case soon[c]:
 			p.SoonChunks++
 			p.SoonBytes += size
-			l.soonStore += size
+			l.soonStore += stores[c]
 		case p.Held:
 			p.RestChunks++
 			p.RestBytes += size

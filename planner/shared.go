@@ -151,8 +151,9 @@ type SharedInput struct {
 // the CLI.
 //
 // Reads are counted in datasets per job-epoch: the bytes read from the
-// store over all the jobs' epochs, divided by the dataset's size and by
-// the number of job-epochs. A job alone with a cache of the whole dataset
+// store over all the jobs' epochs, divided by the dataset's size in the
+// store (DatasetStoreBytes, else DatasetBytes) and by the number of
+// job-epochs. A job alone with a cache of the whole dataset
 // reads 1 in its first epoch and 0 after; jobs that share nothing read 1
 // each; jobs that share perfectly read 1/J in all.
 type SharedPlan struct {
@@ -161,7 +162,11 @@ type SharedPlan struct {
 	Samples      int         `json:"samples"`
 	CacheBytes   int64       `json:"cache_bytes"`
 	DatasetBytes int64       `json:"dataset_bytes"`
-	JobEpochs    int         `json:"job_epochs"`
+	// DatasetStoreBytes is the dataset's bytes in the store, as in Plan:
+	// the backend bytes below are store sizes; absent (0) when it is
+	// DatasetBytes.
+	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
+	JobEpochs         int   `json:"job_epochs"`
 
 	// LRU and Optimal are the merged trace under LRU and under Belady's
 	// next-use rule over every job's future: what the gateway's schedule
@@ -213,10 +218,8 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	for _, c := range in.Dataset.Counts {
 		p.Samples += c
 	}
-	for _, size := range in.Dataset.ChunkSizes {
-		p.DatasetBytes += size
-	}
-	sim := newSimulator(trace, in.Dataset.ChunkSizes, m)
+	p.DatasetBytes, p.DatasetStoreBytes = sum(in.Dataset.ChunkSizes), in.Dataset.storeBytes()
+	sim := newSimulator(trace, in.Dataset.ChunkSizes, in.Dataset.StoreSizes, m)
 	if p.LRU, err = sim.run(in.CacheBytes, LRU); err != nil {
 		return nil, err
 	}
@@ -234,7 +237,7 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	share := in.CacheBytes / int64(len(in.Jobs))
 	for i, j := range in.Jobs {
 		// Each job's own trace is Trace's: the merge only labels copies.
-		r, err := newSimulator(each[i], in.Dataset.ChunkSizes, m).run(share, Belady)
+		r, err := newSimulator(each[i], in.Dataset.ChunkSizes, in.Dataset.StoreSizes, m).run(share, Belady)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +254,7 @@ func MakeSharedPlan(ctx context.Context, in SharedInput) (*SharedPlan, error) {
 	}
 	p.Partitioned.HitRatio = ratio(p.Partitioned.Hits, p.Partitioned.Accesses)
 	per := func(r Result) float64 {
-		return float64(r.BackendBytes) / float64(max(p.DatasetBytes, 1)) / float64(max(p.JobEpochs, 1))
+		return float64(r.BackendBytes) / float64(max(p.storeBytes(), 1)) / float64(max(p.JobEpochs, 1))
 	}
 	p.LRUReads, p.OptimalReads, p.PartitionedReads = per(p.LRU), per(p.Optimal), per(p.Partitioned)
 	return p, nil
@@ -262,7 +265,16 @@ func (p *SharedPlan) JobReads(r Result, i int) float64 {
 	if i >= len(r.Jobs) || i >= len(p.Jobs) {
 		return 0
 	}
-	return float64(r.Jobs[i].BackendBytes) / float64(max(p.DatasetBytes, 1)) / float64(max(p.Jobs[i].Epochs, 1))
+	return float64(r.Jobs[i].BackendBytes) / float64(max(p.storeBytes(), 1)) / float64(max(p.Jobs[i].Epochs, 1))
+}
+
+// storeBytes is the dataset's bytes in the store: DatasetStoreBytes, or
+// DatasetBytes for a dataset without store sizes.
+func (p *SharedPlan) storeBytes() int64 {
+	if p.DatasetStoreBytes == 0 {
+		return p.DatasetBytes
+	}
+	return p.DatasetStoreBytes
 }
 
 // largestWindow is the bytes of the largest window of s's first epoch:

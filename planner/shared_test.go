@@ -438,7 +438,7 @@ func TestForGatewaySharedPlan(t *testing.T) {
 		{Name: "a", Seed: 3, Window: 4, BatchSize: 8, World: 2, Epochs: 3, Speed: 1},
 		{Name: "b", Seed: 4, Window: 6, BatchSize: 4, World: 1, Epochs: 2, FirstEpoch: 1, DropLast: true, Speed: 0.5, Start: 0.25},
 	}
-	got, err := ForGateway{}.SharedPlan(context.Background(), ix, jobs, 40<<10)
+	got, err := ForGateway{}.SharedPlan(context.Background(), planDataOf(ix), jobs, 40<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestForGatewaySharedPlan(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	if _, err := (ForGateway{}).SharedPlan(context.Background(), ix, jobs[:1], -1); !errors.Is(err, ErrInvalid) {
+	if _, err := (ForGateway{}).SharedPlan(context.Background(), planDataOf(ix), jobs[:1], -1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("negative cache: %v; want ErrInvalid", err)
 	}
 	if api.MaxSharedPlanJobs != MaxSharedJobs {

@@ -15,7 +15,7 @@ import (
 // in datasets (see SharedPlan), sizes in binary units, ratios in percent.
 func (p *SharedPlan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
-	writeDataset(&b, p.Chunks, p.Samples, p.DatasetBytes)
+	writeDataset(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset), shared by %s\n",
 		formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes), plural(len(p.Jobs), "job"))
 

@@ -162,7 +162,7 @@ func Simulate(trace []Access, sizes []int64, cacheBytes int64, p Policy) Result 
 // for LRU the next-use pass Belady needs is not made.
 func simulateTiers(trace []Access, sizes []int64, cacheBytes, diskBytes int64, p Policy) Result {
 	// Without a meter nothing stops a run.
-	r, _ := newSimulator(trace, sizes, nil).runTiers(max(cacheBytes, 0), max(diskBytes, 0), p)
+	r, _ := newSimulator(trace, sizes, nil, nil).runTiers(max(cacheBytes, 0), max(diskBytes, 0), p)
 	return r
 }
 
@@ -171,7 +171,12 @@ func simulateTiers(trace []Access, sizes []int64, cacheBytes, diskBytes int64, p
 // cache sizes.
 type simulator struct {
 	trace []Access
+	// sizes are the chunks' bytes in the cache (and on a disk tier),
+	// store their bytes read from the store (Dataset.StoreSizes): a miss
+	// read from the store counts store[c] as backend bytes, one read from
+	// the disk sizes[c].
 	sizes []int64
+	store []int64
 	slots []slotKey  // distinct (job, epoch) pairs, ascending
 	runs  []epochRun // maximal runs of accesses of one epoch of one job
 	next  []int      // next[i]: index of the next access to trace[i].Chunk, or never
@@ -219,18 +224,27 @@ type epochRun struct {
 // never is the next use of a chunk that is not used again: further than any.
 const never = int(^uint(0) >> 1)
 
-func newSimulator(trace []Access, sizes []int64, m *meter) *simulator {
+// newSimulator returns the simulator of trace over chunks of sizes bytes
+// in the cache, each read from the store at store bytes (nil: sizes),
+// counting on m (nil: nothing stops a run).
+func newSimulator(trace []Access, sizes, store []int64, m *meter) *simulator {
 	for c, size := range sizes {
 		if size < 0 {
 			panic(fmt.Sprintf("planner: chunk %d size %d bytes; must be >= 0", c, size))
 		}
+	}
+	if store == nil {
+		store = sizes
+	}
+	if len(store) != len(sizes) {
+		panic(fmt.Sprintf("planner: %d store sizes for %d chunks", len(store), len(sizes)))
 	}
 	for i, a := range trace {
 		if a.Chunk < 0 || int(a.Chunk) >= len(sizes) {
 			panic(fmt.Sprintf("planner: access %d names chunk %d; sizes cover [0, %d)", i, a.Chunk, len(sizes)))
 		}
 	}
-	s := &simulator{trace: trace, sizes: sizes, meter: m}
+	s := &simulator{trace: trace, sizes: sizes, store: store, meter: m}
 	// Traces from Trace are in epoch order, but a recorded trace (the
 	// gateway's) may interleave epochs, and a shared trace interleaves
 	// jobs batch by batch; runs keep the per-access cost of the
@@ -390,8 +404,8 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 						er.DiskBytes += s.sizes[c]
 						ce.DiskBytes += s.sizes[c]
 					} else {
-						er.BackendBytes += s.sizes[c]
-						ce.BackendBytes += s.sizes[c]
+						er.BackendBytes += s.store[c]
+						ce.BackendBytes += s.store[c]
 						d.offer(i, c)
 					}
 					pinned[i-start] = cc.admit(c)

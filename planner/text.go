@@ -16,7 +16,7 @@ import (
 func (p *Plan) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	j := p.Job
-	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, j, p.BatchesPerEpoch, p.Mix)
+	writeInputs(&b, p.Chunks, p.Samples, p.DatasetBytes, p.DatasetStoreBytes, j, p.BatchesPerEpoch, p.Mix)
 	fmt.Fprintf(&b, "Cache     %s (%s of the dataset)\n", formatBytes(p.CacheBytes), percentOf(p.CacheBytes, p.DatasetBytes))
 	if p.Disk != nil {
 		fmt.Fprintf(&b, "Disk      %s (%s of the dataset) below the cache\n", formatBytes(p.Disk.DiskCacheBytes), percentOf(p.Disk.DiskCacheBytes, p.DatasetBytes))
@@ -46,10 +46,10 @@ func (p *Plan) WriteText(w io.Writer) error {
 		p.writeComponents(&b)
 	}
 	if p.Disk != nil {
-		p.Disk.writeText(&b, p.DatasetBytes)
+		p.Disk.writeText(&b, p.DatasetBytes, p.storeBytes())
 	}
 	if p.Importance != nil {
-		p.Importance.writeText(&b, p.DatasetBytes)
+		p.Importance.writeText(&b, p.DatasetBytes, p.storeBytes())
 	}
 	if p.Transform != nil {
 		p.Transform.writeText(&b)
@@ -67,6 +67,12 @@ func (p *Plan) WriteText(w io.Writer) error {
 	cold := "keeps up: the backend is at least as fast as the trainer"
 	if p.ColdEpochStalls {
 		cold = "stalls: it reads the whole dataset once, and the backend is slower than the trainer"
+	}
+	if p.DatasetStoreBytes != 0 {
+		cold = "keeps up: the backend reads the dataset's store bytes at least as fast as the trainer takes its bytes"
+		if p.ColdEpochStalls {
+			cold = "stalls: it reads the dataset's store bytes once, slower than the trainer takes its bytes"
+		}
 	}
 	fmt.Fprintf(tw, "first (cold) epoch\t%s\n", cold)
 	tw.Flush()
@@ -142,12 +148,13 @@ func plural(n int, noun string) string {
 }
 
 // writeInputs writes the dataset (or, if mix is not nil, the mixture) and
-// job lines every report of one job opens with.
-func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job, batches int, mix *MixPlan) {
+// job lines every report of one job opens with; storeBytes is the
+// dataset's bytes in the store when it has store sizes, else 0.
+func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes int64, j Job, batches int, mix *MixPlan) {
 	if mix != nil {
-		mix.writeInputs(b, chunks, samples, datasetBytes)
+		mix.writeInputs(b, chunks, samples, datasetBytes, storeBytes)
 	} else {
-		writeDataset(b, chunks, samples, datasetBytes)
+		writeDataset(b, chunks, samples, datasetBytes, storeBytes)
 	}
 	fmt.Fprintf(b, "Job       seed %d, window %d chunks, batch %d × %d ranks, drop_last %t\n",
 		j.Seed, j.Window, j.BatchSize, j.World, j.DropLast)
@@ -156,7 +163,19 @@ func writeInputs(b *bytes.Buffer, chunks, samples int, datasetBytes int64, j Job
 }
 
 // writeDataset writes the dataset line every report opens with, that of
-// several jobs (SharedPlan) included.
-func writeDataset(b *bytes.Buffer, chunks, samples int, datasetBytes int64) {
-	fmt.Fprintf(b, "Dataset   %d chunks, %d samples, %s\n", chunks, samples, formatBytes(datasetBytes))
+// several jobs (SharedPlan) included: with storeBytes (a dataset with
+// store sizes, one served in place), its bytes in the cache and in the
+// store.
+func writeDataset(b *bytes.Buffer, chunks, samples int, datasetBytes, storeBytes int64) {
+	fmt.Fprintf(b, "Dataset   %d chunks, %d samples, %s%s\n", chunks, samples, formatBytes(datasetBytes), storeNote(datasetBytes, storeBytes))
+}
+
+// storeNote is what a report adds to a dataset's bytes for a dataset with
+// store sizes: that they are the resident bytes the cache holds, and the
+// bytes its loads read from the store, which the backend figures count.
+func storeNote(datasetBytes, storeBytes int64) string {
+	if storeBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" resident, %s in the store (what loads read: the backend and store figures)", formatBytes(storeBytes))
 }

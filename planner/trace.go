@@ -17,9 +17,50 @@ var ErrInvalid = errors.New("planner: invalid input")
 // size in bytes and its number of samples, indexed by chunk ID. Chunk c
 // holds global sample IDs [first_c, first_c+Counts[c]) with first_c the sum
 // of the counts before it, as in package shuffle.
+//
+// ChunkSizes are the bytes a chunk takes in the cache, and StoreSizes the
+// bytes a load of it reads from the store. They differ for a dataset
+// served in place (package format): the cache holds a chunk decoded into
+// its resident form, sized by its resident bound with the fields the job
+// reads, while a load reads the chunk's store extent for those fields (a
+// Parquet job reading 2 of 20 columns reads their column chunks alone; an
+// MDS shard is read whole whatever the fields). Every figure about room —
+// in the cache, on a disk tier, a node's share — counts ChunkSizes; every
+// figure of bytes read from the store counts StoreSizes. StoreSizes nil
+// means they are ChunkSizes, as for tar chunks, which are read whole and
+// held as read.
 type Dataset struct {
 	ChunkSizes []int64 `json:"chunk_sizes"`
 	Counts     []int   `json:"counts"`
+	StoreSizes []int64 `json:"store_sizes,omitempty"`
+}
+
+// stores returns each chunk's bytes read from the store: StoreSizes, or
+// ChunkSizes when it is nil.
+func (d Dataset) stores() []int64 {
+	if d.StoreSizes != nil {
+		return d.StoreSizes
+	}
+	return d.ChunkSizes
+}
+
+// storeBytes returns the dataset's bytes in the store, the chunks' store
+// sizes summed, when the dataset has store sizes of its own; 0 when it has
+// none (a figure that is then the dataset's bytes, absent from a report).
+func (d Dataset) storeBytes() int64 {
+	if d.StoreSizes == nil {
+		return 0
+	}
+	return sum(d.StoreSizes)
+}
+
+// sum returns the sum of sizes.
+func sum(sizes []int64) int64 {
+	var n int64
+	for _, size := range sizes {
+		n += size
+	}
+	return n
 }
 
 // Job is the schedule to simulate: the job's shuffle parameters — those that
@@ -115,6 +156,9 @@ func validateDataset(d Dataset) error {
 	case len(d.ChunkSizes) != len(d.Counts):
 		return fmt.Errorf("%w: %d chunk sizes but %d sample counts; need one of each per chunk",
 			ErrInvalid, len(d.ChunkSizes), len(d.Counts))
+	case d.StoreSizes != nil && len(d.StoreSizes) != len(d.Counts):
+		return fmt.Errorf("%w: %d store sizes for %d chunks; need one per chunk, or none (the chunk sizes)",
+			ErrInvalid, len(d.StoreSizes), len(d.Counts))
 	case len(d.Counts) == 0:
 		return fmt.Errorf("%w: the dataset has no chunks", ErrInvalid)
 	case len(d.Counts) > math.MaxInt32:
@@ -141,6 +185,16 @@ func validateDataset(d Dataset) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: the dataset has no samples", ErrInvalid)
+	}
+	bytes = 0
+	for c, size := range d.StoreSizes {
+		if size < 0 {
+			return fmt.Errorf("%w: chunk %d store size %d bytes; must be >= 0", ErrInvalid, c, size)
+		}
+		if size > math.MaxInt64-bytes {
+			return fmt.Errorf("%w: total dataset store bytes overflow int64 at chunk %d", ErrInvalid, c)
+		}
+		bytes += size
 	}
 	return nil
 }

@@ -19,6 +19,10 @@ scripts/ensure-minio.sh
 scripts/ensure-s3-clients.sh
 # Pillow, which package transform's tests compare its pipelines with.
 scripts/ensure-pil.sh
+# numpy and zstd, which the MDS and Megatron formats' fixture writers use.
+scripts/ensure-numpy.sh
+# DuckDB (node), which writes format/parquet's second writer's fixtures.
+scripts/ensure-duckdb.sh
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh

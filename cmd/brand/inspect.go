@@ -64,12 +64,16 @@ type indexSummary struct {
 	MinChunkBytes  int64  `json:"min_chunk_bytes"`
 	AvgChunkBytes  int64  `json:"avg_chunk_bytes"`
 	MaxChunkBytes  int64  `json:"max_chunk_bytes"`
+	// InPlace is the format of a dataset served in place ("" for tar):
+	// its chunk sizes are resident bounds, its samples sized when their
+	// chunk is decoded (sample_bytes 0).
+	InPlace string `json:"in_place,omitempty"`
 }
 
 func summarize(ix *chunkindex.Index) indexSummary {
 	s := indexSummary{
 		ID: ix.ID(), Chunks: ix.NumChunks(), Samples: ix.NumSamples(),
-		TotalBytes: ix.TotalBytes(), SampleBytes: ix.SampleBytes(),
+		TotalBytes: ix.TotalBytes(), SampleBytes: ix.SampleBytes(), InPlace: ix.InPlace().Format,
 	}
 	if s.Samples > 0 {
 		s.AvgSampleBytes = s.SampleBytes / int64(s.Samples)
@@ -97,7 +101,7 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "the dataset: s3://bucket/prefix, file:///dir or a directory")
-	fs.BoolVar(&verify, "verify", false, "read every chunk and check its size, ETag and sample CRC32Cs against the index; exit 1 on any problem")
+	fs.BoolVar(&verify, "verify", false, "read every chunk and check its size, ETag and sample CRC32Cs against the index (a dataset served in place: decode every chunk); exit 1 on any problem")
 	fs.BoolVar(&asJSON, "json", false, "print the summary (and verification report) as JSON")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "with --verify, chunks read at once")
 	sf.Register(fs)
@@ -137,6 +141,9 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 	}
 
 	switch mt, err := dataset.ReadMembers(ctx, st, ix); {
+	case ix.Deferred():
+		// A dataset served in place has no member table: its members are
+		// known once its chunks are decoded.
 	case errors.Is(err, dataset.ErrNoMembers):
 		out.MembersProblem = "no member table: the S3 face cannot list this dataset's files; `brand index` over its chunks adds one"
 	case err != nil && (errors.Is(err, chunkindex.ErrCorrupt) || errors.Is(err, chunkindex.ErrVersion) || errors.Is(err, chunkindex.ErrTruncated)):
@@ -149,7 +156,12 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 
 	if verify {
 		bar := newProgressBar(env, "verify")
-		rep, err := dataset.Verify(ctx, st, ix, parallel, bar.callback())
+		var rep *dataset.VerifyReport
+		if ix.Deferred() {
+			rep, err = verifyInPlace(ctx, st, ix, out.Manifest, parallel, sf, bar.callback())
+		} else {
+			rep, err = dataset.Verify(ctx, st, ix, parallel, bar.callback())
+		}
 		bar.finish()
 		if err != nil {
 			return err
@@ -190,7 +202,11 @@ func printInspection(w io.Writer, in *inspection) {
 	row("chunks", "%s", humanize.Comma(int64(s.Chunks)))
 	row("samples", "%s", humanize.Comma(int64(s.Samples)))
 	row("total size", "%s (%s bytes)", humanize.IBytes(uint64(s.TotalBytes)), humanize.Comma(s.TotalBytes))
-	row("avg sample", "%s", humanize.IBytes(uint64(s.AvgSampleBytes)))
+	if s.InPlace != "" {
+		row("served in place", "%s: chunk sizes are resident bounds; samples are sized when their chunk is decoded", s.InPlace)
+	} else {
+		row("avg sample", "%s", humanize.IBytes(uint64(s.AvgSampleBytes)))
+	}
 	row("chunk size", "min %s, avg %s, max %s", humanize.IBytes(uint64(s.MinChunkBytes)),
 		humanize.IBytes(uint64(s.AvgChunkBytes)), humanize.IBytes(uint64(s.MaxChunkBytes)))
 	if m := in.Manifest; m != nil {
@@ -240,4 +256,21 @@ func printInspection(w io.Writer, in *inspection) {
 			fmt.Fprintf(w, "  %s\n", p)
 		}
 	}
+}
+
+// verifyInPlace is --verify of a dataset served in place: every chunk read
+// from where its manifest says the data is, and decoded.
+func verifyInPlace(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, m *chunkindex.Manifest, parallel int,
+	sf cli.S3Flags, progress func(dataset.Progress)) (*dataset.VerifyReport, error) {
+	dec, err := openFormat(ctx, st, ix, formats())
+	if err != nil {
+		return nil, err
+	}
+	data := st
+	if m != nil && m.InPlace != nil && m.InPlace.Data != "" {
+		if data, err = s3backend.Open(ctx, m.InPlace.Data, sf.Config()); err != nil {
+			return nil, fmt.Errorf("opening the dataset's data at %s: %w", m.InPlace.Data, err)
+		}
+	}
+	return dataset.VerifyInPlace(ctx, data, ix, dec, parallel, progress)
 }

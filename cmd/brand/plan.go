@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/query"
@@ -59,7 +63,10 @@ func (c *planCluster) world(fs *flag.FlagSet, world int) (int, error) {
 // what a cluster of that many nodes reads from the store and sends
 // between nodes, or with --shared-job what several jobs read through one
 // cache. With --mix it plans a mixture of datasets, one --src per
-// component, alone or with --nodes and --disk-cache-size.
+// component, alone or with --nodes and --disk-cache-size. A dataset
+// served in place is planned as a gateway reads it (planData): its chunks
+// decoded in the cache, their store extents from the store, with only
+// the fields --columns names.
 func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		srcs                datasetFlags
@@ -76,6 +83,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		imp                 planImportance
 		shared              sharedJobFlags
 		tf                  planTransform
+		columns             string
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
@@ -97,6 +105,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&pf, "prefetch-windows", gateway.DefaultPrefetchWindows, "windows the gateway prefetches beyond the current one")
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	fs.StringVar(&columns, "columns", "", "for a dataset served in place (MDS, Megatron): plan a job that reads only these fields, comma-separated, as a job's columns= (default: every field)")
 	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+
 		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
 	cl.register(fs)
@@ -104,7 +113,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	imp.register(fs)
 	mix.register(fs)
 	s3.Register(fs)
-	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [job flags]\n"+
+	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [--columns F,...] [job flags]\n"+
 		"       brand plan --mix NAME:WEIGHT,... --src NAME=URL ... [--mix-block K] [--mix-samples L] [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
 		return err
 	}
@@ -113,6 +122,13 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if err := mix.check(srcs); err != nil {
 		return err
+	}
+	var cols []string
+	if columns != "" {
+		var err error
+		if cols, err = query.ParseColumns(columns); err != nil {
+			return fmt.Errorf("--columns: %w", err)
+		}
 	}
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	var jobs []planner.SharedJob
@@ -145,7 +161,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		case imp.file != "" || imp.version != "" || imp.job != "" || imp.hot != 0:
 			return fmt.Errorf("--mix: importance mode (--snapshot, --importance, --job, --hot) is per dataset; a mixture draws uniformly from each component")
 		}
-		if m, err = mix.load(ctx, srcs, s3.Config()); err != nil {
+		if m, err = mix.load(ctx, srcs, s3.Config(), cols); err != nil {
 			return err
 		}
 	} else {
@@ -157,8 +173,11 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if d, err = planData(ctx, store, ix, cols); err != nil {
+			return err
+		}
 		if len(jobs) > 0 {
-			plan, err := planner.MakeSharedPlan(ctx, planner.SharedInput{Dataset: planner.DatasetOf(ix), Jobs: jobs, CacheBytes: int64(cache)})
+			plan, err := planner.MakeSharedPlan(ctx, planner.SharedInput{Dataset: d, Jobs: jobs, CacheBytes: int64(cache)})
 			if err != nil {
 				return err
 			}
@@ -167,7 +186,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if impMode, err = imp.load(ctx, store, ix); err != nil {
 			return err
 		}
-		d, key = planner.DatasetOf(ix), cluster.IndexKey(ix.ID())
+		key = cluster.IndexKey(ix.ID())
 	}
 	if nodesAfter != 0 {
 		switch {
@@ -265,8 +284,10 @@ func (m *planMix) check(srcs []string) error {
 }
 
 // load parses --mix and reads each component's index from the --src that
-// names it, as `brand serve --dataset` names datasets.
-func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config) (*planner.Mix, error) {
+// names it, as `brand serve --dataset` names datasets; each component is
+// read with the fields columns names, as a mixture job's columns= reads
+// them.
+func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config, columns []string) (*planner.Mix, error) {
 	parsed, err := api.ParseMix(m.spec)
 	if err != nil {
 		return nil, fmt.Errorf("--mix: %w", err)
@@ -308,10 +329,65 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
 		}
+		d, err := planData(ctx, store, ix, columns)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
+		}
 		out.Components = append(out.Components, planner.MixComponent{Name: c.Dataset, Weight: weights[i],
-			Dataset: planner.DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID())})
+			Dataset: d, IndexKey: cluster.IndexKey(ix.ID())})
 	}
 	return out, nil
+}
+
+// planData is what the planner needs of the dataset whose index ix is in
+// store, as a gateway serving it reads it with the fields columns names
+// (none: every field). A tar dataset's chunks are read whole and held as
+// read, and have no fields to name. A dataset served in place is opened
+// as `brand serve` opens it — its format's description of the chunks,
+// stored beside the index (dataset.ReadFormat), decoded by the format of
+// its name in formats() — and planned with each chunk's resident bound
+// with those fields, which the cache holds, and its store extent with
+// them, which a load reads (planner.DatasetInPlace).
+func planData(ctx context.Context, store s3backend.Store, ix *chunkindex.Index, columns []string) (planner.Dataset, error) {
+	if !ix.Deferred() {
+		if len(columns) > 0 {
+			return planner.Dataset{}, fmt.Errorf("--columns %s: the dataset is tar chunks, whose samples are served whole; --columns selects fields of a dataset served in place",
+				strings.Join(columns, ","))
+		}
+		return planner.DatasetOf(ix), nil
+	}
+	dec, err := openFormat(ctx, store, ix, formats())
+	if err != nil {
+		return planner.Dataset{}, err
+	}
+	sel, err := format.Select(dec.Fields(), columns)
+	if err != nil {
+		return planner.Dataset{}, fmt.Errorf("--columns: %w", err)
+	}
+	return planner.DatasetInPlace(ix, dec, sel), nil
+}
+
+// openFormat opens the decoder of the dataset served in place whose
+// deferred index ix is in store, from the formats fs offers.
+func openFormat(ctx context.Context, store s3backend.Store, ix *chunkindex.Index, fs []format.Format) (format.Decoder, error) {
+	name := ix.InPlace().Format
+	i := slices.IndexFunc(fs, func(f format.Format) bool { return f.Name() == name })
+	if i < 0 {
+		names := make([]string, len(fs))
+		for k, f := range fs {
+			names[k] = f.Name()
+		}
+		return nil, fmt.Errorf("the dataset is served in place in %s format, which this brand does not read (formats: %s)", name, strings.Join(names, ", "))
+	}
+	meta, err := dataset.ReadFormat(ctx, store, ix)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := fs[i].Open(meta)
+	if err != nil {
+		return nil, fmt.Errorf("opening its %s description: %w", name, err)
+	}
+	return dec, nil
 }
 
 // writePlan prints a plan as indented JSON or as its text report.

@@ -143,7 +143,7 @@ func (f *serveFlags) specs() ([]gateway.DatasetSpec, error) {
 				name = "default"
 			}
 		}
-		out = append(out, gateway.DatasetSpec{Name: name, URL: url})
+		out = append(out, gateway.DatasetSpec{Name: name, URL: url, Formats: formats()})
 	}
 	return out, nil
 }

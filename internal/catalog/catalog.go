@@ -163,8 +163,10 @@ func (c *Catalog) Chunk(k chunkcache.Key) (*Dataset, int, error) {
 		return nil, 0, err
 	}
 	for _, d := range v.all() {
-		if id, ok := d.ChunkOf(k); ok {
-			return d, id, nil
+		if d, ok := d.viewOf(k.Select); ok {
+			if id, ok := d.ChunkOf(k); ok {
+				return d, id, nil
+			}
 		}
 	}
 	return nil, 0, fmt.Errorf("%w: chunk %q (ETag %s) is not in dataset %q", ErrUnknown, k.Object, k.ETag, k.Dataset)

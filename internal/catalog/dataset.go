@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -44,7 +45,15 @@ type Dataset struct {
 	// In a cluster: the index's ownership key and each chunk's owner
 	// under the memberships asked for lately.
 	key    uint64
-	owners ownerMemo
+	owners *ownerMemo
+
+	// InPlace is set for a dataset served in place (package format): its
+	// format's decoder, its fields, the store its objects are in; nil for
+	// a tar dataset. A dataset read with some of its fields is a view of
+	// its own (Select), sharing everything but the chunks' keys and
+	// sizes.
+	InPlace *InPlace
+	opened  opening // how the dataset was opened: a reload opens it alike
 }
 
 // ownerMemo holds the chunk owners of the last few memberships asked
@@ -63,7 +72,7 @@ const maxOwnerMemo = 8
 func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *Dataset {
 	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
 		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
-		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID())}
+		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID()), owners: &ownerMemo{}}
 	for c := range ix.NumChunks() {
 		d.chunkByKey[ix.Chunk(c).Key] = c
 		d.MaxChunk = max(d.MaxChunk, ix.Chunk(c).Size)
@@ -127,7 +136,7 @@ func (d *Dataset) ClusterKey() uint64 { return d.key }
 // every batch laid out and every chunk read. The slice must not be
 // modified.
 func (d *Dataset) Owners(m *cluster.Membership) []int {
-	o := &d.owners
+	o := d.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, v := range o.keys {
@@ -147,21 +156,54 @@ func (d *Dataset) Owners(m *cluster.Membership) []int {
 // ChunkKey is chunk c's cache key. It carries the object's ETag, so a chunk
 // rewritten in the store is a different key: the cache never serves bytes
 // of one version of an object for another.
+// A chunk of a dataset served in place read with some of its fields is
+// another key (Key.Select), decoded on its own.
 func (d *Dataset) ChunkKey(c int) chunkcache.Key {
 	ch := d.Index.Chunk(c)
-	return chunkcache.Key{Dataset: d.Name, Object: ch.Key, ETag: ch.ETag}
+	return chunkcache.Key{Dataset: d.Name, Object: ch.Key, ETag: ch.ETag, Select: d.Selected()}
+}
+
+// ChunkSize is the bytes chunk c takes in the cache: its object's size,
+// or for a dataset served in place its resident bound with the fields
+// read (format.Decoder.Extent).
+// A chunk that decoded larger than its bound once is the size it needed
+// (ErrGrown).
+func (d *Dataset) ChunkSize(c int) int64 {
+	if d.InPlace == nil {
+		return d.Index.Chunk(c).Size
+	}
+	if n := d.InPlace.grown[c].Load(); n > 0 {
+		return n
+	}
+	if d.InPlace.sel != nil {
+		return d.InPlace.sizes[c]
+	}
+	return d.Index.Chunk(c).Size
+}
+
+// StoreSize is the bytes a load of chunk c reads from the store: its
+// object's size (a tar chunk is read whole, as it is cached), or for a
+// dataset served in place its store extent with the fields read — the
+// bytes of format.Decoder.Extent's ranges, which the loader reads — what
+// /stats counts as backend bytes and the planner predicts.
+func (d *Dataset) StoreSize(c int) int64 {
+	if d.InPlace == nil {
+		return d.ChunkSize(c)
+	}
+	ranges, _ := d.InPlace.Decoder.Extent(c, d.InPlace.sel)
+	return format.Concat(ranges)
 }
 
 // ChunkRequest is what the cache needs to load chunk c.
 func (d *Dataset) ChunkRequest(c int) chunkcache.Request {
-	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.Index.Chunk(c).Size, Alloc: d.MaxChunk}
+	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.ChunkSize(c), Alloc: d.MaxChunk}
 }
 
 // ChunkOf is the chunk ID a cache key names, if it is a chunk of this
-// version of the dataset.
+// version of the dataset read with these fields.
 func (d *Dataset) ChunkOf(k chunkcache.Key) (int, bool) {
 	c, ok := d.chunkByKey[k.Object]
-	if !ok || k.Dataset != d.Name || d.Index.Chunk(c).ETag != k.ETag {
+	if !ok || k.Dataset != d.Name || d.Index.Chunk(c).ETag != k.ETag || k.Select != d.Selected() {
 		return 0, false
 	}
 	return c, true

@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -23,6 +24,32 @@ type Spec struct {
 	// only its own chunks' sample tables; the zero value (a single
 	// gateway) keeps them all.
 	Partition Partition
+	// Formats are the formats of datasets served in place this gateway
+	// reads (package format); a dataset whose index names another fails
+	// to load, saying so.
+	Formats []format.Format
+}
+
+// opening is how a dataset was opened, which a reload repeats.
+type opening struct {
+	formats []format.Format
+	backend s3backend.Config
+}
+
+// open builds the loaded form of ix: for a dataset served in place, with
+// its format's decoder (openInPlace).
+func open(ctx context.Context, sp opening, name, url string, store s3backend.Store, ix *chunkindex.Index) (*Dataset, error) {
+	d := NewDataset(name, url, store, ix)
+	d.opened = sp
+	if !ix.Deferred() {
+		return d, nil
+	}
+	ip, err := openInPlace(ctx, sp, store, ix)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", name, err)
+	}
+	d.InPlace = ip
+	return d, nil
 }
 
 // Partition is a gateway's place in a cluster, as far as its indexes are
@@ -99,8 +126,11 @@ func Load(ctx context.Context, spec Spec, bcfg s3backend.Config, log zerolog.Log
 		// failed Stat), the first poll reads the index again.
 		info, _ := store.Stat(ctx, chunkindex.IndexKey)
 		ix, err := readIndex(ctx, store, spec.Partition)
+		var d *Dataset
 		if err == nil {
-			d := NewDataset(spec.Name, spec.URL, store, ix)
+			d, err = open(ctx, opening{formats: spec.Formats, backend: bcfg}, spec.Name, spec.URL, store, ix)
+		}
+		if err == nil {
 			d.IndexETag, d.IndexModified, d.partition = info.ETag, info.ModTime, spec.Partition
 			return d, nil
 		}

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/disktier"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -103,6 +105,15 @@ func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.K
 // disk tier, a peer) against the index's CRC32Cs; an error wrapping
 // disktier.ErrUnchecked means they could not be checked.
 func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]byte) error {
+	if ds.InPlace != nil {
+		// A decoded chunk carries its samples' CRC32Cs in its table.
+		return func(buf []byte) error {
+			if _, err := format.Verify(buf); err != nil {
+				return fmt.Errorf("%w: decoded chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)
+			}
+			return nil
+		}
+	}
 	return func(buf []byte) error {
 		// A node whose index holds only its own chunks' tables reads
 		// this chunk's table first if it is another node's chunk.
@@ -114,7 +125,7 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 		v := chunkindex.NewVerifier(ds.Index, c, buf)
 		v.Progress(0, len(buf))
 		if id, got := v.Finish(); id >= 0 {
-			return checksumError(ds.Index, badSample{id, got}, k.Object, k.Dataset)
+			return checksumError(ds.Index, badSample{id: id, got: got}, k.Object, k.Dataset)
 		}
 		return nil
 	}
@@ -161,7 +172,14 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 	var first, last badSample
 	unstable := false
 	for read := 0; ; read++ {
+		read1 := readTar
+		if ds.InPlace != nil {
+			read1 = readDecoded
+		}
 		bad, err := read1(ctx, ds, c, k, buf)
+		if errors.Is(err, ErrGrown) {
+			return err
+		}
 		if err != nil {
 			m.fetchErrors.Inc()
 			if errors.Is(err, s3backend.ErrChanged) {
@@ -187,7 +205,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		}
 		last = bad
 		if read >= l.rereads {
-			cerr := checksumError(ds.Index, last, k.Object, k.Dataset)
+			cerr := last.err(ds.Index, k)
 			if unstable {
 				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
 					Msg("chunk failed its checksum on every read, differently each time")
@@ -195,7 +213,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 					s3backend.ErrUnavailable, k.Object, read+1, cerr)
 			}
 			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
-				Str("sample", ds.Index.SampleKey(last.id)).Msg("chunk damaged at rest: it fails its checksum the same way on every read")
+				Str("fault", last.String(ds.Index)).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
 			ds.damaged[c].Store(true)
 			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr}
 		}
@@ -204,14 +222,35 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 }
 
 // badSample is the first sample of a read that failed its CRC32C, and the
-// CRC it had; id -1 means none failed.
+// CRC it had; id -1 means none failed. For a chunk decoded in place
+// (readDecoded), decode is why it did not decode and id is -2.
 type badSample struct {
-	id  int
-	got uint32
+	id     int
+	got    uint32
+	decode string
 }
 
-// read1 fills buf with chunk c once and verifies it.
-func read1(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+// undecodable is the id of a badSample that did not decode.
+const undecodable = -2
+
+// err describes the failure.
+func (b badSample) err(ix *chunkindex.Index, k chunkcache.Key) error {
+	if b.id == undecodable {
+		return fmt.Errorf("%w: chunk %s of dataset %s does not decode: %s", ErrCorrupt, k.Object, k.Dataset, b.decode)
+	}
+	return checksumError(ix, b, k.Object, k.Dataset)
+}
+
+// String names the failure for the log.
+func (b badSample) String(ix *chunkindex.Index) string {
+	if b.id == undecodable {
+		return b.decode
+	}
+	return "sample " + ix.SampleKey(b.id) + " fails its CRC32C"
+}
+
+// readTar fills buf with tar chunk c once and verifies it.
+func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
 	// A node whose index holds only its own chunks' tables reads this
 	// chunk's table first if it is another node's chunk.
 	release, err := ds.Index.Prepare(ctx, []int{c})
@@ -229,8 +268,60 @@ func read1(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte
 		return badSample{}, err
 	}
 	id, got := v.Finish()
-	return badSample{id, got}, nil
+	return badSample{id: id, got: got}, nil
 }
+
+// readDecoded reads chunk c of a dataset served in place once — the
+// ranges of its object its format says the fields read need — and
+// decodes it into buf, its resident form, whose table holds each sample's
+// CRC32C from then on. Bytes that do not decode are a badSample, read
+// again as a tar chunk failing its checksum is; a store error is an error.
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+	ip := ds.InPlace
+	ranges, _ := ip.Decoder.Extent(c, ip.sel)
+	bound := ds.ChunkSize(c)
+	if bound != int64(len(buf)) {
+		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
+	}
+	// A chunk that just learnt it needs more room (below) decodes the
+	// bytes its first load read, not the store's again.
+	src := ip.takeRead(c)
+	if src == nil {
+		src = make([]byte, format.Concat(ranges))
+		obj, etag := ds.ObjectOf(c)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(rangeReads)
+		at := int64(0)
+		for _, r := range ranges {
+			p := src[at : at+r.Len]
+			at += r.Len
+			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
+		}
+		if err := g.Wait(); err != nil {
+			return badSample{}, err
+		}
+	}
+	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created})
+	var ge *format.GrowError
+	switch {
+	case err == nil:
+		return badSample{id: -1}, nil
+	case errors.As(err, &ge):
+		// Its metadata could not bound it: it is the size it needs from
+		// now on, and the request that asked for it asks again.
+		ds.grow(c, ge.Need)
+		ip.keepRead(c, src)
+		return badSample{}, &chunkcache.GrowError{Need: ge.Need,
+			Err: fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)}
+	case errors.Is(err, format.ErrDamaged):
+		return badSample{id: undecodable, decode: err.Error()}, nil
+	}
+	return badSample{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+}
+
+// rangeReads bounds the range reads of one decoded chunk in flight: its
+// fields' column chunks, when they are not contiguous.
+const rangeReads = 4
 
 // checksumError describes a sample that failed its CRC32C. On a partial
 // index the table read1 prepared is released by now; it is almost always

@@ -137,7 +137,10 @@ func (c *Catalog) reloadDataset(ctx context.Context, name string) (bool, error) 
 	if ix.ID() == cur.ID() {
 		return false, nil // rewritten with the same content
 	}
-	next := NewDataset(name, cur.URL, cur.Store, ix)
+	next, err := open(ctx, cur.opened, name, cur.URL, cur.Store, ix)
+	if err != nil {
+		return false, fmt.Errorf("dataset %s: opening its new index: %w", name, err)
+	}
 	next.IndexETag, next.IndexModified, next.Version, next.partition = info.ETag, info.ModTime, cur.Version+1, cur.partition
 	c.replace(next)
 	c.metrics.indexReloads.WithLabelValues(name).Inc()

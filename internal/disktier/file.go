@@ -30,7 +30,7 @@ const (
 	fixedHeader = 8 + 4 + 4 + 8
 	suffix      = ".chunk"
 	tempMark    = ".tmp-"
-	maxHeader   = fixedHeader + 3*(2+65535) + 4
+	maxHeader   = fixedHeader + 4*(2+65535) + 4
 )
 
 var (
@@ -43,22 +43,32 @@ var (
 // fileName is where chunk k lives in a directory.
 func fileName(k chunkcache.Key) string {
 	h := sha256.New()
-	for _, s := range []string{k.Dataset, k.Object, k.ETag} {
+	for _, s := range keyFields(k) {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16]) + suffix
 }
 
+// keyFields are the fields of k a file names: a chunk decoded with some
+// of its fields (Key.Select) has a fourth, so that files of chunks read
+// whole keep the names and headers they had before there were any.
+func keyFields(k chunkcache.Key) []string {
+	if k.Select != "" {
+		return []string{k.Dataset, k.Object, k.ETag, k.Select}
+	}
+	return []string{k.Dataset, k.Object, k.ETag}
+}
+
 func isTemp(name string) bool { return strings.Contains(name, suffix+tempMark) }
 
 func encodeHeader(k chunkcache.Key, size int64) []byte {
-	b := make([]byte, 0, fixedHeader+6+len(k.Dataset)+len(k.Object)+len(k.ETag)+4)
+	b := make([]byte, 0, fixedHeader+8+len(k.Dataset)+len(k.Object)+len(k.ETag)+len(k.Select)+4)
 	b = append(b, magic...)
 	b = le.AppendUint32(b, fileVersion)
 	b = le.AppendUint32(b, 0) // length, below
 	b = le.AppendUint64(b, uint64(size))
-	for _, s := range []string{k.Dataset, k.Object, k.ETag} {
+	for _, s := range keyFields(k) {
 		b = le.AppendUint16(b, uint16(len(s)))
 		b = append(b, s...)
 	}
@@ -85,18 +95,19 @@ func readHeader(f io.ReaderAt) (k chunkcache.Key, size int64, n int, err error) 
 	}
 	size = int64(le.Uint64(b[16:]))
 	rest := b[fixedHeader : n-4]
-	var fields [3]string
-	for i := range fields {
+	var fields [4]string
+	i := 0
+	for ; i < len(fields) && len(rest) > 0; i++ {
 		if len(rest) < 2 || len(rest) < 2+int(le.Uint16(rest)) {
 			return k, 0, 0, errHeader
 		}
 		l := int(le.Uint16(rest))
 		fields[i], rest = string(rest[2:2+l]), rest[2+l:]
 	}
-	if len(rest) != 0 || size < 0 {
+	if i < 3 || len(rest) != 0 || size < 0 || i == 4 && fields[3] == "" {
 		return k, 0, 0, errHeader
 	}
-	return chunkcache.Key{Dataset: fields[0], Object: fields[1], ETag: fields[2]}, size, n, nil
+	return chunkcache.Key{Dataset: fields[0], Object: fields[1], ETag: fields[2], Select: fields[3]}, size, n, nil
 }
 
 // statFile reads the header of a file found in a directory and checks that

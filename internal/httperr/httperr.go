@@ -61,7 +61,8 @@ func Status(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
-		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, reqbody.ErrTooLarge):
+		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
+		errors.Is(err, reqbody.ErrTooLarge):
 		return http.StatusBadRequest
 	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge):
 		// The batch holds an image its pipeline cannot transform: the
@@ -74,7 +75,7 @@ func Status(err error) int {
 	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
 		errors.Is(err, feedback.ErrStale), errors.Is(err, membership.ErrUnknownMembers):
 		return http.StatusConflict
-	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
+	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, catalog.ErrGrown), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),
 		errors.Is(err, tensors.ErrBusy):
 		return http.StatusServiceUnavailable

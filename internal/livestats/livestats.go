@@ -4,9 +4,18 @@
 // and the brand_epoch_* metrics; and per job, what it cost in all and how
 // long its batches waited: /stats "jobs" and the brand_job_* metrics.
 //
+// Store (backend) bytes are what loads read from the store: a chunk's
+// store size (catalog.Dataset.StoreSize), which for a dataset served in
+// place is its store extent with the fields read, not the decoded bytes
+// the cache holds; disk bytes are the decoded bytes the disk tier gave.
+// They are what the planner predicts.
+//
 // The optimum is Belady's rule over the demand of every job the gateway
 // served, merged in the order it arrived: jobs share the cache, so what
 // one job could have hit depends on what the others needed meanwhile.
+// Each chunk weighs its bytes in the cache (catalog.Dataset.ChunkSize:
+// for a view of some fields, its resident bound with them), as the cache
+// accounts it.
 package livestats
 
 import (
@@ -302,11 +311,13 @@ type Served struct {
 	Samples      int // the batch carried
 	// Chunks are its distinct chunks in first-use order; Loads and
 	// LoadedBytes what its read loaded into the cache, DiskBytes the part
-	// of those the disk tier gave (the rest came from the store).
+	// of those the disk tier gave (the rest came from the store), and
+	// StoreBytes what the loads from the store read from it.
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
 	DiskBytes   int64
+	StoreBytes  int64
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
@@ -331,7 +342,7 @@ func (s *Stats) Mixtures() []api.MixStat { return s.mix.snapshot() }
 // Batch records a served batch (or a mixture batch's part).
 func (s *Stats) Batch(b Served) {
 	if b.Mix != nil {
-		s.mix.add(b.Mix, b.Stream, b.Comp, b.Samples, b.LoadedBytes-b.DiskBytes, b.DiskBytes)
+		s.mix.add(b.Mix, b.Stream, b.Comp, b.Samples, b.StoreBytes, b.DiskBytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -356,7 +367,7 @@ func (s *Stats) Batch(b Served) {
 	loads = min(loads, len(b.Chunks))
 	c.accesses += int64(len(b.Chunks))
 	c.loads += int64(loads)
-	store := b.LoadedBytes - b.DiskBytes
+	store := b.StoreBytes
 	c.bytes += store
 	c.disk += b.DiskBytes
 	c.served += b.Samples
@@ -410,16 +421,18 @@ func (s *Stats) Batch(b Served) {
 }
 
 // Prefetched records a chunk read ahead of demand for an epoch, from the
-// store or (disk) from the disk tier.
+// store or (disk) from the disk tier: bytes are what it takes in the
+// cache, which the disk tier gave; from the store, it read the chunk's
+// store size.
 func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
-	s.mix.prefetched(js, bytes, disk)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.jobLocked(js)
-	store, below := bytes, int64(0)
+	store, below := js.DS.StoreSize(chunk), int64(0)
 	if disk {
 		store, below = 0, bytes
 	}
+	s.mix.prefetched(js, store+below, disk)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobLocked(js)
 	j.bytes += store
 	j.disk += below
 	j.bytesC.Add(float64(store))
@@ -478,7 +491,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 			if !ok {
 				id = int32(len(sizes))
 				ids[chunkID{b.js.DS, c}] = id
-				sizes = append(sizes, b.js.DS.Index.Chunk(int(c)).Size)
+				sizes = append(sizes, b.js.DS.ChunkSize(int(c)))
 			}
 			tagged[i][k] = id
 		}

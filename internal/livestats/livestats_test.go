@@ -87,7 +87,7 @@ type event struct {
 }
 
 func batch(epoch uint64, samples int, chunks []int, loads int, loaded, disk int64, wait time.Duration) event {
-	return event{served: &Served{Epoch: epoch, EpochSamples: 16, Samples: samples, Chunks: chunks, Loads: loads, LoadedBytes: loaded, DiskBytes: disk, Wait: wait}}
+	return event{served: &Served{Epoch: epoch, EpochSamples: 16, Samples: samples, Chunks: chunks, Loads: loads, LoadedBytes: loaded, DiskBytes: disk, StoreBytes: loaded - disk, Wait: wait}}
 }
 
 func prefetched(epoch uint64, chunk int, bytes int64, disk bool) event {
@@ -379,7 +379,7 @@ func TestBoundedJobsAndEpochs(t *testing.T) {
 	ds := testDataset(t, "d")
 	stream := func(seed uint64) order.Stream { return order.Stream{DS: ds, Seed: seed, Window: 2} }
 	serve := func(js order.Stream, epoch uint64) {
-		s.Batch(Served{Stream: js, Epoch: epoch, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024})
+		s.Batch(Served{Stream: js, Epoch: epoch, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
 	}
 	for seed := range uint64(statsJobs) {
 		serve(stream(seed+1), 0)
@@ -449,7 +449,7 @@ func TestSharedSeriesSurviveEviction(t *testing.T) {
 	comp := plain
 	comp.Mix = "m"
 	serve := func(js order.Stream) {
-		s.Batch(Served{Stream: js, Epoch: 0, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024})
+		s.Batch(Served{Stream: js, Epoch: 0, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
 	}
 	serve(plain)
 	serve(comp)

@@ -113,8 +113,21 @@ func (b *Batch) Bytes() int64 {
 	return n
 }
 
+// Sized reports whether the batch's length is known before any chunk is
+// read: not when a part reads a dataset served in place, whose samples
+// are sized when their chunk is decoded (Bytes and Length count none of
+// them).
+func (b *Batch) Sized() bool {
+	for _, p := range b.Parts {
+		if p.Samples.DS.Index.Deferred() {
+			return false
+		}
+	}
+	return true
+}
+
 // Length is the batch's tar body: its samples and the end-of-archive
-// blocks.
+// blocks (see Sized).
 func (b *Batch) Length() int64 { return b.Bytes() + int64(len(chunkindex.EndOfArchive)) }
 
 // Sample is the index entry of the batch's i-th sample, with its ID and
@@ -290,6 +303,9 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	}
 	if imp := job.Importance; imp.Version != "" {
 		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)
+	}
+	if sel := ds.Selected(); sel != "" {
+		s = fmt.Appendf(s, "|columns=%s", sel)
 	}
 	s = appendTransform(s, job)
 	h := sha256.Sum256(s)

@@ -95,6 +95,9 @@ func (o *Orders) newMixed(mix api.Mix, ds []*catalog.Dataset, block, samples int
 	for i, d := range ds {
 		sizes[i] = d.Index.NumSamples()
 		fmt.Fprintf(&sb, "%s@%s:%d,", d.Name, d.ID(), weights[i])
+		if sel := d.Selected(); sel != "" {
+			fmt.Fprintf(&sb, "[%s],", sel)
+		}
 	}
 	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, samples)
 	mo, err := shuffle.NewMixture(weights, sizes, block, samples)

@@ -99,6 +99,7 @@ func (r Request) values() neturl.Values {
 	v := neturl.Values{}
 	v.Set(api.ParamDataset, r.DS.Name)
 	v.Set(api.ParamIndex, r.DS.ID())
+	setView(v, r.DS)
 	if o := r.Origin; o != nil {
 		v.Set(api.ParamSeed, strconv.FormatUint(o.Stream.Seed, 10))
 		v.Set(api.ParamWindow, strconv.Itoa(o.Stream.Window))
@@ -216,8 +217,16 @@ func ReplyHead(missing []int) []byte {
 	return b
 }
 
-// TransformedReplyHead is the start of a reply to a request for
-// transformed samples (Origin.Transform): ReplyHead, then each sample's
+// SizedInReply reports whether the reply to req says each sample's length
+// and CRC32C (TransformedReplyHead): for samples transformed by their
+// owner, and for samples of a dataset served in place, whose ranges are
+// in their decoded chunks, not in the index.
+func SizedInReply(req Request) bool {
+	return req.Origin != nil && req.Origin.Transform.On() || req.DS.Index.Deferred()
+}
+
+// TransformedReplyHead is the start of a reply whose samples are sized in
+// it (SizedInReply: transformed samples, samples decoded in place): ReplyHead, then each sample's
 // length and CRC32C (Castagnoli), two little-endian uint32s per sample
 // not left out, in the request's order — samples is their bytes, to which
 // the index's CRCs no longer apply. A sample the owner could not
@@ -259,7 +268,7 @@ func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
 		lengths[i], crcs[i] = in.Length, in.CRC
 		want += lengths[i]
 	}
-	transformed := req.Origin != nil && req.Origin.Transform.On()
+	transformed := SizedInReply(req)
 	var head [4]byte
 	if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
 		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
@@ -504,7 +513,20 @@ func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Lim
 		return q, nil, fmt.Errorf("%w: %s", query.ErrBadRequest, what)
 	}
 	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	if err == nil {
+		// A view of a dataset served in place reading some fields: the
+		// asker's samples and chunks are that view's.
+		ds, err = ds.Select(q.Job.Columns)
+	}
 	return q, ds, err
+}
+
+// setView names, in a request's parameters, the fields a dataset served
+// in place is read with (catalog.Dataset.Selected), if not all of them.
+func setView(v neturl.Values, ds *catalog.Dataset) {
+	if sel := ds.Selected(); sel != "" {
+		v.Set(api.ParamColumns, sel)
+	}
 }
 
 // Chunk fills buf with chunk c of ds from the node's cache, in a
@@ -515,6 +537,7 @@ func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Lim
 // reads the store instead.
 func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	setView(v, ds)
 	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
 		if resp.ContentLength != int64(len(buf)) {
 			return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", c.url, resp.ContentLength, chunk, ds.Name, len(buf))

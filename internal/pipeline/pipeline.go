@@ -226,7 +226,7 @@ func (p *Pipeline) count(b *order.Batch, res *reader.Result, wait time.Duration)
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
 		p.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
-			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes,
+			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
 			Wait: wait, Mix: b.Mix, Comp: part.Comp})
 	}
 }

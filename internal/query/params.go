@@ -222,6 +222,14 @@ var params = map[string]param{
 		q.Job.Transform = v
 		return nil
 	},
+	api.ParamColumns: func(q *Query, name, v string, _ Limits) error {
+		cols, err := ParseColumns(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrBadRequest, name, err)
+		}
+		q.Job.Columns = cols
+		return nil
+	},
 	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
 		if len(v) != 16 || !lowerHex(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %q", ErrBadRequest, name, v)
@@ -289,13 +297,13 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
 	// A node asking another for a membership version's member list.
 	PeerMembersParams = []string{api.ParamMembers}
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
-	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk}
+	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
 	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
 )
 
@@ -458,4 +466,27 @@ func ParseNumber(name, v string, maxValue uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s %d out of range: valid %s numbers are 0..%d", ErrOutOfRange, name, n, name, maxValue)
 	}
 	return n, nil
+}
+
+// MaxColumns bounds the fields a job selects (columns=).
+const MaxColumns = 256
+
+// ParseColumns parses columns=: field names, comma-separated, each 1 to
+// 256 bytes, at most MaxColumns of them, none twice.
+func ParseColumns(v string) ([]string, error) {
+	cols := strings.Split(v, ",")
+	if len(cols) > MaxColumns {
+		return nil, fmt.Errorf("%d fields, at most %d", len(cols), MaxColumns)
+	}
+	seen := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		switch {
+		case c == "" || len(c) > 256:
+			return nil, fmt.Errorf("a field name of %d bytes (1 to 256) in %q", len(c), v)
+		case seen[c]:
+			return nil, fmt.Errorf("field %q named twice", c)
+		}
+		seen[c] = true
+	}
+	return cols, nil
 }

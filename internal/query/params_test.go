@@ -93,7 +93,8 @@ func TestJobValuesParseBack(t *testing.T) {
 			NoLocality: true, Name: "j", Importance: api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 3},
 			Index: "fedcba9876543210", Members: "0011223344556677", Weight: 2.5, Transform: "imagenet-train"},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
-			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000},
+			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
+			Columns: []string{"image", "label"}},
 	}
 	written := map[string]bool{}
 	l := Limits{}

@@ -2,9 +2,12 @@ package reader
 
 import (
 	"context"
+	"errors"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/assembly"
+	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 )
 
@@ -31,36 +34,15 @@ func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, dat
 		return nil, err
 	}
 	defer leave()
-	release, err := r.copies.Acquire(ctx, sub.Bytes)
+	copyOut, err := r.copier(ctx, sub, pos, data, res)
 	if err != nil {
 		return nil, err
 	}
-	n := sub.Bytes
-	buf := r.pool.get(n)[:n]
-	res.release = append(res.release, func() { r.pool.put(buf); release() })
 	res.InParts = true
 	r.inParts.Inc()
-
-	at := make([]int64, len(sub.IDs)) // each sample's offset in buf
-	var off int64
-	for j, in := range sub.Info {
-		at[j] = off
-		off += in.Length
-	}
 	dropped := make([]bool, len(sub.Chunks))
-	// copyOut copies the samples of chunk slot s from its bytes.
-	copyOut := func(s int, chunk []byte) {
-		for j, in := range sub.Info {
-			if sub.Slot[j] == s {
-				o, length := in.Offset, in.Length
-				b := buf[at[j] : at[j]+length : at[j]+length]
-				copy(b, chunk[o:o+length])
-				data[pos[j]] = b
-			}
-		}
-	}
 	capacity := r.cache.Capacity()
-	size := func(i int) int64 { return sub.DS.Index.Chunk(sub.Chunks[i]).Size }
+	size := func(i int) int64 { return sub.DS.ChunkSize(sub.Chunks[i]) }
 	for g := range assembly.Groups(len(sub.Chunks), size, capacity) {
 		if err := r.assembleGroup(ctx, sub, g.From, g.To, g.Bytes > capacity, dropped, copyOut, skip, res); err != nil {
 			return nil, err
@@ -85,12 +67,69 @@ func (r *Reader) assemble(ctx context.Context, sub order.Samples, pos []int, dat
 	return missing, nil
 }
 
+// copier returns what copies the samples of sub's chunk slot s out of its
+// bytes into the copy budget, pointing data at them. Samples whose sizes
+// the index holds take one buffer, of the budget's bytes, before any chunk
+// is pinned; samples of chunks decoded in place are sized once decoded,
+// so each chunk's take a buffer of their own when it is.
+func (r *Reader) copier(ctx context.Context, sub order.Samples, pos []int, data [][]byte, res *Result) (func(s int, chunk []byte) error, error) {
+	if sub.DS.Index.Deferred() {
+		return func(s int, chunk []byte) error {
+			var n int64
+			for j, in := range sub.Info {
+				if sub.Slot[j] == s {
+					_, l, _ := format.Entry(chunk, int(in.Offset))
+					n += l
+				}
+			}
+			release, err := r.copies.Acquire(ctx, n)
+			if err != nil {
+				return err
+			}
+			buf := r.pool.get(n)
+			res.release = append(res.release, func() { r.pool.put(buf); release() })
+			for j, in := range sub.Info {
+				if sub.Slot[j] == s {
+					start := len(buf)
+					buf = append(buf, sampleBytes(chunk, in, true)...)
+					data[pos[j]] = buf[start:len(buf):len(buf)]
+				}
+			}
+			return nil
+		}, nil
+	}
+	release, err := r.copies.Acquire(ctx, sub.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	n := sub.Bytes
+	buf := r.pool.get(n)[:n]
+	res.release = append(res.release, func() { r.pool.put(buf); release() })
+	at := make([]int64, len(sub.IDs)) // each sample's offset in buf
+	var off int64
+	for j, in := range sub.Info {
+		at[j] = off
+		off += in.Length
+	}
+	return func(s int, chunk []byte) error {
+		for j, in := range sub.Info {
+			if sub.Slot[j] == s {
+				o, length := in.Offset, in.Length
+				b := buf[at[j] : at[j]+length : at[j]+length]
+				copy(b, chunk[o:o+length])
+				data[pos[j]] = b
+			}
+		}
+		return nil
+	}, nil
+}
+
 // assembleGroup pins chunk slots [from, to) of sub, or reads the one chunk
 // through when it is larger than the whole cache, and copies their
 // samples out. With skip a chunk damaged at rest is marked dropped and
 // the rest of the group pinned again.
 func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to int, through bool, dropped []bool,
-	copyOut func(s int, chunk []byte), skip bool, res *Result) error {
+	copyOut func(s int, chunk []byte) error, skip bool, res *Result) error {
 	if through {
 		req := sub.DS.ChunkRequest(sub.Chunks[from])
 		buf := make([]byte, req.Size)
@@ -105,6 +144,16 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 			dropped[from] = true
 			return nil
 		}
+		if errors.Is(err, catalog.ErrGrown) {
+			// Sized anew: read it through again, once.
+			req = sub.DS.ChunkRequest(sub.Chunks[from])
+			buf = make([]byte, req.Size)
+			if tl, ok := r.loader.(chunkcache.TieredLoader); ok {
+				below, err = tl.LoadTiered(ctx, req.Key, buf)
+			} else {
+				err = r.loader.Load(ctx, req.Key, buf)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -112,11 +161,12 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		res.LoadedBytes += req.Size
 		if below {
 			res.DiskBytes += req.Size
+		} else {
+			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[from])
 		}
-		copyOut(from, buf)
-		return nil
+		return copyOut(from, buf)
 	}
-	for {
+	for grown := 0; ; {
 		var slots []int
 		for s := from; s < to; s++ {
 			if !dropped[s] {
@@ -136,6 +186,10 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 				dropped[s] = true
 				continue
 			}
+			if errors.Is(err, catalog.ErrGrown) && grown < maxGrown {
+				grown++
+				continue
+			}
 			return err
 		}
 		n, nb := lease.Loaded()
@@ -143,10 +197,15 @@ func (r *Reader) assembleGroup(ctx context.Context, sub order.Samples, from, to 
 		res.Loads += n
 		res.LoadedBytes += nb
 		res.DiskBytes += db
-		for i, s := range slots {
-			copyOut(s, lease.Bytes(i))
+		for i := range lease.StoreLoads(0, len(slots)) {
+			res.StoreBytes += sub.DS.StoreSize(sub.Chunks[slots[i]])
 		}
-		lease.Release()
+		defer lease.Release()
+		for i, s := range slots {
+			if err := copyOut(s, lease.Bytes(i)); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 }

@@ -12,14 +12,18 @@ import (
 
 // Figures are what this node's cache did for a read, or for one part of a
 // batch's: the samples served, the distinct chunks read through it (in
-// first-use order), how many of them it loaded and their bytes, DiskBytes
-// of those from the disk tier, the rest from the store.
+// first-use order), how many of them it loaded and their bytes in the
+// cache, DiskBytes of those from the disk tier, the rest from the store;
+// StoreBytes is what the loads from the store read from it — their
+// chunks' store sizes (catalog.Dataset.StoreSize), which for a dataset
+// served in place are their store extents, not the decoded bytes.
 type Figures struct {
 	Samples     int
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
 	DiskBytes   int64
+	StoreBytes  int64
 }
 
 // ReadBatch reads a batch — of one dataset, or a mixture's several parts
@@ -121,7 +125,7 @@ func (r *Reader) readTogether(ctx context.Context, b *order.Batch) (*Result, err
 	res.PerPart = make([]Figures, len(parts))
 	for p, part := range parts {
 		res.PerPart[p] = Figures{Samples: len(b.Parts[p].Samples.IDs), Chunks: part.Chunks, Loads: part.Loads,
-			LoadedBytes: part.LoadedBytes, DiskBytes: part.DiskBytes}
+			LoadedBytes: part.LoadedBytes, DiskBytes: part.DiskBytes, StoreBytes: part.StoreBytes}
 	}
 	return res, nil
 }
@@ -156,6 +160,7 @@ func (r *Reader) readInTurn(ctx context.Context, b *order.Batch) (*Result, error
 		out.Loads += f.Loads
 		out.LoadedBytes += f.LoadedBytes
 		out.DiskBytes += f.DiskBytes
+		out.StoreBytes += f.StoreBytes
 		d := make([][]byte, len(part.Samples.IDs))
 		j, m := 0, 0
 		for i := range d {
@@ -234,7 +239,7 @@ func (r *Reader) warm(b *order.Batch, first int) {
 			}
 			r.ahead.Load(ds.ChunkRequest(c), func(res chunkcache.PrefetchResult) {
 				if res == chunkcache.PrefetchLoaded || res == chunkcache.PrefetchLoadedBelow {
-					r.tally.Prefetched(part.Stream, part.Epoch, c, ds.Index.Chunk(c).Size, res == chunkcache.PrefetchLoadedBelow)
+					r.tally.Prefetched(part.Stream, part.Epoch, c, ds.ChunkSize(c), res == chunkcache.PrefetchLoadedBelow)
 				}
 			})
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/admit"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
@@ -266,14 +267,15 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 	slices.Sort(res.MissingPos)
 	// What this node's cache gave (before the missing are compacted out).
 	home := s.Bytes
-	if len(local) < len(s.IDs) || len(res.MissingPos) > 0 {
+	if len(local) < len(s.IDs) || len(res.MissingPos) > 0 || s.DS.Index.Deferred() {
 		home = 0
 		for _, i := range local {
 			home += int64(len(data[i]))
 		}
 	}
+	deferred := s.DS.Index.Deferred()
 	res.Parts, res.Bytes = data, s.Bytes
-	if len(res.MissingPos) > 0 || len(local) < len(s.IDs) {
+	if len(res.MissingPos) > 0 || len(local) < len(s.IDs) || deferred {
 		// Samples from peers may be tensors (a job's pipeline, applied by
 		// their owner) rather than the index's bytes: their own lengths.
 		res.Parts, res.Bytes = data[:0], 0
@@ -283,6 +285,11 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 				res.Bytes += int64(len(d))
 			}
 		}
+	}
+	if res.Bytes > r.maxBytes {
+		// Samples decoded in place are sized once decoded.
+		res.Release()
+		return nil, fmt.Errorf("%w: %d samples of %d bytes in all, over the server's --max-batch-bytes (%d)", ErrTooLarge, len(res.Parts), res.Bytes, r.maxBytes)
 	}
 	remote := res.Bytes - home
 	if !req.Local {
@@ -303,8 +310,12 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		return nil, nil
 	}
 	sub := subset(s, pos)
-	for {
+	for grown := 0; ; {
 		lease, err := r.acquire(ctx, requests(sub))
+		if errors.Is(err, catalog.ErrGrown) && grown < maxGrown {
+			grown++ // a chunk decoded in place learnt its size: ask again
+			continue
+		}
 		if errors.Is(err, chunkcache.ErrTooLarge) {
 			m, err := r.assemble(ctx, sub, pos, data, res, skip, count)
 			return append(missing, m...), err
@@ -324,12 +335,19 @@ func (r *Reader) readLocal(ctx context.Context, s order.Samples, pos []int, data
 		res.Chunks = sub.Chunks
 		res.Loads, res.LoadedBytes = lease.Loaded()
 		_, res.DiskBytes = lease.Below()
+		res.StoreBytes = storeBytes(lease, 0, sub)
+		deferred := sub.DS.Index.Deferred()
 		for j, in := range sub.Info {
-			data[pos[j]] = sampleBytes(lease, sub.Slot[j], in)
+			data[pos[j]] = sampleBytes(lease.Bytes(sub.Slot[j]), in, deferred)
 		}
 		return missing, nil
 	}
 }
+
+// maxGrown bounds a read's retries after chunks learn their sizes
+// (catalog.ErrGrown): each chunk learns once, and a read's chunks load at
+// once, so one retry is the usual.
+const maxGrown = 3
 
 // acquire pins reqs in the cache. Several jobs sharing a full cache: a
 // read that has to evict to load its chunks loads in turn with the others
@@ -349,10 +367,15 @@ func (r *Reader) acquire(ctx context.Context, reqs []chunkcache.Request) (*chunk
 	return r.cache.Acquire(ctx, reqs)
 }
 
-// sampleBytes is a sample's bytes in the chunk a lease holds at slot.
-func sampleBytes(lease *chunkcache.Lease, slot int, in chunkindex.Sample) []byte {
-	off, end := in.Offset, in.Offset+in.Length
-	return lease.Bytes(slot)[off:end:end]
+// sampleBytes is a sample's bytes in its chunk: where the index says, or
+// for a chunk decoded in place (deferred; the index holds the sample's
+// ordinal) where the decoded chunk's table says.
+func sampleBytes(chunk []byte, in chunkindex.Sample, deferred bool) []byte {
+	off, n := in.Offset, in.Length
+	if deferred {
+		off, n, _ = format.Entry(chunk, int(in.Offset))
+	}
+	return chunk[off : off+n : off+n]
 }
 
 // damaged reports whether err is a chunk of sub damaged at rest that skip
@@ -412,6 +435,16 @@ func subset(s order.Samples, pos []int) order.Samples {
 }
 
 // requests are the cache requests of s's chunks.
+// storeBytes is what the store loads of lease read for requests(s),
+// requests [from, from+len(s.Chunks)) of it: their chunks' store sizes.
+func storeBytes(lease *chunkcache.Lease, from int, s order.Samples) int64 {
+	var n int64
+	for i := range lease.StoreLoads(from, from+len(s.Chunks)) {
+		n += s.DS.StoreSize(s.Chunks[i-from])
+	}
+	return n
+}
+
 func requests(s order.Samples) []chunkcache.Request {
 	reqs := make([]chunkcache.Request, len(s.Chunks))
 	for i, c := range s.Chunks {

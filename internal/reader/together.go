@@ -23,6 +23,7 @@ type Part struct {
 	Loads       int
 	LoadedBytes int64
 	DiskBytes   int64
+	StoreBytes  int64
 }
 
 // ReadTogether reads several requests' samples — a mixture batch's parts,
@@ -62,7 +63,7 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	lease, err := r.acquire(ctx, creqs)
 	var dce *catalog.DamagedChunkError
 	switch {
-	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce):
+	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce) || errors.Is(err, catalog.ErrGrown):
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotTogether, err)
 	case err != nil:
 		return nil, nil, err
@@ -73,15 +74,32 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 		s := q.Samples
 		from := len(all)
 		for j, in := range s.Info {
-			all = append(all, sampleBytes(lease, base[k]+s.Slot[j], in))
+			all = append(all, sampleBytes(lease.Bytes(base[k]+s.Slot[j]), in, s.DS.Index.Deferred()))
 		}
 		p := &parts[k]
 		p.Parts, p.Bytes, p.Chunks = all[from:len(all):len(all)], s.Bytes, s.Chunks
+		if s.DS.Index.Deferred() {
+			// Sized once decoded: here.
+			bytes -= s.Bytes
+			p.Bytes = 0
+			for _, d := range p.Parts {
+				p.Bytes += int64(len(d))
+			}
+			bytes += p.Bytes
+		}
 		p.Loads, p.LoadedBytes, _, p.DiskBytes = lease.LoadedIn(base[k], base[k+1])
+		p.StoreBytes = storeBytes(lease, base[k], s)
+	}
+	if bytes > r.maxBytes {
+		lease.Release()
+		return nil, nil, fmt.Errorf("%w: %d bytes, over the server's --max-batch-bytes (%d)", ErrNotTogether, bytes, r.maxBytes)
 	}
 	res := &Result{r: r, Parts: all, Bytes: bytes, release: []func(){lease.Release}, pinned: bytes > 0}
 	res.Loads, res.LoadedBytes = lease.Loaded()
 	_, res.DiskBytes = lease.Below()
+	for _, p := range parts {
+		res.StoreBytes += p.StoreBytes
+	}
 	r.remote.Delivered(bytes, 0)
 	return res, parts, nil
 }

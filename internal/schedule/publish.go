@@ -227,7 +227,7 @@ func (t *UseTable) finish(capacity int64) {
 			}
 			for c, d := range du.dist {
 				if d < farFuture && len(du.hot[int32(c)]) == 0 {
-					later = append(later, use{d, du.ds.Index.Chunk(c).Size})
+					later = append(later, use{d, du.ds.ChunkSize(c)})
 				}
 			}
 		}

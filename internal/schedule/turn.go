@@ -77,7 +77,7 @@ func (s *Schedule) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 			k := st.DS.ChunkKey(c)
 			if _, dup := set[k]; !dup {
 				set[k] = struct{}{}
-				n += st.DS.Index.Chunk(c).Size
+				n += st.DS.ChunkSize(c)
 			}
 		}
 	}

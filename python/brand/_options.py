@@ -184,6 +184,11 @@ class Job:
             ``.npy`` member holding its decoded, augmented uint8 tensor,
             drawn from the sample's key alone (docs/transform.md).
             ``None``: the bytes as stored.
+        columns: the fields of a dataset served in place (Parquet, MDS,
+            Megatron: the manifest's ``fields``) its samples carry
+            (``columns=``), such as ``("image", "label")``: the gateway
+            reads only those columns from the store. ``None``: every field.
+            A tar dataset has none to select (the gateway answers 400).
 
     Raises:
         ValueError: a value no gateway would take, or a combination it
@@ -192,7 +197,8 @@ class Job:
             a mixture with ``dataset`` or ``importance``, ``mix_block`` or
             ``mix_samples`` without a mixture or below 1, a mixture's
             ``index`` with another number of versions than components, a
-            ``transform`` that is no pipeline's name.
+            ``transform`` that is no pipeline's name, ``columns`` empty,
+            repeated or holding an empty name or a comma.
     """
 
     dataset: Optional[str] = None
@@ -213,8 +219,17 @@ class Job:
     mix_block: Optional[int] = None
     mix_samples: Optional[int] = None
     transform: Optional[str] = None
+    columns: Optional[Tuple[str, ...]] = None
 
     def __post_init__(self) -> None:
+        if self.columns is not None:
+            if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
+                raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")
+            cols = tuple(self.columns)
+            if not cols or len(cols) > 256 or len(set(cols)) != len(cols) or \
+                    any(not c or "," in c or len(c.encode()) > 256 for c in cols):
+                raise ValueError(f"brand: columns {cols!r}: 1 to 256 distinct field names of 1 to 256 bytes, no commas")
+            object.__setattr__(self, "columns", cols)
         if self.transform is not None and (not isinstance(self.transform, str) or not _PIPELINE.fullmatch(self.transform)):
             raise ValueError(f"brand: transform {self.transform!r}: a pipeline's name, 1 to 64 of a-z, 0-9, '.', '_', '-'")
         if self.world is not None:
@@ -449,6 +464,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["members"] = job.members
     if job.transform is not None:
         q["transform"] = job.transform
+    if job.columns is not None:
+        q["columns"] = ",".join(job.columns)
     return q
 
 

@@ -40,7 +40,8 @@ ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, dr
                 importance=brand.Importance("run-1", version="0123456789abcdef", hot=3), index="fedcba9876543210",
                 members="0011223344556677", transform="imagenet-train")
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
-                name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b")
+                name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
+                columns=("image", "label"))
 
 
 class TestQuery(unittest.TestCase):
@@ -81,6 +82,7 @@ class TestQuery(unittest.TestCase):
             "mix_block": (mixed, dict(mix_block=4)),
             "mix_samples": (mixed, dict(mix_samples=40)),
             "transform": (plain, dict(transform="imagenet-eval")),
+            "columns": (plain, dict(columns=("image",))),
         }
         self.assertEqual(set(changes), {f.name for f in dataclasses.fields(brand.Job)})
         for name, (base, kw) in changes.items():
@@ -104,6 +106,13 @@ class TestQuery(unittest.TestCase):
         self.assertEqual(job_query(ONE, "0000000000000001")["index"], "0000000000000001")  # a client's pin
         self.assertNotIn("index", job_query(MIX))  # a gateway refuses index= with mix=
         self.assertEqual(job_query(brand.Job(importance=brand.Importance("imp")))["job"], "imp")
+        self.assertEqual(job_query(MIX)["columns"], "image,label")
+        self.assertEqual(brand.Job(columns=["a", "b"]).columns, ("a", "b"))
+        for bad in ((), ("a", "a"), ("",), ("a,b",)):
+            with self.subTest(columns=bad), self.assertRaises(ValueError):
+                brand.Job(columns=bad)
+        with self.assertRaises(TypeError):
+            brand.Job(columns="image")
 
 
 class TestOptions(unittest.TestCase):
@@ -270,9 +279,10 @@ class TestWire(unittest.TestCase):
             if u.path.startswith("/epoch/"):
                 sent |= set(urllib.parse.parse_qs(u.query))
         # All but a mixture's, a snapshot version (an importance job's
-        # first epoch has none) and a pipeline (the test dataset's images
-        # are not real JPEGs); index= is the version the plan named.
-        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform"})
+        # first epoch has none), a pipeline (the test dataset's images
+        # are not real JPEGs) and fields (it is tar chunks, whose samples
+        # are served whole); index= is the version the plan named.
+        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform", "columns"})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,217 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// InPlaceOptions configures IndexInPlace.
+type InPlaceOptions struct {
+	// Formats are the formats a source may be in, as the caller offers
+	// them (cmd/brand passes every format Brand reads).
+	Formats []format.Format
+	// Format forces one of Formats by name; "" detects the source's.
+	Format string
+	// Prefix selects the source's objects: those whose keys (relative to
+	// the source's root) start with it.
+	Prefix string
+	// Name is the dataset's name in the manifest (default: the last
+	// segment of the prefix or the source's URL).
+	Name string
+	// Data is the URL of the source, recorded in the manifest when the
+	// index is written elsewhere (Dst not the source): a gateway serving
+	// the index reads the chunks there.
+	Data string
+	// Format options: the chunk size of formats that cut their own
+	// chunks, member extensions by field, metadata reads at once, limits.
+	Options format.Options
+	// Tool is recorded in the manifest (default "brand").
+	Tool string
+}
+
+// ErrNoFormat marks a source no offered format recognises, or that more
+// than one does.
+var ErrNoFormat = errors.New("no format recognised")
+
+// IndexInPlace indexes a dataset served in place — Parquet files, MDS
+// shards, Megatron token files, whatever Formats offers — from the
+// source's own metadata, never rewriting or copying its objects, and
+// publishes Brand's index, the format's description of the chunks and a
+// manifest to dst, which may be the source itself or another prefix or
+// bucket (a read-only Hub mirror). Run again over a source with new files,
+// it publishes a new index version, as a re-pack does.
+//
+// The format's description is stored first, under the new index's ID
+// (chunkindex.FormatKey), then the index, then the manifest: a gateway
+// polling dst never finds an index whose description is missing, and an
+// error part-way leaves the index it was serving current.
+func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOptions) (*Result, error) {
+	if opts.Tool == "" {
+		opts.Tool = DefaultTool
+	}
+	if opts.Name == "" {
+		opts.Name = defaultIndexName(src, opts.Prefix)
+	}
+	listed, err := src.List(ctx, opts.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: listing %q: %w", opts.Prefix, err)
+	}
+	objs := make([]format.Object, 0, len(listed))
+	for _, o := range listed {
+		// Brand's metadata, here or in an index written under the
+		// source (--dst inside --src), is not data.
+		if strings.HasPrefix(o.Key, "_brand/") || strings.Contains(o.Key, "/_brand/") {
+			continue
+		}
+		objs = append(objs, format.Object{Key: o.Key, Size: o.Size, ETag: o.ETag})
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%w: no objects under %q", ErrEmpty, opts.Prefix)
+	}
+	f, err := chooseFormat(opts.Formats, opts.Format, objs)
+	if err != nil {
+		return nil, err
+	}
+	lay, err := f.Index(ctx, src, objs, opts.Options)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: indexing %s as %s: %w", storeLocation(src, opts.Prefix), f.Name(), err)
+	}
+	created := time.Now().Truncate(time.Second)
+	ix, dec, err := BuildInPlace(f, lay, created)
+	if err != nil {
+		return nil, err
+	}
+	m := chunkindex.NewManifest(opts.Name, ix)
+	m.Created = created
+	m.Source = storeLocation(src, opts.Prefix)
+	m.Tool = opts.Tool
+	m.InPlace = &chunkindex.ManifestInPlace{Format: f.Name(), Data: opts.Data}
+	for _, fd := range dec.Fields() {
+		m.InPlace.Fields = append(m.InPlace.Fields, chunkindex.ManifestField{Name: fd.Name, Ext: fd.Ext, Type: fd.Type})
+	}
+	return publishInPlace(ctx, dst, ix, lay.Meta, m)
+}
+
+// chooseFormat returns the format named, or the one format that
+// recognises objs.
+func chooseFormat(fs []format.Format, name string, objs []format.Object) (format.Format, error) {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name()
+		if name != "" && f.Name() == name {
+			return f, nil
+		}
+	}
+	if name != "" {
+		return nil, fmt.Errorf("%w: no format %q (formats: %s)", ErrNoFormat, name, strings.Join(names, ", "))
+	}
+	var found []format.Format
+	for _, f := range fs {
+		if f.Detect(objs) {
+			found = append(found, f)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, fmt.Errorf("%w: none of %s recognises the %d objects listed (tar shards: brand index without --format)", ErrNoFormat, strings.Join(names, ", "), len(objs))
+	}
+	both := make([]string, len(found))
+	for i, f := range found {
+		both[i] = f.Name()
+	}
+	return nil, fmt.Errorf("%w: the source holds datasets of %s; choose one with --format (and --prefix)", ErrNoFormat, strings.Join(both, " and "))
+}
+
+// BuildInPlace builds the deferred index of a layout f's Index returned:
+// chunk c is named by its object and its place among that object's chunks
+// ("data/train-00000.parquet#3", ChunkObject), sized by its resident
+// bound with every field, and the index names f and the SHA-256 of
+// lay.Meta and its creation time (every decoded member's). It returns the
+// decoder opened on lay.Meta too.
+func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chunkindex.Index, format.Decoder, error) {
+	dec, err := f.Open(lay.Meta)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
+	}
+	chunks := make([]chunkindex.Chunk, len(lay.Chunks))
+	nth := map[string]int{}
+	for c, ch := range lay.Chunks {
+		_, bound := dec.Extent(c, nil)
+		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + strconv.Itoa(nth[ch.Object]), Size: bound, ETag: ch.ETag, Samples: ch.Samples}
+		nth[ch.Object]++
+	}
+	ix, err := chunkindex.NewDeferred(chunks, lay.Keys, chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset: building the index: %w", err)
+	}
+	return ix, dec, nil
+}
+
+// ChunkObject returns the object a deferred index's chunk key names
+// (BuildInPlace): the key up to its last "#".
+func ChunkObject(chunkKey string) string {
+	if i := strings.LastIndexByte(chunkKey, '#'); i >= 0 {
+		return chunkKey[:i]
+	}
+	return chunkKey
+}
+
+// publishInPlace stores the format's description, the index, then the
+// manifest.
+func publishInPlace(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, meta []byte, m chunkindex.Manifest) (*Result, error) {
+	if m.Created.IsZero() {
+		m.Created = time.Now()
+	}
+	ib, err := ix.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("dataset: encoding the index: %w", err)
+	}
+	mb, err := chunkindex.MarshalManifest(m)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: encoding the manifest: %w", err)
+	}
+	if _, err := st.Put(ctx, chunkindex.FormatKey(ix.ID()), bytes.NewReader(meta), int64(len(meta))); err != nil {
+		return nil, fmt.Errorf("dataset: storing the format's description: %w", err)
+	}
+	if _, err := st.Put(ctx, chunkindex.IndexKey, bytes.NewReader(ib), int64(len(ib))); err != nil {
+		return nil, fmt.Errorf("dataset: storing the index: %w", err)
+	}
+	if _, err := st.Put(ctx, chunkindex.ManifestKey, bytes.NewReader(mb), int64(len(mb))); err != nil {
+		return nil, fmt.Errorf("dataset: storing the manifest (the index is stored): %w", err)
+	}
+	if m, err = chunkindex.ParseManifest(mb); err != nil {
+		return nil, fmt.Errorf("dataset: re-reading the manifest: %w", err)
+	}
+	return &Result{Index: ix, Manifest: m}, nil
+}
+
+// ReadFormat reads the description of the chunks of the deferred index
+// ix from st (the dataset's root) and checks it against the digest the
+// index holds.
+func ReadFormat(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) ([]byte, error) {
+	key := chunkindex.FormatKey(ix.ID())
+	b, err := readWhole(ctx, st, key, maxFormatMeta, "the format's description of the chunks")
+	if err != nil {
+		return nil, err
+	}
+	if sha256.Sum256(b) != ix.InPlace().Meta {
+		return nil, fmt.Errorf("%w: %s is not the description index %s was built with (its SHA-256 differs)", chunkindex.ErrCorrupt, key, ix.ID())
+	}
+	return b, nil
+}
+
+// maxFormatMeta bounds the description of a dataset's chunks that a
+// gateway reads: a few hundred bytes a chunk.
+const maxFormatMeta = 1 << 30

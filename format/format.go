@@ -1,0 +1,294 @@
+package format
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrInvalid marks a source that is not a valid dataset of the format, or
+// metadata that lies (offsets past an object, overlapping ranges, counts
+// that disagree): refused at index time, with the object named.
+var ErrInvalid = errors.New("invalid dataset")
+
+// ErrDamaged marks a chunk whose bytes do not decode (a bad page checksum,
+// a codec error, truncated data, values that do not fit the resident
+// bound): the chunk is damaged, as a tar chunk failing its CRC32C is.
+var ErrDamaged = errors.New("damaged chunk")
+
+// ErrUnsupported marks a valid source using a feature Brand does not read
+// (an encoding, a codec, a column type), named in the message.
+var ErrUnsupported = errors.New("unsupported")
+
+// Object is one object of a source, as a listing gives it.
+type Object struct {
+	Key  string // relative to the source's root
+	Size int64
+	ETag string
+}
+
+// Store is what indexing reads through: a range of an object, pinned to
+// its version (an object changed since the listing is an error).
+type Store interface {
+	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
+}
+
+// Format is one kind of dataset served in place.
+type Format interface {
+	// Name is the format's name, as `brand index --format` takes it
+	// ("parquet", "mds", "megatron").
+	Name() string
+	// Detect reports whether a source whose listing is objs holds a
+	// dataset of this format (by names and sizes alone).
+	Detect(objs []Object) bool
+	// Index reads the source's own metadata, never its data, and
+	// describes the dataset. objs is the source's listing, sorted by key.
+	Index(ctx context.Context, st Store, objs []Object, opt Options) (*Layout, error)
+	// Open returns the decoder of a dataset this format indexed, from
+	// the Meta its Index returned.
+	Open(meta []byte) (Decoder, error)
+}
+
+// Options are what a user may say about indexing a source.
+type Options struct {
+	// ChunkBytes is the target size of a chunk, for formats that cut
+	// chunks themselves (Megatron's spans); 0 means DefaultChunkBytes.
+	ChunkBytes int64
+	// Members overrides the member extension a field's values get
+	// (field name → extension, e.g. "label" → "cls").
+	Members map[string]string
+	// Parallel is how many metadata reads run at once; 0 means 16.
+	Parallel int
+	// Limits bounds what hostile metadata can cost; zero fields take
+	// DefaultLimits'.
+	Limits Limits
+}
+
+// DefaultChunkBytes is the chunk size formats that cut their own chunks
+// aim for: the size `brand pack` writes.
+const DefaultChunkBytes = 64 << 20
+
+// Limits bounds the metadata a format accepts. Everything beyond a limit
+// is refused at index time with a message naming the object and the limit.
+type Limits struct {
+	// MetaBytes bounds one object's metadata read whole (a Parquet
+	// footer, an MDS index.json, a Megatron .idx's tables).
+	MetaBytes int64
+	// ChunkBytes bounds a chunk's resident bound: a row group or a shard
+	// larger than this cannot be a chunk (it could not be cached whole,
+	// and a sample's length in the resident table is 32 bits). At most
+	// MaxChunkBytes.
+	ChunkBytes int64
+	// Fields bounds the fields (columns) a sample has.
+	Fields int
+	// Depth bounds the nesting of a field's type.
+	Depth int
+	// ChunkSamples bounds the samples in one chunk.
+	ChunkSamples int
+}
+
+// DefaultLimits are the limits of an unset Limits field.
+var DefaultLimits = Limits{
+	MetaBytes:    256 << 20,
+	ChunkBytes:   2 << 30,
+	Fields:       1024,
+	Depth:        64,
+	ChunkSamples: 1 << 24,
+}
+
+// MaxChunkBytes is the most Limits.ChunkBytes may be: the resident
+// table's sample lengths are 32-bit.
+const MaxChunkBytes = 4<<30 - 1
+
+// WithDefaults returns l with every unset field set to DefaultLimits',
+// and ChunkBytes at most MaxChunkBytes.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	if l.MetaBytes > 0 {
+		d.MetaBytes = l.MetaBytes
+	}
+	if l.ChunkBytes > 0 {
+		d.ChunkBytes = min(l.ChunkBytes, MaxChunkBytes)
+	}
+	if l.Fields > 0 {
+		d.Fields = l.Fields
+	}
+	if l.Depth > 0 {
+		d.Depth = l.Depth
+	}
+	if l.ChunkSamples > 0 {
+		d.ChunkSamples = l.ChunkSamples
+	}
+	return d
+}
+
+// Layout is what indexing found: the chunks, the samples' keys, the
+// fields, and the format's own description of them for Open.
+type Layout struct {
+	// Chunks in serving order; their samples are numbered in that order.
+	Chunks []Chunk
+	// Keys holds every sample's key, chunk by chunk: unique across the
+	// dataset, stable across re-indexing (named by object and position,
+	// e.g. "data/train-00000-of-00042/000123").
+	Keys []string
+	// Meta is the format's description of the chunks, handed back to
+	// Open. It is stored beside Brand's index, so it must be
+	// deterministic: the same source indexes to the same bytes.
+	Meta []byte
+}
+
+// Chunk is one chunk of a layout.
+type Chunk struct {
+	// Object is the key of the object the chunk's bytes are in, and
+	// ETag and Size that object's version and size.
+	Object string
+	ETag   string
+	Size   int64
+	// Samples is the number of samples in the chunk.
+	Samples int
+}
+
+// Field is one kind of member a dataset's samples have: what a job
+// selects (columns=) and the member it becomes.
+type Field struct {
+	// Name is what a job selects the field by: a Parquet column, an MDS
+	// column, "tokens" for Megatron.
+	Name string
+	// Ext is the member's extension in a sample ("jpg", "cls",
+	// "label.cls", "npy"); empty when each value's own bytes decide it
+	// (an image column: "jpg" or "png" by magic bytes or path).
+	Ext string
+	// Type says what the field holds, in the format's words, for
+	// listings and errors ("binary (image)", "int64", "list<int32>").
+	Type string
+}
+
+// Range is a byte range of an object.
+type Range struct{ Off, Len int64 }
+
+// End is the offset just past r.
+func (r Range) End() int64 { return r.Off + r.Len }
+
+// Selection is the fields a job reads, as indexes into Decoder.Fields in
+// ascending order; nil reads every field.
+type Selection []int
+
+// All reports whether s selects every field.
+func (s Selection) All() bool { return s == nil }
+
+// Has reports whether s selects field f.
+func (s Selection) Has(f int) bool {
+	if s == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(s, f)
+	return ok
+}
+
+// Select returns the selection of the named fields of fs, in ascending
+// field order, or an error naming a field fs does not have. No names, or
+// every field named, is nil: the whole dataset.
+func Select(fs []Field, names []string) (Selection, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	sel := make(Selection, 0, len(names))
+	for _, n := range names {
+		i := slices.IndexFunc(fs, func(f Field) bool { return f.Name == n })
+		if i < 0 {
+			have := make([]string, len(fs))
+			for j, f := range fs {
+				have[j] = f.Name
+			}
+			return nil, fmt.Errorf("%w: no field %q; the dataset has %s", ErrInvalid, n, strings.Join(have, ", "))
+		}
+		sel = append(sel, i)
+	}
+	slices.Sort(sel)
+	sel = slices.Compact(sel)
+	if len(sel) == len(fs) {
+		return nil, nil
+	}
+	return sel, nil
+}
+
+// Names returns the selected fields' names, comma-separated: the
+// selection as cache keys and ETags name it ("" for every field).
+func (s Selection) Names(fs []Field) string {
+	if s == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, f := range s {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(fs[f].Name)
+	}
+	return b.String()
+}
+
+// Decoder decodes the chunks of one indexed dataset.
+type Decoder interface {
+	// Fields are the fields every sample may have, in a fixed order.
+	Fields() []Field
+	// Extent returns what reading chunk c with the fields sel costs: the
+	// byte ranges of its object to read (ascending, not overlapping,
+	// adjacent ranges merged) and the chunk's resident bound.
+	Extent(c int, sel Selection) (ranges []Range, resident int64)
+	// Decode writes chunk c's samples, with the fields sel, in the
+	// resident form into dst (len(dst) is Extent's resident bound). src
+	// holds the bytes of Extent's ranges back to back. An error wraps
+	// ErrDamaged when the bytes are at fault.
+	Decode(c int, sel Selection, src, dst []byte, w WriterOptions) error
+}
+
+// WriterOptions are what every decode of a dataset writes alike.
+type WriterOptions struct {
+	// ModTime is every member's modification time: the index's.
+	ModTime int64 // Unix seconds
+	// MayGrow is set by a decoder whose bound for the chunk is not sure
+	// (metadata that cannot bound values a dictionary repeats, say): a
+	// chunk needing more than its bound then ends in a *GrowError naming
+	// what it needs, which the caller decodes it into, rather than being
+	// damaged.
+	MayGrow bool
+}
+
+// Concat returns the total length of rs.
+func Concat(rs []Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Len
+	}
+	return n
+}
+
+// Merge sorts rs and merges ranges that overlap or touch, in place.
+func Merge(rs []Range) []Range {
+	slices.SortFunc(rs, func(a, b Range) int {
+		switch {
+		case a.Off < b.Off:
+			return -1
+		case a.Off > b.Off:
+			return 1
+		}
+		return 0
+	})
+	out := rs[:0]
+	for _, r := range rs {
+		if r.Len <= 0 {
+			continue
+		}
+		if n := len(out); n > 0 && r.Off <= out[n-1].End() {
+			if r.End() > out[n-1].End() {
+				out[n-1].Len = r.End() - out[n-1].Off
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}

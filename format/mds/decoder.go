@@ -1,0 +1,251 @@
+package mds
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/keys"
+)
+
+// meta is an MDS dataset as Index found it and Open reads it back.
+type meta struct {
+	Columns []columnMeta `json:"columns"`
+	Shards  []shardMeta  `json:"shards"`
+}
+
+type columnMeta struct {
+	Name     string `json:"name"`
+	Encoding string `json:"encoding"`
+	Ext      string `json:"ext"`
+}
+
+type shardMeta struct {
+	Object      string `json:"object"`
+	Stem        string `json:"stem"` // its samples' keys are stem/NNNNNN
+	Compression string `json:"compression,omitempty"`
+	Raw         int64  `json:"raw"`           // the (decompressed) shard's bytes
+	Zip         int64  `json:"zip,omitempty"` // the compressed object's bytes
+	Samples     int    `json:"samples"`
+	// VarBytes bounds the stored bytes of the variable-size columns'
+	// values, all samples together: the shard less its header and the
+	// fixed-size values and size prefixes.
+	VarBytes int64 `json:"var_bytes"`
+}
+
+// Decoder decodes the shards of one MDS dataset.
+type Decoder struct {
+	m      *meta
+	encs   []encoding
+	fields []format.Field
+	zstd   func() (*zstd.Decoder, error)
+}
+
+func newDecoder(m *meta) (*Decoder, error) {
+	d := &Decoder{m: m}
+	for _, c := range m.Columns {
+		e, err := parseEncoding(c.Encoding)
+		if err != nil || !validExt(c.Ext) {
+			return nil, fmt.Errorf("%w: mds meta: column %q", format.ErrInvalid, c.Name)
+		}
+		d.encs = append(d.encs, e)
+		d.fields = append(d.fields, format.Field{Name: c.Name, Ext: c.Ext, Type: c.Encoding})
+	}
+	if len(d.encs) == 0 {
+		return nil, fmt.Errorf("%w: mds meta: no columns", format.ErrInvalid)
+	}
+	for _, s := range m.Shards {
+		if s.Samples < 1 || s.Samples > 1<<31 || s.Raw < 0 || s.Raw > 1<<32-1 || s.VarBytes < 0 || s.VarBytes > s.Raw || s.Zip < 0 {
+			return nil, fmt.Errorf("%w: mds meta: shard %q", format.ErrInvalid, s.Object)
+		}
+	}
+	// One zstd decoder for every shard, made at the first compressed
+	// one; DecodeAll is safe for concurrent use and, with the cap
+	// limit, never writes past the buffer it is given.
+	d.zstd = sync.OnceValues(func() (*zstd.Decoder, error) {
+		return zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(0))
+	})
+	return d, nil
+}
+
+// Fields are the columns, in the order the shards store them.
+func (d *Decoder) Fields() []format.Field { return d.fields }
+
+// Extent is shard c read whole: MDS stores a sample's columns together,
+// so a selection reads every byte. The resident bound shrinks with it.
+func (d *Decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
+	s := d.m.Shards[c]
+	size := s.Raw
+	if s.Compression != "" {
+		size = s.Zip
+	}
+	return []format.Range{{Off: 0, Len: size}}, d.bound(s, sel)
+}
+
+// bound is the most shard s's samples with the fields sel take in the
+// resident form: per sample, each selected member's header (a PAX one
+// for a long name), a fixed-size value's member padded, and for the
+// variable-size values together their stored bytes, what the member
+// adds to each (an ndarray's .npy header) and each one's padding.
+func (d *Decoder) bound(s shardMeta, sel format.Selection) int64 {
+	n := int64(s.Samples)
+	total := format.Overhead(s.Samples)
+	anyVar := false
+	for c, e := range d.encs {
+		if !sel.Has(c) {
+			continue
+		}
+		ext := len(d.m.Columns[c].Ext)
+		// Keys are stem/NNNNNN: six digits, more from sample 10^6 on.
+		for lo, w := 0, keyWidth; lo < s.Samples; w++ {
+			hi := min(s.Samples, pow10(w))
+			total += int64(hi-lo) * format.MemberLen(len(s.Stem)+1+w+1+ext, 0)
+			lo = hi
+		}
+		if e.size > 0 {
+			total += n * pad(e.memberBound(e.size))
+		} else {
+			anyVar = true
+			total += n * (e.memberBound(0) + format.Block - 1)
+		}
+	}
+	if anyVar {
+		total += s.VarBytes
+	}
+	return total
+}
+
+func pad(n int64) int64 { return (n + format.Block - 1) / format.Block * format.Block }
+
+func pow10(w int) int {
+	p := 1
+	for range w {
+		p *= 10
+	}
+	return p
+}
+
+// Decode writes shard c's samples, with the fields sel, from src: the
+// shard's object, decompressed here when it is compressed.
+func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) error {
+	s := d.m.Shards[c]
+	data, err := d.decompress(s, src)
+	if err != nil {
+		return err
+	}
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%w: shard %s: %s", format.ErrDamaged, s.Object, fmt.Sprintf(f, a...))
+	}
+	if int64(len(data)) != s.Raw {
+		return bad("%d bytes; index.json says %d", len(data), s.Raw)
+	}
+	le := binary.LittleEndian
+	n := s.Samples
+	head := 4 + 4*(int64(n)+1)
+	if int64(len(data)) < head {
+		return bad("%d bytes cannot hold the header of %d samples", len(data), n)
+	}
+	if got := le.Uint32(data); int(got) != n {
+		return bad("its header counts %d samples; index.json says %d", got, n)
+	}
+	offsets := data[4:head]
+	if first, last := int64(le.Uint32(offsets)), int64(le.Uint32(offsets[4*n:])); first < head || last != int64(len(data)) {
+		return bad("its samples run from byte %d to %d, not from past its header (%d) to its end (%d)", first, last, head, len(data))
+	}
+	w, err := format.NewWriter(dst, n, wo)
+	if err != nil {
+		return err
+	}
+	vars := 0
+	for _, e := range d.encs {
+		if e.size == 0 {
+			vars++
+		}
+	}
+	var scratch []byte
+	vals := make([][]byte, len(d.encs))
+	names := keys.Append(nil, s.Stem, 0, n, keyWidth)
+	for i := range n {
+		lo, hi := le.Uint32(offsets[4*i:]), le.Uint32(offsets[4*(i+1):])
+		if hi < lo || int64(hi) > int64(len(data)) {
+			return bad("sample %d ends at byte %d, before it starts (%d) or past the shard's end (%d)", i, hi, lo, len(data))
+		}
+		b := data[lo:hi]
+		if len(b) < 4*vars {
+			return bad("sample %d of %d bytes cannot hold its %d sizes", i, len(b), vars)
+		}
+		sizes, rest := b[:4*vars], b[4*vars:]
+		for c, e := range d.encs {
+			size := e.size
+			if size == 0 {
+				size, sizes = int64(le.Uint32(sizes)), sizes[4:]
+			}
+			if size > int64(len(rest)) {
+				return bad("sample %d: column %q of %d bytes past the sample's end", i, d.m.Columns[c].Name, size)
+			}
+			vals[c], rest = rest[:size], rest[size:]
+		}
+		if len(rest) != 0 {
+			return bad("sample %d has %d bytes after its columns", i, len(rest))
+		}
+		if err := w.Begin(names[i]); err != nil {
+			return err
+		}
+		for c, e := range d.encs {
+			if !sel.Has(c) {
+				continue
+			}
+			if scratch, err = e.member(w, d.m.Columns[c].Ext, vals[c], scratch); err != nil {
+				return fmt.Errorf("shard %s: sample %d: column %q: %w", s.Object, i, d.m.Columns[c].Name, err)
+			}
+		}
+	}
+	return w.Finish()
+}
+
+// decompress returns shard s's raw bytes from its object's src, never
+// more than s.Raw of them: a shard that decompresses past its stated
+// size, or does not decompress, is damaged.
+func (d *Decoder) decompress(s shardMeta, src []byte) ([]byte, error) {
+	var r io.Reader
+	switch s.Compression {
+	case "":
+		return src, nil
+	case "zstd":
+		z, err := d.zstd()
+		if err != nil {
+			return nil, err
+		}
+		out, err := z.DecodeAll(src, make([]byte, 0, s.Raw+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: shard %s does not decompress to the %d bytes index.json says: %v", format.ErrDamaged, s.Object, s.Raw, err)
+		}
+		return out, nil
+	case "gz":
+		g, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, fmt.Errorf("%w: shard %s: %v", format.ErrDamaged, s.Object, err)
+		}
+		r = g
+	case "bz2":
+		r = bzip2.NewReader(bytes.NewReader(src))
+	default:
+		return nil, fmt.Errorf("%w: shard %s: compression %q", format.ErrUnsupported, s.Object, s.Compression)
+	}
+	out := make([]byte, s.Raw+1)
+	n, err := io.ReadFull(r, out)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("%w: shard %s decompresses past the %d bytes index.json says", format.ErrDamaged, s.Object, s.Raw)
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		return nil, fmt.Errorf("%w: shard %s does not decompress: %v", format.ErrDamaged, s.Object, err)
+	}
+	return out[:n], nil
+}

@@ -1,0 +1,71 @@
+package megatron
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/formattest"
+)
+
+// FuzzIdx: no .idx makes parseIdx panic or accept tables that do not
+// describe the .bin exactly. Seeded with the refused inputs of TestRefused.
+func FuzzIdx(f *testing.F) {
+	good := buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 3}, nil)
+	f.Add(good, int64(40))
+	f.Add(good[:20], int64(40))
+	f.Add(good[:len(good)-3], int64(40))
+	f.Add(append(append([]byte{}, good...), 1, 2), int64(40))
+	f.Add(buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 3}, []int64{0, 32, 12}), int64(40))
+	f.Add(buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 1, 3}, nil), int64(40))
+	f.Add(buildIdx(4, []int32{3, -5, 2}, []int64{0, 3}, nil), int64(40))
+	f.Add(buildIdx(1, []int32{1.5e9, 1.5e9, 1.5e9}, []int64{0, 3}, nil), int64(4.5e9))
+	f.Add(buildIdx(9, []int32{1}, []int64{0, 1}, nil), int64(1))
+	f.Fuzz(func(t *testing.T, b []byte, binSize int64) {
+		x, err := parseIdx("f.idx", b, binSize)
+		if err != nil {
+			return
+		}
+		var total int64
+		for _, n := range x.docs {
+			total += int64(n) * dtypes[x.code].size
+		}
+		if total != binSize {
+			t.Fatalf("accepted documents of %d bytes for a .bin of %d", total, binSize)
+		}
+	})
+}
+
+// FuzzOpen: no Meta makes Open panic, and what it accepts has chunks
+// whose extents stay inside their documents' bytes.
+func FuzzOpen(f *testing.F) {
+	s := formattest.NewStore()
+	s.Objs["p.idx"] = buildIdx(8, []int32{3, 5, 0, 9}, []int64{0, 1, 2, 3, 4}, nil)
+	s.Objs["p.bin"] = make([]byte, 34)
+	s.Objs["q/r.idx"] = buildIdx(8, []int32{1}, []int64{0, 1}, nil)
+	s.Objs["q/r.bin"] = make([]byte, 2)
+	lay, err := Format{}.Index(context.Background(), s, s.List(), format.Options{ChunkBytes: 1200})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(lay.Meta)
+	f.Add(lay.Meta[:len(lay.Meta)-1])
+	f.Add([]byte("BRANDMEG\x01\x04\xff\xff\xff\xff\x0f"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := Format{}.Open(b)
+		if err != nil {
+			return
+		}
+		md := d.(*Decoder)
+		for c := range md.Chunks() {
+			rs, resident := md.Extent(c, nil)
+			if resident < format.Overhead(len(md.DocTokens(c))) {
+				t.Fatalf("chunk %d: bound %d", c, resident)
+			}
+			if n := format.Concat(rs); n < 0 {
+				t.Fatal(fmt.Sprint(rs))
+			}
+		}
+	})
+}

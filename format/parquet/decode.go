@@ -1,0 +1,608 @@
+package parquet
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/brandgw/brand/format"
+)
+
+// decoder decodes the row groups of one indexed dataset. It is safe for
+// concurrent use: every Decode makes its own readers.
+type decoder struct {
+	ds     *dataset
+	schema *schema
+	fields []*field
+	pub    []format.Field
+	cols   []*pqschema.Column // arrow-go's descriptor of each leaf
+	mem    memory.Allocator
+	props  *pq.ReaderProperties
+	pool   *sync.Pool
+}
+
+func newDecoder(ds *dataset) (*decoder, error) {
+	n := len(ds.elems)
+	s, err := buildSchema(ds.elems, n+1, n, n)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{ds: ds, schema: s, mem: memory.DefaultAllocator}
+	if len(ds.exts) != len(s.root.children) {
+		return nil, fmt.Errorf("%w: %d extensions for %d columns", errMeta, len(ds.exts), len(s.root.children))
+	}
+	for i, c := range s.root.children {
+		f := classify(c)
+		f.ext, f.forced = ds.exts[i].ext, ds.exts[i].forced
+		d.fields = append(d.fields, f)
+		pf := format.Field{Name: f.name, Ext: f.ext, Type: typeName(c)}
+		if f.kind == kindImage {
+			pf.Type += " (image)"
+			if !f.forced {
+				pf.Ext = ""
+			}
+		}
+		d.pub = append(d.pub, pf)
+	}
+	for _, c := range ds.chunks {
+		if len(c.cols) != len(s.leaves) || c.file >= len(ds.files) {
+			return nil, fmt.Errorf("%w: a row group of %d columns in a schema of %d", errMeta, len(c.cols), len(s.leaves))
+		}
+	}
+	root, err := arrowGroup(s.root)
+	if err != nil {
+		return nil, err
+	}
+	as := pqschema.NewSchema(root)
+	if as.NumColumns() != len(s.leaves) {
+		return nil, fmt.Errorf("parquet: arrow-go's schema has %d columns, ours %d", as.NumColumns(), len(s.leaves))
+	}
+	for i, l := range s.leaves {
+		c := as.Column(i)
+		if int(c.MaxDefinitionLevel()) != l.def || int(c.MaxRepetitionLevel()) != l.rep {
+			return nil, fmt.Errorf("parquet: column %q has levels %d/%d, arrow-go's %d/%d", strings.Join(l.path(), "."), l.def, l.rep, c.MaxDefinitionLevel(), c.MaxRepetitionLevel())
+		}
+		d.cols = append(d.cols, c)
+	}
+	d.props = pq.NewReaderProperties(d.mem)
+	d.props.BufferedStreamEnabled = true
+	d.props.BufferSize = 64 << 10
+	d.pool = &sync.Pool{New: func() any { return memory.NewResizableBuffer(d.mem) }}
+	return d, nil
+}
+
+var repetitions = [...]pq.Repetition{pq.Repetitions.Required, pq.Repetitions.Optional, pq.Repetitions.Repeated}
+
+func arrowNode(n *node) (pqschema.Node, error) {
+	if n.isLeaf() {
+		return pqschema.NewPrimitiveNode(n.el.name, repetitions[n.el.rep], pq.Type(n.el.phys), -1, n.el.typeLen)
+	}
+	return arrowGroup(n)
+}
+
+func arrowGroup(n *node) (*pqschema.GroupNode, error) {
+	fs := make(pqschema.FieldList, 0, len(n.children))
+	for _, c := range n.children {
+		an, err := arrowNode(c)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, an)
+	}
+	rep := repetitions[n.el.rep]
+	if n.parent == nil {
+		rep = pq.Repetitions.Repeated
+	}
+	return pqschema.NewGroupNode(n.el.name, rep, fs, -1)
+}
+
+func (d *decoder) Fields() []format.Field { return d.pub }
+
+func (d *decoder) keyLen(c *chunk) int {
+	f := &d.ds.files[c.file]
+	return len(f.prefix) + 1 + f.width
+}
+
+// key is the key of row i of chunk c: the object's key without
+// ".parquet", "/", the row's index in the file zero-padded to the width
+// of the file's row count.
+func (d *decoder) key(b []byte, c *chunk, i int64) []byte {
+	f := &d.ds.files[c.file]
+	b = append(b, f.prefix...)
+	b = append(b, '/')
+	n := strconv.AppendInt(nil, c.first+i, 10)
+	for range f.width - len(n) {
+		b = append(b, '0')
+	}
+	return append(b, n...)
+}
+
+// needed returns the leaves field f reads: an image's path only when it
+// decides the extension.
+func (f *field) needed() []int {
+	if f.kind == kindImage && f.forced && f.pathLeaf >= 0 {
+		return []int{f.bytesLeaf}
+	}
+	return f.leaves
+}
+
+func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
+	ch := &d.ds.chunks[c]
+	var rs []format.Range
+	for i, f := range d.fields {
+		if sel.Has(i) {
+			for _, l := range f.needed() {
+				rs = append(rs, format.Range{Off: ch.cols[l].start, Len: ch.cols[l].length})
+			}
+		}
+	}
+	return format.Merge(rs), d.bound(ch, sel)
+}
+
+func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }
+
+// damaged is a decode error: the chunk's bytes are at fault.
+func (d *decoder) damaged(c int, col string, err error) error {
+	ch := &d.ds.chunks[c]
+	where := fmt.Sprintf("%s, row group of rows %d–%d", d.object(ch), ch.first, ch.first+ch.rows-1)
+	if col != "" {
+		where += fmt.Sprintf(", column %q", col)
+	}
+	if errors.Is(err, format.ErrDamaged) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return fmt.Errorf("%w: %s: %v", format.ErrDamaged, where, err)
+}
+
+// rowWriter writes one field's members of the next row.
+type rowWriter interface {
+	row(w *format.Writer) (wrote bool, err error)
+	name() string
+}
+
+func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) (err error) {
+	if c < 0 || c >= len(d.ds.chunks) {
+		return fmt.Errorf("parquet: no chunk %d", c)
+	}
+	ch := &d.ds.chunks[c]
+	col := ""
+	defer func() {
+		// A reader that panics on bytes it cannot make sense of is a
+		// damaged chunk, not a dead server.
+		if p := recover(); p != nil {
+			err = d.damaged(c, col, fmt.Errorf("the reader failed: %v", p))
+		}
+	}()
+	ranges, bound := d.Extent(c, sel)
+	if int64(len(dst)) < bound {
+		return fmt.Errorf("parquet: a buffer of %d bytes for a resident bound of %d", len(dst), bound)
+	}
+	// Where the footer could only guess the bound, the chunk may need
+	// more: it says how much (format.GrowError) and is decoded again into
+	// that much (a dst longer than the bound).
+	for i, f := range d.fields {
+		if sel.Has(i) && d.guessed(ch, f) {
+			wo.MayGrow = true
+		}
+	}
+	read, err := format.NewRead(ranges, src)
+	if err != nil {
+		return d.damaged(c, "", err)
+	}
+	w, err := format.NewWriter(dst, int(ch.rows), wo)
+	if err != nil {
+		return d.damaged(c, "", err)
+	}
+	var ws []rowWriter
+	for i, f := range d.fields {
+		if !sel.Has(i) {
+			continue
+		}
+		col = f.name
+		fw, err := d.fieldWriter(ch, f, read)
+		if err != nil {
+			return d.damaged(c, f.name, err)
+		}
+		ws = append(ws, fw)
+	}
+	key := make([]byte, 0, d.keyLen(ch))
+	for r := range ch.rows {
+		key = d.key(key[:0], ch, r)
+		if err := w.Begin(string(key)); err != nil {
+			return d.damaged(c, "", err)
+		}
+		any := false
+		for _, fw := range ws {
+			col = fw.name()
+			wrote, err := fw.row(w)
+			if err != nil {
+				return d.damaged(c, col, err)
+			}
+			any = any || wrote
+		}
+		col = ""
+		if !any {
+			if err := w.Add(nullExt, nil); err != nil {
+				return d.damaged(c, "", err)
+			}
+		}
+	}
+	if err := w.Finish(); err != nil {
+		var ge *format.GrowError
+		if errors.As(err, &ge) {
+			return err // not damage: the chunk needs more room
+		}
+		return d.damaged(c, "", err)
+	}
+	return nil
+}
+
+// reader checks leaf l's pages and returns arrow-go's reader of them.
+func (d *decoder) reader(ch *chunk, l int, read *format.Read) (file.ColumnChunkReader, error) {
+	m := &ch.cols[l]
+	b, err := read.Bytes(m.start, m.length)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPages(m, d.schema.leaves[l], b); err != nil {
+		return nil, err
+	}
+	stream, err := d.props.GetStream(read, m.start, m.length)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := file.NewPageReader(stream, m.numValues, compress.Compression(m.codec), d.mem, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", format.ErrUnsupported, err)
+	}
+	return file.NewColumnReader(d.cols[l], pr, d.mem, d.pool), nil
+}
+
+func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read) (rowWriter, error) {
+	open := func(l int) (file.ColumnChunkReader, error) {
+		if l < 0 {
+			return nil, nil
+		}
+		return d.reader(ch, l, read)
+	}
+	switch f.kind {
+	case kindTxt, kindImage:
+		br, err := open(f.bytesLeaf)
+		if err != nil {
+			return nil, err
+		}
+		bc, err := newBytesCol(br, ch.cols[f.bytesLeaf].numValues)
+		if err != nil {
+			return nil, err
+		}
+		if f.kind == kindTxt {
+			return &txtWriter{f: f, col: bc}, nil
+		}
+		iw := &imageWriter{f: f, bytes: bc}
+		if f.pathLeaf >= 0 && !f.forced {
+			pr, err := open(f.pathLeaf)
+			if err != nil {
+				return nil, err
+			}
+			if iw.path, err = newBytesCol(pr, ch.cols[f.pathLeaf].numValues); err != nil {
+				return nil, err
+			}
+		}
+		return iw, nil
+	case kindCls:
+		r, err := open(f.leaves[0])
+		if err != nil {
+			return nil, err
+		}
+		ic, err := newIntCol(r, ch.cols[f.leaves[0]].numValues)
+		if err != nil {
+			return nil, err
+		}
+		return &clsWriter{f: f, col: ic}, nil
+	case kindNpy:
+		r, err := open(f.leaves[0])
+		if err != nil {
+			return nil, err
+		}
+		ic, err := newIntCol(r, ch.cols[f.leaves[0]].numValues)
+		if err != nil {
+			return nil, err
+		}
+		listDef := f.node.def
+		if f.node == f.element { // a bare repeated column: never null
+			listDef = f.node.def - 1
+		}
+		_, rep, _ := listElement(f.node)
+		if rep == nil {
+			rep = f.node
+		}
+		return &npyWriter{f: f, col: ic, listDef: int16(listDef), nonEmpty: int16(rep.def), elemDef: int16(f.element.def)}, nil
+	}
+	jw := &jsonWriter{d: d, f: f, leaves: map[int]*leafData{}}
+	for _, l := range f.leaves {
+		r, err := open(l)
+		if err != nil {
+			return nil, err
+		}
+		ld, err := readLeaf(r, d.schema.leaves[l], ch.cols[l].numValues, ch.rows)
+		if err != nil {
+			return nil, err
+		}
+		jw.leaves[l] = ld
+	}
+	return jw, nil
+}
+
+// batch is how many levels a reader reads at a time.
+const batch = 4096
+
+// bytesCol reads a byte-array column that is not repeated, a value a row,
+// in batches from one page at a time: a batch's values point into the
+// page (or its dictionary), valid until the reader's next batch, by which
+// time their rows are written.
+type bytesCol struct {
+	r         *file.ByteArrayColumnChunkReader
+	maxDef    int16
+	vals      []pq.ByteArray
+	defs      []int16
+	n, i, vi  int
+	remaining int64
+}
+
+func newBytesCol(r file.ColumnChunkReader, numValues int64) (*bytesCol, error) {
+	br, ok := r.(*file.ByteArrayColumnChunkReader)
+	if !ok {
+		return nil, fmt.Errorf("not a byte-array column")
+	}
+	return &bytesCol{r: br, maxDef: br.Descriptor().MaxDefinitionLevel(), vals: make([]pq.ByteArray, batch), defs: make([]int16, batch), remaining: numValues}, nil
+}
+
+func (b *bytesCol) next() ([]byte, bool, error) {
+	if b.i == b.n {
+		if b.remaining <= 0 {
+			return nil, false, fmt.Errorf("fewer values than rows")
+		}
+		total, _, err := b.r.ReadBatchInPage(min(batch, b.remaining), b.vals, b.defs, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		if total == 0 {
+			if err := b.r.Err(); err != nil {
+				return nil, false, err
+			}
+			return nil, false, fmt.Errorf("the pages end before the rows")
+		}
+		b.n, b.i, b.vi = int(total), 0, 0
+		b.remaining -= total
+	}
+	i := b.i
+	b.i++
+	if b.maxDef == 0 || b.defs[i] == b.maxDef {
+		v := b.vals[b.vi]
+		b.vi++
+		return v, true, nil
+	}
+	return nil, false, nil
+}
+
+type txtWriter struct {
+	f   *field
+	col *bytesCol
+}
+
+func (t *txtWriter) name() string { return t.f.name }
+
+func (t *txtWriter) row(w *format.Writer) (bool, error) {
+	v, ok, err := t.col.next()
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, w.Add(t.f.ext, v)
+}
+
+type imageWriter struct {
+	f           *field
+	bytes, path *bytesCol
+	ext         []byte
+}
+
+func (im *imageWriter) name() string { return im.f.name }
+
+func (im *imageWriter) row(w *format.Writer) (bool, error) {
+	v, ok, err := im.bytes.next()
+	if err != nil {
+		return false, err
+	}
+	var p []byte
+	if im.path != nil {
+		if p, _, err = im.path.next(); err != nil {
+			return false, err
+		}
+	}
+	if !ok {
+		return false, nil
+	}
+	ext := im.f.ext
+	if !im.f.forced {
+		im.ext = append(append(im.ext[:0], im.f.ext...), imageExt(p, v)...)
+		ext = string(im.ext)
+	}
+	return true, w.Add(ext, v)
+}
+
+// intCol reads an integer column in batches of levels.
+type intCol struct {
+	r          file.ColumnChunkReader
+	maxDef     int16
+	maxRep     int16
+	defs, reps []int16
+	vals       []int64
+	i32        []int32
+	n, i, vi   int
+	remaining  int64
+}
+
+func newIntCol(r file.ColumnChunkReader, numValues int64) (*intCol, error) {
+	c := &intCol{r: r, maxDef: r.Descriptor().MaxDefinitionLevel(), maxRep: r.Descriptor().MaxRepetitionLevel(),
+		defs: make([]int16, batch), reps: make([]int16, batch), vals: make([]int64, batch), remaining: numValues}
+	switch r.(type) {
+	case *file.Int32ColumnChunkReader:
+		c.i32 = make([]int32, batch)
+	case *file.Int64ColumnChunkReader:
+	default:
+		return nil, fmt.Errorf("not an integer column")
+	}
+	return c, nil
+}
+
+// peek returns the next level's definition and repetition levels, reading
+// a batch when the last is used up; ok is false at the column's end.
+func (c *intCol) peek() (def, rep int16, ok bool, err error) {
+	if c.i == c.n {
+		if c.remaining <= 0 {
+			return 0, 0, false, nil
+		}
+		var total int64
+		var read int
+		reps := c.reps
+		if c.maxRep == 0 {
+			reps = nil
+		}
+		switch r := c.r.(type) {
+		case *file.Int32ColumnChunkReader:
+			total, read, err = r.ReadBatch(min(batch, c.remaining), c.i32, c.defs, reps)
+			for i := range read {
+				c.vals[i] = int64(c.i32[i])
+			}
+		case *file.Int64ColumnChunkReader:
+			total, _, err = r.ReadBatch(min(batch, c.remaining), c.vals, c.defs, reps)
+		}
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if total == 0 {
+			if err := c.r.Err(); err != nil {
+				return 0, 0, false, err
+			}
+			return 0, 0, false, fmt.Errorf("the pages end before the values the footer counts")
+		}
+		c.n, c.i, c.vi = int(total), 0, 0
+		c.remaining -= total
+	}
+	if c.maxDef > 0 {
+		def = c.defs[c.i]
+	}
+	if c.maxRep > 0 {
+		rep = c.reps[c.i]
+	}
+	return def, rep, true, nil
+}
+
+// take consumes the level peek returned, and its value if it has one.
+func (c *intCol) take(def int16) (int64, bool) {
+	c.i++
+	if def == c.maxDef {
+		v := c.vals[c.vi]
+		c.vi++
+		return v, true
+	}
+	return 0, false
+}
+
+type clsWriter struct {
+	f   *field
+	col *intCol
+	buf [24]byte
+}
+
+func (cw *clsWriter) name() string { return cw.f.name }
+
+func (cw *clsWriter) row(w *format.Writer) (bool, error) {
+	def, _, ok, err := cw.col.peek()
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, fmt.Errorf("fewer values than rows")
+	}
+	v, ok := cw.col.take(def)
+	if !ok {
+		return false, nil
+	}
+	var b []byte
+	if cw.f.descr[1] == 'u' {
+		u := uint64(v)
+		if cw.f.size < 8 {
+			u &= 1<<(8*cw.f.size) - 1
+		}
+		b = strconv.AppendUint(cw.buf[:0], u, 10)
+	} else {
+		b = strconv.AppendInt(cw.buf[:0], v, 10)
+	}
+	return true, w.Add(cw.f.ext, b)
+}
+
+// npyWriter writes each row's list as a 1-D .npy array; a null element
+// is 0 (NumPy's integer arrays have no null).
+type npyWriter struct {
+	f                          *field
+	col                        *intCol
+	listDef, nonEmpty, elemDef int16
+	row_                       []byte
+}
+
+func (nw *npyWriter) name() string { return nw.f.name }
+
+func (nw *npyWriter) row(w *format.Writer) (bool, error) {
+	def, _, ok, err := nw.col.peek()
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, fmt.Errorf("fewer lists than rows")
+	}
+	if def < nw.listDef {
+		nw.col.take(def)
+		return false, nil
+	}
+	size := nw.f.size
+	data := nw.row_[:0]
+	var n int64
+	if def < nw.nonEmpty {
+		nw.col.take(def)
+	} else {
+		for first := true; ; first = false {
+			def, rep, ok, err := nw.col.peek()
+			if err != nil {
+				return false, err
+			}
+			if !ok || (!first && rep == 0) {
+				break
+			}
+			if first && rep != 0 {
+				return false, fmt.Errorf("a row starts with repetition level %d", rep)
+			}
+			v, _ := nw.col.take(def)
+			data = append(data, make([]byte, size)...)
+			putInt(data[len(data)-size:], v, size)
+			n++
+		}
+	}
+	nw.row_ = data
+	var hdr [npyHeaderMax]byte
+	h := npyHeader(hdr[:0], nw.f.descr, n)
+	m, err := w.Member(nw.f.ext, int64(len(h)+len(data)))
+	if err != nil {
+		return false, err
+	}
+	copy(m[copy(m, h):], data)
+	return true, nil
+}

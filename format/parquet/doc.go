@@ -1,0 +1,95 @@
+// Package parquet serves Parquet files — the Hugging Face Hub's layout
+// among them — in place, as a format.Format: a row group is a chunk, a row
+// a sample, a top-level column a field. Pages are decoded by arrow-go
+// (github.com/apache/arrow-go/v18/parquet), chosen by measurement over
+// parquet-go (docs/format.md §6.4); footers are parsed here, by a
+// Thrift reader that keeps only what Brand needs, so that a hostile footer
+// costs what the limits allow and no more.
+//
+// # Keys
+//
+// A row's key is its object's key without ".parquet", "/", and the row's
+// index in the file zero-padded to the number of digits of the file's row
+// count: row 123 of data/train-00000-of-00042.parquet (of 41,000 rows) is
+// "data/train-00000-of-00042/00123". Keys are stable as long as the file
+// is; a file rewritten is a new index version.
+//
+// # Members
+//
+// A top-level column's values become members named key + "." + extension:
+//
+//	binary column, or struct{bytes, path}   image: the path's extension when it is an image's
+//	                                        (jpg, jpeg, png, webp, gif, ...), else the bytes'
+//	                                        magic (jpg, png, webp, gif, bmp, tiff), else "bin"
+//	integer column                          "cls": decimal text, as WebDataset labels are
+//	string (STRING, ENUM, JSON annotated)   "txt": the bytes as stored
+//	list of integers                        "npy": a 1-D NumPy array of the column's integer
+//	                                        type (<i4 for int32, |u1 for uint8, ...); a null
+//	                                        element is 0
+//	anything else                           "json": floats, booleans, structs, maps (JSON
+//	                                        objects), lists of non-integers; binary values
+//	                                        as base64, INT96 as Unix nanoseconds, NaN as null
+//
+// A null value is no member; a row none of whose selected columns has a
+// value gets one empty member ".null" (the resident form has no empty
+// samples). Options.Members sets a column's extension. When two columns
+// would give the same extension (two integer columns; two image columns;
+// an image column and a column set to an image extension), each of them
+// not set by Options.Members is qualified with its column name, letters,
+// digits, '_' and '-' kept and anything else made '_': "label.cls" and
+// "label2.cls", "image.jpg" and "mask.png". Names that still collide are
+// refused, naming both columns.
+//
+// # Bounds
+//
+// A row group's resident bound is computed from the footer: per member
+// its header and its data padded to 512 bytes (so a value of at most 512
+// bytes costs 1,024 whatever it is), per sample the table's entry. What
+// bounds a column's data:
+//
+//   - integers as text: 20 bytes a value; .npy: a 128-byte header a row and
+//     the element size times num_values; JSON: per level of each leaf its
+//     value's text (20 for an integer, 24 for a float) and the frame of
+//     each node above it (its name escaped, quotes, colon, comma,
+//     brackets), and 6 bytes for each byte of a byte array (escaping);
+//   - byte arrays read once each from PLAIN or DELTA_LENGTH_BYTE_ARRAY
+//     pages: the column chunk's total_uncompressed_size;
+//   - byte arrays a dictionary or front coding (DELTA_BYTE_ARRAY) could
+//     repeat: the footer's size statistics (unencoded_byte_array_data_bytes)
+//     where the writer gave them; else the footer cannot bound them, and
+//     the column chunk's total_uncompressed_size stands in, as if each
+//     value were read once: a row group whose dictionary repeats values
+//     of over 512 bytes needs more, says how much when decoded
+//     (format.GrowError), and the gateway decodes it into that much and
+//     uses that size for it from then on. Indexing never reads a
+//     dictionary page: for the Hub's image files (pyarrow puts a row
+//     group's images in its dictionary) that would be reading the images.
+//
+// Decoding never writes past the bound (format.Writer refuses); a row
+// group whose data does not fit a bound the footer does determine is
+// damaged, named by column.
+//
+// # Damage
+//
+// Before arrow-go reads a column chunk its page headers are walked: pages
+// must tile the chunk, their sizes fit it, their values add up to the
+// footer's count, their encodings be those the bound assumed, and a page
+// CRC (which arrow-go does not check) must match. Any failure, a codec's,
+// arrow-go's (a panic included) or the writer's, is an error wrapping
+// format.ErrDamaged naming the object, the rows and the column.
+//
+// # Codecs and encodings
+//
+// UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD, LZ4_RAW and the deprecated LZ4
+// (Hadoop's framing, a bare block or a frame, read as Arrow C++ does; the
+// codec is registered in arrow-go's table at init); PLAIN, dictionary
+// (PLAIN_DICTIONARY, RLE_DICTIONARY), RLE and bit-packed levels,
+// DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY,
+// BYTE_STREAM_SPLIT; data pages v1 and v2. LZO, encryption and column data
+// in other files are refused as format.ErrUnsupported.
+//
+// # Concurrency
+//
+// Format and the decoders Open returns are safe for concurrent use; each
+// Decode makes its own readers.
+package parquet

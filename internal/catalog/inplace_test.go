@@ -1,0 +1,79 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// inPlaceDataset is a dataset of .lines files served in place, opened as
+// openInPlace opens one, with its decoder.
+func inPlaceDataset(t *testing.T) (*Dataset, format.Decoder) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string][]string{}
+	for l := range 30 {
+		lines["f.lines"] = append(lines["f.lines"], fmt.Sprintf("line %d %s", l, bytes.Repeat([]byte("y"), l%7)))
+	}
+	for k, b := range formattest.Write(lines) {
+		if _, err := st.Put(ctx, k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{Formats: []format.Format{formattest.Lines{}}, Options: format.Options{ChunkBytes: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := openInPlace(ctx, opening{formats: []format.Format{formattest.Lines{}}}, st, res.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDataset("lines", "file:///lines", st, res.Index)
+	d.InPlace = ip
+	return d, ip.Decoder
+}
+
+// A chunk's store size is what its load reads — a tar chunk whole, a
+// chunk served in place its store extent with the fields read — and its
+// chunk size what the cache holds: the same for tar, the resident bound
+// for a chunk served in place, smaller for a view of some fields.
+func TestStoreSize(t *testing.T) {
+	tar := packed(t, 1536, 4096)
+	for c := range 2 {
+		if tar.StoreSize(c) != tar.ChunkSize(c) {
+			t.Errorf("tar chunk %d: store size %d, chunk size %d", c, tar.StoreSize(c), tar.ChunkSize(c))
+		}
+	}
+	d, dec := inPlaceDataset(t)
+	view, err := d.Select([]string{"len"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Index.NumChunks() < 3 {
+		t.Fatalf("%d chunks", d.Index.NumChunks())
+	}
+	for c := range d.Index.NumChunks() {
+		for _, ds := range []*Dataset{d, view} {
+			ranges, resident := dec.Extent(c, ds.Selection())
+			if got := ds.StoreSize(c); got != format.Concat(ranges) || got == 0 || got >= resident {
+				t.Errorf("chunk %d read with %q: store size %d, want %d (its extent), below its resident %d", c, ds.Selected(), got, format.Concat(ranges), resident)
+			}
+			if ds.ChunkSize(c) != resident {
+				t.Errorf("chunk %d read with %q: chunk size %d, want its resident bound %d", c, ds.Selected(), ds.ChunkSize(c), resident)
+			}
+		}
+		if view.ChunkSize(c) >= d.ChunkSize(c) {
+			t.Errorf("chunk %d: %d bytes cached with len alone, %d with every field", c, view.ChunkSize(c), d.ChunkSize(c))
+		}
+	}
+}
