@@ -218,14 +218,20 @@ func (p *clusterProc) stop(t *testing.T) {
 // warnings returns the warning and error lines of a node's JSON log.
 func warnings(path string) string {
 	b, _ := os.ReadFile(path)
+	return warningLines(string(b), 40)
+}
+
+// warningLines returns the last max warning and error lines of a JSON
+// log.
+func warningLines(log string, max int) string {
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
 			out = append(out, line)
 		}
 	}
-	if len(out) > 40 {
-		out = out[len(out)-40:]
+	if len(out) > max {
+		out = out[len(out)-max:]
 	}
 	return strings.Join(out, "\n")
 }
