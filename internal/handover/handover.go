@@ -38,7 +38,9 @@
 //  5. and those, when a batch first needs one, are asked of their old
 //     owner once more (Sources.Read) before the store: until the cluster
 //     flips, the old owner still reads the chunks it owns for the jobs, so
-//     it may hold one now that it did not hold in step 4.
+//     it may hold one now that it did not hold in step 4. A later change
+//     keeps them while they stay this node's (a join, then a leave within
+//     the epoch, before the jobs reach them).
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -57,6 +59,7 @@ package handover
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,12 +172,19 @@ func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 		later: map[chunkcache.Key]source{}}
 }
 
-// forget drops the old owners of the last change's chunks: a new change
-// begins, and names its own (askLater).
-func (s *Sources) forget() {
+// keep drops the old owners named for the batches (askLater) of the
+// chunks that keep says this node no longer reads: a new change begins.
+// The others stay: a change that follows another before the jobs have
+// reached its gains (a join, then a leave within the epoch) leaves them
+// this node's, and their old owner still holds them.
+func (s *Sources) keep(keep func(ds *catalog.Dataset, c int) bool) {
 	s.mu.Lock()
-	clear(s.later)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	for k, src := range s.later {
+		if !keep(src.ds, src.c) {
+			delete(s.later, k)
+		}
+	}
 }
 
 // askLater names the old owner of chunk c of ds, which this node gains
@@ -218,7 +228,9 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	if err != nil {
 		return change, err
 	}
-	h.cfg.Sources.forget()
+	h.cfg.Sources.keep(func(ds *catalog.Dataset, c int) bool {
+		return slices.Contains(datasets, ds) && to.Members()[ds.Owners(to)[c]] == h.cfg.Self
+	})
 	var tasks []task
 	for _, ds := range datasets {
 		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
