@@ -6,9 +6,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
+	"github.com/brandgw/brand/internal/visit"
 )
 
 // A node of a cluster is three rooms (docs/architecture.md, "A cluster
@@ -20,7 +20,7 @@ import (
 //     importance seals (feedback.Parts), the hand-over and the peers'
 //     endpoints (peerNodes);
 //   - route.Router, which node a chunk's bytes come from: to the
-//     schedule, the reader, the pipeline and the S3 face (router);
+//     schedule, the reader, the batches (internal/visit) and the S3 face (router);
 //   - membership.Tracker, who the members are, how a change applies, and
 //     what the cluster agrees on (a membership version, each dataset's
 //     index version): to the jobs (versions) and the peers' endpoints
@@ -42,12 +42,12 @@ type node interface {
 }
 
 // router is the router as the parts that route by it take it: the
-// reader (reader.Remote) and the pipeline (pipeline.Peers); the schedule
+// reader (reader.Remote) and the batches (visit.Peers); the schedule
 // and the S3 face ask it whether a chunk is read here (Local), the plans
 // how many members there are (Nodes).
 type router interface {
 	reader.Remote
-	pipeline.Peers
+	visit.Peers
 }
 
 // clusterNode composes a node of a cluster from its rooms.

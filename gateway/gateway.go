@@ -26,7 +26,6 @@ import (
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -34,6 +33,7 @@ import (
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
 	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/internal/visit"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
@@ -333,7 +333,7 @@ const maxAssembling = 2
 // the jobs stage (what a request's job reads, its batches' layout), the
 // schedule (when each chunk is next needed, the cache's eviction and the
 // prefetch), the cluster, the reader (the one path samples are read by),
-// the pipeline (every batch's visit and read), the one response writer,
+// the batches (every batch's visit and read: internal/visit), the one response writer,
 // the importance state and the live statistics. docs/architecture.md
 // draws them.
 type Gateway struct {
@@ -352,7 +352,7 @@ type Gateway struct {
 	node     node // its place in a cluster (cluster.go)
 	reader   *reader.Reader
 	stage    *tensors.Stage // the transform stage: images to tensors
-	pipe     *pipeline.Pipeline
+	batches  *visit.Batches
 	out      *respond.Writer // every response that carries samples
 	// ahead runs the work requests leave behind them — a mixture's later
 	// parts' loads, the next batch's layout for its peers' samples, the
@@ -392,7 +392,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	// The cluster's rooms (cluster.go): the peers and the router first,
-	// since the schedule, the reader and the pipeline route by them; the
+	// since the schedule, the reader and the batches route by them; the
 	// membership once the hand-over it warms up with is built, below.
 	var (
 		peers   *peer.Nodes
@@ -455,7 +455,7 @@ func New(cfg Config) (*Gateway, error) {
 		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
-	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
+	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Background: g.ahead, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
@@ -472,7 +472,7 @@ func New(cfg Config) (*Gateway, error) {
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
+		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults
@@ -682,7 +682,7 @@ func (g *Gateway) Close() {
 	// still in flight, which the stage's Close fails; then the batches
 	// made ahead and not taken give back their memory.
 	g.stage.Close()
-	g.pipe.Close()
+	g.batches.Close()
 	g.node.Close()
 	g.prefetch.Close()
 	g.stats.Close()

@@ -1,4 +1,4 @@
-package pipeline
+package visit
 
 import (
 	"context"
@@ -235,25 +235,25 @@ func (a *readAhead) stats() api.TransformAheadStats {
 // readNextAhead starts making, in the background, the rank's next batch
 // after b, transformed, unless there is none or it is under way. The
 // entry is claimed before this returns, within b's request.
-func (p *Pipeline) readNextAhead(b *order.Batch) {
+func (v *Batches) readNextAhead(b *order.Batch) {
 	next := b.Batch + 1
 	if next >= uint64(b.Batches) {
 		return
 	}
-	key := p.orders.ETag(b.Source, b.Job, b.Epoch, next)
-	e, ok := p.ahead.claim(key)
+	key := v.orders.ETag(b.Source, b.Job, b.Epoch, next)
+	e, ok := v.ahead.claim(key)
 	if !ok {
 		return
 	}
-	started := p.background.TryGo(func(ctx context.Context) {
+	started := v.background.TryGo(func(ctx context.Context) {
 		var s *Served
 		var wait time.Duration
-		if nb, err := p.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next); err == nil && nb.ETag == key {
-			s, wait, _ = p.read(ctx, nb, true)
+		if nb, err := v.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next); err == nil && nb.ETag == key {
+			s, wait, _ = v.read(ctx, nb, true)
 		}
-		p.ahead.finish(key, e, s, wait)
+		v.ahead.finish(key, e, s, wait)
 	})
 	if !started {
-		p.ahead.unclaim(key, e)
+		v.ahead.unclaim(key, e)
 	}
 }

@@ -1,4 +1,4 @@
-// Package pipeline serves a batch — of one dataset or a mixture, from any
+// Package visit serves a batch — of one dataset or a mixture, from any
 // offset, a single gateway's or a cluster node's — through one sequence
 // of stages, the same for every batch:
 //
@@ -8,7 +8,7 @@
 //	transform  internal/tensors    a job's pipeline, when it names one: images become tensors
 //	respond    the gateway         headers, the partial ETag, the body (internal/respond)
 //
-// A Pipeline owns the visit: the calls into the schedule a batch makes,
+// Batches owns the visit: the calls into the schedule a batch makes,
 // in an order nothing else has to keep — Begin before the chunks are
 // pinned (so that they keep counting as needed now), the stream moved
 // and its next windows queued for prefetch, the next batch's samples
@@ -30,7 +30,7 @@
 // transformed in the background (readAhead), claimed before the request
 // ends, so that the rank's next request finds its tensors made, or waits
 // for them, rather than making them again.
-package pipeline
+package visit
 
 import (
 	"context"
@@ -69,7 +69,7 @@ type Reader interface {
 	Read(ctx context.Context, req reader.Request) (*reader.Result, error)
 }
 
-// Config configures a Pipeline.
+// Config configures Batches.
 type Config struct {
 	Schedule Schedule
 	// Prefetch reads ahead what the schedule says a moved stream needs
@@ -93,8 +93,9 @@ type Config struct {
 	Log        zerolog.Logger
 }
 
-// Pipeline serves batches. Safe for concurrent use.
-type Pipeline struct {
+// Batches serves batches: each one's visit, read, transform and figures.
+// Safe for concurrent use.
+type Batches struct {
 	sched      Schedule
 	prefetch   schedule.Prefetch
 	windows    int
@@ -109,26 +110,26 @@ type Pipeline struct {
 	log        zerolog.Logger
 }
 
-// New returns a pipeline.
-func New(c Config) *Pipeline {
-	p := &Pipeline{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
+// New returns Batches.
+func New(c Config) *Batches {
+	v := &Batches{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
 		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, background: c.Background,
 		ahead: newReadAhead(c.AheadBytes), log: c.Log}
-	if p.stage == nil {
-		p.stage = noStage{}
+	if v.stage == nil {
+		v.stage = noStage{}
 	}
-	if p.background == nil {
-		p.ahead = newReadAhead(0)
+	if v.background == nil {
+		v.ahead = newReadAhead(0)
 	}
-	return p
+	return v
 }
 
 // Close releases the batches made ahead and not taken. Call it once the
 // background work has ended (the gateway's ahead.Set closed).
-func (p *Pipeline) Close() { p.ahead.close() }
+func (v *Batches) Close() { v.ahead.close() }
 
 // AheadStats are the figures of the batches made ahead.
-func (p *Pipeline) AheadStats() api.TransformAheadStats { return p.ahead.stats() }
+func (v *Batches) AheadStats() api.TransformAheadStats { return v.ahead.stats() }
 
 // Served is a batch read: the batch as served (without the samples of
 // chunks damaged at rest, in skip mode: Batch.Missing names them) and its
@@ -141,10 +142,10 @@ type Served struct {
 // Follow moves the batch's streams to its end and queues what they need
 // next, reading nothing: a client revalidating a batch it holds (304)
 // still moves through the epoch.
-func (p *Pipeline) Follow(b *order.Batch) {
-	p.stats.Follow(b)
+func (v *Batches) Follow(b *order.Batch) {
+	v.stats.Follow(b)
 	for _, part := range b.Parts {
-		p.prefetch.Enqueue(p.sched.Advance(part.Stream, part.Epoch, part.End, p.windows))
+		v.prefetch.Enqueue(v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows))
 	}
 }
 
@@ -152,63 +153,63 @@ func (p *Pipeline) Follow(b *order.Batch) {
 // transform when the job names a pipeline, and its figures. On success
 // the caller writes Served's parts and then releases it; on error
 // nothing is held.
-func (p *Pipeline) Read(ctx context.Context, b *order.Batch) (*Served, error) {
+func (v *Batches) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	if b.Job.Transform != "" {
-		s, wait, err := p.ahead.take(ctx, b.ETag)
+		s, wait, err := v.ahead.take(ctx, b.ETag)
 		if err != nil {
 			return nil, err
 		}
 		if s != nil {
 			// Made ahead: its visit and read were made then; the stream
 			// moves as a read would move it.
-			p.Follow(b)
-			p.count(s.Batch, s.Result, wait)
-			p.readNextAhead(b)
+			v.Follow(b)
+			v.count(s.Batch, s.Result, wait)
+			v.readNextAhead(b)
 			return s, nil
 		}
 	}
-	s, wait, err := p.read(ctx, b, false)
+	s, wait, err := v.read(ctx, b, false)
 	if err != nil {
 		return nil, err
 	}
-	p.count(s.Batch, s.Result, wait)
+	v.count(s.Batch, s.Result, wait)
 	if b.Job.Transform != "" {
-		p.readNextAhead(b)
+		v.readNextAhead(b)
 	}
 	return s, nil
 }
 
 // read is a batch's visit, read and transform. ahead: made ahead of its
 // request, it takes no memory it would wait for.
-func (p *Pipeline) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, error) {
+func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
 	finish := func() {
 		for _, t := range toks {
-			p.sched.Finish(t)
+			v.sched.Finish(t)
 		}
 		toks = toks[:0]
 	}
 	defer finish()
 	for _, part := range b.Parts {
-		t, err := p.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
+		t, err := v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
 		if err != nil {
 			return nil, 0, err
 		}
 		toks = append(toks, t)
 	}
-	p.Follow(b)
-	p.fetchAhead(b)
+	v.Follow(b)
+	v.fetchAhead(b)
 	start := time.Now()
 	if b.Turns() {
 		// When the jobs' windows do not fit in the cache together, the
 		// batch waits for its job's turn.
-		if err := p.sched.Turn(ctx, toks[0]); err != nil {
+		if err := v.sched.Turn(ctx, toks[0]); err != nil {
 			return nil, 0, err
 		}
 	}
-	res, err := p.reader.ReadBatch(ctx, b)
+	res, err := v.reader.ReadBatch(ctx, b)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -217,15 +218,15 @@ func (p *Pipeline) read(ctx context.Context, b *order.Batch, ahead bool) (*Serve
 	if b.Job.Transform == "" {
 		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nil
 	}
-	s, err := p.transform(ctx, b, res, ahead)
+	s, err := v.transform(ctx, b, res, ahead)
 	return s, wait, err
 }
 
 // count records what each part of a batch served and cost.
-func (p *Pipeline) count(b *order.Batch, res *reader.Result, wait time.Duration) {
+func (v *Batches) count(b *order.Batch, res *reader.Result, wait time.Duration) {
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
-		p.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
+		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
 			Wait: wait, Mix: b.Mix, Comp: part.Comp})
 	}
@@ -234,13 +235,13 @@ func (p *Pipeline) count(b *order.Batch, res *reader.Result, wait time.Duration)
 // fetchAhead starts fetching from peers the samples of the rank's next
 // batch (nothing on a single gateway), under that batch's ETag, which its
 // read looks for: the batch is laid out in the fetch's background work.
-func (p *Pipeline) fetchAhead(b *order.Batch) {
+func (v *Batches) fetchAhead(b *order.Batch) {
 	next := b.Batch + 1
-	if p.peers.Nodes() < 2 || next >= uint64(b.Batches) {
+	if v.peers.Nodes() < 2 || next >= uint64(b.Batches) {
 		return
 	}
-	p.peers.FetchAhead(p.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]route.Fetch, error) {
-		nb, err := p.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next)
+	v.peers.FetchAhead(v.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]route.Fetch, error) {
+		nb, err := v.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next)
 		if err != nil {
 			return nil, err // the read of that batch will say why
 		}
@@ -264,18 +265,18 @@ func (p *Pipeline) fetchAhead(b *order.Batch) {
 // answered transformed, keyed as the asker's batch keys them, and the
 // read's pins go back before the answer is written; a sample whose image
 // cannot be transformed is answered as stored.
-func (p *Pipeline) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin) (*reader.Result, error) {
+func (v *Batches) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin) (*reader.Result, error) {
 	if o != nil {
-		tok, err := p.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
+		tok, err := v.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
 		if err != nil {
 			return nil, err
 		}
-		defer p.sched.Finish(tok)
-		p.prefetch.Enqueue(p.sched.Advance(o.Stream, o.Epoch, o.Pos, p.windows))
+		defer v.sched.Finish(tok)
+		v.prefetch.Enqueue(v.sched.Advance(o.Stream, o.Epoch, o.Pos, v.windows))
 	}
-	res, err := p.reader.Read(ctx, reader.Request{Samples: s, Local: true})
+	res, err := v.reader.Read(ctx, reader.Request{Samples: s, Local: true})
 	if err != nil || o == nil || !o.Transform.On() {
 		return res, err
 	}
-	return p.transformFor(ctx, s, o, res)
+	return v.transformFor(ctx, s, o, res)
 }
