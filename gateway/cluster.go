@@ -38,7 +38,6 @@ type node interface {
 	Stats(datasets []string) *api.ClusterStats
 	Leave(ctx context.Context) error
 	Start()
-	Close()
 }
 
 // router is the router as the parts that route by it take it: the
@@ -83,14 +82,6 @@ func (c clusterNode) Start() {
 	c.members.Start()
 }
 
-// Close stops the membership's polls and warm-ups, the fetches ahead and
-// the probes, in that order, and waits for each.
-func (c clusterNode) Close() {
-	c.members.Close()
-	c.route.Close()
-	c.peers.Close()
-}
-
 // soloNode is a single gateway's place: a cluster of one, unnamed.
 type soloNode struct{}
 
@@ -109,6 +100,5 @@ func (soloNode) Stats([]string) *api.ClusterStats { return nil }
 // Leave has no cluster to leave.
 func (soloNode) Leave(context.Context) error { return nil }
 
-// Start and Close have nothing to run.
+// Start has nothing to run.
 func (soloNode) Start() {}
-func (soloNode) Close() {}

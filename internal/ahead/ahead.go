@@ -13,10 +13,10 @@ package ahead
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Cache is what a Set needs of the chunk cache.
@@ -27,58 +27,36 @@ type Cache interface {
 
 // Config configures a Set.
 type Config struct {
-	// Slots bounds the tasks running at once; at least 1.
+	// Part runs the loads, and ends them when it stops (nil: a part of
+	// the Set's own, stopped by Close); Limit bounds those running at
+	// once, and may be shared with other parts' work ahead (nil: a limit
+	// of Slots, at least 1).
+	Part  *stopper.Part
+	Limit *stopper.Limit
 	Slots int
-	// Cache is where Load reads entries into; nil if Load is not used.
+	// Cache is where Load reads entries into.
 	Cache Cache
 	// Timeout bounds one Load (a store read that hangs); 0: none but
-	// Close.
+	// the part's stop.
 	Timeout time.Duration
 }
 
-// Set is a bounded, tracked set of background tasks. Safe for concurrent
+// Set is a bounded, tracked set of background loads. Safe for concurrent
 // use.
 type Set struct {
 	cache   Cache
 	timeout time.Duration
-	slots   chan struct{}
-
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu     sync.Mutex // guards closed against wg.Add after Wait began
-	closed bool
-	wg     sync.WaitGroup
+	part    *stopper.Part
+	limit   *stopper.Limit
 }
 
 // New returns a Set.
 func New(c Config) *Set {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Set{cache: c.Cache, timeout: c.Timeout, slots: make(chan struct{}, max(c.Slots, 1)), ctx: ctx, cancel: cancel}
-}
-
-// TryGo runs f in the background if a slot is free and the set is not
-// closed, and reports whether it does. f's context ends at Close.
-func (s *Set) TryGo(f func(ctx context.Context)) bool {
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		return false
+	s := &Set{cache: c.Cache, timeout: c.Timeout, part: stopper.Own(c.Part, "work ahead"), limit: c.Limit}
+	if s.limit == nil {
+		s.limit = stopper.NewLimit(c.Slots)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.slots
-		return false
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.slots }()
-		f(s.ctx)
-	}()
-	return true
+	return s
 }
 
 // Load starts reading r into the cache unless it is resident, being
@@ -89,7 +67,7 @@ func (s *Set) Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) b
 	if s.cache.Contains(r.Key) {
 		return false
 	}
-	return s.TryGo(func(ctx context.Context) {
+	return s.part.TryGo(s.limit, func(ctx context.Context) {
 		if s.timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.timeout)
@@ -102,12 +80,6 @@ func (s *Set) Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) b
 	})
 }
 
-// Close cancels the running tasks' contexts and waits for them to
-// return; later TryGo and Load calls run nothing. Idempotent.
-func (s *Set) Close() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
-}
+// Close stops the Set's part: the running loads' contexts end and they
+// are waited for; later Load calls run nothing. Idempotent.
+func (s *Set) Close() { s.part.Stop() }

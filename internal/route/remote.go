@@ -137,14 +137,15 @@ type Fetch struct {
 // than fetching the same samples again. Failures are left to the read,
 // which fetches what is missing with failover.
 func (r *Router) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, error)) {
-	e, ok := r.ahead.Claim(key)
+	c, ok := r.ahead.Claim(key)
 	if !ok {
 		return
 	}
-	r.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
+	started := r.part.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 		var data [][][]byte
+		var size int64
 		if parts, err := next(ctx); err == nil {
 			data = make([][][]byte, len(parts))
 			none := func(int) bool { return false }
@@ -156,24 +157,22 @@ func (r *Router) FetchAhead(key string, next func(ctx context.Context) ([]Fetch,
 				}
 				data[p] = make([][]byte, len(smp.IDs))
 				r.fetchFrom(ctx, smp, f.Origin, src, data[p], make([]bool, len(smp.IDs)))
+				for _, d := range data[p] {
+					size += int64(len(d))
+				}
 			}
 		}
-		r.ahead.Finish(key, e, data)
+		r.ahead.Finish(c, data, size)
 	})
+	if !started {
+		r.ahead.Abandon(c)
+	}
 }
 
 // TakeAhead returns the samples fetched ahead under key, per part of the
 // batch, waiting for a fetch still under way (until ctx ends); nil if
 // there are none.
 func (r *Router) TakeAhead(ctx context.Context, key string) [][][]byte {
-	e := r.ahead.Take(key)
-	if e == nil {
-		return nil
-	}
-	select {
-	case <-e.Done:
-		return e.Data
-	case <-ctx.Done():
-		return nil
-	}
+	data, _, _ := r.ahead.Take(ctx, key)
+	return data
 }

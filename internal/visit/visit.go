@@ -42,9 +42,11 @@ import (
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/premade"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Schedule is what a visit needs of the schedule (schedule.Schedule).
@@ -63,6 +65,12 @@ type Peers interface {
 	FetchAhead(key string, next func(ctx context.Context) ([]route.Fetch, error))
 }
 
+// Layouts lays batches out (order.Orders).
+type Layouts interface {
+	Layout(ctx context.Context, src order.Source, job api.Job, epoch, m uint64) (*order.Batch, error)
+	ETag(src order.Source, job api.Job, epoch, m uint64) string
+}
+
 // Reader reads a batch's samples (reader.Reader).
 type Reader interface {
 	ReadBatch(ctx context.Context, b *order.Batch) (*reader.Result, error)
@@ -76,7 +84,7 @@ type Config struct {
 	// next, Windows windows beyond its current one.
 	Prefetch schedule.Prefetch
 	Windows  int
-	Orders   *order.Orders
+	Orders   Layouts
 	Peers    Peers
 	Reader   Reader
 	Stats    *livestats.Stats
@@ -86,9 +94,13 @@ type Config struct {
 	// named as a damaged chunk's are, instead of failing the batch.
 	Stage         Stage
 	SkipBadImages bool
-	// Background runs the next batch's transform ahead of its request,
-	// and AheadBytes bounds the batches so held (0: none is made ahead).
-	Background Background
+	// Part runs the next batches made ahead of their requests, and ends
+	// them when it stops (nil: a part of their own, stopped by Close);
+	// Limit bounds those made at once, and may be shared with other
+	// parts' work ahead (nil: one). AheadBytes bounds the batches so held
+	// (0: none is made ahead).
+	Part       *stopper.Part
+	Limit      *stopper.Limit
 	AheadBytes int64
 	Log        zerolog.Logger
 }
@@ -99,37 +111,46 @@ type Batches struct {
 	sched      Schedule
 	prefetch   schedule.Prefetch
 	windows    int
-	orders     *order.Orders
+	orders     Layouts
 	peers      Peers
 	reader     Reader
 	stats      *livestats.Stats
 	stage      Stage
 	skipBad    bool
-	background Background
-	ahead      *readAhead
+	part       *stopper.Part
+	limit      *stopper.Limit
+	ahead      *premade.Store[made] // next batches made ahead of their requests
+	aheadBytes int64
 	log        zerolog.Logger
 }
 
 // New returns Batches.
 func New(c Config) *Batches {
 	v := &Batches{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
-		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, background: c.Background,
-		ahead: newReadAhead(c.AheadBytes), log: c.Log}
+		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
+		part: stopper.Own(c.Part, "visit: batches made ahead"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}
 	}
-	if v.background == nil {
-		v.ahead = newReadAhead(0)
+	if v.limit == nil {
+		v.limit = stopper.NewLimit(1)
 	}
+	v.ahead, v.aheadBytes = newMadeAhead(c.AheadBytes), c.AheadBytes
+	// Once the work ahead has ended, what it made and nobody took gives
+	// back its memory.
+	v.part.OnStop(v.ahead.Close)
 	return v
 }
 
-// Close releases the batches made ahead and not taken. Call it once the
-// background work has ended (the gateway's ahead.Set closed).
-func (v *Batches) Close() { v.ahead.close() }
+// Close ends the batches being made ahead, waits for them, and releases
+// those made and not taken (the Batches' part).
+func (v *Batches) Close() { v.part.Stop() }
 
 // AheadStats are the figures of the batches made ahead.
-func (v *Batches) AheadStats() api.TransformAheadStats { return v.ahead.stats() }
+func (v *Batches) AheadStats() api.TransformAheadStats {
+	st := v.ahead.Stats()
+	return api.TransformAheadStats{Started: st.Claimed, Hits: st.Taken, Dropped: st.Dropped, Bytes: st.Bytes, MaxBytes: v.aheadBytes}
+}
 
 // Served is a batch read: the batch as served (without the samples of
 // chunks damaged at rest, in skip mode: Batch.Missing names them) and its
@@ -155,33 +176,35 @@ func (v *Batches) Follow(b *order.Batch) {
 // nothing is held.
 func (v *Batches) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	if b.Job.Transform != "" {
-		s, wait, err := v.ahead.take(ctx, b.ETag)
+		m, ok, err := v.ahead.Take(ctx, b.ETag)
 		if err != nil {
 			return nil, err
 		}
-		if s != nil {
+		if ok && m.served != nil {
 			// Made ahead: its visit and read were made then; the stream
 			// moves as a read would move it.
 			v.Follow(b)
-			v.count(s.Batch, s.Result, wait)
-			v.readNextAhead(b)
-			return s, nil
+			v.count(m.served.Batch, m.served.Result, m.wait)
+			v.makeNextAhead(b, m.next)
+			return m.served, nil
 		}
 	}
-	s, wait, err := v.read(ctx, b, false)
+	s, wait, nx, err := v.read(ctx, b, false)
 	if err != nil {
 		return nil, err
 	}
 	v.count(s.Batch, s.Result, wait)
 	if b.Job.Transform != "" {
-		v.readNextAhead(b)
+		v.makeNextAhead(b, nx)
 	}
 	return s, nil
 }
 
 // read is a batch's visit, read and transform. ahead: made ahead of its
-// request, it takes no memory it would wait for.
-func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, error) {
+// request, it takes no memory it would wait for. It returns the rank's
+// next batch, to be laid out once for whatever is done ahead of it (nil:
+// nothing is, or there is none).
+func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, *nextBatch, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
@@ -195,31 +218,37 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served
 	for _, part := range b.Parts {
 		t, err := v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		toks = append(toks, t)
 	}
 	v.Follow(b)
-	v.fetchAhead(b)
+	var nx *nextBatch
+	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
+		nx = v.next(b)
+		if cluster {
+			v.fetchAhead(nx)
+		}
+	}
 	start := time.Now()
 	if b.Turns() {
 		// When the jobs' windows do not fit in the cache together, the
 		// batch waits for its job's turn.
 		if err := v.sched.Turn(ctx, toks[0]); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 	}
 	res, err := v.reader.ReadBatch(ctx, b)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	finish()
 	wait := time.Since(start)
 	if b.Job.Transform == "" {
-		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nil
+		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nx, nil
 	}
 	s, err := v.transform(ctx, b, res, ahead)
-	return s, wait, err
+	return s, wait, nx, err
 }
 
 // count records what each part of a batch served and cost.
@@ -233,15 +262,14 @@ func (v *Batches) count(b *order.Batch, res *reader.Result, wait time.Duration) 
 }
 
 // fetchAhead starts fetching from peers the samples of the rank's next
-// batch (nothing on a single gateway), under that batch's ETag, which its
-// read looks for: the batch is laid out in the fetch's background work.
-func (v *Batches) fetchAhead(b *order.Batch) {
-	next := b.Batch + 1
-	if v.peers.Nodes() < 2 || next >= uint64(b.Batches) {
+// batch nx (none after the last), under that batch's ETag, which its read
+// looks for: the batch is laid out in the fetch's background work.
+func (v *Batches) fetchAhead(nx *nextBatch) {
+	if nx == nil {
 		return
 	}
-	v.peers.FetchAhead(v.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]route.Fetch, error) {
-		nb, err := v.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next)
+	v.peers.FetchAhead(nx.key, func(ctx context.Context) ([]route.Fetch, error) {
+		nb, err := nx.layout(ctx)
 		if err != nil {
 			return nil, err // the read of that batch will say why
 		}

@@ -21,7 +21,10 @@ import (
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/stopper"
+	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
 )
 
 // log records the calls a visit makes, in order.
@@ -163,7 +166,7 @@ func TestVisit(t *testing.T) {
 				src = order.Source{Mix: m}
 			}
 			p := New(Config{Schedule: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
-				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, zerolog.Nop())})
+				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())})
 			m := uint64(1)
 			if tc.mix {
 				m = 0
@@ -222,5 +225,91 @@ func TestReadFor(t *testing.T) {
 	want := []string{"begin a/2@9 g0", "advance a/2@9 +2", "prefetch", "read local=true", "finish", "read local=true"}
 	if !slices.Equal(l.calls, want) {
 		t.Errorf("calls %q, want %q", l.calls, want)
+	}
+}
+
+// countingOrders counts the layouts of each batch.
+type countingOrders struct {
+	*order.Orders
+	mu      sync.Mutex
+	layouts map[uint64]int
+}
+
+func (o *countingOrders) Layout(ctx context.Context, src order.Source, job api.Job, epoch, m uint64) (*order.Batch, error) {
+	o.mu.Lock()
+	o.layouts[m]++
+	o.mu.Unlock()
+	return o.Orders.Layout(ctx, src, job, epoch, m)
+}
+
+// fetchingPeers is a cluster of two whose fetch ahead lays the batch out
+// at once and fetches nothing.
+type fetchingPeers struct{}
+
+func (fetchingPeers) Nodes() int { return 2 }
+
+func (fetchingPeers) FetchAhead(_ string, next func(context.Context) ([]route.Fetch, error)) {
+	_, _ = next(context.Background())
+}
+
+// bytesReader reads every sample as 8 bytes.
+type bytesReader struct{ fakeReader }
+
+func (r bytesReader) ReadBatch(ctx context.Context, b *order.Batch) (*reader.Result, error) {
+	res, _ := r.fakeReader.ReadBatch(ctx, b)
+	for range b.Len() {
+		res.Parts = append(res.Parts, make([]byte, 8))
+		res.Bytes += 8
+	}
+	return res, nil
+}
+
+// copyStage "transforms" a sample into itself.
+type copyStage struct{ set *transform.Set }
+
+func (s copyStage) Pipeline(name string) (*transform.Pipeline, error) { return s.set.Get(name) }
+
+func (copyStage) Apply(_ context.Context, req tensors.Request) (*tensors.Output, error) {
+	out := &tensors.Output{}
+	for _, smp := range req.Samples {
+		out.Parts = append(out.Parts, smp.Data)
+		out.Bytes += int64(len(smp.Data))
+	}
+	return out, nil
+}
+
+// TestNextBatchLaidOutOnce: on a cluster, a transformed batch's next
+// batch is fetched from peers ahead and made ahead, both in the
+// background; it is laid out once for both. (Each laid it out itself
+// before: batch 1 was laid out twice.)
+func TestNextBatchLaidOutOnce(t *testing.T) {
+	a := testDataset(t, "a")
+	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := &countingOrders{Orders: order.New(nil), layouts: map[uint64]int{}}
+	l := &log{}
+	part := stopper.New().Part("made ahead")
+	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
+		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
+		Stage: copyStage{set}, Part: part, AheadBytes: 1 << 20})
+	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
+	src := order.Source{DS: a}
+	b, err := orders.Orders.Layout(context.Background(), src, job, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := v.Read(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	part.Stop() // the batch made ahead has been made
+	if n := orders.layouts[1]; n != 1 {
+		t.Fatalf("batch 1 was laid out %d times in the background, want once (layouts by batch: %v)", n, orders.layouts)
+	}
+	if st := v.AheadStats(); st.Started != 1 {
+		t.Fatalf("batches made ahead: %+v, want 1 started", st)
 	}
 }
