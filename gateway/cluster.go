@@ -28,9 +28,10 @@ import (
 //
 // A single gateway has the null rooms of a cluster of one (route.Solo,
 // membership.Solo, and feedback.NoParts for the seals) and no peers'
-// endpoints. What the
-// gateway itself asks — its view for /cluster and /stats, leaving, the
-// rooms' life — is node, which composes them and holds no logic.
+// endpoints. What the gateway itself asks — its view for /cluster and
+// /stats, leaving, starting the probes and polls — is node, which
+// composes them and holds no logic. The rooms' goroutines run on parts of
+// the gateway's stopper, which Close drains.
 
 // node is what the gateway itself asks of its place in a cluster.
 type node interface {

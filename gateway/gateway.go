@@ -18,7 +18,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/handover"
@@ -26,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -321,8 +321,7 @@ const (
 )
 
 // maxAhead bounds the background tasks requests leave behind them (the
-// loads of Gateway.ahead, the batches made ahead); one more is dropped,
-// not queued.
+// preloads, the premade batches); one more is dropped, not queued.
 const maxAhead = 64
 
 // maxAssembling bounds the reads assembled in parts at once: each pins up
@@ -356,9 +355,9 @@ type Gateway struct {
 	stage    *tensors.Stage // the transform stage: images to tensors
 	batches  *visit.Batches
 	out      *respond.Writer // every response that carries samples
-	// ahead loads what requests leave behind them — a mixture's later
+	// preload loads what requests leave behind them — a mixture's later
 	// parts, the S3 face's read-ahead — bounded and tracked.
-	ahead    *ahead.Set
+	preload  *preload.Set
 	feedback *feedback.State
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
@@ -415,7 +414,7 @@ func New(cfg Config) (*Gateway, error) {
 		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peer.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20), Part: g.life.Part("route: fetches ahead"), Slack: c.TransformSlack, Registry: reg, Log: cfg.Logger,
+			NextBytes: max(cfg.CacheSize/16, 64<<20), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack, Registry: reg, Log: cfg.Logger,
 			Load: func() tensors.Load { return g.stage.Load() }})
 		rt, parts = routing, peers
 	}
@@ -451,8 +450,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Tasks: g.life.Part("chunkcache: loads, spills")})
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
-	slots := stopper.NewLimit(maxAhead) // the loads ahead's and the batches made ahead's
-	g.ahead = ahead.New(ahead.Config{Part: g.life.Part("ahead: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
+	slots := stopper.NewLimit(maxAhead) // the preloads' and the premade batches'
+	g.preload = preload.New(preload.Config{Part: g.life.Part("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
 	var opt livestats.Optimizer
 	if cfg.Planner != nil {
 		opt = cfg.Planner
@@ -466,12 +465,12 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
-		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
+		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
-		Part: g.life.Part("visit: batches made ahead"), Limit: slots, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
+		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,

@@ -237,14 +237,14 @@ func TestShutdownOrder(t *testing.T) {
 	})
 	want := []string{
 		"membership: polls, warm-ups, kept versions", // warms up through the hand-over: the cache, the peers
-		"visit: batches made ahead",                  // reads through the stage, the reader, the loads ahead, the fetches ahead
+		"visit: premade batches",                     // reads through the stage, the reader, the preloads, the next batches' fetches
 		"tensors: workers",                           // its buffers are the reader's
 		"schedule: prefetch",                         // reads into the cache, tallied by the statistics
 		"livestats: optima",
-		"ahead: loads", // read into the cache
+		"preload: loads", // read into the cache
 		"chunkcache: loads, spills",
 		"disktier: writes", // the cache's spills write it
-		"route: fetches ahead",
+		"route: next batches' samples",
 		"peer: probes", // tell the membership, fetch for the router
 		"catalog: index polls",
 	}

@@ -10,7 +10,7 @@
 // last said of itself. Its remote reads fail over: a node whose fetch
 // fails is skipped and its samples asked of the next node, so a peer's
 // loss costs time, never the read. It fetches the next batch's remote
-// samples ahead of the request (a premade.Store holds them), and decides, by
+// samples before its request (FetchNext; a premade.Store holds them), and decides, by
 // the nodes' measured transform load, where a job's samples are
 // transformed (balance.go).
 //
@@ -50,12 +50,12 @@ type Config struct {
 	Self     string
 	SelfSlot int
 	Peers    Peers
-	// Timeout bounds the fetches of a batch fetched ahead.
+	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
-	// AheadBytes bounds the samples fetched ahead of need.
-	AheadBytes int64
-	// Part runs the fetches ahead and ends them when it stops (nil: a
-	// part of the Router's own, stopped by Close).
+	// NextBytes bounds the next batches' samples held for their reads.
+	NextBytes int64
+	// Part runs the fetches of next batches and ends them when it stops
+	// (nil: a part of the Router's own, stopped by Close).
 	Part *stopper.Part
 	// Load is this node's transform stage's load (tensors.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
@@ -84,26 +84,26 @@ type Router struct {
 	slack   time.Duration
 	log     zerolog.Logger
 	view    atomic.Pointer[routing]
-	ahead   *premade.Store[[][][]byte] // samples fetched ahead, per part
+	next    *premade.Store[[][][]byte] // next batches' samples, per part
 	part    *stopper.Part
 
 	// Figures: sample bytes of batches served by where they came from,
-	// samples found fetched ahead, and samples asked of owners with a
+	// samples found fetched with the batch before, and samples asked of owners with a
 	// pipeline, transformed there or as stored, to be transformed here.
-	home, peer, aheadUsed      atomic.Int64
+	home, peer, nextUsed       atomic.Int64
 	askedTransformed, askedRaw atomic.Int64
 }
 
-// maxAheadEntries bounds the batches fetched ahead whatever their size.
-const maxAheadEntries = 256
+// maxNextBatches bounds the next batches held whatever their size.
+const maxNextBatches = 256
 
 // New returns a router of a cluster of this node alone, until it is told
 // the agreed membership (Follow).
 func New(c Config) *Router {
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
-		ahead: premade.New(premade.Config[[][][]byte]{Entries: maxAheadEntries, Budget: premade.NewBytes(c.AheadBytes)}),
-		part:  stopper.Own(c.Part, "route: fetches ahead")}
-	r.part.OnStop(r.ahead.Close)
+		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: premade.NewBytes(c.NextBytes)}),
+		part: stopper.Own(c.Part, "route: next batches' samples")}
+	r.part.OnStop(r.next.Close)
 	if r.slack == 0 {
 		r.slack = BalanceSlack
 	}
@@ -112,7 +112,7 @@ func New(c Config) *Router {
 	locality := "Sample bytes of batches served, by where they came from: home (this node's cache) or peer."
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "home"}, &r.home)
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "peer"}, &r.peer)
-	counter(c.Registry, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &r.aheadUsed)
+	counter(c.Registry, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &r.nextUsed)
 	asked := "Samples of jobs with a pipeline asked of the nodes that read them, by where they were to be transformed: at that node (owner), or here (self: the owner's pipeline differs, or its transform queue is longer than this node's)."
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "owner"}, &r.askedTransformed)
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "self"}, &r.askedRaw)
@@ -124,7 +124,8 @@ func counter(reg prometheus.Registerer, name, help string, labels prometheus.Lab
 		func() float64 { return float64(v.Load()) }))
 }
 
-// Close stops the fetches ahead and waits for them (the Router's part).
+// Close stops the fetches of next batches and waits for them (the
+// Router's part).
 func (r *Router) Close() { r.part.Stop() }
 
 // Follow makes agreed, whose members are in slots, the membership chunks

@@ -33,7 +33,7 @@ var ErrFingerprint = fmt.Errorf("%w: another definition of the pipeline", query.
 // before any of them is written. A sample whose image cannot be
 // transformed fails the batch, or with SkipBadImages is left out and
 // named as a damaged chunk's samples are (order.Batch.Without). noWait:
-// work ahead, which takes no memory it would have to wait for.
+// a premade batch, which takes no memory it would have to wait for.
 func (v *Batches) transform(ctx context.Context, b *order.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
 	pl, err := v.stage.Pipeline(b.Job.Transform)

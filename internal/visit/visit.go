@@ -3,7 +3,7 @@
 // of stages, the same for every batch:
 //
 //	layout     internal/order      which samples, in which parts, under which ETag
-//	visit      the schedule        begin, follow and prefetch, fetch ahead, turn
+//	visit      the schedule        begin, follow and prefetch, fetch the next batch, turn
 //	read       internal/reader     the parts' samples, complete and verified
 //	transform  internal/tensors    a job's pipeline, when it names one: images become tensors
 //	respond    the gateway         headers, the partial ETag, the body (internal/respond)
@@ -12,7 +12,7 @@
 // in an order nothing else has to keep — Begin before the chunks are
 // pinned (so that they keep counting as needed now), the stream moved
 // and its next windows queued for prefetch, the next batch's samples
-// fetched from peers ahead, the job's turn awaited (when the jobs' windows
+// fetched from peers before its request, the job's turn awaited (when the jobs' windows
 // do not fit in the cache together), Finish once the read holds its
 // chunks. It also counts what each part cost (internal/livestats). It
 // knows nothing of HTTP: the gateway lays a batch out, calls Read and
@@ -25,9 +25,9 @@
 // by the asker. When the asker's job names a pipeline, the samples are
 // transformed here, where their chunk is.
 //
-// A job that names a pipeline has its next batch made ahead: once a
+// A job that names a pipeline has its next batch premade: once a
 // rank's batch is transformed, the next one is visited, read and
-// transformed in the background (readAhead), claimed before the request
+// transformed in the background (makeNext), claimed before the request
 // ends, so that the rank's next request finds its tensors made, or waits
 // for them, rather than making them again.
 package visit
@@ -52,7 +52,7 @@ import (
 // Schedule is what a visit needs of the schedule (schedule.Schedule).
 type Schedule interface {
 	Begin(js order.Stream, epoch uint64, start, global int, weight float64) (schedule.Inflight, error)
-	Advance(js order.Stream, epoch uint64, end int, ahead int) []schedule.Use
+	Advance(js order.Stream, epoch uint64, end int, windows int) []schedule.Use
 	Turn(ctx context.Context, f schedule.Inflight) error
 	Finish(f schedule.Inflight)
 }
@@ -62,7 +62,7 @@ type Schedule interface {
 // Nodes is the cluster's member count now: with one, nothing is fetched.
 type Peers interface {
 	Nodes() int
-	FetchAhead(key string, next func(ctx context.Context) ([]route.Fetch, error))
+	FetchNext(key string, next func(ctx context.Context) ([]route.Fetch, error))
 }
 
 // Layouts lays batches out (order.Orders).
@@ -80,7 +80,7 @@ type Reader interface {
 // Config configures Batches.
 type Config struct {
 	Schedule Schedule
-	// Prefetch reads ahead what the schedule says a moved stream needs
+	// Prefetch reads what the schedule says a moved stream needs
 	// next, Windows windows beyond its current one.
 	Prefetch schedule.Prefetch
 	Windows  int
@@ -94,62 +94,62 @@ type Config struct {
 	// named as a damaged chunk's are, instead of failing the batch.
 	Stage         Stage
 	SkipBadImages bool
-	// Part runs the next batches made ahead of their requests, and ends
-	// them when it stops (nil: a part of their own, stopped by Close);
-	// Limit bounds those made at once, and may be shared with other
-	// parts' work ahead (nil: one). AheadBytes bounds the batches so held
-	// (0: none is made ahead).
-	Part       *stopper.Part
-	Limit      *stopper.Limit
-	AheadBytes int64
-	Log        zerolog.Logger
+	// Part runs the premade batches (the next ones, made before their
+	// requests), and ends them when it stops (nil: a part of their own,
+	// stopped by Close); Limit bounds those made at once, and may be
+	// shared with other parts' background work (nil: one). PremadeBytes
+	// bounds the batches so held (0: none is premade).
+	Part         *stopper.Part
+	Limit        *stopper.Limit
+	PremadeBytes int64
+	Log          zerolog.Logger
 }
 
 // Batches serves batches: each one's visit, read, transform and figures.
 // Safe for concurrent use.
 type Batches struct {
-	sched      Schedule
-	prefetch   schedule.Prefetch
-	windows    int
-	orders     Layouts
-	peers      Peers
-	reader     Reader
-	stats      *livestats.Stats
-	stage      Stage
-	skipBad    bool
-	part       *stopper.Part
-	limit      *stopper.Limit
-	ahead      *premade.Store[made] // next batches made ahead of their requests
-	aheadBytes int64
-	log        zerolog.Logger
+	sched        Schedule
+	prefetch     schedule.Prefetch
+	windows      int
+	orders       Layouts
+	peers        Peers
+	reader       Reader
+	stats        *livestats.Stats
+	stage        Stage
+	skipBad      bool
+	part         *stopper.Part
+	limit        *stopper.Limit
+	premade      *premade.Store[made] // next batches made before their requests
+	premadeBytes int64
+	log          zerolog.Logger
 }
 
 // New returns Batches.
 func New(c Config) *Batches {
 	v := &Batches{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
 		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
-		part: stopper.Own(c.Part, "visit: batches made ahead"), limit: c.Limit, log: c.Log}
+		part: stopper.Own(c.Part, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}
 	}
 	if v.limit == nil {
 		v.limit = stopper.NewLimit(1)
 	}
-	v.ahead, v.aheadBytes = newMadeAhead(c.AheadBytes), c.AheadBytes
-	// Once the work ahead has ended, what it made and nobody took gives
+	v.premade, v.premadeBytes = newPremade(c.PremadeBytes), c.PremadeBytes
+	// Once the premade batches' work has ended, what it made and nobody took gives
 	// back its memory.
-	v.part.OnStop(v.ahead.Close)
+	v.part.OnStop(v.premade.Close)
 	return v
 }
 
-// Close ends the batches being made ahead, waits for them, and releases
+// Close ends the batches being premade, waits for them, and releases
 // those made and not taken (the Batches' part).
 func (v *Batches) Close() { v.part.Stop() }
 
-// AheadStats are the figures of the batches made ahead.
-func (v *Batches) AheadStats() api.TransformAheadStats {
-	st := v.ahead.Stats()
-	return api.TransformAheadStats{Started: st.Claimed, Hits: st.Taken, Dropped: st.Dropped, Bytes: st.Bytes, MaxBytes: v.aheadBytes}
+// PremadeStats are the figures of the premade batches.
+func (v *Batches) PremadeStats() api.TransformAheadStats {
+	st := v.premade.Stats()
+	return api.TransformAheadStats{Started: st.Claimed, Hits: st.Taken, Dropped: st.Dropped, Bytes: st.Bytes, MaxBytes: v.premadeBytes}
 }
 
 // Served is a batch read: the batch as served (without the samples of
@@ -176,16 +176,16 @@ func (v *Batches) Follow(b *order.Batch) {
 // nothing is held.
 func (v *Batches) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	if b.Job.Transform != "" {
-		m, ok, err := v.ahead.Take(ctx, b.ETag)
+		m, ok, err := v.premade.Take(ctx, b.ETag)
 		if err != nil {
 			return nil, err
 		}
 		if ok && m.served != nil {
-			// Made ahead: its visit and read were made then; the stream
+			// Premade: its visit and read were made then; the stream
 			// moves as a read would move it.
 			v.Follow(b)
 			v.count(m.served.Batch, m.served.Result, m.wait)
-			v.makeNextAhead(b, m.next)
+			v.makeNext(b, m.next)
 			return m.served, nil
 		}
 	}
@@ -195,16 +195,16 @@ func (v *Batches) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	}
 	v.count(s.Batch, s.Result, wait)
 	if b.Job.Transform != "" {
-		v.makeNextAhead(b, nx)
+		v.makeNext(b, nx)
 	}
 	return s, nil
 }
 
-// read is a batch's visit, read and transform. ahead: made ahead of its
+// read is a batch's visit, read and transform. premade: made before its
 // request, it takes no memory it would wait for. It returns the rank's
-// next batch, to be laid out once for whatever is done ahead of it (nil:
+// next batch, to be laid out once for whatever is done before its request (nil:
 // nothing is, or there is none).
-func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, *nextBatch, error) {
+func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Served, time.Duration, *nextBatch, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
@@ -227,7 +227,7 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served
 	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
 		nx = v.next(b)
 		if cluster {
-			v.fetchAhead(nx)
+			v.fetchNext(nx)
 		}
 	}
 	start := time.Now()
@@ -247,7 +247,7 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, ahead bool) (*Served
 	if b.Job.Transform == "" {
 		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nx, nil
 	}
-	s, err := v.transform(ctx, b, res, ahead)
+	s, err := v.transform(ctx, b, res, premade)
 	return s, wait, nx, err
 }
 
@@ -261,14 +261,14 @@ func (v *Batches) count(b *order.Batch, res *reader.Result, wait time.Duration) 
 	}
 }
 
-// fetchAhead starts fetching from peers the samples of the rank's next
+// fetchNext starts fetching from peers the samples of the rank's next
 // batch nx (none after the last), under that batch's ETag, which its read
 // looks for: the batch is laid out in the fetch's background work.
-func (v *Batches) fetchAhead(nx *nextBatch) {
+func (v *Batches) fetchNext(nx *nextBatch) {
 	if nx == nil {
 		return
 	}
-	v.peers.FetchAhead(nx.key, func(ctx context.Context) ([]route.Fetch, error) {
+	v.peers.FetchNext(nx.key, func(ctx context.Context) ([]route.Fetch, error) {
 		nb, err := nx.layout(ctx)
 		if err != nil {
 			return nil, err // the read of that batch will say why

@@ -1,15 +1,15 @@
-// Package ahead runs the work a request leaves behind it — loads of
-// cache entries ahead of need, fetches of a later batch's samples — in
-// one tracked, bounded set: at most Config.Slots tasks run at once, a
-// task that finds no free slot is dropped rather than queued (work ahead
-// is a bet, never worth waiting for), every task's context ends at Close,
-// and Close returns only once every task has.
+// Package preload loads cache entries before they are asked for when no
+// job stream's order names them: a batch's later parts while its first is
+// read, the next chunks of a dataset the S3 face reads in chunk order,
+// the next blocks of a read-through object. (What an order names next is
+// the schedule's prefetch, internal/schedule.)
 //
-// The schedule's prefetcher (internal/schedule) reads what the job
-// streams' known order needs next; a Set is for what no stream's order
-// names: the S3 face's read-ahead of a dataset read in chunk order, the
-// next blocks of a read-through object, a later part of a batch.
-package ahead
+// A preload is a bet, never worth waiting for: at most Config.Limit
+// loads run at once, and one that finds no free slot is dropped rather
+// than queued. The loads run on a part of the gateway's stopper
+// (internal/stopper): their context ends when it stops, which waits for
+// them.
+package preload
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Set is a bounded, tracked set of background loads. Safe for concurrent
+// Set is a bounded, tracked set of loads ahead of need. Safe for concurrent
 // use.
 type Set struct {
 	cache   Cache
@@ -52,7 +52,7 @@ type Set struct {
 
 // New returns a Set.
 func New(c Config) *Set {
-	s := &Set{cache: c.Cache, timeout: c.Timeout, part: stopper.Own(c.Part, "work ahead"), limit: c.Limit}
+	s := &Set{cache: c.Cache, timeout: c.Timeout, part: stopper.Own(c.Part, "preload: loads"), limit: c.Limit}
 	if s.limit == nil {
 		s.limit = stopper.NewLimit(c.Slots)
 	}

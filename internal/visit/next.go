@@ -9,8 +9,8 @@ import (
 	"github.com/brandgw/brand/internal/premade"
 )
 
-// A job that names a pipeline has its next batch made ahead of its
-// request. The order is known, so once a rank's batch m is served, batch
+// A job that names a pipeline has its next batch premade: made before
+// its request. The order is known, so once a rank's batch m is served, batch
 // m+1 is laid out, read and transformed in the background, and waits in
 // a premade.Store under its ETag (which names its exact samples, the
 // pipeline and its fingerprint) for its request. The entry is claimed
@@ -19,17 +19,17 @@ import (
 // again. What is held is bounded in bytes and in batches, and dropped
 // oldest first when nobody comes for it; its memory is the copy budget's.
 //
-// A batch whose request came first is not made ahead: a client that
+// A batch whose request came first is not premade: a client that
 // reads ahead itself (the Python client keeps two batches requested
 // beyond the one consumed) asks for batch m+1 before batch m is served,
 // and making m+1 again once m is served would transform every batch
 // twice. The batches asked for are remembered, the most recent
 // maxAsked of them.
 //
-// A batch made ahead is counted (the live figures) when its request takes
+// A premade batch is counted (the live figures) when its request takes
 // it, never when it is made: a batch dropped unused was not served.
 
-// made is a batch made ahead of its request: served, nil if its making
+// made is a premade batch: served, nil if its making
 // failed (the request then reads the batch itself); the time its read
 // waited; and the batch after it, to be laid out once.
 type made struct {
@@ -38,18 +38,18 @@ type made struct {
 	next   *nextBatch
 }
 
-// maxAheadBatches bounds the batches held ahead whatever their size;
+// maxPremade bounds the premade batches held whatever their size;
 // maxAsked, the batches asked for that are remembered: far more than the
 // requests of all ranks in flight at once.
 const (
-	maxAheadBatches = 256
-	maxAsked        = 4096
+	maxPremade = 256
+	maxAsked   = 4096
 )
 
-// newMadeAhead returns the store of batches made ahead, of at most limit
-// bytes (0: none is made ahead).
-func newMadeAhead(limit int64) *premade.Store[made] {
-	c := premade.Config[made]{Entries: maxAheadBatches, Remember: maxAsked, Release: func(m made) {
+// newPremade returns the store of premade batches, of at most limit
+// bytes (0: none is premade).
+func newPremade(limit int64) *premade.Store[made] {
+	c := premade.Config[made]{Entries: maxPremade, Remember: maxAsked, Release: func(m made) {
 		if m.served != nil {
 			m.served.Release()
 		}
@@ -61,8 +61,8 @@ func newMadeAhead(limit int64) *premade.Store[made] {
 }
 
 // nextBatch is a rank's next batch, laid out once for every piece of
-// work done ahead of its request: the fetch of its samples from peers and
-// its making, both in the background.
+// work done before its request: the fetch of its samples from peers
+// (route's FetchNext) and its making (makeNext), both in the background.
 type nextBatch struct {
 	key    string // its ETag, known without laying it out
 	orders Layouts
@@ -97,17 +97,17 @@ func (n *nextBatch) layout(ctx context.Context) (*order.Batch, error) {
 	return n.out, nil
 }
 
-// makeNextAhead starts making, in the background, the rank's next batch
+// makeNext starts making, in the background, the rank's next batch
 // after b, transformed, unless there is none or it is under way. nx is
 // that batch if b's read named it (nil: it is named here). The entry is
 // claimed before this returns, within b's request.
-func (v *Batches) makeNextAhead(b *order.Batch, nx *nextBatch) {
+func (v *Batches) makeNext(b *order.Batch, nx *nextBatch) {
 	if nx == nil {
 		if nx = v.next(b); nx == nil {
 			return
 		}
 	}
-	c, ok := v.ahead.Claim(nx.key)
+	c, ok := v.premade.Claim(nx.key)
 	if !ok {
 		return
 	}
@@ -117,12 +117,12 @@ func (v *Batches) makeNextAhead(b *order.Batch, nx *nextBatch) {
 			m.served, m.wait, m.next, _ = v.read(ctx, nb, true)
 		}
 		if m.served == nil {
-			v.ahead.Abandon(c)
+			v.premade.Abandon(c)
 			return
 		}
-		v.ahead.Finish(c, m, m.served.Bytes)
+		v.premade.Finish(c, m, m.served.Bytes)
 	})
 	if !started {
-		v.ahead.Abandon(c)
+		v.premade.Abandon(c)
 	}
 }
