@@ -276,7 +276,7 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 // chunk read before it — a per-file reader listing a dataset packed in
 // key order reads chunk after chunk — starts loading the chunks after it
 // that this node reads itself, so that their files are hits. The loads
-// run in the set of work ahead; a GET never waits for one.
+// are preloads (internal/preload); a GET never waits for one.
 func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	if f.readAhead == 0 {
 		return
@@ -291,7 +291,7 @@ func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	}
 	for next := c + 1; next <= c+f.readAhead && next < ds.Index.NumChunks(); next++ {
 		if f.cluster.Local(ds, next) {
-			f.ahead.Load(ds.ChunkRequest(next), nil)
+			f.preload.Load(ds.ChunkRequest(next), nil)
 		}
 	}
 }
