@@ -1,0 +1,2 @@
+// Package tokenize encodes text to SentencePiece token IDs.
+package tokenize
