@@ -102,12 +102,15 @@ func Load(data []byte) (*Model, error) {
 	case len(data) > MaxModelBytes:
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, len(data), MaxModelBytes)
 	}
-	if t := bytes.TrimLeft(data[:min(len(data), 64)], " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+	s := string(data) // the one copy the pieces' strings are slices of
+	mp, err := parseModelProto(data, s, MaxPieces)
+	if err == nil && len(mp.pieces) == 0 {
+		err = fmt.Errorf("%w: no pieces", ErrNotModel)
+	}
+	if errors.Is(err, ErrNotModel) && looksLikeJSON(data) {
 		// A tokenizer.json is what one most often has instead.
 		return nil, fmt.Errorf("%w: the file looks like JSON (a Hugging Face tokenizer.json?), not a .model protobuf", ErrNotModel)
 	}
-	s := string(data) // the one copy the pieces' strings are slices of
-	mp, err := parseModelProto(data, s, MaxPieces)
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +118,15 @@ func Load(data []byte) (*Model, error) {
 	return newModel(mp, hex.EncodeToString(sum[:8]))
 }
 
+// looksLikeJSON reports whether data starts, after whitespace, like a
+// JSON object or array. Asked only of data that is not a model: a
+// model's first byte is a protobuf tag, often '\n'.
+func looksLikeJSON(data []byte) bool {
+	t := bytes.TrimLeft(data[:min(len(data), 64)], " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
 func newModel(mp *modelProto, fingerprint string) (*Model, error) {
-	if len(mp.pieces) == 0 {
-		return nil, fmt.Errorf("%w: no pieces", ErrNotModel)
-	}
 	kind := Kind(mp.trainer.modelType)
 	if kind != Unigram && kind != BPE {
 		return nil, fmt.Errorf("%w: model type %s (only unigram and BPE are encoded)", ErrUnsupported, kind)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,23 +155,83 @@ func TestReference(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "rules.tsv"), normalizationRules)
 	models := referenceModels(filepath.Join(dir, "rules.tsv"))
 	paths := trainWithReference(t, python, dir, models)
+	names := make([]string, 0, len(models)+len(editedModels))
+	for _, rm := range models {
+		names = append(names, rm.Name)
+	}
+	for _, e := range editedModels {
+		data, err := os.ReadFile(paths[e.base])
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[e.name] = filepath.Join(dir, e.name+".model")
+		writeFile(t, paths[e.name], string(editModel(data, e.edit)))
+		names = append(names, e.name)
+	}
 	texts := referenceTexts()
 	want := encodeWithReference(t, python, paths, texts)
-	for _, rm := range models {
-		t.Run(rm.Name, func(t *testing.T) {
-			data, err := os.ReadFile(paths[rm.Name])
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(paths[name])
 			if err != nil {
 				t.Fatal(err)
 			}
 			m, err := Load(data)
+			if refused := refusedEdits[name]; refused != nil {
+				// The reference encodes with it; this package says no.
+				if !errors.Is(err, refused) {
+					t.Fatalf("Load = %v, want %v", err, refused)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			ref := want[rm.Name]
+			ref := want[name]
 			checkInfo(t, m, ref)
 			compareIDs(t, m, texts, ref.IDs)
 		})
 	}
+}
+
+// editedModels are trained models changed the way a file could be: the
+// options the trainer refuses or never writes, and an enum value the
+// schema does not name.
+var editedModels = []struct {
+	name, base string
+	edit       func(mp *modelProto)
+}{
+	{"uni_unused", "uni_bf", func(mp *modelProto) { // the lattice skips unused pieces
+		for i := range mp.pieces {
+			if p := &mp.pieces[i]; p.typ == pieceNormal && i%7 == 0 && len(p.s) > 1 {
+				p.typ = pieceUnused
+			}
+		}
+	}},
+	{"uni_noescape", "uni_bf", func(mp *modelProto) { mp.norm.esc = false }},
+	{"uni_noescape_suffix", "uni_nfkc", func(mp *modelProto) { mp.norm.esc, mp.trainer.suffix = false, true }},
+	{"uni_nfkc_raw", "uni_nfkc", func(mp *modelProto) { mp.norm.addDummyPrefix, mp.norm.removeExtraWS = false, false }},
+	{"bpe_nfkc_raw", "bpe_nfkc_bf", func(mp *modelProto) { mp.norm.addDummyPrefix, mp.norm.removeExtraWS = false, false }},
+	{"bpe_enum99", "bpe_nfkc_bf", func(mp *modelProto) { setType(mp, "<ctl>", 0) }},
+	{"uni_enum99", "uni_nfkc", func(mp *modelProto) { setType(mp, "</s>", 0) }},
+	{"bpe_noescape", "bpe_nfkc_bf", func(mp *modelProto) { mp.norm.esc = false }},
+	{"bpe_unused", "bpe_nfkc_bf", func(mp *modelProto) { mp.pieces[len(mp.pieces)/2].typ = pieceUnused }},
+}
+
+// refusedEdits are the edited models this package refuses, though the
+// reference encodes with them (see the package doc).
+var refusedEdits = map[string]error{"bpe_noescape": ErrUnsupported, "bpe_unused": ErrUnsupported}
+
+// setType changes the type of the piece s (0: written as an unnamed
+// enum value).
+func setType(mp *modelProto, s string, typ int8) {
+	for i := range mp.pieces {
+		if mp.pieces[i].s == s {
+			mp.pieces[i].typ = typ
+			return
+		}
+	}
+	panic("no piece " + s)
 }
 
 // checkInfo compares a model's vocabulary size and special IDs with the

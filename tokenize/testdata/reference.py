@@ -20,10 +20,13 @@ it must encode identically. Standard library and sentencepiece only.
                      "ids": [[ID, ...], ...]}, ...}
 
     reference.py golden GOLDEN.json
-        Rewrites the "ids" of every case of GOLDEN.json (models relative to
-        its directory) with what the reference encodes now.
+        Rewrites what GOLDEN.json says of each model (models relative to
+        its directory): its fingerprint (the first 16 hex digits of its
+        file's SHA-256), vocabulary size and special IDs, and the "ids" of
+        every case, as the reference encodes its "hex" now.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -78,13 +81,23 @@ def golden(path):
         g = json.load(f)
     base = os.path.dirname(path)
     for m in g["models"]:
-        sp = spm.SentencePieceProcessor(model_file=os.path.join(base, m["file"]))
+        model_path = os.path.join(base, m["file"])
+        with open(model_path, "rb") as f:
+            m["fingerprint"] = hashlib.sha256(f.read()).hexdigest()[:16]
+        sp = spm.SentencePieceProcessor(model_file=model_path)
         m.update(info(sp))
         for c in m["cases"]:
             c["ids"] = sp.encode(bytes.fromhex(c["hex"]))
+    # One case a line, so that a change reads as a diff of cases.
     with open(path, "w") as f:
-        json.dump(g, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+        f.write('{"note": %s,\n "models": [' % json.dumps(g["note"]))
+        for i, m in enumerate(g["models"]):
+            head = {k: v for k, v in m.items() if k != "cases"}
+            f.write("%s\n  %s,\n  \"cases\": [" % ("," if i else "", json.dumps(head, ensure_ascii=False)[:-1]))
+            for j, c in enumerate(m["cases"]):
+                f.write("%s\n   %s" % ("," if j else "", json.dumps(c, ensure_ascii=False)))
+            f.write("]}")
+        f.write("]}\n")
 
 
 def main(argv):
