@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	sentencepiece "github.com/eliben/go-sentencepiece"
@@ -11,50 +13,85 @@ import (
 )
 
 // bpe is the reference's BPE model (bpe_model.cc): the normalized text
-// split into characters (and user-defined symbols, never merged), then
-// the adjacent pair whose merged piece scores highest merged, leftmost
-// first on ties, until no pair is a piece. The merging is
-// github.com/eliben/go-sentencepiece's, which implements exactly that
+// split into characters and user-defined symbols, then the adjacent pair
+// whose merged piece scores highest merged, leftmost first on ties, until
+// no pair is a piece; user-defined symbols are never merged. The merging
+// is github.com/eliben/go-sentencepiece's, which implements exactly that
 // loop (its own tests compare it with the reference on Gemma's model);
 // what it lacks around the loop, this package does: the normalizer, the
 // bounded parsing of the model, and the merging of unknown runs.
 //
-// The library is given a model of its own making: the pieces as they are,
-// with a normalizer that does nothing (the text it gets is normalized
-// already), since it refuses the reference's defaults (a dummy prefix,
-// removing extra whitespace) and ignores the character map.
+// The library is given a model of its own making: the pieces, with a
+// normalizer that does nothing (the text it gets is normalized already;
+// it refuses the reference's defaults and ignores the character map).
+// User-defined symbols are found here, not by the library: since they
+// never merge, the text between two of them is merged on its own, and
+// the library's matcher for them (a map per character) would cost about
+// 400 bytes a byte of them. In the library's model they are control
+// pieces of names no text can spell, keeping every other piece's ID:
+// no merge could have made one anyway, since a merged piece that spelled
+// one would start where the scan below matches that symbol (or a longer
+// one) first.
 type bpe struct {
 	proc *sentencepiece.Processor
-	// split: no piece has U+2581 except in a leading run, so no merge
-	// crosses the start of a run of U+2581 that follows another
-	// character, and the text is encoded a segment at a time, each
-	// ending there (the same pieces, with memory and cache use bounded
-	// by the segment instead of the document).
+	user *byteTrie // the user-defined symbols; nil for none
+	// userID maps a user-defined symbol's piece ID to the ID the
+	// reference gives it, where a reserved piece has the same name
+	// (PieceToId looks among those first).
+	userID map[int32]int32
+	// split: no normal piece has U+2581 except in a leading run, so no
+	// merge crosses the start of a run of U+2581 that follows another
+	// character, and the text is merged a segment at a time, each ending
+	// there (the same pieces, with memory and cache use bounded by the
+	// segment instead of the document).
 	split bool
 }
 
-// bpeSegment is the least length of the segments a text is encoded in.
+// bpeSegment is the least length of the segments a text is merged in.
 const bpeSegment = 1 << 10
 
-func newBPE(pieces []piece, byteFallback bool) (*bpe, error) {
-	split := true
+// maxBPEPiece bounds a normal piece of a BPE model: the library holds a
+// buffer of the longest one for every text it merges. The trainer writes
+// pieces of 16 characters at most by default.
+const maxBPEPiece = 4 << 10
+
+// newBPE makes the model; user holds its user-defined symbols.
+func newBPE(pieces []piece, byteFallback bool, user *byteTrie) (*bpe, error) {
+	e := &bpe{split: true, user: user, userID: make(map[int32]int32)}
+	reserved := make(map[string]int32)
+	for i, p := range pieces {
+		if p.typ == pieceUnknown || p.typ == pieceControl || p.typ == pieceByte {
+			reserved[p.s] = int32(i)
+		}
+	}
+	lib := slices.Clone(pieces)
 	for i, p := range pieces {
 		switch p.typ {
 		case pieceUnused:
 			// The reference merges into an unused piece and then splits it
 			// back (resegment); the library keeps it. No trainer writes one.
 			return nil, fmt.Errorf("%w: a BPE model with an unused piece (%d, %q)", ErrUnsupported, i, p.s)
-		case pieceNormal, pieceUserDefined:
-			if strings.Contains(strings.TrimLeft(p.s, spaceSymbol), spaceSymbol) {
-				split = false
+		case pieceNormal:
+			if len(p.s) > maxBPEPiece {
+				return nil, fmt.Errorf("%w: BPE piece %d has %d bytes, more than %d", ErrTooLarge, i, len(p.s), maxBPEPiece)
 			}
+			if strings.Contains(strings.TrimLeft(p.s, spaceSymbol), spaceSymbol) {
+				e.split = false
+			}
+		case pieceUserDefined:
+			if id, ok := reserved[p.s]; ok {
+				e.userID[int32(i)] = id
+			}
+			// NUL is refused in pieces, so no text spells this name.
+			lib[i] = piece{s: "\x00" + strconv.Itoa(i), typ: pieceControl}
 		}
 	}
-	proc, err := sentencepiece.NewProcessor(bytes.NewReader(libraryModel(pieces, byteFallback)))
+	proc, err := sentencepiece.NewProcessor(bytes.NewReader(libraryModel(lib, byteFallback)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: BPE: %v", ErrNotModel, err)
 	}
-	return &bpe{proc: proc, split: split}, nil
+	e.proc = proc
+	return e, nil
 }
 
 // libraryModel writes the ModelProto the library is given: the pieces,
@@ -95,13 +132,38 @@ func libraryModel(pieces []piece, byteFallback bool) []byte {
 // encode passes the pieces of the normalized text s to out, in order.
 // The library has done byte fallback already: out sees byte pieces, and
 // unknown pieces only where the model has no byte fallback.
-func (e *bpe) encode(s string, out *sink) {
+func (e *bpe) encode(s []byte, out *sink) {
+	if e.user == nil {
+		e.merge(s, out)
+		return
+	}
+	// The reference's scan: at each character, the longest user-defined
+	// symbol that starts there, else the character (by its first byte).
+	from := 0
+	for i := 0; i < len(s); {
+		if l, id := e.user.longestPrefix(s[i:]); l > 0 {
+			e.merge(s[from:i], out)
+			if r, ok := e.userID[id]; ok {
+				id = r
+			}
+			out.addID(id)
+			i += l
+			from = i
+			continue
+		}
+		i += min(oneCharLen(s[i]), len(s)-i)
+	}
+	e.merge(s[from:], out)
+}
+
+// merge passes the pieces of s, which holds no user-defined symbol.
+func (e *bpe) merge(s []byte, out *sink) {
 	for len(s) > 0 {
 		end := len(s)
 		if e.split {
 			end = nextSegmentEnd(s, bpeSegment)
 		}
-		for _, t := range e.proc.Encode(s[:end]) {
+		for _, t := range e.proc.Encode(string(s[:end])) {
 			out.addID(int32(t.ID))
 		}
 		s = s[end:]
@@ -110,14 +172,14 @@ func (e *bpe) encode(s string, out *sink) {
 
 // nextSegmentEnd returns the first position at or after from where a run
 // of U+2581 starts after another character, or len(s).
-func nextSegmentEnd(s string, from int) int {
+func nextSegmentEnd(s []byte, from int) int {
 	for p := from; p < len(s); {
-		i := strings.Index(s[p:], spaceSymbol)
+		i := bytes.Index(s[p:], []byte(spaceSymbol))
 		if i < 0 {
 			break
 		}
 		p += i
-		if p >= len(spaceSymbol) && s[p-len(spaceSymbol):p] == spaceSymbol {
+		if p >= len(spaceSymbol) && string(s[p-len(spaceSymbol):p]) == spaceSymbol {
 			p += len(spaceSymbol) // within a run: its start was passed
 			continue
 		}

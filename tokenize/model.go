@@ -39,7 +39,11 @@ const (
 	MaxModelBytes = 64 << 20
 	// MaxPieces bounds a vocabulary, counted before anything is
 	// allocated for it.
-	MaxPieces = 1 << 20
+	MaxPieces = 1 << 19
+	// MaxPieceBytes bounds the bytes of a model's pieces, all together
+	// (a vocabulary of 262,144 pieces has about 2 MB of them): the
+	// tries built of them cost about 30 bytes a byte.
+	MaxPieceBytes = 8 << 20
 	// MaxTextBytes bounds one text (one document): encoding holds a few
 	// times its size (see Costs in the package doc).
 	MaxTextBytes = 16 << 20
@@ -158,10 +162,10 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 			return nil, err
 		}
 	case BPE:
-		if err := checkBPE(mp, norm, userKeys); err != nil {
+		if err := checkBPE(norm); err != nil {
 			return nil, err
 		}
-		if m.bpe, err = newBPE(mp.pieces, m.byteFallback); err != nil {
+		if m.bpe, err = newBPE(mp.pieces, m.byteFallback, user); err != nil {
 			return nil, err
 		}
 	}
@@ -184,9 +188,13 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 func (m *Model) checkPieces(mp *modelProto) error {
 	m.unk = -1
 	var haveByte [256]bool
+	total := 0
 	for i, p := range mp.pieces {
 		if p.s == "" {
 			return fmt.Errorf("%w: piece %d is empty", ErrNotModel, i)
+		}
+		if total += len(p.s); total > MaxPieceBytes {
+			return fmt.Errorf("%w: more than %d bytes of pieces", ErrTooLarge, MaxPieceBytes)
 		}
 		switch p.typ {
 		case pieceUnknown:
@@ -247,7 +255,7 @@ func (m *Model) checkPieces(mp *modelProto) error {
 }
 
 // checkBPE refuses what the library cannot merge as the reference does.
-func checkBPE(mp *modelProto, norm *normalizer, userKeys []string) error {
+func checkBPE(norm *normalizer) error {
 	if !norm.escape {
 		// The library writes U+2581 for every space it is given.
 		return fmt.Errorf("%w: a BPE model that does not escape whitespace", ErrUnsupported)
@@ -255,11 +263,6 @@ func checkBPE(mp *modelProto, norm *normalizer, userKeys []string) error {
 	if !utf8.Valid(norm.strs) {
 		// The library splits by valid UTF-8, the reference by first bytes.
 		return fmt.Errorf("%w: a BPE model whose normalization map writes invalid UTF-8", ErrUnsupported)
-	}
-	for _, k := range userKeys {
-		if !utf8.ValidString(k) {
-			return fmt.Errorf("%w: a BPE model with a user-defined piece of invalid UTF-8 (%q)", ErrUnsupported, k)
-		}
 	}
 	return nil
 }
@@ -351,7 +354,7 @@ func (m *Model) Append(dst []int32, text []byte) ([]int32, error) {
 	case m.uni != nil:
 		m.uni.encode(norm, &out)
 	default:
-		m.bpe.encode(string(norm), &out)
+		m.bpe.encode(norm, &out)
 	}
 	if cap(norm) <= maxPooledScratch*4 {
 		*bp = norm[:0]

@@ -142,7 +142,7 @@ func (n *normalizer) space(dst []byte) []byte {
 // character as it is, or U+FFFD for one byte of invalid UTF-8.
 func (n *normalizer) prefix(text []byte) (norm []byte, consumed int, err error) {
 	if n.user != nil {
-		if l := n.user.longestPrefix(text); l > 0 {
+		if l, _ := n.user.longestPrefix(text); l > 0 {
 			return text[:l], l, nil
 		}
 	}

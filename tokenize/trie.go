@@ -20,51 +20,59 @@ type byteTrie struct {
 }
 
 // newByteTrie builds the trie of keys, key i standing for ids[i]. Keys
-// must be distinct and non-empty.
+// must be distinct and non-empty. It allocates exactly its nodes (one per
+// distinct prefix, counted first) and 12 bytes a node while building.
 func newByteTrie(keys []string, ids []int32) *byteTrie {
 	order := make([]int32, len(keys))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	sort.Slice(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
-
-	t := &byteTrie{}
-	newNode := func() int32 {
-		t.first = append(t.first, 0)
-		t.count = append(t.count, 0)
-		t.id = append(t.id, -1)
-		return int32(len(t.id) - 1)
+	nodes := 1 // the root, then each key's prefixes its predecessor lacks
+	for i, k := range order {
+		key, common := keys[k], 0
+		if i > 0 {
+			prev := keys[order[i-1]]
+			for common < len(prev) && common < len(key) && prev[common] == key[common] {
+				common++
+			}
+		}
+		nodes += len(key) - common
+	}
+	t := &byteTrie{
+		first:  make([]int32, nodes),
+		count:  make([]int32, nodes),
+		id:     make([]int32, nodes),
+		labels: make([]byte, 0, nodes-1),
+		next:   make([]int32, 0, nodes-1),
 	}
 	// Breadth first, so that each node's children are appended together;
-	// a node stands for the keys order[lo:hi], which share its depth
-	// bytes (no recursion: a key may be long).
-	type span struct {
-		node, lo, hi int32
-		depth        int
-	}
-	queue := []span{{node: newNode(), lo: 0, hi: int32(len(order))}}
-	for head := 0; head < len(queue); head++ {
-		sp := queue[head]
-		lo := sp.lo
-		if lo < sp.hi && len(keys[order[lo]]) == sp.depth { // sorted: the key ending here is first
-			t.id[sp.node] = ids[order[lo]]
-			lo++
+	// node n stands for the keys order[lo[n]:hi[n]], which share its
+	// depth[n] first bytes (no recursion: a key may be long).
+	lo, hi, depth := make([]int32, nodes), make([]int32, nodes), make([]int32, nodes)
+	hi[0] = int32(len(order))
+	made := int32(1)
+	for n := int32(0); n < made; n++ {
+		t.id[n] = -1
+		l, d := lo[n], int(depth[n])
+		if l < hi[n] && len(keys[order[l]]) == d { // sorted: the key ending here is first
+			t.id[n] = ids[order[l]]
+			l++
 		}
-		t.first[sp.node] = int32(len(t.labels))
-		for i := lo; i < sp.hi; {
-			b := keys[order[i]][sp.depth]
+		t.first[n] = int32(len(t.labels))
+		for i := l; i < hi[n]; {
+			b := keys[order[i]][d]
 			j := i + 1
-			for j < sp.hi && keys[order[j]][sp.depth] == b {
+			for j < hi[n] && keys[order[j]][d] == b {
 				j++
 			}
-			child := newNode()
 			t.labels = append(t.labels, b)
-			t.next = append(t.next, child)
-			queue = append(queue, span{node: child, lo: i, hi: j, depth: sp.depth + 1})
+			t.next = append(t.next, made)
+			lo[made], hi[made], depth[made] = i, j, int32(d+1)
+			made++
 			i = j
 		}
-		t.count[sp.node] = int32(len(t.labels)) - t.first[sp.node]
-		queue[head] = span{} // let the queue's consumed part hold nothing
+		t.count[n] = int32(len(t.labels)) - t.first[n]
 	}
 	for i := range t.root {
 		t.root[i] = -1
@@ -96,18 +104,18 @@ func (t *byteTrie) child(node int32, b byte) int32 {
 	return -1
 }
 
-// longestPrefix returns the length of the longest key that is a prefix of
-// text, or 0.
-func (t *byteTrie) longestPrefix(text []byte) int {
-	longest := 0
+// longestPrefix returns the length and ID of the longest key that is a
+// prefix of text, or 0 and -1.
+func (t *byteTrie) longestPrefix(text []byte) (length int, id int32) {
+	id = -1
 	node := int32(0)
 	for i, b := range text {
 		if node = t.child(node, b); node < 0 {
 			break
 		}
 		if t.id[node] >= 0 {
-			longest = i + 1
+			length, id = i+1, t.id[node]
 		}
 	}
-	return longest
+	return length, id
 }
