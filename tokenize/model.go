@@ -147,22 +147,30 @@ func newModel(mp *modelProto, fingerprint string) (*Model, error) {
 			userIDs = append(userIDs, int32(i))
 		}
 	}
+	// One trie of the user-defined symbols serves the normalizer and the
+	// model: the unigram model's own trie of all segmenting pieces, or
+	// one of them alone.
 	var user *byteTrie
-	if len(userKeys) > 0 {
-		user = newByteTrie(userKeys, userIDs)
-	}
-	norm, err := newNormalizer(mp.norm, mp.trainer.suffix, user)
-	if err != nil {
-		return nil, err
-	}
-	m.norm = norm
+	var userTypes []int8
+	var err error
 	switch kind {
 	case Unigram:
 		if m.uni, err = newUnigram(mp.pieces, m.unk); err != nil {
 			return nil, err
 		}
+		if len(userKeys) > 0 {
+			user, userTypes = m.uni.trie, m.uni.types
+		}
 	case BPE:
-		if err := checkBPE(norm); err != nil {
+		if len(userKeys) > 0 {
+			user = newByteTrie(userKeys, userIDs)
+		}
+	}
+	if m.norm, err = newNormalizer(mp.norm, mp.trainer.suffix, user, userTypes, userKeys); err != nil {
+		return nil, err
+	}
+	if kind == BPE {
+		if err := checkBPE(m.norm); err != nil {
 			return nil, err
 		}
 		if m.bpe, err = newBPE(mp.pieces, m.byteFallback, user); err != nil {

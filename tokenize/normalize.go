@@ -12,10 +12,15 @@ import (
 // darts-clone double array), whitespace handling, and the replacement of
 // invalid UTF-8. It rewrites a text into the string the model segments.
 type normalizer struct {
-	units          []uint32 // the double array, or nil for none (identity)
-	strs           []byte   // NUL-terminated replacement strings
-	repl           []byte   // U+FFFD
+	units []uint32 // the double array, or nil for none (identity)
+	strs  []byte   // NUL-terminated replacement strings
+	repl  []byte   // U+FFFD
+	// user matches user-defined symbols, which are not normalized: the
+	// keys of user whose ID has that type in userTypes (all of them if
+	// userTypes is nil), tried only at bytes in userFirst.
 	user           *byteTrie
+	userTypes      []int8
+	userFirst      [256]bool
 	addDummyPrefix bool
 	removeExtraWS  bool
 	escape         bool
@@ -34,14 +39,18 @@ const (
 
 // newNormalizer checks the precompiled map's framing as the reference
 // does (DecodePrecompiledCharsMap) and keeps its parts.
-func newNormalizer(spec normalizerSpec, suffix bool, user *byteTrie) (*normalizer, error) {
+func newNormalizer(spec normalizerSpec, suffix bool, user *byteTrie, userTypes []int8, userKeys []string) (*normalizer, error) {
 	n := &normalizer{
 		repl:           []byte(replacement),
 		user:           user,
+		userTypes:      userTypes,
 		addDummyPrefix: spec.addDummyPrefix,
 		removeExtraWS:  spec.removeExtraWS,
 		escape:         spec.esc,
 		suffix:         suffix,
+	}
+	for _, k := range userKeys {
+		n.userFirst[k[0]] = true
 	}
 	blob := []byte(spec.charsMap)
 	if len(blob) == 0 {
@@ -141,8 +150,8 @@ func (n *normalizer) space(dst []byte) []byte {
 // symbol as it is, else the longest prefix the map rewrites, else one
 // character as it is, or U+FFFD for one byte of invalid UTF-8.
 func (n *normalizer) prefix(text []byte) (norm []byte, consumed int, err error) {
-	if n.user != nil {
-		if l, _ := n.user.longestPrefix(text); l > 0 {
+	if n.user != nil && n.userFirst[text[0]] {
+		if l, _ := n.user.longestPrefixOf(text, n.userTypes, pieceUserDefined); l > 0 {
 			return text[:l], l, nil
 		}
 	}

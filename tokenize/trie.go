@@ -107,14 +107,20 @@ func (t *byteTrie) child(node int32, b byte) int32 {
 // longestPrefix returns the length and ID of the longest key that is a
 // prefix of text, or 0 and -1.
 func (t *byteTrie) longestPrefix(text []byte) (length int, id int32) {
+	return t.longestPrefixOf(text, nil, 0)
+}
+
+// longestPrefixOf is longestPrefix among the keys whose ID has type typ
+// in types (all keys if types is nil).
+func (t *byteTrie) longestPrefixOf(text []byte, types []int8, typ int8) (length int, id int32) {
 	id = -1
 	node := int32(0)
 	for i, b := range text {
 		if node = t.child(node, b); node < 0 {
 			break
 		}
-		if t.id[node] >= 0 {
-			length, id = i+1, t.id[node]
+		if k := t.id[node]; k >= 0 && (types == nil || types[k] == typ) {
+			length, id = i+1, k
 		}
 	}
 	return length, id

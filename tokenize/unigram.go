@@ -39,6 +39,8 @@ const (
 	maxPooledScratch = 1 << 16
 )
 
+// newUnigram makes the model; its trie also serves as the normalizer's
+// matcher of user-defined symbols (unigram.trie, unigram.types).
 func newUnigram(pieces []piece, unk int32) (*unigram, error) {
 	u := &unigram{
 		types:  make([]int8, len(pieces)),
