@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -126,5 +127,41 @@ func BenchmarkEncode(b *testing.B) {
 				b.ReportMetric(float64(size)*float64(rounds)/float64(tokens), "bytes/token")
 			})
 		}
+	}
+}
+
+// BenchmarkEncodeParallel shares one model among GOMAXPROCS goroutines,
+// as the transform stage's worker pool does; tokens/cpu-s against
+// BenchmarkEncode's shows what sharing costs (the BPE word cache's locks).
+func BenchmarkEncodeParallel(b *testing.B) {
+	corpora := benchCorpora(b)
+	for _, kind := range []string{"bpe", "unigram"} {
+		m := loadFile(b, filepath.Join("testdata", "golden-"+kind+".model"))
+		docs := corpora["english"]
+		if len(docs) == 0 {
+			b.Skip("no $GOROOT/src/testdata/Isaac.Newton-Opticks.txt")
+		}
+		b.Run("golden-"+kind+"/english", func(b *testing.B) {
+			var tokens atomic.Int64
+			cpu0 := cpuTime()
+			b.RunParallel(func(pb *testing.PB) {
+				var ids []int32
+				n, i := 0, 0
+				for pb.Next() {
+					var err error
+					if ids, err = m.Append(ids[:0], []byte(docs[i%len(docs)])); err != nil {
+						b.Error(err)
+						return
+					}
+					n += len(ids)
+					i++
+				}
+				tokens.Add(int64(n))
+			})
+			b.ReportMetric(float64(tokens.Load())/b.Elapsed().Seconds(), "tokens/s")
+			if cpu := cpuTime() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(tokens.Load())/cpu.Seconds(), "tokens/cpu-s")
+			}
+		})
 	}
 }

@@ -3,10 +3,12 @@ package tokenize
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	sentencepiece "github.com/eliben/go-sentencepiece"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -41,14 +43,12 @@ type bpe struct {
 	userID map[int32]int32
 	// split: no normal piece has U+2581 except in a leading run, so no
 	// merge crosses the start of a run of U+2581 that follows another
-	// character, and the text is merged a segment at a time, each ending
-	// there (the same pieces, with memory and cache use bounded by the
-	// segment instead of the document).
+	// character, and the text is merged a word at a time, each ending
+	// there: the same pieces, with memory bounded by the word instead of
+	// the document, and words cached.
 	split bool
+	words *wordCache // where split
 }
-
-// bpeSegment is the least length of the segments a text is merged in.
-const bpeSegment = 1 << 10
 
 // maxBPEPiece bounds a normal piece of a BPE model: the library holds a
 // buffer of the longest one for every text it merges. The trainer writes
@@ -91,6 +91,9 @@ func newBPE(pieces []piece, byteFallback bool, user *byteTrie) (*bpe, error) {
 		return nil, fmt.Errorf("%w: BPE: %v", ErrNotModel, err)
 	}
 	e.proc = proc
+	if e.split {
+		e.words = newWordCache()
+	}
 	return e, nil
 }
 
@@ -157,17 +160,84 @@ func (e *bpe) encode(s []byte, out *sink) {
 }
 
 // merge passes the pieces of s, which holds no user-defined symbol.
+// Where words can be split, each word is merged on its own and its IDs
+// kept in the word cache: text repeats its words (Zipf), and merging is
+// the cost. Elsewhere s is merged whole.
 func (e *bpe) merge(s []byte, out *sink) {
-	for len(s) > 0 {
-		end := len(s)
-		if e.split {
-			end = nextSegmentEnd(s, bpeSegment)
+	if !e.split {
+		if len(s) > 0 {
+			for _, t := range e.proc.Encode(string(s)) {
+				out.addID(int32(t.ID))
+			}
 		}
-		for _, t := range e.proc.Encode(string(s[:end])) {
-			out.addID(int32(t.ID))
-		}
-		s = s[end:]
+		return
 	}
+	for len(s) > 0 {
+		end := nextSegmentEnd(s, 1)
+		word := s[:end]
+		s = s[end:]
+		if len(word) > maxCachedWord {
+			for _, t := range e.proc.Encode(string(word)) {
+				out.addID(int32(t.ID))
+			}
+			continue
+		}
+		ids, ok := e.words.get(word)
+		if !ok {
+			tokens := e.proc.Encode(string(word))
+			ids = make([]int32, len(tokens))
+			for i, t := range tokens {
+				ids[i] = int32(t.ID)
+			}
+			e.words.put(word, ids)
+		}
+		for _, id := range ids {
+			out.addID(id)
+		}
+	}
+}
+
+// wordCache maps words to their IDs, bounded: a shard that is full is
+// emptied (the frequent words come back at once). Safe for concurrent
+// use; its slices are never written after they are stored.
+type wordCache struct {
+	seed   maphash.Seed
+	shards [wordCacheShards]struct {
+		mu sync.RWMutex
+		m  map[string][]int32
+	}
+}
+
+const (
+	wordCacheShards = 64
+	wordShardMax    = 1024 // words a shard holds: 65,536 in all, a few MB
+	maxCachedWord   = 64   // bytes; longer words are merged every time
+)
+
+func newWordCache() *wordCache {
+	c := &wordCache{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string][]int32)
+	}
+	return c
+}
+
+func (c *wordCache) get(word []byte) ([]int32, bool) {
+	sh := &c.shards[maphash.Bytes(c.seed, word)%wordCacheShards]
+	sh.mu.RLock()
+	ids, ok := sh.m[string(word)]
+	sh.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(word []byte, ids []int32) {
+	sh := &c.shards[maphash.Bytes(c.seed, word)%wordCacheShards]
+	sh.mu.Lock()
+	if len(sh.m) >= wordShardMax {
+		clear(sh.m)
+	}
+	sh.m[string(word)] = ids
+	sh.mu.Unlock()
 }
 
 // nextSegmentEnd returns the first position at or after from where a run

@@ -45,8 +45,9 @@ const (
 	// tries built of them cost about 30 bytes a byte.
 	MaxPieceBytes = 8 << 20
 	// MaxTextBytes bounds one text (one document): encoding holds a few
-	// times its size (see Costs in the package doc).
-	MaxTextBytes = 16 << 20
+	// times its size, up to 100 times for BPE on text without spaces
+	// (see Costs in the package doc).
+	MaxTextBytes = 8 << 20
 )
 
 // Kind is a model's segmentation algorithm (TrainerSpec.model_type).
