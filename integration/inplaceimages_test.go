@@ -172,7 +172,8 @@ func exts(s client.Sample) []string {
 //   - every sample of an epoch is a photo, whole, with its label, once;
 //   - with transform=imagenet-eval each sample's tensor is byte for byte
 //     the tar sample's of the same photo, through the Go client and
-//     through PyTorch's DataLoader over BrandDataset with columns=;
+//     through PyTorch's DataLoader over BrandDataset with columns= (a
+//     label not selected is not served);
 //   - a mixture of the Parquet and the tar dataset holds each within one
 //     sample of its share in every global batch, every sample whole;
 //   - no object of the source changed, and nothing was written to it.
@@ -321,7 +322,7 @@ func TestHubImagesInPlaceOnMinIO(t *testing.T) {
 		if err := json.Unmarshal(lastLine(out), &figures); err != nil || figures["tar"] != n || figures["arrow"] != n || figures["duckdb"] != n {
 			t.Fatalf("inplace_torch.py: %v\n%s", err, out)
 		}
-		t.Logf("PyTorch DataLoader over BrandDataset: %d tensors of each Parquet dataset (columns=image,label) equal the tar's", n)
+		t.Logf("PyTorch DataLoader over BrandDataset: %d tensors of each Parquet dataset (columns=image,label; and columns=image, without labels) equal the tar's", n)
 	})
 
 	t.Run("mixture", func(t *testing.T) {
