@@ -23,6 +23,12 @@ scripts/ensure-pil.sh
 scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 scripts/ensure-duckdb.sh
+# torch, which the integration test of a Hub-layout Parquet dataset runs
+# PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
+# what a missing one means).
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
+find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
