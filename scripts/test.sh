@@ -25,6 +25,12 @@ scripts/ensure-numpy.sh
 scripts/ensure-duckdb.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 scripts/ensure-sentencepiece.sh
+# torch, which the integration test of a Hub-layout Parquet dataset runs
+# PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
+# what a missing one means).
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
+find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh

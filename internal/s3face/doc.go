@@ -25,6 +25,20 @@
 // stopper and end with it. Errors are mapped to statuses by internal/httperr, as
 // the gateway's are, and then named with S3's codes.
 //
+// # Datasets served in place
+//
+// A dataset served in place (package format) has no member table: its
+// members exist once a chunk is decoded. A GET or HEAD of key.ext reads
+// the sample through the reader and finds the member in its decoded tar
+// bytes (a HEAD loads the chunk too); the first listing of a dataset
+// version reads every chunk through the reader, listChunks at a time, a
+// chunk larger than listReadBytes in parts, and keeps each member's
+// extension, offset, size and CRC32C (decodedMembers: 16 bytes a member,
+// 4 a sample) with the version, as a tar dataset's member table is kept.
+// That listing answers when every chunk is read: later ones, and
+// concurrent ones, which wait for it, are from memory. Its reads continue
+// when its client goes away, for the next listing.
+//
 // # Staleness
 //
 // A dataset file is named by its chunk's ETag, which the index records:
