@@ -19,8 +19,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/route"
@@ -83,14 +83,14 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	cfg.Credentials = creds
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
 	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.ByKind{Objects: objects}})
-	set := ahead.New(ahead.Config{Slots: 8, Cache: cache})
+	set := preload.New(preload.Config{Slots: 8, Cache: cache})
 	t.Cleanup(cache.Close)
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
 	solo := route.Solo{}
 	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Ahead: set, Cluster: solo,
+	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
 	if err := f.Open(context.Background(), s3backend.Config{}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package tensors is the transform stage of the batch pipeline: it turns
+// Package tensors is the transform stage of every batch's path: it turns
 // a read's samples into what a trainer consumes. Every image member of a
 // sample (transform.OutputName: .jpg, .jpeg, .png) becomes a .npy member
 // — a tar header with the new name and size, the tensor's bytes, padding

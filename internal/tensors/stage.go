@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	Buffers Buffers
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// Part runs the workers and ends them when it stops (nil: a part of
+	// the stage's own, stopped by Close).
+	Part     *stopper.Part
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -61,7 +65,7 @@ type Stage struct {
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers), buffers: c.Buffers, maxBytes: c.MaxBytes,
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
