@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/tokenize"
 )
 
 // tokenSchema is a tokenized corpus as the Hub holds one: token lists, an
@@ -452,4 +453,146 @@ func goldenModel(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// multilingualTexts are documents in several scripts, with invalid
+// UTF-8 (a stray continuation byte, a truncated sequence, an overlong
+// form, a surrogate), an empty one and a null.
+var multilingualTexts = []*string{
+	ptr("The quick brown fox jumps over the lazy dog."),
+	ptr("Größenordnung: über 3 000 km² — naïve café."),
+	ptr("Съешь же ещё этих мягких французских булок."),
+	ptr("東京は日本の首都です。人口は約1400万人。"),
+	ptr("مرحبا بالعالم، هذا نص عربي."),
+	ptr("नमस्ते दुनिया, यह हिंदी है।"),
+	ptr("🙂 emoji 👩‍💻 and combining e\u0301"),
+	ptr("bad \x80 byte, truncated \xe6\x97 and overlong \xc0\xaf, surrogate \xed\xa0\x80 end"),
+	ptr(""),
+	nil,
+	ptr(strings.Repeat("long document, many words. ", 400)),
+}
+
+func ptr(s string) *string { return &s }
+
+// textFile writes texts as a string column "text" beside an id, in row
+// groups of 4.
+func textFile(t testing.TB, texts []*string, opts ...pq.WriterProperty) []byte {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "text", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	rec := newRecord(sc, func(b *array.RecordBuilder) {
+		for i, s := range texts {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			if s == nil {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.StringBuilder).Append(*s)
+			}
+		}
+	})
+	return writeArrow(t, sc, pq.NewWriterProperties(append([]pq.WriterProperty{pq.WithMaxRowGroupLength(4)}, opts...)...), rec)
+}
+
+// A string column named by Options.Text with a SentencePiece model is a
+// token dataset: indexing tokenizes each row once and keeps the counts
+// (and the model, in the description), and the field "tokens" decodes
+// each row's text into its IDs as an int32 .npy, counted as indexed.
+func TestTokensText(t *testing.T) {
+	model := goldenModel(t)
+	m, err := tokenize.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStore()
+	st.put("t.parquet", textFile(t, multilingualTexts))
+	lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{Text: "text", Tokenizer: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := Format{}.Open(lay.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := dec.(format.Tokens)
+	if tok.TokenType() != "int32" || tok.TokenField() != format.TextTokensField || tok.Vocabulary() != m.Fingerprint() {
+		t.Fatalf("type %q field %q vocabulary %q", tok.TokenType(), tok.TokenField(), tok.Vocabulary())
+	}
+	fs := dec.Fields()
+	if f := fs[len(fs)-1]; f.Name != "tokens" || f.Ext != "npy" {
+		t.Fatalf("fields %+v", fs)
+	}
+	sel, _ := format.Select(fs, []string{"tokens"})
+	k := 0
+	for c, ch := range lay.Chunks {
+		got, err := decodeChunk(st, dec, ch, c, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range tok.DocTokens(c) {
+			want := fmt.Sprintf("null=%q\n", "")
+			var ids []int32
+			if s := multilingualTexts[k]; s != nil {
+				if ids, err = m.Encode([]byte(*s)); err != nil {
+					t.Fatal(err)
+				}
+				vals := make([]int64, len(ids))
+				for j, id := range ids {
+					vals[j] = int64(id)
+				}
+				want = fmt.Sprintf("npy=%q\n", npyOf("<i4", 4, vals))
+			}
+			if int(n) != len(ids) {
+				t.Fatalf("row %d: counted %d tokens, the model gives %d", k, n, len(ids))
+			}
+			if g := render(got[i].members); g != want {
+				t.Fatalf("row %d:\n got %.300s\nwant %.300s", k, g, want)
+			}
+			k++
+		}
+	}
+	if k != len(multilingualTexts) {
+		t.Fatalf("%d rows", k)
+	}
+
+	// The tokens field reads the text's column chunk and nothing else.
+	if ranges, _ := dec.Extent(0, sel); len(ranges) != 1 || ranges[0].Off != ds0(t, lay).chunks[0].cols[1].start {
+		t.Fatalf("the tokens field reads %v; want the text column chunk", ranges)
+	}
+
+	// A count the decode does not find is damage: the description's
+	// counts edited.
+	ds, err := decodeMeta(lay.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.tokens.counts[0][1]++
+	bad, err := Format{}.Open(encodeMeta(ds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeChunk(st, bad, lay.Chunks[0], 0, sel); !errors.Is(err, format.ErrDamaged) {
+		t.Fatalf("%v; want damage: a count other than the index's", err)
+	}
+}
+
+// A tokenizer that is not a SentencePiece model is refused at index
+// time, saying so.
+func TestTokensTextNotAModel(t *testing.T) {
+	st := newStore()
+	st.put("t.parquet", textFile(t, multilingualTexts[:3]))
+	for _, b := range [][]byte{[]byte(`{"model": {"type": "BPE"}}`), []byte("PAR1 not a model"), {}} {
+		_, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{Text: "text", Tokenizer: b})
+		if !errors.Is(err, format.ErrInvalid) || !errors.Is(err, tokenize.ErrNotModel) {
+			t.Errorf("%q: %v; want ErrInvalid and tokenize.ErrNotModel", b, err)
+		}
+	}
+}
+
+func ds0(t testing.TB, lay *format.Layout) *dataset {
+	ds, err := decodeMeta(lay.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }
