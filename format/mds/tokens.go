@@ -285,6 +285,9 @@ func (d *Decoder) openTokens() error {
 	}
 	t.counts = make([][]uint32, len(t.Counts))
 	for c, b := range t.Counts {
+		if d.m.Shards[c].Samples > len(b) { // a count is a byte at least
+			return bad("counts")
+		}
 		n := make([]uint32, d.m.Shards[c].Samples)
 		for i := range n {
 			v, k := binary.Uvarint(b)

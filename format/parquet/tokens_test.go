@@ -596,3 +596,56 @@ func ds0(t testing.TB, lay *format.Layout) *dataset {
 	}
 	return ds
 }
+
+// FuzzCountList counts a list column's elements from hostile column
+// chunk bytes (seeded with real v1 and v2 chunks): an error or counts,
+// never a panic, a count past Limits.DocTokens or more rows than the
+// row group has.
+func FuzzCountList(f *testing.F) {
+	sc := tokenSchema(arrow.PrimitiveTypes.Int32)
+	rec, _ := tokenRows(sc, 60)
+	type target struct {
+		d  *decoder
+		ch *chunk
+	}
+	var targets []target
+	for _, v2 := range []bool{false, true} {
+		opts := []pq.WriterProperty{pq.WithDataPageSize(512), pq.WithCompression(compress.Codecs.Snappy)}
+		if v2 {
+			opts = append(opts, pq.WithDataPageVersion(pq.DataPageV2))
+		}
+		file := writeArrow(f, sc, pq.NewWriterProperties(opts...), rec)
+		st := newStore()
+		st.put("a.parquet", file)
+		lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		dec, _ := Format{}.Open(lay.Meta)
+		d := dec.(*decoder)
+		ch := &d.ds.chunks[0]
+		m := ch.cols[d.fields[1].leaves[0]]
+		f.Add(uint8(len(targets)), file[m.start:m.start+m.length])
+		targets = append(targets, target{d, ch})
+	}
+	lim := format.Limits{DocTokens: 1000}.WithDefaults()
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		tg := targets[int(which)%len(targets)]
+		fd := tg.d.fields[1]
+		leaf := fd.leaves[0]
+		m := tg.ch.cols[leaf]
+		m.length = int64(len(b))
+		counts, err := countList(tg.ch, fd, tg.d.schema.leaves[leaf], &m, b, lim)
+		if err != nil {
+			return
+		}
+		if int64(len(counts)) != tg.ch.rows {
+			t.Fatalf("%d counts for %d rows", len(counts), tg.ch.rows)
+		}
+		for _, n := range counts {
+			if int64(n) > lim.DocTokens {
+				t.Fatalf("a count of %d past the bound", n)
+			}
+		}
+	})
+}
