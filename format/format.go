@@ -351,3 +351,13 @@ type Tokens interface {
 	// datasets whose vocabularies are named and differ is refused.
 	Vocabulary() string
 }
+
+// TokenSpecials is implemented by a token dataset's decoder that can say
+// its tokenizer's special IDs: a text dataset's SentencePiece model
+// (Options.Text) knows its EOS. A job that puts an EOS between documents
+// may default to it.
+type TokenSpecials interface {
+	// EOS is the end-of-sequence ID, ok false when the dataset does not
+	// know one (a list column's, a model without EOS).
+	EOS() (id int32, ok bool)
+}

@@ -93,3 +93,35 @@ func TestIndexTokens(t *testing.T) {
 		}
 	}
 }
+
+// A text dataset's model is in its description, which the index names
+// by its SHA-256: a description made with another model, put in its
+// place, is refused — no node decodes the dataset with another model.
+func TestIndexTextModelPinned(t *testing.T) {
+	src := tokenParquet(t, 20)
+	a, b := t.TempDir(), t.TempDir()
+	for dst, model := range map[string]string{a: "golden-bpe.model", b: "golden-unigram.model"} {
+		if code, out, errOut := brand(t, "index", "--src", src, "--dst", dst, "--text", "text", "--tokenizer", "../../tokenize/testdata/"+model); code != 0 {
+			t.Fatalf("index: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	if code, out, errOut := brand(t, "inspect", "--src", a, "--verify"); code != 0 {
+		t.Fatalf("inspect --verify: exit %d\n%s%s", code, out, errOut)
+	}
+	da, _ := filepath.Glob(filepath.Join(a, "_brand", "format", "*"))
+	db, _ := filepath.Glob(filepath.Join(b, "_brand", "format", "*"))
+	if len(da) != 1 || len(db) != 1 {
+		t.Fatalf("descriptions %v %v", da, db)
+	}
+	other, err := os.ReadFile(db[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(da[0], other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := brand(t, "inspect", "--src", a, "--verify")
+	if code == 0 || !strings.Contains(out+errOut, "is not the description index") {
+		t.Fatalf("another model's description: exit %d\n%s%s", code, out, errOut)
+	}
+}

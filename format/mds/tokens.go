@@ -349,3 +349,14 @@ func (d tokenDecoder) Vocabulary() string {
 	}
 	return d.m.Tokens.Vocabulary
 }
+
+var _ format.TokenSpecials = tokenDecoder{}
+
+// EOS is a text dataset's model's end-of-sequence ID; a list column's
+// dataset does not know one.
+func (d tokenDecoder) EOS() (int32, bool) {
+	if d.model == nil || d.model.Special().EOS < 0 {
+		return 0, false
+	}
+	return d.model.Special().EOS, true
+}

@@ -206,6 +206,9 @@ func TestTokensText(t *testing.T) {
 	if tok.TokenType() != "int32" || tok.TokenField() != "tokens" || tok.Vocabulary() != m.Fingerprint() {
 		t.Fatalf("type %q field %q vocabulary %q", tok.TokenType(), tok.TokenField(), tok.Vocabulary())
 	}
+	if eos, ok := dec.(format.TokenSpecials).EOS(); !ok || eos != m.Special().EOS {
+		t.Fatalf("EOS %d %v; the model's is %d", eos, ok, m.Special().EOS)
+	}
 	fs := dec.Fields()
 	if f := fs[len(fs)-1]; f.Name != "tokens" || f.Ext != "tokens.npy" {
 		t.Fatalf("fields %+v: the tokens' member must not collide with input_ids' .npy", fs)

@@ -125,6 +125,9 @@ func checkTokenList(t *testing.T, st *memStore, docs [][]int64, dtype string) {
 	if tok.TokenType() != dtype || tok.TokenField() != "input_ids" || tok.Vocabulary() != "gpt2" {
 		t.Fatalf("type %q field %q vocabulary %q", tok.TokenType(), tok.TokenField(), tok.Vocabulary())
 	}
+	if _, ok := dec.(format.TokenSpecials).EOS(); ok {
+		t.Fatal("a list column's dataset names an EOS")
+	}
 	sel, _ := format.Select(dec.Fields(), []string{"input_ids"})
 	var column int64
 	for c := range lay.Chunks {
@@ -517,6 +520,9 @@ func TestTokensText(t *testing.T) {
 	tok := dec.(format.Tokens)
 	if tok.TokenType() != "int32" || tok.TokenField() != format.TextTokensField || tok.Vocabulary() != m.Fingerprint() {
 		t.Fatalf("type %q field %q vocabulary %q", tok.TokenType(), tok.TokenField(), tok.Vocabulary())
+	}
+	if eos, ok := dec.(format.TokenSpecials).EOS(); !ok || eos != m.Special().EOS {
+		t.Fatalf("EOS %d %v; the model's is %d", eos, ok, m.Special().EOS)
 	}
 	fs := dec.Fields()
 	if f := fs[len(fs)-1]; f.Name != "tokens" || f.Ext != "npy" {
