@@ -82,6 +82,10 @@ func TestTokensList(t *testing.T) {
 	}{{arrow.PrimitiveTypes.Int32, "int32"}, {arrow.PrimitiveTypes.Uint16, "uint16"}, {arrow.PrimitiveTypes.Int64, "int64"}} {
 		sc := tokenSchema(elem.typ)
 		rec, docs := tokenRows(sc, 400)
+		codecs := codecs
+		if elem.dtype != "int32" { // the levels are the same whatever the values' type
+			codecs = codecs[1:2]
+		}
 		for _, codec := range codecs {
 			for _, v2 := range []bool{false, true} {
 				for _, dict := range []bool{false, true} {
