@@ -94,7 +94,8 @@ func referenceEncode(t *testing.T, model string, texts []string) [][]int32 {
 }
 
 // A Parquet text column, written by arrow-go, indexed in place with
-// `brand index --text text --tokenizer MODEL` and served by `brand serve`:
+// `brand index --text text --tokenizer s3://…/MODEL` (the model an object
+// beside the data) and served by `brand serve`:
 // the index counts each document's tokens as the reference library does,
 // and every sample of an epoch of a job reading the field "tokens" is its
 // row's tokens, exactly the reference's IDs (invalid UTF-8 included),
@@ -131,13 +132,19 @@ func TestTokenDatasetsOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	putBytes(t, src, "data/train-0.parquet", writeParquet(t, sc, pq.NewWriterProperties(pq.WithMaxRowGroupLength(rowGroup)), recs...))
+	// The model beside the data, read from the store by brand index.
+	mb, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, src, "tokenizer/golden-bpe.model", mb)
 
 	total := 0
 	for _, ids := range ref {
 		total += len(ids)
 	}
 	out := runBrand(t, bin, env, "index", "--src", "s3://"+hub, "--dst", "s3://"+own+"/text", "--s3-endpoint", srv.URL(),
-		"--text", "text", "--tokenizer", model)
+		"--text", "text", "--tokenizer", "s3://"+hub+"/tokenizer/golden-bpe.model")
 	if want := fmt.Sprintf("token dataset: %d documents, %s tokens of int32 in field \"tokens\"", rows, comma(total)); !strings.Contains(out, want) {
 		t.Fatalf("brand index --text said %q; want %q", out, want)
 	}

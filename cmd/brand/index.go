@@ -46,7 +46,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
-	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model file (tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
@@ -137,7 +137,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	}
 	opt := format.Options{ChunkBytes: chunk, Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary}
 	if tok.tokenizer != "" {
-		b, err := readModel(tok.tokenizer)
+		b, err := readModel(ctx, tok.tokenizer, sf)
 		if err != nil {
 			return err
 		}
@@ -200,10 +200,34 @@ func (t tokenFlags) check() error {
 	return nil
 }
 
-// readModel reads a tokenizer model file, at most tokenize.MaxModelBytes
-// of it (package tokenize says what a model may be).
-func readModel(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// readModel reads a tokenizer model, a file or an object of a store
+// (s3://bucket/path/tokenizer.model), at most tokenize.MaxModelBytes of
+// it (package tokenize says what a model may be).
+func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
+	if strings.HasPrefix(path, "s3://") {
+		i := strings.LastIndexByte(path, '/')
+		if i < len("s3://") || i == len(path)-1 {
+			return nil, fmt.Errorf("--tokenizer %s: name the model's object (s3://bucket/path/tokenizer.model)", path)
+		}
+		st, err := s3backend.Open(ctx, path[:i], sf.Config())
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		key := path[i+1:]
+		info, err := st.Stat(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+		}
+		if info.Size > tokenize.MaxModelBytes {
+			return nil, fmt.Errorf("--tokenizer: %s is larger than a SentencePiece model may be (%d bytes)", path, tokenize.MaxModelBytes)
+		}
+		b := make([]byte, info.Size)
+		if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
+			return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+		}
+		return b, nil
+	}
+	f, err := os.Open(strings.TrimPrefix(path, "file://"))
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer: %w", err)
 	}
