@@ -62,6 +62,24 @@ type EpochInfo struct {
 	// is then the mixture as given, IndexID empty, Chunks all components'
 	// and Windows 0.
 	Mix *MixInfo `json:"mix,omitempty"`
+	// Tokens describes a token job's epoch (seq=): Samples, Batches and
+	// RankSamples then count sequences. nil for an ordinary job.
+	Tokens *TokenInfo `json:"tokens,omitempty"`
+}
+
+// TokenInfo is a token job's epoch in EpochInfo: its packing, the
+// documents packed, their tokens (with concat's EOS) and the fill
+// (tokens ÷ (sequences × seq)), and how many documents the packing
+// cuts into more than one sequence.
+type TokenInfo struct {
+	Seq       int     `json:"seq"`
+	Pack      string  `json:"pack"`
+	Pad       int     `json:"pad"`
+	EOS       *int    `json:"eos,omitempty"`
+	Documents int     `json:"documents"`
+	Tokens    int64   `json:"tokens"`
+	Fill      float64 `json:"fill"`
+	Split     int     `json:"split"`
 }
 
 // MixInfo is a mixture's epoch in EpochInfo.

@@ -122,7 +122,11 @@ func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
 func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := j.version(job)
-		if err == nil {
+		switch {
+		case err == nil && job.Tokens():
+			// A token job reads its dataset's token field alone.
+			ds, err = order.TokenView(ds)
+		case err == nil:
 			ds, err = ds.Select(job.Columns)
 		}
 		if err == nil {
