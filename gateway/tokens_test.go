@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -393,5 +394,69 @@ func TestTokensNotATokenDataset(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("test is not one")) {
 			t.Errorf("%s: %s %s, want 400 naming the dataset", path, resp.Status, body)
 		}
+	}
+}
+
+// /stats and /metrics count a token job's sequences, tokens, fill and
+// split pieces; after one whole epoch the fill is the epoch's. /plan with
+// seq= answers the plan of the documents and each epoch's fill.
+func TestTokensStatsAndPlan(t *testing.T) {
+	srv := startTokens(t, tokenStore(t, "uint16", megatrontestCorpus16()), nil)
+	const q = "seq=128&batch_size=4"
+	_, body := get(t, srv.URL+"/stats")
+	if bytes.Contains(body, []byte(`"tokens"`)) {
+		t.Fatalf("/stats has tokens before any token job: %s", body)
+	}
+	all := tokenEpoch(t, srv.URL, q, 0)
+	var info struct {
+		Samples int
+		Tokens  struct {
+			Tokens int64
+			Fill   float64
+			Split  int
+		}
+	}
+	_, body = get(t, srv.URL+"/epoch/0?"+q)
+	if err := json.Unmarshal(body, &info); err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Tokens struct {
+			Sequences, Tokens int64
+			NonPad            int64 `json:"nonpad_tokens"`
+			Fill              float64
+			SplitPieces       int64 `json:"split_pieces"`
+		}
+	}
+	_, body = get(t, srv.URL+"/stats")
+	if err := json.Unmarshal(body, &stats); err != nil {
+		t.Fatal(err)
+	}
+	st := stats.Tokens
+	if st.Sequences != int64(len(all)) || int(st.Sequences) != info.Samples || st.Tokens != 128*st.Sequences ||
+		st.NonPad != info.Tokens.Tokens || st.Fill != info.Tokens.Fill || st.SplitPieces < int64(2*info.Tokens.Split) {
+		t.Fatalf("/stats tokens %+v; the epoch: %d sequences %+v", st, len(all), info.Tokens)
+	}
+	if info.Tokens.Fill <= 0.5 || info.Tokens.Fill > 1 {
+		t.Fatalf("fill %v", info.Tokens.Fill)
+	}
+	_, body = get(t, srv.URL+"/metrics")
+	if !bytes.Contains(body, fmt.Appendf(nil, "brand_token_nonpad_total %d", st.NonPad)) ||
+		!bytes.Contains(body, fmt.Appendf(nil, "brand_token_sequences_total %d", st.Sequences)) {
+		t.Fatalf("/metrics lacks the token counters")
+	}
+	resp, body := get(t, srv.URL+"/plan?"+q+"&epochs=2&cache_size=1MiB")
+	var plan struct {
+		Tokens struct {
+			Epochs []struct {
+				Sequences int
+				Fill      float64
+			}
+		}
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &plan) != nil || len(plan.Tokens.Epochs) != 2 ||
+		plan.Tokens.Epochs[0].Sequences != info.Samples || plan.Tokens.Epochs[0].Fill != info.Tokens.Fill ||
+		!bytes.Contains(body, []byte("store")) {
+		t.Fatalf("/plan of a token job: %s %s", resp.Status, body)
 	}
 }

@@ -48,6 +48,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/pack"
 )
 
@@ -76,6 +79,9 @@ type Config struct {
 	Workers Workers
 	// MaxBytes bounds one call's output (query.Limits.MaxBatchBytes).
 	MaxBytes int64
+	// Registry, if not nil, gets the stage's counters
+	// (brand_token_*_total).
+	Registry prometheus.Registerer
 }
 
 // Stage packs token batches. Safe for concurrent use.
@@ -86,7 +92,24 @@ type Stage struct {
 }
 
 // New returns a stage.
-func New(c Config) *Stage { return &Stage{workers: c.Workers, maxBytes: c.MaxBytes} }
+func New(c Config) *Stage {
+	s := &Stage{workers: c.Workers, maxBytes: c.MaxBytes}
+	if c.Registry != nil {
+		for _, m := range []struct {
+			name, help string
+			v          *atomic.Int64
+		}{
+			{"brand_token_sequences_total", "Sequences of token jobs (seq=) packed into served batches.", &s.figures.sequences},
+			{"brand_token_tokens_total", "Tokens of those sequences, pad included (sequences × seq).", &s.figures.tokens},
+			{"brand_token_nonpad_total", "Tokens of those sequences that are not pad: fill is this over brand_token_tokens_total.", &s.figures.nonPad},
+			{"brand_token_split_pieces_total", "Pieces of those sequences that are part of a document cut across sequences.", &s.figures.split},
+		} {
+			c.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
+				func() float64 { return float64(m.v.Load()) }))
+		}
+	}
+	return s
+}
 
 // Spec is what a call writes beside its sequences: their length, the
 // pad ID, concat's EOS ID, and the dtype the documents are expected in
@@ -506,4 +529,15 @@ func (f *figures) add(o *Output, seqs, split int) {
 func (s *Stage) Figures() Figures {
 	return Figures{Sequences: s.figures.sequences.Load(), Tokens: s.figures.tokens.Load(), NonPad: s.figures.nonPad.Load(),
 		Split: s.figures.split.Load()}
+}
+
+// Stats returns the figures as /stats shows them: nil before any token
+// job's batch.
+func (s *Stage) Stats() *api.TokenStats {
+	f := s.Figures()
+	if f.Sequences == 0 {
+		return nil
+	}
+	return &api.TokenStats{Sequences: f.Sequences, Tokens: f.Tokens, NonPad: f.NonPad, Fill: float64(f.NonPad) / float64(f.Tokens),
+		SplitPieces: f.Split}
 }
