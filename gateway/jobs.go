@@ -144,9 +144,18 @@ func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 		if ds[i], err = j.version(api.Job{Dataset: c.Dataset}); err != nil {
 			return order.Source{}, err
 		}
-		if ds[i], err = ds[i].Select(job.Columns); err != nil {
+		if job.Tokens() {
+			ds[i], err = order.TokenView(ds[i])
+		} else {
+			ds[i], err = ds[i].Select(job.Columns)
+		}
+		if err != nil {
 			return order.Source{}, err
 		}
+	}
+	if job.Tokens() {
+		m, err := j.orders.TokenMixture(job.Mix, ds, job)
+		return order.Source{Mix: m}, err
 	}
 	m, err := j.orders.Mixture(job.Mix, ds, job)
 	return order.Source{Mix: m}, err

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/client"
@@ -458,5 +460,69 @@ func TestTokensStatsAndPlan(t *testing.T) {
 		plan.Tokens.Epochs[0].Sequences != info.Samples || plan.Tokens.Epochs[0].Fill != info.Tokens.Fill ||
 		!bytes.Contains(body, []byte("store")) {
 		t.Fatalf("/plan of a token job: %s %s", resp.Status, body)
+	}
+}
+
+// A mixture of three token datasets mixes sequences: every global batch
+// (one mixing block) holds each source within one sequence of its share,
+// so shares in tokens hold within ±1 sequence per batch and over any
+// window of batches; each sequence is its source's documents alone, and
+// Brand-Mix-Components names it. Datasets of different dtypes are
+// refused in one mixture, naming both.
+func TestTokensMixture(t *testing.T) {
+	var specs []gateway.DatasetSpec
+	for k, name := range []string{"web", "code", "books"} {
+		corpus := [][][]int64{megatrontest.Corpus(200, 300, 1, uint64(20+k))}
+		for d := range corpus[0] {
+			for i := range corpus[0][d] {
+				corpus[0][d][i] = int64(k*10_000_000 + d*tokenStride + i)
+			}
+		}
+		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "int32", corpus),
+			Formats: []format.Format{megatron.Format{}}})
+	}
+	other := megatrontestCorpus16()
+	specs = append(specs, gateway.DatasetSpec{Name: "small", URL: "file:///small", Store: tokenStore(t, "uint16", other),
+		Formats: []format.Format{megatron.Format{}}})
+	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
+	const batch = 10
+	weights := []float64{0.5, 0.3, 0.2}
+	const pad = 2_000_000_000
+	q := fmt.Sprintf("mix=web:0.5,code:0.3,books:0.2&seq=64&batch_size=%d&window=2&pad=%d", batch, pad)
+	_, resp := tokenBatch(t, srv.URL+"/epoch/0/batch/0?"+q)
+	n, _ := strconv.Atoi(resp.Header.Get("Brand-Epoch-Batches"))
+	if n < 20 {
+		t.Fatalf("%d batches: too few to check shares", n)
+	}
+	total := make([]int, 3)
+	for m := range n - 1 { // the last batch may be short
+		seqs, resp := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, q))
+		comps := strings.Split(resp.Header.Get("Brand-Mix-Components"), ",")
+		if len(comps) != len(seqs) {
+			t.Fatalf("batch %d: %d components named for %d sequences", m, len(comps), len(seqs))
+		}
+		count := make([]int, 3)
+		for i, s := range seqs {
+			c, _ := strconv.Atoi(comps[i])
+			count[c]++
+			for _, id := range s.ids {
+				if id != pad && int(id)/10_000_000 != c {
+					t.Fatalf("batch %d: sequence %d of component %d holds token %d", m, i, c, id)
+				}
+			}
+		}
+		for c, w := range weights {
+			total[c] += count[c]
+			if want := w * batch; math.Abs(float64(count[c])-want) >= 1 {
+				t.Errorf("batch %d: component %d has %d sequences (%d tokens), share %.1f", m, c, count[c], 64*count[c], want)
+			}
+			if want := w * batch * float64(m+1); math.Abs(float64(total[c])-want) >= 1 {
+				t.Errorf("batches 0..%d: component %d has %d sequences, share %.1f", m, c, total[c], want)
+			}
+		}
+	}
+	resp, body := get(t, srv.URL+"/epoch/0/batch/0?mix=web:1,small:1&seq=64")
+	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("web holds int32, small holds uint16")) {
+		t.Fatalf("a mixture of two dtypes: %s %s", resp.Status, body)
 	}
 }

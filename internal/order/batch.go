@@ -162,6 +162,9 @@ func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample
 
 // Components returns each served sample's mixture component, in order.
 func (b *Batch) Components() []int {
+	if b.Tokens != nil && b.Tokens.Comps != nil {
+		return b.Tokens.Comps
+	}
 	c := make([]int, len(b.Take))
 	for i, t := range b.Take {
 		c[i] = b.Parts[t.Part].Comp
@@ -238,9 +241,6 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 // Extent returns the number of batches of an epoch of a job over a source
 // and the epoch's length in samples.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
-	if src.Mix != nil && job.Tokens() {
-		return 0, 0, errTokenMix
-	}
 	if src.Mix != nil {
 		n := src.Mix.Order.NumSamples()
 		if job.Offset > n {
@@ -282,6 +282,9 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end}
 	if src.Mix != nil {
 		b.ETag = o.ETag(src, job, epoch, m)
+		if job.Tokens() {
+			return b, o.mixTokenParts(ctx, b)
+		}
 		return b, o.mixParts(ctx, b)
 	}
 	b.ETag = o.ETag(src, job, epoch, m)

@@ -28,10 +28,6 @@ import (
 // a bad request (400).
 var ErrTokens = fmt.Errorf("%w: token job", query.ErrBadRequest)
 
-// errTokenMix refuses a mixture of token datasets until mixtures mix
-// sequences.
-var errTokenMix = fmt.Errorf("%w: a mixture (mix=) of token datasets is not served yet: read each dataset with seq= on its own", ErrTokens)
-
 // TokenSpec is what a token job packs and writes: the packing, the pad
 // and EOS IDs, and the dataset's token dtype and field.
 type TokenSpec struct {
@@ -263,6 +259,8 @@ type TokenBatch struct {
 	// that are part of a document (a piece shorter than its document).
 	NonPad, Split int
 	split         []int // per sequence: its pieces that are part of a document
+	// Comps is, in a mixture's batch, each sequence's component.
+	Comps []int
 }
 
 // layoutTokens lays out batch b of a token job over one dataset: the
@@ -335,7 +333,7 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
 	}
 	tb := *b.Tokens
-	tb.Seqs, tb.At, tb.split, tb.NonPad, tb.Split = nil, nil, nil, 0, 0
+	tb.Seqs, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, 0, 0
 	for i, q := range b.Tokens.Seqs {
 		lost := false
 		for _, k := range b.Tokens.At[i] {
@@ -348,6 +346,9 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 		tb.Seqs = append(tb.Seqs, q)
 		tb.At = append(tb.At, b.Tokens.At[i])
 		tb.split = append(tb.split, b.Tokens.split[i])
+		if b.Tokens.Comps != nil {
+			tb.Comps = append(tb.Comps, b.Tokens.Comps[i])
+		}
 		tb.Split += b.Tokens.split[i]
 		for _, pc := range q.Pieces {
 			tb.NonPad += pc.Len
