@@ -53,3 +53,33 @@ var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
+
+// Sequence is one sequence of a token job's batch: its key and its two
+// members viewed as []int32 (Int32s), sharing the batch's buffer.
+type Sequence struct {
+	Key                   string
+	InputIDs, PositionIDs []int32
+}
+
+// Sequences views a token job's batch as its sequences, in order: each
+// sample's input_ids.npy and position_ids.npy as []int32 without a copy
+// (valid until b.Release). A sample without them, or of another length
+// than the first, is an error wrapping ErrBadResponse.
+func (b *Batch) Sequences() ([]Sequence, error) {
+	out := make([]Sequence, len(b.Samples))
+	for i, s := range b.Samples {
+		ids, err := Int32s(s.Files[InputIDs])
+		if err != nil {
+			return nil, fmt.Errorf("%w: sample %s: %s: %w", ErrBadResponse, s.Key, InputIDs, err)
+		}
+		pos, err := Int32s(s.Files[PositionIDs])
+		if err != nil {
+			return nil, fmt.Errorf("%w: sample %s: %s: %w", ErrBadResponse, s.Key, PositionIDs, err)
+		}
+		if len(ids) != len(pos) || i > 0 && len(ids) != len(out[0].InputIDs) {
+			return nil, fmt.Errorf("%w: sample %s: sequences of %d and %d tokens", ErrBadResponse, s.Key, len(ids), len(pos))
+		}
+		out[i] = Sequence{Key: s.Key, InputIDs: ids, PositionIDs: pos}
+	}
+	return out, nil
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
@@ -21,6 +22,7 @@ import (
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // tokenStride makes every token of the token fixture tell its document
@@ -525,4 +527,37 @@ func TestTokensMixture(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("web holds int32, small holds uint16")) {
 		t.Fatalf("a mixture of two dtypes: %s %s", resp.Status, body)
 	}
+}
+
+// The Go client reads a token job's epochs (Options.Job.Seq, Pack): its
+// plan counts sequences, Batch.Sequences views them as []int32, and
+// EpochFrom resumes at an offset in sequences, as the gateway serves them.
+func TestTokensClient(t *testing.T) {
+	srv := startTokens(t, tokenStore(t, "uint16", megatrontestCorpus16()), nil)
+	const q = "seq=128&pack=concat&eos=3&batch_size=4&seed=9&window=2"
+	want := tokenEpoch(t, srv.URL, q, 1)
+	c, err := client.New(srv.URL, client.Options{Job: api.Job{Params: shuffle.Params{Seed: 9, BatchSize: 4, Window: 2},
+		Seq: 128, Pack: "concat", EOS: 3, EOSSet: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(offset int) []seqSample {
+		var got []seqSample
+		for b, err := range c.EpochFrom(context.Background(), 1, offset) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs, err := b.Sequences()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range seqs {
+				got = append(got, seqSample{s.Key, slices.Clone(s.InputIDs), slices.Clone(s.PositionIDs)})
+			}
+			b.Release()
+		}
+		return got
+	}
+	equalSequences(t, "the client's epoch", read(0), want)
+	equalSequences(t, "the client's epoch from offset 12", read(12), want[12:])
 }
