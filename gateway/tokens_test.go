@@ -361,7 +361,6 @@ func TestTokensRefusedAndDescribed(t *testing.T) {
 		{"seq=64&pack=concat&eos=70000", "eos=70000 does not fit"},
 		{"seq=64&eos=1", "only with pack=concat"},
 		{"pad=1", "token job (seq=)"},
-		{"seq=64&mix=test:1", "mixture"},
 	} {
 		resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.query)
 		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte(tc.says)) {

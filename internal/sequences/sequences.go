@@ -281,14 +281,10 @@ func write(out []byte, key string, q pack.Sequence, at []int, docs []doc, spec S
 	for j, pc := range q.Pieces {
 		d := docs[at[j]]
 		n := pc.Len - eos(pc)
-		for t := pc.Offset; t < pc.Offset+n; t++ {
-			id, ok := d.token(t)
-			if !ok {
-				return fmt.Errorf("%w: token %d of a document is %s", ErrTokenID, t, d.text(t))
-			}
-			binary.LittleEndian.PutUint32(data[4*p:], uint32(id))
-			p++
+		if bad := d.convert(data[4*p:4*(p+n)], pc.Offset, n); bad >= 0 {
+			return fmt.Errorf("%w: token %d of a document is %s", ErrTokenID, pc.Offset+bad, d.text(pc.Offset+bad))
 		}
+		p += n
 		if pc.EOS {
 			binary.LittleEndian.PutUint32(data[4*p:], uint32(spec.EOS))
 			p++
@@ -357,6 +353,40 @@ func ustar(hdr []byte, name string, size int64) {
 	copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
 }
 
+// convert writes tokens [from, from+n) as little-endian int32 into dst
+// (4·n bytes) and returns -1, or the index (from from) of the first token
+// that is negative or past int32.
+func (d doc) convert(dst []byte, from, n int) int {
+	src := d.data[from*d.size : (from+n)*d.size]
+	le := binary.LittleEndian
+	switch {
+	case d.size == 1 && !d.sign:
+		for i, v := range src {
+			le.PutUint32(dst[4*i:], uint32(v))
+		}
+	case d.size == 2 && !d.sign:
+		for i := range n {
+			le.PutUint32(dst[4*i:], uint32(le.Uint16(src[2*i:])))
+		}
+	case d.size == 4 && d.sign:
+		copy(dst, src)
+		for i := range n {
+			if src[4*i+3]&0x80 != 0 {
+				return i
+			}
+		}
+	default:
+		for i := range n {
+			id, ok := d.token(from + i)
+			if !ok {
+				return i
+			}
+			le.PutUint32(dst[4*i:], uint32(id))
+		}
+	}
+	return -1
+}
+
 // token returns token t as an ID, false if it is negative or past int32.
 func (d doc) token(t int) (int32, bool) {
 	b := d.data[t*d.size:]
@@ -417,6 +447,9 @@ var descrs = map[string]struct {
 
 // parseDoc finds a document sample's one .npy member and its tokens.
 func parseDoc(sample []byte, dtype string) (doc, error) {
+	if b, ok := plainMember(sample); ok {
+		return parseNPY(b, dtype)
+	}
 	br := bytes.NewReader(sample)
 	tr := tar.NewReader(br)
 	var found []byte
@@ -447,6 +480,81 @@ func parseDoc(sample []byte, dtype string) (doc, error) {
 		return doc{}, fmt.Errorf("%w: no .npy member", ErrDocument)
 	}
 	return parseNPY(found, dtype)
+}
+
+// plainMember is the data of a sample that is one plain ustar member
+// named *.npy, as the formats' resident form writes a document (ok
+// false for anything else, which archive/tar then reads): a regular
+// file, a name within the header's 100 bytes, an octal size, a valid
+// checksum, and nothing but padding and at most the end-of-archive
+// blocks after its data.
+func plainMember(sample []byte) ([]byte, bool) {
+	if len(sample) < block {
+		return nil, false
+	}
+	h := sample[:block]
+	if h[156] != '0' || string(h[257:262]) != "ustar" || h[345] != 0 {
+		return nil, false
+	}
+	name := h[:100]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	if !bytes.HasSuffix(name, []byte(".npy")) {
+		return nil, false
+	}
+	size, ok := octal(h[124:136])
+	sum, ok2 := octal(h[148:156])
+	if !ok || !ok2 || size > int64(len(sample)-block) {
+		return nil, false
+	}
+	var got int64
+	for i, c := range h {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		got += int64(c)
+	}
+	if got != sum {
+		return nil, false
+	}
+	end := block + int(size)
+	if rest := len(sample) - end; rest >= 2*block+block || (rest >= block && !allZero(sample[end:])) {
+		return nil, false // another member follows
+	}
+	return sample[block:end], true
+}
+
+// octal reads a tar header's NUL- or space-terminated octal field.
+func octal(f []byte) (int64, bool) {
+	var n int64
+	seen := false
+	for _, c := range f {
+		switch {
+		case c >= '0' && c <= '7':
+			n = n*8 + int64(c-'0')
+			seen = true
+			if n > 1<<40 {
+				return 0, false
+			}
+		case c == 0 || c == ' ':
+			if seen {
+				return n, true
+			}
+		default:
+			return 0, false
+		}
+	}
+	return n, seen
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // parseNPY reads a 1-D little-endian integer .npy.

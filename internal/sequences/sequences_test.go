@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,5 +234,41 @@ func TestSizes(t *testing.T) {
 		if err != nil || h.Size != int64(npyLen(seq)+4*seq) {
 			t.Fatalf("seq %d: %v %+v", seq, err, h)
 		}
+	}
+}
+
+// A document's sample that is not one plain ustar member — a long name
+// (PAX), another member beside its .npy — is read by archive/tar with the
+// same result as the plain one; two .npy members are refused.
+func TestParseDocForms(t *testing.T) {
+	toks := []int64{5, 6, 7}
+	plain := docSample(t, "a", "<u2", 2, toks)
+	long := docSample(t, strings.Repeat("k", 150), "<u2", 2, toks)
+	var two bytes.Buffer
+	tw := tar.NewWriter(&two)
+	tw.WriteHeader(&tar.Header{Name: "a.txt", Size: 2, Mode: 0o644, Typeflag: tar.TypeReg})
+	tw.Write([]byte("hi"))
+	tw.Flush()
+	two.Write(plain)
+	if _, ok := plainMember(plain); !ok {
+		t.Fatal("a plain member not read as one")
+	}
+	for name, b := range map[string][]byte{"plain": plain, "pax": long, "two members": two.Bytes()} {
+		if _, ok := plainMember(b); ok && name != "plain" {
+			t.Errorf("%s read as one plain member", name)
+		}
+		d, err := parseDoc(b, "uint16")
+		if err != nil || d.count != 3 {
+			t.Fatalf("%s: %v, %d tokens", name, err, d.count)
+		}
+		for i, want := range toks {
+			if v, _ := d.token(i); int64(v) != want {
+				t.Fatalf("%s: token %d is %d", name, i, v)
+			}
+		}
+	}
+	twice := append(slices.Clone(plain), plain...)
+	if _, err := parseDoc(twice, "uint16"); !errors.Is(err, ErrDocument) {
+		t.Fatalf("two .npy members: %v", err)
 	}
 }
