@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,12 @@ func tokenCorpus() [][][]int64 {
 // indexes them in place, in chunks of about 8 KiB.
 func tokenStore(t testing.TB, dtype string, corpus [][][]int64) s3backend.Store {
 	t.Helper()
+	return tokenStoreSized(t, dtype, corpus, 8<<10)
+}
+
+// tokenStoreSized is tokenStore in chunks of about chunk bytes.
+func tokenStoreSized(t testing.TB, dtype string, corpus [][][]int64, chunk int64) s3backend.Store {
+	t.Helper()
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +72,7 @@ func tokenStore(t testing.TB, dtype string, corpus [][][]int64) s3backend.Store 
 		}
 	}
 	if _, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{
-		Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: 8 << 10}}); err != nil {
+		Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: chunk}}); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -559,4 +566,38 @@ func TestTokensClient(t *testing.T) {
 	}
 	equalSequences(t, "the client's epoch", read(0), want)
 	equalSequences(t, "the client's epoch from offset 12", read(12), want[12:])
+}
+
+// BenchmarkTokenBatches: warm batches of a token job (seq=4096, 8
+// sequences a batch, bestfit, uint16 documents of a realistic length
+// mix, chunks of 1 MiB, windows of 2) served over HTTP by one in-process gateway whose cache holds the
+// dataset, epoch after epoch, the body read and discarded; Mtokens/s
+// counts the sequences' tokens (each epoch's last batch counted whole).
+func BenchmarkTokenBatches(b *testing.B) {
+	var corpus [][][]int64
+	for p := range 4 {
+		corpus = append(corpus, megatrontest.Corpus(2000, 8192, 50000, uint64(100+p)))
+	}
+	srv := startTokens(b, tokenStoreSized(b, "uint16", corpus, 1<<20), func(c *gateway.Config) { c.CacheSize = 1 << 30 })
+	const q = "seq=4096&batch_size=8"
+	_, resp := tokenBatch(b, srv.URL+"/epoch/0/batch/0?"+q)
+	n, _ := strconv.Atoi(resp.Header.Get("Brand-Epoch-Batches"))
+	for m := range n { // warm: every chunk in the cache
+		get(b, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, q))
+	}
+	// Epoch after epoch, as a job reads them, from epoch 1.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	b.ResetTimer()
+	tokens := 0
+	for i := 0; b.Loop(); i++ {
+		resp, err := hc.Get(fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, 1+i/n, i%n, q))
+		if err != nil {
+			b.Fatal(err)
+		}
+		nb, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		b.SetBytes(nb)
+		tokens += 8 * 4096
+	}
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds()/1e6, "Mtokens/s")
 }
