@@ -25,7 +25,7 @@ func TestWithoutDocuments(t *testing.T) {
 		info[i].Key = k
 	}
 	b := &Batch{ETag: `"full"`, Parts: []Part{{Samples: Samples{IDs: []int{10, 11, 12, 13}, Info: info}}},
-		Take: []Take{{At: 0}, {At: 1}, {At: 2}, {At: 3}},
+		Take:   []Take{{At: 0}, {At: 1}, {At: 2}, {At: 3}},
 		Tokens: &TokenBatch{Seqs: seqs, At: [][]int{{0, 1}, {2}, {1, 3}, {3}}, split: []int{1, 0, 2, 1}, Comps: []int{0, 1, 0, 2}}}
 	nb := b.WithoutDocuments([]int{1}) // document 11
 	if !slices.Equal(nb.Missing, []int{0, 2}) || !slices.Equal(nb.MissingKeys, []string{"d/11"}) {
