@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,6 +181,145 @@ func TestTokenDatasetsOnMinIO(t *testing.T) {
 			exactlyOnce(t, seen, rows, tc.dataset+"'s epoch")
 		})
 	}
+	// Both token datasets pack into sequences: the text's with pack=concat
+	// and the EOS its model names (no eos= given), the list's with
+	// pack=bestfit and the model's pad ID.
+	t.Run("concat text", func(t *testing.T) {
+		const seq, eos = 64, 2 // golden-bpe.model's EOS (tokenize/testdata/golden.json)
+		var stream []int32
+		job := api.Job{Dataset: "text", Seq: seq, Pack: "concat", Params: shuffle.Params{Seed: 5, BatchSize: 8}}
+		readSequences(t, gw.url, job, func(sq client.Sequence) { stream = append(stream, sq.InputIDs...) })
+		last := len(stream) - 1
+		for last >= 0 && stream[last] != eos {
+			last--
+		}
+		if tail := stream[last+1:]; len(tail) >= seq || slices.ContainsFunc(tail, func(id int32) bool { return id != 0 }) {
+			t.Fatalf("after the epoch's last EOS: %d tokens %v, want fewer than %d pads (0)", len(tail), tail, seq)
+		}
+		var docs []string
+		for doc := range bytes.SplitSeq(int32Bytes(stream[:last]), int32Bytes([]int32{eos})) {
+			docs = append(docs, string(doc))
+		}
+		sameDocuments(t, docs, ref, "the concat epoch's documents")
+	})
+	t.Run("bestfit list", func(t *testing.T) {
+		const seq, pad = 64, 3 // the model's pad, which no document holds
+		var pieces []string
+		job := api.Job{Dataset: "list", Seq: seq, Pad: pad, Params: shuffle.Params{Seed: 5, BatchSize: 8}}
+		readSequences(t, gw.url, job, func(sq client.Sequence) {
+			start := 0
+			for i := 1; i <= seq; i++ {
+				if i < seq && sq.PositionIDs[i] != 0 {
+					continue
+				}
+				seg := sq.InputIDs[start:i]
+				if i < seq || slices.ContainsFunc(seg, func(id int32) bool { return id != pad }) {
+					pieces = append(pieces, string(int32Bytes(seg)))
+				}
+				start = i
+			}
+		})
+		// Every document of at most seq tokens is one piece; the longer
+		// ones are cut into pieces whose tokens, with the others, are
+		// every token of the epoch once.
+		var short [][]int32
+		var want, got []int32
+		for _, ids := range ref {
+			if len(ids) > 0 && len(ids) <= seq { // an empty document packs into nothing
+				short = append(short, ids)
+			}
+			want = append(want, ids...)
+		}
+		for _, p := range pieces {
+			got = append(got, bytesInt32(p)...)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("the bestfit epoch's tokens (%d) are not the documents' (%d) once each", len(got), len(want))
+		}
+		counts := map[string]int{}
+		for _, p := range pieces {
+			counts[p]++
+		}
+		for _, ids := range short {
+			k := string(int32Bytes(ids))
+			if counts[k] == 0 {
+				t.Fatalf("a document of %d tokens was cut or lost", len(ids))
+			}
+			counts[k]--
+		}
+	})
+}
+
+// readSequences reads epoch 0 of a token job at world 1, its sequences in
+// order.
+func readSequences(t *testing.T, url string, job api.Job, each func(client.Sequence)) {
+	t.Helper()
+	readEpochBatches(t, url, job, func(b *client.Batch) {
+		seqs, err := b.Sequences()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sq := range seqs {
+			if len(sq.InputIDs) != job.Seq {
+				t.Fatalf("a sequence of %d tokens, want %d", len(sq.InputIDs), job.Seq)
+			}
+			each(sq)
+		}
+	})
+}
+
+// readEpochBatches reads epoch 0 of job at world 1, batch by batch.
+func readEpochBatches(t *testing.T, url string, job api.Job, each func(*client.Batch)) {
+	t.Helper()
+	c, err := client.New(url, client.Options{Job: job, Ahead: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for b, err := range c.Epoch(context.Background(), 0) {
+		if err != nil {
+			t.Fatalf("epoch 0 of %s: %v", job.Dataset, err)
+		}
+		each(b)
+		b.Release()
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("epoch 0 of %s: no batches", job.Dataset)
+	}
+}
+
+// sameDocuments fails unless docs (each a document's tokens as
+// int32Bytes) are ref's documents, each once.
+func sameDocuments(t *testing.T, docs []string, ref [][]int32, what string) {
+	t.Helper()
+	want := make([]string, len(ref))
+	for i, ids := range ref {
+		want[i] = string(int32Bytes(ids))
+	}
+	slices.Sort(docs)
+	slices.Sort(want)
+	if !slices.Equal(docs, want) {
+		t.Fatalf("%s: %d documents, not the %d written, each once", what, len(docs), len(want))
+	}
+}
+
+func int32Bytes(ids []int32) []byte {
+	b := make([]byte, 4*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
+	}
+	return b
+}
+
+func bytesInt32(s string) []int32 {
+	ids := make([]int32, len(s)/4)
+	for i := range ids {
+		ids[i] = int32(binary.LittleEndian.Uint32([]byte(s[4*i:])))
+	}
+	return ids
 }
 
 // comma writes n with thousands separators, as brand index prints it.

@@ -53,7 +53,7 @@ var tokenRange = map[string][2]int64{
 func TokensOf(ds *catalog.Dataset, job api.Job) (TokenSpec, error) {
 	tok := tokensOf(ds)
 	if tok == nil {
-		return TokenSpec{}, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, docs/format.md), and %s is not one", ErrTokens, ds.Name)
+		return TokenSpec{}, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, or Parquet or MDS indexed with --tokens or --text: docs/format.md §6.7), and %s is not one", ErrTokens, ds.Name)
 	}
 	mode, err := pack.ParseMode(job.PackMode())
 	if err != nil {
@@ -78,14 +78,20 @@ func TokensOf(ds *catalog.Dataset, job api.Job) (TokenSpec, error) {
 		return TokenSpec{}, err
 	}
 	if mode == pack.Concat {
-		if !job.EOSSet {
-			// format.Tokens names a vocabulary, not its EOS: a job says it.
+		eos, known := job.EOS, job.EOSSet
+		if sp, ok := tok.(format.TokenSpecials); ok && !known {
+			// A text dataset's SentencePiece model knows its EOS.
+			var id int32
+			id, known = sp.EOS()
+			eos = int(id)
+		}
+		if !known {
 			return TokenSpec{}, fmt.Errorf("%w: pack=concat puts an EOS token after every document, and dataset %s does not say which ID that is: give eos=ID", ErrTokens, ds.Name)
 		}
-		if err := check(api.ParamEOS, job.EOS); err != nil {
+		if err := check(api.ParamEOS, eos); err != nil {
 			return TokenSpec{}, err
 		}
-		spec.EOS = int32(job.EOS)
+		spec.EOS = int32(eos)
 	}
 	return spec, nil
 }
@@ -105,7 +111,7 @@ func tokensOf(ds *catalog.Dataset) format.Tokens {
 func TokenView(ds *catalog.Dataset) (*catalog.Dataset, error) {
 	tok := tokensOf(ds)
 	if tok == nil {
-		return nil, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, docs/format.md), and %s is not one", ErrTokens, ds.Name)
+		return nil, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, or Parquet or MDS indexed with --tokens or --text: docs/format.md §6.7), and %s is not one", ErrTokens, ds.Name)
 	}
 	return ds.Select([]string{tok.TokenField()})
 }
