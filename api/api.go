@@ -90,6 +90,36 @@ type Job struct {
 	// selects two of twenty columns reads only those from the store.
 	// Empty reads every field. A tar dataset has none to select.
 	Columns []string
+	// Seq turns a token dataset's documents into batches of packed
+	// sequences of Seq tokens each (seq=, 1..1,048,576; 0: the samples
+	// as stored): every sample of a batch is then one sequence, with an
+	// input_ids.npy and a position_ids.npy member (int32, [Seq]), and
+	// batch_size, world, rank, offset and the epoch's extent count
+	// sequences (docs/http-api.md, "Token jobs").
+	Seq int
+	// Pack is how documents become sequences (pack=): "bestfit" (the
+	// default, "" alike) or "concat" (docs/shuffle.md §12).
+	Pack string
+	// Pad is the token ID of a sequence's pad (pad=, default 0): what is
+	// pad is told by position_ids' last segment, not by this value.
+	Pad int
+	// EOS is the token ID concat puts after every document (eos=), when
+	// EOSSet; a dataset whose vocabulary does not name its EOS needs it.
+	EOS    int
+	EOSSet bool
+}
+
+// Tokens reports whether the job packs a token dataset into sequences
+// (seq=).
+func (j Job) Tokens() bool { return j.Seq > 0 }
+
+// PackMode is the job's packing mode as written: Pack, or "bestfit" when
+// it is "".
+func (j Job) PackMode() string {
+	if j.Pack == "" {
+		return PackBestFit
+	}
+	return j.Pack
 }
 
 // Block is the mixing block a job over a mixture uses: MixBlock, or
@@ -143,6 +173,19 @@ const (
 	// ParamColumns selects the fields of a dataset served in place
 	// (Job.Columns), comma-separated.
 	ParamColumns = "columns"
+	// A token job (Job.Seq): the sequence length, the packing mode, the
+	// pad ID and concat's EOS ID.
+	ParamSeq  = "seq"
+	ParamPack = "pack"
+	ParamPad  = "pad"
+	ParamEOS  = "eos"
+)
+
+// The packing modes a job may name (pack=), and the bound on seq=.
+const (
+	PackBestFit = "bestfit"
+	PackConcat  = "concat"
+	MaxSeq      = 1 << 20
 )
 
 // What sampling may say.
@@ -154,7 +197,7 @@ const (
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform, ParamColumns}
+	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -222,6 +265,18 @@ func (j Job) Values() url.Values {
 	}
 	if len(j.Columns) > 0 {
 		v.Set(ParamColumns, strings.Join(j.Columns, ","))
+	}
+	if j.Seq > 0 {
+		v.Set(ParamSeq, strconv.Itoa(j.Seq))
+		if j.Pack != "" {
+			v.Set(ParamPack, j.Pack)
+		}
+		if j.Pad != 0 {
+			v.Set(ParamPad, strconv.Itoa(j.Pad))
+		}
+		if j.EOSSet {
+			v.Set(ParamEOS, strconv.Itoa(j.EOS))
+		}
 	}
 	return v
 }

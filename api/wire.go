@@ -62,6 +62,58 @@ type EpochInfo struct {
 	// is then the mixture as given, IndexID empty, Chunks all components'
 	// and Windows 0.
 	Mix *MixInfo `json:"mix,omitempty"`
+	// Tokens describes a token job's epoch (seq=): Samples, Batches and
+	// RankSamples then count sequences. nil for an ordinary job.
+	Tokens *TokenInfo `json:"tokens,omitempty"`
+}
+
+// TokenInfo is a token job's epoch in EpochInfo: its packing, the
+// documents packed, their tokens (with concat's EOS) and the fill
+// (tokens ÷ (sequences × seq)), and how many documents the packing
+// cuts into more than one sequence.
+type TokenInfo struct {
+	Seq       int     `json:"seq"`
+	Pack      string  `json:"pack"`
+	Pad       int     `json:"pad"`
+	EOS       *int    `json:"eos,omitempty"`
+	Documents int     `json:"documents"`
+	Tokens    int64   `json:"tokens"`
+	Fill      float64 `json:"fill"`
+	Split     int     `json:"split"`
+}
+
+// TokenStats are a gateway's token jobs' figures in /stats: the
+// sequences packed into the batches it served, their tokens (sequences ×
+// seq), those that are not pad, the fill (NonPad ÷ Tokens), and the
+// pieces that are part of a document cut across sequences.
+type TokenStats struct {
+	Sequences   int64   `json:"sequences"`
+	Tokens      int64   `json:"tokens"`
+	NonPad      int64   `json:"nonpad_tokens"`
+	Fill        float64 `json:"fill"`
+	SplitPieces int64   `json:"split_pieces"`
+}
+
+// TokenPlan is the "tokens" section of /plan for a token job (seq=):
+// the packing, per planned epoch its sequences and global batches, its
+// tokens that are not pad, its fill and the documents it splits; and
+// the documents a global batch holds on average, which the plan's own
+// figures (store bytes, hits, stalls) are computed with.
+type TokenPlan struct {
+	Seq               int              `json:"seq"`
+	Pack              string           `json:"pack"`
+	DocumentsPerBatch int              `json:"documents_per_batch"`
+	Epochs            []TokenPlanEpoch `json:"epochs"`
+}
+
+// TokenPlanEpoch is one planned epoch of a token job.
+type TokenPlanEpoch struct {
+	Epoch     int     `json:"epoch"`
+	Sequences int     `json:"sequences"`
+	Batches   int     `json:"batches"`
+	Tokens    int64   `json:"tokens"`
+	Fill      float64 `json:"fill"`
+	Split     int     `json:"split"`
 }
 
 // MixInfo is a mixture's epoch in EpochInfo.

@@ -161,6 +161,23 @@
 // refused when transformed: its manifest's lengths are the stored
 // samples', not the tensors'.
 //
+// # Token jobs
+//
+// Options.Job.Seq packs a token dataset (Megatron .bin/.idx served in
+// place) into sequences of Seq tokens, Pack "bestfit" (the default) or
+// "concat" (with EOS, EOSSet): every sample of a batch is one sequence,
+// and batch sizes, plans, offsets and ResumeOffset count sequences.
+// Batch.Sequences views each as its input_ids and position_ids, []int32
+// slices of the batch's buffer (Int32s does one member):
+//
+//	c, err := client.New("http://brand:8080", client.Options{
+//		Job: api.Job{Dataset: "web", Seq: 4096, Params: shuffle.Params{Seed: 7, BatchSize: 8}},
+//	})
+//	for b, err := range c.Epoch(ctx, 0) {
+//		seqs, err := b.Sequences() // seqs[i].InputIDs, seqs[i].PositionIDs: [4096]int32
+//		// cu_seqlens: the positions where PositionIDs is 0, and 4096
+//	}
+//
 // # Errors and retries
 //
 // Answers of 502, 503 and 504, broken connections and bodies shorter than

@@ -45,7 +45,9 @@ var ErrNoFormat = errors.New("no format recognised")
 
 // IndexInPlace indexes a dataset served in place — Parquet files, MDS
 // shards, Megatron token files, whatever Formats offers — from the
-// source's own metadata, never rewriting or copying its objects, and
+// source's own metadata (and, for a token dataset named by
+// Options.Tokens or Options.Text, the token column read once to count
+// each document's tokens), never rewriting or copying its objects, and
 // publishes Brand's index, the format's description of the chunks and a
 // manifest to dst, which may be the source itself or another prefix or
 // bucket (a read-only Hub mirror). Run again over a source with new files,
@@ -99,7 +101,12 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	for _, fd := range dec.Fields() {
 		m.InPlace.Fields = append(m.InPlace.Fields, chunkindex.ManifestField{Name: fd.Name, Ext: fd.Ext, Type: fd.Type})
 	}
-	return publishInPlace(ctx, dst, ix, lay.Meta, m)
+	res, err := publishInPlace(ctx, dst, ix, lay.Meta, m)
+	if err != nil {
+		return nil, err
+	}
+	res.Tokens, _ = dec.(format.Tokens)
+	return res, nil
 }
 
 // chooseFormat returns the format named, or the one format that

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -95,6 +96,10 @@ type Result struct {
 	// SkippedHidden counts the files and directories Pack left out because
 	// their names start with '.' (always 0 for IndexShards).
 	SkippedHidden int
+	// Tokens is a token dataset's decoder (IndexInPlace with
+	// format.Options.Tokens or Text, or a Megatron dataset): each
+	// document's token count and the tokens' type; nil otherwise.
+	Tokens format.Tokens
 }
 
 // Pack packs the directory tree src into tar chunks in dst and publishes an

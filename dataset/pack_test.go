@@ -213,7 +213,7 @@ func TestPackOrder(t *testing.T) {
 	src := writeTree(t, testSpec())
 	pack := func(shuffle bool, seed uint64, parallel int) *chunkindex.Index {
 		t.Helper()
-		res, err := Pack(ctx, src, newLocal(t), PackOptions{ChunkSize: 256 << 10, Shuffle: shuffle, Seed: seed, Parallel: parallel})
+		res, err := Pack(ctx, src, newLocal(t), PackOptions{ChunkSize: 256 << 10, Shuffle: shuffle, Seed: seed, Parallel: parallel, ModTime: time.Unix(1_700_000_000, 0)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,10 @@
 //     index.json and shard headers, Megatron's .idx) — never its data
 //     pages — say which chunks there are, in which objects, how many
 //     samples each holds and their keys (Layout), and keep what decoding
-//     will need (Layout.Meta).
+//     will need (Layout.Meta). The one exception is a token dataset named
+//     by Options.Tokens or Options.Text: its token column is read once to
+//     count each document's tokens, which Layout.Meta then holds and the
+//     decoder answers from (Tokens).
 //   - Decode: turn the bytes a chunk's read fetched (Decoder.Extent's
 //     ranges) into the chunk's resident form (below), within a size known
 //     before the read (Extent's resident bound), so that the cache, the

@@ -64,7 +64,32 @@ type Options struct {
 	// Limits bounds what hostile metadata can cost; zero fields take
 	// DefaultLimits'.
 	Limits Limits
+	// Tokens names a field whose values are documents of tokens (a list
+	// of integers: a Parquet list<int*> column, an MDS 1-D integer
+	// ndarray column). Indexing then reads that field once — the one
+	// time it reads data — and records every document's token count in
+	// the description, so that the decoder implements Tokens. Formats
+	// that cannot refuse it with ErrUnsupported.
+	Tokens string
+	// Text names a string field tokenized with Tokenizer: indexing
+	// tokenizes every document once and records its token count (never
+	// the tokens); decoding, when a job reads the field TextTokensField,
+	// tokenizes again and writes the tokens' .npy. Text and Tokens are
+	// exclusive.
+	Text string
+	// Tokenizer is a SentencePiece model's bytes (package tokenize), with
+	// Text. The description holds them, so every node decodes with the
+	// same model, and the dataset's Vocabulary is its fingerprint.
+	Tokenizer []byte
+	// Vocabulary names the tokens' vocabulary of a Tokens dataset (a
+	// tokenizer's name or fingerprint), "" when unknown; a Text dataset's
+	// is its model's fingerprint.
+	Vocabulary string
 }
+
+// TextTokensField is the field a Text dataset's tokens are read by: the
+// text field's documents tokenized, one int32 .npy a document.
+const TextTokensField = "tokens"
 
 // DefaultChunkBytes is the chunk size formats that cut their own chunks
 // aim for: the size `brand pack` writes.
@@ -87,7 +112,16 @@ type Limits struct {
 	Depth int
 	// ChunkSamples bounds the samples in one chunk.
 	ChunkSamples int
+	// DocTokens bounds one document's tokens in a token dataset
+	// (Options.Tokens, Options.Text): a longer document is refused at
+	// index time, when its count passes the bound, before anything is
+	// allocated for its tokens. At most MaxDocTokens.
+	DocTokens int64
 }
+
+// MaxDocTokens is the most Limits.DocTokens may be: a document's token
+// count is 32-bit (Tokens.DocTokens).
+const MaxDocTokens = 1<<32 - 1
 
 // DefaultLimits are the limits of an unset Limits field.
 var DefaultLimits = Limits{
@@ -96,6 +130,7 @@ var DefaultLimits = Limits{
 	Fields:       1024,
 	Depth:        64,
 	ChunkSamples: 1 << 24,
+	DocTokens:    1 << 28,
 }
 
 // MaxChunkBytes is the most Limits.ChunkBytes may be: the resident
@@ -120,6 +155,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.ChunkSamples > 0 {
 		d.ChunkSamples = l.ChunkSamples
+	}
+	if l.DocTokens > 0 {
+		d.DocTokens = min(l.DocTokens, MaxDocTokens)
 	}
 	return d
 }
@@ -312,4 +350,14 @@ type Tokens interface {
 	// (a tokenizer's fingerprint), "" where it does not: a mixture of
 	// datasets whose vocabularies are named and differ is refused.
 	Vocabulary() string
+}
+
+// TokenSpecials is implemented by a token dataset's decoder that can say
+// its tokenizer's special IDs: a text dataset's SentencePiece model
+// (Options.Text) knows its EOS. A job that puts an EOS between documents
+// may default to it.
+type TokenSpecials interface {
+	// EOS is the end-of-sequence ID, ok false when the dataset does not
+	// know one (a list column's, a model without EOS).
+	EOS() (id int32, ok bool)
 }

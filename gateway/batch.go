@@ -104,7 +104,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 func writeManifest(w http.ResponseWriter, b *order.Batch) {
 	m := api.Manifest{Dataset: b.Name(), Epoch: int(b.Epoch), Batch: int(b.Batch), Rank: b.Job.Rank,
 		World: b.Job.World, BatchSize: b.Job.BatchSize, Offset: b.Job.Offset, Batches: b.Batches, ETag: b.ETag, Bytes: b.Length(),
-		Samples: make([]api.ManifestSample, b.Len()), Transform: b.Job.Transform}
+		Samples: make([]api.ManifestSample, b.Reads()), Transform: b.Job.Transform}
 	if b.Job.Transform != "" || !b.Sized() {
 		m.Bytes = 0 // known once the images' headers are read, or the chunks decoded
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/sequences"
 	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/internal/visit"
@@ -352,7 +353,8 @@ type Gateway struct {
 	prefetch schedule.Prefetch
 	node     node // its place in a cluster (cluster.go)
 	reader   *reader.Reader
-	stage    *tensors.Stage // the transform stage: images to tensors
+	stage    *tensors.Stage   // the transform stage: images to tensors
+	packer   *sequences.Stage // the pack stage: token jobs' sequences, on the transform stage's workers
 	batches  *visit.Batches
 	out      *respond.Writer // every response that carries samples
 	// preload loads what requests leave behind them — a mixture's later
@@ -468,8 +470,9 @@ func New(cfg Config) (*Gateway, error) {
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
+	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")

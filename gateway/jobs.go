@@ -122,7 +122,11 @@ func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
 func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := j.version(job)
-		if err == nil {
+		switch {
+		case err == nil && job.Tokens():
+			// A token job reads its dataset's token field alone.
+			ds, err = order.TokenView(ds)
+		case err == nil:
 			ds, err = ds.Select(job.Columns)
 		}
 		if err == nil {
@@ -140,9 +144,18 @@ func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 		if ds[i], err = j.version(api.Job{Dataset: c.Dataset}); err != nil {
 			return order.Source{}, err
 		}
-		if ds[i], err = ds[i].Select(job.Columns); err != nil {
+		if job.Tokens() {
+			ds[i], err = order.TokenView(ds[i])
+		} else {
+			ds[i], err = ds[i].Select(job.Columns)
+		}
+		if err != nil {
 			return order.Source{}, err
 		}
+	}
+	if job.Tokens() {
+		m, err := j.orders.TokenMixture(job.Mix, ds, job)
+		return order.Source{Mix: m}, err
 	}
 	m, err := j.orders.Mixture(job.Mix, ds, job)
 	return order.Source{Mix: m}, err

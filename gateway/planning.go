@@ -212,6 +212,10 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
+	if q.Job.Tokens() {
+		a.planTokens(ctx, w, ds, q)
+		return
+	}
 	if q.Plan.NodesAfter > 0 {
 		from := a.members(ctx) // nil on a single gateway: from nodes= planned ones
 		a.write(ctx, w, func(ctx context.Context) (any, error) {

@@ -51,8 +51,9 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Disk        *api.DiskStats     `json:"disk,omitempty"`
 		Mixtures    []api.MixStat      `json:"mixtures,omitempty"`
 		Transform   api.TransformStats `json:"transform"`
+		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats()})
+		g.stats.Mixtures(), g.TransformStats(), g.packer.Stats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the

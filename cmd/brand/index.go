@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/tokenize"
 )
 
 // runIndex is `brand index`: index a dataset where it is, never
@@ -28,6 +31,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		sf                              cli.S3Flags
 		src, dst, prefix, name, fmtName string
 		members                         string
+		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
 	)
@@ -40,6 +44,10 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&members, "members", "", "member extensions by field, comma-separated (label=cls,caption=txt), overriding the format's mapping (docs/format.md)")
 	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin; default 64MiB)")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
+	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
+	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
+	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
+	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
 		return err
@@ -56,8 +64,14 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := tok.check(); err != nil {
+		return usageError(env, "index", "%v", err)
+	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
-		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, int64(chunk), parallel, sf)
+		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok, int64(chunk), parallel, sf)
+	}
+	if tok.set() {
+		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
 	}
 	if dst != "" {
 		return usageError(env, "index", "--dst: tar shards are indexed beside themselves (their index names them by key)")
@@ -111,7 +125,7 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 
 // indexInPlace is `brand index` of a dataset served in place.
 func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members string,
-	chunk int64, parallel int, sf cli.S3Flags) error {
+	tok tokenFlags, chunk int64, parallel int, sf cli.S3Flags) error {
 	out := st
 	data := ""
 	if dst != "" {
@@ -121,7 +135,14 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		}
 		data = src
 	}
-	opt := format.Options{ChunkBytes: chunk, Parallel: 4 * parallel}
+	opt := format.Options{ChunkBytes: chunk, Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary}
+	if tok.tokenizer != "" {
+		b, err := readModel(ctx, tok.tokenizer, sf)
+		if err != nil {
+			return err
+		}
+		opt.Tokenizer = b
+	}
 	if members != "" {
 		opt.Members = map[string]string{}
 		for _, kv := range strings.Split(members, ",") {
@@ -145,5 +166,78 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d chunks of %s (%s resident at most) in place at %s in %s, index %s at %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), res.Manifest.InPlace.Format, humanize.IBytes(uint64(ix.TotalBytes())),
 		src, time.Since(start).Round(time.Millisecond), ix.ID(), where)
+	if t := res.Tokens; t != nil {
+		var docs, tokens int64
+		for c := range ix.NumChunks() {
+			for _, n := range t.DocTokens(c) {
+				docs, tokens = docs+1, tokens+int64(n)
+			}
+		}
+		vocab := t.Vocabulary()
+		if vocab == "" {
+			vocab = "not named"
+		}
+		fmt.Fprintf(env.Stdout, "token dataset: %s documents, %s tokens of %s in field %q, vocabulary %s\n",
+			humanize.Comma(docs), humanize.Comma(tokens), t.TokenType(), t.TokenField(), vocab)
+	}
 	return nil
+}
+
+// tokenFlags are `brand index`'s flags of a token dataset.
+type tokenFlags struct{ tokens, text, tokenizer, vocabulary string }
+
+func (t tokenFlags) set() bool { return t != tokenFlags{} }
+
+func (t tokenFlags) check() error {
+	switch {
+	case t.tokens != "" && t.text != "":
+		return errors.New("--tokens and --text: a dataset's tokens are a list column or a text, not both")
+	case (t.text == "") != (t.tokenizer == ""):
+		return errors.New("--text and --tokenizer go together: the text column and the SentencePiece model it is tokenized with")
+	case t.vocabulary != "" && t.tokens == "":
+		return errors.New("--vocabulary names a --tokens column's vocabulary (a --text dataset's is its model's fingerprint)")
+	}
+	return nil
+}
+
+// readModel reads a tokenizer model, a file or an object of a store
+// (s3://bucket/path/tokenizer.model), at most tokenize.MaxModelBytes of
+// it (package tokenize says what a model may be).
+func readModel(ctx context.Context, path string, sf cli.S3Flags) ([]byte, error) {
+	if strings.HasPrefix(path, "s3://") {
+		i := strings.LastIndexByte(path, '/')
+		if i < len("s3://") || i == len(path)-1 {
+			return nil, fmt.Errorf("--tokenizer %s: name the model's object (s3://bucket/path/tokenizer.model)", path)
+		}
+		st, err := s3backend.Open(ctx, path[:i], sf.Config())
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		key := path[i+1:]
+		info, err := st.Stat(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+		}
+		if info.Size > tokenize.MaxModelBytes {
+			return nil, fmt.Errorf("--tokenizer: %s is larger than a SentencePiece model may be (%d bytes)", path, tokenize.MaxModelBytes)
+		}
+		b := make([]byte, info.Size)
+		if err := st.ReadRange(ctx, key, info.ETag, 0, b); err != nil {
+			return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+		}
+		return b, nil
+	}
+	f, err := os.Open(strings.TrimPrefix(path, "file://"))
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, tokenize.MaxModelBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	if len(b) > tokenize.MaxModelBytes {
+		return nil, fmt.Errorf("--tokenizer: %s is larger than a SentencePiece model may be (%d bytes)", path, tokenize.MaxModelBytes)
+	}
+	return b, nil
 }

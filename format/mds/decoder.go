@@ -13,12 +13,15 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/keys"
+	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/tokenize"
 )
 
 // meta is an MDS dataset as Index found it and Open reads it back.
 type meta struct {
 	Columns []columnMeta `json:"columns"`
 	Shards  []shardMeta  `json:"shards"`
+	Tokens  *tokensMeta  `json:"tokens,omitempty"` // a token dataset's (tokens.go)
 }
 
 type columnMeta struct {
@@ -46,6 +49,7 @@ type Decoder struct {
 	encs   []encoding
 	fields []format.Field
 	zstd   func() (*zstd.Decoder, error)
+	model  *tokenize.Model // a text token dataset's
 }
 
 func newDecoder(m *meta) (*Decoder, error) {
@@ -60,6 +64,9 @@ func newDecoder(m *meta) (*Decoder, error) {
 	}
 	if len(d.encs) == 0 {
 		return nil, fmt.Errorf("%w: mds meta: no columns", format.ErrInvalid)
+	}
+	if err := d.openTokens(); err != nil {
+		return nil, err
 	}
 	for _, s := range m.Shards {
 		if s.Samples < 1 || s.Samples > 1<<31 || s.Raw < 0 || s.Raw > 1<<32-1 || s.VarBytes < 0 || s.VarBytes > s.Raw || s.Zip < 0 {
@@ -86,7 +93,7 @@ func (d *Decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 	if s.Compression != "" {
 		size = s.Zip
 	}
-	return []format.Range{{Off: 0, Len: size}}, d.bound(s, sel)
+	return []format.Range{{Off: 0, Len: size}}, d.bound(c, sel)
 }
 
 // bound is the most shard s's samples with the fields sel take in the
@@ -94,15 +101,16 @@ func (d *Decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 // for a long name), a fixed-size value's member padded, and for the
 // variable-size values together their stored bytes, what the member
 // adds to each (an ndarray's .npy header) and each one's padding.
-func (d *Decoder) bound(s shardMeta, sel format.Selection) int64 {
+func (d *Decoder) bound(c int, sel format.Selection) int64 {
+	s := d.m.Shards[c]
 	n := int64(s.Samples)
 	total := format.Overhead(s.Samples)
 	anyVar := false
-	for c, e := range d.encs {
-		if !sel.Has(c) {
+	for ci, e := range d.encs {
+		if !sel.Has(ci) {
 			continue
 		}
-		ext := len(d.m.Columns[c].Ext)
+		ext := len(d.m.Columns[ci].Ext)
 		// Keys are stem/NNNNNN: six digits, more from sample 10^6 on.
 		for lo, w := 0, keyWidth; lo < s.Samples; w++ {
 			hi := min(s.Samples, pow10(w))
@@ -118,6 +126,14 @@ func (d *Decoder) bound(s shardMeta, sel format.Selection) int64 {
 	}
 	if anyVar {
 		total += s.VarBytes
+	}
+	if d.model != nil && sel.Has(len(d.encs)) {
+		// The text's tokens: exact, from the counts.
+		ext := len(d.fields[len(d.encs)].Ext)
+		for i, k := range d.m.Tokens.counts[c] {
+			w := max(keyWidth, len(fmt.Sprint(i)))
+			total += format.MemberLen(len(s.Stem)+1+w+1+ext, int64(npy.HeaderLen("<i4", []int64{int64(k)}))+4*int64(k))
+		}
 	}
 	return total
 }
@@ -136,6 +152,47 @@ func pow10(w int) int {
 // shard's object, decompressed here when it is compressed.
 func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) error {
 	s := d.m.Shards[c]
+	w, err := format.NewWriter(dst, s.Samples, wo)
+	if err != nil {
+		return err
+	}
+	var scratch []byte
+	var counts []uint32
+	if t := d.m.Tokens; t != nil {
+		counts = t.counts[c]
+	}
+	names := keys.Append(nil, s.Stem, 0, s.Samples, keyWidth)
+	err = d.samples(s, src, func(i int, vals [][]byte) error {
+		if err := w.Begin(names[i]); err != nil {
+			return err
+		}
+		for c, e := range d.encs {
+			if !sel.Has(c) {
+				continue
+			}
+			if counts != nil && c == d.m.Tokens.Column && !d.m.Tokens.Text {
+				if n, err := d.listLen(e, vals[c]); err != nil || n != int64(counts[i]) {
+					return fmt.Errorf("%w: column %q: a list of other than the %d tokens the index counted", format.ErrDamaged, d.m.Columns[c].Name, counts[i])
+				}
+			}
+			if scratch, err = e.member(w, d.m.Columns[c].Ext, vals[c], scratch); err != nil {
+				return fmt.Errorf("column %q: %w", d.m.Columns[c].Name, err)
+			}
+		}
+		if d.model != nil && sel.Has(len(d.encs)) {
+			return d.writeTokens(w, vals[d.m.Tokens.Column], counts[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return w.Finish()
+}
+
+// samples decompresses shard s's object src, checks its header and calls
+// fn with each sample's stored values, column by column.
+func (d *Decoder) samples(s shardMeta, src []byte, fn func(i int, vals [][]byte) error) error {
 	data, err := d.decompress(s, src)
 	if err != nil {
 		return err
@@ -159,19 +216,13 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 	if first, last := int64(le.Uint32(offsets)), int64(le.Uint32(offsets[4*n:])); first < head || last != int64(len(data)) {
 		return bad("its samples run from byte %d to %d, not from past its header (%d) to its end (%d)", first, last, head, len(data))
 	}
-	w, err := format.NewWriter(dst, n, wo)
-	if err != nil {
-		return err
-	}
 	vars := 0
 	for _, e := range d.encs {
 		if e.size == 0 {
 			vars++
 		}
 	}
-	var scratch []byte
 	vals := make([][]byte, len(d.encs))
-	names := keys.Append(nil, s.Stem, 0, n, keyWidth)
 	for i := range n {
 		lo, hi := le.Uint32(offsets[4*i:]), le.Uint32(offsets[4*(i+1):])
 		if hi < lo || int64(hi) > int64(len(data)) {
@@ -195,19 +246,11 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		if len(rest) != 0 {
 			return bad("sample %d has %d bytes after its columns", i, len(rest))
 		}
-		if err := w.Begin(names[i]); err != nil {
-			return err
-		}
-		for c, e := range d.encs {
-			if !sel.Has(c) {
-				continue
-			}
-			if scratch, err = e.member(w, d.m.Columns[c].Ext, vals[c], scratch); err != nil {
-				return fmt.Errorf("shard %s: sample %d: column %q: %w", s.Object, i, d.m.Columns[c].Name, err)
-			}
+		if err := fn(i, vals); err != nil {
+			return fmt.Errorf("shard %s: sample %d: %w", s.Object, i, err)
 		}
 	}
-	return w.Finish()
+	return nil
 }
 
 // decompress returns shard s's raw bytes from its object's src, never

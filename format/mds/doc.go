@@ -67,6 +67,19 @@
 // shard's bound is on its decompressed contents; decompression writes
 // into a buffer of raw_data.bytes and stops there.
 //
+// # Token datasets
+//
+// With format.Options.Tokens naming a 1-D integer ndarray column, or
+// Options.Text a str column and Options.Tokenizer a SentencePiece model,
+// Index reads every shard once more, whole (there is no less to read),
+// and counts each sample's tokens: from the ndarray's shape, or by
+// tokenizing the text with package tokenize. The counts (and the model)
+// are in the description, and Open returns a decoder implementing
+// format.Tokens; a text dataset gains the field format.TextTokensField,
+// each sample's tokens as an int32 .npy ("tokens.npy" beside another
+// .npy), tokenized when decoded, with an exact bound. A count other than
+// the index's at decode is damage (docs/format.md §6.7).
+//
 // # What is refused
 //
 // At index time, naming the index.json and shard: a shard the listing

@@ -326,7 +326,9 @@ func (e encoding) ndarray(w *format.Writer, ext string, v, scratch []byte) ([]by
 			default:
 				d = binary.LittleEndian.Uint64(v[8*i:])
 			}
-			if d == 0 || d > math.MaxUint32 {
+			// 0 is NumPy's empty array (an empty document of tokens),
+			// which Streaming writes and reads.
+			if d > math.MaxUint32 {
 				return scratch, fmt.Errorf("%w: an ndarray dimension of %d", format.ErrDamaged, d)
 			}
 			shape[i] = int64(d)
@@ -336,6 +338,10 @@ func (e encoding) ndarray(w *format.Writer, ext string, v, scratch []byte) ([]by
 	// The values must be exactly the shape's.
 	n := dt.size
 	for _, d := range shape {
+		if d == 0 {
+			n = 0
+			break
+		}
 		if n > int64(len(v))/d {
 			n = -1
 			break

@@ -171,6 +171,21 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		}
 		lay.Keys = keys.Append(lay.Keys, sh.Stem, 0, sh.Samples, keyWidth)
 	}
+	if opt.Tokens != "" || opt.Text != "" {
+		// A token dataset: the one time indexing reads shards.
+		if m.Tokens, err = d.indexTokens(ctx, st, lay.Chunks, opt, lim, par); err != nil {
+			return nil, err
+		}
+		if d, err = newDecoder(&m); err != nil {
+			return nil, err
+		}
+		for c, sh := range m.Shards {
+			if _, r := d.Extent(c, nil); r > lim.ChunkBytes {
+				return nil, fmt.Errorf("%w: shard %s: its %d samples take up to %d bytes resident with their tokens, over the chunk limit of %d",
+					format.ErrInvalid, sh.Object, sh.Samples, r, lim.ChunkBytes)
+			}
+		}
+	}
 	lay.Meta, err = json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -354,5 +369,9 @@ func (Format) Open(b []byte) (format.Decoder, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: mds meta: %v", format.ErrInvalid, err)
 	}
-	return newDecoder(&m)
+	d, err := newDecoder(&m)
+	if err != nil || m.Tokens == nil {
+		return d, err
+	}
+	return tokenDecoder{d}, nil
 }

@@ -100,6 +100,16 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 			return nil, fmt.Errorf("%w: a Megatron dataset's one field is \"tokens\", served as npy (members asked: %q → %q)", format.ErrUnsupported, f, ext)
 		}
 	}
+	// Always a token dataset, from its .idx: the options that make one
+	// of another format's column are refused, not ignored.
+	switch {
+	case opt.Tokens != "" && opt.Tokens != "tokens":
+		return nil, fmt.Errorf("%w: a Megatron dataset's tokens are its field \"tokens\", not %q", format.ErrUnsupported, opt.Tokens)
+	case opt.Text != "" || opt.Tokenizer != nil:
+		return nil, fmt.Errorf("%w: a Megatron dataset is tokens already; --text and --tokenizer are for text columns", format.ErrUnsupported)
+	case opt.Vocabulary != "":
+		return nil, fmt.Errorf("%w: a Megatron dataset's vocabulary is not recorded yet (its .idx does not name one)", format.ErrUnsupported)
+	}
 	ps, err := prefixes(objs)
 	if err != nil {
 		return nil, err

@@ -319,6 +319,23 @@ func TestMembersRefused(t *testing.T) {
 	}
 }
 
+// The options that make a token dataset of another format's column are
+// refused, not ignored: a Megatron dataset is one already ("tokens" is
+// its field, and naming it is accepted).
+func TestTokenOptionsRefused(t *testing.T) {
+	s := formattest.NewStore()
+	s.Objs["a.idx"] = buildIdx(4, []int32{3}, []int64{0, 1}, nil)
+	s.Objs["a.bin"] = make([]byte, 12)
+	for _, opt := range []format.Options{{Tokens: "input_ids"}, {Text: "text", Tokenizer: []byte("m")}, {Vocabulary: "gpt2"}} {
+		if _, _, err := indexSource(t, s, opt); !errors.Is(err, format.ErrUnsupported) {
+			t.Errorf("%+v: %v", opt, err)
+		}
+	}
+	if _, _, err := indexSource(t, s, format.Options{Tokens: "tokens"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A document of 10^9 int32 tokens is over the default chunk limit (4·10^9
 // bytes of 2 GiB: it could not be cached whole), refused; under a limit
 // that holds it (4 GiB − 1, the most) it is a chunk of its own, its

@@ -85,3 +85,68 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexTokens indexes one file of 4 row groups of 1,000 rows of
+// 1–4k int32 tokens (about 10 M tokens, snappy) with Options.Tokens
+// (levels counted, data page v1 and v2) and with Options.Text (the rows'
+// text tokenized by package tokenize's golden BPE model): per op, the
+// whole file; tokens/s is the documents' tokens counted a second.
+func BenchmarkIndexTokens(b *testing.B) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "input_ids", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+		{Name: "text", Type: arrow.BinaryTypes.String},
+	}, nil)
+	r := rand.New(rand.NewPCG(3, 4))
+	words := []string{"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "lazy ", "dog, ", "Größe ", "東京 ", "données. "}
+	rec := newRecord(sc, func(rb *array.RecordBuilder) {
+		lb := rb.Field(0).(*array.ListBuilder)
+		vb := lb.ValueBuilder().(*array.Int32Builder)
+		for range 4000 {
+			lb.Append(true)
+			n := 1024 + r.IntN(3072)
+			var text []byte
+			for range n {
+				vb.Append(int32(50257 * r.Float64() * r.Float64() * r.Float64()))
+				if len(text) < 4*n {
+					text = append(text, words[r.IntN(len(words))]...)
+				}
+			}
+			rb.Field(1).(*array.StringBuilder).Append(string(text))
+		}
+	})
+	model := goldenModel(b)
+	for _, tc := range []struct {
+		name  string
+		props []pq.WriterProperty
+		opt   format.Options
+	}{
+		{"list-v1", nil, format.Options{Tokens: "input_ids"}},
+		{"list-v2", []pq.WriterProperty{pq.WithDataPageVersion(pq.DataPageV2)}, format.Options{Tokens: "input_ids"}},
+		{"text-bpe", nil, format.Options{Text: "text", Tokenizer: model}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			props := append([]pq.WriterProperty{pq.WithCompression(compress.Codecs.Snappy), pq.WithMaxRowGroupLength(1000)}, tc.props...)
+			st := newStore()
+			st.put("d.parquet", writeArrow(b, sc, pq.NewWriterProperties(props...), rec))
+			var tokens int64
+			b.ReportAllocs()
+			for b.Loop() {
+				st.bytes.Store(0)
+				lay, err := Format{}.Index(context.Background(), st, st.listing(), tc.opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tokens == 0 {
+					dec, _ := Format{}.Open(lay.Meta)
+					for c := range lay.Chunks {
+						for _, n := range dec.(format.Tokens).DocTokens(c) {
+							tokens += int64(n)
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			b.ReportMetric(float64(st.bytes.Load())/float64(len(st.objs["d.parquet"])), "read/file")
+		})
+	}
+}

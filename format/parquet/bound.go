@@ -87,6 +87,14 @@ func (d *decoder) fieldBound(c *chunk, f *field) int64 {
 	case kindTxt, kindImage:
 		m := col(f.bytesLeaf)
 		return members(c.rows, nameLen, m.bytesSum, m.bytesMax)
+	case kindTokens:
+		// Exact: the index has every row's count.
+		var sum, most int64
+		for _, n := range d.ds.tokens.counts[c.at] {
+			v := npyHeaderMax + 4*int64(n)
+			sum, most = add(sum, v), max(most, v)
+		}
+		return members(c.rows, nameLen, sum, most)
 	case kindNpy:
 		m := col(f.leaves[0])
 		data := mul(m.numValues, int64(f.size))

@@ -14,6 +14,7 @@ import (
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/tokenize"
 )
 
 // decoder decodes the row groups of one indexed dataset. It is safe for
@@ -27,6 +28,7 @@ type decoder struct {
 	mem    memory.Allocator
 	props  *pq.ReaderProperties
 	pool   *sync.Pool
+	model  *tokenize.Model // a text token dataset's
 }
 
 func newDecoder(ds *dataset) (*decoder, error) {
@@ -51,6 +53,9 @@ func newDecoder(ds *dataset) (*decoder, error) {
 			}
 		}
 		d.pub = append(d.pub, pf)
+	}
+	if err := d.addTokens(); err != nil {
+		return nil, err
 	}
 	for _, c := range ds.chunks {
 		if len(c.cols) != len(s.leaves) || c.file >= len(ds.files) {
@@ -207,7 +212,7 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 			continue
 		}
 		col = f.name
-		fw, err := d.fieldWriter(ch, f, read)
+		fw, err := d.fieldWriter(c, ch, f, read)
 		if err != nil {
 			return d.damaged(c, f.name, err)
 		}
@@ -266,7 +271,7 @@ func (d *decoder) reader(ch *chunk, l int, read *format.Read) (file.ColumnChunkR
 	return file.NewColumnReader(d.cols[l], pr, d.mem, d.pool), nil
 }
 
-func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read) (rowWriter, error) {
+func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read) (rowWriter, error) {
 	open := func(l int) (file.ColumnChunkReader, error) {
 		if l < 0 {
 			return nil, nil
@@ -316,15 +321,19 @@ func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read) (rowWriter
 		if err != nil {
 			return nil, err
 		}
-		listDef := f.node.def
-		if f.node == f.element { // a bare repeated column: never null
-			listDef = f.node.def - 1
+		listDef, nonEmpty := listLevels(f)
+		nw := &npyWriter{f: f, col: ic, listDef: listDef, nonEmpty: nonEmpty, elemDef: int16(f.element.def)}
+		nw.lo, nw.hi = valueRange(f)
+		if t := d.ds.tokens; t != nil && !t.text && d.fields[t.field] == f {
+			nw.counts = t.counts[c]
 		}
-		_, rep, _ := listElement(f.node)
-		if rep == nil {
-			rep = f.node
+		return nw, nil
+	case kindTokens:
+		tt, err := d.textReader(ch, f, f.bytesLeaf, read, d.model)
+		if err != nil {
+			return nil, err
 		}
-		return &npyWriter{f: f, col: ic, listDef: int16(listDef), nonEmpty: int16(rep.def), elemDef: int16(f.element.def)}, nil
+		return &tokensWriter{f: f, t: tt, counts: d.ds.tokens.counts[c]}, nil
 	}
 	jw := &jsonWriter{d: d, f: f, leaves: map[int]*leafData{}}
 	for _, l := range f.leaves {
@@ -557,6 +566,14 @@ type npyWriter struct {
 	col                        *intCol
 	listDef, nonEmpty, elemDef int16
 	row_                       []byte
+	// lo and hi are the values the column's integer type holds where
+	// its physical type holds more (an INT(16) stored as INT32): a value
+	// outside them is damage, never truncated into another token.
+	lo, hi int64
+	// counts are a token dataset's rows' counts (nil otherwise): a row
+	// of another length is damage.
+	counts []uint32
+	rows   int
 }
 
 func (nw *npyWriter) name() string { return nw.f.name }
@@ -571,6 +588,12 @@ func (nw *npyWriter) row(w *format.Writer) (bool, error) {
 	}
 	if def < nw.listDef {
 		nw.col.take(def)
+		if nw.counts != nil {
+			if nw.rows >= len(nw.counts) || nw.counts[nw.rows] != 0 {
+				return false, fmt.Errorf("%w: a null list where the index counted tokens", format.ErrDamaged)
+			}
+			nw.rows++
+		}
 		return false, nil
 	}
 	size := nw.f.size
@@ -591,12 +614,22 @@ func (nw *npyWriter) row(w *format.Writer) (bool, error) {
 				return false, fmt.Errorf("a row starts with repetition level %d", rep)
 			}
 			v, _ := nw.col.take(def)
+			if v < nw.lo || v > nw.hi {
+				return false, fmt.Errorf("%w: the value %d is outside the column's type %s", format.ErrDamaged, v, numpyName(nw.f.descr))
+			}
 			data = append(data, make([]byte, size)...)
 			putInt(data[len(data)-size:], v, size)
 			n++
 		}
 	}
 	nw.row_ = data
+	if nw.counts != nil {
+		r := nw.rows
+		nw.rows++
+		if r >= len(nw.counts) || int64(nw.counts[r]) != n {
+			return false, fmt.Errorf("%w: a list of %d tokens where the index counted another number", format.ErrDamaged, n)
+		}
+	}
 	var hdr [npyHeaderMax]byte
 	h := npyHeader(hdr[:0], nw.f.descr, n)
 	m, err := w.Member(nw.f.ext, int64(len(h)+len(data)))

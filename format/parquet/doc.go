@@ -88,6 +88,22 @@
 // BYTE_STREAM_SPLIT; data pages v1 and v2. LZO, encryption and column data
 // in other files are refused as format.ErrUnsupported.
 //
+// # Token datasets
+//
+// With format.Options.Tokens naming a list-of-integers column, Index reads
+// that column's column chunks once (nothing else) and counts each row's
+// elements from the pages' repetition and definition levels alone, run by
+// run, never decoding values (nor decompressing a data page v2's); with
+// Options.Text naming a string column and Options.Tokenizer a
+// SentencePiece model, it tokenizes each row's text with package tokenize
+// and keeps the counts. The counts (and the model's bytes) are a section
+// of the description, and Open then returns a decoder implementing
+// format.Tokens; a text dataset gains the field format.TextTokensField,
+// each row's tokens as an int32 .npy, tokenized when decoded. A document
+// past Limits.DocTokens is refused while counting; a decoded count other
+// than the index's, or a list value outside its column's integer type, is
+// damage (docs/format.md §6.7).
+//
 // # Concurrency
 //
 // Format and the decoders Open returns are safe for concurrent use; each

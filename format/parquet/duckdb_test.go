@@ -147,3 +147,40 @@ func wantMixedDuckDB(i int) string {
 	}
 	return w.String()
 }
+
+// DuckDB's token lists (input_ids list<int32>: null, empty, or i%40+1
+// elements) counted from their levels alone, in every codec DuckDB
+// writes and both page versions, are each row's length, and the decoded
+// .npy members have it.
+func TestDuckDBTokens(t *testing.T) {
+	dir := duckdbFixtures(t)
+	for _, codec := range []string{"uncompressed", "snappy", "gzip", "zstd", "lz4", "brotli"} {
+		for _, v := range []string{"V1", "V2"} {
+			name := fmt.Sprintf("mixed-%s-%s", codec, v)
+			t.Run(name, func(t *testing.T) {
+				st := storeOf(t, dir, name+".parquet")
+				got, lay, dec := decodeAll(t, st, format.Options{Tokens: "input_ids"}, "input_ids")
+				tok := dec.(format.Tokens)
+				i := 0
+				for c := range lay.Chunks {
+					for _, n := range tok.DocTokens(c) {
+						want := i%40 + 1
+						if i%6 == 1 || i%6 == 2 {
+							want = 0
+						}
+						if int(n) != want {
+							t.Fatalf("row %d: counted %d tokens, has %d", i, n, want)
+						}
+						if m := got[fmt.Sprintf("%s/%04d", name, i)]; want > 0 && len(m[0].data) != npyHeaderMax+4*want {
+							t.Fatalf("row %d: .npy of %d bytes", i, len(m[0].data))
+						}
+						i++
+					}
+				}
+				if i != 5000 {
+					t.Fatalf("%d rows", i)
+				}
+			})
+		}
+	}
+}

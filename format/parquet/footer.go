@@ -564,13 +564,16 @@ type pageHeader struct {
 	encoding   int32
 	numRows    int32 // v2
 	levelsLen  int32 // v2: repetition and definition levels' bytes
-	compressed bool  // v2 (default true)
-	len        int   // the header's own bytes
+	repLen     int32 // v2: repetition levels' bytes (first), then definition levels'
+	defEnc     int32 // v1: the definition and repetition levels' encodings
+	repEnc     int32
+	compressed bool // v2 (default true)
+	len        int  // the header's own bytes
 }
 
 func parsePageHeader(b []byte) (pageHeader, error) {
 	r := &treader{b: b}
-	h := pageHeader{typ: -1, numValues: -1, encoding: -1, compressed: true}
+	h := pageHeader{typ: -1, numValues: -1, encoding: -1, compressed: true, defEnc: encRLE, repEnc: encRLE}
 	var sizes int
 	err := r.walk(func(id int16, typ byte) error {
 		switch id {
@@ -610,10 +613,21 @@ func parsePageHeader(b []byte) (pageHeader, error) {
 					v, err := r.readI32(typ, "num_rows")
 					h.numRows = v
 					return err
+				case id == 5 && (fid == 3 || fid == 4):
+					v, err := r.readI32(typ, "levels encoding")
+					if fid == 3 {
+						h.defEnc = v
+					} else {
+						h.repEnc = v
+					}
+					return err
 				case id == 8 && (fid == 5 || fid == 6):
 					v, err := r.readI32(typ, "levels byte length")
 					if v < 0 {
 						return fmt.Errorf("levels of %d bytes", v)
+					}
+					if fid == 6 {
+						h.repLen = v
 					}
 					h.levelsLen += v
 					return err

@@ -107,18 +107,20 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", format.ErrInvalid, err)
 	}
-	// Every row group must fit a chunk with every field read.
-	for i := range ds.chunks {
-		c := &ds.chunks[i]
-		if b := d.bound(c, nil); b > lim.ChunkBytes {
-			worst, wb := "", int64(0)
-			for _, f := range d.fields {
-				if fb := d.fieldBound(c, f); fb > wb {
-					worst, wb = f.name, fb
-				}
-			}
-			return nil, fmt.Errorf("%w: %s: the row group of rows %d–%d would take %d bytes resident (column %q alone %d), more than the %d a chunk may (Limits.ChunkBytes)",
-				format.ErrInvalid, d.object(c), c.first, c.first+c.rows-1, b, worst, wb, lim.ChunkBytes)
+	if err := d.checkBounds(lim); err != nil {
+		return nil, err
+	}
+	if opt.Tokens != "" || opt.Text != "" {
+		// A token dataset: the one time indexing reads data.
+		objs := make([]format.Object, len(out))
+		for i, x := range out {
+			objs[i] = x.obj
+		}
+		if d, err = indexTokens(ctx, st, ds, d, objs, opt, lim, par); err != nil {
+			return nil, err
+		}
+		if err := d.checkBounds(lim); err != nil {
+			return nil, err
 		}
 	}
 	for i := range ds.chunks {
@@ -138,7 +140,30 @@ func (Format) Open(meta []byte) (format.Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newDecoder(ds)
+	d, err := newDecoder(ds)
+	if err != nil || ds.tokens == nil {
+		return d, err
+	}
+	return tokenDecoder{d}, nil
+}
+
+// checkBounds refuses a row group that cannot be a chunk with every field
+// read.
+func (d *decoder) checkBounds(lim format.Limits) error {
+	for i := range d.ds.chunks {
+		c := &d.ds.chunks[i]
+		if b := d.bound(c, nil); b > lim.ChunkBytes {
+			worst, wb := "", int64(0)
+			for _, f := range d.fields {
+				if fb := d.fieldBound(c, f); fb > wb {
+					worst, wb = f.name, fb
+				}
+			}
+			return fmt.Errorf("%w: %s: the row group of rows %d–%d would take %d bytes resident (column %q alone %d), more than the %d a chunk may (Limits.ChunkBytes)",
+				format.ErrInvalid, d.object(c), c.first, c.first+c.rows-1, b, worst, wb, lim.ChunkBytes)
+		}
+	}
+	return nil
 }
 
 // invalid names the object in an index-time refusal.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/brandgw/brand/format"
 )
 
 // The dataset as Index describes it and Open reads it back (Layout.Meta):
@@ -19,6 +21,7 @@ type dataset struct {
 	exts   []fieldExt // per top-level column
 	files  []fileMeta
 	chunks []chunk
+	tokens *tokenSpec // a token dataset's, else nil (tokens.go)
 }
 
 type fieldExt struct {
@@ -33,6 +36,7 @@ type fileMeta struct {
 }
 
 type chunk struct {
+	at    int // its index in dataset.chunks (set by a token dataset's decoder)
 	file  int
 	first int64 // the row group's first row in its file
 	rows  int64
@@ -109,8 +113,25 @@ func encodeMeta(d *dataset) []byte {
 			w.bool(m.guess)
 		}
 	}
+	// A token dataset's section follows; a description without one
+	// ends here (as every description written before token datasets).
+	if t := d.tokens; t != nil {
+		w.u(sectionTokens)
+		w.u(uint64(t.field))
+		w.bool(t.text)
+		w.s(string(t.model))
+		w.s(t.vocab)
+		for _, cs := range t.counts {
+			for _, n := range cs {
+				w.u(uint64(n))
+			}
+		}
+	}
 	return w.b
 }
+
+// sectionTokens tags the token dataset's section of a description.
+const sectionTokens = 1
 
 type metaReader struct {
 	b   []byte
@@ -232,6 +253,31 @@ func decodeMeta(b []byte) (*dataset, error) {
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	if len(r.b) > 0 {
+		if r.u() != sectionTokens {
+			return nil, fmt.Errorf("%w: an unknown section", errMeta)
+		}
+		t := &tokenSpec{field: r.n(len(r.b)), text: r.u() == 1}
+		t.model = []byte(r.s())
+		t.vocab = r.s()
+		t.counts = make([][]uint32, len(d.chunks))
+		for i, c := range d.chunks {
+			if r.err != nil || c.rows > int64(len(r.b)) {
+				return nil, fmt.Errorf("%w: token counts", errMeta)
+			}
+			t.counts[i] = make([]uint32, c.rows)
+			for j := range t.counts[i] {
+				t.counts[i][j] = uint32(r.n(format.MaxDocTokens))
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if len(r.b) != 0 {
+			return nil, fmt.Errorf("%w: %d bytes after the token counts", errMeta, len(r.b))
+		}
+		d.tokens = t
 	}
 	return d, nil
 }

@@ -135,11 +135,12 @@ func buildSchema(elems []element, depth, maxFields, maxLeaves int) (*schema, err
 type kind uint8
 
 const (
-	kindImage kind = iota + 1 // binary, or struct{bytes, path}: an image
-	kindCls                   // an integer: decimal text
-	kindTxt                   // a string: its bytes
-	kindNpy                   // a list of integers: a 1-D .npy array
-	kindJSON                  // anything else: JSON
+	kindImage  kind = iota + 1 // binary, or struct{bytes, path}: an image
+	kindCls                    // an integer: decimal text
+	kindTxt                    // a string: its bytes
+	kindNpy                    // a list of integers: a 1-D .npy array
+	kindJSON                   // anything else: JSON
+	kindTokens                 // a text column's tokens (Options.Text): a 1-D int32 .npy
 )
 
 // field is a top-level column and how it becomes members.

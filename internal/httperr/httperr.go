@@ -28,7 +28,9 @@ import (
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/reqbody"
+	"github.com/brandgw/brand/internal/sequences"
 	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/pack"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
@@ -62,9 +64,9 @@ func Status(err error) int {
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
 		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensors.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
-		errors.Is(err, reqbody.ErrTooLarge):
+		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, pack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge):
 		return http.StatusBadRequest
-	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge):
+	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge), errors.Is(err, sequences.ErrTokenID):
 		// The batch holds an image its pipeline cannot transform: the
 		// request is well formed and the store matches its index, but
 		// the content cannot be processed; retrying will not help.
@@ -80,10 +82,11 @@ func Status(err error) int {
 		errors.Is(err, tensors.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
-		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt):
+		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
 		// The store no longer matches the index (a chunk, or a sample
 		// table a node read from the stored index; an object shorter
-		// than the index says): retrying will not help.
+		// than the index says; a token document not as indexed):
+		// retrying will not help.
 		return http.StatusBadGateway
 	case errors.Is(err, ErrNotImplemented):
 		return http.StatusNotImplemented

@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/sequences"
 )
 
 // Source is what a job reads: one dataset version (DS), or a mixture of
@@ -29,7 +30,7 @@ type Source struct {
 // member, with locality on and more than one rank. Otherwise each rank
 // takes the plain cut, and nothing of the cluster enters the batch.
 func (s Source) Assigns(job api.Job) bool {
-	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1
+	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens()
 }
 
 // assignedUnder is the membership version a job's batches are assigned
@@ -77,6 +78,9 @@ type Batch struct {
 	Missing     []int
 	MissingKeys []string
 	full        string
+	// Tokens is set for a token job's batch (api.Job.Seq): its samples
+	// are sequences, which its parts' documents are packed into.
+	Tokens *TokenBatch
 }
 
 // Part is what a batch reads of one stream's epoch: a job's epoch of one
@@ -101,8 +105,18 @@ type Part struct {
 // Samples.
 type Take struct{ Part, At int }
 
-// Len is the number of samples the batch serves.
-func (b *Batch) Len() int { return len(b.Take) }
+// Len is the number of samples the batch serves: a token job's
+// sequences.
+func (b *Batch) Len() int {
+	if b.Tokens != nil {
+		return len(b.Tokens.Seqs)
+	}
+	return len(b.Take)
+}
+
+// Reads is the number of samples the batch reads: Len, but for a token
+// job, whose sequences are packed from the documents it reads.
+func (b *Batch) Reads() int { return len(b.Take) }
 
 // Bytes is the batch's samples' tar bytes.
 func (b *Batch) Bytes() int64 {
@@ -118,6 +132,9 @@ func (b *Batch) Bytes() int64 {
 // are sized when their chunk is decoded (Bytes and Length count none of
 // them).
 func (b *Batch) Sized() bool {
+	if b.Tokens != nil {
+		return true // every sequence's members are as long as seq says
+	}
 	for _, p := range b.Parts {
 		if p.Samples.DS.Index.Deferred() {
 			return false
@@ -128,7 +145,12 @@ func (b *Batch) Sized() bool {
 
 // Length is the batch's tar body: its samples and the end-of-archive
 // blocks (see Sized).
-func (b *Batch) Length() int64 { return b.Bytes() + int64(len(chunkindex.EndOfArchive)) }
+func (b *Batch) Length() int64 {
+	if b.Tokens != nil {
+		return int64(b.Len())*sequences.SequenceBytes(b.Tokens.Spec.Pack.Seq) + int64(len(chunkindex.EndOfArchive))
+	}
+	return b.Bytes() + int64(len(chunkindex.EndOfArchive))
+}
 
 // Sample is the index entry of the batch's i-th sample, with its ID and
 // dataset.
@@ -140,6 +162,9 @@ func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample
 
 // Components returns each served sample's mixture component, in order.
 func (b *Batch) Components() []int {
+	if b.Tokens != nil && b.Tokens.Comps != nil {
+		return b.Tokens.Comps
+	}
 	c := make([]int, len(b.Take))
 	for i, t := range b.Take {
 		c[i] = b.Parts[t.Part].Comp
@@ -200,6 +225,13 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 		return 0, 0, nil, err
 	}
 	n := e.NumSamples()
+	if job.Tokens() {
+		p, err := o.tokenEpoch(ds, job, epoch)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		n = p.NumSequences()
+	}
 	if job.Offset > n {
 		return 0, n, e, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrOutOfRange, job.Offset, epoch, n)
 	}
@@ -250,10 +282,24 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end}
 	if src.Mix != nil {
 		b.ETag = o.ETag(src, job, epoch, m)
+		if job.Tokens() {
+			return b, o.mixTokenParts(ctx, b)
+		}
 		return b, o.mixParts(ctx, b)
 	}
 	b.ETag = o.ETag(src, job, epoch, m)
 	s := StreamOf(src.DS, job)
+	if job.Tokens() {
+		spec, err := TokensOf(src.DS, job)
+		if err != nil {
+			return nil, err
+		}
+		p, err := o.Packed(s, epoch, spec.Pack)
+		if err != nil {
+			return nil, err
+		}
+		return b, o.layoutTokens(ctx, b, spec, p, s)
+	}
 	var ids []int
 	if src.Assigns(job) {
 		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
@@ -308,8 +354,22 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 		s = fmt.Appendf(s, "|columns=%s", sel)
 	}
 	s = appendTransform(s, job)
+	s = appendTokens(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// appendTokens names, in a token job's batch ETag, the sequences'
+// length, the packing, the pad and concat's EOS.
+func appendTokens(s []byte, job api.Job) []byte {
+	if !job.Tokens() {
+		return s
+	}
+	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
+	if job.EOSSet {
+		s = fmt.Appendf(s, "|eos=%d", job.EOS)
+	}
+	return s
 }
 
 // appendTransform names, in a batch's ETag, the pipeline its images go
@@ -362,6 +422,13 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.IndexID, info.Chunks, info.Windows = src.DS.ID(), src.DS.Index.NumChunks(), e.NumWindows()
+		if job.Tokens() {
+			p, err := o.tokenEpoch(src.DS, job, epoch)
+			if err != nil {
+				return info, err
+			}
+			info.Tokens = tokenInfo(p, job)
+		}
 	}
 	info.RankSamples = job.RankSamples(info.Samples)
 	return info, nil

@@ -85,6 +85,7 @@ type Orders struct {
 	mixtures      *lru.Cache[string, *Mixed]
 	mixFlight     singleflight.Group // a mixture's construction, once however many ask
 	mixSpans      *mixSpans          // spans of mixtures' epoch orders
+	tokens        *tokenMemo         // token jobs' packed epochs and windows
 	snapshots     Snapshots
 }
 
@@ -116,7 +117,7 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), snapshots: snaps}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.

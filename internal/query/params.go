@@ -8,6 +8,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -230,6 +231,20 @@ var params = map[string]param{
 		q.Job.Columns = cols
 		return nil
 	},
+	api.ParamSeq: intParam(func(q *Query) *int { return &q.Job.Seq }, 1, fixed(api.MaxSeq), "the packer's limit"),
+	api.ParamPack: func(q *Query, name, v string, _ Limits) error {
+		if v != api.PackBestFit && v != api.PackConcat {
+			return fmt.Errorf("%w: %s must be bestfit or concat, got %q", ErrBadRequest, name, v)
+		}
+		q.Job.Pack = v
+		return nil
+	},
+	api.ParamPad: intParam(func(q *Query) *int { return &q.Job.Pad }, 0, fixed(math.MaxInt32), "a token ID of int32"),
+	api.ParamEOS: func(q *Query, name, v string, l Limits) error {
+		err := intParam(func(q *Query) *int { return &q.Job.EOS }, 0, fixed(math.MaxInt32), "a token ID of int32")(q, name, v, l)
+		q.Job.EOSSet = err == nil
+		return err
+	},
 	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
 		if len(v) != 16 || !lowerHex(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %q", ErrBadRequest, name, v)
@@ -430,6 +445,9 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	} else if q.Job.MixBlock != 0 || q.Job.MixSamples != 0 {
 		return Query{}, fmt.Errorf("%w: mix_block and mix_samples apply only with mix=", ErrBadRequest)
 	}
+	if err := checkTokens(q.Job, values); err != nil {
+		return Query{}, err
+	}
 	switch {
 	case q.Sampling == api.SamplingImportance && !imp.On():
 		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
@@ -437,6 +455,31 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 		return Query{}, fmt.Errorf("%w: importance and hot apply only with sampling=importance", ErrBadRequest)
 	}
 	return q, nil
+}
+
+// checkTokens refuses the parameters of a token job (seq=) that do not
+// go together: pack, pad and eos without seq, eos without pack=concat,
+// and seq with a pipeline (a sequence has no image) or with columns (a
+// token job reads its dataset's token field alone).
+func checkTokens(job api.Job, values url.Values) error {
+	given := func(name string) bool { return values.Get(name) != "" }
+	if !job.Tokens() {
+		for _, name := range []string{api.ParamPack, api.ParamPad, api.ParamEOS} {
+			if given(name) {
+				return fmt.Errorf("%w: %s applies only to a token job (seq=)", ErrBadRequest, name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case job.EOSSet && job.PackMode() != api.PackConcat:
+		return fmt.Errorf("%w: eos applies only with pack=concat: bestfit puts no token between documents", ErrBadRequest)
+	case job.Transform != "":
+		return fmt.Errorf("%w: transform and seq do not go together: a token job's sequences have no images", ErrBadRequest)
+	case len(job.Columns) > 0:
+		return fmt.Errorf("%w: columns and seq do not go together: a token job reads its dataset's token field", ErrBadRequest)
+	}
+	return nil
 }
 
 // ValidVersion reports whether v looks like a snapshot version: 16

@@ -95,6 +95,7 @@ func TestJobValuesParseBack(t *testing.T) {
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
 			Columns: []string{"image", "label"}},
+		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true},
 	}
 	written := map[string]bool{}
 	l := Limits{}
@@ -194,6 +195,24 @@ func TestParse(t *testing.T) {
 		{name: "a mixing block without a mixture", raw: "mix_block=64", err: ErrBadRequest, says: "only with mix="},
 		{name: "a mixing block past its limit", raw: "mix=web:1&mix_block=16777217", err: ErrBadRequest, says: "mix_block"},
 		{name: "a mixture named twice", raw: "mix=web:1,web:2", err: ErrBadRequest, says: "twice"},
+		{name: "a token job", raw: "seq=2048", want: func(q *Query) { q.Job.Seq = 2048 }},
+		{name: "a token job of every parameter", raw: "seq=1048576&pack=concat&pad=3&eos=0",
+			want: func(q *Query) {
+				q.Job.Seq, q.Job.Pack, q.Job.Pad, q.Job.EOS, q.Job.EOSSet = 1<<20, "concat", 3, 0, true
+			}},
+		{name: "seq 0", raw: "seq=0", err: ErrBadRequest, says: "between 1 and 1048576"},
+		{name: "seq past its bound", raw: "seq=1048577", err: ErrBadRequest, says: "between 1 and 1048576"},
+		{name: "seq not a number", raw: "seq=4k", err: ErrBadRequest, says: "integer"},
+		{name: "another packing", raw: "seq=8&pack=greedy", err: ErrBadRequest, says: "bestfit or concat"},
+		{name: "a negative pad", raw: "seq=8&pad=-1", err: ErrBadRequest, says: "pad"},
+		{name: "a pad past int32", raw: "seq=8&pad=2147483648", err: ErrBadRequest, says: "int32"},
+		{name: "an eos past int32", raw: "seq=8&pack=concat&eos=2147483648", err: ErrBadRequest, says: "int32"},
+		{name: "pack without seq", raw: "pack=concat", err: ErrBadRequest, says: "token job (seq=)"},
+		{name: "pad without seq", raw: "pad=1", err: ErrBadRequest, says: "token job (seq=)"},
+		{name: "eos without seq", raw: "eos=1", err: ErrBadRequest, says: "token job (seq=)"},
+		{name: "eos with bestfit", raw: "seq=8&eos=1", err: ErrBadRequest, says: "only with pack=concat"},
+		{name: "seq with a pipeline", raw: "seq=8&transform=t", err: ErrBadRequest, says: "no images"},
+		{name: "seq with columns", raw: "seq=8&columns=tokens", err: ErrBadRequest, says: "token field"},
 		{name: "the manifest", raw: "format=json", want: func(q *Query) { q.Format = "json" }},
 		{name: "another format", raw: "format=xml", err: ErrBadRequest, says: "tar or json"},
 		{name: "an unknown parameter", raw: "batchsize=64", err: ErrBadRequest, says: `unknown query parameter "batchsize"`},

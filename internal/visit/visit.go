@@ -94,6 +94,8 @@ type Config struct {
 	// named as a damaged chunk's are, instead of failing the batch.
 	Stage         Stage
 	SkipBadImages bool
+	// Packer writes token jobs' sequences (seq=); nil: such a job fails.
+	Packer Packer
 	// Part runs the premade batches (the next ones, made before their
 	// requests), and ends them when it stops (nil: a part of their own,
 	// stopped by Close); Limit bounds those made at once, and may be
@@ -116,6 +118,7 @@ type Batches struct {
 	reader       Reader
 	stats        *livestats.Stats
 	stage        Stage
+	packer       Packer
 	skipBad      bool
 	part         *stopper.Part
 	limit        *stopper.Limit
@@ -131,6 +134,9 @@ func New(c Config) *Batches {
 		part: stopper.Own(c.Part, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}
+	}
+	if v.packer = c.Packer; v.packer == nil {
+		v.packer = noPacker{}
 	}
 	if v.limit == nil {
 		v.limit = stopper.NewLimit(1)
@@ -244,6 +250,10 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 	}
 	finish()
 	wait := time.Since(start)
+	if b.Tokens != nil {
+		s, err := v.pack(ctx, b, res, premade)
+		return s, wait, nx, err
+	}
 	if b.Job.Transform == "" {
 		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nx, nil
 	}

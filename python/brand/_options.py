@@ -189,6 +189,18 @@ class Job:
             (``columns=``), such as ``("image", "label")``: the gateway
             reads only those columns from the store. ``None``: every field.
             A tar dataset has none to select (the gateway answers 400).
+        seq: pack a token dataset's documents into sequences of ``seq``
+            tokens (``seq=``, 1 to 1,048,576): each sample is then one
+            sequence with ``input_ids.npy`` and ``position_ids.npy``
+            members (int32), and batch sizes and offsets count sequences
+            (docs/http-api.md, "Token jobs"). ``None``: samples as stored.
+            The query is sent; a dataset's tensors for token jobs are not
+            built in this client yet.
+        pack: with ``seq``: ``"bestfit"`` (the gateway's default) or
+            ``"concat"``.
+        pad: with ``seq``: the pad's token ID (the gateway's default 0).
+        eos: with ``pack="concat"``: the EOS token ID put after every
+            document.
 
     Raises:
         ValueError: a value no gateway would take, or a combination it
@@ -220,8 +232,13 @@ class Job:
     mix_samples: Optional[int] = None
     transform: Optional[str] = None
     columns: Optional[Tuple[str, ...]] = None
+    seq: Optional[int] = None
+    pack: Optional[str] = None
+    pad: Optional[int] = None
+    eos: Optional[int] = None
 
     def __post_init__(self) -> None:
+        self._check_tokens()
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
                 raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")
@@ -253,6 +270,27 @@ class Job:
         if self.weight is not None:
             _set(self, "weight", _checked_weight(self.weight))
         self._check_mix()
+
+    def _check_tokens(self) -> None:
+        """The rules of ``seq=`` and its companions, as the gateway applies them."""
+        if self.seq is None:
+            if self.pack is not None or self.pad is not None or self.eos is not None:
+                raise ValueError("brand: pack, pad and eos apply only to a token job (seq)")
+            return
+        _integer_at_least("seq", self.seq, 1)
+        if self.seq > 1 << 20:
+            raise ValueError(f"brand: seq {self.seq} must be 1..1048576")
+        if self.pack not in (None, "bestfit", "concat"):
+            raise ValueError(f"brand: pack {self.pack!r} must be 'bestfit' or 'concat'")
+        for name, v in (("pad", self.pad), ("eos", self.eos)):
+            if v is not None:
+                _integer_at_least(name, v, 0)
+                if v > (1 << 31) - 1:
+                    raise ValueError(f"brand: {name} {v} must be a token ID of int32")
+        if self.eos is not None and self.pack != "concat":
+            raise ValueError("brand: eos applies only with pack='concat'")
+        if self.transform is not None or self.columns is not None:
+            raise ValueError("brand: seq does not go with transform or columns")
 
     def _check_mix(self) -> None:
         """The rules of ``mix=`` beside the other job parameters, as the
@@ -466,6 +504,14 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["transform"] = job.transform
     if job.columns is not None:
         q["columns"] = ",".join(job.columns)
+    if job.seq is not None:
+        q["seq"] = str(job.seq)
+        if job.pack is not None:
+            q["pack"] = job.pack
+        if job.pad is not None:
+            q["pad"] = str(job.pad)
+        if job.eos is not None:
+            q["eos"] = str(job.eos)
     return q
 
 

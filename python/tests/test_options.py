@@ -42,15 +42,17 @@ ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, dr
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
                 columns=("image", "label"))
+TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2)
 
 
 class TestQuery(unittest.TestCase):
     def test_the_parameters_are_the_golden_list(self):
         want = golden()
-        one, mix = set(job_query(ONE)), set(job_query(MIX))
+        one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK))
         self.assertLessEqual(one, want, "the client sends a job parameter the gateway does not list")
         self.assertLessEqual(mix, want, "the client sends a job parameter the gateway does not list")
-        self.assertEqual(one | mix, want, "the client never sends some job parameter the gateway lists")
+        self.assertLessEqual(tok, want, "the client sends a job parameter the gateway does not list")
+        self.assertEqual(one | mix | tok, want, "the client never sends some job parameter the gateway lists")
         # An epoch's requests are the job with its plan's values, encoded alike.
         plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
                 "drop_last": True, "samples": 300}
@@ -83,6 +85,10 @@ class TestQuery(unittest.TestCase):
             "mix_samples": (mixed, dict(mix_samples=40)),
             "transform": (plain, dict(transform="imagenet-eval")),
             "columns": (plain, dict(columns=("image",))),
+            "seq": (plain, dict(seq=128)),
+            "pack": (brand.Job(seq=128), dict(pack="concat")),
+            "pad": (brand.Job(seq=128), dict(pad=5)),
+            "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
         }
         self.assertEqual(set(changes), {f.name for f in dataclasses.fields(brand.Job)})
         for name, (base, kw) in changes.items():
@@ -281,8 +287,10 @@ class TestWire(unittest.TestCase):
         # All but a mixture's, a snapshot version (an importance job's
         # first epoch has none), a pipeline (the test dataset's images
         # are not real JPEGs) and fields (it is tar chunks, whose samples
-        # are served whole); index= is the version the plan named.
-        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform", "columns"})
+        # are served whole), nor a token job's (the test dataset is no
+        # token dataset); index= is the version the plan named.
+        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform", "columns",
+                                           "seq", "pack", "pad", "eos"})
 
 
 if __name__ == "__main__":

@@ -36,6 +36,36 @@ SELECT
 	CASE WHEN i % 4 = 1 THEN NULL ELSE (i % 3)::VARCHAR END AS kind
 FROM range(5000) t(i) ORDER BY i`;
 
+// Multilingual documents (format/parquet's TestDuckDBTextReference reads
+// them back and has the reference library tokenize them): sentences in 12
+// languages mixed into documents of 0 to a few thousand bytes. DuckDB's
+// VARCHAR is valid UTF-8, so none is invalid here (the arrow-go fixture
+// has those).
+const parts = [
+	'The quick brown fox jumps over the lazy dog. ',
+	'Größenordnung: über 3 000 km² — naïve café. ',
+	'Съешь же ещё этих мягких французских булок. ',
+	'東京は日本の首都です。人口は約1400万人。',
+	'北京是中华人民共和国的首都。',
+	'서울은 대한민국의 수도이다. ',
+	'مرحبا بالعالم، هذا نص عربي. ',
+	'שלום עולם, זה טקסט בעברית. ',
+	'नमस्ते दुनिया, यह हिंदी है। ',
+	'Γειά σου Κόσμε, αυτό είναι ελληνικά. ',
+	'สวัสดีชาวโลก นี่คือภาษาไทย ',
+	'Ça va? Él está aquí. Ñandú. ',
+	'🙂 emoji 👩‍💻 and combining e\u0301 a\u0308 ',
+	'tabs\tand\nnewlines\r\n  spaces   ',
+	'1234567890 3.14159 -42 ',
+];
+const texts = [];
+for (let i = 0; i < 300; i++) {
+	const n = i % 50 === 49 ? 400 : (i * 7) % 23;
+	let s = '';
+	for (let j = 0; j < n; j++) s += parts[(i * 5 + j * 3) % parts.length];
+	texts.push(s);
+}
+
 async function main() {
 	const db = await DuckDBInstance.create(':memory:');
 	const con = await db.connect();
@@ -46,6 +76,9 @@ async function main() {
 			await con.run(`COPY (${mixed}) TO '${out}/mixed-${codec}-${v}.parquet' (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${rg}, PARQUET_VERSION ${v})`);
 		}
 	}
+	const rows = texts.map((s, i) => `(${i}, '${s.replace(/'/g, "''")}')`).join(',\n');
+	await con.run(`CREATE TABLE texts AS SELECT * FROM (VALUES ${rows}) t(id, text)`);
+	await con.run(`COPY (SELECT id::BIGINT AS id, text FROM texts ORDER BY id) TO '${out}/texts.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 64)`);
 }
 
 main().catch((e) => {

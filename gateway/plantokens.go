@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/query"
+)
+
+// planTokens answers /plan for a token job (seq=): the plan of the
+// documents it reads — the same chunks in the same windows as its
+// document order, so the same store bytes and cache behaviour — with
+// batches of the documents its global batches of sequences hold on
+// average, and a "tokens" section: per planned epoch its sequences,
+// batches, tokens, fill and split documents, from the packing itself.
+func (a *planAPI) planTokens(ctx context.Context, w http.ResponseWriter, ds *catalog.Dataset, q query.Query) {
+	if q.Plan.NodesAfter > 0 || q.Job.Importance.On() {
+		writeError(ctx, w, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset, the uniform shuffle and no resize", query.ErrBadRequest))
+		return
+	}
+	ds, err := order.TokenView(ds)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	epochs := q.Plan.Epochs
+	if epochs == 0 {
+		epochs = 3 // the planner's default
+	}
+	tp := api.TokenPlan{Seq: q.Job.Seq, Pack: q.Job.PackMode()}
+	var seqs, docs int
+	for e := range epochs {
+		info, err := a.jobs.orders.Info(order.Source{DS: ds}, q.Job, uint64(q.Plan.FirstEpoch+e))
+		if err != nil {
+			writeError(ctx, w, err)
+			return
+		}
+		t := info.Tokens
+		tp.Epochs = append(tp.Epochs, api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
+			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split})
+		seqs, docs = info.Samples, t.Documents
+	}
+	// The documents a global batch of sequences holds, on average: the
+	// plan's batches.
+	doc := q.Job
+	doc.Seq, doc.Pack, doc.Pad, doc.EOS, doc.EOSSet, doc.Offset = 0, "", 0, 0, false, 0
+	global := q.Job.BatchSize * q.Job.World
+	doc.BatchSize = max(1, int(int64(global)*int64(docs)/int64(max(seqs, 1)))/q.Job.World)
+	tp.DocumentsPerBatch = doc.BatchSize
+	a.write(ctx, w, func(ctx context.Context) (any, error) {
+		p, err := a.planner.Plan(ctx, planData(ds), doc, q.Plan, nil)
+		if err != nil {
+			return nil, err
+		}
+		// The plan as it is, and the tokens beside its fields.
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		m["tokens"] = tp
+		return m, nil
+	})
+}
