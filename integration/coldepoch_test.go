@@ -324,6 +324,9 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 		for _, k := range joiners {
 			tallies[k].release()
 			procs[k].stop(t)
+			if t.Failed() {
+				t.Logf("joiner %d's warnings:\n%s", k, warnings(procs[k].logPath))
+			}
 		}
 	})
 	startOrdered(t, []*clusterProc{procs[0], procs[2], procs[4]}, cs.bin, cs.env)

@@ -270,3 +270,56 @@ func TestGainsLeftThroughALaterChange(t *testing.T) {
 		}
 	}
 }
+
+// TestGainsLeftFromANodeThatLeaves: the gains a join left to the batches
+// (their old owner b did not hold them yet) whose old owner then leaves
+// (a planned leave before the jobs reach them) are copied from b in the
+// leave's warm-up, while b still serves, rather than left to the
+// batches, which would find b gone and read the store.
+func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c, d})
+	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b, still c's once b has left
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) == 0 {
+		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
+	}
+	peers := &fakePeers{}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1, Workers: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(peers.chunks) != 0 || len(cache.store) != 0 {
+		t.Fatalf("the join's warm-up loaded %v from peers and %v from the store; the old owners held nothing", peers.chunks, cache.store)
+	}
+	peers.held = map[string][]int{b: ofB} // b has read them for the jobs since
+	change, err := h.Warm(context.Background(), to, after, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range ofB {
+		if !slices.Contains(peers.chunks, fmt.Sprint(b, " ", g)) {
+			t.Errorf("chunk %d, left to the batches by the join, its old owner b leaving: not copied from b in the leave's warm-up", g)
+		}
+	}
+	if len(cache.store) != 0 || change.StoreBytes != 0 {
+		t.Errorf("the leave's warm-up read %v from the store", cache.store)
+	}
+	// Nothing of b is left to the batches: b is gone once they come.
+	for _, g := range ofB {
+		if src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
+			t.Errorf("chunk %d still left to the batches, to be asked of b", g)
+		}
+	}
+}
