@@ -38,6 +38,9 @@ func New(size int64, wait time.Duration, what string, busy error) *Gate {
 	return g
 }
 
+// Size is the gate's units.
+func (g *Gate) Size() int64 { return g.size }
+
 // clamp is n within what the gate can ever grant: a holder of more than
 // the whole gate takes all of it.
 func (g *Gate) clamp(n int64) int64 { return min(max(n, 1), g.size) }

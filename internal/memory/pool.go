@@ -1,0 +1,52 @@
+package memory
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// pool keeps buffers by size class, a power of two from 64 KiB up, so
+// that a buffer fits any request of its class. A buffer smaller than the
+// least class is not kept.
+type pool struct {
+	classes [maxClass + 1]sync.Pool
+}
+
+const (
+	minClassShift = 16 // 64 KiB
+	maxClass      = 20 // up to 64 KiB << 20 = 64 GiB
+)
+
+// class is the size class of a buffer of n bytes: the smallest power of
+// two of at least n, from 64 KiB.
+func class(n int64) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	return min(bits.Len64(uint64(n-1))-minClassShift, maxClass)
+}
+
+// get returns an empty buffer of capacity at least n.
+func (p *pool) get(n int64) []byte {
+	c := class(n)
+	if b, ok := p.classes[c].Get().(*[]byte); ok && int64(cap(*b)) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, max(n, int64(1)<<(c+minClassShift)))
+}
+
+// put keeps b for a later get of its class.
+func (p *pool) put(b []byte) {
+	if cap(b) < 1<<minClassShift {
+		return
+	}
+	c := class(int64(cap(b)))
+	if int64(1)<<(c+minClassShift) > int64(cap(b)) {
+		c-- // a buffer of a size between two classes serves the lower one
+	}
+	if c < 0 {
+		return
+	}
+	b = b[:0]
+	p.classes[c].Put(&b)
+}
