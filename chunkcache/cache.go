@@ -127,6 +127,15 @@ type Config struct {
 	// loads, which the loader's own timeouts bound); past it, ErrBusy. 0
 	// means no bound.
 	MaxWait time.Duration
+	// Recycler, if set, takes the buffers the cache gives up — an evicted
+	// chunk's that fits no load it makes room for — for other uses (the
+	// node's memory manager's pools); otherwise the collector takes them.
+	Recycler Recycler
+}
+
+// Recycler takes buffers the cache will not use again.
+type Recycler interface {
+	Put(b []byte)
 }
 
 // Stats are cumulative counters and current sizes.
@@ -179,6 +188,7 @@ type entry struct {
 type Cache struct {
 	capacity   int64
 	loader     Loader
+	recycler   Recycler // nil: none
 	maxWaiting int
 	maxWait    time.Duration
 	// ctx is the context of every load; Close cancels it, then waits for
@@ -232,6 +242,7 @@ func New(cfg Config) *Cache {
 	return &Cache{
 		capacity:   cfg.Capacity,
 		loader:     cfg.Loader,
+		recycler:   cfg.Recycler,
 		maxWaiting: cfg.MaxWaiting,
 		maxWait:    cfg.MaxWait,
 		ctx:        ctx,
@@ -681,9 +692,13 @@ func (c *Cache) takeFreeLocked(r Request) []byte {
 	return b
 }
 
-// dropLocked gives up a buffer no entry will reuse.
+// dropLocked gives up a buffer no entry will reuse: an evicted entry's,
+// unpinned, which nothing refers to any more.
 func (c *Cache) dropLocked(b []byte) {
 	c.bufBytes -= int64(cap(b))
+	if c.recycler != nil {
+		c.recycler.Put(b)
+	}
 }
 
 // load runs the loader for a freshly inserted entry into its buffer,
