@@ -14,9 +14,12 @@ import "sync"
 // Bytes counts exactly the samples held: those of entries whose fetch has
 // finished and that are still here. An entry still being fetched holds
 // nothing yet; one dropped or taken before its fetch ends never counts.
-// Safe for concurrent use.
+// What is held is memory of the node's budget (Budget): a finished
+// fetch is kept only if its bytes are free there now, and gives them
+// back when it is taken or dropped. Safe for concurrent use.
 type Ahead struct {
-	limit int64 // bytes held at most
+	limit  int64 // bytes held at most
+	budget Budget
 
 	mu      sync.Mutex
 	entries map[string]*AheadEntry
@@ -32,15 +35,31 @@ type AheadEntry struct {
 	Done    chan struct{}
 	Data    [][][]byte
 	size    int64
-	counted bool // size is in Ahead.bytes
+	counted bool   // size is in Ahead.bytes
+	release func() // of its bytes in the budget, while counted
 }
+
+// Budget is the memory work made ahead takes only if it is free now
+// (memory.Manager.Copies).
+type Budget interface {
+	TryReserve(n int64) (release func(), ok bool)
+}
+
+// unbounded is a budget that always has room.
+type unbounded struct{}
+
+func (unbounded) TryReserve(int64) (func(), bool) { return func() {}, true }
 
 // maxAheadEntries bounds the batches fetched ahead whatever their size.
 const maxAheadEntries = 256
 
-// NewAhead returns a store of at most limit bytes.
-func NewAhead(limit int64) *Ahead {
-	return &Ahead{limit: limit, entries: map[string]*AheadEntry{}}
+// NewAhead returns a store of at most limit bytes, taken from budget (nil:
+// no budget but the limit).
+func NewAhead(limit int64, budget Budget) *Ahead {
+	if budget == nil {
+		budget = unbounded{}
+	}
+	return &Ahead{limit: limit, budget: budget, entries: map[string]*AheadEntry{}}
 }
 
 // Claim registers a fetch for the batch key names; false if one is
@@ -58,8 +77,9 @@ func (a *Ahead) Claim(key string) (*AheadEntry, bool) {
 	return e, true
 }
 
-// Finish records a claimed fetch's result. If the entry is still held its
-// bytes now count, and older entries may be dropped to make room.
+// Finish records a claimed fetch's result. If the entry is still held and
+// its bytes are free in the budget, they now count, and older entries
+// may be dropped to make room; otherwise the entry is dropped.
 func (a *Ahead) Finish(key string, e *AheadEntry, data [][][]byte) {
 	var size int64
 	for _, part := range data {
@@ -70,9 +90,13 @@ func (a *Ahead) Finish(key string, e *AheadEntry, data [][][]byte) {
 	a.mu.Lock()
 	e.Data, e.size = data, size
 	if a.entries[key] == e {
-		e.counted = true
-		a.bytes += size
-		a.trimLocked()
+		if release, ok := a.budget.TryReserve(size); ok {
+			e.counted, e.release = true, release
+			a.bytes += size
+			a.trimLocked()
+		} else {
+			delete(a.entries, key)
+		}
 	}
 	a.mu.Unlock()
 	close(e.Done)
@@ -101,6 +125,7 @@ func (a *Ahead) removeLocked(key string, e *AheadEntry) {
 	if e.counted {
 		a.bytes -= e.size
 		e.counted = false
+		e.release()
 	}
 }
 

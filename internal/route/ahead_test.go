@@ -63,7 +63,7 @@ func TestAheadCountsWhatItHolds(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			a := NewAhead(1000)
+			a := NewAhead(1000, nil)
 			st.do(a)
 			if got, want := a.Bytes(), held(a); got != want || got > 1000 {
 				t.Fatalf("Bytes() = %d, entries held hold %d (limit 1000)", got, want)
@@ -78,5 +78,43 @@ func TestAheadCountsWhatItHolds(t *testing.T) {
 				t.Fatal("a fetch of 300 bytes into a store of 1,000 was dropped at once")
 			}
 		})
+	}
+}
+
+// budget is a Budget of size bytes.
+type budget struct{ size, held int64 }
+
+func (b *budget) TryReserve(n int64) (func(), bool) {
+	if b.held+n > b.size {
+		return nil, false
+	}
+	b.held += n
+	return func() { b.held -= n }, true
+}
+
+// TestAheadTakesFromBudget: samples fetched ahead are kept only while
+// their bytes are free in the node's budget, and give them back when
+// taken or dropped.
+func TestAheadTakesFromBudget(t *testing.T) {
+	b := &budget{size: 1000}
+	a := NewAhead(10000, b)
+	e1, _ := a.Claim("1")
+	a.Finish("1", e1, fetched(600))
+	e2, _ := a.Claim("2")
+	a.Finish("2", e2, fetched(600)) // no room beside the first
+	if b.held != 600 || a.Bytes() != 600 || a.Take("2") != nil {
+		t.Fatalf("budget holds %d, the store %d; the second entry kept over the budget", b.held, a.Bytes())
+	}
+	if a.Take("1") == nil || b.held != 0 {
+		t.Fatalf("taken: the budget still holds %d", b.held)
+	}
+	// Dropped by the store's own bound: given back.
+	small := NewAhead(500, b)
+	e3, _ := small.Claim("3")
+	small.Finish("3", e3, fetched(400))
+	e4, _ := small.Claim("4")
+	small.Finish("4", e4, fetched(400))
+	if b.held != 400 || small.Bytes() != 400 {
+		t.Errorf("after the store dropped its oldest: budget %d, store %d", b.held, small.Bytes())
 	}
 }

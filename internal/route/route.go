@@ -51,8 +51,10 @@ type Config struct {
 	Peers    Peers
 	// Timeout bounds the fetches of a batch fetched ahead.
 	Timeout time.Duration
-	// AheadBytes bounds the samples fetched ahead of need (Ahead).
-	AheadBytes int64
+	// AheadBytes bounds the samples fetched ahead of need (Ahead), which
+	// take their bytes from AheadBudget (nil: none but the bound).
+	AheadBytes  int64
+	AheadBudget Budget
 	// Load is this node's transform stage's load (tensors.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
@@ -97,7 +99,7 @@ type Router struct {
 // New returns a router of a cluster of this node alone, until it is told
 // the agreed membership (Follow).
 func New(c Config) *Router {
-	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log, ahead: NewAhead(c.AheadBytes)}
+	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log, ahead: NewAhead(c.AheadBytes, c.AheadBudget)}
 	if r.slack == 0 {
 		r.slack = BalanceSlack
 	}
