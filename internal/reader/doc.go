@@ -19,11 +19,12 @@
 //   - and, when the cache is under pressure, copies a pinned read out so
 //     that its chunks go back to the cache before the client reads it.
 //
-// Every copy out of the cache counts against one byte budget
-// (Config.CopyBytes), so the memory a gateway holds beside its cache is
-// bounded whatever its clients do, and every wait — for room to
-// assemble, or for the copy budget — is bounded by Config.MaxWait and
-// shows in Stalled, which /readyz reports.
+// Every copy out of the cache is taken from the node's memory manager
+// (Config.Copies: internal/memory's copies, bounded by the budget
+// --memory-limit governs), so the memory a gateway holds beside its cache
+// is bounded whatever its clients do. Every wait — for room to assemble,
+// or to load in turn — is bounded by Config.MaxWait and shows in
+// Stalled, which /readyz reports; the copies' waits are the manager's.
 //
 // # Costs
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/route"
@@ -88,7 +89,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
 	solo := route.Solo{}
-	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
+	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: memory.New(memory.Config{Parts: memory.Parts{Copies: 64 << 20}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies(), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
 	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Ahead: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
