@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // ErrTooLarge reports a request that needs more bytes pinned at once than the
@@ -131,6 +133,21 @@ type Config struct {
 	// chunk's that fits no load it makes room for — for other uses (the
 	// node's memory manager's pools); otherwise the collector takes them.
 	Recycler Recycler
+	// Tasks runs the loads, which outlive the requests that start them
+	// (others may wait for the same chunk), and the spills of resident
+	// chunks to a Spiller; nil: tasks of the cache's own, ended by Close.
+	Tasks Tasks
+}
+
+// Tasks runs a cache's background work and ends it (a part of the
+// gateway's internal/stopper): Go runs f on a goroutine of its own unless
+// the tasks are stopping, and reports whether it does; Context, the
+// context of every f, ends when they start to stop; Stop ends them and
+// waits for every f to return.
+type Tasks interface {
+	Go(f func(ctx context.Context)) bool
+	Context() context.Context
+	Stop()
 }
 
 // Recycler takes buffers the cache will not use again.
@@ -191,15 +208,10 @@ type Cache struct {
 	recycler   Recycler // nil: none
 	maxWaiting int
 	maxWait    time.Duration
-	// ctx is the context of every load; Close cancels it, then waits for
-	// the loads (loading) to return.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	loading sync.WaitGroup
-	// closing, under loadMu, stops loads from joining loading once Close
-	// waits for it.
-	loadMu  sync.Mutex
-	closing bool
+	// tasks run the loads and spills; ctx, their context, is every
+	// load's.
+	tasks Tasks
+	ctx   context.Context
 
 	mu          sync.Mutex
 	entries     map[Key]*entry
@@ -238,15 +250,17 @@ func New(cfg Config) *Cache {
 	if cfg.Policy == nil {
 		cfg.Policy = NewLRU()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Tasks == nil {
+		cfg.Tasks = stopper.New().Part("chunkcache: loads")
+	}
 	return &Cache{
 		capacity:   cfg.Capacity,
 		loader:     cfg.Loader,
 		recycler:   cfg.Recycler,
 		maxWaiting: cfg.MaxWaiting,
 		maxWait:    cfg.MaxWait,
-		ctx:        ctx,
-		cancel:     cancel,
+		tasks:      cfg.Tasks,
+		ctx:        cfg.Tasks.Context(),
 		entries:    make(map[Key]*entry),
 		policy:     cfg.Policy,
 		changed:    make(chan struct{}),
@@ -257,28 +271,15 @@ func New(cfg Config) *Cache {
 // Loader bounds its time by its context); requests waiting for them fail
 // with ErrClosed. Chunks already resident stay readable; a load started
 // after Close fails at once, its context being done.
-func (c *Cache) Close() {
-	c.cancel()
-	c.loadMu.Lock()
-	c.closing = true
-	c.loadMu.Unlock()
-	c.loading.Wait()
-}
+func (c *Cache) Close() { c.tasks.Stop() }
 
-// startLoad runs load(e) in the background, tracked for Close.
+// startLoad runs load(e) in the background, tracked by the cache's tasks;
+// once they are stopping, the load runs here and fails at once, its
+// context being done.
 func (c *Cache) startLoad(e *entry) {
-	c.loadMu.Lock()
-	tracked := !c.closing
-	if tracked {
-		c.loading.Add(1)
-	}
-	c.loadMu.Unlock()
-	go func() {
-		if tracked {
-			defer c.loading.Done()
-		}
+	if !c.tasks.Go(func(context.Context) { c.load(e) }) {
 		c.load(e)
-	}()
+	}
 }
 
 // Capacity returns the byte bound.
@@ -539,7 +540,10 @@ func (c *Cache) offerResident(sp Spiller, pinned, loads []*entry) {
 		}
 		c.pinLocked(e)
 		c.mu.Unlock()
-		go sp.Spill(e.key, e.data, func() { c.unpin(e) })
+		release := func() { c.unpin(e) }
+		if !c.tasks.Go(func(context.Context) { sp.Spill(e.key, e.data, release) }) {
+			release()
+		}
 	}
 }
 

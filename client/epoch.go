@@ -174,11 +174,12 @@ func planParams(p *EpochInfo) shuffle.Params {
 // importance snapshot the epoch is drawn from, so the job's choices are
 // carried over: without them the batches would be cut or drawn otherwise;
 // so are its name and weight, which the gateway's cache follows it by,
-// and the pipeline its images go through. A
-// mixture is pinned by its block, and its length as the job gave it; its
-// components' index versions cannot be sent (see Client.Index).
+// the pipeline its images go through and the fields it reads (columns=).
+// A mixture is pinned by its block, and its length as the job gave it;
+// its components' index versions cannot be sent (see Client.Index).
 func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
-	j := api.Job{Params: planParams(p), NoLocality: job.NoLocality, Name: job.Name, Weight: job.Weight, Transform: job.Transform}
+	j := api.Job{Params: planParams(p), NoLocality: job.NoLocality, Name: job.Name, Weight: job.Weight, Transform: job.Transform,
+		Columns: job.Columns}
 	if p.Mix != nil {
 		j.Mix, j.MixBlock, j.MixSamples = job.Mix, p.Mix.Block, job.MixSamples
 	} else {

@@ -372,6 +372,27 @@ func TestEpochPinsParameters(t *testing.T) {
 	}
 }
 
+// TestEpochKeepsColumns: the fields a job selects (columns=) are asked
+// for with every batch of an epoch: a plan does not echo them, and the
+// pinned query once dropped them, so that an epoch read every field of a
+// dataset served in place.
+func TestEpochKeepsColumns(t *testing.T) {
+	g := newFakeGateway(t)
+	c, _ := newClient(t, g, client.Options{Job: api.Job{Columns: []string{"image", "label"}, Params: shuffle.Params{BatchSize: 6}}})
+	if _, errs := runEpoch(t, c, context.Background(), 2, -1, nil); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	reqs := g.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("requests %q; want the plan then 4 batches", reqs)
+	}
+	for _, r := range reqs {
+		if q := query(t, r); q.Get("columns") != "image,label" {
+			t.Errorf("request %q: columns %q, want image,label", r, q.Get("columns"))
+		}
+	}
+}
+
 func TestEpochDetectsChangedPlan(t *testing.T) {
 	tests := []struct {
 		header, value string

@@ -313,3 +313,24 @@ func Merge(rs []Range) []Range {
 	}
 	return out
 }
+
+// Tokens is implemented by the Decoder of a token dataset: one whose
+// samples are documents of tokens, each a 1-D .npy member of one field —
+// a Megatron document, a Parquet or MDS row's list of integers, a text
+// tokenized with a SentencePiece model named at index time. A job that
+// packs documents into sequences (seq=) needs every document's token
+// count before any chunk is read: the index has them.
+type Tokens interface {
+	// DocTokens is chunk c's documents' token counts, in sample order.
+	// The slice is shared: read it, never write it.
+	DocTokens(c int) []uint32
+	// TokenType is the NumPy dtype the documents' .npy members hold
+	// ("uint16", "int32", ...).
+	TokenType() string
+	// TokenField is the field whose member holds the tokens.
+	TokenField() string
+	// Vocabulary names the tokens' vocabulary where the dataset says it
+	// (a tokenizer's fingerprint), "" where it does not: a mixture of
+	// datasets whose vocabularies are named and differ is refused.
+	Vocabulary() string
+}

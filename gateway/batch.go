@@ -17,7 +17,7 @@ import (
 
 // The endpoints of a job's epochs and batches, of one dataset or a
 // mixture alike: each request is laid out by the jobs stage, served by
-// the pipeline (internal/pipeline) and answered here.
+// their visit (internal/visit) and answered here.
 
 // handleEpoch serves /epoch/{epoch}: the epoch's extent under the job,
 // and a mixture's components.
@@ -60,7 +60,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		writeManifest(w, b)
 		return
 	case notModified(r, b.ETag):
-		g.pipe.Follow(b)
+		g.batches.Follow(b)
 		setBatchHeaders(w.Header(), b)
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -81,7 +81,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	// epoch=0 shows the cold one); the chunk loads this batch starts
 	// inherit them.
 	pprof.Do(ctx, schedule.EpochLabels(b.Name(), b.Epoch), func(ctx context.Context) {
-		s, err := g.pipe.Read(ctx, b)
+		s, err := g.batches.Read(ctx, b)
 		if err != nil {
 			writeError(ctx, w, err)
 			return

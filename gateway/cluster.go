@@ -6,9 +6,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
+	"github.com/brandgw/brand/internal/visit"
 )
 
 // A node of a cluster is three rooms (docs/architecture.md, "A cluster
@@ -20,7 +20,7 @@ import (
 //     importance seals (feedback.Parts), the hand-over and the peers'
 //     endpoints (peerNodes);
 //   - route.Router, which node a chunk's bytes come from: to the
-//     schedule, the reader, the pipeline and the S3 face (router);
+//     schedule, the reader, the batches (internal/visit) and the S3 face (router);
 //   - membership.Tracker, who the members are, how a change applies, and
 //     what the cluster agrees on (a membership version, each dataset's
 //     index version): to the jobs (versions) and the peers' endpoints
@@ -28,9 +28,10 @@ import (
 //
 // A single gateway has the null rooms of a cluster of one (route.Solo,
 // membership.Solo, and feedback.NoParts for the seals) and no peers'
-// endpoints. What the
-// gateway itself asks — its view for /cluster and /stats, leaving, the
-// rooms' life — is node, which composes them and holds no logic.
+// endpoints. What the gateway itself asks — its view for /cluster and
+// /stats, leaving, starting the probes and polls — is node, which
+// composes them and holds no logic. The rooms' goroutines run on parts of
+// the gateway's stopper, which Close drains.
 
 // node is what the gateway itself asks of its place in a cluster.
 type node interface {
@@ -38,16 +39,15 @@ type node interface {
 	Stats(datasets []string) *api.ClusterStats
 	Leave(ctx context.Context) error
 	Start()
-	Close()
 }
 
 // router is the router as the parts that route by it take it: the
-// reader (reader.Remote) and the pipeline (pipeline.Peers); the schedule
+// reader (reader.Remote) and the batches (visit.Peers); the schedule
 // and the S3 face ask it whether a chunk is read here (Local), the plans
 // how many members there are (Nodes).
 type router interface {
 	reader.Remote
-	pipeline.Peers
+	visit.Peers
 }
 
 // clusterNode composes a node of a cluster from its rooms.
@@ -83,14 +83,6 @@ func (c clusterNode) Start() {
 	c.members.Start()
 }
 
-// Close stops the membership's polls and warm-ups, the fetches ahead and
-// the probes, in that order, and waits for each.
-func (c clusterNode) Close() {
-	c.members.Close()
-	c.route.Close()
-	c.peers.Close()
-}
-
 // soloNode is a single gateway's place: a cluster of one, unnamed.
 type soloNode struct{}
 
@@ -109,6 +101,5 @@ func (soloNode) Stats([]string) *api.ClusterStats { return nil }
 // Leave has no cluster to leave.
 func (soloNode) Leave(context.Context) error { return nil }
 
-// Start and Close have nothing to run.
+// Start has nothing to run.
 func (soloNode) Start() {}
-func (soloNode) Close() {}

@@ -9,12 +9,12 @@
 // answered before its body is read), resolves what a request's job
 // reads (jobs), hands the batch to the stages that do the work and
 // writes their answers; the stages know nothing of HTTP and do not import this package
-// (docs/architecture.md, "Data path: one batch pipeline"):
+// (docs/architecture.md, "Data path: one path for every batch"):
 //
 //   - order: a batch's layout — its parts, their samples, the order they
 //     are served in, its ETag — one part for a dataset, several for a
 //     mixture;
-//   - pipeline: every batch's visit to the schedule (begin, follow and
+//   - visit: every batch's visit to the schedule (begin, follow and
 //     prefetch, fetch ahead, turn, finish) and its read;
 //   - reader: the one path samples are read by, for batches, peers'
 //     requests and single samples alike;

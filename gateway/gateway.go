@@ -18,7 +18,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/handover"
@@ -27,14 +26,16 @@ import (
 	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/pipeline"
+	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/internal/visit"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
@@ -328,8 +329,8 @@ const (
 	OnDamagedSkip = "skip"
 )
 
-// maxAhead bounds the background tasks requests leave behind them
-// (Gateway.ahead); one more is dropped, not queued.
+// maxAhead bounds the background tasks requests leave behind them (the
+// preloads, the premade batches); one more is dropped, not queued.
 const maxAhead = 64
 
 // maxAssembling bounds the reads assembled in parts at once: each pins up
@@ -342,7 +343,7 @@ const maxAssembling = 2
 // the jobs stage (what a request's job reads, its batches' layout), the
 // schedule (when each chunk is next needed, the cache's eviction and the
 // prefetch), the cluster, the reader (the one path samples are read by),
-// the pipeline (every batch's visit and read), the one response writer,
+// the batches (every batch's visit and read: internal/visit), the one response writer,
 // the importance state and the live statistics. docs/architecture.md
 // draws them.
 type Gateway struct {
@@ -362,15 +363,13 @@ type Gateway struct {
 	reader   *reader.Reader
 	// mem is the memory manager every part holding bytes beside the
 	// cache takes them from: copies, decodes, pools, the pressure signal.
-	mem   *memory.Manager
-	stage *tensors.Stage // the transform stage: images to tensors
-	pipe  *pipeline.Pipeline
-	out   *respond.Writer // every response that carries samples
-	// ahead runs the work requests leave behind them — a mixture's later
-	// parts' loads, the next batch's layout for its peers' samples, the
-	// S3 face's read-ahead — bounded and tracked: Close waits for it
-	// before it closes the cluster, statistics and cache it uses.
-	ahead    *ahead.Set
+	mem     *memory.Manager
+	stage   *tensors.Stage // the transform stage: images to tensors
+	batches *visit.Batches
+	out     *respond.Writer // every response that carries samples
+	// preload loads what requests leave behind them — a mixture's later
+	// parts, the S3 face's read-ahead — bounded and tracked.
+	preload  *preload.Set
 	feedback *feedback.State
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
@@ -379,6 +378,12 @@ type Gateway struct {
 	importance *importanceAPI
 	peers      *peerAPI
 	stats      *livestats.Stats
+
+	// life owns every goroutine that outlives a request: each part that
+	// runs some registers a stopper.Part as it is built, and Close drains
+	// them in the reverse order. polls is the catalog's.
+	life  *stopper.Stopper
+	polls *stopper.Part
 
 	s3      *s3face.Face        // nil without S3 credentials: S3Handler is nil
 	objects *s3face.ReadThrough // the S3 face's read-through buckets, loaded through the cache
@@ -396,7 +401,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
-		tokens: newTokenSet(cfg.AuthTokens)}
+		tokens: newTokenSet(cfg.AuthTokens), life: stopper.New()}
 	reg := cfg.Registry
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
@@ -407,9 +412,13 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.mem = memory.New(memory.Config{Parts: budget, MaxWait: cfg.MaxWait, Busy: chunkcache.ErrBusy, Registry: reg})
+	// Each part that runs goroutines registers with g.life as it is built,
+	// after the parts it is built from: Close drains them in the reverse
+	// order, so nothing is closed while a part built on it still runs.
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
+	g.polls = g.life.Part("catalog: index polls")
 	// The cluster's rooms (cluster.go): the peers and the router first,
-	// since the schedule, the reader and the pipeline route by them; the
+	// since the schedule, the reader and the batches route by them; the
 	// membership once the hand-over it warms up with is built, below.
 	var (
 		peers   *peer.Nodes
@@ -420,9 +429,10 @@ func New(cfg Config) (*Gateway, error) {
 	c := cfg.Cluster
 	if c.Members != nil {
 		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peer.NewCredentials(c.Secret),
-			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
+			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
-			AheadBytes: max(cfg.CacheSize/16, 64<<20), AheadBudget: g.mem.Copies(), Slack: c.TransformSlack, Registry: reg, Log: cfg.Logger,
+			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
+			Registry: reg, Log: cfg.Logger,
 			Load: func() tensors.Load { return g.stage.Load() }})
 		rt, parts = routing, peers
 	}
@@ -448,34 +458,38 @@ func New(cfg Config) (*Gateway, error) {
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
 	}
+	// The disk tier's writes are the cache's spills, run by the cache's
+	// part; the tier waits for those it began.
+	g.life.Part("disktier: writes").OnStop(g.disk.Close)
 	// Each kind of cache entry has its own loader: the dataset loader (and
 	// the disk tier under it) never sees the S3 face's read-through
 	// objects.
 	g.objects = s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
-		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem})
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Part("chunkcache: loads, spills")})
 	g.mem.Watch(g.cache)
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
-	g.ahead = ahead.New(ahead.Config{Slots: maxAhead, Cache: g.cache, Timeout: cfg.FetchTimeout})
+	slots := stopper.NewLimit(maxAhead) // the preloads' and the premade batches'
+	g.preload = preload.New(preload.Config{Part: g.life.Part("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
 	var opt livestats.Optimizer
 	if cfg.Planner != nil {
 		opt = cfg.Planner
 	}
-	g.stats = livestats.New(reg, cfg.CacheSize, opt, cfg.Logger)
+	g.stats = livestats.New(reg, cfg.CacheSize, opt, g.life.Part("livestats: optima"), cfg.Logger)
 	g.prefetch = schedule.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Tally: g.stats,
-			Registry: reg, Log: cfg.Logger})
+			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
-		Shared: shared, Ahead: g.ahead, Tally: g.stats, Registry: reg, Log: cfg.Logger})
+		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
-		MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg, Log: cfg.Logger})
-	g.pipe = pipeline.New(pipeline.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
+		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
+	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
-		Background: g.ahead, AheadBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
+		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
@@ -488,9 +502,10 @@ func New(cfg Config) (*Gateway, error) {
 			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
-			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Registry: reg, Log: cfg.Logger})
+			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),
+			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, pipe: g.pipe, out: g.out,
+		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults
@@ -724,24 +739,17 @@ func (g *Gateway) Ready() bool { return g.catalog.NotReady() == nil }
 // catalog.Catalog.Reload).
 func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catalog.Reload(ctx) }
 
-// Close stops the cluster's probes and fetches, background prefetching,
-// index polling and the statistics' computations and waits for them, then
-// cancels the chunk loads still in flight. In-flight requests are the
-// HTTP server's to drain first.
-func (g *Gateway) Close() {
-	g.catalog.Close()
-	g.ahead.Close()
-	// With the work ahead ended, nothing submits transforms but requests
-	// still in flight, which the stage's Close fails; then the batches
-	// made ahead and not taken give back their memory.
-	g.stage.Close()
-	g.pipe.Close()
-	g.node.Close()
-	g.prefetch.Close()
-	g.stats.Close()
-	g.cache.Close()
-	g.disk.Close()
-}
+// Close stops every goroutine the gateway runs beside its requests and
+// waits for each: the parts that run them are drained in the reverse of
+// the order they were built in (ShutdownOrder), each one's tasks told to
+// stop, waited for, and what it holds given back, so no part is closed
+// while a part built on it runs. No goroutine outlives it. In-flight
+// requests are the HTTP server's to drain first. Idempotent.
+func (g *Gateway) Close() { g.life.Stop() }
+
+// ShutdownOrder names the gateway's parts that run goroutines, in the
+// order Close drains them.
+func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
 
 // Leave takes this node out of its cluster, as a platform's scale-down or
 // a pod's preStop asks (`brand serve` on SIGTERM): it stops being ready
@@ -795,7 +803,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 	}
 	g.catalog.MarkReady()
 	if g.cfg.IndexPoll > 0 {
-		g.catalog.Poll(g.cfg.IndexPoll)
+		g.catalog.Poll(g.polls, g.cfg.IndexPoll)
 	}
 	return nil
 }

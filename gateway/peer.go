@@ -18,11 +18,11 @@ import (
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/pipeline"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reqbody"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/internal/visit"
 )
 
 // peerAPI serves the peers' internal endpoints (package peer holds the
@@ -41,7 +41,7 @@ type peerAPI struct {
 	nodes    peerNodes
 	members  peerMembership
 	catalog  *catalog.Catalog
-	pipe     *pipeline.Pipeline
+	batches  *visit.Batches
 	out      *respond.Writer
 	feedback *feedback.State
 	limits   query.Limits
@@ -137,7 +137,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	k := asker(r)
 	a.nodes.Heard(k)
-	res, err := a.pipe.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
+	res, err := a.batches.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
 		writeError(ctx, w, err)
 		return

@@ -60,7 +60,7 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 // workers, per pipeline what it cost, and the batches made ahead.
 func (g *Gateway) TransformStats() api.TransformStats {
 	st := g.stage.Stats()
-	st.Ahead = g.pipe.AheadStats()
+	st.Ahead = g.batches.PremadeStats()
 	return st
 }
 

@@ -2,5 +2,11 @@
 // server: a pinned MinIO that internal/miniotest starts on loopback
 // (install it with scripts/ensure-minio.sh; scripts/test.sh does). With
 // CI=true a missing server fails these tests; elsewhere they skip with the
-// command to install it.
+// command to install it. So do the other programs some of them run:
+// DuckDB's node package, which writes Parquet as a second writer beside
+// arrow-go (scripts/ensure-duckdb.sh); a Python with numpy and zstd, for
+// format/mds's MDS writer (scripts/ensure-numpy.sh), with torch, for
+// PyTorch's DataLoader over the Python client (scripts/test.sh installs
+// it), and with boto3, and the AWS CLI, for the S3 face
+// (scripts/ensure-s3-clients.sh).
 package integration

@@ -10,11 +10,16 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
@@ -71,7 +76,9 @@ func awsCLI() (string, bool) {
 // uses unchanged: boto3 lists, heads and gets every file byte for byte
 // (ranges, conditionals, errors and presigned URLs as S3 answers them);
 // the AWS CLI lists and copies a prefix; minio-go reads it; shards read
-// through a read-through bucket come from the cache the second time.
+// through a read-through bucket come from the cache the second time. The
+// same samples in the Hub's Parquet layout, served in place, are a
+// bucket boto3 reads the same way.
 func TestS3FaceOnMinIO(t *testing.T) {
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
@@ -92,21 +99,62 @@ func TestS3FaceOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunks := res.Index.NumChunks()
+	bin := cmdtest.Build(t, "brand")
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+srv.AccessKey, "AWS_SECRET_ACCESS_KEY="+srv.SecretKey, "AWS_REGION=us-east-1")
+
+	// The same samples in the Hugging Face Hub's Parquet layout, served in
+	// place (indexed to another prefix), and the files its bucket must
+	// hold: each row's image and label, named by its file and row.
+	hubStore, err := s3backend.Open(ctx, "s3://train/hub", srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubTree := filepath.Join(t.TempDir(), "hub")
+	var hubBytes int64
+	const hubFiles, hubRowGroup = 2, 50
+	for k := range hubFiles {
+		var recs []arrow.RecordBatch
+		per := spec.Samples / hubFiles
+		for lo := k * per; lo < (k+1)*per; lo += hubRowGroup {
+			recs = append(recs, newRecord(hubSchema, func(b *array.RecordBuilder) {
+				sb := b.Field(0).(*array.StructBuilder)
+				for i := lo; i < lo+hubRowGroup; i++ {
+					smp := spec.Sample(i)
+					sb.Append(true)
+					sb.FieldBuilder(0).(*array.BinaryBuilder).Append(smp.Image)
+					sb.FieldBuilder(1).(*array.StringBuilder).Append(path.Base(smp.Key) + ".jpg")
+					b.Field(1).(*array.Int64Builder).Append(int64(smp.Class))
+					stem := filepath.Join(hubTree, fmt.Sprintf("data/train-%05d-of-%05d/%03d", k, hubFiles, i-k*per))
+					if err := os.MkdirAll(filepath.Dir(stem), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(stem+".jpg", smp.Image, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(stem+".cls", smp.Label(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}))
+		}
+		b := writeParquet(t, hubSchema, pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Snappy)), recs...)
+		putBytes(t, hubStore, fmt.Sprintf("data/train-%05d-of-%05d.parquet", k, hubFiles), b)
+		hubBytes += int64(len(b))
+	}
+	runBrand(t, bin, env, "index", "--src", "s3://train/hub", "--dst", "s3://train/hub-index", "--s3-endpoint", srv.URL())
 
 	dir := t.TempDir()
 	credFile := filepath.Join(dir, "s3-credentials")
 	if err := os.WriteFile(credFile, []byte("# the S3 face's keys\n"+faceID+" "+faceSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := cmdtest.Build(t, "brand")
 	ports := freePorts(t, 2)
 	face := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	proc := &clusterProc{url: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), logPath: filepath.Join(dir, "brand.log"),
-		args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--dataset", "synth=s3://train/ds",
+		args: []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--dataset", "synth=s3://train/ds", "--dataset", "hub=s3://train/hub-index",
 			"--s3-endpoint", srv.URL(), "--cache-size", "256MiB", "--cache-prefault=false", "--index-poll", "0",
 			"--s3-face-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--s3-face-credentials", credFile,
 			"--s3-face-bucket", "shards=s3://train/ds/chunks", "--log-format", "json"}}
-	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+srv.AccessKey, "AWS_SECRET_ACCESS_KEY="+srv.SecretKey, "AWS_REGION=us-east-1")
 	proc.start(t, bin, env)
 	t.Cleanup(func() {
 		proc.stop(t)
@@ -138,6 +186,31 @@ func TestS3FaceOnMinIO(t *testing.T) {
 			t.Fatalf("reading %d files read %.0f bytes from the store; the dataset is %d", figures.Objects, read, res.Index.TotalBytes())
 		}
 		t.Logf("boto3: %d objects in %d pages, byte-equal; store bytes for all of them ≤ the dataset's %d", figures.Objects, figures.Pages, res.Index.TotalBytes())
+	})
+
+	// A dataset served in place has no member table: its bucket is listed
+	// by reading every row group once, and its files read from them.
+	t.Run("boto3, in place", func(t *testing.T) {
+		py := s3Tool(t, "python3 with boto3", pythonWithBoto3)
+		before := storeReads()
+		cmd := exec.Command(py, filepath.Join("testdata", "s3face_boto3.py"), face, faceID, faceSecret, "hub", hubTree)
+		cmd.Env = append(os.Environ(), "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_EC2_METADATA_DISABLED=true")
+		out, err := runBounded(cmd, 3*time.Minute)
+		if err != nil {
+			t.Fatalf("s3face_boto3.py: %v\n%s", err, out)
+		}
+		var figures struct{ Objects, Pages, Prefixes int }
+		if err := json.Unmarshal(lastLine(out), &figures); err != nil || figures.Objects != 2*spec.Samples || figures.Prefixes != 1 {
+			t.Fatalf("figures %+v (%v); output:\n%s", figures, err, out)
+		}
+		// Every row group read once, for the listing; the files' HEADs and
+		// GETs were hits.
+		read := storeReads() - before
+		if read > float64(hubBytes) {
+			t.Fatalf("reading %d files read %.0f bytes from the store; the Parquet files are %d", figures.Objects, read, hubBytes)
+		}
+		t.Logf("boto3, in place: %d objects in %d pages, byte-equal; %.0f bytes from the store for all of them, the Parquet files are %d",
+			figures.Objects, figures.Pages, read, hubBytes)
 	})
 
 	t.Run("aws-cli", func(t *testing.T) {

@@ -23,6 +23,14 @@ scripts/ensure-pil.sh
 scripts/ensure-numpy.sh
 # DuckDB (node), which writes format/parquet's second writer's fixtures.
 scripts/ensure-duckdb.sh
+# SentencePiece, the reference package tokenize's IDs are compared with.
+scripts/ensure-sentencepiece.sh
+# torch, which the integration test of a Hub-layout Parquet dataset runs
+# PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
+# what a missing one means).
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
+find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
@@ -49,12 +57,15 @@ go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
 # already checks): the mixture and plan parameters, the S3 face's
 # request parsing (keys, ranges, preconditions, listing parameters), the
-# transform configuration's parser (--transform-config), and the image
-# header readers that size a tensor before any pixel is decoded.
+# transform configuration's parser (--transform-config), the image
+# header readers that size a tensor before any pixel is decoded, and the
+# SentencePiece model loader and encoder.
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
 go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
+go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 20s ./tokenize
+go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 20s ./tokenize
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root), and the

@@ -48,6 +48,16 @@ func (d *Decoder) DocTokens(c int) []uint32 {
 // document of the dataset has it.
 func (d *Decoder) DType() string { return d.dt.name }
 
+// TokenType implements format.Tokens: the tokens' dtype (DType).
+func (d *Decoder) TokenType() string { return d.dt.name }
+
+// TokenField implements format.Tokens: a document's one field.
+func (d *Decoder) TokenField() string { return "tokens" }
+
+// Vocabulary implements format.Tokens: an .idx does not name its
+// tokenizer.
+func (d *Decoder) Vocabulary() string { return "" }
+
 // TokenSize is the bytes a token takes.
 func (d *Decoder) TokenSize() int { return int(d.dt.size) }
 
@@ -89,3 +99,5 @@ func (d *Decoder) Decode(c int, _ format.Selection, src, dst []byte, wo format.W
 	}
 	return w.Finish()
 }
+
+var _ format.Tokens = (*Decoder)(nil)

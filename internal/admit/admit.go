@@ -78,6 +78,10 @@ func (g *Gate) TryAcquire(n int64) (release func(), ok bool) {
 	return func() { g.sem.Release(n) }, true
 }
 
+// Give gives back n units taken before by Acquire or TryAcquire of n,
+// for a holder that keeps a count rather than the function they return.
+func (g *Gate) Give(n int64) { g.sem.Release(g.clamp(n)) }
+
 // Stalled reports whether callers wait and none has been let through for
 // d.
 func (g *Gate) Stalled(d time.Duration) bool {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // reloader is the catalog's part that swaps in a dataset's new index when
@@ -28,10 +30,7 @@ type reloader struct {
 
 	kick chan struct{} // check now
 
-	pollMu sync.Mutex // Load may still be starting the poller when Close runs
-	closed bool
-	stop   context.CancelFunc
-	done   chan struct{}
+	polling atomic.Bool // Poll was called
 }
 
 func (r *reloader) init() {
@@ -47,18 +46,13 @@ func (c *Catalog) Poke() {
 	}
 }
 
-// Poll checks every interval, and when poked, until Close.
-func (c *Catalog) Poll(interval time.Duration) {
-	r := &c.reload
-	r.pollMu.Lock()
-	defer r.pollMu.Unlock()
-	if r.closed || r.stop != nil {
+// Poll checks every interval, and when poked, on a task of part (the
+// gateway's), until the part stops. Only the first call polls.
+func (c *Catalog) Poll(part *stopper.Part, interval time.Duration) {
+	if c.reload.polling.Swap(true) {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stop, r.done = cancel, make(chan struct{})
-	go func() {
-		defer close(r.done)
+	part.Go(func(ctx context.Context) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -66,25 +60,13 @@ func (c *Catalog) Poll(interval time.Duration) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-			case <-r.kick:
+			case <-c.reload.kick:
 			}
 			if _, err := c.Reload(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn().Err(err).Msg("checking the dataset indexes for a new version")
 			}
 		}
-	}()
-}
-
-// Close ends the poller, if it runs, and waits for it.
-func (c *Catalog) Close() {
-	r := &c.reload
-	r.pollMu.Lock()
-	defer r.pollMu.Unlock()
-	r.closed = true
-	if r.stop != nil {
-		r.stop()
-		<-r.done
-	}
+	})
 }
 
 // Reload checks every dataset's stored index and swaps in those that

@@ -35,6 +35,7 @@ import (
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/evict"
 	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Bounds of the per-epoch figures (see Stats). A gateway serving a long
@@ -100,9 +101,8 @@ type Stats struct {
 	traced  int
 	pending bool // an epoch completed since the optimum was computed
 	wake    chan struct{}
+	part    *stopper.Part // runs the optimum's computation
 	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 }
 
 type jobStats struct {
@@ -147,8 +147,9 @@ type epochCount struct {
 func (c *epochCount) complete() bool { return c.served >= c.samples }
 
 // New returns the statistics of a gateway whose cache holds capacity
-// bytes. optimum, if not nil, computes the optimal figures.
-func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, log zerolog.Logger) *Stats {
+// bytes. optimum, if not nil, computes the optimal figures, on part (nil:
+// a part of the Stats' own, stopped by Close).
+func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *stopper.Part, log zerolog.Logger) *Stats {
 	labels := []string{"dataset", "index", "seed", "window", "job", "snapshot", "epoch"}
 	jobLabels := []string{"dataset", "index", "seed", "window", "job"}
 	s := &Stats{
@@ -177,18 +178,16 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, log zerol
 	}
 	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
 	s.mix = newMixtures(reg)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.part = stopper.Own(part, "livestats: optima")
+	s.ctx = s.part.Context()
 	if optimum != nil {
-		s.wg.Go(s.computeOptima)
+		s.part.Go(func(context.Context) { s.computeOptima() })
 	}
 	return s
 }
 
-// Close stops the optimum computation and waits for it.
-func (s *Stats) Close() {
-	s.cancel()
-	s.wg.Wait()
-}
+// Close stops the optimum computation and waits for it (the Stats' part).
+func (s *Stats) Close() { s.part.Stop() }
 
 func labelsOf(js order.Stream, epoch uint64) prometheus.Labels {
 	l := jobLabelsOf(js)

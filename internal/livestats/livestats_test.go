@@ -163,7 +163,7 @@ func TestFiguresOfServedBatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			s := New(reg, 1<<20, nil, zerolog.Nop())
+			s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 			defer s.Close()
 			ds := testDataset(t, "d")
 			js := order.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}
@@ -268,7 +268,7 @@ func TestOptimumOfCompleteEpochs(t *testing.T) {
 	const k = 4096 // chunk c is (c+1)k
 	reg := prometheus.NewRegistry()
 	opt := &fakeOptimizer{calls: make(chan optimizerCall)}
-	s := New(reg, 5*k, opt, zerolog.Nop())
+	s := New(reg, 5*k, opt, nil, zerolog.Nop())
 	d, e := testDataset(t, "d"), testDataset(t, "e")
 	a := order.Stream{DS: d, Seed: 1, Window: 2}
 	b := order.Stream{DS: d, Seed: 2, Window: 2}
@@ -328,7 +328,7 @@ func sameCall(a, b optimizerCall) bool {
 // before it is unknown), get no optimum; a later epoch does.
 func TestTraceBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := New(reg, 1<<20, nil, zerolog.Nop()) // no goroutine: the optimum is computed below
+	s := New(reg, 1<<20, nil, nil, zerolog.Nop()) // no goroutine: the optimum is computed below
 	opt := &fakeOptimizer{calls: make(chan optimizerCall, 1), ratios: map[evict.JobEpoch]float64{}}
 	s.optimum = opt
 	defer s.Close()
@@ -374,7 +374,7 @@ func TestTraceBounded(t *testing.T) {
 // older than those kept still counts in its job's totals.
 func TestBoundedJobsAndEpochs(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := New(reg, 1<<20, nil, zerolog.Nop())
+	s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
 	ds := testDataset(t, "d")
 	stream := func(seed uint64) order.Stream { return order.Stream{DS: ds, Seed: seed, Window: 2} }
@@ -442,7 +442,7 @@ func TestBoundedJobsAndEpochs(t *testing.T) {
 // next batch on, not written to series no longer registered.
 func TestSharedSeriesSurviveEviction(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := New(reg, 1<<20, nil, zerolog.Nop())
+	s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
 	ds := testDataset(t, "d")
 	plain := order.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}

@@ -115,7 +115,7 @@ func (m *Tracker) changeLocked(from, to *cluster.Membership) {
 // is held.
 func (m *Tracker) runLocked(f func()) {
 	if m.started {
-		m.wg.Go(f)
+		m.part.Go(func(context.Context) { f() }) // nothing once the part stops
 		return
 	}
 	m.pending = append(m.pending, f)

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // A node's membership moves through three versions:
@@ -110,6 +111,10 @@ type Config struct {
 	// of the membership versions it reports, and finds those no node
 	// remembers (kept.go); nil: none kept.
 	Datasets func() ([]*catalog.Dataset, error)
+	// Part runs the polls, the warm-ups and the writes of versions to
+	// the stores, and ends them when it stops (nil: a part of the
+	// Tracker's own, stopped by Close).
+	Part     *stopper.Part
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -184,10 +189,9 @@ type Tracker struct {
 	view     atomic.Pointer[view]
 	history  *lru.Cache[string, *cluster.Membership] // versions seen, by version
 
-	// ctx ends at Close: the polls and warm-ups run under it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// part runs the polls and warm-ups; ctx is its context.
+	part *stopper.Part
+	ctx  context.Context
 }
 
 // New returns this node's membership; Start begins listing members every
@@ -204,7 +208,8 @@ func New(c Config) *Tracker {
 		m.flipTimeout = DefaultFlipTimeout
 	}
 	m.history, _ = lru.New[string, *cluster.Membership](maxHistory)
-	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.part = stopper.Own(c.Part, "membership: polls, warm-ups, kept versions")
+	m.ctx = m.part.Context()
 	alone, _ := cluster.NewMembership([]string{c.Self})
 	m.mu.Lock()
 	m.storeLocked(view{local: alone, reported: alone, agreed: alone, agreedSlots: []int{m.selfSlot}})
@@ -222,20 +227,19 @@ func New(c Config) *Tracker {
 // Start lists the members every poll interval, and runs the warm-ups,
 // until Close.
 func (m *Tracker) Start() {
-	m.wg.Go(m.pollLoop)
+	m.part.Go(func(context.Context) { m.pollLoop() })
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = true
 	for _, f := range m.pending {
-		m.wg.Go(f)
+		m.part.Go(func(context.Context) { f() })
 	}
 	m.pending = nil
 }
 
 // Close stops the polls and warm-ups and waits for them.
 func (m *Tracker) Close() {
-	m.cancel()
-	m.wg.Wait()
+	m.part.Stop()
 }
 
 // storeLocked makes v the view, and tells the follower the agreed

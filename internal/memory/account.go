@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,3 +86,49 @@ func (a *Account) TryBuffer(n int64) ([]byte, func(), bool) {
 // Stalled reports whether callers wait and none has been let through for
 // d.
 func (a *Account) Stalled(d time.Duration) bool { return a.gate.Stalled(d) }
+
+// Within returns a budget of at most limit bytes of the part, each
+// reservation taken only if it is free now: what a store of work made
+// ahead holds (premade.Budget), which must never wait nor hold more than
+// its own bound.
+func (a *Account) Within(limit int64) *Within { return &Within{a: a, limit: limit} }
+
+// Within is a bounded share of an Account (Account.Within). Safe for
+// concurrent use.
+type Within struct {
+	a     *Account
+	limit int64
+
+	mu   sync.Mutex
+	used int64
+}
+
+// Reserve takes n bytes if they fit in the share's bound and are free in
+// the part now.
+func (w *Within) Reserve(n int64) bool {
+	n = max(n, 0)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.used+n > w.limit {
+		return false
+	}
+	if _, ok := w.a.gate.TryAcquire(n); !ok {
+		return false
+	}
+	w.used += n
+	w.a.held.Add(n)
+	return true
+}
+
+// Release gives back n bytes reserved before.
+func (w *Within) Release(n int64) {
+	n = max(n, 0)
+	w.mu.Lock()
+	w.used -= n
+	w.mu.Unlock()
+	w.a.held.Add(-n)
+	w.a.gate.Give(n)
+}
+
+// Limit is the share's bound.
+func (w *Within) Limit() int64 { return w.limit }

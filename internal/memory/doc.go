@@ -7,7 +7,7 @@
 //
 // A gateway's memory is its chunk cache and what it holds beside it:
 // copies of samples out of the cache, transformed batches, work made
-// ahead, images being decoded and chunks of datasets served in place
+// before its request, images being decoded and chunks of datasets served in place
 // being decoded. Each of those once kept its own pool and its own count,
 // and the largest — an image's decode, a gigabyte for one 8192×8192
 // progressive JPEG — none: a node fed such images was killed by the
@@ -26,9 +26,10 @@
 //	base     DefaultBase: the rest of the process — the runtime, indexes,
 //	         connections, workers' kept scratch, pooled buffers not in use
 //	copies   --copy-bytes: copies out of the cache (batches assembled in
-//	         parts, copied out under pressure), transformed batches, work
-//	         made ahead; held until the response that carries them is
-//	         written (Copies)
+//	         parts, copied out under pressure), transformed batches
+//	         (premade ones too), next batches' samples fetched from peers;
+//	         held until the response that carries them is written
+//	         (Copies)
 //	decodes  an image's working memory while it decodes, from its header
 //	         (transform.Footprint), and a chunk of a dataset served in
 //	         place while it is read and decoded (Decodes)
@@ -44,8 +45,9 @@
 // Copies and Decodes are admitted against their part: a caller waits for
 // room at most Config.MaxWait, then is refused with an error wrapping
 // Config.Busy (chunkcache.ErrBusy: 503 with Retry-After), never let past
-// the bound; TryReserve takes room only if it is free now (work made
-// ahead never waits). A holder of more than a whole part takes all of it
+// the bound; TryReserve takes room only if it is free now, and Within
+// is a share of a part that takes only free room (premade batches and
+// next batches' samples never wait). A holder of more than a whole part takes all of it
 // once every other holder is gone: a caller that must never do that (an
 // image's decode) checks Size first. Stalled tells /readyz when callers
 // wait and none has been let through.

@@ -59,7 +59,7 @@ func (m *Manager) Watch(c Cache) { m.cache = c }
 func (m *Manager) Parts() Parts { return m.parts }
 
 // Copies is the part copies out of the cache, transformed batches and
-// work made ahead take: held until the response that carries them is
+// premade batches and next batches' samples take: held until the response that carries them is
 // written.
 func (m *Manager) Copies() *Account { return m.copies }
 

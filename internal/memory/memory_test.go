@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/premade"
 )
 
 const mib = 1 << 20
@@ -160,5 +161,60 @@ func TestUnderPressure(t *testing.T) {
 	}
 	if held := m.Stats().Parts[0].Held; held != 123 {
 		t.Errorf("the cache part holds %d, its buffers are 123 bytes", held)
+	}
+}
+
+// TestWithin: a share of a part (what a store of work made before its
+// request holds, premade.Budget) takes bytes only if they fit its own
+// bound and are free in the part now, and gives them back to both: a
+// premade.Store on it keeps an entry only while the part has room.
+func TestWithin(t *testing.T) {
+	m := New(Config{Parts: Parts{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
+	a := m.Copies()
+	w := a.Within(800)
+	if !w.Reserve(600) || a.Held() != 600 {
+		t.Fatalf("600 of 800: held %d", a.Held())
+	}
+	if w.Reserve(300) {
+		t.Fatal("900 bytes in a share of 800")
+	}
+	hold, err := a.Reserve(context.Background(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Reserve(150) {
+		t.Fatal("150 bytes beside 900 of the part's 1000 held")
+	}
+	hold()
+	if !w.Reserve(150) || a.Held() != 750 {
+		t.Fatalf("150 with room: held %d", a.Held())
+	}
+	w.Release(600)
+	w.Release(150)
+	if a.Held() != 0 {
+		t.Fatalf("held %d after release", a.Held())
+	}
+	if _, ok := a.TryReserve(1000); !ok {
+		t.Fatal("the whole part not free after the share gave its bytes back")
+	}
+
+	// A premade store on a share of a part that is full keeps nothing,
+	// and one with room keeps what fits.
+	m = New(Config{Parts: Parts{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
+	full, _ := m.Copies().TryReserve(900)
+	s := premade.New(premade.Config[int]{Entries: 4, Budget: m.Copies().Within(800)})
+	c, _ := s.Claim("a")
+	s.Finish(c, 1, 200)
+	if _, ok, _ := s.Take(context.Background(), "a"); ok {
+		t.Error("a premade entry kept beyond the part's free bytes")
+	}
+	full()
+	c, _ = s.Claim("b")
+	s.Finish(c, 2, 200)
+	if st := s.Stats(); st.Bytes != 200 || m.Copies().Held() != 200 {
+		t.Errorf("store holds %d, the part %d; want 200 both", st.Bytes, m.Copies().Held())
+	}
+	if v, ok, _ := s.Take(context.Background(), "b"); !ok || v != 2 || m.Copies().Held() != 0 {
+		t.Errorf("taken: %v %v, part holds %d", v, ok, m.Copies().Held())
 	}
 }

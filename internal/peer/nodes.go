@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Config configures a node's view of its peers.
@@ -25,8 +26,11 @@ type Config struct {
 	Timeout, Probe time.Duration
 	Credentials    Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
-	Registry       prometheus.Registerer
-	Log            zerolog.Logger
+	// Part runs the probes and ends them when it stops (nil: a part of
+	// the Nodes' own, stopped by Close).
+	Part     *stopper.Part
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
 }
 
 // Watcher hears what this node learns of the nodes it probes: after every
@@ -77,10 +81,7 @@ type Nodes struct {
 	slots   atomic.Pointer[[]*node]
 	probed  atomic.Pointer[[]int] // the slots probed, sorted
 
-	// ctx ends at Close: the probes run under it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	part *stopper.Part // runs the probes
 }
 
 // maxKnown bounds the nodes a Nodes keeps (every URL a membership ever
@@ -91,8 +92,8 @@ const maxKnown = 4096
 // New returns this node's view of its peers, knowing only itself; Probe
 // names the nodes to probe, and Start begins probing them.
 func New(c Config) *Nodes {
-	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Part, "peer: probes")}
+	n.part.OnStop(n.t.http.CloseIdleConnections)
 	n.slots.Store(&[]*node{})
 	n.probed.Store(&[]int{})
 	n.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "brand_peer_up",
@@ -102,7 +103,7 @@ func New(c Config) *Nodes {
 	return n
 }
 
-// Start probes the nodes asked for (Probe) until Close.
+// Start probes the nodes asked for (Probe) until the part stops.
 func (n *Nodes) Start() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -112,12 +113,8 @@ func (n *Nodes) Start() {
 	}
 }
 
-// Close stops the probes and waits for them.
-func (n *Nodes) Close() {
-	n.cancel()
-	n.wg.Wait()
-	n.t.http.CloseIdleConnections()
-}
+// Close stops the probes and waits for them (the Nodes' part).
+func (n *Nodes) Close() { n.part.Stop() }
 
 // nodeOf returns the node of url, adding it if it is new (and there is
 // room: past maxKnown, nil).
@@ -363,12 +360,17 @@ func (n *Nodes) Peers() []int { return slices.Clone(*n.probed.Load()) }
 
 // probeLocked starts node nd's probe loop unless it runs; n.mu is held.
 func (n *Nodes) probeLocked(nd *node) {
-	if nd.stop != nil || n.ctx.Err() != nil {
+	if nd.stop != nil {
 		return
 	}
-	ctx, stop := context.WithCancel(n.ctx)
+	// The loop's own context, which Probe cancels when the node leaves
+	// the nodes probed, ends with the part's too.
+	ctx, stop := context.WithCancel(n.part.Context())
+	if !n.part.Go(func(context.Context) { n.probeLoop(ctx, nd) }) {
+		stop()
+		return
+	}
 	nd.stop = stop
-	n.wg.Go(func() { n.probeLoop(ctx, nd) })
 }
 
 // probeLoop probes node nd's state until ctx ends: every probe interval

@@ -41,14 +41,14 @@ type Figures struct {
 // is read, so that a batch never holds one part's pins while it waits for
 // room for another's. The largest is written from the cache. The other
 // parts' chunks that this node reads start loading before the first part
-// is read (Config.Ahead), so that the parts' loads overlap as one batch's
+// is read (Config.Preload), so that the parts' loads overlap as one batch's
 // do.
 func (r *Reader) ReadBatch(ctx context.Context, b *order.Batch) (*Result, error) {
 	switch {
 	case len(b.Parts) == 0: // an empty slice of a short final batch
 		return &Result{r: r, Parts: make([][]byte, 0, 1)}, nil
 	case len(b.Parts) == 1:
-		res, err := r.Read(ctx, Request{Samples: b.Parts[0].Samples, Origin: origin(b, 0), Ahead: r.takeAhead(ctx, b).part(0)})
+		res, err := r.Read(ctx, Request{Samples: b.Parts[0].Samples, Origin: origin(b, 0), Fetched: r.takeFetched(ctx, b).part(0)})
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +66,7 @@ func (r *Reader) ReadBatch(ctx context.Context, b *order.Batch) (*Result, error)
 	return r.readInTurn(ctx, b)
 }
 
-// fetched are a batch's samples fetched ahead from peers, per part.
+// fetched are a batch's samples fetched from peers before its read, per part.
 type fetched [][][]byte
 
 func (f fetched) part(p int) [][]byte {
@@ -76,17 +76,17 @@ func (f fetched) part(p int) [][]byte {
 	return nil
 }
 
-// takeAhead takes the samples fetched ahead from peers for b, if some
-// part reads a chunk another node is the source of (a fetch of none is
+// takeFetched takes the samples fetched from peers for b while the batch
+// before it was read (route's next batch), if some part reads a chunk another node is the source of (a fetch of none is
 // not waited for).
-func (r *Reader) takeAhead(ctx context.Context, b *order.Batch) fetched {
+func (r *Reader) takeFetched(ctx context.Context, b *order.Batch) fetched {
 	if r.remote.Nodes() < 2 {
 		return nil
 	}
 	for _, part := range b.Parts {
 		for _, c := range part.Samples.Chunks {
 			if !r.remote.Local(part.Samples.DS, c) {
-				return r.remote.TakeAhead(ctx, b.ETag)
+				return r.remote.TakeNext(ctx, b.ETag)
 			}
 		}
 	}
@@ -144,12 +144,12 @@ func (r *Reader) readInTurn(ctx context.Context, b *order.Batch) (*Result, error
 	}
 	seq[last], seq[len(seq)-1] = seq[len(seq)-1], seq[last]
 	r.warm(b, seq[0])
-	ahead := r.takeAhead(ctx, b)
+	fetched := r.takeFetched(ctx, b)
 	out := &Result{r: r, PerPart: make([]Figures, len(b.Parts))}
 	data := make([][][]byte, len(b.Parts)) // per part, per sample: its bytes (nil: missing)
 	for k, p := range seq {
 		part := b.Parts[p]
-		res, err := r.Read(ctx, Request{Samples: part.Samples, Origin: origin(b, p), Ahead: ahead.part(p)})
+		res, err := r.Read(ctx, Request{Samples: part.Samples, Origin: origin(b, p), Fetched: fetched.part(p)})
 		if err != nil {
 			out.Release()
 			return nil, err
@@ -236,7 +236,7 @@ func (r *Reader) warm(b *order.Batch, first int) {
 			if !r.remote.Local(ds, c) {
 				continue
 			}
-			r.ahead.Load(ds.ChunkRequest(c), func(res chunkcache.PrefetchResult) {
+			r.preload.Load(ds.ChunkRequest(c), func(res chunkcache.PrefetchResult) {
 				if res == chunkcache.PrefetchLoaded || res == chunkcache.PrefetchLoadedBelow {
 					r.tally.Prefetched(part.Stream, part.Epoch, c, ds.ChunkSize(c), res == chunkcache.PrefetchLoadedBelow)
 				}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/route"
 )
 
@@ -97,11 +97,11 @@ func (t *tally) Prefetched(order.Stream, uint64, int, int64, bool) {
 func newReader(t *testing.T, capacity int64, st *store, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
 	t.Helper()
 	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: st, MaxWait: time.Second})
-	a := ahead.New(ahead.Config{Slots: 8, Cache: c})
+	a := preload.New(preload.Config{Slots: 8, Cache: c})
 	t.Cleanup(func() { a.Close(); c.Close() })
 	reg := prometheus.NewRegistry()
 	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
-		Assemblers: 2, MaxWait: time.Second, Ahead: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
+		Assemblers: 2, MaxWait: time.Second, Preload: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
 	return r, c, reg
 }
 

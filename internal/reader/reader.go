@@ -38,12 +38,13 @@ type Remote interface {
 	// ReadRemote fills data[i] for the positions of s whose chunk is read
 	// on another node, with failover, and returns the positions this node
 	// reads itself and those the owner left out because their chunk is
-	// damaged at rest. ahead, if not nil, holds samples of s fetched
-	// ahead, by position.
-	ReadRemote(ctx context.Context, s order.Samples, origin *peer.Origin, ahead, data [][]byte) (local, missing []int, err error)
-	// TakeAhead returns the samples fetched ahead for the batch whose
-	// ETag is key, per part, waiting for a fetch under way; nil if none.
-	TakeAhead(ctx context.Context, key string) [][][]byte
+	// damaged at rest. fetched, if not nil, holds samples of s fetched
+	// before the read (TakeNext), by position.
+	ReadRemote(ctx context.Context, s order.Samples, origin *peer.Origin, fetched, data [][]byte) (local, missing []int, err error)
+	// TakeNext returns the samples fetched for the batch whose ETag is
+	// key while the one before it was read, per part, waiting for a
+	// fetch under way; nil if none.
+	TakeNext(ctx context.Context, key string) [][][]byte
 	// Delivered records the sample bytes of a batch by source.
 	Delivered(home, peer int64)
 	// Nodes is the cluster's node count (1: a single gateway).
@@ -52,13 +53,13 @@ type Remote interface {
 	Local(ds *catalog.Dataset, c int) bool
 }
 
-// Ahead loads cache entries in the background, bounded, never waited
-// for (internal/ahead.Set); done hears what the cache did.
-type Ahead interface {
+// Preloader loads cache entries in the background, bounded, never waited
+// for (internal/preload.Set); done hears what the cache did.
+type Preloader interface {
 	Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) bool
 }
 
-// Tally is told of chunks loaded ahead of a batch's parts, as the
+// Tally is told of chunks preloaded for a batch's later parts, as the
 // schedule's prefetcher tells it of its own: the statistics credit them
 // to the stream they were for.
 type Tally interface {
@@ -101,9 +102,9 @@ type Config struct {
 	// read whose loads have to evict waits for the one loading before it
 	// (see readLocal). nil: never.
 	Shared func() bool
-	// Ahead loads a batch's later parts' chunks while its first part is
+	// Preload loads a batch's later parts' chunks while its first part is
 	// read (ReadBatch), and Tally hears of what it loaded.
-	Ahead    Ahead
+	Preload  Preloader
 	Tally    Tally
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
@@ -120,7 +121,7 @@ type Reader struct {
 	assembly *admit.Gate // reads being assembled
 	shared   func() bool
 	evicting *admit.Gate // reads loading in turn, one at a time
-	ahead    Ahead
+	preload  Preloader
 	tally    Tally
 	log      zerolog.Logger
 
@@ -133,7 +134,7 @@ func New(c Config) *Reader {
 		copies:   c.Copies,
 		assembly: admit.New(int64(c.Assemblers), c.MaxWait, "batches larger than the cache being assembled", chunkcache.ErrBusy),
 		shared:   c.Shared,
-		ahead:    c.Ahead,
+		preload:  c.Preload,
 		tally:    c.Tally,
 		evicting: admit.New(1, c.MaxWait, "reads whose loads evict chunks of a cache several jobs share, loading in turn", chunkcache.ErrBusy),
 		log:      c.Log,
@@ -170,9 +171,9 @@ type Request struct {
 	// owns its chunk: a peer's request, which its asker sent here because
 	// this node is the source.
 	Local bool
-	// Ahead are samples fetched from peers ahead of this read, by
-	// position (Remote.TakeAhead); nil for none.
-	Ahead [][]byte
+	// Fetched are samples fetched from peers before this read, by
+	// position (Remote.TakeNext); nil for none.
+	Fetched [][]byte
 }
 
 // Result is a read's samples, in order, and what the read cost. Its bytes
@@ -229,7 +230,7 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 		}
 	} else {
 		var err error
-		if local, remoteMissing, err = r.remote.ReadRemote(ctx, s, req.Origin, req.Ahead, data); err != nil {
+		if local, remoteMissing, err = r.remote.ReadRemote(ctx, s, req.Origin, req.Fetched, data); err != nil {
 			return nil, err
 		}
 		if len(remoteMissing) > 0 {

@@ -14,8 +14,8 @@ import (
 // damaged at rest). A node that fails is skipped and its samples asked of
 // the next node of their chunks' rankings, ending with this node, which
 // reads the store: a peer's loss costs time, never the read. Samples
-// fetched ahead (ahead, by position; see TakeAhead) are used first.
-func (r *Router) ReadRemote(ctx context.Context, smp order.Samples, origin *peer.Origin, ahead [][]byte, data [][]byte) (local, missing []int, err error) {
+// fetched before the read (fetched, by position; see TakeNext) are used first.
+func (r *Router) ReadRemote(ctx context.Context, smp order.Samples, origin *peer.Origin, fetched [][]byte, data [][]byte) (local, missing []int, err error) {
 	skip := map[int]bool{}
 	skipped := func(k int) bool { return skip[k] }
 	src := make([]int, len(smp.Chunks))
@@ -24,15 +24,15 @@ func (r *Router) ReadRemote(ctx context.Context, smp order.Samples, origin *peer
 		src[i] = r.Source(smp.DS, c, skipped)
 		remote = remote || src[i] != r.self
 	}
-	if remote && len(ahead) == len(data) {
+	if remote && len(fetched) == len(data) {
 		n := 0
-		for i, d := range ahead {
+		for i, d := range fetched {
 			if d != nil {
 				data[i] = d
 				n++
 			}
 		}
-		r.aheadUsed.Add(int64(n))
+		r.nextUsed.Add(int64(n))
 	}
 	gone := make([]bool, len(data)) // left out by their owner
 	for remote {
@@ -122,29 +122,30 @@ func (r *Router) fetchFrom(ctx context.Context, smp order.Samples, origin *peer.
 	return failed
 }
 
-// Fetch is one part of a batch to fetch ahead: its samples and the job
+// Fetch is one part of a next batch to fetch: its samples and the job
 // stream and position they are for.
 type Fetch struct {
 	Samples order.Samples
 	Origin  *peer.Origin
 }
 
-// FetchAhead starts fetching, in the background, the remote samples of
+// FetchNext starts fetching, in the background, the remote samples of
 // the batch next lays out (the same rank's next batch), part by part, to
-// be found under key by TakeAhead; nothing if they are being fetched
-// already. The key is claimed before FetchAhead returns, so that a read
+// be found under key by TakeNext; nothing if they are being fetched
+// already. The key is claimed before FetchNext returns, so that a read
 // of that batch that starts before the fetch ends waits for it rather
 // than fetching the same samples again. Failures are left to the read,
 // which fetches what is missing with failover.
-func (r *Router) FetchAhead(key string, next func(ctx context.Context) ([]Fetch, error)) {
-	e, ok := r.ahead.Claim(key)
+func (r *Router) FetchNext(key string, next func(ctx context.Context) ([]Fetch, error)) {
+	c, ok := r.next.Claim(key)
 	if !ok {
 		return
 	}
-	r.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
+	started := r.part.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 		var data [][][]byte
+		var size int64
 		if parts, err := next(ctx); err == nil {
 			data = make([][][]byte, len(parts))
 			none := func(int) bool { return false }
@@ -156,24 +157,22 @@ func (r *Router) FetchAhead(key string, next func(ctx context.Context) ([]Fetch,
 				}
 				data[p] = make([][]byte, len(smp.IDs))
 				r.fetchFrom(ctx, smp, f.Origin, src, data[p], make([]bool, len(smp.IDs)))
+				for _, d := range data[p] {
+					size += int64(len(d))
+				}
 			}
 		}
-		r.ahead.Finish(key, e, data)
+		r.next.Finish(c, data, size)
 	})
+	if !started {
+		r.next.Abandon(c)
+	}
 }
 
-// TakeAhead returns the samples fetched ahead under key, per part of the
+// TakeNext returns the samples fetched under key (FetchNext), per part of the
 // batch, waiting for a fetch still under way (until ctx ends); nil if
 // there are none.
-func (r *Router) TakeAhead(ctx context.Context, key string) [][][]byte {
-	e := r.ahead.Take(key)
-	if e == nil {
-		return nil
-	}
-	select {
-	case <-e.Done:
-		return e.Data
-	case <-ctx.Done():
-		return nil
-	}
+func (r *Router) TakeNext(ctx context.Context, key string) [][][]byte {
+	data, _, _ := r.next.Take(ctx, key)
+	return data
 }

@@ -10,7 +10,7 @@
 // last said of itself. Its remote reads fail over: a node whose fetch
 // fails is skipped and its samples asked of the next node, so a peer's
 // loss costs time, never the read. It fetches the next batch's remote
-// samples ahead of the request (Ahead holds them), and decides, by
+// samples before its request (FetchNext; a premade.Store holds them), and decides, by
 // the nodes' measured transform load, where a job's samples are
 // transformed (balance.go).
 //
@@ -19,7 +19,6 @@ package route
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +28,8 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/premade"
+	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/internal/tensors"
 )
 
@@ -49,12 +50,17 @@ type Config struct {
 	Self     string
 	SelfSlot int
 	Peers    Peers
-	// Timeout bounds the fetches of a batch fetched ahead.
+	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
-	// AheadBytes bounds the samples fetched ahead of need (Ahead), which
-	// take their bytes from AheadBudget (nil: none but the bound).
-	AheadBytes  int64
-	AheadBudget Budget
+	// NextBytes bounds the next batches' samples held for their reads;
+	// NextBudget, if set, is where they take those bytes instead (the
+	// node's memory manager: memory.Account.Within), each batch's only if
+	// they are free now.
+	NextBytes  int64
+	NextBudget premade.Budget
+	// Part runs the fetches of next batches and ends them when it stops
+	// (nil: a part of the Router's own, stopped by Close).
+	Part *stopper.Part
 	// Load is this node's transform stage's load (tensors.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
@@ -82,34 +88,39 @@ type Router struct {
 	slack   time.Duration
 	log     zerolog.Logger
 	view    atomic.Pointer[routing]
-	ahead   *Ahead
+	next    *premade.Store[[][][]byte] // next batches' samples, per part
+	part    *stopper.Part
 
 	// Figures: sample bytes of batches served by where they came from,
-	// samples found fetched ahead, and samples asked of owners with a
+	// samples found fetched with the batch before, and samples asked of owners with a
 	// pipeline, transformed there or as stored, to be transformed here.
-	home, peer, aheadUsed      atomic.Int64
+	home, peer, nextUsed       atomic.Int64
 	askedTransformed, askedRaw atomic.Int64
-
-	// ctx ends at Close: the fetches ahead run under it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
+
+// maxNextBatches bounds the next batches held whatever their size.
+const maxNextBatches = 256
 
 // New returns a router of a cluster of this node alone, until it is told
 // the agreed membership (Follow).
 func New(c Config) *Router {
-	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log, ahead: NewAhead(c.AheadBytes, c.AheadBudget)}
+	budget := c.NextBudget
+	if budget == nil {
+		budget = premade.NewBytes(c.NextBytes)
+	}
+	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
+		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
+		part: stopper.Own(c.Part, "route: next batches' samples")}
+	r.part.OnStop(r.next.Close)
 	if r.slack == 0 {
 		r.slack = BalanceSlack
 	}
 	alone, _ := cluster.NewMembership([]string{c.Self})
 	r.view.Store(&routing{agreed: alone, slots: []int{c.SelfSlot}})
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	locality := "Sample bytes of batches served, by where they came from: home (this node's cache) or peer."
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "home"}, &r.home)
 	counter(c.Registry, "brand_locality_bytes_total", locality, prometheus.Labels{"source": "peer"}, &r.peer)
-	counter(c.Registry, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &r.aheadUsed)
+	counter(c.Registry, "brand_peer_samples_fetched_ahead_total", "Samples of batches that had been fetched from peers ahead of the request.", nil, &r.nextUsed)
 	asked := "Samples of jobs with a pipeline asked of the nodes that read them, by where they were to be transformed: at that node (owner), or here (self: the owner's pipeline differs, or its transform queue is longer than this node's)."
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "owner"}, &r.askedTransformed)
 	counter(c.Registry, "brand_peer_transform_samples_total", asked, prometheus.Labels{"where": "self"}, &r.askedRaw)
@@ -121,11 +132,9 @@ func counter(reg prometheus.Registerer, name, help string, labels prometheus.Lab
 		func() float64 { return float64(v.Load()) }))
 }
 
-// Close stops the fetches ahead and waits for them.
-func (r *Router) Close() {
-	r.cancel()
-	r.wg.Wait()
-}
+// Close stops the fetches of next batches and waits for them (the
+// Router's part).
+func (r *Router) Close() { r.part.Stop() }
 
 // Follow makes agreed, whose members are in slots, the membership chunks
 // are routed by, and warming the version this node warms up for ("" none)

@@ -28,11 +28,11 @@ func (Solo) ReadRemote(_ context.Context, smp order.Samples, _ *peer.Origin, _, 
 	return local, nil, nil
 }
 
-// FetchAhead has nothing to fetch.
-func (Solo) FetchAhead(string, func(context.Context) ([]Fetch, error)) {}
+// FetchNext has nothing to fetch.
+func (Solo) FetchNext(string, func(context.Context) ([]Fetch, error)) {}
 
-// TakeAhead finds nothing.
-func (Solo) TakeAhead(context.Context, string) [][][]byte { return nil }
+// TakeNext finds nothing.
+func (Solo) TakeNext(context.Context, string) [][][]byte { return nil }
 
 // Delivered counts nothing: every byte is this node's.
 func (Solo) Delivered(home, peer int64) {}

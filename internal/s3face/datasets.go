@@ -15,7 +15,6 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/s3proto"
@@ -34,7 +33,7 @@ type datasetBuckets struct {
 // part built on first use and kept.
 type datasetVersion struct {
 	ds      *catalog.Dataset
-	members kept[*chunkindex.Members]
+	members kept[memberTable]
 	names   kept[*objectNames]
 }
 
@@ -119,12 +118,26 @@ func (f *Face) dataset(bucket string) (*datasetVersion, error) {
 	return d, nil
 }
 
-// memberTable is the dataset version's member table, read from the store
-// once it is read at all (a dataset without one is told so for good). Its
-// read outlives the request that starts it (others wait for it), bounded
-// by the fetch timeout.
-func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (*chunkindex.Members, error) {
-	return d.members.get(func() (*chunkindex.Members, bool, error) {
+// memberTable is the dataset version's member table, made once it is
+// made at all (a dataset without one is told so for good): a tar
+// dataset's read from the store, a dataset served in place's by reading
+// and decoding every chunk (decodeMembers). Its making outlives the
+// request that starts it (others wait for it); the read of a tar
+// dataset's table is bounded by the fetch timeout, each chunk's read of
+// one served in place by the reader's bounds.
+func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (memberTable, error) {
+	return d.members.get(func() (memberTable, bool, error) {
+		if d.ds.InPlace != nil {
+			start := time.Now()
+			m, final, err := f.decodeMembers(context.WithoutCancel(ctx), d.ds)
+			if err != nil {
+				f.log.Warn().Err(err).Str("dataset", d.ds.Name).Msg("S3 face: the members of a dataset served in place could not be read")
+				return nil, final, err
+			}
+			f.log.Info().Str("dataset", d.ds.Name).Int("chunks", d.ds.Index.NumChunks()).Int("objects", m.Len()).
+				Float64("duration_ms", float64(time.Since(start))/float64(time.Millisecond)).Msg("S3 face: chunks read to list a dataset served in place")
+			return m, false, nil
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
 		defer cancel()
 		m, err := dataset.ReadMembers(rctx, d.ds.Store, d.ds.Index)
@@ -136,8 +149,9 @@ func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (*chunkindex.
 		}
 		if err != nil {
 			f.log.Warn().Err(err).Str("dataset", d.ds.Name).Msg("S3 face: member table unavailable")
+			return nil, final, err
 		}
-		return m, final, err
+		return m, false, nil
 	})
 }
 
@@ -161,7 +175,8 @@ func (f *Face) objectNames(ctx context.Context, d *datasetVersion) (*objectNames
 }
 
 // listDataset answers ListObjects(V2) of a dataset: from its member table
-// alone.
+// alone (a dataset served in place: from its chunks' members, read on its
+// first listing).
 func (f *Face) listDataset(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
 	p, err := s3proto.ParseListParams(r.URL.Query(), o.name == "ListObjects")
 	if err != nil {
@@ -223,12 +238,17 @@ func memberETag(ix *chunkindex.Index, id int, m chunkindex.MemberInfo) string {
 
 // datasetObject answers GetObject and HeadObject of a dataset file: its
 // sample is read as a batch's are, and the file's bytes written from the
-// pinned chunk.
+// pinned chunk. A tar dataset's file is found in its member table, before
+// its sample is read (a HEAD or a 304 reads no chunk); a file of a
+// dataset served in place is found in its sample's members, once read.
 func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
 	ctx := r.Context()
-	m, err := f.memberTable(ctx, d)
-	if err != nil {
-		return err
+	var m memberTable
+	if d.ds.InPlace == nil {
+		var err error
+		if m, err = f.memberTable(ctx, d); err != nil {
+			return err
+		}
 	}
 	noSuchKey := s3proto.ErrorOf(s3proto.NoSuchKey, "The specified key does not exist.")
 	key, ext := chunkindex.SplitKey(o.key)
@@ -240,28 +260,35 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 	if !ok {
 		return noSuchKey
 	}
-	j, ok := m.Find(id, ext)
-	if !ok {
-		return noSuchKey
+	var (
+		mi  chunkindex.MemberInfo
+		res *reader.Result
+	)
+	if m != nil {
+		j, ok := m.Find(id, ext)
+		if !ok {
+			return noSuchKey
+		}
+		mi = m.Member(id, j)
+	} else {
+		if res, mi, ok, err = f.decodedMember(ctx, d.ds, id, ext); err != nil {
+			return err
+		}
+		defer res.Release()
+		if !ok {
+			return noSuchKey
+		}
 	}
-	mi := m.Member(id, j)
 	s, done, err := prepare(w, r, object{etag: memberETag(ix, id, mi), modified: filesModified(d.ds), size: mi.Size, ext: ext, crc32c: &mi.CRC})
 	if done || err != nil {
 		return err
 	}
-	smp, err := order.NewSamples(ctx, d.ds, []int{id})
-	if err != nil {
-		return err
+	if res == nil {
+		if res, _, err = f.readSamples(ctx, d.ds, []int{id}); err != nil {
+			return err
+		}
+		defer res.Release()
 	}
-	res, err := f.reader.Read(ctx, reader.Request{Samples: smp})
-	if err == nil && len(res.MissingPos) > 0 {
-		res.Release()
-		err = fmt.Errorf("%w: object %q is in a chunk damaged at rest", catalog.ErrCorrupt, o.key)
-	}
-	if err != nil {
-		return err
-	}
-	defer res.Release()
 	f.sawChunk(d.ds, ix.ChunkOf(id))
 	body := sliceBuffers(res.Parts, mi.DataOffset+s.start, s.n)
 	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{Parts: body, N: s.n, Relieve: res.Relieve, Status: s.status})
@@ -272,11 +299,36 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 	return nil
 }
 
+// decodedMember reads sample id of ds, a dataset served in place, and
+// finds its member of extension ext: the read (to be released) and the
+// member, if the sample has it.
+func (f *Face) decodedMember(ctx context.Context, ds *catalog.Dataset, id int, ext string) (*reader.Result, chunkindex.MemberInfo, bool, error) {
+	res, keys, err := f.readSamples(ctx, ds, []int{id})
+	if err != nil {
+		return nil, chunkindex.MemberInfo{}, false, err
+	}
+	var mi chunkindex.MemberInfo
+	found := false
+	err = describeSamples(res.Parts, keys, func(_ int, ms []chunkindex.MemberInfo) error {
+		for _, m := range ms {
+			if m.Ext == ext {
+				mi, found = m, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		res.Release()
+		return nil, mi, false, err
+	}
+	return res, mi, found, nil
+}
+
 // sawChunk records that a GET read chunk c of ds and, when it follows the
 // chunk read before it — a per-file reader listing a dataset packed in
 // key order reads chunk after chunk — starts loading the chunks after it
 // that this node reads itself, so that their files are hits. The loads
-// run in the set of work ahead; a GET never waits for one.
+// are preloads (internal/preload); a GET never waits for one.
 func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	if f.readAhead == 0 {
 		return
@@ -291,7 +343,7 @@ func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	}
 	for next := c + 1; next <= c+f.readAhead && next < ds.Index.NumChunks(); next++ {
 		if f.cluster.Local(ds, next) {
-			f.ahead.Load(ds.ChunkRequest(next), nil)
+			f.preload.Load(ds.ChunkRequest(next), nil)
 		}
 	}
 }

@@ -18,12 +18,26 @@
 //
 // The face is built on small interfaces of its own (Parts): the dataset
 // versions it serves and the one a bucket reads now, the reader, the
-// writer, the tracked set of work ahead (internal/ahead), where a chunk is
-// read (the cluster), and readiness. It starts no goroutine: loads ahead —
-// the next chunks of a dataset read in chunk order, the next blocks of an
-// object being read — run in the set of work ahead, which the gateway's
-// Close waits for. Errors are mapped to statuses by internal/httperr, as
+// writer, the preloads (internal/preload), where a chunk is read (the
+// cluster), and readiness. It starts no goroutine: its read-ahead — the
+// next chunks of a dataset read in chunk order, the next blocks of an
+// object being read — is preloads, which run on a part of the gateway's
+// stopper and end with it. Errors are mapped to statuses by internal/httperr, as
 // the gateway's are, and then named with S3's codes.
+//
+// # Datasets served in place
+//
+// A dataset served in place (package format) has no member table: its
+// members exist once a chunk is decoded. A GET or HEAD of key.ext reads
+// the sample through the reader and finds the member in its decoded tar
+// bytes (a HEAD loads the chunk too); the first listing of a dataset
+// version reads every chunk through the reader, listChunks at a time, a
+// chunk larger than listReadBytes in parts, and keeps each member's
+// extension, offset, size and CRC32C (decodedMembers: 16 bytes a member,
+// 4 a sample) with the version, as a tar dataset's member table is kept.
+// That listing answers when every chunk is read: later ones, and
+// concurrent ones, which wait for it, are from memory. Its reads continue
+// when its client goes away, for the next listing.
 //
 // # Staleness
 //
@@ -51,6 +65,6 @@
 // prefix, at most 64 prefixes a bucket; a read-through object is cached
 // whole up to Config.WholeObject and in blocks of Config.Block beyond,
 // each at most an eighth of the cache; a block's load is bounded by the
-// fetch timeout; at most Config.ReadAhead chunks or blocks load ahead of
-// a GET, in the gateway's bounded set of work ahead.
+// fetch timeout; at most Config.ReadAhead chunks or blocks are preloaded
+// ahead of a GET, within the gateway's bound on preloads.
 package s3face

@@ -100,9 +100,9 @@ type Writer interface {
 	Write(w http.ResponseWriter, r *http.Request, contentType string, p respond.Payload) (int64, error)
 }
 
-// Ahead loads cache entries ahead of need, bounded and tracked, never
-// waited for (ahead.Set).
-type Ahead interface {
+// Preloader loads cache entries ahead of need, bounded and tracked, never
+// waited for (preload.Set).
+type Preloader interface {
 	Load(r chunkcache.Request, done func(chunkcache.PrefetchResult)) bool
 }
 
@@ -128,7 +128,7 @@ type Parts struct {
 	Versions Versions
 	Reader   Reader
 	Writer   Writer
-	Ahead    Ahead
+	Preload  Preloader
 	Cluster  Cluster
 	Ready    Readiness // nil: always ready
 	// Objects are the read-through buckets, whose loader the cache was
@@ -153,7 +153,7 @@ type Face struct {
 	versions Versions
 	reader   Reader
 	writer   Writer
-	ahead    Ahead
+	preload  Preloader
 	cluster  Cluster
 	ready    Readiness
 	through  *ReadThrough
@@ -171,7 +171,7 @@ type Face struct {
 
 // New returns the face.
 func New(cfg Config, p Parts) *Face {
-	f := &Face{versions: p.Versions, reader: p.Reader, writer: p.Writer, ahead: p.Ahead, cluster: p.Cluster, ready: p.Ready,
+	f := &Face{versions: p.Versions, reader: p.Reader, writer: p.Writer, preload: p.Preload, cluster: p.Cluster, ready: p.Ready,
 		through: p.Objects, timeout: p.FetchTimeout, body: reqbody.Bound{Timeout: p.BodyTimeout}, started: p.Started, log: p.Log,
 		verify:    s3auth.NewVerifier(cfg.Credentials, s3auth.Options{Region: cfg.Region}),
 		datasets:  datasetBuckets{versions: map[string]*datasetVersion{}, last: map[string]lastChunk{}},

@@ -19,9 +19,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/ahead"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/memory"
+	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
 	"github.com/brandgw/brand/internal/route"
@@ -84,14 +84,14 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	cfg.Credentials = creds
 	objects := NewReadThrough(cfg, cacheSize, time.Minute)
 	cache := chunkcache.New(chunkcache.Config{Capacity: cacheSize, Loader: chunkcache.ByKind{Objects: objects}})
-	set := ahead.New(ahead.Config{Slots: 8, Cache: cache})
+	set := preload.New(preload.Config{Slots: 8, Cache: cache})
 	t.Cleanup(cache.Close)
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
 	solo := route.Solo{}
-	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: memory.New(memory.Config{Parts: memory.Parts{Copies: 64 << 20}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies(), Assemblers: 1,
+	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Ahead: set, Cluster: solo,
+	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
 	if err := f.Open(context.Background(), s3backend.Config{}); err != nil {
 		t.Fatal(err)
@@ -265,4 +265,9 @@ func TestReadThroughUnderPressure(t *testing.T) {
 	if got, err := getObject(mc, "raw", "big.bin", minio.GetObjectOptions{}); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("under pressure: %v, %d bytes", err, len(got))
 	}
+}
+
+// copies is a copy budget of n bytes, as the node's memory manager gives.
+func copies(n int64) reader.Copies {
+	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies()
 }

@@ -23,14 +23,14 @@ import (
 type objectNames struct {
 	keys    string   // every sample's key, in sample ID order
 	keyEnds []uint32 // end of sample i's key in keys
-	members *chunkindex.Members
+	members memberTable
 	order   []uint64 // sample<<16 | member, in name order
 }
 
 // buildObjectNames reads every sample's key (chunk by chunk, so a
 // partial index loads each table once) and sorts the dataset's members by
 // name.
-func buildObjectNames(ctx context.Context, ix *chunkindex.Index, m *chunkindex.Members) (*objectNames, error) {
+func buildObjectNames(ctx context.Context, ix *chunkindex.Index, m memberTable) (*objectNames, error) {
 	n := ix.NumSamples()
 	if n >= 1<<47 {
 		return nil, fmt.Errorf("%w: %d samples are more than the S3 face lists", httperr.ErrNotImplemented, n)

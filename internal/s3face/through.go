@@ -366,7 +366,7 @@ func (b *blocks) next() (net.Buffers, func(), error) {
 	}
 	b.i++
 	for _, ahead := range b.reqs[b.i:min(len(b.reqs), b.i+b.f.readAhead)] {
-		b.f.ahead.Load(ahead, nil)
+		b.f.preload.Load(ahead, nil)
 	}
 	b.cur = res
 	off := req.Key.Offset

@@ -20,7 +20,7 @@
 // whatever its batch size, world, rank or offset, unless the job names
 // itself (job=): then it is a stream of its own. The schedule follows each
 // stream's leading edge (Advance) and the batches it is serving (Begin,
-// Finish; internal/pipeline makes these calls and Turn, in one order, for
+// Finish; internal/visit makes these calls and Turn, in one order, for
 // every batch): next use is measured from the oldest batch in flight,
 // and, once batches have arrived out of order, from the edge less their
 // lateness and a global batch (stream.position). Streams idle for

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Prefetch reads ahead the chunks the schedule says come next. Prefetcher
@@ -63,10 +64,9 @@ type Prefetcher struct {
 	// ns (0 until one is measured): what lead is made of.
 	loadTime atomic.Int64
 
-	queue  chan prefetchTask
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	queue chan prefetchTask
+	part  *stopper.Part // runs the workers
+	ctx   context.Context
 
 	mu      sync.Mutex
 	pending map[chunkcache.Key]bool // queued or being fetched
@@ -86,7 +86,10 @@ type PrefetcherConfig struct {
 	// nil: always.
 	Displaces func(need, lead int64) bool
 	// Tally is told of every chunk a prefetch read.
-	Tally    Tally
+	Tally Tally
+	// Part runs the workers and ends them when it stops (nil: a part of
+	// the prefetcher's own, stopped by Close).
+	Part     *stopper.Part
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -98,7 +101,7 @@ const prefetchQueue = 4096
 
 // NewPrefetcher starts c.Workers workers.
 func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
-	ctx, cancel := context.WithCancel(context.Background())
+	part := stopper.Own(c.Part, "schedule: prefetch workers")
 	keep := c.Prefetchable
 	if keep == nil {
 		keep = func(chunkcache.Key) bool { return true }
@@ -111,19 +114,16 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
-		log:     c.Log, queue: make(chan prefetchTask, prefetchQueue), ctx: ctx, cancel: cancel, pending: map[chunkcache.Key]bool{}}
+		log:     c.Log, queue: make(chan prefetchTask, prefetchQueue), part: part, ctx: part.Context(), pending: map[chunkcache.Key]bool{}}
 	c.Registry.MustRegister(p.queued, p.dropped)
 	for range max(c.Workers, 0) {
-		p.wg.Go(p.work)
+		part.Go(func(context.Context) { p.work() })
 	}
 	return p
 }
 
-// Close stops the workers and waits for them.
-func (p *Prefetcher) Close() {
-	p.cancel()
-	p.wg.Wait()
-}
+// Close stops the workers and waits for them (the prefetcher's part).
+func (p *Prefetcher) Close() { p.part.Stop() }
 
 // Enqueue queues the chunks of uses that are not resident or queued yet.
 func (p *Prefetcher) Enqueue(uses []Use) {

@@ -189,14 +189,14 @@ func (s *Schedule) Finish(f Inflight) {
 
 // Advance records that a stream served epoch positions up to end. If the
 // stream moved, it returns the chunks this node reads itself of the
-// stream's current window and the ahead windows after it (Upcoming): what
+// stream's current window and the windows after it (Upcoming): what
 // to prefetch.
-func (s *Schedule) Advance(js order.Stream, epoch uint64, end int, ahead int) []Use {
+func (s *Schedule) Advance(js order.Stream, epoch uint64, end int, windows int) []Use {
 	st, moved := s.advance(js, epoch, end)
 	if !moved {
 		return nil
 	}
-	return s.upcoming(st, ahead)
+	return s.upcoming(st, windows)
 }
 
 func (s *Schedule) advance(js order.Stream, epoch uint64, end int) (st stream, moved bool) {

@@ -1,4 +1,4 @@
-// Package tensors is the transform stage of the batch pipeline: it turns
+// Package tensors is the transform stage of every batch's path: it turns
 // a read's samples into what a trainer consumes. Every image member of a
 // sample (transform.OutputName: .jpg, .jpeg, .png) becomes a .npy member
 // — a tar header with the new name and size, the tensor's bytes, padding
@@ -32,12 +32,12 @@
 // fails with chunkcache.ErrBusy (503 with Retry-After), whatever it does
 // with bad images — and never overrun it. An image whose decode alone
 // needs more than all the node has for decodes is refused from its
-// header (transform.ErrTooLarge: a bad image, failed, skipped or kept). An image over the pixel bound is
-// refused from its header, before anything is allocated for it; so is a
-// good image whose tensor alone is over MaxBytes (a 1×100000 PNG resized
-// to 256 on its shorter side makes 19.7 GB): the call fails with
-// ErrTooLarge (400), whatever it does with bad images, before a tar header
-// is written for it.
+// header (transform.ErrTooLarge: a bad image, failed, skipped or kept).
+// An image over the pixel bound is refused from its header, before
+// anything is allocated for it; so is a good image whose tensor alone is
+// over MaxBytes (a 1×100000 PNG resized to 256 on its shorter side makes
+// 19.7 GB): the call fails with ErrTooLarge (400), whatever it does with
+// bad images, before a tar header is written for it.
 //
 // # Failures
 //

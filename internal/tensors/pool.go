@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -12,14 +13,12 @@ import (
 // its own transform.Scratch (the decode and resample buffers, reused
 // image after image), taking samples in the order they are submitted. It
 // bounds the CPU and the decode memory of every transform on the node —
-// requests', peers', and work ahead — and Close waits for its workers.
+// requests', peers', and work ahead — and its part's stop waits for its
+// workers.
 type pool struct {
-	tasks    chan task
-	quit     chan struct{} // closed at Close: queued tasks are skipped
-	quitOnce sync.Once
-	mu       sync.RWMutex // submitters hold it shared; Close takes it to close tasks
-	shut     bool
-	wg       sync.WaitGroup
+	tasks chan task
+	part  *stopper.Part
+	quit  <-chan struct{} // the part's context's: closed when it stops, queued tasks are skipped
 
 	queued  atomic.Int64 // samples submitted and not yet done: the backlog
 	running atomic.Int64 // samples being transformed now
@@ -34,17 +33,23 @@ type task struct {
 	done func(ran bool)
 }
 
-func newPool(workers int) *pool {
-	p := &pool{tasks: make(chan task), quit: make(chan struct{}), workers: max(workers, 1)}
+func newPool(workers int, part *stopper.Part) *pool {
+	p := &pool{tasks: make(chan task), part: part, quit: part.Context().Done(), workers: max(workers, 1)}
 	for range p.workers {
-		p.wg.Go(p.work)
+		part.Go(func(context.Context) { p.work() })
 	}
 	return p
 }
 
 func (p *pool) work() {
 	sc := new(transform.Scratch)
-	for t := range p.tasks {
+	for {
+		var t task
+		select {
+		case t = <-p.tasks:
+		case <-p.quit:
+			return
+		}
 		ran := false
 		select {
 		case <-p.quit:
@@ -65,10 +70,10 @@ func (p *pool) work() {
 // every call has returned or been skipped. It returns ErrClosed if the
 // pool closed before every call ran, ctx's error if ctx ended first.
 func (p *pool) run(ctx context.Context, n int, f func(i int, sc *transform.Scratch)) error {
-	p.mu.RLock()
-	if p.shut {
-		p.mu.RUnlock()
+	select {
+	case <-p.quit:
 		return ErrClosed
+	default:
 	}
 	p.queued.Add(int64(n))
 	var wg sync.WaitGroup
@@ -95,7 +100,6 @@ submit:
 		}
 	}
 	p.queued.Add(-int64(n - sent))
-	p.mu.RUnlock()
 	wg.Wait()
 	switch {
 	case sent == n && !skipped.Load():
@@ -108,16 +112,6 @@ submit:
 }
 
 // close stops the workers once the tasks handed to them return (those
-// queued behind are skipped) and waits for them. Idempotent.
-func (p *pool) close() {
-	// With quit closed, submitters leave their loops and give back the
-	// lock.
-	p.quitOnce.Do(func() { close(p.quit) })
-	p.mu.Lock()
-	if !p.shut {
-		p.shut = true
-		close(p.tasks)
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
+// queued behind are skipped) and waits for them: the part's stop.
+// Idempotent.
+func (p *pool) close() { p.part.Stop() }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/stopper"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// Part runs the workers and ends them when it stops (nil: a part of
+	// the stage's own, stopped by Close).
+	Part     *stopper.Part
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -78,7 +82,7 @@ type Stage struct {
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}

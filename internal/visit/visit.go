@@ -1,18 +1,18 @@
-// Package pipeline serves a batch — of one dataset or a mixture, from any
+// Package visit serves a batch — of one dataset or a mixture, from any
 // offset, a single gateway's or a cluster node's — through one sequence
 // of stages, the same for every batch:
 //
 //	layout     internal/order      which samples, in which parts, under which ETag
-//	visit      the schedule        begin, follow and prefetch, fetch ahead, turn
+//	visit      the schedule        begin, follow and prefetch, fetch the next batch, turn
 //	read       internal/reader     the parts' samples, complete and verified
 //	transform  internal/tensors    a job's pipeline, when it names one: images become tensors
 //	respond    the gateway         headers, the partial ETag, the body (internal/respond)
 //
-// A Pipeline owns the visit: the calls into the schedule a batch makes,
+// Batches owns the visit: the calls into the schedule a batch makes,
 // in an order nothing else has to keep — Begin before the chunks are
 // pinned (so that they keep counting as needed now), the stream moved
 // and its next windows queued for prefetch, the next batch's samples
-// fetched from peers ahead, the job's turn awaited (when the jobs' windows
+// fetched from peers before its request, the job's turn awaited (when the jobs' windows
 // do not fit in the cache together), Finish once the read holds its
 // chunks. It also counts what each part cost (internal/livestats). It
 // knows nothing of HTTP: the gateway lays a batch out, calls Read and
@@ -25,12 +25,12 @@
 // by the asker. When the asker's job names a pipeline, the samples are
 // transformed here, where their chunk is.
 //
-// A job that names a pipeline has its next batch made ahead: once a
+// A job that names a pipeline has its next batch premade: once a
 // rank's batch is transformed, the next one is visited, read and
-// transformed in the background (readAhead), claimed before the request
+// transformed in the background (makeNext), claimed before the request
 // ends, so that the rank's next request finds its tensors made, or waits
 // for them, rather than making them again.
-package pipeline
+package visit
 
 import (
 	"context"
@@ -42,15 +42,17 @@ import (
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/premade"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/stopper"
 )
 
 // Schedule is what a visit needs of the schedule (schedule.Schedule).
 type Schedule interface {
 	Begin(js order.Stream, epoch uint64, start, global int, weight float64) (schedule.Inflight, error)
-	Advance(js order.Stream, epoch uint64, end int, ahead int) []schedule.Use
+	Advance(js order.Stream, epoch uint64, end int, windows int) []schedule.Use
 	Turn(ctx context.Context, f schedule.Inflight) error
 	Finish(f schedule.Inflight)
 }
@@ -60,7 +62,13 @@ type Schedule interface {
 // Nodes is the cluster's member count now: with one, nothing is fetched.
 type Peers interface {
 	Nodes() int
-	FetchAhead(key string, next func(ctx context.Context) ([]route.Fetch, error))
+	FetchNext(key string, next func(ctx context.Context) ([]route.Fetch, error))
+}
+
+// Layouts lays batches out (order.Orders).
+type Layouts interface {
+	Layout(ctx context.Context, src order.Source, job api.Job, epoch, m uint64) (*order.Batch, error)
+	ETag(src order.Source, job api.Job, epoch, m uint64) string
 }
 
 // Reader reads a batch's samples (reader.Reader).
@@ -69,14 +77,14 @@ type Reader interface {
 	Read(ctx context.Context, req reader.Request) (*reader.Result, error)
 }
 
-// Config configures a Pipeline.
+// Config configures Batches.
 type Config struct {
 	Schedule Schedule
-	// Prefetch reads ahead what the schedule says a moved stream needs
+	// Prefetch reads what the schedule says a moved stream needs
 	// next, Windows windows beyond its current one.
 	Prefetch schedule.Prefetch
 	Windows  int
-	Orders   *order.Orders
+	Orders   Layouts
 	Peers    Peers
 	Reader   Reader
 	Stats    *livestats.Stats
@@ -86,49 +94,63 @@ type Config struct {
 	// named as a damaged chunk's are, instead of failing the batch.
 	Stage         Stage
 	SkipBadImages bool
-	// Background runs the next batch's transform ahead of its request,
-	// and AheadBytes bounds the batches so held (0: none is made ahead).
-	Background Background
-	AheadBytes int64
-	Log        zerolog.Logger
+	// Part runs the premade batches (the next ones, made before their
+	// requests), and ends them when it stops (nil: a part of their own,
+	// stopped by Close); Limit bounds those made at once, and may be
+	// shared with other parts' background work (nil: one). PremadeBytes
+	// bounds the batches so held (0: none is premade).
+	Part         *stopper.Part
+	Limit        *stopper.Limit
+	PremadeBytes int64
+	Log          zerolog.Logger
 }
 
-// Pipeline serves batches. Safe for concurrent use.
-type Pipeline struct {
-	sched      Schedule
-	prefetch   schedule.Prefetch
-	windows    int
-	orders     *order.Orders
-	peers      Peers
-	reader     Reader
-	stats      *livestats.Stats
-	stage      Stage
-	skipBad    bool
-	background Background
-	ahead      *readAhead
-	log        zerolog.Logger
+// Batches serves batches: each one's visit, read, transform and figures.
+// Safe for concurrent use.
+type Batches struct {
+	sched        Schedule
+	prefetch     schedule.Prefetch
+	windows      int
+	orders       Layouts
+	peers        Peers
+	reader       Reader
+	stats        *livestats.Stats
+	stage        Stage
+	skipBad      bool
+	part         *stopper.Part
+	limit        *stopper.Limit
+	premade      *premade.Store[made] // next batches made before their requests
+	premadeBytes int64
+	log          zerolog.Logger
 }
 
-// New returns a pipeline.
-func New(c Config) *Pipeline {
-	p := &Pipeline{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
-		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, background: c.Background,
-		ahead: newReadAhead(c.AheadBytes), log: c.Log}
-	if p.stage == nil {
-		p.stage = noStage{}
+// New returns Batches.
+func New(c Config) *Batches {
+	v := &Batches{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
+		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
+		part: stopper.Own(c.Part, "visit: premade batches"), limit: c.Limit, log: c.Log}
+	if v.stage == nil {
+		v.stage = noStage{}
 	}
-	if p.background == nil {
-		p.ahead = newReadAhead(0)
+	if v.limit == nil {
+		v.limit = stopper.NewLimit(1)
 	}
-	return p
+	v.premade, v.premadeBytes = newPremade(c.PremadeBytes), c.PremadeBytes
+	// Once the premade batches' work has ended, what it made and nobody took gives
+	// back its memory.
+	v.part.OnStop(v.premade.Close)
+	return v
 }
 
-// Close releases the batches made ahead and not taken. Call it once the
-// background work has ended (the gateway's ahead.Set closed).
-func (p *Pipeline) Close() { p.ahead.close() }
+// Close ends the batches being premade, waits for them, and releases
+// those made and not taken (the Batches' part).
+func (v *Batches) Close() { v.part.Stop() }
 
-// AheadStats are the figures of the batches made ahead.
-func (p *Pipeline) AheadStats() api.TransformAheadStats { return p.ahead.stats() }
+// PremadeStats are the figures of the premade batches.
+func (v *Batches) PremadeStats() api.TransformAheadStats {
+	st := v.premade.Stats()
+	return api.TransformAheadStats{Started: st.Claimed, Hits: st.Taken, Dropped: st.Dropped, Bytes: st.Bytes, MaxBytes: v.premadeBytes}
+}
 
 // Served is a batch read: the batch as served (without the samples of
 // chunks damaged at rest, in skip mode: Batch.Missing names them) and its
@@ -141,10 +163,10 @@ type Served struct {
 // Follow moves the batch's streams to its end and queues what they need
 // next, reading nothing: a client revalidating a batch it holds (304)
 // still moves through the epoch.
-func (p *Pipeline) Follow(b *order.Batch) {
-	p.stats.Follow(b)
+func (v *Batches) Follow(b *order.Batch) {
+	v.stats.Follow(b)
 	for _, part := range b.Parts {
-		p.prefetch.Enqueue(p.sched.Advance(part.Stream, part.Epoch, part.End, p.windows))
+		v.prefetch.Enqueue(v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows))
 	}
 }
 
@@ -152,95 +174,102 @@ func (p *Pipeline) Follow(b *order.Batch) {
 // transform when the job names a pipeline, and its figures. On success
 // the caller writes Served's parts and then releases it; on error
 // nothing is held.
-func (p *Pipeline) Read(ctx context.Context, b *order.Batch) (*Served, error) {
+func (v *Batches) Read(ctx context.Context, b *order.Batch) (*Served, error) {
 	if b.Job.Transform != "" {
-		s, wait, err := p.ahead.take(ctx, b.ETag)
+		m, ok, err := v.premade.Take(ctx, b.ETag)
 		if err != nil {
 			return nil, err
 		}
-		if s != nil {
-			// Made ahead: its visit and read were made then; the stream
+		if ok && m.served != nil {
+			// Premade: its visit and read were made then; the stream
 			// moves as a read would move it.
-			p.Follow(b)
-			p.count(s.Batch, s.Result, wait)
-			p.readNextAhead(b)
-			return s, nil
+			v.Follow(b)
+			v.count(m.served.Batch, m.served.Result, m.wait)
+			v.makeNext(b, m.next)
+			return m.served, nil
 		}
 	}
-	s, wait, err := p.read(ctx, b, false)
+	s, wait, nx, err := v.read(ctx, b, false)
 	if err != nil {
 		return nil, err
 	}
-	p.count(s.Batch, s.Result, wait)
+	v.count(s.Batch, s.Result, wait)
 	if b.Job.Transform != "" {
-		p.readNextAhead(b)
+		v.makeNext(b, nx)
 	}
 	return s, nil
 }
 
-// read is a batch's visit, read and transform. ahead: made ahead of its
-// request, it takes no memory it would wait for.
-func (p *Pipeline) read(ctx context.Context, b *order.Batch, ahead bool) (*Served, time.Duration, error) {
+// read is a batch's visit, read and transform. premade: made before its
+// request, it takes no memory it would wait for. It returns the rank's
+// next batch, to be laid out once for whatever is done before its request (nil:
+// nothing is, or there is none).
+func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Served, time.Duration, *nextBatch, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
 	finish := func() {
 		for _, t := range toks {
-			p.sched.Finish(t)
+			v.sched.Finish(t)
 		}
 		toks = toks[:0]
 	}
 	defer finish()
 	for _, part := range b.Parts {
-		t, err := p.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
+		t, err := v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		toks = append(toks, t)
 	}
-	p.Follow(b)
-	p.fetchAhead(b)
+	v.Follow(b)
+	var nx *nextBatch
+	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
+		nx = v.next(b)
+		if cluster {
+			v.fetchNext(nx)
+		}
+	}
 	start := time.Now()
 	if b.Turns() {
 		// When the jobs' windows do not fit in the cache together, the
 		// batch waits for its job's turn.
-		if err := p.sched.Turn(ctx, toks[0]); err != nil {
-			return nil, 0, err
+		if err := v.sched.Turn(ctx, toks[0]); err != nil {
+			return nil, 0, nil, err
 		}
 	}
-	res, err := p.reader.ReadBatch(ctx, b)
+	res, err := v.reader.ReadBatch(ctx, b)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	finish()
 	wait := time.Since(start)
 	if b.Job.Transform == "" {
-		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nil
+		return &Served{Batch: b.Without(res.MissingPos), Result: res}, wait, nx, nil
 	}
-	s, err := p.transform(ctx, b, res, ahead)
-	return s, wait, err
+	s, err := v.transform(ctx, b, res, premade)
+	return s, wait, nx, err
 }
 
 // count records what each part of a batch served and cost.
-func (p *Pipeline) count(b *order.Batch, res *reader.Result, wait time.Duration) {
+func (v *Batches) count(b *order.Batch, res *reader.Result, wait time.Duration) {
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
-		p.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
+		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
 			Wait: wait, Mix: b.Mix, Comp: part.Comp})
 	}
 }
 
-// fetchAhead starts fetching from peers the samples of the rank's next
-// batch (nothing on a single gateway), under that batch's ETag, which its
-// read looks for: the batch is laid out in the fetch's background work.
-func (p *Pipeline) fetchAhead(b *order.Batch) {
-	next := b.Batch + 1
-	if p.peers.Nodes() < 2 || next >= uint64(b.Batches) {
+// fetchNext starts fetching from peers the samples of the rank's next
+// batch nx (none after the last), under that batch's ETag, which its read
+// looks for: the batch is laid out in the fetch's background work.
+func (v *Batches) fetchNext(nx *nextBatch) {
+	if nx == nil {
 		return
 	}
-	p.peers.FetchAhead(p.orders.ETag(b.Source, b.Job, b.Epoch, next), func(ctx context.Context) ([]route.Fetch, error) {
-		nb, err := p.orders.Layout(ctx, b.Source, b.Job, b.Epoch, next)
+	v.peers.FetchNext(nx.key, func(ctx context.Context) ([]route.Fetch, error) {
+		nb, err := nx.layout(ctx)
 		if err != nil {
 			return nil, err // the read of that batch will say why
 		}
@@ -264,18 +293,18 @@ func (p *Pipeline) fetchAhead(b *order.Batch) {
 // answered transformed, keyed as the asker's batch keys them, and the
 // read's pins go back before the answer is written; a sample whose image
 // cannot be transformed is answered as stored.
-func (p *Pipeline) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin) (*reader.Result, error) {
+func (v *Batches) ReadFor(ctx context.Context, s order.Samples, o *peer.Origin) (*reader.Result, error) {
 	if o != nil {
-		tok, err := p.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
+		tok, err := v.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
 		if err != nil {
 			return nil, err
 		}
-		defer p.sched.Finish(tok)
-		p.prefetch.Enqueue(p.sched.Advance(o.Stream, o.Epoch, o.Pos, p.windows))
+		defer v.sched.Finish(tok)
+		v.prefetch.Enqueue(v.sched.Advance(o.Stream, o.Epoch, o.Pos, v.windows))
 	}
-	res, err := p.reader.Read(ctx, reader.Request{Samples: s, Local: true})
+	res, err := v.reader.Read(ctx, reader.Request{Samples: s, Local: true})
 	if err != nil || o == nil || !o.Transform.On() {
 		return res, err
 	}
-	return p.transformFor(ctx, s, o, res)
+	return v.transformFor(ctx, s, o, res)
 }

@@ -1,4 +1,4 @@
-package pipeline
+package visit
 
 import (
 	"context"
@@ -21,7 +21,10 @@ import (
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
 	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/stopper"
+	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
 )
 
 // log records the calls a visit makes, in order.
@@ -50,8 +53,8 @@ func (s *fakeSchedule) Begin(js order.Stream, epoch uint64, start, global int, _
 	return schedule.Inflight{}, nil
 }
 
-func (s *fakeSchedule) Advance(js order.Stream, epoch uint64, end int, ahead int) []schedule.Use {
-	s.add("advance %s/%d@%d +%d", js.DS.Name, epoch, end, ahead)
+func (s *fakeSchedule) Advance(js order.Stream, epoch uint64, end int, windows int) []schedule.Use {
+	s.add("advance %s/%d@%d +%d", js.DS.Name, epoch, end, windows)
 	return nil
 }
 
@@ -77,8 +80,8 @@ type fakePeers struct {
 
 func (p fakePeers) Nodes() int { return p.nodes }
 
-func (p fakePeers) FetchAhead(key string, _ func(context.Context) ([]route.Fetch, error)) {
-	p.add("fetch ahead")
+func (p fakePeers) FetchNext(key string, _ func(context.Context) ([]route.Fetch, error)) {
+	p.add("fetch next")
 }
 
 type fakeReader struct {
@@ -122,7 +125,7 @@ func testDataset(t *testing.T, name string) *catalog.Dataset {
 
 // TestVisit: every batch makes the schedule's calls in one order — begin
 // each part, move each part's stream and queue its prefetch, fetch the
-// next batch ahead on a cluster, the job's turn for a dataset's batch
+// next batch on a cluster, the job's turn for a dataset's batch
 // only, the read, finish — and finishes what it began on every path.
 func TestVisit(t *testing.T) {
 	a, b := testDataset(t, "a"), testDataset(t, "b")
@@ -138,8 +141,8 @@ func TestVisit(t *testing.T) {
 	}{
 		{name: "a dataset's batch", nodes: 1,
 			want: "begin a/0@4 g4, advance a/0@8 +1, prefetch, turn, read 1 parts, finish"},
-		{name: "on a cluster, the next batch fetched ahead", nodes: 2,
-			want: "begin a/0@4 g4, advance a/0@8 +1, prefetch, fetch ahead, turn, read 1 parts, finish"},
+		{name: "on a cluster, the next batch fetched", nodes: 2,
+			want: "begin a/0@4 g4, advance a/0@8 +1, prefetch, fetch next, turn, read 1 parts, finish"},
 		{name: "a mixture's batch: no turn", nodes: 1, mix: true,
 			want: "begin P0, begin P1, advance P0, prefetch, advance P1, prefetch, read 2 parts, finish, finish"},
 		{name: "the turn fails", nodes: 1, sched: fakeSchedule{noTurn: true},
@@ -163,7 +166,7 @@ func TestVisit(t *testing.T) {
 				src = order.Source{Mix: m}
 			}
 			p := New(Config{Schedule: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
-				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, zerolog.Nop())})
+				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())})
 			m := uint64(1)
 			if tc.mix {
 				m = 0
@@ -222,5 +225,91 @@ func TestReadFor(t *testing.T) {
 	want := []string{"begin a/2@9 g0", "advance a/2@9 +2", "prefetch", "read local=true", "finish", "read local=true"}
 	if !slices.Equal(l.calls, want) {
 		t.Errorf("calls %q, want %q", l.calls, want)
+	}
+}
+
+// countingOrders counts the layouts of each batch.
+type countingOrders struct {
+	*order.Orders
+	mu      sync.Mutex
+	layouts map[uint64]int
+}
+
+func (o *countingOrders) Layout(ctx context.Context, src order.Source, job api.Job, epoch, m uint64) (*order.Batch, error) {
+	o.mu.Lock()
+	o.layouts[m]++
+	o.mu.Unlock()
+	return o.Orders.Layout(ctx, src, job, epoch, m)
+}
+
+// fetchingPeers is a cluster of two whose fetch of a next batch lays it out
+// at once and fetches nothing.
+type fetchingPeers struct{}
+
+func (fetchingPeers) Nodes() int { return 2 }
+
+func (fetchingPeers) FetchNext(_ string, next func(context.Context) ([]route.Fetch, error)) {
+	_, _ = next(context.Background())
+}
+
+// bytesReader reads every sample as 8 bytes.
+type bytesReader struct{ fakeReader }
+
+func (r bytesReader) ReadBatch(ctx context.Context, b *order.Batch) (*reader.Result, error) {
+	res, _ := r.fakeReader.ReadBatch(ctx, b)
+	for range b.Len() {
+		res.Parts = append(res.Parts, make([]byte, 8))
+		res.Bytes += 8
+	}
+	return res, nil
+}
+
+// copyStage "transforms" a sample into itself.
+type copyStage struct{ set *transform.Set }
+
+func (s copyStage) Pipeline(name string) (*transform.Pipeline, error) { return s.set.Get(name) }
+
+func (copyStage) Apply(_ context.Context, req tensors.Request) (*tensors.Output, error) {
+	out := &tensors.Output{}
+	for _, smp := range req.Samples {
+		out.Parts = append(out.Parts, smp.Data)
+		out.Bytes += int64(len(smp.Data))
+	}
+	return out, nil
+}
+
+// TestNextBatchLaidOutOnce: on a cluster, a transformed batch's next
+// batch is fetched from peers and premade, both in the
+// background; it is laid out once for both. (Each laid it out itself
+// before: batch 1 was laid out twice.)
+func TestNextBatchLaidOutOnce(t *testing.T) {
+	a := testDataset(t, "a")
+	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := &countingOrders{Orders: order.New(nil), layouts: map[uint64]int{}}
+	l := &log{}
+	part := stopper.New().Part("premade")
+	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
+		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
+		Stage: copyStage{set}, Part: part, PremadeBytes: 1 << 20})
+	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
+	src := order.Source{DS: a}
+	b, err := orders.Orders.Layout(context.Background(), src, job, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := v.Read(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	part.Stop() // the premade batch has been made
+	if n := orders.layouts[1]; n != 1 {
+		t.Fatalf("batch 1 was laid out %d times in the background, want once (layouts by batch: %v)", n, orders.layouts)
+	}
+	if st := v.PremadeStats(); st.Started != 1 {
+		t.Fatalf("premade batches: %+v, want 1 started", st)
 	}
 }

@@ -1,4 +1,4 @@
-package ahead
+package preload
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestSetBoundsAndClose(t *testing.T) {
 	if n := c.running.Load(); n != 0 {
 		t.Fatalf("%d loads still running after Close", n)
 	}
-	if s.Load(key("d"), nil) || s.TryGo(func(context.Context) {}) {
+	if s.Load(key("d"), nil) {
 		t.Error("a closed set ran a task")
 	}
 	s.Close() // idempotent
@@ -71,7 +71,7 @@ func TestSetBoundsAndClose(t *testing.T) {
 func TestLoadReportsDone(t *testing.T) {
 	c := &fakeCache{resident: map[chunkcache.Key]bool{}, release: make(chan struct{}), started: make(chan chunkcache.Key, 1)}
 	close(c.release)
-	s := New(Config{Slots: 1, Cache: c})
+	s := New(Config{Cache: c})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var got chunkcache.PrefetchResult = -1

@@ -1,4 +1,4 @@
-package pipeline
+package visit
 
 import (
 	"context"
@@ -33,10 +33,10 @@ var ErrFingerprint = fmt.Errorf("%w: another definition of the pipeline", query.
 // before any of them is written. A sample whose image cannot be
 // transformed fails the batch, or with SkipBadImages is left out and
 // named as a damaged chunk's samples are (order.Batch.Without). noWait:
-// work ahead, which takes no memory it would have to wait for.
-func (p *Pipeline) transform(ctx context.Context, b *order.Batch, res *reader.Result, noWait bool) (*Served, error) {
+// a premade batch, which takes no memory it would have to wait for.
+func (v *Batches) transform(ctx context.Context, b *order.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
-	pl, err := p.stage.Pipeline(b.Job.Transform)
+	pl, err := v.stage.Pipeline(b.Job.Transform)
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +62,10 @@ func (p *Pipeline) transform(ctx context.Context, b *order.Batch, res *reader.Re
 			Key: transform.Key{Seed: seeds[t.Part], Epoch: part.Epoch, Sample: uint64(s.IDs[t.At])}}
 	}
 	on := tensors.Fail
-	if p.skipBad {
+	if v.skipBad {
 		on = tensors.Skip
 	}
-	out, err := p.stage.Apply(ctx, tensors.Request{Pipeline: pl, Samples: samples, On: on, NoWait: noWait})
+	out, err := v.stage.Apply(ctx, tensors.Request{Pipeline: pl, Samples: samples, On: on, NoWait: noWait})
 	if errors.Is(err, transform.ErrDecode) || errors.Is(err, transform.ErrTooLarge) {
 		return nil, fmt.Errorf("%w (a server started with --on-bad-image=skip serves the batch without it)", err)
 	}
@@ -85,7 +85,7 @@ func (p *Pipeline) transform(ctx context.Context, b *order.Batch, res *reader.Re
 			}
 		}
 		slices.Sort(missing)
-		p.log.Warn().Str("pipeline", pl.Name()).Strs("skipped_samples", keys).AnErr("first", out.Errors[0]).
+		v.log.Warn().Str("pipeline", pl.Name()).Strs("skipped_samples", keys).AnErr("first", out.Errors[0]).
 			Msg("serving without samples whose images cannot be transformed")
 	}
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
@@ -98,9 +98,9 @@ func (p *Pipeline) transform(ctx context.Context, b *order.Batch, res *reader.Re
 // batch keys them (origin: the job's seed, the part's epoch). A sample
 // whose image cannot be transformed is kept as it came: the asker's own
 // stage meets the same image and applies its own policy.
-func (p *Pipeline) transformFor(ctx context.Context, s order.Samples, o *peer.Origin, res *reader.Result) (*reader.Result, error) {
+func (v *Batches) transformFor(ctx context.Context, s order.Samples, o *peer.Origin, res *reader.Result) (*reader.Result, error) {
 	defer res.Release()
-	pl, err := p.stage.Pipeline(o.Transform.Name)
+	pl, err := v.stage.Pipeline(o.Transform.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (p *Pipeline) transformFor(ctx context.Context, s order.Samples, o *peer.Or
 		samples = append(samples, tensors.Sample{Data: res.Parts[len(samples)], Name: s.Info[i].Key, Dataset: s.DS.Name,
 			Key: transform.Key{Seed: seed, Epoch: o.Epoch, Sample: uint64(s.IDs[i])}})
 	}
-	out, err := p.stage.Apply(ctx, tensors.Request{Pipeline: pl, Samples: samples, On: tensors.Keep})
+	out, err := v.stage.Apply(ctx, tensors.Request{Pipeline: pl, Samples: samples, On: tensors.Keep})
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +126,11 @@ func (p *Pipeline) transformFor(ctx context.Context, s order.Samples, o *peer.Or
 	return r, nil
 }
 
-// noStage is a pipeline without a transform stage: a job that names a
+// noStage is the stage of Batches built without one: a job that names a
 // pipeline is refused.
 type noStage struct{}
 
-var errNoStage = errors.New("pipeline: no transform stage")
+var errNoStage = errors.New("visit: no transform stage")
 
 func (noStage) Pipeline(name string) (*transform.Pipeline, error) {
 	return nil, fmt.Errorf("%w %q: %w", transform.ErrUnknownPipeline, name, errNoStage)

@@ -1,0 +1,93 @@
+package tokenize
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"testing"
+)
+
+// FuzzLoad: no bytes make Load panic, and none make it allocate more than
+// loadAllocBound of their length; a model that loads encodes text with
+// IDs in its vocabulary.
+func FuzzLoad(f *testing.F) {
+	for _, kind := range []string{"bpe", "unigram"} {
+		data, err := os.ReadFile("testdata/golden-" + kind + ".model")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+		f.Add(data[:len(data)/3])
+		// A model without its normalization map, small enough for the
+		// fuzzer to mutate its pieces and specs.
+		f.Add(editModel(data, func(mp *modelProto) { mp.norm.charsMap = ""; mp.pieces = mp.pieces[:min(len(mp.pieces), 300)] }))
+	}
+	f.Add([]byte{})
+	f.Add([]byte(`{"model": {}}`))
+	f.Add([]byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x08})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m *Model
+		var err error
+		if got := allocated(func() { m, err = Load(data) }); got > loadAllocBound(len(data)) {
+			t.Fatalf("Load of %d bytes allocated %d bytes", len(data), got)
+		}
+		if err != nil {
+			if m != nil || !(errors.Is(err, ErrNotModel) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrUnsupported)) {
+				t.Fatalf("Load = %v, %v", m, err)
+			}
+			return
+		}
+		for _, text := range []string{"", "hello world", " <|sep|> 日本語 \xff\xfe ｈｅｌｌｏ ﬁ e\u0301 😀 ", string(data[:min(len(data), 64)])} {
+			ids, err := m.Encode([]byte(text))
+			if errors.Is(err, ErrDamagedModel) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("Encode(%q): %v", text, err)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= m.VocabSize() {
+					t.Fatalf("Encode(%q) = %v: ID %d outside [0, %d)", text, ids, id, m.VocabSize())
+				}
+			}
+		}
+	})
+}
+
+// FuzzEncode: no text makes Encode panic or fail with the committed
+// models; its IDs are in the vocabulary, the same every time, and Append
+// appends exactly them.
+func FuzzEncode(f *testing.F) {
+	var models []*Model
+	for _, kind := range []string{"bpe", "unigram"} {
+		data, err := os.ReadFile("testdata/golden-" + kind + ".model")
+		if err != nil {
+			f.Fatal(err)
+		}
+		m, err := Load(data)
+		if err != nil {
+			f.Fatal(err)
+		}
+		models = append(models, m)
+	}
+	for _, s := range edgeTexts() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		for _, m := range models {
+			ids, err := m.Encode(text)
+			if err != nil {
+				t.Fatalf("%s: Encode(%q): %v", m.Kind(), text, err)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= m.VocabSize() {
+					t.Fatalf("%s: Encode(%q) = %v: ID %d outside [0, %d)", m.Kind(), text, ids, id, m.VocabSize())
+				}
+			}
+			again, _ := m.Append([]int32{-1}, text)
+			if !slices.Equal(again, append([]int32{-1}, ids...)) {
+				t.Fatalf("%s: Append(%q) = %v, Encode %v", m.Kind(), text, again, ids)
+			}
+		}
+	})
+}

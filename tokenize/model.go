@@ -1,0 +1,406 @@
+package tokenize
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Errors, for errors.Is.
+var (
+	// ErrNotModel: the bytes are not a SentencePiece model the reference
+	// would load (empty, truncated, another file or protobuf, or a model
+	// its own loader refuses: no <unk>, a duplicate piece, ...).
+	ErrNotModel = errors.New("tokenize: not a SentencePiece model")
+	// ErrTooLarge: the model is larger than MaxModelBytes or has more
+	// than MaxPieces pieces.
+	ErrTooLarge = errors.New("tokenize: model too large")
+	// ErrUnsupported: a SentencePiece model of a kind this package
+	// refuses (see the package doc).
+	ErrUnsupported = errors.New("tokenize: unsupported SentencePiece model")
+	// ErrTextTooLong: a text longer than MaxTextBytes.
+	ErrTextTooLong = errors.New("tokenize: text too long")
+	// ErrDamagedModel: the model's normalization map points outside
+	// itself, found while encoding a text that reaches the damage (the
+	// reference would read outside its buffer).
+	ErrDamagedModel = errors.New("tokenize: damaged SentencePiece model")
+)
+
+// Bounds.
+const (
+	// MaxModelBytes bounds a model file. The largest models in use (a
+	// vocabulary of 262,144 pieces) are under 5 MB.
+	MaxModelBytes = 64 << 20
+	// MaxPieces bounds a vocabulary, counted before anything is
+	// allocated for it.
+	MaxPieces = 1 << 19
+	// MaxPieceBytes bounds the bytes of a model's pieces, all together
+	// (a vocabulary of 262,144 pieces has about 2 MB of them): the
+	// tries built of them cost about 30 bytes a byte.
+	MaxPieceBytes = 8 << 20
+	// MaxTextBytes bounds one text (one document): encoding holds a few
+	// times its size, up to 100 times for BPE on text without spaces
+	// (see Costs in the package doc).
+	MaxTextBytes = 8 << 20
+)
+
+// Kind is a model's segmentation algorithm (TrainerSpec.model_type).
+type Kind int
+
+// The kinds this package encodes.
+const (
+	Unigram Kind = modelTypeUnigram
+	BPE     Kind = modelTypeBPE
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Unigram:
+		return "unigram"
+	case BPE:
+		return "bpe"
+	case modelTypeWord:
+		return "word"
+	case modelTypeChar:
+		return "char"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Special holds a model's special IDs as the reference reports them
+// (unk_id(), bos_id(), eos_id(), pad_id()): -1 for none. Encode never
+// writes BOS, EOS or pad; a caller adds them.
+type Special struct {
+	Unk, BOS, EOS, Pad int32
+}
+
+// Model is a loaded SentencePiece model. It is immutable and safe for
+// concurrent use: one Model serves any number of goroutines.
+type Model struct {
+	kind         Kind
+	vocab        int
+	special      Special
+	fingerprint  string
+	norm         *normalizer
+	uni          *unigram // kind Unigram
+	bpe          *bpe     // kind BPE
+	unk          int32
+	byteFallback bool
+	byteIDs      [256]int32 // byte fallback: the <0xXX> pieces
+	bufs         sync.Pool  // *[]byte, normalized text
+}
+
+// Load reads a SentencePiece model (a .model file's bytes, the
+// ModelProto protobuf). It refuses, with an error wrapping ErrNotModel,
+// ErrTooLarge or ErrUnsupported, anything the reference would not load
+// and the kinds this package does not encode. data is not retained.
+func Load(data []byte) (*Model, error) {
+	switch {
+	case len(data) == 0:
+		return nil, fmt.Errorf("%w: the file is empty", ErrNotModel)
+	case len(data) > MaxModelBytes:
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, len(data), MaxModelBytes)
+	}
+	s := string(data) // the one copy the pieces' strings are slices of
+	mp, err := parseModelProto(data, s, MaxPieces)
+	if err == nil && len(mp.pieces) == 0 {
+		err = fmt.Errorf("%w: no pieces", ErrNotModel)
+	}
+	if errors.Is(err, ErrNotModel) && looksLikeJSON(data) {
+		// A tokenizer.json is what one most often has instead.
+		return nil, fmt.Errorf("%w: the file looks like JSON (a Hugging Face tokenizer.json?), not a .model protobuf", ErrNotModel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return newModel(mp, hex.EncodeToString(sum[:8]))
+}
+
+// looksLikeJSON reports whether data starts, after whitespace, like a
+// JSON object or array. Asked only of data that is not a model: a
+// model's first byte is a protobuf tag, often '\n'.
+func looksLikeJSON(data []byte) bool {
+	t := bytes.TrimLeft(data[:min(len(data), 64)], " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
+func newModel(mp *modelProto, fingerprint string) (*Model, error) {
+	kind := Kind(mp.trainer.modelType)
+	if kind != Unigram && kind != BPE {
+		return nil, fmt.Errorf("%w: model type %s (only unigram and BPE are encoded)", ErrUnsupported, kind)
+	}
+	m := &Model{kind: kind, vocab: len(mp.pieces), fingerprint: fingerprint, byteFallback: mp.trainer.byteFallback}
+	if err := m.checkPieces(mp); err != nil {
+		return nil, err
+	}
+	var userKeys []string
+	var userIDs []int32
+	for i, p := range mp.pieces {
+		if p.typ == pieceUserDefined {
+			userKeys = append(userKeys, p.s)
+			userIDs = append(userIDs, int32(i))
+		}
+	}
+	// One trie of the user-defined symbols serves the normalizer and the
+	// model: the unigram model's own trie of all segmenting pieces, or
+	// one of them alone.
+	var user *byteTrie
+	var userTypes []int8
+	var err error
+	switch kind {
+	case Unigram:
+		if m.uni, err = newUnigram(mp.pieces, m.unk); err != nil {
+			return nil, err
+		}
+		if len(userKeys) > 0 {
+			user, userTypes = m.uni.trie, m.uni.types
+		}
+	case BPE:
+		if len(userKeys) > 0 {
+			user = newByteTrie(userKeys, userIDs)
+		}
+	}
+	if m.norm, err = newNormalizer(mp.norm, mp.trainer.suffix, user, userTypes, userKeys); err != nil {
+		return nil, err
+	}
+	if kind == BPE {
+		if err := checkBPE(m.norm); err != nil {
+			return nil, err
+		}
+		if m.bpe, err = newBPE(mp.pieces, m.byteFallback, user); err != nil {
+			return nil, err
+		}
+	}
+	m.special = Special{
+		Unk: m.specialID(mp, mp.trainer.unkPiece, "<unk>", pieceUnknown),
+		BOS: m.specialID(mp, mp.trainer.bosPiece, "<s>", pieceControl),
+		EOS: m.specialID(mp, mp.trainer.eosPiece, "</s>", pieceControl),
+		Pad: m.specialID(mp, mp.trainer.padPiece, "<pad>", pieceControl),
+	}
+	return m, nil
+}
+
+// checkPieces is the reference's InitializePieces: no empty piece, no
+// piece twice among the segmenting pieces (normal, user-defined, unused)
+// nor among the others (unknown, control, byte), exactly one unknown
+// piece, byte pieces named <0x00> … <0xFF> and only with byte fallback,
+// where all 256 must be. It also refuses a NUL byte in a segmenting
+// piece (the reference's tries read their keys up to a NUL, so would
+// segment with another piece than the model names).
+func (m *Model) checkPieces(mp *modelProto) error {
+	m.unk = -1
+	var haveByte [256]bool
+	total := 0
+	for i, p := range mp.pieces {
+		if p.s == "" {
+			return fmt.Errorf("%w: piece %d is empty", ErrNotModel, i)
+		}
+		if total += len(p.s); total > MaxPieceBytes {
+			return fmt.Errorf("%w: more than %d bytes of pieces", ErrTooLarge, MaxPieceBytes)
+		}
+		switch p.typ {
+		case pieceUnknown:
+			if m.unk >= 0 {
+				return fmt.Errorf("%w: a second unknown piece (%d, %q; the first is %d)", ErrNotModel, i, p.s, m.unk)
+			}
+			m.unk = int32(i)
+		case pieceByte:
+			if !mp.trainer.byteFallback {
+				return fmt.Errorf("%w: byte piece %d (%q) in a model without byte fallback", ErrNotModel, i, p.s)
+			}
+			b, ok := bytePiece(p.s)
+			if !ok {
+				return fmt.Errorf("%w: byte piece %d (%q) is not <0xXX>", ErrNotModel, i, p.s)
+			}
+			haveByte[b] = true
+			m.byteIDs[b] = int32(i) // the last wins, as the reference's reserved map would not allow two anyway
+		case pieceNormal, pieceUserDefined, pieceUnused:
+			if strings.IndexByte(p.s, 0) >= 0 {
+				return fmt.Errorf("%w: piece %d (%q) contains a NUL byte", ErrUnsupported, i, p.s)
+			}
+		}
+	}
+	if m.unk < 0 {
+		return fmt.Errorf("%w: no unknown piece (<unk>)", ErrNotModel)
+	}
+	if mp.trainer.byteFallback {
+		for b, ok := range haveByte {
+			if !ok {
+				return fmt.Errorf("%w: byte fallback without the byte piece <0x%02X>", ErrNotModel, b)
+			}
+		}
+	}
+	// Duplicates: sort the IDs by (reserved, piece); equal neighbours are
+	// the same piece twice in one of the reference's two maps.
+	reserved := func(t int8) bool { return t == pieceUnknown || t == pieceControl || t == pieceByte }
+	order := make([]int32, len(mp.pieces))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		pa, pb := mp.pieces[a], mp.pieces[b]
+		if ra, rb := reserved(pa.typ), reserved(pb.typ); ra != rb {
+			if ra {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(pa.s, pb.s)
+	})
+	for k := 1; k < len(order); k++ {
+		a, b := mp.pieces[order[k-1]], mp.pieces[order[k]]
+		if a.s == b.s && reserved(a.typ) == reserved(b.typ) {
+			return fmt.Errorf("%w: piece %q is defined twice (%d and %d)", ErrNotModel, a.s, min(order[k-1], order[k]), max(order[k-1], order[k]))
+		}
+	}
+	return nil
+}
+
+// checkBPE refuses what the library cannot merge as the reference does.
+func checkBPE(norm *normalizer) error {
+	if !norm.escape {
+		// The library writes U+2581 for every space it is given.
+		return fmt.Errorf("%w: a BPE model that does not escape whitespace", ErrUnsupported)
+	}
+	if !utf8.Valid(norm.strs) {
+		// The library splits by valid UTF-8, the reference by first bytes.
+		return fmt.Errorf("%w: a BPE model whose normalization map writes invalid UTF-8", ErrUnsupported)
+	}
+	return nil
+}
+
+// bytePiece parses a byte piece's name, exactly <0xXX> with upper-case
+// hex digits (the reference's PieceToByte knows only those 256 names).
+func bytePiece(s string) (byte, bool) {
+	const hexDigits = "0123456789ABCDEF"
+	if len(s) != 6 || s[:3] != "<0x" || s[5] != '>' {
+		return 0, false
+	}
+	hi, lo := strings.IndexByte(hexDigits, s[3]), strings.IndexByte(hexDigits, s[4])
+	if hi < 0 || lo < 0 {
+		return 0, false
+	}
+	return byte(hi<<4 | lo), true
+}
+
+// specialID is the reference's unk_id()/bos_id()/...: the ID of the piece
+// the trainer spec names (or the default name), looked up among the
+// unknown, control and byte pieces first, then the others, else unk; -1
+// unless that piece has the type the role needs.
+func (m *Model) specialID(mp *modelProto, name, def string, want int8) int32 {
+	if name == "" {
+		name = def
+	}
+	id := int32(-1)
+	for i, p := range mp.pieces {
+		if p.s != name {
+			continue
+		}
+		if p.typ == pieceUnknown || p.typ == pieceControl || p.typ == pieceByte {
+			id = int32(i)
+			break
+		}
+		if id < 0 {
+			id = int32(i)
+		}
+	}
+	if id < 0 {
+		id = m.unk
+	}
+	if mp.pieces[id].typ != want {
+		return -1
+	}
+	return id
+}
+
+// Kind returns the model's algorithm.
+func (m *Model) Kind() Kind { return m.kind }
+
+// VocabSize returns the number of pieces: every ID is in [0, VocabSize).
+func (m *Model) VocabSize() int { return m.vocab }
+
+// Special returns the model's special IDs.
+func (m *Model) Special() Special { return m.special }
+
+// Fingerprint names the model: the first 16 hex digits of the SHA-256 of
+// its file's bytes (`sha256sum tokenizer.model | cut -c1-16`). The same
+// bytes give the same IDs for the same text, on every node and after a
+// restart, so a job or an ETag that names the fingerprint names the IDs.
+func (m *Model) Fingerprint() string { return m.fingerprint }
+
+// Encode returns the IDs of text, exactly those the reference's
+// SentencePieceProcessor.Encode (Python: sp.encode(text)) returns for the
+// same bytes: no BOS or EOS added. Invalid UTF-8 is encoded as the
+// reference does (see the package doc).
+func (m *Model) Encode(text []byte) ([]int32, error) {
+	return m.Append(nil, text)
+}
+
+// Append appends the IDs of text to dst (see Encode). On error dst is
+// returned unchanged.
+func (m *Model) Append(dst []int32, text []byte) ([]int32, error) {
+	if len(text) > MaxTextBytes {
+		return dst, fmt.Errorf("%w: %d bytes, more than %d", ErrTextTooLong, len(text), MaxTextBytes)
+	}
+	bp, _ := m.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	norm, err := m.norm.normalize((*bp)[:0], text)
+	if err != nil {
+		return dst, err
+	}
+	out := sink{ids: dst, m: m}
+	switch {
+	case len(norm) == 0:
+	case m.uni != nil:
+		m.uni.encode(norm, &out)
+	default:
+		m.bpe.encode(norm, &out)
+	}
+	if cap(norm) <= maxPooledScratch*4 {
+		*bp = norm[:0]
+		m.bufs.Put(bp)
+	}
+	return out.ids, nil
+}
+
+// sink is the reference's PopulateSentencePieceText for IDs: an unknown
+// piece becomes its bytes' pieces with byte fallback, and a run of
+// unknown pieces one unknown ID without.
+type sink struct {
+	ids     []int32
+	m       *Model
+	prevUnk bool
+}
+
+// add takes a piece of the model's segmentation: its text and ID.
+func (s *sink) add(w []byte, id int32) {
+	unk := id == s.m.unk
+	switch {
+	case unk && s.m.byteFallback:
+		for _, b := range w {
+			s.ids = append(s.ids, s.m.byteIDs[b])
+		}
+	case unk && s.prevUnk:
+	default:
+		s.ids = append(s.ids, id)
+	}
+	s.prevUnk = unk
+}
+
+// addID takes an ID after byte fallback (the BPE library's output).
+func (s *sink) addID(id int32) {
+	unk := id == s.m.unk
+	if !(unk && s.prevUnk) {
+		s.ids = append(s.ids, id)
+	}
+	s.prevUnk = unk
+}
