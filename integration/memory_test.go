@@ -60,8 +60,8 @@ func procKB(t *testing.T, pid int, field string) int64 {
 // peak resident set may hold beyond --memory-limit: the binary's own
 // pages and the runtime's beyond its heap (stacks, metadata), and the
 // collector's lag behind the allocations of decodes that end and start
-// at once. (The peaks measured in this test were under the limit: 854
-// and 877 MiB of 1,088.)
+// at once. (The peaks measured in this test were at or under the limit:
+// 854, 877 and 1,079 MiB of 1,088.)
 const (
 	limitSlackBytes = 96 << 20
 	limitSlackRatio = 0.05
@@ -76,7 +76,7 @@ const (
 // resident memory (VmHWM) stays within the limit and a slack
 // (limitSlackBytes, limitSlackRatio). Before decodes were admitted
 // against the budget, its eight transform workers decoded eight at a
-// time and its peak was 3.5 times the limit (3,777 MiB).
+// time and its peak was 3.4–3.5 times the limit (3,746 and 3,777 MiB).
 func TestDecodesWithinTheMemoryLimit(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/PID/status")
@@ -105,7 +105,10 @@ func TestDecodesWithinTheMemoryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := cmdtest.Build(t, "brand")
+	// The server is built without the race detector whatever this test
+	// runs under: its shadow memory would be most of the peak measured.
+	bin := filepath.Join(t.TempDir(), "brand")
+	cmdtest.Go(t, "build", "-o", bin, "github.com/brandgw/brand/cmd/brand")
 	store := filepath.Join(dir, "store")
 	if out, err := exec.CommandContext(ctx, bin, "pack", "--src", filepath.Join(dir, "src"), "--dst", store, "--chunk-size", "2MiB").CombinedOutput(); err != nil {
 		t.Fatalf("brand pack: %v\n%s", err, out)
