@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/cmdtest"
 )
 
 // workKinds are the kinds of image work_images.py writes, each a layout
@@ -212,6 +214,7 @@ func TestWorkPeak(t *testing.T) {
 	}
 	imgs := pillowImages(t, pillowPython(t), side, side, workKinds...)
 	dir := t.TempDir()
+	child := peakChild(t)
 	for _, dec := range decoders() {
 		for _, p := range workPipelines(t, dec) {
 			if p.Name() != "imagenet-train" && p.Name() != "whole" {
@@ -226,7 +229,7 @@ func TestWorkPeak(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cmd := exec.Command(os.Args[0], "-test.run", "^TestWorkPeak$")
+				cmd := exec.Command(child, "-test.run", "^TestWorkPeak$")
 				cmd.Env = append(os.Environ(), "BRAND_WORK_PEAK_CHILD="+dec.Name()+","+p.Name()+","+file)
 				out, err := cmd.CombinedOutput()
 				if err != nil {
@@ -245,6 +248,22 @@ func TestWorkPeak(t *testing.T) {
 			}
 		}
 	}
+}
+
+// peakChild is the test binary the peaks are measured in: this one, or,
+// under the race detector, whose shadow memory would be most of a peak,
+// this package's tests built without it (with the same decoders).
+func peakChild(t *testing.T) string {
+	if !raceEnabled {
+		return os.Args[0]
+	}
+	bin := filepath.Join(t.TempDir(), "transform.test")
+	args := []string{"test", "-c", "-o", bin}
+	if len(decoders()) > 1 {
+		args = append(args, "-tags", "brand_turbojpeg")
+	}
+	cmdtest.Go(t, append(args, "github.com/brandgw/brand/transform")...)
+	return bin
 }
 
 // workPeakChild applies one pipeline to one image and prints the growth
