@@ -20,6 +20,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -88,7 +89,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
 	solo := route.Solo{}
-	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
+	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
 	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
@@ -264,4 +265,9 @@ func TestReadThroughUnderPressure(t *testing.T) {
 	if got, err := getObject(mc, "raw", "big.bin", minio.GetObjectOptions{}); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("under pressure: %v, %d bytes", err, len(got))
 	}
+}
+
+// copies is a copy budget of n bytes, as the node's memory manager gives.
+func copies(n int64) reader.Copies {
+	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies()
 }
