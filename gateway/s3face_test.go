@@ -10,9 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -262,90 +260,4 @@ func s3Request(t *testing.T, endpoint, method, path, query string, hdr ...string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
-}
-
-// holdStore holds the reads hold picks until their context ends, and a
-// moment after (a store read notices a cancel only at its next step),
-// counting those running.
-type holdStore struct {
-	s3backend.Store
-	hold    func(key string, off int64) bool
-	running atomic.Int64
-}
-
-func (h *holdStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	if !h.hold(key, off) {
-		return h.Store.ReadRange(ctx, key, etag, off, p)
-	}
-	h.running.Add(1)
-	defer h.running.Add(-1)
-	<-ctx.Done()
-	time.Sleep(50 * time.Millisecond)
-	return ctx.Err()
-}
-
-// TestS3CloseStopsLoadsAhead: Close right after GETs that started loads
-// ahead — a dataset's next chunks after its chunks were read in order, a
-// read-through object's next blocks — returns with none of them running.
-func TestS3CloseStopsLoadsAhead(t *testing.T) {
-	f := newFixture(t, 6, 4)
-	f.addMembers(t)
-	chunks := &holdStore{Store: f.store, hold: func(key string, _ int64) bool {
-		return key >= "chunks/000002.tar" && strings.HasPrefix(key, "chunks/")
-	}}
-	dir := t.TempDir()
-	shards, err := s3backend.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const block = 1 << 20
-	big := bytes.Repeat([]byte("block"), 4*block/5)
-	if _, err := shards.Put(context.Background(), "big.bin", bytes.NewReader(big), int64(len(big))); err != nil {
-		t.Fatal(err)
-	}
-	blocks := &holdStore{Store: shards, hold: func(_ string, off int64) bool { return off > 0 }}
-	creds, err := s3auth.ParseCredentials(strings.NewReader(s3ID + " " + s3Secret + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(gateway.Config{
-		Datasets:  []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: chunks}},
-		CacheSize: 64 << 20,
-		S3: gateway.S3Config{Credentials: creds, ReadAhead: 2, WholeObject: block, Block: block,
-			Buckets: []gateway.S3Bucket{{Name: "raw", URL: "file://" + dir, Store: blocks}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.S3Handler())
-	defer srv.Close()
-	mc := s3Client(t, srv.URL, s3ID, s3Secret)
-	readObject(t, mc, "class0/sample00000.jpg", minio.GetObjectOptions{}) // chunk 0
-	readObject(t, mc, "class1/sample00004.jpg", minio.GetObjectOptions{}) // chunk 1: chunks 2 and 3 load ahead
-
-	// A whole-object GET: its first block is written, blocks 1 and 2
-	// load ahead (and hold); the client leaves.
-	ctx, cancel := context.WithCancel(context.Background())
-	obj, err := mc.GetObject(ctx, "raw", "big.bin", minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(obj, make([]byte, block)); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); chunks.running.Load() < 2 || blocks.running.Load() < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("loads ahead running: %d chunks, %d blocks; want 2 and 2", chunks.running.Load(), blocks.running.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	obj.Close()
-	g.Close()
-	if c, b := chunks.running.Load(), blocks.running.Load(); c != 0 || b != 0 {
-		t.Fatalf("after Close: %d chunk loads and %d block loads still running", c, b)
-	}
 }

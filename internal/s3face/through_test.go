@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/s3backend"
 )
@@ -206,5 +209,75 @@ func TestReadThroughSymlinks(t *testing.T) {
 	}
 	if b, err := getObject(mc, "raw", "real.txt", minio.GetObjectOptions{}); err != nil || string(b) != "real" {
 		t.Fatalf("real.txt: %v %q", err, b)
+	}
+}
+
+// holdStore holds the reads hold picks until their context ends, and a
+// moment after (a store read notices a cancel only at its next step),
+// counting those running.
+type holdStore struct {
+	s3backend.Store
+	hold    func(key string, off int64) bool
+	running atomic.Int64
+}
+
+func (h *holdStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	if !h.hold(key, off) {
+		return h.Store.ReadRange(ctx, key, etag, off, p)
+	}
+	h.running.Add(1)
+	defer h.running.Add(-1)
+	<-ctx.Done()
+	time.Sleep(50 * time.Millisecond)
+	return ctx.Err()
+}
+
+// TestCloseStopsLoadsAhead: the face starts its loads ahead — a dataset's
+// next chunks after its chunks were read in order, a read-through
+// object's next blocks — only through its parts, so that closing them
+// (the set of work ahead, then the cache, as the gateway's Close does)
+// right after the GETs returns with none of them running.
+func TestCloseStopsLoadsAhead(t *testing.T) {
+	d := packTar(t, t.TempDir(), 6, 4, true)
+	chunks := &holdStore{Store: d.store, hold: func(key string, _ int64) bool {
+		return key >= "chunks/000002.tar" && strings.HasPrefix(key, "chunks/")
+	}}
+	shards, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const block = 1 << 20
+	big := bytes.Repeat([]byte("block"), 4*block/5)
+	if _, err := shards.Put(context.Background(), "big.bin", bytes.NewReader(big), int64(len(big))); err != nil {
+		t.Fatal(err)
+	}
+	blocks := &holdStore{Store: shards, hold: func(_ string, off int64) bool { return off > 0 }}
+	face := startTarFace(t, chunks, Config{ReadAhead: 2, WholeObject: block, Block: block,
+		Buckets: []Bucket{{Name: "raw", Store: blocks}}}, zerolog.Nop())
+	for _, key := range []string{"class0/sample00000.jpg", "class1/sample00004.jpg"} { // chunk 0, chunk 1: chunks 2 and 3 load ahead
+		if _, err := getObject(face.mc, "test", key, minio.GetObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A whole-object GET: its first block is written, blocks 1 and 2
+	// load ahead (and hold); the client leaves.
+	ctx, cancel := context.WithCancel(context.Background())
+	obj, err := face.mc.GetObject(ctx, "raw", "big.bin", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(obj, make([]byte, block)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); chunks.running.Load() < 2 || blocks.running.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("loads ahead running: %d chunks, %d blocks; want 2 and 2", chunks.running.Load(), blocks.running.Load())
+		}
+	}
+	cancel()
+	obj.Close()
+	face.close()
+	if c, b := chunks.running.Load(), blocks.running.Load(); c != 0 || b != 0 {
+		t.Fatalf("after Close: %d chunk loads and %d block loads still running", c, b)
 	}
 }
