@@ -43,18 +43,31 @@ func (noDatasets) Version(name string) (*catalog.Dataset, error) {
 	return nil, fmt.Errorf("%w: %s", catalog.ErrUnknown, name)
 }
 
-// countingStore counts the bytes read from a store.
+// countingStore counts the bytes read from a store, and the reads of
+// each object.
 type countingStore struct {
 	s3backend.Store
 	mu    sync.Mutex
 	bytes int64
+	reads map[string]int
 }
 
 func (c *countingStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
 	c.mu.Lock()
 	c.bytes += int64(len(p))
+	if c.reads == nil {
+		c.reads = map[string]int{}
+	}
+	c.reads[key]++
 	c.mu.Unlock()
 	return c.Store.ReadRange(ctx, key, etag, off, p)
+}
+
+// readsOf is how many times key was read.
+func (c *countingStore) readsOf(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[key]
 }
 
 func (c *countingStore) take() int64 {
