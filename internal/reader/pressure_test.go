@@ -14,14 +14,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/respond"
 )
 
 // TestSlowReaderGivesItsPinsBack: a batch written from pinned chunks to a
 // client that stops reading, while the cache is under pressure (the batch
 // pins over half of it), is copied out mid-write by the writer
-// (Result.Relieve, asked when UnderPressure) and its chunks go back to the
+// (Result.Relieve, asked when the memory manager's UnderPressure says so) and its chunks go back to the
 // cache long before its write deadline; the client, reading again, gets
 // every byte, in order. A batch read at once is written from the cache,
 // not copied.
@@ -33,7 +35,9 @@ func TestSlowReaderGivesItsPinsBack(t *testing.T) {
 	for id := range ds.Index.NumSamples() {
 		all = append(all, [2]int{0, id})
 	}
-	out := respond.New(respond.Config{Pressure: r.UnderPressure, WriteTimeout: 5 * time.Minute}) // the pins must go back long before this
+	mem := memory.New(memory.Config{MaxWait: time.Second, Busy: chunkcache.ErrBusy})
+	mem.Watch(cache)
+	out := respond.New(respond.Config{Pressure: mem.UnderPressure, WriteTimeout: 5 * time.Minute}) // the pins must go back long before this
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		res, err := r.ReadBatch(req.Context(), batchOf([]*catalog.Dataset{ds}, all))
 		if err != nil {

@@ -60,7 +60,7 @@ func TestOddImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Pipelines: set, Workers: 2, Buffers: &budget{size: 1 << 30}, MaxBytes: 1 << 30, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	s := New(Config{Pipelines: set, Workers: 2, Buffers: &budget{size: 1 << 30}, Decodes: decodes(1 << 30), MaxBytes: 1 << 30, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	t.Cleanup(s.Close)
 	var in []Sample
 	for i, f := range files {
