@@ -41,6 +41,7 @@ func (o *formatsOptions) flagSet() *flag.FlagSet {
 	fs.BoolVar(&cfg.NoTorch, "no-torch", cfg.NoTorch, "skip (3)")
 	fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch and boto3 for (3) (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3); (3) is skipped without one")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
+	fs.StringVar(&cfg.GatewayProfiles, "gateway-profiles", "", "directory for a CPU profile of each gateway (gateway-formats-<format>-<round>.pprof)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where MinIO's data, the photos and the logs go (default: a temporary directory, removed)")
 	fs.StringVar(&o.out, "out", o.out, "directory for formats.txt, formats.json and formats.png")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
@@ -79,6 +80,9 @@ func runFormatsBench(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	cfg := o.cfg
 	if err := defaultBrand(&cfg.GatewayBinary); err != nil {
+		return err
+	}
+	if cfg.GatewayProfiles, err = profileDir(cfg.GatewayProfiles); err != nil {
 		return err
 	}
 	cleanup, err := workAndOut(&cfg.WorkDir, o.out, "formats")

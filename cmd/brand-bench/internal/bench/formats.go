@@ -79,25 +79,29 @@ type FormatsConfig struct {
 
 	Interpreter, Script string // loaders.py and a Python with torch; found when empty; (3) is skipped without one
 	GatewayBinary       string
-	WorkDir             string    `json:"-"`
-	Command             string    `json:"-"`
-	Log                 io.Writer `json:"-"`
+	// GatewayProfiles, if set, is a directory where every gateway writes
+	// a CPU profile of its run (brand serve --cpuprofile), named like its
+	// log: gateway-formats-<format>-<round>[-torch].pprof.
+	GatewayProfiles string    `json:"-"`
+	WorkDir         string    `json:"-"`
+	Command         string    `json:"-"`
+	Log             io.Writer `json:"-"`
 }
 
 // DefaultFormatsConfig: 10,000 files to index and 8 of 128 MiB; 3,000
 // photos in row groups of 100, files of 500 rows, 16 MiB tar chunks and
-// MDS shards; two rounds.
+// MDS shards; three rounds.
 func DefaultFormatsConfig() FormatsConfig {
 	return FormatsConfig{IndexFiles: 10000, IndexRowsPerFile: 2, LargeFiles: 8, LargeFileBytes: 128 << 20,
 		Images: 3000, RowsPerGroup: 100, RowsPerFile: 500, ChunkSize: 16 << 20, EmbeddingBytes: 8 << 10,
-		BatchSize: 64, Window: 4, Rounds: 2, WarmEpochs: 3, Workers: 2}
+		BatchSize: 64, Window: 4, Rounds: 3, WarmEpochs: 3, Workers: 2}
 }
 
-// SmallFormatsConfig: 1,000 files to index and 2 large ones, 600 photos,
-// one round: a few minutes.
+// SmallFormatsConfig: 1,000 files to index and 2 large ones, 1,000
+// photos, 4 MiB tar chunks and MDS shards: a few minutes.
 func SmallFormatsConfig() FormatsConfig {
 	c := DefaultFormatsConfig()
-	c.IndexFiles, c.LargeFiles, c.Images, c.RowsPerFile, c.ChunkSize, c.Rounds = 1000, 2, 600, 200, 4<<20, 1
+	c.IndexFiles, c.LargeFiles, c.Images, c.RowsPerFile, c.ChunkSize = 1000, 2, 1000, 250, 4<<20
 	return c
 }
 
@@ -203,6 +207,9 @@ type FormatRow struct {
 	Seconds       float64 `json:"seconds"`
 	SamplesPerSec float64 `json:"samples_per_s"`
 	VsTar         float64 `json:"vs_tar"`
+	// FirstBatchMs is the Go client's wait for the epoch's first batch:
+	// in a cold epoch, the load of the first shuffle window's chunks.
+	FirstBatchMs  float64 `json:"first_batch_ms,omitempty"`
 	StoreRequests int64   `json:"store_requests"`
 	StoreBytes    int64   `json:"store_bytes"`
 	LoaderCPU     float64 `json:"loader_cpu_s"`
@@ -217,6 +224,10 @@ type FormatTotal struct {
 	Cold          bool       `json:"cold"`
 	SamplesPerSec [3]float64 `json:"samples_per_s"` // median, min, max
 	VsTar         [3]float64 `json:"vs_tar"`
+	// GatewayMs is the gateway's CPU per 1,000 samples; FirstBatchMs the
+	// Go client's wait for the first batch.
+	GatewayMs    [3]float64 `json:"gateway_cpu_ms_per_1000"`
+	FirstBatchMs [3]float64 `json:"first_batch_ms,omitempty"`
 }
 
 // storeProxy forwards to the store and counts each request and its bytes
@@ -581,8 +592,11 @@ func (r *formatsRun) gateway(ctx context.Context, f, tag string) (*gatewayProc, 
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--dataset", "photos=" + datasetURL(f),
 		"--s3-endpoint", r.proxy.url, "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(cache, 10),
 		"--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
-	return startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(r.srv.AccessKey, r.srv.SecretKey),
-		filepath.Join(r.cfg.WorkDir, "gateway-formats-"+f+"-"+tag+".log"))
+	name := "gateway-formats-" + f + "-" + tag
+	if r.cfg.GatewayProfiles != "" {
+		args = append(args, "--cpuprofile", filepath.Join(r.cfg.GatewayProfiles, name+".pprof"))
+	}
+	return startGateway(ctx, r.cfg.GatewayBinary, args, gatewayEnv(r.srv.AccessKey, r.srv.SecretKey), filepath.Join(r.cfg.WorkDir, name+".log"))
 }
 
 // epochs reads format f in a round: (2)'s cold and warm epochs with the
@@ -689,6 +703,9 @@ func (r *formatsRun) goEpoch(ctx context.Context, g *gatewayProc, f string, e, n
 				}
 				row.Samples += len(b.Samples)
 				b.Release()
+				if row.FirstBatchMs == 0 {
+					row.FirstBatchMs = ms(time.Since(start))
+				}
 			}
 		}
 		row.Seconds = time.Since(start).Seconds()

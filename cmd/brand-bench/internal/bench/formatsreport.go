@@ -35,13 +35,17 @@ func (r *FormatsReport) summary() []FormatTotal {
 		cold           bool
 	}
 	var order []key
-	sps, vs := map[key][]float64{}, map[key][]float64{}
+	sps, vs, gw, first := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
 	for _, row := range r.Rows {
 		k := key{row.Format, row.Loader, row.Cold}
 		if _, ok := sps[k]; !ok {
 			order = append(order, k)
 		}
 		sps[k], vs[k] = append(sps[k], row.SamplesPerSec), append(vs[k], row.VsTar)
+		gw[k] = append(gw[k], 1e6*ratio(row.GatewayCPU, float64(row.Samples)))
+		if row.FirstBatchMs > 0 {
+			first[k] = append(first[k], row.FirstBatchMs)
+		}
 	}
 	// Go before PyTorch, cold before warm, formats in their order.
 	rank := func(k key) int {
@@ -57,7 +61,8 @@ func (r *FormatsReport) summary() []FormatTotal {
 	slices.SortStableFunc(order, func(a, b key) int { return rank(a) - rank(b) })
 	var out []FormatTotal
 	for _, k := range order {
-		out = append(out, FormatTotal{Format: k.format, Loader: k.loader, Cold: k.cold, SamplesPerSec: spread(sps[k]), VsTar: spread(vs[k])})
+		out = append(out, FormatTotal{Format: k.format, Loader: k.loader, Cold: k.cold, SamplesPerSec: spread(sps[k]), VsTar: spread(vs[k]),
+			GatewayMs: spread(gw[k]), FirstBatchMs: spread(first[k])})
 	}
 	return out
 }
@@ -139,15 +144,20 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %s |\n", formatLabel(d.Format), d.Objects, d.Chunks, sizeString(d.Bytes))
 	}
 	fmt.Fprintf(&sb, "\nParquet's projected job (columns=image,label) must read %s: the image and label column chunks' total_compressed_size.\n\n", sizeString(r.ProjectedBytes))
-	sb.WriteString("| loader | epoch | format | samples/s | ÷ tar |\n| --- | --- | --- | --: | --: |\n")
+	sb.WriteString("| loader | epoch | format | samples/s | ÷ tar | gateway CPU ms per 1,000 samples | first batch ms |\n| --- | --- | --- | --: | --: | --: | --: |\n")
 	for _, t := range r.Summary {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", loaderLabel(t.Loader), temperature(t.Cold), t.Format, spreadString(t.SamplesPerSec, 0), spreadString(t.VsTar, 3))
+		first := "—"
+		if t.FirstBatchMs[0] > 0 {
+			first = spreadString(t.FirstBatchMs, 0)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s |\n", loaderLabel(t.Loader), temperature(t.Cold), t.Format, spreadString(t.SamplesPerSec, 0),
+			spreadString(t.VsTar, 3), spreadString(t.GatewayMs, 0), first)
 	}
 	sb.WriteString("\nMedian (min–max) over the rounds. Every epoch:\n\n")
-	sb.WriteString("| round | loader | epoch | format | samples/s | ÷ tar | MB/s | store GETs | store MB | loader CPU s | gateway CPU s | MinIO CPU s |\n| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("| round | loader | epoch | format | epochs | samples/s | ÷ tar | MB/s | first batch ms | store GETs | store MB | loader CPU s | gateway CPU s | MinIO CPU s |\n| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %.0f | %.3f | %.1f | %d | %.1f | %.2f | %.2f | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format,
-			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.StoreCPU)
+		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %.0f | %d | %.1f | %.2f | %.2f | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
+			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, row.FirstBatchMs, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.StoreCPU)
 	}
 	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Load average before each round: %s. %d CPUs.", joinFloats(r.Load, 1), r.Machine.CPUs)
 	if r.PythonSkipped != "" {
