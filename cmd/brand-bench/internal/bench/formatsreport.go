@@ -156,8 +156,12 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 	sb.WriteString("\nMedian (min–max) over the rounds. Every epoch:\n\n")
 	sb.WriteString("| round | loader | epoch | format | epochs | samples/s | ÷ tar | MB/s | first batch ms | store GETs | store MB | loader CPU s | gateway CPU s | MinIO CPU s |\n| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %.0f | %d | %.1f | %.2f | %.2f | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
-			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, row.FirstBatchMs, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.StoreCPU)
+		first := "—"
+		if row.FirstBatchMs > 0 {
+			first = fmt.Sprintf("%.0f", row.FirstBatchMs)
+		}
+		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %s | %d | %.1f | %.2f | %.2f | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
+			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, first, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.StoreCPU)
 	}
 	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Load average before each round: %s. %d CPUs.", joinFloats(r.Load, 1), r.Machine.CPUs)
 	if r.PythonSkipped != "" {
@@ -167,7 +171,11 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 	}
 	sb.WriteString("\n\nTargets:\n")
 	for _, t := range r.Targets {
-		fmt.Fprintf(&sb, "  %-4s %s: %.4g (want %s; %s)\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
+		note := ""
+		if t.Note != "" {
+			note = "; " + t.Note
+		}
+		fmt.Fprintf(&sb, "  %-4s %s: %.4g (want %s%s)\n", t.Status, t.Name, t.Ratio, t.Want, note)
 	}
 	fmt.Fprintf(&sb, "\n%s; %.0f s\n", r.Command, r.Seconds)
 	_, err := io.WriteString(w, sb.String())
