@@ -19,7 +19,7 @@ Standard library only, but for :func:`sequence_arrays`, which needs numpy.
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, NoReturn, Optional
 
 from ._tar import _NotPlain, _plain_members
 
@@ -81,8 +81,10 @@ def layout(body: Any) -> Optional[Layout]:
         members = _plain_members(mv)
     except _NotPlain:
         return None
-    if not members or len(members) % 2:
-        return None if not members else _bad(f"{len(members)} members, not pairs of {INPUT_IDS} and {POSITION_IDS}")
+    if not members:
+        return None
+    if len(members) % 2:
+        _bad(f"{len(members)} members, not pairs of {INPUT_IDS} and {POSITION_IDS}")
     head = bytes(mv[members[0][1] : members[0][1] + _NPY_HEADER])
     seq = _seq_of(head)
     if seq is None:
@@ -106,7 +108,7 @@ def layout(body: Any) -> Optional[Layout]:
     return Layout(n, seq, ids, pos, stride) if even else None
 
 
-def _bad(msg: str) -> None:
+def _bad(msg: str) -> NoReturn:
     raise ValueError(f"brand: not a token batch: {msg}")
 
 

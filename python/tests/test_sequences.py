@@ -13,7 +13,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tokengateway import PAD, SEQ, STRIDE, token_gateway  # noqa: E402  (puts the package on the path)
+from tokengateway import DOCS, PAD, SEQ, STRIDE, token_gateway  # noqa: E402  (puts the package on the path)
 
 import numpy  # noqa: E402
 import torch  # noqa: E402
@@ -26,7 +26,7 @@ B = 4
 
 
 def job(**kw):
-    base = dict(dataset="tok", seq=SEQ, batch_size=B, pad=PAD, seed=11)
+    base = dict(dataset=None if "mix" in kw else "tok", seq=SEQ, batch_size=B, pad=PAD, seed=11)
     base.update(kw)
     return brand.Job(**base)
 
@@ -149,8 +149,26 @@ class TestSequenceSteps(unittest.TestCase):
         rank 1 iterated in-process), then the rest at world 3 from rank 0's
         state: the global steps in order are the uninterrupted world-1
         epoch's sequences."""
-        whole = rows(self.dataset(seed=12))
-        first = [BrandDataset(self.gw.url, brand.Options(job=job(seed=12, world=2, rank=r))) for r in range(2)]
+        self.resume_at_another_world_size()
+
+    def test_mixture(self):
+        """A mixture of two token datasets: steps of the same shape, each
+        sequence of one component's documents, both components in the
+        epoch; and resumed at another world size as one dataset is."""
+        mix = "tok:0.5,tok2:0.5"
+        comps = set()
+        for ids, pos in rows(self.dataset(mix=mix)):
+            docs = {(t - 1) // STRIDE >= DOCS for t in ids if t != PAD}
+            self.assertEqual(len(docs), 1, "a sequence of both components")
+            comps |= docs
+        self.assertEqual(comps, {False, True})
+        # The mixing block is part of the order: the world-2 run's (by
+        # default its batch size times its world), given to all.
+        self.resume_at_another_world_size(mix=mix, mix_block=2 * B)
+
+    def resume_at_another_world_size(self, **kw):
+        whole = rows(self.dataset(seed=12, **kw))
+        first = [BrandDataset(self.gw.url, brand.Options(job=job(seed=12, world=2, rank=r, **kw))) for r in range(2)]
         loader = first[0].loader(num_workers=2)
         it0, it1 = iter(loader), iter(first[1])
         got = []
@@ -165,7 +183,7 @@ class TestSequenceSteps(unittest.TestCase):
         del it0, it1
         rest = []
         for r in range(3):
-            d = BrandDataset(self.gw.url, brand.Options(job=job(seed=12, world=3, rank=r)))
+            d = BrandDataset(self.gw.url, brand.Options(job=job(seed=12, world=3, rank=r, **kw)))
             d.load_state_dict(state)
             rest.append(list(d))
         for k in range(max(len(x) for x in rest)):
