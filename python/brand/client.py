@@ -414,7 +414,11 @@ class Client:
         ``memoryview`` of the batch's buffer rather than a copy:
         :func:`brand.transform.npy_array` views it as a numpy array, and
         :func:`brand.torch.npy_tensor` as a ``torch.Tensor``, in place.
-        Every other member is ``bytes`` as without a transform.
+        Every other member is ``bytes`` as without a transform. A token
+        job's (``seq``) ``input_ids.npy`` and ``position_ids.npy`` members
+        are such views too, and :func:`brand.sequence_arrays` (numpy) or
+        :func:`brand.torch.sequence_tensors` view the batch as two ``(B,
+        seq)`` int32 arrays on its buffer.
         """
         q = params or self.params()
         return self._decode(epoch, batch, q, *self._batch_answer(epoch, batch, q))
