@@ -39,11 +39,17 @@ class Batch(List[Sample]):
             than ``missing``).
         transform: the pipeline the images went through
             (``Brand-Transform``); ``None`` for bytes as stored.
+        body: a token job's (``seq``) or a transformed batch's buffer,
+            which its ``.npy`` members view (``None`` otherwise):
+            :func:`brand.sequence_arrays` and
+            :func:`brand.torch.sequence_tensors` view a token batch's
+            sequences on it.
     """
 
     missing: int = 0
     missing_keys: "tuple[str, ...]" = ()
     transform: Optional[str] = None
+    body: Any = None
 
 
 class Client:
@@ -391,9 +397,10 @@ class Client:
     def _batch_answer(self, epoch: int, batch: int,
                       params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], Any]":
         q = params or self.params()
-        # A transformed batch is read into a buffer of its own, writable,
-        # so that its tensors are handed out as views of it, not copies.
-        into = self._bodies.get if "transform" in q else None
+        # A transformed or token batch is read into a buffer of its own,
+        # writable, so that its tensors are handed out as views of it, not
+        # copies.
+        into = self._bodies.get if "transform" in q or "seq" in q else None
         a = self._send("GET", f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
@@ -407,7 +414,11 @@ class Client:
         ``memoryview`` of the batch's buffer rather than a copy:
         :func:`brand.transform.npy_array` views it as a numpy array, and
         :func:`brand.torch.npy_tensor` as a ``torch.Tensor``, in place.
-        Every other member is ``bytes`` as without a transform.
+        Every other member is ``bytes`` as without a transform. A token
+        job's (``seq``) ``input_ids.npy`` and ``position_ids.npy`` members
+        are such views too, and :func:`brand.sequence_arrays` (numpy) or
+        :func:`brand.torch.sequence_tensors` view the batch as two ``(B,
+        seq)`` int32 arrays on its buffer.
         """
         q = params or self.params()
         return self._decode(epoch, batch, q, *self._batch_answer(epoch, batch, q))
@@ -422,8 +433,11 @@ class Client:
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
                              f"Brand-Transform says {headers.get('Brand-Transform')!r}")
-        out = Batch(self._samples(epoch, batch, params, headers, body, pipeline is not None))
+        views = pipeline is not None or "seq" in params
+        out = Batch(self._samples(epoch, batch, params, headers, body, views))
         out.transform = pipeline
+        if views:
+            out.body = body
         n = headers.get("Brand-Missing-Samples")
         if n:
             out.missing = int(n)

@@ -19,6 +19,7 @@ from .._tar import Sample
 from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._shm import Blocks
+from ._sequences import sequence_tensors
 from ._tensors import to_tensors
 
 _STATE_VERSION = 1
@@ -45,6 +46,14 @@ class BrandDataset(IterableDataset):
     or, with ``batches=True``, one list per batch of ``batch_size`` samples
     (passed through ``collate`` if given); use ``DataLoader(ds,
     batch_size=None)`` for those, or :meth:`loader`, which does.
+
+    A token job (the job's ``seq``, ``seq=4096``; its ``pack``, ``pad`` and
+    ``eos``) yields steps: each batch of ``batch_size`` sequences as
+    ``{"input_ids": ..., "position_ids": ...}``, two ``torch.int32``
+    tensors of shape ``(batch_size, seq)`` on the received buffer, without
+    a copy (:func:`sequence_tensors`; passed through ``collate`` if given,
+    ``decode`` refused); ``batch_size``, positions and the state count
+    sequences (python/README.md, *Token jobs*).
 
     With the job's ``transform`` (``transform="imagenet-train"``) each image
     member is a ``torch.uint8`` tensor made by the gateway, on the received
@@ -130,6 +139,13 @@ class BrandDataset(IterableDataset):
             raise ValueError(f"brand: batch_size {job.batch_size} must be >= 1")
         if job.offset:
             raise ValueError(f"brand: offset {job.offset}: a BrandDataset resumes an epoch with load_state_dict")
+        if job.seq is not None:
+            # A language model's step is B sequences: the dataset yields
+            # steps, each one gateway batch as (B, seq) tensors.
+            if decode is not None:
+                raise ValueError("brand: decode does not apply to a token job (seq): its steps are tensors "
+                                 "(give collate= to change them)")
+            batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
         #: The options every worker's client reads with (its world, rank and
@@ -338,7 +354,17 @@ class BrandDataset(IterableDataset):
             "mix_samples": self.samples_in_epoch() if self.mix is not None else None,
             "index": self.index,
             "job": self.options.job.sent_name,
+            **self._packing(),
         }
+
+    def _packing(self) -> Dict[str, Any]:
+        """A token job's packing, which fixes its sequences (its pad changes
+        no position and is not part of it); ``{}`` for other jobs, whose
+        states hold none."""
+        job = self.options.job
+        if job.seq is None:
+            return {}
+        return {"seq": job.seq, "pack": job.pack or "bestfit", "eos": job.eos}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`'s ``state``: the next pass over its
@@ -367,6 +393,14 @@ class BrandDataset(IterableDataset):
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
                     f"{k}={have!r}: the epoch order would differ"
+                )
+        # A token job's state must be resumed by one of the same packing,
+        # and a state with a packing by a token job.
+        for k, have in (self._packing() or {"seq": None}).items():
+            if state.get(k) != have:
+                raise ValueError(
+                    f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
+                    f"{k}={have!r}: the epoch's sequences would differ"
                 )
         if self.mix is not None:
             job = replace(job, **self._mix_of_state(state))
@@ -428,6 +462,7 @@ class BrandDataset(IterableDataset):
                 self.agree()
         client = self._client(world * workers, wid * world + rank, offset)
         B = self.batch_size
+        seq = self.options.job.seq is not None
         try:
             plan = client.epoch_info(self.epoch)
             rank_samples = int(plan["rank_samples"])
@@ -443,6 +478,13 @@ class BrandDataset(IterableDataset):
                     if in_trainer and self.batches and batch.missing:
                         self._units += 1  # a step all of whose samples were left out
                     continue  # an empty final slice; nothing follows it
+                if seq:
+                    if in_trainer:
+                        self._units += 1
+                    step = sequence_tensors(batch)
+                    del batch  # the step's tensors hold the buffer
+                    yield self.collate(step) if self.collate is not None else step
+                    continue
                 if batch.transform is not None:
                     to_tensors(batch)
                 if self.decode is not None:
