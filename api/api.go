@@ -73,6 +73,11 @@ type Job struct {
 	Mix        Mix
 	MixBlock   int
 	MixSamples int
+	// Schedule is a mixture whose weights change by global step
+	// (mix_schedule=, docs/shuffle.md §11.9). A server that reads one sets
+	// Mix to its first phase's mixture (its datasets, in the order that
+	// numbers them); Values sends mix_schedule= in place of mix=.
+	Schedule Schedule
 	// Transform names the server's pipeline the batch's images go
 	// through (transform=, a name /stats lists, such as imagenet-train):
 	// each JPEG or PNG member becomes a .npy member holding its decoded,
@@ -153,7 +158,7 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamMixBlock, ParamMixSamples, ParamMembers,
 	ParamTransform, ParamColumns}
 
 // Values encodes j as query parameters. Fields at their zero value that a
@@ -208,8 +213,12 @@ func (j Job) Values() url.Values {
 	if j.Weight != 0 {
 		v.Set(ParamWeight, strconv.FormatFloat(j.Weight, 'g', -1, 64))
 	}
-	if len(j.Mix) > 0 {
+	if len(j.Schedule) > 0 {
+		v.Set(ParamMixSchedule, j.Schedule.String())
+	} else if len(j.Mix) > 0 {
 		v.Set(ParamMix, j.Mix.String())
+	}
+	if len(j.Mix) > 0 || len(j.Schedule) > 0 {
 		if j.MixBlock > 0 {
 			v.Set(ParamMixBlock, strconv.Itoa(j.MixBlock))
 		}

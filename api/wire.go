@@ -19,6 +19,9 @@ const (
 	HeaderMixBlock      = "Brand-Mix-Block"
 	HeaderMixIndex      = "Brand-Mix-Index"
 	HeaderMixComponents = "Brand-Mix-Components"
+	// HeaderMixSchedule is, on a batch of a schedule (mix_schedule=), the
+	// schedule as its requests write it; Brand-Mix is its first phase.
+	HeaderMixSchedule = "Brand-Mix-Schedule"
 
 	// A batch served without the samples of a chunk damaged at rest
 	// (gateway --on-damaged-chunk=skip) says how many it lacks, and which:

@@ -140,6 +140,9 @@ func setSourceHeaders(h http.Header, src order.Source) {
 		h.Set(api.HeaderMix, m.Text())
 		h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
 		h.Set(api.HeaderMixIndex, m.IndexIDs())
+		if len(m.Schedule) > 0 {
+			h.Set(api.HeaderMixSchedule, m.Schedule.String())
+		}
 		return
 	}
 	h.Set(api.HeaderIndex, src.DS.ID())

@@ -195,6 +195,19 @@ var params = map[string]param{
 		q.Job.Mix = m
 		return nil
 	},
+	api.ParamMixSchedule: func(q *Query, _, v string, _ Limits) error {
+		s, err := api.ParseSchedule(v)
+		if err != nil {
+			return fmt.Errorf("%w: mix_schedule: %w", ErrBadRequest, err)
+		}
+		if len(s) > 0 {
+			q.Job.Schedule = s
+			if len(q.Job.Mix) == 0 {
+				q.Job.Mix = s[0].Mix
+			}
+		}
+		return nil
+	},
 	api.ParamMixBlock:   intParam(func(q *Query) *int { return &q.Job.MixBlock }, 1, fixed(1<<24), "the mixture's limit"),
 	api.ParamMixSamples: intParam(func(q *Query) *int { return &q.Job.MixSamples }, 1, nil, ""),
 	ParamEpoch: func(q *Query, name, v string, l Limits) error {
@@ -420,6 +433,8 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	imp := q.Job.Importance
 	if len(q.Job.Mix) > 0 {
 		switch {
+		case len(q.Job.Schedule) > 0 && values.Get(api.ParamMix) != "":
+			return Query{}, fmt.Errorf("%w: give mix= or mix_schedule=, not both: a schedule's phases are its mixtures", ErrBadRequest)
 		case slices.Contains(accepted, api.ParamDataset) && values.Get(api.ParamDataset) != "":
 			return Query{}, fmt.Errorf("%w: give mix= or dataset=, not both", ErrBadRequest)
 		case imp.On():
