@@ -17,6 +17,18 @@ import (
 // the place of mix= (and dataset=).
 const ParamMixSchedule = "mix_schedule"
 
+// ParamScheduleVersion reads the schedule stored under the job's name
+// (job=NAME; PUT /jobs/NAME/schedule stores it) in place of mix= or
+// mix_schedule=: "latest" for its current version, or a version (16 hex
+// digits, as the Brand-Schedule-Version header names it) that a client
+// pinned for its epoch. A request naming a version that an edit has
+// since changed where it reads is refused (409, naming the current one).
+const ParamScheduleVersion = "schedule"
+
+// HeaderScheduleVersion names, on a batch or epoch of a stored schedule,
+// the version it was laid out under.
+const HeaderScheduleVersion = "Brand-Schedule-Version"
+
 // A SchedulePhase is one phase of a Schedule: from Step on, Mix's
 // weights; with End > Step a ramp to them over [Step, End).
 type SchedulePhase struct {
@@ -34,6 +46,18 @@ type Schedule []SchedulePhase
 // at or before the next phase; weights as mix= takes them, 0 allowed in
 // a phase but not for all its datasets. Errors wrap ErrMix.
 func ParseSchedule(s string) (Schedule, error) {
+	out, err := parsePhases(s)
+	if err != nil || out == nil {
+		return nil, err
+	}
+	if err := out.check(0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parsePhases reads the phases of s, each on its own: check relates them.
+func parsePhases(s string) (Schedule, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -65,8 +89,49 @@ func ParseSchedule(s string) (Schedule, error) {
 		}
 		out = append(out, p)
 	}
-	if err := out.check(); err != nil {
+	return out, nil
+}
+
+// Edit returns the schedule that is s for every step before from and
+// next's phases from there: next is an edit's text, whose first phase
+// starts at from (constant, or a ramp from s's weights at from). Every
+// step before from keeps s's weights, so an edit cannot start inside a
+// ramp of s, which would change the ramp's slope before from. next names
+// s's datasets. Errors wrap ErrMix.
+func (s Schedule) Edit(from uint64, next string) (Schedule, error) {
+	ph, err := parsePhases(next)
+	if err != nil {
 		return nil, err
+	}
+	if len(ph) == 0 || ph[0].Step != from {
+		return nil, fmt.Errorf("%w: an edit from step %d starts with a phase at that step (%d:MIX or %d~END:MIX)", ErrMix, from, from, from)
+	}
+	var out Schedule
+	for _, p := range s {
+		if p.Step >= from {
+			break
+		}
+		if p.End > from {
+			return nil, fmt.Errorf("%w: step %d is inside the ramp from step %d to %d, whose weights before %d would change; edit from step %d or from %d on", ErrMix, from, p.Step, p.End, from, p.Step, p.End)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 && ph[0].End > ph[0].Step {
+		return nil, fmt.Errorf("%w: an edit from step 0 has no weights to ramp from: start it with 0:MIX", ErrMix)
+	}
+	out = append(out, ph...)
+	if err := out.check(0); err != nil {
+		return nil, err
+	}
+	if len(s) > 0 && len(out[0].Mix) > 0 {
+		want := s.Datasets()
+		got := out.Datasets()
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			return nil, fmt.Errorf("%w: the edit's schedule reads %s; the job's reads %s: an edit keeps the datasets, in their order", ErrMix, strings.Join(got, ","), strings.Join(want, ","))
+		}
+	}
+	if len(out) > shuffle.MaxSchedulePhases {
+		return nil, fmt.Errorf("%w: the edited schedule has %d phases; at most %d", ErrMix, len(out), shuffle.MaxSchedulePhases)
 	}
 	return out, nil
 }
@@ -143,11 +208,11 @@ func (m Mix) phaseWeights() ([]uint64, error) {
 
 // check refuses a schedule whose phases are out of order, overlap, start
 // anywhere but 0 or name other datasets than the first phase's.
-func (s Schedule) check() error {
+func (s Schedule) check(first uint64) error {
 	if len(s) == 0 {
 		return nil
 	}
-	if s[0].Step != 0 || s[0].End != 0 {
+	if s[0].Step != first || s[0].End != 0 {
 		return fmt.Errorf("%w: a schedule's first phase is 0:MIX, constant from step 0 (a ramp moves from the phase before it)", ErrMix)
 	}
 	names := map[string]bool{}

@@ -32,6 +32,9 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSourceHeaders(w.Header(), src)
+	if v := q.Job.ScheduleVersion; v != "" {
+		w.Header().Set(api.HeaderScheduleVersion, v)
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -154,6 +157,9 @@ func setBatchHeaders(h http.Header, b *order.Batch) {
 	h.Set("ETag", b.ETag)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	setSourceHeaders(h, b.Source)
+	if v := b.Job.ScheduleVersion; v != "" {
+		h.Set(api.HeaderScheduleVersion, v)
+	}
 	if b.Mix != nil {
 		h.Set(api.HeaderMixComponents, order.FormatComponents(b.Components()))
 	} else {

@@ -208,6 +208,13 @@ var params = map[string]param{
 		}
 		return nil
 	},
+	api.ParamScheduleVersion: func(q *Query, _, v string, _ Limits) error {
+		if v != "latest" && !ValidVersion(v) {
+			return fmt.Errorf("%w: schedule must be latest or a schedule version (16 hex digits, as the Brand-Schedule-Version header gives it), got %q", ErrBadRequest, v)
+		}
+		q.Job.ScheduleVersion = v
+		return nil
+	},
 	api.ParamMixBlock:   intParam(func(q *Query) *int { return &q.Job.MixBlock }, 1, fixed(1<<24), "the mixture's limit"),
 	api.ParamMixSamples: intParam(func(q *Query) *int { return &q.Job.MixSamples }, 1, nil, ""),
 	ParamEpoch: func(q *Query, name, v string, l Limits) error {
@@ -431,7 +438,18 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 		q.Job.Importance.Job = q.Job.Name
 	}
 	imp := q.Job.Importance
-	if len(q.Job.Mix) > 0 {
+	if q.Job.ScheduleVersion != "" {
+		switch {
+		case q.Job.Name == "":
+			return Query{}, fmt.Errorf("%w: schedule= reads the schedule stored under the job's name: give job=NAME", ErrBadRequest)
+		case values.Get(api.ParamMix) != "" || values.Get(api.ParamMixSchedule) != "" || values.Get(api.ParamDataset) != "":
+			return Query{}, fmt.Errorf("%w: schedule= reads job %s's stored schedule in place of dataset=, mix= and mix_schedule=: give one", ErrBadRequest, q.Job.Name)
+		case imp.On():
+			return Query{}, fmt.Errorf("%w: sampling=importance is per dataset; a schedule draws uniformly from each component", ErrBadRequest)
+		case q.Job.Index != "":
+			return Query{}, fmt.Errorf("%w: index= pins one dataset's version; a schedule reads each component's current version", ErrBadRequest)
+		}
+	} else if len(q.Job.Mix) > 0 {
 		switch {
 		case len(q.Job.Schedule) > 0 && values.Get(api.ParamMix) != "":
 			return Query{}, fmt.Errorf("%w: give mix= or mix_schedule=, not both: a schedule's phases are its mixtures", ErrBadRequest)

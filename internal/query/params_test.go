@@ -101,6 +101,7 @@ func TestJobValuesParseBack(t *testing.T) {
 			Columns: []string{"image", "label"}},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1},
 			Mix: sched[0].Mix, Schedule: sched, MixBlock: 64},
+		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "run", ScheduleVersion: "0123456789abcdef", MixBlock: 64},
 	}
 	written := map[string]bool{}
 	l := Limits{}
