@@ -100,7 +100,7 @@ func TestStoredScheduleEdits(t *testing.T) {
 	}{
 		{"6:web:NaN,code:1,books:1", http.StatusBadRequest},
 		{"6:web:0,code:0,books:0", http.StatusBadRequest},
-		{"6:web:1,code:1,nope:1", http.StatusBadRequest}, // another dataset than the job's
+		{"6:web:1,code:1,nope:1", http.StatusBadRequest},  // another dataset than the job's
 		{"7:web:1,code:1,books:1", http.StatusBadRequest}, // its first phase not at from_step
 	} {
 		if st, _, body := editSchedule(t, srv.url, bad.sched, 6, v1.Version); st != bad.status {
