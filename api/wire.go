@@ -65,6 +65,10 @@ type EpochInfo struct {
 	// is then the mixture as given, IndexID empty, Chunks all components'
 	// and Windows 0.
 	Mix *MixInfo `json:"mix,omitempty"`
+	// ScheduleVersion is, for a job's stored schedule (schedule=), the
+	// version the epoch was laid out under: a client pins it for the
+	// epoch's batches.
+	ScheduleVersion string `json:"schedule_version,omitempty"`
 }
 
 // MixInfo is a mixture's epoch in EpochInfo.

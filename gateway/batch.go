@@ -28,12 +28,14 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 		info, err = g.jobs.orders.Info(src, q.Job, epoch)
 	}
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
 		return
 	}
 	setSourceHeaders(w.Header(), src)
 	if v := q.Job.ScheduleVersion; v != "" {
 		w.Header().Set(api.HeaderScheduleVersion, v)
+		info.ScheduleVersion = v
 	}
 	writeJSON(w, http.StatusOK, info)
 }
@@ -43,6 +45,7 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 	b, _, err := g.jobs.batch(r)
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
 		return
 	}
@@ -55,6 +58,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	b, q, err := g.jobs.batch(r)
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(ctx, w, err)
 		return
 	}

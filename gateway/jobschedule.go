@@ -96,6 +96,16 @@ func checkJobName(job string) error {
 	return nil
 }
 
+// conflictHeader names, on a 409 for a request laid out under a schedule
+// version an edit has since changed, the current version: a client
+// re-pins to it (steps it has read are the same under both).
+func conflictHeader(w http.ResponseWriter, err error) {
+	var c *jobsched.Conflict
+	if errors.As(err, &c) {
+		w.Header().Set(api.HeaderScheduleVersion, c.Current)
+	}
+}
+
 // scheduleEdit is the body of PUT and POST /jobs/{job}/schedule.
 type scheduleEdit struct {
 	// Schedule is the whole schedule (a job's first, with no Base), or

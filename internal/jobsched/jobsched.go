@@ -52,6 +52,16 @@ var (
 	ErrUnknown = errors.New("no such schedule")
 )
 
+// A Conflict is an ErrConflict of a request laid out under a version an
+// edit has since changed: Current names the version to read instead.
+type Conflict struct {
+	Current string
+	err     error
+}
+
+func (c *Conflict) Error() string { return c.err.Error() }
+func (c *Conflict) Unwrap() error { return c.err }
+
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
 	Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error)
@@ -420,7 +430,7 @@ func (b *Book) For(ctx context.Context, job, version string, first, last uint64)
 			if last < changed {
 				return v, nil
 			}
-			return nil, fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version)
+			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version)}
 		}
 		changed = min(changed, v.FromStep)
 	}
