@@ -22,8 +22,8 @@ import (
 const (
 	// MaxMixSpanBytes bounds the spans being built at once, and so one
 	// span: a mixture whose span would be larger is refused. A span of
-	// the largest block (shuffle.MaxMixBlock) over 64 components takes
-	// about 17 MiB.
+	// the largest block (shuffle.MaxMixBlock) over 100 components takes
+	// about 18 MiB.
 	MaxMixSpanBytes = 32 << 20
 	// maxMemoMixSpanBytes bounds the spans kept, the least recently read
 	// dropped first.
