@@ -183,9 +183,12 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle, not with mix or sampling=importance", query.ErrBadRequest))
 		return
 	}
-	if len(q.Job.Schedule) > 0 {
-		writeError(ctx, w, fmt.Errorf("%w: /plan plans mixtures of fixed weights (mix=), not yet schedules (mix_schedule=)", query.ErrBadRequest))
-		return
+	if q.Job.ScheduleVersion != "" {
+		// A stored schedule: its current version (or the one pinned).
+		if _, err := a.jobs.stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch), -1); err != nil {
+			writeError(ctx, w, err)
+			return
+		}
 	}
 	if len(q.Job.Mix) > 0 {
 		ds := make([]*catalog.Dataset, len(q.Job.Mix))
