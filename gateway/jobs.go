@@ -62,24 +62,17 @@ type jobs struct {
 
 // epoch parses the query and the {epoch} of a request about an epoch of
 // a job, and resolves what the job reads.
-func (j *jobs) epoch(r *http.Request) (query.Query, order.Source, uint64, error) {
-	q, src, epoch, _, err := j.epochSteps(r)
-	return q, src, epoch, err
-}
-
-// epochSteps is epoch, and for a stored schedule the last step the
-// request reads.
-func (j *jobs) epochSteps(r *http.Request) (q query.Query, src order.Source, epoch, last uint64, err error) {
+func (j *jobs) epoch(r *http.Request) (q query.Query, src order.Source, epoch uint64, err error) {
 	epoch, err = query.ParseNumber("epoch", chi.URLParam(r, "epoch"), j.limits.MaxEpoch)
 	if err != nil {
-		return query.Query{}, order.Source{}, 0, 0, err
+		return query.Query{}, order.Source{}, 0, err
 	}
 	q, err = query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
 	if err != nil {
-		return q, order.Source{}, 0, 0, err
+		return q, order.Source{}, 0, err
 	}
 	if err := j.transform(&q.Job); err != nil {
-		return q, order.Source{}, 0, 0, err
+		return q, order.Source{}, 0, err
 	}
 	if q.Job.ScheduleVersion != "" {
 		// A stored schedule: the version for the steps the request reads.
@@ -87,21 +80,21 @@ func (j *jobs) epochSteps(r *http.Request) (q query.Query, src order.Source, epo
 		if s := chi.URLParam(r, "batch"); s != "" {
 			m, err := query.ParseNumber("batch", s, 1<<62)
 			if err != nil {
-				return q, order.Source{}, 0, 0, err
+				return q, order.Source{}, 0, err
 			}
 			batch = int64(m)
 		}
-		if last, err = j.stored(r.Context(), &q.Job, epoch, batch); err != nil {
-			return q, order.Source{}, 0, 0, err
+		if err := j.stored(r.Context(), &q.Job, epoch, batch); err != nil {
+			return q, order.Source{}, 0, err
 		}
 	}
 	src, err = j.source(r.Context(), q.Job)
-	return q, src, epoch, last, err
+	return q, src, epoch, err
 }
 
 // batch parses a request about a batch and lays the batch out.
 func (j *jobs) batch(r *http.Request) (*order.Batch, query.Query, error) {
-	q, src, epoch, last, err := j.epochSteps(r)
+	q, src, epoch, err := j.epoch(r)
 	if err != nil {
 		return nil, q, err
 	}
@@ -110,10 +103,6 @@ func (j *jobs) batch(r *http.Request) (*order.Batch, query.Query, error) {
 		return nil, q, err
 	}
 	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
-	if err == nil && q.Job.ScheduleVersion != "" {
-		// No edit may start at or before a step served.
-		j.book().Served(q.Job.Name, last)
-	}
 	return b, q, err
 }
 

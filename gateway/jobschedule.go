@@ -51,13 +51,13 @@ func (j *jobs) book() *jobsched.Book {
 
 // stored resolves job's stored schedule (job.ScheduleVersion) for the
 // steps a request reads — epoch's first, or with batch >= 0 that batch's
-// global batch — into job.Schedule, job.Mix and the version, and returns
-// the last step the request reads.
-func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int64) (uint64, error) {
+// global batch — into job.Schedule, job.Mix and the version, and
+// records a batch's steps as served.
+func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int64) error {
 	book := j.book()
 	cur, err := book.Current(ctx, job.Name)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	// Every version reads the same datasets, so an epoch's length, and
 	// so its steps, are the same under each.
@@ -66,7 +66,7 @@ func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int
 		for _, name := range cur.Parsed().Datasets() {
 			ds, err := j.version(api.Job{Dataset: name})
 			if err != nil {
-				return 0, err
+				return err
 			}
 			samples += ds.Index.NumSamples()
 		}
@@ -81,12 +81,14 @@ func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int
 			first, last = epoch*steps+start/k, epoch*steps+(end-1)/k
 		}
 	}
-	v, err := book.For(ctx, job.Name, job.ScheduleVersion, first, last)
+	// A batch's steps are recorded served as its version is resolved,
+	// before it is laid out: an edit from them is refused from now on.
+	v, err := book.For(ctx, job.Name, job.ScheduleVersion, first, last, batch >= 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = v.Parsed(), v.Parsed()[0].Mix, v.Version, ""
-	return last, nil
+	return nil
 }
 
 func checkJobName(job string) error {
@@ -165,8 +167,9 @@ func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	book := g.jobs.book()
-	latest, served := book.Latest(job)
-	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, latest, served, func(s api.Schedule) error {
+	// This node's latest step is the book's own (checked under the edit's
+	// lock); other nodes' are not asked for yet (docs/http-api.md).
+	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, 0, false, func(s api.Schedule) error {
 		// Every dataset served here: a schedule naming one that is not
 		// would be refused by every request.
 		for _, name := range s.Datasets() {

@@ -185,7 +185,7 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 	}
 	if q.Job.ScheduleVersion != "" {
 		// A stored schedule: its current version (or the one pinned).
-		if _, err := a.jobs.stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch), -1); err != nil {
+		if err := a.jobs.stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch), -1); err != nil {
 			writeError(ctx, w, err)
 			return
 		}

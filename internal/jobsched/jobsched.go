@@ -105,8 +105,12 @@ type Book struct {
 	stores Stores
 	now    func() time.Time
 
-	mu       sync.Mutex
-	edit     sync.Mutex                     // one edit at a time on this node
+	mu sync.Mutex
+	// edit is held by an edit, and shared by the requests resolving a
+	// version (For): a request's version and the step it records served
+	// are one step to an edit on this node, which sees either both or
+	// neither.
+	edit     sync.RWMutex
 	versions map[string]map[string]*Version // job → version → its content
 	current  map[string]currentEntry
 	where    map[string]string // job → the dataset whose store keeps it
@@ -175,8 +179,9 @@ func (b *Book) Latest(job string) (uint64, bool) {
 // Edit stores a new version of job's schedule: with base "", its first
 // (text a whole schedule, from 0); otherwise base's edited from step
 // from by text, whose first phase starts at from (api.Schedule.Edit).
-// latest is the latest step any node has served of job (ok false: none),
-// which from must be after. It refuses with ErrConflict an edit of a
+// latest is the latest step other nodes have served of job (served
+// false: none known), which from must be after, as it must be after every
+// step this node has served. It refuses with ErrConflict an edit of a
 // job that has a schedule with base "", of a version that is not the
 // current one, or from a step served, naming the current version or the
 // step; with api.ErrMix a schedule it cannot read. check vets the
@@ -184,6 +189,9 @@ func (b *Book) Latest(job string) (uint64, bool) {
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, latest uint64, served bool, check func(api.Schedule) error) (*Version, error) {
 	b.edit.Lock()
 	defer b.edit.Unlock()
+	if l, ok := b.Latest(job); ok && (!served || l > latest) {
+		latest, served = l, true
+	}
 	var sched api.Schedule
 	var prev *Version
 	if base == "" {
@@ -389,8 +397,20 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 // last] is laid out under: the current one for version "" or "latest";
 // the version it names where it agrees with the current one, before the
 // first step an edit since it changed; otherwise ErrConflict naming the
-// current version.
-func (b *Book) For(ctx context.Context, job, version string, first, last uint64) (*Version, error) {
+// current version. With serve, the steps are recorded as served (Served)
+// with the version's resolution: an edit on this node sees both or
+// neither.
+func (b *Book) For(ctx context.Context, job, version string, first, last uint64, serve bool) (*Version, error) {
+	b.edit.RLock()
+	defer b.edit.RUnlock()
+	v, err := b.resolve(ctx, job, version, first, last)
+	if err == nil && serve {
+		b.Served(job, last)
+	}
+	return v, err
+}
+
+func (b *Book) resolve(ctx context.Context, job, version string, first, last uint64) (*Version, error) {
 	b.mu.Lock()
 	ahead := last >= b.confirmed[job]
 	b.mu.Unlock()

@@ -55,7 +55,7 @@ func TestEditChain(t *testing.T) {
 		t.Fatalf("edited: %+v", v2)
 	}
 	// Node b reads the chain again for a step it has not laid out.
-	if cur, err := b.For(ctx, "run", "latest", 100, 100); err != nil || cur.Version != v2.Version {
+	if cur, err := b.For(ctx, "run", "latest", 100, 100, false); err != nil || cur.Version != v2.Version {
 		t.Fatalf("node b's current: %v %v", cur, err)
 	}
 	// A racing edit on b, based on v1: refused, naming v2.
@@ -67,10 +67,10 @@ func TestEditChain(t *testing.T) {
 		t.Fatalf("an edit inside a ramp: %v", err)
 	}
 	// Requests under v1: served before step 100, refused from it.
-	if v, err := b.For(ctx, "run", v1.Version, 90, 99); err != nil || v.Version != v1.Version {
+	if v, err := b.For(ctx, "run", v1.Version, 90, 99, false); err != nil || v.Version != v1.Version {
 		t.Fatalf("v1 before the edit: %v %v", v, err)
 	}
-	if _, err := b.For(ctx, "run", v1.Version, 96, 103); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), v2.Version) {
+	if _, err := b.For(ctx, "run", v1.Version, 96, 103, false); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), v2.Version) {
 		t.Fatalf("v1 across the edit: %v", err)
 	}
 	// Node b edits v2 after a second: node a sees it once its second is up.
@@ -89,21 +89,21 @@ func TestEditChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.For(ctx, "run", v3.Version, 500, 500); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), v4.Version) {
+	if _, err := a.For(ctx, "run", v3.Version, 500, 500, false); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), v4.Version) {
 		t.Fatalf("node a, step 500 under v3 after b's edit: %v", err)
 	}
-	if _, err := a.For(ctx, "run", v1.Version, 0, 99); err != nil {
+	if _, err := a.For(ctx, "run", v1.Version, 0, 99, false); err != nil {
 		t.Fatalf("v1 before both edits: %v", err)
 	}
-	if _, err := a.For(ctx, "run", v2.Version, 350, 420); !errors.Is(err, ErrConflict) {
+	if _, err := a.For(ctx, "run", v2.Version, 350, 420, false); !errors.Is(err, ErrConflict) {
 		t.Fatalf("v2 across v3's edit: %v", err)
 	}
-	if _, err := a.For(ctx, "run", "0123456789abcdef", 0, 1); !errors.Is(err, ErrUnknown) {
+	if _, err := a.For(ctx, "run", "0123456789abcdef", 0, 1, false); !errors.Is(err, ErrUnknown) {
 		t.Fatalf("a version that never was: %v", err)
 	}
 	// A third book, as a node started later, finds everything in the store.
 	c := New(a.stores)
-	if v, err := c.For(ctx, "run", v2.Version, 350, 399); err != nil || v.Version != v2.Version {
+	if v, err := c.For(ctx, "run", v2.Version, 350, 399, false); err != nil || v.Version != v2.Version {
 		t.Fatalf("a new node, v2 before v3's edit: %v %v", v, err)
 	}
 }
