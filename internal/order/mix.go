@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -29,6 +30,10 @@ type Mixed struct {
 	key      string
 	text     string // Mix.String()
 	ids      string // the components' index IDs, comma-separated
+	// paces are, for a schedule, its components' (Stream.Pace), made
+	// once on first use.
+	paceOnce sync.Once
+	paces    []*Pace
 }
 
 // Text returns the mixture as its requests name it (Mix.String), made
@@ -45,7 +50,22 @@ func (m *Mixed) IndexIDs() string { return m.ids }
 // Stream is component i's stream for a job: the order its passes read,
 // in windows of the job's window split by weight.
 func (m *Mixed) Stream(i int, job api.Job) Stream {
-	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key}
+	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
+}
+
+// pace is component i's Pace under the schedule, nil for fixed weights.
+func (m *Mixed) pace(i int) *Pace {
+	s := m.Order.Schedule()
+	if s == nil {
+		return nil
+	}
+	m.paceOnce.Do(func() {
+		m.paces = make([]*Pace, len(m.DS))
+		for c := range m.paces {
+			m.paces[c] = NewPace(s, c, m.Order.Size(c), 0)
+		}
+	})
+	return m.paces[i]
 }
 
 // Mixture returns the mixture of datasets ds (in mix's order) that a
