@@ -101,8 +101,17 @@ class Client:
             url = nodes[0].url
         gw = parse_node(url, strict=False)
         self.url = url
-        # The components' datasets, by their numbers in Brand-Mix-Components.
+        # The components' datasets, by their numbers in Brand-Mix-Components,
+        # and the mixture Brand-Mix names (a stored schedule's: its plans').
         self._mix_names = job.components
+        self._mix_text = job.mix_text
+        #: The version of the job's stored schedule (``schedule_version``)
+        #: this client reads: the one the latest epoch plan was laid out
+        #: under, every batch of that epoch pinned to it, or after an edit
+        #: the current one the gateway named (every step already read is
+        #: the same under both). Save it with a checkpoint; ``None`` for a
+        #: job without a stored schedule.
+        self.schedule_version: Optional[str] = job.schedule_version
         #: The version of the dataset's index this client reads (the
         #: ``Brand-Index`` header's ID): the job's ``index``, else the one
         #: the first answer named. Every request names it, so a dataset
@@ -150,8 +159,12 @@ class Client:
     # -- parameters -------------------------------------------------------
 
     def params(self) -> Dict[str, str]:
-        """The job's query parameters, as sent with every request."""
-        return job_query(self.options.job, self.index)
+        """The job's query parameters, as sent with every request (a stored
+        schedule's with the version pinned)."""
+        job = self.options.job
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
+        return job_query(job, self.index)
 
     # -- importance sampling ---------------------------------------------
 
@@ -229,8 +242,24 @@ class Client:
                 self._members = (epoch, got)
                 if self.options.connection.discover and self._router is not None and got != self._router_members:
                     self._rediscover = True
-        self._learn_index(a.headers.get("Brand-Mix-Index" if self.options.job.mix else "Brand-Index"))
+        self._learn_index(a.headers.get("Brand-Mix-Index" if self._mixed() else "Brand-Index"))
         return a
+
+    def _mixed(self) -> bool:
+        j = self.options.job
+        return j.mix is not None or j.mix_schedule is not None or j.schedule_version is not None
+
+    def _send_pinned(self, path: str, params: Mapping[str, str], into: Optional[Callable[[int], Any]] = None) -> Answer:
+        """_send of a job request; for a stored schedule, on a 409 naming
+        the current version (an edit since the one pinned, from a step the
+        request reads), the request again under it, which the client pins."""
+        try:
+            return self._send("GET", path, params, into=into)
+        except BrandError as e:
+            if e.status != 409 or e.schedule_version is None or "schedule" not in params:
+                raise
+            self.schedule_version = e.schedule_version
+            return self._send("GET", path, {**params, "schedule": e.schedule_version}, into=into)
 
     def _pinned_members(self, epoch: int) -> Optional[str]:
         with self._lock:
@@ -383,10 +412,20 @@ class Client:
         ``dataset`` the mixture and ``mix``, its ``block`` and
         ``components`` (``dataset``, ``weight``, ``index``, ``samples``,
         ``epoch_samples``, ``first_pass``, ``first_index``)."""
-        _, body = self.get(f"/epoch/{int(epoch)}", self.params())
+        body = self._send_pinned(f"/epoch/{int(epoch)}", self.params()).body
         info = json.loads(body)
         self._learn_index(_index_of(info))
+        self._learn_schedule(info)
         return info
+
+    def _learn_schedule(self, info: Mapping[str, Any]) -> None:
+        """Pin the stored schedule's version a plan names, and its mixture."""
+        v, mix = info.get("schedule_version"), info.get("mix")
+        if self.options.job.schedule_version is None or not v or not mix:
+            return
+        self.schedule_version = str(v)
+        self._mix_text = str(info["dataset"])
+        self._mix_names = tuple(str(c["dataset"]) for c in mix["components"])
 
     def batch_bytes(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> Any:
         """Batch ``batch`` of ``epoch`` as the gateway's tar bytes; for a job
@@ -401,7 +440,7 @@ class Client:
         # writable, so that its tensors are handed out as views of it, not
         # copies.
         into = self._bodies.get if "transform" in q or "seq" in q else None
-        a = self._send("GET", f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
+        a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
     def batch(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> Batch:
@@ -447,7 +486,7 @@ class Client:
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],
                  body: Any, npy_views: bool) -> List[Sample]:
         samples = _decode(epoch, batch, body, npy_views)
-        mix = self.options.job.mix
+        mix = self._mix_text
         if mix is None:
             return samples
         where = f"brand: epoch {epoch} batch {batch}"
@@ -509,7 +548,11 @@ class Client:
         if info is None:
             info = self.epoch_info(epoch)
         self._learn_index(_index_of(info))
-        q = job_query(_planned(self.options.job, info), self.index)
+        self._learn_schedule(info)
+        job = self.options.job
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
+        q = job_query(_planned(job, info), self.index)
         n = int(info["batches"])
         ahead = self.options.ahead
         if ahead == 0:

@@ -178,6 +178,9 @@ class BrandDataset(IterableDataset):
         #: process, before its workers start, so that they all read one
         #: version.
         self.index: Optional[str] = job.index
+        #: The version of the job's stored schedule (``schedule_version``)
+        #: read, as the latest plan named it; :meth:`state_dict` keeps it.
+        self.schedule_version: Optional[str] = job.schedule_version
         # The membership version each epoch is pinned to on a cluster (the
         # Brand-Members of its plan): learnt in the trainer's process, as
         # the index is, so that every worker's client sends the same one;
@@ -254,7 +257,7 @@ class BrandDataset(IterableDataset):
         ``batch_size`` times the DDP world (:func:`ddp_world` unless the
         job gives ``world``)."""
         job = self.options.job
-        if job.mix is None:
+        if job.mix is None and job.mix_schedule is None and job.schedule_version is None:
             return None
         if job.mix_block is not None:
             return job.mix_block
@@ -268,6 +271,8 @@ class BrandDataset(IterableDataset):
         e = self.epoch if epoch is None else epoch
         job = replace(self.options.job, world=world, rank=rank, offset=offset, mix_block=self.mix_block,
                       index=self.index, members=self.options.job.members or self._members.get(e))
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
         return Client(self.url, replace(self.options, job=job))
 
     def samples_in_epoch(self, epoch: Optional[int] = None) -> int:
@@ -277,6 +282,8 @@ class BrandDataset(IterableDataset):
             with self._client(1, 0, 0, e) as c:
                 self._epoch_samples[e] = int(c.epoch_info(e)["samples"])
                 self.index = c.index
+                if c.schedule_version:
+                    self.schedule_version = c.schedule_version
                 if self.options.job.members is None and e not in self._members:
                     self._members[e] = c.members
         return self._epoch_samples[e]
@@ -351,7 +358,9 @@ class BrandDataset(IterableDataset):
             "dataset": self.options.job.dataset,
             "mix": self.mix,
             "mix_block": self.mix_block,
-            "mix_samples": self.samples_in_epoch() if self.mix is not None else None,
+            "mix_samples": self.samples_in_epoch() if self.mix_block is not None else None,
+            "mix_schedule": self.options.job.mix_schedule,
+            "schedule_version": self.schedule_version,
             "index": self.index,
             "job": self.options.job.sent_name,
             **self._packing(),
@@ -388,7 +397,8 @@ class BrandDataset(IterableDataset):
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"brand: state version {state.get('version')!r}, want {_STATE_VERSION}")
         job = self.options.job
-        for k, have in (("seed", job.seed), ("window", job.window), ("dataset", job.dataset), ("mix", self.mix)):
+        for k, have in (("seed", job.seed), ("window", job.window), ("dataset", job.dataset), ("mix", self.mix),
+                        ("mix_schedule", job.mix_schedule)):
             if state.get(k) != have:
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
@@ -402,7 +412,7 @@ class BrandDataset(IterableDataset):
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
                     f"{k}={have!r}: the epoch's sequences would differ"
                 )
-        if self.mix is not None:
+        if self.mix_block is not None:
             job = replace(job, **self._mix_of_state(state))
         # The job keeps its name: one given to this dataset wins, as a
         # name changes no byte served.
@@ -415,6 +425,11 @@ class BrandDataset(IterableDataset):
         # raises IndexChangedError rather than read another order.
         if state.get("index"):
             self.index = state["index"]
+        # A stored schedule goes on under the version saved: every step
+        # read is the same under the current one, which the gateway names
+        # when an edit has changed a step the rest reads.
+        if job.schedule_version is not None and state.get("schedule_version"):
+            self.schedule_version = state["schedule_version"]
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
         self._start_pass(int(state["epoch"]))
