@@ -30,6 +30,7 @@ func program() *cli.Program {
 		{Name: "s3face", Synopsis: s3faceSynopsis, Summary: "the PyTorch map-style loader (boto3 get_object per sample) against MinIO and against Brand's S3 face: samples/s, store requests, CPU", Run: runS3FaceBench},
 		{Name: "tensors", Synopsis: tensorsSynopsis, Summary: "a training node and a data node on a core each: torchvision's transform over boto3 and over BrandDataset's bytes, against the gateway's transform=imagenet-train — images/s, trainer CPU per image, the gateway's beside Pillow's", Run: runTensorsBench},
 		{Name: "mix", Synopsis: mixSynopsis, Summary: "a two-dataset mixture against one dataset of the same size: samples/s side by side, store reads against the planner's optimum", Run: runMixBench},
+		{Name: "formats", Synopsis: formatsSynopsis, Summary: "datasets served in place: brand index over 10,000 Parquet files (seconds, bytes read); an epoch from Hub-layout Parquet, MDS and tar, cold and warm, Go client and PyTorch; store bytes of a projected job", Run: runFormatsBench},
 		{Name: "resize", Synopsis: resizeSynopsis, Summary: "a job read while its cluster goes 3 → 5 → 4 nodes and loses one, beside a fixed cluster of 4: p99 during each change, store reads, bytes from peers", Run: runResizeBench},
 		{Name: "index", Synopsis: indexSynopsis, Summary: "the index a node holds: today's whole index against a partial one, for nodes of 1, 16 and 256", Run: runIndexBench},
 		{Name: "limit", Synopsis: limitSynopsis, Summary: "serve one of the benchmark's limits; run starts these itself", Run: runLimit},
