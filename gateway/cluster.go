@@ -35,6 +35,10 @@ import (
 
 // node is what the gateway itself asks of its place in a cluster.
 type node interface {
+	// Settled is why this node, able to serve, should not report ready
+	// yet: its peers and it have yet to see each other up
+	// (membership.Tracker.Settled).
+	Settled() error
 	View(world int, datasets []string) api.Cluster
 	Stats(datasets []string) *api.ClusterStats
 	Leave(ctx context.Context) error
@@ -56,6 +60,9 @@ type clusterNode struct {
 	members *membership.Tracker
 	route   *route.Router
 }
+
+// Settled is membership.Tracker.Settled.
+func (c clusterNode) Settled() error { return c.members.Settled() }
 
 // View is the body of GET /cluster (membership.Tracker.View).
 func (c clusterNode) View(world int, datasets []string) api.Cluster {
@@ -94,6 +101,9 @@ func (soloNode) View(world int, _ []string) api.Cluster {
 	}
 	return c
 }
+
+// Settled: a single gateway has no peers to see.
+func (soloNode) Settled() error { return nil }
 
 // Stats is nil: /stats shows no cluster.
 func (soloNode) Stats([]string) *api.ClusterStats { return nil }

@@ -66,12 +66,13 @@ type peerAPI struct {
 }
 
 // peerNodes is what the peers' endpoints ask of the other nodes
-// (peer.Nodes): an authenticated asker's slot, and that it was heard
-// from and served.
+// (peer.Nodes): an authenticated asker's slot, that it was heard from and
+// served, and the nodes this node sees down (its state says so).
 type peerNodes interface {
 	Slot(url string) int
 	Heard(k int)
 	Served(k int, n int64)
+	Down() []string
 }
 
 // peerMembership is what they ask of the membership
@@ -155,8 +156,9 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Served(k, max(n-int64(len(head)), 0))
 }
 
-// handleState serves GET peer.StatePath: whether this node is ready and
-// which index versions of each dataset it holds. A peer's probe.
+// handleState serves GET peer.StatePath: whether this node is ready,
+// which index versions of each dataset it holds, and which of the nodes
+// it probes it does not see up. A peer's probe.
 func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	if err := a.ready(); err != nil {
 		writeError(r.Context(), w, err)
@@ -164,7 +166,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
-	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load}
+	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)

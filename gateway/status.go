@@ -79,9 +79,20 @@ func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g.node.View(q.Job.World, g.catalog.Names()))
 }
 
-// notReady is why the gateway should not be sent new work, or nil: it is
-// leaving its cluster (Leave), or cannot serve now (servingNotReady).
+// notReady is why the gateway should not be sent new work, or nil: it
+// refuses work (refusing), or, on a cluster's start, it and its peers
+// have yet to see each other up (node.Settled) — a reason for a load
+// balancer or a job to wait, not for a request that comes to be refused.
 func (g *Gateway) notReady() error {
+	if err := g.refusing(); err != nil {
+		return err
+	}
+	return g.node.Settled()
+}
+
+// refusing is why the gateway refuses a client's request now, or nil: it
+// is leaving its cluster (Leave), or cannot serve (servingNotReady).
+func (g *Gateway) refusing() error {
 	if g.leaving.Load() {
 		return errLeaving
 	}

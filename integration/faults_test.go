@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
@@ -60,7 +63,9 @@ func TestFaultSuite(t *testing.T) {
 	backend.MaxRetries = 8
 	backend.RetryBase = 50 * time.Millisecond
 	backend.PartSize = 64 << 10 // several parts per chunk: resumes and parallel parts both see faults
+	logs := keptLog(t)
 	g, url := startGateway(t, gateway.Config{
+		Logger:       zerolog.New(logs).Level(zerolog.InfoLevel),
 		Datasets:     []gateway.DatasetSpec{{Name: "synthetic", URL: p.url}},
 		Backend:      backend,
 		CacheSize:    p.bytes / 3, // chunks are evicted and read again in the second epoch
@@ -168,6 +173,47 @@ func TestFaultSuite(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// lockedBuffer is a log an in-process gateway writes from many
+// goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// keptLog is the log of an in-process gateway of t, shown if t fails:
+// its answers with a status of 500 or more (each line names the error
+// behind it), then its last warnings and errors.
+func keptLog(t *testing.T) *lockedBuffer {
+	t.Helper()
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var failed []string
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `"status":5`) && len(failed) < 40 {
+				failed = append(failed, line)
+			}
+		}
+		t.Logf("the gateway's answers of 500 or more:\n%s\nits last warnings and errors:\n%s",
+			strings.Join(failed, "\n"), warningLines(logs.String(), 40))
+	})
+	return logs
+}
 
 // gatheredCounter reads an unlabelled counter from the gateway's registry.
 func gatheredCounter(t *testing.T, g *gateway.Gateway, name string) float64 {

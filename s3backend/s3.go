@@ -264,10 +264,11 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 	obj := s.root + key
 	last := off + int64(len(p)) - 1
 	done := 0
+	ranged := false // a plain GET answered another size: ask with a Range
 	kind, err := s.retry.do(ctx, func() (bool, error) {
 		start := off + int64(done)
 		var opts minio.GetObjectOptions
-		plain := done == 0 && off == 0 && size == int64(len(p))
+		plain := !ranged && done == 0 && off == 0 && size == int64(len(p))
 		if !plain {
 			if err := opts.SetRange(start, last); err != nil {
 				return false, err
@@ -299,7 +300,13 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 			return false, changedError(s.target(key), pin, got)
 		}
 		if plain && info.Size != size {
-			return false, fmt.Errorf("%w: %s is %d bytes, expected %d", ErrOutOfRange, s.target(key), info.Size, size)
+			// An object of another size than expected, or a body dropped
+			// on the way (a proxy answering 200 with Content-Length 0):
+			// asked again with a Range, whose Content-Range names the
+			// object's size, so that only a real difference is
+			// ErrOutOfRange (checkContentRange).
+			ranged = true
+			return false, fmt.Errorf("%s: a GET of the whole object answered %d bytes, expected %d: %w", s.target(key), info.Size, size, io.ErrUnexpectedEOF)
 		}
 		if err := checkContentRange(header, start, last, size); err != nil {
 			return false, fmt.Errorf("%s: %w", s.target(key), err)

@@ -100,6 +100,7 @@ type faults struct {
 	rewriteETag string // replace the ETag of object GET responses
 	hang        bool   // hold object GETs until their context ends
 	stalls      int    // object GET bodies still to stall after cutAfter bytes
+	empties     int    // object GETs still to answer 200 with their headers, Content-Length 0 and no body
 	started     chan struct{}
 	beforeGet   func(n int) // called before the n-th (1-based) object GET is sent
 	gets        int
@@ -119,6 +120,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		slow   = (get || f.slowAll) && f.slowDowns != 0
 		cut    = get && f.cuts > 0
 		stall  = get && f.stalls > 0
+		empty  = get && f.empties > 0
 		hang   = get && f.hang
 		before = f.beforeGet
 		n      int
@@ -131,6 +133,9 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if stall && !slow {
 		f.stalls--
+	}
+	if empty && !slow {
+		f.empties--
 	}
 	if get {
 		f.gets++
@@ -162,6 +167,14 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if get && rewrite != "" {
 		resp.Header.Set("ETag", `"`+rewrite+`"`)
+	}
+	if empty {
+		// A proxy that drops the body and says so: the object's ETag and
+		// Content-Range, Content-Length 0.
+		resp.Body.Close()
+		resp.Body, resp.ContentLength = http.NoBody, 0
+		resp.Header.Set("Content-Length", "0")
+		return resp, nil
 	}
 	if stall {
 		resp.Body = &stallBody{rc: resp.Body, left: f.cutAfter, done: req.Context().Done()}
@@ -286,6 +299,7 @@ func TestS3(t *testing.T) {
 	t.Run("IdleTimeout", e.testIdleTimeout)
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
+	t.Run("EmptyAnswer", e.testEmptyAnswer)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
 	t.Run("Changed", e.testChanged)
@@ -1031,4 +1045,44 @@ func (e *env) testIdleTimeout(t *testing.T) {
 // modification time, Stat and List do.
 func sameInfo(a, b s3backend.ObjectInfo) bool {
 	return a.Key == b.Key && a.Size == b.Size && a.ETag == b.ETag
+}
+
+// testEmptyAnswer: a GET answered 200 with the object's ETag and no body
+// (Content-Length 0) is a fault on the way, retried, whether the GET was
+// ranged or plain (a whole object of less than a part and a half: asked
+// again with a Range, whose Content-Range says the object's size). The
+// reproduction: TestFaultSuite's proxy answered a plain GET of a chunk so,
+// the read failed as past the object's end, and the gateway answered
+// 500 to the two ranks waiting for the chunk.
+func (e *env) testEmptyAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		want []string // the Range of each GET
+	}{
+		{"plain", testPartSize - 100, []string{"", fmt.Sprintf("bytes=0-%d", testPartSize-101)}},
+		{"ranged", 3 * testPartSize, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &faults{}
+			s, _ := e.store(t, f, nil, nil)
+			data := randomBytes(tc.n, 31)
+			info := mustPut(t, s, "obj", data)
+			f.mu.Lock()
+			f.empties, f.ranges = 1, nil
+			f.mu.Unlock()
+			p := make([]byte, len(data))
+			if err := s.ReadObject(context.Background(), "obj", info.ETag, p, nil); err != nil {
+				t.Fatalf("ReadObject after an empty answer: %v", err)
+			}
+			if !bytes.Equal(p, data) {
+				t.Fatal("wrong bytes after an empty answer")
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if tc.want != nil && !slices.Equal(f.ranges, tc.want) {
+				t.Errorf("GETs with ranges %q, want %q", f.ranges, tc.want)
+			}
+		})
+	}
 }

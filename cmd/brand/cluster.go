@@ -37,7 +37,7 @@ func (f *clusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.self, "self", -1, "this node's position in --peers as written (or give --advertise)")
 	fs.StringVar(&f.advertise, "advertise", "", "this node's URL as the members are listed (e.g. http://$(POD_NAME).brand.ns.svc.cluster.local:8080); required with --peers-file and --peers-dns")
 	fs.DurationVar(&f.peerTimeout, "peer-timeout", gateway.DefaultPeerTimeout, "bound on one sample fetch from a peer; past it the samples come from the next node or the store")
-	fs.DurationVar(&f.flipTimeout, "membership-flip-timeout", membership.DefaultFlipTimeout, "bound on a membership change on this node: loading the chunks it gains that the jobs need soon, then waiting for the other gaining nodes, after which it moves to the new membership anyway")
+	fs.DurationVar(&f.flipTimeout, "membership-flip-timeout", membership.DefaultFlipTimeout, "bound on a membership change on this node: loading the chunks it gains that the jobs need soon, then waiting for the other gaining nodes, after which it moves to the new membership anyway; and on how long, at start, it waits for a member that answers but is not ready before it reports ready")
 	fs.DurationVar(&f.leave, "leave-timeout", DefaultLeaveTimeout, "on SIGTERM, a cluster node hands its chunks over and waits for the cluster to agree on a membership without it for at most this long, then drains for --shutdown-timeout; keep both inside the platform's grace period (terminationGracePeriodSeconds)")
 	fs.StringVar(&f.secretFile, "peer-secret-file", "", "the secret every node of the cluster is given (at least 16 bytes); the peers' internal requests carry credentials derived from it, and only those are served. Required with --auth-token-file")
 }

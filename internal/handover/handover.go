@@ -38,7 +38,11 @@
 //  5. and those, when a batch first needs one, are asked of their old
 //     owner once more (Sources.Read) before the store: until the cluster
 //     flips, the old owner still reads the chunks it owns for the jobs, so
-//     it may hold one now that it did not hold in step 4.
+//     it may hold one now that it did not hold in step 4. A later change
+//     keeps them while they stay this node's (a join, then a leave within
+//     the epoch, before the jobs reach them); those whose old owner is
+//     the node leaving in it are copied from that node in its warm-up,
+//     after its own gains, while it still serves.
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -57,6 +61,7 @@ package handover
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,12 +174,26 @@ func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 		later: map[chunkcache.Key]source{}}
 }
 
-// forget drops the old owners of the last change's chunks: a new change
-// begins, and names its own (askLater).
-func (s *Sources) forget() {
+// keep drops the old owners named for the batches (askLater) of the
+// chunks that keep says this node no longer reads: a new change begins.
+// The others stay: a change that follows another before the jobs have
+// reached its gains (a join, then a leave within the epoch) leaves them
+// this node's, and their old owner still holds them — unless it is the
+// node leaving (stays says no): those are returned, and no longer left
+// to the batches, for Warm to copy from it before it goes.
+func (s *Sources) keep(keep func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
 	s.mu.Lock()
-	clear(s.later)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	for k, src := range s.later {
+		switch {
+		case !keep(src.ds, src.c):
+			delete(s.later, k)
+		case !stays(src.url):
+			delete(s.later, k)
+			leaving = append(leaving, src)
+		}
+	}
+	return leaving
 }
 
 // askLater names the old owner of chunk c of ds, which this node gains
@@ -218,10 +237,19 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	if err != nil {
 		return change, err
 	}
-	h.cfg.Sources.forget()
+	leaving := h.cfg.Sources.keep(func(ds *catalog.Dataset, c int) bool {
+		return slices.Contains(datasets, ds) && to.Members()[ds.Owners(to)[c]] == h.cfg.Self
+	}, func(url string) bool { return slices.Contains(to.Members(), url) })
 	var tasks []task
 	for _, ds := range datasets {
 		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
+	}
+	// Then the gains an earlier change left to the batches whose old
+	// owner leaves in this one: copied from it while it still serves.
+	for _, src := range leaving {
+		if h.cfg.Peers.IsUp(src.url) && !h.cfg.Cache.Contains(src.ds.ChunkKey(src.c)) {
+			tasks = append(tasks, task{ds: src.ds, c: src.c, old: src.url})
+		}
 	}
 	if len(tasks) == 0 {
 		return change, nil

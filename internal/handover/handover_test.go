@@ -181,7 +181,8 @@ func TestWarm(t *testing.T) {
 // TestGainsLeftToTheBatches: a gained chunk that Warm leaves to the
 // batches (no stream needs it soon, its old owner did not hold it then)
 // is asked of its old owner when a batch first needs it, once, and not
-// if the old owner is down; a later change forgets the earlier one's. The
+// if the old owner is down; a later change that takes the chunks away
+// from this node forgets them. The
 // reproduction: such chunks were read from the store although their old
 // owner had read them for the jobs before the flip (brand-bench resize,
 // epoch 1: 0.08 × the dataset from the store).
@@ -225,5 +226,100 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	}
 	if want := []string{fmt.Sprint(a, " ", gained[0])}; !slices.Equal(peers.chunks, want) {
 		t.Errorf("fetched %v; want %v", peers.chunks, want)
+	}
+}
+
+// TestGainsLeftThroughALaterChange: a later change keeps the gains an
+// earlier one left to the batches while they stay this node's. The
+// reproduction: a join (3 nodes to 5) left a joiner gains its old owners
+// had not read yet in a cold epoch, and a planned leave in the next
+// epoch, before the jobs reached them, dropped them: the joiner read
+// them from the store although their old owner held them (brand-bench
+// resize, the node's "later" list emptied at the leave's warm-up).
+func TestGainsLeftThroughALaterChange(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c, d})
+	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	owners := ds.Owners(to)
+	var kept []int // c's gains from a, still c's once b has left
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == a && after.Members()[ds.Owners(after)[g]] == c && to.Members()[owners[g]] == c {
+			kept = append(kept, g)
+		}
+	}
+	if len(kept) == 0 {
+		t.Fatalf("c gains %v, none of them from a and still c's without b", gained)
+	}
+	peers := &fakePeers{}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Warm(context.Background(), to, after, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range kept {
+		if !src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
+			t.Errorf("chunk %d, gained from a and still c's after b left: not asked of a, read from the store", g)
+		}
+	}
+}
+
+// TestGainsLeftFromANodeThatLeaves: the gains a join left to the batches
+// (their old owner b did not hold them yet) whose old owner then leaves
+// (a planned leave before the jobs reach them) are copied from b in the
+// leave's warm-up, while b still serves, rather than left to the
+// batches, which would find b gone and read the store.
+func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c, d})
+	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b, still c's once b has left
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) == 0 {
+		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
+	}
+	peers := &fakePeers{}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1, Workers: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(peers.chunks) != 0 || len(cache.store) != 0 {
+		t.Fatalf("the join's warm-up loaded %v from peers and %v from the store; the old owners held nothing", peers.chunks, cache.store)
+	}
+	peers.held = map[string][]int{b: ofB} // b has read them for the jobs since
+	change, err := h.Warm(context.Background(), to, after, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range ofB {
+		if !slices.Contains(peers.chunks, fmt.Sprint(b, " ", g)) {
+			t.Errorf("chunk %d, left to the batches by the join, its old owner b leaving: not copied from b in the leave's warm-up", g)
+		}
+	}
+	if len(cache.store) != 0 || change.StoreBytes != 0 {
+		t.Errorf("the leave's warm-up read %v from the store", cache.store)
+	}
+	// Nothing of b is left to the batches: b is gone once they come.
+	for _, g := range ofB {
+		if src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
+			t.Errorf("chunk %d still left to the batches, to be asked of b", g)
+		}
 	}
 }

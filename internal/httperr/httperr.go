@@ -83,10 +83,11 @@ func Status(err error) int {
 		errors.Is(err, tensors.ErrBusy):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
-		errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
+		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
 		// The store no longer matches the index (a chunk, or a sample
-		// table a node read from the stored index): retrying will not
-		// help.
+		// table a node read from the stored index; an object shorter
+		// than the index says; a token document not as indexed):
+		// retrying will not help.
 		return http.StatusBadGateway
 	case errors.Is(err, ErrNotImplemented):
 		return http.StatusNotImplemented

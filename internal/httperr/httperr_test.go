@@ -30,6 +30,9 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", chunkcache.ErrBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("s3://bucket/p: %w", s3backend.ErrUnavailable), http.StatusServiceUnavailable, true},
 		{fmt.Errorf("/data/x: %w", s3backend.ErrChanged), http.StatusBadGateway, true},
+		// An object shorter than its index says: the store does not
+		// match the index (it answered 500, "internal error").
+		{fmt.Errorf("s3://b/p/chunks/000063.tar: %w", s3backend.ErrOutOfRange), http.StatusBadGateway, true},
 		{fmt.Errorf("x: %w", httperr.ErrNotImplemented), http.StatusNotImplemented, false},
 		{fmt.Errorf("x: %w", httperr.ErrPlanBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", api.ErrPlanBudget), http.StatusServiceUnavailable, false},

@@ -45,6 +45,7 @@ var reasons = []struct {
 	{catalog.ErrCorrupt, "store_mismatch"},
 	{s3backend.ErrChanged, "store_mismatch"},
 	{s3backend.ErrNotFound, "store_mismatch"},
+	{s3backend.ErrOutOfRange, "store_mismatch"},
 	{context.DeadlineExceeded, "timeout"},
 	{context.Canceled, "client_gone"},
 }

@@ -58,12 +58,15 @@ type Warmer interface {
 }
 
 // Peers is what the membership needs of the other nodes (peer.Nodes):
-// each one's slot, URL, liveness and last state, the nodes to probe — the members of every version this
-// node holds now — and a question for a version's member list.
+// each one's slot, URL, liveness (and whether its last probe got any
+// answer) and last state, the nodes to probe — the members of every
+// version this node holds now — and a question for a version's member
+// list.
 type Peers interface {
 	Slot(url string) int
 	URL(k int) string
 	Up(k int) bool
+	Unreached(k int) bool
 	State(k int) *peer.State
 	Probe(urls []string, w peer.Watcher) []int
 	AskMembers(ctx context.Context, k int, version string) (*cluster.Membership, error)
@@ -182,6 +185,11 @@ type Tracker struct {
 	// local version is it without them (relistLocked).
 	sourced *cluster.Membership
 	leaving atomic.Bool // this node was told to leave (Leave)
+	// settled is set once Settled has said yes; settling is when it was
+	// first asked (unix nanoseconds), from which a member that stays
+	// away holds it back at most the flip timeout.
+	settled  atomic.Bool
+	settling atomic.Int64
 	// change is this node's last membership change and its figures;
 	// changeAt when its list changed, for the time to agreement.
 	change   atomic.Pointer[api.MembershipChange]

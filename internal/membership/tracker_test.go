@@ -24,6 +24,7 @@ type nodes struct {
 	mu     sync.Mutex
 	urls   []string
 	up     []bool
+	far    []bool // unreached: no answer to its last probe
 	states []*peer.State
 	lists  map[string]*cluster.Membership
 }
@@ -41,12 +42,13 @@ func (n *nodes) Slot(url string) int {
 	if k := slices.Index(n.urls, url); k >= 0 {
 		return k
 	}
-	n.urls, n.up, n.states = append(n.urls, url), append(n.up, true), append(n.states, nil)
+	n.urls, n.up, n.far, n.states = append(n.urls, url), append(n.up, true), append(n.far, false), append(n.states, nil)
 	return len(n.urls) - 1
 }
 
-func (n *nodes) URL(k int) string { n.mu.Lock(); defer n.mu.Unlock(); return n.urls[k] }
-func (n *nodes) Up(k int) bool    { n.mu.Lock(); defer n.mu.Unlock(); return k == 0 || n.up[k] }
+func (n *nodes) URL(k int) string     { n.mu.Lock(); defer n.mu.Unlock(); return n.urls[k] }
+func (n *nodes) Up(k int) bool        { n.mu.Lock(); defer n.mu.Unlock(); return k == 0 || n.up[k] }
+func (n *nodes) Unreached(k int) bool { n.mu.Lock(); defer n.mu.Unlock(); return k != 0 && n.far[k] }
 func (n *nodes) State(k int) *peer.State {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -85,7 +85,7 @@ func (c Client) call(ctx context.Context, r request, read func(*http.Response) e
 	c.t.cred.Sign(req, c.t.self, c.url, r.body)
 	resp, err := c.t.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrDown, c.url, err)
+		return fmt.Errorf("%w: %w: %s: %w", ErrDown, errNoAnswer, c.url, err)
 	}
 	defer resp.Body.Close()
 	if err := statusError(resp, c.url); err != nil {
@@ -109,6 +109,10 @@ var (
 	// ErrNotHeld is a chunk's old owner's answer when its cache does not
 	// hold the chunk asked for (404): the asker reads the store.
 	ErrNotHeld = errors.New("chunk not held by the peer")
+	// errNoAnswer marks an ErrDown for which no answer came at all:
+	// nothing listens at the node's URL, or it did not answer in time
+	// (Nodes.Unreached).
+	errNoAnswer = errors.New("no answer")
 )
 
 // statusError classifies a reply's status, reading its body for the

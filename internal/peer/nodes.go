@@ -55,6 +55,8 @@ type node struct {
 	held  atomic.Int64
 	fails atomic.Int32
 	state atomic.Pointer[State] // its last probe's answer
+	// unreached: its last probe got no answer at all (Unreached).
+	unreached atomic.Bool
 
 	fetched, served            atomic.Int64 // sample bytes
 	down, refused, versionMiss atomic.Int64 // failed fetches, by kind
@@ -172,6 +174,25 @@ func (n *Nodes) URL(k int) string { return n.at(k).url }
 // State returns what the node in slot k said of itself at its last probe;
 // nil before its first answer (and for this node).
 func (n *Nodes) State(k int) *State { return n.at(k).state.Load() }
+
+// Unreached reports whether the node in slot k got no answer at all to
+// its last probe: nothing listens at its URL, or it did not answer in
+// time — a node not running, as opposed to one that answers that it is
+// not ready yet.
+func (n *Nodes) Unreached(k int) bool { return k != n.self.slot && n.at(k).unreached.Load() }
+
+// Down returns the URLs of the nodes this node probes and does not see
+// up — down, or not answered ready to a probe yet — sorted (State.Down).
+func (n *Nodes) Down() []string {
+	var out []string
+	for _, k := range *n.probed.Load() {
+		if nd := n.at(k); !nd.up.Load() || nd.state.Load() == nil {
+			out = append(out, nd.url)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // IsUp reports whether the node at url is up, as this node last learnt.
 func (n *Nodes) IsUp(url string) bool {
@@ -419,6 +440,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		} else if !slow {
 			n.log.Debug().Err(err).Str("peer", nd.url).Msg("probe failed")
 		}
+		nd.unreached.Store(errors.Is(err, errNoAnswer))
 		up := err == nil && st.Ready && !isHeld(nd)
 		if n.setUp(nd, up) || err == nil {
 			n.changed(nd, prev, now)

@@ -388,6 +388,11 @@ type State struct {
 	Warmed  string `json:"warmed,omitempty"`
 	Joining bool   `json:"joining,omitempty"`
 	Leaving bool   `json:"leaving,omitempty"`
+	// Down names the nodes this node probes and does not see up: down,
+	// or not answered ready to a probe yet (Nodes.Down). A node just
+	// started reports ready only once its peers no longer name it
+	// (membership.Tracker.Settled).
+	Down []string `json:"down,omitempty"`
 }
 
 // Holds reports whether the node whose state st is holds version id of

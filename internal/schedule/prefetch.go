@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/stopper"
 )
 
@@ -53,6 +54,7 @@ type Prefetcher struct {
 	distance func(chunkcache.Key) int64  // the schedule's next-use key
 	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
 	displace func(need, lead int64) bool // whether it may evict chunks needed later
+	local    func(ds *catalog.Dataset, c int) bool
 	tally    Tally
 	queued   prometheus.Counter
 	dropped  prometheus.Counter
@@ -85,6 +87,12 @@ type PrefetcherConfig struct {
 	// (UseTable.Displaces), rather than only chunks no stream needs;
 	// nil: always.
 	Displaces func(need, lead int64) bool
+	// Local reports whether this node reads chunk c of ds for the
+	// batches now (route.Router.Local), asked again when a queued chunk
+	// comes to be read: one queued while its owner was down, or before a
+	// membership change gave it to another node, is left to that node;
+	// nil: always.
+	Local func(ds *catalog.Dataset, c int) bool
 	// Tally is told of every chunk a prefetch read.
 	Tally Tally
 	// Part runs the workers and ends them when it stops (nil: a part of
@@ -110,7 +118,11 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 	if displace == nil {
 		displace = func(int64, int64) bool { return true }
 	}
-	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, tally: c.Tally,
+	local := c.Local
+	if local == nil {
+		local = func(*catalog.Dataset, int) bool { return true }
+	}
+	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, local: local, tally: c.Tally,
 		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
@@ -173,6 +185,12 @@ func (p *Prefetcher) work() {
 func (p *Prefetcher) fetch(t prefetchTask) {
 	r := t.Request
 	defer p.done(r.Key)
+	if !p.local(t.use.Stream.DS, t.use.Chunk) {
+		// Another node reads it now (its owner came back, or a change
+		// gave it away since it was queued): read here too, it would be
+		// read twice.
+		return
+	}
 	need := p.distance(r.Key)
 	if !Needed(need) {
 		return // the stream moved on or went idle

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,3 +74,46 @@ func TestPrefetchLeadIsMeasured(t *testing.T) {
 type noTally struct{}
 
 func (noTally) Prefetched(order.Stream, uint64, int, int64, bool) {}
+
+// countingPrefetchCache records the chunks it was asked to read.
+type countingPrefetchCache struct{ read []chunkcache.Key }
+
+func (*countingPrefetchCache) Contains(chunkcache.Key) bool { return false }
+
+func (c *countingPrefetchCache) Prefetch(_ context.Context, r chunkcache.Request, _ func(chunkcache.Key) bool) (chunkcache.PrefetchResult, error) {
+	c.read = append(c.read, r.Key)
+	return chunkcache.PrefetchLoaded, nil
+}
+
+// TestPrefetchLeavesChunksAnotherNodeReads: a chunk queued while this
+// node read it (its owner was down) is not read once another node is its
+// source again — on a cluster's start, nodes that saw their peers down
+// for a moment went on to read those peers' chunks from their queues,
+// and a cold epoch read some chunks twice or three times.
+func TestPrefetchLeavesChunksAnotherNodeReads(t *testing.T) {
+	cache := &countingPrefetchCache{}
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 4, 8))
+	local := map[int]bool{0: true, 1: true, 2: true, 3: true}
+	p := NewPrefetcher(PrefetcherConfig{Cache: cache, Distance: func(chunkcache.Key) int64 { return 1 },
+		Local: func(d *catalog.Dataset, c int) bool { return d == ds && local[c] },
+		Tally: noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	p.workers = 1 // no workers run: fetched by hand
+	var uses []Use
+	for c := range 4 {
+		uses = append(uses, Use{Stream: order.Stream{DS: ds}, Chunk: c})
+	}
+	p.Enqueue(uses)
+	local[1], local[3] = false, false // their owners answer again
+	for range 4 {
+		p.fetch(<-p.queue)
+	}
+	p.Close()
+	var got []string
+	for _, k := range cache.read {
+		got = append(got, k.Object)
+	}
+	want := []string{ds.ChunkKey(0).Object, ds.ChunkKey(2).Object}
+	if !slices.Equal(got, want) {
+		t.Fatalf("prefetched %v, want %v: chunks another node reads now are left to it", got, want)
+	}
+}
