@@ -22,6 +22,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/s3auth"
 )
 
@@ -237,7 +238,7 @@ func rawRequest(t *testing.T, base string, rt bodyRoute, body string, credited b
 		case "token":
 			req.Header.Set("Authorization", "Bearer client-token")
 		case "peer":
-			peer.NewCredentials(secret).Sign(req, self, base, nil)
+			peercred.NewCredentials(secret).Sign(req, self, base, nil)
 		case "s3":
 			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 			req = signer.SignV4(*req, s3ID, s3Secret, "", "us-east-1")

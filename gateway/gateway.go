@@ -26,6 +26,7 @@ import (
 	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
@@ -255,13 +256,13 @@ type ClusterConfig struct {
 	TransformSlack time.Duration
 	// Secret is the peer secret every node of the cluster is given
 	// (`brand serve --peer-secret-file`): internal requests carry a
-	// credential derived from it (peer.Credentials), and only those are
+	// credential derived from it (peercred.Credentials), and only those are
 	// served and believed. Without it the internal endpoints are open
 	// and nothing a request claims about its sender is believed; a
 	// cluster with AuthTokens must have one.
 	Secret []byte
 	// CredentialSkew is how far a peer's credential's time may be from
-	// this node's clock, either way; default peer.DefaultSkew (30 s).
+	// this node's clock, either way; default peercred.DefaultSkew (30 s).
 	CredentialSkew time.Duration
 }
 
@@ -430,7 +431,7 @@ func New(cfg Config) (*Gateway, error) {
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
-		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peer.NewCredentials(c.Secret),
+		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
@@ -508,7 +509,7 @@ func New(cfg Config) (*Gateway, error) {
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peer.NewVerifier(peer.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
+		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reqbody"
 	"github.com/brandgw/brand/internal/respond"
@@ -37,7 +38,7 @@ import (
 // token is never one); a cluster whose clients need tokens must have a
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
-	creds    *peer.Verifier
+	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
 	catalog  *catalog.Catalog
@@ -78,7 +79,7 @@ type peerNodes interface {
 // peerMembership is what they ask of the membership
 // (membership.Tracker): the versions this node keeps, and what its state
 // tells of its place in the cluster. (Their credentials ask whether the
-// asker is a member: peer.Members.)
+// asker is a member: peercred.Members.)
 type peerMembership interface {
 	Known(version string) (*gcluster.Membership, bool)
 	Describe(st *peer.State)
@@ -89,19 +90,19 @@ type peerMembership interface {
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
-// for them (peer.Verifier), with 401, before their body is read. A
+// for them (peercred.Verifier), with 401, before their body is read. A
 // client's bearer token is never one. A credential of a node that is not
-// a member this node knows says so (peer.HeaderNotMember): the asker has
+// a member this node knows says so (peercred.HeaderNotMember): the asker has
 // just joined, and this node is up.
-// (peer.Credentials), with 401, none of their body read and their
+// (peercred.Credentials), with 401, none of their body read and their
 // connection closed (reqbody.Refuse). A client's bearer token is never
 // one.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.creds.Verify(r)
 		if err != nil {
-			if errors.Is(err, peer.ErrNotMember) {
-				w.Header().Set(peer.HeaderNotMember, "true")
+			if errors.Is(err, peercred.ErrNotMember) {
+				w.Header().Set(peercred.HeaderNotMember, "true")
 			}
 			reqbody.Refuse(w, r)
 			writeError(r.Context(), w, err)

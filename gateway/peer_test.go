@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 )
 
 // peerRequest posts a sample request to base's internal endpoint as node
@@ -45,9 +46,9 @@ func signedBy(t *testing.T, secret []byte, from, base, method, url string, body 
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer.NewCredentials(secret).Sign(req, from, base, body)
+	peercred.NewCredentials(secret).Sign(req, from, base, body)
 	var hdr []string
-	for _, h := range []string{peer.HeaderPeer, peer.HeaderPeerTime, peer.HeaderPeerNonce, peer.HeaderPeerBody, peer.HeaderPeerAuth} {
+	for _, h := range []string{peercred.HeaderPeer, peercred.HeaderPeerTime, peercred.HeaderPeerNonce, peercred.HeaderPeerBody, peercred.HeaderPeerAuth} {
 		hdr = append(hdr, h, req.Header.Get(h))
 	}
 	return hdr
@@ -178,7 +179,7 @@ func TestPeerAuthentication(t *testing.T) {
 	}{
 		{"nothing", nil, http.StatusUnauthorized},
 		{"a client's token", []string{"Authorization", "Bearer client-token"}, http.StatusUnauthorized},
-		{"a node's URL alone", []string{peer.HeaderPeer, cl[1].srv.URL}, http.StatusUnauthorized},
+		{"a node's URL alone", []string{peercred.HeaderPeer, cl[1].srv.URL}, http.StatusUnauthorized},
 		{"node 1's credential for node 2", forNode2, http.StatusUnauthorized},
 		{"node 1's credential", cred(http.MethodPost, samples, sampleList([]int{1})), http.StatusOK},
 	}
@@ -267,9 +268,9 @@ func TestForgedPeerHeaderChangesNothing(t *testing.T) {
 	})
 	forge := func() {
 		q := url.Values{api.ParamDataset: {"test"}, api.ParamIndex: {f.index.ID()}}
-		peerRequest(t, cl[0].srv.URL, q.Encode(), []int{0}, peer.HeaderPeer, cl[1].srv.URL)
+		peerRequest(t, cl[0].srv.URL, q.Encode(), []int{0}, peercred.HeaderPeer, cl[1].srv.URL)
 		req, _ := http.NewRequest(http.MethodGet, cl[0].srv.URL+peer.StatePath, nil)
-		req.Header.Set(peer.HeaderPeer, cl[1].srv.URL)
+		req.Header.Set(peercred.HeaderPeer, cl[1].srv.URL)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}

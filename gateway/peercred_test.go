@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 )
 
 // tapped is an internal request a node was sent, as it arrived, and the
@@ -26,7 +27,7 @@ type tapped struct {
 	hdr         http.Header
 	body        []byte
 	status      int
-	notMember   bool // the answer says its sender is not a member (peer.HeaderNotMember)
+	notMember   bool // the answer says its sender is not a member (peercred.HeaderNotMember)
 	withheld    bool
 }
 
@@ -59,7 +60,7 @@ func (rec *wiretap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		rec.next.ServeHTTP(sw, r)
-		one.status, one.notMember = sw.status, w.Header().Get(peer.HeaderNotMember) != ""
+		one.status, one.notMember = sw.status, w.Header().Get(peercred.HeaderNotMember) != ""
 	}
 	rec.mu.Lock()
 	rec.seen = append(rec.seen, one)
@@ -145,7 +146,7 @@ func TestPeerCredentialsBoundToRequestAndTime(t *testing.T) {
 	}
 	base := urls[0]
 	from := func(u string) func(tapped) bool {
-		return func(r tapped) bool { return r.hdr.Get(peer.HeaderPeer) == u }
+		return func(r tapped) bool { return r.hdr.Get(peercred.HeaderPeer) == u }
 	}
 	probes := func(r tapped) bool { return from(urls[1])(r) && strings.HasPrefix(r.uri, peer.StatePath) }
 	fetches := func(r tapped) bool { return from(urls[1])(r) && strings.HasPrefix(r.uri, peer.SamplesPath) }
@@ -155,7 +156,7 @@ func TestPeerCredentialsBoundToRequestAndTime(t *testing.T) {
 	rec.mu.Lock()
 	withheld := map[string]int{}
 	rec.withhold = func(r *http.Request) bool {
-		if r.Header.Get(peer.HeaderPeer) != urls[1] || withheld[r.URL.Path] >= 4 || r.URL.Path == peer.SamplesPath && r.ContentLength < 8 {
+		if r.Header.Get(peercred.HeaderPeer) != urls[1] || withheld[r.URL.Path] >= 4 || r.URL.Path == peer.SamplesPath && r.ContentLength < 8 {
 			return false
 		}
 		withheld[r.URL.Path]++

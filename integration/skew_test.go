@@ -23,6 +23,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/cmdtest"
 	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/synth"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -114,7 +115,7 @@ func TestClusterSkewAndHostilePeers(t *testing.T) {
 			u := urls[i%nodes] + peer.SamplesPath + "?dataset=synthetic&index=" + a.ID()
 			req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(ids))
 			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set(peer.HeaderPeer, strconv.Itoa((i+1)%nodes))
+			req.Header.Set(peercred.HeaderPeer, strconv.Itoa((i+1)%nodes))
 			resp, err := hc.Do(req)
 			if err != nil {
 				continue // a node that closes the connection on a large refused body

@@ -25,7 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/jobsched"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/peer"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/reqbody"
@@ -58,7 +58,7 @@ const RetryAfter = 2 * time.Second
 // Status maps an error to the HTTP status a client should see.
 func Status(err error) int {
 	switch {
-	case errors.Is(err, peer.ErrUnauthenticated):
+	case errors.Is(err, peercred.ErrUnauthenticated):
 		// First: a peer's body that is not the one its credential covers
 		// fails the read that a 400 would otherwise report.
 		return http.StatusUnauthorized

@@ -160,7 +160,7 @@ func (m *Tracker) Describe(st *peer.State) {
 
 // Knows reports whether url is a member of a membership version this node
 // knows: its source's list, its three versions, or one of the last ones
-// it has seen (peer.Members: the peers whose credentials it takes).
+// it has seen (peercred.Members: the peers whose credentials it takes).
 func (m *Tracker) Knows(url string) bool {
 	v := m.view.Load()
 	m.mu.Lock()

@@ -10,10 +10,12 @@ import (
 	neturl "net/url"
 	"strings"
 	"time"
+
+	"github.com/brandgw/brand/internal/peercred"
 )
 
 // Client is this node's client of one other node. Every internal request
-// goes through one call path (call): built, signed (Credentials.Sign),
+// goes through one call path (call): built, signed (peercred.Credentials.Sign),
 // sent under its bound, its status classified (statusError); what it
 // sends and how its reply is read are the request's own (protocol.go).
 type Client struct {
@@ -24,7 +26,7 @@ type Client struct {
 // transport is what every Client of a node shares.
 type transport struct {
 	http *http.Client
-	cred Credentials
+	cred peercred.Credentials
 	self string // this node's URL as the members are listed
 	// timeout bounds a request that moves data (samples, a chunk,
 	// feedback, a question about chunks); quick a state probe or a
@@ -128,9 +130,9 @@ func statusError(resp *http.Response, peer string) error {
 		return fmt.Errorf("%w: %w", ErrVersion, err)
 	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false":
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
-	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(HeaderNotMember) != "":
+	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(peercred.HeaderNotMember) != "":
 		// Up, but its source does not list this node yet.
-		return fmt.Errorf("%w: %w: %w", ErrRefused, ErrNotMember, err)
+		return fmt.Errorf("%w: %w: %w", ErrRefused, peercred.ErrNotMember, err)
 	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusUnauthorized,
 		resp.StatusCode == http.StatusNotFound && strings.Contains(string(msg), "no such endpoint"):
 		// Not ready, busy, rejecting our credentials, or an older

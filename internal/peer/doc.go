@@ -7,7 +7,7 @@
 // need soon and for a chunk's bytes from its old owner's cache), the
 // client of each node, through which every one of those requests goes
 // by one call path (Client: build, sign, send, classify), how a node
-// proves it is a peer (Credentials), and what this node last learnt of
+// proves it is a peer (internal/peercred), and what this node last learnt of
 // each other one (Nodes: its slot, liveness, state and figures).
 //
 // Who the members are, and which versions the cluster agrees on, is

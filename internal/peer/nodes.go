@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/peercred"
 	"github.com/brandgw/brand/internal/stopper"
 )
 
@@ -24,7 +25,7 @@ type Config struct {
 	// Timeout bounds one fetch from a peer; Probe is the interval between
 	// probes of a live peer.
 	Timeout, Probe time.Duration
-	Credentials    Credentials
+	Credentials    peercred.Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
 	// Part runs the probes and ends them when it stops (nil: a part of
 	// the Nodes' own, stopped by Close).
@@ -234,7 +235,7 @@ func (n *Nodes) changed(nd *node, prev, st *State) {
 	}
 }
 
-// Heard records that node k, authenticated (Credentials.Verify), asked
+// Heard records that node k, authenticated (peercred.Verifier), asked
 // this node for something: it is serving, so it is up, whatever its last
 // probe said, unless a fetch from it failed lately (see markDown).
 func (n *Nodes) Heard(k int) {
@@ -401,7 +402,7 @@ func (n *Nodes) probeLocked(nd *node) {
 //
 // A refused connection or a not-ready answer marks the node down at once:
 // it is gone, or says so. A node that does not know this one as a member
-// yet (ErrNotMember: this node has just joined) changes nothing, and is
+// yet (peercred.ErrNotMember: this node has just joined) changes nothing, and is
 // asked again a quarter interval later. A probe that times out does only the third time
 // in a row: a node busy serving (or a machine loaded by a test under the
 // race detector) answers late, and taking it for dead would make every
@@ -420,7 +421,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, ErrNotMember) {
+		if errors.Is(err, peercred.ErrNotMember) {
 			// It is up and has not listed this node yet (this node has
 			// just joined): nothing is known of it until it answers.
 			wait = n.probe / 4

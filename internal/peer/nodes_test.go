@@ -17,6 +17,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/peercred"
 )
 
 // testDataset is a dataset of one chunk of two real samples.
@@ -78,9 +79,9 @@ func TestFetchClassifiesFailures(t *testing.T) {
 		{"busy or not ready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusServiceUnavailable) }, ErrDown, true},
 		{"refusing our credential", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusUnauthorized) }, ErrDown, true},
 		{"not listing this node yet", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(HeaderNotMember, "true")
+			w.Header().Set(peercred.HeaderNotMember, "true")
 			http.Error(w, "{}", http.StatusUnauthorized)
-		}, ErrNotMember, false},
+		}, peercred.ErrNotMember, false},
 		{"an older release", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error": "no such endpoint: /internal/v2/samples"}`, http.StatusNotFound)
 		}, ErrDown, true},
@@ -169,7 +170,7 @@ func TestProbeOfANodeThatDoesNotListThisOneYet(t *testing.T) {
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		probes.Add(1)
 		if !listed.Load() {
-			w.Header().Set(HeaderNotMember, "true")
+			w.Header().Set(peercred.HeaderNotMember, "true")
 			http.Error(w, "{}", http.StatusUnauthorized)
 			return
 		}

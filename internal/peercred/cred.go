@@ -1,4 +1,4 @@
-package peer
+package peercred
 
 import (
 	"crypto/hmac"
