@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -13,7 +14,7 @@ import (
 var tokensLoaderShort = map[string]string{
 	loaderGo:     "Brand, Go client (Sequences)",
 	loaderPy:     "Brand, Python client → tensors",
-	loaderMemmap: "nanoGPT memmap (no documents)",
+	loaderMemmap: "nanoGPT memmap, no documents",
 	loaderPack:   "Python best-fit, trainer-side",
 }
 
@@ -24,11 +25,11 @@ func (r *TokensReport) WriteChart(w io.Writer) error {
 		return fmt.Errorf("bench: no results to chart")
 	}
 	p := plot.New()
-	best := 0.0
+	lo, hi := math.Inf(1), 0.0
 	for _, j := range r.Jobs {
-		best = max(best, j.TokensPerCoreSec)
+		lo, hi = min(lo, j.TokensPerCoreSec), max(hi, j.TokensPerCoreSec)
 	}
-	p.Title.Text = fmt.Sprintf("The trainer's CPU per token, seq %d (the gateway: up to %.0f M tokens per core-second warm)", r.TrainerSeq, best/1e6)
+	p.Title.Text = fmt.Sprintf("The trainer's CPU per token, seq %d (the gateway: %.0f–%.0f M tokens per core-second, warm)", r.TrainerSeq, lo/1e6, hi/1e6)
 	p.X.Label.Text = "trainer CPU ns per token (lower is better)"
 	n := len(r.Trainer)
 	labels := make([]string, n)
