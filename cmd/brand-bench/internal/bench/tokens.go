@@ -192,6 +192,7 @@ type TokensTrainer struct {
 const (
 	loaderGo     = "go-client"
 	loaderPy     = "python-client"
+	loaderViews  = "python-views"
 	loaderMemmap = "nanogpt-memmap"
 	loaderPack   = "python-bestfit"
 )
@@ -199,6 +200,7 @@ const (
 var tokensLoaderLabels = map[string]string{
 	loaderGo:     "Brand, Go client: Batch.Sequences ([]int32 views)",
 	loaderPy:     "Brand, Python client: members stacked to (B, seq) int32 tensors",
+	loaderViews:  "Brand, Python client: batch bodies viewed in place as (B, seq) int32 tensors (no copy)",
 	loaderMemmap: "nanoGPT: memmap, random offsets, int64 → int32 tensors (no documents)",
 	loaderPack:   "Python best-fit packing trainer-side over a buffer of documents",
 }
@@ -484,9 +486,7 @@ func tokensJob(ctx context.Context, cfg TokensConfig, g *gatewayProc, seq int, m
 		return job, err
 	}
 	job.GatewayFill, job.Split = info.Tokens.Fill, info.Tokens.Split
-	seen := make([]int32, len(lengths))
-	var nonpad, total int64
-	bad := 0
+	chk := newPieceCheck(lengths, starts, seq, mode == "concat")
 	var buf strings.Builder
 	for m := range info.Batches {
 		buf.Reset()
@@ -507,49 +507,10 @@ func tokensJob(ctx context.Context, cfg TokensConfig, g *gatewayProc, seq int, m
 			if err != nil {
 				return job, err
 			}
-			job.Sequences++
-			total += int64(len(ids))
-			for i := 0; i < len(ids); {
-				j := i + 1
-				for j < len(ids) && pos[j] != 0 {
-					j++
-				}
-				piece := ids[i:j]
-				i = j
-				if piece[0] == tokensPad {
-					continue // the pad, one last segment
-				}
-				n := len(piece)
-				if mode == "concat" && piece[n-1] == tokensEOS {
-					n--
-					nonpad++
-				}
-				nonpad += int64(n)
-				if n == 0 {
-					continue
-				}
-				first := int64(piece[0])
-				d := sort.Search(len(lengths), func(k int) bool { return starts[k+1] > first })
-				for k := range n {
-					if int64(piece[k]) != first+int64(k) || first+int64(k) >= starts[d+1] {
-						bad++
-						break
-					}
-				}
-				seen[d] += int32(n)
-				if lengths[d] < seq && n < lengths[d] && first == starts[d] {
-					job.ShortCuts++ // counted once, at the document's first piece
-				}
-			}
+			chk.add(ids, pos)
 		}
 	}
-	job.Fill = float64(nonpad) / float64(total)
-	job.Exact = bad == 0
-	for d, n := range seen {
-		if int(n) != lengths[d] {
-			job.Exact = false
-		}
-	}
+	job.Sequences, job.Fill, job.ShortCuts, job.Exact = chk.sequences, chk.fill(), chk.shortCuts, chk.exact()
 
 	// Warm epochs: Readers goroutines take batches in turn and drain them.
 	gw0, h0, t0 := processCPU(g.cmd.Process.Pid), processCPU(0), time.Now()
@@ -593,6 +554,84 @@ func tokensJob(ctx context.Context, cfg TokensConfig, g *gatewayProc, seq int, m
 	job.TokensPerSec = float64(job.WarmTokens) / job.WarmSeconds
 	job.TokensPerCoreSec = ratio(float64(job.WarmTokens), job.GatewayCPU)
 	return job, nil
+}
+
+// pieceCheck reads an epoch's sequences against a corpus whose token j is
+// j (writeCorpus): each piece (a run of position_ids from 0) names its
+// document by its first token and must continue it token by token.
+type pieceCheck struct {
+	lengths   []int
+	starts    []int64 // document d is tokens starts[d] … starts[d+1]-1
+	seq       int
+	concat    bool    // a piece that ends its document ends with tokensEOS
+	seen      []int64 // tokens read of each document
+	bad       int     // pieces that do not continue their document
+	sequences int
+	nonpad    int64 // tokens that are not pad, concat's EOS included
+	total     int64
+	shortCuts int // documents shorter than seq read in more than one piece
+}
+
+func newPieceCheck(lengths []int, starts []int64, seq int, concat bool) *pieceCheck {
+	return &pieceCheck{lengths: lengths, starts: starts, seq: seq, concat: concat, seen: make([]int64, len(lengths))}
+}
+
+// add reads one sequence.
+func (c *pieceCheck) add(ids, pos []int32) {
+	c.sequences++
+	c.total += int64(len(ids))
+	for i := 0; i < len(ids); {
+		j := i + 1
+		for j < len(ids) && pos[j] != 0 {
+			j++
+		}
+		piece := ids[i:j]
+		i = j
+		if piece[0] == tokensPad {
+			continue // the pad, one last segment
+		}
+		n := len(piece)
+		if c.concat && piece[n-1] == tokensEOS {
+			n--
+			c.nonpad++
+		}
+		c.nonpad += int64(n)
+		if n == 0 {
+			continue
+		}
+		first := int64(piece[0])
+		d := sort.Search(len(c.lengths), func(k int) bool { return c.starts[k+1] > first })
+		if d == len(c.lengths) {
+			c.bad++
+			continue
+		}
+		for k := range n {
+			if int64(piece[k]) != first+int64(k) || first+int64(k) >= c.starts[d+1] {
+				c.bad++
+				break
+			}
+		}
+		c.seen[d] += int64(n)
+		if c.lengths[d] < c.seq && n < c.lengths[d] && first == c.starts[d] {
+			c.shortCuts++ // counted once, at the document's first piece
+		}
+	}
+}
+
+func (c *pieceCheck) fill() float64 { return ratio(float64(c.nonpad), float64(c.total)) }
+
+// exact reports whether every token of every document was read once and
+// every piece continued its document.
+func (c *pieceCheck) exact() bool {
+	if c.bad > 0 {
+		return false
+	}
+	for d, n := range c.seen {
+		if n != int64(c.lengths[d]) {
+			return false
+		}
+	}
+	return true
 }
 
 // countingGet reads a batch, drains its body and returns its sequences
@@ -658,6 +697,7 @@ func tokensTrainers(ctx context.Context, cfg TokensConfig, rep *TokensReport, g 
 		args   []string
 	}{
 		{loaderPy, []string{"brand", "--url", g.base, "--dataset", "corpus", "--epoch", "101"}},
+		{loaderViews, []string{"views", "--url", g.base, "--dataset", "corpus", "--epoch", "102"}},
 		{loaderMemmap, []string{"memmap", "--bin", local + ".bin", "--dtype", "int32"}},
 		{loaderPack, []string{"pack", "--bin", local + ".bin", "--idx", local + ".idx", "--dtype", "int32", "--buffer", strconv.Itoa(cfg.PackBuffer)}},
 	}

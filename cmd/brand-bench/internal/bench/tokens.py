@@ -6,6 +6,9 @@ every thread of this process) per token it hands the training loop.
            batch's input_ids.npy and position_ids.npy members stacked into
            (B, seq) int32 tensors: what BrandDataset(seq=) will cost a
            trainer, before that class exists.
+  views    the same batches' bodies viewed in place as (B, seq) int32
+           tensors (the members' layout is fixed by seq), no tar decoding
+           and no copy: what BrandDataset(seq=) can do.
   memmap   nanoGPT's get_batch: a numpy memmap of the token file (opened
            again every batch, as nanoGPT does), B random offsets,
            torch.stack of int64 slices, then int32. No documents, no
@@ -34,14 +37,35 @@ torch.set_num_threads(1)
 
 
 def brand_loader(a):
-    import brand
-
     c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack)
     tokens = 0
     for batch in c.epoch(a.epoch):
         ids = torch.from_numpy(np.stack([np.frombuffer(s["input_ids.npy"], dtype="<i4", offset=128) for s in batch]))
         pos = torch.from_numpy(np.stack([np.frombuffer(s["position_ids.npy"], dtype="<i4", offset=128) for s in batch]))
         assert ids.shape == (len(batch), a.seq) and pos.shape == ids.shape
+        tokens += ids.numel()
+        if tokens >= a.tokens:
+            break
+    c.close()
+    return {"tokens": tokens}
+
+
+def views_loader(a):
+    """brand.Client's raw batch bodies viewed in place: a token batch's
+    members have a fixed layout (docs/http-api.md, "Token jobs"), so
+    input_ids and position_ids are (B, seq) strided views of the body,
+    without decoding the tar or copying: what BrandDataset(seq=) can do."""
+    import brand
+
+    c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack)
+    member = 512 + -(-(128 + 4 * a.seq) // 512) * 512
+    tokens = 0
+    for m in range(int(c.epoch_info(a.epoch)["batches"])):
+        body = c.batch_bytes(a.epoch, m)
+        n = (len(body) - 1024) // (2 * member)
+        ids = torch.from_numpy(np.ndarray((n, a.seq), "<i4", body, 640, (2 * member, 4)))
+        pos = torch.from_numpy(np.ndarray((n, a.seq), "<i4", body, member + 640, (2 * member, 4)))
+        assert bool((pos[:, 0] == 0).all()), "position_ids must start at 0"
         tokens += ids.numel()
         if tokens >= a.tokens:
             break
@@ -127,7 +151,7 @@ def pack_loader(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["brand", "memmap", "pack"])
+    p.add_argument("mode", choices=["brand", "views", "memmap", "pack"])
     p.add_argument("--url")
     p.add_argument("--dataset")
     p.add_argument("--pack", default="bestfit")
@@ -142,7 +166,10 @@ def main():
     p.add_argument("--pad", type=int, default=0)
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
-    loader = {"brand": brand_loader, "memmap": memmap_loader, "pack": pack_loader}[a.mode]
+    if a.mode in ("brand", "views"):
+        global brand
+        import brand  # before the clock: importing is not loading
+    loader = {"brand": brand_loader, "views": views_loader, "memmap": memmap_loader, "pack": pack_loader}[a.mode]
     t0, c0 = time.perf_counter(), time.process_time()
     out = loader(a)
     out["seconds"] = time.perf_counter() - t0

@@ -14,6 +14,7 @@ import (
 var tokensLoaderShort = map[string]string{
 	loaderGo:     "Brand, Go client (Sequences)",
 	loaderPy:     "Brand, Python client → tensors",
+	loaderViews:  "Brand, Python, views in place",
 	loaderMemmap: "nanoGPT memmap, no documents",
 	loaderPack:   "Python best-fit, trainer-side",
 }
