@@ -2,11 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/format/megatron/megatrontest"
+	"github.com/brandgw/brand/internal/cmdtest"
 )
 
 // writeCorpus writes what the project's Megatron writer writes for the
@@ -86,5 +89,64 @@ func TestPieceCheck(t *testing.T) {
 				t.Errorf("fill %v, short cuts %d, exact %v; want %v, %d, %v", c.fill(), c.shortCuts, c.exact(), tt.fill, tt.shortCuts, tt.exact)
 			}
 		})
+	}
+}
+
+// TestTokensSmoke runs the tokens benchmark on a tiny corpus and blend and
+// checks the structure of its report: every job's epoch read whole and
+// exact, bestfit cutting no short document where concat does, every
+// trainer-side loader measured, the fresh gateways timed, every target
+// evaluated, the outputs written. It checks no performance figure.
+func TestTokensSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds brand, starts MinIO, three gateways and Python with torch")
+	}
+	cfg := SmallTokensConfig()
+	if _, err := findInterpreter(context.Background(), "", "numpy, torch", ""); err != nil {
+		t.Skip(err)
+	}
+	cfg.Documents, cfg.BlendPrefixes, cfg.BlendDocs, cfg.FirstBatches, cfg.TrainerTokens = 800, 20, 2, 1, 1<<18
+	cfg.ChunkSize = 256 << 10
+	cfg.GatewayBinary = cmdtest.Build(t, "brand")
+	cfg.WorkDir = t.TempDir()
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := RunTokens(ctx, cfg)
+	if err != nil {
+		t.Fatalf("RunTokens: %v\nlog:\n%s", err, log.String())
+	}
+	if len(rep.Jobs) != 4 {
+		t.Fatalf("%d jobs, want 4", len(rep.Jobs))
+	}
+	for _, j := range rep.Jobs {
+		if !j.Exact || j.Sequences == 0 || j.Fill != j.GatewayFill || j.WarmTokens == 0 || j.TokensPerCoreSec <= 0 {
+			t.Errorf("seq %d %s: %+v", j.Seq, j.Pack, j)
+		}
+		if (j.Pack == "bestfit") != (j.ShortCuts == 0) {
+			t.Errorf("seq %d %s: %d documents shorter than seq cut", j.Seq, j.Pack, j.ShortCuts)
+		}
+	}
+	if len(rep.Trainer) != 5 {
+		t.Fatalf("%d trainer-side loaders, want 5", len(rep.Trainer))
+	}
+	for _, tr := range rep.Trainer {
+		if tr.Tokens < int64(cfg.TrainerTokens) || tr.NsPerToken <= 0 {
+			t.Errorf("%s: %+v", tr.Loader, tr)
+		}
+	}
+	if len(rep.First.First) != 1 || rep.First.First[0] <= 0 || rep.First.IndexSeconds <= 0 || len(rep.Targets) != 3 {
+		t.Errorf("first batch %+v, targets %+v", rep.First, rep.Targets)
+	}
+	for _, write := range []func(*bytes.Buffer) error{
+		func(b *bytes.Buffer) error { return rep.WriteText(b) },
+		func(b *bytes.Buffer) error { return rep.WriteJSON(b) },
+		func(b *bytes.Buffer) error { return rep.WriteChart(b) },
+	} {
+		var b bytes.Buffer
+		if err := write(&b); err != nil || b.Len() == 0 {
+			t.Errorf("report: %v (%d bytes)", err, b.Len())
+		}
 	}
 }
