@@ -73,6 +73,15 @@ type Job struct {
 	Mix        Mix
 	MixBlock   int
 	MixSamples int
+	// Schedule is a mixture whose weights change by global step
+	// (mix_schedule=, docs/shuffle.md §11.9). A server that reads one sets
+	// Mix to its first phase's mixture (its datasets, in the order that
+	// numbers them); Values sends mix_schedule= in place of mix=.
+	Schedule Schedule
+	// ScheduleVersion reads the schedule stored under Name (schedule=):
+	// "latest", or the version pinned. A server resolves it: Schedule,
+	// Mix and ScheduleVersion become the version's.
+	ScheduleVersion string
 	// Transform names the server's pipeline the batch's images go
 	// through (transform=, a name /stats lists, such as imagenet-train):
 	// each JPEG or PNG member becomes a .npy member holding its decoded,
@@ -196,7 +205,7 @@ const (
 
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
-	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixBlock, ParamMixSamples, ParamMembers,
+	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
 	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS}
 
 // Values encodes j as query parameters. Fields at their zero value that a
@@ -251,8 +260,15 @@ func (j Job) Values() url.Values {
 	if j.Weight != 0 {
 		v.Set(ParamWeight, strconv.FormatFloat(j.Weight, 'g', -1, 64))
 	}
-	if len(j.Mix) > 0 {
+	switch {
+	case j.ScheduleVersion != "":
+		v.Set(ParamScheduleVersion, j.ScheduleVersion)
+	case len(j.Schedule) > 0:
+		v.Set(ParamMixSchedule, j.Schedule.String())
+	case len(j.Mix) > 0:
 		v.Set(ParamMix, j.Mix.String())
+	}
+	if len(j.Mix) > 0 || len(j.Schedule) > 0 || j.ScheduleVersion != "" {
 		if j.MixBlock > 0 {
 			v.Set(ParamMixBlock, strconv.Itoa(j.MixBlock))
 		}

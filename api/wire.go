@@ -19,6 +19,9 @@ const (
 	HeaderMixBlock      = "Brand-Mix-Block"
 	HeaderMixIndex      = "Brand-Mix-Index"
 	HeaderMixComponents = "Brand-Mix-Components"
+	// HeaderMixSchedule is, on a batch of a schedule (mix_schedule=), the
+	// schedule as its requests write it; Brand-Mix is its first phase.
+	HeaderMixSchedule = "Brand-Mix-Schedule"
 
 	// A batch served without the samples of a chunk damaged at rest
 	// (gateway --on-damaged-chunk=skip) says how many it lacks, and which:
@@ -65,6 +68,10 @@ type EpochInfo struct {
 	// Tokens describes a token job's epoch (seq=): Samples, Batches and
 	// RankSamples then count sequences. nil for an ordinary job.
 	Tokens *TokenInfo `json:"tokens,omitempty"`
+	// ScheduleVersion is, for a job's stored schedule (schedule=), the
+	// version the epoch was laid out under: a client pins it for the
+	// epoch's batches.
+	ScheduleVersion string `json:"schedule_version,omitempty"`
 }
 
 // TokenInfo is a token job's epoch in EpochInfo: its packing, the

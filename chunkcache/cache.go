@@ -129,6 +129,10 @@ type Config struct {
 	// loads, which the loader's own timeouts bound); past it, ErrBusy. 0
 	// means no bound.
 	MaxWait time.Duration
+	// Recycler, if set, takes the buffers the cache gives up — an evicted
+	// chunk's that fits no load it makes room for — for other uses (the
+	// node's memory manager's pools); otherwise the collector takes them.
+	Recycler Recycler
 	// Tasks runs the loads, which outlive the requests that start them
 	// (others may wait for the same chunk), and the spills of resident
 	// chunks to a Spiller; nil: tasks of the cache's own, ended by Close.
@@ -144,6 +148,11 @@ type Tasks interface {
 	Go(f func(ctx context.Context)) bool
 	Context() context.Context
 	Stop()
+}
+
+// Recycler takes buffers the cache will not use again.
+type Recycler interface {
+	Put(b []byte)
 }
 
 // Stats are cumulative counters and current sizes.
@@ -196,6 +205,7 @@ type entry struct {
 type Cache struct {
 	capacity   int64
 	loader     Loader
+	recycler   Recycler // nil: none
 	maxWaiting int
 	maxWait    time.Duration
 	// tasks run the loads and spills; ctx, their context, is every
@@ -246,6 +256,7 @@ func New(cfg Config) *Cache {
 	return &Cache{
 		capacity:   cfg.Capacity,
 		loader:     cfg.Loader,
+		recycler:   cfg.Recycler,
 		maxWaiting: cfg.MaxWaiting,
 		maxWait:    cfg.MaxWait,
 		tasks:      cfg.Tasks,
@@ -685,9 +696,13 @@ func (c *Cache) takeFreeLocked(r Request) []byte {
 	return b
 }
 
-// dropLocked gives up a buffer no entry will reuse.
+// dropLocked gives up a buffer no entry will reuse: an evicted entry's,
+// unpinned, which nothing refers to any more.
 func (c *Cache) dropLocked(b []byte) {
 	c.bufBytes -= int64(cap(b))
+	if c.recycler != nil {
+		c.recycler.Put(b)
+	}
 }
 
 // load runs the loader for a freshly inserted entry into its buffer,

@@ -666,6 +666,37 @@ func TestLargeBuffersAreNotReusedForSmallChunks(t *testing.T) {
 	l.Release()
 }
 
+// recycler records the buffers a cache gives up.
+type recycler struct{ caps []int }
+
+func (r *recycler) Put(b []byte) { r.caps = append(r.caps, cap(b)) }
+
+// The buffers of evicted chunks that fit no load go to the Recycler (the
+// node's memory manager's pools) rather than to the collector; one that
+// fits is reused, and given to nobody.
+func TestRecycledBuffers(t *testing.T) {
+	r := &recycler{}
+	c := chunkcache.New(chunkcache.Config{Capacity: 100, Loader: newCountingLoader(), Recycler: r})
+	acquire(t, c, req(0, 30)).Release()
+	acquire(t, c, req(1, 30)).Release()
+	acquire(t, c, req(2, 30)).Release()
+	// 90 bytes of 30-byte chunks; a 60-byte chunk evicts two of them and
+	// fits neither buffer.
+	acquire(t, c, req(3, 60)).Release()
+	if len(r.caps) != 2 || r.caps[0] != 30 || r.caps[1] != 30 {
+		t.Fatalf("recycled %v, want the two 30-byte buffers", r.caps)
+	}
+	if st := c.Stats(); st.BufferBytes != 90 {
+		t.Errorf("buffer bytes %d, want 90: the recycled buffers are not the cache's", st.BufferBytes)
+	}
+	// A chunk that fits its victim's buffer (the oldest 30-byte chunk's)
+	// reuses it.
+	acquire(t, c, req(4, 30)).Release()
+	if len(r.caps) != 2 {
+		t.Errorf("recycled %v after loads that reused their victims' buffers", r.caps)
+	}
+}
+
 // A failed load returns its buffer for the next load.
 func TestFailedLoadKeepsItsBuffer(t *testing.T) {
 	ld := newCountingLoader()

@@ -27,5 +27,7 @@
 // Evicted buffers are reused for the next load when large enough (and not
 // larger than the request allows), and Preallocate fills the cache's buffer
 // pool before the first request, so a steady-state cache allocates nothing
-// and the heap stays close to Capacity.
+// and the heap stays close to Capacity. A victim's buffer that fits no load
+// it made room for goes to Config.Recycler (the node's memory manager's
+// pools, where any other part may reuse it) rather than to the collector.
 package chunkcache

@@ -3,8 +3,10 @@ package client
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -284,6 +286,23 @@ func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
 // cut again by its manifest, fetched with the same query: the one case
 // that costs a second request.
 func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url.Values) (*Batch, error) {
+	b, err := c.fetchBatchOnce(ctx, epoch, batch, offset, q)
+	var apiErr *APIError
+	if err != nil && q.Get(api.ParamScheduleVersion) != "" && errors.As(err, &apiErr) && apiErr.ScheduleVersion != "" {
+		// The job's stored schedule was edited from a step this batch
+		// reads, after every step any rank had read: the current version
+		// reads the same as the pinned one before it, so the epoch goes on
+		// under it.
+		v := apiErr.ScheduleVersion
+		c.schedVersion.Store(&v)
+		q = maps.Clone(q)
+		q.Set(api.ParamScheduleVersion, v)
+		return c.fetchBatchOnce(ctx, epoch, batch, offset, q)
+	}
+	return b, err
+}
+
+func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q url.Values) (*Batch, error) {
 	var (
 		b       *Batch
 		h       BatchHeader
@@ -302,7 +321,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		if h.Transform != c.opts.Job.Transform {
 			return fmt.Errorf("%w: the batch's images went through pipeline %q (Brand-Transform), the job names %q", ErrBadResponse, h.Transform, c.opts.Job.Transform)
 		}
-		mix := c.opts.Job.Mix
+		mix := c.job().Mix
 		comps, err = checkMix(h, resp.Header, mix)
 		if err != nil {
 			return err
@@ -373,7 +392,7 @@ func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps 
 	if err != nil {
 		return err
 	}
-	mix := c.opts.Job.Mix
+	mix := c.job().Mix
 	samples, err := splitByManifest(members, m, h, comps, mix)
 	if err != nil {
 		return err
@@ -408,7 +427,7 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 		if err := checkOffset(hh, 0); err != nil {
 			return err
 		}
-		if _, err := checkMix(hh, resp.Header, c.opts.Job.Mix); err != nil {
+		if _, err := checkMix(hh, resp.Header, c.job().Mix); err != nil {
 			return err
 		}
 		h = hh

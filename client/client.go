@@ -158,7 +158,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: Options.Job.Name %q and Options.Job.Importance.Job %q differ; a job has one name", ErrInvalid, j.Name, j.Importance.Job)
 	case !(j.Weight >= 0 && j.Weight <= 100):
 		return fmt.Errorf("%w: Options.Job.Weight %v; must be in (0, 100], or 0 for the default 1", ErrInvalid, j.Weight)
-	case len(j.Mix) == 0 && (j.MixBlock != 0 || j.MixSamples != 0):
+	case len(j.Mix) == 0 && len(j.Schedule) == 0 && j.ScheduleVersion == "" && (j.MixBlock != 0 || j.MixSamples != 0):
 		return fmt.Errorf("%w: Options.Job.MixBlock and MixSamples apply only to a mixture (Options.Job.Mix)", ErrInvalid)
 	}
 	if j.Name != "" {
@@ -166,10 +166,42 @@ func (o *Options) validate() error {
 			return fmt.Errorf("%w: Options.Job.Name: %w", ErrInvalid, err)
 		}
 	}
+	if j.ScheduleVersion != "" {
+		switch {
+		case j.Name == "":
+			return fmt.Errorf("%w: Options.Job.ScheduleVersion reads the schedule stored under the job's name: set Options.Job.Name", ErrInvalid)
+		case j.Dataset != "" || len(j.Mix) > 0 || len(j.Schedule) > 0:
+			return fmt.Errorf("%w: Options.Job.ScheduleVersion reads the job's stored schedule in place of Dataset, Mix and Schedule", ErrInvalid)
+		case j.ScheduleVersion != "latest" && !validScheduleVersion(j.ScheduleVersion):
+			return fmt.Errorf("%w: Options.Job.ScheduleVersion %q: \"latest\" or a version (16 hex digits)", ErrInvalid, j.ScheduleVersion)
+		}
+		return nil
+	}
+	if len(j.Schedule) > 0 {
+		if len(j.Mix) > 0 && j.Mix.String() != j.Schedule[0].Mix.String() {
+			return fmt.Errorf("%w: Options.Job.Mix and Schedule exclude each other: a schedule's phases are its mixtures", ErrInvalid)
+		}
+		if _, err := api.ParseSchedule(j.Schedule.String()); err != nil {
+			return fmt.Errorf("%w: Options.Job.Schedule: %w", ErrInvalid, err)
+		}
+		j.Mix = j.Schedule[0].Mix
+	}
 	if len(j.Mix) > 0 {
 		return validateMix(j)
 	}
 	return nil
+}
+
+func validScheduleVersion(v string) bool {
+	if len(v) != 16 {
+		return false
+	}
+	for i := range len(v) {
+		if c := v[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateMix checks a job over a mixture: the gateway would refuse it
@@ -188,6 +220,9 @@ func validateMix(j *api.Job) error {
 		if strings.ContainsAny(c.Dataset, ",:") {
 			return fmt.Errorf("%w: Options.Job.Mix: dataset name %q holds ',' or ':'", ErrInvalid, c.Dataset)
 		}
+	}
+	if len(j.Schedule) > 0 {
+		return nil // its phases' weights, 0 among them, checked as a schedule's
 	}
 	if _, err := api.ParseMix(j.Mix.String()); err != nil {
 		return fmt.Errorf("%w: Options.Job.Mix: %w", ErrInvalid, err)
@@ -232,6 +267,11 @@ type Client struct {
 	// members is the membership version pinned for the latest epoch read
 	// (see Members).
 	members atomic.Pointer[memberPin]
+	// schedVersion is the stored schedule's version pinned for the latest
+	// epoch read, storedMix the mixture its plan named (see
+	// ScheduleVersion).
+	schedVersion atomic.Pointer[string]
+	storedMix    atomic.Pointer[api.Mix]
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally
@@ -316,7 +356,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if id := opts.Job.Index; id != "" {
 		c.pinned.Store(&id)
 	}
-	if j := opts.Job; len(j.Mix) > 0 {
+	if j := opts.Job; len(j.Mix) > 0 || j.ScheduleVersion != "" {
 		k := j.MixBlock
 		if k == 0 && j.BatchSize > 0 && j.World > 0 {
 			k = j.Block()
@@ -373,13 +413,53 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 	return &http.Client{Transport: t}, nil
 }
 
-// job is the client's job with its mixture's block once known (MixBlock).
+// job is the client's job with its mixture's block once known
+// (MixBlock), and for a stored schedule the version pinned (latest before
+// the first plan) and the mixture its plans named.
 func (c *Client) job() api.Job {
 	j := c.opts.Job
+	if j.ScheduleVersion != "" {
+		if v := c.ScheduleVersion(); v != "" {
+			j.ScheduleVersion = v
+		}
+		if m := c.storedMix.Load(); m != nil {
+			j.Mix = *m
+		}
+	}
 	if len(j.Mix) > 0 {
 		j.MixBlock = c.MixBlock()
 	}
 	return j
+}
+
+// ScheduleVersion returns the version of the job's stored schedule
+// (Options.Job.ScheduleVersion) the client reads: the one the latest epoch
+// plan was laid out under, every batch of that epoch pinned to it; before
+// the first plan, the version Options gave ("latest" asks for the
+// current one). Store it in a checkpoint and give it back as
+// Options.Job.ScheduleVersion: a resumed job reads, step for step, what
+// it would have read uninterrupted. "" for a job without a stored
+// schedule.
+func (c *Client) ScheduleVersion() string {
+	if p := c.schedVersion.Load(); p != nil {
+		return *p
+	}
+	return c.opts.Job.ScheduleVersion
+}
+
+// learnSchedule pins the stored schedule's version and mixture a plan
+// names.
+func (c *Client) learnSchedule(p *EpochInfo) {
+	if c.opts.Job.ScheduleVersion == "" || p.ScheduleVersion == "" || p.Mix == nil {
+		return
+	}
+	v := p.ScheduleVersion
+	c.schedVersion.Store(&v)
+	m := make(api.Mix, len(p.Mix.Components))
+	for i, comp := range p.Mix.Components {
+		m[i] = api.MixComponent{Dataset: comp.Dataset, Weight: comp.Weight}
+	}
+	c.storedMix.Store(&m)
 }
 
 // jobQuery returns the job's parameters as a query, leaving those the
@@ -440,7 +520,7 @@ func (c *Client) MixBlock() int { return int(c.mixBlock.Load()) }
 // client reads: the index version, or a mixture's components' versions
 // and its block. Other answers name none of them.
 func (c *Client) learn(h http.Header) error {
-	if len(c.opts.Job.Mix) == 0 {
+	if len(c.job().Mix) == 0 {
 		return c.learnIndex(h.Get(api.HeaderIndex))
 	}
 	if err := c.learnIndex(h.Get(api.HeaderMixIndex)); err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"net/url"
@@ -37,12 +38,24 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 	job.Offset = offset
 	// The embedded Seed is shadowed by the pointer, which tells a missing
 	// seed from seed 0; Epoch pins the seed and must not pin a wrong one.
-	w, err := getJSON[struct {
+	type answer struct {
 		EpochInfo
 		Seed *uint64 `json:"seed"`
-	}](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
+	}
+	w, err := getJSON[answer](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
+	var apiErr *APIError
+	if err != nil && job.ScheduleVersion != "" && errors.As(err, &apiErr) && apiErr.ScheduleVersion != "" {
+		// An edit of the stored schedule since the version pinned, from a
+		// step this epoch reads: the current version reads the same before
+		// it (see fetchBatch).
+		job.ScheduleVersion = apiErr.ScheduleVersion
+		w, err = getJSON[answer](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
+	}
 	if err == nil {
 		err = checkPlan(&w.EpochInfo, w.Seed, epoch, job)
+	}
+	if err == nil {
+		c.learnSchedule(&w.EpochInfo)
 	}
 	if err == nil {
 		err = c.learnIndex(planIndex(&w.EpochInfo))
@@ -81,10 +94,14 @@ func checkPlan(p *EpochInfo, seed *uint64, epoch int, job api.Job) error {
 	if err := checkPlanMix(p, job); err != nil {
 		return bad("%w", err)
 	}
-	// A mixture's plan names the mixture as its dataset.
+	// A mixture's plan names the mixture as its dataset (a stored
+	// schedule's, its first phase: another version's may differ).
 	dsParam, dsWant, dsSet := api.ParamDataset, job.Dataset, job.Dataset != ""
 	if len(job.Mix) > 0 {
-		dsParam, dsWant, dsSet = api.ParamMix, job.Mix.String(), true
+		dsParam, dsWant, dsSet = api.ParamMix, job.Mix.String(), job.ScheduleVersion == ""
+	}
+	if job.ScheduleVersion != "" && job.ScheduleVersion != "latest" && p.ScheduleVersion == "" {
+		return bad("asked for schedule version %s, gateway named none", job.ScheduleVersion)
 	}
 	for _, f := range []struct {
 		name      string
@@ -126,6 +143,10 @@ func checkPlan(p *EpochInfo, seed *uint64, epoch int, job api.Job) error {
 func checkPlanMix(p *EpochInfo, job api.Job) error {
 	m := p.Mix
 	switch {
+	case job.ScheduleVersion != "" && m == nil:
+		return fmt.Errorf("asked for job %s's stored schedule, gateway planned no mixture", job.Name)
+	case job.ScheduleVersion != "" && len(job.Mix) == 0:
+		return nil // the first plan names the stored schedule's datasets
 	case len(job.Mix) == 0 && m == nil:
 		return nil
 	case len(job.Mix) == 0:
@@ -183,7 +204,11 @@ func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
 	j := api.Job{Params: planParams(p), NoLocality: job.NoLocality, Name: job.Name, Weight: job.Weight, Transform: job.Transform,
 		Columns: job.Columns, Seq: job.Seq, Pack: job.Pack, Pad: job.Pad, EOS: job.EOS, EOSSet: job.EOSSet}
 	if p.Mix != nil {
-		j.Mix, j.MixBlock, j.MixSamples = job.Mix, p.Mix.Block, job.MixSamples
+		j.Mix, j.Schedule, j.MixBlock, j.MixSamples = job.Mix, job.Schedule, p.Mix.Block, job.MixSamples
+		if job.ScheduleVersion != "" {
+			// Every batch of the epoch under the version its plan was.
+			j.ScheduleVersion = p.ScheduleVersion
+		}
 	} else {
 		j.Dataset, j.Importance, j.Index = p.Dataset, job.Importance, p.IndexID
 	}
@@ -292,7 +317,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 	defer wg.Wait() // runs after cancel: deferred calls run last-in first-out
 	defer cancel()
 
-	q := pinnedQuery(plan, c.opts.Job)
+	q := pinnedQuery(plan, c.job())
 	name := epochName(plan.Epoch, plan.Offset)
 	pending := make([]chan result, 0, c.ahead+1) // in batch order
 	next := 0

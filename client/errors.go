@@ -57,6 +57,10 @@ type APIError struct {
 	Message string
 	// RetryAfter is the wait the gateway asked for, 0 if it did not.
 	RetryAfter time.Duration
+	// ScheduleVersion is, on a 409 for a stored schedule's version that an
+	// edit has since changed where the request reads, the current version
+	// (Brand-Schedule-Version).
+	ScheduleVersion string
 	// Members is, on a 409 for a membership version no node knows any
 	// more, the version the cluster agrees on now (Brand-Members).
 	Members string
@@ -92,6 +96,9 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 		StatusCode: resp.StatusCode,
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
 		Members:    resp.Header.Get(api.HeaderMembers),
+	}
+	if resp.StatusCode == http.StatusConflict {
+		e.ScheduleVersion = resp.Header.Get(api.HeaderScheduleVersion)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var wire api.Error

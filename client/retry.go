@@ -204,6 +204,8 @@ func versionRefused(err error, path string) error {
 	case !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict ||
 		!strings.HasPrefix(path, "/epoch/") && !strings.HasPrefix(path, "/samples/"):
 		return nil
+	case apiErr.ScheduleVersion != "":
+		return nil // the caller re-pins the schedule's version
 	case apiErr.Members != "":
 		return ErrMembersUnknown
 	default:

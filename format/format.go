@@ -283,6 +283,24 @@ type Decoder interface {
 	Decode(c int, sel Selection, src, dst []byte, w WriterOptions) error
 }
 
+// Working is implemented by a Decoder whose Decode takes memory of its
+// own beyond src and dst — a shard decompressed whole, a column reader's
+// copy of its column chunks and their pages — so that a gateway reserves
+// it, from the metadata alone, before it reads and decodes the chunk.
+type Working interface {
+	// Working bounds what Decode of chunk c with the fields sel
+	// allocates, in bytes.
+	Working(c int, sel Selection) int64
+}
+
+// Buffers lend a decode large scratch buffers (the node's pools:
+// memory.Manager's Get and Put) that it gives back before Decode
+// returns.
+type Buffers interface {
+	Get(n int64) []byte
+	Put(b []byte)
+}
+
 // WriterOptions are what every decode of a dataset writes alike.
 type WriterOptions struct {
 	// ModTime is every member's modification time: the index's.
@@ -293,6 +311,9 @@ type WriterOptions struct {
 	// what it needs, which the caller decodes it into, rather than being
 	// damaged.
 	MayGrow bool
+	// Buffers, if set, lend Decode its large scratch buffers; otherwise
+	// it allocates them.
+	Buffers Buffers
 }
 
 // Concat returns the total length of rs.

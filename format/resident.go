@@ -144,6 +144,10 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	return data, nil
 }
 
+// MemberWorking is what Member allocates a member, at most (archive/tar's
+// header writer, about 1 KB measured): a decode's Working counts it.
+const MemberWorking = 2 << 10
+
 // count is Member past the bound of a decode that may grow: it counts
 // what the member needs and hands out scratch room for its data.
 func (w *Writer) count(need, n int64) ([]byte, error) {

@@ -28,10 +28,15 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 		info, err = g.jobs.orders.Info(src, q.Job, epoch)
 	}
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
 		return
 	}
 	setSourceHeaders(w.Header(), src)
+	if v := q.Job.ScheduleVersion; v != "" {
+		w.Header().Set(api.HeaderScheduleVersion, v)
+		info.ScheduleVersion = v
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -40,6 +45,7 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 	b, _, err := g.jobs.batch(r)
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
 		return
 	}
@@ -52,6 +58,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	b, q, err := g.jobs.batch(r)
 	if err != nil {
+		conflictHeader(w, err)
 		writeError(ctx, w, err)
 		return
 	}
@@ -140,6 +147,9 @@ func setSourceHeaders(h http.Header, src order.Source) {
 		h.Set(api.HeaderMix, m.Text())
 		h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
 		h.Set(api.HeaderMixIndex, m.IndexIDs())
+		if len(m.Schedule) > 0 {
+			h.Set(api.HeaderMixSchedule, m.Schedule.String())
+		}
 		return
 	}
 	h.Set(api.HeaderIndex, src.DS.ID())
@@ -151,6 +161,9 @@ func setBatchHeaders(h http.Header, b *order.Batch) {
 	h.Set("ETag", b.ETag)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	setSourceHeaders(h, b.Source)
+	if v := b.Job.ScheduleVersion; v != "" {
+		h.Set(api.HeaderScheduleVersion, v)
+	}
 	if b.Mix != nil {
 		h.Set(api.HeaderMixComponents, order.FormatComponents(b.Components()))
 	} else {

@@ -23,6 +23,7 @@ import (
 	"github.com/brandgw/brand/internal/handover"
 	"github.com/brandgw/brand/internal/livestats"
 	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/preload"
@@ -169,10 +170,18 @@ type Config struct {
 	// timeouts").
 	BodyTimeout, LargeBodyTimeout time.Duration
 	// CopyBytes bounds the bytes of responses copied out of the cache
-	// (batches assembled in parts, or copied out under pressure) held at
-	// once; default twice Limits.MaxBatchBytes. It is memory beside the
-	// cache: `brand serve --memory-limit auto` counts it.
+	// (batches assembled in parts, or copied out under pressure) and of
+	// transformed batches held at once; default twice
+	// Limits.MaxBatchBytes. It is a part of the memory budget
+	// (MemoryLimit), which may give it less.
 	CopyBytes int64
+	// MemoryLimit is the node's memory budget (`brand serve
+	// --memory-limit`): the cache, the rest of the process
+	// (memory.DefaultBase), and what copies and decodes share
+	// (MemoryParts). 0: the parts' total at their defaults — decodes at
+	// least the largest decode MaxImagePixels allows — which `brand serve
+	// --memory-limit auto` sets as the Go runtime's limit.
+	MemoryLimit int64
 
 	// AuthTokens, if not empty, are the bearer tokens requests must carry
 	// (Authorization: Bearer <token>) on every endpoint but /healthz and
@@ -353,10 +362,13 @@ type Gateway struct {
 	prefetch schedule.Prefetch
 	node     node // its place in a cluster (cluster.go)
 	reader   *reader.Reader
-	stage    *tensors.Stage   // the transform stage: images to tensors
-	packer   *sequences.Stage // the pack stage: token jobs' sequences, on the transform stage's workers
-	batches  *visit.Batches
-	out      *respond.Writer // every response that carries samples
+	// mem is the memory manager every part holding bytes beside the
+	// cache takes them from: copies, decodes, pools, the pressure signal.
+	mem     *memory.Manager
+	stage   *tensors.Stage   // the transform stage: images to tensors
+	packer  *sequences.Stage // the pack stage: token jobs' sequences, on the transform stage's workers
+	batches *visit.Batches
+	out     *respond.Writer // every response that carries samples
 	// preload loads what requests leave behind them — a mixture's later
 	// parts, the S3 face's read-ahead — bounded and tracked.
 	preload  *preload.Set
@@ -397,6 +409,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	budget, err := cfg.memoryParts(pipelines)
+	if err != nil {
+		return nil, err
+	}
+	g.mem = memory.New(memory.Config{Parts: budget, MaxWait: cfg.MaxWait, Busy: chunkcache.ErrBusy, Registry: reg})
 	// Each part that runs goroutines registers with g.life as it is built,
 	// after the parts it is built from: Close drains them in the reverse
 	// order, so nothing is closed while a part built on it still runs.
@@ -416,11 +433,12 @@ func New(cfg Config) (*Gateway, error) {
 		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peer.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
-			NextBytes: max(cfg.CacheSize/16, 64<<20), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack, Registry: reg, Log: cfg.Logger,
+			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
+			Registry: reg, Log: cfg.Logger,
 			Load: func() tensors.Load { return g.stage.Load() }})
 		rt, parts = routing, peers
 	}
-	g.feedback = feedback.New(cfg.Logger)
+	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := order.New(g.feedback)
 	g.sched = schedule.New(schedule.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
 	reg.MustRegister(g.sched.Collectors()...)
@@ -431,7 +449,7 @@ func New(cfg Config) (*Gateway, error) {
 		policy = schedule.NewPolicy(g.sched.Table, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
-	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads)
+	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads).WithMemory(g.mem, g.mem.Decodes())
 	var sources *handover.Sources
 	if peers != nil {
 		// Chunks this node gains in a membership change are read from
@@ -450,7 +468,8 @@ func New(cfg Config) (*Gateway, error) {
 	// objects.
 	g.objects = s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
-		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Tasks: g.life.Part("chunkcache: loads, spills")})
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Part("chunkcache: loads, spills")})
+	g.mem.Watch(g.cache)
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	slots := stopper.NewLimit(maxAhead) // the preloads' and the premade batches'
 	g.preload = preload.New(preload.Config{Part: g.life.Part("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
@@ -466,9 +485,9 @@ func New(cfg Config) (*Gateway, error) {
 			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
-		MaxBytes: cfg.Limits.MaxBatchBytes, CopyBytes: cfg.CopyBytes, Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
+		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
-	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.reader,
+	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
@@ -477,7 +496,7 @@ func New(cfg Config) (*Gateway, error) {
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
-		Pressure: g.reader.UnderPressure, Served: g.metrics.bytesServed})
+		Pressure: g.mem.UnderPressure, Served: g.metrics.bytesServed, Buffers: g.mem})
 	g.node = soloNode{}
 	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
 	if peers != nil {
@@ -586,8 +605,8 @@ func (cfg *Config) fill() ([]string, error) {
 		cfg.LargeBodyTimeout = DefaultLargeBodyTimeout
 	}
 	if cfg.MaxWaiting < 0 || cfg.MaxWait < 0 || cfg.WriteTimeout < 0 || cfg.MinWriteRate < 0 || cfg.CopyBytes < 0 ||
-		cfg.BodyTimeout < 0 || cfg.LargeBodyTimeout < 0 {
-		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate, CopyBytes, BodyTimeout or LargeBodyTimeout")
+		cfg.BodyTimeout < 0 || cfg.LargeBodyTimeout < 0 || cfg.MemoryLimit < 0 {
+		return nil, errors.New("gateway: negative MaxWaiting, MaxWait, WriteTimeout, MinWriteRate, CopyBytes, BodyTimeout, LargeBodyTimeout or MemoryLimit")
 	}
 	if cfg.FetchTimeout < 0 {
 		return nil, fmt.Errorf("gateway: negative fetch timeout %s", cfg.FetchTimeout)
@@ -664,6 +683,41 @@ func (cfg *Config) fill() ([]string, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	return names, nil
+}
+
+// MemoryParts returns the node's memory budget by part as cfg gives it
+// (Config.MemoryLimit): what `brand serve --memory-limit auto` sets the
+// Go runtime's limit to, and what a node admits copies and decodes
+// against.
+func MemoryParts(cfg Config) (memory.Parts, error) {
+	if _, err := cfg.fill(); err != nil {
+		return memory.Parts{}, err
+	}
+	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
+	if err != nil {
+		return memory.Parts{}, fmt.Errorf("gateway: %w", err)
+	}
+	return cfg.memoryParts(pipelines)
+}
+
+// TransformWorkerBytes is what the decodes part holds at least for each
+// transform worker: an ImageNet-sized photo's decode takes about 1 MB
+// (docs/transform.md §10), and a worker keeps buffers up to 12 MB
+// between images (transform.ScratchKeep).
+const TransformWorkerBytes = 16 << 20
+
+// memoryParts are the budget's parts for cfg (filled) and its pipelines:
+// the cache, the base, the copies, and decodes room for the largest
+// decode the pixel bound allows, and at least TransformWorkerBytes a
+// worker; fitted to MemoryLimit.
+func (cfg *Config) memoryParts(pipelines *transform.Set) (memory.Parts, error) {
+	want := memory.Parts{Cache: cfg.CacheSize, Base: memory.DefaultBase, Copies: cfg.CopyBytes,
+		Decodes: max(pipelines.MaxWork(), int64(cfg.TransformWorkers)*TransformWorkerBytes)}
+	parts, err := memory.Fit(cfg.MemoryLimit, want)
+	if err != nil {
+		return memory.Parts{}, fmt.Errorf("gateway: %w", err)
+	}
+	return parts, nil
 }
 
 // ServeHTTP implements http.Handler.

@@ -152,14 +152,10 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 	if distinct >= f.index.NumSamples() {
 		t.Errorf("the importance epoch drew %d distinct samples of %d: with skewed scores it should repeat some and skip others", distinct, f.index.NumSamples())
 	}
-	// Without a version, importance mode is the uniform order.
-	plain, _ := readImportanceEpoch(t, f, a.URL, 1, uniform)
-	first, _ := readImportanceEpoch(t, f, a.URL, 1, uniform+"&sampling=importance&job="+job)
-	for m := range plain {
-		if !bytes.Equal(plain[m], first[m]) {
-			t.Fatalf("batch %d: importance mode without a snapshot differs from the uniform order", m)
-		}
-	}
+	// (Without a version importance mode is the uniform order, and an
+	// importance epoch never repeats a sample in a row on a cluster:
+	// internal/order's TestImportanceWithoutASnapshot and
+	// TestImportanceOnAClusterNeverRepeatsInARow.)
 	// The next seal builds on this one.
 	feedEpoch(t, b.URL, f, job, 1)
 	if s2 := seal(t, b.URL, job, 1, s.Version); s2.Version == s.Version {
@@ -237,7 +233,9 @@ func TestImportanceBadRequests(t *testing.T) {
 }
 
 // TestImportanceSealMergesNodes: feedback sent to different nodes of a
-// cluster seals to the snapshot one gateway given all of it would seal.
+// cluster seals to the snapshot one gateway given all of it would seal:
+// the sealing node reads each peer's feedback from its internal endpoint.
+// (The merge itself is internal/feedback's TestSealMergesNodes.)
 func TestImportanceSealMergesNodes(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	cl := startCluster(t, f, 3, nil, nil)
@@ -351,46 +349,5 @@ func TestImportanceThroughTheClient(t *testing.T) {
 	}
 	if !slices.Equal(got, want) || len(got) != f.index.NumSamples() {
 		t.Fatalf("the clients read %d samples, not the importance epoch's %d", len(got), len(want))
-	}
-}
-
-// TestImportanceOnAClusterNeverRepeatsInARow: locality-aware assignment
-// takes a subsequence of each global batch for a rank; in importance mode
-// that must not put a sample next to itself (a WebDataset reader would
-// merge the two), and the ranks together still carry the epoch's length.
-func TestImportanceOnAClusterNeverRepeatsInARow(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	cl := startCluster(t, f, 2, nil, nil)
-	feedEpoch(t, cl[0].srv.URL, f, "cl", 0)
-	s := seal(t, cl[0].srv.URL, "cl", 0, "")
-	total := 0
-	for r := range 4 {
-		q := fmt.Sprintf("seed=2&window=4&batch_size=32&world=4&rank=%d&sampling=importance&job=cl&importance=%s", r, s.Version)
-		node := cl[r*2/4].srv.URL
-		resp, body := get(t, node+"/epoch/1?"+q)
-		var info struct{ Batches int }
-		if err := json.Unmarshal(body, &info); resp.StatusCode != 200 || err != nil {
-			t.Fatalf("%s: %s", resp.Status, body)
-		}
-		for m := range info.Batches {
-			_, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s&format=json", node, m, q))
-			var man struct {
-				Samples []struct {
-					Key string `json:"key"`
-				} `json:"samples"`
-			}
-			if err := json.Unmarshal(body, &man); err != nil {
-				t.Fatal(err)
-			}
-			for i, smp := range man.Samples {
-				if i > 0 && man.Samples[i-1].Key == smp.Key {
-					t.Fatalf("rank %d batch %d: %s twice in a row", r, m, smp.Key)
-				}
-			}
-			total += len(man.Samples)
-		}
-	}
-	if total != f.index.NumSamples() {
-		t.Fatalf("the ranks carried %d samples, want the epoch's %d", total, f.index.NumSamples())
 	}
 }

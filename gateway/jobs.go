@@ -56,23 +56,39 @@ type jobs struct {
 	pipelines pipelines
 	defaults  query.Query // the query a request starts from
 	limits    query.Limits
+	// sched is the book of named jobs' stored schedules (schedule=).
+	sched scheduleBook
 }
 
 // epoch parses the query and the {epoch} of a request about an epoch of
 // a job, and resolves what the job reads.
-func (j *jobs) epoch(r *http.Request) (query.Query, order.Source, uint64, error) {
-	epoch, err := query.ParseNumber("epoch", chi.URLParam(r, "epoch"), j.limits.MaxEpoch)
+func (j *jobs) epoch(r *http.Request) (q query.Query, src order.Source, epoch uint64, err error) {
+	epoch, err = query.ParseNumber("epoch", chi.URLParam(r, "epoch"), j.limits.MaxEpoch)
 	if err != nil {
 		return query.Query{}, order.Source{}, 0, err
 	}
-	q, err := query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
+	q, err = query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
 	if err != nil {
 		return q, order.Source{}, 0, err
 	}
 	if err := j.transform(&q.Job); err != nil {
 		return q, order.Source{}, 0, err
 	}
-	src, err := j.source(r.Context(), q.Job)
+	if q.Job.ScheduleVersion != "" {
+		// A stored schedule: the version for the steps the request reads.
+		batch := int64(-1)
+		if s := chi.URLParam(r, "batch"); s != "" {
+			m, err := query.ParseNumber("batch", s, 1<<62)
+			if err != nil {
+				return q, order.Source{}, 0, err
+			}
+			batch = int64(m)
+		}
+		if err := j.stored(r.Context(), &q.Job, epoch, batch); err != nil {
+			return q, order.Source{}, 0, err
+		}
+	}
+	src, err = j.source(r.Context(), q.Job)
 	return q, src, epoch, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -376,11 +377,19 @@ func TestMixtureErrors(t *testing.T) {
 func TestClusterMixture(t *testing.T) {
 	m := newMixFixture(t)
 	for _, locality := range []bool{true, false} {
-		t.Run(fmt.Sprintf("locality=%t", locality), func(t *testing.T) { clusterMixture(t, m, locality) })
+		t.Run(fmt.Sprintf("locality=%t", locality), func(t *testing.T) { clusterMixture(t, m, locality, "mix="+testMix) })
 	}
 }
 
-func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
+// TestClusterSchedule is TestClusterMixture for a schedule whose weights
+// change at step 4: peers forward it, every node serves any rank the
+// same bytes.
+func TestClusterSchedule(t *testing.T) {
+	m := newMixFixture(t)
+	clusterMixture(t, m, true, "mix_schedule="+url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6"))
+}
+
+func clusterMixture(t *testing.T, m *mixFixture, locality bool, mixq string) {
 	const nodes, world, batch = 3, 6, 8
 	lns, urls := loopbacks(t, nodes)
 	stores := make([]map[string]*countingStore, nodes)
@@ -407,7 +416,7 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool) {
 	q := func(r int) string {
 		// A window of 6 splits into 3, 2 and 2 chunks by weight: each
 		// component's window spreads over the nodes.
-		return fmt.Sprintf("mix=%s&window=6&world=%d&rank=%d&locality=%t", testMix, world, r, locality)
+		return fmt.Sprintf("%s&window=6&world=%d&rank=%d&locality=%t", mixq, world, r, locality)
 	}
 	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
 	bodies := map[string][32]byte{}

@@ -183,6 +183,13 @@ func (a *planAPI) handlePlan(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle, not with mix or sampling=importance", query.ErrBadRequest))
 		return
 	}
+	if q.Job.ScheduleVersion != "" {
+		// A stored schedule: its current version (or the one pinned).
+		if err := a.jobs.stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch), -1); err != nil {
+			writeError(ctx, w, err)
+			return
+		}
+	}
 	if len(q.Job.Mix) > 0 {
 		ds := make([]*catalog.Dataset, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {

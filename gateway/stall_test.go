@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -240,64 +238,6 @@ func TestStalledAssembledReadersDoNotBlockOthers(t *testing.T) {
 	}
 	if m := scrape(t, srv.URL); !strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 4\n") {
 		t.Errorf("the batches were not all assembled in parts:\n%s", grepLines(m, "assembled"))
-	}
-}
-
-// TestSlowReaderGivesItsPinsBack: a batch written from pinned chunks to a
-// client that stops reading, while the cache is under pressure, is copied
-// out mid-write and its chunks go back to the cache long before its write
-// deadline; the client, reading again, gets every byte, in order.
-func TestSlowReaderGivesItsPinsBack(t *testing.T) {
-	const chunkBytes = 1 << 20
-	f := newFixtureSized(t, 16, 16, chunkBytes/16)
-	g, srv := start(t, f.store, func(c *gateway.Config) {
-		c.CacheSize = 24 * chunkBytes // the batch pins over half of it
-		c.Defaults = gateway.Defaults{BatchSize: 256, Window: 16, Seed: 3}
-		c.WriteTimeout = 5 * time.Minute // the pins must go back long before this
-		c.PrefetchConcurrency = -1
-	})
-	// A batch read at once is written from the cache, not copied. A
-	// reader that the machine stalls for over slowWrite (the race
-	// detector beside other packages' tests on two cores) is, rightly,
-	// copied: of three fast reads, one must not be.
-	var want []byte
-	copied := 0.0
-	for try := 0; ; try++ {
-		want = readFast(t, srv.URL+"/epoch/0/batch/0")
-		n := metric(t, srv.URL, "brand_batches_copied_total")
-		if n == copied {
-			break
-		}
-		if copied = n; try == 2 {
-			t.Fatalf("three batches read at once were each copied out (%v)", n)
-		}
-	}
-	// A client that sends its request and reads nothing yet: the 16 MiB
-	// batch is more than the sockets' buffers hold (its receive buffer
-	// fixed at 1 MiB: Linux grows one up to tcp_rmem's maximum, 32 MiB
-	// here, which would take the whole batch in).
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(1 << 20); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "GET /epoch/0/batch/0 HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitFor(t, 30*time.Second, "a stalled reader under pressure still pins its chunks", func() bool {
-		return metric(t, srv.URL, "brand_batches_copied_total") == copied+1 && g.Cache().Stats().Pinned == 0
-	})
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("the resumed body (%d bytes) differs from the batch (%d bytes)", len(got), len(want))
 	}
 }
 

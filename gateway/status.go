@@ -51,9 +51,10 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Disk        *api.DiskStats     `json:"disk,omitempty"`
 		Mixtures    []api.MixStat      `json:"mixtures,omitempty"`
 		Transform   api.TransformStats `json:"transform"`
+		Memory      api.MemoryStats    `json:"memory"`
 		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats(), g.packer.Stats()})
+		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the
@@ -96,7 +97,7 @@ func (g *Gateway) servingNotReady() error {
 	if err := g.catalog.NotReady(); err != nil {
 		return err
 	}
-	if g.cache.Stalled(stallNotReady) || g.reader.Stalled(stallNotReady) {
+	if g.cache.Stalled(stallNotReady) || g.reader.Stalled(stallNotReady) || g.mem.Stalled(stallNotReady) {
 		return errStalled
 	}
 	return nil

@@ -7,6 +7,7 @@
 // arrow-go (scripts/ensure-duckdb.sh); a Python with numpy and zstd, for
 // format/mds's MDS writer (scripts/ensure-numpy.sh), with torch, for
 // PyTorch's DataLoader over the Python client (scripts/test.sh installs
-// it), and with boto3, and the AWS CLI, for the S3 face
-// (scripts/ensure-s3-clients.sh).
+// it), with boto3, and the AWS CLI, for the S3 face
+// (scripts/ensure-s3-clients.sh), and with Pillow, which writes the
+// progressive JPEGs the memory test decodes (scripts/ensure-pil.sh).
 package integration

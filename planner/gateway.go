@@ -133,7 +133,17 @@ func (ForGateway) MixPlan(ctx context.Context, pds []api.PlanDataset, job api.Jo
 // planMix is MixPlan over datasets ds, whose indexes' keys are keys,
 // within b.
 func planMix(ctx context.Context, ds []Dataset, keys []uint64, job api.Job, o api.PlanOptions, b Budget) (any, error) {
-	weights, err := job.Mix.IntWeights()
+	var phases []shuffle.SchedulePhase
+	var weights []uint64
+	var err error
+	if len(job.Schedule) > 0 {
+		// A schedule: its phases in the order of its first phase's datasets.
+		if phases, err = job.Schedule.Phases(); err == nil {
+			weights = phases[0].Weights
+		}
+	} else {
+		weights, err = job.Mix.IntWeights()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -147,7 +157,7 @@ func planMix(ctx context.Context, ds []Dataset, keys []uint64, job api.Job, o ap
 		return nil, fmt.Errorf("%w: mix_samples %d: a plan's mixture epoch is at most %d samples (the components' samples summed, or %d)",
 			ErrInvalid, job.MixSamples, limit, MaxGatewayMixSamples)
 	}
-	mix := &Mix{Block: job.Block(), Samples: job.MixSamples}
+	mix := &Mix{Block: job.Block(), Samples: job.MixSamples, Phases: phases}
 	for i, c := range job.Mix {
 		mix.Components = append(mix.Components, MixComponent{Name: c.Dataset, Weight: weights[i], Dataset: ds[i], IndexKey: keys[i]})
 	}

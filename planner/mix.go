@@ -27,6 +27,11 @@ type Mix struct {
 	// Samples is the mixture epoch's length L, rounded up to whole
 	// blocks; 0 means the components' samples summed.
 	Samples int
+	// Phases, when not empty, make the mixture a schedule (mix_schedule=,
+	// docs/shuffle.md §11.9): the weights by global step, each phase's
+	// weights one per component (0 allowed); the components' Weight is
+	// then not read.
+	Phases []shuffle.SchedulePhase
 }
 
 // MixComponent is one dataset of a Mix.
@@ -48,6 +53,25 @@ type MixComponent struct {
 type MixPlan struct {
 	Block      int                `json:"block"` // K, samples in a mixing block
 	Components []MixComponentPlan `json:"components"`
+	// Phases is, for a schedule, what the simulated epochs read in each
+	// phase: its steps, and per component the samples and their bytes
+	// (the store's reads of a cold cache, which the plan's cache
+	// simulation then cuts by what it keeps).
+	Phases []MixPhasePlan `json:"phases,omitempty"`
+}
+
+// MixPhasePlan is one phase of a planned schedule over the simulated
+// epochs.
+type MixPhasePlan struct {
+	FromStep uint64 `json:"from_step"`
+	// ToStep is the step the next phase starts at; absent for the last.
+	ToStep     uint64   `json:"to_step,omitempty"`
+	RampTo     uint64   `json:"ramp_to,omitempty"` // a ramp's end
+	Weights    []uint64 `json:"weights"`
+	Steps      int      `json:"steps"`   // of the simulated epochs
+	Samples    []int    `json:"samples"` // per component
+	Bytes      int64    `json:"bytes"`   // the samples' bytes (their chunks' in the cache, by share)
+	StoreBytes int64    `json:"store_bytes,omitempty"`
 }
 
 // MixComponentPlan is one component of a planned mixture.
@@ -113,6 +137,21 @@ type mixSchedule struct {
 	// pass0 is where each component's stream stands at the first
 	// simulated epoch: the pass of its first sample.
 	pass0 []uint64
+	// sched is the schedule the mixture follows (Mix.Phases), nil for
+	// fixed weights; order is then its first simulated epoch's.
+	sched *shuffle.Schedule
+}
+
+// orderAt is epoch e's order: the mixture's, or the schedule's epoch e.
+func (ms *mixSchedule) orderAt(e int) (*shuffle.Mixture, error) {
+	if ms.sched == nil {
+		return ms.order, nil
+	}
+	mo, err := ms.sched.Epoch(uint64(e))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return mo, nil
 }
 
 func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
@@ -159,7 +198,19 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 	if block == 0 {
 		block = j.BatchSize * j.World // validateJob rules out an overflow
 	}
-	order, err := shuffle.NewMixture(weights, sizes, block, m.Samples)
+	var order *shuffle.Mixture
+	var err error
+	if len(m.Phases) > 0 {
+		passes := make([]shuffle.Passes, k)
+		for i, n := range sizes {
+			passes[i] = shuffle.EqualPasses(n)
+		}
+		if ms.sched, err = shuffle.NewSchedule(m.Phases, passes, block, m.Samples); err == nil {
+			order, err = ms.sched.Epoch(uint64(j.FirstEpoch))
+		}
+	} else {
+		order, err = shuffle.NewMixture(weights, sizes, block, m.Samples)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -167,6 +218,10 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 	ms.merged = &schedule{d: merged, j: j, n: order.NumSamples()}
 	for i := range k {
 		pass, _, ok := streamPos(uint64(j.FirstEpoch), order.EpochSamples(i), 0, sizes[i])
+		if ms.sched != nil {
+			d := order.Start(i, uint64(j.FirstEpoch))
+			pass, ok = d.Pass, d.Pass != math.MaxUint64
+		}
 		if !ok || pass > maxMixPass {
 			return nil, fmt.Errorf("%w: epoch %d of the mixture reads %s past pass %d", ErrInvalid, j.FirstEpoch, m.Components[i].Name, maxMixPass)
 		}
@@ -246,6 +301,10 @@ func (ms *mixSchedule) walk(m *meter, order passOrder, visit func(epoch int, chu
 		if err := m.err(); err != nil {
 			return err
 		}
+		mo, err := ms.orderAt(e)
+		if err != nil {
+			return err
+		}
 		var sp *shuffle.MixSpan
 		ds, de := 0, 0 // draws holds positions [ds, de)
 		for b := range nb {
@@ -258,7 +317,7 @@ func (ms *mixSchedule) walk(m *meter, order passOrder, visit func(epoch int, chu
 				if pos >= de {
 					if sp == nil || pos >= sp.End() {
 						first := pos / block
-						sp = ms.order.Span(ms.j.Seed, uint64(e), first, min(spanBlocks, blocks-first))
+						sp = mo.Span(ms.j.Seed, uint64(e), first, min(spanBlocks, blocks-first))
 					}
 					ds, de = pos, min(pos+mixDraws, sp.End())
 					draws = sp.AppendRange(draws[:0], ds, de)
@@ -453,7 +512,15 @@ func (ms *mixSchedule) report() *MixPlan {
 		s := ms.comps[i]
 		per := ms.order.EpochSamples(i)
 		last := ms.pass0[i]
-		if per > 0 {
+		if ms.sched != nil {
+			// Where the epoch after the last simulated one starts, less one.
+			if after, err := ms.sched.Epoch(end); err == nil {
+				d := after.Start(i, end)
+				if q := d.Pass*uint64(s.n) + uint64(d.Index); q > 0 && d.Pass != math.MaxUint64 {
+					last = (q - 1) / uint64(s.n)
+				}
+			}
+		} else if per > 0 {
 			// The pass of the last sample read: newMixSchedule and the
 			// walk checked the stream's positions.
 			last, _, _ = streamPos(end-1, per, per-1, s.n)
@@ -471,7 +538,63 @@ func (ms *mixSchedule) report() *MixPlan {
 			LastPass:          last,
 		})
 	}
+	if ms.sched != nil {
+		mp.Phases = ms.phases()
+	}
 	return mp
+}
+
+// phases is what the simulated epochs of a schedule read in each phase:
+// its steps and, per component, the samples, from the block counts at
+// the phase's boundaries within each epoch, and their bytes by the
+// component's bytes per sample.
+func (ms *mixSchedule) phases() []MixPhasePlan {
+	ph := ms.sched.Phases()
+	k := len(ms.comps)
+	out := make([]MixPhasePlan, len(ph))
+	for n, p := range ph {
+		out[n] = MixPhasePlan{FromStep: p.Step, Weights: p.Weights, Samples: make([]int, k)}
+		if p.Ramp() {
+			out[n].RampTo = p.End
+		}
+		if n+1 < len(ph) {
+			out[n].ToStep = ph[n+1].Step
+		}
+	}
+	per := uint64(ms.sched.EpochBlocks())
+	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {
+		mo, err := ms.orderAt(e)
+		if err != nil {
+			return out
+		}
+		g0 := uint64(e) * per
+		for n := range out {
+			from, to := max(out[n].FromStep, g0), g0+per
+			if out[n].ToStep != 0 {
+				to = min(to, out[n].ToStep)
+			}
+			if from >= to {
+				continue
+			}
+			out[n].Steps += int(to - from)
+			for i := range k {
+				out[n].Samples[i] += mo.Cumulative(int(to-g0), i) - mo.Cumulative(int(from-g0), i)
+			}
+		}
+	}
+	for n := range out {
+		var bytes, store float64
+		for i, s := range ms.comps {
+			x := float64(out[n].Samples[i]) / float64(s.n)
+			bytes += x * float64(sum(s.d.ChunkSizes))
+			store += x * float64(sum(s.d.stores()))
+		}
+		out[n].Bytes = int64(math.Round(bytes))
+		if ms.comps[0].d.StoreSizes != nil || ms.merged.d.StoreSizes != nil {
+			out[n].StoreBytes = int64(math.Round(store))
+		}
+	}
+	return out
 }
 
 // readBytes is the bytes an epoch of the mixture reads, before drop_last:
@@ -486,9 +609,24 @@ func (ms *mixSchedule) readBytes(store bool) float64 {
 		if store {
 			sizes = s.d.stores()
 		}
-		read += float64(sum(sizes)) * (float64(ms.order.EpochSamples(i)) / float64(s.n))
+		read += float64(sum(sizes)) * (ms.epochSamples(i) / float64(s.n))
 	}
 	return read
+}
+
+// epochSamples is the samples of component i an epoch reads: a schedule's
+// averaged over the simulated epochs.
+func (ms *mixSchedule) epochSamples(i int) float64 {
+	if ms.sched == nil {
+		return float64(ms.order.EpochSamples(i))
+	}
+	var n float64
+	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {
+		if mo, err := ms.orderAt(e); err == nil {
+			n += float64(mo.EpochSamples(i))
+		}
+	}
+	return n / float64(max(ms.j.Epochs, 1))
 }
 
 // makeMixPlan is MakePlan for in.Mix, counting on m.

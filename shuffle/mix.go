@@ -17,7 +17,7 @@ const domainMixSlots uint64 = 0x6272616e646d7873
 // counts need below 2^63 (docs/shuffle.md §11.2) and a mixture's
 // construction and memory bounded (§11.6).
 const (
-	MaxMixComponents = 64
+	MaxMixComponents = 100
 	MaxMixWeightSum  = 1 << 31 // the reduced integer weights' sum A
 	MaxMixBlock      = 1 << 24 // samples in a mixing block K
 	// MaxMixWork bounds the rule's work NewMixture does once: the blocks
@@ -79,6 +79,14 @@ type Mixture struct {
 	ckpt []int
 	// epoch[i] is n_i, component i's samples in one epoch.
 	epoch []int
+	// An epoch of a Schedule (Schedule.Epoch) counts its blocks by
+	// segments, each a phase's part of the epoch, and starts each
+	// component's stream where the epochs before it left it: startHi,
+	// startLo is that position, 128 bits. A plain mixture has neither:
+	// its blocks are counted by the rule above and epoch e starts at
+	// e·n_i.
+	segs             []mixSegment
+	startHi, startLo []uint64
 }
 
 // A Draw is one position of a mixture epoch: which component it reads and
@@ -154,6 +162,12 @@ func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, err
 // component once; the other passes' lengths are asked for only when a
 // position is located in them. Errors are NewMixture's.
 func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixture, error) {
+	return newMixture(weights, passes, block, length, false)
+}
+
+// newMixture is NewMixtureOf; with zeros, weights of 0 are allowed (a
+// schedule's phase may give a component none), so long as one is not.
+func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool) (*Mixture, error) {
 	k := len(weights)
 	switch {
 	case k < 1 || k > MaxMixComponents:
@@ -175,7 +189,7 @@ func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixtur
 	var g, sum uint64
 	total := 0
 	for i, a := range weights {
-		if a == 0 || a > MaxMixWeightSum {
+		if (a == 0 && !zeros) || a > MaxMixWeightSum {
 			return nil, fmt.Errorf("%w: weight %d of mixture component %d; must be 1..%d", ErrInvalid, a, i, MaxMixWeightSum)
 		}
 		if sizes[i] < 1 {
@@ -190,6 +204,9 @@ func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixtur
 	}
 	if sum > MaxMixWeightSum {
 		return nil, fmt.Errorf("%w: mixture weights sum to %d (as integers); must be at most %d", ErrInvalid, sum, MaxMixWeightSum)
+	}
+	if sum == 0 {
+		return nil, fmt.Errorf("%w: mixture weights sum to 0; at least one must be positive", ErrInvalid)
 	}
 	if length == 0 {
 		length = total
@@ -309,7 +326,22 @@ func (m *Mixture) BlockCounts(b int) []int {
 // counts returns C(b) for every component: whole periods by their
 // counts, the rest from the nearest checkpoint by the rule.
 func (m *Mixture) counts(b int) []int {
-	return m.cursor(b).counts(nil)
+	return m.countsAt(b).counts(nil)
+}
+
+// A countCursor walks an epoch's block counts forward: counts appends
+// C(b) of its block b, next moves it to block b+1.
+type countCursor interface {
+	counts(dst []int) []int
+	next()
+}
+
+// countsAt returns a cursor at block b of an epoch.
+func (m *Mixture) countsAt(b int) countCursor {
+	if m.segs != nil {
+		return m.segCursor(b)
+	}
+	return m.cursor(b)
 }
 
 // mixCursor walks the block counts forward from a block: each step costs
@@ -514,7 +546,7 @@ func (m *Mixture) Span(seed, epoch uint64, first, blocks int) *MixSpan {
 		panic(fmt.Sprintf("shuffle: Mixture.Span(%d, %d) outside the epoch's %d blocks", first, blocks, m.length/m.block))
 	}
 	k := len(m.weights)
-	cur := m.cursor(first)
+	cur := m.countsAt(first)
 	before := cur.counts(make([]int, 0, k)) // each component's samples in the epoch before the span
 	sp := &MixSpan{m: m, start: first * m.block, end: (first + blocks) * m.block,
 		comp: make([]uint8, 0, blocks*m.block), first: make([]Draw, k)}
@@ -596,6 +628,10 @@ func (sp *MixSpan) AppendRange(dst []Draw, start, end int) []Draw {
 // stream position Q = epoch·n_i + c, located in the component's passes
 // (locate).
 func (m *Mixture) draw(i int, epoch uint64, c int) Draw {
+	if m.startLo != nil {
+		lo, carry := bits.Add64(m.startLo[i], uint64(c), 0)
+		return m.locate(i, m.startHi[i]+carry, lo)
+	}
 	hi, lo := bits.Mul64(epoch, uint64(m.epoch[i]))
 	lo, carry := bits.Add64(lo, uint64(c), 0)
 	hi += carry

@@ -47,6 +47,9 @@ type header struct {
 	w, h        int  // as stored
 	orientation int  // EXIF orientation to apply, 1 for none
 	cmyk        bool // a 4-component JPEG (CMYK or YCCK)
+	// What decoding it takes (Footprint): read only for an estimate.
+	jpeg jpegFrame
+	png  pngInfo
 }
 
 // size is the image's size as the operators see it (after orientation).
@@ -109,6 +112,10 @@ type JPEGDecoder interface {
 	// returns the region and the denominator it applied: 1 when it cannot
 	// scale, and the pipeline then resamples from the full size.
 	DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (Region, int, error)
+	// work bounds what DecodeJPEG holds for the same arguments (h with
+	// its frame read): its own memory, and the size of the region of
+	// RGB pixels it returns.
+	work(h header, denom int, need Rect) (own int64, regionW, regionH int)
 }
 
 // Region is part of a decoded image: Image holds its pixels, whose
@@ -233,6 +240,33 @@ func toRGB(buf []byte, m image.Image, bg *[3]uint8) (image8, error) {
 				put((y*w+x)*3, c[0], c[1], c[2], c[3])
 			}
 		}
+	case *image.RGBA:
+		// image/png's opaque true colour and image/jpeg's RGB: stored
+		// colour is the colour. A pixel that is not opaque (no decoder
+		// here makes one) goes through the colour model as below.
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
+			for x := range w {
+				if a := row[4*x+3]; a != 255 {
+					c := color.NRGBA64Model.Convert(m.RGBAAt(r.Min.X+x, r.Min.Y+y)).(color.NRGBA64)
+					put((y*w+x)*3, uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8), uint8(c.A>>8))
+					continue
+				}
+				put((y*w+x)*3, row[4*x], row[4*x+1], row[4*x+2], 255)
+			}
+		}
+	case *image.RGBA64:
+		for y := range h {
+			row := m.Pix[y*m.Stride : y*m.Stride+8*w]
+			for x := range w {
+				if row[8*x+6] != 255 || row[8*x+7] != 255 {
+					c := color.NRGBA64Model.Convert(m.RGBA64At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA64)
+					put((y*w+x)*3, uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8), uint8(c.A>>8))
+					continue
+				}
+				put((y*w+x)*3, row[8*x], row[8*x+2], row[8*x+4], 255)
+			}
+		}
 	case *image.NRGBA:
 		for y := range h {
 			row := m.Pix[y*m.Stride : y*m.Stride+4*w]
@@ -248,10 +282,9 @@ func toRGB(buf []byte, m image.Image, bg *[3]uint8) (image8, error) {
 			}
 		}
 	default:
-		// RGBA (premultiplied: opaque images only, from image/png and
-		// Adobe RGB JPEGs), RGBA64, Paletted and anything else, through
-		// the non-premultiplied colour model so that "drop" keeps the
-		// stored colour.
+		// Anything else, through the non-premultiplied colour model so
+		// that "drop" keeps the stored colour. (It allocates a colour a
+		// pixel: the decoders' own image types are above.)
 		for y := range h {
 			for x := range w {
 				c := color.NRGBA64Model.Convert(m.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA64)

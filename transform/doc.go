@@ -60,8 +60,11 @@
 // reads (libjpeg decodes only those rows and columns, at 1/2, 1/4 or 1/8
 // scale when the step shrinks by that much and the pipeline allows it).
 // An image costs a few buffers of its decoded size, reused through a
-// Scratch. A header claiming more pixels than Options.MaxPixels is
-// refused before any pixel is allocated (ErrTooLarge).
+// Scratch, and its decoder's own (a progressive JPEG's coefficients):
+// Pipeline.Footprint says how much from the header, before anything is
+// decoded, so that a server can admit it (docs/transform.md §10). A
+// header claiming more pixels than Options.MaxPixels is refused before
+// any pixel is allocated (ErrTooLarge).
 //
 // Apply reports each image's thread CPU time (Result.CPU); a Meter sums
 // them per pipeline for a server's figures, and CoresFor turns a measured

@@ -84,13 +84,8 @@ func (p *Pipeline) fingerprint() string {
 // ErrTooLarge); one that fails later, in its pixels, has a size here
 // and fails in Apply.
 func (p *Pipeline) Size(image []byte, key Key) (int, error) {
-	hdr, err := readHeader(image, p.opt.MaxPixels, p.spec.EXIF)
-	if err != nil {
-		return 0, fmt.Errorf("pipeline %q: %w", p.name, err)
-	}
-	w, h := hdr.size()
-	pl := p.makePlan(w, h, key)
-	return len(npyHeader([]int{3, pl.outH, pl.outW})) + 3*pl.outW*pl.outH, nil
+	f, err := p.Footprint(image, key)
+	return f.Out, err
 }
 
 // Set is the pipelines a server defines: the built-ins and its

@@ -154,3 +154,24 @@ func (TurboJPEG) DecodeJPEG(buf, data []byte, h header, denom int, need Rect) (R
 	img := image8{pix: out[:int(ow)*need.H*3], w: int(ow), h: need.H}
 	return Region{Image: img, X: int(ox), Y: need.Y}, denom, nil
 }
+
+// work implements JPEGDecoder: libjpeg keeps every block's coefficients
+// (2 bytes each) of a progressive or multi-scan JPEG, a few rows of
+// each component at the decode's scale, and the region of RGB rows it
+// writes, whole iMCUs wide (DecodeJPEG's buffer).
+func (TurboJPEG) work(h header, denom int, need Rect) (int64, int, int) {
+	if h.cmyk {
+		return StdJPEG{}.work(h, 1, need)
+	}
+	sw, sh := ceilDiv(h.w, denom), ceilDiv(h.h, denom)
+	if need.W <= 0 || need.H <= 0 || !need.inside(sw, sh) {
+		need = Rect{W: sw, H: sh}
+	}
+	var n int64
+	if h.jpeg.progressive || h.jpeg.multiScan {
+		n += 128 * h.jpeg.blocks(h.w, h.h)
+	}
+	n += 64 * int64(sw+64) * int64(max(len(h.jpeg.comps), 3))
+	x0, x1 := max(need.X-1, 0), min(need.X+need.W+1, sw)
+	return n, x1 - x0 + 32, need.H
+}

@@ -106,7 +106,7 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := f.applyMemoryLimit(log, env.Getenv); err != nil {
+	if err := f.applyMemoryLimit(log, env.Getenv, &cfg); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", f.listen)

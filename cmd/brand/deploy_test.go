@@ -753,10 +753,10 @@ func (f fakeSRV) LookupSRV(_ context.Context, service, proto, name string) (stri
 
 // checkMemory holds the container's memory to the cache it is given:
 // brand serve allocates and touches the whole cache before it is ready and
-// lets Go's heap grow to the cache + 256 MiB (--memory-limit auto), so a
-// limit below that is an OOM kill in the first epoch; and the request must
-// equal the limit, or the scheduler may place the pod where that memory is
-// not.
+// holds the rest of its memory to its budget (--memory-limit: a size, or
+// auto, the cache and the parts beside it), so a limit below that is an
+// OOM kill in the first epoch; and the request must equal the limit, or
+// the scheduler may place the pod where that memory is not.
 func checkMemory(t *testing.T, where string, c container, f serveFlags) {
 	t.Helper()
 	limit, err := parseQuantity(c.Resources.Limits["memory"])

@@ -96,7 +96,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
 	f.transforms.register(fs)
 	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
-	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "Go memory limit: auto (cache size + --copy-bytes + 256MiB, unless GOMEMLIMIT is set), off, or a size")
+	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "the node's memory budget, also set as Go's memory limit: the cache (--cache-size), 256MiB for the rest of the process, and what copies out of the cache (--copy-bytes) and decodes of images and of chunks served in place share, each admitted against its part (503 with Retry-After past a wait); "+
+		"auto: their total, with room for the largest decode --max-image-pixels allows (Go's limit left to GOMEMLIMIT if set); a size: the cache and the rest first, copies and decodes share what is left, an image whose decode needs more than their part refused; off: the parts as auto, and no Go memory limit")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "json, console, or auto (console on a terminal)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight responses")
@@ -161,12 +162,21 @@ func (f *serveFlags) diskDirs() []string {
 	return dirs
 }
 
-// besideCache is the Go heap --memory-limit auto allows beside the cache:
-// the copies out of it (--copy-bytes, transformed batches included), each
-// transform worker's decode buffers (transformWorkerBytes), and 256 MiB
-// for the rest.
+// besideCache is the memory --memory-limit auto allows beside the cache:
+// the copies out of it (--copy-bytes, transformed batches included), the
+// decodes (the largest one --max-image-pixels allows, and at least
+// transformWorkerBytes a transform worker), and 256 MiB for the rest
+// (gateway.MemoryParts); 0 if the flags do not make a configuration.
 func (f *serveFlags) besideCache() int64 {
-	return f.copyLimit() + int64(f.transforms.workerCount())*transformWorkerBytes + 256<<20
+	cfg, err := f.gatewayConfig(zerolog.Nop())
+	if err != nil {
+		return 0
+	}
+	parts, err := gateway.MemoryParts(cfg)
+	if err != nil {
+		return 0
+	}
+	return parts.Total() - parts.Cache
 }
 
 // copyLimit is the memory for copies out of the cache: --copy-bytes, or
@@ -178,26 +188,32 @@ func (f *serveFlags) copyLimit() int64 {
 	return 2 * int64(f.maxBatchBytes)
 }
 
-func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) string) error {
-	switch f.memoryLimit {
-	case "off":
-		return nil
-	case "auto":
-		if getenv("GOMEMLIMIT") != "" {
-			return nil
-		}
-		limit := int64(f.cacheSize) + f.besideCache()
-		debug.SetMemoryLimit(limit)
-		log.Debug().Int64("bytes", limit).Msg("memory limit set")
-		return nil
-	default:
+// applyMemoryLimit sets cfg's memory budget from --memory-limit and the
+// Go runtime's memory limit to it (auto: unless GOMEMLIMIT is set; off:
+// not at all), and logs its parts. A limit too small for the cache and
+// the rest of the process fails here, at start.
+func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) string, cfg *gateway.Config) error {
+	cfg.MemoryLimit = 0
+	if f.memoryLimit != "auto" && f.memoryLimit != "off" {
 		var b cli.ByteSize
-		if err := b.Set(f.memoryLimit); err != nil {
-			return fmt.Errorf("--memory-limit: %w", err)
+		if err := b.Set(f.memoryLimit); err != nil || b <= 0 {
+			return fmt.Errorf("--memory-limit %q: want auto, off or a size", f.memoryLimit)
 		}
-		debug.SetMemoryLimit(int64(b))
-		return nil
+		cfg.MemoryLimit = int64(b)
 	}
+	parts, err := gateway.MemoryParts(*cfg)
+	if err != nil {
+		return fmt.Errorf("--memory-limit: %w", err)
+	}
+	switch {
+	case f.memoryLimit == "off":
+	case f.memoryLimit == "auto" && getenv("GOMEMLIMIT") != "":
+	default:
+		debug.SetMemoryLimit(parts.Total())
+	}
+	log.Info().Int64("limit", parts.Total()).Int64("cache", parts.Cache).Int64("base", parts.Base).Int64("copies", parts.Copies).
+		Int64("decodes", parts.Decodes).Str("go_limit", f.memoryLimit).Msg("memory budget")
+	return nil
 }
 
 func (f *serveFlags) gatewayConfig(log zerolog.Logger) (gateway.Config, error) {
@@ -294,7 +310,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := f.applyMemoryLimit(log, env.Getenv); err != nil {
+	if err := f.applyMemoryLimit(log, env.Getenv, &cfg); err != nil {
 		return err
 	}
 	if f.pprofAddr != "" {

@@ -24,11 +24,9 @@ type transformFlags struct {
 	aheadSet   bool
 }
 
-// transformWorkerBytes is what --memory-limit auto allows each transform
-// worker for its decode buffers: an Apply holds about 5 bytes per source
-// pixel (docs/transform.md §10), so 16 MiB covers a 3-megapixel photo; a
-// Scratch keeps at most 12 MB between images.
-const transformWorkerBytes = 16 << 20
+// transformWorkerBytes is what --memory-limit auto's decodes part holds
+// at least for each transform worker (gateway.TransformWorkerBytes).
+const transformWorkerBytes = gateway.TransformWorkerBytes
 
 func (f *transformFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configFile, "transform-config", "", "JSON file of transform pipelines a job may name (transform=NAME) beside the built-in imagenet-train and imagenet-eval (docs/transform.md §2)")

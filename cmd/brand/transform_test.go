@@ -2,14 +2,17 @@ package main
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -79,5 +82,81 @@ func TestServeTransformFlags(t *testing.T) {
 	f, _ = parse("--transform-workers", "-1")
 	if _, err := f.gatewayConfig(zerolog.Nop()); err == nil {
 		t.Error("negative workers accepted")
+	}
+}
+
+// --memory-limit is the node's budget: auto the parts' total, with room
+// for the largest decode the pixel bound allows, set as Go's limit unless
+// GOMEMLIMIT is; a size the budget the parts are fitted to; off the
+// parts as auto, Go's limit untouched; a size that leaves nothing beside
+// the cache, or no size at all, fails at start.
+func TestMemoryLimitFlag(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	parse := func(args ...string) *serveFlags {
+		var f serveFlags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		f.register(fs, ":0")
+		if err := fs.Parse(append([]string{"--dataset", "/tmp/x", "--cache-size", "1GiB", "--transform-workers", "2"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return &f
+	}
+	maxWork := func(pixels int64) int64 {
+		set, err := transform.NewSet(transform.Config{}, transform.Options{MaxPixels: pixels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set.MaxWork()
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		env      string
+		limit    int64 // cfg.MemoryLimit
+		goLimit  int64 // Go's limit after; 0: untouched
+		decodes  int64
+		errorHas string
+	}{
+		{"auto", nil, "", 0, 1<<30 + 256<<20 + 512<<20 + maxWork(transform.DefaultMaxPixels), maxWork(transform.DefaultMaxPixels), ""},
+		{"auto, a small pixel bound: the workers' floor", []string{"--max-image-pixels", "100000"}, "", 0, 1<<30 + 256<<20 + 512<<20 + 2*transformWorkerBytes, 2 * transformWorkerBytes, ""},
+		{"auto under GOMEMLIMIT", nil, "2GiB", 0, 0, maxWork(transform.DefaultMaxPixels), ""},
+		{"a size: copies and decodes halve what is left", []string{"--memory-limit", "2GiB"}, "", 2 << 30, 2 << 30, 384 << 20, ""},
+		{"off", []string{"--memory-limit", "off"}, "", 0, 0, maxWork(transform.DefaultMaxPixels), ""},
+		{"too small", []string{"--memory-limit", "1200MiB"}, "", 0, 0, 0, "leaves 0 B beside the cache"},
+		{"not a size", []string{"--memory-limit", "lots"}, "", 0, 0, 0, "want auto, off or a size"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			f := parse(tc.args...)
+			cfg, err := f.gatewayConfig(zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.applyMemoryLimit(zerolog.Nop(), func(k string) string {
+				if k == "GOMEMLIMIT" {
+					return tc.env
+				}
+				return ""
+			}, &cfg)
+			if tc.errorHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errorHas) {
+					t.Fatalf("%v, want an error saying %q", err, tc.errorHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			goLimit := debug.SetMemoryLimit(-1)
+			if cfg.MemoryLimit != tc.limit || tc.goLimit != 0 && goLimit != tc.goLimit || tc.goLimit == 0 && goLimit != math.MaxInt64 {
+				t.Errorf("budget %d, Go's limit %d; want %d, %d", cfg.MemoryLimit, goLimit, tc.limit, tc.goLimit)
+			}
+			parts, err := gateway.MemoryParts(cfg)
+			if err != nil || parts.Decodes != tc.decodes {
+				t.Errorf("decodes %d (%v), want %d", parts.Decodes, err, tc.decodes)
+			}
+		})
 	}
 }

@@ -48,7 +48,7 @@ func imageShard() (raw []byte, samples int) {
 	return raw, len(body)
 }
 
-func imageSource(b *testing.B, compress bool) *formattest.Store {
+func imageSource(_ testing.TB, compress bool) *formattest.Store {
 	raw, n := imageShard()
 	s := formattest.NewStore()
 	sh := map[string]any{

@@ -162,7 +162,7 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		counts = t.counts[c]
 	}
 	names := keys.Append(nil, s.Stem, 0, s.Samples, keyWidth)
-	err = d.samples(s, src, func(i int, vals [][]byte) error {
+	err = d.samples(s, src, wo.Buffers, func(i int, vals [][]byte) error {
 		if err := w.Begin(names[i]); err != nil {
 			return err
 		}
@@ -192,11 +192,12 @@ func (d *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 
 // samples decompresses shard s's object src, checks its header and calls
 // fn with each sample's stored values, column by column.
-func (d *Decoder) samples(s shardMeta, src []byte, fn func(i int, vals [][]byte) error) error {
-	data, err := d.decompress(s, src)
+func (d *Decoder) samples(s shardMeta, src []byte, bufs format.Buffers, fn func(i int, vals [][]byte) error) error {
+	data, give, err := d.decompress(s, src, bufs)
 	if err != nil {
 		return err
 	}
+	defer give()
 	bad := func(f string, a ...any) error {
 		return fmt.Errorf("%w: shard %s: %s", format.ErrDamaged, s.Object, fmt.Sprintf(f, a...))
 	}
@@ -253,20 +254,67 @@ func (d *Decoder) samples(s shardMeta, src []byte, fn func(i int, vals [][]byte)
 	return nil
 }
 
+// Working implements format.Working: a compressed shard decompressed
+// whole (into a buffer of format.WriterOptions.Buffers), its samples'
+// keys, each member's header writer, and the zstd decoder's window;
+// measured in TestWorking.
+func (d *Decoder) Working(c int, _ format.Selection) int64 {
+	s := d.m.Shards[c]
+	n := keys.Working(s.Stem, 0, s.Samples, keyWidth) + int64(s.Samples)*int64(len(d.encs))*format.MemberWorking + workingSlack
+	if s.Compression != "" {
+		n += s.Raw + 1 + zstdWindow
+	}
+	return n
+}
+
+// workingSlack is what a decode allocates besides (a value's text, an
+// ndarray's header); zstdWindow, what the zstd decoder allocates for a
+// frame beyond its output.
+const (
+	workingSlack = 64 << 10
+	zstdWindow   = 8 << 20
+)
+
 // decompress returns shard s's raw bytes from its object's src, never
-// more than s.Raw of them: a shard that decompresses past its stated
+// more than s.Raw of them, in a buffer of bufs when it has to make one
+// (given back with give): a shard that decompresses past its stated
 // size, or does not decompress, is damaged.
-func (d *Decoder) decompress(s shardMeta, src []byte) ([]byte, error) {
+func (d *Decoder) decompress(s shardMeta, src []byte, bufs format.Buffers) (out []byte, give func(), err error) {
+	give = func() {}
+	if s.Compression == "" {
+		return src, give, nil
+	}
+	if bufs == nil {
+		bufs = unpooled{}
+	}
+	buf := bufs.Get(s.Raw + 1)
+	give = func() { bufs.Put(buf) }
+	defer func() {
+		if err != nil {
+			give()
+		}
+	}()
+	out, err = d.decompressInto(s, src, buf)
+	return out, give, err
+}
+
+// unpooled allocates every buffer.
+type unpooled struct{}
+
+func (unpooled) Get(n int64) []byte { return make([]byte, 0, n) }
+func (unpooled) Put([]byte)         {}
+
+// decompressInto decompresses shard s's src into buf (empty, with room
+// for s.Raw+1 bytes).
+func (d *Decoder) decompressInto(s shardMeta, src, buf []byte) ([]byte, error) {
 	var r io.Reader
 	switch s.Compression {
-	case "":
-		return src, nil
 	case "zstd":
 		z, err := d.zstd()
 		if err != nil {
 			return nil, err
 		}
-		out, err := z.DecodeAll(src, make([]byte, 0, s.Raw+1))
+		out, err := z.DecodeAll(src, buf[:0])
 		if err != nil {
 			return nil, fmt.Errorf("%w: shard %s does not decompress to the %d bytes index.json says: %v", format.ErrDamaged, s.Object, s.Raw, err)
 		}
@@ -282,7 +330,7 @@ func (d *Decoder) decompress(s shardMeta, src []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%w: shard %s: compression %q", format.ErrUnsupported, s.Object, s.Compression)
 	}
-	out := make([]byte, s.Raw+1)
+	out := buf[:s.Raw+1]
 	n, err := io.ReadFull(r, out)
 	switch {
 	case err == nil:

@@ -110,7 +110,7 @@ func (d *Decoder) indexTokens(ctx context.Context, st format.Store, chunks []for
 			}
 			n := make([]uint32, s.Samples)
 			var ids []int32
-			err := d.samples(s, src, func(i int, vals [][]byte) error {
+			err := d.samples(s, src, nil, func(i int, vals [][]byte) error {
 				var k int64
 				if model != nil {
 					var err error

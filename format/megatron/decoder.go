@@ -61,6 +61,13 @@ func (d *Decoder) Vocabulary() string { return "" }
 // TokenSize is the bytes a token takes.
 func (d *Decoder) TokenSize() int { return int(d.dt.size) }
 
+// Working implements format.Working: the documents' keys and each
+// member's header writer (TestWorking).
+func (d *Decoder) Working(c int, _ format.Selection) int64 {
+	ch := d.m.chunks[c]
+	return keys.Working(d.m.prefixes[ch.prefix].name, ch.first, ch.docs, keyWidth) + int64(ch.docs)*format.MemberWorking + 64<<10
+}
+
 // Decode writes chunk c's documents, each as key.npy, from src, the
 // chunk's span of its .bin.
 func (d *Decoder) Decode(c int, _ format.Selection, src, dst []byte, wo format.WriterOptions) error {

@@ -152,6 +152,24 @@ func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 	return format.Merge(rs), d.bound(ch, sel)
 }
 
+// Working implements format.Working: arrow-go copies each column chunk
+// it reads and decompresses its pages (about a column chunk's
+// uncompressed size each, and as much again for the values decoded from
+// them), and each member's header writer; TestWorking measures it.
+func (d *decoder) Working(c int, sel format.Selection) int64 {
+	ch := &d.ds.chunks[c]
+	var n, fields int64
+	for i, f := range d.fields {
+		if sel.Has(i) {
+			fields++
+			for _, l := range f.needed() {
+				n += ch.cols[l].length + 2*ch.cols[l].unc
+			}
+		}
+	}
+	return n + ch.rows*(fields*format.MemberWorking+int64(d.keyLen(ch))) + 1<<20
+}
+
 func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }
 
 // damaged is a decode error: the chunk's bytes are at fault.

@@ -38,6 +38,9 @@ func New(size int64, wait time.Duration, what string, busy error) *Gate {
 	return g
 }
 
+// Size is the gate's units.
+func (g *Gate) Size() int64 { return g.size }
+
 // clamp is n within what the gate can ever grant: a holder of more than
 // the whole gate takes all of it.
 func (g *Gate) clamp(n int64) int64 { return min(max(n, 1), g.size) }
@@ -74,6 +77,10 @@ func (g *Gate) TryAcquire(n int64) (release func(), ok bool) {
 	g.lastGrant.Store(time.Now().UnixNano())
 	return func() { g.sem.Release(n) }, true
 }
+
+// Give gives back n units taken before by Acquire or TryAcquire of n,
+// for a holder that keeps a count rather than the function they return.
+func (g *Gate) Give(n int64) { g.sem.Release(g.clamp(n)) }
 
 // Stalled reports whether callers wait and none has been let through for
 // d.

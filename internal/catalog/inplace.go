@@ -64,6 +64,17 @@ type keptRead struct {
 // retry at once, so a few.
 const keptReads = 4
 
+// working is what loading chunk c takes beside its resident buffer: its
+// ranges as read, and what its decoder allocates (format.Working).
+func (ip *InPlace) working(c int) int64 {
+	ranges, _ := ip.Decoder.Extent(c, ip.sel)
+	n := format.Concat(ranges)
+	if w, ok := ip.Decoder.(format.Working); ok {
+		n += w.Working(c, ip.sel)
+	}
+	return n
+}
+
 // keepRead keeps chunk c's bytes as read for its next load.
 func (ip *InPlace) keepRead(c int, src []byte) {
 	ip.readsMu.Lock()

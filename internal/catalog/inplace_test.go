@@ -3,8 +3,13 @@ package catalog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
@@ -75,5 +80,59 @@ func TestStoreSize(t *testing.T) {
 		if view.ChunkSize(c) >= d.ChunkSize(c) {
 			t.Errorf("chunk %d: %d bytes cached with len alone, %d with every field", c, view.ChunkSize(c), d.ChunkSize(c))
 		}
+	}
+}
+
+// recording is memory that records what a loader takes of it.
+type recording struct {
+	gets, puts int
+	reserved   []int64
+	held       int64
+	refuse     error
+}
+
+func (r *recording) Get(n int64) []byte { r.gets++; return make([]byte, 0, n) }
+func (r *recording) Put([]byte)         { r.puts++ }
+func (r *recording) Reserve(_ context.Context, n int64) (func(), error) {
+	if r.refuse != nil {
+		return nil, r.refuse
+	}
+	r.reserved = append(r.reserved, n)
+	r.held += n
+	return func() { r.held -= n }, nil
+}
+
+// TestLoaderMemory: a chunk served in place is read into a buffer of the
+// node's pools, given back once decoded, within what reading and
+// decoding it takes, reserved from the node's memory for decodes before
+// it is read; with no room there, the load fails with the memory's
+// refusal, and nothing is read or called damaged.
+func TestLoaderMemory(t *testing.T) {
+	d, dec := inPlaceDataset(t)
+	c := New([]string{"lines"}, "lines", NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
+	c.Add(d)
+	c.MarkReady()
+	mem := &recording{}
+	l := NewLoader(c, time.Minute, 0).WithMemory(mem, mem)
+	for ch := range d.Index.NumChunks() {
+		req := d.ChunkRequest(ch)
+		if err := l.Load(context.Background(), req.Key, make([]byte, req.Size)); err != nil {
+			t.Fatal(err)
+		}
+		ranges, _ := dec.Extent(ch, d.Selection())
+		if got := mem.reserved[len(mem.reserved)-1]; got < format.Concat(ranges) {
+			t.Errorf("chunk %d: reserved %d bytes, it reads %d", ch, got, format.Concat(ranges))
+		}
+	}
+	if mem.gets != d.Index.NumChunks() || mem.puts != mem.gets || mem.held != 0 {
+		t.Errorf("%d buffers taken, %d given back, %d bytes still reserved", mem.gets, mem.puts, mem.held)
+	}
+	busy := errors.New("no memory now")
+	l = NewLoader(c, time.Minute, 0).WithMemory(mem, &recording{refuse: busy})
+	req := d.ChunkRequest(0)
+	err := l.Load(context.Background(), req.Key, make([]byte, req.Size))
+	var dce *DamagedChunkError
+	if !errors.Is(err, busy) || errors.As(err, &dce) {
+		t.Errorf("no room to decode: %v", err)
 	}
 }

@@ -46,7 +46,35 @@ type Loader struct {
 	rereads int           // extra reads of a chunk that fails its checksum
 	disk    Disk          // nil: no disk tier
 	peers   Handover      // nil: no chunks handed over
+	pools   format.Buffers
+	decodes Decodes
 	log     zerolog.Logger
+}
+
+// Decodes is the node's memory for decoding (memory.Manager.Decodes): a
+// chunk of a dataset served in place reserves what reading and decoding
+// it takes — its ranges as read, the decoder's own (format.Working) —
+// before it is read, waiting within the budget's bound.
+type Decodes interface {
+	Reserve(ctx context.Context, n int64) (release func(), err error)
+}
+
+// WithMemory returns the loader reading chunks of datasets served in
+// place into buffers of pools and within decodes (memory.Manager's).
+// Without, it allocates them and reserves nothing.
+func (l Loader) WithMemory(pools format.Buffers, decodes Decodes) Loader {
+	l.pools, l.decodes = pools, decodes
+	return l
+}
+
+// unbounded is memory without a manager: buffers allocated, nothing
+// reserved.
+type unbounded struct{}
+
+func (unbounded) Get(n int64) []byte { return make([]byte, 0, n) }
+func (unbounded) Put([]byte)         {}
+func (unbounded) Reserve(context.Context, int64) (func(), error) {
+	return func() {}, nil
 }
 
 // Handover gives the bytes of chunks this node gains in a membership
@@ -135,7 +163,7 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 // timeout, retries included, and re-read up to rereads more times when it
 // fails its checksum.
 func NewLoader(c *Catalog, timeout time.Duration, rereads int) Loader {
-	return Loader{catalog: c, timeout: timeout, rereads: rereads, log: c.log}
+	return Loader{catalog: c, timeout: timeout, rereads: rereads, pools: unbounded{}, decodes: unbounded{}, log: c.log}
 }
 
 // Load implements chunkcache.Loader.
@@ -169,13 +197,20 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
+	read1 := readTar
+	if ds.InPlace != nil {
+		release, err := l.decodes.Reserve(ctx, ds.InPlace.working(c))
+		if err != nil {
+			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		}
+		defer release()
+		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+			return readDecoded(ctx, ds, c, k, buf, l.pools)
+		}
+	}
 	var first, last badSample
 	unstable := false
 	for read := 0; ; read++ {
-		read1 := readTar
-		if ds.InPlace != nil {
-			read1 = readDecoded
-		}
 		bad, err := read1(ctx, ds, c, k, buf)
 		if errors.Is(err, ErrGrown) {
 			return err
@@ -272,11 +307,12 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 }
 
 // readDecoded reads chunk c of a dataset served in place once — the
-// ranges of its object its format says the fields read need — and
-// decodes it into buf, its resident form, whose table holds each sample's
-// CRC32C from then on. Bytes that do not decode are a badSample, read
-// again as a tar chunk failing its checksum is; a store error is an error.
-func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+// ranges of its object its format says the fields read need, into a
+// buffer of pools — and decodes it into buf, its resident form, whose
+// table holds each sample's CRC32C from then on. Bytes that do not
+// decode are a badSample, read again as a tar chunk failing its checksum
+// is; a store error is an error.
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (badSample, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
 	bound := ds.ChunkSize(c)
@@ -287,7 +323,8 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	// bytes its first load read, not the store's again.
 	src := ip.takeRead(c)
 	if src == nil {
-		src = make([]byte, format.Concat(ranges))
+		n := format.Concat(ranges)
+		src = pools.Get(n)[:n]
 		obj, etag := ds.ObjectOf(c)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(rangeReads)
@@ -298,11 +335,15 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
 		}
 		if err := g.Wait(); err != nil {
+			pools.Put(src)
 			return badSample{}, err
 		}
 	}
-	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created})
+	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools})
 	var ge *format.GrowError
+	if err == nil || !errors.As(err, &ge) {
+		pools.Put(src)
+	}
 	switch {
 	case err == nil:
 		return badSample{id: -1}, nil

@@ -8,7 +8,7 @@ import (
 	"io"
 	"math"
 	"strings"
-	"sync"
+	"unsafe"
 
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
@@ -59,24 +59,38 @@ func (r *records) release() {
 	r.blocks, r.n = nil, 0
 }
 
-// blocks recycles blocks of records: a body's records are garbage once
-// applied, and reused they do not double the heap between collections
-// when bodies keep coming. Safe for concurrent use; a nil *blocks
-// allocates.
-type blocks struct{ pool sync.Pool }
+// blocks recycles blocks of records through the node's pools: a body's
+// records are garbage once applied, and reused they do not double the
+// heap between collections when bodies keep coming. A block is a pooled
+// buffer of bytes seen as records (which hold no pointers, so the
+// collector need not know). Safe for concurrent use; a nil *blocks, or
+// one without pools, allocates.
+type blocks struct{ bufs Buffers }
+
+// Buffers are the node's pools (memory.Manager's Get and Put).
+type Buffers interface {
+	Get(n int64) []byte
+	Put(b []byte)
+}
+
+const blockBytes = blockLen * unsafe.Sizeof(record{})
 
 func (b *blocks) get() []record {
-	if b != nil {
-		if blk, ok := b.pool.Get().(*[blockLen]record); ok {
-			return blk[:]
+	if b != nil && b.bufs != nil {
+		buf := b.bufs.Get(int64(blockBytes))[:blockBytes]
+		p := unsafe.SliceData(buf)
+		if uintptr(unsafe.Pointer(p))%unsafe.Alignof(record{}) == 0 {
+			blk := unsafe.Slice((*record)(unsafe.Pointer(p)), blockLen)
+			clear(blk)
+			return blk
 		}
 	}
 	return make([]record, blockLen)
 }
 
 func (b *blocks) put(blk []record) {
-	if b != nil {
-		b.pool.Put((*[blockLen]record)(blk))
+	if b != nil && b.bufs != nil {
+		b.bufs.Put(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(blk))), blockBytes))
 	}
 }
 

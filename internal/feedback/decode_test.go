@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 )
 
 // got lists records as "id:loss".
@@ -271,4 +273,30 @@ func BenchmarkDecodeBinary(b *testing.B) {
 		ids[i], losses[i] = uint32(i%100000), float32(i%97)/8
 	}
 	benchDecode(b, testDataset(b, 100000), "application/octet-stream", binaryBody(ids, losses))
+}
+
+// TestDecodePooledBlocks: blocks of records come from the node's pools
+// (bytes seen as records) and go back when the records are applied; a
+// body decoded into blocks another body used holds its own records.
+func TestDecodePooledBlocks(t *testing.T) {
+	ds := testDataset(t, 1000)
+	mem := memory.New(memory.Config{Parts: memory.Parts{Copies: 1 << 20, Decodes: 1 << 20}, MaxWait: time.Second, Busy: ErrBusy})
+	d := decoder{ds: ds, maxRecords: 1 << 20, pool: &blocks{bufs: mem}}
+	for round := range 3 {
+		ids := make([]uint32, 2*blockLen+round)
+		losses := make([]float32, len(ids))
+		for i := range ids {
+			ids[i], losses[i] = uint32((i+round)%1000), float32(i*(round+1))/8
+		}
+		recs, err := d.decode("application/octet-stream", bytes.NewReader(binaryBody(ids, losses)))
+		if err != nil || recs.n != len(ids) {
+			t.Fatalf("round %d: %v, %d records", round, err, recs.n)
+		}
+		for i := range ids {
+			if rec := recs.at(i); rec.id != ids[i] || rec.loss != losses[i] {
+				t.Fatalf("round %d: record %d = %v, want %d:%v", round, i, *rec, ids[i], losses[i])
+			}
+		}
+		recs.release()
+	}
 }

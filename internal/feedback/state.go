@@ -89,6 +89,9 @@ type Config struct {
 	Log    zerolog.Logger
 	// Now is the clock the idle window is measured by; nil: time.Now.
 	Now func() time.Time
+	// Buffers are the node's pools, which blocks of records come from;
+	// nil: they are allocated.
+	Buffers Buffers
 }
 
 // State is a gateway's importance state. Safe for concurrent use.
@@ -113,7 +116,7 @@ func NewWith(cfg Config) *State {
 		now = time.Now
 	}
 	return &State{limits: l, log: cfg.Log, snaps: newSnapshots(), table: newTable(l, now),
-		decoders: admit.New(int64(l.Decoders), l.DecodeWait, "feedback bodies being decoded", ErrBusy), blocks: &blocks{}, seals: newSeals(l)}
+		decoders: admit.New(int64(l.Decoders), l.DecodeWait, "feedback bodies being decoded", ErrBusy), blocks: &blocks{bufs: cfg.Buffers}, seals: newSeals(l)}
 }
 
 // Add reads a feedback body for an epoch of a job (docs/http-api.md: JSON,

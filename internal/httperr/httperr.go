@@ -22,6 +22,7 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/jobsched"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
@@ -72,10 +73,10 @@ func Status(err error) int {
 		// the content cannot be processed; retrying will not help.
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, order.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
-		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot):
+		errors.Is(err, catalog.ErrUnknown), errors.Is(err, order.ErrNoSnapshot), errors.Is(err, jobsched.ErrUnknown):
 		return http.StatusNotFound
 	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
-		errors.Is(err, feedback.ErrStale), errors.Is(err, membership.ErrUnknownMembers):
+		errors.Is(err, feedback.ErrStale), errors.Is(err, membership.ErrUnknownMembers), errors.Is(err, jobsched.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, catalog.ErrGrown), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),

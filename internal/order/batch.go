@@ -407,12 +407,16 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.Mix = &api.MixInfo{Block: m.Order.Block()}
+		mo, err := m.Order.At(epoch) // a schedule's epoch: its own counts and stream starts
+		if err != nil {
+			return info, err
+		}
 		for i, c := range m.Mix {
 			ds := m.DS[i]
 			info.Chunks += ds.Index.NumChunks()
-			start := m.Order.Start(i, epoch)
+			start := mo.Start(i, epoch)
 			info.Mix.Components = append(info.Mix.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
-				Samples: m.Order.Size(i), EpochSamples: m.Order.EpochSamples(i), Window: m.Order.ComponentWindow(i, job.Window),
+				Samples: mo.Size(i), EpochSamples: mo.EpochSamples(i), Window: mo.ComponentWindow(i, job.Window),
 				FirstPass: start.Pass, FirstIndex: start.Index})
 		}
 	} else {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -20,12 +21,19 @@ import (
 // Mixed is a mixture resolved against the datasets a gateway serves: its
 // components' dataset versions and the order that interleaves them.
 type Mixed struct {
-	Mix   api.Mix
-	DS    []*catalog.Dataset // per component
-	Order *MixOrder
-	key   string
-	text  string // Mix.String()
-	ids   string // the components' index IDs, comma-separated
+	Mix api.Mix
+	// Schedule is the schedule the mixture follows (mix_schedule=), nil
+	// for a mixture of fixed weights; Mix is then its first phase.
+	Schedule api.Schedule
+	DS       []*catalog.Dataset // per component
+	Order    *MixOrder
+	key      string
+	text     string // Mix.String()
+	ids      string // the components' index IDs, comma-separated
+	// paces are, for a schedule, its components' (Stream.Pace), made
+	// once on first use.
+	paceOnce sync.Once
+	paces    []*Pace
 }
 
 // Text returns the mixture as its requests name it (Mix.String), made
@@ -42,7 +50,22 @@ func (m *Mixed) IndexIDs() string { return m.ids }
 // Stream is component i's stream for a job: the order its passes read,
 // in windows of the job's window split by weight.
 func (m *Mixed) Stream(i int, job api.Job) Stream {
-	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key}
+	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
+}
+
+// pace is component i's Pace under the schedule, nil for fixed weights.
+func (m *Mixed) pace(i int) *Pace {
+	s := m.Order.Schedule()
+	if s == nil {
+		return nil
+	}
+	m.paceOnce.Do(func() {
+		m.paces = make([]*Pace, len(m.DS))
+		for c := range m.paces {
+			m.paces[c] = NewPace(s, c, m.Order.Size(c), 0)
+		}
+	})
+	return m.paces[i]
 }
 
 // Mixture returns the mixture of datasets ds (in mix's order) that a
@@ -62,6 +85,9 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 	}
 	kb = strconv.AppendInt(append(kb, "|block="...), int64(block), 10)
 	kb = strconv.AppendInt(append(kb, "|samples="...), int64(job.MixSamples), 10)
+	if len(job.Schedule) > 0 {
+		kb = append(append(kb, "|schedule="...), job.Schedule.String()...)
+	}
 	memo := string(kb)
 	if m, ok := o.mixtures.Get(memo); ok {
 		return m, nil
@@ -70,7 +96,7 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 		if m, ok := o.mixtures.Get(memo); ok {
 			return m, nil
 		}
-		m, err := o.newMixed(mix, ds, block, job.MixSamples)
+		m, err := o.newMixed(mix, job.Schedule, ds, block, job.MixSamples)
 		if err != nil {
 			return nil, err
 		}
@@ -84,10 +110,18 @@ func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixe
 }
 
 // newMixed builds the mixture of datasets ds with mixing blocks of block
-// samples and epochs of samples (0: the datasets' summed).
-func (o *Orders) newMixed(mix api.Mix, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
-	weights, err := mix.IntWeights()
-	if err != nil {
+// samples and epochs of samples (0: the datasets' summed): with sched,
+// the schedule of those datasets (sched's first phase is mix).
+func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
+	var phases []shuffle.SchedulePhase
+	var weights []uint64
+	var err error
+	if len(sched) > 0 {
+		if phases, err = sched.Phases(); err != nil {
+			return nil, err
+		}
+		weights = phases[0].Weights
+	} else if weights, err = mix.IntWeights(); err != nil {
 		return nil, err
 	}
 	var sb strings.Builder
@@ -100,8 +134,25 @@ func (o *Orders) newMixed(mix api.Mix, ds []*catalog.Dataset, block, samples int
 		}
 	}
 	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, samples)
-	mo, err := shuffle.NewMixture(weights, sizes, block, samples)
-	if err != nil {
+	var mo *shuffle.Mixture
+	var sc *shuffle.Schedule
+	if phases != nil {
+		// The schedule by its integer weights, so that 0.5,0.5 and 1,1
+		// are one order, as for a mixture.
+		for _, p := range phases {
+			fmt.Fprintf(&sb, "|%d~%d:%v", p.Step, p.End, p.Weights)
+		}
+		passes := make([]shuffle.Passes, len(sizes))
+		for i, n := range sizes {
+			passes[i] = shuffle.EqualPasses(n)
+		}
+		if sc, err = shuffle.NewSchedule(phases, passes, block, samples); err != nil {
+			return nil, err
+		}
+		if mo, err = sc.Epoch(0); err != nil {
+			return nil, err
+		}
+	} else if mo, err = shuffle.NewMixture(weights, sizes, block, samples); err != nil {
 		return nil, err
 	}
 	if err := checkSpan(mo); err != nil {
@@ -112,7 +163,7 @@ func (o *Orders) newMixed(mix api.Mix, ds []*catalog.Dataset, block, samples int
 		ids[i] = d.ID()
 	}
 	key := sb.String()
-	return &Mixed{Mix: mix, DS: ds, Order: &MixOrder{Mixture: mo, key: key, spans: o.mixSpans}, key: key,
+	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
 		text: mix.String(), ids: strings.Join(ids, ",")}, nil
 }
 

@@ -22,8 +22,8 @@ import (
 const (
 	// MaxMixSpanBytes bounds the spans being built at once, and so one
 	// span: a mixture whose span would be larger is refused. A span of
-	// the largest block (shuffle.MaxMixBlock) over 64 components takes
-	// about 17 MiB.
+	// the largest block (shuffle.MaxMixBlock) over 100 components takes
+	// about 18 MiB.
 	MaxMixSpanBytes = 32 << 20
 	// maxMemoMixSpanBytes bounds the spans kept, the least recently read
 	// dropped first.
@@ -36,9 +36,50 @@ const (
 // shuffle.Mixture, its epochs' draws read from the Orders' memoised
 // spans.
 type MixOrder struct {
+	// Mixture is the order of every epoch, or for a schedule its epoch
+	// 0's: the same length, block, windows and components in every epoch
+	// (At gives each epoch's).
 	*shuffle.Mixture
 	key   string // the Mixed's Key
 	spans *mixSpans
+	// sched is the schedule the order follows, nil for fixed weights;
+	// epochs memoises its epochs' mixtures.
+	sched  *shuffle.Schedule
+	epochs *lru.Cache[uint64, *shuffle.Mixture]
+}
+
+// maxMemoScheduleEpochs bounds the epochs of a schedule an order keeps:
+// each holds its segments' references and k stream starts.
+const maxMemoScheduleEpochs = 8
+
+func newMixOrder(m *shuffle.Mixture, s *shuffle.Schedule, key string, spans *mixSpans) *MixOrder {
+	o := &MixOrder{Mixture: m, key: key, spans: spans, sched: s}
+	if s != nil {
+		o.epochs, _ = lru.New[uint64, *shuffle.Mixture](maxMemoScheduleEpochs)
+	}
+	return o
+}
+
+// Schedule returns the schedule the order follows, nil for a mixture of
+// fixed weights.
+func (o *MixOrder) Schedule() *shuffle.Schedule { return o.sched }
+
+// At returns epoch epoch's mixture: the Mixture, or an epoch of the
+// schedule (its blocks counted by the phases they are in, its streams
+// continued from the epochs before it).
+func (o *MixOrder) At(epoch uint64) (*shuffle.Mixture, error) {
+	if o.sched == nil {
+		return o.Mixture, nil
+	}
+	if m, ok := o.epochs.Get(epoch); ok {
+		return m, nil
+	}
+	m, err := o.sched.Epoch(epoch)
+	if err != nil {
+		return nil, err
+	}
+	o.epochs.Add(epoch, m)
+	return m, nil
 }
 
 // Draws appends the draws at positions [start, end) of epoch epoch of the
@@ -49,9 +90,13 @@ func (o *MixOrder) Draws(ctx context.Context, dst []shuffle.Draw, seed, epoch ui
 	if start < 0 || end < start || end > o.NumSamples() {
 		return dst, fmt.Errorf("%w: positions [%d, %d) of a mixture epoch of %d", ErrOutOfRange, start, end, o.NumSamples())
 	}
+	mo, err := o.At(epoch)
+	if err != nil {
+		return dst, err
+	}
 	per := o.Block() * o.SpanBlocks()
 	for pos := start; pos < end; {
-		sp, err := o.spans.get(ctx, o, seed, epoch, pos/per)
+		sp, err := o.spans.get(ctx, o.key, mo, seed, epoch, pos/per)
 		if err != nil {
 			return dst, err
 		}
@@ -104,8 +149,8 @@ func newMixSpans() *mixSpans {
 }
 
 // get returns span j of an epoch of o, from the memo or built.
-func (s *mixSpans) get(ctx context.Context, o *MixOrder, seed, epoch uint64, j int) (*shuffle.MixSpan, error) {
-	k := mixSpanKey{o.key, seed, epoch, j}
+func (s *mixSpans) get(ctx context.Context, key string, o *shuffle.Mixture, seed, epoch uint64, j int) (*shuffle.MixSpan, error) {
+	k := mixSpanKey{key, seed, epoch, j}
 	if sp, ok := s.memo.Get(k); ok {
 		return sp, nil
 	}

@@ -31,6 +31,10 @@ type Stream struct {
 	// jobs (turns, loads in turn) treats them as one. It is not part of
 	// the order: Order strips it.
 	Mix string
+	// Pace is, for a component of a schedule, how fast each position of
+	// its stream is read (nil otherwise): the cache's schedule keys its
+	// future uses by it. It is not part of the order: Order strips it.
+	Pace *Pace
 }
 
 // Importance is the part of a stream an importance snapshot fixes.
@@ -62,6 +66,6 @@ func (s Stream) ImportanceJob() bool { return s.Imp.Job != "" }
 // Order is the stream with its job name cleared: the key of the order it
 // reads, which named jobs of one order share.
 func (s Stream) Order() Stream {
-	s.Name, s.Mix = "", ""
+	s.Name, s.Mix, s.Pace = "", "", nil
 	return s
 }

@@ -196,6 +196,26 @@ var params = map[string]param{
 		q.Job.Mix = m
 		return nil
 	},
+	api.ParamMixSchedule: func(q *Query, _, v string, _ Limits) error {
+		s, err := api.ParseSchedule(v)
+		if err != nil {
+			return fmt.Errorf("%w: mix_schedule: %w", ErrBadRequest, err)
+		}
+		if len(s) > 0 {
+			q.Job.Schedule = s
+			if len(q.Job.Mix) == 0 {
+				q.Job.Mix = s[0].Mix
+			}
+		}
+		return nil
+	},
+	api.ParamScheduleVersion: func(q *Query, _, v string, _ Limits) error {
+		if v != "latest" && !ValidVersion(v) {
+			return fmt.Errorf("%w: schedule must be latest or a schedule version (16 hex digits, as the Brand-Schedule-Version header gives it), got %q", ErrBadRequest, v)
+		}
+		q.Job.ScheduleVersion = v
+		return nil
+	},
 	api.ParamMixBlock:   intParam(func(q *Query) *int { return &q.Job.MixBlock }, 1, fixed(1<<24), "the mixture's limit"),
 	api.ParamMixSamples: intParam(func(q *Query) *int { return &q.Job.MixSamples }, 1, nil, ""),
 	ParamEpoch: func(q *Query, name, v string, l Limits) error {
@@ -433,8 +453,21 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 		q.Job.Importance.Job = q.Job.Name
 	}
 	imp := q.Job.Importance
-	if len(q.Job.Mix) > 0 {
+	if q.Job.ScheduleVersion != "" {
 		switch {
+		case q.Job.Name == "":
+			return Query{}, fmt.Errorf("%w: schedule= reads the schedule stored under the job's name: give job=NAME", ErrBadRequest)
+		case values.Get(api.ParamMix) != "" || values.Get(api.ParamMixSchedule) != "" || values.Get(api.ParamDataset) != "":
+			return Query{}, fmt.Errorf("%w: schedule= reads job %s's stored schedule in place of dataset=, mix= and mix_schedule=: give one", ErrBadRequest, q.Job.Name)
+		case imp.On():
+			return Query{}, fmt.Errorf("%w: sampling=importance is per dataset; a schedule draws uniformly from each component", ErrBadRequest)
+		case q.Job.Index != "":
+			return Query{}, fmt.Errorf("%w: index= pins one dataset's version; a schedule reads each component's current version", ErrBadRequest)
+		}
+	} else if len(q.Job.Mix) > 0 {
+		switch {
+		case len(q.Job.Schedule) > 0 && values.Get(api.ParamMix) != "":
+			return Query{}, fmt.Errorf("%w: give mix= or mix_schedule=, not both: a schedule's phases are its mixtures", ErrBadRequest)
 		case slices.Contains(accepted, api.ParamDataset) && values.Get(api.ParamDataset) != "":
 			return Query{}, fmt.Errorf("%w: give mix= or dataset=, not both", ErrBadRequest)
 		case imp.On():
@@ -459,8 +492,10 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 
 // checkTokens refuses the parameters of a token job (seq=) that do not
 // go together: pack, pad and eos without seq, eos without pack=concat,
-// and seq with a pipeline (a sequence has no image) or with columns (a
-// token job reads its dataset's token field alone).
+// seq with a pipeline (a sequence has no image) or with columns (a
+// token job reads its dataset's token field alone), and seq with a
+// schedule (a token mixture's weights are fixed for the run: schedules
+// mix samples, docs/shuffle.md §11.9).
 func checkTokens(job api.Job, values url.Values) error {
 	given := func(name string) bool { return values.Get(name) != "" }
 	if !job.Tokens() {
@@ -478,6 +513,8 @@ func checkTokens(job api.Job, values url.Values) error {
 		return fmt.Errorf("%w: transform and seq do not go together: a token job's sequences have no images", ErrBadRequest)
 	case len(job.Columns) > 0:
 		return fmt.Errorf("%w: columns and seq do not go together: a token job reads its dataset's token field", ErrBadRequest)
+	case len(job.Schedule) > 0 || job.ScheduleVersion != "":
+		return fmt.Errorf("%w: a schedule (mix_schedule= or schedule=) and seq do not go together yet: a token job mixes its sources with fixed weights (mix=)", ErrBadRequest)
 	}
 	return nil
 }

@@ -88,6 +88,10 @@ func TestTableCoversEveryEndpoint(t *testing.T) {
 // every job parameter: the encoder and the table agree on every name and
 // what it means.
 func TestJobValuesParseBack(t *testing.T) {
+	sched, err := api.ParseSchedule("0:web:0.7,code:0.3;40~80:web:0,code:1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	jobs := []api.Job{
 		{Dataset: "in", Params: shuffle.Params{Seed: 7, Window: 4, BatchSize: 64, World: 4, Rank: 3, DropLast: true, Offset: 640},
 			NoLocality: true, Name: "j", Importance: api.Importance{Job: "j", Version: "0123456789abcdef", Hot: 3},
@@ -96,6 +100,9 @@ func TestJobValuesParseBack(t *testing.T) {
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
 			Columns: []string{"image", "label"}},
 		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true},
+		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1},
+			Mix: sched[0].Mix, Schedule: sched, MixBlock: 64},
+		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "run", ScheduleVersion: "0123456789abcdef", MixBlock: 64},
 	}
 	written := map[string]bool{}
 	l := Limits{}

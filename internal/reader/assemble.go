@@ -82,12 +82,11 @@ func (r *Reader) copier(ctx context.Context, sub order.Samples, pos []int, data 
 					n += l
 				}
 			}
-			release, err := r.copies.Acquire(ctx, n)
+			buf, release, err := r.copies.Buffer(ctx, n)
 			if err != nil {
 				return err
 			}
-			buf := r.pool.get(n)
-			res.release = append(res.release, func() { r.pool.put(buf); release() })
+			res.release = append(res.release, release)
 			for j, in := range sub.Info {
 				if sub.Slot[j] == s {
 					start := len(buf)
@@ -98,13 +97,13 @@ func (r *Reader) copier(ctx context.Context, sub order.Samples, pos []int, data 
 			return nil
 		}, nil
 	}
-	release, err := r.copies.Acquire(ctx, sub.Bytes)
+	n := sub.Bytes
+	buf, release, err := r.copies.Buffer(ctx, n)
 	if err != nil {
 		return nil, err
 	}
-	n := sub.Bytes
-	buf := r.pool.get(n)[:n]
-	res.release = append(res.release, func() { r.pool.put(buf); release() })
+	buf = buf[:n]
+	res.release = append(res.release, release)
 	at := make([]int64, len(sub.IDs)) // each sample's offset in buf
 	var off int64
 	for j, in := range sub.Info {

@@ -204,12 +204,11 @@ func (r *Reader) copyOut(ctx context.Context, d [][]byte, res *Result, out *Resu
 	for _, s := range d {
 		n += int64(len(s))
 	}
-	release, err := r.copies.Acquire(ctx, n)
+	buf, release, err := r.copies.Buffer(ctx, n)
 	if err != nil {
 		res.Release()
 		return err
 	}
-	buf := r.pool.get(n)
 	for i, s := range d {
 		if s != nil {
 			buf = append(buf, s...)
@@ -217,7 +216,7 @@ func (r *Reader) copyOut(ctx context.Context, d [][]byte, res *Result, out *Resu
 		}
 	}
 	res.Release()
-	out.release = append(out.release, func() { r.pool.put(buf); release() })
+	out.release = append(out.release, release)
 	r.partsCopied.Inc()
 	return nil
 }

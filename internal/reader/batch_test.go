@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/route"
@@ -99,7 +100,7 @@ func newReader(t *testing.T, capacity int64, st *store, skip bool) (*Reader, *ch
 	a := preload.New(preload.Config{Slots: 8, Cache: c})
 	t.Cleanup(func() { a.Close(); c.Close() })
 	reg := prometheus.NewRegistry()
-	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, CopyBytes: 1 << 30,
+	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
 		Assemblers: 2, MaxWait: time.Second, Preload: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
 	return r, c, reg
 }
@@ -204,4 +205,9 @@ func TestReadBatch(t *testing.T) {
 			_ = reg
 		})
 	}
+}
+
+// copies is a copy budget of n bytes.
+func copies(n int64) Copies {
+	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
 }

@@ -16,14 +16,17 @@
 //     and pins the rest again,
 //   - assembles a read whose chunks do not fit in the cache together a
 //     group of chunks at a time into a copy (at most Assemblers at once),
-//   - and, when the cache is under pressure, copies a pinned read out so
-//     that its chunks go back to the cache before the client reads it.
+//   - and, when the cache is under pressure (the memory manager's one
+//     signal, which the response writer asks), copies a pinned read out
+//     (Result.Relieve) so that its chunks go back to the cache before the
+//     client reads it.
 //
-// Every copy out of the cache counts against one byte budget
-// (Config.CopyBytes), so the memory a gateway holds beside its cache is
-// bounded whatever its clients do, and every wait — for room to
-// assemble, or for the copy budget — is bounded by Config.MaxWait and
-// shows in Stalled, which /readyz reports.
+// Every copy out of the cache is taken from the node's memory manager
+// (Config.Copies: internal/memory's copies, bounded by the budget
+// --memory-limit governs), so the memory a gateway holds beside its cache
+// is bounded whatever its clients do. Every wait — for room to assemble,
+// or to load in turn — is bounded by Config.MaxWait and shows in
+// Stalled, which /readyz reports; the copies' waits are the manager's.
 //
 // # Costs
 //

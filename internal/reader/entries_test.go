@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/route"
 )
@@ -27,7 +28,7 @@ var objectBytes = chunkcache.LoaderFunc(func(_ context.Context, k chunkcache.Key
 func newReader(t *testing.T, c *chunkcache.Cache, maxBytes, copyBytes int64) *reader.Reader {
 	t.Helper()
 	return reader.New(reader.Config{Cache: c, Loader: objectBytes, Remote: route.Solo{},
-		MaxBytes: maxBytes, CopyBytes: copyBytes, Assemblers: 1, MaxWait: time.Second,
+		MaxBytes: maxBytes, Copies: copies(copyBytes), Assemblers: 1, MaxWait: time.Second,
 		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 }
 
@@ -70,4 +71,9 @@ func TestReadEntries(t *testing.T) {
 	if c.Contains(block(3, 40<<10).Key) {
 		t.Fatal("an entry of a refused read was loaded")
 	}
+}
+
+// copies is a copy budget of n bytes.
+func copies(n int64) reader.Copies {
+	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
 }

@@ -66,6 +66,18 @@ type Tally interface {
 	Prefetched(s order.Stream, epoch uint64, chunk int, bytes int64, disk bool)
 }
 
+// Copies is the memory every copy out of the cache takes
+// (memory.Manager.Copies): bounded, held until the response that
+// carries it is written.
+type Copies interface {
+	// Buffer returns an empty buffer of capacity at least n and what
+	// gives it back, waiting for room within the budget's bound (an error
+	// wrapping chunkcache.ErrBusy otherwise).
+	Buffer(ctx context.Context, n int64) ([]byte, func(), error)
+	// TryBuffer is Buffer if the budget has room now.
+	TryBuffer(n int64) ([]byte, func(), bool)
+}
+
 // Config configures a Reader.
 type Config struct {
 	Cache  Cache
@@ -76,15 +88,15 @@ type Config struct {
 	SkipDamaged bool
 	// MaxBytes bounds one read's samples (query.Limits.MaxBatchBytes).
 	MaxBytes int64
-	// CopyBytes bounds the bytes of reads copied out of the cache —
-	// assembled in parts, or copied out under pressure — that are held
-	// at once, until the response that carries them is written.
-	CopyBytes int64
+	// Copies is the memory reads copied out of the cache — assembled in
+	// parts, or copied out under pressure — take, until the response that
+	// carries them is written.
+	Copies Copies
 	// Assemblers bounds the reads being assembled in parts at once: each
 	// pins up to half the cache while it copies.
 	Assemblers int
-	// MaxWait bounds a wait for room to assemble or for the copy budget;
-	// past it the read fails with chunkcache.ErrBusy.
+	// MaxWait bounds a wait for room to assemble or to load in turn; past
+	// it the read fails with chunkcache.ErrBusy.
 	MaxWait time.Duration
 	// Shared reports whether several jobs share the cache now; then a
 	// read whose loads have to evict waits for the one loading before it
@@ -105,8 +117,7 @@ type Reader struct {
 	remote   Remote
 	skip     bool
 	maxBytes int64
-	copies   *admit.Gate // bytes of copies out of the cache
-	pool     bufferPool
+	copies   Copies
 	assembly *admit.Gate // reads being assembled
 	shared   func() bool
 	evicting *admit.Gate // reads loading in turn, one at a time
@@ -120,7 +131,7 @@ type Reader struct {
 // New returns a reader.
 func New(c Config) *Reader {
 	r := &Reader{cache: c.Cache, loader: c.Loader, remote: c.Remote, skip: c.SkipDamaged, maxBytes: c.MaxBytes,
-		copies:   admit.New(c.CopyBytes, c.MaxWait, "memory for copies of samples out of the cache, in bytes", chunkcache.ErrBusy),
+		copies:   c.Copies,
 		assembly: admit.New(int64(c.Assemblers), c.MaxWait, "batches larger than the cache being assembled", chunkcache.ErrBusy),
 		shared:   c.Shared,
 		preload:  c.Preload,
@@ -143,10 +154,11 @@ func New(c Config) *Reader {
 	return r
 }
 
-// Stalled reports whether reads wait — for room to assemble, for the
-// copy budget, or to load in turn — and none has been let through for d.
+// Stalled reports whether reads wait — for room to assemble, or to load
+// in turn — and none has been let through for d. (Waits for the copy
+// budget are the memory manager's.)
 func (r *Reader) Stalled(d time.Duration) bool {
-	return r.copies.Stalled(d) || r.assembly.Stalled(d) || r.evicting.Stalled(d)
+	return r.assembly.Stalled(d) || r.evicting.Stalled(d)
 }
 
 // Request is what to read.
@@ -185,34 +197,10 @@ type Result struct {
 }
 
 // Owned is a result whose bytes were made from a read — a batch's
-// tensors — in a buffer release gives back (Reader.Buffer's): nothing of
-// it is pinned, so Relieve has nothing to give back.
+// tensors — in a buffer release gives back (one of the copy budget's):
+// nothing of it is pinned, so Relieve has nothing to give back.
 func Owned(parts net.Buffers, bytes int64, release func()) *Result {
 	return &Result{Parts: parts, Bytes: bytes, release: []func(){release}}
-}
-
-// Buffer returns an empty buffer of capacity n counted against the copy
-// budget, waiting for room as long as a copy out of the cache would (the
-// copy budget's bound, then chunkcache.ErrBusy), and what gives it back:
-// a buffer made from a read, such as its tensors, is memory beside the
-// cache as a copy is.
-func (r *Reader) Buffer(ctx context.Context, n int64) ([]byte, func(), error) {
-	release, err := r.copies.Acquire(ctx, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	buf := r.pool.get(n)
-	return buf, func() { r.pool.put(buf); release() }, nil
-}
-
-// TryBuffer is Buffer if the copy budget has room now.
-func (r *Reader) TryBuffer(n int64) ([]byte, func(), bool) {
-	release, ok := r.copies.TryAcquire(n)
-	if !ok {
-		return nil, nil, false
-	}
-	buf := r.pool.get(n)
-	return buf, func() { r.pool.put(buf); release() }, true
 }
 
 // Release gives back what the read holds: its pins, its share of the copy
@@ -454,16 +442,6 @@ func requests(s order.Samples) []chunkcache.Request {
 	return reqs
 }
 
-// UnderPressure reports whether the cache is under pressure, so that a
-// response still being written should give its pins back (Relieve):
-// requests wait for room, or, once a response has been written for
-// longer than a fast client takes (after), responses pin more than half
-// of it — a slow client then holds what the next requests will need.
-func (r *Reader) UnderPressure(after bool) bool {
-	st := r.cache.Stats()
-	return st.Waiting > 0 || after && st.PinnedBytes > r.cache.Capacity()/2
-}
-
 // Relieve gives a result's pins back to the cache while its response is
 // being written: it copies rest — the parts not written yet — out of the
 // pinned chunks, if the copy budget has room now, releases the pins and
@@ -482,17 +460,16 @@ func (res *Result) Relieve(rest net.Buffers) (net.Buffers, bool) {
 	for _, p := range rest {
 		n += int64(len(p))
 	}
-	release, ok := r.copies.TryAcquire(n)
+	buf, release, ok := r.copies.TryBuffer(n)
 	if !ok {
 		return rest, false
 	}
-	buf := r.pool.get(n)
 	for _, p := range rest {
 		buf = append(buf, p...)
 	}
 	res.Release() // the pins
 	res.pinned = false
-	res.release = []func(){func() { r.pool.put(buf); release() }}
+	res.release = []func(){release}
 	r.copied.Inc()
 	return net.Buffers{buf}, true
 }

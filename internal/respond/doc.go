@@ -11,7 +11,8 @@
 // than MinWriteRate is never cut off, however large the body.
 //
 // A body written straight from pinned cache chunks holds them while the
-// client reads. When the cache is under pressure (Config.Pressure) the
+// client reads. When the cache is under pressure (Config.Pressure: the
+// node's one pressure signal, memory.Manager.UnderPressure) the
 // rest of such a body is copied out (Payload.Relieve) and its pins go
 // back before the client has read it: over plain HTTP/1 the write is
 // interrupted and resumed from the copy; over TLS or HTTP/2, where an
@@ -28,7 +29,9 @@
 // cached chunks: no copy in user space and one system call per 1,024
 // parts. Anywhere else (TLS, HTTP/2, a test recorder) parts smaller than
 // 1 MiB are coalesced into 1 MiB writes, which cost less CPU than a write
-// call each on the benchmark machine.
+// call each on the benchmark machine; the coalescing buffers come from the
+// node's pools (Config.Buffers: the memory manager's), and a write is
+// never longer than 1 MiB whatever buffer the pool hands out.
 //
 // A Writer holds no per-request state and is safe for concurrent use.
 package respond

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,12 +46,27 @@ type Config struct {
 	MinWriteRate int64
 	// Pressure reports whether the cache is under pressure, so that a
 	// body still being written from pinned chunks should give them back
-	// (reader.Reader.UnderPressure): after is true once one segment has
+	// (memory.Manager.UnderPressure): after is true once one segment has
 	// taken longer than a fast client takes. nil: never.
 	Pressure func(after bool) bool
 	// Served, if set, counts the body bytes written.
 	Served prometheus.Counter
+	// Buffers are the node's pools (memory.Manager), which the buffers
+	// that coalesce small parts come from; nil: each is allocated.
+	Buffers Buffers
 }
+
+// Buffers are pooled buffers (memory.Manager's Get and Put).
+type Buffers interface {
+	Get(n int64) []byte
+	Put(b []byte)
+}
+
+// unpooled allocates every buffer.
+type unpooled struct{}
+
+func (unpooled) Get(n int64) []byte { return make([]byte, 0, n) }
+func (unpooled) Put([]byte)         {}
 
 // Writer writes responses that carry samples. Safe for concurrent use.
 type Writer struct {
@@ -60,16 +74,15 @@ type Writer struct {
 	rate     int64
 	pressure func(after bool) bool
 	served   prometheus.Counter
-	coalesce *sync.Pool // of *[]byte, coalesceBuffer bytes
+	buffers  Buffers // of the coalescing buffers
 }
 
 // New returns a Writer.
 func New(c Config) *Writer {
-	w := &Writer{timeout: c.WriteTimeout, rate: c.MinWriteRate, pressure: c.Pressure, served: c.Served,
-		coalesce: &sync.Pool{New: func() any {
-			b := make([]byte, 0, coalesceBuffer)
-			return &b
-		}}}
+	w := &Writer{timeout: c.WriteTimeout, rate: c.MinWriteRate, pressure: c.Pressure, served: c.Served, buffers: c.Buffers}
+	if w.buffers == nil {
+		w.buffers = unpooled{}
+	}
 	if w.timeout <= 0 {
 		w.timeout = DefaultWriteTimeout
 	}
@@ -186,7 +199,7 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 		// does not); without one the server's own timeouts apply.
 		_ = rc.SetWriteDeadline(time.Now().Add(d))
 		segStart.Store(time.Now().UnixNano())
-		b := &body{parts: seg, pool: wr.coalesce, started: &armed}
+		b := &body{parts: seg, buffers: wr.buffers, started: &armed}
 		var m int64
 		m, err = writeParts(w, b)
 		written += m
@@ -268,7 +281,7 @@ func writeParts(w http.ResponseWriter, b *body) (int64, error) {
 // 9742b24).
 type body struct {
 	parts   net.Buffers
-	pool    *sync.Pool   // of coalescing buffers
+	buffers Buffers      // of coalescing buffers
 	started *atomic.Bool // set when WriteTo is first called; may be nil
 }
 
@@ -285,7 +298,7 @@ func (b *body) WriteTo(w io.Writer) (int64, error) {
 		// A socket: net.Buffers writes with writev.
 		return b.parts.WriteTo(w)
 	}
-	bw := &bodyWriter{w: w, buf: (*b.pool.Get().(*[]byte))[:0], pool: b.pool}
+	bw := &bodyWriter{w: w, buf: b.buffers.Get(coalesceBuffer), buffers: b.buffers}
 	defer bw.release()
 	for _, part := range b.parts {
 		if err := bw.write(part); err != nil {
@@ -310,10 +323,10 @@ const (
 
 // bodyWriter writes a body's parts to a response, coalescing small ones.
 type bodyWriter struct {
-	w    io.Writer
-	buf  []byte
-	n    int64 // bytes written to w
-	pool *sync.Pool
+	w       io.Writer
+	buf     []byte
+	n       int64 // bytes written to w
+	buffers Buffers
 }
 
 func (b *bodyWriter) write(p []byte) error {
@@ -325,7 +338,7 @@ func (b *bodyWriter) write(p []byte) error {
 		b.n += int64(n)
 		return err
 	}
-	if len(b.buf)+len(p) > cap(b.buf) {
+	if len(b.buf)+len(p) > coalesceBuffer {
 		if err := b.flush(); err != nil {
 			return err
 		}
@@ -344,9 +357,8 @@ func (b *bodyWriter) flush() error {
 	return err
 }
 
-// release returns the buffer to the pool; b must not be used after.
+// release gives the buffer back; b must not be used after.
 func (b *bodyWriter) release() {
-	buf := b.buf[:0]
-	b.pool.Put(&buf)
+	b.buffers.Put(b.buf)
 	b.buf = nil
 }

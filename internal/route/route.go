@@ -52,8 +52,12 @@ type Config struct {
 	Peers    Peers
 	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
-	// NextBytes bounds the next batches' samples held for their reads.
-	NextBytes int64
+	// NextBytes bounds the next batches' samples held for their reads;
+	// NextBudget, if set, is where they take those bytes instead (the
+	// node's memory manager: memory.Account.Within), each batch's only if
+	// they are free now.
+	NextBytes  int64
+	NextBudget premade.Budget
 	// Part runs the fetches of next batches and ends them when it stops
 	// (nil: a part of the Router's own, stopped by Close).
 	Part *stopper.Part
@@ -100,8 +104,12 @@ const maxNextBatches = 256
 // New returns a router of a cluster of this node alone, until it is told
 // the agreed membership (Follow).
 func New(c Config) *Router {
+	budget := c.NextBudget
+	if budget == nil {
+		budget = premade.NewBytes(c.NextBytes)
+	}
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
-		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: premade.NewBytes(c.NextBytes)}),
+		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Part, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
 	if r.slack == 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/respond"
@@ -42,18 +43,31 @@ func (noDatasets) Version(name string) (*catalog.Dataset, error) {
 	return nil, fmt.Errorf("%w: %s", catalog.ErrUnknown, name)
 }
 
-// countingStore counts the bytes read from a store.
+// countingStore counts the bytes read from a store, and the reads of
+// each object.
 type countingStore struct {
 	s3backend.Store
 	mu    sync.Mutex
 	bytes int64
+	reads map[string]int
 }
 
 func (c *countingStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
 	c.mu.Lock()
 	c.bytes += int64(len(p))
+	if c.reads == nil {
+		c.reads = map[string]int{}
+	}
+	c.reads[key]++
 	c.mu.Unlock()
 	return c.Store.ReadRange(ctx, key, etag, off, p)
+}
+
+// readsOf is how many times key was read.
+func (c *countingStore) readsOf(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[key]
 }
 
 func (c *countingStore) take() int64 {
@@ -88,7 +102,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	t.Cleanup(set.Close) // before the cache's: cleanups run last first
 	reg := prometheus.NewRegistry()
 	solo := route.Solo{}
-	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, CopyBytes: 64 << 20, Assemblers: 1,
+	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
 	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
@@ -264,4 +278,9 @@ func TestReadThroughUnderPressure(t *testing.T) {
 	if got, err := getObject(mc, "raw", "big.bin", minio.GetObjectOptions{}); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("under pressure: %v, %d bytes", err, len(got))
 	}
+}
+
+// copies is a copy budget of n bytes, as the node's memory manager gives.
+func copies(n int64) reader.Copies {
+	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies()
 }

@@ -152,7 +152,10 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 		r = rate
 	}
 	perSample := 1 / (r * st.weight)
-	at := func(d int) int64 { return base + int64(float64(max(d, 0))*perSample) }
+	// A schedule's component is read at its measured rate until a phase
+	// ahead changes its pace (order.Pace): its uses after the switch are
+	// keyed as the new pace reaches them.
+	at := func(d int) int64 { return base + int64(st.Pace.Ahead(origin.epoch, edge, d)*perSample) }
 	if served {
 		if first < last {
 			t.straddle = true

@@ -13,24 +13,31 @@
 // libjpeg-turbo, 4.5 ms with image/jpeg (docs/transform.md §7). It runs
 // on a fixed pool of workers (Config.Workers, a node's cores by default),
 // each with its own transform.Scratch, shared by every transform on the
-// node — a batch's, a peer's request, a batch made ahead — so the CPU and
-// the decode memory a node spends on images are bounded whatever its
-// clients ask, and Load says how busy it is (what a peer deciding where
-// to transform needs).
+// node — a batch's, a peer's request, a batch made ahead — so the CPU a
+// node spends on images is bounded whatever its clients ask, and Load
+// says how busy it is (what a peer deciding where to transform needs).
 //
 // # Memory
 //
-// A sample's output size is known from its images' headers and the
-// draws before any pixel is decoded (transform.Pipeline.Size). A call
-// takes that much at once from the copy budget beside the cache
-// (Buffers: reader.Reader's, --copy-bytes), refuses more than MaxBytes
+// A sample's output size, and the working memory each of its images'
+// decodes takes, are known from the images' headers and the draws before
+// any pixel is decoded (transform.Pipeline.Footprint). A call takes its
+// output at once from the copies beside the cache (Buffers: the memory
+// manager's, --copy-bytes), refuses more than MaxBytes
 // (--max-batch-bytes), and writes every sample into its place in that
-// one buffer: no growth, no second copy. An image over the pixel bound is
-// refused from its header, before anything is allocated for it; so is a
-// good image whose tensor alone is over MaxBytes (a 1×100000 PNG resized
-// to 256 on its shorter side makes 19.7 GB): the call fails with
-// ErrTooLarge (400), whatever it does with bad images, before a tar header
-// is written for it.
+// one buffer: no growth, no second copy. Each image reserves its working
+// memory from the node's decodes (Decodes) before it decodes, and gives
+// it back when done, so images that together need more than the node
+// has wait for each other — within the budget's bound, then the call
+// fails with chunkcache.ErrBusy (503 with Retry-After), whatever it does
+// with bad images — and never overrun it. An image whose decode alone
+// needs more than all the node has for decodes is refused from its
+// header (transform.ErrTooLarge: a bad image, failed, skipped or kept).
+// An image over the pixel bound is refused from its header, before
+// anything is allocated for it; so is a good image whose tensor alone is
+// over MaxBytes (a 1×100000 PNG resized to 256 on its shorter side makes
+// 19.7 GB): the call fails with ErrTooLarge (400), whatever it does with
+// bad images, before a tar header is written for it.
 //
 // # Failures
 //

@@ -3,6 +3,7 @@ package tensors
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ type piece struct {
 	header      []byte
 	data0, data int
 	npy         int
+	work        int64 // the decode's working memory (transform.Footprint.Work)
 }
 
 // size is the piece's output length.
@@ -84,8 +86,10 @@ func (c *counter) Read(p []byte) (int, error) {
 // member and wraps transform.ErrDecode or transform.ErrTooLarge (the
 // image cannot be transformed), or ErrTooLarge: a tensor over maxBytes,
 // which no call can hold, is refused before its tar header is written
-// (a good image whose tensor is too large is not a bad image).
-func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes int64) (layout, string, error) {
+// (a good image whose tensor is too large is not a bad image). An image
+// whose decode needs more memory than maxWork, all a node has for
+// decodes, is transform.ErrTooLarge: this node cannot decode it.
+func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes, maxWork int64) (layout, string, error) {
 	c := &counter{r: bytes.NewReader(data)}
 	tr := tar.NewReader(c)
 	var l layout
@@ -118,13 +122,18 @@ func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes int64)
 			continue
 		}
 		img := data[dataStart:end]
-		n, err := p.Size(img, key)
+		fp, err := p.Footprint(img, key)
 		if err != nil {
 			return l, hdr.Name, err
 		}
+		n := fp.Out
 		if int64(n) > maxBytes {
 			return l, hdr.Name, fmt.Errorf("%w: pipeline %q makes a tensor of %d bytes of it, over the server's --max-batch-bytes (%d)",
 				ErrTooLarge, p.Name(), n, maxBytes)
+		}
+		if fp.Work > maxWork {
+			return l, hdr.Name, fmt.Errorf("%w: pipeline %q: decoding it takes %d bytes, more than this node's memory for decodes (%d): "+
+				"a larger --memory-limit, or a lower --max-image-pixels, bounds it", transform.ErrTooLarge, p.Name(), fp.Work, maxWork)
 		}
 		h, err := tensorHeader(hdr, out, n)
 		if err != nil {
@@ -133,7 +142,7 @@ func plan(p *transform.Pipeline, data []byte, key transform.Key, maxBytes int64)
 		if start > through {
 			l.add(piece{from: through, to: start})
 		}
-		l.add(piece{image: true, name: hdr.Name, header: h, data0: dataStart, data: end, npy: n})
+		l.add(piece{image: true, name: hdr.Name, header: h, data0: dataStart, data: end, npy: n, work: fp.Work})
 		through = prevEnd
 	}
 	if through < len(data) {
@@ -181,9 +190,10 @@ func tensorHeader(img *tar.Header, name string, size int) ([]byte, error) {
 
 // write writes sample data's output as l lays it out into out (empty,
 // with capacity l.size), transforming each image with p and key in the
-// worker's scratch. It returns the output, its images' CPU and how many
-// were transformed; a failure names the member.
-func write(out []byte, l layout, data []byte, p *transform.Pipeline, key transform.Key, sc *transform.Scratch, meter *transform.Meter) ([]byte, string, error) {
+// worker's scratch, each within its working memory reserved (reserve)
+// while it decodes. It returns the output; a failure names the member.
+func write(ctx context.Context, out []byte, l layout, data []byte, p *transform.Pipeline, key transform.Key, sc *transform.Scratch,
+	meter *transform.Meter, reserve func(context.Context, int64) (func(), error)) ([]byte, string, error) {
 	base := out[:0]
 	for _, pc := range l.pieces {
 		if !pc.image {
@@ -191,7 +201,12 @@ func write(out []byte, l layout, data []byte, p *transform.Pipeline, key transfo
 			continue
 		}
 		out = append(out, pc.header...)
+		release, err := reserve(ctx, pc.work)
+		if err != nil {
+			return base, pc.name, err
+		}
 		res, err := p.Apply(out, data[pc.data0:pc.data], key, sc)
+		release()
 		meter.Add(res, err)
 		if err != nil {
 			return base, pc.name, err

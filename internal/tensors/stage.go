@@ -37,6 +37,19 @@ type Buffers interface {
 	TryBuffer(n int64) ([]byte, func(), bool)
 }
 
+// Decodes is the memory images take while they decode
+// (memory.Manager.Decodes): a reservation of an image's working memory,
+// known from its header (transform.Footprint.Work), waits within the
+// budget's bound or is refused with an error wrapping chunkcache.ErrBusy.
+type Decodes interface {
+	Reserve(ctx context.Context, n int64) (release func(), err error)
+	// TryReserve takes n bytes if they are free now.
+	TryReserve(n int64) (release func(), ok bool)
+	// Size is the most that may be reserved at once: an image needing
+	// more is never decoded here.
+	Size() int64
+}
+
 // Config configures a Stage.
 type Config struct {
 	Pipelines *transform.Set
@@ -44,6 +57,9 @@ type Config struct {
 	// least 1.
 	Workers int
 	Buffers Buffers
+	// Decodes is the memory for decoding (required): each image reserves
+	// its working memory before it decodes.
+	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
 	// Part runs the workers and ends them when it stops (nil: a part of
@@ -58,6 +74,7 @@ type Stage struct {
 	set      *transform.Set
 	pool     *pool
 	buffers  Buffers
+	decodes  Decodes
 	maxBytes int64
 	meters   map[string]*meter // per pipeline, fixed at New
 	log      zerolog.Logger
@@ -65,7 +82,7 @@ type Stage struct {
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, maxBytes: c.MaxBytes,
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
@@ -114,8 +131,9 @@ type Request struct {
 	Pipeline *transform.Pipeline
 	Samples  []Sample
 	On       OnFailure
-	// NoWait takes the output's memory only if the budget has it now:
-	// work ahead is a bet, never worth waiting for (ErrBusy otherwise).
+	// NoWait takes the output's memory, and each decode's, only if the
+	// budget has it now: work ahead is a bet, never worth waiting for
+	// (ErrBusy otherwise).
 	NoWait bool
 }
 
@@ -165,7 +183,7 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 	sizes := make([]int, n) // each sample's room in the buffer
 	var total int64
 	for i, smp := range req.Samples {
-		l, member, err := plan(p, smp.Data, smp.Key, s.maxBytes)
+		l, member, err := plan(p, smp.Data, smp.Key, s.maxBytes, s.decodes.Size())
 		if err != nil {
 			err = s.named(smp, member, err)
 			if errors.Is(err, ErrTooLarge) {
@@ -207,14 +225,19 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 		off += sizes[i]
 	}
 	images := make([]int, n)
+	fatal := make([]error, n) // not the image's fault: the call fails
 	err = s.pool.run(ctx, n, func(i int, sc *transform.Scratch) {
 		smp := req.Samples[i]
 		if failed[i] == nil {
 			var member string
 			var err error
-			regions[i], member, err = write(regions[i], lays[i], smp.Data, p, smp.Key, sc, &m.Meter)
+			regions[i], member, err = write(ctx, regions[i], lays[i], smp.Data, p, smp.Key, sc, &m.Meter, s.reserve(req.NoWait))
 			if err == nil {
 				images[i] = lays[i].images()
+				return
+			}
+			if !badImage(err) {
+				fatal[i] = err
 				return
 			}
 			failed[i] = s.named(smp, member, err)
@@ -223,6 +246,9 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 			regions[i] = append(regions[i][:0], smp.Data...)
 		}
 	})
+	if err == nil {
+		err = errors.Join(fatal...)
+	}
 	if err != nil {
 		out.Release()
 		return nil, err
@@ -247,6 +273,21 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 	return out, nil
 }
 
+// reserve is how a call's images take their working memory from the
+// decodes: at once or not at all (noWait), or waiting within its bound.
+func (s *Stage) reserve(noWait bool) func(ctx context.Context, n int64) (func(), error) {
+	if !noWait {
+		return s.decodes.Reserve
+	}
+	return func(_ context.Context, n int64) (func(), error) {
+		release, ok := s.decodes.TryReserve(n)
+		if !ok {
+			return nil, fmt.Errorf("%w: %d bytes to decode an image", ErrBusy, n)
+		}
+		return release, nil
+	}
+}
+
 // buffer takes n bytes of the budget, at once or waiting.
 func (s *Stage) buffer(ctx context.Context, n int64, noWait bool) ([]byte, func(), error) {
 	if noWait {
@@ -257,6 +298,12 @@ func (s *Stage) buffer(ctx context.Context, n int64, noWait bool) ([]byte, func(
 		return buf, release, nil
 	}
 	return s.buffers.Buffer(ctx, n)
+}
+
+// badImage reports whether err is the image's fault (it cannot be
+// transformed), not the node's (no memory for it now, the call ended).
+func badImage(err error) bool {
+	return errors.Is(err, transform.ErrDecode) || errors.Is(err, transform.ErrTooLarge)
 }
 
 // named says which sample and member an image error is about; it wraps

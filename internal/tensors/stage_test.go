@@ -20,7 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/memory"
 	"github.com/brandgw/brand/internal/photos"
 	"github.com/brandgw/brand/transform"
 )
@@ -59,6 +61,12 @@ func (b *budget) TryBuffer(n int64) ([]byte, func(), bool) {
 	}, true
 }
 
+// decodes is memory for decodes of n bytes, whose waits outlast any
+// test's.
+func decodes(n int64) *memory.Account {
+	return memory.New(memory.Config{Parts: memory.Parts{Decodes: n}, MaxWait: time.Hour, Busy: chunkcache.ErrBusy}).Decodes()
+}
+
 const testConfig = `{"pipelines": {
 	"tiny": {"ops": [{"op": "random_resized_crop", "size": [6, 8]}, {"op": "hflip"}]},
 	"plain": {"ops": []},
@@ -75,7 +83,7 @@ func newStage(t testing.TB, b Buffers, workers int, maxBytes int64) *Stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Pipelines: set, Workers: workers, Buffers: b, MaxBytes: maxBytes, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	s := New(Config{Pipelines: set, Workers: workers, Buffers: b, Decodes: decodes(1 << 30), MaxBytes: maxBytes, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	t.Cleanup(s.Close)
 	return s
 }
@@ -437,5 +445,144 @@ func TestCancelled(t *testing.T) {
 	}
 	if b.held != 0 || s.pool.queued.Load() != 0 {
 		t.Errorf("after a cancelled call: %d bytes held, %d queued", b.held, s.pool.queued.Load())
+	}
+}
+
+// watched is a Decodes that records what is reserved of it.
+type watched struct {
+	Decodes
+	mu              sync.Mutex
+	now, most, asks int
+	bytes           []int64
+}
+
+func (w *watched) Reserve(ctx context.Context, n int64) (func(), error) {
+	release, err := w.Decodes.Reserve(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.now++
+	w.asks++
+	w.most = max(w.most, w.now)
+	w.bytes = append(w.bytes, n)
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		w.now--
+		w.mu.Unlock()
+		release()
+	}, nil
+}
+
+func newStageDecoding(t testing.TB, d Decodes, workers int) *Stage {
+	t.Helper()
+	cfg, err := transform.ParseConfig([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := transform.NewSet(cfg, transform.Options{MaxPixels: 4000 * 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Pipelines: set, Workers: workers, Buffers: &budget{size: 1 << 30}, Decodes: d, MaxBytes: 1 << 30,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestDecodeAdmission: each image reserves its working memory, from its
+// header (transform.Footprint), before it decodes, and holds it only
+// while it does: with room for one large image at a time, four workers
+// decode them one at a time, and every image of the call is made.
+func TestDecodeAdmission(t *testing.T) {
+	var in []Sample
+	var work int64
+	for i := range 6 {
+		img := photo(t, i, 1000, 800)
+		in = append(in, Sample{Name: fmt.Sprint(i), Data: sampleOf(t, fmt.Sprint(i), [2]string{fmt.Sprint(i, ".jpg"), img})})
+		p, _ := transform.New("plain", transform.Spec{Ops: []transform.Op{}}, transform.Options{})
+		f, err := p.Footprint([]byte(img), transform.Key{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work = max(work, f.Work)
+	}
+	d := &watched{Decodes: decodes(work * 3 / 2)}
+	s := newStageDecoding(t, d, 4)
+	out, err := s.Apply(context.Background(), Request{Pipeline: pipeline(t, s, "plain"), Samples: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Release()
+	if out.Images != 6 || d.asks != 6 {
+		t.Fatalf("%d images made, %d reservations", out.Images, d.asks)
+	}
+	if d.most != 1 {
+		t.Errorf("%d images decoded at once in room for one", d.most)
+	}
+	for _, n := range d.bytes {
+		if n < work*9/10 || n > work {
+			t.Errorf("an image reserved %d bytes, its footprint is about %d", n, work)
+		}
+	}
+	if held := d.Decodes.(*memory.Account).Held(); held != 0 {
+		t.Errorf("%d bytes of decodes held after the call", held)
+	}
+}
+
+// TestDecodeTooLarge: an image whose decode needs more than all of the
+// node's memory for decodes is an image this node cannot transform —
+// refused from its header (transform.ErrTooLarge, naming it), or left
+// out and named — and never decoded.
+func TestDecodeTooLarge(t *testing.T) {
+	big := sampleOf(t, "big", [2]string{"big.jpg", photo(t, 0, 1000, 800)})
+	small := sampleOf(t, "small", [2]string{"small.jpg", photo(t, 1, 40, 30)})
+	d := &watched{Decodes: decodes(2 << 20)}
+	s := newStageDecoding(t, d, 2)
+	p := pipeline(t, s, "plain")
+	in := []Sample{{Name: "small", Dataset: "d", Data: small}, {Name: "big", Dataset: "d", Data: big}}
+	_, err := s.Apply(context.Background(), Request{Pipeline: p, Samples: in, On: Fail})
+	if !errors.Is(err, transform.ErrTooLarge) || !strings.Contains(err.Error(), `sample "big"`) || !strings.Contains(err.Error(), "memory for decodes") {
+		t.Fatalf("Fail: %v", err)
+	}
+	out, err := s.Apply(context.Background(), Request{Pipeline: p, Samples: in, On: Skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Release()
+	if len(out.Failed) != 1 || out.Failed[0] != 1 || out.Images != 1 {
+		t.Errorf("Skip: failed %v, %d images", out.Failed, out.Images)
+	}
+	for _, n := range d.bytes {
+		if n > 2<<20 {
+			t.Errorf("reserved %d bytes of 2 MiB", n)
+		}
+	}
+}
+
+// TestDecodeBusy: when the memory for decodes stays taken past the
+// bound, the call fails with chunkcache.ErrBusy (503 with Retry-After),
+// whatever it does with bad images: no memory is not a bad image.
+func TestDecodeBusy(t *testing.T) {
+	acct := memory.New(memory.Config{Parts: memory.Parts{Decodes: 64 << 20}, MaxWait: 20 * time.Millisecond, Busy: chunkcache.ErrBusy}).Decodes()
+	hold, err := acct.Reserve(context.Background(), 63<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold()
+	s := newStageDecoding(t, acct, 2)
+	in := []Sample{{Name: "a", Dataset: "d", Data: sampleOf(t, "a", [2]string{"a.jpg", photo(t, 0, 1000, 800)})}}
+	for _, on := range []OnFailure{Fail, Skip, Keep} {
+		if _, err := s.Apply(context.Background(), Request{Pipeline: pipeline(t, s, "plain"), Samples: in, On: on}); !errors.Is(err, chunkcache.ErrBusy) {
+			t.Errorf("on %d: %v, want chunkcache.ErrBusy", on, err)
+		}
+	}
+	// Work ahead (NoWait) does not wait at all: ErrBusy.
+	if _, err := s.Apply(context.Background(), Request{Pipeline: pipeline(t, s, "plain"), Samples: in, NoWait: true}); !errors.Is(err, ErrBusy) {
+		t.Errorf("no wait: %v, want ErrBusy", err)
+	}
+	if acct.Held() != 63<<20 {
+		t.Errorf("%d bytes held after the refused calls, 63 MiB before", acct.Held())
 	}
 }

@@ -120,7 +120,8 @@ def per_object(a: argparse.Namespace) -> Dict[str, Any]:
 def brand_torch(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
-    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, window=a.window)
+    kw = {"columns": tuple(a.columns.split(","))} if a.columns else {}
+    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, window=a.window, **kw)
     ds.set_epoch(a.epoch)
     loader = ds.loader(num_workers=a.workers, collate_fn=keep)
     return measure(loader)
@@ -169,6 +170,7 @@ def main() -> None:
     p.add_argument("--dataset")
     p.add_argument("--window", type=int)
     p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--columns", help="fields of a dataset served in place, comma-separated (mode brand)")
     p.add_argument("--ahead", type=int, default=2, help="batches the client keeps requested ahead (mode client)")
     p.add_argument("--warmup", type=int, default=0, help="read the epoch this many times, unmeasured, first (mode client)")
     a = p.parse_args()

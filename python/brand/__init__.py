@@ -11,6 +11,7 @@ takes the same options.
 from ._malloc import tune_malloc
 from ._mix import format_mix
 from ._options import Connection, Importance, Job, Options
+from ._sequences import sequence_arrays
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
 from .client import Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError
@@ -29,6 +30,7 @@ __all__ = [
     "TarError",
     "decode_tar",
     "format_mix",
+    "sequence_arrays",
     "split_key",
     "tune_malloc",
     "__version__",

@@ -70,15 +70,19 @@ class BrandError(Exception):
         members: on a 409 for a cluster membership version no node knows
             any more, the version the cluster uses now (``Brand-Members``),
             else ``None``.
+        schedule_version: on a 409 for a stored schedule's version that an
+            edit has since changed where the request reads, the current
+            version (``Brand-Schedule-Version``), else ``None``.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None,
-                 members: Optional[str] = None):
+                 members: Optional[str] = None, schedule_version: Optional[str] = None):
         super().__init__(message if status is None else f"{message} (HTTP {status})")
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.members = members
+        self.schedule_version = schedule_version
 
 
 class BrandConnectionError(BrandError, ConnectionError):
@@ -127,7 +131,8 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
     if msg is None:
         text = body[:200].decode("utf-8", "replace").strip()
         msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
-    return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None)
+    return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None,
+                      (headers.get("Brand-Schedule-Version") or None) if status == 409 else None)
 
 
 def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:
@@ -334,6 +339,8 @@ class Session:
                 if 200 <= status < 300:
                     return Answer(node.url, got, data)
                 err = api_error(method, status, got, data, f"{node.origin}{target}")
+                if status == 409 and err.schedule_version is not None:
+                    raise err  # the caller re-pins the schedule's version
                 if status == 409 and path.startswith(("/epoch/", "/samples/")):
                     # The node does not hold the index version, or know
                     # the membership version, this job reads; another may.

@@ -88,6 +88,37 @@ def _set(obj: Any, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
+_SCHEDULE_STEP = re.compile(r"[0-9]{1,16}(~[0-9]{1,16})?")
+_PLAIN_WEIGHT = re.compile(r"[0-9]+(\.[0-9]*)?")
+
+
+def check_schedule(text: str) -> str:
+    """A mixture schedule as ``mix_schedule=`` takes it, checked for its
+    shape (phases ``STEP:MIX`` or ``STEP~END:MIX`` separated by ``;``,
+    each mixture ``name:weight,...`` with plain decimal weights, 0
+    allowed); the gateway checks the rest (order, bounds, datasets) and
+    answers 400 with what is wrong.
+
+    Raises:
+        ValueError: text that is no schedule, or of more than 1,024 phases.
+    """
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"brand: mix_schedule {text!r}: phases STEP:MIX separated by ';'")
+    phases = text.split(";")
+    if len(phases) > 1024:
+        raise ValueError(f"brand: mix_schedule of {len(phases)} phases; at most 1024")
+    for p in phases:
+        step, _, mix = p.partition(":")
+        if not _SCHEDULE_STEP.fullmatch(step) or not mix:
+            raise ValueError(f"brand: mix_schedule phase {p!r}: STEP:MIX or STEP~END:MIX, such as 4000:web:0.3,code:0.7")
+        for c in mix.split(","):
+            name, _, w = c.rpartition(":")
+            if not name or not _PLAIN_WEIGHT.fullmatch(w):
+                raise ValueError(f"brand: mix_schedule phase {p!r}: component {c!r} is dataset:weight, "
+                                 "a plain decimal >= 0")
+    return text
+
+
 @dataclass(frozen=True)
 class Importance:
     """Importance sampling (``sampling=importance``, docs/importance.md):
@@ -178,6 +209,19 @@ class Job:
         mix_samples: the mixture epoch's length (``mix_samples=``), rounded
             up to a multiple of K by the gateway; ``None``: the components'
             sizes summed.
+        mix_schedule: read a mixture whose weights change with the job's
+            global step (``mix_schedule=``, docs/shuffle.md §11.9) instead
+            of ``mix``: phases separated by ``;``, each ``STEP:MIX`` or a
+            linear ramp ``STEP~END:MIX``, such as
+            ``"0:web:0.7,code:0.3;4000~6000:web:0.3,code:0.7"``. A step is a
+            global batch (a mixing block of ``mix_block``).
+        schedule_version: read the schedule stored under the job's
+            ``name`` (``PUT /jobs/NAME/schedule``; ``schedule=``) instead of
+            ``dataset``, ``mix`` or ``mix_schedule``: ``"latest"``, or the
+            version a checkpoint pinned (:attr:`brand.Client.schedule_version`).
+            Each epoch is read under the version its plan names; after an
+            edit the client goes on under the current version, which reads
+            every step already read the same.
         transform: the gateway's pipeline the images go through
             (``transform=``, 1 to 64 of ``a-z 0-9 . _ -``, such as
             ``"imagenet-train"``): each JPEG or PNG member arrives as a
@@ -230,6 +274,8 @@ class Job:
     mix: Optional[MixSpec] = None
     mix_block: Optional[int] = None
     mix_samples: Optional[int] = None
+    mix_schedule: Optional[str] = None
+    schedule_version: Optional[str] = None
     transform: Optional[str] = None
     columns: Optional[Tuple[str, ...]] = None
     seq: Optional[int] = None
@@ -295,6 +341,9 @@ class Job:
     def _check_mix(self) -> None:
         """The rules of ``mix=`` beside the other job parameters, as the
         gateway applies them (the mixture's own text is :func:`format_mix`'s)."""
+        if self.mix_schedule is not None or self.schedule_version is not None:
+            self._check_schedule()
+            return
         if self.mix is None:
             if self.mix_block is not None or self.mix_samples is not None:
                 raise ValueError("brand: mix_block and mix_samples apply only to a mixture (mix=)")
@@ -312,11 +361,44 @@ class Job:
             raise ValueError(f"brand: index {self.index!r} of a mixture names one version per component ({n}), "
                              "comma-separated")
 
+    def _check_schedule(self) -> None:
+        """The rules of ``mix_schedule=`` and ``schedule=``: in place of
+        ``dataset`` and ``mix``, without importance sampling."""
+        if self.dataset is not None or self.mix is not None:
+            raise ValueError("brand: mix_schedule and schedule_version read a schedule in place of dataset and mix: "
+                             "give one")
+        if self.mix_schedule is not None and self.schedule_version is not None:
+            raise ValueError("brand: give mix_schedule or schedule_version (the job's stored schedule), not both")
+        if self.importance is not None:
+            raise ValueError("brand: importance sampling is per dataset; a schedule draws uniformly from each component")
+        for name, v in (("mix_block", self.mix_block), ("mix_samples", self.mix_samples)):
+            if v is not None:
+                _integer_at_least(name, v, 1)
+        if self.schedule_version is not None:
+            if self.name is None:
+                raise ValueError("brand: schedule_version reads the schedule stored under the job's name: give name")
+            if self.schedule_version != "latest" and not re.fullmatch(r"[0-9a-f]{16}", self.schedule_version):
+                raise ValueError(f"brand: schedule_version {self.schedule_version!r}: \"latest\" or a version "
+                                 "(16 hex digits)")
+            return
+        _set(self, "mix_schedule", check_schedule(self.mix_schedule))
+
+    @property
+    def mix_text(self) -> Optional[str]:
+        """The mixture the gateway names a batch's (``Brand-Mix``): ``mix``,
+        or a ``mix_schedule``'s first phase; ``None`` for one dataset or a
+        stored schedule (its plans name it)."""
+        if self.mix_schedule is not None:
+            return self.mix_schedule.split(";", 1)[0].split(":", 1)[1]
+        return None if self.mix is None else str(self.mix)
+
     @property
     def components(self) -> Tuple[str, ...]:
         """A mixture's datasets in order, numbered as the
         ``Brand-Mix-Components`` header numbers them; empty for one
         dataset."""
+        if self.mix_schedule is not None:
+            return tuple(c.rpartition(":")[0] for c in (self.mix_text or "").split(","))
         return tuple(name for name, _ in mix_components(self.mix)) if self.mix is not None else ()
 
     @property
@@ -465,8 +547,13 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
     q: Dict[str, str] = {}
     if job.dataset is not None:
         q["dataset"] = job.dataset
-    if job.mix is not None:
+    if job.schedule_version is not None:
+        q["schedule"] = job.schedule_version
+    elif job.mix_schedule is not None:
+        q["mix_schedule"] = job.mix_schedule
+    elif job.mix is not None:
         q["mix"] = str(job.mix)
+    if job.mix is not None or job.mix_schedule is not None or job.schedule_version is not None:
         if job.mix_block is not None:
             q["mix_block"] = str(job.mix_block)
         if job.mix_samples is not None:
@@ -496,7 +583,7 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["weight"] = _format_weight(job.weight)
     if index is None:
         index = job.index
-    if index and job.mix is None:
+    if index and job.mix is None and job.mix_schedule is None and job.schedule_version is None:
         q["index"] = index
     if job.members is not None:
         q["members"] = job.members

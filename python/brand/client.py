@@ -39,11 +39,17 @@ class Batch(List[Sample]):
             than ``missing``).
         transform: the pipeline the images went through
             (``Brand-Transform``); ``None`` for bytes as stored.
+        body: a token job's (``seq``) or a transformed batch's buffer,
+            which its ``.npy`` members view (``None`` otherwise):
+            :func:`brand.sequence_arrays` and
+            :func:`brand.torch.sequence_tensors` view a token batch's
+            sequences on it.
     """
 
     missing: int = 0
     missing_keys: "tuple[str, ...]" = ()
     transform: Optional[str] = None
+    body: Any = None
 
 
 class Client:
@@ -95,8 +101,17 @@ class Client:
             url = nodes[0].url
         gw = parse_node(url, strict=False)
         self.url = url
-        # The components' datasets, by their numbers in Brand-Mix-Components.
+        # The components' datasets, by their numbers in Brand-Mix-Components,
+        # and the mixture Brand-Mix names (a stored schedule's: its plans').
         self._mix_names = job.components
+        self._mix_text = job.mix_text
+        #: The version of the job's stored schedule (``schedule_version``)
+        #: this client reads: the one the latest epoch plan was laid out
+        #: under, every batch of that epoch pinned to it, or after an edit
+        #: the current one the gateway named (every step already read is
+        #: the same under both). Save it with a checkpoint; ``None`` for a
+        #: job without a stored schedule.
+        self.schedule_version: Optional[str] = job.schedule_version
         #: The version of the dataset's index this client reads (the
         #: ``Brand-Index`` header's ID): the job's ``index``, else the one
         #: the first answer named. Every request names it, so a dataset
@@ -144,8 +159,12 @@ class Client:
     # -- parameters -------------------------------------------------------
 
     def params(self) -> Dict[str, str]:
-        """The job's query parameters, as sent with every request."""
-        return job_query(self.options.job, self.index)
+        """The job's query parameters, as sent with every request (a stored
+        schedule's with the version pinned)."""
+        job = self.options.job
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
+        return job_query(job, self.index)
 
     # -- importance sampling ---------------------------------------------
 
@@ -223,8 +242,24 @@ class Client:
                 self._members = (epoch, got)
                 if self.options.connection.discover and self._router is not None and got != self._router_members:
                     self._rediscover = True
-        self._learn_index(a.headers.get("Brand-Mix-Index" if self.options.job.mix else "Brand-Index"))
+        self._learn_index(a.headers.get("Brand-Mix-Index" if self._mixed() else "Brand-Index"))
         return a
+
+    def _mixed(self) -> bool:
+        j = self.options.job
+        return j.mix is not None or j.mix_schedule is not None or j.schedule_version is not None
+
+    def _send_pinned(self, path: str, params: Mapping[str, str], into: Optional[Callable[[int], Any]] = None) -> Answer:
+        """_send of a job request; for a stored schedule, on a 409 naming
+        the current version (an edit since the one pinned, from a step the
+        request reads), the request again under it, which the client pins."""
+        try:
+            return self._send("GET", path, params, into=into)
+        except BrandError as e:
+            if e.status != 409 or e.schedule_version is None or "schedule" not in params:
+                raise
+            self.schedule_version = e.schedule_version
+            return self._send("GET", path, {**params, "schedule": e.schedule_version}, into=into)
 
     def _pinned_members(self, epoch: int) -> Optional[str]:
         with self._lock:
@@ -377,10 +412,20 @@ class Client:
         ``dataset`` the mixture and ``mix``, its ``block`` and
         ``components`` (``dataset``, ``weight``, ``index``, ``samples``,
         ``epoch_samples``, ``first_pass``, ``first_index``)."""
-        _, body = self.get(f"/epoch/{int(epoch)}", self.params())
+        body = self._send_pinned(f"/epoch/{int(epoch)}", self.params()).body
         info = json.loads(body)
         self._learn_index(_index_of(info))
+        self._learn_schedule(info)
         return info
+
+    def _learn_schedule(self, info: Mapping[str, Any]) -> None:
+        """Pin the stored schedule's version a plan names, and its mixture."""
+        v, mix = info.get("schedule_version"), info.get("mix")
+        if self.options.job.schedule_version is None or not v or not mix:
+            return
+        self.schedule_version = str(v)
+        self._mix_text = str(info["dataset"])
+        self._mix_names = tuple(str(c["dataset"]) for c in mix["components"])
 
     def batch_bytes(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> Any:
         """Batch ``batch`` of ``epoch`` as the gateway's tar bytes; for a job
@@ -391,10 +436,11 @@ class Client:
     def _batch_answer(self, epoch: int, batch: int,
                       params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], Any]":
         q = params or self.params()
-        # A transformed batch is read into a buffer of its own, writable,
-        # so that its tensors are handed out as views of it, not copies.
-        into = self._bodies.get if "transform" in q else None
-        a = self._send("GET", f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
+        # A transformed or token batch is read into a buffer of its own,
+        # writable, so that its tensors are handed out as views of it, not
+        # copies.
+        into = self._bodies.get if "transform" in q or "seq" in q else None
+        a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
     def batch(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> Batch:
@@ -407,7 +453,11 @@ class Client:
         ``memoryview`` of the batch's buffer rather than a copy:
         :func:`brand.transform.npy_array` views it as a numpy array, and
         :func:`brand.torch.npy_tensor` as a ``torch.Tensor``, in place.
-        Every other member is ``bytes`` as without a transform.
+        Every other member is ``bytes`` as without a transform. A token
+        job's (``seq``) ``input_ids.npy`` and ``position_ids.npy`` members
+        are such views too, and :func:`brand.sequence_arrays` (numpy) or
+        :func:`brand.torch.sequence_tensors` view the batch as two ``(B,
+        seq)`` int32 arrays on its buffer.
         """
         q = params or self.params()
         return self._decode(epoch, batch, q, *self._batch_answer(epoch, batch, q))
@@ -422,8 +472,11 @@ class Client:
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
                              f"Brand-Transform says {headers.get('Brand-Transform')!r}")
-        out = Batch(self._samples(epoch, batch, params, headers, body, pipeline is not None))
+        views = pipeline is not None or "seq" in params
+        out = Batch(self._samples(epoch, batch, params, headers, body, views))
         out.transform = pipeline
+        if views:
+            out.body = body
         n = headers.get("Brand-Missing-Samples")
         if n:
             out.missing = int(n)
@@ -433,7 +486,7 @@ class Client:
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],
                  body: Any, npy_views: bool) -> List[Sample]:
         samples = _decode(epoch, batch, body, npy_views)
-        mix = self.options.job.mix
+        mix = self._mix_text
         if mix is None:
             return samples
         where = f"brand: epoch {epoch} batch {batch}"
@@ -495,7 +548,11 @@ class Client:
         if info is None:
             info = self.epoch_info(epoch)
         self._learn_index(_index_of(info))
-        q = job_query(_planned(self.options.job, info), self.index)
+        self._learn_schedule(info)
+        job = self.options.job
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
+        q = job_query(_planned(job, info), self.index)
         n = int(info["batches"])
         ahead = self.options.ahead
         if ahead == 0:

@@ -43,16 +43,19 @@ MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
                 columns=("image", "label"))
 TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2)
+# A schedule given with the job, and one stored under its name.
+SCHED = brand.Job(seed=7, mix_schedule="0:web:0.7,code:0.3;40~80:web:0,code:1", mix_block=32)
+STORED = brand.Job(seed=7, name="run-1", schedule_version="latest", mix_block=32)
 
 
 class TestQuery(unittest.TestCase):
     def test_the_parameters_are_the_golden_list(self):
         want = golden()
         one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK))
-        self.assertLessEqual(one, want, "the client sends a job parameter the gateway does not list")
-        self.assertLessEqual(mix, want, "the client sends a job parameter the gateway does not list")
-        self.assertLessEqual(tok, want, "the client sends a job parameter the gateway does not list")
-        self.assertEqual(one | mix | tok, want, "the client never sends some job parameter the gateway lists")
+        sched = set(job_query(SCHED)) | set(job_query(STORED))
+        for sent in (one, mix, tok, sched):
+            self.assertLessEqual(sent, want, "the client sends a job parameter the gateway does not list")
+        self.assertEqual(one | mix | tok | sched, want, "the client never sends some job parameter the gateway lists")
         # An epoch's requests are the job with its plan's values, encoded alike.
         plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
                 "drop_last": True, "samples": 300}
@@ -83,6 +86,8 @@ class TestQuery(unittest.TestCase):
             "mix": (plain, dict(mix="web:1")),
             "mix_block": (mixed, dict(mix_block=4)),
             "mix_samples": (mixed, dict(mix_samples=40)),
+            "mix_schedule": (plain, dict(mix_schedule="0:web:1")),
+            "schedule_version": (brand.Job(name="n"), dict(schedule_version="latest")),
             "transform": (plain, dict(transform="imagenet-eval")),
             "columns": (plain, dict(columns=("image",))),
             "seq": (plain, dict(seq=128)),
@@ -284,13 +289,13 @@ class TestWire(unittest.TestCase):
             u = urllib.parse.urlsplit(path)
             if u.path.startswith("/epoch/"):
                 sent |= set(urllib.parse.parse_qs(u.query))
-        # All but a mixture's, a snapshot version (an importance job's
-        # first epoch has none), a pipeline (the test dataset's images
-        # are not real JPEGs) and fields (it is tar chunks, whose samples
-        # are served whole), nor a token job's (the test dataset is no
-        # token dataset); index= is the version the plan named.
-        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "importance", "transform", "columns",
-                                           "seq", "pack", "pad", "eos"})
+        # All but a mixture's or a schedule's, a snapshot version (an
+        # importance job's first epoch has none), a pipeline (the test
+        # dataset's images are not real JPEGs) and fields (it is tar chunks,
+        # whose samples are served whole), nor a token job's (the test
+        # dataset is no token dataset); index= is the version the plan named.
+        self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
+                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos"})
 
 
 if __name__ == "__main__":

@@ -364,6 +364,104 @@ def mixture_samples(counts, weights, seed, window, draws, samples=None):
     return out
 
 
+# ---- schedules (section 11.9) ----
+
+
+def ramp_counts(prev, nxt, ramp_from, ramp_end, s0, n, block):
+    """C(t) for t = 0..n over a ramp's segment of n blocks from global step
+    s0: each block's ideal counts K*w_i(s) handed out with the deficit
+    carried from the blocks before it."""
+    k = len(prev)
+    cumulative, target = [[0] * k], [Fraction(0)] * k
+    for t in range(n):
+        lam = Fraction(s0 + t - ramp_from, ramp_end - ramp_from)
+        target = [target[i] + block * ((1 - lam) * Fraction(prev[i], sum(prev))
+                                       + lam * Fraction(nxt[i], sum(nxt))) for i in range(k)]
+        want = [target[i] - cumulative[-1][i] for i in range(k)]
+        counts = [max(0, math.floor(x)) for x in want]
+        left = block - sum(counts)
+        rem = [want[i] - counts[i] for i in range(k)]
+        if left > 0:
+            for i in sorted(range(k), key=lambda i: (-rem[i], i))[:left]:
+                counts[i] += 1
+        order = sorted((i for i in range(k) if counts[i] > 0), key=lambda i: (rem[i], -i))
+        j = 0
+        while left < 0:
+            i = order[j % len(order)]
+            if counts[i] > 0:
+                counts[i] -= 1
+                left += 1
+            j += 1
+        cumulative.append([c + x for c, x in zip(cumulative[-1], counts)])
+    return cumulative
+
+
+class Schedule:
+    """A mixture whose weights change by global step. phases is a list of
+    (step, end, weights), end 0 for a constant phase; sizes[i] the length
+    of each of component i's passes."""
+
+    def __init__(self, phases, sizes, block, samples=0):
+        self.sizes, self.block = list(sizes), block
+        self.first = Mixture(phases[0][2], sizes, block, samples)
+        self.length = self.first.length
+        self.blocks = self.length // block
+        # pieces: (from, to, weights, previous weights or None)
+        self.pieces = []
+        for n, (step, end, weights) in enumerate(phases):
+            to = phases[n + 1][0] if n + 1 < len(phases) else math.inf
+            if end > step:
+                self.pieces.append((step, end, weights, phases[n - 1][2]))
+                step = end
+            if step < to:
+                self.pieces.append((step, to, weights, None))
+
+    def epoch_cumulative(self, e):
+        """C(b) for b = 0..L/K of epoch e: its segments' counts, each
+        numbered from the segment's first block, one after another."""
+        g0, g1 = e * self.blocks, (e + 1) * self.blocks
+        out = [[0] * len(self.sizes)]
+        for lo, hi, weights, prev in self.pieces:
+            lo, hi = max(lo, g0), min(hi, g1)
+            if lo >= hi:
+                continue
+            if prev is None:
+                seg = Mixture(weights, self.sizes, self.block, (hi - lo) * self.block).cumulative
+            else:
+                seg = ramp_counts(prev, weights, *self._ramp(lo), lo, hi - lo, self.block)
+            base = out[-1]
+            out += [[b + c for b, c in zip(base, row)] for row in seg[1:]]
+        return out
+
+    def _ramp(self, step):
+        for lo, hi, _, prev in self.pieces:
+            if prev is not None and lo <= step < hi:
+                return lo, hi
+
+    def start(self, e, i):
+        """Component i's stream position at the start of epoch e."""
+        return sum(self.epoch_cumulative(x)[-1][i] for x in range(e))
+
+    def draws(self, seed, e, start, end):
+        """(component, pass, index) for epoch positions [start, end) of
+        epoch e."""
+        cum = self.epoch_cumulative(e)
+        first = [self.start(e, i) for i in range(len(self.sizes))]
+        out = []
+        for b in range(start // self.block, -(-end // self.block)):
+            counts = [hi - lo for lo, hi in zip(cum[b], cum[b + 1])]
+            slots = []
+            for i, c in enumerate(counts):
+                slots += [i] * c
+            fisher_yates(PCG(*stream_seeds(seed, e, DOMAIN_MIX_SLOTS, b)), slots)
+            read = [f + c for f, c in zip(first, cum[b])]
+            for s, i in enumerate(slots):
+                if start <= b * self.block + s < end:
+                    out.append((i, read[i] // self.sizes[i], read[i] % self.sizes[i]))
+                read[i] += 1
+        return out
+
+
 # ---- test driver ----
 
 if __name__ == "__main__":
@@ -466,4 +564,20 @@ if __name__ == "__main__":
             "sample_ids": mixture_samples(mx["counts"], weights, mx["seed"], mx["window"], draws,
                                           [not lens for lens in cycles]),
         })
+    for sc in inputs.get("schedules", []):
+        phases = [(p["step"], p["end"], p["weights"]) for p in sc["phases"]]
+        sizes = [sum(c) for c in sc["counts"]]
+        sched = Schedule(phases, sizes, sc["block"], sc["samples"])
+        epochs = []
+        for e in sc["epochs"]:
+            cum = sched.epoch_cumulative(e)
+            draws = sched.draws(sc["seed"], e, 0, sched.length)
+            epochs.append({
+                "epoch": e,
+                "epoch_samples": cum[-1],
+                "cumulative": cum,
+                "draws": [list(d) for d in draws],
+                "sample_ids": mixture_samples(sc["counts"], phases[0][2], sc["seed"], sc["window"], draws),
+            })
+        out.setdefault("schedules", []).append({"name": sc["name"], "num_samples": sched.length, "epochs": epochs})
     json.dump(out, sys.stdout)

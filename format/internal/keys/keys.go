@@ -6,7 +6,10 @@
 // a key.
 package keys
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Len is the length of sample i's key under stem, padded to width.
 func Len(stem string, i, width int) int { return len(stem) + 1 + max(width, digits(i)) }
@@ -26,12 +29,24 @@ func Append(dst []string, stem string, first, n, width int) []string {
 		b = strconv.AppendInt(b, int64(i), 10)
 	}
 	all := string(b)
+	dst = slices.Grow(dst, n)
 	for i := first; i < first+n; i++ {
 		l := Len(stem, i, width)
 		dst = append(dst, all[:l])
 		all = all[l:]
 	}
 	return dst
+}
+
+// Working is what Append allocates for samples first..first+n-1 under
+// stem into a nil dst: the run's bytes twice (built, then the string)
+// and a string header a key.
+func Working(stem string, first, n, width int) int64 {
+	size := 0
+	for i := first; i < first+n; i++ {
+		size += Len(stem, i, width)
+	}
+	return 2*int64(size) + 16*int64(n)
 }
 
 // One is sample i's key.

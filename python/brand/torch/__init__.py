@@ -14,6 +14,8 @@ Its modules, each one job:
   :class:`BrandSkipWarning`.
 * ``_loader``: :class:`BrandLoader`, which counts steps and frees the
   workers' shared blocks as the trainer lets go of them.
+* ``_sequences``: :func:`sequence_tensors`, a token job's batch as
+  ``(B, seq)`` int32 tensors on its buffer.
 * ``_tensors``: :func:`npy_tensor`, a ``.npy`` member as a tensor on the
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
@@ -22,12 +24,15 @@ Its modules, each one job:
 
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
 from ._loader import BrandLoader
+from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "collate_tensors", "ddp_world", "npy_tensor"]
+__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "collate_tensors", "ddp_world", "npy_tensor",
+           "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BrandDataset, BrandLoader, BrandSkipWarning, collate_tensors, ddp_world, npy_tensor):
+for _public in (BrandDataset, BrandLoader, BrandSkipWarning, collate_tensors, ddp_world, npy_tensor,
+                sequence_tensors):
     _public.__module__ = __name__
 del _public

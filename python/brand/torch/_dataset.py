@@ -19,6 +19,7 @@ from .._tar import Sample
 from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._shm import Blocks
+from ._sequences import sequence_tensors
 from ._tensors import to_tensors
 
 _STATE_VERSION = 1
@@ -45,6 +46,14 @@ class BrandDataset(IterableDataset):
     or, with ``batches=True``, one list per batch of ``batch_size`` samples
     (passed through ``collate`` if given); use ``DataLoader(ds,
     batch_size=None)`` for those, or :meth:`loader`, which does.
+
+    A token job (the job's ``seq``, ``seq=4096``; its ``pack``, ``pad`` and
+    ``eos``) yields steps: each batch of ``batch_size`` sequences as
+    ``{"input_ids": ..., "position_ids": ...}``, two ``torch.int32``
+    tensors of shape ``(batch_size, seq)`` on the received buffer, without
+    a copy (:func:`sequence_tensors`; passed through ``collate`` if given,
+    ``decode`` refused); ``batch_size``, positions and the state count
+    sequences (python/README.md, *Token jobs*).
 
     With the job's ``transform`` (``transform="imagenet-train"``) each image
     member is a ``torch.uint8`` tensor made by the gateway, on the received
@@ -130,6 +139,13 @@ class BrandDataset(IterableDataset):
             raise ValueError(f"brand: batch_size {job.batch_size} must be >= 1")
         if job.offset:
             raise ValueError(f"brand: offset {job.offset}: a BrandDataset resumes an epoch with load_state_dict")
+        if job.seq is not None:
+            # A language model's step is B sequences: the dataset yields
+            # steps, each one gateway batch as (B, seq) tensors.
+            if decode is not None:
+                raise ValueError("brand: decode does not apply to a token job (seq): its steps are tensors "
+                                 "(give collate= to change them)")
+            batches = True
         if collate is not None and not batches:
             raise ValueError("brand: collate applies to batches=True; with samples, give it to the DataLoader")
         #: The options every worker's client reads with (its world, rank and
@@ -162,6 +178,9 @@ class BrandDataset(IterableDataset):
         #: process, before its workers start, so that they all read one
         #: version.
         self.index: Optional[str] = job.index
+        #: The version of the job's stored schedule (``schedule_version``)
+        #: read, as the latest plan named it; :meth:`state_dict` keeps it.
+        self.schedule_version: Optional[str] = job.schedule_version
         # The membership version each epoch is pinned to on a cluster (the
         # Brand-Members of its plan): learnt in the trainer's process, as
         # the index is, so that every worker's client sends the same one;
@@ -238,7 +257,7 @@ class BrandDataset(IterableDataset):
         ``batch_size`` times the DDP world (:func:`ddp_world` unless the
         job gives ``world``)."""
         job = self.options.job
-        if job.mix is None:
+        if job.mix is None and job.mix_schedule is None and job.schedule_version is None:
             return None
         if job.mix_block is not None:
             return job.mix_block
@@ -252,6 +271,8 @@ class BrandDataset(IterableDataset):
         e = self.epoch if epoch is None else epoch
         job = replace(self.options.job, world=world, rank=rank, offset=offset, mix_block=self.mix_block,
                       index=self.index, members=self.options.job.members or self._members.get(e))
+        if job.schedule_version is not None and self.schedule_version:
+            job = replace(job, schedule_version=self.schedule_version)
         return Client(self.url, replace(self.options, job=job))
 
     def samples_in_epoch(self, epoch: Optional[int] = None) -> int:
@@ -261,6 +282,8 @@ class BrandDataset(IterableDataset):
             with self._client(1, 0, 0, e) as c:
                 self._epoch_samples[e] = int(c.epoch_info(e)["samples"])
                 self.index = c.index
+                if c.schedule_version:
+                    self.schedule_version = c.schedule_version
                 if self.options.job.members is None and e not in self._members:
                     self._members[e] = c.members
         return self._epoch_samples[e]
@@ -335,10 +358,22 @@ class BrandDataset(IterableDataset):
             "dataset": self.options.job.dataset,
             "mix": self.mix,
             "mix_block": self.mix_block,
-            "mix_samples": self.samples_in_epoch() if self.mix is not None else None,
+            "mix_samples": self.samples_in_epoch() if self.mix_block is not None else None,
+            "mix_schedule": self.options.job.mix_schedule,
+            "schedule_version": self.schedule_version,
             "index": self.index,
             "job": self.options.job.sent_name,
+            **self._packing(),
         }
+
+    def _packing(self) -> Dict[str, Any]:
+        """A token job's packing, which fixes its sequences (its pad changes
+        no position and is not part of it); ``{}`` for other jobs, whose
+        states hold none."""
+        job = self.options.job
+        if job.seq is None:
+            return {}
+        return {"seq": job.seq, "pack": job.pack or "bestfit", "eos": job.eos}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`'s ``state``: the next pass over its
@@ -362,13 +397,22 @@ class BrandDataset(IterableDataset):
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"brand: state version {state.get('version')!r}, want {_STATE_VERSION}")
         job = self.options.job
-        for k, have in (("seed", job.seed), ("window", job.window), ("dataset", job.dataset), ("mix", self.mix)):
+        for k, have in (("seed", job.seed), ("window", job.window), ("dataset", job.dataset), ("mix", self.mix),
+                        ("mix_schedule", job.mix_schedule)):
             if state.get(k) != have:
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
                     f"{k}={have!r}: the epoch order would differ"
                 )
-        if self.mix is not None:
+        # A token job's state must be resumed by one of the same packing,
+        # and a state with a packing by a token job.
+        for k, have in (self._packing() or {"seq": None}).items():
+            if state.get(k) != have:
+                raise ValueError(
+                    f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
+                    f"{k}={have!r}: the epoch's sequences would differ"
+                )
+        if self.mix_block is not None:
             job = replace(job, **self._mix_of_state(state))
         # The job keeps its name: one given to this dataset wins, as a
         # name changes no byte served.
@@ -381,6 +425,11 @@ class BrandDataset(IterableDataset):
         # raises IndexChangedError rather than read another order.
         if state.get("index"):
             self.index = state["index"]
+        # A stored schedule goes on under the version saved: every step
+        # read is the same under the current one, which the gateway names
+        # when an edit has changed a step the rest reads.
+        if job.schedule_version is not None and state.get("schedule_version"):
+            self.schedule_version = state["schedule_version"]
         self._resume = (int(state["epoch"]), int(state["position"]))
         self._epoch_samples[int(state["epoch"])] = int(state["samples"])
         self._start_pass(int(state["epoch"]))
@@ -428,6 +477,7 @@ class BrandDataset(IterableDataset):
                 self.agree()
         client = self._client(world * workers, wid * world + rank, offset)
         B = self.batch_size
+        seq = self.options.job.seq is not None
         try:
             plan = client.epoch_info(self.epoch)
             rank_samples = int(plan["rank_samples"])
@@ -443,6 +493,13 @@ class BrandDataset(IterableDataset):
                     if in_trainer and self.batches and batch.missing:
                         self._units += 1  # a step all of whose samples were left out
                     continue  # an empty final slice; nothing follows it
+                if seq:
+                    if in_trainer:
+                        self._units += 1
+                    step = sequence_tensors(batch)
+                    del batch  # the step's tensors hold the buffer
+                    yield self.collate(step) if self.collate is not None else step
+                    continue
                 if batch.transform is not None:
                     to_tensors(batch)
                 if self.decode is not None:

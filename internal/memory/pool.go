@@ -1,18 +1,14 @@
-package reader
+package memory
 
 import (
 	"math/bits"
 	"sync"
 )
 
-// bufferPool keeps the buffers of copies out of the cache for the next
-// copies. A fresh buffer costs more than its copy: its pages are faulted
-// in as the copy first writes them (on the benchmark machine fresh memory
-// comes at 0.3–3 GB/s, a copy at ten times that). Buffers are kept by
-// size class, a power of two from 64 KiB up, so a buffer fits any copy of
-// its class; sync.Pool lets the collector take back what is not reused.
-// What is held at once is bounded by the copy budget, not by the pool.
-type bufferPool struct {
+// pool keeps buffers by size class, a power of two from 64 KiB up, so
+// that a buffer fits any request of its class. A buffer smaller than the
+// least class is not kept.
+type pool struct {
 	classes [maxClass + 1]sync.Pool
 }
 
@@ -31,7 +27,7 @@ func class(n int64) int {
 }
 
 // get returns an empty buffer of capacity at least n.
-func (p *bufferPool) get(n int64) []byte {
+func (p *pool) get(n int64) []byte {
 	c := class(n)
 	if b, ok := p.classes[c].Get().(*[]byte); ok && int64(cap(*b)) >= n {
 		return (*b)[:0]
@@ -40,7 +36,7 @@ func (p *bufferPool) get(n int64) []byte {
 }
 
 // put keeps b for a later get of its class.
-func (p *bufferPool) put(b []byte) {
+func (p *pool) put(b []byte) {
 	if cap(b) < 1<<minClassShift {
 		return
 	}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+func TestParseSchedule(t *testing.T) {
+	s, err := ParseSchedule("0:web:0.7,code:0.3;4000:code:0.7,web:0.3;6000~8000:web:0,code:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.String(); got != "0:web:0.7,code:0.3;4000:code:0.7,web:0.3;6000~8000:web:0,code:1" {
+		t.Errorf("String %q", got)
+	}
+	ph, err := s.Phases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []shuffle.SchedulePhase{
+		{Step: 0, Weights: []uint64{7, 3}},
+		{Step: 4000, Weights: []uint64{3, 7}}, // in the first phase's order
+		{Step: 6000, End: 8000, Weights: []uint64{0, 1}},
+	}
+	if !reflect.DeepEqual(ph, want) {
+		t.Errorf("Phases %+v, want %+v", ph, want)
+	}
+	if d := s.Datasets(); !reflect.DeepEqual(d, []string{"web", "code"}) {
+		t.Errorf("Datasets %v", d)
+	}
+}
+
+func TestParseScheduleRejects(t *testing.T) {
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = strings.Repeat("1", 1+i%3) + ":a:1"
+	}
+	for _, bad := range []string{
+		"web:0.7",                        // no step
+		"x:web:1",                        // step not a number
+		"-1:web:1",                       // negative step
+		"0:web:0,code:0",                 // weights sum to 0
+		"0:web:NaN,code:1",               // NaN
+		"0:web:-0.5,code:1",              // negative
+		"0:web:1e3,code:1",               // exponent
+		"0:web:0.1234567,code:1",         // too many decimals
+		"0:web:1;9007199254740992:web:1", // step 2^53
+		"0:web:1;5:web:1;4:web:1",        // out of order
+		"0:web:1;5:web:1;5:web:1",        // the same step twice
+		"0:web:1;5~9:web:1;8:web:1",      // a ramp overlaps the next phase
+		"0:web:1;5~5:web:1",              // a ramp of no steps
+		"0:web:1;5~3:web:1",              // a ramp ending before it starts
+		"3:web:1",                        // not from step 0
+		"0~5:web:1",                      // the first phase a ramp
+		"0:web:1;5:code:1",               // another dataset
+		"0:web:1,code:1;5:web:1",         // a dataset left out
+		"0:web:1,web:2",                  // a dataset twice
+		"0:web:1;;5:web:1",               // an empty phase
+		strings.Join(many, ";"),          // 10,000 phases
+	} {
+		if _, err := ParseSchedule(bad); !errors.Is(err, ErrMix) {
+			t.Errorf("%.60q: err %v, want ErrMix", bad, err)
+		}
+	}
+	names := make([]string, shuffle.MaxMixComponents+1)
+	for i := range names {
+		names[i] = "d" + strings.Repeat("x", i) + ":1"
+	}
+	if _, err := ParseSchedule("0:" + strings.Join(names, ",")); !errors.Is(err, ErrMix) {
+		t.Errorf("%d datasets: err %v", len(names), err)
+	}
+	if _, err := ParseSchedule("0:" + strings.Join(names[:shuffle.MaxMixComponents], ",")); err != nil {
+		t.Errorf("%d datasets: %v", shuffle.MaxMixComponents, err)
+	}
+}

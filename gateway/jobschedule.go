@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/jobsched"
+	"github.com/brandgw/brand/internal/query"
+)
+
+// The stored schedules of named jobs (internal/jobsched): PUT or POST
+// /jobs/{job}/schedule stores a job's first schedule or an edit of it,
+// GET /jobs/{job}/schedule reads the current version, and a request with
+// job=NAME&schedule=latest|VERSION is laid out under the version the
+// book resolves for the steps it reads.
+
+// maxScheduleBodyBytes bounds a schedule request's body: a schedule of
+// the most phases and datasets, in JSON.
+const maxScheduleBodyBytes = 4 << 20
+
+// scheduleBook is the jobs stage's book of stored schedules, made on
+// first use over the stores of the datasets the catalog serves.
+type scheduleBook struct {
+	once sync.Once
+	book *jobsched.Book
+}
+
+func (j *jobs) book() *jobsched.Book {
+	j.sched.once.Do(func() {
+		j.sched.book = jobsched.New(func() ([]string, map[string]jobsched.Store) {
+			names := j.catalog.Names()
+			stores := make(map[string]jobsched.Store, len(names))
+			for _, n := range names {
+				if ds, err := j.catalog.Get(n); err == nil {
+					stores[n] = ds.Store
+				}
+			}
+			return names, stores
+		})
+	})
+	return j.sched.book
+}
+
+// stored resolves job's stored schedule (job.ScheduleVersion) for the
+// steps a request reads — epoch's first, or with batch >= 0 that batch's
+// global batch — into job.Schedule, job.Mix and the version, and
+// records a batch's steps as served.
+func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int64) error {
+	book := j.book()
+	cur, err := book.Current(ctx, job.Name)
+	if err != nil {
+		return err
+	}
+	// Every version reads the same datasets, so an epoch's length, and
+	// so its steps, are the same under each.
+	samples := job.MixSamples
+	if samples == 0 {
+		for _, name := range cur.Parsed().Datasets() {
+			ds, err := j.version(api.Job{Dataset: name})
+			if err != nil {
+				return err
+			}
+			samples += ds.Index.NumSamples()
+		}
+	}
+	k := uint64(max(job.Block(), 1))
+	steps := max((uint64(samples)+k-1)/k, 1) // L/K
+	first, last := epoch*steps, epoch*steps
+	if batch >= 0 {
+		g := uint64(job.BatchSize * max(job.World, 1))
+		start := uint64(job.Offset) + uint64(batch)*g
+		if end := min(steps*k, start+g); start < end {
+			first, last = epoch*steps+start/k, epoch*steps+(end-1)/k
+		}
+	}
+	// A batch's steps are recorded served as its version is resolved,
+	// before it is laid out: an edit from them is refused from now on.
+	v, err := book.For(ctx, job.Name, job.ScheduleVersion, first, last, batch >= 0)
+	if err != nil {
+		return err
+	}
+	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = v.Parsed(), v.Parsed()[0].Mix, v.Version, ""
+	return nil
+}
+
+func checkJobName(job string) error {
+	if err := importance.ValidJobName(job); err != nil {
+		return fmt.Errorf("%w: %w", query.ErrBadRequest, err)
+	}
+	return nil
+}
+
+// conflictHeader names, on a 409 for a request laid out under a schedule
+// version an edit has since changed, the current version: a client
+// re-pins to it (steps it has read are the same under both).
+func conflictHeader(w http.ResponseWriter, err error) {
+	var c *jobsched.Conflict
+	if errors.As(err, &c) {
+		w.Header().Set(api.HeaderScheduleVersion, c.Current)
+	}
+}
+
+// scheduleEdit is the body of PUT and POST /jobs/{job}/schedule.
+type scheduleEdit struct {
+	// Schedule is the whole schedule (a job's first, with no Base), or
+	// an edit's phases from FromStep on, the first at FromStep.
+	Schedule string `json:"schedule"`
+	FromStep uint64 `json:"from_step"`
+	// Base is the version the edit changes, the current one; "" stores
+	// a job's first schedule.
+	Base string `json:"base"`
+}
+
+// scheduleAnswer is what the schedule endpoints answer: the version and
+// the latest step this node has served of the job.
+type scheduleAnswer struct {
+	*jobsched.Version
+	LatestStep *uint64 `json:"latest_step,omitempty"`
+}
+
+func (g *Gateway) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
+	job := chi.URLParam(r, "job")
+	if err := checkJobName(job); err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	v, err := g.jobs.book().Current(r.Context(), job)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g.scheduleAnswer(v))
+}
+
+func (g *Gateway) scheduleAnswer(v *jobsched.Version) scheduleAnswer {
+	a := scheduleAnswer{Version: v}
+	if l, ok := g.jobs.book().Latest(v.Job); ok {
+		a.LatestStep = &l
+	}
+	return a
+}
+
+func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	job := chi.URLParam(r, "job")
+	if err := checkJobName(job); err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	var e scheduleEdit
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"schedule\": \"0:web:0.7,code:0.3\", \"from_step\": 0, \"base\": \"\"}: %w", query.ErrBadRequest, err))
+		return
+	}
+	if e.Base != "" && !jobsched.ValidVersion(e.Base) {
+		writeError(ctx, w, fmt.Errorf("%w: base %q is not a schedule version (16 hex digits)", query.ErrBadRequest, e.Base))
+		return
+	}
+	book := g.jobs.book()
+	// This node's latest step is the book's own (checked under the edit's
+	// lock); other nodes' are not asked for yet (docs/http-api.md).
+	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, 0, false, func(s api.Schedule) error {
+		// Every dataset served here: a schedule naming one that is not
+		// would be refused by every request.
+		for _, name := range s.Datasets() {
+			if _, err := g.jobs.version(api.Job{Dataset: name}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, api.ErrMix) {
+		err = fmt.Errorf("%w: %w", query.ErrBadRequest, err)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	status := http.StatusOK
+	if e.Base == "" {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, g.scheduleAnswer(v))
+}

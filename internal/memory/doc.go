@@ -1,0 +1,80 @@
+// Package memory is a node's one memory manager: every part of the
+// gateway that holds bytes beside the chunk cache asks it, so that one
+// budget — `brand serve --memory-limit` — bounds them all, and what is
+// held is seen in one place.
+//
+// # Why
+//
+// A gateway's memory is its chunk cache and what it holds beside it:
+// copies of samples out of the cache, transformed batches, work made
+// before its request, images being decoded and chunks of datasets served in place
+// being decoded. Each of those once kept its own pool and its own count,
+// and the largest — an image's decode, a gigabyte for one 8192×8192
+// progressive JPEG — none: a node fed such images was killed by the
+// kernel, not refused. AIStore's memsys is the model: one manager that
+// the data path asks, with size-class pools, a budget, and a pressure
+// signal.
+//
+// # The budget
+//
+// Parts says what the node's memory is for; Fit splits a limit into them:
+//
+//	cache    --cache-size: chunk bytes, admitted and evicted by chunkcache,
+//	         which keeps its own buffers (it accounts chunks by their size,
+//	         and reuses a buffer only for chunks that fit it); the manager
+//	         is told of them (Watch) and counts their capacity
+//	base     DefaultBase: the rest of the process — the runtime, indexes,
+//	         connections, workers' kept scratch, pooled buffers not in use
+//	copies   --copy-bytes: copies out of the cache (batches assembled in
+//	         parts, copied out under pressure), transformed batches
+//	         (premade ones too), next batches' samples fetched from peers;
+//	         held until the response that carries them is written
+//	         (Copies)
+//	decodes  an image's working memory while it decodes, from its header
+//	         (transform.Footprint), and a chunk of a dataset served in
+//	         place while it is read and decoded (Decodes)
+//
+// With `--memory-limit auto` the limit is the parts' total at their
+// defaults — the decodes part at least the largest decode the pixel
+// bound allows (transform.Set.MaxWork) — and the Go runtime's memory
+// limit is set to it. With a size, the cache and the base come first,
+// and copies and decodes share the rest (Fit).
+//
+// # Waits and refusals
+//
+// Copies and Decodes are admitted against their part: a caller waits for
+// room at most Config.MaxWait, then is refused with an error wrapping
+// Config.Busy (chunkcache.ErrBusy: 503 with Retry-After), never let past
+// the bound; TryReserve takes room only if it is free now, and Within
+// is a share of a part that takes only free room (premade batches and
+// next batches' samples never wait). A holder of more than a whole part takes all of it
+// once every other holder is gone: a caller that must never do that (an
+// image's decode) checks Size first. Stalled tells /readyz when callers
+// wait and none has been let through.
+//
+// # Pressure
+//
+// UnderPressure is the node's one pressure signal: requests wait for
+// room in the cache, or, once a response has been written for longer
+// than a fast client takes, responses pin more than half of it. A
+// response written from pinned chunks then copies the rest of itself out
+// (within Copies) and gives its pins back.
+//
+// # Pools
+//
+// Get and Put keep buffers by size class, a power of two from 64 KiB up,
+// for every user alike: a fresh buffer costs more than its copy (its
+// pages are faulted in as it is first written). sync.Pool lets the
+// collector take back what is not reused, and what is held at once is
+// bounded by the parts, not by the pools.
+//
+// # Costs
+//
+// A reservation is an atomic add and a semaphore's; a buffer from a
+// pool, a sync.Pool Get. Nothing here runs in the background.
+//
+// # Concurrency
+//
+// A Manager and its Accounts are safe for concurrent use. Watch is
+// called once, before the node serves.
+package memory

@@ -1,0 +1,64 @@
+package order
+
+import (
+	"math"
+	"testing"
+
+	"github.com/brandgw/brand/shuffle"
+)
+
+// TestPaceSeesThePhaseAhead: a component's pace puts each phase's start
+// at the stream position its draws reach at that step, and counts the
+// samples after a switch that gives the component three times the weight
+// as a third of the time each: its uses there are keyed sooner than its
+// rate now says.
+func TestPaceSeesThePhaseAhead(t *testing.T) {
+	const n = 50 // samples a pass of component 1
+	phases := []shuffle.SchedulePhase{
+		{Weights: []uint64{3, 1}},
+		{Step: 7, Weights: []uint64{1, 3}},
+		{Step: 15, End: 21, Weights: []uint64{1, 0}},
+	}
+	s, err := shuffle.NewSchedule(phases, []shuffle.Passes{shuffle.EqualPasses(70), shuffle.EqualPasses(n)}, 8, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPace(s, 1, n, 0)
+	// The stream position of component 1 at each step, from the draws.
+	var at []uint64 // at[step]
+	q := uint64(0)
+	for e := range uint64(4) {
+		m, err := s.Epoch(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range 10 {
+			at = append(at, q)
+			q += uint64(m.BlockCounts(b)[1])
+		}
+	}
+	for k, step := range p.step {
+		if want := at[int(step)]; p.at[k] != want {
+			t.Errorf("boundary %d (step %v) at stream position %d, the draws' %d", k, step, p.at[k], want)
+		}
+	}
+	// From step 0 (position 0) to step 7's position: the same pace, d.
+	if got := p.Ahead(0, 0, int(at[7])); math.Abs(got-float64(at[7])) > 1e-9 {
+		t.Errorf("within the first phase: %v samples for %d", got, at[7])
+	}
+	// Across the switch at step 7: 2 per step before, 6 after.
+	d := int(at[7] + 12) // 2 steps into the second phase
+	got := p.Ahead(0, 0, d)
+	if want := 7*2 + 2*2.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("across the switch: %v samples at the first pace, want %v", got, want)
+	}
+	// From a later pass's position too: pass 0 index at[9] is stream
+	// position at[9].
+	if got := p.Ahead(0, int(at[9]), 6); math.Abs(got-6) > 1e-9 {
+		t.Errorf("within the second phase: %v", got)
+	}
+	var none *Pace
+	if none.Ahead(3, 4, 10) != 10 {
+		t.Error("a nil Pace is not the identity")
+	}
+}

@@ -1,0 +1,130 @@
+package visit
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/livestats"
+	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/internal/stopper"
+	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
+)
+
+// countingStage is copyStage counting the images it transforms: one a
+// sample.
+type countingStage struct {
+	copyStage
+	images atomic.Int64
+}
+
+func (s *countingStage) Apply(ctx context.Context, req tensors.Request) (*tensors.Output, error) {
+	out, err := s.copyStage.Apply(ctx, req)
+	if err == nil {
+		out.Images = len(req.Samples)
+		s.images.Add(int64(out.Images))
+	}
+	return out, err
+}
+
+// premadeBatches is Batches of a single gateway with a transform stage
+// and room for premade batches, reading a dataset of 16 samples in
+// batches of 4 under the pipeline "plain".
+func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *order.Batch) {
+	t.Helper()
+	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := &countingStage{copyStage: copyStage{set}}
+	orders := order.New(nil)
+	l := &log{}
+	part := stopper.New().Part("premade")
+	t.Cleanup(part.Stop)
+	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
+		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
+		Stage: stage, Part: part, PremadeBytes: 1 << 20})
+	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
+	src := order.Source{DS: testDataset(t, "a")}
+	layout := func(m uint64) *order.Batch {
+		b, err := orders.Layout(context.Background(), src, job, 0, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return v, stage, layout
+}
+
+// read reads batch b as its request does, and releases it.
+func read(t *testing.T, v *Batches, b *order.Batch) {
+	t.Helper()
+	s, err := v.Read(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Batch.Len() != 4 {
+		t.Fatalf("batch %d: %d samples", b.Batch, s.Batch.Len())
+	}
+	s.Release()
+}
+
+// waitPremade waits until a premade batch's bytes are held.
+func waitPremade(t *testing.T, v *Batches) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); v.PremadeStats().Bytes == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no batch premade: %+v", v.PremadeStats())
+		}
+	}
+}
+
+// TestPremade: once a rank's batch is served, its next batch is
+// transformed in the background, and the rank's next request takes it
+// (a hit, no image transformed twice). That the premade bytes are those
+// a gateway without premade batches serves is gateway's
+// TestTransformedBytesIdentical.
+func TestPremade(t *testing.T) {
+	v, stage, layout := premadeBatches(t)
+	read(t, v, layout(0))
+	waitPremade(t, v)
+	if st := v.PremadeStats(); st.Started != 1 {
+		t.Fatalf("premade: %+v, want batch 1 started", st)
+	}
+	if n := stage.images.Load(); n != 8 {
+		t.Fatalf("%d images transformed for batches 0 and 1 ahead, want 8", n)
+	}
+	read(t, v, layout(1))
+	if st := v.PremadeStats(); st.Hits != 1 {
+		t.Errorf("premade: %+v, want the next request's hit", st)
+	}
+	// Batch 2 is being made ahead now: at most its 4 images more.
+	if n := stage.images.Load(); n > 12 {
+		t.Errorf("%d images transformed: batch 1 was transformed again", n)
+	}
+}
+
+// TestPremadeAfterItsRequest: a client that reads ahead itself asks for
+// a rank's batch 1 before batch 0 is served. Batch 1 is then not premade
+// once batch 0 is: every image is transformed once.
+func TestPremadeAfterItsRequest(t *testing.T) {
+	v, stage, layout := premadeBatches(t)
+	read(t, v, layout(1))
+	read(t, v, layout(0))
+	// Work ahead is claimed within the request that starts it: batch 2,
+	// after batch 1's; none after batch 0's, whose next batch was asked for.
+	if st := v.PremadeStats(); st.Started != 1 {
+		t.Errorf("premade: %+v, want only batch 2 started", st)
+	}
+	waitPremade(t, v)
+	if n := stage.images.Load(); n != 12 {
+		t.Errorf("%d images transformed for batches 1, 0 and 2 ahead, want 12", n)
+	}
+}
