@@ -55,8 +55,9 @@ import (
 //     fresh `brand serve` processes, each timed from its start to the end
 //     of batch 0 of a seq=4,096 job.
 //   - The trainer's CPU per token. The Go client (client.Batch.Sequences)
-//     in this process; in Python (tokens.py, a process of its own), the
-//     brand client with the members stacked into (B, seq) int32 tensors,
+//     in this process; in Python (tokens.py, a process of its own),
+//     brand.torch.BrandDataset(seq=)'s steps, the brand client with the
+//     members stacked into (B, seq) int32 tensors or its bodies viewed,
 //     nanoGPT's memmap loader over the local corpus.bin, and the same
 //     packing done trainer-side (greedy best-fit over a buffer of
 //     documents). Each reports its own CPU time over the tokens it hands
@@ -190,19 +191,21 @@ type TokensTrainer struct {
 
 // The trainer-side loaders.
 const (
-	loaderGo     = "go-client"
-	loaderPy     = "python-client"
-	loaderViews  = "python-views"
-	loaderMemmap = "nanogpt-memmap"
-	loaderPack   = "python-bestfit"
+	tokLoaderGo     = "go-client"
+	tokLoaderDS     = "brand-dataset"
+	tokLoaderPy     = "python-client"
+	tokLoaderViews  = "python-views"
+	tokLoaderMemmap = "nanogpt-memmap"
+	tokLoaderPack   = "python-bestfit"
 )
 
 var tokensLoaderLabels = map[string]string{
-	loaderGo:     "Brand, Go client: Batch.Sequences ([]int32 views)",
-	loaderPy:     "Brand, Python client: members stacked to (B, seq) int32 tensors",
-	loaderViews:  "Brand, Python client: batch bodies viewed in place as (B, seq) int32 tensors (no copy)",
-	loaderMemmap: "nanoGPT: memmap, random offsets, int64 → int32 tensors (no documents)",
-	loaderPack:   "Python best-fit packing trainer-side over a buffer of documents",
+	tokLoaderGo:     "Brand, Go client: Batch.Sequences ([]int32 views)",
+	tokLoaderDS:     "Brand, BrandDataset(seq=) steps, num_workers=0 ((B, seq) int32 views of the buffer)",
+	tokLoaderPy:     "Brand, Python client: members stacked to (B, seq) int32 tensors",
+	tokLoaderViews:  "Brand, Python client: batch bodies (bytes) viewed in place as (B, seq) int32 tensors by the script",
+	tokLoaderMemmap: "nanoGPT: memmap, random offsets, int64 → int32 tensors (no documents)",
+	tokLoaderPack:   "Python best-fit packing trainer-side over a buffer of documents",
 }
 
 func (c *TokensConfig) fill() {
@@ -687,19 +690,20 @@ func tokensTrainers(ctx context.Context, cfg TokensConfig, rep *TokensReport, g 
 		}
 	}
 	cpu := (selfCPU() - c0).Seconds()
-	rep.Trainer = append(rep.Trainer, TokensTrainer{Loader: loaderGo, Tokens: n, Seconds: time.Since(t0).Seconds(), CPUSeconds: cpu,
+	rep.Trainer = append(rep.Trainer, TokensTrainer{Loader: tokLoaderGo, Tokens: n, Seconds: time.Since(t0).Seconds(), CPUSeconds: cpu,
 		NsPerToken: 1e9 * cpu / float64(n)})
-	logf(cfg.Log, "trainer %s: %.2f ns CPU per token", loaderGo, rep.Trainer[len(rep.Trainer)-1].NsPerToken)
+	logf(cfg.Log, "trainer %s: %.2f ns CPU per token", tokLoaderGo, rep.Trainer[len(rep.Trainer)-1].NsPerToken)
 
 	common := []string{"--seq", strconv.Itoa(seq), "--batch-size", strconv.Itoa(bs), "--tokens", strconv.Itoa(cfg.TrainerTokens)}
 	runs := []struct {
 		loader string
 		args   []string
 	}{
-		{loaderPy, []string{"brand", "--url", g.base, "--dataset", "corpus", "--epoch", "101"}},
-		{loaderViews, []string{"views", "--url", g.base, "--dataset", "corpus", "--epoch", "102"}},
-		{loaderMemmap, []string{"memmap", "--bin", local + ".bin", "--dtype", "int32"}},
-		{loaderPack, []string{"pack", "--bin", local + ".bin", "--idx", local + ".idx", "--dtype", "int32", "--buffer", strconv.Itoa(cfg.PackBuffer)}},
+		{tokLoaderDS, []string{"dataset", "--url", g.base, "--dataset", "corpus", "--epoch", "103"}},
+		{tokLoaderPy, []string{"brand", "--url", g.base, "--dataset", "corpus", "--epoch", "101"}},
+		{tokLoaderViews, []string{"views", "--url", g.base, "--dataset", "corpus", "--epoch", "102"}},
+		{tokLoaderMemmap, []string{"memmap", "--bin", local + ".bin", "--dtype", "int32"}},
+		{tokLoaderPack, []string{"pack", "--bin", local + ".bin", "--idx", local + ".idx", "--dtype", "int32", "--buffer", strconv.Itoa(cfg.PackBuffer)}},
 	}
 	for _, r := range runs {
 		cmd := exec.CommandContext(ctx, interp, append([]string{"-W", "ignore", script}, append(r.args, common...)...)...)

@@ -1,14 +1,16 @@
-"""The trainer's side of brand-bench tokens: three Python loaders of (B, seq)
+"""The trainer's side of brand-bench tokens: Python loaders of (B, seq)
 int32 token tensors, each reporting its own CPU time (time.process_time:
 every thread of this process) per token it hands the training loop.
 
+  dataset  brand.torch.BrandDataset(seq=) iterated in this process
+           (num_workers=0): its steps as they come.
   brand    brand.Client reading a token job (seq=) from the gateway; each
            batch's input_ids.npy and position_ids.npy members stacked into
            (B, seq) int32 tensors: what BrandDataset(seq=) will cost a
            trainer, before that class exists.
-  views    the same batches' bodies viewed in place as (B, seq) int32
-           tensors (the members' layout is fixed by seq), no tar decoding
-           and no copy: what BrandDataset(seq=) can do.
+  views    the same batches' bodies (bytes) viewed in place as (B, seq)
+           int32 arrays by this script (the members' layout is fixed by
+           seq), no tar decoding and no copy.
   memmap   nanoGPT's get_batch: a numpy memmap of the token file (opened
            again every batch, as nanoGPT does), B random offsets,
            torch.stack of int64 slices, then int32. No documents, no
@@ -47,6 +49,25 @@ def brand_loader(a):
         if tokens >= a.tokens:
             break
     c.close()
+    return {"tokens": tokens}
+
+
+def dataset_loader(a):
+    """brand.torch.BrandDataset(seq=) iterated in the trainer's process
+    (num_workers=0): its steps, (B, seq) int32 views of each batch's
+    buffer."""
+    from brand.torch import BrandDataset
+
+    ds = BrandDataset(a.url, brand.Options(job=brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size,
+                                                         seq=a.seq, pack=a.pack)))
+    ds.set_epoch(a.epoch)
+    tokens = 0
+    for step in ds:
+        ids, pos = step["input_ids"], step["position_ids"]
+        assert ids.dtype == torch.int32 and ids.shape[1] == a.seq and pos.shape == ids.shape
+        tokens += ids.numel()
+        if tokens >= a.tokens:
+            break
     return {"tokens": tokens}
 
 
@@ -151,7 +172,7 @@ def pack_loader(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["brand", "views", "memmap", "pack"])
+    p.add_argument("mode", choices=["brand", "views", "dataset", "memmap", "pack"])
     p.add_argument("--url")
     p.add_argument("--dataset")
     p.add_argument("--pack", default="bestfit")
@@ -166,10 +187,10 @@ def main():
     p.add_argument("--pad", type=int, default=0)
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
-    if a.mode in ("brand", "views"):
+    if a.mode in ("brand", "views", "dataset"):
         global brand
         import brand  # before the clock: importing is not loading
-    loader = {"brand": brand_loader, "views": views_loader, "memmap": memmap_loader, "pack": pack_loader}[a.mode]
+    loader = {"brand": brand_loader, "views": views_loader, "dataset": dataset_loader, "memmap": memmap_loader, "pack": pack_loader}[a.mode]
     t0, c0 = time.perf_counter(), time.process_time()
     out = loader(a)
     out["seconds"] = time.perf_counter() - t0

@@ -128,8 +128,8 @@ func TestTokensSmoke(t *testing.T) {
 			t.Errorf("seq %d %s: %d documents shorter than seq cut", j.Seq, j.Pack, j.ShortCuts)
 		}
 	}
-	if len(rep.Trainer) != 5 {
-		t.Fatalf("%d trainer-side loaders, want 5", len(rep.Trainer))
+	if len(rep.Trainer) != 6 {
+		t.Fatalf("%d trainer-side loaders, want 6", len(rep.Trainer))
 	}
 	for _, tr := range rep.Trainer {
 		if tr.Tokens < int64(cfg.TrainerTokens) || tr.NsPerToken <= 0 {

@@ -12,11 +12,12 @@ import (
 )
 
 var tokensLoaderShort = map[string]string{
-	loaderGo:     "Brand, Go client (Sequences)",
-	loaderPy:     "Brand, Python client → tensors",
-	loaderViews:  "Brand, Python, views in place",
-	loaderMemmap: "nanoGPT memmap, no documents",
-	loaderPack:   "Python best-fit, trainer-side",
+	tokLoaderGo:     "Brand, Go client (Sequences)",
+	tokLoaderDS:     "Brand, BrandDataset(seq=)",
+	tokLoaderPy:     "Brand, Python client → tensors",
+	tokLoaderViews:  "Brand, Python client, bodies viewed",
+	tokLoaderMemmap: "nanoGPT memmap, no documents",
+	tokLoaderPack:   "Python best-fit, trainer-side",
 }
 
 // WriteChart draws the trainer's CPU per token of each loader as a PNG bar
