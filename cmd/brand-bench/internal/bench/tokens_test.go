@@ -121,7 +121,9 @@ func TestTokensSmoke(t *testing.T) {
 		t.Fatalf("%d jobs, want 4", len(rep.Jobs))
 	}
 	for _, j := range rep.Jobs {
-		if !j.Exact || j.Sequences == 0 || j.Fill != j.GatewayFill || j.WarmTokens == 0 || j.TokensPerCoreSec <= 0 {
+		// The gateway's CPU over a tiny warm epoch may be 0 in /proc's
+		// 10 ms ticks: the rates are not checked.
+		if !j.Exact || j.Sequences == 0 || j.Fill != j.GatewayFill || j.WarmTokens == 0 {
 			t.Errorf("seq %d %s: %+v", j.Seq, j.Pack, j)
 		}
 		if (j.Pack == "bestfit") != (j.ShortCuts == 0) {
