@@ -32,6 +32,7 @@ func program() *cli.Program {
 		{Name: "mix", Synopsis: mixSynopsis, Summary: "a two-dataset mixture against one dataset of the same size: samples/s side by side, store reads against the planner's optimum", Run: runMixBench},
 		{Name: "formats", Synopsis: formatsSynopsis, Summary: "datasets served in place: brand index over 10,000 Parquet files (seconds, bytes read); an epoch from Hub-layout Parquet, MDS and tar, cold and warm, Go client and PyTorch; store bytes of a projected job", Run: runFormatsBench},
 		{Name: "resize", Synopsis: resizeSynopsis, Summary: "a job read while its cluster goes 3 → 5 → 4 nodes and loses one, beside a fixed cluster of 4: p99 during each change, store reads, bytes from peers", Run: runResizeBench},
+		{Name: "tokens", Synopsis: tokensSynopsis, Summary: "token jobs (seq=) on a generated corpus: bestfit and concat fill, warm tokens per gateway core, a fresh gateway's first batch on a 2,000-prefix Megatron blend, the trainer's CPU per token against nanoGPT's memmap loader and Python packing", Run: runTokensBench},
 		{Name: "index", Synopsis: indexSynopsis, Summary: "the index a node holds: today's whole index against a partial one, for nodes of 1, 16 and 256", Run: runIndexBench},
 		{Name: "limit", Synopsis: limitSynopsis, Summary: "serve one of the benchmark's limits; run starts these itself", Run: runLimit},
 		{Name: "version", Synopsis: "version", Summary: "print the version", Run: func(_ context.Context, env *cli.Env, _ []string) error {
