@@ -38,7 +38,7 @@ func (o *scheduleOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.After, "after", cfg.After, "steps after each switch (and at the start) reported apart from the steady state")
 	fs.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the training step: each global step's batches are asked for no sooner than this after the last step's")
 	fs.Var((*intList)(&cfg.SourceCounts), "sources", "sizes of the mixtures whose gateway memory and goroutines are measured (2..100)")
-	fs.IntVar(&cfg.SourceSamples, "source-samples", cfg.SourceSamples, "samples of each source of those mixtures")
+	fs.IntVar(&cfg.SourceSamples, "source-samples", cfg.SourceSamples, "samples of each of those mixtures, split evenly among its sources")
 	fs.IntVar(&cfg.SourceSteps, "source-steps", cfg.SourceSteps, "batches read through each of those mixtures")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
 	fs.Var((*stringList)(&cfg.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway (repeatable)")

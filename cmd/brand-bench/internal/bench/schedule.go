@@ -44,7 +44,7 @@ import (
 //     the gateway has no flag that turns off only prefetch's view of the
 //     phases (order.Pace), so the phase-blind prefetcher is not measured.
 //   - Sources. One gateway each serving a schedule over 2, 10 and 100
-//     small datasets, read for a fixed number of steps: its resident
+//     datasets of the same bytes in all, read for a fixed number of steps: its resident
 //     memory (VmRSS and VmHWM from /proc) and goroutines (go_goroutines)
 //     at ready and after the reads.
 
@@ -70,7 +70,8 @@ type ScheduleConfig struct {
 	After    int
 	StepTime time.Duration
 
-	// Sources: the mixtures' sizes, each source's samples, and the steps
+	// Sources: the mixtures' sizes, their samples (split evenly among the
+	// sources, so that every mixture holds the same bytes), and the steps
 	// read through each.
 	SourceCounts  []int
 	SourceSamples int
@@ -88,13 +89,14 @@ type ScheduleConfig struct {
 // 31 MB each) in 1 MiB chunks, batch 32 × world 2 (144 steps an epoch),
 // window 4, a cache of 40 % of the data; the ramp from step 288 (epoch 2)
 // to 576, where the third source jumps from 0.1 to 0.8; 864 steps (six
-// epochs) at 20 ms a step; mixtures of 2, 10 and 100 sources of 64
-// samples, 200 steps each.
+// epochs) at 20 ms a step; mixtures of 2, 10 and 100 sources of 6,400
+// samples in all (64 MiB: 3,200 a source at 2, 64 at 100), 200 steps
+// each.
 func DefaultScheduleConfig() ScheduleConfig {
 	return ScheduleConfig{Samples: 3072, MeanBytes: 10 << 10, ChunkSize: 1 << 20, Seed: 1,
 		BatchSize: 32, World: 2, Window: 4, CacheFraction: 0.4,
 		Switch1: 288, Switch2: 576, Steps: 864, After: 100, StepTime: 20 * time.Millisecond,
-		SourceCounts: []int{2, 10, 100}, SourceSamples: 64, SourceSteps: 200,
+		SourceCounts: []int{2, 10, 100}, SourceSamples: 6400, SourceSteps: 200,
 		ConfigTimeout: 10 * time.Minute}
 }
 
@@ -138,12 +140,12 @@ func (c ScheduleConfig) withDefaults() (ScheduleConfig, error) {
 		return c, fmt.Errorf("%w: want 0 < switch1 < switch2 < steps", ErrConfig)
 	case !(c.CacheFraction > 0 && c.CacheFraction <= 1):
 		return c, fmt.Errorf("%w: cache fraction %v; (0, 1]", ErrConfig, c.CacheFraction)
-	case c.Samples < 1 || c.BatchSize < 1 || c.World < 1 || c.Window < 1 || c.After < 1 || c.SourceSamples < 1 || c.SourceSteps < 1:
-		return c, fmt.Errorf("%w: samples, batch size, world, window, after, source samples and source steps >= 1", ErrConfig)
+	case c.Samples < 1 || c.BatchSize < 1 || c.World < 1 || c.Window < 1 || c.After < 1 || c.SourceSteps < 1:
+		return c, fmt.Errorf("%w: samples, batch size, world, window, after and source steps >= 1", ErrConfig)
 	}
 	for _, n := range c.SourceCounts {
-		if n < 2 || n > 100 {
-			return c, fmt.Errorf("%w: a mixture of %d sources; 2..100", ErrConfig, n)
+		if n < 2 || n > 100 || c.SourceSamples < n {
+			return c, fmt.Errorf("%w: a mixture of %d sources of %d samples in all; 2..100 sources, a sample each at least", ErrConfig, n, c.SourceSamples)
 		}
 	}
 	return c, nil
@@ -505,7 +507,7 @@ func (sb *schedBed) sources(ctx context.Context, n int) (SchedSources, error) {
 	var datasets, w1, w2 []string
 	for i := range n {
 		name := fmt.Sprintf("s%03d", i)
-		u, ix, err := sb.ensure(ctx, name, cfg.SourceSamples, cfg.Seed+100+uint64(i))
+		u, ix, err := sb.ensure(ctx, name, cfg.SourceSamples/n, cfg.Seed+100+uint64(i))
 		if err != nil {
 			return out, err
 		}
@@ -574,10 +576,12 @@ func (sb *schedBed) sources(ctx context.Context, n int) (SchedSources, error) {
 	if out.Goroutines, out.HeapInuse, err = goroutines(); err != nil {
 		return out, err
 	}
-	// The goroutines' stacks are kept beside the gateway's log, to say
-	// what the goroutines that grow with the sources are.
-	if err := saveURL(ctx, hc, "http://"+pprofAddr+"/debug/pprof/goroutine?debug=1", filepath.Join(cfg.WorkDir, fmt.Sprintf("schedule-sources-%d.goroutines", n))); err != nil {
-		return out, err
+	// The goroutines' stacks and the heap's profile are kept beside the
+	// gateway's log, to say what grows with the sources.
+	for _, f := range []string{"goroutine", "heap"} {
+		if err := saveURL(ctx, hc, "http://"+pprofAddr+"/debug/pprof/"+f+"?debug=1", filepath.Join(cfg.WorkDir, fmt.Sprintf("schedule-sources-%d.%s", n, f))); err != nil {
+			return out, err
+		}
 	}
 	return out, g.stop(10 * time.Second)
 }

@@ -54,7 +54,7 @@ func (r *ScheduleReport) WriteText(w io.Writer) error {
 	for _, run := range r.Runs {
 		fmt.Fprintf(&sb, "%s: %.1f s, store reads %s (%.2f× the data)\n", run.Config, run.Seconds, sizeString(int64(run.StoreBytes)), run.StoreBytes/float64(max(r.Bytes, 1)))
 	}
-	fmt.Fprintf(&sb, "\nA gateway serving a two-phase schedule over N sources of %d samples each, %d batches of 64 read (world 1):\n\n", r.SourceSamples, r.SourceSteps)
+	fmt.Fprintf(&sb, "\nA gateway (cache 128 MiB) serving a two-phase schedule over N sources of %d samples in all, %d batches of 64 read (world 1):\n\n", r.SourceSamples, r.SourceSteps)
 	sb.WriteString("| sources | data | RSS at ready | goroutines at ready | RSS after | peak RSS | heap in use | goroutines after | samples/s |\n")
 	sb.WriteString("| --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, s := range r.Sources {
