@@ -11,6 +11,9 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// schedChartBin is the steps the chart counts stalls over.
+const schedChartBin = 10
+
 // targets evaluates the target for schedules: no batch waits on
 // the store in the After steps after a switch the planner saw coming (the
 // gateway as it is, with prefetch); without prefetch it is the reference
@@ -71,52 +74,45 @@ func (r *ScheduleReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// WriteChart draws each configuration's batch latency per step (the
-// slowest rank's) with the switches marked, and the steps that loaded a
-// chunk on demand beneath.
+// WriteChart draws, per configuration, the steps that waited on the
+// store (loaded a chunk on demand) in each bin of schedChartBin steps,
+// with the switches marked: the target is none in the bins after a
+// switch.
 func (r *ScheduleReport) WriteChart(w io.Writer) error {
 	if len(r.Runs) == 0 {
 		return fmt.Errorf("bench: no results to chart")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Schedule switches over a cold cache (%.0f %% of the data): batch latency per step", 100*float64(r.CacheBytes)/float64(max(r.Bytes, 1)))
-	p.X.Label.Text = fmt.Sprintf("global step (switches at %d and %d)", r.Switches[0], r.Switches[1])
-	p.Y.Label.Text = "slowest rank's batch latency, ms"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Title.Text = fmt.Sprintf("Schedule %s over a cold cache (%.0f %% of the data)", r.Schedule, 100*float64(r.CacheBytes)/float64(max(r.Bytes, 1)))
+	p.X.Label.Text = fmt.Sprintf("global step (switches at %d and %d, dashed)", r.Switches[0], r.Switches[1])
+	p.Y.Label.Text = fmt.Sprintf("steps that waited on the store, per %d steps", schedChartBin)
+	p.Y.Min = 0
 	colors := []color.RGBA{{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}, {R: 0xc0, G: 0x5a, B: 0x2b, A: 0xff}}
 	top := 1.0
 	for k, run := range r.Runs {
-		pts := make(plotter.XYs, len(run.StepMs))
-		var stalls plotter.XYs
-		for i, v := range run.StepMs {
-			pts[i] = plotter.XY{X: float64(i), Y: max(v, 0.1)}
-			top = max(top, v)
-			if run.StepLoads[i] > 0 {
-				stalls = append(stalls, plotter.XY{X: float64(i), Y: max(v, 0.1)})
+		var pts plotter.XYs
+		for b := 0; b < len(run.StepLoads); b += schedChartBin {
+			n := 0
+			for _, l := range run.StepLoads[b:min(b+schedChartBin, len(run.StepLoads))] {
+				if l > 0 {
+					n++
+				}
 			}
+			// Each bin drawn as a step of the line, flat over its steps.
+			pts = append(pts, plotter.XY{X: float64(b), Y: float64(n)}, plotter.XY{X: float64(min(b+schedChartBin, len(run.StepLoads))), Y: float64(n)})
+			top = max(top, float64(n))
 		}
 		line, err := plotter.NewLine(pts)
 		if err != nil {
 			return fmt.Errorf("bench: chart: %w", err)
 		}
 		line.Color = colors[k%len(colors)]
-		line.Width = vg.Points(0.7)
+		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(run.Config, line)
-		if len(stalls) > 0 {
-			sc, err := plotter.NewScatter(stalls)
-			if err != nil {
-				return fmt.Errorf("bench: chart: %w", err)
-			}
-			sc.Color = colors[k%len(colors)]
-			sc.Radius = vg.Points(1.8)
-			p.Add(sc)
-			p.Legend.Add(run.Config+": step loaded a chunk on demand", sc)
-		}
 	}
 	for _, s := range r.Switches {
-		l, err := plotter.NewLine(plotter.XYs{{X: float64(s), Y: 0.1}, {X: float64(s), Y: top}})
+		l, err := plotter.NewLine(plotter.XYs{{X: float64(s), Y: 0}, {X: float64(s), Y: top}})
 		if err != nil {
 			return fmt.Errorf("bench: chart: %w", err)
 		}
