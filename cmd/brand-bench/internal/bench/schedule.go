@@ -444,6 +444,13 @@ func (sb *schedBed) switches(ctx context.Context, config string, datasets []stri
 	run.Seconds = time.Since(began).Seconds()
 	run.StoreBytes = prev.store - first.store
 	run.Windows = cfg.windows(run, lat)
+	// The gateway's last /metrics and /stats are kept beside its log, to
+	// read what the figures do not show (prefetch queued, dropped, unused).
+	for _, f := range []string{"metrics", "stats"} {
+		if err := saveURL(ctx, hc, g.base+"/"+f, filepath.Join(cfg.WorkDir, "schedule-"+strings.ReplaceAll(config, " ", "-")+"."+f)); err != nil {
+			return SchedRun{}, err
+		}
+	}
 	return run, g.stop(10 * time.Second)
 }
 

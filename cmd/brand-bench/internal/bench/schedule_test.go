@@ -114,6 +114,11 @@ func TestScheduleSmoke(t *testing.T) {
 			t.Errorf("%s: windows of %d steps, store %v bytes of %d", run.Config, n, run.StoreBytes, rep.Bytes)
 		}
 	}
+	for _, f := range []string{"schedule-prefetch.metrics", "schedule-prefetch.stats", "schedule-no-prefetch.metrics"} {
+		if fi, err := os.Stat(filepath.Join(cfg.WorkDir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v (want a non-empty file)", f, err)
+		}
+	}
 	if len(rep.Sources) != 2 {
 		t.Fatalf("%d mixtures of sources, want 2", len(rep.Sources))
 	}
