@@ -164,4 +164,3 @@ func BenchmarkDecodeHub(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rows, "ns/sample")
 	})
 }
-
