@@ -35,14 +35,14 @@ type flatCol struct {
 	held [][]byte // what goes back to bufs
 
 	// the current page
-	left int64 // its levels not yet read
-	defs levelReader
-	defV int16
-	defN int64
-	vals []byte // PLAIN: the values not yet read
-	idx  *levelReader
-	idxV uint32
-	idxN int64
+	left  int64 // its levels not yet read
+	defs  levelReader
+	defV  int16
+	defN  int64
+	vals  []byte // PLAIN: the values not yet read
+	idx   *levelReader
+	idxV  uint32
+	idxN  int64
 	plain bool
 }
 

@@ -12,8 +12,8 @@ import (
 // (--tokens) needs the levels alone, never the values.
 type levelReader struct {
 	b        []byte
-	width    int   // bits per level
-	bytes    int   // bytes of an RLE run's value
+	width    int    // bits per level
+	bytes    int    // bytes of an RLE run's value
 	run      int    // levels left in the current RLE run
 	runValue uint32 // its value
 	packed   []byte
