@@ -313,35 +313,50 @@ type valuesCol interface {
 // index).
 func (d *decoder) flat(ch *chunk, l int) bool {
 	n := d.schema.leaves[l]
-	return n.rep == 0 && n.el.phys == tyBytes && !ch.cols[l].front
+	return n.rep == 0 && (n.el.phys == tyBytes || n.el.phys == tyInt32 || n.el.phys == tyInt64) && !ch.cols[l].front
+}
+
+// flatOf returns flatCol's reader of leaf l of chunk ch (released by
+// cleanup), or nil where arrow-go is to read it.
+func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (*flatCol, error) {
+	if !d.flat(ch, l) {
+		return nil, nil
+	}
+	m, n := &ch.cols[l], d.schema.leaves[l]
+	b, err := read.Bytes(m.start, m.length)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPages(m, n, b); err != nil {
+		return nil, err
+	}
+	pages, ok := flatPages(b, m.codec)
+	if !ok {
+		return nil, nil
+	}
+	size := map[int8]int{tyBytes: 0, tyInt32: 4, tyInt64: 8}[n.el.phys]
+	fc, err := newFlatCol(pages, m.codec, n.def, size, m.numValues, bufs)
+	if err != nil {
+		return nil, err
+	}
+	*cleanup = append(*cleanup, fc.release)
+	return fc, nil
 }
 
 // valuesOf returns the reader of byte-array leaf l: flatCol where it
 // reads the column chunk's pages (released by cleanup), else arrow-go's.
 func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (valuesCol, error) {
-	m := &ch.cols[l]
-	if n := d.schema.leaves[l]; d.flat(ch, l) {
-		b, err := read.Bytes(m.start, m.length)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkPages(m, n, b); err != nil {
-			return nil, err
-		}
-		if pages, ok := flatPages(b, m.codec); ok {
-			fc, err := newFlatCol(pages, m.codec, n.def, m.numValues, bufs)
-			if err != nil {
-				return nil, err
-			}
-			*cleanup = append(*cleanup, fc.release)
-			return fc, nil
+	if d.schema.leaves[l].el.phys == tyBytes {
+		fc, err := d.flatOf(ch, l, read, bufs, cleanup)
+		if err != nil || fc != nil {
+			return fc, err
 		}
 	}
 	r, err := d.reader(ch, l, read)
 	if err != nil {
 		return nil, err
 	}
-	return newBytesCol(r, m.numValues)
+	return newBytesCol(r, ch.cols[l].numValues)
 }
 
 func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func()) (rowWriter, error) {
@@ -368,6 +383,12 @@ func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, buf
 		}
 		return iw, nil
 	case kindCls:
+		if fc, err := d.flatOf(ch, f.leaves[0], read, bufs, cleanup); err != nil || fc != nil {
+			if err != nil {
+				return nil, err
+			}
+			return &clsWriter{f: f, flat: fc}, nil
+		}
 		r, err := open(f.leaves[0])
 		if err != nil {
 			return nil, err
@@ -592,24 +613,33 @@ func (c *intCol) take(def int16) (int64, bool) {
 }
 
 type clsWriter struct {
-	f   *field
-	col *intCol
-	buf [24]byte
+	f    *field
+	col  *intCol
+	flat *flatCol // instead of col, where it reads the pages
+	buf  [24]byte
 }
 
 func (cw *clsWriter) name() string { return cw.f.name }
 
 func (cw *clsWriter) row(w *format.Writer) (bool, error) {
-	def, _, ok, err := cw.col.peek()
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		return false, fmt.Errorf("fewer values than rows")
-	}
-	v, ok := cw.col.take(def)
-	if !ok {
-		return false, nil
+	var v int64
+	if cw.flat != nil {
+		var ok bool
+		var err error
+		if v, ok, err = cw.flat.int(); err != nil || !ok {
+			return false, err
+		}
+	} else {
+		def, _, ok, err := cw.col.peek()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("fewer values than rows")
+		}
+		if v, ok = cw.col.take(def); !ok {
+			return false, nil
+		}
 	}
 	var b []byte
 	if cw.f.descr[1] == 'u' {

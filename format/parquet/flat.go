@@ -11,7 +11,8 @@ import (
 )
 
 // flatCol reads a byte-array leaf that is not repeated — an image's
-// bytes and path, a string — from PLAIN and dictionary pages itself,
+// bytes and path, a string — or an integer one (a label) from PLAIN and
+// dictionary pages itself,
 // rather than through arrow-go's column reader: each page is decompressed
 // once into one buffer of the node's pools (format.WriterOptions.Buffers)
 // reused for every page of the column chunk, its dictionary into
@@ -27,6 +28,7 @@ type flatCol struct {
 	snappy    bool
 	bufs      format.Buffers
 	maxDef    int16
+	size      int   // an integer's bytes; 0: byte arrays
 	remaining int64 // the column chunk's levels not yet read
 
 	buf  []byte   // the page buffer, from bufs, cap the largest page
@@ -90,8 +92,10 @@ func flatPages(b []byte, codec int8) (pages []flatPage, ok bool) {
 	return pages, true
 }
 
-func newFlatCol(pages []flatPage, codec int8, maxDef int, numValues int64, bufs format.Buffers) (*flatCol, error) {
-	c := &flatCol{pages: pages, bufs: bufs, maxDef: int16(maxDef), remaining: numValues}
+// newFlatCol returns the reader of pages of a leaf whose values are
+// byte arrays (size 0) or size-byte integers, of at most maxDef.
+func newFlatCol(pages []flatPage, codec int8, maxDef int, size int, numValues int64, bufs format.Buffers) (*flatCol, error) {
+	c := &flatCol{pages: pages, bufs: bufs, maxDef: int16(maxDef), size: size, remaining: numValues}
 	if c.bufs == nil {
 		c.bufs = unpooled{}
 	}
@@ -123,7 +127,7 @@ func newFlatCol(pages []flatPage, codec int8, maxDef int, numValues int64, bufs 
 		}
 		c.dict = make([][]byte, 0, min(int(p.h.numValues), len(b)/4))
 		for range p.h.numValues {
-			v, rest, err := plainValue(b)
+			v, rest, err := c.plainValue(b)
 			if err != nil {
 				c.release()
 				return nil, fmt.Errorf("the dictionary: %v", err)
@@ -189,9 +193,15 @@ func (c *flatCol) decompress(p flatPage, skip int, buf *[]byte) ([]byte, error) 
 	return out, nil
 }
 
-// plainValue splits a PLAIN byte array (a u32 length, the bytes) from
-// what follows it.
-func plainValue(b []byte) (v, rest []byte, err error) {
+// plainValue splits a PLAIN value (an integer's bytes, or a byte
+// array's u32 length and bytes) from what follows it.
+func (c *flatCol) plainValue(b []byte) (v, rest []byte, err error) {
+	if c.size > 0 {
+		if len(b) < c.size {
+			return nil, nil, fmt.Errorf("a value past the page's end")
+		}
+		return b[:c.size:c.size], b[c.size:], nil
+	}
 	if len(b) < 4 {
 		return nil, nil, fmt.Errorf("a value's length past the page's end")
 	}
@@ -281,7 +291,7 @@ func (c *flatCol) next() ([]byte, bool, error) {
 		}
 	}
 	if c.plain {
-		v, rest, err := plainValue(c.vals)
+		v, rest, err := c.plainValue(c.vals)
 		if err != nil {
 			return nil, false, err
 		}
@@ -300,4 +310,17 @@ func (c *flatCol) next() ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("a dictionary index of %d in a dictionary of %d values", c.idxV, len(c.dict))
 	}
 	return c.dict[c.idxV], true, nil
+}
+
+// int returns the next row's integer (sign-extended from 32 bits), ok
+// false for a null.
+func (c *flatCol) int() (int64, bool, error) {
+	v, ok, err := c.next()
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	if c.size == 4 {
+		return int64(int32(binary.LittleEndian.Uint32(v))), true, nil
+	}
+	return int64(binary.LittleEndian.Uint64(v)), true, nil
 }
