@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 
@@ -67,4 +68,40 @@ func TestListBoundTight(t *testing.T) {
 		t.Fatalf("the embedding's bound is %d bytes for %d bytes of floats: over %d (%.1f×)", bound, values, limit, float64(bound)/float64(values))
 	}
 	t.Logf("the embedding's bound: %d bytes for %d bytes of floats (%.2f×)", bound, values, float64(bound)/float64(values))
+}
+
+// Damage in a Hub row group read by flatCol (images' bytes and paths,
+// labels; dictionary and plain pages; snappy and uncompressed) is an
+// error wrapping format.ErrDamaged, or values within the bound.
+func TestDamagedFlat(t *testing.T) {
+	rows := hubRows(30, 1000)
+	for _, props := range []*pq.WriterProperties{
+		pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Snappy), pq.WithDictionaryPageSizeLimit(40<<10), pq.WithDataPageSize(16<<10)),
+		pq.NewWriterProperties(pq.WithDictionaryDefault(false), pq.WithDataPageVersion(pq.DataPageV2), pq.WithDataPageSize(16<<10)),
+	} {
+		b := writeArrow(t, imageSchema, props, imageRecord(rows))
+		st := newStore()
+		st.put("t.parquet", b)
+		_, _, dec := decodeAll(t, st, format.Options{})
+		ranges, bound := dec.Extent(0, nil)
+		var src []byte
+		for _, r := range ranges {
+			src = append(src, b[r.Off:r.End()]...)
+		}
+		damaged := 0
+		for at := 0; at < len(src); at += 7 {
+			bad := bytes.Clone(src)
+			bad[at] ^= 0x5a
+			if err := dec.Decode(0, nil, bad, make([]byte, bound), format.WriterOptions{}); err != nil {
+				if !errorsIsDamaged(err) {
+					t.Fatalf("byte %d flipped: %v", at, err)
+				}
+				damaged++
+			}
+		}
+		if damaged == 0 {
+			t.Fatal("no flipped byte was found damaged")
+		}
+		t.Logf("%d of %d flips damaged", damaged, len(src)/7)
+	}
 }
