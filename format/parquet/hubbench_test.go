@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	pq "github.com/apache/arrow-go/v18/parquet"
@@ -76,18 +75,6 @@ func duckdbRewrite(b *testing.B, file []byte, rows int) []byte {
 		b.Fatal(err)
 	}
 	return got
-}
-
-// cpuTime is the CPU time the process has used (user and system, every
-// thread: the garbage collector's too), in nanoseconds: on a shared
-// machine a figure that other processes' load does not inflate as it
-// does wall time.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkDecodeHub decodes one row group of 100 photos in the Hub's
