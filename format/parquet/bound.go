@@ -38,8 +38,9 @@ const npyHeaderMax = 128
 
 // Widths of values rendered as text, at most.
 const (
-	intTextMax   = 20 // -9223372036854775808, 18446744073709551615
-	floatTextMax = 24 // -1.7976931348623157e+308
+	intTextMax     = 20 // -9223372036854775808, 18446744073709551615
+	floatTextMax   = 24 // -1.7976931348623157e+308
+	float32TextMax = 15 // -0.000123456789: 9 digits after "-0.000"
 )
 
 // members bounds what rows rows cost as members whose data add up to at
@@ -53,28 +54,88 @@ func members(rows int64, nameLen int, sum, max int64) int64 {
 	return min(add(mul(rows, hdr+format.Block-1), sum), mul(rows, add(hdr, pad512(max))))
 }
 
-// jsonFrame is what a node adds to a JSON value around its children's, at
-// most, per instance: its name escaped and quoted, a colon, a comma, and
-// braces, brackets or null.
-func jsonFrame(n *node) int64 { return int64(6*len(n.el.name) + 12) }
+// jsonFrame is what an instance of node n adds to a JSON value around
+// its children's, at most: a comma, and braces, brackets or null; and its
+// name escaped, quoted, and a colon where its parent is rendered as an
+// object (json.go: a list's repeated group and element, a map's key_value
+// and its key and value, and the field itself are not named).
+func jsonFrame(n *node, root *node) int64 {
+	switch {
+	case n != root && namedInJSON(n):
+		return int64(6*len(n.el.name) + 12)
+	case n.isLeaf():
+		return 1 // a comma: its value or null is jsonValueMax
+	case n.parent != nil && n.parent.isList() && n.el.rep == repRepeated:
+		if elem, r, ok := listElement(n.parent); ok && r == n && elem != n {
+			return 0 // a list's repeated group: its element has the comma
+		}
+	}
+	return 6
+}
 
-// jsonValueMax is a leaf value's JSON text at most, besides a byte
-// array's escaped bytes (6 per byte, counted separately): quotes, and the
-// quotes a map key is put in.
+// namedInJSON reports whether node n's name is rendered: whether its
+// parent is rendered as an object by jsonWriter.object.
+func namedInJSON(n *node) bool {
+	p := n.parent
+	if p == nil || p.isLeaf() {
+		return false
+	}
+	if p.isList() {
+		if _, _, ok := listElement(p); ok {
+			return false
+		}
+	}
+	if p.isMap() && len(p.children) == 1 && p.children[0].el.rep == repRepeated && len(p.children[0].children) == 2 {
+		return false
+	}
+	if g := p.parent; g != nil && p.el.rep == repRepeated {
+		if g.isList() {
+			if elem, r, ok := listElement(g); ok && r == p && elem != p {
+				return false
+			}
+		}
+		if g.isMap() && len(g.children) == 1 && g.children[0] == p && len(p.children) == 2 {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonValueMax is a leaf value's JSON text at most (or "null"), besides
+// a byte array's escaped bytes (6 per byte, counted separately): quotes,
+// and the quotes a map key is put in.
 func jsonValueMax(n *node) int64 {
+	var q int64 // quotes
+	if p := n.parent; p != nil && p.el.rep == repRepeated && len(p.children) == 2 && p.children[0] == n {
+		q = 2 // a map's key, put in quotes
+	}
 	switch n.el.phys {
 	case tyBoolean:
-		return 5 + 2
-	case tyInt32, tyInt64:
-		return intTextMax + 2
-	case tyInt96:
-		return intTextMax + 2
-	case tyFloat, tyDouble:
-		return floatTextMax + 2
+		return max(5+q, 4)
+	case tyInt32, tyInt64, tyInt96:
+		return max(intTextMax+q, 4)
+	case tyFloat:
+		return max(float32TextMax+q, 4)
+	case tyDouble:
+		return max(floatTextMax+q, 4)
 	case tyFixed:
 		return add(mul(6, int64(n.el.typeLen)), 6)
 	}
 	return 6
+}
+
+// jsonInstances bounds the instances of node n in a column chunk: one a
+// row where neither n nor a node above it repeats, else the levels of its
+// first leaf (every instance, null or empty ones too, takes one of each
+// leaf under it).
+func jsonInstances(c *chunk, n *node) int64 {
+	if n.rep == 0 {
+		return c.rows
+	}
+	for !n.isLeaf() {
+		n = n.children[0]
+	}
+	return c.cols[n.leaf].numValues
 }
 
 // fieldBound is what field f of chunk c costs in the resident form.
@@ -100,22 +161,25 @@ func (d *decoder) fieldBound(c *chunk, f *field) int64 {
 		data := mul(m.numValues, int64(f.size))
 		return members(c.rows, nameLen, add(mul(c.rows, npyHeaderMax), data), add(npyHeaderMax, data))
 	}
-	// JSON: per leaf entry its value and the frames of the nodes above
-	// it (each node's instance is charged to an entry of its first
-	// leaf, at most one per entry), and byte arrays' escaped bytes.
+	// JSON: per leaf entry its value (or null), per instance of each
+	// node its frame (jsonInstances), and byte arrays' escaped bytes.
 	var sum int64
 	for _, leaf := range f.leaves {
 		n := d.schema.leaves[leaf]
-		per := jsonValueMax(n)
-		for a := n; a != f.node.parent; a = a.parent {
-			per = add(per, jsonFrame(a))
-		}
 		m := col(leaf)
-		sum = add(sum, mul(m.numValues, per))
+		sum = add(sum, mul(m.numValues, jsonValueMax(n)))
 		if n.el.phys == tyBytes {
 			sum = add(sum, mul(6, m.bytesSum))
 		}
 	}
+	var frames func(n *node)
+	frames = func(n *node) {
+		sum = add(sum, mul(jsonInstances(c, n), jsonFrame(n, f.node)))
+		for _, ch := range n.children {
+			frames(ch)
+		}
+	}
+	frames(f.node)
 	return members(c.rows, nameLen, sum, sum)
 }
 

@@ -152,10 +152,12 @@ func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 	return format.Merge(rs), d.bound(ch, sel)
 }
 
-// Working implements format.Working: arrow-go copies each column chunk
-// it reads and decompresses its pages (about a column chunk's
+// Working implements format.Working: flatCol decompresses a byte-array
+// column's dictionary and its largest data page (together at most the
+// column chunk's uncompressed size); arrow-go copies each other column
+// chunk it reads and decompresses its pages (about a column chunk's
 // uncompressed size each, and as much again for the values decoded from
-// them), and each member's header writer; TestWorking measures it.
+// them); and each member's header writer; TestWorking measures it.
 func (d *decoder) Working(c int, sel format.Selection) int64 {
 	ch := &d.ds.chunks[c]
 	var n, fields int64
@@ -163,7 +165,11 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 		if sel.Has(i) {
 			fields++
 			for _, l := range f.needed() {
-				n += ch.cols[l].length + 2*ch.cols[l].unc
+				if d.flat(ch, l) {
+					n += ch.cols[l].unc
+				} else {
+					n += ch.cols[l].length + 2*ch.cols[l].unc
+				}
 			}
 		}
 	}
@@ -225,12 +231,18 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		return d.damaged(c, "", err)
 	}
 	var ws []rowWriter
+	var cleanup []func()
+	defer func() {
+		for _, f := range cleanup {
+			f()
+		}
+	}()
 	for i, f := range d.fields {
 		if !sel.Has(i) {
 			continue
 		}
 		col = f.name
-		fw, err := d.fieldWriter(c, ch, f, read)
+		fw, err := d.fieldWriter(c, ch, f, read, wo.Buffers, &cleanup)
 		if err != nil {
 			return d.damaged(c, f.name, err)
 		}
@@ -289,7 +301,65 @@ func (d *decoder) reader(ch *chunk, l int, read *format.Read) (file.ColumnChunkR
 	return file.NewColumnReader(d.cols[l], pr, d.mem, d.pool), nil
 }
 
-func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read) (rowWriter, error) {
+// valuesCol is a byte-array column that is not repeated, read a value a
+// row: flatCol, or arrow-go's reader (bytesCol).
+type valuesCol interface {
+	next() ([]byte, bool, error)
+}
+
+// flat reports whether leaf l of chunk ch may be read by flatCol, from
+// the footer: a byte array, not repeated, with no DELTA_BYTE_ARRAY pages
+// (a writer's other encodings, which arrow-go reads, are not in the
+// index).
+func (d *decoder) flat(ch *chunk, l int) bool {
+	n := d.schema.leaves[l]
+	return n.rep == 0 && (n.el.phys == tyBytes || n.el.phys == tyInt32 || n.el.phys == tyInt64) && !ch.cols[l].front
+}
+
+// flatOf returns flatCol's reader of leaf l of chunk ch (released by
+// cleanup), or nil where arrow-go is to read it.
+func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (*flatCol, error) {
+	if !d.flat(ch, l) {
+		return nil, nil
+	}
+	m, n := &ch.cols[l], d.schema.leaves[l]
+	b, err := read.Bytes(m.start, m.length)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPages(m, n, b); err != nil {
+		return nil, err
+	}
+	pages, ok := flatPages(b, m.codec)
+	if !ok {
+		return nil, nil
+	}
+	size := map[int8]int{tyBytes: 0, tyInt32: 4, tyInt64: 8}[n.el.phys]
+	fc, err := newFlatCol(pages, m.codec, n.def, size, m.numValues, bufs)
+	if err != nil {
+		return nil, err
+	}
+	*cleanup = append(*cleanup, fc.release)
+	return fc, nil
+}
+
+// valuesOf returns the reader of byte-array leaf l: flatCol where it
+// reads the column chunk's pages (released by cleanup), else arrow-go's.
+func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (valuesCol, error) {
+	if d.schema.leaves[l].el.phys == tyBytes {
+		fc, err := d.flatOf(ch, l, read, bufs, cleanup)
+		if err != nil || fc != nil {
+			return fc, err
+		}
+	}
+	r, err := d.reader(ch, l, read)
+	if err != nil {
+		return nil, err
+	}
+	return newBytesCol(r, ch.cols[l].numValues)
+}
+
+func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func()) (rowWriter, error) {
 	open := func(l int) (file.ColumnChunkReader, error) {
 		if l < 0 {
 			return nil, nil
@@ -298,11 +368,7 @@ func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read) (ro
 	}
 	switch f.kind {
 	case kindTxt, kindImage:
-		br, err := open(f.bytesLeaf)
-		if err != nil {
-			return nil, err
-		}
-		bc, err := newBytesCol(br, ch.cols[f.bytesLeaf].numValues)
+		bc, err := d.valuesOf(ch, f.bytesLeaf, read, bufs, cleanup)
 		if err != nil {
 			return nil, err
 		}
@@ -311,16 +377,18 @@ func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read) (ro
 		}
 		iw := &imageWriter{f: f, bytes: bc}
 		if f.pathLeaf >= 0 && !f.forced {
-			pr, err := open(f.pathLeaf)
-			if err != nil {
-				return nil, err
-			}
-			if iw.path, err = newBytesCol(pr, ch.cols[f.pathLeaf].numValues); err != nil {
+			if iw.path, err = d.valuesOf(ch, f.pathLeaf, read, bufs, cleanup); err != nil {
 				return nil, err
 			}
 		}
 		return iw, nil
 	case kindCls:
+		if fc, err := d.flatOf(ch, f.leaves[0], read, bufs, cleanup); err != nil || fc != nil {
+			if err != nil {
+				return nil, err
+			}
+			return &clsWriter{f: f, flat: fc}, nil
+		}
 		r, err := open(f.leaves[0])
 		if err != nil {
 			return nil, err
@@ -422,7 +490,7 @@ func (b *bytesCol) next() ([]byte, bool, error) {
 
 type txtWriter struct {
 	f   *field
-	col *bytesCol
+	col valuesCol
 }
 
 func (t *txtWriter) name() string { return t.f.name }
@@ -437,7 +505,7 @@ func (t *txtWriter) row(w *format.Writer) (bool, error) {
 
 type imageWriter struct {
 	f           *field
-	bytes, path *bytesCol
+	bytes, path valuesCol
 	ext         []byte
 }
 
@@ -545,24 +613,33 @@ func (c *intCol) take(def int16) (int64, bool) {
 }
 
 type clsWriter struct {
-	f   *field
-	col *intCol
-	buf [24]byte
+	f    *field
+	col  *intCol
+	flat *flatCol // instead of col, where it reads the pages
+	buf  [24]byte
 }
 
 func (cw *clsWriter) name() string { return cw.f.name }
 
 func (cw *clsWriter) row(w *format.Writer) (bool, error) {
-	def, _, ok, err := cw.col.peek()
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		return false, fmt.Errorf("fewer values than rows")
-	}
-	v, ok := cw.col.take(def)
-	if !ok {
-		return false, nil
+	var v int64
+	if cw.flat != nil {
+		var ok bool
+		var err error
+		if v, ok, err = cw.flat.int(); err != nil || !ok {
+			return false, err
+		}
+	} else {
+		def, _, ok, err := cw.col.peek()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("fewer values than rows")
+		}
+		if v, ok = cw.col.take(def); !ok {
+			return false, nil
+		}
 	}
 	var b []byte
 	if cw.f.descr[1] == 'u' {

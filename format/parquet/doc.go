@@ -4,7 +4,14 @@
 // (github.com/apache/arrow-go/v18/parquet), chosen by measurement over
 // parquet-go (docs/format.md §6.4); footers are parsed here, by a
 // Thrift reader that keeps only what Brand needs, so that a hostile footer
-// costs what the limits allow and no more.
+// costs what the limits allow and no more. The pages of a column that is
+// not repeated, of byte arrays or integers, PLAIN or dictionary-encoded —
+// an image's bytes and path, a label, a string — are read here too
+// (flat.go): each page decompressed once into a buffer of the node's
+// pools (format.WriterOptions.Buffers) reused for the column chunk's
+// pages, each value copied once into the resident form, where arrow-go's
+// reader copies the column chunk and decompresses every page into fresh
+// memory (BenchmarkDecodeHub).
 //
 // # Keys
 //
@@ -49,9 +56,14 @@
 //
 //   - integers as text: 20 bytes a value; .npy: a 128-byte header a row and
 //     the element size times num_values; JSON: per level of each leaf its
-//     value's text (20 for an integer, 24 for a float) and the frame of
-//     each node above it (its name escaped, quotes, colon, comma,
-//     brackets), and 6 bytes for each byte of a byte array (escaping);
+//     value's text or null (20 for an integer, 15 for a float, 24 for a
+//     double; quotes more for a map's key) and a comma, per instance of
+//     each node above it (one a row where nothing above it repeats, else
+//     at most its first leaf's levels) its frame — brackets, braces or
+//     null, a comma, and its name escaped, quoted and a colon where it is
+//     an object's member (a list's or map's inner nodes are not) — and 6
+//     bytes for each byte of a byte array (escaping): a list<float32>'s
+//     bound is 4 times its floats' bytes, plus its members' headers;
 //   - byte arrays read once each from PLAIN or DELTA_LENGTH_BYTE_ARRAY
 //     pages: the column chunk's total_uncompressed_size;
 //   - byte arrays a dictionary or front coding (DELTA_BYTE_ARRAY) could
@@ -71,7 +83,7 @@
 //
 // # Damage
 //
-// Before arrow-go reads a column chunk its page headers are walked: pages
+// Before a column chunk is read its page headers are walked: pages
 // must tile the chunk, their sizes fit it, their values add up to the
 // footer's count, their encodings be those the bound assumed, and a page
 // CRC (which arrow-go does not check) must match. Any failure, a codec's,

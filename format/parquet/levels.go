@@ -12,10 +12,10 @@ import (
 // (--tokens) needs the levels alone, never the values.
 type levelReader struct {
 	b        []byte
-	width    int   // bits per level
-	bytes    int   // bytes of an RLE run's value
-	run      int   // levels left in the current RLE run
-	runValue int16 // its value
+	width    int    // bits per level
+	bytes    int    // bytes of an RLE run's value
+	run      int    // levels left in the current RLE run
+	runValue uint32 // its value
 	packed   []byte
 	packedN  int // levels left in the current bit-packed run
 	packedAt int // the next one's index in it
@@ -33,6 +33,12 @@ func newLevelReader(b []byte, maxLevel int) *levelReader {
 // the rest of an RLE run at once, a bit-packed level alone. A level past
 // the data, or one above 2^width−1, cannot be: the page is damaged.
 func (l *levelReader) take(most int64) (int16, int64, error) {
+	v, n, err := l.next(most)
+	return int16(v), n, err
+}
+
+// next is take for values of up to 32 bits (a dictionary's indices).
+func (l *levelReader) next(most int64) (uint32, int64, error) {
 	for {
 		if l.run > 0 {
 			n := min(int64(l.run), most)
@@ -49,7 +55,7 @@ func (l *levelReader) take(most int64) (int16, int64, error) {
 			}
 			l.packedAt++
 			l.packedN--
-			return int16(v), 1, nil
+			return v, 1, nil
 		}
 		if len(l.b) == 0 {
 			return 0, 0, fmt.Errorf("its levels end before its values")
@@ -67,11 +73,11 @@ func (l *levelReader) take(most int64) (int16, int64, error) {
 			for i := 0; i < l.bytes; i++ {
 				v |= uint32(l.b[i]) << (8 * i)
 			}
-			if v >= 1<<l.width && l.width > 0 {
+			if uint64(v) >= 1<<l.width && l.width > 0 {
 				return 0, 0, fmt.Errorf("a level of %d in a column of %d bits", v, l.width)
 			}
 			l.b = l.b[l.bytes:]
-			l.run, l.runValue = int(h>>1), int16(v)
+			l.run, l.runValue = int(h>>1), v
 			continue
 		}
 		groups := int(h >> 1) // bit-packed: groups of 8 levels
