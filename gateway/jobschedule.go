@@ -45,19 +45,19 @@ type scheduleBook struct {
 type scheduleNodes interface {
 	Peers() []int
 	URL(k int) string
-	Steps(ctx context.Context, k int, job string) (peer.StepsReply, error)
+	Steps(ctx context.Context, k int, job string, from uint64) (peer.StepsReply, error)
 }
 
 // othersOf asks every other member at once, each under the probe's
 // bound: the latest step any has served, or ErrUnasked naming one that
 // did not answer (an edit is never made on a guess).
 func othersOf(nodes scheduleNodes) jobsched.Others {
-	return func(ctx context.Context, job string) (uint64, bool, error) {
+	return func(ctx context.Context, job string, from uint64) (uint64, bool, error) {
 		ks := nodes.Peers()
 		replies, errs := make([]peer.StepsReply, len(ks)), make([]error, len(ks))
 		var wg sync.WaitGroup
 		for i, k := range ks {
-			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, job) })
+			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, job, from) })
 		}
 		wg.Wait()
 		var latest uint64
@@ -76,9 +76,11 @@ func othersOf(nodes scheduleNodes) jobsched.Others {
 }
 
 // latestStep is this node's answer to a member's question for the latest
-// step of job it has served (peer.StepsPath).
-func (j *jobs) latestStep(ctx context.Context, job string) (uint64, bool, error) {
-	return j.book().Latest(ctx, job)
+// step of job it has served (peer.StepsPath), before an edit from step
+// from, which holds the steps from it while the edit is made
+// (jobsched.Book.Answer).
+func (j *jobs) latestStep(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	return j.book().Answer(ctx, job, from)
 }
 
 func (j *jobs) book() *jobsched.Book {

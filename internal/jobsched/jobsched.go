@@ -80,10 +80,19 @@ var (
 // steps past the last one served.
 const ReserveSteps = 64
 
+// Hold is how long a node that told an edit's node the latest step it
+// has served of a job (Answer) lays out no step of the job from the
+// edit's on (the steps before are the same under either version): the
+// edit is made within half of it or not at all (ErrUnasked), and the
+// node then reads the version chain again before that step, so a step
+// is never laid out under the version an edit being made replaces.
+const Hold = 5 * time.Second
+
 // Others returns the latest step the other members of a cluster have
-// served of job (served false: none has), or an error wrapping
-// ErrUnasked if one did not answer. nil: no other node.
-type Others func(ctx context.Context, job string) (latest uint64, served bool, err error)
+// served of job (served false: none has), each of which holds the steps
+// from the edit's from on (Answer), or an error wrapping ErrUnasked if
+// one did not answer. nil: no other node.
+type Others func(ctx context.Context, job string, from uint64) (latest uint64, served bool, err error)
 
 // A Conflict is an ErrConflict of a request laid out under a version an
 // edit has since changed: Current names the version to read instead.
@@ -148,6 +157,10 @@ type Book struct {
 	// reserved[job] the reservation written since (steps below it may be
 	// served without another write).
 	floor, reserved map[string]uint64
+	// held[job]: an edit's node was told this node's latest step; no
+	// step from held[job].from on is laid out before held[job].until.
+	held  map[string]hold
+	sleep func(ctx context.Context, d time.Duration) error
 
 	mu sync.Mutex
 	// edit is held by an edit, and shared by the requests resolving a
@@ -177,7 +190,64 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, sleep: sleep}
+}
+
+type hold struct {
+	from  uint64
+	until time.Time
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Answer is this node's answer to another's question before an edit of
+// job from step from (Latest), with a promise: no step from the later of
+// from and the step after the latest is laid out for Hold (For waits),
+// and that step is laid out under the chain read again, so that the
+// edit, if made, is seen before it. It waits for the requests resolving
+// a version now, whose steps it counts.
+func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	b.edit.Lock()
+	defer b.edit.Unlock()
+	l, ok, err := b.Latest(ctx, job)
+	if err != nil {
+		return 0, false, err
+	}
+	if ok {
+		from = max(from, l+1)
+	}
+	b.mu.Lock()
+	b.held[job] = hold{from: from, until: b.now().Add(Hold)}
+	b.confirmed[job] = min(b.confirmed[job], from)
+	b.mu.Unlock()
+	return l, ok, nil
+}
+
+// waitHold waits until job's hold ends if a step up to last is held
+// (Answer).
+func (b *Book) waitHold(ctx context.Context, job string, last uint64) error {
+	b.mu.Lock()
+	h, ok := b.held[job]
+	var d time.Duration
+	if ok {
+		if d = h.until.Sub(b.now()); d <= 0 {
+			delete(b.held, job)
+		}
+	}
+	b.mu.Unlock()
+	if !ok || d <= 0 || last < h.from {
+		return nil
+	}
+	return b.sleep(ctx, d)
 }
 
 func prefix(job string) string { return "_brand/jobs/" + job + "/schedule/" }
@@ -336,6 +406,7 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	defer b.edit.Unlock()
 	var sched api.Schedule
 	var prev *Version
+	var asked time.Time // when the other members were asked (Answer's hold)
 	if base == "" {
 		if from != 0 {
 			return nil, fmt.Errorf("%w: a job's first schedule starts at step 0, not %d", api.ErrMix, from)
@@ -363,7 +434,8 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 			return nil, err
 		}
 		if others != nil {
-			l, ok, err := others(ctx, job)
+			asked = b.now()
+			l, ok, err := others(ctx, job, from)
 			if err != nil {
 				return nil, err
 			}
@@ -404,6 +476,11 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	link := p + "root"
 	if prev != nil {
 		link = p + prev.Version + ".next"
+	}
+	if !asked.IsZero() && b.now().Sub(asked) > Hold/2 {
+		// The members' holds may have ended: they may be laying out
+		// later steps under the version this edit replaces.
+		return nil, fmt.Errorf("%w: the edit of job %s took over %s after the members were asked; it is not made: retry", ErrUnasked, job, Hold/2)
 	}
 	if _, err := st.PutIfAbsent(ctx, link, strings.NewReader(v.Version), int64(len(v.Version))); err != nil {
 		if errors.Is(err, s3backend.ErrExists) {
@@ -554,8 +631,12 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 // first step an edit since it changed; otherwise ErrConflict naming the
 // current version. With serve, the steps are recorded as served (in
 // memory, and in the store's reservation first if they pass it) with the
-// version's resolution: an edit on this node sees both or neither.
+// version's resolution: an edit on this node sees both or neither. A
+// step held by an answer to an edit's node (Answer) waits for the hold.
 func (b *Book) For(ctx context.Context, job, version string, first, last uint64, serve bool) (*Version, error) {
+	if err := b.waitHold(ctx, job, last); err != nil {
+		return nil, err
+	}
 	b.edit.RLock()
 	defer b.edit.RUnlock()
 	v, err := b.resolve(ctx, job, version, first, last)

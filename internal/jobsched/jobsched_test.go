@@ -115,7 +115,7 @@ func TestEditChain(t *testing.T) {
 
 // others is what the other members say: latest step served, or err.
 func others(latest uint64, served bool, err error) Others {
-	return func(context.Context, string) (uint64, bool, error) { return latest, served, err }
+	return func(context.Context, string, uint64) (uint64, bool, error) { return latest, served, err }
 }
 
 // TestEditAsksOthers: an edit is refused from a step another member has
@@ -215,5 +215,66 @@ func TestServedSurvivesRestart(t *testing.T) {
 	}
 	if _, err := a.Edit(ctx, "run", fmt.Sprintf("%d:web:1", 3*ReserveSteps), 3*ReserveSteps, v1.Version, nil, nil); err != nil {
 		t.Fatalf("an edit from the reservation's end: %v", err)
+	}
+}
+
+// TestAnswerHoldsLaterSteps: a node that told an edit's node the latest
+// step it served lays out no later step until the hold ends, and then
+// under the chain read again: an edit made meanwhile from the next step
+// is the version that step is laid out under, never the one it replaced.
+func TestAnswerHoldsLaterSteps(t *testing.T) {
+	ctx := context.Background()
+	a, b, now := twoNodes(t)
+	v1, err := a.Edit(ctx, "run", "0:web:0.7,code:0.3", 0, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range uint64(4) {
+		if _, err := b.For(ctx, "run", "latest", s, s, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node a asks node b, then makes the edit from step 4 while b's
+	// request for step 4 waits out the hold.
+	var v2 *Version
+	var waited time.Duration
+	b.sleep = func(_ context.Context, d time.Duration) error {
+		waited = d
+		var err error
+		v2, err = a.Edit(ctx, "run", "4:web:0,code:1", 4, v1.Version, func(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+			return b.Answer(ctx, job, from)
+		}, nil)
+		if err != nil {
+			t.Errorf("the edit from step 4: %v", err)
+		}
+		*now = now.Add(d)
+		return nil
+	}
+	// An edit from step 9 holds steps from 9 alone.
+	if _, _, err := b.Answer(ctx, "run", 9); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.For(ctx, "run", "latest", 8, 8, false); err != nil || v.Version != v1.Version || waited != 0 {
+		t.Fatalf("step 8 held by an edit from step 9: %v %v (waited %s)", v, err, waited)
+	}
+	if l, ok, err := b.Answer(ctx, "run", 0); err != nil || !ok || l != 3 {
+		t.Fatalf("b's answer: %d %v %v", l, ok, err)
+	}
+	// Steps answered for are not held.
+	if v, err := b.For(ctx, "run", "latest", 3, 3, true); err != nil || v.Version != v1.Version || waited != 0 {
+		t.Fatalf("step 3 after the answer: %v %v (waited %s)", v, err, waited)
+	}
+	v, err := b.For(ctx, "run", "latest", 4, 4, true)
+	if err != nil || v2 == nil || v.Version != v2.Version || waited != Hold {
+		t.Fatalf("step 4 after the answer: %v %v; want the edit's version (waited %s)", v, err, waited)
+	}
+	// An edit that takes longer than half the hold after asking is not
+	// made.
+	slow := func(context.Context, string, uint64) (uint64, bool, error) {
+		*now = now.Add(Hold)
+		return 4, true, nil
+	}
+	if _, err := a.Edit(ctx, "run", "10:web:1,code:1", 10, v2.Version, slow, nil); !errors.Is(err, ErrUnasked) {
+		t.Fatalf("an edit made after the hold: %v", err)
 	}
 }
