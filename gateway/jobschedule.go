@@ -52,7 +52,7 @@ type scheduleNodes interface {
 // bound: the latest step any has served, or ErrUnasked naming one that
 // did not answer (an edit is never made on a guess).
 func othersOf(nodes scheduleNodes) jobsched.Others {
-	return func(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
 		ks := nodes.Peers()
 		replies, errs := make([]peer.StepsReply, len(ks)), make([]error, len(ks))
 		var wg sync.WaitGroup
@@ -62,16 +62,18 @@ func othersOf(nodes scheduleNodes) jobsched.Others {
 		wg.Wait()
 		var latest uint64
 		served := false
+		answered := make([]string, 0, len(ks))
 		for i, k := range ks {
 			if errs[i] != nil {
 				// %v: a peer's classification is not this edit's status.
-				return 0, false, fmt.Errorf("%w: member %s did not say which steps of job %s it has served (%v); the edit is not made: retry when every member is up", jobsched.ErrUnasked, nodes.URL(k), job, errs[i])
+				return 0, false, nil, fmt.Errorf("%w: member %s did not say which steps of job %s it has served (%v); the edit is not made: retry when every member is up", jobsched.ErrUnasked, nodes.URL(k), job, errs[i])
 			}
 			if r := replies[i]; r.Served && (!served || r.Latest > latest) {
 				latest, served = r.Latest, true
 			}
+			answered = append(answered, nodes.URL(k))
 		}
-		return latest, served, nil
+		return latest, served, answered, nil
 	}
 }
 

@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,10 +90,10 @@ const ReserveSteps = 64
 const Hold = 5 * time.Second
 
 // Others returns the latest step the other members of a cluster have
-// served of job (served false: none has), each of which holds the steps
-// from the edit's from on (Answer), or an error wrapping ErrUnasked if
-// one did not answer. nil: no other node.
-type Others func(ctx context.Context, job string, from uint64) (latest uint64, served bool, err error)
+// served of job (served false: none has) and the nodes that answered,
+// each of which holds the steps from the edit's from on (Answer), or an
+// error wrapping ErrUnasked if one did not answer. nil: no other node.
+type Others func(ctx context.Context, job string, from uint64) (latest uint64, served bool, answered []string, err error)
 
 // A Conflict is an ErrConflict of a request laid out under a version an
 // edit has since changed: Current names the version to read instead.
@@ -110,6 +111,7 @@ type Store interface {
 	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
 	Put(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
 	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
+	List(ctx context.Context, prefix string) ([]s3backend.ObjectInfo, error)
 }
 
 // Stores returns the stores of the datasets a gateway serves, by
@@ -351,6 +353,38 @@ func (b *Book) floorOf(ctx context.Context, job string) (uint64, error) {
 	return r.Below, nil
 }
 
+// othersReserved returns the latest step the reservations of job's
+// nodes other than those named allow (every node that ever served the
+// job keeps one), and whether there is any.
+func (b *Book) othersReserved(ctx context.Context, job string, named []string) (uint64, bool, error) {
+	st, err := b.locate(ctx, job)
+	if err != nil {
+		return 0, false, err
+	}
+	objs, err := st.List(ctx, prefix(job)+"served/")
+	if err != nil {
+		return 0, false, fmt.Errorf("listing the steps served of job %s: %w", job, err)
+	}
+	var below uint64
+	for _, o := range objs {
+		body, err := readSmall(ctx, st, o.Key)
+		if errors.Is(err, s3backend.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("reading the steps served of job %s: %w", job, err)
+		}
+		var r reservation
+		if err := json.Unmarshal(body, &r); err != nil {
+			return 0, false, fmt.Errorf("the steps served of job %s are damaged in the store (%s): %w", job, o.Key, err)
+		}
+		if !slices.Contains(named, r.Node) {
+			below = max(below, r.Below)
+		}
+	}
+	return below - 1, below > 0, nil
+}
+
 // reserveFor makes sure this node's reservation of job covers step last,
 // writing a new one (last rounded up to the next multiple of b.reserve)
 // before the step is served if it does not.
@@ -433,15 +467,26 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 		if err != nil {
 			return nil, err
 		}
+		answered := []string{b.node}
 		if others != nil {
 			asked = b.now()
-			l, ok, err := others(ctx, job, from)
+			l, ok, nodes, err := others(ctx, job, from)
 			if err != nil {
 				return nil, err
 			}
 			if ok && (!served || l > latest) {
 				latest, served = l, true
 			}
+			answered = append(answered, nodes...)
+		}
+		// Nodes not asked — no longer members, or known by another URL
+		// since — may have served steps: their reservations bound them.
+		l, ok, err := b.othersReserved(ctx, job, answered)
+		if err != nil {
+			return nil, err
+		}
+		if ok && (!served || l > latest) {
+			latest, served = l, true
 		}
 		if served && from <= latest {
 			return nil, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later), not at %d", ErrConflict, job, latest, latest+1, from)

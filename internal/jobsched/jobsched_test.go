@@ -115,7 +115,9 @@ func TestEditChain(t *testing.T) {
 
 // others is what the other members say: latest step served, or err.
 func others(latest uint64, served bool, err error) Others {
-	return func(context.Context, string, uint64) (uint64, bool, error) { return latest, served, err }
+	return func(context.Context, string, uint64) (uint64, bool, []string, error) {
+		return latest, served, []string{"http://b"}, err
+	}
 }
 
 // TestEditAsksOthers: an edit is refused from a step another member has
@@ -145,8 +147,21 @@ func TestEditAsksOthers(t *testing.T) {
 	if _, err := a.Edit(ctx, "run", "3:web:1,code:1", 3, v1.Version, others(0, false, nil), nil); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "step 3") {
 		t.Fatalf("an edit from a step this node served: %v", err)
 	}
-	if _, err := a.Edit(ctx, "run", "11:web:1,code:1", 11, v1.Version, others(10, true, nil), nil); err != nil {
+	v2, err := a.Edit(ctx, "run", "11:web:1,code:1", 11, v1.Version, others(10, true, nil), nil)
+	if err != nil {
 		t.Fatalf("an edit from the step after every member's: %v", err)
+	}
+	// A node no longer a member, not asked, served step 20: its
+	// reservation (every step below 64) bounds the edit.
+	gone := New(a.stores, "http://gone")
+	if _, err := gone.For(ctx, "run", "latest", 20, 20, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Edit(ctx, "run", "30:web:1,code:2", 30, v2.Version, others(10, true, nil), nil); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "step 63") {
+		t.Fatalf("an edit from a step a former member may have served: %v", err)
+	}
+	if _, err := a.Edit(ctx, "run", "64:web:1,code:2", 64, v2.Version, others(10, true, nil), nil); err != nil {
+		t.Fatalf("an edit from the former member's reservation's end: %v", err)
 	}
 }
 
@@ -241,8 +256,9 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 	b.sleep = func(_ context.Context, d time.Duration) error {
 		waited = d
 		var err error
-		v2, err = a.Edit(ctx, "run", "4:web:0,code:1", 4, v1.Version, func(ctx context.Context, job string, from uint64) (uint64, bool, error) {
-			return b.Answer(ctx, job, from)
+		v2, err = a.Edit(ctx, "run", "4:web:0,code:1", 4, v1.Version, func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
+			l, ok, err := b.Answer(ctx, job, from)
+			return l, ok, []string{"http://b"}, err
 		}, nil)
 		if err != nil {
 			t.Errorf("the edit from step 4: %v", err)
@@ -270,9 +286,9 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 	}
 	// An edit that takes longer than half the hold after asking is not
 	// made.
-	slow := func(context.Context, string, uint64) (uint64, bool, error) {
+	slow := func(context.Context, string, uint64) (uint64, bool, []string, error) {
 		*now = now.Add(Hold)
-		return 4, true, nil
+		return 4, true, []string{"http://b"}, nil
 	}
 	if _, err := a.Edit(ctx, "run", "10:web:1,code:1", 10, v2.Version, slow, nil); !errors.Is(err, ErrUnasked) {
 		t.Fatalf("an edit made after the hold: %v", err)
