@@ -38,8 +38,19 @@
 // job, and takes every step below it as served: an edit it is asked about
 // after a restart is refused from a step it served, and from at most
 // ReserveSteps-1 steps after the last one it served (the bound a restart
-// costs an edit). A node that leaves the cluster for good takes its
-// reservation out of the question: its ranks are elsewhere.
+// costs an edit). An edit also counts the reservations of the nodes it
+// did not ask (every node that served the job keeps one): a node that
+// has left the cluster, or is known by another URL since, still bounds
+// it by the steps it may have served.
+//
+// # Edits on a cluster
+//
+// The node taking an edit asks every other member (Others) for the
+// latest step each has served, and each answering member (Answer) lays
+// out none of the job's steps from the edit's first on for Hold, then
+// the first of them under the chain read again; the edit is made within
+// Hold/2 of asking or not at all. So no step from the edit's on is laid
+// out, anywhere, under the version the edit replaces.
 package jobsched
 
 import (
@@ -425,13 +436,14 @@ func (b *Book) reserveFor(ctx context.Context, job string, last uint64) error {
 // Edit stores a new version of job's schedule: with base "", its first
 // (text a whole schedule, from 0); otherwise base's edited from step
 // from by text, whose first phase starts at from (api.Schedule.Edit).
-// from must be after every step this node has served (Latest) and every
+// from must be after every step this node has served (Latest), every
 // step the other members have, which others asks them for (nil: a single
-// gateway) once the edit is known to be of the current version; a member
-// that does not answer fails the edit (ErrUnasked). It refuses with ErrConflict an edit of a
-// job that has a schedule with base "", of a version that is not the
-// current one, or from a step served, naming the current version or the
-// step; with api.ErrMix a schedule it cannot read. check vets the
+// gateway) once the edit is known to be of the current version, and
+// every step the reservations of nodes not asked allow; a member that
+// does not answer fails the edit (ErrUnasked). It refuses with
+// ErrConflict an edit of a job that has a schedule with base "", of a
+// version that is not the current one, or from a step served, naming the
+// current version or the step; with api.ErrMix a schedule it cannot read. check vets the
 // edited schedule before it is stored (its datasets served, its bounds).
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
 	// Held through the question to the other members: this node serves
