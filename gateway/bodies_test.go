@@ -121,6 +121,7 @@ func TestSlowBodies(t *testing.T) {
 		{"GET", peer.ChunkPath, peer.ChunkPath + q + "&chunk=0", "peer", short, 0},
 		{"POST", peer.NeededPath, peer.NeededPath + q + "&ahead=1", "peer", short, 0},
 		{"GET", peer.FeedbackPath + "{job}", peer.FeedbackPath + "j" + q + "&epoch=0", "peer", short, 0},
+		{"GET", peer.StepsPath + "{job}", peer.StepsPath + "j?from=0", "peer", short, 0},
 	}
 	operators := []bodyRoute{
 		{"GET", "/metrics", "/metrics", "token", short, 0},

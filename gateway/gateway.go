@@ -515,7 +515,14 @@ func New(cfg Config) (*Gateway, error) {
 	d := cfg.Defaults
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
-			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}}}
+			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
+		sched: scheduleBook{node: c.Advertise}}
+	if peers != nil {
+		// An edit of a stored schedule asks every other member which
+		// steps it has served; they answer from their books.
+		g.jobs.sched.others = othersOf(peers)
+		g.peers.steps = g.jobs.latestStep
+	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.plans = newPlanAPI(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}

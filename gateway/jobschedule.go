@@ -13,6 +13,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/jobsched"
+	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/query"
 )
 
@@ -27,10 +28,61 @@ import (
 const maxScheduleBodyBytes = 4 << 20
 
 // scheduleBook is the jobs stage's book of stored schedules, made on
-// first use over the stores of the datasets the catalog serves.
+// first use over the stores of the datasets the catalog serves, with
+// this node's name (its URL in a cluster) and, in a cluster, how an edit
+// asks the other members which steps they have served.
 type scheduleBook struct {
-	once sync.Once
-	book *jobsched.Book
+	node   string
+	others jobsched.Others // nil: a single gateway
+	once   sync.Once
+	book   *jobsched.Book
+}
+
+// scheduleNodes is what an edit asks of the other nodes (peer.Nodes):
+// the members now — those of every membership version this node knows
+// and of its source's list, as the membership has them probed — and the
+// question for the latest step of a job each has served.
+type scheduleNodes interface {
+	Peers() []int
+	URL(k int) string
+	Steps(ctx context.Context, k int, job string, from uint64) (peer.StepsReply, error)
+}
+
+// othersOf asks every other member at once, each under the probe's
+// bound: the latest step any has served, or ErrUnasked naming one that
+// did not answer (an edit is never made on a guess).
+func othersOf(nodes scheduleNodes) jobsched.Others {
+	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
+		ks := nodes.Peers()
+		replies, errs := make([]peer.StepsReply, len(ks)), make([]error, len(ks))
+		var wg sync.WaitGroup
+		for i, k := range ks {
+			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, job, from) })
+		}
+		wg.Wait()
+		var latest uint64
+		served := false
+		answered := make([]string, 0, len(ks))
+		for i, k := range ks {
+			if errs[i] != nil {
+				// %v: a peer's classification is not this edit's status.
+				return 0, false, nil, fmt.Errorf("%w: member %s did not say which steps of job %s it has served (%v); the edit is not made: retry when every member is up", jobsched.ErrUnasked, nodes.URL(k), job, errs[i])
+			}
+			if r := replies[i]; r.Served && (!served || r.Latest > latest) {
+				latest, served = r.Latest, true
+			}
+			answered = append(answered, nodes.URL(k))
+		}
+		return latest, served, answered, nil
+	}
+}
+
+// latestStep is this node's answer to a member's question for the latest
+// step of job it has served (peer.StepsPath), before an edit from step
+// from, which holds the steps from it while the edit is made
+// (jobsched.Book.Answer).
+func (j *jobs) latestStep(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	return j.book().Answer(ctx, job, from)
 }
 
 func (j *jobs) book() *jobsched.Book {
@@ -44,7 +96,7 @@ func (j *jobs) book() *jobsched.Book {
 				}
 			}
 			return names, stores
-		})
+		}, j.sched.node)
 	})
 	return j.sched.book
 }
@@ -120,7 +172,8 @@ type scheduleEdit struct {
 }
 
 // scheduleAnswer is what the schedule endpoints answer: the version and
-// the latest step this node has served of the job.
+// the latest step this node has served of the job (its reservation after
+// a restart included).
 type scheduleAnswer struct {
 	*jobsched.Version
 	LatestStep *uint64 `json:"latest_step,omitempty"`
@@ -137,15 +190,21 @@ func (g *Gateway) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g.scheduleAnswer(v))
+	a, err := g.scheduleAnswer(r.Context(), v)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
 }
 
-func (g *Gateway) scheduleAnswer(v *jobsched.Version) scheduleAnswer {
+func (g *Gateway) scheduleAnswer(ctx context.Context, v *jobsched.Version) (scheduleAnswer, error) {
 	a := scheduleAnswer{Version: v}
-	if l, ok := g.jobs.book().Latest(v.Job); ok {
+	l, ok, err := g.jobs.book().Latest(ctx, v.Job)
+	if ok {
 		a.LatestStep = &l
 	}
-	return a
+	return a, err
 }
 
 func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
@@ -168,8 +227,8 @@ func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 	}
 	book := g.jobs.book()
 	// This node's latest step is the book's own (checked under the edit's
-	// lock); other nodes' are not asked for yet (docs/http-api.md).
-	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, 0, false, func(s api.Schedule) error {
+	// lock); every other member's is asked for (othersOf).
+	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, g.jobs.sched.others, func(s api.Schedule) error {
 		// Every dataset served here: a schedule naming one that is not
 		// would be refused by every request.
 		for _, name := range s.Datasets() {
@@ -190,5 +249,10 @@ func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 	if e.Base == "" {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, g.scheduleAnswer(v))
+	a, err := g.scheduleAnswer(ctx, v)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	writeJSON(w, status, a)
 }

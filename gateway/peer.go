@@ -63,7 +63,10 @@ type peerAPI struct {
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
 	}
-	log zerolog.Logger
+	// steps answers the latest step of a job this node has served
+	// (jobs.latestStep), asked by a node taking an edit of its schedule.
+	steps func(ctx context.Context, job string, from uint64) (uint64, bool, error)
+	log   zerolog.Logger
 }
 
 // peerNodes is what the peers' endpoints ask of the other nodes
@@ -251,6 +254,30 @@ func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, peer.MembersReply{Members: ms.Members()})
+}
+
+// handleSteps serves GET peer.StepsPath{job}: the latest step of the
+// job's stored schedule this node has served (peer.StepsReply), its
+// reservation after a restart included, before an edit from step from=,
+// whose steps it holds while the edit is made.
+func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
+	job, err := jobName(chi.URLParam(r, "job"))
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	from, err := peer.DecodeSteps(r)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	a.nodes.Heard(asker(r))
+	l, ok, err := a.steps(r.Context(), job, from)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, peer.StepsReply{Job: job, Served: ok, Latest: l})
 }
 
 // handleFeedback serves GET peer.FeedbackPath{job}: this node's part of

@@ -72,6 +72,7 @@ func (g *Gateway) routes() http.Handler {
 				r.Get(peer.MembersPath, g.peers.handleMembers)
 				r.Get(peer.ChunkPath, g.peers.handleChunk)
 				r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
+				r.Get(peer.StepsPath+"{job}", g.peers.handleSteps)
 			})
 			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
 			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(peer.SamplesPath, g.peers.handleSamples)

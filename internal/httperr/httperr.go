@@ -80,7 +80,7 @@ func Status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, catalog.ErrGrown), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
 		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed),
-		errors.Is(err, tensors.ErrBusy):
+		errors.Is(err, tensors.ErrBusy), errors.Is(err, jobsched.ErrUnasked):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
 		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
@@ -111,7 +111,8 @@ func Public(status int, err error) string {
 	switch {
 	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
 		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
-		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed), errors.Is(err, tensors.ErrBusy):
+		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensors.ErrClosed), errors.Is(err, tensors.ErrBusy),
+		errors.Is(err, jobsched.ErrUnasked): // names a member, as GET /cluster does
 		return ""
 	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"

@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/jobsched"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/s3backend"
@@ -81,6 +82,7 @@ func TestReason(t *testing.T) {
 		{503, fmt.Errorf("x: %w", catalog.ErrNotReady), "not_ready"},
 		{503, fmt.Errorf("x: %w", httperr.ErrStalled), "stalled"},
 		{503, fmt.Errorf("s3://b/p: %w", s3backend.ErrUnavailable), "store_unavailable"},
+		{503, fmt.Errorf("x: %w", jobsched.ErrUnasked), "member_unasked"},
 		{400, fmt.Errorf("x: %w", chunkcache.ErrTooLarge), "too_large"},
 		{400, fmt.Errorf("x: %w", tensors.ErrTooLarge), "too_large"},
 		{400, fmt.Errorf("x: %w", query.ErrBadRequest), "bad_request"},

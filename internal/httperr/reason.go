@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
+	"github.com/brandgw/brand/internal/jobsched"
 	"github.com/brandgw/brand/internal/membership"
 	"github.com/brandgw/brand/internal/reader"
 	"github.com/brandgw/brand/internal/tensors"
@@ -34,6 +35,7 @@ var reasons = []struct {
 	{feedback.ErrBusy, "feedback_busy"},
 	{ErrPlanBusy, "plan_busy"},
 	{api.ErrPlanBudget, "plan_budget"},
+	{jobsched.ErrUnasked, "member_unasked"},
 	{chunkcache.ErrTooLarge, "too_large"},
 	{reader.ErrTooLarge, "too_large"},
 	{tensors.ErrTooLarge, "too_large"},

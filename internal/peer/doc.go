@@ -3,7 +3,8 @@
 // internal protocol the nodes speak (one file, protocol.go, both sides: a
 // node asking a chunk's owner for samples, probing a node's state, asking
 // for a membership version's members, collecting a node's importance
-// feedback, and, in a membership change, asking which chunks the jobs
+// feedback, asking the latest step of a job a node has served (before an
+// edit of the job's schedule), and, in a membership change, asking which chunks the jobs
 // need soon and for a chunk's bytes from its old owner's cache), the
 // client of each node, through which every one of those requests goes
 // by one call path (Client: build, sign, send, classify), how a node

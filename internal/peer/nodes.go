@@ -317,6 +317,12 @@ func (n *Nodes) AskMembers(ctx context.Context, k int, version string) (*cluster
 	return n.at(k).client.Members(ctx, version)
 }
 
+// Steps asks node k for the latest step of job it has served, before an
+// edit from step from (Client.Steps).
+func (n *Nodes) Steps(ctx context.Context, k int, job string, from uint64) (StepsReply, error) {
+	return n.at(k).client.Steps(ctx, job, from)
+}
+
 // FetchChunk fills buf with chunk c of ds from the cache of the node at
 // url (Client.Chunk), in a membership change.
 func (n *Nodes) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {

@@ -45,6 +45,7 @@ const (
 	StatePath    = "/internal/v2/state"
 	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
 	FeedbackPath = "/internal/v2/importance/" // + job
+	StepsPath    = "/internal/v2/steps/"      // + job ?from=STEP: the latest step of the job's stored schedule the node has served
 	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
 	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
 	ReplyType    = "application/octet-stream" // a samples reply
@@ -657,3 +658,49 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 
 // EncodeChunks is the body of an answer about needed chunks.
 func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
+
+// StepsReply is a node's answer to the question for the latest step of a
+// job it has served (GET StepsPath{job}?from=STEP), asked by a node
+// taking an edit of the job's stored schedule from STEP
+// (internal/jobsched), whose later steps the node holds while the edit
+// is made (jobsched.Book.Answer): Served false if it has served none.
+type StepsReply struct {
+	Job    string `json:"job"`
+	Served bool   `json:"served"`
+	Latest uint64 `json:"latest_step"`
+}
+
+// Steps asks the node for the latest step of job it has served, before an
+// edit from step from, under the probe's bound. A node of an earlier
+// release answers 404 to the path: ErrDown, as a node that does not
+// answer.
+func (c Client) Steps(ctx context.Context, job string, from uint64) (StepsReply, error) {
+	var rep StepsReply
+	q := neturl.Values{stepsFrom: {strconv.FormatUint(from, 10)}}
+	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(job), query: q, quick: true},
+		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&rep) })
+	if err == nil && rep.Job != job {
+		err = fmt.Errorf("%w: answered for job %q, not %q", ErrRefused, rep.Job, job)
+	}
+	if err != nil {
+		return StepsReply{}, fmt.Errorf("%s: steps served of job %s: %w", c.url, job, err)
+	}
+	return rep, nil
+}
+
+// stepsFrom is the question's one parameter: the edit's first step.
+const stepsFrom = "from"
+
+// DecodeSteps reads a node's question for the latest step of a job it
+// has served: the edit's first step (from=, a decimal number, alone).
+func DecodeSteps(r *http.Request) (uint64, error) {
+	q, err := neturl.ParseQuery(r.URL.RawQuery)
+	if err != nil || len(q) != 1 || len(q[stepsFrom]) != 1 {
+		return 0, fmt.Errorf("%w: a question for the steps served of a job names the edit's first step alone (from=)", query.ErrBadRequest)
+	}
+	from, err := strconv.ParseUint(q.Get(stepsFrom), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, q.Get(stepsFrom), err)
+	}
+	return from, nil
+}

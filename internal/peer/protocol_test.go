@@ -2,6 +2,7 @@ package peer
 
 import (
 	"bytes"
+	"errors"
 	"net/http/httptest"
 	"testing"
 
@@ -39,6 +40,33 @@ func TestOriginRoundTrip(t *testing.T) {
 		}
 		if got.Origin == nil || *got.Origin != o {
 			t.Errorf("origin %+v came back as %+v", o, got.Origin)
+		}
+	}
+}
+
+// TestDecodeSteps: the question before a schedule edit names the edit's
+// first step alone.
+func TestDecodeSteps(t *testing.T) {
+	tests := []struct {
+		query string
+		want  uint64
+		ok    bool
+	}{
+		{"from=0", 0, true},
+		{"from=4096", 4096, true},
+		{"", 0, false},
+		{"from=-1", 0, false},
+		{"from=x", 0, false},
+		{"from=1&from=2", 0, false},
+		{"from=1&job=j", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := DecodeSteps(httptest.NewRequest("GET", StepsPath+"j?"+tt.query, nil))
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("%q: %d %v; want %d (ok %v)", tt.query, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, query.ErrBadRequest) {
+			t.Errorf("%q: %v is not a bad request", tt.query, err)
 		}
 	}
 }
