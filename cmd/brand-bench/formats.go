@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
@@ -55,21 +53,15 @@ func newFormatsOptions(cfg bench.FormatsConfig) *formatsOptions {
 // parseFormats parses the formats command's flags onto the defaults, or
 // onto --small's configuration when given.
 func parseFormats(env *cli.Env, args []string) (*formatsOptions, error) {
-	o := newFormatsOptions(bench.DefaultFormatsConfig())
-	if err := parseFlags(o.flagSet(), env, args, formatsSynopsis); err != nil {
-		return nil, err
-	}
-	if !o.small {
-		return o, nil
-	}
-	o = newFormatsOptions(bench.SmallFormatsConfig())
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
+	return parseSmall(env, args, formatsSynopsis, func(small bool) *formatsOptions {
+		if small {
+			return newFormatsOptions(bench.SmallFormatsConfig())
+		}
+		return newFormatsOptions(bench.DefaultFormatsConfig())
+	})
 }
+
+func (o *formatsOptions) isSmall() bool { return o.small }
 
 // runFormatsBench runs the formats benchmark (bench.RunFormats): indexing
 // Parquet in place, and epochs served from Parquet, MDS and tar.

@@ -71,4 +71,27 @@ func parseFlags(fs *flag.FlagSet, env *cli.Env, args []string, synopsis string) 
 	return cli.NoArgs(fs)
 }
 
+// smallOptions are a command's options that --small can choose.
+type smallOptions interface {
+	flagSet() *flag.FlagSet
+	isSmall() bool
+}
+
+// parseSmall parses a command's flags onto its full configuration's
+// defaults, or, with --small, onto the small configuration's: flags given
+// explicitly apply over either.
+func parseSmall[O smallOptions](env *cli.Env, args []string, synopsis string, options func(small bool) O) (O, error) {
+	o := options(false)
+	if err := parseFlags(o.flagSet(), env, args, synopsis); err != nil || !o.isSmall() {
+		return o, err
+	}
+	o = options(true)
+	fs := o.flagSet()
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("parsing the flags onto --small: %w", err)
+	}
+	return o, nil
+}
+
 func main() { program().Main() }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
@@ -54,21 +52,15 @@ func newMixOptions(cfg bench.MixConfig) *mixOptions {
 // configuration, so that flags given explicitly override it wherever they
 // stand.
 func parseMix(env *cli.Env, args []string) (*mixOptions, error) {
-	o := newMixOptions(bench.DefaultMixConfig())
-	if err := parseFlags(o.flagSet(), env, args, mixSynopsis); err != nil {
-		return nil, err
-	}
-	if !o.small {
-		return o, nil
-	}
-	o = newMixOptions(bench.SmallMixConfig())
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
+	return parseSmall(env, args, mixSynopsis, func(small bool) *mixOptions {
+		if small {
+			return newMixOptions(bench.SmallMixConfig())
+		}
+		return newMixOptions(bench.DefaultMixConfig())
+	})
 }
+
+func (o *mixOptions) isSmall() bool { return o.small }
 
 // runMixBench runs the mixture benchmark (bench.RunMix): a two-component
 // mixture against one dataset of the same size, side by side. It writes

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
@@ -43,21 +41,15 @@ func newS3FaceOptions(cfg bench.S3FaceConfig) *s3faceOptions {
 }
 
 func parseS3Face(env *cli.Env, args []string) (*s3faceOptions, error) {
-	o := newS3FaceOptions(bench.DefaultS3FaceConfig())
-	if err := parseFlags(o.flagSet(), env, args, s3faceSynopsis); err != nil {
-		return nil, err
-	}
-	if !o.small {
-		return o, nil
-	}
-	o = newS3FaceOptions(bench.SmallS3FaceConfig())
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
+	return parseSmall(env, args, s3faceSynopsis, func(small bool) *s3faceOptions {
+		if small {
+			return newS3FaceOptions(bench.SmallS3FaceConfig())
+		}
+		return newS3FaceOptions(bench.DefaultS3FaceConfig())
+	})
 }
+
+func (o *s3faceOptions) isSmall() bool { return o.small }
 
 // runS3FaceBench runs the S3 face benchmark (bench.RunS3Face): the same
 // boto3 map-style DataLoader against MinIO and against Brand's S3 face.

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
@@ -55,21 +53,15 @@ func newScheduleOptions(cfg bench.ScheduleConfig) *scheduleOptions {
 
 // parseSchedule parses the schedule command's flags as parseMix does.
 func parseSchedule(env *cli.Env, args []string) (*scheduleOptions, error) {
-	o := newScheduleOptions(bench.DefaultScheduleConfig())
-	if err := parseFlags(o.flagSet(), env, args, scheduleSynopsis); err != nil {
-		return nil, err
-	}
-	if !o.small {
-		return o, nil
-	}
-	o = newScheduleOptions(bench.SmallScheduleConfig())
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
+	return parseSmall(env, args, scheduleSynopsis, func(small bool) *scheduleOptions {
+		if small {
+			return newScheduleOptions(bench.SmallScheduleConfig())
+		}
+		return newScheduleOptions(bench.DefaultScheduleConfig())
+	})
 }
+
+func (o *scheduleOptions) isSmall() bool { return o.small }
 
 // runScheduleBench runs the schedule benchmark (bench.RunSchedule): batch
 // latency and store stalls around a three-phase schedule's switches, and

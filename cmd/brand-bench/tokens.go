@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
@@ -54,21 +52,15 @@ func newTokensOptions(cfg bench.TokensConfig) *tokensOptions {
 // parseTokens parses the flags as parseMix does: --small picks the
 // configuration, flags given explicitly override it.
 func parseTokens(env *cli.Env, args []string) (*tokensOptions, error) {
-	o := newTokensOptions(bench.DefaultTokensConfig())
-	if err := parseFlags(o.flagSet(), env, args, tokensSynopsis); err != nil {
-		return nil, err
-	}
-	if !o.small {
-		return o, nil
-	}
-	o = newTokensOptions(bench.SmallTokensConfig())
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
+	return parseSmall(env, args, tokensSynopsis, func(small bool) *tokensOptions {
+		if small {
+			return newTokensOptions(bench.SmallTokensConfig())
+		}
+		return newTokensOptions(bench.DefaultTokensConfig())
+	})
 }
+
+func (o *tokensOptions) isSmall() bool { return o.small }
 
 // runTokensBench runs the token-job benchmark (bench.RunTokens).
 func runTokensBench(ctx context.Context, env *cli.Env, args []string) error {
