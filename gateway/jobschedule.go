@@ -171,6 +171,10 @@ type scheduleEdit struct {
 	Base string `json:"base"`
 }
 
+// scheduleAPI serves the schedule endpoints from the jobs stage's book: a
+// part of its own, as the importance endpoints are (importanceAPI).
+type scheduleAPI struct{ jobs *jobs }
+
 // scheduleAnswer is what the schedule endpoints answer: the version and
 // the latest step this node has served of the job (its reservation after
 // a restart included).
@@ -179,18 +183,18 @@ type scheduleAnswer struct {
 	LatestStep *uint64 `json:"latest_step,omitempty"`
 }
 
-func (g *Gateway) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
+func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
 	job := chi.URLParam(r, "job")
 	if err := checkJobName(job); err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	v, err := g.jobs.book().Current(r.Context(), job)
+	v, err := sa.jobs.book().Current(r.Context(), job)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	a, err := g.scheduleAnswer(r.Context(), v)
+	a, err := sa.answer(r.Context(), v)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -198,16 +202,16 @@ func (g *Gateway) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a)
 }
 
-func (g *Gateway) scheduleAnswer(ctx context.Context, v *jobsched.Version) (scheduleAnswer, error) {
+func (sa scheduleAPI) answer(ctx context.Context, v *jobsched.Version) (scheduleAnswer, error) {
 	a := scheduleAnswer{Version: v}
-	l, ok, err := g.jobs.book().Latest(ctx, v.Job)
+	l, ok, err := sa.jobs.book().Latest(ctx, v.Job)
 	if ok {
 		a.LatestStep = &l
 	}
 	return a, err
 }
 
-func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
+func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	job := chi.URLParam(r, "job")
 	if err := checkJobName(job); err != nil {
@@ -225,14 +229,14 @@ func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: base %q is not a schedule version (16 hex digits)", query.ErrBadRequest, e.Base))
 		return
 	}
-	book := g.jobs.book()
+	book := sa.jobs.book()
 	// This node's latest step is the book's own (checked under the edit's
 	// lock); every other member's is asked for (othersOf).
-	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, g.jobs.sched.others, func(s api.Schedule) error {
+	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, sa.jobs.sched.others, func(s api.Schedule) error {
 		// Every dataset served here: a schedule naming one that is not
 		// would be refused by every request.
 		for _, name := range s.Datasets() {
-			if _, err := g.jobs.version(api.Job{Dataset: name}); err != nil {
+			if _, err := sa.jobs.version(api.Job{Dataset: name}); err != nil {
 				return err
 			}
 		}
@@ -249,7 +253,7 @@ func (g *Gateway) handleScheduleEdit(w http.ResponseWriter, r *http.Request) {
 	if e.Base == "" {
 		status = http.StatusCreated
 	}
-	a, err := g.scheduleAnswer(ctx, v)
+	a, err := sa.answer(ctx, v)
 	if err != nil {
 		writeError(ctx, w, err)
 		return

@@ -51,10 +51,10 @@ func (g *Gateway) routes() http.Handler {
 			r.Get("/cluster", g.handleCluster)
 			r.Post("/importance/{job}/seal", g.importance.handleSeal)
 			r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
-			r.Get("/jobs/{job}/schedule", g.handleScheduleGet)
+			r.Get("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleGet)
 		})
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Put("/jobs/{job}/schedule", g.handleScheduleEdit)
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Post("/jobs/{job}/schedule", g.handleScheduleEdit)
+		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleEdit)
+		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleEdit)
 		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
