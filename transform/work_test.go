@@ -133,9 +133,16 @@ func allocated(t *testing.T, p *Pipeline, img []byte, key Key, out int) uint64 {
 func TestWorkBound(t *testing.T) {
 	check := func(t *testing.T, imgs map[string][]byte) {
 		for _, p := range workPipelines(t, StdJPEG{}) {
+			// A second key draws other crops and flips; a pipeline that
+			// draws none does the same work for every key, so one is
+			// enough for it.
+			keys := []Key{{Seed: 1}}
+			if pl := p.makePlan(1200, 900, keys[0]); len(pl.crops)+len(pl.flips) > 0 {
+				keys = append(keys, Key{Seed: 2, Sample: 9})
+			}
 			for _, name := range sortedKeys(imgs) {
 				img := imgs[name]
-				for _, key := range []Key{{Seed: 1}, {Seed: 2, Sample: 9}} {
+				for _, key := range keys {
 					f, err := p.Footprint(img, key)
 					if err != nil {
 						t.Fatal(err)

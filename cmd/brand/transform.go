@@ -86,12 +86,14 @@ func (f *transformFlags) config() (transform.Config, error) {
 type planTransform struct {
 	name         string
 	imagesPerSec float64
+	photos       int
 	flags        transformFlags
 }
 
 func (p *planTransform) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.name, "transform", "", "plan a pipeline too (transform=NAME): the cores a node needs for --images-per-sec and whether caching decoded images would pay, from a calibration on generated photos")
 	fs.Float64Var(&p.imagesPerSec, "images-per-sec", 0, "with --transform: the images a second the trainers want")
+	fs.IntVar(&p.photos, "calibration-photos", calibrationPhotos, "with --transform: how many generated photos the pipeline's cost is measured on (fewer answer sooner, with a noisier figure)")
 	fs.StringVar(&p.flags.configFile, "transform-config", "", "with --transform: serve's --transform-config, if the pipeline is defined there")
 	fs.IntVar(&p.flags.workers, "transform-workers", 0, "with --transform: a node's transform workers (default this machine's cores)")
 	p.flags.maxPixels = transform.DefaultMaxPixels
@@ -108,6 +110,9 @@ func (p *planTransform) input() (planner.TransformInput, bool, error) {
 	if p.imagesPerSec < 0 {
 		return planner.TransformInput{}, false, fmt.Errorf("--images-per-sec %v: want a rate above 0", p.imagesPerSec)
 	}
+	if p.photos < 1 || p.photos > maxCalibrationPhotos {
+		return planner.TransformInput{}, false, fmt.Errorf("--calibration-photos %d: want 1 to %d", p.photos, maxCalibrationPhotos)
+	}
 	cfg, err := p.flags.config()
 	if err != nil {
 		return planner.TransformInput{}, false, err
@@ -120,7 +125,7 @@ func (p *planTransform) input() (planner.TransformInput, bool, error) {
 	if err != nil {
 		return planner.TransformInput{}, false, fmt.Errorf("--transform: %w", err)
 	}
-	cal, err := tensors.Calibrate(pl, calibrationPhotos)
+	cal, err := tensors.Calibrate(pl, p.photos)
 	if err != nil {
 		return planner.TransformInput{}, false, err
 	}
@@ -143,5 +148,10 @@ func pureGoDecoderNote() string {
 }
 
 // calibrationPhotos is how many generated photos `brand plan` calibrates
-// a pipeline on (the gateway's /plan uses its own count).
-const calibrationPhotos = 100
+// a pipeline on by default (the gateway's /plan uses its own count), and
+// maxCalibrationPhotos the most --calibration-photos takes (each is
+// generated, encoded and decoded in memory, about 10 ms apiece).
+const (
+	calibrationPhotos    = 100
+	maxCalibrationPhotos = 10000
+)
