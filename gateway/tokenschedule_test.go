@@ -65,6 +65,13 @@ func TestTokenScheduleEditOverHTTP(t *testing.T) {
 		}
 		return fmt.Sprintf("%x", h.Sum(nil)[:8]), comps, hdr
 	}
+	// /plan has no plan of a token mixture or schedule: 400, saying so.
+	for _, q := range []string{"mix=web:1,code:1", "mix_schedule=" + url.QueryEscape("0:web:1,code:1;5:web:1,code:3")} {
+		resp, b := get(t, srv.URL+"/plan?"+tok+"&"+q)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "token mixture or schedule") {
+			t.Fatalf("/plan?%s: %d %s, want 400", q, resp.StatusCode, b)
+		}
+	}
 	first := "0:web:0.5,code:0.25,books:0.25"
 	st, v1, body := editSchedule(t, srv.URL, first, 0, "")
 	if st != http.StatusCreated {
