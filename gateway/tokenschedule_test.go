@@ -1,10 +1,12 @@
 package gateway_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -12,20 +14,19 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/shuffle"
 )
 
-// A schedule over token datasets, stored under a job's name and edited
-// mid-run over HTTP: every global batch (a step: mix_block=8 sequences)
-// holds each source's sequences as its phase says; the steps are counted
-// in sequences, so the latest step the gateway says it served is the one
-// read; an edit from a served step is refused (409 naming it); after an
-// edit the steps before it are the same bytes, and the edited run reads
-// what mix_schedule= of the final schedule reads from the start.
-func TestTokenScheduleEditOverHTTP(t *testing.T) {
+// startTokenSources serves three int32 Megatron datasets, web, code and
+// books, of 120 documents each, whose every token names its source
+// (token / 10,000,000), document and place.
+func startTokenSources(t *testing.T) *httptest.Server {
+	t.Helper()
 	var specs []gateway.DatasetSpec
 	for k, name := range []string{"web", "code", "books"} {
 		corpus := [][][]int64{megatrontest.Corpus(120, 200, 1, uint64(60+k))}
@@ -38,6 +39,18 @@ func TestTokenScheduleEditOverHTTP(t *testing.T) {
 			Formats: []format.Format{megatron.Format{}}})
 	}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
+	return srv
+}
+
+// A schedule over token datasets, stored under a job's name and edited
+// mid-run over HTTP: every global batch (a step: mix_block=8 sequences)
+// holds each source's sequences as its phase says; the steps are counted
+// in sequences, so the latest step the gateway says it served is the one
+// read; an edit from a served step is refused (409 naming it); after an
+// edit the steps before it are the same bytes, and the edited run reads
+// what mix_schedule= of the final schedule reads from the start.
+func TestTokenScheduleEditOverHTTP(t *testing.T) {
+	srv := startTokenSources(t)
 	const tok = "seq=64&batch_size=4&world=2&mix_block=8&window=2"
 	// step reads global batch b of epoch e under q: its body hash, and
 	// each sequence's source from its tokens, checked against
@@ -150,5 +163,53 @@ func TestTokenScheduleEditOverHTTP(t *testing.T) {
 	}
 	if !slices.Equal(edited, whole) {
 		t.Fatalf("the edited run is not mix_schedule=%s from the start", v2.Schedule)
+	}
+}
+
+// The Go client reads a token job's schedule (Options.Job.Seq with
+// Schedule, or with a stored schedule's ScheduleVersion) as the gateway
+// serves it over HTTP, from the start and resumed at an offset.
+func TestTokenScheduleClient(t *testing.T) {
+	srv := startTokenSources(t)
+	const sched = "0:web:0.5,code:0.3,books:0.2;4:web:0.1,code:0.1,books:0.8;10~20:web:1,code:1,books:1"
+	s, err := api.ParseSchedule(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tokenEpoch(t, srv.URL, "seq=64&batch_size=4&seed=9&window=2&mix_block=8&mix_schedule="+url.QueryEscape(sched), 1)
+	if st, _, body := editSchedule(t, srv.URL, sched, 0, ""); st != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	p := shuffle.Params{Seed: 9, BatchSize: 4, Window: 2}
+	for _, tc := range []struct {
+		name string
+		job  api.Job
+	}{
+		{"Schedule", api.Job{Params: p, Seq: 64, MixBlock: 8, Schedule: s}},
+		{"ScheduleVersion", api.Job{Params: p, Seq: 64, MixBlock: 8, Name: "run", ScheduleVersion: "latest"}},
+	} {
+		c, err := client.New(srv.URL, client.Options{Job: tc.job})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		read := func(offset int) []seqSample {
+			var got []seqSample
+			for b, err := range c.EpochFrom(context.Background(), 1, offset) {
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				seqs, err := b.Sequences()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range seqs {
+					got = append(got, seqSample{q.Key, slices.Clone(q.InputIDs), slices.Clone(q.PositionIDs)})
+				}
+				b.Release()
+			}
+			return got
+		}
+		equalSequences(t, tc.name+": the client's epoch", read(0), want)
+		equalSequences(t, tc.name+": the client's epoch from offset 24", read(24), want[24:])
 	}
 }
