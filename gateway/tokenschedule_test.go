@@ -104,6 +104,9 @@ func TestTokenScheduleEditOverHTTP(t *testing.T) {
 	var head []string
 	for s := range 6 {
 		sum, comps, hdr := step(job, 0, s)
+		if hdr.Get(api.HeaderMixSchedule) != first {
+			t.Fatalf("step %d: Brand-Mix-Schedule %q, want %q", s, hdr.Get(api.HeaderMixSchedule), first)
+		}
 		if hdr.Get(api.HeaderScheduleVersion) != v1.Version {
 			t.Fatalf("step %d names version %q, want %s", s, hdr.Get(api.HeaderScheduleVersion), v1.Version)
 		}
