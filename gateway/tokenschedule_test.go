@@ -24,7 +24,7 @@ import (
 
 // startTokenSources serves three int32 Megatron datasets, web, code and
 // books, of 120 documents each, whose every token names its source
-// (token / 10,000,000), document and place.
+// (token / 10,000,000), document and place; and small, of uint16 tokens.
 func startTokenSources(t *testing.T) *httptest.Server {
 	t.Helper()
 	var specs []gateway.DatasetSpec
@@ -38,6 +38,8 @@ func startTokenSources(t *testing.T) *httptest.Server {
 		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "int32", corpus),
 			Formats: []format.Format{megatron.Format{}}})
 	}
+	specs = append(specs, gateway.DatasetSpec{Name: "small", URL: "file:///small", Store: tokenStore(t, "uint16", megatrontestCorpus16()),
+		Formats: []format.Format{megatron.Format{}}})
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
 	return srv
 }
@@ -77,6 +79,21 @@ func TestTokenScheduleEditOverHTTP(t *testing.T) {
 			}
 		}
 		return fmt.Sprintf("%x", h.Sum(nil)[:8]), comps, hdr
+	}
+	// A token schedule's bad inputs: a phase of weights summing to 0, a
+	// dataset not served, two dtypes; each refused, naming what is wrong.
+	for _, tc := range []struct {
+		sched, says string
+		status      int
+	}{
+		{"0:web:1,code:1;4:web:0,code:0", "sum to 0", http.StatusBadRequest},
+		{"0:web:1,nope:1", "nope", http.StatusNotFound},
+		{"0:web:1,small:0;4:web:1,small:1", "web holds int32, small holds uint16", http.StatusBadRequest},
+	} {
+		resp, b := get(t, srv.URL+"/epoch/0/batch/0?"+tok+"&mix_schedule="+url.QueryEscape(tc.sched))
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.says) {
+			t.Errorf("mix_schedule=%s: %d %s, want %d saying %q", tc.sched, resp.StatusCode, b, tc.status, tc.says)
+		}
 	}
 	// /plan has no plan of a token mixture or schedule: 400, saying so.
 	for _, q := range []string{"mix=web:1,code:1", "mix_schedule=" + url.QueryEscape("0:web:1,code:1;5:web:1,code:3")} {
