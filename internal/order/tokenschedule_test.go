@@ -164,17 +164,21 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 			if windows != 5 {
 				t.Fatalf("checked %d windows", windows)
 			}
-			if tc.ramp {
-				// The ramp [3000, 4000) from (1,1,6)/8 to (2,5,1)/8: its
-				// share is K·Σ_{t<1000} (a·(1000−t) + b·t)/8000.
-				for i, ab := range [][2]int64{{1, 2}, {1, 5}, {6, 1}} {
-					want := new(big.Rat).SetFrac64(K*(ab[0]*500500+ab[1]*499500), 8000)
-					diff := new(big.Rat).Sub(big.NewRat(int64(count(3000, 4000, i)), 1), want)
-					if diff.Abs(diff).Cmp(big.NewRat(1, 1)) > 0 {
-						t.Errorf("the ramp: source %d has %d sequences, share %s", i, count(3000, 4000, i), want.FloatString(2))
-					}
+			// The ramp [3000, 4000) from (1,1,6)/8 to (2,5,1)/8: its share
+			// is K·Σ_{t<1000} (a·(1000−t) + b·t)/8000. Within one where one
+			// epoch holds it; across epochs it is logged, not checked.
+			worst := new(big.Rat)
+			for i, ab := range [][2]int64{{1, 2}, {1, 5}, {6, 1}} {
+				want := new(big.Rat).SetFrac64(K*(ab[0]*500500+ab[1]*499500), 8000)
+				diff := new(big.Rat).Sub(big.NewRat(int64(count(3000, 4000, i)), 1), want)
+				if diff.Abs(diff).Cmp(worst) > 0 {
+					worst = diff
+				}
+				if tc.ramp && diff.Cmp(big.NewRat(1, 1)) > 0 {
+					t.Errorf("the ramp: source %d has %d sequences, share %s", i, count(3000, 4000, i), want.FloatString(2))
 				}
 			}
+			t.Logf("%d steps an epoch: the ramp's largest |count − share| is %s sequences", blocks, worst.FloatString(2))
 			// A batch of the last phase: its sequences are its draws',
 			// each reading its own source's pass.
 			e := uint64(4500 / blocks)
