@@ -197,6 +197,15 @@ func TestTokenScheduleClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := tokenEpoch(t, srv.URL, "seq=64&batch_size=4&seed=9&window=2&mix_block=8&mix_schedule="+url.QueryEscape(sched), 1)
+	// /stats counts the schedule's sequences as any token job's.
+	var stats struct {
+		Tokens struct{ Sequences, Tokens int64 }
+		Mixtures []struct{ Mix string }
+	}
+	if _, b := get(t, srv.URL+"/stats"); json.Unmarshal(b, &stats) != nil || stats.Tokens.Sequences != int64(len(want)) ||
+		stats.Tokens.Tokens != 64*int64(len(want)) || len(stats.Mixtures) != 1 || stats.Mixtures[0].Mix != s[0].Mix.String() {
+		t.Fatalf("/stats after an epoch of %d sequences of a token schedule: %s", len(want), b)
+	}
 	if st, _, body := editSchedule(t, srv.URL, sched, 0, ""); st != http.StatusCreated {
 		t.Fatalf("PUT: %d %s", st, body)
 	}
