@@ -199,7 +199,7 @@ func TestTokenScheduleClient(t *testing.T) {
 	want := tokenEpoch(t, srv.URL, "seq=64&batch_size=4&seed=9&window=2&mix_block=8&mix_schedule="+url.QueryEscape(sched), 1)
 	// /stats counts the schedule's sequences as any token job's.
 	var stats struct {
-		Tokens struct{ Sequences, Tokens int64 }
+		Tokens   struct{ Sequences, Tokens int64 }
 		Mixtures []struct{ Mix string }
 	}
 	if _, b := get(t, srv.URL+"/stats"); json.Unmarshal(b, &stats) != nil || stats.Tokens.Sequences != int64(len(want)) ||
