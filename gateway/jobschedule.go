@@ -112,8 +112,20 @@ func (j *jobs) stored(ctx context.Context, job *api.Job, epoch uint64, batch int
 		return err
 	}
 	// Every version reads the same datasets, so an epoch's length, and
-	// so its steps, are the same under each.
+	// so its steps, are the same under each. A token job's epoch is its
+	// sources' packed sequences, which their windows (the job's split by
+	// the first phase's weights) decide: the same under every version
+	// that keeps the first phase, as an edit from a step after 0 does.
 	samples := job.MixSamples
+	if samples == 0 && job.Tokens() {
+		tj := *job
+		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
+		src, err := j.data(ctx, tj)
+		if err != nil {
+			return err
+		}
+		samples = src.Mix.Order.NumSamples()
+	}
 	if samples == 0 {
 		for _, name := range cur.Parsed().Datasets() {
 			ds, err := j.version(api.Job{Dataset: name})

@@ -368,8 +368,6 @@ func TestTokensRefusedAndDescribed(t *testing.T) {
 		{"seq=64&pack=concat&eos=70000", "eos=70000 does not fit"},
 		{"seq=64&eos=1", "only with pack=concat"},
 		{"pad=1", "token job (seq=)"},
-		{"seq=64&mix_schedule=0:test:1", "schedule (mix_schedule= or schedule=) and seq"},
-		{"seq=64&job=run&schedule=latest", "schedule (mix_schedule= or schedule=) and seq"},
 	} {
 		resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.query)
 		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte(tc.says)) {

@@ -34,6 +34,9 @@ type Mixed struct {
 	// once on first use.
 	paceOnce sync.Once
 	paces    []*Pace
+	// tokens marks a mixture of token datasets (TokenMixture): its
+	// positions are sequences, its streams' documents.
+	tokens bool
 }
 
 // Text returns the mixture as its requests name it (Mix.String), made
@@ -53,10 +56,15 @@ func (m *Mixed) Stream(i int, job api.Job) Stream {
 	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
 }
 
-// pace is component i's Pace under the schedule, nil for fixed weights.
+// pace is component i's Pace under the schedule, nil for fixed weights
+// and for a schedule over token datasets: a Pace counts a component's
+// stream in equal passes of samples, and a token component's stream is
+// read by document positions while the schedule counts its packed
+// sequences, passes of differing lengths. Its parts are keyed by their
+// measured rate alone, as a mixture's.
 func (m *Mixed) pace(i int) *Pace {
 	s := m.Order.Schedule()
-	if s == nil {
+	if s == nil || m.tokens {
 		return nil
 	}
 	m.paceOnce.Do(func() {

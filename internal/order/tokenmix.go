@@ -21,6 +21,18 @@ import (
 // ±1 sequence. A bestfit pass's length depends on the order it packs, so
 // the mixture is one per (components, weights, block, length, seed,
 // window, packing).
+//
+// A schedule over token datasets (mix_schedule= or a stored schedule with
+// seq=) is the same seam: shuffle.NewSchedule over the same passes, a
+// step one mixing block of sequences, so that its shares are exact in
+// sequences in each epoch's part of every phase, as a mixture's are in
+// each epoch.
+// Sequences, not tokens, because a sequence is what a batch holds and
+// what a step counts: every sequence is seq tokens long, pad included,
+// so a share of sequences is that share of the batch's tokens; the
+// non-pad tokens follow within each component's fill. The components'
+// windows split the job's window by the first phase's weights, so a
+// schedule of one constant phase is that mixture, sequence for sequence.
 
 // TokenMixture returns the mixture of token datasets ds (in mix's order)
 // a token job reads, memoised as Mixture's. Components of different
@@ -49,6 +61,9 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 		fmt.Fprintf(&kb, "%s@%s:%s,", d.Name, d.ID(), mix[i].Weight)
 	}
 	fmt.Fprintf(&kb, "|block=%d|samples=%d|seed=%d|window=%d%s", block, job.MixSamples, job.Seed, job.Window, appendTokens(nil, job))
+	if len(job.Schedule) > 0 {
+		kb.WriteString("|schedule=" + job.Schedule.String())
+	}
 	memo := kb.String()
 	if m, ok := o.mixtures.Get(memo); ok {
 		return m, nil
@@ -72,8 +87,15 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 
 // newTokenMixed builds a token mixture whose key is key.
 func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []TokenSpec, job api.Job, block int, key string) (*Mixed, error) {
-	weights, err := mix.IntWeights()
-	if err != nil {
+	var phases []shuffle.SchedulePhase
+	var weights []uint64
+	var err error
+	if len(job.Schedule) > 0 {
+		if phases, err = job.Schedule.Phases(); err != nil {
+			return nil, err
+		}
+		weights = phases[0].Weights
+	} else if weights, err = mix.IntWeights(); err != nil {
 		return nil, err
 	}
 	var sum uint64
@@ -91,8 +113,16 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 			return nil, err
 		}
 	}
-	mo, err := shuffle.NewMixtureOf(weights, passes, block, job.MixSamples)
-	if err != nil {
+	var mo *shuffle.Mixture
+	var sc *shuffle.Schedule
+	if phases != nil {
+		if sc, err = shuffle.NewSchedule(phases, passes, block, job.MixSamples); err != nil {
+			return nil, err
+		}
+		if mo, err = sc.Epoch(0); err != nil {
+			return nil, err
+		}
+	} else if mo, err = shuffle.NewMixtureOf(weights, passes, block, job.MixSamples); err != nil {
 		return nil, err
 	}
 	if err := checkSpan(mo); err != nil {
@@ -102,8 +132,8 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 	for i, d := range ds {
 		ids[i] = d.ID()
 	}
-	return &Mixed{Mix: mix, DS: ds, Order: &MixOrder{Mixture: mo, key: key, spans: o.mixSpans}, key: key,
-		text: mix.String(), ids: strings.Join(ids, ",")}, nil
+	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
+		text: mix.String(), ids: strings.Join(ids, ","), tokens: true}, nil
 }
 
 // passLens is a token component's pass lengths: pass p is its stream's

@@ -493,9 +493,9 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 // checkTokens refuses the parameters of a token job (seq=) that do not
 // go together: pack, pad and eos without seq, eos without pack=concat,
 // seq with a pipeline (a sequence has no image) or with columns (a
-// token job reads its dataset's token field alone), and seq with a
-// schedule (a token mixture's weights are fixed for the run: schedules
-// mix samples, docs/shuffle.md §11.9).
+// token job reads its dataset's token field alone). A schedule
+// (mix_schedule= or schedule=) goes with seq: its steps are mixing
+// blocks of sequences.
 func checkTokens(job api.Job, values url.Values) error {
 	given := func(name string) bool { return values.Get(name) != "" }
 	if !job.Tokens() {
@@ -513,8 +513,6 @@ func checkTokens(job api.Job, values url.Values) error {
 		return fmt.Errorf("%w: transform and seq do not go together: a token job's sequences have no images", ErrBadRequest)
 	case len(job.Columns) > 0:
 		return fmt.Errorf("%w: columns and seq do not go together: a token job reads its dataset's token field", ErrBadRequest)
-	case len(job.Schedule) > 0 || job.ScheduleVersion != "":
-		return fmt.Errorf("%w: a schedule (mix_schedule= or schedule=) and seq do not go together yet: a token job mixes its sources with fixed weights (mix=)", ErrBadRequest)
 	}
 	return nil
 }

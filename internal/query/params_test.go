@@ -220,6 +220,17 @@ func TestParse(t *testing.T) {
 		{name: "eos with bestfit", raw: "seq=8&eos=1", err: ErrBadRequest, says: "only with pack=concat"},
 		{name: "seq with a pipeline", raw: "seq=8&transform=t", err: ErrBadRequest, says: "no images"},
 		{name: "seq with columns", raw: "seq=8&columns=tokens", err: ErrBadRequest, says: "token field"},
+		{name: "a schedule over token datasets", raw: "seq=64&mix_schedule=0:web:0.7,code:0.3%3B4000:web:0.3,code:0.7",
+			want: func(q *Query) {
+				s, err := api.ParseSchedule("0:web:0.7,code:0.3;4000:web:0.3,code:0.7")
+				if err != nil {
+					panic(err)
+				}
+				q.Job.Seq, q.Job.Schedule, q.Job.Mix = 64, s, s[0].Mix
+			}},
+		{name: "a token job's stored schedule", raw: "seq=64&job=run&schedule=latest",
+			want: func(q *Query) { q.Job.Seq, q.Job.Name, q.Job.ScheduleVersion = 64, "run", "latest" }},
+		{name: "a token schedule with pad without seq", raw: "pad=1&mix_schedule=0:web:1", err: ErrBadRequest, says: "token job (seq=)"},
 		{name: "the manifest", raw: "format=json", want: func(q *Query) { q.Format = "json" }},
 		{name: "another format", raw: "format=xml", err: ErrBadRequest, says: "tar or json"},
 		{name: "an unknown parameter", raw: "batchsize=64", err: ErrBadRequest, says: `unknown query parameter "batchsize"`},

@@ -166,6 +166,23 @@ class TestSequenceSteps(unittest.TestCase):
         # default its batch size times its world), given to all.
         self.resume_at_another_world_size(mix=mix, mix_block=2 * B)
 
+    def test_schedule(self):
+        """A schedule over two token datasets (seq= with mix_schedule=):
+        each step of mix_block = 2 batches (8 sequences) holds tok and tok2
+        as its phase says, 4 and 4 before step 6, 2 and 6 from it; and the
+        job resumes at another world size as one dataset does."""
+        sched = "0:tok:0.5,tok2:0.5;6:tok:0.25,tok2:0.75"
+        steps = list(self.dataset(dataset=None, mix_schedule=sched, mix_block=2 * B))
+        self.assertGreater(len(steps), 16)
+        for k in range(len(steps) // 2):
+            n2 = 0
+            for ids, pos in rows(steps[2 * k:2 * k + 2]):
+                docs = {(t - 1) // STRIDE >= DOCS for t in ids if t != PAD}
+                self.assertEqual(len(docs), 1, "a sequence of both components")
+                n2 += docs.pop()
+            self.assertEqual(n2, 4 if k < 6 else 6, f"step {k}: {n2} sequences of tok2")
+        self.resume_at_another_world_size(dataset=None, mix_schedule=sched, mix_block=2 * B)
+
     def resume_at_another_world_size(self, **kw):
         whole = rows(self.dataset(seed=12, **kw))
         first = [BrandDataset(self.gw.url, brand.Options(job=job(seed=12, world=2, rank=r, **kw))) for r in range(2)]
