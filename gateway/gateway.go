@@ -482,7 +482,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.prefetch = schedule.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
-			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Local: rt.Local, Tally: g.stats,
+			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, Local: rt.Local, Tally: g.stats,
 			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,

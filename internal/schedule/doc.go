@@ -74,8 +74,14 @@
 // hot keys move, through the clocks the table points to; Ticks counts the
 // requests that moved them, so the policy re-keys only the hot chunks. The
 // table also answers what prefetch may do: Prefetchable (the chunk is among
-// the soonest that fit in the cache beside the hot ones) and Displaces
-// (whether a prefetch may evict chunks still needed later).
+// the soonest that fit in the cache beside the hot ones), Displaces
+// (whether a prefetch may evict chunks still needed later) and Keeps
+// (whether a chunk needed later may stay until its use at all: one that
+// cannot is evicted for any prefetch needed sooner). A schedule's
+// component whose pace rises at a phase ahead is read ahead as far as
+// the windows it reaches in the time its next windows take now
+// (Schedule.upcoming), so the windows it reads first after a switch are
+// in the cache when the switch comes.
 //
 // # Costs
 //

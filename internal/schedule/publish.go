@@ -214,7 +214,8 @@ func (t *UseTable) usesOf(ds *catalog.Dataset) *datasetUses {
 
 // finish lists the hot chunks and finds the prefetch horizon: the hot
 // chunks first, then the others soonest first, as many as fit in
-// capacity bytes.
+// capacity bytes; and the latest key the cache keeps (Keeps): the
+// others alone, as many as fit.
 func (t *UseTable) finish(capacity int64) {
 	type use struct {
 		key  int64
@@ -236,23 +237,27 @@ func (t *UseTable) finish(capacity int64) {
 		}
 	}
 	t.hotFits = hotBytes <= capacity
-	t.horizon = -1
+	t.horizon, t.keeps = -1, -1
 	if !t.hotFits {
 		return
 	}
 	slices.SortFunc(later, func(a, b use) int { return int(min(max(a.key-b.key, -1), 1)) })
 	// Chunks of one window share a key; a window that does not fit
 	// whole is left out whole.
-	room, below := capacity-hotBytes, int64(-1) // below: the last key before the current run
-	for i, u := range later {
-		if i > 0 && u.key != later[i-1].key {
-			below = later[i-1].key
+	fit := func(room int64) int64 {
+		last, below := int64(-1), int64(-1) // below: the last key before the current run
+		for i, u := range later {
+			if i > 0 && u.key != later[i-1].key {
+				below = later[i-1].key
+			}
+			if u.size > room {
+				return below
+			}
+			room -= u.size
+			last = u.key
 		}
-		if u.size > room {
-			t.horizon = below
-			return
-		}
-		room -= u.size
-		t.horizon = u.key
+		return last
 	}
+	t.horizon = fit(capacity - hotBytes)
+	t.keeps = fit(capacity)
 }
