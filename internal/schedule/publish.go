@@ -17,12 +17,47 @@ func (s *Schedule) refreshLocked(st *stream) {
 			s.turnsMovedLocked() // publishes
 			return
 		}
-		s.publishLocked()
+		s.republishLocked()
 		return
 	}
 	if s.lateLocked() {
-		s.publishLocked()
+		s.republishLocked()
 	}
+}
+
+// republishLocked rebuilds the use table, or, within Coalesce, marks it
+// to be rebuilt when Coalesce returns.
+func (s *Schedule) republishLocked() {
+	if s.coalescing > 0 {
+		s.stale = true
+		return
+	}
+	s.publishLocked()
+}
+
+// Coalesce runs f, the calls of one batch's visit (Begin, Advance and
+// Finish of each of its parts), rebuilding the use table at most once,
+// when f returns, for all the windows its streams crossed: a batch of a
+// mixture has a part per source it draws from, and a rebuild per part
+// cost a batch O(parts × chunks of every source) — the allocations of a
+// mixture of 100 sources were 41 % table rebuilds (issue 43's schedule
+// bench). Rebuilds other calls ask for while f runs wait for it too; f
+// must not wait on anything (a turn, a read). A table rebuilt on a turn's
+// move is not held back.
+func (s *Schedule) Coalesce(f func()) {
+	s.mu.Lock()
+	s.coalescing++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.coalescing--
+		if s.stale {
+			s.stale = false
+			s.publishLocked()
+		}
+	}()
+	f()
 }
 
 // Rebuilds of the use table for late streams (lateLocked) are at

@@ -40,6 +40,10 @@ type Schedule struct {
 	gen     uint64
 
 	uses atomic.Pointer[UseTable]
+	// coalescing counts the Coalesce calls running; stale: a rebuild
+	// was asked for during one.
+	coalescing int
+	stale      bool
 	// publishCost is how long the last table took to build (wall time):
 	// rebuilds for a late stream are spaced by a multiple of it.
 	publishCost time.Duration

@@ -55,6 +55,9 @@ type Schedule interface {
 	Advance(js order.Stream, epoch uint64, end int, windows int) []schedule.Use
 	Turn(ctx context.Context, f schedule.Inflight) error
 	Finish(f schedule.Inflight)
+	// Coalesce runs f, a batch's calls for its parts, with the
+	// schedule's work for them done once (schedule.Schedule.Coalesce).
+	Coalesce(f func())
 }
 
 // Peers fetches from other nodes, in the background, the samples of a
@@ -215,20 +218,31 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
 	finish := func() {
-		for _, t := range toks {
-			v.sched.Finish(t)
+		if len(toks) == 0 {
+			return
 		}
+		v.sched.Coalesce(func() {
+			for _, t := range toks {
+				v.sched.Finish(t)
+			}
+		})
 		toks = toks[:0]
 	}
 	defer finish()
-	for _, part := range b.Parts {
-		t, err := v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
-		if err != nil {
-			return nil, 0, nil, err
+	var err error
+	v.sched.Coalesce(func() {
+		for _, part := range b.Parts {
+			var t schedule.Inflight
+			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight); err != nil {
+				return
+			}
+			toks = append(toks, t)
 		}
-		toks = append(toks, t)
+		v.Follow(b)
+	})
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	v.Follow(b)
 	var nx *nextBatch
 	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
 		nx = v.next(b)
