@@ -173,9 +173,26 @@ type Served struct {
 // next, reading nothing: a client revalidating a batch it holds (304)
 // still moves through the epoch.
 func (v *Batches) Follow(b *order.Batch) {
+	var ahead [][]schedule.Use
+	v.sched.Coalesce(func() { ahead = v.follow(b) })
+	v.enqueue(ahead)
+}
+
+// follow moves the batch's streams to its end and returns, per part,
+// what to prefetch: queued once the schedule's table has been rebuilt
+// for the moves (after Coalesce), which says what the cache can keep.
+func (v *Batches) follow(b *order.Batch) [][]schedule.Use {
 	v.stats.Follow(b)
-	for _, part := range b.Parts {
-		v.prefetch.Enqueue(v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows))
+	ahead := make([][]schedule.Use, len(b.Parts))
+	for i, part := range b.Parts {
+		ahead[i] = v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows)
+	}
+	return ahead
+}
+
+func (v *Batches) enqueue(ahead [][]schedule.Use) {
+	for _, uses := range ahead {
+		v.prefetch.Enqueue(uses)
 	}
 }
 
@@ -230,6 +247,7 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 	}
 	defer finish()
 	var err error
+	var ahead [][]schedule.Use
 	v.sched.Coalesce(func() {
 		for _, part := range b.Parts {
 			var t schedule.Inflight
@@ -238,11 +256,12 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 			}
 			toks = append(toks, t)
 		}
-		v.Follow(b)
+		ahead = v.follow(b)
 	})
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	v.enqueue(ahead)
 	var nx *nextBatch
 	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
 		nx = v.next(b)

@@ -147,18 +147,18 @@ func TestVisit(t *testing.T) {
 		want  string
 	}{
 		{name: "a dataset's batch", nodes: 1,
-			want: "{, begin a/0@4 g4, advance a/0@8 +1, prefetch, }, turn, read 1 parts, {, finish, }"},
+			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, turn, read 1 parts, {, finish, }"},
 		{name: "on a cluster, the next batch fetched", nodes: 2,
-			want: "{, begin a/0@4 g4, advance a/0@8 +1, prefetch, }, fetch next, turn, read 1 parts, {, finish, }"},
+			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, fetch next, turn, read 1 parts, {, finish, }"},
 		// The parts' begins and advances in one Coalesce, their finishes
 		// in another: the schedule's table is rebuilt once for each, not
-		// once for each part.
+		// once for each part; prefetch is queued once it is rebuilt.
 		{name: "a mixture's batch: no turn", nodes: 1, mix: true,
-			want: "{, begin P0, begin P1, advance P0, prefetch, advance P1, prefetch, }, read 2 parts, {, finish, finish, }"},
+			want: "{, begin P0, begin P1, advance P0, advance P1, }, prefetch, prefetch, read 2 parts, {, finish, finish, }"},
 		{name: "the turn fails", nodes: 1, sched: fakeSchedule{noTurn: true},
-			want: "{, begin a/0@4 g4, advance a/0@8 +1, prefetch, }, turn, {, finish, }"},
+			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, turn, {, finish, }"},
 		{name: "the read fails", nodes: 1, fail: true,
-			want: "{, begin a/0@4 g4, advance a/0@8 +1, prefetch, }, turn, read 1 parts, {, finish, }"},
+			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, turn, read 1 parts, {, finish, }"},
 		{name: "the stream is busy", nodes: 1, sched: fakeSchedule{busy: true}, want: "{, }"},
 	}
 	for _, tc := range tests {
