@@ -112,8 +112,10 @@
 // A Schedule is safe for concurrent use. Its mutex guards the streams (the
 // map and every field of every stream), the turns' line and channel, and
 // the building of tables; Begin, Finish, Advance, Turn, Shared and Turns
-// take it. Turn waits without it, woken when turns move (a channel closed
-// and replaced) or when a holder may have gone idle.
+// take it, and Coalesce when it begins and ends (not while its function
+// runs: a batch's calls, each taking it, with the rebuilds they ask for
+// put off until it ends). Turn waits without it, woken when turns move (a
+// channel closed and replaced) or when a holder may have gone idle.
 //
 // What readers see without the lock is published atomically: the latest
 // UseTable (an atomic pointer; a table never changes once stored), the

@@ -41,9 +41,9 @@ func (s *Schedule) republishLocked() {
 // mixture has a part per source it draws from, and a rebuild per part
 // cost a batch O(parts × chunks of every source) — the allocations of a
 // mixture of 100 sources were 41 % table rebuilds (issue 43's schedule
-// bench). Rebuilds other calls ask for while f runs wait for it too; f
-// must not wait on anything (a turn, a read). A table rebuilt on a turn's
-// move is not held back.
+// bench). Rebuilds that other requests' calls ask for while f runs are
+// put off until it returns too, so f must not wait on anything (a turn,
+// a read). A table rebuilt on a turn's move is not put off.
 func (s *Schedule) Coalesce(f func()) {
 	s.mu.Lock()
 	s.coalescing++
