@@ -354,6 +354,9 @@ type Gateway struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	tokens   tokenSet
+	// closeIdle closes the idle connections of the stores' one pool
+	// (s3backend.Config.SharedTransport), on Close.
+	closeIdle func()
 
 	catalog  *catalog.Catalog
 	jobs     *jobs
@@ -403,8 +406,12 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every dataset's store reaches the endpoint through one pool of
+	// connections: goroutines do not grow with the sources.
+	var closeIdle func()
+	cfg.Backend, closeIdle = cfg.Backend.SharedTransport()
 	g := &Gateway{cfg: cfg, log: cfg.Logger, started: time.Now(), registry: cfg.Registry,
-		tokens: newTokenSet(cfg.AuthTokens), life: stopper.New()}
+		tokens: newTokenSet(cfg.AuthTokens), life: stopper.New(), closeIdle: closeIdle}
 	reg := cfg.Registry
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
@@ -482,7 +489,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.prefetch = schedule.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
-			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Local: rt.Local, Tally: g.stats,
+			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, Local: rt.Local, Tally: g.stats,
 			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
@@ -756,7 +763,10 @@ func (g *Gateway) Reload(ctx context.Context) ([]string, error) { return g.catal
 // stop, waited for, and what it holds given back, so no part is closed
 // while a part built on it runs. No goroutine outlives it. In-flight
 // requests are the HTTP server's to drain first. Idempotent.
-func (g *Gateway) Close() { g.life.Stop() }
+func (g *Gateway) Close() {
+	g.life.Stop()
+	g.closeIdle()
+}
 
 // ShutdownOrder names the gateway's parts that run goroutines, in the
 // order Close drains them.

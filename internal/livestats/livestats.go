@@ -106,7 +106,12 @@ type Stats struct {
 }
 
 type jobStats struct {
-	id      int // its batches' tag in the trace
+	id int // its batches' tag in the trace
+	// labels are its series' job labels (jobLabelsOf), made once: a
+	// mixture of more sources than statsJobs makes room for a stream at
+	// nearly every part of every batch, and each time compares the
+	// labels of every job kept.
+	labels  prometheus.Labels
 	lastUse uint64
 	epochs  map[uint64]*epochCount
 	// trimmed: the trace lost batches of this job; firstTraced is then
@@ -189,8 +194,10 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 // Close stops the optimum computation and waits for it (the Stats' part).
 func (s *Stats) Close() { s.part.Stop() }
 
-func labelsOf(js order.Stream, epoch uint64) prometheus.Labels {
-	l := jobLabelsOf(js)
+// labelsOf are the labels of an epoch's series of a job whose job
+// labels are jl (not changed).
+func labelsOf(jl prometheus.Labels, js order.Stream, epoch uint64) prometheus.Labels {
+	l := maps.Clone(jl)
 	l["snapshot"], l["epoch"] = js.Imp.Version, strconv.FormatUint(epoch, 10)
 	return l
 }
@@ -216,7 +223,7 @@ func (s *Stats) jobLocked(js order.Stream) *jobStats {
 			for e := range s.jobs[oldest].epochs {
 				s.forgetLocked(oldest, e)
 			}
-			l := jobLabelsOf(oldest)
+			l := s.jobs[oldest].labels
 			s.jobBytes.Delete(l)
 			s.jobStall.Delete(l)
 			s.jobBatches.Delete(l)
@@ -225,7 +232,7 @@ func (s *Stats) jobLocked(js order.Stream) *jobStats {
 		}
 		s.ids++
 		l := jobLabelsOf(js)
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{},
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, labels: l,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 	}
@@ -261,8 +268,8 @@ func (s *Stats) epochLocked(js order.Stream, j *jobStats, epoch uint64, samples 
 // window and name) share their series, and the handles a job holds must
 // not outlive them.
 func (s *Stats) reresolveLocked(l prometheus.Labels) {
-	for k, o := range s.jobs {
-		if !maps.Equal(jobLabelsOf(k), l) {
+	for _, o := range s.jobs {
+		if !maps.Equal(o.labels, l) {
 			continue
 		}
 		o.batchesC, o.stallC, o.bytesC = s.jobBatches.With(l), s.jobStall.With(l), s.jobBytes.With(l)
@@ -275,13 +282,13 @@ func (s *Stats) reresolveLocked(l prometheus.Labels) {
 func (s *Stats) forgetLocked(js order.Stream, epoch uint64) {
 	// The series are shared by streams of the same labels (see
 	// reresolveLocked): theirs are resolved again on next use.
-	jl := jobLabelsOf(js)
+	jl := s.jobs[js].labels
 	for k, o := range s.jobs {
-		if c, ok := o.epochs[epoch]; ok && k != js && k.Imp.Version == js.Imp.Version && maps.Equal(jobLabelsOf(k), jl) {
+		if c, ok := o.epochs[epoch]; ok && k != js && k.Imp.Version == js.Imp.Version && maps.Equal(o.labels, jl) {
 			c.bytesG, c.liveG = nil, nil
 		}
 	}
-	l := labelsOf(js, epoch)
+	l := labelsOf(jl, js, epoch)
 	s.bytes.Delete(l)
 	l["policy"] = "live"
 	s.hitRatio.Delete(l)
@@ -289,9 +296,9 @@ func (s *Stats) forgetLocked(js order.Stream, epoch uint64) {
 	s.hitRatio.Delete(l)
 }
 
-func (s *Stats) publishLocked(js order.Stream, epoch uint64, c *epochCount) {
+func (s *Stats) publishLocked(js order.Stream, j *jobStats, epoch uint64, c *epochCount) {
 	if c.bytesG == nil {
-		l := labelsOf(js, epoch)
+		l := labelsOf(j.labels, js, epoch)
 		c.bytesG = s.bytes.With(l)
 		l["policy"] = "live"
 		c.liveG = s.hitRatio.With(l)
@@ -375,7 +382,7 @@ func (s *Stats) Batch(b Served) {
 	j.bytes += store
 	j.disk += b.DiskBytes
 	j.bytesC.Add(float64(store))
-	s.publishLocked(js, b.Epoch, c)
+	s.publishLocked(js, j, b.Epoch, c)
 
 	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
 	for i, ch := range b.Chunks {
@@ -445,7 +452,7 @@ func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64
 	c.prefetched[chunk] = true
 	c.bytes += store
 	c.disk += below
-	s.publishLocked(js, epoch, c)
+	s.publishLocked(js, j, epoch, c)
 }
 
 // computeOptima runs until close, computing the optimum over the merged
@@ -528,7 +535,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 			}
 			c.optimal = &r
 			c.computedAt = c.accesses
-			l := labelsOf(js, e)
+			l := labelsOf(j.labels, js, e)
 			l["policy"] = "optimal"
 			s.hitRatio.With(l).Set(r)
 		}

@@ -74,8 +74,14 @@
 // hot keys move, through the clocks the table points to; Ticks counts the
 // requests that moved them, so the policy re-keys only the hot chunks. The
 // table also answers what prefetch may do: Prefetchable (the chunk is among
-// the soonest that fit in the cache beside the hot ones) and Displaces
-// (whether a prefetch may evict chunks still needed later).
+// the soonest that fit in the cache beside the hot ones), Displaces
+// (whether a prefetch may evict chunks still needed later) and Keeps
+// (whether a chunk needed later may stay until its use at all: one that
+// cannot is evicted for any prefetch needed sooner). A schedule's
+// component whose pace rises at a phase ahead is read ahead as far as
+// the windows it reaches in the time its next windows take now
+// (Schedule.upcoming), so the windows it reads first after a switch are
+// in the cache when the switch comes.
 //
 // # Costs
 //
@@ -106,8 +112,10 @@
 // A Schedule is safe for concurrent use. Its mutex guards the streams (the
 // map and every field of every stream), the turns' line and channel, and
 // the building of tables; Begin, Finish, Advance, Turn, Shared and Turns
-// take it. Turn waits without it, woken when turns move (a channel closed
-// and replaced) or when a holder may have gone idle.
+// take it, and Coalesce when it begins and ends (not while its function
+// runs: a batch's calls, each taking it, with the rebuilds they ask for
+// put off until it ends). Turn waits without it, woken when turns move (a
+// channel closed and replaced) or when a holder may have gone idle.
 //
 // What readers see without the lock is published atomically: the latest
 // UseTable (an atomic pointer; a table never changes once stored), the

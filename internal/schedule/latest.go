@@ -13,6 +13,9 @@ func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Table().Prefet
 // Displaces is UseTable.Displaces in the latest table.
 func (s *Schedule) Displaces(need, lead int64) bool { return s.Table().Displaces(need, lead) }
 
+// Keeps is UseTable.Keeps in the latest table.
+func (s *Schedule) Keeps(d int64) bool { return s.Table().Keeps(d) }
+
 // Tally is told of every chunk a prefetch read for an epoch of a stream,
 // from the store or (disk) from the disk tier below the cache
 // (livestats.Stats, which credits it to the stream).

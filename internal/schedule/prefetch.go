@@ -54,6 +54,7 @@ type Prefetcher struct {
 	distance func(chunkcache.Key) int64  // the schedule's next-use key
 	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
 	displace func(need, lead int64) bool // whether it may evict chunks needed later
+	keeps    func(d int64) bool          // whether the cache keeps a chunk keyed d until used
 	local    func(ds *catalog.Dataset, c int) bool
 	tally    Tally
 	queued   prometheus.Counter
@@ -87,6 +88,11 @@ type PrefetcherConfig struct {
 	// (UseTable.Displaces), rather than only chunks no stream needs;
 	// nil: always.
 	Displaces func(need, lead int64) bool
+	// Keeps reports whether the cache keeps a chunk whose next use is
+	// keyed d until it is used (UseTable.Keeps): a prefetch may displace
+	// one it does not, needed later than the chunk read, whatever
+	// Displaces says; nil: it keeps every chunk some stream needs.
+	Keeps func(d int64) bool
 	// Local reports whether this node reads chunk c of ds for the
 	// batches now (route.Router.Local), asked again when a queued chunk
 	// comes to be read: one queued while its owner was down, or before a
@@ -118,11 +124,15 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 	if displace == nil {
 		displace = func(int64, int64) bool { return true }
 	}
+	keeps := c.Keeps
+	if keeps == nil {
+		keeps = func(int64) bool { return true }
+	}
 	local := c.Local
 	if local == nil {
 		local = func(*catalog.Dataset, int) bool { return true }
 	}
-	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, local: local, tally: c.Tally,
+	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, keeps: keeps, local: local, tally: c.Tally,
 		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
@@ -201,13 +211,15 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 		p.dropped.Inc()
 		return
 	}
-	// Displace only chunks needed later than this one, and chunks still
-	// needed at all only while that cannot pass over a better victim, or
-	// waiting for one would leave too little time to read this chunk.
+	// Displace only chunks needed later than this one: chunks the cache
+	// would not keep until their use anyway (not needed, or needed after
+	// the chunks that fill it), and chunks it keeps only while that
+	// cannot pass over a better victim, or waiting for one would leave
+	// too little time to read this chunk.
 	displace := p.displace(need, p.lead())
 	admit := func(victim chunkcache.Key) bool {
 		d := p.distance(victim)
-		return d > need && (displace || !Needed(d))
+		return d > need && (displace || !Needed(d) || !p.keeps(d))
 	}
 	began := p.clock()
 	res, err := p.cache.Prefetch(p.ctx, r, admit)

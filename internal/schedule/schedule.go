@@ -40,6 +40,10 @@ type Schedule struct {
 	gen     uint64
 
 	uses atomic.Pointer[UseTable]
+	// coalescing counts the Coalesce calls running; stale: a rebuild
+	// was asked for during one.
+	coalescing int
+	stale      bool
 	// publishCost is how long the last table took to build (wall time):
 	// rebuilds for a late stream are spaced by a multiple of it.
 	publishCost time.Duration
@@ -254,25 +258,47 @@ type Use struct {
 // upcoming lists the chunks of the windows a stream needs next that this
 // node reads itself: the rest of its current window and the next ahead
 // windows, continuing into the next epoch at the boundary, in the order
-// they will be needed.
+// they will be needed. A schedule's component (order.Pace) whose phase
+// ahead reads it faster lists, beyond those, the windows it reaches in
+// the time they take at its pace now (at most maxPacedWindows in all): a
+// source whose weight jumps at a switch has the windows its first steps
+// after the switch read listed before it, not one window at its old pace.
 func (s *Schedule) upcoming(st stream, ahead int) []Use {
 	var out []Use
 	e, err := s.orders.Epoch(st.Stream, st.edge.epoch)
 	if err != nil || e.NumSamples() == 0 {
 		return nil
 	}
-	w := e.WindowOf(min(st.edge.pos, e.NumSamples()-1))
+	edge := min(st.edge.pos, e.NumSamples()-1)
+	w := e.WindowOf(edge)
 	epoch := st.edge.epoch
-	for range ahead + 1 {
+	// budget is what the windows listed by count span, in samples at
+	// the pace now; past them a window is listed while it begins within
+	// that span at the paces ahead. done: samples of the epochs before
+	// e's, counted from the edge.
+	budget, done := -1, 0
+	for i := 0; ; i++ {
 		if w >= e.NumWindows() {
 			if st.ImportanceJob() {
 				return out // the next epoch's snapshot is not sealed yet
 			}
+			done += e.NumSamples()
 			epoch++
 			if e, err = s.orders.Epoch(st.Stream, epoch); err != nil {
 				return out
 			}
 			w = 0
+		}
+		if i > ahead {
+			if st.Pace == nil || i >= maxPacedWindows {
+				return out
+			}
+			if budget < 0 {
+				budget = done + e.WindowStart(w) - edge
+			}
+			if st.Pace.Ahead(st.edge.epoch, edge, done+e.WindowStart(w)-edge) >= float64(budget) {
+				return out
+			}
 		}
 		for _, c := range e.WindowChunks(w) {
 			if s.local(st.DS, c) {
@@ -281,5 +307,8 @@ func (s *Schedule) upcoming(st stream, ahead int) []Use {
 		}
 		w++
 	}
-	return out
 }
+
+// maxPacedWindows bounds the windows upcoming lists for a component
+// whose pace rises ahead: the work of a request, and the chunks queued.
+const maxPacedWindows = 64

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -232,4 +233,52 @@ func newTestSchedule() *Schedule {
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
 	return s
+}
+
+// TestCoalesceRebuildsOnce: the parts of a batch over many sources, each
+// crossing into another window, rebuild the use table once within
+// Coalesce — a rebuild per part cost a batch of a mixture of 100 sources
+// O(parts × every source's chunks), 41 % of its allocations (issue 43's
+// schedule bench) — and the table it publishes is the one a rebuild per
+// part ends with.
+func TestCoalesceRebuildsOnce(t *testing.T) {
+	const sources = 20
+	var streams []order.Stream
+	for i := range sources {
+		ds := catalog.NewDataset(fmt.Sprintf("d%02d", i), "", nil, testIndex(t, 8, 4))
+		streams = append(streams, order.Stream{DS: ds, Seed: 1, Window: 1, Mix: "m"})
+	}
+	visit := func(s *Schedule, pos int) {
+		for _, js := range streams {
+			s.Finish(mustBegin(t, s, js, 0, pos, 4))
+			s.Advance(js, 0, pos+4, 1)
+		}
+	}
+	rebuilds := func(s *Schedule) uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
+	}
+	plain, coalesced := newTestSchedule(), newTestSchedule()
+	visit(plain, 0)
+	coalesced.Coalesce(func() { visit(coalesced, 0) })
+	// Every stream crosses from its first window (4 samples) into its
+	// second.
+	before, beforeC := rebuilds(plain), rebuilds(coalesced)
+	visit(plain, 4)
+	coalesced.Coalesce(func() { visit(coalesced, 4) })
+	if n := rebuilds(plain) - before; n < sources {
+		t.Fatalf("%d rebuilds for %d streams crossing a window, one at a time: the test shows nothing", n, sources)
+	}
+	if n := rebuilds(coalesced) - beforeC; n != 1 {
+		t.Errorf("%d rebuilds for %d streams crossing a window in one Coalesce, want 1", n, sources)
+	}
+	for _, js := range streams {
+		for c := range 8 {
+			k := js.DS.ChunkKey(c)
+			if a, b := plain.Distance(k), coalesced.Distance(k); a != b {
+				t.Errorf("%s chunk %d: key %d rebuilt per part, %d coalesced", js.DS.Name, c, a, b)
+			}
+		}
+	}
 }

@@ -183,6 +183,38 @@ func TestUseTableDisplaces(t *testing.T) {
 	}
 }
 
+// TestUseTableKeeps: the cache keeps until its use a chunk keyed within
+// the soonest-needed chunks that fill it (keeps, here 8000); one keyed
+// later goes before its use, and a prefetch may displace it — unless
+// several jobs share the cache, or the current windows do not fit in it
+// (then nothing is prefetched at all).
+func TestUseTableKeeps(t *testing.T) {
+	tests := []struct {
+		name            string
+		shared, hotFits bool
+		d               int64
+		want            bool
+	}{
+		{"within the chunks that fill the cache", false, true, 8000, true},
+		{"after them", false, true, 8001, false},
+		{"after them, several jobs on the cache", true, true, 8001, true},
+		{"the current windows do not fit", false, false, 8001, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table, _ := handTable(t)
+			table.shared, table.hotFits, table.keeps = tt.shared, tt.hotFits, 8000
+			if got := table.Keeps(tt.d); got != tt.want {
+				t.Errorf("Keeps(%d) = %t, want %t", tt.d, got, tt.want)
+			}
+		})
+	}
+	var none *UseTable
+	if !none.Keeps(1) {
+		t.Error("without a table, a chunk is not kept")
+	}
+}
+
 // TestPublishedKeys: the keys a schedule publishes for one job stream
 // over 16 chunks of 32 samples, in windows of two chunks (8 windows of
 // 64 samples an epoch), worked out from the time frame (doc.go). Its pace

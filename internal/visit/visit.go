@@ -55,6 +55,9 @@ type Schedule interface {
 	Advance(js order.Stream, epoch uint64, end int, windows int) []schedule.Use
 	Turn(ctx context.Context, f schedule.Inflight) error
 	Finish(f schedule.Inflight)
+	// Coalesce runs f, a batch's calls for its parts, with the
+	// schedule's work for them done once (schedule.Schedule.Coalesce).
+	Coalesce(f func())
 }
 
 // Peers fetches from other nodes, in the background, the samples of a
@@ -170,9 +173,26 @@ type Served struct {
 // next, reading nothing: a client revalidating a batch it holds (304)
 // still moves through the epoch.
 func (v *Batches) Follow(b *order.Batch) {
+	var ahead [][]schedule.Use
+	v.sched.Coalesce(func() { ahead = v.follow(b) })
+	v.enqueue(ahead)
+}
+
+// follow moves the batch's streams to its end and returns, per part,
+// what to prefetch: queued once the schedule's table has been rebuilt
+// for the moves (after Coalesce), which says what the cache can keep.
+func (v *Batches) follow(b *order.Batch) [][]schedule.Use {
 	v.stats.Follow(b)
-	for _, part := range b.Parts {
-		v.prefetch.Enqueue(v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows))
+	ahead := make([][]schedule.Use, len(b.Parts))
+	for i, part := range b.Parts {
+		ahead[i] = v.sched.Advance(part.Stream, part.Epoch, part.End, v.windows)
+	}
+	return ahead
+}
+
+func (v *Batches) enqueue(ahead [][]schedule.Use) {
+	for _, uses := range ahead {
+		v.prefetch.Enqueue(uses)
 	}
 }
 
@@ -215,20 +235,33 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 	// means to the schedule, however far ahead other requests have gone.
 	toks := make([]schedule.Inflight, 0, len(b.Parts))
 	finish := func() {
-		for _, t := range toks {
-			v.sched.Finish(t)
+		if len(toks) == 0 {
+			return
 		}
+		v.sched.Coalesce(func() {
+			for _, t := range toks {
+				v.sched.Finish(t)
+			}
+		})
 		toks = toks[:0]
 	}
 	defer finish()
-	for _, part := range b.Parts {
-		t, err := v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight)
-		if err != nil {
-			return nil, 0, nil, err
+	var err error
+	var ahead [][]schedule.Use
+	v.sched.Coalesce(func() {
+		for _, part := range b.Parts {
+			var t schedule.Inflight
+			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight); err != nil {
+				return
+			}
+			toks = append(toks, t)
 		}
-		toks = append(toks, t)
+		ahead = v.follow(b)
+	})
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	v.Follow(b)
+	v.enqueue(ahead)
 	var nx *nextBatch
 	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
 		nx = v.next(b)
