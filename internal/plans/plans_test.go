@@ -303,3 +303,26 @@ func TestNoPlanner(t *testing.T) {
 		}
 	}
 }
+
+// Plan takes a mixture's schedule (mix_schedule=) and reports what each
+// phase reads: a phase change at step 5 and a ramp to web alone over
+// steps [20, 30) are three phases of 5, 15 and 22 steps over three epochs
+// of 14, the last reading mostly web.
+func TestPlanOfASchedule(t *testing.T) {
+	ds := []*catalog.Dataset{tarDataset("web", indexOf(t, "web-", 12, 25)), tarDataset("code", indexOf(t, "code-", 6, 20)),
+		tarDataset("books", indexOf(t, "books-", 2, 10))}
+	m := newMaker(t, ds, func(c *plans.Config) { c.Defaults.Job.Seed = 5 })
+	const schedule = "0:web:0.5,code:0.3,books:0.2%3B5:web:0.2,code:0.2,books:0.6%3B20~30:web:1,code:0,books:0"
+	got, _ := planned(t, m, "world=4&epochs=3&mix_schedule="+schedule, &planner.Plan{})
+	p := got.(*planner.Plan)
+	if p.Mix == nil {
+		t.Fatalf("no mixture in the plan: %+v", p)
+	}
+	ph := p.Mix.Phases
+	if len(ph) != 3 || ph[0].Steps != 5 || ph[1].Steps != 15 || ph[2].Steps != 22 {
+		t.Fatalf("phases %+v", ph)
+	}
+	if ph[2].Samples[0] <= ph[2].Samples[1] || ph[2].Bytes == 0 {
+		t.Fatalf("the ramp's phase %+v", ph[2])
+	}
+}
