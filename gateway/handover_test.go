@@ -79,7 +79,7 @@ func chunkReads(cl []*clusterNode) []int {
 // epoch 0 of handoverJob through them (every chunk read once, and held by
 // its owner), and returns them, the listeners and URLs of all three, and
 // the lists.
-func twoThenJoin(t *testing.T, f *fixture, wrap func(http.Handler) http.Handler) ([]*clusterNode, []net.Listener, []string, []*memberList) {
+func twoThenJoin(t *testing.T, f *fixture) ([]*clusterNode, []net.Listener, []string, []*memberList) {
 	t.Helper()
 	lns, urls := loopbacks(t, 3)
 	lists := []*memberList{{}, {}, {}}
@@ -89,8 +89,8 @@ func twoThenJoin(t *testing.T, f *fixture, wrap func(http.Handler) http.Handler)
 	lists[2].set(urls...)
 	two, _ := cluster.NewMembership(urls[:2])
 	cl := []*clusterNode{
-		startNode(t, f, lns[0], urls[0], lists[0], wrap, nil),
-		startNode(t, f, lns[1], urls[1], lists[1], wrap, nil),
+		startNode(t, f, lns[0], urls[0], lists[0], nil, nil),
+		startNode(t, f, lns[1], urls[1], lists[1], nil, nil),
 	}
 	waitMembers(t, cl, two.Version())
 	readSteps(t, cl, 0, 0, 12) // 240 samples: the whole epoch
@@ -125,7 +125,7 @@ func lastChange(t *testing.T, n *clusterNode, to string) api.MembershipChange {
 // membership read its chunks from the store again.
 func TestJoinLoadsSoonNeededChunksFromTheOldOwner(t *testing.T) {
 	f := newFixture(t, 24, 10)
-	cl, lns, urls, lists := twoThenJoin(t, f, nil)
+	cl, lns, urls, lists := twoThenJoin(t, f)
 	three, _ := cluster.NewMembership(urls)
 	cl = append(cl, startNode(t, f, lns[2], urls[2], lists[2], nil, nil))
 	joined := lastChange(t, cl[2], three.Version())
