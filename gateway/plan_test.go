@@ -11,7 +11,6 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
@@ -127,38 +126,19 @@ func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 // TestPlanPredictsSmallCacheBytes).
 func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 	st, _ := inPlaceStore(t, formattest.Lines{})
-	ctx := context.Background()
-	ix, err := dataset.ReadIndex(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := dataset.ReadFormat(ctx, st, ix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := formattest.Lines{}.Open(meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := func(d planner.Dataset) (resident, stored int64) {
-		for c := range d.ChunkSizes {
-			resident += d.ChunkSizes[c]
-			stored += d.StoreSizes[c]
-		}
-		return resident, stored
-	}
-	resident, stored := size(planner.DatasetInPlace(ix, dec, nil))
-	txtResident, _ := size(planner.DatasetInPlace(ix, dec, format.Selection{0}))
+	// The dataset's bytes in the cache, whole and of txt alone, and in the
+	// store, as the plan has them (internal/plans's TestPlanInPlace: the
+	// decoder's extents and resident bounds).
+	sizes := startInPlace(t, st, formattest.Lines{})
+	whole, txt := planOf(t, sizes.URL, ""), planOf(t, sizes.URL, "columns=txt")
+	resident, stored, txtResident := whole.DatasetBytes, whole.DatasetStoreBytes, txt.DatasetBytes
 	if stored*10 > txtResident || txtResident*3/2 > resident {
 		t.Fatalf("the fixture's sizes: %d bytes resident, %d with txt alone, %d stored", resident, txtResident, stored)
 	}
 	defaults := gateway.Defaults{BatchSize: 8, Window: 3, Seed: 5}
 	for _, cache := range []int64{resident, txtResident + txtResident/8} {
-		for _, tt := range []struct {
-			columns string
-			sel     format.Selection
-		}{{"", nil}, {"txt", format.Selection{0}}, {"len", format.Selection{1}}, {"txt,len", nil}} {
-			t.Run(fmt.Sprintf("cache=%d/columns=%s", cache, tt.columns), func(t *testing.T) {
+		for _, columns := range []string{"", "txt", "len", "txt,len"} {
+			t.Run(fmt.Sprintf("cache=%d/columns=%s", cache, columns), func(t *testing.T) {
 				counted := &readCounter{Store: st}
 				g, srv := start(t, counted, func(c *gateway.Config) {
 					c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
@@ -167,20 +147,12 @@ func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 					c.PrefetchConcurrency = -1 // the plan's figures are demand reads
 				})
 				q := ""
-				if tt.columns != "" {
-					q = "columns=" + tt.columns
+				if columns != "" {
+					q = "columns=" + columns
 				}
-				resp, body := get(t, fmt.Sprintf("%s/plan?cache_size=%d&epochs=3&%s", srv.URL, cache, q))
-				if resp.StatusCode != 200 {
-					t.Fatalf("/plan: %d %s", resp.StatusCode, body)
-				}
-				var plan planner.Plan
-				if err := json.Unmarshal(body, &plan); err != nil {
-					t.Fatal(err)
-				}
-				viewResident, _ := size(planner.DatasetInPlace(ix, dec, tt.sel))
-
-				batches := (ix.NumSamples() + defaults.BatchSize - 1) / defaults.BatchSize
+				plan := planOf(t, srv.URL, fmt.Sprintf("cache_size=%d&epochs=3&%s", cache, q))
+				viewResident := plan.DatasetBytes
+				batches := (plan.Samples + defaults.BatchSize - 1) / defaults.BatchSize
 				for e := range 3 {
 					for m := range batches {
 						if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, e, m, q)); resp.StatusCode != 200 {
@@ -218,4 +190,15 @@ func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// planOf is GET /plan?query's plan.
+func planOf(t *testing.T, base, query string) *planner.Plan {
+	t.Helper()
+	resp, body := get(t, base+"/plan?"+query)
+	var p planner.Plan
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &p) != nil {
+		t.Fatalf("/plan?%s: %d %s", query, resp.StatusCode, body)
+	}
+	return &p
 }
