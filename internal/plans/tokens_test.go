@@ -93,7 +93,7 @@ func TestPlanOfATokenJob(t *testing.T) {
 	}
 	d := plans.Data(view)
 	want, err := planner.MakePlan(ctx, planner.PlanInput{Dataset: planner.Dataset{ChunkSizes: d.Sizes, StoreSizes: d.StoreSizes, Counts: d.Counts},
-		Job: planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: perBatch, World: 1}, Epochs: 2},
+		Job:        planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: perBatch, World: 1}, Epochs: 2},
 		CacheBytes: 1 << 20, BackendBytesPerSec: 1 << 30, PrefetchWindows: 1})
 	if err != nil {
 		t.Fatal(err)
