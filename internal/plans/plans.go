@@ -223,6 +223,11 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 			return nil, err
 		}
 	}
+	if len(q.Job.Mix) > 0 && q.Job.Tokens() {
+		// The mixture's plan counts samples; a token mixture's steps are
+		// sequences packed from its documents.
+		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset: a token mixture or schedule (mix=, mix_schedule= or schedule= with seq=) has none yet", query.ErrBadRequest)
+	}
 	if len(q.Job.Mix) > 0 {
 		ds := make([]*catalog.Dataset, len(q.Job.Mix))
 		for i, c := range q.Job.Mix {
