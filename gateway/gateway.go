@@ -27,6 +27,7 @@ import (
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/peer"
 	"github.com/brandgw/brand/internal/peercred"
+	"github.com/brandgw/brand/internal/plans"
 	"github.com/brandgw/brand/internal/preload"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/internal/reader"
@@ -396,7 +397,8 @@ type Gateway struct {
 	started time.Time
 	handler http.Handler
 	bodies  bodies // the routes' request bodies' bounds
-	plans   *planAPI
+	plans   *plans.Maker
+	nodes   func() int // the cluster's member count now (1 on a single gateway)
 }
 
 // New builds a gateway. It does not touch the store: call Load to read the
@@ -531,7 +533,8 @@ func New(cfg Config) (*Gateway, error) {
 		g.peers.steps = g.jobs.latestStep
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
-	g.plans = newPlanAPI(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
+	g.nodes = rt.Nodes
+	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects, rt)
@@ -811,7 +814,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 	if err := g.objects.Open(ctx, bcfg); err != nil {
 		return err
 	}
-	warnSmallCache(g.log, g.cfg, g.plans.nodes(), loaded)
+	warnSmallCache(g.log, g.cfg, g.nodes(), loaded)
 	g.pruneDisk(loaded)
 	if !g.cfg.NoPrefault {
 		// Touching gigabytes of pages takes seconds: say so in the 503s.

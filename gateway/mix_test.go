@@ -107,107 +107,41 @@ func (m *mixFixture) readMix(t *testing.T, url string) ([]mixSample, [32]byte) {
 
 const testMix = "web:0.5,code:0.3,books:0.2"
 
-// TestMixtureOverHTTP is the mixture's contract over HTTP with three
-// datasets of 300, 120 and 20 samples at weights 0.5, 0.3, 0.2, batch 8
-// × world 4 (K = 32, an epoch of 448): every global batch holds each
-// component within one sample of its weight, the cumulative counts stay
-// within one of the weights at every batch boundary, each component's
-// samples appear exactly once per pass (books, 20 samples for a share of
-// ~90, repeats 4½ times an epoch; web continues into the next epoch), the
-// bytes are the sources', and /epoch, /stats and /metrics tell the
-// components apart.
+// TestMixtureOverHTTP is the mixture's HTTP contract with three datasets
+// of 300, 120 and 20 samples at weights 0.5, 0.3, 0.2, batch 8 × world 4:
+// /epoch describes the mixture (its components, block and length), each
+// batch's Brand-Mix-Components header names each sample's component, the
+// bytes are the sources', and /stats and /metrics count each component's
+// samples. What the batches hold — weights, passes, resuming at another
+// world size — is internal/order's TestMixtureContract and
+// TestMixtureResumeAtAnotherWorldSize.
 func TestMixtureOverHTTP(t *testing.T) {
 	m := newMixFixture(t)
 	srv := m.start(t, nil)
-	weights := []float64{0.5, 0.3, 0.2}
-	sizes := []int{300, 120, 20}
-	const B, world = 8, 4
-	info := func(epoch int) api.EpochInfo {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?mix=%s&world=%d", srv.url, epoch, testMix, world))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
-		}
-		var e api.EpochInfo
-		if err := json.Unmarshal(body, &e); err != nil {
-			t.Fatal(err)
-		}
-		return e
+	const world = 4
+	resp, body := get(t, fmt.Sprintf("%s/epoch/0?mix=%s&world=%d", srv.url, testMix, world))
+	var e0 api.EpochInfo
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e0) != nil {
+		t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
 	}
-	e0 := info(0)
 	if e0.Samples != 448 || e0.Batches != 14 || e0.Mix == nil || e0.Mix.Block != 32 || len(e0.Mix.Components) != 3 {
 		t.Fatalf("epoch info %+v", e0)
 	}
-	sum := 0
-	for i, c := range e0.Mix.Components {
-		sum += c.EpochSamples
-		if c.Dataset != m.names[i] || c.Samples != sizes[i] || c.FirstPass != 0 || c.FirstIndex != 0 {
-			t.Fatalf("component %d: %+v", i, c)
-		}
-	}
-	if sum != 448 {
-		t.Fatalf("components' epoch samples sum to %d", sum)
-	}
-	streams := make([][]string, 3) // each component's keys, in stream order
-	cum := make([]int, 3)
-	pos := 0
-	for epoch := range 2 {
-		for b := range 14 {
-			count := make([]int, 3)
-			for r := range world {
-				got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=%s&world=%d&rank=%d", srv.url, epoch, b, testMix, world, r))
-				if len(got) != B {
-					t.Fatalf("epoch %d batch %d rank %d: %d samples", epoch, b, r, len(got))
-				}
-				for _, s := range got {
-					count[s.comp]++
-					streams[s.comp] = append(streams[s.comp], s.key)
-				}
+	served := make([]int, 3)
+	for b := range e0.Batches {
+		for r := range world {
+			got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s&world=%d&rank=%d", srv.url, b, testMix, world, r))
+			if len(got) != 8 {
+				t.Fatalf("batch %d rank %d: %d samples", b, r, len(got))
 			}
-			pos += B * world
-			for i, w := range weights {
-				cum[i] += count[i]
-				if d := float64(count[i]) - w*B*world; d <= -1 || d >= 1 {
-					t.Fatalf("epoch %d global batch %d holds %d of %s; want within one of %.1f", epoch, b, count[i], m.names[i], w*B*world)
-				}
-				// Blocks restart each epoch: cumulative within the epoch.
-				inEpoch := pos - epoch*448
-				if d := float64(cum[i]-epoch*e0.Mix.Components[i].EpochSamples) - w*float64(inEpoch); d <= -1 || d >= 1 {
-					t.Fatalf("after epoch %d batch %d: %d of %s; want within one of %.2f", epoch, b, cum[i], m.names[i], w*float64(inEpoch))
-				}
+			for _, s := range got {
+				served[s.comp]++
 			}
-		}
-	}
-	for i, keys := range streams {
-		for p := 0; p < len(keys); p += sizes[i] {
-			pass := keys[p:min(p+sizes[i], len(keys))]
-			seen := map[string]int{}
-			for _, k := range pass {
-				seen[k]++
-			}
-			for k, n := range seen {
-				if n != 1 {
-					t.Fatalf("%s pass %d: %s served %d times", m.names[i], p/sizes[i], k, n)
-				}
-			}
-			if len(pass) == sizes[i] && len(seen) != sizes[i] {
-				t.Fatalf("%s pass %d: %d distinct of %d", m.names[i], p/sizes[i], len(seen), sizes[i])
-			}
-		}
-	}
-	if n := len(streams[2]); n < 4*20 {
-		t.Fatalf("books served %d samples over two epochs; want its ~180", n)
-	}
-	// Epoch 1 starts where epoch 0 left each component.
-	e1 := info(1)
-	for i, c := range e1.Mix.Components {
-		q := e0.Mix.Components[i].EpochSamples
-		if c.FirstPass != uint64(q/sizes[i]) || c.FirstIndex != q%sizes[i] {
-			t.Fatalf("epoch 1 component %d starts at %+v; want pass %d index %d", i, c, q/sizes[i], q%sizes[i])
 		}
 	}
 
 	// /stats and /metrics count each component.
-	resp, body := get(t, srv.url+"/stats")
+	resp, body = get(t, srv.url+"/stats")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatal(resp.Status)
 	}
@@ -221,68 +155,15 @@ func TestMixtureOverHTTP(t *testing.T) {
 		t.Fatalf("stats mixtures %+v", st.Mixtures)
 	}
 	for i, c := range st.Mixtures[0].Components {
-		if c.Dataset != m.names[i] || c.Samples != int64(len(streams[i])) || c.BackendBytes <= 0 {
-			t.Fatalf("stats component %d: %+v (served %d)", i, c, len(streams[i]))
+		if c.Dataset != m.names[i] || c.Samples != int64(served[i]) || c.BackendBytes <= 0 {
+			t.Fatalf("stats component %d: %+v (served %d)", i, c, served[i])
 		}
 	}
 	_, metrics := get(t, srv.url+"/metrics")
-	for _, name := range m.names {
-		if !strings.Contains(string(metrics), fmt.Sprintf(`brand_mix_samples_total{dataset=%q} %d`, name, len(streams[slicesIndex(m.names, name)]))) {
+	for i, name := range m.names {
+		if !strings.Contains(string(metrics), fmt.Sprintf(`brand_mix_samples_total{dataset=%q} %d`, name, served[i])) {
 			t.Fatalf("metrics lack %s's mixture samples", name)
 		}
-	}
-}
-
-func slicesIndex(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
-
-// TestMixtureResumeAtAnotherWorldSize: a mixture read at world 4 for 5
-// batches resumes with offset=160 and the same mix_block at world 3, 8
-// and 1, and the whole epoch is the uninterrupted sequence, sample for
-// sample.
-func TestMixtureResumeAtAnotherWorldSize(t *testing.T) {
-	m := newMixFixture(t)
-	srv := m.start(t, nil)
-	read := func(t *testing.T, q string, world, batches int) []mixSample {
-		var out []mixSample
-		for b := range batches {
-			for r := range world {
-				got, _ := m.readMix(t, fmt.Sprintf("%s/epoch/3/batch/%d?mix=%s&%s&world=%d&rank=%d", srv.url, b, testMix, q, world, r))
-				out = append(out, got...)
-			}
-		}
-		return out
-	}
-	whole := read(t, "mix_block=32", 4, 14)
-	if len(whole) != 448 {
-		t.Fatalf("the epoch has %d samples", len(whole))
-	}
-	head := read(t, "mix_block=32", 4, 5)
-	for _, world := range []int{3, 8, 1} {
-		t.Run(fmt.Sprintf("world 4 to %d", world), func(t *testing.T) {
-			q := "mix_block=32&offset=160"
-			resp, body := get(t, fmt.Sprintf("%s/epoch/3?mix=%s&%s&world=%d", srv.url, testMix, q, world))
-			var e api.EpochInfo
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e) != nil {
-				t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
-			}
-			rest := read(t, q, world, e.Batches)
-			got := append(append([]mixSample(nil), head...), rest...)
-			if fmt.Sprint(got) != fmt.Sprint(whole) {
-				t.Fatalf("resumed at world %d: %d samples differ from the uninterrupted epoch's %d", world, len(got), len(whole))
-			}
-		})
-	}
-	// Without the block the job started with, the order is another one.
-	other := read(t, "", 3, 1)
-	if fmt.Sprint(other) == fmt.Sprint(whole[:24]) {
-		t.Fatal("mix_block did not change the order")
 	}
 }
 

@@ -130,8 +130,8 @@ func (g *Gateway) adminRoutes(r chi.Router) {
 	b := g.bodies
 	r.With(b.none).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.With(b.none).Get("/stats", g.handleStats)
-	r.With(b.none).Get("/plan", g.plans.handlePlan)
-	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout)).Post("/plan", g.plans.handleSharedPlan)
+	r.With(b.none).Get("/plan", getPlan(g.plans))
+	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout)).Post("/plan", postPlan(g.plans))
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,

@@ -40,6 +40,7 @@ type fakePeers struct {
 	down   map[string]bool
 	needs  map[string][]int
 	bad    map[string]bool // gives bytes that fail their check
+	gone   map[string]bool // answers 404: its cache no longer holds the chunk
 	held   map[string][]int
 	asked  []string
 	chunks []string // "url chunk" fetched
@@ -62,6 +63,9 @@ func (p *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.chunks = append(p.chunks, fmt.Sprint(url, " ", c))
+	if p.gone[url] {
+		return fmt.Errorf("chunk %d: 404", c)
+	}
 	if p.bad[url] {
 		buf[0] = 'x'
 	}
@@ -145,6 +149,8 @@ func TestWarm(t *testing.T) {
 			chunks: 3, peerB: 3 * 1024, askedOf: []string{a, b}},
 		{name: "an old owner's bytes fail", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, bad: map[string]bool{b: true}},
 			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a, b}},
+		{name: "the old owners no longer hold them", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, gone: map[string]bool{a: true, b: true}},
+			chunks: 2, storeB: 2 * 1024, askedOf: []string{a, b}},
 		{name: "an old owner down", peers: &fakePeers{needs: map[string][]int{a: {ofA[0], ofB[0]}}, down: map[string]bool{b: true}},
 			chunks: 2, peerB: 1024, storeB: 1024, askedOf: []string{a}},
 		{name: "then the others the old owners hold", peers: &fakePeers{needs: map[string][]int{a: {ofA[0]}}, held: map[string][]int{a: ofA, b: ofB[:1]}},

@@ -35,14 +35,8 @@ func (m *Tracker) live(v *view, f func(k int, st *peer.State)) {
 	}
 }
 
-// refresh recomputes the agreed membership and the nodes probed.
-func (m *Tracker) refresh() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.refreshLocked()
-}
-
-// refreshLocked is refresh with m.mu held.
+// refreshLocked recomputes the agreed membership and the nodes probed;
+// m.mu is held.
 func (m *Tracker) refreshLocked() {
 	v := *m.view.Load()
 	counts := map[string]int{v.reported.Version(): 1}

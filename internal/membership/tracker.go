@@ -307,7 +307,9 @@ func (m *Tracker) Changed(k int, prev, st *peer.State) {
 		m.learn(st)
 		m.checkSkew(st)
 	}
-	m.refresh()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refreshLocked()
 }
 
 // relist recomputes the local version: a member started or stopped

@@ -11,7 +11,8 @@ import (
 // at the stream position its draws reach at that step, and counts the
 // samples after a switch that gives the component three times the weight
 // as a third of the time each: its uses there are keyed sooner than its
-// rate now says.
+// rate now says; past the last step that reads it, at the last pace that
+// did.
 func TestPaceSeesThePhaseAhead(t *testing.T) {
 	const n = 50 // samples a pass of component 1
 	phases := []shuffle.SchedulePhase{
@@ -56,6 +57,18 @@ func TestPaceSeesThePhaseAhead(t *testing.T) {
 	// position at[9].
 	if got := p.Ahead(0, int(at[9]), 6); math.Abs(got-6) > 1e-9 {
 		t.Errorf("within the second phase: %v", got)
+	}
+	// Past the ramp's end, where the component is read no more, a
+	// position is in no phase that reads it: its pace is the ramp's, the
+	// last that did, not none.
+	last := len(p.at) - 1
+	if p.per[last] != 0 || p.per[last-1] <= 0 {
+		t.Fatalf("boundaries at %v, per step %v: want the last one reading none, after one reading some", p.at, p.per)
+	}
+	for _, q := range []uint64{p.at[last], p.at[last] + 7} {
+		if got := p.phase(q); got != last-1 {
+			t.Errorf("position %d: phase %d, want %d (the ramp)", q, got, last-1)
+		}
 	}
 	var none *Pace
 	if none.Ahead(3, 4, 10) != 10 {

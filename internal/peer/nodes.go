@@ -102,7 +102,9 @@ func New(c Config) *Nodes {
 	n.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "brand_peer_up",
 		Help: "1 if the peer answered its last state probe ready (this node counts itself up)."}, []string{"peer"})
 	c.Registry.MustRegister(n.upGauge)
-	n.self = n.nodeOf(c.Self)
+	n.mu.Lock()
+	n.self = n.nodeLocked(c.Self)
+	n.mu.Unlock()
 	return n
 }
 
@@ -119,14 +121,8 @@ func (n *Nodes) Start() {
 // Close stops the probes and waits for them (the Nodes' part).
 func (n *Nodes) Close() { n.part.Stop() }
 
-// nodeOf returns the node of url, adding it if it is new (and there is
-// room: past maxKnown, nil).
-func (n *Nodes) nodeOf(url string) *node {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.nodeLocked(url)
-}
-
+// nodeLocked returns the node of url, adding it if it is new (and there
+// is room: past maxKnown, nil); n.mu is held.
 func (n *Nodes) nodeLocked(url string) *node {
 	if nd, ok := n.byURL[url]; ok {
 		return nd
@@ -159,7 +155,9 @@ func (n *Nodes) Slot(url string) int {
 	if url == "" {
 		return -1
 	}
-	nd := n.nodeOf(url)
+	n.mu.Lock()
+	nd := n.nodeLocked(url)
+	n.mu.Unlock()
 	if nd == nil {
 		return -1
 	}

@@ -1,39 +1,44 @@
-package gateway_test
+package plans_test
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/plans"
+	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
 )
 
-// POST /plan simulates the jobs of the body together, with the gateway's
-// defaults for the fields they leave out: the plan MakeSharedPlan makes of
-// the same jobs.
-func TestSharedPlan(t *testing.T) {
-	f := newFixture(t, 24, 10)
-	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.DropLast = true })
-	cache := f.index.TotalBytes() / 3
-	body := fmt.Sprintf(`{"cache_size": %d, "jobs": [{"name": "train"}, {"name": "eval", "seed": 7, "speed": 0.5, "start": 0.25, "epochs": 2, "drop_last": false}]}`, cache)
-	resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(body), "Content-Type", "application/json")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
-	}
-	var got planner.SharedPlan
-	if err := json.Unmarshal(b, &got); err != nil {
+// shared is what Shared answers for body, bounded as the gateway bounds
+// POST /plan's body (http.MaxBytesReader).
+func shared(m *plans.Maker, body string) (any, error) {
+	return m.Shared(context.Background(), http.MaxBytesReader(nil, io.NopCloser(strings.NewReader(body)), api.MaxSharedPlanBodyBytes))
+}
+
+// Shared simulates the jobs of the body together, with the gateway's
+// defaults for the fields they leave out (its cache, 3 epochs, speed 1):
+// the plan MakeSharedPlan makes of the same jobs.
+func TestShared(t *testing.T) {
+	ix := indexOf(t, "", 24, 10)
+	m := newMaker(t, []*catalog.Dataset{tarDataset("test", ix)}, func(c *plans.Config) { c.Defaults.Job.DropLast = true })
+	cache := ix.TotalBytes() / 3
+	p, err := shared(m, `{"cache_size": `+itoa(cache)+`, "jobs": [{"name": "train"}, {"name": "eval", "seed": 7, "speed": 0.5, "start": 0.25, "epochs": 2, "drop_last": false}]}`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// start's defaults: seed 42, window 2, batch size 8; world 1, 3 epochs.
+	got := decode[planner.SharedPlan](t, p)
 	want, err := planner.MakeSharedPlan(context.Background(), planner.SharedInput{
-		Dataset:    planner.DatasetOf(f.index),
+		Dataset:    planner.DatasetOf(ix),
 		CacheBytes: cache,
 		Jobs: []planner.SharedJob{
 			{Job: planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1, DropLast: true}, Epochs: 3}, Name: "train", Speed: 1},
@@ -43,41 +48,49 @@ func TestSharedPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(&got, want) {
-		t.Errorf("POST /plan answered\n%+v\nwant\n%+v", got, *want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Shared answered\n%+v\nwant\n%+v", *got, *want)
 	}
 	if got.OptimalReads > got.LRUReads {
 		t.Errorf("optimal reads %.3f per job-epoch, LRU %.3f", got.OptimalReads, got.LRUReads)
 	}
 
 	// Without cache_size, the gateway's own.
-	resp, b = do(t, http.MethodPost, srv.URL+"/plan", []byte(`{"jobs": [{}]}`))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, &got); err != nil {
+	if p, err = shared(m, `{"jobs": [{}]}`); err != nil {
 		t.Fatal(err)
 	}
-	if got.CacheBytes != 64<<20 || len(got.Jobs) != 1 || got.Jobs[0].Seed != 42 || got.Jobs[0].Epochs != 3 || got.Jobs[0].Speed != 1 {
+	if got := decode[planner.SharedPlan](t, p); got.CacheBytes != 64<<20 || len(got.Jobs) != 1 || got.Jobs[0].Seed != 42 || got.Jobs[0].Epochs != 3 || got.Jobs[0].Speed != 1 {
 		t.Errorf("defaults: cache %d, jobs %+v", got.CacheBytes, got.Jobs)
-	}
-
-	// GET /plan is still the single job's.
-	if resp, b := get(t, srv.URL+"/plan?epochs=2"); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"working_set_bytes"`) {
-		t.Errorf("GET /plan: %d %s", resp.StatusCode, b)
 	}
 }
 
-// A body POST /plan cannot plan is the client's error, with a message
-// that says why.
-func TestSharedPlanBadRequests(t *testing.T) {
-	f := newFixture(t, 12, 10)
-	_, srv := start(t, f.store, func(c *gateway.Config) { c.Limits.MaxBatchSize = 64 })
+// decode is p as a client reads it: its JSON decoded into a T.
+func decode[T any](t *testing.T, p any) *T {
+	t.Helper()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A body Shared cannot plan is the client's error (400: query.ErrBadRequest),
+// with a message that says why; up to the limits, the same requests plan.
+// A dataset not served is 404 and an index not held 409, the version's
+// errors (catalog's) as they are.
+func TestSharedRefused(t *testing.T) {
+	m := newMaker(t, []*catalog.Dataset{tarDataset("test", indexOf(t, "", 12, 10))}, func(c *plans.Config) { c.Limits.MaxBatchSize = 64 })
 	// jobs is a body of n copies of job.
 	jobs := func(n int, job string) string {
 		return `{"jobs": [` + strings.TrimSuffix(strings.Repeat(job+",", n), ",") + `]}`
 	}
-	tests := []struct {
+	for _, tt := range []struct {
 		name   string
 		body   string
 		status int
@@ -118,37 +131,22 @@ func TestSharedPlanBadRequests(t *testing.T) {
 		{"jobs twice", `{"jobs": [{}], "jobs": [{}, {}]}`, 400, `duplicate object member name "jobs"`},
 		{"unknown dataset", `{"dataset": "nope", "jobs": [{}]}`, 404, "nope"},
 		{"index not held", `{"index": "0123456789abcdef", "jobs": [{}]}`, 409, "0123456789abcdef"},
-	}
-	for _, tt := range tests {
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(tt.body))
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			_, err := shared(m, tt.body)
+			if err == nil || httperr.Status(err) != tt.status || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v (status %d); want %d saying %q", err, httperr.Status(err), tt.status, tt.want)
 			}
-			var e api.Error
-			if err := json.Unmarshal(b, &e); err != nil || e.Status != tt.status {
-				t.Fatalf("error body %s (%v)", b, err)
-			}
-			if !strings.Contains(e.Error, tt.want) {
-				t.Errorf("error %q; want it to say %q", e.Error, tt.want)
+			if tt.status == 400 && !errors.Is(err, query.ErrBadRequest) {
+				t.Errorf("%v: not a query.ErrBadRequest", err)
 			}
 		})
 	}
 
 	// Up to the limits, the same requests plan.
 	for _, body := range []string{jobs(64, `{"name": "j"}`), `{"jobs": [{"batch_size": 64, "epochs": 20, "first_epoch": 3, "speed": 0, "start": 0}]}`} {
-		if resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(body)); resp.StatusCode != http.StatusOK {
-			t.Errorf("%.60s…: %d %s", body, resp.StatusCode, b)
+		if _, err := shared(m, body); err != nil {
+			t.Errorf("%.60s…: %v", body, err)
 		}
-	}
-}
-
-// A gateway built without a planner answers POST /plan, as GET /plan, 501.
-func TestSharedPlanNoPlanner(t *testing.T) {
-	f := newFixture(t, 4, 4)
-	_, srv := start(t, f.store, func(c *gateway.Config) { c.Planner = nil })
-	resp, b := do(t, http.MethodPost, srv.URL+"/plan", []byte(`{"jobs": [{}]}`))
-	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "without a planner") {
-		t.Errorf("POST /plan without a planner: %d %s", resp.StatusCode, b)
 	}
 }

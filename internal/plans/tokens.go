@@ -1,10 +1,9 @@
-package gateway
+package plans
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/catalog"
@@ -18,15 +17,13 @@ import (
 // batches of the documents its global batches of sequences hold on
 // average, and a "tokens" section: per planned epoch its sequences,
 // batches, tokens, fill and split documents, from the packing itself.
-func (a *planAPI) planTokens(ctx context.Context, w http.ResponseWriter, ds *catalog.Dataset, q query.Query) {
+func (m *Maker) planTokens(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
 	if q.Plan.NodesAfter > 0 || q.Job.Importance.On() {
-		writeError(ctx, w, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset, the uniform shuffle and no resize", query.ErrBadRequest))
-		return
+		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset, the uniform shuffle and no resize", query.ErrBadRequest)
 	}
 	ds, err := order.TokenView(ds)
 	if err != nil {
-		writeError(ctx, w, err)
-		return
+		return nil, err
 	}
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
@@ -35,10 +32,9 @@ func (a *planAPI) planTokens(ctx context.Context, w http.ResponseWriter, ds *cat
 	tp := api.TokenPlan{Seq: q.Job.Seq, Pack: q.Job.PackMode()}
 	var seqs, docs int
 	for e := range epochs {
-		info, err := a.jobs.orders.Info(order.Source{DS: ds}, q.Job, uint64(q.Plan.FirstEpoch+e))
+		info, err := m.cfg.Epochs.Info(order.Source{DS: ds}, q.Job, uint64(q.Plan.FirstEpoch+e))
 		if err != nil {
-			writeError(ctx, w, err)
-			return
+			return nil, err
 		}
 		t := info.Tokens
 		tp.Epochs = append(tp.Epochs, api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
@@ -52,8 +48,8 @@ func (a *planAPI) planTokens(ctx context.Context, w http.ResponseWriter, ds *cat
 	global := q.Job.BatchSize * q.Job.World
 	doc.BatchSize = max(1, int(int64(global)*int64(docs)/int64(max(seqs, 1)))/q.Job.World)
 	tp.DocumentsPerBatch = doc.BatchSize
-	a.write(ctx, w, func(ctx context.Context) (any, error) {
-		p, err := a.planner.Plan(ctx, planData(ds), doc, q.Plan, nil)
+	return m.run(ctx, func(ctx context.Context) (any, error) {
+		p, err := m.cfg.Planner.Plan(ctx, Data(ds), doc, q.Plan, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package gateway
+package plans
 
 import (
 	"bytes"
@@ -18,26 +18,24 @@ import (
 	"github.com/brandgw/brand/internal/query"
 )
 
-// handleSharedPlan serves POST /plan: several jobs reading one dataset at
-// once through this gateway's cache (api.SharedPlanRequest), simulated
-// over their merged schedule under LRU and the optimal policy, and each
-// alone with an equal share of the cache. The body is read and checked
-// whole before the plan waits for its turn (one plan at a time, as GET
-// /plan's).
-func (a *planAPI) handleSharedPlan(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	job, req, err := a.readSharedPlan(http.MaxBytesReader(w, r.Body, api.MaxSharedPlanBodyBytes))
+// Shared answers POST /plan, body being its body: several jobs reading
+// one dataset at once through this gateway's cache
+// (api.SharedPlanRequest), simulated over their merged schedule under LRU
+// and the optimal policy, and each alone with an equal share of the
+// cache. The body is read and checked whole before the plan waits for its
+// slot. A body that went past http.MaxBytesReader's bound is refused as
+// over api.MaxSharedPlanBodyBytes.
+func (m *Maker) Shared(ctx context.Context, body io.Reader) (any, error) {
+	job, req, err := m.readSharedPlan(body)
 	if err != nil {
-		writeError(ctx, w, err)
-		return
+		return nil, err
 	}
-	ds, err := a.jobs.version(job)
+	ds, err := m.cfg.Jobs.Version(job)
 	if err != nil {
-		writeError(ctx, w, err)
-		return
+		return nil, err
 	}
-	a.write(ctx, w, func(ctx context.Context) (any, error) {
-		return a.planner.SharedPlan(ctx, planData(ds), req.Jobs, req.CacheSize)
+	return m.run(ctx, func(ctx context.Context) (any, error) {
+		return m.cfg.Planner.SharedPlan(ctx, Data(ds), req.Jobs, req.CacheSize)
 	})
 }
 
@@ -54,7 +52,7 @@ var sharedPlanParams = []string{api.ParamSeed, api.ParamWindow, api.ParamBatchSi
 // names, as a job's (defaults applied), and the request with the cache
 // size and every job's fields filled with the gateway's defaults where the
 // body left them out. Every error wraps query.ErrBadRequest.
-func (a *planAPI) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, error) {
+func (m *Maker) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, error) {
 	bad := func(format string, args ...any) (api.Job, api.SharedPlanRequest, error) {
 		return api.Job{}, api.SharedPlanRequest{}, fmt.Errorf("%w: "+format, append([]any{query.ErrBadRequest}, args...)...)
 	}
@@ -103,17 +101,17 @@ func (a *planAPI) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 
 	req := in.SharedPlanRequest
 	if req.CacheSize == 0 {
-		req.CacheSize = a.options.CacheBytes
+		req.CacheSize = m.cfg.Options.CacheBytes
 	}
 	v := url.Values{}
 	v.Set(api.ParamDataset, req.Dataset)
 	v.Set(api.ParamIndex, req.Index)
-	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, a.jobs.defaults, a.jobs.limits)
+	q, err := query.Parse(v.Encode(), []string{api.ParamDataset, api.ParamIndex}, m.cfg.Defaults, m.cfg.Limits)
 	if err != nil {
 		return api.Job{}, api.SharedPlanRequest{}, err
 	}
-	d := a.jobs.defaults.Job
-	defaults := api.SharedPlanJob{Seed: d.Seed, Window: d.Window, BatchSize: d.BatchSize, World: d.World, Epochs: planEpochs,
+	d := m.cfg.Defaults.Job
+	defaults := api.SharedPlanJob{Seed: d.Seed, Window: d.Window, BatchSize: d.BatchSize, World: d.World, Epochs: m.cfg.Options.Epochs,
 		DropLast: d.DropLast, Speed: 1}
 	req.Jobs = make([]api.SharedPlanJob, len(in.Jobs))
 	epochs := 0
@@ -127,7 +125,7 @@ func (a *planAPI) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 		if j.Speed == 0 {
 			j.Speed = 1
 		}
-		if err := a.checkSharedJob(j); err != nil {
+		if err := m.checkSharedJob(j); err != nil {
 			return api.Job{}, api.SharedPlanRequest{}, fmt.Errorf("job %d: %w", i, err)
 		}
 		req.Jobs[i] = j
@@ -141,7 +139,7 @@ func (a *planAPI) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest
 
 // checkSharedJob checks j's fields against GET /plan's limits, through
 // the query string that would give them, and its speed and start.
-func (a *planAPI) checkSharedJob(j api.SharedPlanJob) error {
+func (m *Maker) checkSharedJob(j api.SharedPlanJob) error {
 	v := url.Values{}
 	v.Set(api.ParamSeed, strconv.FormatUint(j.Seed, 10))
 	v.Set(api.ParamWindow, strconv.Itoa(j.Window))
@@ -153,7 +151,7 @@ func (a *planAPI) checkSharedJob(j api.SharedPlanJob) error {
 	if j.Name != "" {
 		v.Set(api.ParamJob, j.Name)
 	}
-	if _, err := query.Parse(v.Encode(), sharedPlanParams, query.Query{}, a.jobs.limits); err != nil {
+	if _, err := query.Parse(v.Encode(), sharedPlanParams, query.Query{}, m.cfg.Limits); err != nil {
 		return err
 	}
 	switch {
