@@ -136,15 +136,16 @@ func TestManySourcesOverS3ConstantGoroutines(t *testing.T) {
 	}
 	// Memory: what the sources' indexes cost is the live heap loading
 	// them added (at ready, 100 sources against 2); serving the epoch may
-	// add on top of that the cache's chunks (at most its 4 MiB) and
-	// connection buffers (a dozen idle connections' 128 KiB, as above),
-	// not anything a source. The bound is the live heap after a forced
+	// add on top of that the chunks the cache keeps (all 100 sources'
+	// data is 1.6 MiB, under its 4 MiB: allow 2 MiB) and connection
+	// buffers (a dozen idle connections' ~128 KiB, as above: 1.5 MiB),
+	// not anything a source (measured: 1.2 MiB beyond the indexes). The bound is the live heap after a forced
 	// collection: garbage and the heap the runtime keeps idle are not
 	// structures kept (see docs/benchmarks.md, Schedules).
 	t.Logf("live heap at ready and after an epoch: %d and %d KiB at 2 sources, %d and %d KiB at %d", c2.loaded>>10, c2.liveHeap>>10, c100.loaded>>10, c100.liveHeap>>10, sources)
 	index := int64(c100.loaded) - int64(c2.loaded)
-	if grew := int64(c100.liveHeap) - int64(c2.liveHeap); grew > index+4<<20+2<<20 {
-		t.Errorf("after an epoch, %d sources hold %d KiB more live heap than 2 sources, beyond their indexes' %d KiB, the cache's 4 MiB and 2 MiB of connections: something is kept per source",
+	if grew := int64(c100.liveHeap) - int64(c2.liveHeap); grew > index+2<<20+3<<19 {
+		t.Errorf("after an epoch, %d sources hold %d KiB more live heap than 2 sources, beyond their indexes' %d KiB, 2 MiB of chunks and 1.5 MiB of connections: something is kept per source",
 			sources, grew>>10, index>>10)
 	}
 }
