@@ -69,7 +69,18 @@ func TestManySourcesOverS3ConstantGoroutines(t *testing.T) {
 		}
 	}
 	closeIdle()
-	type cost struct{ ready, after int }
+	type cost struct {
+		ready, after     int
+		loaded, liveHeap uint64 // live heap bytes at ready and after the epoch
+	}
+	liveHeap := func() uint64 {
+		var ms runtime.MemStats
+		for range 3 {
+			runtime.GC()
+		}
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
 	measure := func(t *testing.T, n int) cost {
 		var specs []gateway.DatasetSpec
 		var w0, w1 []string
@@ -91,6 +102,7 @@ func TestManySourcesOverS3ConstantGoroutines(t *testing.T) {
 		defer hs.Close()
 		var c cost
 		c.ready = settledGoroutines()
+		c.loaded = liveHeap()
 		// An epoch of 320 samples whatever n, 40 batches of 8; the
 		// weights change at the 20th.
 		q := "mix_samples=320&mix_schedule=" + url.QueryEscape("0:"+strings.Join(w0, ",")+";20:"+strings.Join(w1, ","))
@@ -107,6 +119,7 @@ func TestManySourcesOverS3ConstantGoroutines(t *testing.T) {
 		}
 		http.DefaultClient.CloseIdleConnections()
 		c.after = settledGoroutines()
+		c.liveHeap = liveHeap()
 		return c
 	}
 	c2 := measure(t, 2)
@@ -120,5 +133,19 @@ func TestManySourcesOverS3ConstantGoroutines(t *testing.T) {
 	}
 	if c100.after > c2.after+24 {
 		t.Errorf("after an epoch, %d sources hold %d goroutines against 2 sources' %d: something is kept per source", sources, c100.after, c2.after)
+	}
+	// Memory: what the sources' indexes cost is the live heap loading
+	// them added (at ready, 100 sources against 2); serving the epoch may
+	// add on top of that the chunks the cache keeps (all 100 sources'
+	// data is 1.6 MiB, under its 4 MiB: allow 2 MiB) and connection
+	// buffers (a dozen idle connections' ~128 KiB, as above: 1.5 MiB),
+	// not anything a source (measured: 1.2 MiB beyond the indexes). The bound is the live heap after a forced
+	// collection: garbage and the heap the runtime keeps idle are not
+	// structures kept (see docs/benchmarks.md, Schedules).
+	t.Logf("live heap at ready and after an epoch: %d and %d KiB at 2 sources, %d and %d KiB at %d", c2.loaded>>10, c2.liveHeap>>10, c100.loaded>>10, c100.liveHeap>>10, sources)
+	index := int64(c100.loaded) - int64(c2.loaded)
+	if grew := int64(c100.liveHeap) - int64(c2.liveHeap); grew > index+2<<20+3<<19 {
+		t.Errorf("after an epoch, %d sources hold %d KiB more live heap than 2 sources, beyond their indexes' %d KiB, 2 MiB of chunks and 1.5 MiB of connections: something is kept per source",
+			sources, grew>>10, index>>10)
 	}
 }

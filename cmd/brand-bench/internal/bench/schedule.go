@@ -585,10 +585,21 @@ func (sb *schedBed) sources(ctx context.Context, n int) (SchedSources, error) {
 	}
 	// The goroutines' stacks and the heap's profile are kept beside the
 	// gateway's log, to say what grows with the sources.
-	for _, f := range []string{"goroutine", "heap"} {
-		if err := saveURL(ctx, hc, "http://"+pprofAddr+"/debug/pprof/"+f+"?debug=1", filepath.Join(cfg.WorkDir, fmt.Sprintf("schedule-sources-%d.%s", n, f))); err != nil {
+	// The heap is profiled as the reads left it, then again after a
+	// collection (heap-gc): the first counts garbage not yet collected,
+	// the second only what is live. The last /metrics (memstats) say how
+	// much of the RSS is heap in use and how much the runtime keeps idle.
+	for f, u := range map[string]string{
+		"goroutine": "http://" + pprofAddr + "/debug/pprof/goroutine?debug=1",
+		"heap":      "http://" + pprofAddr + "/debug/pprof/heap?debug=1",
+		"metrics":   g.base + "/metrics",
+	} {
+		if err := saveURL(ctx, hc, u, filepath.Join(cfg.WorkDir, fmt.Sprintf("schedule-sources-%d.%s", n, f))); err != nil {
 			return out, err
 		}
+	}
+	if err := saveURL(ctx, hc, "http://"+pprofAddr+"/debug/pprof/heap?debug=1&gc=1", filepath.Join(cfg.WorkDir, fmt.Sprintf("schedule-sources-%d.heap-gc", n))); err != nil {
+		return out, err
 	}
 	return out, g.stop(10 * time.Second)
 }
