@@ -41,6 +41,7 @@ type fakePeers struct {
 	needs  map[string][]int
 	bad    map[string]bool // gives bytes that fail their check
 	held   map[string][]int
+	strict bool // a node gives only the chunks held names, else 404
 	asked  []string
 	chunks []string // "url chunk" fetched
 }
@@ -61,6 +62,9 @@ func (p *fakePeers) Held(_ context.Context, url string, _ *catalog.Dataset, chun
 func (p *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset, c int, buf []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.strict && !slices.Contains(p.held[url], c) {
+		return errors.New("404: not in this node's cache")
+	}
 	p.chunks = append(p.chunks, fmt.Sprint(url, " ", c))
 	if p.bad[url] {
 		buf[0] = 'x'
@@ -321,5 +325,53 @@ func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
 		if src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
 			t.Errorf("chunk %d still left to the batches, to be asked of b", g)
 		}
+	}
+}
+
+// TestGainsFromAnotherHolder: a gained chunk its old owner's cache does
+// not hold is copied from another live member's that does, whether the
+// jobs need it soon or not, rather than read from the store (or left to
+// the batches, which would ask the old owner and then read the store).
+// The reproduction (integration.TestClusterJoinAtEpochEnd under load): a
+// join moved a chunk from a to b, which left it to the batches; before
+// the jobs reached it on b, b left, and the chunk moved on to a joiner
+// c, whose warm-up asked b alone, got 404 and read the store while a
+// still held it.
+func TestGainsFromAnotherHolder(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a, b, c})
+	to, _ := cluster.NewMembership([]string{a, c}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) < 2 {
+		t.Fatalf("c gains %v, fewer than two of them from b", gained)
+	}
+	needed, other := ofB[0], ofB[1]
+	peers := &fakePeers{strict: true, needs: map[string][]int{a: {needed}}, held: map[string][]int{a: {needed, other}}}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	change, err := h.Warm(context.Background(), from, to, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(peers.chunks)
+	want := []string{fmt.Sprint(a, " ", needed), fmt.Sprint(a, " ", other)}
+	slices.Sort(want)
+	if !slices.Equal(peers.chunks, want) {
+		t.Errorf("copied %v from peers; want %v (a holds them, b does not)", peers.chunks, want)
+	}
+	if len(cache.store) != 0 || change.StoreBytes != 0 {
+		t.Errorf("read %v from the store", cache.store)
+	}
+	if change.Chunks != 2 || change.PeerBytes != 2*1024 {
+		t.Errorf("warmed %+v; want 2 chunks, 2048 bytes from peers", change)
 	}
 }
