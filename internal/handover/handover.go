@@ -45,10 +45,12 @@
 //     owner once more (Sources.Read) before the store: until the cluster
 //     flips, the old owner still reads the chunks it owns for the jobs, so
 //     it may hold one now that it did not hold in step 4. A later change
-//     keeps them while they stay this node's (a join, then a leave within
-//     the epoch, before the jobs reach them); those whose old owner is
-//     the node leaving in it are copied from that node in its warm-up,
-//     after its own gains, while it still serves.
+//     (a join, then a leave within the epoch, before the jobs reach them)
+//     keeps them while this node reads them: those that stay its own,
+//     and, until the cluster flips to the later change, those it loses
+//     in it, which it still reads for the jobs meanwhile. Those that stay
+//     its own whose old owner is the node leaving are copied from that
+//     node in the warm-up, after its own gains, while it still serves.
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -181,22 +183,28 @@ func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 }
 
 // keep drops the old owners named for the batches (askLater) of the
-// chunks that keep says this node no longer reads: a new change begins.
-// The others stay: a change that follows another before the jobs have
-// reached its gains (a join, then a leave within the epoch) leaves them
-// this node's, and their old owner still holds them — unless it is the
-// node leaving (stays says no): those are returned, and no longer left
-// to the batches, for Warm to copy from it before it goes.
-func (s *Sources) keep(keep func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
+// chunks this node reads neither before nor after a new change (before
+// and after say which it reads). The others stay: until the cluster
+// flips, this node still reads the chunks it owns before the change for
+// the jobs, whether or not it keeps them (a joiner, or a node leaving, in
+// a leave within the epoch a join began: a batch that needs one asks its
+// old owner, who holds it, rather than read the store); and a change that
+// follows another before the jobs have reached its gains (a join, then a
+// leave within the epoch) leaves those it keeps this node's, and their
+// old owner still holds them — unless it is the node leaving (stays says
+// no): those are returned, and no longer left to the batches, for Warm to
+// copy before it goes.
+func (s *Sources) keep(before, after func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, src := range s.later {
 		switch {
-		case !keep(src.ds, src.c):
-			delete(s.later, k)
-		case !stays(src.url):
+		case after(src.ds, src.c) && !stays(src.url):
 			delete(s.later, k)
 			leaving = append(leaving, src)
+		case after(src.ds, src.c) || before(src.ds, src.c):
+		default:
+			delete(s.later, k)
 		}
 	}
 	return leaving
@@ -243,9 +251,8 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	if err != nil {
 		return change, err
 	}
-	leaving := h.cfg.Sources.keep(func(ds *catalog.Dataset, c int) bool {
-		return slices.Contains(datasets, ds) && to.Members()[ds.Owners(to)[c]] == h.cfg.Self
-	}, func(url string) bool { return slices.Contains(to.Members(), url) })
+	leaving := h.cfg.Sources.keep(h.reads(datasets, from), h.reads(datasets, to),
+		func(url string) bool { return slices.Contains(to.Members(), url) })
 	var tasks []task
 	for _, ds := range datasets {
 		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
@@ -333,6 +340,16 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	close(work)
 	wg.Wait()
 	return change, ctx.Err()
+}
+
+// reads returns whether this node owns chunk c of ds under m, one of
+// datasets: whether it reads the chunk for the jobs while the cluster
+// agrees on m.
+func (h *Handover) reads(datasets []*catalog.Dataset, m *cluster.Membership) func(ds *catalog.Dataset, c int) bool {
+	self := m.Index(h.cfg.Self)
+	return func(ds *catalog.Dataset, c int) bool {
+		return self >= 0 && slices.Contains(datasets, ds) && ds.Owners(m)[c] == self
+	}
 }
 
 // datasets waits for the datasets to be loaded.

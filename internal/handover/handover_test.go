@@ -185,8 +185,9 @@ func TestWarm(t *testing.T) {
 // TestGainsLeftToTheBatches: a gained chunk that Warm leaves to the
 // batches (no stream needs it soon, its old owner did not hold it then)
 // is asked of its old owner when a batch first needs it, once, and not
-// if the old owner is down; a later change that takes the chunks away
-// from this node forgets them. The
+// if the old owner is down; a later change forgets them once this node
+// reads them neither before nor after it (TestGainsLeftReadUntilTheFlip
+// has the change between). The
 // reproduction: such chunks were read from the store although their old
 // owner had read them for the jobs before the flip (brand-bench resize,
 // epoch 1: 0.08 × the dataset from the store).
@@ -196,7 +197,7 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	from, _ := cluster.NewMembership([]string{a})
 	to, _ := cluster.NewMembership([]string{a, c})
 	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
-	if len(gained) < 3 {
+	if len(gained) < 4 {
 		t.Fatalf("c gains %v", gained)
 	}
 	peers := &fakePeers{down: map[string]bool{}}
@@ -221,16 +222,84 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 		t.Errorf("chunk %d: asked of an old owner that is down", gained[1])
 	}
 	peers.down[a] = false
-	// Another change (back to a alone: c gains nothing) forgets the first's.
-	if _, err := h.Warm(context.Background(), to, from, func() {}); err != nil {
-		t.Fatal(err)
+	// Two changes later (c leaves, then d joins a), c reads them neither
+	// before nor after: forgotten.
+	other, _ := cluster.NewMembership([]string{a, "http://d:1"})
+	for _, ch := range [][2]*cluster.Membership{{to, from}, {from, other}} {
+		if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if read(gained[2]) {
-		t.Errorf("chunk %d: asked after a later change", gained[2])
+		t.Errorf("chunk %d: asked after two later changes", gained[2])
 	}
 	if want := []string{fmt.Sprint(a, " ", gained[0])}; !slices.Equal(peers.chunks, want) {
 		t.Errorf("fetched %v; want %v", peers.chunks, want)
 	}
+}
+
+// TestGainsLeftReadUntilTheFlip: the gains a join left to the batches
+// that a later change within the epoch moves away from this node (it
+// leaves, or the load bound moves them to another member) are still
+// asked of their old owner when a batch needs one before the cluster
+// flips: until then this node reads them for the jobs. The reproduction
+// (integration.TestClusterJoinAtEpochEnd under load, 3 -> 5 -> 4 nodes):
+// the leave's warm-up dropped them, and a batch of the next epoch, still
+// under the five, read such a chunk from the store on the joiner (and on
+// the node leaving) while its old owner held it.
+func TestGainsLeftReadUntilTheFlip(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d, e := "http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"
+	from, _ := cluster.NewMembership([]string{a, b, e})
+	to, _ := cluster.NewMembership([]string{a, b, c, d, e})
+	tests := []struct {
+		name  string
+		after *cluster.Membership
+	}{
+		{"b leaves, the load bound moves some of c's gains", mustMembers(t, a, c, d, e)},
+		{"c leaves", mustMembers(t, a, b, d, e)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+			var moved []int // c's gains that are not c's after
+			for _, g := range gained {
+				if tc.after.Members()[ds.Owners(tc.after)[g]] != c {
+					moved = append(moved, g)
+				}
+			}
+			if len(moved) == 0 {
+				t.Fatalf("c gains %v, all of them still c's after", gained)
+			}
+			peers := &fakePeers{}
+			src := NewSources(peers, zerolog.Nop())
+			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+			h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+			for _, ch := range [][2]*cluster.Membership{{from, to}, {to, tc.after}} {
+				if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, g := range moved {
+				if !src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
+					t.Errorf("chunk %d, left to the batches by the join, c's until the cluster flips: not asked of its old owner, read from the store", g)
+				}
+				if want := fmt.Sprint(from.Members()[ds.Owners(from)[g]], " ", g); !slices.Contains(peers.chunks, want) {
+					t.Errorf("chunk %d: fetched %v, want %q among them", g, peers.chunks, want)
+				}
+			}
+		})
+	}
+}
+
+func mustMembers(t *testing.T, urls ...string) *cluster.Membership {
+	t.Helper()
+	ms, err := cluster.NewMembership(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }
 
 // TestGainsLeftThroughALaterChange: a later change keeps the gains an
