@@ -50,7 +50,8 @@
 //     and, until the cluster flips to the later change, those it loses
 //     in it, which it still reads for the jobs meanwhile. Those that stay
 //     its own whose old owner is the node leaving are copied from that
-//     node in the warm-up, after its own gains, while it still serves.
+//     node in the warm-up, after its own gains, while it still serves; a
+//     batch that needs one before it is copied asks that node too.
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -192,15 +193,16 @@ func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 // follows another before the jobs have reached its gains (a join, then a
 // leave within the epoch) leaves those it keeps this node's, and their
 // old owner still holds them — unless it is the node leaving (stays says
-// no): those are returned, and no longer left to the batches, for Warm to
-// copy before it goes.
+// no): those are returned for Warm to copy before it goes, and stay left
+// to the batches until Warm has loaded them (loaded): a batch that needs
+// one meanwhile asks the node leaving, which still serves, rather than
+// read the store.
 func (s *Sources) keep(before, after func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, src := range s.later {
 		switch {
 		case after(src.ds, src.c) && !stays(src.url):
-			delete(s.later, k)
 			leaving = append(leaving, src)
 		case after(src.ds, src.c) || before(src.ds, src.c):
 		default:
@@ -208,6 +210,14 @@ func (s *Sources) keep(before, after func(ds *catalog.Dataset, c int) bool, stay
 		}
 	}
 	return leaving
+}
+
+// loaded forgets the old owner named for the batches of a chunk Warm has
+// made resident.
+func (s *Sources) loaded(k chunkcache.Key) {
+	s.mu.Lock()
+	delete(s.later, k)
+	s.mu.Unlock()
 }
 
 // askLater names the old owner of chunk c of ds, which this node gains
@@ -484,6 +494,9 @@ func (h *Handover) load(ctx context.Context, t task) (string, int64, error) {
 	fromPeer := given()
 	if err != nil {
 		return "", 0, err
+	}
+	if res != chunkcache.PrefetchRejected {
+		h.cfg.Sources.loaded(r.Key)
 	}
 	switch res {
 	case chunkcache.PrefetchLoadedBelow:

@@ -42,13 +42,19 @@ type fakePeers struct {
 	bad    map[string]bool // gives bytes that fail their check
 	held   map[string][]int
 	strict bool // a node gives only the chunks held names, else 404
-	asked  []string
-	chunks []string // "url chunk" fetched
+	// onNeeded, if set, runs when a node is asked which chunks its
+	// streams need (Warm, after it has sorted its earlier gains).
+	onNeeded func()
+	asked    []string
+	chunks   []string // "url chunk" fetched
 }
 
 func (p *fakePeers) IsUp(url string) bool { return !p.down[url] }
 
 func (p *fakePeers) Needed(_ context.Context, url string, _ *catalog.Dataset, chunks []int, _ int) ([]int, error) {
+	if p.onNeeded != nil {
+		p.onNeeded()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, url)
@@ -442,5 +448,60 @@ func TestGainsFromAnotherHolder(t *testing.T) {
 	}
 	if change.Chunks != 2 || change.PeerBytes != 2*1024 {
 		t.Errorf("warmed %+v; want 2 chunks, 2048 bytes from peers", change)
+	}
+}
+
+// TestGainsFromANodeThatLeavesReadMeanwhile: a batch that needs one of
+// the gains a join left to the batches, while the warm-up of the leave of
+// their old owner b has not copied it yet, asks b (which still serves)
+// rather than read the store. The reproduction
+// (integration.TestClusterJoinAtEpochEnd under load, one run before and
+// one after the previous fixes: a joiner read a chunk from the store that
+// no peer was asked for, while its leave warm-up loaded one chunk fewer
+// than it planned): the leave's warm-up took such gains off the batches'
+// list when it began, before planning its own gains and asking the
+// peers, and a batch of the epoch, which the joiner served for it all
+// the while, found the chunk on neither list.
+func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c, d})
+	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b, still c's once b has left
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) == 0 {
+		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
+	}
+	peers := &fakePeers{}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	peers.held = map[string][]int{b: ofB} // b has read them for the jobs since
+	g := ofB[0]
+	var meanwhile []bool
+	peers.onNeeded = func() {
+		// A batch needs g while the leave's warm-up is under way.
+		if len(meanwhile) == 0 {
+			meanwhile = append(meanwhile, src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }))
+		}
+	}
+	if _, err := h.Warm(context.Background(), to, after, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(meanwhile) != 1 || !meanwhile[0] {
+		t.Errorf("chunk %d, needed by a batch during b's leave warm-up: not asked of b (read meanwhile: %v), read from the store", g, meanwhile)
+	}
+	if !slices.Contains(peers.chunks, fmt.Sprint(b, " ", g)) {
+		t.Errorf("fetched %v, want %q among them", peers.chunks, fmt.Sprint(b, " ", g))
 	}
 }
