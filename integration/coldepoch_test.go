@@ -287,15 +287,17 @@ const warmupStarted = "loading the chunks this node gains that the jobs need soo
 // left to the batches and the joiners read them from the store (an
 // independent check of 3 → 5 → 4 nodes measured 0.032–0.063 × the
 // dataset so). Under load (two busy loops beside the test on two cores)
-// it failed 2 of 6 runs by one chunk each: a gain the join moved between
-// old members (the load bound) and left to the batches moved on to a
-// joiner when that member left before the jobs reached it, and the
-// joiner asked the member alone, which did not hold it, while the one
-// before did (every live member is asked now:
-// handover.TestGainsFromAnotherHolder); and a deferred gain that a
-// later change moves away, which its node reads until the flip, was
-// forgotten at once (kept until then now:
-// handover.TestGainsLeftReadUntilTheFlip).
+// it failed 3 of 12 runs by one chunk: a gain the join moved between old
+// members (the load bound) and left to the batches moved on to a joiner
+// when that member left before the jobs reached it, and the joiner asked
+// the member alone, which did not hold it, while the one before did
+// (every live member is asked now: handover.TestGainsFromAnotherHolder);
+// a deferred gain that the leave moves away, which the joiner reads
+// until the flip, was forgotten at once (kept until then now:
+// handover.TestGainsLeftReadUntilTheFlip); and a deferred gain to be
+// copied from the node leaving was on no list while the leave's warm-up
+// planned, when a batch needed it (it stays asked of that node until
+// copied now: handover.TestGainsFromANodeThatLeavesReadMeanwhile).
 func TestClusterJoinAtEpochEnd(t *testing.T) {
 	const nodes, world, batchSize, window = 5, 8, 32, 16
 	spec := synth.Spec{Samples: 4096, MeanBytes: 4 << 10, Classes: 10, Seed: 39}
