@@ -286,7 +286,23 @@ const warmupStarted = "loading the chunks this node gains that the jobs need soo
 // needed it. Before, the leave's warm-up forgot the gains the join had
 // left to the batches and the joiners read them from the store (an
 // independent check of 3 → 5 → 4 nodes measured 0.032–0.063 × the
-// dataset so).
+// dataset so). Under load (two busy loops beside the test on two cores)
+// it failed 3 of 12 runs by one chunk: a gain the join moved between old
+// members (the load bound) and left to the batches moved on to a joiner
+// when that member left before the jobs reached it, and the joiner asked
+// the member alone, which did not hold it, while the one before did
+// (every live member is asked now: handover.TestGainsFromAnotherHolder);
+// a deferred gain that the leave moves away, which the joiner reads
+// until the flip, was forgotten at once (kept until then now:
+// handover.TestGainsLeftReadUntilTheFlip); and a deferred gain to be
+// copied from the node leaving was on no list while the leave's warm-up
+// planned, when a batch needed it (it stays asked of that node until
+// copied now: handover.TestGainsFromANodeThatLeavesReadMeanwhile).
+// One window is still open (seen once in 20 runs under load with the
+// above fixed): the node leaving exits as soon as its own view agrees on
+// the members without it; a peer whose view has not flipped yet sees it
+// down, reads its chunks along the old ranking, and a joiner next in
+// that ranking that lacks one reads it from the store.
 func TestClusterJoinAtEpochEnd(t *testing.T) {
 	const nodes, world, batchSize, window = 5, 8, 32, 16
 	spec := synth.Spec{Samples: 4096, MeanBytes: 4 << 10, Classes: 10, Seed: 39}

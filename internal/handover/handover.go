@@ -28,21 +28,30 @@
 //     knows every job that needs it;
 //  3. each such chunk is loaded into this node's cache through the one
 //     loader (catalog.Loader): from its disk tier if it kept the chunk,
-//     else from the old owner's cache (ChunkPath; the old owner answers
-//     404 rather than read the store for another node), verified against
-//     the index, else from the store;
-//  4. then the other chunks it gains that their old owner's cache holds
-//     (asked with held=true), copied from it the same way: the jobs reach
-//     them later, and their new owner then does not read them from the
-//     store again. Those no cache holds are left to the batches;
+//     else from the cache of a live member of A that holds it — its old
+//     owner's if it does (ChunkPath; a node answers 404 rather than read
+//     the store for another node) — verified against the index, else
+//     from the store;
+//  4. then the other chunks it gains that a live member's cache holds,
+//     copied from it the same way: the jobs reach them later, and their
+//     new owner then does not read them from the store again. Which
+//     caches hold which gains is asked of every live member of A (with
+//     held=true), not of the old owners alone: a chunk an earlier change
+//     left to the batches may never have reached its old owner (a join
+//     moved it from a to b, which had yet to read it when it left and the
+//     chunk moved on), while the member that read it before still holds
+//     it. Those no cache holds are left to the batches;
 //  5. and those, when a batch first needs one, are asked of their old
 //     owner once more (Sources.Read) before the store: until the cluster
 //     flips, the old owner still reads the chunks it owns for the jobs, so
 //     it may hold one now that it did not hold in step 4. A later change
-//     keeps them while they stay this node's (a join, then a leave within
-//     the epoch, before the jobs reach them); those whose old owner is
-//     the node leaving in it are copied from that node in its warm-up,
-//     after its own gains, while it still serves.
+//     (a join, then a leave within the epoch, before the jobs reach them)
+//     keeps them while this node reads them: those that stay its own,
+//     and, until the cluster flips to the later change, those it loses
+//     in it, which it still reads for the jobs meanwhile. Those that stay
+//     its own whose old owner is the node leaving are copied from that
+//     node in the warm-up, after its own gains, while it still serves; a
+//     batch that needs one before it is copied asks that node too.
 //
 // Loads evict only chunks no stream needs (Config.Admit) and stop at the
 // cache's capacity; the flip timeout bounds them all, the soon-needed
@@ -175,25 +184,40 @@ func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 }
 
 // keep drops the old owners named for the batches (askLater) of the
-// chunks that keep says this node no longer reads: a new change begins.
-// The others stay: a change that follows another before the jobs have
-// reached its gains (a join, then a leave within the epoch) leaves them
-// this node's, and their old owner still holds them — unless it is the
-// node leaving (stays says no): those are returned, and no longer left
-// to the batches, for Warm to copy from it before it goes.
-func (s *Sources) keep(keep func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
+// chunks this node reads neither before nor after a new change (before
+// and after say which it reads). The others stay: until the cluster
+// flips, this node still reads the chunks it owns before the change for
+// the jobs, whether or not it keeps them (a joiner, or a node leaving, in
+// a leave within the epoch a join began: a batch that needs one asks its
+// old owner, who holds it, rather than read the store); and a change that
+// follows another before the jobs have reached its gains (a join, then a
+// leave within the epoch) leaves those it keeps this node's, and their
+// old owner still holds them — unless it is the node leaving (stays says
+// no): those are returned for Warm to copy before it goes, and stay left
+// to the batches until Warm has loaded them (loaded): a batch that needs
+// one meanwhile asks the node leaving, which still serves, rather than
+// read the store.
+func (s *Sources) keep(before, after func(ds *catalog.Dataset, c int) bool, stays func(url string) bool) (leaving []source) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, src := range s.later {
 		switch {
-		case !keep(src.ds, src.c):
-			delete(s.later, k)
-		case !stays(src.url):
-			delete(s.later, k)
+		case after(src.ds, src.c) && !stays(src.url):
 			leaving = append(leaving, src)
+		case after(src.ds, src.c) || before(src.ds, src.c):
+		default:
+			delete(s.later, k)
 		}
 	}
 	return leaving
+}
+
+// loaded forgets the old owner named for the batches of a chunk Warm has
+// made resident.
+func (s *Sources) loaded(k chunkcache.Key) {
+	s.mu.Lock()
+	delete(s.later, k)
+	s.mu.Unlock()
 }
 
 // askLater names the old owner of chunk c of ds, which this node gains
@@ -237,18 +261,42 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	if err != nil {
 		return change, err
 	}
-	leaving := h.cfg.Sources.keep(func(ds *catalog.Dataset, c int) bool {
-		return slices.Contains(datasets, ds) && to.Members()[ds.Owners(to)[c]] == h.cfg.Self
-	}, func(url string) bool { return slices.Contains(to.Members(), url) })
+	leaving := h.cfg.Sources.keep(h.reads(datasets, from), h.reads(datasets, to),
+		func(url string) bool { return slices.Contains(to.Members(), url) })
 	var tasks []task
 	for _, ds := range datasets {
 		tasks = append(tasks, h.plan(ctx, ds, from, to)...)
 	}
 	// Then the gains an earlier change left to the batches whose old
-	// owner leaves in this one: copied from it while it still serves.
+	// owner leaves in this one: copied from it while it still serves, or
+	// from another member whose cache holds them if it does not.
+	byDS := map[*catalog.Dataset][]source{}
+	var order []*catalog.Dataset
 	for _, src := range leaving {
-		if h.cfg.Peers.IsUp(src.url) && !h.cfg.Cache.Contains(src.ds.ChunkKey(src.c)) {
-			tasks = append(tasks, task{ds: src.ds, c: src.c, old: src.url})
+		if h.cfg.Cache.Contains(src.ds.ChunkKey(src.c)) {
+			continue
+		}
+		if _, ok := byDS[src.ds]; !ok {
+			order = append(order, src.ds)
+		}
+		byDS[src.ds] = append(byDS[src.ds], src)
+	}
+	for _, ds := range order {
+		srcs := byDS[ds]
+		cs := make([]int, len(srcs))
+		for i, src := range srcs {
+			cs[i] = src.c
+		}
+		holders := h.holders(ctx, ds, from, cs)
+		for _, src := range srcs {
+			switch hs := holders[src.c]; {
+			case slices.Contains(hs, src.url):
+				tasks = append(tasks, task{ds: ds, c: src.c, old: src.url})
+			case len(hs) > 0:
+				tasks = append(tasks, task{ds: ds, c: src.c, old: hs[0]})
+			case h.cfg.Peers.IsUp(src.url):
+				tasks = append(tasks, task{ds: ds, c: src.c, old: src.url})
+			}
 		}
 	}
 	if len(tasks) == 0 {
@@ -304,6 +352,16 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	return change, ctx.Err()
 }
 
+// reads returns whether this node owns chunk c of ds under m, one of
+// datasets: whether it reads the chunk for the jobs while the cluster
+// agrees on m.
+func (h *Handover) reads(datasets []*catalog.Dataset, m *cluster.Membership) func(ds *catalog.Dataset, c int) bool {
+	self := m.Index(h.cfg.Self)
+	return func(ds *catalog.Dataset, c int) bool {
+		return self >= 0 && slices.Contains(datasets, ds) && ds.Owners(m)[c] == self
+	}
+}
+
 // datasets waits for the datasets to be loaded.
 func (h *Handover) datasets(ctx context.Context) ([]*catalog.Dataset, error) {
 	for {
@@ -324,8 +382,9 @@ func (h *Handover) datasets(ctx context.Context) ([]*catalog.Dataset, error) {
 
 // plan lists the chunks of ds this node gains from from to to that some
 // stream needs soon, by this node's schedule or a live member of from's,
-// each with its old owner if that is another live node; then the other
-// chunks it gains that their old owner's cache holds.
+// each with the live node to copy it from (holder) or its old owner if
+// no cache holds it; then the other chunks it gains that a live member's
+// cache holds.
 func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *cluster.Membership) []task {
 	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, h.cfg.Self)
 	if len(gained) == 0 {
@@ -355,38 +414,71 @@ func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *clus
 		}
 		return ""
 	}
-	var tasks, rest []task
-	byOld := map[string][]int{} // the other gains, by live old owner
+	var want []int // the gains this node's cache lacks
 	for _, c := range gained {
-		switch {
-		case h.cfg.Cache.Contains(ds.ChunkKey(c)):
-		case needed[c]:
-			tasks = append(tasks, task{ds: ds, c: c, old: oldOf(c)})
-		case oldOf(c) != "":
-			byOld[oldOf(c)] = append(byOld[oldOf(c)], c)
+		if !h.cfg.Cache.Contains(ds.ChunkKey(c)) {
+			want = append(want, c)
 		}
 	}
-	// Then the other gains that their old owner's cache holds: copied
-	// now from it, they are not read from the store again when the jobs
-	// reach them. Those it does not hold are left to the batches.
-	for old, cs := range byOld {
-		held, err := h.cfg.Peers.Held(ctx, old, ds, cs)
-		if err != nil {
-			h.cfg.Log.Info().Err(err).Str("peer", old).Msg("asking a peer which chunks its cache holds")
+	holders := h.holders(ctx, ds, from, want)
+	// holder is the node to copy chunk c from: its old owner if its
+	// cache holds c, else another live member's that does, else "".
+	holder := func(c int) string {
+		if old := oldOf(c); old != "" && slices.Contains(holders[c], old) {
+			return old
 		}
-		holds := make(map[int]bool, len(held))
-		for _, c := range held {
-			holds[c] = true
+		if len(holders[c]) > 0 {
+			return holders[c][0]
 		}
-		for _, c := range cs {
-			if holds[c] {
-				rest = append(rest, task{ds: ds, c: c, old: old})
-			} else {
-				h.cfg.Sources.askLater(ds, c, old)
-			}
+		return ""
+	}
+	var tasks, rest []task
+	for _, c := range want {
+		switch src := holder(c); {
+		case needed[c] && src != "":
+			tasks = append(tasks, task{ds: ds, c: c, old: src})
+		case needed[c]:
+			// No cache holds it yet: its old owner is asked when it is
+			// loaded (it still reads it for the jobs), then the store.
+			tasks = append(tasks, task{ds: ds, c: c, old: oldOf(c)})
+		case src != "":
+			// Copied now, it is not read from the store again when the
+			// jobs reach it.
+			rest = append(rest, task{ds: ds, c: c, old: src})
+		case oldOf(c) != "":
+			h.cfg.Sources.askLater(ds, c, oldOf(c))
 		}
 	}
 	return append(tasks, rest...)
+}
+
+// holders asks each live member of from but this node which of chunks
+// its cache holds, and returns, per chunk, those that hold it, in from's
+// order. Not only a chunk's old owner is asked: a chunk an earlier
+// change left to the batches may have never reached its old owner (a
+// join moved it from a to b, b had yet to read it, and now b leaves and
+// the chunk moves on to this node), while the member that read it before
+// still holds it; and a node that read a down owner's chunks holds them
+// too.
+func (h *Handover) holders(ctx context.Context, ds *catalog.Dataset, from *cluster.Membership, chunks []int) map[int][]string {
+	out := map[int][]string{}
+	if len(chunks) == 0 {
+		return out
+	}
+	for _, u := range from.Members() {
+		if u == h.cfg.Self || !h.cfg.Peers.IsUp(u) {
+			continue
+		}
+		held, err := h.cfg.Peers.Held(ctx, u, ds, chunks)
+		if err != nil {
+			h.cfg.Log.Info().Err(err).Str("peer", u).Msg("asking a peer which chunks its cache holds")
+			continue
+		}
+		for _, c := range held {
+			out[c] = append(out[c], u)
+		}
+	}
+	return out
 }
 
 // load makes chunk t resident, asking its old owner first, and says where
@@ -402,6 +494,9 @@ func (h *Handover) load(ctx context.Context, t task) (string, int64, error) {
 	fromPeer := given()
 	if err != nil {
 		return "", 0, err
+	}
+	if res != chunkcache.PrefetchRejected {
+		h.cfg.Sources.loaded(r.Key)
 	}
 	switch res {
 	case chunkcache.PrefetchLoadedBelow:

@@ -42,13 +42,20 @@ type fakePeers struct {
 	bad    map[string]bool // gives bytes that fail their check
 	gone   map[string]bool // answers 404: its cache no longer holds the chunk
 	held   map[string][]int
-	asked  []string
-	chunks []string // "url chunk" fetched
+	strict bool // a node gives only the chunks held names, else 404
+	// onNeeded, if set, runs when a node is asked which chunks its
+	// streams need (Warm, after it has sorted its earlier gains).
+	onNeeded func()
+	asked    []string
+	chunks   []string // "url chunk" fetched
 }
 
 func (p *fakePeers) IsUp(url string) bool { return !p.down[url] }
 
 func (p *fakePeers) Needed(_ context.Context, url string, _ *catalog.Dataset, chunks []int, _ int) ([]int, error) {
+	if p.onNeeded != nil {
+		p.onNeeded()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked = append(p.asked, url)
@@ -62,6 +69,9 @@ func (p *fakePeers) Held(_ context.Context, url string, _ *catalog.Dataset, chun
 func (p *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset, c int, buf []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.strict && !slices.Contains(p.held[url], c) {
+		return errors.New("404: not in this node's cache")
+	}
 	p.chunks = append(p.chunks, fmt.Sprint(url, " ", c))
 	if p.gone[url] {
 		return fmt.Errorf("chunk %d: 404", c)
@@ -187,8 +197,9 @@ func TestWarm(t *testing.T) {
 // TestGainsLeftToTheBatches: a gained chunk that Warm leaves to the
 // batches (no stream needs it soon, its old owner did not hold it then)
 // is asked of its old owner when a batch first needs it, once, and not
-// if the old owner is down; a later change that takes the chunks away
-// from this node forgets them. The
+// if the old owner is down; a later change forgets them once this node
+// reads them neither before nor after it (TestGainsLeftReadUntilTheFlip
+// has the change between). The
 // reproduction: such chunks were read from the store although their old
 // owner had read them for the jobs before the flip (brand-bench resize,
 // epoch 1: 0.08 × the dataset from the store).
@@ -198,7 +209,7 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	from, _ := cluster.NewMembership([]string{a})
 	to, _ := cluster.NewMembership([]string{a, c})
 	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
-	if len(gained) < 3 {
+	if len(gained) < 4 {
 		t.Fatalf("c gains %v", gained)
 	}
 	peers := &fakePeers{down: map[string]bool{}}
@@ -223,16 +234,84 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 		t.Errorf("chunk %d: asked of an old owner that is down", gained[1])
 	}
 	peers.down[a] = false
-	// Another change (back to a alone: c gains nothing) forgets the first's.
-	if _, err := h.Warm(context.Background(), to, from, func() {}); err != nil {
-		t.Fatal(err)
+	// Two changes later (c leaves, then d joins a), c reads them neither
+	// before nor after: forgotten.
+	other, _ := cluster.NewMembership([]string{a, "http://d:1"})
+	for _, ch := range [][2]*cluster.Membership{{to, from}, {from, other}} {
+		if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if read(gained[2]) {
-		t.Errorf("chunk %d: asked after a later change", gained[2])
+		t.Errorf("chunk %d: asked after two later changes", gained[2])
 	}
 	if want := []string{fmt.Sprint(a, " ", gained[0])}; !slices.Equal(peers.chunks, want) {
 		t.Errorf("fetched %v; want %v", peers.chunks, want)
 	}
+}
+
+// TestGainsLeftReadUntilTheFlip: the gains a join left to the batches
+// that a later change within the epoch moves away from this node (it
+// leaves, or the load bound moves them to another member) are still
+// asked of their old owner when a batch needs one before the cluster
+// flips: until then this node reads them for the jobs. The reproduction
+// (integration.TestClusterJoinAtEpochEnd under load, 3 -> 5 -> 4 nodes):
+// the leave's warm-up dropped them, and a batch of the next epoch, still
+// under the five, read such a chunk from the store on the joiner (and on
+// the node leaving) while its old owner held it.
+func TestGainsLeftReadUntilTheFlip(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d, e := "http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"
+	from, _ := cluster.NewMembership([]string{a, b, e})
+	to, _ := cluster.NewMembership([]string{a, b, c, d, e})
+	tests := []struct {
+		name  string
+		after *cluster.Membership
+	}{
+		{"b leaves, the load bound moves some of c's gains", mustMembers(t, a, c, d, e)},
+		{"c leaves", mustMembers(t, a, b, d, e)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+			var moved []int // c's gains that are not c's after
+			for _, g := range gained {
+				if tc.after.Members()[ds.Owners(tc.after)[g]] != c {
+					moved = append(moved, g)
+				}
+			}
+			if len(moved) == 0 {
+				t.Fatalf("c gains %v, all of them still c's after", gained)
+			}
+			peers := &fakePeers{}
+			src := NewSources(peers, zerolog.Nop())
+			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+			h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+			for _, ch := range [][2]*cluster.Membership{{from, to}, {to, tc.after}} {
+				if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, g := range moved {
+				if !src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
+					t.Errorf("chunk %d, left to the batches by the join, c's until the cluster flips: not asked of its old owner, read from the store", g)
+				}
+				if want := fmt.Sprint(from.Members()[ds.Owners(from)[g]], " ", g); !slices.Contains(peers.chunks, want) {
+					t.Errorf("chunk %d: fetched %v, want %q among them", g, peers.chunks, want)
+				}
+			}
+		})
+	}
+}
+
+func mustMembers(t *testing.T, urls ...string) *cluster.Membership {
+	t.Helper()
+	ms, err := cluster.NewMembership(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }
 
 // TestGainsLeftThroughALaterChange: a later change keeps the gains an
@@ -327,5 +406,108 @@ func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
 		if src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }) {
 			t.Errorf("chunk %d still left to the batches, to be asked of b", g)
 		}
+	}
+}
+
+// TestGainsFromAnotherHolder: a gained chunk its old owner's cache does
+// not hold is copied from another live member's that does, whether the
+// jobs need it soon or not, rather than read from the store (or left to
+// the batches, which would ask the old owner and then read the store).
+// The reproduction (integration.TestClusterJoinAtEpochEnd under load): a
+// join moved a chunk from a to b, which left it to the batches; before
+// the jobs reached it on b, b left, and the chunk moved on to a joiner
+// c, whose warm-up asked b alone, got 404 and read the store while a
+// still held it.
+func TestGainsFromAnotherHolder(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a, b, c})
+	to, _ := cluster.NewMembership([]string{a, c}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) < 2 {
+		t.Fatalf("c gains %v, fewer than two of them from b", gained)
+	}
+	needed, other := ofB[0], ofB[1]
+	peers := &fakePeers{strict: true, needs: map[string][]int{a: {needed}}, held: map[string][]int{a: {needed, other}}}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	change, err := h.Warm(context.Background(), from, to, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(peers.chunks)
+	want := []string{fmt.Sprint(a, " ", needed), fmt.Sprint(a, " ", other)}
+	slices.Sort(want)
+	if !slices.Equal(peers.chunks, want) {
+		t.Errorf("copied %v from peers; want %v (a holds them, b does not)", peers.chunks, want)
+	}
+	if len(cache.store) != 0 || change.StoreBytes != 0 {
+		t.Errorf("read %v from the store", cache.store)
+	}
+	if change.Chunks != 2 || change.PeerBytes != 2*1024 {
+		t.Errorf("warmed %+v; want 2 chunks, 2048 bytes from peers", change)
+	}
+}
+
+// TestGainsFromANodeThatLeavesReadMeanwhile: a batch that needs one of
+// the gains a join left to the batches, while the warm-up of the leave of
+// their old owner b has not copied it yet, asks b (which still serves)
+// rather than read the store. The reproduction
+// (integration.TestClusterJoinAtEpochEnd under load, one run before and
+// one after the previous fixes: a joiner read a chunk from the store that
+// no peer was asked for, while its leave warm-up loaded one chunk fewer
+// than it planned): the leave's warm-up took such gains off the batches'
+// list when it began, before planning its own gains and asking the
+// peers, and a batch of the epoch, which the joiner served for it all
+// the while, found the chunk on neither list.
+func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ := cluster.NewMembership([]string{a, b})
+	to, _ := cluster.NewMembership([]string{a, b, c, d})
+	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	var ofB []int // c's gains from b, still c's once b has left
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) == 0 {
+		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
+	}
+	peers := &fakePeers{}
+	src := NewSources(peers, zerolog.Nop())
+	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+	h := New(Config{Self: c, Peers: peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	peers.held = map[string][]int{b: ofB} // b has read them for the jobs since
+	g := ofB[0]
+	var meanwhile []bool
+	peers.onNeeded = func() {
+		// A batch needs g while the leave's warm-up is under way.
+		if len(meanwhile) == 0 {
+			meanwhile = append(meanwhile, src.Read(context.Background(), ds.ChunkKey(g), make([]byte, 1024), func([]byte) error { return nil }))
+		}
+	}
+	if _, err := h.Warm(context.Background(), to, after, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(meanwhile) != 1 || !meanwhile[0] {
+		t.Errorf("chunk %d, needed by a batch during b's leave warm-up: not asked of b (read meanwhile: %v), read from the store", g, meanwhile)
+	}
+	if !slices.Contains(peers.chunks, fmt.Sprint(b, " ", g)) {
+		t.Errorf("fetched %v, want %q among them", peers.chunks, fmt.Sprint(b, " ", g))
 	}
 }
