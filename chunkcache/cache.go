@@ -68,6 +68,16 @@ type Request struct {
 	// capacity, so a dataset of small chunks never holds another dataset's
 	// large buffers.
 	Alloc int64
+	// Reuse, if larger than Alloc, is the largest capacity of a buffer
+	// already held — free, or an evicted chunk's — that the chunk may
+	// take when none of at most Alloc is there: the class its dataset's
+	// buffers were preallocated in, for a chunk read in a form smaller
+	// than that (a dataset served in place read with some of its fields,
+	// whose buffers were preallocated for all of them). Such a buffer is
+	// held, and its pages touched, whether or not the chunk takes it, so
+	// taking it holds no more memory than allocating would, and spares
+	// faulting new pages in. New buffers are still allocated at Alloc.
+	Reuse int64
 }
 
 // bufCap is the largest buffer capacity r may be given.
@@ -648,8 +658,23 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, error) {
 		}
 		return nil, errNoRoom
 	}
+	// A victim's buffer that fits is reused (steady state allocates
+	// nothing); failing that and a free one that fits, one r may reuse
+	// (Request.Reuse). The others are dropped.
+	fit, reuse := -1, -1
+	for i, k := range victims {
+		if v := c.entries[k]; fits(v.data, r) {
+			fit = i
+			break
+		} else if reuse < 0 && reusable(v.data, r) {
+			reuse = i
+		}
+	}
+	if fit < 0 && c.freeIndexLocked(r, fits) < 0 {
+		fit = reuse
+	}
 	var buf []byte
-	for _, k := range victims {
+	for i, k := range victims {
 		v := c.entries[k]
 		delete(c.entries, k)
 		c.policy.Remove(k)
@@ -658,8 +683,8 @@ func (c *Cache) insertLocked(r Request, admit func(Key) bool) (*entry, error) {
 		if v.prefetched {
 			c.prefetchUnused.Add(1)
 		}
-		if buf == nil && fits(v.data, r) {
-			buf = v.data[:r.Size] // reuse: steady state allocates nothing
+		if i == fit {
+			buf = v.data[:r.Size]
 		} else {
 			c.dropLocked(v.data)
 		}
@@ -683,13 +708,33 @@ func fits(b []byte, r Request) bool {
 	return int64(cap(b)) >= r.Size && int64(cap(b)) <= r.bufCap()
 }
 
-// takeFreeLocked returns a buffer for r from the free list, or a new one.
-func (c *Cache) takeFreeLocked(r Request) []byte {
+// reusable reports whether r may take buffer b, held already, when none
+// fits (Request.Reuse).
+func reusable(b []byte, r Request) bool {
+	return int64(cap(b)) >= r.Size && int64(cap(b)) <= max(r.bufCap(), r.Reuse)
+}
+
+// freeIndexLocked is the index of the last free buffer ok for r, or -1.
+func (c *Cache) freeIndexLocked(r Request, ok func([]byte, Request) bool) int {
 	for i := len(c.free) - 1; i >= 0; i-- {
-		if b := c.free[i]; fits(b, r) {
-			c.free = slices.Delete(c.free, i, i+1)
-			return b[:r.Size]
+		if ok(c.free[i], r) {
+			return i
 		}
+	}
+	return -1
+}
+
+// takeFreeLocked returns a buffer for r from the free list — one that
+// fits, else one r may reuse — or a new one.
+func (c *Cache) takeFreeLocked(r Request) []byte {
+	i := c.freeIndexLocked(r, fits)
+	if i < 0 {
+		i = c.freeIndexLocked(r, reusable)
+	}
+	if i >= 0 {
+		b := c.free[i]
+		c.free = slices.Delete(c.free, i, i+1)
+		return b[:r.Size]
 	}
 	b := newBuffer(r.Size, r.bufCap())
 	c.bufBytes += int64(cap(b))

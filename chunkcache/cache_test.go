@@ -666,6 +666,46 @@ func TestLargeBuffersAreNotReusedForSmallChunks(t *testing.T) {
 	l.Release()
 }
 
+// A request whose Reuse allows it takes a larger buffer already held —
+// free, or an evicted chunk's — when none of its own class is there
+// (a dataset served in place read with some of its fields, its buffers
+// preallocated for all of them), so its loads fault no new memory in and
+// the cache holds no more buffers than it did; a buffer of its own class
+// is taken first, and the larger victim's dropped.
+func TestReuseTakesHeldBuffers(t *testing.T) {
+	r := &recycler{}
+	c := chunkcache.New(chunkcache.Config{Capacity: 1000, Loader: newCountingLoader(), Recycler: r})
+	if err := c.Preallocate(context.Background(), 1000, 2); err != nil {
+		t.Fatal(err)
+	}
+	view := func(i int) chunkcache.Request {
+		return chunkcache.Request{Key: key(i), Size: 400, Alloc: 500, Reuse: 1000}
+	}
+	for i := range 10 { // from the third on, each evicts one and takes its buffer
+		l := acquire(t, c, view(i))
+		if got := cap(l.Bytes(0)); got != 1000 {
+			t.Fatalf("load %d: a buffer of capacity %d, want a held one of 1000", i, got)
+		}
+		l.Release()
+	}
+	if st := c.Stats(); st.BufferBytes != 2000 || st.Evictions != 8 || len(r.caps) != 0 {
+		t.Fatalf("%+v, %d buffers given up: want the 2000 bytes preallocated, 8 evictions, none given up", st, len(r.caps))
+	}
+	// A free buffer of the request's class goes before an evicted
+	// chunk's larger one, which is given up.
+	if err := c.Preallocate(context.Background(), 500, 1); err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, c, view(10))
+	if got := cap(l.Bytes(0)); got != 500 {
+		t.Fatalf("with a free buffer of its class: capacity %d, want 500", got)
+	}
+	l.Release()
+	if st := c.Stats(); st.BufferBytes != 1500 || len(r.caps) != 1 || r.caps[0] != 1000 {
+		t.Fatalf("%+v, given up %v: want 1500 buffer bytes, the victim's 1000 given up", st, r.caps)
+	}
+}
+
 // recycler records the buffers a cache gives up.
 type recycler struct{ caps []int }
 

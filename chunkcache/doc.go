@@ -27,7 +27,11 @@
 // Evicted buffers are reused for the next load when large enough (and not
 // larger than the request allows), and Preallocate fills the cache's buffer
 // pool before the first request, so a steady-state cache allocates nothing
-// and the heap stays close to Capacity. A victim's buffer that fits no load
+// and the heap stays close to Capacity. A request may also take a larger
+// buffer already held when none of its own class is there (Request.Reuse:
+// a dataset served in place read with some of its fields, whose buffers
+// were preallocated for all of them), which holds no more memory than
+// allocating and faults no new pages in. A victim's buffer that fits no load
 // it made room for goes to Config.Recycler (the node's memory manager's
 // pools, where any other part may reuse it) rather than to the collector.
 package chunkcache

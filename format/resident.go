@@ -71,9 +71,13 @@ type Writer struct {
 	i       int // samples begun
 	start   int64
 	mtime   time.Time
-	hdr     tar.Header
-	open    bool
-	err     error
+	// template is the ustar header of the writer's members (ustar),
+	// made on the first; noTemplate, that ustar cannot hold the time.
+	template   []byte
+	noTemplate bool
+	hdr        tar.Header
+	open       bool
+	err        error
 }
 
 // NewWriter returns a writer of a chunk of samples samples into dst (its
@@ -115,14 +119,45 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	if !w.open {
 		return nil, w.fail(errors.New("format: a member before Begin"))
 	}
-	name := w.hdr.Name + "." + ext // hdr.Name holds the sample's key
-	need := MemberLen(len(name), n)
+	key := w.hdr.Name // the sample's key
+	nameLen := len(key) + 1 + len(ext)
+	need := MemberLen(nameLen, n)
 	if n >= 0 && (w.counting || w.n+need > w.limit && w.mayGrow) {
 		return w.count(need, n)
 	}
 	if n < 0 || w.n+need > w.limit {
-		return nil, w.fail(fmt.Errorf("%w (member %q of %d bytes)", ErrOverBound, name, n))
+		return nil, w.fail(fmt.Errorf("%w (member %q of %d bytes)", ErrOverBound, key+"."+ext, n))
 	}
+	if err := w.header(key, ext, n); err != nil {
+		return nil, err
+	}
+	data := w.dst[w.n : w.n+n : w.n+n]
+	w.n += n
+	p := pad(n) - n
+	clear(w.dst[w.n : w.n+p])
+	w.n += p
+	return data, nil
+}
+
+// header writes the header of a member named key + "." + ext of n
+// bytes at w.n, which the caller made sure fits: from the writer's ustar
+// template when it holds the member (plainUSTAR), else by archive/tar.
+func (w *Writer) header(key, ext string, n int64) error {
+	if w.template == nil && !w.noTemplate {
+		w.template = ustarTemplate(w.mtime)
+		w.noTemplate = w.template == nil
+	}
+	if w.template != nil && plainUSTAR(key, ext, n) {
+		w.ustar(w.dst[w.n:w.n+HeaderLen], key, ext, n)
+		w.n += HeaderLen
+		return nil
+	}
+	return w.tarHeader(key+"."+ext, n)
+}
+
+// tarHeader writes a member's header with archive/tar: a name over
+// ustar's 100 bytes (a PAX header first), or one ustar cannot hold.
+func (w *Writer) tarHeader(name string, n int64) error {
 	h := tar.Header{
 		Typeflag: tar.TypeReg, Name: name, Size: n, Mode: 0o644, ModTime: w.mtime,
 		Format: tar.FormatUSTAR,
@@ -133,20 +168,90 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	hw := headerWriter{buf: w.dst[w.n:w.limit]}
 	tw := tar.NewWriter(&hw)
 	if err := tw.WriteHeader(&h); err != nil {
-		return nil, w.fail(fmt.Errorf("%w: member %q: %v", ErrDamaged, name, err))
+		return w.fail(fmt.Errorf("%w: member %q: %v", ErrDamaged, name, err))
 	}
 	w.n += int64(hw.n)
-	data := w.dst[w.n : w.n+n : w.n+n]
-	w.n += n
-	p := pad(n) - n
-	clear(w.dst[w.n : w.n+p])
-	w.n += p
-	return data, nil
+	return nil
+}
+
+// plainUSTAR reports whether a member named key + "." + ext of n bytes
+// has the plain ustar header Writer.ustar writes: a name of at most 100
+// ASCII bytes without NUL, a size of at most 11 octal digits. Any other
+// goes through archive/tar.
+func plainUSTAR(key, ext string, n int64) bool {
+	if len(key)+1+len(ext) > 100 || n >= 1<<33 {
+		return false
+	}
+	for _, s := range [2]string{key, ext} {
+		for i := range len(s) {
+			if c := s[i]; c == 0 || c >= 0x80 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ustar writes into h (HeaderLen bytes) the header archive/tar writes for
+// a regular file named key + "." + ext of n bytes, mode 0644, modified at
+// the writer's time, no owner, in the ustar format — byte for byte (a
+// test holds it to archive/tar's): the writer's template, made once by
+// archive/tar, with the name, the size and the checksum filled in. A
+// member's header through archive/tar cost an allocation and a quarter
+// of a decode's CPU.
+func (w *Writer) ustar(h []byte, key, ext string, n int64) {
+	copy(h, w.template)
+	k := copy(h, key)
+	h[k] = '.'
+	copy(h[k+1:], ext)
+	octal(h[124:135], n) // size: 11 digits and a NUL (the template's)
+	sum := 0
+	for _, c := range h {
+		sum += int(c)
+	}
+	sum += 8 * ' ' // the checksum field counts as spaces (the template's are 0)
+	octal(h[148:154], int64(sum))
+	h[154], h[155] = 0, ' '
+}
+
+// ustarTemplate is archive/tar's ustar header of an empty regular file
+// with an empty name, mode 0644, modified at mtime, its checksum field
+// zeroed; nil if ustar cannot hold mtime (every member then goes through
+// archive/tar, which says why).
+func ustarTemplate(mtime time.Time) []byte {
+	hw := headerWriter{buf: make([]byte, HeaderLen)}
+	tw := tar.NewWriter(&hw)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Mode: 0o644, ModTime: mtime, Format: tar.FormatUSTAR}); err != nil || hw.n != HeaderLen {
+		return nil
+	}
+	clear(hw.buf[148:156])
+	return hw.buf
+}
+
+// octal writes x in octal into b, zero-padded to its length.
+func octal(b []byte, x int64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + x&7)
+		x >>= 3
+	}
 }
 
 // MemberWorking is what Member allocates a member, at most (archive/tar's
-// header writer, about 1 KB measured): a decode's Working counts it.
+// header writer, about 1 KB measured, for a name ustar's template does
+// not hold): a decode's Working counts it, or HeaderWorking.
 const MemberWorking = 2 << 10
+
+// HeaderWorking is what Member allocates a member whose name (key + "." +
+// extension) is nameLen bytes: nothing when the writer's ustar template
+// holds it (at most 100 bytes), else MemberWorking. A name of non-ASCII
+// bytes goes through archive/tar too, which refuses it: the decode ends
+// there, so one MemberWorking a decode covers it.
+func HeaderWorking(nameLen int) int64 {
+	if nameLen > 100 {
+		return MemberWorking
+	}
+	return 0
+}
 
 // count is Member past the bound of a decode that may grow: it counts
 // what the member needs and hands out scratch room for its data.

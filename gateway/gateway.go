@@ -824,6 +824,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 		if err := preallocate(ctx, g.cache, g.cfg.CacheSize, loaded, g.log); err != nil {
 			return err
 		}
+		prefillDecodes(g.mem, g.cfg.PrefetchConcurrency, loaded, g.log)
 	}
 	g.catalog.MarkReady()
 	if g.cfg.IndexPoll > 0 {

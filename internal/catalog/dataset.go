@@ -33,6 +33,11 @@ type Dataset struct {
 	// chunks, and a buffer of another size is freed and a new one faulted
 	// in).
 	MaxChunk int64
+	// reuse is, for a view of some fields (Select), the dataset's own
+	// MaxChunk: the class its buffers are preallocated in, which a view's
+	// chunk may take when none of its own is free (chunkcache.Request.
+	// Reuse). 0 for the dataset itself.
+	reuse int64
 	// IndexModified is the index object's time when it was read (zero if
 	// unknown): the time of the dataset's files as the S3 face serves
 	// them, later for each re-pack.
@@ -196,7 +201,7 @@ func (d *Dataset) StoreSize(c int) int64 {
 
 // ChunkRequest is what the cache needs to load chunk c.
 func (d *Dataset) ChunkRequest(c int) chunkcache.Request {
-	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.ChunkSize(c), Alloc: d.MaxChunk}
+	return chunkcache.Request{Key: d.ChunkKey(c), Size: d.ChunkSize(c), Alloc: d.MaxChunk, Reuse: d.reuse}
 }
 
 // ChunkOf is the chunk ID a cache key names, if it is a chunk of this

@@ -169,6 +169,7 @@ func (d *Dataset) Select(names []string) (*Dataset, error) {
 		v.MaxChunk = max(v.MaxChunk, ip.sizes[c])
 	}
 	v.MaxChunk = BufferClass(v.MaxChunk)
+	v.reuse = d.MaxChunk
 	v.InPlace = &ip
 	m.views[key] = &v
 	return &v, nil

@@ -76,6 +76,26 @@ func (m *Manager) Get(n int64) []byte { return m.pool.get(n) }
 // Put keeps b for a later Get. The caller must not use b after.
 func (m *Manager) Put(b []byte) { m.pool.put(b) }
 
+// Prefill puts k buffers of n bytes' size class into the pools, every
+// page touched, as the chunk cache's Preallocate does for its buffers:
+// for a node serving datasets in place, the buffers its first loads read
+// chunks into before decoding them, which would otherwise each be fresh
+// memory faulted in page by page as the store's bytes arrive (measured:
+// 35,000 faults a cold epoch of 14 MDS shards, against 500 for tar
+// chunks read into the cache's touched buffers). It fills no more than
+// the decodes part holds, and reports the bytes it filled. Like every
+// pooled buffer they count in the base while no one uses them, and the
+// collector may take them back if none is used.
+func (m *Manager) Prefill(n int64, k int) int64 {
+	if n <= 0 || k <= 0 {
+		return 0
+	}
+	size := max(n, int64(1)<<(class(n)+minClassShift))
+	k = int(min(int64(k), m.parts.Decodes/size))
+	m.pool.fill(n, k)
+	return int64(k) * size
+}
+
 // UnderPressure reports whether the cache is under pressure, so that a
 // response still being written from pinned chunks should give them back
 // (reader.Result.Relieve): requests wait for room, or, once a response

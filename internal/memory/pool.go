@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math/bits"
+	"os"
 	"sync"
 )
 
@@ -26,13 +27,31 @@ func class(n int64) int {
 	return min(bits.Len64(uint64(n-1))-minClassShift, maxClass)
 }
 
-// get returns an empty buffer of capacity at least n.
+// get returns an empty buffer of capacity at least n: one of its class,
+// else one of the class above (at most twice the room, held by the pool
+// anyway, its pages touched: a fresh buffer costs more), else a new one.
 func (p *pool) get(n int64) []byte {
 	c := class(n)
-	if b, ok := p.classes[c].Get().(*[]byte); ok && int64(cap(*b)) >= n {
-		return (*b)[:0]
+	for k := c; k <= min(c+1, maxClass); k++ {
+		if b, ok := p.classes[k].Get().(*[]byte); ok && int64(cap(*b)) >= n {
+			return (*b)[:0]
+		}
 	}
 	return make([]byte, 0, max(n, int64(1)<<(c+minClassShift)))
+}
+
+// fill puts k new buffers of n bytes' class into the pool, every page
+// written.
+func (p *pool) fill(n int64, k int) {
+	page := os.Getpagesize()
+	size := max(n, int64(1)<<(class(n)+minClassShift))
+	for range k {
+		b := make([]byte, size)
+		for i := 0; i < len(b); i += page {
+			b[i] = 1 // a write, not a read: reads map the shared zero page
+		}
+		p.put(b)
+	}
 }
 
 // put keeps b for a later get of its class.

@@ -214,6 +214,9 @@ type FormatRow struct {
 	StoreBytes    int64   `json:"store_bytes"`
 	LoaderCPU     float64 `json:"loader_cpu_s"`
 	GatewayCPU    float64 `json:"gateway_cpu_s"`
+	// GatewayFaults is the gateway's minor page faults during the read:
+	// its first touches of fresh memory.
+	GatewayFaults int64   `json:"gateway_minor_faults"`
 	StoreCPU      float64 `json:"minio_cpu_s"`
 }
 
@@ -663,11 +666,13 @@ func (r *formatsRun) add(row FormatRow) {
 func (r *formatsRun) measure(g *gatewayProc, f string, read func() (FormatRow, error)) (FormatRow, error) {
 	before := r.proxy.snapshot()
 	gw0, store0 := processCPU(g.cmd.Process.Pid), processCPU(r.srv.Pid())
+	faults0 := minorFaults(g.cmd.Process.Pid)
 	row, err := read()
 	if err != nil {
 		return row, err
 	}
 	row.GatewayCPU = (processCPU(g.cmd.Process.Pid) - gw0).Seconds()
+	row.GatewayFaults = minorFaults(g.cmd.Process.Pid) - faults0
 	row.StoreCPU = (processCPU(r.srv.Pid()) - store0).Seconds()
 	got := r.proxy.since(before, "GET "+f)
 	row.StoreRequests, row.StoreBytes = got.Requests, got.Bytes

@@ -154,16 +154,16 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 			spreadString(t.VsTar, 3), spreadString(t.GatewayMs, 0), first)
 	}
 	sb.WriteString("\nMedian (min–max) over the rounds. Every epoch:\n\n")
-	sb.WriteString("| round | loader | epoch | format | epochs | samples/s | ÷ tar | MB/s | first batch ms | store GETs | store MB | loader CPU s | gateway CPU s | MinIO CPU s |\n| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	sb.WriteString("| round | loader | epoch | format | epochs | samples/s | ÷ tar | MB/s | first batch ms | store GETs | store MB | loader CPU s | gateway CPU s | gateway page faults | MinIO CPU s |\n| --: | --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 	for _, row := range r.Rows {
 		first := "—"
 		if row.FirstBatchMs > 0 {
 			first = fmt.Sprintf("%.0f", row.FirstBatchMs)
 		}
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %s | %d | %.1f | %.2f | %.2f | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
-			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, first, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.StoreCPU)
+		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %s | %d | %.1f | %.2f | %.2f | %d | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
+			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, first, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.GatewayFaults, row.StoreCPU)
 	}
-	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Load average before each round: %s. %d CPUs.", joinFloats(r.Load, 1), r.Machine.CPUs)
+	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Gateway page faults: its minor faults during the epoch (/proc), each a first touch of fresh memory. Load average before each round: %s. %d CPUs.", joinFloats(r.Load, 1), r.Machine.CPUs)
 	if r.PythonSkipped != "" {
 		fmt.Fprintf(&sb, " (3) skipped: %s.", r.PythonSkipped)
 	} else {

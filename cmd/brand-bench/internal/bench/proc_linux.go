@@ -42,6 +42,30 @@ func peakRSS(pid int) int64 {
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
+// minorFaults returns the minor page faults a process (all its threads)
+// has taken, from /proc/<pid>/stat (minflt, field 10): each the first
+// touch of a page of fresh memory, the kernel zeroing it (or mapping a
+// huge page). It returns 0 if the process is gone.
+func minorFaults(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 8 {
+		return 0
+	}
+	n, err := strconv.ParseInt(f[7], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // processCPU returns the user and system CPU time a process (all its
 // threads) has used, from /proc/<pid>/stat; pid 0 means this process. It
 // returns 0 if the process is gone.

@@ -22,3 +22,6 @@ func firstTouchRate(huge bool) float64 { return 0 }
 
 // processCPU is not measured off Linux.
 func processCPU(pid int) time.Duration { return 0 }
+
+// minorFaults is not counted off Linux.
+func minorFaults(pid int) int64 { return 0 }
