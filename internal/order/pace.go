@@ -74,6 +74,11 @@ func NewPace(s *shuffle.Schedule, i, n int, from uint64) *Pace {
 	return p
 }
 
+// Changes reports whether the pace changes at a phase boundary ahead of
+// the step it was made from: false for a nil Pace, and for a schedule's
+// component past its last switch or in a schedule of one phase.
+func (p *Pace) Changes() bool { return p != nil && len(p.step) > 1 }
+
 // Ahead returns the samples, at the pace of position q, that reading the
 // d samples after q takes: d when the pace does not change before q+d,
 // more when a phase ahead reads the component slower, fewer when faster.

@@ -75,3 +75,33 @@ func TestPaceSeesThePhaseAhead(t *testing.T) {
 		t.Error("a nil Pace is not the identity")
 	}
 }
+
+// TestPaceChanges: a pace changes ahead while a phase boundary lies after
+// the step it is made from, and not past the last one, nor for a schedule
+// of one phase, nor for no schedule (the cache's Keeps rule follows it).
+func TestPaceChanges(t *testing.T) {
+	passes := []shuffle.Passes{shuffle.EqualPasses(70), shuffle.EqualPasses(50)}
+	two, err := shuffle.NewSchedule([]shuffle.SchedulePhase{{Weights: []uint64{3, 1}}, {Step: 7, Weights: []uint64{1, 3}}}, passes, 8, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := shuffle.NewSchedule([]shuffle.SchedulePhase{{Weights: []uint64{3, 1}}}, passes, 8, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		p    *Pace
+		want bool
+	}{
+		{"no schedule", nil, false},
+		{"before the switch", NewPace(two, 1, 50, 0), true},
+		{"past the switch", NewPace(two, 1, 50, 9), false},
+		{"one phase", NewPace(one, 1, 50, 0), false},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Changes(); got != tt.want {
+			t.Errorf("%s: Changes() = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

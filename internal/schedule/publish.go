@@ -119,6 +119,12 @@ func (s *Schedule) publishLocked() {
 	}
 	rate := s.medianLocked(func(o *stream) float64 { return o.rate }, defaultRate)
 	t.shared = s.sharedLocked()
+	for _, st := range s.streams {
+		if st.Pace.Changes() {
+			t.phased = true
+			break
+		}
+	}
 	// Streams that hold a turn (turn.go) first: they are served now, and
 	// the first of them to leave its window is when a waiting stream's
 	// turn is expected to come. A waiting stream's uses are keyed from

@@ -190,20 +190,21 @@ func TestUseTableDisplaces(t *testing.T) {
 // (then nothing is prefetched at all).
 func TestUseTableKeeps(t *testing.T) {
 	tests := []struct {
-		name            string
-		shared, hotFits bool
-		d               int64
-		want            bool
+		name                    string
+		shared, hotFits, phased bool
+		d                       int64
+		want                    bool
 	}{
-		{"within the chunks that fill the cache", false, true, 8000, true},
-		{"after them", false, true, 8001, false},
-		{"after them, several jobs on the cache", true, true, 8001, true},
-		{"the current windows do not fit", false, false, 8001, true},
+		{"within the chunks that fill the cache", false, true, true, 8000, true},
+		{"after them", false, true, true, 8001, false},
+		{"after them, several jobs on the cache", true, true, true, 8001, true},
+		{"the current windows do not fit", false, false, true, 8001, true},
+		{"after them, no phase change ahead", false, true, false, 8001, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			table, _ := handTable(t)
-			table.shared, table.hotFits, table.keeps = tt.shared, tt.hotFits, 8000
+			table.shared, table.hotFits, table.phased, table.keeps = tt.shared, tt.hotFits, tt.phased, 8000
 			if got := table.Keeps(tt.d); got != tt.want {
 				t.Errorf("Keeps(%d) = %t, want %t", tt.d, got, tt.want)
 			}
