@@ -247,3 +247,37 @@ func TestScheduleSharesAcrossEpochs(t *testing.T) {
 	}
 	t.Logf("the ramp: largest |count − share| from its start %s, in a window %s", worstPrefix.FloatString(2), worst.FloatString(2))
 }
+
+// A mixture whose period is too long to run the rule over (P·k past
+// MaxMixWork: weights 0.000001 and 2147.483647, A = 2^31) is still
+// served, as before: each epoch restarts the rule at its block 0 and
+// starts its streams at e·n_i, so every epoch holds epoch 0's counts and
+// the streams still continue (docs/shuffle.md §11.2, "Long periods").
+func TestMixtureLongPeriodRestartsEachEpoch(t *testing.T) {
+	sizes := []int{50, 70}
+	m, err := NewMixture([]uint64{1, 2147483647}, sizes, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Period()*2 <= MaxMixWork {
+		t.Fatalf("period %d: not past the work bound", m.Period())
+	}
+	e0 := m.Epoch(0)
+	for _, e := range []uint64{1, 2, 9} {
+		me := m.Epoch(e)
+		for b := range m.NumSamples()/m.Block() + 1 {
+			for i := range sizes {
+				if me.Cumulative(b, i) != e0.Cumulative(b, i) {
+					t.Fatalf("epoch %d block %d component %d: %d, epoch 0's %d", e, b, i, me.Cumulative(b, i), e0.Cumulative(b, i))
+				}
+			}
+		}
+		for i := range sizes {
+			q := e * uint64(e0.EpochSamples(i))
+			if d := m.Start(i, e); d.Pass != q/uint64(sizes[i]) || d.Index != int(q%uint64(sizes[i])) {
+				t.Fatalf("epoch %d component %d starts at %+v; want stream position %d", e, i, d, q)
+			}
+		}
+	}
+	epochsComps(t, "long period", m.Epoch, sizes, 4)
+}

@@ -85,6 +85,10 @@ type Mixture struct {
 	// reach is how many blocks of a period the checkpoints cover:
 	// min(period, the blocks the rule is run over).
 	reach int
+	// restart is set for a mixture whose period is too long to run the
+	// rule over (period × components past MaxMixWork): each epoch then
+	// restarts the rule at its block 0 and starts its streams at e·n_i.
+	restart bool
 	// epoch[i] is n_i, component i's samples in the epoch: epoch 0's for
 	// a mixture from NewMixture, its epoch's for one from Epoch.
 	epoch []int
@@ -254,8 +258,14 @@ func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool
 	}
 	blocks := length / block
 	steps := min(m.period, max(reach, 1))
+	if steps > MaxMixWork/k && reach == math.MaxInt {
+		// A period too long to run the rule over: each epoch restarts
+		// the rule at its block 0 (docs/shuffle.md §11.2, "Long periods").
+		m.restart = true
+		steps = min(m.period, blocks)
+	}
 	if steps > MaxMixWork/k {
-		return nil, fmt.Errorf("%w: a mixture whose rounding repeats only every %d blocks, over %d components: %d steps of the rounding rule, over the bound of %d (shuffle.MaxMixWork) steps × components; use weights with fewer digits or a larger mixing block",
+		return nil, fmt.Errorf("%w: a mixture whose rounding repeats only every %d blocks, over %d components: %d steps of the rounding rule, over the bound of %d (shuffle.MaxMixWork) steps × components; use weights with fewer digits, a larger mixing block or a shorter epoch",
 			ErrInvalid, m.period, k, steps, MaxMixWork)
 	}
 	m.reach = steps
@@ -362,11 +372,19 @@ func (m *Mixture) Epoch(e uint64) *Mixture {
 	}
 	k := len(m.weights)
 	blocks := m.length / m.block
+	v := *m
+	v.startHi, v.startLo = make([]uint64, k), make([]uint64, k)
+	if m.restart {
+		for i := range k {
+			v.startHi[i], v.startLo[i] = bits.Mul64(e, uint64(m.epoch[i]))
+		}
+		seg := mixSegment{from: 0, to: blocks, before: make([]int, k), mix: m, tot: m.epoch}
+		v.segs = []mixSegment{seg}
+		return &v
+	}
 	// g0 = e·L/K, 128 bits; its place in the period, t0 = g0 mod P.
 	ghi, glo := bits.Mul64(e, uint64(blocks))
 	_, t0 := bits.Div64(ghi%uint64(m.period), glo, uint64(m.period))
-	v := *m
-	v.startHi, v.startLo = make([]uint64, k), make([]uint64, k)
 	// C_i(g0) = (g0 − t0)/P · perPeriod_i + t0·base_i + U_i(t0), where
 	// (g0 − t0)/P · perPeriod_i < 2^128 as C_i(g0) <= g0·K is.
 	qhi, qlo := ghi, glo

@@ -291,6 +291,10 @@ class Mixture:
         length = samples or sum(sizes)
         self.length = max(1, -(-length // block)) * block
         self.blocks = self.length // block
+        # A period too long to run the rule over (Go's MaxMixWork, 2^22,
+        # blocks x components): each epoch restarts the rule at its block
+        # 0 instead of running it on the global block index.
+        self.restart = self.period * len(weights) > 2**22
         # period_cumulative[t][i]: component i's samples in blocks [0, t) of
         # a period, the rule run from the period's start as far as asked.
         self.period_cumulative = [[0] * len(weights)]
@@ -322,23 +326,29 @@ class Mixture:
         whole = self.period_cumulative[self.period] if q else [0] * len(self.weights)
         return [q * w + c for w, c in zip(whole, self.period_cumulative[t])]
 
+    def _first_block(self, epoch):
+        """The global block the rule counts epoch's block 0 as."""
+        return 0 if self.restart else epoch * self.blocks
+
     def epoch_cumulative(self, epoch):
         """C(b) for b = 0..L/K of epoch epoch: its blocks are global blocks
         epoch*L/K + b, counted from the epoch's first."""
-        g0 = epoch * self.blocks
+        g0 = self._first_block(epoch)
         start = self.global_cumulative(g0)
         return [[c - s for c, s in zip(self.global_cumulative(g0 + b), start)]
                 for b in range(self.blocks + 1)]
 
     def start(self, epoch, i):
         """Component i's stream position at the start of epoch epoch."""
+        if self.restart:
+            return epoch * self.global_cumulative(self.blocks)[i]
         return self.global_cumulative(epoch * self.blocks)[i]
 
     def epoch_samples(self, i, epoch=0):
-        return self.global_cumulative((epoch + 1) * self.blocks)[i] - self.start(epoch, i)
+        return self.epoch_cumulative(epoch)[-1][i]
 
     def block_counts(self, b, epoch=0):
-        g = epoch * self.blocks + b
+        g = self._first_block(epoch) + b
         return [hi - lo for lo, hi in zip(self.global_cumulative(g), self.global_cumulative(g + 1))]
 
     def slots(self, seed, epoch, b):
@@ -351,11 +361,12 @@ class Mixture:
     def draws(self, seed, epoch, start, end):
         """(component, pass, index) for epoch positions [start, end)."""
         out = []
-        g0 = epoch * self.blocks
+        cum = self.epoch_cumulative(epoch)
+        first = [self.start(epoch, i) for i in range(len(self.weights))]
         for b in range(start // self.block, -(-end // self.block)):
             # Component i's stream position: its samples in the global
             # blocks before this one.
-            read = self.global_cumulative(g0 + b)
+            read = [f + c for f, c in zip(first, cum[b])]
             for s, i in enumerate(self.slots(seed, epoch, b)):
                 if start <= b * self.block + s < end:
                     if self.pass_lens[i] is None:
