@@ -66,6 +66,11 @@ type Schedule struct {
 	mu    sync.Mutex
 	mixes map[int]*Mixture // constant piece → its counts
 	ramps map[int]*rampSeg // ramp piece → its counts
+
+	// pre[j] is each component's samples in pieces [0, j), 128 bits
+	// (hi, lo per component), extended as far as an epoch asks.
+	pmu sync.Mutex
+	pre [][]uint64
 }
 
 // A schedPiece is a stretch of global steps [from, to) under one rule:
@@ -252,8 +257,22 @@ func (s *Schedule) Epoch(e uint64) (*Mixture, error) {
 	m := &Mixture{weights: s.first, sum: s.sum0, passes: s.passes, sizes: s.sizes, block: s.block, length: s.length,
 		period: s.blocks, startHi: make([]uint64, k), startLo: make([]uint64, k)}
 	g1 := g0 + uint64(s.blocks)
-	// The epochs before: each piece's counts in its steps before g0.
-	for pi := range s.pieces {
+	// The epochs before: the whole pieces before g0 by their memoised
+	// sums, then the piece holding step g0 by its counts before it.
+	j, _ := slices.BinarySearchFunc(s.pieces, g0, func(p schedPiece, st uint64) int {
+		if p.to <= st {
+			return -1
+		}
+		return 1
+	})
+	pre, err := s.prefix(j)
+	if err != nil {
+		return nil, err
+	}
+	for i := range k {
+		m.startHi[i], m.startLo[i] = pre[2*i], pre[2*i+1]
+	}
+	for pi := j; pi < len(s.pieces); pi++ {
 		p := &s.pieces[pi]
 		if p.from >= g0 {
 			break
@@ -310,6 +329,45 @@ func (s *Schedule) Epoch(e uint64) (*Mixture, error) {
 	}
 	m.epoch = before
 	return m, nil
+}
+
+// prefix returns each component's samples in pieces [0, j), as 128-bit
+// (hi, lo) pairs, summing and memoising the pieces' totals as far as j.
+func (s *Schedule) prefix(j int) ([]uint64, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	k := len(s.passes)
+	if s.pre == nil {
+		s.pre = [][]uint64{make([]uint64, 2*k)}
+	}
+	for len(s.pre) <= j {
+		pi := len(s.pre) - 1
+		p := &s.pieces[pi]
+		sum := slices.Clone(s.pre[pi])
+		x := p.to - p.from
+		if p.prev == nil {
+			mix, err := s.constMix(pi)
+			if err != nil {
+				return nil, err
+			}
+			P := uint64(mix.period)
+			at := mix.relCursor(0, int(x%P)).counts(nil)
+			for i := range k {
+				addMul(&sum[2*i], &sum[2*i+1], x/P, uint64(mix.perPeriod[i]))
+				addMul(&sum[2*i], &sum[2*i+1], 1, uint64(at[i]))
+			}
+		} else {
+			r, err := s.ramp(pi)
+			if err != nil {
+				return nil, err
+			}
+			for i, t := range r.tot {
+				addMul(&sum[2*i], &sum[2*i+1], 1, uint64(t))
+			}
+		}
+		s.pre = append(s.pre, sum)
+	}
+	return s.pre[j], nil
 }
 
 // addMul adds n·t to the 128-bit hi, lo.
