@@ -87,9 +87,9 @@ type MixComponentPlan struct {
 	// store sizes (Dataset.StoreSizes); absent (0) otherwise.
 	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
 	// EpochSamples is how many of its samples the first simulated
-	// mixture epoch reads (later epochs differ by at most one where the
-	// epoch is not a whole number of the mixture's periods, or by the
-	// phases for a schedule).
+	// mixture epoch reads (where the epoch is not a whole number of the
+	// mixture's periods each epoch's is within two of its share and may
+	// differ from the next's; a schedule's follow its phases).
 	EpochSamples int `json:"epoch_samples"`
 	// FirstPass and LastPass are the passes (epochs of its dataset) the
 	// simulated epochs read; a component no epoch reads has both at the
@@ -597,8 +597,8 @@ func (ms *mixSchedule) readBytes(store bool) float64 {
 }
 
 // epochSamples is the samples of component i an epoch reads, averaged
-// over the simulated epochs (a mixture's epochs differ by at most one
-// where its epoch is not a whole number of periods).
+// over the simulated epochs (a mixture's epochs may differ where its
+// epoch is not a whole number of periods).
 func (ms *mixSchedule) epochSamples(i int) float64 {
 	var n float64
 	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {

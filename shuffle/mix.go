@@ -311,9 +311,9 @@ func (m *Mixture) NumSamples() int { return m.length }
 
 // EpochSamples returns n_i, how many samples of component i the epoch
 // reads: epoch 0's for a mixture from NewMixture (Epoch gives another
-// epoch's). Its counts run on the global block index, so epochs differ
-// by at most one where the epoch's blocks are not a whole number of
-// periods (docs/shuffle.md §11.2).
+// epoch's). Its counts run on the global block index, so where the
+// epoch's blocks are not a whole number of periods epochs may differ,
+// each within two of L·w_i (docs/shuffle.md §11.2).
 func (m *Mixture) EpochSamples(i int) int { return m.epoch[i] }
 
 // ComponentWindow returns the shuffle window, in chunks, of component i's
