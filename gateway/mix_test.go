@@ -76,7 +76,7 @@ func (m *mixFixture) readMix(t *testing.T, url string) ([]mixSample, [32]byte) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
 	}
-	samples := readTar(t, body)
+	samples := readTarSplit(t, body)
 	hdr := resp.Header.Get(api.HeaderMixComponents)
 	var comps []string
 	if hdr != "" {

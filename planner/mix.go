@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
@@ -87,7 +86,10 @@ type MixComponentPlan struct {
 	// DatasetStoreBytes is its bytes in the store, for a dataset with
 	// store sizes (Dataset.StoreSizes); absent (0) otherwise.
 	DatasetStoreBytes int64 `json:"dataset_store_bytes,omitempty"`
-	// EpochSamples is how many of its samples each mixture epoch reads.
+	// EpochSamples is how many of its samples the first simulated
+	// mixture epoch reads (where the epoch is not a whole number of the
+	// mixture's periods each epoch's is within two of its share and may
+	// differ from the next's; a schedule's follow its phases).
 	EpochSamples int `json:"epoch_samples"`
 	// FirstPass and LastPass are the passes (epochs of its dataset) the
 	// simulated epochs read; a component no epoch reads has both at the
@@ -138,14 +140,17 @@ type mixSchedule struct {
 	// simulated epoch: the pass of its first sample.
 	pass0 []uint64
 	// sched is the schedule the mixture follows (Mix.Phases), nil for
-	// fixed weights; order is then its first simulated epoch's.
+	// fixed weights, whose mixture is fixed; order is the first simulated
+	// epoch's of either.
 	sched *shuffle.Schedule
+	fixed *shuffle.Mixture
 }
 
-// orderAt is epoch e's order: the mixture's, or the schedule's epoch e.
+// orderAt is epoch e's order: the mixture's or the schedule's epoch e,
+// its counts on the global block index and its streams continued.
 func (ms *mixSchedule) orderAt(e int) (*shuffle.Mixture, error) {
 	if ms.sched == nil {
-		return ms.order, nil
+		return ms.fixed.Epoch(uint64(e)), nil
 	}
 	mo, err := ms.sched.Epoch(uint64(e))
 	if err != nil {
@@ -208,8 +213,8 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 		if ms.sched, err = shuffle.NewSchedule(m.Phases, passes, block, m.Samples); err == nil {
 			order, err = ms.sched.Epoch(uint64(j.FirstEpoch))
 		}
-	} else {
-		order, err = shuffle.NewMixture(weights, sizes, block, m.Samples)
+	} else if ms.fixed, err = shuffle.NewMixture(weights, sizes, block, m.Samples); err == nil {
+		order = ms.fixed.Epoch(uint64(j.FirstEpoch))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -217,31 +222,14 @@ func newMixSchedule(m Mix, j Job) (*mixSchedule, error) {
 	ms.order = order
 	ms.merged = &schedule{d: merged, j: j, n: order.NumSamples()}
 	for i := range k {
-		pass, _, ok := streamPos(uint64(j.FirstEpoch), order.EpochSamples(i), 0, sizes[i])
-		if ms.sched != nil {
-			d := order.Start(i, uint64(j.FirstEpoch))
-			pass, ok = d.Pass, d.Pass != math.MaxUint64
-		}
-		if !ok || pass > maxMixPass {
+		d := order.Start(i, uint64(j.FirstEpoch))
+		pass := d.Pass
+		if pass == math.MaxUint64 || pass > maxMixPass {
 			return nil, fmt.Errorf("%w: epoch %d of the mixture reads %s past pass %d", ErrInvalid, j.FirstEpoch, m.Components[i].Name, maxMixPass)
 		}
 		ms.pass0[i] = pass
 	}
 	return ms, nil
-}
-
-// streamPos returns the pass and index of position e·n + c of a
-// component's stream, n its samples per epoch and size per pass, computed
-// in 128 bits as shuffle.Mixture does; ok is false past 2^64 passes.
-func streamPos(e uint64, n, c, size int) (pass uint64, index int, ok bool) {
-	hi, lo := bits.Mul64(e, uint64(n))
-	lo, carry := bits.Add64(lo, uint64(c), 0)
-	hi += carry
-	if hi >= uint64(size) {
-		return 0, 0, false
-	}
-	q, r := bits.Div64(hi, lo, uint64(size))
-	return q, int(r), true
 }
 
 // window is component i's shuffle window: the job's split by weight
@@ -512,18 +500,12 @@ func (ms *mixSchedule) report() *MixPlan {
 		s := ms.comps[i]
 		per := ms.order.EpochSamples(i)
 		last := ms.pass0[i]
-		if ms.sched != nil {
-			// Where the epoch after the last simulated one starts, less one.
-			if after, err := ms.sched.Epoch(end); err == nil {
-				d := after.Start(i, end)
-				if q := d.Pass*uint64(s.n) + uint64(d.Index); q > 0 && d.Pass != math.MaxUint64 {
-					last = (q - 1) / uint64(s.n)
-				}
+		// Where the epoch after the last simulated one starts, less one.
+		if after, err := ms.orderAt(int(end)); err == nil {
+			d := after.Start(i, end)
+			if q := d.Pass*uint64(s.n) + uint64(d.Index); q > 0 && d.Pass != math.MaxUint64 {
+				last = (q - 1) / uint64(s.n)
 			}
-		} else if per > 0 {
-			// The pass of the last sample read: newMixSchedule and the
-			// walk checked the stream's positions.
-			last, _, _ = streamPos(end-1, per, per-1, s.n)
 		}
 		mp.Components = append(mp.Components, MixComponentPlan{
 			Name:              c.Name,
@@ -614,12 +596,10 @@ func (ms *mixSchedule) readBytes(store bool) float64 {
 	return read
 }
 
-// epochSamples is the samples of component i an epoch reads: a schedule's
-// averaged over the simulated epochs.
+// epochSamples is the samples of component i an epoch reads, averaged
+// over the simulated epochs (a mixture's epochs may differ where its
+// epoch is not a whole number of periods).
 func (ms *mixSchedule) epochSamples(i int) float64 {
-	if ms.sched == nil {
-		return float64(ms.order.EpochSamples(i))
-	}
 	var n float64
 	for e := ms.j.FirstEpoch; e < ms.j.FirstEpoch+ms.j.Epochs; e++ {
 		if mo, err := ms.orderAt(e); err == nil {

@@ -411,7 +411,7 @@ func referenceMixWorkingSet(t *testing.T, m Mix, j Job, prefetch int) int64 {
 	pass0 := make([]uint64, k)
 	nw := make([]int, k)
 	for i := range k {
-		pass0[i] = uint64(j.FirstEpoch) * uint64(mo.EpochSamples(i)) / uint64(mo.Size(i))
+		pass0[i] = mo.Start(i, uint64(j.FirstEpoch)).Pass // its count in the global blocks before the epoch
 		nw[i] = (len(m.Components[i].Dataset.Counts) + compWindow(m, i, j.Window) - 1) / compWindow(m, i, j.Window)
 	}
 	last := make([]int, k)

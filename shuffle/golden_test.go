@@ -259,18 +259,21 @@ func computeMix(t *testing.T, c goldenMix) goldenMix {
 	c.Reduced = m.Weights()
 	c.NumSamples = m.NumSamples()
 	c.Period = m.Period()
+	// The counts of the case's epoch: its blocks are the rule's global
+	// blocks epoch·L/K + b.
+	me := m.Epoch(c.Epoch)
 	c.EpochSamples = make([]int, m.Components())
 	for i := range c.EpochSamples {
-		c.EpochSamples[i] = m.EpochSamples(i)
+		c.EpochSamples[i] = me.EpochSamples(i)
 	}
 	c.Cumulative, c.BlockCounts, c.Slots = nil, nil, nil
 	for _, b := range c.Blocks {
 		cum := make([]int, m.Components())
 		for i := range cum {
-			cum[i] = m.Cumulative(b, i)
+			cum[i] = me.Cumulative(b, i)
 		}
 		c.Cumulative = append(c.Cumulative, cum)
-		c.BlockCounts = append(c.BlockCounts, m.BlockCounts(b))
+		c.BlockCounts = append(c.BlockCounts, me.BlockCounts(b))
 		c.Slots = append(c.Slots, m.Slots(c.Seed, c.Epoch, b))
 	}
 	c.Draws, c.SampleIDs = nil, nil

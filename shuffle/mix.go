@@ -3,6 +3,7 @@ package shuffle
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 	"slices"
 
@@ -54,8 +55,11 @@ const mixCheckpoint = 64
 // component i either floor(K·w_i) or ceil(K·w_i) samples (w_i its weight
 // over the weights' sum), chosen by the PD² Pfair rule so that after any
 // number of blocks every component's count is within one sample of its
-// exact share — never drifting — and the slots of the block are shuffled
-// by a stream of (seed, epoch, "brandmxs", b). With K the job's global
+// exact share — never drifting. The rule runs on the global block index,
+// e·L/K + b for block b of epoch e, so this holds across epochs too, and
+// every component's stream continues where the epoch before left it.
+// The slots of a block are shuffled by a stream of (seed, epoch,
+// "brandmxs", b). With K the job's global
 // batch (B·world), every global batch holds each component within one
 // sample of its weight. The order depends on K, so a job that resumes at
 // another world size keeps its K.
@@ -75,16 +79,25 @@ type Mixture struct {
 	// perPeriod[i] is component i's samples in one period of blocks.
 	perPeriod []int
 	// ckpt[c*k+i] is component i's extra units in blocks [0, c*64) of a
-	// period, for the blocks an epoch reaches.
+	// period, for the blocks of a period the mixture reaches: the whole
+	// period, or for a schedule's piece shorter than it the piece's.
 	ckpt []int
-	// epoch[i] is n_i, component i's samples in one epoch.
+	// reach is how many blocks of a period the checkpoints cover:
+	// min(period, the blocks the rule is run over).
+	reach int
+	// restart is set for a mixture whose period is too long to run the
+	// rule over (period × components past MaxMixWork): each epoch then
+	// restarts the rule at its block 0 and starts its streams at e·n_i.
+	restart bool
+	// epoch[i] is n_i, component i's samples in the epoch: epoch 0's for
+	// a mixture from NewMixture, its epoch's for one from Epoch.
 	epoch []int
-	// An epoch of a Schedule (Schedule.Epoch) counts its blocks by
-	// segments, each a phase's part of the epoch, and starts each
-	// component's stream where the epochs before it left it: startHi,
-	// startLo is that position, 128 bits. A plain mixture has neither:
-	// its blocks are counted by the rule above and epoch e starts at
-	// e·n_i.
+	// An epoch (Mixture.Epoch, Schedule.Epoch) counts its blocks by
+	// segments, each a piece's part of the epoch numbered by the piece's
+	// global blocks, and starts each component's stream where the epochs
+	// before it left it: startHi, startLo is that position, 128 bits. A
+	// mixture from NewMixture has neither: the methods that take an epoch
+	// read that epoch's view.
 	segs             []mixSegment
 	startHi, startLo []uint64
 }
@@ -162,12 +175,14 @@ func NewMixture(weights []uint64, sizes []int, block, length int) (*Mixture, err
 // component once; the other passes' lengths are asked for only when a
 // position is located in them. Errors are NewMixture's.
 func NewMixtureOf(weights []uint64, passes []Passes, block, length int) (*Mixture, error) {
-	return newMixture(weights, passes, block, length, false)
+	return newMixture(weights, passes, block, length, false, math.MaxInt)
 }
 
 // newMixture is NewMixtureOf; with zeros, weights of 0 are allowed (a
 // schedule's phase may give a component none), so long as one is not.
-func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool) (*Mixture, error) {
+// The rule is run over min(period, reach) blocks: a schedule's piece of
+// reach blocks needs no more.
+func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool, reach int) (*Mixture, error) {
 	k := len(weights)
 	switch {
 	case k < 1 || k > MaxMixComponents:
@@ -242,13 +257,22 @@ func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool
 		m.perPeriod[i] = m.period*m.base[i] + int(uint64(m.period)*m.rem[i]/A)
 	}
 	blocks := length / block
-	steps := min(m.period, blocks)
-	if steps > MaxMixWork/k {
-		return nil, fmt.Errorf("%w: a mixture epoch of %d blocks whose rounding repeats only every %d blocks, over %d components: %d steps of the rounding rule, over the bound of %d (shuffle.MaxMixWork) steps × components; use weights with fewer digits, a larger mixing block or a shorter epoch",
-			ErrInvalid, blocks, m.period, k, steps, MaxMixWork)
+	steps := min(m.period, max(reach, 1))
+	if steps > MaxMixWork/k && reach == math.MaxInt {
+		// A period too long to run the rule over: each epoch restarts
+		// the rule at its block 0 (docs/shuffle.md §11.2, "Long periods").
+		m.restart = true
+		steps = min(m.period, blocks)
 	}
-	// Run the rule over the blocks an epoch reaches within a period,
-	// keeping the running extra units every mixCheckpoint blocks.
+	if steps > MaxMixWork/k {
+		return nil, fmt.Errorf("%w: a mixture whose rounding repeats only every %d blocks, over %d components: %d steps of the rounding rule, over the bound of %d (shuffle.MaxMixWork) steps × components; use weights with fewer digits, a larger mixing block or a shorter epoch",
+			ErrInvalid, m.period, k, steps, MaxMixWork)
+	}
+	m.reach = steps
+	// Run the rule over the blocks of a period the mixture reaches (its
+	// counts run on the global block index, so a later epoch starts
+	// anywhere in the period), keeping the running extra units every
+	// mixCheckpoint blocks.
 	u := make([]int, k)
 	st := newMixState(m)
 	for t := 0; t < steps; t++ {
@@ -260,7 +284,9 @@ func newMixture(weights []uint64, passes []Passes, block, length int, zeros bool
 	if steps%mixCheckpoint == 0 {
 		m.ckpt = append(m.ckpt, u...)
 	}
-	m.epoch = m.counts(blocks)
+	if blocks <= m.reach || m.reach == m.period {
+		m.epoch = m.counts(blocks)
+	}
 	return m, nil
 }
 
@@ -283,8 +309,11 @@ func (m *Mixture) Block() int { return m.block }
 // NumSamples returns L, the samples in one epoch of the mixture.
 func (m *Mixture) NumSamples() int { return m.length }
 
-// EpochSamples returns n_i, how many samples of component i one epoch
-// reads: every epoch reads the same number.
+// EpochSamples returns n_i, how many samples of component i the epoch
+// reads: epoch 0's for a mixture from NewMixture (Epoch gives another
+// epoch's). Its counts run on the global block index, so where the
+// epoch's blocks are not a whole number of periods epochs may differ,
+// each within two of L·w_i (docs/shuffle.md §11.2).
 func (m *Mixture) EpochSamples(i int) int { return m.epoch[i] }
 
 // ComponentWindow returns the shuffle window, in chunks, of component i's
@@ -306,21 +335,80 @@ func (m *Mixture) Period() int { return m.period }
 func (m *Mixture) Size(i int) int { return m.sizes[i] }
 
 // Cumulative returns C_i(b): how many samples of component i blocks
-// [0, b) of an epoch hold, for 0 <= b <= NumSamples()/Block().
+// [0, b) of the epoch hold (epoch 0 for a mixture from NewMixture), for
+// 0 <= b <= NumSamples()/Block().
 func (m *Mixture) Cumulative(b, i int) int { return m.counts(b)[i] }
 
 // Start returns where epoch epoch starts component i's stream: the draw of
 // its first sample of the epoch.
-func (m *Mixture) Start(i int, epoch uint64) Draw { return m.draw(i, epoch, 0) }
+func (m *Mixture) Start(i int, epoch uint64) Draw {
+	if m.startLo == nil {
+		return m.Epoch(epoch).Start(i, epoch)
+	}
+	return m.draw(i, epoch, 0)
+}
 
-// BlockCounts returns how many samples of each component block b of an
-// epoch holds: floor(K·w_i) or one more.
+// BlockCounts returns how many samples of each component block b of the
+// epoch (epoch 0 for a mixture from NewMixture) holds: floor(K·w_i) or
+// one more.
 func (m *Mixture) BlockCounts(b int) []int {
 	lo, hi := m.counts(b), m.counts(b+1)
 	for i := range hi {
 		hi[i] -= lo[i]
 	}
 	return hi
+}
+
+// Epoch returns epoch e of the mixture as a Mixture of its own: its
+// blocks are global blocks e·L/K … (e+1)·L/K − 1 of the rule, counted from
+// the epoch's first, and each component's stream starts at its count in
+// the global blocks before them (docs/shuffle.md §11.2, §11.4), so
+// EpochSamples, Cumulative and BlockCounts are that epoch's. It costs one
+// cursor of the rule: at most 64 of its steps, and O(k) 128-bit products.
+// An epoch's view (from Epoch, or Schedule.Epoch) returns itself.
+func (m *Mixture) Epoch(e uint64) *Mixture {
+	if m.segs != nil {
+		return m
+	}
+	k := len(m.weights)
+	blocks := m.length / m.block
+	v := *m
+	v.startHi, v.startLo = make([]uint64, k), make([]uint64, k)
+	if m.restart {
+		for i := range k {
+			v.startHi[i], v.startLo[i] = bits.Mul64(e, uint64(m.epoch[i]))
+		}
+		seg := mixSegment{from: 0, to: blocks, before: make([]int, k), mix: m, tot: m.epoch}
+		v.segs = []mixSegment{seg}
+		return &v
+	}
+	// g0 = e·L/K, 128 bits; its place in the period, t0 = g0 mod P.
+	ghi, glo := bits.Mul64(e, uint64(blocks))
+	_, t0 := bits.Div64(ghi%uint64(m.period), glo, uint64(m.period))
+	// C_i(g0) = (g0 − t0)/P · perPeriod_i + t0·base_i + U_i(t0), where
+	// (g0 − t0)/P · perPeriod_i < 2^128 as C_i(g0) <= g0·K is.
+	qhi, qlo := ghi, glo
+	if t0 != 0 {
+		var b uint64
+		qlo, b = bits.Sub64(qlo, t0, 0)
+		qhi -= b
+	}
+	q := new(big.Int).Lsh(new(big.Int).SetUint64(qhi), 64)
+	q.Or(q, new(big.Int).SetUint64(qlo))
+	q.Quo(q, big.NewInt(int64(m.period)))
+	at := m.relCursor(0, int(t0)).counts(nil) // t0·base_i + U_i(t0)
+	x := new(big.Int)
+	for i := range k {
+		x.Mul(q, big.NewInt(int64(m.perPeriod[i])))
+		x.Add(x, big.NewInt(int64(at[i])))
+		v.startLo[i] = x.Uint64()
+		v.startHi[i] = new(big.Int).Rsh(x, 64).Uint64()
+	}
+	seg := mixSegment{from: 0, to: blocks, before: make([]int, k), mix: m, off: uint64(t0)}
+	seg.tot = seg.cursor(blocks).counts(nil)
+	v.segs = []mixSegment{seg}
+	v.epoch = seg.tot
+	return &v
 }
 
 // counts returns C(b) for every component: whole periods by their
@@ -336,29 +424,41 @@ type countCursor interface {
 	next()
 }
 
-// countsAt returns a cursor at block b of an epoch.
+// countsAt returns a cursor at block b of the epoch: epoch 0 for a
+// mixture from NewMixture.
 func (m *Mixture) countsAt(b int) countCursor {
 	if m.segs != nil {
 		return m.segCursor(b)
 	}
-	return m.cursor(b)
+	return m.relCursor(0, b)
 }
 
 // mixCursor walks the block counts forward from a block: each step costs
-// one step of the rule.
+// one step of the rule. Its counts are those of the blocks from block
+// t0 of a period: C(t0 + b) − C(t0).
 type mixCursor struct {
 	m    *Mixture
-	q, t int   // the block: q periods and t blocks
+	q, t int   // the block t0 + b: q periods and t blocks
 	u    []int // extra units of blocks [0, t) of the period
+	orig []int // C(t0): t0·base_i + U_i(t0)
 	st   *mixState
 }
 
-// cursor returns a cursor at block b, run from the nearest checkpoint.
-func (m *Mixture) cursor(b int) *mixCursor {
+// relCursor returns a cursor at block b counted from block t0 of a
+// period (0 <= t0 < period), run from the nearest checkpoints. t0 + b
+// must stay within the blocks the checkpoints reach when they do not
+// cover the whole period.
+func (m *Mixture) relCursor(t0, b int) *mixCursor {
+	var orig []int
+	if t0 != 0 {
+		c := m.relCursor(0, t0)
+		orig = c.counts(nil)
+	}
 	k := len(m.weights)
-	q, t := b/m.period, b%m.period
+	x := uint64(t0) + uint64(b)
+	q, t := int(x/uint64(m.period)), int(x%uint64(m.period))
 	c := t / mixCheckpoint
-	cur := &mixCursor{m: m, q: q, t: c * mixCheckpoint, u: slices.Clone(m.ckpt[c*k : (c+1)*k]), st: newMixState(m)}
+	cur := &mixCursor{m: m, q: q, t: c * mixCheckpoint, u: slices.Clone(m.ckpt[c*k : (c+1)*k]), orig: orig, st: newMixState(m)}
 	for cur.t < t {
 		cur.st.step(uint64(cur.t), cur.u)
 		cur.t++
@@ -366,11 +466,17 @@ func (m *Mixture) cursor(b int) *mixCursor {
 	return cur
 }
 
-// counts appends C(b) of the cursor's block b to dst.
+// counts appends C(t0 + b) − C(t0) of the cursor's block to dst. The
+// products wrap in int as they may for a huge epoch; the difference, a
+// count of one epoch, does not.
 func (c *mixCursor) counts(dst []int) []int {
 	m := c.m
 	for i := range m.weights {
-		dst = append(dst, c.q*m.perPeriod[i]+c.t*m.base[i]+c.u[i])
+		n := c.q*m.perPeriod[i] + c.t*m.base[i] + c.u[i]
+		if c.orig != nil {
+			n -= c.orig[i]
+		}
+		dst = append(dst, n)
 	}
 	return dst
 }
@@ -461,7 +567,7 @@ func (st *mixState) step(t uint64, u []int) {
 // permuted by the Fisher–Yates shuffle of the stream (seed, epoch,
 // "brandmxs", b).
 func (m *Mixture) Slots(seed, epoch uint64, b int) []int {
-	slots := m.slots(make([]uint8, 0, m.block), seed, epoch, b, m.BlockCounts(b))
+	slots := m.slots(make([]uint8, 0, m.block), seed, epoch, b, m.Epoch(epoch).BlockCounts(b))
 	out := make([]int, len(slots))
 	for i, c := range slots {
 		out[i] = int(c)
@@ -486,7 +592,8 @@ func (m *Mixture) slots(dst []uint8, seed, epoch uint64, b int, cnt []int) []uin
 // AppendRange appends the draws at epoch positions [start, end) of epoch
 // epoch to dst: for each position its component, and the pass and the
 // position in that pass it reads. Component i's stream before epoch e has
-// given e·n_i samples; its stream position Q falls in the pass p whose
+// given its count in the global blocks before the epoch's (Epoch); its
+// stream position Q falls in the pass p whose
 // passes before it hold at most Q positions in all, at index Q minus
 // those: with passes of N_i each, pass Q / N_i, index Q mod N_i. It costs
 // O(K + k log k) per block touched, as Span of those blocks does, and
@@ -544,6 +651,9 @@ type MixSpan struct {
 func (m *Mixture) Span(seed, epoch uint64, first, blocks int) *MixSpan {
 	if first < 0 || blocks < 1 || first+blocks > m.length/m.block {
 		panic(fmt.Sprintf("shuffle: Mixture.Span(%d, %d) outside the epoch's %d blocks", first, blocks, m.length/m.block))
+	}
+	if m.segs == nil {
+		return m.Epoch(epoch).Span(seed, epoch, first, blocks)
 	}
 	k := len(m.weights)
 	cur := m.countsAt(first)
@@ -624,18 +734,12 @@ func (sp *MixSpan) AppendRange(dst []Draw, start, end int) []Draw {
 	return dst
 }
 
-// draw is the draw of component i's sample number c of epoch epoch: its
-// stream position Q = epoch·n_i + c, located in the component's passes
-// (locate).
-func (m *Mixture) draw(i int, epoch uint64, c int) Draw {
-	if m.startLo != nil {
-		lo, carry := bits.Add64(m.startLo[i], uint64(c), 0)
-		return m.locate(i, m.startHi[i]+carry, lo)
-	}
-	hi, lo := bits.Mul64(epoch, uint64(m.epoch[i]))
-	lo, carry := bits.Add64(lo, uint64(c), 0)
-	hi += carry
-	return m.locate(i, hi, lo)
+// draw is the draw of component i's sample number c of the epoch: its
+// stream position Q = start_i + c, start_i the epoch's, located in the
+// component's passes (locate). m is an epoch's view (Epoch).
+func (m *Mixture) draw(i int, _ uint64, c int) Draw {
+	lo, carry := bits.Add64(m.startLo[i], uint64(c), 0)
+	return m.locate(i, m.startHi[i]+carry, lo)
 }
 
 // locate returns the draw of stream position Q = hi·2^64 + lo of

@@ -115,8 +115,8 @@ func TestMixtureEveryPassOnce(t *testing.T) {
 			per[d.Component]++
 		}
 		for i := range per {
-			if per[i] != m.EpochSamples(i) {
-				t.Fatalf("epoch %d: component %d gave %d, EpochSamples says %d", e, i, per[i], m.EpochSamples(i))
+			if n := m.Epoch(e).EpochSamples(i); per[i] != n {
+				t.Fatalf("epoch %d: component %d gave %d, EpochSamples says %d", e, i, per[i], n)
 			}
 		}
 		// Ranges compose: any cut gives the same draws.

@@ -162,9 +162,19 @@ func randomMixtures(t *testing.T, n int) []goldenMix {
 		if r.IntN(8) == 0 {
 			c.Epoch = r.Uint64N(1 << 40)
 		}
-		scale := []uint64{3, 10, 1000, 1_000_000}[r.IntN(4)]
-		for range 1 + r.IntN(7) {
-			c.Weights = append(c.Weights, 1+r.Uint64N(scale))
+		k := 1 + r.IntN(7)
+		// Weights whose period is short enough for the reference to run
+		// the rule over it (the counts run on the global block index, so
+		// a later epoch starts anywhere in the period): redrawn past
+		// 20,000 blocks × components.
+		for c.Weights == nil || mixPeriod(c.Weights, sumOf(c.Weights), c.Block)*k > 20_000 {
+			scale := []uint64{3, 10, 1000, 1_000_000}[r.IntN(4)]
+			c.Weights = c.Weights[:0]
+			for range k {
+				c.Weights = append(c.Weights, 1+r.Uint64N(scale))
+			}
+		}
+		for range k {
 			counts := make([]int, 1+r.IntN(4))
 			for j := range counts {
 				counts[j] = r.IntN([]int{3, 40}[r.IntN(2)]) // empty chunks too
@@ -256,4 +266,12 @@ func TestDocEmbedsReference(t *testing.T) {
 	if !strings.Contains(string(doc), "```python\n"+algo+"\n```") {
 		t.Errorf("%s does not list the algorithm part of %s verbatim in a ```python block; copy it from there", docPath, referencePath)
 	}
+}
+
+func sumOf(w []uint64) uint64 {
+	var s uint64
+	for _, a := range w {
+		s += a
+	}
+	return s
 }

@@ -64,8 +64,13 @@ type Schedule struct {
 	sum0   uint64
 
 	mu    sync.Mutex
-	mixes map[[2]int]*Mixture // (piece, blocks) → a constant segment's counts
-	ramps map[[2]uint64]*rampSeg
+	mixes map[int]*Mixture // constant piece → its counts
+	ramps map[int]*rampSeg // ramp piece → its counts
+
+	// pre[j] is each component's samples in pieces [0, j), 128 bits
+	// (hi, lo per component), extended as far as an epoch asks.
+	pmu sync.Mutex
+	pre [][]uint64
 }
 
 // A schedPiece is a stretch of global steps [from, to) under one rule:
@@ -91,7 +96,7 @@ func NewSchedule(phases []SchedulePhase, passes []Passes, block, length int) (*S
 	case phases[0].Step != 0 || phases[0].Ramp():
 		return nil, fmt.Errorf("%w: a schedule's first phase starts at step 0 and is constant (a ramp moves from the phase before it)", ErrInvalid)
 	}
-	s := &Schedule{mixes: map[[2]int]*Mixture{}, ramps: map[[2]uint64]*rampSeg{}}
+	s := &Schedule{mixes: map[int]*Mixture{}, ramps: map[int]*rampSeg{}}
 	work := 0
 	for n, p := range phases {
 		if len(p.Weights) != k {
@@ -134,14 +139,13 @@ func NewSchedule(phases []SchedulePhase, passes []Passes, block, length int) (*S
 	}
 	// The first phase's mixture checks the block, the length and the
 	// passes, and is the schedule's epoch length.
-	m0, err := newMixture(s.phases[0].Weights, passes, block, length, true)
+	m0, err := newMixture(s.phases[0].Weights, passes, block, length, true, 1)
 	if err != nil {
 		return nil, err
 	}
 	s.passes, s.sizes, s.block, s.length = m0.passes, m0.sizes, block, m0.length
 	s.blocks = s.length / block
 	s.first, s.sum0 = m0.weights, m0.sum
-	s.mixes[[2]int{0, s.blocks}] = m0
 	for n, p := range s.phases {
 		to := uint64(math.MaxUint64)
 		if n+1 < len(s.phases) {
@@ -168,7 +172,10 @@ func NewSchedule(phases []SchedulePhase, passes []Passes, block, length int) (*S
 			from = p.End
 		}
 		s.pieces = append(s.pieces, schedPiece{from: from, to: to, w: p.Weights, sum: sum})
-		work += min(mixPeriod(p.Weights, sum, block), s.blocks, MaxScheduleWork) * k
+		// The piece's counts run on its global steps from its first, so
+		// its epochs start anywhere in its period: the rule runs over the
+		// period, or the whole piece when it is shorter.
+		work += int(min(uint64(mixPeriod(p.Weights, sum, block)), to-from, MaxScheduleWork)) * k
 		if work > MaxScheduleWork {
 			return nil, fmt.Errorf("%w: the schedule's phases ask for more than %d (shuffle.MaxScheduleWork) steps × components of the rounding rules; use fewer or shorter ramps, weights with fewer digits or a larger mixing block", ErrInvalid, MaxScheduleWork)
 		}
@@ -235,9 +242,11 @@ func (s *Schedule) piece(step uint64) *schedPiece {
 }
 
 // Epoch returns epoch e of the schedule as a Mixture: its blocks' counts
-// by the phases they are in, each component's stream continued from the
-// epochs before it. It costs a lookup per piece of the schedule before
-// the epoch and, the first time a segment is met, that segment's counts
+// by the pieces they are in, each piece's counted on its global steps
+// from the piece's first (so a piece's share holds across epochs), each
+// component's stream continued from the epochs before it. It costs, per
+// piece before the epoch's end, a cursor of its rule (at most 64 steps)
+// and, the first time a piece is met, that piece's checkpoints
 // (memoised). Errors wrap ErrInvalid: an epoch whose steps pass 2^64.
 func (s *Schedule) Epoch(e uint64) (*Mixture, error) {
 	hi, g0 := bits.Mul64(e, uint64(s.blocks))
@@ -248,37 +257,46 @@ func (s *Schedule) Epoch(e uint64) (*Mixture, error) {
 	m := &Mixture{weights: s.first, sum: s.sum0, passes: s.passes, sizes: s.sizes, block: s.block, length: s.length,
 		period: s.blocks, startHi: make([]uint64, k), startLo: make([]uint64, k)}
 	g1 := g0 + uint64(s.blocks)
-	// The epochs before: each piece's segments in steps [0, g0).
-	for pi := range s.pieces {
+	// The epochs before: the whole pieces before g0 by their memoised
+	// sums, then the piece holding step g0 by its counts before it.
+	j, _ := slices.BinarySearchFunc(s.pieces, g0, func(p schedPiece, st uint64) int {
+		if p.to <= st {
+			return -1
+		}
+		return 1
+	})
+	pre, err := s.prefix(j)
+	if err != nil {
+		return nil, err
+	}
+	for i := range k {
+		m.startHi[i], m.startLo[i] = pre[2*i], pre[2*i+1]
+	}
+	for pi := j; pi < len(s.pieces); pi++ {
 		p := &s.pieces[pi]
 		if p.from >= g0 {
 			break
 		}
-		for cur, end := p.from, min(p.to, g0); cur < end; {
-			ep := cur / uint64(s.blocks)
-			epStart := ep * uint64(s.blocks)
-			segEnd := min(end, epStart+uint64(s.blocks))
-			if p.prev == nil && cur == epStart && segEnd == epStart+uint64(s.blocks) {
-				// Whole epochs of a constant piece hold the same counts.
-				full := (end - cur) / uint64(s.blocks)
-				tot, err := s.segTotals(pi, cur, s.blocks)
-				if err != nil {
-					return nil, err
-				}
-				for i, t := range tot {
-					addMul(&m.startHi[i], &m.startLo[i], full, uint64(t))
-				}
-				cur += full * uint64(s.blocks)
-				continue
-			}
-			tot, err := s.segTotals(pi, cur, int(segEnd-cur))
+		x := min(p.to, g0) - p.from
+		if p.prev == nil {
+			mix, err := s.constMix(pi)
 			if err != nil {
 				return nil, err
 			}
-			for i, t := range tot {
-				addMul(&m.startHi[i], &m.startLo[i], 1, uint64(t))
+			P := uint64(mix.period)
+			at := mix.relCursor(0, int(x%P)).counts(nil)
+			for i := range k {
+				addMul(&m.startHi[i], &m.startLo[i], x/P, uint64(mix.perPeriod[i]))
+				addMul(&m.startHi[i], &m.startLo[i], 1, uint64(at[i]))
 			}
-			cur = segEnd
+			continue
+		}
+		r, err := s.ramp(pi)
+		if err != nil {
+			return nil, err
+		}
+		for i, t := range r.cursor(int(x)).counts(nil) {
+			addMul(&m.startHi[i], &m.startLo[i], 1, uint64(t))
 		}
 	}
 	// This epoch's segments.
@@ -292,23 +310,64 @@ func (s *Schedule) Epoch(e uint64) (*Mixture, error) {
 			break
 		}
 		from, to := max(p.from, g0), min(p.to, g1)
-		seg := mixSegment{from: int(from - g0), to: int(to - g0), before: slices.Clone(before)}
+		seg := mixSegment{from: int(from - g0), to: int(to - g0), before: slices.Clone(before), off: from - p.from}
 		var err error
 		if p.prev == nil {
-			seg.mix, err = s.constMix(pi, int(to-from))
+			seg.mix, err = s.constMix(pi)
+			seg.off %= uint64(max(seg.mix.period, 1))
 		} else {
-			seg.ramp, err = s.ramp(pi, from, int(to-from))
+			seg.ramp, err = s.ramp(pi)
 		}
 		if err != nil {
 			return nil, err
 		}
-		for i, t := range seg.totals() {
+		seg.tot = seg.cursor(seg.to - seg.from).counts(nil)
+		for i, t := range seg.tot {
 			before[i] += t
 		}
 		m.segs = append(m.segs, seg)
 	}
 	m.epoch = before
 	return m, nil
+}
+
+// prefix returns each component's samples in pieces [0, j), as 128-bit
+// (hi, lo) pairs, summing and memoising the pieces' totals as far as j.
+func (s *Schedule) prefix(j int) ([]uint64, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	k := len(s.passes)
+	if s.pre == nil {
+		s.pre = [][]uint64{make([]uint64, 2*k)}
+	}
+	for len(s.pre) <= j {
+		pi := len(s.pre) - 1
+		p := &s.pieces[pi]
+		sum := slices.Clone(s.pre[pi])
+		x := p.to - p.from
+		if p.prev == nil {
+			mix, err := s.constMix(pi)
+			if err != nil {
+				return nil, err
+			}
+			P := uint64(mix.period)
+			at := mix.relCursor(0, int(x%P)).counts(nil)
+			for i := range k {
+				addMul(&sum[2*i], &sum[2*i+1], x/P, uint64(mix.perPeriod[i]))
+				addMul(&sum[2*i], &sum[2*i+1], 1, uint64(at[i]))
+			}
+		} else {
+			r, err := s.ramp(pi)
+			if err != nil {
+				return nil, err
+			}
+			for i, t := range r.tot {
+				addMul(&sum[2*i], &sum[2*i+1], 1, uint64(t))
+			}
+		}
+		s.pre = append(s.pre, sum)
+	}
+	return s.pre[j], nil
 }
 
 // addMul adds n·t to the 128-bit hi, lo.
@@ -319,75 +378,62 @@ func addMul(hi, lo *uint64, n, t uint64) {
 	*hi += h + c
 }
 
-// segTotals returns each component's samples in the segment of piece pi
-// from global step from over blocks blocks.
-func (s *Schedule) segTotals(pi int, from uint64, blocks int) ([]int, error) {
-	if s.pieces[pi].prev == nil {
-		m, err := s.constMix(pi, blocks)
-		if err != nil {
-			return nil, err
-		}
-		return m.epoch, nil
-	}
-	r, err := s.ramp(pi, from, blocks)
-	if err != nil {
-		return nil, err
-	}
-	return r.tot, nil
-}
-
-// constMix returns the mixture of constant piece pi over blocks blocks:
-// its counts numbered from the segment's first block.
-func (s *Schedule) constMix(pi, blocks int) (*Mixture, error) {
+// constMix returns the mixture of constant piece pi: its rule run over
+// its period, or over the piece when it is shorter.
+func (s *Schedule) constMix(pi int) (*Mixture, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.mixes[[2]int{pi, blocks}]; ok {
+	if m, ok := s.mixes[pi]; ok {
 		return m, nil
 	}
-	m, err := newMixture(s.pieces[pi].w, s.passes, s.block, blocks*s.block, true)
+	p := &s.pieces[pi]
+	reach := int(min(p.to-p.from, math.MaxInt))
+	m, err := newMixture(p.w, s.passes, s.block, s.length, true, reach)
 	if err != nil {
 		return nil, err
 	}
-	s.mixes[[2]int{pi, blocks}] = m
+	s.mixes[pi] = m
 	return m, nil
 }
 
-// ramp returns the counts of ramp piece pi over the segment of blocks
-// blocks from global step from.
-func (s *Schedule) ramp(pi int, from uint64, blocks int) (*rampSeg, error) {
+// ramp returns the counts of ramp piece pi over its whole span of steps,
+// from its first.
+func (s *Schedule) ramp(pi int) (*rampSeg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := [2]uint64{uint64(pi), from}
-	if r, ok := s.ramps[key]; ok {
+	if r, ok := s.ramps[pi]; ok {
 		return r, nil
 	}
-	r := newRampSeg(&s.pieces[pi], s.block, from, blocks)
-	s.ramps[key] = r
+	p := &s.pieces[pi]
+	r := newRampSeg(p, s.block, p.from, int(p.to-p.from))
+	s.ramps[pi] = r
 	return r, nil
 }
 
-// A mixSegment is the part of a schedule's epoch in one piece: blocks
-// [from, to) of the epoch, before[i] component i's samples in the blocks
-// before it, counted by a constant mixture or a ramp.
+// A mixSegment is the part of an epoch in one piece: blocks [from, to)
+// of the epoch, before[i] component i's samples in the blocks before it,
+// counted by a constant mixture or a ramp from the piece's block off
+// (for a constant piece, off within its period), tot[i] its samples.
 type mixSegment struct {
 	from, to int
 	before   []int
+	off      uint64
+	tot      []int
 	mix      *Mixture
 	ramp     *rampSeg
 }
 
-func (g *mixSegment) totals() []int {
-	if g.mix != nil {
-		return g.mix.epoch
-	}
-	return g.ramp.tot
-}
-
+// cursor returns a cursor at the segment's block j: the piece's counts
+// from block off to off + j.
 func (g *mixSegment) cursor(j int) countCursor {
 	if g.mix != nil {
-		return g.mix.cursor(j)
+		return g.mix.relCursor(int(g.off), j)
 	}
-	return g.ramp.cursor(j)
+	c := g.ramp.cursor(int(g.off) + j).(*rampCursor)
+	if g.off != 0 {
+		c.orig = g.ramp.cursor(int(g.off)).counts(nil)
+	}
+	return c
 }
 
 // segCursor is a countCursor over a schedule epoch's segments.
@@ -564,6 +610,7 @@ type rampCursor struct {
 	rule rampRule // its own scratch: cursors run at once
 	t    int
 	c    []int
+	orig []int // the counts subtracted: the ramp's before a segment
 }
 
 func (r *rampSeg) cursor(t int) countCursor {
@@ -575,7 +622,14 @@ func (r *rampSeg) cursor(t int) countCursor {
 	return c
 }
 
-func (c *rampCursor) counts(dst []int) []int { return append(dst, c.c...) }
+func (c *rampCursor) counts(dst []int) []int {
+	n := len(dst)
+	dst = append(dst, c.c...)
+	for i, v := range c.orig {
+		dst[n+i] -= v
+	}
+	return dst
+}
 
 func (c *rampCursor) next() {
 	c.rule.step(c.t, c.c)

@@ -61,9 +61,10 @@ func TestScheduleOnePhaseIsMixture(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("weights %v K=%d epoch %d: the schedule's draws differ from the mixture's", w, block, e)
 			}
+			me := mix.Epoch(e)
 			for i := range k {
-				if m.EpochSamples(i) != mix.EpochSamples(i) || m.ComponentWindow(i, 5) != mix.ComponentWindow(i, 5) {
-					t.Fatalf("component %d: n %d window %d, want %d %d", i, m.EpochSamples(i), m.ComponentWindow(i, 5), mix.EpochSamples(i), mix.ComponentWindow(i, 5))
+				if m.EpochSamples(i) != me.EpochSamples(i) || m.ComponentWindow(i, 5) != mix.ComponentWindow(i, 5) {
+					t.Fatalf("component %d: n %d window %d, want %d %d", i, m.EpochSamples(i), m.ComponentWindow(i, 5), me.EpochSamples(i), mix.ComponentWindow(i, 5))
 				}
 			}
 		}

@@ -407,7 +407,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 		}
 		info.Samples, info.Batches = n, batches
 		info.Mix = &api.MixInfo{Block: m.Order.Block()}
-		mo, err := m.Order.At(epoch) // a schedule's epoch: its own counts and stream starts
+		mo, err := m.Order.At(epoch) // the epoch's own counts and stream starts
 		if err != nil {
 			return info, err
 		}

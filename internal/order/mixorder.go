@@ -36,27 +36,25 @@ const (
 // shuffle.Mixture, its epochs' draws read from the Orders' memoised
 // spans.
 type MixOrder struct {
-	// Mixture is the order of every epoch, or for a schedule its epoch
-	// 0's: the same length, block, windows and components in every epoch
-	// (At gives each epoch's).
+	// Mixture is the order of epoch 0, a mixture's or a schedule's: the
+	// same length, block, windows and components in every epoch (At gives
+	// each epoch's counts and stream starts).
 	*shuffle.Mixture
 	key   string // the Mixed's Key
 	spans *mixSpans
 	// sched is the schedule the order follows, nil for fixed weights;
-	// epochs memoises its epochs' mixtures.
+	// epochs memoises the epochs' mixtures.
 	sched  *shuffle.Schedule
 	epochs *lru.Cache[uint64, *shuffle.Mixture]
 }
 
-// maxMemoScheduleEpochs bounds the epochs of a schedule an order keeps:
-// each holds its segments' references and k stream starts.
+// maxMemoScheduleEpochs bounds the epochs an order keeps: each holds its
+// segments' references and k stream starts.
 const maxMemoScheduleEpochs = 8
 
 func newMixOrder(m *shuffle.Mixture, s *shuffle.Schedule, key string, spans *mixSpans) *MixOrder {
 	o := &MixOrder{Mixture: m, key: key, spans: spans, sched: s}
-	if s != nil {
-		o.epochs, _ = lru.New[uint64, *shuffle.Mixture](maxMemoScheduleEpochs)
-	}
+	o.epochs, _ = lru.New[uint64, *shuffle.Mixture](maxMemoScheduleEpochs)
 	return o
 }
 
@@ -64,19 +62,22 @@ func newMixOrder(m *shuffle.Mixture, s *shuffle.Schedule, key string, spans *mix
 // fixed weights.
 func (o *MixOrder) Schedule() *shuffle.Schedule { return o.sched }
 
-// At returns epoch epoch's mixture: the Mixture, or an epoch of the
-// schedule (its blocks counted by the phases they are in, its streams
-// continued from the epochs before it).
+// At returns epoch epoch's mixture: its blocks counted on the global
+// block index (by the phases they are in, for a schedule), its streams
+// continued from the epochs before it, so that its EpochSamples,
+// Cumulative and BlockCounts are that epoch's.
 func (o *MixOrder) At(epoch uint64) (*shuffle.Mixture, error) {
-	if o.sched == nil {
-		return o.Mixture, nil
-	}
 	if m, ok := o.epochs.Get(epoch); ok {
 		return m, nil
 	}
-	m, err := o.sched.Epoch(epoch)
-	if err != nil {
-		return nil, err
+	var m *shuffle.Mixture
+	if o.sched == nil {
+		m = o.Mixture.Epoch(epoch)
+	} else {
+		var err error
+		if m, err = o.sched.Epoch(epoch); err != nil {
+			return nil, err
+		}
 	}
 	o.epochs.Add(epoch, m)
 	return m, nil

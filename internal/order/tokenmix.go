@@ -25,8 +25,8 @@ import (
 // A schedule over token datasets (mix_schedule= or a stored schedule with
 // seq=) is the same seam: shuffle.NewSchedule over the same passes, a
 // step one mixing block of sequences, so that its shares are exact in
-// sequences in each epoch's part of every phase, as a mixture's are in
-// each epoch.
+// sequences in every phase, counted from the phase's first step across
+// epochs, as a mixture's are from the job's first block.
 // Sequences, not tokens, because a sequence is what a batch holds and
 // what a step counts: every sequence is seq tokens long, pad included,
 // so a share of sequences is that share of the batch's tokens; the

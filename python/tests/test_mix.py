@@ -241,9 +241,9 @@ class TestMixture(MixGatewayTest):
         comps = info["mix"]["components"]
         self.assertEqual([c["dataset"] for c in comps], list(WEIGHTS))
         self.assertEqual(sum(c["epoch_samples"] for c in comps), 192)
-        for c in comps:
+        for c, c0 in zip(comps, self.info(0)["mix"]["components"]):
             # Epoch 1 continues each component's stream where epoch 0 left it.
-            self.assertEqual((c["first_pass"], c["first_index"]), divmod(c["epoch_samples"], c["samples"]))
+            self.assertEqual((c["first_pass"], c["first_index"]), divmod(c0["epoch_samples"], c["samples"]))
         with brand.Client(self.gw.url, mix=MIX, seed=SEED, batch_size=B, world=2, rank=1) as c:
             h, body = c.get("/epoch/0/batch/3", c.params())
             self.assertEqual((h["Brand-Mix"], h["Brand-Mix-Block"]), (MIX, str(2 * B)))
@@ -272,10 +272,10 @@ class TestMixture(MixGatewayTest):
             for d, k in seq:
                 streams[d].append(k)
         info = self.info(0)["mix"]["components"]
-        for c in info:
+        for c, c1 in zip(info, self.info(1)["mix"]["components"]):
             d, n = c["dataset"], c["samples"]
             keys = streams[d]
-            self.assertEqual(len(keys), 2 * c["epoch_samples"])
+            self.assertEqual(len(keys), c["epoch_samples"] + c1["epoch_samples"])
             whole = set(self.gw.datasets[d])
             for p in range(0, len(keys), n):
                 part = keys[p:p + n]

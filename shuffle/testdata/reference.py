@@ -290,17 +290,17 @@ class Mixture:
         self.period = math.lcm(*(u.denominator for u in self.unit))
         length = samples or sum(sizes)
         self.length = max(1, -(-length // block)) * block
-        # cumulative[b][i]: component i's samples in blocks [0, b).
-        self.cumulative = [[0] * len(weights)]
-        for b in range(self.length // block):
-            t = b % self.period
-            if t == 0:
-                done = [0] * len(weights)  # subtasks run this period
-            counts = list(self.base)
-            for i in self._chosen(t, done):
-                counts[i] += 1
-                done[i] += 1
-            self.cumulative.append([c + n for c, n in zip(self.cumulative[-1], counts)])
+        self.blocks = self.length // block
+        # A period too long to run the rule over (Go's MaxMixWork, 2^22,
+        # blocks x components): each epoch restarts the rule at its block
+        # 0 instead of running it on the global block index.
+        self.restart = self.period * len(weights) > 2**22
+        # period_cumulative[t][i]: component i's samples in blocks [0, t) of
+        # a period, the rule run from the period's start as far as asked.
+        self.period_cumulative = [[0] * len(weights)]
+        self._done = [0] * len(weights)  # subtasks run this period so far
+        # cumulative[b][i]: component i's samples in blocks [0, b) of epoch 0.
+        self.cumulative = self.epoch_cumulative(0)
 
     def _chosen(self, t, done):
         """The components whose next subtask PD2 runs at slot t."""
@@ -311,15 +311,49 @@ class Mixture:
                 keys.append((release > t, deadline, not bbit, -group, i))
         return [key[-1] for key in sorted(keys)[:self.extra]]
 
-    def epoch_samples(self, i):
-        return self.cumulative[-1][i]
+    def global_cumulative(self, g):
+        """C(g): each component's samples in global blocks [0, g), the rule
+        run on the global block index: whole periods, then the rule from
+        the period's start."""
+        q, t = divmod(g, self.period)
+        while len(self.period_cumulative) <= (self.period if q else t):
+            u = len(self.period_cumulative) - 1
+            counts = list(self.base)
+            for i in self._chosen(u, self._done):
+                counts[i] += 1
+                self._done[i] += 1
+            self.period_cumulative.append([c + n for c, n in zip(self.period_cumulative[-1], counts)])
+        whole = self.period_cumulative[self.period] if q else [0] * len(self.weights)
+        return [q * w + c for w, c in zip(whole, self.period_cumulative[t])]
 
-    def block_counts(self, b):
-        return [hi - lo for lo, hi in zip(self.cumulative[b], self.cumulative[b + 1])]
+    def _first_block(self, epoch):
+        """The global block the rule counts epoch's block 0 as."""
+        return 0 if self.restart else epoch * self.blocks
+
+    def epoch_cumulative(self, epoch):
+        """C(b) for b = 0..L/K of epoch epoch: its blocks are global blocks
+        epoch*L/K + b, counted from the epoch's first."""
+        g0 = self._first_block(epoch)
+        start = self.global_cumulative(g0)
+        return [[c - s for c, s in zip(self.global_cumulative(g0 + b), start)]
+                for b in range(self.blocks + 1)]
+
+    def start(self, epoch, i):
+        """Component i's stream position at the start of epoch epoch."""
+        if self.restart:
+            return epoch * self.global_cumulative(self.blocks)[i]
+        return self.global_cumulative(epoch * self.blocks)[i]
+
+    def epoch_samples(self, i, epoch=0):
+        return self.epoch_cumulative(epoch)[-1][i]
+
+    def block_counts(self, b, epoch=0):
+        g = self._first_block(epoch) + b
+        return [hi - lo for lo, hi in zip(self.global_cumulative(g), self.global_cumulative(g + 1))]
 
     def slots(self, seed, epoch, b):
         slots = []
-        for i, c in enumerate(self.block_counts(b)):
+        for i, c in enumerate(self.block_counts(b, epoch)):
             slots += [i] * c
         fisher_yates(PCG(*stream_seeds(seed, epoch, DOMAIN_MIX_SLOTS, b)), slots)
         return slots
@@ -327,9 +361,12 @@ class Mixture:
     def draws(self, seed, epoch, start, end):
         """(component, pass, index) for epoch positions [start, end)."""
         out = []
+        cum = self.epoch_cumulative(epoch)
+        first = [self.start(epoch, i) for i in range(len(self.weights))]
         for b in range(start // self.block, -(-end // self.block)):
-            read = [epoch * self.epoch_samples(i) + c
-                    for i, c in enumerate(self.cumulative[b])]
+            # Component i's stream position: its samples in the global
+            # blocks before this one.
+            read = [f + c for f, c in zip(first, cum[b])]
             for s, i in enumerate(self.slots(seed, epoch, b)):
                 if start <= b * self.block + s < end:
                     if self.pass_lens[i] is None:
@@ -415,32 +452,45 @@ class Schedule:
                 step = end
             if step < to:
                 self.pieces.append((step, to, weights, None))
+        self._counts = {}  # piece -> its Mixture, or a ramp's cumulative
+
+    def piece_cumulative(self, n, x):
+        """Each component's samples in the first x steps of piece n, its
+        rule run on the piece's steps from its first: a constant piece's
+        mixture on its global block index, a ramp's carried deficit from
+        the ramp's first step."""
+        lo, hi, weights, prev = self.pieces[n]
+        if n not in self._counts:
+            if prev is None:
+                self._counts[n] = Mixture(weights, self.sizes, self.block)
+            else:
+                self._counts[n] = ramp_counts(prev, weights, lo, hi, lo, hi - lo, self.block)
+        if prev is None:
+            return self._counts[n].global_cumulative(x)
+        return self._counts[n][x]
 
     def epoch_cumulative(self, e):
-        """C(b) for b = 0..L/K of epoch e: its segments' counts, each
-        numbered from the segment's first block, one after another."""
+        """C(b) for b = 0..L/K of epoch e: each piece's counts over its
+        steps in the epoch, one piece after another."""
         g0, g1 = e * self.blocks, (e + 1) * self.blocks
         out = [[0] * len(self.sizes)]
-        for lo, hi, weights, prev in self.pieces:
+        for n, (lo, hi, _, _) in enumerate(self.pieces):
             lo, hi = max(lo, g0), min(hi, g1)
             if lo >= hi:
                 continue
-            if prev is None:
-                seg = Mixture(weights, self.sizes, self.block, (hi - lo) * self.block).cumulative
-            else:
-                seg = ramp_counts(prev, weights, *self._ramp(lo), lo, hi - lo, self.block)
+            first = self.pieces[n][0]
+            at = self.piece_cumulative(n, lo - first)
             base = out[-1]
-            out += [[b + c for b, c in zip(base, row)] for row in seg[1:]]
+            out += [[b + c - a for b, c, a in zip(base, self.piece_cumulative(n, x - first), at)]
+                    for x in range(lo + 1, hi + 1)]
         return out
 
-    def _ramp(self, step):
-        for lo, hi, _, prev in self.pieces:
-            if prev is not None and lo <= step < hi:
-                return lo, hi
-
     def start(self, e, i):
-        """Component i's stream position at the start of epoch e."""
-        return sum(self.epoch_cumulative(x)[-1][i] for x in range(e))
+        """Component i's stream position at the start of epoch e: each
+        piece's count in its steps before the epoch's first."""
+        g0 = e * self.blocks
+        return sum(self.piece_cumulative(n, min(hi, g0) - lo)[i]
+                   for n, (lo, hi, _, _) in enumerate(self.pieces) if lo < g0)
 
     def draws(self, seed, e, start, end):
         """(component, pass, index) for epoch positions [start, end) of
@@ -556,9 +606,9 @@ if __name__ == "__main__":
             "reduced": m.weights,
             "num_samples": m.length,
             "period": m.period,
-            "epoch_samples": m.cumulative[-1],
-            "cumulative": [m.cumulative[b] for b in mx["blocks"]],
-            "block_counts": [m.block_counts(b) for b in mx["blocks"]],
+            "epoch_samples": [m.epoch_samples(i, mx["epoch"]) for i in range(len(sizes))],
+            "cumulative": [m.epoch_cumulative(mx["epoch"])[b] for b in mx["blocks"]],
+            "block_counts": [m.block_counts(b, mx["epoch"]) for b in mx["blocks"]],
             "slots": [m.slots(mx["seed"], mx["epoch"], b) for b in mx["blocks"]],
             "draws": [list(d) for d in draws],
             "sample_ids": mixture_samples(mx["counts"], weights, mx["seed"], mx["window"], draws,
