@@ -362,21 +362,7 @@ func TestGainsLeftThroughALaterChange(t *testing.T) {
 // leave's warm-up, while b still serves, rather than left to the
 // batches, which would find b gone and read the store.
 func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
-	ds := testDataset(t, 64)
-	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
-	from, _ := cluster.NewMembership([]string{a, b})
-	to, _ := cluster.NewMembership([]string{a, b, c, d})
-	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
-	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
-	var ofB []int // c's gains from b, still c's once b has left
-	for _, g := range gained {
-		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
-			ofB = append(ofB, g)
-		}
-	}
-	if len(ofB) == 0 {
-		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
-	}
+	ds, b, c, from, to, after, ofB := joinThenLeave(t)
 	peers := &fakePeers{}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
@@ -469,21 +455,7 @@ func TestGainsFromAnotherHolder(t *testing.T) {
 // peers, and a batch of the epoch, which the joiner served for it all
 // the while, found the chunk on neither list.
 func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
-	ds := testDataset(t, 64)
-	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
-	from, _ := cluster.NewMembership([]string{a, b})
-	to, _ := cluster.NewMembership([]string{a, b, c, d})
-	after, _ := cluster.NewMembership([]string{a, c, d}) // b leaves
-	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
-	var ofB []int // c's gains from b, still c's once b has left
-	for _, g := range gained {
-		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
-			ofB = append(ofB, g)
-		}
-	}
-	if len(ofB) == 0 {
-		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
-	}
+	ds, b, c, from, to, after, ofB := joinThenLeave(t)
 	peers := &fakePeers{}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
@@ -510,4 +482,25 @@ func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
 	if !slices.Contains(peers.chunks, fmt.Sprint(b, " ", g)) {
 		t.Errorf("fetched %v, want %q among them", peers.chunks, fmt.Sprint(b, " ", g))
 	}
+}
+
+// joinThenLeave is a join of c and d to a and b, then b's planned leave:
+// the memberships, and c's gains from b that stay c's once b has left.
+func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, after *cluster.Membership, ofB []int) {
+	t.Helper()
+	ds = testDataset(t, 64)
+	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
+	from, _ = cluster.NewMembership([]string{a, b})
+	to, _ = cluster.NewMembership([]string{a, b, c, d})
+	after, _ = cluster.NewMembership([]string{a, c, d}) // b leaves
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, c)
+	for _, g := range gained {
+		if from.Members()[ds.Owners(from)[g]] == b && after.Members()[ds.Owners(after)[g]] == c {
+			ofB = append(ofB, g)
+		}
+	}
+	if len(ofB) == 0 {
+		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
+	}
+	return ds, b, c, from, to, after, ofB
 }
