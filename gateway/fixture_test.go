@@ -220,37 +220,16 @@ type sample struct {
 }
 
 // readTar decodes a batch body into samples, grouping members by key.
-func readTar(t testing.TB, body []byte) []sample {
-	t.Helper()
-	tr := tar.NewReader(bytes.NewReader(body))
-	var out []sample
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("batch is not a valid tar: %v", err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key, ext := chunkindex.SplitKey(h.Name)
-		if len(out) == 0 || out[len(out)-1].key != key {
-			out = append(out, sample{key: key, files: map[string][]byte{}})
-		}
-		out[len(out)-1].files[ext] = data
-	}
-	return out
-}
+func readTar(t testing.TB, body []byte) []sample { return decodeTar(t, body, false) }
 
 // readTarSplit is readTar that also starts a new sample where a key
 // repeats with an extension the sample already has: a mixture's small
 // component can serve one sample at the end of a pass and again at the
 // start of the next, adjacent in the tar (docs/http-api.md, Mixtures),
-// which readTar merges into one.
-func readTarSplit(t testing.TB, body []byte) []sample {
+// which readTar merges into one (TestMixtureKeys looks for such a batch).
+func readTarSplit(t testing.TB, body []byte) []sample { return decodeTar(t, body, true) }
+
+func decodeTar(t testing.TB, body []byte, splitRepeats bool) []sample {
 	t.Helper()
 	tr := tar.NewReader(bytes.NewReader(body))
 	var out []sample
@@ -267,7 +246,7 @@ func readTarSplit(t testing.TB, body []byte) []sample {
 			t.Fatal(err)
 		}
 		key, ext := chunkindex.SplitKey(h.Name)
-		if len(out) == 0 || out[len(out)-1].key != key || out[len(out)-1].files[ext] != nil {
+		if len(out) == 0 || out[len(out)-1].key != key || splitRepeats && out[len(out)-1].files[ext] != nil {
 			out = append(out, sample{key: key, files: map[string][]byte{}})
 		}
 		out[len(out)-1].files[ext] = data
