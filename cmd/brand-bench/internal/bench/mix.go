@@ -476,23 +476,33 @@ func runMixOnce(ctx context.Context, cfg MixConfig, dirs map[string]string, conf
 
 // getJSON GETs u and decodes its JSON body into v.
 func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	b, err := getBody(ctx, hc, u)
 	if err != nil {
 		return err
 	}
+	return json.Unmarshal(b, v)
+}
+
+// getBody GETs u and returns its body, an error for a status other than
+// 200 (naming the URL, the status and the body).
+func getBody(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("bench: %s: %d %s", u, resp.StatusCode, b)
+		return nil, fmt.Errorf("bench: %s: %d %s", u, resp.StatusCode, b)
 	}
-	return json.Unmarshal(b, v)
+	return b, nil
 }
 
 // readBatch GETs a batch, reads its body whole and returns its sample

@@ -635,21 +635,9 @@ func freeAddr() (string, error) {
 
 // saveURL GETs u into the file path.
 func saveURL(ctx context.Context, hc *http.Client, u, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	b, err := getBody(ctx, hc, u)
 	if err != nil {
 		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("bench: %s: %d", u, resp.StatusCode)
 	}
 	return os.WriteFile(path, b, 0o644)
 }
