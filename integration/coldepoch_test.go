@@ -298,11 +298,13 @@ const warmupStarted = "loading the chunks this node gains that the jobs need soo
 // copied from the node leaving was on no list while the leave's warm-up
 // planned, when a batch needed it (it stays asked of that node until
 // copied now: handover.TestGainsFromANodeThatLeavesReadMeanwhile).
-// One window is still open (seen once in 20 runs under load with the
-// above fixed): the node leaving exits as soon as its own view agrees on
-// the members without it; a peer whose view has not flipped yet sees it
-// down, reads its chunks along the old ranking, and a joiner next in
-// that ranking that lacks one reads it from the store.
+// A last window (seen once in 20 runs under load with the above fixed):
+// the node leaving exited as soon as its own view agreed on the members
+// without it; a peer whose view had not flipped yet saw it down, read its
+// chunks along the old ranking, and a joiner next in that ranking that
+// lacked one read it from the store. It now serves until every live
+// member reads by a membership without it
+// (membership.TestLeaveWaitsForEveryMemberToFlip).
 func TestClusterJoinAtEpochEnd(t *testing.T) {
 	const nodes, world, batchSize, window = 5, 8, 32, 16
 	spec := synth.Spec{Samples: 4096, MeanBytes: 4 << 10, Classes: 10, Seed: 39}

@@ -71,6 +71,14 @@ type MixPhasePlan struct {
 	Samples    []int    `json:"samples"` // per component
 	Bytes      int64    `json:"bytes"`   // the samples' bytes (their chunks' in the cache, by share)
 	StoreBytes int64    `json:"store_bytes,omitempty"`
+	// WorkingSetBytes is the largest working set (Plan.WorkingSetBytes)
+	// of the phase's batches: the windows they span and the prefetch
+	// windows past them, of every component, with the windows the batches
+	// before a switch left in use. A cache below it loads chunks on demand
+	// in the phase whatever prefetch does, most of all in the steps after
+	// its switch; Stalls says so. Both are a single gateway's plan's.
+	WorkingSetBytes int64 `json:"working_set_bytes,omitempty"`
+	Stalls          bool  `json:"stalls,omitempty"`
 }
 
 // MixComponentPlan is one component of a planned mixture.
@@ -650,8 +658,17 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	chunks := len(s.d.Counts)
 	quality := newQualityMeter(chunks, in.Job.BatchSize)
 	ws := newMixWorkingSet(ms, ms.plainOrder(ms.window), prefetch)
+	add := ws.add
+	var tags *phaseTags // a schedule's phases
+	if ms.sched != nil {
+		tags = newPhaseTags(ms)
+		add = func(sp []span) {
+			ws.add(sp)
+			tags.add(ws)
+		}
+	}
 	trace, err := s.traceOf(m, func(visit func(epoch int, chunks []int32)) error {
-		return ms.walk(m, ws.order, visit, ws.add)
+		return ms.walk(m, ws.order, visit, add)
 	}, quality.add)
 	if err != nil {
 		return nil, err
@@ -691,6 +708,13 @@ func makeMixPlan(m *meter, in PlanInput) (*Plan, error) {
 	p.ColdEpochStalls = p.coldStalls()
 	sim := newSimulator(trace, s.d.ChunkSizes, s.d.StoreSizes, m)
 	sim.byComponent(ms.first)
+	if tags != nil {
+		sim.byPhase(tags.accesses(trace), len(tags.from))
+		for n := range p.Mix.Phases {
+			p.Mix.Phases[n].WorkingSetBytes = tags.most[n]
+			p.Mix.Phases[n].Stalls = in.CacheBytes < tags.most[n]
+		}
+	}
 	if err := p.simulate(m, in, sim, s.d); err != nil {
 		return nil, err
 	}

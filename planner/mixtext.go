@@ -58,3 +58,41 @@ func (p *Plan) writeComponents(b *bytes.Buffer) {
 	}
 	tw.Flush()
 }
+
+// writePhases writes a plan of a schedule's per-phase table: each phase's
+// steps, its working set and whether the cache holds it, and what both
+// policies read from the store in it (Result.Phases).
+func (p *Plan) writePhases(b *bytes.Buffer) {
+	ph := p.Mix.Phases
+	if len(ph) == 0 || len(p.LRU.Phases) != len(ph) || len(p.Optimal.Phases) != len(ph) {
+		return // not a schedule, or a plan decoded from elsewhere without them
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\tfrom step\tweights\tsteps\tworking set\tLRU backend\toptimal backend\tat %s\t\n", formatBytes(p.CacheBytes))
+	for n, x := range ph {
+		verdict := "fits"
+		if x.Stalls {
+			verdict = "stalls"
+		}
+		from := fmt.Sprint(x.FromStep)
+		if x.RampTo != 0 {
+			from += fmt.Sprintf("~%d", x.RampTo)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", n, from, weightsText(x.Weights), x.Steps,
+			formatBytes(x.WorkingSetBytes), formatBytes(p.LRU.Phases[n].BackendBytes), formatBytes(p.Optimal.Phases[n].BackendBytes), verdict)
+	}
+	tw.Flush()
+}
+
+// weightsText writes a phase's weights as 3:1:0.
+func weightsText(w []uint64) string {
+	var b bytes.Buffer
+	for i, x := range w {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprint(&b, x)
+	}
+	return b.String()
+}

@@ -97,6 +97,9 @@ type Result struct {
 	// Components is a mixture's figures per component (a trace of a
 	// mixture's chunks: Plan.Mix), absent otherwise.
 	Components []ComponentResult `json:"components,omitempty"`
+	// Phases is a schedule's figures per phase (Plan.Mix.Phases, in the
+	// same order; a single gateway's plan), absent otherwise.
+	Phases []PhaseResult `json:"phases,omitempty"`
 }
 
 // JobResult is one job's share of a Result over a trace of several jobs:
@@ -184,6 +187,10 @@ type simulator struct {
 	// whose figures every run then also counts.
 	comp  []int32
 	ncomp int
+	// phase, if not nil, is each access's schedule phase (byPhase), of
+	// nphase, whose figures every run then also counts.
+	phase  []uint16
+	nphase int
 	// meter counts the accesses every run simulates and stops a run when
 	// the plan's budget runs out or its context is done; nil for none.
 	meter *meter
@@ -363,6 +370,17 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 	starter, _ := cc.(epochStarter)
 	var comps [][]EpochResult // per component, per slot
 	var sink EpochResult      // where a trace not split by component counts them
+	var phases []PhaseResult  // per phase of a schedule (byPhase)
+	if s.phase != nil {
+		phases = make([]PhaseResult, s.nphase)
+	}
+	var phaseSink PhaseResult // where a trace not split by phase counts them
+	phaseOf := func(i int) *PhaseResult {
+		if phases == nil {
+			return &phaseSink
+		}
+		return &phases[s.phase[i]]
+	}
 	if s.comp != nil {
 		comps = make([][]EpochResult, s.ncomp)
 		for i := range comps {
@@ -382,8 +400,11 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 				c := s.trace[i].Chunk
 				hit := cc.pin(i, c)
 				pinned = append(pinned, hit)
+				ph := phaseOf(i)
+				ph.Accesses++
 				if hit {
 					er.Hits++
+					ph.Hits++
 					d.hit(i, c)
 				}
 				if comps != nil {
@@ -400,12 +421,15 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 					if comps != nil {
 						ce = &comps[s.comp[c]][r.slot]
 					}
+					ph := phaseOf(i)
 					if d.read(i, c) {
 						er.DiskBytes += s.sizes[c]
 						ce.DiskBytes += s.sizes[c]
+						ph.DiskBytes += s.sizes[c]
 					} else {
 						er.BackendBytes += s.store[c]
 						ce.BackendBytes += s.store[c]
+						ph.BackendBytes += s.store[c]
 						d.offer(i, c)
 					}
 					pinned[i-start] = cc.admit(c)
@@ -448,6 +472,9 @@ func (s *simulator) serve(cc cache, cacheBytes int64, d *diskTier, p Policy) (Re
 	res.DiskCacheBytes = d.capacity
 	if comps != nil {
 		res.Components = s.componentResults(comps)
+	}
+	if phases != nil {
+		res.Phases = phaseResults(phases)
 	}
 	return res, nil
 }

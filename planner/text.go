@@ -44,6 +44,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 	tw.Flush()
 	if p.Mix != nil {
 		p.writeComponents(&b)
+		p.writePhases(&b)
 	}
 	if p.Disk != nil {
 		p.Disk.writeText(&b, p.DatasetBytes, p.storeBytes())

@@ -114,7 +114,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	mix.register(fs)
 	s3.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [--columns F,...] [job flags]\n"+
-		"       brand plan --mix NAME:WEIGHT,... --src NAME=URL ... [--mix-block K] [--mix-samples L] [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
+		"       brand plan {--mix NAME:WEIGHT,... | --mix-schedule STEP:NAME:WEIGHT,...;...} --src NAME=URL ... [--mix-block K] [--mix-samples L] [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
 		return err
 	}
 	if len(srcs) == 0 {
@@ -154,7 +154,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		m       *planner.Mix
 		impMode *planner.Importance
 	)
-	if mix.spec != "" {
+	if mix.on() {
 		switch {
 		case len(jobs) > 0:
 			return fmt.Errorf("--mix and --shared-job are not supported together: a shared plan is of one dataset")
@@ -258,22 +258,37 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 // length.
 type planMix struct {
 	spec           string
+	schedule       string // --mix-schedule: the phases, the first one's datasets the mixture's
 	block, samples int
 }
 
 func (m *planMix) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.spec, "mix", "", "plan a mixture of datasets, as mix= takes it: NAME:WEIGHT,... (e.g. web:0.7,code:0.3), each NAME's dataset given by --src NAME=URL")
+	fs.StringVar(&m.schedule, "mix-schedule", "", "plan a schedule of mixtures instead of --mix, as mix_schedule= takes it: STEP:NAME:WEIGHT,...;... (e.g. 0:web:0.7,code:0.3;4000:web:0.3,code:0.7); the report gives each phase's working set and store reads")
 	fs.IntVar(&m.block, "mix-block", 0, "with --mix: the mixing block, in samples (0: batch size × world)")
 	fs.IntVar(&m.samples, "mix-samples", 0, "with --mix: samples in a mixture epoch, rounded up to whole blocks (0: the components' samples summed)")
 }
+
+// flag is the flag that gave the mixture, for messages.
+func (m *planMix) flag() string {
+	if m.schedule != "" {
+		return "--mix-schedule"
+	}
+	return "--mix"
+}
+
+// on says whether the plan is of a mixture (--mix or --mix-schedule).
+func (m *planMix) on() bool { return m.spec != "" || m.schedule != "" }
 
 // check refuses mixture flags without --mix, and several --src without
 // it: a plan is of one dataset unless it is of a mixture.
 func (m *planMix) check(srcs []string) error {
 	switch {
-	case m.spec == "" && (m.block != 0 || m.samples != 0):
-		return fmt.Errorf("--mix-block and --mix-samples apply only with --mix")
-	case m.spec == "" && len(srcs) > 1:
+	case m.spec != "" && m.schedule != "":
+		return fmt.Errorf("--mix and --mix-schedule are one or the other: a schedule's first phase is its mixture")
+	case !m.on() && (m.block != 0 || m.samples != 0):
+		return fmt.Errorf("--mix-block and --mix-samples apply only with --mix or --mix-schedule")
+	case !m.on() && len(srcs) > 1:
 		return fmt.Errorf("--src given %d times: a plan is of one dataset, or with --mix of a mixture, one --src NAME=URL per component", len(srcs))
 	case m.block < 0:
 		return fmt.Errorf("--mix-block %d: must be at least 0 (0: batch size × world)", m.block)
@@ -288,13 +303,29 @@ func (m *planMix) check(srcs []string) error {
 // read with the fields columns names, as a mixture job's columns= reads
 // them.
 func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config, columns []string) (*planner.Mix, error) {
-	parsed, err := api.ParseMix(m.spec)
-	if err != nil {
-		return nil, fmt.Errorf("--mix: %w", err)
-	}
-	weights, err := parsed.IntWeights()
-	if err != nil {
-		return nil, fmt.Errorf("--mix: %w", err)
+	var (
+		parsed  api.Mix
+		weights []uint64
+		phases  []shuffle.SchedulePhase
+		err     error
+	)
+	if m.schedule != "" {
+		// A schedule's components, in their order, are its first phase's.
+		var sched api.Schedule
+		if sched, err = api.ParseSchedule(m.schedule); err == nil {
+			phases, err = sched.Phases()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--mix-schedule: %w", err)
+		}
+		parsed, weights = sched[0].Mix, phases[0].Weights
+	} else {
+		if parsed, err = api.ParseMix(m.spec); err != nil {
+			return nil, fmt.Errorf("--mix: %w", err)
+		}
+		if weights, err = parsed.IntWeights(); err != nil {
+			return nil, fmt.Errorf("--mix: %w", err)
+		}
 	}
 	specs, err := (&serveFlags{datasets: datasetFlags(srcs)}).specs()
 	if err != nil {
@@ -310,7 +341,7 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config,
 	named := map[string]bool{}
 	for _, c := range parsed {
 		if _, ok := urls[c.Dataset]; !ok {
-			return nil, fmt.Errorf("--mix names dataset %q: give its URL as --src %s=URL", c.Dataset, c.Dataset)
+			return nil, fmt.Errorf("%s names dataset %q: give its URL as --src %s=URL", m.flag(), c.Dataset, c.Dataset)
 		}
 		named[c.Dataset] = true
 	}
@@ -319,7 +350,7 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config,
 			return nil, fmt.Errorf("--src %s: the mixture %s has no dataset %q", s.URL, parsed, s.Name)
 		}
 	}
-	out := &planner.Mix{Block: m.block, Samples: m.samples}
+	out := &planner.Mix{Block: m.block, Samples: m.samples, Phases: phases}
 	for i, c := range parsed {
 		store, err := s3backend.Open(ctx, urls[c.Dataset], cfg)
 		if err != nil {

@@ -79,6 +79,16 @@ func TestPlanMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	phased := mix
+	phased.Phases = []shuffle.SchedulePhase{{Weights: []uint64{7, 3}}, {Step: 40, Weights: []uint64{1, 9}}}
+	in.Mix = &phased
+	scheduled, err := planner.MakePlan(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scheduled.Mix.Phases) != 2 || len(scheduled.Optimal.Phases) != 2 || scheduled.Mix.Phases[1].WorkingSetBytes == 0 {
+		t.Fatalf("the schedule's plan has no phases: %+v", scheduled.Mix)
+	}
 	job.World = 4
 	clustered, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Mix: &mix, Job: job, Nodes: 2, NodeCacheBytes: 256 << 10})
 	if err != nil {
@@ -95,6 +105,7 @@ func TestPlanMix(t *testing.T) {
 		{"json", append(args, "--json"), plain},
 		{"block and length", append(args, "--mix-block", "10", "--mix-samples", "500"), blocked},
 		{"disk", append(args, "--disk-cache-size", "1MiB"), disked},
+		{"schedule", append(append([]string{"plan"}, args[3:]...), "--mix-schedule", "0:web:0.7,code:0.3;40:code:0.9,web:0.1"), scheduled},
 		{"nodes", append(args, "--nodes", "2", "--ranks-per-node", "2"), clustered},
 		{"nodes json", append(args, "--nodes", "2", "--ranks-per-node", "2", "--json"), clustered},
 	} {
@@ -155,6 +166,9 @@ func TestPlanMixRefused(t *testing.T) {
 		{"no source for a component", `--mix names dataset "books": give its URL as --src books=URL`, append([]string{"--mix", "web:1,books:1"}, srcs...)},
 		{"a source no component names", `the mixture web:1 has no dataset "code"`, append([]string{"--mix", "web:1"}, srcs...)},
 		{"a name twice", `--src names dataset "web" twice`, []string{"--mix", "web:1", "--src", "web=" + web, "--src", "web=" + code}},
+		{"mix and schedule", "--mix and --mix-schedule are one or the other", append([]string{"--mix", "web:1,code:1", "--mix-schedule", "0:web:1,code:1"}, srcs...)},
+		{"bad schedule", "--mix-schedule: ", append([]string{"--mix-schedule", "0:web:1,code:1;0:web:1,code:2"}, srcs...)},
+		{"schedule naming no source", `--mix-schedule names dataset "books": give its URL as --src books=URL`, append([]string{"--mix-schedule", "0:web:1,books:1"}, srcs...)},
 		{"bad weight", "--mix: invalid mixture", append([]string{"--mix", "web:-1,code:1"}, srcs...)},
 		{"negative block", "--mix-block -1", append([]string{"--mix", "web:1,code:1", "--mix-block", "-1"}, srcs...)},
 		{"block past the limit", "mixing block", append([]string{"--mix", "web:1,code:1", "--mix-block", "100000000"}, srcs...)},

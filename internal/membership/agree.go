@@ -150,6 +150,7 @@ func (m *Tracker) Describe(st *peer.State) {
 	st.URL, st.Self = m.self, ms.Index(m.self)
 	st.Members, st.MemberList = ms.Version(), ms.Members()
 	st.Warming, st.Warmed, st.Joining, st.Leaving = v.warming, v.warmed, v.joining, m.leaving.Load()
+	st.Agreed = v.agreed.Version()
 }
 
 // Knows reports whether url is a member of a membership version this node

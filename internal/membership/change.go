@@ -7,6 +7,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/peer"
 )
 
 // changeLocked moves this node from reporting membership from to
@@ -219,11 +220,14 @@ func (m *Tracker) awaitGainers(ctx context.Context, to *cluster.Membership, star
 // Leave tells this node's peers that it leaves (State.Leaving): each
 // lists its members without it, loads from it the chunks it gains that
 // the jobs need soon, and reports the membership without it once warm.
-// This node serves them meanwhile, and Leave returns when the cluster
-// agrees on a membership without it, when no other member is up and
-// staying (the whole cluster stops), or with ctx's error when ctx ends
-// first (the caller's bound). A node that is not in a cluster of others
-// returns at once.
+// This node serves them meanwhile, and Leave returns when every live
+// member reads by a membership without it (State.Agreed: its own view
+// agreeing is not enough, for a member whose view has not flipped yet
+// would find it down and read its chunks along the old ranking, from a
+// node that lacks them), at most the flip timeout after this node's view
+// agreed; when no other member is up and staying (the whole cluster
+// stops); or with ctx's error when ctx ends first (the caller's bound).
+// A node that is not in a cluster of others returns at once.
 func (m *Tracker) Leave(ctx context.Context) error {
 	if m.leaving.Swap(true) {
 		return errors.New("membership: Leave called twice")
@@ -231,12 +235,23 @@ func (m *Tracker) Leave(ctx context.Context) error {
 	m.metrics.leaving.Set(1)
 	m.log.Info().Msg("leaving the cluster: handing this node's chunks over to their next owners")
 	m.relist()
+	var agreedAt time.Time // when this node's view first agreed without it
 	for {
 		if v := m.view.Load(); v.agreed.Index(m.self) < 0 || v.agreed.Len() == 1 {
-			m.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
-			return nil
-		}
-		if !m.heirs() {
+			if agreedAt.IsZero() {
+				agreedAt = time.Now()
+				m.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
+			}
+			waiting := m.stillReading()
+			if len(waiting) == 0 {
+				return nil
+			}
+			if time.Since(agreedAt) > m.flipTimeout {
+				m.log.Warn().Strs("waiting", waiting).Dur("flip_timeout", m.flipTimeout).
+					Msg("members still read by a membership with this node past the flip timeout; leaving anyway (they read what this node held from the store)")
+				return nil
+			}
+		} else if !m.heirs() {
 			m.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
 			return nil
 		}
@@ -246,6 +261,25 @@ func (m *Tracker) Leave(ctx context.Context) error {
 		case <-time.After(max(m.probe/4, time.Millisecond)):
 		}
 	}
+}
+
+// stillReading returns the live members that still read chunks by a
+// membership this node is a member of (State.Agreed), as their last
+// states say; a member down, one that has not told its state, or one of
+// a build that does not say is not waited for.
+func (m *Tracker) stillReading() []string {
+	var out []string
+	v := m.view.Load()
+	m.live(v, func(k int, st *peer.State) {
+		if st.Agreed == "" || st.Agreed == v.agreed.Version() {
+			return
+		}
+		if ms, ok := m.history.Peek(st.Agreed); ok && ms.Index(m.self) < 0 {
+			return // a later membership without this node
+		}
+		out = append(out, m.peers.URL(k))
+	})
+	return out
 }
 
 // heirs reports whether a member of the source's list other than this

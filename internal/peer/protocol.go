@@ -389,6 +389,11 @@ type State struct {
 	Warmed  string `json:"warmed,omitempty"`
 	Joining bool   `json:"joining,omitempty"`
 	Leaving bool   `json:"leaving,omitempty"`
+	// Agreed is the membership version the node reads chunks by now:
+	// the one most live members report, as it counts them. A node
+	// leaving serves until every live member's is one without it
+	// (membership.Tracker.Leave). Empty from a build that does not say.
+	Agreed string `json:"agreed,omitempty"`
 	// Down names the nodes this node probes and does not see up: down,
 	// or not answered ready to a probe yet (Nodes.Down). A node just
 	// started reports ready only once its peers no longer name it
