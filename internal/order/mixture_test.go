@@ -3,10 +3,13 @@ package order
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/shuffle"
@@ -382,4 +385,64 @@ func TestScheduleResumeAfterTwoEdits(t *testing.T) {
 		streams[s.comp] = append(streams[s.comp], s.key)
 	}
 	passesOnce(t, streams, []int{300, 120, 20})
+}
+
+// TestMixtureLocality: on a cluster of three, a mixture's global batches
+// (and a schedule's) are assigned to six ranks by locality: over an
+// epoch, each rank takes at most 35 % of its samples from chunks another
+// node owns than its home (windows of 6 chunks split 3, 2 and 2 by
+// weight: a component of two chunks cannot be on all three nodes, so
+// some must cross), against at least half (about two thirds) with
+// locality=false; either way every global step holds the same samples.
+// Which node reads a chunk and which serves a rank are the gateway's and
+// the cluster's (integration's TestMixtureClusterOnMinIO).
+func TestMixtureLocality(t *testing.T) {
+	o := New(nil)
+	ds := mixDatasets(t)
+	ms, err := cluster.NewMembership([]string{"http://10.0.0.1:7700", "http://10.0.0.2:7700", "http://10.0.0.3:7700"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world = 6
+	for _, mix := range []string{"mix=" + testMix, "mix_schedule=" + url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6")} {
+		steps := map[bool][]string{} // locality → each step's samples, sorted
+		for _, locality := range []bool{true, false} {
+			job, src := mixJob(t, o, ds, fmt.Sprintf("%s&window=6&world=%d&locality=%t", mix, world, locality))
+			src.Members = ms
+			info, err := o.Info(src, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cross, all := 0, 0
+			for b := range uint64(info.Batches) {
+				var step []string
+				for r := range world {
+					j := job
+					j.Rank = r
+					bt, err := o.Layout(context.Background(), src, j, 0, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := range bt.Len() {
+						d, id, in := bt.Sample(i)
+						if d.Owners(ms)[d.Index.Sample(id).Chunk] != cluster.Home(r, world, ms.Len()) {
+							cross++
+						}
+						all++
+						step = append(step, in.Key)
+					}
+				}
+				slices.Sort(step)
+				steps[locality] = append(steps[locality], strings.Join(step, ","))
+			}
+			share := float64(cross) / float64(all)
+			t.Logf("%s, locality=%t: %.1f%% of %d samples from another node's chunks", mix, locality, 100*share, all)
+			if locality && share > 0.35 || !locality && share < 0.5 {
+				t.Errorf("%s, locality=%t: %.1f%% of the samples cross nodes", mix, locality, 100*share)
+			}
+		}
+		if !slices.Equal(steps[true], steps[false]) {
+			t.Errorf("%s: locality changed which samples a step holds", mix)
+		}
+	}
 }
