@@ -163,46 +163,38 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 	}
 }
 
+// TestImportanceBadRequests: the statuses of importance's endpoints and
+// parameters. What a feedback body may hold is internal/feedback's
+// TestDecodeJSON and TestDecodeBinary (every malformed body, each
+// refused naming its fault); what the query may say, internal/query's
+// TestParse; here one of each answers 400, beside the endpoints' own
+// refusals and a snapshot no store holds (404).
 func TestImportanceBadRequests(t *testing.T) {
 	f := newFixture(t, 8, 4)
 	_, srv := start(t, f.store, nil)
 	base := srv.URL + "/importance/j/feedback?epoch=0"
-	nan := binaryFeedback([]int{1}, []float32{float32(math.NaN())})
+	ok := []byte(`{"ids":[0],"losses":[1]}`)
 	tests := []struct {
 		name, url, ctype string
 		body             []byte
 		want             int
 	}{
 		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
-		{"unknown id", base, "application/octet-stream", binaryFeedback([]int{9999}, []float32{1}), 400},
-		{"NaN loss", base, "application/octet-stream", nan, 400},
-		{"negative loss", base, "application/json", []byte(`{"ids":[0],"losses":[-1]}`), 400},
-		{"wrong length", base, "application/json", []byte(`{"ids":[0,1],"losses":[1]}`), 400},
-		{"keys and ids", base, "application/json", []byte(`{"ids":[0],"keys":["a"],"losses":[1]}`), 400},
-		{"torn record", base, "application/octet-stream", []byte{1, 2, 3}, 400},
-		{"not JSON", base, "application/json", []byte(`{`), 400},
-		{"trailing garbage", base, "application/json", []byte(`{"ids":[1],"losses":[1]} garbage`), 400},
-		{"two objects", base, "application/json", []byte(`{"ids":[1],"losses":[1]}{"ids":[1],"losses":[1]}`), 400},
-		{"an ID twice", base, "application/json", []byte(`{"ids":[1],"ids":[2],"losses":[1]}`), 400},
-		{"a fractional ID", base, "application/json", []byte(`{"ids":[1.5],"losses":[1]}`), 400},
-		{"a null loss", base, "application/json", []byte(`{"ids":[1],"losses":[null]}`), 400},
+		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400},
 		{"seal without feedback", srv.URL + "/importance/none/seal?epoch=3", "", nil, 409},
-		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"unknown parameter", base + "&x=1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"unknown dataset", base + "&dataset=nope", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 404},
-		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
+		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400},
+		{"unknown parameter", base + "&x=1", "application/json", ok, 400},
+		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404},
+		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", ok, 400},
+		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", ok, 400},
 		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404},
 		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400},
 		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, body := post(t, tc.url, tc.ctype, tc.body)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("%s: %s", resp.Status, body)
-			}
-		})
+		if resp, body := post(t, tc.url, tc.ctype, tc.body); resp.StatusCode != tc.want {
+			t.Errorf("%s: %s %s, want %d", tc.name, resp.Status, body, tc.want)
+		}
 	}
 	if resp, _ := get(t, srv.URL+"/importance/j/seal?epoch=0"); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("GET of a seal: %s, Allow %q; want 405 and POST", resp.Status, resp.Header.Get("Allow"))
@@ -212,19 +204,8 @@ func TestImportanceBadRequests(t *testing.T) {
 		want int
 	}{
 		{"sampling=importance", 400},
-		{"job=j", 200}, // a uniform job's name
-		{"job=a%20b", 400},
-		{"importance=0123456789abcdef", 400}, // a snapshot without sampling=importance
-		{"hot=3", 400},
-		{"job=j&weight=2.5", 200},
-		{"weight=0", 400},
-		{"weight=101", 400},
-		{"weight=NaN", 400},
 		{"sampling=importance&job=j&importance=0123456789abcdef", 404},
-		{"sampling=importance&job=j&importance=XYZ", 400},
-		{"sampling=sometimes", 400},
-		{"sampling=importance&job=j&hot=-1", 400},
-		{"sampling=uniform", 200},
+		{"job=j&weight=2.5&sampling=uniform", 200},
 	} {
 		if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.q); resp.StatusCode != tc.want {
 			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)
