@@ -289,7 +289,7 @@ func TestClusterSchedule(t *testing.T) {
 // background; closing the gateway right after the batch waits for that
 // work (and returns) instead of handing fetches to a closed cluster. The
 // race it guards against was seen once, intermittently:
-// TestClusterMixture under -race in CI, a fetch ahead started after
+// the cluster mixture test under -race in CI, a fetch ahead started after
 // Close had waited for the cluster's goroutines. This test does not
 // force that interleaving; it checks that Close, which now waits for the
 // fetch-ahead work, neither hangs nor races right after such a batch.
