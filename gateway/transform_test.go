@@ -9,14 +9,11 @@ import (
 	"image/png"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -323,52 +320,6 @@ func TestBadImages(t *testing.T) {
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "sample \\\"class") ||
 		!strings.Contains(string(body), "--on-bad-image=skip") {
 		t.Errorf("fail mode: %s: %s", resp.Status, body)
-	}
-}
-
-// TestCloseWithTransformsInFlight: Close while batches are being
-// transformed — on request and ahead — returns with nothing running and
-// nothing queued; the requests in flight end (served, or refused).
-func TestCloseWithTransformsInFlight(t *testing.T) {
-	f := newImageFixture(t, 4, 16, func(id int) (string, []byte) {
-		p, err := photos.Sized(4, id, 300, 240, 90)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "jpg", p.JPEG
-	})
-	store := f.store
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: store}},
-		CacheSize: 64 << 20, Transforms: testTransforms(t), TransformWorkers: 1, NoPrefault: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(g)
-	t.Cleanup(hs.Close)
-	srv := hs.URL
-	var wg sync.WaitGroup
-	for r := range 4 {
-		wg.Go(func() {
-			for m := range 4 {
-				resp, err := http.Get(fmt.Sprintf("%s/epoch/0/batch/%d?batch_size=4&world=4&rank=%d&transform=plain", srv, m, r))
-				if err != nil {
-					return
-				}
-				resp.Body.Close()
-			}
-		})
-	}
-	waitFor(t, 20*time.Second, "transforms running", func() bool { return g.TransformStats().Running > 0 })
-	g.Close()
-	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 {
-		t.Errorf("after Close: %d running, %d queued", st.Running, st.Queued)
-	}
-	wg.Wait()
-	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 || st.Ahead.Bytes != 0 {
-		t.Errorf("after the requests ended: %d running, %d queued, %d bytes ahead", st.Running, st.Queued, st.Ahead.Bytes)
 	}
 }
 
