@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,51 +157,5 @@ func TestClusterOwnersServePeersFromDisk(t *testing.T) {
 	}
 	if diskReads == 0 {
 		t.Fatal("no chunk was read from a node's disk")
-	}
-}
-
-// TestDiskTierCatchesUpWithASlowDisk: chunks a slow disk could not take
-// when they were loaded are written while the RAM cache still holds them,
-// so a gateway restarted after a warm epoch starts warm even when its RAM
-// held the whole dataset (no chunk was loaded twice).
-func TestDiskTierCatchesUpWithASlowDisk(t *testing.T) {
-	f := newFixture(t, 16, 8)
-	total := datasetBytes(f)
-	dir := t.TempDir()
-	var mu sync.Mutex
-	writes := 0
-	slow := func(path string, header, data []byte) error {
-		mu.Lock()
-		writes++
-		n := writes
-		mu.Unlock()
-		if n <= 2 { // both writers stuck for longer than a chunk waits for one
-			time.Sleep(1500 * time.Millisecond)
-		}
-		return os.WriteFile(path, append(append([]byte{}, header...), data...), 0o644)
-	}
-	cfg := func(c *gateway.Config) {
-		c.CacheSize = 2 * total
-		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total, WriteFile: slow}
-	}
-	g, srv := start(t, newCountingStore(f.store), cfg)
-	readVerifiedEpoch(t, f, srv.URL, 0)
-	time.Sleep(1600 * time.Millisecond) // the stuck writes end; the rest gave up waiting
-	if st := g.DiskStats(); st.Skipped == 0 || st.Chunks == int64(f.index.NumChunks()) {
-		t.Fatalf("disk stats %+v: want some chunks skipped while the writers were stuck", *st)
-	}
-	readVerifiedEpoch(t, f, srv.URL, 1) // all hits: the skipped chunks are offered again
-	settleDisk(t, g, int64(f.index.NumChunks()))
-	srv.Close()
-	g.Close()
-
-	store := newCountingStore(f.store)
-	_, srv = start(t, store, func(c *gateway.Config) {
-		c.CacheSize = 2 * total
-		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
-	})
-	readVerifiedEpoch(t, f, srv.URL, 2)
-	if got, _ := store.take(); got > total/100 {
-		t.Fatalf("restarted after a warm epoch, the first epoch read %.3f of the dataset from the store", float64(got)/float64(total))
 	}
 }
