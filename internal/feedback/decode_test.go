@@ -196,9 +196,8 @@ func TestDecodeBounds(t *testing.T) {
 // TestDecodeAllocations: decoding allocates the records' blocks and a few
 // buffers, never a value an element. Garbage an element (there was 16
 // bytes of it) is collected, but between collections it grows a body's
-// heap to the GC's goal, twice what the records hold: gateway's
-// TestImportanceFeedbackMemory measures that, this says where it comes
-// from.
+// heap to the GC's goal, twice what the records hold: TestFeedbackMemory
+// measures that, this says where it comes from.
 func TestDecodeAllocations(t *testing.T) {
 	const n = 8 * blockLen
 	ids := make([]uint32, n)
