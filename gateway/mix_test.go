@@ -182,6 +182,7 @@ func TestMixtureErrors(t *testing.T) {
 		{"mix_block=8", http.StatusBadRequest},
 		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest},
 		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest},
+		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest}, // past shuffle.MaxMixWork: internal/order's TestMixtureRequestsBounded
 	} {
 		resp, body := get(t, srv.url+"/epoch/0/batch/0?"+tc.query)
 		if resp.StatusCode != tc.status {

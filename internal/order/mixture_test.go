@@ -2,10 +2,14 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -444,5 +448,51 @@ func TestMixtureLocality(t *testing.T) {
 		if !slices.Equal(steps[true], steps[false]) {
 			t.Errorf("%s: locality changed which samples a step holds", mix)
 		}
+	}
+}
+
+// The security review's mixture request: a mixing block and an epoch of
+// 2^24 samples. Each batch of it once shuffled a block of 2^24 slots:
+// 0.6–1.7 CPU-seconds and 140–540 MB a request, 3.3 GB for 24 at once.
+// A mixture's epoch is now read a span at a time, each span built once
+// for every request that asks at once and kept, so 24 such batches laid
+// out at once allocate about one span, under MaxMixSpanBytes. A mixture
+// whose rounding rule would take more than shuffle's bound to build is
+// refused (shuffle.ErrInvalid, a 400) naming the bound: weights 1:1.100001 repeat
+// their rounding only every 2,100,001 blocks.
+func TestMixtureRequestsBounded(t *testing.T) {
+	o := New(nil)
+	ds := mixDatasets(t)
+	job, src := mixJob(t, o, ds, "mix=web:1,code:1&mix_block=16777216&mix_samples=16777216")
+	const requests = 24
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	errs := make([]error, requests)
+	for i := range requests {
+		wg.Go(func() { _, errs[i] = o.Layout(context.Background(), src, job, 0, 0) })
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d layouts allocated %d MiB in all", requests, allocated>>20)
+	if allocated > MaxMixSpanBytes {
+		t.Errorf("%d concurrent layouts allocated %d MiB; bound %d MiB", requests, allocated>>20, MaxMixSpanBytes>>20)
+	}
+	var l query.Limits
+	l.Fill()
+	q, err := query.Parse("mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", query.JobParams,
+		query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 8, Window: 2, World: 1}}}, l)
+	if err == nil {
+		_, err = o.Mixture(q.Job.Mix, ds[:2], q.Job)
+	}
+	if !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
+		t.Errorf("a mixture past shuffle.MaxMixWork: %v; want a bad request naming %d", err, shuffle.MaxMixWork)
 	}
 }
