@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -75,5 +76,28 @@ func TestParseScheduleRejects(t *testing.T) {
 	}
 	if _, err := ParseSchedule("0:" + strings.Join(names[:shuffle.MaxMixComponents], ",")); err != nil {
 		t.Errorf("%d datasets: %v", shuffle.MaxMixComponents, err)
+	}
+}
+
+// TestParseScheduleSaysWhy: a refused schedule's error names its fault, as
+// a request's 400 body shows it.
+func TestParseScheduleSaysWhy(t *testing.T) {
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = strconv.Itoa(i) + ":web:1"
+	}
+	for _, tc := range []struct{ schedule, says string }{
+		{"0:web:0,code:0", "sum to 0"},
+		{"0:web:NaN,code:1", "NaN"},
+		{"0:web:-1,code:1", "-1"},
+		{"0:web:1;9:web:2;4:web:1", "increasing step order"},
+		{"0:web:1;4~9:web:2;6:web:1", "overlap"},
+		{"0:web:1;9007199254740992:web:2", "2^53"},
+		{strings.Join(many, ";"), "10000 phases"},
+		{"0:web:1;5:code:1", "same datasets"},
+	} {
+		if _, err := ParseSchedule(tc.schedule); !errors.Is(err, ErrMix) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%.50q: %v, want ErrMix saying %q", tc.schedule, err, tc.says)
+		}
 	}
 }
