@@ -116,6 +116,44 @@ func TestDiskTierWithoutRoomForAllKeepsTheSoonest(t *testing.T) {
 	}
 }
 
+// fillDisk runs a gateway with a RAM cache of a quarter of the dataset
+// and a disk tier that holds it through epoch 0, waits for its writes and
+// stops it; it returns the disk cache's directory and the configuration.
+func fillDisk(t *testing.T, f *fixture, total int64) (string, func(*gateway.Config)) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := func(c *gateway.Config) {
+		c.CacheSize = total / 4
+		c.DiskCache = gateway.DiskCacheConfig{Dirs: []string{dir}, Size: 2 * total}
+	}
+	g, srv := start(t, newCountingStore(f.store), cfg)
+	readVerifiedEpoch(t, f, srv.URL, 0)
+	settleDisk(t, g, int64(f.index.NumChunks()))
+	srv.Close()
+	g.Close()
+	return dir, cfg
+}
+
+// TestDiskTierWarmRestart: a gateway restarted on the same disk cache
+// keeps every file its index still describes (pruneDisk) and reads at
+// most a hundredth of the dataset from the store in its first epoch.
+// (What the loader serves from a tier opened again, and never from a
+// damaged file: internal/catalog's TestLoaderThroughTheDisk.)
+func TestDiskTierWarmRestart(t *testing.T) {
+	f := newFixture(t, 32, 8)
+	total := datasetBytes(f)
+	_, cfg := fillDisk(t, f, total)
+	store := newCountingStore(f.store)
+	g, srv := start(t, store, cfg)
+	if st := g.DiskStats(); st.Found != int64(f.index.NumChunks()) || st.Chunks != st.Found {
+		t.Fatalf("restarted gateway's disk stats %+v: want all %d chunks found and kept", *st, f.index.NumChunks())
+	}
+	readVerifiedEpoch(t, f, srv.URL, 1)
+	if got, _ := store.take(); got > total/100 {
+		t.Fatalf("the restarted gateway's first epoch read %.3f of the dataset from the store, want at most 0.01", float64(got)/float64(total))
+	}
+}
+
 // TestClusterOwnersServePeersFromDisk: on a cluster each owner keeps its
 // chunks on its own disk, so warm epochs read nothing from the store
 // although no node's RAM holds its share, and peers are answered from

@@ -35,6 +35,8 @@ func TestDecodeJSON(t *testing.T) {
 		bad        string // a word the refusal contains
 	}{
 		{"ids", `{"ids":[1,2],"losses":[0.5,3]}`, "1:0.5 2:3", ""},
+		{"an object cut short", `{`, "", "ends inside the JSON object"},
+		{"a list cut short", `{"ids":[`, "", "ends inside the JSON object"},
 		{"losses first", `{"losses":[0.5,3],"ids":[1,2]}`, "1:0.5 2:3", ""},
 		{"keys", `{"keys":["s00009","s00000"],"losses":[1,0]}`, "9:1 0:0", ""},
 		{"null fields are absent", `{"keys":null,"ids":[4],"losses":[2]}`, "4:2", ""},
