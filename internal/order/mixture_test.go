@@ -38,30 +38,38 @@ func mixDatasets(t *testing.T) []*catalog.Dataset {
 	return ds
 }
 
+// parseJob is the job of the query string raw as the gateway parses it,
+// with defaults seed 5, window 2, world 1 and batch size batch.
+func parseJob(t *testing.T, raw string, batch int) api.Job {
+	t.Helper()
+	var l query.Limits
+	l.Fill()
+	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: batch, Window: 2, World: 1}}}, l)
+	if err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return q.Job
+}
+
 // mixJob is the job of the query string raw (mix= or mix_schedule=
 // among its parameters), defaults batch 8, window 2, seed 5, as the
 // gateway parses it, and the source it reads over ds.
 func mixJob(t *testing.T, o *Orders, ds []*catalog.Dataset, raw string) (api.Job, Source) {
 	t.Helper()
-	var l query.Limits
-	l.Fill()
-	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 8, Window: 2, World: 1}}}, l)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
+	job := parseJob(t, raw, 8)
 	byName := map[string]*catalog.Dataset{}
 	for _, d := range ds {
 		byName[d.Name] = d
 	}
-	comps := make([]*catalog.Dataset, len(q.Job.Mix))
-	for i, c := range q.Job.Mix {
+	comps := make([]*catalog.Dataset, len(job.Mix))
+	for i, c := range job.Mix {
 		comps[i] = byName[c.Dataset]
 	}
-	m, err := o.Mixture(q.Job.Mix, comps, q.Job)
+	m, err := o.Mixture(job.Mix, comps, job)
 	if err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return q.Job, Source{Mix: m}
+	return job, Source{Mix: m}
 }
 
 // mixSample is a served sample of a mixture: its component and key.
@@ -485,14 +493,8 @@ func TestMixtureRequestsBounded(t *testing.T) {
 	if allocated > MaxMixSpanBytes {
 		t.Errorf("%d concurrent layouts allocated %d MiB; bound %d MiB", requests, allocated>>20, MaxMixSpanBytes>>20)
 	}
-	var l query.Limits
-	l.Fill()
-	q, err := query.Parse("mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", query.JobParams,
-		query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 8, Window: 2, World: 1}}}, l)
-	if err == nil {
-		_, err = o.Mixture(q.Job.Mix, ds[:2], q.Job)
-	}
-	if !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
+	past := parseJob(t, "mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", 8)
+	if _, err := o.Mixture(past.Mix, ds[:2], past); !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
 		t.Errorf("a mixture past shuffle.MaxMixWork: %v; want a bad request naming %d", err, shuffle.MaxMixWork)
 	}
 }

@@ -17,16 +17,10 @@ import (
 )
 
 // tokenJob parses raw as a request's query of a token job (seed 5,
-// window 2 unless it says otherwise).
+// window 2, batch size 4 unless it says otherwise).
 func tokenJob(t *testing.T, raw string) api.Job {
 	t.Helper()
-	var l query.Limits
-	l.Fill()
-	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}}}, l)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	return q.Job
+	return parseJob(t, raw, 4)
 }
 
 // tokenSteps lays out the global batches of epoch e of job over src, from
