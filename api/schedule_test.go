@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -75,5 +76,57 @@ func TestParseScheduleRejects(t *testing.T) {
 	}
 	if _, err := ParseSchedule("0:" + strings.Join(names[:shuffle.MaxMixComponents], ",")); err != nil {
 		t.Errorf("%d datasets: %v", shuffle.MaxMixComponents, err)
+	}
+}
+
+// TestParseScheduleSaysWhy: a refused schedule's error names its fault, as
+// a request's 400 body shows it.
+func TestParseScheduleSaysWhy(t *testing.T) {
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = strconv.Itoa(i) + ":web:1"
+	}
+	for _, tc := range []struct{ schedule, says string }{
+		{"0:web:0,code:0", "sum to 0"},
+		{"0:web:NaN,code:1", "NaN"},
+		{"0:web:-1,code:1", "-1"},
+		{"0:web:1;9:web:2;4:web:1", "increasing step order"},
+		{"0:web:1;4~9:web:2;6:web:1", "overlap"},
+		{"0:web:1;9007199254740992:web:2", "2^53"},
+		{strings.Join(many, ";"), "10000 phases"},
+		{"0:web:1;5:code:1", "same datasets"},
+	} {
+		if _, err := ParseSchedule(tc.schedule); !errors.Is(err, ErrMix) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%.50q: %v, want ErrMix saying %q", tc.schedule, err, tc.says)
+		}
+	}
+}
+
+// TestScheduleEdit: an edit keeps the schedule's phases before its step
+// and takes its own from there, dropping the later ones (a ramp among
+// them); it is refused inside a ramp, when its first phase is not at its
+// step, and as a ramp from step 0.
+func TestScheduleEdit(t *testing.T) {
+	s, err := ParseSchedule("0:web:0.5,code:0.3,books:0.2;6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from       uint64
+		next, want string // want "": refused
+	}{
+		{18, "18:web:0.2,code:0.7,books:0.1", "0:web:0.5,code:0.3,books:0.2;6:web:0.6,code:0.3,books:0.1;18:web:0.2,code:0.7,books:0.1"},
+		{6, "6~10:web:0,code:1,books:0", "0:web:0.5,code:0.3,books:0.2;6~10:web:0,code:1,books:0"},
+		{25, "25:web:1,code:1,books:1", ""},
+		{7, "8:web:1,code:1,books:1", ""},
+		{0, "0~5:web:1,code:1,books:1", ""},
+	} {
+		got, err := s.Edit(tc.from, tc.next)
+		switch {
+		case tc.want == "" && !errors.Is(err, ErrMix):
+			t.Errorf("edit %q from %d: %v, want ErrMix", tc.next, tc.from, err)
+		case tc.want != "" && (err != nil || got.String() != tc.want):
+			t.Errorf("edit %q from %d: %v %v, want %s", tc.next, tc.from, got, err, tc.want)
+		}
 	}
 }

@@ -5,71 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/planner"
-	"github.com/brandgw/brand/shuffle"
 )
-
-// The security review's mixture request: a mixing block and an epoch of
-// 2^24 samples. Each batch of it once shuffled a block of 2^24 slots:
-// 0.6–1.7 CPU-seconds and 140–540 MB a request, 3.3 GB for 24 at once.
-// A mixture's epoch is now read a span at a time, each span built once
-// for every request that asks at once and kept (internal/order), so 24
-// such requests allocate about one span, far below the memo's bound.
-func TestMixtureRequestsBounded(t *testing.T) {
-	m := newMixFixture(t)
-	srv := m.start(t, nil)
-	defer srv.close()
-	const requests = 24
-	url := srv.url + "/epoch/0/batch/0?mix=web:1,code:1&mix_block=16777216&mix_samples=16777216"
-
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	var wg sync.WaitGroup
-	status := make([]int, requests)
-	for i := range requests {
-		wg.Go(func() {
-			resp, err := http.Get(url)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			status[i] = resp.StatusCode
-		})
-	}
-	wg.Wait()
-	runtime.ReadMemStats(&after)
-	for i, s := range status {
-		if s != http.StatusOK {
-			t.Fatalf("request %d: status %d", i, s)
-		}
-	}
-	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%d requests allocated %d MiB in all", requests, allocated>>20)
-	// A span of a 2^24 block over 2 components is 16 MiB and some: one
-	// build, and well under the memo's 64 MiB for everything else.
-	if bound := uint64(order.MaxMixSpanBytes); allocated > bound {
-		t.Errorf("%d concurrent requests allocated %d MiB; bound %d MiB", requests, allocated>>20, bound>>20)
-	}
-
-	// A mixture whose rounding rule would take more than shuffle's bound
-	// to build is refused, naming it: weights 1:1.100001 repeat their
-	// rounding only every 2,100,001 blocks.
-	resp, b := get(t, srv.url+"/epoch/0/batch/0?mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304")
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), strconv.Itoa(shuffle.MaxMixWork)) {
-		t.Errorf("a mixture past shuffle.MaxMixWork: %d %s; want 400 naming %d", resp.StatusCode, b, shuffle.MaxMixWork)
-	}
-}
 
 // The security review's plan: a mixture epoch of 2^24 samples, 20
 // epochs, 4096 nodes, which ran for more than five minutes. It is over

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -161,88 +163,153 @@ func damageAtRest(t *testing.T, f *fixture, c int) {
 	}
 }
 
-// TestSkipDamagedChunk: with OnDamagedChunk "skip" a batch goes out without
-// the samples of a chunk damaged at rest, says which, and is never taken
-// for the full batch.
-func TestSkipDamagedChunk(t *testing.T) {
-	tests := []struct {
-		mode       string
-		wantStatus int
-	}{
-		{gateway.OnDamagedFail, http.StatusBadGateway},
-		{gateway.OnDamagedSkip, http.StatusOK},
+// wantPartialETag is the ETag docs/http-api.md gives a batch served
+// without the samples at batch positions missing (ascending): one rule
+// for a dataset's batch and a mixture's (internal/order's TestWithout).
+func wantPartialETag(full string, missing []int) string {
+	s := "brand-partial-v2|" + full
+	for _, pos := range missing {
+		s += "|" + strconv.Itoa(pos)
 	}
-	for _, tc := range tests {
-		t.Run(tc.mode, func(t *testing.T) {
-			f := newFixtureSized(t, 4, 3, 70000)
-			_, srv := start(t, f.store, func(c *gateway.Config) {
-				c.Defaults.Window, c.Defaults.BatchSize = 4, 12 // one batch: the whole epoch
+	h := sha256.Sum256([]byte(s))
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// TestPartialBatches: the HTTP contract of a batch that reads a chunk
+// damaged at rest (chunk 1 of dataset a). In fail mode it is a 502; with
+// --on-damaged-chunk=skip it goes out without that chunk's samples — one
+// dataset's batch, one assembled in parts, a mixture's — the rest the
+// sources' bytes, with Brand-Missing-Samples and Brand-Missing-Keys
+// naming what it lacks in batch order, Brand-Batch-Samples and
+// Content-Length what it holds, the partial ETag over the positions left
+// out, and Cache-Control: no-store; a batch that lacks nothing keeps its
+// full ETag. /metrics, /manifest and the Go client say the same. Which
+// samples are left out, however the batch is read, is internal/reader's
+// TestReadBatch; the partial ETag's rule internal/order's TestWithout.
+// The reproductions: a batch assembled in parts answered 502 and set no
+// missing headers; a mixture's batch sent the count alone, and built its
+// ETag by a rule of its own.
+func TestPartialBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		mode                   string
+		chunks, perChunk, size int
+		mix                    bool  // a mixture of a and b, half each
+		cache                  int64 // in largest chunks; 0: 64 MiB
+		batch, batches         int
+	}{
+		{"fail", gateway.OnDamagedFail, 4, 3, 70000, false, 0, 12, 1},
+		{"skip", gateway.OnDamagedSkip, 4, 3, 70000, false, 0, 12, 1},
+		{"skip, assembled in parts", gateway.OnDamagedSkip, 8, 4, 40000, false, 3, 32, 1},
+		{"skip, a mixture", gateway.OnDamagedSkip, 4, 3, 70000, true, 0, 6, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sets := map[string]*fixture{}
+			var specs []gateway.DatasetSpec
+			var largest int64
+			for _, name := range []string{"a", "b"}[:1+boolN(tc.mix)] {
+				f := newFixtureNamed(t, t.TempDir(), name+"-", tc.chunks, tc.perChunk, tc.size)
+				sets[name] = f
+				specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
+				for c := range tc.chunks {
+					largest = max(largest, f.index.Chunk(c).Size)
+				}
+			}
+			_, srv := start(t, nil, func(c *gateway.Config) {
+				c.Datasets = specs
+				c.Defaults = gateway.Defaults{BatchSize: tc.batch, Window: tc.chunks, Seed: 5}
 				c.OnDamagedChunk = tc.mode
 				c.PrefetchConcurrency = -1
+				if tc.cache > 0 {
+					c.CacheSize = tc.cache * largest
+				}
 			})
-			url := srv.URL + "/epoch/0/batch/0"
-			head, err := http.Head(url)
-			if err != nil {
-				t.Fatal(err)
+			q := ""
+			if tc.mix {
+				q = "?mix=a:0.5,b:0.5"
 			}
-			head.Body.Close()
-			damageAtRest(t, f, 1)
-			resp, body := get(t, url)
-			if resp.StatusCode != tc.wantStatus {
-				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.wantStatus)
+			batch := func(m int, manifest string) string {
+				return fmt.Sprintf("%s/epoch/0/batch/%d%s%s", srv.URL, m, manifest, q)
 			}
-			if tc.mode == gateway.OnDamagedFail {
-				return
+			fulls := make([]api.Manifest, tc.batches) // before the damage
+			for m := range fulls {
+				fulls[m] = manifestOf(t, batch(m, "/manifest"))
 			}
-			lo, n := f.index.ChunkRange(1)
+			damageAtRest(t, sets["a"], 1)
+			ix := sets["a"].index
+			lo, n := ix.ChunkRange(1)
 			var damaged []string
 			for id := lo; id < lo+n; id++ {
-				damaged = append(damaged, f.index.SampleKey(id))
+				damaged = append(damaged, ix.SampleKey(id)) // keys carry their dataset's prefix
 			}
-			samples := readTar(t, body)
-			if len(samples) != 12-n {
-				t.Fatalf("%d samples served, want %d", len(samples), 12-n)
-			}
-			for _, s := range samples {
-				if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
-					t.Fatalf("sample %s has wrong bytes", s.key)
+			missingTotal := 0
+			for m, full := range fulls {
+				resp, body := get(t, batch(m, ""))
+				if tc.mode == gateway.OnDamagedFail {
+					if resp.StatusCode != http.StatusBadGateway {
+						t.Fatalf("batch %d: %s (%s), want 502", m, resp.Status, body)
+					}
+					return
 				}
-				for _, d := range damaged {
-					if s.key == d {
-						t.Fatalf("sample %s of the damaged chunk was served", d)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("batch %d: %s: %s", m, resp.Status, body)
+				}
+				var missing []int
+				var keys []string
+				for i, s := range full.Samples {
+					if slices.Contains(damaged, s.Key) {
+						missing, keys = append(missing, i), append(keys, s.Key)
 					}
 				}
-			}
-			h := resp.Header
-			if got := h.Get(api.HeaderBatchSamples); got != strconv.Itoa(len(samples)) {
-				t.Errorf("%s = %s, %d served", api.HeaderBatchSamples, got, len(samples))
-			}
-			if got := h.Get("Content-Length"); got != strconv.Itoa(len(body)) {
-				t.Errorf("Content-Length %s, body %d bytes", got, len(body))
-			}
-			if got := h.Get(api.HeaderMissingSamples); got != strconv.Itoa(n) {
-				t.Errorf("%s = %q, want %d", api.HeaderMissingSamples, got, n)
-			}
-			for _, d := range damaged {
-				if !strings.Contains(h.Get(api.HeaderMissingKeys), d) {
-					t.Errorf("%s = %q does not name %s", api.HeaderMissingKeys, h.Get(api.HeaderMissingKeys), d)
+				missingTotal += len(missing)
+				samples := readTar(t, body)
+				for _, s := range samples {
+					if slices.Contains(damaged, s.key) {
+						t.Fatalf("batch %d served %s of the damaged chunk", m, s.key)
+					}
+					if !bytes.Equal(s.files["jpg"], sets[s.key[:1]].content[s.key]["jpg"]) {
+						t.Fatalf("batch %d: %s differs from its source", m, s.key)
+					}
+				}
+				h := resp.Header
+				if len(samples)+len(missing) != len(full.Samples) || h.Get(api.HeaderBatchSamples) != strconv.Itoa(len(samples)) ||
+					h.Get("Content-Length") != strconv.Itoa(len(body)) {
+					t.Errorf("batch %d: %d samples (%s says %s, Content-Length %s of %d bytes), %d missing, of %d",
+						m, len(samples), api.HeaderBatchSamples, h.Get(api.HeaderBatchSamples), h.Get("Content-Length"), len(body), len(missing), len(full.Samples))
+				}
+				if tc.mix && len(strings.Split(h.Get(api.HeaderMixComponents), ",")) != len(samples) {
+					t.Errorf("batch %d: %s %q for %d samples", m, api.HeaderMixComponents, h.Get(api.HeaderMixComponents), len(samples))
+				}
+				if len(missing) == 0 {
+					if h.Get(api.HeaderMissingKeys) != "" || h.Get("ETag") != full.ETag {
+						t.Errorf("batch %d lacks nothing but says %q, ETag %s (full %s)", m, h.Get(api.HeaderMissingKeys), h.Get("ETag"), full.ETag)
+					}
+					continue
+				}
+				if got := h.Get(api.HeaderMissingSamples); got != strconv.Itoa(len(missing)) {
+					t.Errorf("batch %d: %s = %q, want %d", m, api.HeaderMissingSamples, got, len(missing))
+				}
+				if got := h.Get(api.HeaderMissingKeys); got != strings.Join(keys, ",") {
+					t.Errorf("batch %d: %s = %q, want %q", m, api.HeaderMissingKeys, got, strings.Join(keys, ","))
+				}
+				if got, want := h.Get("ETag"), wantPartialETag(full.ETag, missing); got != want {
+					t.Errorf("batch %d: partial ETag %s, want %s (the full batch's %s without positions %v)", m, got, want, full.ETag, missing)
+				}
+				if h.Get("Cache-Control") != "no-store" {
+					t.Errorf("batch %d: Cache-Control %q on a partial batch", m, h.Get("Cache-Control"))
 				}
 			}
-			var missing []int // the batch positions of the damaged chunk's samples
-			man := manifestOf(t, srv.URL+"/epoch/0/batch/0/manifest")
-			for i, s := range man.Samples {
-				if slices.Contains(damaged, s.Key) {
-					missing = append(missing, i)
-				}
-			}
-			if got, want := h.Get("ETag"), wantPartialETag(head.Header.Get("ETag"), missing); got != want {
-				t.Errorf("the partial batch's ETag is %s, want %s (the full batch's %s without positions %v)", got, want, head.Header.Get("ETag"), missing)
-			}
-			if h.Get("Cache-Control") != "no-store" {
-				t.Errorf("Cache-Control %q on a partial batch", h.Get("Cache-Control"))
+			if missingTotal != n {
+				t.Fatalf("%d samples named missing, want the damaged chunk's %d", missingTotal, n)
 			}
 			if got := metric(t, srv.URL, "brand_skipped_samples_total"); got != float64(n) {
 				t.Errorf("brand_skipped_samples_total = %v, want %d", got, n)
+			}
+			if got := metric(t, srv.URL, "brand_batches_assembled_in_parts_total"); (got > 0) != (tc.cache > 0) {
+				t.Errorf("brand_batches_assembled_in_parts_total = %v with a cache of %d chunks", got, tc.cache)
+			}
+			if tc.mix {
+				return
 			}
 			c, err := client.New(srv.URL, client.Options{})
 			if err != nil {
@@ -252,79 +319,24 @@ func TestSkipDamagedChunk(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the Go client on a partial batch: %v", err)
 			}
-			if cb.Missing != n || len(cb.Samples) != len(samples) {
-				t.Errorf("the Go client sees %d missing, %d samples; want %d, %d", cb.Missing, len(cb.Samples), n, len(samples))
+			if cb.Missing != n || len(cb.Samples) != len(fulls[0].Samples)-n {
+				t.Errorf("the Go client sees %d missing, %d samples; want %d, %d", cb.Missing, len(cb.Samples), n, len(fulls[0].Samples)-n)
 			}
-			_, mb := get(t, url+"/manifest")
-			var m api.Manifest
-			if err := json.Unmarshal(mb, &m); err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(m.Missing)
-			if !slices.Equal(m.Missing, damaged) {
-				t.Errorf("manifest's missing = %v, want %v", m.Missing, damaged)
+			man := manifestOf(t, batch(0, "/manifest"))
+			slices.Sort(man.Missing)
+			slices.Sort(damaged)
+			if !slices.Equal(man.Missing, damaged) {
+				t.Errorf("manifest's missing = %v, want %v", man.Missing, damaged)
 			}
 		})
 	}
 }
 
-// TestSkipDamagedChunkInParts: skip mode holds for batches assembled in
-// parts. The reproduction: with a cache of three chunks, a batch of eight
-// answered 502 for a chunk damaged at rest, and its missing-sample headers
-// were never set.
-func TestSkipDamagedChunkInParts(t *testing.T) {
-	f := newFixtureSized(t, 8, 4, 40000)
-	var largest int64
-	for c := range 8 {
-		largest = max(largest, f.index.Chunk(c).Size)
+func boolN(b bool) int {
+	if b {
+		return 1
 	}
-	_, srv := start(t, f.store, func(c *gateway.Config) {
-		c.CacheSize = 3 * largest
-		c.Defaults.Window, c.Defaults.BatchSize = 8, 32 // one batch: the whole epoch
-		c.OnDamagedChunk = gateway.OnDamagedSkip
-		c.PrefetchConcurrency = -1
-	})
-	damageAtRest(t, f, 1)
-	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	checkPartial(t, f, resp, body, 1)
-	if m := scrape(t, srv.URL); !strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 1\n") {
-		t.Errorf("the batch was not assembled in parts:\n%s", grepLines(m, "assembled"))
-	}
-}
-
-// checkPartial checks a batch served without the samples of damaged chunk
-// c: the others byte-correct, the damaged one's named in the headers.
-func checkPartial(t *testing.T, f *fixture, resp *http.Response, body []byte, c int) {
-	t.Helper()
-	lo, n := f.index.ChunkRange(c)
-	damaged := map[string]bool{}
-	for id := lo; id < lo+n; id++ {
-		damaged[f.index.SampleKey(id)] = true
-	}
-	samples := readTar(t, body)
-	for _, s := range samples {
-		if damaged[s.key] {
-			t.Fatalf("sample %s of the damaged chunk was served", s.key)
-		}
-		if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
-			t.Fatalf("sample %s has wrong bytes", s.key)
-		}
-	}
-	h := resp.Header
-	if got := h.Get(api.HeaderMissingSamples); got != strconv.Itoa(n) {
-		t.Errorf("%s = %q, want %d", api.HeaderMissingSamples, got, n)
-	}
-	for d := range damaged {
-		if !strings.Contains(h.Get(api.HeaderMissingKeys), d) {
-			t.Errorf("%s = %q does not name %s", api.HeaderMissingKeys, h.Get(api.HeaderMissingKeys), d)
-		}
-	}
-	if got := h.Get(api.HeaderBatchSamples); got != strconv.Itoa(len(samples)) {
-		t.Errorf("%s = %s, %d served", api.HeaderBatchSamples, got, len(samples))
-	}
+	return 0
 }
 
 // TestSkipDamagedChunkOnACluster: on a cluster, the owner of a chunk

@@ -84,125 +84,71 @@ func seal(t *testing.T, base, job string, epoch int, prev string) sealed {
 	return s
 }
 
-// readImportanceEpoch reads every batch of an epoch in importance mode and
-// returns the bodies, checking each sample against its source.
-func readImportanceEpoch(t *testing.T, f *fixture, base string, epoch int, q string) ([][]byte, int) {
-	t.Helper()
-	resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", base, epoch, q))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("epoch info: %s: %s", resp.Status, body)
-	}
-	var info struct {
-		Samples, Batches int
-	}
-	if err := json.Unmarshal(body, &info); err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	total := 0
-	seen := map[string]int{}
-	for m := range info.Batches {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("epoch %d batch %d: %s: %s", epoch, m, resp.Status, body)
-		}
-		samples := readTar(t, body)
-		f.verify(t, samples, seen)
-		total += len(samples)
-		out = append(out, body)
-	}
-	if total != info.Samples {
-		t.Fatalf("epoch %d carried %d samples, want its length %d", epoch, total, info.Samples)
-	}
-	return out, len(seen)
-}
-
+// TestImportanceFeedbackSealAndReplicas: the HTTP contract of a seal
+// and of its epoch on another replica: feedback and a seal answer 200,
+// the seal counting every sample reported and naming a version; another
+// gateway over the store answers /importance/JOB/epochs/0 with it and 404
+// for an epoch not sealed, and serves the importance epoch's batches as
+// the sealing gateway does, loading the snapshot on the request. (That
+// the seal is one version, what another node reads of it and the epoch
+// laid out alike: internal/feedback's TestAnotherNodeReadsTheSeal and
+// TestSealsConvergeAcrossNodes.)
 func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	_, a := start(t, f.store, nil)
 	_, b := start(t, f.store, nil)
 	const job = "train-1"
-	uniform := "seed=4&window=4&batch_size=16"
 	feedEpoch(t, a.URL, f, job, 0)
 	s := seal(t, a.URL, job, 0, "")
 	if s.Reported != f.index.NumSamples() || len(s.Version) != 16 {
 		t.Fatalf("seal = %+v, want every sample reported and a version", s)
 	}
-	if again := seal(t, a.URL, job, 0, ""); again.Version != s.Version {
-		t.Fatalf("sealing the same feedback again gave %s, then %s", s.Version, again.Version)
-	}
-	// Another replica finds the version, and serves the same bytes.
-	resp, body := get(t, fmt.Sprintf("%s/importance/%s/epochs/0", b.URL, job))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), s.Version) {
+	if resp, body := get(t, fmt.Sprintf("%s/importance/%s/epochs/0", b.URL, job)); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), s.Version) {
 		t.Fatalf("epochs/0 from another replica: %s: %s", resp.Status, body)
 	}
 	if resp, _ := get(t, fmt.Sprintf("%s/importance/%s/epochs/1", b.URL, job)); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an epoch not sealed: %s, want 404", resp.Status)
 	}
-	q := uniform + "&sampling=importance&job=" + job + "&importance=" + s.Version + "&hot=2"
-	fromA, distinct := readImportanceEpoch(t, f, a.URL, 1, q)
-	fromB, _ := readImportanceEpoch(t, f, b.URL, 1, q)
-	_, c := start(t, f.store, nil) // a restarted replica: nothing in memory
-	fromC, _ := readImportanceEpoch(t, f, c.URL, 1, q)
-	for m := range fromA {
-		if !bytes.Equal(fromA[m], fromB[m]) || !bytes.Equal(fromA[m], fromC[m]) {
-			t.Fatalf("batch %d of the importance epoch differs between replicas", m)
-		}
-	}
-	if distinct >= f.index.NumSamples() {
-		t.Errorf("the importance epoch drew %d distinct samples of %d: with skewed scores it should repeat some and skip others", distinct, f.index.NumSamples())
-	}
-	// (Without a version importance mode is the uniform order, and an
-	// importance epoch never repeats a sample in a row on a cluster:
-	// internal/order's TestImportanceWithoutASnapshot and
-	// TestImportanceOnAClusterNeverRepeatsInARow.)
-	// The next seal builds on this one.
-	feedEpoch(t, b.URL, f, job, 1)
-	if s2 := seal(t, b.URL, job, 1, s.Version); s2.Version == s.Version {
-		t.Error("sealing epoch 1 onto epoch 0's snapshot gave the same version")
+	q := "/epoch/1/batch/2?seed=4&window=4&batch_size=16&sampling=importance&job=" + job + "&importance=" + s.Version + "&hot=2"
+	ra, fromA := get(t, a.URL+q)
+	rb, fromB := get(t, b.URL+q)
+	if ra.StatusCode != http.StatusOK || rb.StatusCode != http.StatusOK || !bytes.Equal(fromA, fromB) {
+		t.Fatalf("batch 2 of the importance epoch: %s from the sealing gateway, %s from another, the same bytes: %t", ra.Status, rb.Status, bytes.Equal(fromA, fromB))
 	}
 }
 
+// TestImportanceBadRequests: the statuses of importance's endpoints and
+// parameters. What a feedback body may hold is internal/feedback's
+// TestDecodeJSON and TestDecodeBinary (every malformed body, each
+// refused naming its fault); what the query may say, internal/query's
+// TestParse; here one of each answers 400, beside the endpoints' own
+// refusals and a snapshot no store holds (404).
 func TestImportanceBadRequests(t *testing.T) {
 	f := newFixture(t, 8, 4)
 	_, srv := start(t, f.store, nil)
 	base := srv.URL + "/importance/j/feedback?epoch=0"
-	nan := binaryFeedback([]int{1}, []float32{float32(math.NaN())})
+	ok := []byte(`{"ids":[0],"losses":[1]}`)
 	tests := []struct {
 		name, url, ctype string
 		body             []byte
 		want             int
 	}{
 		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
-		{"unknown id", base, "application/octet-stream", binaryFeedback([]int{9999}, []float32{1}), 400},
-		{"NaN loss", base, "application/octet-stream", nan, 400},
-		{"negative loss", base, "application/json", []byte(`{"ids":[0],"losses":[-1]}`), 400},
-		{"wrong length", base, "application/json", []byte(`{"ids":[0,1],"losses":[1]}`), 400},
-		{"keys and ids", base, "application/json", []byte(`{"ids":[0],"keys":["a"],"losses":[1]}`), 400},
-		{"torn record", base, "application/octet-stream", []byte{1, 2, 3}, 400},
-		{"not JSON", base, "application/json", []byte(`{`), 400},
-		{"trailing garbage", base, "application/json", []byte(`{"ids":[1],"losses":[1]} garbage`), 400},
-		{"two objects", base, "application/json", []byte(`{"ids":[1],"losses":[1]}{"ids":[1],"losses":[1]}`), 400},
-		{"an ID twice", base, "application/json", []byte(`{"ids":[1],"ids":[2],"losses":[1]}`), 400},
-		{"a fractional ID", base, "application/json", []byte(`{"ids":[1.5],"losses":[1]}`), 400},
-		{"a null loss", base, "application/json", []byte(`{"ids":[1],"losses":[null]}`), 400},
+		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400},
 		{"seal without feedback", srv.URL + "/importance/none/seal?epoch=3", "", nil, 409},
-		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"unknown parameter", base + "&x=1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"unknown dataset", base + "&dataset=nope", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 404},
-		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
-		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", []byte(`{"ids":[0],"losses":[1]}`), 400},
+		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400},
+		{"unknown parameter", base + "&x=1", "application/json", ok, 400},
+		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404},
+		{"no epoch", srv.URL + "/importance/j/feedback", "application/json", ok, 400},
+		{"epoch out of range", srv.URL + "/importance/j/feedback?epoch=-1", "application/json", ok, 400},
 		{"unknown prev", srv.URL + "/importance/j/seal?epoch=0&prev=0123456789abcdef", "", nil, 404},
 		{"bad prev", srv.URL + "/importance/j/seal?epoch=0&prev=xyz", "", nil, 400},
 		{"good", base, "application/json", []byte(`{"ids":[0,1],"losses":[0.5,2]}`), 200},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, body := post(t, tc.url, tc.ctype, tc.body)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("%s: %s", resp.Status, body)
-			}
-		})
+		if resp, body := post(t, tc.url, tc.ctype, tc.body); resp.StatusCode != tc.want {
+			t.Errorf("%s: %s %s, want %d", tc.name, resp.Status, body, tc.want)
+		}
 	}
 	if resp, _ := get(t, srv.URL+"/importance/j/seal?epoch=0"); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("GET of a seal: %s, Allow %q; want 405 and POST", resp.Status, resp.Header.Get("Allow"))
@@ -212,19 +158,8 @@ func TestImportanceBadRequests(t *testing.T) {
 		want int
 	}{
 		{"sampling=importance", 400},
-		{"job=j", 200}, // a uniform job's name
-		{"job=a%20b", 400},
-		{"importance=0123456789abcdef", 400}, // a snapshot without sampling=importance
-		{"hot=3", 400},
-		{"job=j&weight=2.5", 200},
-		{"weight=0", 400},
-		{"weight=101", 400},
-		{"weight=NaN", 400},
 		{"sampling=importance&job=j&importance=0123456789abcdef", 404},
-		{"sampling=importance&job=j&importance=XYZ", 400},
-		{"sampling=sometimes", 400},
-		{"sampling=importance&job=j&hot=-1", 400},
-		{"sampling=uniform", 200},
+		{"job=j&weight=2.5&sampling=uniform", 200},
 	} {
 		if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.q); resp.StatusCode != tc.want {
 			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -167,39 +166,6 @@ func TestMixtureOverHTTP(t *testing.T) {
 	}
 }
 
-// TestMixtureIdenticalAcrossGateways: two gateways over the same stores,
-// and one started after the first has gone, serve identical bytes.
-func TestMixtureIdenticalAcrossGateways(t *testing.T) {
-	m := newMixFixture(t)
-	a, b := m.start(t, nil), m.start(t, nil)
-	urls := func(base string) []string {
-		var u []string
-		for _, e := range []int{0, 2} {
-			for bt := range 7 {
-				u = append(u, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=%s&world=2&rank=%d&seed=9", base, e, bt, testMix, bt%2))
-			}
-		}
-		return u
-	}
-	hash := func(s *httptestServer) [][32]byte {
-		var h [][32]byte
-		for _, u := range urls(s.url) {
-			_, sum := m.readMix(t, u)
-			h = append(h, sum)
-		}
-		return h
-	}
-	ha := hash(a)
-	if fmt.Sprint(ha) != fmt.Sprint(hash(b)) {
-		t.Fatal("two gateways served different bytes")
-	}
-	a.close()
-	c := m.start(t, nil)
-	if fmt.Sprint(ha) != fmt.Sprint(hash(c)) {
-		t.Fatal("a restarted gateway served different bytes")
-	}
-}
-
 // TestMixtureErrors: malformed mixtures and parameters that do not apply
 // are refused with the status that says why.
 func TestMixtureErrors(t *testing.T) {
@@ -216,6 +182,7 @@ func TestMixtureErrors(t *testing.T) {
 		{"mix_block=8", http.StatusBadRequest},
 		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest},
 		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest},
+		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest}, // past shuffle.MaxMixWork: internal/order's TestMixtureRequestsBounded
 	} {
 		resp, body := get(t, srv.url+"/epoch/0/batch/0?"+tc.query)
 		if resp.StatusCode != tc.status {
@@ -249,28 +216,15 @@ func TestMixtureErrors(t *testing.T) {
 	}
 }
 
-// TestClusterMixture: a mixture on a cluster of three nodes. Every rank
-// reads its home; each chunk of each component is read from the store by
-// one node once; with locality the batches carry mostly samples of their
-// home node's chunks (a component of two chunks cannot be on all three
-// nodes, so some must cross), without it about two thirds cross; any node
-// answers any rank's request with the same bytes.
-func TestClusterMixture(t *testing.T) {
-	m := newMixFixture(t)
-	for _, locality := range []bool{true, false} {
-		t.Run(fmt.Sprintf("locality=%t", locality), func(t *testing.T) { clusterMixture(t, m, locality, "mix="+testMix) })
-	}
-}
-
-// TestClusterSchedule is TestClusterMixture for a schedule whose weights
-// change at step 4: peers forward it, every node serves any rank the
-// same bytes.
+// TestClusterSchedule: a schedule whose weights change at step 4, on a
+// cluster of three nodes: every rank reads its home, peers are asked with
+// the schedule, each chunk of each component is read from the store by
+// one node once, and any node answers any rank's request with the same
+// bytes. (A mixture's on two `brand serve` processes is integration's
+// TestMixtureClusterOnMinIO; how a mixture's or a schedule's samples are
+// assigned to ranks by locality, internal/order's TestMixtureLocality.)
 func TestClusterSchedule(t *testing.T) {
 	m := newMixFixture(t)
-	clusterMixture(t, m, true, "mix_schedule="+url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6"))
-}
-
-func clusterMixture(t *testing.T, m *mixFixture, locality bool, mixq string) {
 	const nodes, world, batch = 3, 6, 8
 	lns, urls := loopbacks(t, nodes)
 	stores := make([]map[string]*countingStore, nodes)
@@ -295,25 +249,16 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool, mixq string) {
 		srvs[k] = srv.URL
 	}
 	q := func(r int) string {
-		// A window of 6 splits into 3, 2 and 2 chunks by weight: each
-		// component's window spreads over the nodes.
-		return fmt.Sprintf("%s&window=6&world=%d&rank=%d&locality=%t", mixq, world, r, locality)
+		return fmt.Sprintf("mix_schedule=%s&window=6&world=%d&rank=%d",
+			url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6"), world, r)
 	}
 	const batches = 10 // K = 48: 440 samples rounded up to 480, ten global batches
 	bodies := map[string][32]byte{}
-	counts := make([]int, 3)
 	for r := range world {
-		home := srvs[cluster.Home(r, world, nodes)]
 		for b := range batches {
-			got, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", home, b, q(r)))
-			for _, s := range got {
-				counts[s.comp]++
-			}
+			_, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srvs[cluster.Home(r, world, nodes)], b, q(r)))
 			bodies[fmt.Sprintf("%d/%d", r, b)] = sum
 		}
-	}
-	if counts[0]+counts[1]+counts[2] != 480 {
-		t.Fatalf("the epoch served %v samples", counts)
 	}
 	for _, name := range m.names {
 		reads := map[string]int{}
@@ -331,177 +276,12 @@ func clusterMixture(t *testing.T, m *mixFixture, locality bool, mixq string) {
 			}
 		}
 	}
-	var home, peer float64
-	for _, u := range srvs {
-		home += metric(t, u, `brand_locality_bytes_total{source="home"}`)
-		peer += metric(t, u, `brand_locality_bytes_total{source="peer"}`)
-	}
-	share := peer / (home + peer)
-	t.Logf("locality=%t: %.1f%% of the mixture's batch bytes crossed nodes", locality, 100*share)
-	// The order is the single gateway's, windows of 3, 2 and 2 chunks
-	// over 3 nodes, and owners hash the nodes' URLs (random loopback
-	// ports): measured 12–27 % over 20 runs.
-	if locality && share > 0.35 {
-		t.Errorf("%.1f%% of batch bytes crossed nodes with locality; want at most 35%%", 100*share)
-	}
-	if !locality && share < 0.5 {
-		t.Errorf("without locality only %.1f%% crossed nodes; expected about two thirds", 100*share)
-	}
 	for _, r := range []int{0, 5} {
 		for k, u := range srvs {
-			_, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/2?%s", u, q(r)))
-			if sum != bodies[fmt.Sprintf("%d/2", r)] {
+			if _, sum := m.readMix(t, fmt.Sprintf("%s/epoch/0/batch/2?%s", u, q(r))); sum != bodies[fmt.Sprintf("%d/2", r)] {
 				t.Fatalf("rank %d batch 2 from node %d differs from its home's", r, k)
 			}
 		}
-	}
-}
-
-// TestMixtureReadsPartsTogether: on a gateway without peers, a mixture
-// batch's parts — one per component pass — are read under one pin of the
-// cache, as one dataset's batch is, with each part's loads counted for its
-// component; parts are copied out of the cache, so that the next part's
-// chunks can be acquired without holding theirs, only when the parts'
-// chunks do not fit in the cache together. The reproduction: every batch
-// copied all its parts but the largest (brand_mix_parts_copied_total 112
-// for the epoch's 56 batches here), which cost a mixture 10–20 % of one
-// dataset's rate with 10 KiB samples (docs/benchmarks.md, "Mixing two
-// datasets"). A chunk damaged at rest (skip mode) sends the batch back to
-// the parts read one at a time, which leave its samples out.
-func TestMixtureReadsPartsTogether(t *testing.T) {
-	m := newMixFixture(t)
-	chunkOf := map[string]int{} // "dataset/key" → chunk
-	var largest int64
-	for _, name := range m.names {
-		ix := m.sets[name].index
-		for c := range ix.NumChunks() {
-			largest = max(largest, ix.Chunk(c).Size)
-			lo, n := ix.ChunkRange(c)
-			for id := lo; id < lo+n; id++ {
-				chunkOf[name+"/"+ix.SampleKey(id)] = c
-			}
-		}
-	}
-	for _, tc := range []struct {
-		name   string
-		cache  int64
-		copies bool
-	}{
-		{"room for all", 64 << 20, false},
-		{"room for one part at a time", 3 * largest, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, srv := start(t, nil, func(c *gateway.Config) {
-				c.Datasets = m.specs
-				c.Defaults = gateway.Defaults{BatchSize: 8, Window: 1, Seed: 5}
-				c.CacheSize = tc.cache
-				c.PrefetchConcurrency = -1
-			})
-			base := srv.URL + "/epoch/0/batch/%d?mix=" + testMix
-			resp, body := get(t, fmt.Sprintf(srv.URL+"/epoch/0?mix=%s", testMix))
-			var e api.EpochInfo
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &e) != nil {
-				t.Fatalf("epoch info: %d %s", resp.StatusCode, body)
-			}
-			used := make([]map[int]bool, len(m.names)) // per component: the chunks its samples came from
-			for i := range used {
-				used[i] = map[int]bool{}
-			}
-			for b := range e.Batches {
-				samples, _ := m.readMix(t, fmt.Sprintf(base, b))
-				for _, s := range samples {
-					used[s.comp][chunkOf[m.names[s.comp]+"/"+s.key]] = true
-				}
-			}
-			copied := metric(t, srv.URL, "brand_mix_parts_copied_total")
-			if !tc.copies && copied != 0 {
-				t.Fatalf("%v parts copied out of a cache with room for the whole mixture", copied)
-			}
-			if tc.copies && copied == 0 {
-				t.Fatal("no part copied out of a cache too small for the parts' chunks together")
-			}
-			if tc.copies {
-				return // chunks are loaded again when they do not stay
-			}
-			// With room for everything and nothing read ahead, each
-			// component loaded exactly the chunks its samples came from.
-			_, sb := get(t, srv.URL+"/stats")
-			var st struct {
-				Mixtures []api.MixStat `json:"mixtures"`
-			}
-			if err := json.Unmarshal(sb, &st); err != nil || len(st.Mixtures) != 1 {
-				t.Fatalf("stats: %v %s", err, sb)
-			}
-			for i, c := range st.Mixtures[0].Components {
-				var want int64
-				for ch := range used[i] {
-					want += m.sets[m.names[i]].index.Chunk(ch).Size
-				}
-				if c.BackendBytes != want {
-					t.Errorf("component %s: backend_bytes %d, want %d (the bytes of the %d chunks its samples came from)", c.Dataset, c.BackendBytes, want, len(used[i]))
-				}
-			}
-		})
-	}
-}
-
-// skippingMixture serves datasets a and b, 12 samples each, with
-// --on-damaged-chunk=skip and no prefetch, in batches of 6.
-func skippingMixture(t *testing.T) (*mixFixture, *httptest.Server) {
-	m := &mixFixture{sets: map[string]*fixture{}, names: []string{"a", "b"}}
-	for _, name := range m.names {
-		f := newFixtureNamed(t, t.TempDir(), name+"-", 4, 3, 70000)
-		m.sets[name] = f
-		m.specs = append(m.specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
-	}
-	_, srv := start(t, nil, func(c *gateway.Config) {
-		c.Datasets = m.specs
-		c.Defaults = gateway.Defaults{BatchSize: 6, Window: 4, Seed: 5}
-		c.OnDamagedChunk = gateway.OnDamagedSkip
-		c.PrefetchConcurrency = -1
-	})
-	return m, srv
-}
-
-// TestMixtureSkipsADamagedChunk: with --on-damaged-chunk=skip a mixture
-// batch with a chunk damaged at rest is served without that chunk's
-// samples, and says how many it lacks; the rest are the sources' bytes.
-func TestMixtureSkipsADamagedChunk(t *testing.T) {
-	m, srv := skippingMixture(t)
-	damageAtRest(t, m.sets["a"], 1)
-	ix := m.sets["a"].index
-	lo, n := ix.ChunkRange(1)
-	damaged := map[string]bool{}
-	for id := lo; id < lo+n; id++ {
-		damaged[ix.SampleKey(id)] = true // keys carry their dataset's prefix
-	}
-	const mix = "a:0.5,b:0.5"
-	var served, missing int
-	for b := range 4 { // 24 samples: one pass of each
-		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s", srv.URL, b, mix))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
-		}
-		k, _ := strconv.Atoi(resp.Header.Get(api.HeaderMissingSamples))
-		missing += k
-		comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
-		samples := readTar(t, body)
-		if len(comps) != len(samples) || len(samples)+k != 6 {
-			t.Fatalf("batch %d: %d samples, %d components, %d missing", b, len(samples), len(comps), k)
-		}
-		for i, s := range samples {
-			name := m.names[map[string]int{"0": 0, "1": 1}[comps[i]]]
-			if damaged[s.key] {
-				t.Fatalf("batch %d served %s of the damaged chunk", b, s.key)
-			}
-			if !bytes.Equal(s.files["jpg"], m.sets[name].content[s.key]["jpg"]) {
-				t.Fatalf("batch %d: %s differs from its source", b, s.key)
-			}
-		}
-		served += len(samples)
-	}
-	if missing != n || served != 24-n {
-		t.Fatalf("%d served and %d missing; want %d and %d", served, missing, 24-n, n)
 	}
 }
 
@@ -510,7 +290,7 @@ func TestMixtureSkipsADamagedChunk(t *testing.T) {
 // background; closing the gateway right after the batch waits for that
 // work (and returns) instead of handing fetches to a closed cluster. The
 // race it guards against was seen once, intermittently:
-// TestClusterMixture under -race in CI, a fetch ahead started after
+// the cluster mixture test under -race in CI, a fetch ahead started after
 // Close had waited for the cluster's goroutines. This test does not
 // force that interleaving; it checks that Close, which now waits for the
 // fetch-ahead work, neither hangs nor races right after such a batch.
@@ -535,91 +315,5 @@ func TestMixtureFetchAheadStopsWithTheGateway(t *testing.T) {
 			srvs[k].Close()
 			gs[k].Close()
 		}
-	}
-}
-
-// wantPartialETag is the ETag docs/http-api.md gives a batch served
-// without the samples at batch positions missing (ascending): one rule
-// for a dataset's batch and a mixture's.
-func wantPartialETag(full string, missing []int) string {
-	s := "brand-partial-v2|" + full
-	for _, pos := range missing {
-		s += "|" + strconv.Itoa(pos)
-	}
-	h := sha256.Sum256([]byte(s))
-	return `"` + hex.EncodeToString(h[:16]) + `"`
-}
-
-// TestMixtureSkipNamesItsMissingKeys: a mixture batch in skip mode names
-// the samples it lacks in Brand-Missing-Keys, as a single dataset's batch
-// does, and its ETag follows the same partial rule (over the batch
-// positions left out). A mixture's batch once sent the count alone, and
-// built its ETag by a rule of its own.
-func TestMixtureSkipNamesItsMissingKeys(t *testing.T) {
-	m, srv := skippingMixture(t)
-	const mix = "a:0.5,b:0.5"
-	// The full batches' ETags and samples, before the damage.
-	type full struct {
-		etag string
-		keys []string
-	}
-	var fulls []full
-	for b := range 4 {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d/manifest?mix=%s", srv.URL, b, mix))
-		var man api.Manifest
-		if err := json.Unmarshal(body, &man); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("manifest %d: %d %v %s", b, resp.StatusCode, err, body)
-		}
-		f := full{etag: man.ETag}
-		for _, s := range man.Samples {
-			f.keys = append(f.keys, s.Key)
-		}
-		fulls = append(fulls, f)
-	}
-	damageAtRest(t, m.sets["a"], 1)
-	ix := m.sets["a"].index
-	lo, n := ix.ChunkRange(1)
-	damaged := map[string]bool{}
-	for id := lo; id < lo+n; id++ {
-		damaged[ix.SampleKey(id)] = true
-	}
-	partial := 0
-	for b, f := range fulls {
-		url := fmt.Sprintf("%s/epoch/0/batch/%d?mix=%s", srv.URL, b, mix)
-		resp, body := get(t, url)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
-		}
-		var missing []int
-		var keys []string
-		for i, k := range f.keys {
-			if damaged[k] {
-				missing = append(missing, i)
-				keys = append(keys, k)
-			}
-		}
-		h := resp.Header
-		if len(missing) == 0 {
-			if h.Get(api.HeaderMissingKeys) != "" || h.Get("ETag") != f.etag {
-				t.Errorf("batch %d lacks nothing but says %q, ETag %s (full %s)", b, h.Get(api.HeaderMissingKeys), h.Get("ETag"), f.etag)
-			}
-			continue
-		}
-		partial++
-		if got := h.Get(api.HeaderMissingKeys); got != strings.Join(keys, ",") {
-			t.Errorf("batch %d: %s = %q, want %q", b, api.HeaderMissingKeys, got, strings.Join(keys, ","))
-		}
-		if got, want := h.Get("ETag"), wantPartialETag(f.etag, missing); got != want {
-			t.Errorf("batch %d: partial ETag %s, want %s (the full batch's %s without positions %v)", b, got, want, f.etag, missing)
-		}
-		if h.Get("Cache-Control") != "no-store" {
-			t.Errorf("batch %d: Cache-Control %q on a partial batch", b, h.Get("Cache-Control"))
-		}
-		if len(readTar(t, body)) != 6-len(missing) {
-			t.Errorf("batch %d: %d samples, want %d", b, len(readTar(t, body)), 6-len(missing))
-		}
-	}
-	if partial == 0 {
-		t.Fatal("no batch read the damaged chunk: the test checks nothing")
 	}
 }

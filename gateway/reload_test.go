@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/s3backend"
 )
 
 // repack overwrites f's store with another dataset, as `brand pack
@@ -110,47 +106,4 @@ func TestReloadIndex(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestCopiedDatasetServes: a local dataset copied file by file (as cp -r
-// does: new modification times) or touched serves under the index built
-// for the original. The reproduction: the local ETag was size and mtime,
-// and every batch of a copied dataset answered 502.
-func TestCopiedDatasetServes(t *testing.T) {
-	f := newFixture(t, 4, 3)
-	dir := t.TempDir()
-	later := time.Now().Add(time.Hour)
-	err := filepath.WalkDir(f.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(f.dir, p)
-		dst := filepath.Join(dir, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err == nil {
-			err = os.WriteFile(dst, b, 0o644)
-		}
-		if err == nil {
-			err = os.Chtimes(dst, later, later) // a copy's, or a touch's, new mtime
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := s3backend.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, srv := start(t, store, func(c *gateway.Config) { c.Defaults.Window, c.Defaults.BatchSize = 4, 12 })
-	resp, body := get(t, srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("a copied dataset: %s: %s", resp.Status, body)
-	}
-	seen := map[string]int{}
-	f.verify(t, readTar(t, body), seen)
-	exactlyOnce(t, seen, 12, "a copied dataset's epoch")
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -29,24 +28,6 @@ import (
 // tokenStride makes every token of the token fixture tell its document
 // and place: token t of document d is d·tokenStride + t.
 const tokenStride = 1000
-
-// tokenCorpus is the token fixture's documents, per prefix: 3 prefixes of
-// 150 documents, of 1 to 999 tokens (most short, a tail past 300).
-func tokenCorpus() [][][]int64 {
-	var out [][][]int64
-	d := 0
-	for p := range 3 {
-		docs := megatrontest.Corpus(150, 600, 1, uint64(p))
-		for i := range docs {
-			for t := range docs[i] {
-				docs[i][t] = int64(d*tokenStride + t)
-			}
-			d++
-		}
-		out = append(out, docs)
-	}
-	return out
-}
 
 // tokenStore writes the corpus as Megatron files of dtype dtype and
 // indexes them in place, in chunks of about 8 KiB.
@@ -143,198 +124,6 @@ func tokenEpoch(t testing.TB, base, query string, epoch int) []seqSample {
 	return all
 }
 
-// segments cuts a sequence where position_ids restart at 0: each
-// segment's tokens.
-func segments(t testing.TB, s seqSample) [][]int32 {
-	t.Helper()
-	var out [][]int32
-	for i := range s.ids {
-		if s.pos[i] == 0 {
-			out = append(out, nil)
-		} else if i == 0 || s.pos[i] != s.pos[i-1]+1 {
-			t.Fatalf("sequence %s: position_ids %d after %d at %d", s.key, s.pos[i], s.pos[max(i-1, 0)], i)
-		}
-		out[len(out)-1] = append(out[len(out)-1], s.ids[i])
-	}
-	return out
-}
-
-// A bestfit epoch serves every token of every document exactly once: the
-// documents reassembled from position_ids' segments are the corpus, and
-// none shorter than seq is cut. Pad (an ID no document holds) is one last
-// segment. Two epochs differ in order.
-func TestTokensBestFitExactlyOnce(t *testing.T) {
-	corpus := tokenCorpus()
-	srv := startTokens(t, tokenStore(t, "int32", corpus), nil)
-	const seq, pad = 512, 999999
-	var docs [][]int64
-	for _, p := range corpus {
-		docs = append(docs, p...)
-	}
-	var first [][]int32 // epoch 0's sequences' tokens
-	for epoch := range 2 {
-		all := tokenEpoch(t, srv.URL, fmt.Sprintf("seq=%d&pad=%d&batch_size=4&window=2", seq, pad), epoch)
-		// Per document: its tokens at their places, and how many times
-		// each was seen; a long document's pieces come in any order.
-		got := make([][]int32, len(docs))
-		seen := make([][]int, len(docs))
-		for d, want := range docs {
-			got[d], seen[d] = make([]int32, len(want)), make([]int, len(want))
-		}
-		pieces := make([]int, len(docs))
-		var ids [][]int32
-		for _, s := range all {
-			ids = append(ids, s.ids)
-			if len(s.ids) != seq {
-				t.Fatalf("sequence %s of %d tokens", s.key, len(s.ids))
-			}
-			segs := segments(t, s)
-			for i, sg := range segs {
-				if sg[0] == pad {
-					if i != len(segs)-1 || slices.ContainsFunc(sg, func(x int32) bool { return x != pad }) {
-						t.Fatalf("sequence %s: pad is not its one last segment", s.key)
-					}
-					continue
-				}
-				d, off := int(sg[0])/tokenStride, int(sg[0])%tokenStride
-				if d >= len(docs) || off+len(sg) > len(docs[d]) {
-					t.Fatalf("sequence %s: a piece of %d tokens from %d, past document %d", s.key, len(sg), sg[0], d)
-				}
-				copy(got[d][off:], sg)
-				for i := range sg {
-					seen[d][off+i]++
-				}
-				pieces[d]++
-			}
-		}
-		for d, want := range docs {
-			for i, n := range seen[d] {
-				if n != 1 {
-					t.Fatalf("epoch %d: document %d token %d served %d times", epoch, d, i, n)
-				}
-			}
-			for i := range want {
-				if int64(got[d][i]) != want[i] {
-					t.Fatalf("epoch %d: document %d token %d is %d, want %d", epoch, d, i, got[d][i], want[i])
-				}
-			}
-			if len(want) < seq && pieces[d] != 1 {
-				t.Fatalf("document %d of %d tokens cut into %d pieces", d, len(want), pieces[d])
-			}
-		}
-		if epoch == 0 {
-			first = ids
-		} else if slices.EqualFunc(first, ids, slices.Equal) {
-			t.Fatal("epochs 0 and 1 serve the same sequences in the same order")
-		}
-	}
-	if len(first) < 40 {
-		t.Fatalf("%d sequences an epoch: the fixture is too small to cross windows", len(first))
-	}
-}
-
-// A concat epoch is a permutation of the documents, each followed by the
-// EOS, cut every seq tokens: only the last sequence has pad.
-func TestTokensConcatPermutation(t *testing.T) {
-	corpus := tokenCorpus()
-	srv := startTokens(t, tokenStore(t, "int32", corpus), nil)
-	const seq, eos, pad = 256, 888888, 999999
-	var docs [][]int64
-	for _, p := range corpus {
-		docs = append(docs, p...)
-	}
-	all := tokenEpoch(t, srv.URL, fmt.Sprintf("seq=%d&pack=concat&eos=%d&pad=%d&batch_size=3", seq, eos, pad), 0)
-	var stream []int32
-	for i, s := range all {
-		stream = append(stream, s.ids...)
-		if i < len(all)-1 && slices.Contains(s.ids, pad) {
-			t.Fatalf("sequence %d of %d has pad", i, len(all))
-		}
-	}
-	for len(stream) > 0 && stream[len(stream)-1] == pad {
-		stream = stream[:len(stream)-1]
-	}
-	seen := make([]bool, len(docs))
-	for len(stream) > 0 {
-		d := int(stream[0]) / tokenStride
-		want := docs[d]
-		if seen[d] || len(stream) < len(want)+1 {
-			t.Fatalf("document %d again, or cut short", d)
-		}
-		for i := range want {
-			if int64(stream[i]) != want[i] {
-				t.Fatalf("document %d token %d is %d, want %d", d, i, stream[i], want[i])
-			}
-		}
-		if stream[len(want)] != eos {
-			t.Fatalf("document %d is followed by %d, not the EOS", d, stream[len(want)])
-		}
-		seen[d] = true
-		stream = stream[len(want)+1:]
-	}
-	for d, ok := range seen {
-		if !ok {
-			t.Fatalf("document %d never served", d)
-		}
-	}
-}
-
-// Global steps are the same sequences at world 1 and as the union of
-// world 8's ranks, in order; a job resumed mid-epoch at another world
-// size (offset= in sequences) continues where it stopped.
-func TestTokensWorldAndResume(t *testing.T) {
-	srv := startTokens(t, tokenStore(t, "uint16", megatrontestCorpus16()), nil)
-	const q = "seq=128&window=2"
-	one := tokenEpoch(t, srv.URL, q+"&batch_size=16&world=1&rank=0", 0)
-	// World 8, batch_size 2: the same global batches of 16.
-	var eight []seqSample
-	for m := 0; ; m++ {
-		var step []seqSample
-		for r := range 8 {
-			url := fmt.Sprintf("%s/epoch/0/batch/%d?%s&batch_size=2&world=8&rank=%d", srv.URL, m, q, r)
-			resp, body := get(t, url)
-			if resp.StatusCode == http.StatusNotFound {
-				goto done
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%s: %s %s", url, resp.Status, body)
-			}
-			b, _ := tokenBatch(t, url)
-			step = append(step, b...)
-		}
-		eight = append(eight, step...)
-	}
-done:
-	equalSequences(t, "world 8's union", eight, one)
-	// World 2 for 5 steps of 8, then world 4 from offset 40.
-	var resumed []seqSample
-	for m := range 5 {
-		for r := range 2 {
-			b, _ := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&batch_size=4&world=2&rank=%d", srv.URL, m, q, r))
-			resumed = append(resumed, b...)
-		}
-	}
-	rest := tokenEpochRanks(t, srv.URL, q+"&batch_size=2&offset=40", 4)
-	resumed = append(resumed, rest...)
-	equalSequences(t, "world 2 resumed at world 4", resumed, one)
-}
-
-// tokenEpochRanks reads an epoch at world ranks, each global batch's
-// ranks in order.
-func tokenEpochRanks(t testing.TB, base, query string, world int) []seqSample {
-	t.Helper()
-	var all []seqSample
-	_, resp := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/0?%s&world=%d&rank=0", base, query, world))
-	n, _ := strconv.Atoi(resp.Header.Get("Brand-Epoch-Batches"))
-	for m := range n {
-		for r := range world {
-			b, _ := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&world=%d&rank=%d", base, m, query, world, r))
-			all = append(all, b...)
-		}
-	}
-	return all
-}
-
 func equalSequences(t testing.TB, what string, got, want []seqSample) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -356,67 +145,33 @@ func megatrontestCorpus16() [][][]int64 {
 	return out
 }
 
-// What a token job cannot be is refused with 400, saying why; the epoch
-// counts sequences; HEAD knows the length; the ETag names the packing.
-func TestTokensRefusedAndDescribed(t *testing.T) {
-	srv := startTokens(t, tokenStore(t, "uint16", megatrontestCorpus16()), nil)
-	for _, tc := range []struct{ query, says string }{
-		{"seq=0", "seq must be between 1 and 1048576"},
-		{"seq=1048577", "seq must be between 1 and 1048576"},
-		{"seq=64&pad=65536", "does not fit dataset test's tokens (uint16"},
-		{"seq=64&pack=concat", "give eos=ID"},
-		{"seq=64&pack=concat&eos=70000", "eos=70000 does not fit"},
-		{"seq=64&eos=1", "only with pack=concat"},
-		{"pad=1", "token job (seq=)"},
-	} {
-		resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.query)
-		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte(tc.says)) {
-			t.Errorf("%s: %s %s, want 400 saying %q", tc.query, resp.Status, body, tc.says)
-		}
+// A token job's HTTP contract (what its batches hold, and why a job is
+// refused, is internal/order's TestTokenJobEpoch, TestTokenJobAtAnyWorld,
+// TestTokenMixtureShares, TestTokenJobRefused and TestTokenJobETags):
+// what cannot be served is a 400 saying why, from the query, the dataset
+// or a mixture's two dtypes, on a batch and on /epoch/N; /epoch/N counts
+// sequences and describes the packing; HEAD knows the length and ETag;
+// Brand-Mix-Components names each sequence's source; /stats and /metrics
+// count sequences, tokens, fill and split pieces (after one whole epoch
+// the fill is the epoch's), and /plan with seq= answers
+// (internal/plans's TestPlanOfATokenJob has what it holds).
+func TestTokensOverHTTP(t *testing.T) {
+	other := megatrontestCorpus16()
+	var specs []gateway.DatasetSpec
+	for _, name := range []string{"test", "small"} {
+		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "uint16", other),
+			Formats: []format.Format{megatron.Format{}}})
 	}
-	resp, body := get(t, srv.URL+"/epoch/0?seq=64&batch_size=4")
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"tokens"`)) || !bytes.Contains(body, []byte(`"fill"`)) {
-		t.Fatalf("/epoch/0 of a token job: %s %s", resp.Status, body)
-	}
-	head, _ := do(t, http.MethodHead, srv.URL+"/epoch/0/batch/1?seq=64&batch_size=4", nil)
-	b, got := get(t, srv.URL+"/epoch/0/batch/1?seq=64&batch_size=4")
-	if head.Header.Get("Content-Length") != strconv.Itoa(len(got)) || head.Header.Get("ETag") != b.Header.Get("ETag") {
-		t.Fatalf("HEAD: length %s etag %s; GET: %d bytes, etag %s", head.Header.Get("Content-Length"), head.Header.Get("ETag"), len(got), b.Header.Get("ETag"))
-	}
-	etags := map[string]string{}
-	for _, q := range []string{"seq=64", "seq=65", "seq=64&pad=1", "seq=64&pack=concat&eos=1", "seq=64&pack=concat&eos=2", ""} {
-		r, _ := do(t, http.MethodHead, srv.URL+"/epoch/0/batch/0?batch_size=4&"+q, nil)
-		if prev, ok := etags[r.Header.Get("ETag")]; ok {
-			t.Errorf("%q and %q have one ETag", prev, q)
-		}
-		etags[r.Header.Get("ETag")] = q
-	}
-}
-
-// seq= on a dataset that is not a token dataset (one served in place
-// whose samples are lines of text) is refused, naming it.
-func TestTokensNotATokenDataset(t *testing.T) {
-	f := formattest.Lines{}
-	st, _ := inPlaceStore(t, f)
-	srv := startInPlace(t, st, f)
-	for _, path := range []string{"/epoch/0/batch/0", "/epoch/0"} {
-		resp, body := get(t, srv.URL+path+"?seq=64")
-		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("test is not one")) {
-			t.Errorf("%s: %s %s, want 400 naming the dataset", path, resp.Status, body)
-		}
-	}
-}
-
-// /stats and /metrics count a token job's sequences, tokens, fill and
-// split pieces; after one whole epoch the fill is the epoch's. /plan with
-// seq= answers.
-func TestTokensStatsAndPlan(t *testing.T) {
-	srv := startTokens(t, tokenStore(t, "uint16", megatrontestCorpus16()), nil)
-	const q = "seq=128&batch_size=4"
+	specs = append(specs, gateway.DatasetSpec{Name: "wide", URL: "file:///wide", Store: tokenStore(t, "int32", other),
+		Formats: []format.Format{megatron.Format{}}})
+	lines, _ := inPlaceStore(t, formattest.Lines{})
+	specs = append(specs, gateway.DatasetSpec{Name: "lines", URL: "file:///lines", Store: lines, Formats: []format.Format{formattest.Lines{}}})
+	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
 	_, body := get(t, srv.URL+"/stats")
 	if bytes.Contains(body, []byte(`"tokens"`)) {
 		t.Fatalf("/stats has tokens before any token job: %s", body)
 	}
+	const q = "seq=128&batch_size=4"
 	all := tokenEpoch(t, srv.URL, q, 0)
 	var info struct {
 		Samples int
@@ -427,8 +182,8 @@ func TestTokensStatsAndPlan(t *testing.T) {
 		}
 	}
 	_, body = get(t, srv.URL+"/epoch/0?"+q)
-	if err := json.Unmarshal(body, &info); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(body, &info); err != nil || !bytes.Contains(body, []byte(`"fill"`)) {
+		t.Fatalf("/epoch/0 of a token job: %v %s", err, body)
 	}
 	var stats struct {
 		Tokens struct {
@@ -455,74 +210,30 @@ func TestTokensStatsAndPlan(t *testing.T) {
 		!bytes.Contains(body, fmt.Appendf(nil, "brand_token_sequences_total %d", st.Sequences)) {
 		t.Fatalf("/metrics lacks the token counters")
 	}
-	// /plan answers a token job's plan (internal/plans's TestPlanOfATokenJob
-	// has what it holds).
+	for _, tc := range []struct{ path, says string }{
+		{"/epoch/0/batch/0?seq=0", "seq must be between 1 and 1048576"},
+		{"/epoch/0/batch/0?seq=64&pad=65536", "does not fit dataset test's tokens (uint16"},
+		{"/epoch/0/batch/0?seq=64&pack=concat", "give eos=ID"},
+		{"/epoch/0/batch/0?seq=64&dataset=lines", "lines is not one"},
+		{"/epoch/0?seq=64&dataset=lines", "lines is not one"},
+		{"/epoch/0/batch/0?mix=wide:1,small:1&seq=64", "wide holds int32, small holds uint16"},
+	} {
+		resp, body := get(t, srv.URL+tc.path)
+		if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte(tc.says)) {
+			t.Errorf("%s: %s %s, want 400 saying %q", tc.path, resp.Status, body, tc.says)
+		}
+	}
+	head, _ := do(t, http.MethodHead, srv.URL+"/epoch/0/batch/1?seq=64&batch_size=4", nil)
+	b, got := get(t, srv.URL+"/epoch/0/batch/1?seq=64&batch_size=4")
+	if head.Header.Get("Content-Length") != strconv.Itoa(len(got)) || head.Header.Get("ETag") != b.Header.Get("ETag") {
+		t.Fatalf("HEAD: length %s etag %s; GET: %d bytes, etag %s", head.Header.Get("Content-Length"), head.Header.Get("ETag"), len(got), b.Header.Get("ETag"))
+	}
+	seqs, resp := tokenBatch(t, srv.URL+"/epoch/0/batch/0?mix=test:0.5,small:0.5&seq=64&batch_size=4")
+	if comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ","); len(comps) != len(seqs) {
+		t.Fatalf("%d components named for %d sequences", len(comps), len(seqs))
+	}
 	if resp, body := get(t, srv.URL+"/plan?"+q+"&epochs=2&cache_size=1MiB"); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"documents_per_batch"`)) {
 		t.Fatalf("/plan of a token job: %s %s", resp.Status, body)
-	}
-}
-
-// A mixture of three token datasets mixes sequences: every global batch
-// (one mixing block) holds each source within one sequence of its share,
-// so shares in tokens hold within ±1 sequence per batch and over any
-// window of batches; each sequence is its source's documents alone, and
-// Brand-Mix-Components names it. Datasets of different dtypes are
-// refused in one mixture, naming both.
-func TestTokensMixture(t *testing.T) {
-	var specs []gateway.DatasetSpec
-	for k, name := range []string{"web", "code", "books"} {
-		corpus := [][][]int64{megatrontest.Corpus(200, 300, 1, uint64(20+k))}
-		for d := range corpus[0] {
-			for i := range corpus[0][d] {
-				corpus[0][d][i] = int64(k*10_000_000 + d*tokenStride + i)
-			}
-		}
-		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "int32", corpus),
-			Formats: []format.Format{megatron.Format{}}})
-	}
-	other := megatrontestCorpus16()
-	specs = append(specs, gateway.DatasetSpec{Name: "small", URL: "file:///small", Store: tokenStore(t, "uint16", other),
-		Formats: []format.Format{megatron.Format{}}})
-	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
-	const batch = 10
-	weights := []float64{0.5, 0.3, 0.2}
-	const pad = 2_000_000_000
-	q := fmt.Sprintf("mix=web:0.5,code:0.3,books:0.2&seq=64&batch_size=%d&window=2&pad=%d", batch, pad)
-	_, resp := tokenBatch(t, srv.URL+"/epoch/0/batch/0?"+q)
-	n, _ := strconv.Atoi(resp.Header.Get("Brand-Epoch-Batches"))
-	if n < 20 {
-		t.Fatalf("%d batches: too few to check shares", n)
-	}
-	total := make([]int, 3)
-	for m := range n - 1 { // the last batch may be short
-		seqs, resp := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, m, q))
-		comps := strings.Split(resp.Header.Get("Brand-Mix-Components"), ",")
-		if len(comps) != len(seqs) {
-			t.Fatalf("batch %d: %d components named for %d sequences", m, len(comps), len(seqs))
-		}
-		count := make([]int, 3)
-		for i, s := range seqs {
-			c, _ := strconv.Atoi(comps[i])
-			count[c]++
-			for _, id := range s.ids {
-				if id != pad && int(id)/10_000_000 != c {
-					t.Fatalf("batch %d: sequence %d of component %d holds token %d", m, i, c, id)
-				}
-			}
-		}
-		for c, w := range weights {
-			total[c] += count[c]
-			if want := w * batch; math.Abs(float64(count[c])-want) >= 1 {
-				t.Errorf("batch %d: component %d has %d sequences (%d tokens), share %.1f", m, c, count[c], 64*count[c], want)
-			}
-			if want := w * batch * float64(m+1); math.Abs(float64(total[c])-want) >= 1 {
-				t.Errorf("batches 0..%d: component %d has %d sequences, share %.1f", m, c, total[c], want)
-			}
-		}
-	}
-	resp, body := get(t, srv.URL+"/epoch/0/batch/0?mix=web:1,small:1&seq=64")
-	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("web holds int32, small holds uint16")) {
-		t.Fatalf("a mixture of two dtypes: %s %s", resp.Status, body)
 	}
 }
 

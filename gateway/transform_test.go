@@ -9,14 +9,11 @@ import (
 	"image/png"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
@@ -205,39 +202,6 @@ func TestTransformedBatches(t *testing.T) {
 	}
 }
 
-// TestTransformedBytesIdentical: a transformed batch's bytes depend on
-// nothing but the job and the data: two gateways, and a restarted one
-// without work ahead, serve the same bytes. (That every sample is keyed
-// alike at any world size and offset is internal/visit's
-// TestTransformKeys.)
-func TestTransformedBytesIdentical(t *testing.T) {
-	f := newImageFixture(t, 6, 8, smallPhotos(t)) // 48 samples
-	_, a := startTransforms(t, f, nil)
-	_, b := startTransforms(t, f, nil)
-	const q = "seed=11&window=2&transform=tiny&batch_size=16"
-	one := readRankBodies(t, a, q, 3, 3)
-	// Another gateway, and one started after a's requests (a restart).
-	if two := readRankBodies(t, b, q, 3, 3); !slices.EqualFunc(one, two, bytes.Equal) {
-		t.Error("two gateways serve different bytes")
-	}
-	_, c := startTransforms(t, f, func(c *gateway.Config) { c.TransformAheadBytes = -1 })
-	if three := readRankBodies(t, c, q, 3, 3); !slices.EqualFunc(one, three, bytes.Equal) {
-		t.Error("a restarted gateway, without work ahead, serves different bytes")
-	}
-	n := 0
-	for _, body := range one {
-		for key, files := range tensorsOf(t, body) {
-			n++
-			if want := f.wantTensor(t, "tiny", 11, 3, key); !bytes.Equal(files["npy"], want) {
-				t.Errorf("%s: tensor differs from the pipeline's under the sample's key", key)
-			}
-		}
-	}
-	if n != 48 {
-		t.Fatalf("%d samples in the epoch", n)
-	}
-}
-
 // readRankBodies reads batches 0..n-1 of an epoch.
 func readRankBodies(t testing.TB, base, q string, epoch, n int) [][]byte {
 	t.Helper()
@@ -252,20 +216,43 @@ func readRankBodies(t testing.TB, base, q string, epoch, n int) [][]byte {
 	return out
 }
 
-// TestUnknownPipeline: a pipeline the server does not define is 400
-// naming the ones it does; a name no pipeline could have, 400 too.
-func TestUnknownPipeline(t *testing.T) {
-	f := newImageFixture(t, 1, 4, smallPhotos(t))
-	_, base := startTransforms(t, f, nil)
-	for _, path := range []string{"/epoch/0/batch/0", "/epoch/0", "/epoch/0/batch/0/manifest"} {
-		resp, body := get(t, base+path+"?transform=resnet-train")
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "imagenet-eval, imagenet-train, plain, tiny, upright") {
-			t.Errorf("%s: %s: %s", path, resp.Status, body)
+// TestTransformRefusals: a pipeline the server does not define is 400
+// naming the ones it does, on a batch, /epoch and a manifest; a name no
+// pipeline could have, 400 too; a good image whose tensor is over
+// --max-batch-bytes is 400 naming the bound and the sample, even with
+// --on-bad-image=skip (it is no bad image: internal/tensors'
+// TestTensorOverTheBound, in every mode).
+func TestTransformRefusals(t *testing.T) {
+	small := smallPhotos(t)
+	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
+		if id == 2 {
+			var b bytes.Buffer
+			if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
+				t.Fatal(err)
+			}
+			return "png", b.Bytes()
 		}
+		return small(id)
+	})
+	resize, err := transform.ParseConfig([]byte(`{"pipelines": {"resize": {"ops": [{"op": "resize", "size": 256}]}}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, body := get(t, base+"/epoch/0/batch/0?transform=Resnet!")
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "pipeline's name") {
-		t.Errorf("a malformed name: %s: %s", resp.Status, body)
+	_, base := startTransforms(t, f, func(c *gateway.Config) {
+		c.Transforms.Pipelines["resize"] = resize.Pipelines["resize"]
+		c.OnBadImage = gateway.OnDamagedSkip
+	})
+	for _, tc := range []struct{ path, says string }{
+		{"/epoch/0/batch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
+		{"/epoch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
+		{"/epoch/0/batch/0/manifest?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
+		{"/epoch/0/batch/0?transform=Resnet!", "pipeline's name"},
+		{"/epoch/0/batch/0?batch_size=4&transform=resize", "--max-batch-bytes"},
+		{"/epoch/0/batch/0?batch_size=4&transform=resize", "class2/sample00002"},
+	} {
+		if resp, body := get(t, base+tc.path); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.says) {
+			t.Errorf("%s: %s %.300s; want 400 saying %q", tc.path, resp.Status, body, tc.says)
+		}
 	}
 }
 
@@ -333,89 +320,6 @@ func TestBadImages(t *testing.T) {
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "sample \\\"class") ||
 		!strings.Contains(string(body), "--on-bad-image=skip") {
 		t.Errorf("fail mode: %s: %s", resp.Status, body)
-	}
-}
-
-// TestTensorOverMaxBatchBytes: a good image whose tensor is over
-// --max-batch-bytes is refused with 400 naming the bound, in either
-// mode for bad images; it is never a bad image (422), nor left out. The
-// reproduction: a 1×100000 PNG through a `resize 256` pipeline (a tensor
-// of 19.7 GB) answered 422 "cannot decode image … USTAR cannot encode
-// Size=…", and with --on-bad-image=skip the batch came without it.
-func TestTensorOverMaxBatchBytes(t *testing.T) {
-	small := smallPhotos(t)
-	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
-		if id == 2 {
-			var b bytes.Buffer
-			if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
-				t.Fatal(err)
-			}
-			return "png", b.Bytes()
-		}
-		return small(id)
-	})
-	cfg, err := transform.ParseConfig([]byte(`{"pipelines": {"resize": {"ops": [{"op": "resize", "size": 256}]}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mode := range []string{gateway.OnDamagedFail, gateway.OnDamagedSkip} {
-		t.Run(mode, func(t *testing.T) {
-			_, base := startTransforms(t, f, func(c *gateway.Config) {
-				c.Transforms = cfg
-				c.OnBadImage = mode
-			})
-			resp, body := get(t, base+"/epoch/0/batch/0?batch_size=4&transform=resize")
-			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "--max-batch-bytes") ||
-				!strings.Contains(string(body), "class2/sample00002") {
-				t.Errorf("%s: %.300s; want 400 naming --max-batch-bytes and the sample", resp.Status, body)
-			}
-		})
-	}
-}
-
-// TestCloseWithTransformsInFlight: Close while batches are being
-// transformed — on request and ahead — returns with nothing running and
-// nothing queued; the requests in flight end (served, or refused).
-func TestCloseWithTransformsInFlight(t *testing.T) {
-	f := newImageFixture(t, 4, 16, func(id int) (string, []byte) {
-		p, err := photos.Sized(4, id, 300, 240, 90)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "jpg", p.JPEG
-	})
-	store := f.store
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "test", URL: "file:///fixture", Store: store}},
-		CacheSize: 64 << 20, Transforms: testTransforms(t), TransformWorkers: 1, NoPrefault: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(g)
-	t.Cleanup(hs.Close)
-	srv := hs.URL
-	var wg sync.WaitGroup
-	for r := range 4 {
-		wg.Go(func() {
-			for m := range 4 {
-				resp, err := http.Get(fmt.Sprintf("%s/epoch/0/batch/%d?batch_size=4&world=4&rank=%d&transform=plain", srv, m, r))
-				if err != nil {
-					return
-				}
-				resp.Body.Close()
-			}
-		})
-	}
-	waitFor(t, 20*time.Second, "transforms running", func() bool { return g.TransformStats().Running > 0 })
-	g.Close()
-	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 {
-		t.Errorf("after Close: %d running, %d queued", st.Running, st.Queued)
-	}
-	wg.Wait()
-	if st := g.TransformStats(); st.Running != 0 || st.Queued != 0 || st.Ahead.Bytes != 0 {
-		t.Errorf("after the requests ended: %d running, %d queued, %d bytes ahead", st.Running, st.Queued, st.Ahead.Bytes)
 	}
 }
 

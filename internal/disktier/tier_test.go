@@ -407,8 +407,9 @@ func TestBusyChunksAreWantedLater(t *testing.T) {
 // while a prefetch's load was still reading the disk (the chunk cache does
 // not wait for its loads) removed a file, found damaged, that a second
 // gateway on the same directory had just counted or was about to: its
-// figures then missed a file (TestDiskTierNeverServesADamagedFile, once in
-// a loaded full run: "Found:13 ... Dropped:4, want 5 files dropped").
+// figures then missed a file (gateway's damaged-file test, whose case is
+// now internal/catalog's TestLoaderThroughTheDisk, once in a loaded full
+// run: "Found:13 ... Dropped:4, want 5 files dropped").
 func TestCloseWaitsForReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()

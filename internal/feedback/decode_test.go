@@ -35,6 +35,8 @@ func TestDecodeJSON(t *testing.T) {
 		bad        string // a word the refusal contains
 	}{
 		{"ids", `{"ids":[1,2],"losses":[0.5,3]}`, "1:0.5 2:3", ""},
+		{"an object cut short", `{`, "", "ends inside the JSON object"},
+		{"a list cut short", `{"ids":[`, "", "ends inside the JSON object"},
 		{"losses first", `{"losses":[0.5,3],"ids":[1,2]}`, "1:0.5 2:3", ""},
 		{"keys", `{"keys":["s00009","s00000"],"losses":[1,0]}`, "9:1 0:0", ""},
 		{"null fields are absent", `{"keys":null,"ids":[4],"losses":[2]}`, "4:2", ""},
@@ -196,9 +198,8 @@ func TestDecodeBounds(t *testing.T) {
 // TestDecodeAllocations: decoding allocates the records' blocks and a few
 // buffers, never a value an element. Garbage an element (there was 16
 // bytes of it) is collected, but between collections it grows a body's
-// heap to the GC's goal, twice what the records hold: gateway's
-// TestImportanceFeedbackMemory measures that, this says where it comes
-// from.
+// heap to the GC's goal, twice what the records hold: TestFeedbackMemory
+// measures that, this says where it comes from.
 func TestDecodeAllocations(t *testing.T) {
 	const n = 8 * blockLen
 	ids := make([]uint32, n)

@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/httperr"
 	"github.com/brandgw/brand/internal/jobsched"
 	"github.com/brandgw/brand/internal/query"
@@ -45,6 +46,8 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("sample x: %w", transform.ErrTooLarge), http.StatusUnprocessableEntity, false},
 		{fmt.Errorf("x: %w", tensors.ErrClosed), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", tensors.ErrBusy), http.StatusServiceUnavailable, false},
+		{fmt.Errorf("x: %w", feedback.ErrBadFeedback), http.StatusBadRequest, false},
+		{fmt.Errorf("x: %w", feedback.ErrBusy), http.StatusServiceUnavailable, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)

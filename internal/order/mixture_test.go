@@ -2,11 +2,18 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/query"
 	"github.com/brandgw/brand/shuffle"
@@ -31,30 +38,38 @@ func mixDatasets(t *testing.T) []*catalog.Dataset {
 	return ds
 }
 
+// parseJob is the job of the query string raw as the gateway parses it,
+// with defaults seed 5, window 2, world 1 and batch size batch.
+func parseJob(t *testing.T, raw string, batch int) api.Job {
+	t.Helper()
+	var l query.Limits
+	l.Fill()
+	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: batch, Window: 2, World: 1}}}, l)
+	if err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return q.Job
+}
+
 // mixJob is the job of the query string raw (mix= or mix_schedule=
 // among its parameters), defaults batch 8, window 2, seed 5, as the
 // gateway parses it, and the source it reads over ds.
 func mixJob(t *testing.T, o *Orders, ds []*catalog.Dataset, raw string) (api.Job, Source) {
 	t.Helper()
-	var l query.Limits
-	l.Fill()
-	q, err := query.Parse(raw, query.JobParams, query.Query{Job: api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 8, Window: 2, World: 1}}}, l)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
+	job := parseJob(t, raw, 8)
 	byName := map[string]*catalog.Dataset{}
 	for _, d := range ds {
 		byName[d.Name] = d
 	}
-	comps := make([]*catalog.Dataset, len(q.Job.Mix))
-	for i, c := range q.Job.Mix {
+	comps := make([]*catalog.Dataset, len(job.Mix))
+	for i, c := range job.Mix {
 		comps[i] = byName[c.Dataset]
 	}
-	m, err := o.Mixture(q.Job.Mix, comps, q.Job)
+	m, err := o.Mixture(job.Mix, comps, job)
 	if err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return q.Job, Source{Mix: m}
+	return job, Source{Mix: m}
 }
 
 // mixSample is a served sample of a mixture: its component and key.
@@ -336,5 +351,150 @@ func TestScheduleOfOnePhaseIsItsMixture(t *testing.T) {
 	}
 	if b := etag("mix=" + testMix); a == b {
 		t.Fatalf("a schedule and its first phase's mixture share the ETag %q", a)
+	}
+}
+
+// A job whose stored schedule was edited twice mid-run (v1 to step 6, v2
+// with a ramp to step 18, v3 from there: the schedules a job's versions
+// hold, as internal/jobsched chains them), resumed after the second edit
+// at world 2 with the same mixing block (offset= its position), reads
+// exactly what a job of the final schedule reads uninterrupted at world
+// 4, each component's samples once a pass: the steps before each edit
+// are the same under the versions before and after it.
+func TestScheduleResumeAfterTwoEdits(t *testing.T) {
+	o := New(nil)
+	ds := mixDatasets(t)
+	const v1 = "0:web:0.5,code:0.3,books:0.2"
+	const v2 = v1 + ";6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0"
+	const v3 = v1 + ";6:web:0.6,code:0.3,books:0.1;18:web:0.2,code:0.7,books:0.1"
+	run := func(sched, extra string, epoch uint64, from, to int) []mixSample {
+		t.Helper()
+		job, src := mixJob(t, o, ds, "mix_schedule="+strings.ReplaceAll(sched, ";", "%3B")+extra)
+		var out []mixSample
+		for b := from; b < to; b++ {
+			out = append(out, layGlobal(t, o, src, job, epoch, uint64(b))...)
+		}
+		return out
+	}
+	const world4 = "&world=4" // K = 32: 14 steps an epoch
+	edited := run(v1, world4, 0, 0, 6)
+	edited = append(edited, run(v2, world4, 0, 6, 14)...)
+	edited = append(edited, run(v2, world4, 1, 0, 4)...)
+	edited = append(edited, run(v3, "&world=2&mix_block=32&offset=128", 1, 0, 20)...)
+	edited = append(edited, run(v3, "&world=2&mix_block=32", 2, 0, 28)...)
+	var whole []mixSample
+	for e := range uint64(3) {
+		whole = append(whole, run(v3, world4, e, 0, 14)...)
+	}
+	if fmt.Sprint(edited) != fmt.Sprint(whole) {
+		t.Fatalf("the edited, resumed run laid out %d samples, not the %d of the final schedule's run", len(edited), len(whole))
+	}
+	if fmt.Sprint(run(v1, world4, 0, 6, 7)) == fmt.Sprint(run(v3, world4, 0, 6, 7)) {
+		t.Fatal("step 6 is the same under v1 and v3: the test checks nothing")
+	}
+	streams := make([][]string, 3)
+	for _, s := range edited {
+		streams[s.comp] = append(streams[s.comp], s.key)
+	}
+	passesOnce(t, streams, []int{300, 120, 20})
+}
+
+// TestMixtureLocality: on a cluster of three, a mixture's global batches
+// (and a schedule's) are assigned to six ranks by locality: over an
+// epoch, each rank takes at most 35 % of its samples from chunks another
+// node owns than its home (windows of 6 chunks split 3, 2 and 2 by
+// weight: a component of two chunks cannot be on all three nodes, so
+// some must cross), against at least half (about two thirds) with
+// locality=false; either way every global step holds the same samples.
+// Which node reads a chunk and which serves a rank are the gateway's and
+// the cluster's (integration's TestMixtureClusterOnMinIO).
+func TestMixtureLocality(t *testing.T) {
+	o := New(nil)
+	ds := mixDatasets(t)
+	ms, err := cluster.NewMembership([]string{"http://10.0.0.1:7700", "http://10.0.0.2:7700", "http://10.0.0.3:7700"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world = 6
+	for _, mix := range []string{"mix=" + testMix, "mix_schedule=" + url.QueryEscape("0:"+testMix+";4:web:0.2,code:0.2,books:0.6")} {
+		steps := map[bool][]string{} // locality → each step's samples, sorted
+		for _, locality := range []bool{true, false} {
+			job, src := mixJob(t, o, ds, fmt.Sprintf("%s&window=6&world=%d&locality=%t", mix, world, locality))
+			src.Members = ms
+			info, err := o.Info(src, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cross, all := 0, 0
+			for b := range uint64(info.Batches) {
+				var step []string
+				for r := range world {
+					j := job
+					j.Rank = r
+					bt, err := o.Layout(context.Background(), src, j, 0, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := range bt.Len() {
+						d, id, in := bt.Sample(i)
+						if d.Owners(ms)[d.Index.Sample(id).Chunk] != cluster.Home(r, world, ms.Len()) {
+							cross++
+						}
+						all++
+						step = append(step, in.Key)
+					}
+				}
+				slices.Sort(step)
+				steps[locality] = append(steps[locality], strings.Join(step, ","))
+			}
+			share := float64(cross) / float64(all)
+			t.Logf("%s, locality=%t: %.1f%% of %d samples from another node's chunks", mix, locality, 100*share, all)
+			if locality && share > 0.35 || !locality && share < 0.5 {
+				t.Errorf("%s, locality=%t: %.1f%% of the samples cross nodes", mix, locality, 100*share)
+			}
+		}
+		if !slices.Equal(steps[true], steps[false]) {
+			t.Errorf("%s: locality changed which samples a step holds", mix)
+		}
+	}
+}
+
+// The security review's mixture request: a mixing block and an epoch of
+// 2^24 samples. Each batch of it once shuffled a block of 2^24 slots:
+// 0.6–1.7 CPU-seconds and 140–540 MB a request, 3.3 GB for 24 at once.
+// A mixture's epoch is now read a span at a time, each span built once
+// for every request that asks at once and kept, so 24 such batches laid
+// out at once allocate about one span, under MaxMixSpanBytes. A mixture
+// whose rounding rule would take more than shuffle's bound to build is
+// refused (shuffle.ErrInvalid, a 400) naming the bound: weights 1:1.100001 repeat
+// their rounding only every 2,100,001 blocks.
+func TestMixtureRequestsBounded(t *testing.T) {
+	o := New(nil)
+	ds := mixDatasets(t)
+	job, src := mixJob(t, o, ds, "mix=web:1,code:1&mix_block=16777216&mix_samples=16777216")
+	const requests = 24
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	errs := make([]error, requests)
+	for i := range requests {
+		wg.Go(func() { _, errs[i] = o.Layout(context.Background(), src, job, 0, 0) })
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d layouts allocated %d MiB in all", requests, allocated>>20)
+	if allocated > MaxMixSpanBytes {
+		t.Errorf("%d concurrent layouts allocated %d MiB; bound %d MiB", requests, allocated>>20, MaxMixSpanBytes>>20)
+	}
+	past := parseJob(t, "mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", 8)
+	if _, err := o.Mixture(past.Mix, ds[:2], past); !errors.Is(err, shuffle.ErrInvalid) || !strings.Contains(err.Error(), strconv.Itoa(shuffle.MaxMixWork)) {
+		t.Errorf("a mixture past shuffle.MaxMixWork: %v; want a bad request naming %d", err, shuffle.MaxMixWork)
 	}
 }

@@ -25,35 +25,43 @@ import (
 // them and viewed as a token job reads them.
 func tokenSources(t *testing.T) []*catalog.Dataset {
 	t.Helper()
-	ctx := context.Background()
 	var out []*catalog.Dataset
 	for k, n := range []int{240, 160, 90} {
 		name := []string{"web", "code", "books"}[k]
-		st, err := s3backend.NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin, idx := megatrontest.Files("int32", megatrontest.Corpus(n, 96, 50000, uint64(40+k)))
-		for key, b := range map[string][]byte{"data/p_text_document.bin": bin, "data/p_text_document.idx": idx} {
-			if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{
-			Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: 2 << 10}}); err != nil {
-			t.Fatal(err)
-		}
-		ds, err := catalog.Load(ctx, catalog.Spec{Name: name, URL: "file:///" + name, Store: st, Formats: []format.Format{megatron.Format{}}},
-			s3backend.Config{}, zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ds, err = TokenView(ds); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ds)
+		out = append(out, tokenDataset(t, name, "int32", megatrontest.Corpus(n, 96, 50000, uint64(40+k))))
 	}
 	return out
+}
+
+// tokenDataset is docs written as the Megatron files of dtype dtype,
+// indexed in place in chunks of about 2 KiB, loaded as a gateway loads
+// them and viewed as a token job reads them.
+func tokenDataset(t *testing.T, name, dtype string, docs [][]int64) *catalog.Dataset {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, idx := megatrontest.Files(dtype, docs)
+	for key, b := range map[string][]byte{"data/p_text_document.bin": bin, "data/p_text_document.idx": idx} {
+		if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{
+		Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: 2 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := catalog.Load(ctx, catalog.Spec{Name: name, URL: "file:///" + name, Store: st, Formats: []format.Format{megatron.Format{}}},
+		s3backend.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds, err = TokenView(ds); err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }
 
 // tokenScheduleJob is a token job (seq=32, bestfit) over sched, its

@@ -125,9 +125,11 @@ func batchOf(ds []*catalog.Dataset, serve [][2]int) *order.Batch {
 }
 
 // TestReadBatch: a batch of one part or several is read whole, in the
-// batch's order, however its parts fit in the cache, and each part's
+// batch's order, however its parts fit in the cache (together, in turn,
+// or one part assembled a group of chunks at a time), and each part's
 // figures say what it loaded; in skip mode the samples of a chunk damaged
-// at rest are left out and named by batch position.
+// at rest are left out and named by batch position, whichever way the
+// batch is read.
 func TestReadBatch(t *testing.T) {
 	a, b := testDataset(t, "a", 4, 4), testDataset(t, "b", 4, 4) // chunks of 2 KiB
 	tests := []struct {
@@ -138,15 +140,20 @@ func TestReadBatch(t *testing.T) {
 		damaged  []chunkcache.Key
 		missing  []int
 		copied   float64 // parts copied out to read the next
+		inParts  bool    // assembled a group of chunks at a time
 	}{
-		{"one part", []*catalog.Dataset{a}, [][2]int{{0, 5}, {0, 0}, {0, 9}}, 64 << 10, nil, nil, 0},
-		{"two parts together", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 64 << 10, nil, nil, 0},
+		{"one part", []*catalog.Dataset{a}, [][2]int{{0, 5}, {0, 0}, {0, 9}}, 64 << 10, nil, nil, 0, false},
+		{"two parts together", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 64 << 10, nil, nil, 0, false},
 		// Four chunks of 2 KiB do not fit in 5 KiB: one part at a time.
-		{"two parts in turn", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 5 << 10, nil, nil, 1},
+		{"two parts in turn", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}}, 5 << 10, nil, nil, 1, false},
+		// One part's four chunks do not fit in 5 KiB: two at a time.
+		{"one part in groups", []*catalog.Dataset{a}, [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}, 5 << 10, nil, nil, 0, true},
 		{"a damaged chunk, one part", []*catalog.Dataset{a}, [][2]int{{0, 5}, {0, 0}, {0, 9}, {0, 1}},
-			64 << 10, []chunkcache.Key{a.ChunkKey(0)}, []int{1, 3}, 0},
+			64 << 10, []chunkcache.Key{a.ChunkKey(0)}, []int{1, 3}, 0, false},
 		{"a damaged chunk, two parts", []*catalog.Dataset{a, b}, [][2]int{{1, 3}, {0, 5}, {1, 12}, {0, 1}},
-			64 << 10, []chunkcache.Key{b.ChunkKey(3)}, []int{2}, 1}, // not together: in turn
+			64 << 10, []chunkcache.Key{b.ChunkKey(3)}, []int{2}, 1, false}, // not together: in turn
+		{"a damaged chunk, one part in groups", []*catalog.Dataset{a}, [][2]int{{0, 13}, {0, 4}, {0, 0}, {0, 9}, {0, 5}},
+			5 << 10, []chunkcache.Key{a.ChunkKey(1)}, []int{1, 4}, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,9 +198,28 @@ func TestReadBatch(t *testing.T) {
 				if f.Loads > len(f.Chunks) {
 					t.Errorf("part %d loaded %d of its %d chunks", p, f.Loads, len(f.Chunks))
 				}
+				if len(tc.damaged) > 0 {
+					continue
+				}
+				// From an empty cache, a part loads exactly the chunks
+				// its samples are in, each once.
+				chunks := map[int]bool{}
+				var size int64
+				for _, s := range tc.serve {
+					if c := tc.parts[p].Index.Sample(s[1]).Chunk; s[0] == p && !chunks[c] {
+						chunks[c] = true
+						size += tc.parts[p].Index.Chunk(c).Size
+					}
+				}
+				if f.Loads != len(chunks) || f.LoadedBytes != size {
+					t.Errorf("part %d loaded %d chunks, %d bytes; its samples are in %d chunks of %d bytes", p, f.Loads, f.LoadedBytes, len(chunks), size)
+				}
 			}
 			if served != len(wantBody) {
 				t.Errorf("the parts' figures count %d samples served, %d were", served, len(wantBody))
+			}
+			if res.InParts != tc.inParts {
+				t.Errorf("assembled in parts: %t, want %t", res.InParts, tc.inParts)
 			}
 			if got := testutil.ToFloat64(r.partsCopied); got != tc.copied {
 				t.Errorf("%v parts copied out, want %v", got, tc.copied)

@@ -1,6 +1,7 @@
 package visit
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,24 @@ func read(t *testing.T, v *Batches, b *order.Batch) {
 	s.Release()
 }
 
+// bodyOf reads batch b as its request does and returns its bytes.
+func bodyOf(t *testing.T, v *Batches, b *order.Batch) []byte {
+	t.Helper()
+	s, err := v.Read(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var out []byte
+	for _, p := range s.Parts {
+		out = append(out, p...)
+	}
+	if len(out) == 0 {
+		t.Fatalf("batch %d: no bytes", b.Batch)
+	}
+	return out
+}
+
 // waitPremade waits until a premade batch's bytes are held.
 func waitPremade(t *testing.T, v *Batches) {
 	t.Helper()
@@ -88,9 +107,8 @@ func waitPremade(t *testing.T, v *Batches) {
 
 // TestPremade: once a rank's batch is served, its next batch is
 // transformed in the background, and the rank's next request takes it
-// (a hit, no image transformed twice). That the premade bytes are those
-// a gateway without premade batches serves is gateway's
-// TestTransformedBytesIdentical.
+// (a hit, no image transformed twice), with the bytes the batch has when
+// it is not premade (read first by another Batches).
 func TestPremade(t *testing.T) {
 	v, stage, layout := premadeBatches(t)
 	read(t, v, layout(0))
@@ -101,9 +119,13 @@ func TestPremade(t *testing.T) {
 	if n := stage.images.Load(); n != 8 {
 		t.Fatalf("%d images transformed for batches 0 and 1 ahead, want 8", n)
 	}
-	read(t, v, layout(1))
+	premade := bodyOf(t, v, layout(1))
 	if st := v.PremadeStats(); st.Hits != 1 {
 		t.Errorf("premade: %+v, want the next request's hit", st)
+	}
+	other, _, layout2 := premadeBatches(t)
+	if direct := bodyOf(t, other, layout2(1)); !bytes.Equal(premade, direct) || other.PremadeStats().Hits != 0 {
+		t.Errorf("batch 1 premade is not batch 1 read on request (%+v)", other.PremadeStats())
 	}
 	// Batch 2 is being made ahead now: at most its 4 images more.
 	if n := stage.images.Load(); n > 12 {

@@ -2,6 +2,7 @@ package visit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -262,13 +263,14 @@ func (fetchingPeers) FetchNext(_ string, next func(context.Context) ([]route.Fet
 	_, _ = next(context.Background())
 }
 
-// bytesReader reads every sample as 8 bytes.
+// bytesReader reads every sample as 8 bytes: its ID.
 type bytesReader struct{ fakeReader }
 
 func (r bytesReader) ReadBatch(ctx context.Context, b *order.Batch) (*reader.Result, error) {
 	res, _ := r.fakeReader.ReadBatch(ctx, b)
-	for range b.Len() {
-		res.Parts = append(res.Parts, make([]byte, 8))
+	for i := range b.Len() {
+		_, id, _ := b.Sample(i)
+		res.Parts = append(res.Parts, binary.LittleEndian.AppendUint64(nil, uint64(id))) // which sample it is
 		res.Bytes += 8
 	}
 	return res, nil

@@ -1,0 +1,5 @@
+//go:build !race
+
+package feedback
+
+const raceEnabled = false
