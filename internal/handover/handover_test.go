@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -503,4 +504,51 @@ func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, af
 		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
 	}
 	return ds, b, c, from, to, after, ofB
+}
+
+// TestWarmForALeave: when a node leaves (a planned leave, or an operator
+// removes it from the list while it runs), the member that gains its
+// chunks copies them from the leaver's cache — those some member's
+// streams need soon, then the others the leaver holds — and reads none
+// from the store; a leaver already gone is not asked, and what the jobs
+// need soon is read from the store.
+func TestWarmForALeave(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a, b, c})
+	to, _ := cluster.NewMembership([]string{a, b})
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, a)
+	if len(gained) < 3 {
+		t.Fatalf("a gains %v of the leaver's chunks; the test needs three", gained)
+	}
+	for _, tc := range []struct {
+		name          string
+		peers         *fakePeers
+		chunks        int
+		peerB, storeB int64
+	}{
+		{"from the leaver's cache", &fakePeers{needs: map[string][]int{b: gained[:1], c: gained[1:2]}, held: map[string][]int{c: gained}},
+			len(gained), int64(len(gained)) * 1024, 0},
+		{"the leaver gone", &fakePeers{needs: map[string][]int{b: gained[:1]}, held: map[string][]int{c: gained}, down: map[string]bool{c: true}},
+			1, 0, 1024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := NewSources(tc.peers, zerolog.Nop())
+			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+			h := New(Config{Self: a, Peers: tc.peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+			got, err := h.Warm(context.Background(), from, to, func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Chunks != tc.chunks || got.PeerBytes != tc.peerB || got.StoreBytes != tc.storeB {
+				t.Errorf("warmed %+v; want %d chunks, %d bytes from the leaver, %d from the store", got, tc.chunks, tc.peerB, tc.storeB)
+			}
+			for _, f := range tc.peers.chunks {
+				if !strings.HasPrefix(f, c+" ") {
+					t.Errorf("fetched %q: not from the leaver", f)
+				}
+			}
+		})
+	}
 }
