@@ -193,6 +193,7 @@ func TestAgreedMembership(t *testing.T) {
 		{"no state yet does not count", []node{{three, true}, {nil, true}, {four, true}}, four},
 		{"a node counts only for a version it is in", []node{{three, true}, {four, true}, {three, true}}, four},
 		{"a tie: the smaller version", []node{{three, true}, {nil, false}, {nil, false}}, min2(three, four)},
+		{"a membership without this node", []node{{ms(1, 2), true}, {ms(1, 2), true}, {nil, false}}, ms(1, 2)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,8 +212,22 @@ func TestAgreedMembership(t *testing.T) {
 				k := ns.Slot(urls[i+1])
 				m.Changed(k, nil, ns.State(k))
 			}
-			if got := m.View(0, nil).Members; got != tc.want.Version() {
-				t.Fatalf("agreed on %s, want %s", got, tc.want.Version())
+			v := m.View(0, nil)
+			if v.Members != tc.want.Version() {
+				t.Fatalf("agreed on %s, want %s", v.Members, tc.want.Version())
+			}
+			// /cluster lists the agreed members, then this node if it is
+			// not one.
+			shown := tc.want.Members()
+			if tc.want.Index(urls[0]) < 0 {
+				shown = append(shown, urls[0])
+			}
+			var got []string
+			for _, n := range v.Nodes {
+				got = append(got, n.URL)
+			}
+			if !slices.Equal(got, shown) || v.Self != slices.Index(shown, urls[0]) {
+				t.Errorf("/cluster lists %v, this node at %d; want %v", got, v.Self, shown)
 			}
 			if got, err := m.Members(context.Background(), ""); err != nil || got.Version() != tc.want.Version() {
 				t.Errorf("a request pinning nothing is laid out under %v (%v), want %s", got, err, tc.want.Version())
@@ -225,6 +240,23 @@ func TestAgreedMembership(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a member that says it leaves", func(t *testing.T) {
+		ns := newNodes(urls[0])
+		staying := &peer.State{Self: 3, Ready: true, URL: urls[3], Members: four.Version(), MemberList: four.Members()}
+		for k := 1; k <= 3; k++ {
+			ns.set(urls[k], true, staying)
+		}
+		m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+		defer m.Close()
+		leaving := *staying
+		leaving.Leaving = true
+		ns.set(urls[3], true, &leaving)
+		m.Changed(3, staying, &leaving)
+		if v := m.View(0, nil); v.Local != three.Version() {
+			t.Errorf("a member leaving: this node lists %s, want the members without it, %s", v.Local, three.Version())
+		}
+	})
 
 	t.Run("pinned versions", func(t *testing.T) {
 		ns := newNodes(urls[0])
@@ -240,8 +272,9 @@ func TestAgreedMembership(t *testing.T) {
 		if got, err := m.Members(context.Background(), asked.Version()); err != nil || got.Version() != asked.Version() {
 			t.Errorf("a version a peer keeps: %v, %v", got, err)
 		}
-		if got, ok := m.Known(asked.Version()); !ok || got.Version() != asked.Version() {
-			t.Errorf("a version asked of a peer is not kept for the next request (%v)", ok)
+		ns.set(urls[1], false, ns.State(1))
+		if got, err := m.Members(context.Background(), asked.Version()); err != nil || got.Version() != asked.Version() {
+			t.Errorf("a version asked of a peer is not kept for the next request, the peer gone: %v, %v", got, err)
 		}
 		var unknown *UnknownMembersError
 		if _, err := m.Members(context.Background(), "00000000deadbeef"); !errors.As(err, &unknown) || unknown.Current != two.Version() {
