@@ -511,7 +511,8 @@ func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, af
 // chunks copies them from the leaver's cache — those some member's
 // streams need soon, then the others the leaver holds — and reads none
 // from the store; a leaver already gone is not asked, and what the jobs
-// need soon is read from the store.
+// need soon is read from the store. A leave that comes while this node
+// still loads its datasets waits for them.
 func TestWarmForALeave(t *testing.T) {
 	ds := testDataset(t, 64)
 	a, b, c := "http://a:1", "http://b:1", "http://c:1"
@@ -535,8 +536,15 @@ func TestWarmForALeave(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := NewSources(tc.peers, zerolog.Nop())
 			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
+			loaded := false // the datasets are still loading at the first ask: Warm waits
 			h := New(Config{Self: a, Peers: tc.peers, Schedule: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
-				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
+				Datasets: func() ([]*catalog.Dataset, error) {
+					if !loaded {
+						loaded = true
+						return nil, catalog.ErrNotReady
+					}
+					return []*catalog.Dataset{ds}, nil
+				}})
 			got, err := h.Warm(context.Background(), from, to, func() {})
 			if err != nil {
 				t.Fatal(err)
