@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
@@ -92,8 +93,8 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // round trips through both halves of the protocol; an answer naming a
 // chunk not asked about, a chunk not held (404), bytes of another length
 // and a member list that does not hash to its version are errors. The
-// old owner is up and reached while it answers, and unreached once it is
-// gone.
+// old owner is up and reached while it answers, unreached once it is
+// gone, and neither probed nor shown once no membership lists it.
 func TestHandOverQuestions(t *testing.T) {
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
@@ -112,7 +113,8 @@ func TestHandOverQuestions(t *testing.T) {
 		members: map[string][]string{two.Version(): two.Members(), "00000000deadbeef": two.Members()}}
 	srv := httptest.NewServer(node)
 	defer srv.Close()
-	n := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 10 * time.Millisecond, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	reg := prometheus.NewRegistry()
+	n := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 10 * time.Millisecond, Registry: reg, Log: zerolog.Nop()})
 	defer n.Close()
 	k := n.Probe([]string{srv.URL}, &watched{})[0]
 	n.Start()
@@ -155,4 +157,12 @@ func TestHandOverQuestions(t *testing.T) {
 
 	srv.Close()
 	waitFor(t, func() bool { return n.Unreached(k) && !n.IsUp(srv.URL) }, "the old owner taken for unreached once gone")
+	// Listed no more (it left every membership): no longer probed, nor
+	// shown.
+	if probed := n.Probe(nil, &watched{}); len(probed) != 0 {
+		t.Errorf("probing %v after the old owner was dropped", probed)
+	}
+	if c, err := testutil.GatherAndCount(reg, "brand_peer_up"); err != nil || c != 1 {
+		t.Errorf("brand_peer_up has %d series (%v) once the old owner is probed no more; want this node's alone", c, err)
+	}
 }
