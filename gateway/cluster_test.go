@@ -2,24 +2,20 @@ package gateway_test
 
 import (
 	"bytes"
-	"encoding/binary"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/peer"
 )
 
 // clusterNode is one gateway of an in-process test cluster.
@@ -35,26 +31,14 @@ type clusterNode struct {
 // handlers[k] when that is not nil (a misbehaving peer).
 func startCluster(t testing.TB, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
-	wrap := func(k int, h http.Handler) http.Handler {
-		if k < len(handlers) && handlers[k] != nil {
-			return handlers[k]
-		}
-		return h
-	}
-	return startClusterWrapped(t, f, n, wrap, mutate)
-}
-
-// startClusterWrapped is startCluster with node k served by wrap(k, its
-// gateway); a node for which wrap(k, nil) is not nil is served by that
-// alone, with no gateway (a misbehaving peer).
-func startClusterWrapped(t testing.TB, f *fixture, n int, wrap func(k int, g http.Handler) http.Handler, mutate func(*gateway.Config)) []*clusterNode {
-	t.Helper()
 	lns, urls := loopbacks(t, n)
 	nodes := make([]*clusterNode, n)
 	for k := range n {
 		node := &clusterNode{}
 		var h http.Handler
-		if h = wrap(k, nil); h == nil {
+		if k < len(handlers) && handlers[k] != nil {
+			h = handlers[k]
+		} else {
 			node.store = newCountingStore(f.store)
 			node.g, _ = start(t, node.store, func(c *gateway.Config) {
 				c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
@@ -63,7 +47,7 @@ func startClusterWrapped(t testing.TB, f *fixture, n int, wrap func(k int, g htt
 					mutate(c)
 				}
 			})
-			h = wrap(k, node.g)
+			h = node.g
 		}
 		node.srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: h}}
 		node.srv.Start()
@@ -214,161 +198,85 @@ func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
 					}
 				}
 			}
+			// Each node keeps its own chunks' sample tables alone (a
+			// partial index) and reads another's only for a read that
+			// prepared it; a sample by key comes from any node.
+			key := f.index.SampleKey(100)
+			for k, n := range cl {
+				if u := metricSum(t, n.srv.URL, "brand_index_table_unprepared_loads_total"); u != 0 {
+					t.Errorf("node %d read %v sample tables without a Prepare", k, u)
+				}
+				resp, body := get(t, n.srv.URL+"/samples/"+key)
+				if ss := readTar(t, body); resp.StatusCode != http.StatusOK || len(ss) != 1 || ss[0].key != key {
+					t.Errorf("sample %q from node %d: %s, %d samples", key, k, resp.Status, len(ss))
+				}
+			}
 		})
 	}
 }
 
-func TestClusterSurvivesANodeLoss(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	const nodes, world, batch = 4, 8, 8
-	batches := 512 / (world * batch)
-	cl := startCluster(t, f, nodes, nil, nil)
-	// Reference: epoch 1 read whole from node 0.
-	want := map[string][]byte{}
-	for r := range world {
-		q := fmt.Sprintf("seed=3&window=4&batch_size=%d&world=%d&rank=%d", batch, world, r)
-		for m, body := range readRank(t, cl[0].srv.URL, q, 1, batches) {
-			want[fmt.Sprintf("%d/%d", r, m)] = body
-		}
+// clusterView is a node's GET /cluster.
+func clusterView(t *testing.T, base string) api.Cluster {
+	t.Helper()
+	resp, body := get(t, base+"/cluster")
+	var c api.Cluster
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &c) != nil {
+		t.Fatalf("/cluster: %s: %s", resp.Status, body)
 	}
-	// Epoch 1 again, from the homes, node 2 dying halfway.
-	seen := map[string]int{}
-	for m := range batches {
-		if m == batches/2 {
-			cl[2].srv.CloseClientConnections()
-			cl[2].srv.Close()
-		}
-		for r := range world {
-			k := cluster.Home(r, world, nodes)
-			if k == 2 && m >= batches/2 {
-				k = 3 // the client's failover: the next node
+	return c
+}
+
+// waitMembers waits until every node of cl agrees on membership version v.
+func waitMembers(t *testing.T, cl []*clusterNode, v string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range cl {
+		for clusterView(t, n.srv.URL).Members != v {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not agree on membership %s after 10 s: %+v", n.srv.URL, v, clusterView(t, n.srv.URL))
 			}
-			q := fmt.Sprintf("seed=3&window=4&batch_size=%d&world=%d&rank=%d", batch, world, r)
-			resp, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s", cl[k].srv.URL, m, q))
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("rank %d batch %d from node %d after node 2 died: %s: %s", r, m, k, resp.Status, body)
-			}
-			if !bytes.Equal(body, want[fmt.Sprintf("%d/%d", r, m)]) {
-				t.Fatalf("rank %d batch %d from node %d differs from before the loss", r, m, k)
-			}
-			f.verify(t, readTar(t, body), seen)
-		}
-	}
-	exactlyOnce(t, seen, 512, "epoch 1 across a node's loss")
-	// The prober notices too (a probe in flight at the loss may have
-	// answered up after a failed fetch marked it down).
-	up := fmt.Sprintf(`brand_peer_up{peer=%q}`, cl[2].srv.URL)
-	for deadline := time.Now().Add(5 * time.Second); metric(t, cl[0].srv.URL, up) != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node 0 still sees the dead node 2 up after 5 s")
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
 
-// fakeState answers a peer's state probe r as node self holding ix, at
-// the URL the probe was sent to.
-func fakeState(w http.ResponseWriter, r *http.Request, self int, ix *chunkindex.Index) {
-	st := peer.State{Self: self, URL: "http://" + r.Host, Ready: true, Datasets: []peer.DatasetState{{Name: "test", Current: ix.ID(), Held: []string{ix.ID()}}}}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(st)
-}
-
-// lyingPeer answers its probes as node self holding the fixture's index,
-// and sample requests with the right length and wrong bytes: only the
-// CRC32C check can tell.
-type lyingPeer struct {
-	self  int
-	f     *fixture
-	asked atomic.Int64
-}
-
-func (l *lyingPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == peer.StatePath {
-		fakeState(w, r, l.self, l.f.index)
-		return
+// TestClusterMembersHeader: a batch of a cluster names the membership it
+// is laid out under (Brand-Members): the agreed one, or the one the
+// request pins, with the same bytes and ETag; a version no node knows is
+// 409 naming the current one. The ETag names the membership only where
+// the assignment depends on it: world=1 is a single gateway's. (Which
+// version a cluster agrees on, and a pinned version asked of a peer:
+// membership's TestAgreedMembership; every step's samples the same under
+// any membership, and jobs pinned across a resize: integration's
+// TestClusterResize.)
+func TestClusterMembersHeader(t *testing.T) {
+	f := newFixture(t, 8, 10)
+	cl := startCluster(t, f, 2, nil, nil)
+	current := membershipOf(t, cl).Version()
+	waitMembers(t, cl, current)
+	_, single := start(t, f.store, nil)
+	batch := func(base, q string) (*http.Response, []byte) {
+		return get(t, base+"/epoch/0/batch/1?seed=3&batch_size=4&window=8&"+q)
 	}
-	l.asked.Add(1)
-	body, _ := io.ReadAll(r.Body)
-	var n int64
-	for i := 0; i+4 <= len(body); i += 4 {
-		_, _, length, _ := l.f.index.SampleRange(int(binary.LittleEndian.Uint32(body[i:])))
-		n += length
+	resp, body := batch(cl[1].srv.URL, "world=2&rank=0")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderMembers) != current {
+		t.Fatalf("%s, Brand-Members %q; want 200 naming the agreed %s", resp.Status, resp.Header.Get(api.HeaderMembers), current)
 	}
-	out := append(peer.ReplyHead(nil), bytes.Repeat([]byte{0xAB}, int(n))...)
-	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
-	w.Write(out)
-}
-
-// stalledPeer answers its probes as node self holding the fixture's
-// index, and never answers a sample request.
-type stalledPeer struct {
-	self  int
-	f     *fixture
-	asked atomic.Int64
-	stop  chan struct{}
-}
-
-func (s *stalledPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == peer.StatePath {
-		fakeState(w, r, s.self, s.f.index)
-		return
+	pinned, pbody := batch(cl[0].srv.URL, "world=2&rank=0&members="+current)
+	if pinned.StatusCode != http.StatusOK || pinned.Header.Get(api.HeaderMembers) != current || pinned.Header.Get("ETag") != resp.Header.Get("ETag") || !bytes.Equal(pbody, body) {
+		t.Errorf("the agreed version pinned, from the other node: %s, Brand-Members %q, ETag %s (unpinned %s)",
+			pinned.Status, pinned.Header.Get(api.HeaderMembers), pinned.Header.Get("ETag"), resp.Header.Get("ETag"))
 	}
-	s.asked.Add(1)
-	// Read the request whole: only then does the server watch the
-	// connection, and cancel the request when the asker gives up.
-	_, _ = io.Copy(io.Discard, r.Body)
-	select {
-	case <-r.Context().Done():
-	case <-s.stop:
-	case <-time.After(10 * time.Second): // never hold a test's cleanup long
+	if alone, _ := batch(single.URL, "world=2&rank=0"); alone.Header.Get("ETag") == resp.Header.Get("ETag") {
+		t.Error("a cluster's batch has a single gateway's ETag: it does not name the membership its rank's samples are assigned under")
 	}
-}
-
-// TestClusterStalledPeerCostsATimeout: a peer that accepts sample requests
-// and never answers costs its samples one peer timeout; they come from
-// elsewhere and the batch is whole.
-func TestClusterStalledPeerCostsATimeout(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	sp := &stalledPeer{self: 1, f: f, stop: make(chan struct{})}
-	t.Cleanup(func() { close(sp.stop) })
-	cl := startCluster(t, f, 3, []http.Handler{nil, sp, nil}, func(c *gateway.Config) {
-		c.Cluster.PeerTimeout = 200 * time.Millisecond
-	})
-	seen := map[string]int{}
-	for r := range 2 {
-		q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=2&rank=%d", r)
-		for _, body := range readRank(t, cl[0].srv.URL, q, 0, 512/32) {
-			f.verify(t, readTar(t, body), seen)
-		}
+	one, _ := batch(cl[0].srv.URL, "world=1")
+	if sone, _ := batch(single.URL, "world=1"); one.Header.Get("ETag") != sone.Header.Get("ETag") || one.Header.Get("ETag") == "" {
+		t.Errorf("world=1 on a cluster: ETag %s, a single gateway's %s; nothing of the cluster enters it", one.Header.Get("ETag"), sone.Header.Get("ETag"))
 	}
-	exactlyOnce(t, seen, 512, "an epoch beside a stalled peer")
-	if sp.asked.Load() == 0 {
-		t.Fatal("the stalled peer was never asked: the test proves nothing")
-	}
-	// It answers its probes, but after a failed fetch it is held down:
-	// it is not asked again on every batch.
-	if n := sp.asked.Load(); n > 3 {
-		t.Errorf("the stalled peer was asked %d times in one epoch; a failed fetch should hold it down", n)
-	}
-}
-
-func TestClusterLyingPeerCannotCorruptABatch(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	liar := &lyingPeer{self: 1, f: f}
-	cl := startCluster(t, f, 3, []http.Handler{nil, liar, nil}, nil)
-	seen := map[string]int{}
-	for r := range 2 {
-		q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=2&rank=%d", r)
-		for _, body := range readRank(t, cl[0].srv.URL, q, 0, 512/32) {
-			f.verify(t, readTar(t, body), seen)
-		}
-	}
-	exactlyOnce(t, seen, 512, "an epoch beside a lying peer")
-	if liar.asked.Load() == 0 {
-		t.Fatal("the lying peer was never asked: the test proves nothing")
-	}
-	if n := metricSum(t, cl[0].srv.URL, "brand_peer_fetch_failures_total"); n == 0 {
-		t.Error("no peer fetch failure counted")
+	resp, body = batch(cl[0].srv.URL, "world=2&rank=0&members=00000000deadbeef")
+	if resp.StatusCode != http.StatusConflict || resp.Header.Get(api.HeaderMembers) != current || !strings.Contains(string(body), current) {
+		t.Errorf("an unknown membership: %s, Brand-Members %q: %s; want 409 naming %s", resp.Status, resp.Header.Get(api.HeaderMembers), body, current)
 	}
 }
 
@@ -394,6 +302,21 @@ func TestClusterEndpoint(t *testing.T) {
 	}
 }
 
+// TestLeavingIsNotReady: a node told to leave (Leave, as SIGTERM does)
+// answers /readyz 503 saying it leaves, so that its platform sends it no
+// new work; a single gateway's Leave returns at once. (The hand-over:
+// handover's TestWarmForALeave; the wait for the members to flip:
+// membership's TestLeaveWaitsForEveryMemberToFlip and TestLeaveWithNoHeirs.)
+func TestLeavingIsNotReady(t *testing.T) {
+	g, srv := start(t, newFixture(t, 2, 4).store, nil)
+	if err := g.Leave(context.Background()); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if resp, body := get(t, srv.URL+"/readyz"); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "leaving") {
+		t.Errorf("/readyz of a leaving node: %s: %s", resp.Status, body)
+	}
+}
+
 // metricSum adds up every series of a metric on /metrics; name may end in
 // the first of its labels (`m{kind="down"`) to sum those series alone.
 func metricSum(t *testing.T, base, name string) float64 {
@@ -411,93 +334,4 @@ func metricSum(t *testing.T, base, name string) float64 {
 		sum += v
 	}
 	return sum
-}
-
-// TestClusterReadyOnceNodesSeeEachOther: a node of a cluster reports
-// ready (/readyz) only once it and every other member see each other up,
-// so that a job started when every node is ready has each chunk of its
-// cold epoch read once, by its owner. Node 3's state answers 503 (not
-// ready, as a node still loading its indexes answers its peers) while
-// its gateway itself can serve: the others, seeing it down, are not
-// ready, nor is it, whom they name down; once its state answers, all
-// are, and a cold epoch read at once reads each chunk once. The
-// reproduction: nodes reported ready while they still saw a starting
-// peer down and read its chunks themselves until their next probe of it
-// (brand-bench resize with the job started once every /readyz answered
-// 200: a fixed 4-node cluster's cold epoch read 1.11–1.23 × the dataset).
-func TestClusterReadyOnceNodesSeeEachOther(t *testing.T) {
-	f := newFixture(t, 32, 16) // 512 samples
-	const nodes, world, batch = 4, 8, 8
-	var hold atomic.Bool
-	hold.Store(true)
-	wrap := func(k int, g http.Handler) http.Handler {
-		if g == nil || k != 3 {
-			return g
-		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == peer.StatePath && hold.Load() {
-				http.Error(w, `{"error":"not ready: dataset indexes are still loading","status":503}`, http.StatusServiceUnavailable)
-				return
-			}
-			g.ServeHTTP(w, r)
-		})
-	}
-	cl := startClusterWrapped(t, f, nodes, wrap, func(c *gateway.Config) { c.Cluster.FlipTimeout = time.Minute })
-	ready := func(k int) (bool, string) {
-		resp, body := get(t, cl[k].srv.URL+"/readyz")
-		return resp.StatusCode == http.StatusOK, string(body)
-	}
-	// The others see node 3 down once they have probed it.
-	sees3 := func(k int) bool {
-		for _, n := range clusterView(t, cl[k].srv.URL).Nodes {
-			if n.URL == cl[3].srv.URL {
-				return n.Up
-			}
-		}
-		t.Fatalf("node %d's view has no node 3", k)
-		return false
-	}
-	for k := range 3 {
-		deadline := time.Now().Add(10 * time.Second)
-		for sees3(k) {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d still sees node 3 up 10 s after its state began answering 503", k)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	for k := range nodes {
-		if ok, body := ready(k); ok {
-			t.Errorf("node %d reports ready while node 3 and it do not see each other up: %s", k, body)
-		} else if !strings.Contains(body, cl[3].srv.URL) && k != 3 {
-			t.Errorf("node %d's /readyz does not name node 3: %s", k, body)
-		}
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	hold.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for k := range nodes {
-		for {
-			ok, body := ready(k)
-			if ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d not ready 20 s after node 3's state answered: %s", k, body)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	// Every node ready: a job starts at once, its ranks at their homes.
-	batches := 512 / (world * batch)
-	for r := range world {
-		home := cl[cluster.Home(r, world, nodes)].srv.URL
-		readRank(t, home, fmt.Sprintf("batch_size=%d&world=%d&rank=%d&seed=3&window=4", batch, world, r), 0, batches)
-	}
-	if reads, want := clusterReads(cl), f.index.NumChunks(); reads != want {
-		t.Errorf("the cold epoch read %d chunks from the store, want %d: each once, by its owner", reads, want)
-	}
 }

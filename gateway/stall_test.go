@@ -5,125 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/brandgw/brand/gateway"
 )
-
-// TestStalledReaderDoesNotStallOthers is the reproduction of one client
-// stalling all others: a client asks for a batch whose chunks fill most of
-// the cache and stops reading. Its chunks used to stay pinned until its
-// last byte was sent, and every other batch waited for as long as it
-// stayed connected. Eight normal clients' batch latency (p99) beside it
-// must stay within 2× (and some slack) of what it is beside a client that
-// reads the same batch at once, measured side by side: the same chunks
-// evicted and reloaded, the same turn taken, only the stall differs.
-func TestStalledReaderDoesNotStallOthers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures latency over a few hundred requests")
-	}
-	for _, tc := range []struct {
-		name        string
-		maxTurnWait time.Duration
-	}{
-		{"turns off", -1},
-		// With turns the normal job's window does not fit beside the
-		// other job's, so its first batch waits for that job's turn to
-		// lapse, whether its client reads or not.
-		{"turns on", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			stalledReaderLatency(t, tc.maxTurnWait)
-		})
-	}
-}
-
-// stalledReaderLatency checks eight clients' p99 batch latency beside a
-// client reading a large batch at once and beside one that stalls on it,
-// each the best of three rounds.
-func stalledReaderLatency(t *testing.T, maxTurnWait time.Duration) {
-	const chunkBytes = 1 << 20
-	f := newFixtureSized(t, 32, 16, chunkBytes/16) // 32 chunks of about 1 MiB
-	_, srv := start(t, f.store, func(c *gateway.Config) {
-		c.CacheSize = 17 * chunkBytes
-		c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 1}
-		c.MaxTurnWait = maxTurnWait
-	})
-	normal := func() time.Duration {
-		var mu sync.Mutex
-		var lat []time.Duration
-		var wg sync.WaitGroup
-		for r := range 8 {
-			wg.Go(func() {
-				for m := range (32*16 + 31) / 32 {
-					start := time.Now()
-					resp, err := http.Get(fmt.Sprintf("%s/epoch/0/batch/%d?world=8&rank=%d", srv.URL, m, r))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						t.Errorf("batch %d rank %d: %d", m, r, resp.StatusCode)
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(start))
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		slices.Sort(lat)
-		return lat[len(lat)*99/100]
-	}
-	// A batch spanning 16 chunks (16 MiB) of another job; a job of its
-	// own each time, so that each round's reader and stalled reader are
-	// alike to the schedule: a job's first batch.
-	big := func(seed int) string {
-		return fmt.Sprintf("/epoch/0/batch/0?seed=%d&window=16&batch_size=256", seed)
-	}
-	// stall sends a request for it and reads only its status line, with
-	// a small receive buffer, so that the gateway's write blocks; it
-	// returns the connection to close.
-	stall := func(seed int) net.Conn {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", big(seed))
-		buf := make([]byte, 12)
-		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "HTTP/1.1 200" {
-			t.Fatalf("stalled request: %q %v", buf, err)
-		}
-		return conn
-	}
-	normal() // warm: the normal job's chunks resident
-	var reading, stalled []time.Duration
-	for i := range 3 {
-		readFast(t, srv.URL+big(100+i))
-		reading = append(reading, normal())
-		conn := stall(200 + i)
-		stalled = append(stalled, normal())
-		conn.Close()
-	}
-	t.Logf("p99 batch latency of 8 clients: beside a reader %v, beside a stalled reader %v", reading, stalled)
-	// The best of three rounds each, and half a second of slack: giving
-	// the stalled reader's pins back copies the rest of its body, 16 MiB,
-	// which takes about 10 ms, and up to 200 ms into a fresh buffer under
-	// the race detector on a busy machine. Pins held until the stalled
-	// reader goes would hold the others until its write deadline, 10 s
-	// and more.
-	a, b := slices.Min(reading), slices.Min(stalled)
-	if b > 2*a+500*time.Millisecond {
-		t.Errorf("p99 %v beside a stalled reader, %v beside one reading: more than 2× + 500 ms", b, a)
-	}
-}
 
 // TestWriteDeadlineDoesNotOutliveItsResponse: a batch's write deadline is
 // set on the connection; the next request on the same keep-alive
@@ -239,23 +126,4 @@ func TestStalledAssembledReadersDoNotBlockOthers(t *testing.T) {
 	if m := scrape(t, srv.URL); !strings.Contains(m, "\nbrand_batches_assembled_in_parts_total 4\n") {
 		t.Errorf("the batches were not all assembled in parts:\n%s", grepLines(m, "assembled"))
 	}
-}
-
-// readFast reads a response body as fast as a client can: into one
-// buffer of its length, in large reads.
-func readFast(t *testing.T, url string) []byte {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.ContentLength < 0 {
-		t.Fatalf("%s: %s, length %d", url, resp.Status, resp.ContentLength)
-	}
-	b := make([]byte, resp.ContentLength)
-	if _, err := io.ReadFull(resp.Body, b); err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -89,6 +90,7 @@ type fakeCache struct {
 	sources  *Sources
 	resident map[chunkcache.Key]bool
 	store    []chunkcache.Key
+	refuse   bool // every load fails (the store is unreachable)
 }
 
 func (c *fakeCache) Contains(k chunkcache.Key) bool {
@@ -100,6 +102,9 @@ func (c *fakeCache) Contains(k chunkcache.Key) bool {
 func (c *fakeCache) Capacity() int64 { return 1 << 30 }
 
 func (c *fakeCache) Prefetch(ctx context.Context, r chunkcache.Request, _ func(chunkcache.Key) bool) (chunkcache.PrefetchResult, error) {
+	if c.refuse {
+		return chunkcache.PrefetchRejected, errors.New("the store is unreachable")
+	}
 	buf := make([]byte, r.Size)
 	verify := func(b []byte) error {
 		if b[0] == 'x' {
@@ -119,6 +124,13 @@ func (c *fakeCache) Prefetch(ctx context.Context, r chunkcache.Request, _ func(c
 }
 
 type noStreams struct{}
+
+// ownStreams are this node's streams needing chunks soon.
+type ownStreams []int
+
+func (o ownStreams) Soon(_ *catalog.Dataset, chunks []int, _ int) []int {
+	return slices.DeleteFunc(slices.Clone(chunks), func(c int) bool { return !slices.Contains(o, c) })
+}
 
 func (noStreams) Soon(*catalog.Dataset, []int, int) []int { return nil }
 
@@ -503,4 +515,64 @@ func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, af
 		t.Fatalf("c gains %v, none of them from b and still c's without b", gained)
 	}
 	return ds, b, c, from, to, after, ofB
+}
+
+// TestWarmForALeave: when a node leaves (a planned leave, or an operator
+// removes it from the list while it runs), the member that gains its
+// chunks copies them from the leaver's cache — those some member's
+// streams need soon, then the others the leaver holds — and reads none
+// from the store (what this node's own streams need soon among them); a
+// leaver already gone is not asked, and what the jobs need soon is read
+// from the store; loads that fail move nothing and fail nothing. A leave
+// that comes while this node still loads its datasets waits for them.
+func TestWarmForALeave(t *testing.T) {
+	ds := testDataset(t, 64)
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	from, _ := cluster.NewMembership([]string{a, b, c})
+	to, _ := cluster.NewMembership([]string{a, b})
+	gained, _ := cluster.Moves(ds.ClusterKey(), ds.Counts, from, to, a)
+	if len(gained) < 3 {
+		t.Fatalf("a gains %v of the leaver's chunks; the test needs three", gained)
+	}
+	for _, tc := range []struct {
+		name          string
+		peers         *fakePeers
+		own           []int // what this node's streams need soon
+		refuse        bool  // every load fails
+		chunks        int
+		peerB, storeB int64
+	}{
+		{"from the leaver's cache", &fakePeers{needs: map[string][]int{b: gained[:1], c: gained[1:2]}, held: map[string][]int{c: gained}},
+			nil, false, len(gained), int64(len(gained)) * 1024, 0},
+		{"the leaver gone", &fakePeers{needs: map[string][]int{b: gained[:1]}, held: map[string][]int{c: gained}, down: map[string]bool{c: true}},
+			gained[1:2], false, 2, 0, 2 * 1024},
+		{"every load fails: nothing moved, no error", &fakePeers{needs: map[string][]int{b: gained[:1]}, held: map[string][]int{c: gained}},
+			gained[1:2], true, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := NewSources(tc.peers, zerolog.Nop())
+			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}, refuse: tc.refuse}
+			loaded := false // the datasets are still loading at the first ask: Warm waits
+			h := New(Config{Self: a, Peers: tc.peers, Schedule: ownStreams(tc.own), Cache: cache, Sources: src, Ahead: 1,
+				Datasets: func() ([]*catalog.Dataset, error) {
+					if !loaded {
+						loaded = true
+						return nil, catalog.ErrNotReady
+					}
+					return []*catalog.Dataset{ds}, nil
+				}})
+			got, err := h.Warm(context.Background(), from, to, func() {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Chunks != tc.chunks || got.PeerBytes != tc.peerB || got.StoreBytes != tc.storeB {
+				t.Errorf("warmed %+v; want %d chunks, %d bytes from the leaver, %d from the store", got, tc.chunks, tc.peerB, tc.storeB)
+			}
+			for _, f := range tc.peers.chunks {
+				if !strings.HasPrefix(f, c+" ") {
+					t.Errorf("fetched %q: not from the leaver", f)
+				}
+			}
+		})
+	}
 }

@@ -73,29 +73,31 @@ func TestLeaveWaitsForEveryMemberToFlip(t *testing.T) {
 				ns.set(urls[tc.flip], true, st)
 				m.Changed(tc.flip, nil, st)
 			}
-			select {
-			case err := <-done:
-				if !tc.returns {
-					t.Fatalf("Leave returned (%v) while a member read by the old membership", err)
-				}
-				if err != nil {
-					t.Fatalf("Leave: %v", err)
-				}
-			case <-time.After(wait(tc.returns)):
-				if tc.returns {
-					t.Fatal("Leave has not returned")
-				}
-			}
+			leaveReturns(t, done, tc.returns)
 		})
 	}
 }
 
-// wait is how long the test waits for Leave: long when it must return
-// (it returns within a few polls; the bound only ends a failing run),
-// short when it must not.
-func wait(returns bool) time.Duration {
+// leaveReturns checks that Leave, whose result done carries, returns
+// when it must — within a few polls: the 10 s bound only ends a failing
+// run — and otherwise still waits after 300 ms.
+func leaveReturns(t *testing.T, done <-chan error, returns bool) {
+	t.Helper()
+	bound := 300 * time.Millisecond
 	if returns {
-		return 10 * time.Second
+		bound = 10 * time.Second
 	}
-	return 300 * time.Millisecond
+	select {
+	case err := <-done:
+		if !returns {
+			t.Fatalf("Leave returned (%v) while a member staying read by a membership with this node", err)
+		}
+		if err != nil {
+			t.Fatalf("Leave: %v", err)
+		}
+	case <-time.After(bound):
+		if returns {
+			t.Fatal("Leave has not returned")
+		}
+	}
 }

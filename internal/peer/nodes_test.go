@@ -204,3 +204,83 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// TestHeldDown: a peer whose fetch failed — it sent bytes that fail
+// their check, or never answered (a stalled or stopped node) — is held
+// down though its probes answer ready, and though it asks this node for
+// something (Heard): it is not asked again on every batch. A peer only
+// its probes took for down is taken back the moment it is heard from.
+// An asker that is not authenticated has no slot, so hearing from it
+// changes nothing: a request that only names a node does not make it
+// live. The reproductions: a stalled peer cost every batch a peer
+// timeout; with a node stopped, a forged Brand-Peer header sent every
+// half second kept the others taking it for up, and each of 11 fetches
+// waited the peer timeout.
+func TestHeldDown(t *testing.T) {
+	ds, bodies := testDataset(t)
+	tests := []struct {
+		name    string
+		samples http.HandlerFunc // nil: probes answer 503, no fetch
+		held    bool
+	}{
+		{"wrong bytes", func(w http.ResponseWriter, r *http.Request) {
+			out := append(append(ReplyHead(nil), bodies[1]...), bodies[0]...)
+			w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+			w.Write(out)
+		}, true},
+		{"no answer in time", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}, true},
+		{"down by its probes alone", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var probes, fetches atomic.Int64
+			var ready atomic.Bool
+			ready.Store(tc.samples != nil)
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != StatePath {
+					fetches.Add(1)
+					tc.samples(w, r)
+					return
+				}
+				probes.Add(1)
+				if !ready.Load() {
+					http.Error(w, `{"error": "not ready"}`, http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"self": 1, "ready": true, "url": %q}`, srv.URL)
+			}))
+			defer srv.Close()
+			s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: 10 * time.Millisecond,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+			defer s.Close()
+			k := s.Probe([]string{srv.URL}, &watched{})[0]
+			s.Start()
+			if tc.samples != nil {
+				waitFor(t, func() bool { return s.Up(k) && s.State(k) != nil }, "probe answered ready")
+				if _, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}}); !errors.Is(err, ErrDown) || fetches.Load() != 1 {
+					t.Fatalf("fetch: %v after %d requests, want ErrDown after one", err, fetches.Load())
+				}
+			} else {
+				waitFor(t, func() bool { return !s.Up(k) }, "the peer taken for down by its probes")
+			}
+			seen := probes.Load()
+			waitFor(t, func() bool { return probes.Load() >= seen+3 }, "three more probes")
+			s.Heard(k)
+			s.Heard(s.Slot("")) // an unauthenticated asker's
+			if s.Slot("") != -1 {
+				t.Errorf("an unauthenticated asker has slot %d, want -1", s.Slot(""))
+			}
+			if up := s.Up(k); up == tc.held {
+				t.Errorf("after three probes answered and a request heard from it: up %t, want %t", up, !tc.held)
+			}
+		})
+	}
+}
