@@ -184,3 +184,41 @@ func TestStoreRules(t *testing.T) {
 		t.Error("a Store without a budget claimed work")
 	}
 }
+
+// TestStoreForgetsWhatIsGone: the claim order keeps no more than twice
+// the entries held of the keys taken or dropped, however many pass
+// through, and an entry held across them stays the oldest, dropped first
+// when new claims need its room.
+func TestStoreForgetsWhatIsGone(t *testing.T) {
+	var released int
+	s := New(Config[[]byte]{Entries: 4, Budget: NewBytes(1 << 20), Release: func([]byte) { released++ }})
+	keep, _ := s.Claim("keep")
+	finish(s, keep, 10)
+	for i := range 1000 {
+		key := fmt.Sprint(i)
+		c, ok := s.Claim(key)
+		if !ok {
+			t.Fatalf("claim %d refused", i)
+		}
+		finish(s, c, 10)
+		if _, ok, _ := s.Take(context.Background(), key); !ok {
+			t.Fatalf("entry %d not found", i)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.fifo)
+	s.mu.Unlock()
+	if n > 2*4 {
+		t.Fatalf("the claim order keeps %d keys after 1,000 taken, with 1 held and 4 entries at most", n)
+	}
+	for i := range 4 { // the fourth new claim drops the oldest: "keep"
+		c, _ := s.Claim(fmt.Sprint("new", i))
+		finish(s, c, 10)
+	}
+	if _, ok, _ := s.Take(context.Background(), "keep"); ok || released != 1 {
+		t.Fatalf("the oldest entry held: found %v, %d values given back; want it dropped and given back", ok, released)
+	}
+	if _, ok, _ := s.Take(context.Background(), "new0"); !ok {
+		t.Fatal("a newer entry was dropped before the oldest")
+	}
+}
