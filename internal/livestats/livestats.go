@@ -4,6 +4,14 @@
 // and the brand_epoch_* metrics; and per job, what it cost in all and how
 // long its batches waited: /stats "jobs" and the brand_job_* metrics.
 //
+// A mixture is one job: its batches, their waits and what their parts
+// cost count under the mixture (MixJob), by the mixture's epochs, whatever
+// the number of its components — one set of figures and series, where one
+// per component stream made a mixture of more components than statsJobs
+// replace a stream's figures and series at nearly every part it served.
+// What each component served and loaded is in the mixtures' figures
+// (/stats "mixtures", brand_mix_*).
+//
 // Store (backend) bytes are what loads read from the store: a chunk's
 // store size (catalog.Dataset.StoreSize), which for a dataset served in
 // place is its store extent with the fields read, not the decoded bytes
@@ -21,6 +29,8 @@ package livestats
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"iter"
 	"maps"
 	"slices"
@@ -92,8 +102,12 @@ type Stats struct {
 
 	mu   sync.Mutex
 	jobs map[order.Stream]*jobStats
-	tick uint64 // orders jobs by last use
-	ids  int    // the last job ID given
+	// comps are the mixtures' component streams seen (Follow), each
+	// mapped to its mixture's job, so that what prefetch reads for one
+	// counts there; bounded by maxComps.
+	comps map[order.Stream]order.Stream
+	tick  uint64 // orders jobs by last use
+	ids   int    // the last job ID given
 
 	// trace is the demand of every job, merged as it arrived, bounded
 	// by statsTrace accesses (traced).
@@ -107,6 +121,12 @@ type Stats struct {
 
 type jobStats struct {
 	id int // its batches' tag in the trace
+	// dataset and index name it in /stats and the labels: a dataset's
+	// name and index ID, or a mixture as written and mixIndex.
+	dataset, index string
+	// current is the epoch its last batch was of: a mixture's prefetch,
+	// made for a component's pass, counts against it.
+	current uint64
 	// labels are its series' job labels (jobLabelsOf), made once: a
 	// mixture of more sources than statsJobs makes room for a stream at
 	// nearly every part of every batch, and each time compares the
@@ -128,9 +148,12 @@ type jobStats struct {
 	batchesC, stallC, bytesC prometheus.Counter
 }
 
+// tracedBatch is a batch's demand, or a mixture batch's part's: its
+// chunks are of ds.
 type tracedBatch struct {
 	job    int
-	js     order.Stream
+	js     order.Stream // the job's key in jobs
+	ds     *catalog.Dataset
 	epoch  uint64
 	chunks []int32
 }
@@ -139,8 +162,8 @@ type epochCount struct {
 	samples         int // in the epoch
 	served          int // samples of the epoch served so far
 	accesses, loads int64
-	bytes, disk     int64        // loaded from the store; from the disk tier
-	prefetched      map[int]bool // chunks read ahead for the epoch, not yet used by it
+	bytes, disk     int64            // loaded from the store; from the disk tier
+	prefetched      map[chunkID]bool // chunks read ahead for the epoch, not yet used by it
 	optimal         *float64
 	computedAt      int64 // accesses when the optimum was computed
 	partial         bool  // some of its batches fell out of the trace
@@ -179,7 +202,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 			Name: "brand_job_batches_total",
 			Help: "Per job (the last few served): batches served.",
 		}, jobLabels),
-		jobs: map[order.Stream]*jobStats{}, wake: make(chan struct{}, 1),
+		jobs: map[order.Stream]*jobStats{}, comps: map[order.Stream]order.Stream{}, wake: make(chan struct{}, 1),
 	}
 	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
 	s.mix = newMixtures(reg)
@@ -202,13 +225,34 @@ func labelsOf(jl prometheus.Labels, js order.Stream, epoch uint64) prometheus.La
 	return l
 }
 
-func jobLabelsOf(js order.Stream) prometheus.Labels {
-	return prometheus.Labels{"dataset": js.DS.Name, "index": js.DS.ID(), "seed": strconv.FormatUint(js.Seed, 10),
+func jobLabelsOf(dataset, index string, js order.Stream) prometheus.Labels {
+	return prometheus.Labels{"dataset": dataset, "index": index, "seed": strconv.FormatUint(js.Seed, 10),
 		"window": strconv.Itoa(js.Window), "job": js.Name}
 }
 
-// jobLocked returns js's figures, making room for them among statsJobs.
-func (s *Stats) jobLocked(js order.Stream) *jobStats {
+// MixJob is the job a mixture's batch counts under: the mixture's order
+// (Mixed.Key) read with the job's seed, window and name.
+func MixJob(b *order.Batch) order.Stream {
+	return order.Stream{Seed: b.Job.Seed, Window: b.Job.Window, Name: b.Job.Name, Mix: b.Mix.Key()}
+}
+
+// mixIndex names a mixture's versions, weights and schedule as an index
+// ID names a dataset's version: a digest of its key, 16 hex digits.
+func mixIndex(mx *order.Mixed) string {
+	h := sha256.Sum256([]byte(mx.Key()))
+	return hex.EncodeToString(h[:8])
+}
+
+// maxComps bounds the mixtures' component streams remembered for
+// prefetch (Stats.comps): more than a mixture has (api's bound on
+// sources) times a few jobs; a flood of seeds clears them, and the
+// prefetches of streams forgotten count only in the mixtures' figures
+// until their next batch.
+const maxComps = 4096
+
+// jobLocked returns js's figures, making room for them among statsJobs;
+// mx is the mixture js is the job of (nil: a dataset's job).
+func (s *Stats) jobLocked(js order.Stream, mx *order.Mixed) *jobStats {
 	s.tick++
 	j, ok := s.jobs[js]
 	if !ok {
@@ -231,8 +275,14 @@ func (s *Stats) jobLocked(js order.Stream) *jobStats {
 			s.reresolveLocked(l)
 		}
 		s.ids++
-		l := jobLabelsOf(js)
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, labels: l,
+		var dataset, index string
+		if mx != nil {
+			dataset, index = mx.Text(), mixIndex(mx)
+		} else {
+			dataset, index = js.DS.Name, js.DS.ID()
+		}
+		l := jobLabelsOf(dataset, index, js)
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 	}
@@ -311,14 +361,17 @@ func (s *Stats) publishLocked(js order.Stream, j *jobStats, epoch uint64, c *epo
 
 // Served is a batch served, for Batch.
 type Served struct {
+	// Stream is the job the batch counts under: its job stream for one
+	// dataset, MixJob for a mixture.
 	Stream       order.Stream
 	Epoch        uint64
-	EpochSamples int // in the epoch
-	Samples      int // the batch carried
+	EpochSamples int // in the epoch (a mixture's: its epoch's positions)
+	Samples      int // the batch carried (a mixture's: its positions)
 	// Chunks are its distinct chunks in first-use order; Loads and
 	// LoadedBytes what its read loaded into the cache, DiskBytes the part
 	// of those the disk tier gave (the rest came from the store), and
-	// StoreBytes what the loads from the store read from it.
+	// StoreBytes what the loads from the store read from it. For a
+	// mixture they are its parts' (Parts), and these are unused.
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
@@ -327,33 +380,69 @@ type Served struct {
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
-	// Mix is the mixture the batch's part was for (nil: one dataset), and
-	// Comp its component: the mixture's figures count it too.
-	Mix  *order.Mixed
-	Comp int
+	// Mix is the mixture the batch was of (nil: one dataset), and Parts
+	// what each of its parts read: the mixture's figures count them per
+	// component.
+	Mix   *order.Mixed
+	Parts []PartServed
+}
+
+// PartServed is what a part of a mixture's batch read: its component
+// and component stream, the samples it carried, and its chunks and loads
+// as Served has them.
+type PartServed struct {
+	Stream     order.Stream
+	Comp       int
+	Samples    int
+	Chunks     []int
+	Loads      int
+	DiskBytes  int64
+	StoreBytes int64
 }
 
 // Follow registers a batch's streams before its prefetch starts, so that
 // the loads read ahead for a mixture's component streams are credited to
-// the mixture.
+// the mixture and its job: its figures count them against the epoch of
+// the last batch followed.
 func (s *Stats) Follow(b *order.Batch) {
-	if b.Mix != nil {
-		s.mix.follow(b)
+	if b.Mix == nil {
+		return
+	}
+	s.mix.follow(b)
+	job := MixJob(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobLocked(job, b.Mix)
+	j.current = b.Epoch
+	s.epochLocked(job, j, b.Epoch, b.EpochSamples)
+	for _, p := range b.Parts {
+		if k, ok := s.comps[p.Stream]; ok && k == job {
+			continue
+		}
+		if len(s.comps) >= maxComps {
+			clear(s.comps)
+		}
+		s.comps[p.Stream] = job
 	}
 }
 
 // Mixtures returns what the mixtures served, per component, oldest first.
 func (s *Stats) Mixtures() []api.MixStat { return s.mix.snapshot() }
 
-// Batch records a served batch (or a mixture batch's part).
+// Batch records a served batch.
 func (s *Stats) Batch(b Served) {
+	parts := b.Parts
 	if b.Mix != nil {
-		s.mix.add(b.Mix, b.Stream, b.Comp, b.Samples, b.StoreBytes, b.DiskBytes)
+		for _, p := range parts {
+			s.mix.add(b.Mix, p.Stream, p.Comp, p.Samples, p.StoreBytes, p.DiskBytes)
+		}
+	} else {
+		parts = []PartServed{{Stream: b.Stream, Samples: b.Samples, Chunks: b.Chunks, Loads: b.Loads, DiskBytes: b.DiskBytes, StoreBytes: b.StoreBytes}}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	js := b.Stream
-	j := s.jobLocked(js)
+	j := s.jobLocked(js, b.Mix)
 	j.batches++
 	j.samples += int64(b.Samples)
 	j.wait += b.Wait
@@ -363,60 +452,14 @@ func (s *Stats) Batch(b Served) {
 	if c == nil {
 		return
 	}
-	loads := b.Loads
-	for _, ch := range b.Chunks {
-		if c.prefetched[ch] {
-			delete(c.prefetched, ch)
-			loads++
-		}
-	}
-	loads = min(loads, len(b.Chunks))
-	c.accesses += int64(len(b.Chunks))
-	c.loads += int64(loads)
-	store := b.StoreBytes
-	c.bytes += store
-	c.disk += b.DiskBytes
 	c.served += b.Samples
-	j.accesses += int64(len(b.Chunks))
-	j.loads += int64(loads)
-	j.bytes += store
-	j.disk += b.DiskBytes
-	j.bytesC.Add(float64(store))
+	for _, p := range parts {
+		s.partLocked(js, j, c, b.Epoch, p)
+	}
 	s.publishLocked(js, j, b.Epoch, c)
-
-	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
-	for i, ch := range b.Chunks {
-		tb.chunks[i] = int32(ch)
-	}
-	if s.traced+len(b.Chunks) > statsTrace {
-		drop := len(s.trace) / 2
-		for _, d := range s.trace[:drop] {
-			s.traced -= len(d.chunks)
-			if o, ok := s.jobs[d.js]; ok && o.id == d.job {
-				if e, ok := o.epochs[d.epoch]; ok {
-					e.partial = true
-				}
-				o.trimmed = true
-			}
-		}
-		s.trace = append(s.trace[:0], s.trace[drop:]...)
-		first := map[int]uint64{}
-		for _, d := range s.trace {
-			if f, ok := first[d.job]; !ok || d.epoch < f {
-				first[d.job] = d.epoch
-			}
-		}
-		for _, o := range s.jobs {
-			if f, ok := first[o.id]; ok && o.trimmed {
-				o.firstTraced = f
-			}
-		}
-	}
 	if !j.trimmed && j.batches == 1 {
 		j.firstTraced = b.Epoch
 	}
-	s.trace = append(s.trace, tb)
-	s.traced += len(b.Chunks)
 	if c.complete() && c.accesses != c.computedAt && s.optimum != nil {
 		s.pending = true
 		select {
@@ -426,30 +469,110 @@ func (s *Stats) Batch(b Served) {
 	}
 }
 
-// Prefetched records a chunk read ahead of demand for an epoch, from the
-// store or (disk) from the disk tier: bytes are what it takes in the
-// cache, which the disk tier gave; from the store, it read the chunk's
-// store size.
+// partLocked counts what a batch's part (the batch, for one dataset)
+// read against its job j and epoch c, and traces its demand.
+func (s *Stats) partLocked(js order.Stream, j *jobStats, c *epochCount, epoch uint64, p PartServed) {
+	ds := p.Stream.DS
+	loads := p.Loads
+	for _, ch := range p.Chunks {
+		k := chunkID{ds, int32(ch)}
+		if c.prefetched[k] {
+			delete(c.prefetched, k)
+			loads++
+		}
+	}
+	loads = min(loads, len(p.Chunks))
+	c.accesses += int64(len(p.Chunks))
+	c.loads += int64(loads)
+	c.bytes += p.StoreBytes
+	c.disk += p.DiskBytes
+	j.accesses += int64(len(p.Chunks))
+	j.loads += int64(loads)
+	j.bytes += p.StoreBytes
+	j.disk += p.DiskBytes
+	j.bytesC.Add(float64(p.StoreBytes))
+
+	tb := tracedBatch{job: j.id, js: js, ds: ds, epoch: epoch, chunks: make([]int32, len(p.Chunks))}
+	for i, ch := range p.Chunks {
+		tb.chunks[i] = int32(ch)
+	}
+	if s.traced+len(p.Chunks) > statsTrace {
+		s.trimLocked()
+	}
+	s.trace = append(s.trace, tb)
+	s.traced += len(p.Chunks)
+}
+
+// trimLocked drops the older half of the trace.
+func (s *Stats) trimLocked() {
+	drop := len(s.trace) / 2
+	for _, d := range s.trace[:drop] {
+		s.traced -= len(d.chunks)
+		if o, ok := s.jobs[d.js]; ok && o.id == d.job {
+			if e, ok := o.epochs[d.epoch]; ok {
+				e.partial = true
+			}
+			o.trimmed = true
+		}
+	}
+	s.trace = append(s.trace[:0], s.trace[drop:]...)
+	first := map[int]uint64{}
+	for _, d := range s.trace {
+		if f, ok := first[d.job]; !ok || d.epoch < f {
+			first[d.job] = d.epoch
+		}
+	}
+	for _, o := range s.jobs {
+		if f, ok := first[o.id]; ok && o.trimmed {
+			o.firstTraced = f
+		}
+	}
+}
+
+// Prefetched records a chunk read ahead of demand for an epoch of a
+// stream, from the store or (disk) from the disk tier: bytes are what it
+// takes in the cache, which the disk tier gave; from the store, it read
+// the chunk's store size. For a mixture's component stream it counts
+// under the mixture's job (registered by Follow; skipped if not kept),
+// against the epoch of its last batch followed.
 func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
-	store, below := js.DS.StoreSize(chunk), int64(0)
+	ds := js.DS
+	store, below := ds.StoreSize(chunk), int64(0)
 	if disk {
 		store, below = 0, bytes
 	}
 	s.mix.prefetched(js, store+below, disk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobLocked(js)
+	var j *jobStats
+	samples := ds.Index.NumSamples()
+	if js.Mix != "" {
+		job, ok := s.comps[js]
+		if j, ok = s.jobs[job]; !ok {
+			return
+		}
+		js, epoch = job, j.current
+		s.tick++
+		j.lastUse = s.tick
+		c, ok := j.epochs[epoch]
+		if !ok {
+			return
+		}
+		samples = c.samples
+	} else {
+		j = s.jobLocked(js, nil)
+	}
 	j.bytes += store
 	j.disk += below
 	j.bytesC.Add(float64(store))
-	c := s.epochLocked(js, j, epoch, js.DS.Index.NumSamples())
+	c := s.epochLocked(js, j, epoch, samples)
 	if c == nil {
 		return
 	}
 	if c.prefetched == nil {
-		c.prefetched = map[int]bool{}
+		c.prefetched = map[chunkID]bool{}
 	}
-	c.prefetched[chunk] = true
+	c.prefetched[chunkID{ds, int32(chunk)}] = true
 	c.bytes += store
 	c.disk += below
 	s.publishLocked(js, j, epoch, c)
@@ -493,11 +616,11 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	for i, b := range trace {
 		tagged[i] = make([]int32, len(b.chunks))
 		for k, c := range b.chunks {
-			id, ok := ids[chunkID{b.js.DS, c}]
+			id, ok := ids[chunkID{b.ds, c}]
 			if !ok {
 				id = int32(len(sizes))
-				ids[chunkID{b.js.DS, c}] = id
-				sizes = append(sizes, b.js.DS.ChunkSize(int(c)))
+				ids[chunkID{b.ds, c}] = id
+				sizes = append(sizes, b.ds.ChunkSize(int(c)))
 			}
 			tagged[i][k] = id
 		}
@@ -550,7 +673,7 @@ func (s *Stats) Snapshot() []api.EpochStat {
 	out := []api.EpochStat{}
 	for js, j := range s.jobs {
 		for e, c := range j.epochs {
-			st := api.EpochStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
+			st := api.EpochStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
 				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, Complete: c.complete()}
 			if c.accesses > 0 {
 				st.HitRatio = 1 - float64(c.loads)/float64(c.accesses)
@@ -575,7 +698,7 @@ func (s *Stats) Jobs() []api.JobStat {
 	defer s.mu.Unlock()
 	out := []api.JobStat{}
 	for js, j := range s.jobs {
-		st := api.JobStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name,
+		st := api.JobStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name,
 			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk,
 			WaitSeconds: j.wait.Seconds()}
 		if j.accesses > 0 {
