@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
@@ -65,18 +66,19 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 		kb.WriteString("|schedule=" + job.Schedule.String())
 	}
 	memo := kb.String()
-	if m, ok := o.mixtures.Get(memo); ok {
+	sum := sha256.Sum256([]byte(memo))
+	if m, ok := o.mixtures.Get(sum); ok {
 		return m, nil
 	}
 	v, err, _ := o.mixFlight.Do(memo, func() (any, error) {
-		if m, ok := o.mixtures.Get(memo); ok {
+		if m, ok := o.mixtures.Get(sum); ok {
 			return m, nil
 		}
 		m, err := o.newTokenMixed(mix, ds, specs, job, block, memo)
 		if err != nil {
 			return nil, err
 		}
-		o.mixtures.Add(memo, m)
+		o.mixtures.Add(sum, m)
 		return m, nil
 	})
 	if err != nil {
