@@ -60,7 +60,8 @@ const (
 	// after the run's epochs, so this covers a few more than a typical one.
 	statsEpochs = 16
 	// statsTrace bounds the demand trace, from which the optimal
-	// policy's figures are computed: 1M chunk accesses (4 MiB) cover
+	// policy's figures are computed: 1M chunk accesses (4 MiB; 12 MiB of
+	// mixtures', which name each chunk's dataset) cover
 	// several job-epochs of a million-sample dataset. Beyond it the older
 	// half is dropped.
 	statsTrace = 1 << 20
@@ -148,14 +149,24 @@ type jobStats struct {
 	batchesC, stallC, bytesC prometheus.Counter
 }
 
-// tracedBatch is a batch's demand, or a mixture batch's part's: its
-// chunks are of ds.
+// tracedBatch is a batch's demand: its chunks are of ds, or for a
+// mixture's batch each of its dataset in dss. A mixture's batch is one,
+// whatever its parts: the trace's length, and what the optimum's
+// computation copies and tags, follow the batches, not the sources.
 type tracedBatch struct {
-	job    int
-	js     order.Stream // the job's key in jobs
-	ds     *catalog.Dataset
+	job    *jobStats // its id tags the batch
 	epoch  uint64
+	ds     *catalog.Dataset
+	dss    []*catalog.Dataset
 	chunks []int32
+}
+
+// dsOf is the dataset of the batch's k-th chunk.
+func (b *tracedBatch) dsOf(k int) *catalog.Dataset {
+	if b.dss != nil {
+		return b.dss[k]
+	}
+	return b.ds
 }
 
 type epochCount struct {
@@ -453,10 +464,31 @@ func (s *Stats) Batch(b Served) {
 		return
 	}
 	c.served += b.Samples
+	n := 0
 	for _, p := range parts {
-		s.partLocked(js, j, c, b.Epoch, p)
+		s.partLocked(j, c, p)
+		n += len(p.Chunks)
 	}
 	s.publishLocked(js, j, b.Epoch, c)
+	tb := tracedBatch{job: j, epoch: b.Epoch, chunks: make([]int32, 0, n)}
+	if b.Mix != nil {
+		tb.dss = make([]*catalog.Dataset, 0, n)
+	} else {
+		tb.ds = b.Stream.DS
+	}
+	for _, p := range parts {
+		for _, ch := range p.Chunks {
+			tb.chunks = append(tb.chunks, int32(ch))
+			if tb.dss != nil {
+				tb.dss = append(tb.dss, p.Stream.DS)
+			}
+		}
+	}
+	if s.traced+n > statsTrace {
+		s.trimLocked()
+	}
+	s.trace = append(s.trace, tb)
+	s.traced += n
 	if !j.trimmed && j.batches == 1 {
 		j.firstTraced = b.Epoch
 	}
@@ -470,8 +502,8 @@ func (s *Stats) Batch(b Served) {
 }
 
 // partLocked counts what a batch's part (the batch, for one dataset)
-// read against its job j and epoch c, and traces its demand.
-func (s *Stats) partLocked(js order.Stream, j *jobStats, c *epochCount, epoch uint64, p PartServed) {
+// read against its job j and epoch c.
+func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) {
 	ds := p.Stream.DS
 	loads := p.Loads
 	for _, ch := range p.Chunks {
@@ -491,16 +523,6 @@ func (s *Stats) partLocked(js order.Stream, j *jobStats, c *epochCount, epoch ui
 	j.bytes += p.StoreBytes
 	j.disk += p.DiskBytes
 	j.bytesC.Add(float64(p.StoreBytes))
-
-	tb := tracedBatch{job: j.id, js: js, ds: ds, epoch: epoch, chunks: make([]int32, len(p.Chunks))}
-	for i, ch := range p.Chunks {
-		tb.chunks[i] = int32(ch)
-	}
-	if s.traced+len(p.Chunks) > statsTrace {
-		s.trimLocked()
-	}
-	s.trace = append(s.trace, tb)
-	s.traced += len(p.Chunks)
 }
 
 // trimLocked drops the older half of the trace.
@@ -508,22 +530,23 @@ func (s *Stats) trimLocked() {
 	drop := len(s.trace) / 2
 	for _, d := range s.trace[:drop] {
 		s.traced -= len(d.chunks)
-		if o, ok := s.jobs[d.js]; ok && o.id == d.job {
-			if e, ok := o.epochs[d.epoch]; ok {
-				e.partial = true
-			}
-			o.trimmed = true
+		// A job no longer kept is marked too: nothing reads it.
+		if e, ok := d.job.epochs[d.epoch]; ok {
+			e.partial = true
 		}
+		d.job.trimmed = true
 	}
+	old := s.trace
 	s.trace = append(s.trace[:0], s.trace[drop:]...)
-	first := map[int]uint64{}
+	clear(old[len(s.trace):]) // let what was dropped go
+	first := map[*jobStats]uint64{}
 	for _, d := range s.trace {
 		if f, ok := first[d.job]; !ok || d.epoch < f {
 			first[d.job] = d.epoch
 		}
 	}
 	for _, o := range s.jobs {
-		if f, ok := first[o.id]; ok && o.trimmed {
+		if f, ok := first[o]; ok && o.trimmed {
 			o.firstTraced = f
 		}
 	}
@@ -616,18 +639,19 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	for i, b := range trace {
 		tagged[i] = make([]int32, len(b.chunks))
 		for k, c := range b.chunks {
-			id, ok := ids[chunkID{b.ds, c}]
+			ds := b.dsOf(k)
+			id, ok := ids[chunkID{ds, c}]
 			if !ok {
 				id = int32(len(sizes))
-				ids[chunkID{b.ds, c}] = id
-				sizes = append(sizes, b.ds.ChunkSize(int(c)))
+				ids[chunkID{ds, c}] = id
+				sizes = append(sizes, ds.ChunkSize(int(c)))
 			}
 			tagged[i][k] = id
 		}
 	}
 	batches := func(yield func(evict.JobEpoch, []int32) bool) {
 		for i, b := range trace {
-			if !yield(evict.JobEpoch{Job: b.job, Epoch: b.epoch}, tagged[i]) {
+			if !yield(evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}, tagged[i]) {
 				return
 			}
 		}
@@ -641,7 +665,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	}
 	accesses := map[evict.JobEpoch]int64{}
 	for _, b := range trace {
-		accesses[evict.JobEpoch{Job: b.job, Epoch: b.epoch}] += int64(len(b.chunks))
+		accesses[evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}] += int64(len(b.chunks))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

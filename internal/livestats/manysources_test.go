@@ -57,8 +57,9 @@ func mixBatch(mx *order.Mixed, job api.Job, k, parts int) (*order.Batch, Served)
 
 // TestMixtureFiguresCostPerBatchNotPerSource: a mixture is one job,
 // whatever its number of components: serving a batch of it costs the
-// same allocations over 100 sources as over 2, and one set of job
-// series. Before, each component stream was a job of its own: a mixture
+// same allocations over 100 sources as over 2, one set of job series,
+// and one entry of the demand trace, which the optimum's computation
+// copies and tags. Before, each component stream was a job of its own: a mixture
 // of more components than statsJobs replaced a stream's figures and
 // series at nearly every part (issue 43's schedule bench: 60 MB of the
 // 142 MB a gateway over 100 sources allocated in 200 batches).
@@ -69,12 +70,13 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 		defer s.Close()
-		k := 0
+		k, served := 0, 0
 		batch := func() {
 			b, sv := mixBatch(mx, job, k, parts)
 			k++
 			s.Follow(b)
 			s.Batch(sv)
+			served++
 		}
 		for range 2 * n { // every component seen
 			batch()
@@ -82,6 +84,11 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 		// The batch's own making is the test's: counted apart.
 		made := testing.AllocsPerRun(100, func() { mixBatch(mx, job, k, parts); k++ })
 		allocs := testing.AllocsPerRun(100, batch) - made
+		s.mu.Lock()
+		if len(s.trace) != served {
+			t.Errorf("%d sources: %d batches served, %d in the demand trace: want one a batch, whatever its parts", n, served, len(s.trace))
+		}
+		s.mu.Unlock()
 		return allocs, len(series(t, reg, "brand_job_batches_total", nil))
 	}
 	a2, s2 := cost(2)

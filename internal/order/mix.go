@@ -118,20 +118,22 @@ func (m *Mixed) Stream(i int, job api.Job) Stream {
 	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
 }
 
-// pace is component i's Pace under the schedule, nil for fixed weights
-// and for a schedule over token datasets: a Pace counts a component's
-// stream in equal passes of samples, and a token component's stream is
-// read by document positions while the schedule counts its packed
-// sequences, passes of differing lengths. Its parts are keyed by their
-// measured rate alone, as a mixture's.
+// pace is component i's Pace under the schedule, nil for fixed weights.
+// A token component's stream is read by document positions while the
+// schedule counts its packed sequences: its Pace is in documents,
+// estimated from its documents per sequence (NewTokenPace).
 func (m *Mixed) pace(i int) *Pace {
 	s := m.Order.Schedule()
-	if s == nil || m.tokens {
+	if s == nil {
 		return nil
 	}
 	m.paceOnce.Do(func() {
 		m.paces = make([]*Pace, len(m.DS))
 		for c := range m.paces {
+			if m.tokens {
+				m.paces[c] = NewTokenPace(s, c, m.Order.Size(c), m.DS[c].Index.NumSamples(), 0)
+				continue
+			}
 			m.paces[c] = NewPace(s, c, m.Order.Size(c), 0)
 		}
 	})
