@@ -32,6 +32,7 @@ type Mixed struct {
 	Order    *MixOrder
 	key      string
 	text     string // Mix.String()
+	schedule string // Schedule.String(), "" for fixed weights
 	ids      string // the components' index IDs, comma-separated
 	// paces are, for a schedule, its components' (Stream.Pace), made
 	// once on first use.
@@ -104,6 +105,11 @@ func (o *Orders) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start
 // Text returns the mixture as its requests name it (Mix.String), made
 // once.
 func (m *Mixed) Text() string { return m.text }
+
+// ScheduleText returns the schedule the mixture follows as
+// api.Schedule.String writes it ("" for fixed weights), made once: every
+// response names it (Brand-Mix-Schedule).
+func (m *Mixed) ScheduleText() string { return m.schedule }
 
 // Key names the mixture's order: its components' versions, weights,
 // block and length.
@@ -241,7 +247,7 @@ func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset
 	}
 	key := sb.String()
 	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
-		text: mix.String(), ids: strings.Join(ids, ",")}, nil
+		text: mix.String(), schedule: sched.String(), ids: strings.Join(ids, ",")}, nil
 }
 
 func newMixtureMemo() *lru.Cache[[sha256.Size]byte, *Mixed] {

@@ -135,7 +135,7 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 		ids[i] = d.ID()
 	}
 	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
-		text: mix.String(), ids: strings.Join(ids, ","), tokens: true}, nil
+		text: mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ","), tokens: true}, nil
 }
 
 // passLens is a token component's pass lengths: pass p is its stream's
