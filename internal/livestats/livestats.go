@@ -161,6 +161,16 @@ type tracedBatch struct {
 	chunks []int32
 }
 
+// tracedHas reports whether a mixture's batch b holds chunk c of ds.
+func tracedHas(b *tracedBatch, ds *catalog.Dataset, c int32) bool {
+	for k, x := range b.chunks {
+		if x == c && b.dss[k] == ds {
+			return true
+		}
+	}
+	return false
+}
+
 // dsOf is the dataset of the batch's k-th chunk.
 func (b *tracedBatch) dsOf(k int) *catalog.Dataset {
 	if b.dss != nil {
@@ -464,12 +474,11 @@ func (s *Stats) Batch(b Served) {
 		return
 	}
 	c.served += b.Samples
-	n := 0
+	n, loads := 0, 0
 	for _, p := range parts {
-		s.partLocked(j, c, p)
+		loads += s.partLocked(j, c, p)
 		n += len(p.Chunks)
 	}
-	s.publishLocked(js, j, b.Epoch, c)
 	tb := tracedBatch{job: j, epoch: b.Epoch, chunks: make([]int32, 0, n)}
 	if b.Mix != nil {
 		tb.dss = make([]*catalog.Dataset, 0, n)
@@ -478,12 +487,26 @@ func (s *Stats) Batch(b Served) {
 	}
 	for _, p := range parts {
 		for _, ch := range p.Chunks {
-			tb.chunks = append(tb.chunks, int32(ch))
 			if tb.dss != nil {
+				// Distinct, as the optimum takes a batch's chunks: two
+				// parts of a component (two of its passes) may share one.
+				if tracedHas(&tb, p.Stream.DS, int32(ch)) {
+					continue
+				}
 				tb.dss = append(tb.dss, p.Stream.DS)
 			}
+			tb.chunks = append(tb.chunks, int32(ch))
 		}
 	}
+	// A batch's accesses are its distinct chunks, the trace's; its loads
+	// at most as many.
+	n = len(tb.chunks)
+	loads = min(loads, n)
+	c.accesses += int64(n)
+	c.loads += int64(loads)
+	j.accesses += int64(n)
+	j.loads += int64(loads)
+	s.publishLocked(js, j, b.Epoch, c)
 	if s.traced+n > statsTrace {
 		s.trimLocked()
 	}
@@ -501,9 +524,10 @@ func (s *Stats) Batch(b Served) {
 	}
 }
 
-// partLocked counts what a batch's part (the batch, for one dataset)
-// read against its job j and epoch c.
-func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) {
+// partLocked counts the bytes a batch's part (the batch, for one dataset)
+// read against its job j and epoch c, and returns its loads, those of
+// prefetch it used included.
+func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) int {
 	ds := p.Stream.DS
 	loads := p.Loads
 	for _, ch := range p.Chunks {
@@ -513,16 +537,12 @@ func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) {
 			loads++
 		}
 	}
-	loads = min(loads, len(p.Chunks))
-	c.accesses += int64(len(p.Chunks))
-	c.loads += int64(loads)
 	c.bytes += p.StoreBytes
 	c.disk += p.DiskBytes
-	j.accesses += int64(len(p.Chunks))
-	j.loads += int64(loads)
 	j.bytes += p.StoreBytes
 	j.disk += p.DiskBytes
 	j.bytesC.Add(float64(p.StoreBytes))
+	return min(loads, len(p.Chunks))
 }
 
 // trimLocked drops the older half of the trace.

@@ -103,3 +103,36 @@ func TestMixtureFiguresCostPerBatchNotPerSource(t *testing.T) {
 		t.Errorf("%.0f allocations to count a batch of a mixture of 100 sources, %.0f of one of 2", a100, a2)
 	}
 }
+
+// TestMixtureBatchTracesEachChunkOnce: two parts of a mixture's batch
+// that read two passes of one component may share a chunk; the batch's
+// demand, from which the optimum is computed, names each chunk once, and
+// its accesses are its distinct chunks. The optimum's simulation refused
+// a batch naming a chunk twice: it panicked the first time the bench's
+// mixture of 100 sources completed an epoch.
+func TestMixtureBatchTracesEachChunkOnce(t *testing.T) {
+	mx, job := mixtureOf(t, 2, 4)
+	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
+	defer s.Close()
+	b := &order.Batch{Source: order.Source{Mix: mx}, Job: job, EpochSamples: 32, Start: 0, End: 4}
+	sv := Served{Stream: MixJob(b), Epoch: 0, EpochSamples: 32, Samples: 4, Mix: mx}
+	s0, s1 := mx.Stream(0, job), mx.Stream(1, job)
+	for _, p := range []PartServed{
+		{Stream: s0, Comp: 0, Samples: 1, Chunks: []int{3}, Loads: 1},
+		{Stream: s1, Comp: 1, Samples: 2, Chunks: []int{3, 0}, Loads: 2},
+		{Stream: s0, Comp: 0, Samples: 1, Chunks: []int{3, 1}, Loads: 1}, // the next pass
+	} {
+		b.Parts = append(b.Parts, order.Part{Comp: p.Comp, Stream: p.Stream})
+		sv.Parts = append(sv.Parts, p)
+	}
+	s.Follow(b)
+	s.Batch(sv)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.trace) != 1 || len(s.trace[0].chunks) != 4 {
+		t.Fatalf("the trace: %+v, want one batch of 4 chunks (s000's 3 and 1, s001's 3 and 0)", s.trace)
+	}
+	if c := s.jobs[MixJob(b)].epochs[0]; c.accesses != 4 || c.loads != 4 {
+		t.Errorf("the epoch's accesses and loads: %d and %d, want 4 and 4", c.accesses, c.loads)
+	}
+}
