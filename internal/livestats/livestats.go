@@ -588,27 +588,23 @@ func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var j *jobStats
-	samples := ds.Index.NumSamples()
+	var c *epochCount
 	if js.Mix != "" {
-		job, ok := s.comps[js]
-		if j, ok = s.jobs[job]; !ok {
+		var ok bool
+		if j, ok = s.jobs[s.comps[js]]; !ok {
 			return
 		}
-		js, epoch = job, j.current
+		js, epoch = s.comps[js], j.current
 		s.tick++
 		j.lastUse = s.tick
-		c, ok := j.epochs[epoch]
-		if !ok {
-			return
-		}
-		samples = c.samples
+		c = j.epochs[epoch] // made by Follow; nil if no longer kept
 	} else {
 		j = s.jobLocked(js, nil)
+		c = s.epochLocked(js, j, epoch, ds.Index.NumSamples())
 	}
 	j.bytes += store
 	j.disk += below
 	j.bytesC.Add(float64(store))
-	c := s.epochLocked(js, j, epoch, samples)
 	if c == nil {
 		return
 	}
