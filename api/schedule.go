@@ -152,8 +152,11 @@ func parseStep(s string) (uint64, error) {
 // parsePhaseMix is ParseMix with weights of 0 allowed, so long as one is
 // not.
 func parsePhaseMix(s string) (Mix, error) {
-	var m Mix
-	seen := map[string]bool{}
+	// Sized once: every request of a schedule names every source in
+	// every phase, and growing these was most of its parse's garbage.
+	n := min(strings.Count(s, ",")+1, shuffle.MaxMixComponents+1)
+	m := make(Mix, 0, n)
+	seen := make(map[string]bool, n)
 	for part := range strings.SplitSeq(s, ",") {
 		name, w, ok := strings.Cut(part, ":")
 		if !ok || name == "" || w == "" {
@@ -182,7 +185,7 @@ func zeroWeight(w string) bool {
 // phaseWeights is IntWeights with weights of 0 allowed: the others
 // reduced as IntWeights reduces them, 0 where the weight is 0.
 func (m Mix) phaseWeights() ([]uint64, error) {
-	var pos Mix
+	pos := make(Mix, 0, len(m))
 	for _, c := range m {
 		if !zeroWeight(c.Weight) {
 			pos = append(pos, c)
@@ -215,7 +218,7 @@ func (s Schedule) check(first uint64) error {
 	if s[0].Step != first || s[0].End != 0 {
 		return fmt.Errorf("%w: a schedule's first phase is 0:MIX, constant from step 0 (a ramp moves from the phase before it)", ErrMix)
 	}
-	names := map[string]bool{}
+	names := make(map[string]bool, len(s[0].Mix))
 	for _, c := range s[0].Mix {
 		names[c.Dataset] = true
 	}

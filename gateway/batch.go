@@ -148,7 +148,7 @@ func setSourceHeaders(h http.Header, src order.Source) {
 		h.Set(api.HeaderMixBlock, strconv.Itoa(m.Order.Block()))
 		h.Set(api.HeaderMixIndex, m.IndexIDs())
 		if len(m.Schedule) > 0 {
-			h.Set(api.HeaderMixSchedule, m.Schedule.String())
+			h.Set(api.HeaderMixSchedule, m.ScheduleText())
 		}
 		return
 	}

@@ -4,6 +4,14 @@
 // and the brand_epoch_* metrics; and per job, what it cost in all and how
 // long its batches waited: /stats "jobs" and the brand_job_* metrics.
 //
+// A mixture is one job: its batches, their waits and what their parts
+// cost count under the mixture (MixJob), by the mixture's epochs, whatever
+// the number of its components — one set of figures and series, where one
+// per component stream made a mixture of more components than statsJobs
+// replace a stream's figures and series at nearly every part it served.
+// What each component served and loaded is in the mixtures' figures
+// (/stats "mixtures", brand_mix_*).
+//
 // Store (backend) bytes are what loads read from the store: a chunk's
 // store size (catalog.Dataset.StoreSize), which for a dataset served in
 // place is its store extent with the fields read, not the decoded bytes
@@ -21,6 +29,8 @@ package livestats
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"iter"
 	"maps"
 	"slices"
@@ -50,7 +60,8 @@ const (
 	// after the run's epochs, so this covers a few more than a typical one.
 	statsEpochs = 16
 	// statsTrace bounds the demand trace, from which the optimal
-	// policy's figures are computed: 1M chunk accesses (4 MiB) cover
+	// policy's figures are computed: 1M chunk accesses (4 MiB; 12 MiB of
+	// mixtures', which name each chunk's dataset) cover
 	// several job-epochs of a million-sample dataset. Beyond it the older
 	// half is dropped.
 	statsTrace = 1 << 20
@@ -92,8 +103,12 @@ type Stats struct {
 
 	mu   sync.Mutex
 	jobs map[order.Stream]*jobStats
-	tick uint64 // orders jobs by last use
-	ids  int    // the last job ID given
+	// comps are the mixtures' component streams seen (Follow), each
+	// mapped to its mixture's job, so that what prefetch reads for one
+	// counts there; bounded by maxComps.
+	comps map[order.Stream]order.Stream
+	tick  uint64 // orders jobs by last use
+	ids   int    // the last job ID given
 
 	// trace is the demand of every job, merged as it arrived, bounded
 	// by statsTrace accesses (traced).
@@ -107,6 +122,12 @@ type Stats struct {
 
 type jobStats struct {
 	id int // its batches' tag in the trace
+	// dataset and index name it in /stats and the labels: a dataset's
+	// name and index ID, or a mixture as written and mixIndex.
+	dataset, index string
+	// current is the epoch its last batch was of: a mixture's prefetch,
+	// made for a component's pass, counts against it.
+	current uint64
 	// labels are its series' job labels (jobLabelsOf), made once: a
 	// mixture of more sources than statsJobs makes room for a stream at
 	// nearly every part of every batch, and each time compares the
@@ -128,19 +149,42 @@ type jobStats struct {
 	batchesC, stallC, bytesC prometheus.Counter
 }
 
+// tracedBatch is a batch's demand: its chunks are of ds, or for a
+// mixture's batch each of its dataset in dss. A mixture's batch is one,
+// whatever its parts: the trace's length, and what the optimum's
+// computation copies and tags, follow the batches, not the sources.
 type tracedBatch struct {
-	job    int
-	js     order.Stream
+	job    *jobStats // its id tags the batch
 	epoch  uint64
+	ds     *catalog.Dataset
+	dss    []*catalog.Dataset
 	chunks []int32
+}
+
+// tracedHas reports whether a mixture's batch b holds chunk c of ds.
+func tracedHas(b *tracedBatch, ds *catalog.Dataset, c int32) bool {
+	for k, x := range b.chunks {
+		if x == c && b.dss[k] == ds {
+			return true
+		}
+	}
+	return false
+}
+
+// dsOf is the dataset of the batch's k-th chunk.
+func (b *tracedBatch) dsOf(k int) *catalog.Dataset {
+	if b.dss != nil {
+		return b.dss[k]
+	}
+	return b.ds
 }
 
 type epochCount struct {
 	samples         int // in the epoch
 	served          int // samples of the epoch served so far
 	accesses, loads int64
-	bytes, disk     int64        // loaded from the store; from the disk tier
-	prefetched      map[int]bool // chunks read ahead for the epoch, not yet used by it
+	bytes, disk     int64            // loaded from the store; from the disk tier
+	prefetched      map[chunkID]bool // chunks read ahead for the epoch, not yet used by it
 	optimal         *float64
 	computedAt      int64 // accesses when the optimum was computed
 	partial         bool  // some of its batches fell out of the trace
@@ -179,7 +223,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 			Name: "brand_job_batches_total",
 			Help: "Per job (the last few served): batches served.",
 		}, jobLabels),
-		jobs: map[order.Stream]*jobStats{}, wake: make(chan struct{}, 1),
+		jobs: map[order.Stream]*jobStats{}, comps: map[order.Stream]order.Stream{}, wake: make(chan struct{}, 1),
 	}
 	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
 	s.mix = newMixtures(reg)
@@ -202,13 +246,34 @@ func labelsOf(jl prometheus.Labels, js order.Stream, epoch uint64) prometheus.La
 	return l
 }
 
-func jobLabelsOf(js order.Stream) prometheus.Labels {
-	return prometheus.Labels{"dataset": js.DS.Name, "index": js.DS.ID(), "seed": strconv.FormatUint(js.Seed, 10),
+func jobLabelsOf(dataset, index string, js order.Stream) prometheus.Labels {
+	return prometheus.Labels{"dataset": dataset, "index": index, "seed": strconv.FormatUint(js.Seed, 10),
 		"window": strconv.Itoa(js.Window), "job": js.Name}
 }
 
-// jobLocked returns js's figures, making room for them among statsJobs.
-func (s *Stats) jobLocked(js order.Stream) *jobStats {
+// MixJob is the job a mixture's batch counts under: the mixture's order
+// (Mixed.Key) read with the job's seed, window and name.
+func MixJob(b *order.Batch) order.Stream {
+	return order.Stream{Seed: b.Job.Seed, Window: b.Job.Window, Name: b.Job.Name, Mix: b.Mix.Key()}
+}
+
+// mixIndex names a mixture's versions, weights and schedule as an index
+// ID names a dataset's version: a digest of its key, 16 hex digits.
+func mixIndex(mx *order.Mixed) string {
+	h := sha256.Sum256([]byte(mx.Key()))
+	return hex.EncodeToString(h[:8])
+}
+
+// maxComps bounds the mixtures' component streams remembered for
+// prefetch (Stats.comps): more than a mixture has (api's bound on
+// sources) times a few jobs; a flood of seeds clears them, and the
+// prefetches of streams forgotten count only in the mixtures' figures
+// until their next batch.
+const maxComps = 4096
+
+// jobLocked returns js's figures, making room for them among statsJobs;
+// mx is the mixture js is the job of (nil: a dataset's job).
+func (s *Stats) jobLocked(js order.Stream, mx *order.Mixed) *jobStats {
 	s.tick++
 	j, ok := s.jobs[js]
 	if !ok {
@@ -231,8 +296,14 @@ func (s *Stats) jobLocked(js order.Stream) *jobStats {
 			s.reresolveLocked(l)
 		}
 		s.ids++
-		l := jobLabelsOf(js)
-		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, labels: l,
+		var dataset, index string
+		if mx != nil {
+			dataset, index = mx.Text(), mixIndex(mx)
+		} else {
+			dataset, index = js.DS.Name, js.DS.ID()
+		}
+		l := jobLabelsOf(dataset, index, js)
+		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
 	}
@@ -311,14 +382,17 @@ func (s *Stats) publishLocked(js order.Stream, j *jobStats, epoch uint64, c *epo
 
 // Served is a batch served, for Batch.
 type Served struct {
+	// Stream is the job the batch counts under: its job stream for one
+	// dataset, MixJob for a mixture.
 	Stream       order.Stream
 	Epoch        uint64
-	EpochSamples int // in the epoch
-	Samples      int // the batch carried
+	EpochSamples int // in the epoch (a mixture's: its epoch's positions)
+	Samples      int // the batch carried (a mixture's: its positions)
 	// Chunks are its distinct chunks in first-use order; Loads and
 	// LoadedBytes what its read loaded into the cache, DiskBytes the part
 	// of those the disk tier gave (the rest came from the store), and
-	// StoreBytes what the loads from the store read from it.
+	// StoreBytes what the loads from the store read from it. For a
+	// mixture they are its parts' (Parts), and these are unused.
 	Chunks      []int
 	Loads       int
 	LoadedBytes int64
@@ -327,33 +401,69 @@ type Served struct {
 	// Wait is how long the batch waited for its samples: for its job's
 	// turn, for room in the cache, for its chunks to load.
 	Wait time.Duration
-	// Mix is the mixture the batch's part was for (nil: one dataset), and
-	// Comp its component: the mixture's figures count it too.
-	Mix  *order.Mixed
-	Comp int
+	// Mix is the mixture the batch was of (nil: one dataset), and Parts
+	// what each of its parts read: the mixture's figures count them per
+	// component.
+	Mix   *order.Mixed
+	Parts []PartServed
+}
+
+// PartServed is what a part of a mixture's batch read: its component
+// and component stream, the samples it carried, and its chunks and loads
+// as Served has them.
+type PartServed struct {
+	Stream     order.Stream
+	Comp       int
+	Samples    int
+	Chunks     []int
+	Loads      int
+	DiskBytes  int64
+	StoreBytes int64
 }
 
 // Follow registers a batch's streams before its prefetch starts, so that
 // the loads read ahead for a mixture's component streams are credited to
-// the mixture.
+// the mixture and its job: its figures count them against the epoch of
+// the last batch followed.
 func (s *Stats) Follow(b *order.Batch) {
-	if b.Mix != nil {
-		s.mix.follow(b)
+	if b.Mix == nil {
+		return
+	}
+	s.mix.follow(b)
+	job := MixJob(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobLocked(job, b.Mix)
+	j.current = b.Epoch
+	s.epochLocked(job, j, b.Epoch, b.EpochSamples)
+	for _, p := range b.Parts {
+		if k, ok := s.comps[p.Stream]; ok && k == job {
+			continue
+		}
+		if len(s.comps) >= maxComps {
+			clear(s.comps)
+		}
+		s.comps[p.Stream] = job
 	}
 }
 
 // Mixtures returns what the mixtures served, per component, oldest first.
 func (s *Stats) Mixtures() []api.MixStat { return s.mix.snapshot() }
 
-// Batch records a served batch (or a mixture batch's part).
+// Batch records a served batch.
 func (s *Stats) Batch(b Served) {
+	parts := b.Parts
 	if b.Mix != nil {
-		s.mix.add(b.Mix, b.Stream, b.Comp, b.Samples, b.StoreBytes, b.DiskBytes)
+		for _, p := range parts {
+			s.mix.add(b.Mix, p.Stream, p.Comp, p.Samples, p.StoreBytes, p.DiskBytes)
+		}
+	} else {
+		parts = []PartServed{{Stream: b.Stream, Samples: b.Samples, Chunks: b.Chunks, Loads: b.Loads, DiskBytes: b.DiskBytes, StoreBytes: b.StoreBytes}}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	js := b.Stream
-	j := s.jobLocked(js)
+	j := s.jobLocked(js, b.Mix)
 	j.batches++
 	j.samples += int64(b.Samples)
 	j.wait += b.Wait
@@ -363,60 +473,48 @@ func (s *Stats) Batch(b Served) {
 	if c == nil {
 		return
 	}
-	loads := b.Loads
-	for _, ch := range b.Chunks {
-		if c.prefetched[ch] {
-			delete(c.prefetched, ch)
-			loads++
-		}
-	}
-	loads = min(loads, len(b.Chunks))
-	c.accesses += int64(len(b.Chunks))
-	c.loads += int64(loads)
-	store := b.StoreBytes
-	c.bytes += store
-	c.disk += b.DiskBytes
 	c.served += b.Samples
-	j.accesses += int64(len(b.Chunks))
-	j.loads += int64(loads)
-	j.bytes += store
-	j.disk += b.DiskBytes
-	j.bytesC.Add(float64(store))
-	s.publishLocked(js, j, b.Epoch, c)
-
-	tb := tracedBatch{job: j.id, js: js, epoch: b.Epoch, chunks: make([]int32, len(b.Chunks))}
-	for i, ch := range b.Chunks {
-		tb.chunks[i] = int32(ch)
+	n, loads := 0, 0
+	for _, p := range parts {
+		loads += s.partLocked(j, c, p)
+		n += len(p.Chunks)
 	}
-	if s.traced+len(b.Chunks) > statsTrace {
-		drop := len(s.trace) / 2
-		for _, d := range s.trace[:drop] {
-			s.traced -= len(d.chunks)
-			if o, ok := s.jobs[d.js]; ok && o.id == d.job {
-				if e, ok := o.epochs[d.epoch]; ok {
-					e.partial = true
+	tb := tracedBatch{job: j, epoch: b.Epoch, chunks: make([]int32, 0, n)}
+	if b.Mix != nil {
+		tb.dss = make([]*catalog.Dataset, 0, n)
+	} else {
+		tb.ds = b.Stream.DS
+	}
+	for _, p := range parts {
+		for _, ch := range p.Chunks {
+			if tb.dss != nil {
+				// Distinct, as the optimum takes a batch's chunks: two
+				// parts of a component (two of its passes) may share one.
+				if tracedHas(&tb, p.Stream.DS, int32(ch)) {
+					continue
 				}
-				o.trimmed = true
+				tb.dss = append(tb.dss, p.Stream.DS)
 			}
-		}
-		s.trace = append(s.trace[:0], s.trace[drop:]...)
-		first := map[int]uint64{}
-		for _, d := range s.trace {
-			if f, ok := first[d.job]; !ok || d.epoch < f {
-				first[d.job] = d.epoch
-			}
-		}
-		for _, o := range s.jobs {
-			if f, ok := first[o.id]; ok && o.trimmed {
-				o.firstTraced = f
-			}
+			tb.chunks = append(tb.chunks, int32(ch))
 		}
 	}
+	// A batch's accesses are its distinct chunks, the trace's; its loads
+	// at most as many.
+	n = len(tb.chunks)
+	loads = min(loads, n)
+	c.accesses += int64(n)
+	c.loads += int64(loads)
+	j.accesses += int64(n)
+	j.loads += int64(loads)
+	s.publishLocked(js, j, b.Epoch, c)
+	if s.traced+n > statsTrace {
+		s.trimLocked()
+	}
+	s.trace = append(s.trace, tb)
+	s.traced += n
 	if !j.trimmed && j.batches == 1 {
 		j.firstTraced = b.Epoch
 	}
-	s.trace = append(s.trace, tb)
-	s.traced += len(b.Chunks)
 	if c.complete() && c.accesses != c.computedAt && s.optimum != nil {
 		s.pending = true
 		select {
@@ -426,30 +524,94 @@ func (s *Stats) Batch(b Served) {
 	}
 }
 
-// Prefetched records a chunk read ahead of demand for an epoch, from the
-// store or (disk) from the disk tier: bytes are what it takes in the
-// cache, which the disk tier gave; from the store, it read the chunk's
-// store size.
+// partLocked counts the bytes a batch's part (the batch, for one dataset)
+// read against its job j and epoch c, and returns its loads, those of
+// prefetch it used included.
+func (s *Stats) partLocked(j *jobStats, c *epochCount, p PartServed) int {
+	ds := p.Stream.DS
+	loads := p.Loads
+	for _, ch := range p.Chunks {
+		k := chunkID{ds, int32(ch)}
+		if c.prefetched[k] {
+			delete(c.prefetched, k)
+			loads++
+		}
+	}
+	c.bytes += p.StoreBytes
+	c.disk += p.DiskBytes
+	j.bytes += p.StoreBytes
+	j.disk += p.DiskBytes
+	j.bytesC.Add(float64(p.StoreBytes))
+	return min(loads, len(p.Chunks))
+}
+
+// trimLocked drops the older half of the trace.
+func (s *Stats) trimLocked() {
+	drop := len(s.trace) / 2
+	for _, d := range s.trace[:drop] {
+		s.traced -= len(d.chunks)
+		// A job no longer kept is marked too: nothing reads it.
+		if e, ok := d.job.epochs[d.epoch]; ok {
+			e.partial = true
+		}
+		d.job.trimmed = true
+	}
+	old := s.trace
+	s.trace = append(s.trace[:0], s.trace[drop:]...)
+	clear(old[len(s.trace):]) // let what was dropped go
+	first := map[*jobStats]uint64{}
+	for _, d := range s.trace {
+		if f, ok := first[d.job]; !ok || d.epoch < f {
+			first[d.job] = d.epoch
+		}
+	}
+	for _, o := range s.jobs {
+		if f, ok := first[o]; ok && o.trimmed {
+			o.firstTraced = f
+		}
+	}
+}
+
+// Prefetched records a chunk read ahead of demand for an epoch of a
+// stream, from the store or (disk) from the disk tier: bytes are what it
+// takes in the cache, which the disk tier gave; from the store, it read
+// the chunk's store size. For a mixture's component stream it counts
+// under the mixture's job (registered by Follow; skipped if not kept),
+// against the epoch of its last batch followed.
 func (s *Stats) Prefetched(js order.Stream, epoch uint64, chunk int, bytes int64, disk bool) {
-	store, below := js.DS.StoreSize(chunk), int64(0)
+	ds := js.DS
+	store, below := ds.StoreSize(chunk), int64(0)
 	if disk {
 		store, below = 0, bytes
 	}
 	s.mix.prefetched(js, store+below, disk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j := s.jobLocked(js)
+	var j *jobStats
+	var c *epochCount
+	if js.Mix != "" {
+		var ok bool
+		if j, ok = s.jobs[s.comps[js]]; !ok {
+			return
+		}
+		js, epoch = s.comps[js], j.current
+		s.tick++
+		j.lastUse = s.tick
+		c = j.epochs[epoch] // made by Follow; nil if no longer kept
+	} else {
+		j = s.jobLocked(js, nil)
+		c = s.epochLocked(js, j, epoch, ds.Index.NumSamples())
+	}
 	j.bytes += store
 	j.disk += below
 	j.bytesC.Add(float64(store))
-	c := s.epochLocked(js, j, epoch, js.DS.Index.NumSamples())
 	if c == nil {
 		return
 	}
 	if c.prefetched == nil {
-		c.prefetched = map[int]bool{}
+		c.prefetched = map[chunkID]bool{}
 	}
-	c.prefetched[chunk] = true
+	c.prefetched[chunkID{ds, int32(chunk)}] = true
 	c.bytes += store
 	c.disk += below
 	s.publishLocked(js, j, epoch, c)
@@ -493,18 +655,19 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	for i, b := range trace {
 		tagged[i] = make([]int32, len(b.chunks))
 		for k, c := range b.chunks {
-			id, ok := ids[chunkID{b.js.DS, c}]
+			ds := b.dsOf(k)
+			id, ok := ids[chunkID{ds, c}]
 			if !ok {
 				id = int32(len(sizes))
-				ids[chunkID{b.js.DS, c}] = id
-				sizes = append(sizes, b.js.DS.ChunkSize(int(c)))
+				ids[chunkID{ds, c}] = id
+				sizes = append(sizes, ds.ChunkSize(int(c)))
 			}
 			tagged[i][k] = id
 		}
 	}
 	batches := func(yield func(evict.JobEpoch, []int32) bool) {
 		for i, b := range trace {
-			if !yield(evict.JobEpoch{Job: b.job, Epoch: b.epoch}, tagged[i]) {
+			if !yield(evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}, tagged[i]) {
 				return
 			}
 		}
@@ -518,7 +681,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	}
 	accesses := map[evict.JobEpoch]int64{}
 	for _, b := range trace {
-		accesses[evict.JobEpoch{Job: b.job, Epoch: b.epoch}] += int64(len(b.chunks))
+		accesses[evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}] += int64(len(b.chunks))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -550,7 +713,7 @@ func (s *Stats) Snapshot() []api.EpochStat {
 	out := []api.EpochStat{}
 	for js, j := range s.jobs {
 		for e, c := range j.epochs {
-			st := api.EpochStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
+			st := api.EpochStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name, Snapshot: js.Imp.Version, Epoch: e,
 				Accesses: c.accesses, Loads: c.loads, BackendBytes: c.bytes, DiskBytes: c.disk, Complete: c.complete()}
 			if c.accesses > 0 {
 				st.HitRatio = 1 - float64(c.loads)/float64(c.accesses)
@@ -575,7 +738,7 @@ func (s *Stats) Jobs() []api.JobStat {
 	defer s.mu.Unlock()
 	out := []api.JobStat{}
 	for js, j := range s.jobs {
-		st := api.JobStat{Dataset: js.DS.Name, Index: js.DS.ID(), Seed: js.Seed, Window: js.Window, Job: js.Name,
+		st := api.JobStat{Dataset: j.dataset, Index: j.index, Seed: js.Seed, Window: js.Window, Job: js.Name,
 			Batches: j.batches, Samples: j.samples, Accesses: j.accesses, Loads: j.loads, BackendBytes: j.bytes, DiskBytes: j.disk,
 			WaitSeconds: j.wait.Seconds()}
 		if j.accesses > 0 {

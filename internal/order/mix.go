@@ -5,9 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -29,6 +32,7 @@ type Mixed struct {
 	Order    *MixOrder
 	key      string
 	text     string // Mix.String()
+	schedule string // Schedule.String(), "" for fixed weights
 	ids      string // the components' index IDs, comma-separated
 	// paces are, for a schedule, its components' (Stream.Pace), made
 	// once on first use.
@@ -37,11 +41,75 @@ type Mixed struct {
 	// tokens marks a mixture of token datasets (TokenMixture): its
 	// positions are sequences, its streams' documents.
 	tokens bool
+	// held are, per component, the epoch order and window its last part
+	// read (made on first use): a mixture of more sources than the
+	// Orders' memo tables hold (maxMemoEpochs, maxMemoWindows) would
+	// otherwise build every part's epoch and window anew.
+	heldOnce sync.Once
+	held     []atomic.Pointer[heldOrder]
+}
+
+// heldOrder is a component stream's epoch order, and a window of it.
+type heldOrder struct {
+	key epochKey
+	e   *Epoch
+	w   int
+	ids []int // window w's samples; nil: none yet
+}
+
+// heldSlot is component i's held order.
+func (m *Mixed) heldSlot(i int) *atomic.Pointer[heldOrder] {
+	m.heldOnce.Do(func() { m.held = make([]atomic.Pointer[heldOrder], len(m.DS)) })
+	return &m.held[i]
+}
+
+// mixEpoch is Epoch for component i's stream s, from the component's
+// held order when it is that epoch's.
+func (o *Orders) mixEpoch(m *Mixed, i int, s Stream, epoch uint64) (*heldOrder, error) {
+	slot := m.heldSlot(i)
+	k := epochKey{s.Order(), epoch}
+	if h := slot.Load(); h != nil && h.key == k {
+		return h, nil
+	}
+	e, err := o.Epoch(s, epoch)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldOrder{key: k, e: e, w: -1}
+	slot.Store(h)
+	return h, nil
+}
+
+// appendHeldRange is appendRange over a component's held order, whose
+// last window read it keeps in its slot.
+func (o *Orders) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start, end int) ([]int, *heldOrder) {
+	e := h.e
+	for pos := start; pos < end; {
+		w := e.WindowOf(pos)
+		ws := e.WindowStart(w)
+		var win []int
+		if h.w == w && h.ids != nil {
+			win = h.ids
+		} else {
+			win = o.window(h.key.Stream, h.key.epoch, e, w)
+			h = &heldOrder{key: h.key, e: e, w: w, ids: win}
+			m.heldSlot(i).Store(h)
+		}
+		take := min(end, ws+len(win)) - pos
+		dst = append(dst, win[pos-ws:pos-ws+take]...)
+		pos += take
+	}
+	return dst, h
 }
 
 // Text returns the mixture as its requests name it (Mix.String), made
 // once.
 func (m *Mixed) Text() string { return m.text }
+
+// ScheduleText returns the schedule the mixture follows as
+// api.Schedule.String writes it ("" for fixed weights), made once: every
+// response names it (Brand-Mix-Schedule).
+func (m *Mixed) ScheduleText() string { return m.schedule }
 
 // Key names the mixture's order: its components' versions, weights,
 // block and length.
@@ -56,20 +124,22 @@ func (m *Mixed) Stream(i int, job api.Job) Stream {
 	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
 }
 
-// pace is component i's Pace under the schedule, nil for fixed weights
-// and for a schedule over token datasets: a Pace counts a component's
-// stream in equal passes of samples, and a token component's stream is
-// read by document positions while the schedule counts its packed
-// sequences, passes of differing lengths. Its parts are keyed by their
-// measured rate alone, as a mixture's.
+// pace is component i's Pace under the schedule, nil for fixed weights.
+// A token component's stream is read by document positions while the
+// schedule counts its packed sequences: its Pace is in documents,
+// estimated from its documents per sequence (NewTokenPace).
 func (m *Mixed) pace(i int) *Pace {
 	s := m.Order.Schedule()
-	if s == nil || m.tokens {
+	if s == nil {
 		return nil
 	}
 	m.paceOnce.Do(func() {
 		m.paces = make([]*Pace, len(m.DS))
 		for c := range m.paces {
+			if m.tokens {
+				m.paces[c] = NewTokenPace(s, c, m.Order.Size(c), m.DS[c].Index.NumSamples(), 0)
+				continue
+			}
 			m.paces[c] = NewPace(s, c, m.Order.Size(c), 0)
 		}
 	})
@@ -86,21 +156,26 @@ func (m *Mixed) pace(i int) *Pace {
 // naming it.
 func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
 	block := job.Block()
-	kb := make([]byte, 0, 96*len(ds)+32)
+	// Found by the key's digest, hashed as it is written: every request
+	// of a mixture of many sources names them all, and the key's text
+	// each time was its garbage.
+	kh := keyHash{h: sha256.New(), b: make([]byte, 0, 2*keyHashFlush)}
 	for i, d := range ds {
-		kb = append(append(append(append(kb, d.Name...), '@'), d.ID()...), ':')
-		kb = append(append(kb, mix[i].Weight...), ',')
+		kh.b = append(append(append(append(kh.b, d.Name...), '@'), d.ID()...), ':')
+		kh.b = append(append(kh.b, mix[i].Weight...), ',')
+		kh.flush()
 	}
-	kb = strconv.AppendInt(append(kb, "|block="...), int64(block), 10)
-	kb = strconv.AppendInt(append(kb, "|samples="...), int64(job.MixSamples), 10)
+	kh.b = strconv.AppendInt(append(kh.b, "|block="...), int64(block), 10)
+	kh.b = strconv.AppendInt(append(kh.b, "|samples="...), int64(job.MixSamples), 10)
 	if len(job.Schedule) > 0 {
-		kb = append(append(kb, "|schedule="...), job.Schedule.String()...)
+		kh.b = append(kh.b, "|schedule="...)
+		kh.schedule(job.Schedule)
 	}
-	memo := string(kb)
+	memo := kh.sum()
 	if m, ok := o.mixtures.Get(memo); ok {
 		return m, nil
 	}
-	v, err, _ := o.mixFlight.Do(memo, func() (any, error) {
+	v, err, _ := o.mixFlight.Do(string(memo[:]), func() (any, error) {
 		if m, ok := o.mixtures.Get(memo); ok {
 			return m, nil
 		}
@@ -172,12 +247,55 @@ func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset
 	}
 	key := sb.String()
 	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
-		text: mix.String(), ids: strings.Join(ids, ",")}, nil
+		text: mix.String(), schedule: sched.String(), ids: strings.Join(ids, ",")}, nil
 }
 
-func newMixtureMemo() *lru.Cache[string, *Mixed] {
-	c, _ := lru.New[string, *Mixed](maxMemoMixtures)
+func newMixtureMemo() *lru.Cache[[sha256.Size]byte, *Mixed] {
+	c, _ := lru.New[[sha256.Size]byte, *Mixed](maxMemoMixtures)
 	return c
+}
+
+// keyHash hashes a memo key as it is written in b, a piece at a time.
+type keyHash struct {
+	h hash.Hash
+	b []byte
+}
+
+// keyHashFlush is how much of a key keyHash buffers before hashing it.
+const keyHashFlush = 256
+
+func (k *keyHash) flush() {
+	if len(k.b) >= keyHashFlush {
+		k.h.Write(k.b)
+		k.b = k.b[:0]
+	}
+}
+
+func (k *keyHash) sum() (out [sha256.Size]byte) {
+	k.h.Write(k.b)
+	k.h.Sum(out[:0])
+	return out
+}
+
+// schedule writes s as api.Schedule.String does.
+func (k *keyHash) schedule(s api.Schedule) {
+	for n, p := range s {
+		if n > 0 {
+			k.b = append(k.b, ';')
+		}
+		k.b = strconv.AppendUint(k.b, p.Step, 10)
+		if p.End > p.Step {
+			k.b = strconv.AppendUint(append(k.b, '~'), p.End, 10)
+		}
+		k.b = append(k.b, ':')
+		for i, c := range p.Mix {
+			if i > 0 {
+				k.b = append(k.b, ',')
+			}
+			k.b = append(append(append(k.b, c.Dataset...), ':'), c.Weight...)
+			k.flush()
+		}
+	}
 }
 
 // maxMemoMixtures bounds the memoised mixtures: each holds its block
@@ -208,7 +326,11 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	}
 	b.Take = make([]Take, len(draws))
 	global := job.BatchSize * job.World
-	var idx [][]int // per part: positions in its pass, in served order
+	sum := m.weightSum()
+	// The parts' positions in their passes, in served order: each draw's
+	// part first, then in one array grouped by part.
+	partOf := make([]int32, len(draws))
+	var n []int // per part: its draws
 	for i, d := range draws {
 		if d.Pass > maxPass {
 			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
@@ -220,23 +342,38 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 			p++
 		}
 		if p == len(b.Parts) {
+			if b.Parts == nil {
+				b.Parts = make([]Part, 0, min(len(draws), 2*len(m.DS)))
+			}
 			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: m.Stream(d.Component, job),
-				First: d.Index, End: d.Index + 1, Share: m.share(d.Component, global)})
-			idx = append(idx, make([]int, 0, len(draws)))
+				First: d.Index, End: d.Index + 1, Share: m.shareOf(d.Component, global, sum)})
+			n = append(n, 0)
 		}
 		part := &b.Parts[p]
 		part.First, part.End = min(part.First, d.Index), max(part.End, d.Index+1)
-		b.Take[i] = Take{Part: p, At: len(idx[p])}
-		idx[p] = append(idx[p], d.Index)
+		b.Take[i] = Take{Part: p, At: n[p]}
+		n[p]++
+		partOf[i] = int32(p)
+	}
+	at := make([]int, len(b.Parts)+1) // part p's positions are xs[at[p]:at[p+1]]
+	for p := range b.Parts {
+		at[p+1] = at[p] + n[p]
+	}
+	xs := make([]int, len(draws))
+	fill := slices.Clone(at[:len(b.Parts)])
+	for i, d := range draws {
+		p := partOf[i]
+		xs[fill[p]] = d.Index
+		fill[p]++
 	}
 	for p := range b.Parts {
 		part := &b.Parts[p]
-		e, err := o.Epoch(part.Stream, part.Epoch)
+		h, err := o.mixEpoch(m, part.Comp, part.Stream, part.Epoch)
 		if err != nil {
 			return err
 		}
-		ids := make([]int, 0, len(idx[p]))
-		xs := idx[p]
+		xs := xs[at[p]:at[p+1]]
+		ids := make([]int, 0, len(xs))
 		for i := 0; i < len(xs); {
 			// Runs of consecutive positions (a plain cut is one run)
 			// are read as ranges.
@@ -244,7 +381,7 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 			for j < len(xs) && xs[j] == xs[j-1]+1 {
 				j++
 			}
-			ids = o.appendRange(ids, part.Stream, e, part.Epoch, xs[i], xs[j-1]+1)
+			ids, h = o.appendHeldRange(ids, m, part.Comp, h, xs[i], xs[j-1]+1)
 			i = j
 		}
 		if part.Samples, err = NewSamples(ctx, part.Stream.DS, ids); err != nil {
@@ -256,13 +393,20 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 
 // share is component i's share of a global batch of global samples, as
 // the schedule's clock counts a stream's progress per batch.
-func (m *Mixed) share(i, global int) int {
-	w := m.Order.Weights()
+func (m *Mixed) share(i, global int) int { return m.shareOf(i, global, m.weightSum()) }
+
+// shareOf is share, given the weights' sum.
+func (m *Mixed) shareOf(i, global int, sum uint64) int {
+	return max(1, int(uint64(global)*m.Order.Weights()[i]/sum))
+}
+
+// weightSum is the sum of the mixture's weights.
+func (m *Mixed) weightSum() uint64 {
 	var sum uint64
-	for _, a := range w {
+	for _, a := range m.Order.Weights() {
 		sum += a
 	}
-	return max(1, int(uint64(global)*w[i]/sum))
+	return sum
 }
 
 // mixAssigned is assigned for a mixture: the global batch's draws, each

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -82,10 +83,10 @@ type Orders struct {
 	sampledEpochs *lru.Cache[epochKey, *Epoch]
 	windows       *lru.Cache[windowKey, []int]
 	assignments   *lru.Cache[assignKey, [][]int]
-	mixtures      *lru.Cache[string, *Mixed]
-	mixFlight     singleflight.Group // a mixture's construction, once however many ask
-	mixSpans      *mixSpans          // spans of mixtures' epoch orders
-	tokens        *tokenMemo         // token jobs' packed epochs and windows
+	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
+	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
+	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
+	tokens        *tokenMemo                            // token jobs' packed epochs and windows
 	snapshots     Snapshots
 }
 

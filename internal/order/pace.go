@@ -14,9 +14,12 @@ import (
 // says (docs/architecture.md, "Mixtures"). A component of a mixture of
 // fixed weights has none (nil).
 //
+// A token component's Pace counts its stream's units, documents, where
+// its schedule counts sequences (NewTokenPace).
+//
 // A Pace is immutable and safe for concurrent use.
 type Pace struct {
-	n int // the component's samples a pass
+	n int // the component's stream positions a pass
 	// Per phase boundary k, in step order: the global step, the
 	// component's stream position there and its samples per step from
 	// there to the next boundary.
@@ -32,8 +35,30 @@ const maxPacePhases = 2 * shuffle.MaxSchedulePhases
 // NewPace returns component i's pace under schedule s, whose passes hold
 // n samples each, from the phase holding step from on.
 func NewPace(s *shuffle.Schedule, i, n int, from uint64) *Pace {
+	return newPace(s, i, n, n, from)
+}
+
+// NewTokenPace returns a token component's pace in its stream's
+// positions, documents (docs a pass), under schedule s, which counts the
+// component's packed sequences (n in pass 0): every position and rate
+// the schedule gives is scaled by docs/n, the component's documents per
+// sequence in pass 0. That is an estimate — passes pack to different
+// numbers of sequences, and a sequence holds more short documents than
+// long ones — which prefetch, a hint, can act on: it lists the windows a
+// rising component reaches before a switch in about the time they take.
+func NewTokenPace(s *shuffle.Schedule, i, n, docs int, from uint64) *Pace {
+	return newPace(s, i, n, docs, from)
+}
+
+// newPace is component i's pace under s, whose passes hold n of the
+// schedule's positions and stream positions each.
+func newPace(s *shuffle.Schedule, i, n, stream int, from uint64) *Pace {
 	k := float64(s.Block())
-	p := &Pace{n: n}
+	p := &Pace{n: stream}
+	r := 1.0 // stream positions per schedule position
+	if n > 0 && stream != n {
+		r = float64(stream) / float64(n)
+	}
 	add := func(step uint64, per float64) {
 		if len(p.step) == maxPacePhases {
 			return
@@ -47,8 +72,12 @@ func NewPace(s *shuffle.Schedule, i, n int, from uint64) *Pace {
 		if d.Pass == math.MaxUint64 {
 			return
 		}
-		q := d.Pass*uint64(n) + uint64(d.Index) + uint64(m.Cumulative(int(step%blocks), i))
-		p.step, p.at, p.per = append(p.step, float64(step)), append(p.at, q), append(p.per, per)
+		in := d.Index + m.Cumulative(int(step%blocks), i) // in the pass
+		q := d.Pass*uint64(stream) + uint64(in)
+		if r != 1 {
+			q = d.Pass*uint64(stream) + uint64(float64(in)*r)
+		}
+		p.step, p.at, p.per = append(p.step, float64(step)), append(p.at, q), append(p.per, per*r)
 	}
 	phases := s.Phases()
 	share := func(w []uint64) float64 {

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
@@ -65,18 +66,19 @@ func (o *Orders) TokenMixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (
 		kb.WriteString("|schedule=" + job.Schedule.String())
 	}
 	memo := kb.String()
-	if m, ok := o.mixtures.Get(memo); ok {
+	sum := sha256.Sum256([]byte(memo))
+	if m, ok := o.mixtures.Get(sum); ok {
 		return m, nil
 	}
 	v, err, _ := o.mixFlight.Do(memo, func() (any, error) {
-		if m, ok := o.mixtures.Get(memo); ok {
+		if m, ok := o.mixtures.Get(sum); ok {
 			return m, nil
 		}
 		m, err := o.newTokenMixed(mix, ds, specs, job, block, memo)
 		if err != nil {
 			return nil, err
 		}
-		o.mixtures.Add(memo, m)
+		o.mixtures.Add(sum, m)
 		return m, nil
 	})
 	if err != nil {
@@ -133,7 +135,7 @@ func (o *Orders) newTokenMixed(mix api.Mix, ds []*catalog.Dataset, specs []Token
 		ids[i] = d.ID()
 	}
 	return &Mixed{Mix: mix, Schedule: job.Schedule, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
-		text: mix.String(), ids: strings.Join(ids, ","), tokens: true}, nil
+		text: mix.String(), schedule: job.Schedule.String(), ids: strings.Join(ids, ","), tokens: true}, nil
 }
 
 // passLens is a token component's pass lengths: pass p is its stream's

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 )
@@ -101,7 +102,15 @@ func (s *Schedule) publishLocked() {
 	defer func() { s.publishCost = time.Since(began) }()
 	s.gen++
 	now := s.now()
-	t := &UseTable{gen: s.gen, built: now, now: s.now, datasets: map[string][]datasetUses{}, crossing: Never}
+	// Sized as the last table was: a table is rebuilt at nearly every
+	// batch of a mixture of many sources, and growing its maps each time
+	// cost as much again in garbage.
+	var hot int
+	if last := s.uses.Load(); last != nil {
+		hot = len(last.clocks)
+	}
+	t := &UseTable{gen: s.gen, built: now, now: s.now, datasets: make(map[string][]datasetUses, len(s.streams)),
+		clocks: make(map[hotChunk][]*clock, hot), crossing: Never}
 	// The weights that keep chunks are those of each importance job's
 	// latest stream: every epoch of such a job is a stream of its own
 	// (it names its snapshot), and the streams of its past epochs, still
@@ -220,7 +229,8 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 		switch {
 		case cw >= first && cw <= last:
 			if served {
-				du.hot[int32(c)] = append(du.hot[int32(c)], st.clock)
+				k := hotChunk{st.DS, int32(c)}
+				t.clocks[k] = append(t.clocks[k], st.clock)
 				continue
 			}
 			d = 0
@@ -245,7 +255,7 @@ func (t *UseTable) usesOf(ds *catalog.Dataset) *datasetUses {
 			return &t.datasets[ds.Name][i]
 		}
 	}
-	du := datasetUses{ds: ds, dist: make([]int64, len(ds.Counts)), hot: map[int32][]*clock{}}
+	du := datasetUses{ds: ds, dist: make([]int64, len(ds.Counts))}
 	for c := range du.dist {
 		du.dist[c] = Never
 	}
@@ -263,15 +273,25 @@ func (t *UseTable) finish(capacity int64) {
 		size int64
 	}
 	var hotBytes int64
-	var later []use
+	// Sized once: the table is rebuilt whenever a stream crosses a
+	// window, and appends that grow a list of every chunk of every
+	// source left as much again in garbage each time.
+	chunks := 0
 	for _, list := range t.datasets {
 		for _, du := range list {
-			for c := range du.hot {
-				t.hot = append(t.hot, du.ds.ChunkKey(int(c)))
-				hotBytes += du.ds.Index.Chunk(int(c)).Size
-			}
+			chunks += len(du.dist)
+		}
+	}
+	later := make([]use, 0, chunks)
+	t.hot = make([]chunkcache.Key, 0, len(t.clocks))
+	for k := range t.clocks {
+		t.hot = append(t.hot, k.ds.ChunkKey(int(k.c)))
+		hotBytes += k.ds.Index.Chunk(int(k.c)).Size
+	}
+	for _, list := range t.datasets {
+		for _, du := range list {
 			for c, d := range du.dist {
-				if d < farFuture && len(du.hot[int32(c)]) == 0 {
+				if d < farFuture && len(t.clocks[hotChunk{du.ds, int32(c)}]) == 0 {
 					later = append(later, use{d, du.ds.ChunkSize(c)})
 				}
 			}

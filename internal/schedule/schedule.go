@@ -265,7 +265,10 @@ type Use struct {
 // after the switch read listed before it, not one window at its old pace.
 func (s *Schedule) upcoming(st stream, ahead int) []Use {
 	var out []Use
-	e, err := s.orders.Epoch(st.Stream, st.edge.epoch)
+	// The epochs the stream holds first (st is a copy: what it holds
+	// more is dropped): the memo tables hold fewer epochs than a mixture
+	// of many sources has streams.
+	e, err := st.order(s.orders, st.edge.epoch)
 	if err != nil || e.NumSamples() == 0 {
 		return nil
 	}
@@ -284,7 +287,7 @@ func (s *Schedule) upcoming(st stream, ahead int) []Use {
 			}
 			done += e.NumSamples()
 			epoch++
-			if e, err = s.orders.Epoch(st.Stream, epoch); err != nil {
+			if e, err = st.order(s.orders, epoch); err != nil {
 				return out
 			}
 			w = 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/order"
+	"github.com/brandgw/brand/shuffle"
 )
 
 // Bounds on the job streams the schedule follows. A stream that sends no
@@ -14,9 +15,13 @@ import (
 // needed. At most maxStreams are followed: a new stream beyond that
 // displaces the one seen longest ago, so a flood of distinct seeds costs a
 // bounded amount of work per window change, not per stream ever seen.
+// The bound follows a mixture of the most components whole, beside 64
+// other streams: at 64 in all, a mixture of 100 sources displaced a
+// component stream at nearly every part, so that the schedule forgot its
+// pace and its chunks' uses and made it anew (issue 43).
 const (
 	streamIdle = 2 * time.Minute
-	maxStreams = 64
+	maxStreams = shuffle.MaxMixComponents + 64
 )
 
 // The pace of a stream is learnt from its requests. Until a stream has

@@ -27,6 +27,11 @@ type UseTable struct {
 	built    int64                    // when, in the schedule's frame
 	now      func() int64             // the schedule's clock
 	datasets map[string][]datasetUses // by name: one per version in use
+	// clocks are, per chunk of some stream's current window, the clocks
+	// of those streams: one map for every dataset, where one each cost a
+	// table rebuilt at nearly every batch of a mixture of many sources a
+	// map per source (issue 43).
+	clocks map[hotChunk][]*clock
 	// hot lists the chunks of some stream's current window, for a policy
 	// to re-key when the streams' clocks move.
 	hot []chunkcache.Key
@@ -49,12 +54,15 @@ type UseTable struct {
 	straddle bool
 }
 
+// hotChunk is a chunk of a dataset version, in UseTable.clocks.
+type hotChunk struct {
+	ds *catalog.Dataset
+	c  int32
+}
+
 type datasetUses struct {
 	ds   *catalog.Dataset
 	dist []int64 // chunk ID → key of its next use past the current windows
-	// hot are, per chunk of some stream's current window, the clocks of
-	// those streams.
-	hot map[int32][]*clock
 	// weight is, per chunk, the largest importance weight (over the mean)
 	// an importance stream gives it; nil without importance streams.
 	weight []float32
@@ -88,7 +96,7 @@ func (t *UseTable) DistanceAt(k chunkcache.Key, now int64) int64 {
 			continue
 		}
 		d := du.dist[c]
-		for _, ck := range du.hot[int32(c)] {
+		for _, ck := range t.clocks[hotChunk{du.ds, int32(c)}] {
 			d = min(d, ck.key(now))
 		}
 		if d == Never && du.weight != nil {
@@ -125,7 +133,7 @@ func (t *UseTable) Prefetchable(k chunkcache.Key) bool {
 		if !ok {
 			continue
 		}
-		if len(du.hot[int32(c)]) > 0 {
+		if len(t.clocks[hotChunk{du.ds, int32(c)}]) > 0 {
 			return true
 		}
 		return du.dist[c] <= t.horizon

@@ -36,10 +36,9 @@ func handTable(t *testing.T) (*UseTable, map[string]chunkcache.Key) {
 	b.oldest.Store(400)
 	b.weight.Store(math.Float64bits(1))
 	table := &UseTable{crossing: 10000, datasets: map[string][]datasetUses{"d": {
-		{ds: v1, dist: []int64{3000, Never, 5000, 5000, 9000, Never},
-			hot: map[int32][]*clock{0: {a}, 1: {a, b}}, weight: []float32{1, 1, 1, 1, 1, 0.5}},
-		{ds: v2, dist: []int64{Never, Never, 7000, Never, Never, Never}, hot: map[int32][]*clock{}},
-	}}}
+		{ds: v1, dist: []int64{3000, Never, 5000, 5000, 9000, Never}, weight: []float32{1, 1, 1, 1, 1, 0.5}},
+		{ds: v2, dist: []int64{Never, Never, 7000, Never, Never, Never}},
+	}}, clocks: map[hotChunk][]*clock{{v1, 0}: {a}, {v1, 1}: {a, b}}}
 	keys := map[string]chunkcache.Key{}
 	for c := range 6 {
 		keys[fmt.Sprintf("v1/%d", c)] = v1.ChunkKey(c)

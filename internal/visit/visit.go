@@ -295,12 +295,25 @@ func (v *Batches) read(ctx context.Context, b *order.Batch, premade bool) (*Serv
 }
 
 // count records what each part of a batch served and cost.
+// A mixture's batch counts once, under the mixture's job
+// (livestats.MixJob), with what each part read.
 func (v *Batches) count(b *order.Batch, res *reader.Result, wait time.Duration) {
+	if b.Mix != nil {
+		parts := make([]livestats.PartServed, len(b.Parts))
+		for i, part := range b.Parts {
+			f := res.PerPart[i]
+			parts[i] = livestats.PartServed{Stream: part.Stream, Comp: part.Comp, Samples: f.Samples, Chunks: f.Chunks,
+				Loads: f.Loads, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes}
+		}
+		v.stats.Batch(livestats.Served{Stream: livestats.MixJob(b), Epoch: b.Epoch, EpochSamples: b.EpochSamples,
+			Samples: b.End - b.Start, Wait: wait, Mix: b.Mix, Parts: parts})
+		return
+	}
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
 		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
-			Wait: wait, Mix: b.Mix, Comp: part.Comp})
+			Wait: wait})
 	}
 }
 
