@@ -130,15 +130,6 @@ func testInPlaceEpoch(t *testing.T, f formattest.Lines) {
 	}
 }
 
-// A tar dataset has no fields to select.
-func TestColumnsOfTar(t *testing.T) {
-	f := newFixture(t, 2, 4)
-	_, srv := start(t, f.store, nil)
-	if resp, body := get(t, srv.URL+"/epoch/0/batch/0?columns=jpg"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "tar") {
-		t.Errorf("%d %s", resp.StatusCode, body)
-	}
-}
-
 // A cluster of 3 serves a dataset in place exactly once per epoch, each
 // chunk decoded from one read of the store by its owner alone — with some
 // fields read (columns=), and with chunks that learn their size — and any
