@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -15,6 +16,7 @@ import (
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -201,4 +203,20 @@ func planOf(t *testing.T, base, query string) *planner.Plan {
 		t.Fatalf("/plan?%s: %d %s", query, resp.StatusCode, body)
 	}
 	return &p
+}
+
+// readCounter is a store that counts the bytes read of its data objects
+// (*.lines): what a gateway serving a dataset in place reads from the
+// store.
+type readCounter struct {
+	s3backend.Store
+	bytes atomic.Int64
+}
+
+func (r *readCounter) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	err := r.Store.ReadRange(ctx, key, etag, off, p)
+	if err == nil && strings.HasSuffix(key, ".lines") {
+		r.bytes.Add(int64(len(p)))
+	}
+	return err
 }

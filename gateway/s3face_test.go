@@ -3,8 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,14 +88,6 @@ func s3Client(t *testing.T, endpoint, id, secret string) *minio.Client {
 		t.Fatal(err)
 	}
 	return mc
-}
-
-func s3Code(err error) string {
-	var r minio.ErrorResponse
-	if errors.As(err, &r) {
-		return r.Code
-	}
-	return fmt.Sprint(err)
 }
 
 func readObject(t *testing.T, mc *minio.Client, name string, opts minio.GetObjectOptions) []byte {
@@ -233,31 +223,4 @@ func TestS3FaceOnCluster(t *testing.T) {
 			t.Fatalf("after round %d the cluster read chunks %d times from the store; want each of 12 once", round, reads)
 		}
 	}
-}
-
-// s3Request sends a request to the face at endpoint signed with Signature
-// V4 (hdr: name, value, ...), with the payload hash UNSIGNED-PAYLOAD
-// unless hdr sets one, and returns the status and body.
-func s3Request(t *testing.T, endpoint, method, path, query string, hdr ...string) (int, []byte) {
-	t.Helper()
-	u := endpoint + (&url.URL{Path: path}).EscapedPath()
-	if query != "" {
-		u += "?" + query
-	}
-	req, err := http.NewRequest(method, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	signed := signer.SignV4(*req, s3ID, s3Secret, "", "us-east-1")
-	resp, err := http.DefaultClient.Do(signed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,4 +203,38 @@ func TestViewChunksTakePreallocatedBuffers(t *testing.T) {
 		t.Errorf("with a free buffer of its class, a view chunk took one of capacity %d, want %d", got, view.MaxChunk)
 	}
 	l.Release()
+}
+
+// TestSelect: no fields, or every field, is the dataset itself; some
+// fields a view, the same value each time they are named; fields a
+// dataset does not have, a view's fields again, or any field of a tar
+// dataset are ErrSelect, saying why.
+func TestSelect(t *testing.T) {
+	d, _ := inPlaceDataset(t)
+	view, err := d.Select([]string{"txt"})
+	if err != nil || view == d || view.Selected() != "txt" {
+		t.Fatalf("Select(txt): %v, %v (selected %q)", view, err, view.Selected())
+	}
+	if again, _ := d.Select([]string{"txt"}); again != view {
+		t.Error("a second Select(txt) made another view")
+	}
+	for _, names := range [][]string{nil, {"txt", "len"}} {
+		if got, err := d.Select(names); err != nil || got != d {
+			t.Errorf("Select(%q): %v, %v; want the dataset itself", names, got, err)
+		}
+	}
+	tar := NewDataset("web", "", nil, d.Index)
+	for _, tt := range []struct {
+		d     *Dataset
+		names []string
+		says  string
+	}{
+		{d, []string{"nope"}, "nope"},
+		{view, []string{"txt"}, "already read with fields txt"},
+		{tar, []string{"jpg"}, "tar chunks"},
+	} {
+		if _, err := tt.d.Select(tt.names); !errors.Is(err, ErrSelect) || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%s: Select(%q): %v; want ErrSelect saying %q", tt.d.Name, tt.names, err, tt.says)
+		}
+	}
 }

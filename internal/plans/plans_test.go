@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,6 +187,12 @@ func TestPlanRefused(t *testing.T) {
 		{lines, "columns=nope", "nope", 400},
 		{lines, "columns=txt,,len", "", 400},
 		{lines, "columns=nope&nodes_after=2", "nope", 400},
+		// The security review's plan, a mixture epoch of 2^24 samples, 20
+		// epochs, 4096 nodes, ran for more than five minutes: over the
+		// budget from its input alone, refused at once naming the bound,
+		// as is the one with blocks of 1.
+		{m, "mix=web:1,code:1&mix_samples=16777216&mix_block=16777216&epochs=20&nodes=4096", strconv.Itoa(planner.GatewayWalk), 400},
+		{m, "mix=web:1,code:1&mix_samples=16777216&mix_block=1&epochs=20", strconv.Itoa(planner.GatewayWalk), 400},
 	} {
 		t.Run(tt.query, func(t *testing.T) {
 			_, err := tt.maker.Plan(context.Background(), tt.query)

@@ -92,9 +92,9 @@ func (t *tally) Prefetched(order.Stream, uint64, int, int64, bool) {
 	t.mu.Unlock()
 }
 
-// newReader is a reader over a cache of capacity bytes on a single
+// newReader is a reader over a cache of capacity bytes loading with st on a single
 // gateway.
-func newReader(t *testing.T, capacity int64, st *store, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
+func newReader(t *testing.T, capacity int64, st chunkcache.Loader, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
 	t.Helper()
 	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: st, MaxWait: time.Second})
 	a := preload.New(preload.Config{Slots: 8, Cache: c})
