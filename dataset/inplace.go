@@ -142,8 +142,9 @@ func chooseFormat(fs []format.Format, name string, objs []format.Object) (format
 }
 
 // BuildInPlace builds the deferred index of a layout f's Index returned:
-// chunk c is named by its object and its place among that object's chunks
-// ("data/train-00000.parquet#3", ChunkObject), sized by its resident
+// chunk c is named by its object and its name (format.Chunk.Name) or else
+// its place among that object's chunks ("data/train-00000.parquet#3",
+// "data/train-00000.parquet#0-1"; ChunkObject), sized by its resident
 // bound with every field, and the index names f and the SHA-256 of
 // lay.Meta and its creation time (every decoded member's). It returns the
 // decoder opened on lay.Meta too.
@@ -156,7 +157,11 @@ func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chun
 	nth := map[string]int{}
 	for c, ch := range lay.Chunks {
 		_, bound := dec.Extent(c, nil)
-		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + strconv.Itoa(nth[ch.Object]), Size: bound, ETag: ch.ETag, Samples: ch.Samples}
+		name := ch.Name
+		if name == "" {
+			name = strconv.Itoa(nth[ch.Object])
+		}
+		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + name, Size: bound, ETag: ch.ETag, Samples: ch.Samples}
 		nth[ch.Object]++
 	}
 	ix, err := chunkindex.NewDeferred(chunks, lay.Keys, chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()})

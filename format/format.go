@@ -186,6 +186,12 @@ type Chunk struct {
 	Size   int64
 	// Samples is the number of samples in the chunk.
 	Samples int
+	// Name, if set, tells the chunk from the object's other chunks in
+	// its key ("object#Name", dataset.BuildInPlace); else its ordinal
+	// among them does. A format that may cut an object into chunks
+	// differently from one index to the next names them by what they
+	// hold, so that one key never names two chunks' bytes.
+	Name string
 }
 
 // Field is one kind of member a dataset's samples have: what a job

@@ -98,9 +98,13 @@ func checkWide(t *testing.T, s client.Sample, rowsPerFile int, projected bool) {
 //     chunks' total_compressed_size (from the footers, read by arrow-go)
 //     are equal, and, the two columns being adjacent, their ranges merge
 //     into one GET per row group (0.13 % of the dataset's bytes here);
+//   - indexed with a chunk size of about two row groups (--chunk-size
+//     700KiB), each file is two chunks: its first two row groups and its
+//     third;
 //   - a cluster of 3 gateways serves it to 6 ranks exactly once an epoch,
-//     two epochs, and reads each row group from the store once: one GET
-//     of each row group's extent in all.
+//     two epochs, and reads each chunk from the store once: one GET of
+//     each chunk's extent (its row groups' column chunks, one range) in
+//     all.
 func TestParquetProjectionAndClusterOnMinIO(t *testing.T) {
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
@@ -116,7 +120,7 @@ func TestParquetProjectionAndClusterOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	var datasetBytes, projectedBytes, rowGroups int64
-	extents := map[string]bool{} // object and Range of each row group's whole extent
+	extents := map[string]bool{} // object and Range of each chunk's whole extent: row groups 0-1, and 2
 	for k := range files {
 		var recs []arrow.RecordBatch
 		for gr := range groups {
@@ -147,10 +151,9 @@ func TestParquetProjectionAndClusterOnMinIO(t *testing.T) {
 			}
 			hi[cc.rowGroup] = max(hi[cc.rowGroup], cc.off+cc.len)
 		}
-		for g := range lo {
-			extents[fmt.Sprintf("%s bytes=%d-%d", key, lo[g], hi[g]-1)] = true
-			rowGroups++
-		}
+		rowGroups += int64(len(lo))
+		extents[fmt.Sprintf("%s bytes=%d-%d", key, lo[0], hi[1]-1)] = true
+		extents[fmt.Sprintf("%s bytes=%d-%d", key, lo[2], hi[2]-1)] = true
 	}
 	if rowGroups != files*groups || projectedBytes*20 > datasetBytes {
 		t.Fatalf("the fixture: %d row groups, %d of %d bytes in label and caption", rowGroups, projectedBytes, datasetBytes)
@@ -166,7 +169,7 @@ func TestParquetProjectionAndClusterOnMinIO(t *testing.T) {
 		footers[key] = int64(binary.LittleEndian.Uint32(tail)) + 8
 	}
 	proxy.take(hub, "")
-	runBrand(t, bin, env, "index", "--src", "s3://"+hub+"/wide", "--dst", "s3://"+own+"/wide", "--s3-endpoint", proxy.URL)
+	runBrand(t, bin, env, "index", "--src", "s3://"+hub+"/wide", "--dst", "s3://"+own+"/wide", "--s3-endpoint", proxy.URL, "--chunk-size", "700KiB")
 	var indexBytes int64
 	for _, g := range proxy.take(hub, ".parquet") {
 		var lo, hi int64
@@ -247,14 +250,14 @@ func TestParquetProjectionAndClusterOnMinIO(t *testing.T) {
 		}
 		for e, n := range reads {
 			if !extents[e] || n != 1 {
-				t.Errorf("the cluster read %s %d times (a row group's extent: %v)", e, n, extents[e])
+				t.Errorf("the cluster read %s %d times (a chunk's extent: %v)", e, n, extents[e])
 			}
 		}
 		if len(reads) != len(extents) {
-			t.Errorf("the cluster read %d distinct ranges; the dataset has %d row groups", len(reads), len(extents))
+			t.Errorf("the cluster read %d distinct ranges; the dataset has %d chunks", len(reads), len(extents))
 		}
-		t.Logf("a cluster of 3, two epochs: %d GETs of %d row groups, %d bytes from MinIO of the dataset's %d",
-			len(gets), rowGroups, getBytes(gets), datasetBytes)
+		t.Logf("a cluster of 3, two epochs: %d GETs of %d chunks of %d row groups, %d bytes from MinIO of the dataset's %d",
+			len(gets), len(extents), rowGroups, getBytes(gets), datasetBytes)
 	})
 	if w := proxy.writesRefused(); len(w) > 0 {
 		t.Errorf("Brand tried to write to the source: %v", w)

@@ -183,9 +183,32 @@ func (d *decoder) fieldBound(c *chunk, f *field) int64 {
 	return members(c.rows, nameLen, sum, sum)
 }
 
-// bound is chunk c's resident bound when the fields sel are read.
+// bound is row group c's resident bound when the fields sel are read.
 func (d *decoder) bound(c *chunk, sel format.Selection) int64 {
-	n := format.Overhead(int(c.rows))
+	return add(format.Overhead(int(c.rows)), d.membersBound(c, sel))
+}
+
+// spanBound is the resident bound of a chunk of the row groups gs: one
+// table of all their rows, and each row group's members.
+func (d *decoder) spanBound(gs []chunk, sel format.Selection) int64 {
+	if len(gs) == 1 {
+		return d.bound(&gs[0], sel)
+	}
+	var rows, n int64
+	for i := range gs {
+		rows = add(rows, gs[i].rows)
+		n = add(n, d.membersBound(&gs[i], sel))
+	}
+	if rows > math.MaxInt32 {
+		return math.MaxInt64
+	}
+	return add(format.Overhead(int(rows)), n)
+}
+
+// membersBound is what row group c's members take resident when the
+// fields sel are read, without the table.
+func (d *decoder) membersBound(c *chunk, sel format.Selection) int64 {
+	var n int64
 	any := false
 	for i, f := range d.fields {
 		if sel.Has(i) {

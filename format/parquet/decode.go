@@ -29,6 +29,9 @@ type decoder struct {
 	props  *pq.ReaderProperties
 	pool   *sync.Pool
 	model  *tokenize.Model // a text token dataset's
+	// docs is a token dataset's counts by chunk where a chunk is several
+	// row groups (ds.tokens.counts is by row group), else nil.
+	docs [][]uint32
 }
 
 func newDecoder(ds *dataset) (*decoder, error) {
@@ -57,10 +60,15 @@ func newDecoder(ds *dataset) (*decoder, error) {
 	if err := d.addTokens(); err != nil {
 		return nil, err
 	}
-	for _, c := range ds.chunks {
+	for i := range ds.chunks {
+		c := &ds.chunks[i]
 		if len(c.cols) != len(s.leaves) || c.file >= len(ds.files) {
 			return nil, fmt.Errorf("%w: a row group of %d columns in a schema of %d", errMeta, len(c.cols), len(s.leaves))
 		}
+		c.at = i
+	}
+	if err := d.setSpans(ds.ends); err != nil {
+		return nil, err
 	}
 	root, err := arrowGroup(s.root)
 	if err != nil {
@@ -139,17 +147,22 @@ func (f *field) needed() []int {
 	return f.leaves
 }
 
+// Extent is the column chunks of the fields sel of chunk c's row groups,
+// adjacent ones merged.
 func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
-	ch := &d.ds.chunks[c]
+	gs := d.span(c)
 	var rs []format.Range
-	for i, f := range d.fields {
-		if sel.Has(i) {
-			for _, l := range f.needed() {
-				rs = append(rs, format.Range{Off: ch.cols[l].start, Len: ch.cols[l].length})
+	for gi := range gs {
+		ch := &gs[gi]
+		for i, f := range d.fields {
+			if sel.Has(i) {
+				for _, l := range f.needed() {
+					rs = append(rs, format.Range{Off: ch.cols[l].start, Len: ch.cols[l].length})
+				}
 			}
 		}
 	}
-	return format.Merge(rs), d.bound(ch, sel)
+	return format.Merge(rs), d.spanBound(gs, sel)
 }
 
 // Working implements format.Working: flatCol decompresses a byte-array
@@ -159,28 +172,38 @@ func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 // uncompressed size each, and as much again for the values decoded from
 // them); and each member's header writer; TestWorking measures it.
 func (d *decoder) Working(c int, sel format.Selection) int64 {
-	ch := &d.ds.chunks[c]
-	var n, fields int64
-	for i, f := range d.fields {
-		if sel.Has(i) {
-			fields++
-			for _, l := range f.needed() {
-				if d.flat(ch, l) {
-					n += ch.cols[l].unc
-				} else {
-					n += ch.cols[l].length + 2*ch.cols[l].unc
+	// The row groups of a chunk are decoded one after the other, each
+	// giving back flatCol's buffers before the next: the largest of them
+	// at once; arrow-go's allocations are the garbage collector's to
+	// return, so all of them count.
+	gs := d.span(c)
+	var most, n, fields, rows int64
+	for gi := range gs {
+		ch := &gs[gi]
+		var flat int64
+		fields = 0
+		for i, f := range d.fields {
+			if sel.Has(i) {
+				fields++
+				for _, l := range f.needed() {
+					if d.flat(ch, l) {
+						flat += ch.cols[l].unc
+					} else {
+						n += ch.cols[l].length + 2*ch.cols[l].unc
+					}
 				}
 			}
 		}
+		most = max(most, flat)
+		rows += ch.rows
 	}
-	return n + ch.rows*(fields*format.MemberWorking+int64(d.keyLen(ch))) + 1<<20
+	return most + n + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
 }
 
 func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }
 
-// damaged is a decode error: the chunk's bytes are at fault.
-func (d *decoder) damaged(c int, col string, err error) error {
-	ch := &d.ds.chunks[c]
+// damaged is a decode error: the bytes of row group ch are at fault.
+func (d *decoder) damaged(ch *chunk, col string, err error) error {
 	where := fmt.Sprintf("%s, row group of rows %d–%d", d.object(ch), ch.first, ch.first+ch.rows-1)
 	if col != "" {
 		where += fmt.Sprintf(", column %q", col)
@@ -198,16 +221,17 @@ type rowWriter interface {
 }
 
 func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) (err error) {
-	if c < 0 || c >= len(d.ds.chunks) {
+	if c < 0 || c >= d.numChunks() {
 		return fmt.Errorf("parquet: no chunk %d", c)
 	}
-	ch := &d.ds.chunks[c]
+	gs := d.span(c)
+	ch := &gs[0]
 	col := ""
 	defer func() {
 		// A reader that panics on bytes it cannot make sense of is a
 		// damaged chunk, not a dead server.
 		if p := recover(); p != nil {
-			err = d.damaged(c, col, fmt.Errorf("the reader failed: %v", p))
+			err = d.damaged(ch, col, fmt.Errorf("the reader failed: %v", p))
 		}
 	}()
 	ranges, bound := d.Extent(c, sel)
@@ -217,19 +241,43 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 	// Where the footer could only guess the bound, the chunk may need
 	// more: it says how much (format.GrowError) and is decoded again into
 	// that much (a dst longer than the bound).
-	for i, f := range d.fields {
-		if sel.Has(i) && d.guessed(ch, f) {
-			wo.MayGrow = true
+	var rows int64
+	for gi := range gs {
+		rows += gs[gi].rows
+		for i, f := range d.fields {
+			if sel.Has(i) && d.guessed(&gs[gi], f) {
+				wo.MayGrow = true
+			}
 		}
 	}
 	read, err := format.NewRead(ranges, src)
 	if err != nil {
-		return d.damaged(c, "", err)
+		return d.damaged(ch, "", err)
 	}
-	w, err := format.NewWriter(dst, int(ch.rows), wo)
+	w, err := format.NewWriter(dst, int(rows), wo)
 	if err != nil {
-		return d.damaged(c, "", err)
+		return d.damaged(ch, "", err)
 	}
+	for gi := range gs {
+		ch = &gs[gi]
+		if err := d.decodeGroup(ch, sel, read, w, wo.Buffers, &col); err != nil {
+			return err
+		}
+	}
+	if err := w.Finish(); err != nil {
+		var ge *format.GrowError
+		if errors.As(err, &ge) {
+			return err // not damage: the chunk needs more room
+		}
+		return d.damaged(ch, "", err)
+	}
+	return nil
+}
+
+// decodeGroup writes row group ch's rows, with the fields sel, to w,
+// naming in col the column it is reading (for a panic's message), and
+// gives back the buffers it took before it returns.
+func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read, w *format.Writer, bufs format.Buffers, col *string) error {
 	var ws []rowWriter
 	var cleanup []func()
 	defer func() {
@@ -241,10 +289,10 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 		if !sel.Has(i) {
 			continue
 		}
-		col = f.name
-		fw, err := d.fieldWriter(c, ch, f, read, wo.Buffers, &cleanup)
+		*col = f.name
+		fw, err := d.fieldWriter(ch, f, read, bufs, &cleanup)
 		if err != nil {
-			return d.damaged(c, f.name, err)
+			return d.damaged(ch, f.name, err)
 		}
 		ws = append(ws, fw)
 	}
@@ -252,30 +300,23 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 	for r := range ch.rows {
 		key = d.key(key[:0], ch, r)
 		if err := w.Begin(string(key)); err != nil {
-			return d.damaged(c, "", err)
+			return d.damaged(ch, "", err)
 		}
 		any := false
 		for _, fw := range ws {
-			col = fw.name()
+			*col = fw.name()
 			wrote, err := fw.row(w)
 			if err != nil {
-				return d.damaged(c, col, err)
+				return d.damaged(ch, *col, err)
 			}
 			any = any || wrote
 		}
-		col = ""
+		*col = ""
 		if !any {
 			if err := w.Add(nullExt, nil); err != nil {
-				return d.damaged(c, "", err)
+				return d.damaged(ch, "", err)
 			}
 		}
-	}
-	if err := w.Finish(); err != nil {
-		var ge *format.GrowError
-		if errors.As(err, &ge) {
-			return err // not damage: the chunk needs more room
-		}
-		return d.damaged(c, "", err)
 	}
 	return nil
 }
@@ -359,7 +400,7 @@ func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buff
 	return newBytesCol(r, ch.cols[l].numValues)
 }
 
-func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func()) (rowWriter, error) {
+func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func()) (rowWriter, error) {
 	open := func(l int) (file.ColumnChunkReader, error) {
 		if l < 0 {
 			return nil, nil
@@ -411,7 +452,7 @@ func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, buf
 		nw := &npyWriter{f: f, col: ic, listDef: listDef, nonEmpty: nonEmpty, elemDef: int16(f.element.def)}
 		nw.lo, nw.hi = valueRange(f)
 		if t := d.ds.tokens; t != nil && !t.text && d.fields[t.field] == f {
-			nw.counts = t.counts[c]
+			nw.counts = t.counts[ch.at]
 		}
 		return nw, nil
 	case kindTokens:
@@ -419,7 +460,7 @@ func (d *decoder) fieldWriter(c int, ch *chunk, f *field, read *format.Read, buf
 		if err != nil {
 			return nil, err
 		}
-		return &tokensWriter{f: f, t: tt, counts: d.ds.tokens.counts[c]}, nil
+		return &tokensWriter{f: f, t: tt, counts: d.ds.tokens.counts[ch.at]}, nil
 	}
 	jw := &jsonWriter{d: d, f: f, leaves: map[int]*leafData{}}
 	for _, l := range f.leaves {

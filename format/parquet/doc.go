@@ -1,6 +1,7 @@
 // Package parquet serves Parquet files — the Hugging Face Hub's layout
-// among them — in place, as a format.Format: a row group is a chunk, a row
-// a sample, a top-level column a field. Pages are decoded by arrow-go
+// among them — in place, as a format.Format: a chunk is one or more
+// consecutive row groups of one file, a row a sample, a top-level column a
+// field. Pages are decoded by arrow-go
 // (github.com/apache/arrow-go/v18/parquet), chosen by measurement over
 // parquet-go (docs/format.md §6.4); footers are parsed here, by a
 // Thrift reader that keeps only what Brand needs, so that a hostile footer
@@ -12,6 +13,23 @@
 // pages, each value copied once into the resident form, where arrow-go's
 // reader copies the column chunk and decompresses every page into fresh
 // memory (BenchmarkDecodeHub).
+//
+// # Chunks
+//
+// Index cuts each file's row groups, in order, into chunks of about
+// format.Options.ChunkBytes (DefaultChunkBytes, 16 MiB, when 0): a row
+// group joins the chunk before it, if of the same file, while that brings
+// the chunk's column-chunk bytes nearer the target, its resident bound with
+// every field stays within Limits.ChunkBytes and its rows within
+// Limits.ChunkSamples. A chunk's extent is its row groups' column chunks of
+// the fields read, adjacent ones merged (never widened over an unread
+// column); Decode writes its row groups one after the other into one
+// resident chunk, and damage names the row group. The description lists
+// each chunk's count of row groups only when some chunk holds several: a
+// description without that section (every one written before) is a chunk a
+// row group. A chunk of several row groups is named by its first and last
+// (format.Chunk.Name, "3-5"), one of a single row group by nothing, so
+// that its key is its ordinal as before.
 //
 // # Keys
 //
@@ -51,7 +69,8 @@
 //
 // A row group's resident bound is computed from the footer: per member
 // its header and its data padded to 512 bytes (so a value of at most 512
-// bytes costs 1,024 whatever it is), per sample the table's entry. What
+// bytes costs 1,024 whatever it is), per sample the table's entry; a
+// chunk's, one table of all its rows and each of its row groups' members. What
 // bounds a column's data:
 //
 //   - integers as text: 20 bytes a value; .npy: a 128-byte header a row and

@@ -100,7 +100,6 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		for _, c := range x.groups {
 			c.file = fi
 			ds.chunks = append(ds.chunks, c)
-			lay.Chunks = append(lay.Chunks, format.Chunk{Object: x.obj.Key, ETag: x.obj.ETag, Size: x.obj.Size, Samples: int(c.rows)})
 		}
 	}
 	d, err := newDecoder(ds)
@@ -123,9 +122,17 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 			return nil, err
 		}
 	}
+	target := opt.ChunkBytes
+	if target <= 0 {
+		target = DefaultChunkBytes
+	}
+	if err := d.setSpans(d.cut(target, lim)); err != nil {
+		return nil, err
+	}
+	lay.Chunks = d.layoutChunks(out)
+	var key []byte
 	for i := range ds.chunks {
 		c := &ds.chunks[i]
-		var key []byte
 		for r := range c.rows {
 			key = d.key(key[:0], c, r)
 			lay.Keys = append(lay.Keys, string(key))
@@ -145,6 +152,37 @@ func (Format) Open(meta []byte) (format.Decoder, error) {
 		return d, err
 	}
 	return tokenDecoder{d}, nil
+}
+
+// layoutChunks is the layout's chunks: a chunk of several row groups is
+// named by the first and last of them (their ordinals in the file,
+// "3-4"), so that its key (dataset.BuildInPlace) names other bytes than a
+// chunk of other row groups of the file in another index of it; a chunk
+// of one row group is named by its ordinal, as every chunk was when a
+// chunk was a row group.
+func (d *decoder) layoutChunks(files []*indexed) []format.Chunk {
+	out := make([]format.Chunk, d.numChunks())
+	firstOf := make([]int, len(files)) // a file's first row group in ds.chunks
+	for i := len(d.ds.chunks) - 1; i >= 0; i-- {
+		firstOf[d.ds.chunks[i].file] = i
+	}
+	for c := range out {
+		gs := d.span(c)
+		x := files[gs[0].file].obj
+		var rows int64
+		for _, g := range gs {
+			rows += g.rows
+		}
+		out[c] = format.Chunk{Object: x.Key, ETag: x.ETag, Size: x.Size, Samples: int(rows)}
+		if d.ds.ends != nil {
+			lo, hi := gs[0].at-firstOf[gs[0].file], gs[len(gs)-1].at-firstOf[gs[0].file]
+			out[c].Name = strconv.Itoa(lo)
+			if hi > lo {
+				out[c].Name += "-" + strconv.Itoa(hi)
+			}
+		}
+	}
+	return out
 }
 
 // checkBounds refuses a row group that cannot be a chunk with every field

@@ -20,8 +20,13 @@ type dataset struct {
 	elems  []element
 	exts   []fieldExt // per top-level column
 	files  []fileMeta
-	chunks []chunk
+	chunks []chunk    // the row groups, file by file, in order
 	tokens *tokenSpec // a token dataset's, else nil (tokens.go)
+	// ends cuts the row groups into chunks: chunk i is the row groups
+	// chunks[ends[i-1]:ends[i]] (from 0 for the first), consecutive row
+	// groups of one file (span.go). nil is a chunk a row group, as every
+	// description written before chunks of several row groups.
+	ends []int
 }
 
 type fieldExt struct {
@@ -35,8 +40,10 @@ type fileMeta struct {
 	width  int // digits of a row's index in its keys
 }
 
+// chunk is one row group (a chunk of the dataset is one or more of them:
+// dataset.ends).
 type chunk struct {
-	at    int // its index in dataset.chunks (set by a token dataset's decoder)
+	at    int // its index in dataset.chunks (set by newDecoder)
 	file  int
 	first int64 // the row group's first row in its file
 	rows  int64
@@ -127,11 +134,24 @@ func encodeMeta(d *dataset) []byte {
 			}
 		}
 	}
+	// Chunks of several row groups: each chunk's count of row groups.
+	if d.ends != nil {
+		w.u(sectionSpans)
+		w.u(uint64(len(d.ends)))
+		prev := 0
+		for _, e := range d.ends {
+			w.u(uint64(e - prev))
+			prev = e
+		}
+	}
 	return w.b
 }
 
-// sectionTokens tags the token dataset's section of a description.
-const sectionTokens = 1
+// The sections that may follow the row groups, in this order.
+const (
+	sectionTokens = 1 // a token dataset's
+	sectionSpans  = 2 // chunks of several row groups (dataset.ends)
+)
 
 type metaReader struct {
 	b   []byte
@@ -254,30 +274,73 @@ func decodeMeta(b []byte) (*dataset, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if len(r.b) > 0 {
-		if r.u() != sectionTokens {
-			return nil, fmt.Errorf("%w: an unknown section", errMeta)
-		}
-		t := &tokenSpec{field: r.n(len(r.b)), text: r.u() == 1}
-		t.model = []byte(r.s())
-		t.vocab = r.s()
-		t.counts = make([][]uint32, len(d.chunks))
-		for i, c := range d.chunks {
-			if r.err != nil || c.rows > int64(len(r.b)) {
-				return nil, fmt.Errorf("%w: token counts", errMeta)
-			}
-			t.counts[i] = make([]uint32, c.rows)
-			for j := range t.counts[i] {
-				t.counts[i][j] = uint32(r.n(format.MaxDocTokens))
-			}
-		}
+	last := 0
+	for len(r.b) > 0 {
+		sec := r.u()
 		if r.err != nil {
 			return nil, r.err
 		}
-		if len(r.b) != 0 {
-			return nil, fmt.Errorf("%w: %d bytes after the token counts", errMeta, len(r.b))
+		if sec <= uint64(last) || sec > sectionSpans {
+			return nil, fmt.Errorf("%w: an unknown section %d", errMeta, sec)
 		}
-		d.tokens = t
+		last = int(sec)
+		switch sec {
+		case sectionTokens:
+			t, err := decodeTokens(r, d.chunks)
+			if err != nil {
+				return nil, err
+			}
+			d.tokens = t
+		case sectionSpans:
+			ends, err := decodeSpans(r, len(d.chunks))
+			if err != nil {
+				return nil, err
+			}
+			d.ends = ends
+		}
 	}
 	return d, nil
+}
+
+func decodeTokens(r *metaReader, chunks []chunk) (*tokenSpec, error) {
+	t := &tokenSpec{field: r.n(len(r.b)), text: r.u() == 1}
+	t.model = []byte(r.s())
+	t.vocab = r.s()
+	t.counts = make([][]uint32, len(chunks))
+	for i, c := range chunks {
+		if r.err != nil || c.rows > int64(len(r.b)) {
+			return nil, fmt.Errorf("%w: token counts", errMeta)
+		}
+		t.counts[i] = make([]uint32, c.rows)
+		for j := range t.counts[i] {
+			t.counts[i][j] = uint32(r.n(format.MaxDocTokens))
+		}
+	}
+	return t, r.err
+}
+
+// decodeSpans reads the spans section: every chunk's row groups, at least
+// one each, adding up to the groups.
+func decodeSpans(r *metaReader, groups int) ([]int, error) {
+	n := r.n(groups)
+	ends := make([]int, 0, n)
+	at := 0
+	for range n {
+		k := r.n(groups - at)
+		if r.err != nil {
+			return nil, r.err
+		}
+		if k == 0 {
+			return nil, fmt.Errorf("%w: a chunk of no row groups", errMeta)
+		}
+		at += k
+		ends = append(ends, at)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if at != groups {
+		return nil, fmt.Errorf("%w: chunks of %d row groups, of %d", errMeta, at, groups)
+	}
+	return ends, nil
 }

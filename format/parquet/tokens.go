@@ -364,7 +364,12 @@ type tokenDecoder struct{ *decoder }
 var _ format.Tokens = tokenDecoder{}
 
 // DocTokens is chunk c's rows' token counts, as indexing counted them.
-func (d tokenDecoder) DocTokens(c int) []uint32 { return d.ds.tokens.counts[c] }
+func (d tokenDecoder) DocTokens(c int) []uint32 {
+	if d.docs != nil {
+		return d.docs[c]
+	}
+	return d.ds.tokens.counts[c]
+}
 
 // TokenType is the list column's integer type, or "int32" for text.
 func (d tokenDecoder) TokenType() string {
@@ -405,7 +410,6 @@ func (d *decoder) addTokens() error {
 		if int64(len(t.counts[i])) != c.rows {
 			return fmt.Errorf("%w: %d token counts for %d rows", errMeta, len(t.counts[i]), c.rows)
 		}
-		d.ds.chunks[i].at = i
 	}
 	tf := d.fields[t.field]
 	if !t.text {

@@ -67,9 +67,13 @@ type FormatsConfig struct {
 	RowsPerFile    int   // Parquet rows per file
 	ChunkSize      int64 // Brand's tar chunks and the MDS shards' size limit
 	EmbeddingBytes int   // the Parquet embedding column's bytes per row
-	BatchSize      int
-	Window         int // the job's shuffle window, in chunks
-	Rounds         int
+	// ParquetChunkSize, if set, is brand index's --chunk-size for the
+	// Parquet dataset of (2) (consecutive row groups of a file cut to
+	// about it); 0 leaves the gateway binary's default.
+	ParquetChunkSize int64
+	BatchSize        int
+	Window           int // the job's shuffle window, in chunks
+	Rounds           int
 	// WarmEpochs are read one after another after the cold one, and
 	// reported together as the warm row: a warm epoch of a few thousand
 	// samples takes well under a second.
@@ -494,6 +498,9 @@ func (r *formatsRun) readIndex(ctx context.Context, prefix string) (*chunkindex.
 func (r *formatsRun) brandIndex(ctx context.Context, prefix string) (IndexRun, error) {
 	args := []string{"index", "--src", "s3://" + formatsBucket + "/" + prefix, "--dst", "s3://" + formatsBucket + "/" + prefix + "-index",
 		"--s3-endpoint", r.proxy.url, "--s3-region", "us-east-1"}
+	if prefix == formatParquet && r.cfg.ParquetChunkSize > 0 {
+		args = append(args, "--chunk-size", strconv.FormatInt(r.cfg.ParquetChunkSize, 10))
+	}
 	cmd := exec.CommandContext(ctx, r.cfg.GatewayBinary, args...)
 	cmd.Env = gatewayEnv(r.srv.AccessKey, r.srv.SecretKey)
 	var out bytes.Buffer
