@@ -164,19 +164,27 @@ func TestPrefetchWarmsThePhaseAhead(t *testing.T) {
 	for m := range switch1 {
 		r.step(m)
 	}
-	// The chunks of b the steps after the switch read.
+	r.warmAtSwitch(t, "b", switch1, after)
+}
+
+// warmAtSwitch checks, the run having read every step before switch, that
+// the chunks of dataset ds that the after steps from switch read are in
+// the cache at the switch, then reads those steps and checks none of them
+// loaded a chunk of ds on demand.
+func (r *switchRun) warmAtSwitch(t *testing.T, ds string, switch1, after int) {
+	t.Helper()
 	need := map[chunkcache.Key]bool{}
 	for m := switch1; m < switch1+after; m++ {
 		for rank := range r.job.World {
 			for _, q := range chunksOf(r.layout(m, rank)) {
-				if q.Key.Dataset == "b" {
+				if q.Key.Dataset == ds {
 					need[q.Key] = true
 				}
 			}
 		}
 	}
 	if len(need) < 4 {
-		t.Fatalf("the %d steps after the switch read %d chunks of b: the test shows nothing", after, len(need))
+		t.Fatalf("the %d steps after the switch read %d chunks of %s: the test shows nothing", after, len(need), ds)
 	}
 	var cold []string
 	for k := range need {
@@ -185,14 +193,14 @@ func TestPrefetchWarmsThePhaseAhead(t *testing.T) {
 		}
 	}
 	if len(cold) > 0 {
-		t.Errorf("at the switch, %d of the %d chunks of b that the next %d steps read are not in the cache: %v (prefetch dropped %v)",
-			len(cold), len(need), after, cold, testutil.ToFloat64(r.p.dropped))
+		t.Errorf("at the switch, %d of the %d chunks of %s that the next %d steps read are not in the cache: %v (prefetch dropped %v)",
+			len(cold), len(need), ds, after, cold, testutil.ToFloat64(r.p.dropped))
 	}
-	before := r.onDemand["b"]
+	before := r.onDemand[ds]
 	for m := switch1; m < switch1+after; m++ {
 		r.step(m)
 	}
-	if n := r.onDemand["b"] - before; n > 0 {
-		t.Errorf("the %d steps after the switch loaded %d chunks of b on demand", after, n)
+	if n := r.onDemand[ds] - before; n > 0 {
+		t.Errorf("the %d steps after the switch loaded %d chunks of %s on demand", after, n, ds)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
@@ -124,34 +123,5 @@ func TestPrefetchWarmsATokenPhaseAhead(t *testing.T) {
 	for m := range switch1 {
 		r.step(m)
 	}
-	need := map[chunkcache.Key]bool{}
-	for m := switch1; m < switch1+after; m++ {
-		for rank := range r.job.World {
-			for _, q := range chunksOf(r.layout(m, rank)) {
-				if q.Key.Dataset == "b" {
-					need[q.Key] = true
-				}
-			}
-		}
-	}
-	if len(need) < 4 {
-		t.Fatalf("the %d steps after the switch read %d chunks of b: the test shows nothing", after, len(need))
-	}
-	var cold []string
-	for k := range need {
-		if !r.cache.Contains(k) {
-			cold = append(cold, k.Object)
-		}
-	}
-	if len(cold) > 0 {
-		t.Errorf("at the switch, %d of the %d chunks of b that the next %d steps read are not in the cache: %v (prefetch dropped %v)",
-			len(cold), len(need), after, cold, testutil.ToFloat64(r.p.dropped))
-	}
-	before := r.onDemand["b"]
-	for m := switch1; m < switch1+after; m++ {
-		r.step(m)
-	}
-	if n := r.onDemand["b"] - before; n > 0 {
-		t.Errorf("the %d steps after the switch loaded %d chunks of b on demand", after, n)
-	}
+	r.warmAtSwitch(t, "b", switch1, after)
 }
