@@ -26,20 +26,7 @@ const manySourcesCache = 2 << 20
 // epoch (the datasets loaded).
 func sourcesCost(t *testing.T, n int) (goroutines int, heap, loaded uint64) {
 	t.Helper()
-	var specs []gateway.DatasetSpec
-	var w0, w1 []string
-	for i := range n {
-		name := fmt.Sprintf("s%03d", i)
-		f := newFixtureNamed(t, t.TempDir(), name+"-", 200/n, 6, 256)
-		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
-		w0 = append(w0, fmt.Sprintf("%s:%d", name, 1+i%3))
-		w1 = append(w1, fmt.Sprintf("%s:%d", name, 1+(i+1)%4))
-	}
-	_, srv := start(t, nil, func(c *gateway.Config) {
-		c.Datasets = specs
-		c.Defaults = gateway.Defaults{BatchSize: 16, Window: 2, Seed: 5}
-		c.CacheSize = manySourcesCache
-	})
+	readEpoch := manySources(t, n)
 	settle := func() uint64 {
 		var ms runtime.MemStats
 		for range 3 {
@@ -49,20 +36,7 @@ func sourcesCost(t *testing.T, n int) (goroutines int, heap, loaded uint64) {
 		return ms.HeapAlloc
 	}
 	loaded = settle()
-	// 16 samples a batch; a phase change halfway through the epoch.
-	steps := 1200 / 16
-	q := "mix_schedule=" + url.QueryEscape("0:"+strings.Join(w0, ",")+fmt.Sprintf(";%d:", steps/2)+strings.Join(w1, ","))
-	for b := range steps {
-		resp, err := http.Get(fmt.Sprintf("%s/epoch/0/batch/%d?%s", srv.URL, b, q))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d: %d", b, resp.StatusCode)
-		}
-	}
+	readEpoch(0)
 	http.DefaultClient.CloseIdleConnections()
 	// Goroutines that end with a request (its connection's) take a moment
 	// to go: count once they have.
@@ -117,6 +91,21 @@ func TestManySourcesConstantCost(t *testing.T) {
 // that warmed it (its figures at their bounds, its memo tables filled).
 func batchGarbage(t *testing.T, n int) uint64 {
 	t.Helper()
+	epoch := manySources(t, n)
+	epoch(0)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	steps := epoch(1)
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(steps)
+}
+
+// manySources starts a gateway serving n small datasets of 1,200
+// samples in all and returns a function that reads epoch e of a
+// two-phase schedule over all of them, 16 samples a batch with the phase
+// change halfway (75 batches, whatever n), and returns its batches.
+func manySources(t *testing.T, n int) func(e int) int {
+	t.Helper()
 	var specs []gateway.DatasetSpec
 	var w0, w1 []string
 	for i := range n {
@@ -133,7 +122,7 @@ func batchGarbage(t *testing.T, n int) uint64 {
 	})
 	steps := 1200 / 16
 	q := "mix_schedule=" + url.QueryEscape("0:"+strings.Join(w0, ",")+fmt.Sprintf(";%d:", steps/2)+strings.Join(w1, ","))
-	epoch := func(e int) {
+	return func(e int) int {
 		for b := range steps {
 			resp, err := http.Get(fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, e, b, q))
 			if err != nil {
@@ -145,13 +134,8 @@ func batchGarbage(t *testing.T, n int) uint64 {
 				t.Fatalf("epoch %d batch %d: %d", e, b, resp.StatusCode)
 			}
 		}
+		return steps
 	}
-	epoch(0)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	epoch(1)
-	runtime.ReadMemStats(&after)
-	return (after.TotalAlloc - before.TotalAlloc) / uint64(steps)
 }
 
 // TestManySourcesGarbagePerBatch: a batch of a schedule over 100
