@@ -68,27 +68,8 @@ func hubRows(n int, size int) []imageRow {
 
 func imageRecord(rows []imageRow) arrow.RecordBatch {
 	return newRecord(imageSchema, func(b *array.RecordBuilder) {
-		sb := b.Field(0).(*array.StructBuilder)
-		bb := sb.FieldBuilder(0).(*array.BinaryBuilder)
-		pb := sb.FieldBuilder(1).(*array.StringBuilder)
-		lb := b.Field(1).(*array.Int64Builder)
 		for _, r := range rows {
-			if r.img == nil {
-				sb.AppendNull()
-			} else {
-				sb.Append(true)
-				bb.Append(r.img)
-				if r.path != nil {
-					pb.Append(*r.path)
-				} else {
-					pb.AppendNull()
-				}
-			}
-			if r.label != nil {
-				lb.Append(*r.label)
-			} else {
-				lb.AppendNull()
-			}
+			appendImageRow(b, r)
 		}
 	})
 }
@@ -147,5 +128,30 @@ func TestHubImages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// appendImageRow appends r's image struct {bytes, path} and label to
+// fields 0 and 1 of b, as the Hub's layout has them.
+func appendImageRow(b *array.RecordBuilder, r imageRow) {
+	sb := b.Field(0).(*array.StructBuilder)
+	bb := sb.FieldBuilder(0).(*array.BinaryBuilder)
+	pb := sb.FieldBuilder(1).(*array.StringBuilder)
+	lb := b.Field(1).(*array.Int64Builder)
+	if r.img == nil {
+		sb.AppendNull()
+	} else {
+		sb.Append(true)
+		bb.Append(r.img)
+		if r.path != nil {
+			pb.Append(*r.path)
+		} else {
+			pb.AppendNull()
+		}
+	}
+	if r.label != nil {
+		lb.Append(*r.label)
+	} else {
+		lb.AppendNull()
 	}
 }

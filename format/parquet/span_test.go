@@ -46,29 +46,10 @@ func tenGroups(t testing.TB) (*memStore, []imageRow, []byte) {
 // embedding of n floats i, i+1, ...
 func hubEmbedRecord(rows []imageRow, first, n int) arrow.RecordBatch {
 	return newRecord(embedSchema, func(b *array.RecordBuilder) {
-		sb := b.Field(0).(*array.StructBuilder)
-		bb := sb.FieldBuilder(0).(*array.BinaryBuilder)
-		pb := sb.FieldBuilder(1).(*array.StringBuilder)
-		lb := b.Field(1).(*array.Int64Builder)
 		eb := b.Field(2).(*array.ListBuilder)
 		vb := eb.ValueBuilder().(*array.Float32Builder)
 		for i, r := range rows {
-			if r.img == nil {
-				sb.AppendNull()
-			} else {
-				sb.Append(true)
-				bb.Append(r.img)
-				if r.path != nil {
-					pb.Append(*r.path)
-				} else {
-					pb.AppendNull()
-				}
-			}
-			if r.label != nil {
-				lb.Append(*r.label)
-			} else {
-				lb.AppendNull()
-			}
+			appendImageRow(b, r)
 			eb.Append(true)
 			for j := range n {
 				vb.Append(float32(first + i + j))
