@@ -57,6 +57,13 @@ func newSwitchRun(t *testing.T, capacity int64, sched string) *switchRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return wireSwitchRun(t, orders, mixed, job, capacity)
+}
+
+// wireSwitchRun is a run of job over mixture mixed: a schedule, a cache
+// of capacity bytes under its policy that loads nothing, and a
+// prefetcher whose queue the run reads itself (no workers run).
+func wireSwitchRun(t *testing.T, orders *order.Orders, mixed *order.Mixed, job api.Job, capacity int64) *switchRun {
 	r := &switchRun{t: t, orders: orders, src: order.Source{Mix: mixed}, job: job, onDemand: map[string]int{}}
 	r.s = New(Config{Orders: orders, Local: allLocal, Capacity: capacity})
 	r.now.Store(r.s.zero.Add(time.Second).UnixNano())
@@ -70,7 +77,7 @@ func newSwitchRun(t *testing.T, capacity int64, sched string) *switchRun {
 		Keeps:        r.s.Keeps,
 		Tally:        noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	r.p.clock = r.clock
-	t.Cleanup(r.p.Close) // no workers run: the run reads the queue itself
+	t.Cleanup(r.p.Close)
 	return r
 }
 

@@ -5,13 +5,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/megatron"
@@ -72,22 +69,7 @@ func newTokenSwitchRun(t *testing.T, capacity func(a, b *catalog.Dataset) int64,
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := capacity(a, b)
-	r := &switchRun{t: t, orders: orders, src: order.Source{Mix: mixed}, job: job, onDemand: map[string]int{}}
-	r.s = New(Config{Orders: orders, Local: allLocal, Capacity: c})
-	r.now.Store(r.s.zero.Add(time.Second).UnixNano())
-	r.s.clock = r.clock
-	r.cache = chunkcache.New(chunkcache.Config{Capacity: c, Policy: NewPolicy(r.s.Table, r.s.Ticks),
-		Loader: chunkcache.LoaderFunc(func(context.Context, chunkcache.Key, []byte) error { return nil })})
-	t.Cleanup(r.cache.Close)
-	r.p = NewPrefetcher(PrefetcherConfig{Cache: r.cache, Distance: r.s.Distance,
-		Prefetchable: func(k chunkcache.Key) bool { return r.s.Table().Prefetchable(k) },
-		Displaces:    func(need, lead int64) bool { return r.s.Table().Displaces(need, lead) },
-		Keeps:        r.s.Keeps,
-		Tally:        noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
-	r.p.clock = r.clock
-	t.Cleanup(r.p.Close)
-	return r
+	return wireSwitchRun(t, orders, mixed, job, capacity(a, b))
 }
 
 // bytesOf is a dataset's chunks' bytes in the cache.
