@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/brandgw/brand/api"
@@ -242,7 +243,9 @@ func (m *Tracker) Leave(ctx context.Context) error {
 				agreedAt = time.Now()
 				m.log.Info().Str("members", v.agreed.Version()).Msg("the cluster agrees on a membership without this node")
 			}
-			waiting := m.stillReading()
+			states := map[string]*peer.State{}
+			m.live(v, func(k int, st *peer.State) { states[m.peers.URL(k)] = st })
+			waiting := stillReading(m.self, v.agreed, states, m.history.Peek)
 			if len(waiting) == 0 {
 				return nil
 			}
@@ -263,22 +266,23 @@ func (m *Tracker) Leave(ctx context.Context) error {
 	}
 }
 
-// stillReading returns the live members that still read chunks by a
-// membership this node is a member of (State.Agreed), as their last
-// states say; a member down, one that has not told its state, or one of
-// a build that does not say is not waited for.
-func (m *Tracker) stillReading() []string {
+// stillReading returns the members among states (the live ones'
+// last states, by URL) that still read chunks by a membership self is a
+// member of (State.Agreed), agreed being the one self's view agrees on;
+// known finds a version's membership. A member of a build that does not
+// say is not waited for.
+func stillReading(self string, agreed *cluster.Membership, states map[string]*peer.State, known func(string) (*cluster.Membership, bool)) []string {
 	var out []string
-	v := m.view.Load()
-	m.live(v, func(k int, st *peer.State) {
-		if st.Agreed == "" || st.Agreed == v.agreed.Version() {
-			return
+	for u, st := range states {
+		if st.Agreed == "" || st.Agreed == agreed.Version() {
+			continue
 		}
-		if ms, ok := m.history.Peek(st.Agreed); ok && ms.Index(m.self) < 0 {
-			return // a later membership without this node
+		if ms, ok := known(st.Agreed); ok && ms.Index(self) < 0 {
+			continue // a later membership without this node
 		}
-		out = append(out, m.peers.URL(k))
-	})
+		out = append(out, u)
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -61,8 +61,10 @@ func TestLeaveWaitsForEveryMemberToFlip(t *testing.T) {
 			if v := m.view.Load(); v.agreed.Version() != after.Version() {
 				t.Fatalf("this node's view agrees on %s, want %s", v.agreed.Version(), after.Version())
 			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel() // a Leave still waiting ends with the case
 			done := make(chan error, 1)
-			go func() { done <- m.Leave(context.Background()) }()
+			go func() { done <- m.Leave(ctx) }()
 			if tc.flip != 0 {
 				select {
 				case err := <-done:
