@@ -269,6 +269,11 @@ func (w *Writer) count(need, n int64) ([]byte, error) {
 	return w.scratch[:n:n], nil
 }
 
+// Counting reports whether the chunk went past its bound in a decode
+// that may grow: Member then hands out scratch room, reused member after
+// member, whose data is not kept (Finish returns a GrowError).
+func (w *Writer) Counting() bool { return w.counting }
+
 // Add adds a member whose data is data (a copy).
 func (w *Writer) Add(ext string, data []byte) error {
 	d, err := w.Member(ext, int64(len(data)))

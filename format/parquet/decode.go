@@ -548,30 +548,48 @@ type imageWriter struct {
 	f           *field
 	bytes, path valuesCol
 	ext         []byte
+
+	// the row being written, for place
+	w *format.Writer
+	p []byte
 }
 
 func (im *imageWriter) name() string { return im.f.name }
 
 func (im *imageWriter) row(w *format.Writer) (bool, error) {
-	v, ok, err := im.bytes.next()
-	if err != nil {
-		return false, err
-	}
-	var p []byte
+	im.w, im.p = w, nil
 	if im.path != nil {
-		if p, _, err = im.path.next(); err != nil {
+		var err error
+		if im.p, _, err = im.path.next(); err != nil {
 			return false, err
 		}
 	}
-	if !ok {
-		return false, nil
+	if fc, ok := im.bytes.(*flatCol); ok {
+		// Decompressed straight into the member where the page allows.
+		return fc.into(im)
 	}
+	v, ok, err := im.bytes.next()
+	if err != nil || !ok {
+		return false, err
+	}
+	dst, _, err := im.place(int64(len(v)), v)
+	if err != nil {
+		return false, err
+	}
+	copy(dst, v)
+	return true, nil
+}
+
+// place is the image's member: named by its path's extension or, where
+// that is not an image's, its magic bytes (head).
+func (im *imageWriter) place(n int64, head []byte) ([]byte, bool, error) {
 	ext := im.f.ext
 	if !im.f.forced {
-		im.ext = append(append(im.ext[:0], im.f.ext...), imageExt(p, v)...)
+		im.ext = append(append(im.ext[:0], im.f.ext...), imageExt(im.p, head)...)
 		ext = string(im.ext)
 	}
-	return true, w.Add(ext, v)
+	dst, err := im.w.Member(ext, n)
+	return dst, !im.w.Counting(), err
 }
 
 // intCol reads an integer column in batches of levels.

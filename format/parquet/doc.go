@@ -8,11 +8,14 @@
 // costs what the limits allow and no more. The pages of a column that is
 // not repeated, of byte arrays or integers, PLAIN or dictionary-encoded —
 // an image's bytes and path, a label, a string — are read here too
-// (flat.go): each page decompressed once into a buffer of the node's
-// pools (format.WriterOptions.Buffers) reused for the column chunk's
-// pages, each value copied once into the resident form, where arrow-go's
-// reader copies the column chunk and decompresses every page into fresh
-// memory (BenchmarkDecodeHub).
+// (flat.go), where arrow-go's reader copies the column chunk and
+// decompresses every page into fresh memory (BenchmarkDecodeHub): a
+// snappy page of byte arrays, or such a dictionary, is decompressed
+// straight into the members its values become (snappy.go: a decoder
+// that writes each piece of a block where it goes), one pass over an
+// image's bytes; any other page once into a buffer of the node's pools
+// (format.WriterOptions.Buffers) reused for the column chunk's pages,
+// each value copied once from there into the resident form.
 //
 // # Chunks
 //
