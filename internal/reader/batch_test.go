@@ -96,11 +96,17 @@ func (t *tally) Prefetched(order.Stream, uint64, int, int64, bool) {
 // gateway.
 func newReader(t *testing.T, capacity int64, st chunkcache.Loader, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
 	t.Helper()
+	return newNodeReader(t, capacity, st, skip, route.Solo{})
+}
+
+// newNodeReader is newReader on a node whose other nodes remote stands for.
+func newNodeReader(t *testing.T, capacity int64, st chunkcache.Loader, skip bool, remote Remote) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
+	t.Helper()
 	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: st, MaxWait: time.Second})
 	a := preload.New(preload.Config{Slots: 8, Cache: c})
 	t.Cleanup(func() { a.Close(); c.Close() })
 	reg := prometheus.NewRegistry()
-	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
+	r := New(Config{Cache: c, Loader: st, Remote: remote, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
 		Assemblers: 2, MaxWait: time.Second, Preload: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
 	return r, c, reg
 }
