@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/gateway"
 )
@@ -257,91 +254,5 @@ func TestMissingIndexFailsLoad(t *testing.T) {
 	err = g.Load(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "brand pack") {
 		t.Fatalf("got %v, want an error pointing at brand pack", err)
-	}
-}
-
-// TestConcurrentClientsSmallCache runs many clients over two epochs with a
-// cache smaller than the dataset: all get correct data and no chunk is ever
-// read twice at once.
-func TestConcurrentClientsSmallCache(t *testing.T) {
-	f := newFixture(t, 12, 10)
-	var chunkBytes int64
-	for c := range f.index.NumChunks() {
-		chunkBytes = max(chunkBytes, f.index.Chunk(c).Size)
-	}
-	cs := newCountingStore(f.store)
-	for _, policy := range []string{"lru", "schedule"} {
-		t.Run(policy, func(t *testing.T) {
-			g, srv := start(t, cs, func(c *gateway.Config) {
-				c.CacheSize = 5 * chunkBytes // the dataset is 12 chunks
-				c.CachePolicy = policy
-				c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 3}
-			})
-			const clients = 16
-			var wg sync.WaitGroup
-			for cl := range clients {
-				wg.Go(func() {
-					for epoch := range 2 {
-						for m := cl % 3; m < 30; m += 3 {
-							resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d", srv.URL, epoch, m))
-							if resp.StatusCode != 200 {
-								t.Errorf("status %d: %s", resp.StatusCode, body)
-								return
-							}
-							for _, s := range readTar(t, body) {
-								if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
-									t.Errorf("sample %s: wrong bytes", s.key)
-								}
-							}
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if _, _, maxSame := cs.chunkReads(); maxSame > 1 {
-				t.Fatalf("a chunk was read %d times concurrently", maxSame)
-			}
-			// A batch's last bytes leave (writev) before its handler
-			// returns and unpins; wait for the last handlers to finish.
-			st := g.Cache().Stats()
-			for deadline := time.Now().Add(5 * time.Second); st.Pinned != 0 && time.Now().Before(deadline); st = g.Cache().Stats() {
-				time.Sleep(time.Millisecond)
-			}
-			if st.Bytes > 5*chunkBytes || st.Pinned != 0 {
-				t.Fatalf("cache stats after the run: %+v", st)
-			}
-		})
-	}
-}
-
-// TestPrefetchLoadsNextWindow serves the first batch and waits for the
-// chunks of the next window to arrive without being requested.
-func TestPrefetchLoadsNextWindow(t *testing.T) {
-	f := newFixture(t, 6, 10)
-	g, srv := start(t, f.store, func(c *gateway.Config) {
-		c.Defaults = gateway.Defaults{BatchSize: 4, Window: 2, Seed: 9}
-	})
-	resp, _ := get(t, srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != 200 {
-		t.Fatal(resp.Status)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for g.Cache().Stats().PrefetchLoads < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no prefetch after 10 s: %+v", g.Cache().Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// The next window's first batch is now a pure hit.
-	for g.Cache().Stats().Entries < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("next window not resident: %+v", g.Cache().Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	before := g.Cache().Stats()
-	get(t, srv.URL+"/epoch/0/batch/5") // positions 20..24: window 1
-	if after := g.Cache().Stats(); after.Misses != before.Misses {
-		t.Fatalf("batch in the prefetched window missed: before %+v after %+v", before, after)
 	}
 }
