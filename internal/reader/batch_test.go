@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -242,4 +243,37 @@ func TestReadBatch(t *testing.T) {
 // copies is a copy budget of n bytes.
 func copies(n int64) Copies {
 	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
+}
+
+// TestAssembledReadsHoldNoRoom: a read assembled in parts holds room to
+// assemble (Config.Assemblers) only while it copies. Its result, held
+// until the response carrying it is written, holds none: clients that
+// stop reading assembled batches take no other client's turn. The
+// reproduction (gateway's TestStalledAssembledReadersDoNotBlockOthers):
+// two clients that never read assembled batches held both slots while
+// their responses were written, and 8 other requests timed out at 60 s.
+// In a synctest bubble, so that a read waiting for room would wait out
+// the reader's MaxWait at once and fail.
+func TestAssembledReadsHoldNoRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := testDataset(t, "a", 4, 4) // chunks of 2 KiB
+		r, c, _ := newReader(t, 5<<10, &store{}, false)
+		var held []*Result
+		for i := range 2 * 2 { // twice the reader's assemblers, none released
+			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}))
+			if err != nil {
+				t.Fatalf("read %d, beside %d assembled results not released: %v", i, len(held), err)
+			}
+			if !res.InParts {
+				t.Fatalf("read %d was not assembled in parts", i)
+			}
+			held = append(held, res)
+		}
+		if st := c.Stats(); st.PinnedBytes != 0 {
+			t.Errorf("%d bytes pinned by results copied out", st.PinnedBytes)
+		}
+		for _, res := range held {
+			res.Release()
+		}
+	})
 }
