@@ -245,6 +245,10 @@ func copies(n int64) Copies {
 	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
 }
 
+// inGroups serves 4 samples of 4 chunks of 2 KiB, which a cache of 5 KiB
+// assembles in parts.
+var inGroups = [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}
+
 // TestAssembledReadsHoldNoRoom: a read assembled in parts holds room to
 // assemble (Config.Assemblers) only while it copies. Its result, held
 // until the response carrying it is written, holds none: clients that
@@ -256,11 +260,11 @@ func copies(n int64) Copies {
 // the reader's MaxWait at once and fail.
 func TestAssembledReadsHoldNoRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := testDataset(t, "a", 4, 4) // chunks of 2 KiB
+		a := testDataset(t, "a", 4, 4)
 		r, c, _ := newReader(t, 5<<10, &store{}, false)
 		var held []*Result
 		for i := range 2 * 2 { // twice the reader's assemblers, none released
-			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}))
+			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, inGroups))
 			if err != nil {
 				t.Fatalf("read %d, beside %d assembled results not released: %v", i, len(held), err)
 			}
@@ -274,6 +278,53 @@ func TestAssembledReadsHoldNoRoom(t *testing.T) {
 		}
 		for _, res := range held {
 			res.Release()
+		}
+	})
+}
+
+// gatedStore is a store whose loads wait until open is closed.
+type gatedStore struct {
+	*store
+	open chan struct{}
+}
+
+func (g gatedStore) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	<-g.open
+	return g.store.Load(ctx, k, buf)
+}
+
+// TestAssemblyWaitsForRoom: a read assembled in parts while the reader's
+// assemblers are all busy waits for one of them to finish, then is read.
+// In a synctest bubble: the reads still assembling hold their room until
+// the test lets their loads go, and the waiting read's MaxWait never
+// passes meanwhile.
+func TestAssemblyWaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := testDataset(t, "a", 4, 4)
+		st := gatedStore{&store{}, make(chan struct{})}
+		r, _, _ := newReader(t, 5<<10, st, false)
+		errs := make(chan error, 3)
+		read := func() {
+			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, inGroups))
+			if err == nil {
+				res.Release()
+			}
+			errs <- err
+		}
+		go read() // the reader's two assemblers, held while their loads wait
+		go read()
+		synctest.Wait()
+		go read()
+		time.Sleep(time.Millisecond) // every read blocked: a millisecond passes
+		waiting := r.assembly.Stalled(0)
+		close(st.open)
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !waiting {
+			t.Error("a third read beside two assembling did not wait for room")
 		}
 	})
 }
