@@ -7,12 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/internal/stopper"
-	"github.com/brandgw/brand/s3backend"
 )
 
 // TestReload: a dataset re-packed in its store is swapped in when the
@@ -39,18 +36,8 @@ func TestReload(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				local, err := s3backend.NewLocal(t.TempDir())
-				if err != nil {
-					t.Fatal(err)
-				}
-				packChunks(t, local, 2, 3)
-				ds, err := Load(context.Background(), Spec{Name: "test", URL: "file:///fixture", Store: local}, s3backend.Config{}, zerolog.Nop())
-				if err != nil {
-					t.Fatal(err)
-				}
-				cat := New([]string{"test"}, "test", NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
-				cat.Add(ds)
-				cat.MarkReady()
+				local := packedStore(t, 2, 3)
+				ds, cat := loadCatalog(t, local)
 				part := stopper.New().Part("poll")
 				defer part.Stop()
 				if tc.how != "asked" {
@@ -60,6 +47,7 @@ func TestReload(t *testing.T) {
 					packChunks(t, local, 3, 5)
 				}
 				var reloaded []string
+				var err error
 				switch tc.how {
 				case "asked":
 					if reloaded, err = cat.Reload(context.Background()); err != nil {
