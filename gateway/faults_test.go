@@ -14,52 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/s3backend"
 )
-
-// flipStore damages reads of one chunk the way a bad link would: the first
-// flips reads each have one byte flipped; with moving set, a different
-// byte each time, so that no two reads fail alike.
-type flipStore struct {
-	s3backend.Store
-	key    string
-	at     int64 // offset of the byte flipped
-	moving bool
-
-	mu    sync.Mutex
-	flips int // reads still to damage; -1: all
-	reads int
-}
-
-func (f *flipStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	if err := f.Store.ReadRange(ctx, key, etag, off, p); err != nil || key != f.key {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads++
-	if f.flips == 0 {
-		return nil
-	}
-	if f.flips > 0 {
-		f.flips--
-	}
-	at := f.at - off
-	if f.moving {
-		at += int64(f.reads)
-	}
-	if at >= 0 && at < int64(len(p)) {
-		p[at] ^= 0x20
-	}
-	return nil
-}
 
 // metric reads one unlabelled counter from /metrics.
 func metric(t *testing.T, base, name string) float64 {
@@ -81,60 +41,6 @@ func metric(t *testing.T, base, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
-}
-
-// TestChecksumRereads: the status each outcome of the loader's re-reads
-// answers (package catalog's TestLoaderRereads tests the re-reads
-// themselves), with ChecksumRereads' default (2) and negative (none).
-func TestChecksumRereads(t *testing.T) {
-	tests := []struct {
-		name        string
-		flips       int // damaged reads; -1: every one
-		moving      bool
-		rereads     int // Config.ChecksumRereads
-		wantStatus  int
-		wantReads   int
-		wantRereads float64
-	}{
-		{"one damaged read is re-read", 1, false, 0, http.StatusOK, 2, 1},
-		{"damaged at rest fails alike every time", -1, false, 0, http.StatusBadGateway, 3, 2},
-		{"damaged differently every time is transient", -1, true, 0, http.StatusServiceUnavailable, 3, 2},
-		{"re-reads disabled", 1, false, -1, http.StatusBadGateway, 1, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, 2, 3)
-			fs := &flipStore{Store: f.store, key: f.index.Chunk(0).Key, at: 600, moving: tc.moving, flips: tc.flips}
-			_, srv := start(t, fs, func(c *gateway.Config) {
-				c.Defaults.Window, c.Defaults.BatchSize = 2, 6
-				c.ChecksumRereads = tc.rereads
-				c.PrefetchConcurrency = -1
-			})
-			resp, body := get(t, srv.URL+"/epoch/0/batch/0")
-			if resp.StatusCode != tc.wantStatus {
-				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.wantStatus)
-			}
-			if tc.wantStatus == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
-				t.Error("a 503 without Retry-After")
-			}
-			if tc.wantStatus == http.StatusOK {
-				for _, s := range readTar(t, body) {
-					if !bytes.Equal(s.files["jpg"], f.content[s.key]["jpg"]) {
-						t.Fatalf("sample %s served with damaged bytes", s.key)
-					}
-				}
-			}
-			fs.mu.Lock()
-			reads := fs.reads
-			fs.mu.Unlock()
-			if reads != tc.wantReads {
-				t.Errorf("chunk read %d times, want %d", reads, tc.wantReads)
-			}
-			if got := metric(t, srv.URL, "brand_chunk_rereads_total"); got != tc.wantRereads {
-				t.Errorf("brand_chunk_rereads_total = %v, want %v", got, tc.wantRereads)
-			}
-		})
-	}
 }
 
 // damageAtRest flips a byte of chunk c on disk without changing its ETag:
@@ -176,7 +82,9 @@ func wantPartialETag(full string, missing []int) string {
 }
 
 // TestPartialBatches: the HTTP contract of a batch that reads a chunk
-// damaged at rest (chunk 1 of dataset a). In fail mode it is a 502; with
+// damaged at rest (chunk 1 of dataset a). In fail mode it is a 502 whose
+// body names the checksum and not where the data is stored (here with
+// re-reads off, ChecksumRereads < 0: none counted); with
 // --on-damaged-chunk=skip it goes out without that chunk's samples — one
 // dataset's batch, one assembled in parts, a mixture's — the rest the
 // sources' bytes, with Brand-Missing-Samples and Brand-Missing-Keys
@@ -185,7 +93,10 @@ func wantPartialETag(full string, missing []int) string {
 // out, and Cache-Control: no-store; a batch that lacks nothing keeps its
 // full ETag. /metrics, /manifest and the Go client say the same. Which
 // samples are left out, however the batch is read, is internal/reader's
-// TestReadBatch; the partial ETag's rule internal/order's TestWithout.
+// TestReadBatch; the partial ETag's rule internal/order's TestWithout;
+// the re-reads, and what they tell at rest from in transit, internal/
+// catalog's TestLoaderRereads; each outcome's status internal/httperr's
+// TestStatusAndPublic.
 // The reproductions: a batch assembled in parts answered 502 and set no
 // missing headers; a mixture's batch sent the count alone, and built its
 // ETag by a rule of its own.
@@ -220,6 +131,9 @@ func TestPartialBatches(t *testing.T) {
 				c.Defaults = gateway.Defaults{BatchSize: tc.batch, Window: tc.chunks, Seed: 5}
 				c.OnDamagedChunk = tc.mode
 				c.PrefetchConcurrency = -1
+				if tc.mode == gateway.OnDamagedFail {
+					c.ChecksumRereads = -1
+				}
 				if tc.cache > 0 {
 					c.CacheSize = tc.cache * largest
 				}
@@ -246,8 +160,12 @@ func TestPartialBatches(t *testing.T) {
 			for m, full := range fulls {
 				resp, body := get(t, batch(m, ""))
 				if tc.mode == gateway.OnDamagedFail {
-					if resp.StatusCode != http.StatusBadGateway {
-						t.Fatalf("batch %d: %s (%s), want 502", m, resp.Status, body)
+					if b := string(body); resp.StatusCode != http.StatusBadGateway || !strings.Contains(b, "checksum") ||
+						strings.Contains(b, sets["a"].dir) || strings.Contains(b, "chunks/") {
+						t.Fatalf("batch %d: %s (%s), want a 502 naming the checksum failure, not the store", m, resp.Status, body)
+					}
+					if got := metric(t, srv.URL, "brand_chunk_rereads_total"); got != 0 {
+						t.Errorf("brand_chunk_rereads_total = %v with re-reads off", got)
 					}
 					return
 				}
@@ -337,65 +255,6 @@ func boolN(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// TestSkipDamagedChunkOnACluster: on a cluster, the owner of a chunk
-// damaged at rest answers its peers without that chunk's samples, and
-// they serve their batches without them (skip mode) or fail them (fail
-// mode); either way the owner is not taken for down. The reproduction: a
-// node asking the owner got a 502, held the owner down and read its chunks
-// itself.
-func TestSkipDamagedChunkOnACluster(t *testing.T) {
-	for _, mode := range []string{gateway.OnDamagedSkip, gateway.OnDamagedFail} {
-		t.Run(mode, func(t *testing.T) {
-			f := newFixtureSized(t, 32, 16, 10000)
-			cl := startCluster(t, f, 3, nil, func(c *gateway.Config) { c.OnDamagedChunk = mode })
-			const bad = 5
-			damageAtRest(t, f, bad)
-			lo, n := f.index.ChunkRange(bad)
-			seen := map[string]int{}
-			missing, failed := 0, 0
-			for r := range 3 {
-				q := fmt.Sprintf("seed=1&window=4&batch_size=16&world=3&rank=%d", r)
-				for m := range (512 + 47) / 48 {
-					resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", cl[cluster.Home(r, 3, 3)].srv.URL, m, q))
-					if resp.StatusCode == http.StatusBadGateway && mode == gateway.OnDamagedFail {
-						failed++
-						continue
-					}
-					if resp.StatusCode != http.StatusOK {
-						t.Fatalf("rank %d batch %d: %s: %s", r, m, resp.Status, body)
-					}
-					k, _ := strconv.Atoi(resp.Header.Get(api.HeaderMissingSamples))
-					missing += k
-					f.verify(t, readTar(t, body), seen)
-				}
-			}
-			for id := lo; id < lo+n; id++ {
-				if seen[f.index.SampleKey(id)] != 0 {
-					t.Fatalf("a sample of the damaged chunk was served")
-				}
-			}
-			switch mode {
-			case gateway.OnDamagedSkip:
-				if missing != n || len(seen) != 512-n {
-					t.Errorf("%d samples named missing, %d served; want %d and %d", missing, len(seen), n, 512-n)
-				}
-			case gateway.OnDamagedFail:
-				if failed == 0 || missing != 0 {
-					t.Errorf("%d batches failed, %d samples missing; want failures and none missing", failed, missing)
-				}
-			}
-			for k, node := range cl {
-				if up := metricSum(t, node.srv.URL, "brand_peer_up"); up != 3 {
-					t.Errorf("node %d sees %v nodes up after a damaged chunk, want 3", k, up)
-				}
-				if down := metricSum(t, node.srv.URL, `brand_peer_fetch_failures_total{kind="down"`); down != 0 {
-					t.Errorf("node %d counts %v fetches failed for a down peer", k, down)
-				}
-			}
-		})
-	}
 }
 
 // manifestOf reads a batch's manifest.

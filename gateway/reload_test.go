@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
@@ -37,73 +36,50 @@ func datasets(t *testing.T, base string) api.DatasetInfo {
 }
 
 // TestReloadIndex: a dataset re-packed under a running gateway is served
-// from its new index after a reload, explicit or polled, with new batch
-// ETags and the new version in /datasets and the metrics.
+// from its new index after Gateway.Reload, with new batch ETags, the new
+// index in Brand-Index, the new version in /datasets and the metrics.
+// (When the catalog looks — asked, polled or poked — and what it keeps:
+// internal/catalog's TestReload.)
 func TestReloadIndex(t *testing.T) {
-	tests := []struct {
-		name string
-		poll time.Duration
-	}{
-		{"explicit", -1},
-		{"polled", 20 * time.Millisecond},
+	f := newFixture(t, 4, 3)
+	g, srv := start(t, f.store, func(c *gateway.Config) {
+		c.Defaults.Window, c.Defaults.BatchSize = 2, 6
+		c.IndexPoll = -1
+	})
+	url := srv.URL + "/epoch/0/batch/0"
+	old, _ := get(t, url)
+	before := datasets(t, srv.URL)
+	if before.IndexVersion != 1 || before.IndexETag == "" {
+		t.Fatalf("/datasets before a reload: %+v", before)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, 4, 3)
-			g, srv := start(t, f.store, func(c *gateway.Config) {
-				c.Defaults.Window, c.Defaults.BatchSize = 2, 6
-				c.IndexPoll = tc.poll
-			})
-			url := srv.URL + "/epoch/0/batch/0"
-			old, _ := get(t, url)
-			before := datasets(t, srv.URL)
-			if before.IndexVersion != 1 || before.IndexETag == "" {
-				t.Fatalf("/datasets before a reload: %+v", before)
-			}
-			if got, err := g.Reload(context.Background()); err != nil || len(got) != 0 {
-				t.Fatalf("Reload of an unchanged index = %v, %v", got, err)
-			}
-			nf := repack(t, f, 3, 5)
-			if tc.poll < 0 {
-				got, err := g.Reload(context.Background())
-				if err != nil || !slices.Equal(got, []string{"test"}) {
-					t.Fatalf("Reload = %v, %v; want [test]", got, err)
-				}
-			} else {
-				deadline := time.Now().Add(10 * time.Second)
-				for datasets(t, srv.URL).IndexVersion != 2 {
-					if time.Now().After(deadline) {
-						t.Fatal("the poller did not reload the new index")
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			after := datasets(t, srv.URL)
-			if after.IndexVersion != 2 || after.IndexID != nf.index.ID() || after.IndexETag == before.IndexETag {
-				t.Fatalf("/datasets after a reload: %+v (before %+v)", after, before)
-			}
-			resp, body := get(t, url)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("after the reload: %s: %s", resp.Status, body)
-			}
-			if resp.Header.Get("ETag") == old.Header.Get("ETag") {
-				t.Error("the new version's batch has the old ETag")
-			}
-			if resp.Header.Get(api.HeaderIndex) != nf.index.ID() {
-				t.Errorf("served from index %s, want %s", resp.Header.Get(api.HeaderIndex), nf.index.ID())
-			}
-			samples := readTar(t, body)
-			if len(samples) != 6 {
-				t.Fatalf("%d samples", len(samples))
-			}
-			for _, s := range samples {
-				if string(s.files["jpg"]) != string(nf.content[s.key]["jpg"]) {
-					t.Fatalf("sample %s: not the new version's bytes", s.key)
-				}
-			}
-			if got := metric(t, srv.URL, `brand_index_reloads_total{dataset="test"}`); got != 1 {
-				t.Errorf("brand_index_reloads_total = %v, want 1", got)
-			}
-		})
+	nf := repack(t, f, 3, 5)
+	if got, err := g.Reload(context.Background()); err != nil || !slices.Equal(got, []string{"test"}) {
+		t.Fatalf("Reload = %v, %v; want [test]", got, err)
+	}
+	after := datasets(t, srv.URL)
+	if after.IndexVersion != 2 || after.IndexID != nf.index.ID() || after.IndexETag == before.IndexETag {
+		t.Fatalf("/datasets after a reload: %+v (before %+v)", after, before)
+	}
+	resp, body := get(t, url)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the reload: %s: %s", resp.Status, body)
+	}
+	if resp.Header.Get("ETag") == old.Header.Get("ETag") {
+		t.Error("the new version's batch has the old ETag")
+	}
+	if resp.Header.Get(api.HeaderIndex) != nf.index.ID() {
+		t.Errorf("served from index %s, want %s", resp.Header.Get(api.HeaderIndex), nf.index.ID())
+	}
+	samples := readTar(t, body)
+	if len(samples) != 6 {
+		t.Fatalf("%d samples", len(samples))
+	}
+	for _, s := range samples {
+		if string(s.files["jpg"]) != string(nf.content[s.key]["jpg"]) {
+			t.Fatalf("sample %s: not the new version's bytes", s.key)
+		}
+	}
+	if got := metric(t, srv.URL, `brand_index_reloads_total{dataset="test"}`); got != 1 {
+		t.Errorf("brand_index_reloads_total = %v, want 1", got)
 	}
 }

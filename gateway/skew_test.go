@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,54 +72,36 @@ func readWithFailover(t *testing.T, cl []*clusterNode, home int, path string) (*
 
 // TestIndexSkewNeverServesAMixedEpoch: a cluster agrees on one index
 // version per dataset, and a node that does not hold it serves none of
-// that dataset's batches. The reproduction: one node of four served a
-// re-packed index (the same samples, another packing); every batch was
-// 200 with correct bytes, yet each epoch held about 1,630 distinct samples
-// of 2,000, and that node, answered 409 by every peer, held them all down
-// and read 6.2 times the dataset from the store over 3 epochs.
+// that dataset's batches: it answers 409 naming the nodes that do and
+// reads nothing, and a client failing over from it is served the agreed
+// version; a job that pins the skewed node's own version is served there.
+// The reproduction: one node of four served a re-packed index (the same
+// samples, another packing); every batch was 200 with correct bytes, yet
+// each epoch held about 1,630 distinct samples of 2,000, and that node,
+// answered 409 by every peer, held them all down and read 6.2 times the
+// dataset from the store over 3 epochs. Which version is agreed, who
+// holds it and the skew told: internal/membership's TestAgreed; a node of
+// another version not asked for samples: internal/route's TestReadRemote;
+// a 409 that keeps a peer up: internal/peer's TestFetchClassifiesFailures.
 func TestIndexSkewNeverServesAMixedEpoch(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	other := newFixture(t, 16, 32) // the same 512 keys, packed otherwise
-	const nodes, world, batch = 4, 8, 8
-	cl := startSkewedCluster(t, f, map[int]*fixture{1: other}, nodes)
-	for epoch := range 2 {
-		seen := map[string]int{}
-		for r := range world {
-			q := fmt.Sprintf("seed=7&window=8&batch_size=%d&world=%d&rank=%d", batch, world, r)
-			for m := range 512 / (world * batch) {
-				resp, body := readWithFailover(t, cl, cluster.Home(r, world, nodes), fmt.Sprintf("/epoch/%d/batch/%d?%s", epoch, m, q))
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("rank %d batch %d: %s: %s", r, m, resp.Status, body)
-				}
-				if got := resp.Header.Get(api.HeaderIndex); got != f.index.ID() {
-					t.Fatalf("rank %d batch %d served from index %s, the cluster's is %s", r, m, got, f.index.ID())
-				}
-				f.verify(t, readTar(t, body), seen) // other's bytes differ from f's
-			}
-		}
-		exactlyOnce(t, seen, 512, fmt.Sprintf("epoch %d of a cluster with a skewed node", epoch))
-	}
-	// The skewed node refuses with a clear error naming who serves it.
+	cl := startSkewedCluster(t, f, map[int]*fixture{1: other}, 3)
 	resp, body := get(t, cl[1].srv.URL+"/epoch/0/batch/0")
-	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("the skewed node answered %s: %s", resp.Status, body)
+	if b := string(body); resp.StatusCode != http.StatusConflict || !strings.Contains(b, cl[0].srv.URL) || !strings.Contains(b, cl[2].srv.URL) {
+		t.Fatalf("the skewed node answered %s: %s; want 409 naming the nodes that hold the cluster's version", resp.Status, body)
 	}
-	t.Logf("the skewed node's answer: %s", body)
+	resp, body = readWithFailover(t, cl, 1, "/epoch/0/batch/0?seed=7")
+	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != f.index.ID() {
+		t.Fatalf("failing over from the skewed node: %s from index %s, want the cluster's %s", resp.Status, got, f.index.ID())
+	}
+	f.verify(t, readTar(t, body), map[string]int{}) // other's bytes differ from f's
 	if r, _, _ := cl[1].store.chunkReads(); r != 0 {
 		t.Errorf("the skewed node read %d chunks from the store", r)
 	}
-	if reads := clusterReads(cl); reads != 32 {
-		t.Errorf("the cluster read %d chunks over two epochs, want each of the 32 once", reads)
-	}
-	for k, node := range cl {
-		if up := metricSum(t, node.srv.URL, "brand_peer_up"); up != nodes {
-			t.Errorf("node %d sees %v nodes up, want %d: a version mismatch is not a dead node", k, up, nodes)
-		}
-	}
-	// A client that pins the skewed node's version is served it there.
 	resp, _ = get(t, cl[1].srv.URL+"/epoch/0/batch/0?index="+other.index.ID())
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("the skewed node's own version, pinned: %s", resp.Status)
+	if got := resp.Header.Get(api.HeaderIndex); resp.StatusCode != http.StatusOK || got != other.index.ID() {
+		t.Errorf("the skewed node's own version, pinned: %s from index %s", resp.Status, got)
 	}
 }
 

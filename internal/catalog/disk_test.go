@@ -45,19 +45,8 @@ func (r *readCounter) take() map[string]int {
 // counted, loaded into a catalog.
 func diskFixture(t *testing.T) (*readCounter, *Dataset, *Catalog) {
 	t.Helper()
-	local, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	packChunks(t, local, 16, 8)
-	st := &readCounter{Store: local, reads: map[string]int{}}
-	ds, err := Load(context.Background(), Spec{Name: "test", URL: "file:///fixture", Store: st}, s3backend.Config{}, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := New([]string{"test"}, "test", NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
-	cat.Add(ds)
-	cat.MarkReady()
+	st := &readCounter{Store: packedStore(t, 16, 8), reads: map[string]int{}}
+	ds, cat := loadCatalog(t, st)
 	st.take() // the index's reads are not the chunks'
 	return st, ds, cat
 }

@@ -61,6 +61,31 @@ func packChunks(t *testing.T, store s3backend.Store, chunks, perChunk int) {
 	}
 }
 
+// packedStore is a local store in a temporary directory holding chunks
+// chunks of perChunk samples (packChunks).
+func packedStore(t *testing.T, chunks, perChunk int) *s3backend.Local {
+	t.Helper()
+	local, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	packChunks(t, local, chunks, perChunk)
+	return local
+}
+
+// loadCatalog loads the dataset in store as "test" into a ready catalog.
+func loadCatalog(t *testing.T, store s3backend.Store) (*Dataset, *Catalog) {
+	t.Helper()
+	ds, err := Load(context.Background(), Spec{Name: "test", URL: "file:///fixture", Store: store}, s3backend.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := New([]string{"test"}, "test", NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
+	cat.Add(ds)
+	cat.MarkReady()
+	return ds, cat
+}
+
 // flipStore damages reads of one chunk the way a bad link would: the first
 // flips reads each have one byte flipped; with moving set, a different
 // byte each time, so that no two reads fail alike.
@@ -124,26 +149,15 @@ func TestLoaderRereads(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			local, err := s3backend.NewLocal(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			packChunks(t, local, 2, 3)
+			local := packedStore(t, 2, 3)
 			fs := &flipStore{Store: local, key: "chunks/000000.tar", at: 600, moving: tc.moving, flips: tc.flips}
-			ds, err := Load(context.Background(), Spec{Name: "test", URL: "file:///fixture", Store: fs}, s3backend.Config{}, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg := prometheus.NewRegistry()
-			cat := New([]string{"test"}, "test", NewMetrics(reg), zerolog.Nop())
-			cat.Add(ds)
-			cat.MarkReady()
+			ds, cat := loadCatalog(t, fs)
 			fs.mu.Lock()
 			fs.reads = 0 // the index's read is not the chunk's
 			fs.mu.Unlock()
 			k := ds.ChunkKey(0)
 			buf := make([]byte, ds.Index.Chunk(0).Size)
-			err = NewLoader(cat, time.Minute, tc.rereads).Load(context.Background(), k, buf)
+			err := NewLoader(cat, time.Minute, tc.rereads).Load(context.Background(), k, buf)
 			var damaged *DamagedChunkError
 			switch tc.want {
 			case nil:

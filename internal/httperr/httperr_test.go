@@ -32,6 +32,10 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", chunkcache.ErrBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("s3://bucket/p: %w", s3backend.ErrUnavailable), http.StatusServiceUnavailable, true},
 		{fmt.Errorf("/data/x: %w", s3backend.ErrChanged), http.StatusBadGateway, true},
+		// A chunk that fails its checksum alike on every read is damaged
+		// at rest; differently each time, a bad link (catalog.Loader).
+		{&catalog.DamagedChunkError{Reads: 3, Err: fmt.Errorf("/data/chunks/000001.tar: %w", catalog.ErrCorrupt)}, http.StatusBadGateway, true},
+		{fmt.Errorf("/data/chunks/000001.tar: %w: %w", s3backend.ErrUnavailable, catalog.ErrCorrupt), http.StatusServiceUnavailable, true},
 		// An object shorter than its index says: the store does not
 		// match the index (it answered 500, "internal error").
 		{fmt.Errorf("s3://b/p/chunks/000063.tar: %w", s3backend.ErrOutOfRange), http.StatusBadGateway, true},

@@ -40,29 +40,66 @@ func job(batch, world, rank int) api.Job {
 
 // TestLayoutOfOneDataset: a dataset's batches are one part each, served
 // in the part's order, and the ranks' batches of an epoch hold every
-// sample once, in the shuffle's order.
+// sample once, in the shuffle's order, whether or not the world divides
+// the data; two epochs are two orders. (gateway's TestFullEpoch read
+// the 91-sample row over HTTP.)
 func TestLayoutOfOneDataset(t *testing.T) {
-	ds := testDataset(t, "d", 6, 5) // 30 samples
-	o := New(nil)
-	src := Source{DS: ds}
-	const batch, world = 4, 3
-	e, err := shuffle.NewEpoch(ds.Counts, 7, 2, 2)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name                  string
+		chunks, perChunk      int
+		batch, world, batches int
+		epoch                 uint64 // and the next
+	}{
+		{"30 samples, world 3", 6, 5, 4, 3, 3, 2},
+		{"91 samples in uneven batches", 7, 13, 5, 3, 7, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := testDataset(t, "d", tc.chunks, tc.perChunk)
+			n := tc.chunks * tc.perChunk
+			o := New(nil)
+			src := Source{DS: ds}
+			var orders [2][]int
+			for i, epoch := range []uint64{tc.epoch, tc.epoch + 1} {
+				orders[i] = layoutEpoch(t, o, src, tc.batch, tc.world, epoch, tc.batches, n)
+				e, err := shuffle.NewEpoch(ds.Counts, 7, epoch, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []int
+				for w := range e.NumWindows() {
+					want = append(want, e.Window(w)...)
+				}
+				if !slices.Equal(orders[i], want) {
+					t.Fatalf("epoch %d: the ranks' batches read %v, want the epoch's order %v", epoch, orders[i], want)
+				}
+				if seen := slices.Compact(slices.Sorted(slices.Values(orders[i]))); len(seen) != n || len(orders[i]) != n {
+					t.Fatalf("epoch %d: %d samples read, %d distinct, want each of %d once", epoch, len(orders[i]), len(seen), n)
+				}
+			}
+			if slices.Equal(orders[0], orders[1]) {
+				t.Error("two epochs have the same order")
+			}
+			if _, err := o.Layout(context.Background(), src, job(tc.batch, tc.world, 0), tc.epoch, uint64(tc.batches)); err == nil {
+				t.Error("a batch past the epoch was laid out")
+			}
+		})
 	}
-	var want []int
-	for w := range e.NumWindows() {
-		want = append(want, e.Window(w)...)
+}
+
+// layoutEpoch lays out every batch of epoch for every rank, checks each
+// is one part served in its order with the ETag known before the
+// layout, and returns the sample IDs read, batch by batch, rank by rank.
+func layoutEpoch(t *testing.T, o *Orders, src Source, batch, world int, epoch uint64, wantBatches, wantSamples int) []int {
+	t.Helper()
+	batches, n, err := o.Extent(src, job(batch, world, 0), epoch)
+	if err != nil || n != wantSamples || batches != wantBatches {
+		t.Fatalf("Extent: %d batches of %d samples, %v; want %d of %d", batches, n, err, wantBatches, wantSamples)
 	}
 	var got []int
-	batches, n, err := o.Extent(src, job(batch, world, 0), 2)
-	if err != nil || n != 30 || batches != 3 {
-		t.Fatalf("Extent: %d batches of %d samples, %v; want 3 of 30", batches, n, err)
-	}
 	for m := range uint64(batches) {
 		for r := range world {
 			j := job(batch, world, r)
-			b, err := o.Layout(context.Background(), src, j, 2, m)
+			b, err := o.Layout(context.Background(), src, j, epoch, m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +107,7 @@ func TestLayoutOfOneDataset(t *testing.T) {
 				t.Fatalf("batch %d rank %d: %d parts, %d samples", m, r, len(b.Parts), b.Len())
 			}
 			p := b.Parts[0]
-			if p.Stream != StreamOf(ds, j) || p.Epoch != 2 || p.First != b.Start || p.End != b.End || p.Share != batch*world {
+			if p.Stream != StreamOf(src.DS, j) || p.Epoch != epoch || p.First != b.Start || p.End != b.End || p.Share != batch*world {
 				t.Errorf("batch %d rank %d: part %+v (batch %d..%d)", m, r, p, b.Start, b.End)
 			}
 			for i, tk := range b.Take {
@@ -78,18 +115,13 @@ func TestLayoutOfOneDataset(t *testing.T) {
 					t.Fatalf("batch %d rank %d: take %d is %v", m, r, i, tk)
 				}
 			}
-			if b.ETag != o.ETag(src, j, 2, m) || b.ETag != BatchETag(ds, j, 2, m, "") {
+			if b.ETag != o.ETag(src, j, epoch, m) || b.ETag != BatchETag(src.DS, j, epoch, m, "") {
 				t.Errorf("batch %d rank %d: ETag %s, not the one known before the layout", m, r, b.ETag)
 			}
 			got = append(got, p.Samples.IDs...)
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("the ranks' batches read %v, want the epoch's order %v", got, want)
-	}
-	if _, err := o.Layout(context.Background(), src, job(batch, world, 0), 2, 3); err == nil {
-		t.Error("a batch past the epoch was laid out")
-	}
+	return got
 }
 
 // TestLayoutOfAMixture: a mixture's batch reads a part per component pass

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,11 +97,17 @@ func (t *tally) Prefetched(order.Stream, uint64, int, int64, bool) {
 // gateway.
 func newReader(t *testing.T, capacity int64, st chunkcache.Loader, skip bool) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
 	t.Helper()
+	return newNodeReader(t, capacity, st, skip, route.Solo{})
+}
+
+// newNodeReader is newReader on a node whose other nodes remote stands for.
+func newNodeReader(t *testing.T, capacity int64, st chunkcache.Loader, skip bool, remote Remote) (*Reader, *chunkcache.Cache, *prometheus.Registry) {
+	t.Helper()
 	c := chunkcache.New(chunkcache.Config{Capacity: capacity, Loader: st, MaxWait: time.Second})
 	a := preload.New(preload.Config{Slots: 8, Cache: c})
 	t.Cleanup(func() { a.Close(); c.Close() })
 	reg := prometheus.NewRegistry()
-	r := New(Config{Cache: c, Loader: st, Remote: route.Solo{}, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
+	r := New(Config{Cache: c, Loader: st, Remote: remote, SkipDamaged: skip, MaxBytes: 1 << 30, Copies: copies(1 << 30),
 		Assemblers: 2, MaxWait: time.Second, Preload: a, Tally: &tally{}, Registry: reg, Log: zerolog.Nop()})
 	return r, c, reg
 }
@@ -236,4 +243,88 @@ func TestReadBatch(t *testing.T) {
 // copies is a copy budget of n bytes.
 func copies(n int64) Copies {
 	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
+}
+
+// inGroups serves 4 samples of 4 chunks of 2 KiB, which a cache of 5 KiB
+// assembles in parts.
+var inGroups = [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}
+
+// TestAssembledReadsHoldNoRoom: a read assembled in parts holds room to
+// assemble (Config.Assemblers) only while it copies. Its result, held
+// until the response carrying it is written, holds none: clients that
+// stop reading assembled batches take no other client's turn. The
+// reproduction (gateway's TestStalledAssembledReadersDoNotBlockOthers):
+// two clients that never read assembled batches held both slots while
+// their responses were written, and 8 other requests timed out at 60 s.
+// In a synctest bubble, so that a read waiting for room would wait out
+// the reader's MaxWait at once and fail.
+func TestAssembledReadsHoldNoRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := testDataset(t, "a", 4, 4)
+		r, c, _ := newReader(t, 5<<10, &store{}, false)
+		var held []*Result
+		for i := range 2 * 2 { // twice the reader's assemblers, none released
+			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, inGroups))
+			if err != nil {
+				t.Fatalf("read %d, beside %d assembled results not released: %v", i, len(held), err)
+			}
+			if !res.InParts {
+				t.Fatalf("read %d was not assembled in parts", i)
+			}
+			held = append(held, res)
+		}
+		if st := c.Stats(); st.PinnedBytes != 0 {
+			t.Errorf("%d bytes pinned by results copied out", st.PinnedBytes)
+		}
+		for _, res := range held {
+			res.Release()
+		}
+	})
+}
+
+// gatedStore is a store whose loads wait until open is closed.
+type gatedStore struct {
+	*store
+	open chan struct{}
+}
+
+func (g gatedStore) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	<-g.open
+	return g.store.Load(ctx, k, buf)
+}
+
+// TestAssemblyWaitsForRoom: a read assembled in parts while the reader's
+// assemblers are all busy waits for one of them to finish, then is read.
+// In a synctest bubble: the reads still assembling hold their room until
+// the test lets their loads go, and the waiting read's MaxWait never
+// passes meanwhile.
+func TestAssemblyWaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := testDataset(t, "a", 4, 4)
+		st := gatedStore{&store{}, make(chan struct{})}
+		r, _, _ := newReader(t, 5<<10, st, false)
+		errs := make(chan error, 3)
+		read := func() {
+			res, err := r.ReadBatch(context.Background(), batchOf([]*catalog.Dataset{a}, inGroups))
+			if err == nil {
+				res.Release()
+			}
+			errs <- err
+		}
+		go read() // the reader's two assemblers, held while their loads wait
+		go read()
+		synctest.Wait()
+		go read()
+		time.Sleep(time.Millisecond) // every read blocked: a millisecond passes
+		waiting := r.assembly.Stalled(0)
+		close(st.open)
+		for range 3 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !waiting {
+			t.Error("a third read beside two assembling did not wait for room")
+		}
+	})
 }

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -115,5 +116,97 @@ func TestPrefetchLeavesChunksAnotherNodeReads(t *testing.T) {
 	want := []string{ds.ChunkKey(0).Object, ds.ChunkKey(2).Object}
 	if !slices.Equal(got, want) {
 		t.Fatalf("prefetched %v, want %v: chunks another node reads now are left to it", got, want)
+	}
+}
+
+// newPrefetcher is a prefetcher of s's uses into cache, wired as the
+// gateway wires them, on s's clock; no workers run: a test reads its
+// queue itself.
+func newPrefetcher(t *testing.T, s *Schedule, cache *chunkcache.Cache) *Prefetcher {
+	p := NewPrefetcher(PrefetcherConfig{Cache: cache, Distance: s.Distance,
+		Prefetchable: func(k chunkcache.Key) bool { return s.Table().Prefetchable(k) },
+		Displaces:    func(need, lead int64) bool { return s.Table().Displaces(need, lead) },
+		Keeps:        s.Keeps,
+		Tally:        noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	p.clock = s.clock
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestPrefetchReadsTheNextWindow: a stream's first batch queues the rest
+// of its window and the whole next one, in the order the stream needs
+// them, and once they are read the next window's batches find every chunk
+// in the cache. A prefetch whose load fails (a bad link) leaves its chunk
+// to the batch that needs it, and the chunk may be queued again. (gateway's
+// TestPrefetchLoadsNextWindow waited for the first on a running gateway;
+// its TestCorruptChunkIsNeverServed reached the second.)
+func TestPrefetchReadsTheNextWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails bool // the first load of the next window's first chunk fails
+	}{
+		{"every load succeeds", false},
+		{"a load fails", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSchedule()
+			ds := catalog.NewDataset("d", "", nil, testIndex(t, 6, 10))
+			js := order.Stream{DS: ds, Seed: 9, Window: 2}
+			e, err := s.orders.Epoch(js, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := ds.ChunkKey(e.WindowChunks(1)[0])
+			failed := false // the cache's loads run on its goroutines, one after another here
+			cache := chunkcache.New(chunkcache.Config{Capacity: 1 << 30, Policy: NewPolicy(s.Table, s.Ticks),
+				Loader: chunkcache.LoaderFunc(func(_ context.Context, k chunkcache.Key, _ []byte) error {
+					if tc.fails && k == bad && !failed {
+						failed = true
+						return errors.New("connection reset")
+					}
+					return nil
+				})})
+			t.Cleanup(cache.Close)
+			p := newPrefetcher(t, s, cache)
+			f := mustBegin(t, s, js, 0, 0, 4) // batch 0: positions 0..3, window 0
+			uses := s.Advance(js, 0, 4, 1)
+			var got []int
+			for _, u := range uses {
+				got = append(got, u.Chunk)
+			}
+			if want := append(slices.Clone(e.WindowChunks(0)), e.WindowChunks(1)...); !slices.Equal(got, want) {
+				t.Fatalf("the first batch queues chunks %v, want windows 0 and 1's, %v", got, want)
+			}
+			p.Enqueue(uses)
+			for len(p.queue) > 0 {
+				p.fetch(<-p.queue)
+			}
+			s.Finish(f)
+			var next []chunkcache.Request
+			for _, c := range e.WindowChunks(1) {
+				next = append(next, ds.ChunkRequest(c))
+			}
+			wantMisses := int64(0)
+			if tc.fails {
+				wantMisses = 1
+				if cache.Contains(bad) {
+					t.Fatal("a chunk whose prefetch failed is in the cache")
+				}
+				if p.Enqueue(uses); len(p.queue) != 1 {
+					t.Fatalf("%d chunks queued again, want the one whose prefetch failed", len(p.queue))
+				}
+				<-p.queue
+			}
+			before := cache.Stats()
+			lease, err := cache.Acquire(context.Background(), next) // batch 5: positions 20..24, window 1
+			if err != nil {
+				t.Fatal(err)
+			}
+			lease.Release()
+			if st := cache.Stats(); before.PrefetchLoads != int64(len(uses)) || st.Misses-before.Misses != wantMisses {
+				t.Errorf("%d chunks prefetched of %d queued; the next window's batch missed %d, want %d",
+					before.PrefetchLoads, len(uses), st.Misses-before.Misses, wantMisses)
+			}
+		})
 	}
 }

@@ -42,6 +42,18 @@ func TestScheduleNowIsOldestInFlight(t *testing.T) {
 		t.Fatalf("now = %d/%d, want 1/0", e, p)
 	}
 	s.Finish(c)
+	// One batch asked for twice at once (two clients, or a retry): the
+	// first to finish leaves the other in flight.
+	d, d2 := mustBegin(t, s, js, 1, 64, 32), mustBegin(t, s, js, 1, 64, 32)
+	s.advance(js, 1, 96)
+	s.Finish(d)
+	if e, p := now(); e != 1 || p != 64 {
+		t.Fatalf("now = %d/%d, want the batch still in flight, 1/64", e, p)
+	}
+	s.Finish(d2)
+	if e, p := now(); e != 1 || p != 96 {
+		t.Fatalf("now = %d/%d, want the leading edge 1/96", e, p)
+	}
 }
 
 // TestScheduleNowAllowsForLateBatches: batches of a client reading ahead

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
@@ -71,13 +69,7 @@ func wireSwitchRun(t *testing.T, orders *order.Orders, mixed *order.Mixed, job a
 	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: NewPolicy(r.s.Table, r.s.Ticks),
 		Loader: chunkcache.LoaderFunc(func(context.Context, chunkcache.Key, []byte) error { return nil })})
 	t.Cleanup(r.cache.Close)
-	r.p = NewPrefetcher(PrefetcherConfig{Cache: r.cache, Distance: r.s.Distance,
-		Prefetchable: func(k chunkcache.Key) bool { return r.s.Table().Prefetchable(k) },
-		Displaces:    func(need, lead int64) bool { return r.s.Table().Displaces(need, lead) },
-		Keeps:        r.s.Keeps,
-		Tally:        noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
-	r.p.clock = r.clock
-	t.Cleanup(r.p.Close)
+	r.p = newPrefetcher(t, r.s, r.cache)
 	return r
 }
 
