@@ -248,3 +248,34 @@ func testScheduleBeatsLRU(t *testing.T) {
 		t.Errorf("the runs made %d and %d accesses in epoch 0: not the same requests", sched[0].accesses, lru[0].accesses)
 	}
 }
+
+// TestPlanPredictsSmallCacheBytes: with a cache below what a batch across
+// a window boundary needs (a window is 8 chunks, a batch across two needs
+// up to 16, the cache holds 10), the planner's prediction of the bytes
+// read from the store (the optimal policy's, which the schedule's
+// follows) is within 5 % of what the schedule's policy reads over the
+// epochs planned, without prefetch (the plan's figures are for demand
+// reads).
+func TestPlanPredictsSmallCacheBytes(t *testing.T) { synctest.Test(t, testPlanPredictsSmallCacheBytes) }
+
+func testPlanPredictsSmallCacheBytes(t *testing.T) {
+	ix := testIndex(t, 19, 16) // 304 samples
+	cache := 10 * ix.Chunk(0).Size
+	job := api.Job{Params: shuffle.Params{BatchSize: 32, World: 1, Window: 8, Seed: 5}}
+	r := newPolicyRun(t, catalog.NewDataset("d", "", nil, ix), cache, "schedule", 10*time.Second, 0)
+	r.jobs([]api.Job{job}, 3, 0)
+	plan, err := planner.MakePlan(context.Background(), planner.PlanInput{Dataset: planner.DatasetOf(ix),
+		Job: planner.Job{Params: job.Params, Epochs: 3}, CacheBytes: cache, BackendBytesPerSec: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want int64
+	for e := range uint64(3) {
+		t.Logf("epoch %d: read %d bytes, the plan predicts %d", e, r.stats[e].bytes, plan.Optimal.Epochs[e].BackendBytes)
+		got += r.stats[e].bytes
+		want += plan.Optimal.Epochs[e].BackendBytes
+	}
+	if d := float64(got-want) / float64(want); d > 0.05 || d < -0.05 {
+		t.Errorf("3 epochs: read %d bytes, the plan predicts %d (%.1f %% off)", got, want, 100*d)
+	}
+}
