@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,20 +199,6 @@ func TestTransformedBatches(t *testing.T) {
 	if m.Transform != "tiny" || m.ETag != etags[0] || m.Bytes != 0 {
 		t.Errorf("manifest: transform %q, ETag %s, bytes %d", m.Transform, m.ETag, m.Bytes)
 	}
-}
-
-// readRankBodies reads batches 0..n-1 of an epoch.
-func readRankBodies(t testing.TB, base, q string, epoch, n int) [][]byte {
-	t.Helper()
-	var out [][]byte
-	for m := range n {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d (%s): %s: %s", m, q, resp.Status, body)
-		}
-		out = append(out, body)
-	}
-	return out
 }
 
 // TestTransformRefusals: a pipeline the server does not define is 400
@@ -439,39 +424,29 @@ func TestMixtureKeys(t *testing.T) {
 	}
 }
 
-// TestPlanTransform: /plan with transform=NAME&images_per_sec=R says how
-// many cores a node needs for R images a second at the pipeline's cost —
-// a calibration on generated photos before the node has transformed
-// enough images, its own measure after — and whether caching decoded
-// images would pay for the plan's cache.
+// TestPlanTransform: /plan with transform=NAME&images_per_sec=R answers
+// from this node's costs of the pipeline: a calibration on generated
+// photos, with its workers, until the node has transformed enough images,
+// its own measure after; an unknown pipeline is 400 naming those defined.
+// (What the answer makes of the costs: planner's TestForGatewayTransform;
+// the calibration: internal/tensors' TestCalibrate.)
 func TestPlanTransform(t *testing.T) {
 	f := newImageFixture(t, 4, 32, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)
 	plan := func() planner.TransformPlan {
 		resp, body := get(t, base+"/plan?transform=tiny&images_per_sec=1000&seed=1&batch_size=16&cache_size=200KiB")
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("/plan: %s: %s", resp.Status, body)
-		}
 		var p struct {
 			Transform *planner.TransformPlan `json:"transform"`
 		}
-		if err := json.Unmarshal(body, &p); err != nil || p.Transform == nil {
-			t.Fatalf("/plan: %v: %s", err, body)
+		if err := json.Unmarshal(body, &p); err != nil || resp.StatusCode != http.StatusOK || p.Transform == nil {
+			t.Fatalf("/plan: %s %v: %s", resp.Status, err, body)
 		}
 		return *p.Transform
 	}
-	tp := plan()
-	if tp.Measured || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || math.Abs(tp.Cores-tp.CPUPerImageMs) > 1e-9 ||
-		tp.CoresNeeded != int(math.Ceil(tp.Cores)) || tp.Enough != (tp.CoresNeeded <= 2) {
+	if tp := plan(); tp.Measured || tp.Pipeline != "tiny" || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || tp.DecodedCache == nil {
 		t.Errorf("calibrated: %+v", tp)
 	}
-	d := tp.DecodedCache
-	if d == nil || d.Factor < 2 || d.DecodedHitRatio > d.HitRatio || d.DecodedStoreBytesPerEpoch < d.StoreBytesPerEpoch ||
-		d.Pays != (d.DecodeSecondsSaved > d.StoreSecondsAdded) {
-		t.Errorf("decoded cache: %+v", d)
-	}
-	// After 128 images of its own, the node's measure.
-	readRankBodies(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
+	readRank(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
 	if tp := plan(); !tp.Measured {
 		t.Errorf("after 128 images: %+v", tp)
 	}
