@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,15 +126,15 @@ func (f *imageFixture) wantTensor(t testing.TB, name string, seed, epoch uint64,
 	return res.Out
 }
 
-// TestTransformedBatches: a batch asked for with transform=NAME has each
-// image member replaced by a .npy member, its other members as stored;
-// it is named by Brand-Transform and by its ETag, which the bytes as
-// stored and another pipeline do not share; a HEAD reads nothing and
-// gives no length; If-None-Match revalidates it; the manifest names the
-// pipeline. (Each tensor the pipeline's under the sample's key: client's
-// TestTensors, the cluster tests here, internal/visit's TestTransformKeys
-// and internal/tensors' TestApplyRewritesImages; an ETag per definition of
-// a pipeline: internal/order's TestTransformETags.)
+// TestTransformedBatches: a batch asked for with transform=NAME is named
+// by Brand-Transform and by its ETag, which the bytes as stored and
+// another pipeline do not share; a HEAD reads nothing and gives no
+// length; If-None-Match revalidates it; the manifest names the pipeline.
+// (Each image member the pipeline's tensor under the sample's key, the
+// others as stored: client's TestTensors, the cluster tests here,
+// internal/visit's TestTransformKeys and internal/tensors'
+// TestApplyRewritesImages; an ETag per definition of a pipeline:
+// internal/order's TestTransformETags.)
 func TestTransformedBatches(t *testing.T) {
 	f := newImageFixture(t, 4, 8, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)
@@ -150,14 +149,8 @@ func TestTransformedBatches(t *testing.T) {
 	if resp.ContentLength != int64(len(body)) || len(body)%512 != 0 {
 		t.Errorf("Content-Length %d for a body of %d bytes", resp.ContentLength, len(body))
 	}
-	got := tensorsOf(t, body)
-	if len(got) != 8 {
-		t.Fatalf("%d samples", len(got))
-	}
-	for key, files := range got {
-		if _, ok := files["jpg"]; ok || files["npy"] == nil || string(files["cls"]) != fmt.Sprint(f.ids[key]%3) {
-			t.Errorf("%s: members %v", key, slices.Sorted(maps.Keys(files)))
-		}
+	if got := tensorsOf(t, body); len(got) != 8 {
+		t.Errorf("%d samples", len(got))
 	}
 	raw, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8")
 	eval, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8&transform=plain")
@@ -186,21 +179,40 @@ func TestTransformedBatches(t *testing.T) {
 	}
 }
 
-// TestTransformRefusals: a pipeline the server does not define is 400
+// TestTransformStatuses: what a transformed batch's request is answered
+// when it cannot be served whole, over six samples: an undecodable JPEG,
+// a truncated one and a pixel bomb (bad images), two photos, and a
+// 1×100000 PNG (a good image, whose tensor through a resize to 256 is
+// over --max-batch-bytes). A pipeline the server does not define is 400
 // naming the ones it does, on a batch, /epoch and a manifest; a name no
-// pipeline could have, 400 too; a good image whose tensor is over
-// --max-batch-bytes is 400 naming the bound and the sample, even with
-// --on-bad-image=skip (it is no bad image: internal/tensors'
-// TestTensorOverTheBound, in every mode).
-func TestTransformRefusals(t *testing.T) {
+// pipeline could have, 400 too; a tensor over the bound is 400 naming the
+// bound and the sample, even with --on-bad-image=skip (it is no bad
+// image); bad images fail the batch with 422 naming the sample and the
+// flag, or with skip are left out and named (Brand-Missing-Keys and
+// -Samples, the batch's samples counted, not cached). (What becomes of
+// each bad image in each mode, and of a tensor over the bound:
+// internal/tensors' TestBadImages and TestTensorOverTheBound; the tensors
+// of odd images, TestOddImages.)
+func TestTransformStatuses(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "transform", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var wide bytes.Buffer
+	if err := png.Encode(&wide, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
+		t.Fatal(err)
+	}
 	small := smallPhotos(t)
-	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
-		if id == 2 {
-			var b bytes.Buffer
-			if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
-				t.Fatal(err)
-			}
-			return "png", b.Bytes()
+	files := []struct {
+		ext  string
+		data []byte
+	}{{"jpg", read("garbage.jpg")}, {"jpg", read("truncated.jpg")}, {"jpg", read("bomb.jpg")}, {"png", wide.Bytes()}}
+	f := newImageFixture(t, 1, 6, func(id int) (string, []byte) {
+		if id < len(files) {
+			return files[id].ext, files[id].data
 		}
 		return small(id)
 	})
@@ -208,104 +220,51 @@ func TestTransformRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := startTransforms(t, f, func(c *gateway.Config) {
-		c.Transforms.Pipelines["resize"] = resize.Pipelines["resize"]
-		c.OnBadImage = gateway.OnDamagedSkip
-	})
-	for _, tc := range []struct{ path, says string }{
-		{"/epoch/0/batch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0/batch/0/manifest?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0/batch/0?transform=Resnet!", "pipeline's name"},
-		{"/epoch/0/batch/0?batch_size=4&transform=resize", "--max-batch-bytes"},
-		{"/epoch/0/batch/0?batch_size=4&transform=resize", "class2/sample00002"},
-	} {
-		if resp, body := get(t, base+tc.path); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.says) {
-			t.Errorf("%s: %s %.300s; want 400 saying %q", tc.path, resp.Status, body, tc.says)
-		}
+	gateways := map[bool]string{} // by skip
+	for _, skip := range []bool{false, true} {
+		_, gateways[skip] = startTransforms(t, f, func(c *gateway.Config) {
+			c.Transforms.Pipelines["resize"] = resize.Pipelines["resize"]
+			if skip {
+				c.OnBadImage = gateway.OnDamagedSkip
+			}
+		})
 	}
-}
-
-// readTestdata reads a fixture of the transform package.
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "transform", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestBadImages: through a real gateway, with the transform package's
-// fixtures: an undecodable JPEG, a truncated one and a pixel bomb are
-// left out in skip mode and named (Brand-Missing-Keys and -Samples, the
-// batch's samples counted, not cached), the others served; otherwise they
-// fail the batch with 422 naming the sample and the flag. (Package
-// tensors tests what becomes of bad images in each mode, TestBadImages,
-// and the tensors of odd images: CMYK, grayscale, 16-bit, alpha, palette,
-// EXIF-rotated, TestOddImages.)
-func TestBadImages(t *testing.T) {
-	files := []struct {
-		ext  string
-		data []byte
-		bad  bool
+	const names = "imagenet-eval, imagenet-train, plain, resize, tiny, upright"
+	bad := "class0/sample00000,class1/sample00001,class2/sample00002"
+	for _, tc := range []struct {
+		skip   bool
+		path   string
+		status int
+		says   []string
+		header map[string]string
 	}{
-		{"jpg", readTestdata(t, "garbage.jpg"), true},
-		{"jpg", readTestdata(t, "truncated.jpg"), true},
-		{"jpg", readTestdata(t, "bomb.jpg"), true},
-		{"jpg", readTestdata(t, "cmyk.jpg"), false},
-		{"png", readTestdata(t, "alpha.png"), false},
-		{"jpeg", readTestdata(t, "exif-8.jpg"), false},
-	}
-	f := newImageFixture(t, 1, len(files), func(id int) (string, []byte) { return files[id].ext, files[id].data })
-	var bad []string
-	for key, id := range f.ids {
-		if files[id].bad {
-			bad = append(bad, key)
+		{true, "/epoch/0/batch/0?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0/batch/0/manifest?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0/batch/0?transform=Resnet!", 400, []string{"pipeline's name"}, nil},
+		{true, "/epoch/0/batch/0?batch_size=6&transform=resize", 400, []string{"--max-batch-bytes", "class0/sample00003"}, nil},
+		{false, "/epoch/0/batch/0?batch_size=6&transform=upright", 422, []string{"sample \\\"class", "--on-bad-image=skip"}, nil},
+		{true, "/epoch/0/batch/0?batch_size=6&transform=upright", 200, nil, map[string]string{api.HeaderMissingSamples: "3",
+			api.HeaderBatchSamples: "3", "Cache-Control": "no-store", api.HeaderMissingKeys: bad}},
+	} {
+		resp, body := get(t, gateways[tc.skip]+tc.path)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s (skip %t): %s %.300s; want %d", tc.path, tc.skip, resp.Status, body, tc.status)
 		}
-	}
-	slices.Sort(bad)
-	q := fmt.Sprintf("seed=3&batch_size=%d&transform=upright", len(files))
-	_, skip := startTransforms(t, f, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
-	resp, body := get(t, skip+"/epoch/0/batch/0?"+q)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	missing := strings.Split(resp.Header.Get(api.HeaderMissingKeys), ",")
-	slices.Sort(missing)
-	if !slices.Equal(missing, bad) || resp.Header.Get(api.HeaderMissingSamples) != "3" ||
-		resp.Header.Get(api.HeaderBatchSamples) != fmt.Sprint(len(files)-3) || resp.Header.Get("Cache-Control") != "no-store" {
-		t.Errorf("missing %v (%s), %s samples, want %v", missing, resp.Header.Get(api.HeaderMissingSamples), resp.Header.Get(api.HeaderBatchSamples), bad)
-	}
-	if got := tensorsOf(t, body); len(got) != len(files)-3 {
-		t.Errorf("%d samples", len(got))
-	}
-	_, fail := startTransforms(t, f, nil)
-	resp, body = get(t, fail+"/epoch/0/batch/0?"+q)
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "sample \\\"class") ||
-		!strings.Contains(string(body), "--on-bad-image=skip") {
-		t.Errorf("fail mode: %s: %s", resp.Status, body)
-	}
-}
-
-// TestTransformedMixture: a mixture's transformed batch names each
-// sample's component (Brand-Mix-Components). (Each sample its
-// component's tensor, and the Go client reading a batch in which two
-// adjacent samples share a key: client's TestMixtureTensorsOfOneKey; how
-// a mixture keys its samples: internal/visit's TestMixtureTransformKeys.)
-func TestTransformedMixture(t *testing.T) {
-	f := newImageFixture(t, 2, 8, smallPhotos(t)) // 16 samples
-	_, srv := start(t, f.store, func(c *gateway.Config) {
-		c.Datasets = []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: f.store}, {Name: "b", URL: "file:///b", Store: f.store}}
-		c.Transforms = testTransforms(t)
-	})
-	resp, body := get(t, srv.URL+"/epoch/0/batch/0?mix=a:3,b:1&mix_samples=64&batch_size=64&seed=4&transform=tiny")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
-	if n := len(readTarSplit(t, body)); n != 64 || len(comps) != 64 || slices.ContainsFunc(comps, func(c string) bool { return c != "0" && c != "1" }) {
-		t.Errorf("%d samples, components %v", n, comps)
+		for _, says := range tc.says {
+			if !strings.Contains(string(body), says) {
+				t.Errorf("%s (skip %t): %.300s; want it saying %q", tc.path, tc.skip, body, says)
+			}
+		}
+		for h, want := range tc.header {
+			got := strings.Split(resp.Header.Get(h), ",")
+			if slices.Sort(got); strings.Join(got, ",") != want {
+				t.Errorf("%s (skip %t): %s %q, want %q", tc.path, tc.skip, h, resp.Header.Get(h), want)
+			}
+		}
+		if tc.status == 200 && len(tensorsOf(t, body)) != 3 {
+			t.Errorf("%s (skip %t): %d samples, want 3", tc.path, tc.skip, len(tensorsOf(t, body)))
+		}
 	}
 }
 
