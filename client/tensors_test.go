@@ -55,16 +55,8 @@ func tensorGateway(t *testing.T) (url string, want func(seed uint64, ds, key str
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: store}, {Name: "b", URL: "file:///b", Store: store}},
-		CacheSize: 1 << 20, Transforms: cfg, TransformWorkers: 2, NoPrefault: true, IndexPoll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g)
+	srv := httptest.NewServer(loadedGateway(t, gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: store},
+		{Name: "b", URL: "file:///b", Store: store}}, CacheSize: 1 << 20, Transforms: cfg, TransformWorkers: 2, NoPrefault: true, IndexPoll: -1}))
 	t.Cleanup(srv.Close)
 	set, err := transform.NewSet(cfg, transform.Options{})
 	if err != nil {
