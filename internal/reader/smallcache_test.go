@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -17,7 +18,9 @@ import (
 // chunk, smaller than any chunk), every batch used to be refused. Every
 // batch of two whole epochs is read, each sample with its bytes and
 // exactly once an epoch; a cache smaller than a window assembles batches
-// a group of chunks at a time (brand_batches_assembled_in_parts_total).
+// a group of chunks at a time (brand_batches_assembled_in_parts_total);
+// the bytes loaded count as the disk tier's when it gave them, a chunk
+// read through a cache smaller than it too, else as the store's.
 func TestSmallCacheEpochs(t *testing.T) {
 	ds := testDataset(t, "a", 19, 16) // 304 samples, chunks of 8 KiB
 	chunk := ds.Index.Chunk(0).Size
@@ -25,14 +28,21 @@ func TestSmallCacheEpochs(t *testing.T) {
 		name  string
 		cache int64
 		batch int
+		below bool // every chunk from the disk tier below the cache
 	}{
-		{"one chunk, batch 32", chunk, 32},
-		{"one chunk, batch 64 across windows", chunk, 64},
-		{"half a chunk", chunk / 2, 32},
-		{"three chunks", 3 * chunk, 48},
+		{"one chunk, batch 32", chunk, 32, false},
+		{"one chunk, batch 64 across windows", chunk, 64, false},
+		{"half a chunk", chunk / 2, 32, false},
+		{"half a chunk, from the disk", chunk / 2, 32, true},
+		{"three chunks", 3 * chunk, 48, false},
+		{"three chunks, from the disk", 3 * chunk, 48, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, c, _ := newReader(t, tc.cache, &store{}, false)
+			var loader chunkcache.Loader = &store{}
+			if tc.below {
+				loader = fromDisk{&store{}}
+			}
+			r, c, _ := newReader(t, tc.cache, loader, false)
 			orders := order.New(nil)
 			job := api.Job{Params: shuffle.Params{BatchSize: tc.batch, Window: 8, Seed: 9, World: 1}}
 			for epoch := range uint64(2) {
@@ -56,6 +66,10 @@ func TestSmallCacheEpochs(t *testing.T) {
 							t.Fatalf("epoch %d batch %d: sample %d has the wrong bytes", epoch, m, id)
 						}
 					}
+					f := res.PerPart[0]
+					if disk := map[bool]int64{true: f.LoadedBytes}[tc.below]; f.DiskBytes != disk || f.StoreBytes != f.LoadedBytes-disk {
+						t.Errorf("epoch %d batch %d: %d bytes loaded, %d from the disk, %d from the store", epoch, m, f.LoadedBytes, f.DiskBytes, f.StoreBytes)
+					}
 					res.Release()
 				}
 				if len(seen) != 304 {
@@ -75,4 +89,12 @@ func TestSmallCacheEpochs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fromDisk is a store whose every chunk the disk tier below the cache
+// gives (chunkcache.TieredLoader).
+type fromDisk struct{ *store }
+
+func (d fromDisk) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (bool, error) {
+	return true, d.Load(ctx, k, buf)
 }
