@@ -73,15 +73,8 @@ func startMixGateway(t *testing.T) *mixGateway {
 		}
 		specs = append(specs, gateway.DatasetSpec{Name: d.name, URL: "file://" + dir, Store: store})
 	}
-	g, err := gateway.New(gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
+	g := loadedGateway(t, gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
 		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	m.gw = g
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
@@ -167,6 +160,21 @@ func mixKeys(samples []client.Sample) []mixKey {
 		out[i] = mixKey{s.Dataset, s.Key}
 	}
 	return out
+}
+
+// loadedGateway is a gateway of cfg with its datasets loaded, closed
+// when the test ends.
+func loadedGateway(t *testing.T, cfg gateway.Config) *gateway.Gateway {
+	t.Helper()
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func newMixClient(t *testing.T, url string, opts client.Options) *client.Client {

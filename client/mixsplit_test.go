@@ -73,14 +73,7 @@ func startSameKeyGateway(t *testing.T) *sameKeyGateway {
 		}
 		specs = append(specs, gateway.DatasetSpec{Name: c.Dataset, URL: "file://" + dir, Store: store})
 	}
-	g, err := gateway.New(gateway.Config{Datasets: specs, CacheSize: 1 << 20, NoPrefault: true, IndexPoll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	g := loadedGateway(t, gateway.Config{Datasets: specs, CacheSize: 1 << 20, NoPrefault: true, IndexPoll: -1})
 	s := &sameKeyGateway{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		manifest := r.URL.Query().Get(api.ParamFormat) == "json" || strings.HasSuffix(r.URL.Path, "/manifest")

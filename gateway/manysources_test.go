@@ -107,21 +107,18 @@ func batchGarbage(t *testing.T, n int) uint64 {
 func manySources(t *testing.T, n int) func(e int) int {
 	t.Helper()
 	var specs []gateway.DatasetSpec
-	var w0, w1 []string
 	for i := range n {
 		name := fmt.Sprintf("s%03d", i)
 		f := newFixtureNamed(t, t.TempDir(), name+"-", 200/n, 6, 256)
 		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: f.store})
-		w0 = append(w0, fmt.Sprintf("%s:%d", name, 1+i%3))
-		w1 = append(w1, fmt.Sprintf("%s:%d", name, 1+(i+1)%4))
 	}
 	_, srv := start(t, nil, func(c *gateway.Config) {
 		c.Datasets = specs
 		c.Defaults = gateway.Defaults{BatchSize: 16, Window: 2, Seed: 5}
 		c.CacheSize = manySourcesCache
 	})
-	steps := 1200 / 16
-	q := "mix_schedule=" + url.QueryEscape("0:"+strings.Join(w0, ",")+fmt.Sprintf(";%d:", steps/2)+strings.Join(w1, ","))
+	const steps = 1200 / 16
+	q := "mix_schedule=" + url.QueryEscape(sourcesSchedule(n))
 	return func(e int) int {
 		for b := range steps {
 			resp, err := http.Get(fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, e, b, q))
@@ -180,17 +177,22 @@ func TestManySourcesGarbagePerBatch(t *testing.T) {
 	}
 }
 
-// parseGarbage is the bytes parsing batchGarbage's schedule over n
+// sourcesSchedule is manySources' two phases over sources s000 on, the
+// second from step 37 of 75: parseGarbage measures the same text.
+func sourcesSchedule(n int) string {
+	var w0, w1 []string
+	for i := range n {
+		w0 = append(w0, fmt.Sprintf("s%03d:%d", i, 1+i%3))
+		w1 = append(w1, fmt.Sprintf("s%03d:%d", i, 1+(i+1)%4))
+	}
+	return "0:" + strings.Join(w0, ",") + ";37:" + strings.Join(w1, ",")
+}
+
+// parseGarbage is the bytes parsing manySources' schedule over n
 // sources allocates.
 func parseGarbage(t *testing.T, n int) uint64 {
 	t.Helper()
-	var w0, w1 []string
-	for i := range n {
-		name := fmt.Sprintf("s%03d", i)
-		w0 = append(w0, fmt.Sprintf("%s:%d", name, 1+i%3))
-		w1 = append(w1, fmt.Sprintf("%s:%d", name, 1+(i+1)%4))
-	}
-	text := "0:" + strings.Join(w0, ",") + ";37:" + strings.Join(w1, ",")
+	text := sourcesSchedule(n)
 	const runs = 50
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -2,12 +2,10 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,12 +15,10 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/photos"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
-	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -130,13 +126,15 @@ func (f *imageFixture) wantTensor(t testing.TB, name string, seed, epoch uint64,
 	return res.Out
 }
 
-// TestTransformedBatches: a batch asked for with transform=NAME has each
-// image member replaced by a .npy member holding the pipeline's tensor
-// of the image under the sample's key (transform.SampleKey of the job's
-// seed, the dataset, the epoch and the sample's ID), its other members
-// as stored; it is named by Brand-Transform and by its ETag, which the
-// pipeline's definition changes; a HEAD reads nothing and gives no
-// length; the manifest names the pipeline.
+// TestTransformedBatches: a batch asked for with transform=NAME is named
+// by Brand-Transform and by its ETag, which the bytes as stored and
+// another pipeline do not share; a HEAD reads nothing and gives no
+// length; If-None-Match revalidates it; the manifest names the pipeline.
+// (Each image member the pipeline's tensor under the sample's key, the
+// others as stored: client's TestTensors, the cluster tests here,
+// internal/visit's TestTransformKeys and internal/tensors'
+// TestApplyRewritesImages; an ETag per definition of a pipeline:
+// internal/order's TestTransformETags.)
 func TestTransformedBatches(t *testing.T) {
 	f := newImageFixture(t, 4, 8, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)
@@ -151,45 +149,24 @@ func TestTransformedBatches(t *testing.T) {
 	if resp.ContentLength != int64(len(body)) || len(body)%512 != 0 {
 		t.Errorf("Content-Length %d for a body of %d bytes", resp.ContentLength, len(body))
 	}
-	got := tensorsOf(t, body)
-	if len(got) != 8 {
-		t.Fatalf("%d samples", len(got))
+	if got := tensorsOf(t, body); len(got) != 8 {
+		t.Errorf("%d samples", len(got))
 	}
-	for key, files := range got {
-		if _, ok := files["jpg"]; ok {
-			t.Errorf("%s: the image is still there", key)
-		}
-		if want := f.wantTensor(t, "tiny", 7, 1, key); !bytes.Equal(files["npy"], want) {
-			t.Errorf("%s: tensor differs from the pipeline's under the sample's key", key)
-		}
-		if want := fmt.Sprint(f.ids[key] % 3); string(files["cls"]) != want {
-			t.Errorf("%s: cls %q, want %q", key, files["cls"], want)
-		}
-	}
-	// The bytes as stored have another ETag; so has another pipeline,
-	// and the same pipeline defined otherwise.
 	raw, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8")
 	eval, _ := get(t, base+"/epoch/1/batch/2?seed=7&batch_size=8&transform=plain")
-	_, other := startTransforms(t, f, func(c *gateway.Config) {
-		c.Transforms.Pipelines["tiny"] = transform.Spec{Ops: []transform.Op{{Op: transform.OpRandomResizedCrop, Size: transform.Size{H: 6, W: 8}}}}
-	})
-	redefined, _ := get(t, other+"/epoch/1/batch/2?"+q)
-	etags := []string{resp.Header.Get("ETag"), raw.Header.Get("ETag"), eval.Header.Get("ETag"), redefined.Header.Get("ETag")}
-	if len(slices.Compact(slices.Sorted(slices.Values(etags)))) != 4 {
-		t.Errorf("ETags of the batch tiny, raw, plain, tiny redefined: %v; want four", etags)
+	etags := []string{resp.Header.Get("ETag"), raw.Header.Get("ETag"), eval.Header.Get("ETag")}
+	if len(slices.Compact(slices.Sorted(slices.Values(etags)))) != 3 {
+		t.Errorf("ETags of the batch tiny, raw, plain: %v; want three", etags)
 	}
 	if raw.Header.Get(api.HeaderTransform) != "" {
 		t.Error("a raw batch names a pipeline")
 	}
-	// A HEAD reads nothing: no length, the same ETag.
 	head, _ := do(t, http.MethodHead, base+"/epoch/1/batch/2?"+q, nil)
 	if head.StatusCode != http.StatusOK || head.Header.Get("ETag") != etags[0] || head.Header.Get("Content-Length") != "" ||
 		head.Header.Get(api.HeaderTransform) != "tiny" {
 		t.Errorf("HEAD: %s, ETag %s, Content-Length %q", head.Status, head.Header.Get("ETag"), head.Header.Get("Content-Length"))
 	}
-	// Revalidated without being transformed again.
-	nm, _ := get(t, base+"/epoch/1/batch/2?"+q, "If-None-Match", etags[0])
-	if nm.StatusCode != http.StatusNotModified {
+	if nm, _ := get(t, base+"/epoch/1/batch/2?"+q, "If-None-Match", etags[0]); nm.StatusCode != http.StatusNotModified {
 		t.Errorf("If-None-Match: %s", nm.Status)
 	}
 	var m api.Manifest
@@ -202,35 +179,40 @@ func TestTransformedBatches(t *testing.T) {
 	}
 }
 
-// readRankBodies reads batches 0..n-1 of an epoch.
-func readRankBodies(t testing.TB, base, q string, epoch, n int) [][]byte {
-	t.Helper()
-	var out [][]byte
-	for m := range n {
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d (%s): %s: %s", m, q, resp.Status, body)
-		}
-		out = append(out, body)
-	}
-	return out
-}
-
-// TestTransformRefusals: a pipeline the server does not define is 400
+// TestTransformStatuses: what a transformed batch's request is answered
+// when it cannot be served whole, over six samples: an undecodable JPEG,
+// a truncated one and a pixel bomb (bad images), two photos, and a
+// 1×100000 PNG (a good image, whose tensor through a resize to 256 is
+// over --max-batch-bytes). A pipeline the server does not define is 400
 // naming the ones it does, on a batch, /epoch and a manifest; a name no
-// pipeline could have, 400 too; a good image whose tensor is over
-// --max-batch-bytes is 400 naming the bound and the sample, even with
-// --on-bad-image=skip (it is no bad image: internal/tensors'
-// TestTensorOverTheBound, in every mode).
-func TestTransformRefusals(t *testing.T) {
+// pipeline could have, 400 too; a tensor over the bound is 400 naming the
+// bound and the sample, even with --on-bad-image=skip (it is no bad
+// image); bad images fail the batch with 422 naming the sample and the
+// flag, or with skip are left out and named (Brand-Missing-Keys and
+// -Samples, the batch's samples counted, not cached). (What becomes of
+// each bad image in each mode, and of a tensor over the bound:
+// internal/tensors' TestBadImages and TestTensorOverTheBound; the tensors
+// of odd images, TestOddImages.)
+func TestTransformStatuses(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "transform", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var wide bytes.Buffer
+	if err := png.Encode(&wide, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
+		t.Fatal(err)
+	}
 	small := smallPhotos(t)
-	f := newImageFixture(t, 1, 4, func(id int) (string, []byte) {
-		if id == 2 {
-			var b bytes.Buffer
-			if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 100000, 1))); err != nil {
-				t.Fatal(err)
-			}
-			return "png", b.Bytes()
+	files := []struct {
+		ext  string
+		data []byte
+	}{{"jpg", read("garbage.jpg")}, {"jpg", read("truncated.jpg")}, {"jpg", read("bomb.jpg")}, {"png", wide.Bytes()}}
+	f := newImageFixture(t, 1, 6, func(id int) (string, []byte) {
+		if id < len(files) {
+			return files[id].ext, files[id].data
 		}
 		return small(id)
 	})
@@ -238,240 +220,77 @@ func TestTransformRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := startTransforms(t, f, func(c *gateway.Config) {
-		c.Transforms.Pipelines["resize"] = resize.Pipelines["resize"]
-		c.OnBadImage = gateway.OnDamagedSkip
-	})
-	for _, tc := range []struct{ path, says string }{
-		{"/epoch/0/batch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0/batch/0/manifest?transform=resnet-train", "imagenet-eval, imagenet-train, plain, resize, tiny, upright"},
-		{"/epoch/0/batch/0?transform=Resnet!", "pipeline's name"},
-		{"/epoch/0/batch/0?batch_size=4&transform=resize", "--max-batch-bytes"},
-		{"/epoch/0/batch/0?batch_size=4&transform=resize", "class2/sample00002"},
-	} {
-		if resp, body := get(t, base+tc.path); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.says) {
-			t.Errorf("%s: %s %.300s; want 400 saying %q", tc.path, resp.Status, body, tc.says)
-		}
+	gateways := map[bool]string{} // by skip
+	for _, skip := range []bool{false, true} {
+		_, gateways[skip] = startTransforms(t, f, func(c *gateway.Config) {
+			c.Transforms.Pipelines["resize"] = resize.Pipelines["resize"]
+			if skip {
+				c.OnBadImage = gateway.OnDamagedSkip
+			}
+		})
 	}
-}
-
-// readTestdata reads a fixture of the transform package.
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "transform", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestBadImages: through a real gateway, with the transform package's
-// fixtures: an undecodable JPEG, a truncated one and a pixel bomb are
-// left out in skip mode and named (Brand-Missing-Keys and -Samples, the
-// batch's samples counted, not cached), the others served as the
-// pipeline's tensors; otherwise they fail the batch with 422 naming the
-// sample and the flag. (Package tensors tests the tensors of odd images:
-// CMYK, grayscale, 16-bit, alpha, palette, EXIF-rotated.)
-func TestBadImages(t *testing.T) {
-	files := []struct {
-		ext  string
-		data []byte
-		bad  bool
+	const names = "imagenet-eval, imagenet-train, plain, resize, tiny, upright"
+	bad := "class0/sample00000,class1/sample00001,class2/sample00002"
+	for _, tc := range []struct {
+		skip   bool
+		path   string
+		status int
+		says   []string
+		header map[string]string
 	}{
-		{"jpg", readTestdata(t, "garbage.jpg"), true},
-		{"jpg", readTestdata(t, "truncated.jpg"), true},
-		{"jpg", readTestdata(t, "bomb.jpg"), true},
-		{"jpg", readTestdata(t, "cmyk.jpg"), false},
-		{"png", readTestdata(t, "alpha.png"), false},
-		{"jpeg", readTestdata(t, "exif-8.jpg"), false},
-	}
-	f := newImageFixture(t, 1, len(files), func(id int) (string, []byte) { return files[id].ext, files[id].data })
-	var bad []string
-	for key, id := range f.ids {
-		if files[id].bad {
-			bad = append(bad, key)
+		{true, "/epoch/0/batch/0?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0/batch/0/manifest?transform=resnet-train", 400, []string{names}, nil},
+		{true, "/epoch/0/batch/0?transform=Resnet!", 400, []string{"pipeline's name"}, nil},
+		{true, "/epoch/0/batch/0?batch_size=6&transform=resize", 400, []string{"--max-batch-bytes", "class0/sample00003"}, nil},
+		{false, "/epoch/0/batch/0?batch_size=6&transform=upright", 422, []string{"sample \\\"class", "--on-bad-image=skip"}, nil},
+		{true, "/epoch/0/batch/0?batch_size=6&transform=upright", 200, nil, map[string]string{api.HeaderMissingSamples: "3",
+			api.HeaderBatchSamples: "3", "Cache-Control": "no-store", api.HeaderMissingKeys: bad}},
+	} {
+		resp, body := get(t, gateways[tc.skip]+tc.path)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s (skip %t): %s %.300s; want %d", tc.path, tc.skip, resp.Status, body, tc.status)
 		}
-	}
-	slices.Sort(bad)
-	q := fmt.Sprintf("seed=3&batch_size=%d&transform=upright", len(files))
-	_, skip := startTransforms(t, f, func(c *gateway.Config) { c.OnBadImage = gateway.OnDamagedSkip })
-	resp, body := get(t, skip+"/epoch/0/batch/0?"+q)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	missing := strings.Split(resp.Header.Get(api.HeaderMissingKeys), ",")
-	slices.Sort(missing)
-	if !slices.Equal(missing, bad) || resp.Header.Get(api.HeaderMissingSamples) != "3" ||
-		resp.Header.Get(api.HeaderBatchSamples) != fmt.Sprint(len(files)-3) || resp.Header.Get("Cache-Control") != "no-store" {
-		t.Errorf("missing %v (%s), %s samples, want %v", missing, resp.Header.Get(api.HeaderMissingSamples), resp.Header.Get(api.HeaderBatchSamples), bad)
-	}
-	got := tensorsOf(t, body)
-	if len(got) != len(files)-3 {
-		t.Fatalf("%d samples", len(got))
-	}
-	for key, fs := range got {
-		if want := f.wantTensor(t, "upright", 3, 0, key); !bytes.Equal(fs["npy"], want) {
-			t.Errorf("%s: tensor differs from the pipeline's", key)
+		for _, says := range tc.says {
+			if !strings.Contains(string(body), says) {
+				t.Errorf("%s (skip %t): %.300s; want it saying %q", tc.path, tc.skip, body, says)
+			}
 		}
-	}
-	_, fail := startTransforms(t, f, nil)
-	resp, body = get(t, fail+"/epoch/0/batch/0?"+q)
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "sample \\\"class") ||
-		!strings.Contains(string(body), "--on-bad-image=skip") {
-		t.Errorf("fail mode: %s: %s", resp.Status, body)
+		for h, want := range tc.header {
+			got := strings.Split(resp.Header.Get(h), ",")
+			if slices.Sort(got); strings.Join(got, ",") != want {
+				t.Errorf("%s (skip %t): %s %q, want %q", tc.path, tc.skip, h, resp.Header.Get(h), want)
+			}
+		}
+		if tc.status == 200 && len(tensorsOf(t, body)) != 3 {
+			t.Errorf("%s (skip %t): %d samples, want 3", tc.path, tc.skip, len(tensorsOf(t, body)))
+		}
 	}
 }
 
-// TestGoClientReadsTensors: the Go client asks for a pipeline with its
-// job (api.Job.Transform), checks that the batches went through it, and
-// reads each tensor in place with client.ParseNPY.
-func TestGoClientReadsTensors(t *testing.T) {
-	f := newImageFixture(t, 2, 8, smallPhotos(t))
-	_, base := startTransforms(t, f, nil)
-	c, err := client.New(base, client.Options{Job: api.Job{Transform: "tiny", Params: shuffle.Params{Seed: 2, BatchSize: 5}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for b, err := range c.Epoch(context.Background(), 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Transform != "tiny" {
-			t.Errorf("batch %d: Transform %q", b.Index, b.Transform)
-		}
-		for _, s := range b.Samples {
-			tn, err := client.ParseNPY(s.Files["npy"])
-			if err != nil || tn.DType != "|u1" || !slices.Equal(tn.Shape, []int{3, 6, 8}) {
-				t.Fatalf("%s: %+v %v", s.Key, tn.Shape, err)
-			}
-			if want := f.wantTensor(t, "tiny", 2, 1, s.Key); !bytes.Equal(s.Files["npy"], want) {
-				t.Errorf("%s: tensor differs", s.Key)
-			}
-			n++
-		}
-		b.Release()
-	}
-	if n != 16 {
-		t.Errorf("%d samples in the epoch", n)
-	}
-}
-
-// TestMixtureKeys: a mixture's transformed batch names each sample's
-// component (Brand-Mix-Components), and the Go client reads a batch in
-// which two adjacent samples share a key (a's and b's, or two of a's
-// passes) as its samples, each its own tensor: grouping by key alone
-// merges them, and the manifest's lengths are not the tensors'. (How a
-// mixture keys its samples is internal/visit's TestMixtureTransformKeys.)
-func TestMixtureKeys(t *testing.T) {
-	f := newImageFixture(t, 2, 8, smallPhotos(t)) // 16 samples
-	_, base := start(t, f.store, func(c *gateway.Config) {
-		c.Datasets = []gateway.DatasetSpec{{Name: "a", URL: "file:///a", Store: f.store}, {Name: "b", URL: "file:///b", Store: f.store}}
-		c.Transforms = testTransforms(t)
-	})
-	set, err := transform.NewSet(testTransforms(t), transform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tiny, _ := set.Get("tiny")
-	want := func(ds, key string, pass uint64) []byte {
-		res, err := tiny.Apply(nil, f.images[key], transform.SampleKey(4, ds, pass, uint64(f.ids[key])), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Out
-	}
-	resp, body := get(t, base.URL+"/epoch/0/batch/0?mix=a:3,b:1&mix_samples=64&batch_size=64&seed=4&transform=tiny")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	comps := strings.Split(resp.Header.Get(api.HeaderMixComponents), ",")
-	samples := readTar(t, body)
-	if len(samples) != len(comps) || len(samples) != 64 {
-		t.Fatalf("%d samples, %d components", len(samples), len(comps))
-	}
-	for i, s := range samples {
-		if ds := []string{"a", "b"}[comps[i][0]-'0']; !bytes.Equal(s.files["npy"], want(ds, s.key, 0)) &&
-			!bytes.Equal(s.files["npy"], want(ds, s.key, 1)) && !bytes.Equal(s.files["npy"], want(ds, s.key, 2)) {
-			t.Errorf("sample %d, %s of %s: not its tensor", i, s.key, ds)
-		}
-	}
-
-	// The Go client reads a batch in which two adjacent samples share a
-	// key (a's and b's, or two of a's passes): grouping by key alone
-	// merges them, and the manifest's lengths are not the tensors'.
-	c, err := client.New(base.URL, client.Options{Job: api.Job{Transform: "tiny", Mix: api.Mix{{Dataset: "a", Weight: "3"}, {Dataset: "b", Weight: "1"}},
-		MixSamples: 64, Params: shuffle.Params{Seed: 4, BatchSize: 16}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for epoch := 0; epoch < 20 && !found; epoch++ {
-		for m := range 4 {
-			_, raw := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?mix=a:3,b:1&mix_samples=64&batch_size=16&seed=4&transform=tiny", base.URL, epoch, m))
-			if len(readTar(t, raw)) == 16 {
-				continue
-			}
-			found = true
-			b, err := c.Batch(context.Background(), epoch, m)
-			if err != nil {
-				t.Fatalf("epoch %d batch %d: %v", epoch, m, err)
-			}
-			if len(b.Samples) != 16 {
-				t.Fatalf("epoch %d batch %d: %d samples", epoch, m, len(b.Samples))
-			}
-			for _, s := range b.Samples {
-				ok := false
-				for pass := range uint64(3) {
-					ok = ok || bytes.Equal(s.Files["npy"], want(s.Dataset, s.Key, pass))
-				}
-				if !ok {
-					t.Errorf("epoch %d batch %d: %s of %s is not its tensor", epoch, m, s.Key, s.Dataset)
-				}
-			}
-			b.Release()
-			break
-		}
-	}
-	if !found {
-		t.Fatal("no batch with two adjacent samples of one key")
-	}
-}
-
-// TestPlanTransform: /plan with transform=NAME&images_per_sec=R says how
-// many cores a node needs for R images a second at the pipeline's cost —
-// a calibration on generated photos before the node has transformed
-// enough images, its own measure after — and whether caching decoded
-// images would pay for the plan's cache.
+// TestPlanTransform: /plan with transform=NAME&images_per_sec=R answers
+// from this node's costs of the pipeline: a calibration on generated
+// photos, with its workers, until the node has transformed enough images,
+// its own measure after; an unknown pipeline is 400 naming those defined.
+// (What the answer makes of the costs: planner's TestForGatewayTransform;
+// the calibration: internal/tensors' TestCalibrate.)
 func TestPlanTransform(t *testing.T) {
 	f := newImageFixture(t, 4, 32, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)
 	plan := func() planner.TransformPlan {
 		resp, body := get(t, base+"/plan?transform=tiny&images_per_sec=1000&seed=1&batch_size=16&cache_size=200KiB")
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("/plan: %s: %s", resp.Status, body)
-		}
 		var p struct {
 			Transform *planner.TransformPlan `json:"transform"`
 		}
-		if err := json.Unmarshal(body, &p); err != nil || p.Transform == nil {
-			t.Fatalf("/plan: %v: %s", err, body)
+		if err := json.Unmarshal(body, &p); err != nil || resp.StatusCode != http.StatusOK || p.Transform == nil {
+			t.Fatalf("/plan: %s %v: %s", resp.Status, err, body)
 		}
 		return *p.Transform
 	}
-	tp := plan()
-	if tp.Measured || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || math.Abs(tp.Cores-tp.CPUPerImageMs) > 1e-9 ||
-		tp.CoresNeeded != int(math.Ceil(tp.Cores)) || tp.Enough != (tp.CoresNeeded <= 2) {
+	if tp := plan(); tp.Measured || tp.Pipeline != "tiny" || tp.CPUPerImageMs <= 0 || tp.Workers != 2 || tp.DecodedCache == nil {
 		t.Errorf("calibrated: %+v", tp)
 	}
-	d := tp.DecodedCache
-	if d == nil || d.Factor < 2 || d.DecodedHitRatio > d.HitRatio || d.DecodedStoreBytesPerEpoch < d.StoreBytesPerEpoch ||
-		d.Pays != (d.DecodeSecondsSaved > d.StoreSecondsAdded) {
-		t.Errorf("decoded cache: %+v", d)
-	}
-	// After 128 images of its own, the node's measure.
-	readRankBodies(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
+	readRank(t, base, "seed=1&batch_size=32&transform=tiny", 0, 4)
 	if tp := plan(); !tp.Measured {
 		t.Errorf("after 128 images: %+v", tp)
 	}

@@ -2,9 +2,11 @@ package planner
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -46,6 +48,51 @@ func TestPlanTransform(t *testing.T) {
 			dc := tp.DecodedCache
 			if dc == nil || dc.Pays != tc.pays || dc.EquivalentCacheBytes != tc.cache/6 {
 				t.Fatalf("decoded cache %+v, want pays %t", dc, tc.pays)
+			}
+		})
+	}
+}
+
+// TestForGatewayTransform: a gateway's plan for a job naming a pipeline
+// answers from the node's costs as they come (calibrated or measured,
+// its workers): the cores are the rate times the CPU per image,
+// rounded up for those needed, enough when the workers are as many;
+// caching decoded images holds less of the dataset (no better hit ratio,
+// no fewer store bytes), and pays exactly when the decode time it saves
+// exceeds the store time it adds.
+func TestForGatewayTransform(t *testing.T) {
+	ix := gatewayIndex(t, 24, 10)
+	job := api.Job{Params: shuffle.Params{Seed: 1, Window: 4, BatchSize: 16, World: 1}}
+	for _, tc := range []struct {
+		name       string
+		costs      api.TransformCosts
+		rate       float64
+		cores      float64
+		need       int
+		enough, on bool // on: the decoded-cache question answered
+	}{
+		{"calibrated, enough", api.TransformCosts{Pipeline: "p", CPUPerImage: 1500e3, DecodePerImage: 1e6, DecodedFactor: 6, Workers: 2}, 1000, 1.5, 2, true, true},
+		{"measured, too few", api.TransformCosts{Pipeline: "p", CPUPerImage: 2500e3, Measured: true, DecodePerImage: 1e6, DecodedFactor: 3, Workers: 2}, 1000, 2.5, 3, false, true},
+		{"no decoded factor", api.TransformCosts{Pipeline: "p", CPUPerImage: 1e6, Workers: 4}, 4000, 4, 4, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := api.PlanOptions{CacheBytes: 100 << 10, Epochs: 2, BackendBytesPerSec: 1 << 20, ImagesPerSec: tc.rate, Transform: &tc.costs}
+			p, err := ForGateway{}.Plan(context.Background(), planDataOf(ix), job, o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := p.(*Plan).Transform
+			if tp == nil || tp.Pipeline != "p" || tp.Measured != tc.costs.Measured || tp.CPUPerImageMs != float64(tc.costs.CPUPerImage)/1e6 ||
+				tp.Workers != tc.costs.Workers || math.Abs(tp.Cores-tc.cores) > 1e-9 || tp.CoresNeeded != tc.need || tp.Enough != tc.enough {
+				t.Fatalf("transform plan %+v", tp)
+			}
+			d := tp.DecodedCache
+			if (d != nil) != tc.on {
+				t.Fatalf("decoded cache %+v, want one: %t", d, tc.on)
+			}
+			if d != nil && (d.Factor != tc.costs.DecodedFactor || d.DecodedHitRatio > d.HitRatio || d.DecodedStoreBytesPerEpoch < d.StoreBytesPerEpoch ||
+				d.Pays != (d.DecodeSecondsSaved > d.StoreSecondsAdded)) {
+				t.Errorf("decoded cache %+v", d)
 			}
 		})
 	}

@@ -265,3 +265,26 @@ func TestInfo(t *testing.T) {
 		t.Error("an offset past the epoch was described")
 	}
 }
+
+// A batch's ETag names the pipeline its images go through and the
+// pipeline's fingerprint on the server: the bytes as stored, two
+// pipelines, and one of them defined otherwise (another fingerprint)
+// are four ETags; the same pipeline and fingerprint are one.
+func TestTransformETags(t *testing.T) {
+	ds, o := testDataset(t, "d", 4, 8), New(nil)
+	etags := map[string]string{}
+	for _, tc := range []struct{ name, pipeline, fingerprint string }{
+		{"as stored", "", ""}, {"tiny", "tiny", "f1"}, {"plain", "plain", "f2"}, {"tiny defined otherwise", "tiny", "f3"},
+	} {
+		j := job(8, 1, 0)
+		j.Transform, j.TransformFingerprint = tc.pipeline, tc.fingerprint
+		e := o.ETag(Source{DS: ds}, j, 1, 2)
+		if prev, ok := etags[e]; ok {
+			t.Errorf("%s and %s have one ETag", prev, tc.name)
+		}
+		etags[e] = tc.name
+		if again := o.ETag(Source{DS: ds}, j, 1, 2); again != e {
+			t.Errorf("%s: ETag %s, then %s", tc.name, e, again)
+		}
+	}
+}

@@ -32,6 +32,8 @@ type policyRun struct {
 	orders *order.Orders
 	ds     *catalog.Dataset
 
+	loader chunkcache.Loader // the cache's
+
 	mu    sync.Mutex
 	epoch uint64 // the epoch of the batch being read, which loads count for
 	stats map[uint64]*epochCounts
@@ -39,31 +41,49 @@ type policyRun struct {
 
 type epochCounts struct {
 	accesses, hits int
-	bytes          int64
+	bytes          int64 // loaded from the store
+	disk           int64 // loaded from the disk tier below the cache (diskLoader)
 }
 
 func (c *epochCounts) hitRatio() float64 { return float64(c.hits) / float64(c.accesses) }
 
 // newPolicyRun is a run over ds with a cache of capacity bytes evicting
 // by policy, "schedule" or "lru", and turns of at most maxTurnWait (0:
-// none, as with LRU).
-func newPolicyRun(t *testing.T, ds *catalog.Dataset, capacity int64, policy string, maxTurnWait time.Duration) *policyRun {
+// none, as with LRU); with disk > 0, a disk tier of disk bytes below the
+// cache (diskLoader), placing chunks by the schedule's next use under its
+// policy and by recency under LRU, as a gateway's is.
+func newPolicyRun(t *testing.T, ds *catalog.Dataset, capacity int64, policy string, maxTurnWait time.Duration, disk int64) *policyRun {
 	t.Helper()
 	r := &policyRun{t: t, orders: order.New(nil), ds: ds, stats: map[uint64]*epochCounts{}}
 	r.s = New(Config{Orders: r.orders, Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
 	var p chunkcache.Policy = NewPolicy(r.s.Table, r.s.Ticks)
+	distance := r.s.Distance
 	if policy == "lru" {
-		p = chunkcache.NewLRU()
+		p, distance = chunkcache.NewLRU(), nil
 	}
-	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: p,
-		Loader: chunkcache.LoaderFunc(func(_ context.Context, _ chunkcache.Key, buf []byte) error {
-			r.mu.Lock()
-			r.counts(r.epoch).bytes += int64(len(buf))
-			r.mu.Unlock()
-			return nil
-		})})
+	r.loader = chunkcache.LoaderFunc(r.fromStore)
+	if disk > 0 {
+		r.loader = newDiskLoader(t, r, disk, distance)
+	}
+	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: p, Loader: r.loader})
 	t.Cleanup(r.cache.Close)
 	return r
+}
+
+// fromStore is a load from the store: counted, its bytes storeBytes'.
+func (r *policyRun) fromStore(_ context.Context, k chunkcache.Key, buf []byte) error {
+	r.mu.Lock()
+	r.counts(r.epoch).bytes += int64(len(buf))
+	r.mu.Unlock()
+	storeBytes(k, buf)
+	return nil
+}
+
+// storeBytes fills buf with chunk k's bytes as the store holds them.
+func storeBytes(k chunkcache.Key, buf []byte) {
+	for i := range buf {
+		buf[i] = byte(len(k.Object)*7 + int(k.Object[len(k.Object)-5]) + i)
+	}
 }
 
 // counts are epoch's; r.mu is held.
@@ -195,7 +215,7 @@ func testScheduleBeatsLRU(t *testing.T) {
 		if policy == "lru" {
 			turns = 0
 		}
-		r := newPolicyRun(t, ds, ix.TotalBytes()/2, policy, turns)
+		r := newPolicyRun(t, ds, ix.TotalBytes()/2, policy, turns, 0)
 		r.jobs([]api.Job{job}, epochs, 0)
 		return r.stats
 	}
@@ -226,5 +246,36 @@ func testScheduleBeatsLRU(t *testing.T) {
 	}
 	if sched[0].accesses != lru[0].accesses {
 		t.Errorf("the runs made %d and %d accesses in epoch 0: not the same requests", sched[0].accesses, lru[0].accesses)
+	}
+}
+
+// TestPlanPredictsSmallCacheBytes: with a cache below what a batch across
+// a window boundary needs (a window is 8 chunks, a batch across two needs
+// up to 16, the cache holds 10), the planner's prediction of the bytes
+// read from the store (the optimal policy's, which the schedule's
+// follows) is within 5 % of what the schedule's policy reads over the
+// epochs planned, without prefetch (the plan's figures are for demand
+// reads).
+func TestPlanPredictsSmallCacheBytes(t *testing.T) { synctest.Test(t, testPlanPredictsSmallCacheBytes) }
+
+func testPlanPredictsSmallCacheBytes(t *testing.T) {
+	ix := testIndex(t, 19, 16) // 304 samples
+	cache := 10 * ix.Chunk(0).Size
+	job := api.Job{Params: shuffle.Params{BatchSize: 32, World: 1, Window: 8, Seed: 5}}
+	r := newPolicyRun(t, catalog.NewDataset("d", "", nil, ix), cache, "schedule", 10*time.Second, 0)
+	r.jobs([]api.Job{job}, 3, 0)
+	plan, err := planner.MakePlan(context.Background(), planner.PlanInput{Dataset: planner.DatasetOf(ix),
+		Job: planner.Job{Params: job.Params, Epochs: 3}, CacheBytes: cache, BackendBytesPerSec: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want int64
+	for e := range uint64(3) {
+		t.Logf("epoch %d: read %d bytes, the plan predicts %d", e, r.stats[e].bytes, plan.Optimal.Epochs[e].BackendBytes)
+		got += r.stats[e].bytes
+		want += plan.Optimal.Epochs[e].BackendBytes
+	}
+	if d := float64(got-want) / float64(want); d > 0.05 || d < -0.05 {
+		t.Errorf("3 epochs: read %d bytes, the plan predicts %d (%.1f %% off)", got, want, 100*d)
 	}
 }

@@ -47,7 +47,7 @@ func TestJobsShareTheCache(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ds := sharedDataset(t)
 				total := ds.Index.TotalBytes()
-				r := newPolicyRun(t, ds, int64(tc.cache*float64(total)), "schedule", 10*time.Second)
+				r := newPolicyRun(t, ds, int64(tc.cache*float64(total)), "schedule", 10*time.Second, 0)
 				var jobs []api.Job
 				for j := range tc.jobs {
 					jobs = append(jobs, sharedJob(uint64(j+1)))
