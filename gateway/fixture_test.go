@@ -226,7 +226,8 @@ func readTar(t testing.TB, body []byte) []sample { return decodeTar(t, body, fal
 // repeats with an extension the sample already has: a mixture's small
 // component can serve one sample at the end of a pass and again at the
 // start of the next, adjacent in the tar (docs/http-api.md, Mixtures),
-// which readTar merges into one (TestMixtureKeys looks for such a batch).
+// which readTar merges into one (client's TestMixtureTensorsOfOneKey
+// reads such a batch).
 func readTarSplit(t testing.TB, body []byte) []sample { return decodeTar(t, body, true) }
 
 func decodeTar(t testing.TB, body []byte, splitRepeats bool) []sample {
