@@ -3,13 +3,9 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/brandgw/brand/gateway"
 )
@@ -27,110 +23,58 @@ func sharedFixture(t *testing.T) (*fixture, int64) {
 	return f, total
 }
 
-// jobRun is what one job of a shared run received and waited.
-type jobRun struct {
-	seen map[string]int
-	wait time.Duration // in requests, in all
-	err  error
-}
-
-// runJobsTrailing has each query read epochs [0, epochs) of batch 64, from
-// its own goroutine, as fast as it is served, checking every sample
-// against its source, every job but the first starting once the first has
-// been served trail batches, and returns what each received.
-func runJobsTrailing(t *testing.T, f *fixture, url string, queries []string, epochs, trail int) []jobRun {
+// readLockstep reads epochs [0, epochs) of batch 64 as two jobs, lead
+// and trail, trail lag batches behind lead, in one goroutine: a batch of
+// lead's, then one of trail's. Every sample of each job's epoch 0 is
+// checked against its source and must come once. A lag held by the test,
+// not by two goroutines' race, makes what the two jobs share the
+// policy's, not the machine's: with each job in its own goroutine, a
+// loaded machine let the trailing one fall a cache behind now and then,
+// and it read everything again.
+func readLockstep(t *testing.T, f *fixture, url, lead, trail string, epochs, lag int) {
 	t.Helper()
 	batches := (f.index.NumSamples() + 63) / 64
-	out := make([]jobRun, len(queries))
-	lead := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for j, q := range queries {
-		wg.Go(func() {
-			r := &out[j]
-			r.seen = map[string]int{}
-			defer once.Do(func() {
-				if j == 0 {
-					close(lead) // the first failed or ended early: let the others go
-				}
-			})
-			if j > 0 && trail > 0 {
-				<-lead
-			}
-			for e := range epochs {
-				for m := range batches {
-					if j == 0 && e*batches+m == trail {
-						once.Do(func() { close(lead) })
-					}
-					began := time.Now()
-					resp, err := http.Get(fmt.Sprintf("%s/epoch/%d/batch/%d?%s", url, e, m, q))
-					if err != nil {
-						r.err = err
-						return
-					}
-					body, err := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					r.wait += time.Since(began)
-					if err != nil || resp.StatusCode != 200 {
-						r.err = fmt.Errorf("epoch %d batch %d: %d %v %s", e, m, resp.StatusCode, err, body)
-						return
-					}
-					if e == 0 {
-						for _, s := range readTarSafe(body) {
-							r.seen[s.key]++
-							for ext, want := range f.content[s.key] {
-								if string(s.files[ext]) != string(want) {
-									r.err = fmt.Errorf("sample %s.%s differs from its source", s.key, ext)
-									return
-								}
-							}
-						}
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for j, r := range out {
-		if r.err != nil {
-			t.Fatalf("job %d (%s): %v", j, queries[j], r.err)
+	seen := map[string]map[string]int{lead: {}, trail: {}}
+	read := func(q string, step int) {
+		e, m := step/batches, step%batches
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", url, e, m, q))
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: epoch %d batch %d: %d %s", q, e, m, resp.StatusCode, body)
 		}
-		exactlyOnce(t, r.seen, f.index.NumSamples(), fmt.Sprintf("job %d epoch 0", j))
+		if e > 0 {
+			return
+		}
+		for _, s := range readTar(t, body) {
+			seen[q][s.key]++
+			for ext, want := range f.content[s.key] {
+				if string(s.files[ext]) != string(want) {
+					t.Fatalf("%s: sample %s.%s differs from its source", q, s.key, ext)
+				}
+			}
+		}
 	}
-	return out
-}
-
-// readTarSafe is readTar for a goroutine: a body that is not a tar yields
-// no samples, which exactlyOnce then reports.
-func readTarSafe(body []byte) []sample {
-	var out []sample
-	rec := &recorder{}
-	func() {
-		defer func() { _ = recover() }()
-		out = readTar(rec, body)
-	}()
-	if rec.failed {
-		return nil
+	for step := range epochs*batches + lag {
+		if step < epochs*batches {
+			read(lead, step)
+		}
+		if trail != "" && step >= lag {
+			read(trail, step-lag)
+		}
 	}
-	return out
+	for q, s := range seen {
+		if q != "" {
+			exactlyOnce(t, s, f.index.NumSamples(), q+" epoch 0")
+		}
+	}
 }
-
-// recorder is a testing.TB whose Fatalf only records, for readTar in a
-// goroutine.
-type recorder struct {
-	testing.TB
-	failed bool
-}
-
-func (r *recorder) Helper()               {}
-func (r *recorder) Fatalf(string, ...any) { r.failed = true; panic("recorder") }
-func (r *recorder) Fatal(...any)          { r.failed = true; panic("recorder") }
 
 // TestNamedJobsOfOneOrderShareItsChunks: two jobs that chose the same seed
 // but name themselves apart are two streams to the gateway, each followed
-// at its own position; the trailing one, a few batches behind,
-// reads from the cache what the leading one loaded, so both together read
-// about what one reads alone.
+// at its own position; the trailing one, four batches behind, reads from
+// the cache what the leading one loaded, so both together read about
+// what one reads alone: the eviction policy's doing, with no turns (jobs
+// as goroutines taking turns are internal/schedule's
+// TestJobsShareTheCache).
 func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 	f, total := sharedFixture(t)
 	run := func(queries []string) float64 {
@@ -138,8 +82,15 @@ func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 		g, srv := start(t, cs, func(c *gateway.Config) {
 			c.CacheSize = total / 4
 			c.Defaults = gateway.Defaults{BatchSize: 64, Window: 8, Seed: 5}
+			// One client reads both jobs in turn: a batch held back
+			// for the other job's turn would wait for it to idle.
+			c.MaxTurnWait = -1
 		})
-		runJobsTrailing(t, f, srv.URL, queries, 2, 4)
+		trail := ""
+		if len(queries) > 1 {
+			trail = queries[1]
+		}
+		readLockstep(t, f, srv.URL, queries[0], trail, 2, 4)
 		if len(queries) > 1 {
 			var names []string
 			for _, j := range g.JobStats() {
