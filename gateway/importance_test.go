@@ -167,39 +167,6 @@ func TestImportanceBadRequests(t *testing.T) {
 	}
 }
 
-// TestImportanceSealMergesNodes: feedback sent to different nodes of a
-// cluster seals to the snapshot one gateway given all of it would seal:
-// the sealing node reads each peer's feedback from its internal endpoint.
-// (The merge itself is internal/feedback's TestSealMergesNodes.)
-func TestImportanceSealMergesNodes(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	cl := startCluster(t, f, 3, nil, nil)
-	// The single gateway seals into a store of its own: in the cluster's,
-	// the epoch would be sealed already.
-	_, single := start(t, newFixture(t, 32, 16).store, nil)
-	n := f.index.NumSamples()
-	ids := make([]int, n)
-	losses := make([]float32, n)
-	for i := range n {
-		ids[i], losses[i] = i, float32(i%13)/3
-	}
-	if resp, body := post(t, single.URL+"/importance/merge/feedback?epoch=2", "application/octet-stream", binaryFeedback(ids, losses)); resp.StatusCode != 200 {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	for k := range 3 { // a third of the feedback to each node
-		lo, hi := k*n/3, (k+1)*n/3
-		url := cl[k].srv.URL + "/importance/merge/feedback?epoch=2"
-		if resp, body := post(t, url, "application/octet-stream", binaryFeedback(ids[lo:hi], losses[lo:hi])); resp.StatusCode != 200 {
-			t.Fatalf("%s: %s", resp.Status, body)
-		}
-	}
-	want := seal(t, single.URL, "merge", 2, "")
-	got := seal(t, cl[1].srv.URL, "merge", 2, "")
-	if got.Parts != 3 || got.Reported != n || got.Version != want.Version {
-		t.Fatalf("cluster seal = %+v, want 3 parts, %d reported, version %s", got, n, want.Version)
-	}
-}
-
 // TestImportanceThroughTheClient runs the loop a trainer does with the Go
 // client: an epoch read, its losses fed back by key, rank 0 sealing, rank
 // 1 waiting for the seal, and the next epoch drawn from it.
