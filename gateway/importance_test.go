@@ -8,12 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/gateway"
 )
 
 // post sends body to url and returns the response and its body.
@@ -164,92 +160,5 @@ func TestImportanceBadRequests(t *testing.T) {
 		if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.q); resp.StatusCode != tc.want {
 			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)
 		}
-	}
-}
-
-// TestImportanceThroughTheClient runs the loop a trainer does with the Go
-// client: an epoch read, its losses fed back by key, rank 0 sealing, rank
-// 1 waiting for the seal, and the next epoch drawn from it.
-func TestImportanceThroughTheClient(t *testing.T) {
-	f := newFixture(t, 16, 8)
-	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.Window = 2 })
-	ctx := t.Context()
-	clients := make([]*client.Client, 2)
-	for r := range clients {
-		opts := client.Options{}
-		opts.Job.Importance.Job = "c"
-		opts.Job.BatchSize = 8
-		opts.Job.World, opts.Job.Rank = 2, r
-		c, err := client.New(srv.URL, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[r] = c
-	}
-	for r, c := range clients {
-		for b, err := range c.Epoch(ctx, 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys := make([]string, len(b.Samples))
-			losses := make([]float32, len(b.Samples))
-			for i, s := range b.Samples {
-				keys[i] = s.Key
-				losses[i] = float32(len(s.Files["jpg"])%7) + float32(r)
-			}
-			if err := c.Feedback(ctx, 0, keys, losses); err != nil {
-				t.Fatal(err)
-			}
-			b.Release()
-		}
-	}
-	done := make(chan string, 1)
-	go func() {
-		v, err := clients[1].WaitSealed(ctx, 0)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- v
-	}()
-	sealed, err := clients[0].Seal(ctx, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sealed.Reported != f.index.NumSamples() {
-		t.Fatalf("sealed %+v, want all %d samples reported", sealed, f.index.NumSamples())
-	}
-	if v := <-done; v != sealed.Version {
-		t.Fatalf("rank 1 waited for %q, rank 0 sealed %q", v, sealed.Version)
-	}
-	var got []string
-	for _, c := range clients {
-		c.SetImportance(sealed.Version)
-		for b, err := range c.Epoch(ctx, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range b.Samples {
-				got = append(got, s.Key)
-			}
-			b.Release()
-		}
-	}
-	var want []string
-	for r := range 2 {
-		q := fmt.Sprintf("seed=0&batch_size=8&world=2&rank=%d&sampling=importance&job=c&importance=%s", r, sealed.Version)
-		resp, body := get(t, srv.URL+"/epoch/1?"+q)
-		var info struct{ Batches int }
-		if err := json.Unmarshal(body, &info); resp.StatusCode != 200 || err != nil {
-			t.Fatalf("%s %s", resp.Status, body)
-		}
-		for m := range info.Batches {
-			_, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s", srv.URL, m, q))
-			for _, s := range readTar(t, body) {
-				want = append(want, s.key)
-			}
-		}
-	}
-	if !slices.Equal(got, want) || len(got) != f.index.NumSamples() {
-		t.Fatalf("the clients read %d samples, not the importance epoch's %d", len(got), len(want))
 	}
 }
