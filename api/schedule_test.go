@@ -88,6 +88,7 @@ func TestParseScheduleSaysWhy(t *testing.T) {
 	}
 	for _, tc := range []struct{ schedule, says string }{
 		{"0:web:0,code:0", "sum to 0"},
+		{"0:web:1,code:1;4:web:0,code:0", "sum to 0"}, // a later phase's
 		{"0:web:NaN,code:1", "NaN"},
 		{"0:web:-1,code:1", "-1"},
 		{"0:web:1;9:web:2;4:web:1", "increasing step order"},

@@ -182,6 +182,7 @@ func TestPlanRefused(t *testing.T) {
 		{m, "mix=web:1,code:1&nodes_after=3&nodes=2", "nodes_after", 400},
 		{m, "dataset=web&nodes_after=2&sampling=importance&job=j", "nodes_after", 400},
 		{m, "seq=128&mix=web:1,code:1", "a token mixture or schedule", 400},
+		{m, "seq=128&mix_schedule=0:web:1,code:1%3B5:web:1,code:3", "a token mixture or schedule", 400},
 		{m, "columns=jpg", "", 400},
 		{m, "columns=jpg&nodes=2", "", 400},
 		{lines, "columns=nope", "nope", 400},
