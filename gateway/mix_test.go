@@ -166,27 +166,33 @@ func TestMixtureOverHTTP(t *testing.T) {
 	}
 }
 
-// TestMixtureErrors: malformed mixtures and parameters that do not apply
-// are refused with the status that says why.
+// TestMixtureErrors: malformed mixtures and schedules, and parameters
+// that do not apply, are refused with the status that says why (and a
+// dataset not served named); the words of each refusal are api's
+// TestParseMix and TestParseScheduleSaysWhy and internal/query's TestParse.
 func TestMixtureErrors(t *testing.T) {
 	m := newMixFixture(t)
 	srv := m.start(t, nil)
 	for _, tc := range []struct {
 		query  string
 		status int
+		says   string
 	}{
-		{"mix=web:0.5,nope:0.5", http.StatusNotFound},
-		{"mix=web:0.5,web:0.5", http.StatusBadRequest},
-		{"mix=web:x", http.StatusBadRequest},
-		{"mix=web:1&dataset=web", http.StatusBadRequest},
-		{"mix_block=8", http.StatusBadRequest},
-		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest},
-		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest},
-		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest}, // past shuffle.MaxMixWork: internal/order's TestMixtureRequestsBounded
+		{"mix=web:0.5,nope:0.5", http.StatusNotFound, "nope"},
+		{"mix=web:0.5,web:0.5", http.StatusBadRequest, ""},
+		{"mix=web:x", http.StatusBadRequest, ""},
+		{"mix=web:1&dataset=web", http.StatusBadRequest, ""},
+		{"mix_block=8", http.StatusBadRequest, ""},
+		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest, ""},
+		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest, ""},
+		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest, ""}, // past shuffle.MaxMixWork: internal/order's TestMixtureRequestsBounded
+		{"mix_schedule=" + url.QueryEscape("0:web:1;9:web:2;4:web:1"), http.StatusBadRequest, "increasing step order"},
+		{"mix_schedule=" + url.QueryEscape("0:web:1,nope:1"), http.StatusNotFound, "nope"},
+		{"mix_schedule=0:web:1&mix=web:1", http.StatusBadRequest, "not both"},
 	} {
 		resp, body := get(t, srv.url+"/epoch/0/batch/0?"+tc.query)
-		if resp.StatusCode != tc.status {
-			t.Errorf("?%s: %d %s; want %d", tc.query, resp.StatusCode, body, tc.status)
+		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.says) {
+			t.Errorf("?%s: %d %.200s; want %d saying %q", tc.query, resp.StatusCode, body, tc.status, tc.says)
 		}
 	}
 	resp, body := get(t, srv.url+"/epoch/0/batch/14?mix="+testMix+"&world=4")
