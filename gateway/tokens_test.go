@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,14 +25,8 @@ import (
 const tokenStride = 1000
 
 // tokenStore writes the corpus as Megatron files of dtype dtype and
-// indexes them in place, in chunks of about 8 KiB.
-func tokenStore(t testing.TB, dtype string, corpus [][][]int64) s3backend.Store {
-	t.Helper()
-	return tokenStoreSized(t, dtype, corpus, 8<<10)
-}
-
-// tokenStoreSized is tokenStore in chunks of about chunk bytes.
-func tokenStoreSized(t testing.TB, dtype string, corpus [][][]int64, chunk int64) s3backend.Store {
+// indexes them in place, in chunks of about chunk bytes.
+func tokenStore(t testing.TB, dtype string, corpus [][][]int64, chunk int64) s3backend.Store {
 	t.Helper()
 	st, err := megatrontest.Store(t.TempDir(), dtype, corpus, dataset.InPlaceOptions{
 		Formats: []format.Format{megatron.Format{}}, Options: format.Options{ChunkBytes: chunk}})
@@ -41,17 +34,6 @@ func tokenStoreSized(t testing.TB, dtype string, corpus [][][]int64, chunk int64
 		t.Fatal(err)
 	}
 	return st
-}
-
-func startTokens(t testing.TB, st s3backend.Store, mutate func(*gateway.Config)) *httptest.Server {
-	t.Helper()
-	_, srv := start(t, st, func(c *gateway.Config) {
-		c.Datasets[0].Formats = []format.Format{megatron.Format{}}
-		if mutate != nil {
-			mutate(c)
-		}
-	})
-	return srv
 }
 
 // seqSample is one sequence of a token batch.
@@ -108,15 +90,6 @@ func tokenEpoch(t testing.TB, base, query string, epoch int) []seqSample {
 	return all
 }
 
-// megatrontestCorpus16 is a corpus whose IDs fit uint16.
-func megatrontestCorpus16() [][][]int64 {
-	var out [][][]int64
-	for p := range 2 {
-		out = append(out, megatrontest.Corpus(120, 300, 50000, uint64(10+p)))
-	}
-	return out
-}
-
 // A token job's HTTP contract (what its batches hold, and why a job is
 // refused — a dataset of no tokens, a mixture's two dtypes among the
 // reasons — is internal/order's TestTokenJobEpoch, TestTokenJobAtAnyWorld,
@@ -130,10 +103,10 @@ func megatrontestCorpus16() [][][]int64 {
 // the fill is the epoch's), and /plan with seq= answers
 // (internal/plans's TestPlanOfATokenJob has what it holds).
 func TestTokensOverHTTP(t *testing.T) {
-	other := megatrontestCorpus16()
+	other := [][][]int64{megatrontest.Corpus(120, 300, 50000, 10), megatrontest.Corpus(120, 300, 50000, 11)} // IDs that fit uint16
 	var specs []gateway.DatasetSpec
 	for _, name := range []string{"test", "small"} {
-		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "uint16", other),
+		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "uint16", other, 8<<10),
 			Formats: []format.Format{megatron.Format{}}})
 	}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
@@ -215,7 +188,10 @@ func BenchmarkTokenBatches(b *testing.B) {
 	for p := range 4 {
 		corpus = append(corpus, megatrontest.Corpus(2000, 8192, 50000, uint64(100+p)))
 	}
-	srv := startTokens(b, tokenStoreSized(b, "uint16", corpus, 1<<20), func(c *gateway.Config) { c.CacheSize = 1 << 30 })
+	_, srv := start(b, tokenStore(b, "uint16", corpus, 1<<20), func(c *gateway.Config) {
+		c.Datasets[0].Formats = []format.Format{megatron.Format{}}
+		c.CacheSize = 1 << 30
+	})
 	const q = "seq=4096&batch_size=8"
 	_, resp := tokenBatch(b, srv.URL+"/epoch/0/batch/0?"+q)
 	n, _ := strconv.Atoi(resp.Header.Get("Brand-Epoch-Batches"))

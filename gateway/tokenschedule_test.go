@@ -31,7 +31,7 @@ func startTokenSources(t *testing.T) *httptest.Server {
 				corpus[0][d][i] = int64(k*10_000_000 + d*tokenStride + i)
 			}
 		}
-		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "int32", corpus),
+		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: tokenStore(t, "int32", corpus, 8<<10),
 			Formats: []format.Format{megatron.Format{}}})
 	}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = specs })
