@@ -118,7 +118,8 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 // TestDecodeJSON and TestDecodeBinary (every malformed body, each
 // refused naming its fault); what the query may say, internal/query's
 // TestParse; here one of each answers 400, beside the endpoints' own
-// refusals and a snapshot no store holds (404).
+// refusals and a snapshot no store holds (404). (A seal without feedback,
+// 409, is TestImportanceContract's.)
 func TestImportanceBadRequests(t *testing.T) {
 	f := newFixture(t, 8, 4)
 	_, srv := start(t, f.store, nil)
@@ -131,7 +132,6 @@ func TestImportanceBadRequests(t *testing.T) {
 	}{
 		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
 		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400},
-		{"seal without feedback", srv.URL + "/importance/none/seal?epoch=3", "", nil, 409},
 		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400},
 		{"unknown parameter", base + "&x=1", "application/json", ok, 400},
 		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404},

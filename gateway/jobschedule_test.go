@@ -47,15 +47,15 @@ func editSchedule(t *testing.T, base, sched string, from uint64, prev string) (i
 // a stored schedule's plan, internal/plans's TestPlanOfASchedule.
 func TestStoredScheduleEdits(t *testing.T) {
 	m := newMixFixture(t)
-	srv := m.start(t, nil)
+	base := m.start(t)
 	first := "0:web:0.5,code:0.3,books:0.2"
-	st, v1, body := editSchedule(t, srv.url, first, 0, "")
+	st, v1, body := editSchedule(t, base, first, 0, "")
 	if st != http.StatusCreated || v1.Version == "" {
 		t.Fatalf("PUT: %d %s", st, body)
 	}
 	// step5 is rank 0's batch at step 5, world 2, under the schedule= q.
 	step5 := func(q string) (*http.Response, []byte) {
-		return get(t, srv.url+"/epoch/0/batch/5?world=2&job=run&schedule="+q)
+		return get(t, base+"/epoch/0/batch/5?world=2&job=run&schedule="+q)
 	}
 	resp, before := step5("latest")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != v1.Version {
@@ -79,7 +79,7 @@ func TestStoredScheduleEdits(t *testing.T) {
 		if e.base == "v2" {
 			e.base = v2.Version
 		}
-		st, v, body := editSchedule(t, srv.url, e.sched, e.from, e.base)
+		st, v, body := editSchedule(t, base, e.sched, e.from, e.base)
 		if st != e.status || !strings.Contains(body, e.says) {
 			t.Errorf("edit %q from %d: %d %s; want %d saying %q", e.sched, e.from, st, body, e.status, e.says)
 		}
@@ -90,7 +90,7 @@ func TestStoredScheduleEdits(t *testing.T) {
 	if v2.Previous != v1.Version || v2.FromStep != 6 {
 		t.Fatalf("the edit from step 6: %+v", v2)
 	}
-	resp, b := get(t, srv.url+"/jobs/run/schedule")
+	resp, b := get(t, base+"/jobs/run/schedule")
 	var cur storedVersion
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &cur) != nil || cur.Version != v2.Version || cur.LatestStep == nil || *cur.LatestStep != 5 {
 		t.Fatalf("GET: %d %s", resp.StatusCode, b)
@@ -108,7 +108,7 @@ func TestStoredScheduleEdits(t *testing.T) {
 		{"/epoch/0/batch/0?schedule=latest", http.StatusBadRequest, "job="},
 		{"/plan?world=2&epochs=3&job=run&schedule=latest", http.StatusOK, "phases"},
 	} {
-		resp, b := get(t, srv.url+tc.path)
+		resp, b := get(t, base+tc.path)
 		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.says) {
 			t.Errorf("%s: %d %.300s; want %d saying %q", tc.path, resp.StatusCode, b, tc.status, tc.says)
 		}
