@@ -97,15 +97,26 @@ func TestImportanceThroughTheClient(t *testing.T) {
 // manifest GETs a batch's manifest.
 func manifest(t *testing.T, url string) api.Manifest {
 	t.Helper()
+	_, b := getOK(t, url)
+	var man api.Manifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	return man
+}
+
+// getOK GETs url, which must answer 200, and returns the response and
+// its body, read whole.
+func getOK(t *testing.T, url string) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	var man api.Manifest
-	if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &man) != nil {
+	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: %s %s (%v)", url, resp.Status, b, err)
 	}
-	return man
+	return resp, b
 }

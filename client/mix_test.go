@@ -73,15 +73,7 @@ func startMixGateway(t *testing.T) *mixGateway {
 		}
 		specs = append(specs, gateway.DatasetSpec{Name: d.name, URL: "file://" + dir, Store: store})
 	}
-	g, err := gateway.New(gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
-		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	g := newGateway(t, specs)
 	m.gw = g
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
@@ -95,6 +87,22 @@ func startMixGateway(t *testing.T) *mixGateway {
 	t.Cleanup(srv.Close)
 	m.URL = srv.URL
 	return m
+}
+
+// newGateway is a loaded gateway, in process, over specs, its defaults
+// batch size 8, window 2, seed 5, world 1, closed when the test ends.
+func newGateway(t *testing.T, specs []gateway.DatasetSpec) *gateway.Gateway {
+	t.Helper()
+	g, err := gateway.New(gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
+		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 // reset forgets the requests so far and removes the hook, for the next

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -35,16 +34,7 @@ func startTokenGateway(t *testing.T) string {
 		}
 		specs = append(specs, gateway.DatasetSpec{Name: name, URL: "file:///" + name, Store: st, Formats: []format.Format{megatron.Format{}}})
 	}
-	g, err := gateway.New(gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
-		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	if err := g.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g)
+	srv := httptest.NewServer(newGateway(t, specs))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -56,15 +46,8 @@ func servedSequences(t *testing.T, base, q string, epoch int) []string {
 	t.Helper()
 	var out []string
 	for m, batches := 0, 1; m < batches; m++ {
-		resp, err := http.Get(fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("batch %d: %s %s (%v)", m, resp.Status, body, err)
-		}
+		resp, body := getOK(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", base, epoch, m, q))
+		var err error
 		if batches, err = strconv.Atoi(resp.Header.Get(api.HeaderEpochBatches)); err != nil {
 			t.Fatal(err)
 		}
