@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
 	"github.com/brandgw/brand/internal/query"
@@ -117,9 +120,17 @@ func TestFeedbackAnswers(t *testing.T) {
 		http.Error(w, "no such job", http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	c := newTransport(Config{Self: "http://self.invalid", Timeout: 5 * time.Second}).to(srv.URL)
+	// The sealing node asks each of its Peers (feedback.Parts), as a seal
+	// does; not started, it probes none of them.
+	n := New(Config{Self: "http://self.invalid", Timeout: 5 * time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer n.Close()
+	n.Probe([]string{srv.URL}, &watched{})
+	peers := n.Peers()
+	if len(peers) != 1 {
+		t.Fatalf("peers %v, want the one node", peers)
+	}
 	for _, tc := range tests {
-		got, err := c.Feedback(context.Background(), ds, tc.job, 3)
+		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3)
 		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(got, tc.answer) {
 			t.Errorf("%s: %q, %v; want ok %v with the records answered", tc.job, got, err, tc.ok)
 		}
