@@ -88,6 +88,7 @@ func TestParseScheduleSaysWhy(t *testing.T) {
 	}
 	for _, tc := range []struct{ schedule, says string }{
 		{"0:web:0,code:0", "sum to 0"},
+		{"0:web:1,code:1;4:web:0,code:0", "sum to 0"}, // a later phase's
 		{"0:web:NaN,code:1", "NaN"},
 		{"0:web:-1,code:1", "-1"},
 		{"0:web:1;9:web:2;4:web:1", "increasing step order"},
@@ -105,26 +106,27 @@ func TestParseScheduleSaysWhy(t *testing.T) {
 // TestScheduleEdit: an edit keeps the schedule's phases before its step
 // and takes its own from there, dropping the later ones (a ramp among
 // them); it is refused inside a ramp, when its first phase is not at its
-// step, and as a ramp from step 0.
+// step, as a ramp from step 0, and when its phases do not parse.
 func TestScheduleEdit(t *testing.T) {
 	s, err := ParseSchedule("0:web:0.5,code:0.3,books:0.2;6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		from       uint64
-		next, want string // want "": refused
+		from             uint64
+		next, want, says string // want "": refused, saying says
 	}{
-		{18, "18:web:0.2,code:0.7,books:0.1", "0:web:0.5,code:0.3,books:0.2;6:web:0.6,code:0.3,books:0.1;18:web:0.2,code:0.7,books:0.1"},
-		{6, "6~10:web:0,code:1,books:0", "0:web:0.5,code:0.3,books:0.2;6~10:web:0,code:1,books:0"},
-		{25, "25:web:1,code:1,books:1", ""},
-		{7, "8:web:1,code:1,books:1", ""},
-		{0, "0~5:web:1,code:1,books:1", ""},
+		{18, "18:web:0.2,code:0.7,books:0.1", "0:web:0.5,code:0.3,books:0.2;6:web:0.6,code:0.3,books:0.1;18:web:0.2,code:0.7,books:0.1", ""},
+		{6, "6~10:web:0,code:1,books:0", "0:web:0.5,code:0.3,books:0.2;6~10:web:0,code:1,books:0", ""},
+		{25, "25:web:1,code:1,books:1", "", "inside the ramp"},
+		{7, "8:web:1,code:1,books:1", "", "starts with a phase at that step"},
+		{0, "0~5:web:1,code:1,books:1", "", "no weights to ramp from"},
+		{6, "6:web:NaN,code:1,books:1", "", "NaN"},
 	} {
 		got, err := s.Edit(tc.from, tc.next)
 		switch {
-		case tc.want == "" && !errors.Is(err, ErrMix):
-			t.Errorf("edit %q from %d: %v, want ErrMix", tc.next, tc.from, err)
+		case tc.want == "" && (!errors.Is(err, ErrMix) || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("edit %q from %d: %v, want ErrMix saying %q", tc.next, tc.from, err, tc.says)
 		case tc.want != "" && (err != nil || got.String() != tc.want):
 			t.Errorf("edit %q from %d: %v %v, want %s", tc.next, tc.from, got, err, tc.want)
 		}

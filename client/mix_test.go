@@ -73,8 +73,7 @@ func startMixGateway(t *testing.T) *mixGateway {
 		}
 		specs = append(specs, gateway.DatasetSpec{Name: d.name, URL: "file://" + dir, Store: store})
 	}
-	g := loadedGateway(t, gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
-		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
+	g := newGateway(t, specs)
 	m.gw = g
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
@@ -88,6 +87,14 @@ func startMixGateway(t *testing.T) *mixGateway {
 	t.Cleanup(srv.Close)
 	m.URL = srv.URL
 	return m
+}
+
+// newGateway is a loaded gateway, in process, over specs, its defaults
+// batch size 8, window 2, seed 5, world 1, closed when the test ends.
+func newGateway(t *testing.T, specs []gateway.DatasetSpec) *gateway.Gateway {
+	t.Helper()
+	return loadedGateway(t, gateway.Config{Datasets: specs, CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1,
+		Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
 }
 
 // reset forgets the requests so far and removes the hook, for the next

@@ -8,12 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/gateway"
 )
 
 // post sends body to url and returns the response and its body.
@@ -122,7 +118,8 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 // TestDecodeJSON and TestDecodeBinary (every malformed body, each
 // refused naming its fault); what the query may say, internal/query's
 // TestParse; here one of each answers 400, beside the endpoints' own
-// refusals and a snapshot no store holds (404).
+// refusals and a snapshot no store holds (404). (A seal without feedback,
+// 409, is TestImportanceContract's.)
 func TestImportanceBadRequests(t *testing.T) {
 	f := newFixture(t, 8, 4)
 	_, srv := start(t, f.store, nil)
@@ -135,7 +132,6 @@ func TestImportanceBadRequests(t *testing.T) {
 	}{
 		{"unknown key", base, "application/json", []byte(`{"keys":["nope"],"losses":[1]}`), 400},
 		{"NaN loss", base, "application/octet-stream", binaryFeedback([]int{1}, []float32{float32(math.NaN())}), 400},
-		{"seal without feedback", srv.URL + "/importance/none/seal?epoch=3", "", nil, 409},
 		{"bad job name", srv.URL + "/importance/a%2Fb/feedback?epoch=0", "application/json", ok, 400},
 		{"unknown parameter", base + "&x=1", "application/json", ok, 400},
 		{"unknown dataset", base + "&dataset=nope", "application/json", ok, 404},
@@ -164,125 +160,5 @@ func TestImportanceBadRequests(t *testing.T) {
 		if resp, body := get(t, srv.URL+"/epoch/0/batch/0?"+tc.q); resp.StatusCode != tc.want {
 			t.Errorf("?%s: %s (%s), want %d", tc.q, resp.Status, body, tc.want)
 		}
-	}
-}
-
-// TestImportanceSealMergesNodes: feedback sent to different nodes of a
-// cluster seals to the snapshot one gateway given all of it would seal:
-// the sealing node reads each peer's feedback from its internal endpoint.
-// (The merge itself is internal/feedback's TestSealMergesNodes.)
-func TestImportanceSealMergesNodes(t *testing.T) {
-	f := newFixture(t, 32, 16)
-	cl := startCluster(t, f, 3, nil, nil)
-	// The single gateway seals into a store of its own: in the cluster's,
-	// the epoch would be sealed already.
-	_, single := start(t, newFixture(t, 32, 16).store, nil)
-	n := f.index.NumSamples()
-	ids := make([]int, n)
-	losses := make([]float32, n)
-	for i := range n {
-		ids[i], losses[i] = i, float32(i%13)/3
-	}
-	if resp, body := post(t, single.URL+"/importance/merge/feedback?epoch=2", "application/octet-stream", binaryFeedback(ids, losses)); resp.StatusCode != 200 {
-		t.Fatalf("%s: %s", resp.Status, body)
-	}
-	for k := range 3 { // a third of the feedback to each node
-		lo, hi := k*n/3, (k+1)*n/3
-		url := cl[k].srv.URL + "/importance/merge/feedback?epoch=2"
-		if resp, body := post(t, url, "application/octet-stream", binaryFeedback(ids[lo:hi], losses[lo:hi])); resp.StatusCode != 200 {
-			t.Fatalf("%s: %s", resp.Status, body)
-		}
-	}
-	want := seal(t, single.URL, "merge", 2, "")
-	got := seal(t, cl[1].srv.URL, "merge", 2, "")
-	if got.Parts != 3 || got.Reported != n || got.Version != want.Version {
-		t.Fatalf("cluster seal = %+v, want 3 parts, %d reported, version %s", got, n, want.Version)
-	}
-}
-
-// TestImportanceThroughTheClient runs the loop a trainer does with the Go
-// client: an epoch read, its losses fed back by key, rank 0 sealing, rank
-// 1 waiting for the seal, and the next epoch drawn from it.
-func TestImportanceThroughTheClient(t *testing.T) {
-	f := newFixture(t, 16, 8)
-	_, srv := start(t, f.store, func(c *gateway.Config) { c.Defaults.Window = 2 })
-	ctx := t.Context()
-	clients := make([]*client.Client, 2)
-	for r := range clients {
-		opts := client.Options{}
-		opts.Job.Importance.Job = "c"
-		opts.Job.BatchSize = 8
-		opts.Job.World, opts.Job.Rank = 2, r
-		c, err := client.New(srv.URL, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[r] = c
-	}
-	for r, c := range clients {
-		for b, err := range c.Epoch(ctx, 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys := make([]string, len(b.Samples))
-			losses := make([]float32, len(b.Samples))
-			for i, s := range b.Samples {
-				keys[i] = s.Key
-				losses[i] = float32(len(s.Files["jpg"])%7) + float32(r)
-			}
-			if err := c.Feedback(ctx, 0, keys, losses); err != nil {
-				t.Fatal(err)
-			}
-			b.Release()
-		}
-	}
-	done := make(chan string, 1)
-	go func() {
-		v, err := clients[1].WaitSealed(ctx, 0)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- v
-	}()
-	sealed, err := clients[0].Seal(ctx, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sealed.Reported != f.index.NumSamples() {
-		t.Fatalf("sealed %+v, want all %d samples reported", sealed, f.index.NumSamples())
-	}
-	if v := <-done; v != sealed.Version {
-		t.Fatalf("rank 1 waited for %q, rank 0 sealed %q", v, sealed.Version)
-	}
-	var got []string
-	for _, c := range clients {
-		c.SetImportance(sealed.Version)
-		for b, err := range c.Epoch(ctx, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range b.Samples {
-				got = append(got, s.Key)
-			}
-			b.Release()
-		}
-	}
-	var want []string
-	for r := range 2 {
-		q := fmt.Sprintf("seed=0&batch_size=8&world=2&rank=%d&sampling=importance&job=c&importance=%s", r, sealed.Version)
-		resp, body := get(t, srv.URL+"/epoch/1?"+q)
-		var info struct{ Batches int }
-		if err := json.Unmarshal(body, &info); resp.StatusCode != 200 || err != nil {
-			t.Fatalf("%s %s", resp.Status, body)
-		}
-		for m := range info.Batches {
-			_, body := get(t, fmt.Sprintf("%s/epoch/1/batch/%d?%s", srv.URL, m, q))
-			for _, s := range readTar(t, body) {
-				want = append(want, s.key)
-			}
-		}
-	}
-	if !slices.Equal(got, want) || len(got) != f.index.NumSamples() {
-		t.Fatalf("the clients read %d samples, not the importance epoch's %d", len(got), len(want))
 	}
 }

@@ -1,10 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -38,89 +37,66 @@ func editSchedule(t *testing.T, base, sched string, from uint64, prev string) (i
 	return resp.StatusCode, v, string(b)
 }
 
-// stepOf reads global step b of epoch 0 at world 2 under q and returns
-// its bodies' hash and the schedule version it names.
-func (m *mixFixture) stepOf(t *testing.T, base, q string, b int) (string, string) {
-	t.Helper()
-	var sums, version string
-	for r := range 2 {
-		u := fmt.Sprintf("%s/epoch/0/batch/%d?%s&world=2&rank=%d", base, b, q, r)
-		resp, _ := get(t, u)
-		_, sum := m.readMix(t, u)
-		sums += fmt.Sprintf("%x", sum[:8])
-		version = resp.Header.Get(api.HeaderScheduleVersion)
-	}
-	return sums, version
-}
-
 // TestStoredScheduleEdits: the HTTP contract of a schedule stored under a
-// job's name (PUT, POST, GET /jobs/NAME/schedule; job=NAME&schedule=),
-// each answer's status and what its body names: the first PUT is 201
-// and a second 409 naming the version; batches name their version
-// (Brand-Schedule-Version); an edit from a step served is 409 naming the
-// step, a bad edit 400 (another dataset than the job's, a first phase
-// not at from_step, inside a ramp), one on a version no longer current
-// 409 naming the current one; GET says the latest step served; a request
-// pinned to an older version is served where the versions agree (the
-// same bytes) and refused (409 naming the current one) where they do
-// not; an unknown job is 404, schedule= without job= 400. How versions
-// chain and which steps they cover is internal/jobsched's TestEditChain;
-// that an edited, resumed run reads what the final schedule reads from
-// the start is internal/order's TestScheduleResumeAfterTwoEdits.
+// job's name (PUT, POST, GET /jobs/NAME/schedule; job=NAME&schedule=):
+// each answer's status, and what its body or headers name where only the
+// gateway knows it (versions, steps served, a dataset not served). How
+// versions chain and why an edit is refused are internal/jobsched's
+// TestEditChain and api's TestScheduleEdit and TestParseScheduleSaysWhy;
+// an edited, resumed run, internal/order's TestScheduleResumeAfterTwoEdits;
+// a stored schedule's plan, internal/plans's TestPlanOfASchedule.
 func TestStoredScheduleEdits(t *testing.T) {
 	m := newMixFixture(t)
-	srv := m.start(t, nil)
+	base := m.start(t)
 	first := "0:web:0.5,code:0.3,books:0.2"
-	st, v1, body := editSchedule(t, srv.url, first, 0, "")
+	st, v1, body := editSchedule(t, base, first, 0, "")
 	if st != http.StatusCreated || v1.Version == "" {
 		t.Fatalf("PUT: %d %s", st, body)
 	}
-	if st, _, body := editSchedule(t, srv.url, first, 0, ""); st != http.StatusConflict || !strings.Contains(body, v1.Version) {
-		t.Fatalf("a second first schedule: %d %s", st, body)
+	// step5 is rank 0's batch at step 5, world 2, under the schedule= q.
+	step5 := func(q string) (*http.Response, []byte) {
+		return get(t, base+"/epoch/0/batch/5?world=2&job=run&schedule="+q)
 	}
-	const job = "job=run&schedule=latest"
-	step5, version := m.stepOf(t, srv.url, job, 5)
-	if version != v1.Version {
-		t.Fatalf("batches name version %q, want %s", version, v1.Version)
+	resp, before := step5("latest")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != v1.Version {
+		t.Fatalf("step 5: %d, version %q; want 200 naming %s", resp.StatusCode, resp.Header.Get(api.HeaderScheduleVersion), v1.Version)
 	}
-	for _, bad := range []struct {
+	var v2 storedVersion
+	for _, e := range []struct {
 		sched  string
 		from   uint64
+		base   string
 		status int
 		says   string
 	}{
-		{"5:web:0.1,code:0.1,books:0.8", 5, http.StatusConflict, "step 5"},
-		{"6:web:NaN,code:1,books:1", 6, http.StatusBadRequest, "NaN"},
-		{"6:web:1,code:1,nope:1", 6, http.StatusBadRequest, "nope"},
-		{"7:web:1,code:1,books:1", 6, http.StatusBadRequest, "starts with a phase at that step"},
+		{first, 0, "", http.StatusConflict, v1.Version},
+		{"5:web:0.1,code:0.1,books:0.8", 5, v1.Version, http.StatusConflict, "step 5"},
+		{"6:web:1,code:1,nope:1", 6, v1.Version, http.StatusBadRequest, "nope"},
+		{"6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0", 6, v1.Version, http.StatusOK, ""},
+		{"8:web:1,code:1,books:1", 8, v1.Version, http.StatusConflict, ""},
+		{"25:web:1,code:1,books:1", 25, "v2", http.StatusBadRequest, "ramp"},
 	} {
-		if st, _, body := editSchedule(t, srv.url, bad.sched, bad.from, v1.Version); st != bad.status || !strings.Contains(body, bad.says) {
-			t.Errorf("edit %q from %d: %d %s; want %d saying %q", bad.sched, bad.from, st, body, bad.status, bad.says)
+		if e.base == "v2" {
+			e.base = v2.Version
+		}
+		st, v, body := editSchedule(t, base, e.sched, e.from, e.base)
+		if st != e.status || !strings.Contains(body, e.says) {
+			t.Errorf("edit %q from %d: %d %s; want %d saying %q", e.sched, e.from, st, body, e.status, e.says)
+		}
+		if st == http.StatusOK {
+			v2 = v
 		}
 	}
-	second := "6:web:0.6,code:0.3,books:0.1;20~30:web:1,code:0,books:0"
-	st, v2, body := editSchedule(t, srv.url, second, 6, v1.Version)
-	if st != http.StatusOK || v2.Previous != v1.Version || v2.FromStep != 6 {
-		t.Fatalf("edit from step 6: %d %s", st, body)
+	if v2.Previous != v1.Version || v2.FromStep != 6 {
+		t.Fatalf("the edit from step 6: %+v", v2)
 	}
-	for _, bad := range []struct{ sched, base, says string }{
-		{"8:web:1,code:1,books:1", v1.Version, v2.Version},
-		{"25:web:1,code:1,books:1", v2.Version, "ramp"},
-	} {
-		from, _ := strconv.ParseUint(strings.Split(bad.sched, ":")[0], 10, 64)
-		if st, _, body := editSchedule(t, srv.url, bad.sched, from, bad.base); st/100 != 4 || !strings.Contains(body, bad.says) {
-			t.Errorf("edit %q on %s: %d %s; want a refusal saying %q", bad.sched, bad.base, st, body, bad.says)
-		}
-	}
-	resp, b := get(t, srv.url+"/jobs/run/schedule")
+	resp, b := get(t, base+"/jobs/run/schedule")
 	var cur storedVersion
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &cur) != nil || cur.Version != v2.Version || cur.LatestStep == nil || *cur.LatestStep != 5 {
 		t.Fatalf("GET: %d %s", resp.StatusCode, b)
 	}
-	for _, q := range []string{job, "job=run&schedule=" + v2.Version, "job=run&schedule=" + v1.Version} {
-		if sum, _ := m.stepOf(t, srv.url, q, 5); sum != step5 {
-			t.Fatalf("%s: step 5, before the edit, changed", q)
-		}
+	if resp, b := step5(v1.Version); resp.StatusCode != http.StatusOK || !bytes.Equal(b, before) {
+		t.Fatalf("step 5 pinned to the version before the edit: %d, the same bytes %t", resp.StatusCode, bytes.Equal(b, before))
 	}
 	for _, tc := range []struct {
 		path   string
@@ -130,9 +106,14 @@ func TestStoredScheduleEdits(t *testing.T) {
 		{"/epoch/0/batch/6?world=2&job=run&schedule=" + v1.Version, http.StatusConflict, v2.Version},
 		{"/epoch/0/batch/0?job=nobody&schedule=latest", http.StatusNotFound, "nobody"},
 		{"/epoch/0/batch/0?schedule=latest", http.StatusBadRequest, "job="},
+		{"/plan?world=2&epochs=3&job=run&schedule=latest", http.StatusOK, "phases"},
 	} {
-		if resp, b := get(t, srv.url+tc.path); resp.StatusCode != tc.status || !strings.Contains(string(b), tc.says) {
-			t.Errorf("%s: %d %s; want %d saying %q", tc.path, resp.StatusCode, b, tc.status, tc.says)
+		resp, b := get(t, base+tc.path)
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.says) {
+			t.Errorf("%s: %d %.300s; want %d saying %q", tc.path, resp.StatusCode, b, tc.status, tc.says)
+		}
+		if v := resp.Header.Get(api.HeaderScheduleVersion); tc.status == http.StatusConflict && v != v2.Version {
+			t.Errorf("%s: Brand-Schedule-Version %q, want the current %s", tc.path, v, v2.Version)
 		}
 	}
 }

@@ -43,6 +43,7 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", httperr.ErrPlanBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", api.ErrPlanBudget), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusGatewayTimeout, true},
+		{fmt.Errorf("x: %w", context.Canceled), 499, false}, // the client went away: only a log sees it
 		{errors.New("/etc/secret: permission denied"), http.StatusInternalServerError, true},
 		{fmt.Errorf("x: %w", transform.ErrUnknownPipeline), http.StatusBadRequest, false},
 		{fmt.Errorf("x: %w", tensors.ErrTooLarge), http.StatusBadRequest, false},

@@ -219,11 +219,15 @@ func TestTokenMixtureShares(t *testing.T) {
 			}
 		}
 	}
+	// Two dtypes are refused in a mixture, and in a schedule whose later
+	// phase mixes them (its first phase reading web alone).
 	small := tokenDataset(t, "small", "uint16", megatrontest.Corpus(50, 100, 50000, 11))
-	two := tokenJob(t, "mix=web:1,small:1&seq=64")
-	if _, err := o.TokenMixture(two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, ErrTokens) ||
-		!strings.Contains(err.Error(), "web holds int32, small holds uint16") {
-		t.Fatalf("a mixture of two dtypes: %v", err)
+	for _, q := range []string{"mix=web:1,small:1", "mix_schedule=0:web:1,small:0%3B4:web:1,small:1"} {
+		two := tokenJob(t, q+"&seq=64")
+		if _, err := o.TokenMixture(two.Mix, []*catalog.Dataset{ds[0], small}, two); !errors.Is(err, ErrTokens) ||
+			!strings.Contains(err.Error(), "web holds int32, small holds uint16") {
+			t.Fatalf("%s of two dtypes: %v", q, err)
+		}
 	}
 }
 

@@ -2,9 +2,16 @@ package peer
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/order"
@@ -67,6 +74,65 @@ func TestDecodeSteps(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, query.ErrBadRequest) {
 			t.Errorf("%q: %v is not a bad request", tt.query, err)
+		}
+	}
+}
+
+// TestFeedbackAnswers: a sealing node's question for another node's part
+// of an epoch's importance feedback round trips — the job in the path,
+// the dataset, index and epoch decoded as the gateway's handler decodes
+// them — and the records answered come back whole; an answer that is
+// not whole records, or holds more records than the dataset has
+// samples, or a refusal, is an error, never feedback merged into a seal.
+// (The merge itself is internal/feedback's TestSealMergesNodes; the
+// endpoint's statuses, gateway's TestInternalEndpoints.)
+func TestFeedbackAnswers(t *testing.T) {
+	ds, _ := testDataset(t) // two samples: at most 16 bytes of records
+	two := []byte("01234567abcdefgh")
+	// Each case is a job whose name the node answers by: the answers are
+	// fixed before the node starts, so no request races the test.
+	tests := []struct {
+		job    string
+		answer []byte
+		status int
+		ok     bool
+	}{
+		{"none-reported", nil, http.StatusOK, true},
+		{"two-records", two, http.StatusOK, true},
+		{"half-a-record", two[:12], http.StatusOK, false},
+		{"more-records-than-samples", append(two, two[:8]...), http.StatusOK, false},
+		{"refused", nil, http.StatusNotFound, false},
+	}
+	lim := query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, epoch, err := DecodeFeedback(r, oneVersion{ds}, lim)
+		if err != nil || got != ds || epoch != 3 {
+			http.Error(w, fmt.Sprintf("asked %v for epoch %d: %v", got, epoch, err), http.StatusBadRequest)
+			return
+		}
+		for _, tc := range tests {
+			if r.URL.Path == FeedbackPath+tc.job {
+				w.WriteHeader(tc.status)
+				w.Write(tc.answer)
+				return
+			}
+		}
+		http.Error(w, "no such job", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	// The sealing node asks each of its Peers (feedback.Parts), as a seal
+	// does; not started, it probes none of them.
+	n := New(Config{Self: "http://self.invalid", Timeout: 5 * time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer n.Close()
+	n.Probe([]string{srv.URL}, &watched{})
+	peers := n.Peers()
+	if len(peers) != 1 {
+		t.Fatalf("peers %v, want the one node", peers)
+	}
+	for _, tc := range tests {
+		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3)
+		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(got, tc.answer) {
+			t.Errorf("%s: %q, %v; want ok %v with the records answered", tc.job, got, err, tc.ok)
 		}
 	}
 }

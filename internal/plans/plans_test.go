@@ -1,6 +1,7 @@
 package plans_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
@@ -182,6 +184,7 @@ func TestPlanRefused(t *testing.T) {
 		{m, "mix=web:1,code:1&nodes_after=3&nodes=2", "nodes_after", 400},
 		{m, "dataset=web&nodes_after=2&sampling=importance&job=j", "nodes_after", 400},
 		{m, "seq=128&mix=web:1,code:1", "a token mixture or schedule", 400},
+		{m, "seq=128&mix_schedule=0:web:1,code:1%3B5:web:1,code:3", "a token mixture or schedule", 400},
 		{m, "columns=jpg", "", 400},
 		{m, "columns=jpg&nodes=2", "", 400},
 		{lines, "columns=nope", "nope", 400},
@@ -312,16 +315,40 @@ func TestNoPlanner(t *testing.T) {
 	}
 }
 
+// storedJobs is catalogJobs whose every job has one stored schedule,
+// resolved as the gateway's jobs stage resolves it: the schedule, its
+// first phase's mixture and its version in place of the dataset.
+type storedJobs struct {
+	catalogJobs
+	schedule api.Schedule
+}
+
+func (j storedJobs) Stored(_ context.Context, job *api.Job, _ uint64) error {
+	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = j.schedule, j.schedule[0].Mix, "0123456789abcdef", ""
+	return nil
+}
+
 // Plan takes a mixture's schedule (mix_schedule=) and reports what each
 // phase reads: a phase change at step 5 and a ramp to web alone over
 // steps [20, 30) are three phases of 5, 15 and 22 steps over three epochs
-// of 14, the last reading mostly web.
+// of 14, the last reading mostly web. A schedule stored under a job's
+// name (job=J&schedule=latest) is planned as the schedule it resolves to.
 func TestPlanOfASchedule(t *testing.T) {
 	ds := []*catalog.Dataset{tarDataset("web", indexOf(t, "web-", 12, 25)), tarDataset("code", indexOf(t, "code-", 6, 20)),
 		tarDataset("books", indexOf(t, "books-", 2, 10))}
-	m := newMaker(t, ds, func(c *plans.Config) { c.Defaults.Job.Seed = 5 })
 	const schedule = "0:web:0.5,code:0.3,books:0.2%3B5:web:0.2,code:0.2,books:0.6%3B20~30:web:1,code:0,books:0"
-	got, _ := planned(t, m, "world=4&epochs=3&mix_schedule="+schedule, &planner.Plan{})
+	parsed, err := api.ParseSchedule(strings.ReplaceAll(schedule, "%3B", ";"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMaker(t, ds, func(c *plans.Config) {
+		c.Defaults.Job.Seed = 5
+		c.Jobs = storedJobs{c.Jobs.(catalogJobs), parsed}
+	})
+	got, given := planned(t, m, "world=4&epochs=3&mix_schedule="+schedule, &planner.Plan{})
+	if _, stored := planned(t, m, "world=4&epochs=3&job=planned&schedule=latest", &planner.Plan{}); !bytes.Equal(stored, given) {
+		t.Errorf("the stored schedule's plan\n%s\nwant the given schedule's\n%s", stored, given)
+	}
 	p := got.(*planner.Plan)
 	if p.Mix == nil {
 		t.Fatalf("no mixture in the plan: %+v", p)

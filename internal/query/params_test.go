@@ -231,6 +231,8 @@ func TestParse(t *testing.T) {
 		{name: "a token job's stored schedule", raw: "seq=64&job=run&schedule=latest",
 			want: func(q *Query) { q.Job.Seq, q.Job.Name, q.Job.ScheduleVersion = 64, "run", "latest" }},
 		{name: "a token schedule with pad without seq", raw: "pad=1&mix_schedule=0:web:1", err: ErrBadRequest, says: "token job (seq=)"},
+		{name: "a schedule beside a mixture", raw: "mix_schedule=0:web:1&mix=web:1", err: ErrBadRequest, says: "give mix= or mix_schedule=, not both"},
+		{name: "a stored schedule without a job", raw: "schedule=latest", err: ErrBadRequest, says: "give job=NAME"},
 		{name: "the manifest", raw: "format=json", want: func(q *Query) { q.Format = "json" }},
 		{name: "another format", raw: "format=xml", err: ErrBadRequest, says: "tar or json"},
 		{name: "an unknown parameter", raw: "batchsize=64", err: ErrBadRequest, says: `unknown query parameter "batchsize"`},

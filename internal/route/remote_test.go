@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -184,5 +185,41 @@ func TestReadRemote(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFetchNextStopsWithTheRouter: a fetch of a next batch's samples
+// under way when the router closes is ended and waited for — Close
+// returns after it — and one asked for after Close starts nothing: its
+// claim is given up, so a read of that batch finds nothing fetched at
+// once instead of waiting for a fetch that never runs. (Moved down from
+// gateway's TestMixtureFetchAheadStopsWithTheGateway: a fetch ahead was
+// once started after Close had waited for the cluster's goroutines.)
+func TestFetchNextStopsWithTheRouter(t *testing.T) {
+	r := New(Config{Self: "http://a.invalid", NextBytes: 1 << 20, Timeout: time.Minute, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	entered := make(chan struct{})
+	var ended bool // written by the fetch, read once Close has waited for it
+	r.FetchNext("under way", func(ctx context.Context) ([]Fetch, error) {
+		close(entered)
+		<-ctx.Done() // only Close ends it
+		ended = true
+		return nil, ctx.Err()
+	})
+	<-entered
+	r.Close()
+	if !ended {
+		t.Fatal("Close returned before the fetch under way ended")
+	}
+	asked := false
+	r.FetchNext("after Close", func(context.Context) ([]Fetch, error) {
+		asked = true
+		return nil, nil
+	})
+	// The bound only keeps a broken router from hanging the test: a claim
+	// given up is found at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if data := r.TakeNext(ctx, "after Close"); data != nil || asked || ctx.Err() != nil {
+		t.Fatalf("a fetch asked for after Close: %v, started %v, waited for %v", data, asked, ctx.Err())
 	}
 }

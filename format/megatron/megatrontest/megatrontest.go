@@ -5,9 +5,14 @@
 package megatrontest
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // codes are the builder's dtype codes of the integer dtypes.
@@ -84,4 +89,30 @@ func Corpus(n, maxLen, vocab int, seed uint64) [][]int64 {
 		}
 	}
 	return docs
+}
+
+// Store writes corpus, parts of documents, as the Megatron files
+// data/p<part>_text_document.{bin,idx} of dtype dtype into a local store
+// in dir and indexes them in place with opts, whose Formats name the
+// Megatron format (this package cannot: that package's tests import it):
+// a token dataset as a test serves it, written in one place for the
+// tests of the gateway and of the client.
+func Store(dir, dtype string, corpus [][][]int64, opts dataset.InPlaceOptions) (*s3backend.Local, error) {
+	st, err := s3backend.NewLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	for p, docs := range corpus {
+		bin, idx := Files(dtype, docs)
+		for name, b := range map[string][]byte{fmt.Sprintf("data/p%d_text_document.bin", p): bin, fmt.Sprintf("data/p%d_text_document.idx", p): idx} {
+			if _, err := st.Put(ctx, name, bytes.NewReader(b), int64(len(b))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := dataset.IndexInPlace(ctx, st, st, opts); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
