@@ -151,7 +151,7 @@ func (c *flatCol) dictionary(p flatPage) error {
 		n := int(p.h.unc)
 		c.dbuf = c.bufs.Get(int64(n))
 		c.held = append(c.held, c.dbuf)
-		if err := c.ds.reset(p.body, n, c.dbuf); err != nil {
+		if err := c.ds.reset(p.body, n, c.dictN, c.dbuf); err != nil {
 			return err
 		}
 		c.dictStream = true
@@ -467,7 +467,7 @@ func (c *flatCol) streamPage(p flatPage) error {
 		c.buf = c.bufs.Get(int64(n))
 		c.held = append(c.held, c.buf)
 	}
-	if err := c.vs.reset(p.body[skip:], n, c.buf); err != nil {
+	if err := c.vs.reset(p.body[skip:], n, int(p.h.numValues), c.buf); err != nil {
 		return fmt.Errorf("a page %v", err)
 	}
 	c.stream = true
@@ -519,12 +519,16 @@ type valueStream struct {
 	arena []byte
 }
 
-// reset starts page body b, of n bytes decompressed, with buf (of at
-// least n bytes' capacity) for its arena.
-func (v *valueStream) reset(b []byte, n int, buf []byte) error {
+// reset starts page body b, of n bytes decompressed and values values,
+// with buf (of at least n bytes' capacity) for its arena.
+func (v *valueStream) reset(b []byte, n, values int, buf []byte) error {
 	if err := v.sd.reset(b, n); err != nil {
 		return fmt.Errorf("decompresses to other than the %d bytes its header says (%v)", n, err)
 	}
+	// A value is read in three pieces at most (its length, its head, the
+	// rest), levels in two; a page of many small values grows the lists
+	// as it goes, whatever its header claims.
+	v.sd.expect(min(3*values+2, 1024))
 	v.arena = buf[:0]
 	return nil
 }

@@ -3,6 +3,7 @@ package parquet
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sort"
 )
 
@@ -52,6 +53,15 @@ func (s *snappyStream) reset(b []byte, n int) error {
 	*s = snappyStream{src: b[k:], left: n, starts: s.starts[:0], segs: s.segs[:0]}
 	clear(s.segs[:cap(s.segs)])
 	return nil
+}
+
+// expect makes room for k reads' segments at once, so that a page of
+// values does not grow the lists read by read.
+func (s *snappyStream) expect(k int) {
+	if cap(s.starts)-len(s.starts) < k {
+		s.starts = slices.Grow(s.starts, k)
+		s.segs = slices.Grow(s.segs, k)
+	}
 }
 
 // remaining is how many output bytes are still to be read.

@@ -67,7 +67,7 @@
 // pages are faulted in as it is first written). sync.Pool lets the
 // collector take back what is not reused, and what is held at once is
 // bounded by the parts, not by the pools. A Get whose class is empty
-// takes a buffer of the class above before allocating. Prefill puts
+// takes a buffer of one of the two classes above before allocating. Prefill puts
 // touched buffers in at start, as the chunk cache preallocates its own:
 // the gateway fills as many as a cold epoch's loads of datasets served
 // in place read into at once, within the decodes part.
