@@ -65,6 +65,11 @@ func TestFormatsRun(t *testing.T) {
 	if len(rep.Datasets) != 3 || rep.ProjectedBytes <= 0 || rep.ProjectedBytes >= rep.Datasets[1].Bytes {
 		t.Fatalf("datasets %+v, projected %d", rep.Datasets, rep.ProjectedBytes)
 	}
+	// Every object read once before the rounds, to no epoch's account
+	// (the cold rows' store bytes below are the epochs' own).
+	if sum := rep.Datasets[0].Bytes + rep.Datasets[1].Bytes + rep.Datasets[2].Bytes; rep.Primed < sum {
+		t.Errorf("primed %d bytes of datasets of %d", rep.Primed, sum)
+	}
 	count := map[string]int{}
 	for _, row := range rep.Rows {
 		count[row.Format]++

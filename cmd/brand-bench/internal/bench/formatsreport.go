@@ -163,7 +163,7 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %d | %.0f | %.3f | %.1f | %s | %d | %.1f | %.2f | %.2f | %d | %.2f |\n", row.Round, row.Loader, temperature(row.Cold), row.Format, row.Epochs,
 			row.SamplesPerSec, row.VsTar, ratio(float64(row.Bytes), row.Seconds)/1e6, first, row.StoreRequests, float64(row.StoreBytes)/1e6, row.LoaderCPU, row.GatewayCPU, row.GatewayFaults, row.StoreCPU)
 	}
-	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Gateway page faults: its minor faults during the epoch (/proc), each a first touch of fresh memory. Load average before each round: %s. %d CPUs.", joinFloats(r.Load, 1), r.Machine.CPUs)
+	fmt.Fprintf(&sb, "\nStore GETs and bytes: response bodies of the epoch's requests to the format's objects, counted by the proxy. Gateway page faults: its minor faults during the epoch (/proc), each a first touch of fresh memory. Load average before each round: %s. %d CPUs. Before the first round every object of the three datasets was read once from MinIO, to no epoch's account (%s): cold is the gateway's cache, not the store's.", joinFloats(r.Load, 1), r.Machine.CPUs, sizeString(r.Primed))
 	if r.PythonSkipped != "" {
 		fmt.Fprintf(&sb, " (3) skipped: %s.", r.PythonSkipped)
 	} else {
