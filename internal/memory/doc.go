@@ -67,10 +67,11 @@
 // pages are faulted in as it is first written). sync.Pool lets the
 // collector take back what is not reused, and what is held at once is
 // bounded by the parts, not by the pools. A Get whose class is empty
-// takes a buffer of one of the two classes above before allocating. Prefill puts
-// touched buffers in at start, as the chunk cache preallocates its own:
-// the gateway fills as many as a cold epoch's loads of datasets served
-// in place read into at once, within the decodes part.
+// takes a buffer of one of the two classes above before allocating.
+// Prefill puts touched buffers in at start, as the chunk cache
+// preallocates its own: the gateway fills as many as a cold epoch's loads
+// of datasets served in place read into at once, within the decodes part,
+// and the pools keep that many for good, where every Get sees them.
 //
 // # Costs
 //

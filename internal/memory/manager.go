@@ -84,8 +84,10 @@ func (m *Manager) Put(b []byte) { m.pool.put(b) }
 // 35,000 faults a cold epoch of 14 MDS shards, against 500 for tar
 // chunks read into the cache's touched buffers). It fills no more than
 // the decodes part holds, and reports the bytes it filled. Like every
-// pooled buffer they count in the base while no one uses them, and the
-// collector may take them back if none is used.
+// pooled buffer they count in the base while no one uses them; unlike
+// the others, the pools keep them for the node's life (a class keeps as
+// many as were prefilled), so that no collection and no core a load
+// runs on makes a load fault in a fresh one.
 func (m *Manager) Prefill(n int64, k int) int64 {
 	if n <= 0 || k <= 0 {
 		return 0

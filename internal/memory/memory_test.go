@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,40 @@ func TestPoolTakesTheClassAbove(t *testing.T) {
 		if b := p.get(64 << 10); cap(b) != tc.want {
 			t.Fatalf("get(64 KiB) with its class empty and buffers of %d pooled: cap %d, want %d", tc.pooled, cap(b), tc.want)
 		}
+	}
+}
+
+// Prefilled buffers stay: collections, which empty a sync.Pool, and gets
+// from whichever goroutine take them (a prefilled buffer's pages were
+// written; a fresh one's are zero).
+func TestPrefilledKept(t *testing.T) {
+	m := New(Config{Parts: Parts{Copies: mib, Decodes: 64 * mib}, MaxWait: time.Millisecond, Busy: errBusy})
+	if got := m.Prefill(3*mib, 4); got != 16*mib {
+		t.Fatalf("Prefill: %d bytes", got)
+	}
+	for round := range 3 {
+		runtime.GC()
+		runtime.GC()
+		got := make(chan []byte, 4)
+		for range 4 {
+			go func() { got <- m.Get(3 * mib) }()
+		}
+		var bufs [][]byte
+		for range 4 {
+			b := <-got
+			if cap(b) != 4*mib || b[:1][0] != 1 {
+				t.Fatalf("round %d: a get of cap %d, first byte %d: not a prefilled buffer", round, cap(b), b[:1][0])
+			}
+			bufs = append(bufs, b)
+		}
+		for _, b := range bufs {
+			m.Put(b)
+		}
+	}
+	// A fifth is not kept beyond what was prefilled: it may be taken back.
+	m.Put(make([]byte, 4*mib))
+	if n := len(m.pool.kept[class(4*mib)].bufs); n != 4 {
+		t.Fatalf("the class keeps %d buffers, want the 4 prefilled", n)
 	}
 }
 
