@@ -500,8 +500,10 @@ func (c *flatCol) done() error {
 		return nil
 	}
 	c.dictStream = false
-	if _, err := c.dictAt(c.dictN - 1); err != nil {
-		return err
+	if c.dictN > 0 { // an all-null column chunk's dictionary may be empty
+		if _, err := c.dictAt(c.dictN - 1); err != nil {
+			return err
+		}
 	}
 	if err := c.ds.finish(); err != nil {
 		return fmt.Errorf("the dictionary: %v", err)
