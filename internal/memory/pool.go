@@ -78,10 +78,7 @@ func (p *pool) get(n int64) []byte {
 	c := class(n)
 	for k := c; k <= min(c+2, maxClass); k++ {
 		if b := p.kept[k].pop(); b != nil {
-			if int64(cap(b)) >= n {
-				return b[:0]
-			}
-			p.put(b)
+			return b[:0] // a kept buffer of class k ≥ c holds n (put)
 		}
 		if b, ok := p.classes[k].Get().(*[]byte); ok && int64(cap(*b)) >= n {
 			return (*b)[:0]
