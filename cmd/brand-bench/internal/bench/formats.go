@@ -407,10 +407,12 @@ func RunFormats(ctx context.Context, cfg FormatsConfig) (*FormatsReport, error) 
 // round. "Cold" is the gateway's cache, not the store's: MinIO's first
 // reads of objects it has just written cost it more than its later ones —
 // up to 1.7× its CPU in the first round's Parquet epoch, whose files are
-// multipart uploads, against the rounds after (measured at 3ece69c: 0.27
-// s against 0.15–0.22 at 3,000 photos, 0.90–1.13 against 0.65–0.77 at
-// 12,000) — and which format's objects a fresh store has cached is the
-// store's business, not the format's.
+// multipart uploads, against the rounds after (measured with this
+// harness before it primed, gateways of 28e12f0 and 3ece69c: 0.27 s
+// against 0.15–0.22 at 3,000 photos; 0.90–1.13 against 0.65–0.77 at
+// 12,000, in the runs where the first round stood out) — and which
+// format's objects a fresh store has cached is the store's business, not
+// the format's.
 func (r *formatsRun) primeStore(ctx context.Context) error {
 	buf := make([]byte, 0, 64<<20)
 	for _, f := range formatOrder {
