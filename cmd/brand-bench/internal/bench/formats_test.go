@@ -126,3 +126,39 @@ func TestFormatsRun(t *testing.T) {
 		t.Errorf("the chart: %v", err)
 	}
 }
+
+// TestFormatTargetsMedian checks that a rate target is judged on the
+// median round, with the worst beside it: one slow round of three passes
+// when the other two do, and a median under the bound misses.
+func TestFormatTargetsMedian(t *testing.T) {
+	rows := func(vs ...float64) []FormatRow {
+		var rs []FormatRow
+		for i, v := range vs {
+			rs = append(rs, FormatRow{Round: i, Format: formatParquet, Loader: loaderGo, Cold: true, VsTar: v})
+		}
+		return rs
+	}
+	for _, tt := range []struct {
+		vs     []float64
+		status string
+		ratio  float64
+		note   string
+	}{
+		{[]float64{0.80, 0.95, 0.93}, Pass, 0.93, "rounds: 0.800 / 0.950 / 0.930; the worst 0.800"},
+		{[]float64{0.85, 0.95, 0.88}, Miss, 0.88, "rounds: 0.850 / 0.950 / 0.880; the worst 0.850"},
+		{[]float64{0.86, 0.95}, Pass, 0.905, "rounds: 0.860 / 0.950; the worst 0.860"},
+	} {
+		r := &FormatsReport{Rows: rows(tt.vs...)}
+		ts := r.targets()
+		if len(ts) == 0 || !strings.HasPrefix(ts[0].Name, "(2) parquet ÷ tar samples/s, cold") {
+			t.Fatalf("%v: targets %+v; want the cold rate's first", tt.vs, ts)
+		}
+		got := ts[0]
+		if got.Status != tt.status || got.Ratio < tt.ratio-1e-9 || got.Ratio > tt.ratio+1e-9 || got.Note != tt.note {
+			t.Errorf("%v: %s %.3f %q; want %s %.3f %q", tt.vs, got.Status, got.Ratio, got.Note, tt.status, tt.ratio, tt.note)
+		}
+		if !strings.Contains(got.Name, "median") {
+			t.Errorf("%v: the target's name %q does not say it is the median round", tt.vs, got.Name)
+		}
+	}
+}
