@@ -72,9 +72,9 @@ func (r *FormatsReport) summary() []FormatTotal {
 // samples/s at least 0.9× tar's, cold and warm, and the projected job's
 // store bytes at most 1.05× the projected columns'.
 //
-// A rate is judged on the median of the rounds' ratios, as the house's
-// other side-by-side figures are (brand-bench resize, tensors), with
-// every round and the worst in the note. The worst of n rounds is no
+// A rate is judged on the median of the rounds' ratios, as brand-bench
+// resize judges its latencies (the median over pairs), with every round
+// and the worst in the note. The worst of n rounds is no
 // estimate of a rate: on two cores shared by three processes one round
 // of any format swings by ±0.1 (MDS, whose path no round changes, from
 // 0.86 to 1.12 of tar's in one run), so the more rounds a run has the
