@@ -18,7 +18,8 @@ import (
 const tempPrefix = ".brand-tmp-"
 
 // localReadSlice bounds one ReadAt so that a large read notices a cancelled
-// context between slices.
+// context between slices; a read whose caller watches its bytes arrive
+// reads progressPiece at a time.
 const localReadSlice = 8 << 20
 
 // Local is a Store on a local directory: key "a/b.tar" is the file
@@ -227,7 +228,11 @@ func readSlices(ctx context.Context, r io.ReaderAt, name string, off int64, p []
 		if err := ctx.Err(); err != nil {
 			return at - from, fmt.Errorf("s3backend: read %s: %w", name, err)
 		}
-		end := min(at+localReadSlice, to)
+		slice := localReadSlice
+		if progress != nil {
+			slice = progressPiece
+		}
+		end := min(at+slice, to)
 		n, err := r.ReadAt(p[at:end], off+int64(at))
 		if n > 0 && progress != nil {
 			progress(at, at+n)

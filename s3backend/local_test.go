@@ -482,3 +482,30 @@ func TestLocalReadObject(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalProgressPieces checks that a read whose caller watches its
+// bytes arrive hands them over in pieces of at most progressPiece, in
+// order, while they are in the processor's cache (S3's testProgressPieces).
+func TestLocalProgressPieces(t *testing.T) {
+	l := newTestLocal(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20/16*3+5)
+	info, err := l.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, len(data))
+	var most, next int
+	err = l.ReadObject(ctx, "obj", info.ETag, p, func(start, end int) {
+		if start != next {
+			t.Errorf("a piece starts at %d, want %d", start, next)
+		}
+		next, most = end, max(most, end-start)
+	})
+	if err != nil || !bytes.Equal(p, data) {
+		t.Fatalf("%v, bytes equal %t", err, bytes.Equal(p, data))
+	}
+	if next != len(data) || most > progressPiece {
+		t.Errorf("pieces of up to %d bytes covering %d; want at most %d covering %d", most, next, progressPiece, len(data))
+	}
+}

@@ -313,8 +313,12 @@ func (s *S3) readPart(ctx context.Context, key, pin string, off int64, p []byte,
 		}
 		var n int
 		for done < len(p) && err == nil {
+			end := len(p)
+			if progress != nil {
+				end = min(end, done+progressPiece)
+			}
 			var m int
-			m, err = body.Read(p[done:])
+			m, err = body.Read(p[done:end])
 			if m > 0 {
 				idle.touch()
 				if progress != nil {
@@ -548,3 +552,8 @@ func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
+
+// progressPiece bounds one read of a body whose bytes are reported as they
+// arrive: the caller works on them (a chunk's CRC32C) while they are in
+// the processor's cache, which a socket read of several MiB is not.
+const progressPiece = 256 << 10

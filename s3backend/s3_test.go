@@ -101,6 +101,7 @@ type faults struct {
 	hang        bool   // hold object GETs until their context ends
 	stalls      int    // object GET bodies still to stall after cutAfter bytes
 	empties     int    // object GETs still to answer 200 with their headers, Content-Length 0 and no body
+	gulp        bool   // object GET bodies fill every read whole, as a socket holding MiBs does
 	started     chan struct{}
 	beforeGet   func(n int) // called before the n-th (1-based) object GET is sent
 	gets        int
@@ -121,6 +122,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		cut    = get && f.cuts > 0
 		stall  = get && f.stalls > 0
 		empty  = get && f.empties > 0
+		gulp   = get && f.gulp
 		hang   = get && f.hang
 		before = f.beforeGet
 		n      int
@@ -176,6 +178,10 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Header.Set("Content-Length", "0")
 		return resp, nil
 	}
+	if gulp {
+		resp.Body = gulpBody{resp.Body}
+		return resp, nil
+	}
 	if stall {
 		resp.Body = &stallBody{rc: resp.Body, left: f.cutAfter, done: req.Context().Done()}
 		return resp, nil
@@ -205,6 +211,13 @@ func slowDown(req *http.Request) *http.Response {
 		Request:       req,
 	}
 }
+
+// gulpBody answers every read with as much as it asks for, as a socket
+// whose buffer holds several MiB answers one read.
+type gulpBody struct{ rc io.ReadCloser }
+
+func (g gulpBody) Read(p []byte) (int, error) { return io.ReadFull(g.rc, p) }
+func (g gulpBody) Close() error               { return g.rc.Close() }
 
 // cutBody lets left bytes through, then fails like a connection reset.
 type cutBody struct {
@@ -299,6 +312,7 @@ func TestS3(t *testing.T) {
 	t.Run("IdleTimeout", e.testIdleTimeout)
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
+	t.Run("ProgressPieces", e.testProgressPieces)
 	t.Run("EmptyAnswer", e.testEmptyAnswer)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
@@ -568,6 +582,43 @@ func (e *env) testPresignGet(t *testing.T) {
 // packed chunk a few KiB over the part size too), several in parallel
 // ranged parts, a cut body resumed, and a wrong size refused — which a
 // ranged GET of a shorter prefix would not notice.
+// testProgressPieces checks that bytes read for a caller watching them
+// arrive are handed over in pieces it can work on while they are in the
+// processor's cache, even when the body could give them all in one read
+// (a socket holding MiBs): a chunk's CRC32C over bytes that have left the
+// cache cost the gateway 0.11 s an epoch of 944 MB, against 0.04 s in
+// pieces of 256 KiB. A read nobody watches takes what comes.
+func (e *env) testProgressPieces(t *testing.T) {
+	f := &faults{gulp: true}
+	s, _ := e.store(t, f, nil, func(c *s3backend.Config) { c.PartSize = 16 << 20 })
+	data := randomBytes(3<<20+77, 31)
+	info := mustPut(t, s, "chunk", data)
+	ctx := context.Background()
+	for _, whole := range []bool{true, false} {
+		p := make([]byte, len(data))
+		var most, next int
+		progress := func(start, end int) {
+			if start != next {
+				t.Errorf("whole %t: a piece starts at %d, want %d", whole, start, next)
+			}
+			next = end
+			most = max(most, end-start)
+		}
+		var err error
+		if whole {
+			err = s.ReadObject(ctx, "chunk", info.ETag, p, progress)
+		} else {
+			err = s.ReadRangeProgress(ctx, "chunk", info.ETag, 0, p, progress)
+		}
+		if err != nil || !bytes.Equal(p, data) {
+			t.Fatalf("whole %t: %v, bytes equal %t", whole, err, bytes.Equal(p, data))
+		}
+		if next != len(data) || most > 256<<10 {
+			t.Errorf("whole %t: pieces of up to %d bytes covering %d; want at most %d covering %d", whole, most, next, 256<<10, len(data))
+		}
+	}
+}
+
 func (e *env) testReadObject(t *testing.T) {
 	f := &faults{}
 	obs := &observer{}
