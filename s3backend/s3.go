@@ -157,7 +157,9 @@ func (s *S3) ReadRange(ctx context.Context, key, etag string, off int64, p []byt
 
 // ReadRangeProgress is ReadRange that also calls progress(start, end),
 // if not nil, as soon as bytes p[start:end] have arrived, so that a caller
-// can work on them while they are still in the processor's cache. The calls
+// can work on them while they are still in the processor's cache: each
+// piece is at most progressPiece (256 KiB), however much one read of the
+// body could have returned. The calls
 // for one part come from one goroutine, in order, each starting where the
 // previous one ended; calls for different parts may run concurrently. A
 // part resumed after a failure continues where it stopped: no byte is
