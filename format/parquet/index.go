@@ -14,9 +14,24 @@ import (
 	"github.com/brandgw/brand/format"
 )
 
-// tailRead is the optimistic read of a file's tail: most footers fit, so
-// most files cost one range read.
+// tailRead is the optimistic read of the first file's tail: most footers
+// fit, so most files cost one range read.
 const tailRead = 64 << 10
+
+// minTail is the least a tail read after the first file's reads.
+const minTail = 4 << 10
+
+// tailFor is the tail read of a dataset's files after its first, whose
+// footer (with its length and magic) was last bytes long: twice that,
+// rounded up to 4 KiB, at most tailRead. The files of a dataset share a
+// schema, so their footers differ by little more than their row groups'
+// count; a file whose footer is longer takes one read more (indexFile).
+// Reading 64 KiB of every file made the tail 37 % of the bytes of a
+// dataset of 173 KiB files; the footers of the Hub's layout are 1–3 KiB.
+func tailFor(last int64) int64 {
+	n := (2*last + minTail - 1) / minTail * minTail
+	return min(max(n, minTail), tailRead)
+}
 
 // Format is Parquet, as a format.Format.
 type Format struct{}
@@ -35,6 +50,7 @@ type indexed struct {
 	f      *footer
 	schema *schema
 	groups []chunk // file and first row set; cols as colMeta
+	last   int64   // the bytes of the footer, its length and its magic
 }
 
 // Index reads every .parquet object's footer (and, where a byte-array
@@ -57,11 +73,21 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		return nil, fmt.Errorf("%w: no .parquet objects", format.ErrInvalid)
 	}
 	out := make([]*indexed, len(files))
+	// The first file alone, with the optimistic read; the others in
+	// parallel, with a read its footer sizes. The bytes a file costs are
+	// the same whatever order the reads end in.
+	first, err := indexFile(ctx, st, files[0], lim, tailRead)
+	if err != nil {
+		return nil, err
+	}
+	out[0] = first
+	tail := tailFor(first.last)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(par)
-	for i, o := range files {
+	for i, o := range files[1:] {
+		i++
 		g.Go(func() error {
-			x, err := indexFile(gctx, st, o, lim)
+			x, err := indexFile(gctx, st, o, lim, tail)
 			if err != nil {
 				return err
 			}
@@ -212,13 +238,14 @@ func invalid(o format.Object, err error) error {
 	return fmt.Errorf("%w: %s: %v", format.ErrInvalid, o.Key, err)
 }
 
-// indexFile reads one file's footer, with an optimistic read of its tail
-// and, for a footer longer than that, one more read of the rest.
-func indexFile(ctx context.Context, st format.Store, o format.Object, lim format.Limits) (*indexed, error) {
+// indexFile reads one file's footer, with an optimistic read of its last
+// guess bytes and, for a footer longer than that, one more read of the
+// rest.
+func indexFile(ctx context.Context, st format.Store, o format.Object, lim format.Limits, guess int64) (*indexed, error) {
 	if o.Size < 12 {
 		return nil, invalid(o, fmt.Errorf("%d bytes cannot hold a Parquet file", o.Size))
 	}
-	n := min(o.Size, tailRead)
+	n := min(o.Size, max(guess, 12))
 	tail := make([]byte, n)
 	if err := st.ReadRange(ctx, o.Key, o.ETag, o.Size-n, tail); err != nil {
 		return nil, fmt.Errorf("parquet: reading %s: %w", o.Key, err)
@@ -259,7 +286,7 @@ func indexFile(ctx context.Context, st format.Store, o format.Object, lim format
 	if err != nil {
 		return nil, invalid(o, err)
 	}
-	x := &indexed{obj: o, f: f, schema: s}
+	x := &indexed{obj: o, f: f, schema: s, last: flen + 8}
 	footerAt := o.Size - 8 - flen
 	type span struct {
 		r        format.Range
