@@ -84,8 +84,8 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	tail := tailFor(first.last)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(par)
-	for i, o := range files[1:] {
-		i++
+	for i := 1; i < len(files); i++ {
+		o := files[i]
 		g.Go(func() error {
 			x, err := indexFile(gctx, st, o, lim, tail)
 			if err != nil {
