@@ -313,6 +313,7 @@ func TestS3(t *testing.T) {
 	t.Run("PresignGet", e.testPresignGet)
 	t.Run("ReadObject", e.testReadObject)
 	t.Run("ProgressPieces", e.testProgressPieces)
+	t.Run("OpenRange", e.testOpenRange)
 	t.Run("EmptyAnswer", e.testEmptyAnswer)
 	t.Run("RetrySlowDown", e.testRetrySlowDown)
 	t.Run("Unavailable", e.testUnavailable)
