@@ -1,8 +1,10 @@
 package parquet
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
+	"io"
 	"slices"
 	"sort"
 )
@@ -25,9 +27,11 @@ import (
 // library decoder also accepts) uses as "repeat", is refused as snappy
 // refuses it. FuzzSnappyStream holds it to klauspost/compress's decoder.
 type snappyStream struct {
-	src  []byte // the elements not yet read
-	left int    // output bytes not yet produced
-	pos  int    // output bytes produced
+	src  []byte        // the elements not yet read
+	from *bufio.Reader // or, where not nil, the reader they come from (resetFrom)
+	in   int           // and how many of its bytes the block has left
+	left int           // output bytes not yet produced
+	pos  int           // output bytes produced
 
 	// the element being produced
 	lit  int // literal bytes left, at src[0:]
@@ -55,6 +59,69 @@ func (s *snappyStream) reset(b []byte, n int) error {
 	return nil
 }
 
+// resetFrom starts decoding the block of clen bytes that r gives next,
+// which must decompress to exactly n bytes. Its literals are read from r
+// straight into the slices read is handed: for a body read from the
+// store, the only copy of their bytes is the kernel's. Its elements'
+// tags, a few bytes each, pass through r's buffer.
+func (s *snappyStream) resetFrom(r *bufio.Reader, clen, n int) error {
+	*s = snappyStream{from: r, in: clen, left: n, starts: s.starts[:0], segs: s.segs[:0]}
+	clear(s.segs[:cap(s.segs)])
+	var got uint64
+	for shift := 0; ; shift += 7 {
+		b, err := s.tagByte()
+		if err != nil || shift > 63 {
+			return errSnappyCorrupt
+		}
+		got |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			break
+		}
+	}
+	if got != uint64(n) {
+		return errSnappyCorrupt
+	}
+	return nil
+}
+
+// tagByte reads the next byte of an element's tag.
+func (s *snappyStream) tagByte() (byte, error) {
+	if s.from == nil {
+		if len(s.src) == 0 {
+			return 0, errSnappyCorrupt
+		}
+		b := s.src[0]
+		s.src = s.src[1:]
+		return b, nil
+	}
+	if s.in == 0 {
+		return 0, errSnappyCorrupt
+	}
+	b, err := s.from.ReadByte()
+	if err != nil {
+		return 0, s.readErr(err)
+	}
+	s.in--
+	return b, nil
+}
+
+// readErr is a failure of the reader: the block ends early (corrupt) or
+// the reader failed, which is no fault of the block's.
+func (s *snappyStream) readErr(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return errSnappyCorrupt
+	}
+	return err
+}
+
+// srcLeft is how many of the block's bytes are still to be read.
+func (s *snappyStream) srcLeft() int {
+	if s.from != nil {
+		return s.in
+	}
+	return len(s.src)
+}
+
 // expect makes room for k reads' segments at once, so that a page of
 // values does not grow the lists read by read.
 func (s *snappyStream) expect(k int) {
@@ -70,7 +137,7 @@ func (s *snappyStream) remaining() int { return s.left }
 // done reports whether the block was read whole: every output byte
 // produced and every element used.
 func (s *snappyStream) done() bool {
-	return s.left == 0 && s.lit == 0 && s.cp == 0 && len(s.src) == 0
+	return s.left == 0 && s.lit == 0 && s.cp == 0 && s.srcLeft() == 0
 }
 
 // read decodes the next len(p) output bytes into p.
@@ -89,6 +156,14 @@ func (s *snappyStream) read(p []byte) error {
 				return err
 			}
 		}
+		if s.lit > 0 && s.from != nil {
+			n := min(len(p), s.lit)
+			if _, err := io.ReadFull(s.from, p[:n]); err != nil {
+				return s.readErr(err)
+			}
+			s.in, s.lit, s.pos, s.left, p = s.in-n, s.lit-n, s.pos+n, s.left-n, p[n:]
+			continue
+		}
 		if s.lit > 0 {
 			n := copy(p[:min(len(p), s.lit)], s.src)
 			s.src, s.lit, s.pos, s.left, p = s.src[n:], s.lit-n, s.pos+n, s.left-n, p[n:]
@@ -104,53 +179,58 @@ func (s *snappyStream) read(p []byte) error {
 // element reads the next element's tag: a literal's length, or a copy's
 // length and offset.
 func (s *snappyStream) element() error {
-	if len(s.src) == 0 {
-		return errSnappyCorrupt
+	tag, err := s.tagByte()
+	if err != nil {
+		return err
 	}
-	tag := s.src[0]
 	var n, off int
+	var b [4]byte // the tag's bytes after its first
+	more := func(k int) error {
+		for i := range k {
+			if b[i], err = s.tagByte(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	switch tag & 3 {
 	case 0: // literal
 		x := int(tag >> 2)
-		k := 1
 		if x >= 60 {
-			k += x - 59
-			if len(s.src) < k {
-				return errSnappyCorrupt
+			k := x - 59
+			if err := more(k); err != nil {
+				return err
 			}
 			var v uint32
-			for i := 1; i < k; i++ {
-				v |= uint32(s.src[i]) << (8 * (i - 1))
+			for i := range k {
+				v |= uint32(b[i]) << (8 * i)
 			}
 			x = int(v)
 		}
 		n = x + 1
-		if n <= 0 || n > len(s.src)-k || n > s.left {
+		if n <= 0 || n > s.srcLeft() || n > s.left {
 			return errSnappyCorrupt
 		}
-		s.src, s.lit = s.src[k:], n
+		s.lit = n
 		return nil
 	case 1: // copy, an 11-bit offset
-		if len(s.src) < 2 {
-			return errSnappyCorrupt
+		if err := more(1); err != nil {
+			return err
 		}
 		n = 4 + int(tag>>2)&7
-		off = int(tag&0xe0)<<3 | int(s.src[1])
-		s.src = s.src[2:]
+		off = int(tag&0xe0)<<3 | int(b[0])
 	case 2: // copy, a 16-bit offset
-		if len(s.src) < 3 {
-			return errSnappyCorrupt
+		if err := more(2); err != nil {
+			return err
 		}
 		n = 1 + int(tag>>2)
-		off = int(binary.LittleEndian.Uint16(s.src[1:]))
-		s.src = s.src[3:]
+		off = int(binary.LittleEndian.Uint16(b[:]))
 	case 3: // copy, a 32-bit offset
-		if len(s.src) < 5 {
-			return errSnappyCorrupt
+		if err := more(4); err != nil {
+			return err
 		}
 		n = 1 + int(tag>>2)
-		off = int(binary.LittleEndian.Uint32(s.src[1:]))
-		s.src = s.src[5:]
+		off = int(binary.LittleEndian.Uint32(b[:]))
 	}
 	if off <= 0 || off > s.pos || n > s.left {
 		return errSnappyCorrupt

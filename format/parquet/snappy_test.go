@@ -1,10 +1,15 @@
 package parquet
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy"
@@ -18,6 +23,30 @@ func readPieces(b []byte, n int, cuts []int) ([]byte, error) {
 	if err := s.reset(b, n); err != nil {
 		return nil, err
 	}
+	return readStream(&s, cuts)
+}
+
+// readPiecesFrom is readPieces with the block read from a reader, which
+// gives at most half of what each read asks (the block followed by bytes
+// not its own, left unread), through a buffer of 16 bytes.
+func readPiecesFrom(b []byte, n int, cuts []int) ([]byte, error) {
+	after := []byte("not the block's")
+	r := bufio.NewReaderSize(iotest.HalfReader(bytes.NewReader(append(slices.Clip(b), after...))), 16)
+	var s snappyStream
+	if err := s.resetFrom(r, len(b), n); err != nil {
+		return nil, err
+	}
+	out, err := readStream(&s, cuts)
+	if err != nil {
+		return nil, err
+	}
+	if rest, _ := io.ReadAll(r); !bytes.Equal(rest, after) {
+		return nil, fmt.Errorf("the block read, %q is left after it, want %q", rest, after)
+	}
+	return out, nil
+}
+
+func readStream(s *snappyStream, cuts []int) ([]byte, error) {
 	var out []byte
 	for i := 0; s.remaining() > 0; i++ {
 		k := min(max(cuts[i%len(cuts)], 1), s.remaining())
@@ -98,18 +127,20 @@ func TestSnappyStream(t *testing.T) {
 				n, _ = snappy.DecodedLen(tc.b)
 			}
 			for _, cut := range [][]int{{1}, {2}, {3, 1}, {5}, {7}, {1 << 20}} {
-				got, err := readPieces(tc.b, n, cut)
-				if tc.err {
-					if err == nil {
-						t.Fatalf("pieces %v: %q, want an error", cut, got)
+				for from, read := range []func([]byte, int, []int) ([]byte, error){readPieces, readPiecesFrom} {
+					got, err := read(tc.b, n, cut)
+					if tc.err {
+						if err == nil {
+							t.Fatalf("pieces %v, from a reader %t: %q, want an error", cut, from == 1, got)
+						}
+						continue
 					}
-					continue
-				}
-				if err != nil || string(got) != tc.want {
-					t.Fatalf("pieces %v: %q, %v; want %q", cut, got, err, tc.want)
-				}
-				if lib, err := s2.Decode(nil, tc.b); err != nil || !bytes.Equal(lib, got) {
-					t.Fatalf("the library decodes %q, %v", lib, err)
+					if err != nil || string(got) != tc.want {
+						t.Fatalf("pieces %v, from a reader %t: %q, %v; want %q", cut, from == 1, got, err, tc.want)
+					}
+					if lib, err := s2.Decode(nil, tc.b); err != nil || !bytes.Equal(lib, got) {
+						t.Fatalf("the library decodes %q, %v", lib, err)
+					}
 				}
 			}
 		})
@@ -139,6 +170,10 @@ func FuzzSnappyStream(f *testing.F) {
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("round trip of %d bytes in pieces %v: %d bytes, %v", len(data), cuts, len(got), err)
 			}
+			got, err = readPiecesFrom(enc, len(data), cuts)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("round trip of %d bytes from a reader in pieces %v: %d bytes, %v", len(data), cuts, len(got), err)
+			}
 			return
 		}
 		n, err := snappy.DecodedLen(data)
@@ -152,6 +187,9 @@ func FuzzSnappyStream(f *testing.F) {
 		lib, lerr := s2.Decode(nil, data)
 		if lerr != nil || !bytes.Equal(lib, got) {
 			t.Fatalf("the stream decodes %d bytes, the library %d (%v)", len(got), len(lib), lerr)
+		}
+		if from, err := readPiecesFrom(data, n, cuts); err != nil || !bytes.Equal(from, got) {
+			t.Fatalf("from a reader the stream decodes %d bytes (%v), from memory %d", len(from), err, len(got))
 		}
 	})
 }
