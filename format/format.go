@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -287,6 +288,19 @@ type Decoder interface {
 	// holds the bytes of Extent's ranges back to back. An error wraps
 	// ErrDamaged when the bytes are at fault.
 	Decode(c int, sel Selection, src, dst []byte, w WriterOptions) error
+}
+
+// Streamer is implemented by a Decoder that can decode a chunk as its
+// bytes arrive from the store, rather than from one buffer they were all
+// read into: what it reads straight into the resident form is read once
+// by the processor, while it is in its cache (format/parquet's images).
+type Streamer interface {
+	// DecodeStream is Decode reading Extent's ranges itself, each with
+	// open (once, or again to read it whole: a range's reader fails only
+	// with the store's errors), into src (which it may leave partly
+	// unwritten) and dst. An error from a reader is returned wrapped, and
+	// is not ErrDamaged.
+	DecodeStream(c int, sel Selection, open func(Range) (io.ReadCloser, error), src, dst []byte, w WriterOptions) error
 }
 
 // Working is implemented by a Decoder whose Decode takes memory of its

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"time"
+
+	"github.com/brandgw/brand/format/internal/crcjoin"
 )
 
 // ErrOverBound marks a decode that would write past its chunk's resident
@@ -78,6 +80,20 @@ type Writer struct {
 	hdr        tar.Header
 	open       bool
 	err        error
+
+	// watch, when set (Watch), is told of each member's bytes before
+	// they are written; known holds the current sample's members whose
+	// data's CRC32C the caller gave (Known).
+	watch   func(from, to, data int64)
+	known   []knownCRC
+	lastOff int64 // the data Member last returned: its offset, -1 for none
+	lastN   int64
+}
+
+// knownCRC is a member's data whose CRC32C the caller computed.
+type knownCRC struct {
+	off, n int64
+	crc    uint32
 }
 
 // NewWriter returns a writer of a chunk of samples samples into dst (its
@@ -90,7 +106,7 @@ func NewWriter(dst []byte, samples int, opt WriterOptions) (*Writer, error) {
 	if samples < 0 || limit < 0 {
 		return nil, fmt.Errorf("%w: a resident bound of %d bytes cannot hold the table of %d samples", ErrOverBound, len(dst), samples)
 	}
-	return &Writer{dst: dst, limit: limit, samples: samples, mtime: time.Unix(opt.ModTime, 0).UTC(), mayGrow: opt.MayGrow}, nil
+	return &Writer{dst: dst, limit: limit, samples: samples, mtime: time.Unix(opt.ModTime, 0).UTC(), mayGrow: opt.MayGrow, lastOff: -1}, nil
 }
 
 // Begin starts the next sample, whose members are named key + "." + ext.
@@ -105,6 +121,7 @@ func (w *Writer) Begin(key string) error {
 	w.hdr.Name = key
 	w.start = w.n
 	w.open = true
+	w.known, w.lastOff = w.known[:0], -1
 	return nil
 }
 
@@ -128,10 +145,18 @@ func (w *Writer) Member(ext string, n int64) ([]byte, error) {
 	if n < 0 || w.n+need > w.limit {
 		return nil, w.fail(fmt.Errorf("%w (member %q of %d bytes)", ErrOverBound, key+"."+ext, n))
 	}
+	if w.watch != nil {
+		data := int64(-1) // where the data goes, if the header is ustar's
+		if plainUSTAR(key, ext, n) && w.template != nil {
+			data = w.n + HeaderLen
+		}
+		w.watch(w.n, w.n+need, data)
+	}
 	if err := w.header(key, ext, n); err != nil {
 		return nil, err
 	}
 	data := w.dst[w.n : w.n+n : w.n+n]
+	w.lastOff, w.lastN = w.n, n
 	w.n += n
 	p := pad(n) - n
 	clear(w.dst[w.n : w.n+p])
@@ -269,6 +294,31 @@ func (w *Writer) count(need, n int64) ([]byte, error) {
 	return w.scratch[:n:n], nil
 }
 
+// Watch has the writer call watch(from, to, data) before it writes a
+// member's bytes, [from, to) of the buffer: its header, its data from
+// data on (-1 when the header is not ustar's plain one, whose length is
+// not HeaderLen) and its padding. A decoder that placed values in the
+// buffer before the writer reached them moves those the member would
+// write over.
+func (w *Writer) Watch(watch func(from, to, data int64)) {
+	if w.template == nil && !w.noTemplate {
+		w.template = ustarTemplate(w.mtime)
+		w.noTemplate = w.template == nil
+	}
+	w.watch = watch
+}
+
+// Known gives the CRC32C of the data of the member Member last returned,
+// which the caller computed as it wrote it (from its pieces, with
+// crcjoin): the sample's CRC32C is then joined from it rather than read
+// again from memory.
+func (w *Writer) Known(crc uint32) {
+	if w.open && !w.counting && w.lastOff >= w.start {
+		w.known = append(w.known, knownCRC{off: w.lastOff, n: w.lastN, crc: crc})
+		w.lastOff = -1
+	}
+}
+
 // Counting reports whether the chunk went past its bound in a decode
 // that may grow: Member then hands out scratch room, reused member after
 // member, whose data is not kept (Finish returns a GrowError).
@@ -298,8 +348,25 @@ func (w *Writer) end() {
 	e := w.dst[w.limit+int64(w.i)*TableEntryLen:]
 	le.PutUint64(e, uint64(w.start))
 	le.PutUint32(e[8:], uint32(length))
-	le.PutUint32(e[12:], crc32.Checksum(w.dst[w.start:w.n], castagnoli))
+	le.PutUint32(e[12:], w.sampleCRC())
 	w.i++
+}
+
+// sampleCRC is the CRC32C of the current sample, its members' data whose
+// CRC32C is known joined rather than read again.
+func (w *Writer) sampleCRC() uint32 {
+	if len(w.known) == 0 {
+		return crc32.Checksum(w.dst[w.start:w.n], castagnoli)
+	}
+	var crc uint32
+	at := w.start
+	for _, k := range w.known {
+		crc = crc32.Update(crc, castagnoli, w.dst[at:k.off])
+		crc = crcjoin.Join(crc, k.crc, k.n)
+		at = k.off + k.n
+	}
+	w.known = w.known[:0]
+	return crc32.Update(crc, castagnoli, w.dst[at:w.n])
 }
 
 // Finish ends the last sample and writes the table's footer. It fails if

@@ -220,7 +220,13 @@ type rowWriter interface {
 	name() string
 }
 
-func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) (err error) {
+func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) error {
+	return d.decode(c, sel, src, dst, wo, nil)
+}
+
+// decode is Decode, with the values DecodeStream placed (pl, nil for
+// none).
+func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions, pl *placement) (err error) {
 	if c < 0 || c >= d.numChunks() {
 		return fmt.Errorf("parquet: no chunk %d", c)
 	}
@@ -258,9 +264,13 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 	if err != nil {
 		return d.damaged(ch, "", err)
 	}
+	if pl != nil {
+		pl.w = w
+		w.Watch(pl.watch)
+	}
 	for gi := range gs {
 		ch = &gs[gi]
-		if err := d.decodeGroup(ch, sel, read, w, wo.Buffers, &col); err != nil {
+		if err := d.decodeGroup(ch, sel, read, w, wo.Buffers, &col, pl); err != nil {
 			return err
 		}
 	}
@@ -277,7 +287,7 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 // decodeGroup writes row group ch's rows, with the fields sel, to w,
 // naming in col the column it is reading (for a panic's message), and
 // gives back the buffers it took before it returns.
-func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read, w *format.Writer, bufs format.Buffers, col *string) error {
+func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read, w *format.Writer, bufs format.Buffers, col *string, pl *placement) error {
 	var ws []rowWriter
 	var cleanup []func()
 	defer func() {
@@ -290,7 +300,10 @@ func (d *decoder) decodeGroup(ch *chunk, sel format.Selection, read *format.Read
 			continue
 		}
 		*col = f.name
-		fw, err := d.fieldWriter(ch, f, read, bufs, &cleanup)
+		fw, err := d.fieldWriter(ch, f, read, bufs, &cleanup, pl)
+		if errors.Is(err, errWhole) {
+			return err
+		}
 		if err != nil {
 			return d.damaged(ch, f.name, err)
 		}
@@ -359,8 +372,12 @@ func (d *decoder) flat(ch *chunk, l int) bool {
 
 // flatOf returns flatCol's reader of leaf l of chunk ch (released by
 // cleanup), or nil where arrow-go is to read it.
-func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (*flatCol, error) {
+func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func(), pl *placement) (*flatCol, error) {
+	streamed := pl != nil && pl.leaf[ch.at] == l && pl.leaf[ch.at] >= 0
 	if !d.flat(ch, l) {
+		if streamed {
+			return nil, errWhole
+		}
 		return nil, nil
 	}
 	m, n := &ch.cols[l], d.schema.leaves[l]
@@ -372,11 +389,24 @@ func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffer
 		return nil, err
 	}
 	pages, ok := flatPages(b, m.codec)
+	if streamed {
+		// The pages DecodeStream streamed have no body in src: flatCol
+		// reads their placed values, and arrow-go could not read them.
+		if !ok {
+			return nil, errWhole
+		}
+		for i := range pages {
+			at := int64(cap(b)-cap(pages[i].body)) - int64(pages[i].h.len)
+			pages[i].st = pl.pages[pageKey{ch.at, l, m.start + at}]
+		}
+	} else {
+		pl = nil
+	}
 	if !ok {
 		return nil, nil
 	}
 	size := map[int8]int{tyBytes: 0, tyInt32: 4, tyInt64: 8}[n.el.phys]
-	fc, err := newFlatCol(pages, m.codec, n.def, size, m.numValues, bufs)
+	fc, err := newFlatCol(pages, m.codec, n.def, size, m.numValues, bufs, pl)
 	if err != nil {
 		return nil, err
 	}
@@ -386,9 +416,9 @@ func (d *decoder) flatOf(ch *chunk, l int, read *format.Read, bufs format.Buffer
 
 // valuesOf returns the reader of byte-array leaf l: flatCol where it
 // reads the column chunk's pages (released by cleanup), else arrow-go's.
-func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func()) (valuesCol, error) {
+func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buffers, cleanup *[]func(), pl *placement) (valuesCol, error) {
 	if d.schema.leaves[l].el.phys == tyBytes {
-		fc, err := d.flatOf(ch, l, read, bufs, cleanup)
+		fc, err := d.flatOf(ch, l, read, bufs, cleanup, pl)
 		if err != nil || fc != nil {
 			return fc, err
 		}
@@ -400,7 +430,7 @@ func (d *decoder) valuesOf(ch *chunk, l int, read *format.Read, bufs format.Buff
 	return newBytesCol(r, ch.cols[l].numValues)
 }
 
-func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func()) (rowWriter, error) {
+func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read, bufs format.Buffers, cleanup *[]func(), pl *placement) (rowWriter, error) {
 	open := func(l int) (file.ColumnChunkReader, error) {
 		if l < 0 {
 			return nil, nil
@@ -409,7 +439,7 @@ func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read, bufs forma
 	}
 	switch f.kind {
 	case kindTxt, kindImage:
-		bc, err := d.valuesOf(ch, f.bytesLeaf, read, bufs, cleanup)
+		bc, err := d.valuesOf(ch, f.bytesLeaf, read, bufs, cleanup, pl)
 		if err != nil {
 			return nil, err
 		}
@@ -418,13 +448,13 @@ func (d *decoder) fieldWriter(ch *chunk, f *field, read *format.Read, bufs forma
 		}
 		iw := &imageWriter{f: f, bytes: bc}
 		if f.pathLeaf >= 0 && !f.forced {
-			if iw.path, err = d.valuesOf(ch, f.pathLeaf, read, bufs, cleanup); err != nil {
+			if iw.path, err = d.valuesOf(ch, f.pathLeaf, read, bufs, cleanup, nil); err != nil {
 				return nil, err
 			}
 		}
 		return iw, nil
 	case kindCls:
-		if fc, err := d.flatOf(ch, f.leaves[0], read, bufs, cleanup); err != nil || fc != nil {
+		if fc, err := d.flatOf(ch, f.leaves[0], read, bufs, cleanup, nil); err != nil || fc != nil {
 			if err != nil {
 				return nil, err
 			}

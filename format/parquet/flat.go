@@ -62,12 +62,23 @@ type flatCol struct {
 	plain  bool
 	stream bool        // a PLAIN page read through vs
 	vs     valueStream // its values
+
+	// Values DecodeStream placed: the dictionary's first's index in pl
+	// (-1: not placed); the current page's (placed), its first's and how
+	// many it has and has given.
+	pl                 *placement
+	placedDict         int
+	placed             bool
+	pbase, pcount, pat int
 }
 
-// flatPage is a page's header and body in the column chunk.
+// flatPage is a page's header and body in the column chunk; st, where
+// DecodeStream placed its values instead (its body was never read into
+// memory).
 type flatPage struct {
 	h    pageHeader
 	body []byte
+	st   *streamedPage
 }
 
 // flatPages returns the pages of column chunk b (already checked by
@@ -110,8 +121,8 @@ func flatPages(b []byte, codec int8) (pages []flatPage, ok bool) {
 
 // newFlatCol returns the reader of pages of a leaf whose values are
 // byte arrays (size 0) or size-byte integers, of at most maxDef.
-func newFlatCol(pages []flatPage, codec int8, maxDef int, size int, numValues int64, bufs format.Buffers) (*flatCol, error) {
-	c := &flatCol{pages: pages, bufs: bufs, maxDef: int16(maxDef), size: size, remaining: numValues}
+func newFlatCol(pages []flatPage, codec int8, maxDef int, size int, numValues int64, bufs format.Buffers, pl *placement) (*flatCol, error) {
+	c := &flatCol{pages: pages, bufs: bufs, maxDef: int16(maxDef), size: size, remaining: numValues, pl: pl, placedDict: -1}
 	if c.bufs == nil {
 		c.bufs = unpooled{}
 	}
@@ -125,7 +136,7 @@ func newFlatCol(pages []flatPage, codec int8, maxDef int, size int, numValues in
 	// One page buffer for the chunk, of its largest page's size.
 	most := 0
 	for _, p := range pages {
-		if p.h.typ != pageDict && c.codec != nil {
+		if p.h.typ != pageDict && c.codec != nil && p.st == nil {
 			most = max(most, int(p.h.unc))
 		}
 	}
@@ -147,6 +158,11 @@ func newFlatCol(pages []flatPage, codec int8, maxDef int, size int, numValues in
 // place its values, else decompressed and split whole.
 func (c *flatCol) dictionary(p flatPage) error {
 	c.dictN = int(p.h.numValues)
+	if p.st != nil {
+		c.placedDict = p.st.base
+		c.dict = [][]byte{} // not nil: there is a dictionary
+		return nil
+	}
 	if c.snappy && c.size == 0 {
 		n := int(p.h.unc)
 		c.dbuf = c.bufs.Get(int64(n))
@@ -263,6 +279,12 @@ func (c *flatCol) page() error {
 		c.vals, c.idx, c.idxN = nil, nil, 0
 		c.plain = p.h.encoding == encPlain
 		c.stream = false
+		c.placed = p.st != nil
+		if c.placed {
+			c.pbase, c.pcount, c.pat = p.st.base, p.st.count, 0
+			c.defs = *newLevelReader(p.st.defs, int(c.maxDef))
+			return nil
+		}
 		if c.plain && c.snappy && c.size == 0 && (p.h.typ == pageData || p.h.compressed) {
 			return c.streamPage(p)
 		}
@@ -339,6 +361,24 @@ func (c *flatCol) into(pl placer) (bool, error) {
 	}
 	var v []byte
 	switch {
+	case c.placed:
+		if c.pat == c.pcount {
+			return false, fmt.Errorf("more values than the page holds")
+		}
+		c.pat++
+		if err := c.pl.put(c.pbase+c.pat-1, pl); err != nil {
+			return false, err
+		}
+		return true, c.done()
+	case !c.plain && c.placedDict >= 0:
+		k, err := c.index()
+		if err != nil {
+			return false, err
+		}
+		if err := c.pl.put(c.placedDict+k, pl); err != nil {
+			return false, err
+		}
+		return true, c.done()
 	case c.stream:
 		if _, err := c.vs.place(pl); err != nil {
 			return false, err
@@ -405,6 +445,9 @@ func (c *flatCol) advance() (bool, error) {
 
 // value returns the value of the row advance reached.
 func (c *flatCol) value() ([]byte, error) {
+	if c.placed || !c.plain && c.placedDict >= 0 {
+		return nil, fmt.Errorf("a placed value read other than into its member")
+	}
 	if c.stream {
 		return c.vs.value()
 	}
@@ -489,6 +532,12 @@ func (c *flatCol) streamPage(p flatPage) error {
 func (c *flatCol) done() error {
 	if c.left > 0 {
 		return nil
+	}
+	if c.placed {
+		c.placed = false
+		if c.pat != c.pcount {
+			return fmt.Errorf("a page of %d values whose levels use %d", c.pcount, c.pat)
+		}
 	}
 	if c.stream {
 		c.stream = false

@@ -179,7 +179,7 @@ func TestFlatInPlace(t *testing.T) {
 				for _, p := range tc.pages {
 					pages = append(pages, p.build(t))
 				}
-				c, err := newFlatCol(pages, int8(compress.Codecs.Snappy), maxDef, 0, int64(len(tc.rows)), nil)
+				c, err := newFlatCol(pages, int8(compress.Codecs.Snappy), maxDef, 0, int64(len(tc.rows)), nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -274,7 +274,7 @@ func TestFlatInPlaceDamaged(t *testing.T) {
 				p.h.comp = int32(len(p.body))
 			}
 			for _, scratch := range []bool{false, true} {
-				c, err := newFlatCol(tc.pages, int8(compress.Codecs.Snappy), 0, 0, int64(tc.rows), nil)
+				c, err := newFlatCol(tc.pages, int8(compress.Codecs.Snappy), 0, 0, int64(tc.rows), nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -305,7 +305,7 @@ func TestFlatInPlaceDamaged(t *testing.T) {
 			pages[1].body = snappy.Encode(nil, pages[1].body)
 			pages[1].h.comp = int32(len(pages[1].body))
 		}
-		c, err := newFlatCol(pages, int8(compress.Codecs.Snappy), 0, 0, 1, nil)
+		c, err := newFlatCol(pages, int8(compress.Codecs.Snappy), 0, 0, 1, nil, nil)
 		if err == nil {
 			_, err = c.into(&testPlacer{})
 			c.release()
