@@ -4,7 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +310,49 @@ func TestMemberAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocations a member, want none", allocs)
+	}
+}
+
+// TestWriterKnownAndWatch: a member's CRC32C given with Known makes the
+// same table as the writer reading the data again, and Watch is told of
+// each member's bytes, its data's start where the header is ustar's.
+func TestWriterKnownAndWatch(t *testing.T) {
+	data := [][]byte{bytes.Repeat([]byte("photo"), 3001), []byte("7"), {}, bytes.Repeat([]byte{0xff}, 512)}
+	write := func(known bool) ([]byte, [][3]int64) {
+		dst := make([]byte, 1<<16)
+		w, err := NewWriter(dst, 2, WriterOptions{ModTime: 1700000000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen [][3]int64
+		w.Watch(func(from, to, data int64) { seen = append(seen, [3]int64{from, to, data}) })
+		for s := range 2 {
+			if err := w.Begin(fmt.Sprintf("k/%d", s)); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range data[2*s : 2*s+2] {
+				p, err := w.Member("bin", int64(len(d)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				copy(p, d)
+				if known {
+					w.Known(crc32.Checksum(d, castagnoli))
+				}
+			}
+		}
+		if err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return dst, seen
+	}
+	plain, seen := write(false)
+	joined, _ := write(true)
+	if _, err := Verify(joined); err != nil || !bytes.Equal(plain, joined) {
+		t.Fatalf("with Known: %v, equal %t", err, bytes.Equal(plain, joined))
+	}
+	want := [][3]int64{{0, 512 + 15360, 512}, {15872, 15872 + 1024, 15872 + 512}, {16896, 16896 + 512, 16896 + 512}, {17408, 17408 + 1024, 17408 + 512}}
+	if !reflect.DeepEqual(seen, want) {
+		t.Fatalf("Watch saw %v, want %v", seen, want)
 	}
 }

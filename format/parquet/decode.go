@@ -177,9 +177,16 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 	// at once; arrow-go's allocations are the garbage collector's to
 	// return, so all of them count.
 	gs := d.span(c)
-	var most, n, fields, rows int64
+	var most, n, fields, rows, imgSum, imgMost int64
 	for gi := range gs {
 		ch := &gs[gi]
+		if pl := d.plan(gs[gi:gi+1], sel, nil, format.WriterOptions{}); pl != nil {
+			// DecodeStream may move every value it placed out of the
+			// writer's way, a row group's at most its column chunk's
+			// uncompressed bytes, and keeps them to the chunk's end.
+			u := ch.cols[pl.leaf[ch.at]].unc
+			imgSum, imgMost = imgSum+u, max(imgMost, u)
+		}
 		var flat int64
 		fields = 0
 		for i, f := range d.fields {
@@ -197,7 +204,7 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 		most = max(most, flat)
 		rows += ch.rows
 	}
-	return most + n + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
+	return most + imgSum - imgMost + n + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
 }
 
 func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }

@@ -69,6 +69,22 @@ func TestWorking(t *testing.T) {
 			if got > work || work > 2*got+2<<20 {
 				t.Errorf("a decode allocated %d bytes, Working says %d", got, work)
 			}
+			// Decoded as the bytes arrive, the values placed on trust
+			// (hubRows' nulls make the decode move them all).
+			src2 := make([]byte, len(src))
+			var opens int
+			open := opener(tc.file, &opens)
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			if err := dec.(format.Streamer).DecodeStream(0, tc.sel, open, src2, dst, format.WriterOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&m1)
+			got = int64(m1.TotalAlloc - m0.TotalAlloc)
+			t.Logf("streamed: allocated %.1f MB", float64(got)/1e6)
+			if got > work {
+				t.Errorf("a streamed decode allocated %d bytes, Working says %d", got, work)
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -322,10 +323,24 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	// A chunk that just learnt it needs more room (below) decodes the
 	// bytes its first load read, not the store's again.
 	src := ip.takeRead(c)
+	obj, etag := ds.ObjectOf(c)
+	wo := format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools}
+	st, streams := ip.Decoder.(format.Streamer)
+	ro, opens := ip.Data.(rangeOpener)
+	if src == nil && streams && opens {
+		// Decoded as its bytes arrive: what it reads straight into the
+		// resident form, it reads once.
+		n := format.Concat(ranges)
+		src = pools.Get(n)[:n]
+		defer pools.Put(src)
+		err := st.DecodeStream(c, ip.sel, func(r format.Range) (io.ReadCloser, error) {
+			return ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
+		}, src, buf, wo)
+		return decoded(ds, c, k, bound, err, nil)
+	}
 	if src == nil {
 		n := format.Concat(ranges)
 		src = pools.Get(n)[:n]
-		obj, etag := ds.ObjectOf(c)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(rangeReads)
 		at := int64(0)
@@ -339,11 +354,21 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 			return badSample{}, err
 		}
 	}
-	err := ip.Decoder.Decode(c, ip.sel, src, buf, format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools})
+	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
 	var ge *format.GrowError
 	if err == nil || !errors.As(err, &ge) {
 		pools.Put(src)
+		src = nil
 	}
+	return decoded(ds, c, k, bound, err, src)
+}
+
+// decoded is the outcome of decoding chunk c of ds: src, when not nil,
+// is what the decode read, kept for the decode again into the room a
+// GrowError asks for (a streamed decode's is not whole: the chunk is read
+// again).
+func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src []byte) (badSample, error) {
+	var ge *format.GrowError
 	switch {
 	case err == nil:
 		return badSample{id: -1}, nil
@@ -351,13 +376,21 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		// Its metadata could not bound it: it is the size it needs from
 		// now on, and the request that asked for it asks again.
 		ds.grow(c, ge.Need)
-		ip.keepRead(c, src)
+		if src != nil {
+			ds.InPlace.keepRead(c, src)
+		}
 		return badSample{}, &chunkcache.GrowError{Need: ge.Need,
 			Err: fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)}
 	case errors.Is(err, format.ErrDamaged):
 		return badSample{id: undecodable, decode: err.Error()}, nil
 	}
 	return badSample{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+}
+
+// rangeOpener is a store that reads a range as a stream
+// (s3backend.S3.OpenRange).
+type rangeOpener interface {
+	OpenRange(ctx context.Context, key, etag string, off, n int64) (io.ReadCloser, error)
 }
 
 // rangeReads bounds the range reads of one decoded chunk in flight: its
