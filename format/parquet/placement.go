@@ -37,6 +37,7 @@ type placement struct {
 	cur     int
 	rescued bool
 	moved   int // values rescue moved, for tests
+	shifted int // values moved down to their members, for tests
 
 	snappy snappyStream
 	arena  []byte
@@ -171,8 +172,19 @@ func (pl *placement) watch(from, to, data int64) {
 		if s >= to {
 			return // values lie in the order they came
 		}
-		if g == pl.cur && s == data {
-			continue // the member being written is the value's own place
+		if g == pl.cur && data >= 0 && data <= s {
+			// The member being written is the value's: where it was
+			// placed, or earlier (a row before it had fewer members than
+			// guessed), when it moves down before its header and padding
+			// are written, over nothing not yet used.
+			if data < s {
+				v := pl.vals[g]
+				moved := pl.dst[data : data+int64(len(v)) : data+int64(len(v))]
+				copy(moved, v)
+				pl.vals[g] = moved
+				pl.shifted++
+			}
+			continue
 		}
 		if s+int64(len(pl.vals[g])) > from {
 			pl.rescue()

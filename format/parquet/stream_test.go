@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"testing/iotest"
 
@@ -147,7 +148,7 @@ func TestDecodeStream(t *testing.T) {
 				}
 				if pl != nil && len(pl.vals) > 0 {
 					streamed++
-					moved += pl.moved
+					moved += pl.moved + pl.shifted
 				}
 			}
 			if tc.streams != (streamed > 0) || tc.moved != (moved > 0) {
@@ -206,4 +207,90 @@ func TestDecodeStreamDamage(t *testing.T) {
 		t.Fatalf("a store that cannot open: %v", err)
 	}
 	_ = fmt.Sprint
+}
+
+// TestDecodeStreamRandom: rows of random sizes, nulls and repeats, in
+// random row groups and pages, decode as they arrive to Decode's bytes.
+func TestDecodeStreamRandom(t *testing.T) {
+	mem := memory.New(memory.Config{})
+	var streamed, rescued, shifted int
+	for seed := range uint64(24) {
+		r := rand.New(rand.NewPCG(seed, 99))
+		rows := hubPhotos(40 + r.IntN(160))
+		for i := range rows {
+			switch r.IntN(12) {
+			case 0:
+				rows[i].img = nil
+			case 1:
+				rows[i].label = nil
+			case 2:
+				rows[i].path = nil
+			case 3:
+				if i > 0 {
+					rows[i].img = rows[r.IntN(i)].img
+				}
+			case 4:
+				rows[i].img = rows[i].img[:r.IntN(600)]
+			}
+		}
+		props := []pq.WriterProperty{pq.WithMaxRowGroupLength(int64(20 + r.IntN(100))), pq.WithDataPageSize(int64(64<<10 + r.IntN(1<<20)))}
+		if r.IntN(3) > 0 {
+			props = append(props, pq.WithCompression(compress.Codecs.Snappy))
+		}
+		if r.IntN(2) == 0 {
+			props = append(props, pq.WithDictionaryDefault(false))
+		}
+		if r.IntN(3) == 0 {
+			props = append(props, pq.WithDataPageVersion(pq.DataPageV2))
+		}
+		fields := [][]string{{"image", "label"}, {"label", "image"}, {"image"}}[r.IntN(3)]
+		file := writeArrow(t, imageSchema, pq.NewWriterProperties(props...), imageRecord(rows))
+		st := newStore()
+		st.put("data/train-00000-of-00001.parquet", file)
+		lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{ChunkBytes: int64(1<<20 + r.IntN(8<<20))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, _ := Format{}.Open(lay.Meta)
+		d := dec.(*decoder)
+		sel, _ := format.Select(dec.Fields(), fields)
+		for c := range lay.Chunks {
+			ranges, bound := d.Extent(c, sel)
+			var src []byte
+			for _, rg := range ranges {
+				src = append(src, file[rg.Off:rg.End()]...)
+			}
+			wo := format.WriterOptions{ModTime: 1700000000, Buffers: mem}
+			want := make([]byte, bound)
+			err := d.Decode(c, sel, src, want, wo)
+			var ge *format.GrowError
+			if errors.As(err, &ge) {
+				want = make([]byte, ge.Need)
+				err = d.Decode(c, sel, src, want, wo)
+			}
+			if err != nil {
+				t.Fatalf("seed %d chunk %d: Decode: %v", seed, c, err)
+			}
+			got := make([]byte, len(want))
+			var opens int
+			pl, err := d.streamed(c, sel, opener(file, &opens), make([]byte, len(src)), got, wo)
+			if err != nil {
+				t.Fatalf("seed %d chunk %d: DecodeStream: %v", seed, c, err)
+			}
+			sameResident(t, want, got)
+			if pl != nil && len(pl.vals) > 0 {
+				streamed++
+				if pl.moved > 0 {
+					rescued++
+				}
+				if pl.shifted > 0 {
+					shifted++
+				}
+			}
+		}
+	}
+	t.Logf("chunks streamed %d, rescued %d, shifted down %d", streamed, rescued, shifted)
+	if streamed == 0 || rescued == 0 || shifted == 0 {
+		t.Errorf("chunks streamed %d, rescued %d, shifted down %d: want some of each", streamed, rescued, shifted)
+	}
 }
