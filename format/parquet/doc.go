@@ -15,7 +15,11 @@
 // that writes each piece of a block where it goes), one pass over an
 // image's bytes; any other page once into a buffer of the node's pools
 // (format.WriterOptions.Buffers) reused for the column chunk's pages,
-// each value copied once from there into the resident form.
+// each value copied once from there into the resident form. From a store
+// that reads ranges as streams, DecodeStream (format.Streamer) reads an
+// image column's large pages from the body straight into the members
+// their values become, placed on trust before the columns that fix the
+// layout arrive (stream.go, placement.go; docs/format.md §6.4).
 //
 // # Chunks
 //
