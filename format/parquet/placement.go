@@ -25,6 +25,7 @@ type placement struct {
 	vals  [][]byte
 	crcs  []uint32
 	inDst []bool
+	last  int // the last value placed in dst, -1 for none
 
 	// The guess: the next row's sample starts at at; a row's members
 	// before the streamed one take before bytes, all but it per.
@@ -71,7 +72,7 @@ func (d *decoder) plan(gs []chunk, sel format.Selection, dst []byte, wo format.W
 	if img == nil {
 		return nil
 	}
-	pl := &placement{dst: dst, bufs: wo.Buffers, pages: map[pageKey]*streamedPage{}, leaf: map[int]int{}, cur: -1,
+	pl := &placement{dst: dst, bufs: wo.Buffers, pages: map[pageKey]*streamedPage{}, leaf: map[int]int{}, cur: -1, last: -1,
 		before: before * 2 * format.Block, per: others * 2 * format.Block}
 	if pl.bufs == nil {
 		pl.bufs = unpooled{}
@@ -105,6 +106,7 @@ func (pl *placement) place(n int) []byte {
 	start := pl.at + pl.before + format.HeaderLen
 	pl.at += format.MemberLen(0, int64(n)) + pl.per
 	if end := start + int64(n); end <= pl.limit && start >= 0 {
+		pl.last = len(pl.inDst)
 		pl.inDst = append(pl.inDst, true)
 		return pl.dst[start:end:end]
 	}
@@ -164,7 +166,7 @@ func (pl *placement) watch(from, to, data int64) {
 	if pl.rescued {
 		return
 	}
-	for g := pl.next; g < len(pl.vals); g++ {
+	for g := pl.next; g <= pl.last; g++ {
 		if !pl.inDst[g] || len(pl.vals[g]) == 0 {
 			continue
 		}

@@ -32,11 +32,13 @@ import (
 // member where it would be if every other field of each row had one
 // member of at most a block (a label, a short text). pyarrow's dictionary
 // is in order of first use, so this holds for a row group without a
-// repeated image. When the decode finds otherwise — a value used out of
-// order, a member that would write over a value not yet used — the
-// values not yet used are first moved to a buffer of the pools
-// (placement.rescue), and the decode goes on as Decode's: the resident
-// form is the same bytes either way.
+// repeated image. When the decode finds otherwise, the resident form is
+// still the same bytes: a value whose member lands earlier than it was
+// placed (a row before it had fewer members) moves down into it; before
+// a member would write over a value not yet used (a longer member, a
+// value used out of order, a repeated image), the values not yet used
+// are moved to a buffer of the pools (placement.rescue) and copied from
+// there.
 
 // streamMin is the smallest page streamed: a smaller one is read into src
 // and decoded from there.

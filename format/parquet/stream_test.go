@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -206,7 +205,6 @@ func TestDecodeStreamDamage(t *testing.T) {
 	if err := dec.(format.Streamer).DecodeStream(0, sel, func(format.Range) (io.ReadCloser, error) { return nil, failing }, src, dst, format.WriterOptions{}); !errors.Is(err, failing) {
 		t.Fatalf("a store that cannot open: %v", err)
 	}
-	_ = fmt.Sprint
 }
 
 // TestDecodeStreamRandom: rows of random sizes, nulls and repeats, in
