@@ -9,6 +9,8 @@ import (
 	"io"
 	"slices"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/brandgw/brand/format"
 )
 
@@ -43,6 +45,10 @@ import (
 // streamMin is the smallest page streamed: a smaller one is read into src
 // and decoded from there.
 const streamMin = 64 << 10
+
+// wholeReads bounds the ranges of a chunk read whole at once (its
+// column chunks, when they are not contiguous).
+const wholeReads = 4
 
 // streamBuf is the size of the buffer page headers and snappy tags are
 // read through: a read of a value at least this long goes from the body
@@ -79,13 +85,18 @@ func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Ran
 		pl = d.plan(gs, sel, dst, wo)
 	}
 	if pl == nil {
-		// Nothing to stream: the ranges whole, then Decode.
+		// Nothing to stream: the ranges whole, a few at once, then
+		// Decode.
+		var g errgroup.Group
+		g.SetLimit(wholeReads)
 		at := int64(0)
 		for _, r := range ranges {
-			if err := readRange(open, r, src[at:at+r.Len]); err != nil {
-				return nil, err
-			}
+			p := src[at : at+r.Len]
 			at += r.Len
+			g.Go(func() error { return readRange(open, r, p) })
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		return nil, d.Decode(c, sel, src, dst, wo)
 	}

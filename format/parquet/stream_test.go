@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -18,9 +19,9 @@ import (
 
 // opener opens ranges of file, each read giving at most half of what it
 // asks (a socket's short reads); opened counts the opens.
-func opener(file []byte, opened *int) func(format.Range) (io.ReadCloser, error) {
+func opener(file []byte, opened *atomic.Int64) func(format.Range) (io.ReadCloser, error) {
 	return func(r format.Range) (io.ReadCloser, error) {
-		*opened++
+		opened.Add(1)
 		return io.NopCloser(iotest.HalfReader(bytes.NewReader(file[r.Off:r.End()]))), nil
 	}
 }
@@ -124,7 +125,7 @@ func TestDecodeStream(t *testing.T) {
 				if err != nil {
 					t.Fatalf("chunk %d: Decode: %v", c, err)
 				}
-				opens := 0
+				var opens atomic.Int64
 				got := make([]byte, bound)
 				for i := range got {
 					got[i] = 0xa5 // a pooled buffer's leftovers
@@ -136,14 +137,14 @@ func TestDecodeStream(t *testing.T) {
 					}
 					got = make([]byte, ge.Need)
 					pl, err = d.streamed(c, sel, opener(file, &opens), make([]byte, len(src)), got, wo)
-					opens -= len(ranges)
+					opens.Add(-int64(len(ranges)))
 				}
 				if err != nil {
 					t.Fatalf("chunk %d: DecodeStream: %v", c, err)
 				}
 				sameResident(t, want, got)
-				if opens != len(ranges) {
-					t.Errorf("chunk %d: %d ranges opened for %d", c, opens, len(ranges))
+				if int(opens.Load()) != len(ranges) {
+					t.Errorf("chunk %d: %d ranges opened for %d", c, opens.Load(), len(ranges))
 				}
 				if pl != nil && len(pl.vals) > 0 {
 					streamed++
@@ -188,7 +189,7 @@ func TestDecodeStreamDamage(t *testing.T) {
 		at++
 	}
 	bad[at+1], bad[at+2] = 0x05, 0x09
-	var opens int
+	var opens atomic.Int64
 	err = dec.(format.Streamer).DecodeStream(0, sel, opener(bad, &opens), src, dst, format.WriterOptions{})
 	if !errors.Is(err, format.ErrDamaged) {
 		t.Fatalf("a damaged page: %v, want ErrDamaged", err)
@@ -270,7 +271,7 @@ func TestDecodeStreamRandom(t *testing.T) {
 				t.Fatalf("seed %d chunk %d: Decode: %v", seed, c, err)
 			}
 			got := make([]byte, len(want))
-			var opens int
+			var opens atomic.Int64
 			pl, err := d.streamed(c, sel, opener(file, &opens), make([]byte, len(src)), got, wo)
 			if err != nil {
 				t.Fatalf("seed %d chunk %d: DecodeStream: %v", seed, c, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -72,7 +73,7 @@ func TestWorking(t *testing.T) {
 			// Decoded as the bytes arrive, the values placed on trust
 			// (hubRows' nulls make the decode move them all).
 			src2 := make([]byte, len(src))
-			var opens int
+			var opens atomic.Int64
 			open := opener(tc.file, &opens)
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
