@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 
+	pq "github.com/apache/arrow-go/v18/parquet"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/format"
@@ -197,6 +198,11 @@ func readFailed(r format.Range, err error) error {
 func (d *decoder) streamColumn(ch *chunk, leaf int, pl *placement, br *bufio.Reader, b []byte, r format.Range) error {
 	m := &ch.cols[leaf]
 	n := d.schema.leaves[leaf]
+	// The pages streamed decompress to at most the footer's count of the
+	// column chunk's bytes, which its bound was made from, and each to
+	// arrow-go's page limit, as checkPages holds every page to: a page
+	// past them is read into src, where Decode refuses it.
+	budget := m.unc
 	for pos := 0; pos < len(b); {
 		peek, err := br.Peek(min(len(b)-pos, br.Size()))
 		if err != nil {
@@ -216,7 +222,7 @@ func (d *decoder) streamColumn(ch *chunk, leaf int, pl *placement, br *bufio.Rea
 			return readFailed(r, err)
 		}
 		body := b[pos+h.len : end]
-		if !streamable(h, m, n) {
+		if !streamable(h, m, n) || int64(h.unc) > budget || int64(h.unc) > pq.DefaultMaxUncompressedPageSize || int64(h.comp) > pq.DefaultMaxCompressedPageSize {
 			if _, err := io.ReadFull(br, body); err != nil {
 				return readFailed(r, err)
 			}
@@ -232,6 +238,7 @@ func (d *decoder) streamColumn(ch *chunk, leaf int, pl *placement, br *bufio.Rea
 			return d.damaged(ch, d.leafName(leaf), fmt.Errorf("page at byte %d: %v", pos, err))
 		}
 		pl.pages[pageKey{ch.at, leaf, m.start + int64(pos)}] = sp
+		budget -= int64(h.unc)
 		pos = end
 	}
 	return nil

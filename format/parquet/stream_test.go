@@ -1,11 +1,13 @@
 package parquet
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
@@ -292,4 +294,73 @@ func TestDecodeStreamRandom(t *testing.T) {
 	if streamed == 0 || rescued == 0 || shifted == 0 {
 		t.Errorf("chunks streamed %d, rescued %d, shifted down %d: want some of each", streamed, rescued, shifted)
 	}
+}
+
+// TestStreamBudget: the pages streamed decompress to no more than the
+// footer says the column chunk holds; a page past that is read into src
+// as it is (where Decode refuses it), never decompressed into scratch.
+func TestStreamBudget(t *testing.T) {
+	props := pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Snappy), pq.WithDictionaryDefault(false), pq.WithBatchSize(8), pq.WithDataPageSize(200<<10))
+	file := writeArrow(t, imageSchema, props, imageRecord(hubPhotos(100)))
+	st := newStore()
+	st.put("data/train-00000-of-00001.parquet", file)
+	lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _ := Format{}.Open(lay.Meta)
+	d := dec.(*decoder)
+	sel, _ := format.Select(dec.Fields(), []string{"image", "label"})
+	l := d.fields[0].bytesLeaf
+	ch := d.ds.chunks[0]
+	ch.cols = slices.Clone(ch.cols)
+	m := ch.cols[l]
+	ch.cols[l].unc = m.unc / 2 // a footer that says less than the pages
+	_, bound := d.Extent(0, sel)
+	pl := d.plan([]chunk{ch}, sel, make([]byte, bound), format.WriterOptions{})
+	if pl == nil {
+		t.Fatal("the image column is not streamed")
+	}
+	b := make([]byte, m.length)
+	br := bufio.NewReaderSize(bytes.NewReader(file[m.start:m.start+m.length]), streamBuf)
+	if err := d.streamColumn(&ch, l, pl, br, b, format.Range{Off: m.start, Len: m.length}); err != nil {
+		t.Fatal(err)
+	}
+	var placed int64
+	for _, v := range pl.vals {
+		placed += int64(len(v))
+	}
+	if len(pl.pages) == 0 || placed > ch.cols[l].unc {
+		t.Fatalf("%d pages streamed, %d bytes placed, the footer says %d", len(pl.pages), placed, ch.cols[l].unc)
+	}
+	// The pages not streamed are in b as the file has them.
+	streamed := 0
+	for pos := 0; pos < len(b); {
+		h, err := parsePageHeader(b[pos:])
+		if err != nil {
+			t.Fatalf("page at %d: %v", pos, err)
+		}
+		end := pos + h.len + int(h.comp)
+		if pl.pages[pageKey{ch.at, l, m.start + int64(pos)}] != nil {
+			streamed++
+		} else if !bytes.Equal(b[pos:end], file[m.start+int64(pos):m.start+int64(end)]) {
+			t.Fatalf("the page at %d was neither streamed nor read as it is", pos)
+		}
+		pos = end
+	}
+	if total := pagesOf(t, b); streamed == total {
+		t.Fatalf("all %d pages streamed past the footer's count", total)
+	}
+}
+
+func pagesOf(t *testing.T, b []byte) int {
+	n := 0
+	for pos := 0; pos < len(b); n++ {
+		h, err := parsePageHeader(b[pos:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos += h.len + int(h.comp)
+	}
+	return n
 }
