@@ -47,6 +47,10 @@ import (
 // and decoded from there.
 const streamMin = 64 << 10
 
+// streamValue is the fewest bytes a value a streamed page has, by its
+// header's count.
+const streamValue = 1 << 10
+
 // wholeReads bounds the ranges of a chunk read whole at once (its
 // column chunks, when they are not contiguous).
 const wholeReads = 4
@@ -260,10 +264,14 @@ func (d *decoder) leafName(l int) string {
 // streamable reports whether page h of column chunk m (of leaf n, a byte
 // array that is not repeated) is streamed: a PLAIN dictionary or PLAIN
 // data page with RLE levels, snappy or not compressed, with no CRC (which
-// is over the body, checked from src), of at least streamMin bytes.
+// is over the body, checked from src), of at least streamMin bytes and
+// streamValue bytes a value.
 func streamable(h pageHeader, m *colMeta, n *node) bool {
 	if h.hasCRC || h.comp < streamMin || (m.codec != 0 && m.codec != 1) {
 		return false
+	}
+	if h.numValues <= 0 || int64(h.unc) < int64(h.numValues)*streamValue {
+		return false // small values: nothing to gain, and a value's bookkeeping to pay
 	}
 	switch h.typ {
 	case pageDict:
@@ -394,6 +402,9 @@ func (pl *placement) streamPage(h pageHeader, codec int8, maxDef int, br *bufio.
 		}
 	}
 	for src.remaining() > 0 {
+		if len(pl.vals)-sp.base == int(h.numValues) {
+			return nil, fmt.Errorf("more values than the %d its header counts", h.numValues)
+		}
 		lb := small(4)
 		if src.remaining() < 4 {
 			return nil, fmt.Errorf("a value's length past the page's end")
