@@ -115,22 +115,19 @@ func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Ran
 	// The ranges are read one after another, each placed after the one
 	// before; the next is asked for while this one is read, so that its
 	// first bytes are waiting when it is reached.
-	opened := make([]<-chan openedRange, len(ranges)+1)
-	opened[0] = startRange(open, ranges[0])
+	next := startRange(open, ranges[0])
 	defer func() {
-		for _, ch := range opened {
-			if ch != nil {
-				go func() { (<-ch).close() }()
-			}
+		if next != nil {
+			go func(ch <-chan openedRange) { (<-ch).close() }(next)
 		}
 	}()
 	at := int64(0)
 	for i, r := range ranges {
+		o := <-next
+		next = nil
 		if i+1 < len(ranges) {
-			opened[i+1] = startRange(open, ranges[i+1])
+			next = startRange(open, ranges[i+1])
 		}
-		o := <-opened[i]
-		opened[i] = nil
 		err := o.err
 		if err == nil {
 			err = d.streamRange(gs, pl, o.br, r, src[at:at+r.Len])

@@ -8,11 +8,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
-	"time"
 
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -365,61 +363,4 @@ func pagesOf(t *testing.T, b []byte) int {
 		pos += h.len + int(h.comp)
 	}
 	return n
-}
-
-// waitReader holds its first read until ready is closed, or fails after
-// a while.
-type waitReader struct {
-	r     io.Reader
-	ready <-chan struct{}
-	seen  bool
-	err   error
-}
-
-func (w *waitReader) Read(p []byte) (int, error) {
-	if w.err != nil {
-		return 0, w.err
-	}
-	if !w.seen {
-		select {
-		case <-w.ready:
-		case <-time.After(5 * time.Second):
-			w.err = errors.New("the next range was not asked for while this one was read")
-			return 0, w.err
-		}
-		w.seen = true
-	}
-	return w.r.Read(p)
-}
-
-// TestDecodeStreamOpensAhead: a chunk of several ranges has its next
-// range asked for while the one before is read, not after.
-func TestDecodeStreamOpensAhead(t *testing.T) {
-	file := writeArrow(t, imageSchema, pq.NewWriterProperties(pq.WithCompression(compress.Codecs.Snappy), pq.WithMaxRowGroupLength(60)), imageRecord(hubPhotos(120)))
-	st := newStore()
-	st.put("data/train-00000-of-00001.parquet", file)
-	lay, err := Format{}.Index(context.Background(), st, st.listing(), format.Options{ChunkBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, _ := Format{}.Open(lay.Meta)
-	d := dec.(*decoder)
-	sel, _ := format.Select(dec.Fields(), []string{"image"}) // the labels between the row groups unread
-	ranges, bound := d.Extent(0, sel)
-	if len(ranges) < 2 {
-		t.Fatalf("%d ranges in chunk 0, want several", len(ranges))
-	}
-	second := make(chan struct{})
-	var once sync.Once
-	open := func(r format.Range) (io.ReadCloser, error) {
-		body := bytes.NewReader(file[r.Off:r.End()])
-		if r == ranges[0] {
-			return io.NopCloser(&waitReader{r: body, ready: second}), nil
-		}
-		once.Do(func() { close(second) })
-		return io.NopCloser(body), nil
-	}
-	if err := d.DecodeStream(0, sel, open, make([]byte, format.Concat(ranges)), make([]byte, bound), format.WriterOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
