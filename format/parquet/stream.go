@@ -112,65 +112,14 @@ func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Ran
 			err = d.damaged(ch, "", fmt.Errorf("the reader failed: %v", p))
 		}
 	}()
-	// The ranges are read one after another, each placed after the one
-	// before; the next is asked for while this one is read, so that its
-	// first bytes are waiting when it is reached.
-	next := startRange(open, ranges[0])
-	defer func() {
-		if next != nil {
-			go func(ch <-chan openedRange) { (<-ch).close() }(next)
-		}
-	}()
 	at := int64(0)
-	for i, r := range ranges {
-		o := <-next
-		next = nil
-		if i+1 < len(ranges) {
-			next = startRange(open, ranges[i+1])
-		}
-		err := o.err
-		if err == nil {
-			err = d.streamRange(gs, pl, o.br, r, src[at:at+r.Len])
-		}
-		o.close()
-		if err != nil {
+	for _, r := range ranges {
+		if err := d.streamRange(gs, pl, open, r, src[at:at+r.Len]); err != nil {
 			return pl, err
 		}
 		at += r.Len
 	}
 	return pl, d.decode(c, sel, src, dst, wo, pl)
-}
-
-// openedRange is a range asked for ahead of its reading.
-type openedRange struct {
-	rc  io.ReadCloser
-	br  *bufio.Reader
-	err error
-}
-
-func (o openedRange) close() {
-	if o.rc != nil {
-		o.rc.Close()
-	}
-}
-
-// startRange opens range r and waits for its first byte, in the
-// background; a failure of the wait is the reader's to report again.
-func startRange(open func(format.Range) (io.ReadCloser, error), r format.Range) <-chan openedRange {
-	ch := make(chan openedRange, 1)
-	go func() {
-		rc, err := open(r)
-		if err != nil {
-			ch <- openedRange{err: err}
-			return
-		}
-		br := bufio.NewReaderSize(rc, streamBuf)
-		if r.Len > 0 {
-			_, _ = br.Peek(1) // a failure: the reader returns it again
-		}
-		ch <- openedRange{rc: rc, br: br}
-	}()
-	return ch
 }
 
 // readRange reads range r whole into p.
@@ -194,9 +143,9 @@ type colAt struct {
 	m       *colMeta
 }
 
-// streamRange reads range r from br into seg (its part of src),
-// streaming the pages of the column chunks pl streams.
-func (d *decoder) streamRange(gs []chunk, pl *placement, br *bufio.Reader, r format.Range, seg []byte) error {
+// streamRange reads range r into seg (its part of src), streaming the
+// pages of the column chunks pl streams.
+func (d *decoder) streamRange(gs []chunk, pl *placement, open func(format.Range) (io.ReadCloser, error), r format.Range, seg []byte) error {
 	var cols []colAt
 	for gi := range gs {
 		for l := range gs[gi].cols {
@@ -207,6 +156,12 @@ func (d *decoder) streamRange(gs []chunk, pl *placement, br *bufio.Reader, r for
 		}
 	}
 	slices.SortFunc(cols, func(a, b colAt) int { return int(a.off - b.off) })
+	rc, err := open(r)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, streamBuf)
 	pos := int64(0)
 	for _, c := range cols {
 		if c.off < pos {
