@@ -295,13 +295,18 @@ type Decoder interface {
 // read into: what it reads straight into the resident form is read once
 // by the processor, while it is in its cache (format/parquet's images).
 type Streamer interface {
-	// DecodeStream is Decode reading Extent's ranges itself, each with
-	// open (once, or again to read it whole: a range's reader fails only
-	// with the store's errors), into src (which it may leave partly
-	// unwritten) and dst. An error from a reader is returned wrapped, and
-	// is not ErrDamaged.
+	// DecodeStream is Decode reading Extent's ranges itself, each once
+	// with open, into src (which it may leave partly unwritten) and dst.
+	// An error from a reader is returned wrapped, and is not ErrDamaged.
+	// A chunk it has nothing to stream of, or cannot decode from what it
+	// streamed, ends in an error wrapping ErrNotStreamed: the caller reads
+	// the ranges and calls Decode, as for a decoder that does not stream.
 	DecodeStream(c int, sel Selection, open func(Range) (io.ReadCloser, error), src, dst []byte, w WriterOptions) error
 }
+
+// ErrNotStreamed is a chunk a Streamer did not decode as it arrived
+// (Streamer.DecodeStream).
+var ErrNotStreamed = errors.New("format: not streamed")
 
 // Working is implemented by a Decoder whose Decode takes memory of its
 // own beyond src and dst — a shard decompressed whole, a column reader's

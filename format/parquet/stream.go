@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	pq "github.com/apache/arrow-go/v18/parquet"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/format"
 )
@@ -51,10 +50,6 @@ const streamMin = 64 << 10
 // header's count.
 const streamValue = 1 << 10
 
-// wholeReads bounds the ranges of a chunk read whole at once (its
-// column chunks, when they are not contiguous).
-const wholeReads = 4
-
 // streamBuf is the size of the buffer page headers and snappy tags are
 // read through: a read of a value at least this long goes from the body
 // straight into its place.
@@ -66,18 +61,8 @@ func (d *decoder) DecodeStream(c int, sel format.Selection, open func(format.Ran
 	return err
 }
 
-// streamed is DecodeStream, returning the placement it streamed with
-// (nil for none).
-func (d *decoder) streamed(c int, sel format.Selection, open func(format.Range) (io.ReadCloser, error), src, dst []byte, wo format.WriterOptions) (*placement, error) {
-	pl, err := d.decodeStream(c, sel, open, src, dst, wo, true)
-	if errors.Is(err, errWhole) {
-		return d.decodeStream(c, sel, open, src, dst, wo, false)
-	}
-	return pl, err
-}
-
-// decodeStream is DecodeStream, streaming what plan allows if stream.
-func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Range) (io.ReadCloser, error), src, dst []byte, wo format.WriterOptions, stream bool) (pl *placement, err error) {
+// streamed is DecodeStream, returning the placement it streamed with.
+func (d *decoder) streamed(c int, sel format.Selection, open func(format.Range) (io.ReadCloser, error), src, dst []byte, wo format.WriterOptions) (pl *placement, err error) {
 	if c < 0 || c >= d.numChunks() {
 		return nil, fmt.Errorf("parquet: no chunk %d", c)
 	}
@@ -86,24 +71,8 @@ func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Ran
 		return nil, fmt.Errorf("parquet: buffers of %d and %d bytes for ranges of %d and a resident bound of %d", len(src), len(dst), format.Concat(ranges), bound)
 	}
 	gs := d.span(c)
-	if stream {
-		pl = d.plan(gs, sel, dst, wo)
-	}
-	if pl == nil {
-		// Nothing to stream: the ranges whole, a few at once, then
-		// Decode.
-		var g errgroup.Group
-		g.SetLimit(wholeReads)
-		at := int64(0)
-		for _, r := range ranges {
-			p := src[at : at+r.Len]
-			at += r.Len
-			g.Go(func() error { return readRange(open, r, p) })
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		return nil, d.Decode(c, sel, src, dst, wo)
+	if pl = d.plan(gs, sel, dst, wo); pl == nil {
+		return nil, fmt.Errorf("parquet: chunk %d has no column to stream: %w", c, format.ErrNotStreamed)
 	}
 	defer pl.release()
 	ch := &gs[0]
@@ -120,19 +89,6 @@ func (d *decoder) decodeStream(c int, sel format.Selection, open func(format.Ran
 		at += r.Len
 	}
 	return pl, d.decode(c, sel, src, dst, wo, pl)
-}
-
-// readRange reads range r whole into p.
-func readRange(open func(format.Range) (io.ReadCloser, error), r format.Range, p []byte) error {
-	rc, err := open(r)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	if _, err := io.ReadFull(rc, p); err != nil {
-		return fmt.Errorf("reading bytes %d+%d: %w", r.Off, r.Len, err)
-	}
-	return nil
 }
 
 // colAt is a column chunk in a range: its row group, its leaf, where it
@@ -436,5 +392,5 @@ func (pl *placement) streamPage(h pageHeader, codec int8, maxDef int, br *bufio.
 
 // errWhole is a chunk DecodeStream streamed that Decode cannot read from
 // what it placed (a page of the streamed column flatCol does not read):
-// it is read again whole.
-var errWhole = errors.New("parquet: a streamed column chunk to read whole")
+// it is read again whole, by the caller.
+var errWhole = fmt.Errorf("parquet: a streamed column chunk flatCol cannot read: %w", format.ErrNotStreamed)

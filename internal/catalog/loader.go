@@ -329,14 +329,19 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	ro, opens := ip.Data.(rangeOpener)
 	if src == nil && streams && opens {
 		// Decoded as its bytes arrive: what it reads straight into the
-		// resident form, it reads once.
+		// resident form, it reads once. A chunk with nothing to stream is
+		// read below, as any other decoder's.
 		n := format.Concat(ranges)
 		src = pools.Get(n)[:n]
-		defer pools.Put(src)
 		err := st.DecodeStream(c, ip.sel, func(r format.Range) (io.ReadCloser, error) {
 			return ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
 		}, src, buf, wo)
-		return decoded(ds, c, k, bound, err, nil)
+		if !errors.Is(err, format.ErrNotStreamed) {
+			pools.Put(src)
+			return decoded(ds, c, k, bound, err, nil)
+		}
+		pools.Put(src)
+		src = nil
 	}
 	if src == nil {
 		n := format.Concat(ranges)
