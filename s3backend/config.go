@@ -226,7 +226,14 @@ func newTransport(parallel int) *http.Transport {
 		ResponseHeaderTimeout: 60 * time.Second,
 		// Ranges address stored bytes; a compressed response would break them.
 		DisableCompression: true,
-		ReadBufferSize:     64 << 10,
-		WriteBufferSize:    64 << 10,
+		// A body read of at least ReadBufferSize bytes fills the caller's
+		// slice straight from the socket; a smaller one is read into the
+		// transport's buffer and copied. Bulk reads ask for 256 KiB
+		// (ReadRangeProgress) either way, but a decoder streaming a range
+		// (OpenRange) asks for a snappy literal at a time, up to 64 KiB:
+		// with a 64 KiB buffer every image of a streamed Parquet page was
+		// copied once more (TestTransportReadsIntoCaller).
+		ReadBufferSize:  4 << 10,
+		WriteBufferSize: 64 << 10,
 	}
 }
