@@ -198,60 +198,110 @@ func (d *Decoder) samples(s shardMeta, src []byte, bufs format.Buffers, fn func(
 		return err
 	}
 	defer give()
-	bad := func(f string, a ...any) error {
-		return fmt.Errorf("%w: shard %s: %s", format.ErrDamaged, s.Object, fmt.Sprintf(f, a...))
-	}
 	if int64(len(data)) != s.Raw {
-		return bad("%d bytes; index.json says %d", len(data), s.Raw)
+		return damaged(s, "%d bytes; index.json says %d", len(data), s.Raw)
 	}
-	le := binary.LittleEndian
-	n := s.Samples
-	head := 4 + 4*(int64(n)+1)
-	if int64(len(data)) < head {
-		return bad("%d bytes cannot hold the header of %d samples", len(data), n)
-	}
-	if got := le.Uint32(data); int(got) != n {
-		return bad("its header counts %d samples; index.json says %d", got, n)
-	}
-	offsets := data[4:head]
-	if first, last := int64(le.Uint32(offsets)), int64(le.Uint32(offsets[4*n:])); first < head || last != int64(len(data)) {
-		return bad("its samples run from byte %d to %d, not from past its header (%d) to its end (%d)", first, last, head, len(data))
-	}
-	vars := 0
-	for _, e := range d.encs {
-		if e.size == 0 {
-			vars++
-		}
+	offsets, err := d.header(s, data)
+	if err != nil {
+		return err
 	}
 	vals := make([][]byte, len(d.encs))
-	for i := range n {
-		lo, hi := le.Uint32(offsets[4*i:]), le.Uint32(offsets[4*(i+1):])
-		if hi < lo || int64(hi) > int64(len(data)) {
-			return bad("sample %d ends at byte %d, before it starts (%d) or past the shard's end (%d)", i, hi, lo, len(data))
+	sizes := make([]int64, len(d.encs))
+	for i := range s.Samples {
+		lo, hi, err := sampleAt(s, offsets, i)
+		if err != nil {
+			return err
 		}
 		b := data[lo:hi]
-		if len(b) < 4*vars {
-			return bad("sample %d of %d bytes cannot hold its %d sizes", i, len(b), vars)
+		rest, err := d.columnSizes(s, i, b, sizes)
+		if err != nil {
+			return err
 		}
-		sizes, rest := b[:4*vars], b[4*vars:]
-		for c, e := range d.encs {
-			size := e.size
-			if size == 0 {
-				size, sizes = int64(le.Uint32(sizes)), sizes[4:]
-			}
-			if size > int64(len(rest)) {
-				return bad("sample %d: column %q of %d bytes past the sample's end", i, d.m.Columns[c].Name, size)
-			}
+		for c, size := range sizes {
 			vals[c], rest = rest[:size], rest[size:]
-		}
-		if len(rest) != 0 {
-			return bad("sample %d has %d bytes after its columns", i, len(rest))
 		}
 		if err := fn(i, vals); err != nil {
 			return fmt.Errorf("shard %s: sample %d: %w", s.Object, i, err)
 		}
 	}
 	return nil
+}
+
+// damaged is an error in shard s's bytes.
+func damaged(s shardMeta, f string, a ...any) error {
+	return fmt.Errorf("%w: shard %s: %s", format.ErrDamaged, s.Object, fmt.Sprintf(f, a...))
+}
+
+// headerLen is the bytes of shard s's header: its sample count and the
+// offsets of its samples and of its end.
+func headerLen(s shardMeta) int64 { return 4 + 4*(int64(s.Samples)+1) }
+
+// header checks the header of shard s (of s.Raw bytes), b's first
+// headerLen(s) bytes, and returns its offsets.
+func (d *Decoder) header(s shardMeta, b []byte) ([]byte, error) {
+	le := binary.LittleEndian
+	n := s.Samples
+	head := headerLen(s)
+	if s.Raw < head || int64(len(b)) < head {
+		return nil, damaged(s, "%d bytes cannot hold the header of %d samples", s.Raw, n)
+	}
+	if got := le.Uint32(b); int(got) != n {
+		return nil, damaged(s, "its header counts %d samples; index.json says %d", got, n)
+	}
+	offsets := b[4:head]
+	if first, last := int64(le.Uint32(offsets)), int64(le.Uint32(offsets[4*n:])); first < head || last != s.Raw {
+		return nil, damaged(s, "its samples run from byte %d to %d, not from past its header (%d) to its end (%d)", first, last, head, s.Raw)
+	}
+	return offsets, nil
+}
+
+// sampleAt is where sample i of shard s starts and ends, by its offsets.
+func sampleAt(s shardMeta, offsets []byte, i int) (lo, hi int64, err error) {
+	le := binary.LittleEndian
+	lo, hi = int64(le.Uint32(offsets[4*i:])), int64(le.Uint32(offsets[4*(i+1):]))
+	if hi < lo || hi > s.Raw {
+		return 0, 0, damaged(s, "sample %d ends at byte %d, before it starts (%d) or past the shard's end (%d)", i, hi, lo, s.Raw)
+	}
+	return lo, hi, nil
+}
+
+// vars is the number of variable-size columns: each stores a u32 size at
+// the start of a sample.
+func (d *Decoder) vars() int {
+	n := 0
+	for _, e := range d.encs {
+		if e.size == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// columnSizes reads the sizes of sample i's values, column by column,
+// into sizes, from b: the sample's stored bytes, of which only its first
+// 4*vars() (the sizes of its variable-size values) need be there yet. It
+// returns b after them, and checks that the values fill the sample.
+func (d *Decoder) columnSizes(s shardMeta, i int, b []byte, sizes []int64) ([]byte, error) {
+	le := binary.LittleEndian
+	vars := d.vars()
+	if len(b) < 4*vars {
+		return nil, damaged(s, "sample %d of %d bytes cannot hold its %d sizes", i, len(b), vars)
+	}
+	prefix, rest := b[:4*vars], int64(len(b)-4*vars)
+	for c, e := range d.encs {
+		size := e.size
+		if size == 0 {
+			size, prefix = int64(le.Uint32(prefix)), prefix[4:]
+		}
+		if size > rest {
+			return nil, damaged(s, "sample %d: column %q of %d bytes past the sample's end", i, d.m.Columns[c].Name, size)
+		}
+		sizes[c], rest = size, rest-size
+	}
+	if rest != 0 {
+		return nil, damaged(s, "sample %d has %d bytes after its columns", i, rest)
+	}
+	return b[4*vars:], nil
 }
 
 // Working implements format.Working: a compressed shard decompressed

@@ -1,9 +1,11 @@
 package mds
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/brandgw/brand/format"
@@ -56,7 +58,8 @@ func FuzzIndexJSON(f *testing.F) {
 }
 
 // FuzzDecode: no shard's bytes make Decode panic or write past its
-// bound; a shard that is not what index.json says is damaged.
+// bound; a shard that is not what index.json says is damaged; and
+// DecodeStream agrees with Decode, error for error and byte for byte.
 func FuzzDecode(f *testing.F) {
 	s := fixture(f, "", nil)
 	f.Add(s.Objs["shard.00000.mds"])
@@ -74,7 +77,16 @@ func FuzzDecode(f *testing.F) {
 		}
 		src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
 		dst := make([]byte, resident)
-		if err := dec.Decode(0, nil, src, dst, format.WriterOptions{}); err != nil {
+		err = dec.Decode(0, nil, src, dst, format.WriterOptions{})
+		// Streamed, the same bytes decode to the same resident form, or
+		// fail for the same reason.
+		o := &opener{obj: b, step: 3}
+		streamed := make([]byte, resident)
+		serr := dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), streamed, format.WriterOptions{})
+		if fmt.Sprint(err) != fmt.Sprint(serr) || err == nil && !bytes.Equal(dst, streamed) {
+			t.Fatalf("Decode: %v; DecodeStream: %v (same resident form: %v)", err, serr, bytes.Equal(dst, streamed))
+		}
+		if err != nil {
 			if !errors.Is(err, format.ErrDamaged) {
 				t.Fatalf("not damaged: %v", err)
 			}

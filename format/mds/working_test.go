@@ -53,6 +53,19 @@ func TestWorking(t *testing.T) {
 			if got > work {
 				t.Errorf("a decode allocated %d bytes, Working says %d", got, work)
 			}
+			if !compress {
+				// Streamed, it reads the shard through a buffer of its own.
+				o := &opener{obj: s.Objs[lay.Chunks[0].Object], step: 1 << 20}
+				runtime.GC()
+				runtime.ReadMemStats(&m0)
+				if err := dec.(format.Streamer).DecodeStream(0, nil, o.open, src, dst, format.WriterOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				runtime.ReadMemStats(&m1)
+				if got := int64(m1.TotalAlloc - m0.TotalAlloc); got > work {
+					t.Errorf("a streamed decode allocated %d bytes, Working says %d", got, work)
+				}
+			}
 			if compress && work < raw || work > raw+raw/4+16<<20 {
 				t.Errorf("Working %d bytes for a shard of %d", work, raw)
 			}
