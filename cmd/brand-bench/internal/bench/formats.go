@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -92,20 +93,22 @@ type FormatsConfig struct {
 	Log             io.Writer `json:"-"`
 }
 
-// DefaultFormatsConfig: 10,000 files to index and 8 of 128 MiB; 3,000
-// photos in row groups of 100, files of 500 rows, 16 MiB tar chunks and
-// MDS shards; three rounds.
+// DefaultFormatsConfig: 10,000 files of 64 photos (about 5 MiB each,
+// 50 GiB in all: a footer read is a file's thousandth part only if the
+// file is some MiB, and the Hub's are 100–500 MB) to index and 8 of 128
+// MiB; 3,000 photos in row groups of 100, files of 500 rows, 16 MiB tar
+// chunks and MDS shards; three rounds.
 func DefaultFormatsConfig() FormatsConfig {
-	return FormatsConfig{IndexFiles: 10000, IndexRowsPerFile: 2, LargeFiles: 8, LargeFileBytes: 128 << 20,
+	return FormatsConfig{IndexFiles: 10000, IndexRowsPerFile: 64, LargeFiles: 8, LargeFileBytes: 128 << 20,
 		Images: 3000, RowsPerGroup: 100, RowsPerFile: 500, ChunkSize: 16 << 20, EmbeddingBytes: 8 << 10,
 		BatchSize: 64, Window: 4, Rounds: 3, WarmEpochs: 3, Workers: 2}
 }
 
-// SmallFormatsConfig: 1,000 files to index and 2 large ones, 1,000
-// photos, 4 MiB tar chunks and MDS shards: a few minutes.
+// SmallFormatsConfig: 1,000 files of 2 photos to index and 2 large ones,
+// 1,000 photos, 4 MiB tar chunks and MDS shards: a few minutes.
 func SmallFormatsConfig() FormatsConfig {
 	c := DefaultFormatsConfig()
-	c.IndexFiles, c.LargeFiles, c.Images, c.RowsPerFile, c.ChunkSize = 1000, 2, 1000, 250, 4<<20
+	c.IndexFiles, c.IndexRowsPerFile, c.LargeFiles, c.Images, c.RowsPerFile, c.ChunkSize = 1000, 2, 2, 1000, 250, 4<<20
 	return c
 }
 
@@ -333,12 +336,60 @@ func (b *proxyBody) Read(q []byte) (int, error) {
 	return n, err
 }
 
-// formatsRun carries a run's state.
+// countedStore is a MinIO with the formats bucket, every request to
+// which passes a counting proxy.
+type countedStore struct {
+	srv   *miniotest.Server
+	proxy *storeProxy
+}
+
+// startCountedStore starts a MinIO keeping its data in dir, and its proxy.
+func startCountedStore(ctx context.Context, dir string) (*countedStore, error) {
+	srv, err := miniotest.Start(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.MakeBucket(ctx, formatsBucket); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	proxy, err := newStoreProxy(srv.URL())
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return &countedStore{srv: srv, proxy: proxy}, nil
+}
+
+func (s *countedStore) close() error {
+	s.proxy.srv.Close()
+	return s.srv.Close()
+}
+
+// open is a store under the benchmark's bucket, directly on MinIO.
+func (s *countedStore) open(ctx context.Context, prefix string) (s3backend.Store, error) {
+	return s3backend.Open(ctx, "s3://"+formatsBucket+"/"+prefix, s.srv.Config())
+}
+
+// readIndex reads the index brand index wrote under prefix.
+func (s *countedStore) readIndex(ctx context.Context, prefix string) (*chunkindex.Index, error) {
+	st, err := s.open(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := dataset.ReadIndex(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("bench: reading the index at %s: %w", prefix, err)
+	}
+	return ix, nil
+}
+
+// formatsRun carries a run's state. Its countedStore holds the datasets
+// of (2) and (3); (1)'s files have a MinIO of their own (indexRuns).
 type formatsRun struct {
+	*countedStore
 	cfg    FormatsConfig
 	rep    *FormatsReport
-	srv    *miniotest.Server
-	proxy  *storeProxy
 	photos *photoSet
 	// py is loaders.py's interpreter and script; empty when (3) is skipped.
 	interp, script string
@@ -366,17 +417,10 @@ func RunFormats(ctx context.Context, cfg FormatsConfig) (*FormatsReport, error) 
 		}
 	}
 
-	if r.srv, err = miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "formats-minio")); err != nil {
+	if r.countedStore, err = startCountedStore(ctx, filepath.Join(cfg.WorkDir, "formats-minio")); err != nil {
 		return nil, err
 	}
-	defer r.srv.Close()
-	if err := r.srv.MakeBucket(ctx, formatsBucket); err != nil {
-		return nil, err
-	}
-	if r.proxy, err = newStoreProxy(r.srv.URL()); err != nil {
-		return nil, err
-	}
-	defer r.proxy.srv.Close()
+	defer r.close()
 
 	if err := r.makeDatasets(ctx); err != nil {
 		return nil, err
@@ -436,11 +480,6 @@ func (r *formatsRun) primeStore(ctx context.Context) error {
 	}
 	logf(r.cfg.Log, "store primed: every object of the datasets read once (%s)", sizeString(r.rep.Primed))
 	return nil
-}
-
-// open is a store under the benchmark's bucket, directly on MinIO.
-func (r *formatsRun) open(ctx context.Context, prefix string) (s3backend.Store, error) {
-	return s3backend.Open(ctx, "s3://"+formatsBucket+"/"+prefix, r.srv.Config())
 }
 
 // makeDatasets makes the photos and writes them as tar chunks, as Hub
@@ -504,7 +543,7 @@ func (r *formatsRun) makeDatasets(ctx context.Context) error {
 		ShardBytes: total - int64(len(objs["index.json"]))})
 
 	for i, f := range []string{formatParquet, formatMDS} {
-		if _, err := r.brandIndex(ctx, f); err != nil {
+		if _, err := r.brandIndex(ctx, r.countedStore, f); err != nil {
 			return err
 		}
 		ix, err := r.readIndex(ctx, f+"-index")
@@ -523,39 +562,27 @@ func (r *formatsRun) makeDatasets(ctx context.Context) error {
 	return nil
 }
 
-func (r *formatsRun) readIndex(ctx context.Context, prefix string) (*chunkindex.Index, error) {
-	st, err := r.open(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	ix, err := dataset.ReadIndex(ctx, st)
-	if err != nil {
-		return nil, fmt.Errorf("bench: reading the index at %s: %w", prefix, err)
-	}
-	return ix, nil
-}
-
 // brandIndex runs `brand index --src s3://formats/PREFIX --dst
-// s3://formats/PREFIX-index` through the proxy and measures it.
-func (r *formatsRun) brandIndex(ctx context.Context, prefix string) (IndexRun, error) {
+// s3://formats/PREFIX-index` on cs through its proxy and measures it.
+func (r *formatsRun) brandIndex(ctx context.Context, cs *countedStore, prefix string) (IndexRun, error) {
 	args := []string{"index", "--src", "s3://" + formatsBucket + "/" + prefix, "--dst", "s3://" + formatsBucket + "/" + prefix + "-index",
-		"--s3-endpoint", r.proxy.url, "--s3-region", "us-east-1"}
+		"--s3-endpoint", cs.proxy.url, "--s3-region", "us-east-1"}
 	if prefix == formatParquet && r.cfg.ParquetChunkSize > 0 {
 		args = append(args, "--chunk-size", strconv.FormatInt(r.cfg.ParquetChunkSize, 10))
 	}
 	cmd := exec.CommandContext(ctx, r.cfg.GatewayBinary, args...)
-	cmd.Env = gatewayEnv(r.srv.AccessKey, r.srv.SecretKey)
+	cmd.Env = gatewayEnv(cs.srv.AccessKey, cs.srv.SecretKey)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	setProcAttr(cmd)
-	before := r.proxy.snapshot()
+	before := cs.proxy.snapshot()
 	start := time.Now()
 	err := cmd.Run()
 	elapsed := time.Since(start)
 	if err != nil {
 		return IndexRun{}, fmt.Errorf("bench: brand %s: %w\n%s", strings.Join(args, " "), err, lastLines(out.String(), 20))
 	}
-	list, get, put := r.proxy.since(before, "LIST"), r.proxy.since(before, "GET "+prefix), r.proxy.since(before, "PUT "+prefix+"-index")
+	list, get, put := cs.proxy.since(before, "LIST"), cs.proxy.since(before, "GET "+prefix), cs.proxy.since(before, "PUT "+prefix+"-index")
 	run := IndexRun{Name: prefix, Seconds: elapsed.Seconds(), ListRequests: list.Requests, ListBytes: list.Bytes,
 		GetRequests: get.Requests, GetBytes: get.Bytes, Written: put.Bytes}
 	if cmd.ProcessState != nil {
@@ -564,9 +591,21 @@ func (r *formatsRun) brandIndex(ctx context.Context, prefix string) (IndexRun, e
 	return run, nil
 }
 
-// indexRuns measures (1): the many-files dataset and the large-files one.
-func (r *formatsRun) indexRuns(ctx context.Context) error {
+// indexRuns measures (1): the many-files dataset and the large-files one,
+// on a MinIO of their own whose directory is removed when they are done:
+// nothing after (1) reads their files, which are 50 GiB by default, and
+// MinIO deletes an object by moving it to a trash it empties later (a
+// run that deleted the 10,000 files still held their 55 GiB at its end).
+func (r *formatsRun) indexRuns(ctx context.Context) (err error) {
 	cfg := r.cfg
+	dir := filepath.Join(cfg.WorkDir, "formats-index-minio")
+	cs, err := startCountedStore(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, cs.close(), os.RemoveAll(dir))
+	}()
 	p := r.photos
 	n := len(p.jpegs)
 	perRow := r.rep.MeanBytes + int64(cfg.EmbeddingBytes)
@@ -580,8 +619,15 @@ func (r *formatsRun) indexRuns(ctx context.Context) error {
 		{fmt.Sprintf("index-%d", cfg.IndexFiles), cfg.IndexFiles, cfg.IndexRowsPerFile, 8, 0},
 		{fmt.Sprintf("index-large-%d", cfg.LargeFiles), cfg.LargeFiles, largeRows, 2, cfg.LargeFileBytes},
 	}
+	var need int64
 	for _, s := range sets {
-		st, err := r.open(ctx, s.name)
+		need += int64(s.files) * int64(s.rows) * perRow
+	}
+	if err := r.roomFor(need); err != nil {
+		return err
+	}
+	for _, s := range sets {
+		st, err := cs.open(ctx, s.name)
 		if err != nil {
 			return err
 		}
@@ -597,13 +643,13 @@ func (r *formatsRun) indexRuns(ctx context.Context) error {
 			return err
 		}
 		logf(cfg.Log, "(1) %s: %d Parquet files of %d rows, %s, written in %s", s.name, s.files, s.rows, sizeString(total), time.Since(t0).Round(time.Second))
-		run, err := r.brandIndex(ctx, s.name)
+		run, err := r.brandIndex(ctx, cs, s.name)
 		if err != nil {
 			return err
 		}
 		run.Files, run.Rows, run.Bytes = s.files, s.files*s.rows, total
 		run.Fraction = ratio(float64(run.ListBytes+run.GetBytes), float64(total))
-		ix, err := r.readIndex(ctx, s.name+"-index")
+		ix, err := cs.readIndex(ctx, s.name+"-index")
 		if err != nil {
 			return err
 		}
@@ -615,6 +661,18 @@ func (r *formatsRun) indexRuns(ctx context.Context) error {
 		r.rep.Index = append(r.rep.Index, run)
 	}
 	return nil
+}
+
+// roomFor refuses, before anything is written, (1)'s files when they
+// would not fit on the disk under the work directory with 2 GiB to spare
+// (MinIO's own floor among it): MinIO would refuse a write minutes in.
+func (r *formatsRun) roomFor(bytes int64) error {
+	free := freeDisk(r.cfg.WorkDir)
+	if free < 0 || bytes+2<<30 <= free {
+		return nil
+	}
+	return fmt.Errorf("bench: (1)'s Parquet files need about %s of disk under %s, which has %s free: give --index-rows fewer photos a file (the footers' share of what is read grows as files shrink), or --work-dir on a larger disk",
+		sizeString(bytes+2<<30), r.cfg.WorkDir, sizeString(free))
 }
 
 // datasetURL is where the gateway finds a format's index.

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"image/png"
+	"io/fs"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +41,7 @@ func TestFormatsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds brand and starts MinIO and six gateways")
 	}
-	cfg := FormatsConfig{IndexFiles: 40, LargeFiles: 1, LargeFileBytes: 4 << 20, Images: 120, RowsPerFile: 50, RowsPerGroup: 20,
+	cfg := FormatsConfig{IndexFiles: 40, IndexRowsPerFile: 2, LargeFiles: 1, LargeFileBytes: 4 << 20, Images: 120, RowsPerFile: 50, RowsPerGroup: 20,
 		ChunkSize: 1 << 20, EmbeddingBytes: 1 << 10, BatchSize: 16, Rounds: 2, WarmEpochs: 2, NoTorch: true,
 		GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestFormatsRun"}
 	var log bytes.Buffer
@@ -61,6 +65,11 @@ func TestFormatsRun(t *testing.T) {
 	}
 	if rep.Index[1].Fraction >= rep.Index[0].Fraction {
 		t.Errorf("larger files, larger fraction read: %+v", rep.Index)
+	}
+	// (1)'s MinIO is gone once (1) is measured: nothing after reads its
+	// files, and by default they are 50 GiB.
+	if _, err := os.Stat(filepath.Join(cfg.WorkDir, "formats-index-minio")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("(1)'s MinIO directory after the run: %v, want it removed", err)
 	}
 	if len(rep.Datasets) != 3 || rep.ProjectedBytes <= 0 || rep.ProjectedBytes >= rep.Datasets[1].Bytes {
 		t.Fatalf("datasets %+v, projected %d", rep.Datasets, rep.ProjectedBytes)

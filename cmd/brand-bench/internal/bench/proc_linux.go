@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,4 +146,20 @@ func firstTouchRate(huge bool) float64 {
 		b[i] = 1
 	}
 	return size / time.Since(start).Seconds() / 1e6
+}
+
+// freeDisk is the bytes an unprivileged writer may still use on the file
+// system holding dir (its nearest existing ancestor), or -1 when unknown.
+func freeDisk(dir string) int64 {
+	for {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err == nil {
+			return int64(st.Bavail) * int64(st.Bsize)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return -1
+		}
+		dir = parent
+	}
 }

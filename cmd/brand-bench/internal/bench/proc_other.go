@@ -25,3 +25,6 @@ func processCPU(pid int) time.Duration { return 0 }
 
 // minorFaults is not counted off Linux.
 func minorFaults(pid int) int64 { return 0 }
+
+// freeDisk is not measured off Linux: -1, unknown.
+func freeDisk(dir string) int64 { return -1 }
