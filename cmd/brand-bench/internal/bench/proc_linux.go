@@ -163,6 +163,3 @@ func freeDisk(dir string) int64 {
 		dir = parent
 	}
 }
-
-// syncDisk waits for the kernel to write back every dirty page.
-func syncDisk() { unix.Sync() }

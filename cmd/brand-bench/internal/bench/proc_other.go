@@ -28,6 +28,3 @@ func minorFaults(pid int) int64 { return 0 }
 
 // freeDisk is not measured off Linux: -1, unknown.
 func freeDisk(dir string) int64 { return -1 }
-
-// syncDisk does nothing off Linux.
-func syncDisk() {}
