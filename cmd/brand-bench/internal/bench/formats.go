@@ -20,6 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
@@ -72,6 +75,13 @@ type FormatsConfig struct {
 	// Parquet dataset of (2) (consecutive row groups of a file cut to
 	// about it); 0 leaves the gateway binary's default.
 	ParquetChunkSize int64
+	// ParquetSinglePut uploads each Parquet file of (2) in one PUT, as
+	// the tar chunks and MDS shards (16 MiB) are, rather than as minio-go
+	// uploads a file of its size (45 MB: three parts of 16 MiB), as a Hub
+	// mirror's files are (aws s3 sync: parts of 8 MiB): MinIO serves a
+	// range of a multipart object at more CPU, on the cores the gateway
+	// shares here.
+	ParquetSinglePut bool
 	BatchSize        int
 	Window           int // the job's shuffle window, in chunks
 	Rounds           int
@@ -526,6 +536,11 @@ func (r *formatsRun) makeDatasets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if cfg.ParquetSinglePut {
+		if hub, err = r.singlePutIn(hub, formatsBucket, formatParquet); err != nil {
+			return err
+		}
+	}
 	files := (cfg.Images + cfg.RowsPerFile - 1) / cfg.RowsPerFile
 	total, projected, err := p.hubFiles(ctx, hub, files, 4, func(k int) []int {
 		return perm[k*cfg.RowsPerFile : min((k+1)*cfg.RowsPerFile, cfg.Images)]
@@ -866,4 +881,32 @@ func (r *formatsRun) torchEpoch(ctx context.Context, g *gatewayProc, f string, e
 		row.Samples, row.Bytes, row.Seconds, row.LoaderCPU = int(out.Samples), out.Bytes, out.Seconds, out.CPUSeconds
 		return row, nil
 	})
+}
+
+// singlePutStore is a store whose Put is one PUT, never a multipart
+// upload (FormatsConfig.ParquetSinglePut).
+type singlePutStore struct {
+	s3backend.Store
+	mc             *minio.Client
+	bucket, prefix string
+}
+
+// singlePutIn is st, the store at bucket/prefix on the run's MinIO, with
+// its Put one PUT.
+func (r *formatsRun) singlePutIn(st s3backend.Store, bucket, prefix string) (s3backend.Store, error) {
+	mc, err := minio.New(r.srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(r.srv.AccessKey, r.srv.SecretKey, ""),
+		Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		return nil, err
+	}
+	return singlePutStore{Store: st, mc: mc, bucket: bucket, prefix: prefix + "/"}, nil
+}
+
+func (s singlePutStore) Put(ctx context.Context, key string, body io.Reader, size int64) (s3backend.ObjectInfo, error) {
+	info, err := s.mc.PutObject(ctx, s.bucket, s.prefix+key, body, size,
+		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true})
+	if err != nil {
+		return s3backend.ObjectInfo{}, fmt.Errorf("bench: one PUT of %s: %w", key, err)
+	}
+	return s3backend.ObjectInfo{Key: key, Size: info.Size, ETag: info.ETag}, nil
 }

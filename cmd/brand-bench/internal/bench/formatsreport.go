@@ -150,7 +150,14 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&sb, "\n(2), (3) %d photos (internal/photos) of mean %s, batch %d, window %d chunks:\n\n", r.Config.Images, sizeString(r.MeanBytes), r.Config.BatchSize, r.Config.Window)
 	sb.WriteString("| format | objects | chunks | bytes in the store |\n| --- | --: | --: | --: |\n")
 	for _, d := range r.Datasets {
-		fmt.Fprintf(&sb, "| %s | %d | %d | %s |\n", formatLabel(d.Format), d.Objects, d.Chunks, sizeString(d.Bytes))
+		label := formatLabel(d.Format)
+		switch {
+		case d.Format == formatParquet && r.Config.ParquetSinglePut:
+			label += "; each file uploaded in one PUT"
+		case d.Format == formatParquet:
+			label += "; a file over 16 MiB uploaded in parts of 16 MiB"
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %d | %s |\n", label, d.Objects, d.Chunks, sizeString(d.Bytes))
 	}
 	fmt.Fprintf(&sb, "\nParquet's projected job (columns=image,label) must read %s: the image and label column chunks' total_compressed_size.\n\n", sizeString(r.ProjectedBytes))
 	sb.WriteString("| loader | epoch | format | samples/s | ÷ tar | gateway CPU ms per 1,000 samples | first batch ms |\n| --- | --- | --- | --: | --: | --: | --: |\n")
