@@ -17,6 +17,12 @@ from gateway import REPO, free_port  # noqa: E402
 import torch  # noqa: E402,F401  (a missing torch is an error, not a skip)
 
 
+def printed(path: str) -> bytes:
+    """What the demo has written to its output file so far."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def printed_loop(text: str) -> str:
     """The indented block under the demo's "PyTorch (" line."""
     lines = text.splitlines()
@@ -44,11 +50,11 @@ class TestDemoLoop(unittest.TestCase):
             )
             try:
                 deadline = time.monotonic() + 60
-                while b"Press Ctrl-C" not in open(out.name, "rb").read():
+                while b"Press Ctrl-C" not in printed(out.name):
                     if demo.poll() is not None or time.monotonic() > deadline:
-                        self.fail("brand demo did not start:\n" + open(out.name).read())
+                        self.fail("brand demo did not start:\n" + printed(out.name).decode())
                     time.sleep(0.05)
-                loop = printed_loop(open(out.name).read())
+                loop = printed_loop(printed(out.name).decode())
                 env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
                 run = subprocess.run([sys.executable, "-c", loop], env=env, capture_output=True, text=True,
                                      timeout=300)
@@ -58,6 +64,7 @@ class TestDemoLoop(unittest.TestCase):
             finally:
                 demo.terminate()
                 demo.wait(30)
+                out.close()
                 out.close()
 
 
