@@ -37,6 +37,7 @@ func (o *formatsOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.Window, "window", cfg.Window, "shuffle window, in chunks")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "alternations of the formats")
 	fs.IntVar(&cfg.WarmEpochs, "warm-epochs", cfg.WarmEpochs, "(2): warm epochs read after the cold one, reported together")
+	fs.IntVar(&cfg.StoreReplays, "store-replays", cfg.StoreReplays, "replays of each format's first cold epoch's GETs against MinIO alone, after the rounds")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "(3): DataLoader workers")
 	fs.BoolVar(&cfg.NoTorch, "no-torch", cfg.NoTorch, "skip (3)")
 	fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch and boto3 for (3) (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3); (3) is skipped without one")

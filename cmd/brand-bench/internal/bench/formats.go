@@ -89,8 +89,11 @@ type FormatsConfig struct {
 	// reported together as the warm row: a warm epoch of a few thousand
 	// samples takes well under a second.
 	WarmEpochs int
-	Workers    int  // DataLoader workers of (3)
-	NoTorch    bool // skip (3)
+	// StoreReplays is how many times each format's first cold epoch's
+	// GETs are replayed against MinIO alone (replay.go).
+	StoreReplays int
+	Workers      int  // DataLoader workers of (3)
+	NoTorch      bool // skip (3)
 
 	Interpreter, Script string // loaders.py and a Python with torch; found when empty; (3) is skipped without one
 	GatewayBinary       string
@@ -111,7 +114,7 @@ type FormatsConfig struct {
 func DefaultFormatsConfig() FormatsConfig {
 	return FormatsConfig{IndexFiles: 10000, IndexRowsPerFile: 64, LargeFiles: 8, LargeFileBytes: 128 << 20,
 		Images: 3000, RowsPerGroup: 100, RowsPerFile: 500, ChunkSize: 16 << 20, EmbeddingBytes: 8 << 10,
-		BatchSize: 64, Window: 4, Rounds: 3, WarmEpochs: 3, Workers: 2}
+		BatchSize: 64, Window: 4, Rounds: 3, WarmEpochs: 3, StoreReplays: 5, Workers: 2}
 }
 
 // SmallFormatsConfig: 1,000 files of 2 photos to index and 2 large ones,
@@ -137,6 +140,7 @@ func (c *FormatsConfig) fill() {
 	orDefault(&c.Window, d.Window)
 	orDefault(&c.Rounds, d.Rounds)
 	orDefault(&c.WarmEpochs, d.WarmEpochs)
+	orDefault(&c.StoreReplays, d.StoreReplays)
 	orDefault(&c.Workers, d.Workers)
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -171,6 +175,7 @@ type FormatsReport struct {
 	ProjectedBytes int64         `json:"projected_bytes"`
 	MeanBytes      int64         `json:"mean_image_bytes"`
 	Rows           []FormatRow   `json:"rows"`
+	Replays        []StoreReplay `json:"store_replays"`
 	Summary        []FormatTotal `json:"summary"`
 	Targets        []Target      `json:"targets"`
 	PythonSkipped  string        `json:"python_skipped,omitempty"`
@@ -259,8 +264,10 @@ type FormatTotal struct {
 type storeProxy struct {
 	mu     sync.Mutex
 	counts map[string]storeCount
-	srv    *http.Server
-	url    string
+	// gets, while not nil, records every object GET forwarded (replay.go).
+	gets []storeGet
+	srv  *http.Server
+	url  string
 }
 
 type storeCount struct{ Requests, Bytes int64 }
@@ -286,6 +293,7 @@ func newStoreProxy(target string) (*storeProxy, error) {
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind := proxyKind(r)
 		p.add(kind, 1, 0)
+		p.noteGet(kind, r)
 		if r.Method == http.MethodPut && r.Body != nil {
 			r.Body = &proxyBody{ReadCloser: r.Body, p: p, kind: kind}
 		}
@@ -401,6 +409,9 @@ type formatsRun struct {
 	cfg    FormatsConfig
 	rep    *FormatsReport
 	photos *photoSet
+	// replay is each format's first cold epoch's GETs, as the proxy
+	// forwarded them (replay.go).
+	replay map[string][]storeGet
 	// py is loaders.py's interpreter and script; empty when (3) is skipped.
 	interp, script string
 }
@@ -411,7 +422,7 @@ const formatsBucket = "formats"
 func RunFormats(ctx context.Context, cfg FormatsConfig) (*FormatsReport, error) {
 	cfg.fill()
 	started := time.Now()
-	r := &formatsRun{cfg: cfg, rep: &FormatsReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: cfg}}
+	r := &formatsRun{replay: map[string][]storeGet{}, cfg: cfg, rep: &FormatsReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: cfg}}
 	r.rep.Config.Log = nil
 	pc := Config{Python: Python{Interpreter: cfg.Interpreter, Script: cfg.Script}}
 	var err error
@@ -445,6 +456,9 @@ func RunFormats(ctx context.Context, cfg FormatsConfig) (*FormatsReport, error) 
 				return nil, fmt.Errorf("bench: round %d, %s: %w", round, f, err)
 			}
 		}
+	}
+	if err := r.replayGets(ctx); err != nil {
+		return nil, err
 	}
 	// (1) last: writing its 50 GiB and removing them leaves the machine
 	// busy for a minute after (the kernel's writeback, the file system
@@ -815,6 +829,12 @@ func (r *formatsRun) measure(g *gatewayProc, f string, read func() (FormatRow, e
 // goEpoch reads epochs e..e+n-1 with the Go client, checking that every
 // sample carries a jpg and a cls and nothing else.
 func (r *formatsRun) goEpoch(ctx context.Context, g *gatewayProc, f string, e, n int) (FormatRow, error) {
+	// The run's first cold epoch of each format is recorded to be
+	// replayed against the store alone (replayGets).
+	if record := e == 0 && r.replay[f] == nil; record {
+		r.proxy.startGets()
+		defer func() { r.replay[f] = r.proxy.stopGets() }()
+	}
 	return r.measure(g, f, func() (FormatRow, error) {
 		row := FormatRow{Loader: loaderGo, Epoch: e, Epochs: n}
 		c, err := client.New(g.base, client.Options{HTTPClient: &http.Client{Transport: newTransport(8)}, Job: r.job(f), Ahead: 3})

@@ -42,7 +42,7 @@ func TestFormatsRun(t *testing.T) {
 		t.Skip("builds brand and starts MinIO and six gateways")
 	}
 	cfg := FormatsConfig{IndexFiles: 40, IndexRowsPerFile: 2, LargeFiles: 1, LargeFileBytes: 4 << 20, Images: 120, RowsPerFile: 50, RowsPerGroup: 20,
-		ChunkSize: 1 << 20, EmbeddingBytes: 1 << 10, BatchSize: 16, Rounds: 2, WarmEpochs: 2, NoTorch: true,
+		ChunkSize: 1 << 20, EmbeddingBytes: 1 << 10, BatchSize: 16, Rounds: 2, WarmEpochs: 2, StoreReplays: 2, NoTorch: true,
 		GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestFormatsRun"}
 	var log bytes.Buffer
 	cfg.Log = &log
@@ -105,6 +105,23 @@ func TestFormatsRun(t *testing.T) {
 			t.Errorf("%d rows of %s, want %d", count[f], f, 2*cfg.Rounds)
 		}
 	}
+	// Each format's first cold epoch replayed against MinIO alone: the
+	// same GETs and bytes as the epoch's.
+	if len(rep.Replays) != len(formatOrder) {
+		t.Fatalf("replays %+v, want one a format", rep.Replays)
+	}
+	for i, rp := range rep.Replays {
+		var first *FormatRow
+		for j := range rep.Rows {
+			if row := &rep.Rows[j]; row.Format == rp.Format && row.Cold && row.Round == 0 {
+				first = row
+			}
+		}
+		if rp.Format != formatOrder[i] || first == nil || int64(rp.GETs) != first.StoreRequests || rp.Bytes != first.StoreBytes ||
+			len(rp.MinIOCPU) != cfg.StoreReplays {
+			t.Errorf("replay %+v of the cold epoch %+v", rp, first)
+		}
+	}
 	if len(rep.Summary) != 6 || len(rep.Targets) != 8 || rep.PythonSkipped == "" {
 		t.Errorf("%d summary rows, %d targets, (3) skipped %q", len(rep.Summary), len(rep.Targets), rep.PythonSkipped)
 	}
@@ -118,7 +135,7 @@ func TestFormatsRun(t *testing.T) {
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "| Go client | cold | parquet |") {
+	if !strings.Contains(text.String(), "| Go client | cold | parquet |") || !strings.Contains(text.String(), "The store alone") {
 		t.Errorf("the text report:\n%s", text.String())
 	}
 	if err := rep.WriteJSON(&js); err != nil {

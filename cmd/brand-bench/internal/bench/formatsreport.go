@@ -185,6 +185,9 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&sb, " (3): %s, %s, %d DataLoader workers.", r.Python, r.Versions, r.Config.Workers)
 	}
+	if len(r.Replays) > 0 {
+		sb.WriteString("\n\n" + r.replayText())
+	}
 	sb.WriteString("\n\nTargets:\n")
 	for _, t := range r.Targets {
 		note := ""
@@ -284,4 +287,29 @@ func (r *FormatsReport) WriteChart(w io.Writer) error {
 		return fmt.Errorf("bench: writing the chart: %w", err)
 	}
 	return nil
+}
+
+// replayText is the store-alone table: MinIO's CPU for each format's
+// recorded GETs replayed, beside its CPU in the cold Go epochs.
+func (r *FormatsReport) replayText() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "The store alone: each format's first cold epoch's GETs (its objects and ranges, recorded by the proxy) replayed %d times against MinIO, %d at a time, nothing else running; beside it, MinIO's CPU in the cold epochs of the Go client with the gateway and the client on the same cores (median (min–max)):\n\n",
+		r.Config.StoreReplays, replayParallel)
+	sb.WriteString("| format | GETs | MB | MinIO CPU s, replayed | ÷ tar | MinIO CPU s, in the epochs | ÷ tar |\n| --- | --: | --: | --: | --: | --: | --: |\n")
+	var tarReplay, tarEpoch float64
+	for _, rep := range r.Replays {
+		var epochs []float64
+		for _, row := range r.Rows {
+			if row.Format == rep.Format && row.Loader == loaderGo && row.Cold {
+				epochs = append(epochs, row.StoreCPU)
+			}
+		}
+		replayed, inEpochs := spread(rep.MinIOCPU), spread(epochs)
+		if rep.Format == formatTar {
+			tarReplay, tarEpoch = replayed[0], inEpochs[0]
+		}
+		fmt.Fprintf(&sb, "| %s | %d | %.1f | %s | %.3f | %s | %.3f |\n", rep.Format, rep.GETs, float64(rep.Bytes)/1e6,
+			spreadString(replayed, 2), ratio(replayed[0], tarReplay), spreadString(inEpochs, 2), ratio(inEpochs[0], tarEpoch))
+	}
+	return strings.TrimSuffix(sb.String(), "\n")
 }
