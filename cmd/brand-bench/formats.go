@@ -21,7 +21,7 @@ type formatsOptions struct {
 func (o *formatsOptions) flagSet() *flag.FlagSet {
 	cfg := &o.cfg
 	fs := flag.NewFlagSet("formats", flag.ContinueOnError)
-	fs.BoolVar(&o.small, "small", false, "1,000 files to index, 600 photos, one round: a few minutes (flags given explicitly still apply)")
+	fs.BoolVar(&o.small, "small", false, "1,000 files of 2 photos to index, 1,000 photos: a few minutes (flags given explicitly still apply)")
 	fs.IntVar(&cfg.IndexFiles, "index-files", cfg.IndexFiles, "(1): Parquet files brand index reads the footers of")
 	fs.IntVar(&cfg.IndexRowsPerFile, "index-rows", cfg.IndexRowsPerFile, "(1): photos in each of those files")
 	fs.IntVar(&cfg.LargeFiles, "large-files", cfg.LargeFiles, "(1): Parquet files of about --large-file-size also indexed")

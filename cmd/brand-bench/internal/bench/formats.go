@@ -53,6 +53,10 @@ import (
 //	    on the Parquet dataset and on the tar one: a warm epoch on the
 //	    gateway of (2), and a cold one on a fresh gateway.
 //
+// After the rounds each format's first cold epoch's GETs are replayed
+// against MinIO alone (replay.go), and (1) runs last, on a MinIO of its
+// own.
+//
 // Rounds alternate the formats; ratios are to tar's figure of the same
 // round, loader and temperature.
 
