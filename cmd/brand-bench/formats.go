@@ -31,7 +31,7 @@ func (o *formatsOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.RowsPerFile, "rows-per-file", cfg.RowsPerFile, "Parquet rows per file of (2)")
 	fs.Var((*cli.ByteSize)(&cfg.ChunkSize), "chunk-size", "Brand's tar chunk size and the MDS shards' size limit")
 	fs.Var((*cli.ByteSize)(&cfg.ParquetChunkSize), "parquet-chunk-size", "brand index --chunk-size for the Parquet dataset of (2): row groups of a file cut into chunks of about this (default: the gateway binary's)")
-	fs.BoolVar(&cfg.ParquetSinglePut, "parquet-single-put", cfg.ParquetSinglePut, "upload each Parquet file of (2) in one PUT rather than in parts of 16 MiB (a Hub mirror's files are multipart uploads; MinIO serves their ranges at more CPU)")
+	fs.BoolVar(&cfg.ParquetSinglePut, "parquet-single-put", cfg.ParquetSinglePut, "upload each Parquet file of (2) in one PUT rather than in parts of 16 MiB, as a Hub mirror's are")
 	fs.IntVar(&cfg.EmbeddingBytes, "embedding-bytes", cfg.EmbeddingBytes, "bytes a row of the Parquet embedding column, which the projected job leaves out")
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "samples per batch")
 	fs.IntVar(&cfg.Window, "window", cfg.Window, "shuffle window, in chunks")

@@ -82,9 +82,10 @@ type FormatsConfig struct {
 	// ParquetSinglePut uploads each Parquet file of (2) in one PUT, as
 	// the tar chunks and MDS shards (16 MiB) are, rather than as minio-go
 	// uploads a file of its size (45 MB: three parts of 16 MiB), as a Hub
-	// mirror's files are (aws s3 sync: parts of 8 MiB): MinIO serves a
-	// range of a multipart object at more CPU, on the cores the gateway
-	// shares here.
+	// mirror's files are (aws s3 sync: parts of 8 MiB): whether MinIO's
+	// CPU for a cold Parquet epoch, on the cores the gateway shares here,
+	// comes of its serving ranges of multipart objects (measured: it
+	// does not; docs/benchmarks.md).
 	ParquetSinglePut bool
 	BatchSize        int
 	Window           int // the job's shuffle window, in chunks
