@@ -37,6 +37,19 @@ func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format
 	return lay, dec, nil
 }
 
+// firstChunk indexes s, failing t if it does not index, and reads its
+// first chunk's source: the layout, the decoder, the chunk's bytes and
+// its resident bound.
+func firstChunk(t testing.TB, s *formattest.Store) (*format.Layout, format.Decoder, []byte, int64) {
+	t.Helper()
+	lay, dec, err := indexSource(t, s, format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+	return lay, dec, src, resident
+}
+
 // Datasets the Python writer makes decode to exactly the members it
 // wrote, under the documented mapping: every encoding, raw and
 // compressed shards, a merged index and unmerged partitions; indexing

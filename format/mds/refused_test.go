@@ -317,12 +317,8 @@ func TestDamaged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := fixture(t, tt.compress, tt.edit)
-			lay, dec, err := indexSource(t, s, format.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
-			err = dec.Decode(0, nil, src, make([]byte, resident), format.WriterOptions{})
+			_, dec, src, resident := firstChunk(t, s)
+			err := dec.Decode(0, nil, src, make([]byte, resident), format.WriterOptions{})
 			if !errors.Is(err, format.ErrDamaged) || !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("got %v, want damaged: %s", err, tt.mention)
 			}

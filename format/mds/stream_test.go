@@ -132,13 +132,9 @@ func TestDecodeStreamNot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := fixture(t, tt.compress, tt.edit)
-			lay, dec, err := indexSource(t, s, format.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+			lay, dec, src, resident := firstChunk(t, s)
 			o := &opener{obj: s.Objs[lay.Chunks[0].Object], step: 1 << 20}
-			err = dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
+			err := dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
 			if !errors.Is(err, format.ErrNotStreamed) || o.opens != tt.opens {
 				t.Fatalf("got %v with %d ranges opened, want ErrNotStreamed with %d", err, o.opens, tt.opens)
 			}
@@ -185,13 +181,9 @@ func TestDecodeStreamDamaged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := fixture(t, "", tt.edit)
-			lay, dec, err := indexSource(t, s, format.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+			lay, dec, src, resident := firstChunk(t, s)
 			o := &opener{obj: s.Objs[lay.Chunks[0].Object], step: 5}
-			err = dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
+			err := dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
 			if !errors.Is(err, format.ErrDamaged) || !strings.Contains(err.Error(), tt.mention) || !strings.Contains(err.Error(), "shard.00000.mds") {
 				t.Fatalf("got %v, want damaged, naming the shard: %s", err, tt.mention)
 			}
@@ -199,11 +191,7 @@ func TestDecodeStreamDamaged(t *testing.T) {
 	}
 
 	s := fixture(t, "", nil)
-	lay, dec, err := indexSource(t, s, format.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+	lay, dec, src, resident := firstChunk(t, s)
 	for _, fail := range []int{1, 30, len(src) - 1} {
 		o := &opener{obj: s.Objs[lay.Chunks[0].Object], step: 3, fail: fail}
 		err := dec.(format.Streamer).DecodeStream(0, nil, o.open, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
@@ -212,7 +200,7 @@ func TestDecodeStreamDamaged(t *testing.T) {
 		}
 	}
 	short := &opener{obj: s.Objs[lay.Chunks[0].Object][:len(src)-2], step: 3}
-	err = dec.(format.Streamer).DecodeStream(0, nil, func(r format.Range) (io.ReadCloser, error) {
+	err := dec.(format.Streamer).DecodeStream(0, nil, func(r format.Range) (io.ReadCloser, error) {
 		return short.open(format.Range{Off: r.Off, Len: r.Len - 2})
 	}, make([]byte, len(src)), make([]byte, resident), format.WriterOptions{})
 	if err == nil || errors.Is(err, format.ErrDamaged) || !strings.Contains(err.Error(), "ended within bytes") {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
 )
 
 // oneBuffer lends the same buffer again and again, and counts.
@@ -33,11 +32,7 @@ func TestWorking(t *testing.T) {
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("zstd=%v", compress), func(t *testing.T) {
 			s := imageSource(t, compress)
-			lay, dec, err := indexSource(t, s, format.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+			lay, dec, src, resident := firstChunk(t, s)
 			dst := make([]byte, resident)
 			work := dec.(format.Working).Working(0, nil)
 			var m0, m1 runtime.MemStats
