@@ -32,15 +32,18 @@ type storeTally struct {
 	target    *url.URL
 	transport *http.Transport
 
-	mu    sync.Mutex
-	bytes map[string]int64
-	gate  chan struct{} // while not nil, chunk GETs wait until it closes
+	mu      sync.Mutex
+	bytes   map[string]int64
+	gate    chan struct{} // while not nil, chunk GETs wait until it closes
+	only    []string      // the chunk keys the gate holds; nil: every chunk
+	waiting int           // chunk GETs waiting at the gate now
 }
 
-// hold makes chunk GETs wait until release.
-func (s *storeTally) hold() {
+// hold makes GETs of the chunks keys wait until release; of every chunk
+// if none is named.
+func (s *storeTally) hold(keys ...string) {
 	s.mu.Lock()
-	s.gate = make(chan struct{})
+	s.gate, s.only = make(chan struct{}), keys
 	s.mu.Unlock()
 }
 
@@ -49,9 +52,27 @@ func (s *storeTally) release() {
 	s.mu.Lock()
 	if s.gate != nil {
 		close(s.gate)
-		s.gate = nil
+		s.gate, s.only = nil, nil
 	}
 	s.mu.Unlock()
+}
+
+// held is how many chunk GETs wait at the gate now.
+func (s *storeTally) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
+// gateFor returns the gate a request waits at, nil if none; s.mu is held.
+func (s *storeTally) gateFor(r *http.Request) chan struct{} {
+	if s.gate == nil || r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/chunks/") {
+		return nil
+	}
+	if len(s.only) == 0 || slices.ContainsFunc(s.only, func(k string) bool { return strings.HasSuffix(r.URL.Path, "/"+k) }) {
+		return s.gate
+	}
+	return nil
 }
 
 func newStoreTally(t *testing.T, target string) *storeTally {
@@ -68,12 +89,20 @@ func newStoreTally(t *testing.T, target string) *storeTally {
 
 func (s *storeTally) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	gate := s.gate
+	gate := s.gateFor(r)
+	if gate != nil {
+		s.waiting++
+	}
 	s.mu.Unlock()
-	if gate != nil && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/chunks/") {
+	if gate != nil {
 		select {
 		case <-gate:
 		case <-r.Context().Done():
+		}
+		s.mu.Lock()
+		s.waiting--
+		s.mu.Unlock()
+		if r.Context().Err() != nil {
 			return
 		}
 	}
@@ -249,6 +278,50 @@ func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
 	}
 }
 
+// joinPoint returns the step before which TestClusterJoinAtEpochEnd's
+// ranks pause for the join, and the chunks of the window it begins: the
+// first window, from the middle of the epoch outward (leaving a window
+// before it and one after), in which the joiners gain a chunk going from
+// membership from to to. Ownership hashes the nodes' URLs, whose ports
+// differ from run to run; each joiner gains a fifth of the chunks, so a
+// window of 16 holds no gain of either only about once in 3,500 runs.
+func joinPoint(t *testing.T, ix *chunkindex.Index, job shuffle.Params, from, to *cluster.Membership, joiners []string) (step int, keys []string) {
+	t.Helper()
+	e, err := shuffle.NewEpoch(ix.SampleCounts(), job.Seed, 0, job.Window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := []int{0} // each window's first position, then the epoch's end
+	for len(starts) == 1 || starts[len(starts)-1] < e.NumSamples() {
+		starts = append(starts, starts[len(starts)-1]+len(e.Window(len(starts)-1)))
+	}
+	windows := len(starts) - 1
+	gains := map[int]bool{}
+	for _, u := range joiners {
+		gained, _ := cluster.Moves(cluster.IndexKey(ix.ID()), ix.SampleCounts(), from, to, u)
+		for _, c := range gained {
+			gains[c] = true
+		}
+	}
+	perStep := job.BatchSize * job.World
+	for d := range windows {
+		w := windows/2 + (d+1)/2*(1-2*(d%2)) // the middle, then one before, one after, …
+		if w < 1 || w >= windows-1 || starts[w]/perStep < 1 {
+			continue
+		}
+		chunks := e.ChunksOfRange(starts[w], starts[w+1])
+		if !slices.ContainsFunc(chunks, func(c int) bool { return gains[c] }) {
+			continue
+		}
+		for _, c := range chunks {
+			keys = append(keys, ix.Chunk(c).Key)
+		}
+		return starts[w] / perStep, keys
+	}
+	t.Fatalf("the joiners gain no chunk of windows 1 to %d of epoch 0", windows-2)
+	return 0, nil
+}
+
 // sub returns a − b, chunk by chunk.
 func sub(a, b []float64) []float64 {
 	out := make([]float64, len(a))
@@ -274,10 +347,20 @@ const warmupStarted = "loading the chunks this node gains that the jobs need soo
 // node's cache 40 % of the dataset, 8 ranks) in the middle of the cold
 // epoch, and the join completes as the epoch ends: the joiners' warm-up
 // waits on the store (their chunk GETs are held) until the job has read
-// the whole epoch under the three old members. At the warm-up's start
-// the old owners had yet to read the gains of the epoch's second half,
-// so the warm-up left those to the batches, to be asked of their old
-// owner when a batch first needs one; by then the old owners hold them.
+// the whole epoch under the three old members. The ranks pause for the
+// join before the first step of a window in which the joiners gain
+// chunks, and the old members' GETs of that window's chunks are held
+// until a joiner's warm-up waits on the store for one: no cache holds
+// them, so the joiners' warm-up, which loads the gains of the current
+// window and the next, reads some from the store. (Before, the test
+// relied on the old owners' prefetch not having reached every gain of
+// the next window yet; in 2 of 14 joiners' warm-ups it had, and none
+// read the store. When neither joiner's did, as in one CI run, the
+// cluster moved to the five members before the epoch ended.) At the
+// warm-up's start the old owners had yet to read the gains of the
+// epoch's later windows, so the warm-up left those to the batches, to be
+// asked of their old owner when a batch first needs one; by then the old
+// owners hold them.
 // Early in the next epoch, pinned to the five members, one of the old
 // members leaves as planned (removed from the list, then SIGTERM).
 //
@@ -338,7 +421,16 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 		return out
 	}
 	writePeers(t, peersFile, pick(first))
+	job := shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}
+	steps := ix.NumSamples() / (batchSize * world)
+	joinStep, gated := joinPoint(t, ix, job, mustMembership(t, pick(first)), mustMembership(t, pick(full)), pick(joiners))
+	for _, k := range first {
+		tallies[k].hold(gated...)
+	}
 	t.Cleanup(func() {
+		for _, k := range first {
+			tallies[k].release()
+		}
 		for _, k := range joiners {
 			tallies[k].release()
 			procs[k].stop(t)
@@ -357,8 +449,6 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 	}
 
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
-	job := shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}
-	steps := ix.NumSamples() / (batchSize * world)
 	keys := p.keys()
 	// readEpoch reads an epoch step by step, each rank through its own
 	// client given members; before runs before step m without holding
@@ -399,7 +489,7 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 
 	joined := make(chan error, len(joiners))
 	readEpoch(0, pick(first), func(m int) {
-		if m != steps/2 {
+		if m != joinStep {
 			return
 		}
 		for _, k := range joiners {
@@ -422,6 +512,19 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+		}
+		// A joiner's warm-up waits on the store for a gain of the
+		// gated window, which no cache holds: the old members may read
+		// that window now (the ranks need it next).
+		for slices.IndexFunc(joiners, func(k int) bool { return tallies[k].held() > 0 }) < 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no joiner's warm-up read a chunk of the gated window from the store a minute after they started; logs:\n%s\n%s",
+					tail(procs[joiners[0]].logPath), tail(procs[joiners[1]].logPath))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, k := range first {
+			tallies[k].release()
 		}
 	})
 	// The epoch is read: the joiners' warm-up may go on, and the join
