@@ -278,6 +278,20 @@ func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
 	}
 }
 
+// warmups returns a node log's lines about its membership changes'
+// warm-ups: what each loaded, and from where. They come first in a
+// failure's output, which CI may cut short before the nodes' warnings.
+func warmups(path string) string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, warmupStarted) || strings.Contains(line, "warmed up for a new membership") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // joinPoint returns the step before which TestClusterJoinAtEpochEnd's
 // ranks pause for the join, and the chunks of the window it begins: the
 // first window, from the middle of the epoch outward (leaving a window
@@ -538,7 +552,8 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cl.Members == fullVersion {
-			t.Fatalf("%s moved to the five members before the joiners' warm-up could end: the join did not complete as the epoch ended", u)
+			t.Fatalf("%s moved to the five members before the joiners' warm-up could end: the join did not complete as the epoch ended; the joiners' warm-ups:\n%s\n%s",
+				u, warmups(procs[joiners[0]].logPath), warmups(procs[joiners[1]].logPath))
 		}
 	}
 	for _, k := range joiners {
