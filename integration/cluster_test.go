@@ -372,6 +372,28 @@ func TestClusterOfFourGateways(t *testing.T) {
 				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k),
 				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
 	}
+	// The planner's prediction of the same cluster: its figures depend on
+	// which node owns which chunk, and so on the nodes' URLs, whose ports
+	// differ from run to run (the cold epoch's share of bytes crossing
+	// nodes: 4.4–18.7 % over 300 random port sets, median 10.2 %).
+	plan, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Dataset: planner.DatasetOf(ix),
+		Job:      planner.Job{Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}, Epochs: 5},
+		IndexKey: cluster.IndexKey(ix.ID()), Nodes: nodes, MemberIDs: members.IDs(), NodeCacheBytes: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0, e3, e4 := plan.Epochs[0], plan.Epochs[3], plan.Epochs[4]
+	// nearPlan checks a live figure against the planner's.
+	nearPlan := func(name string, live, want float64) {
+		t.Helper()
+		t.Logf("  planner beside live: %-40s live %.3f, predicted %.3f", name, live, want)
+		if math.Abs(live-want) > 0.02 {
+			t.Errorf("%s: live %.3f, the planner predicted %.3f: more than 2 points apart", name, live, want)
+		}
+	}
+	if locality, plain := float64(e0.CrossNodeBytes)/float64(e0.DeliveredBytes), float64(e0.CrossNodeBytesPlain)/float64(e0.DeliveredBytes); locality >= plain {
+		t.Fatalf("the planner predicts %.3f of the cold epoch's bytes crossing nodes with locality, %.3f without: locality should cut it", locality, plain)
+	}
 	startProcs(t, procs, bin, env, "")
 	keys := p.keys()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
@@ -456,10 +478,10 @@ func TestClusterOfFourGateways(t *testing.T) {
 		t.Errorf("cold epoch: the cluster read %.3f × the dataset from the store, want 1 to %.3f (each chunk by its owner; each node at most the index's tables of the others' chunks)", cold.store/dataset, most/dataset)
 	}
 	// The order is the single gateway's (not stratified by owner): with
-	// 8 chunks of each node in a window, 7–15 % crossed nodes per epoch.
-	if cold.peer > 0.20*(cold.home+cold.peer) {
-		t.Errorf("cold epoch: %.1f %% of delivered bytes crossed nodes, want at most 20 %%", 100*cold.peer/(cold.home+cold.peer))
-	}
+	// 8 chunks of each node in a window, some bytes cross nodes, as many
+	// as the planner predicts for these owners. (A fixed bound of 20 %
+	// failed once in CI at 20.2 %: these owners' share is up to 18.7 %.)
+	nearPlan("cross-node with locality, cold (share)", cold.peer/(cold.home+cold.peer), float64(e0.CrossNodeBytes)/float64(e0.DeliveredBytes))
 
 	// Epoch 1: node 2 is killed before the middle step.
 	const victim = 2
@@ -543,39 +565,18 @@ func TestClusterOfFourGateways(t *testing.T) {
 	if warm.store > 0.05*dataset {
 		t.Errorf("warm epoch: the cluster read %.3f × the dataset from the store, want at most 0.05", warm.store/dataset)
 	}
-	if warm.peer > 0.20*(warm.home+warm.peer) {
-		t.Errorf("warm epoch: %.1f %% of delivered bytes crossed nodes, want at most 20 %%", 100*warm.peer/(warm.home+warm.peer))
-	}
+	nearPlan("cross-node with locality, warm (share)", warm.peer/(warm.home+warm.peer), float64(e3.CrossNodeBytes)/float64(e3.DeliveredBytes))
 
 	lat = readEpoch(4, "&locality=false", nil)
 	c6, _ := counters(t, procs, dead)
 	plain := c6.minus(c5)
 	report("epoch 4 (warm, locality=false)", plain, lat)
 
-	// The planner's prediction of the same cluster, beside the live one.
-	plan, err := planner.MakeClusterPlan(context.Background(), planner.ClusterInput{Dataset: planner.DatasetOf(ix),
-		Job:      planner.Job{Params: shuffle.Params{Seed: 9, Window: window, BatchSize: batchSize, World: world}, Epochs: 5},
-		IndexKey: cluster.IndexKey(ix.ID()), Nodes: nodes, MemberIDs: members.IDs(), NodeCacheBytes: cache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	type figure struct {
-		name       string
-		live, want float64
-	}
-	e0, e3, e4 := plan.Epochs[0], plan.Epochs[3], plan.Epochs[4]
-	for _, f := range []figure{
-		{"store, cold epoch (× dataset)", cold.store / dataset, float64(e0.StoreBytes) / dataset},
-		{"store, warm epoch (× dataset)", warm.store / dataset, float64(e3.StoreBytes) / dataset},
-		{"cross-node with locality, cold (share)", cold.peer / (cold.home + cold.peer), float64(e0.CrossNodeBytes) / float64(e0.DeliveredBytes)},
-		{"cross-node with locality, warm (share)", warm.peer / (warm.home + warm.peer), float64(e3.CrossNodeBytes) / float64(e3.DeliveredBytes)},
-		{"cross-node, plain cut (share)", plain.peer / (plain.home + plain.peer), float64(e4.CrossNodeBytesPlain) / float64(e4.DeliveredBytes)},
-	} {
-		t.Logf("  planner beside live: %-40s live %.3f, predicted %.3f", f.name, f.live, f.want)
-		if math.Abs(f.live-f.want) > 0.02 {
-			t.Errorf("%s: live %.3f, the planner predicted %.3f: more than 2 points apart", f.name, f.live, f.want)
-		}
-	}
+	// The planner's other figures, beside the live ones (the cross-node
+	// shares with locality are checked above, after their epochs).
+	nearPlan("store, cold epoch (× dataset)", cold.store/dataset, float64(e0.StoreBytes)/dataset)
+	nearPlan("store, warm epoch (× dataset)", warm.store/dataset, float64(e3.StoreBytes)/dataset)
+	nearPlan("cross-node, plain cut (share)", plain.peer/(plain.home+plain.peer), float64(e4.CrossNodeBytesPlain)/float64(e4.DeliveredBytes))
 
 	// Any node answers any request with the same bytes.
 	for _, r := range []int{0, 3, 5, 7} {
