@@ -226,9 +226,16 @@ func warnings(path string) string {
 // warningLines returns the last max warning and error lines of a JSON
 // log.
 func warningLines(log string, max int) string {
+	return logLines(log, max, func(line string) bool {
+		return strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`)
+	})
+}
+
+// logLines returns the last max lines of log that keep accepts.
+func logLines(log string, max int, keep func(line string) bool) string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
+		if keep(line) {
 			out = append(out, line)
 		}
 	}

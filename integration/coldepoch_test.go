@@ -283,13 +283,9 @@ func TestClusterColdEpochOneReadPerChunk(t *testing.T) {
 // failure's output, which CI may cut short before the nodes' warnings.
 func warmups(path string) string {
 	b, _ := os.ReadFile(path)
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, warmupStarted) || strings.Contains(line, "warmed up for a new membership") {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
+	return logLines(string(b), 40, func(line string) bool {
+		return strings.Contains(line, warmupStarted) || strings.Contains(line, "warmed up for a new membership")
+	})
 }
 
 // joinPoint returns the step before which TestClusterJoinAtEpochEnd's
@@ -305,11 +301,7 @@ func joinPoint(t *testing.T, ix *chunkindex.Index, job shuffle.Params, from, to 
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := []int{0} // each window's first position, then the epoch's end
-	for len(starts) == 1 || starts[len(starts)-1] < e.NumSamples() {
-		starts = append(starts, starts[len(starts)-1]+len(e.Window(len(starts)-1)))
-	}
-	windows := len(starts) - 1
+	windows := e.NumWindows()
 	gains := map[int]bool{}
 	for _, u := range joiners {
 		gained, _ := cluster.Moves(cluster.IndexKey(ix.ID()), ix.SampleCounts(), from, to, u)
@@ -320,17 +312,17 @@ func joinPoint(t *testing.T, ix *chunkindex.Index, job shuffle.Params, from, to 
 	perStep := job.BatchSize * job.World
 	for d := range windows {
 		w := windows/2 + (d+1)/2*(1-2*(d%2)) // the middle, then one before, one after, …
-		if w < 1 || w >= windows-1 || starts[w]/perStep < 1 {
+		if w < 1 || w >= windows-1 || e.WindowStart(w)/perStep < 1 {
 			continue
 		}
-		chunks := e.ChunksOfRange(starts[w], starts[w+1])
+		chunks := e.WindowChunks(w)
 		if !slices.ContainsFunc(chunks, func(c int) bool { return gains[c] }) {
 			continue
 		}
 		for _, c := range chunks {
 			keys = append(keys, ix.Chunk(c).Key)
 		}
-		return starts[w] / perStep, keys
+		return e.WindowStart(w) / perStep, keys
 	}
 	t.Fatalf("the joiners gain no chunk of windows 1 to %d of epoch 0", windows-2)
 	return 0, nil
