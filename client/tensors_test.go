@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"

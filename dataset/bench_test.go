@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 )
 
 // benchSpec is 2,000 samples of about 32 KiB: 64 MiB, a typical chunk.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/s3backend"
 )
 

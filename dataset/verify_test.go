@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/server/httperr"
 )
 
 // maxLoggedPath bounds the request path (with its query) in a log line: a

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/reqbody"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // tokenSet holds the bearer tokens a gateway accepts, as SHA-256 digests:

@@ -10,14 +10,14 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/schedule"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/cache/usetable"
 )
 
 // The endpoints of a job's epochs and batches, of one dataset or a
 // mixture alike: each request is laid out by the jobs stage, served by
-// their visit (internal/visit) and answered here.
+// their visit (internal/batch/visit) and answered here.
 
 // handleEpoch serves /epoch/{epoch}: the epoch's extent under the job,
 // and a mixture's components.
@@ -87,7 +87,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	// Labels let a CPU profile be cut by epoch (go tool pprof -tagfocus
 	// epoch=0 shows the cold one); the chunk loads this batch starts
 	// inherit them.
-	pprof.Do(ctx, schedule.EpochLabels(b.Name(), b.Epoch), func(ctx context.Context) {
+	pprof.Do(ctx, usetable.EpochLabels(b.Name(), b.Epoch), func(ctx context.Context) {
 		s, err := g.batches.Read(ctx, b)
 		if err != nil {
 			writeError(ctx, w, err)
@@ -108,7 +108,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 // data, and those a GET in skip mode would leave out as far as the
 // gateway knows without reading (the samples of chunks whose last read
 // found them damaged at rest).
-func writeManifest(w http.ResponseWriter, b *order.Batch) {
+func writeManifest(w http.ResponseWriter, b *layout.Batch) {
 	m := api.Manifest{Dataset: b.Name(), Epoch: int(b.Epoch), Batch: int(b.Batch), Rank: b.Job.Rank,
 		World: b.Job.World, BatchSize: b.Job.BatchSize, Offset: b.Job.Offset, Batches: b.Batches, ETag: b.ETag, Bytes: b.Length(),
 		Samples: make([]api.ManifestSample, b.Reads()), Transform: b.Job.Transform}
@@ -139,7 +139,7 @@ func writeManifest(w http.ResponseWriter, b *order.Batch) {
 // or the mixture (its text, block and the components' index versions);
 // and on a cluster the membership version its batches are laid out
 // under, which the clients pin for the epoch.
-func setSourceHeaders(h http.Header, src order.Source) {
+func setSourceHeaders(h http.Header, src layout.Source) {
 	if src.Members != nil {
 		h.Set(api.HeaderMembers, src.Members.Version())
 	}
@@ -157,7 +157,7 @@ func setSourceHeaders(h http.Header, src order.Source) {
 
 // setBatchHeaders sets a batch's headers: its identity, and with missing
 // samples (skip mode) which ones.
-func setBatchHeaders(h http.Header, b *order.Batch) {
+func setBatchHeaders(h http.Header, b *layout.Batch) {
 	h.Set("ETag", b.ETag)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	setSourceHeaders(h, b.Source)
@@ -165,7 +165,7 @@ func setBatchHeaders(h http.Header, b *order.Batch) {
 		h.Set(api.HeaderScheduleVersion, v)
 	}
 	if b.Mix != nil {
-		h.Set(api.HeaderMixComponents, order.FormatComponents(b.Components()))
+		h.Set(api.HeaderMixComponents, layout.FormatComponents(b.Components()))
 	} else {
 		h.Set(api.HeaderDataset, b.DS.Name)
 	}
@@ -192,7 +192,7 @@ const maxMissingKeysHeader = 2048
 // and their keys (query-escaped, comma-separated) up to
 // maxMissingKeysHeader bytes, ending in "…" when cut. A partial batch must
 // not be cached as if it were the batch.
-func setMissingHeaders(h http.Header, b *order.Batch) {
+func setMissingHeaders(h http.Header, b *layout.Batch) {
 	if len(b.Missing) == 0 {
 		return
 	}

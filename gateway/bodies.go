@@ -4,11 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/brandgw/brand/internal/reqbody"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // bodies bounds the request bodies of the gateway's routes
-// (internal/reqbody): each route is registered with none (it takes no
+// (internal/server/reqbody): each route is registered with none (it takes no
 // body) or upTo its bound, in routes; a request refused before its body
 // is read (a missing credential, an unknown path, a declared length over
 // the bound) is answered at once and its connection closed.

@@ -21,9 +21,9 @@ import (
 	"github.com/minio/minio-go/v7/pkg/signer"
 
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/peercred"
-	"github.com/brandgw/brand/internal/s3auth"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
 )
 
 // Short body deadlines, so that the test stays fast; a body sent a byte
@@ -115,13 +115,13 @@ func TestSlowBodies(t *testing.T) {
 		{"POST", "/plan", "/plan", "token", short, 0},
 		{"GET", "", "/no/such/endpoint", "token", short, http.StatusNotFound},
 		{"POST", "", "/datasets", "token", short, http.StatusMethodNotAllowed},
-		{"POST", peer.SamplesPath, peer.SamplesPath + q, "peer", short, 0},
-		{"GET", peer.StatePath, peer.StatePath, "peer", short, 0},
-		{"GET", peer.MembersPath, peer.MembersPath + "?members=0123456789abcdef", "peer", short, 0},
-		{"GET", peer.ChunkPath, peer.ChunkPath + q + "&chunk=0", "peer", short, 0},
-		{"POST", peer.NeededPath, peer.NeededPath + q + "&ahead=1", "peer", short, 0},
-		{"GET", peer.FeedbackPath + "{job}", peer.FeedbackPath + "j" + q + "&epoch=0", "peer", short, 0},
-		{"GET", peer.StepsPath + "{job}", peer.StepsPath + "j?from=0", "peer", short, 0},
+		{"POST", transport.SamplesPath, transport.SamplesPath + q, "peer", short, 0},
+		{"GET", transport.StatePath, transport.StatePath, "peer", short, 0},
+		{"GET", transport.MembersPath, transport.MembersPath + "?members=0123456789abcdef", "peer", short, 0},
+		{"GET", transport.ChunkPath, transport.ChunkPath + q + "&chunk=0", "peer", short, 0},
+		{"POST", transport.NeededPath, transport.NeededPath + q + "&ahead=1", "peer", short, 0},
+		{"GET", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0", "peer", short, 0},
+		{"GET", transport.StepsPath + "{job}", transport.StepsPath + "j?from=0", "peer", short, 0},
 	}
 	operators := []bodyRoute{
 		{"GET", "/metrics", "/metrics", "token", short, 0},

@@ -4,23 +4,23 @@ import (
 	"context"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/membership"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/route"
-	"github.com/brandgw/brand/internal/visit"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
 // A node of a cluster is three rooms (docs/architecture.md, "A cluster
 // of gateways"), each handed, in New, to the parts that use it as the
 // part's own interface:
 //
-//   - peer.Nodes, how to reach the other nodes and whether they are up
+//   - transport.Nodes, how to reach the other nodes and whether they are up
 //     (the transport, liveness, what each last said of itself): to the
 //     importance seals (feedback.Parts), the hand-over and the peers'
 //     endpoints (peerNodes);
 //   - route.Router, which node a chunk's bytes come from: to the
-//     schedule, the reader, the batches (internal/visit) and the S3 face (router);
+//     schedule, the reader, the batches (internal/batch/visit) and the S3 face (router);
 //   - membership.Tracker, who the members are, how a change applies, and
 //     what the cluster agrees on (a membership version, each dataset's
 //     index version): to the jobs (versions) and the peers' endpoints
@@ -56,7 +56,7 @@ type router interface {
 
 // clusterNode composes a node of a cluster from its rooms.
 type clusterNode struct {
-	peers   *peer.Nodes
+	peers   *transport.Nodes
 	members *membership.Tracker
 	route   *route.Router
 }

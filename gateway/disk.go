@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/disktier"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/disktier"
+	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // diskTier is the disk tier below the cache (--disk-cache), or noDisk.

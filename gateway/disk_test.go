@@ -52,9 +52,9 @@ func datasetBytes(f *fixture) (total int64) {
 // most a hundredth of the dataset from the store in its first epoch,
 // which /stats tells from the bytes read from the disk. (What the loader
 // serves from a tier opened again, and never from a damaged file:
-// internal/catalog's TestLoaderThroughTheDisk; warm epochs from a disk
+// internal/job/catalog's TestLoaderThroughTheDisk; warm epochs from a disk
 // four times the cache, and one that holds half the dataset:
-// internal/schedule's TestDiskTierHoldsFourTimesTheCache and
+// internal/cache/usetable's TestDiskTierHoldsFourTimesTheCache and
 // TestDiskTierWithoutRoomKeepsTheSoonest.)
 func TestDiskTierWarmRestart(t *testing.T) {
 	f := newFixture(t, 32, 8)

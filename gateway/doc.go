@@ -5,7 +5,7 @@
 // peers' internal endpoints).
 //
 // It authenticates requests, bounds their bodies per route (bodies, on
-// internal/reqbody: a size and a read deadline each, a refused request
+// internal/server/reqbody: a size and a read deadline each, a refused request
 // answered before its body is read), resolves what a request's job
 // reads (jobs), hands the batch to the stages that do the work and
 // writes their answers; the stages know nothing of HTTP and do not import this package
@@ -32,7 +32,7 @@
 //     come from).
 //
 // Errors of every part are mapped to HTTP statuses in one place,
-// internal/httperr (statusOf), which the S3 face shares.
+// internal/server/httperr (statusOf), which the S3 face shares.
 // A Gateway keeps no package-level state: a process may run several, each
 // with its own cache, metrics registry and datasets.
 package gateway

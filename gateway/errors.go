@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/job/catalog"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,13 +13,13 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/server/httperr"
 )
 
 // Errors of the gateway's own, beside those of the parts it wires (each
 // part's package names its own). Everything that reaches a client is
-// translated to an HTTP status in one place, internal/httperr, which the
+// translated to an HTTP status in one place, internal/server/httperr, which the
 // S3 face shares.
 var (
 	// ErrStalled means requests wait for cache room, or for room to

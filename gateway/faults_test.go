@@ -71,7 +71,7 @@ func damageAtRest(t *testing.T, f *fixture, c int) {
 
 // wantPartialETag is the ETag docs/http-api.md gives a batch served
 // without the samples at batch positions missing (ascending): one rule
-// for a dataset's batch and a mixture's (internal/order's TestWithout).
+// for a dataset's batch and a mixture's (internal/batch/layout's TestWithout).
 func wantPartialETag(full string, missing []int) string {
 	s := "brand-partial-v2|" + full
 	for _, pos := range missing {
@@ -92,10 +92,10 @@ func wantPartialETag(full string, missing []int) string {
 // Content-Length what it holds, the partial ETag over the positions left
 // out, and Cache-Control: no-store; a batch that lacks nothing keeps its
 // full ETag. /metrics, /manifest and the Go client say the same. Which
-// samples are left out, however the batch is read, is internal/reader's
-// TestReadBatch; the partial ETag's rule internal/order's TestWithout;
+// samples are left out, however the batch is read, is internal/batch/reader's
+// TestReadBatch; the partial ETag's rule internal/batch/layout's TestWithout;
 // the re-reads, and what they tell at rest from in transit, internal/
-// catalog's TestLoaderRereads; each outcome's status internal/httperr's
+// catalog's TestLoaderRereads; each outcome's status internal/server/httperr's
 // TestStatusAndPublic.
 // The reproductions: a batch assembled in parts answered 502 and set no
 // missing headers; a mixture's batch sent the count alone, and built its

@@ -16,29 +16,29 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/handover"
-	"github.com/brandgw/brand/internal/livestats"
-	"github.com/brandgw/brand/internal/membership"
-	"github.com/brandgw/brand/internal/memory"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/peercred"
-	"github.com/brandgw/brand/internal/plans"
-	"github.com/brandgw/brand/internal/preload"
-	"github.com/brandgw/brand/internal/query"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/route"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/batch/sequences"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/preload"
+	"github.com/brandgw/brand/internal/cache/usetable"
+	"github.com/brandgw/brand/internal/cluster/handover"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/job/livestats"
+	"github.com/brandgw/brand/internal/job/plans"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/s3face"
-	"github.com/brandgw/brand/internal/schedule"
-	"github.com/brandgw/brand/internal/sequences"
-	"github.com/brandgw/brand/internal/stopper"
-	"github.com/brandgw/brand/internal/tensors"
-	"github.com/brandgw/brand/internal/visit"
+	"github.com/brandgw/brand/internal/server/memory"
+	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
@@ -72,7 +72,7 @@ type Config struct {
 	IndexTablesCache int64
 
 	// DiskCache, if it names directories, keeps chunks on local disk below
-	// the RAM cache (internal/disktier): a chunk the cache misses is read
+	// the RAM cache (internal/cache/disktier): a chunk the cache misses is read
 	// from disk before the store, chunks read from the store are written
 	// there, and what stays is chosen by next use like the RAM cache's.
 	// A restarted gateway finds the chunks it kept.
@@ -168,7 +168,7 @@ type Config struct {
 	// the one route whose body may be large (importance feedback, up to
 	// 8 MiB). Defaults 10 s and 30 s. A body is also bounded in size,
 	// per route, and a declared length over the bound is refused before
-	// a byte is read (internal/reqbody, docs/http-api.md "Bounds and
+	// a byte is read (internal/server/reqbody, docs/http-api.md "Bounds and
 	// timeouts").
 	BodyTimeout, LargeBodyTimeout time.Duration
 	// CopyBytes bounds the bytes of responses copied out of the cache
@@ -237,7 +237,7 @@ type ClusterConfig struct {
 	// MembersPoll is how often Members is listed; default ProbeInterval.
 	MembersPoll time.Duration
 	// FlipTimeout bounds a membership change on this node: loading the
-	// chunks it gains that the jobs need soon (internal/handover), then
+	// chunks it gains that the jobs need soon (internal/cluster/handover), then
 	// waiting for the other members gaining chunks to do the same, after
 	// which it reports the new version anyway. Default
 	// membership.DefaultFlipTimeout (30 s).
@@ -346,7 +346,7 @@ const maxAssembling = 2
 // the jobs stage (what a request's job reads, its batches' layout), the
 // schedule (when each chunk is next needed, the cache's eviction and the
 // prefetch), the cluster, the reader (the one path samples are read by),
-// the batches (every batch's visit and read: internal/visit), the one response writer,
+// the batches (every batch's visit and read: internal/batch/visit), the one response writer,
 // the importance state and the live statistics. docs/architecture.md
 // draws them.
 type Gateway struct {
@@ -361,16 +361,16 @@ type Gateway struct {
 
 	catalog  *catalog.Catalog
 	jobs     *jobs
-	sched    *schedule.Schedule
+	sched    *usetable.Schedule
 	cache    *chunkcache.Cache
 	disk     diskTier
-	prefetch schedule.Prefetch
+	prefetch usetable.Prefetch
 	node     node // its place in a cluster (cluster.go)
 	reader   *reader.Reader
 	// mem is the memory manager every part holding bytes beside the
 	// cache takes them from: copies, decodes, pools, the pressure signal.
 	mem     *memory.Manager
-	stage   *tensors.Stage   // the transform stage: images to tensors
+	stage   *tensorize.Stage // the transform stage: images to tensors
 	packer  *sequences.Stage // the pack stage: token jobs' sequences, on the transform stage's workers
 	batches *visit.Batches
 	out     *respond.Writer // every response that carries samples
@@ -433,30 +433,30 @@ func New(cfg Config) (*Gateway, error) {
 	// since the schedule, the reader and the batches route by them; the
 	// membership once the hand-over it warms up with is built, below.
 	var (
-		peers   *peer.Nodes
+		peers   *transport.Nodes
 		routing *route.Router
 		rt      router         = route.Solo{}
 		parts   feedback.Parts = feedback.NoParts{}
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
-		peers = peer.New(peer.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
+		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
-			Load: func() tensors.Load { return g.stage.Load() }})
+			Load: func() tensorize.Load { return g.stage.Load() }})
 		rt, parts = routing, peers
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
-	orders := order.New(g.feedback)
-	g.sched = schedule.New(schedule.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
+	orders := layout.New(g.feedback)
+	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
 	var distance func(chunkcache.Key) int64 // the disk tier's order under lru: least recently used
 	if cfg.CachePolicy == PolicySchedule {
-		policy = schedule.NewPolicy(g.sched.Table, g.sched.Ticks)
+		policy = usetable.NewPolicy(g.sched.Table, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads).WithMemory(g.mem, g.mem.Decodes())
@@ -488,16 +488,16 @@ func New(cfg Config) (*Gateway, error) {
 		opt = cfg.Planner
 	}
 	g.stats = livestats.New(reg, cfg.CacheSize, opt, g.life.Part("livestats: optima"), cfg.Logger)
-	g.prefetch = schedule.NoPrefetch{}
+	g.prefetch = usetable.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
-		g.prefetch = schedule.NewPrefetcher(schedule.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
+		g.prefetch = usetable.NewPrefetcher(usetable.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, Local: rt.Local, Tally: g.stats,
 			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
-	g.stage = tensors.New(tensors.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
+	g.stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
@@ -512,7 +512,7 @@ func New(cfg Config) (*Gateway, error) {
 	if peers != nil {
 		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, Schedule: g.sched, Cache: g.cache,
 			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
-			Admit: func(victim chunkcache.Key) bool { return !schedule.Needed(g.sched.Distance(victim)) }})
+			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),

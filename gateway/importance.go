@@ -7,9 +7,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
 // importanceAPI serves the importance endpoints (docs/importance.md):

@@ -87,7 +87,7 @@ func seal(t *testing.T, base, job string, epoch int, prev string) sealed {
 // for an epoch not sealed, and serves the importance epoch's batches as
 // the sealing gateway does, loading the snapshot on the request. (That
 // the seal is one version, what another node reads of it and the epoch
-// laid out alike: internal/feedback's TestAnotherNodeReadsTheSeal and
+// laid out alike: internal/job/feedback's TestAnotherNodeReadsTheSeal and
 // TestSealsConvergeAcrossNodes.)
 func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 	f := newFixture(t, 32, 16)
@@ -114,9 +114,9 @@ func TestImportanceFeedbackSealAndReplicas(t *testing.T) {
 }
 
 // TestImportanceBadRequests: the statuses of importance's endpoints and
-// parameters. What a feedback body may hold is internal/feedback's
+// parameters. What a feedback body may hold is internal/job/feedback's
 // TestDecodeJSON and TestDecodeBinary (every malformed body, each
-// refused naming its fault); what the query may say, internal/query's
+// refused naming its fault); what the query may say, internal/job/query's
 // TestParse; here one of each answers 400, beside the endpoints' own
 // refusals and a snapshot no store holds (404). (A seal without feedback,
 // 409, is TestImportanceContract's.)

@@ -55,7 +55,7 @@ func startInPlace(t *testing.T, st s3backend.Store, f formattest.Lines) *httptes
 }
 
 // A dataset served in place, over HTTP (what its batches hold, every
-// sample once with the members of the fields named, is internal/reader's
+// sample once with the members of the fields named, is internal/batch/reader's
 // TestReadInPlace): a batch's ETag differs with the fields read, a HEAD
 // claims no Content-Length (not known before decoding), and columns= a
 // dataset cannot give is 400.

@@ -12,9 +12,9 @@ import (
 	"github.com/brandgw/brand/api"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -48,7 +48,7 @@ type pipelines interface {
 type jobs struct {
 	catalog  *catalog.Catalog
 	versions versions
-	orders   *order.Orders
+	orders   *layout.Orders
 	snaps    snapshots
 	// pipelines resolve a job's transform=: an unknown name is refused
 	// (400, naming the pipelines there are), and a known one's
@@ -62,17 +62,17 @@ type jobs struct {
 
 // epoch parses the query and the {epoch} of a request about an epoch of
 // a job, and resolves what the job reads.
-func (j *jobs) epoch(r *http.Request) (q query.Query, src order.Source, epoch uint64, err error) {
+func (j *jobs) epoch(r *http.Request) (q query.Query, src layout.Source, epoch uint64, err error) {
 	epoch, err = query.ParseNumber("epoch", chi.URLParam(r, "epoch"), j.limits.MaxEpoch)
 	if err != nil {
-		return query.Query{}, order.Source{}, 0, err
+		return query.Query{}, layout.Source{}, 0, err
 	}
 	q, err = query.Parse(r.URL.RawQuery, query.JobParams, j.defaults, j.limits)
 	if err != nil {
-		return q, order.Source{}, 0, err
+		return q, layout.Source{}, 0, err
 	}
 	if err := j.transform(&q.Job); err != nil {
-		return q, order.Source{}, 0, err
+		return q, layout.Source{}, 0, err
 	}
 	if q.Job.ScheduleVersion != "" {
 		// A stored schedule: the version for the steps the request reads.
@@ -80,12 +80,12 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src order.Source, epoch ui
 		if s := chi.URLParam(r, "batch"); s != "" {
 			m, err := query.ParseNumber("batch", s, 1<<62)
 			if err != nil {
-				return q, order.Source{}, 0, err
+				return q, layout.Source{}, 0, err
 			}
 			batch = int64(m)
 		}
 		if err := j.stored(r.Context(), &q.Job, epoch, batch); err != nil {
-			return q, order.Source{}, 0, err
+			return q, layout.Source{}, 0, err
 		}
 	}
 	src, err = j.source(r.Context(), q.Job)
@@ -93,7 +93,7 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src order.Source, epoch ui
 }
 
 // batch parses a request about a batch and lays the batch out.
-func (j *jobs) batch(r *http.Request) (*order.Batch, query.Query, error) {
+func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
 	q, src, epoch, err := j.epoch(r)
 	if err != nil {
 		return nil, q, err
@@ -123,10 +123,10 @@ func (j *jobs) transform(job *api.Job) error {
 // source resolves what job reads — one dataset's version, or a mixture of
 // the versions of its components — and the membership its batches are
 // assigned under.
-func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
+func (j *jobs) source(ctx context.Context, job api.Job) (layout.Source, error) {
 	ms, err := j.versions.Members(ctx, job.Members)
 	if err != nil {
-		return order.Source{}, err
+		return layout.Source{}, err
 	}
 	src, err := j.data(ctx, job)
 	src.Members = ms
@@ -135,13 +135,13 @@ func (j *jobs) source(ctx context.Context, job api.Job) (order.Source, error) {
 
 // data resolves what job reads: one dataset's version, or a mixture of
 // the versions of its components.
-func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
+func (j *jobs) data(ctx context.Context, job api.Job) (layout.Source, error) {
 	if len(job.Mix) == 0 {
 		ds, err := j.version(job)
 		switch {
 		case err == nil && job.Tokens():
 			// A token job reads its dataset's token field alone.
-			ds, err = order.TokenView(ds)
+			ds, err = layout.TokenView(ds)
 		case err == nil:
 			ds, err = ds.Select(job.Columns)
 		}
@@ -152,29 +152,29 @@ func (j *jobs) data(ctx context.Context, job api.Job) (order.Source, error) {
 				_, err = j.snaps.Snapshot(ctx, ds, imp.Job, imp.Version)
 			}
 		}
-		return order.Source{DS: ds}, err
+		return layout.Source{DS: ds}, err
 	}
 	ds := make([]*catalog.Dataset, len(job.Mix))
 	for i, c := range job.Mix {
 		var err error
 		if ds[i], err = j.version(api.Job{Dataset: c.Dataset}); err != nil {
-			return order.Source{}, err
+			return layout.Source{}, err
 		}
 		if job.Tokens() {
-			ds[i], err = order.TokenView(ds[i])
+			ds[i], err = layout.TokenView(ds[i])
 		} else {
 			ds[i], err = ds[i].Select(job.Columns)
 		}
 		if err != nil {
-			return order.Source{}, err
+			return layout.Source{}, err
 		}
 	}
 	if job.Tokens() {
 		m, err := j.orders.TokenMixture(job.Mix, ds, job)
-		return order.Source{Mix: m}, err
+		return layout.Source{Mix: m}, err
 	}
 	m, err := j.orders.Mixture(job.Mix, ds, job)
-	return order.Source{Mix: m}, err
+	return layout.Source{Mix: m}, err
 }
 
 // version is the dataset version a job reads: the one it pins (index=),

@@ -73,7 +73,7 @@ func readLockstep(t *testing.T, f *fixture, url, lead, trail string, epochs, lag
 // at its own position; the trailing one, four batches behind, reads from
 // the cache what the leading one loaded, so both together read about
 // what one reads alone: the eviction policy's doing, with no turns (jobs
-// as goroutines taking turns are internal/schedule's
+// as goroutines taking turns are internal/cache/usetable's
 // TestJobsShareTheCache).
 func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 	f, total := sharedFixture(t)
@@ -114,7 +114,7 @@ func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 
 // TestJobFigures: /stats and /metrics give each job's store bytes, hit
 // ratio and wait, under its name, and the turns' figures (what turns do
-// is internal/schedule's TestJobsShareTheCache).
+// is internal/cache/usetable's TestJobsShareTheCache).
 func TestJobFigures(t *testing.T) {
 	f := newFixture(t, 12, 8)
 	_, srv := start(t, f.store, func(c *gateway.Config) {

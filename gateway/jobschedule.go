@@ -12,12 +12,12 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/jobsched"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
-// The stored schedules of named jobs (internal/jobsched): PUT or POST
+// The stored schedules of named jobs (internal/job/jobsched): PUT or POST
 // /jobs/{job}/schedule stores a job's first schedule or an edit of it,
 // GET /jobs/{job}/schedule reads the current version, and a request with
 // job=NAME&schedule=latest|VERSION is laid out under the version the
@@ -38,14 +38,14 @@ type scheduleBook struct {
 	book   *jobsched.Book
 }
 
-// scheduleNodes is what an edit asks of the other nodes (peer.Nodes):
+// scheduleNodes is what an edit asks of the other nodes (transport.Nodes):
 // the members now — those of every membership version this node knows
 // and of its source's list, as the membership has them probed — and the
 // question for the latest step of a job each has served.
 type scheduleNodes interface {
 	Peers() []int
 	URL(k int) string
-	Steps(ctx context.Context, k int, job string, from uint64) (peer.StepsReply, error)
+	Steps(ctx context.Context, k int, job string, from uint64) (transport.StepsReply, error)
 }
 
 // othersOf asks every other member at once, each under the probe's
@@ -54,7 +54,7 @@ type scheduleNodes interface {
 func othersOf(nodes scheduleNodes) jobsched.Others {
 	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
 		ks := nodes.Peers()
-		replies, errs := make([]peer.StepsReply, len(ks)), make([]error, len(ks))
+		replies, errs := make([]transport.StepsReply, len(ks)), make([]error, len(ks))
 		var wg sync.WaitGroup
 		for i, k := range ks {
 			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, job, from) })
@@ -78,7 +78,7 @@ func othersOf(nodes scheduleNodes) jobsched.Others {
 }
 
 // latestStep is this node's answer to a member's question for the latest
-// step of job it has served (peer.StepsPath), before an edit from step
+// step of job it has served (transport.StepsPath), before an edit from step
 // from, which holds the steps from it while the edit is made
 // (jobsched.Book.Answer).
 func (j *jobs) latestStep(ctx context.Context, job string, from uint64) (uint64, bool, error) {

@@ -41,10 +41,10 @@ func editSchedule(t *testing.T, base, sched string, from uint64, prev string) (i
 // job's name (PUT, POST, GET /jobs/NAME/schedule; job=NAME&schedule=):
 // each answer's status, and what its body or headers name where only the
 // gateway knows it (versions, steps served, a dataset not served). How
-// versions chain and why an edit is refused are internal/jobsched's
+// versions chain and why an edit is refused are internal/job/jobsched's
 // TestEditChain and api's TestScheduleEdit and TestParseScheduleSaysWhy;
-// an edited, resumed run, internal/order's TestScheduleResumeAfterTwoEdits;
-// a stored schedule's plan, internal/plans's TestPlanOfASchedule.
+// an edited, resumed run, internal/batch/layout's TestScheduleResumeAfterTwoEdits;
+// a stored schedule's plan, internal/job/plans's TestPlanOfASchedule.
 func TestStoredScheduleEdits(t *testing.T) {
 	m := newMixFixture(t)
 	base := m.start(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/s3auth"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 )

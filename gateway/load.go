@@ -9,9 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/memory"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/server/memory"
 )
 
 // warnSmallCache says, at start, when the cache is smaller than what the

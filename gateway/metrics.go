@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
 )
 
 // metrics holds one gateway's Prometheus collectors, registered on the

@@ -102,7 +102,7 @@ const testMix = "web:0.5,code:0.3,books:0.2"
 // batch's Brand-Mix-Components header names each sample's component, the
 // bytes are the sources', and /stats and /metrics count each component's
 // samples. What the batches hold — weights, passes, resuming at another
-// world size — is internal/order's TestMixtureContract and
+// world size — is internal/batch/layout's TestMixtureContract and
 // TestMixtureResumeAtAnotherWorldSize.
 func TestMixtureOverHTTP(t *testing.T) {
 	m := newMixFixture(t)
@@ -159,7 +159,7 @@ func TestMixtureOverHTTP(t *testing.T) {
 // TestMixtureErrors: malformed mixtures and schedules, and parameters
 // that do not apply, are refused with the status that says why (and a
 // dataset not served named); the words of each refusal are api's
-// TestParseMix and TestParseScheduleSaysWhy and internal/query's TestParse.
+// TestParseMix and TestParseScheduleSaysWhy and internal/job/query's TestParse.
 func TestMixtureErrors(t *testing.T) {
 	m := newMixFixture(t)
 	base := m.start(t)
@@ -175,7 +175,7 @@ func TestMixtureErrors(t *testing.T) {
 		{"mix_block=8", http.StatusBadRequest, ""},
 		{"mix=web:1&sampling=importance&job=j", http.StatusBadRequest, ""},
 		{"mix=web:1,code:1&mix_block=0", http.StatusBadRequest, ""},
-		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest, ""}, // past shuffle.MaxMixWork: internal/order's TestMixtureRequestsBounded
+		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest, ""}, // past shuffle.MaxMixWork: internal/batch/layout's TestMixtureRequestsBounded
 		{"mix_schedule=" + url.QueryEscape("0:web:1;9:web:2;4:web:1"), http.StatusBadRequest, "increasing step order"},
 		{"mix_schedule=" + url.QueryEscape("0:web:1,nope:1"), http.StatusNotFound, "nope"},
 		{"mix_schedule=0:web:1&mix=web:1", http.StatusBadRequest, "not both"},
@@ -218,7 +218,7 @@ func TestMixtureErrors(t *testing.T) {
 // one node once, and any node answers any rank's request with the same
 // bytes. (A mixture's on two `brand serve` processes is integration's
 // TestMixtureClusterOnMinIO; how a mixture's or a schedule's samples are
-// assigned to ranks by locality, internal/order's TestMixtureLocality.)
+// assigned to ranks by locality, internal/batch/layout's TestMixtureLocality.)
 func TestClusterSchedule(t *testing.T) {
 	m := newMixFixture(t)
 	const nodes, world, batch = 3, 6, 8

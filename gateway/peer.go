@@ -12,18 +12,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/peercred"
-	"github.com/brandgw/brand/internal/query"
-	"github.com/brandgw/brand/internal/reqbody"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/tensors"
-	"github.com/brandgw/brand/internal/visit"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // peerAPI serves the peers' internal endpoints (package peer holds the
@@ -48,10 +48,10 @@ type peerAPI struct {
 	limits   query.Limits
 	ready    func() error
 	// transforms is the transform stage, whose pipelines and load the
-	// state probe tells the peers (tensors.Stage).
+	// state probe tells the peers (tensorize.Stage).
 	transforms interface {
 		Fingerprints() map[string]string
-		Load() tensors.Load
+		Load() tensorize.Load
 	}
 	// chunks is the cache, whose chunks this node hands to their next
 	// owners in a membership change (chunkcache.Cache.Resident); soon the
@@ -70,7 +70,7 @@ type peerAPI struct {
 }
 
 // peerNodes is what the peers' endpoints ask of the other nodes
-// (peer.Nodes): an authenticated asker's slot, that it was heard from and
+// (transport.Nodes): an authenticated asker's slot, that it was heard from and
 // served, and the nodes this node sees down (its state says so).
 type peerNodes interface {
 	Slot(url string) int
@@ -85,10 +85,10 @@ type peerNodes interface {
 // asker is a member: peercred.Members.)
 type peerMembership interface {
 	Known(version string) (*gcluster.Membership, bool)
-	Describe(st *peer.State)
+	Describe(st *transport.State)
 }
 
-// peerKey carries the authenticated asker's slot (peer.Nodes.Slot) in a
+// peerKey carries the authenticated asker's slot (transport.Nodes.Slot) in a
 // request's context.
 type peerKey struct{}
 
@@ -123,14 +123,14 @@ func asker(r *http.Request) int {
 	return -1
 }
 
-// handleSamples serves POST peer.SamplesPath: the samples a node names,
+// handleSamples serves POST transport.SamplesPath: the samples a node names,
 // read through this node's cache under the same bounds as a batch (size,
 // assembly, the job stream's requests in flight), back to back after the
-// reply's head (peer.ReplyHead), which names the samples left out because
+// reply's head (transport.ReplyHead), which names the samples left out because
 // their chunk is damaged at rest.
 func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	req, err := peer.DecodeRequest(r, a.catalog, a.limits)
+	req, err := transport.DecodeRequest(r, a.catalog, a.limits)
 	if err == nil && req.Origin != nil {
 		if imp := req.Origin.Stream.Imp; imp.Version != "" {
 			_, err = a.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
@@ -142,17 +142,17 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	}
 	k := asker(r)
 	a.nodes.Heard(k)
-	res, err := a.batches.ReadFor(ctx, order.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
+	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	defer res.Release()
-	head := peer.ReplyHead(res.MissingPos)
-	if peer.SizedInReply(req) {
-		head = peer.TransformedReplyHead(res.MissingPos, res.Parts)
+	head := transport.ReplyHead(res.MissingPos)
+	if transport.SizedInReply(req) {
+		head = transport.TransformedReplyHead(res.MissingPos, res.Parts)
 	}
-	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),
+	n, err := a.out.Write(w, r, transport.ReplyType, respond.Payload{Parts: append(net.Buffers{head}, res.Parts...),
 		N: int64(len(head)) + res.Bytes, Relieve: res.Relieve})
 	if err != nil {
 		a.log.Debug().Err(err).Msg("peer's samples not completed")
@@ -160,7 +160,7 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Served(k, max(n-int64(len(head)), 0))
 }
 
-// handleState serves GET peer.StatePath: whether this node is ready,
+// handleState serves GET transport.StatePath: whether this node is ready,
 // which index versions of each dataset it holds, and which of the nodes
 // it probes it does not see up. A peer's probe.
 func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +170,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
-	st := peer.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
+	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
@@ -178,18 +178,18 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 			writeError(r.Context(), w, catalog.ErrNotReady)
 			return
 		}
-		st.Datasets = append(st.Datasets, peer.DatasetState{Name: name, Current: held[0], Held: held})
+		st.Datasets = append(st.Datasets, transport.DatasetState{Name: name, Current: held[0], Held: held})
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
-// handleChunk serves GET peer.ChunkPath: a chunk's bytes from this node's
+// handleChunk serves GET transport.ChunkPath: a chunk's bytes from this node's
 // cache, for the node that gains the chunk in a membership change; 404
-// (with peer.HeaderHeld: false) if the cache does not hold it. It never
+// (with transport.HeaderHeld: false) if the cache does not hold it. It never
 // reads the store for another node: the asker does, once.
 func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, c, err := peer.DecodeChunk(r, a.catalog, a.limits)
+	ds, c, err := transport.DecodeChunk(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -198,24 +198,24 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Heard(k)
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
 	if !ok {
-		w.Header().Set(peer.HeaderHeld, "false")
+		w.Header().Set(transport.HeaderHeld, "false")
 		writeError(ctx, w, fmt.Errorf("%w: chunk %d of %s is not in this node's cache", query.ErrOutOfRange, c, ds.Name))
 		return
 	}
 	defer release()
-	n, err := a.out.Write(w, r, peer.ReplyType, respond.Payload{Parts: net.Buffers{data}, N: int64(len(data))})
+	n, err := a.out.Write(w, r, transport.ReplyType, respond.Payload{Parts: net.Buffers{data}, N: int64(len(data))})
 	if err != nil {
 		a.log.Debug().Err(err).Msg("a chunk handed over not completed")
 	}
 	a.nodes.Served(k, n)
 }
 
-// handleNeeded serves POST peer.NeededPath: of the chunks a node names,
+// handleNeeded serves POST transport.NeededPath: of the chunks a node names,
 // those the job streams this node follows need within their current
-// window and the next ones asked about (schedule.Schedule.Soon), or with
+// window and the next ones asked about (usetable.Schedule.Soon), or with
 // held=true those this node's cache holds.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
-	q, err := peer.DecodeNeeded(r, a.catalog, a.limits)
+	q, err := transport.DecodeNeeded(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -231,18 +231,18 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	} else {
 		answer = a.soon.Soon(q.DS, q.Chunks, q.Ahead)
 	}
-	out := peer.EncodeChunks(answer)
+	out := transport.EncodeChunks(answer)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
 }
 
-// handleMembers serves GET peer.MembersPath: the member list of a
+// handleMembers serves GET transport.MembersPath: the member list of a
 // membership version this node keeps, 404 if it keeps none (the asker
 // tries its other peers).
 func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
-	version, err := peer.DecodeMembers(r, a.limits)
+	version, err := transport.DecodeMembers(r, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -253,11 +253,11 @@ func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, fmt.Errorf("%w: membership version %s is not kept here", query.ErrOutOfRange, version))
 		return
 	}
-	writeJSON(w, http.StatusOK, peer.MembersReply{Members: ms.Members()})
+	writeJSON(w, http.StatusOK, transport.MembersReply{Members: ms.Members()})
 }
 
-// handleSteps serves GET peer.StepsPath{job}: the latest step of the
-// job's stored schedule this node has served (peer.StepsReply), its
+// handleSteps serves GET transport.StepsPath{job}: the latest step of the
+// job's stored schedule this node has served (transport.StepsReply), its
 // reservation after a restart included, before an edit from step from=,
 // whose steps it holds while the edit is made.
 func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
@@ -266,7 +266,7 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	from, err := peer.DecodeSteps(r)
+	from, err := transport.DecodeSteps(r)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
@@ -277,10 +277,10 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, peer.StepsReply{Job: job, Served: ok, Latest: l})
+	writeJSON(w, http.StatusOK, transport.StepsReply{Job: job, Served: ok, Latest: l})
 }
 
-// handleFeedback serves GET peer.FeedbackPath{job}: this node's part of
+// handleFeedback serves GET transport.FeedbackPath{job}: this node's part of
 // an epoch's importance feedback, (uint32 ID, float32 loss) records.
 func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	job, err := jobName(chi.URLParam(r, "job"))
@@ -288,7 +288,7 @@ func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 		writeError(r.Context(), w, err)
 		return
 	}
-	ds, epoch, err := peer.DecodeFeedback(r, a.catalog, a.limits)
+	ds, epoch, err := transport.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/peercred"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
 // peerRequest posts a sample request to base's internal endpoint as node
@@ -19,7 +19,7 @@ import (
 // response and its body.
 func peerRequest(t *testing.T, base, query string, ids []int, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	return do(t, http.MethodPost, base+peer.SamplesPath+"?"+query, sampleList(ids), hdr...)
+	return do(t, http.MethodPost, base+transport.SamplesPath+"?"+query, sampleList(ids), hdr...)
 }
 
 // sampleList is the body of a sample request for ids.
@@ -147,20 +147,20 @@ func TestInternalEndpoints(t *testing.T) {
 	base, node1 := cl[0].srv.URL, cl[1].srv.URL
 	ix := "dataset=test&index=" + f.index.ID()
 	members := membershipOf(t, cl).Version()
-	chunkURL := func(c int) string { return fmt.Sprintf("%s%s?%s&chunk=%d", base, peer.ChunkPath, ix, c) }
+	chunkURL := func(c int) string { return fmt.Sprintf("%s%s?%s&chunk=%d", base, transport.ChunkPath, ix, c) }
 	endpoints := []struct {
 		name, method, url string
 		body              []byte
 		want              int
 	}{
 		{"a chunk not held", http.MethodGet, chunkURL(0), nil, http.StatusNotFound},
-		{"samples", http.MethodPost, base + peer.SamplesPath + "?" + ix, sampleList([]int{1}), http.StatusOK},
-		{"state", http.MethodGet, base + peer.StatePath, nil, http.StatusOK},
-		{"members", http.MethodGet, base + peer.MembersPath + "?members=" + members, nil, http.StatusOK},
-		{"members not kept", http.MethodGet, base + peer.MembersPath + "?members=00000000deadbeef", nil, http.StatusNotFound},
-		{"needed", http.MethodPost, base + peer.NeededPath + "?" + ix + "&held=true", sampleList([]int{0, 1}), http.StatusOK},
-		{"steps", http.MethodGet, base + peer.StepsPath + "j?from=0", nil, http.StatusOK},
-		{"feedback", http.MethodGet, base + peer.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusOK},
+		{"samples", http.MethodPost, base + transport.SamplesPath + "?" + ix, sampleList([]int{1}), http.StatusOK},
+		{"state", http.MethodGet, base + transport.StatePath, nil, http.StatusOK},
+		{"members", http.MethodGet, base + transport.MembersPath + "?members=" + members, nil, http.StatusOK},
+		{"members not kept", http.MethodGet, base + transport.MembersPath + "?members=00000000deadbeef", nil, http.StatusNotFound},
+		{"needed", http.MethodPost, base + transport.NeededPath + "?" + ix + "&held=true", sampleList([]int{0, 1}), http.StatusOK},
+		{"steps", http.MethodGet, base + transport.StepsPath + "j?from=0", nil, http.StatusOK},
+		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusOK},
 		{"a chunk past the index", http.MethodGet, chunkURL(f.index.NumChunks()), nil, http.StatusBadRequest},
 	}
 	send := func(method, url string, body []byte, hdr []string) (*http.Response, []byte) {
@@ -186,8 +186,8 @@ func TestInternalEndpoints(t *testing.T) {
 			} {
 				if resp, body := send(ep.method, ep.url, ep.body, tc.hdr); resp.StatusCode != tc.want {
 					t.Errorf("%s: %s: %.200s", tc.name, resp.Status, body)
-				} else if ep.name == "a chunk not held" && tc.want == http.StatusNotFound && resp.Header.Get(peer.HeaderHeld) != "false" {
-					t.Errorf("a chunk not held: %s: %q", peer.HeaderHeld, resp.Header.Get(peer.HeaderHeld))
+				} else if ep.name == "a chunk not held" && tc.want == http.StatusNotFound && resp.Header.Get(transport.HeaderHeld) != "false" {
+					t.Errorf("a chunk not held: %s: %q", transport.HeaderHeld, resp.Header.Get(transport.HeaderHeld))
 				}
 			}
 			if reads := clusterReads(cl); ep.name == "a chunk not held" && reads != 0 {
@@ -261,7 +261,7 @@ func TestSingleGatewayHasNoInternalEndpoints(t *testing.T) {
 				if resp.StatusCode != http.StatusNotFound {
 					t.Errorf("samples (headers %q): %s, %d bytes; want 404", hdr, resp.Status, len(body))
 				}
-				for _, path := range []string{peer.StatePath, peer.FeedbackPath + "j?dataset=test&index=" + ix + "&epoch=0"} {
+				for _, path := range []string{transport.StatePath, transport.FeedbackPath + "j?dataset=test&index=" + ix + "&epoch=0"} {
 					resp, body := get(t, srv.URL+path, hdr...)
 					if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), ix) {
 						t.Errorf("%s (headers %q): %s %.200s; want 404 naming nothing", path, hdr, resp.Status, body)

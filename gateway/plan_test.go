@@ -23,9 +23,9 @@ import (
 // The /plan endpoint's HTTP contract: GET and POST answer a plan as JSON
 // (200), the plan of this gateway's dataset with its defaults — its cache,
 // its disk tier — and a request it cannot plan as an api.Error with the
-// status internal/httperr gives (400 the client's, 404 a dataset not
+// status internal/server/httperr gives (400 the client's, 404 a dataset not
 // served, 409 an index not held, 501 no planner). What a plan holds for
-// each parameter is internal/plans's tests.
+// each parameter is internal/job/plans's tests.
 func TestPlanHTTP(t *testing.T) {
 	f := newFixture(t, 24, 10)
 	disk := f.index.TotalBytes() / 2
@@ -83,7 +83,7 @@ func TestPlanHTTP(t *testing.T) {
 }
 
 // GET /plan?nodes_after=N on a node of a cluster plans the resize from the
-// membership the cluster agrees on (internal/plans's TestPlan has the
+// membership the cluster agrees on (internal/job/plans's TestPlan has the
 // figures for a given membership).
 func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 	f := newFixture(t, 24, 10)
@@ -113,7 +113,7 @@ func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 // bytes, and those are the bytes the store served — chunks' store
 // extents, not the decoded chunks the cache holds, which are far larger
 // here (a line of 20-odd bytes becomes tar members of a KiB or two).
-// With columns= the plan is of the view the job reads (internal/plans's
+// With columns= the plan is of the view the job reads (internal/job/plans's
 // TestPlanInPlace): the same store extents, smaller chunks in the cache;
 // /stats's optimum weighs them so too.
 //
@@ -129,7 +129,7 @@ func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 	st, _ := inPlaceStore(t, formattest.Lines{})
 	// The dataset's bytes in the cache, whole and of txt alone, and in the
-	// store, as the plan has them (internal/plans's TestPlanInPlace: the
+	// store, as the plan has them (internal/job/plans's TestPlanInPlace: the
 	// decoder's extents and resident bounds).
 	sizes := startInPlace(t, st, formattest.Lines{})
 	whole, txt := planOf(t, sizes.URL, ""), planOf(t, sizes.URL, "columns=txt")

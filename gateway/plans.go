@@ -6,8 +6,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	gcluster "github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/plans"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/plans"
 )
 
 // Planner simulates cache policies over a job's schedule (plans.Planner):

@@ -7,9 +7,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // A dataset whose chunks differ in size — a Parquet dataset of files of

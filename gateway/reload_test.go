@@ -39,7 +39,7 @@ func datasets(t *testing.T, base string) api.DatasetInfo {
 // from its new index after Gateway.Reload, with new batch ETags, the new
 // index in Brand-Index, the new version in /datasets and the metrics.
 // (When the catalog looks — asked, polled or poked — and what it keeps:
-// internal/catalog's TestReload.)
+// internal/job/catalog's TestReload.)
 func TestReloadIndex(t *testing.T) {
 	f := newFixture(t, 4, 3)
 	g, srv := start(t, f.store, func(c *gateway.Config) {

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/feedback"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/reqbody"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // stallNotReady is how long requests may wait for cache room, or for room
@@ -68,15 +68,15 @@ func (g *Gateway) routes() http.Handler {
 			r.Use(g.peers.authenticate)
 			r.Group(func(r chi.Router) {
 				r.Use(b.none)
-				r.Get(peer.StatePath, g.peers.handleState)
-				r.Get(peer.MembersPath, g.peers.handleMembers)
-				r.Get(peer.ChunkPath, g.peers.handleChunk)
-				r.Get(peer.FeedbackPath+"{job}", g.peers.handleFeedback)
-				r.Get(peer.StepsPath+"{job}", g.peers.handleSteps)
+				r.Get(transport.StatePath, g.peers.handleState)
+				r.Get(transport.MembersPath, g.peers.handleMembers)
+				r.Get(transport.ChunkPath, g.peers.handleChunk)
+				r.Get(transport.FeedbackPath+"{job}", g.peers.handleFeedback)
+				r.Get(transport.StepsPath+"{job}", g.peers.handleSteps)
 			})
 			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
-			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(peer.SamplesPath, g.peers.handleSamples)
-			r.With(b.upTo(g.neededBodyBytes, b.timeout)).Post(peer.NeededPath, g.peers.handleNeeded)
+			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(transport.SamplesPath, g.peers.handleSamples)
+			r.With(b.upTo(g.neededBodyBytes, b.timeout)).Post(transport.NeededPath, g.peers.handleNeeded)
 		})
 	}
 	return r
@@ -113,7 +113,7 @@ func refuseBody(w http.ResponseWriter, r *http.Request) {
 // (one job, several jobs), GET (and HEAD) for the rest.
 func allowedMethods(path string) string {
 	switch {
-	case path == peer.SamplesPath, strings.HasPrefix(path, "/importance/") &&
+	case path == transport.SamplesPath, strings.HasPrefix(path, "/importance/") &&
 		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")):
 		return http.MethodPost
 	case path == "/plan":

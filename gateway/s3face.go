@@ -6,7 +6,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/catalog"
+	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/s3face"
 )
 

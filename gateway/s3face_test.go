@@ -17,7 +17,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/s3auth"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/s3backend"
 )
 

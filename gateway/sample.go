@@ -8,11 +8,11 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/query"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/respond"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
@@ -34,9 +34,9 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name)
 	}
-	var smp order.Samples
+	var smp layout.Samples
 	if err == nil {
-		smp, err = order.NewSamples(ctx, ds, []int{id})
+		smp, err = layout.NewSamples(ctx, ds, []int{id})
 	}
 	if err != nil {
 		writeError(ctx, w, err)

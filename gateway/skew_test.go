@@ -80,9 +80,9 @@ func readWithFailover(t *testing.T, cl []*clusterNode, home int, path string) (*
 // each epoch held about 1,630 distinct samples of 2,000, and that node,
 // answered 409 by every peer, held them all down and read 6.2 times the
 // dataset from the store over 3 epochs. Which version is agreed, who
-// holds it and the skew told: internal/membership's TestAgreed; a node of
-// another version not asked for samples: internal/route's TestReadRemote;
-// a 409 that keeps a peer up: internal/peer's TestFetchClassifiesFailures.
+// holds it and the skew told: internal/cluster/membership's TestAgreed; a node of
+// another version not asked for samples: internal/cluster/route's TestReadRemote;
+// a 409 that keeps a peer up: internal/cluster/transport's TestFetchClassifiesFailures.
 func TestIndexSkewNeverServesAMixedEpoch(t *testing.T) {
 	f := newFixture(t, 32, 16)
 	other := newFixture(t, 16, 32) // the same 512 keys, packed otherwise

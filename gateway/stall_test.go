@@ -78,7 +78,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // reproduction: a client that stopped reading a sample of a 15 MB chunk
 // held the chunk pinned for all 330 s observed, and three such clients
 // stalled everyone else. (A batch assembled in parts holds room to
-// assemble only while it copies: internal/reader's
+// assemble only while it copies: internal/batch/reader's
 // TestAssembledReadsHoldNoRoom.)
 func TestStalledReadersReleaseTheirChunks(t *testing.T) {
 	f := newFixtureSized(t, 2, 16, (1<<20)/16) // chunks of about 1 MiB

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
 // handleDatasets serves /datasets: what the gateway serves. Where the

@@ -92,7 +92,7 @@ func tokenEpoch(t testing.TB, base, query string, epoch int) []seqSample {
 
 // A token job's HTTP contract (what its batches hold, and why a job is
 // refused — a dataset of no tokens, a mixture's two dtypes among the
-// reasons — is internal/order's TestTokenJobEpoch, TestTokenJobAtAnyWorld,
+// reasons — is internal/batch/layout's TestTokenJobEpoch, TestTokenJobAtAnyWorld,
 // TestTokenMixtureShares, TestTokenJobRefused and TestTokenJobETags; the
 // client's reads, client's TestTokensClient): what cannot be served is a
 // 400 saying why, from the query or the dataset, on a batch and on
@@ -101,7 +101,7 @@ func tokenEpoch(t testing.TB, base, query string, epoch int) []seqSample {
 // Brand-Mix-Components names each sequence's source; /stats and /metrics
 // count sequences, tokens, fill and split pieces (after one whole epoch
 // the fill is the epoch's), and /plan with seq= answers
-// (internal/plans's TestPlanOfATokenJob has what it holds).
+// (internal/job/plans's TestPlanOfATokenJob has what it holds).
 func TestTokensOverHTTP(t *testing.T) {
 	other := [][][]int64{megatrontest.Corpus(120, 300, 50000, 10), megatrontest.Corpus(120, 300, 50000, 11)} // IDs that fit uint16
 	var specs []gateway.DatasetSpec

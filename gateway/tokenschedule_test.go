@@ -48,12 +48,12 @@ func startTokenSources(t *testing.T) *httptest.Server {
 // steps before it are the same bytes; /stats counts the schedule's
 // sequences as any token job's, under its first phase's mixture. What
 // the steps hold — each source's share, the past kept by an edit, a
-// resumed run — is internal/order's
+// resumed run — is internal/batch/layout's
 // TestTokenSchedulePhaseSharesPer1000Batches,
 // TestTokenScheduleEditKeepsThePast and TestTokenScheduleResumeAfterTwoEdits;
 // a schedule's refusals, api's TestParseScheduleSaysWhy and
-// internal/order's TestTokenMixtureShares (two dtypes); /plan's,
-// internal/plans's TestPlanRefused; the client's reads of it, client's
+// internal/batch/layout's TestTokenMixtureShares (two dtypes); /plan's,
+// internal/job/plans's TestPlanRefused; the client's reads of it, client's
 // TestTokensClient.
 func TestTokenScheduleEditOverHTTP(t *testing.T) {
 	srv := startTokenSources(t)

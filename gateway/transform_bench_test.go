@@ -8,7 +8,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 )
 
 // BenchmarkTransformBalance measures an epoch of transformed batches on

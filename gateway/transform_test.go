@@ -16,7 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
@@ -132,9 +132,9 @@ func (f *imageFixture) wantTensor(t testing.TB, name string, seed, epoch uint64,
 // length; If-None-Match revalidates it; the manifest names the pipeline.
 // (Each image member the pipeline's tensor under the sample's key, the
 // others as stored: client's TestTensors, the cluster tests here,
-// internal/visit's TestTransformKeys and internal/tensors'
+// internal/batch/visit's TestTransformKeys and internal/batch/tensorize'
 // TestApplyRewritesImages; an ETag per definition of a pipeline:
-// internal/order's TestTransformETags.)
+// internal/batch/layout's TestTransformETags.)
 func TestTransformedBatches(t *testing.T) {
 	f := newImageFixture(t, 4, 8, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)
@@ -191,7 +191,7 @@ func TestTransformedBatches(t *testing.T) {
 // flag, or with skip are left out and named (Brand-Missing-Keys and
 // -Samples, the batch's samples counted, not cached). (What becomes of
 // each bad image in each mode, and of a tensor over the bound:
-// internal/tensors' TestBadImages and TestTensorOverTheBound; the tensors
+// internal/batch/tensorize' TestBadImages and TestTensorOverTheBound; the tensors
 // of odd images, TestOddImages.)
 func TestTransformStatuses(t *testing.T) {
 	read := func(name string) []byte {
@@ -273,7 +273,7 @@ func TestTransformStatuses(t *testing.T) {
 // photos, with its workers, until the node has transformed enough images,
 // its own measure after; an unknown pipeline is 400 naming those defined.
 // (What the answer makes of the costs: planner's TestForGatewayTransform;
-// the calibration: internal/tensors' TestCalibrate.)
+// the calibration: internal/batch/tensorize' TestCalibrate.)
 func TestPlanTransform(t *testing.T) {
 	f := newImageFixture(t, 4, 32, smallPhotos(t))
 	_, base := startTransforms(t, f, nil)

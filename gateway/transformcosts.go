@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/tensors"
+	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -23,15 +23,15 @@ const calibrationPhotos = 40
 // and a decoded image's weight always from a calibration, made once per
 // pipeline and kept.
 type pipelineCosts struct {
-	stage   *tensors.Stage
+	stage   *tensorize.Stage
 	workers int
 
 	mu           sync.Mutex
-	calibrations map[string]tensors.Calibration
+	calibrations map[string]tensorize.Calibration
 }
 
-func newPipelineCosts(stage *tensors.Stage, workers int) *pipelineCosts {
-	return &pipelineCosts{stage: stage, workers: workers, calibrations: map[string]tensors.Calibration{}}
+func newPipelineCosts(stage *tensorize.Stage, workers int) *pipelineCosts {
+	return &pipelineCosts{stage: stage, workers: workers, calibrations: map[string]tensorize.Calibration{}}
 }
 
 // Costs returns pipeline name's costs; an unknown name is
@@ -54,16 +54,16 @@ func (c *pipelineCosts) Costs(ctx context.Context, name string) (api.TransformCo
 	return costs, nil
 }
 
-func (c *pipelineCosts) calibration(ctx context.Context, p *transform.Pipeline) (tensors.Calibration, error) {
+func (c *pipelineCosts) calibration(ctx context.Context, p *transform.Pipeline) (tensorize.Calibration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cal, ok := c.calibrations[p.Name()]; ok {
 		return cal, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return tensors.Calibration{}, err
+		return tensorize.Calibration{}, err
 	}
-	cal, err := tensors.Calibrate(p, calibrationPhotos)
+	cal, err := tensorize.Calibrate(p, calibrationPhotos)
 	if err != nil {
 		return cal, err
 	}

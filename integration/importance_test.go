@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 )
 
 // TestImportanceSealsOnMinIO: two gateways over one MinIO store, each

@@ -27,8 +27,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

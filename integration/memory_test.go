@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // pillow returns a Python 3 that imports PIL (scripts/ensure-pil.sh

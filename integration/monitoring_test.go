@@ -22,8 +22,8 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -19,7 +19,7 @@ import (
 	pq "github.com/apache/arrow-go/v18/parquet"
 
 	"github.com/brandgw/brand/format/megatron/megatrontest"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

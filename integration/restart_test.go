@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/shuffle"
 )
 

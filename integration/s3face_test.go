@@ -24,9 +24,9 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/miniotest"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

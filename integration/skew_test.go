@@ -21,10 +21,10 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/peer"
-	"github.com/brandgw/brand/internal/peercred"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -112,7 +112,7 @@ func TestClusterSkewAndHostilePeers(t *testing.T) {
 				return
 			default:
 			}
-			u := urls[i%nodes] + peer.SamplesPath + "?dataset=synthetic&index=" + a.ID()
+			u := urls[i%nodes] + transport.SamplesPath + "?dataset=synthetic&index=" + a.ID()
 			req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(ids))
 			req.Header.Set("Authorization", "Bearer "+token)
 			req.Header.Set(peercred.HeaderPeer, strconv.Itoa((i+1)%nodes))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 )
 
 // testCA is a certificate authority of a test, and a certificate it

@@ -22,8 +22,8 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

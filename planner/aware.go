@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/brandgw/brand/internal/evict"
+	"github.com/brandgw/brand/internal/cache/evict"
 )
 
 // simulateImportance is Simulate under the ImportanceAware policy, the
-// gateway's eviction for a job reading by importance (internal/schedule's
-// use table, whose keys internal/evict computes for both). weights[c] is chunk c's
+// gateway's eviction for a job reading by importance (internal/cache/usetable's
+// use table, whose keys internal/cache/evict computes for both). weights[c] is chunk c's
 // importance weight (importance.Epoch.ChunkWeight; any positive scale, it
 // is taken over its mean as the gateway does). On a miss it evicts, until
 // the new chunk fits:

@@ -1,6 +1,6 @@
 package planner
 
-import "github.com/brandgw/brand/internal/evict"
+import "github.com/brandgw/brand/internal/cache/evict"
 
 // beladyCache is Belady's rule over byte sizes: on a miss it evicts the
 // resident chunk whose next use is furthest in the future (chunks never used

@@ -1,10 +1,10 @@
 package planner
 
-import "github.com/brandgw/brand/internal/evict"
+import "github.com/brandgw/brand/internal/cache/evict"
 
 // diskTier is a disk of whole chunks below a simulated cache, as the
 // gateway keeps one with `brand serve --disk-cache DIR --disk-cache-size
-// D` (internal/disktier). It is inclusive: a chunk may be in RAM and on
+// D` (internal/cache/disktier). It is inclusive: a chunk may be in RAM and on
 // disk at once. A RAM miss of a chunk it holds is a disk read (read); a
 // RAM miss of any other chunk is a store read, and the chunk is then
 // offered to the disk (offer). Chunks read from the disk are not written

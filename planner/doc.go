@@ -100,8 +100,8 @@
 // choice (uniform or by importance, never a function of the cluster),
 // the cut into global batches and ranks' shares is shuffle's
 // (Params.GlobalBatch, AppendShares), a batch too large for the cache is
-// pinned in internal/assembly's groups, and eviction orders its victims
-// by internal/evict's heap and far key.
+// pinned in internal/cache/assembly's groups, and eviction orders its victims
+// by internal/cache/evict's heap and far key.
 //
 // # Costs
 //

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/shuffle"
 )
 

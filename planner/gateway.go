@@ -10,7 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/evict"
+	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/shuffle"
 )
 

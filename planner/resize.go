@@ -13,7 +13,7 @@ import (
 
 // ResizeInput is a resize of a cluster to plan: the membership before and
 // after, and the job whose next windows the nodes gaining chunks load
-// before the change (internal/handover), at the start of its epoch
+// before the change (internal/cluster/handover), at the start of its epoch
 // Job.FirstEpoch.
 type ResizeInput struct {
 	Dataset  Dataset

@@ -11,7 +11,7 @@ import (
 )
 
 // MaxSharedJobs bounds the jobs of a shared plan: a gateway follows at most
-// 64 job streams (internal/schedule), so a plan of more describes a cache
+// 64 job streams (internal/cache/usetable), so a plan of more describes a cache
 // no gateway runs.
 const MaxSharedJobs = 64
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/brandgw/brand/internal/assembly"
+	"github.com/brandgw/brand/internal/cache/assembly"
 )
 
 // Policy is a cache eviction policy to simulate.

@@ -1,7 +1,7 @@
 package s3backend_test
 
 // These tests run the S3 implementation against a real MinIO server started
-// by internal/miniotest (or the external server BRAND_S3_* names). Faults
+// by internal/testsupport/miniotest (or the external server BRAND_S3_* names). Faults
 // are injected with an http.RoundTripper between minio-go and the server.
 
 import (
@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

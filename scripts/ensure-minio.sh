@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ensure-minio.sh installs the MinIO server Brand's tests and benchmarks run
-# against, pinned to the version in internal/miniotest/miniotest.go (the
+# against, pinned to the version in internal/testsupport/miniotest/miniotest.go (the
 # only place it is written down), into the path miniotest.BinaryPath()
 # expects:
 #
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-version_file="$script_dir/../internal/miniotest/miniotest.go"
+version_file="$script_dir/../internal/testsupport/miniotest/miniotest.go"
 
 die() {
 	echo "ensure-minio: $*" >&2

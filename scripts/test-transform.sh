@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-transform.sh runs package transform's tests (and internal/photos')
+# test-transform.sh runs package transform's tests (and internal/gen/photos')
 # in both of its builds — pure Go, and with the libjpeg-turbo decoder
 # (-tags brand_turbojpeg) — under the race detector, after installing
 # Pillow (scripts/ensure-pil.sh) and libjpeg-turbo
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
 scripts/ensure-pil.sh
-go test -race -count=1 ./transform/ ./internal/photos/ "$@"
+go test -race -count=1 ./transform/ ./internal/gen/photos/ "$@"
 if scripts/install-turbojpeg.sh; then
 	go test -race -count=1 -tags brand_turbojpeg ./transform/ "$@"
 elif [[ ${CI:-} == true ]]; then

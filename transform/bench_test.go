@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 )
 
 // The decoder comparison of docs/transform.md §7. Run as
@@ -28,7 +28,7 @@ import (
 //	go test -tags brand_turbojpeg -run '^$' -bench . -benchtime 2000x -count 5 ./transform/ -args -figures /tmp/figures.jsonl
 //
 // Every benchmark runs on one goroutine over the same 2,000 photo-like
-// JPEGs (internal/photos, seed 1; made once into -photos) and reports
+// JPEGs (internal/gen/photos, seed 1; made once into -photos) and reports
 // cpu-ms/img: the process's CPU time (user + system, getrusage, GC
 // included) per image. BenchmarkPillow runs Pillow (Debian's
 // python3-pil, libjpeg-turbo) over the same files in a Python process

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 )
 
 // pillowPython returns a Python 3 that imports PIL (Debian's python3-pil,

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 )
 
 // TestPartialDecodeExact: the part libjpeg decodes of a region is, pixel

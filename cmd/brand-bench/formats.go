@@ -26,7 +26,7 @@ func (o *formatsOptions) flagSet() *flag.FlagSet {
 	fs.IntVar(&cfg.IndexRowsPerFile, "index-rows", cfg.IndexRowsPerFile, "(1): photos in each of those files")
 	fs.IntVar(&cfg.LargeFiles, "large-files", cfg.LargeFiles, "(1): Parquet files of about --large-file-size also indexed")
 	fs.Var((*cli.ByteSize)(&cfg.LargeFileBytes), "large-file-size", "(1): their size")
-	fs.IntVar(&cfg.Images, "images", cfg.Images, "(2), (3): photo-like JPEGs (internal/photos) in each dataset; every epoch reads them all")
+	fs.IntVar(&cfg.Images, "images", cfg.Images, "(2), (3): photo-like JPEGs (internal/gen/photos) in each dataset; every epoch reads them all")
 	fs.IntVar(&cfg.RowsPerGroup, "row-group", cfg.RowsPerGroup, "Parquet rows per row group")
 	fs.IntVar(&cfg.RowsPerFile, "rows-per-file", cfg.RowsPerFile, "Parquet rows per file of (2)")
 	fs.Var((*cli.ByteSize)(&cfg.ChunkSize), "chunk-size", "Brand's tar chunk size and the MDS shards' size limit")

@@ -20,7 +20,7 @@ type tensorsOptions struct {
 func (o *tensorsOptions) flagSet() *flag.FlagSet {
 	cfg := &o.cfg
 	fs := flag.NewFlagSet("tensors", flag.ContinueOnError)
-	fs.IntVar(&cfg.Images, "images", cfg.Images, "photo-like JPEGs in the dataset (internal/photos); every pass reads them all")
+	fs.IntVar(&cfg.Images, "images", cfg.Images, "photo-like JPEGs in the dataset (internal/gen/photos); every pass reads them all")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "alternations of the configurations")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "DataLoader workers of (1), (2) and (3), on the training node's core")
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "images per step")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/cluster/membership"
 )
 
 // clusterFlags place a gateway in a cluster (docs/scale-out.md): its

@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 )
 
 // TestComposeStack runs the commands docker-compose.yml gives its one-shot

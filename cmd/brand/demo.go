@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -23,7 +23,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/membership"
+	"github.com/brandgw/brand/internal/cluster/membership"
 )
 
 // deployDir holds the Kubernetes manifests (docs/scale-out.md).

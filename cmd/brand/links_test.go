@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // module is the import path every package of this module starts with.
@@ -14,7 +14,7 @@ const module = "github.com/brandgw/brand/"
 // notProduct says why a package the server binary links does not belong
 // in it, or "" if it may: the benchmark harness lives beneath the command
 // that runs it (cmd/brand-bench), test support is named for it as net/http's
-// httptest is (internal/miniotest, internal/cmdtest), and a package of this
+// httptest is (internal/testsupport/miniotest, internal/testsupport/cmdtest), and a package of this
 // module that imports the testing package is test support whatever its name.
 func notProduct(pkg string, imports []string) string {
 	switch {
@@ -54,16 +54,16 @@ func TestNotProduct(t *testing.T) {
 	}{
 		{module + "cmd/brand-bench", nil, true},
 		{module + "cmd/brand-bench/internal/bench", nil, true},
-		{module + "internal/miniotest", nil, true},
-		{module + "internal/cmdtest", nil, true},
-		{module + "internal/reader", []string{"io", "testing"}, true},
-		{module + "internal/reader", []string{"testing/fstest"}, true},
+		{module + "internal/testsupport/miniotest", nil, true},
+		{module + "internal/testsupport/cmdtest", nil, true},
+		{module + "internal/batch/reader", []string{"io", "testing"}, true},
+		{module + "internal/batch/reader", []string{"testing/fstest"}, true},
 		{"github.com/example/lib", []string{"testing"}, true},
 		{"github.com/apache/thrift/lib/go/thrift", []string{"testing"}, false},
 		{module + "cmd/brand", []string{"net/http"}, false},
-		{module + "internal/photos", nil, false}, // a product package: the demo's and calibration's photos
-		{"testing", []string{"io"}, false},       // linked only through a library named in linksTesting
-		{"internal/synctest", nil, false},        // the standard library's own, linked by package sync
+		{module + "internal/gen/photos", nil, false}, // a product package: the demo's and calibration's photos
+		{"testing", []string{"io"}, false},           // linked only through a library named in linksTesting
+		{"internal/synctest", nil, false},            // the standard library's own, linked by package sync
 		{"github.com/minio/minio-go/v7", []string{"net/http"}, false},
 	}
 	for _, tt := range tests {

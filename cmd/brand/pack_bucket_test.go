@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 )
 
 // TestPackIntoMissingBucket checks that packing into a bucket that does

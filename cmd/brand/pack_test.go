@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 )
 
 // brand runs a command line in-process and returns its exit code and

@@ -17,7 +17,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"

@@ -21,7 +21,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"

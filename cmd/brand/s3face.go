@@ -13,7 +13,7 @@ import (
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/s3auth"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
 )
 
 // s3FaceFlags configure the S3 face: the datasets as read-only buckets of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 )
 
 // TestServeTLSTokensAndAdmin runs `brand serve` with a generated

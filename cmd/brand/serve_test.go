@@ -22,9 +22,9 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/membership"
-	"github.com/brandgw/brand/internal/query"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
 )

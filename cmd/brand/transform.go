@@ -7,8 +7,8 @@ import (
 	"runtime"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cli"
-	"github.com/brandgw/brand/internal/tensors"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/transform"
 )
@@ -125,7 +125,7 @@ func (p *planTransform) input() (planner.TransformInput, bool, error) {
 	if err != nil {
 		return planner.TransformInput{}, false, fmt.Errorf("--transform: %w", err)
 	}
-	cal, err := tensors.Calibrate(pl, p.photos)
+	cal, err := tensorize.Calibrate(pl, p.photos)
 	if err != nil {
 		return planner.TransformInput{}, false, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/internal/memory"
+	"github.com/brandgw/brand/internal/server/memory"
 )
 
 // hubPhotos are n photos as the formats benchmark serves them: JPEGs of
@@ -82,7 +82,7 @@ func duckdbRewrite(b *testing.B, file []byte, rows int) []byte {
 // snappy) as arrow-go writes it with pyarrow's defaults (dictionary
 // pages until the dictionary passes 1 MiB, then plain), as arrow-go
 // writes it without dictionaries, and as DuckDB writes it; its buffers
-// from the node's pools (internal/memory), as the gateway decodes. The
+// from the node's pools (internal/server/memory), as the gateway decodes. The
 // "resident" case is the floor a decoder of the same bytes cannot go
 // under, and what a tar chunk's load costs at most: the same members
 // written from memory with format.Writer (a copy, a header, a CRC32C).

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/internal/memory"
+	"github.com/brandgw/brand/internal/server/memory"
 )
 
 // opener opens ranges of file, each read giving at most half of what it

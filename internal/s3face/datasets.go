@@ -13,11 +13,11 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
+	"github.com/brandgw/brand/internal/server/httperr"
 )
 
 // datasetBuckets is what the face keeps of the datasets it serves as
@@ -328,7 +328,7 @@ func (f *Face) decodedMember(ctx context.Context, ds *catalog.Dataset, id int, e
 // chunk read before it — a per-file reader listing a dataset packed in
 // key order reads chunk after chunk — starts loading the chunks after it
 // that this node reads itself, so that their files are hits. The loads
-// are preloads (internal/preload); a GET never waits for one.
+// are preloads (internal/cache/preload); a GET never waits for one.
 func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 	if f.readAhead == 0 {
 		return

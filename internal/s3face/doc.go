@@ -5,24 +5,24 @@
 // face" is its reference; docs/architecture.md "The S3 face" its design.
 //
 // It adds no data path. A dataset file's GET reads its sample through the
-// one reader a batch is read by (internal/reader: the cache and its
+// one reader a batch is read by (internal/batch/reader: the cache and its
 // policy, the disk tier, a cluster's owners), and a read-through object's
 // GET reads its blocks through the same reader (Reader.ReadEntries) from
 // the same cache, where they are entries of their own kind
 // (chunkcache.Object) that a loader of their own fills (ReadThrough): the
 // dataset loader and the disk tier never see them. Both are written by
-// the one writer of responses that carry samples (internal/respond),
+// the one writer of responses that carry samples (internal/batch/respond),
 // under its write deadlines, a large object streamed block by block
 // (respond.Payload.Next). One step (prepare) answers the preconditions and
 // the Range of both kinds.
 //
 // The face is built on small interfaces of its own (Parts): the dataset
 // versions it serves and the one a bucket reads now, the reader, the
-// writer, the preloads (internal/preload), where a chunk is read (the
+// writer, the preloads (internal/cache/preload), where a chunk is read (the
 // cluster), and readiness. It starts no goroutine: its read-ahead — the
 // next chunks of a dataset read in chunk order, the next blocks of an
 // object being read — is preloads, which run on a part of the gateway's
-// stopper and end with it. Errors are mapped to statuses by internal/httperr, as
+// stopper and end with it. Errors are mapped to statuses by internal/server/httperr, as
 // the gateway's are, and then named with S3's codes.
 //
 // # Datasets served in place
@@ -60,7 +60,7 @@
 // The face takes no request body: a write, and a request that is not
 // signed, are refused before their body is read and their connection
 // closed, and a read that declares a body is refused unread
-// (internal/reqbody). Keys longer than S3's 1,024 bytes are refused
+// (internal/server/reqbody). Keys longer than S3's 1,024 bytes are refused
 // (KeyTooLongError) before any store is asked; a read-through bucket's listings are kept 5 s per
 // prefix, at most 64 prefixes a bucket; a read-through object is cached
 // whole up to Config.WholeObject and in blocks of Config.Block beyond,

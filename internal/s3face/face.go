@@ -13,14 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/reqbody"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/s3auth"
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
+	"github.com/brandgw/brand/internal/server/httperr"
+	"github.com/brandgw/brand/internal/server/reqbody"
 	"github.com/brandgw/brand/s3backend"
 )
 

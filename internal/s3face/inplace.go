@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/httperr"
-	"github.com/brandgw/brand/internal/order"
-	"github.com/brandgw/brand/internal/reader"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/server/httperr"
 )
 
 // A dataset served in place (package format: Parquet, MDS, Megatron) has
@@ -154,7 +154,7 @@ func (f *Face) readMembers(ctx context.Context, ds *catalog.Dataset, ids []int) 
 // rest is an error wrapping catalog.ErrCorrupt: the face has no skip
 // mode.
 func (f *Face) readSamples(ctx context.Context, ds *catalog.Dataset, ids []int) (*reader.Result, []string, error) {
-	smp, err := order.NewSamples(ctx, ds, ids)
+	smp, err := layout.NewSamples(ctx, ds, ids)
 	if err != nil {
 		return nil, nil, err
 	}

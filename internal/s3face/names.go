@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/httperr"
+	"github.com/brandgw/brand/internal/server/httperr"
 )
 
 // objectNames is a dataset version's objects as the S3 face lists them:

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
 )
 
 // object is what a GET or HEAD answers of an object before its bytes,

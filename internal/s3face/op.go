@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
 )
 
 // maxKey is the longest key S3 takes, in bytes; a longer one is refused

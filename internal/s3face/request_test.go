@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
 )
 
 // opNames is every name parseOp may give, from a fixed set whatever the

@@ -20,14 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkcache"
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/preload"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/route"
-	"github.com/brandgw/brand/internal/s3auth"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/preload"
+	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brandgw/brand/chunkcache"
-	"github.com/brandgw/brand/internal/catalog"
-	"github.com/brandgw/brand/internal/reader"
-	"github.com/brandgw/brand/internal/respond"
-	"github.com/brandgw/brand/internal/s3proto"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/s3face/s3proto"
 	"github.com/brandgw/brand/s3backend"
 )
 

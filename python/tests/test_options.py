@@ -19,7 +19,7 @@ from brand._options import job_query, resolve  # noqa: E402
 from brand.client import _planned  # noqa: E402
 
 # The public query parameters of a job, one a line, sorted: written from
-# api.JobParams by the Go side's tests (internal/query), so that the gateway's
+# api.JobParams by the Go side's tests (internal/job/query), so that the gateway's
 # parser, the Go client and this client agree on one list.
 GOLDEN = os.path.join(REPO, "internal", "query", "testdata", "job_params.golden")
 URL = "http://127.0.0.1:1"  # nothing is sent by the tests that use it

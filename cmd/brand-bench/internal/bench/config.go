@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -77,7 +77,7 @@ type Config struct {
 }
 
 // Dataset is the synthetic dataset: Samples images of log-normal sizes
-// around MeanBytes (see internal/synth), packed into chunks of about
+// around MeanBytes (see internal/gen/synth), packed into chunks of about
 // ChunkSize. Seed fixes the samples and the pack's order; the job's
 // shuffle has a seed of its own (Config.Job.Seed), so that one dataset can
 // be read under several jobs without regenerating it.

@@ -27,7 +27,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -42,7 +42,7 @@ import (
 //	    (counted by the proxy: listings and range reads) against the
 //	    dataset's bytes; and the same over LargeFiles files of the Hub's
 //	    size (hundreds of MB), where the footers are a file's small part.
-//	(2) an epoch of the same photos (internal/photos) served from Parquet
+//	(2) an epoch of the same photos (internal/gen/photos) served from Parquet
 //	    in the Hub's layout (with a third column, an embedding, that the
 //	    job leaves out: columns=image,label), from MDS shards, and from
 //	    Brand's tar chunks, each by a fresh `brand serve` read by the Go

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 func TestProxyKind(t *testing.T) {

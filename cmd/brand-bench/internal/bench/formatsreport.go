@@ -147,7 +147,7 @@ func (r *FormatsReport) WriteText(w io.Writer) error {
 			run.Seconds, run.CPU, run.ListRequests, sizeString(run.ListBytes), run.GetRequests, sizeString(run.GetBytes),
 			sizeString(run.ListBytes+run.GetBytes), 100*run.Fraction, sizeString((run.ListBytes+run.GetBytes)/int64(max(run.Files, 1))))
 	}
-	fmt.Fprintf(&sb, "\n(2), (3) %d photos (internal/photos) of mean %s, batch %d, window %d chunks:\n\n", r.Config.Images, sizeString(r.MeanBytes), r.Config.BatchSize, r.Config.Window)
+	fmt.Fprintf(&sb, "\n(2), (3) %d photos (internal/gen/photos) of mean %s, batch %d, window %d chunks:\n\n", r.Config.Images, sizeString(r.MeanBytes), r.Config.BatchSize, r.Config.Window)
 	sb.WriteString("| format | objects | chunks | bytes in the store |\n| --- | --: | --: | --: |\n")
 	for _, d := range r.Datasets {
 		label := formatLabel(d.Format)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // TestMixSmoke runs the mixture benchmark on a tiny dataset (a few MB)

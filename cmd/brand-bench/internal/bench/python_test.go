@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 )
 
 // TestPythonGroup runs the python group on the smoke test's tiny dataset

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // TestResizeSmoke runs the resize benchmark on a tiny dataset and checks

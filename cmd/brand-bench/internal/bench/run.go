@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/planner"
 )
 

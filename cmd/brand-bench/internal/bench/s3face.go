@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/miniotest"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/miniotest"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -42,7 +42,7 @@ import (
 //     the store. The same run without prefetch (--prefetch-concurrency 0)
 //     is the reference of what a switch costs when nothing reads ahead;
 //     the gateway has no flag that turns off only prefetch's view of the
-//     phases (order.Pace), so the phase-blind prefetcher is not measured.
+//     phases (layout.Pace), so the phase-blind prefetcher is not measured.
 //   - Sources. One gateway each serving a schedule over 2, 10 and 100
 //     datasets of the same bytes in all, read for a fixed number of steps: its resident
 //     memory (VmRSS and VmHWM from /proc) and goroutines (go_goroutines)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // TestScheduleWindows checks how a run is cut: the first After steps,

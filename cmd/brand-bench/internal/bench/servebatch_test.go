@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/synth"
+	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )

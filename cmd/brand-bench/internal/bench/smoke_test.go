@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/cmdtest"
-	"github.com/brandgw/brand/internal/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 )
 
 // TestSmoke runs every configuration on a tiny dataset against a real

@@ -26,8 +26,8 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
-	"github.com/brandgw/brand/internal/miniotest"
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -36,7 +36,7 @@ import (
 // images — on one machine split in two with CPU affinity, a training node
 // (the DataLoader and its workers, on TrainerCPU) and a data node (the
 // gateway and MinIO, on DataCPU). Photo-like JPEGs of ImageNet-like sizes
-// (internal/photos) are packed into chunks in MinIO, and stored there as
+// (internal/gen/photos) are packed into chunks in MinIO, and stored there as
 // objects of their own too. Each round runs, one after another:
 //
 //	(1) s3-pil         a DataLoader over a map-style Dataset doing a boto3
@@ -359,7 +359,7 @@ func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) 
 	return rep, nil
 }
 
-// writePhotos writes n photos (internal/photos, seed 1) under dir as a
+// writePhotos writes n photos (internal/gen/photos, seed 1) under dir as a
 // class-folder tree of 100 classes, each JPEG with a .cls label, and
 // returns their keys in order.
 func writePhotos(dir string, n int) ([]string, error) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 func TestSpread(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/format/megatron/megatrontest"
-	"github.com/brandgw/brand/internal/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 )
 
 // writeCorpus writes what the project's Megatron writer writes for the

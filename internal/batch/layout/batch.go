@@ -1,0 +1,439 @@
+package layout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/batch/sequences"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// Source is what a job reads: one dataset version (DS), or a mixture of
+// several (Mix) — exactly one is set — and the cluster membership its
+// global batches are assigned to ranks under (nil on a single gateway).
+// The membership never changes which samples a global batch holds, only
+// which rank receives which of them.
+type Source struct {
+	DS      *catalog.Dataset
+	Mix     *Mixed
+	Members *cluster.Membership
+}
+
+// Assigns reports whether job's batches from s are assigned to ranks by
+// locality (cluster.Assign over s.Members): on a cluster of more than one
+// member, with locality on and more than one rank. Otherwise each rank
+// takes the plain cut, and nothing of the cluster enters the batch.
+func (s Source) Assigns(job api.Job) bool {
+	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens()
+}
+
+// assignedUnder is the membership version a job's batches are assigned
+// under, "" when they are plainly cut (Assigns).
+func (s Source) assignedUnder(job api.Job) string {
+	if s.Assigns(job) {
+		return s.Members.Version()
+	}
+	return ""
+}
+
+// Name is the source as requests name it: the dataset's name, or the
+// mixture as written (mix=).
+func (s Source) Name() string {
+	if s.Mix != nil {
+		return s.Mix.Text()
+	}
+	return s.DS.Name
+}
+
+// Batch is one batch of a job laid out: everything the order and the
+// index determine before any chunk is read — which samples, in which
+// chunks, at which bytes, in which order, under which ETag.
+//
+// A batch reads one or more parts: one for a job over one dataset (its
+// epoch's samples), a handful for a mixture (one per component pass the
+// batch touches). Every stage after the layout — the schedule's visit,
+// the read, the response — works on parts, so that a mixture is no second
+// path: one dataset is a batch of one part.
+type Batch struct {
+	Source
+	Job          api.Job
+	Epoch, Batch uint64
+	Batches      int // global batches from the job's offset on
+	EpochSamples int // samples in the epoch
+	// Start and End are the epoch positions of this rank's slice (of the
+	// mixture's epoch, for a mixture).
+	Start, End int
+	ETag       string
+	Parts      []Part
+	Take       []Take // per sample served, in order: its part and place there
+	// Missing are the batch positions left out because their chunk is
+	// damaged at rest (--on-damaged-chunk=skip), ascending, and
+	// MissingKeys their keys; full is then the full batch's ETag.
+	Missing     []int
+	MissingKeys []string
+	full        string
+	// Tokens is set for a token job's batch (api.Job.Seq): its samples
+	// are sequences, which its parts' documents are packed into.
+	Tokens *TokenBatch
+}
+
+// Part is what a batch reads of one stream's epoch: a job's epoch of one
+// dataset, or a mixture component's pass.
+type Part struct {
+	// Comp is the mixture component the part reads (0 for one dataset).
+	Comp int
+	// Stream and Epoch are the stream the part's samples come from and its
+	// epoch there (a component's pass); the schedule follows the stream.
+	Stream  Stream
+	Epoch   uint64
+	Samples Samples
+	// First and End are the extent, in that epoch's order, of the part's
+	// positions: the schedule follows the stream there.
+	First, End int
+	// Share is the stream's share of the job's global batch, in samples:
+	// what the schedule's clock counts its progress per batch by.
+	Share int
+}
+
+// Take is one served sample: its part and its position in the part's
+// Samples.
+type Take struct{ Part, At int }
+
+// Len is the number of samples the batch serves: a token job's
+// sequences.
+func (b *Batch) Len() int {
+	if b.Tokens != nil {
+		return len(b.Tokens.Seqs)
+	}
+	return len(b.Take)
+}
+
+// Reads is the number of samples the batch reads: Len, but for a token
+// job, whose sequences are packed from the documents it reads.
+func (b *Batch) Reads() int { return len(b.Take) }
+
+// Bytes is the batch's samples' tar bytes.
+func (b *Batch) Bytes() int64 {
+	var n int64
+	for _, p := range b.Parts {
+		n += p.Samples.Bytes
+	}
+	return n
+}
+
+// Sized reports whether the batch's length is known before any chunk is
+// read: not when a part reads a dataset served in place, whose samples
+// are sized when their chunk is decoded (Bytes and Length count none of
+// them).
+func (b *Batch) Sized() bool {
+	if b.Tokens != nil {
+		return true // every sequence's members are as long as seq says
+	}
+	for _, p := range b.Parts {
+		if p.Samples.DS.Index.Deferred() {
+			return false
+		}
+	}
+	return true
+}
+
+// Length is the batch's tar body: its samples and the end-of-archive
+// blocks (see Sized).
+func (b *Batch) Length() int64 {
+	if b.Tokens != nil {
+		return int64(b.Len())*sequences.SequenceBytes(b.Tokens.Spec.Pack.Seq) + int64(len(chunkindex.EndOfArchive))
+	}
+	return b.Bytes() + int64(len(chunkindex.EndOfArchive))
+}
+
+// Sample is the index entry of the batch's i-th sample, with its ID and
+// dataset.
+func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample) {
+	t := b.Take[i]
+	s := b.Parts[t.Part].Samples
+	return s.DS, s.IDs[t.At], s.Info[t.At]
+}
+
+// Components returns each served sample's mixture component, in order.
+func (b *Batch) Components() []int {
+	if b.Tokens != nil && b.Tokens.Comps != nil {
+		return b.Tokens.Comps
+	}
+	c := make([]int, len(b.Take))
+	for i, t := range b.Take {
+		c[i] = b.Parts[t.Part].Comp
+	}
+	return c
+}
+
+// Turns reports whether the batch takes its job's turn when the jobs'
+// windows do not fit in the cache together (internal/cache/usetable/turn.go).
+// A mixture's does not: its batch needs every component's window at
+// once, so its components cannot take turns with each other — each would
+// wait for the other's turn to end. Like a peer's stream, a mixture's
+// components are counted in what holds the cache and never held back.
+func (b *Batch) Turns() bool { return b.Mix == nil }
+
+// Without returns the batch served without the samples at batch positions
+// missing (ascending): their chunk is damaged at rest. Its ETag differs
+// from every full batch's, and from the same batch missing other samples.
+func (b *Batch) Without(missing []int) *Batch {
+	if len(missing) == 0 {
+		return b
+	}
+	nb := *b
+	nb.Missing = missing
+	nb.MissingKeys = make([]string, len(missing))
+	gone := make([]bool, len(b.Take))
+	for i, pos := range missing {
+		gone[pos] = true
+		_, _, in := b.Sample(pos)
+		nb.MissingKeys[i] = in.Key
+	}
+	keep := make([][]int, len(b.Parts)) // per part: the positions kept
+	nb.Take = make([]Take, 0, len(b.Take)-len(missing))
+	for i, t := range b.Take {
+		if !gone[i] {
+			nb.Take = append(nb.Take, Take{Part: t.Part, At: len(keep[t.Part])})
+			keep[t.Part] = append(keep[t.Part], t.At)
+		}
+	}
+	nb.Parts = make([]Part, len(b.Parts))
+	for p, part := range b.Parts {
+		part.Samples = part.Samples.Pick(keep[p])
+		nb.Parts[p] = part
+	}
+	nb.full = b.full
+	if nb.full == "" {
+		nb.full = b.ETag
+	}
+	nb.ETag = partialETag(nb.full, missing)
+	return &nb
+}
+
+// Batches returns the number of batches of an epoch of a job over ds and
+// the epoch's length in samples.
+func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batches, samples int, e *Epoch, err error) {
+	e, err = o.Epoch(StreamOf(ds, job), epoch)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	n := e.NumSamples()
+	if job.Tokens() {
+		p, err := o.tokenEpoch(ds, job, epoch)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		n = p.NumSequences()
+	}
+	if job.Offset > n {
+		return 0, n, e, fmt.Errorf("%w: offset %d is past the end of epoch %d, which has %d samples", ErrOutOfRange, job.Offset, epoch, n)
+	}
+	return job.NumBatches(n), n, e, nil
+}
+
+// Extent returns the number of batches of an epoch of a job over a source
+// and the epoch's length in samples.
+func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
+	if src.Mix != nil {
+		n := src.Mix.Order.NumSamples()
+		if job.Offset > n {
+			return 0, n, fmt.Errorf("%w: offset %d is past the end of the mixture's epoch, which has %d samples", ErrOutOfRange, job.Offset, n)
+		}
+		return job.NumBatches(n), n, nil
+	}
+	batches, samples, _, err = o.Batches(src.DS, job, epoch)
+	return batches, samples, err
+}
+
+// Layout lays out batch m of an epoch of a job over a source. On a node
+// whose index holds only its own chunks' tables, it reads the tables of
+// the batch's other chunks (see NewSamples).
+func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
+	var e *Epoch
+	var batches, n int
+	var err error
+	if src.Mix != nil {
+		batches, n, err = o.Extent(src, job, epoch)
+	} else {
+		batches, n, e, err = o.Batches(src.DS, job, epoch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if batches == 0 {
+		return nil, fmt.Errorf("%w: epoch %d of %s has no batches: %d samples from offset %d with batch_size=%d world=%d drop_last=%t",
+			ErrOutOfRange, epoch, src.Name(), n, job.Offset, job.BatchSize, job.World, job.DropLast)
+	}
+	if m >= uint64(batches) {
+		return nil, fmt.Errorf("%w: batch %d out of range: valid batch numbers are 0..%d (epoch %d of %s has %d batches for batch_size=%d world=%d drop_last=%t offset=%d)",
+			ErrOutOfRange, m, batches-1, epoch, src.Name(), batches, job.BatchSize, job.World, job.DropLast, job.Offset)
+	}
+	start, end, err := job.BatchRange(n, int(m))
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{Source: src, Job: job, Epoch: epoch, Batch: m, Batches: batches, EpochSamples: n, Start: start, End: end}
+	if src.Mix != nil {
+		b.ETag = o.ETag(src, job, epoch, m)
+		if job.Tokens() {
+			return b, o.mixTokenParts(ctx, b)
+		}
+		return b, o.mixParts(ctx, b)
+	}
+	b.ETag = o.ETag(src, job, epoch, m)
+	s := StreamOf(src.DS, job)
+	if job.Tokens() {
+		spec, err := TokensOf(src.DS, job)
+		if err != nil {
+			return nil, err
+		}
+		p, err := o.Packed(s, epoch, spec.Pack)
+		if err != nil {
+			return nil, err
+		}
+		return b, o.layoutTokens(ctx, b, spec, p, s)
+	}
+	var ids []int
+	if src.Assigns(job) {
+		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
+			return nil, err
+		}
+	} else {
+		ids = o.appendRange(nil, s, e, epoch, start, end)
+	}
+	smp, err := NewSamples(ctx, src.DS, ids)
+	if err != nil {
+		return nil, err
+	}
+	b.Parts = []Part{{Stream: s, Epoch: epoch, Samples: smp, First: start, End: end, Share: job.BatchSize * job.World}}
+	b.Take = make([]Take, len(ids))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	return b, nil
+}
+
+// ETag is the ETag of batch m of an epoch of a job over a source, known
+// without laying the batch out.
+func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
+	if src.Mix != nil {
+		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
+	}
+	return BatchETag(src.DS, job, epoch, m, src.assignedUnder(job))
+}
+
+// BatchETag names a batch's bytes: the index's identity and every parameter
+// that selects the batch. A batch from offset 0 keeps the ETag it had
+// before offsets existed, so that caches in front of a gateway stay warm
+// across the upgrade.
+//
+// members is the membership version the batch was assigned to its rank
+// under, "" for a plain cut (Source.Assigns): only then does the cluster
+// change the batch, and the ETag names it. So is an importance snapshot
+// an epoch is drawn from, and a pipeline the batch's images go through.
+func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
+	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
+		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
+	if job.Offset != 0 {
+		s = fmt.Appendf(s, "|offset=%d", job.Offset)
+	}
+	if members != "" {
+		s = fmt.Appendf(s, "|members=%s", members)
+	}
+	if imp := job.Importance; imp.Version != "" {
+		s = fmt.Appendf(s, "|importance=%s|%s|%d", imp.Job, imp.Version, imp.Hot)
+	}
+	if sel := ds.Selected(); sel != "" {
+		s = fmt.Appendf(s, "|columns=%s", sel)
+	}
+	s = appendTransform(s, job)
+	s = appendTokens(s, job)
+	h := sha256.Sum256(s)
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// appendTokens names, in a token job's batch ETag, the sequences'
+// length, the packing, the pad and concat's EOS.
+func appendTokens(s []byte, job api.Job) []byte {
+	if !job.Tokens() {
+		return s
+	}
+	s = fmt.Appendf(s, "|seq=%d|pack=%s|pad=%d", job.Seq, job.PackMode(), job.Pad)
+	if job.EOSSet {
+		s = fmt.Appendf(s, "|eos=%d", job.EOS)
+	}
+	return s
+}
+
+// appendTransform names, in a batch's ETag, the pipeline its images go
+// through and the pipeline's fingerprint on the server (its definition,
+// decoder and pixel bound): a server whose configuration changes a
+// pipeline serves its batches under other ETags. A batch of the bytes as
+// stored names none, and keeps the ETag it had before pipelines existed.
+func appendTransform(s []byte, job api.Job) []byte {
+	if job.Transform == "" {
+		return s
+	}
+	return fmt.Appendf(s, "|transform=%s|%s", job.Transform, job.TransformFingerprint)
+}
+
+// partialETag names a batch whose full ETag is full, served without the
+// samples at batch positions missing (ascending).
+func partialETag(full string, missing []int) string {
+	s := []byte("brand-partial-v2|" + full)
+	for _, pos := range missing {
+		s = strconv.AppendInt(append(s, '|'), int64(pos), 10)
+	}
+	h := sha256.Sum256(s)
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// Info describes an epoch of a job over a source: its extent, and for a
+// mixture each component's share.
+func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
+	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
+		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
+	if m := src.Mix; m != nil {
+		batches, n, err := o.Extent(src, job, epoch)
+		if err != nil {
+			return info, err
+		}
+		info.Samples, info.Batches = n, batches
+		info.Mix = &api.MixInfo{Block: m.Order.Block()}
+		mo, err := m.Order.At(epoch) // the epoch's own counts and stream starts
+		if err != nil {
+			return info, err
+		}
+		for i, c := range m.Mix {
+			ds := m.DS[i]
+			info.Chunks += ds.Index.NumChunks()
+			start := mo.Start(i, epoch)
+			info.Mix.Components = append(info.Mix.Components, api.MixComponentInfo{Dataset: c.Dataset, Weight: c.Weight, IndexID: ds.ID(),
+				Samples: mo.Size(i), EpochSamples: mo.EpochSamples(i), Window: mo.ComponentWindow(i, job.Window),
+				FirstPass: start.Pass, FirstIndex: start.Index})
+		}
+	} else {
+		batches, n, e, err := o.Batches(src.DS, job, epoch)
+		if err != nil {
+			return info, err
+		}
+		info.Samples, info.Batches = n, batches
+		info.IndexID, info.Chunks, info.Windows = src.DS.ID(), src.DS.Index.NumChunks(), e.NumWindows()
+		if job.Tokens() {
+			p, err := o.tokenEpoch(src.DS, job, epoch)
+			if err != nil {
+				return info, err
+			}
+			info.Tokens = tokenInfo(p, job)
+		}
+	}
+	info.RankSamples = job.RankSamples(info.Samples)
+	return info, nil
+}

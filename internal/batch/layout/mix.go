@@ -1,0 +1,505 @@
+package layout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Mixed is a mixture resolved against the datasets a gateway serves: its
+// components' dataset versions and the order that interleaves them.
+type Mixed struct {
+	Mix api.Mix
+	// Schedule is the schedule the mixture follows (mix_schedule=), nil
+	// for a mixture of fixed weights; Mix is then its first phase.
+	Schedule api.Schedule
+	DS       []*catalog.Dataset // per component
+	Order    *MixOrder
+	key      string
+	text     string // Mix.String()
+	schedule string // Schedule.String(), "" for fixed weights
+	ids      string // the components' index IDs, comma-separated
+	// paces are, for a schedule, its components' (Stream.Pace), made
+	// once on first use.
+	paceOnce sync.Once
+	paces    []*Pace
+	// tokens marks a mixture of token datasets (TokenMixture): its
+	// positions are sequences, its streams' documents.
+	tokens bool
+	// held are, per component, the epoch order and window its last part
+	// read (made on first use): a mixture of more sources than the
+	// Orders' memo tables hold (maxMemoEpochs, maxMemoWindows) would
+	// otherwise build every part's epoch and window anew.
+	heldOnce sync.Once
+	held     []atomic.Pointer[heldOrder]
+}
+
+// heldOrder is a component stream's epoch order, and a window of it.
+type heldOrder struct {
+	key epochKey
+	e   *Epoch
+	w   int
+	ids []int // window w's samples; nil: none yet
+}
+
+// heldSlot is component i's held order.
+func (m *Mixed) heldSlot(i int) *atomic.Pointer[heldOrder] {
+	m.heldOnce.Do(func() { m.held = make([]atomic.Pointer[heldOrder], len(m.DS)) })
+	return &m.held[i]
+}
+
+// mixEpoch is Epoch for component i's stream s, from the component's
+// held order when it is that epoch's.
+func (o *Orders) mixEpoch(m *Mixed, i int, s Stream, epoch uint64) (*heldOrder, error) {
+	slot := m.heldSlot(i)
+	k := epochKey{s.Order(), epoch}
+	if h := slot.Load(); h != nil && h.key == k {
+		return h, nil
+	}
+	e, err := o.Epoch(s, epoch)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldOrder{key: k, e: e, w: -1}
+	slot.Store(h)
+	return h, nil
+}
+
+// appendHeldRange is appendRange over a component's held order, whose
+// last window read it keeps in its slot.
+func (o *Orders) appendHeldRange(dst []int, m *Mixed, i int, h *heldOrder, start, end int) ([]int, *heldOrder) {
+	e := h.e
+	for pos := start; pos < end; {
+		w := e.WindowOf(pos)
+		ws := e.WindowStart(w)
+		var win []int
+		if h.w == w && h.ids != nil {
+			win = h.ids
+		} else {
+			win = o.window(h.key.Stream, h.key.epoch, e, w)
+			h = &heldOrder{key: h.key, e: e, w: w, ids: win}
+			m.heldSlot(i).Store(h)
+		}
+		take := min(end, ws+len(win)) - pos
+		dst = append(dst, win[pos-ws:pos-ws+take]...)
+		pos += take
+	}
+	return dst, h
+}
+
+// Text returns the mixture as its requests name it (Mix.String), made
+// once.
+func (m *Mixed) Text() string { return m.text }
+
+// ScheduleText returns the schedule the mixture follows as
+// api.Schedule.String writes it ("" for fixed weights), made once: every
+// response names it (Brand-Mix-Schedule).
+func (m *Mixed) ScheduleText() string { return m.schedule }
+
+// Key names the mixture's order: its components' versions, weights,
+// block and length.
+func (m *Mixed) Key() string { return m.key }
+
+// IndexIDs returns the components' index IDs, comma-separated.
+func (m *Mixed) IndexIDs() string { return m.ids }
+
+// Stream is component i's stream for a job: the order its passes read,
+// in windows of the job's window split by weight.
+func (m *Mixed) Stream(i int, job api.Job) Stream {
+	return Stream{DS: m.DS[i], Seed: job.Seed, Window: m.Order.ComponentWindow(i, job.Window), Name: job.Name, Mix: m.key, Pace: m.pace(i)}
+}
+
+// pace is component i's Pace under the schedule, nil for fixed weights.
+// A token component's stream is read by document positions while the
+// schedule counts its packed sequences: its Pace is in documents,
+// estimated from its documents per sequence (NewTokenPace).
+func (m *Mixed) pace(i int) *Pace {
+	s := m.Order.Schedule()
+	if s == nil {
+		return nil
+	}
+	m.paceOnce.Do(func() {
+		m.paces = make([]*Pace, len(m.DS))
+		for c := range m.paces {
+			if m.tokens {
+				m.paces[c] = NewTokenPace(s, c, m.Order.Size(c), m.DS[c].Index.NumSamples(), 0)
+				continue
+			}
+			m.paces[c] = NewPace(s, c, m.Order.Size(c), 0)
+		}
+	})
+	return m.paces[i]
+}
+
+// Mixture returns the mixture of datasets ds (in mix's order) that a
+// job reads, memoised by the mixture as the request writes it (asked on
+// every request, it is found without parsing the weights); its key names
+// it by the weights reduced to integers, so that 0.5,0.5 and 1,1 are one
+// order. Requests that ask for the same new mixture at once share one
+// construction (shuffle.NewMixture, within shuffle.MaxMixWork), and a
+// mixture whose order is over a bound is refused with shuffle.ErrInvalid
+// naming it.
+func (o *Orders) Mixture(mix api.Mix, ds []*catalog.Dataset, job api.Job) (*Mixed, error) {
+	block := job.Block()
+	// Found by the key's digest, hashed as it is written: every request
+	// of a mixture of many sources names them all, and the key's text
+	// each time was its garbage.
+	kh := keyHash{h: sha256.New(), b: make([]byte, 0, 2*keyHashFlush)}
+	for i, d := range ds {
+		kh.b = append(append(append(append(kh.b, d.Name...), '@'), d.ID()...), ':')
+		kh.b = append(append(kh.b, mix[i].Weight...), ',')
+		kh.flush()
+	}
+	kh.b = strconv.AppendInt(append(kh.b, "|block="...), int64(block), 10)
+	kh.b = strconv.AppendInt(append(kh.b, "|samples="...), int64(job.MixSamples), 10)
+	if len(job.Schedule) > 0 {
+		kh.b = append(kh.b, "|schedule="...)
+		kh.schedule(job.Schedule)
+	}
+	memo := kh.sum()
+	if m, ok := o.mixtures.Get(memo); ok {
+		return m, nil
+	}
+	v, err, _ := o.mixFlight.Do(string(memo[:]), func() (any, error) {
+		if m, ok := o.mixtures.Get(memo); ok {
+			return m, nil
+		}
+		m, err := o.newMixed(mix, job.Schedule, ds, block, job.MixSamples)
+		if err != nil {
+			return nil, err
+		}
+		o.mixtures.Add(memo, m)
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Mixed), nil
+}
+
+// newMixed builds the mixture of datasets ds with mixing blocks of block
+// samples and epochs of samples (0: the datasets' summed): with sched,
+// the schedule of those datasets (sched's first phase is mix).
+func (o *Orders) newMixed(mix api.Mix, sched api.Schedule, ds []*catalog.Dataset, block, samples int) (*Mixed, error) {
+	var phases []shuffle.SchedulePhase
+	var weights []uint64
+	var err error
+	if len(sched) > 0 {
+		if phases, err = sched.Phases(); err != nil {
+			return nil, err
+		}
+		weights = phases[0].Weights
+	} else if weights, err = mix.IntWeights(); err != nil {
+		return nil, err
+	}
+	var sb strings.Builder
+	sizes := make([]int, len(ds))
+	for i, d := range ds {
+		sizes[i] = d.Index.NumSamples()
+		fmt.Fprintf(&sb, "%s@%s:%d,", d.Name, d.ID(), weights[i])
+		if sel := d.Selected(); sel != "" {
+			fmt.Fprintf(&sb, "[%s],", sel)
+		}
+	}
+	fmt.Fprintf(&sb, "|block=%d|samples=%d", block, samples)
+	var mo *shuffle.Mixture
+	var sc *shuffle.Schedule
+	if phases != nil {
+		// The schedule by its integer weights, so that 0.5,0.5 and 1,1
+		// are one order, as for a mixture.
+		for _, p := range phases {
+			fmt.Fprintf(&sb, "|%d~%d:%v", p.Step, p.End, p.Weights)
+		}
+		passes := make([]shuffle.Passes, len(sizes))
+		for i, n := range sizes {
+			passes[i] = shuffle.EqualPasses(n)
+		}
+		if sc, err = shuffle.NewSchedule(phases, passes, block, samples); err != nil {
+			return nil, err
+		}
+		if mo, err = sc.Epoch(0); err != nil {
+			return nil, err
+		}
+	} else if mo, err = shuffle.NewMixture(weights, sizes, block, samples); err != nil {
+		return nil, err
+	}
+	if err := checkSpan(mo); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID()
+	}
+	key := sb.String()
+	return &Mixed{Mix: mix, Schedule: sched, DS: ds, Order: newMixOrder(mo, sc, key, o.mixSpans), key: key,
+		text: mix.String(), schedule: sched.String(), ids: strings.Join(ids, ",")}, nil
+}
+
+func newMixtureMemo() *lru.Cache[[sha256.Size]byte, *Mixed] {
+	c, _ := lru.New[[sha256.Size]byte, *Mixed](maxMemoMixtures)
+	return c
+}
+
+// keyHash hashes a memo key as it is written in b, a piece at a time.
+type keyHash struct {
+	h hash.Hash
+	b []byte
+}
+
+// keyHashFlush is how much of a key keyHash buffers before hashing it.
+const keyHashFlush = 256
+
+func (k *keyHash) flush() {
+	if len(k.b) >= keyHashFlush {
+		k.h.Write(k.b)
+		k.b = k.b[:0]
+	}
+}
+
+func (k *keyHash) sum() (out [sha256.Size]byte) {
+	k.h.Write(k.b)
+	k.h.Sum(out[:0])
+	return out
+}
+
+// schedule writes s as api.Schedule.String does.
+func (k *keyHash) schedule(s api.Schedule) {
+	for n, p := range s {
+		if n > 0 {
+			k.b = append(k.b, ';')
+		}
+		k.b = strconv.AppendUint(k.b, p.Step, 10)
+		if p.End > p.Step {
+			k.b = strconv.AppendUint(append(k.b, '~'), p.End, 10)
+		}
+		k.b = append(k.b, ':')
+		for i, c := range p.Mix {
+			if i > 0 {
+				k.b = append(k.b, ',')
+			}
+			k.b = append(append(append(k.b, c.Dataset...), ':'), c.Weight...)
+			k.flush()
+		}
+	}
+}
+
+// maxMemoMixtures bounds the memoised mixtures: each holds its block
+// counts' checkpoints, O(blocks of an epoch / 64 × components), at most
+// 512 KiB within shuffle.MaxMixWork.
+const maxMemoMixtures = 16
+
+// maxPass is the last pass of a component a mixture reads: passes are
+// the component's epochs, which statistics and the planner keep in 31
+// bits (query.MaxEpoch).
+const maxPass = 1<<31 - 1
+
+// mixParts lays out a mixture batch's parts: its draws — the rank's slice
+// of the mixture's epoch positions, or on a cluster with locality its
+// assigned share of the global batch (docs/shuffle.md §11) — grouped by
+// component pass, each pass's sample IDs read from its order.
+func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
+	m, job := b.Mix, b.Job
+	var draws []shuffle.Draw
+	var err error
+	if b.Assigns(job) {
+		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch), b.Members)
+	} else {
+		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
+	}
+	if err != nil {
+		return err
+	}
+	b.Take = make([]Take, len(draws))
+	global := job.BatchSize * job.World
+	sum := m.weightSum()
+	// The parts' positions in their passes, in served order: each draw's
+	// part first, then in one array grouped by part.
+	partOf := make([]int32, len(draws))
+	var n []int // per part: its draws
+	for i, d := range draws {
+		if d.Pass > maxPass {
+			return fmt.Errorf("%w: epoch %d of the mixture reads pass %d of %s, past the last epoch number (%d)",
+				ErrOutOfRange, b.Epoch, d.Pass, m.DS[d.Component].Name, maxPass)
+		}
+		// A batch has a part or two per component: a scan finds it.
+		p := 0
+		for p < len(b.Parts) && (b.Parts[p].Comp != d.Component || b.Parts[p].Epoch != d.Pass) {
+			p++
+		}
+		if p == len(b.Parts) {
+			if b.Parts == nil {
+				b.Parts = make([]Part, 0, min(len(draws), 2*len(m.DS)))
+			}
+			b.Parts = append(b.Parts, Part{Comp: d.Component, Epoch: d.Pass, Stream: m.Stream(d.Component, job),
+				First: d.Index, End: d.Index + 1, Share: m.shareOf(d.Component, global, sum)})
+			n = append(n, 0)
+		}
+		part := &b.Parts[p]
+		part.First, part.End = min(part.First, d.Index), max(part.End, d.Index+1)
+		b.Take[i] = Take{Part: p, At: n[p]}
+		n[p]++
+		partOf[i] = int32(p)
+	}
+	at := make([]int, len(b.Parts)+1) // part p's positions are xs[at[p]:at[p+1]]
+	for p := range b.Parts {
+		at[p+1] = at[p] + n[p]
+	}
+	xs := make([]int, len(draws))
+	fill := slices.Clone(at[:len(b.Parts)])
+	for i, d := range draws {
+		p := partOf[i]
+		xs[fill[p]] = d.Index
+		fill[p]++
+	}
+	for p := range b.Parts {
+		part := &b.Parts[p]
+		h, err := o.mixEpoch(m, part.Comp, part.Stream, part.Epoch)
+		if err != nil {
+			return err
+		}
+		xs := xs[at[p]:at[p+1]]
+		ids := make([]int, 0, len(xs))
+		for i := 0; i < len(xs); {
+			// Runs of consecutive positions (a plain cut is one run)
+			// are read as ranges.
+			j := i + 1
+			for j < len(xs) && xs[j] == xs[j-1]+1 {
+				j++
+			}
+			ids, h = o.appendHeldRange(ids, m, part.Comp, h, xs[i], xs[j-1]+1)
+			i = j
+		}
+		if part.Samples, err = NewSamples(ctx, part.Stream.DS, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// share is component i's share of a global batch of global samples, as
+// the schedule's clock counts a stream's progress per batch.
+func (m *Mixed) share(i, global int) int { return m.shareOf(i, global, m.weightSum()) }
+
+// shareOf is share, given the weights' sum.
+func (m *Mixed) shareOf(i, global int, sum uint64) int {
+	return max(1, int(uint64(global)*m.Order.Weights()[i]/sum))
+}
+
+// weightSum is the sum of the mixture's weights.
+func (m *Mixed) weightSum() uint64 {
+	var sum uint64
+	for _, a := range m.Order.Weights() {
+		sum += a
+	}
+	return sum
+}
+
+// mixAssigned is assigned for a mixture: the global batch's draws, each
+// rank first given those whose chunk its home node owns.
+func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch uint64, n, b int, ms *cluster.Membership) ([]shuffle.Draw, error) {
+	share, start, end, err := globalBatch(job, n, b)
+	if err != nil {
+		return nil, err
+	}
+	draws, err := m.Order.Draws(ctx, make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
+	if err != nil {
+		return nil, err
+	}
+	// A component pass's draws in a global batch are consecutive
+	// positions of its order: read each pass's extent once.
+	type extent struct {
+		first, end int
+		ids        []int
+	}
+	ext := map[[2]uint64]*extent{}
+	for _, d := range draws {
+		k := [2]uint64{uint64(d.Component), d.Pass}
+		if x, ok := ext[k]; ok {
+			x.first, x.end = min(x.first, d.Index), max(x.end, d.Index+1)
+		} else {
+			ext[k] = &extent{first: d.Index, end: d.Index + 1}
+		}
+	}
+	for k, x := range ext {
+		s := m.Stream(int(k[0]), job)
+		e, err := o.Epoch(s, k[1])
+		if err != nil {
+			return nil, err
+		}
+		x.ids = o.appendRange(make([]int, 0, x.end-x.first), s, e, k[1], x.first, x.end)
+	}
+	pos := make([]int, len(draws))
+	owner := make([]int, len(draws))
+	for i, d := range draws {
+		pos[i] = i
+		ds := m.DS[d.Component]
+		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
+		owner[i] = ds.Owners(ms)[ds.Index.ChunkOf(x.ids[d.Index-x.first])]
+	}
+	a, err := cluster.Assign(pos, owner, share, ms.Len())
+	if err != nil {
+		return nil, err
+	}
+	// A rank's share is a subsequence of the global batch, which can put
+	// two passes' draws of one sample of a small component next to each
+	// other: a tar reader would group them as one sample.
+	type drawn struct {
+		d      shuffle.Draw
+		sample int
+	}
+	mine := make([]drawn, len(a.Ranks[job.Rank]))
+	for j, i := range a.Ranks[job.Rank] {
+		d := draws[i]
+		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
+		mine[j] = drawn{d, x.ids[d.Index-x.first]}
+	}
+	importance.SeparateRepeatsFunc(mine, func(x, y drawn) bool { return x.d.Component == y.d.Component && x.sample == y.sample })
+	out := make([]shuffle.Draw, len(mine))
+	for j, m := range mine {
+		out[j] = m.d
+	}
+	return out, nil
+}
+
+// MixETag names a mixture batch's bytes: every component's index and
+// weight, the block and length, every parameter that selects the batch,
+// and the membership version it was assigned under ("" for a plain cut;
+// see BatchETag).
+func MixETag(m *Mixed, job api.Job, epoch, b uint64, members string) string {
+	s := fmt.Appendf(nil, "brand-mix-batch-v1|%s|%d|%d|%d|%d|%d|%t|%d|%d|offset=%d",
+		m.key, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, b, job.Offset)
+	if members != "" {
+		s = fmt.Appendf(s, "|members=%s", members)
+	}
+	s = appendTransform(s, job)
+	h := sha256.Sum256(s)
+	return `"` + hex.EncodeToString(h[:16]) + `"`
+}
+
+// FormatComponents writes each sample's component number,
+// comma-separated (the Brand-Mix-Components header).
+func FormatComponents(comps []int) string {
+	b := make([]byte, 0, 3*len(comps))
+	for i, c := range comps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
+}

@@ -1,0 +1,248 @@
+package layout
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/cache/evict"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// ErrNoSnapshot means an importance epoch's snapshot is not in memory:
+// the caller loads it (from the store) before asking for the order.
+var ErrNoSnapshot = errors.New("importance snapshot not loaded")
+
+// Snapshots finds the importance snapshots streams name, in memory only:
+// orders are computed under the schedule's lock and must not wait for a
+// store.
+type Snapshots interface {
+	Get(ds *catalog.Dataset, job, version string) (*importance.Snapshot, bool)
+}
+
+// Epoch is one epoch's order with the per-chunk window table the schedule
+// asks for on every stream move.
+type Epoch struct {
+	Order
+	// ChunkWindow maps chunk ID → its window in this epoch; -1 if the
+	// epoch does not read it.
+	ChunkWindow []int32
+	// Weight is, for an importance epoch, each chunk's importance (its
+	// samples' weights, importance.Epoch.ChunkWeight) over the mean: what
+	// the cache keeps when no stream's schedule needs a chunk. nil for a
+	// uniform epoch.
+	Weight []float32
+}
+
+// Order is what is read of an epoch's order: *shuffle.Epoch, or
+// *importance.Epoch for a stream drawing by importance.
+type Order interface {
+	NumSamples() int
+	NumWindows() int
+	WindowChunks(w int) []int
+	WindowStart(w int) int
+	WindowOf(pos int) int
+	Window(w int) []int
+}
+
+type epochKey struct {
+	Stream
+	epoch uint64
+}
+
+type windowKey struct {
+	epochKey
+	w int
+}
+
+// assignKey names one global batch's assignment to ranks: everything that
+// decides it but the rank.
+type assignKey struct {
+	epochKey
+	members                  string // the membership version
+	batchSize, world, offset int
+	dropLast                 bool
+	m                        int
+}
+
+// Orders computes and memoises epoch orders, the sample order of their
+// windows, and global batches' assignments to ranks. All are pure
+// functions of the key, so a lost or duplicated entry costs only
+// recomputation; the bounds keep a flood of distinct seeds or epochs from
+// holding memory. Safe for concurrent use.
+type Orders struct {
+	epochs *lru.Cache[epochKey, *Epoch]
+	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
+	// rather than O(chunks): fewer of them.
+	sampledEpochs *lru.Cache[epochKey, *Epoch]
+	windows       *lru.Cache[windowKey, []int]
+	assignments   *lru.Cache[assignKey, [][]int]
+	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
+	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
+	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
+	tokens        *tokenMemo                            // token jobs' packed epochs and windows
+	snapshots     Snapshots
+}
+
+// Bounds of the memoised orders: an epoch costs O(chunks), a window the
+// samples of its chunks, an assignment one global batch's IDs.
+const (
+	maxMemoEpochs        = 64
+	maxMemoSampledEpochs = 8
+	maxMemoWindows       = 32
+	maxMemoAssignments   = 64
+)
+
+// noSnapshots finds none.
+type noSnapshots struct{}
+
+func (noSnapshots) Get(*catalog.Dataset, string, string) (*importance.Snapshot, bool) {
+	return nil, false
+}
+
+// New returns the orders of a gateway, with importance snapshots found in
+// snaps (nil: none). A job's order is the same on one gateway and on a
+// cluster of any size; only which rank of a global batch receives which
+// sample depends on the cluster (Source.Members).
+func New(snaps Snapshots) *Orders {
+	if snaps == nil {
+		snaps = noSnapshots{}
+	}
+	e, _ := lru.New[epochKey, *Epoch](maxMemoEpochs)
+	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
+	w, _ := lru.New[windowKey, []int](maxMemoWindows)
+	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), snapshots: snaps}
+}
+
+// Epoch returns the order of one epoch of a stream.
+func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
+	k := epochKey{s.Order(), epoch}
+	memo := o.epochs
+	if s.Sampled() {
+		memo = o.sampledEpochs
+	}
+	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	spec := importance.OrderSpec{Counts: s.DS.Counts, Seed: s.Seed, Epoch: epoch, Window: s.Window}
+	if s.Sampled() {
+		snap, ok := o.snapshots.Get(s.DS, s.Imp.Job, s.Imp.Version)
+		if !ok {
+			return nil, fmt.Errorf("%w: snapshot %s of job %s", ErrNoSnapshot, s.Imp.Version, s.Imp.Job)
+		}
+		spec.Snapshot, spec.Hot = snap, s.Imp.Hot
+	}
+	e, err := importance.NewOrder(spec)
+	if err != nil {
+		return nil, err
+	}
+	var weight []float32
+	if ie, ok := e.(*importance.Epoch); ok {
+		weight = chunkWeights(ie, len(s.DS.Counts))
+	}
+	eo := &Epoch{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
+	for c := range eo.ChunkWindow {
+		eo.ChunkWindow[c] = -1
+	}
+	for w := range e.NumWindows() {
+		for _, c := range e.WindowChunks(w) {
+			eo.ChunkWindow[c] = int32(w)
+		}
+	}
+	memo.Add(k, eo)
+	return eo, nil
+}
+
+// chunkWeights are an importance epoch's chunk weights over their mean,
+// as the planner takes them (evict.RelativeWeights).
+func chunkWeights(e *importance.Epoch, chunks int) []float32 {
+	w := make([]float64, chunks)
+	for c := range w {
+		w[c] = e.ChunkWeight(c)
+	}
+	return evict.RelativeWeights(w)
+}
+
+// window returns the sample order of window w of an epoch; the slice is
+// shared and must not be modified.
+func (o *Orders) window(s Stream, epoch uint64, e *Epoch, w int) []int {
+	k := windowKey{epochKey{s.Order(), epoch}, w}
+	if ids, ok := o.windows.Get(k); ok {
+		return ids
+	}
+	ids := e.Window(w)
+	o.windows.Add(k, ids)
+	return ids
+}
+
+// appendRange appends the sample IDs at epoch positions [start, end) of a
+// stream's epoch, from its memoised windows.
+func (o *Orders) appendRange(dst []int, s Stream, e *Epoch, epoch uint64, start, end int) []int {
+	for pos := start; pos < end; {
+		w := e.WindowOf(pos)
+		ws := e.WindowStart(w)
+		win := o.window(s, epoch, e, w)
+		take := min(end, ws+len(win)) - pos
+		dst = append(dst, win[pos-ws:pos-ws+take]...)
+		pos += take
+	}
+	return dst
+}
+
+// assigned returns the samples job's rank receives from global batch m of
+// a stream's epoch under locality-aware assignment (cluster.Assign) over
+// membership ms: the global batch's samples, each rank first given those
+// whose chunk its home member owns. Every rank of the batch asks for the
+// same assignment, so the whole of it is memoised.
+func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m int, ms *cluster.Membership) ([]int, error) {
+	k := assignKey{epochKey{s.Order(), epoch}, ms.Version(), job.BatchSize, job.World, job.Offset, job.DropLast, m}
+	if a, ok := o.assignments.Get(k); ok {
+		return a[job.Rank], nil
+	}
+	share, start, end, err := globalBatch(job, n, m)
+	if err != nil {
+		return nil, err
+	}
+	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
+	owners := s.DS.Owners(ms)
+	owner := make([]int, len(ids))
+	for i, id := range ids {
+		owner[i] = owners[s.DS.Index.ChunkOf(id)]
+	}
+	a, err := cluster.Assign(ids, owner, share, ms.Len())
+	if err != nil {
+		return nil, err
+	}
+	if s.Sampled() {
+		// Assignment takes a subsequence for each rank, which can put
+		// two draws of one sample next to each other.
+		for _, r := range a.Ranks {
+			importance.SeparateRepeats(r)
+		}
+	}
+	o.assignments.Add(k, a.Ranks)
+	return a.Ranks[job.Rank], nil
+}
+
+// globalBatch returns what each rank of a job takes from global batch m
+// of an epoch of n positions (the plain cut's shares) and the global
+// batch's positions [start, end): shuffle's cut, the one the ranks'
+// own requests are cut by.
+func globalBatch(job api.Job, n, m int) (share []int, start, end int, err error) {
+	start, end, err = job.GlobalBatch(n, m)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	share, err = job.AppendShares(make([]int, 0, job.World), n, m)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return share, start, end, nil
+}

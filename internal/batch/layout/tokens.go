@@ -1,0 +1,394 @@
+package layout
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/seqpack"
+)
+
+// A token job (api.Job.Seq) reads a token dataset's documents and serves
+// them packed into sequences (package seqpack): its batch's samples are
+// sequences, everything that counts samples for an ordinary job counts
+// sequences, and the batch's parts read the documents the sequences'
+// pieces name, each once, as ordinary samples — the cache, peers and skip
+// modes read them as they read any sample. The pack stage
+// (internal/batch/sequences) writes the sequences from them.
+
+// ErrTokens marks a token job its source cannot serve: a dataset that is
+// not a token dataset, tokens of a dtype that is not an integer's, a pad
+// or EOS ID the dataset's dtype cannot hold, concat without an EOS. It is
+// a bad request (400).
+var ErrTokens = fmt.Errorf("%w: token job", query.ErrBadRequest)
+
+// TokenSpec is what a token job packs and writes: the packing, the pad
+// and EOS IDs, and the dataset's token dtype and field.
+type TokenSpec struct {
+	Pack     seqpack.Spec
+	Pad, EOS int32 // EOS: Concat only
+	// DType is the NumPy dtype of the documents' members ("uint16", ...)
+	// and Field the field that holds them.
+	DType, Field string
+	Vocabulary   string
+}
+
+// tokenRange is the IDs each token dtype holds; a pad or EOS outside it
+// is refused. Float dtypes are no token IDs.
+var tokenRange = map[string][2]int64{
+	"uint8": {0, math.MaxUint8}, "int8": {0, math.MaxInt8},
+	"uint16": {0, math.MaxUint16}, "int16": {0, math.MaxInt16},
+	"uint32": {0, math.MaxInt32}, "int32": {0, math.MaxInt32},
+	"uint64": {0, math.MaxInt32}, "int64": {0, math.MaxInt32},
+}
+
+// TokensOf is the token spec of job over ds, or an error wrapping
+// ErrTokens that says why ds cannot serve it.
+func TokensOf(ds *catalog.Dataset, job api.Job) (TokenSpec, error) {
+	tok := tokensOf(ds)
+	if tok == nil {
+		return TokenSpec{}, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, or Parquet or MDS indexed with --tokens or --text: docs/format.md §6.7), and %s is not one", ErrTokens, ds.Name)
+	}
+	mode, err := seqpack.ParseMode(job.PackMode())
+	if err != nil {
+		return TokenSpec{}, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	spec := TokenSpec{Pack: seqpack.Spec{Seq: job.Seq, Mode: mode}, Pad: int32(job.Pad), DType: tok.TokenType(), Field: tok.TokenField(),
+		Vocabulary: tok.Vocabulary()}
+	if err := spec.Pack.Validate(); err != nil {
+		return TokenSpec{}, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	r, ok := tokenRange[spec.DType]
+	if !ok {
+		return TokenSpec{}, fmt.Errorf("%w: dataset %s holds tokens of dtype %s; a token job serves integer token IDs", ErrTokens, ds.Name, spec.DType)
+	}
+	check := func(name string, id int) error {
+		if int64(id) < r[0] || int64(id) > r[1] {
+			return fmt.Errorf("%w: %s=%d does not fit dataset %s's tokens (%s: IDs %d..%d)", ErrTokens, name, id, ds.Name, spec.DType, r[0], r[1])
+		}
+		return nil
+	}
+	if err := check(api.ParamPad, job.Pad); err != nil {
+		return TokenSpec{}, err
+	}
+	if mode == seqpack.Concat {
+		eos, known := job.EOS, job.EOSSet
+		if sp, ok := tok.(format.TokenSpecials); ok && !known {
+			// A text dataset's SentencePiece model knows its EOS.
+			var id int32
+			id, known = sp.EOS()
+			eos = int(id)
+		}
+		if !known {
+			return TokenSpec{}, fmt.Errorf("%w: pack=concat puts an EOS token after every document, and dataset %s does not say which ID that is: give eos=ID", ErrTokens, ds.Name)
+		}
+		if err := check(api.ParamEOS, eos); err != nil {
+			return TokenSpec{}, err
+		}
+		spec.EOS = int32(eos)
+	}
+	return spec, nil
+}
+
+// tokensOf is ds's token decoder, nil if ds is not a token dataset.
+func tokensOf(ds *catalog.Dataset) format.Tokens {
+	if ds.InPlace == nil {
+		return nil
+	}
+	tok, _ := ds.InPlace.Decoder.(format.Tokens)
+	return tok
+}
+
+// TokenView is the dataset a token job over ds reads: ds with only its
+// token field selected, so that a dataset of several fields reads the
+// tokens alone. It is ErrTokens for a dataset that is not a token one.
+func TokenView(ds *catalog.Dataset) (*catalog.Dataset, error) {
+	tok := tokensOf(ds)
+	if tok == nil {
+		return nil, fmt.Errorf("%w: seq= packs the documents of a token dataset (Megatron .bin/.idx, or Parquet or MDS indexed with --tokens or --text: docs/format.md §6.7), and %s is not one", ErrTokens, ds.Name)
+	}
+	return ds.Select([]string{tok.TokenField()})
+}
+
+// packKey names a packed epoch: the order's epoch and the packing.
+type packKey struct {
+	epochKey
+	spec seqpack.Spec
+}
+
+type packWindowKey struct {
+	packKey
+	w int
+}
+
+// Bounds of the memoised packings: a packed epoch costs O(windows), a
+// packed window its sequences' pieces.
+const (
+	maxMemoPacked        = 32
+	maxMemoPackedWindows = 64
+	maxMemoDocTokens     = 16
+)
+
+// tokenMemo holds the packed epochs, their windows and the datasets'
+// document token counts. Pure functions of their keys, as the orders'.
+type tokenMemo struct {
+	epochs  *lru.Cache[packKey, *seqpack.Epoch]
+	windows *lru.Cache[packWindowKey, []seqpack.Sequence]
+	counts  *lru.Cache[string, []uint32] // per index ID: every document's tokens, by sample ID
+}
+
+func newTokenMemo() *tokenMemo {
+	e, _ := lru.New[packKey, *seqpack.Epoch](maxMemoPacked)
+	w, _ := lru.New[packWindowKey, []seqpack.Sequence](maxMemoPackedWindows)
+	c, _ := lru.New[string, []uint32](maxMemoDocTokens)
+	return &tokenMemo{epochs: e, windows: w, counts: c}
+}
+
+// docTokens is every document's token count of ds, by sample ID, from
+// its index (format.Tokens.DocTokens).
+func (o *Orders) docTokens(ds *catalog.Dataset) ([]uint32, error) {
+	if n, ok := o.tokens.counts.Get(ds.ID()); ok {
+		return n, nil
+	}
+	tok := tokensOf(ds)
+	if tok == nil {
+		return nil, fmt.Errorf("%w: dataset %s is not a token dataset", ErrTokens, ds.Name)
+	}
+	n := make([]uint32, ds.Index.NumSamples())
+	for c := range ds.Index.NumChunks() {
+		first, k := ds.Index.ChunkRange(c)
+		d := tok.DocTokens(c)
+		if len(d) != k {
+			return nil, fmt.Errorf("dataset %s: chunk %d has %d samples and %d document token counts", ds.Name, c, k, len(d))
+		}
+		copy(n[first:first+k], d)
+	}
+	o.tokens.counts.Add(ds.ID(), n)
+	return n, nil
+}
+
+// windows is a stream's epoch order as package seqpack reads it: its windows
+// from the orders' memo.
+type windows struct {
+	o     *Orders
+	s     Stream
+	epoch uint64
+	e     *Epoch
+}
+
+func (w windows) NumWindows() int    { return w.e.NumWindows() }
+func (w windows) Window(i int) []int { return w.o.window(w.s, w.epoch, w.e, i) }
+
+// Packed is one epoch of a stream packed into sequences, with the order
+// it was packed from.
+type Packed struct {
+	*seqpack.Epoch
+	Order *Epoch
+	key   packKey
+}
+
+// Packed returns epoch epoch of stream s packed as spec says: computed
+// once per (dataset version, seed, window, epoch, spec) and kept.
+func (o *Orders) Packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, error) {
+	e, err := o.Epoch(s, epoch)
+	if err != nil {
+		return nil, err
+	}
+	k := packKey{epochKey{s.Order(), epoch}, spec}
+	if pe, ok := o.tokens.epochs.Get(k); ok {
+		return &Packed{Epoch: pe, Order: e, key: k}, nil
+	}
+	counts, err := o.docTokens(s.DS)
+	if err != nil {
+		return nil, err
+	}
+	pe, err := seqpack.NewEpoch(windows{o, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
+	}
+	o.tokens.epochs.Add(k, pe)
+	return &Packed{Epoch: pe, Order: e, key: k}, nil
+}
+
+// sequences appends sequences [start, end) of a packed epoch to dst, from
+// its memoised windows.
+func (o *Orders) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []seqpack.Sequence {
+	for s := start; s < end; {
+		w := p.WindowOf(s)
+		ws, we := p.WindowStart(w), p.WindowStart(w+1)
+		k := packWindowKey{p.key, w}
+		seqs, ok := o.tokens.windows.Get(k)
+		if !ok {
+			seqs = p.Window(w)
+			o.tokens.windows.Add(k, seqs)
+		}
+		hi := min(end, we)
+		dst = append(dst, seqs[s-ws:hi-ws]...)
+		s = hi
+	}
+	return dst
+}
+
+// docPosition is where sequence s of a packed epoch is in its order's
+// document positions, by linear interpolation within its window: what
+// the schedule follows the stream by. Exact at window boundaries.
+func docPosition(p *Packed, s int) int {
+	if s >= p.NumSequences() {
+		return p.Order.NumSamples()
+	}
+	w := p.WindowOf(s)
+	ws, we := p.WindowStart(w), p.WindowStart(w+1)
+	ds, de := p.Order.WindowStart(w), p.Order.NumSamples()
+	if w+1 < p.Order.NumWindows() {
+		de = p.Order.WindowStart(w + 1)
+	}
+	if we == ws {
+		return ds
+	}
+	return ds + (s-ws)*(de-ds)/(we-ws)
+}
+
+// TokenBatch is what a token job's batch adds to its layout: the spec,
+// the rank's sequences in order, and for each of their pieces the read
+// position (in Batch.Take) of the document it is cut from.
+type TokenBatch struct {
+	Spec TokenSpec
+	Seqs []seqpack.Sequence
+	At   [][]int // per sequence, per piece: its document's position in Take
+	// NonPad is the sequences' tokens that are not pad; Split the pieces
+	// that are part of a document (a piece shorter than its document).
+	NonPad, Split int
+	split         []int // per sequence: its pieces that are part of a document
+	// Comps is, in a mixture's batch, each sequence's component.
+	Comps []int
+}
+
+// layoutTokens lays out batch b of a token job over one dataset: the
+// rank's cut of the epoch's sequences, and one part reading the
+// documents they name, each once.
+func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
+	seqs := o.sequences(nil, p, b.Start, b.End)
+	tb := &TokenBatch{Spec: spec, Seqs: seqs, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
+	counts, err := o.docTokens(s.DS)
+	if err != nil {
+		return err
+	}
+	at := make(map[int]int)
+	var ids []int
+	for i, q := range seqs {
+		tb.At[i] = make([]int, len(q.Pieces))
+		for j, pc := range q.Pieces {
+			k, ok := at[pc.Doc]
+			if !ok {
+				k = len(ids)
+				at[pc.Doc] = k
+				ids = append(ids, pc.Doc)
+			}
+			tb.At[i][j] = k
+			tb.NonPad += pc.Len
+			if pc.Offset > 0 || pc.Len < int(counts[pc.Doc])+boolInt(pc.EOS) {
+				tb.Split++
+				tb.split[i]++
+			}
+		}
+	}
+	smp, err := NewSamples(ctx, s.DS, ids)
+	if err != nil {
+		return err
+	}
+	first, end := docPosition(p, b.Start), docPosition(p, b.End)
+	global := b.Job.BatchSize * b.Job.World
+	share := max(1, int(int64(global)*int64(p.Order.NumSamples())/int64(max(1, p.NumSequences()))))
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(end, first), Share: share}}
+	b.Take = make([]Take, len(ids))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	b.Tokens = tb
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// WithoutDocuments returns a token batch served without the sequences
+// that need a document at read positions missing (ascending: its chunk is
+// damaged at rest), and the read positions kept. Its Missing are the
+// sequences' positions, MissingKeys the documents' keys; its ETag is a
+// partial one, as Without's.
+func (b *Batch) WithoutDocuments(missing []int) *Batch {
+	if len(missing) == 0 || b.Tokens == nil {
+		return b
+	}
+	gone := make(map[int]bool, len(missing))
+	nb := *b
+	nb.MissingKeys = make([]string, 0, len(missing))
+	for _, pos := range missing {
+		gone[pos] = true
+		t := b.Take[pos]
+		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
+	}
+	tb := *b.Tokens
+	tb.Seqs, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, 0, 0
+	for i, q := range b.Tokens.Seqs {
+		lost := false
+		for _, k := range b.Tokens.At[i] {
+			lost = lost || gone[k]
+		}
+		if lost {
+			nb.Missing = append(nb.Missing, i)
+			continue
+		}
+		tb.Seqs = append(tb.Seqs, q)
+		tb.At = append(tb.At, b.Tokens.At[i])
+		tb.split = append(tb.split, b.Tokens.split[i])
+		if b.Tokens.Comps != nil {
+			tb.Comps = append(tb.Comps, b.Tokens.Comps[i])
+		}
+		tb.Split += b.Tokens.split[i]
+		for _, pc := range q.Pieces {
+			tb.NonPad += pc.Len
+		}
+	}
+	nb.Tokens = &tb
+	nb.full = b.full
+	if nb.full == "" {
+		nb.full = b.ETag
+	}
+	nb.ETag = partialETag(nb.full, nb.Missing)
+	return &nb
+}
+
+// tokenEpoch is the packed epoch of a token job over ds.
+func (o *Orders) tokenEpoch(ds *catalog.Dataset, job api.Job, epoch uint64) (*Packed, error) {
+	spec, err := TokensOf(ds, job)
+	if err != nil {
+		return nil, err
+	}
+	return o.Packed(StreamOf(ds, job), epoch, spec.Pack)
+}
+
+// tokenInfo describes a packed epoch in /epoch/N.
+func tokenInfo(p *Packed, job api.Job) *api.TokenInfo {
+	n := p.NumSequences()
+	ti := &api.TokenInfo{Seq: job.Seq, Pack: job.PackMode(), Pad: job.Pad, Documents: p.Order.NumSamples(),
+		Tokens: int64(p.NumTokens()), Split: p.Split()}
+	if job.EOSSet {
+		eos := job.EOS
+		ti.EOS = &eos
+	}
+	if n > 0 {
+		ti.Fill = float64(p.NumTokens()) / (float64(n) * float64(job.Seq))
+	}
+	return ti
+}

@@ -1,0 +1,39 @@
+package usetable
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+)
+
+// Prefetchable is UseTable.Prefetchable in the latest table.
+func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Table().Prefetchable(k) }
+
+// Displaces is UseTable.Displaces in the latest table.
+func (s *Schedule) Displaces(need, lead int64) bool { return s.Table().Displaces(need, lead) }
+
+// Keeps is UseTable.Keeps in the latest table.
+func (s *Schedule) Keeps(d int64) bool { return s.Table().Keeps(d) }
+
+// Tally is told of every chunk a prefetch read for an epoch of a stream,
+// from the store or (disk) from the disk tier below the cache
+// (livestats.Stats, which credits it to the stream).
+type Tally interface {
+	Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int64, disk bool)
+}
+
+// Collectors are the schedule's metrics of turns, read when scraped.
+func (s *Schedule) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turn_wait_seconds_total",
+			Help: "Time batches waited for their job's turn because the windows the jobs read did not fit in the cache together."},
+			func() float64 { return s.Turns().Waited.Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turns_overdue_total",
+			Help: "Turns given past --max-turn-wait although the job's window did not fit beside the others'."},
+			func() float64 { return float64(s.Turns().Overdue) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_jobs_waiting",
+			Help: "Job streams waiting for a turn now."},
+			func() float64 { return float64(s.Turns().Waiting) }),
+	}
+}

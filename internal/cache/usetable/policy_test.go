@@ -1,0 +1,127 @@
+package usetable
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// TestSchedulePolicyOrder drives the policy's heap with random touches,
+// removals and table changes, and checks that Victims yields exactly the
+// tracked keys, furthest next use first, least recently touched among
+// equals.
+func TestSchedulePolicyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const chunks = 64
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, chunks, 4))
+	keys := make([]chunkcache.Key, chunks)
+	for c := range keys {
+		keys[c] = ds.ChunkKey(c)
+	}
+	table := func(gen uint64) *UseTable {
+		dist := make([]int64, chunks)
+		for c := range dist {
+			dist[c] = int64(rng.IntN(8)) * 100 // many ties
+			if rng.IntN(10) == 0 {
+				dist[c] = Never
+			}
+		}
+		return &UseTable{gen: gen, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist}}}}
+	}
+	latest := table(1)
+	p := NewPolicy(func() *UseTable { return latest }, func() uint64 { return 0 })
+	p.table = latest
+	seq := map[chunkcache.Key]int{}
+	tick := 0
+	for step := range 3000 {
+		k := keys[rng.IntN(chunks)]
+		switch rng.IntN(10) {
+		case 0, 1, 2:
+			p.Remove(k)
+			delete(seq, k)
+		case 3:
+			latest = table(uint64(step))
+		default:
+			tick++
+			p.Touch(k)
+			seq[k] = tick
+		}
+		if step%7 != 0 {
+			continue
+		}
+		var got []chunkcache.Key
+		for v := range p.Victims() {
+			got = append(got, v)
+		}
+		want := make([]chunkcache.Key, 0, len(seq))
+		for k := range seq {
+			want = append(want, k)
+		}
+		slices.SortFunc(want, func(a, b chunkcache.Key) int {
+			return cmp.Or(cmp.Compare(latest.Distance(b), latest.Distance(a)), cmp.Compare(seq[a], seq[b]))
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: victims %v, want %v", step, got, want)
+		}
+	}
+}
+
+// testIndex is an index of chunks chunks of perChunk one-block samples,
+// each chunk (perChunk+2)*512 bytes.
+func testIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
+	return testIndexVersion(t, chunks, perChunk, "")
+}
+
+// testIndexVersion is testIndex whose chunks' ETags begin with version:
+// another version of the same dataset.
+func testIndexVersion(t *testing.T, chunks, perChunk int, version string) *chunkindex.Index {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: version + fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// TestImportanceAwareEviction: of the chunks no schedule needs, the
+// lightest go first and the heaviest last, all before any chunk a schedule
+// needs, which go furthest next use first.
+func TestImportanceAwareEviction(t *testing.T) {
+	const chunks = 6
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, chunks, 4))
+	dist := []int64{Never, 500, Never, 0, Never, 200}
+	weight := []float32{2.5, 9, 0.2, 9, 1, 9}
+	table := &UseTable{gen: 1, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist, weight: weight}}}}
+	p := NewPolicy(func() *UseTable { return table }, func() uint64 { return 0 })
+	for c := range chunks {
+		p.Touch(ds.ChunkKey(c))
+	}
+	var got []int
+	for k := range p.Victims() {
+		c, _ := ds.ChunkOf(k)
+		got = append(got, c)
+	}
+	// Unneeded by weight (2: 0.2, 4: 1, 0: 2.5), then needed by distance.
+	if want := []int{2, 4, 0, 1, 5, 3}; !slices.Equal(got, want) {
+		t.Fatalf("victims %v, want %v", got, want)
+	}
+	for c, d := range dist {
+		if got := table.Distance(ds.ChunkKey(c)); Needed(got) != (d != Never) {
+			t.Errorf("chunk %d: distance %d, needed %t; want needed %t", c, got, Needed(got), d != Never)
+		}
+	}
+}

@@ -1,0 +1,317 @@
+package usetable
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// Schedule follows the job streams' positions and, from the seeded order,
+// knows when every chunk will next be needed. It publishes that as an
+// immutable use table, rebuilt when a stream crosses a window boundary,
+// starts or ends, a turn moves or a stream queues for one, or the streams
+// are late (publish.go), so
+// that the cache policy (which runs under the cache's lock) and the
+// prefetcher read distances without computing anything or taking the
+// schedule's lock.
+type Schedule struct {
+	orders *layout.Orders
+	// capacity is the cache's, in bytes: prefetch reads only what the
+	// cache can keep until it is used (UseTable.Prefetchable).
+	capacity int64
+	// local reports whether this node reads chunk c of ds from the store
+	// itself: on a cluster a node prefetches only those (the chunks it
+	// owns, or stands in for while their owner is down); other nodes'
+	// chunks come from them.
+	local func(ds *catalog.Dataset, c int) bool
+	clock func() time.Time
+	zero  time.Time // the origin of the schedule's time frame
+
+	// mu guards the streams (the map and every stream's fields), the
+	// turns' line and channel, and the building of tables.
+	mu      sync.Mutex
+	streams map[layout.Stream]*stream
+	gen     uint64
+
+	uses atomic.Pointer[UseTable]
+	// coalescing counts the Coalesce calls running; stale: a rebuild
+	// was asked for during one.
+	coalescing int
+	stale      bool
+	// publishCost is how long the last table took to build (wall time):
+	// rebuilds for a late stream are spaced by a multiple of it.
+	publishCost time.Duration
+	// ticks counts requests: a policy re-keys the chunks of the streams'
+	// current windows when it moved (their clocks did).
+	ticks atomic.Uint64
+
+	// Turns (turn.go): the longest a batch waits for one, a channel
+	// closed and replaced whenever turns move, and figures.
+	maxTurnWait     time.Duration
+	turns           chan struct{}
+	waitSeq         uint64 // the last place in the line given
+	waited, overdue atomic.Int64
+}
+
+// Config configures a Schedule.
+type Config struct {
+	// Orders computes the streams' orders.
+	Orders *layout.Orders
+	// Local tells which chunks this node reads itself: Advance lists only
+	// those to prefetch.
+	Local func(ds *catalog.Dataset, c int) bool
+	// Capacity is the cache's, in bytes.
+	Capacity int64
+	// MaxTurnWait bounds a batch's wait for its stream's turn (turn.go);
+	// 0 means no turns are taken: every batch goes ahead at once.
+	MaxTurnWait time.Duration
+}
+
+// New returns a schedule.
+func New(c Config) *Schedule {
+	s := &Schedule{orders: c.Orders, local: c.Local, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
+		streams: map[layout.Stream]*stream{}, turns: make(chan struct{})}
+	s.zero = s.clock()
+	return s
+}
+
+// nowAt is t in the schedule's time frame: ns since its zero, never
+// negative.
+func (s *Schedule) nowAt(t time.Time) int64 { return max(t.Sub(s.zero).Nanoseconds(), 0) }
+
+// now is the present in the schedule's time frame.
+func (s *Schedule) now() int64 { return s.nowAt(s.clock()) }
+
+// Ticks counts the requests the schedule has seen; each moves a stream's
+// clock.
+func (s *Schedule) Ticks() uint64 { return s.ticks.Load() }
+
+// Table returns the latest use table.
+func (s *Schedule) Table() *UseTable { return s.uses.Load() }
+
+// Distance is k's next-use distance in the latest table.
+func (s *Schedule) Distance(k chunkcache.Key) int64 { return s.Table().Distance(k) }
+
+// Inflight is a batch registered with Begin, to be passed to Finish.
+type Inflight struct {
+	js layout.Stream
+	at epochPos
+}
+
+// MaxStreamInflight bounds the batches one job stream may have being
+// served at once. A job reads a few batches ahead per rank; one that sends
+// hundreds at once would fill the queue for cache room (256 requests)
+// alone and starve every other job, so beyond this it is told to back off.
+const MaxStreamInflight = 64
+
+// ErrStreamBusy is Begin's answer to a stream over MaxStreamInflight.
+var ErrStreamBusy = fmt.Errorf("%w: this job has %d batches being served already; read fewer ahead", chunkcache.ErrBusy, MaxStreamInflight)
+
+// Begin records that a batch starting at start is being served, so that
+// the chunks it still has to pin keep counting as needed now, and moves
+// the stream's clock (see clock).
+// global is the job's global batch, batch size × world, in samples (0:
+// unknown, as for a peer's request); weight is the job's (0 means 1). A
+// stream with MaxStreamInflight batches in flight gets ErrStreamBusy
+// instead.
+func (s *Schedule) Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (Inflight, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := epochPos{epoch, start}
+	now := s.clock()
+	st := s.streamLocked(js, at, now)
+	busy := 0
+	for _, n := range st.inflight {
+		busy += n
+	}
+	if busy >= MaxStreamInflight {
+		return Inflight{}, ErrStreamBusy
+	}
+	st.lag -= st.lag / 64
+	if epoch == st.edge.epoch && start < st.edge.pos {
+		st.lag = max(st.lag, st.edge.pos-start)
+	}
+	if global > 0 {
+		st.margin = global
+	}
+	if len(st.inflight) == 0 && !st.lastFinish.IsZero() {
+		dt := float64(now.Sub(st.lastFinish))
+		if st.gap == 0 {
+			st.gap = max(dt, 1)
+		} else {
+			st.gap += (dt - st.gap) / 8
+		}
+	}
+	if st.inflight[at] == 0 {
+		st.began[at] = s.nowAt(now)
+	}
+	st.inflight[at]++
+	if weight <= 0 {
+		weight = 1
+	}
+	st.weight = weight
+	st.clock.weight.Store(math.Float64bits(weight))
+	s.clockLocked(st, now)
+	s.refreshLocked(st)
+	return Inflight{js, at}, nil
+}
+
+// Finish ends what Begin started.
+func (s *Schedule) Finish(f Inflight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.streams[f.js]
+	if !ok {
+		return
+	}
+	n, ok := st.inflight[f.at]
+	if !ok {
+		return // finished already
+	}
+	if n <= 1 {
+		delete(st.inflight, f.at)
+		delete(st.began, f.at)
+	} else {
+		st.inflight[f.at] = n - 1
+	}
+	now := s.clock()
+	if len(st.inflight) == 0 {
+		st.lastFinish = now
+	}
+	s.clockLocked(st, now)
+	s.refreshLocked(st)
+	if s.leaveLocked(st, now) {
+		s.turnsMovedLocked()
+	}
+}
+
+// Advance records that a stream served epoch positions up to end. If the
+// stream moved, it returns the chunks this node reads itself of the
+// stream's current window and the windows after it (Upcoming): what
+// to prefetch.
+func (s *Schedule) Advance(js layout.Stream, epoch uint64, end int, windows int) []Use {
+	st, moved := s.advance(js, epoch, end)
+	if !moved {
+		return nil
+	}
+	return s.upcoming(st, windows)
+}
+
+func (s *Schedule) advance(js layout.Stream, epoch uint64, end int) (st stream, moved bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	pruned := false
+	for k, o := range s.streams {
+		if now.Sub(o.lastSeen) > streamIdle && len(o.inflight) == 0 {
+			delete(s.streams, k)
+			pruned = true
+		}
+	}
+	at := epochPos{epoch, end}
+	_, known := s.streams[js]
+	if !known && js.ImportanceJob() {
+		// Each epoch of an importance job is a stream of its own (it
+		// names its snapshot); the job's earlier epochs are over, and
+		// their orders must not hold the cache.
+		for k, o := range s.streams {
+			if k.Imp.Job == js.Imp.Job && k.DS.Name == js.DS.Name && o.edge.epoch < epoch && len(o.inflight) == 0 {
+				delete(s.streams, k)
+				pruned = true
+			}
+		}
+	}
+	cur := s.streamLocked(js, at, now)
+	switch {
+	case !known:
+		moved = true
+	case cur.edge.before(at):
+		cur.edge, moved = at, true
+	case now.Sub(cur.lastSeen) > 30*time.Second:
+		// A job resumed from an earlier point; follow it.
+		cur.edge, moved = at, true
+	}
+	cur.lastSeen = now
+	cur.rateLocked(cur.edge, now, moved)
+	if pruned {
+		s.admitLocked(now)
+		s.turnsMovedLocked() // publishes
+	} else {
+		s.refreshLocked(cur)
+	}
+	return *cur, moved
+}
+
+// Use is a chunk some epoch of a stream will need.
+type Use struct {
+	Stream layout.Stream
+	Chunk  int
+	Epoch  uint64
+}
+
+// upcoming lists the chunks of the windows a stream needs next that this
+// node reads itself: the rest of its current window and the next ahead
+// windows, continuing into the next epoch at the boundary, in the order
+// they will be needed. A schedule's component (layout.Pace) whose phase
+// ahead reads it faster lists, beyond those, the windows it reaches in
+// the time they take at its pace now (at most maxPacedWindows in all): a
+// source whose weight jumps at a switch has the windows its first steps
+// after the switch read listed before it, not one window at its old pace.
+func (s *Schedule) upcoming(st stream, ahead int) []Use {
+	var out []Use
+	// The epochs the stream holds first (st is a copy: what it holds
+	// more is dropped): the memo tables hold fewer epochs than a mixture
+	// of many sources has streams.
+	e, err := st.order(s.orders, st.edge.epoch)
+	if err != nil || e.NumSamples() == 0 {
+		return nil
+	}
+	edge := min(st.edge.pos, e.NumSamples()-1)
+	w := e.WindowOf(edge)
+	epoch := st.edge.epoch
+	// budget is what the windows listed by count span, in samples at
+	// the pace now; past them a window is listed while it begins within
+	// that span at the paces ahead. done: samples of the epochs before
+	// e's, counted from the edge.
+	budget, done := -1, 0
+	for i := 0; ; i++ {
+		if w >= e.NumWindows() {
+			if st.ImportanceJob() {
+				return out // the next epoch's snapshot is not sealed yet
+			}
+			done += e.NumSamples()
+			epoch++
+			if e, err = st.order(s.orders, epoch); err != nil {
+				return out
+			}
+			w = 0
+		}
+		if i > ahead {
+			if st.Pace == nil || i >= maxPacedWindows {
+				return out
+			}
+			if budget < 0 {
+				budget = done + e.WindowStart(w) - edge
+			}
+			if st.Pace.Ahead(st.edge.epoch, edge, done+e.WindowStart(w)-edge) >= float64(budget) {
+				return out
+			}
+		}
+		for _, c := range e.WindowChunks(w) {
+			if s.local(st.DS, c) {
+				out = append(out, Use{st.Stream, c, epoch})
+			}
+		}
+		w++
+	}
+}
+
+// maxPacedWindows bounds the windows upcoming lists for a component
+// whose pace rises ahead: the work of a request, and the chunks queued.
+const maxPacedWindows = 64

@@ -1,0 +1,296 @@
+package usetable
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// allLocal is a single gateway's: every chunk is read here.
+func allLocal(*catalog.Dataset, int) bool { return true }
+
+// TestScheduleNowIsOldestInFlight: while an earlier batch is still being
+// served, next use is measured from it, not from the leading edge, so its
+// chunks cannot be judged "not needed until next epoch" before it pins them.
+func TestScheduleNowIsOldestInFlight(t *testing.T) {
+	s, js := testSchedule(t)
+	now := func() (uint64, int) { return streamNow(s, js) }
+	a := mustBegin(t, s, js, 0, 100, 32)
+	s.advance(js, 0, 132)
+	b := mustBegin(t, s, js, 0, 400, 32)
+	s.advance(js, 0, 432)
+	if e, p := now(); e != 0 || p != 100 {
+		t.Fatalf("now = epoch %d pos %d, want the oldest batch in flight, 0/100", e, p)
+	}
+	s.Finish(a)
+	if e, p := now(); e != 0 || p != 400 {
+		t.Fatalf("now = %d/%d, want 0/400", e, p)
+	}
+	s.Finish(b)
+	s.Finish(b) // a second finish is harmless
+	if e, p := now(); e != 0 || p != 432 {
+		t.Fatalf("now = %d/%d, want the leading edge 0/432", e, p)
+	}
+	c := mustBegin(t, s, js, 1, 0, 32) // the next epoch's first batch
+	s.advance(js, 1, 32)
+	if e, p := now(); e != 1 || p != 0 {
+		t.Fatalf("now = %d/%d, want 1/0", e, p)
+	}
+	s.Finish(c)
+	// One batch asked for twice at once (two clients, or a retry): the
+	// first to finish leaves the other in flight.
+	d, d2 := mustBegin(t, s, js, 1, 64, 32), mustBegin(t, s, js, 1, 64, 32)
+	s.advance(js, 1, 96)
+	s.Finish(d)
+	if e, p := now(); e != 1 || p != 64 {
+		t.Fatalf("now = %d/%d, want the batch still in flight, 1/64", e, p)
+	}
+	s.Finish(d2)
+	if e, p := now(); e != 1 || p != 96 {
+		t.Fatalf("now = %d/%d, want the leading edge 1/96", e, p)
+	}
+}
+
+// TestScheduleNowAllowsForLateBatches: batches of a client reading ahead
+// can arrive out of order. Once one arrived behind the leading edge, next
+// use is measured from further back — the lateness seen plus a batch — so
+// that an earlier batch not yet arrived still finds its chunks.
+func TestScheduleNowAllowsForLateBatches(t *testing.T) {
+	s, js := testSchedule(t)
+	now := func() (uint64, int) { return streamNow(s, js) }
+	// In order: now is the leading edge.
+	for m := range 4 {
+		f := mustBegin(t, s, js, 0, 32*m, 32)
+		s.advance(js, 0, 32*m+32)
+		s.Finish(f)
+	}
+	if e, p := now(); e != 0 || p != 128 {
+		t.Fatalf("in order: now = %d/%d, want the leading edge 0/128", e, p)
+	}
+	// Batches 6 and 5 arrive before 4: 5 is 64 samples late.
+	six := mustBegin(t, s, js, 0, 192, 32)
+	s.advance(js, 0, 224)
+	five := mustBegin(t, s, js, 0, 160, 32)
+	s.advance(js, 0, 192)
+	s.Finish(six)
+	s.Finish(five)
+	if e, p := now(); e != 0 || p != 224-64-32 {
+		t.Fatalf("after a late batch: now = %d/%d, want the edge less lateness and a batch, 0/%d", e, p, 224-64-32)
+	}
+	// Across an epoch boundary the position is counted back into the
+	// previous epoch (as a negative offset from the new one's start).
+	f := mustBegin(t, s, js, 1, 0, 32)
+	s.advance(js, 1, 32)
+	s.Finish(f)
+	if e, p := now(); e != 1 || p >= 0 {
+		t.Fatalf("early in the next epoch: now = %d/%d, want a negative position in epoch 1", e, p)
+	}
+}
+
+func mustBegin(t *testing.T, s *Schedule, js layout.Stream, epoch uint64, start, global int) Inflight {
+	t.Helper()
+	f, err := s.Begin(js, epoch, start, global, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestStreamInflightBounded: one job stream may not have more than
+// MaxStreamInflight batches being served at once, so it cannot fill the
+// cache's queue alone; finishing one makes room again.
+func TestStreamInflightBounded(t *testing.T) {
+	s, js := testSchedule(t)
+	var toks []Inflight
+	for i := range MaxStreamInflight {
+		toks = append(toks, mustBegin(t, s, js, 0, i, 1))
+	}
+	if _, err := s.Begin(js, 0, 999, 1, 1); !errors.Is(err, chunkcache.ErrBusy) {
+		t.Fatalf("batch %d of one stream in flight: %v, want ErrBusy", MaxStreamInflight+1, err)
+	}
+	other := layout.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
+	mustBegin(t, s, other, 0, 0, 1) // another job is not affected
+	s.Finish(toks[0])
+	s.Finish(toks[0]) // a second finish changes nothing
+	mustBegin(t, s, js, 0, 999, 1)
+	if _, err := s.Begin(js, 0, 1000, 1, 1); !errors.Is(err, chunkcache.ErrBusy) {
+		t.Fatalf("after one finish and one begin: %v, want ErrBusy", err)
+	}
+}
+
+// streamNow is the position next use is measured from for stream js.
+func streamNow(s *Schedule, js layout.Stream) (uint64, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.streams[js].position()
+	return p.epoch, p.pos
+}
+
+// testSchedule is a schedule and a stream over 16 chunks of 32 samples.
+func testSchedule(t *testing.T) (*Schedule, layout.Stream) {
+	return newTestSchedule(), layout.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
+}
+
+// TestUseTableFollowsTheOrder checks the published keys against the
+// sample order itself: a chunk of the current window is needed sooner than
+// any other, and of two other chunks the one whose first sample comes
+// sooner — later in this epoch or in the next — has the smaller key.
+func TestUseTableFollowsTheOrder(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	s := newTestSchedule()
+	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
+		s.advance(js, at.epoch, at.pos)
+		table := s.Table()
+		e, _ := s.orders.Epoch(js, at.epoch)
+		next, _ := s.orders.Epoch(js, at.epoch+1)
+		firstUse := map[int]int{} // chunk → positions from now to its first sample
+		order := append(e.Window(0)[:0:0], nil...)
+		for w := range e.NumWindows() {
+			order = append(order, e.Window(w)...)
+		}
+		for w := range next.NumWindows() {
+			order = append(order, next.Window(w)...)
+		}
+		cur := e.WindowOf(min(at.pos, e.NumSamples()-1))
+		for i := at.pos; i < len(order); i++ {
+			c, _, _, _ := ds.Index.SampleRange(order[i])
+			if _, ok := firstUse[c]; !ok {
+				firstUse[c] = i - at.pos
+			}
+		}
+		inCur := func(c int) bool { return int(e.ChunkWindow[c]) == cur }
+		for a := range 16 {
+			da := table.Distance(ds.ChunkKey(a))
+			for b := range 16 {
+				db := table.Distance(ds.ChunkKey(b))
+				if inCur(a) && !inCur(b) && da >= db {
+					t.Fatalf("at %v: chunk %d of the current window (key %d) does not rank before chunk %d (key %d)", at, a, da, b, db)
+				}
+				if !inCur(a) && !inCur(b) && da < db && firstUse[a] >= firstUse[b] {
+					t.Fatalf("at %v: chunk %d (distance %d, first use in %d) ranks before chunk %d (distance %d, first use in %d)",
+						at, a, da, firstUse[a], b, db, firstUse[b])
+				}
+			}
+		}
+	}
+}
+
+// TestUseTableOnlyOwnChunks: on a node of a cluster, a chunk another node
+// reads for the batches is never needed here, however soon the jobs read
+// it, so it is evicted before any chunk this node reads. The
+// reproduction: after a membership change a node kept the chunks it no
+// longer owned, whose jobs needed them soon, and evicted its own chunks,
+// which it then read from the store again (brand-bench resize: 0.06–0.08
+// × the dataset in the epoch after the change, against 0.003 on a fixed
+// cluster).
+func TestUseTableOnlyOwnChunks(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
+	s := New(Config{Orders: layout.New(nil), Local: own, Capacity: 1 << 40})
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { return at }
+	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	s.advance(js, 0, 100)
+	table := s.Table()
+	for c := range 16 {
+		d := table.Distance(ds.ChunkKey(c))
+		if own(ds, c) == (d == Never) {
+			t.Errorf("chunk %d (read here: %t) has distance %d", c, own(ds, c), d)
+		}
+	}
+}
+
+// TestImportanceJobSupersedesItsEpochs: each epoch of an importance job is
+// a stream of its own; a later epoch's first request forgets the job's
+// earlier epochs, whose orders would otherwise hold the cache, and no
+// importance job's next epoch is projected.
+func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	s := newTestSchedule()
+	first := layout.Stream{DS: ds, Seed: 3, Window: 4, Imp: layout.Importance{Job: "j"}}
+	other := layout.Stream{DS: ds, Seed: 3, Window: 4, Imp: layout.Importance{Job: "k"}}
+	s.advance(first, 0, 100)
+	s.advance(other, 0, 100)
+	if len(s.streams) != 2 {
+		t.Fatalf("%d streams, want 2", len(s.streams))
+	}
+	// Before the next epoch arrives, no chunk read earlier in epoch 0 is
+	// needed: the job's next epoch is not known.
+	e, _ := s.orders.Epoch(first, 0)
+	c := e.WindowChunks(0)[0]
+	if d := s.Distance(ds.ChunkKey(c)); Needed(d) && e.ChunkWindow[c] < int32(e.WindowOf(100)) {
+		t.Errorf("chunk %d of a past window is needed at %d: the next epoch was projected", c, d)
+	}
+	next := first
+	next.Imp.Version = "0123456789abcdef"
+	s.advance(next, 1, 10)
+	if _, ok := s.streams[first]; ok {
+		t.Error("epoch 0 of job j is still followed after its epoch 1 began")
+	}
+	if _, ok := s.streams[other]; !ok {
+		t.Error("another job's stream was dropped")
+	}
+}
+
+// newTestSchedule is a schedule of a single gateway with a large cache,
+// on a clock that stands still unless a test moves it (tick).
+func newTestSchedule() *Schedule {
+	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { return at }
+	return s
+}
+
+// TestCoalesceRebuildsOnce: the parts of a batch over many sources, each
+// crossing into another window, rebuild the use table once within
+// Coalesce — a rebuild per part cost a batch of a mixture of 100 sources
+// O(parts × every source's chunks), 41 % of its allocations (issue 43's
+// schedule bench) — and the table it publishes is the one a rebuild per
+// part ends with.
+func TestCoalesceRebuildsOnce(t *testing.T) {
+	const sources = 20
+	var streams []layout.Stream
+	for i := range sources {
+		ds := catalog.NewDataset(fmt.Sprintf("d%02d", i), "", nil, testIndex(t, 8, 4))
+		streams = append(streams, layout.Stream{DS: ds, Seed: 1, Window: 1, Mix: "m"})
+	}
+	visit := func(s *Schedule, pos int) {
+		for _, js := range streams {
+			s.Finish(mustBegin(t, s, js, 0, pos, 4))
+			s.Advance(js, 0, pos+4, 1)
+		}
+	}
+	rebuilds := func(s *Schedule) uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
+	}
+	plain, coalesced := newTestSchedule(), newTestSchedule()
+	visit(plain, 0)
+	coalesced.Coalesce(func() { visit(coalesced, 0) })
+	// Every stream crosses from its first window (4 samples) into its
+	// second.
+	before, beforeC := rebuilds(plain), rebuilds(coalesced)
+	visit(plain, 4)
+	coalesced.Coalesce(func() { visit(coalesced, 4) })
+	if n := rebuilds(plain) - before; n < sources {
+		t.Fatalf("%d rebuilds for %d streams crossing a window, one at a time: the test shows nothing", n, sources)
+	}
+	if n := rebuilds(coalesced) - beforeC; n != 1 {
+		t.Errorf("%d rebuilds for %d streams crossing a window in one Coalesce, want 1", n, sources)
+	}
+	for _, js := range streams {
+		for c := range 8 {
+			k := js.DS.ChunkKey(c)
+			if a, b := plain.Distance(k), coalesced.Distance(k); a != b {
+				t.Errorf("%s chunk %d: key %d rebuilt per part, %d coalesced", js.DS.Name, c, a, b)
+			}
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package usetable
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+)
+
+// Turns. Every batch of a window needs every chunk of the window (its
+// samples are shuffled across them), so a job stream holds its window's
+// chunks for as long as it reads the window. When the windows the jobs are
+// in do not fit in the cache together, serving all of them at once makes
+// each batch evict chunks another job's next batch needs: every chunk is
+// read again and again within one window, several times a dataset per
+// epoch. Instead the streams take turns: a stream's batches go ahead
+// while the windows of the streams holding a turn, its own included, fit
+// in the cache, or when its windows add no chunk to theirs; otherwise
+// they wait, in order of arrival, for a stream to finish its window. A stream that finishes its window passes its turn
+// on to the streams waiting and waits again behind them, so under
+// contention every stream reads each window's chunks about once and waits,
+// in turn, about as long as the others. Turns only ever hold a batch back
+// while the cache is contended: when the windows fit, no batch waits.
+//
+// A stream's footprint is its current window and the next: the batch that
+// crosses from one into the other pins the chunks of both, and without
+// room for it every crossing would evict the window of another stream
+// holding a turn (measured: twice the store reads at eight jobs).
+//
+// A wait is bounded by the schedule's maximum (Config.MaxTurnWait): past
+// it the batch goes ahead anyway, as it would without turns. Streams
+// followed only for other nodes' requests (a cluster owner's, which the
+// asking node's own turns regulate) always hold a turn: they are counted,
+// never held back.
+
+// turnIdleMin and turnIdleMax bound the time a stream holding a turn may
+// go without a batch in flight before it gives the turn back: a stream
+// that pauses for longer than 8 of its usual gaps between batches (a job
+// that ended, or stopped to save a checkpoint) gives it back, and queues
+// again when it resumes. The upper bound keeps a job that reads a batch a
+// second, or a client that sent one request and stopped reading, from
+// holding the cache against the others for 8 s at a time (measured: 2 s
+// and then 3.9 s waits beside a client that asked for a batch a second
+// and never read it).
+const (
+	turnIdleMin = 100 * time.Millisecond
+	turnIdleMax = time.Second
+)
+
+// idleAfter is how long st may go without a batch in flight before it
+// gives its turn back.
+func (st *stream) idleAfter() time.Duration {
+	return min(max(turnIdleMin, time.Duration(8*st.gap)), turnIdleMax)
+}
+
+// waiting reports whether st waits for a turn.
+func (st *stream) waiting() bool { return !st.waitSince.IsZero() }
+
+// holds reports whether st's windows count against the cache now: it
+// holds a turn, or it never takes turns (a peer's stream).
+func (st *stream) holds() bool { return st.active || !st.turned }
+
+// hotKeys adds the chunks st holds while it reads its window to set — its
+// current windows and the next one — and returns the bytes it added.
+func (s *Schedule) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
+	origin, e, ok := s.originOf(st)
+	if !ok {
+		return 0
+	}
+	first, last, _ := st.hotWindows(e, origin)
+	var n int64
+	add := func(chunks []int) {
+		for _, c := range chunks {
+			k := st.DS.ChunkKey(c)
+			if _, dup := set[k]; !dup {
+				set[k] = struct{}{}
+				n += st.DS.ChunkSize(c)
+			}
+		}
+	}
+	for w := first; w <= last; w++ {
+		add(e.WindowChunks(int(w)))
+	}
+	// The batch that crosses into the next window pins both: room for
+	// it is kept, or every crossing evicts another stream's window.
+	if int(last)+1 < e.NumWindows() {
+		add(e.WindowChunks(int(last) + 1))
+	} else if next, err := st.order(s.orders, origin.epoch+1); err == nil && next.NumWindows() > 0 {
+		add(next.WindowChunks(0))
+	}
+	return n
+}
+
+// admitLocked takes back the turns of streams gone idle and gives turns
+// to waiting streams, in order of arrival, while their windows fit beside
+// those of the streams holding one, or add no chunk to theirs. The first
+// waiting stream always gets one when no other stream holds one. It
+// reports whether any turn moved.
+func (s *Schedule) admitLocked(now time.Time) bool {
+	moved := false
+	var waiting []*stream
+	for _, st := range s.streams {
+		if st.active && len(st.inflight) == 0 && now.Sub(st.lastSeen) > st.idleAfter() {
+			st.active = false
+			moved = true
+		}
+		if st.waiting() {
+			waiting = append(waiting, st)
+		}
+	}
+	if len(waiting) == 0 {
+		return moved
+	}
+	slices.SortFunc(waiting, func(a, b *stream) int { return cmp.Compare(a.waitSeq, b.waitSeq) })
+	set := map[chunkcache.Key]struct{}{}
+	var used int64
+	holders := 0
+	for _, st := range s.streams {
+		if st.holds() {
+			used += s.hotKeys(st, set)
+			holders++
+		}
+	}
+	for _, st := range waiting {
+		overdue := s.maxTurnWait > 0 && now.Sub(st.waitSince) >= s.maxTurnWait
+		add := map[chunkcache.Key]struct{}{}
+		for k := range set {
+			add[k] = struct{}{}
+		}
+		extra := s.hotKeys(st, add)
+		// A stream whose windows the holders hold already (another job
+		// named apart on the same order and position: a search over
+		// learning rates with one seed) adds nothing to the cache, and
+		// goes ahead even when the holders alone exceed it (one job's
+		// window and the next larger than the cache). It used to wait
+		// for every holder to go idle: about 50 ms for each new job name.
+		if holders > 0 && extra > 0 && used+extra > s.capacity && !overdue {
+			break // strictly in order: a large window is not passed over for ever
+		}
+		if overdue {
+			s.overdue.Add(1)
+		}
+		set, used = add, used+extra
+		holders++
+		st.active, st.waitSince = true, time.Time{}
+		moved = true
+	}
+	return moved
+}
+
+// Turn waits until the stream of a batch begun with Begin holds a turn
+// (see above), ctx ends, or the schedule's maximum wait passes. Only
+// batches of this node's clients take turns.
+func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
+	if s.maxTurnWait <= 0 {
+		return nil // no turns
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.streams[f.js]
+	if !ok || st.active {
+		return nil
+	}
+	st.turned = true
+	now := s.clock()
+	queued := !st.waiting()
+	if queued {
+		s.queueLocked(st, now)
+	}
+	start := now
+	var timeout <-chan time.Time
+	if s.maxTurnWait > 0 {
+		t := time.NewTimer(s.maxTurnWait - now.Sub(st.waitSince))
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		if s.admitLocked(now) {
+			s.turnsMovedLocked()
+		} else if queued {
+			// The table keys a stream not in line as served now, its
+			// window needed at once; while it waits, its uses come when
+			// its turn is expected (publishStream).
+			s.publishLocked()
+		}
+		queued = false
+		if st.active || s.streams[f.js] != st {
+			if w := s.clock().Sub(start); w > 0 {
+				s.waited.Add(int64(w))
+			}
+			return nil
+		}
+		ch := s.turns
+		// Turns move on events, but a stream holding one may also go
+		// idle, which no event marks: look again when the first may,
+		// and now and then.
+		idle := time.NewTimer(min(s.nextIdleLocked(now), turnIdleMin/2))
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-idle.C:
+		case <-timeout:
+			timeout = nil // overdue now: admitLocked lets it through
+		case <-ctx.Done():
+			idle.Stop()
+			s.mu.Lock()
+			return ctx.Err()
+		}
+		idle.Stop()
+		s.mu.Lock()
+		now = s.clock()
+	}
+}
+
+// nextIdleLocked is how long from now until the first stream holding a
+// turn may go idle (see idleAfter), at least 1 ms.
+func (s *Schedule) nextIdleLocked(now time.Time) time.Duration {
+	next := turnIdleMax
+	for _, st := range s.streams {
+		if st.active && len(st.inflight) == 0 {
+			next = min(next, st.lastSeen.Add(st.idleAfter()).Sub(now))
+		}
+	}
+	return max(next+time.Millisecond, time.Millisecond)
+}
+
+// turnsMovedLocked wakes the streams waiting for a turn and republishes
+// the use table, whose keys depend on who is served now.
+func (s *Schedule) turnsMovedLocked() {
+	close(s.turns)
+	s.turns = make(chan struct{})
+	s.publishLocked()
+}
+
+// passTurnLocked is called when st moved into another window: a stream
+// holding a turn gives it up and queues again behind the streams that
+// wait, getting it back at once if its new window fits beside the others.
+// It reports whether any turn moved.
+func (s *Schedule) passTurnLocked(st *stream, now time.Time) bool {
+	if !st.active {
+		return false
+	}
+	st.active = false
+	s.queueLocked(st, now)
+	s.admitLocked(now)
+	return true
+}
+
+// queueLocked puts st at the end of the line for a turn.
+func (s *Schedule) queueLocked(st *stream, now time.Time) {
+	s.waitSeq++
+	st.waitSince, st.waitSeq = now, s.waitSeq
+}
+
+// leaveLocked takes st out of the line for a turn once it has no batch
+// in flight (its client gave up, or it passed its turn between batches):
+// a stream that sends no batch must not hold up the streams behind it.
+// Its next batch queues again. It reports whether any turn moved.
+func (s *Schedule) leaveLocked(st *stream, now time.Time) bool {
+	if !st.waiting() || len(st.inflight) > 0 {
+		return false
+	}
+	st.waitSince = time.Time{}
+	s.admitLocked(now)
+	return true
+}
+
+// TurnStats are the schedule's cumulative figures of turns.
+type TurnStats struct {
+	Waited  time.Duration // batches' time waiting for a turn, in all
+	Overdue int64         // turns given past the maximum wait, over capacity
+	Waiting int           // streams waiting now
+}
+
+// Turns returns the figures of turns.
+func (s *Schedule) Turns() TurnStats {
+	st := TurnStats{Waited: time.Duration(s.waited.Load()), Overdue: s.overdue.Load()}
+	s.mu.Lock()
+	for _, o := range s.streams {
+		if o.waiting() {
+			st.Waiting++
+		}
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Shared reports whether several job streams use the cache now: two or
+// more have a batch in flight or sent one within the last second, or the
+// last 8 of their usual gaps between batches if longer.
+func (s *Schedule) Shared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sharedLocked()
+}
+
+func (s *Schedule) sharedLocked() bool {
+	now := s.clock()
+	// A mixture's component streams are one job (layout.Stream.Mix).
+	var first layout.Stream
+	seen := false
+	for _, st := range s.streams {
+		if len(st.inflight) > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
+			job := st.Stream
+			if job.Mix != "" {
+				job = layout.Stream{Mix: job.Mix, Name: job.Name}
+			}
+			if !seen {
+				first, seen = job, true
+			} else if job != first {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,221 @@
+package usetable
+
+import (
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/evict"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// Never is the next-use distance of a chunk that no followed stream needs.
+const Never = evict.Never
+
+// UseTable is, per dataset version and chunk, when some followed stream
+// will next need the chunk, in the schedule's time frame (ns since its
+// zero): every stream's position converted to time by its own measured
+// pace and divided by its weight, the soonest of them; Never when no
+// stream needs the chunk in this epoch or the next. Evicting the chunk
+// with the largest key is Belady's rule over the merged future of every
+// job, comparing a fast job's and a slow job's uses as the times they
+// will happen, not as positions in their own orders.
+//
+// Chunks of the windows streams are in now are needed by their next
+// requests, whose times move with every request: their keys are read
+// from the streams' clocks (hot), the rest are fixed when the table is
+// built, once a stream crosses into another window.
+type UseTable struct {
+	gen      uint64
+	built    int64                    // when, in the schedule's frame
+	now      func() int64             // the schedule's clock
+	datasets map[string][]datasetUses // by name: one per version in use
+	// clocks are, per chunk of some stream's current window, the clocks
+	// of those streams: one map for every dataset, where one each cost a
+	// table rebuilt at nearly every batch of a mixture of many sources a
+	// map per source (issue 43).
+	clocks map[hotChunk][]*clock
+	// hot lists the chunks of some stream's current window, for a policy
+	// to re-key when the streams' clocks move.
+	hot []chunkcache.Key
+	// hotFits reports whether the hot chunks fit in the cache together;
+	// horizon is the latest key of the other chunks that fit beside them,
+	// soonest first (Prefetchable). -1: none.
+	hotFits bool
+	horizon int64
+	// keeps is the latest key of the chunks outside the current windows
+	// that fit in the whole cache, soonest first (Keeps).
+	keeps int64
+	// crossing is when the first stream is expected to leave its current
+	// window (Displaces); shared, whether several streams use the cache.
+	crossing int64
+	shared   bool
+	// phased: some stream's pace changes at a phase ahead (layout.Pace.Changes).
+	phased bool
+	// straddle: some stream served now is in more than one window (its
+	// readers straddle a window boundary); Displaces.
+	straddle bool
+}
+
+// hotChunk is a chunk of a dataset version, in UseTable.clocks.
+type hotChunk struct {
+	ds *catalog.Dataset
+	c  int32
+}
+
+type datasetUses struct {
+	ds   *catalog.Dataset
+	dist []int64 // chunk ID → key of its next use past the current windows
+	// weight is, per chunk, the largest importance weight (over the mean)
+	// an importance stream gives it; nil without importance streams.
+	weight []float32
+}
+
+// Distance is k's next-use key in t, now.
+func (t *UseTable) Distance(k chunkcache.Key) int64 {
+	if t == nil {
+		return Never
+	}
+	return t.DistanceAt(k, t.Now())
+}
+
+// Now is the present in the table's time frame (its schedule's clock).
+func (t *UseTable) Now() int64 {
+	if t.now == nil {
+		return t.built
+	}
+	return t.now()
+}
+
+// DistanceAt is k's next-use key in t at now (in the schedule's frame): a
+// policy re-keying many chunks reads the clock once.
+func (t *UseTable) DistanceAt(k chunkcache.Key, now int64) int64 {
+	if t == nil {
+		return Never
+	}
+	for _, du := range t.datasets[k.Dataset] {
+		c, ok := du.ds.ChunkOf(k)
+		if !ok {
+			continue
+		}
+		d := du.dist[c]
+		for _, ck := range t.clocks[hotChunk{du.ds, int32(c)}] {
+			d = min(d, ck.key(now))
+		}
+		if d == Never && du.weight != nil {
+			// Importance-aware eviction: of the chunks no schedule needs,
+			// the lightest go first and the heaviest stay, to be drawn
+			// early in the next epoch (docs/importance.md). They still go
+			// before any chunk a schedule needs. The planner keys them by
+			// the same rule.
+			d = evict.FarKey(du.weight[c])
+		}
+		return d
+	}
+	return Never
+}
+
+// farFuture bounds the distances of chunks no schedule needs: Never, less
+// at most an importance weight's worth (UseTable.Distance).
+const farFuture = Never - 1<<40
+
+// Needed reports whether a distance is a scheduled use.
+func Needed(d int64) bool { return d < farFuture }
+
+// Prefetchable reports whether reading k ahead cannot be undone before it
+// is used: k is among the chunks needed soonest — the hot ones first —
+// that the cache holds together. A chunk beyond that would be evicted
+// for a sooner one before its use (by Belady's rule, which the policy
+// follows), a read wasted and a sooner chunk displaced to make it.
+func (t *UseTable) Prefetchable(k chunkcache.Key) bool {
+	if t == nil || !t.hotFits {
+		return false
+	}
+	for _, du := range t.datasets[k.Dataset] {
+		c, ok := du.ds.ChunkOf(k)
+		if !ok {
+			continue
+		}
+		if len(t.clocks[hotChunk{du.ds, int32(c)}]) > 0 {
+			return true
+		}
+		return du.dist[c] <= t.horizon
+	}
+	return false
+}
+
+// Keeps reports whether a chunk whose next use is keyed d may stay in the
+// cache until it is used: it is among the chunks needed soonest outside
+// the windows streams are in that fill the whole cache — as if every
+// chunk of those windows had left it. One that is not goes before its
+// use, by Belady's rule, whatever prefetch does: even the chunks of the
+// windows being left, the better victims Displaces waits for, would not
+// make room for it. A prefetch of a chunk needed sooner may displace it
+// at any time (Displaces bounds only when a prefetch may displace the
+// chunks the cache keeps). The cache is full of chunks some stream needs
+// in this epoch or the next, so without this a prefetch found room only
+// at the first stream's crossing, and the windows that a source whose
+// weight jumps at a switch reads first were read on demand (issue 43's
+// schedule bench: 25 of the 100 steps after the jump waited on the
+// store).
+//
+// With no phase change ahead of any stream (a dataset, a mixture of fixed
+// weights, a schedule past its last switch) it keeps every chunk some
+// stream needs, as before schedules: the future is steady, Displaces
+// already times each prefetch for the window crossing that frees its
+// room, and displacing chunks needed later only read them twice
+// (brand-bench mix --small, a mixture of two datasets at a cache of a
+// quarter of them: 1.090 × the planner's optimal store bytes with it,
+// 1.003 without, at fac3554).
+//
+// With several jobs on the cache it keeps every chunk some stream needs,
+// as Displaces does: their merged future is known only as well as their
+// measured paces predict it, and displacing such chunks cost more store
+// reads than it saved stalls (brand-bench jobs --quick, 4 jobs at a cache
+// of half the dataset: 1.21 × the optimum's reads with it, 1.10
+// without, at ba5f1d1).
+func (t *UseTable) Keeps(d int64) bool {
+	return t == nil || !t.hotFits || t.shared || !t.phased || d <= t.keeps
+}
+
+// Displaces reports whether a prefetch of a chunk needed at need (its
+// key), which takes lead to read (ns: the prefetcher's measure), may
+// evict a chunk some stream still needs, later. Only if it is needed by
+// the time the first stream leaves its window: until then every chunk a
+// stream's current window holds is needed, and afterwards the chunks of
+// the window left are the better victims (needed only in a later window,
+// or epoch), which a read made earlier would have passed over for a chunk
+// needed sooner than they are. A prefetch needed later takes only room
+// that is free or that no stream needs — unless it is needed less than
+// lead after that crossing: a read begun only once the better victims are
+// free would come too late, and the batch that needs the chunk would wait
+// for it. That is the case of streams that leave their windows at nearly
+// the same time, as a mixture's components of equal weight and chunk
+// sizes do: the second component's next window would be read on demand,
+// every window (measured at a cache of a quarter of the dataset, two
+// ranks, samples of 10 KiB: 139 of 297 loads on demand, against 8 of 297
+// for one dataset, measured at 6345a82).
+//
+// With several streams, prefetch takes only such room: the first stream
+// to leave its window is known only as well as the streams' measured
+// paces, and a read made for one stream before another's window ends
+// passes over that window's chunks, the better victims, for chunks some
+// stream needs (that cost a tenth more reads at four jobs, measured at
+// 7e79997).
+//
+// Nor while a stream's readers straddle two windows (its ranks read
+// concurrently, the trailing one still in a window the leading one has
+// left): that window's chunks become the better victims as soon as the
+// trailing reader leaves it, so a read made before then passes over them
+// for chunks needed later. Measured at a cache of a quarter of the
+// dataset, two ranks (at 8de739b): one
+// dataset read 1.10–1.18 of the optimum's bytes with such reads and
+// 1.04–1.06 without them, a two-dataset mixture 1.07–1.09 and 1.04–1.06.
+func (t *UseTable) Displaces(need, lead int64) bool {
+	return t != nil && !t.shared && !t.straddle && need-max(lead, 0) <= t.crossing
+}
+
+// Hot lists the chunks of the windows streams are in now.
+func (t *UseTable) Hot() []chunkcache.Key {
+	if t == nil {
+		return nil
+	}
+	return t.hot
+}

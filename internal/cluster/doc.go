@@ -1,0 +1,13 @@
+// Package cluster is the parent of a cluster node's rooms
+// (docs/architecture.md, "A cluster of gateways"); the layout of a cluster as
+// pure functions (owners, homes, assignment) is the top-level package
+// cluster:
+//
+//	membership  who the members are and what the nodes agree on: versions,
+//	            changes between them, leaving, the versions kept
+//	transport   how to reach each node and whether it is up: the internal
+//	            protocol, one client per node, liveness, states
+//	peercred    the credentials that prove an internal request is a peer's
+//	route       which node a chunk's bytes are read from, with failover
+//	handover    what a node loads when the membership gives it chunks
+package cluster

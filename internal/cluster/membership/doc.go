@@ -1,0 +1,28 @@
+// Package membership is who a cluster's members are and what the nodes
+// agree on — etcd's membership beside its transport (package peer): where
+// the member list comes from (a static list, a file, DNS: sources.go), the
+// membership versions a node lists, reports and agrees on with its peers,
+// a change from one version to another, leaving, the versions a node keeps
+// for the jobs that pin them, and which index version of each dataset the
+// cluster serves.
+//
+// # Why
+//
+// A batch's layout is a function of a membership version, which a job
+// pins for an epoch, and which node reads a chunk follows the version the
+// cluster agrees on now. Nodes read their source a poll apart, so each
+// node tells its peers the version it uses (transport.State) and they agree on
+// the one most live nodes report; a node that gains chunks in a change
+// loads the ones the jobs need soon (Config.Warm, internal/cluster/handover)
+// before it reports the new version, so that the cluster flips once the
+// new owners hold them.
+//
+// # Concurrency
+//
+// A Tracker is safe for concurrent use. It runs the poll of its source and
+// each change's warm-up on goroutines Close waits for; it learns of the
+// other nodes through transport.Nodes, which calls Changed after each probe and
+// each change of a node's liveness, with no lock of its own held. It tells
+// the router the agreed membership (Config.Follower) under its own lock:
+// Follow must not block.
+package membership

@@ -1,0 +1,144 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"strings"
+	"time"
+
+	"github.com/brandgw/brand/internal/cluster/peercred"
+)
+
+// Client is this node's client of one other node. Every internal request
+// goes through one call path (call): built, signed (peercred.Credentials.Sign),
+// sent under its bound, its status classified (statusError); what it
+// sends and how its reply is read are the request's own (protocol.go).
+type Client struct {
+	t   *transport
+	url string
+}
+
+// transport is what every Client of a node shares.
+type transport struct {
+	http *http.Client
+	cred peercred.Credentials
+	self string // this node's URL as the members are listed
+	// timeout bounds a request that moves data (samples, a chunk,
+	// feedback, a question about chunks); quick a state probe or a
+	// question for a membership's members.
+	timeout, quick time.Duration
+	maxReply       int64 // a reply of transformed samples, in bytes
+}
+
+// minProbeTimeout is the shortest a probe waits for an answer.
+const minProbeTimeout = 2 * time.Second
+
+func newTransport(c Config) *transport {
+	t := &transport{cred: c.Credentials, self: c.Self, timeout: c.Timeout, quick: max(c.Probe, minProbeTimeout), maxReply: c.MaxReplyBytes,
+		http: &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // peers are reached directly, never through a proxy
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+		}}}
+	if t.maxReply <= 0 {
+		t.maxReply = 1<<63 - 1
+	}
+	return t
+}
+
+// to is the client of the node at url.
+func (t *transport) to(url string) Client { return Client{t: t, url: url} }
+
+// request is what one internal request sends.
+type request struct {
+	method, path string
+	query        neturl.Values
+	body         []byte // nil: none
+	quick        bool   // bounded by the probe's timeout, not the fetch's
+}
+
+// call sends r to the node and, if it answers 200, hands the response to
+// read before the body is closed. Not reaching the node is ErrDown; a
+// status other than 200 is classified by statusError.
+func (c Client) call(ctx context.Context, r request, read func(*http.Response) error) error {
+	timeout := c.t.timeout
+	if r.quick {
+		timeout = c.t.quick
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	target := c.url + r.path
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, target, bytes.NewReader(r.body))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if r.body != nil {
+		req.Header.Set("Content-Type", ReplyType)
+	}
+	c.t.cred.Sign(req, c.t.self, c.url, r.body)
+	resp, err := c.t.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %w: %s: %w", ErrDown, errNoAnswer, c.url, err)
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, c.url); err != nil {
+		return err
+	}
+	return read(resp)
+}
+
+// Errors of a request, by what they cost the peer (see the package doc).
+var (
+	// ErrDown: the peer did not answer, answered 503, or sent bytes that
+	// are not what it was asked for. It is held down.
+	ErrDown = errors.New("peer down")
+	// ErrRefused: the peer answered, but could not serve the samples (a
+	// store error on its side, a 4xx). It stays up.
+	ErrRefused = errors.New("peer refused")
+	// ErrVersion: the peer does not hold the index version asked for
+	// (409). It stays up, and is not asked for that version again until
+	// its state says it holds it.
+	ErrVersion = errors.New("peer holds another index version")
+	// ErrNotHeld is a chunk's old owner's answer when its cache does not
+	// hold the chunk asked for (404): the asker reads the store.
+	ErrNotHeld = errors.New("chunk not held by the peer")
+	// errNoAnswer marks an ErrDown for which no answer came at all:
+	// nothing listens at the node's URL, or it did not answer in time
+	// (Nodes.Unreached).
+	errNoAnswer = errors.New("no answer")
+)
+
+// statusError classifies a reply's status, reading its body for the
+// message.
+func statusError(resp *http.Response, peer string) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	err := fmt.Errorf("%s answered %s: %s", peer, resp.Status, strings.TrimSpace(string(msg)))
+	switch {
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%w: %w", ErrVersion, err)
+	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false":
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(peercred.HeaderNotMember) != "":
+		// Up, but its source does not list this node yet.
+		return fmt.Errorf("%w: %w: %w", ErrRefused, peercred.ErrNotMember, err)
+	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusUnauthorized,
+		resp.StatusCode == http.StatusNotFound && strings.Contains(string(msg), "no such endpoint"):
+		// Not ready, busy, rejecting our credentials, or an older
+		// release that does not know the endpoint: not a peer to ask.
+		return fmt.Errorf("%w: %w", ErrDown, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+}

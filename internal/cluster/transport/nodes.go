@@ -1,0 +1,491 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/server/stopper"
+)
+
+// Config configures a node's view of its peers.
+type Config struct {
+	// Self is this node's URL as the members are listed: its identity.
+	Self string
+	// Timeout bounds one fetch from a peer; Probe is the interval between
+	// probes of a live peer.
+	Timeout, Probe time.Duration
+	Credentials    peercred.Credentials
+	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
+	// Part runs the probes and ends them when it stops (nil: a part of
+	// the Nodes' own, stopped by Close).
+	Part     *stopper.Part
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
+}
+
+// Watcher hears what this node learns of the nodes it probes: after every
+// probe they answer (st, and prev before it), and whenever one is taken
+// for up or down (st and prev nil). It is called on the goroutine that
+// learnt it, with no lock of the Nodes held.
+type Watcher interface {
+	Changed(k int, prev, st *State)
+}
+
+// node is this node's view of another, or of itself, known by its URL; it
+// keeps its slot for the Nodes' life (the package doc).
+type node struct {
+	url    string
+	slot   int
+	client Client
+	up     atomic.Bool // always true for self
+	// held is when the node may be seen up again after a failed fetch
+	// (unix nanoseconds), and fails how many fetches in a row failed: a
+	// node that answers its probes but fails what it is asked must not
+	// cost a timeout on every batch.
+	held  atomic.Int64
+	fails atomic.Int32
+	state atomic.Pointer[State] // its last probe's answer
+	// unreached: its last probe got no answer at all (Unreached).
+	unreached atomic.Bool
+
+	fetched, served            atomic.Int64 // sample bytes
+	down, refused, versionMiss atomic.Int64 // failed fetches, by kind
+
+	stop context.CancelFunc // of its probe loop while probed; under Nodes.mu
+}
+
+// Nodes is this node's view of the other nodes: each one's slot, client
+// and liveness, what it last said of itself (its State), and the bytes
+// that passed between them. Which nodes it probes is its caller's to say
+// (Probe): the members of the membership versions this node knows.
+type Nodes struct {
+	self    *node
+	t       *transport
+	probe   time.Duration
+	log     zerolog.Logger
+	reg     prometheus.Registerer
+	upGauge *prometheus.GaugeVec
+
+	mu      sync.Mutex       // guards byURL, slots' growth, the probe loops and watcher
+	byURL   map[string]*node // every node ever known
+	started bool             // Start was called: nodes asked for are probed at once
+	watcher Watcher
+	slots   atomic.Pointer[[]*node]
+	probed  atomic.Pointer[[]int] // the slots probed, sorted
+
+	part *stopper.Part // runs the probes
+}
+
+// maxKnown bounds the nodes a Nodes keeps (every URL a membership ever
+// named): a StatefulSet's pods keep their names, so a cluster that grows
+// and shrinks reuses them.
+const maxKnown = 4096
+
+// New returns this node's view of its peers, knowing only itself; Probe
+// names the nodes to probe, and Start begins probing them.
+func New(c Config) *Nodes {
+	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Part, "peer: probes")}
+	n.part.OnStop(n.t.http.CloseIdleConnections)
+	n.slots.Store(&[]*node{})
+	n.probed.Store(&[]int{})
+	n.upGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "brand_peer_up",
+		Help: "1 if the peer answered its last state probe ready (this node counts itself up)."}, []string{"peer"})
+	c.Registry.MustRegister(n.upGauge)
+	n.mu.Lock()
+	n.self = n.nodeLocked(c.Self)
+	n.mu.Unlock()
+	return n
+}
+
+// Start probes the nodes asked for (Probe) until the part stops.
+func (n *Nodes) Start() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.started = true
+	for _, k := range *n.probed.Load() {
+		n.probeLocked(n.at(k))
+	}
+}
+
+// Close stops the probes and waits for them (the Nodes' part).
+func (n *Nodes) Close() { n.part.Stop() }
+
+// nodeLocked returns the node of url, adding it if it is new (and there
+// is room: past maxKnown, nil); n.mu is held.
+func (n *Nodes) nodeLocked(url string) *node {
+	if nd, ok := n.byURL[url]; ok {
+		return nd
+	}
+	old := *n.slots.Load()
+	if len(old) >= maxKnown {
+		return nil
+	}
+	nd := &node{url: url, slot: len(old), client: n.t.to(url)}
+	n.byURL[url] = nd
+	grown := append(slices.Clip(old), nd)
+	n.slots.Store(&grown)
+	// A node starts up: a fetch from one that is not finds out at once
+	// (refused, or 503 while it loads) and falls back, and its first
+	// probe follows within milliseconds.
+	nd.up.Store(true)
+	n.upGauge.WithLabelValues(url).Set(1)
+	if n.self != nil {
+		n.registerNode(nd)
+	}
+	return nd
+}
+
+// at returns the node in slot k.
+func (n *Nodes) at(k int) *node { return (*n.slots.Load())[k] }
+
+// Slot returns the slot of the node at url, adding it if it is new; -1
+// for "" (an unauthenticated asker) or past maxKnown.
+func (n *Nodes) Slot(url string) int {
+	if url == "" {
+		return -1
+	}
+	n.mu.Lock()
+	nd := n.nodeLocked(url)
+	n.mu.Unlock()
+	if nd == nil {
+		return -1
+	}
+	return nd.slot
+}
+
+// Self returns this node's slot.
+func (n *Nodes) Self() int { return n.self.slot }
+
+// URL returns the base URL of the node in slot k.
+func (n *Nodes) URL(k int) string { return n.at(k).url }
+
+// State returns what the node in slot k said of itself at its last probe;
+// nil before its first answer (and for this node).
+func (n *Nodes) State(k int) *State { return n.at(k).state.Load() }
+
+// Unreached reports whether the node in slot k got no answer at all to
+// its last probe: nothing listens at its URL, or it did not answer in
+// time — a node not running, as opposed to one that answers that it is
+// not ready yet.
+func (n *Nodes) Unreached(k int) bool { return k != n.self.slot && n.at(k).unreached.Load() }
+
+// Down returns the URLs of the nodes this node probes and does not see
+// up — down, or not answered ready to a probe yet — sorted (State.Down).
+func (n *Nodes) Down() []string {
+	var out []string
+	for _, k := range *n.probed.Load() {
+		if nd := n.at(k); !nd.up.Load() || nd.state.Load() == nil {
+			out = append(out, nd.url)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IsUp reports whether the node at url is up, as this node last learnt.
+func (n *Nodes) IsUp(url string) bool {
+	n.mu.Lock()
+	nd := n.byURL[url]
+	n.mu.Unlock()
+	return nd != nil && (nd == n.self || nd.up.Load())
+}
+
+// Up reports whether the node in slot k is up, as this node last learnt.
+func (n *Nodes) Up(k int) bool { return k == n.self.slot || n.at(k).up.Load() }
+
+// setUp records node nd's liveness and tells the watcher if it changed.
+func (n *Nodes) setUp(nd *node, up bool) bool {
+	was := nd.up.Swap(up)
+	v := 0.0
+	if up {
+		v = 1
+	}
+	n.upGauge.WithLabelValues(nd.url).Set(v)
+	if was == up || nd == n.self {
+		return false
+	}
+	ev := n.log.Warn()
+	if up {
+		ev = n.log.Info()
+	}
+	ev.Str("peer", nd.url).Bool("up", up).Msg("peer liveness changed")
+	return true
+}
+
+// changed tells the watcher, if any, what was learnt of nd.
+func (n *Nodes) changed(nd *node, prev, st *State) {
+	n.mu.Lock()
+	w := n.watcher
+	n.mu.Unlock()
+	if w != nil {
+		w.Changed(nd.slot, prev, st)
+	}
+}
+
+// Heard records that node k, authenticated (peercred.Verifier), asked
+// this node for something: it is serving, so it is up, whatever its last
+// probe said, unless a fetch from it failed lately (see markDown).
+func (n *Nodes) Heard(k int) {
+	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
+		return
+	}
+	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && n.setUp(nd, true) {
+		n.changed(nd, nil, nil)
+	}
+}
+
+// Hold-down after failed fetches: a node is not taken back on a probe's
+// word for holdBase after its first failure in a row, doubling per
+// failure up to holdMax.
+const (
+	holdBase = 2 * time.Second
+	holdMax  = time.Minute
+)
+
+// markDown records a failed fetch from node nd. The prober brings it
+// back once it answers ready and the hold-down has passed.
+func (n *Nodes) markDown(nd *node) {
+	if nd == n.self {
+		return
+	}
+	if !isHeld(nd) {
+		// Fetches that fail together (a batch's, or the ranks' of one
+		// step) count once: the hold grows with failures after a node
+		// was taken back, not with how many requests were in flight.
+		f := min(nd.fails.Add(1), 6)
+		hold := min(holdBase<<(f-1), holdMax)
+		nd.held.Store(time.Now().Add(hold).UnixNano())
+	}
+	if n.setUp(nd, false) {
+		n.changed(nd, nil, nil)
+	}
+}
+
+// isHeld reports whether node nd is in its hold-down.
+func isHeld(nd *node) bool { return time.Now().UnixNano() < nd.held.Load() }
+
+// Fetch asks node k for samples and checks them. A failure is classified
+// (see the package doc): ErrDown holds the node down; ErrRefused and
+// ErrVersion do not.
+func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
+	nd := n.at(k)
+	rep, err := nd.client.Samples(ctx, req)
+	switch {
+	case err == nil:
+		nd.fails.Store(0)
+		for _, d := range rep.Data {
+			nd.fetched.Add(int64(len(d)))
+		}
+	case ctx.Err() != nil:
+		// The asker gave up: nothing is known of the peer.
+	case errors.Is(err, ErrVersion):
+		nd.versionMiss.Add(1)
+		n.log.Info().Err(err).Str("peer", nd.url).Str("dataset", req.DS.Name).Msg("peer does not hold the index version asked for; reading elsewhere")
+	case errors.Is(err, ErrRefused):
+		nd.refused.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer could not serve samples; reading them elsewhere")
+	default:
+		nd.down.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("fetching samples from a peer failed; holding it down and reading them elsewhere")
+		n.markDown(nd)
+	}
+	return rep, err
+}
+
+// Feedback fetches node k's part of an epoch's importance feedback for a
+// job (Client.Feedback).
+func (n *Nodes) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
+	return n.at(k).client.Feedback(ctx, ds, job, epoch)
+}
+
+// AskMembers asks node k for a membership version's member list
+// (Client.Members).
+func (n *Nodes) AskMembers(ctx context.Context, k int, version string) (*cluster.Membership, error) {
+	return n.at(k).client.Members(ctx, version)
+}
+
+// Steps asks node k for the latest step of job it has served, before an
+// edit from step from (Client.Steps).
+func (n *Nodes) Steps(ctx context.Context, k int, job string, from uint64) (StepsReply, error) {
+	return n.at(k).client.Steps(ctx, job, from)
+}
+
+// FetchChunk fills buf with chunk c of ds from the cache of the node at
+// url (Client.Chunk), in a membership change.
+func (n *Nodes) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
+	return n.t.to(url).Chunk(ctx, ds, c, buf)
+}
+
+// Needed asks the node at url which of chunks its followed streams need
+// soon (Client.Needed).
+func (n *Nodes) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	return n.t.to(url).Needed(ctx, ds, chunks, ahead)
+}
+
+// Held asks the node at url which of chunks its cache holds
+// (Client.Held).
+func (n *Nodes) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return n.t.to(url).Held(ctx, ds, chunks)
+}
+
+// Served records sample bytes this node served to node k (an
+// authenticated asker; -1 for an unauthenticated one).
+func (n *Nodes) Served(k int, b int64) {
+	if k >= 0 && k < len(*n.slots.Load()) {
+		n.at(k).served.Add(b)
+	}
+}
+
+// Probe makes the nodes at urls (but this one) the ones probed, from
+// Start on, and w the watcher told what is learnt of them; those no
+// longer named keep their slots and figures. It returns the slots probed,
+// sorted.
+func (n *Nodes) Probe(urls []string, w Watcher) []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.watcher = w
+	want := map[*node]bool{}
+	for _, u := range urls {
+		if nd := n.nodeLocked(u); nd != nil && nd != n.self {
+			want[nd] = true
+		}
+	}
+	probed := make([]int, 0, len(want))
+	for nd := range want {
+		probed = append(probed, nd.slot)
+		if n.started {
+			n.probeLocked(nd)
+		}
+	}
+	for _, k := range *n.probed.Load() {
+		if nd := n.at(k); !want[nd] && nd.stop != nil {
+			nd.stop()
+			nd.stop = nil
+			n.upGauge.DeleteLabelValues(nd.url)
+		}
+	}
+	slices.Sort(probed)
+	n.probed.Store(&probed)
+	return slices.Clone(probed)
+}
+
+// Peers returns the slots of the nodes this node probes: the other
+// members, whose feedback an importance seal collects.
+func (n *Nodes) Peers() []int { return slices.Clone(*n.probed.Load()) }
+
+// probeLocked starts node nd's probe loop unless it runs; n.mu is held.
+func (n *Nodes) probeLocked(nd *node) {
+	if nd.stop != nil {
+		return
+	}
+	// The loop's own context, which Probe cancels when the node leaves
+	// the nodes probed, ends with the part's too.
+	ctx, stop := context.WithCancel(n.part.Context())
+	if !n.part.Go(func(context.Context) { n.probeLoop(ctx, nd) }) {
+		stop()
+		return
+	}
+	nd.stop = stop
+}
+
+// probeLoop probes node nd's state until ctx ends: every probe interval
+// while it is up, with back-off from a quarter interval up to 4 intervals
+// while it is down. A node that was down is thus seen back within a few
+// seconds, and sooner if it asks this node for samples first (Heard).
+//
+// A refused connection or a not-ready answer marks the node down at once:
+// it is gone, or says so. A node that does not know this one as a member
+// yet (peercred.ErrNotMember: this node has just joined) changes nothing, and is
+// asked again a quarter interval later. A probe that times out does only the third time
+// in a row: a node busy serving (or a machine loaded by a test under the
+// race detector) answers late, and taking it for dead would make every
+// node read its chunks from the store too. Its real failures show in
+// fetches, which mark it down themselves.
+func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
+	wait := time.Duration(0)
+	slowRun := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		st, slow, err := nd.client.State(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, peercred.ErrNotMember) {
+			// It is up and has not listed this node yet (this node has
+			// just joined): nothing is known of it until it answers.
+			wait = n.probe / 4
+			continue
+		}
+		if slow {
+			if slowRun++; slowRun < 3 {
+				wait = n.probe
+				continue
+			}
+		}
+		slowRun = 0
+		var prev, now *State
+		if err == nil {
+			now = &st
+			prev = nd.state.Swap(now)
+		} else if !slow {
+			n.log.Debug().Err(err).Str("peer", nd.url).Msg("probe failed")
+		}
+		nd.unreached.Store(errors.Is(err, errNoAnswer))
+		up := err == nil && st.Ready && !isHeld(nd)
+		if n.setUp(nd, up) || err == nil {
+			n.changed(nd, prev, now)
+		}
+		switch {
+		case up:
+			wait = n.probe
+		case wait < n.probe:
+			wait = n.probe / 4
+		default:
+			wait = min(2*wait, 4*n.probe)
+		}
+	}
+}
+
+// Stats returns the figures of each node probed.
+func (n *Nodes) Stats() []api.PeerStats {
+	var out []api.PeerStats
+	for _, k := range *n.probed.Load() {
+		nd := n.at(k)
+		out = append(out, api.PeerStats{URL: nd.url, Up: n.Up(k), FetchedBytes: nd.fetched.Load(), ServedBytes: nd.served.Load(),
+			Failures: nd.down.Load() + nd.refused.Load() + nd.versionMiss.Load()})
+	}
+	return out
+}
+
+// registerNode adds node nd's counters to the registry, read from its
+// atomics, which /stats reads too.
+func (n *Nodes) registerNode(nd *node) {
+	peer := prometheus.Labels{"peer": nd.url}
+	counter(n.reg, "brand_peer_bytes_fetched_total", "Sample bytes this node fetched from each peer.", peer, &nd.fetched)
+	counter(n.reg, "brand_peer_bytes_served_total", "Sample bytes this node served to each peer (authenticated peers only).", peer, &nd.served)
+	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (no answer, 503 or bad bytes: the peer is held down), refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
+	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "refused": &nd.refused, "version": &nd.versionMiss} {
+		counter(n.reg, "brand_peer_fetch_failures_total", failures, prometheus.Labels{"peer": nd.url, "kind": kind}, v)
+	}
+}
+
+// counter registers a counter read from v.
+func counter(reg prometheus.Registerer, name, help string, labels prometheus.Labels, v *atomic.Int64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+		func() float64 { return float64(v.Load()) }))
+}

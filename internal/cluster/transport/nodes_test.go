@@ -1,0 +1,286 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// testDataset is a dataset of one chunk of two real samples.
+func testDataset(t *testing.T) (*catalog.Dataset, [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := chunkindex.NewChunkWriter(&buf)
+	var samples []chunkindex.Sample
+	for i := range 2 {
+		key := fmt.Sprintf("s%d", i)
+		body := bytes.Repeat([]byte{byte(i + 1)}, 700)
+		off, n, crc, err := w.WriteSample(key, []chunkindex.Member{{Name: key + ".bin", Size: int64(len(body)), Body: bytes.NewReader(body)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, chunkindex.Sample{Key: key, Chunk: 0, Offset: off, Length: n, CRC: crc})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := chunkindex.New([]chunkindex.Chunk{{Key: "c.tar", Size: int64(buf.Len()), ETag: "e", Samples: 2}}, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	var bodies [][]byte
+	for _, s := range samples {
+		bodies = append(bodies, raw[s.Offset:s.Offset+s.Length])
+	}
+	return catalog.NewDataset("d", "", nil, ix), bodies
+}
+
+// TestFetchClassifiesFailures: what went wrong with a peer decides what it
+// costs: no answer, a 503 or wrong bytes hold it down; a 409 (another
+// index version), a store error or another 4xx it reports are read
+// elsewhere, and it stays up. The reproduction: any failed fetch held the
+// node down, a 502 for a damaged chunk and a 409 for another index version
+// among them, doubling up to a minute.
+func TestFetchClassifiesFailures(t *testing.T) {
+	ds, bodies := testDataset(t)
+	reply := func(w http.ResponseWriter, samples ...[]byte) {
+		out := ReplyHead(nil)
+		for _, s := range samples {
+			out = append(out, s...)
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+		w.Write(out)
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    error // nil: success
+		down    bool
+	}{
+		{"served", func(w http.ResponseWriter, r *http.Request) { reply(w, bodies...) }, nil, false},
+		{"another index version", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusConflict) }, ErrVersion, false},
+		{"a store error on its side", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadGateway) }, ErrRefused, false},
+		{"a bad request", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusBadRequest) }, ErrRefused, false},
+		{"busy or not ready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusServiceUnavailable) }, ErrDown, true},
+		{"refusing our credential", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "{}", http.StatusUnauthorized) }, ErrDown, true},
+		{"not listing this node yet", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(peercred.HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+		}, peercred.ErrNotMember, false},
+		{"an older release", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error": "no such endpoint: /internal/v2/samples"}`, http.StatusNotFound)
+		}, ErrDown, true},
+		{"the right length, wrong bytes", func(w http.ResponseWriter, r *http.Request) {
+			reply(w, bodies[1], bodies[0])
+		}, ErrDown, true},
+		{"a short body", func(w http.ResponseWriter, r *http.Request) { reply(w, bodies[0]) }, ErrDown, true},
+		{"no answer in time", func(w http.ResponseWriter, r *http.Request) {
+			// Read the request whole: only then does the server watch the
+			// connection, and end the request when the asker gives up.
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}, ErrDown, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: time.Second,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+			defer s.Close()
+			k := s.Slot(srv.URL)
+			rep, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("fetch: %v", err)
+			case tc.want == nil:
+				if !bytes.Equal(rep.Data[0], bodies[0]) || !bytes.Equal(rep.Data[1], bodies[1]) {
+					t.Fatal("the samples fetched differ from those sent")
+				}
+			case !errors.Is(err, tc.want):
+				t.Fatalf("fetch: %v, want %v", err, tc.want)
+			}
+			if down := !s.Up(k); down != tc.down {
+				t.Errorf("after %q the peer is down: %t, want %t", tc.name, down, tc.down)
+			}
+		})
+	}
+}
+
+// TestReplyHeadNamesMissingSamples: an owner that leaves samples out (their
+// chunk is damaged at rest) says which; the asker gets the others.
+func TestReplyHeadNamesMissingSamples(t *testing.T) {
+	ds, bodies := testDataset(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := append(ReplyHead([]int{0}), bodies[1]...)
+		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+		w.Write(out)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: time.Second,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	rep, err := s.Fetch(context.Background(), s.Slot(srv.URL), Request{DS: ds, IDs: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Data[0] != nil || !bytes.Equal(rep.Data[1], bodies[1]) || len(rep.Missing) != 1 || rep.Missing[0] != 0 {
+		t.Fatalf("reply %v missing %v", rep.Data, rep.Missing)
+	}
+}
+
+// watched counts what a Watcher is told.
+type watched struct{ states, changes atomic.Int64 }
+
+func (w *watched) Changed(_ int, _, st *State) {
+	w.changes.Add(1)
+	if st != nil {
+		w.states.Add(1)
+	}
+}
+
+// TestProbeOfANodeThatDoesNotListThisOneYet: a node that refuses this
+// one's probes because its source does not list this one yet (this one
+// has just joined) is neither down nor known: it stays up with no state,
+// nothing is told the watcher, and once it lists this node its state is
+// learnt. Taking it for down, as any other 401, would make a joining
+// node decide it joins no running cluster, and skip its warm-up.
+func TestProbeOfANodeThatDoesNotListThisOneYet(t *testing.T) {
+	var listed atomic.Bool
+	var probes atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		if !listed.Load() {
+			w.Header().Set(peercred.HeaderNotMember, "true")
+			http.Error(w, "{}", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"self": 0, "ready": true, "url": %q}`, srv.URL)
+	}))
+	defer srv.Close()
+	s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: 20 * time.Millisecond, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	w := &watched{}
+	k := s.Probe([]string{srv.URL}, w)[0]
+	s.Start()
+	waitFor(t, func() bool { return probes.Load() >= 4 }, "four probes")
+	if !s.Up(k) || s.State(k) != nil || w.changes.Load() != 0 {
+		t.Fatalf("after %d probes refused as not a member: up %t, state %+v, the watcher told %d times; want up, no state, nothing told",
+			probes.Load(), s.Up(k), s.State(k), w.changes.Load())
+	}
+	listed.Store(true)
+	waitFor(t, func() bool { return w.states.Load() > 0 }, "its state")
+	if !s.Up(k) || s.State(k) == nil || s.State(k).URL != srv.URL {
+		t.Fatalf("once listed: up %t, state %+v", s.Up(k), s.State(k))
+	}
+}
+
+// waitFor waits up to 10 s for cond.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 10 s", what)
+		}
+	}
+}
+
+// TestHeldDown: a peer whose fetch failed — it sent bytes that fail
+// their check, or never answered (a stalled or stopped node) — is held
+// down though its probes answer ready, and though it asks this node for
+// something (Heard): it is not asked again on every batch. A peer only
+// its probes took for down is taken back the moment it is heard from.
+// An asker that is not authenticated has no slot, so hearing from it
+// changes nothing: a request that only names a node does not make it
+// live. The reproductions: a stalled peer cost every batch a peer
+// timeout; with a node stopped, a forged Brand-Peer header sent every
+// half second kept the others taking it for up, and each of 11 fetches
+// waited the peer timeout.
+func TestHeldDown(t *testing.T) {
+	ds, bodies := testDataset(t)
+	tests := []struct {
+		name    string
+		samples http.HandlerFunc // nil: probes answer 503, no fetch
+		held    bool
+	}{
+		{"wrong bytes", func(w http.ResponseWriter, r *http.Request) {
+			out := append(append(ReplyHead(nil), bodies[1]...), bodies[0]...)
+			w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+			w.Write(out)
+		}, true},
+		{"no answer in time", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}, true},
+		{"down by its probes alone", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var probes, fetches atomic.Int64
+			var ready atomic.Bool
+			ready.Store(tc.samples != nil)
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != StatePath {
+					fetches.Add(1)
+					tc.samples(w, r)
+					return
+				}
+				probes.Add(1)
+				if !ready.Load() {
+					http.Error(w, `{"error": "not ready"}`, http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"self": 1, "ready": true, "url": %q}`, srv.URL)
+			}))
+			defer srv.Close()
+			s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: 10 * time.Millisecond,
+				Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+			defer s.Close()
+			k := s.Probe([]string{srv.URL}, &watched{})[0]
+			s.Start()
+			if tc.samples != nil {
+				waitFor(t, func() bool { return s.Up(k) && s.State(k) != nil }, "probe answered ready")
+				if _, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}}); !errors.Is(err, ErrDown) || fetches.Load() != 1 {
+					t.Fatalf("fetch: %v after %d requests, want ErrDown after one", err, fetches.Load())
+				}
+			} else {
+				waitFor(t, func() bool { return !s.Up(k) }, "the peer taken for down by its probes")
+			}
+			seen := probes.Load()
+			waitFor(t, func() bool { return probes.Load() >= seen+3 }, "three more probes")
+			s.Heard(k)
+			s.Heard(s.Slot("")) // an unauthenticated asker's
+			if s.Slot("") != -1 {
+				t.Errorf("an unauthenticated asker has slot %d, want -1", s.Slot(""))
+			}
+			if up := s.Up(k); up == tc.held {
+				t.Errorf("after three probes answered and a request heard from it: up %t, want %t", up, !tc.held)
+			}
+		})
+	}
+}

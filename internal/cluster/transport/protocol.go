@@ -1,0 +1,711 @@
+package transport
+
+// The internal protocol, both sides: what a node sends and how it reads
+// the reply (the client half, methods of Client, each sent through its
+// one call path) and what a node accepts (the Decode functions the
+// gateway's handlers call). Version 2: version 1 nodes answer 404 to
+// these paths, and a node that cannot probe a peer takes it for down, so
+// nodes of two releases never exchange samples.
+//
+// Transformed samples are a compatible extension of version 2's sample
+// request, not a version of their own: a request names a pipeline and
+// its fingerprint (transform=, transform_fp=) only when it wants tensors,
+// and only then is the reply's head followed by each sample's length and
+// CRC32C; a request without them, and its reply, are byte for byte what
+// they were. A node of an earlier release refuses the unknown parameters
+// with 400, which the asker takes as a refusal (ErrRefused) and reads the
+// samples elsewhere, ending with itself; its state names no pipelines, so
+// askers that probed it ask it for samples as stored.
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"slices"
+	"strconv"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+)
+
+// Paths of the internal endpoints.
+const (
+	SamplesPath  = "/internal/v2/samples"
+	StatePath    = "/internal/v2/state"
+	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
+	FeedbackPath = "/internal/v2/importance/" // + job
+	StepsPath    = "/internal/v2/steps/"      // + job ?from=STEP: the latest step of the job's stored schedule the node has served
+	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
+	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
+	ReplyType    = "application/octet-stream" // a samples reply
+)
+
+// Origin is the job stream and epoch position samples are read for, so
+// that the owner's schedule and prefetch follow streams whose ranks live
+// on other nodes.
+type Origin struct {
+	Stream layout.Stream
+	Epoch  uint64
+	Pos    int
+	Weight float64 // the job's cache weight; 0 means 1
+	// Transform names the pipeline the job's batches go through: the
+	// samples are asked for transformed, by the node that reads them,
+	// where its pipeline of that name has the same fingerprint (zero: the
+	// bytes as stored).
+	Transform Transform
+}
+
+// Transform names a pipeline and its fingerprint (transform.Pipeline):
+// a node transforms samples for another only with a pipeline of the same
+// fingerprint, so that a sample's tensor is the same whichever node made
+// it.
+type Transform struct{ Name, Fingerprint string }
+
+// On reports whether a pipeline is named.
+func (t Transform) On() bool { return t.Name != "" }
+
+// Request asks a chunk's owner for samples: their IDs (distinct, at most
+// a batch's worth) in one version of a dataset's index.
+type Request struct {
+	DS     *catalog.Dataset
+	IDs    []int
+	Origin *Origin // nil: not for a job's batch (a single sample)
+	// Info are the IDs' index entries, not sent: the asker checks the
+	// reply against them, the owner reads with them. The asker's are
+	// read from its index if nil; DecodeRequest reads the owner's.
+	Info []chunkindex.Sample
+}
+
+// Reply is the owner's answer: per requested ID, its bytes, checked
+// against the index's CRC32C; nil where the owner left the sample out
+// because its chunk is damaged at rest (Missing lists those positions).
+type Reply struct {
+	Data    [][]byte
+	Missing []int
+}
+
+// values encodes r's parameters; the IDs go in the body.
+func (r Request) values() neturl.Values {
+	v := neturl.Values{}
+	v.Set(api.ParamDataset, r.DS.Name)
+	v.Set(api.ParamIndex, r.DS.ID())
+	setView(v, r.DS)
+	if o := r.Origin; o != nil {
+		v.Set(api.ParamSeed, strconv.FormatUint(o.Stream.Seed, 10))
+		v.Set(api.ParamWindow, strconv.Itoa(o.Stream.Window))
+		v.Set(query.ParamEpoch, strconv.FormatUint(o.Epoch, 10))
+		v.Set(query.ParamPos, strconv.Itoa(o.Pos))
+		if o.Stream.Name != "" {
+			v.Set(api.ParamJob, o.Stream.Name)
+		}
+		if o.Weight != 0 {
+			v.Set(api.ParamWeight, strconv.FormatFloat(o.Weight, 'g', -1, 64))
+		}
+		if imp := o.Stream.Imp; imp.Job != "" {
+			v.Set(api.ParamSampling, api.SamplingImportance)
+			v.Set(api.ParamJob, imp.Job)
+			if imp.Version != "" {
+				v.Set(api.ParamImportance, imp.Version)
+				v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
+			}
+		}
+		if t := o.Transform; t.On() {
+			v.Set(api.ParamTransform, t.Name)
+			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
+		}
+	}
+	return v
+}
+
+// body encodes the IDs: little-endian uint32s.
+func (r Request) body() []byte { return uint32s(r.IDs) }
+
+// uint32s encodes v as little-endian uint32s: a request's sample IDs, a
+// question's or an answer's chunks.
+func uint32s(v []int) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, uint32(x))
+	}
+	return b
+}
+
+// Versions finds the index version a request names.
+type Versions interface {
+	Version(name, id string) (*catalog.Dataset, error)
+}
+
+// DecodeRequest reads a node's sample request through the parameter
+// table, under a batch's bounds: at most l.MaxBatchSize distinct IDs of
+// at most l.MaxBatchBytes in all, in an index version this node holds
+// (catalog.ErrVersion otherwise, which the asker reads elsewhere).
+func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error) {
+	q, ds, err := decodeVersioned(r, v, query.PeerSampleParams, l, nil, "a sample request names its dataset and index")
+	if err != nil {
+		return Request{}, err
+	}
+	req := Request{DS: ds}
+	switch stream := q.Job.Window > 0; {
+	case stream && q.EpochSet && q.PosSet:
+		if q.Pos > ds.Index.NumSamples() {
+			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
+		}
+		req.Origin = &Origin{Stream: layout.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,
+			Transform: Transform{Name: q.Job.Transform, Fingerprint: q.Job.TransformFingerprint}}
+		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
+			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
+		}
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
+		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: reading the sample list: %w", query.ErrBadRequest, err)
+	}
+	switch {
+	case len(body)%4 != 0:
+		return Request{}, fmt.Errorf("%w: the sample list is little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, len(body))
+	case len(body)/4 > l.MaxBatchSize:
+		return Request{}, fmt.Errorf("%w: more than %d samples (the server's --max-batch-size)", query.ErrBadRequest, l.MaxBatchSize)
+	}
+	n := ds.Index.NumSamples()
+	seen := make(map[int]struct{}, len(body)/4)
+	req.IDs = make([]int, len(body)/4)
+	for i := range req.IDs {
+		id := int(binary.LittleEndian.Uint32(body[4*i:]))
+		if id >= n {
+			return Request{}, fmt.Errorf("%w: sample ID %d is not in [0, %d)", query.ErrBadRequest, id, n)
+		}
+		if _, dup := seen[id]; dup {
+			return Request{}, fmt.Errorf("%w: sample ID %d asked for twice; a request names each sample once", query.ErrBadRequest, id)
+		}
+		seen[id] = struct{}{}
+		req.IDs[i] = id
+	}
+	// A node asked for samples it does not own (their owner is down)
+	// reads their chunks' tables here, once each.
+	if req.Info, err = ds.Index.Samples(r.Context(), req.IDs); err != nil {
+		return Request{}, err
+	}
+	var bytes int64
+	for _, in := range req.Info {
+		if bytes += in.Length; bytes > l.MaxBatchBytes {
+			return Request{}, fmt.Errorf("%w: the samples asked for are over %d bytes (the server's --max-batch-bytes)", query.ErrBadRequest, l.MaxBatchBytes)
+		}
+	}
+	return req, nil
+}
+
+// ReplyHead is the start of a reply's body: the number of samples left
+// out, then their positions in the request, as little-endian uint32s. The
+// samples' bytes follow, back to back, in the request's order.
+func ReplyHead(missing []int) []byte {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+4*len(missing)), uint32(len(missing)))
+	for _, i := range missing {
+		b = binary.LittleEndian.AppendUint32(b, uint32(i))
+	}
+	return b
+}
+
+// SizedInReply reports whether the reply to req says each sample's length
+// and CRC32C (TransformedReplyHead): for samples transformed by their
+// owner, and for samples of a dataset served in place, whose ranges are
+// in their decoded chunks, not in the index.
+func SizedInReply(req Request) bool {
+	return req.Origin != nil && req.Origin.Transform.On() || req.DS.Index.Deferred()
+}
+
+// TransformedReplyHead is the start of a reply whose samples are sized in
+// it (SizedInReply: transformed samples, samples decoded in place): ReplyHead, then each sample's
+// length and CRC32C (Castagnoli), two little-endian uint32s per sample
+// not left out, in the request's order — samples is their bytes, to which
+// the index's CRCs no longer apply. A sample the owner could not
+// transform is sent as stored; the asker's own stage meets its image.
+func TransformedReplyHead(missing []int, samples [][]byte) []byte {
+	b := ReplyHead(missing)
+	for _, s := range samples {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(s, castagnoli))
+	}
+	return b
+}
+
+// Samples asks the node for samples and reads its reply, checking every
+// sample against the index's CRC32C (or, transformed, against the CRC32C
+// its reply gives). The error wraps ErrDown, ErrRefused or ErrVersion.
+func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
+	var rep Reply
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: req.values(), body: req.body()},
+		func(resp *http.Response) (err error) { rep, err = c.readSamples(resp, req); return err })
+	return rep, err
+}
+
+// readSamples reads a samples reply (ReplyHead, then for transformed
+// samples their lengths and CRC32Cs, then the samples back to back).
+func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
+	peer := c.url
+	info := req.Info
+	if info == nil {
+		var err error
+		if info, err = req.DS.Index.Samples(resp.Request.Context(), req.IDs); err != nil {
+			return Reply{}, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+	}
+	lengths := make([]int64, len(req.IDs))
+	crcs := make([]uint32, len(req.IDs))
+	var want int64
+	for i, in := range info {
+		lengths[i], crcs[i] = in.Length, in.CRC
+		want += lengths[i]
+	}
+	transformed := SizedInReply(req)
+	var head [4]byte
+	if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	m := int(binary.LittleEndian.Uint32(head[:]))
+	if m > len(req.IDs) {
+		return Reply{}, fmt.Errorf("%w: %s says %d of %d samples are missing", ErrDown, peer, m, len(req.IDs))
+	}
+	pos := make([]byte, 4*m)
+	if _, err := io.ReadFull(resp.Body, pos); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	rep := Reply{Data: make([][]byte, len(req.IDs)), Missing: make([]int, m)}
+	for j := range m {
+		i := int(binary.LittleEndian.Uint32(pos[4*j:]))
+		if i >= len(req.IDs) || j > 0 && i <= rep.Missing[j-1] {
+			return Reply{}, fmt.Errorf("%w: %s sent a malformed list of missing samples", ErrDown, peer)
+		}
+		rep.Missing[j] = i
+		want -= lengths[i]
+	}
+	headLen := int64(4 + 4*m)
+	if transformed {
+		var err error
+		if want, err = readTable(resp.Body, rep.Missing, lengths, crcs, c.t.maxReply); err != nil {
+			return Reply{}, fmt.Errorf("%w: %s: %w", ErrDown, peer, err)
+		}
+		headLen += 8 * int64(len(req.IDs)-m)
+	}
+	if resp.ContentLength != headLen+want {
+		return Reply{}, fmt.Errorf("%w: %s sent %d bytes, want %d", ErrDown, peer, resp.ContentLength, headLen+want)
+	}
+	buf := make([]byte, want)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		return Reply{}, fmt.Errorf("%w: reading from %s: %w", ErrDown, peer, err)
+	}
+	var off int64
+	next := 0 // into rep.Missing
+	for i, in := range info {
+		if next < m && rep.Missing[next] == i {
+			next++
+			continue
+		}
+		b := buf[off : off+lengths[i] : off+lengths[i]]
+		off += lengths[i]
+		if got := crc32.Checksum(b, castagnoli); got != crcs[i] {
+			say := "the index says"
+			if transformed {
+				say = "its reply says"
+			}
+			return Reply{}, fmt.Errorf("%w: sample %q from %s has CRC32C %08x, %s %08x",
+				ErrDown, in.Key, peer, got, say, crcs[i])
+		}
+		rep.Data[i] = b
+	}
+	return rep, nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readTable reads a transformed reply's lengths and CRC32Cs into lengths
+// and crcs (the samples not missing) and returns the bytes they add up
+// to, each length within the asker's bound.
+func readTable(r io.Reader, missing []int, lengths []int64, crcs []uint32, maxReply int64) (int64, error) {
+	table := make([]byte, 8*(len(lengths)-len(missing)))
+	if _, err := io.ReadFull(r, table); err != nil {
+		return 0, fmt.Errorf("reading the samples' lengths: %w", err)
+	}
+	var want int64
+	j, next := 0, 0
+	for i := range lengths {
+		if next < len(missing) && missing[next] == i {
+			next++
+			continue
+		}
+		lengths[i] = int64(binary.LittleEndian.Uint32(table[8*j:]))
+		crcs[i] = binary.LittleEndian.Uint32(table[8*j+4:])
+		j++
+		if want += lengths[i]; want > maxReply {
+			return 0, fmt.Errorf("transformed samples of over %d bytes (this node's --max-batch-bytes)", maxReply)
+		}
+	}
+	return want, nil
+}
+
+// State is what a node tells its peers of itself (GET StatePath): the
+// probe's answer. URL is the node's identity, which the prober checks
+// against the URL it probed; Self its position in the membership it
+// reports (-1 if it is not a member of it). Members is that membership's
+// version and MemberList its members, which the peers count in their
+// agreement and keep for requests that pin it.
+type State struct {
+	Self       int            `json:"self"`
+	Ready      bool           `json:"ready"`
+	Datasets   []DatasetState `json:"datasets"`
+	URL        string         `json:"url,omitempty"`
+	Members    string         `json:"members,omitempty"`
+	MemberList []string       `json:"member_list,omitempty"`
+	// Transforms are the node's pipelines, by name, and their
+	// fingerprints: a node asks another for samples transformed by a
+	// pipeline only if the other's fingerprint is its own. Load is how
+	// busy its transform stage is (nil from a node that has none).
+	Transforms map[string]string `json:"transforms,omitempty"`
+	Load       *tensorize.Load   `json:"transform_load,omitempty"`
+	// Warming is the membership version the node is loading the chunks
+	// it gains under: its peers do not read its chunks from it under
+	// that version, nor report that version themselves, until it is
+	// done (members.go). Leaving says the node was told to leave: its
+	// peers list their members without it and load the chunks they gain
+	// from it, which it serves until the cluster agrees without it.
+	// Joining says the node has just started and has yet to learn
+	// whether it joins a running cluster (and then warms up): its peers
+	// wait for it before they report a version it is a member of.
+	Warming string `json:"warming,omitempty"`
+	// Warmed is the version the node has warmed up for and waits to
+	// report until every other member of it has too (or reports it).
+	Warmed  string `json:"warmed,omitempty"`
+	Joining bool   `json:"joining,omitempty"`
+	Leaving bool   `json:"leaving,omitempty"`
+	// Agreed is the membership version the node reads chunks by now:
+	// the one most live members report, as it counts them. A node
+	// leaving serves until every live member's is one without it
+	// (membership.Tracker.Leave). Empty from a build that does not say.
+	Agreed string `json:"agreed,omitempty"`
+	// Down names the nodes this node probes and does not see up: down,
+	// or not answered ready to a probe yet (Nodes.Down). A node just
+	// started reports ready only once its peers no longer name it
+	// (membership.Tracker.Settled).
+	Down []string `json:"down,omitempty"`
+}
+
+// Holds reports whether the node whose state st is holds version id of
+// dataset name; before its first probe (st nil), any: a request finds out
+// (409) and is read elsewhere.
+func (st *State) Holds(name, id string) bool {
+	if st == nil {
+		return true
+	}
+	for _, d := range st.Datasets {
+		if d.Name == name {
+			return slices.Contains(d.Held, id)
+		}
+	}
+	return false
+}
+
+// DatasetState is the index versions a node holds of one dataset: the one
+// it serves now, and the one its last reload replaced, which it still
+// serves to clients that pinned it.
+type DatasetState struct {
+	Name    string   `json:"name"`
+	Current string   `json:"current"`
+	Held    []string `json:"held"`
+}
+
+// State asks the node for its state (the probe). slow is true when the
+// node did not answer within the probe's bound (slow, as opposed to down).
+func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
+	err = c.call(ctx, request{method: http.MethodGet, path: StatePath, quick: true}, func(resp *http.Response) error {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+			return fmt.Errorf("%s: state: %w", c.url, err)
+		}
+		if st.URL != c.url {
+			return fmt.Errorf("%s answers as %q: give each node its own URL as the members are listed (--advertise)", c.url, st.URL)
+		}
+		return nil
+	})
+	if err != nil {
+		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
+	}
+	return st, false, nil
+}
+
+// MembersReply is the answer to a node's question for a membership
+// version's member list (GET MembersPath?members=VERSION): 404 if the node
+// does not keep it.
+type MembersReply struct {
+	Members []string `json:"members"`
+}
+
+// Members asks the node for the member list of a membership version and
+// checks that it hashes to it.
+func (c Client) Members(ctx context.Context, version string) (*cluster.Membership, error) {
+	var rep MembersReply
+	err := c.call(ctx, request{method: http.MethodGet, path: MembersPath, query: neturl.Values{api.ParamMembers: {version}}, quick: true},
+		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: members: %w", c.url, err)
+	}
+	ms, err := cluster.NewMembership(rep.Members)
+	if err != nil || ms.Version() != version {
+		return nil, fmt.Errorf("%s answered membership %s with a list that is not it", c.url, version)
+	}
+	return ms, nil
+}
+
+// DecodeMembers reads a node's question for a membership version's
+// member list: the version.
+func DecodeMembers(r *http.Request, l query.Limits) (string, error) {
+	q, err := query.Parse(r.URL.RawQuery, query.PeerMembersParams, query.Query{}, l)
+	if err != nil {
+		return "", err
+	}
+	if q.Job.Members == "" {
+		return "", fmt.Errorf("%w: a members request names its version (members=)", query.ErrBadRequest)
+	}
+	return q.Job.Members, nil
+}
+
+// feedbackRecord is one (sample ID, loss) record of a node's feedback:
+// little-endian uint32 and float32.
+const feedbackRecord = 8
+
+// Feedback fetches the node's part of an epoch's importance feedback for
+// a job: (uint32 ID, float32 loss) records, at most one per sample of ds.
+func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
+	limit := int64(feedbackRecord * ds.Index.NumSamples())
+	var b []byte
+	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v},
+		func(resp *http.Response) (err error) {
+			b, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+			return err
+		})
+	switch {
+	case err != nil:
+		return nil, err
+	case int64(len(b)) > limit || len(b)%feedbackRecord != 0:
+		return nil, fmt.Errorf("%s sent %d bytes of feedback: not whole records of a dataset of %d samples", c.url, len(b), ds.Index.NumSamples())
+	}
+	return b, nil
+}
+
+// DecodeFeedback reads a node's request for this node's part of an
+// epoch's feedback: the dataset version and the epoch.
+func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, uint64, error) {
+	q, ds, err := decodeVersioned(r, v, query.PeerFeedbackParams, l, func(q query.Query) bool { return q.EpochSet },
+		"a feedback request names its dataset, index and epoch")
+	return ds, q.Epoch, err
+}
+
+// decodeVersioned reads a node's request about a version of a dataset
+// through the parameter table accepted, and finds the version, which
+// this node must hold (catalog.ErrVersion otherwise). A request without
+// its dataset, index or what has checks is a 400 saying what.
+func decodeVersioned(r *http.Request, v Versions, accepted []string, l query.Limits, has func(query.Query) bool, what string) (query.Query, *catalog.Dataset, error) {
+	q, err := query.Parse(r.URL.RawQuery, accepted, query.Query{}, l)
+	if err != nil {
+		return q, nil, err
+	}
+	if q.Job.Dataset == "" || q.Job.Index == "" || has != nil && !has(q) {
+		return q, nil, fmt.Errorf("%w: %s", query.ErrBadRequest, what)
+	}
+	ds, err := v.Version(q.Job.Dataset, q.Job.Index)
+	if err == nil {
+		// A view of a dataset served in place reading some fields: the
+		// asker's samples and chunks are that view's.
+		ds, err = ds.Select(q.Job.Columns)
+	}
+	return q, ds, err
+}
+
+// setView names, in a request's parameters, the fields a dataset served
+// in place is read with (catalog.Dataset.Selected), if not all of them.
+func setView(v neturl.Values, ds *catalog.Dataset) {
+	if sel := ds.Selected(); sel != "" {
+		v.Set(api.ParamColumns, sel)
+	}
+}
+
+// Chunk fills buf with chunk c of ds from the node's cache, in a
+// membership change (internal/cluster/handover): the node never reads the store
+// for it, and answers ErrNotHeld if its cache does not hold the chunk.
+// The caller verifies the bytes (against the index's CRCs) as it verifies
+// the store's. A failure says nothing of the node's liveness: the asker
+// reads the store instead.
+func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	setView(v, ds)
+	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
+		if resp.ContentLength != int64(len(buf)) {
+			return fmt.Errorf("%s sent %d bytes for chunk %d of %s, want %d", c.url, resp.ContentLength, chunk, ds.Name, len(buf))
+		}
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			return fmt.Errorf("reading chunk %d of %s from %s: %w", chunk, ds.Name, c.url, err)
+		}
+		return nil
+	})
+}
+
+// HeaderHeld is set to "false" on a chunk request's 404 when the node
+// does not hold the chunk, telling it apart from a node of a release
+// without the endpoint.
+const HeaderHeld = "Brand-Chunk-Held"
+
+// DecodeChunk reads a node's request for a chunk's bytes: the dataset
+// version, held by this node, and the chunk.
+func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
+	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
+		"a chunk request names its dataset, index and chunk")
+	if err != nil {
+		return nil, 0, err
+	}
+	if q.Chunk >= ds.Index.NumChunks() {
+		return nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
+	}
+	return ds, q.Chunk, nil
+}
+
+// Needed asks the node which of chunks (of ds) the job streams it
+// follows need within their current window and the ahead windows after
+// it (usetable.Schedule.Soon): the chunks a node gaining them in a
+// membership change loads first.
+func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})
+}
+
+// Held asks the node which of chunks (of ds) its cache holds: the chunks
+// a node gaining them in a membership change may copy from it rather
+// than read from the store later.
+func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
+}
+
+// askChunks asks the node a question about chunks (NeededPath, with the
+// parameters of v) and checks that the answer names only them.
+func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
+	v.Set(api.ParamDataset, ds.Name)
+	v.Set(api.ParamIndex, ds.ID())
+	body := uint32s(chunks)
+	asked := make(map[int]bool, len(chunks))
+	for _, ch := range chunks {
+		asked[ch] = true
+	}
+	var out []int
+	err := c.call(ctx, request{method: http.MethodPost, path: NeededPath, query: v, body: body}, func(resp *http.Response) error {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(len(body))+1))
+		if err != nil {
+			return err
+		}
+		if len(b) > len(body) || len(b)%4 != 0 {
+			return fmt.Errorf("%s answered %d bytes to a question about %d chunks", c.url, len(b), len(chunks))
+		}
+		out = make([]int, 0, len(b)/4)
+		for i := 0; i < len(b); i += 4 {
+			ch := int(binary.LittleEndian.Uint32(b[i:]))
+			if !asked[ch] {
+				return fmt.Errorf("%s named chunk %d, which it was not asked about", c.url, ch)
+			}
+			out = append(out, ch)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ChunksQuestion is a node's question about chunks (NeededPath): which of
+// Chunks of DS the followed streams need within Ahead windows past their
+// current one, or, with Held, which of them the node's cache holds.
+type ChunksQuestion struct {
+	DS     *catalog.Dataset
+	Chunks []int
+	Ahead  int
+	Held   bool
+}
+
+// DecodeNeeded reads a node's question about chunks: the dataset version,
+// how many windows ahead or held, and the chunks (little-endian uint32
+// IDs, at most the dataset's chunks).
+func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, error) {
+	q, ds, err := decodeVersioned(r, v, query.PeerNeededParams, l, nil, "a question about needed chunks names its dataset and index")
+	if err != nil {
+		return ChunksQuestion{}, err
+	}
+	n := ds.Index.NumChunks()
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(n)+1))
+	if err != nil {
+		return ChunksQuestion{}, fmt.Errorf("%w: reading the chunk list: %w", query.ErrBadRequest, err)
+	}
+	if len(body)%4 != 0 || len(body) > 4*n {
+		return ChunksQuestion{}, fmt.Errorf("%w: the chunk list is at most %d little-endian uint32 IDs; got %d bytes", query.ErrBadRequest, n, len(body))
+	}
+	chunks := make([]int, len(body)/4)
+	for i := range chunks {
+		if chunks[i] = int(binary.LittleEndian.Uint32(body[4*i:])); chunks[i] >= n {
+			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
+		}
+	}
+	return ChunksQuestion{DS: ds, Chunks: chunks, Ahead: q.Ahead, Held: q.Held}, nil
+}
+
+// EncodeChunks is the body of an answer about needed chunks.
+func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
+
+// StepsReply is a node's answer to the question for the latest step of a
+// job it has served (GET StepsPath{job}?from=STEP), asked by a node
+// taking an edit of the job's stored schedule from STEP
+// (internal/job/jobsched), whose later steps the node holds while the edit
+// is made (jobsched.Book.Answer): Served false if it has served none.
+type StepsReply struct {
+	Job    string `json:"job"`
+	Served bool   `json:"served"`
+	Latest uint64 `json:"latest_step"`
+}
+
+// Steps asks the node for the latest step of job it has served, before an
+// edit from step from, under the probe's bound. A node of an earlier
+// release answers 404 to the path: ErrDown, as a node that does not
+// answer.
+func (c Client) Steps(ctx context.Context, job string, from uint64) (StepsReply, error) {
+	var rep StepsReply
+	q := neturl.Values{stepsFrom: {strconv.FormatUint(from, 10)}}
+	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(job), query: q, quick: true},
+		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&rep) })
+	if err == nil && rep.Job != job {
+		err = fmt.Errorf("%w: answered for job %q, not %q", ErrRefused, rep.Job, job)
+	}
+	if err != nil {
+		return StepsReply{}, fmt.Errorf("%s: steps served of job %s: %w", c.url, job, err)
+	}
+	return rep, nil
+}
+
+// stepsFrom is the question's one parameter: the edit's first step.
+const stepsFrom = "from"
+
+// DecodeSteps reads a node's question for the latest step of a job it
+// has served: the edit's first step (from=, a decimal number, alone).
+func DecodeSteps(r *http.Request) (uint64, error) {
+	q, err := neturl.ParseQuery(r.URL.RawQuery)
+	if err != nil || len(q) != 1 || len(q[stepsFrom]) != 1 {
+		return 0, fmt.Errorf("%w: a question for the steps served of a job names the edit's first step alone (from=)", query.ErrBadRequest)
+	}
+	from, err := strconv.ParseUint(q.Get(stepsFrom), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, q.Get(stepsFrom), err)
+	}
+	return from, nil
+}

@@ -1,0 +1,138 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+)
+
+type oneVersion struct{ ds *catalog.Dataset }
+
+func (v oneVersion) Version(name, id string) (*catalog.Dataset, error) {
+	if name != v.ds.Name || id != v.ds.ID() {
+		return nil, catalog.ErrVersion
+	}
+	return v.ds, nil
+}
+
+// TestOriginRoundTrip: a sample request carries the job stream it is for —
+// its order, its name and its weight, an importance job's snapshot — so
+// that the owner's schedule follows the same job its asker does: two named
+// jobs of one order apart, each with its weight.
+func TestOriginRoundTrip(t *testing.T) {
+	ds, _ := testDataset(t)
+	for _, o := range []Origin{
+		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4}, Epoch: 3, Pos: 1},
+		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4, Name: "lr-0.1"}, Epoch: 0, Pos: 0, Weight: 2.5},
+		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
+		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp"}}, Epoch: 0, Pos: 0},
+	} {
+		req := Request{DS: ds, IDs: []int{1, 0}, Origin: &o}
+		hr := httptest.NewRequest("POST", SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
+		got, err := DecodeRequest(hr, oneVersion{ds}, query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40})
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if got.Origin == nil || *got.Origin != o {
+			t.Errorf("origin %+v came back as %+v", o, got.Origin)
+		}
+	}
+}
+
+// TestDecodeSteps: the question before a schedule edit names the edit's
+// first step alone.
+func TestDecodeSteps(t *testing.T) {
+	tests := []struct {
+		query string
+		want  uint64
+		ok    bool
+	}{
+		{"from=0", 0, true},
+		{"from=4096", 4096, true},
+		{"", 0, false},
+		{"from=-1", 0, false},
+		{"from=x", 0, false},
+		{"from=1&from=2", 0, false},
+		{"from=1&job=j", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := DecodeSteps(httptest.NewRequest("GET", StepsPath+"j?"+tt.query, nil))
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("%q: %d %v; want %d (ok %v)", tt.query, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, query.ErrBadRequest) {
+			t.Errorf("%q: %v is not a bad request", tt.query, err)
+		}
+	}
+}
+
+// TestFeedbackAnswers: a sealing node's question for another node's part
+// of an epoch's importance feedback round trips — the job in the path,
+// the dataset, index and epoch decoded as the gateway's handler decodes
+// them — and the records answered come back whole; an answer that is
+// not whole records, or holds more records than the dataset has
+// samples, or a refusal, is an error, never feedback merged into a seal.
+// (The merge itself is internal/job/feedback's TestSealMergesNodes; the
+// endpoint's statuses, gateway's TestInternalEndpoints.)
+func TestFeedbackAnswers(t *testing.T) {
+	ds, _ := testDataset(t) // two samples: at most 16 bytes of records
+	two := []byte("01234567abcdefgh")
+	// Each case is a job whose name the node answers by: the answers are
+	// fixed before the node starts, so no request races the test.
+	tests := []struct {
+		job    string
+		answer []byte
+		status int
+		ok     bool
+	}{
+		{"none-reported", nil, http.StatusOK, true},
+		{"two-records", two, http.StatusOK, true},
+		{"half-a-record", two[:12], http.StatusOK, false},
+		{"more-records-than-samples", append(two, two[:8]...), http.StatusOK, false},
+		{"refused", nil, http.StatusNotFound, false},
+	}
+	lim := query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, epoch, err := DecodeFeedback(r, oneVersion{ds}, lim)
+		if err != nil || got != ds || epoch != 3 {
+			http.Error(w, fmt.Sprintf("asked %v for epoch %d: %v", got, epoch, err), http.StatusBadRequest)
+			return
+		}
+		for _, tc := range tests {
+			if r.URL.Path == FeedbackPath+tc.job {
+				w.WriteHeader(tc.status)
+				w.Write(tc.answer)
+				return
+			}
+		}
+		http.Error(w, "no such job", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	// The sealing node asks each of its Peers (feedback.Parts), as a seal
+	// does; not started, it probes none of them.
+	n := New(Config{Self: "http://self.invalid", Timeout: 5 * time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer n.Close()
+	n.Probe([]string{srv.URL}, &watched{})
+	peers := n.Peers()
+	if len(peers) != 1 {
+		t.Fatalf("peers %v, want the one node", peers)
+	}
+	for _, tc := range tests {
+		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3)
+		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(got, tc.answer) {
+			t.Errorf("%s: %q, %v; want ok %v with the records answered", tc.job, got, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,418 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/disktier"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// objectReader is a store that reads whole objects and reports the ranges
+// of a read as they arrive (s3backend.S3 and Local are), so that the loader
+// can verify them while they are hot in the cache, and the store can ask
+// for a whole chunk with its cheapest request.
+type objectReader interface {
+	ReadObject(ctx context.Context, key, etag string, p []byte, progress func(start, end int)) error
+}
+
+// Loader reads whole chunks from their dataset's store and checks every
+// sample against the index before the chunk enters the cache, so that no
+// response ever carries bytes that fail their CRC32C.
+//
+// A chunk that fails its checksum is read again, up to Rereads more times,
+// before anything is reported: a byte flipped in transit does not survive a
+// second read. What the reads agree on decides the error:
+//
+//   - one read passes: the chunk is served, and only the re-read metric
+//     remembers;
+//   - every read fails the same way (the same sample, the same wrong CRC):
+//     the stored bytes are damaged at rest, a *DamagedChunkError wrapping
+//     ErrCorrupt;
+//   - every read fails, but differently: the bytes are being damaged on
+//     the way, an error wrapping both s3backend.ErrUnavailable and
+//     ErrCorrupt, since a later request may well get through.
+type Loader struct {
+	catalog *Catalog
+	timeout time.Duration // bounds one chunk's read, re-reads and retries included
+	rereads int           // extra reads of a chunk that fails its checksum
+	disk    Disk          // nil: no disk tier
+	peers   Handover      // nil: no chunks handed over
+	pools   format.Buffers
+	decodes Decodes
+	log     zerolog.Logger
+}
+
+// Decodes is the node's memory for decoding (memory.Manager.Decodes): a
+// chunk of a dataset served in place reserves what reading and decoding
+// it takes — its ranges as read, the decoder's own (format.Working) —
+// before it is read, waiting within the budget's bound.
+type Decodes interface {
+	Reserve(ctx context.Context, n int64) (release func(), err error)
+}
+
+// WithMemory returns the loader reading chunks of datasets served in
+// place into buffers of pools and within decodes (memory.Manager's).
+// Without, it allocates them and reserves nothing.
+func (l Loader) WithMemory(pools format.Buffers, decodes Decodes) Loader {
+	l.pools, l.decodes = pools, decodes
+	return l
+}
+
+// unbounded is memory without a manager: buffers allocated, nothing
+// reserved.
+type unbounded struct{}
+
+func (unbounded) Get(n int64) []byte { return make([]byte, 0, n) }
+func (unbounded) Put([]byte)         {}
+func (unbounded) Reserve(context.Context, int64) (func(), error) {
+	return func() {}, nil
+}
+
+// Handover gives the bytes of chunks this node gains in a membership
+// change from their old owner's cache (internal/cluster/handover): looked at
+// after the disk tier and before the store, for the chunks it was asked
+// to hand over; verified as the store's bytes are. A chunk it does not
+// give is read from the store.
+type Handover interface {
+	Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool
+}
+
+// WithHandover returns the loader reading chunks handed over through h
+// before the store.
+func (l Loader) WithHandover(h Handover) Loader {
+	l.peers = h
+	return l
+}
+
+// Disk is a tier of chunks on local disk below the cache
+// (internal/cache/disktier): looked at before the store, given what the store
+// gave. Bytes it reads are verified as the store's are, and a chunk that
+// fails is dropped from it and read from the store.
+type Disk interface {
+	Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool
+	Spill(k chunkcache.Key, data []byte, release func())
+	Wants(k chunkcache.Key) bool
+}
+
+// WithDisk returns the loader reading through d first.
+func (l Loader) WithDisk(d Disk) Loader {
+	l.disk = d
+	return l
+}
+
+// Spill implements chunkcache.Spiller: a chunk the cache holds is offered
+// to the disk tier, if there is one.
+func (l Loader) Spill(k chunkcache.Key, data []byte, release func()) {
+	if l.disk == nil {
+		release()
+		return
+	}
+	l.disk.Spill(k, data, release)
+}
+
+// Wants implements chunkcache.Spiller: whether the disk tier asks for a
+// chunk the cache holds, which it could not write when it was loaded.
+func (l Loader) Wants(k chunkcache.Key) bool { return l.disk != nil && l.disk.Wants(k) }
+
+// fromDisk fills buf with chunk c from the disk tier, verified, and
+// reports whether it did.
+func (l Loader) fromDisk(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) bool {
+	return l.disk.Read(ctx, k, buf, verifier(ctx, ds, c, k))
+}
+
+// verifier checks bytes of chunk c read from elsewhere than the store (a
+// disk tier, a peer) against the index's CRC32Cs; an error wrapping
+// disktier.ErrUnchecked means they could not be checked.
+func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]byte) error {
+	if ds.InPlace != nil {
+		// A decoded chunk carries its samples' CRC32Cs in its table.
+		return func(buf []byte) error {
+			if _, err := format.Verify(buf); err != nil {
+				return fmt.Errorf("%w: decoded chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)
+			}
+			return nil
+		}
+	}
+	return func(buf []byte) error {
+		// A node whose index holds only its own chunks' tables reads
+		// this chunk's table first if it is another node's chunk.
+		release, err := ds.Index.Prepare(ctx, []int{c})
+		if err != nil {
+			return fmt.Errorf("%w: %w", disktier.ErrUnchecked, err)
+		}
+		defer release()
+		v := chunkindex.NewVerifier(ds.Index, c, buf)
+		v.Progress(0, len(buf))
+		if id, got := v.Finish(); id >= 0 {
+			return checksumError(ds.Index, badSample{id: id, got: got}, k.Object, k.Dataset)
+		}
+		return nil
+	}
+}
+
+// NewLoader returns the loader of c's chunks: each read bounded by
+// timeout, retries included, and re-read up to rereads more times when it
+// fails its checksum.
+func NewLoader(c *Catalog, timeout time.Duration, rereads int) Loader {
+	return Loader{catalog: c, timeout: timeout, rereads: rereads, pools: unbounded{}, decodes: unbounded{}, log: c.log}
+}
+
+// Load implements chunkcache.Loader.
+func (l Loader) Load(ctx context.Context, k chunkcache.Key, buf []byte) error {
+	_, err := l.LoadTiered(ctx, k, buf)
+	return err
+}
+
+// LoadTiered implements chunkcache.TieredLoader: the chunk comes from the
+// disk tier if it holds it whole and right (below), else from its old
+// owner's cache if it is being handed over (not below: the disk tier
+// keeps a copy, as of the store's), else from the store.
+func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (below bool, err error) {
+	ds, c, err := l.catalog.Chunk(k)
+	if err != nil {
+		return false, err
+	}
+	if l.disk != nil && l.fromDisk(ctx, ds, c, k, buf) {
+		return true, nil
+	}
+	if l.peers != nil && l.peers.Read(ctx, k, buf, verifier(ctx, ds, c, k)) {
+		return false, nil
+	}
+	return false, l.fromStore(ctx, ds, c, k, buf)
+}
+
+// fromStore reads chunk c from the store into buf, verified, re-reading a
+// chunk that fails its checksum (Loader).
+func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) error {
+	m := l.catalog.metrics
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	read1 := readTar
+	if ds.InPlace != nil {
+		release, err := l.decodes.Reserve(ctx, ds.InPlace.working(c))
+		if err != nil {
+			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		}
+		defer release()
+		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+			return readDecoded(ctx, ds, c, k, buf, l.pools)
+		}
+	}
+	var first, last badSample
+	unstable := false
+	for read := 0; ; read++ {
+		bad, err := read1(ctx, ds, c, k, buf)
+		if errors.Is(err, ErrGrown) {
+			return err
+		}
+		if err != nil {
+			m.fetchErrors.Inc()
+			if errors.Is(err, s3backend.ErrChanged) {
+				// The dataset is being rewritten; its new index may follow.
+				l.catalog.Poke()
+			}
+			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+		}
+		if bad.id < 0 {
+			ds.damaged[c].Store(false)
+			m.fetchSeconds.Observe(time.Since(start).Seconds())
+			if read > 0 {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum, then passed on a re-read: damaged in transit")
+			}
+			return nil
+		}
+		m.corruptChunks.Inc()
+		if read == 0 {
+			first = bad
+		} else if bad != first {
+			unstable = true
+		}
+		last = bad
+		if read >= l.rereads {
+			cerr := last.err(ds.Index, k)
+			if unstable {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+					Msg("chunk failed its checksum on every read, differently each time")
+				return fmt.Errorf("%w: chunk %s failed its checksum on all %d reads, differently each time (damaged in transit): %w",
+					s3backend.ErrUnavailable, k.Object, read+1, cerr)
+			}
+			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+				Str("fault", last.String(ds.Index)).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
+			ds.damaged[c].Store(true)
+			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr}
+		}
+		m.rereads.Inc()
+	}
+}
+
+// badSample is the first sample of a read that failed its CRC32C, and the
+// CRC it had; id -1 means none failed. For a chunk decoded in place
+// (readDecoded), decode is why it did not decode and id is -2.
+type badSample struct {
+	id     int
+	got    uint32
+	decode string
+}
+
+// undecodable is the id of a badSample that did not decode.
+const undecodable = -2
+
+// err describes the failure.
+func (b badSample) err(ix *chunkindex.Index, k chunkcache.Key) error {
+	if b.id == undecodable {
+		return fmt.Errorf("%w: chunk %s of dataset %s does not decode: %s", ErrCorrupt, k.Object, k.Dataset, b.decode)
+	}
+	return checksumError(ix, b, k.Object, k.Dataset)
+}
+
+// String names the failure for the log.
+func (b badSample) String(ix *chunkindex.Index) string {
+	if b.id == undecodable {
+		return b.decode
+	}
+	return "sample " + ix.SampleKey(b.id) + " fails its CRC32C"
+}
+
+// readTar fills buf with tar chunk c once and verifies it.
+func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+	// A node whose index holds only its own chunks' tables reads this
+	// chunk's table first if it is another node's chunk.
+	release, err := ds.Index.Prepare(ctx, []int{c})
+	if err != nil {
+		return badSample{}, err
+	}
+	defer release()
+	v := chunkindex.NewVerifier(ds.Index, c, buf)
+	if or, ok := ds.Store.(objectReader); ok {
+		err = or.ReadObject(ctx, k.Object, k.ETag, buf, v.Progress)
+	} else {
+		err = ds.Store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
+	}
+	if err != nil {
+		return badSample{}, err
+	}
+	id, got := v.Finish()
+	return badSample{id: id, got: got}, nil
+}
+
+// readDecoded reads chunk c of a dataset served in place once — the
+// ranges of its object its format says the fields read need, into a
+// buffer of pools — and decodes it into buf, its resident form, whose
+// table holds each sample's CRC32C from then on. Bytes that do not
+// decode are a badSample, read again as a tar chunk failing its checksum
+// is; a store error is an error.
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (badSample, error) {
+	ip := ds.InPlace
+	ranges, _ := ip.Decoder.Extent(c, ip.sel)
+	bound := ds.ChunkSize(c)
+	if bound != int64(len(buf)) {
+		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
+	}
+	// A chunk that just learnt it needs more room (below) decodes the
+	// bytes its first load read, not the store's again.
+	src := ip.takeRead(c)
+	obj, etag := ds.ObjectOf(c)
+	wo := format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools}
+	st, streams := ip.Decoder.(format.Streamer)
+	ro, opens := ip.Data.(rangeOpener)
+	if src == nil && streams && opens {
+		// Decoded as its bytes arrive: what it reads straight into the
+		// resident form, it reads once. A chunk with nothing to stream is
+		// read below, as any other decoder's.
+		n := format.Concat(ranges)
+		src = pools.Get(n)[:n]
+		err := st.DecodeStream(c, ip.sel, func(r format.Range) (io.ReadCloser, error) {
+			return ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
+		}, src, buf, wo)
+		if !errors.Is(err, format.ErrNotStreamed) {
+			pools.Put(src)
+			return decoded(ds, c, k, bound, err, nil)
+		}
+		pools.Put(src)
+		src = nil
+	}
+	if src == nil {
+		n := format.Concat(ranges)
+		src = pools.Get(n)[:n]
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(rangeReads)
+		at := int64(0)
+		for _, r := range ranges {
+			p := src[at : at+r.Len]
+			at += r.Len
+			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
+		}
+		if err := g.Wait(); err != nil {
+			pools.Put(src)
+			return badSample{}, err
+		}
+	}
+	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
+	var ge *format.GrowError
+	if err == nil || !errors.As(err, &ge) {
+		pools.Put(src)
+		src = nil
+	}
+	return decoded(ds, c, k, bound, err, src)
+}
+
+// decoded is the outcome of decoding chunk c of ds: src, when not nil,
+// is what the decode read, kept for the decode again into the room a
+// GrowError asks for (a streamed decode's is not whole: the chunk is read
+// again).
+func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src []byte) (badSample, error) {
+	var ge *format.GrowError
+	switch {
+	case err == nil:
+		return badSample{id: -1}, nil
+	case errors.As(err, &ge):
+		// Its metadata could not bound it: it is the size it needs from
+		// now on, and the request that asked for it asks again.
+		ds.grow(c, ge.Need)
+		if src != nil {
+			ds.InPlace.keepRead(c, src)
+		}
+		return badSample{}, &chunkcache.GrowError{Need: ge.Need,
+			Err: fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)}
+	case errors.Is(err, format.ErrDamaged):
+		return badSample{id: undecodable, decode: err.Error()}, nil
+	}
+	return badSample{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+}
+
+// rangeOpener is a store that reads a range as a stream
+// (s3backend.S3.OpenRange).
+type rangeOpener interface {
+	OpenRange(ctx context.Context, key, etag string, off, n int64) (io.ReadCloser, error)
+}
+
+// rangeReads bounds the range reads of one decoded chunk in flight: its
+// fields' column chunks, when they are not contiguous.
+const rangeReads = 4
+
+// checksumError describes a sample that failed its CRC32C. On a partial
+// index the table read1 prepared is released by now; it is almost always
+// still cached, and read again (TableStats.Unprepared) if not.
+func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) error {
+	_, _, _, want := ix.SampleRange(bad.id)
+	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",
+		ErrCorrupt, ix.SampleKey(bad.id), object, dataset, bad.got, want)
+}
+
+// _ checks that Loader is a chunkcache.Spiller and a TieredLoader.
+var (
+	_ chunkcache.Spiller      = Loader{}
+	_ chunkcache.TieredLoader = Loader{}
+)

@@ -1,0 +1,312 @@
+package plans
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/livestats"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/httperr"
+)
+
+// Planner simulates cache policies over a job's schedule: the /plan
+// endpoint's answer and the optimal policy's figures for epochs the gateway
+// served. It speaks only in types of the packages below the gateway, so the
+// gateway does not link a planner: `brand serve` passes planner.ForGateway.
+// The data a job reads is an api.PlanDataset (Data): the dataset's
+// chunks, or for a job naming columns= of a dataset served in place the
+// view it reads, each chunk's bytes in the cache and in the store. Its
+// methods may be called concurrently and must honour ctx.
+type Planner interface {
+	// Plan returns the plan of job over the data d describes, as a value
+	// that encodes to JSON. snap is the importance snapshot job.Importance
+	// names, which the gateway loads from the dataset's store, so that the
+	// plan adds the importance epochs' figures; nil for the uniform
+	// shuffle.
+	Plan(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error)
+	// SharedPlan returns the plan of jobs reading the data d describes
+	// at once through one cache of cacheBytes, as a value that encodes to
+	// JSON. Every field of every job is given: the gateway has filled its
+	// defaults and checked its limits (POST /plan).
+	SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.SharedPlanJob, cacheBytes int64) (any, error)
+	// MixPlan returns the plan of job over the mixture job.Mix, ds[i]
+	// describing the data of its component i, as a value that encodes to
+	// JSON; with o.Nodes set, the prediction for that many nodes (GET
+	// /plan?mix=).
+	MixPlan(ctx context.Context, ds []api.PlanDataset, job api.Job, o api.PlanOptions) (any, error)
+	// Resize returns what resizing the cluster from membership from (nil:
+	// o.Nodes nodes of a cluster the gateway is not part of) to
+	// o.NodesAfter nodes costs job over the data d describes, as a value
+	// that encodes to JSON (GET /plan?nodes_after=).
+	Resize(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
+	livestats.Optimizer
+}
+
+// Jobs is what a plan needs of the gateway's jobs stage: its job resolved
+// as the requests for its batches resolve it.
+type Jobs interface {
+	// Transform resolves the pipeline job names (transform=), if any:
+	// an unknown one is refused, a known one's fingerprint filled in.
+	Transform(job *api.Job) error
+	// Stored resolves job's stored schedule (schedule=) as it stands for
+	// epoch's first step.
+	Stored(ctx context.Context, job *api.Job, epoch uint64) error
+	// Version is the dataset version job reads: the one it pins (index=),
+	// else the one the cluster agrees on.
+	Version(job api.Job) (*catalog.Dataset, error)
+}
+
+// Snapshots loads the importance snapshot a job names (feedback.State).
+type Snapshots interface {
+	Snapshot(ctx context.Context, ds *catalog.Dataset, job, version string) (*importance.Snapshot, error)
+}
+
+// Epochs tells what an epoch of a job holds (layout.Orders): a token job's
+// sequences and tokens.
+type Epochs interface {
+	Info(src layout.Source, job api.Job, epoch uint64) (api.EpochInfo, error)
+}
+
+// Costs tells what a transform pipeline costs on this node, measured or
+// calibrated (about a second of a core, once per pipeline).
+type Costs interface {
+	Costs(ctx context.Context, name string) (api.TransformCosts, error)
+}
+
+// DefaultEpochs is the epochs a plan simulates when the request does not
+// say, of one job (GET /plan) or of each of several (POST /plan).
+const DefaultEpochs = 3
+
+// Slots plans run at once; a plan waits at most Wait for a slot.
+const (
+	Slots = 2
+	Wait  = 10 * time.Second
+)
+
+// ErrBusy means every plan slot stayed taken for Wait.
+var ErrBusy = httperr.ErrPlanBusy
+
+// Config is what a Maker plans with.
+type Config struct {
+	// Planner computes the plans; nil refuses every plan
+	// (httperr.ErrNotImplemented).
+	Planner   Planner
+	Jobs      Jobs
+	Snapshots Snapshots
+	Epochs    Epochs
+	Costs     Costs
+	// Defaults is the query a request starts from, Limits its bounds
+	// (the gateway's, as a batch request's).
+	Defaults query.Query
+	Limits   query.Limits
+	// Options are a plan's defaults: this gateway's cache, disk tier and
+	// prefetch. Epochs 0 is DefaultEpochs.
+	Options api.PlanOptions
+	// Nodes is the cluster's member count now: a plan's default nodes
+	// (nil: 1).
+	Nodes func() int
+	// Members is the membership the cluster agrees on now, a resize
+	// plan's start (nil, or nil returned: a single gateway, which plans
+	// from nodes= nodes).
+	Members func(ctx context.Context) *gcluster.Membership
+}
+
+// Maker answers plan requests: GET /plan (Plan) and POST /plan (Shared).
+type Maker struct {
+	cfg   Config
+	slots chan struct{} // the plans running, Slots at most
+	wait  time.Duration
+}
+
+// New returns a Maker planning with cfg.
+func New(cfg Config) *Maker {
+	if cfg.Planner == nil {
+		cfg.Planner = noPlanner{}
+	}
+	if cfg.Options.Epochs == 0 {
+		cfg.Options.Epochs = DefaultEpochs
+	}
+	if cfg.Nodes == nil {
+		cfg.Nodes = func() int { return 1 }
+	}
+	if cfg.Members == nil {
+		cfg.Members = func(context.Context) *gcluster.Membership { return nil }
+	}
+	return &Maker{cfg: cfg, slots: make(chan struct{}, Slots), wait: Wait}
+}
+
+// Data describes ds — a dataset version, or the view of some of its
+// fields a job reads (catalog.Dataset.Select) — to the planner: each
+// chunk's samples, its bytes in the cache (ChunkSize, what the cache
+// accounts) and, where they differ, the bytes a load of it reads from the
+// store (StoreSize, what /stats counts), so that a plan predicts what the
+// gateway then reads.
+func Data(ds *catalog.Dataset) api.PlanDataset {
+	n := ds.Index.NumChunks()
+	d := api.PlanDataset{ID: ds.ID(), Counts: ds.Index.SampleCounts(), Sizes: make([]int64, n)}
+	store := make([]int64, n)
+	differ := false
+	for c := range n {
+		d.Sizes[c], store[c] = ds.ChunkSize(c), ds.StoreSize(c)
+		differ = differ || store[c] != d.Sizes[c]
+	}
+	if differ {
+		d.StoreSizes = store
+	}
+	return d
+}
+
+// noPlanner is a gateway built without a planner: /plan answers 501.
+type noPlanner struct{ livestats.Optimizer }
+
+var errNoPlanner = fmt.Errorf("%w: this gateway was built without a planner", httperr.ErrNotImplemented)
+
+func (noPlanner) Plan(context.Context, api.PlanDataset, api.Job, api.PlanOptions, *importance.Snapshot) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) SharedPlan(context.Context, api.PlanDataset, []api.SharedPlanJob, int64) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) MixPlan(context.Context, []api.PlanDataset, api.Job, api.PlanOptions) (any, error) {
+	return nil, errNoPlanner
+}
+
+func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptions, *gcluster.Membership) (any, error) {
+	return nil, errNoPlanner
+}
+
+// Plan answers GET /plan, rawQuery being its query string: the job's
+// schedule simulated for a cache size, what hit ratio and backend traffic
+// LRU and the optimal policy reach, the cache that never stalls at a
+// bandwidth, and the window's shuffle quality; with
+// sampling=importance&job=J&importance=V&hot=H, the same for epochs drawn
+// from snapshot V besides; or, with nodes=N (a cluster's default), the
+// prediction for N nodes each with a cache of cache_size. With
+// disk_cache_size=D (default: the gateway's; 0: none) the plan adds a
+// disk tier of D bytes below the cache (each node's): the store and disk
+// reads per policy. With mix=… it plans the mixture, each component the
+// current version of the dataset it names. With columns=… (a dataset
+// served in place) it plans the view of those fields the job reads, as the
+// job's batches read it: its chunks' resident bounds in the cache, their
+// store extents from the store. With seq=… (a token job) it plans the
+// documents the job's sequences are packed from (planTokens).
+func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
+	base := m.cfg.Defaults
+	base.Plan = m.cfg.Options
+	if n := m.cfg.Nodes(); n > 1 {
+		base.Plan.Nodes = n
+	}
+	q, err := query.Parse(rawQuery, query.PlanParams, base, m.cfg.Limits)
+	if err == nil {
+		err = m.cfg.Jobs.Transform(&q.Job)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A resize is planned for a job of one dataset and the uniform
+	// shuffle: refused before a mixture or a snapshot is looked at.
+	if q.Plan.NodesAfter > 0 && (len(q.Job.Mix) > 0 || q.Job.Importance.On()) {
+		return nil, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle, not with mix or sampling=importance", query.ErrBadRequest)
+	}
+	if q.Job.ScheduleVersion != "" {
+		// A stored schedule: its current version (or the one pinned).
+		if err := m.cfg.Jobs.Stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch)); err != nil {
+			return nil, err
+		}
+	}
+	if len(q.Job.Mix) > 0 && q.Job.Tokens() {
+		// The mixture's plan counts samples; a token mixture's steps are
+		// sequences packed from its documents.
+		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset: a token mixture or schedule (mix=, mix_schedule= or schedule= with seq=) has none yet", query.ErrBadRequest)
+	}
+	if len(q.Job.Mix) > 0 {
+		ds := make([]*catalog.Dataset, len(q.Job.Mix))
+		for i, c := range q.Job.Mix {
+			var err error
+			if ds[i], err = m.cfg.Jobs.Version(api.Job{Dataset: c.Dataset}); err == nil {
+				ds[i], err = ds[i].Select(q.Job.Columns)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return m.run(ctx, func(ctx context.Context) (any, error) {
+			data := make([]api.PlanDataset, len(ds))
+			for i := range ds {
+				data[i] = Data(ds[i])
+			}
+			return m.cfg.Planner.MixPlan(ctx, data, q.Job, q.Plan)
+		})
+	}
+	ds, err := m.cfg.Jobs.Version(q.Job)
+	if err == nil {
+		ds, err = ds.Select(q.Job.Columns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if q.Job.Tokens() {
+		return m.planTokens(ctx, ds, q)
+	}
+	if q.Plan.NodesAfter > 0 {
+		from := m.cfg.Members(ctx) // nil on a single gateway: from nodes= planned ones
+		return m.run(ctx, func(ctx context.Context) (any, error) {
+			return m.cfg.Planner.Resize(ctx, Data(ds), q.Job, q.Plan, from)
+		})
+	}
+	var snap *importance.Snapshot // nil: the uniform shuffle only
+	if imp := q.Job.Importance; imp.On() && imp.Version != "" {
+		if snap, err = m.cfg.Snapshots.Snapshot(ctx, ds, imp.Job, imp.Version); err != nil {
+			return nil, err
+		}
+	}
+	return m.run(ctx, func(ctx context.Context) (any, error) {
+		if q.Job.Transform != "" {
+			// A pipeline's costs: measured, or calibrated within the
+			// plan's slot.
+			c, err := m.cfg.Costs.Costs(ctx, q.Job.Transform)
+			if err != nil {
+				return nil, err
+			}
+			q.Plan.Transform = &c
+		}
+		return m.cfg.Planner.Plan(ctx, Data(ds), q.Job, q.Plan, snap)
+	})
+}
+
+// run computes a plan with plan in one of the plan slots (Slots, waiting
+// at most Wait for one). The plan runs under ctx, the request's, so that
+// it stops when its client leaves. The request was checked before: an
+// error of the planner other than ctx's or its budget running out
+// (api.ErrPlanBudget, 503) is a job it cannot plan (no batches, or over
+// the budget up front), the client's.
+func (m *Maker) run(ctx context.Context, plan func(context.Context) (any, error)) (any, error) {
+	wait := time.NewTimer(m.wait)
+	defer wait.Stop()
+	select {
+	case m.slots <- struct{}{}:
+		defer func() { <-m.slots }()
+	case <-wait.C:
+		return nil, fmt.Errorf("%w: %d plans are being computed, and none finished within %s", ErrBusy, Slots, m.wait)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p, err := plan(ctx)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrPlanBudget) ||
+		errors.Is(err, httperr.ErrNotImplemented) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", query.ErrBadRequest, err)
+	}
+	return p, nil
+}

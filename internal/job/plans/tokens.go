@@ -1,0 +1,68 @@
+package plans
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+)
+
+// planTokens answers /plan for a token job (seq=): the plan of the
+// documents it reads — the same chunks in the same windows as its
+// document order, so the same store bytes and cache behaviour — with
+// batches of the documents its global batches of sequences hold on
+// average, and a "tokens" section: per planned epoch its sequences,
+// batches, tokens, fill and split documents, from the packing itself.
+func (m *Maker) planTokens(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
+	if q.Plan.NodesAfter > 0 || q.Job.Importance.On() {
+		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset, the uniform shuffle and no resize", query.ErrBadRequest)
+	}
+	ds, err := layout.TokenView(ds)
+	if err != nil {
+		return nil, err
+	}
+	epochs := q.Plan.Epochs
+	if epochs == 0 {
+		epochs = 3 // the planner's default
+	}
+	tp := api.TokenPlan{Seq: q.Job.Seq, Pack: q.Job.PackMode()}
+	var seqs, docs int
+	for e := range epochs {
+		info, err := m.cfg.Epochs.Info(layout.Source{DS: ds}, q.Job, uint64(q.Plan.FirstEpoch+e))
+		if err != nil {
+			return nil, err
+		}
+		t := info.Tokens
+		tp.Epochs = append(tp.Epochs, api.TokenPlanEpoch{Epoch: info.Epoch, Sequences: info.Samples, Batches: info.Batches,
+			Tokens: t.Tokens, Fill: t.Fill, Split: t.Split})
+		seqs, docs = info.Samples, t.Documents
+	}
+	// The documents a global batch of sequences holds, on average: the
+	// plan's batches.
+	doc := q.Job
+	doc.Seq, doc.Pack, doc.Pad, doc.EOS, doc.EOSSet, doc.Offset = 0, "", 0, 0, false, 0
+	global := q.Job.BatchSize * q.Job.World
+	doc.BatchSize = max(1, int(int64(global)*int64(docs)/int64(max(seqs, 1)))/q.Job.World)
+	tp.DocumentsPerBatch = doc.BatchSize
+	return m.run(ctx, func(ctx context.Context) (any, error) {
+		p, err := m.cfg.Planner.Plan(ctx, Data(ds), doc, q.Plan, nil)
+		if err != nil {
+			return nil, err
+		}
+		// The plan as it is, and the tokens beside its fields.
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		m["tokens"] = tp
+		return m, nil
+	})
+}
