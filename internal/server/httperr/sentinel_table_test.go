@@ -1,0 +1,154 @@
+package httperr_test
+
+import (
+	"net/http"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/respond"
+	"github.com/brandgw/brand/internal/batch/sequences"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/disktier"
+	"github.com/brandgw/brand/internal/cache/usetable"
+	"github.com/brandgw/brand/internal/cli"
+	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/feedback"
+	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/plans"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/s3face/s3auth"
+	"github.com/brandgw/brand/internal/server/httperr"
+	"github.com/brandgw/brand/internal/server/reqbody"
+	"github.com/brandgw/brand/planner"
+	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/seqpack"
+	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/tokenize"
+	"github.com/brandgw/brand/transform"
+)
+
+// served are the exported sentinels of the packages the server links
+// (cmd/brand), with the status, reason and message a client meets them
+// with.
+var served = []sentinelCase{
+	{"api.ErrMix", api.ErrMix, http.StatusInternalServerError, "internal", true},
+	{"api.ErrPlanBudget", api.ErrPlanBudget, http.StatusServiceUnavailable, "plan_budget", false},
+	{"chunkindex.ErrCorrupt", chunkindex.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
+	{"chunkindex.ErrDuplicateKey", chunkindex.ErrDuplicateKey, http.StatusInternalServerError, "internal", true},
+	{"chunkindex.ErrInvalid", chunkindex.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"chunkindex.ErrTruncated", chunkindex.ErrTruncated, http.StatusInternalServerError, "internal", true},
+	{"chunkindex.ErrUnsupportedMember", chunkindex.ErrUnsupportedMember, http.StatusInternalServerError, "internal", true},
+	{"chunkindex.ErrVersion", chunkindex.ErrVersion, http.StatusInternalServerError, "internal", true},
+	{"chunkindex.ErrWriterClosed", chunkindex.ErrWriterClosed, http.StatusInternalServerError, "internal", true},
+	{"cluster.ErrConfig", cluster.ErrConfig, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrEmpty", dataset.ErrEmpty, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrExists", dataset.ErrExists, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrNoFormat", dataset.ErrNoFormat, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrNoMembers", dataset.ErrNoMembers, http.StatusInternalServerError, "internal", true},
+	{"format.ErrDamaged", format.ErrDamaged, http.StatusInternalServerError, "internal", true},
+	{"format.ErrInvalid", format.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},
+	{"format.ErrOverBound", format.ErrOverBound, http.StatusInternalServerError, "internal", true},
+	{"format.ErrUnsupported", format.ErrUnsupported, http.StatusInternalServerError, "internal", true},
+	{"gateway.ErrNotImplemented", gateway.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
+	{"gateway.ErrPlanBusy", gateway.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
+	{"gateway.ErrStalled", gateway.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
+	{"importance.ErrBadFeedback", importance.ErrBadFeedback, http.StatusBadRequest, "bad_request", false},
+	{"importance.ErrCorrupt", importance.ErrCorrupt, http.StatusInternalServerError, "internal", true},
+	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
+	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
+	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/reader.ErrNotTogether", reader.ErrNotTogether, http.StatusInternalServerError, "internal", true},
+	{"internal/batch/reader.ErrTooLarge", reader.ErrTooLarge, http.StatusBadRequest, "too_large", false},
+	{"internal/batch/respond.ErrShort", respond.ErrShort, http.StatusInternalServerError, "internal", true},
+	{"internal/batch/sequences.ErrDocument", sequences.ErrDocument, http.StatusBadGateway, "store_mismatch", true},
+	{"internal/batch/sequences.ErrTokenID", sequences.ErrTokenID, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/batch/sequences.ErrTooLarge", sequences.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/tensorize.ErrBusy", tensorize.ErrBusy, http.StatusServiceUnavailable, "transform_busy", false},
+	{"internal/batch/tensorize.ErrClosed", tensorize.ErrClosed, http.StatusServiceUnavailable, "shutting_down", false},
+	{"internal/batch/tensorize.ErrTooLarge", tensorize.ErrTooLarge, http.StatusBadRequest, "too_large", false},
+	{"internal/batch/visit.ErrFingerprint", visit.ErrFingerprint, http.StatusBadRequest, "bad_request", false},
+	{"internal/cache/chunkcache.ErrBusy", chunkcache.ErrBusy, http.StatusServiceUnavailable, "cache_busy", false},
+	{"internal/cache/chunkcache.ErrClosed", chunkcache.ErrClosed, http.StatusInternalServerError, "internal", true},
+	{"internal/cache/chunkcache.ErrTooLarge", chunkcache.ErrTooLarge, http.StatusBadRequest, "too_large", false},
+	{"internal/cache/disktier.ErrUnchecked", disktier.ErrUnchecked, http.StatusInternalServerError, "internal", true},
+	{"internal/cache/usetable.ErrStreamBusy", usetable.ErrStreamBusy, http.StatusServiceUnavailable, "cache_busy", false},
+	{"internal/cli.ErrUsage", cli.ErrUsage, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/membership.ErrEmpty", membership.ErrEmpty, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/membership.ErrUnknownMembers", membership.ErrUnknownMembers, http.StatusConflict, "members_version", false},
+	{"internal/cluster/peercred.ErrNotMember", peercred.ErrNotMember, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/peercred.ErrUnauthenticated", peercred.ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", false},
+	{"internal/cluster/transport.ErrDown", transport.ErrDown, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/transport.ErrNotHeld", transport.ErrNotHeld, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/transport.ErrRefused", transport.ErrRefused, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/transport.ErrVersion", transport.ErrVersion, http.StatusInternalServerError, "internal", true},
+	{"internal/job/catalog.ErrCorrupt", catalog.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
+	{"internal/job/catalog.ErrGrown", catalog.ErrGrown, http.StatusServiceUnavailable, "unavailable", true},
+	{"internal/job/catalog.ErrNotReady", catalog.ErrNotReady, http.StatusServiceUnavailable, "not_ready", false},
+	{"internal/job/catalog.ErrSelect", catalog.ErrSelect, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/catalog.ErrUnknown", catalog.ErrUnknown, http.StatusNotFound, "not_found", false},
+	{"internal/job/catalog.ErrVersion", catalog.ErrVersion, http.StatusConflict, "index_version", false},
+	{"internal/job/feedback.ErrBadFeedback", feedback.ErrBadFeedback, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/feedback.ErrBusy", feedback.ErrBusy, http.StatusServiceUnavailable, "feedback_busy", false},
+	{"internal/job/feedback.ErrNoFeedback", feedback.ErrNoFeedback, http.StatusConflict, "conflict", false},
+	{"internal/job/feedback.ErrSealed", feedback.ErrSealed, http.StatusConflict, "conflict", false},
+	{"internal/job/feedback.ErrStale", feedback.ErrStale, http.StatusConflict, "conflict", false},
+	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
+	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
+	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},
+	{"internal/job/plans.ErrBusy", plans.ErrBusy, http.StatusServiceUnavailable, "plan_busy", false},
+	{"internal/job/query.ErrBadRequest", query.ErrBadRequest, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/query.ErrOutOfRange", query.ErrOutOfRange, http.StatusNotFound, "not_found", false},
+	{"internal/s3face/s3auth.ErrCredentials", s3auth.ErrCredentials, http.StatusInternalServerError, "internal", true},
+	{"internal/server/httperr.ErrNotImplemented", httperr.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
+	{"internal/server/httperr.ErrPlanBusy", httperr.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
+	{"internal/server/httperr.ErrStalled", httperr.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
+	{"internal/server/reqbody.ErrTooLarge", reqbody.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
+	{"planner.ErrBudget", planner.ErrBudget, http.StatusServiceUnavailable, "plan_budget", false},
+	{"planner.ErrInvalid", planner.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"s3backend.ErrChanged", s3backend.ErrChanged, http.StatusBadGateway, "store_mismatch", true},
+	{"s3backend.ErrExists", s3backend.ErrExists, http.StatusInternalServerError, "internal", true},
+	{"s3backend.ErrInvalidKey", s3backend.ErrInvalidKey, http.StatusInternalServerError, "internal", true},
+	{"s3backend.ErrNoBucket", s3backend.ErrNoBucket, http.StatusInternalServerError, "internal", true},
+	{"s3backend.ErrNotFound", s3backend.ErrNotFound, http.StatusBadGateway, "store_mismatch", true},
+	{"s3backend.ErrOutOfRange", s3backend.ErrOutOfRange, http.StatusBadGateway, "store_mismatch", true},
+	{"s3backend.ErrUnavailable", s3backend.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", true},
+	{"seqpack.ErrInvalid", seqpack.ErrInvalid, http.StatusBadRequest, "bad_request", false},
+	{"shuffle.ErrInvalid", shuffle.ErrInvalid, http.StatusBadRequest, "bad_request", false},
+	{"shuffle.ErrOutOfRange", shuffle.ErrOutOfRange, http.StatusNotFound, "not_found", false},
+	{"tokenize.ErrDamagedModel", tokenize.ErrDamagedModel, http.StatusInternalServerError, "internal", true},
+	{"tokenize.ErrNotModel", tokenize.ErrNotModel, http.StatusInternalServerError, "internal", true},
+	{"tokenize.ErrTextTooLong", tokenize.ErrTextTooLong, http.StatusInternalServerError, "internal", true},
+	{"tokenize.ErrTooLarge", tokenize.ErrTooLarge, http.StatusInternalServerError, "internal", true},
+	{"tokenize.ErrUnsupported", tokenize.ErrUnsupported, http.StatusInternalServerError, "internal", true},
+	{"transform.ErrDecode", transform.ErrDecode, http.StatusUnprocessableEntity, "bad_image", false},
+	{"transform.ErrSpec", transform.ErrSpec, http.StatusInternalServerError, "internal", true},
+	{"transform.ErrTooLarge", transform.ErrTooLarge, http.StatusUnprocessableEntity, "bad_image", false},
+	{"transform.ErrUnknownPipeline", transform.ErrUnknownPipeline, http.StatusBadRequest, "unknown_pipeline", false},
+}
+
+// elsewhere are the exported sentinels of the packages the server does
+// not link: a client's, the harness's.
+var elsewhere = []namedError{
+	{"client.ErrBadResponse", client.ErrBadResponse},
+	{"client.ErrIndexChanged", client.ErrIndexChanged},
+	{"client.ErrInvalid", client.ErrInvalid},
+	{"client.ErrMembersUnknown", client.ErrMembersUnknown},
+	{"client.ErrNoImportanceJob", client.ErrNoImportanceJob},
+	{"client.ErrShortBody", client.ErrShortBody},
+}
