@@ -1,11 +1,11 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -28,7 +28,7 @@ const (
 const MaxMixWeightDecimals = 6
 
 // ErrMix marks a mixture that cannot be read.
-var ErrMix = errors.New("invalid mixture")
+var ErrMix = errkind.New(errkind.Internal, "invalid mixture")
 
 // MixComponent is one component of a mixture: a dataset and its weight,
 // as written (a positive decimal, such as 0.7, 7 or 2.5).

@@ -1,12 +1,12 @@
 package api
 
-import "errors"
+import "github.com/brandgw/brand/internal/errkind"
 
 // ErrPlanBudget reports a plan that ran out of the work a server allows one
 // (planner.Budget) while it computed: the gateway answers 503, naming the
 // bound. A plan over a bound its input alone decides is refused up front
 // with 400 instead.
-var ErrPlanBudget = errors.New("plan over its budget")
+var ErrPlanBudget = errkind.Named(errkind.Busy, "plan_budget", "plan over its budget")
 
 // SharedPlanRequest is the body of POST /plan: several jobs reading one
 // dataset at once through one gateway's cache, to be simulated together

@@ -2,7 +2,6 @@ package client
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,21 +10,22 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 var (
 	// ErrInvalid marks an argument or option the client rejects before
 	// sending anything.
-	ErrInvalid = errors.New("client: invalid argument")
+	ErrInvalid = errkind.New(errkind.Invalid, "client: invalid argument")
 	// ErrShortBody marks a response whose body ended before its
 	// Content-Length. The gateway never serves partial batches, so this is
 	// always a broken connection and the request is retried (except by
 	// BatchRaw once bytes have reached the writer).
-	ErrShortBody = errors.New("client: response body shorter than its Content-Length")
+	ErrShortBody = errkind.New(errkind.Upstream, "client: response body shorter than its Content-Length")
 	// ErrBadResponse marks a complete response that does not follow the
 	// Brand API: a malformed tar or JSON body, missing headers, or a
 	// gateway whose answers contradict each other. It is not retried.
-	ErrBadResponse = errors.New("client: bad response from gateway")
+	ErrBadResponse = errkind.New(errkind.Upstream, "client: bad response from gateway")
 	// ErrIndexChanged marks a call no gateway could answer from the
 	// dataset's index version the client reads (Client.Index; for a
 	// mixture, its components' versions, one of which changed): the dataset
@@ -33,7 +33,7 @@ var (
 	// version no longer do (or, on a cluster, a node serves another
 	// version than its peers). Resuming means starting the epoch again on
 	// the new version: a new client, or Options.Job.Index set to it.
-	ErrIndexChanged = errors.New("client: the dataset's index changed")
+	ErrIndexChanged = errkind.New(errkind.Conflict, "client: the dataset's index changed")
 	// ErrMembersUnknown marks a call about an epoch laid out under a
 	// cluster membership version (Client.Members) that no gateway knows
 	// any more: every node has restarted since the epoch was pinned and
@@ -42,7 +42,7 @@ var (
 	// that moved to another on its own would split a step between two
 	// layouts — some samples twice, some never. Start the epoch again on
 	// every rank: its first answer pins the version the cluster uses.
-	ErrMembersUnknown = errors.New("client: no gateway knows the membership version this epoch is laid out under any more")
+	ErrMembersUnknown = errkind.New(errkind.Conflict, "client: no gateway knows the membership version this epoch is laid out under any more")
 )
 
 // APIError is a non-2xx answer from the gateway. Calls return it wrapped;

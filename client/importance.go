@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Importance sampling (docs/importance.md): a job reports each sample's
@@ -30,7 +31,7 @@ import (
 
 // ErrNoImportanceJob reports an importance call on a client whose job has
 // no importance job name (Options.Job.Importance.Job).
-var ErrNoImportanceJob = errors.New("client: the job has no importance job name (Options.Job.Importance.Job)")
+var ErrNoImportanceJob = errkind.New(errkind.Invalid, "client: the job has no importance job name (Options.Job.Importance.Job)")
 
 // Sealed is the answer to a seal.
 type Sealed struct {

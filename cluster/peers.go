@@ -1,17 +1,18 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrConfig reports a peer list or self reference that cannot describe a
 // cluster. The wrapping error says what is wrong.
-var ErrConfig = errors.New("cluster: invalid configuration")
+var ErrConfig = errkind.New(errkind.Internal, "cluster: invalid configuration")
 
 // maxNodes bounds a peer list: ownership and assignment cost O(nodes) per
 // chunk and per batch.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -41,7 +41,7 @@ type InPlaceOptions struct {
 
 // ErrNoFormat marks a source no offered format recognises, or that more
 // than one does.
-var ErrNoFormat = errors.New("no format recognised")
+var ErrNoFormat = errkind.New(errkind.Internal, "no format recognised")
 
 // IndexInPlace indexes a dataset served in place — Parquet files, MDS
 // shards, Megatron token files, whatever Formats offers — from the

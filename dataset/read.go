@@ -6,22 +6,23 @@ import (
 	"fmt"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 )
 
 var (
 	// ErrEmpty reports a source with nothing to pack or index: no files
 	// under the directory, or no .tar objects under the prefix.
-	ErrEmpty = errors.New("dataset: nothing to pack or index")
+	ErrEmpty = errkind.New(errkind.Internal, "dataset: nothing to pack or index")
 
 	// ErrNoMembers reports a dataset without a member table
 	// (chunkindex.MembersKey): one packed or indexed before member tables.
-	ErrNoMembers = errors.New("dataset: no member table")
+	ErrNoMembers = errkind.New(errkind.Internal, "dataset: no member table")
 
 	// ErrExists reports a Pack into a store that already holds a dataset
 	// index, refused unless PackOptions.Overwrite is set: rewriting the
 	// chunks under a published index would break whoever serves it.
-	ErrExists = errors.New("dataset: the destination already holds a dataset")
+	ErrExists = errkind.New(errkind.Internal, "dataset: the destination already holds a dataset")
 )
 
 // ReadIndex reads and decodes the index at chunkindex.IndexKey. The read is

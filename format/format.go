@@ -2,26 +2,27 @@ package format
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrInvalid marks a source that is not a valid dataset of the format, or
 // metadata that lies (offsets past an object, overlapping ranges, counts
 // that disagree): refused at index time, with the object named.
-var ErrInvalid = errors.New("invalid dataset")
+var ErrInvalid = errkind.New(errkind.Internal, "invalid dataset")
 
 // ErrDamaged marks a chunk whose bytes do not decode (a bad page checksum,
 // a codec error, truncated data, values that do not fit the resident
 // bound): the chunk is damaged, as a tar chunk failing its CRC32C is.
-var ErrDamaged = errors.New("damaged chunk")
+var ErrDamaged = errkind.New(errkind.Internal, "damaged chunk")
 
 // ErrUnsupported marks a valid source using a feature Brand does not read
 // (an encoding, a codec, a column type), named in the message.
-var ErrUnsupported = errors.New("unsupported")
+var ErrUnsupported = errkind.New(errkind.Internal, "unsupported")
 
 // Object is one object of a source, as a listing gives it.
 type Object struct {
@@ -306,7 +307,7 @@ type Streamer interface {
 
 // ErrNotStreamed is a chunk a Streamer did not decode as it arrived
 // (Streamer.DecodeStream).
-var ErrNotStreamed = errors.New("format: not streamed")
+var ErrNotStreamed = errkind.New(errkind.Internal, "format: not streamed")
 
 // Working is implemented by a Decoder whose Decode takes memory of its
 // own beyond src and dst — a shard decompressed whole, a column reader's

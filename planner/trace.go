@@ -1,17 +1,17 @@
 package planner
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/shuffle"
 )
 
 // ErrInvalid reports a dataset, job or plan input outside its allowed
 // range. The wrapping error names the field and the range.
-var ErrInvalid = errors.New("planner: invalid input")
+var ErrInvalid = errkind.New(errkind.Internal, "planner: invalid input")
 
 // Dataset is what the planner needs to know of a dataset: per chunk, its
 // size in bytes and its number of samples, indexed by chunk ID. Chunk c

@@ -36,37 +36,39 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Errors reported by every Store; check them with errors.Is.
 var (
 	// ErrNotFound means the object (or its bucket) does not exist.
-	ErrNotFound = errors.New("s3backend: object not found")
+	ErrNotFound = errkind.Named(errkind.Upstream, "store_mismatch", "s3backend: object not found")
 
 	// ErrNoBucket means an S3 store's bucket does not exist. An error
 	// wrapping it wraps ErrNotFound too.
-	ErrNoBucket = errors.New("no such bucket")
+	ErrNoBucket = errkind.New(errkind.Internal, "no such bucket")
 
 	// ErrChanged means the object no longer has the ETag the caller pinned
 	// the read to: the dataset changed under its index, which must be rebuilt
 	// (`brand index`) before the data can be served again.
-	ErrChanged = errors.New("s3backend: object changed since the index was built")
+	ErrChanged = errkind.Named(errkind.Upstream, "store_mismatch", "s3backend: object changed since the index was built")
 
 	// ErrUnavailable means the backend kept failing transiently (503
 	// SlowDown, other 5xx, throttling, network errors) until the retry budget
 	// was spent. The last underlying error is wrapped as well.
-	ErrUnavailable = errors.New("s3backend: backend unavailable")
+	ErrUnavailable = errkind.Named(errkind.Unavailable, "store_unavailable", "s3backend: backend unavailable")
 
 	// ErrInvalidKey means a key or prefix was rejected before reaching the
 	// backend: empty, absolute, or with an empty, "." or ".." segment.
-	ErrInvalidKey = errors.New("s3backend: invalid key")
+	ErrInvalidKey = errkind.New(errkind.Internal, "s3backend: invalid key")
 
 	// ErrOutOfRange means a read extends past the end of the object.
-	ErrOutOfRange = errors.New("s3backend: read past end of object")
+	ErrOutOfRange = errkind.Named(errkind.Upstream, "store_mismatch", "s3backend: read past end of object")
 
 	// ErrExists means PutIfAbsent found an object under the key and wrote
 	// nothing.
-	ErrExists = errors.New("s3backend: object exists")
+	ErrExists = errkind.New(errkind.Internal, "s3backend: object exists")
 )
 
 // ObjectInfo describes one stored object.

@@ -1,15 +1,16 @@
 package seqpack
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrInvalid reports packing parameters outside their allowed range: a
 // sequence length outside [1, MaxSeq], an unknown mode, a negative token
 // count, or counts whose total overflows. The wrapping error names the
 // parameter and its range.
-var ErrInvalid = errors.New("pack: invalid parameters")
+var ErrInvalid = errkind.New(errkind.Invalid, "pack: invalid parameters")
 
 // MaxSeq is the longest sequence, in tokens: 2^20. It bounds a
 // sequence's members (two int32 arrays of seq) and the packer's scratch

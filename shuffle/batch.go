@@ -1,9 +1,10 @@
 package shuffle
 
 import (
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 var (
@@ -11,17 +12,18 @@ var (
 	// window, batch size or world size below 1, a negative sample count, a
 	// rank outside [0, world). The wrapping error names the parameter and its
 	// allowed range.
-	ErrInvalid = errors.New("shuffle: invalid parameters")
+	ErrInvalid = errkind.New(errkind.Invalid, "shuffle: invalid parameters")
 
 	// ErrOutOfRange reports a batch index (or rank) outside the valid range
 	// for the epoch. The wrapping error states the valid range.
-	ErrOutOfRange = errors.New("shuffle: out of range")
+	ErrOutOfRange = errkind.New(errkind.NotFound, "shuffle: out of range")
 )
 
 // rankError is the error for a rank outside [0, world). A rank is both a job
 // parameter (ErrInvalid: the request can never succeed) and an index into
-// the ranks of a batch (ErrOutOfRange), so it matches both sentinels; a
-// caller that maps errors to responses should test ErrInvalid first.
+// the ranks of a batch (ErrOutOfRange), so it wraps both sentinels, and has
+// both their kinds; a caller that maps errors to responses should test
+// ErrInvalid's kind first.
 type rankError struct{ rank, world int }
 
 func (e *rankError) Error() string {
@@ -29,9 +31,7 @@ func (e *rankError) Error() string {
 		e.rank, e.world, e.world)
 }
 
-func (e *rankError) Is(target error) bool {
-	return target == ErrInvalid || target == ErrOutOfRange
-}
+func (e *rankError) Unwrap() []error { return []error{ErrInvalid, ErrOutOfRange} }
 
 // Params are the parameters of one job (one rank of a training run) that,
 // with the dataset's chunk sizes, an epoch number and a batch index, select a

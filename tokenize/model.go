@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Errors, for errors.Is.
@@ -17,19 +19,19 @@ var (
 	// ErrNotModel: the bytes are not a SentencePiece model the reference
 	// would load (empty, truncated, another file or protobuf, or a model
 	// its own loader refuses: no <unk>, a duplicate piece, ...).
-	ErrNotModel = errors.New("tokenize: not a SentencePiece model")
+	ErrNotModel = errkind.New(errkind.Internal, "tokenize: not a SentencePiece model")
 	// ErrTooLarge: the model is larger than MaxModelBytes or has more
 	// than MaxPieces pieces.
-	ErrTooLarge = errors.New("tokenize: model too large")
+	ErrTooLarge = errkind.New(errkind.Internal, "tokenize: model too large")
 	// ErrUnsupported: a SentencePiece model of a kind this package
 	// refuses (see the package doc).
-	ErrUnsupported = errors.New("tokenize: unsupported SentencePiece model")
+	ErrUnsupported = errkind.New(errkind.Internal, "tokenize: unsupported SentencePiece model")
 	// ErrTextTooLong: a text longer than MaxTextBytes.
-	ErrTextTooLong = errors.New("tokenize: text too long")
+	ErrTextTooLong = errkind.New(errkind.Internal, "tokenize: text too long")
 	// ErrDamagedModel: the model's normalization map points outside
 	// itself, found while encoding a text that reaches the damage (the
 	// reference would read outside its buffer).
-	ErrDamagedModel = errors.New("tokenize: damaged SentencePiece model")
+	ErrDamagedModel = errkind.New(errkind.Internal, "tokenize: damaged SentencePiece model")
 )
 
 // Bounds.

@@ -8,20 +8,22 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them.
 var (
 	// ErrSpec: a pipeline definition or a configuration is invalid.
-	ErrSpec = errors.New("transform: invalid pipeline")
+	ErrSpec = errkind.New(errkind.Internal, "transform: invalid pipeline")
 	// ErrUnknownPipeline: a job named a pipeline the server does not define.
-	ErrUnknownPipeline = errors.New("transform: unknown pipeline")
+	ErrUnknownPipeline = errkind.Named(errkind.Invalid, "unknown_pipeline", "transform: unknown pipeline")
 	// ErrDecode: the image could not be decoded (malformed, truncated, or
 	// a format or variant the decoders do not read).
-	ErrDecode = errors.New("transform: cannot decode image")
+	ErrDecode = errkind.Named(errkind.Unprocessable, "bad_image", "transform: cannot decode image")
 	// ErrTooLarge: the image's header claims more pixels than the bound;
 	// nothing was allocated for its pixels.
-	ErrTooLarge = errors.New("transform: image larger than the pixel bound")
+	ErrTooLarge = errkind.Named(errkind.Unprocessable, "bad_image", "transform: image larger than the pixel bound")
 )
 
 // Operator names, as a configuration spells them.

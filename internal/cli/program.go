@@ -10,12 +10,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrUsage reports a command line that was already complained about (by a
 // FlagSet, or by the command itself on the standard error): Run exits with
 // 2 and prints nothing more.
-var ErrUsage = errors.New("usage")
+var ErrUsage = errkind.New(errkind.Internal, "usage")
 
 // Env is what a command may touch of the outside world, so that tests can
 // run commands in-process.

@@ -12,8 +12,9 @@
 package npy
 
 import (
-	"errors"
 	"strconv"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Align is what the header pads the data's start to.
@@ -28,7 +29,7 @@ const (
 )
 
 // ErrTooLong is a header longer than version 1.0's uint16 length allows.
-var ErrTooLong = errors.New("npy: header longer than 65535 bytes")
+var ErrTooLong = errkind.New(errkind.Internal, "npy: header longer than 65535 bytes")
 
 // HeaderLen is the length of the header of an array of descriptor descr
 // (e.g. "<i4") and shape shape: where its data starts.

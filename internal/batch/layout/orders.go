@@ -2,7 +2,6 @@ package layout
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -12,12 +11,13 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cache/evict"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // ErrNoSnapshot means an importance epoch's snapshot is not in memory:
 // the caller loads it (from the store) before asking for the order.
-var ErrNoSnapshot = errors.New("importance snapshot not loaded")
+var ErrNoSnapshot = errkind.New(errkind.NotFound, "importance snapshot not loaded")
 
 // Snapshots finds the importance snapshots streams name, in memory only:
 // orders are computed under the schedule's lock and must not wait for a

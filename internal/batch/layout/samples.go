@@ -2,15 +2,15 @@ package layout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // ErrOutOfRange marks an epoch, batch or offset outside the job's epoch.
-var ErrOutOfRange = errors.New("not found")
+var ErrOutOfRange = errkind.New(errkind.NotFound, "not found")
 
 // Samples are sample IDs of one dataset version, grouped by chunk, with
 // their index entries: what reading them needs to know before any chunk

@@ -16,12 +16,13 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/admit"
 )
 
 // ErrTooLarge marks a read over Config.MaxBytes.
-var ErrTooLarge = errors.New("read too large")
+var ErrTooLarge = errkind.Named(errkind.Invalid, "too_large", "read too large")
 
 // Cache is what a read needs of the chunk cache.
 type Cache interface {

@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // ErrNotTogether marks reads ReadTogether leaves to the caller to make one
 // at a time: their chunks do not fit in the cache together, one of them
 // is damaged at rest, or together they exceed the read bound.
-var ErrNotTogether = errors.New("not read together")
+var ErrNotTogether = errkind.New(errkind.Internal, "not read together")
 
 // Part is one request's share of a read made together: its samples'
 // bytes, in its order, and what the cache did for it (as Result has them).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Segment is the most bytes a response is written in under one deadline.
@@ -117,7 +119,7 @@ type Payload struct {
 }
 
 // ErrShort marks a body whose Next failed after the status line was sent.
-var ErrShort = errors.New("response body cut short")
+var ErrShort = errkind.New(errkind.Internal, "response body cut short")
 
 // Write sends a complete, verified body — Status, contentType,
 // Content-Length and the headers the caller set — in segments under

@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -58,12 +59,12 @@ var (
 	// ErrDocument marks a document whose bytes are not what its index
 	// promised: no .npy member, another dtype, fewer tokens than its
 	// pieces name.
-	ErrDocument = errors.New("sequences: document not as indexed")
+	ErrDocument = errkind.New(errkind.Upstream, "sequences: document not as indexed")
 	// ErrTokenID marks a token ID that int32 cannot hold, or a negative one.
-	ErrTokenID = errors.New("sequences: token ID outside int32")
+	ErrTokenID = errkind.New(errkind.Unprocessable, "sequences: token ID outside int32")
 	// ErrTooLarge marks a batch whose sequences make more bytes than the
 	// stage's bound.
-	ErrTooLarge = errors.New("sequences: batch too large")
+	ErrTooLarge = errkind.New(errkind.Invalid, "sequences: batch too large")
 )
 
 // Workers runs a call's work and hands out its memory (tensorize.Stage): Run

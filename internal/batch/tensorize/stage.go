@@ -14,16 +14,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/transform"
 )
 
 var (
 	// ErrClosed means the stage was closed (the gateway is stopping).
-	ErrClosed = errors.New("transform stage closed")
+	ErrClosed = errkind.Named(errkind.Busy, "shutting_down", "transform stage closed")
 	// ErrTooLarge marks a transformed read over Config.MaxBytes, refused
 	// before any image is decoded.
-	ErrTooLarge = errors.New("transformed samples too large")
+	ErrTooLarge = errkind.Named(errkind.Invalid, "too_large", "transformed samples too large")
 )
 
 // Buffers hands out output buffers counted against the memory budget of
@@ -138,7 +139,7 @@ type Request struct {
 }
 
 // ErrBusy means a NoWait request found no room in the budget.
-var ErrBusy = errors.New("no memory for transformed samples now")
+var ErrBusy = errkind.Named(errkind.Busy, "transform_busy", "no memory for transformed samples now")
 
 // Output is a call's samples, transformed, in order, in one buffer that
 // counts against the copy budget until Release.

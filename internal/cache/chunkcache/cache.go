@@ -11,21 +11,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
 // ErrTooLarge reports a request that needs more bytes pinned at once than the
 // whole cache holds; it can never be served and waiting would not help.
-var ErrTooLarge = errors.New("chunkcache: request needs more bytes than the cache holds")
+var ErrTooLarge = errkind.Named(errkind.Invalid, "too_large", "chunkcache: request needs more bytes than the cache holds")
 
 // ErrBusy reports an Acquire refused because the queue for room was full
 // (Config.MaxWaiting) or because it waited longer than Config.MaxWait: the
 // cache cannot serve it soon, and the caller should come back later rather
 // than hold a connection and a goroutine in a queue that does not move.
-var ErrBusy = errors.New("chunkcache: busy: too many requests waiting for room")
+var ErrBusy = errkind.Named(errkind.Busy, "cache_busy", "chunkcache: busy: too many requests waiting for room")
 
 // ErrClosed is returned for loads cut short because the cache was closed.
-var ErrClosed = errors.New("chunkcache: cache closed")
+var ErrClosed = errkind.New(errkind.Internal, "chunkcache: cache closed")
 
 // Key identifies one version of one cache entry: a dataset's chunk, or a
 // block of an object served as it is (Kind). Including the ETag means an

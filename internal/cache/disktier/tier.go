@@ -18,6 +18,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Subdir is the directory the tier keeps its files in, under each of its
@@ -281,7 +282,7 @@ var errDamaged = errors.New("chunk file failed verification")
 // ErrUnchecked is what a Read's verify returns, wrapped, when it could not
 // check the bytes at all (what it checks against was not to be had): the
 // chunk is read elsewhere, and the file is kept.
-var ErrUnchecked = errors.New("disktier: chunk file not checked")
+var ErrUnchecked = errkind.New(errkind.Internal, "disktier: chunk file not checked")
 
 // drop removes e (if it is still k's entry) and its file.
 func (t *Tier) drop(e *entry, reason string, err error) {

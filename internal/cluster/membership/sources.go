@@ -15,7 +15,6 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -24,11 +23,12 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrEmpty means a source listed no member: the node keeps its last list
 // rather than believe the cluster vanished.
-var ErrEmpty = errors.New("membership: no member listed")
+var ErrEmpty = errkind.New(errkind.Internal, "membership: no member listed")
 
 // Static is a fixed list: the same every time.
 type Static []string

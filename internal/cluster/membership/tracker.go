@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
 )
@@ -132,7 +132,7 @@ const maxHistory = 64
 // ErrUnknownMembers means a request pinned a membership version that no
 // node this one can reach knows any more: the gateway answers 409 naming
 // the current one.
-var ErrUnknownMembers = errors.New("unknown membership version")
+var ErrUnknownMembers = errkind.Named(errkind.Conflict, "members_version", "unknown membership version")
 
 // UnknownMembersError is ErrUnknownMembers with the version asked for and
 // the one the cluster agrees on now.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Headers a node signs its internal requests with (Credentials), and
@@ -35,13 +36,13 @@ const DefaultSkew = 30 * time.Second
 
 // ErrUnauthenticated marks an internal request without a valid peer
 // credential.
-var ErrUnauthenticated = errors.New("not a peer")
+var ErrUnauthenticated = errkind.New(errkind.Unauthenticated, "not a peer")
 
 // ErrNotMember marks a credential of a node that is not a member of any
 // membership version the receiver knows (its source has not listed it
 // yet, or never will). The asker takes it for a refusal: the receiver is
 // up, and knows nothing of the asker yet.
-var ErrNotMember = errors.New("not a member")
+var ErrNotMember = errkind.New(errkind.Internal, "not a member")
 
 // Credentials prove a node is a peer. Every node is given the same secret
 // (`brand serve --peer-secret-file`); a node signs each internal request

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Client is this node's client of one other node. Every internal request
@@ -100,17 +101,17 @@ func (c Client) call(ctx context.Context, r request, read func(*http.Response) e
 var (
 	// ErrDown: the peer did not answer, answered 503, or sent bytes that
 	// are not what it was asked for. It is held down.
-	ErrDown = errors.New("peer down")
+	ErrDown = errkind.New(errkind.Internal, "peer down")
 	// ErrRefused: the peer answered, but could not serve the samples (a
 	// store error on its side, a 4xx). It stays up.
-	ErrRefused = errors.New("peer refused")
+	ErrRefused = errkind.New(errkind.Internal, "peer refused")
 	// ErrVersion: the peer does not hold the index version asked for
 	// (409). It stays up, and is not asked for that version again until
 	// its state says it holds it.
-	ErrVersion = errors.New("peer holds another index version")
+	ErrVersion = errkind.New(errkind.Internal, "peer holds another index version")
 	// ErrNotHeld is a chunk's old owner's answer when its cache does not
 	// hold the chunk asked for (404): the asker reads the store.
-	ErrNotHeld = errors.New("chunk not held by the peer")
+	ErrNotHeld = errkind.New(errkind.Internal, "chunk not held by the peer")
 	// errNoAnswer marks an ErrDown for which no answer came at all:
 	// nothing listens at the node's URL, or it did not answer in time
 	// (Nodes.Unreached).

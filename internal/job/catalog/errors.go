@@ -1,24 +1,24 @@
 package catalog
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 var (
 	// ErrNotReady means the indexes are not loaded yet. The catalog wraps
 	// it with what loading is doing.
-	ErrNotReady = errors.New("not ready")
+	ErrNotReady = errkind.Named(errkind.Busy, "not_ready", "not ready")
 	// ErrUnknown marks a dataset, chunk or index version the catalog does
 	// not hold.
-	ErrUnknown = errors.New("not found")
+	ErrUnknown = errkind.New(errkind.NotFound, "not found")
 	// ErrVersion marks a request for an index version of a dataset that
 	// this node does not hold (it reloaded past it, or never loaded it).
-	ErrVersion = errors.New("index version not held")
+	ErrVersion = errkind.Named(errkind.Conflict, "index_version", "index version not held")
 	// ErrCorrupt means a chunk's bytes did not match the index's CRC32C.
-	ErrCorrupt = errors.New("chunk failed its checksum")
+	ErrCorrupt = errkind.Named(errkind.Corrupt, "store_mismatch", "chunk failed its checksum")
 )
 
 // DamagedChunkError is a chunk whose stored bytes fail their checksum on

@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,18 +11,19 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 )
 
 // ErrSelect marks fields a job asks for that its dataset cannot give: a
 // field it does not have, or fields of a tar dataset, whose samples are
 // served whole.
-var ErrSelect = errors.New("fields not selectable")
+var ErrSelect = errkind.New(errkind.Invalid, "fields not selectable")
 
 // ErrGrown marks a load of a chunk that needed more room than its bound:
 // its size is learnt (Dataset.ChunkSize says it now), and a request for
 // it again, sized anew, loads it. The reader retries.
-var ErrGrown = errors.New("chunk needs more room than its bound")
+var ErrGrown = errkind.New(errkind.Unavailable, "chunk needs more room than its bound")
 
 // InPlace is what a dataset served in place adds (package format).
 type InPlace struct {

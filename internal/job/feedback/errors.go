@@ -1,9 +1,8 @@
 package feedback
 
 import (
-	"errors"
-
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Errors of the importance state; a gateway maps each to an HTTP status
@@ -19,18 +18,18 @@ var (
 	// others (503, retry later): every job slot is held by a job active
 	// within the idle window, or as many feedback bodies are being decoded,
 	// or epochs sealed, as the limits allow and none finished in time.
-	ErrBusy = errors.New("importance: busy")
+	ErrBusy = errkind.Named(errkind.Busy, "feedback_busy", "importance: busy")
 
 	// ErrSealed means an epoch's feedback has been sealed, or collected by
 	// a seal in progress: feedback for it would not be counted (409).
-	ErrSealed = errors.New("importance: epoch already sealed")
+	ErrSealed = errkind.New(errkind.Conflict, "importance: epoch already sealed")
 
 	// ErrNoFeedback means a seal found no feedback for the epoch on any
 	// node it reached (409): sealing it would seal nothing.
-	ErrNoFeedback = errors.New("importance: no feedback to seal")
+	ErrNoFeedback = errkind.New(errkind.Conflict, "importance: no feedback to seal")
 
 	// ErrStale means feedback or a seal names an epoch older than those
 	// the job keeps: older than its open epochs (feedback) or than its last
 	// sealed epochs, whose snapshots are all that is kept (a seal) (409).
-	ErrStale = errors.New("importance: epoch no longer open")
+	ErrStale = errkind.New(errkind.Conflict, "importance: epoch no longer open")
 )

@@ -69,6 +69,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -77,13 +78,13 @@ var (
 	// ErrConflict: an edit based on a version that is not the current
 	// one, from a step the job has read, or a request laid out under a
 	// version an edit has since changed where it reads (409).
-	ErrConflict = errors.New("schedule conflict")
+	ErrConflict = errkind.New(errkind.Conflict, "schedule conflict")
 	// ErrUnknown: no stored schedule of that job, or no such version (404).
-	ErrUnknown = errors.New("no such schedule")
+	ErrUnknown = errkind.New(errkind.NotFound, "no such schedule")
 	// ErrUnasked: a member of the cluster did not say which steps it has
 	// served of the job, so an edit cannot be checked against them and is
 	// not made (503).
-	ErrUnasked = errors.New("a member's steps served are unknown")
+	ErrUnasked = errkind.Named(errkind.Busy, "member_unasked", "a member's steps served are unknown")
 )
 
 // ReserveSteps is how many steps of a job a node's reservation in the

@@ -6,7 +6,6 @@
 package query
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -18,15 +17,16 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/transform"
 )
 
 var (
 	// ErrBadRequest marks a malformed or out-of-bounds parameter.
-	ErrBadRequest = errors.New("bad request")
+	ErrBadRequest = errkind.New(errkind.Invalid, "bad request")
 	// ErrOutOfRange marks a rank or number outside its valid range (a
 	// resource that does not exist, rather than a malformed request).
-	ErrOutOfRange = errors.New("not found")
+	ErrOutOfRange = errkind.New(errkind.NotFound, "not found")
 )
 
 // Defaults are the job parameters used when a request does not give them,

@@ -2,11 +2,12 @@ package s3auth
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Credentials are the key pairs requests may be signed with.
@@ -15,7 +16,7 @@ type Credentials struct {
 }
 
 // ErrCredentials reports a malformed credentials file.
-var ErrCredentials = errors.New("s3auth: credentials")
+var ErrCredentials = errkind.New(errkind.Internal, "s3auth: credentials")
 
 // LoadCredentials reads a credentials file (ParseCredentials).
 func LoadCredentials(path string) (*Credentials, error) {

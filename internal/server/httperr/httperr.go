@@ -4,10 +4,12 @@
 // show, and the route of a handler that routes by itself, to the request's
 // access log line (Note).
 //
-// Every sentinel error of the parts the gateway and the S3 face wire is
-// mapped here, once: both faces answer the same error with the same
-// status (the S3 face then names it with S3's code), and both keep the
-// store's endpoint, bucket and paths out of what they tell a client.
+// Every error is answered here, once, by its kind: each part says the
+// kind of its sentinel errors where it defines them (internal/errkind),
+// so this package knows none of the parts, and a new sentinel is answered
+// by its kind. Both faces answer the same error with the same status (the
+// S3 face then names it with S3's code), and both keep the store's
+// endpoint, bucket and paths out of what they tell a client.
 package httperr
 
 import (
@@ -16,86 +18,63 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/batch/reader"
-	"github.com/brandgw/brand/internal/batch/sequences"
-	"github.com/brandgw/brand/internal/batch/tensorize"
-	"github.com/brandgw/brand/internal/cache/chunkcache"
-	"github.com/brandgw/brand/internal/cluster/membership"
-	"github.com/brandgw/brand/internal/cluster/peercred"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/feedback"
-	"github.com/brandgw/brand/internal/job/jobsched"
-	"github.com/brandgw/brand/internal/job/query"
-	"github.com/brandgw/brand/internal/server/reqbody"
-	"github.com/brandgw/brand/s3backend"
-	"github.com/brandgw/brand/seqpack"
-	"github.com/brandgw/brand/shuffle"
-	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // Errors of the faces' own, beside those of the parts they wire (each
-// part's package names its own).
+// part's package names its own, with its kind).
 var (
 	// ErrStalled means requests wait for cache room, or for room to
 	// assemble or copy a batch, and none is let through: the server
 	// cannot make progress for now.
-	ErrStalled = errors.New("not ready: stalled")
+	ErrStalled = errkind.Named(errkind.Busy, "stalled", "not ready: stalled")
 	// ErrNotImplemented marks a feature the server was built without, or
 	// a request it does not model.
-	ErrNotImplemented = errors.New("not implemented")
+	ErrNotImplemented = errkind.New(errkind.NotImplemented, "not implemented")
 	// ErrPlanBusy means every plan slot stayed taken while a plan waited
 	// for one.
-	ErrPlanBusy = errors.New("busy: plans")
+	ErrPlanBusy = errkind.Named(errkind.Busy, "plan_busy", "busy: plans")
 )
 
 // RetryAfter is what 503 responses advise; clients back off at least this.
 const RetryAfter = 2 * time.Second
 
-// Status maps an error to the HTTP status a client should see.
+// Status maps an error to the HTTP status a client should see, by the
+// kinds of the errors it wraps (errkind). An error wrapping several is
+// answered by the first of these that it has.
 func Status(err error) int {
 	switch {
-	case errors.Is(err, peercred.ErrUnauthenticated):
+	case errkind.Has(err, errkind.Unauthenticated):
 		// First: a peer's body that is not the one its credential covers
 		// fails the read that a 400 would otherwise report.
 		return http.StatusUnauthorized
-	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
-		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
-		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensorize.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
-		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge):
+	case errkind.Has(err, errkind.Invalid):
 		return http.StatusBadRequest
-	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge), errors.Is(err, sequences.ErrTokenID):
+	case errkind.Has(err, errkind.Unprocessable):
 		// The batch holds an image its pipeline cannot transform: the
 		// request is well formed and the store matches its index, but
 		// the content cannot be processed; retrying will not help.
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, query.ErrOutOfRange), errors.Is(err, layout.ErrOutOfRange), errors.Is(err, shuffle.ErrOutOfRange),
-		errors.Is(err, catalog.ErrUnknown), errors.Is(err, layout.ErrNoSnapshot), errors.Is(err, jobsched.ErrUnknown):
+	case errkind.Has(err, errkind.NotFound):
 		return http.StatusNotFound
-	case errors.Is(err, catalog.ErrVersion), errors.Is(err, feedback.ErrSealed), errors.Is(err, feedback.ErrNoFeedback),
-		errors.Is(err, feedback.ErrStale), errors.Is(err, membership.ErrUnknownMembers), errors.Is(err, jobsched.ErrConflict):
+	case errkind.Has(err, errkind.Conflict):
 		return http.StatusConflict
-	case errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled), errors.Is(err, catalog.ErrGrown), errors.Is(err, s3backend.ErrUnavailable), errors.Is(err, chunkcache.ErrBusy),
-		errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensorize.ErrClosed),
-		errors.Is(err, tensorize.ErrBusy), errors.Is(err, jobsched.ErrUnasked):
+	case errkind.Has(err, errkind.Busy), errkind.Has(err, errkind.Unavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
-		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
+	case errkind.Has(err, errkind.Upstream), errkind.Has(err, errkind.Corrupt):
 		// The store no longer matches the index (a chunk, or a sample
 		// table a node read from the stored index; an object shorter
 		// than the index says; a token document not as indexed):
 		// retrying will not help.
 		return http.StatusBadGateway
-	case errors.Is(err, ErrNotImplemented):
+	case errkind.Has(err, errkind.NotImplemented):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	case errors.Is(err, context.Canceled):
 		return 499 // client went away; only ever seen in logs
 	default:
+		// errkind.Internal, and errors of no kind.
 		return http.StatusInternalServerError
 	}
 }
@@ -103,18 +82,16 @@ func Status(err error) int {
 // Public is what a client is told of a failure on the server's side, or
 // "" when err's own message may be sent: a client learns what it did
 // wrong (4xx) in full, and the server's own 5xx answers — not ready,
-// stalled, busy, not implemented — say nothing internal. Any other
-// failure's error names the store's endpoint, bucket, prefix or local
-// paths, which are the operator's business: the caller notes it for the
-// access log (NoteError) and sends this instead.
+// stalled, busy, not implemented (errkind.Busy, errkind.NotImplemented) —
+// say nothing internal. Any other failure's error names the store's
+// endpoint, bucket, prefix or local paths, which are the operator's
+// business: the caller notes it for the access log (NoteError) and sends
+// this instead.
 func Public(status int, err error) string {
 	switch {
-	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
-		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensorize.ErrClosed), errors.Is(err, tensorize.ErrBusy),
-		errors.Is(err, jobsched.ErrUnasked): // names a member, as GET /cluster does
+	case status < 500, errkind.Has(err, errkind.Busy), errkind.Has(err, errkind.NotImplemented):
 		return ""
-	case errors.Is(err, catalog.ErrCorrupt):
+	case errkind.Has(err, errkind.Corrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"
 	case status == http.StatusBadGateway:
 		return "the store no longer matches the dataset's index: a chunk changed or vanished; rebuild the index with brand index"

@@ -4,52 +4,36 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 
-	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/internal/batch/reader"
-	"github.com/brandgw/brand/internal/batch/tensorize"
-	"github.com/brandgw/brand/internal/cache/chunkcache"
-	"github.com/brandgw/brand/internal/cluster/membership"
-	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/feedback"
-	"github.com/brandgw/brand/internal/job/jobsched"
-	"github.com/brandgw/brand/s3backend"
-	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/internal/errkind"
 )
 
-// reasons name the errors an operator acts on differently although they
-// share a status: a 503 for want of cache room (raise --cache-size or
-// --copy-bytes) is not one for an unavailable store; a 400 for a batch
-// over --max-batch-bytes is not a malformed request. First match wins.
-var reasons = []struct {
-	err  error
-	name string
-}{
-	{catalog.ErrNotReady, "not_ready"},
-	{ErrStalled, "stalled"},
-	{chunkcache.ErrBusy, "cache_busy"},
-	{tensorize.ErrBusy, "transform_busy"},
-	{tensorize.ErrClosed, "shutting_down"},
-	{s3backend.ErrUnavailable, "store_unavailable"},
-	{feedback.ErrBusy, "feedback_busy"},
-	{ErrPlanBusy, "plan_busy"},
-	{api.ErrPlanBudget, "plan_budget"},
-	{jobsched.ErrUnasked, "member_unasked"},
-	{chunkcache.ErrTooLarge, "too_large"},
-	{reader.ErrTooLarge, "too_large"},
-	{tensorize.ErrTooLarge, "too_large"},
-	{transform.ErrUnknownPipeline, "unknown_pipeline"},
-	{transform.ErrDecode, "bad_image"},
-	{transform.ErrTooLarge, "bad_image"},
-	{catalog.ErrVersion, "index_version"},
-	{membership.ErrUnknownMembers, "members_version"},
-	{catalog.ErrCorrupt, "store_mismatch"},
-	{s3backend.ErrChanged, "store_mismatch"},
-	{s3backend.ErrNotFound, "store_mismatch"},
-	{s3backend.ErrOutOfRange, "store_mismatch"},
-	{context.DeadlineExceeded, "timeout"},
-	{context.Canceled, "client_gone"},
+// reasons are the names errors carry (errkind.Named) for the operator to
+// tell apart errors that share a status: a 503 for want of cache room
+// (raise --cache-size or --copy-bytes) is not one for an unavailable
+// store; a 400 for a batch over --max-batch-bytes is not a malformed
+// request. They are the only names brand_http_errors_total counts beside
+// the statuses', so the metric stays small. An error carrying several is
+// counted under the first of them here.
+var reasons = []string{
+	"not_ready",
+	"stalled",
+	"cache_busy",
+	"transform_busy",
+	"shutting_down",
+	"store_unavailable",
+	"feedback_busy",
+	"plan_busy",
+	"plan_budget",
+	"member_unasked",
+	"too_large",
+	"unknown_pipeline",
+	"bad_image",
+	"index_version",
+	"members_version",
+	"store_mismatch",
 }
 
 // statusReasons name the other errors by their status.
@@ -72,15 +56,25 @@ var statusReasons = map[int]string{
 }
 
 // Reason names why a request was answered with an error status, for the
-// brand_http_errors_total metric: err's, when known (nil otherwise), else
-// the status's. The names are few and fixed, so a
-// metric labelled with them stays small.
+// brand_http_errors_total metric: by the name err carries (errkind.Named;
+// err is nil when none is known), else by the deadline or the client gone,
+// else by the status. The names are few and fixed, so a metric labelled
+// with them stays small.
 func Reason(status int, err error) string {
 	if err != nil {
-		for _, r := range reasons {
-			if errors.Is(err, r.err) {
-				return r.name
+		best := -1
+		for _, name := range errkind.Names(err) {
+			if i := slices.Index(reasons, name); i >= 0 && (best < 0 || i < best) {
+				best = i
 			}
+		}
+		switch {
+		case best >= 0:
+			return reasons[best]
+		case errors.Is(err, context.DeadlineExceeded):
+			return "timeout"
+		case errors.Is(err, context.Canceled):
+			return "client_gone"
 		}
 	}
 	if name, ok := statusReasons[status]; ok {

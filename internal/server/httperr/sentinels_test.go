@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -72,6 +73,64 @@ func TestEverySentinel(t *testing.T) {
 			t.Errorf("%s: an exported sentinel the tables do not list (served: %v)", name, s.served)
 		}
 	}
+}
+
+// TestEverySentinelHasAKind: every exported sentinel of the module says
+// its kind (internal/errkind), so whoever answers it needs no list of the
+// module's errors; a sentinel that names the reason its answers are
+// counted under names one of the few httperr counts.
+func TestEverySentinelHasAKind(t *testing.T) {
+	found := moduleSentinels(t)
+	check := func(name string, err error) {
+		if errkind.Of(err) == errkind.Other {
+			t.Errorf("%s has no kind: define it with errkind.New or errkind.Named", name)
+		}
+		for _, r := range errkind.Names(err) {
+			if !slices.Contains(httperr.Reasons, r) {
+				t.Errorf("%s is counted under %q, not among httperr's reasons", name, r)
+			}
+		}
+	}
+	for _, c := range served {
+		check(c.name, c.err)
+	}
+	for _, c := range elsewhere {
+		check(c.name, c.err)
+	}
+	// A package this test cannot import (under another parent's internal
+	// directory, or a command) defines its sentinels with errkind itself.
+	for name, s := range found {
+		if !s.importable && !definedWithKind(s) {
+			t.Errorf("%s has no kind: define it with errkind.New or errkind.Named", name)
+		}
+	}
+}
+
+// definedWithKind reports whether s's initializer calls errkind.New or
+// errkind.Named, in a file that imports internal/errkind.
+func definedWithKind(s foundSentinel) bool {
+	call, ok := s.value.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "New" && sel.Sel.Name != "Named" {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return false
+	}
+	for _, im := range s.file.Imports {
+		local := "errkind"
+		if im.Name != nil {
+			local = im.Name.Name
+		}
+		if im.Path.Value == strconv.Quote(module+"/internal/errkind") && local == pkg.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // foundSentinel is an exported sentinel the walk of the module found.

@@ -43,10 +43,12 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/brandgw/brand/internal/errkind"
 )
 
 // ErrTooLarge marks a request body over its route's bound, refused.
-var ErrTooLarge = errors.New("request body too large")
+var ErrTooLarge = errkind.New(errkind.Invalid, "request body too large")
 
 // Bound is what a route's request body may be.
 type Bound struct {

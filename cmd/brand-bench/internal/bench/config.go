@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/shuffle"
 )
 
 // ErrConfig reports a Config the harness cannot run.
-var ErrConfig = errors.New("bench: invalid configuration")
+var ErrConfig = errkind.New(errkind.Invalid, "bench: invalid configuration")
 
 // Groups of configurations a run can be limited to.
 const (
