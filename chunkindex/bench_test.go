@@ -2,6 +2,7 @@ package chunkindex
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"runtime"
 	"strings"
@@ -91,9 +92,10 @@ func BenchmarkLookup(b *testing.B) {
 	ix := mustNew(b, chunks, samples)
 	b.ReportAllocs()
 	i := 0
+	ctx := context.Background()
 	for b.Loop() {
-		if _, ok := ix.Lookup(samples[i].Key); !ok {
-			b.Fatal("not found")
+		if _, ok, err := ix.Lookup(ctx, samples[i].Key); err != nil || !ok {
+			b.Fatal("not found", err)
 		}
 		i = (i + 7919) % len(samples)
 	}

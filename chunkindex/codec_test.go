@@ -256,7 +256,7 @@ func FuzzDecode(f *testing.F) {
 				if cc != c || off < 0 || off+length > ix.Chunk(c).Size {
 					t.Fatalf("sample %d: chunk %d range %d+%d outside chunk %d of size %d", id, cc, off, length, c, ix.Chunk(c).Size)
 				}
-				if got, ok := ix.Lookup(ix.SampleKey(id)); !ok || got != id {
+				if got, ok := lookup(t, ix, ix.SampleKey(id)); !ok || got != id {
 					t.Fatalf("Lookup(SampleKey(%d)) = %d, %v", id, got, ok)
 				}
 			}

@@ -58,7 +58,7 @@ func TestDeferredRoundTrip(t *testing.T) {
 				t.Errorf("%s: sample %d: %d %d+%d %08x", name, id, c, off, n, crc)
 			}
 		}
-		if id, ok := x.Lookup("data/b/1"); !ok || id != 4 {
+		if id, ok := lookup(t, x, "data/b/1"); !ok || id != 4 {
 			t.Errorf("%s: lookup %d %v", name, id, ok)
 		}
 	}

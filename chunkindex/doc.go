@@ -40,8 +40,10 @@
 // once and keeps only what every node needs (the chunk table, enough to
 // compute any order and find any sample's chunk), the tables of the
 // chunks a node owns, and a checksum of every chunk's table; other
-// chunks' tables are read back from the stored index when a read needs
-// them (Prepare, Samples), checked, and cached within a byte bound. The
+// chunks' tables are read back from the stored index, checked, and cached
+// within a byte bound in one explicit step a read takes before it reads
+// them (Prepare, Samples, Lookup), with its context and an error to
+// return. Sample, SampleRange and SampleKey never read the store. The
 // format is unchanged: each chunk's records and keys are already
 // contiguous in it. docs/format.md (section 2.8) has the memory per node.
 //

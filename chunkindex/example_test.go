@@ -3,6 +3,7 @@ package chunkindex_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -52,7 +53,7 @@ func Example() {
 	// Serve sample "train/dog" then "train/cat" by copying byte ranges.
 	var batch bytes.Buffer
 	for _, key := range []string{"train/dog", "train/cat"} {
-		id, _ := ix.Lookup(key)
+		id, _, _ := ix.Lookup(context.Background(), key)
 		_, off, n, _ := ix.SampleRange(id)
 		batch.Write(chunk.Bytes()[off : off+n])
 	}

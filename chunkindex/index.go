@@ -386,10 +386,9 @@ func (ix *Index) Sample(id int) Sample {
 //
 // On a partial index (Open) it reads the table of the sample's chunk,
 // which is in memory if this node keeps it or a Prepare of the chunk has
-// not been released. Otherwise the table is loaded there and then, with
-// no context, and counted in TableStats.Unprepared; if that load fails,
-// SampleRange panics, since it has no error to return. Serving code
-// prepares first (Samples does), so that neither happens.
+// not been released; it never reads the store, and panics if the table
+// is not in memory (a read that did not prepare its chunks: Prepare,
+// Samples).
 func (ix *Index) SampleRange(id int) (chunk int, off, length int64, crc uint32) {
 	c := ix.chunkOf(id)
 	if ix.part != nil {
@@ -426,20 +425,23 @@ func (ix *Index) chunkOf(id int) int {
 	return c
 }
 
-// Lookup returns the ID of the sample with the given key. On an index
-// with every table in memory (New, Decode) its table is built with the
-// index, where it doubles as the duplicate-key check, so Lookup needs no
-// lazy initialisation or locking. On a partial index it may have to load
-// a chunk's table, without a context, and panics if that fails: serving
-// code calls LookupContext.
-func (ix *Index) Lookup(key string) (id int, ok bool) {
+// Lookup returns the ID of the sample with the given key, and whether
+// there is one. On an index with every table in memory (New, Decode) it
+// reads memory only: its table is built with the index, where it doubles
+// as the duplicate-key check, so it needs no lazy initialisation or
+// locking, and err is nil. On a partial index it loads the table of the
+// chunk the key can be in (see Open for how that chunk is found), and
+// fails only if that load does.
+func (ix *Index) Lookup(ctx context.Context, key string) (id int, ok bool, err error) {
 	if ix.part != nil {
-		id, ok, err := ix.LookupContext(context.Background(), key)
-		if err != nil {
-			panic(fmt.Sprintf("chunkindex: Lookup(%q) on a partial index: %v (use LookupContext)", key, err))
-		}
-		return id, ok
+		return ix.part.lookup(ctx, ix, key)
 	}
+	id, ok = ix.lookupWhole(key)
+	return id, ok, nil
+}
+
+// lookupWhole is Lookup on an index with every table in memory.
+func (ix *Index) lookupWhole(key string) (id int, ok bool) {
 	h := maphash.String(ix.seed, key)
 	i, _ := slices.BinarySearchFunc(ix.byHash, h, func(id uint32, h uint64) int {
 		return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
@@ -455,15 +457,4 @@ func (ix *Index) Lookup(key string) (id int, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-// LookupContext is Lookup for any index: on a partial one it loads the
-// table of the chunk the key can be in (see Open for how that chunk is
-// found), and fails only if that load does.
-func (ix *Index) LookupContext(ctx context.Context, key string) (id int, ok bool, err error) {
-	if ix.part == nil {
-		id, ok := ix.Lookup(key)
-		return id, ok, nil
-	}
-	return ix.part.lookup(ctx, ix, key)
 }

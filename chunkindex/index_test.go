@@ -1,6 +1,7 @@
 package chunkindex
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -63,6 +64,16 @@ func mustNew(t testing.TB, chunks []Chunk, samples []Sample) *Index {
 
 // checkIndex verifies every accessor of ix against the dataset it was built
 // from.
+// lookup is Lookup for a test: an error fails it.
+func lookup(t testing.TB, ix *Index, key string) (int, bool) {
+	t.Helper()
+	id, ok, err := ix.Lookup(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", key, err)
+	}
+	return id, ok
+}
+
 func checkIndex(t testing.TB, ix *Index, chunks []Chunk, samples []Sample) {
 	t.Helper()
 	if ix.NumChunks() != len(chunks) || ix.NumSamples() != len(samples) {
@@ -91,7 +102,7 @@ func checkIndex(t testing.TB, ix *Index, chunks []Chunk, samples []Sample) {
 		if c != s.Chunk || off != s.Offset || n != s.Length || crc != s.CRC {
 			t.Errorf("SampleRange(%d) = %d, %d, %d, %#x; want %+v", i, c, off, n, crc, s)
 		}
-		if got, ok := ix.Lookup(s.Key); !ok || got != i {
+		if got, ok := lookup(t, ix, s.Key); !ok || got != i {
 			t.Errorf("Lookup(%q) = %d, %v; want %d", s.Key, got, ok, i)
 		}
 	}
@@ -99,7 +110,7 @@ func checkIndex(t testing.TB, ix *Index, chunks []Chunk, samples []Sample) {
 		t.Errorf("TotalBytes %d, SampleBytes %d; want %d, %d", ix.TotalBytes(), ix.SampleBytes(), total, sampleBytes)
 	}
 	for _, k := range []string{"", "a", "a/x/", "train/n00000001", "zzz"} {
-		if i, ok := ix.Lookup(k); ok && ix.SampleKey(i) != k {
+		if i, ok := lookup(t, ix, k); ok && ix.SampleKey(i) != k {
 			t.Errorf("Lookup(%q) = %d, the sample of key %q", k, i, ix.SampleKey(i))
 		}
 	}
@@ -133,7 +144,7 @@ func TestNewEmptyChunks(t *testing.T) {
 	if ix.NumSamples() != 0 || ix.NumChunks() != 0 || ix.TotalBytes() != 0 {
 		t.Errorf("empty index: %d samples, %d chunks, %d bytes", ix.NumSamples(), ix.NumChunks(), ix.TotalBytes())
 	}
-	if _, ok := ix.Lookup("x"); ok {
+	if _, ok := lookup(t, ix, "x"); ok {
 		t.Error("Lookup in an empty index succeeded")
 	}
 }
@@ -255,8 +266,8 @@ func TestIndexConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			ids[g] = ix.ID()
 			for i := g; i < len(samples); i += 8 {
-				if id, ok := ix.Lookup(samples[i].Key); !ok || id != i {
-					t.Errorf("Lookup(%q) = %d, %v", samples[i].Key, id, ok)
+				if id, ok, err := ix.Lookup(context.Background(), samples[i].Key); err != nil || !ok || id != i {
+					t.Errorf("Lookup(%q) = %d, %v, %v", samples[i].Key, id, ok, err)
 				}
 			}
 		})

@@ -83,7 +83,7 @@ type OpenOptions struct {
 // where the chunk's records and keys are in the object and their CRC32C,
 // so a table read later is trusted only if it is the one checked now.
 //
-// Finding a sample by key (LookupContext) needs to know which chunk a key
+// Finding a sample by key (Lookup) needs to know which chunk a key
 // is in without the keys in memory. If every chunk's keys ascend and the
 // chunks' key ranges do not overlap (an unshuffled `brand pack`, or
 // WebDataset shards of sorted keys), Open keeps each chunk's first key

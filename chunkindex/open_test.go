@@ -144,15 +144,25 @@ func TestOpenMatchesDecode(t *testing.T) {
 						t.Errorf("ChunkOf(%d) = %d, want %d", i, c, s.Chunk)
 					}
 				}
-				checkIndex(t, ix, chunks, samples) // SampleRange, Lookup, ... unprepared
+				// SampleRange, Lookup, ... with every chunk prepared.
+				all := make([]int, ix.NumChunks())
+				for c := range all {
+					all[c] = c
+				}
+				release, err := ix.Prepare(context.Background(), all)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkIndex(t, ix, chunks, samples)
+				release()
 				for _, key := range []string{"", "a", "zzz", "train/", "train/000000000x", "train/n00000001"} {
-					id, ok, err := ix.LookupContext(context.Background(), key)
+					id, ok, err := ix.Lookup(context.Background(), key)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wid, wok := whole.Lookup(key)
+					wid, wok := lookup(t, whole, key)
 					if ok != wok || ok && id != wid {
-						t.Errorf("LookupContext(%q) = %d, %t; whole index: %d, %t", key, id, ok, wid, wok)
+						t.Errorf("Lookup(%q) = %d, %t; whole index: %d, %t", key, id, ok, wid, wok)
 					}
 				}
 				if _, err := ix.MarshalBinary(); err == nil {
@@ -189,7 +199,7 @@ func TestOpenRejects(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Open without the key directory: %v", err)
 			}
-			if _, _, err := ix.LookupContext(context.Background(), "any"); !errors.Is(err, tt.is) {
+			if _, _, err := ix.Lookup(context.Background(), "any"); !errors.Is(err, tt.is) {
 				t.Fatalf("first lookup: %v, want %v", err, tt.is)
 			}
 		})
@@ -294,8 +304,8 @@ func TestPrepareLoadsOncePerChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := ix.TableStats()
-	if st.Loads > 50 || st.Unprepared != 0 {
-		t.Errorf("%d loads (%d unprepared) for at most 50 chunks not kept", st.Loads, st.Unprepared)
+	if st.Loads > 50 {
+		t.Errorf("%d loads for at most 50 chunks not kept", st.Loads)
 	}
 	if reads := obj.reads.Load() - before; reads != 2*st.Loads {
 		t.Errorf("%d range reads for %d loads, want 2 a load", reads, st.Loads)
@@ -346,18 +356,46 @@ func TestTableCacheBound(t *testing.T) {
 	}
 }
 
-// TestUnpreparedRead: reading a sample whose table is not in memory loads
-// it there and then, and says so in the stats.
+// TestUnpreparedRead: a sample whose table is neither kept nor prepared
+// is a caller's bug, as an ID out of range is: reading it reads nothing
+// from the store, with no context to end it and no error to return, and
+// panics naming Prepare. Prepared, it is read; kept, it needs nothing.
 func TestUnpreparedRead(t *testing.T) {
 	chunks, samples := synthDataset(200, 20)
 	whole := mustNew(t, chunks, samples)
-	ix := open(t, encode(t, whole), OpenOptions{Resident: everyOther})
-	if got := ix.Sample(25); got != whole.Sample(25) { // chunk 1: not kept
-		t.Errorf("Sample(25) = %+v, want %+v", got, whole.Sample(25))
+	obj := encode(t, whole)
+	ix := open(t, obj, OpenOptions{Resident: everyOther})
+	before := obj.reads.Load()
+	for _, read := range []struct {
+		name string
+		f    func()
+	}{
+		{"Sample", func() { _ = ix.Sample(25) }}, // chunk 1: not kept
+		{"SampleRange", func() { _, _, _, _ = ix.SampleRange(25) }},
+		{"SampleKey", func() { _ = ix.SampleKey(25) }},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Index.Prepare") {
+					t.Errorf("%s of an unprepared chunk: recovered %v, want a panic naming Index.Prepare", read.name, r)
+				}
+			}()
+			read.f()
+		}()
 	}
-	_ = ix.Sample(5) // chunk 0: kept
-	if st := ix.TableStats(); st.Unprepared != 1 || st.Loads != 1 {
-		t.Errorf("stats %+v, want one unprepared load", st)
+	if st := ix.TableStats(); obj.reads.Load() != before || st.Loads != 0 {
+		t.Errorf("unprepared reads read the store: %d reads, stats %+v", obj.reads.Load()-before, st)
+	}
+	if got := ix.Sample(5); got != whole.Sample(5) { // chunk 0: kept
+		t.Errorf("Sample(5) = %+v, want %+v", got, whole.Sample(5))
+	}
+	release, err := ix.Prepare(context.Background(), []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if got := ix.Sample(25); got != whole.Sample(25) {
+		t.Errorf("prepared, Sample(25) = %+v, want %+v", got, whole.Sample(25))
 	}
 }
 
@@ -385,9 +423,9 @@ func TestOpenConcurrentUse(t *testing.T) {
 						return
 					}
 				}
-				id, ok, err := ix.LookupContext(context.Background(), samples[ids[0]].Key)
+				id, ok, err := ix.Lookup(context.Background(), samples[ids[0]].Key)
 				if err != nil || !ok || id != ids[0] {
-					t.Errorf("LookupContext(%q) = %d, %t, %v", samples[ids[0]].Key, id, ok, err)
+					t.Errorf("Lookup(%q) = %d, %t, %v", samples[ids[0]].Key, id, ok, err)
 				}
 			}
 		})
@@ -421,7 +459,7 @@ func TestKeyDirectoryOnDemand(t *testing.T) {
 		t.Fatal("a key directory was built at Open")
 	}
 	key := whole.SampleKey(1234)
-	if id, ok, err := ix.LookupContext(context.Background(), key); err != nil || !ok || id != 1234 {
+	if id, ok, err := ix.Lookup(context.Background(), key); err != nil || !ok || id != 1234 {
 		t.Fatalf("lookup %q: %d %v %v, want 1234", key, id, ok, err)
 	}
 	if grown := ix.Footprint() - before; grown < 4*int64(whole.NumSamples()) {
@@ -432,7 +470,7 @@ func TestKeyDirectoryOnDemand(t *testing.T) {
 	ix = open(t, encode(t, whole), OpenOptions{})
 	other := encode(t, mustNew(t, chunks, samples))
 	ix.part.r = &memObject{b: append(other.b[:len(other.b)-5:len(other.b)-5], 0, 0, 0, 0, 0)}
-	if _, _, err := ix.LookupContext(context.Background(), key); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := ix.Lookup(context.Background(), key); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("lookup over a changed object: %v, want ErrCorrupt", err)
 	}
 }

@@ -57,7 +57,7 @@ type partial struct {
 	cacheBytes int64               // of every entry, pinned or not
 	pinned     int                 // entries pinned
 
-	loads, hits, unprepared atomic.Int64
+	loads, hits atomic.Int64
 }
 
 type slot = atomic.Pointer[table]
@@ -122,18 +122,16 @@ func (p *partial) read(ctx context.Context, ix *Index, c int) (*table, error) {
 	return t, nil
 }
 
-// table returns chunk c's table, loading it if it is not in memory (see
-// SampleRange).
+// table returns chunk c's table, which must be in memory: kept for good
+// (resident), or held by a Prepare not yet released. It reads nothing:
+// loading a table is Prepare's, which takes a context and returns an
+// error. A table asked for that is in neither is a caller's bug, as an ID
+// out of range is, and panics naming the missing Prepare.
 func (p *partial) table(c int) *table {
 	if t := p.slots[c].Load(); t != nil {
 		return t
 	}
-	p.unprepared.Add(1)
-	t, err := p.fetch(context.Background(), c)
-	if err != nil {
-		panic(fmt.Sprintf("chunkindex: the table of chunk %d is not in memory, and loading it failed: %v (prepare the chunks a read uses: Index.Prepare)", c, err))
-	}
-	return t
+	panic(fmt.Sprintf("chunkindex: the table of chunk %d is not in memory: prepare the chunks a read uses first (Index.Prepare, Index.Samples)", c))
 }
 
 // fetch loads chunk c's table, once however many ask at the same time.
@@ -223,7 +221,9 @@ func (p *partial) evictLocked() {
 // loaded from the store, concurrently, once each however many reads ask
 // at the same time, or taken from the cache, and held (pinned) until
 // release. Between the two, SampleRange, SampleKey and Sample of these
-// chunks' samples read memory only. On an index with every table in
+// chunks' samples read memory only; outside it they panic, as for an ID
+// out of range, unless this node keeps the chunk's table. Prepare is the
+// one place a table is loaded. On an index with every table in
 // memory (New, Decode) it does nothing.
 //
 // On error nothing stays pinned. release may be called more than once.
@@ -325,9 +325,6 @@ type TableStats struct {
 	Pinned        int   // cached tables a Prepare holds
 	Loads         int64 // tables read from the store after Open
 	Hits          int64 // tables a Prepare found in the cache
-	// Unprepared counts tables read because a sample was read without
-	// its chunk prepared: zero when every serving path prepares.
-	Unprepared int64
 }
 
 // TableStats returns the state of the index's sample tables.
@@ -339,7 +336,7 @@ func (ix *Index) TableStats() TableStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return TableStats{Resident: p.residentTables, ResidentBytes: p.residentBytes, Cached: len(p.entries),
-		CachedBytes: p.cacheBytes, Pinned: p.pinned, Loads: p.loads.Load(), Hits: p.hits.Load(), Unprepared: p.unprepared.Load()}
+		CachedBytes: p.cacheBytes, Pinned: p.pinned, Loads: p.loads.Load(), Hits: p.hits.Load()}
 }
 
 // IsPartial reports whether the index holds only some sample tables in

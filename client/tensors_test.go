@@ -67,9 +67,9 @@ func tensorGateway(t *testing.T) (url string, want func(seed uint64, ds, key str
 		t.Fatal(err)
 	}
 	return srv.URL, func(seed uint64, ds, key string, pass uint64) []byte {
-		id, ok := res.Index.Lookup(key)
-		if !ok {
-			t.Fatalf("no sample %s", key)
+		id, ok, err := res.Index.Lookup(context.Background(), key)
+		if err != nil || !ok {
+			t.Fatalf("no sample %s: %v", key, err)
 		}
 		r, err := tiny.Apply(nil, images[key], transform.SampleKey(seed, ds, pass, uint64(id)), nil)
 		if err != nil {

@@ -30,7 +30,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := chi.URLParam(r, "*")
-	id, ok, err := ds.Index.LookupContext(ctx, key)
+	id, ok, err := ds.Index.Lookup(ctx, key)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: no sample with key %q in dataset %q", catalog.ErrUnknown, key, ds.Name)
 	}

@@ -253,7 +253,7 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 	noSuchKey := s3proto.ErrorOf(s3proto.NoSuchKey, "The specified key does not exist.")
 	key, ext := chunkindex.SplitKey(o.key)
 	ix := d.ds.Index
-	id, ok, err := ix.LookupContext(ctx, key)
+	id, ok, err := ix.Lookup(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -227,8 +227,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // keeps only its own chunks' tables, what it keeps, what it caches and
 // how often it reads another chunk's table from the store.
 type tableCollector struct {
-	catalog                               atomic.Pointer[Catalog]
-	loads, unprepared, tables, tableBytes *prometheus.Desc
+	catalog                   atomic.Pointer[Catalog]
+	loads, tables, tableBytes *prometheus.Desc
 }
 
 func newTableCollector() *tableCollector {
@@ -237,8 +237,6 @@ func newTableCollector() *tableCollector {
 	return &tableCollector{
 		loads: prometheus.NewDesc("brand_index_table_loads_total",
 			"Sample tables of chunks this node does not own read from the stored index (a cluster node's partial index).", labels, nil),
-		unprepared: prometheus.NewDesc("brand_index_table_unprepared_loads_total",
-			"Of those, tables read because a sample was read without its chunk prepared: 0 unless a code path misses its Prepare.", labels, nil),
 		tables: prometheus.NewDesc("brand_index_tables",
 			"Sample tables in memory: resident (this node's chunks; every chunk on a single gateway) or cached (other chunks').", kinds, nil),
 		tableBytes: prometheus.NewDesc("brand_index_table_bytes",
@@ -248,7 +246,6 @@ func newTableCollector() *tableCollector {
 
 func (tc *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tc.loads
-	ch <- tc.unprepared
 	ch <- tc.tables
 	ch <- tc.tableBytes
 }
@@ -267,7 +264,6 @@ func (tc *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range cur {
 		st := d.Index.TableStats()
 		ch <- prometheus.MustNewConstMetric(tc.loads, prometheus.CounterValue, float64(st.Loads), d.Name, d.ID())
-		ch <- prometheus.MustNewConstMetric(tc.unprepared, prometheus.CounterValue, float64(st.Unprepared), d.Name, d.ID())
 		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Resident), d.Name, d.ID(), "resident")
 		ch <- prometheus.MustNewConstMetric(tc.tables, prometheus.GaugeValue, float64(st.Cached), d.Name, d.ID(), "cached")
 		ch <- prometheus.MustNewConstMetric(tc.tableBytes, prometheus.GaugeValue, float64(st.ResidentBytes), d.Name, d.ID(), "resident")

@@ -91,7 +91,7 @@ func TestLoadPartition(t *testing.T) {
 	if !d2.Index.IsPartial() || d2.ID() != next.ID() || d2.Index.TableStats().Resident != own(next) {
 		t.Errorf("reloaded: partial %t, %d tables kept (owns %d)", d2.Index.IsPartial(), d2.Index.TableStats().Resident, own(next))
 	}
-	if id, ok, err := d2.Index.LookupContext(ctx, "b/7/2"); err != nil || !ok || id != 7*4+2 {
-		t.Errorf("LookupContext(b/7/2) = %d, %t, %v", id, ok, err)
+	if id, ok, err := d2.Index.Lookup(ctx, "b/7/2"); err != nil || !ok || id != 7*4+2 {
+		t.Errorf("Lookup(b/7/2) = %d, %t, %v", id, ok, err)
 	}
 }

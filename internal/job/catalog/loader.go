@@ -154,7 +154,7 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 		v := chunkindex.NewVerifier(ds.Index, c, buf)
 		v.Progress(0, len(buf))
 		if id, got := v.Finish(); id >= 0 {
-			return checksumError(ds.Index, badSample{id: id, got: got}, k.Object, k.Dataset)
+			return checksumError(failedSample(ds.Index, id, got), k.Object, k.Dataset)
 		}
 		return nil
 	}
@@ -241,7 +241,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		}
 		last = bad
 		if read >= l.rereads {
-			cerr := last.err(ds.Index, k)
+			cerr := last.err(k)
 			if unstable {
 				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
 					Msg("chunk failed its checksum on every read, differently each time")
@@ -249,7 +249,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 					s3backend.ErrUnavailable, k.Object, read+1, cerr)
 			}
 			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
-				Str("fault", last.String(ds.Index)).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
+				Str("fault", last.String()).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
 			ds.damaged[c].Store(true)
 			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr}
 		}
@@ -259,30 +259,46 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 
 // badSample is the first sample of a read that failed its CRC32C, and the
 // CRC it had; id -1 means none failed. For a chunk decoded in place
-// (readDecoded), decode is why it did not decode and id is -2.
+// (readDecoded), decode is why it did not decode and id is -2. key and
+// want are the sample's key and the CRC32C its index gives, taken while
+// the read held its chunk's table (failedSample), so that describing it
+// later reads no table.
 type badSample struct {
 	id     int
 	got    uint32
 	decode string
+	key    string
+	want   uint32
 }
 
 // undecodable is the id of a badSample that did not decode.
 const undecodable = -2
 
+// failedSample is the badSample of a verified read whose first failing
+// sample is id (-1 if none), which had CRC32C got; the chunk's table must
+// be in memory (prepared, on a partial index).
+func failedSample(ix *chunkindex.Index, id int, got uint32) badSample {
+	if id < 0 {
+		return badSample{id: id}
+	}
+	_, _, _, want := ix.SampleRange(id)
+	return badSample{id: id, got: got, key: ix.SampleKey(id), want: want}
+}
+
 // err describes the failure.
-func (b badSample) err(ix *chunkindex.Index, k chunkcache.Key) error {
+func (b badSample) err(k chunkcache.Key) error {
 	if b.id == undecodable {
 		return fmt.Errorf("%w: chunk %s of dataset %s does not decode: %s", ErrCorrupt, k.Object, k.Dataset, b.decode)
 	}
-	return checksumError(ix, b, k.Object, k.Dataset)
+	return checksumError(b, k.Object, k.Dataset)
 }
 
 // String names the failure for the log.
-func (b badSample) String(ix *chunkindex.Index) string {
+func (b badSample) String() string {
 	if b.id == undecodable {
 		return b.decode
 	}
-	return "sample " + ix.SampleKey(b.id) + " fails its CRC32C"
+	return "sample " + b.key + " fails its CRC32C"
 }
 
 // readTar fills buf with tar chunk c once and verifies it.
@@ -304,7 +320,7 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 		return badSample{}, err
 	}
 	id, got := v.Finish()
-	return badSample{id: id, got: got}, nil
+	return failedSample(ds.Index, id, got), nil
 }
 
 // readDecoded reads chunk c of a dataset served in place once — the
@@ -402,13 +418,10 @@ type rangeOpener interface {
 // fields' column chunks, when they are not contiguous.
 const rangeReads = 4
 
-// checksumError describes a sample that failed its CRC32C. On a partial
-// index the table read1 prepared is released by now; it is almost always
-// still cached, and read again (TableStats.Unprepared) if not.
-func checksumError(ix *chunkindex.Index, bad badSample, object, dataset string) error {
-	_, _, _, want := ix.SampleRange(bad.id)
+// checksumError describes a sample that failed its CRC32C.
+func checksumError(bad badSample, object, dataset string) error {
 	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",
-		ErrCorrupt, ix.SampleKey(bad.id), object, dataset, bad.got, want)
+		ErrCorrupt, bad.key, object, dataset, bad.got, bad.want)
 }
 
 // _ checks that Loader is a chunkcache.Spiller and a TieredLoader.

@@ -168,7 +168,7 @@ func (d decoder) key(sc *scanner) (uint32, error) {
 	}
 	// On a node whose index holds only its own chunks' tables, this
 	// reads the key's chunk's table, unless a batch read it lately.
-	id, ok, err := d.ds.Index.LookupContext(ctx, string(k))
+	id, ok, err := d.ds.Index.Lookup(ctx, string(k))
 	if err != nil {
 		return 0, indexError{fmt.Errorf("looking up sample key %q in dataset %s: %w", k, d.ds.Name, err)}
 	}

@@ -456,7 +456,7 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 			key := string(syn.key(nil, first, coprime(syn.n)))
 			before = ix.TableStats().Loads
 			fp, start := ix.Footprint(), time.Now()
-			id, ok, err := ix.LookupContext(ctx, key)
+			id, ok, err := ix.Lookup(ctx, key)
 			row.LookupSeconds, row.DirectoryBytes = time.Since(start).Seconds(), ix.Footprint()-fp
 			if err != nil {
 				return nil, err
