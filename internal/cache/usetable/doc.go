@@ -51,7 +51,7 @@
 //     the next epoch's order. The base is the build time for a stream
 //     being served (plus twice its lateness if it is late) and, for a
 //     stream waiting for a turn, when the first holder is expected to leave
-//     its window (UseTable.crossing), plus its place in line.
+//     its window (Snapshot.crossing), plus its place in line.
 //
 // With one job, keys order chunks exactly as its positions do: the policy
 // is Belady's rule on its order, which is what the planner simulates.
@@ -65,7 +65,7 @@
 //
 // # The use table
 //
-// The keys are published as an immutable UseTable, rebuilt (publish.go)
+// The keys are published as an immutable Snapshot, rebuilt (publish.go)
 // when a stream starts, ends or crosses into another window, when a turn
 // moves or a stream queues for one, and when the streams are late — past the time the table expected
 // the first of them to leave its window (lateLocked), such rebuilds at
@@ -92,7 +92,7 @@
 //     orders of three epochs, so a rebuild computes none in steady state.
 //   - Turn: O(streams × chunks of their windows) each time admission is
 //     judged (turn.go).
-//   - UseTable.Distance and DistanceAt: a map lookup and, for a hot chunk,
+//   - Snapshot.Distance and DistanceAt: a map lookup and, for a hot chunk,
 //     one clock read per stream in that window; Prefetchable, Displaces and
 //     Hot: O(1). The policy's costs are in policy.go.
 //   - Memory: 8 bytes per chunk of each dataset version a followed stream
@@ -118,10 +118,10 @@
 // channel closed and replaced) or when a holder may have gone idle.
 //
 // What readers see without the lock is published atomically: the latest
-// UseTable (an atomic pointer; a table never changes once stored), the
+// Snapshot (an atomic pointer; a table never changes once stored), the
 // request count (Ticks), and each stream's clock (atomics written under the
 // mutex, read by the tables that point to them). Table, Distance, Ticks and
-// every UseTable method take no lock and never block, so the cache's policy
+// every Snapshot method take no lock and never block, so the cache's policy
 // can call them under the cache's own lock; the schedule never calls the
 // cache while holding its mutex (Advance returns what to prefetch, and the
 // Prefetcher reads it with its own tracked workers, which Close waits for).

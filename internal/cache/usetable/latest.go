@@ -7,13 +7,13 @@ import (
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 )
 
-// Prefetchable is UseTable.Prefetchable in the latest table.
+// Prefetchable is Snapshot.Prefetchable in the latest table.
 func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Table().Prefetchable(k) }
 
-// Displaces is UseTable.Displaces in the latest table.
+// Displaces is Snapshot.Displaces in the latest table.
 func (s *Schedule) Displaces(need, lead int64) bool { return s.Table().Displaces(need, lead) }
 
-// Keeps is UseTable.Keeps in the latest table.
+// Keeps is Snapshot.Keeps in the latest table.
 func (s *Schedule) Keeps(d int64) bool { return s.Table().Keeps(d) }
 
 // Tally is told of every chunk a prefetch read for an epoch of a stream,

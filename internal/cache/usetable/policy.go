@@ -24,9 +24,9 @@ import (
 // victims the cache looks at. Chunk keys map to dense slots, reused once
 // a chunk leaves.
 type schedulePolicy struct {
-	latest func() *UseTable
+	latest func() *Snapshot
 	ticks  func() uint64
-	table  *UseTable // the table the heap is ordered by
+	table  *Snapshot // the table the heap is ordered by
 	tick   uint64    // the request count its hot keys are from
 	seq    uint64
 	heap   evict.Heap
@@ -38,7 +38,7 @@ type schedulePolicy struct {
 // NewPolicy returns the schedule's eviction policy, which orders chunks by
 // their keys in the latest use table; ticks counts the requests that move
 // the streams' clocks (Schedule.Ticks).
-func NewPolicy(latest func() *UseTable, ticks func() uint64) *schedulePolicy {
+func NewPolicy(latest func() *Snapshot, ticks func() uint64) *schedulePolicy {
 	return &schedulePolicy{latest: latest, ticks: ticks, slot: map[chunkcache.Key]int{}}
 }
 

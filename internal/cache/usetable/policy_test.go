@@ -24,7 +24,7 @@ func TestSchedulePolicyOrder(t *testing.T) {
 	for c := range keys {
 		keys[c] = ds.ChunkKey(c)
 	}
-	table := func(gen uint64) *UseTable {
+	table := func(gen uint64) *Snapshot {
 		dist := make([]int64, chunks)
 		for c := range dist {
 			dist[c] = int64(rng.IntN(8)) * 100 // many ties
@@ -32,10 +32,10 @@ func TestSchedulePolicyOrder(t *testing.T) {
 				dist[c] = Never
 			}
 		}
-		return &UseTable{gen: gen, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist}}}}
+		return &Snapshot{gen: gen, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist}}}}
 	}
 	latest := table(1)
-	p := NewPolicy(func() *UseTable { return latest }, func() uint64 { return 0 })
+	p := NewPolicy(func() *Snapshot { return latest }, func() uint64 { return 0 })
 	p.table = latest
 	seq := map[chunkcache.Key]int{}
 	tick := 0
@@ -105,8 +105,8 @@ func TestImportanceAwareEviction(t *testing.T) {
 	ds := catalog.NewDataset("d", "", nil, testIndex(t, chunks, 4))
 	dist := []int64{Never, 500, Never, 0, Never, 200}
 	weight := []float32{2.5, 9, 0.2, 9, 1, 9}
-	table := &UseTable{gen: 1, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist, weight: weight}}}}
-	p := NewPolicy(func() *UseTable { return table }, func() uint64 { return 0 })
+	table := &Snapshot{gen: 1, datasets: map[string][]datasetUses{"d": {{ds: ds, dist: dist, weight: weight}}}}
+	p := NewPolicy(func() *Snapshot { return table }, func() uint64 { return 0 })
 	for c := range chunks {
 		p.Touch(ds.ChunkKey(c))
 	}

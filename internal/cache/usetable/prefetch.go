@@ -81,15 +81,15 @@ type PrefetcherConfig struct {
 	Cache    prefetchCache
 	Distance func(chunkcache.Key) int64
 	// Prefetchable reports whether a chunk read now would stay cached
-	// until it is used (UseTable.Prefetchable); nil: always.
+	// until it is used (Snapshot.Prefetchable); nil: always.
 	Prefetchable func(chunkcache.Key) bool
 	// Displaces reports whether a chunk needed at need (its key), which
 	// takes lead to read, may evict chunks needed after it
-	// (UseTable.Displaces), rather than only chunks no stream needs;
+	// (Snapshot.Displaces), rather than only chunks no stream needs;
 	// nil: always.
 	Displaces func(need, lead int64) bool
 	// Keeps reports whether the cache keeps a chunk whose next use is
-	// keyed d until it is used (UseTable.Keeps): a prefetch may displace
+	// keyed d until it is used (Snapshot.Keeps): a prefetch may displace
 	// one it does not, needed later than the chunk read, whatever
 	// Displaces says; nil: it keeps every chunk some stream needs.
 	Keeps func(d int64) bool
@@ -258,7 +258,7 @@ func (p *Prefetcher) measured(d time.Duration) {
 // measured time for each round the workers need to read the chunks
 // queued or being read, this one among them. A read that can wait for a
 // better victim only until less than that before its use would come too
-// late (UseTable.Displaces).
+// late (Snapshot.Displaces).
 func (p *Prefetcher) lead() int64 {
 	p.mu.Lock()
 	n := len(p.pending)

@@ -73,7 +73,7 @@ const (
 
 // lateLocked reports whether the use table is to be rebuilt because the
 // streams are late: past the time the table expected the first of them
-// to leave its window (UseTable.crossing), so that the uses after that
+// to leave its window (Snapshot.crossing), so that the uses after that
 // window are keyed in the past. A batch the late stream begins now would
 // otherwise rank its own window's chunks, keyed by when it began, after
 // the next window's, and a load would evict the chunks needed first. Rebuilt from now, every
@@ -109,7 +109,7 @@ func (s *Schedule) publishLocked() {
 	if last := s.uses.Load(); last != nil {
 		hot = len(last.clocks)
 	}
-	t := &UseTable{gen: s.gen, built: now, now: s.now, datasets: make(map[string][]datasetUses, len(s.streams)),
+	t := &Snapshot{gen: s.gen, built: now, now: s.now, datasets: make(map[string][]datasetUses, len(s.streams)),
 		clocks: make(map[hotChunk][]*clock, hot), crossing: Never}
 	// The weights that keep chunks are those of each importance job's
 	// latest stream: every epoch of such a job is a stream of its own
@@ -162,7 +162,7 @@ func (s *Schedule) publishLocked() {
 // for a stream served now, whose current windows are hot (read from its
 // clock); when its turn is expected for a stream that waits, whose
 // current windows are then keyed as its next ones are.
-func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served bool, rate float64, latest map[weightKey]*stream) {
+func (s *Schedule) publishStream(t *Snapshot, st *stream, base int64, served bool, rate float64, latest map[weightKey]*stream) {
 	origin, e, ok := s.originOf(st)
 	st.origin = origin
 	if !ok {
@@ -178,7 +178,7 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 	}
 	// An importance stream's next epoch is drawn from a snapshot not
 	// sealed yet: its uses are not projected; the chunks' weights stand
-	// in for them (UseTable.Distance).
+	// in for them (Snapshot.Distance).
 	var next *layout.Epoch
 	if !st.ImportanceJob() {
 		var err error
@@ -248,7 +248,7 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 }
 
 // usesOf returns the table's entry for a dataset version, added if new.
-func (t *UseTable) usesOf(ds *catalog.Dataset) *datasetUses {
+func (t *Snapshot) usesOf(ds *catalog.Dataset) *datasetUses {
 	list := t.datasets[ds.Name]
 	for i := range list {
 		if list[i].ds == ds {
@@ -267,7 +267,7 @@ func (t *UseTable) usesOf(ds *catalog.Dataset) *datasetUses {
 // chunks first, then the others soonest first, as many as fit in
 // capacity bytes; and the latest key the cache keeps (Keeps): the
 // others alone, as many as fit.
-func (t *UseTable) finish(capacity int64) {
+func (t *Snapshot) finish(capacity int64) {
 	type use struct {
 		key  int64
 		size int64

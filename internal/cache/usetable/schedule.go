@@ -23,7 +23,7 @@ import (
 type Schedule struct {
 	orders *layout.Orders
 	// capacity is the cache's, in bytes: prefetch reads only what the
-	// cache can keep until it is used (UseTable.Prefetchable).
+	// cache can keep until it is used (Snapshot.Prefetchable).
 	capacity int64
 	// local reports whether this node reads chunk c of ds from the store
 	// itself: on a cluster a node prefetches only those (the chunks it
@@ -39,7 +39,7 @@ type Schedule struct {
 	streams map[layout.Stream]*stream
 	gen     uint64
 
-	uses atomic.Pointer[UseTable]
+	uses atomic.Pointer[Snapshot]
 	// coalescing counts the Coalesce calls running; stale: a rebuild
 	// was asked for during one.
 	coalescing int
@@ -93,7 +93,7 @@ func (s *Schedule) now() int64 { return s.nowAt(s.clock()) }
 func (s *Schedule) Ticks() uint64 { return s.ticks.Load() }
 
 // Table returns the latest use table.
-func (s *Schedule) Table() *UseTable { return s.uses.Load() }
+func (s *Schedule) Table() *Snapshot { return s.uses.Load() }
 
 // Distance is k's next-use distance in the latest table.
 func (s *Schedule) Distance(k chunkcache.Key) int64 { return s.Table().Distance(k) }

@@ -9,7 +9,7 @@ import (
 // Never is the next-use distance of a chunk that no followed stream needs.
 const Never = evict.Never
 
-// UseTable is, per dataset version and chunk, when some followed stream
+// Snapshot is, per dataset version and chunk, when some followed stream
 // will next need the chunk, in the schedule's time frame (ns since its
 // zero): every stream's position converted to time by its own measured
 // pace and divided by its weight, the soonest of them; Never when no
@@ -22,7 +22,7 @@ const Never = evict.Never
 // requests, whose times move with every request: their keys are read
 // from the streams' clocks (hot), the rest are fixed when the table is
 // built, once a stream crosses into another window.
-type UseTable struct {
+type Snapshot struct {
 	gen      uint64
 	built    int64                    // when, in the schedule's frame
 	now      func() int64             // the schedule's clock
@@ -54,7 +54,7 @@ type UseTable struct {
 	straddle bool
 }
 
-// hotChunk is a chunk of a dataset version, in UseTable.clocks.
+// hotChunk is a chunk of a dataset version, in Snapshot.clocks.
 type hotChunk struct {
 	ds *catalog.Dataset
 	c  int32
@@ -69,7 +69,7 @@ type datasetUses struct {
 }
 
 // Distance is k's next-use key in t, now.
-func (t *UseTable) Distance(k chunkcache.Key) int64 {
+func (t *Snapshot) Distance(k chunkcache.Key) int64 {
 	if t == nil {
 		return Never
 	}
@@ -77,7 +77,7 @@ func (t *UseTable) Distance(k chunkcache.Key) int64 {
 }
 
 // Now is the present in the table's time frame (its schedule's clock).
-func (t *UseTable) Now() int64 {
+func (t *Snapshot) Now() int64 {
 	if t.now == nil {
 		return t.built
 	}
@@ -86,7 +86,7 @@ func (t *UseTable) Now() int64 {
 
 // DistanceAt is k's next-use key in t at now (in the schedule's frame): a
 // policy re-keying many chunks reads the clock once.
-func (t *UseTable) DistanceAt(k chunkcache.Key, now int64) int64 {
+func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 	if t == nil {
 		return Never
 	}
@@ -113,7 +113,7 @@ func (t *UseTable) DistanceAt(k chunkcache.Key, now int64) int64 {
 }
 
 // farFuture bounds the distances of chunks no schedule needs: Never, less
-// at most an importance weight's worth (UseTable.Distance).
+// at most an importance weight's worth (Snapshot.Distance).
 const farFuture = Never - 1<<40
 
 // Needed reports whether a distance is a scheduled use.
@@ -124,7 +124,7 @@ func Needed(d int64) bool { return d < farFuture }
 // that the cache holds together. A chunk beyond that would be evicted
 // for a sooner one before its use (by Belady's rule, which the policy
 // follows), a read wasted and a sooner chunk displaced to make it.
-func (t *UseTable) Prefetchable(k chunkcache.Key) bool {
+func (t *Snapshot) Prefetchable(k chunkcache.Key) bool {
 	if t == nil || !t.hotFits {
 		return false
 	}
@@ -171,7 +171,7 @@ func (t *UseTable) Prefetchable(k chunkcache.Key) bool {
 // reads than it saved stalls (brand-bench jobs --quick, 4 jobs at a cache
 // of half the dataset: 1.21 × the optimum's reads with it, 1.10
 // without, at ba5f1d1).
-func (t *UseTable) Keeps(d int64) bool {
+func (t *Snapshot) Keeps(d int64) bool {
 	return t == nil || !t.hotFits || t.shared || !t.phased || d <= t.keeps
 }
 
@@ -208,12 +208,12 @@ func (t *UseTable) Keeps(d int64) bool {
 // dataset, two ranks (at 8de739b): one
 // dataset read 1.10–1.18 of the optimum's bytes with such reads and
 // 1.04–1.06 without them, a two-dataset mixture 1.07–1.09 and 1.04–1.06.
-func (t *UseTable) Displaces(need, lead int64) bool {
+func (t *Snapshot) Displaces(need, lead int64) bool {
 	return t != nil && !t.shared && !t.straddle && need-max(lead, 0) <= t.crossing
 }
 
 // Hot lists the chunks of the windows streams are in now.
-func (t *UseTable) Hot() []chunkcache.Key {
+func (t *Snapshot) Hot() []chunkcache.Key {
 	if t == nil {
 		return nil
 	}

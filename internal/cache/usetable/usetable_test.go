@@ -25,7 +25,7 @@ import (
 // Stream A is between batches, its next request expected at 1000, of
 // weight 2; stream B has had a batch in flight since 400. The first
 // stream to leave its window is expected to at 10000.
-func handTable(t *testing.T) (*UseTable, map[string]chunkcache.Key) {
+func handTable(t *testing.T) (*Snapshot, map[string]chunkcache.Key) {
 	t.Helper()
 	v1 := catalog.NewDataset("d", "", nil, testIndex(t, 6, 4))
 	v2 := catalog.NewDataset("d", "", nil, testIndexVersion(t, 6, 4, "v2-"))
@@ -35,7 +35,7 @@ func handTable(t *testing.T) (*UseTable, map[string]chunkcache.Key) {
 	b.inflight.Store(true)
 	b.oldest.Store(400)
 	b.weight.Store(math.Float64bits(1))
-	table := &UseTable{crossing: 10000, datasets: map[string][]datasetUses{"d": {
+	table := &Snapshot{crossing: 10000, datasets: map[string][]datasetUses{"d": {
 		{ds: v1, dist: []int64{3000, Never, 5000, 5000, 9000, Never}, weight: []float32{1, 1, 1, 1, 1, 0.5}},
 		{ds: v2, dist: []int64{Never, Never, 7000, Never, Never, Never}},
 	}}, clocks: map[hotChunk][]*clock{{v1, 0}: {a}, {v1, 1}: {a, b}}}
@@ -95,7 +95,7 @@ func TestUseTableDistance(t *testing.T) {
 			t.Errorf("DistanceAt(%v) = %d, want Never", k, got)
 		}
 	}
-	var none *UseTable // no table published yet
+	var none *Snapshot // no table published yet
 	if none.Distance(keys["v1/0"]) != Never || none.DistanceAt(keys["v1/0"], 0) != Never || none.Prefetchable(keys["v1/0"]) || none.Displaces(0, 0) || none.Hot() != nil {
 		t.Error("a nil table answers as if some chunk were needed")
 	}
@@ -209,7 +209,7 @@ func TestUseTableKeeps(t *testing.T) {
 			}
 		})
 	}
-	var none *UseTable
+	var none *Snapshot
 	if !none.Keeps(1) {
 		t.Error("without a table, a chunk is not kept")
 	}
