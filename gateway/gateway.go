@@ -456,7 +456,7 @@ func New(cfg Config) (*Gateway, error) {
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
 	var distance func(chunkcache.Key) int64 // the disk tier's order under lru: least recently used
 	if cfg.CachePolicy == PolicySchedule {
-		policy = usetable.NewPolicy(g.sched.Table, g.sched.Ticks)
+		policy = usetable.NewPolicy(g.sched.Snapshot, g.sched.Ticks)
 		shared, distance = g.sched.Shared, g.sched.Distance
 	}
 	loader := catalog.NewLoader(g.catalog, cfg.FetchTimeout, cfg.ChecksumRereads).WithMemory(g.mem, g.mem.Decodes())

@@ -8,13 +8,13 @@ import (
 )
 
 // Prefetchable is Snapshot.Prefetchable in the latest table.
-func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Table().Prefetchable(k) }
+func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Snapshot().Prefetchable(k) }
 
 // Displaces is Snapshot.Displaces in the latest table.
-func (s *Schedule) Displaces(need, lead int64) bool { return s.Table().Displaces(need, lead) }
+func (s *Schedule) Displaces(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) }
 
 // Keeps is Snapshot.Keeps in the latest table.
-func (s *Schedule) Keeps(d int64) bool { return s.Table().Keeps(d) }
+func (s *Schedule) Keeps(d int64) bool { return s.Snapshot().Keeps(d) }
 
 // Tally is told of every chunk a prefetch read for an epoch of a stream,
 // from the store or (disk) from the disk tier below the cache

@@ -28,7 +28,7 @@ func TestUseTableSeesThePhaseAhead(t *testing.T) {
 	keys := func(js layout.Stream) []int64 {
 		s := newTestSchedule()
 		s.advance(js, 0, 0)
-		tab := s.Table()
+		tab := s.Snapshot()
 		out := make([]int64, 16)
 		for c := range out {
 			out[c] = tab.Distance(ds.ChunkKey(c))

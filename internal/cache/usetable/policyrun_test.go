@@ -56,7 +56,7 @@ func newPolicyRun(t *testing.T, ds *catalog.Dataset, capacity int64, policy stri
 	t.Helper()
 	r := &policyRun{t: t, orders: layout.New(nil), ds: ds, stats: map[uint64]*epochCounts{}}
 	r.s = New(Config{Orders: r.orders, Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
-	var p chunkcache.Policy = NewPolicy(r.s.Table, r.s.Ticks)
+	var p chunkcache.Policy = NewPolicy(r.s.Snapshot, r.s.Ticks)
 	distance := r.s.Distance
 	if policy == "lru" {
 		p, distance = chunkcache.NewLRU(), nil

@@ -124,8 +124,8 @@ func TestPrefetchLeavesChunksAnotherNodeReads(t *testing.T) {
 // queue itself.
 func newPrefetcher(t *testing.T, s *Schedule, cache *chunkcache.Cache) *Prefetcher {
 	p := NewPrefetcher(PrefetcherConfig{Cache: cache, Distance: s.Distance,
-		Prefetchable: func(k chunkcache.Key) bool { return s.Table().Prefetchable(k) },
-		Displaces:    func(need, lead int64) bool { return s.Table().Displaces(need, lead) },
+		Prefetchable: func(k chunkcache.Key) bool { return s.Snapshot().Prefetchable(k) },
+		Displaces:    func(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) },
 		Keeps:        s.Keeps,
 		Tally:        noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	p.clock = s.clock
@@ -158,7 +158,7 @@ func TestPrefetchReadsTheNextWindow(t *testing.T) {
 			}
 			bad := ds.ChunkKey(e.WindowChunks(1)[0])
 			failed := false // the cache's loads run on its goroutines, one after another here
-			cache := chunkcache.New(chunkcache.Config{Capacity: 1 << 30, Policy: NewPolicy(s.Table, s.Ticks),
+			cache := chunkcache.New(chunkcache.Config{Capacity: 1 << 30, Policy: NewPolicy(s.Snapshot, s.Ticks),
 				Loader: chunkcache.LoaderFunc(func(_ context.Context, k chunkcache.Key, _ []byte) error {
 					if tc.fails && k == bad && !failed {
 						failed = true

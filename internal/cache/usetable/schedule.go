@@ -92,11 +92,11 @@ func (s *Schedule) now() int64 { return s.nowAt(s.clock()) }
 // clock.
 func (s *Schedule) Ticks() uint64 { return s.ticks.Load() }
 
-// Table returns the latest use table.
-func (s *Schedule) Table() *Snapshot { return s.uses.Load() }
+// Snapshot returns the latest use table.
+func (s *Schedule) Snapshot() *Snapshot { return s.uses.Load() }
 
 // Distance is k's next-use distance in the latest table.
-func (s *Schedule) Distance(k chunkcache.Key) int64 { return s.Table().Distance(k) }
+func (s *Schedule) Distance(k chunkcache.Key) int64 { return s.Snapshot().Distance(k) }
 
 // Inflight is a batch registered with Begin, to be passed to Finish.
 type Inflight struct {

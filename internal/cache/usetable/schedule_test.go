@@ -146,7 +146,7 @@ func TestUseTableFollowsTheOrder(t *testing.T) {
 	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
 	for _, at := range []epochPos{{0, 0}, {0, 100}, {0, 300}, {1, 511}, {2, 128}} {
 		s.advance(js, at.epoch, at.pos)
-		table := s.Table()
+		table := s.Snapshot()
 		e, _ := s.orders.Epoch(js, at.epoch)
 		next, _ := s.orders.Epoch(js, at.epoch+1)
 		firstUse := map[int]int{} // chunk → positions from now to its first sample
@@ -197,7 +197,7 @@ func TestUseTableOnlyOwnChunks(t *testing.T) {
 	s.clock = func() time.Time { return at }
 	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
 	s.advance(js, 0, 100)
-	table := s.Table()
+	table := s.Snapshot()
 	for c := range 16 {
 		d := table.Distance(ds.ChunkKey(c))
 		if own(ds, c) == (d == Never) {

@@ -67,7 +67,7 @@ func TestStreamsBounded(t *testing.T) {
 			// Every stream followed is in a window of the normal job's
 			// chunks: that many clocks, no more.
 			most := 0
-			for _, clocks := range c.Table().clocks {
+			for _, clocks := range c.Snapshot().clocks {
 				most = max(most, len(clocks))
 			}
 			if most != tc.want {

@@ -66,7 +66,7 @@ func wireSwitchRun(t *testing.T, orders *layout.Orders, mixed *layout.Mixed, job
 	r.s = New(Config{Orders: orders, Local: allLocal, Capacity: capacity})
 	r.now.Store(r.s.zero.Add(time.Second).UnixNano())
 	r.s.clock = r.clock
-	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: NewPolicy(r.s.Table, r.s.Ticks),
+	r.cache = chunkcache.New(chunkcache.Config{Capacity: capacity, Policy: NewPolicy(r.s.Snapshot, r.s.Ticks),
 		Loader: chunkcache.LoaderFunc(func(context.Context, chunkcache.Key, []byte) error { return nil })})
 	t.Cleanup(r.cache.Close)
 	r.p = newPrefetcher(t, r.s, r.cache)

@@ -341,7 +341,7 @@ func TestAWaitingStreamIsKeyedFromItsTurn(t *testing.T) {
 	if err := c.Turn(cancelled, fb); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the second stream went ahead though the windows do not fit: %v", err)
 	}
-	table := c.Table()
+	table := c.Snapshot()
 	aNear := append(c.windowKeys(t, a, 0), c.windowKeys(t, a, 1)...)
 	wb := slices.DeleteFunc(c.windowKeys(t, b, 0), func(k chunkcache.Key) bool { return slices.Contains(aNear, k) })
 	if len(wb) == 0 {
@@ -429,7 +429,7 @@ func TestPrefetchOnlyWhatStaysCached(t *testing.T) {
 	c := newClocked(t, 4*chunk, 0) // two windows of two chunks
 	a := c.stream(1, 2)
 	f := c.batch(t, a, 0)
-	table := c.Table()
+	table := c.Snapshot()
 	for w, want := range []bool{true, true, false, false} {
 		for _, k := range c.windowKeys(t, a, w) {
 			if got := table.Prefetchable(k); got != want {
@@ -446,7 +446,7 @@ func TestPrefetchOnlyWhatStaysCached(t *testing.T) {
 	// needs.
 	b := c.stream(2, 2)
 	c.batch(t, b, 0)
-	if table := c.Table(); table.Displaces(table.Distance(next), 0) {
+	if table := c.Snapshot(); table.Displaces(table.Distance(next), 0) {
 		t.Error("with two streams, a prefetch may displace chunks some stream needs")
 	}
 }
@@ -471,7 +471,7 @@ func TestPrefetchJustAfterACrossingMayDisplace(t *testing.T) {
 	c.advance(b, 0, 28) // b in 36
 	defer c.Finish(fa)
 	defer c.Finish(fb)
-	table := c.Table()
+	table := c.Snapshot()
 	// b's chunks that no window of a before its third holds: their keys
 	// are b's alone.
 	aHas := map[chunkcache.Key]bool{}
@@ -541,13 +541,13 @@ func TestPrefetchWaitsForTheTrailingReader(t *testing.T) {
 	w1 := c.batch(t, a, 80)  // window 1
 	w2 := c.batch(t, a, 128) // window 2
 	c.Finish(w0)             // the trailing reader is in window 1, the leading one in window 2
-	if table := c.Table(); table.Displaces(table.Distance(next), 0) {
+	if table := c.Snapshot(); table.Displaces(table.Distance(next), 0) {
 		t.Error("a prefetch may displace needed chunks while the stream's readers straddle windows 1 and 2")
 	}
 	c.Finish(w1) // both in window 2
 	c.Finish(w2)
 	c.Finish(c.batch(t, a, 160))
-	if table := c.Table(); !table.Displaces(table.Distance(next), 0) {
+	if table := c.Snapshot(); !table.Displaces(table.Distance(next), 0) {
 		t.Error("once the readers are in one window, its next window's prefetch may not displace chunks needed later")
 	}
 }

@@ -272,7 +272,7 @@ func TestPublishedKeys(t *testing.T) {
 				}
 			}
 			base := c.nowAt(t0)
-			table := c.Table()
+			table := c.Snapshot()
 			this, _ := c.orders.Epoch(js, 0)
 			next, _ := c.orders.Epoch(js, 1)
 			var hot []chunkcache.Key
