@@ -361,7 +361,7 @@ type Gateway struct {
 
 	catalog  *catalog.Catalog
 	jobs     *jobs
-	sched    *usetable.Schedule
+	sched    *usetable.Table
 	cache    *chunkcache.Cache
 	disk     diskTier
 	prefetch usetable.Prefetch

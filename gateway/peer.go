@@ -212,7 +212,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 
 // handleNeeded serves POST transport.NeededPath: of the chunks a node names,
 // those the job streams this node follows need within their current
-// window and the next ones asked about (usetable.Schedule.Soon), or with
+// window and the next ones asked about (usetable.Table.Soon), or with
 // held=true those this node's cache holds.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	q, err := transport.DecodeNeeded(r, a.catalog, a.limits)

@@ -49,14 +49,14 @@ import (
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
-// Schedule is what a visit needs of the schedule (usetable.Schedule).
+// Schedule is what a visit needs of the schedule (usetable.Table).
 type Schedule interface {
 	Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (usetable.Inflight, error)
 	Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use
 	Turn(ctx context.Context, f usetable.Inflight) error
 	Finish(f usetable.Inflight)
 	// Coalesce runs f, a batch's calls for its parts, with the
-	// schedule's work for them done once (usetable.Schedule.Coalesce).
+	// schedule's work for them done once (usetable.Table.Coalesce).
 	Coalesce(f func())
 }
 

@@ -18,7 +18,7 @@
 //
 // Every request of one order belongs to one job stream (layout.Stream),
 // whatever its batch size, world, rank or offset, unless the job names
-// itself (job=): then it is a stream of its own. The schedule follows each
+// itself (job=): then it is a stream of its own. The use table follows each
 // stream's leading edge (Advance) and the batches it is serving (Begin,
 // Finish; internal/batch/visit makes these calls and Turn, in one order, for
 // every batch): next use is measured from the oldest batch in flight,
@@ -30,7 +30,7 @@
 //
 // Positions in different jobs' orders cannot be compared — a fast job's
 // 1,000 samples away come sooner than a slow one's — so a next use is a
-// time: nanoseconds since the schedule's zero, on its clock (injectable, so
+// time: nanoseconds since the use table's zero, on its clock (injectable, so
 // tests move time by hand). A chunk's key is the soonest time some stream
 // is expected to need it; larger is later, Never is not at all. Two kinds:
 //
@@ -80,7 +80,7 @@
 // cannot is evicted for any prefetch needed sooner). A schedule's
 // component whose pace rises at a phase ahead is read ahead as far as
 // the windows it reaches in the time its next windows take now
-// (Schedule.upcoming), so the windows it reads first after a switch are
+// (Table.upcoming), so the windows it reads first after a switch are
 // in the cache when the switch comes.
 //
 // # Costs
@@ -100,8 +100,8 @@
 //
 // # Stability
 //
-// Keys are nanoseconds in one schedule's frame: they mean nothing to
-// another process or another Schedule, and are never stored or sent. What
+// Keys are nanoseconds in one use table's frame: they mean nothing to
+// another process or another Table, and are never stored or sent. What
 // is fixed is the rule: with a single job, eviction by these keys is
 // Belady's on the job's order, the same heap and far key the planner uses
 // (internal/cache/evict); with several jobs it is Belady's on their merged
@@ -109,7 +109,7 @@
 //
 // # Concurrency
 //
-// A Schedule is safe for concurrent use. Its mutex guards the streams (the
+// A Table is safe for concurrent use. Its mutex guards the streams (the
 // map and every field of every stream), the turns' line and channel, and
 // the building of tables; Begin, Finish, Advance, Turn, Shared and Turns
 // take it, and Coalesce when it begins and ends (not while its function
@@ -122,13 +122,13 @@
 // request count (Ticks), and each stream's clock (atomics written under the
 // mutex, read by the tables that point to them). Table, Distance, Ticks and
 // every Snapshot method take no lock and never block, so the cache's policy
-// can call them under the cache's own lock; the schedule never calls the
+// can call them under the cache's own lock; the use table never calls the
 // cache while holding its mutex (Advance returns what to prefetch, and the
 // Prefetcher reads it with its own tracked workers, which Close waits for).
 //
 // # Files
 //
-// schedule.go holds the Schedule and the requests' calls (Begin, Advance,
+// table.go holds the Table and the requests' calls (Begin, Advance,
 // Finish); stream.go a stream, its position and its clock; usetable.go the
 // table's answers; publish.go how a table is built; turn.go turns;
 // policy.go the cache policy; prefetch.go the prefetcher; latest.go the

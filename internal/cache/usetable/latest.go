@@ -8,13 +8,13 @@ import (
 )
 
 // Prefetchable is Snapshot.Prefetchable in the latest table.
-func (s *Schedule) Prefetchable(k chunkcache.Key) bool { return s.Snapshot().Prefetchable(k) }
+func (s *Table) Prefetchable(k chunkcache.Key) bool { return s.Snapshot().Prefetchable(k) }
 
 // Displaces is Snapshot.Displaces in the latest table.
-func (s *Schedule) Displaces(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) }
+func (s *Table) Displaces(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) }
 
 // Keeps is Snapshot.Keeps in the latest table.
-func (s *Schedule) Keeps(d int64) bool { return s.Snapshot().Keeps(d) }
+func (s *Table) Keeps(d int64) bool { return s.Snapshot().Keeps(d) }
 
 // Tally is told of every chunk a prefetch read for an epoch of a stream,
 // from the store or (disk) from the disk tier below the cache
@@ -23,8 +23,8 @@ type Tally interface {
 	Prefetched(js layout.Stream, epoch uint64, chunk int, bytes int64, disk bool)
 }
 
-// Collectors are the schedule's metrics of turns, read when scraped.
-func (s *Schedule) Collectors() []prometheus.Collector {
+// Collectors are the use table's metrics of turns, read when scraped.
+func (s *Table) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_turn_wait_seconds_total",
 			Help: "Time batches waited for their job's turn because the windows the jobs read did not fit in the cache together."},

@@ -7,15 +7,15 @@ import (
 	"github.com/brandgw/brand/internal/cache/evict"
 )
 
-// schedulePolicy (NewPolicy) is the cache policy that evicts the chunk
-// whose next use is furthest away (Belady's rule on the known schedule);
+// tablePolicy (NewPolicy) is the cache policy that evicts the chunk
+// whose next use is furthest away (Belady's rule on the known order);
 // chunks no stream needs go first, the least recently used first among
 // equals. Its heap is the planner's (internal/cache/evict), so the gateway and
 // its simulation order chunks by one implementation.
 //
 // The cache calls it under its lock, so it must be cheap and must not call
 // out: it keeps the resident chunks in a heap ordered by their keys in
-// one use table, and reads the schedule's latest table and request count
+// one use table, and reads the use table's latest snapshot and request count
 // with atomic loads. When the table has changed (a stream crossed a
 // window), the next Victims re-keys the heap in O(resident chunks); when
 // only requests came (the streams' clocks moved), it re-keys the resident
@@ -23,7 +23,7 @@ import (
 // and Remove cost O(log resident chunks) and Victims O(k log k) for the k
 // victims the cache looks at. Chunk keys map to dense slots, reused once
 // a chunk leaves.
-type schedulePolicy struct {
+type tablePolicy struct {
 	latest func() *Snapshot
 	ticks  func() uint64
 	table  *Snapshot // the table the heap is ordered by
@@ -35,15 +35,15 @@ type schedulePolicy struct {
 	free   []int            // slots no chunk holds
 }
 
-// NewPolicy returns the schedule's eviction policy, which orders chunks by
+// NewPolicy returns the use table's eviction policy, which orders chunks by
 // their keys in the latest use table; ticks counts the requests that move
-// the streams' clocks (Schedule.Ticks).
-func NewPolicy(latest func() *Snapshot, ticks func() uint64) *schedulePolicy {
-	return &schedulePolicy{latest: latest, ticks: ticks, slot: map[chunkcache.Key]int{}}
+// the streams' clocks (Table.Ticks).
+func NewPolicy(latest func() *Snapshot, ticks func() uint64) *tablePolicy {
+	return &tablePolicy{latest: latest, ticks: ticks, slot: map[chunkcache.Key]int{}}
 }
 
 // Touch implements chunkcache.Policy.
-func (p *schedulePolicy) Touch(k chunkcache.Key) {
+func (p *tablePolicy) Touch(k chunkcache.Key) {
 	p.seq++
 	s, ok := p.slot[k]
 	if !ok {
@@ -60,7 +60,7 @@ func (p *schedulePolicy) Touch(k chunkcache.Key) {
 }
 
 // Remove implements chunkcache.Policy.
-func (p *schedulePolicy) Remove(k chunkcache.Key) {
+func (p *tablePolicy) Remove(k chunkcache.Key) {
 	s, ok := p.slot[k]
 	if !ok {
 		return
@@ -73,7 +73,7 @@ func (p *schedulePolicy) Remove(k chunkcache.Key) {
 
 // Victims implements chunkcache.Policy: the heap's order, walked without
 // changing it.
-func (p *schedulePolicy) Victims() iter.Seq[chunkcache.Key] {
+func (p *tablePolicy) Victims() iter.Seq[chunkcache.Key] {
 	tick := p.ticks()
 	switch t := p.latest(); {
 	case t != p.table:

@@ -27,7 +27,7 @@ import (
 // and the bytes the loader read.
 type policyRun struct {
 	t      *testing.T
-	s      *Schedule
+	s      *Table
 	cache  *chunkcache.Cache
 	orders *layout.Orders
 	ds     *catalog.Dataset

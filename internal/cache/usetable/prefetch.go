@@ -17,7 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
-// Prefetch reads ahead the chunks the schedule says come next. Prefetcher
+// Prefetch reads ahead the chunks the use table says come next. Prefetcher
 // does; NoPrefetch (prefetch turned off) does nothing.
 type Prefetch interface {
 	Enqueue(uses []Use)
@@ -51,7 +51,7 @@ type prefetchTask struct {
 // batches being served now.
 type Prefetcher struct {
 	cache    prefetchCache
-	distance func(chunkcache.Key) int64  // the schedule's next-use key
+	distance func(chunkcache.Key) int64  // the use table's next-use key
 	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
 	displace func(need, lead int64) bool // whether it may evict chunks needed later
 	keeps    func(d int64) bool          // whether the cache keeps a chunk keyed d until used

@@ -122,7 +122,7 @@ func TestPrefetchLeavesChunksAnotherNodeReads(t *testing.T) {
 // newPrefetcher is a prefetcher of s's uses into cache, wired as the
 // gateway wires them, on s's clock; no workers run: a test reads its
 // queue itself.
-func newPrefetcher(t *testing.T, s *Schedule, cache *chunkcache.Cache) *Prefetcher {
+func newPrefetcher(t *testing.T, s *Table, cache *chunkcache.Cache) *Prefetcher {
 	p := NewPrefetcher(PrefetcherConfig{Cache: cache, Distance: s.Distance,
 		Prefetchable: func(k chunkcache.Key) bool { return s.Snapshot().Prefetchable(k) },
 		Displaces:    func(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) },

@@ -12,7 +12,7 @@ import (
 
 // refreshLocked republishes the use table if st's origin moved, or if
 // the streams are late (lateLocked).
-func (s *Schedule) refreshLocked(st *stream) {
+func (s *Table) refreshLocked(st *stream) {
 	if o, _, ok := s.originOf(st); ok && o != st.origin {
 		if s.passTurnLocked(st, s.clock()) {
 			s.turnsMovedLocked() // publishes
@@ -28,7 +28,7 @@ func (s *Schedule) refreshLocked(st *stream) {
 
 // republishLocked rebuilds the use table, or, within Coalesce, marks it
 // to be rebuilt when Coalesce returns.
-func (s *Schedule) republishLocked() {
+func (s *Table) republishLocked() {
 	if s.coalescing > 0 {
 		s.stale = true
 		return
@@ -45,7 +45,7 @@ func (s *Schedule) republishLocked() {
 // bench). Rebuilds that other requests' calls ask for while f runs are
 // put off until it returns too, so f must not wait on anything (a turn,
 // a read). A table rebuilt on a turn's move is not put off.
-func (s *Schedule) Coalesce(f func()) {
+func (s *Table) Coalesce(f func()) {
 	s.mu.Lock()
 	s.coalescing++
 	s.mu.Unlock()
@@ -82,7 +82,7 @@ const (
 // this once did, kept the current window first but inverted the rest:
 // the window overdue longest — the next one — was keyed furthest, and
 // evicted first.)
-func (s *Schedule) lateLocked() bool {
+func (s *Table) lateLocked() bool {
 	t := s.uses.Load()
 	if t == nil || t.crossing == Never {
 		return false
@@ -97,7 +97,7 @@ type weightKey struct{ dataset, job string }
 // publishLocked builds and publishes the use table from every stream's
 // origin, edge and pace: O(streams × chunks), once per window a stream
 // crosses, plus a sort of the needed chunks for the prefetch horizon.
-func (s *Schedule) publishLocked() {
+func (s *Table) publishLocked() {
 	began := time.Now()
 	defer func() { s.publishCost = time.Since(began) }()
 	s.gen++
@@ -162,7 +162,7 @@ func (s *Schedule) publishLocked() {
 // for a stream served now, whose current windows are hot (read from its
 // clock); when its turn is expected for a stream that waits, whose
 // current windows are then keyed as its next ones are.
-func (s *Schedule) publishStream(t *Snapshot, st *stream, base int64, served bool, rate float64, latest map[weightKey]*stream) {
+func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, rate float64, latest map[weightKey]*stream) {
 	origin, e, ok := s.originOf(st)
 	st.origin = origin
 	if !ok {

@@ -14,10 +14,10 @@ import (
 // node's to load. Importance streams are followed to their epoch's end,
 // since the next epoch's snapshot is not sealed yet.
 //
-// It takes the schedule's lock and computes at most two epochs' orders
+// It takes the use table's lock and computes at most two epochs' orders
 // per stream (held by the streams in steady state): O(streams × windows
 // × window chunks).
-func (s *Schedule) Soon(ds *catalog.Dataset, chunks []int, ahead int) []int {
+func (s *Table) Soon(ds *catalog.Dataset, chunks []int, ahead int) []int {
 	want := make(map[int]bool, len(chunks))
 	for _, c := range chunks {
 		want[c] = true

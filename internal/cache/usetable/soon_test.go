@@ -19,7 +19,7 @@ func TestSoon(t *testing.T) {
 	for c := range all {
 		all[c] = c
 	}
-	windows := func(t *testing.T, s *Schedule, ws ...[2]int) []int { // (epoch, window)
+	windows := func(t *testing.T, s *Table, ws ...[2]int) []int { // (epoch, window)
 		var want []int
 		for _, w := range ws {
 			e, err := s.orders.Epoch(js, uint64(w[0]))

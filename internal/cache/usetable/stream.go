@@ -10,14 +10,14 @@ import (
 	"github.com/brandgw/brand/shuffle"
 )
 
-// Bounds on the job streams the schedule follows. A stream that sends no
+// Bounds on the job streams the use table follows. A stream that sends no
 // request for streamIdle is forgotten and its chunks stop counting as
 // needed. At most maxStreams are followed: a new stream beyond that
 // displaces the one seen longest ago, so a flood of distinct seeds costs a
 // bounded amount of work per window change, not per stream ever seen.
 // The bound follows a mixture of the most components whole, beside 64
 // other streams: at 64 in all, a mixture of 100 sources displaced a
-// component stream at nearly every part, so that the schedule forgot its
+// component stream at nearly every part, so that the use table forgot its
 // pace and its chunks' uses and made it anew (issue 43).
 const (
 	streamIdle = 2 * time.Minute
@@ -67,7 +67,7 @@ type stream struct {
 	// margin is one global batch (batch size × world), in samples.
 	margin int
 	// origin is the window start next use was last measured from (see
-	// Schedule.originOf); the use table is rebuilt when it changes.
+	// Table.originOf); the use table is rebuilt when it changes.
 	origin epochPos
 	// held keeps the orders of the few epochs around the stream's
 	// position, so that rebuilding the use table for every stream does
@@ -76,7 +76,7 @@ type stream struct {
 	held      [3]*layout.Epoch
 	heldEpoch [3]uint64
 
-	// The stream's pace, in the schedule's time frame. gap is how long
+	// The stream's pace, in the use table's time frame. gap is how long
 	// the job takes between one batch served and its next request (ns,
 	// a moving average; its think time, 0 for a job that reads as fast
 	// as it is served); rate is how fast its leading edge moves (samples
@@ -103,7 +103,7 @@ type stream struct {
 }
 
 // streamLocked returns the stream of js, following it if it is new.
-func (s *Schedule) streamLocked(js layout.Stream, at epochPos, now time.Time) *stream {
+func (s *Table) streamLocked(js layout.Stream, at epochPos, now time.Time) *stream {
 	st, ok := s.streams[js]
 	if ok {
 		return st
@@ -178,7 +178,7 @@ func (st *stream) position() epochPos {
 // originOf is the window start that next use is measured from for st: the
 // start of the window holding st's position, in that position's epoch
 // (the previous one if the position is negative).
-func (s *Schedule) originOf(st *stream) (epochPos, *layout.Epoch, bool) {
+func (s *Table) originOf(st *stream) (epochPos, *layout.Epoch, bool) {
 	p := st.position()
 	if p.pos < 0 {
 		if p.epoch == 0 {
@@ -277,7 +277,7 @@ func (c *clock) key(now int64) int64 {
 const lateFactor = 2
 
 // clockLocked publishes st's clock after its batches in flight changed.
-func (s *Schedule) clockLocked(st *stream, now time.Time) {
+func (s *Table) clockLocked(st *stream, now time.Time) {
 	if len(st.inflight) > 0 {
 		oldest := int64(math.MaxInt64)
 		for _, b := range st.began {
@@ -298,7 +298,7 @@ func (s *Schedule) clockLocked(st *stream, now time.Time) {
 
 // medianLocked is the median of f over the streams where it is known
 // (> 0), or def.
-func (s *Schedule) medianLocked(f func(*stream) float64, def float64) float64 {
+func (s *Table) medianLocked(f func(*stream) float64, def float64) float64 {
 	var vs []float64
 	for _, o := range s.streams {
 		if v := f(o); v > 0 {

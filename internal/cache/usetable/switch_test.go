@@ -25,7 +25,7 @@ import (
 // moves a training step.
 type switchRun struct {
 	t      *testing.T
-	s      *Schedule
+	s      *Table
 	cache  *chunkcache.Cache
 	p      *Prefetcher
 	orders *layout.Orders

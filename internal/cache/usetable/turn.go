@@ -30,7 +30,7 @@ import (
 // room for it every crossing would evict the window of another stream
 // holding a turn (measured: twice the store reads at eight jobs).
 //
-// A wait is bounded by the schedule's maximum (Config.MaxTurnWait): past
+// A wait is bounded by the use table's maximum (Config.MaxTurnWait): past
 // it the batch goes ahead anyway, as it would without turns. Streams
 // followed only for other nodes' requests (a cluster owner's, which the
 // asking node's own turns regulate) always hold a turn: they are counted,
@@ -65,7 +65,7 @@ func (st *stream) holds() bool { return st.active || !st.turned }
 
 // hotKeys adds the chunks st holds while it reads its window to set — its
 // current windows and the next one — and returns the bytes it added.
-func (s *Schedule) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
+func (s *Table) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 	origin, e, ok := s.originOf(st)
 	if !ok {
 		return 0
@@ -99,7 +99,7 @@ func (s *Schedule) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 // those of the streams holding one, or add no chunk to theirs. The first
 // waiting stream always gets one when no other stream holds one. It
 // reports whether any turn moved.
-func (s *Schedule) admitLocked(now time.Time) bool {
+func (s *Table) admitLocked(now time.Time) bool {
 	moved := false
 	var waiting []*stream
 	for _, st := range s.streams {
@@ -152,9 +152,9 @@ func (s *Schedule) admitLocked(now time.Time) bool {
 }
 
 // Turn waits until the stream of a batch begun with Begin holds a turn
-// (see above), ctx ends, or the schedule's maximum wait passes. Only
+// (see above), ctx ends, or the use table's maximum wait passes. Only
 // batches of this node's clients take turns.
-func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
+func (s *Table) Turn(ctx context.Context, f Inflight) error {
 	if s.maxTurnWait <= 0 {
 		return nil // no turns
 	}
@@ -217,7 +217,7 @@ func (s *Schedule) Turn(ctx context.Context, f Inflight) error {
 
 // nextIdleLocked is how long from now until the first stream holding a
 // turn may go idle (see idleAfter), at least 1 ms.
-func (s *Schedule) nextIdleLocked(now time.Time) time.Duration {
+func (s *Table) nextIdleLocked(now time.Time) time.Duration {
 	next := turnIdleMax
 	for _, st := range s.streams {
 		if st.active && len(st.inflight) == 0 {
@@ -229,7 +229,7 @@ func (s *Schedule) nextIdleLocked(now time.Time) time.Duration {
 
 // turnsMovedLocked wakes the streams waiting for a turn and republishes
 // the use table, whose keys depend on who is served now.
-func (s *Schedule) turnsMovedLocked() {
+func (s *Table) turnsMovedLocked() {
 	close(s.turns)
 	s.turns = make(chan struct{})
 	s.publishLocked()
@@ -239,7 +239,7 @@ func (s *Schedule) turnsMovedLocked() {
 // holding a turn gives it up and queues again behind the streams that
 // wait, getting it back at once if its new window fits beside the others.
 // It reports whether any turn moved.
-func (s *Schedule) passTurnLocked(st *stream, now time.Time) bool {
+func (s *Table) passTurnLocked(st *stream, now time.Time) bool {
 	if !st.active {
 		return false
 	}
@@ -250,7 +250,7 @@ func (s *Schedule) passTurnLocked(st *stream, now time.Time) bool {
 }
 
 // queueLocked puts st at the end of the line for a turn.
-func (s *Schedule) queueLocked(st *stream, now time.Time) {
+func (s *Table) queueLocked(st *stream, now time.Time) {
 	s.waitSeq++
 	st.waitSince, st.waitSeq = now, s.waitSeq
 }
@@ -259,7 +259,7 @@ func (s *Schedule) queueLocked(st *stream, now time.Time) {
 // in flight (its client gave up, or it passed its turn between batches):
 // a stream that sends no batch must not hold up the streams behind it.
 // Its next batch queues again. It reports whether any turn moved.
-func (s *Schedule) leaveLocked(st *stream, now time.Time) bool {
+func (s *Table) leaveLocked(st *stream, now time.Time) bool {
 	if !st.waiting() || len(st.inflight) > 0 {
 		return false
 	}
@@ -268,7 +268,7 @@ func (s *Schedule) leaveLocked(st *stream, now time.Time) bool {
 	return true
 }
 
-// TurnStats are the schedule's cumulative figures of turns.
+// TurnStats are the use table's cumulative figures of turns.
 type TurnStats struct {
 	Waited  time.Duration // batches' time waiting for a turn, in all
 	Overdue int64         // turns given past the maximum wait, over capacity
@@ -276,7 +276,7 @@ type TurnStats struct {
 }
 
 // Turns returns the figures of turns.
-func (s *Schedule) Turns() TurnStats {
+func (s *Table) Turns() TurnStats {
 	st := TurnStats{Waited: time.Duration(s.waited.Load()), Overdue: s.overdue.Load()}
 	s.mu.Lock()
 	for _, o := range s.streams {
@@ -291,13 +291,13 @@ func (s *Schedule) Turns() TurnStats {
 // Shared reports whether several job streams use the cache now: two or
 // more have a batch in flight or sent one within the last second, or the
 // last 8 of their usual gaps between batches if longer.
-func (s *Schedule) Shared() bool {
+func (s *Table) Shared() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sharedLocked()
 }
 
-func (s *Schedule) sharedLocked() bool {
+func (s *Table) sharedLocked() bool {
 	now := s.clock()
 	// A mixture's component streams are one job (layout.Stream.Mix).
 	var first layout.Stream

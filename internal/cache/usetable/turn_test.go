@@ -17,7 +17,7 @@ import (
 // each) for a cache of capacity bytes, on a clock the test moves; window
 // is the streams' window in chunks.
 type clockedSchedule struct {
-	*Schedule
+	*Table
 	ds  *catalog.Dataset
 	now time.Time
 }
@@ -25,7 +25,7 @@ type clockedSchedule struct {
 func newClocked(t *testing.T, capacity int64, maxTurnWait time.Duration) *clockedSchedule {
 	t.Helper()
 	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: capacity, MaxTurnWait: maxTurnWait})
-	c := &clockedSchedule{Schedule: s, ds: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), now: s.zero.Add(time.Second)}
+	c := &clockedSchedule{Table: s, ds: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), now: s.zero.Add(time.Second)}
 	s.clock = func() time.Time { return c.now }
 	return c
 }
@@ -38,15 +38,15 @@ func (c *clockedSchedule) stream(seed uint64, window int) layout.Stream {
 // the stream there, as the gateway does.
 func (c *clockedSchedule) batch(t *testing.T, js layout.Stream, pos int) Inflight {
 	t.Helper()
-	f := mustBegin(t, c.Schedule, js, 0, pos, 32)
+	f := mustBegin(t, c.Table, js, 0, pos, 32)
 	c.advance(js, 0, pos+32)
 	return f
 }
 
 func (c *clockedSchedule) tick(d time.Duration) {
-	c.Schedule.mu.Lock()
+	c.Table.mu.Lock()
 	c.now = c.now.Add(d)
-	c.Schedule.mu.Unlock()
+	c.Table.mu.Unlock()
 }
 
 // windowKeys are the chunk keys of window w of epoch 0 of js.
@@ -266,7 +266,7 @@ func testTurnsWhenWindowsDoNotFit(t *testing.T) {
 func TestTurnsNeverHoldBackWindowsThatFit(t *testing.T) {
 	c := newClocked(t, 1<<40, time.Hour)
 	for seed := range uint64(20) {
-		f := mustBegin(t, c.Schedule, c.stream(seed, 2), 0, 0, 32)
+		f := mustBegin(t, c.Table, c.stream(seed, 2), 0, 0, 32)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if err := c.Turn(ctx, f); err != nil {
 			t.Fatalf("stream %d: %v", seed, err)
@@ -465,9 +465,9 @@ func TestPrefetchJustAfterACrossingMayDisplace(t *testing.T) {
 	c := newClocked(t, 8*chunk, 0) // windows of two chunks, 64 samples
 	a, b := c.stream(1, 2), c.stream(2, 2)
 	a.Mix, b.Mix = "m", "m"
-	fa := mustBegin(t, c.Schedule, a, 0, 0, 64)
+	fa := mustBegin(t, c.Table, a, 0, 0, 64)
 	c.advance(a, 0, 32) // a leaves window 0 in 32 samples
-	fb := mustBegin(t, c.Schedule, b, 0, 0, 64)
+	fb := mustBegin(t, c.Table, b, 0, 0, 64)
 	c.advance(b, 0, 28) // b in 36
 	defer c.Finish(fa)
 	defer c.Finish(fb)

@@ -10,7 +10,7 @@ import (
 const Never = evict.Never
 
 // Snapshot is, per dataset version and chunk, when some followed stream
-// will next need the chunk, in the schedule's time frame (ns since its
+// will next need the chunk, in the use table's time frame (ns since its
 // zero): every stream's position converted to time by its own measured
 // pace and divided by its weight, the soonest of them; Never when no
 // stream needs the chunk in this epoch or the next. Evicting the chunk
@@ -24,8 +24,8 @@ const Never = evict.Never
 // built, once a stream crosses into another window.
 type Snapshot struct {
 	gen      uint64
-	built    int64                    // when, in the schedule's frame
-	now      func() int64             // the schedule's clock
+	built    int64                    // when, in the use table's frame
+	now      func() int64             // the use table's clock
 	datasets map[string][]datasetUses // by name: one per version in use
 	// clocks are, per chunk of some stream's current window, the clocks
 	// of those streams: one map for every dataset, where one each cost a
@@ -76,7 +76,7 @@ func (t *Snapshot) Distance(k chunkcache.Key) int64 {
 	return t.DistanceAt(k, t.Now())
 }
 
-// Now is the present in the table's time frame (its schedule's clock).
+// Now is the present in the table's time frame (its use table's clock).
 func (t *Snapshot) Now() int64 {
 	if t.now == nil {
 		return t.built
@@ -84,7 +84,7 @@ func (t *Snapshot) Now() int64 {
 	return t.now()
 }
 
-// DistanceAt is k's next-use key in t at now (in the schedule's frame): a
+// DistanceAt is k's next-use key in t at now (in the use table's frame): a
 // policy re-keying many chunks reads the clock once.
 func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 	if t == nil {
@@ -100,10 +100,10 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 			d = min(d, ck.key(now))
 		}
 		if d == Never && du.weight != nil {
-			// Importance-aware eviction: of the chunks no schedule needs,
+			// Importance-aware eviction: of the chunks no stream needs,
 			// the lightest go first and the heaviest stay, to be drawn
 			// early in the next epoch (docs/importance.md). They still go
-			// before any chunk a schedule needs. The planner keys them by
+			// before any chunk a stream needs. The planner keys them by
 			// the same rule.
 			d = evict.FarKey(du.weight[c])
 		}
@@ -112,11 +112,11 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 	return Never
 }
 
-// farFuture bounds the distances of chunks no schedule needs: Never, less
+// farFuture bounds the distances of chunks no stream needs: Never, less
 // at most an importance weight's worth (Snapshot.Distance).
 const farFuture = Never - 1<<40
 
-// Needed reports whether a distance is a scheduled use.
+// Needed reports whether a distance is a use some stream will make.
 func Needed(d int64) bool { return d < farFuture }
 
 // Prefetchable reports whether reading k ahead cannot be undone before it

@@ -22,7 +22,7 @@
 //  1. which chunks it gains: cluster.Moves(A, B), per dataset;
 //  2. which of them are needed soon: the node's own schedule and that of
 //     every live member of A, asked over the peer protocol (NeededPath),
-//     answer from the streams they follow (usetable.Schedule.Soon: the
+//     answer from the streams they follow (usetable.Table.Soon: the
 //     current window and the next Ahead ones). The owners of A follow
 //     every stream that reads their chunks, so the old owner of a chunk
 //     knows every job that needs it;
@@ -101,7 +101,7 @@ type ChunkFetcher interface {
 }
 
 // Schedule tells which chunks this node's followed streams need soon
-// (usetable.Schedule).
+// (usetable.Table).
 type Schedule interface {
 	Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
 }

@@ -581,7 +581,7 @@ func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset,
 
 // Needed asks the node which of chunks (of ds) the job streams it
 // follows need within their current window and the ahead windows after
-// it (usetable.Schedule.Soon): the chunks a node gaining them in a
+// it (usetable.Table.Soon): the chunks a node gaining them in a
 // membership change loads first.
 func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
 	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})

@@ -92,7 +92,7 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 	}
 }
 
-func mustBegin(t *testing.T, s *Schedule, js layout.Stream, epoch uint64, start, global int) Inflight {
+func mustBegin(t *testing.T, s *Table, js layout.Stream, epoch uint64, start, global int) Inflight {
 	t.Helper()
 	f, err := s.Begin(js, epoch, start, global, 1)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestStreamInflightBounded(t *testing.T) {
 }
 
 // streamNow is the position next use is measured from for stream js.
-func streamNow(s *Schedule, js layout.Stream) (uint64, int) {
+func streamNow(s *Table, js layout.Stream) (uint64, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.streams[js].position()
@@ -132,7 +132,7 @@ func streamNow(s *Schedule, js layout.Stream) (uint64, int) {
 }
 
 // testSchedule is a schedule and a stream over 16 chunks of 32 samples.
-func testSchedule(t *testing.T) (*Schedule, layout.Stream) {
+func testSchedule(t *testing.T) (*Table, layout.Stream) {
 	return newTestSchedule(), layout.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
 }
 
@@ -240,7 +240,7 @@ func TestImportanceJobSupersedesItsEpochs(t *testing.T) {
 
 // newTestSchedule is a schedule of a single gateway with a large cache,
 // on a clock that stands still unless a test moves it (tick).
-func newTestSchedule() *Schedule {
+func newTestSchedule() *Table {
 	s := New(Config{Orders: layout.New(nil), Local: allLocal, Capacity: 1 << 40})
 	at := s.zero.Add(time.Second)
 	s.clock = func() time.Time { return at }
@@ -260,13 +260,13 @@ func TestCoalesceRebuildsOnce(t *testing.T) {
 		ds := catalog.NewDataset(fmt.Sprintf("d%02d", i), "", nil, testIndex(t, 8, 4))
 		streams = append(streams, layout.Stream{DS: ds, Seed: 1, Window: 1, Mix: "m"})
 	}
-	visit := func(s *Schedule, pos int) {
+	visit := func(s *Table, pos int) {
 		for _, js := range streams {
 			s.Finish(mustBegin(t, s, js, 0, pos, 4))
 			s.Advance(js, 0, pos+4, 1)
 		}
 	}
-	rebuilds := func(s *Schedule) uint64 {
+	rebuilds := func(s *Table) uint64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.gen

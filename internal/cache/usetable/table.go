@@ -12,15 +12,15 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
-// Schedule follows the job streams' positions and, from the seeded order,
+// Table follows the job streams' positions and, from the seeded order,
 // knows when every chunk will next be needed. It publishes that as an
 // immutable use table, rebuilt when a stream crosses a window boundary,
 // starts or ends, a turn moves or a stream queues for one, or the streams
 // are late (publish.go), so
 // that the cache policy (which runs under the cache's lock) and the
 // prefetcher read distances without computing anything or taking the
-// schedule's lock.
-type Schedule struct {
+// use table's lock.
+type Table struct {
 	orders *layout.Orders
 	// capacity is the cache's, in bytes: prefetch reads only what the
 	// cache can keep until it is used (Snapshot.Prefetchable).
@@ -31,7 +31,7 @@ type Schedule struct {
 	// chunks come from them.
 	local func(ds *catalog.Dataset, c int) bool
 	clock func() time.Time
-	zero  time.Time // the origin of the schedule's time frame
+	zero  time.Time // the origin of the use table's time frame
 
 	// mu guards the streams (the map and every stream's fields), the
 	// turns' line and channel, and the building of tables.
@@ -59,7 +59,7 @@ type Schedule struct {
 	waited, overdue atomic.Int64
 }
 
-// Config configures a Schedule.
+// Config configures a Table.
 type Config struct {
 	// Orders computes the streams' orders.
 	Orders *layout.Orders
@@ -73,30 +73,30 @@ type Config struct {
 	MaxTurnWait time.Duration
 }
 
-// New returns a schedule.
-func New(c Config) *Schedule {
-	s := &Schedule{orders: c.Orders, local: c.Local, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
+// New returns a use table.
+func New(c Config) *Table {
+	s := &Table{orders: c.Orders, local: c.Local, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
 		streams: map[layout.Stream]*stream{}, turns: make(chan struct{})}
 	s.zero = s.clock()
 	return s
 }
 
-// nowAt is t in the schedule's time frame: ns since its zero, never
+// nowAt is t in the use table's time frame: ns since its zero, never
 // negative.
-func (s *Schedule) nowAt(t time.Time) int64 { return max(t.Sub(s.zero).Nanoseconds(), 0) }
+func (s *Table) nowAt(t time.Time) int64 { return max(t.Sub(s.zero).Nanoseconds(), 0) }
 
-// now is the present in the schedule's time frame.
-func (s *Schedule) now() int64 { return s.nowAt(s.clock()) }
+// now is the present in the use table's time frame.
+func (s *Table) now() int64 { return s.nowAt(s.clock()) }
 
-// Ticks counts the requests the schedule has seen; each moves a stream's
+// Ticks counts the requests the use table has seen; each moves a stream's
 // clock.
-func (s *Schedule) Ticks() uint64 { return s.ticks.Load() }
+func (s *Table) Ticks() uint64 { return s.ticks.Load() }
 
 // Snapshot returns the latest use table.
-func (s *Schedule) Snapshot() *Snapshot { return s.uses.Load() }
+func (s *Table) Snapshot() *Snapshot { return s.uses.Load() }
 
 // Distance is k's next-use distance in the latest table.
-func (s *Schedule) Distance(k chunkcache.Key) int64 { return s.Snapshot().Distance(k) }
+func (s *Table) Distance(k chunkcache.Key) int64 { return s.Snapshot().Distance(k) }
 
 // Inflight is a batch registered with Begin, to be passed to Finish.
 type Inflight struct {
@@ -120,7 +120,7 @@ var ErrStreamBusy = fmt.Errorf("%w: this job has %d batches being served already
 // unknown, as for a peer's request); weight is the job's (0 means 1). A
 // stream with MaxStreamInflight batches in flight gets ErrStreamBusy
 // instead.
-func (s *Schedule) Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (Inflight, error) {
+func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (Inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
@@ -163,7 +163,7 @@ func (s *Schedule) Begin(js layout.Stream, epoch uint64, start, global int, weig
 }
 
 // Finish ends what Begin started.
-func (s *Schedule) Finish(f Inflight) {
+func (s *Table) Finish(f Inflight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.streams[f.js]
@@ -195,7 +195,7 @@ func (s *Schedule) Finish(f Inflight) {
 // stream moved, it returns the chunks this node reads itself of the
 // stream's current window and the windows after it (Upcoming): what
 // to prefetch.
-func (s *Schedule) Advance(js layout.Stream, epoch uint64, end int, windows int) []Use {
+func (s *Table) Advance(js layout.Stream, epoch uint64, end int, windows int) []Use {
 	st, moved := s.advance(js, epoch, end)
 	if !moved {
 		return nil
@@ -203,7 +203,7 @@ func (s *Schedule) Advance(js layout.Stream, epoch uint64, end int, windows int)
 	return s.upcoming(st, windows)
 }
 
-func (s *Schedule) advance(js layout.Stream, epoch uint64, end int) (st stream, moved bool) {
+func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, moved bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock()
@@ -263,7 +263,7 @@ type Use struct {
 // the time they take at its pace now (at most maxPacedWindows in all): a
 // source whose weight jumps at a switch has the windows its first steps
 // after the switch read listed before it, not one window at its old pace.
-func (s *Schedule) upcoming(st stream, ahead int) []Use {
+func (s *Table) upcoming(st stream, ahead int) []Use {
 	var out []Use
 	// The epochs the stream holds first (st is a copy: what it holds
 	// more is dropped): the memo tables hold fewer epochs than a mixture
