@@ -500,7 +500,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
-	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
+	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
@@ -510,7 +510,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.node = soloNode{}
 	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
 	if peers != nil {
-		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, Schedule: g.sched, Cache: g.cache,
+		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, UseTable: g.sched, Cache: g.cache,
 			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,

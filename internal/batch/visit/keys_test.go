@@ -63,7 +63,7 @@ func keyedBatches(t *testing.T) (*Batches, *keyStage, *layout.Orders) {
 	l := &log{}
 	part := stopper.New().Part("premade")
 	t.Cleanup(part.Stop)
-	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
+	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: stage, Part: part})
 	return v, stage, orders

@@ -49,7 +49,7 @@ func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *lay
 	l := &log{}
 	part := stopper.New().Part("premade")
 	t.Cleanup(part.Stop)
-	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
+	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: stage, Part: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}

@@ -3,12 +3,12 @@
 // of stages, the same for every batch:
 //
 //	layout     internal/batch/layout      which samples, in which parts, under which ETag
-//	visit      the schedule        begin, follow and prefetch, fetch the next batch, turn
+//	visit      the use table       begin, follow and prefetch, fetch the next batch, turn
 //	read       internal/batch/reader     the parts' samples, complete and verified
 //	transform  internal/batch/tensorize    a job's pipeline, when it names one: images become tensors
 //	respond    the gateway         headers, the partial ETag, the body (internal/batch/respond)
 //
-// Batches owns the visit: the calls into the schedule a batch makes,
+// Batches owns the visit: the calls into the use table a batch makes,
 // in an order nothing else has to keep — Begin before the chunks are
 // pinned (so that they keep counting as needed now), the stream moved
 // and its next windows queued for prefetch, the next batch's samples
@@ -20,7 +20,7 @@
 //
 // A peer's request for samples of this node's chunks is a visit too, on
 // behalf of a stream whose ranks live elsewhere (ReadFor): it moves the
-// stream here, so that this node's schedule and prefetch follow it, and
+// stream here, so that this node's use table and prefetch follow it, and
 // counts against its requests in flight, but takes no turn and is counted
 // by the asker. When the asker's job names a pipeline, the samples are
 // transformed here, where their chunk is.
@@ -49,14 +49,14 @@ import (
 	"github.com/brandgw/brand/internal/server/stopper"
 )
 
-// Schedule is what a visit needs of the schedule (usetable.Table).
-type Schedule interface {
+// UseTable is what a visit needs of the use table (usetable.Table).
+type UseTable interface {
 	Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (usetable.Inflight, error)
 	Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use
 	Turn(ctx context.Context, f usetable.Inflight) error
 	Finish(f usetable.Inflight)
 	// Coalesce runs f, a batch's calls for its parts, with the
-	// schedule's work for them done once (usetable.Table.Coalesce).
+	// use table's work for them done once (usetable.Table.Coalesce).
 	Coalesce(f func())
 }
 
@@ -82,8 +82,8 @@ type Reader interface {
 
 // Config configures Batches.
 type Config struct {
-	Schedule Schedule
-	// Prefetch reads what the schedule says a moved stream needs
+	UseTable UseTable
+	// Prefetch reads what the use table says a moved stream needs
 	// next, Windows windows beyond its current one.
 	Prefetch usetable.Prefetch
 	Windows  int
@@ -113,7 +113,7 @@ type Config struct {
 // Batches serves batches: each one's visit, read, transform and figures.
 // Safe for concurrent use.
 type Batches struct {
-	sched        Schedule
+	sched        UseTable
 	prefetch     usetable.Prefetch
 	windows      int
 	orders       Layouts
@@ -132,7 +132,7 @@ type Batches struct {
 
 // New returns Batches.
 func New(c Config) *Batches {
-	v := &Batches{sched: c.Schedule, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
+	v := &Batches{sched: c.UseTable, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
 		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
 		part: stopper.Own(c.Part, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
@@ -179,7 +179,7 @@ func (v *Batches) Follow(b *layout.Batch) {
 }
 
 // follow moves the batch's streams to its end and returns, per part,
-// what to prefetch: queued once the schedule's table has been rebuilt
+// what to prefetch: queued once the use table's snapshot has been rebuilt
 // for the moves (after Coalesce), which says what the cache can keep.
 func (v *Batches) follow(b *layout.Batch) [][]usetable.Use {
 	v.stats.Follow(b)
@@ -196,7 +196,7 @@ func (v *Batches) enqueue(ahead [][]usetable.Use) {
 	}
 }
 
-// Read serves batch b: its visit to the schedule, its read, its
+// Read serves batch b: its visit to the use table, its read, its
 // transform when the job names a pipeline, and its figures. On success
 // the caller writes Served's parts and then releases it; on error
 // nothing is held.
@@ -232,7 +232,7 @@ func (v *Batches) Read(ctx context.Context, b *layout.Batch) (*Served, error) {
 // nothing is, or there is none).
 func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Served, time.Duration, *nextBatch, error) {
 	// Until its chunks are pinned, this batch's position is what "now"
-	// means to the schedule, however far ahead other requests have gone.
+	// means to the use table, however far ahead other requests have gone.
 	toks := make([]usetable.Inflight, 0, len(b.Parts))
 	finish := func() {
 		if len(toks) == 0 {
@@ -341,7 +341,7 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 // ReadFor reads samples of this node's chunks that a peer asks for, on
 // behalf of the stream and position origin names (nil: none named). The
 // asker's batch counts against its stream's requests in flight here too,
-// and moves the stream: this node's schedule and prefetch follow streams
+// and moves the stream: this node's use table and prefetch follow streams
 // whose ranks live elsewhere. Every sample is read through this node's
 // cache; the result names those left out because their chunk is damaged
 // at rest, and the asker decides whether its batch may go without them.

@@ -40,13 +40,13 @@ func (l *log) add(format string, args ...any) {
 	l.mu.Unlock()
 }
 
-type fakeSchedule struct {
+type fakeUseTable struct {
 	*log
 	busy   bool // Begin refuses
 	noTurn bool // Turn fails
 }
 
-func (s *fakeSchedule) Begin(js layout.Stream, epoch uint64, start, global int, _ float64) (usetable.Inflight, error) {
+func (s *fakeUseTable) Begin(js layout.Stream, epoch uint64, start, global int, _ float64) (usetable.Inflight, error) {
 	if s.busy {
 		return usetable.Inflight{}, usetable.ErrStreamBusy
 	}
@@ -54,12 +54,12 @@ func (s *fakeSchedule) Begin(js layout.Stream, epoch uint64, start, global int, 
 	return usetable.Inflight{}, nil
 }
 
-func (s *fakeSchedule) Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use {
+func (s *fakeUseTable) Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use {
 	s.add("advance %s/%d@%d +%d", js.DS.Name, epoch, end, windows)
 	return nil
 }
 
-func (s *fakeSchedule) Turn(context.Context, usetable.Inflight) error {
+func (s *fakeUseTable) Turn(context.Context, usetable.Inflight) error {
 	s.add("turn")
 	if s.noTurn {
 		return context.DeadlineExceeded
@@ -67,10 +67,10 @@ func (s *fakeSchedule) Turn(context.Context, usetable.Inflight) error {
 	return nil
 }
 
-func (s *fakeSchedule) Finish(usetable.Inflight) { s.add("finish") }
+func (s *fakeUseTable) Finish(usetable.Inflight) { s.add("finish") }
 
 // Coalesce logs the calls it runs between braces.
-func (s *fakeSchedule) Coalesce(f func()) {
+func (s *fakeUseTable) Coalesce(f func()) {
 	s.add("{")
 	f()
 	s.add("}")
@@ -143,7 +143,7 @@ func TestVisit(t *testing.T) {
 		name  string
 		nodes int
 		mix   bool
-		sched fakeSchedule
+		sched fakeUseTable
 		fail  bool
 		want  string
 	}{
@@ -156,11 +156,11 @@ func TestVisit(t *testing.T) {
 		// once for each part; prefetch is queued once it is rebuilt.
 		{name: "a mixture's batch: no turn", nodes: 1, mix: true,
 			want: "{, begin P0, begin P1, advance P0, advance P1, }, prefetch, prefetch, read 2 parts, {, finish, finish, }"},
-		{name: "the turn fails", nodes: 1, sched: fakeSchedule{noTurn: true},
+		{name: "the turn fails", nodes: 1, sched: fakeUseTable{noTurn: true},
 			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, turn, {, finish, }"},
 		{name: "the read fails", nodes: 1, fail: true,
 			want: "{, begin a/0@4 g4, advance a/0@8 +1, }, prefetch, turn, read 1 parts, {, finish, }"},
-		{name: "the stream is busy", nodes: 1, sched: fakeSchedule{busy: true}, want: "{, }"},
+		{name: "the stream is busy", nodes: 1, sched: fakeUseTable{busy: true}, want: "{, }"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,7 +176,7 @@ func TestVisit(t *testing.T) {
 				}
 				src = layout.Source{Mix: m}
 			}
-			p := New(Config{Schedule: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
+			p := New(Config{UseTable: &sched, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{l, tc.nodes},
 				Reader: fakeReader{log: l, fail: tc.fail}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())})
 			m := uint64(1)
 			if tc.mix {
@@ -225,7 +225,7 @@ func TestVisit(t *testing.T) {
 func TestReadFor(t *testing.T) {
 	a := testDataset(t, "a")
 	l := &log{}
-	p := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: layout.New(nil),
+	p := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: layout.New(nil),
 		Peers: fakePeers{l, 2}, Reader: fakeReader{log: l}})
 	s := layout.SamplesOf(a, []int{3}, []chunkindex.Sample{a.Index.Sample(3)})
 	for _, o := range []*transport.Origin{{Stream: layout.Stream{DS: a}, Epoch: 2, Pos: 9}, nil} {
@@ -303,7 +303,7 @@ func TestNextBatchLaidOutOnce(t *testing.T) {
 	orders := &countingOrders{Orders: layout.New(nil), layouts: map[uint64]int{}}
 	l := &log{}
 	part := stopper.New().Part("premade")
-	v := New(Config{Schedule: &fakeSchedule{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
+	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: copyStage{set}, Part: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}

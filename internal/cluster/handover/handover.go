@@ -20,7 +20,7 @@
 // B (its membership.Warmer), before the node reports B:
 //
 //  1. which chunks it gains: cluster.Moves(A, B), per dataset;
-//  2. which of them are needed soon: the node's own schedule and that of
+//  2. which of them are needed soon: the node's own use table and that of
 //     every live member of A, asked over the peer protocol (NeededPath),
 //     answer from the streams they follow (usetable.Table.Soon: the
 //     current window and the next Ahead ones). The owners of A follow
@@ -100,9 +100,9 @@ type ChunkFetcher interface {
 	IsUp(url string) bool
 }
 
-// Schedule tells which chunks this node's followed streams need soon
+// UseTable tells which chunks this node's followed streams need soon
 // (usetable.Table).
-type Schedule interface {
+type UseTable interface {
 	Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
 }
 
@@ -118,7 +118,7 @@ type Config struct {
 	// Self is this node's URL as the members are listed.
 	Self     string
 	Peers    Peers
-	Schedule Schedule
+	UseTable UseTable
 	Cache    Cache
 	// Sources is the loader's source of handed-over chunks: Warm names
 	// each chunk's old owner there before it loads the chunk.
@@ -381,7 +381,7 @@ func (h *Handover) datasets(ctx context.Context) ([]*catalog.Dataset, error) {
 }
 
 // plan lists the chunks of ds this node gains from from to to that some
-// stream needs soon, by this node's schedule or a live member of from's,
+// stream needs soon, by this node's use table or a live member of from's,
 // each with the live node to copy it from (holder) or its old owner if
 // no cache holds it; then the other chunks it gains that a live member's
 // cache holds.
@@ -391,7 +391,7 @@ func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *clus
 		return nil
 	}
 	needed := map[int]bool{}
-	for _, c := range h.cfg.Schedule.Soon(ds, gained, h.cfg.Ahead) {
+	for _, c := range h.cfg.UseTable.Soon(ds, gained, h.cfg.Ahead) {
 		needed[c] = true
 	}
 	for _, u := range from.Members() {
