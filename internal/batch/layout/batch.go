@@ -219,7 +219,7 @@ func (b *Batch) Without(missing []int) *Batch {
 
 // Batches returns the number of batches of an epoch of a job over ds and
 // the epoch's length in samples.
-func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batches, samples int, e *Epoch, err error) {
+func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batches, samples int, e *EpochOrder, err error) {
 	e, err = o.Epoch(StreamOf(ds, job), epoch)
 	if err != nil {
 		return 0, 0, nil, err
@@ -256,7 +256,7 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).
 func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
-	var e *Epoch
+	var e *EpochOrder
 	var batches, n int
 	var err error
 	if src.Mix != nil {

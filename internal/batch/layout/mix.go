@@ -52,7 +52,7 @@ type Mixed struct {
 // heldOrder is a component stream's epoch order, and a window of it.
 type heldOrder struct {
 	key epochKey
-	e   *Epoch
+	e   *EpochOrder
 	w   int
 	ids []int // window w's samples; nil: none yet
 }

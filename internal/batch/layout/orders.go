@@ -26,16 +26,16 @@ type Snapshots interface {
 	Get(ds *catalog.Dataset, job, version string) (*importance.Snapshot, bool)
 }
 
-// Epoch is one epoch's order with the per-chunk window table the schedule
-// asks for on every stream move.
-type Epoch struct {
+// EpochOrder is one epoch's order, memoised, with the per-chunk window
+// table the use table asks for on every stream move.
+type EpochOrder struct {
 	Order
 	// ChunkWindow maps chunk ID → its window in this epoch; -1 if the
 	// epoch does not read it.
 	ChunkWindow []int32
 	// Weight is, for an importance epoch, each chunk's importance (its
 	// samples' weights, importance.Epoch.ChunkWeight) over the mean: what
-	// the cache keeps when no stream's schedule needs a chunk. nil for a
+	// the cache keeps when no stream needs a chunk. nil for a
 	// uniform epoch.
 	Weight []float32
 }
@@ -77,10 +77,10 @@ type assignKey struct {
 // recomputation; the bounds keep a flood of distinct seeds or epochs from
 // holding memory. Safe for concurrent use.
 type Orders struct {
-	epochs *lru.Cache[epochKey, *Epoch]
+	epochs *lru.Cache[epochKey, *EpochOrder]
 	// sampledEpochs holds importance epochs, which cost 8 bytes a sample
 	// rather than O(chunks): fewer of them.
-	sampledEpochs *lru.Cache[epochKey, *Epoch]
+	sampledEpochs *lru.Cache[epochKey, *EpochOrder]
 	windows       *lru.Cache[windowKey, []int]
 	assignments   *lru.Cache[assignKey, [][]int]
 	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
@@ -114,15 +114,15 @@ func New(snaps Snapshots) *Orders {
 	if snaps == nil {
 		snaps = noSnapshots{}
 	}
-	e, _ := lru.New[epochKey, *Epoch](maxMemoEpochs)
-	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
+	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
+	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
 	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.
-func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
+func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	k := epochKey{s.Order(), epoch}
 	memo := o.epochs
 	if s.Sampled() {
@@ -147,7 +147,7 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*Epoch, error) {
 	if ie, ok := e.(*importance.Epoch); ok {
 		weight = chunkWeights(ie, len(s.DS.Counts))
 	}
-	eo := &Epoch{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
+	eo := &EpochOrder{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
 	for c := range eo.ChunkWindow {
 		eo.ChunkWindow[c] = -1
 	}
@@ -172,7 +172,7 @@ func chunkWeights(e *importance.Epoch, chunks int) []float32 {
 
 // window returns the sample order of window w of an epoch; the slice is
 // shared and must not be modified.
-func (o *Orders) window(s Stream, epoch uint64, e *Epoch, w int) []int {
+func (o *Orders) window(s Stream, epoch uint64, e *EpochOrder, w int) []int {
 	k := windowKey{epochKey{s.Order(), epoch}, w}
 	if ids, ok := o.windows.Get(k); ok {
 		return ids
@@ -184,7 +184,7 @@ func (o *Orders) window(s Stream, epoch uint64, e *Epoch, w int) []int {
 
 // appendRange appends the sample IDs at epoch positions [start, end) of a
 // stream's epoch, from its memoised windows.
-func (o *Orders) appendRange(dst []int, s Stream, e *Epoch, epoch uint64, start, end int) []int {
+func (o *Orders) appendRange(dst []int, s Stream, e *EpochOrder, epoch uint64, start, end int) []int {
 	for pos := start; pos < end; {
 		w := e.WindowOf(pos)
 		ws := e.WindowStart(w)
@@ -201,7 +201,7 @@ func (o *Orders) appendRange(dst []int, s Stream, e *Epoch, epoch uint64, start,
 // membership ms: the global batch's samples, each rank first given those
 // whose chunk its home member owns. Every rank of the batch asks for the
 // same assignment, so the whole of it is memoised.
-func (o *Orders) assigned(s Stream, e *Epoch, epoch uint64, job api.Job, n, m int, ms *cluster.Membership) ([]int, error) {
+func (o *Orders) assigned(s Stream, e *EpochOrder, epoch uint64, job api.Job, n, m int, ms *cluster.Membership) ([]int, error) {
 	k := assignKey{epochKey{s.Order(), epoch}, ms.Version(), job.BatchSize, job.World, job.Offset, job.DropLast, m}
 	if a, ok := o.assignments.Get(k); ok {
 		return a[job.Rank], nil

@@ -179,7 +179,7 @@ type windows struct {
 	o     *Orders
 	s     Stream
 	epoch uint64
-	e     *Epoch
+	e     *EpochOrder
 }
 
 func (w windows) NumWindows() int    { return w.e.NumWindows() }
@@ -189,7 +189,7 @@ func (w windows) Window(i int) []int { return w.o.window(w.s, w.epoch, w.e, i) }
 // it was packed from.
 type Packed struct {
 	*seqpack.Epoch
-	Order *Epoch
+	Order *EpochOrder
 	key   packKey
 }
 

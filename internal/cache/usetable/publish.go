@@ -179,7 +179,7 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 	// An importance stream's next epoch is drawn from a snapshot not
 	// sealed yet: its uses are not projected; the chunks' weights stand
 	// in for them (Snapshot.Distance).
-	var next *layout.Epoch
+	var next *layout.EpochOrder
 	if !st.ImportanceJob() {
 		var err error
 		if next, err = st.order(s.orders, origin.epoch+1); err != nil {

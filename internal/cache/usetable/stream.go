@@ -73,7 +73,7 @@ type stream struct {
 	// position, so that rebuilding the use table for every stream does
 	// not go to the shared memo, which a flood of streams would cycle
 	// (it holds 64 epochs) and make every rebuild recompute orders.
-	held      [3]*layout.Epoch
+	held      [3]*layout.EpochOrder
 	heldEpoch [3]uint64
 
 	// The stream's pace, in the use table's time frame. gap is how long
@@ -131,7 +131,7 @@ func (st *stream) absPos(p epochPos) int64 {
 
 // order returns the order of one epoch of the stream, from the few it
 // holds or from the shared memo, and holds it.
-func (st *stream) order(o *layout.Orders, epoch uint64) (*layout.Epoch, error) {
+func (st *stream) order(o *layout.Orders, epoch uint64) (*layout.EpochOrder, error) {
 	for i, e := range st.held {
 		if e != nil && st.heldEpoch[i] == epoch {
 			return e, nil
@@ -178,7 +178,7 @@ func (st *stream) position() epochPos {
 // originOf is the window start that next use is measured from for st: the
 // start of the window holding st's position, in that position's epoch
 // (the previous one if the position is negative).
-func (s *Table) originOf(st *stream) (epochPos, *layout.Epoch, bool) {
+func (s *Table) originOf(st *stream) (epochPos, *layout.EpochOrder, bool) {
 	p := st.position()
 	if p.pos < 0 {
 		if p.epoch == 0 {
@@ -199,7 +199,7 @@ func (s *Table) originOf(st *stream) (epochPos, *layout.Epoch, bool) {
 // st is in now — from the origin's to the leading edge's, to the epoch's
 // end if the edge is past it — and the edge's position in e (its end if
 // the edge is in a later epoch), from which later uses are measured.
-func (st *stream) hotWindows(e *layout.Epoch, origin epochPos) (first, last int32, edge int) {
+func (st *stream) hotWindows(e *layout.EpochOrder, origin epochPos) (first, last int32, edge int) {
 	first = int32(e.WindowOf(min(origin.pos, e.NumSamples()-1)))
 	last = int32(e.NumWindows() - 1)
 	edge = st.edge.pos
@@ -212,7 +212,7 @@ func (st *stream) hotWindows(e *layout.Epoch, origin epochPos) (first, last int3
 }
 
 // left is the samples of e from pos to its end.
-func left(e *layout.Epoch, pos int) int { return max(e.NumSamples()-pos, 0) }
+func left(e *layout.EpochOrder, pos int) int { return max(e.NumSamples()-pos, 0) }
 
 // rateLocked records that st's leading edge is at p at now, and updates
 // its rate once rateSpan has passed since the last measure.
