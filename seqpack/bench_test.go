@@ -42,20 +42,20 @@ func newCorpus(docs, perChunk int) corpus {
 
 func (c corpus) tokenCount(d int) int { return int(c.tokens[d]) }
 
-func (c corpus) epoch(tb testing.TB, window int, spec Spec) *Epoch {
+func (c corpus) epoch(tb testing.TB, window int, spec Spec) *Packing {
 	tb.Helper()
 	o, err := shuffle.NewEpoch(c.counts, 1, 0, window)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e, err := NewEpoch(o, c.tokenCount, spec, 1, 0)
+	e, err := NewPacking(o, c.tokenCount, spec, 1, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return e
 }
 
-func fill(e *Epoch) float64 {
+func fill(e *Packing) float64 {
 	return float64(e.NumTokens()) / float64(e.NumSequences()) / float64(e.Spec().Seq)
 }
 
@@ -90,11 +90,11 @@ func TestFillRealisticMix(t *testing.T) {
 // benchmarks.
 var benchCorpus = sync.OnceValue(func() corpus { return newCorpus(10_000_000, 10_000) })
 
-// BenchmarkNewEpoch packs a whole epoch of 10 M documents (about 10^10
+// BenchmarkNewPacking packs a whole epoch of 10 M documents (about 10^10
 // tokens) in windows of 8 chunks (80,000 documents) and keeps each
 // window's sequence count: what a gateway memoises once per (stream,
 // epoch). It reports the fill and the time per document.
-func BenchmarkNewEpoch(b *testing.B) {
+func BenchmarkNewPacking(b *testing.B) {
 	c := benchCorpus()
 	for _, bc := range []struct {
 		name string
@@ -110,9 +110,9 @@ func BenchmarkNewEpoch(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var e *Epoch
+			var e *Packing
 			for b.Loop() {
-				if e, err = NewEpoch(o, c.tokenCount, bc.spec, 1, 0); err != nil {
+				if e, err = NewPacking(o, c.tokenCount, bc.spec, 1, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -136,13 +136,13 @@ func BenchmarkWindow(b *testing.B) {
 		{"concat/seq=2048", Spec{Seq: 2048, Mode: Concat}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			// Only the first 24 windows: their counts are all NewEpoch
+			// Only the first 24 windows: their counts are all NewPacking
 			// needs to be asked about them.
 			o, err := shuffle.NewEpoch(c.counts[:24*8], 1, 0, 8)
 			if err != nil {
 				b.Fatal(err)
 			}
-			e, err := NewEpoch(o, c.tokenCount, bc.spec, 1, 0)
+			e, err := NewPacking(o, c.tokenCount, bc.spec, 1, 0)
 			if err != nil {
 				b.Fatal(err)
 			}

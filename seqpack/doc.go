@@ -34,7 +34,7 @@
 // Sequences replace samples everywhere an ordinary job counts: a job's
 // global batch M is sequences [M·B·world, (M+1)·B·world) of the epoch,
 // cut into ranks, drop_last and offset= by shuffle.Params over
-// NumSequences (Epoch.Batch). A mixture of token datasets mixes
+// NumSequences (Packing.Batch). A mixture of token datasets mixes
 // sequences (shuffle.NewMixtureOf, each pass's length a packed epoch's
 // NumSequences). docs/shuffle.md §12 specifies both modes exactly.
 //
@@ -47,7 +47,7 @@
 //
 // # Costs
 //
-//   - NewEpoch reads every window of the order once and keeps each
+//   - NewPacking reads every window of the order once and keeps each
 //     window's first sequence: O(windows) memory kept, O(documents) time
 //     in Concat and O(documents + remainders · log) in BestFit (a radix
 //     sort by length and a bit-set search per remainder), with scratch of
@@ -73,6 +73,6 @@
 //
 // # Concurrency
 //
-// An Epoch is immutable and safe for concurrent use when its Order and
+// A Packing is immutable and safe for concurrent use when its Order and
 // Tokens are. The package holds no mutable state and no caches.
 package seqpack

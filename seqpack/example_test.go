@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	tokens := []int{5, 3, 9, 2, 7, 4, 1, 6, 3} // per document
-	e, err := seqpack.NewEpoch(order, func(d int) int { return tokens[d] }, seqpack.Spec{Seq: 8, Mode: seqpack.BestFit}, 1, 0)
+	e, err := seqpack.NewPacking(order, func(d int) int { return tokens[d] }, seqpack.Spec{Seq: 8, Mode: seqpack.BestFit}, 1, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -135,7 +135,7 @@ func computeCase(t testing.TB, c goldenCase) goldenCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEpoch(c.order(t), func(d int) int { return c.DocTokens[d] }, Spec{Seq: c.Seq, Mode: mode}, c.Seed, c.Epoch)
+	e, err := NewPacking(c.order(t), func(d int) int { return c.DocTokens[d] }, Spec{Seq: c.Seq, Mode: mode}, c.Seed, c.Epoch)
 	if err != nil {
 		t.Fatalf("%s: NewEpoch: %v", c.Name, err)
 	}

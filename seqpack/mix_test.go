@@ -11,7 +11,7 @@ import (
 
 // tokenStream is a token dataset read as a mixture component: pass p is
 // its epoch p packed, whose sequence counts differ from pass to pass.
-// It memoises each pass's Epoch, as a server would its counts.
+// It memoises each pass's Packing, as a server would its counts.
 type tokenStream struct {
 	counts []int // documents per chunk
 	tokens []int // per document
@@ -20,10 +20,10 @@ type tokenStream struct {
 	seed   uint64
 
 	mu     sync.Mutex
-	passes map[uint64]*Epoch
+	passes map[uint64]*Packing
 }
 
-func (s *tokenStream) pass(t testing.TB, p uint64) *Epoch {
+func (s *tokenStream) pass(t testing.TB, p uint64) *Packing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.passes[p]; ok {
@@ -33,12 +33,12 @@ func (s *tokenStream) pass(t testing.TB, p uint64) *Epoch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEpoch(o, func(d int) int { return s.tokens[d] }, s.spec, s.seed, p)
+	e, err := NewPacking(o, func(d int) int { return s.tokens[d] }, s.spec, s.seed, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.passes == nil {
-		s.passes = map[uint64]*Epoch{}
+		s.passes = map[uint64]*Packing{}
 	}
 	s.passes[p] = e
 	return e

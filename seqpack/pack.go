@@ -115,13 +115,13 @@ func (s Sequence) AppendPositions(dst []int32) []int32 {
 // An Order is an epoch's document order, window by window: the document
 // IDs of window w in epoch order. *shuffle.Epoch and *importance.Epoch
 // are Orders; so is a gateway's cache of their windows. Window must be a
-// pure function of w, and safe for concurrent use if the Epoch is used
-// concurrently. An Epoch does not modify the slices Window returns.
+// pure function of w, and safe for concurrent use if the Packing is used
+// concurrently. A Packing does not modify the slices Window returns.
 type Order interface {
 	NumWindows() int
 	Window(w int) []int
 }
 
 // Tokens returns a document's token count, at least 0: a pure function,
-// safe for concurrent use if the Epoch is used concurrently.
+// safe for concurrent use if the Packing is used concurrently.
 type Tokens func(doc int) int

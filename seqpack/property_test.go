@@ -15,7 +15,7 @@ import (
 // job is one random packed epoch for the property tests.
 type job struct {
 	c     goldenCase
-	e     *Epoch
+	e     *Packing
 	order Order
 }
 
@@ -47,7 +47,7 @@ func randomJobs(t *testing.T, n int) []job {
 			t.Fatal(err)
 		}
 		o := c.order(t)
-		e, err := NewEpoch(o, func(d int) int { return c.DocTokens[d] }, Spec{Seq: c.Seq, Mode: mode}, c.Seed, c.Epoch)
+		e, err := NewPacking(o, func(d int) int { return c.DocTokens[d] }, Spec{Seq: c.Seq, Mode: mode}, c.Seed, c.Epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func TestConcatIsThePermutation(t *testing.T) {
 
 // TestRangesCompose: any cut of the epoch into ranges gives the same
 // sequences, a window's are its range's, WindowOf and WindowsRead name the
-// windows the documents are in, and a second Epoch of the same inputs is
+// windows the documents are in, and a second Packing of the same inputs is
 // the same: the packing is a function of its inputs.
 func TestRangesCompose(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
@@ -262,12 +262,12 @@ func TestRangesCompose(t *testing.T) {
 				}
 			}
 		}
-		again, err := NewEpoch(j.c.order(t), func(d int) int { return j.c.DocTokens[d] }, e.Spec(), j.c.Seed, j.c.Epoch)
+		again, err := NewPacking(j.c.order(t), func(d int) int { return j.c.DocTokens[d] }, e.Spec(), j.c.Seed, j.c.Epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if fmt.Sprint(again.AppendRange(nil, 0, again.NumSequences())) != all {
-			t.Fatalf("%s: a second Epoch of the same inputs differs", j.c.Name)
+			t.Fatalf("%s: a second Packing of the same inputs differs", j.c.Name)
 		}
 	}
 }
@@ -341,8 +341,8 @@ func TestGlobalBatchesAtAnyWorld(t *testing.T) {
 	}
 }
 
-// TestConcurrentRanges reads ranges of one Epoch from several goroutines
-// (under -race: an Epoch is immutable).
+// TestConcurrentRanges reads ranges of one Packing from several goroutines
+// (under -race: a Packing is immutable).
 func TestConcurrentRanges(t *testing.T) {
 	for _, j := range randomJobs(t, 20) {
 		e := j.e
@@ -372,7 +372,7 @@ func TestInvalid(t *testing.T) {
 		{"negative tokens", Spec{Seq: 8}, func(d int) int { return d - 1 }},
 		{"overflow", Spec{Seq: 8, Mode: Concat}, func(int) int { return 1 << 62 }},
 	} {
-		if _, err := NewEpoch(one, tc.tokens, tc.spec, 0, 0); !errors.Is(err, ErrInvalid) {
+		if _, err := NewPacking(one, tc.tokens, tc.spec, 0, 0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err %v, want ErrInvalid", tc.name, err)
 		}
 	}

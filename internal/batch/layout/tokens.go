@@ -138,13 +138,13 @@ const (
 // tokenMemo holds the packed epochs, their windows and the datasets'
 // document token counts. Pure functions of their keys, as the orders'.
 type tokenMemo struct {
-	epochs  *lru.Cache[packKey, *seqpack.Epoch]
+	epochs  *lru.Cache[packKey, *seqpack.Packing]
 	windows *lru.Cache[packWindowKey, []seqpack.Sequence]
 	counts  *lru.Cache[string, []uint32] // per index ID: every document's tokens, by sample ID
 }
 
 func newTokenMemo() *tokenMemo {
-	e, _ := lru.New[packKey, *seqpack.Epoch](maxMemoPacked)
+	e, _ := lru.New[packKey, *seqpack.Packing](maxMemoPacked)
 	w, _ := lru.New[packWindowKey, []seqpack.Sequence](maxMemoPackedWindows)
 	c, _ := lru.New[string, []uint32](maxMemoDocTokens)
 	return &tokenMemo{epochs: e, windows: w, counts: c}
@@ -188,7 +188,7 @@ func (w windows) Window(i int) []int { return w.o.window(w.s, w.epoch, w.e, i) }
 // Packed is one epoch of a stream packed into sequences, with the order
 // it was packed from.
 type Packed struct {
-	*seqpack.Epoch
+	*seqpack.Packing
 	Order *EpochOrder
 	key   packKey
 }
@@ -202,18 +202,18 @@ func (o *Orders) Packed(s Stream, epoch uint64, spec seqpack.Spec) (*Packed, err
 	}
 	k := packKey{epochKey{s.Order(), epoch}, spec}
 	if pe, ok := o.tokens.epochs.Get(k); ok {
-		return &Packed{Epoch: pe, Order: e, key: k}, nil
+		return &Packed{Packing: pe, Order: e, key: k}, nil
 	}
 	counts, err := o.docTokens(s.DS)
 	if err != nil {
 		return nil, err
 	}
-	pe, err := seqpack.NewEpoch(windows{o, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
+	pe, err := seqpack.NewPacking(windows{o, s.Order(), epoch, e}, func(d int) int { return int(counts[d]) }, spec, s.Seed, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTokens, err)
 	}
 	o.tokens.epochs.Add(k, pe)
-	return &Packed{Epoch: pe, Order: e, key: k}, nil
+	return &Packed{Packing: pe, Order: e, key: k}, nil
 }
 
 // sequences appends sequences [start, end) of a packed epoch to dst, from

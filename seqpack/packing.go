@@ -9,7 +9,7 @@ import (
 	"github.com/brandgw/brand/shuffle"
 )
 
-// An Epoch is one epoch of a token stream packed into sequences: for each
+// A Packing is one epoch of a token stream packed into sequences: for each
 // window of the epoch's document order, where its sequences start, and the
 // means to lay out any range of sequences on demand. It holds O(windows)
 // memory and never materialises the epoch's sequences.
@@ -18,9 +18,9 @@ import (
 // window's documents fill its sequences alone; in Concat a sequence that
 // starts in one window may end in the next ones.
 //
-// An Epoch is immutable after NewEpoch returns and safe for concurrent use
+// A Packing is immutable after NewPacking returns and safe for concurrent use
 // if its Order and Tokens are. Slices it returns belong to the caller.
-type Epoch struct {
+type Packing struct {
 	order       Order
 	tokens      Tokens
 	spec        Spec
@@ -33,7 +33,7 @@ type Epoch struct {
 	split int // documents in more than one sequence
 }
 
-// NewEpoch packs epoch epoch of a job of seed seed: the documents of
+// NewPacking packs epoch epoch of a job of seed seed: the documents of
 // order, each of tokens(doc) tokens, into sequences as spec says
 // (docs/shuffle.md §12). seed and epoch are those the order was drawn
 // with (a mixture component's pass in place of the epoch); they seed
@@ -44,12 +44,12 @@ type Epoch struct {
 // and its sequences counted), O(documents) in Concat, O(windows) memory
 // kept, and scratch for one window. An invalid spec, a negative token
 // count or a total past math.MaxInt yields an error wrapping ErrInvalid.
-func NewEpoch(order Order, tokens Tokens, spec Spec, seed, epoch uint64) (*Epoch, error) {
+func NewPacking(order Order, tokens Tokens, spec Spec, seed, epoch uint64) (*Packing, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	nw := order.NumWindows()
-	e := &Epoch{order: order, tokens: tokens, spec: spec, seed: seed, epoch: epoch, starts: make([]int, nw+1)}
+	e := &Packing{order: order, tokens: tokens, spec: spec, seed: seed, epoch: epoch, starts: make([]int, nw+1)}
 	seq := spec.Seq
 	var p *packer
 	if spec.Mode == BestFit {
@@ -94,29 +94,29 @@ func NewEpoch(order Order, tokens Tokens, spec Spec, seed, epoch uint64) (*Epoch
 }
 
 // Spec returns the epoch's sequence length and mode.
-func (e *Epoch) Spec() Spec { return e.spec }
+func (e *Packing) Spec() Spec { return e.spec }
 
 // NumSequences returns the number of sequences in the epoch.
-func (e *Epoch) NumSequences() int { return e.starts[len(e.starts)-1] }
+func (e *Packing) NumSequences() int { return e.starts[len(e.starts)-1] }
 
 // NumTokens returns the tokens that are not pad in the epoch's sequences:
 // its documents' tokens, and in Concat one EOS a document. The epoch's
 // fill is NumTokens() / (NumSequences() · seq).
-func (e *Epoch) NumTokens() int { return e.total }
+func (e *Packing) NumTokens() int { return e.total }
 
 // Split returns how many documents the epoch lays out in more than one
 // sequence: in BestFit those longer than seq, in Concat those (EOS
 // counted) that cross a cut.
-func (e *Epoch) Split() int { return e.split }
+func (e *Packing) Split() int { return e.split }
 
 // NumWindows returns the order's number of windows.
-func (e *Epoch) NumWindows() int { return len(e.starts) - 1 }
+func (e *Packing) NumWindows() int { return len(e.starts) - 1 }
 
 // WindowStart returns the first sequence of window w, for w in
 // [0, NumWindows]: WindowStart(NumWindows()) is NumSequences(). A window
 // that starts no sequence starts where the next one does. It panics if w
 // is out of range.
-func (e *Epoch) WindowStart(w int) int {
+func (e *Packing) WindowStart(w int) int {
 	if w < 0 || w >= len(e.starts) {
 		panic(fmt.Sprintf("pack: WindowStart(%d) outside [0, %d]", w, len(e.starts)-1))
 	}
@@ -126,7 +126,7 @@ func (e *Epoch) WindowStart(w int) int {
 // WindowOf returns the window sequence s belongs to, s in
 // [0, NumSequences()): a binary search, O(log windows). It panics
 // otherwise.
-func (e *Epoch) WindowOf(s int) int {
+func (e *Packing) WindowOf(s int) int {
 	e.checkRange("WindowOf", s, s+1)
 	return sort.Search(e.NumWindows(), func(w int) bool { return e.starts[w+1] > s })
 }
@@ -136,7 +136,7 @@ func (e *Epoch) WindowOf(s int) int {
 // In BestFit those the sequences belong to; in Concat the last sequence
 // may reach into later windows. It panics unless
 // 0 <= start < end <= NumSequences().
-func (e *Epoch) WindowsRead(start, end int) (first, last int) {
+func (e *Packing) WindowsRead(start, end int) (first, last int) {
 	e.checkRange("WindowsRead", start, end)
 	if start == end {
 		panic(fmt.Sprintf("pack: WindowsRead(%d, %d) of no sequence", start, end))
@@ -149,7 +149,7 @@ func (e *Epoch) WindowsRead(start, end int) (first, last int) {
 }
 
 // tokenWindow is the window holding token t of a Concat stream.
-func (e *Epoch) tokenWindow(t int) int {
+func (e *Packing) tokenWindow(t int) int {
 	return sort.Search(e.NumWindows(), func(w int) bool { return e.at[w+1] > t })
 }
 
@@ -160,7 +160,7 @@ func (e *Epoch) tokenWindow(t int) int {
 // O(documents of the windows read). A server serving many ranges of one
 // window should keep its result. It panics if w is not in
 // [0, NumWindows).
-func (e *Epoch) Window(w int) []Sequence {
+func (e *Packing) Window(w int) []Sequence {
 	if w < 0 || w >= e.NumWindows() {
 		panic(fmt.Sprintf("pack: window %d outside [0, %d)", w, e.NumWindows()))
 	}
@@ -174,7 +174,7 @@ func (e *Epoch) Window(w int) []Sequence {
 // returns the extended slice. It lays out only the windows the range
 // reads, each as Window does. It panics unless
 // 0 <= start <= end <= NumSequences().
-func (e *Epoch) AppendRange(dst []Sequence, start, end int) []Sequence {
+func (e *Packing) AppendRange(dst []Sequence, start, end int) []Sequence {
 	e.checkRange("AppendRange", start, end)
 	if start == end {
 		return dst
@@ -200,7 +200,7 @@ func (e *Epoch) AppendRange(dst []Sequence, start, end int) []Sequence {
 // epoch: the cut of shuffle.Params.BatchRange over NumSequences(), so
 // that batch sizes, world, rank, drop_last and offset count sequences as
 // they count samples of an ordinary job. Errors are BatchRange's.
-func (e *Epoch) Batch(p shuffle.Params, m int) ([]Sequence, error) {
+func (e *Packing) Batch(p shuffle.Params, m int) ([]Sequence, error) {
 	start, end, err := p.BatchRange(e.NumSequences(), m)
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (e *Epoch) Batch(p shuffle.Params, m int) ([]Sequence, error) {
 // tokens [start·seq, min(end·seq, total)) of the stream of the windows'
 // documents, each followed by its EOS, the last sequence of the epoch
 // padded.
-func (e *Epoch) appendConcat(dst []Sequence, start, end int) []Sequence {
+func (e *Packing) appendConcat(dst []Sequence, start, end int) []Sequence {
 	if start == end {
 		return dst
 	}
@@ -267,7 +267,7 @@ func (e *Epoch) appendConcat(dst []Sequence, start, end int) []Sequence {
 	return dst
 }
 
-func (e *Epoch) checkRange(op string, start, end int) {
+func (e *Packing) checkRange(op string, start, end int) {
 	if start < 0 || end < start || end > e.NumSequences() {
 		panic(fmt.Sprintf("pack: %s(%d, %d) outside [0, %d]", op, start, end, e.NumSequences()))
 	}
