@@ -73,6 +73,6 @@
 //
 // # Concurrency
 //
-// A Packing is immutable and safe for concurrent use when its Order and
+// A Packing is immutable and safe for concurrent use when its DocumentOrder and
 // Tokens are. The package holds no mutable state and no caches.
 package seqpack

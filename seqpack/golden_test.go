@@ -116,7 +116,7 @@ func goldenInputs() goldenFile {
 }
 
 // order returns c's document order.
-func (c goldenCase) order(t testing.TB) Order {
+func (c goldenCase) order(t testing.TB) DocumentOrder {
 	t.Helper()
 	if c.Windows != nil {
 		return windows(c.Windows)

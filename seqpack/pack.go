@@ -112,12 +112,13 @@ func (s Sequence) AppendPositions(dst []int32) []int32 {
 	return dst
 }
 
-// An Order is an epoch's document order, window by window: the document
-// IDs of window w in epoch order. *shuffle.Epoch and *importance.Epoch
-// are Orders; so is a gateway's cache of their windows. Window must be a
+// A DocumentOrder is an epoch's document order, window by window: the
+// document IDs of window w in epoch order. *shuffle.Epoch and
+// *importance.Epoch are DocumentOrders; so is a gateway's cache of their
+// windows. Window must be a
 // pure function of w, and safe for concurrent use if the Packing is used
 // concurrently. A Packing does not modify the slices Window returns.
-type Order interface {
+type DocumentOrder interface {
 	NumWindows() int
 	Window(w int) []int
 }

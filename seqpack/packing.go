@@ -19,9 +19,9 @@ import (
 // starts in one window may end in the next ones.
 //
 // A Packing is immutable after NewPacking returns and safe for concurrent use
-// if its Order and Tokens are. Slices it returns belong to the caller.
+// if its DocumentOrder and Tokens are. Slices it returns belong to the caller.
 type Packing struct {
-	order       Order
+	order       DocumentOrder
 	tokens      Tokens
 	spec        Spec
 	seed, epoch uint64
@@ -44,7 +44,7 @@ type Packing struct {
 // and its sequences counted), O(documents) in Concat, O(windows) memory
 // kept, and scratch for one window. An invalid spec, a negative token
 // count or a total past math.MaxInt yields an error wrapping ErrInvalid.
-func NewPacking(order Order, tokens Tokens, spec Spec, seed, epoch uint64) (*Packing, error) {
+func NewPacking(order DocumentOrder, tokens Tokens, spec Spec, seed, epoch uint64) (*Packing, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 type job struct {
 	c     goldenCase
 	e     *Packing
-	order Order
+	order DocumentOrder
 }
 
 // randomJobs returns n random epochs in both modes, with the shapes
@@ -57,7 +57,7 @@ func randomJobs(t *testing.T, n int) []job {
 }
 
 // draws returns the order's documents in epoch order.
-func draws(o Order) []int {
+func draws(o DocumentOrder) []int {
 	var out []int
 	for w := range o.NumWindows() {
 		out = append(out, o.Window(w)...)
@@ -391,6 +391,6 @@ func TestInvalid(t *testing.T) {
 
 // The orders a gateway serves are Orders.
 var (
-	_ Order = (*shuffle.Epoch)(nil)
-	_ Order = (*importance.Epoch)(nil)
+	_ DocumentOrder = (*shuffle.Epoch)(nil)
+	_ DocumentOrder = (*importance.Epoch)(nil)
 )
