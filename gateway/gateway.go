@@ -387,10 +387,10 @@ type Gateway struct {
 	stats      *livestats.Stats
 
 	// life owns every goroutine that outlives a request: each part that
-	// runs some registers a stopper.Part as it is built, and Close drains
+	// runs some registers a stopper.Group as it is built, and Close drains
 	// them in the reverse order. polls is the catalog's.
 	life  *stopper.Stopper
-	polls *stopper.Part
+	polls *stopper.Group
 
 	s3      *s3face.Face        // nil without S3 credentials: S3Handler is nil
 	objects *s3face.ReadThrough // the S3 face's read-through buckets, loaded through the cache
@@ -428,7 +428,7 @@ func New(cfg Config) (*Gateway, error) {
 	// after the parts it is built from: Close drains them in the reverse
 	// order, so nothing is closed while a part built on it still runs.
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
-	g.polls = g.life.Part("catalog: index polls")
+	g.polls = g.life.Group("catalog: index polls")
 	// The cluster's rooms (cluster.go): the peers and the router first,
 	// since the schedule, the reader and the batches route by them; the
 	// membership once the hand-over it warms up with is built, below.
@@ -441,9 +441,9 @@ func New(cfg Config) (*Gateway, error) {
 	c := cfg.Cluster
 	if c.Members != nil {
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
-			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
+			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
-			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
+			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Group: g.life.Group("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
 			Load: func() tensorize.Load { return g.stage.Load() }})
 		rt, parts = routing, peers
@@ -472,37 +472,37 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	// The disk tier's writes are the cache's spills, run by the cache's
 	// part; the tier waits for those it began.
-	g.life.Part("disktier: writes").OnStop(g.disk.Close)
+	g.life.Group("disktier: writes").OnStop(g.disk.Close)
 	// Each kind of cache entry has its own loader: the dataset loader (and
 	// the disk tier under it) never sees the S3 face's read-through
 	// objects.
 	g.objects = s3face.NewReadThrough(cfg.S3, cfg.CacheSize, cfg.FetchTimeout)
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
-		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Part("chunkcache: loads, spills")})
+		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Group("chunkcache: loads, spills")})
 	g.mem.Watch(g.cache)
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	slots := stopper.NewLimit(maxAhead) // the preloads' and the premade batches'
-	g.preload = preload.New(preload.Config{Part: g.life.Part("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
+	g.preload = preload.New(preload.Config{Group: g.life.Group("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
 	var opt livestats.Optimizer
 	if cfg.Planner != nil {
 		opt = cfg.Planner
 	}
-	g.stats = livestats.New(reg, cfg.CacheSize, opt, g.life.Part("livestats: optima"), cfg.Logger)
+	g.stats = livestats.New(reg, cfg.CacheSize, opt, g.life.Group("livestats: optima"), cfg.Logger)
 	g.prefetch = usetable.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = usetable.NewPrefetcher(usetable.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
 			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, Local: rt.Local, Tally: g.stats,
-			Part: g.life.Part("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
+			Group: g.life.Group("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,
 		MaxBytes: cfg.Limits.MaxBatchBytes, Copies: g.mem.Copies(), Assemblers: maxAssembling, MaxWait: cfg.MaxWait,
 		Shared: shared, Preload: g.preload, Tally: g.stats, Registry: reg, Log: cfg.Logger})
 	g.stage = tensorize.New(tensorize.Config{Pipelines: pipelines, Workers: cfg.TransformWorkers, Buffers: g.mem.Copies(), Decodes: g.mem.Decodes(),
-		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
+		MaxBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
 		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
-		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
+		Group: g.life.Group("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
@@ -515,7 +515,7 @@ func New(cfg Config) (*Gateway, error) {
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
-			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),
+			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
 		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,

@@ -17,7 +17,7 @@ import (
 // workers.
 type pool struct {
 	tasks chan task
-	part  *stopper.Part
+	part  *stopper.Group
 	quit  <-chan struct{} // the part's context's: closed when it stops, queued tasks are skipped
 
 	queued  atomic.Int64 // samples submitted and not yet done: the backlog
@@ -33,7 +33,7 @@ type task struct {
 	done func(ran bool)
 }
 
-func newPool(workers int, part *stopper.Part) *pool {
+func newPool(workers int, part *stopper.Group) *pool {
 	p := &pool{tasks: make(chan task), part: part, quit: part.Context().Done(), workers: max(workers, 1)}
 	for range p.workers {
 		part.Go(func(context.Context) { p.work() })

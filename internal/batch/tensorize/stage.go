@@ -63,9 +63,9 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
-	// Part runs the workers and ends them when it stops (nil: a part of
+	// Group runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
-	Part     *stopper.Part
+	Group    *stopper.Group
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -83,7 +83,7 @@ type Stage struct {
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Group, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}

@@ -61,11 +61,11 @@ func keyedBatches(t *testing.T) (*Batches, *keyStage, *layout.Orders) {
 	stage := &keyStage{copyStage: copyStage{set}}
 	orders := layout.New(nil)
 	l := &log{}
-	part := stopper.New().Part("premade")
+	part := stopper.New().Group("premade")
 	t.Cleanup(part.Stop)
 	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
-		Stage: stage, Part: part})
+		Stage: stage, Group: part})
 	return v, stage, orders
 }
 

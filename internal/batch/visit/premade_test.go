@@ -47,11 +47,11 @@ func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *lay
 	stage := &countingStage{copyStage: copyStage{set}}
 	orders := layout.New(nil)
 	l := &log{}
-	part := stopper.New().Part("premade")
+	part := stopper.New().Group("premade")
 	t.Cleanup(part.Stop)
 	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fakePeers{log: l, nodes: 1},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
-		Stage: stage, Part: part, PremadeBytes: 1 << 20})
+		Stage: stage, Group: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
 	src := layout.Source{DS: testDataset(t, "a")}
 	batchOf := func(m uint64) *layout.Batch {

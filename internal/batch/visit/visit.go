@@ -99,12 +99,12 @@ type Config struct {
 	SkipBadImages bool
 	// Packer writes token jobs' sequences (seq=); nil: such a job fails.
 	Packer Packer
-	// Part runs the premade batches (the next ones, made before their
+	// Group runs the premade batches (the next ones, made before their
 	// requests), and ends them when it stops (nil: a part of their own,
 	// stopped by Close); Limit bounds those made at once, and may be
 	// shared with other parts' background work (nil: one). PremadeBytes
 	// bounds the batches so held (0: none is premade).
-	Part         *stopper.Part
+	Group        *stopper.Group
 	Limit        *stopper.Limit
 	PremadeBytes int64
 	Log          zerolog.Logger
@@ -123,7 +123,7 @@ type Batches struct {
 	stage        Stage
 	packer       Packer
 	skipBad      bool
-	part         *stopper.Part
+	part         *stopper.Group
 	limit        *stopper.Limit
 	premade      *premade.Store[made] // next batches made before their requests
 	premadeBytes int64
@@ -134,7 +134,7 @@ type Batches struct {
 func New(c Config) *Batches {
 	v := &Batches{sched: c.UseTable, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
 		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
-		part: stopper.Own(c.Part, "visit: premade batches"), limit: c.Limit, log: c.Log}
+		part: stopper.Own(c.Group, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}
 	}

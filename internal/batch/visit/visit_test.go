@@ -302,10 +302,10 @@ func TestNextBatchLaidOutOnce(t *testing.T) {
 	}
 	orders := &countingOrders{Orders: layout.New(nil), layouts: map[uint64]int{}}
 	l := &log{}
-	part := stopper.New().Part("premade")
+	part := stopper.New().Group("premade")
 	v := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 1, Orders: orders, Peers: fetchingPeers{},
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
-		Stage: copyStage{set}, Part: part, PremadeBytes: 1 << 20})
+		Stage: copyStage{set}, Group: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
 	src := layout.Source{DS: a}
 	b, err := orders.Orders.Layout(context.Background(), src, job, 0, 0)

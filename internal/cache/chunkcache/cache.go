@@ -262,7 +262,7 @@ func New(cfg Config) *Cache {
 		cfg.Policy = NewLRU()
 	}
 	if cfg.Tasks == nil {
-		cfg.Tasks = stopper.New().Part("chunkcache: loads")
+		cfg.Tasks = stopper.New().Group("chunkcache: loads")
 	}
 	return &Cache{
 		capacity:   cfg.Capacity,

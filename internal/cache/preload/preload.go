@@ -27,11 +27,11 @@ type Cache interface {
 
 // Config configures a Set.
 type Config struct {
-	// Part runs the loads, and ends them when it stops (nil: a part of
+	// Group runs the loads, and ends them when it stops (nil: a part of
 	// the Set's own, stopped by Close); Limit bounds those running at
 	// once, and may be shared with other parts' work ahead (nil: a limit
 	// of Slots, at least 1).
-	Part  *stopper.Part
+	Group *stopper.Group
 	Limit *stopper.Limit
 	Slots int
 	// Cache is where Load reads entries into.
@@ -46,13 +46,13 @@ type Config struct {
 type Set struct {
 	cache   Cache
 	timeout time.Duration
-	part    *stopper.Part
+	part    *stopper.Group
 	limit   *stopper.Limit
 }
 
 // New returns a Set.
 func New(c Config) *Set {
-	s := &Set{cache: c.Cache, timeout: c.Timeout, part: stopper.Own(c.Part, "preload: loads"), limit: c.Limit}
+	s := &Set{cache: c.Cache, timeout: c.Timeout, part: stopper.Own(c.Group, "preload: loads"), limit: c.Limit}
 	if s.limit == nil {
 		s.limit = stopper.NewLimit(c.Slots)
 	}

@@ -68,7 +68,7 @@ type Prefetcher struct {
 	loadTime atomic.Int64
 
 	queue chan prefetchTask
-	part  *stopper.Part // runs the workers
+	part  *stopper.Group // runs the workers
 	ctx   context.Context
 
 	mu      sync.Mutex
@@ -101,9 +101,9 @@ type PrefetcherConfig struct {
 	Local func(ds *catalog.Dataset, c int) bool
 	// Tally is told of every chunk a prefetch read.
 	Tally Tally
-	// Part runs the workers and ends them when it stops (nil: a part of
+	// Group runs the workers and ends them when it stops (nil: a part of
 	// the prefetcher's own, stopped by Close).
-	Part     *stopper.Part
+	Group    *stopper.Group
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -115,7 +115,7 @@ const prefetchQueue = 4096
 
 // NewPrefetcher starts c.Workers workers.
 func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
-	part := stopper.Own(c.Part, "schedule: prefetch workers")
+	part := stopper.Own(c.Group, "schedule: prefetch workers")
 	keep := c.Prefetchable
 	if keep == nil {
 		keep = func(chunkcache.Key) bool { return true }

@@ -114,10 +114,10 @@ type Config struct {
 	// of the membership versions it reports, and finds those no node
 	// remembers (kept.go); nil: none kept.
 	Datasets func() ([]*catalog.Dataset, error)
-	// Part runs the polls, the warm-ups and the writes of versions to
+	// Group runs the polls, the warm-ups and the writes of versions to
 	// the stores, and ends them when it stops (nil: a part of the
 	// Tracker's own, stopped by Close).
-	Part     *stopper.Part
+	Group    *stopper.Group
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -198,7 +198,7 @@ type Tracker struct {
 	history  *lru.Cache[string, *cluster.Membership] // versions seen, by version
 
 	// part runs the polls and warm-ups; ctx is its context.
-	part *stopper.Part
+	part *stopper.Group
 	ctx  context.Context
 }
 
@@ -216,7 +216,7 @@ func New(c Config) *Tracker {
 		m.flipTimeout = DefaultFlipTimeout
 	}
 	m.history, _ = lru.New[string, *cluster.Membership](maxHistory)
-	m.part = stopper.Own(c.Part, "membership: polls, warm-ups, kept versions")
+	m.part = stopper.Own(c.Group, "membership: polls, warm-ups, kept versions")
 	m.ctx = m.part.Context()
 	alone, _ := cluster.NewMembership([]string{c.Self})
 	m.mu.Lock()

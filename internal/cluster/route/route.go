@@ -58,9 +58,9 @@ type Config struct {
 	// they are free now.
 	NextBytes  int64
 	NextBudget premade.Budget
-	// Part runs the fetches of next batches and ends them when it stops
+	// Group runs the fetches of next batches and ends them when it stops
 	// (nil: a part of the Router's own, stopped by Close).
-	Part *stopper.Part
+	Group *stopper.Group
 	// Load is this node's transform stage's load (tensorize.Stage.Load),
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
@@ -89,7 +89,7 @@ type Router struct {
 	log     zerolog.Logger
 	view    atomic.Pointer[routing]
 	next    *premade.Store[[][][]byte] // next batches' samples, per part
-	part    *stopper.Part
+	part    *stopper.Group
 
 	// Figures: sample bytes of batches served by where they came from,
 	// samples found fetched with the batch before, and samples asked of owners with a
@@ -110,7 +110,7 @@ func New(c Config) *Router {
 	}
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
-		part: stopper.Own(c.Part, "route: next batches' samples")}
+		part: stopper.Own(c.Group, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
 	if r.slack == 0 {
 		r.slack = BalanceSlack

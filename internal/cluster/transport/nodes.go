@@ -27,9 +27,9 @@ type Config struct {
 	Timeout, Probe time.Duration
 	Credentials    peercred.Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
-	// Part runs the probes and ends them when it stops (nil: a part of
+	// Group runs the probes and ends them when it stops (nil: a part of
 	// the Nodes' own, stopped by Close).
-	Part     *stopper.Part
+	Group    *stopper.Group
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
 }
@@ -84,7 +84,7 @@ type Nodes struct {
 	slots   atomic.Pointer[[]*node]
 	probed  atomic.Pointer[[]int] // the slots probed, sorted
 
-	part *stopper.Part // runs the probes
+	part *stopper.Group // runs the probes
 }
 
 // maxKnown bounds the nodes a Nodes keeps (every URL a membership ever
@@ -95,7 +95,7 @@ const maxKnown = 4096
 // New returns this node's view of its peers, knowing only itself; Probe
 // names the nodes to probe, and Start begins probing them.
 func New(c Config) *Nodes {
-	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Part, "peer: probes")}
+	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Group, "peer: probes")}
 	n.part.OnStop(n.t.http.CloseIdleConnections)
 	n.slots.Store(&[]*node{})
 	n.probed.Store(&[]int{})

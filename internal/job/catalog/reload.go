@@ -48,7 +48,7 @@ func (c *Catalog) Poke() {
 
 // Poll checks every interval, and when poked, on a task of part (the
 // gateway's), until the part stops. Only the first call polls.
-func (c *Catalog) Poll(part *stopper.Part, interval time.Duration) {
+func (c *Catalog) Poll(part *stopper.Group, interval time.Duration) {
 	if c.reload.polling.Swap(true) {
 		return
 	}

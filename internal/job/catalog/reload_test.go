@@ -38,7 +38,7 @@ func TestReload(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				local := packedStore(t, 2, 3)
 				ds, cat := loadCatalog(t, local)
-				part := stopper.New().Part("poll")
+				part := stopper.New().Group("poll")
 				defer part.Stop()
 				if tc.how != "asked" {
 					cat.Poll(part, poll)

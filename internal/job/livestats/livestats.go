@@ -116,7 +116,7 @@ type Stats struct {
 	traced  int
 	pending bool // an epoch completed since the optimum was computed
 	wake    chan struct{}
-	part    *stopper.Part // runs the optimum's computation
+	part    *stopper.Group // runs the optimum's computation
 	ctx     context.Context
 }
 
@@ -198,7 +198,7 @@ func (c *epochCount) complete() bool { return c.served >= c.samples }
 // New returns the statistics of a gateway whose cache holds capacity
 // bytes. optimum, if not nil, computes the optimal figures, on part (nil:
 // a part of the Stats' own, stopped by Close).
-func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *stopper.Part, log zerolog.Logger) *Stats {
+func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *stopper.Group, log zerolog.Logger) *Stats {
 	labels := []string{"dataset", "index", "seed", "window", "job", "snapshot", "epoch"}
 	jobLabels := []string{"dataset", "index", "seed", "window", "job"}
 	s := &Stats{

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestStopDrainsInReverseOrder: each part's tasks end and its OnStop
-// runs before the part registered before it is touched, and no task of
-// any part runs once Stop returns.
+// TestStopDrainsInReverseOrder: each group's tasks end and its OnStop
+// runs before the group registered before it is touched, and no task of
+// any group runs once Stop returns.
 func TestStopDrainsInReverseOrder(t *testing.T) {
 	s := New()
 	var mu sync.Mutex
@@ -22,7 +22,7 @@ func TestStopDrainsInReverseOrder(t *testing.T) {
 	names := []string{"catalog", "cache", "prefetcher", "made ahead"}
 	started := make(chan struct{}, len(names))
 	for _, n := range names {
-		p := s.Part(n)
+		p := s.Group(n)
 		if !p.Go(func(ctx context.Context) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -49,11 +49,11 @@ func TestStopDrainsInReverseOrder(t *testing.T) {
 	}
 }
 
-// TestAfterStop: a stopped part runs nothing, and a part registered after
+// TestAfterStop: a stopped group runs nothing, and a group registered after
 // Stop is stopped at once.
 func TestAfterStop(t *testing.T) {
 	s := New()
-	p := s.Part("a")
+	p := s.Group("a")
 	s.Stop()
 	tests := []struct {
 		name string
@@ -61,7 +61,7 @@ func TestAfterStop(t *testing.T) {
 	}{
 		{"Go", p.Go},
 		{"TryGo", func(f func(context.Context)) bool { return p.TryGo(NewLimit(1), f) }},
-		{"Go of a part registered after Stop", s.Part("late").Go},
+		{"Go of a group registered after Stop", s.Group("late").Go},
 	}
 	for _, tc := range tests {
 		if tc.run(func(context.Context) { t.Errorf("%s ran a task after Stop", tc.name) }) {
@@ -69,15 +69,15 @@ func TestAfterStop(t *testing.T) {
 		}
 	}
 	if p.Context().Err() == nil {
-		t.Error("a stopped part's context has not ended")
+		t.Error("a stopped group's context has not ended")
 	}
 }
 
-// TestTryGoBounded: a Limit shared by two parts runs at most its slots at
+// TestTryGoBounded: a Limit shared by two groups runs at most its slots at
 // once, drops the rest, and frees a slot when a task returns.
 func TestTryGoBounded(t *testing.T) {
 	s := New()
-	a, b := s.Part("a"), s.Part("b")
+	a, b := s.Group("a"), s.Group("b")
 	l := NewLimit(2)
 	release := make(chan struct{})
 	var running sync.WaitGroup
@@ -93,24 +93,24 @@ func TestTryGoBounded(t *testing.T) {
 	close(release)
 	s.Stop()
 	done := make(chan struct{})
-	if !New().Part("c").TryGo(l, func(context.Context) { close(done) }) {
+	if !New().Group("c").TryGo(l, func(context.Context) { close(done) }) {
 		t.Fatal("the limit's slots were not given back")
 	}
 	<-done
 }
 
-// TestOwn: a nil part is replaced by one of its own, which stops alone.
+// TestOwn: a nil group is replaced by one of its own, which stops alone.
 func TestOwn(t *testing.T) {
 	s := New()
-	p := s.Part("given")
+	p := s.Group("given")
 	if Own(p, "x") != p {
-		t.Fatal("Own replaced a given part")
+		t.Fatal("Own replaced a given group")
 	}
 	own := Own(nil, "own")
 	stopped := false
 	own.OnStop(func() { stopped = true })
 	own.Stop()
 	if !stopped || p.Context().Err() != nil {
-		t.Fatalf("own part stopped: %t; given part stopped with it: %t", stopped, p.Context().Err() != nil)
+		t.Fatalf("own group stopped: %t; given group stopped with it: %t", stopped, p.Context().Err() != nil)
 	}
 }
