@@ -180,7 +180,7 @@ type Config struct {
 	// MemoryLimit is the node's memory budget (`brand serve
 	// --memory-limit`): the cache, the rest of the process
 	// (memory.DefaultBase), and what copies and decodes share
-	// (MemoryParts). 0: the parts' total at their defaults — decodes at
+	// (MemoryBudget). 0: the parts' total at their defaults — decodes at
 	// least the largest decode MaxImagePixels allows — which `brand serve
 	// --memory-limit auto` sets as the Go runtime's limit.
 	MemoryLimit int64
@@ -419,11 +419,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	budget, err := cfg.memoryParts(pipelines)
+	budget, err := cfg.memoryBudget(pipelines)
 	if err != nil {
 		return nil, err
 	}
-	g.mem = memory.New(memory.Config{Parts: budget, MaxWait: cfg.MaxWait, Busy: chunkcache.ErrBusy, Registry: reg})
+	g.mem = memory.New(memory.Config{Budget: budget, MaxWait: cfg.MaxWait, Busy: chunkcache.ErrBusy, Registry: reg})
 	// Each part that runs goroutines registers with g.life as it is built,
 	// after the parts it is built from: Close drains them in the reverse
 	// order, so nothing is closed while a part built on it still runs.
@@ -703,19 +703,19 @@ func (cfg *Config) fill() ([]string, error) {
 	return names, nil
 }
 
-// MemoryParts returns the node's memory budget by part as cfg gives it
+// MemoryBudget returns the node's memory budget in shares as cfg gives it
 // (Config.MemoryLimit): what `brand serve --memory-limit auto` sets the
 // Go runtime's limit to, and what a node admits copies and decodes
 // against.
-func MemoryParts(cfg Config) (memory.Parts, error) {
+func MemoryBudget(cfg Config) (memory.Budget, error) {
 	if _, err := cfg.fill(); err != nil {
-		return memory.Parts{}, err
+		return memory.Budget{}, err
 	}
 	pipelines, err := transform.NewSet(cfg.Transforms, transform.Options{MaxPixels: cfg.MaxImagePixels})
 	if err != nil {
-		return memory.Parts{}, fmt.Errorf("gateway: %w", err)
+		return memory.Budget{}, fmt.Errorf("gateway: %w", err)
 	}
-	return cfg.memoryParts(pipelines)
+	return cfg.memoryBudget(pipelines)
 }
 
 // TransformWorkerBytes is what the decodes part holds at least for each
@@ -724,16 +724,16 @@ func MemoryParts(cfg Config) (memory.Parts, error) {
 // between images (transform.ScratchKeep).
 const TransformWorkerBytes = 16 << 20
 
-// memoryParts are the budget's parts for cfg (filled) and its pipelines:
+// memoryBudget is the budget's shares for cfg (filled) and its pipelines:
 // the cache, the base, the copies, and decodes room for the largest
 // decode the pixel bound allows, and at least TransformWorkerBytes a
 // worker; fitted to MemoryLimit.
-func (cfg *Config) memoryParts(pipelines *transform.Set) (memory.Parts, error) {
-	want := memory.Parts{Cache: cfg.CacheSize, Base: memory.DefaultBase, Copies: cfg.CopyBytes,
+func (cfg *Config) memoryBudget(pipelines *transform.Set) (memory.Budget, error) {
+	want := memory.Budget{Cache: cfg.CacheSize, Base: memory.DefaultBase, Copies: cfg.CopyBytes,
 		Decodes: max(pipelines.MaxWork(), int64(cfg.TransformWorkers)*TransformWorkerBytes)}
 	parts, err := memory.Fit(cfg.MemoryLimit, want)
 	if err != nil {
-		return memory.Parts{}, fmt.Errorf("gateway: %w", err)
+		return memory.Budget{}, fmt.Errorf("gateway: %w", err)
 	}
 	return parts, nil
 }

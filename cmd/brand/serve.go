@@ -166,13 +166,13 @@ func (f *serveFlags) diskDirs() []string {
 // the copies out of it (--copy-bytes, transformed batches included), the
 // decodes (the largest one --max-image-pixels allows, and at least
 // transformWorkerBytes a transform worker), and 256 MiB for the rest
-// (gateway.MemoryParts); 0 if the flags do not make a configuration.
+// (gateway.MemoryBudget); 0 if the flags do not make a configuration.
 func (f *serveFlags) besideCache() int64 {
 	cfg, err := f.gatewayConfig(zerolog.Nop())
 	if err != nil {
 		return 0
 	}
-	parts, err := gateway.MemoryParts(cfg)
+	parts, err := gateway.MemoryBudget(cfg)
 	if err != nil {
 		return 0
 	}
@@ -201,7 +201,7 @@ func (f *serveFlags) applyMemoryLimit(log zerolog.Logger, getenv func(string) st
 		}
 		cfg.MemoryLimit = int64(b)
 	}
-	parts, err := gateway.MemoryParts(*cfg)
+	parts, err := gateway.MemoryBudget(*cfg)
 	if err != nil {
 		return fmt.Errorf("--memory-limit: %w", err)
 	}

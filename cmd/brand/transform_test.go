@@ -153,7 +153,7 @@ func TestMemoryLimitFlag(t *testing.T) {
 			if cfg.MemoryLimit != tc.limit || tc.goLimit != 0 && goLimit != tc.goLimit || tc.goLimit == 0 && goLimit != math.MaxInt64 {
 				t.Errorf("budget %d, Go's limit %d; want %d, %d", cfg.MemoryLimit, goLimit, tc.limit, tc.goLimit)
 			}
-			parts, err := gateway.MemoryParts(cfg)
+			parts, err := gateway.MemoryBudget(cfg)
 			if err != nil || parts.Decodes != tc.decodes {
 				t.Errorf("decodes %d (%v), want %d", parts.Decodes, err, tc.decodes)
 			}

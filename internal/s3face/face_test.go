@@ -282,5 +282,5 @@ func TestReadThroughUnderPressure(t *testing.T) {
 
 // copies is a copy budget of n bytes, as the node's memory manager gives.
 func copies(n int64) reader.Copies {
-	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies()
+	return memory.New(memory.Config{Budget: memory.Budget{Copies: n}, MaxWait: time.Minute, Busy: chunkcache.ErrBusy}).Copies()
 }

@@ -242,7 +242,7 @@ func TestReadBatch(t *testing.T) {
 
 // copies is a copy budget of n bytes.
 func copies(n int64) Copies {
-	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
+	return memory.New(memory.Config{Budget: memory.Budget{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
 }
 
 // inGroups serves 4 samples of 4 chunks of 2 KiB, which a cache of 5 KiB

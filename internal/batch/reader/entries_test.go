@@ -75,5 +75,5 @@ func TestReadEntries(t *testing.T) {
 
 // copies is a copy budget of n bytes.
 func copies(n int64) reader.Copies {
-	return memory.New(memory.Config{Parts: memory.Parts{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
+	return memory.New(memory.Config{Budget: memory.Budget{Copies: n}, MaxWait: time.Second, Busy: chunkcache.ErrBusy}).Copies()
 }

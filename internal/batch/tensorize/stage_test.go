@@ -64,7 +64,7 @@ func (b *budget) TryBuffer(n int64) ([]byte, func(), bool) {
 // decodes is memory for decodes of n bytes, whose waits outlast any
 // test's.
 func decodes(n int64) *memory.Account {
-	return memory.New(memory.Config{Parts: memory.Parts{Decodes: n}, MaxWait: time.Hour, Busy: chunkcache.ErrBusy}).Decodes()
+	return memory.New(memory.Config{Budget: memory.Budget{Decodes: n}, MaxWait: time.Hour, Busy: chunkcache.ErrBusy}).Decodes()
 }
 
 const testConfig = `{"pipelines": {
@@ -565,7 +565,7 @@ func TestDecodeTooLarge(t *testing.T) {
 // bound, the call fails with chunkcache.ErrBusy (503 with Retry-After),
 // whatever it does with bad images: no memory is not a bad image.
 func TestDecodeBusy(t *testing.T) {
-	acct := memory.New(memory.Config{Parts: memory.Parts{Decodes: 64 << 20}, MaxWait: 20 * time.Millisecond, Busy: chunkcache.ErrBusy}).Decodes()
+	acct := memory.New(memory.Config{Budget: memory.Budget{Decodes: 64 << 20}, MaxWait: 20 * time.Millisecond, Busy: chunkcache.ErrBusy}).Decodes()
 	hold, err := acct.Reserve(context.Background(), 63<<20)
 	if err != nil {
 		t.Fatal(err)

@@ -281,7 +281,7 @@ func BenchmarkDecodeBinary(b *testing.B) {
 // body decoded into blocks another body used holds its own records.
 func TestDecodePooledBlocks(t *testing.T) {
 	ds := testDataset(t, 1000)
-	mem := memory.New(memory.Config{Parts: memory.Parts{Copies: 1 << 20, Decodes: 1 << 20}, MaxWait: time.Second, Busy: ErrBusy})
+	mem := memory.New(memory.Config{Budget: memory.Budget{Copies: 1 << 20, Decodes: 1 << 20}, MaxWait: time.Second, Busy: ErrBusy})
 	d := decoder{ds: ds, maxRecords: 1 << 20, pool: &blocks{bufs: mem}}
 	for round := range 3 {
 		ids := make([]uint32, 2*blockLen+round)

@@ -9,7 +9,7 @@ import (
 	"github.com/brandgw/brand/internal/server/admit"
 )
 
-// An Account is one part of the budget that callers reserve bytes of
+// An Account is one share of the budget that callers reserve bytes of
 // (Manager.Copies, Manager.Decodes): a wait for room is bounded, and a
 // reservation is given back by the function it returns. Safe for
 // concurrent use.
@@ -25,7 +25,7 @@ func newAccount(part, what string, size int64, wait time.Duration, busy error, p
 	return &Account{part: part, gate: admit.New(size, wait, what, busy), pool: p}
 }
 
-// Size is the part's bytes: a reservation of more takes all of it.
+// Size is the share's bytes: a reservation of more takes all of it.
 func (a *Account) Size() int64 { return a.gate.Size() }
 
 // Held is the bytes reserved now.
@@ -37,7 +37,7 @@ func (a *Account) Refused() int64 { return a.refused.Load() }
 
 // Reserve waits for n bytes, at most the manager's wait, and returns what
 // gives them back; past the wait, an error wrapping Config.Busy that
-// names the part. A reservation of more than Size waits for all of it.
+// names the share. A reservation of more than Size waits for all of it.
 func (a *Account) Reserve(ctx context.Context, n int64) (release func(), err error) {
 	n = max(n, 0)
 	give, err := a.gate.Acquire(ctx, n)
@@ -73,7 +73,7 @@ func (a *Account) Buffer(ctx context.Context, n int64) ([]byte, func(), error) {
 	return buf, func() { a.pool.put(buf); release() }, nil
 }
 
-// TryBuffer is Buffer if the part has room now.
+// TryBuffer is Buffer if the share has room now.
 func (a *Account) TryBuffer(n int64) ([]byte, func(), bool) {
 	release, ok := a.TryReserve(n)
 	if !ok {
@@ -87,7 +87,7 @@ func (a *Account) TryBuffer(n int64) ([]byte, func(), bool) {
 // d.
 func (a *Account) Stalled(d time.Duration) bool { return a.gate.Stalled(d) }
 
-// Within returns a budget of at most limit bytes of the part, each
+// Within returns a budget of at most limit bytes of the share, each
 // reservation taken only if it is free now: what a store of work made
 // ahead holds (premade.Budget), which must never wait nor hold more than
 // its own bound.
@@ -104,7 +104,7 @@ type Within struct {
 }
 
 // Reserve takes n bytes if they fit in the share's bound and are free in
-// the part now.
+// the share now.
 func (w *Within) Reserve(n int64) bool {
 	n = max(n, 0)
 	w.mu.Lock()

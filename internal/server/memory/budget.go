@@ -6,19 +6,19 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// Parts are a node's memory budget by what it is for (see the package
+// Budget is a node's memory budget in shares by what each is for (see the package
 // doc): bytes each.
-type Parts struct {
+type Budget struct {
 	Cache   int64 `json:"cache"`
 	Base    int64 `json:"base"`
 	Copies  int64 `json:"copies"`
 	Decodes int64 `json:"decodes"`
 }
 
-// Total is the budget: every part.
-func (p Parts) Total() int64 { return p.Cache + p.Base + p.Copies + p.Decodes }
+// Total is the budget: every share.
+func (p Budget) Total() int64 { return p.Cache + p.Base + p.Copies + p.Decodes }
 
-// DefaultBase is the base part: the runtime, the indexes (about 56 bytes
+// DefaultBase is the base share: the runtime, the indexes (about 56 bytes
 // a sample), connections' buffers, the transform workers' kept scratch
 // and pooled buffers not in use.
 const DefaultBase = 256 << 20
@@ -26,19 +26,19 @@ const DefaultBase = 256 << 20
 // minShared is the least a limit must leave copies and decodes.
 const minShared = 32 << 20
 
-// Fit returns the parts a limit of limit bytes holds, given the parts
-// wanted. A limit of 0 is the parts' own total (`--memory-limit auto`).
+// Fit returns the shares a limit of limit bytes holds, given the shares
+// wanted. A limit of 0 is the shares' own total (`--memory-limit auto`).
 // Otherwise the cache and the base come first, and copies and decodes
 // share what is left: decodes are given what they want up to half of it,
 // copies what they want of the rest, and decodes whatever copies leave.
-// A limit that leaves them less than 32 MiB is an error naming the parts.
-func Fit(limit int64, want Parts) (Parts, error) {
+// A limit that leaves them less than 32 MiB is an error naming the shares.
+func Fit(limit int64, want Budget) (Budget, error) {
 	if limit == 0 {
 		return want, nil
 	}
 	shared := limit - want.Cache - want.Base
 	if shared < minShared {
-		return Parts{}, fmt.Errorf("a memory limit of %s leaves %s beside the cache (%s) and the rest of the process (%s); copies and decodes need at least %s",
+		return Budget{}, fmt.Errorf("a memory limit of %s leaves %s beside the cache (%s) and the rest of the process (%s); copies and decodes need at least %s",
 			size(limit), size(max(shared, 0)), size(want.Cache), size(want.Base), size(minShared))
 	}
 	p := want

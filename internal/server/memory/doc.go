@@ -1,4 +1,4 @@
-// Package memory is a node's one memory manager: every part of the
+// Package memory is a node's one memory manager: every component of the
 // gateway that holds bytes beside the chunk cache asks it, so that one
 // budget — `brand serve --memory-limit` — bounds them all, and what is
 // held is seen in one place.
@@ -17,7 +17,8 @@
 //
 // # The budget
 //
-// Parts says what the node's memory is for; Fit splits a limit into them:
+// Budget says what the node's memory is for, in four shares; Fit splits a
+// limit into them:
 //
 //	cache    --cache-size: chunk bytes, admitted and evicted by chunkcache,
 //	         which keeps its own buffers (it accounts chunks by their size,
@@ -26,7 +27,7 @@
 //	base     DefaultBase: the rest of the process — the runtime, indexes,
 //	         connections, workers' kept scratch, pooled buffers not in use
 //	copies   --copy-bytes: copies out of the cache (batches assembled in
-//	         parts, copied out under pressure), transformed batches
+//	         pieces, copied out under pressure), transformed batches
 //	         (premade ones too), next batches' samples fetched from peers;
 //	         held until the response that carries them is written
 //	         (Copies)
@@ -34,20 +35,20 @@
 //	         (transform.Footprint), and a chunk of a dataset served in
 //	         place while it is read and decoded (Decodes)
 //
-// With `--memory-limit auto` the limit is the parts' total at their
-// defaults — the decodes part at least the largest decode the pixel
+// With `--memory-limit auto` the limit is the shares' total at their
+// defaults — the decodes share at least the largest decode the pixel
 // bound allows (transform.Set.MaxWork) — and the Go runtime's memory
 // limit is set to it. With a size, the cache and the base come first,
 // and copies and decodes share the rest (Fit).
 //
 // # Waits and refusals
 //
-// Copies and Decodes are admitted against their part: a caller waits for
+// Copies and Decodes are admitted against their share: a caller waits for
 // room at most Config.MaxWait, then is refused with an error wrapping
 // Config.Busy (chunkcache.ErrBusy: 503 with Retry-After), never let past
 // the bound; TryReserve takes room only if it is free now, and Within
-// is a share of a part that takes only free room (premade batches and
-// next batches' samples never wait). A holder of more than a whole part takes all of it
+// is a part of a share that takes only free room (premade batches and
+// next batches' samples never wait). A holder of more than a whole share takes all of it
 // once every other holder is gone: a caller that must never do that (an
 // image's decode) checks Size first. Stalled tells /readyz when callers
 // wait and none has been let through.
@@ -66,11 +67,11 @@
 // for every user alike: a fresh buffer costs more than its copy (its
 // pages are faulted in as it is first written). sync.Pool lets the
 // collector take back what is not reused, and what is held at once is
-// bounded by the parts, not by the pools. A Get whose class is empty
+// bounded by the shares, not by the pools. A Get whose class is empty
 // takes a buffer of one of the two classes above before allocating.
 // Prefill puts touched buffers in at start, as the chunk cache
 // preallocates its own: the gateway fills as many as a cold epoch's loads
-// of datasets served in place read into at once, within the decodes part,
+// of datasets served in place read into at once, within the decodes share,
 // and the pools keep that many for good, where every Get sees them.
 //
 // # Costs

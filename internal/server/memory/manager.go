@@ -18,8 +18,8 @@ type Cache interface {
 
 // Config configures a Manager.
 type Config struct {
-	// Parts are the budget's parts, as Fit returned them.
-	Parts Parts
+	// Budget is the budget's shares, as Fit returned them.
+	Budget Budget
 	// MaxWait bounds a wait for room in Copies or Decodes; past it the
 	// caller is refused with an error wrapping Busy.
 	MaxWait time.Duration
@@ -31,18 +31,18 @@ type Config struct {
 // Manager is a node's memory manager (see the package doc). Safe for
 // concurrent use.
 type Manager struct {
-	parts   Parts
+	budget  Budget
 	pool    pool
 	copies  *Account
 	decodes *Account
 	cache   Cache // set once by Watch; nil: no cache, no pressure
 }
 
-// New returns a manager of c's parts.
+// New returns a manager of c's shares.
 func New(c Config) *Manager {
-	m := &Manager{parts: c.Parts}
-	m.copies = newAccount("copies", "memory for copies of samples out of the cache, in bytes", c.Parts.Copies, c.MaxWait, c.Busy, &m.pool)
-	m.decodes = newAccount("decodes", "memory for decoding images and chunks, in bytes", c.Parts.Decodes, c.MaxWait, c.Busy, &m.pool)
+	m := &Manager{budget: c.Budget}
+	m.copies = newAccount("copies", "memory for copies of samples out of the cache, in bytes", c.Budget.Copies, c.MaxWait, c.Busy, &m.pool)
+	m.decodes = newAccount("decodes", "memory for decoding images and chunks, in bytes", c.Budget.Decodes, c.MaxWait, c.Busy, &m.pool)
 	if c.Registry != nil {
 		m.register(c.Registry)
 	}
@@ -50,26 +50,26 @@ func New(c Config) *Manager {
 }
 
 // Watch names the chunk cache: its state is the pressure signal and its
-// buffers the cache part's figure. Called once, before the node serves
+// buffers the cache share's figure. Called once, before the node serves
 // (the cache is built after the manager: its loader decodes in the
 // manager's memory).
 func (m *Manager) Watch(c Cache) { m.cache = c }
 
-// Parts are the budget's parts.
-func (m *Manager) Parts() Parts { return m.parts }
+// Budget is the budget's shares.
+func (m *Manager) Budget() Budget { return m.budget }
 
-// Copies is the part copies out of the cache, transformed batches and
+// Copies is the share copies out of the cache, transformed batches and
 // premade batches and next batches' samples take: held until the response that carries them is
 // written.
 func (m *Manager) Copies() *Account { return m.copies }
 
-// Decodes is the part decodes take while they run: an image's working
+// Decodes is the share decodes take while they run: an image's working
 // memory (transform.Footprint.Work), a chunk of a dataset served in
 // place being read and decoded.
 func (m *Manager) Decodes() *Account { return m.decodes }
 
 // Get returns an empty buffer of capacity at least n from the pools; Put
-// gives it back. A buffer from Get is memory of whatever part its user
+// gives it back. A buffer from Get is memory of whatever share its user
 // reserved it from, or of the base: the pools only save its allocation.
 func (m *Manager) Get(n int64) []byte { return m.pool.get(n) }
 
@@ -83,7 +83,7 @@ func (m *Manager) Put(b []byte) { m.pool.put(b) }
 // memory faulted in page by page as the store's bytes arrive (measured:
 // 35,000 faults a cold epoch of 14 MDS shards, against 500 for tar
 // chunks read into the cache's touched buffers). It fills no more than
-// the decodes part holds, and reports the bytes it filled. Like every
+// the decodes share holds, and reports the bytes it filled. Like every
 // pooled buffer they count in the base while no one uses them; unlike
 // the others, the pools keep them for the node's life (a class keeps as
 // many as were prefilled), so that no collection and no core a load
@@ -93,7 +93,7 @@ func (m *Manager) Prefill(n int64, k int) int64 {
 		return 0
 	}
 	size := max(n, int64(1)<<(class(n)+minClassShift))
-	k = int(min(int64(k), m.parts.Decodes/size))
+	k = int(min(int64(k), m.budget.Decodes/size))
 	m.pool.fill(n, k)
 	return int64(k) * size
 }
@@ -118,14 +118,14 @@ func (m *Manager) Stalled(d time.Duration) bool {
 	return m.copies.Stalled(d) || m.decodes.Stalled(d)
 }
 
-// Stats are the budget's parts and what each holds now, for /stats.
+// Stats are the budget's shares and what each holds now, for /stats.
 func (m *Manager) Stats() api.MemoryStats {
-	st := api.MemoryStats{Limit: m.parts.Total(),
+	st := api.MemoryStats{Limit: m.budget.Total(),
 		Parts: []api.MemoryPart{
-			{Part: "cache", Bytes: m.parts.Cache},
-			{Part: "base", Bytes: m.parts.Base},
-			{Part: "copies", Bytes: m.parts.Copies, Held: m.copies.Held(), Refused: m.copies.Refused()},
-			{Part: "decodes", Bytes: m.parts.Decodes, Held: m.decodes.Held(), Refused: m.decodes.Refused()},
+			{Part: "cache", Bytes: m.budget.Cache},
+			{Part: "base", Bytes: m.budget.Base},
+			{Part: "copies", Bytes: m.budget.Copies, Held: m.copies.Held(), Refused: m.copies.Refused()},
+			{Part: "decodes", Bytes: m.budget.Decodes, Held: m.decodes.Held(), Refused: m.decodes.Refused()},
 		}}
 	if m.cache != nil {
 		st.Parts[0].Held = m.cache.Stats().BufferBytes

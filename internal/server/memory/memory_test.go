@@ -15,23 +15,23 @@ import (
 const mib = 1 << 20
 
 func TestFit(t *testing.T) {
-	want := Parts{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 1800 * mib}
+	want := Budget{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 1800 * mib}
 	tests := []struct {
 		name  string
 		limit int64
-		want  Parts
+		want  Budget
 		err   string
 	}{
 		{"auto: the parts as wanted", 0, want, ""},
 		{"room for every part", want.Total(), want, ""},
 		{"more than the parts: decodes take the rest", want.Total() + 100*mib,
-			Parts{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 1900 * mib}, ""},
+			Budget{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 1900 * mib}, ""},
 		{"tight: decodes first up to half, copies what they want of the rest", 1024*mib + 256*mib + 1200*mib,
-			Parts{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 688 * mib}, ""},
+			Budget{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 688 * mib}, ""},
 		{"tighter: copies and decodes halve what is left", 1024*mib + 256*mib + 600*mib,
-			Parts{Cache: 1024 * mib, Base: 256 * mib, Copies: 300 * mib, Decodes: 300 * mib}, ""},
-		{"nothing left beside the cache", 1024*mib + 256*mib + 16*mib, Parts{}, "leaves 16 MiB beside the cache (1.0 GiB)"},
-		{"less than the cache", 512 * mib, Parts{}, "leaves 0 B beside"},
+			Budget{Cache: 1024 * mib, Base: 256 * mib, Copies: 300 * mib, Decodes: 300 * mib}, ""},
+		{"nothing left beside the cache", 1024*mib + 256*mib + 16*mib, Budget{}, "leaves 16 MiB beside the cache (1.0 GiB)"},
+		{"less than the cache", 512 * mib, Budget{}, "leaves 0 B beside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestFit(t *testing.T) {
 		})
 	}
 	// Decodes that want little leave copies the rest they want.
-	got, err := Fit(1024*mib+256*mib+600*mib, Parts{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 32 * mib})
+	got, err := Fit(1024*mib+256*mib+600*mib, Budget{Cache: 1024 * mib, Base: 256 * mib, Copies: 512 * mib, Decodes: 32 * mib})
 	if err != nil || got.Copies != 512*mib || got.Decodes != 88*mib {
 		t.Errorf("small decodes: %+v, %v", got, err)
 	}
@@ -63,7 +63,7 @@ var errBusy = errors.New("busy")
 // manager's wait (then the busy sentinel, counted), and buffers come
 // from the pools with their reservation.
 func TestAccount(t *testing.T) {
-	m := New(Config{Parts: Parts{Copies: 10 * mib, Decodes: 4 * mib}, MaxWait: 20 * time.Millisecond, Busy: errBusy})
+	m := New(Config{Budget: Budget{Copies: 10 * mib, Decodes: 4 * mib}, MaxWait: 20 * time.Millisecond, Busy: errBusy})
 	a := m.Copies()
 	buf, give, err := a.Buffer(context.Background(), 6*mib)
 	if err != nil || cap(buf) < 6*mib || len(buf) != 0 {
@@ -157,7 +157,7 @@ func TestPoolTakesTheClassAbove(t *testing.T) {
 // from whichever goroutine take them (a prefilled buffer's pages were
 // written; a fresh one's are zero).
 func TestPrefilledKept(t *testing.T) {
-	m := New(Config{Parts: Parts{Copies: mib, Decodes: 64 * mib}, MaxWait: time.Millisecond, Busy: errBusy})
+	m := New(Config{Budget: Budget{Copies: mib, Decodes: 64 * mib}, MaxWait: time.Millisecond, Busy: errBusy})
 	if got := m.Prefill(3*mib, 4); got != 16*mib {
 		t.Fatalf("Prefill: %d bytes", got)
 	}
@@ -190,7 +190,7 @@ func TestPrefilledKept(t *testing.T) {
 // Prefill fills the pools with touched buffers of a size's class, no more
 // than the decodes part holds, and says how many bytes.
 func TestPrefill(t *testing.T) {
-	m := New(Config{Parts: Parts{Copies: mib, Decodes: 10 * mib}, MaxWait: time.Millisecond, Busy: errBusy})
+	m := New(Config{Budget: Budget{Copies: mib, Decodes: 10 * mib}, MaxWait: time.Millisecond, Busy: errBusy})
 	if got := m.Prefill(3*mib, 8); got != 8*mib {
 		t.Fatalf("Prefill(3 MiB, 8) with 10 MiB for decodes: %d bytes, want two buffers of the 4 MiB class", got)
 	}
@@ -212,7 +212,7 @@ func (c *cacheState) Stats() chunkcache.Stats { return c.st }
 func (c *cacheState) Capacity() int64         { return 100 }
 
 func TestUnderPressure(t *testing.T) {
-	m := New(Config{Parts: Parts{Copies: mib, Decodes: mib}, MaxWait: time.Millisecond, Busy: errBusy})
+	m := New(Config{Budget: Budget{Copies: mib, Decodes: mib}, MaxWait: time.Millisecond, Busy: errBusy})
 	if m.UnderPressure(true) {
 		t.Fatal("pressure without a cache")
 	}
@@ -245,7 +245,7 @@ func TestUnderPressure(t *testing.T) {
 // bound and are free in the part now, and gives them back to both: a
 // premade.Store on it keeps an entry only while the part has room.
 func TestWithin(t *testing.T) {
-	m := New(Config{Parts: Parts{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
+	m := New(Config{Budget: Budget{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
 	a := m.Copies()
 	w := a.Within(800)
 	if !w.Reserve(600) || a.Held() != 600 {
@@ -276,7 +276,7 @@ func TestWithin(t *testing.T) {
 
 	// A premade store on a share of a part that is full keeps nothing,
 	// and one with room keeps what fits.
-	m = New(Config{Parts: Parts{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
+	m = New(Config{Budget: Budget{Copies: 1000}, MaxWait: time.Millisecond, Busy: errBusy})
 	full, _ := m.Copies().TryReserve(900)
 	s := premade.New(premade.Config[int]{Entries: 4, Budget: m.Copies().Within(800)})
 	c, _ := s.Claim("a")
