@@ -17,7 +17,7 @@ import (
 //
 //   - transport.Nodes, how to reach the other nodes and whether they are up
 //     (the transport, liveness, what each last said of itself): to the
-//     importance seals (feedback.Parts), the hand-over and the peers'
+//     importance seals (feedback.Nodes), the hand-over and the peers'
 //     endpoints (peerNodes);
 //   - route.Router, which node a chunk's bytes come from: to the
 //     schedule, the reader, the batches (internal/batch/visit) and the S3 face (router);
@@ -27,7 +27,7 @@ import (
 //     (peerMembership).
 //
 // A single gateway has the null rooms of a cluster of one (route.Solo,
-// membership.Solo, and feedback.NoParts for the seals) and no peers'
+// membership.Solo, and feedback.Solo for the seals) and no peers'
 // endpoints. What the gateway itself asks — its view for /cluster and
 // /stats, leaving, starting the probes and polls — is node, which
 // composes them and holds no logic. The rooms' goroutines run on parts of

@@ -436,7 +436,7 @@ func New(cfg Config) (*Gateway, error) {
 		peers   *transport.Nodes
 		routing *route.Router
 		rt      router         = route.Solo{}
-		parts   feedback.Parts = feedback.NoParts{}
+		parts   feedback.Nodes = feedback.Solo{}
 	)
 	c := cfg.Cluster
 	if c.Members != nil {

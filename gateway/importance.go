@@ -17,7 +17,7 @@ import (
 type importanceAPI struct {
 	jobs  *jobs
 	state *feedback.State
-	parts feedback.Parts // the cluster's nodes, whose feedback a seal merges
+	parts feedback.Nodes // the cluster's nodes, whose feedback a seal merges
 }
 
 // jobName checks a job name from a path.

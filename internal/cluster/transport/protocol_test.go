@@ -120,7 +120,7 @@ func TestFeedbackAnswers(t *testing.T) {
 		http.Error(w, "no such job", http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	// The sealing node asks each of its Peers (feedback.Parts), as a seal
+	// The sealing node asks each of its Peers (feedback.Nodes), as a seal
 	// does; not started, it probes none of them.
 	n := New(Config{Self: "http://self.invalid", Timeout: 5 * time.Second, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	defer n.Close()

@@ -58,7 +58,7 @@ func newTestState(l Limits, c *clock) *State {
 	return NewWith(Config{Limits: l, Log: zerolog.Nop(), Now: c.Now})
 }
 
-// alone is the Parts of a gateway without a cluster.
+// alone is the Nodes of a gateway without a cluster.
 type alone struct{}
 
 func (alone) Peers() []int   { return nil }

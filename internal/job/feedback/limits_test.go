@@ -288,7 +288,7 @@ func TestResealingWritesNothing(t *testing.T) {
 	}
 }
 
-// nodes is the Parts of node self in a cluster of states: a peer's
+// nodes is the Nodes of node self in a cluster of states: a peer's
 // feedback is what its state reports.
 type nodes struct {
 	states []*State

@@ -25,27 +25,27 @@ import (
 // the job's snapshots older than its last Limits.KeepEpochs sealed
 // epochs.
 
-// Parts are the other nodes' parts of an epoch's feedback: a cluster's
-// (transport.Nodes), or none (a single gateway's: NoParts).
-type Parts interface {
+// Nodes are the other nodes a seal merges an epoch's feedback from: a
+// cluster's (transport.Nodes), or none (a single gateway's: Solo).
+type Nodes interface {
 	// Peers are the other members of the cluster now (by slot).
 	Peers() []int
 	URL(k int) string
 	Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error)
 }
 
-// NoParts is a single gateway's: no other node, so its feedback is its
+// Solo is a single gateway's: no other node, so its feedback is its
 // own.
-type NoParts struct{}
+type Solo struct{}
 
 // Peers is none.
-func (NoParts) Peers() []int { return nil }
+func (Solo) Peers() []int { return nil }
 
 // URL is "": a single gateway is not named.
-func (NoParts) URL(int) string { return "" }
+func (Solo) URL(int) string { return "" }
 
 // Feedback is never called: there is no other node to ask.
-func (NoParts) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
+func (Solo) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
 	return nil, errors.New("feedback: a single gateway has no other node")
 }
 
@@ -148,7 +148,7 @@ func (s *seals) sealed(ds *catalog.Dataset, job string, epoch uint64) error {
 // store, it answers that version (Existing) and writes nothing. A seal
 // finding no feedback on any node is ErrNoFeedback; one of an epoch older
 // than the job's last Limits.KeepEpochs sealed epochs is ErrStale.
-func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, prev *importance.Snapshot, parts Parts) (Sealed, error) {
+func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, prev *importance.Snapshot, parts Nodes) (Sealed, error) {
 	s.table.touch(jobKey{ds.Name, job})
 	k := sealKey{ds.Name, job, epoch}
 	if out, ok := s.seals.known(k); ok {
@@ -235,7 +235,7 @@ func (s *State) checkKept(ctx context.Context, ds *catalog.Dataset, job string, 
 // every other node's part (which closes it there). A node that cannot
 // be reached loses its part; a seal that finds no feedback at all is
 // ErrNoFeedback. It returns the merged feedback and the nodes merged.
-func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, parts Parts) (*importance.Accumulator, int, error) {
+func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, parts Nodes) (*importance.Accumulator, int, error) {
 	acc, err := importance.NewAccumulator(ds.Index, job, epoch)
 	if err != nil {
 		return nil, 0, err
