@@ -16,7 +16,7 @@
 // (respond.Payload.Next). One step (prepare) answers the preconditions and
 // the Range of both kinds.
 //
-// The face is built on small interfaces of its own (Parts): the dataset
+// The face is built on small interfaces of its own (Deps): the dataset
 // versions it serves and the one a bucket reads now, the reader, the
 // writer, the preloads (internal/cache/preload), where a chunk is read (the
 // cluster), and readiness. It starts no goroutine: its read-ahead — the

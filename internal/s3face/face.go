@@ -123,8 +123,9 @@ type ReadinessFunc func() error
 // NotReady calls f.
 func (f ReadinessFunc) NotReady() error { return f() }
 
-// Parts are what the face is built on, each given once by the gateway.
-type Parts struct {
+// Deps are what the face is built on (its dependencies), each given once
+// by the gateway.
+type Deps struct {
 	Versions Versions
 	Reader   Reader
 	Writer   Writer
@@ -170,7 +171,7 @@ type Face struct {
 }
 
 // New returns the face.
-func New(cfg Config, p Parts) *Face {
+func New(cfg Config, p Deps) *Face {
 	f := &Face{versions: p.Versions, reader: p.Reader, writer: p.Writer, preload: p.Preload, cluster: p.Cluster, ready: p.Ready,
 		through: p.Objects, timeout: p.FetchTimeout, body: reqbody.Bound{Timeout: p.BodyTimeout}, started: p.Started, log: p.Log,
 		verify:    s3auth.NewVerifier(cfg.Credentials, s3auth.Options{Region: cfg.Region}),

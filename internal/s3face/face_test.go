@@ -104,7 +104,7 @@ func startFaceWith(t *testing.T, cacheSize int64, cfg Config, wc respond.Config,
 	solo := route.Solo{}
 	rd := reader.New(reader.Config{Cache: cache, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
+	f := New(cfg, Deps{Versions: noDatasets{}, Reader: rd, Writer: respond.New(wc), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
 	if err := f.Open(context.Background(), s3backend.Config{}); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestReadThroughBlockKeys(t *testing.T) {
 // ServiceUnavailable with Retry-After, which S3 clients retry.
 func TestReadThroughNotReady(t *testing.T) {
 	creds, _ := s3auth.ParseCredentials(strings.NewReader(testID + " " + testSecret))
-	f := New(Config{Credentials: creds}, Parts{Versions: noDatasets{}, Ready: ReadinessFunc(func() error {
+	f := New(Config{Credentials: creds}, Deps{Versions: noDatasets{}, Ready: ReadinessFunc(func() error {
 		return fmt.Errorf("%w: loading", catalog.ErrNotReady)
 	}), Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
 	srv := httptest.NewServer(f)

@@ -142,7 +142,7 @@ func inPlaceFace(t *testing.T, cacheSize int64) (*minio.Client, map[string]strin
 	solo := route.Solo{}
 	rd := reader.New(reader.Config{Cache: cache, Loader: loader, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: oneDataset{ds}, Reader: rd, Writer: respond.New(respond.Config{}), Preload: set, Cluster: solo,
+	f := New(cfg, Deps{Versions: oneDataset{ds}, Reader: rd, Writer: respond.New(respond.Config{}), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: zerolog.Nop()})
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)

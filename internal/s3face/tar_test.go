@@ -160,7 +160,7 @@ func startTarFace(t *testing.T, store s3backend.Store, cfg Config, log zerolog.L
 	solo := route.Solo{}
 	rd := reader.New(reader.Config{Cache: cache, Loader: loader, Remote: solo, MaxBytes: 256 << 20, Copies: copies(64 << 20), Assemblers: 1,
 		MaxWait: time.Minute, Registry: reg, Log: zerolog.Nop()})
-	f := New(cfg, Parts{Versions: catalogVersions{cat}, Reader: rd, Writer: respond.New(respond.Config{}), Preload: set, Cluster: solo,
+	f := New(cfg, Deps{Versions: catalogVersions{cat}, Reader: rd, Writer: respond.New(respond.Config{}), Preload: set, Cluster: solo,
 		Objects: objects, FetchTimeout: time.Minute, Started: time.Now(), Registry: reg, Log: log})
 	if err := f.Open(ctx, s3backend.Config{}); err != nil {
 		t.Fatal(err)
