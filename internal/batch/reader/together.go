@@ -15,8 +15,9 @@ import (
 // is damaged at rest, or together they exceed the read bound.
 var ErrNotTogether = errkind.New(errkind.Internal, "not read together")
 
-// Part is one request's share of a read made together: its samples'
-// bytes, in its order, and what the cache did for it (as Result has them).
+// Part is what a read made together read of one batch part
+// (layout.Part: one request of ReadTogether): its samples' bytes, in its
+// order, and what the cache did for it (as Result has them).
 type Part struct {
 	Parts       [][]byte
 	Bytes       int64
