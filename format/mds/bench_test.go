@@ -11,7 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // imageShard is a 64 MiB shard of image-like samples ("image" jpeg of
@@ -48,9 +48,9 @@ func imageShard() (raw []byte, samples int) {
 	return raw, len(body)
 }
 
-func imageSource(_ testing.TB, compress bool) *formattest.Store {
+func imageSource(_ testing.TB, compress bool) *decodetest.Store {
 	raw, n := imageShard()
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	sh := map[string]any{
 		"column_names": []string{"image", "label"}, "column_encodings": []string{"jpeg", "int"}, "column_sizes": []any{nil, 8},
 		"format": "mds", "version": 2, "samples": n,
@@ -79,7 +79,7 @@ func BenchmarkDecode(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			src, resident := formattest.ReadChunk(b, s, lay, dec, 0, nil)
+			src, resident := decodetest.ReadChunk(b, s, lay, dec, 0, nil)
 			dst := make([]byte, resident)
 			b.SetBytes(dec.(*Decoder).m.Shards[0].Raw)
 			b.ReportMetric(float64(resident)/float64(dec.(*Decoder).m.Shards[0].Raw), "bound/raw")
@@ -96,7 +96,7 @@ func BenchmarkDecode(b *testing.B) {
 // 12 MB, the shards only listed): a 640 GB dataset at Streaming's
 // default shard size.
 func BenchmarkIndex(b *testing.B) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	var shards []any
 	for i := range 10000 {
 		name := fmt.Sprintf("shard.%05d.mds", i)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // FuzzIndexJSON: no index.json makes Index panic, and what it accepts
@@ -19,18 +19,18 @@ func FuzzIndexJSON(f *testing.F) {
 	base := fixture(f, "", nil)
 	f.Add(base.Objs["index.json"])
 	f.Add(fixture(f, "zstd", nil).Objs["index.json"])
-	for _, edit := range []func(map[string]any, *formattest.Store){
-		func(idx map[string]any, _ *formattest.Store) { shard(idx, 0)["samples"] = -1 },
-		func(idx map[string]any, _ *formattest.Store) { shard(idx, 0)["samples"] = 1 << 40 },
-		func(idx map[string]any, _ *formattest.Store) { shard(idx, 0)["column_sizes"] = []any{4, nil, nil} },
-		func(idx map[string]any, _ *formattest.Store) {
+	for _, edit := range []func(map[string]any, *decodetest.Store){
+		func(idx map[string]any, _ *decodetest.Store) { shard(idx, 0)["samples"] = -1 },
+		func(idx map[string]any, _ *decodetest.Store) { shard(idx, 0)["samples"] = 1 << 40 },
+		func(idx map[string]any, _ *decodetest.Store) { shard(idx, 0)["column_sizes"] = []any{4, nil, nil} },
+		func(idx map[string]any, _ *decodetest.Store) {
 			shard(idx, 0)["column_encodings"] = []string{"int", "ndarray:uint8:3,4", "ndarray"}
 		},
-		func(idx map[string]any, _ *formattest.Store) {
+		func(idx map[string]any, _ *decodetest.Store) {
 			shard(idx, 0)["raw_data"].(map[string]any)["basename"] = "../x.mds"
 		},
-		func(idx map[string]any, _ *formattest.Store) { shard(idx, 0)["compression"] = "br:11" },
-		func(idx map[string]any, _ *formattest.Store) { idx["version"] = 1 },
+		func(idx map[string]any, _ *decodetest.Store) { shard(idx, 0)["compression"] = "br:11" },
+		func(idx map[string]any, _ *decodetest.Store) { idx["version"] = 1 },
 	} {
 		f.Add(fixture(f, "", edit).Objs["index.json"])
 	}
@@ -75,7 +75,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+		src, resident := decodetest.ReadChunk(t, s, lay, dec, 0, nil)
 		dst := make([]byte, resident)
 		err = dec.Decode(0, nil, src, dst, format.WriterOptions{})
 		// Streamed, the same bytes decode to the same resident form, or

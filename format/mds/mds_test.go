@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // writer runs testdata/mds_writer.py: make a case into a directory, or
@@ -24,7 +24,7 @@ func writer(t *testing.T, py, cmd, c, path string) {
 	}
 }
 
-func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format.Layout, format.Decoder, error) {
+func indexSource(t testing.TB, s *decodetest.Store, opt format.Options) (*format.Layout, format.Decoder, error) {
 	t.Helper()
 	lay, err := Format{}.Index(context.Background(), s, s.List(), opt)
 	if err != nil {
@@ -40,13 +40,13 @@ func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format
 // firstChunk indexes s, failing t if it does not index, and reads its
 // first chunk's source: the layout, the decoder, the chunk's bytes and
 // its resident bound.
-func firstChunk(t testing.TB, s *formattest.Store) (*format.Layout, format.Decoder, []byte, int64) {
+func firstChunk(t testing.TB, s *decodetest.Store) (*format.Layout, format.Decoder, []byte, int64) {
 	t.Helper()
 	lay, dec, err := indexSource(t, s, format.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+	src, resident := decodetest.ReadChunk(t, s, lay, dec, 0, nil)
 	return lay, dec, src, resident
 }
 
@@ -55,7 +55,7 @@ func firstChunk(t testing.TB, s *formattest.Store) (*format.Layout, format.Decod
 // compressed shards, a merged index and unmerged partitions; indexing
 // reads only index.json files.
 func TestPythonWriter(t *testing.T) {
-	py := formattest.Python(t, "numpy", "zstd")
+	py := decodetest.Python(t, "numpy", "zstd")
 	tests := []struct {
 		name    string
 		members map[string]string
@@ -75,7 +75,7 @@ func TestPythonWriter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writer(t, py, "make", tt.name, dir)
-			s := formattest.LoadDir(t, dir)
+			s := decodetest.LoadDir(t, dir)
 			lay, dec, err := indexSource(t, s, format.Options{Members: tt.members})
 			if err != nil {
 				t.Fatal(err)
@@ -94,7 +94,7 @@ func TestPythonWriter(t *testing.T) {
 				}
 			}
 			tarPath := filepath.Join(t.TempDir(), "decoded.tar")
-			if err := os.WriteFile(tarPath, formattest.DecodeAll(t, s, lay, dec, nil), 0o644); err != nil {
+			if err := os.WriteFile(tarPath, decodetest.DecodeAll(t, s, lay, dec, nil), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			writer(t, py, "check", tt.name, tarPath)
@@ -105,10 +105,10 @@ func TestPythonWriter(t *testing.T) {
 // A projection decodes only its columns, within a smaller bound; the
 // shard is still read whole.
 func TestPythonSelection(t *testing.T) {
-	py := formattest.Python(t, "numpy", "zstd")
+	py := decodetest.Python(t, "numpy", "zstd")
 	dir := t.TempDir()
 	writer(t, py, "make", "images", dir)
-	s := formattest.LoadDir(t, dir)
+	s := decodetest.LoadDir(t, dir)
 	lay, dec, err := indexSource(t, s, format.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestPythonSelection(t *testing.T) {
 			t.Errorf("chunk %d: %v %d, all %v %d", c, rs, some, rsAll, all)
 		}
 	}
-	b := formattest.DecodeAll(t, s, lay, dec, sel)
+	b := decodetest.DecodeAll(t, s, lay, dec, sel)
 	if strings.Contains(string(b), ".jpg") || !strings.Contains(string(b), "shard.00000/000000.cls") {
 		t.Error("the selection's members are not the label's alone")
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // A small dataset built here, for the inputs no writer makes: columns
@@ -57,9 +57,9 @@ func sample(i int) [3][]byte {
 
 // fixture is a source of two shards (3 and 2 samples) and its index,
 // which edit may change before it is written.
-func fixture(t testing.TB, compress string, edit func(idx map[string]any, s *formattest.Store)) *formattest.Store {
+func fixture(t testing.TB, compress string, edit func(idx map[string]any, s *decodetest.Store)) *decodetest.Store {
 	t.Helper()
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	var shards []any
 	for n, samples := range [][][3][]byte{{sample(0), sample(1), sample(2)}, {sample(3), sample(4)}} {
 		raw := shardBytes(samples)
@@ -117,7 +117,7 @@ func TestFixture(t *testing.T) {
 		if len(lay.Keys) != 5 || lay.Keys[3] != "shard.00001/000000" {
 			t.Fatal(lay.Keys)
 		}
-		b := formattest.DecodeAll(t, s, lay, dec, nil)
+		b := decodetest.DecodeAll(t, s, lay, dec, nil)
 		for _, want := range []string{"shard.00000/000002.cls", "shard.00000/000002.txt", "shard.00001/000001.npy"} {
 			if !bytes.Contains(b, []byte(want)) {
 				t.Errorf("%s: no %s", c, want)
@@ -129,7 +129,7 @@ func TestFixture(t *testing.T) {
 // Keys past 100 bytes take PAX headers, which the bound counts.
 func TestLongKeys(t *testing.T) {
 	long := strings.Repeat("d", 120) + "/"
-	s := fixture(t, "", func(idx map[string]any, s *formattest.Store) {
+	s := fixture(t, "", func(idx map[string]any, s *decodetest.Store) {
 		for i, name := range []string{"shard.00000.mds", "shard.00001.mds"} {
 			shard(idx, i)["raw_data"].(map[string]any)["basename"] = long + name
 			s.Objs[long+name] = s.Objs[name]
@@ -143,9 +143,9 @@ func TestLongKeys(t *testing.T) {
 	if lay.Keys[0] != long+"shard.00000/000000" {
 		t.Fatal(lay.Keys[0])
 	}
-	formattest.DecodeAll(t, s, lay, dec, nil)
+	decodetest.DecodeAll(t, s, lay, dec, nil)
 	sel, _ := format.Select(dec.Fields(), []string{"vec"})
-	formattest.DecodeAll(t, s, lay, dec, sel)
+	decodetest.DecodeAll(t, s, lay, dec, sel)
 }
 
 // Every bad index is refused at index time, naming the object and why.
@@ -153,59 +153,59 @@ func TestRefused(t *testing.T) {
 	tests := []struct {
 		name     string
 		compress string
-		edit     func(idx map[string]any, s *formattest.Store)
+		edit     func(idx map[string]any, s *decodetest.Store)
 		opt      format.Options
 		err      error
 		mention  []string
 	}{
-		{"shard missing", "", func(idx map[string]any, s *formattest.Store) { delete(s.Objs, "shard.00001.mds") }, format.Options{}, format.ErrInvalid, []string{"index.json: shard 1", "shard.00001.mds, which the source does not have"}},
-		{"zip shard missing", "zstd", func(idx map[string]any, s *formattest.Store) { delete(s.Objs, "shard.00000.mds.zstd") }, format.Options{}, format.ErrInvalid, []string{"shard 0", "shard.00000.mds.zstd, which the source does not have"}},
-		{"shard size disagrees", "", func(idx map[string]any, s *formattest.Store) {
+		{"shard missing", "", func(idx map[string]any, s *decodetest.Store) { delete(s.Objs, "shard.00001.mds") }, format.Options{}, format.ErrInvalid, []string{"index.json: shard 1", "shard.00001.mds, which the source does not have"}},
+		{"zip shard missing", "zstd", func(idx map[string]any, s *decodetest.Store) { delete(s.Objs, "shard.00000.mds.zstd") }, format.Options{}, format.ErrInvalid, []string{"shard 0", "shard.00000.mds.zstd, which the source does not have"}},
+		{"shard size disagrees", "", func(idx map[string]any, s *decodetest.Store) {
 			s.Objs["shard.00000.mds"] = append(s.Objs["shard.00000.mds"], 0)
 		}, format.Options{}, format.ErrInvalid, []string{"shard.00000.mds is", "index.json says"}},
-		{"zip size disagrees", "zstd", func(idx map[string]any, s *formattest.Store) { shard(idx, 1)["zip_data"].(map[string]any)["bytes"] = 3 }, format.Options{}, format.ErrInvalid, []string{"shard.00001.mds.zstd is", "index.json says 3"}},
-		{"unknown encoding", "", func(idx map[string]any, s *formattest.Store) {
+		{"zip size disagrees", "zstd", func(idx map[string]any, s *decodetest.Store) { shard(idx, 1)["zip_data"].(map[string]any)["bytes"] = 3 }, format.Options{}, format.ErrInvalid, []string{"shard.00001.mds.zstd is", "index.json says 3"}},
+		{"unknown encoding", "", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 0)["column_encodings"] = []string{"int", "pil", "ndarray:uint8"}
 		}, format.Options{}, format.ErrUnsupported, []string{`column "text"`, `"pil"`}},
-		{"list of images", "", func(idx map[string]any, s *formattest.Store) {
+		{"list of images", "", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 0)["column_encodings"] = []string{"int", "list[jpeg]", "ndarray:uint8"}
 		}, format.Options{}, format.ErrUnsupported, []string{`column "text"`, `list[jpeg]`}},
-		{"pickle unnamed", "", func(idx map[string]any, s *formattest.Store) {
+		{"pickle unnamed", "", func(idx map[string]any, s *decodetest.Store) {
 			for i := range 2 {
 				shard(idx, i)["column_encodings"] = []string{"int", "pkl", "ndarray:uint8"}
 			}
 		}, format.Options{}, format.ErrUnsupported, []string{`column "text" is pickled`}},
-		{"columns differ between shards", "", func(idx map[string]any, s *formattest.Store) {
+		{"columns differ between shards", "", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 1)["column_encodings"] = []string{"int", "bytes", "ndarray:uint8"}
 		}, format.Options{}, format.ErrInvalid, []string{"shard 1 has other columns than", "shard 0"}},
-		{"fixed size that lies", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["column_sizes"] = []any{4, nil, nil} }, format.Options{}, format.ErrInvalid, []string{`column "label" of int has a size of 4`}},
-		{"variable column with a size", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["column_sizes"] = []any{8, 5, nil} }, format.Options{}, format.ErrInvalid, []string{`column "text"`, "its values vary"}},
-		{"negative samples", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["samples"] = -1 }, format.Options{}, format.ErrInvalid, []string{"shard 0", "-1 samples"}},
-		{"samples over the limit", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["samples"] = 1 << 40 }, format.Options{}, format.ErrInvalid, []string{"shard 0", "1099511627776 samples"}},
-		{"raw bytes past u32", "zstd", func(idx map[string]any, s *formattest.Store) {
+		{"fixed size that lies", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["column_sizes"] = []any{4, nil, nil} }, format.Options{}, format.ErrInvalid, []string{`column "label" of int has a size of 4`}},
+		{"variable column with a size", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["column_sizes"] = []any{8, 5, nil} }, format.Options{}, format.ErrInvalid, []string{`column "text"`, "its values vary"}},
+		{"negative samples", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["samples"] = -1 }, format.Options{}, format.ErrInvalid, []string{"shard 0", "-1 samples"}},
+		{"samples over the limit", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["samples"] = 1 << 40 }, format.Options{}, format.ErrInvalid, []string{"shard 0", "1099511627776 samples"}},
+		{"raw bytes past u32", "zstd", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 0)["raw_data"].(map[string]any)["bytes"] = int64(1) << 33
 		}, format.Options{}, format.ErrInvalid, []string{"shard 0", "raw_data of 8589934592 bytes"}},
-		{"raw bytes too few for the samples", "zstd", func(idx map[string]any, s *formattest.Store) {
+		{"raw bytes too few for the samples", "zstd", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 0)["raw_data"].(map[string]any)["bytes"] = 20
 		}, format.Options{}, format.ErrInvalid, []string{"shard 0", "cannot hold 3 samples"}},
-		{"huge sizes that overflow", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["samples"] = 1e300 }, format.Options{}, format.ErrInvalid, []string{"index.json", "not an MDS index"}},
+		{"huge sizes that overflow", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["samples"] = 1e300 }, format.Options{}, format.ErrInvalid, []string{"index.json", "not an MDS index"}},
 		{"resident over the chunk limit", "", nil, format.Options{Limits: format.Limits{ChunkBytes: 4000}}, format.ErrInvalid, []string{"shard shard.00000.mds", "over the chunk limit of 4000"}},
 		{"columns over the limit", "", nil, format.Options{Limits: format.Limits{Fields: 2}}, format.ErrInvalid, []string{"shard 0", "3 columns, over the limit of 2"}},
 		{"index over the metadata limit", "", nil, format.Options{Limits: format.Limits{MetaBytes: 100}}, format.ErrInvalid, []string{"index.json", "over the metadata limit of 100"}},
-		{"not json", "", func(idx map[string]any, s *formattest.Store) {
+		{"not json", "", func(idx map[string]any, s *decodetest.Store) {
 			s.Objs["index.json"] = []byte("{\"version\": 2, \"shards\": [")
 		}, format.Options{}, format.ErrInvalid, []string{"index.json", "not an MDS index"}},
-		{"version 1", "", func(idx map[string]any, s *formattest.Store) { idx["version"] = 1 }, format.Options{}, format.ErrUnsupported, []string{"index.json", "version 1"}},
-		{"jsonl shards", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["format"] = "json" }, format.Options{}, format.ErrUnsupported, []string{"shard 0", `format "json"`}},
-		{"escaping basename", "", func(idx map[string]any, s *formattest.Store) {
+		{"version 1", "", func(idx map[string]any, s *decodetest.Store) { idx["version"] = 1 }, format.Options{}, format.ErrUnsupported, []string{"index.json", "version 1"}},
+		{"jsonl shards", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["format"] = "json" }, format.Options{}, format.ErrUnsupported, []string{"shard 0", `format "json"`}},
+		{"escaping basename", "", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 0)["raw_data"].(map[string]any)["basename"] = "../secret.mds"
 		}, format.Options{}, format.ErrInvalid, []string{"shard 0", `"../secret.mds", which is not a file of the source`}},
-		{"two shards one name", "", func(idx map[string]any, s *formattest.Store) {
+		{"two shards one name", "", func(idx map[string]any, s *decodetest.Store) {
 			shard(idx, 1)["raw_data"] = shard(idx, 0)["raw_data"]
 			shard(idx, 1)["samples"] = 3
 		}, format.Options{}, format.ErrInvalid, []string{"both name the shard shard.00000"}},
-		{"brotli", "zstd", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["compression"] = "br:11" }, format.Options{}, format.ErrUnsupported, []string{"shard 0", `compression "br:11"`}},
-		{"no raw_data", "", func(idx map[string]any, s *formattest.Store) { shard(idx, 0)["raw_data"] = nil }, format.Options{}, format.ErrInvalid, []string{"shard 0", "no raw_data"}},
+		{"brotli", "zstd", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["compression"] = "br:11" }, format.Options{}, format.ErrUnsupported, []string{"shard 0", `compression "br:11"`}},
+		{"no raw_data", "", func(idx map[string]any, s *decodetest.Store) { shard(idx, 0)["raw_data"] = nil }, format.Options{}, format.ErrInvalid, []string{"shard 0", "no raw_data"}},
 		{"member for no column", "", nil, format.Options{Members: map[string]string{"image": "jpg"}}, format.ErrInvalid, []string{`column "image"`, "label, text, vec"}},
 		{"member that is no extension", "", nil, format.Options{Members: map[string]string{"text": "a/b"}}, format.ErrInvalid, []string{`column "text"`, `"a/b"`}},
 		{"no index.json", "", nil, format.Options{}, format.ErrInvalid, []string{"no index.json"}},
@@ -237,7 +237,7 @@ func TestRefused(t *testing.T) {
 // A pickled column is served as its raw bytes when its member is named,
 // and colliding extensions are qualified by the column's name.
 func TestMembers(t *testing.T) {
-	s := fixture(t, "", func(idx map[string]any, s *formattest.Store) {
+	s := fixture(t, "", func(idx map[string]any, s *decodetest.Store) {
 		for i := range 2 {
 			shard(idx, i)["column_encodings"] = []string{"int", "pkl", "ndarray:uint8"}
 		}
@@ -261,47 +261,47 @@ func TestDamaged(t *testing.T) {
 	tests := []struct {
 		name     string
 		compress string
-		edit     func(idx map[string]any, s *formattest.Store)
+		edit     func(idx map[string]any, s *decodetest.Store)
 		mention  string
 	}{
-		{"header count", "", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"], 2) }, "its header counts 2 samples; index.json says 3"},
-		{"last offset", "", func(idx map[string]any, s *formattest.Store) {
+		{"header count", "", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"], 2) }, "its header counts 2 samples; index.json says 3"},
+		{"last offset", "", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			le.PutUint32(b[4+4*3:], le.Uint32(b[4+4*3:])-1)
 		}, "its samples run from byte"},
-		{"offsets backwards", "", func(idx map[string]any, s *formattest.Store) {
+		{"offsets backwards", "", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			le.PutUint32(b[4+4*2:], le.Uint32(b[4+4*1:])-1)
 		}, "sample 1 ends at byte"},
-		{"offset past the end", "", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4+4:], 1<<30) }, "sample 0 ends at byte 1073741824"},
-		{"first offset in the header", "", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4:], 3) }, "its samples run from byte 3"},
-		{"value past the sample", "", func(idx map[string]any, s *formattest.Store) {
+		{"offset past the end", "", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4+4:], 1<<30) }, "sample 0 ends at byte 1073741824"},
+		{"first offset in the header", "", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4:], 3) }, "its samples run from byte 3"},
+		{"value past the sample", "", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			first := le.Uint32(b[4:])
 			le.PutUint32(b[first:], 1000) // sample 0's text size
 		}, `column "text" of 1000 bytes past the sample's end`},
-		{"ndarray shape that lies", "", func(idx map[string]any, s *formattest.Store) {
+		{"ndarray shape that lies", "", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			end := le.Uint32(b[4+4:]) // sample 0 ends where sample 1 starts
 			b[end-4] = 4              // its vec's shape: (4,) over 3 bytes
 		}, "an ndarray of shape [4] uint8 in 3 bytes"},
-		{"zstd that does not decompress", "zstd", func(idx map[string]any, s *formattest.Store) {
+		{"zstd that does not decompress", "zstd", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds.zstd"]
 			for i := 8; i < len(b); i++ {
 				b[i] ^= 0x5a
 			}
 		}, "does not decompress"},
-		{"zstd past its stated size", "zstd", func(idx map[string]any, s *formattest.Store) {
+		{"zstd past its stated size", "zstd", func(idx map[string]any, s *decodetest.Store) {
 			r := shard(idx, 0)["raw_data"].(map[string]any)
 			r["bytes"] = r["bytes"].(int) - 8
 		}, "does not decompress to the"},
-		{"zstd bomb", "zstd", func(idx map[string]any, s *formattest.Store) {
+		{"zstd bomb", "zstd", func(idx map[string]any, s *decodetest.Store) {
 			enc, _ := zstd.NewWriter(nil)
 			bomb := enc.EncodeAll(make([]byte, 64<<20), nil)
 			s.Objs["shard.00000.mds.zstd"] = bomb
 			shard(idx, 0)["zip_data"].(map[string]any)["bytes"] = len(bomb)
 		}, "does not decompress to the"},
-		{"gz bomb", "gz", func(idx map[string]any, s *formattest.Store) {
+		{"gz bomb", "gz", func(idx map[string]any, s *decodetest.Store) {
 			var b bytes.Buffer
 			w, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
 			w.Write(make([]byte, 64<<20))
@@ -309,7 +309,7 @@ func TestDamaged(t *testing.T) {
 			s.Objs["shard.00000.mds.gz"] = b.Bytes()
 			shard(idx, 0)["zip_data"].(map[string]any)["bytes"] = b.Len()
 		}, "decompresses past the"},
-		{"gz short", "gz", func(idx map[string]any, s *formattest.Store) {
+		{"gz short", "gz", func(idx map[string]any, s *decodetest.Store) {
 			r := shard(idx, 0)["raw_data"].(map[string]any)
 			r["bytes"] = r["bytes"].(int) + 8
 		}, "bytes; index.json says"},
@@ -379,7 +379,7 @@ func TestConcurrentDecode(t *testing.T) {
 	for g := range 16 {
 		go func() {
 			c := g % len(lay.Chunks)
-			src, resident := formattest.ReadChunk(t, s, lay, dec, c, nil)
+			src, resident := decodetest.ReadChunk(t, s, lay, dec, c, nil)
 			dst := make([]byte, resident)
 			if err := dec.Decode(c, nil, src, dst, format.WriterOptions{}); err != nil {
 				errs <- err

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // opener opens ranges of a test store's object, as a gateway's store does
@@ -56,9 +56,9 @@ func (s *stepReader) Read(p []byte) (int, error) {
 // DecodeStream (whose src is left as it was made: garbage, so that a
 // value read from it rather than the stream would show) and returns
 // both resident forms, Decode's first, and the streamed one's error.
-func decodeBoth(t *testing.T, s *formattest.Store, lay *format.Layout, dec format.Decoder, c int, sel format.Selection, step int) (want, got []byte, err error) {
+func decodeBoth(t *testing.T, s *decodetest.Store, lay *format.Layout, dec format.Decoder, c int, sel format.Selection, step int) (want, got []byte, err error) {
 	t.Helper()
-	src, resident := formattest.ReadChunk(t, s, lay, dec, c, sel)
+	src, resident := decodetest.ReadChunk(t, s, lay, dec, c, sel)
 	want = make([]byte, resident)
 	if err := dec.Decode(c, sel, src, want, format.WriterOptions{ModTime: 1700000000}); err != nil {
 		t.Fatalf("Decode of chunk %d: %v", c, err)
@@ -79,7 +79,7 @@ func decodeBoth(t *testing.T, s *formattest.Store, lay *format.Layout, dec forma
 func TestDecodeStream(t *testing.T) {
 	sources := []struct {
 		name string
-		s    *formattest.Store
+		s    *decodetest.Store
 		sels [][]string
 	}{
 		{"fixture", fixture(t, "", nil), [][]string{nil, {"text"}, {"label", "vec"}, {"vec"}}},
@@ -123,7 +123,7 @@ func TestDecodeStreamNot(t *testing.T) {
 	tests := []struct {
 		name     string
 		compress string
-		edit     func(idx map[string]any, s *formattest.Store)
+		edit     func(idx map[string]any, s *decodetest.Store)
 		opens    int
 	}{
 		{"zstd", "zstd", nil, 0},
@@ -153,26 +153,26 @@ func TestDecodeStreamDamaged(t *testing.T) {
 	le := binary.LittleEndian
 	tests := []struct {
 		name    string
-		edit    func(idx map[string]any, s *formattest.Store)
+		edit    func(idx map[string]any, s *decodetest.Store)
 		mention string
 	}{
-		{"header count", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"], 2) }, "its header counts 2 samples; index.json says 3"},
-		{"last offset", func(idx map[string]any, s *formattest.Store) {
+		{"header count", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"], 2) }, "its header counts 2 samples; index.json says 3"},
+		{"last offset", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			le.PutUint32(b[4+4*3:], le.Uint32(b[4+4*3:])-1)
 		}, "its samples run from byte"},
-		{"offsets backwards", func(idx map[string]any, s *formattest.Store) {
+		{"offsets backwards", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			le.PutUint32(b[4+4*2:], le.Uint32(b[4+4*1:])-1)
 		}, "sample 1 ends at byte"},
-		{"offset past the end", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4+4:], 1<<30) }, "sample 0 ends at byte 1073741824"},
-		{"first offset in the header", func(idx map[string]any, s *formattest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4:], 3) }, "its samples run from byte 3"},
-		{"value past the sample", func(idx map[string]any, s *formattest.Store) {
+		{"offset past the end", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4+4:], 1<<30) }, "sample 0 ends at byte 1073741824"},
+		{"first offset in the header", func(idx map[string]any, s *decodetest.Store) { le.PutUint32(s.Objs["shard.00000.mds"][4:], 3) }, "its samples run from byte 3"},
+		{"value past the sample", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			first := le.Uint32(b[4:])
 			le.PutUint32(b[first:], 1000) // sample 0's text size
 		}, `column "text" of 1000 bytes past the sample's end`},
-		{"ndarray shape that lies", func(idx map[string]any, s *formattest.Store) {
+		{"ndarray shape that lies", func(idx map[string]any, s *decodetest.Store) {
 			b := s.Objs["shard.00000.mds"]
 			end := le.Uint32(b[4+4:])
 			b[end-4] = 4

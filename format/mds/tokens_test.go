@@ -15,7 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 	"github.com/brandgw/brand/format/internal/npy"
 	"github.com/brandgw/brand/tokenize"
 )
@@ -40,9 +40,9 @@ func tokenDoc(i int) (string, []uint16) {
 
 // tokenFixture is a source of shards of the columns "text" (str) and
 // "input_ids" (enc: "ndarray:uint16" or "ndarray"), compressed or not.
-func tokenFixture(t testing.TB, enc, compress string, shards ...int) *formattest.Store {
+func tokenFixture(t testing.TB, enc, compress string, shards ...int) *decodetest.Store {
 	t.Helper()
-	return fixture(t, compress, func(idx map[string]any, s *formattest.Store) {
+	return fixture(t, compress, func(idx map[string]any, s *decodetest.Store) {
 		for k := range s.Objs {
 			delete(s.Objs, k)
 		}
@@ -100,14 +100,14 @@ func tokenFixture(t testing.TB, enc, compress string, shards ...int) *formattest
 
 // members decodes every chunk with the named fields and returns each
 // sample's members by name.
-func members(t *testing.T, s *formattest.Store, lay *format.Layout, dec format.Decoder, names ...string) map[string][]byte {
+func members(t *testing.T, s *decodetest.Store, lay *format.Layout, dec format.Decoder, names ...string) map[string][]byte {
 	t.Helper()
 	sel, err := format.Select(dec.Fields(), names)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(formattest.DecodeAll(t, s, lay, dec, sel)))
+	tr := tar.NewReader(bytes.NewReader(decodetest.DecodeAll(t, s, lay, dec, sel)))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -248,7 +248,7 @@ func TestTokensText(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel, _ := format.Select(bad.Fields(), []string{"tokens"})
-	src, resident := formattest.ReadChunk(t, s, lay, bad, 0, sel)
+	src, resident := decodetest.ReadChunk(t, s, lay, bad, 0, sel)
 	if err := bad.Decode(0, sel, src, make([]byte, resident), format.WriterOptions{}); !errors.Is(err, format.ErrDamaged) {
 		t.Fatalf("%v; want damage", err)
 	}
@@ -276,7 +276,7 @@ func TestTokensRefused(t *testing.T) {
 		}
 	}
 	// A float array is not a list of tokens.
-	f := fixture(t, "", func(idx map[string]any, s *formattest.Store) {})
+	f := fixture(t, "", func(idx map[string]any, s *decodetest.Store) {})
 	var idx map[string]any
 	json.Unmarshal(f.Objs["index.json"], &idx)
 	for i := range 2 {

@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // blend is a source of prefixes .idx files (the .bin only listed) of
 // docs documents each, of 1 to 4,000 tokens (uint16).
-func blend(prefixes, docs int) *formattest.Store {
-	s := formattest.NewStore()
+func blend(prefixes, docs int) *decodetest.Store {
+	s := decodetest.NewStore()
 	r := rand.New(rand.NewPCG(1, 2))
 	for p := range prefixes {
 		sizes := make([]int32, docs)
@@ -77,7 +77,7 @@ func BenchmarkDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, resident := formattest.ReadChunk(b, s, lay, dec, 0, nil)
+	src, resident := decodetest.ReadChunk(b, s, lay, dec, 0, nil)
 	dst := make([]byte, resident)
 	b.SetBytes(int64(len(src)))
 	b.ReportMetric(float64(lay.Chunks[0].Samples), "docs/chunk")

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // FuzzIdx: no .idx makes parseIdx panic or accept tables that do not
@@ -40,7 +40,7 @@ func FuzzIdx(f *testing.F) {
 // FuzzOpen: no Meta makes Open panic, and what it accepts has chunks
 // whose extents stay inside their documents' bytes.
 func FuzzOpen(f *testing.F) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	s.Objs["p.idx"] = buildIdx(8, []int32{3, 5, 0, 9}, []int64{0, 1, 2, 3, 4}, nil)
 	s.Objs["p.bin"] = make([]byte, 34)
 	s.Objs["q/r.idx"] = buildIdx(8, []int32{1}, []int64{0, 1}, nil)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 type prefixSpec struct {
@@ -39,7 +39,7 @@ func writePython(t *testing.T, py, cmd string, ps []prefixSpec, path string) {
 	}
 }
 
-func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format.Layout, format.Decoder, error) {
+func indexSource(t testing.TB, s *decodetest.Store, opt format.Options) (*format.Layout, format.Decoder, error) {
 	t.Helper()
 	lay, err := Format{}.Index(context.Background(), s, s.List(), opt)
 	if err != nil {
@@ -56,7 +56,7 @@ func indexSource(t testing.TB, s *formattest.Store, opt format.Options) (*format
 // with every dtype, documents of several sequences, empty documents and
 // documents larger than the chunk size; indexing reads only the .idx.
 func TestPythonWriter(t *testing.T) {
-	py := formattest.Python(t, "numpy")
+	py := decodetest.Python(t, "numpy")
 	docs := [][]int32{{3, 5}, {0}, {}, {700}, {1}, {2, 2, 2}, {40}, {1}}
 	for _, dt := range []string{"uint8", "int8", "int16", "int32", "int64", "float64", "float32", "uint16"} {
 		t.Run(dt, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestPythonWriter(t *testing.T) {
 			}
 			dir := t.TempDir()
 			writePython(t, py, "make", ps, dir)
-			s := formattest.LoadDir(t, dir)
+			s := decodetest.LoadDir(t, dir)
 			// 2.5 KiB: a few short documents a chunk, the 700-token one alone.
 			lay, dec, err := indexSource(t, s, format.Options{ChunkBytes: 2500})
 			if err != nil {
@@ -97,7 +97,7 @@ func TestPythonWriter(t *testing.T) {
 				t.Errorf("DocTokens %v, want %v", got, want)
 			}
 			tarPath := filepath.Join(t.TempDir(), "decoded.tar")
-			if err := os.WriteFile(tarPath, formattest.DecodeAll(t, s, lay, dec, nil), 0o644); err != nil {
+			if err := os.WriteFile(tarPath, decodetest.DecodeAll(t, s, lay, dec, nil), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			writePython(t, py, "check", ps, tarPath)
@@ -120,10 +120,10 @@ func equal(a, b []uint32) bool {
 // A multimodal dataset (sequence modes after the document index) is
 // refused as unsupported, naming the .idx.
 func TestPythonMultimodal(t *testing.T) {
-	py := formattest.Python(t, "numpy")
+	py := decodetest.Python(t, "numpy")
 	dir := t.TempDir()
 	writePython(t, py, "make", []prefixSpec{{Name: "mm", DType: "int32", Docs: [][]int32{{2, 3}}, Multimodal: true}}, dir)
-	_, _, err := indexSource(t, formattest.LoadDir(t, dir), format.Options{})
+	_, _, err := indexSource(t, decodetest.LoadDir(t, dir), format.Options{})
 	if !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "mm.idx") {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestPythonMultimodal(t *testing.T) {
 
 // The resident bound is exact: the samples end where the table starts.
 func TestBoundExact(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	sizes := []int32{1, 100, 0, 127, 128, 129, 1000, 3}
 	s.Objs["p.idx"] = buildIdx(8, sizes, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}, nil)
 	s.Objs["p.bin"] = make([]byte, 2*(1+100+127+128+129+1000+3))
@@ -143,7 +143,7 @@ func TestBoundExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	for c := range lay.Chunks {
-		src, resident := formattest.ReadChunk(t, s, lay, dec, c, nil)
+		src, resident := decodetest.ReadChunk(t, s, lay, dec, c, nil)
 		dst := make([]byte, resident)
 		if err := dec.Decode(c, nil, src, dst, format.WriterOptions{}); err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestKeys(t *testing.T) {
 // Chunks are cut at documents: at most ChunkBytes resident unless one
 // document alone is larger, and at most ChunkSamples documents.
 func TestCut(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	n := 1000
 	sizes := make([]int32, n)
 	docIdx := make([]int64, n+1)
@@ -278,7 +278,7 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := formattest.NewStore()
+			s := decodetest.NewStore()
 			for k, b := range tt.objs {
 				s.Objs[k] = b
 			}
@@ -308,7 +308,7 @@ func TestRefused(t *testing.T) {
 
 // Options.Members cannot rename the tokens' member: it is not ignored.
 func TestMembersRefused(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	s.Objs["a.idx"] = buildIdx(4, []int32{3}, []int64{0, 1}, nil)
 	s.Objs["a.bin"] = make([]byte, 12)
 	if _, _, err := indexSource(t, s, format.Options{Members: map[string]string{"tokens": "bin"}}); !errors.Is(err, format.ErrUnsupported) {
@@ -323,7 +323,7 @@ func TestMembersRefused(t *testing.T) {
 // refused, not ignored: a Megatron dataset is one already ("tokens" is
 // its field, and naming it is accepted).
 func TestTokenOptionsRefused(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	s.Objs["a.idx"] = buildIdx(4, []int32{3}, []int64{0, 1}, nil)
 	s.Objs["a.bin"] = make([]byte, 12)
 	for _, opt := range []format.Options{{Tokens: "input_ids"}, {Text: "text", Tokenizer: []byte("m")}, {Vocabulary: "gpt2"}} {
@@ -341,7 +341,7 @@ func TestTokenOptionsRefused(t *testing.T) {
 // that holds it (4 GiB − 1, the most) it is a chunk of its own, its
 // bound exact.
 func TestHugeDocumentAlone(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	s.Objs["a.idx"] = buildIdx(4, []int32{5, 1e9, 5}, []int64{0, 1, 2, 3}, nil)
 	s.Objs["a.bin"] = nil
 	s.Sizes["a.bin"] = 4 * (1e9 + 10)
@@ -364,7 +364,7 @@ func TestHugeDocumentAlone(t *testing.T) {
 
 // Open refuses a Meta that is not one (it is stored; it may be damaged).
 func TestOpenRefuses(t *testing.T) {
-	s := formattest.NewStore()
+	s := decodetest.NewStore()
 	s.Objs["p.idx"] = buildIdx(4, []int32{3, 5}, []int64{0, 1, 2}, nil)
 	s.Objs["p.bin"] = make([]byte, 32)
 	lay, _, err := indexSource(t, s, format.Options{})

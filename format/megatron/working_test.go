@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/formattest"
+	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
 // TestWorking: Decoder.Working bounds what a decode allocates.
@@ -18,7 +18,7 @@ func TestWorking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+	src, resident := decodetest.ReadChunk(t, s, lay, dec, 0, nil)
 	dst := make([]byte, resident)
 	work := dec.(format.Working).Working(0, nil)
 	var m0, m1 runtime.MemStats

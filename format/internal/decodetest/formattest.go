@@ -1,8 +1,8 @@
-// Package formattest holds what the formats' tests share: a source in
+// Package decodetest holds what the formats' tests share: a source in
 // memory that counts what indexing reads, reading and decoding every
 // chunk as a reader would (checked against the resident form's table and
 // the layout's keys), and finding the Python that writes their fixtures.
-package formattest
+package decodetest
 
 import (
 	"archive/tar"
