@@ -511,7 +511,7 @@ func New(cfg Config) (*Gateway, error) {
 	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
 	if peers != nil {
 		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, UseTable: g.sched, Cache: g.cache,
-			Sources: sources, Datasets: g.catalog.All, Ahead: cfg.PrefetchWindows, Log: cfg.Logger,
+			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,

@@ -92,7 +92,7 @@ func TestPlanResizeFromTheAgreedMembers(t *testing.T) {
 	waitMembers(t, cl, ms.Version())
 	want, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: planner.DatasetOf(f.index), IndexKey: cluster.IndexKey(f.index.ID()),
 		Job:  planner.Job{Params: shuffle.Params{Seed: 42, Window: 2, BatchSize: 8, World: 1}, FirstEpoch: 1, Epochs: 1},
-		From: ms, To: planner.ResizedMembers(ms, 3), Ahead: 1, NodeCacheBytes: 64 << 20,
+		From: ms, To: planner.ResizedMembers(ms, 3), PrefetchWindows: 1, NodeCacheBytes: 64 << 20,
 		StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o ap
 	}
 	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: cluster.IndexKey(d.ID),
 		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
-		Ahead: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
+		PrefetchWindows: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
 
 // TransformOf is a plan's pipeline input from a server's costs.

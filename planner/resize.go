@@ -20,9 +20,9 @@ type ResizeInput struct {
 	IndexKey uint64
 	Job      Job
 	From, To *cluster.Membership
-	// Ahead is the windows past the current one the hand-over loads (the
+	// PrefetchWindows is the windows past the current one the hand-over loads (the
 	// prefetch windows).
-	Ahead int
+	PrefetchWindows int
 	// NodeCacheBytes is each node's cache: an old owner holds the chunks
 	// the job needs next if its share of the dataset fits in it (its
 	// cache keeps what is needed soonest, and an epoch has read them).
@@ -133,7 +133,7 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		return nil, err
 	}
 	soon := map[int]bool{}
-	for w := range min(in.Ahead+1, e.NumWindows()) {
+	for w := range min(in.PrefetchWindows+1, e.NumWindows()) {
 		for _, c := range e.WindowChunks(w) {
 			soon[c] = true
 		}

@@ -42,7 +42,7 @@ func TestResizePlanByHand(t *testing.T) {
 			job := Job{FirstEpoch: tc.first}
 			job.Seed, job.Window = 3, 2
 			p, err := MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 7, Job: job, From: PlannedMembers(2), To: PlannedMembers(3),
-				Ahead: 1, NodeCacheBytes: tc.cache, StoreBytesPerSec: 50, PeerBytesPerSec: 100})
+				PrefetchWindows: 1, NodeCacheBytes: tc.cache, StoreBytesPerSec: 50, PeerBytesPerSec: 100})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -335,7 +335,7 @@ func TestStoreSizesEveryPlan(t *testing.T) {
 		}},
 		{"resize", func(d Dataset, _ []int64) (any, error) {
 			return MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 5, Job: Job{Params: job.Params, FirstEpoch: 0, Epochs: 1},
-				From: PlannedMembers(2), To: PlannedMembers(4), Ahead: 1, NodeCacheBytes: cache, StoreBytesPerSec: 1e6})
+				From: PlannedMembers(2), To: PlannedMembers(4), PrefetchWindows: 1, NodeCacheBytes: cache, StoreBytesPerSec: 1e6})
 		}},
 	}
 	with := func(store []int64) Dataset {

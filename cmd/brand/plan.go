@@ -196,7 +196,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 			return fmt.Errorf("--nodes-after plans a resize for a job of one dataset and the uniform shuffle")
 		}
 		plan, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: d, IndexKey: key, Job: job,
-			From: planner.PlannedMembers(max(cl.nodes, 1)), To: planner.PlannedMembers(nodesAfter), Ahead: pf,
+			From: planner.PlannedMembers(max(cl.nodes, 1)), To: planner.PlannedMembers(nodesAfter), PrefetchWindows: pf,
 			NodeCacheBytes: int64(cache), StoreBytesPerSec: float64(bw), PeerBytesPerSec: float64(peerBW)})
 		if err != nil {
 			return err

@@ -296,7 +296,7 @@ func TestPlanNodesAfter(t *testing.T) {
 	dir, d, key := planDataset(t)
 	job := planner.Job{Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 16, World: 1}, FirstEpoch: 1, Epochs: 3}
 	want, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: d, IndexKey: key, Job: job, From: planner.PlannedMembers(3),
-		To: planner.PlannedMembers(4), Ahead: 1, NodeCacheBytes: 4 << 20, StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
+		To: planner.PlannedMembers(4), PrefetchWindows: 1, NodeCacheBytes: 4 << 20, StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,9 +129,9 @@ type Config struct {
 	// Admit says whether a load for the hand-over may evict a chunk:
 	// only chunks no stream needs.
 	Admit func(victim chunkcache.Key) bool
-	// Ahead is how many windows past their current one the streams'
+	// PrefetchWindows is how many windows past their current one the streams'
 	// needs are counted (the prefetch's windows).
-	Ahead int
+	PrefetchWindows int
 	// Workers bounds the chunks loaded at once; default 4.
 	Workers int
 	Log     zerolog.Logger
@@ -391,14 +391,14 @@ func (h *Handover) plan(ctx context.Context, ds *catalog.Dataset, from, to *clus
 		return nil
 	}
 	needed := map[int]bool{}
-	for _, c := range h.cfg.UseTable.Soon(ds, gained, h.cfg.Ahead) {
+	for _, c := range h.cfg.UseTable.Soon(ds, gained, h.cfg.PrefetchWindows) {
 		needed[c] = true
 	}
 	for _, u := range from.Members() {
 		if u == h.cfg.Self || !h.cfg.Peers.IsUp(u) {
 			continue
 		}
-		cs, err := h.cfg.Peers.Needed(ctx, u, ds, gained, h.cfg.Ahead)
+		cs, err := h.cfg.Peers.Needed(ctx, u, ds, gained, h.cfg.PrefetchWindows)
 		if err != nil {
 			h.cfg.Log.Info().Err(err).Str("peer", u).Msg("asking a peer which chunks its jobs need soon")
 			continue

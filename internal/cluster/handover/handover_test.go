@@ -182,7 +182,7 @@ func TestWarm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := NewSources(tc.peers, zerolog.Nop())
 			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-			h := New(Config{Self: c, Peers: tc.peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+			h := New(Config{Self: c, Peers: tc.peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 			announced := false
 			got, err := h.Warm(context.Background(), from, to, func() { announced = true })
@@ -227,7 +227,7 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	peers := &fakePeers{down: map[string]bool{}}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 	if got, err := h.Warm(context.Background(), from, to, func() {}); err != nil || got.Chunks != 0 {
 		t.Fatalf("warmed %+v, %v; want nothing loaded", got, err)
@@ -298,7 +298,7 @@ func TestGainsLeftReadUntilTheFlip(t *testing.T) {
 			peers := &fakePeers{}
 			src := NewSources(peers, zerolog.Nop())
 			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-			h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+			h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 				Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 			for _, ch := range [][2]*cluster.Membership{{from, to}, {to, tc.after}} {
 				if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
@@ -353,7 +353,7 @@ func TestGainsLeftThroughALaterChange(t *testing.T) {
 	peers := &fakePeers{}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
 	peers := &fakePeers{}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1, Workers: 1,
+	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1, Workers: 1,
 		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestGainsFromAnotherHolder(t *testing.T) {
 	peers := &fakePeers{strict: true, needs: map[string][]int{a: {needed}}, held: map[string][]int{a: {needed, other}}}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 	change, err := h.Warm(context.Background(), from, to, func() {})
 	if err != nil {
@@ -471,7 +471,7 @@ func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
 	peers := &fakePeers{}
 	src := NewSources(peers, zerolog.Nop())
 	cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}}
-	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, Ahead: 1,
+	h := New(Config{Self: c, Peers: peers, UseTable: noStreams{}, Cache: cache, Sources: src, PrefetchWindows: 1,
 		Datasets: func() ([]*catalog.Dataset, error) { return []*catalog.Dataset{ds}, nil }})
 	if _, err := h.Warm(context.Background(), from, to, func() {}); err != nil {
 		t.Fatal(err)
@@ -553,7 +553,7 @@ func TestWarmForALeave(t *testing.T) {
 			src := NewSources(tc.peers, zerolog.Nop())
 			cache := &fakeCache{sources: src, resident: map[chunkcache.Key]bool{}, refuse: tc.refuse}
 			loaded := false // the datasets are still loading at the first ask: Warm waits
-			h := New(Config{Self: a, Peers: tc.peers, UseTable: ownStreams(tc.own), Cache: cache, Sources: src, Ahead: 1,
+			h := New(Config{Self: a, Peers: tc.peers, UseTable: ownStreams(tc.own), Cache: cache, Sources: src, PrefetchWindows: 1,
 				Datasets: func() ([]*catalog.Dataset, error) {
 					if !loaded {
 						loaded = true

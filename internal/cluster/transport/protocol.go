@@ -584,7 +584,7 @@ func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset,
 // it (usetable.Table.Soon): the chunks a node gaining them in a
 // membership change loads first.
 func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
-	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamAhead: {strconv.Itoa(ahead)}})
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamPrefetchWindows: {strconv.Itoa(ahead)}})
 }
 
 // Held asks the node which of chunks (of ds) its cache holds: the chunks
@@ -632,7 +632,7 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 type ChunksQuestion struct {
 	DS     *catalog.Dataset
 	Chunks []int
-	Ahead  int
+	Windows  int
 	Held   bool
 }
 
@@ -658,7 +658,7 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, Ahead: q.Ahead, Held: q.Held}, nil
+	return ChunksQuestion{DS: ds, Chunks: chunks, Windows: q.Windows, Held: q.Held}, nil
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

@@ -88,7 +88,7 @@ func TestPlan(t *testing.T) {
 	nodes := twoNodes(t)
 	resize := func(from *cluster.Membership) any {
 		p, err := planner.MakeResizePlan(planner.ResizeInput{Dataset: planner.DatasetOf(ix), IndexKey: cluster.IndexKey(ix.ID()),
-			Job: planner.Job{Params: testParams, FirstEpoch: 1, Epochs: 1}, From: from, To: planner.ResizedMembers(from, 3), Ahead: 1,
+			Job: planner.Job{Params: testParams, FirstEpoch: 1, Epochs: 1}, From: from, To: planner.ResizedMembers(from, 3), PrefetchWindows: 1,
 			NodeCacheBytes: 64 << 20, StoreBytesPerSec: 1 << 30, PeerBytesPerSec: planner.DefaultPeerBytesPerSec})
 		if err != nil {
 			t.Fatal(err)

@@ -116,7 +116,7 @@ type Query struct {
 	// them the node's cache holds.
 	Chunk    int
 	ChunkSet bool
-	Ahead    int
+	Windows    int
 	Held     bool
 	Plan     api.PlanOptions
 	Format   string
@@ -234,7 +234,7 @@ var params = map[string]param{
 		q.ChunkSet = err == nil
 		return err
 	},
-	ParamAhead: intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
+	ParamPrefetchWindows: intParam(func(q *Query) *int { return &q.Windows }, 0, fixed(64), "the peers' limit"),
 	ParamHeld:  boolParam(func(q *Query) *bool { return &q.Held }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
@@ -339,7 +339,7 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPrefetchWindows, ParamHeld}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -349,7 +349,7 @@ const (
 	ParamPrev  = "prev"
 	ParamPos   = "pos"
 	ParamChunk = "chunk"
-	ParamAhead = "ahead"
+	ParamPrefetchWindows = "ahead"
 	ParamHeld  = "held"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
