@@ -229,7 +229,7 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else {
-		answer = a.soon.Soon(q.DS, q.Chunks, q.Windows)
+		answer = a.soon.Soon(q.DS, q.Chunks, q.PrefetchWindows)
 	}
 	out := transport.EncodeChunks(answer)
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -127,7 +127,7 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 	before := in.From.Owners(in.IndexKey, d.Counts)
 	after := in.To.Owners(in.IndexKey, d.Counts)
 	// The chunks the job needs next: the current window of its epoch's
-	// start and the Ahead after it.
+	// start and the PrefetchWindows after it.
 	e, err := shuffle.NewEpoch(d.Counts, in.Job.Seed, uint64(in.Job.FirstEpoch), in.Job.Window)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		h.ahead = q.Windows
+		h.ahead = q.PrefetchWindows
 		of := h.needs
 		if q.Held {
 			of = h.held

@@ -584,7 +584,7 @@ func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset,
 // it (usetable.Table.Soon): the chunks a node gaining them in a
 // membership change loads first.
 func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
-	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamPrefetchWindows: {strconv.Itoa(ahead)}})
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamPeerPrefetchWindows: {strconv.Itoa(ahead)}})
 }
 
 // Held asks the node which of chunks (of ds) its cache holds: the chunks
@@ -627,13 +627,14 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 }
 
 // ChunksQuestion is a node's question about chunks (NeededPath): which of
-// Chunks of DS the followed streams need within Ahead windows past their
-// current one, or, with Held, which of them the node's cache holds.
+// Chunks of DS the followed streams need within PrefetchWindows windows
+// past their current one, or, with Held, which of them the node's cache
+// holds.
 type ChunksQuestion struct {
-	DS     *catalog.Dataset
-	Chunks []int
-	Windows  int
-	Held   bool
+	DS              *catalog.Dataset
+	Chunks          []int
+	PrefetchWindows int
+	Held            bool
 }
 
 // DecodeNeeded reads a node's question about chunks: the dataset version,
@@ -658,7 +659,7 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, Windows: q.Windows, Held: q.Held}, nil
+	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held}, nil
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

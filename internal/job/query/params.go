@@ -111,15 +111,15 @@ type Query struct {
 	Pos    int
 	PosSet bool
 	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
-	// Ahead how many windows past their current one a peer asks about
-	// the chunks the followed streams need; Held asks instead which of
-	// them the node's cache holds.
-	Chunk    int
-	ChunkSet bool
-	Windows    int
-	Held     bool
-	Plan     api.PlanOptions
-	Format   string
+	// PrefetchWindows how many windows past their current one a peer
+	// asks about the chunks the followed streams need; Held asks instead
+	// which of them the node's cache holds.
+	Chunk           int
+	ChunkSet        bool
+	PrefetchWindows int
+	Held            bool
+	Plan            api.PlanOptions
+	Format          string
 }
 
 // MaxWeight bounds a job's cache weight (weight=).
@@ -234,8 +234,8 @@ var params = map[string]param{
 		q.ChunkSet = err == nil
 		return err
 	},
-	ParamPrefetchWindows: intParam(func(q *Query) *int { return &q.Windows }, 0, fixed(64), "the peers' limit"),
-	ParamHeld:  boolParam(func(q *Query) *bool { return &q.Held }, false),
+	ParamPeerPrefetchWindows: intParam(func(q *Query) *int { return &q.PrefetchWindows }, 0, fixed(64), "the peers' limit"),
+	ParamHeld:                boolParam(func(q *Query) *bool { return &q.Held }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -339,18 +339,18 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPrefetchWindows, ParamHeld}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPeerPrefetchWindows, ParamHeld}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
 // the peers' internal ones.
 const (
-	ParamEpoch = "epoch"
-	ParamPrev  = "prev"
-	ParamPos   = "pos"
-	ParamChunk = "chunk"
-	ParamPrefetchWindows = "ahead"
-	ParamHeld  = "held"
+	ParamEpoch               = "epoch"
+	ParamPrev                = "prev"
+	ParamPos                 = "pos"
+	ParamChunk               = "chunk"
+	ParamPeerPrefetchWindows = "ahead"
+	ParamHeld                = "held"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
