@@ -5,9 +5,15 @@ package video
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+
+	"github.com/brandgw/brand/transform"
 )
 
 // decodeSpans decodes each span of d's packets wanting want, checks
@@ -180,5 +186,206 @@ func TestLeadingPictures(t *testing.T) {
 			}
 			decodeSpans(t, dec, d, spans, []int64{lead})
 		})
+	}
+}
+
+// pillowPython returns a Python 3 with PIL, or skips (fails with CI=true).
+func pillowPython(t *testing.T) string {
+	for _, p := range []string{os.Getenv("PYTHON"), "/usr/bin/python3", "python3"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import PIL").Run() == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Python 3 with PIL (scripts/ensure-pil.sh installs python3-pil; CI=true: failing)")
+	}
+	t.Skip("no Python 3 with PIL (python3-pil)")
+	return ""
+}
+
+// windowClips is a window's clips of frames of d: t frames each, every
+// stride-th, starting at the given presentation positions; overlapping.
+func windowClips(d *dump, starts []int, t, stride int) []Clip {
+	var clips []Clip
+	for i, s := range starts {
+		c := Clip{Key: transform.Key{Seed: 7, Epoch: 1, Sample: uint64(100 + i)}}
+		for k := range t {
+			j := min(s+k*stride, len(d.Frames)-1) // past the end: the last frame again, as a padded window
+			c.Frames = append(c.Frames, d.Frames[j].PTS)
+		}
+		clips = append(clips, c)
+	}
+	return clips
+}
+
+// decodeClips decodes what the clips want of d, run by run as Cover plans
+// them, into the clips.
+func decodeClips(t *testing.T, dec *Decoder, d *dump, c *Clips) [][]byte {
+	t.Helper()
+	want := c.Want()
+	spans, err := Cover(d.infos(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range spans {
+		var in []int64
+		for _, pts := range want {
+			if i := indexOf(d, pts); i >= sp.Start && i < sp.End {
+				in = append(in, pts)
+			}
+		}
+		if err := dec.Decode(context.Background(), d.run(sp), in, c.Put); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := c.Out()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClipsMatchPillow: a window of overlapping clips (some padded past
+// the last frame), each drawn a random resized crop and a flip once from
+// its key, made from the decoded frames, equals the same clips made by
+// Pillow from PyAV's frames with the same boxes and flips (torchvision's
+// RandomResizedCrop and RandomHorizontalFlip on PIL images); each frame
+// wanted by several clips is decoded once.
+func TestClipsMatchPillow(t *testing.T) {
+	python := pillowPython(t)
+	p, err := transform.New("clip-train", transform.Spec{Ops: []transform.Op{
+		{Op: transform.OpRandomResizedCrop, Size: transform.Size{H: 64, W: 96}, Scale: &[2]float64{0.3, 1}},
+		{Op: transform.OpHFlip},
+	}}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := NewDecoder(Options{})
+	defer dec.Close()
+	type pilCase struct {
+		Dump   string `json:"dump"`
+		Width  int    `json:"width"`
+		Height int    `json:"height"`
+		Frames []int  `json:"frames"`
+		Box    [4]int `json:"box"`
+		Size   [2]int `json:"size"`
+		Flip   bool   `json:"flip"`
+	}
+	var cases []pilCase
+	var got [][]byte
+	for _, name := range []string{"h264-b-1s", "h264-opengop", "hevc-1s", "vp9-1s"} {
+		d := fixtureNamed(t, name)
+		clips := windowClips(d, []int{0, 3, 20, 22, 40, 55}, 8, 2)
+		c, err := NewClips(p, d.stream(), clips, THWC, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := dec.Stats().Served
+		out := decodeClips(t, dec, d, c)
+		if served := dec.Stats().Served - before; served != int64(len(c.Want())) {
+			t.Fatalf("%s: %d frames handed out for %d distinct frames wanted", name, served, len(c.Want()))
+		}
+		flips := 0
+		for i, cl := range clips {
+			g, err := p.Geometry(d.Width, d.Height, cl.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dr := g.Draws()
+			w, h := g.Size()
+			pc := pilCase{Dump: d.dir, Width: d.Width, Height: d.Height, Box: [4]int{dr.Crops[0].X, dr.Crops[0].Y, dr.Crops[0].W, dr.Crops[0].H},
+				Size: [2]int{w, h}, Flip: dr.Flips[0]}
+			if pc.Flip {
+				flips++
+			}
+			for _, pts := range cl.Frames {
+				pc.Frames = append(pc.Frames, d.byPTS[pts])
+			}
+			off, shape, err := transform.NPYDataOffset(out[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(shape) != fmt.Sprint([]int{8, 64, 96, 3}) || len(out[i]) != c.Sizes()[i] {
+				t.Fatalf("%s clip %d: shape %v, %d bytes (Sizes says %d)", name, i, shape, len(out[i]), c.Sizes()[i])
+			}
+			cases = append(cases, pc)
+			got = append(got, out[i][off:])
+		}
+		if flips == 0 || flips == len(clips) {
+			t.Fatalf("%s: %d of %d clips flipped", name, flips, len(clips))
+		}
+	}
+	dir := t.TempDir()
+	b, _ := json.Marshal(cases)
+	if err := os.WriteFile(filepath.Join(dir, "cases.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(python, "testdata/pil_clips.py", filepath.Join(dir, "cases.json"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("pil_clips.py: %v\n%s", err, out)
+	}
+	for i := range cases {
+		want, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%d.raw", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[i], want) {
+			t.Fatalf("clip %d (%+v): differs from Pillow's: %s", i, cases[i], diff(got[i], want, 96))
+		}
+	}
+	t.Logf("%d clips of 8 frames equal to Pillow's from PyAV's frames", len(cases))
+}
+
+// TestClipLayouts: TCHW and CTHW are THWC's axes moved, nothing else.
+func TestClipLayouts(t *testing.T) {
+	d := fixtureNamed(t, "h264-b-1s")
+	p, err := transform.New("eval", transform.Spec{Ops: []transform.Op{
+		{Op: transform.OpResize, Size: transform.Size{H: 50, W: 50, Square: true}},
+		{Op: transform.OpCenterCrop, Size: transform.Size{H: 48, W: 64}},
+	}}, transform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := NewDecoder(Options{})
+	defer dec.Close()
+	clips := windowClips(d, []int{1, 30}, 5, 3)
+	outs := map[Layout][][]byte{}
+	for _, l := range []Layout{THWC, TCHW, CTHW} {
+		c, err := NewClips(p, d.stream(), clips, l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[l] = decodeClips(t, dec, d, c)
+	}
+	for i := range clips {
+		off, shape, _ := transform.NPYDataOffset(outs[THWC][i])
+		T, H, W := shape[0], shape[1], shape[2]
+		base := outs[THWC][i][off:]
+		for _, l := range []Layout{TCHW, CTHW} {
+			o, sh, _ := transform.NPYDataOffset(outs[l][i])
+			want := []int{T, 3, H, W}
+			if l == CTHW {
+				want = []int{3, T, H, W}
+			}
+			if fmt.Sprint(sh) != fmt.Sprint(want) {
+				t.Fatalf("%s shape %v, want %v", l, sh, want)
+			}
+			arr := outs[l][i][o:]
+			for tt := range T {
+				for ch := range 3 {
+					for px := range H * W {
+						at := (tt*3+ch)*H*W + px
+						if l == CTHW {
+							at = (ch*T+tt)*H*W + px
+						}
+						if arr[at] != base[(tt*H*W+px)*3+ch] {
+							t.Fatalf("%s clip %d: frame %d channel %d pixel %d differs from THWC's", l, i, tt, ch, px)
+						}
+					}
+				}
+			}
+		}
 	}
 }
