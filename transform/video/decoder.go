@@ -57,7 +57,7 @@ type decoded struct {
 	bytes         int64 // the frame's planes, unpadded
 	corrupt       bool
 	errors        int
-	said          string // the decoder's last error message, if flagged
+	said          string // the decoder's first error message, if flagged
 }
 
 // Decoder decodes runs of packets into RGB frames with a pool of

@@ -28,7 +28,7 @@ typedef struct {
 	uint8_t *rgb[4];
 	int rgb_ls[4];
 	int rgb_w, rgb_h;
-	char said[256]; // the decoder's last error message since the last packet
+	char said[256]; // the decoder's first error message since the last packet
 } brand_dec;
 
 typedef struct {
@@ -46,7 +46,7 @@ static void brand_log(void *avcl, int level, const char *fmt, va_list vl) {
 	if (level > AV_LOG_ERROR || avcl == NULL) return;
 	if (*(const AVClass **)avcl != avcodec_get_class()) return;
 	brand_dec *d = ((AVCodecContext *)avcl)->opaque;
-	if (d == NULL) return;
+	if (d == NULL || d->said[0]) return; // the first error is the cause
 	vsnprintf(d->said, sizeof d->said, fmt, vl);
 	size_t n = strlen(d->said);
 	while (n > 0 && (d->said[n-1] == '\n' || d->said[n-1] == ' ')) d->said[--n] = 0;
@@ -66,7 +66,7 @@ static void brand_err(brand_dec *d, int e, char *msg, size_t n) {
 	}
 }
 
-// brand_said copies the decoder's last error message into msg.
+// brand_said copies the decoder's first error message into msg.
 static void brand_said(brand_dec *d, char *msg, size_t n) {
 	snprintf(msg, n, "%s", d->said);
 }
