@@ -204,18 +204,18 @@ func avcLayout(x []byte) layout {
 	if len(sps) < 4 || sps[0]&0x1f != 7 {
 		return layout{}
 	}
-	profile := sps[1]
+	switch sps[1] { // profile_idc: only these state a chroma format and bit depth
+	case 100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135:
+	default:
+		return makeLayout(1, 8)
+	}
 	r := bitReader{b: sps[4:]}
 	r.ue() // seq_parameter_set_id
-	chroma, depth := 1, 8
-	switch profile {
-	case 100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135:
-		chroma = int(r.ue())
-		if chroma == 3 {
-			r.bit() // separate_colour_plane_flag
-		}
-		depth = 8 + int(max(r.ue(), r.ue()))
+	chroma := int(r.ue())
+	if chroma == 3 {
+		r.bit() // separate_colour_plane_flag
 	}
+	depth := 8 + int(max(r.ue(), r.ue()))
 	if r.bad || chroma > 3 {
 		return layout{}
 	}
