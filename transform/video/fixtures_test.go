@@ -30,6 +30,8 @@ type fixture struct {
 	args []string
 	// frames is the source's length.
 	frames int
+	// packetsOnly skips PyAV's decode (the benchmark's video).
+	packetsOnly bool
 	// remux, when set, is a second pass's arguments, copying the
 	// stream (-c copy): what sets a display matrix in ffmpeg 5.1.
 	remux []string
@@ -190,7 +192,7 @@ func load(t testing.TB, f fixture) *dump {
 	pyav, _ := exec.Command(python, "-c", "import av; print(av.__version__, av.library_versions)").Output()
 	args := append([]string{"-v", "error", "-y", "-f", "lavfi", "-i", f.in, "-frames:v", fmt.Sprint(f.frames)}, f.args...)
 	h := sha256.New()
-	fmt.Fprintf(h, "%q\n%q\n%s\n%s\n%s", args, f.remux, version, pyav, src)
+	fmt.Fprintf(h, "%q\n%q\n%v\n%s\n%s\n%s", args, f.remux, f.packetsOnly, version, pyav, src)
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
@@ -219,7 +221,11 @@ func load(t testing.TB, f fixture) *dump {
 				t.Fatal(err)
 			}
 		}
-		if out, err := exec.CommandContext(ctx, python, script, filepath.Join(tmp, f.name+".mp4"), tmp).CombinedOutput(); err != nil {
+		dumpArgs := []string{script, video, tmp}
+		if f.packetsOnly {
+			dumpArgs = append(dumpArgs, "--packets-only")
+		}
+		if out, err := exec.CommandContext(ctx, python, dumpArgs...).CombinedOutput(); err != nil {
 			t.Fatalf("pyav_dump.py %s: %v\n%s", f.name, err, out)
 		}
 		if err := os.WriteFile(filepath.Join(tmp, "done"), nil, 0o644); err != nil {
@@ -248,6 +254,9 @@ func load(t testing.TB, f fixture) *dump {
 		t.Fatal(err)
 	}
 	d.byPTS = make(map[int64]int, len(d.Frames))
+	if !f.packetsOnly && len(d.Frames) == 0 {
+		t.Fatalf("%s: PyAV decoded no frame", f.name)
+	}
 	for i, fr := range d.Frames {
 		if fr.Width != d.Width || fr.Height != d.Height {
 			t.Fatalf("%s: PyAV's frame %d is %d×%d, the stream %d×%d", f.name, i, fr.Width, fr.Height, d.Width, d.Height)

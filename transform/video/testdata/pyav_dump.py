@@ -1,4 +1,4 @@
-"""pyav_dump.py VIDEO OUTDIR: what package video's tests need of a video,
+"""pyav_dump.py VIDEO OUTDIR [--packets-only]: what package video's tests need of a video,
 read with PyAV (Debian's python3-av), the reference the decoder is held to.
 
 Writes into OUTDIR:
@@ -13,7 +13,8 @@ Writes into OUTDIR:
   frames.raw   every frame of that decode as frame.to_ndarray(format="rgb24"),
                height x width x 3 bytes each, in the same order.
 
-The decode is PyAV's own (container.decode), from the start of the file:
+With --packets-only, frames.raw is not written (the benchmark's longer
+video needs only its packets). The decode is PyAV's own (container.decode), from the start of the file:
 the frames a whole-file decode gives, which package video must reproduce
 byte for byte from any keyframe group.
 """
@@ -40,7 +41,7 @@ def probe(video):
     return s["codec_name"], rotation
 
 
-def main(video, out):
+def main(video, out, packets_only=False):
     os.makedirs(out, exist_ok=True)
     packets = []
     with av.open(video) as c, open(os.path.join(out, "packets.bin"), "wb") as pb:
@@ -67,6 +68,12 @@ def main(video, out):
             "packets": packets,
         }
     frames = []
+    if packets_only:
+        info["frames"] = []
+        with open(os.path.join(out, "stream.json"), "w") as f:
+            json.dump(info, f, indent=1)
+        open(os.path.join(out, "frames.raw"), "wb").close()
+        return
     with av.open(video) as c, open(os.path.join(out, "frames.raw"), "wb") as fr:
         for f in c.decode(video=0):
             a = f.to_ndarray(format="rgb24")
@@ -80,4 +87,4 @@ def main(video, out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3:] == ["--packets-only"])
