@@ -389,3 +389,30 @@ func TestClipLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestRotationReported: a stream's display matrix (90° here, as ffprobe
+// reads it) is reported with its clips, and the frames are served as
+// stored — 176×100, equal to PyAV's, which does not turn them.
+func TestRotationReported(t *testing.T) {
+	d := fixtureNamed(t, "h264-rotate90")
+	if d.Rotation != 90 {
+		t.Fatalf("the fixture's rotation is %d, want 90", d.Rotation)
+	}
+	c, err := NewClips(nil, d.stream(), windowClips(d, []int{0}, 4, 1), THWC, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := NewDecoder(Options{})
+	defer dec.Close()
+	out := decodeClips(t, dec, d, c)
+	off, shape, _ := transform.NPYDataOffset(out[0])
+	if c.Rotation() != 90 || fmt.Sprint(shape) != "[4 100 176 3]" {
+		t.Fatalf("rotation %d, shape %v", c.Rotation(), shape)
+	}
+	for k := range 4 {
+		ref, _ := d.frame(d.Frames[k].PTS)
+		if !bytes.Equal(out[0][off+k*len(ref):off+(k+1)*len(ref)], ref) {
+			t.Fatalf("frame %d differs from PyAV's", k)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/brandgw/brand/internal/memory"
 )
 
 // TestCover: runs start at the keyframe before each wanted frame (the
@@ -142,3 +144,7 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("prores: %v", err)
 	}
 }
+
+// The node's memory manager's decodes account is a Budget: what the
+// gateway's transform stage gives a Decoder.
+var _ Budget = (*memory.Account)(nil)
