@@ -154,6 +154,18 @@ func (c *Clips) Want() []int64 {
 	return w
 }
 
+// WantIn is the frames the clips name among the run's packets: what to
+// ask Decode for on a run Cover planned.
+func (c *Clips) WantIn(run Run) []int64 {
+	var w []int64
+	for _, p := range run.Packets {
+		if _, ok := c.slots[p.PTS]; ok {
+			w = append(w, p.PTS)
+		}
+	}
+	return w
+}
+
 // Rotation is the stream's display rotation, which the frames are not
 // turned by (Stream.Rotation): a client that displays them turns them.
 func (c *Clips) Rotation() int { return c.stream.Rotation }

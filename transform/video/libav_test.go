@@ -231,13 +231,8 @@ func decodeClips(t *testing.T, dec *Decoder, d *dump, c *Clips) [][]byte {
 		t.Fatal(err)
 	}
 	for _, sp := range spans {
-		var in []int64
-		for _, pts := range want {
-			if i := indexOf(d, pts); i >= sp.Start && i < sp.End {
-				in = append(in, pts)
-			}
-		}
-		if err := dec.Decode(context.Background(), d.run(sp), in, c.Put); err != nil {
+		run := d.run(sp)
+		if err := dec.Decode(context.Background(), run, c.WantIn(run), c.Put); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -215,3 +215,45 @@ func TestFootprintBound(t *testing.T) {
 		t.Logf("%s (%s): peak %d bytes, footprint %d (%.1f×)", f.name, streamLayout(d.stream(), mustCodec(d.Codec)), used, fp, float64(fp)/float64(used))
 	}
 }
+
+// TestCancelAndCallbackError: a cancelled context stops a run between
+// packets and returns its error; an error from the callback stops the
+// run and comes back unchanged; neither leaves a context open after
+// Close, and the decoder decodes the next run exactly.
+func TestCancelAndCallbackError(t *testing.T) {
+	d := fixtureNamed(t, "h264-b-1s")
+	dec := NewDecoder(Options{})
+	r, want := wholeGroup(d, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	err := dec.Decode(ctx, r, want, func(Frame) error {
+		if n++; n == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || n >= len(want) {
+		t.Fatalf("cancelled after 3 frames: %v, %d frames", err, n)
+	}
+	stop := errors.New("enough")
+	if err := dec.Decode(context.Background(), r, want, func(Frame) error { return stop }); err != stop {
+		t.Fatalf("the callback's error came back as %v", err)
+	}
+	if s := dec.Stats(); s.Live != 0 {
+		t.Fatalf("failed runs left %d contexts open", s.Live)
+	}
+	got := 0
+	if err := dec.Decode(context.Background(), r, want, func(f Frame) error {
+		if ref, _ := d.frame(f.PTS); string(ref) != string(f.RGB) {
+			return fmt.Errorf("pts %d differs", f.PTS)
+		}
+		got++
+		return nil
+	}); err != nil || got != len(want) {
+		t.Fatalf("the next run: %v, %d of %d frames", err, got, len(want))
+	}
+	dec.Close()
+	if s := dec.Stats(); s.Live != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
