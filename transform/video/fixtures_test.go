@@ -200,11 +200,16 @@ func load(t testing.TB, f fixture) *dump {
 	dir := filepath.Join(base, "brand", "video-fixtures", f.name+"-"+hex.EncodeToString(h.Sum(nil))[:16])
 	file := filepath.Join(dir, f.name+".mp4")
 	if _, err := os.Stat(filepath.Join(dir, "done")); err != nil {
-		tmp := dir + ".tmp"
-		os.RemoveAll(tmp)
-		if err := os.MkdirAll(tmp, 0o755); err != nil {
+		// Made beside, then renamed into place: another test process
+		// making the same fixture at once finds either none or all of it.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		video := filepath.Join(tmp, f.name+".mp4")
@@ -231,9 +236,13 @@ func load(t testing.TB, f fixture) *dump {
 		if err := os.WriteFile(filepath.Join(tmp, "done"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		os.RemoveAll(dir)
+		if _, done := os.Stat(filepath.Join(dir, "done")); done != nil {
+			os.RemoveAll(dir) // a partial one an interrupted run left
+		}
 		if err := os.Rename(tmp, dir); err != nil {
-			t.Fatal(err)
+			if _, done := os.Stat(filepath.Join(dir, "done")); done != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	d := &dump{dir: dir, file: file, fixture: f}
