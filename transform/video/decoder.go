@@ -182,19 +182,19 @@ func (d *Decoder) Decode(ctx context.Context, run Run, want []int64, each func(F
 		return err
 	}
 	d.runs.Add(1)
-	err = d.decode(ctx, p, run, at, exact, wanted, each)
+	err = d.decode(ctx, p, c, run, at, exact, wanted, each)
 	d.put(p, err == nil)
 	return err
 }
 
-func (d *Decoder) decode(ctx context.Context, p *pooled, run Run, at map[int64]int, exact []bool, wanted map[int64]bool, each func(Frame) error) error {
+func (d *Decoder) decode(ctx context.Context, p *pooled, c codec, run Run, at map[int64]int, exact []bool, wanted map[int64]bool, each func(Frame) error) error {
 	s := run.Stream
-	l := streamLayout(s, mustCodec(s.Codec))
+	l := streamLayout(s, c)
 	if !l.known {
 		l = worstLayout
 	}
 	// The most a frame's planes may take: what Footprint counted.
-	most := int64(s.Width) * int64(s.Height) * int64(l.quarters*l.bytes) / 4
+	most := l.frameBytes(s.Width, s.Height)
 	got := make([]bool, len(run.Packets))
 	served := 0
 	take := func() error {
@@ -279,14 +279,6 @@ func unwrapCallback(wrapped, err error) error {
 		return ce.err
 	}
 	return wrapped
-}
-
-func mustCodec(name string) codec {
-	c, err := parseCodec(name)
-	if err != nil {
-		panic(err)
-	}
-	return c
 }
 
 // poolKey names the contexts a run may reuse: same codec, size,

@@ -71,6 +71,8 @@ var fixtures = []fixture{
 		args: []string{"-c:v", "libx265", "-x265-params", "keyint=10:min-keyint=10:scenecut=0:log-level=error", "-pix_fmt", "yuv420p10le", "-tag:v", "hvc1"}},
 	{name: "vp9-1s", in: small, frames: 60, what: "VP9 with hidden alt-ref frames (superframes)",
 		args: []string{"-c:v", "libvpx-vp9", "-g", "25", "-keyint_min", "25", "-auto-alt-ref", "1", "-lag-in-frames", "16", "-deadline", "good", "-cpu-used", "8", "-b:v", "300k"}},
+	{name: "vp9-odd", in: "testsrc2=size=171x97:rate=25", frames: 30, what: "VP9 4:2:0 at an odd size (chroma planes rounded up)",
+		args: []string{"-c:v", "libvpx-vp9", "-g", "10", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "200k", "-pix_fmt", "yuv420p"}},
 	{name: "av1-1s", in: small, frames: 30, what: "AV1 (decoded by libdav1d, as PyAV decodes it)",
 		args: []string{"-c:v", "libsvtav1", "-g", "25", "-preset", "12", "-pix_fmt", "yuv420p"}},
 }

@@ -212,7 +212,7 @@ func TestFootprintBound(t *testing.T) {
 		if used > fp {
 			t.Errorf("%s: a decode took %d bytes, its footprint is %d", f.name, used, fp)
 		}
-		t.Logf("%s (%s): peak %d bytes, footprint %d (%.1f×)", f.name, streamLayout(d.stream(), mustCodec(d.Codec)), used, fp, float64(fp)/float64(used))
+		t.Logf("%s (%s): peak %d bytes, footprint %d (%.1f×)", f.name, layoutOf(t, d.stream()), used, fp, float64(fp)/float64(used))
 	}
 }
 
@@ -256,4 +256,12 @@ func TestCancelAndCallbackError(t *testing.T) {
 	if s := dec.Stats(); s.Live != 0 {
 		t.Fatalf("%+v", s)
 	}
+}
+
+func layoutOf(t *testing.T, s Stream) layout {
+	c, err := parseCodec(s.Codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return streamLayout(s, c)
 }
