@@ -25,6 +25,9 @@ scripts/ensure-numpy.sh
 scripts/ensure-duckdb.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 scripts/ensure-sentencepiece.sh
+# ffmpeg and ffprobe, which make format/video's test videos and read them
+# independently.
+scripts/ensure-ffmpeg.sh
 # torch, which the integration test of a Hub-layout Parquet dataset runs
 # PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
 # what a missing one means).

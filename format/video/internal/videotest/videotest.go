@@ -1,0 +1,268 @@
+// Package videotest makes the video files format/video's tests read, with
+// an independent writer — the ffmpeg command (Debian's FFmpeg 5.1, which
+// scripts/ensure-ffmpeg.sh installs) — and reads what an independent
+// reader, ffprobe, finds in them. Without the commands a test skips, or
+// fails when CI=true.
+package videotest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Tools returns the paths of ffmpeg and ffprobe.
+func Tools(t testing.TB) (ffmpeg, ffprobe string) {
+	t.Helper()
+	ffmpeg, err1 := exec.LookPath("ffmpeg")
+	ffprobe, err2 := exec.LookPath("ffprobe")
+	if err1 != nil || err2 != nil {
+		msg := "no ffmpeg or ffprobe (run scripts/ensure-ffmpeg.sh)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI=true: failing")
+		}
+		t.Skip(msg)
+	}
+	return ffmpeg, ffprobe
+}
+
+// A Fixture is a video ffmpeg writes from its test source: Args are
+// ffmpeg's output options, Encoder the encoder it needs.
+type Fixture struct {
+	Name    string
+	Input   []string // the input options (a lavfi source)
+	Args    []string
+	Encoder string
+}
+
+// source is a small test picture, d seconds at r frames a second.
+func source(size string, r, d int) []string {
+	return []string{"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%s:rate=%d:duration=%d", size, r, d)}
+}
+
+// Fixtures are the videos the tests read: H.264 with and without
+// B-frames, a keyframe every second and every ten seconds, variable frame
+// rate, moov first and last, fragmented, an open GOP, audio interleaved,
+// a cut with an edit list, QuickTime, H.265, VP9 and AV1.
+var Fixtures = []Fixture{
+	{"h264.mp4", source("64x48", 25, 3), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "25"}, "libx264"},
+	{"h264-bframes.mp4", source("64x48", 25, 3), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "25", "-movflags", "+faststart"}, "libx264"},
+	{"h264-gop10s.mp4", source("64x48", 10, 12), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "3", "-g", "100", "-keyint_min", "100", "-sc_threshold", "0"}, "libx264"},
+	{"h264-vfr.mp4", source("64x48", 25, 4), []string{"-vf", "select='lt(mod(n\\,10)\\,6)+eq(n\\,37)'", "-fps_mode", "vfr", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "12"}, "libx264"},
+	{"h264-frag.mp4", source("64x48", 25, 3), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "25", "-movflags", "frag_keyframe+empty_moov"}, "libx264"},
+	{"h264-frag-sidx.mp4", source("64x48", 25, 3), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "10", "-movflags", "dash+frag_keyframe+empty_moov+global_sidx+default_base_moof"}, "libx264"},
+	{"h264-opengop.mp4", source("64x48", 25, 3), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "3", "-g", "20", "-x264-params", "open-gop=1:keyint=20:min-keyint=20:scenecut=0"}, "libx264"},
+	{"h264-audio.mp4", append(source("64x48", 25, 3), "-f", "lavfi", "-i", "sine=frequency=440:duration=3"), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2", "-g", "25", "-c:a", "aac", "-b:a", "32k"}, "libx264"},
+	{"h264.mov", source("64x48", 25, 2), []string{"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "1", "-g", "15"}, "libx264"},
+	{"hevc.mp4", source("64x48", 25, 3), []string{"-c:v", "libx265", "-tag:v", "hvc1", "-x265-params", "keyint=25:min-keyint=25:bframes=3:log-level=error"}, "libx265"},
+	{"hevc-hev1.mp4", source("64x48", 25, 2), []string{"-c:v", "libx265", "-x265-params", "keyint=10:log-level=error", "-movflags", "+faststart"}, "libx265"},
+	{"vp9.mp4", source("64x48", 25, 3), []string{"-c:v", "libvpx-vp9", "-g", "25", "-deadline", "realtime", "-cpu-used", "8"}, "libvpx-vp9"},
+	{"av1.mp4", source("64x64", 25, 3), []string{"-c:v", "libsvtav1", "-g", "25", "-preset", "12", "-svtav1-params", "log-level=0"}, "libsvtav1"},
+}
+
+// Make writes the named fixtures (every one when names is empty) into
+// dir and returns their paths by name. A fixture whose encoder this
+// ffmpeg lacks is left out (the tests name the encoders they need).
+func Make(t testing.TB, dir string, names ...string) map[string]string {
+	t.Helper()
+	ffmpeg, _ := Tools(t)
+	have := encoders(t, ffmpeg)
+	out := map[string]string{}
+	for _, f := range Fixtures {
+		if len(names) > 0 && !contains(names, f.Name) {
+			continue
+		}
+		if !have[f.Encoder] {
+			t.Logf("ffmpeg has no %s encoder: no %s", f.Encoder, f.Name)
+			continue
+		}
+		path := filepath.Join(dir, f.Name)
+		args := append([]string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y"}, f.Input...)
+		args = append(append(args, f.Args...), "-map_metadata", "-1", "-fflags", "+bitexact", path)
+		Run(t, ffmpeg, args...)
+		out[f.Name] = path
+	}
+	return out
+}
+
+// Cut writes a copy of src from ss seconds on with stream copy, as a
+// user trimming a video does: its edit list starts inside a GOP.
+func Cut(t testing.TB, src, dst string, ss string) {
+	t.Helper()
+	ffmpeg, _ := Tools(t)
+	Run(t, ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-ss", ss, "-i", src, "-c", "copy", dst)
+}
+
+// Concat writes the videos srcs one after the other into dst without
+// re-encoding, with moov first, as LeRobot's concatenate_video_files does
+// (FFmpeg's concat demuxer, stream copy, faststart).
+func Concat(t testing.TB, dst string, srcs ...string) {
+	t.Helper()
+	ffmpeg, _ := Tools(t)
+	var list strings.Builder
+	list.WriteString("ffconcat version 1.0\n")
+	for _, s := range srcs {
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&list, "file '%s'\n", abs)
+	}
+	lf := dst + ".ffconcat"
+	if err := os.WriteFile(lf, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(lf)
+	Run(t, ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "concat", "-safe", "0", "-i", lf, "-c", "copy", "-movflags", "+faststart", dst)
+}
+
+// Run runs a command and fails the test with its output if it fails.
+func Run(t testing.TB, name string, args ...string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+func encoders(t testing.TB, ffmpeg string) map[string]bool {
+	out := Run(t, ffmpeg, "-hide_banner", "-encoders")
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		// " V....D libx264   libx264 H.264 ...": capabilities, then the name.
+		if f := strings.Fields(line); len(f) >= 2 && len(f[0]) == 6 && (f[0][0] == 'V' || f[0][0] == 'A') {
+			have[f[1]] = true
+		}
+	}
+	return have
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Packet is one packet of the first video stream as ffprobe shows it.
+type Packet struct {
+	PTS, DTS int64
+	Size     int64
+	Pos      int64
+	Key      bool
+	Discard  bool
+	Hash     string // "SHA256:..." of its bytes
+}
+
+// Frame is one decoded frame as ffprobe shows it.
+type Frame struct {
+	PTS    int64
+	PktPos int64
+	Key    bool
+}
+
+// Stream is the first video stream as ffprobe shows it.
+type Stream struct {
+	Codec         string
+	Width, Height int
+	TimeBase      string
+	ExtradataSize int
+	ExtradataHash string
+	Rotation      int // the display matrix's rotation, counterclockwise degrees as FFmpeg states it
+}
+
+// Probe is what ffprobe finds in a file's first video stream.
+type Probe struct {
+	Stream  Stream
+	Packets []Packet
+	Frames  []Frame
+}
+
+// ProbeFile runs ffprobe on path: its first video stream, every packet of
+// it (with its bytes' SHA-256) and every frame its decoder outputs.
+func ProbeFile(t testing.TB, path string) Probe {
+	t.Helper()
+	_, ffprobe := Tools(t)
+	// Packets and frames in two runs: together ffprobe interleaves them
+	// in one list.
+	out := Run(t, ffprobe, "-v", "error", "-select_streams", "v:0", "-show_data_hash", "sha256",
+		"-show_streams", "-show_packets",
+		"-show_entries", "stream=codec_name,width,height,time_base,extradata_size,extradata_hash:stream_side_data=rotation:packet=pts,dts,size,pos,flags,data_hash",
+		"-of", "json", path)
+	frames := Run(t, ffprobe, "-v", "error", "-select_streams", "v:0", "-show_frames",
+		"-show_entries", "frame=pts,pkt_pos,key_frame", "-of", "json", path)
+	var raw struct {
+		Streams []struct {
+			Codec         string `json:"codec_name"`
+			Width         int    `json:"width"`
+			Height        int    `json:"height"`
+			TimeBase      string `json:"time_base"`
+			ExtradataSize int    `json:"extradata_size"`
+			ExtradataHash string `json:"extradata_hash"`
+			SideData      []struct {
+				Rotation int `json:"rotation"`
+			} `json:"side_data_list"`
+		} `json:"streams"`
+		Packets []struct {
+			PTS   *int64 `json:"pts"`
+			DTS   *int64 `json:"dts"`
+			Size  string `json:"size"`
+			Pos   string `json:"pos"`
+			Flags string `json:"flags"`
+			Hash  string `json:"data_hash"`
+		} `json:"packets"`
+		Frames []struct {
+			PTS    *int64 `json:"pts"`
+			PktPos string `json:"pkt_pos"`
+			Key    int    `json:"key_frame"`
+		} `json:"frames"`
+	}
+	if err := json.Unmarshal(out, &raw); err != nil {
+		t.Fatalf("ffprobe %s: %v", path, err)
+	}
+	if err := json.Unmarshal(frames, &raw); err != nil {
+		t.Fatalf("ffprobe %s: %v", path, err)
+	}
+	var p Probe
+	if len(raw.Streams) != 1 {
+		t.Fatalf("ffprobe %s: %d video streams", path, len(raw.Streams))
+	}
+	s := raw.Streams[0]
+	p.Stream = Stream{Codec: s.Codec, Width: s.Width, Height: s.Height, TimeBase: s.TimeBase, ExtradataSize: s.ExtradataSize, ExtradataHash: s.ExtradataHash}
+	for _, sd := range s.SideData {
+		p.Stream.Rotation = sd.Rotation
+	}
+	num := func(s string) int64 {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ffprobe %s: %q: %v", path, s, err)
+		}
+		return n
+	}
+	for _, k := range raw.Packets {
+		if k.PTS == nil || k.DTS == nil {
+			t.Fatalf("ffprobe %s: a packet without timestamps", path)
+		}
+		p.Packets = append(p.Packets, Packet{PTS: *k.PTS, DTS: *k.DTS, Size: num(k.Size), Pos: num(k.Pos),
+			Key: strings.Contains(k.Flags, "K"), Discard: strings.Contains(k.Flags, "D"), Hash: k.Hash})
+	}
+	for _, f := range raw.Frames {
+		if f.PTS == nil {
+			t.Fatalf("ffprobe %s: a frame without a PTS", path)
+		}
+		p.Frames = append(p.Frames, Frame{PTS: *f.PTS, PktPos: num(f.PktPos), Key: f.Key == 1})
+	}
+	return p
+}
