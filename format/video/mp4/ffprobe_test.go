@@ -3,10 +3,12 @@ package mp4
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/format/video/internal/videotest"
@@ -37,11 +39,39 @@ func TestFFprobe(t *testing.T) {
 	cut := filepath.Join(dir, "h264-cut.mp4")
 	videotest.Cut(t, paths["h264-bframes.mp4"], cut, "1.3")
 	paths["h264-cut.mp4"] = cut
+	// Rotated: the tkhd matrix rewritten in place (FFmpeg 5.1's muxer has
+	// no option that writes one), read back by ffprobe as its display
+	// matrix.
+	const one, neg = 1 << 16, -1 << 16
+	for deg, m := range map[int][4]int32{90: {0, one, neg, 0}, 180: {neg, 0, 0, neg}, 270: {0, neg, one, 0}} {
+		b, err := os.ReadFile(paths["h264.mp4"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := findBox(t, b, "moov", "trak", "tkhd") + 8 + 4 + 20 + 16
+		for i, v := range []int32{m[0], m[1], 0, m[2], m[3]} {
+			binary.BigEndian.PutUint32(b[o+4*i:], uint32(v))
+		}
+		name := fmt.Sprintf("h264-rotated%d.mp4", deg)
+		paths[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(paths[name], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, path := range paths {
 		t.Run(name, func(t *testing.T) {
 			f, b := indexFile(t, path)
 			p := videotest.ProbeFile(t, path)
 			compareProbe(t, f, b, p)
+			if strings.HasPrefix(name, "h264-rotated") && f.Video.Rotation == 0 {
+				t.Error("not rotated")
+			}
+			r := &recorder{b: b}
+			if _, err := Index(context.Background(), r, int64(len(b)), Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			checkMetadataOnly(t, b, r.reads)
+			t.Logf("%d bytes, moov %d bytes at %d, %d fragments: %d reads of %d bytes", len(b), f.Moov.Len, f.Moov.Off, f.Fragments, f.Reads, f.BytesRead)
 		})
 	}
 }

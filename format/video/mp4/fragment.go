@@ -183,6 +183,15 @@ func (fs *fragments) trun(c box, base, dts int64, dur, size, flags uint32, video
 	}
 	off := base + int64(dataOffset)
 	rows := r.b
+	if !video && fl&trunSize == 0 {
+		// Another track's samples matter only for where its data ends, and
+		// a count with no per-sample sizes costs no bytes: no loop over it.
+		end := off + int64(n)*int64(size)
+		if size == 0 || size > maxSampleSize || off < 0 || end > fs.fileSize {
+			return 0, 0, errorf(ErrInvalid, "the trun at %d (%d samples of %d bytes at %d) lies past the end of the file (%d bytes)", c.off, n, size, off, fs.fileSize)
+		}
+		return end, dts, nil
+	}
 	for i := range int(n) {
 		d, s, f := dur, size, firstFlags
 		if i > 0 {

@@ -10,8 +10,10 @@ import (
 )
 
 // headerBytes is what a top-level box header read asks for: a header
-// with a 64-bit size.
-const headerBytes = 16
+// with a 32-bit size, the common one. One with a 64-bit size takes a
+// second read of 8 bytes, so that no read ever reaches into an mdat's
+// media.
+const headerBytes = 8
 
 // topLevel are the box types a file may start with: anything else is not
 // an ISO-BMFF, MP4 or QuickTime file.
@@ -64,6 +66,9 @@ func (f *fetcher) header(off int64) (typ string, size, hdr int64, err error) {
 	case 0:
 		size = f.size - off
 	case 1:
+		if b, err = f.get(off, 16); err != nil {
+			return "", 0, 0, err
+		}
 		if len(b) < 16 {
 			return "", 0, 0, errorf(ErrInvalid, "box %q at %d: its 64-bit size is cut off by the end of the file", typ, off)
 		}
@@ -103,12 +108,18 @@ func Index(ctx context.Context, src Source, size int64, lim Limits) (*File, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if boxes == 0 {
+			b, err := f.get(0, 8)
+			if err != nil {
+				return nil, err
+			}
+			if len(b) == 8 && !topLevel[fourcc(b[4:])] {
+				return nil, errorf(ErrInvalid, "not an MP4 or QuickTime file: it starts with %q", b)
+			}
+		}
 		typ, bsize, hdr, err := f.header(off)
 		if err != nil {
 			return nil, err
-		}
-		if boxes == 0 && !topLevel[typ] {
-			return nil, errorf(ErrInvalid, "not an MP4 or QuickTime file: it starts with %q", typ)
 		}
 		// body reads a metadata box's payload, and the next box's header
 		// with it.
