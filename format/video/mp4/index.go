@@ -254,7 +254,7 @@ func buildTrack(mv *movie, frags *fragments, size int64, lim Limits) (*Track, er
 	if len(t.Samples) == 0 {
 		return nil, errorf(ErrInvalid, "the video track has no samples")
 	}
-	t.Frames, t.GOPs = framesAndGOPs(t.Samples)
+	t.Frames, t.GOPs = Derive(t.Samples)
 	if len(t.Frames) == 0 {
 		return nil, errorf(ErrInvalid, "the video track's edit list discards every one of its %d samples: no frame would be shown", len(t.Samples))
 	}
@@ -268,9 +268,12 @@ func framesOf(fs *fragments) []Sample {
 	return fs.samples
 }
 
-// framesAndGOPs sorts the samples that are shown into presentation order
-// and groups the samples into GOPs.
-func framesAndGOPs(ss []Sample) ([]Frame, []GOP) {
+// Derive returns the frames and GOPs of a track whose samples, in decode
+// order, are ss: the samples shown sorted into presentation order, and
+// the samples grouped from each sync sample to the next (Track.Frames,
+// Track.GOPs). A description that keeps only the samples derives the
+// rest again with it.
+func Derive(ss []Sample) ([]Frame, []GOP) {
 	var gops []GOP
 	gop := make([]int32, len(ss))
 	for i, s := range ss {
