@@ -266,3 +266,64 @@ func ProbeFile(t testing.TB, path string) Probe {
 	}
 	return p
 }
+
+// DuckDB returns node and the node_modules directory holding DuckDB's
+// Node.js API (scripts/ensure-duckdb.sh installs it), or skips; with
+// CI=true it fails. root is the module's root directory.
+func DuckDB(t testing.TB, root string) (node, modules string) {
+	t.Helper()
+	missing := func(msg string) {
+		msg = "DuckDB: " + msg + " (run scripts/ensure-duckdb.sh)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI=true: failing")
+		}
+		t.Skip(msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("no node")
+	}
+	out, err := exec.Command(filepath.Join(root, "scripts", "ensure-duckdb.sh"), "--print-path").Output()
+	if err != nil {
+		missing(fmt.Sprintf("scripts/ensure-duckdb.sh --print-path: %v", err))
+	}
+	modules = filepath.Join(strings.TrimSpace(string(out)), "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@duckdb", "node-api")); err != nil {
+		missing("no @duckdb/node-api in " + modules)
+	}
+	return node, modules
+}
+
+// Duration is a video's first video stream's duration in seconds, as
+// LeRobot's get_video_duration_in_s takes it (the stream's duration times
+// its time base), from ffprobe.
+func Duration(t testing.TB, path string) float64 {
+	t.Helper()
+	_, ffprobe := Tools(t)
+	out := Run(t, ffprobe, "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=duration_ts,time_base", "-of", "json", path)
+	var raw struct {
+		Streams []struct {
+			DurationTS int64  `json:"duration_ts"`
+			TimeBase   string `json:"time_base"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(out, &raw); err != nil || len(raw.Streams) != 1 {
+		t.Fatalf("ffprobe %s: %v", path, err)
+	}
+	var num, den int64
+	if _, err := fmt.Sscanf(raw.Streams[0].TimeBase, "%d/%d", &num, &den); err != nil || den == 0 {
+		t.Fatalf("ffprobe %s: time base %q", path, raw.Streams[0].TimeBase)
+	}
+	return float64(raw.Streams[0].DurationTS) * float64(num) / float64(den)
+}
+
+// Encode writes a video of frames frames at fps, size size, with the
+// ffmpeg output options args (an encoder and its settings), from
+// testsrc2 started seek frames in so that episodes differ.
+func Encode(t testing.TB, dst, size string, fps, frames, seek int, args ...string) {
+	t.Helper()
+	ffmpeg, _ := Tools(t)
+	in := []string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f", "lavfi", "-i",
+		fmt.Sprintf("testsrc2=size=%s:rate=%d", size, fps), "-vf", fmt.Sprintf("trim=start_frame=%d:end_frame=%d,setpts=PTS-STARTPTS", seek, seek+frames)}
+	Run(t, ffmpeg, append(append(in, args...), "-map_metadata", "-1", "-fflags", "+bitexact", dst)...)
+}
