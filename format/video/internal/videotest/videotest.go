@@ -442,4 +442,3 @@ func writeJSON(t testing.TB, path string, v any) {
 		t.Fatal(err)
 	}
 }
-
