@@ -48,6 +48,11 @@ func (LeRobotFormat) Detect(objs []format.Object) bool {
 	return info && eps
 }
 
+// Supersedes implements format.Supersedes: a LeRobot dataset's tables are
+// Parquet files, and its videos MP4 files, which format/parquet and a
+// tree of videos would each recognise alone.
+func (LeRobotFormat) Supersedes() []string { return []string{"parquet", "video"} }
+
 // Open returns the decoder of a LeRobot dataset Index described.
 func (LeRobotFormat) Open(meta []byte) (format.Decoder, error) {
 	d, err := decodeMeta(meta)

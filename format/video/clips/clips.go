@@ -297,3 +297,52 @@ func Ranges(d *video.Dataset, gops []GOP) map[int][]format.Range {
 	}
 	return out
 }
+
+// Reach returns the layout chunks any clip of sample n may need, in any
+// epoch: a tree's sample's whole segment's (wherever its clip starts in
+// it), a LeRobot sample's own (it has no randomness). A planner sums
+// them over a window's samples before any clip is drawn.
+func (s *Space) Reach(n int) ([]int, error) {
+	if n < 0 || n >= s.Samples() {
+		return nil, fmt.Errorf("%w: sample %d of %d", ErrInvalid, n, s.Samples())
+	}
+	if s.d.LeRobot != nil {
+		c, err := s.anchor(n)
+		return c.Chunks, err
+	}
+	v := sort.Search(len(s.first)-1, func(v int) bool { return s.first[v+1] > n })
+	a := (n - s.first[v]) * s.p.Step
+	last := min(a+s.p.Step-1, s.length[v]-s.p.span()) + s.p.span() - 1
+	t := &s.d.Videos[v].Track
+	lo, hi := int(t.Frames[s.source(v, a)].GOP), int(t.Frames[s.source(v, last)].GOP)
+	if lo > 0 && t.GOPs[lo].Leading {
+		lo--
+	}
+	var out []int
+	for c := s.d.ChunkOf(v, lo); c <= s.d.ChunkOf(v, hi); c++ {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// UnitChunks returns the layout chunks the samples of unit u may need
+// (Reach's, together), ascending.
+func (s *Space) UnitChunks(u int) ([]int, error) {
+	if u < 0 || u >= len(s.counts) {
+		return nil, fmt.Errorf("%w: unit %d of %d", ErrInvalid, u, len(s.counts))
+	}
+	first := 0
+	for _, n := range s.counts[:u] {
+		first += n
+	}
+	var out []int
+	for n := first; n < first+s.counts[u]; n++ {
+		r, err := s.Reach(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

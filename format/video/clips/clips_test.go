@@ -402,3 +402,38 @@ func containsGOP(s []GOP, g GOP) bool {
 	}
 	return false
 }
+
+// TestReach: whatever the epoch, a clip's chunks are within its sample's
+// reach, and a unit's chunks hold its samples' reaches.
+func TestReach(t *testing.T) {
+	d := tree(t)
+	for _, p := range []Params{{Frames: 4, Stride: 2}, {Frames: 2, Step: 1000}, {Frames: 5, FPS: 4}} {
+		s, err := New(d, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range s.Samples() {
+			reach, err := s.Reach(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for epoch := range uint64(20) {
+				c, _ := s.Clip(5, epoch, n)
+				for _, ch := range c.Chunks {
+					if !contains(reach, ch) {
+						t.Fatalf("%+v sample %d epoch %d: chunk %d outside its reach %v", p, n, epoch, ch, reach)
+					}
+				}
+				u, err := s.UnitChunks(c.Unit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ch := range reach {
+					if !contains(u, ch) {
+						t.Fatalf("%+v sample %d: chunk %d of its reach not in unit %d's %v", p, n, ch, c.Unit, u)
+					}
+				}
+			}
+		}
+	}
+}
