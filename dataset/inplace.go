@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,6 +129,14 @@ func chooseFormat(fs []format.Format, name string, objs []format.Object) (format
 			found = append(found, f)
 		}
 	}
+	// A composite (format.Supersedes) wins over the formats it is built of.
+	var over []string
+	for _, f := range found {
+		if s, ok := f.(format.Supersedes); ok {
+			over = append(over, s.Supersedes()...)
+		}
+	}
+	found = slices.DeleteFunc(found, func(f format.Format) bool { return slices.Contains(over, f.Name()) })
 	switch len(found) {
 	case 1:
 		return found[0], nil

@@ -25,6 +25,9 @@ scripts/ensure-numpy.sh
 scripts/ensure-duckdb.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 scripts/ensure-sentencepiece.sh
+# ffmpeg and ffprobe, which make format/video's test videos and read them
+# independently.
+scripts/ensure-ffmpeg.sh
 # torch, which the integration test of a Hub-layout Parquet dataset runs
 # PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
 # what a missing one means).
@@ -59,8 +62,8 @@ go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 # request parsing (keys, ranges, preconditions, listing parameters), the
 # transform configuration's parser (--transform-config), the image
 # header readers that size a tensor before any pixel is decoded, and the
-# SentencePiece model loader and encoder, and the snappy decoder that
-# writes Parquet pages straight into their members.
+# SentencePiece model loader and encoder, the snappy decoder that
+# writes Parquet pages straight into their members, and the MP4 index.
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
@@ -68,6 +71,7 @@ go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
 go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 20s ./format/parquet
+go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 20s ./format/video/mp4
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root), and the

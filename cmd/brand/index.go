@@ -22,7 +22,7 @@ import (
 // runIndex is `brand index`: index a dataset where it is, never
 // rewriting or copying its objects — tar shards (a WebDataset dataset, or
 // chunks whose index must be rebuilt), or a dataset of a format served in
-// place (Parquet, MDS, Megatron: formats()), recognised from its listing
+// place (Parquet, MDS, Megatron, videos, LeRobot: formats()), recognised from its listing
 // or named by --format — writing the index, the manifest and the member
 // table or the format's description to --src or to --dst. Run over a
 // dataset packed before member tables, it adds one (docs/format.md §5).
@@ -42,7 +42,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&prefix, "prefix", "", "index only the objects whose keys (relative to --src) start with this")
 	fs.StringVar(&name, "name", "", "dataset name in the manifest (default: the last segment of the prefix or URL)")
 	fs.StringVar(&members, "members", "", "member extensions by field, comma-separated (label=cls,caption=txt), overriding the format's mapping (docs/format.md)")
-	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB)")
+	fs.Var(&chunk, "chunk-size", "target chunk size for formats that cut their own chunks (Megatron: spans of a .bin, default 64MiB; Parquet: consecutive row groups of a file, default 16MiB; video: runs of GOPs of a file, default 8MiB)")
 	fs.IntVar(&parallel, "parallel", dataset.DefaultParallel, "shards (tar), or metadata reads (other formats: 4 × this), at once")
 	fs.StringVar(&tok.tokens, "tokens", "", "a token dataset: the list-of-integers column whose rows are documents of tokens (Parquet list<int>, MDS integer ndarray); indexing reads that column once to count each document's tokens (docs/format.md §6.7)")
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
