@@ -20,8 +20,10 @@ import (
 //	// v.FromStep: the step the edit took effect from
 //
 // An edit from a step the job has read is refused, and the steps a job
-// has read run ahead of those it has trained on by its loaders' read-ahead
-// (Options.Ahead batches of each client, and whatever queues hold them).
+// has read run ahead of those it has trained on by its loaders' read-ahead:
+// Epoch keeps Options.Ahead batches requested beyond the one its caller
+// holds, so the first step not read is at most Ahead+1 batches on (more
+// with queues of batches between the client and the trainer).
 // An edit from the next step (api.EditFrom{Next: true}) lets the gateway
 // take the first step no loader has read, as it makes the edit: it is
 // never refused for a step read, and its answer names the step.
