@@ -126,6 +126,7 @@ type pythonReport struct {
 		Steps, Samples int
 		Datasets       map[string]int
 	}
+	Used    int // samples given to use(...)
 	Globals map[string]json.RawMessage
 }
 
@@ -306,6 +307,15 @@ func TestReadmeExamples(t *testing.T) {
 			if got := r.Epochs[e].Samples; got != demoSamples {
 				t.Errorf("the PyTorch loop read %d samples in epoch %s, want the demo's %d once each", got, e, demoSamples)
 			}
+		}
+		// python/README.md's first example, its client's, is the Go
+		// loop's in Python.
+		client := sectionBlocks(readmeBlocks(t, "../python/README.md"), "Client", "python")
+		if len(client) != 1 {
+			t.Fatalf("python/README.md's Client section has %d Python blocks, want one", len(client))
+		}
+		if r := runPythonBlock(t, py, client[0], work, demo.url, 1); r.Used != 7*64+64 {
+			t.Errorf("python/README.md's client loop used %d samples, want rank 2 of 4's %d", r.Used, 7*64+64)
 		}
 		goQuick := sectionBlocks(blocks, "Quick start", "go")
 		goTensors := sectionBlocks(blocks, "Tensors, not bytes", "go")

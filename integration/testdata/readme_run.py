@@ -8,7 +8,9 @@ SNIPPET.py is the README's block; every http://localhost:8080 in it is
 URL. When torch is importable, every step a BrandLoader of the snippet
 hands out is counted on its way, by epoch: steps, samples (the length of
 the step's first member), and each sample's dataset where a step names it
-(a mixture's "__dataset__"). Only the loader's first EPOCHS passes are
+(a mixture's "__dataset__"); and the samples given to use(...), which the
+READMEs write for what a trainer does with one. Only the loader's first
+EPOCHS passes are
 read (a loop of 90 epochs reads 2, the later passes empty): the READMEs'
 loops train for as long as a real run, the test for as long as it proves
 something. After the snippet, one JSON line: the counts, and each global
@@ -53,7 +55,14 @@ def main():
                 yield step
 
         bt.BrandLoader.__iter__ = watched
-    ns = {"__name__": "__main__"}
+    # use(...) stands, in the READMEs, for what the trainer does with a
+    # sample: here it counts them.
+    used = [0]
+
+    def use(*_):
+        used[0] += 1
+
+    ns = {"__name__": "__main__", "use": use}
     exec(compile(src, "README.md", "exec"), ns)
 
     def plain(v):
@@ -63,7 +72,7 @@ def main():
         except TypeError:
             return sorted(map(str, v)) if isinstance(v, dict) else repr(v)
 
-    print(json.dumps({"epochs": {str(e): c for e, c in counts.items()},
+    print(json.dumps({"epochs": {str(e): c for e, c in counts.items()}, "used": used[0],
                       "globals": {n: plain(ns.get(n)) for n in names}}))
 
 
