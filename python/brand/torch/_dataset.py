@@ -530,7 +530,8 @@ class BrandDataset(IterableDataset):
         :meth:`BrandLoader.read_ahead_steps` after the step the trainer is
         on. The workers read on under it from that step (the gateway names
         it when they ask for a step it changed), and :meth:`state_dict`
-        records it.
+        records it. The schedule is the job's: edit it on one rank (rank
+        0), every rank reads the edit.
 
         Raises:
             brand.ScheduleConflictError: ``from_step`` was read, or another
