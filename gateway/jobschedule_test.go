@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,6 +115,60 @@ func TestStoredScheduleEdits(t *testing.T) {
 		}
 		if v := resp.Header.Get(api.HeaderScheduleVersion); tc.status == http.StatusConflict && v != v2.Version {
 			t.Errorf("%s: Brand-Schedule-Version %q, want the current %s", tc.path, v, v2.Version)
+		}
+	}
+}
+
+// TestScheduleEditFromNext: a 409 refusing an edit says in fields what to
+// do instead — the first step an edit could start at, the current version
+// — and an edit with from_step "next" takes effect from the step after
+// every step served, which its answer names. The reproduction: a trainer
+// read latest_step from GET, edited from the step after, and got a 409
+// naming the step in prose only, its loaders having read on.
+func TestScheduleEditFromNext(t *testing.T) {
+	m := newMixFixture(t)
+	base := m.start(t)
+	st, v1, body := editSchedule(t, base, "0:web:0.5,code:0.3,books:0.2", 0, "")
+	if st != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	// Rank 0 of world 2 reads batches 0..7: steps 0..7 served.
+	for b := range 8 {
+		if resp, body := get(t, base+"/epoch/0/batch/"+strconv.Itoa(b)+"?world=2&job=run&schedule=latest"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	var refused api.Error
+	st, _, body = editSchedule(t, base, "5:web:1,code:1,books:1", 5, v1.Version)
+	if err := json.Unmarshal([]byte(body), &refused); st != http.StatusConflict || err != nil || refused.FirstEditableStep == nil || *refused.FirstEditableStep != 8 {
+		t.Fatalf("an edit from step 5 after step 7 was read: %d %s; want 409 with first_editable_step 8", st, body)
+	}
+	send := func(from any, sched, prev string) (int, storedVersion, api.Error) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"schedule": sched, "from_step": from, "base": prev})
+		resp, out := do(t, http.MethodPost, base+"/jobs/run/schedule", b)
+		var v storedVersion
+		var e api.Error
+		if resp.StatusCode < 300 {
+			_ = json.Unmarshal(out, &v)
+		} else {
+			_ = json.Unmarshal(out, &e)
+		}
+		return resp.StatusCode, v, e
+	}
+	st, v2, e := send("next", "next~+10:web:0,code:1,books:0", v1.Version)
+	if st != http.StatusOK || v2.FromStep != 8 || v2.Previous != v1.Version || !strings.HasSuffix(v2.Schedule, ";8~18:web:0,code:1,books:0") {
+		t.Fatalf("an edit from the next step: %d %+v %+v; want from step 8", st, v2, e)
+	}
+	if st, _, e := send("next", "next:web:1,code:1,books:1", v1.Version); st != http.StatusConflict || e.ScheduleVersion != v2.Version {
+		t.Fatalf("an edit of the version before: %d %+v; want 409 naming %s in schedule_version", st, e, v2.Version)
+	}
+	for _, bad := range []struct {
+		from  any
+		sched string
+	}{{"next", "9:web:1,code:1,books:1"}, {"later", "next:web:1,code:1,books:1"}, {-1, "next:web:1,code:1,books:1"}} {
+		if st, _, e := send(bad.from, bad.sched, v2.Version); st != http.StatusBadRequest {
+			t.Errorf("from_step %v, schedule %q: %d %+v; want 400", bad.from, bad.sched, st, e)
 		}
 	}
 }

@@ -37,6 +37,9 @@ find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
+# curl, tar and jq, which the READMEs' examples run
+# (integration/readmeexamples_test.go).
+scripts/ensure-readme-tools.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then

@@ -27,6 +27,12 @@
 // where the versions agree, before the first S that follows it, and
 // refused (ErrConflict, naming the current version) from there.
 //
+// A client cannot know S safely while its loaders read ahead: the step
+// after the latest served, asked for, may be read before the edit
+// arrives. EditNext takes S itself — the step after every step served —
+// under the lock that orders edits and requests, so it is never refused
+// for a step read; the version it makes names S.
+//
 // # Steps served, across restarts
 //
 // What a node has served lives in its memory, exactly, and in the store
@@ -106,8 +112,10 @@ const Hold = 5 * time.Second
 // error wrapping ErrUnasked if one did not answer. nil: no other node.
 type Others func(ctx context.Context, job string, from uint64) (latest uint64, served bool, answered []string, err error)
 
-// A Conflict is an ErrConflict of a request laid out under a version an
-// edit has since changed: Current names the version to read instead.
+// A Conflict is an ErrConflict that names the job's current version: of a
+// request laid out under a version an edit has since changed (Current is
+// the version to read instead), or of an edit based on a version that is
+// not the current one (Current is the one to base it on).
 type Conflict struct {
 	Current string
 	err     error
@@ -115,6 +123,18 @@ type Conflict struct {
 
 func (c *Conflict) Error() string { return c.err.Error() }
 func (c *Conflict) Unwrap() error { return c.err }
+
+// A ServedError is the ErrConflict of an edit from a step the job has
+// read: Next is the first step an edit could start at when it was
+// refused. A job whose loaders read ahead moves it on by the time a
+// client sends the edit again; EditNext takes it as it makes the edit.
+type ServedError struct {
+	Next uint64
+	err  error
+}
+
+func (e *ServedError) Error() string { return e.err.Error() }
+func (e *ServedError) Unwrap() error { return e.err }
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -441,15 +461,38 @@ func (b *Book) reserveFor(ctx context.Context, job string, last uint64) error {
 // gateway) once the edit is known to be of the current version, and
 // every step the reservations of nodes not asked allow; a member that
 // does not answer fails the edit (ErrUnasked). It refuses with
-// ErrConflict an edit of a job that has a schedule with base "", of a
-// version that is not the current one, or from a step served, naming the
-// current version or the step; with api.ErrMix a schedule it cannot read. check vets the
-// edited schedule before it is stored (its datasets served, its bounds).
+// ErrConflict an edit of a job that has a schedule with base "", or of a
+// version that is not the current one (a *Conflict naming the current
+// version), or from a step served (a *ServedError naming the first step
+// an edit could start at); with api.ErrMix a schedule it cannot read.
+// check vets the edited schedule before it is stored (its datasets
+// served, its bounds).
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	return b.edit1(ctx, job, text, api.EditFrom{Step: from}, base, others, check)
+}
+
+// EditNext is Edit from the first step the job has not read: the step
+// after every step this node, the other members and the reservations of
+// nodes not asked have served (0 if none has), taken under the edit's
+// lock, so that no request lays a step out between the choice and the
+// edit. text's first phase is written at "next" and steps written +N
+// count from the step taken (api.ResolveNext); the version made names
+// the step in FromStep. A job with no schedule has no step to start
+// from: its first schedule is stored with Edit from step 0.
+func (b *Book) EditNext(ctx context.Context, job, text, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	if base == "" {
+		return nil, fmt.Errorf("%w: a job's first schedule starts at step 0, not at the next step: store it with from_step 0", api.ErrMix)
+	}
+	return b.edit1(ctx, job, text, api.EditFrom{Next: true}, base, others, check)
+}
+
+// edit1 is Edit and EditNext.
+func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
 	// Held through the question to the other members: this node serves
 	// no step of the job's until the edit is made or refused.
 	b.edit.Lock()
 	defer b.edit.Unlock()
+	from := at.Step
 	var sched api.Schedule
 	var prev *Version
 	var asked time.Time // when the other members were asked (Answer's hold)
@@ -459,7 +502,7 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 		}
 		cur, err := b.Current(ctx, job)
 		if err == nil {
-			return nil, fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version)
+			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version)}
 		}
 		if !errors.Is(err, ErrUnknown) {
 			return nil, err
@@ -473,11 +516,19 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 			return nil, err
 		}
 		if prev.Version != base {
-			return nil, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version)
+			if b.madeBy(ctx, prev, text, at, base) {
+				return prev, nil // this edit's own retry, its answer lost
+			}
+			return nil, &Conflict{Current: prev.Version, err: fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version)}
 		}
 		latest, served, err := b.Latest(ctx, job)
 		if err != nil {
 			return nil, err
+		}
+		if at.Next && served {
+			// The other members hold the steps from their own next one
+			// on (Answer), each at or before the step the edit takes.
+			from = latest + 1
 		}
 		answered := []string{b.node}
 		if others != nil {
@@ -500,8 +551,16 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 		if ok && (!served || l > latest) {
 			latest, served = l, true
 		}
+		if at.Next {
+			if served {
+				from = max(from, latest+1)
+			}
+			if text, err = api.ResolveNext(text, from); err != nil {
+				return nil, err
+			}
+		}
 		if served && from <= latest {
-			return nil, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later), not at %d", ErrConflict, job, latest, latest+1, from)
+			return nil, &ServedError{Next: latest + 1, err: fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from)}
 		}
 		if sched, err = prev.sched.Edit(from, text); err != nil {
 			return nil, err
@@ -546,11 +605,10 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 			if cerr == nil && cur.Version == v.Version {
 				return cur, nil // this edit's own retry
 			}
-			name := "another"
-			if cerr == nil {
-				name = cur.Version
+			if cerr != nil {
+				return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s", ErrConflict, job, base)
 			}
-			return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, name)
+			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version)}
 		}
 		return nil, fmt.Errorf("storing job %s's schedule: %w", job, err)
 	}
@@ -562,6 +620,31 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	b.current[job] = currentEntry{v: v, read: b.now()}
 	b.mu.Unlock()
 	return v, nil
+}
+
+// madeBy reports whether version v is what the edit of base by text from
+// at made: a client that retries an edit whose answer it lost (its
+// connection broke) is told the version it made, rather than a 409 that
+// its own edit caused. An edit from the next step took v.FromStep.
+func (b *Book) madeBy(ctx context.Context, v *Version, text string, at api.EditFrom, base string) bool {
+	if v.Previous != base || (!at.Next && at.Step != v.FromStep) {
+		return false
+	}
+	st, err := b.locate(ctx, v.Job)
+	if err != nil {
+		return false
+	}
+	prev, err := b.load(ctx, st, v.Job, base)
+	if err != nil {
+		return false
+	}
+	if at.Next {
+		if text, err = api.ResolveNext(text, v.FromStep); err != nil {
+			return false
+		}
+	}
+	sched, err := prev.sched.Edit(v.FromStep, text)
+	return err == nil && versionOf(base, v.FromStep, sched.String()) == v.Version
 }
 
 // remember keeps v; b.mu held.
