@@ -93,19 +93,23 @@ type peerMembership interface {
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
-// for them (peercred.Verifier), with 401, before their body is read. A
-// client's bearer token is never one. A credential of a node that is not
-// a member this node knows says so (peercred.HeaderNotMember): the asker has
-// just joined, and this node is up.
-// (peercred.Credentials), with 401, none of their body read and their
-// connection closed (reqbody.Refuse). A client's bearer token is never
-// one.
+// for them (peercred.Verifier), with 401, none of their body read and
+// their connection closed (reqbody.Refuse). A client's bearer token is
+// never one. A credential of a node that is not a member this node knows
+// says so (peercred.HeaderNotMember): the asker has just joined, and this
+// node is up. One signed for an earlier boot of this node names this
+// one (peercred.HeaderPeerBoot), for the asker to sign again.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.creds.Verify(r)
 		if err != nil {
 			if errors.Is(err, peercred.ErrNotMember) {
 				w.Header().Set(peercred.HeaderNotMember, "true")
+			}
+			if errors.Is(err, peercred.ErrOtherBoot) {
+				// A peer that has not learned of this node's restart signs
+				// again for this boot; a replay learns nothing it can sign.
+				w.Header().Set(peercred.HeaderPeerBoot, a.creds.Boot())
 			}
 			reqbody.Refuse(w, r)
 			writeError(r.Context(), w, err)
