@@ -6,8 +6,11 @@
 //
 // Why in the store: every rank and replica of a job must read the same
 // schedule, and a job outlives any node. The objects, under the job's key
-// prefix _brand/jobs/NAME/schedule/ in the store of the schedule's first
-// dataset:
+// prefix _brand/jobs/NAME/schedule/ in the store of the job's home
+// dataset (Home: chosen by the job's name among the datasets the
+// gateway serves, whatever datasets its schedule names and in whatever
+// order, so that every node of a cluster, and a node restarted, creates
+// and finds a job's schedule in one place):
 //
 //	VERSION       the version: its schedule, predecessor and first step (JSON)
 //	root          the first version's name, created once (PutIfAbsent)
@@ -57,6 +60,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -126,8 +130,26 @@ type Store interface {
 }
 
 // Stores returns the stores of the datasets a gateway serves, by
-// dataset name, and their names in the order to look for a job in.
+// dataset name, and their names.
 type Stores func() (names []string, stores map[string]Store)
+
+// Home is the dataset whose store keeps job's schedule, among names (the
+// datasets a gateway serves): the one that ranks first for the job by
+// rendezvous hashing, so that it depends on the job and the set of names
+// alone — not on their order, nor on the datasets the schedule names —
+// and a dataset added or removed moves only the jobs it ranks first for.
+// "" for no names.
+func Home(job string, names []string) string {
+	var home string
+	var best uint64
+	for _, n := range names {
+		h := sha256.Sum256([]byte("brand-schedule-home\n" + job + "\n" + n))
+		if r := binary.BigEndian.Uint64(h[:8]); home == "" || r > best || r == best && n < home {
+			home, best = n, r
+		}
+	}
+	return home
+}
 
 // A Version is one version of a job's schedule.
 type Version struct {
@@ -514,13 +536,17 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	}
 	v := &Version{Job: job, Previous: base, FromStep: from, Schedule: sched.String(), sched: sched}
 	v.Version = versionOf(base, from, v.Schedule)
-	dsName := sched.Datasets()[0]
+	names, stores := b.stores()
+	// A job's first schedule is made at its home, where every node looks
+	// first: two nodes making one at once race on one root (PutIfAbsent),
+	// whatever datasets each names first. An edit is made where the chain
+	// is.
+	dsName := Home(job, names)
 	if prev != nil {
 		b.mu.Lock()
 		dsName = b.where[job]
 		b.mu.Unlock()
 	}
-	_, stores := b.stores()
 	st := stores[dsName]
 	if st == nil {
 		return nil, fmt.Errorf("%w: dataset %s, whose store keeps job %s's schedule, is not served here", ErrUnknown, dsName, job)
@@ -626,7 +652,9 @@ func (b *Book) fresh(ctx context.Context, job string) (*Version, error) {
 }
 
 // locate returns the store that keeps job's schedule: the dataset found
-// before, or the first whose store has the job's root.
+// before, or the first whose store has the job's root, its home first
+// (a schedule made before the home was the rule, in the store of its
+// first dataset, is found after it).
 func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	names, stores := b.stores()
 	b.mu.Lock()
@@ -635,7 +663,12 @@ func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	if st := stores[ds]; st != nil {
 		return st, nil
 	}
+	home := Home(job, names)
+	names = append([]string{home}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == home })...)
 	for _, n := range names {
+		if stores[n] == nil {
+			continue
+		}
 		if _, err := stores[n].Stat(ctx, prefix(job)+"root"); err == nil {
 			b.mu.Lock()
 			b.where[job] = n
