@@ -120,7 +120,8 @@ func TestSlowBodies(t *testing.T) {
 		{"GET", transport.MembersPath, transport.MembersPath + "?members=0123456789abcdef", "peer", short, 0},
 		{"GET", transport.ChunkPath, transport.ChunkPath + q + "&chunk=0", "peer", short, 0},
 		{"POST", transport.NeededPath, transport.NeededPath + q + "&ahead=1", "peer", short, 0},
-		{"GET", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0", "peer", short, 0},
+		{"GET", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0&seal=0123456789abcdef", "peer", short, 0},
+		{"POST", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0&seal=0123456789abcdef", "peer", short, 0},
 		{"GET", transport.StepsPath + "{job}", transport.StepsPath + "j?from=0", "peer", short, 0},
 	}
 	operators := []bodyRoute{

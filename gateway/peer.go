@@ -285,23 +285,44 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleFeedback serves GET transport.FeedbackPath{job}: this node's part of
-// an epoch's importance feedback, (uint32 ID, float32 loss) records.
+// an epoch's importance feedback, (uint32 ID, float32 loss) records,
+// collected for a seal (feedback.State.Collect).
 func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	job, err := jobName(chi.URLParam(r, "job"))
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	ds, epoch, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	a.nodes.Heard(asker(r))
-	out := a.feedback.Reports(ds, job, epoch)
+	ds := fr.DS
+	out := a.feedback.Collect(ds, job, fr.Epoch, fr.Seal)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.Header().Set(api.HeaderIndex, ds.ID())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+}
+
+// handleSettle serves POST transport.FeedbackPath{job}: how a seal that
+// collected this node's part of an epoch's feedback ended
+// (feedback.State.Settle).
+func (a *peerAPI) handleSettle(w http.ResponseWriter, r *http.Request) {
+	job, err := jobName(chi.URLParam(r, "job"))
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	a.nodes.Heard(asker(r))
+	a.feedback.Settle(fr.DS, job, fr.Epoch, fr.Seal, fr.Sealed)
+	w.WriteHeader(http.StatusOK)
 }

@@ -165,7 +165,9 @@ func TestInternalEndpoints(t *testing.T) {
 		{"members not kept", http.MethodGet, base + transport.MembersPath + "?members=00000000deadbeef", nil, http.StatusNotFound},
 		{"needed", http.MethodPost, base + transport.NeededPath + "?" + ix + "&held=true", sampleList([]int{0, 1}), http.StatusOK},
 		{"steps", http.MethodGet, base + transport.StepsPath + "j?from=0", nil, http.StatusOK},
-		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusOK},
+		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef", nil, http.StatusOK},
+		{"a seal settled", http.MethodPost, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef&sealed=fedcba9876543210", nil, http.StatusOK},
+		{"feedback for no seal", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusBadRequest},
 		{"a chunk past the index", http.MethodGet, chunkURL(f.index.NumChunks()), nil, http.StatusBadRequest},
 	}
 	send := func(method, url string, body []byte, hdr []string) (*http.Response, []byte) {
