@@ -93,3 +93,46 @@ func TestFirstScheduleAtHome(t *testing.T) {
 		t.Fatalf("a first schedule of a job that has one away from its home: %v; want ErrConflict", err)
 	}
 }
+
+// TestBookForgetsIdleJobs: a Book keeps at most its bound of jobs in
+// memory, forgetting those unused for longest once they have been idle a
+// while, and a job forgotten is read again from the store as after a
+// restart: its schedule the same, its steps served covered by its
+// reservation, so an edit from a step it served is still refused.
+func TestBookForgetsIdleJobs(t *testing.T) {
+	ctx := context.Background()
+	a, _, now := twoNodes(t)
+	a.keep = 8
+	a.reserve = 4
+	v, err := a.Edit(ctx, "kept", "0:web:0.5,code:0.5", 0, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.For(ctx, "kept", "latest", 9, 9, true); err != nil {
+		t.Fatal(err)
+	}
+	for j := range 40 {
+		*now = now.Add(forgetIdle)
+		if _, err := a.Current(ctx, fmt.Sprintf("nobody%d", j)); !errors.Is(err, ErrUnknown) {
+			t.Fatal(err)
+		}
+		if n := a.Jobs(); n > a.keep {
+			t.Fatalf("after %d jobs the Book keeps %d, over its bound of %d", j+2, n, a.keep)
+		}
+	}
+	a.mu.Lock()
+	_, kept := a.latest["kept"]
+	a.mu.Unlock()
+	if kept {
+		t.Fatal("an idle job was not forgotten")
+	}
+	if cur, err := a.Current(ctx, "kept"); err != nil || cur.Version != v.Version {
+		t.Fatalf("the forgotten job's schedule: %v, %v; want %s", cur, err, v.Version)
+	}
+	if l, ok, err := a.Latest(ctx, "kept"); err != nil || !ok || l < 9 {
+		t.Fatalf("the forgotten job's latest step served: %d, %v, %v; want at least 9", l, ok, err)
+	}
+	if _, err := a.Edit(ctx, "kept", "9:web:1,code:0", 9, v.Version, nil, nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("an edit from a step the forgotten job served: %v; want ErrConflict", err)
+	}
+}

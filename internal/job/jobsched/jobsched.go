@@ -207,6 +207,10 @@ type Book struct {
 	current  map[string]currentEntry
 	where    map[string]string // job → the dataset whose store keeps it
 	latest   map[string]uint64 // job → 1 + the latest step served
+	// used[job] is when job was last used: the Book forgets the jobs
+	// unused for longest (forget.go).
+	used map[string]time.Time
+	keep int // maxJobs, or a test's
 	// confirmed[job] is 1 + the latest step a request was laid out under
 	// the current version read from the store for it: a request reading
 	// a later step reads the chain again, so that an edit another node
@@ -225,7 +229,7 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, sleep: sleep}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, used: map[string]time.Time{}, keep: maxJobs, sleep: sleep}
 }
 
 type hold struct {
@@ -251,6 +255,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // edit, if made, is seen before it. It waits for the requests resolving
 // a version now, whose steps it counts.
 func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	b.use(job)
 	b.edit.Lock()
 	defer b.edit.Unlock()
 	l, ok, err := b.Latest(ctx, job)
@@ -322,6 +327,7 @@ func (b *Book) served(job string, last uint64) {
 // reservation read back after a restart included (the package doc), and
 // whether it has served any.
 func (b *Book) Latest(ctx context.Context, job string) (uint64, bool, error) {
+	b.use(job)
 	b.resv.Lock()
 	floor, err := b.floorOf(ctx, job)
 	b.resv.Unlock()
@@ -468,6 +474,7 @@ func (b *Book) reserveFor(ctx context.Context, job string, last uint64) error {
 // current version or the step; with api.ErrMix a schedule it cannot read. check vets the
 // edited schedule before it is stored (its datasets served, its bounds).
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	b.use(job)
 	// Held through the question to the other members: this node serves
 	// no step of the job's until the edit is made or refused.
 	b.edit.Lock()
@@ -607,6 +614,7 @@ func (b *Book) forget(job string) {
 // Current returns job's current version: the one read within the last
 // second, or the chain read again.
 func (b *Book) Current(ctx context.Context, job string) (*Version, error) {
+	b.use(job)
 	b.mu.Lock()
 	e, ok := b.current[job]
 	b.mu.Unlock()
@@ -724,6 +732,7 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 // version's resolution: an edit on this node sees both or neither. A
 // step held by an answer to an edit's node (Answer) waits for the hold.
 func (b *Book) For(ctx context.Context, job, version string, first, last uint64, serve bool) (*Version, error) {
+	b.use(job)
 	if err := b.waitHold(ctx, job, last); err != nil {
 		return nil, err
 	}
