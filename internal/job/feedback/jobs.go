@@ -223,8 +223,9 @@ func (t *table) admit(ds *catalog.Dataset, name string, epoch uint64) (o *open, 
 
 // errUnsettled marks an epoch whose seals collected it here more than
 // Limits.Hold ago and never said how they ended: the store says whether
-// one sealed it (State.unsettled).
-var errUnsettled = errors.New("importance: an epoch collected by a seal that did not say how it ended")
+// one sealed it (State.unsettled). Until it has, the epoch is refused as
+// being sealed.
+var errUnsettled = fmt.Errorf("%w: an epoch collected by a seal that did not say how it ended", ErrSealed)
 
 // collecting refuses feedback for epoch k while a seal that collected it
 // here is pending; t.mu held.
