@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // The stored schedules of named jobs (internal/job/jobsched): PUT or POST
@@ -215,9 +215,7 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	var e api.ScheduleEdit
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
 		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"schedule\": \"0:web:0.7,code:0.3\", \"from_step\": 0, \"base\": \"\"} (from_step a step, or \"next\" with the schedule's first phase at next: the first step not yet read): %w", query.ErrBadRequest, err))
 		return
 	}

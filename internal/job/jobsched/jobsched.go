@@ -6,8 +6,11 @@
 //
 // Why in the store: every rank and replica of a job must read the same
 // schedule, and a job outlives any node. The objects, under the job's key
-// prefix _brand/jobs/NAME/schedule/ in the store of the schedule's first
-// dataset:
+// prefix _brand/jobs/NAME/schedule/ in the store of the job's home
+// dataset (Home: chosen by the job's name among the datasets the
+// gateway serves, whatever datasets its schedule names and in whatever
+// order, so that every node of a cluster, and a node restarted, creates
+// and finds a job's schedule in one place):
 //
 //	VERSION       the version: its schedule, predecessor and first step (JSON)
 //	root          the first version's name, created once (PutIfAbsent)
@@ -63,6 +66,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -146,8 +150,26 @@ type Store interface {
 }
 
 // Stores returns the stores of the datasets a gateway serves, by
-// dataset name, and their names in the order to look for a job in.
+// dataset name, and their names.
 type Stores func() (names []string, stores map[string]Store)
+
+// Home is the dataset whose store keeps job's schedule, among names (the
+// datasets a gateway serves): the one that ranks first for the job by
+// rendezvous hashing, so that it depends on the job and the set of names
+// alone — not on their order, nor on the datasets the schedule names —
+// and a dataset added or removed moves only the jobs it ranks first for.
+// "" for no names.
+func Home(job string, names []string) string {
+	var home string
+	var best uint64
+	for _, n := range names {
+		h := sha256.Sum256([]byte("brand-schedule-home\n" + job + "\n" + n))
+		if r := binary.BigEndian.Uint64(h[:8]); home == "" || r > best || r == best && n < home {
+			home, best = n, r
+		}
+	}
+	return home
+}
 
 // A Version is one version of a job's schedule.
 type Version struct {
@@ -205,6 +227,10 @@ type Book struct {
 	current  map[string]currentEntry
 	where    map[string]string // job → the dataset whose store keeps it
 	latest   map[string]uint64 // job → 1 + the latest step served
+	// used[job] is when job was last used: the Book forgets the jobs
+	// unused for longest (forget.go).
+	used map[string]time.Time
+	keep int // maxJobs, or a test's
 	// confirmed[job] is 1 + the latest step a request was laid out under
 	// the current version read from the store for it: a request reading
 	// a later step reads the chain again, so that an edit another node
@@ -223,7 +249,7 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, sleep: sleep}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, used: map[string]time.Time{}, keep: maxJobs, sleep: sleep}
 }
 
 type hold struct {
@@ -249,6 +275,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // edit, if made, is seen before it. It waits for the requests resolving
 // a version now, whose steps it counts.
 func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	b.use(job)
 	b.edit.Lock()
 	defer b.edit.Unlock()
 	l, ok, err := b.Latest(ctx, job)
@@ -320,6 +347,7 @@ func (b *Book) served(job string, last uint64) {
 // reservation read back after a restart included (the package doc), and
 // whether it has served any.
 func (b *Book) Latest(ctx context.Context, job string) (uint64, bool, error) {
+	b.use(job)
 	b.resv.Lock()
 	floor, err := b.floorOf(ctx, job)
 	b.resv.Unlock()
@@ -488,6 +516,7 @@ func (b *Book) EditNext(ctx context.Context, job, text, base string, others Othe
 
 // edit1 is Edit and EditNext.
 func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	b.use(job)
 	// Held through the question to the other members: this node serves
 	// no step of the job's until the edit is made or refused.
 	b.edit.Lock()
@@ -573,13 +602,17 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 	}
 	v := &Version{Job: job, Previous: base, FromStep: from, Schedule: sched.String(), sched: sched}
 	v.Version = versionOf(base, from, v.Schedule)
-	dsName := sched.Datasets()[0]
+	names, stores := b.stores()
+	// A job's first schedule is made at its home, where every node looks
+	// first: two nodes making one at once race on one root (PutIfAbsent),
+	// whatever datasets each names first. An edit is made where the chain
+	// is.
+	dsName := Home(job, names)
 	if prev != nil {
 		b.mu.Lock()
 		dsName = b.where[job]
 		b.mu.Unlock()
 	}
-	_, stores := b.stores()
 	st := stores[dsName]
 	if st == nil {
 		return nil, fmt.Errorf("%w: dataset %s, whose store keeps job %s's schedule, is not served here", ErrUnknown, dsName, job)
@@ -664,6 +697,7 @@ func (b *Book) forget(job string) {
 // Current returns job's current version: the one read within the last
 // second, or the chain read again.
 func (b *Book) Current(ctx context.Context, job string) (*Version, error) {
+	b.use(job)
 	b.mu.Lock()
 	e, ok := b.current[job]
 	b.mu.Unlock()
@@ -709,7 +743,9 @@ func (b *Book) fresh(ctx context.Context, job string) (*Version, error) {
 }
 
 // locate returns the store that keeps job's schedule: the dataset found
-// before, or the first whose store has the job's root.
+// before, or the first whose store has the job's root, its home first
+// (a schedule made before the home was the rule, in the store of its
+// first dataset, is found after it).
 func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	names, stores := b.stores()
 	b.mu.Lock()
@@ -718,7 +754,12 @@ func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	if st := stores[ds]; st != nil {
 		return st, nil
 	}
+	home := Home(job, names)
+	names = append([]string{home}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == home })...)
 	for _, n := range names {
+		if stores[n] == nil {
+			continue
+		}
 		if _, err := stores[n].Stat(ctx, prefix(job)+"root"); err == nil {
 			b.mu.Lock()
 			b.where[job] = n
@@ -774,6 +815,7 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 // version's resolution: an edit on this node sees both or neither. A
 // step held by an answer to an edit's node (Answer) waits for the hold.
 func (b *Book) For(ctx context.Context, job, version string, first, last uint64, serve bool) (*Version, error) {
+	b.use(job)
 	if err := b.waitHold(ctx, job, last); err != nil {
 		return nil, err
 	}
