@@ -8,6 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkcache"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/catalog"
 	"github.com/brandgw/brand/internal/feedback"
 	"github.com/brandgw/brand/internal/jobsched"
@@ -46,6 +47,7 @@ var reasons = []struct {
 	{membership.ErrUnknownMembers, "members_version"},
 	{catalog.ErrCorrupt, "store_mismatch"},
 	{s3backend.ErrChanged, "store_mismatch"},
+	{dataset.ErrChecksum, "store_mismatch"},
 	{s3backend.ErrNotFound, "store_mismatch"},
 	{s3backend.ErrOutOfRange, "store_mismatch"},
 	{context.DeadlineExceeded, "timeout"},
