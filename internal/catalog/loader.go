@@ -313,10 +313,11 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // buffer of pools, pinned to the version indexed (an object's ETag, a
 // local file's identity) — and decodes it into buf, its resident form,
 // whose table holds each sample's CRC32C from then on. Bytes that do not
-// decode, or that differ from the CRC32Cs an index with checksums
-// recorded (dataset.CheckSpans), are a badSample, read again as a tar
-// chunk failing its checksum is; a store error is an error (a file
-// changed since it was indexed: s3backend.ErrChanged).
+// decode are a badSample, read again as a tar chunk failing its checksum
+// is; bytes that differ from the CRC32Cs an index with checksums recorded
+// are checked before they are decoded, and read again, by readChecked; a
+// store error is an error (a file changed since it was indexed:
+// s3backend.ErrChanged).
 func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (badSample, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
