@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -158,11 +159,8 @@ func (o *Output) Release() {
 const block = 512
 
 // npyLen is the .npy header of an int32 [seq] array: 128 bytes for any
-// seq up to pack.MaxSeq (NumPy aligns the data to 64).
-func npyLen(seq int) int {
-	n := 10 + len("{'descr': '<i4', 'fortran_order': False, 'shape': (") + len(strconv.Itoa(seq)) + len(",), }") + 1
-	return (n + 63) / 64 * 64
-}
+// seq up to seqpack.MaxSeq (NumPy aligns the data to 64).
+func npyLen(seq int) int { return npy.HeaderLen("<i4", []int64{int64(seq)}) }
 
 // MemberBytes is one member of a sequence of seq tokens in the tar: its
 // header block, the .npy and the padding to a block.
@@ -316,17 +314,9 @@ func member(out []byte, name string, seq int) []byte {
 	h := npyLen(seq)
 	size := h + 4*seq
 	ustar(out[:block], name, int64(size))
-	npy := out[block : block+h]
-	copy(npy, "\x93NUMPY\x01\x00")
-	binary.LittleEndian.PutUint16(npy[8:], uint16(h-10))
-	dict := npy[10:10]
-	dict = append(dict, "{'descr': '<i4', 'fortran_order': False, 'shape': ("...)
-	dict = strconv.AppendInt(dict, int64(seq), 10)
-	dict = append(dict, ",), }"...)
-	for len(dict) < h-10-1 {
-		dict = append(dict, ' ')
-	}
-	_ = append(dict, '\n')
+	// In place: out[block:block] has the room (seq is at most
+	// seqpack.MaxSeq, far from a header too long).
+	_, _ = npy.AppendHeader(out[block:block], "<i4", []int64{int64(seq)})
 	clear(out[block+size:])
 	return out[block+h : block+size]
 }
@@ -559,60 +549,29 @@ func allZero(b []byte) bool {
 
 // parseNPY reads a 1-D little-endian integer .npy.
 func parseNPY(b []byte, dtype string) (doc, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return doc{}, fmt.Errorf("%w: not a .npy", ErrDocument)
+	h, start, err := npy.ReadHeader(b)
+	if err != nil {
+		return doc{}, fmt.Errorf("%w: %v", ErrDocument, err)
 	}
-	var hl, start int
-	switch b[6] {
-	case 1:
-		hl, start = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return doc{}, fmt.Errorf("%w: a truncated .npy", ErrDocument)
-		}
-		hl, start = int(binary.LittleEndian.Uint32(b[8:])), 12
-	default:
-		return doc{}, fmt.Errorf("%w: .npy version %d", ErrDocument, b[6])
-	}
-	if start+hl > len(b) {
-		return doc{}, fmt.Errorf("%w: a truncated .npy header", ErrDocument)
-	}
-	dict := string(b[start : start+hl])
-	descr, ok := between(dict, "'descr': '", "'")
-	d, known := descrs[descr]
-	if !ok || !known {
-		return doc{}, fmt.Errorf("%w: tokens of descriptor %q, not an integer's", ErrDocument, descr)
+	d, known := descrs[h.Descr]
+	if !known {
+		return doc{}, fmt.Errorf("%w: tokens of descriptor %q, not an integer's", ErrDocument, h.Descr)
 	}
 	if dtype != "" && d.dtype != dtype {
 		return doc{}, fmt.Errorf("%w: tokens of dtype %s, the index says %s", ErrDocument, d.dtype, dtype)
 	}
-	if f, _ := between(dict, "'fortran_order': ", ","); strings.TrimSpace(f) != "False" && d.size > 1 {
+	if h.Fortran && d.size > 1 {
 		return doc{}, fmt.Errorf("%w: a Fortran-ordered .npy", ErrDocument)
 	}
-	shape, ok := between(dict, "'shape': (", ")")
-	dims := strings.Split(strings.TrimSuffix(strings.TrimSpace(shape), ","), ",")
-	if !ok || len(dims) != 1 {
-		return doc{}, fmt.Errorf("%w: shape (%s), not one dimension", ErrDocument, shape)
+	if len(h.Shape) != 1 {
+		return doc{}, fmt.Errorf("%w: shape %v, not one dimension", ErrDocument, h.Shape)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(dims[0]))
-	data := b[start+hl:]
-	if err != nil || n < 0 || int64(n)*int64(d.size) != int64(len(data)) {
-		return doc{}, fmt.Errorf("%w: shape (%s) and %d bytes of data", ErrDocument, shape, len(data))
+	n := h.Shape[0]
+	data := b[start:]
+	if n > int64(len(data)) || n*int64(d.size) != int64(len(data)) {
+		return doc{}, fmt.Errorf("%w: shape %v and %d bytes of data", ErrDocument, h.Shape, len(data))
 	}
-	return doc{data: data, size: d.size, sign: d.sign, count: n}, nil
-}
-
-func between(s, from, to string) (string, bool) {
-	i := strings.Index(s, from)
-	if i < 0 {
-		return "", false
-	}
-	s = s[i+len(from):]
-	j := strings.Index(s, to)
-	if j < 0 {
-		return "", false
-	}
-	return s[:j], true
+	return doc{data: data, size: d.size, sign: d.sign, count: int(n)}, nil
 }
 
 // Figures are what the stage has packed: sequences, their tokens, those
