@@ -216,7 +216,7 @@ func TestPackRefuses(t *testing.T) {
 func TestSizes(t *testing.T) {
 	for _, seq := range []int{1, 7, 128, 4096, 100000, seqpack.MaxSeq} {
 		out := make([]byte, MemberBytes(seq))
-		data := member(out, "seq/0/0000000000.input_ids.npy", seq)
+		data := member(out, memberHeader(), seq, "seq/0/0000000000.input_ids.npy")
 		if len(data) != 4*seq {
 			t.Fatalf("seq %d: room for %d bytes", seq, len(data))
 		}
