@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/internal/query"
+	"github.com/brandgw/brand/internal/job/query"
 )
 
 // TestDocsNameEveryJobParameter: docs/http-api.md's table of job

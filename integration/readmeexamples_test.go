@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/internal/photos"
+	"github.com/brandgw/brand/internal/gen/photos"
 )
 
 // A README's examples, run as written on a CPU-only machine but for the
