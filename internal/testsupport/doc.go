@@ -4,4 +4,5 @@
 //	miniotest   a pinned MinIO started on loopback for tests and benchmarks
 //	cmdtest     the module's commands built for tests that run them as processes
 //	pythontest  the Python 3 with given modules a test runs a reference with
+//	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 package testsupport
