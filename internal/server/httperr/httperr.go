@@ -64,7 +64,8 @@ func Status(err error) int {
 	case errkind.Has(err, errkind.Upstream), errkind.Has(err, errkind.Corrupt):
 		// The store no longer matches the index (a chunk, or a sample
 		// table a node read from the stored index; an object shorter
-		// than the index says; a token document not as indexed):
+		// than the index says; a token document not as indexed; a file
+		// served in place whose bytes fail the index's checksums):
 		// retrying will not help.
 		return http.StatusBadGateway
 	case errkind.Has(err, errkind.NotImplemented):

@@ -9,6 +9,8 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/format/video/mp4"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
@@ -24,6 +26,8 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/jobsched"
@@ -38,6 +42,7 @@ import (
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/tokenize"
 	"github.com/brandgw/brand/transform"
+	videodec "github.com/brandgw/brand/transform/video"
 )
 
 // served are the exported sentinels of the packages the server links
@@ -54,6 +59,7 @@ var served = []sentinelCase{
 	{"chunkindex.ErrVersion", chunkindex.ErrVersion, http.StatusInternalServerError, "internal", true},
 	{"chunkindex.ErrWriterClosed", chunkindex.ErrWriterClosed, http.StatusInternalServerError, "internal", true},
 	{"cluster.ErrConfig", cluster.ErrConfig, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrChecksum", dataset.ErrChecksum, http.StatusBadGateway, "store_mismatch", true},
 	{"dataset.ErrEmpty", dataset.ErrEmpty, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrExists", dataset.ErrExists, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrNoFormat", dataset.ErrNoFormat, http.StatusInternalServerError, "internal", true},
@@ -63,6 +69,10 @@ var served = []sentinelCase{
 	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},
 	{"format.ErrOverBound", format.ErrOverBound, http.StatusInternalServerError, "internal", true},
 	{"format.ErrUnsupported", format.ErrUnsupported, http.StatusInternalServerError, "internal", true},
+	{"format/video/mp4.ErrInvalid", mp4.ErrInvalid, http.StatusInternalServerError, "internal", true},
+	{"format/video/mp4.ErrLimit", mp4.ErrLimit, http.StatusInternalServerError, "internal", true},
+	{"format/video/mp4.ErrNoVideo", mp4.ErrNoVideo, http.StatusInternalServerError, "internal", true},
+	{"format/video/mp4.ErrUnsupported", mp4.ErrUnsupported, http.StatusInternalServerError, "internal", true},
 	{"gateway.ErrNotImplemented", gateway.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
 	{"gateway.ErrPlanBusy", gateway.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"gateway.ErrStalled", gateway.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
@@ -92,11 +102,15 @@ var served = []sentinelCase{
 	{"internal/cluster/membership.ErrEmpty", membership.ErrEmpty, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/membership.ErrUnknownMembers", membership.ErrUnknownMembers, http.StatusConflict, "members_version", false},
 	{"internal/cluster/peercred.ErrNotMember", peercred.ErrNotMember, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/peercred.ErrOtherBoot", peercred.ErrOtherBoot, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/peercred.ErrUnauthenticated", peercred.ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", false},
 	{"internal/cluster/transport.ErrDown", transport.ErrDown, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrNotHeld", transport.ErrNotHeld, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrRefused", transport.ErrRefused, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrVersion", transport.ErrVersion, http.StatusInternalServerError, "internal", true},
+	{"internal/codec/npy.ErrFormat", npy.ErrFormat, http.StatusInternalServerError, "internal", true},
+	{"internal/codec/npy.ErrTooLong", npy.ErrTooLong, http.StatusInternalServerError, "internal", true},
+	{"internal/codec/ustar.ErrTime", ustar.ErrTime, http.StatusInternalServerError, "internal", true},
 	{"internal/job/catalog.ErrCorrupt", catalog.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
 	{"internal/job/catalog.ErrGrown", catalog.ErrGrown, http.StatusServiceUnavailable, "unavailable", true},
 	{"internal/job/catalog.ErrNotReady", catalog.ErrNotReady, http.StatusServiceUnavailable, "not_ready", false},
@@ -118,6 +132,7 @@ var served = []sentinelCase{
 	{"internal/server/httperr.ErrNotImplemented", httperr.ErrNotImplemented, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/server/httperr.ErrPlanBusy", httperr.ErrPlanBusy, http.StatusServiceUnavailable, "plan_busy", false},
 	{"internal/server/httperr.ErrStalled", httperr.ErrStalled, http.StatusServiceUnavailable, "stalled", false},
+	{"internal/server/reqbody.ErrBadJSON", reqbody.ErrBadJSON, http.StatusBadRequest, "bad_request", false},
 	{"internal/server/reqbody.ErrTooLarge", reqbody.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"planner.ErrBudget", planner.ErrBudget, http.StatusServiceUnavailable, "plan_budget", false},
 	{"planner.ErrInvalid", planner.ErrInvalid, http.StatusInternalServerError, "internal", true},
@@ -150,5 +165,12 @@ var elsewhere = []namedError{
 	{"client.ErrInvalid", client.ErrInvalid},
 	{"client.ErrMembersUnknown", client.ErrMembersUnknown},
 	{"client.ErrNoImportanceJob", client.ErrNoImportanceJob},
+	{"client.ErrNoJobName", client.ErrNoJobName},
 	{"client.ErrShortBody", client.ErrShortBody},
+	{"format/video/clips.ErrInvalid", clips.ErrInvalid},
+	{"transform/video.ErrCodec", videodec.ErrCodec},
+	{"transform/video.ErrDecode", videodec.ErrDecode},
+	{"transform/video.ErrNoDecoder", videodec.ErrNoDecoder},
+	{"transform/video.ErrRun", videodec.ErrRun},
+	{"transform/video.ErrTooLarge", videodec.ErrTooLarge},
 }
