@@ -172,7 +172,7 @@ func (s *seals) sealed(ds *catalog.Dataset, job string, epoch uint64) error {
 // store, it answers that version (Existing) and writes nothing. A seal
 // finding no feedback on any node is ErrNoFeedback; one of an epoch older
 // than the job's last Limits.KeepEpochs sealed epochs is ErrStale.
-func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, prev *importance.Snapshot, parts Nodes) (Sealed, error) {
+func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, prev *importance.Snapshot, nodes Nodes) (Sealed, error) {
 	s.table.touch(jobKey{ds.Name, job})
 	k := sealKey{ds.Name, job, epoch}
 	if out, ok := s.seals.known(k); ok {
@@ -210,7 +210,7 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 	seal := newSealID()
 	wctx, cancel := context.WithTimeout(ctx, s.limits.Hold/2)
 	defer cancel()
-	acc, merged, asked, err := s.merge(wctx, ds, job, epoch, parts, seal)
+	acc, merged, asked, err := s.merge(wctx, ds, job, epoch, nodes, seal)
 	var snap *importance.Snapshot
 	written := false
 	if err == nil {
@@ -230,13 +230,13 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 		case serr == nil:
 			v, err = sv, nil
 		case errors.Is(serr, s3backend.ErrNotFound):
-			s.settle(ctx, ds, job, epoch, seal, "", parts, asked)
+			s.settle(ctx, ds, job, epoch, seal, "", nodes, asked)
 			return Sealed{}, err
 		default:
 			return Sealed{}, err
 		}
 	}
-	s.settle(ctx, ds, job, epoch, seal, v, parts, asked)
+	s.settle(ctx, ds, job, epoch, seal, v, nodes, asked)
 	if !written {
 		return s.sealedBefore(ds, job, epoch, v), nil
 	}
@@ -285,14 +285,14 @@ func newSealID() string {
 // settle tells this node and every node the seal asked for its part how
 // the seal ended: the version sealed, or "" for none. A node that cannot
 // be told asks the store after Limits.Hold.
-func (s *State) settle(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal, version string, parts Nodes, asked []int) {
+func (s *State) settle(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal, version string, nodes Nodes, asked []int) {
 	s.sealedHere(ds, job, epoch, seal, version)
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for _, n := range asked {
 		wg.Go(func() {
-			if err := parts.Settle(ctx, n, ds, job, epoch, seal, version); err != nil {
-				s.log.Warn().Err(err).Str("peer", parts.URL(n)).Str("job", job).Uint64("epoch", epoch).Str("version", version).
+			if err := nodes.Settle(ctx, n, ds, job, epoch, seal, version); err != nil {
+				s.log.Warn().Err(err).Str("peer", nodes.URL(n)).Str("job", job).Uint64("epoch", epoch).Str("version", version).
 					Msg("importance: could not tell a peer how a seal ended; it refuses the epoch's feedback until it asks the store")
 			}
 		})
@@ -305,14 +305,14 @@ func (s *State) settle(ctx context.Context, ds *catalog.Dataset, job string, epo
 // once (which closes it there). A node that cannot be reached loses its
 // part; a seal that finds no feedback at all is ErrNoFeedback. It
 // returns the merged feedback, the nodes merged and the peers asked.
-func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, parts Nodes, seal string) (*importance.Accumulator, int, []int, error) {
+func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, nodes Nodes, seal string) (*importance.Accumulator, int, []int, error) {
 	k := keyOf(ds, job, epoch)
 	own := s.table.collect(k, seal)
-	peers := parts.Peers()
+	peers := nodes.Peers()
 	bodies, errs := make([][]byte, len(peers)), make([]error, len(peers))
 	var wg sync.WaitGroup
 	for i, n := range peers {
-		wg.Go(func() { bodies[i], errs[i] = parts.Feedback(ctx, n, ds, job, epoch, seal) })
+		wg.Go(func() { bodies[i], errs[i] = nodes.Feedback(ctx, n, ds, job, epoch, seal) })
 	}
 	wg.Wait()
 	acc, err := importance.NewAccumulator(ds.Index, job, epoch)
@@ -335,7 +335,7 @@ func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoc
 			recs.release()
 		}
 		if err != nil {
-			s.log.Warn().Err(err).Str("peer", parts.URL(n)).Str("job", job).Uint64("epoch", epoch).
+			s.log.Warn().Err(err).Str("peer", nodes.URL(n)).Str("job", job).Uint64("epoch", epoch).
 				Msg("sealing without a peer's feedback: its part is lost")
 			lost++
 			continue
