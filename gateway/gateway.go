@@ -344,7 +344,7 @@ const maxAssembling = 2
 // HTTP face of parts that know nothing of HTTP, each built from the few
 // things it uses and wired once, in New: the catalog of loaded datasets,
 // the jobs stage (what a request's job reads, its batches' layout), the
-// schedule (when each chunk is next needed, the cache's eviction and the
+// use table (when each chunk is next needed, the cache's eviction and the
 // prefetch), the cluster, the reader (the one path samples are read by),
 // the batches (every batch's visit and read: internal/batch/visit), the one response writer,
 // the importance state and the live statistics. docs/architecture.md
@@ -430,7 +430,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.catalog = catalog.New(names, cfg.DefaultDataset, catalog.NewMetrics(reg), cfg.Logger)
 	g.polls = g.life.Group("catalog: index polls")
 	// The cluster's rooms (cluster.go): the peers and the router first,
-	// since the schedule, the reader and the batches route by them; the
+	// since the use table, the reader and the batches route by them; the
 	// membership once the hand-over it warms up with is built, below.
 	var (
 		peers   *transport.Nodes
@@ -837,7 +837,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 // over everything served to it.
 func (g *Gateway) JobStats() []api.JobStat { return g.stats.Jobs() }
 
-// turnStats returns the schedule's figures of turns.
+// turnStats returns the use table's figures of turns.
 func (g *Gateway) turnStats() api.TurnStats {
 	t := g.sched.Turns()
 	return api.TurnStats{WaitSeconds: t.Waited.Seconds(), Overdue: t.Overdue, Waiting: t.Waiting}

@@ -57,7 +57,7 @@ func (s Source) Name() string {
 //
 // A batch reads one or more parts: one for a job over one dataset (its
 // epoch's samples), a handful for a mixture (one per component pass the
-// batch touches). Every stage after the layout — the schedule's visit,
+// batch touches). Every stage after the layout — the use table's visit,
 // the read, the response — works on parts, so that a mixture is no second
 // path: one dataset is a batch of one part.
 type Batch struct {
@@ -89,15 +89,15 @@ type Part struct {
 	// Comp is the mixture component the part reads (0 for one dataset).
 	Comp int
 	// Stream and Epoch are the stream the part's samples come from and its
-	// epoch there (a component's pass); the schedule follows the stream.
+	// epoch there (a component's pass); the use table follows the stream.
 	Stream  Stream
 	Epoch   uint64
 	Samples Samples
 	// First and End are the extent, in that epoch's order, of the part's
-	// positions: the schedule follows the stream there.
+	// positions: the use table follows the stream there.
 	First, End int
 	// Share is the stream's share of the job's global batch, in samples:
-	// what the schedule's clock counts its progress per batch by.
+	// what the use table's clock counts its progress per batch by.
 	Share int
 }
 

@@ -20,7 +20,7 @@ import (
 var ErrNoSnapshot = errkind.New(errkind.NotFound, "importance snapshot not loaded")
 
 // Snapshots finds the importance snapshots streams name, in memory only:
-// orders are computed under the schedule's lock and must not wait for a
+// orders are computed under the use table's lock and must not wait for a
 // store.
 type Snapshots interface {
 	Get(ds *catalog.Dataset, job, version string) (*importance.Snapshot, bool)

@@ -9,7 +9,7 @@ import (
 // dataset version, seed and window, and for importance sampling the job
 // and snapshot) and the job's name, if it gave one. Every rank, batch
 // size, world size and offset of one job — and any other unnamed job with
-// the same order — read the same sequence of epochs, so the schedule,
+// the same order — read the same sequence of epochs, so the use table,
 // prefetch and statistics follow streams, not requests; named jobs that
 // read one order are streams of their own, since each moves through it
 // at its own pace. Streams are comparable and serve as map keys.

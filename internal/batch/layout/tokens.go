@@ -237,7 +237,7 @@ func (o *Orders) sequences(dst []seqpack.Sequence, p *Packed, start, end int) []
 
 // docPosition is where sequence s of a packed epoch is in its order's
 // document positions, by linear interpolation within its window: what
-// the schedule follows the stream by. Exact at window boundaries.
+// the use table follows the stream by. Exact at window boundaries.
 func docPosition(p *Packed, s int) int {
 	if s >= p.NumSequences() {
 		return p.Order.NumSamples()

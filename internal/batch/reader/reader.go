@@ -61,7 +61,7 @@ type Preloader interface {
 }
 
 // Tally is told of chunks preloaded for a batch's later parts, as the
-// schedule's prefetcher tells it of its own: the statistics credit them
+// use table's prefetcher tells it of its own: the statistics credit them
 // to the stream they were for.
 type Tally interface {
 	Prefetched(s layout.Stream, epoch uint64, chunk int, bytes int64, disk bool)

@@ -9,7 +9,7 @@
 // RAM cache: when the disk is full, a new chunk displaces the chunks
 // needed furthest in the future, and only those needed later than itself;
 // a chunk needed later than everything on disk is not written at all.
-// Without a schedule (the lru policy), the least recently used go first.
+// Without a use table (the lru policy), the least recently used go first.
 //
 // Correctness never rests on the disk. Files are written to a temporary
 // name and renamed into place, so a crash mid-write leaves only a

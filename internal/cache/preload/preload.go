@@ -2,7 +2,7 @@
 // job stream's order names them: a batch's later parts while its first is
 // read, the next chunks of a dataset the S3 face reads in chunk order,
 // the next blocks of a read-through object. (What an order names next is
-// the schedule's prefetch, internal/cache/usetable.)
+// the use table's prefetch, internal/cache/usetable.)
 //
 // A preload is a bet, never worth waiting for: at most Config.Limit
 // loads run at once, and one that finds no free slot is dropped rather
