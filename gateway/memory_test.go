@@ -41,14 +41,14 @@ func TestMemoryBudget(t *testing.T) {
 	if err := json.Unmarshal(body, &st); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/stats: %d %v", resp.StatusCode, err)
 	}
-	parts := map[string]int64{}
+	shares := map[string]int64{}
 	var sum int64
-	for _, p := range st.Memory.Parts {
-		parts[p.Part] = p.Bytes
+	for _, p := range st.Memory.Shares {
+		shares[p.Share] = p.Bytes
 		sum += p.Bytes
 	}
-	if st.Memory.Limit != limit || sum != limit || parts["cache"] != 16*mib || parts["decodes"] != 16*mib || parts["copies"] != 16*mib {
-		t.Fatalf("memory %+v, want parts summing to %d: a 16 MiB cache, 256 MiB, 16 MiB each of copies and decodes", st.Memory, limit)
+	if st.Memory.Limit != limit || sum != limit || shares["cache"] != 16*mib || shares["decodes"] != 16*mib || shares["copies"] != 16*mib {
+		t.Fatalf("memory %+v, want shares summing to %d: a 16 MiB cache, 256 MiB, 16 MiB each of copies and decodes", st.Memory, limit)
 	}
 	key := func(id int) string {
 		for k, i := range f.ids {

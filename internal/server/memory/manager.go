@@ -121,14 +121,14 @@ func (m *Manager) Stalled(d time.Duration) bool {
 // Stats are the budget's shares and what each holds now, for /stats.
 func (m *Manager) Stats() api.MemoryStats {
 	st := api.MemoryStats{Limit: m.budget.Total(),
-		Parts: []api.MemoryPart{
-			{Part: "cache", Bytes: m.budget.Cache},
-			{Part: "base", Bytes: m.budget.Base},
-			{Part: "copies", Bytes: m.budget.Copies, Held: m.copies.Held(), Refused: m.copies.Refused()},
-			{Part: "decodes", Bytes: m.budget.Decodes, Held: m.decodes.Held(), Refused: m.decodes.Refused()},
+		Shares: []api.MemoryShare{
+			{Share: "cache", Bytes: m.budget.Cache},
+			{Share: "base", Bytes: m.budget.Base},
+			{Share: "copies", Bytes: m.budget.Copies, Held: m.copies.Held(), Refused: m.copies.Refused()},
+			{Share: "decodes", Bytes: m.budget.Decodes, Held: m.decodes.Held(), Refused: m.decodes.Refused()},
 		}}
 	if m.cache != nil {
-		st.Parts[0].Held = m.cache.Stats().BufferBytes
+		st.Shares[0].Held = m.cache.Stats().BufferBytes
 	}
 	return st
 }
@@ -138,13 +138,13 @@ func (m *Manager) register(reg prometheus.Registerer) {
 		l := prometheus.Labels{"part": part}
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_memory_budget_bytes", ConstLabels: l,
 			Help: "The node's memory budget (--memory-limit) by part: the cache, the rest of the process, copies out of the cache, decodes."},
-			func() float64 { return float64(m.Stats().Parts[i].Bytes) }))
+			func() float64 { return float64(m.Stats().Shares[i].Bytes) }))
 		if part == "base" {
 			continue
 		}
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_memory_held_bytes", ConstLabels: l,
 			Help: "Bytes held now by part of the memory budget: the cache's chunk buffers, copies and transformed batches until written, decodes while they run."},
-			func() float64 { return float64(m.Stats().Parts[i].Held) }))
+			func() float64 { return float64(m.Stats().Shares[i].Held) }))
 	}
 	for _, a := range []*Account{m.copies, m.decodes} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brand_memory_refused_total", ConstLabels: prometheus.Labels{"part": a.part},

@@ -106,7 +106,7 @@ func TestAccount(t *testing.T) {
 	}
 	rel()
 	st := m.Stats()
-	if st.Limit != 14*mib || st.Parts[2].Part != "copies" || st.Parts[2].Held != 10*mib || st.Parts[2].Refused != 1 {
+	if st.Limit != 14*mib || st.Shares[2].Share != "copies" || st.Shares[2].Held != 10*mib || st.Shares[2].Refused != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -235,7 +235,7 @@ func TestUnderPressure(t *testing.T) {
 			t.Errorf("waiting %d pinned %d after %v: %v, want %v", tt.waiting, tt.pinned, tt.after, got, tt.want)
 		}
 	}
-	if held := m.Stats().Parts[0].Held; held != 123 {
+	if held := m.Stats().Shares[0].Held; held != 123 {
 		t.Errorf("the cache part holds %d, its buffers are 123 bytes", held)
 	}
 }
