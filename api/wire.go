@@ -39,6 +39,11 @@ const (
 	// HeaderTransform names the pipeline a batch's images went through
 	// (transform=): each image member is a .npy member.
 	HeaderTransform = "Brand-Transform"
+	// A balanced job's batch (balance=): the cost its ranks are weighed
+	// by, and every rank's cost in this global batch, comma-separated in
+	// rank order (docs/shuffle.md §13).
+	HeaderBalance   = "Brand-Balance"
+	HeaderRankCosts = "Brand-Rank-Costs"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
@@ -99,6 +104,19 @@ type TokenStats struct {
 	NonPad      int64   `json:"nonpad_tokens"`
 	Fill        float64 `json:"fill"`
 	SplitPieces int64   `json:"split_pieces"`
+}
+
+// BalanceStats are a gateway's balanced jobs' figures in /stats, per
+// cost (balance=): the batches it served, and over their global batches
+// the busiest rank's cost over the ranks' mean — balanced, and as the
+// plain cut would have left it — on average and at worst.
+type BalanceStats struct {
+	Balance        string  `json:"balance"`
+	Batches        int64   `json:"batches"`
+	RatioMean      float64 `json:"max_over_mean"`
+	RatioWorst     float64 `json:"max_over_mean_worst"`
+	PlainRatioMean float64 `json:"plain_max_over_mean"`
+	PlainWorst     float64 `json:"plain_max_over_mean_worst"`
 }
 
 // TokenPlan is the "tokens" section of /plan for a token job (seq=):
@@ -167,6 +185,11 @@ type Manifest struct {
 	// those of the stored samples, and the response's length is known only
 	// once its images' headers are read: Bytes is 0.
 	Transform string `json:"transform,omitempty"`
+	// Balance is the cost a balanced job's ranks are weighed by
+	// (balance=) and RankCosts every rank's cost in this global batch, as
+	// the Brand-Balance and Brand-Rank-Costs headers give them.
+	Balance   string   `json:"balance,omitempty"`
+	RankCosts []uint64 `json:"rank_costs,omitempty"`
 	// Missing names the samples of Samples whose chunk the gateway last
 	// found damaged at rest: with --on-damaged-chunk=skip a GET of the
 	// batch leaves them out (and has another ETag and length; its

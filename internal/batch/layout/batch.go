@@ -30,7 +30,16 @@ type Source struct {
 // member, with locality on and more than one rank. Otherwise each rank
 // takes the plain cut, and nothing of the cluster enters the batch.
 func (s Source) Assigns(job api.Job) bool {
-	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens()
+	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens() && job.Balance == ""
+}
+
+// datasets are the dataset versions s reads: its dataset, or its
+// mixture's components.
+func (s Source) datasets() []*catalog.Dataset {
+	if s.Mix != nil {
+		return s.Mix.DS
+	}
+	return []*catalog.Dataset{s.DS}
 }
 
 // assignedUnder is the membership version a job's batches are assigned
@@ -81,6 +90,9 @@ type Batch struct {
 	// Tokens is set for a token job's batch (api.Job.Seq): its samples
 	// are sequences, which its parts' documents are packed into.
 	Tokens *TokenBatch
+	// Balanced is set for a balanced job's batch (api.Job.Balance): the
+	// ranks' costs in its global batch.
+	Balanced *Balanced
 }
 
 // Part is what a batch reads of one stream's epoch: a job's epoch of one
@@ -301,7 +313,11 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 		return b, o.layoutTokens(ctx, b, spec, p, s)
 	}
 	var ids []int
-	if src.Assigns(job) {
+	if job.Balance != "" {
+		if ids, b.Balanced, err = o.balancedIDs(ctx, src, s, e, epoch, job, n, int(m)); err != nil {
+			return nil, err
+		}
+	} else if src.Assigns(job) {
 		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
 			return nil, err
 		}
@@ -355,6 +371,7 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	}
 	s = appendTransform(s, job)
 	s = appendTokens(s, job)
+	s = appendBalance(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
@@ -370,6 +387,15 @@ func appendTokens(s []byte, job api.Job) []byte {
 		s = fmt.Appendf(s, "|eos=%d", job.EOS)
 	}
 	return s
+}
+
+// appendBalance names, in a balanced job's batch ETag, the cost its
+// ranks are weighed by.
+func appendBalance(s []byte, job api.Job) []byte {
+	if job.Balance == "" {
+		return s
+	}
+	return fmt.Appendf(s, "|balance=%s", job.Balance)
 }
 
 // appendTransform names, in a batch's ETag, the pipeline its images go

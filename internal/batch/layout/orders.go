@@ -87,6 +87,7 @@ type Orders struct {
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
+	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
 	snapshots     Snapshots
 }
 
@@ -118,7 +119,7 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *Epoch](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), snapshots: snaps}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.

@@ -276,6 +276,13 @@ var params = map[string]param{
 		q.Job.EOSSet = err == nil
 		return err
 	},
+	api.ParamBalance: func(q *Query, name, v string, _ Limits) error {
+		if !slices.Contains(api.BalanceKinds, v) {
+			return fmt.Errorf("%w: %s must be one of %s, got %q", ErrBadRequest, name, strings.Join(api.BalanceKinds, ", "), v)
+		}
+		q.Job.Balance = v
+		return nil
+	},
 	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
 		if len(v) != 16 || !lowerHex(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's fingerprint (16 hex digits), got %q", ErrBadRequest, name, v)

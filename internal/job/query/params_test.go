@@ -99,7 +99,7 @@ func TestJobValuesParseBack(t *testing.T) {
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
 			Columns: []string{"image", "label"}},
-		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true},
+		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true, Balance: "attention"},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1},
 			Mix: sched[0].Mix, Schedule: sched, MixBlock: 64},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "run", ScheduleVersion: "0123456789abcdef", MixBlock: 64},
