@@ -245,6 +245,14 @@ class Job:
         pad: with ``seq``: the pad's token ID (the gateway's default 0).
         eos: with ``pack="concat"``: the EOS token ID put after every
             document.
+        balance: give each rank of a global batch a share of its cost
+            rather than of its positions (``balance=``, docs/shuffle.md
+            §13): ``"attention"`` (the sum of the squares of a sequence's
+            pieces' lengths) or ``"tokens"`` for a token job (``seq``),
+            ``"bytes"`` (a sample's stored bytes) for a job of samples of a
+            dataset of tar chunks. Each rank keeps its count and the global
+            batch its samples; only which rank takes which changes.
+            ``None``: the plain cut.
 
     Raises:
         ValueError: a value no gateway would take, or a combination it
@@ -254,7 +262,8 @@ class Job:
             ``mix_samples`` without a mixture or below 1, a mixture's
             ``index`` with another number of versions than components, a
             ``transform`` that is no pipeline's name, ``columns`` empty,
-            repeated or holding an empty name or a comma.
+            repeated or holding an empty name or a comma, a ``balance``
+            that is not one of the three or does not fit the job.
     """
 
     dataset: Optional[str] = None
@@ -282,9 +291,11 @@ class Job:
     pack: Optional[str] = None
     pad: Optional[int] = None
     eos: Optional[int] = None
+    balance: Optional[str] = None
 
     def __post_init__(self) -> None:
         self._check_tokens()
+        self._check_balance()
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
                 raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")
@@ -337,6 +348,19 @@ class Job:
             raise ValueError("brand: eos applies only with pack='concat'")
         if self.transform is not None or self.columns is not None:
             raise ValueError("brand: seq does not go with transform or columns")
+
+    def _check_balance(self) -> None:
+        """The rules of ``balance=`` that need no dataset, as the gateway
+        applies them (whether a dataset's index sizes its samples is the
+        gateway's to say)."""
+        if self.balance is None:
+            return
+        if self.balance not in ("attention", "tokens", "bytes"):
+            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens' or 'bytes'")
+        if self.balance == "bytes" and self.seq is not None:
+            raise ValueError("brand: balance='bytes' weighs samples as stored; a token job (seq) takes 'attention' or 'tokens'")
+        if self.balance != "bytes" and self.seq is None:
+            raise ValueError(f"brand: balance={self.balance!r} weighs a token job's sequences (seq); a job of samples takes 'bytes'")
 
     def _check_mix(self) -> None:
         """The rules of ``mix=`` beside the other job parameters, as the
@@ -599,6 +623,8 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q["pad"] = str(job.pad)
         if job.eos is not None:
             q["eos"] = str(job.eos)
+    if job.balance is not None:
+        q["balance"] = job.balance
     return q
 
 

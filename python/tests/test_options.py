@@ -22,7 +22,7 @@ from brand.client import _planned  # noqa: E402
 # The public query parameters of a job, one a line, sorted: written from
 # api.JobParams by the Go side's tests (internal/job/query), so that the gateway's
 # parser, the Go client and this client agree on one list.
-GOLDEN = os.path.join(REPO, "internal", "query", "testdata", "job_params.golden")
+GOLDEN = os.path.join(REPO, "internal", "job", "query", "testdata", "job_params.golden")
 URL = "http://127.0.0.1:1"  # nothing is sent by the tests that use it
 
 
@@ -43,7 +43,7 @@ ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, dr
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
                 columns=("image", "label"))
-TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2)
+TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2, balance="attention")
 # A schedule given with the job, and one stored under its name.
 SCHED = brand.Job(seed=7, mix_schedule="0:web:0.7,code:0.3;40~80:web:0,code:1", mix_block=32)
 STORED = brand.Job(seed=7, name="run-1", schedule_version="latest", mix_block=32)
@@ -79,6 +79,7 @@ def field_changes():
         "pack": (brand.Job(seq=128), dict(pack="concat")),
         "pad": (brand.Job(seq=128), dict(pad=5)),
         "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
+        "balance": (brand.Job(seq=128), dict(balance="attention")),
     }
 
 
@@ -185,6 +186,9 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(transform="ImageNet")),
             (brand.Job, dict(transform="")),
             (brand.Job, dict(transform="a" * 65)),
+            (brand.Job, dict(seq=128, balance="pixels")),
+            (brand.Job, dict(balance="attention")),
+            (brand.Job, dict(seq=128, balance="bytes")),
             (brand.Importance, dict(job="..")),
             (brand.Importance, dict(job="j", hot=-1)),
             (brand.Connection, dict(timeout=0)),
@@ -334,9 +338,11 @@ class TestWire(unittest.TestCase):
         # importance job's first epoch has none), a pipeline (the test
         # dataset's images are not real JPEGs) and fields (it is tar chunks,
         # whose samples are served whole), nor a token job's (the test
-        # dataset is no token dataset); index= is the version the plan named.
+        # dataset is no token dataset), nor a balanced job's; index= is the
+        # version the plan named.
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
-                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos"})
+                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos",
+                                           "balance"})
 
 
 if __name__ == "__main__":
