@@ -107,16 +107,29 @@ type TokenStats struct {
 }
 
 // BalanceStats are a gateway's balanced jobs' figures in /stats, per
-// cost (balance=): the batches it served, and over their global batches
-// the busiest rank's cost over the ranks' mean — balanced, and as the
-// plain cut would have left it — on average and at worst.
+// cost (balance=): the batches it served, over their global batches the
+// busiest rank's cost over the ranks' mean — balanced, and as the plain
+// cut would have left it — on average and at worst, and the ranks' costs
+// of the last global batches it served.
 type BalanceStats struct {
-	Balance        string  `json:"balance"`
-	Batches        int64   `json:"batches"`
-	RatioMean      float64 `json:"max_over_mean"`
-	RatioWorst     float64 `json:"max_over_mean_worst"`
-	PlainRatioMean float64 `json:"plain_max_over_mean"`
-	PlainWorst     float64 `json:"plain_max_over_mean_worst"`
+	Balance        string        `json:"balance"`
+	Batches        int64         `json:"batches"`
+	RatioMean      float64       `json:"max_over_mean"`
+	RatioWorst     float64       `json:"max_over_mean_worst"`
+	PlainRatioMean float64       `json:"plain_max_over_mean"`
+	PlainWorst     float64       `json:"plain_max_over_mean_worst"`
+	Recent         []BalanceStep `json:"recent"`
+}
+
+// BalanceStep is one global batch of a balanced job in /stats: its rank
+// 0's ETag (which names it), its epoch and number, and every rank's cost,
+// balanced and as the plain cut would have left them.
+type BalanceStep struct {
+	Global     string   `json:"global_etag"`
+	Epoch      uint64   `json:"epoch"`
+	Batch      uint64   `json:"batch"`
+	Costs      []uint64 `json:"rank_costs"`
+	PlainCosts []uint64 `json:"plain_rank_costs"`
 }
 
 // TokenPlan is the "tokens" section of /plan for a token job (seq=):

@@ -28,6 +28,7 @@ func TestBalanceOverHTTP(t *testing.T) {
 		Formats: []format.Format{megatron.Format{}}}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = []gateway.DatasetSpec{spec} })
 	const q = "seq=512&batch_size=6&world=4&window=64&pad=65535" // a pad no token of the corpus is
+	var stepCosts []string // per global batch, the header's costs
 	for m := range 3 {
 		var costs string
 		var bal, cut []string
@@ -61,6 +62,7 @@ func TestBalanceOverHTTP(t *testing.T) {
 		if !slices.Equal(slices.Sorted(slices.Values(bal)), slices.Sorted(slices.Values(cut))) {
 			t.Fatalf("batch %d: the balanced ranks hold other sequences than the plain cut's", m)
 		}
+		stepCosts = append(stepCosts, costs)
 	}
 	var stats struct {
 		Balance []api.BalanceStats
@@ -72,6 +74,21 @@ func TestBalanceOverHTTP(t *testing.T) {
 	if len(stats.Balance) != 1 || stats.Balance[0].Balance != "attention" || stats.Balance[0].Batches != 12 ||
 		stats.Balance[0].RatioMean < 1 || stats.Balance[0].RatioMean > stats.Balance[0].PlainRatioMean {
 		t.Fatalf("/stats balance: %+v", stats.Balance)
+	}
+	// Each global batch once in the recent steps, however many of its
+	// ranks were served, with the costs its header gave.
+	recent := stats.Balance[0].Recent
+	if len(recent) != len(stepCosts) {
+		t.Fatalf("/stats lists %d recent global batches, want %d: %+v", len(recent), len(stepCosts), recent)
+	}
+	for m, st := range recent {
+		got := make([]string, len(st.Costs))
+		for r, c := range st.Costs {
+			got[r] = strconv.FormatUint(c, 10)
+		}
+		if st.Epoch != 0 || st.Batch != uint64(m) || strings.Join(got, ",") != stepCosts[m] || len(st.PlainCosts) != 4 || st.Global == "" {
+			t.Fatalf("/stats recent step %d: %+v, the headers said %s", m, st, stepCosts[m])
+		}
 	}
 	for _, tc := range []struct{ path, says string }{
 		{"/epoch/0/batch/0?balance=attention", "weighs the packed sequences of a token job (seq=)"},

@@ -34,9 +34,13 @@ var ErrBalance = fmt.Errorf("%w: balance", query.ErrBadRequest)
 // the cost its ranks were weighed by, and every rank's cost, balanced and
 // as the plain cut would have left them.
 type Balanced struct {
-	Kind  string
-	Costs []uint64 // per rank, this global batch
-	Plain []uint64 // per rank, had the batch been cut plainly
+	Kind string
+	// Global names the global batch: its rank 0's ETag, the same in
+	// every rank's answer.
+	Global       string
+	Epoch, Batch uint64
+	Costs        []uint64 // per rank, this global batch
+	Plain        []uint64 // per rank, had the batch been cut plainly
 }
 
 // FormatCosts writes the ranks' costs comma-separated (the
@@ -93,11 +97,12 @@ func newBalanceMemo() *lru.Cache[string, *globalBalance] {
 	return c
 }
 
-// balanceOf is the assignment of the global batch whose rank 0's ETag is
-// key, memoised: costs weighs its samples in batch order, the ranks take
-// shares of them.
-func (o *Orders) balanceOf(key, kind string, shares []int, costs func() ([]uint64, error)) (*globalBalance, error) {
-	if gb, ok := o.balances.Get(key); ok {
+// balanceOf is the assignment of global batch m of an epoch of job,
+// memoised under the batch's rank 0's ETag: costs weighs its samples in
+// batch order, the ranks take shares of them.
+func (o *Orders) balanceOf(src Source, job api.Job, epoch uint64, m int, shares []int, costs func() ([]uint64, error)) (*globalBalance, error) {
+	global := o.globalKey(src, job, epoch, uint64(m))
+	if gb, ok := o.balances.Get(global); ok {
 		return gb, nil
 	}
 	c, err := costs()
@@ -112,16 +117,17 @@ func (o *Orders) balanceOf(key, kind string, shares []int, costs func() ([]uint6
 	if err != nil {
 		return nil, err
 	}
-	gb := &globalBalance{ranks: a.Ranks, info: &Balanced{Kind: kind, Costs: a.Costs, Plain: p.Costs}}
-	o.balances.Add(key, gb)
+	gb := &globalBalance{ranks: a.Ranks, info: &Balanced{Kind: job.Balance, Global: global, Epoch: epoch, Batch: uint64(m), Costs: a.Costs, Plain: p.Costs}}
+	o.balances.Add(global, gb)
 	return gb, nil
 }
 
 // globalKey names a job's global batch m: its rank 0's ETag, which every
-// parameter that decides the batch's samples enters, and the cost.
+// parameter that decides the batch's samples enters (the cost among
+// them).
 func (o *Orders) globalKey(src Source, job api.Job, epoch, m uint64) string {
 	job.Rank = 0
-	return o.ETag(src, job, epoch, m) + "|" + job.Balance
+	return o.ETag(src, job, epoch, m)
 }
 
 // balancedIDs is, for a balanced job of samples over one dataset, the
@@ -132,7 +138,7 @@ func (o *Orders) balancedIDs(ctx context.Context, src Source, s Stream, e *Epoch
 		return nil, nil, err
 	}
 	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
-	gb, err := o.balanceOf(o.globalKey(src, job, epoch, uint64(m)), job.Balance, shares, func() ([]uint64, error) {
+	gb, err := o.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
 		info, err := src.DS.Index.Samples(ctx, ids)
 		if err != nil {
 			return nil, fmt.Errorf("reading the index entries of global batch %d of dataset %s: %w", m, src.DS.Name, err)
@@ -181,7 +187,7 @@ func (o *Orders) balancedSequences(src Source, p *Packed, epoch uint64, job api.
 		return nil, nil, 0, 0, err
 	}
 	seqs := o.sequences(make([]seqpack.Sequence, 0, end-start), p, start, end)
-	gb, err := o.balanceOf(o.globalKey(src, job, epoch, uint64(m)), job.Balance, shares, func() ([]uint64, error) {
+	gb, err := o.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
 		costs := make([]uint64, len(seqs))
 		for i, q := range seqs {
 			costs[i] = sequenceCost(job.Balance, q)
@@ -212,7 +218,7 @@ func (o *Orders) balancedDraws(ctx context.Context, src Source, job api.Job, epo
 	if err != nil {
 		return nil, nil, err
 	}
-	gb, err := o.balanceOf(o.globalKey(src, job, epoch, uint64(b)), job.Balance, shares, func() ([]uint64, error) {
+	gb, err := o.balanceOf(src, job, epoch, b, shares, func() ([]uint64, error) {
 		if job.Tokens() {
 			return o.drawSequenceCosts(m, job, draws)
 		}
