@@ -28,7 +28,7 @@ func TestBalanceOverHTTP(t *testing.T) {
 		Formats: []format.Format{megatron.Format{}}}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = []gateway.DatasetSpec{spec} })
 	const q = "seq=512&batch_size=6&world=4&window=64&pad=65535" // a pad no token of the corpus is
-	var stepCosts []string // per global batch, the header's costs
+	var stepCosts []string                                       // per global batch, the header's costs
 	for m := range 3 {
 		var costs string
 		var bal, cut []string
