@@ -28,7 +28,8 @@ func TestBalanceOverHTTP(t *testing.T) {
 		Formats: []format.Format{megatron.Format{}}}
 	_, srv := start(t, nil, func(c *gateway.Config) { c.Datasets = []gateway.DatasetSpec{spec} })
 	const q = "seq=512&batch_size=6&world=4&window=64&pad=65535" // a pad no token of the corpus is
-	var stepCosts []string                                       // per global batch, the header's costs
+	// Per global batch, the costs its header gave.
+	var stepCosts []string
 	for m := range 3 {
 		var costs string
 		var bal, cut []string

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
@@ -66,7 +67,8 @@ func Status(err error) int {
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
 		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensorize.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
-		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, reqbody.ErrBadJSON), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge):
+		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, reqbody.ErrBadJSON), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge),
+		errors.Is(err, balance.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge), errors.Is(err, sequences.ErrTokenID):
 		// The batch holds an image its pipeline cannot transform: the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
@@ -56,6 +57,8 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", tensorize.ErrBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", feedback.ErrBadFeedback), http.StatusBadRequest, false},
 		{fmt.Errorf("x: %w", feedback.ErrBusy), http.StatusServiceUnavailable, false},
+		// A balanced job's global batch too costly to weigh (balance=).
+		{fmt.Errorf("x: %w", balance.ErrInvalid), http.StatusBadRequest, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)
