@@ -66,13 +66,33 @@ type request struct {
 // call sends r to the node and, if it answers 200, hands the response to
 // read before the body is closed. Not reaching the node is ErrDown; a
 // status other than 200 is classified by statusError.
+//
+// What ends a request early is told apart: the node not answering within
+// the request's bound is the node's failure (ErrDown and ErrTimeout: a
+// fetch that times out holds the node down as any other failure), while
+// the asker's own context ending first (its client went away, or its own
+// bound passed) says nothing of the node (errGaveUp).
 func (c Client) call(ctx context.Context, r request, read func(*http.Response) error) error {
 	timeout := c.t.timeout
 	if r.quick {
 		timeout = c.t.quick
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	bounded, cancel := context.WithTimeoutCause(ctx, timeout, errOverdue)
 	defer cancel()
+	err := c.send(bounded, r, read)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", errGaveUp, err)
+	case errors.Is(context.Cause(bounded), errOverdue):
+		return fmt.Errorf("%w: %w: %s did not answer within %s: %w", ErrDown, ErrTimeout, c.url, timeout, err)
+	}
+	return err
+}
+
+// send is call's request, under the bound ctx holds.
+func (c Client) send(ctx context.Context, r request, read func(*http.Response) error) error {
 	target := c.url + r.path
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
@@ -111,10 +131,19 @@ var (
 	// ErrNotHeld is a chunk's old owner's answer when its cache does not
 	// hold the chunk asked for (404): the asker reads the store.
 	ErrNotHeld = errors.New("chunk not held by the peer")
+	// ErrTimeout marks an ErrDown for which no whole answer came within
+	// the request's bound (--peer-timeout for a fetch, the probe's for a
+	// probe): the node, or the path to it, is down or too slow to ask.
+	ErrTimeout = errors.New("peer did not answer in time")
 	// errNoAnswer marks an ErrDown for which no answer came at all:
 	// nothing listens at the node's URL, or it did not answer in time
 	// (Nodes.Unreached).
 	errNoAnswer = errors.New("no answer")
+	// errGaveUp marks a request the asker ended itself (its context was
+	// done before the node's bound): nothing is known of the node.
+	errGaveUp = errors.New("the asker gave up")
+	// errOverdue is the cause of a request's own bound passing.
+	errOverdue = errors.New("the request's bound passed")
 )
 
 // statusError classifies a reply's status, reading its body for the

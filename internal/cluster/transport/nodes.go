@@ -27,6 +27,9 @@ type Config struct {
 	Timeout, Probe time.Duration
 	Credentials    peercred.Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
+	// Hold is a node's first hold-down after a failed fetch, doubling per
+	// renewed failure up to a minute (DefaultHold if 0).
+	Hold time.Duration
 	// Part runs the probes and ends them when it stops (nil: a part of
 	// the Nodes' own, stopped by Close).
 	Part     *stopper.Part
@@ -59,8 +62,8 @@ type node struct {
 	// unreached: its last probe got no answer at all (Unreached).
 	unreached atomic.Bool
 
-	fetched, served            atomic.Int64 // sample bytes
-	down, refused, versionMiss atomic.Int64 // failed fetches, by kind
+	fetched, served                     atomic.Int64 // sample bytes
+	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
 
 	stop context.CancelFunc // of its probe loop while probed; under Nodes.mu
 }
@@ -73,6 +76,7 @@ type Nodes struct {
 	self    *node
 	t       *transport
 	probe   time.Duration
+	hold    time.Duration // the first hold-down (Config.Hold)
 	log     zerolog.Logger
 	reg     prometheus.Registerer
 	upGauge *prometheus.GaugeVec
@@ -95,7 +99,10 @@ const maxKnown = 4096
 // New returns this node's view of its peers, knowing only itself; Probe
 // names the nodes to probe, and Start begins probing them.
 func New(c Config) *Nodes {
-	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Part, "peer: probes")}
+	if c.Hold <= 0 {
+		c.Hold = DefaultHold
+	}
+	n := &Nodes{t: newTransport(c), probe: c.Probe, hold: c.Hold, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Part, "peer: probes")}
 	n.part.OnStop(n.t.http.CloseIdleConnections)
 	n.slots.Store(&[]*node{})
 	n.probed.Store(&[]int{})
@@ -235,22 +242,26 @@ func (n *Nodes) changed(nd *node, prev, st *State) {
 
 // Heard records that node k, authenticated (peercred.Verifier), asked
 // this node for something: it is serving, so it is up, whatever its last
-// probe said, unless a fetch from it failed lately (see markDown).
+// probe said — unless a fetch from it failed since it was last taken
+// back (see markDown). Such a node may reach this one and not be reached
+// by it (an asymmetric cut), or answer its probes and not its fetches (a
+// gray failure): only its data path answering takes it back
+// (probeLoop's canary).
 func (n *Nodes) Heard(k int) {
 	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
-	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && n.setUp(nd, true) {
+	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
 		n.changed(nd, nil, nil)
 	}
 }
 
 // Hold-down after failed fetches: a node is not taken back on a probe's
-// word for holdBase after its first failure in a row, doubling per
-// failure up to holdMax.
+// word for Config.Hold (DefaultHold) after its first failure in a row,
+// doubling per failure up to holdMax.
 const (
-	holdBase = 2 * time.Second
-	holdMax  = time.Minute
+	DefaultHold = 2 * time.Second
+	holdMax     = time.Minute
 )
 
 // markDown records a failed fetch from node nd. The prober brings it
@@ -264,12 +275,19 @@ func (n *Nodes) markDown(nd *node) {
 		// step) count once: the hold grows with failures after a node
 		// was taken back, not with how many requests were in flight.
 		f := min(nd.fails.Add(1), 6)
-		hold := min(holdBase<<(f-1), holdMax)
+		hold := min(n.hold<<(f-1), holdMax)
 		nd.held.Store(time.Now().Add(hold).UnixNano())
 	}
 	if n.setUp(nd, false) {
 		n.changed(nd, nil, nil)
 	}
+}
+
+// renewHold holds node nd down again after its data path failed a
+// canary, as after a failed fetch.
+func (n *Nodes) renewHold(nd *node) {
+	f := min(nd.fails.Add(1), 6)
+	nd.held.Store(time.Now().Add(min(n.hold<<(f-1), holdMax)).UnixNano())
 }
 
 // isHeld reports whether node nd is in its hold-down.
@@ -287,8 +305,13 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 		for _, d := range rep.Data {
 			nd.fetched.Add(int64(len(d)))
 		}
-	case ctx.Err() != nil:
-		// The asker gave up: nothing is known of the peer.
+	case errors.Is(err, errGaveUp):
+		// The asker gave up (its request ended before the peer's
+		// bound): nothing is known of the peer.
+	case errors.Is(err, ErrTimeout):
+		nd.timeout.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer did not answer a fetch within --peer-timeout; holding it down and reading elsewhere")
+		n.markDown(nd)
 	case errors.Is(err, ErrVersion):
 		nd.versionMiss.Add(1)
 		n.log.Info().Err(err).Str("peer", nd.url).Str("dataset", req.DS.Name).Msg("peer does not hold the index version asked for; reading elsewhere")
@@ -411,7 +434,11 @@ func (n *Nodes) probeLocked(nd *node) {
 // in a row: a node busy serving (or a machine loaded by a test under the
 // race detector) answers late, and taking it for dead would make every
 // node read its chunks from the store too. Its real failures show in
-// fetches, which mark it down themselves.
+// fetches, which mark it down themselves. A node held down after a
+// failed fetch is taken back only once its data path answers too: a
+// sample request for nothing (Client.Canary), so that a node whose probes
+// are answered and whose fetches are not (a gray failure) costs one
+// timeout, not one per hold-down.
 func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 	wait := time.Duration(0)
 	slowRun := 0
@@ -447,6 +474,20 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		}
 		nd.unreached.Store(errors.Is(err, errNoAnswer))
 		up := err == nil && st.Ready && !isHeld(nd)
+		if up && !nd.up.Load() && nd.fails.Load() > 0 {
+			// Held down after a failed fetch, and its hold has passed:
+			// its probe answering is not enough, for a node may answer
+			// probes and not fetches (a gray failure). Its data path
+			// must answer too, or the node stays down, held anew.
+			if cerr := nd.client.Canary(ctx, st); cerr != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n.log.Warn().Err(cerr).Str("peer", nd.url).Msg("a peer held down answers its probes but not a sample request; keeping it down")
+				up = false
+				n.renewHold(nd)
+			}
+		}
 		if n.setUp(nd, up) || err == nil {
 			n.changed(nd, prev, now)
 		}
@@ -467,7 +508,7 @@ func (n *Nodes) Stats() []api.PeerStats {
 	for _, k := range *n.probed.Load() {
 		nd := n.at(k)
 		out = append(out, api.PeerStats{URL: nd.url, Up: n.Up(k), FetchedBytes: nd.fetched.Load(), ServedBytes: nd.served.Load(),
-			Failures: nd.down.Load() + nd.refused.Load() + nd.versionMiss.Load()})
+			Failures: nd.down.Load() + nd.timeout.Load() + nd.refused.Load() + nd.versionMiss.Load()})
 	}
 	return out
 }
@@ -478,8 +519,8 @@ func (n *Nodes) registerNode(nd *node) {
 	peer := prometheus.Labels{"peer": nd.url}
 	counter(n.reg, "brand_peer_bytes_fetched_total", "Sample bytes this node fetched from each peer.", peer, &nd.fetched)
 	counter(n.reg, "brand_peer_bytes_served_total", "Sample bytes this node served to each peer (authenticated peers only).", peer, &nd.served)
-	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (no answer, 503 or bad bytes: the peer is held down), refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
-	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "refused": &nd.refused, "version": &nd.versionMiss} {
+	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (refused connection, 503 or bad bytes) or timeout (no answer within --peer-timeout), for which the peer is held down; refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
+	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "timeout": &nd.timeout, "refused": &nd.refused, "version": &nd.versionMiss} {
 		counter(n.reg, "brand_peer_fetch_failures_total", failures, prometheus.Labels{"peer": nd.url, "kind": kind}, v)
 	}
 }

@@ -251,6 +251,30 @@ func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 	return rep, err
 }
 
+// Canary asks the node whose state st is for no samples of the first
+// dataset it names, through the path a fetch takes: a node held down
+// after a failed fetch is taken back only once this answers (Nodes'
+// probe loop), since a node may answer its probes and drop its fetches.
+// Its bound is a fetch's.
+func (c Client) Canary(ctx context.Context, st State) error {
+	if len(st.Datasets) == 0 {
+		return nil // a node serving nothing has no data path to test
+	}
+	d := st.Datasets[0]
+	v := neturl.Values{api.ParamDataset: {d.Name}, api.ParamIndex: {d.Current}}
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: v, body: []byte{}}, func(resp *http.Response) error {
+		var head [4]byte
+		if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+			return fmt.Errorf("%w: reading from %s: %w", ErrDown, c.url, err)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrDown) {
+		return nil // it answered, if not with samples: its data path works
+	}
+	return err
+}
+
 // readSamples reads a samples reply (ReplyHead, then for transformed
 // samples their lengths and CRC32Cs, then the samples back to back).
 func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
@@ -438,7 +462,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
+		return State{}, errors.Is(err, ErrTimeout), err
 	}
 	return st, false, nil
 }
