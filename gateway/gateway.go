@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -30,6 +31,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -378,6 +380,9 @@ type Gateway struct {
 	// parts, the S3 face's read-ahead — bounded and tracked.
 	preload  *preload.Set
 	feedback *feedback.State
+	// store is whether this node reaches its datasets' store (nil on a
+	// single gateway).
+	store *storepath.Watch
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
 	handover   *handover.Handover
@@ -440,12 +445,19 @@ func New(cfg Config) (*Gateway, error) {
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
+		// Whether this node reaches the store: cut off from it, it ends
+		// its store reads, says so to its peers and routes its chunks
+		// through them (internal/cluster/storepath).
+		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
+			Part: g.life.Part("storepath: probes"), Registry: reg, Log: cfg.Logger})
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
-			Load: func() tensorize.Load { return g.stage.Load() }})
+			Load:      func() tensorize.Load { return g.stage.Load() },
+			StoreDown: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Holds:     func(ds *catalog.Dataset, c int) bool { return g.cache.Contains(ds.ChunkKey(c)) }})
 		rt, parts = routing, peers
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
@@ -465,7 +477,7 @@ func New(cfg Config) (*Gateway, error) {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
 		sources = handover.NewSources(peers, cfg.Logger)
-		loader = loader.WithHandover(sources)
+		loader = loader.WithHandover(sources).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
@@ -517,8 +529,8 @@ func New(cfg Config) (*Gateway, error) {
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
-		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
+		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
+		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults
@@ -771,6 +783,24 @@ func (g *Gateway) Close() {
 	g.closeIdle()
 }
 
+// probeStore asks the store of the first remote dataset loaded for its
+// index object's metadata: the probe of this node's path to the store
+// (storepath.Watch). Nothing to probe before the datasets are loaded, or
+// when none is remote.
+func (g *Gateway) probeStore(ctx context.Context) error {
+	all, err := g.catalog.All()
+	if err != nil {
+		return nil // not loaded yet
+	}
+	for _, ds := range all {
+		if ds.Remote() {
+			_, err := ds.Store.Stat(ctx, chunkindex.IndexKey)
+			return err
+		}
+	}
+	return nil
+}
+
 // ShutdownOrder names the gateway's parts that run goroutines, in the
 // order Close drains them.
 func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
@@ -800,6 +830,9 @@ func (g *Gateway) Load(ctx context.Context) error {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
 			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}
+			if g.store != nil {
+				spec.Partition.Guard = g.store
+			}
 		}
 		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {

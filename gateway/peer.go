@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -41,6 +42,7 @@ type peerAPI struct {
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
+	store    interface{ Down() bool } // whether this node reaches the store (storepath.Watch)
 	catalog  *catalog.Catalog
 	batches  *visit.Batches
 	out      *respond.Writer
@@ -144,6 +146,11 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Heard(k)
 	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
+		if errors.Is(err, storepath.ErrUnreachable) {
+			// Cut off from the store: the asker reads these elsewhere
+			// and keeps asking this node for what its cache holds.
+			w.Header().Set(transport.HeaderStoreUnreachable, "true")
+		}
 		writeError(ctx, w, err)
 		return
 	}
@@ -170,7 +177,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
-	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
+	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)

@@ -65,10 +65,17 @@ type Config struct {
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
 	// margin: 0 is BalanceSlack, negative never moves the work.
-	Load     func() tensorize.Load
-	Slack    time.Duration
-	Registry prometheus.Registerer
-	Log      zerolog.Logger
+	Load  func() tensorize.Load
+	Slack time.Duration
+	// StoreDown reports whether this node cannot reach a dataset's store
+	// now (storepath.Watch; nil: it always can), and Holds whether its
+	// cache holds a chunk: cut off from the store, this node reads the
+	// chunks it would read itself and does not hold through the next
+	// nodes of their rankings, as its peers, refused, do.
+	StoreDown func(ds *catalog.Dataset) bool
+	Holds     func(ds *catalog.Dataset, c int) bool
+	Registry  prometheus.Registerer
+	Log       zerolog.Logger
 }
 
 // routing is the membership a Router routes by (Follow).
@@ -86,10 +93,13 @@ type Router struct {
 	timeout time.Duration
 	load    func() tensorize.Load
 	slack   time.Duration
-	log     zerolog.Logger
-	view    atomic.Pointer[routing]
-	next    *premade.Store[[][][]byte] // next batches' samples, per part
-	part    *stopper.Part
+	// storeDown and holds: Config.StoreDown and Config.Holds.
+	storeDown func(ds *catalog.Dataset) bool
+	holds     func(ds *catalog.Dataset, c int) bool
+	log       zerolog.Logger
+	view      atomic.Pointer[routing]
+	next      *premade.Store[[][][]byte] // next batches' samples, per part
+	part      *stopper.Part
 
 	// Figures: sample bytes of batches served by where they came from,
 	// samples found fetched with the batch before, and samples asked of owners with a
@@ -109,6 +119,7 @@ func New(c Config) *Router {
 		budget = premade.NewBytes(c.NextBytes)
 	}
 	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
+		storeDown: c.StoreDown, holds: c.Holds,
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Part, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
@@ -150,12 +161,13 @@ func (r *Router) Nodes() int { return r.view.Load().agreed.Len() }
 // owner under the membership the cluster agrees on if the owner is up,
 // holds ds's version, is not warming up for that membership (its old
 // owner serves it meanwhile) and skip does not name it; else the first
-// such member of the chunk's ranking, this node last.
+// such member of the chunk's ranking, this node last. This node, cut off
+// from ds's store, is such a member only for a chunk its cache holds.
 func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 	v := r.view.Load()
 	usable := func(k int) bool {
 		if k == r.self {
-			return v.warming != v.agreed.Version()
+			return v.warming != v.agreed.Version() && !r.cutOff(ds, c)
 		}
 		st := r.peers.State(k)
 		warming := st != nil && st.Warming == v.agreed.Version()
@@ -170,6 +182,12 @@ func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 		}
 	}
 	return r.self
+}
+
+// cutOff reports whether this node cannot read chunk c of ds now: it
+// cannot reach ds's store, and its cache does not hold the chunk.
+func (r *Router) cutOff(ds *catalog.Dataset, c int) bool {
+	return r.storeDown != nil && r.storeDown(ds) && (r.holds == nil || !r.holds(ds, c))
 }
 
 // Local reports whether this node is chunk c of ds's source now: whether

@@ -131,6 +131,10 @@ var (
 	// ErrNotHeld is a chunk's old owner's answer when its cache does not
 	// hold the chunk asked for (404): the asker reads the store.
 	ErrNotHeld = errors.New("chunk not held by the peer")
+	// ErrPeerStoreUnreachable marks an ErrRefused from a node that
+	// cannot reach the store now, and so could not read the samples its
+	// cache does not hold (HeaderStoreUnreachable).
+	ErrPeerStoreUnreachable = errors.New("the peer cannot reach the store")
 	// ErrTimeout marks an ErrDown for which no whole answer came within
 	// the request's bound (--peer-timeout for a fetch, the probe's for a
 	// probe): the node, or the path to it, is down or too slow to ask.
@@ -159,6 +163,9 @@ func statusError(resp *http.Response, peer string) error {
 		return fmt.Errorf("%w: %w", ErrVersion, err)
 	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false":
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderStoreUnreachable) == "true":
+		// Up, serving what its cache holds, but cut off from the store.
+		return fmt.Errorf("%w: %w: %w", ErrRefused, ErrPeerStoreUnreachable, err)
 	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(peercred.HeaderNotMember) != "":
 		// Up, but its source does not list this node yet.
 		return fmt.Errorf("%w: %w: %w", ErrRefused, peercred.ErrNotMember, err)

@@ -315,6 +315,11 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	case errors.Is(err, ErrVersion):
 		nd.versionMiss.Add(1)
 		n.log.Info().Err(err).Str("peer", nd.url).Str("dataset", req.DS.Name).Msg("peer does not hold the index version asked for; reading elsewhere")
+	case errors.Is(err, ErrPeerStoreUnreachable):
+		// Its state says so too: a warning per batch would say nothing
+		// more (it logs its own loss of the store, and its return).
+		nd.refused.Add(1)
+		n.log.Debug().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer cut off from the store could not serve samples; reading them elsewhere")
 	case errors.Is(err, ErrRefused):
 		nd.refused.Add(1)
 		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer could not serve samples; reading them elsewhere")

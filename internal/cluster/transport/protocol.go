@@ -423,6 +423,10 @@ type State struct {
 	// started reports ready only once its peers no longer name it
 	// (membership.Tracker.Settled).
 	Down []string `json:"down,omitempty"`
+	// StoreUnreachable says the node cannot reach its datasets' store
+	// now (storepath.Watch): it serves the samples its cache holds and
+	// refuses the others at once, which its peers then read themselves.
+	StoreUnreachable bool `json:"store_unreachable,omitempty"`
 }
 
 // Holds reports whether the node whose state st is holds version id of
@@ -583,6 +587,12 @@ func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf [
 		return nil
 	})
 }
+
+// HeaderStoreUnreachable is set to "true" on a sample request's 503
+// when the node could not read the samples because it cannot reach the
+// store now (storepath): the asker reads them elsewhere, and the node
+// stays up for the samples its cache holds.
+const HeaderStoreUnreachable = "Brand-Store-Unreachable"
 
 // HeaderHeld is set to "false" on a chunk request's 404 when the node
 // does not hold the chunk, telling it apart from a node of a release
