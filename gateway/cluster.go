@@ -6,10 +6,12 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // A node of a cluster is three rooms (docs/architecture.md, "A cluster
@@ -121,3 +123,19 @@ func (soloNode) Leave(context.Context) error { return nil }
 
 // Start has nothing to run.
 func (soloNode) Start() {}
+
+// eitherOf is the loader's sources of chunks from peers, asked in turn
+// before the store: the chunks handed over in a membership change
+// (handover.Sources), then those the peers read for this node while it
+// could not reach the store (storepath.Returned).
+type eitherOf []catalog.Handover
+
+// Read implements catalog.Handover.
+func (e eitherOf) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
+	for _, h := range e {
+		if h.Read(ctx, k, buf, verify) {
+			return true
+		}
+	}
+	return false
+}

@@ -380,9 +380,11 @@ type Gateway struct {
 	// parts, the S3 face's read-ahead — bounded and tracked.
 	preload  *preload.Set
 	feedback *feedback.State
-	// store is whether this node reaches its datasets' store (nil on a
-	// single gateway).
-	store *storepath.Watch
+	// store is whether this node reaches its datasets' store, returned
+	// the chunks its peers read for it while it did not (nil on a single
+	// gateway).
+	store    *storepath.Watch
+	returned *storepath.Returned
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
 	handover   *handover.Handover
@@ -445,14 +447,17 @@ func New(cfg Config) (*Gateway, error) {
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
-		// Whether this node reaches the store: cut off from it, it ends
-		// its store reads, says so to its peers and routes its chunks
-		// through them (internal/cluster/storepath).
-		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
-			Part: g.life.Part("storepath: probes"), Registry: reg, Log: cfg.Logger})
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
-		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
+		// Whether this node reaches the store: cut off from it, it ends
+		// its store reads, says so to its peers and routes its chunks
+		// through them, and once it reaches the store again it asks them
+		// for the chunks they read for it (internal/cluster/storepath).
+		g.returned = storepath.NewReturned(peers, cfg.Logger)
+		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
+			Returned: func(ctx context.Context) { g.takeBack(ctx, routing, peers) },
+			Part:     g.life.Part("storepath: probes"), Registry: reg, Log: cfg.Logger})
+		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
 			Load:      func() tensorize.Load { return g.stage.Load() },
@@ -462,7 +467,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
-	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
+	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
+	if routing != nil {
+		own = routing.Owns
+	}
+	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own})
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
@@ -477,7 +486,9 @@ func New(cfg Config) (*Gateway, error) {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
 		sources = handover.NewSources(peers, cfg.Logger)
-		loader = loader.WithHandover(sources).WithGuard(g.store)
+		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
+		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
@@ -799,6 +810,33 @@ func (g *Gateway) probeStore(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// takeBack names, once this node reaches the store again, which of the
+// chunks it reads itself and does not hold its peers' caches hold: they
+// read them for it meanwhile, and give them back before the store
+// (storepath.Returned).
+func (g *Gateway) takeBack(ctx context.Context, routing *route.Router, peers *transport.Nodes) {
+	all, err := g.catalog.All()
+	if err != nil {
+		return
+	}
+	var urls []string
+	for _, k := range peers.Peers() {
+		urls = append(urls, peers.URL(k))
+	}
+	for _, ds := range all {
+		if !ds.Remote() {
+			continue
+		}
+		var mine []int
+		for c := range ds.Index.NumChunks() {
+			if routing.Local(ds, c) && !g.cache.Contains(ds.ChunkKey(c)) {
+				mine = append(mine, c)
+			}
+		}
+		g.returned.Learn(ctx, ds, mine, urls)
+	}
 }
 
 // ShutdownOrder names the gateway's parts that run goroutines, in the

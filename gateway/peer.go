@@ -61,6 +61,7 @@ type peerAPI struct {
 	chunks interface {
 		Resident(k chunkcache.Key) ([]byte, func(), bool)
 		Contains(k chunkcache.Key) bool
+		Acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error)
 	}
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
@@ -196,7 +197,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 // reads the store for another node: the asker does, once.
 func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, c, err := transport.DecodeChunk(r, a.catalog, a.limits)
+	ds, c, through, err := transport.DecodeChunk(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -204,6 +205,19 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	k := asker(r)
 	a.nodes.Heard(k)
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
+	if !ok && through {
+		// The asker cannot reach the store: this node reads the chunk
+		// for it, through its cache, as for a batch.
+		lease, err := a.chunks.Acquire(ctx, []chunkcache.Request{ds.ChunkRequest(c)})
+		if err != nil {
+			if errors.Is(err, storepath.ErrUnreachable) {
+				w.Header().Set(transport.HeaderStoreUnreachable, "true")
+			}
+			writeError(ctx, w, err)
+			return
+		}
+		data, release, ok = lease.Bytes(0), lease.Release, true
+	}
 	if !ok {
 		w.Header().Set(transport.HeaderHeld, "false")
 		writeError(ctx, w, fmt.Errorf("%w: chunk %d of %s is not in this node's cache", query.ErrOutOfRange, c, ds.Name))

@@ -31,6 +31,7 @@ const (
 	warming        // warming up for the agreed membership: not asked
 	otherIx        // holds another index version: not asked
 	leavesOut      // serves, leaving every sample out (its chunk damaged at rest)
+	quiet          // serves, but has not answered lately: asked as an owner, never in an owner's stead
 )
 
 // fakeNodes are the other nodes as the router sees them, by slot (0 is
@@ -46,6 +47,13 @@ type fakeNodes struct {
 }
 
 func (f *fakeNodes) Up(k int) bool { return f.how[k] != down }
+
+func (f *fakeNodes) Answered(k int) time.Time {
+	if f.how[k] == quiet {
+		return time.Now().Add(-time.Minute)
+	}
+	return time.Now()
+}
 
 func (f *fakeNodes) State(k int) *transport.State {
 	id := f.ds.ID()
@@ -134,6 +142,11 @@ func TestReadRemote(t *testing.T) {
 		{"an owner of another index version: not asked", []node{otherIx, serves}, []int{2}, nil, false},
 		{"every other node down", []node{down, down}, nil, []int{1, 2}, false},
 		{"an owner leaves samples out", []node{leavesOut, serves}, []int{1, 2}, nil, true},
+		// A node cut off from its peers finds each out by a timeout of
+		// its own: one not heard from lately is not asked in a failed
+		// owner's stead, and waited on as well.
+		{"an owner's fetch fails, the next node quiet: this node reads them", []node{fails, quiet}, []int{1, 2}, []int{1}, false},
+		{"an owner quiet: still asked first", []node{quiet, serves}, []int{1, 2}, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,9 +194,11 @@ func TestReadRemote(t *testing.T) {
 					if data[i] != nil {
 						t.Errorf("sample %d read here, and filled", id)
 					}
+				case f.how[f.answers[id]] == quiet && f.answers[id] != own:
+					t.Errorf("sample %d (owner %d) asked of node %d, not heard from lately, once a fetch had failed", id, own, f.answers[id])
 				case string(data[i]) != fmt.Sprint(id):
 					t.Errorf("sample %d: %q, neither read here nor fetched", id, data[i])
-				case f.how[f.answers[id]] != serves:
+				case f.how[f.answers[id]] != serves && f.how[f.answers[id]] != quiet:
 					t.Errorf("sample %d answered by node %d, which %v", id, f.answers[id], f.how[f.answers[id]])
 				}
 			}

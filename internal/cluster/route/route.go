@@ -18,6 +18,7 @@
 package route
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Peers interface {
 	Up(k int) bool
 	State(k int) *transport.State
 	Fetch(ctx context.Context, k int, req transport.Request) (transport.Reply, error)
+	// Answered is when node k last answered this node or asked it
+	// something authenticated (zero if never).
+	Answered(k int) time.Time
 }
 
 // Config configures a Router.
@@ -52,6 +56,11 @@ type Config struct {
 	Peers    Peers
 	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
+	// Fresh is how recently a node must have answered this one to be
+	// asked for samples where waiting on it would follow a timeout (a
+	// read failing over) or is not worth it (a next batch's fetch): a
+	// couple of probe intervals (2 s if 0).
+	Fresh time.Duration
 	// NextBytes bounds the next batches' samples held for their reads;
 	// NextBudget, if set, is where they take those bytes instead (the
 	// node's memory manager: memory.Account.Within), each batch's only if
@@ -91,6 +100,7 @@ type Router struct {
 	self    int
 	peers   Peers
 	timeout time.Duration
+	fresh   time.Duration // Config.Fresh
 	load    func() tensorize.Load
 	slack   time.Duration
 	// storeDown and holds: Config.StoreDown and Config.Holds.
@@ -118,7 +128,7 @@ func New(c Config) *Router {
 	if budget == nil {
 		budget = premade.NewBytes(c.NextBytes)
 	}
-	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
+	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, fresh: cmp.Or(c.Fresh, 2*time.Second), load: c.Load, slack: c.Slack, log: c.Log,
 		storeDown: c.StoreDown, holds: c.Holds,
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Part, "route: next batches' samples")}
@@ -161,8 +171,16 @@ func (r *Router) Nodes() int { return r.view.Load().agreed.Len() }
 // owner under the membership the cluster agrees on if the owner is up,
 // holds ds's version, is not warming up for that membership (its old
 // owner serves it meanwhile) and skip does not name it; else the first
-// such member of the chunk's ranking, this node last. This node, cut off
-// from ds's store, is such a member only for a chunk its cache holds.
+// such member of the chunk's ranking that has answered this node lately
+// (Config.Fresh), this node last. This node, cut off from ds's store, is
+// such a member only for a chunk its cache holds.
+//
+// The owner is asked whenever it is up: a node waits at most a fetch's
+// timeout on it. A node that stands in for an owner must have answered
+// lately too: a node cut off from several peers finds each out by a
+// timeout of its own, and would otherwise wait on one after the other —
+// a peer's probes answer every probe interval, so one that has not for a
+// couple of them is not answering now, whatever its last word.
 func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 	v := r.view.Load()
 	usable := func(k int) bool {
@@ -177,17 +195,52 @@ func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 		return own
 	}
 	for _, p := range cluster.Ranking(make([]int, 0, v.agreed.Len()), ds.ClusterKey(), c, v.agreed.IDs()) {
-		if k := v.slots[p]; usable(k) {
+		if k := v.slots[p]; usable(k) && !r.stale(k) {
 			return k
 		}
 	}
 	return r.self
 }
 
+// stale reports whether node k has not answered this one within the
+// Router's freshness bound (never this node).
+func (r *Router) stale(k int) bool {
+	return k != r.self && time.Since(r.peers.Answered(k)) > r.fresh
+}
+
 // cutOff reports whether this node cannot read chunk c of ds now: it
-// cannot reach ds's store, and its cache does not hold the chunk.
+// cannot reach ds's store, its cache does not hold the chunk, and no
+// peer can read it for it (Through).
 func (r *Router) cutOff(ds *catalog.Dataset, c int) bool {
-	return r.storeDown != nil && r.storeDown(ds) && (r.holds == nil || !r.holds(ds, c))
+	return r.storeDown != nil && r.storeDown(ds) && (r.holds == nil || !r.holds(ds, c)) && r.Through(ds, c) < 0
+}
+
+// Through returns the slot of the node that reads chunk c of ds from the
+// store for this node while this node cannot reach the store
+// (storepath.Through), -1 if none can: the first other member of the
+// chunk's ranking under the agreed membership that is up, holds ds's
+// version, has answered lately and does not say it cannot reach the
+// store itself.
+func (r *Router) Through(ds *catalog.Dataset, c int) int {
+	v := r.view.Load()
+	for _, p := range cluster.Ranking(make([]int, 0, v.agreed.Len()), ds.ClusterKey(), c, v.agreed.IDs()) {
+		k := v.slots[p]
+		if k == r.self || !r.peers.Up(k) || r.stale(k) {
+			continue
+		}
+		if st := r.peers.State(k); st.Holds(ds.Name, ds.ID()) && (st == nil || !st.StoreUnreachable) {
+			return k
+		}
+	}
+	return -1
+}
+
+// Owns reports whether this node owns chunk c of ds under the membership
+// the cluster agrees on, whatever the other nodes' liveness: a chunk it
+// is the source of (Local) and does not own, it stands in for.
+func (r *Router) Owns(ds *catalog.Dataset, c int) bool {
+	v := r.view.Load()
+	return v.slots[ds.Owners(v.agreed)[c]] == r.self
 }
 
 // Local reports whether this node is chunk c of ds's source now: whether

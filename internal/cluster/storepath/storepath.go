@@ -70,14 +70,19 @@ type Config struct {
 	// Timeout (the peers' probe timeout, 2 s at least).
 	Interval, Timeout time.Duration
 	Part              *stopper.Part // runs the probes (nil: a part of the Watch's own)
-	Registry          prometheus.Registerer
-	Log               zerolog.Logger
+	// Returned, if set, runs on the probes' part each time the store
+	// answers again after it did not (Returned.Learn, for the chunks
+	// the peers read for this node meanwhile).
+	Returned func(ctx context.Context)
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
 }
 
 // Watch is whether this node reaches its datasets' store (the package
 // doc). Safe for concurrent use.
 type Watch struct {
 	probe             Probe
+	returned          func(ctx context.Context)
 	interval, timeout time.Duration
 	part              *stopper.Part
 	log               zerolog.Logger
@@ -96,7 +101,7 @@ type Watch struct {
 // New returns a Watch that takes the store for reachable until Start's
 // probes say otherwise.
 func New(c Config) *Watch {
-	w := &Watch{probe: c.Probe, interval: c.Interval / 2, timeout: c.Timeout, part: stopper.Own(c.Part, "storepath: probes"), log: c.Log,
+	w := &Watch{probe: c.Probe, returned: c.Returned, interval: c.Interval / 2, timeout: c.Timeout, part: stopper.Own(c.Part, "storepath: probes"), log: c.Log,
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "brand_store_reachable",
 			Help: "1 while this node's last probe of its datasets' store was answered; 0 while its peers read the chunks it does not hold for it."}),
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_store_unreachable_total",
@@ -154,14 +159,17 @@ func (w *Watch) set(ok bool, err error) {
 		w.down.Store(false)
 		w.reachable.Set(1)
 		w.log.Info().Msg("the store answers again: this node reads its own chunks again")
+		if w.returned != nil {
+			w.part.Go(w.returned)
+		}
 		return
 	}
 	w.down.Store(true)
-	w.cutOff(ErrUnreachable)
 	w.reachable.Set(0)
 	w.lost.Inc()
 	w.log.Warn().Err(err).Dur("probe_timeout", w.timeout).
 		Msg("the store does not answer this node: its store reads are ended, and its peers read the chunks it does not hold for it until it answers")
+	w.cutOff(ErrUnreachable)
 }
 
 // Down reports whether the store's last probe got no answer.

@@ -61,6 +61,9 @@ type node struct {
 	state atomic.Pointer[State] // its last probe's answer
 	// unreached: its last probe got no answer at all (Unreached).
 	unreached atomic.Bool
+	// answered is when it last answered this node (a probe, a fetch, a
+	// canary) or asked it something authenticated (unix nanoseconds).
+	answered atomic.Int64
 
 	fetched, served                     atomic.Int64 // sample bytes
 	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
@@ -200,6 +203,21 @@ func (n *Nodes) Down() []string {
 	return out
 }
 
+// Answered returns when the node in slot k last answered this node or
+// asked it something authenticated (zero if never); now for this node.
+// A node a probe interval or two late is not answering now: a read that
+// fails over after a timeout does not wait on it as well
+// (route.Router.ReadRemote).
+func (n *Nodes) Answered(k int) time.Time {
+	if k == n.self.slot {
+		return time.Now()
+	}
+	if t := n.at(k).answered.Load(); t > 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
 // IsUp reports whether the node at url is up, as this node last learnt.
 func (n *Nodes) IsUp(url string) bool {
 	n.mu.Lock()
@@ -251,7 +269,9 @@ func (n *Nodes) Heard(k int) {
 	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
-	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
+	nd := n.at(k)
+	nd.answered.Store(time.Now().UnixNano())
+	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
 		n.changed(nd, nil, nil)
 	}
 }
@@ -302,6 +322,7 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	switch {
 	case err == nil:
 		nd.fails.Store(0)
+		nd.answered.Store(time.Now().UnixNano())
 		for _, d := range rep.Data {
 			nd.fetched.Add(int64(len(d)))
 		}
@@ -353,6 +374,24 @@ func (n *Nodes) Steps(ctx context.Context, k int, job string, from uint64) (Step
 // url (Client.Chunk), in a membership change.
 func (n *Nodes) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
 	return n.t.to(url).Chunk(ctx, ds, c, buf)
+}
+
+// FetchChunkThrough fills buf with chunk c of ds from the node in slot
+// k, read from the store through its cache if its cache does not hold
+// it (Client.ChunkThrough): this node cannot reach the store. A node that
+// does not answer in time is held down as after a failed fetch.
+func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Dataset, c int, buf []byte) error {
+	nd := n.at(k)
+	err := nd.client.ChunkThrough(ctx, ds, c, buf)
+	switch {
+	case err == nil:
+		nd.answered.Store(time.Now().UnixNano())
+	case errors.Is(err, ErrTimeout):
+		nd.timeout.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Msg("a peer did not answer a chunk's read through it within --peer-timeout; holding it down")
+		n.markDown(nd)
+	}
+	return err
 }
 
 // Needed asks the node at url which of chunks its followed streams need
@@ -474,6 +513,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		if err == nil {
 			now = &st
 			prev = nd.state.Swap(now)
+			nd.answered.Store(time.Now().UnixNano())
 		} else if !slow {
 			n.log.Debug().Err(err).Str("peer", nd.url).Msg("probe failed")
 		}

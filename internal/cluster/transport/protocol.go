@@ -575,7 +575,22 @@ func setView(v neturl.Values, ds *catalog.Dataset) {
 // the store's. A failure says nothing of the node's liveness: the asker
 // reads the store instead.
 func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, false)
+}
+
+// ChunkThrough fills buf with chunk c of ds as Chunk does, but has the
+// node read it from the store through its cache if its cache does not
+// hold it: the asker cannot reach the store (storepath.Through). The
+// caller verifies the bytes.
+func (c Client) ChunkThrough(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, true)
+}
+
+func (c Client) chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte, through bool) error {
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	if through {
+		v.Set(query.ParamThrough, "true")
+	}
 	setView(v, ds)
 	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
 		if resp.ContentLength != int64(len(buf)) {
@@ -600,17 +615,18 @@ const HeaderStoreUnreachable = "Brand-Store-Unreachable"
 const HeaderHeld = "Brand-Chunk-Held"
 
 // DecodeChunk reads a node's request for a chunk's bytes: the dataset
-// version, held by this node, and the chunk.
-func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
+// version, held by this node, the chunk, and whether the node is to read
+// it from the store if its cache does not hold it (through).
+func DecodeChunk(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, c int, through bool, err error) {
 	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
 		"a chunk request names its dataset, index and chunk")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if q.Chunk >= ds.Index.NumChunks() {
-		return nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
+		return nil, 0, false, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
 	}
-	return ds, q.Chunk, nil
+	return ds, q.Chunk, q.Through, nil
 }
 
 // Needed asks the node which of chunks (of ds) the job streams it

@@ -333,7 +333,9 @@ func (h *Host) Unreachable(port int, others ...*Host) {
 // requests are never answered, their connections hang, and every other
 // request to the same port is served. A gray failure.
 func (h *Host) DropRequests(port int, text string) {
-	h.iptables("-A", chain, "-p", "tcp", "--dport", strconv.Itoa(port), "-m", "string", "--algo", "bm", "--string", text, "-j", "DROP")
+	// To this host's address: the host's own requests to others' port
+	// are not dropped.
+	h.iptables("-A", chain, "-d", h.IP, "-p", "tcp", "--dport", strconv.Itoa(port), "-m", "string", "--algo", "bm", "--string", text, "-j", "DROP")
 }
 
 // LinkDown sets the host's end of its link down: nothing reaches it or

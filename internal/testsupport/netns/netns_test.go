@@ -35,7 +35,7 @@ func TestFaults(t *testing.T) {
 	t.Cleanup(func() { backSrv.Close() })
 
 	ask := func(from *Host, method, url string) error {
-		hc := from.HTTPClient(700 * time.Millisecond)
+		hc := from.HTTPClient(500 * time.Millisecond)
 		defer hc.CloseIdleConnections()
 		req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader("x"))
 		if err != nil {
@@ -64,7 +64,8 @@ func TestFaults(t *testing.T) {
 		{"cut a from b", func() { a.Cut(b) }, []probe{{a, "GET", bURL + "/x", false}, {b, "GET", aURL + "/", false}, {c, "GET", bURL + "/x", true}}},
 		{"a cannot reach b's port", func() { a.Unreachable(8080, b) }, []probe{{a, "GET", bURL + "/x", false}, {b, "GET", aURL + "/", true}, {c, "GET", bURL + "/x", true}}},
 		{"b drops POST /samples", func() { b.DropRequests(8080, "POST /samples") }, []probe{
-			{a, "POST", bURL + "/samples", false}, {a, "GET", bURL + "/samples", true}, {a, "POST", bURL + "/state", true}}},
+			{a, "POST", bURL + "/samples", false}, {a, "GET", bURL + "/samples", true}, {a, "POST", bURL + "/state", true},
+			{b, "POST", aURL + "/samples", true}}},
 		{"b's link down", b.LinkDown, []probe{{a, "GET", bURL + "/x", false}, {c, "GET", bURL + "/x", false}}},
 	}
 	for _, tc := range cases {
