@@ -61,7 +61,7 @@ func TestClusterPartitions(t *testing.T) {
 		nodes, world, batchSize, window = 4, 8, 32, 16
 		peerTimeout                     = 4 * time.Second
 		bound                           = 2 * peerTimeout // the worst step a single fault may cost
-		think                           = 150 * time.Millisecond
+		think                           = 100 * time.Millisecond
 		faultStep                       = 2
 		faultFor                        = 6 * time.Second
 		victim                          = 1
