@@ -400,6 +400,10 @@ type ClusterNode struct {
 	Members string `json:"members,omitempty"`
 	Warming string `json:"warming,omitempty"`
 	Leaving bool   `json:"leaving,omitempty"`
+	// StoreUnreachable says the node cannot reach its datasets' store
+	// now, as it said (itself: as it finds): the other nodes read the
+	// chunks its cache does not hold for it.
+	StoreUnreachable bool `json:"store_unreachable,omitempty"`
 }
 
 // ClusterStats is a node's view of its cluster in /stats: the layout and

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -30,6 +31,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -378,6 +380,11 @@ type Gateway struct {
 	// parts, the S3 face's read-ahead — bounded and tracked.
 	preload  *preload.Set
 	feedback *feedback.State
+	// store is whether this node reaches its datasets' store, returned
+	// the chunks its peers read for it while it did not (nil on a single
+	// gateway).
+	store    *storepath.Watch
+	returned *storepath.Returned
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
 	handover   *handover.Handover
@@ -442,15 +449,29 @@ func New(cfg Config) (*Gateway, error) {
 	if c.Members != nil {
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("peer: probes"), Registry: reg, Log: cfg.Logger})
-		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
+		// Whether this node reaches the store: cut off from it, it ends
+		// its store reads, says so to its peers and routes its chunks
+		// through them, and once it reaches the store again it asks them
+		// for the chunks they read for it (internal/cluster/storepath).
+		g.returned = storepath.NewReturned(peers, cfg.Logger)
+		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
+			Returned: func(ctx context.Context) { g.takeBack(ctx, routing, peers) },
+			Part:     g.life.Part("storepath: probes"), Registry: reg, Log: cfg.Logger})
+		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Part: g.life.Part("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
-			Load: func() tensorize.Load { return g.stage.Load() }})
+			Load:      func() tensorize.Load { return g.stage.Load() },
+			StoreDown: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Holds:     func(ds *catalog.Dataset, c int) bool { return g.cache.Contains(ds.ChunkKey(c)) }})
 		rt, parts = routing, peers
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
-	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
+	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
+	if routing != nil {
+		own = routing.Owns
+	}
+	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own})
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
@@ -465,7 +486,9 @@ func New(cfg Config) (*Gateway, error) {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
 		sources = handover.NewSources(peers, cfg.Logger)
-		loader = loader.WithHandover(sources)
+		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
+		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
@@ -517,8 +540,8 @@ func New(cfg Config) (*Gateway, error) {
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Part: g.life.Part("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
-		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
+		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
+		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
 			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
 	d := cfg.Defaults
@@ -771,6 +794,51 @@ func (g *Gateway) Close() {
 	g.closeIdle()
 }
 
+// probeStore asks the store of the first remote dataset loaded for its
+// index object's metadata: the probe of this node's path to the store
+// (storepath.Watch). Nothing to probe before the datasets are loaded, or
+// when none is remote.
+func (g *Gateway) probeStore(ctx context.Context) error {
+	all, err := g.catalog.All()
+	if err != nil {
+		return nil // not loaded yet
+	}
+	for _, ds := range all {
+		if ds.Remote() {
+			_, err := ds.Store.Stat(ctx, chunkindex.IndexKey)
+			return err
+		}
+	}
+	return nil
+}
+
+// takeBack names, once this node reaches the store again, which of the
+// chunks it reads itself and does not hold its peers' caches hold: they
+// read them for it meanwhile, and give them back before the store
+// (storepath.Returned).
+func (g *Gateway) takeBack(ctx context.Context, routing *route.Router, peers *transport.Nodes) {
+	all, err := g.catalog.All()
+	if err != nil {
+		return
+	}
+	var urls []string
+	for _, k := range peers.Peers() {
+		urls = append(urls, peers.URL(k))
+	}
+	for _, ds := range all {
+		if !ds.Remote() {
+			continue
+		}
+		var mine []int
+		for c := range ds.Index.NumChunks() {
+			if routing.Local(ds, c) && !g.cache.Contains(ds.ChunkKey(c)) {
+				mine = append(mine, c)
+			}
+		}
+		g.returned.Learn(ctx, ds, mine, urls)
+	}
+}
+
 // ShutdownOrder names the gateway's parts that run goroutines, in the
 // order Close drains them.
 func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
@@ -800,6 +868,9 @@ func (g *Gateway) Load(ctx context.Context) error {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
 			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}
+			if g.store != nil {
+				spec.Partition.Guard = g.store
+			}
 		}
 		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {

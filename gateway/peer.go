@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -41,6 +42,7 @@ type peerAPI struct {
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
+	store    interface{ Down() bool } // whether this node reaches the store (storepath.Watch)
 	catalog  *catalog.Catalog
 	batches  *visit.Batches
 	out      *respond.Writer
@@ -59,6 +61,7 @@ type peerAPI struct {
 	chunks interface {
 		Resident(k chunkcache.Key) ([]byte, func(), bool)
 		Contains(k chunkcache.Key) bool
+		Acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error)
 	}
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
@@ -148,6 +151,11 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Heard(k)
 	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
+		if errors.Is(err, storepath.ErrUnreachable) {
+			// Cut off from the store: the asker reads these elsewhere
+			// and keeps asking this node for what its cache holds.
+			w.Header().Set(transport.HeaderStoreUnreachable, "true")
+		}
 		writeError(ctx, w, err)
 		return
 	}
@@ -174,7 +182,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
-	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
+	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
@@ -193,7 +201,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 // reads the store for another node: the asker does, once.
 func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, c, err := transport.DecodeChunk(r, a.catalog, a.limits)
+	ds, c, through, err := transport.DecodeChunk(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -201,6 +209,19 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	k := asker(r)
 	a.nodes.Heard(k)
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
+	if !ok && through {
+		// The asker cannot reach the store: this node reads the chunk
+		// for it, through its cache, as for a batch.
+		lease, err := a.chunks.Acquire(ctx, []chunkcache.Request{ds.ChunkRequest(c)})
+		if err != nil {
+			if errors.Is(err, storepath.ErrUnreachable) {
+				w.Header().Set(transport.HeaderStoreUnreachable, "true")
+			}
+			writeError(ctx, w, err)
+			return
+		}
+		data, release, ok = lease.Bytes(0), lease.Release, true
+	}
 	if !ok {
 		w.Header().Set(transport.HeaderHeld, "false")
 		writeError(ctx, w, fmt.Errorf("%w: chunk %d of %s is not in this node's cache", query.ErrOutOfRange, c, ds.Name))

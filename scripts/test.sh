@@ -9,8 +9,9 @@
 # tests run without -race and say so). With CI=true a missing MinIO fails the
 # run instead of skipping the integration tests, and so do missing S3
 # clients (boto3, the AWS CLI), which scripts/ensure-s3-clients.sh installs
-# from Debian's packages when run as root, and a missing Prometheus
-# (scripts/ensure-prometheus.sh).
+# from Debian's packages when run as root, a missing Prometheus
+# (scripts/ensure-prometheus.sh), and missing root or network-namespace
+# tools for the partition tests (scripts/ensure-netns.sh).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -37,6 +38,10 @@ find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
+# ip and iptables, with which integration/partition_test.go puts a
+# cluster's nodes in network namespaces and cuts the links between them
+# (as root; with CI=true a missing tool or missing root fails the test).
+scripts/ensure-netns.sh
 # curl, tar and jq, which the READMEs' examples run
 # (integration/readmeexamples_test.go).
 scripts/ensure-readme-tools.sh

@@ -225,6 +225,12 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 			// first to go, before a chunk it owns that a job needs later.
 			continue
 		}
+		// A chunk this node reads only while its owner is down or out of
+		// reach is kept for the windows at hand and the next, not for
+		// later ones nor the next epoch: its owner, back, reads it then,
+		// and keeping it would evict this node's own chunks, which it
+		// would read again once the fault heals.
+		standIn := s.own != nil && !s.own(st.DS, c)
 		var d int
 		switch {
 		case cw >= first && cw <= last:
@@ -235,7 +241,12 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 			}
 			d = 0
 		case cw > last:
+			if standIn && cw > last+1 {
+				continue
+			}
 			d = e.WindowStart(int(cw)) - edge
+		case standIn:
+			continue
 		case next != nil && next.ChunkWindow[c] >= 0:
 			// Read earlier in this epoch, or not at all: next needed in
 			// the next epoch, if that reads it.

@@ -30,6 +30,10 @@ type Schedule struct {
 	// owns, or stands in for while their owner is down); other nodes'
 	// chunks come from them.
 	local func(ds *catalog.Dataset, c int) bool
+	// own reports whether this node owns chunk c of ds (nil: every chunk
+	// it reads): a chunk it reads only while its owner is down is kept
+	// for the windows at hand, not for the next epoch (publishStream).
+	own   func(ds *catalog.Dataset, c int) bool
 	clock func() time.Time
 	zero  time.Time // the origin of the schedule's time frame
 
@@ -66,6 +70,9 @@ type Config struct {
 	// Local tells which chunks this node reads itself: Advance lists only
 	// those to prefetch.
 	Local func(ds *catalog.Dataset, c int) bool
+	// Own tells which of those this node owns, rather than stands in for
+	// while their owner is down or out of reach (nil: all of them).
+	Own func(ds *catalog.Dataset, c int) bool
 	// Capacity is the cache's, in bytes.
 	Capacity int64
 	// MaxTurnWait bounds a batch's wait for its stream's turn (turn.go);
@@ -75,7 +82,7 @@ type Config struct {
 
 // New returns a schedule.
 func New(c Config) *Schedule {
-	s := &Schedule{orders: c.Orders, local: c.Local, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
+	s := &Schedule{orders: c.Orders, local: c.Local, own: c.Own, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
 		streams: map[layout.Stream]*stream{}, turns: make(chan struct{})}
 	s.zero = s.clock()
 	return s

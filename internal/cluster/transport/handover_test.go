@@ -58,7 +58,7 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Write(EncodeChunks(answer))
 	case ChunkPath:
-		_, c, err := DecodeChunk(r, oneVersion{h.ds}, lim)
+		_, c, _, err := DecodeChunk(r, oneVersion{h.ds}, lim)
 		switch {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusBadRequest)

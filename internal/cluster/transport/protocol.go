@@ -251,6 +251,30 @@ func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 	return rep, err
 }
 
+// Canary asks the node whose state st is for no samples of the first
+// dataset it names, through the path a fetch takes: a node held down
+// after a failed fetch is taken back only once this answers (Nodes'
+// probe loop), since a node may answer its probes and drop its fetches.
+// Its bound is a fetch's.
+func (c Client) Canary(ctx context.Context, st State) error {
+	if len(st.Datasets) == 0 {
+		return nil // a node serving nothing has no data path to test
+	}
+	d := st.Datasets[0]
+	v := neturl.Values{api.ParamDataset: {d.Name}, api.ParamIndex: {d.Current}}
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: v, body: []byte{}}, func(resp *http.Response) error {
+		var head [4]byte
+		if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+			return fmt.Errorf("%w: reading from %s: %w", ErrDown, c.url, err)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrDown) {
+		return nil // it answered, if not with samples: its data path works
+	}
+	return err
+}
+
 // readSamples reads a samples reply (ReplyHead, then for transformed
 // samples their lengths and CRC32Cs, then the samples back to back).
 func (c Client) readSamples(resp *http.Response, req Request) (Reply, error) {
@@ -399,6 +423,10 @@ type State struct {
 	// started reports ready only once its peers no longer name it
 	// (membership.Tracker.Settled).
 	Down []string `json:"down,omitempty"`
+	// StoreUnreachable says the node cannot reach its datasets' store
+	// now (storepath.Watch): it serves the samples its cache holds and
+	// refuses the others at once, which its peers then read themselves.
+	StoreUnreachable bool `json:"store_unreachable,omitempty"`
 }
 
 // Holds reports whether the node whose state st is holds version id of
@@ -438,7 +466,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
+		return State{}, errors.Is(err, ErrTimeout), err
 	}
 	return st, false, nil
 }
@@ -577,7 +605,22 @@ func setView(v neturl.Values, ds *catalog.Dataset) {
 // the store's. A failure says nothing of the node's liveness: the asker
 // reads the store instead.
 func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, false)
+}
+
+// ChunkThrough fills buf with chunk c of ds as Chunk does, but has the
+// node read it from the store through its cache if its cache does not
+// hold it: the asker cannot reach the store (storepath.Through). The
+// caller verifies the bytes.
+func (c Client) ChunkThrough(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, true)
+}
+
+func (c Client) chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte, through bool) error {
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	if through {
+		v.Set(query.ParamThrough, "true")
+	}
 	setView(v, ds)
 	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
 		if resp.ContentLength != int64(len(buf)) {
@@ -590,23 +633,30 @@ func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf [
 	})
 }
 
+// HeaderStoreUnreachable is set to "true" on a sample request's 503
+// when the node could not read the samples because it cannot reach the
+// store now (storepath): the asker reads them elsewhere, and the node
+// stays up for the samples its cache holds.
+const HeaderStoreUnreachable = "Brand-Store-Unreachable"
+
 // HeaderHeld is set to "false" on a chunk request's 404 when the node
 // does not hold the chunk, telling it apart from a node of a release
 // without the endpoint.
 const HeaderHeld = "Brand-Chunk-Held"
 
 // DecodeChunk reads a node's request for a chunk's bytes: the dataset
-// version, held by this node, and the chunk.
-func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
+// version, held by this node, the chunk, and whether the node is to read
+// it from the store if its cache does not hold it (through).
+func DecodeChunk(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, c int, through bool, err error) {
 	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
 		"a chunk request names its dataset, index and chunk")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if q.Chunk >= ds.Index.NumChunks() {
-		return nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
+		return nil, 0, false, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
 	}
-	return ds, q.Chunk, nil
+	return ds, q.Chunk, q.Through, nil
 }
 
 // Needed asks the node which of chunks (of ds) the job streams it

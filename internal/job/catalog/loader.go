@@ -48,6 +48,7 @@ type Loader struct {
 	rereads int           // extra reads of a chunk that fails its checksum
 	disk    Disk          // nil: no disk tier
 	peers   Handover      // nil: no chunks handed over
+	guard   StoreGuard    // nil: store reads bounded by their callers alone
 	pools   format.Buffers
 	decodes Decodes
 	log     zerolog.Logger
@@ -93,6 +94,39 @@ type Handover interface {
 func (l Loader) WithHandover(h Handover) Loader {
 	l.peers = h
 	return l
+}
+
+// StoreGuard bounds a node's reads of a remote store beyond their
+// callers' contexts (storepath.Watch on a node of a cluster): the context
+// Guard returns also ends when the node finds the store unreachable, at
+// once if it is now, with a cause the read's error is then wrapped with
+// (a 503 the client fails over from; a refusal a peer reads elsewhere
+// after), rather than the read waiting for TCP to give up.
+type StoreGuard interface {
+	Guard(ctx context.Context) (context.Context, context.CancelFunc)
+}
+
+// WithGuard returns the loader reading chunks of remote datasets
+// (Dataset.Remote) under g.
+func (l Loader) WithGuard(g StoreGuard) Loader {
+	l.guard = g
+	return l
+}
+
+// guarded runs a store read f under g's bound if g is set, and wraps its
+// error with the guard's cause if that ended it.
+func guarded(ctx context.Context, g StoreGuard, f func(ctx context.Context) error) error {
+	if g == nil {
+		return f(ctx)
+	}
+	gctx, release := g.Guard(ctx)
+	defer release()
+	err := f(gctx)
+	if c := context.Cause(gctx); err != nil && ctx.Err() == nil && c != nil && !errors.Is(err, c) &&
+		!errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", c, err)
+	}
+	return err
 }
 
 // Disk is a tier of chunks on local disk below the cache
@@ -188,6 +222,9 @@ func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (b
 	}
 	if l.peers != nil && l.peers.Read(ctx, k, buf, verifier(ctx, ds, c, k)) {
 		return false, nil
+	}
+	if l.guard != nil && ds.Remote() {
+		return false, guarded(ctx, l.guard, func(ctx context.Context) error { return l.fromStore(ctx, ds, c, k, buf) })
 	}
 	return false, l.fromStore(ctx, ds, c, k, buf)
 }

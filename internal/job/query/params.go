@@ -121,8 +121,12 @@ type Query struct {
 	ChunkSet bool
 	Ahead    int
 	Held     bool
-	Plan     api.PlanOptions
-	Format   string
+	// Through, in a peer's chunk request, asks the node to read the chunk
+	// from the store through its cache if the cache does not hold it:
+	// the asker cannot reach the store (storepath).
+	Through bool
+	Plan    api.PlanOptions
+	Format  string
 }
 
 // MaxWeight bounds a job's cache weight (weight=).
@@ -245,8 +249,9 @@ var params = map[string]param{
 		q.ChunkSet = err == nil
 		return err
 	},
-	ParamAhead: intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
-	ParamHeld:  boolParam(func(q *Query) *bool { return &q.Held }, false),
+	ParamAhead:   intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
+	ParamHeld:    boolParam(func(q *Query) *bool { return &q.Held }, false),
+	ParamThrough: boolParam(func(q *Query) *bool { return &q.Through }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -358,7 +363,7 @@ var (
 	PeerMembersParams = []string{api.ParamMembers}
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
-	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
+	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns, ParamThrough}
 	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
 )
 
@@ -375,6 +380,9 @@ const (
 	ParamChunk  = "chunk"
 	ParamAhead  = "ahead"
 	ParamHeld   = "held"
+	// ParamThrough is a peer's chunk request's "read it from the store
+	// for me" (Query.Through).
+	ParamThrough = "through"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
