@@ -97,5 +97,5 @@ func runFormatsBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"formats.txt", rep.WriteText}, report{"formats.json", rep.WriteJSON},
-		report{"formats.png", rep.WriteChart})
+		chartReport("formats", rep))
 }

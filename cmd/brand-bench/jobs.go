@@ -69,5 +69,5 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	return writeReports(env.Stderr, out, report{"jobs.txt", rep.WriteText}, report{"jobs.json", rep.WriteJSON}, report{"jobs.png", rep.WriteChart})
+	return writeReports(env.Stderr, out, report{"jobs.txt", rep.WriteText}, report{"jobs.json", rep.WriteJSON}, chartReport("jobs", rep))
 }

@@ -92,5 +92,5 @@ func runScheduleBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	return writeReports(env.Stderr, o.out, report{"schedule.txt", rep.WriteText}, report{"schedule.json", rep.WriteJSON}, report{"schedule.png", rep.WriteChart})
+	return writeReports(env.Stderr, o.out, report{"schedule.txt", rep.WriteText}, report{"schedule.json", rep.WriteJSON}, chartReport("schedule", rep))
 }

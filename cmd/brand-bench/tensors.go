@@ -66,5 +66,5 @@ func runTensorsBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"tensors.txt", rep.WriteText}, report{"tensors.json", rep.WriteJSON},
-		report{"tensors.png", rep.WriteChart})
+		chartReport("tensors", rep))
 }

@@ -89,5 +89,5 @@ func runTokensBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"tokens.txt", rep.WriteText}, report{"tokens.json", rep.WriteJSON},
-		report{"tokens.png", rep.WriteChart})
+		chartReport("tokens", rep))
 }
