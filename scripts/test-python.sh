@@ -45,7 +45,7 @@ export BRAND_BIN=$bin/brand
 
 cd python/tests
 if [[ -n ${nontorch:-} ]]; then
-	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance test_transform "$@"
+	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
 else
 	timeout 10m "$py" -m unittest discover -s . -t . "$@"
 fi

@@ -65,10 +65,12 @@ fi
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
-# What a gateway keeps per job, mixture and schedule clients name, held
-# flat over 40,000 batches: too slow under the race detector, which the
-# run above skips it under.
+# The tests that measure memory, which the race detector's own
+# allocations would blur and the run above skips under it: what a gateway
+# keeps per job, mixture and schedule clients name, held flat over 40,000
+# batches; what feedback bodies take while they are decoded.
 go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
 # already checks): the mixture and plan parameters, the S3 face's
