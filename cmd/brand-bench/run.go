@@ -59,7 +59,7 @@ func (o *runOptions) flagSet(p *presets) *flag.FlagSet {
 	bindPolicy(fs, &o.cfg.Policy)
 	bindProcesses(fs, &o.cfg.Processes)
 	bindRun(fs, &o.cfg)
-	fs.StringVar(&o.out, "out", o.out, "directory for report.txt, report.json and throughput.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for report.txt, report.json, throughput.chart.json and throughput.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run, setup included")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", o.cpuProfile, "write a CPU profile of this process (the clients, the proxy and the memory server; not the gateway) to this file")
 	return fs
