@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -387,8 +386,10 @@ type Gateway struct {
 	returned *storepath.Returned
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
-	handover   *handover.Handover
-	leaving    atomic.Bool
+	handover *handover.Handover
+	// ready says whether the gateway takes work now: /readyz, the S3
+	// face and the peers ask it; Leave makes it refuse.
+	ready      *readiness
 	importance *importanceAPI
 	peers      *peerAPI
 	stats      *livestats.Stats
@@ -542,8 +543,9 @@ func New(cfg Config) (*Gateway, error) {
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
 		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
-			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
+			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
 	}
+	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
@@ -554,6 +556,7 @@ func New(cfg Config) (*Gateway, error) {
 		// steps it has served; they answer from their books.
 		g.jobs.sched.others = othersOf(peers)
 		g.peers.steps = g.jobs.latestStep
+		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.nodes = rt.Nodes
@@ -852,7 +855,7 @@ func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
 // error when ctx ends first, the caller's bound. On a single gateway it
 // returns at once. The caller then shuts the server down and Closes.
 func (g *Gateway) Leave(ctx context.Context) error {
-	g.leaving.Store(true)
+	g.ready.leaving.Store(true)
 	return g.node.Leave(ctx)
 }
 
@@ -907,9 +910,3 @@ func (g *Gateway) Load(ctx context.Context) error {
 // JobStats returns the figures of the jobs served most recently, each
 // over everything served to it.
 func (g *Gateway) JobStats() []api.JobStat { return g.stats.Jobs() }
-
-// turnStats returns the schedule's figures of turns.
-func (g *Gateway) turnStats() api.TurnStats {
-	t := g.sched.Turns()
-	return api.TurnStats{WaitSeconds: t.Waited.Seconds(), Overdue: t.Overdue, Waiting: t.Waiting}
-}

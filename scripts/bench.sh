@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench.sh runs Brand's benchmark harness (cmd/brand-bench, package
 # cmd/brand-bench/internal/bench): it makes sure the pinned MinIO is
-# installed, builds the brand binary (the gateway under test) and the
-# brand-bench binary side by side, and runs the benchmark against a MinIO
-# the harness starts on loopback. Arguments are brand-bench's: a command line that starts with a
-# flag is `brand-bench run`'s (see `brand-bench help run`), else it names
-# the command.
+# installed, builds the brand binary (the gateway under test), the
+# brand-bench binary and brand-chart (tools/brand-chart, a module of its
+# own, which draws the charts brand-bench writes as data) side by side,
+# and runs the benchmark against a MinIO the harness starts on loopback.
+# Arguments are brand-bench's: a command line that starts with a flag is
+# `brand-bench run`'s (see `brand-bench help run`), else it names the
+# command.
 #
 #   scripts/bench.sh                 # the full run: ~2 GB of 100 KiB samples
 #   scripts/bench.sh --small         # 100,000 samples of 10 KiB
@@ -17,8 +19,9 @@
 # python3-pil) and builds brand with libjpeg-turbo
 # (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails).
 #
-# Results go to bench-results/ (report.txt, report.json, throughput.png;
-# tensors.txt, tensors.json, tensors.png) unless --out says otherwise. Run
+# Results go to bench-results/ (report.txt, report.json,
+# throughput.chart.json and throughput.png; tensors.txt, tensors.json,
+# tensors.chart.json, tensors.png) unless --out says otherwise. Run
 # it on a quiet machine: the client, the gateway and MinIO share it, and
 # the report's ratios are only as good as the machine is idle.
 set -euo pipefail
@@ -45,6 +48,7 @@ trap 'rm -rf -- "$bin_dir"' EXIT
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
 go build -trimpath "${tags[@]}" -ldflags "-X main.version=$version" -o "$bin_dir/brand" ./cmd/brand
 go build -trimpath -ldflags "-X main.version=$version" -o "$bin_dir/brand-bench" ./cmd/brand-bench
+go build -C tools/brand-chart -trimpath -o "$bin_dir/brand-chart" .
 
 # brand-bench measures the brand binary beside it unless --gateway-binary
 # names another.

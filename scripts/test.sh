@@ -54,6 +54,11 @@ if [[ -n $unformatted ]]; then
 fi
 
 go vet ./...
+# brand-chart, which draws the benchmark harness's charts, is a module of
+# its own (so that the product's go.mod carries no plotting library): its
+# vet and tests, which draw the harness's golden charts.
+go vet -C tools/brand-chart ./...
+go test -C tools/brand-chart -count=1 ./...
 
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
