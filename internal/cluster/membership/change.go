@@ -238,6 +238,16 @@ func (m *Tracker) Leave(ctx context.Context) error {
 	m.relist()
 	var agreedAt time.Time // when this node's view first agreed without it
 	for {
+		// No heir first, whatever this node's view agrees on: with no
+		// member up and staying there is no one to hand its chunks to,
+		// and a view that flipped before this look (the change started
+		// above reports the members without this node at once when it
+		// has nothing to warm up) would otherwise wait for members that
+		// leave too, up to the flip timeout.
+		if !m.heirs() {
+			m.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
+			return nil
+		}
 		if v := m.view.Load(); v.agreed.Index(m.self) < 0 || v.agreed.Len() == 1 {
 			if agreedAt.IsZero() {
 				agreedAt = time.Now()
@@ -254,9 +264,6 @@ func (m *Tracker) Leave(ctx context.Context) error {
 					Msg("members still read by a membership with this node past the flip timeout; leaving anyway (they read what this node held from the store)")
 				return nil
 			}
-		} else if !m.heirs() {
-			m.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
-			return nil
 		}
 		select {
 		case <-ctx.Done():

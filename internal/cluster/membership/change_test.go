@@ -155,9 +155,44 @@ func TestLeaveWithNoHeirs(t *testing.T) {
 			m.Start()
 			done := make(chan error, 1)
 			go func() { done <- m.Leave(context.Background()) }()
-			leaveReturns(t, done, tc.returns)
+			leaveReturns(t, m, done, tc.returns)
 		})
 	}
+
+	// The heirs are gone after this node's view agreed without it: the
+	// view flipped while it waited for the member staying, and that
+	// member went down. The reproduction: Leave looked for heirs only
+	// while its view still agreed on a membership with this node, so one
+	// whose view flipped first — the change's goroutine reporting the
+	// members without it before Leave's first look, in about one run in
+	// fifteen of "one gone, the other leaving" — waited for the member
+	// leaving too, up to the flip timeout.
+	t.Run("the last heir lost once the view agreed without this node", func(t *testing.T) {
+		without, _ := cluster.NewMembership(urls[1:2])
+		ns := newNodes(urls[0])
+		staying := &transport.State{Self: 1, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version()}
+		leaving := &transport.State{Self: 2, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version(), Leaving: true}
+		ns.set(urls[1], true, staying)
+		ns.set(urls[2], true, leaving)
+		m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
+			Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+		defer m.Close()
+		m.Start()
+		done := make(chan error, 1)
+		go func() { done <- m.Leave(context.Background()) }()
+		// Node 1 flips to the members without this node: this node's
+		// view follows, and Leave waits for node 2, which still reads by
+		// all three.
+		flipped := *staying
+		flipped.Members, flipped.MemberList, flipped.Agreed = without.Version(), without.Members(), without.Version()
+		ns.set(urls[1], true, &flipped)
+		m.Changed(1, staying, &flipped)
+		waitView(t, m, "this node's view does not agree on the members without it", func(v *view) bool { return v.agreed.Index(urls[0]) < 0 })
+		leaveReturns(t, m, done, false)
+		ns.set(urls[1], false, &flipped) // the last member staying is gone
+		m.Changed(1, &flipped, &flipped)
+		leaveReturns(t, m, done, true)
+	})
 }
 
 // TestAgreedMembership: the membership a cluster agrees on is the one
