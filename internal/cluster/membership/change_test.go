@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -324,4 +325,140 @@ func min2(a, b *cluster.Membership) *cluster.Membership {
 		return a
 	}
 	return b
+}
+
+// TestJoinersDoNotWinTheVoteCold: members joining a cluster count for the
+// new membership only once they are warm. A joining node reports the new
+// membership at once (so that it never counts for itself alone) and
+// warms up meanwhile; the old members report it once the joiners are
+// warm. The reproduction: with as many joiners as old members (2 → 4)
+// the vote was a tie, which went to the smaller version hash — in about
+// half of the clusters the new membership, while the joiners still
+// loaded their gains — and with more joiners than old members (2 → 5)
+// the joiners outvoted them. (A cluster of one growing is not covered:
+// its node, alone, is taken for one starting.) The URLs are picked so that the new
+// membership's version is the smaller: the tie goes its way.
+func TestJoinersDoNotWinTheVoteCold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old, join int
+	}{{"2 → 4: a tie", 2, 2}, {"2 → 5: the joiners outnumber the old members", 2, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			urls, before, after := smallerAfter(t, tc.old, tc.join)
+			oldState := func(k int) *transport.State {
+				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: before.Version(), MemberList: before.Members(), Agreed: before.Version()}
+			}
+			joiner := func(k int, joining bool, warming string) *transport.State {
+				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(),
+					Joining: joining, Warming: warming}
+			}
+			// Seen from each node of the cluster: an old member (node 0),
+			// which lists every member and waits for the joiners' warm-up
+			// before it reports them, and a joiner (the last node).
+			for _, self := range []int{0, len(urls) - 1} {
+				ns := newNodes(urls[self])
+				src := &list{}
+				src.set(before.Members()...)
+				if self != 0 {
+					src.set(urls...)
+				}
+				for k := range urls {
+					if k == self {
+						continue
+					}
+					if k < tc.old {
+						ns.set(urls[k], true, oldState(k))
+					} else {
+						ns.set(urls[k], true, joiner(k, true, ""))
+					}
+				}
+				hold := make(chan struct{})
+				m := New(Config{Self: urls[self], Members: src, Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
+					Warm: heldWarmer{hold}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+				changed := func() { // as each peer's probe tells this node its state
+					for k := range urls {
+						if k != self {
+							m.Changed(ns.Slot(urls[k]), nil, ns.State(ns.Slot(urls[k])))
+						}
+					}
+				}
+				changed()
+				m.Start()
+				if self == 0 {
+					waitView(t, m, "the old member does not report the old membership", func(v *view) bool { return v.reported.Version() == before.Version() })
+					src.set(urls...) // the list names the joiners
+					waitView(t, m, "the old member does not warm up for the new membership", func(v *view) bool { return v.warming == after.Version() })
+				} else {
+					waitView(t, m, "the joiner does not warm up", func(v *view) bool { return v.warming == after.Version() })
+				}
+				// Every joiner joining, then warming up: the old membership
+				// holds.
+				for _, warming := range []string{"", after.Version()} {
+					for k := tc.old; k < len(urls); k++ {
+						if k != self {
+							ns.set(urls[k], true, joiner(k, warming == "", warming))
+						}
+					}
+					changed()
+					if v := m.view.Load(); v.agreed.Version() != before.Version() {
+						t.Errorf("node %d (%s), the joiners %s: agrees on %v; want the old members %v until the joiners are warm",
+							self, map[bool]string{true: "old", false: "joiner"}[self == 0], map[string]string{"": "joining", after.Version(): "warming up"}[warming],
+							v.agreed.Members(), before.Members())
+					}
+				}
+				// Warm: the old members report the new membership, and
+				// the cluster agrees on it.
+				close(hold)
+				for k := range urls {
+					switch {
+					case k == self:
+					case k < tc.old:
+						st := oldState(k)
+						st.Members, st.MemberList = after.Version(), after.Members()
+						ns.set(urls[k], true, st)
+					default:
+						ns.set(urls[k], true, joiner(k, false, ""))
+					}
+				}
+				changed()
+				waitView(t, m, "the cluster does not agree on the new membership once every joiner is warm", func(v *view) bool {
+					changed()
+					return v.agreed.Version() == after.Version()
+				})
+				m.Close()
+			}
+		})
+	}
+}
+
+// heldWarmer warms up until hold is closed.
+type heldWarmer struct{ hold <-chan struct{} }
+
+func (w heldWarmer) Warm(ctx context.Context, _, _ *cluster.Membership, loading func()) (api.MembershipChange, error) {
+	loading()
+	select {
+	case <-w.hold:
+	case <-ctx.Done():
+	}
+	return api.MembershipChange{}, ctx.Err()
+}
+
+// smallerAfter returns the URLs of a cluster of old members and then
+// joiners, the old membership and the new one, whose version is the
+// smaller: a tie of the vote goes to it.
+func smallerAfter(t *testing.T, old, join int) (urls []string, before, after *cluster.Membership) {
+	t.Helper()
+	for try := range 1000 {
+		urls = urls[:0]
+		for k := range old + join {
+			urls = append(urls, fmt.Sprintf("http://node%d-%d.invalid", k, try))
+		}
+		before, _ = cluster.NewMembership(urls[:old])
+		after, _ = cluster.NewMembership(urls)
+		if after.Version() < before.Version() {
+			return urls, before, after
+		}
+	}
+	t.Fatal("no cluster whose new membership's version is the smaller in 1,000 tries")
+	return nil, nil, nil
 }
