@@ -113,11 +113,13 @@ type Query struct {
 	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
 	// Ahead how many windows past their current one a peer asks about
 	// the chunks the followed streams need; Held asks instead which of
-	// them the node's cache holds.
+	// them the node's cache holds; Keep tells it instead that the asker
+	// will ask it for them (handover.Kept).
 	Chunk    int
 	ChunkSet bool
 	Ahead    int
 	Held     bool
+	Keep     bool
 	Plan     api.PlanOptions
 	Format   string
 }
@@ -236,6 +238,7 @@ var params = map[string]param{
 	},
 	ParamAhead: intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
 	ParamHeld:  boolParam(func(q *Query) *bool { return &q.Held }, false),
+	ParamKeep:  boolParam(func(q *Query) *bool { return &q.Keep }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -339,7 +342,7 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld, ParamKeep}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -351,6 +354,7 @@ const (
 	ParamChunk = "chunk"
 	ParamAhead = "ahead"
 	ParamHeld  = "held"
+	ParamKeep  = "keep"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
