@@ -26,6 +26,7 @@
 #   -timeout D    one package's run, as go test -timeout (default 30m)
 #   -no-race      without the race detector
 #   -stop         stop at the first failing round
+#   -keep         keep the logs of passing rounds too (the tests' figures)
 #
 # The summary (printed, and in DIR/summary.txt) gives the rounds run and
 # failed, the longest run of consecutive passing rounds, each failing
@@ -33,7 +34,8 @@
 # time. A round fails if a package's binary exits non-zero, a test is
 # skipped, or a package runs no test at all (a -run that matches
 # nothing). Failing rounds keep their logs as DIR/round-NNN/PKG.log;
-# passing rounds keep only a line in DIR/rounds.txt.
+# passing rounds keep only a line in DIR/rounds.txt (and their logs with
+# -keep).
 #
 # Examples:
 #   scripts/soak.sh 20                                   # the bar: 20 in a row
@@ -49,6 +51,7 @@ dir=''
 timeout=30m
 race=-race
 stop=false
+keep=false
 usage() {
 	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
@@ -61,6 +64,7 @@ while [[ $# -gt 0 ]]; do
 	-timeout) timeout=$2; shift 2 ;;
 	-no-race) race=''; shift ;;
 	-stop) stop=true; shift ;;
+	-keep) keep=true; shift ;;
 	-h | -help | --help) usage ;;
 	-*) echo "soak.sh: unknown option $1" >&2; usage ;;
 	*) break ;;
@@ -149,7 +153,7 @@ for ((r = 1; r <= rounds; r++)); do
 	ran=$r
 	took=$((SECONDS - start))
 	if [[ ${#bad[@]} -eq 0 ]]; then
-		rm -rf "${dir:?}/$round"
+		[[ $keep == true ]] || rm -rf "${dir:?}/$round"
 		streak=$((streak + 1))
 		echo "$round pass ${took}s" | tee -a "$dir/rounds.txt" >&2
 	else

@@ -84,6 +84,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
@@ -628,7 +629,14 @@ func (s *Sources) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify
 		return false
 	}
 	if err := s.peers.FetchChunk(ctx, src.url, src.ds, src.c, buf); err != nil {
-		s.log.Debug().Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk's old owner did not give it; reading the store")
+		// Not holding it is the old owner's ordinary answer; any other
+		// failure (no answer in time, a refusal) costs a store read this
+		// node was told to avoid, and says so.
+		ev := s.log.Warn()
+		if errors.Is(err, transport.ErrNotHeld) {
+			ev = s.log.Debug()
+		}
+		ev.Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk's old owner did not give it; reading the store")
 		return false
 	}
 	if err := verify(buf); err != nil {
