@@ -175,3 +175,26 @@ func TestIndexInPlaceRefuses(t *testing.T) {
 		t.Errorf("another description: %v", err)
 	}
 }
+
+// superLines is a format built of lines files (as LeRobot's of Parquet).
+type superLines struct{ formattest.Lines }
+
+func (superLines) Name() string         { return "superlines" }
+func (superLines) Supersedes() []string { return []string{"lines"} }
+
+// A listing two formats recognise is the composite's when it supersedes
+// the other, and ambiguous otherwise.
+func TestChooseSuperseding(t *testing.T) {
+	objs := []format.Object{{Key: "a.lines", Size: 3}}
+	f, err := chooseFormat([]format.Format{formattest.Lines{}, superLines{}}, "", objs)
+	if err != nil || f.Name() != "superlines" {
+		t.Fatalf("%v, %v", f, err)
+	}
+	if _, err := chooseFormat([]format.Format{formattest.Lines{}, otherLines{}}, "", objs); !errors.Is(err, ErrNoFormat) {
+		t.Fatalf("%v", err)
+	}
+}
+
+type otherLines struct{ formattest.Lines }
+
+func (otherLines) Name() string { return "otherlines" }

@@ -52,6 +52,15 @@ type Format interface {
 	Open(meta []byte) (Decoder, error)
 }
 
+// Supersedes is implemented by a format whose datasets are built of
+// another format's objects — a LeRobot dataset's tables are Parquet
+// files beside its videos — so that a listing both recognise is the
+// composite's: it names the formats it supersedes (by Name), and
+// detection picks it over them.
+type Supersedes interface {
+	Supersedes() []string
+}
+
 // Options are what a user may say about indexing a source.
 type Options struct {
 	// ChunkBytes is the target size of a chunk, for formats that cut

@@ -25,6 +25,9 @@ scripts/ensure-numpy.sh
 scripts/ensure-duckdb.sh
 # SentencePiece, the reference package tokenize's IDs are compared with.
 scripts/ensure-sentencepiece.sh
+# ffmpeg and ffprobe, which make format/video's test videos and read them
+# independently.
+scripts/ensure-ffmpeg.sh
 # torch, which the integration test of a Hub-layout Parquet dataset runs
 # PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
 # what a missing one means).
@@ -34,6 +37,9 @@ find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
+# curl, tar and jq, which the READMEs' examples run
+# (integration/readmeexamples_test.go).
+scripts/ensure-readme-tools.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -54,13 +60,20 @@ fi
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
 
+# The tests that measure memory, which the race detector's own
+# allocations would blur and the run above skips under it: what a gateway
+# keeps per job, mixture and schedule clients name, held flat over 40,000
+# batches; what feedback bodies take while they are decoded.
+go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
+
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
 # already checks): the mixture and plan parameters, the S3 face's
 # request parsing (keys, ranges, preconditions, listing parameters), the
 # transform configuration's parser (--transform-config), the image
 # header readers that size a tensor before any pixel is decoded, and the
-# SentencePiece model loader and encoder, and the snappy decoder that
-# writes Parquet pages straight into their members.
+# SentencePiece model loader and encoder, the snappy decoder that
+# writes Parquet pages straight into their members, and the MP4 index.
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
@@ -68,6 +81,7 @@ go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 20s ./transform
 go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 20s ./format/parquet
+go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 20s ./format/video/mp4
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root), and the
