@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -73,25 +74,8 @@ func (s *gatedStore) ReadRange(ctx context.Context, key, etag string, off int64,
 // has the rule).
 func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	f := newFixture(t, 24, 8)
-	lns, urls := loopbacks(t, 4)
-	four, err := cluster.NewMembership(urls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The old members: a pair whose membership's version sorts after
-	// the four's, so that a tie goes to the four.
-	var old, joiners []int
-	var two *cluster.Membership
-	for a := 0; a < 4 && old == nil; a++ {
-		for b := a + 1; b < 4 && old == nil; b++ {
-			if m, _ := cluster.NewMembership([]string{urls[a], urls[b]}); m.Version() > four.Version() {
-				old, two = []int{a, b}, m
-			}
-		}
-	}
-	if old == nil {
-		t.Fatalf("no pair of %v has a version above the four's %s", urls, four.Version())
-	}
+	lns, urls, four, two, old := tiedToTheFour(t)
+	var joiners []int
 	for k := range 4 {
 		if !slices.Contains(old, k) {
 			joiners = append(joiners, k)
@@ -182,4 +166,37 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// tiedToTheFour listens on four loopback ports whose membership's version
+// sorts before that of one of its pairs, and returns them with that pair
+// (old, as member positions) and both memberships: a tie of the pair's
+// votes against the four's goes to the four. Ports come at random, and
+// for some sets no pair's version sorts after the four's;
+// such a set is closed and another taken.
+func tiedToTheFour(t *testing.T) (lns []net.Listener, urls []string, four, two *cluster.Membership, old []int) {
+	t.Helper()
+	for range 100 {
+		lns, urls = loopbacks(t, 4)
+		var err error
+		if four, err = cluster.NewMembership(urls); err != nil {
+			t.Fatal(err)
+		}
+		for a := 0; a < 4; a++ {
+			for b := a + 1; b < 4; b++ {
+				m, err := cluster.NewMembership([]string{urls[a], urls[b]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Version() > four.Version() {
+					return lns, urls, four, m, []int{a, b}
+				}
+			}
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	t.Fatal("no set of four loopback ports of 100 has a pair whose membership's version sorts after the four's")
+	return nil, nil, nil, nil, nil
 }

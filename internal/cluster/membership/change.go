@@ -153,7 +153,7 @@ func (m *Tracker) before(ctx context.Context, to *cluster.Membership) *cluster.M
 			switch st, up := m.peers.State(k), m.peers.Up(k); {
 			case st == nil && up:
 				pending = true
-			case st != nil && up && st.Members != "":
+			case st != nil && up && st.Members != "" && warm(st):
 				// A node joining too reports to at once: it tells
 				// nothing of what the cluster was read under.
 				counts[st.Members]++
