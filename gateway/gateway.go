@@ -472,7 +472,19 @@ func New(cfg Config) (*Gateway, error) {
 	if routing != nil {
 		own = routing.Owns
 	}
-	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own})
+	sc := usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own}
+	var kept *handover.Kept
+	if peers != nil {
+		// The chunks this node read for the jobs before a membership
+		// change whose new owners will ask for them stay keyed as its
+		// own until they do.
+		kept = handover.NewKept()
+		sc.Keep = kept.Holds
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_handover_kept_chunks",
+			Help: "Chunks this node keeps for the nodes that gained them in a membership change and will ask it for them."},
+			func() float64 { return float64(kept.Len()) }))
+	}
+	g.sched = usetable.New(sc)
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
@@ -543,7 +555,7 @@ func New(cfg Config) (*Gateway, error) {
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
 		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
-			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
+			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, kept: kept, log: cfg.Logger}
 	}
 	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults

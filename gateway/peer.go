@@ -66,6 +66,12 @@ type peerAPI struct {
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
 	}
+	// kept is what this node keeps for the nodes that will ask it for
+	// chunks they gained (handover.Kept).
+	kept interface {
+		Keep(url string, ds *catalog.Dataset, chunks []int)
+		Taken(url string, ds *catalog.Dataset, c int)
+	}
 	// steps answers the latest step of a job this node has served
 	// (jobs.latestStep), asked by a node taking an edit of its schedule.
 	steps func(ctx context.Context, job string, from uint64) (uint64, bool, error)
@@ -208,6 +214,7 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	}
 	k := asker(r)
 	a.nodes.Heard(k)
+	a.kept.Taken(r.Header.Get(peercred.HeaderPeer), ds, c) // given or not, it is not asked for again
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
 	if !ok && through {
 		// The asker cannot reach the store: this node reads the chunk
@@ -238,7 +245,9 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 // handleNeeded serves POST transport.NeededPath: of the chunks a node names,
 // those the job streams this node follows need within their current
 // window and the next ones asked about (usetable.Schedule.Soon), or with
-// held=true those this node's cache holds.
+// held=true those this node's cache holds; with keep=true it takes them
+// as the chunks the node (transport.HeaderPeer: authenticated with a peer
+// secret, else as it says) will ask this one for, and answers none.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	q, err := transport.DecodeNeeded(r, a.catalog, a.limits)
 	if err != nil {
@@ -247,13 +256,16 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	var answer []int
-	if q.Held {
+	switch {
+	case q.Keep:
+		a.kept.Keep(r.Header.Get(peercred.HeaderPeer), q.DS, q.Chunks)
+	case q.Held:
 		for _, c := range q.Chunks {
 			if a.chunks.Contains(q.DS.ChunkKey(c)) {
 				answer = append(answer, c)
 			}
 		}
-	} else {
+	default:
 		answer = a.soon.Soon(q.DS, q.Chunks, q.Ahead)
 	}
 	out := transport.EncodeChunks(answer)

@@ -219,10 +219,11 @@ func (s *Schedule) publishStream(t *UseTable, st *stream, base int64, served boo
 	cur := e.ChunkWindow[0:len(du.dist)]
 	rest := left(e, edge)
 	for c, cw := range cur {
-		if !s.local(st.DS, c) {
+		if !s.local(st.DS, c) && !s.keep(st.DS, c) {
 			// Another node reads it for the batches: a copy here (a
 			// chunk this node owned before a membership change) is the
-			// first to go, before a chunk it owns that a job needs later.
+			// first to go, before a chunk it owns that a job needs later
+			// — unless its new owner will ask this node for it (Keep).
 			continue
 		}
 		// A chunk this node reads only while its owner is down or out of

@@ -244,6 +244,34 @@ func TestUseTableStandInChunks(t *testing.T) {
 	}
 }
 
+// TestUseTableKeepsChunksAwaited: a chunk another node reads for the
+// batches, but that this node keeps for it (Config.Keep: the new owner
+// of a chunk this node read before a membership change will ask it for
+// it), has its next use's key, as one this node reads does; the others
+// are Never. Such chunks are never listed for prefetch.
+func TestUseTableKeepsChunksAwaited(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
+	keep := func(_ *catalog.Dataset, c int) bool { return c%4 == 1 }
+	s := New(Config{Orders: layout.New(nil), Local: own, Keep: keep, Capacity: 1 << 40})
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { return at }
+	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	s.advance(js, 0, 100)
+	table := s.Table()
+	for c := range 16 {
+		keyed := own(ds, c) || keep(ds, c)
+		if d := table.Distance(ds.ChunkKey(c)); keyed == (d == Never) {
+			t.Errorf("chunk %d (read here: %t, kept: %t) has distance %d", c, own(ds, c), keep(ds, c), d)
+		}
+	}
+	for _, u := range s.Advance(js, 0, 200, 8) {
+		if !own(ds, u.Chunk) {
+			t.Errorf("chunk %d listed for prefetch: this node does not read it", u.Chunk)
+		}
+	}
+}
+
 // TestImportanceJobSupersedesItsEpochs: each epoch of an importance job is
 // a stream of its own; a later epoch's first request forgets the job's
 // earlier epochs, whose orders would otherwise hold the cache, and no

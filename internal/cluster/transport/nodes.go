@@ -412,6 +412,12 @@ func (n *Nodes) Held(ctx context.Context, url string, ds *catalog.Dataset, chunk
 	return n.t.to(url).Held(ctx, ds, chunks)
 }
 
+// Keep tells the node at url which of its chunks this node will ask it
+// for (Client.Keep).
+func (n *Nodes) Keep(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) error {
+	return n.t.to(url).Keep(ctx, ds, chunks)
+}
+
 // Served records sample bytes this node served to node k (an
 // authenticated asker; -1 for an unauthenticated one).
 func (n *Nodes) Served(k int, b int64) {

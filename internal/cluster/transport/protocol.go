@@ -47,7 +47,7 @@ const (
 	FeedbackPath = "/internal/v2/importance/" // + job ?dataset&index&epoch&seal: GET collects the node's part for a seal, POST [&sealed=VERSION] tells it how the seal ended
 	StepsPath    = "/internal/v2/steps/"      // + job ?from=STEP: the latest step of the job's stored schedule the node has served
 	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
-	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
+	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true|&keep=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds; or those the asker will ask it for)
 	ReplyType    = "application/octet-stream" // a samples reply
 )
 
@@ -674,6 +674,16 @@ func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]
 	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
 }
 
+// Keep tells the node which of its chunks (of ds) this node gained in a
+// membership change and left to the batches, to ask it for when a batch
+// first needs one: the node keeps its copies until then
+// (handover.Kept). It replaces what this node told it before of ds; an
+// empty list withdraws it.
+func (c Client) Keep(ctx context.Context, ds *catalog.Dataset, chunks []int) error {
+	_, err := c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamKeep: {"true"}})
+	return err
+}
+
 // askChunks asks the node a question about chunks (NeededPath, with the
 // parameters of v) and checks that the answer names only them.
 func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
@@ -708,12 +718,14 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 
 // ChunksQuestion is a node's question about chunks (NeededPath): which of
 // Chunks of DS the followed streams need within Ahead windows past their
-// current one, or, with Held, which of them the node's cache holds.
+// current one, or, with Held, which of them the node's cache holds; with
+// Keep, it says instead that the asker will ask for them (Client.Keep).
 type ChunksQuestion struct {
 	DS     *catalog.Dataset
 	Chunks []int
 	Ahead  int
 	Held   bool
+	Keep   bool
 }
 
 // DecodeNeeded reads a node's question about chunks: the dataset version,
@@ -738,7 +750,10 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, Ahead: q.Ahead, Held: q.Held}, nil
+	if q.Held && q.Keep {
+		return ChunksQuestion{}, fmt.Errorf("%w: held and keep are two questions: ask one", query.ErrBadRequest)
+	}
+	return ChunksQuestion{DS: ds, Chunks: chunks, Ahead: q.Ahead, Held: q.Held, Keep: q.Keep}, nil
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

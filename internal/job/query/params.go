@@ -116,7 +116,8 @@ type Query struct {
 	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
 	// Ahead how many windows past their current one a peer asks about
 	// the chunks the followed streams need; Held asks instead which of
-	// them the node's cache holds.
+	// them the node's cache holds; Keep tells it instead that the asker
+	// will ask it for them (handover.Kept).
 	Chunk    int
 	ChunkSet bool
 	Ahead    int
@@ -125,6 +126,7 @@ type Query struct {
 	// from the store through its cache if the cache does not hold it:
 	// the asker cannot reach the store (storepath).
 	Through bool
+	Keep    bool
 	Plan    api.PlanOptions
 	Format  string
 }
@@ -252,6 +254,7 @@ var params = map[string]param{
 	ParamAhead:   intParam(func(q *Query) *int { return &q.Ahead }, 0, fixed(64), "the peers' limit"),
 	ParamHeld:    boolParam(func(q *Query) *bool { return &q.Held }, false),
 	ParamThrough: boolParam(func(q *Query) *bool { return &q.Through }, false),
+	ParamKeep:    boolParam(func(q *Query) *bool { return &q.Keep }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -364,7 +367,7 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns, ParamThrough}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamAhead, ParamHeld, ParamKeep}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -383,6 +386,7 @@ const (
 	// ParamThrough is a peer's chunk request's "read it from the store
 	// for me" (Query.Through).
 	ParamThrough = "through"
+	ParamKeep    = "keep"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
