@@ -159,8 +159,9 @@ func Parquet(p Page) []byte {
 // whose bytes inflate to 2 GiB (ZSTD, with and without a content size:
 // 64 KiB of RLE blocks), a Snappy header's 4 GiB − 1, or 16 MiB (the
 // others, whose writers take a second a hundred MiB); the token column's
-// ZSTD bomb, which indexing a token dataset decompresses; and pages of
-// each codec that inflate just past their stated size.
+// ZSTD bomb, which indexing a token dataset decompresses; pages of each
+// codec that inflate just past their stated size; and an uncompressed
+// page whose first value's length runs past the page.
 func ParquetCorpus() map[string][]byte {
 	const states = 1_600_000
 	out := map[string][]byte{}
@@ -178,6 +179,9 @@ func ParquetCorpus() map[string][]byte {
 		out[c+"-past"] = Parquet(past)
 	}
 	out["tokens-"+ZSTDNoSize+"-bomb"] = ParquetBomb(Tokens, ZSTDNoSize, states, 2<<30)
+	plain := Honest(Image, "", 100)
+	binary.LittleEndian.PutUint32(plain.Body, 1<<30) // the first value's length runs past its page
+	out["value-past-page"] = Parquet(plain)
 	return out
 }
 

@@ -32,7 +32,7 @@ func (hadoopLZ4) DecodeWithError(dst, src []byte) ([]byte, error) {
 	}
 	out, err := inflate.Into(inflate.LZ4Frame, dst, src)
 	if err != nil {
-		return nil, fmt.Errorf("parquet: an LZ4 page that is neither Hadoop-framed, a block nor a frame (%v)", err)
+		return nil, fmt.Errorf("is LZ4 neither Hadoop-framed, a block nor a frame (as a frame: %v)", err)
 	}
 	return out, nil
 }

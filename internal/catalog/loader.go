@@ -314,7 +314,7 @@ func (f fault) cause(ix *chunkindex.Index) string {
 	if f.kind == undecodable {
 		return "it does not decode: " + f.decode
 	}
-	return "sample " + ix.SampleKey(f.id) + " fails its CRC32C"
+	return "sample " + ix.SampleKey(f.id) + " fails its checksum (CRC32C)"
 }
 
 // readTar fills buf with tar chunk c once and verifies it.

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/andybalholm/brotli"
@@ -113,13 +114,13 @@ func Into(c Codec, dst, src []byte) ([]byte, error) {
 			// pierrec/lz4 tells a block that does not fit from a damaged
 			// one by neither; either is past what the page states or not
 			// LZ4.
-			return nil, fmt.Errorf("%w: lz4 block: %v (or %w: %d bytes)", ErrCorrupt, err, ErrOver, len(dst))
+			return nil, fmt.Errorf("%w: lz4 block: %v (or %w: more than %d bytes)", ErrCorrupt, err, ErrOver, len(dst))
 		}
 		return dst[:n], nil
 	case Gzip:
 		r, err := gzip.NewReader(bytes.NewReader(src))
 		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+			return nil, corrupt(c, err)
 		}
 		defer r.Close()
 		return readInto(c, dst, r)
@@ -133,6 +134,15 @@ func Into(c Codec, dst, src []byte) ([]byte, error) {
 	return nil, fmt.Errorf("inflate: no codec %d", uint8(c))
 }
 
+// corrupt is err, a codec's library's, as ErrCorrupt naming the codec
+// (once: some libraries name it already).
+func corrupt(c Codec, err error) error {
+	if strings.HasPrefix(err.Error(), c.String()+":") {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+}
+
 // readInto reads a stream's decompressed bytes into dst, and one byte
 // more to tell a stream that ends there from one that goes on.
 func readInto(c Codec, dst []byte, r io.Reader) ([]byte, error) {
@@ -141,7 +151,7 @@ func readInto(c Codec, dst []byte, r io.Reader) ([]byte, error) {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		return dst[:n], nil
 	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+		return nil, corrupt(c, err)
 	}
 	var one [1]byte
 	for {
@@ -153,7 +163,7 @@ func readInto(c Codec, dst []byte, r io.Reader) ([]byte, error) {
 			return dst, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, c, err)
+			return nil, corrupt(c, err)
 		}
 	}
 }
@@ -163,14 +173,14 @@ func readInto(c Codec, dst []byte, r io.Reader) ([]byte, error) {
 func snappyInto(dst, src []byte) ([]byte, error) {
 	n, err := s2.DecodedLen(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: snappy: %v", ErrCorrupt, err)
+		return nil, corrupt(Snappy, err)
 	}
 	if n > len(dst) {
 		return nil, fmt.Errorf("%w: snappy: its header says %d bytes, more than %d", ErrOver, n, len(dst))
 	}
 	out, err := s2.Decode(dst[:n], src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: snappy: %v", ErrCorrupt, err)
+		return nil, corrupt(Snappy, err)
 	}
 	return out, nil
 }
@@ -193,7 +203,7 @@ func zstdInto(dst, src []byte) ([]byte, error) {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrFrameSizeExceeded):
 		return nil, fmt.Errorf("%w: zstd: more than %d bytes", ErrOver, len(dst))
 	case err != nil:
-		return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+		return nil, corrupt(ZSTD, err)
 	case len(out) > len(dst) || len(out) > 0 && &out[0] != &dst[:1][0]:
 		// Never expected of the cap limit: told, not trusted.
 		return nil, fmt.Errorf("%w: zstd: %d bytes decoded outside the %d-byte buffer", ErrOver, len(out), len(dst))
