@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -58,4 +59,75 @@ func TestHostileShards(t *testing.T) {
 			})
 		}
 	}
+}
+
+// FuzzShards: a compressed shard of every codec MDS has — ZSTD with and
+// without a frame content size, gzip, bzip2 — its bytes and the
+// raw_data.bytes its index.json states the fuzzer's: decoding it never
+// panics, fails only as damage, and never allocates past the decoder's
+// Working, which a gateway reserves before the read (the stated shard
+// and its codec's working), whatever the shard inflates to. Seeded with
+// honest shards and hostiletest's bombs of each codec.
+func FuzzShards(f *testing.F) {
+	codecs := []string{hostiletest.ZSTD, hostiletest.ZSTDNoSize, hostiletest.Gzip, hostiletest.BZ2}
+	shardOf := func(objs map[string][]byte) (raw int64, zip []byte) {
+		var idx struct {
+			Shards []struct {
+				RawData struct{ Bytes int64 }     `json:"raw_data"`
+				ZipData struct{ Basename string } `json:"zip_data"`
+			}
+		}
+		if err := json.Unmarshal(objs["index.json"], &idx); err != nil {
+			f.Fatal(err)
+		}
+		return idx.Shards[0].RawData.Bytes, objs[idx.Shards[0].ZipData.Basename]
+	}
+	for i, c := range codecs {
+		hostile := []string{"bomb", "past"}
+		if c != hostiletest.BZ2 {
+			hostile = append(hostile, "")
+		}
+		for _, h := range hostile {
+			raw, zip := shardOf(hostiletest.MDS(hostiletest.MDSShard{Codec: c, Samples: 40, Hostile: h}))
+			f.Add(uint8(i), uint32(raw), zip)
+		}
+	}
+	f.Fuzz(func(t *testing.T, codec uint8, raw uint32, zip []byte) {
+		c := codecs[int(codec)%len(codecs)]
+		h := ""
+		if c == hostiletest.BZ2 {
+			h = "past"
+		}
+		objs := hostiletest.MDS(hostiletest.MDSShard{Codec: c, Samples: 40, Hostile: h})
+		var idx map[string]any
+		if err := json.Unmarshal(objs["index.json"], &idx); err != nil {
+			t.Fatal(err)
+		}
+		sh := idx["shards"].([]any)[0].(map[string]any)
+		// A stated shard of at most 4 MiB keeps an input's run short; the
+		// bound is relative to it.
+		sh["raw_data"].(map[string]any)["bytes"] = raw % (4 << 20)
+		name := sh["zip_data"].(map[string]any)["basename"].(string)
+		sh["zip_data"].(map[string]any)["bytes"] = len(zip)
+		objs[name] = zip
+		objs["index.json"], _ = json.Marshal(idx)
+		s := storeOf(objs)
+		lay, dec, err := indexSource(t, s, format.Options{})
+		if err != nil {
+			return // raw_data.bytes too few for the samples: refused at index time
+		}
+		src, resident := formattest.ReadChunk(t, s, lay, dec, 0, nil)
+		dst := make([]byte, resident)
+		work := dec.(format.Working).Working(0, nil)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		err = dec.Decode(0, nil, src, dst, format.WriterOptions{})
+		runtime.ReadMemStats(&m1)
+		if a := int64(m1.TotalAlloc - m0.TotalAlloc); a > work+256<<10 {
+			t.Fatalf("decoding a %s shard of %d bytes stating %d allocated %d, its Working is %d", c, len(zip), raw%(4<<20), a, work)
+		}
+		if err != nil && !errors.Is(err, format.ErrDamaged) {
+			t.Fatalf("not damaged: %v", err)
+		}
+	})
 }

@@ -233,3 +233,109 @@ func TestDuckDBOverwritten(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPages: a Parquet page of every codec, its bytes, its stated size
+// and its rows the fuzzer's, in an image column (decoded as a gateway
+// decodes a chunk) or a token column (counted as `brand index --tokens`
+// counts it): no page makes either panic or fail other than as damage
+// (decoding) or an invalid dataset (indexing), and none makes either
+// allocate past its bound, whatever the page inflates to — decoding, the
+// decoder's Working, which a gateway reserves before the read (it counts
+// the codec's working beside the stated page); indexing, the page's
+// stated size, its codec's working and the file twice over. Seeded with
+// an honest page of each codec and each column, and hostiletest's bombs
+// of each codec.
+func FuzzPages(f *testing.F) {
+	codecs := append([]string{""}, hostiletest.ParquetCodecs...)
+	for i, c := range codecs {
+		for _, tokens := range []bool{false, true} {
+			col := hostiletest.Image
+			if tokens {
+				col = hostiletest.Tokens
+			}
+			p := hostiletest.Honest(col, c, 100)
+			f.Add(uint8(i), tokens, uint32(p.States), uint16(p.Rows), p.Body)
+		}
+		if c == "" {
+			continue
+		}
+		n := int64(8 << 20)
+		switch c {
+		case hostiletest.ZSTD, hostiletest.ZSTDNoSize:
+			n = 2 << 30
+		case hostiletest.Snappy:
+			n = 1<<32 - 1
+		}
+		bomb := hostiletest.Bomb(c, n)
+		f.Add(uint8(i), false, uint32(1_600_000), uint16(1000), bomb)
+		f.Add(uint8(i), true, uint32(1_600_000), uint16(1000), bomb)
+	}
+	f.Fuzz(func(t *testing.T, codec uint8, tokens bool, states uint32, rows uint16, body []byte) {
+		c := codecs[int(codec)%len(codecs)]
+		col, opt := hostiletest.Image, format.Options{}
+		if tokens {
+			col, opt.Tokens = hostiletest.Tokens, "input_ids"
+		}
+		// A stated page of at most 4 MiB keeps an input's run short; the
+		// bound is relative to it.
+		p := hostiletest.Page{Column: col, Codec: c, Rows: 1 + int(rows)%2000, States: int64(states % (4 << 20)), Body: body}
+		file := hostiletest.Parquet(p)
+		st := newStore()
+		st.put("f.parquet", file)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		lay, err := Format{}.Index(context.Background(), st, st.listing(), opt)
+		runtime.ReadMemStats(&m1)
+		if tokens {
+			if a := int64(m1.TotalAlloc - m0.TotalAlloc); a > 2*int64(len(file))+p.States+inflateWorking(int8(hostiletestCodec(c)), p.States)+1<<20 {
+				t.Fatalf("indexing %s allocated %d", p.Describe(), a)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, format.ErrInvalid) && !errors.Is(err, format.ErrUnsupported) {
+				t.Fatalf("indexing %s: %v", p.Describe(), err)
+			}
+			return
+		}
+		dec, err := Format{}.Open(lay.Meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranges, bound := dec.Extent(0, nil)
+		src := make([]byte, 0, format.Concat(ranges))
+		for _, r := range ranges {
+			src = append(src, file[r.Off:r.End()]...)
+		}
+		dst := make([]byte, bound)
+		work := dec.(format.Working).Working(0, nil)
+		runtime.ReadMemStats(&m0)
+		err = dec.Decode(0, nil, src, dst, format.WriterOptions{})
+		runtime.ReadMemStats(&m1)
+		if a := int64(m1.TotalAlloc - m0.TotalAlloc); a > work+256<<10 {
+			t.Fatalf("decoding %s allocated %d, its Working is %d", p.Describe(), a, work)
+		}
+		var ge *format.GrowError
+		if err != nil && !errors.Is(err, format.ErrDamaged) && !errors.As(err, &ge) {
+			t.Fatalf("decoding %s: %v", p.Describe(), err)
+		}
+	})
+}
+
+// hostiletestCodec is a hostiletest codec's number in a Parquet footer.
+func hostiletestCodec(c string) int {
+	switch c {
+	case hostiletest.Snappy:
+		return 1
+	case hostiletest.Gzip:
+		return 2
+	case hostiletest.Brotli:
+		return 4
+	case hostiletest.LZ4Frame, hostiletest.LZ4Hadoop:
+		return 5
+	case hostiletest.ZSTD, hostiletest.ZSTDNoSize:
+		return 6
+	case hostiletest.LZ4Raw:
+		return 7
+	}
+	return 0
+}
