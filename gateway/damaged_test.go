@@ -44,7 +44,7 @@ type damagedSource struct {
 // inflate past raw_data.bytes.
 func damagedSources(t *testing.T) []*damagedSource {
 	t.Helper()
-	corpus := hostiletest.ParquetCorpus()
+	corpus := hostiletest.ParquetDamaged()
 	parquetPair := func(codec string, bad []byte) map[string][]byte {
 		return map[string][]byte{"data/a.parquet": hostiletest.Parquet(hostiletest.Honest(hostiletest.Image, codec, 100)), "data/b.parquet": bad}
 	}

@@ -67,7 +67,7 @@ func TestBombsBounded(t *testing.T) {
 
 	// Serve time: a dataset of each bomb, beside a page of its codec that
 	// is not one, so that the dataset indexes as any other.
-	corpus := hostiletest.ParquetCorpus()
+	corpus := hostiletest.ParquetBombs()
 	var datasets, names []string
 	for _, c := range hostiletest.ParquetCodecs {
 		name := "pq-" + c

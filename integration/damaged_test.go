@@ -59,7 +59,7 @@ func TestDamagedInPlaceOnMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	corpus := hostiletest.ParquetCorpus()
+	corpus := hostiletest.ParquetDamaged()
 	pair := func(codec string, bad []byte) map[string][]byte {
 		return map[string][]byte{"data/a.parquet": hostiletest.Parquet(hostiletest.Honest(hostiletest.Image, codec, 100)), "data/b.parquet": bad}
 	}

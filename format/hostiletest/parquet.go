@@ -154,31 +154,48 @@ func Parquet(p Page) []byte {
 	return append(b, "PAR1"...)
 }
 
-// ParquetCorpus is a hostile Parquet file of every codec, by name: each
-// an image page whose header honestly states 1.6 MB (the issue's) and
-// whose bytes inflate to 2 GiB (ZSTD, with and without a content size:
-// 64 KiB of RLE blocks), a Snappy header's 4 GiB − 1, or 16 MiB (the
-// others, whose writers take a second a hundred MiB); the token column's
-// ZSTD bomb, which indexing a token dataset decompresses; pages of each
-// codec that inflate just past their stated size; and an uncompressed
-// page whose first value's length runs past the page.
-func ParquetCorpus() map[string][]byte {
+// BombSize is what each codec's bomb in the corpora inflates to: 2 GiB
+// for ZSTD (64 KiB of RLE blocks, the file), a Snappy header's
+// 4 GiB − 1, 16 MiB for Brotli (whose writer takes the time of its
+// output), 64 MiB for the others.
+func BombSize(codec string) int64 {
+	switch codec {
+	case ZSTD, ZSTDNoSize:
+		return 2 << 30
+	case Snappy:
+		return 1<<32 - 1
+	case Brotli:
+		return 16 << 20
+	}
+	return 64 << 20
+}
+
+// ParquetBombs is a Parquet file of every codec's bomb, by name
+// ("zstd-bomb", ...): an image page whose header honestly states 1.6 MB
+// (the issue's) and whose bytes are Bomb(codec, BombSize(codec)); and
+// "tokens-zstd-nosize-bomb", the token column's ZSTD bomb, which indexing
+// a token dataset decompresses.
+func ParquetBombs() map[string][]byte {
 	const states = 1_600_000
 	out := map[string][]byte{}
 	for _, c := range ParquetCodecs {
-		n := int64(16 << 20)
-		switch c {
-		case ZSTD, ZSTDNoSize:
-			n = 2 << 30
-		case Snappy:
-			n = 1<<32 - 1
-		}
-		out[c+"-bomb"] = ParquetBomb(Image, c, states, n)
+		out[c+"-bomb"] = ParquetBomb(Image, c, states, BombSize(c))
+	}
+	out["tokens-"+ZSTDNoSize+"-bomb"] = ParquetBomb(Tokens, ZSTDNoSize, states, 2<<30)
+	return out
+}
+
+// ParquetDamaged is a damaged Parquet file, by name: a page of each codec
+// that inflates 100 bytes past the size its header states
+// ("gzip-past", ...), and an uncompressed page whose first value's length
+// runs past the page ("value-past-page").
+func ParquetDamaged() map[string][]byte {
+	out := map[string][]byte{}
+	for _, c := range ParquetCodecs {
 		past := Honest(Image, c, 100)
 		past.States -= 100
 		out[c+"-past"] = Parquet(past)
 	}
-	out["tokens-"+ZSTDNoSize+"-bomb"] = ParquetBomb(Tokens, ZSTDNoSize, states, 2<<30)
 	plain := Honest(Image, "", 100)
 	binary.LittleEndian.PutUint32(plain.Body, 1<<30) // the first value's length runs past its page
 	out["value-past-page"] = Parquet(plain)

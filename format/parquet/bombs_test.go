@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"bufio"
+	"maps"
 	"context"
 	"errors"
 	"fmt"
@@ -48,17 +49,19 @@ func TestForgedPages(t *testing.T) {
 // page's codec takes beside it.
 func decodeBound(dec format.Decoder) int64 { return dec.(format.Working).Working(0, nil) }
 
-// Every hostile file of hostiletest's corpus — a page of each codec whose
+// Every hostile file of hostiletest's corpora — a page of each codec whose
 // header states 1.6 MB and whose bytes inflate to 2 GiB (ZSTD with and
-// without a content size), claim 4 GiB (Snappy) or inflate to 16 MiB,
-// and pages that inflate just past their stated size — indexes (the
+// without a content size), claim 4 GiB (Snappy) or inflate to 64 MiB
+// (16 MiB for Brotli), pages that inflate just past their stated size,
+// a value past its page — indexes (the
 // footer is honest), and decoding it is damage named by its column,
 // having allocated no more than the decoder's Working, which a gateway
 // reserves before the read; indexing the token column's bomb as a token
 // dataset is refused, having allocated no more than its page's stated
 // size and the codec's working.
 func TestHostileCorpus(t *testing.T) {
-	corpus := hostiletest.ParquetCorpus()
+	corpus := hostiletest.ParquetBombs()
+	maps.Copy(corpus, hostiletest.ParquetDamaged())
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range corpus {
 			if !yield(n) {
@@ -259,14 +262,7 @@ func FuzzPages(f *testing.F) {
 		if c == "" {
 			continue
 		}
-		n := int64(8 << 20)
-		switch c {
-		case hostiletest.ZSTD, hostiletest.ZSTDNoSize:
-			n = 2 << 30
-		case hostiletest.Snappy:
-			n = 1<<32 - 1
-		}
-		bomb := hostiletest.Bomb(c, n)
+		bomb := hostiletest.Bomb(c, hostiletest.BombSize(c))
 		f.Add(uint8(i), false, uint32(1_600_000), uint16(1000), bomb)
 		f.Add(uint8(i), true, uint32(1_600_000), uint16(1000), bomb)
 	}

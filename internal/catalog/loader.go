@@ -35,9 +35,10 @@ type objectReader interface {
 //
 //   - one read passes: the chunk is served, and only the re-read metric
 //     remembers;
-//   - every read fails the same way (the same sample, the same wrong CRC):
+//   - every read fails the same way (the same sample, the same wrong CRC;
+//     for a chunk served in place, the same reason it did not decode):
 //     the stored bytes are damaged at rest, a *DamagedChunkError wrapping
-//     ErrCorrupt;
+//     ErrCorrupt, logged at error level;
 //   - every read fails, but differently: the bytes are being damaged on
 //     the way, an error wrapping both s3backend.ErrUnavailable and
 //     ErrCorrupt, since a later request may well get through.

@@ -36,6 +36,7 @@ package inflate
 import (
 	"bytes"
 	"compress/bzip2"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -127,6 +128,15 @@ func Into(c Codec, dst, src []byte) ([]byte, error) {
 	case Brotli:
 		return readInto(c, dst, brotli.NewReader(bytes.NewReader(src)))
 	case LZ4Frame:
+		n, err := lz4FrameLen(src)
+		if err != nil {
+			return nil, corrupt(c, err)
+		}
+		if n != len(src) {
+			// pierrec/lz4 reads frames that follow as one stream, each
+			// with buffers of its own: a page holds one frame.
+			return nil, corrupt(c, fmt.Errorf("%d bytes after the frame", len(src)-n))
+		}
 		return readInto(c, dst, lz4.NewReader(bytes.NewReader(src)))
 	case BZ2:
 		return readInto(c, dst, bzip2.NewReader(bytes.NewReader(src)))
@@ -166,6 +176,50 @@ func readInto(c Codec, dst []byte, r io.Reader) ([]byte, error) {
 			return nil, corrupt(c, err)
 		}
 	}
+}
+
+// lz4FrameLen is the length of the LZ4 frame src starts with, from its
+// header and its blocks' sizes (the frame format's, lz4_Frame_format.md).
+func lz4FrameLen(src []byte) (int, error) {
+	le := binary.LittleEndian
+	if len(src) < 7 || le.Uint32(src) != 0x184D2204 {
+		return 0, errors.New("not an LZ4 frame")
+	}
+	flg := src[4]
+	if flg>>6 != 1 {
+		return 0, fmt.Errorf("frame version %d", flg>>6)
+	}
+	at := 7 // magic, FLG, BD, and the header's checksum
+	if flg&0x08 != 0 {
+		at += 8 // content size
+	}
+	if flg&0x01 != 0 {
+		at += 4 // dictionary ID
+	}
+	for {
+		if at+4 > len(src) {
+			return 0, errors.New("a frame cut short")
+		}
+		size := le.Uint32(src[at:])
+		at += 4
+		if size == 0 { // the end mark
+			break
+		}
+		at += int(size & 0x7fffffff)
+		if flg&0x10 != 0 {
+			at += 4 // the block's checksum
+		}
+		if at > len(src) {
+			return 0, errors.New("a block past the frame's end")
+		}
+	}
+	if flg&0x04 != 0 {
+		at += 4 // the content's checksum
+	}
+	if at > len(src) {
+		return 0, errors.New("a frame cut short")
+	}
+	return at, nil
 }
 
 // snappyInto checks the length a Snappy block's header claims before
@@ -223,8 +277,12 @@ func zstdInto(dst, src []byte) ([]byte, error) {
 //   - Brotli: a ring buffer of up to 16 MiB (the format's largest window
 //     without the large-window extension, which its decoder refuses),
 //     twice while the decoder grows it to the window, and its tables;
-//   - LZ4 frames: two blocks of up to 4 MiB;
-//   - bzip2: a 900 kB block's tables;
+//   - LZ4 frames: two blocks of up to 4 MiB (one frame: a frame after it
+//     is refused, since the library would give each buffers of its own);
+//   - bzip2: a table of 4 bytes a byte of a block, made again for each
+//     stream whose blocks are larger than the last's (streams
+//     concatenate): 18 MB for streams of every block size, 100 kB to
+//     900 kB;
 //   - gzip: a 32 KiB window and its tables; LZ4 and Snappy blocks: none;
 //
 // and for every codec a few KiB of readers and errors.
@@ -238,7 +296,7 @@ func Working(c Codec, n int64) int64 {
 	case LZ4Frame:
 		return base + 9<<20
 	case BZ2:
-		return base + 5<<20
+		return base + 19<<20
 	case Gzip:
 		return base + 256<<10
 	}
