@@ -21,17 +21,39 @@ var (
 	ErrCorrupt = errors.New("chunk failed its checksum")
 )
 
-// DamagedChunkError is a chunk whose stored bytes fail their checksum on
-// every read: the object was damaged at rest (or rewritten with its old
-// ETag kept). It wraps ErrCorrupt.
+// DamagedChunkError is a chunk whose stored bytes fail their checksum, or
+// for a dataset served in place do not decode, the same way on every
+// read: the object was damaged at rest (or rewritten with its old ETag
+// kept). It wraps ErrCorrupt.
 type DamagedChunkError struct {
-	Key   chunkcache.Key
+	Key chunkcache.Key
+	// Reads is how many reads failed alike; 0 when another node read it
+	// (the reader of a cluster, told by the chunk's owner).
 	Reads int
 	Err   error
+	// Cause is why, in words a client may be told (Public): the sample
+	// that failed its CRC32C, or the decoder's reason, which names
+	// objects by their keys in the dataset and never a store's endpoint
+	// or a local path.
+	Cause string
 }
 
 func (e *DamagedChunkError) Error() string {
+	if e.Reads == 0 {
+		return fmt.Sprintf("%v: the stored object is damaged; repair or re-pack it", e.Err)
+	}
 	return fmt.Sprintf("%v, the same on all %d reads: the stored object is damaged; repair or re-pack it", e.Err, e.Reads)
+}
+
+// Public is what a client is told of the damage: the dataset, the chunk
+// and the cause.
+func (e *DamagedChunkError) Public() string {
+	reads := ""
+	if e.Reads > 0 {
+		reads = fmt.Sprintf(", the same on all %d reads", e.Reads)
+	}
+	return fmt.Sprintf("chunk %s of dataset %s is damaged at rest%s: %s; repair the object, or re-index the dataset without it",
+		e.Key.Object, e.Key.Dataset, reads, e.Cause)
 }
 
 func (e *DamagedChunkError) Unwrap() error { return e.Err }
