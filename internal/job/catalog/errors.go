@@ -36,13 +36,25 @@ type DamagedChunkError struct {
 	// objects by their keys in the dataset and never a store's endpoint
 	// or a local path.
 	Cause string
+	// InPlace is whether the chunk is of a dataset served in place, whose
+	// index is made from the files themselves: what to do is index them
+	// again, not re-pack them.
+	InPlace bool
 }
 
 func (e *DamagedChunkError) Error() string {
 	if e.Reads == 0 {
-		return fmt.Sprintf("%v: the stored object is damaged; repair or re-pack it", e.Err)
+		return fmt.Sprintf("%v: %s", e.Err, e.remedy())
 	}
-	return fmt.Sprintf("%v, the same on all %d reads: the stored object is damaged; repair or re-pack it", e.Err, e.Reads)
+	return fmt.Sprintf("%v, the same on all %d reads: %s", e.Err, e.Reads, e.remedy())
+}
+
+// remedy is what the operator does about the damage.
+func (e *DamagedChunkError) remedy() string {
+	if e.InPlace {
+		return "the stored file is damaged or changed since it was indexed; repair it, or index it again (brand index)"
+	}
+	return "the stored object is damaged; repair or re-pack it"
 }
 
 // Public is what a client is told of the damage: the dataset, the chunk
@@ -52,8 +64,12 @@ func (e *DamagedChunkError) Public() string {
 	if e.Reads > 0 {
 		reads = fmt.Sprintf(", the same on all %d reads", e.Reads)
 	}
-	return fmt.Sprintf("chunk %s of dataset %s is damaged at rest%s: %s; repair the object, or re-index the dataset without it",
-		e.Key.Object, e.Key.Dataset, reads, e.Cause)
+	todo := "repair the object, or re-pack the dataset without it"
+	if e.InPlace {
+		todo = "repair the file, or index the dataset again (brand index)"
+	}
+	return fmt.Sprintf("chunk %s of dataset %s is damaged at rest%s: %s; %s",
+		e.Key.Object, e.Key.Dataset, reads, e.Cause, todo)
 }
 
 func (e *DamagedChunkError) Unwrap() error { return e.Err }

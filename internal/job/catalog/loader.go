@@ -212,7 +212,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		}
 		defer release()
 		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, error) {
-			return readDecoded(ctx, ds, c, k, buf, l.pools)
+			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads)
 		}
 	}
 	var first, last fault
@@ -220,6 +220,16 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 	for read := 0; ; read++ {
 		f, err := read1(ctx, ds, c, k, buf)
 		if errors.Is(err, ErrGrown) {
+			return err
+		}
+		if dce, ok := errors.AsType[*DamagedChunkError](err); ok {
+			// Bytes of a chunk served in place that failed the CRC32Cs of
+			// an index with checksums on every read (readChecked):
+			// damaged at rest, as a tar chunk failing its own is.
+			m.corruptChunks.Add(float64(dce.Reads))
+			m.rereads.Add(float64(dce.Reads - 1))
+			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", dce.Reads).
+				Str("fault", dce.Cause).Msg("chunk damaged at rest: its bytes fail the index's checksums the same way on every read")
 			return err
 		}
 		if err != nil {
@@ -261,7 +271,7 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
 				Str("fault", last.String(ds.Index)).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
 			ds.damaged[c].Store(true)
-			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr, Cause: last.cause(ds.Index)}
+			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr, Cause: last.cause(ds.Index), InPlace: ds.InPlace != nil}
 		}
 		m.rereads.Inc()
 	}
@@ -350,10 +360,11 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // whose table holds each sample's CRC32C from then on. Bytes that do not
 // decode are an undecodable fault, read again as a tar chunk failing its
 // checksum is; bytes that differ from the CRC32Cs an index with checksums
-// recorded are checked before they are decoded, and read again, by
-// readChecked; a store error is an error (a file changed since it was
+// recorded are checked before they are decoded, and read again up to
+// rereads more times in all (a streamed read that failed them the first),
+// by readChecked; a store error is an error (a file changed since it was
 // indexed: s3backend.ErrChanged).
-func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (fault, error) {
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int) (fault, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
 	bound := ds.ChunkSize(c)
@@ -367,6 +378,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	wo := format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools}
 	st, streams := ip.Decoder.(format.Streamer)
 	ro, opens := ip.Data.(rangeOpener)
+	read := 0 // reads whose bytes failed their checksums
 	if src == nil && streams && opens {
 		// Decoded as its bytes arrive: what it reads straight into the
 		// resident form, it reads once. A chunk with nothing to stream is
@@ -386,8 +398,12 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		cerr := check.Err()
 		switch {
 		case errors.Is(cerr, dataset.ErrChecksum):
-			// Bytes that differ from their checksums: read whole below,
-			// again, and checked there.
+			// Bytes that differ from their checksums: that was the first
+			// read; read whole below, again, and checked there.
+			if rereads == 0 {
+				return fault{}, damagedSpans(ds, c, k, 1, cerr)
+			}
+			read, rereads = 1, rereads-1
 		case cerr != nil && err == nil:
 			return fault{}, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
 		case !errors.Is(err, format.ErrNotStreamed):
@@ -396,7 +412,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	}
 	if src == nil {
 		var err error
-		if src, err = readChecked(ctx, ds, c, k, ranges, pools); err != nil {
+		if src, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
 			return fault{}, err
 		}
 	}
@@ -443,23 +459,22 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src, 
 	return fault{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 }
 
-// checksumReads is how many times a chunk whose bytes differ from their
-// checksums is read before it is reported damaged: a byte flipped in
-// transit does not survive a second read.
-const checksumReads = 2
-
 // readChecked reads the ranges of chunk c of ds, a dataset served in
 // place, into a buffer of pools, pinned to the version indexed, and
 // checks them against an index's checksums (dataset.CheckSpans). Bytes
-// that differ are read again, and on every read a *DamagedChunkError wrapping ErrCorrupt, which names them: the file
+// that differ are read again, up to rereads more times (the loader's
+// setting, --checksum-rereads, as for a tar chunk: a byte flipped in
+// transit does not survive a second read), and on every read a
+// *DamagedChunkError wrapping ErrCorrupt, which names them: the file
 // changed or was damaged since it was indexed, and the chunk is marked
 // damaged, as a tar chunk failing its CRC32C is (skip mode leaves its
-// samples out, named).
-func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers) ([]byte, error) {
+// samples out, named). failed is how many reads already failed them (a
+// streamed decode's), counted in the error's.
+func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, error) {
 	ip := ds.InPlace
 	obj, etag := ds.ObjectOf(c)
 	n := format.Concat(ranges)
-	for read := 1; ; read++ {
+	for read := 0; ; read++ {
 		src := pools.Get(n)[:n]
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(rangeReads)
@@ -480,11 +495,19 @@ func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, rang
 		if !errors.Is(err, dataset.ErrChecksum) {
 			return nil, err
 		}
-		if read == checksumReads {
-			ds.damaged[c].Store(true)
-			return nil, &DamagedChunkError{Key: k, Reads: read, Err: fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)}
+		if read >= rereads {
+			return nil, damagedSpans(ds, c, k, failed+read+1, err)
 		}
 	}
+}
+
+// damagedSpans marks chunk c of ds damaged, its bytes having failed the
+// index's checksums with err on every one of reads reads.
+func damagedSpans(ds *Dataset, c int, k chunkcache.Key, reads int, err error) error {
+	ds.damaged[c].Store(true)
+	return &DamagedChunkError{Key: k, Reads: reads, InPlace: true,
+		Err:   fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err),
+		Cause: err.Error()}
 }
 
 // rangeOpener is a store that reads a range as a stream

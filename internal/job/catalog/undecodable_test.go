@@ -77,6 +77,12 @@ func TestUndecodableChunk(t *testing.T) {
 						t.Errorf("attempt %d: %q does not say %q", attempt, err, says)
 					}
 				}
+				// A file served in place is indexed again, not re-packed.
+				for _, msg := range []string{err.Error(), dce.Public()} {
+					if !strings.Contains(msg, "index") || strings.Contains(msg, "re-pack") {
+						t.Errorf("attempt %d: %q: want it to say to index the file again, not to re-pack it", attempt, msg)
+					}
+				}
 			}
 			fs.mu.Lock()
 			reads := fs.reads
