@@ -507,7 +507,7 @@ func damagedSpans(ds *Dataset, c int, k chunkcache.Key, reads int, err error) er
 	ds.damaged[c].Store(true)
 	return &DamagedChunkError{Key: k, Reads: reads, InPlace: true,
 		Err:   fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err),
-		Cause: err.Error()}
+		Cause: "it fails the index's checksums: " + err.Error()}
 }
 
 // rangeOpener is a store that reads a range as a stream
