@@ -3,6 +3,7 @@ module github.com/brandgw/brand
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.2.3
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/dustin/go-humanize v1.0.1
 	github.com/eliben/go-sentencepiece v0.7.0
@@ -24,7 +25,6 @@ require (
 )
 
 require (
-	github.com/andybalholm/brotli v1.2.3 // indirect
 	github.com/apache/thrift v0.24.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -101,9 +101,11 @@ type Config struct {
 	FetchTimeout time.Duration
 
 	// ChecksumRereads is how many more times a chunk that fails its
-	// CRC32C check is read before the failure is reported: a byte damaged
-	// in transit passes on a re-read, a byte damaged at rest fails the same
-	// way every time (see catalog.Loader). Default 2; negative: no re-read.
+	// CRC32C check — for a dataset served in place, the CRC32Cs an index
+	// with checksums recorded, or its decode — is read before the failure
+	// is reported: a byte damaged in transit passes on a re-read, a byte
+	// damaged at rest fails the same way every time (see catalog.Loader).
+	// Default 2; negative: no re-read.
 	ChecksumRereads int
 
 	// OnDamagedChunk is what a batch does when one of its chunks is damaged

@@ -83,7 +83,12 @@ go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 # transform configuration's parser (--transform-config), the image
 # header readers that size a tensor before any pixel is decoded, and the
 # SentencePiece model loader and encoder, the snappy decoder that
-# writes Parquet pages straight into their members, and the MP4 index.
+# writes Parquet pages straight into their members, and the MP4 index;
+# and each decoder of data served in place, seeded with decompression
+# bombs of every codec, each input held to its memory bound: Parquet
+# pages of every codec, MDS shards of every codec, Megatron indexes
+# (minimizing an interesting input briefly, so that the bombs' large
+# seeds leave time to fuzz).
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
@@ -92,6 +97,9 @@ go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 20s ./format/parquet
 go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 20s ./format/video/mp4
+go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 20s -fuzzminimizetime 2s ./format/parquet
+go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 20s -fuzzminimizetime 2s ./format/mds
+go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 20s -fuzzminimizetime 2s ./format/megatron
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root), and the

@@ -119,6 +119,11 @@ func Public(status int, err error) string {
 		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensorize.ErrClosed), errors.Is(err, tensorize.ErrBusy),
 		errors.Is(err, jobsched.ErrUnasked): // names a member, as GET /cluster does
 		return ""
+	case isDamaged(err):
+		// The dataset, the chunk and the cause, in words that name no
+		// store (DamagedChunkError.Public): what the operator must repair.
+		dce, _ := errors.AsType[*catalog.DamagedChunkError](err)
+		return dce.Public()
 	case errors.Is(err, catalog.ErrCorrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"
 	case status == http.StatusBadGateway:
@@ -130,4 +135,10 @@ func Public(status int, err error) string {
 	default:
 		return "internal error"
 	}
+}
+
+// isDamaged reports whether err is a chunk damaged at rest.
+func isDamaged(err error) bool {
+	_, ok := errors.AsType[*catalog.DamagedChunkError](err)
+	return ok
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -71,6 +72,29 @@ func TestStatusAndPublic(t *testing.T) {
 	}
 }
 
+// A chunk damaged at rest is told to the client by the dataset, the
+// chunk and the cause, which name no store, path or endpoint.
+func TestPublicDamagedChunk(t *testing.T) {
+	err := fmt.Errorf("reading /srv/data/train.parquet: %w", &catalog.DamagedChunkError{
+		Key:   chunkcache.Key{Dataset: "hub", Object: "data/train-00000-of-00001.parquet#0"},
+		Reads: 3, Err: fmt.Errorf("/srv/data: %w", catalog.ErrCorrupt),
+		Cause: `it does not decode: damaged chunk: data/train-00000-of-00001.parquet, row group of rows 0–59, column "image": page 1 does not decompress`,
+	})
+	status := httperr.Status(err)
+	msg := httperr.Public(status, err)
+	if status != http.StatusBadGateway {
+		t.Fatalf("status %d", status)
+	}
+	for _, says := range []string{"dataset hub", "chunk data/train-00000-of-00001.parquet#0", "does not decompress", "all 3 reads"} {
+		if !strings.Contains(msg, says) {
+			t.Errorf("%q does not say %q", msg, says)
+		}
+	}
+	if strings.Contains(msg, "/srv") {
+		t.Errorf("%q names a local path", msg)
+	}
+}
+
 func TestNote(t *testing.T) {
 	httperr.NoteError(context.Background(), errors.New("no note: nothing happens"))
 	ctx, n := httperr.WithNote(context.Background())
@@ -104,6 +128,8 @@ func TestReason(t *testing.T) {
 		{422, fmt.Errorf("sample x: %w", transform.ErrDecode), "bad_image"},
 		{502, fmt.Errorf("x: %w", s3backend.ErrChanged), "store_mismatch"},
 		{502, fmt.Errorf("x: %w", dataset.ErrChecksum), "store_mismatch"},
+		{502, fmt.Errorf("x: %w", &catalog.DamagedChunkError{Reads: 3, Err: catalog.ErrCorrupt}), "damaged_chunk"},
+		{502, fmt.Errorf("x: %w", catalog.ErrCorrupt), "store_mismatch"},
 		{504, fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
 		{500, errors.New("anything else"), "internal"},
 		{401, nil, "unauthenticated"},

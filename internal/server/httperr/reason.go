@@ -78,6 +78,11 @@ var statusReasons = map[int]string{
 // the status's. The names are few and fixed, so a
 // metric labelled with them stays small.
 func Reason(status int, err error) string {
+	if isDamaged(err) {
+		// A chunk damaged at rest is repaired, not re-indexed: told apart
+		// from the store's other mismatches.
+		return "damaged_chunk"
+	}
 	if err != nil {
 		for _, r := range reasons {
 			if errors.Is(err, r.err) {
