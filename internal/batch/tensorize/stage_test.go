@@ -116,7 +116,7 @@ func sampleOf(t testing.TB, key string, members ...[2]string) []byte {
 
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "transform", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "transform", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
