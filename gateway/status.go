@@ -53,8 +53,9 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Transform   api.TransformStats `json:"transform"`
 		Memory      api.MemoryStats    `json:"memory"`
 		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
+		Video       *api.VideoStats    `json:"video,omitempty"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats()})
+		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stage.VideoStats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the

@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brandgw/brand/api"
 	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
@@ -30,7 +33,7 @@ import (
 //	KEY.frames.npy     uint8 (T, H, W, 3) (or the job's clip_layout): a tree's clip
 //	KEY.{camera}.npy   the same, per camera window of a LeRobot sample
 //	KEY.{column}.npy   a LeRobot data column: the window's rows stacked (T, ...), or the anchor's value
-//	KEY.cls            a tree's clip's label, when its video has one
+//	KEY.cls            a tree's clip's label (-1: its video has none)
 //	KEY.json           the source: video, frame numbers, PTS, seconds, rows, padding
 //
 // Every member's size is known before any frame is decoded (the draws,
@@ -84,28 +87,69 @@ type ClipOutput struct {
 
 // ClipFigures are the stage's clip figures since it started.
 type ClipFigures struct {
-	Clips, Frames, Decoded, GOPs, GOPBytes, Runs int64
-	CPU                                          time.Duration
+	// GOPsRead and GOPBytes are the GOPs the calls were given (each once
+	// a call) and their bytes; GOPs those their runs decoded.
+	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs int64
+	CPU                                                    time.Duration
 }
 
 // clipFigures are ClipFigures as counters.
 type clipFigures struct {
-	clips, frames, decoded, gops, gopBytes, runs, cpu atomic.Int64
+	clips, frames, decoded, gops, gopsRead, gopBytes, runs, cpu atomic.Int64
 }
 
 // ClipFigures returns the stage's clip figures.
 func (s *Stage) ClipFigures() ClipFigures {
 	f := &s.clipFigures
 	return ClipFigures{Clips: f.clips.Load(), Frames: f.frames.Load(), Decoded: f.decoded.Load(), GOPs: f.gops.Load(),
-		GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), CPU: time.Duration(f.cpu.Load())}
+		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), CPU: time.Duration(f.cpu.Load())}
 }
 
 // VideoDecoder names the video decoder this stage decodes with
 // (transform/video.Build).
 func (s *Stage) VideoDecoder() string { return video.Build() }
 
-// VideoStats are the video decoder pool's counts.
-func (s *Stage) VideoStats() video.Stats { return s.video.Stats() }
+// VideoStats are the stage's clip figures for /stats, nil before its
+// first clip.
+func (s *Stage) VideoStats() *api.VideoStats {
+	f := s.ClipFigures()
+	if f.Clips == 0 {
+		return nil
+	}
+	d := s.video.Stats()
+	return &api.VideoStats{Decoder: video.Build(), Clips: f.Clips, Frames: f.Frames, GOPsRead: f.GOPsRead, GOPBytesRead: f.GOPBytes,
+		GOPsDecoded: f.GOPs, FramesDecoded: f.Decoded, Runs: f.Runs, DecodeCPUSeconds: f.CPU.Seconds(),
+		GOPBytesPerClip: float64(f.GOPBytes) / float64(f.Clips), DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / float64(f.Clips),
+		Contexts: d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused}
+}
+
+// registerClips registers the clip figures' metrics.
+func (s *Stage) registerClips(reg prometheus.Registerer) {
+	f := &s.clipFigures
+	counter := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, v)
+	}
+	reg.MustRegister(
+		counter("brand_video_clips_total", "Clips of clip jobs this node decoded and served (a batch's, a batch made ahead).",
+			func() float64 { return float64(f.clips.Load()) }),
+		counter("brand_video_frames_total", "Frames of those clips.", func() float64 { return float64(f.frames.Load()) }),
+		counter("brand_video_gops_read_total", "GOPs the clips' batches read (from the cache, the disk tier, peers or the store), each once a batch.",
+			func() float64 { return float64(f.gopsRead.Load()) }),
+		counter("brand_video_gops_decoded_total", "GOPs the clips' runs decoded (a GOP of an open GOP's leading frames counted with it).",
+			func() float64 { return float64(f.gops.Load()) }),
+		counter("brand_video_gop_bytes_read_total", "Bytes of those GOPs: over brand_video_clips_total, the bytes a clip reads.",
+			func() float64 { return float64(f.gopBytes.Load()) }),
+		counter("brand_video_frames_decoded_total", "Frames libavcodec decoded for the clips: every packet of every run, from its keyframe.",
+			func() float64 { return float64(f.decoded.Load()) }),
+		counter("brand_video_decode_runs_total", "Runs of packets decoded (each from a keyframe, once a batch however many clips want its frames).",
+			func() float64 { return float64(f.runs.Load()) }),
+		counter("brand_video_decode_cpu_seconds_total", "Thread CPU time of the clips' decodes, conversions and resamples.",
+			func() float64 { return time.Duration(f.cpu.Load()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_video_decoder_contexts",
+			Help: "libavcodec decoder contexts open on this node, in use or idle, each holding its footprint of the decodes' memory."},
+			func() float64 { return float64(s.video.Stats().Live) }),
+	)
+}
 
 // clipMember is one member of a clip sample's output.
 type clipMember struct {
@@ -179,10 +223,10 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 			if err := addFrames(i, "frames.npy", c.Frames); err != nil {
 				return nil, err
 			}
-			if c.Label >= 0 {
-				lbl := []byte(strconv.Itoa(c.Label))
-				members[i] = append(members[i], &clipMember{name: cs.Key + ".cls", size: len(lbl), data: lbl})
-			}
+			// Every clip has its label, -1 for none: a batch's samples
+			// have one set of members.
+			lbl := []byte(strconv.Itoa(c.Label))
+			members[i] = append(members[i], &clipMember{name: cs.Key + ".cls", size: len(lbl), data: lbl})
 		} else {
 			for _, st := range c.Streams {
 				if st.Camera {
@@ -283,6 +327,7 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 	cf.decoded.Add(out.Decoded)
 	cf.gops.Add(out.GOPs)
 	cf.gopBytes.Add(gopBytes)
+	cf.gopsRead.Add(int64(len(gops)))
 	cf.cpu.Add(int64(out.CPU))
 	return out, nil
 }

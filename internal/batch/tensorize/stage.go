@@ -462,4 +462,5 @@ func (s *Stage) register(reg prometheus.Registerer) {
 			Help: "This node's transform workers (--transform-workers)."},
 			func() float64 { return float64(s.pool.workers) }),
 	)
+	s.registerClips(reg)
 }
