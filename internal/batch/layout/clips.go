@@ -38,13 +38,11 @@ var ErrClips = fmt.Errorf("%w: clip job", query.ErrBadRequest)
 
 // ClipSpace is a clip job's sample space over one dataset version: the
 // space package clips draws from (Space), the dataset's description and
-// decoder, and for each unit every layout chunk its clips may need in any
-// epoch (what the schedule counts a window's chunks by).
+// decoder, and the job's clip parameters.
 type ClipSpace struct {
 	*clips.Space
 	Video *video.Decoder
 	Job   api.Clip
-	units [][]int // per unit: its chunks, ascending
 }
 
 // Dataset is the dataset's description.
@@ -105,12 +103,7 @@ func (o *Orders) ClipSpaceOf(ds *catalog.Dataset, key string) (*ClipSpace, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: dataset %s: %w", ErrClips, ds.Name, err)
 	}
-	cs := &ClipSpace{Space: sp, Video: dec, Job: c, units: make([][]int, len(sp.Counts()))}
-	for u := range cs.units {
-		if cs.units[u], err = sp.UnitChunks(u); err != nil {
-			return nil, fmt.Errorf("%w: dataset %s: %w", ErrClips, ds.Name, err)
-		}
-	}
+	cs := &ClipSpace{Space: sp, Video: dec, Job: c}
 	o.clipSpaces.Add(k, cs)
 	return cs, nil
 }
@@ -153,17 +146,21 @@ func seconds(w api.ClipWindow, fps int) []float64 {
 }
 
 // clipOrder is a clip job's epoch order: the shuffle of its units (each
-// with its clips' count), whose windows' chunks are every chunk their
-// units' clips may need.
+// with its clips' count), whose windows' chunks are exactly the chunks
+// their clips need this epoch.
 type clipOrder struct {
 	*shuffle.Epoch
 	chunks [][]int // per window
 }
 
-// WindowChunks are the layout chunks window w's clips may need, ascending.
+// WindowChunks are the layout chunks window w's clips need, ascending.
 func (c *clipOrder) WindowChunks(w int) []int { return c.chunks[w] }
 
-// clipEpoch is the order of an epoch of a clip stream.
+// clipEpoch is the order of an epoch of a clip stream. Every clip of the
+// epoch is drawn once here (O(clips × frames)), so that the schedule,
+// prefetch and the planner see exactly the chunks the epoch's clips
+// need, window by window — not every chunk a segment's clip might need
+// in some epoch (clips.Space.Reach), about twice as many.
 func (o *Orders) clipEpoch(s Stream, epoch uint64) (*Epoch, error) {
 	cs, err := o.ClipSpaceOf(s.DS, s.Clips)
 	if err != nil {
@@ -175,12 +172,16 @@ func (o *Orders) clipEpoch(s Stream, epoch uint64) (*Epoch, error) {
 	}
 	co := &clipOrder{Epoch: e, chunks: make([][]int, e.NumWindows())}
 	for w := range co.chunks {
-		var cs2 []int
-		for _, u := range e.Windows.WindowChunks(w) {
-			cs2 = append(cs2, cs.units[u]...)
+		var chunks []int
+		for _, n := range e.Window(w) {
+			c, err := cs.Clip(s.Seed, epoch, n)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrClips, err)
+			}
+			chunks = append(chunks, c.Chunks...)
 		}
-		slices.Sort(cs2)
-		co.chunks[w] = slices.Compact(cs2)
+		slices.Sort(chunks)
+		co.chunks[w] = slices.Compact(chunks)
 	}
 	eo := &Epoch{Order: co, ChunkWindow: make([]int32, len(s.DS.Counts))}
 	for c := range eo.ChunkWindow {
