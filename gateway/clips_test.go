@@ -99,6 +99,20 @@ func TestClipRefused(t *testing.T) {
 		info.Samples != 10 || info.Batches != 5 || !reflect.DeepEqual(*info.Clips, api.ClipInfo{Kind: "video", Units: 2, Videos: 2, Frames: 8, Layout: "thwc"}) {
 		t.Fatalf("the epoch: %d %s", resp.StatusCode, body)
 	}
+	// /plan: the clips' exact demand, before anything is decoded.
+	resp, body = get(t, srv.URL+"/plan?clip=8&stride=2&batch_size=2&epochs=2&cache_size=64MiB")
+	var plan struct{ Clips api.ClipPlan }
+	if err := json.Unmarshal(body, &plan); resp.StatusCode != http.StatusOK || err != nil || len(plan.Clips.Epochs) != 2 {
+		t.Fatalf("/plan of a clip job: %d %s", resp.StatusCode, body)
+	}
+	for _, e := range plan.Clips.Epochs {
+		if e.Clips != 10 || e.Frames != 80 || e.CoveringBytes <= 0 || e.FramesDecoded < e.Frames || e.GOPs < 2 {
+			t.Errorf("/plan, epoch %d: %+v", e.Epoch, e)
+		}
+	}
+	if e := plan.Clips.Epochs[0]; e.StoreBytes < e.CoveringBytes {
+		t.Errorf("/plan: a cold epoch reads %d bytes for GOPs of %d", e.StoreBytes, e.CoveringBytes)
+	}
 	if !tvideo.Available() {
 		resp, body := get(t, srv.URL+"/epoch/0/batch/0?clip=8")
 		if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "built without -tags brand_libav") {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/format/video/mp4"
@@ -113,12 +114,44 @@ func (r *clipReader) check(s client.Sample) servedClip {
 			r.t.Fatalf("%s: frame %d (pts %d of %s) is not PyAV's", s.Key, i, pts, js.Video)
 		}
 		for _, g := range v.gops[pts] {
-			c.gops = append(c.gops, fmt.Sprintf("%s#%d", js.Video, g))
+			c.gops = append(c.gops, fmt.Sprintf("%s#%d", strings.TrimPrefix(js.Video, "videos/"), g))
 		}
 		r.frames++
 	}
 	c.digest = sha256.Sum256(arr.Data)
 	return c
+}
+
+// gopSet is the GOPs clips need.
+func (r *clipReader) gopSet(clips map[string]servedClip) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range clips {
+		for _, g := range c.gops {
+			out[g] = true
+		}
+	}
+	return out
+}
+
+// gopsIn are the GOPs a GET read ("video#gop"): those whose bytes lie in
+// its range.
+func (r *clipReader) gopsIn(g proxiedGet) []string {
+	key := strings.TrimPrefix(g.key, "videos/")
+	var lo, hi int64
+	if _, err := fmt.Sscanf(g.rng, "bytes=%d-%d", &lo, &hi); err != nil {
+		return nil
+	}
+	v := r.videos[key]
+	if v == nil {
+		return nil
+	}
+	var out []string
+	for i, gop := range v.track.GOPs {
+		if n := len(gop.Ranges); n > 0 && gop.Ranges[0].Off >= lo && gop.Ranges[n-1].End() <= hi+1 {
+			out = append(out, fmt.Sprintf("%s#%d", key, i))
+		}
+	}
+	return out
 }
 
 // covering is the bytes of the distinct GOPs clips need.
@@ -256,26 +289,69 @@ func TestVideoClipsOnMinIO(t *testing.T) {
 				}
 			}
 			gets := proxy.take(src, ".mp4")
-			read, cover := getBytes(gets), r.covering(both)
-			ranges := map[string]int{}
-			for _, g := range gets {
-				ranges[g.key+" "+g.rng]++
+			// The prefetch may have begun reading epoch 2's first GOPs:
+			// read it too, to know them.
+			next := map[string]servedClip{}
+			for m := range steps {
+				_, got := r.step([]string{gw.url}, 2, m, 1, global, 0)
+				for k, c := range got {
+					next[k] = c
+				}
 			}
-			t.Logf("%s: 2 epochs of %d clips, %d frames equal to PyAV's; MinIO sent %d bytes in %d GETs (%.2f a clip); the clips' GOPs are %d bytes (%.3f×) of the videos' %d",
-				tc.name, clips, r.frames, read, len(gets), float64(len(gets))/float64(2*clips), cover, float64(read)/float64(cover), total)
-			for k, n := range ranges {
+			need, later := r.gopSet(both), r.gopSet(next)
+			var read, ahead int64
+			reads := map[string]int{}
+			for _, g := range gets {
+				gops := r.gopsIn(g)
+				for _, gop := range gops {
+					reads[gop]++
+				}
+				switch {
+				case slices.ContainsFunc(gops, func(x string) bool { return need[x] }):
+					read += g.bytes
+				case slices.ContainsFunc(gops, func(x string) bool { return later[x] }):
+					ahead += g.bytes // epoch 2's, prefetched
+				default:
+					t.Errorf("%s %s (GOPs %q) is no GOP epochs 0 to 2 need", g.key, g.rng, gops)
+				}
+			}
+			cover := r.covering(both)
+			t.Logf("%s: 2 epochs of %d clips, %d frames equal to PyAV's; MinIO sent %d bytes of their GOPs in %d GETs (%.2f a clip) and %d of epoch 2's ahead; the clips' GOPs are %d bytes (%.3f×) of the videos' %d",
+				tc.name, clips, r.frames, read, len(gets), float64(len(gets))/float64(2*clips), ahead, cover, float64(read)/float64(cover), total)
+			for k, n := range reads {
 				if n != 1 {
 					t.Errorf("%s read %d times", k, n)
 				}
 			}
-			if tc.exact && (read != cover || cover*4 > 3*total) {
-				t.Errorf("two epochs read %d bytes from MinIO; their clips' GOPs are %d of the videos' %d", read, cover, total)
+			for k := range need {
+				if reads[k] == 0 && tc.exact {
+					t.Errorf("GOP %s the clips need was never read", k)
+				}
 			}
-			if read < cover || float64(read) > 1.3*float64(cover) {
+			if tc.exact && (read != cover || cover*4 > 3*total) {
+				t.Errorf("two epochs read %d bytes of their GOPs from MinIO; their clips' GOPs are %d of the videos' %d", read, cover, total)
+			}
+			if !tc.exact && (read < cover || float64(read) > 1.3*float64(cover)) {
 				t.Errorf("two epochs read %d bytes from MinIO for clips whose GOPs are %d: over 1.3×", read, cover)
 			}
-			if stats := statsBackendBytes(t, gw.url, "vid"); stats != read {
-				t.Errorf("/stats counts %d backend bytes, MinIO sent %d", stats, read)
+			// /plan predicts those bytes before anything is read.
+			var plan struct {
+				Clips api.ClipPlan
+			}
+			if err := json.Unmarshal(fetch(t, gw.url+"/plan?"+r.job+"&batch_size=8&epochs=2&cache_size=64MiB"), &plan); err != nil {
+				t.Fatal(err)
+			}
+			var planned, covering int64
+			for _, e := range plan.Clips.Epochs {
+				planned += e.StoreBytes
+				covering += e.CoveringBytes
+			}
+			t.Logf("/plan: %d store bytes for 2 epochs (covering GOPs %d, each epoch's); %v ms a decoded frame (measured %v)", planned, covering, plan.Clips.CPUPerFrameMs, plan.Clips.Measured)
+			if tc.exact && planned != cover {
+				t.Errorf("/plan predicts %d store bytes for 2 epochs; they read %d of their GOPs", planned, cover)
+			}
+			if stats := statsBackendBytes(t, gw.url, "vid"); stats < read+ahead {
+				t.Errorf("/stats counts %d backend bytes, MinIO sent %d", stats, read+ahead)
 			}
 		})
 	}
