@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strconv"
@@ -129,6 +130,55 @@ func TestScheduleEdit(t *testing.T) {
 			t.Errorf("edit %q from %d: %v, want ErrMix saying %q", tc.next, tc.from, err, tc.says)
 		case tc.want != "" && (err != nil || got.String() != tc.want):
 			t.Errorf("edit %q from %d: %v %v, want %s", tc.next, tc.from, got, err, tc.want)
+		}
+	}
+}
+
+func TestResolveNext(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		from uint64
+		want string // "" for an error
+	}{
+		{"next:web:1,code:1", 41, "41:web:1,code:1"},
+		{"next~+50:web:0.2,code:0.8;+100:web:0,code:1", 41, "41~91:web:0.2,code:0.8;141:web:0,code:1"},
+		{"next~3000:web:0.4,code:0.6;5000:web:0,code:1", 2500, "2500~3000:web:0.4,code:0.6;5000:web:0,code:1"},
+		{"2500:web:1", 2500, ""},         // the gateway chooses the step
+		{"next:web:1;next:web:0", 7, ""}, // only the first phase starts there
+		{"next~+x:web:1", 7, ""},
+		{"next", 7, ""},
+		{"", 7, ""},
+	} {
+		got, err := ResolveNext(tc.text, tc.from)
+		if tc.want == "" {
+			if !errors.Is(err, ErrMix) {
+				t.Errorf("ResolveNext(%q, %d) = %q, %v; want ErrMix", tc.text, tc.from, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ResolveNext(%q, %d) = %q, %v; want %q", tc.text, tc.from, got, err, tc.want)
+		}
+	}
+}
+
+func TestEditFromJSON(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want EditFrom
+	}{{`12`, EditFrom{Step: 12}}, {`"next"`, EditFrom{Next: true}}, {`0`, EditFrom{}}} {
+		var e ScheduleEdit
+		if err := json.Unmarshal([]byte(`{"schedule":"x","from_step":`+tc.json+`}`), &e); err != nil || e.FromStep != tc.want {
+			t.Errorf("from_step %s: %+v %v; want %+v", tc.json, e.FromStep, err, tc.want)
+		}
+		if b, _ := json.Marshal(tc.want); string(b) != tc.json {
+			t.Errorf("%+v marshals as %s, want %s", tc.want, b, tc.json)
+		}
+	}
+	for _, bad := range []string{`"later"`, `-1`, `1.5`, `"12"`} {
+		var e ScheduleEdit
+		if err := json.Unmarshal([]byte(`{"from_step":`+bad+`}`), &e); err == nil {
+			t.Errorf("from_step %s read as %+v", bad, e.FromStep)
 		}
 	}
 }

@@ -239,6 +239,14 @@ type DatasetList struct {
 type Error struct {
 	Error  string `json:"error"`
 	Status int    `json:"status"`
+	// ScheduleVersion is, on a 409 about a job's stored schedule, its
+	// current version: the one to read, or to base an edit on.
+	ScheduleVersion string `json:"schedule_version,omitempty"`
+	// FirstEditableStep is, on a 409 refusing a schedule edit from a step
+	// the job has read, the first step an edit could start at when it was
+	// refused: the job's loaders may have read further since, which an
+	// edit from "next" (NextStep) allows for.
+	FirstEditableStep *uint64 `json:"first_editable_step,omitempty"`
 }
 
 // PlanOptions are GET /plan's parameters beside the job's: the cache to

@@ -22,7 +22,9 @@ import (
 //	key blob      all sample keys, concatenated in sample order
 //	in place      only with FlagDeferred: format name len u16, name,
 //	              SHA-256 of the format's description (32 bytes),
-//	              created (Unix seconds) i64
+//	              created (Unix seconds) i64; with FlagChecksums too,
+//	              per chunk: spans u32, then per span offset u64,
+//	              length u64, CRC32C u32
 //	trailer       CRC32C (Castagnoli) of every byte before it, u32
 const (
 	// Magic opens every encoded index.
@@ -39,23 +41,44 @@ const (
 
 var le = binary.LittleEndian
 
-// FlagDeferred, in the header's flags, marks the index of a dataset served
-// in place (NewDeferred): its sample records hold each sample's ordinal in
-// its chunk and no range; the ranges are in the decoded chunks' tables
-// (package format). It is the only feature flag.
-const FlagDeferred = 1
+// Feature flags, in the header's flags word. A reader refuses any flag it
+// does not know (ErrVersion), so an index that needs a feature is never
+// read by a build that would ignore it.
+const (
+	// FlagDeferred marks the index of a dataset served in place
+	// (NewDeferred): its sample records hold each sample's ordinal in its
+	// chunk and no range; the ranges are in the decoded chunks' tables
+	// (package format).
+	FlagDeferred = 1
+	// FlagChecksums, only with FlagDeferred, marks a deferred index that
+	// carries the CRC32C of every range its chunks are read in (Spans):
+	// its in-place section ends with them. A build that reads no such
+	// checksums refuses the index rather than serve its bytes unchecked.
+	FlagChecksums = 2
+)
+
+// knownFlags are the flags this build reads.
+const knownFlags = FlagDeferred | FlagChecksums
 
 func (ix *Index) flags() uint32 {
+	var f uint32
 	if ix.deferred {
-		return FlagDeferred
+		f |= FlagDeferred
 	}
-	return 0
+	if ix.spans != nil {
+		f |= FlagChecksums
+	}
+	return f
 }
 
-// checkFlags refuses an index that needs a feature this build lacks.
+// checkFlags refuses an index that needs a feature this build lacks, or
+// that names checksums without being deferred.
 func checkFlags(flags uint32) error {
-	if flags&^FlagDeferred != 0 {
-		return fmt.Errorf("%w: index needs features %#x, this build supports %#x", ErrVersion, flags, FlagDeferred)
+	switch {
+	case flags&^knownFlags != 0:
+		return fmt.Errorf("%w: index needs features %#x, this build supports %#x", ErrVersion, flags, knownFlags)
+	case flags&FlagChecksums != 0 && flags&FlagDeferred == 0:
+		return fmt.Errorf("%w: flags %#x: checksums of chunks' ranges are for an index served in place (flag %#x)", ErrCorrupt, flags, FlagDeferred)
 	}
 	return nil
 }
@@ -84,8 +107,16 @@ func (ix *Index) inPlaceLen() int64 {
 	if !ix.deferred {
 		return 0
 	}
-	return 2 + int64(len(ix.source.Format)) + 32 + 8
+	n := 2 + int64(len(ix.source.Format)) + 32 + 8
+	for _, ss := range ix.spans {
+		n += 4 + spanRecordLen*int64(len(ss))
+	}
+	return n
 }
+
+// spanRecordLen is a span's encoded size: offset u64, length u64, CRC32C
+// u32.
+const spanRecordLen = 20
 
 // appendInPlace appends the in-place section to b.
 func (ix *Index) appendInPlace(b []byte) []byte {
@@ -95,24 +126,71 @@ func (ix *Index) appendInPlace(b []byte) []byte {
 	b = le.AppendUint16(b, uint16(len(ix.source.Format)))
 	b = append(b, ix.source.Format...)
 	b = append(b, ix.source.Meta[:]...)
-	return le.AppendUint64(b, uint64(ix.source.Created))
+	b = le.AppendUint64(b, uint64(ix.source.Created))
+	for _, ss := range ix.spans {
+		b = le.AppendUint32(b, uint32(len(ss)))
+		for _, s := range ss {
+			b = le.AppendUint64(b, uint64(s.Off))
+			b = le.AppendUint64(b, uint64(s.Len))
+			b = le.AppendUint32(b, s.CRC)
+		}
+	}
+	return b
 }
 
-// parseInPlace reads the in-place section, which must be all of p.
-func parseInPlace(p []byte) (InPlace, error) {
+// parseInPlace reads the in-place section, which must be all of p: with
+// checksums, chunks chunks' spans follow its fixed fields.
+func parseInPlace(p []byte, checksums bool, chunks int) (InPlace, [][]Span, error) {
 	if len(p) < 2 {
-		return InPlace{}, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
+		return InPlace{}, nil, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
 	}
 	n := int(le.Uint16(p))
 	if n == 0 || n > maxFormatName {
-		return InPlace{}, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
+		return InPlace{}, nil, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
 	}
-	if len(p) != 2+n+32+8 {
-		return InPlace{}, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, 2+n+32+8)
+	fixed := 2 + n + 32 + 8
+	if len(p) < fixed || !checksums && len(p) != fixed {
+		return InPlace{}, nil, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, fixed)
 	}
 	src := InPlace{Format: string(p[2 : 2+n]), Created: int64(le.Uint64(p[2+n+32:]))}
 	copy(src.Meta[:], p[2+n:])
-	return src, nil
+	if !checksums {
+		return src, nil, nil
+	}
+	spans, err := parseSpans(p[fixed:], chunks)
+	return src, spans, err
+}
+
+// parseSpans reads chunks chunks' spans, which must be all of p, and
+// checks them (checkSpans).
+func parseSpans(p []byte, chunks int) ([][]Span, error) {
+	spans := make([][]Span, chunks)
+	for c := range spans {
+		if len(p) < 4 {
+			return nil, fmt.Errorf("%w: the checksums of chunk %d need 4 bytes, %d remain", ErrCorrupt, c, len(p))
+		}
+		n := int64(le.Uint32(p))
+		p = p[4:]
+		if n*spanRecordLen > int64(len(p)) {
+			return nil, fmt.Errorf("%w: %d checksums of chunk %d need %d bytes, %d remain", ErrCorrupt, n, c, n*spanRecordLen, len(p))
+		}
+		spans[c] = make([]Span, n)
+		for i := range spans[c] {
+			off, l := le.Uint64(p), le.Uint64(p[8:])
+			if off > math.MaxInt64 || l > math.MaxInt64 {
+				return nil, fmt.Errorf("%w: chunk %d: span %d+%d out of range", ErrCorrupt, c, off, l)
+			}
+			spans[c][i] = Span{Off: int64(off), Len: int64(l), CRC: le.Uint32(p[16:])}
+			p = p[spanRecordLen:]
+		}
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last chunk's checksums", ErrCorrupt, len(p))
+	}
+	if err := checkSpans(ErrCorrupt, spans); err != nil {
+		return nil, err
+	}
+	return spans, nil
 }
 
 // encode passes the encoding, trailer excluded, to emit in pieces that are
@@ -302,11 +380,11 @@ func Decode(b []byte) (*Index, error) {
 	keyStart := headerSize + tableLen + sampleRecordLen*numSamples
 	ix.keys = string(b[keyStart : keyStart+keyLen])
 	if ix.deferred {
-		src, err := parseInPlace(b[keyStart+keyLen : keyStart+keyLen+inPlace])
+		src, spans, err := parseInPlace(b[keyStart+keyLen:keyStart+keyLen+inPlace], flags&FlagChecksums != 0, len(ix.chunks))
 		if err != nil {
 			return nil, err
 		}
-		ix.source = src
+		ix.source, ix.spans = src, spans
 	}
 
 	if err := ix.validate(ErrCorrupt); err != nil {

@@ -229,6 +229,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add(b)
 	f.Add(b[:len(b)/2])
 	f.Add(reseal(append(bytes.Clone(b[:20]), b[20:]...)))
+	checked, err := os.ReadFile(goldenChecked) // a deferred index with checksums
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(checked)
 	for _, n := range []int{0, 1, 3, 40} {
 		chunks, samples := synthDataset(n, 2)
 		enc, err := mustNew(f, chunks, samples).MarshalBinary()

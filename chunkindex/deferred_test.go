@@ -1,9 +1,13 @@
 package chunkindex
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/crc32"
+	"math"
+	"os"
+	"slices"
 	"testing"
 )
 
@@ -103,7 +107,7 @@ func TestDeferredRejects(t *testing.T) {
 			t.Errorf("%s: decode %v, open %v", name, err, oerr)
 		}
 	}
-	c := flip(12, 3)
+	c := flip(12, FlagDeferred|4) // 2 is FlagChecksums
 	if _, err := Decode(c); !errors.Is(err, ErrVersion) {
 		t.Errorf("unknown flag: %v", err)
 	}
@@ -116,5 +120,141 @@ func TestDeferredRejects(t *testing.T) {
 	}
 	if _, err := NewDeferred([]Chunk{{Key: "c", Samples: 2}}, []string{"a", "a"}, src); !errors.Is(err, ErrDuplicateKey) {
 		t.Errorf("duplicate keys: %v", err)
+	}
+}
+
+// checkedIndex is deferredIndex with checksums: chunk 1 has nothing to
+// read.
+func checkedIndex(t *testing.T) (*Index, [][]Span) {
+	t.Helper()
+	d := deferredIndex(t)
+	chunks := make([]Chunk, d.NumChunks())
+	for c := range chunks {
+		chunks[c] = d.Chunk(c)
+	}
+	keys := make([]string, d.NumSamples())
+	for i := range keys {
+		keys[i] = d.SampleKey(i)
+	}
+	spans := [][]Span{{{Off: 4, Len: 100, CRC: 0xdeadbeef}, {Off: 104, Len: 7, CRC: 1}}, nil, {{Off: 1 << 40, Len: 1 << 31, CRC: 2}}}
+	ix, err := NewDeferredChecked(chunks, keys, d.InPlace(), spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix, spans
+}
+
+// testdata/index-v1-checksums.golden pins the encoding of a deferred index
+// with checksums (flags 3); regenerate with -update.
+const goldenChecked = "testdata/index-v1-checksums.golden"
+
+// An index with checksums says so in its flags, keeps every chunk's spans
+// through New, Decode and Open, and its ID names them; an index without
+// has none and its encoding is what it was.
+func TestChecksummedRoundTrip(t *testing.T) {
+	ix, spans := checkedIndex(t)
+	b, err := ix.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(goldenChecked, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenChecked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoding differs from %s:\n got %x\nwant %x", goldenChecked, b, want)
+	}
+	if le.Uint32(b[12:]) != FlagDeferred|FlagChecksums {
+		t.Fatalf("flags %#x", le.Uint32(b[12:]))
+	}
+	dec, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := deferredIndex(t)
+	if plain.Checksummed() || plain.Spans(0) != nil || plain.ID() == ix.ID() {
+		t.Fatalf("an index without checksums: checksummed %t, spans %v, ID %s (with: %s)", plain.Checksummed(), plain.Spans(0), plain.ID(), ix.ID())
+	}
+	for name, x := range map[string]*Index{"new": ix, "decode": dec, "open": part} {
+		if !x.Checksummed() || x.ID() != ix.ID() || x.InPlace() != plain.InPlace() {
+			t.Fatalf("%s: checksummed %t, ID %s (want %s), %+v", name, x.Checksummed(), x.ID(), ix.ID(), x.InPlace())
+		}
+		for c := range x.NumChunks() {
+			if got := x.Spans(c); got == nil || !slices.Equal(got, spans[c]) {
+				t.Errorf("%s: chunk %d spans %v, want %v", name, c, got, spans[c])
+			}
+		}
+	}
+}
+
+// Checksums that overlap, go backwards, are empty or overflow, do not
+// fill their section, or come without the deferred flag are refused; a
+// build that knows no checksums refuses the flag (ErrVersion), which is
+// checkFlags' first case.
+func TestChecksummedRejects(t *testing.T) {
+	d := deferredIndex(t)
+	chunks := []Chunk{d.Chunk(0), d.Chunk(1), d.Chunk(2)}
+	keys := []string{"data/a/0", "data/a/1", "data/a/2", "data/b/0", "data/b/1"}
+	for name, spans := range map[string][][]Span{
+		"overlapping": {{{Off: 0, Len: 10}, {Off: 9, Len: 1}}, nil, nil},
+		"backwards":   {{{Off: 10, Len: 10}, {Off: 0, Len: 1}}, nil, nil},
+		"empty":       {{{Off: 0, Len: 0}}, nil, nil},
+		"overflowing": {{{Off: math.MaxInt64 - 1, Len: 2}}, nil, nil},
+		"too few":     {nil, nil},
+	} {
+		if _, err := NewDeferredChecked(chunks, keys, d.InPlace(), spans); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	ix, _ := checkedIndex(t)
+	b, _ := ix.MarshalBinary()
+	resum := func(c []byte) []byte {
+		le.PutUint32(c[len(c)-4:], crc32.Checksum(c[:len(c)-4], castagnoli))
+		return c
+	}
+	// The last chunk's one span: offset, length, CRC, then the trailer.
+	last := len(b) - 4 - spanRecordLen
+	for name, c := range map[string][]byte{
+		"span past int64": resum(func() []byte {
+			c := bytes.Clone(b)
+			le.PutUint64(c[last:], math.MaxInt64)
+			return c
+		}()),
+		"count past the section": resum(func() []byte {
+			c := bytes.Clone(b)
+			le.PutUint32(c[last-4:], 2)
+			return c
+		}()),
+		"bytes left over": resum(append(bytes.Clone(b[:len(b)-4]), 0, 0, 0, 0, 0)),
+		"no deferred flag": resum(func() []byte {
+			c := bytes.Clone(b)
+			le.PutUint32(c[12:], FlagChecksums)
+			return c
+		}()),
+		"no checksums flag": resum(func() []byte {
+			c := bytes.Clone(b)
+			le.PutUint32(c[12:], FlagDeferred)
+			return c
+		}()),
+	} {
+		_, err := Decode(c)
+		_, oerr := Open(context.Background(), &memObject{b: c}, int64(len(c)), OpenOptions{})
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(oerr, ErrCorrupt) {
+			t.Errorf("%s: decode %v, open %v", name, err, oerr)
+		}
+	}
+	c := resum(bytes.Clone(b))
+	le.PutUint32(c[12:], FlagDeferred|FlagChecksums|4)
+	if _, err := Decode(resum(c)); !errors.Is(err, ErrVersion) {
+		t.Errorf("an unknown flag beside checksums: %v", err)
 	}
 }

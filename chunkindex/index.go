@@ -82,6 +82,10 @@ type Index struct {
 	// source names its format and what decodes it.
 	deferred bool
 	source   InPlace
+	// spans, per chunk, are the ranges of a deferred index's chunks'
+	// objects with the CRC32C their bytes had when indexed; nil without
+	// checksums (NewDeferredChecked).
+	spans [][]Span
 
 	idOnce sync.Once
 	id     string
@@ -202,6 +206,74 @@ func NewDeferred(chunks []Chunk, keys []string, src InPlace) (*Index, error) {
 
 // maxFormatName bounds a format's name in an index.
 const maxFormatName = 64
+
+// Span is a byte range of the object a chunk of a dataset served in place
+// is read from, and the CRC32C of its bytes when the index was built: a
+// reader of the range checks its bytes are still those, as a tar chunk's
+// samples are checked against theirs.
+type Span struct {
+	Off, Len int64
+	CRC      uint32
+}
+
+// End is the offset just past the span.
+func (s Span) End() int64 { return s.Off + s.Len }
+
+// NewDeferredChecked is NewDeferred for an index that carries checksums:
+// spans[c] are chunk c's, each range its chunk is read in covered by
+// whole spans (package dataset makes them); ascending, not overlapping,
+// none empty. A chunk may have none (one with nothing to read).
+func NewDeferredChecked(chunks []Chunk, keys []string, src InPlace, spans [][]Span) (*Index, error) {
+	if len(spans) != len(chunks) {
+		return nil, fmt.Errorf("%w: checksums of %d chunks for %d chunks", ErrInvalid, len(spans), len(chunks))
+	}
+	if err := checkSpans(ErrInvalid, spans); err != nil {
+		return nil, err
+	}
+	ix, err := NewDeferred(chunks, keys, src)
+	if err != nil {
+		return nil, err
+	}
+	ix.spans = make([][]Span, len(spans))
+	for c, ss := range spans {
+		ix.spans[c] = slices.Clone(ss)
+		if ix.spans[c] == nil {
+			ix.spans[c] = []Span{}
+		}
+	}
+	return ix, nil
+}
+
+// checkSpans checks every chunk's spans ascend, do not overlap, are not
+// empty and end within int64. kind is the sentinel errors wrap.
+func checkSpans(kind error, spans [][]Span) error {
+	for c, ss := range spans {
+		end := int64(0)
+		for i, s := range ss {
+			switch {
+			case s.Len <= 0 || s.Off < end:
+				return fmt.Errorf("%w: chunk %d: span %d at %d+%d is empty or does not follow the one before, which ends at %d", kind, c, i, s.Off, s.Len, end)
+			case s.Off > math.MaxInt64-s.Len:
+				return fmt.Errorf("%w: chunk %d: span %d at %d+%d ends past the largest offset", kind, c, i, s.Off, s.Len)
+			}
+			end = s.End()
+		}
+	}
+	return nil
+}
+
+// Checksummed reports whether the index carries the CRC32C of every
+// range of its chunks' objects (NewDeferredChecked).
+func (ix *Index) Checksummed() bool { return ix.spans != nil }
+
+// Spans returns chunk c's spans, nil on an index without checksums. The
+// slice is shared: read it, never write it.
+func (ix *Index) Spans(c int) []Span {
+	if ix.spans == nil {
+		return nil
+	}
+	return ix.spans[c]
+}
 
 // InPlace returns what a deferred index says of its dataset's format;
 // the zero InPlace for a tar dataset's.

@@ -139,14 +139,16 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 		return nil, err
 	}
 	if ix.deferred {
-		if hdr.inPlace > 2+maxFormatName+32+8 {
+		// Without checksums the section is a few bytes; with them its
+		// length is the object's (bounded by its size, as every section).
+		if !hdr.checksums && hdr.inPlace > 2+maxFormatName+32+8 {
 			return nil, fmt.Errorf("%w: an in-place section of %d bytes", ErrCorrupt, hdr.inPlace)
 		}
 		sec, err := st.next(int(hdr.inPlace))
 		if err != nil {
 			return nil, err
 		}
-		if ix.source, err = parseInPlace(sec); err != nil {
+		if ix.source, ix.spans, err = parseInPlace(sec, hdr.checksums, len(ix.chunks)); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +191,7 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 type header struct {
 	chunks, samples, tableLen, keyLen int64
 	inPlace                           int64 // the in-place section's length
+	checksums                         bool  // FlagChecksums
 }
 
 // openHeader reads and checks the header and the chunk table (Decode's
@@ -222,10 +225,11 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 		return nil, hdr, err
 	}
 	hdr = header{
-		chunks:   int64(le.Uint32(b[16:])),
-		samples:  int64(le.Uint32(b[20:])),
-		tableLen: int64(le.Uint32(b[24:])),
-		keyLen:   int64(le.Uint32(b[28:])),
+		chunks:    int64(le.Uint32(b[16:])),
+		samples:   int64(le.Uint32(b[20:])),
+		tableLen:  int64(le.Uint32(b[24:])),
+		keyLen:    int64(le.Uint32(b[28:])),
+		checksums: flags&FlagChecksums != 0,
 	}
 	rest := size - headerSize
 	for _, sec := range []struct {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/brandgw/brand/internal/codec/ustar"
 )
 
 // Sample is one training sample: the tar members that share a key.
@@ -46,8 +48,8 @@ func DecodeSamples(r io.Reader) ([]Sample, error) {
 //
 // Plain headers — a regular file's ustar or GNU header with no extension
 // header before it, which is what brand pack writes for names that fit a
-// ustar header — are read in place (see plainHeader); from the first other header on, the
-// rest goes through archive/tar. Both give the same samples and the same
+// ustar header — are read in place (internal/codec/ustar's Plain); from
+// the first other header on, the rest goes through archive/tar. Both give the same samples and the same
 // errors (FuzzDecodeTar).
 func DecodeTar(b []byte) ([]Sample, error) {
 	var g grouper
@@ -91,7 +93,7 @@ type grouper struct {
 }
 
 // plain reads b's members from the start for as long as their headers are
-// plain (plainHeader). It returns the offset of the first header it did not
+// plain (ustar.Plain). It returns the offset of the first header it did not
 // read, or done when it reached the end of the archive. An error is one of
 // grouping, which archive/tar would meet in the same member.
 func (g *grouper) plain(b []byte) (off int, done bool, err error) {
@@ -100,20 +102,20 @@ func (g *grouper) plain(b []byte) (off int, done bool, err error) {
 		switch {
 		case len(rest) == 0:
 			return off, true, nil // archive/tar takes a clean end for one too
-		case len(rest) < 2*blockSize:
+		case len(rest) < 2*ustar.BlockSize:
 			return off, false, nil
-		case isZero(rest[:blockSize]):
-			if isZero(rest[blockSize : 2*blockSize]) {
+		case ustar.IsZero(rest[:ustar.BlockSize]):
+			if ustar.IsZero(rest[ustar.BlockSize : 2*ustar.BlockSize]) {
 				return off, true, nil // end of archive
 			}
 			return off, false, nil
 		}
-		name, size, ok := plainHeader((*[blockSize]byte)(rest))
-		if !ok || size > int64(len(rest)-blockSize) {
+		name, size, ok := ustar.Plain((*[ustar.BlockSize]byte)(rest))
+		if !ok || size > int64(len(rest)-ustar.BlockSize) {
 			return off, false, nil
 		}
-		end := blockSize + int(size)
-		next := end + int(-size&(blockSize-1))
+		end := ustar.BlockSize + int(size)
+		next := end + int(-size&(ustar.BlockSize-1))
 		if next > len(rest) {
 			// The member's padding is cut off: archive/tar reports that
 			// at the next header.
@@ -124,7 +126,7 @@ func (g *grouper) plain(b []byte) (off int, done bool, err error) {
 			return off, false, err
 		}
 		off += next
-		g.add(key, ext, rest[blockSize:end:end], int64(off))
+		g.add(key, ext, rest[ustar.BlockSize:end:end], int64(off))
 	}
 }
 
@@ -152,7 +154,7 @@ func (g *grouper) decode(tr *tar.Reader, pos func() int64, data func(*tar.Reader
 		}
 		end := int64(-1) // unknown: the stored bytes of a sparse member are not h.Size
 		if g.keep && !sparse(h) {
-			end = pos() + h.Size + -h.Size&(blockSize-1)
+			end = pos() + h.Size + -h.Size&(ustar.BlockSize-1)
 		}
 		b, err := data(tr, h)
 		if err != nil {

@@ -141,6 +141,15 @@
 // checking them against the members' ends and keys; other batches cost
 // no second request. BatchRaw does not decode, so it does not split.
 //
+// A schedule stored under the job's name (Options.Job.Name, with
+// Options.Job.ScheduleVersion "latest") is read by every rank alike and
+// edited while the job trains: EditSchedule with api.EditFrom{Next: true}
+// edits from the first step no request has read, which the gateway takes
+// as it makes the edit, so read-ahead never races it; the version made
+// names the step (FromStep). An edit from a step read is refused with an
+// *APIError naming the first step an edit could start at
+// (FirstEditableStep).
+//
 // # Tensors
 //
 // Options.Job.Transform names a pipeline of the gateway's

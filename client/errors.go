@@ -59,11 +59,16 @@ type APIError struct {
 	RetryAfter time.Duration
 	// ScheduleVersion is, on a 409 for a stored schedule's version that an
 	// edit has since changed where the request reads, the current version
-	// (Brand-Schedule-Version).
+	// (Brand-Schedule-Version); on a 409 refusing an edit based on a
+	// version that is not the current one, the current one.
 	ScheduleVersion string
 	// Members is, on a 409 for a membership version no node knows any
 	// more, the version the cluster agrees on now (Brand-Members).
 	Members string
+	// FirstEditableStep is, on a 409 refusing a schedule edit from a step
+	// the job has read, the first step an edit could start at when it
+	// was refused (Client.EditSchedule).
+	FirstEditableStep *uint64
 }
 
 func (e *APIError) Error() string {
@@ -104,6 +109,12 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 	var wire api.Error
 	if json.Unmarshal(body, &wire) == nil && wire.Error != "" {
 		e.Message = wire.Error
+		if resp.StatusCode == http.StatusConflict {
+			if e.ScheduleVersion == "" {
+				e.ScheduleVersion = wire.ScheduleVersion // an edit's 409: no header
+			}
+			e.FirstEditableStep = wire.FirstEditableStep
+		}
 		return e
 	}
 	msg := strings.TrimSpace(string(body))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -124,5 +125,78 @@ func TestScheduleClient(t *testing.T) {
 	want, _ := g.readWith(t, schedOpts(final, world, 0), world, 1, 0, -1)
 	if fmt.Sprint(next) != fmt.Sprint(want) {
 		t.Fatal("epoch 1 under the stored schedule differs from the final schedule's")
+	}
+}
+
+// TestEditScheduleFromNext: a job reading its stored schedule with
+// batches requested ahead is edited from the next step mid-epoch through
+// Client.EditSchedule: the edit is not refused for the steps read ahead,
+// takes effect from the first step no request had read (after the
+// batches consumed, within the read-ahead), and the epoch read on through
+// it is what a job given the final schedule from the start reads. An edit
+// from a step consumed but read is refused with the first step an edit
+// could start at, as a field.
+func TestEditScheduleFromNext(t *testing.T) {
+	g := startMixGateway(t)
+	const world = 4 // K = 32: a global batch is a step, 14 steps an epoch
+	ctx := context.Background()
+	c := newMixClient(t, g.URL, storedOpts("latest", world, 0)(0))
+	if _, err := c.Schedule(ctx); err == nil {
+		t.Fatal("a job with no stored schedule has one")
+	}
+	v1, err := c.StoreSchedule(ctx, "0:"+testMix.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]mixKey
+	var edit api.StoredSchedule
+	for b, err := range c.Epoch(ctx, 0) {
+		if err != nil {
+			t.Fatalf("batch %d: %v", len(got), err)
+		}
+		got = append(got, mixKeys(b.Samples))
+		b.Release()
+		if len(got) != 3 {
+			continue
+		}
+		// Steps 0..2 consumed; the client has read ahead since.
+		_, err := c.EditSchedule(ctx, "2:web:0,code:1,books:0", api.EditFrom{Step: 2})
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 409 || apiErr.FirstEditableStep == nil || *apiErr.FirstEditableStep < 3 {
+			t.Fatalf("an edit from step 2, read: %v; want a 409 naming the first step an edit could start at", err)
+		}
+		if edit, err = c.EditSchedule(ctx, "next:web:0,code:1,books:0", api.EditFrom{Next: true}); err != nil {
+			t.Fatalf("an edit from the next step: %v", err)
+		}
+		// Holding batch 2, the client has requested up to 2+Ahead.
+		if edit.Previous != v1.Version || edit.FromStep < *apiErr.FirstEditableStep || edit.FromStep > 2+client.DefaultAhead+1 {
+			t.Fatalf("the edit from the next step took effect from step %d (based on %s); want from %d, within the read-ahead of %d batches after step 2",
+				edit.FromStep, edit.Previous, *apiErr.FirstEditableStep, client.DefaultAhead)
+		}
+	}
+	if c.ScheduleVersion() != edit.Version {
+		t.Errorf("after the edit the client reads %q, want %s", c.ScheduleVersion(), edit.Version)
+	}
+	final, err := api.ParseSchedule(fmt.Sprintf("0:%s;%d:web:0,code:1,books:0", testMix, edit.FromStep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][]mixKey
+	for b, err := range newMixClient(t, g.URL, schedOpts(final, world, 0)(0)).Epoch(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, mixKeys(b.Samples))
+		b.Release()
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the epoch read through the edit (%d batches) differs from the final schedule's (%d)", len(got), len(want))
+	}
+	for s, b := range got[edit.FromStep:] {
+		for _, k := range b {
+			if k.dataset != "code" {
+				t.Fatalf("step %d, after the edit from %d, holds a sample of %s", int(edit.FromStep)+s, edit.FromStep, k.dataset)
+			}
+		}
 	}
 }

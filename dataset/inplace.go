@@ -38,6 +38,16 @@ type InPlaceOptions struct {
 	Options format.Options
 	// Tool is recorded in the manifest (default "brand").
 	Tool string
+	// Checksums has the index record the CRC32C of every range of every
+	// chunk's object (checksums.go), read once now, which every read of a
+	// chunk checks: a file changed or damaged since is then caught
+	// whatever changed, as a packed dataset's chunks are by their
+	// samples' CRC32Cs, and a copy of the dataset or a touched file reads
+	// under the index as long as its bytes are the indexed ones. Without
+	// them, a local file is pinned by its identity — its size and
+	// modification time (s3backend.Local.IdentityETags) — and an S3
+	// object by its ETag.
+	Checksums bool
 }
 
 // ErrNoFormat marks a source no offered format recognises, or that more
@@ -54,6 +64,13 @@ var ErrNoFormat = errors.New("no format recognised")
 // bucket (a read-only Hub mirror). Run again over a source with new files,
 // it publishes a new index version, as a re-pack does.
 //
+// Each chunk's object is recorded with the version a read of it is pinned
+// to: an S3 object's ETag; a local file's identity, its size and
+// modification time (s3backend.Local.IdentityETags), which any write
+// changes — files modified within their timestamps' settle time are
+// waited for — or, with InPlaceOptions.Checksums, its content ETag and
+// the CRC32C of every range the chunk is read in.
+//
 // The format's description is stored first, under the new index's ID
 // (chunkindex.FormatKey), then the index, then the manifest: a gateway
 // polling dst never finds an index whose description is missing, and an
@@ -65,21 +82,14 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if opts.Name == "" {
 		opts.Name = defaultIndexName(src, opts.Prefix)
 	}
-	listed, err := src.List(ctx, opts.Prefix)
+	lister := src
+	if il, ok := src.(identityLister); ok && !opts.Checksums {
+		// Nothing would check a local file's middle: its identity pins it.
+		lister = il.IdentityETags()
+	}
+	objs, err := listData(ctx, lister, opts.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("dataset: listing %q: %w", opts.Prefix, err)
-	}
-	objs := make([]format.Object, 0, len(listed))
-	for _, o := range listed {
-		// Brand's metadata, here or in an index written under the
-		// source (--dst inside --src), is not data.
-		if strings.HasPrefix(o.Key, "_brand/") || strings.Contains(o.Key, "/_brand/") {
-			continue
-		}
-		objs = append(objs, format.Object{Key: o.Key, Size: o.Size, ETag: o.ETag})
-	}
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("%w: no objects under %q", ErrEmpty, opts.Prefix)
+		return nil, err
 	}
 	f, err := chooseFormat(opts.Formats, opts.Format, objs)
 	if err != nil {
@@ -90,7 +100,22 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 		return nil, fmt.Errorf("dataset: indexing %s as %s: %w", storeLocation(src, opts.Prefix), f.Name(), err)
 	}
 	created := time.Now().Truncate(time.Second)
-	ix, dec, err := BuildInPlace(f, lay, created)
+	dec, err := f.Open(lay.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
+	}
+	var spans [][]chunkindex.Span
+	if opts.Checksums {
+		// A read of checksumPiece at a time per chunk read at once.
+		parallel := maxChecksumReads
+		if p := opts.Options.Parallel; p > 0 {
+			parallel = min(p, maxChecksumReads)
+		}
+		if spans, err = checksums(ctx, src, lay, dec, parallel); err != nil {
+			return nil, err
+		}
+	}
+	ix, err := buildInPlace(f, lay, dec, created, spans)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +133,60 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	}
 	res.Tokens, _ = dec.(format.Tokens)
 	return res, nil
+}
+
+// identityLister is a store that lists its objects under ETags naming
+// each one's identity rather than its content (s3backend.Local).
+type identityLister interface {
+	IdentityETags() *s3backend.Local
+}
+
+// settleRounds bounds the listings listData makes waiting for files just
+// written to settle.
+const settleRounds = 3
+
+// listData lists the source's data objects under prefix — Brand's
+// metadata, beside them or in an index written under the source (--dst
+// inside --src), is not data — waiting for any a listing marks Unsettled
+// (a local file modified within its timestamps' settle time: another
+// write in the same tick would keep its identity) to settle first, so
+// that the identity recorded changes with any later write.
+func listData(ctx context.Context, st s3backend.Store, prefix string) ([]format.Object, error) {
+	for round := 1; ; round++ {
+		listed, err := st.List(ctx, prefix)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: listing %q: %w", prefix, err)
+		}
+		objs := make([]format.Object, 0, len(listed))
+		var until time.Time // when every unsettled object will have settled
+		var last s3backend.ObjectInfo
+		for _, o := range listed {
+			if strings.HasPrefix(o.Key, "_brand/") || strings.Contains(o.Key, "/_brand/") {
+				continue
+			}
+			objs = append(objs, format.Object{Key: o.Key, Size: o.Size, ETag: o.ETag})
+			if at := o.ModTime.Add(s3backend.SettleOf(o.ModTime)); o.Unsettled && at.After(until) {
+				until, last = at, o
+			}
+		}
+		if len(objs) == 0 {
+			return nil, fmt.Errorf("%w: no objects under %q", ErrEmpty, prefix)
+		}
+		if until.IsZero() {
+			return objs, nil
+		}
+		if round == settleRounds || time.Until(until) > s3backend.DefaultSettle {
+			// Still changing, or stamped past any settle time from now.
+			return nil, fmt.Errorf("dataset: %s was modified at %s and is being written still (or its file system's clock is ahead of this machine's): index the dataset once its files are complete",
+				last.Key, last.ModTime.Format(time.RFC3339Nano))
+		}
+		wait := min(time.Until(until), s3backend.DefaultSettle) + time.Millisecond
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // chooseFormat returns the format named, or the one format that
@@ -162,6 +241,13 @@ func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chun
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
 	}
+	ix, err := buildInPlace(f, lay, dec, created, nil)
+	return ix, dec, err
+}
+
+// buildInPlace is BuildInPlace with the decoder opened, and the chunks'
+// checksums if not nil.
+func buildInPlace(f format.Format, lay *format.Layout, dec format.Decoder, created time.Time, spans [][]chunkindex.Span) (*chunkindex.Index, error) {
 	chunks := make([]chunkindex.Chunk, len(lay.Chunks))
 	nth := map[string]int{}
 	for c, ch := range lay.Chunks {
@@ -173,11 +259,18 @@ func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chun
 		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + name, Size: bound, ETag: ch.ETag, Samples: ch.Samples}
 		nth[ch.Object]++
 	}
-	ix, err := chunkindex.NewDeferred(chunks, lay.Keys, chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("dataset: building the index: %w", err)
+	src := chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()}
+	var ix *chunkindex.Index
+	var err error
+	if spans != nil {
+		ix, err = chunkindex.NewDeferredChecked(chunks, lay.Keys, src, spans)
+	} else {
+		ix, err = chunkindex.NewDeferred(chunks, lay.Keys, src)
 	}
-	return ix, dec, nil
+	if err != nil {
+		return nil, fmt.Errorf("dataset: building the index: %w", err)
+	}
+	return ix, nil
 }
 
 // ChunkObject returns the object a deferred index's chunk key names

@@ -195,17 +195,26 @@ func verifyChunk(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, 
 	return probs, read, nil
 }
 
-// ChunkUndecodable: a chunk of a dataset served in place whose bytes do
-// not decode (package format: a bad page or frame, a codec error, data
-// that disagrees with the metadata indexed).
-const ChunkUndecodable ProblemKind = "undecodable"
+// Problems of a dataset served in place.
+const (
+	// ChunkUndecodable: a chunk of a dataset served in place whose bytes
+	// do not decode (package format: a bad page or frame, a codec error,
+	// data that disagrees with the metadata indexed).
+	ChunkUndecodable ProblemKind = "undecodable"
+	// ChunkChecksum: bytes of a chunk's object that differ from the CRC32C
+	// its index recorded (an index with checksums): changed or damaged
+	// since it was indexed.
+	ChunkChecksum ProblemKind = "checksum-mismatch"
+)
 
 // VerifyInPlace reads every chunk of the deferred index ix — the ranges
 // of its object the format reads with every field, from data (the store
 // its objects are in) — and decodes it with dec, as a gateway loading it
-// would: it checks the object is there with the ETag indexed and that
-// every chunk decodes, into no more than its resident bound or what it
-// says it needs (format.GrowError). Problems are reported as Verify's.
+// would: it checks the object is there in the version indexed (its ETag,
+// or a local file's identity), that its bytes have the CRC32Cs an index
+// with checksums recorded, and that every chunk decodes, into no more
+// than its resident bound or what it says it needs (format.GrowError).
+// Problems are reported as Verify's.
 func VerifyInPlace(ctx context.Context, data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, parallel int, progress func(Progress)) (*VerifyReport, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
@@ -260,20 +269,24 @@ func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 	if err != nil {
 		return nil, 0, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
 	}
-	if ch.ETag != "" && info.ETag != ch.ETag {
-		return []Problem{problem(ChunkChanged, "%s has ETag %q, indexed %q: index it again", obj, info.ETag, ch.ETag)}, 0, nil
-	}
 	rs, bound := dec.Extent(c, nil)
 	src := make([]byte, format.Concat(rs))
 	at := int64(0)
 	for _, r := range rs {
+		// Pinned to the version indexed: an ETag the store reports, or a
+		// local file's identity, which no listing shows (Stat's is its
+		// content's); a read of another version fails.
 		if err := data.ReadRange(ctx, obj, ch.ETag, r.Off, src[at:at+r.Len]); err != nil {
 			if errors.Is(err, s3backend.ErrChanged) || errors.Is(err, s3backend.ErrNotFound) {
-				return []Problem{problem(ChunkChanged, "%s changed while it was being verified", obj)}, at, nil
+				return []Problem{problem(ChunkChanged, "%s is not the version indexed (ETag %q, now %q): %v; index it again",
+					obj, ch.ETag, info.ETag, err)}, at, nil
 			}
 			return nil, at, fmt.Errorf("dataset: verifying chunk %d: %w", c, err)
 		}
 		at += r.Len
+	}
+	if err := CheckSpans(ix, c, obj, rs, src); err != nil {
+		return []Problem{problem(ChunkChecksum, "%v", err)}, at, nil
 	}
 	dst := make([]byte, bound)
 	err = dec.Decode(c, nil, src, dst, format.WriterOptions{ModTime: ix.InPlace().Created})

@@ -62,16 +62,17 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
+	conditional := notModified(r, b.ETag)
 	switch {
 	case q.Format == "json":
 		writeManifest(w, b)
 		return
-	case notModified(r, b.ETag):
+	case conditional && !readsInPlace(b):
 		g.batches.Follow(b)
 		setBatchHeaders(w.Header(), b)
 		w.WriteHeader(http.StatusNotModified)
 		return
-	case r.Method == http.MethodHead:
+	case r.Method == http.MethodHead && !conditional:
 		// Everything a HEAD answers is known from the index: read nothing.
 		// A transformed batch's length is not (its tensors' sizes depend on
 		// its images' headers), nor that of samples decoded in place (sized
@@ -95,6 +96,12 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		defer s.Release()
 		setBatchHeaders(w.Header(), s.Batch)
+		if conditional {
+			// Read (readsInPlace), and the bytes are the ones the ETag
+			// names.
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 		if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(s.Parts, chunkindex.EndOfArchive[:]),
 			N: s.Bytes + int64(len(chunkindex.EndOfArchive)), Relieve: s.Relieve}); err != nil {
 			g.log.Debug().Err(err).Msg("batch not completed")
@@ -229,7 +236,24 @@ func escapeKey(k string) string {
 	return sb.String()
 }
 
-// notModified answers a matching If-None-Match without reading any chunk.
+// readsInPlace reports whether batch b reads a dataset served in place.
+// Its conditional request is answered once the batch is read, not from
+// the index alone as a tar dataset's is: a tar dataset's index holds
+// every sample's CRC32C, which its ETag names and every load checks, but
+// a dataset served in place has its bytes checked only when its chunks
+// are read — pinned to a local file's identity, or against the index's
+// checksums — so a 304 from the index alone could vouch for a file
+// edited since it was indexed, which a GET answers 502.
+func readsInPlace(b *layout.Batch) bool {
+	for _, p := range b.Parts {
+		if p.Samples.DS.Index.Deferred() {
+			return true
+		}
+	}
+	return false
+}
+
+// notModified reports whether the request's If-None-Match matches etag.
 func notModified(r *http.Request, etag string) bool {
 	for _, t := range strings.Split(r.Header.Get("If-None-Match"), ",") {
 		if t = strings.TrimSpace(t); t == etag || t == "*" {

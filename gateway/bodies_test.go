@@ -120,7 +120,8 @@ func TestSlowBodies(t *testing.T) {
 		{"GET", transport.MembersPath, transport.MembersPath + "?members=0123456789abcdef", "peer", short, 0},
 		{"GET", transport.ChunkPath, transport.ChunkPath + q + "&chunk=0", "peer", short, 0},
 		{"POST", transport.NeededPath, transport.NeededPath + q + "&ahead=1", "peer", short, 0},
-		{"GET", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0", "peer", short, 0},
+		{"GET", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0&seal=0123456789abcdef", "peer", short, 0},
+		{"POST", transport.FeedbackPath + "{job}", transport.FeedbackPath + "j" + q + "&epoch=0&seal=0123456789abcdef", "peer", short, 0},
 		{"GET", transport.StepsPath + "{job}", transport.StepsPath + "j?from=0", "peer", short, 0},
 	}
 	operators := []bodyRoute{
@@ -183,7 +184,7 @@ func TestSlowBodies(t *testing.T) {
 						}
 					}
 					results = append(results, res)
-					head := rawRequest(t, l.base, rt, body, credited, secret, cl[0].srv.URL)
+					head := rawRequest(t, l.base, rt, body, credited, secret, cl[0].srv.URL, gateway.PeerBoot(cl[0].g))
 					c := sendSlowly(t, l.base, rt.method, head, body == "chunked")
 					wg.Go(func() { res.status, res.err = c.ended(rt.timeout) })
 				}
@@ -221,8 +222,8 @@ func covered(t *testing.T, what string, routes chi.Routes, cases []bodyRoute) {
 // rawRequest is the head of a request to rt on base with the body's
 // framing (Content-Length 400 or 1 GiB, or chunked) and, if credited,
 // its credential: a client's token, the peer credential of the node at
-// self, or an S3 signature.
-func rawRequest(t *testing.T, base string, rt bodyRoute, body string, credited bool, secret []byte, self string) string {
+// self (for base's boot boot), or an S3 signature.
+func rawRequest(t *testing.T, base string, rt bodyRoute, body string, credited bool, secret []byte, self, boot string) string {
 	t.Helper()
 	req, err := http.NewRequest(rt.method, base+rt.path, nil)
 	if err != nil {
@@ -239,7 +240,7 @@ func rawRequest(t *testing.T, base string, rt bodyRoute, body string, credited b
 		case "token":
 			req.Header.Set("Authorization", "Bearer client-token")
 		case "peer":
-			peercred.NewCredentials(secret).Sign(req, self, base, nil)
+			peercred.NewCredentials(secret).Sign(req, self, base, boot, nil)
 		case "s3":
 			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 			req = signer.SignV4(*req, s3ID, s3Secret, "", "us-east-1")

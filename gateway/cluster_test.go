@@ -317,21 +317,8 @@ func TestLeavingIsNotReady(t *testing.T) {
 	}
 }
 
-// metricSum adds up every series of a metric on /metrics; name may end in
-// the first of its labels (`m{kind="down"`) to sum those series alone.
+// metricSum adds up every series of a metric on /metrics.
 func metricSum(t *testing.T, base, name string) float64 {
 	t.Helper()
-	_, body := get(t, base+"/metrics")
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+",") && !strings.HasPrefix(line, name+"}") {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return scrapeMetrics(t, base).Sum(name)
 }

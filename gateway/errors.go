@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -71,7 +72,16 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		noteError(ctx, err)
 		msg = fmt.Sprintf("%s (request %s; the gateway's log has the details)", public, middleware.GetReqID(ctx))
 	}
-	writeJSON(w, status, api.Error{Error: msg, Status: status})
+	body := api.Error{Error: msg, Status: status}
+	// A stored schedule's 409 says what to do instead in fields, so that
+	// a client acts on it without parsing the message.
+	if c, ok := errors.AsType[*jobsched.Conflict](err); ok {
+		body.ScheduleVersion = c.Current
+	}
+	if s, ok := errors.AsType[*jobsched.ServedError](err); ok {
+		body.FirstEditableStep = &s.Next
+	}
+	writeJSON(w, status, body)
 }
 
 // publicMessage is what a client is told of a failure on the gateway's

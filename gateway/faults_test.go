@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -19,28 +18,32 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 )
 
-// metric reads one unlabelled counter from /metrics.
-func metric(t *testing.T, base, name string) float64 {
+// scrapeMetrics reads base's /metrics.
+func scrapeMetrics(t testing.TB, base string) promtest.Scrape {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, body := get(t, base+"/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	s, err := promtest.Read(bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
+	return s
+}
+
+// metric reads one series from /metrics, named as the exposition names
+// it (`brand_locality_bytes_total{source="home"}`).
+func metric(t *testing.T, base, series string) float64 {
+	t.Helper()
+	v, ok := scrapeMetrics(t, base)[series]
+	if !ok {
+		t.Fatalf("no metric %s", series)
 	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
 
 // damageAtRest flips a byte of chunk c on disk without changing its ETag:

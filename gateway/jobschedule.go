@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // The stored schedules of named jobs (internal/job/jobsched): PUT or POST
@@ -172,28 +172,9 @@ func conflictHeader(w http.ResponseWriter, err error) {
 	}
 }
 
-// scheduleEdit is the body of PUT and POST /jobs/{job}/schedule.
-type scheduleEdit struct {
-	// Schedule is the whole schedule (a job's first, with no Base), or
-	// an edit's phases from FromStep on, the first at FromStep.
-	Schedule string `json:"schedule"`
-	FromStep uint64 `json:"from_step"`
-	// Base is the version the edit changes, the current one; "" stores
-	// a job's first schedule.
-	Base string `json:"base"`
-}
-
 // scheduleAPI serves the schedule endpoints from the jobs stage's book: a
 // part of its own, as the importance endpoints are (importanceAPI).
 type scheduleAPI struct{ jobs *jobs }
-
-// scheduleAnswer is what the schedule endpoints answer: the version and
-// the latest step this node has served of the job (its reservation after
-// a restart included).
-type scheduleAnswer struct {
-	*jobsched.Version
-	LatestStep *uint64 `json:"latest_step,omitempty"`
-}
 
 func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
 	job := chi.URLParam(r, "job")
@@ -214,8 +195,11 @@ func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, http.StatusOK, a)
 }
 
-func (sa scheduleAPI) answer(ctx context.Context, v *jobsched.Version) (scheduleAnswer, error) {
-	a := scheduleAnswer{Version: v}
+// answer is what the schedule endpoints answer of version v: it, and the
+// latest step this node has served of the job (its reservation after a
+// restart included).
+func (sa scheduleAPI) answer(ctx context.Context, v *jobsched.Version) (api.StoredSchedule, error) {
+	a := api.StoredSchedule{Job: v.Job, Version: v.Version, Previous: v.Previous, FromStep: v.FromStep, Schedule: v.Schedule}
 	l, ok, err := sa.jobs.book().Latest(ctx, v.Job)
 	if ok {
 		a.LatestStep = &l
@@ -230,11 +214,9 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		writeError(ctx, w, err)
 		return
 	}
-	var e scheduleEdit
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"schedule\": \"0:web:0.7,code:0.3\", \"from_step\": 0, \"base\": \"\"}: %w", query.ErrBadRequest, err))
+	var e api.ScheduleEdit
+	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
+		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"schedule\": \"0:web:0.7,code:0.3\", \"from_step\": 0, \"base\": \"\"} (from_step a step, or \"next\" with the schedule's first phase at next: the first step not yet read): %w", query.ErrBadRequest, err))
 		return
 	}
 	if e.Base != "" && !jobsched.ValidVersion(e.Base) {
@@ -244,7 +226,7 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 	book := sa.jobs.book()
 	// This node's latest step is the book's own (checked under the edit's
 	// lock); every other member's is asked for (othersOf).
-	v, err := book.Edit(ctx, job, e.Schedule, e.FromStep, e.Base, sa.jobs.sched.others, func(s api.Schedule) error {
+	check := func(s api.Schedule) error {
 		// Every dataset served here: a schedule naming one that is not
 		// would be refused by every request.
 		for _, name := range s.Datasets() {
@@ -253,7 +235,14 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 			}
 		}
 		return nil
-	})
+	}
+	var v *jobsched.Version
+	var err error
+	if e.FromStep.Next {
+		v, err = book.EditNext(ctx, job, e.Schedule, e.Base, sa.jobs.sched.others, check)
+	} else {
+		v, err = book.Edit(ctx, job, e.Schedule, e.FromStep.Step, e.Base, sa.jobs.sched.others, check)
+	}
 	if errors.Is(err, api.ErrMix) {
 		err = fmt.Errorf("%w: %w", query.ErrBadRequest, err)
 	}

@@ -3,11 +3,17 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/gateway"
 )
 
 type storedVersion struct {
@@ -115,5 +121,141 @@ func TestStoredScheduleEdits(t *testing.T) {
 		if v := resp.Header.Get(api.HeaderScheduleVersion); tc.status == http.StatusConflict && v != v2.Version {
 			t.Errorf("%s: Brand-Schedule-Version %q, want the current %s", tc.path, v, v2.Version)
 		}
+	}
+}
+
+// TestScheduleEditFromNext: a 409 refusing an edit says in fields what to
+// do instead — the first step an edit could start at, the current version
+// — and an edit with from_step "next" takes effect from the step after
+// every step served, which its answer names. The reproduction: a trainer
+// read latest_step from GET, edited from the step after, and got a 409
+// naming the step in prose only, its loaders having read on.
+func TestScheduleEditFromNext(t *testing.T) {
+	m := newMixFixture(t)
+	base := m.start(t)
+	st, v1, body := editSchedule(t, base, "0:web:0.5,code:0.3,books:0.2", 0, "")
+	if st != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", st, body)
+	}
+	// Rank 0 of world 2 reads batches 0..7: steps 0..7 served.
+	for b := range 8 {
+		if resp, body := get(t, base+"/epoch/0/batch/"+strconv.Itoa(b)+"?world=2&job=run&schedule=latest"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch %d: %d %s", b, resp.StatusCode, body)
+		}
+	}
+	var refused api.Error
+	st, _, body = editSchedule(t, base, "5:web:1,code:1,books:1", 5, v1.Version)
+	if err := json.Unmarshal([]byte(body), &refused); st != http.StatusConflict || err != nil || refused.FirstEditableStep == nil || *refused.FirstEditableStep != 8 {
+		t.Fatalf("an edit from step 5 after step 7 was read: %d %s; want 409 with first_editable_step 8", st, body)
+	}
+	send := func(from any, sched, prev string) (int, storedVersion, api.Error) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"schedule": sched, "from_step": from, "base": prev})
+		resp, out := do(t, http.MethodPost, base+"/jobs/run/schedule", b)
+		var v storedVersion
+		var e api.Error
+		if resp.StatusCode < 300 {
+			_ = json.Unmarshal(out, &v)
+		} else {
+			_ = json.Unmarshal(out, &e)
+		}
+		return resp.StatusCode, v, e
+	}
+	st, v2, e := send("next", "next~+10:web:0,code:1,books:0", v1.Version)
+	if st != http.StatusOK || v2.FromStep != 8 || v2.Previous != v1.Version || !strings.HasSuffix(v2.Schedule, ";8~18:web:0,code:1,books:0") {
+		t.Fatalf("an edit from the next step: %d %+v %+v; want from step 8", st, v2, e)
+	}
+	if st, _, e := send("next", "next:web:1,code:1,books:1", v1.Version); st != http.StatusConflict || e.ScheduleVersion != v2.Version {
+		t.Fatalf("an edit of the version before: %d %+v; want 409 naming %s in schedule_version", st, e, v2.Version)
+	}
+	for _, bad := range []struct {
+		from  any
+		sched string
+	}{{"next", "9:web:1,code:1,books:1"}, {"later", "next:web:1,code:1,books:1"}, {-1, "next:web:1,code:1,books:1"}} {
+		if st, _, e := send(bad.from, bad.sched, v2.Version); st != http.StatusBadRequest {
+			t.Errorf("from_step %v, schedule %q: %d %+v; want 400", bad.from, bad.sched, st, e)
+		}
+	}
+}
+
+// TestFirstScheduleOnceAcrossNodes: two gateways serving the same
+// datasets, listed in opposite orders, over one store (the datasets under
+// two prefixes of one directory) and over two: concurrent first PUTs of a
+// job's schedule, each naming another dataset first, resolve to one
+// winner (201) and one 409; both gateways then serve the winner's
+// version, and a gateway started afterwards (a node restarted) reads the
+// same one.
+//
+// The reproduction: each gateway stored the schedule in the store of its
+// schedule's first dataset, both answered 201, and each then served its
+// own schedule to the same job; a restarted node found whichever its
+// catalog listed first.
+func TestFirstScheduleOnceAcrossNodes(t *testing.T) {
+	for _, oneStore := range []bool{true, false} {
+		name := "two stores"
+		if oneStore {
+			name = "one store"
+		}
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := func(ds string) string {
+				if oneStore {
+					return filepath.Join(root, ds)
+				}
+				return t.TempDir()
+			}
+			var specs []gateway.DatasetSpec
+			for _, ds := range []string{"web", "code"} {
+				f := newFixtureNamed(t, dir(ds), ds+"-", 4, 10, 0)
+				specs = append(specs, gateway.DatasetSpec{Name: ds, URL: "file:///" + ds, Store: f.store})
+			}
+			node := func(order ...int) string {
+				_, srv := start(t, nil, func(c *gateway.Config) {
+					c.Datasets = nil
+					for _, k := range order {
+						c.Datasets = append(c.Datasets, specs[k])
+					}
+					c.Defaults = gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}
+				})
+				return srv.URL
+			}
+			nodes := []string{node(0, 1), node(1, 0)}
+			firsts := []string{"0:web:0.5,code:0.5", "0:code:0.5,web:0.5"}
+			for j := range 8 {
+				job := fmt.Sprintf("job%d", j)
+				statuses, versions := make([]int, 2), make([]string, 2)
+				var wg sync.WaitGroup
+				for k := range 2 {
+					wg.Go(func() {
+						body, _ := json.Marshal(map[string]any{"schedule": firsts[k]})
+						resp, b := do(t, http.MethodPut, nodes[k]+"/jobs/"+job+"/schedule", body)
+						statuses[k] = resp.StatusCode
+						var v storedVersion
+						if resp.StatusCode == http.StatusCreated && json.Unmarshal(b, &v) == nil {
+							versions[k] = v.Version
+						}
+					})
+				}
+				wg.Wait()
+				slices.Sort(statuses)
+				if statuses[0] != http.StatusCreated || statuses[1] != http.StatusConflict {
+					t.Fatalf("%s: concurrent first PUTs on two nodes answered %v; want one 201 and one 409", job, statuses)
+				}
+				won := versions[0] + versions[1]
+				// Each node, and a node started since, serves the winner's
+				// version, and lays the job's steps out under it.
+				for k, base := range append(nodes, node(1, 0)) {
+					resp, b := get(t, base+"/jobs/"+job+"/schedule")
+					var cur storedVersion
+					if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &cur) != nil || cur.Version != won {
+						t.Fatalf("%s: node %d's schedule: %d %s; want version %s", job, k, resp.StatusCode, b, won)
+					}
+					resp, _ = get(t, base+"/epoch/0/batch/0?job="+job+"&schedule=latest")
+					if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderScheduleVersion) != won {
+						t.Fatalf("%s: node %d's batch: %d under version %q; want %s", job, k, resp.StatusCode, resp.Header.Get(api.HeaderScheduleVersion), won)
+					}
+				}
+			}
+		})
 	}
 }

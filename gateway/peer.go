@@ -93,19 +93,23 @@ type peerMembership interface {
 type peerKey struct{}
 
 // authenticate refuses internal requests without a peer's credential
-// for them (peercred.Verifier), with 401, before their body is read. A
-// client's bearer token is never one. A credential of a node that is not
-// a member this node knows says so (peercred.HeaderNotMember): the asker has
-// just joined, and this node is up.
-// (peercred.Credentials), with 401, none of their body read and their
-// connection closed (reqbody.Refuse). A client's bearer token is never
-// one.
+// for them (peercred.Verifier), with 401, none of their body read and
+// their connection closed (reqbody.Refuse). A client's bearer token is
+// never one. A credential of a node that is not a member this node knows
+// says so (peercred.HeaderNotMember): the asker has just joined, and this
+// node is up. One signed for an earlier boot of this node names this
+// one (peercred.HeaderPeerBoot), for the asker to sign again.
 func (a *peerAPI) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := a.creds.Verify(r)
 		if err != nil {
 			if errors.Is(err, peercred.ErrNotMember) {
 				w.Header().Set(peercred.HeaderNotMember, "true")
+			}
+			if errors.Is(err, peercred.ErrOtherBoot) {
+				// A peer that has not learned of this node's restart signs
+				// again for this boot; a replay learns nothing it can sign.
+				w.Header().Set(peercred.HeaderPeerBoot, a.creds.Boot())
 			}
 			reqbody.Refuse(w, r)
 			writeError(r.Context(), w, err)
@@ -281,23 +285,44 @@ func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleFeedback serves GET transport.FeedbackPath{job}: this node's part of
-// an epoch's importance feedback, (uint32 ID, float32 loss) records.
+// an epoch's importance feedback, (uint32 ID, float32 loss) records,
+// collected for a seal (feedback.State.Collect).
 func (a *peerAPI) handleFeedback(w http.ResponseWriter, r *http.Request) {
 	job, err := jobName(chi.URLParam(r, "job"))
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	ds, epoch, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	a.nodes.Heard(asker(r))
-	out := a.feedback.Reports(ds, job, epoch)
+	ds := fr.DS
+	out := a.feedback.Collect(ds, job, fr.Epoch, fr.Seal)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.Header().Set(api.HeaderIndex, ds.ID())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+}
+
+// handleSettle serves POST transport.FeedbackPath{job}: how a seal that
+// collected this node's part of an epoch's feedback ended
+// (feedback.State.Settle).
+func (a *peerAPI) handleSettle(w http.ResponseWriter, r *http.Request) {
+	job, err := jobName(chi.URLParam(r, "job"))
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	fr, err := transport.DecodeFeedback(r, a.catalog, a.limits)
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	a.nodes.Heard(asker(r))
+	a.feedback.Settle(fr.DS, job, fr.Epoch, fr.Seal, fr.Sealed)
+	w.WriteHeader(http.StatusOK)
 }

@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cluster/peercred"
@@ -32,17 +36,17 @@ func sampleList(ids []int) []byte {
 }
 
 // signedBy returns the headers of the credential the gateway of the node
-// at from signs a request (method, url, body) to the node at base with:
-// a credential covers its one request, once.
-func signedBy(t *testing.T, secret []byte, from, base, method, url string, body []byte) []string {
+// at from signs a request (method, url, body) to the node at base, in its
+// boot boot, with: a credential covers its one request, once.
+func signedBy(t *testing.T, secret []byte, from, base, boot, method, url string, body []byte) []string {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peercred.NewCredentials(secret).Sign(req, from, base, body)
+	peercred.NewCredentials(secret).Sign(req, from, base, boot, body)
 	var hdr []string
-	for _, h := range []string{peercred.HeaderPeer, peercred.HeaderPeerTime, peercred.HeaderPeerNonce, peercred.HeaderPeerBody, peercred.HeaderPeerAuth} {
+	for _, h := range []string{peercred.HeaderPeer, peercred.HeaderPeerTime, peercred.HeaderPeerNonce, peercred.HeaderPeerBody, peercred.HeaderPeerBoot, peercred.HeaderPeerAuth} {
 		hdr = append(hdr, h, req.Header.Get(h))
 	}
 	return hdr
@@ -145,6 +149,7 @@ func TestInternalEndpoints(t *testing.T) {
 		c.Cluster.Secret = secret
 	})
 	base, node1 := cl[0].srv.URL, cl[1].srv.URL
+	boot := gateway.PeerBoot(cl[0].g)
 	ix := "dataset=test&index=" + f.index.ID()
 	members := membershipOf(t, cl).Version()
 	chunkURL := func(c int) string { return fmt.Sprintf("%s%s?%s&chunk=%d", base, transport.ChunkPath, ix, c) }
@@ -160,7 +165,9 @@ func TestInternalEndpoints(t *testing.T) {
 		{"members not kept", http.MethodGet, base + transport.MembersPath + "?members=00000000deadbeef", nil, http.StatusNotFound},
 		{"needed", http.MethodPost, base + transport.NeededPath + "?" + ix + "&held=true", sampleList([]int{0, 1}), http.StatusOK},
 		{"steps", http.MethodGet, base + transport.StepsPath + "j?from=0", nil, http.StatusOK},
-		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusOK},
+		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef", nil, http.StatusOK},
+		{"a seal settled", http.MethodPost, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef&sealed=fedcba9876543210", nil, http.StatusOK},
+		{"feedback for no seal", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0", nil, http.StatusBadRequest},
 		{"a chunk past the index", http.MethodGet, chunkURL(f.index.NumChunks()), nil, http.StatusBadRequest},
 	}
 	send := func(method, url string, body []byte, hdr []string) (*http.Response, []byte) {
@@ -168,10 +175,15 @@ func TestInternalEndpoints(t *testing.T) {
 	}
 	for _, ep := range endpoints {
 		t.Run(ep.name, func(t *testing.T) {
-			cred := func(from string) []string { return signedBy(t, secret, from, base, ep.method, ep.url, ep.body) }
+			cred := func(from string) []string { return signedBy(t, secret, from, base, boot, ep.method, ep.url, ep.body) }
 			forNode2 := cred(node1)
 			forNode2[1] = "http://127.0.0.1:1" // the credential says it is another node's
 			valid := cred(node1)
+			// Signed for another life of node 0: refused, naming this one.
+			earlier := signedBy(t, secret, node1, base, "0123456789abcdef0123456789abcdef", ep.method, ep.url, ep.body)
+			if resp, body := send(ep.method, ep.url, ep.body, earlier); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get(peercred.HeaderPeerBoot) != boot {
+				t.Errorf("a credential for an earlier boot: %s, %s %q (want %s): %.200s", resp.Status, peercred.HeaderPeerBoot, resp.Header.Get(peercred.HeaderPeerBoot), boot, body)
+			}
 			for _, tc := range []struct {
 				name string
 				hdr  []string
@@ -199,7 +211,7 @@ func TestInternalEndpoints(t *testing.T) {
 			}
 		})
 	}
-	if resp, _ := get(t, base+"/epoch/0", signedBy(t, secret, node1, base, http.MethodGet, base+"/epoch/0", nil)...); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := get(t, base+"/epoch/0", signedBy(t, secret, node1, base, boot, http.MethodGet, base+"/epoch/0", nil)...); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a peer's credential on a client endpoint: %s", resp.Status)
 	}
 
@@ -212,7 +224,7 @@ func TestInternalEndpoints(t *testing.T) {
 	}
 	held := 0
 	for c := range f.index.NumChunks() {
-		resp, body := get(t, chunkURL(c), signedBy(t, secret, node1, base, http.MethodGet, chunkURL(c), nil)...)
+		resp, body := get(t, chunkURL(c), signedBy(t, secret, node1, base, boot, http.MethodGet, chunkURL(c), nil)...)
 		if resp.StatusCode != http.StatusOK {
 			continue
 		}
@@ -270,4 +282,92 @@ func TestSingleGatewayHasNoInternalEndpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPeerCredentialAfterRestart: a state probe node 0 sent node 1,
+// captured on the wire and replayed to node 1 after node 1 restarted (at
+// the same URL, within the skew) is refused, and node 0 goes on reaching
+// the restarted node 1 by signing for its new boot.
+//
+// The reproduction: node 1 remembered the credentials it took in memory
+// alone, so its next life took the captured probe again (200).
+func TestPeerCredentialAfterRestart(t *testing.T) {
+	f := newFixture(t, 8, 10)
+	secret := []byte("a shared secret of the test cluster")
+	lns, urls := loopbacks(t, 2)
+	node := func(k int) *gateway.Gateway {
+		g, _ := start(t, f.store, func(c *gateway.Config) {
+			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second, Secret: secret}
+		})
+		return g
+	}
+	// Node 1's listener serves its current life and keeps the last probe
+	// from node 0 it answered 200, with its headers.
+	var (
+		life     atomic.Pointer[gateway.Gateway]
+		mu       sync.Mutex
+		captured http.Header
+		answered = make(chan struct{}, 1)
+	)
+	life.Store(node(1))
+	recording := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		life.Load().ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		if r.URL.Path == transport.StatePath && rec.Code == http.StatusOK && r.Header.Get(peercred.HeaderPeer) == urls[0] {
+			mu.Lock()
+			captured = r.Header.Clone()
+			mu.Unlock()
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
+		}
+	})
+	srv1 := &httptest.Server{Listener: lns[1], Config: &http.Server{Handler: recording}}
+	srv1.Start()
+	t.Cleanup(srv1.Close)
+	srv0 := &httptest.Server{Listener: lns[0], Config: &http.Server{Handler: node(0)}}
+	srv0.Start()
+	t.Cleanup(srv0.Close)
+
+	probed := func(what string) {
+		t.Helper()
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("node 1 answered no probe of node 0's %s", what)
+		}
+	}
+	probed("before the restart")
+	mu.Lock()
+	replay := captured.Clone()
+	mu.Unlock()
+
+	life.Store(node(1)) // restarted: a new process at the same URL
+	resp, body := do(t, http.MethodGet, urls[1]+transport.StatePath, nil, flatten(replay)...)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a probe node 1 answered before its restart, replayed after it: %s %.300s; want 401", resp.Status, body)
+	}
+	// Node 0 learns the new boot from its first refusal and signs for it.
+	select {
+	case <-answered:
+	default:
+	}
+	probed("after the restart")
+}
+
+// flatten is a header as do's name, value, ... list.
+func flatten(h http.Header) []string {
+	var out []string
+	for k, vs := range h {
+		for _, v := range vs {
+			out = append(out, k, v)
+		}
+	}
+	return out
 }

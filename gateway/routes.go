@@ -72,6 +72,7 @@ func (g *Gateway) routes() http.Handler {
 				r.Get(transport.MembersPath, g.peers.handleMembers)
 				r.Get(transport.ChunkPath, g.peers.handleChunk)
 				r.Get(transport.FeedbackPath+"{job}", g.peers.handleFeedback)
+				r.Post(transport.FeedbackPath+"{job}", g.peers.handleSettle)
 				r.Get(transport.StepsPath+"{job}", g.peers.handleSteps)
 			})
 			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
@@ -116,6 +117,8 @@ func allowedMethods(path string) string {
 	case path == transport.SamplesPath, strings.HasPrefix(path, "/importance/") &&
 		(strings.HasSuffix(path, "/feedback") || strings.HasSuffix(path, "/seal")):
 		return http.MethodPost
+	case strings.HasPrefix(path, transport.FeedbackPath):
+		return "GET, HEAD, POST"
 	case path == "/plan":
 		return "GET, HEAD, POST"
 	case strings.HasPrefix(path, "/jobs/") && strings.HasSuffix(path, "/schedule"):

@@ -17,7 +17,9 @@ import (
 
 // handleSample serves /samples/{key}: one sample, by key, as a tar of its
 // members, read as every sample is (on a cluster, from its chunk's
-// owner) and written as every response carrying samples is.
+// owner) and written as every response carrying samples is. Its length
+// is the read's: a sample of a dataset served in place has none in its
+// index (it is sized when its chunk is decoded), so its HEAD claims none.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.jobs.defaults, g.jobs.limits)
@@ -42,14 +44,15 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
-	n := smp.Bytes + int64(len(chunkindex.EndOfArchive))
 	h := w.Header()
 	h.Set(api.HeaderDataset, ds.Name)
 	h.Set(api.HeaderIndex, ds.ID())
 	if r.Method == http.MethodHead {
 		// Everything a HEAD answers is known from the index: read nothing.
 		h.Set("Content-Type", "application/x-tar")
-		h.Set("Content-Length", fmt.Sprint(n))
+		if !ds.Index.Deferred() {
+			h.Set("Content-Length", fmt.Sprint(smp.Bytes+int64(len(chunkindex.EndOfArchive))))
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -63,6 +66,7 @@ func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer res.Release()
+	n := res.Bytes + int64(len(chunkindex.EndOfArchive))
 	if _, err := g.out.Write(w, r, "application/x-tar", respond.Payload{Parts: append(res.Parts, chunkindex.EndOfArchive[:]), N: n, Relieve: res.Relieve}); err != nil {
 		g.log.Debug().Err(err).Msg("sample not completed")
 		return

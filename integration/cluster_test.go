@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -28,6 +27,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -283,20 +283,16 @@ func scrapeVia(t *testing.T, hc *http.Client, url, token string, names ...string
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scraping %s: %s", url, resp.Status)
 	}
+	s, err := promtest.Read(resp.Body)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		for _, n := range names {
-			if strings.HasPrefix(line, n+" ") || strings.HasPrefix(line, n+"{") {
-				sp := strings.LastIndexByte(line, ' ')
-				v, err := strconv.ParseFloat(line[sp+1:], 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out[n] += v
-				out[line[:sp]] = v
+	for _, n := range names {
+		out[n] = s.Sum(n)
+		for series, v := range s {
+			if name, _, _ := strings.Cut(series, "{"); name == n {
+				out[series] = v
 			}
 		}
 	}

@@ -53,7 +53,12 @@ var provoked = []string{"BrandPeerDown", "BrandTransformFailing", "BrandChunkLoa
 // expression of every dashboard panel (Grafana's $__rate_interval taken
 // as 5m, $instance as every gateway) and every alert's signal (its expr
 // without the comparison on its last line) must return data, and the
-// provoked alerts must be active.
+// provoked alerts must be active. A fourth gateway, alone (no peers),
+// serves the same jobs and failures: every panel returns data for it but
+// those of the rows that say they are for clusters only (the
+// reproduction: the cluster row showed "No data" on a single gateway
+// without saying why), and each of those rows has a panel it leaves
+// empty.
 //
 // Prometheus and promtool come from Debian's prometheus package
 // (scripts/ensure-prometheus.sh); without them the test skips, or fails
@@ -75,7 +80,9 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	good, broken := monitoringDatasets(t, dir)
 	bin := cmdtest.Build(t, "brand")
 	const nodes = 3
-	ports := freePorts(t, nodes)
+	ports := freePorts(t, nodes+1)
+	soloPort := ports[nodes]
+	ports = ports[:nodes]
 	urls := make([]string, nodes)
 	procs := make([]*clusterProc, nodes)
 	peersFile := filepath.Join(dir, "peers")
@@ -88,7 +95,14 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 				"--peers-file", peersFile, "--advertise", urls[k], "--peers-poll", "200ms", "--leave-timeout", "2s",
 				"--log-format", "json", "--shutdown-timeout", "5s", "--index-poll", "0"}}
 	}
-	promURL := startPrometheus(t, prom, dir, ports)
+	promURL := startPrometheus(t, prom, dir, append(slices.Clone(ports), soloPort))
+	soloAddr := fmt.Sprintf("127.0.0.1:%d", soloPort)
+	solo := &clusterProc{k: nodes, url: "http://" + soloAddr, logPath: filepath.Join(dir, "solo.log"),
+		args: []string{"serve", "--listen", soloAddr, "--dataset", "photos=" + good, "--dataset", "broken=" + broken,
+			"--cache-size", "1MiB", "--cache-prefault=false", "--on-bad-image", "skip", "--transform-workers", "1",
+			"--log-format", "json", "--shutdown-timeout", "5s", "--index-poll", "0"}}
+	solo.start(t, bin, os.Environ())
+	t.Cleanup(func() { solo.stop(t) })
 
 	// Two nodes, then a third joins: a membership change and its
 	// hand-over, under a job that goes on reading. Prometheus scrapes
@@ -96,7 +110,9 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	// them risen (rate counts no increase before a series' first sample).
 	writePeers(t, peersFile, urls[:2])
 	startProcs(t, procs[:2], bin, os.Environ(), "")
-	waitScraped(t, promURL, urls[:2])
+	waitScraped(t, promURL, append(slices.Clone(urls[:2]), solo.url))
+	readEpochs(t, solo.url, "photos", 1, 1, 0, 0, 1, "")
+	readEpochs(t, solo.url, "photos", 2, 2, 0, 0, 1, "transform=imagenet-train")
 	readEpochs(t, urls[0], "photos", 1, 1, 0, 0, 1, "")
 	readEpochs(t, urls[0], "photos", 2, 2, 0, 0, 1, "transform=imagenet-train")
 	readEpochs(t, urls[1], "photos", 2, 2, 1, 0, 1, "transform=imagenet-train")
@@ -115,16 +131,20 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	// each first, so that their series exist when the rest come.
 	provoke := func(n int) {
 		for range n {
-			if code := status(t, urls[0]+"/epoch/0/batch/0?dataset=broken&batch_size=8"); code != http.StatusBadGateway {
-				t.Fatalf("a batch of the dataset without chunks: %d, want 502", code)
+			for _, base := range []string{urls[0], solo.url} {
+				if code := status(t, base+"/epoch/0/batch/0?dataset=broken&batch_size=8"); code != http.StatusBadGateway {
+					t.Fatalf("a batch of the dataset without chunks: %d, want 502", code)
+				}
 			}
-			if code := status(t, urls[1]+"/epoch/0/batch/0?dataset=photos&batch_size=0"); code != http.StatusBadRequest {
-				t.Fatalf("batch_size=0: %d, want 400", code)
+			for _, base := range []string{urls[1], solo.url} {
+				if code := status(t, base+"/epoch/0/batch/0?dataset=photos&batch_size=0"); code != http.StatusBadRequest {
+					t.Fatalf("batch_size=0: %d, want 400", code)
+				}
 			}
 		}
 	}
 	provoke(1)
-	waitScraped(t, promURL, urls)
+	waitScraped(t, promURL, append(slices.Clone(urls), solo.url))
 	provoke(20)
 	procs[2].kill()
 
@@ -137,6 +157,9 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	for _, a := range alerts {
 		queries = append(queries, promQuery{what: "alert " + a.name + "'s signal", expr: a.signal})
 	}
+	// The single gateway's view: a panel's queries with $instance the
+	// solo's address (its dots match themselves among the others).
+	soloExpr := func(q promQuery) string { return strings.ReplaceAll(q.raw, "$instance", soloAddr) }
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var missing []string
@@ -147,6 +170,14 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 			}
 			if n == 0 {
 				missing = append(missing, q.what+": "+q.expr)
+			}
+		}
+		for _, q := range panels {
+			if clusterOnly(q.row) {
+				continue
+			}
+			if n, err := promInstant(promURL, soloExpr(q)); err != nil || n == 0 {
+				missing = append(missing, fmt.Sprintf("%s, on a single gateway (row %q, not for clusters only): %v %s", q.what, q.row, err, soloExpr(q)))
 			}
 		}
 		active := promActiveAlerts(t, promURL)
@@ -168,7 +199,29 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("%d dashboard expressions and %d alert signals return data; %s active", len(panels), len(alerts), strings.Join(provoked, ", "))
+	// Each row for clusters only has a panel a single gateway leaves
+	// empty: else it would not need a cluster.
+	empty := map[string]int{}
+	for _, q := range panels {
+		if !clusterOnly(q.row) {
+			continue
+		}
+		empty[q.row] += 0
+		if n, err := promInstant(promURL, soloExpr(q)); err != nil {
+			t.Fatalf("%s: %v", q.what, err)
+		} else if n == 0 {
+			empty[q.row]++
+		}
+	}
+	if len(empty) == 0 {
+		t.Errorf("no row of the dashboard says it is for clusters only, though the cluster's panels are empty on a single gateway")
+	}
+	for row, n := range empty {
+		if n == 0 {
+			t.Errorf("row %q says it is for clusters only, but a single gateway shows data in every panel of it", row)
+		}
+	}
+	t.Logf("%d dashboard expressions and %d alert signals return data; %s active; a single gateway leaves %v panels empty", len(panels), len(alerts), strings.Join(provoked, ", "), empty)
 }
 
 // prometheusTools finds prometheus and promtool: with CI=true a missing
@@ -231,7 +284,14 @@ func loadAlerts(t *testing.T) []alertRule {
 }
 
 // promQuery is an expression to query and what it is.
-type promQuery struct{ what, expr string }
+// promQuery is a query the test runs: what it is, its expression; for a
+// panel's, the title of the row it is under and its expression with
+// $instance unreplaced (raw).
+type promQuery struct{ what, expr, row, raw string }
+
+// clusterOnly reports whether a dashboard row says its panels need a
+// cluster: a single gateway leaves them empty.
+func clusterOnly(row string) bool { return strings.Contains(row, "(clusters only") }
 
 // loadDashboard returns every panel expression of the Grafana dashboard,
 // its variables given values (every gateway, rates over 5 minutes), and
@@ -276,12 +336,14 @@ func loadDashboard(t *testing.T) []promQuery {
 	vals := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".+")
 	ids := map[int]bool{}
 	var out []promQuery
+	row := ""
 	for _, p := range d.Panels {
 		if ids[p.ID] || p.GridPos == nil || p.GridPos.W == 0 || p.GridPos.H == 0 {
 			t.Fatalf("panel %q: id %d repeated or no grid position", p.Title, p.ID)
 		}
 		ids[p.ID] = true
 		if p.Type == "row" {
+			row = p.Title
 			continue
 		}
 		if len(p.Targets) == 0 || p.Datasource == nil || p.Datasource.UID != "${datasource}" {
@@ -295,7 +357,8 @@ func loadDashboard(t *testing.T) []promQuery {
 			if strings.Contains(expr, "$") {
 				t.Fatalf("panel %q: a variable the test does not know in %s", p.Title, q.Expr)
 			}
-			out = append(out, promQuery{what: fmt.Sprintf("panel %q query %s", p.Title, q.RefID), expr: expr})
+			out = append(out, promQuery{what: fmt.Sprintf("panel %q query %s", p.Title, q.RefID), expr: expr, row: row,
+				raw: strings.ReplaceAll(q.Expr, "$__rate_interval", "5m")})
 		}
 	}
 	return out

@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // A local file's ETag names its content: "<size hex>-h<hash hex>", the
@@ -27,6 +29,10 @@ import (
 // ETag, and the samples' CRC32Cs, which the gateway checks on every chunk
 // it loads, report the changed bytes as damaged. The index does not change
 // that way unseen: its last four bytes are a CRC32C of all the others.
+// A file whose middle nothing checks — one served in place (Parquet, MDS,
+// Megatron), whose index holds no CRC32C of its samples unless it was
+// built with checksums — is pinned by its identity instead (identityETag,
+// Local.IdentityETags).
 //
 // Equal content has an equal ETag wherever and whenever it was written, as
 // on S3, so Put no longer moves a new file's mtime to make its ETag differ
@@ -117,17 +123,17 @@ func fileETag(name string) (size int64, etag string, err error) {
 
 // matchETag reports whether the open file r (fi) is the version want
 // names, and returns the file's ETag in want's form: a content ETag, read
-// as readETag does (into whole, if it is the file's size), or for an index
-// built before content ETags the legacy one, which reads nothing. A Live
-// view's version ETag is matched on fi alone ("" for have).
+// as readETag does (into whole, if it is the file's size), or an identity
+// ETag, which reads nothing. A Live view's version ETag is matched on fi
+// alone ("" for have).
 func matchETag(r io.ReaderAt, fi fs.FileInfo, want string, whole []byte) (have string, ok bool, err error) {
 	if isVersionETag(want) {
 		// A Live view's (live.go): the file's version, read from fi alone.
 		return "", sameVersion(fi, want), nil
 	}
 	if !isContentETag(want) {
-		have = legacyETag(fi)
-		return have, sameLegacyETag(want, have), nil
+		have = identityETag(fi)
+		return have, sameIdentity(want, have), nil
 	}
 	have, err = readETag(r, fi.Size(), whole)
 	return have, err == nil && have == want, err
@@ -143,24 +149,51 @@ func contentETag(size int64, first, last []byte) string {
 }
 
 // isContentETag reports whether etag has contentETag's form, rather than
-// one of the size-and-mtime forms indexes built before it carry (all hex
-// digits and dashes).
+// an identity ETag's (all hex digits and dashes) or a Live view's.
 func isContentETag(etag string) bool { return strings.Contains(etag, "-h") }
 
-// legacyETag is the ETag a local file had before ETags named content: its
-// size and modification time in nanoseconds, "<size hex>-<mtime ns hex>".
-// Indexes that carry it are matched by it, as they always were: a copy
-// that keeps mtimes reads under them; a touch or a copy with new mtimes
-// does not (rebuild the index with `brand index` to get content ETags).
-func legacyETag(fi fs.FileInfo) string {
-	return fmt.Sprintf("%x-%x", fi.Size(), fi.ModTime().UnixNano())
+// An identity ETag names a file by its size and modification time in
+// nanoseconds, "<size hex>-<mtime ns hex>", and is matched on a stat
+// alone: what a same-size edit of a file's middle changes, which its
+// content ETag cannot see. It is what an index of files served in place
+// records (Local.IdentityETags, dataset.IndexInPlace), since nothing else
+// checks their middles, and what local indexes built before content
+// ETags carry.
+//
+// What it detects: any write through the file system, in place or by
+// rename, a byte of the middle included — every write sets the mtime to
+// the clock of its moment, and a read pinned to the ETag checks the open
+// file's identity before it reads and again after, so the bytes it
+// returns are all of the version named. A write within the same timestamp
+// tick as the identity was taken would keep it: the identity of a file
+// changed less than its settle time before (SettleOf) is Unsettled, and
+// an index waits for it to settle before it records it.
+//
+// What it cannot: a change whose writer sets the modification time back
+// to the old one to the nanosecond (`touch -d`, `touch -r`, or a copy
+// keeping times from a same-size source that already differed). Where
+// that matters, an index with checksums checks the bytes themselves.
+//
+// What it refuses that has the indexed bytes: a touched file, and a copy
+// made with new modification times (`cp -r`); a copy keeping them (`cp -p`,
+// `cp -a`, `rsync -a`), on any file system, reads under it. The inode is
+// deliberately not part of it: every copy has a new one, and a dataset
+// copied to each node's disk would read nowhere but where it was indexed.
+// The oldest indexes carry it as a third field, which is ignored.
+func identityETag(fi fs.FileInfo) string {
+	return fmt.Sprintf("%x-%x", fi.Size(), uint64(fi.ModTime().UnixNano()))
 }
 
-// sameLegacyETag reports whether a file whose legacyETag is have is the
-// version want, a legacy ETag, names. The oldest indexes carry a third
+// isIdentityETag reports whether etag (normalized) is an identity ETag.
+func isIdentityETag(etag string) bool {
+	return etag != "" && !isContentETag(etag) && !isVersionETag(etag)
+}
+
+// sameIdentity reports whether a file whose identityETag is have is the
+// version want, an identity ETag, names. The oldest indexes carry a third
 // field, "<size>-<mtime>-<inode>": they match on size and mtime, so a copy
 // with its mtimes kept still reads.
-func sameLegacyETag(want, have string) bool {
+func sameIdentity(want, have string) bool {
 	if want == have {
 		return true
 	}
@@ -168,4 +201,29 @@ func sameLegacyETag(want, have string) bool {
 		return want[:strings.LastIndexByte(want, '-')] == have
 	}
 	return false
+}
+
+// identityChanged reports a read of the file name (now fi) pinned to the
+// identity ETag want, which it no longer has, saying what changed and
+// when.
+func identityChanged(name, want string, fi fs.FileInfo, when string) error {
+	size, mtime := parseIdentity(want)
+	what := fmt.Sprintf("modified at %s, indexed as of %s", fi.ModTime().UTC().Format(time.RFC3339Nano), mtime.UTC().Format(time.RFC3339Nano))
+	if size != fi.Size() {
+		what = fmt.Sprintf("%d bytes, indexed at %d", fi.Size(), size)
+	}
+	return fmt.Errorf("%w: %s changed %s (%s); the dataset changed under its index, rebuild it with `brand index`",
+		ErrChanged, name, when, what)
+}
+
+// parseIdentity returns the size and modification time an identity ETag
+// names (zero for what does not parse).
+func parseIdentity(etag string) (size int64, mtime time.Time) {
+	parts := strings.Split(etag, "-")
+	if len(parts) < 2 {
+		return 0, time.Time{}
+	}
+	s, _ := strconv.ParseInt(parts[0], 16, 64)
+	m, _ := strconv.ParseUint(parts[1], 16, 64)
+	return s, time.Unix(0, int64(m))
 }

@@ -192,10 +192,12 @@ func TestLocalETagDetects(t *testing.T) {
 	}
 }
 
-// TestLocalLegacyETag checks that indexes built when the ETag was the size
-// and modification time, or those and the inode, still read their files,
-// matched the old way: by size and mtime, so a touch is a change to them.
-func TestLocalLegacyETag(t *testing.T) {
+// TestLocalIdentityETagForms checks that identity ETags — the size and
+// modification time, which indexes of files served in place record and
+// local indexes built before content ETags carry — and the oldest form,
+// those and the inode, read their files matched by size and mtime, so a
+// touch is a change to them and a copy keeping times is not.
+func TestLocalIdentityETagForms(t *testing.T) {
 	ctx := context.Background()
 	l := newTestLocal(t)
 	data := randomBytes(3*etagBlock, 9)
@@ -233,13 +235,13 @@ func TestLocalLegacyETag(t *testing.T) {
 			t.Errorf("ReadObject with ETag %s = %v, want ok=%t", tt.etag, err, tt.ok)
 		}
 	}
-	// A touch changes a legacy ETag, as it always did.
+	// A touch changes an identity ETag.
 	later := fi.ModTime().Add(time.Second)
 	if err := os.Chtimes(name, later, later); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.ReadRange(ctx, "obj", tests[0].etag, 0, make([]byte, 10)); !errors.Is(err, ErrChanged) {
-		t.Errorf("legacy ETag after a touch: %v, want ErrChanged", err)
+		t.Errorf("identity ETag after a touch: %v, want ErrChanged", err)
 	}
 }
 

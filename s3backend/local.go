@@ -30,8 +30,10 @@ const localReadSlice = 8 << 20
 // last 64 KiB — not the file, so a copy of a dataset (`cp -r`, `cp -a`,
 // `rsync -a`) and a touched file serve under the original's index, while a
 // rewrite that changes the size or either end is ErrChanged; etag.go says
-// what it costs and what it cannot detect. Put replaces a file by renaming
-// a new one over it, so a reader holding the old file reads it to the end.
+// what it costs and what it cannot detect. A read pinned to an identity
+// ETag (IdentityETags: size and modification time) sees any write, the
+// middle's included. Put replaces a file by renaming a new one over it,
+// so a reader holding the old file reads it to the end.
 //
 // A Local opened by Open with a Config.Observer reports every file
 // operation to it, as S3 reports HTTP requests.
@@ -42,6 +44,9 @@ type Local struct {
 	// settle, no symbolic links.
 	live   bool
 	settle time.Duration
+	// identity marks an IdentityETags view: Stat and List report
+	// identity ETags.
+	identity bool
 }
 
 // NewLocal returns a store rooted at dir. dir need not exist yet (Put
@@ -137,9 +142,9 @@ func (l *Local) read(ctx context.Context, key, etag string, off int64, p []byte,
 }
 
 // readFile is read after the checks, returning the bytes read. A read
-// pinned to a Live view's version ETag checks the version again once it
-// has read: the bytes are all of the version checked before, or none is
-// returned.
+// pinned to a version ETag (a Live view's) or an identity ETag checks the
+// file again once it has read: the bytes are all of the version checked
+// before, or none is returned.
 func (l *Local) readFile(ctx context.Context, key, etag string, off int64, p []byte, progress func(start, end int), whole bool) (int, error) {
 	name := l.path(key)
 	f, err := l.open(key)
@@ -158,15 +163,19 @@ func (l *Local) readFile(ctx context.Context, key, etag string, off int64, p []b
 		return 0, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
 	}
 	n, err := readVersion(ctx, f, fi, name, etag, off, p, progress, whole)
-	if err != nil || !isVersionETag(normalizeETag(etag)) {
+	want := normalizeETag(etag)
+	if err != nil || !isVersionETag(want) && !isIdentityETag(want) {
 		return n, err
 	}
 	after, err := f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("s3backend: read %w", err)
 	}
-	if !sameVersion(after, normalizeETag(etag)) {
+	switch {
+	case isVersionETag(want) && !sameVersion(after, want):
 		return 0, changedError(name, etag, "")
+	case isIdentityETag(want) && !sameIdentity(want, identityETag(after)):
+		return 0, identityChanged(name, want, after, "while it was read")
 	}
 	return n, nil
 }
@@ -192,6 +201,8 @@ func readVersion(ctx context.Context, r io.ReaderAt, fi fs.FileInfo, name, etag 
 			return 0, changedError(name, etag, "") // truncated while read
 		case err != nil:
 			return 0, fmt.Errorf("s3backend: read %w", err)
+		case !ok && isIdentityETag(etag):
+			return 0, identityChanged(name, etag, fi, "since it was indexed")
 		case !ok:
 			return 0, changedError(name, etag, have)
 		}
@@ -259,8 +270,8 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 	if err := ctx.Err(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("s3backend: stat %s: %w", l.path(key), err)
 	}
-	if l.live {
-		return l.statLive(key)
+	if l.live || l.identity {
+		return l.statOpen(key)
 	}
 	fi, err := os.Stat(l.path(key))
 	if err != nil {
@@ -282,9 +293,10 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 	return ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()}, nil
 }
 
-// statLive is Stat on a Live view: the version of the regular file key
-// names, reached through no symbolic link; nothing is read.
-func (l *Local) statLive(key string) (ObjectInfo, error) {
+// statOpen is Stat on a Live view — the version of the regular file key
+// names, reached through no symbolic link — or on an IdentityETags view:
+// its identity. Nothing is read.
+func (l *Local) statOpen(key string) (ObjectInfo, error) {
 	f, err := l.open(key)
 	if err != nil {
 		if notFound(err) {
@@ -299,6 +311,9 @@ func (l *Local) statLive(key string) (ObjectInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return ObjectInfo{}, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, l.path(key))
+	}
+	if l.identity {
+		return identityInfo(key, fi, time.Now()), nil
 	}
 	return l.liveInfo(key, fi, time.Now()), nil
 }
@@ -507,8 +522,12 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 		if !fi.Mode().IsRegular() {
 			return nil
 		}
-		if l.live {
+		switch {
+		case l.live:
 			out = append(out, l.liveInfo(key, fi, now))
+			return nil
+		case l.identity:
+			out = append(out, identityInfo(key, fi, now))
 			return nil
 		}
 		size, etag, err := fileETag(p)

@@ -80,8 +80,9 @@ type ObjectInfo struct {
 	ModTime time.Time
 	// Unsettled marks a version that may yet hold other bytes under the
 	// same ETag: a local file changed within a Live view's settle time
-	// (Local.Live). A reader must not share such a version's bytes with
-	// another read.
+	// (Local.Live), or within its timestamps' settle time on an
+	// IdentityETags view (SettleOf). A reader must not share such a
+	// version's bytes with another read, nor an index record it.
 	Unsettled bool
 }
 

@@ -6,7 +6,9 @@
 # python3 on PATH and /usr/bin/python3 that has it. If none has it and this
 # runs as root on Debian/Ubuntu, it installs Debian's python3-torch and
 # python3-pytest with apt-get (about 150 MB to download, 650 MB installed,
-# 1.5 min), which land in /usr/bin/python3. Otherwise, without torch the
+# 1.5 min), which land in /usr/bin/python3; and python3-venv,
+# python3-setuptools and python3-wheel when that Python lacks them (the
+# package's build and the README's install). Otherwise, without torch the
 # torch tests are not run: a warning locally, a failure with CI=true.
 #
 # Bounded in time: the install by `timeout 15m`, the tests by `timeout 10m`.
@@ -29,6 +31,12 @@ if ! py=$(find_python torch); then
 	fi
 fi
 echo "test-python.sh: using $py ($("$py" --version 2>&1))" >&2
+# test_package builds the package with setuptools and wheel and runs the
+# README's install, a venv that sees the system's packages (ensurepip):
+# Debian ships them apart.
+if ! "$py" -c 'import venv, ensurepip, setuptools, wheel' >/dev/null 2>&1; then
+	apt_install test-python.sh python3-venv python3-setuptools python3-wheel
+fi
 
 bin=$(mktemp -d)
 trap 'rm -rf -- "$bin"' EXIT
@@ -47,7 +55,7 @@ fi
 
 cd python/tests
 if [[ -n ${nontorch:-} ]]; then
-	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance test_transform "$@"
+	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
 else
 	timeout 10m "$py" -m unittest discover -s . -t . "$@"
 fi

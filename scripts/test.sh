@@ -37,6 +37,9 @@ find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
+# curl, tar and jq, which the READMEs' examples run
+# (integration/readmeexamples_test.go).
+scripts/ensure-readme-tools.sh
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -56,6 +59,13 @@ fi
 # -p 2: the integration packages each start a MinIO; two at a time keep a
 # 2-core machine responsive. The timeout bounds a hung test.
 go test $race -count=1 -p 2 -timeout 20m "$@" ./...
+
+# The tests that measure memory, which the race detector's own
+# allocations would blur and the run above skips under it: what a gateway
+# keeps per job, mixture and schedule clients name, held flat over 40,000
+# batches; what feedback bodies take while they are decoded.
+go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 
 # Fuzzed for a bounded time beyond their seed corpus (which the run above
 # already checks): the mixture and plan parameters, the S3 face's

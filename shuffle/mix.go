@@ -611,6 +611,36 @@ func (m *Mixture) AppendRange(dst []Draw, seed, epoch uint64, start, end int) []
 	return sp.AppendRange(dst, start, end)
 }
 
+// Bytes is about the memory the mixture holds — its tables and, for an
+// epoch of a schedule, its pieces' — for a server that keeps mixtures to
+// bound them by. A span (MixSpan) holds its mixture too.
+func (m *Mixture) Bytes() int64 {
+	return m.bytes(map[*Mixture]bool{})
+}
+
+func (m *Mixture) bytes(seen map[*Mixture]bool) int64 {
+	if seen[m] {
+		return 0
+	}
+	seen[m] = true
+	ints := len(m.weights) + len(m.rem) + len(m.startHi) + len(m.startLo) + len(m.base) + len(m.perPeriod) + len(m.ckpt) + len(m.epoch) + len(m.sizes)
+	n := int64(200 + 8*ints + 16*len(m.passes))
+	for _, g := range m.segs {
+		n += 96 + 8*int64(len(g.before)+len(g.tot))
+		if g.mix != nil {
+			n += g.mix.bytes(seen)
+		}
+		if g.ramp != nil {
+			n += 8 * int64(len(g.ramp.ckpt)+len(g.ramp.tot))
+			n += 64 * int64(len(g.ramp.r.u0)+len(g.ramp.r.d)+len(g.ramp.r.want)+2)
+		}
+	}
+	return n
+}
+
+// Mixture is the mixture the span is of, which it holds.
+func (s *MixSpan) Mixture() *Mixture { return s.m }
+
 // SpanBlocks is how many blocks a span of the epoch holds when an epoch
 // is read a span at a time, as a server memoises it: whole blocks, about
 // 65,536 positions, at least one block.

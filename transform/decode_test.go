@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // readNPY reads a uint8 HWC .npy fixture as an image8.
@@ -20,14 +22,14 @@ func readNPY(t *testing.T, path string) image8 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, shape, err := NPYDataOffset(b)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+	hdr, data, err := npy.Read(b)
+	if err != nil || hdr.Descr != "|u1" || hdr.Fortran {
+		t.Fatalf("%s: %+v: %v", path, hdr, err)
 	}
-	if len(shape) != 3 || shape[2] != 3 {
+	if shape := hdr.Shape; len(shape) != 3 || shape[2] != 3 {
 		t.Fatalf("%s: shape %v, want [h w 3]", path, shape)
 	}
-	return image8{pix: b[off:], w: shape[1], h: shape[0]}
+	return image8{pix: data, w: int(hdr.Shape[1]), h: int(hdr.Shape[0])}
 }
 
 func readFixture(t *testing.T, name string) []byte {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // Footprint is what applying a pipeline to one image takes, known from
@@ -38,7 +40,7 @@ func (p *Pipeline) Footprint(image []byte, key Key) (Footprint, error) {
 	}
 	w, h := hdr.size()
 	pl := p.makePlan(w, h, key)
-	return Footprint{Out: len(npyHeader([]int{3, pl.outH, pl.outW})) + 3*pl.outW*pl.outH, Work: p.work(hdr, pl)}, nil
+	return Footprint{Out: npy.HeaderLen("|u1", []int64{3, int64(pl.outH), int64(pl.outW)}) + 3*pl.outW*pl.outH, Work: p.work(hdr, pl)}, nil
 }
 
 // MaxWork is the most working memory (Footprint.Work) one image within

@@ -1,6 +1,10 @@
 package transform
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/brandgw/brand/internal/codec/npy"
+)
 
 // Geometry is a pipeline's geometry drawn once for one key on images of
 // one size: its crop boxes, output size and flips, applied identically to
@@ -116,7 +120,28 @@ func (g *Geometry) Work() int64 {
 }
 
 // NPYHeader is the .npy (format 1.0) header of a C-order uint8 array of
-// the given shape, exactly as numpy.save writes it, padded so that the
-// data starts at a multiple of 64 bytes: the one .npy writer, for the
-// tensors of other packages (video clips).
-func NPYHeader(shape ...int) []byte { return npyHeader(shape) }
+// the given shape (internal/codec/npy's, as numpy.save writes it), for
+// the tensors of other packages (video clips). numpy pads its header so
+// that the data starts at a multiple of 64 bytes, and a tar member starts
+// at a multiple of 512, so a tensor's bytes are 64-byte aligned in a
+// batch read whole into an aligned buffer (what numpy.frombuffer and
+// torch.from_numpy view without copying).
+func NPYHeader(shape ...int) []byte {
+	return appendNPYHeader(nil, shape...)
+}
+
+// appendNPYHeader appends NPYHeader(shape...) to dst.
+func appendNPYHeader(dst []byte, shape ...int) []byte {
+	var dims [8]int64
+	s := dims[:0]
+	for _, d := range shape {
+		s = append(s, int64(d))
+	}
+	// Only a header over 64 KiB fails, thousands of dimensions: a
+	// tensor has three or four.
+	dst, err := npy.AppendHeader(dst, "|u1", s)
+	if err != nil {
+		panic(fmt.Sprintf("transform: a tensor of shape %v: %v", shape, err))
+	}
+	return dst
+}

@@ -370,7 +370,7 @@ func writeNPY(dst []byte, img image8, layout Layout, mirrored bool) ([]byte, [3]
 	if layout == HWC {
 		shape = [3]int{img.h, img.w, 3}
 	}
-	dst = append(dst, npyHeader(shape[:])...)
+	dst = appendNPYHeader(dst, shape[:]...)
 	n := len(dst)
 	dst = slices.Grow(dst, len(img.pix))[:n+len(img.pix)]
 	out := dst[n:]

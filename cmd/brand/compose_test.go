@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -17,7 +18,10 @@ import (
 // TestComposeStack runs the commands docker-compose.yml gives its one-shot
 // pack job and its gateway, in-process against a real MinIO, so the dev
 // stack's wiring (flags, environment, bucket creation, dataset URL) is
-// checked on machines without a Docker engine.
+// checked on machines without a Docker engine. The gateway runs first
+// before the pack job, as an engine that ignores depends_on's conditions
+// starts it: it must exit with a failure, which the service's restart
+// policy answers by starting it again until the index exists.
 func TestComposeStack(t *testing.T) {
 	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
@@ -26,6 +30,9 @@ func TestComposeStack(t *testing.T) {
 	var compose struct {
 		Services map[string]struct {
 			Image       string
+			Build       any
+			PullPolicy  string `yaml:"pull_policy"`
+			Restart     string
 			Command     []string
 			Environment map[string]string
 			Healthcheck struct{ Test []string }
@@ -45,6 +52,35 @@ func TestComposeStack(t *testing.T) {
 	if c := pack.DependsOn["minio"].Condition; c != "service_healthy" {
 		t.Errorf("pack waits for minio with condition %q, want service_healthy", c)
 	}
+	// brand:dev is built here and in no registry: a service that names
+	// it builds it and is never pulled (pull_policy build), or waits for
+	// that build (never). The reproduction: the first `up` tried to pull
+	// brand:dev from Docker Hub.
+	built := false
+	for name, svc := range compose.Services {
+		if !strings.HasPrefix(svc.Image, "brand:") {
+			continue
+		}
+		switch {
+		case svc.Build != nil && svc.PullPolicy == "build":
+			built = true
+		case svc.Build == nil && svc.PullPolicy == "never":
+		default:
+			t.Errorf("service %s (image %s, build %v) has pull_policy %q: Compose would try to pull the locally built image (want build with build:, never without)", name, svc.Image, svc.Build != nil, svc.PullPolicy)
+		}
+	}
+	if !built {
+		t.Errorf("no service builds brand:dev with pull_policy: build")
+	}
+	// Run again until they succeed: see the gateway's first run below.
+	for name, svc := range map[string]string{"pack": pack.Restart, "gateway": gw.Restart} {
+		if !strings.HasPrefix(svc, "on-failure") && svc != "always" && svc != "unless-stopped" {
+			t.Errorf("service %s has restart %q: started before what it needs exists, it stays down", name, svc)
+		}
+	}
+	if addr, ok := flagValue(gw.Command[1:], "listen"); !ok || strings.HasPrefix(addr, "127.") || strings.HasPrefix(addr, "localhost:") {
+		t.Errorf("the gateway's command %q listens on %q: the published port reaches the container's own address (give --listen :8080)", gw.Command, addr)
+	}
 	hc := gw.Healthcheck.Test
 	if len(hc) < 3 || hc[0] != "CMD" || hc[1] != "/usr/local/bin/brand" || hc[2] != "healthcheck" {
 		t.Fatalf("the gateway's healthcheck %q does not run brand healthcheck (the image has no shell or curl)", hc)
@@ -58,6 +94,27 @@ func TestComposeStack(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL", srv.URL())
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+
+	gwArgs := slices.Clone(gw.Command)
+	for i, a := range gwArgs {
+		if a == "--listen" {
+			gwArgs[i+1] = "127.0.0.1:0"
+		}
+	}
+	gwArgs = append(gwArgs, "--memory-limit", "off")
+
+	// The gateway before the pack job: no bucket, no index. It must stop
+	// with a failure (restart: on-failure starts it again), not wait.
+	{
+		var out syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		code := run(ctx, &cli.Env{Stdout: &out, Stderr: &out, Getenv: os.Getenv}, gwArgs)
+		waited := ctx.Err()
+		cancel()
+		if code == 0 || waited != nil {
+			t.Fatalf("the gateway started before the pack job exited %d (%v), want a failure the restart policy answers:\n%s", code, waited, out.String())
+		}
+	}
 
 	args := slices.Clone(pack.Command)
 	for i, a := range args {
@@ -74,13 +131,7 @@ func TestComposeStack(t *testing.T) {
 		}
 	}
 
-	args = slices.Clone(gw.Command)
-	for i, a := range args {
-		if a == "--listen" {
-			args[i+1] = "127.0.0.1:0"
-		}
-	}
-	args = append(args, "--memory-limit", "off")
+	args = gwArgs
 	ctx := t.Context()
 	var stderr syncBuffer
 	done := make(chan int, 1)

@@ -29,7 +29,7 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	var createBucket, packOnly bool
 	var chunk cli.ByteSize
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	f.register(fs, "127.0.0.1:8080")
+	f.register(fs, defaultListen)
 	cache, _ := os.UserCacheDir()
 	if cache == "" {
 		cache = os.TempDir()

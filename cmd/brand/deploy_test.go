@@ -613,7 +613,7 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f.register(fs, ":8080")
+	f.register(fs, defaultListen) // what the container gets without --listen
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("%s: %v", where, err)
 	}
@@ -626,9 +626,14 @@ func checkServe(t *testing.T, w k8sObject, pod podTemplate, c container, service
 		urls = append(urls, s.URL)
 	}
 
-	_, listenPort, err := net.SplitHostPort(f.listen)
+	listenHost, listenPort, err := net.SplitHostPort(f.listen)
 	if err != nil {
 		t.Fatalf("%s: --listen %q: %v", where, f.listen, err)
+	}
+	if ip := net.ParseIP(listenHost); listenHost == "localhost" || ip != nil && ip.IsLoopback() {
+		// brand serve's default: the probes and the Service reach the
+		// pod's own address, which a loopback listener refuses.
+		t.Errorf("%s: brand serve listens on %s, loopback alone: the kubelet's probes and the Service cannot reach it (give --listen :8080)", where, f.listen)
 	}
 	for _, p := range []struct {
 		name, want string

@@ -34,6 +34,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
+		checksums                       bool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "store holding the dataset: s3://bucket/prefix, file:///dir or a directory; the index is written there unless --dst is given")
@@ -48,6 +49,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
 	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
+	fs.BoolVar(&checksums, "checksums", false, "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in, which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file, as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Without it a local file is pinned by its size and modification time, an S3 object by its ETag")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
 		return err
@@ -68,10 +70,13 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return usageError(env, "index", "%v", err)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
-		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok, int64(chunk), parallel, sf)
+		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok, int64(chunk), parallel, checksums, sf)
 	}
 	if tok.set() {
 		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
+	}
+	if checksums {
+		return usageError(env, "index", "--checksums is for datasets served in place (Parquet, MDS, Megatron): the index of tar shards holds every sample's CRC32C already")
 	}
 	if dst != "" {
 		return usageError(env, "index", "--dst: tar shards are indexed beside themselves (their index names them by key)")
@@ -125,7 +130,7 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 
 // indexInPlace is `brand index` of a dataset served in place.
 func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members string,
-	tok tokenFlags, chunk int64, parallel int, sf cli.S3Flags) error {
+	tok tokenFlags, chunk int64, parallel int, checksums bool, sf cli.S3Flags) error {
 	out := st
 	data := ""
 	if dst != "" {
@@ -155,7 +160,7 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	}
 	start := time.Now()
 	res, err := dataset.IndexInPlace(ctx, st, out, dataset.InPlaceOptions{Formats: formats(), Format: format_,
-		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version})
+		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version, Checksums: checksums})
 	if err != nil {
 		return err
 	}
@@ -166,6 +171,13 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d chunks of %s (%s resident at most) in place at %s in %s, index %s at %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), res.Manifest.InPlace.Format, humanize.IBytes(uint64(ix.TotalBytes())),
 		src, time.Since(start).Round(time.Millisecond), ix.ID(), where)
+	if ix.Checksummed() {
+		var spans int
+		for c := range ix.NumChunks() {
+			spans += len(ix.Spans(c))
+		}
+		fmt.Fprintf(env.Stdout, "checksums: the CRC32C of %s ranges of its files, checked on every read\n", humanize.Comma(int64(spans)))
+	}
 	if t := res.Tokens; t != nil {
 		var docs, tokens int64
 		for c := range ix.NumChunks() {

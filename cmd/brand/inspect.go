@@ -68,12 +68,15 @@ type indexSummary struct {
 	// its chunk sizes are resident bounds, its samples sized when their
 	// chunk is decoded (sample_bytes 0).
 	InPlace string `json:"in_place,omitempty"`
+	// Checksums is whether an index of a dataset served in place holds
+	// the CRC32C of its chunks' ranges (brand index --checksums).
+	Checksums bool `json:"checksums,omitempty"`
 }
 
 func summarize(ix *chunkindex.Index) indexSummary {
 	s := indexSummary{
 		ID: ix.ID(), Chunks: ix.NumChunks(), Samples: ix.NumSamples(),
-		TotalBytes: ix.TotalBytes(), SampleBytes: ix.SampleBytes(), InPlace: ix.InPlace().Format,
+		TotalBytes: ix.TotalBytes(), SampleBytes: ix.SampleBytes(), InPlace: ix.InPlace().Format, Checksums: ix.Checksummed(),
 	}
 	if s.Samples > 0 {
 		s.AvgSampleBytes = s.SampleBytes / int64(s.Samples)
@@ -204,6 +207,11 @@ func printInspection(w io.Writer, in *inspection) {
 	row("total size", "%s (%s bytes)", humanize.IBytes(uint64(s.TotalBytes)), humanize.Comma(s.TotalBytes))
 	if s.InPlace != "" {
 		row("served in place", "%s: chunk sizes are resident bounds; samples are sized when their chunk is decoded", s.InPlace)
+		if s.Checksums {
+			row("checksums", "every range of the chunks' files, checked on every read")
+		} else {
+			row("checksums", "none: each file is pinned by its ETag (a local file: its size and modification time)")
+		}
 	} else {
 		row("avg sample", "%s", humanize.IBytes(uint64(s.AvgSampleBytes)))
 	}

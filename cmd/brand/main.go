@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -22,11 +23,18 @@ func program() *cli.Program {
 		{Name: "demo", Summary: "generate a small dataset of labelled photos, pack it locally and serve it", Run: runDemo},
 		{Name: "serve", Summary: "serve shuffled batches of one or more datasets over HTTP", Run: runServe},
 		{Name: "pack", Summary: "pack a directory tree into tar chunks and an index in a store", Run: runPack},
-		{Name: "index", Summary: "index existing tar shards (e.g. a WebDataset dataset) in place", Run: runIndex},
+		{Name: "index", Summary: "index a dataset where it is, without rewriting it: " + formatNames(), Run: runIndex},
 		{Name: "inspect", Summary: "print a dataset's summary; --verify checks every chunk", Run: runInspect},
 		{Name: "plan", Summary: "simulate a job's cache behaviour and report the optimum", Run: runPlan},
 		{Name: "healthcheck", Summary: "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", Run: runHealthcheck},
-		{Name: "version", Summary: "print the version and the JPEG and video decoders this build has", Run: func(_ context.Context, env *cli.Env, _ []string) error {
+		{Name: "version", Summary: "print the version and the JPEG and video decoders this build has", Run: func(_ context.Context, env *cli.Env, args []string) error {
+			fs := flag.NewFlagSet("version", flag.ContinueOnError)
+			if err := cli.ParseFlags(fs, env, args, "brand version"); err != nil {
+				return err
+			}
+			if err := cli.NoArgs(fs); err != nil {
+				return err
+			}
 			fmt.Fprintln(env.Stdout, "brand", version)
 			fmt.Fprintln(env.Stdout, "JPEG decoder:", transform.JPEGDecoderBuild())
 			fmt.Fprintln(env.Stdout, "Video decoder:", video.Build())
@@ -44,7 +52,9 @@ func usage(w io.Writer, commands []cli.Command) {
 		fmt.Fprintf(w, "  %-11s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintf(w, "  %-11s %s\n", "help", "show this help, or `brand help <command>` for a command's flags")
-	fmt.Fprintf(w, "\nS3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL, or the --s3-* flags.\n")
+	fmt.Fprintf(w, "\nS3 credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; the endpoint and region from\n"+
+		"AWS_ENDPOINT_URL and AWS_REGION, or a command's --s3-endpoint and --s3-region. A local directory works\n"+
+		"wherever a store URL is taken. `brand serve` listens on %s (this machine) unless given --listen.\n", defaultListen)
 }
 
 // run dispatches a command line and returns the process exit code.

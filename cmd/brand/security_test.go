@@ -5,10 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +109,79 @@ func TestServeTLSTokensAndAdmin(t *testing.T) {
 	if strings.Contains(stderr.String(), "new-token") || strings.Contains(stderr.String(), "old-token") {
 		t.Error("a token appears in the log")
 	}
+}
+
+// TestServeListensOnLoopbackByDefault: `brand serve` given no --listen
+// serves this machine alone. The reproduction: its default was ":8080",
+// every interface, with no authentication, so the README's serve
+// commands, copied on a shared GPU node, served every dataset to anyone
+// who could reach the port. The default is read as `brand help serve`
+// shows it (the test cannot count on port 8080 being free on a shared
+// machine), then a gateway is started on that host with a free port: its
+// listener is loopback, it answers there, and every other address of this
+// machine refuses the port.
+func TestServeListensOnLoopbackByDefault(t *testing.T) {
+	var help syncBuffer
+	if code := run(t.Context(), &cli.Env{Stdout: &help, Stderr: &help, Getenv: func(string) string { return "" }}, []string{"help", "serve"}); code != 0 {
+		t.Fatalf("brand help serve exited %d:\n%s", code, help.String())
+	}
+	m := regexp.MustCompile(`(?m)^  -listen string\n(?:    .*\n)*?    .*\(default "([^"]*)"\)`).FindStringSubmatch(help.String())
+	if m == nil {
+		t.Fatalf("brand help serve shows no default for -listen:\n%s", help.String())
+	}
+	host, port, err := net.SplitHostPort(m[1])
+	if err != nil {
+		t.Fatalf("the default --listen %q: %v", m[1], err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("the default --listen %q serves %s, not loopback alone: anyone who reaches port %s reads the datasets", m[1], orEvery(host), port)
+	}
+
+	storeDir := packLocal(t, t.TempDir(), synth.Spec{Samples: 20, MeanBytes: 1 << 10, Seed: 3}, dataset.PackOptions{ChunkSize: 16 << 10})
+	var stderr syncBuffer
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }},
+			[]string{"serve", "--listen", net.JoinHostPort(host, "0"), "--dataset", "d=" + storeDir, "--log-format", "json", "--memory-limit", "off"})
+	}()
+	base := waitReady(t, &stderr, done)
+	ap, err := netip.ParseAddrPort(strings.TrimPrefix(base, "http://"))
+	if err != nil || !ap.Addr().IsLoopback() {
+		t.Fatalf("the gateway listens on %s (%v), not loopback", base, err)
+	}
+	if strings.Contains(stderr.String(), "without authentication") {
+		t.Errorf("a loopback gateway warns of serving without authentication:\n%s", stderr.String())
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	others := 0
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsMulticast() {
+			continue // a link-local address needs its zone to be dialled
+		}
+		others++
+		target := net.JoinHostPort(ipn.IP.String(), strconv.Itoa(int(ap.Port())))
+		if c, err := net.DialTimeout("tcp", target, 2*time.Second); err == nil {
+			c.Close()
+			t.Errorf("the gateway given the default host accepts connections at %s, beyond loopback", target)
+		}
+	}
+	t.Logf("%d non-loopback addresses of this machine refuse the port", others)
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exited with %d: %s", code, stderr.String())
+	}
+}
+
+// orEvery names a listen host for a message: "" is every interface.
+func orEvery(host string) string {
+	if host == "" {
+		return "every interface"
+	}
+	return host
 }

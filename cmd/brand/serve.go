@@ -67,8 +67,14 @@ type serveFlags struct {
 	cluster         clusterFlags
 }
 
+// defaultListen is where `brand serve` listens unless told otherwise:
+// loopback only, so that a gateway started as the README starts it on a
+// shared machine serves nobody else. Containers and Kubernetes, where the
+// port is published or fronted by a Service, say --listen :8080.
+const defaultListen = "127.0.0.1:8080"
+
 func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
-	fs.StringVar(&f.listen, "listen", listen, "address to serve HTTP on")
+	fs.StringVar(&f.listen, "listen", listen, "address to serve HTTP on; the default serves this machine only: give :8080 (every interface) to serve others, with --auth-token-file unless a private network or a proxy that authenticates is in front")
 	f.cluster.register(fs)
 	fs.Var(&f.datasets, "dataset", "dataset to serve, as name=URL or URL (repeatable); URL is s3://bucket/prefix, file:///dir or a directory")
 	fs.StringVar(&f.defaultDataset, "default-dataset", "", "dataset used when a request names none (default: the first)")
@@ -295,7 +301,7 @@ func orNegative(d time.Duration) time.Duration {
 func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	f.register(fs, ":8080")
+	f.register(fs, defaultListen)
 	if err := cli.ParseFlags(fs, env, args, "brand serve --dataset [name=]URL [--dataset ...] [flags]"); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/keys"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
 

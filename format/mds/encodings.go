@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // kind is how a column's stored bytes become its member's.

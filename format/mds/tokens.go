@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/formattest"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/keys"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // Decoder decodes the chunks of one Megatron dataset. Beyond

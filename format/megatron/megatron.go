@@ -9,7 +9,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/keys"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // Format is the Megatron indexed dataset format. Its zero value is ready.

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // mixedSchema has a column of every kind: an integer label, a string, a
@@ -31,7 +32,7 @@ var mixedSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func npyOf(descr string, size int, vals []int64) string {
-	h := npyHeader(nil, descr, int64(len(vals)))
+	h, _ := npy.AppendHeader(nil, descr, []int64{int64(len(vals))})
 	for _, v := range vals {
 		b := make([]byte, 8)
 		binary.LittleEndian.PutUint64(b, uint64(v))

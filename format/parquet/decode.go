@@ -14,6 +14,7 @@ import (
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
 
@@ -822,7 +823,10 @@ func (nw *npyWriter) row(w *format.Writer) (bool, error) {
 		}
 	}
 	var hdr [npyHeaderMax]byte
-	h := npyHeader(hdr[:0], nw.f.descr, n)
+	h, err := npy.AppendHeader(hdr[:0], nw.f.descr, []int64{n})
+	if err != nil {
+		return false, err
+	}
 	m, err := w.Member(nw.f.ext, int64(len(h)+len(data)))
 	if err != nil {
 		return false, err

@@ -15,6 +15,7 @@ import (
 	pq "github.com/apache/arrow-go/v18/parquet"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // sentencepiecePython returns a Python 3 that imports sentencepiece
@@ -180,7 +181,7 @@ func checkReference(t *testing.T, st *memStore, opt format.Options, want [][]int
 			}
 			data := []byte(ms[0].data)[npyHeaderMax:]
 			if n == 0 {
-				data = []byte(ms[0].data)[len(npyHeader(nil, "<i4", 0)):]
+				data = []byte(ms[0].data)[npy.HeaderLen("<i4", []int64{0}):]
 			}
 			if len(data) != 4*len(want[k]) {
 				t.Fatalf("row %d: %d bytes of tokens for %d", k, len(data), len(want[k]))

@@ -47,24 +47,6 @@ func magicExt(b []byte) string {
 	return "bin"
 }
 
-// npyHeader appends the NumPy v1.0 header of a 1-D array of n elements of
-// type descr: the magic, its length, the dict, padded with spaces and a
-// newline to a multiple of 64 bytes (npyHeaderMax at most).
-func npyHeader(h []byte, descr string, n int64) []byte {
-	start := len(h)
-	h = append(h, "\x93NUMPY\x01\x00\x00\x00{'descr': '"...)
-	h = append(h, descr...)
-	h = append(h, "', 'fortran_order': False, 'shape': ("...)
-	h = strconv.AppendInt(h, n, 10)
-	h = append(h, ",), }"...)
-	for (len(h)-start+1)%64 != 0 {
-		h = append(h, ' ')
-	}
-	h = append(h, '\n')
-	binary.LittleEndian.PutUint16(h[start+8:], uint16(len(h)-start-10))
-	return h
-}
-
 // putInt stores v as an element of size bytes, little-endian.
 func putInt(b []byte, v int64, size int) {
 	switch size {

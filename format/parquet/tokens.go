@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
 )
 
@@ -311,7 +312,10 @@ func (tw *tokensWriter) row(w *format.Writer) (bool, error) {
 	}
 	tw.data = data
 	var hdr [npyHeaderMax]byte
-	h := npyHeader(hdr[:0], "<i4", int64(len(ids)))
+	h, err := npy.AppendHeader(hdr[:0], "<i4", []int64{int64(len(ids))})
+	if err != nil {
+		return false, err
+	}
 	m, err := w.Member(tw.f.ext, int64(len(h)+len(data)))
 	if err != nil {
 		return false, err

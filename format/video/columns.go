@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/format"
-	"github.com/brandgw/brand/format/internal/npy"
+	"github.com/brandgw/brand/internal/codec/npy"
 )
 
 // A LeRobot clip sample carries its rows' columns as arrays, as

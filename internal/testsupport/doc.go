@@ -1,6 +1,8 @@
 // Package testsupport is the parent of test support, as net/http's
 // httptest is: nothing below it is linked into the server binary.
 //
-//	miniotest  a pinned MinIO started on loopback for tests and benchmarks
-//	cmdtest    the module's commands built for tests that run them as processes
+//	miniotest   a pinned MinIO started on loopback for tests and benchmarks
+//	cmdtest     the module's commands built for tests that run them as processes
+//	pythontest  the Python 3 with given modules a test runs a reference with
+//	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 package testsupport

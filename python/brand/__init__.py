@@ -15,7 +15,8 @@ from ._options import Connection, Importance, Job, Options
 from ._sequences import sequence_arrays
 from ._tar import TarError, decode_tar, split_key
 from ._version import __version__
-from .client import Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError
+from .client import (Batch, BrandConnectionError, BrandError, Client, IndexChangedError, MembersUnknownError,
+                     ScheduleConflictError)
 
 __all__ = [
     "Batch",
@@ -28,6 +29,7 @@ __all__ = [
     "Job",
     "MembersUnknownError",
     "Options",
+    "ScheduleConflictError",
     "TarError",
     "clip_arrays",
     "decode_tar",

@@ -72,17 +72,33 @@ class BrandError(Exception):
             else ``None``.
         schedule_version: on a 409 for a stored schedule's version that an
             edit has since changed where the request reads, the current
-            version (``Brand-Schedule-Version``), else ``None``.
+            version (``Brand-Schedule-Version``); on a 409 refusing an edit
+            based on a version that is no longer current, the current one;
+            else ``None``.
+        first_editable_step: on a 409 refusing a schedule edit from a step
+            the job has read, the first step an edit could start at when it
+            was refused (its loaders may have read on since), else ``None``.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None,
-                 members: Optional[str] = None, schedule_version: Optional[str] = None):
+                 members: Optional[str] = None, schedule_version: Optional[str] = None,
+                 first_editable_step: Optional[int] = None):
         super().__init__(message if status is None else f"{message} (HTTP {status})")
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.members = members
         self.schedule_version = schedule_version
+        self.first_editable_step = first_editable_step
+
+
+class ScheduleConflictError(BrandError):
+    """An edit of a job's stored schedule the gateway refused (409): from a
+    step the job has read (:attr:`first_editable_step` is the first step an
+    edit could start at when it was refused; an edit from ``"next"`` is
+    never refused so), or based on a version that is no longer current,
+    another edit having been made since (:attr:`schedule_version` names
+    the current one; read it before editing over it)."""
 
 
 class BrandConnectionError(BrandError, ConnectionError):
@@ -122,17 +138,25 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
     gateway's JSON ``error`` as the message when the body has one, else the
     start of the body."""
     msg = None
+    version = (headers.get("Brand-Schedule-Version") or None) if status == 409 else None
+    step = None
     try:
         doc = json.loads(body)
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             msg = doc["error"]
+            if status == 409:
+                # A schedule edit's 409 says what to do instead in fields.
+                if version is None and isinstance(doc.get("schedule_version"), str):
+                    version = doc["schedule_version"]
+                if isinstance(doc.get("first_editable_step"), int):
+                    step = doc["first_editable_step"]
     except ValueError:
         pass
     if msg is None:
         text = body[:200].decode("utf-8", "replace").strip()
         msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
     return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None,
-                      (headers.get("Brand-Schedule-Version") or None) if status == 409 else None)
+                      version, step)
 
 
 def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:

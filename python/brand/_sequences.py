@@ -18,9 +18,9 @@ Standard library only, but for :func:`sequence_arrays`, which needs numpy.
 
 from __future__ import annotations
 
-import ast
 from typing import Any, Dict, List, NamedTuple, NoReturn, Optional
 
+from ._npy import read_header
 from ._tar import _NotPlain, _plain_members
 
 __all__ = ["INPUT_IDS", "POSITION_IDS", "Layout", "layout", "sequence_arrays"]
@@ -49,18 +49,13 @@ def _seq_of(header: bytes) -> Optional[int]:
     header of little-endian int32 of one dimension; else ``None``."""
     if len(header) != _NPY_HEADER or header[:8] != b"\x93NUMPY\x01\x00" or header[-1:] != b"\n":
         return None
-    if int.from_bytes(header[8:10], "little") != _NPY_HEADER - 10:
-        return None
     try:
-        d = ast.literal_eval(header[10:].decode("latin-1").strip())
-    except (ValueError, SyntaxError):
+        h = read_header(header)
+    except ValueError:
         return None
-    if not isinstance(d, dict) or d.get("descr") != "<i4" or d.get("fortran_order") is not False:
+    if h.offset != _NPY_HEADER or h.descr != "<i4" or h.fortran or len(h.shape) != 1:
         return None
-    shape = d.get("shape")
-    if not isinstance(shape, tuple) or len(shape) != 1 or not isinstance(shape[0], int):
-        return None
-    return shape[0]
+    return h.shape[0]
 
 
 def layout(body: Any) -> Optional[Layout]:

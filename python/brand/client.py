@@ -10,11 +10,12 @@ import threading
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import importance
 from ._malloc import tune_malloc
-from ._http import Answer, BrandConnectionError, BrandError, IndexChangedError, MembersUnknownError, Session
+from ._http import (Answer, BrandConnectionError, BrandError, IndexChangedError, MembersUnknownError,
+                    ScheduleConflictError, Session)
 from ._options import Importance, Job, Options, job_query, resolve
 from ._route import Router, parse_node, parse_peers
 from ._route import home as _home_of
@@ -201,6 +202,83 @@ class Client:
         job = self.options.job
         job = replace(job, importance=replace(self._importance(), version=version))
         self.options = replace(self.options, job=job)
+
+    # -- a stored schedule ------------------------------------------------
+
+    def _schedule_path(self) -> str:
+        name = self.options.job.name
+        if name is None:
+            raise ValueError("brand: a schedule is stored under the job's name: give the job a name (Job.name, job=)")
+        return "/jobs/" + urllib.parse.quote(name, safe="") + "/schedule"
+
+    def schedule(self) -> Dict[str, Any]:
+        """The current version of the schedule stored under the job's name
+        (``GET /jobs/NAME/schedule``): ``version``, ``schedule`` (the whole
+        schedule, as ``mix_schedule`` writes it), ``previous`` and
+        ``from_step`` (the version it edits and the step they differ from),
+        and ``latest_step``, the latest step the answering node has served
+        of the job (absent before the first)."""
+        return json.loads(self._send("GET", self._schedule_path()).body)
+
+    def store_schedule(self, schedule: str) -> Dict[str, Any]:
+        """Store the job's first schedule (``PUT /jobs/NAME/schedule``), its
+        first phase at step 0, and return its version as :meth:`schedule`
+        does.
+
+        Raises:
+            ScheduleConflictError: the job has a schedule already
+                (:attr:`~BrandError.schedule_version` names its version).
+        """
+        return self._edit("PUT", {"schedule": schedule, "from_step": 0, "base": ""})
+
+    def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next",
+                      base: Optional[str] = None) -> Dict[str, Any]:
+        """Edit the job's stored schedule from step ``from_step`` on and
+        return the version made, as :meth:`schedule` does: its
+        ``from_step`` is the step the edit took effect from.
+
+        ``"next"`` (the default) is the first step the job has not read,
+        which the gateway takes as it makes the edit: the edit is never
+        refused for a step the job's loaders read meanwhile. ``schedule``
+        then writes its first phase at ``next`` (``"next:web:0.5,code:0.5"``,
+        or ``"next~3000:..."`` to ramp to step 3,000), and steps written
+        ``+N`` count from the step taken (``"next~+500:..."`` ramps over
+        the 500 steps from it). A trainer sees the new weights from that
+        step: its loaders have read ahead of the step it is on by at most
+        :meth:`brand.torch.BrandLoader.read_ahead_steps`.
+
+        A step given as a number must not have been read; the steps read
+        run ahead of those the trainer has received by the loaders'
+        read-ahead, so a number closer than that is refused.
+
+        Args:
+            base: the version edited; ``None``: the current one, read first.
+                An edit made by someone else since ``base`` refuses this one.
+
+        Raises:
+            ScheduleConflictError: the step was read
+                (:attr:`~BrandError.first_editable_step` is the first step
+                an edit could start at when refused), or ``base`` is no
+                longer the current version
+                (:attr:`~BrandError.schedule_version` is).
+            BrandError: a schedule the gateway cannot read (400, its
+                message says why), such as one starting inside a ramp.
+        """
+        if from_step != "next" and (not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0):
+            raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number) or \"next\"")
+        if base is None:
+            base = str(self.schedule()["version"])
+        return self._edit("POST", {"schedule": schedule, "from_step": from_step, "base": base})
+
+    def _edit(self, method: str, body: Mapping[str, Any]) -> Dict[str, Any]:
+        try:
+            a = self._send(method, self._schedule_path(), None, json.dumps(body).encode(), "application/json")
+        except BrandError as e:
+            if e.status != 409:
+                raise
+            raise ScheduleConflictError(e.message, e.status, e.retry_after, e.members, e.schedule_version,
+                                        e.first_editable_step) from None
+        return json.loads(a.body)
 
     # -- requests ---------------------------------------------------------
 

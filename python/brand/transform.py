@@ -21,8 +21,9 @@ whether it was flipped (:func:`sample_key` gives the three numbers at once).
 from __future__ import annotations
 
 import math
-import struct
 from typing import List, NamedTuple, Sequence, Tuple
+
+from ._npy import read_header
 
 __all__ = [
     "Box",
@@ -221,18 +222,16 @@ def imagenet_train_draws(seed: int, epoch: int, sample: int, width: int, height:
 
 
 def npy_header(buf) -> Tuple[int, List[int]]:
-    """The data offset and shape of a pipeline's ``.npy`` member (format
-    1.0, uint8, C order), read without numpy."""
-    mv = memoryview(buf)
-    if bytes(mv[:8]) != b"\x93NUMPY\x01\x00":
-        raise ValueError("brand: not a .npy 1.0 array")
-    (n,) = struct.unpack("<H", mv[8:10])
-    head = bytes(mv[10 : 10 + n]).decode("latin-1")
-    lead = "{'descr': '|u1', 'fortran_order': False, 'shape': ("
-    if not head.startswith(lead):
-        raise ValueError(f"brand: .npy header {head!r}: not a C-order uint8 array")
-    dims = head[len(lead) : head.index(")")]
-    return 10 + n, [int(d) for d in dims.split(",") if d.strip()]
+    """The data offset and shape of a pipeline's ``.npy`` member (uint8, C
+    order), read without numpy.
+
+    Raises:
+        ValueError: not a ``.npy`` array, or not a C-order uint8 one.
+    """
+    h = read_header(buf)
+    if h.descr != "|u1" or h.fortran:
+        raise ValueError(f"brand: a .npy array of {h.descr!r}, fortran_order {h.fortran}: not a C-order uint8 array")
+    return h.offset, list(h.shape)
 
 
 def npy_array(buf):

@@ -5,6 +5,7 @@ job parameters. The classes before TestWire need no gateway."""
 import dataclasses
 import os
 import pickle
+import re
 import sys
 import unittest
 import urllib.parse
@@ -53,6 +54,47 @@ ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"obse
                   frames=[-2, 0])
 
 
+def field_changes():
+    """Each field of a Job, by name: a job without it and what sets it
+    (beside what it needs)."""
+    plain, mixed = brand.Job(), brand.Job(mix="web:1")
+    return {
+        "dataset": (plain, dict(dataset="t")),
+        "seed": (plain, dict(seed=9)),
+        "batch_size": (plain, dict(batch_size=8)),
+        "window": (plain, dict(window=3)),
+        "world": (plain, dict(world=3)),
+        "rank": (brand.Job(world=3), dict(rank=2)),
+        "drop_last": (plain, dict(drop_last=True)),
+        "offset": (plain, dict(offset=5)),
+        "locality": (plain, dict(locality=False)),
+        "name": (plain, dict(name="n")),
+        "weight": (plain, dict(weight=2)),
+        "importance": (plain, dict(importance=brand.Importance("n"))),
+        "index": (plain, dict(index="abc")),
+        "members": (plain, dict(members="0011223344556677")),
+        "mix": (plain, dict(mix="web:1")),
+        "mix_block": (mixed, dict(mix_block=4)),
+        "mix_samples": (mixed, dict(mix_samples=40)),
+        "mix_schedule": (plain, dict(mix_schedule="0:web:1")),
+        "schedule_version": (brand.Job(name="n"), dict(schedule_version="latest")),
+        "transform": (plain, dict(transform="imagenet-eval")),
+        "columns": (plain, dict(columns=("image",))),
+        "seq": (plain, dict(seq=128)),
+        "pack": (brand.Job(seq=128), dict(pack="concat")),
+        "pad": (brand.Job(seq=128), dict(pad=5)),
+        "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
+        "clip": (plain, dict(clip=8)),
+        "stride": (brand.Job(clip=8), dict(stride=2)),
+        "fps": (brand.Job(clip=8), dict(fps=5)),
+        "step": (brand.Job(clip=8), dict(step=3)),
+        "clip_start": (brand.Job(clip=8), dict(clip_start="first")),
+        "clip_layout": (brand.Job(clip=8), dict(clip_layout="tchw")),
+        "delta_timestamps": (plain, dict(delta_timestamps={"cam": [-0.1, 0]})),
+        "frames": (plain, dict(frames=[-1, 0])),
+    }
+
+
 class TestQuery(unittest.TestCase):
     def test_the_parameters_are_the_golden_list(self):
         want = golden()
@@ -73,43 +115,9 @@ class TestQuery(unittest.TestCase):
     def test_every_field_reaches_the_query(self):
         # A field the encoder ignored would be an option that changes
         # nothing. Each field set alone (beside what it needs) must change
-        # the query; a new field needs a line here, and in the encoder.
-        plain, mixed = brand.Job(), brand.Job(mix="web:1")
-        changes = {
-            "dataset": (plain, dict(dataset="t")),
-            "seed": (plain, dict(seed=9)),
-            "batch_size": (plain, dict(batch_size=8)),
-            "window": (plain, dict(window=3)),
-            "world": (plain, dict(world=3)),
-            "rank": (brand.Job(world=3), dict(rank=2)),
-            "drop_last": (plain, dict(drop_last=True)),
-            "offset": (plain, dict(offset=5)),
-            "locality": (plain, dict(locality=False)),
-            "name": (plain, dict(name="n")),
-            "weight": (plain, dict(weight=2)),
-            "importance": (plain, dict(importance=brand.Importance("n"))),
-            "index": (plain, dict(index="abc")),
-            "members": (plain, dict(members="0011223344556677")),
-            "mix": (plain, dict(mix="web:1")),
-            "mix_block": (mixed, dict(mix_block=4)),
-            "mix_samples": (mixed, dict(mix_samples=40)),
-            "mix_schedule": (plain, dict(mix_schedule="0:web:1")),
-            "schedule_version": (brand.Job(name="n"), dict(schedule_version="latest")),
-            "transform": (plain, dict(transform="imagenet-eval")),
-            "columns": (plain, dict(columns=("image",))),
-            "seq": (plain, dict(seq=128)),
-            "pack": (brand.Job(seq=128), dict(pack="concat")),
-            "pad": (brand.Job(seq=128), dict(pad=5)),
-            "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
-            "clip": (plain, dict(clip=8)),
-            "stride": (brand.Job(clip=8), dict(stride=2)),
-            "fps": (brand.Job(clip=8), dict(fps=5)),
-            "step": (brand.Job(clip=8), dict(step=3)),
-            "clip_start": (brand.Job(clip=8), dict(clip_start="first")),
-            "clip_layout": (brand.Job(clip=8), dict(clip_layout="tchw")),
-            "delta_timestamps": (plain, dict(delta_timestamps={"cam": [-0.1, 0]})),
-            "frames": (plain, dict(frames=[-1, 0])),
-        }
+        # the query; a new field needs a line in field_changes, and in the
+        # encoder.
+        changes = field_changes()
         self.assertEqual(set(changes), {f.name for f in dataclasses.fields(brand.Job)})
         for name, (base, kw) in changes.items():
             with self.subTest(field=name):
@@ -119,6 +127,39 @@ class TestQuery(unittest.TestCase):
             with self.subTest(importance=kw):
                 self.assertNotEqual(job_query(brand.Job(importance=dataclasses.replace(imp, **kw))),
                                     job_query(brand.Job(importance=imp)))
+
+    def test_readme_tables(self):
+        """python/README.md's tables of the options name every field of each
+        (and no other), and its table of a Job's fields and the parameters
+        they send names every job parameter the gateway takes (the golden
+        list), each field beside the parameters it changes. The
+        reproduction: the tables left out members, columns, seq, pack, pad
+        and eos."""
+        with open(os.path.join(REPO, "python", "README.md")) as f:
+            readme = f.read()
+        rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| `")]
+        ticked = lambda cell: [t.split("=")[0] for t in re.findall(r"`([^`]+)`", cell)]  # noqa: E731
+        for cls in (brand.Job, brand.Importance, brand.Connection, brand.Options):
+            row = [r for r in rows if r[0].strip() == f"`brand.{cls.__name__}`"]
+            self.assertEqual(len(row), 1, f"python/README.md has no one row of brand.{cls.__name__}")
+            self.assertEqual(ticked(row[0][-1]), [f.name for f in dataclasses.fields(cls)],
+                             f"python/README.md's fields of brand.{cls.__name__}")
+        sent = {}
+        for r in rows:
+            if len(r) == 2 and not r[0].strip().startswith("`brand."):
+                for field in ticked(r[0]):
+                    self.assertNotIn(field, sent, f"python/README.md names Job.{field} twice")
+                    sent[field] = set(ticked(r[1]))
+        self.assertEqual(set(sent), {f.name for f in dataclasses.fields(brand.Job)},
+                         "python/README.md's table of a Job's parameters")
+        self.assertEqual(set().union(*sent.values()), golden(),
+                         "python/README.md's table of a Job's parameters names other parameters than the gateway takes")
+        for name, (base, kw) in field_changes().items():
+            with self.subTest(field=name):
+                a, b = job_query(dataclasses.replace(base, **kw)), job_query(base)
+                changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+                self.assertLessEqual(changed, sent[name], f"Job.{name} sends {changed}; the README says {sent[name]}")
+
 
     def test_values(self):
         q = job_query(ONE)

@@ -5,6 +5,7 @@ datasets of test_mix (web 120 samples, code 60, books 12)."""
 import json
 import os
 import sys
+import time
 import unittest
 import urllib.request
 
@@ -89,6 +90,56 @@ class TestScheduleGateway(unittest.TestCase):
         ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, mix_block=K, job=job, schedule_version="latest")
         ds.samples_in_epoch(0)
         self.assertEqual(ds.state_dict()["schedule_version"], v2)
+
+    def test_edit_races_two_workers_read_ahead(self):
+        """A trainer edits its stored schedule mid-epoch while two
+        DataLoader workers read ahead. An edit from the step after the one
+        it is on is refused, the workers having read it (the reproduction:
+        that 409 reached the training loop as a raw HTTPError); through the
+        loader's helper the edit succeeds, from the first step no worker
+        had read: after every step the trainer received, within
+        read_ahead_steps() of it. Every step from it holds the new weights,
+        and the epoch is what a job given the final schedule reads."""
+        job = "py-race"
+        c = brand.Client(self.gw.url, job=job)
+        v1 = c.store_schedule(f"0:{MIX}")["version"]
+        with self.assertRaises(brand.ScheduleConflictError) as e:
+            c.store_schedule(f"0:{MIX}")
+        self.assertEqual(e.exception.schedule_version, v1)
+        ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, job=job, schedule_version="latest", batches=True,
+                          collate=step_keys)
+        loader = ds.loader(num_workers=2)
+        self.assertEqual(loader.read_ahead_steps(), 2 * (2 + 2 + 2))
+        steps, made = [], None
+        for t, step in enumerate(loader):
+            steps.append(step)
+            if t != 3:
+                continue
+            # The workers read on while the trainer is at step 3.
+            deadline = time.monotonic() + 60
+            while c.schedule().get("latest_step", 0) <= t + 1:
+                self.assertLess(time.monotonic(), deadline, "the workers read no step ahead")
+                time.sleep(0.01)
+            with self.assertRaises(brand.ScheduleConflictError) as e:
+                c.edit_schedule("4:web:0,code:1,books:0", from_step=t + 1)
+            self.assertGreater(e.exception.first_editable_step, t + 1)
+            made = loader.edit_schedule("next:web:0,code:1,books:0")
+            self.assertEqual(made["previous"], v1)
+            self.assertGreater(made["from_step"], t + 1)
+            self.assertLessEqual(made["from_step"], t + loader.read_ahead_steps())
+        self.assertIsNotNone(made)
+        self.assertEqual(ds.schedule_version, made["version"])
+        self.assertEqual(ds.state_dict()["schedule_version"], made["version"])
+        self.assertEqual(len(steps), 24)  # 192 samples, 8 a step
+        for t, step in enumerate(steps[made["from_step"]:], made["from_step"]):
+            self.assertEqual({d for d, _ in step}, {"code"}, f"step {t}, after the edit from {made['from_step']}")
+        with self.client(mix_schedule=f"0:{MIX};{made['from_step']}:web:0,code:1,books:0") as plain:
+            self.assertEqual([tuple(k) for s in steps for k in s], keys(plain.epoch(0)))
+
+
+def step_keys(samples):
+    """A step's samples as (dataset, key) pairs: collated in the workers."""
+    return [(s["__dataset__"], s["__key__"]) for s in samples]
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -299,15 +300,15 @@ func TestClipsMatchPillow(t *testing.T) {
 			for _, pts := range cl.Frames {
 				pc.Frames = append(pc.Frames, d.byPTS[pts])
 			}
-			off, shape, err := transform.NPYDataOffset(out[i])
+			hdr, data, err := npy.Read(out[i])
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(shape) != fmt.Sprint([]int{8, 64, 96, 3}) || len(out[i]) != c.Sizes()[i] {
-				t.Fatalf("%s clip %d: shape %v, %d bytes (Sizes says %d)", name, i, shape, len(out[i]), c.Sizes()[i])
+			if fmt.Sprint(hdr.Shape) != fmt.Sprint([]int{8, 64, 96, 3}) || len(out[i]) != c.Sizes()[i] {
+				t.Fatalf("%s clip %d: shape %v, %d bytes (Sizes says %d)", name, i, hdr.Shape, len(out[i]), c.Sizes()[i])
 			}
 			cases = append(cases, pc)
-			got = append(got, out[i][off:])
+			got = append(got, data)
 		}
 		if flips == 0 || flips == len(clips) {
 			t.Fatalf("%s: %d of %d clips flipped", name, flips, len(clips))
@@ -355,19 +356,17 @@ func TestClipLayouts(t *testing.T) {
 		outs[l] = decodeClips(t, dec, d, c)
 	}
 	for i := range clips {
-		off, shape, _ := transform.NPYDataOffset(outs[THWC][i])
-		T, H, W := shape[0], shape[1], shape[2]
-		base := outs[THWC][i][off:]
+		hdr, base, _ := npy.Read(outs[THWC][i])
+		T, H, W := int(hdr.Shape[0]), int(hdr.Shape[1]), int(hdr.Shape[2])
 		for _, l := range []Layout{TCHW, CTHW} {
-			o, sh, _ := transform.NPYDataOffset(outs[l][i])
+			h, arr, _ := npy.Read(outs[l][i])
 			want := []int{T, 3, H, W}
 			if l == CTHW {
 				want = []int{3, T, H, W}
 			}
-			if fmt.Sprint(sh) != fmt.Sprint(want) {
-				t.Fatalf("%s shape %v, want %v", l, sh, want)
+			if fmt.Sprint(h.Shape) != fmt.Sprint(want) {
+				t.Fatalf("%s shape %v, want %v", l, h.Shape, want)
 			}
-			arr := outs[l][i][o:]
 			for tt := range T {
 				for ch := range 3 {
 					for px := range H * W {
@@ -400,13 +399,13 @@ func TestRotationReported(t *testing.T) {
 	dec := NewDecoder(Options{})
 	defer dec.Close()
 	out := decodeClips(t, dec, d, c)
-	off, shape, _ := transform.NPYDataOffset(out[0])
-	if c.Rotation() != 90 || fmt.Sprint(shape) != "[4 100 176 3]" {
-		t.Fatalf("rotation %d, shape %v", c.Rotation(), shape)
+	hdr, data, _ := npy.Read(out[0])
+	if c.Rotation() != 90 || fmt.Sprint(hdr.Shape) != "[4 100 176 3]" {
+		t.Fatalf("rotation %d, shape %v", c.Rotation(), hdr.Shape)
 	}
 	for k := range 4 {
 		ref, _ := d.frame(d.Frames[k].PTS)
-		if !bytes.Equal(out[0][off+k*len(ref):off+(k+1)*len(ref)], ref) {
+		if !bytes.Equal(data[k*len(ref):(k+1)*len(ref)], ref) {
 			t.Fatalf("frame %d differs from PyAV's", k)
 		}
 	}

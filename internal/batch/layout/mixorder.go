@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -25,8 +26,11 @@ const (
 	// the largest block (shuffle.MaxMixBlock) over 100 components takes
 	// about 18 MiB.
 	MaxMixSpanBytes = 32 << 20
-	// maxMemoMixSpanBytes bounds the spans kept, the least recently read
-	// dropped first.
+	// maxMemoMixSpanBytes bounds the spans kept and the mixtures they
+	// hold (a span holds its mixture, which the memo of mixtures may have
+	// dropped: 4,096 spans of as many mixtures named once each would
+	// otherwise hold up to 512 KiB of rounding tables apiece), the least
+	// recently read dropped first.
 	maxMemoMixSpanBytes = 64 << 20
 	// maxMemoMixSpans bounds their count, whatever their size.
 	maxMemoMixSpans = 4096
@@ -126,9 +130,50 @@ func (o *MixOrder) AppendRange(dst []shuffle.Draw, seed, epoch uint64, start, en
 // Safe for concurrent use.
 type mixSpans struct {
 	memo     *lru.Cache[mixSpanKey, *shuffle.MixSpan]
-	bytes    atomic.Int64 // the memo's spans' bytes
+	bytes    atomic.Int64 // the memo's spans' bytes, and their mixtures'
 	flight   singleflight.Group
 	building *semaphore.Weighted // bytes of the spans being built
+
+	mu sync.Mutex
+	// held are the mixtures the memo's spans hold, each counted in bytes
+	// once while any of its spans is kept.
+	held map[*shuffle.Mixture]heldMixture
+}
+
+type heldMixture struct {
+	spans int
+	bytes int64
+}
+
+// hold counts sp's bytes, and its mixture's if no kept span holds it yet.
+func (s *mixSpans) hold(sp *shuffle.MixSpan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := sp.Mixture()
+	h, ok := s.held[m]
+	if !ok {
+		h.bytes = m.Bytes()
+		s.bytes.Add(h.bytes)
+	}
+	h.spans++
+	s.held[m] = h
+	s.bytes.Add(sp.Bytes())
+}
+
+// drop uncounts a span dropped from the memo, and its mixture's bytes if
+// no kept span holds it any more.
+func (s *mixSpans) drop(sp *shuffle.MixSpan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bytes.Add(-sp.Bytes())
+	m := sp.Mixture()
+	h := s.held[m]
+	if h.spans--; h.spans <= 0 {
+		delete(s.held, m)
+		s.bytes.Add(-h.bytes)
+		return
+	}
+	s.held[m] = h
 }
 
 type mixSpanKey struct {
@@ -142,10 +187,8 @@ func (k mixSpanKey) String() string {
 }
 
 func newMixSpans() *mixSpans {
-	s := &mixSpans{building: semaphore.NewWeighted(MaxMixSpanBytes)}
-	s.memo, _ = lru.NewWithEvict(maxMemoMixSpans, func(_ mixSpanKey, sp *shuffle.MixSpan) {
-		s.bytes.Add(-sp.Bytes())
-	})
+	s := &mixSpans{building: semaphore.NewWeighted(MaxMixSpanBytes), held: map[*shuffle.Mixture]heldMixture{}}
+	s.memo, _ = lru.NewWithEvict(maxMemoMixSpans, func(_ mixSpanKey, sp *shuffle.MixSpan) { s.drop(sp) })
 	return s
 }
 
@@ -172,8 +215,11 @@ func (s *mixSpans) get(ctx context.Context, key string, o *shuffle.Mixture, seed
 		}
 		defer s.building.Release(n)
 		sp := o.Span(seed, epoch, first, blocks)
+		if kept, ok := s.memo.Peek(k); ok {
+			return kept, nil
+		}
+		s.hold(sp)
 		s.memo.Add(k, sp)
-		s.bytes.Add(sp.Bytes())
 		for s.bytes.Load() > maxMemoMixSpanBytes && s.memo.Len() > 1 {
 			s.memo.RemoveOldest()
 		}

@@ -47,10 +47,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -89,11 +92,12 @@ type Stage struct {
 	workers  Workers
 	maxBytes int64
 	figures  figures
+	header   *ustar.Template
 }
 
 // New returns a stage.
 func New(c Config) *Stage {
-	s := &Stage{workers: c.Workers, maxBytes: c.MaxBytes}
+	s := &Stage{workers: c.Workers, maxBytes: c.MaxBytes, header: memberHeader()}
 	if c.Registry != nil {
 		for _, m := range []struct {
 			name, help string
@@ -155,14 +159,11 @@ func (o *Output) Release() {
 }
 
 // block is a tar block.
-const block = 512
+const block = ustar.BlockSize
 
 // npyLen is the .npy header of an int32 [seq] array: 128 bytes for any
-// seq up to pack.MaxSeq (NumPy aligns the data to 64).
-func npyLen(seq int) int {
-	n := 10 + len("{'descr': '<i4', 'fortran_order': False, 'shape': (") + len(strconv.Itoa(seq)) + len(",), }") + 1
-	return (n + 63) / 64 * 64
-}
+// seq up to seqpack.MaxSeq (NumPy aligns the data to 64).
+func npyLen(seq int) int { return npy.HeaderLen("<i4", []int64{int64(seq)}) }
 
 // MemberBytes is one member of a sequence of seq tokens in the tar: its
 // header block, the .npy and the padding to a block.
@@ -234,7 +235,7 @@ func (s *Stage) Pack(ctx context.Context, req Request) (*Output, error) {
 	errs := make([]error, len(req.Seqs))
 	err = s.workers.Run(ctx, len(req.Seqs), func(i int) {
 		out := buf[int64(i)*per : int64(i+1)*per]
-		errs[i] = write(out, req.Keys[i], req.Seqs[i], req.At[i], docs, req.Spec)
+		errs[i] = write(out, s.header, req.Keys[i], req.Seqs[i], req.At[i], docs, req.Spec)
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("%w (sequence %s)", errs[i], req.Keys[i])
 		}
@@ -272,11 +273,11 @@ func name(names []string, k int) string {
 
 // write writes one sequence's two members into out, exactly
 // SequenceBytes long.
-func write(out []byte, key string, q seqpack.Sequence, at []int, docs []doc, spec Spec) error {
+func write(out []byte, header *ustar.Template, key string, q seqpack.Sequence, at []int, docs []doc, spec Spec) error {
 	seq := spec.Seq
 	m := int(MemberBytes(seq))
 	ids, pos := out[:m], out[m:]
-	data := member(ids, key+".input_ids.npy", seq)
+	data := member(ids, header, seq, key, ".input_ids.npy")
 	p := 0
 	for j, pc := range q.Pieces {
 		d := docs[at[j]]
@@ -293,7 +294,7 @@ func write(out []byte, key string, q seqpack.Sequence, at []int, docs []doc, spe
 	for ; p < seq; p++ {
 		binary.LittleEndian.PutUint32(data[4*p:], uint32(spec.Pad))
 	}
-	data = member(pos, key+".position_ids.npy", seq)
+	data = member(pos, header, seq, key, ".position_ids.npy")
 	p = 0
 	for _, pc := range q.Pieces {
 		for i := range pc.Len {
@@ -308,49 +309,29 @@ func write(out []byte, key string, q seqpack.Sequence, at []int, docs []doc, spe
 	return nil
 }
 
-// member writes a member's header block, its .npy header and the
-// padding into out (MemberBytes long) and returns the room for its
-// 4·seq bytes of data.
-func member(out []byte, name string, seq int) []byte {
-	clear(out[:block])
+// member writes a member's header block (header's, named name's parts),
+// its .npy header and the padding into out (MemberBytes long) and
+// returns the room for its 4·seq bytes of data.
+func member(out []byte, header *ustar.Template, seq int, name ...string) []byte {
 	h := npyLen(seq)
 	size := h + 4*seq
-	ustar(out[:block], name, int64(size))
-	npy := out[block : block+h]
-	copy(npy, "\x93NUMPY\x01\x00")
-	binary.LittleEndian.PutUint16(npy[8:], uint16(h-10))
-	dict := npy[10:10]
-	dict = append(dict, "{'descr': '<i4', 'fortran_order': False, 'shape': ("...)
-	dict = strconv.AppendInt(dict, int64(seq), 10)
-	dict = append(dict, ",), }"...)
-	for len(dict) < h-10-1 {
-		dict = append(dict, ' ')
-	}
-	_ = append(dict, '\n')
+	header.Put(out[:block], int64(size), name...)
+	// In place: out[block:block] has the room (seq is at most
+	// seqpack.MaxSeq, far from a header too long).
+	_, _ = npy.AppendHeader(out[block:block], "<i4", []int64{int64(seq)})
 	clear(out[block+size:])
 	return out[block+h : block+size]
 }
 
-// ustar writes a ustar header block of a regular file into hdr (512
-// zero bytes), as archive/tar reads it; the name is at most 100 bytes.
-func ustar(hdr []byte, name string, size int64) {
-	copy(hdr[0:100], name)
-	copy(hdr[100:108], "0000644\x00")
-	copy(hdr[108:116], "0000000\x00")
-	copy(hdr[116:124], "0000000\x00")
-	copy(hdr[124:136], fmt.Sprintf("%011o\x00", size))
-	copy(hdr[136:148], "00000000000\x00")
-	hdr[156] = '0'
-	copy(hdr[257:263], "ustar\x00")
-	copy(hdr[263:265], "00")
-	for i := 148; i < 156; i++ {
-		hdr[i] = ' '
+// memberHeader is the template of the members' headers: archive/tar's
+// ustar header of a file of mode 0644 modified at 0, with no owner, its
+// device numbers left empty as the stage has always written them.
+func memberHeader() *ustar.Template {
+	t, err := ustar.NewTemplate(0o644, time.Unix(0, 0))
+	if err != nil {
+		panic(err) // 1970 is ustar's first second: a time it holds
 	}
-	sum := 0
-	for _, c := range hdr[:block] {
-		sum += int(c)
-	}
-	copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return t.WithoutDevice()
 }
 
 // convert writes tokens [from, from+n) as little-endian int32 into dst
@@ -484,135 +465,49 @@ func parseDoc(sample []byte, dtype string) (doc, error) {
 
 // plainMember is the data of a sample that is one plain ustar member
 // named *.npy, as the formats' resident form writes a document (ok
-// false for anything else, which archive/tar then reads): a regular
-// file, a name within the header's 100 bytes, an octal size, a valid
-// checksum, and nothing but padding and at most the end-of-archive
-// blocks after its data.
+// false for anything else, which archive/tar then reads): a header
+// ustar.Plain reads, and nothing but padding and at most the
+// end-of-archive blocks after its data.
 func plainMember(sample []byte) ([]byte, bool) {
 	if len(sample) < block {
 		return nil, false
 	}
-	h := sample[:block]
-	if h[156] != '0' || string(h[257:262]) != "ustar" || h[345] != 0 {
-		return nil, false
-	}
-	name := h[:100]
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
-	}
-	if !bytes.HasSuffix(name, []byte(".npy")) {
-		return nil, false
-	}
-	size, ok := octal(h[124:136])
-	sum, ok2 := octal(h[148:156])
-	if !ok || !ok2 || size > int64(len(sample)-block) {
-		return nil, false
-	}
-	var got int64
-	for i, c := range h {
-		if i >= 148 && i < 156 {
-			c = ' '
-		}
-		got += int64(c)
-	}
-	if got != sum {
+	name, size, ok := ustar.Plain((*[block]byte)(sample))
+	if !ok || !strings.HasSuffix(name, ".npy") || size > int64(len(sample)-block) {
 		return nil, false
 	}
 	end := block + int(size)
-	if rest := len(sample) - end; rest >= 2*block+block || (rest >= block && !allZero(sample[end:])) {
+	if rest := len(sample) - end; rest >= 2*block+block || (rest >= block && !ustar.IsZero(sample[end:])) {
 		return nil, false // another member follows
 	}
 	return sample[block:end], true
 }
 
-// octal reads a tar header's NUL- or space-terminated octal field.
-func octal(f []byte) (int64, bool) {
-	var n int64
-	seen := false
-	for _, c := range f {
-		switch {
-		case c >= '0' && c <= '7':
-			n = n*8 + int64(c-'0')
-			seen = true
-			if n > 1<<40 {
-				return 0, false
-			}
-		case c == 0 || c == ' ':
-			if seen {
-				return n, true
-			}
-		default:
-			return 0, false
-		}
-	}
-	return n, seen
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // parseNPY reads a 1-D little-endian integer .npy.
 func parseNPY(b []byte, dtype string) (doc, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return doc{}, fmt.Errorf("%w: not a .npy", ErrDocument)
+	h, start, err := npy.ReadHeader(b)
+	if err != nil {
+		return doc{}, fmt.Errorf("%w: %v", ErrDocument, err)
 	}
-	var hl, start int
-	switch b[6] {
-	case 1:
-		hl, start = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return doc{}, fmt.Errorf("%w: a truncated .npy", ErrDocument)
-		}
-		hl, start = int(binary.LittleEndian.Uint32(b[8:])), 12
-	default:
-		return doc{}, fmt.Errorf("%w: .npy version %d", ErrDocument, b[6])
-	}
-	if start+hl > len(b) {
-		return doc{}, fmt.Errorf("%w: a truncated .npy header", ErrDocument)
-	}
-	dict := string(b[start : start+hl])
-	descr, ok := between(dict, "'descr': '", "'")
-	d, known := descrs[descr]
-	if !ok || !known {
-		return doc{}, fmt.Errorf("%w: tokens of descriptor %q, not an integer's", ErrDocument, descr)
+	d, known := descrs[h.Descr]
+	if !known {
+		return doc{}, fmt.Errorf("%w: tokens of descriptor %q, not an integer's", ErrDocument, h.Descr)
 	}
 	if dtype != "" && d.dtype != dtype {
 		return doc{}, fmt.Errorf("%w: tokens of dtype %s, the index says %s", ErrDocument, d.dtype, dtype)
 	}
-	if f, _ := between(dict, "'fortran_order': ", ","); strings.TrimSpace(f) != "False" && d.size > 1 {
+	if h.Fortran && d.size > 1 {
 		return doc{}, fmt.Errorf("%w: a Fortran-ordered .npy", ErrDocument)
 	}
-	shape, ok := between(dict, "'shape': (", ")")
-	dims := strings.Split(strings.TrimSuffix(strings.TrimSpace(shape), ","), ",")
-	if !ok || len(dims) != 1 {
-		return doc{}, fmt.Errorf("%w: shape (%s), not one dimension", ErrDocument, shape)
+	if len(h.Shape) != 1 {
+		return doc{}, fmt.Errorf("%w: shape %v, not one dimension", ErrDocument, h.Shape)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(dims[0]))
-	data := b[start+hl:]
-	if err != nil || n < 0 || int64(n)*int64(d.size) != int64(len(data)) {
-		return doc{}, fmt.Errorf("%w: shape (%s) and %d bytes of data", ErrDocument, shape, len(data))
+	n := h.Shape[0]
+	data := b[start:]
+	if n > int64(len(data)) || n*int64(d.size) != int64(len(data)) {
+		return doc{}, fmt.Errorf("%w: shape %v and %d bytes of data", ErrDocument, h.Shape, len(data))
 	}
-	return doc{data: data, size: d.size, sign: d.sign, count: n}, nil
-}
-
-func between(s, from, to string) (string, bool) {
-	i := strings.Index(s, from)
-	if i < 0 {
-		return "", false
-	}
-	s = s[i+len(from):]
-	j := strings.Index(s, to)
-	if j < 0 {
-		return "", false
-	}
-	return s[:j], true
+	return doc{data: data, size: d.size, sign: d.sign, count: int(n)}, nil
 }
 
 // Figures are what the stage has packed: sequences, their tokens, those

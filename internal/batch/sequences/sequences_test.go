@@ -8,11 +8,11 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -43,36 +43,30 @@ func (w *inline) Buffer(_ context.Context, n int64, _ bool) ([]byte, func(), err
 // member key.npy with the tokens in dtype descr.
 func docSample(t testing.TB, key, descr string, size int, tokens []int64) []byte {
 	t.Helper()
-	var npy []byte
-	npy = append(npy, "\x93NUMPY\x01\x00"...)
-	dict := "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + strconv.Itoa(len(tokens)) + ",), }"
-	hl := (10 + len(dict) + 1 + 63) / 64 * 64
-	npy = binary.LittleEndian.AppendUint16(npy, uint16(hl-10))
-	npy = append(npy, dict...)
-	for len(npy) < hl-1 {
-		npy = append(npy, ' ')
+	b, err := npy.AppendHeader(nil, descr, []int64{int64(len(tokens))})
+	if err != nil {
+		t.Fatal(err)
 	}
-	npy = append(npy, '\n')
 	for _, v := range tokens {
 		switch size {
 		case 1:
-			npy = append(npy, byte(v))
+			b = append(b, byte(v))
 		case 2:
-			npy = binary.LittleEndian.AppendUint16(npy, uint16(v))
+			b = binary.LittleEndian.AppendUint16(b, uint16(v))
 		case 4:
-			npy = binary.LittleEndian.AppendUint32(npy, uint32(v))
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
 		case 8:
-			npy = binary.LittleEndian.AppendUint64(npy, uint64(v))
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
 		}
 	}
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	if err := tw.WriteHeader(&tar.Header{Name: key + ".npy", Size: int64(len(npy)), Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	if err := tw.WriteHeader(&tar.Header{Name: key + ".npy", Size: int64(len(b)), Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
 		t.Fatal(err)
 	}
-	tw.Write(npy)
+	tw.Write(b)
 	tw.Flush()
-	return b.Bytes()
+	return out.Bytes()
 }
 
 // read decodes a packed body into sequences (key → input_ids,
@@ -222,7 +216,7 @@ func TestPackRefuses(t *testing.T) {
 func TestSizes(t *testing.T) {
 	for _, seq := range []int{1, 7, 128, 4096, 100000, seqpack.MaxSeq} {
 		out := make([]byte, MemberBytes(seq))
-		data := member(out, "seq/0/0000000000.input_ids.npy", seq)
+		data := member(out, memberHeader(), seq, "seq/0/0000000000.input_ids.npy")
 		if len(data) != 4*seq {
 			t.Fatalf("seq %d: room for %d bytes", seq, len(data))
 		}

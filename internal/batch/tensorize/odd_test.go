@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -84,11 +85,12 @@ func TestOddImages(t *testing.T) {
 				if len(ms) != 2 || ms[1].name != fmt.Sprintf("odd/%d.npy", i) {
 					t.Fatalf("%s: members %v", files[i].ext, ms)
 				}
-				npy := ms[1].data
-				if want := tensor(t, p, files[i].data, in[i].Key); !bytes.Equal(npy, want) {
+				got := ms[1].data
+				if want := tensor(t, p, files[i].data, in[i].Key); !bytes.Equal(got, want) {
 					t.Errorf("image %d: tensor differs from the pipeline's", i)
 				}
-				_, shape, err := transform.NPYDataOffset(npy)
+				hdr, _, err := npy.Read(got)
+				shape := hdr.Shape
 				if err != nil || len(shape) != 3 || shape[0] != 3 {
 					t.Errorf("image %d: shape %v (%v), want three channels first", i, shape, err)
 					continue
@@ -101,7 +103,7 @@ func TestOddImages(t *testing.T) {
 				if name == "upright" && files[i].swapped {
 					w, h = h, w
 				}
-				if shape[1] != h || shape[2] != w {
+				if shape[1] != int64(h) || shape[2] != int64(w) {
 					t.Errorf("image %d: shape %v, want [3 %d %d]", i, shape, h, w)
 				}
 			}

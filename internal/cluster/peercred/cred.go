@@ -25,6 +25,10 @@ const (
 	HeaderPeerNonce = "Brand-Peer-Nonce" // 16 random bytes, hex: no two credentials alike
 	HeaderPeerBody  = "Brand-Peer-Body"  // the body's SHA-256, hex
 	HeaderPeerAuth  = "Brand-Peer-Auth"  // the credential
+	// HeaderPeerBoot is, on a request, the boot of the receiving node the
+	// credential is for, and on a 401 for another boot (ErrOtherBoot),
+	// the receiving node's own.
+	HeaderPeerBoot  = "Brand-Peer-Boot"
 	HeaderNotMember = "Brand-Peer-Unknown"
 )
 
@@ -37,6 +41,12 @@ const DefaultSkew = 30 * time.Second
 // credential.
 var ErrUnauthenticated = errors.New("not a peer")
 
+// ErrOtherBoot marks a credential signed for another boot of the
+// receiving node: one captured before the node restarted, or one from a
+// node that has not yet learned of the restart. The refusal names the
+// node's boot (HeaderPeerBoot), with which the asker signs again.
+var ErrOtherBoot = errors.New("signed for another boot of this node")
+
 // ErrNotMember marks a credential of a node that is not a member of any
 // membership version the receiver knows (its source has not listed it
 // yet, or never will). The asker takes it for a refusal: the receiver is
@@ -47,12 +57,13 @@ var ErrNotMember = errors.New("not a member")
 // (`brand serve --peer-secret-file`); a node signs each internal request
 // it sends with HMAC-SHA256(secret, …) over the request (method, path and
 // query, the SHA-256 of its body), the asking node's URL and the URL of
-// the node it is sent to, the time and a random nonce (Sign). A
-// credential thus names the node by its identity, which a membership
-// change does not alter; one node cannot speak for another; a client's
-// bearer token, which is not derived from the secret, is never a peer's;
-// and a credential seen on the wire is good for nothing but its own
-// request, once, within the skew (Verifier).
+// the node it is sent to, that node's boot (Verifier.Boot), the time and
+// a random nonce (Sign). A credential thus names the node by its
+// identity, which a membership change does not alter; one node cannot
+// speak for another; a client's bearer token, which is not derived from
+// the secret, is never a peer's; and a credential seen on the wire is
+// good for nothing but its own request, once, to the life of the node it
+// was sent to, within the skew (Verifier).
 //
 // The zero value has no secret: requests carry the node's URL alone,
 // internal endpoints accept anyone, and nothing a request claims about
@@ -71,9 +82,9 @@ func (c Credentials) Enabled() bool { return len(c.secret) > 0 }
 
 // mac is the credential of a request: every field ends with a newline,
 // which none of them may hold.
-func (c Credentials) mac(from, to, at, nonce, method, target, body string) string {
+func (c Credentials) mac(from, to, boot, at, nonce, method, target, body string) string {
 	m := hmac.New(sha256.New, c.secret)
-	for _, f := range []string{"brand-peer-v4", from, to, at, nonce, method, target, body} {
+	for _, f := range []string{"brand-peer-v5", from, to, boot, at, nonce, method, target, body} {
 		m.Write([]byte(f))
 		m.Write([]byte{'\n'})
 	}
@@ -95,8 +106,10 @@ func target(u *neturl.URL, base string) string {
 }
 
 // Sign marks req, with body (nil: none), as sent now by the node at URL
-// from to the node at URL to (its base URL, as the members are listed).
-func (c Credentials) Sign(req *http.Request, from, to string, body []byte) {
+// from to the node at URL to (its base URL, as the members are listed)
+// in its boot boot, as that node last named it (HeaderPeerBoot on a 401;
+// "" before it has: the node refuses the request, naming its boot).
+func (c Credentials) Sign(req *http.Request, from, to, boot string, body []byte) {
 	req.Header.Set(HeaderPeer, from)
 	if !c.Enabled() {
 		return
@@ -108,7 +121,8 @@ func (c Credentials) Sign(req *http.Request, from, to string, body []byte) {
 	req.Header.Set(HeaderPeerTime, at)
 	req.Header.Set(HeaderPeerNonce, nonce)
 	req.Header.Set(HeaderPeerBody, digest)
-	req.Header.Set(HeaderPeerAuth, c.mac(from, to, at, nonce, req.Method, target(req.URL, to), digest))
+	req.Header.Set(HeaderPeerBoot, boot)
+	req.Header.Set(HeaderPeerAuth, c.mac(from, to, boot, at, nonce, req.Method, target(req.URL, to), digest))
 }
 
 // Members says whether a URL names a member of a membership version this
@@ -120,10 +134,19 @@ type Members interface {
 // Verifier checks the credentials of the internal requests a node
 // receives, remembering those it accepted until they are stale. Safe for
 // concurrent use.
+//
+// What it remembers lives in memory and dies with the process: a node
+// restarted within the skew would take again a credential its previous
+// life accepted. So each Verifier draws a boot (16 random bytes) that
+// every credential it takes must cover: one signed for an earlier life of
+// the node is ErrOtherBoot, and replaying a request captured before a
+// restart gets nothing but the new boot, which only the secret can sign
+// for. No disk is needed: a stateless node is safe across restarts.
 type Verifier struct {
 	cred    Credentials
 	self    string
-	skew    int64 // seconds
+	boot    string // this life's: hex of 16 random bytes
+	skew    int64  // seconds
 	members Members
 
 	mu sync.Mutex
@@ -144,35 +167,48 @@ func NewVerifier(cred Credentials, self string, skew time.Duration, members Memb
 	if skew <= 0 {
 		skew = DefaultSkew
 	}
-	return &Verifier{cred: cred, self: self, skew: int64(skew / time.Second), members: members, seen: map[[sha256.Size]byte]int64{}, sweep: 1024}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return &Verifier{cred: cred, self: self, boot: hex.EncodeToString(b[:]), skew: int64(skew / time.Second), members: members,
+		seen: map[[sha256.Size]byte]int64{}, sweep: 1024}
 }
+
+// Boot is this node's boot, which every credential it takes covers: a
+// refusal for another boot names it (HeaderPeerBoot), and the asker signs
+// with it from then on.
+func (v *Verifier) Boot() string { return v.boot }
 
 // maxPeerURL bounds the URL a request may claim to come from.
 const maxPeerURL = 2048
 
 // Verify returns the URL of the node an internal request comes from. With
 // a secret, a request is ErrUnauthenticated unless its credential covers
-// it and this node, its time is within the skew, it was not accepted
-// before, and its sender is a member this node knows (else also
-// ErrNotMember); its body fails the handler's read unless it is the one
-// covered. Without a secret, every request passes and node is "": its
-// claim is not evidence.
+// it, this node and this node's boot (else also ErrOtherBoot), its time is
+// within the skew, it was not accepted before, and its sender is a member
+// this node knows (else also ErrNotMember); its body fails the handler's
+// read unless it is the one covered. Without a secret, every request
+// passes and node is "": its claim is not evidence.
 func (v *Verifier) Verify(r *http.Request) (node string, err error) {
 	if !v.cred.Enabled() {
 		return "", nil
 	}
 	h := r.Header
-	u, at, nonce, digest := h.Get(HeaderPeer), h.Get(HeaderPeerTime), h.Get(HeaderPeerNonce), h.Get(HeaderPeerBody)
-	if u == "" || len(u) > maxPeerURL || len(nonce) != 32 || len(digest) != 2*sha256.Size {
+	u, at, nonce, digest, boot := h.Get(HeaderPeer), h.Get(HeaderPeerTime), h.Get(HeaderPeerNonce), h.Get(HeaderPeerBody), h.Get(HeaderPeerBoot)
+	if u == "" || len(u) > maxPeerURL || len(nonce) != 32 || len(digest) != 2*sha256.Size || len(boot) > len(v.boot) {
 		return "", ErrUnauthenticated
 	}
 	mac, err := hex.DecodeString(h.Get(HeaderPeerAuth))
 	if err != nil || len(mac) != sha256.Size {
 		return "", ErrUnauthenticated
 	}
-	want, _ := hex.DecodeString(v.cred.mac(u, v.self, at, nonce, r.Method, target(r.URL, v.self), digest))
+	want, _ := hex.DecodeString(v.cred.mac(u, v.self, boot, at, nonce, r.Method, target(r.URL, v.self), digest))
 	if !hmac.Equal(mac, want) {
 		return "", ErrUnauthenticated
+	}
+	if boot != v.boot {
+		// A peer's, signed before it learned of this life; or a replay
+		// of one captured before the restart.
+		return "", fmt.Errorf("%w: %w (a credential for boot %q; this node's is %s)", ErrUnauthenticated, ErrOtherBoot, boot, v.boot)
 	}
 	t, err := strconv.ParseInt(at, 10, 64)
 	if now := time.Now().Unix(); err != nil || t < now-v.skew || t > now+v.skew {

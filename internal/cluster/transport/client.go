@@ -9,6 +9,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/brandgw/brand/internal/cluster/peercred"
@@ -28,6 +29,9 @@ type transport struct {
 	http *http.Client
 	cred peercred.Credentials
 	self string // this node's URL as the members are listed
+	// boots are the other nodes' boots, by URL, as each last named its
+	// own (peercred.HeaderPeerBoot): what a credential is signed for.
+	boots sync.Map
 	// timeout bounds a request that moves data (samples, a chunk,
 	// feedback, a question about chunks); quick a state probe or a
 	// question for a membership's members.
@@ -65,7 +69,11 @@ type request struct {
 
 // call sends r to the node and, if it answers 200, hands the response to
 // read before the body is closed. Not reaching the node is ErrDown; a
-// status other than 200 is classified by statusError.
+// status other than 200 is classified by statusError. A credential the
+// node refuses as signed for another of its boots (it restarted, or this
+// node has not asked it yet) is signed again for the boot its refusal
+// names and sent once more, within the same bound: the refusal came
+// before the node read anything of the request.
 func (c Client) call(ctx context.Context, r request, read func(*http.Response) error) error {
 	timeout := c.t.timeout
 	if r.quick {
@@ -77,23 +85,33 @@ func (c Client) call(ctx context.Context, r request, read func(*http.Response) e
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, target, bytes.NewReader(r.body))
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRefused, err)
+	for try := 0; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, r.method, target, bytes.NewReader(r.body))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+		if r.body != nil {
+			req.Header.Set("Content-Type", ReplyType)
+		}
+		boot, _ := c.t.boots.Load(c.url)
+		signed, _ := boot.(string)
+		c.t.cred.Sign(req, c.t.self, c.url, signed, r.body)
+		resp, err := c.t.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("%w: %w: %s: %w", ErrDown, errNoAnswer, c.url, err)
+		}
+		if now := resp.Header.Get(peercred.HeaderPeerBoot); resp.StatusCode == http.StatusUnauthorized && now != "" && now != signed && try == 0 {
+			c.t.boots.Store(c.url, now)
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			resp.Body.Close()
+			continue
+		}
+		defer resp.Body.Close()
+		if err := statusError(resp, c.url); err != nil {
+			return err
+		}
+		return read(resp)
 	}
-	if r.body != nil {
-		req.Header.Set("Content-Type", ReplyType)
-	}
-	c.t.cred.Sign(req, c.t.self, c.url, r.body)
-	resp, err := c.t.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %w: %s: %w", ErrDown, errNoAnswer, c.url, err)
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, c.url); err != nil {
-		return err
-	}
-	return read(resp)
 }
 
 // Errors of a request, by what they cost the peer (see the package doc).

@@ -303,10 +303,16 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	return rep, err
 }
 
-// Feedback fetches node k's part of an epoch's importance feedback for a
-// job (Client.Feedback).
-func (n *Nodes) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
-	return n.at(k).client.Feedback(ctx, ds, job, epoch)
+// Feedback collects node k's part of an epoch's importance feedback for
+// a job, for a seal (Client.Feedback).
+func (n *Nodes) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
+	return n.at(k).client.Feedback(ctx, ds, job, epoch, seal)
+}
+
+// Settle tells node k how a seal that collected its part of an epoch's
+// feedback ended (Client.Settle).
+func (n *Nodes) Settle(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
+	return n.at(k).client.Settle(ctx, ds, job, epoch, seal, version)
 }
 
 // AskMembers asks node k for a membership version's member list

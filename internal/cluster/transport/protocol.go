@@ -44,7 +44,7 @@ const (
 	SamplesPath  = "/internal/v2/samples"
 	StatePath    = "/internal/v2/state"
 	MembersPath  = "/internal/v2/members"     // ?members=VERSION: a membership's member list
-	FeedbackPath = "/internal/v2/importance/" // + job
+	FeedbackPath = "/internal/v2/importance/" // + job ?dataset&index&epoch&seal: GET collects the node's part for a seal, POST [&sealed=VERSION] tells it how the seal ended
 	StepsPath    = "/internal/v2/steps/"      // + job ?from=STEP: the latest step of the job's stored schedule the node has served
 	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
 	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
@@ -488,10 +488,13 @@ func DecodeMembers(r *http.Request, l query.Limits) (string, error) {
 // little-endian uint32 and float32.
 const feedbackRecord = 8
 
-// Feedback fetches the node's part of an epoch's importance feedback for
-// a job: (uint32 ID, float32 loss) records, at most one per sample of ds.
-func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
-	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)}}
+// Feedback collects the node's part of an epoch's importance feedback for
+// a job, for the seal named seal: (uint32 ID, float32 loss) records, at
+// most one per sample of ds. The node takes no feedback for the epoch
+// until the seal tells it how it ended (Settle).
+func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)},
+		query.ParamSeal: {seal}}
 	limit := int64(feedbackRecord * ds.Index.NumSamples())
 	var b []byte
 	err := c.call(ctx, request{method: http.MethodGet, path: FeedbackPath + neturl.PathEscape(job), query: v},
@@ -508,12 +511,39 @@ func (c Client) Feedback(ctx context.Context, ds *catalog.Dataset, job string, e
 	return b, nil
 }
 
+// Settle tells the node how the seal named seal, which collected its
+// part of an epoch's feedback (Feedback), ended: sealed as version, or
+// "" for nothing sealed.
+func (c Client) Settle(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
+	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamEpoch: {strconv.FormatUint(epoch, 10)},
+		query.ParamSeal: {seal}}
+	if version != "" {
+		v.Set(query.ParamSealed, version)
+	}
+	return c.call(ctx, request{method: http.MethodPost, path: FeedbackPath + neturl.PathEscape(job), query: v, quick: true},
+		func(*http.Response) error { return nil })
+}
+
+// FeedbackRequest is a node's request about this node's part of an
+// epoch's feedback: the dataset version, the epoch and the seal; in a
+// settlement, the version the seal sealed ("": none).
+type FeedbackRequest struct {
+	DS     *catalog.Dataset
+	Epoch  uint64
+	Seal   string
+	Sealed string
+}
+
 // DecodeFeedback reads a node's request for this node's part of an
-// epoch's feedback: the dataset version and the epoch.
-func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, uint64, error) {
-	q, ds, err := decodeVersioned(r, v, query.PeerFeedbackParams, l, func(q query.Query) bool { return q.EpochSet },
-		"a feedback request names its dataset, index and epoch")
-	return ds, q.Epoch, err
+// epoch's feedback (GET) or its settlement (POST).
+func DecodeFeedback(r *http.Request, v Versions, l query.Limits) (FeedbackRequest, error) {
+	accepted := query.PeerFeedbackParams
+	if r.Method == http.MethodPost {
+		accepted = query.PeerSettleParams
+	}
+	q, ds, err := decodeVersioned(r, v, accepted, l, func(q query.Query) bool { return q.EpochSet && q.Seal != "" },
+		"a feedback request names its dataset, index, epoch and seal")
+	return FeedbackRequest{DS: ds, Epoch: q.Epoch, Seal: q.Seal, Sealed: q.Sealed}, err
 }
 
 // decodeVersioned reads a node's request about a version of a dataset

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,10 +106,16 @@ func TestFeedbackAnswers(t *testing.T) {
 		{"refused", nil, http.StatusNotFound, false},
 	}
 	lim := query.Limits{MaxBatchSize: 16, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}
+	const seal, sealed = "0123456789abcdef", "fedcba9876543210"
+	var settled []string // the settlements the node was told, as job:version
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, epoch, err := DecodeFeedback(r, oneVersion{ds}, lim)
-		if err != nil || got != ds || epoch != 3 {
-			http.Error(w, fmt.Sprintf("asked %v for epoch %d: %v", got, epoch, err), http.StatusBadRequest)
+		fr, err := DecodeFeedback(r, oneVersion{ds}, lim)
+		if err != nil || fr.DS != ds || fr.Epoch != 3 || fr.Seal != seal || r.Method == http.MethodGet && fr.Sealed != "" {
+			http.Error(w, fmt.Sprintf("asked %+v: %v", fr, err), http.StatusBadRequest)
+			return
+		}
+		if r.Method == http.MethodPost {
+			settled = append(settled, strings.TrimPrefix(r.URL.Path, FeedbackPath)+":"+fr.Sealed)
 			return
 		}
 		for _, tc := range tests {
@@ -130,9 +138,18 @@ func TestFeedbackAnswers(t *testing.T) {
 		t.Fatalf("peers %v, want the one node", peers)
 	}
 	for _, tc := range tests {
-		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3)
+		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3, seal)
 		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(got, tc.answer) {
 			t.Errorf("%s: %q, %v; want ok %v with the records answered", tc.job, got, err, tc.ok)
 		}
+	}
+	// How the seal ended, told back: sealed as a version, or nothing.
+	for _, version := range []string{sealed, ""} {
+		if err := n.Settle(context.Background(), peers[0], ds, "two-records", 3, seal, version); err != nil {
+			t.Fatalf("settling with %q: %v", version, err)
+		}
+	}
+	if want := []string{"two-records:" + sealed, "two-records:"}; !slices.Equal(settled, want) {
+		t.Fatalf("the node was told %q, want %q", settled, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/disktier"
@@ -309,10 +310,14 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 
 // readDecoded reads chunk c of a dataset served in place once — the
 // ranges of its object its format says the fields read need, into a
-// buffer of pools — and decodes it into buf, its resident form, whose
-// table holds each sample's CRC32C from then on. Bytes that do not
+// buffer of pools, pinned to the version indexed (an object's ETag, a
+// local file's identity) — and decodes it into buf, its resident form,
+// whose table holds each sample's CRC32C from then on. Bytes that do not
 // decode are a badSample, read again as a tar chunk failing its checksum
-// is; a store error is an error.
+// is; bytes that differ from the CRC32Cs an index with checksums recorded
+// are checked before they are decoded, and read again, by readChecked; a
+// store error is an error (a file changed since it was indexed:
+// s3backend.ErrChanged).
 func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (badSample, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
@@ -333,29 +338,30 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		// read below, as any other decoder's.
 		n := format.Concat(ranges)
 		src = pools.Get(n)[:n]
+		check := dataset.NewSpanChecker(ds.Index, c, obj)
 		err := st.DecodeStream(c, ip.sel, func(r format.Range) (io.ReadCloser, error) {
-			return ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
+			rc, err := ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
+			if err != nil {
+				return nil, err
+			}
+			return check.Wrap(r, rc)
 		}, src, buf, wo)
-		if !errors.Is(err, format.ErrNotStreamed) {
-			pools.Put(src)
-			return decoded(ds, c, k, bound, err, nil)
-		}
 		pools.Put(src)
 		src = nil
+		cerr := check.Err()
+		switch {
+		case errors.Is(cerr, dataset.ErrChecksum):
+			// Bytes that differ from their checksums: read whole below,
+			// again, and checked there.
+		case cerr != nil && err == nil:
+			return badSample{}, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
+		case !errors.Is(err, format.ErrNotStreamed):
+			return decoded(ds, c, k, bound, err, nil)
+		}
 	}
 	if src == nil {
-		n := format.Concat(ranges)
-		src = pools.Get(n)[:n]
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(rangeReads)
-		at := int64(0)
-		for _, r := range ranges {
-			p := src[at : at+r.Len]
-			at += r.Len
-			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
-		}
-		if err := g.Wait(); err != nil {
-			pools.Put(src)
+		var err error
+		if src, err = readChecked(ctx, ds, c, k, ranges, pools); err != nil {
 			return badSample{}, err
 		}
 	}
@@ -390,6 +396,50 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src [
 		return badSample{id: undecodable, decode: err.Error()}, nil
 	}
 	return badSample{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+}
+
+// checksumReads is how many times a chunk whose bytes differ from their
+// checksums is read before it is reported damaged: a byte flipped in
+// transit does not survive a second read.
+const checksumReads = 2
+
+// readChecked reads the ranges of chunk c of ds, a dataset served in
+// place, into a buffer of pools, pinned to the version indexed, and
+// checks them against an index's checksums (dataset.CheckSpans). Bytes
+// that differ are read again, and on every read a *DamagedChunkError
+// wrapping ErrCorrupt, which names them: the file changed or was damaged
+// since it was indexed, and the chunk is marked damaged, as a tar chunk
+// failing its CRC32C is (skip mode leaves its samples out, named).
+func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers) ([]byte, error) {
+	ip := ds.InPlace
+	obj, etag := ds.ObjectOf(c)
+	n := format.Concat(ranges)
+	for read := 1; ; read++ {
+		src := pools.Get(n)[:n]
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(rangeReads)
+		at := int64(0)
+		for _, r := range ranges {
+			p := src[at : at+r.Len]
+			at += r.Len
+			g.Go(func() error { return ip.Data.ReadRange(gctx, obj, etag, r.Off, p) })
+		}
+		err := g.Wait()
+		if err == nil {
+			err = dataset.CheckSpans(ds.Index, c, obj, ranges, src)
+		}
+		if err == nil {
+			return src, nil
+		}
+		pools.Put(src)
+		if !errors.Is(err, dataset.ErrChecksum) {
+			return nil, err
+		}
+		if read == checksumReads {
+			ds.damaged[c].Store(true)
+			return nil, &DamagedChunkError{Key: k, Reads: read, Err: fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)}
+		}
+	}
 }
 
 // rangeOpener is a store that reads a range as a stream

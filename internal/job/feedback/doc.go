@@ -26,6 +26,10 @@
 // # Concurrency
 //
 // A State is safe for concurrent use. An epoch's feedback is applied under
-// a shared lock that closing it for a seal takes exclusively: a batch
-// answered as accepted is in the seal, and one after is refused.
+// a shared lock that closing it for a seal takes exclusively, and a seal
+// that collected a node's part — whether it held feedback or none yet —
+// keeps the epoch closed there until it says how it ended (seal.go): a
+// batch answered as accepted is in the seal, and one after is refused. An
+// epoch opened afresh applies nothing before its first look at the
+// store's pointer.
 package feedback

@@ -63,6 +63,9 @@ type alone struct{}
 
 func (alone) Peers() []int   { return nil }
 func (alone) URL(int) string { return "" }
-func (alone) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
+func (alone) Feedback(context.Context, int, *catalog.Dataset, string, uint64, string) ([]byte, error) {
 	return nil, nil
+}
+func (alone) Settle(context.Context, int, *catalog.Dataset, string, uint64, string, string) error {
+	return nil
 }

@@ -2,6 +2,8 @@ package feedback
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -44,22 +46,60 @@ type open struct {
 	key     accKey
 	acc     *importance.Accumulator
 	checked time.Time // when the store's pointer was last looked at; under table.mu
+	// checkedFirst is closed once the store's pointer has been looked at
+	// for the first time (State.checkStore): until then no batch is
+	// applied, since the epoch may be sealed already — by this node, whose
+	// seal released the epoch's feedback before this one opened it again,
+	// or by a gateway outside its cluster.
+	checkedFirst chan struct{}
+	checkedOnce  sync.Once
 
 	// mu is held shared by each batch applied and exclusively to close
 	// the epoch, so that every batch applied before the close is in what
 	// the close hands out, and none after.
 	mu     sync.RWMutex
 	closed error // why no more feedback is taken: ErrSealed or ErrStale, wrapped
+	// collected: closed by a seal's collection, which reopens it if every
+	// seal that collected it ends without sealing (table.settle).
+	collected bool
 }
 
-// add applies a body's records, unless the epoch is closed.
-func (o *open) add(recs *records) error {
+// add applies a body's records, unless the epoch is closed, once its
+// first look at the store is done.
+func (o *open) add(ctx context.Context, recs *records) error {
+	select {
+	case <-o.checkedFirst:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if o.closed != nil {
 		return o.closed
 	}
 	return recs.apply(o.acc)
+}
+
+// collect closes the epoch for a seal's collection and returns its
+// accumulator, complete.
+func (o *open) collect(why error) *importance.Accumulator {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed == nil {
+		o.closed, o.collected = why, true
+	}
+	return o.acc
+}
+
+// reopen takes feedback again in an epoch closed by a collection alone:
+// every seal that collected it ended without sealing, so what it holds
+// is in no snapshot, and the next seal collects it with what follows.
+func (o *open) reopen() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.collected {
+		o.closed, o.collected = nil, false
+	}
 }
 
 // close stops the epoch taking feedback, with why, and returns its
@@ -87,6 +127,15 @@ type table struct {
 
 	mu   sync.Mutex
 	jobs map[jobKey]*job
+	// collected holds, by epoch, the seals that collected its feedback
+	// here (this node's own, or a peer's) and have not said how they
+	// ended (settle), each with when it collected. While one is pending
+	// and within Limits.Hold, the epoch takes no feedback, whether this
+	// node held some (closed) or none (nothing to close): what a seal did
+	// not collect must not be answered as accepted. Entries go when their
+	// seals settle, or when found past Limits.Hold (State.unsettled), or
+	// after Limits.Idle (expire).
+	collected map[accKey]map[string]time.Time
 	// dropped says why an epoch's feedback is gone, for the seal that
 	// finds none; bounded, as only the message is lost with an entry.
 	dropped *lru.Cache[accKey, string]
@@ -97,7 +146,7 @@ const maxDropped = 256
 
 func newTable(l Limits, now func() time.Time) *table {
 	d, _ := lru.New[accKey, string](maxDropped)
-	return &table{limits: l, now: now, jobs: map[jobKey]*job{}, dropped: d}
+	return &table{limits: l, now: now, jobs: map[jobKey]*job{}, collected: map[accKey]map[string]time.Time{}, dropped: d}
 }
 
 // find returns an epoch's feedback, or nil.
@@ -127,14 +176,20 @@ func (t *table) touch(k jobKey) {
 
 // admit returns an epoch's feedback, opened if need be, and whether the
 // store's pointer for it is due a look (first open, or Limits.Recheck
-// since the last). Opening an epoch may drop the job's oldest (it has
-// moved on) or idle jobs' epochs, never an active job's: see refusal.
+// since the last); the caller of a first open must make it
+// (State.checkStore), as no batch is applied before. Opening an epoch may
+// drop the job's oldest (it has moved on) or idle jobs' epochs, never an
+// active job's: see refusal. An epoch a seal has collected and not
+// settled is refused (ErrSealed), or errUnsettled past Limits.Hold.
 func (t *table) admit(ds *catalog.Dataset, name string, epoch uint64) (o *open, check bool, err error) {
 	k := keyOf(ds, name, epoch)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	t.expire(now)
+	if err := t.collecting(k, now); err != nil {
+		return nil, false, err
+	}
 	j := t.jobs[k.owner()]
 	if j != nil {
 		j.last = now
@@ -161,9 +216,97 @@ func (t *table) admit(ds *catalog.Dataset, name string, epoch uint64) (o *open, 
 		victim := j.victim()
 		t.drop(j, victim, fmt.Sprintf("dropped when the job's feedback for epoch %d arrived: a job keeps at most %d open epochs", epoch, t.limits.EpochsPerJob))
 	}
-	o = &open{key: k, acc: acc, checked: now}
+	o = &open{key: k, acc: acc, checked: now, checkedFirst: make(chan struct{})}
 	j.epochs = append(j.epochs, o)
 	return o, true, nil
+}
+
+// errUnsettled marks an epoch whose seals collected it here more than
+// Limits.Hold ago and never said how they ended: the store says whether
+// one sealed it (State.unsettled). Until it has, the epoch is refused as
+// being sealed.
+var errUnsettled = fmt.Errorf("%w: an epoch collected by a seal that did not say how it ended", ErrSealed)
+
+// collecting refuses feedback for epoch k while a seal that collected it
+// here is pending; t.mu held.
+func (t *table) collecting(k accKey, now time.Time) error {
+	pending := t.collected[k]
+	if len(pending) == 0 {
+		return nil
+	}
+	for _, at := range pending {
+		if now.Sub(at) < t.limits.Hold {
+			return collectedError(k.job, k.epoch)
+		}
+	}
+	return errUnsettled
+}
+
+// collect records that seal collected epoch k here, closes its feedback
+// for the seal and returns it (nil: this node holds none; feedback after
+// is refused all the same).
+func (t *table) collect(k accKey, seal string) *open {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.collected[k] == nil {
+		t.collected[k] = map[string]time.Time{}
+	}
+	t.collected[k][seal] = t.now()
+	if j := t.jobs[k.owner()]; j != nil {
+		if i := j.index(k); i >= 0 {
+			o := j.epochs[i]
+			o.collect(collectedError(k.job, k.epoch))
+			return o
+		}
+	}
+	return nil
+}
+
+// settle records how a seal that collected epoch k here ended: with
+// sealed (the refusal of feedback for the sealed epoch), the epoch's
+// feedback is released; without, once no other seal that collected it
+// is pending, it takes feedback again. A seal it does not know (one that
+// never reached it) changes nothing unless it sealed.
+func (t *table) settle(k accKey, seal string, sealed error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pending := t.collected[k]
+	if _, ok := pending[seal]; !ok && sealed == nil {
+		return
+	}
+	delete(pending, seal)
+	if sealed != nil {
+		delete(t.collected, k)
+		t.releaseLocked(k, sealed)
+		return
+	}
+	if len(pending) > 0 {
+		return
+	}
+	delete(t.collected, k)
+	if j := t.jobs[k.owner()]; j != nil {
+		if i := j.index(k); i >= 0 {
+			j.epochs[i].reopen()
+		}
+	}
+}
+
+// forgetStale forgets the seals that collected epoch k more than
+// Limits.Hold ago (the store says none sealed it: State.unsettled), and
+// reopens the epoch if no other is pending.
+func (t *table) forgetStale(k accKey) {
+	t.mu.Lock()
+	now := t.now()
+	var stale []string
+	for seal, at := range t.collected[k] {
+		if now.Sub(at) >= t.limits.Hold {
+			stale = append(stale, seal)
+		}
+	}
+	t.mu.Unlock()
+	for _, seal := range stale {
+		t.settle(k, seal, nil)
+	}
 }
 
 // admits says whether admit would open an epoch's feedback, or refuse
@@ -172,7 +315,11 @@ func (t *table) admits(ds *catalog.Dataset, name string, epoch uint64) error {
 	k := keyOf(ds, name, epoch)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.expire(t.now())
+	now := t.now()
+	t.expire(now)
+	if err := t.collecting(k, now); err != nil && !errors.Is(err, errUnsettled) {
+		return err
+	}
 	return t.refusal(t.jobs[k.owner()], k)
 }
 
@@ -215,8 +362,19 @@ func (o *open) isClosed() bool {
 }
 
 // expire drops the epochs of jobs idle longer than Limits.Idle, freeing
-// their slots.
+// their slots, and forgets the seals that collected an epoch that long
+// ago and never settled (its feedback, if held, stays closed).
 func (t *table) expire(now time.Time) {
+	for k, pending := range t.collected {
+		for seal, at := range pending {
+			if now.Sub(at) > t.limits.Idle {
+				delete(pending, seal)
+			}
+		}
+		if len(pending) == 0 {
+			delete(t.collected, k)
+		}
+	}
 	for k, j := range t.jobs {
 		if now.Sub(j.last) <= t.limits.Idle {
 			continue
@@ -244,6 +402,11 @@ func (t *table) drop(j *job, o *open, why string) {
 func (t *table) release(k accKey, why error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.releaseLocked(k, why)
+}
+
+// releaseLocked is release with t.mu held.
+func (t *table) releaseLocked(k accKey, why error) {
 	if j := t.jobs[k.owner()]; j != nil {
 		if i := j.index(k); i >= 0 {
 			j.epochs[i].close(why)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // The JSON form, {"keys"|"ids": [...], "losses": [...]}, read as it
@@ -74,9 +76,9 @@ func (d decoder) json(r io.Reader, recs *records) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sc.peek(); err != io.EOF {
-		if err == nil {
-			err = fmt.Errorf("%w: data after the JSON object", ErrBadFeedback)
+	if err := reqbody.End(sc.r); err != nil {
+		if errors.Is(err, reqbody.ErrBadJSON) {
+			err = fmt.Errorf("%w: %w", ErrBadFeedback, err)
 		}
 		return err
 	}

@@ -307,8 +307,13 @@ func (n nodes) Peers() []int {
 
 func (n nodes) URL(k int) string { return fmt.Sprintf("node%d", k) }
 
-func (n nodes) Feedback(_ context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error) {
-	return n.states[k].Reports(ds, job, epoch), nil
+func (n nodes) Feedback(_ context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
+	return n.states[k].Collect(ds, job, epoch, seal), nil
+}
+
+func (n nodes) Settle(_ context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
+	n.states[k].Settle(ds, job, epoch, seal, version)
+	return nil
 }
 
 // TestSealMergesNodes: feedback sent to different nodes of a cluster

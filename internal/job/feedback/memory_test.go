@@ -77,7 +77,7 @@ func heapPeak(run func()) uint64 {
 // does. The figures are logged (go test -run FeedbackMemory -v).
 func TestFeedbackMemory(t *testing.T) {
 	if raceEnabled || testing.Short() {
-		t.Skip("measures memory: not under the race detector or -short")
+		t.Skip("measures memory: not under the race detector (scripts/test.sh runs it without) or -short")
 	}
 	ds := testDataset(t, 64)
 	mem := memory.New(memory.Config{MaxWait: time.Second})

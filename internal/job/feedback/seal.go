@@ -3,6 +3,8 @@ package feedback
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +26,18 @@ import (
 // other seal answers its version. A seal that writes a pointer collects
 // the job's snapshots older than its last Limits.KeepEpochs sealed
 // epochs.
+//
+// What a node accepted is in the seal: a seal names itself (a random ID)
+// and collects every node's part, this one's included (State.Collect),
+// and from then on each node it reached takes no feedback for the epoch
+// — whether it held some or none yet — until the seal tells it how it
+// ended (State.Settle): sealed, and the epoch is refused for good;
+// nothing sealed (no feedback anywhere, a write that failed), and the
+// epoch takes feedback again once no other seal that collected it is
+// pending. A seal writes its pointer within Limits.Hold/2 of its first
+// collection or not at all, and a node that was never told asks the
+// store once Limits.Hold has passed, so a lost message, or a sealing node
+// lost, costs refusals, never feedback answered as accepted and left out.
 
 // Parts are the other nodes' parts of an epoch's feedback: a cluster's
 // (transport.Nodes), or none (a single gateway's: NoParts).
@@ -31,7 +45,12 @@ type Parts interface {
 	// Peers are the other members of the cluster now (by slot).
 	Peers() []int
 	URL(k int) string
-	Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64) ([]byte, error)
+	// Feedback collects node k's part of an epoch's feedback for the
+	// seal named seal (State.Collect there).
+	Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error)
+	// Settle tells node k how the seal named seal ended: the version it
+	// sealed, or "" for none (State.Settle there).
+	Settle(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error
 }
 
 // NoParts is a single gateway's: no other node, so its feedback is its
@@ -45,8 +64,13 @@ func (NoParts) Peers() []int { return nil }
 func (NoParts) URL(int) string { return "" }
 
 // Feedback is never called: there is no other node to ask.
-func (NoParts) Feedback(context.Context, int, *catalog.Dataset, string, uint64) ([]byte, error) {
+func (NoParts) Feedback(context.Context, int, *catalog.Dataset, string, uint64, string) ([]byte, error) {
 	return nil, errors.New("feedback: a single gateway has no other node")
+}
+
+// Settle is never called: there is no other node to tell.
+func (NoParts) Settle(context.Context, int, *catalog.Dataset, string, uint64, string, string) error {
+	return errors.New("feedback: a single gateway has no other node")
 }
 
 // Sealed is the answer to a seal.
@@ -180,25 +204,45 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 	if err := s.checkKept(ctx, ds, job, epoch); err != nil {
 		return Sealed{}, err
 	}
-	acc, merged, err := s.merge(ctx, ds, job, epoch, parts)
-	if err != nil {
-		return Sealed{}, err
+	// From the first collection the pointer is written within Hold/2 or
+	// not at all: the nodes this seal does not reach again ask the store
+	// after Hold.
+	seal := newSealID()
+	wctx, cancel := context.WithTimeout(ctx, s.limits.Hold/2)
+	defer cancel()
+	acc, merged, asked, err := s.merge(wctx, ds, job, epoch, parts, seal)
+	var snap *importance.Snapshot
+	written := false
+	if err == nil {
+		if snap, err = importance.Seal(prev, acc); err != nil {
+			err = fmt.Errorf("%w: %w", ErrBadFeedback, err)
+		} else {
+			v, written, err = dataset.WriteSnapshot(wctx, ds.Store, snap)
+		}
 	}
-	snap, err := importance.Seal(prev, acc)
 	if err != nil {
-		return Sealed{}, fmt.Errorf("%w: %w", ErrBadFeedback, err)
+		// Sealed all the same — by another node meanwhile, or by this
+		// seal's write whose answer was lost — or not: the store says,
+		// before the nodes are told nothing was. If it cannot, they are
+		// told nothing and ask it themselves after Hold.
+		sv, serr := dataset.ReadSealed(context.WithoutCancel(ctx), ds.Store, job, epoch)
+		switch {
+		case serr == nil:
+			v, err = sv, nil
+		case errors.Is(serr, s3backend.ErrNotFound):
+			s.settle(ctx, ds, job, epoch, seal, "", parts, asked)
+			return Sealed{}, err
+		default:
+			return Sealed{}, err
+		}
 	}
-	v, written, err := dataset.WriteSnapshot(ctx, ds.Store, snap)
-	if err != nil {
-		return Sealed{}, err
-	}
+	s.settle(ctx, ds, job, epoch, seal, v, parts, asked)
 	if !written {
 		return s.sealedBefore(ds, job, epoch, v), nil
 	}
 	out := Sealed{Version: v, Epoch: epoch, Reported: acc.Reported(), Object: importance.ObjectKey(job, v), Parts: merged}
 	s.seals.remember(ds, job, out)
 	s.snaps.memo.Add(snapKey(ds, job, v), snap)
-	s.table.release(keyOf(ds, job, epoch), sealedError(job, epoch, v))
 	s.log.Info().Str("dataset", ds.Name).Str("job", job).Uint64("epoch", epoch).Str("version", v).
 		Int("reported", out.Reported).Int("parts", merged).Msg("importance sealed")
 	s.collect(ctx, ds, job)
@@ -231,24 +275,58 @@ func (s *State) checkKept(ctx context.Context, ds *catalog.Dataset, job string, 
 	return nil
 }
 
-// merge gathers an epoch's feedback: this node's, closed to more, and
-// every other node's part (which closes it there). A node that cannot
-// be reached loses its part; a seal that finds no feedback at all is
-// ErrNoFeedback. It returns the merged feedback and the nodes merged.
-func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, parts Parts) (*importance.Accumulator, int, error) {
+// newSealID names a seal: 8 random bytes, hex.
+func newSealID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// settle tells this node and every node the seal asked for its part how
+// the seal ended: the version sealed, or "" for none. A node that cannot
+// be told asks the store after Limits.Hold.
+func (s *State) settle(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, seal, version string, parts Parts, asked []int) {
+	s.sealedHere(ds, job, epoch, seal, version)
+	ctx = context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for _, n := range asked {
+		wg.Go(func() {
+			if err := parts.Settle(ctx, n, ds, job, epoch, seal, version); err != nil {
+				s.log.Warn().Err(err).Str("peer", parts.URL(n)).Str("job", job).Uint64("epoch", epoch).Str("version", version).
+					Msg("importance: could not tell a peer how a seal ended; it refuses the epoch's feedback until it asks the store")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// merge gathers an epoch's feedback for the seal named seal: this
+// node's, closed to more, and every other node's part, asked of all at
+// once (which closes it there). A node that cannot be reached loses its
+// part; a seal that finds no feedback at all is ErrNoFeedback. It
+// returns the merged feedback, the nodes merged and the peers asked.
+func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64, parts Parts, seal string) (*importance.Accumulator, int, []int, error) {
+	k := keyOf(ds, job, epoch)
+	own := s.table.collect(k, seal)
+	peers := parts.Peers()
+	bodies, errs := make([][]byte, len(peers)), make([]error, len(peers))
+	var wg sync.WaitGroup
+	for i, n := range peers {
+		wg.Go(func() { bodies[i], errs[i] = parts.Feedback(ctx, n, ds, job, epoch, seal) })
+	}
+	wg.Wait()
 	acc, err := importance.NewAccumulator(ds.Index, job, epoch)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, peers, err
 	}
-	k := keyOf(ds, job, epoch)
-	if o := s.table.find(k); o != nil {
-		if err := acc.Merge(o.close(collectedError(job, epoch))); err != nil {
-			return nil, 0, err
+	if own != nil {
+		if err := acc.Merge(own.acc); err != nil {
+			return nil, 0, peers, err
 		}
 	}
 	merged, lost := 1, 0
-	for _, n := range parts.Peers() {
-		b, err := parts.Feedback(ctx, n, ds, job, epoch)
+	for i, n := range peers {
+		b, err := bodies[i], errs[i]
 		if err == nil {
 			recs := &records{pool: s.blocks}
 			if err = (decoder{ds: ds, maxRecords: ds.Index.NumSamples()}).binary(bytes.NewReader(b), recs); err == nil {
@@ -265,9 +343,9 @@ func (s *State) merge(ctx context.Context, ds *catalog.Dataset, job string, epoc
 		merged++
 	}
 	if acc.Reported() == 0 {
-		return nil, 0, s.noFeedback(k, merged, lost)
+		return nil, 0, peers, s.noFeedback(k, merged, lost)
 	}
-	return acc, merged, nil
+	return acc, merged, peers, nil
 }
 
 // noFeedback explains a seal that found no feedback.

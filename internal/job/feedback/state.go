@@ -49,12 +49,17 @@ type Limits struct {
 	// store's pointer, to learn of a seal by a gateway outside this one's
 	// cluster (5 s).
 	Recheck time.Duration
+	// Hold is how long an epoch whose feedback a seal collected takes no
+	// feedback on a node the seal has not told how it ended (2 minutes):
+	// a seal writes its pointer within half of it of its first collection
+	// or not at all, and past it the node asks the store.
+	Hold time.Duration
 }
 
 // DefaultLimits are the limits a zero Limits takes.
 func DefaultLimits() Limits {
 	return Limits{Jobs: 16, EpochsPerJob: 2, Idle: 10 * time.Minute, Records: MaxBodyBytes / 8,
-		Decoders: 4, DecodeWait: 5 * time.Second, Sealers: 2, SealWait: time.Minute, KeepEpochs: 4, Recheck: 5 * time.Second}
+		Decoders: 4, DecodeWait: 5 * time.Second, Sealers: 2, SealWait: time.Minute, KeepEpochs: 4, Recheck: 5 * time.Second, Hold: 2 * time.Minute}
 }
 
 // withDefaults fills the zero fields.
@@ -80,6 +85,7 @@ func (l Limits) withDefaults() Limits {
 	wait(&l.DecodeWait, d.DecodeWait)
 	wait(&l.SealWait, d.SealWait)
 	wait(&l.Recheck, d.Recheck)
+	wait(&l.Hold, d.Hold)
 	return l
 }
 
@@ -146,6 +152,12 @@ func (s *State) Add(ctx context.Context, ds *catalog.Dataset, job string, epoch 
 		return 0, nil
 	}
 	o, check, err := s.table.admit(ds, job, epoch)
+	if errors.Is(err, errUnsettled) {
+		if err := s.unsettled(ctx, ds, job, epoch); err != nil {
+			return 0, err
+		}
+		o, check, err = s.table.admit(ds, job, epoch)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -155,18 +167,47 @@ func (s *State) Add(ctx context.Context, ds *catalog.Dataset, job string, epoch 
 		}
 	}
 	n := recs.n
-	if err := o.add(recs); err != nil {
+	if err := o.add(ctx, recs); err != nil {
 		return 0, err
 	}
 	return n, nil
 }
 
+// unsettled asks the store about an epoch collected here by seals that
+// never said how they ended, more than Limits.Hold ago (each writes its
+// pointer within half of it or not at all): sealed, its feedback is
+// released and refused; not sealed, those seals are forgotten, and the
+// epoch takes feedback again once no other is pending. A store that
+// cannot answer refuses the feedback: it may be sealed.
+func (s *State) unsettled(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) error {
+	v, err := dataset.ReadSealed(ctx, ds.Store, job, epoch)
+	switch {
+	case err == nil:
+		s.sealedHere(ds, job, epoch, "", v)
+		return sealedError(job, epoch, v)
+	case !errors.Is(err, s3backend.ErrNotFound):
+		return fmt.Errorf("importance: epoch %d of job %s was collected by a seal that did not say how it ended, and the store could not say whether it is sealed: %w", epoch, job, err)
+	}
+	s.table.forgetStale(keyOf(ds, job, epoch))
+	return nil
+}
+
 // checkStore looks for the pointer of an epoch this node holds feedback
 // for: a gateway that shares the store but not the cluster (or this one,
-// before a restart) may have sealed it. If so the epoch is closed here
-// and the feedback it held, never part of the snapshot, is reported
-// lost. A store that cannot answer does not stop feedback.
+// before a restart, or this one, whose seal released the epoch's
+// feedback before this one opened it again) may have sealed it. If so
+// the epoch is closed here and the feedback it held, never part of the
+// snapshot, is reported lost. A store that cannot answer does not stop
+// feedback. The epoch's first look lets its batches be applied, whoever
+// asked for them, once it is done: it is made to its end even if the
+// request that makes it goes away.
 func (s *State) checkStore(ctx context.Context, ds *catalog.Dataset, o *open) error {
+	select {
+	case <-o.checkedFirst:
+	default:
+		defer o.checkedOnce.Do(func() { close(o.checkedFirst) })
+		ctx = context.WithoutCancel(ctx)
+	}
 	v, err := dataset.ReadSealed(ctx, ds.Store, o.key.job, o.key.epoch)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
@@ -190,21 +231,43 @@ func sealedError(job string, epoch uint64, version string) error {
 	return fmt.Errorf("%w: epoch %d of job %s is sealed (version %s); feedback for it is not counted", ErrSealed, epoch, job, version)
 }
 
-// Reports returns this node's feedback for an epoch of a job as (uint32
-// ID, float32 loss) records: its part, which the node sealing the epoch
-// merges. The epoch takes no feedback after (ErrSealed), so that what a
-// node accepted is in the seal and what it refuses is not.
-func (s *State) Reports(ds *catalog.Dataset, job string, epoch uint64) []byte {
-	o := s.table.find(keyOf(ds, job, epoch))
+// Collect returns this node's feedback for an epoch of a job as (uint32
+// ID, float32 loss) records, for the seal named seal: its part, which the
+// node sealing the epoch merges. The epoch takes no feedback after
+// (ErrSealed) — whether this node held some or none — until the seal
+// says how it ended (Settle), so that what a node accepted is in the
+// seal and what it refuses is not.
+func (s *State) Collect(ds *catalog.Dataset, job string, epoch uint64, seal string) []byte {
+	o := s.table.collect(keyOf(ds, job, epoch), seal)
 	if o == nil {
 		return nil
 	}
 	var out []byte
-	for id, loss := range o.close(collectedError(job, epoch)).Reports() {
+	for id, loss := range o.acc.Reports() {
 		out = binary.LittleEndian.AppendUint32(out, uint32(id))
 		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(loss))
 	}
 	return out
+}
+
+// Settle is how the seal named seal, which collected an epoch's feedback
+// here (Collect), ended: sealed as version ("" if it sealed nothing, and
+// then the epoch takes feedback again once no other seal that collected
+// it is pending).
+func (s *State) Settle(ds *catalog.Dataset, job string, epoch uint64, seal, version string) {
+	s.sealedHere(ds, job, epoch, seal, version)
+}
+
+// sealedHere records what a seal that collected an epoch here ended with
+// (version "": nothing sealed).
+func (s *State) sealedHere(ds *catalog.Dataset, job string, epoch uint64, seal, version string) {
+	k := keyOf(ds, job, epoch)
+	if version == "" {
+		s.table.settle(k, seal, nil)
+		return
+	}
+	s.seals.remember(ds, job, Sealed{Version: version, Epoch: epoch, Object: importance.ObjectKey(job, version), Existing: true})
+	s.table.settle(k, seal, sealedError(job, epoch, version))
 }
 
 // collectedError is the refusal of feedback for an epoch a seal has

@@ -76,7 +76,7 @@ func TestJobEpochs(t *testing.T) {
 	if err := add(6); err != nil {
 		t.Fatal(err)
 	}
-	if part := s.Reports(ds, "j", 6); len(part) != 8 {
+	if part := s.Collect(ds, "j", 6, "0123456789abcdef"); len(part) != 8 {
 		t.Fatalf("epoch 6's part is %d bytes, want one record", len(part))
 	}
 	if err := add(6); !errors.Is(err, ErrSealed) {

@@ -6,8 +6,11 @@
 //
 // Why in the store: every rank and replica of a job must read the same
 // schedule, and a job outlives any node. The objects, under the job's key
-// prefix _brand/jobs/NAME/schedule/ in the store of the schedule's first
-// dataset:
+// prefix _brand/jobs/NAME/schedule/ in the store of the job's home
+// dataset (Home: chosen by the job's name among the datasets the
+// gateway serves, whatever datasets its schedule names and in whatever
+// order, so that every node of a cluster, and a node restarted, creates
+// and finds a job's schedule in one place):
 //
 //	VERSION       the version: its schedule, predecessor and first step (JSON)
 //	root          the first version's name, created once (PutIfAbsent)
@@ -26,6 +29,12 @@
 // fails with ErrUnasked). A request laid out under an older version is served
 // where the versions agree, before the first S that follows it, and
 // refused (ErrConflict, naming the current version) from there.
+//
+// A client cannot know S safely while its loaders read ahead: the step
+// after the latest served, asked for, may be read before the edit
+// arrives. EditNext takes S itself — the step after every step served —
+// under the lock that orders edits and requests, so it is never refused
+// for a step read; the version it makes names S.
 //
 // # Steps served, across restarts
 //
@@ -57,6 +66,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -106,8 +116,10 @@ const Hold = 5 * time.Second
 // error wrapping ErrUnasked if one did not answer. nil: no other node.
 type Others func(ctx context.Context, job string, from uint64) (latest uint64, served bool, answered []string, err error)
 
-// A Conflict is an ErrConflict of a request laid out under a version an
-// edit has since changed: Current names the version to read instead.
+// A Conflict is an ErrConflict that names the job's current version: of a
+// request laid out under a version an edit has since changed (Current is
+// the version to read instead), or of an edit based on a version that is
+// not the current one (Current is the one to base it on).
 type Conflict struct {
 	Current string
 	err     error
@@ -115,6 +127,18 @@ type Conflict struct {
 
 func (c *Conflict) Error() string { return c.err.Error() }
 func (c *Conflict) Unwrap() error { return c.err }
+
+// A ServedError is the ErrConflict of an edit from a step the job has
+// read: Next is the first step an edit could start at when it was
+// refused. A job whose loaders read ahead moves it on by the time a
+// client sends the edit again; EditNext takes it as it makes the edit.
+type ServedError struct {
+	Next uint64
+	err  error
+}
+
+func (e *ServedError) Error() string { return e.err.Error() }
+func (e *ServedError) Unwrap() error { return e.err }
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -126,8 +150,26 @@ type Store interface {
 }
 
 // Stores returns the stores of the datasets a gateway serves, by
-// dataset name, and their names in the order to look for a job in.
+// dataset name, and their names.
 type Stores func() (names []string, stores map[string]Store)
+
+// Home is the dataset whose store keeps job's schedule, among names (the
+// datasets a gateway serves): the one that ranks first for the job by
+// rendezvous hashing, so that it depends on the job and the set of names
+// alone — not on their order, nor on the datasets the schedule names —
+// and a dataset added or removed moves only the jobs it ranks first for.
+// "" for no names.
+func Home(job string, names []string) string {
+	var home string
+	var best uint64
+	for _, n := range names {
+		h := sha256.Sum256([]byte("brand-schedule-home\n" + job + "\n" + n))
+		if r := binary.BigEndian.Uint64(h[:8]); home == "" || r > best || r == best && n < home {
+			home, best = n, r
+		}
+	}
+	return home
+}
 
 // A Version is one version of a job's schedule.
 type Version struct {
@@ -185,6 +227,10 @@ type Book struct {
 	current  map[string]currentEntry
 	where    map[string]string // job → the dataset whose store keeps it
 	latest   map[string]uint64 // job → 1 + the latest step served
+	// used[job] is when job was last used: the Book forgets the jobs
+	// unused for longest (forget.go).
+	used map[string]time.Time
+	keep int // maxJobs, or a test's
 	// confirmed[job] is 1 + the latest step a request was laid out under
 	// the current version read from the store for it: a request reading
 	// a later step reads the chain again, so that an edit another node
@@ -203,7 +249,7 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, sleep: sleep}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, used: map[string]time.Time{}, keep: maxJobs, sleep: sleep}
 }
 
 type hold struct {
@@ -229,6 +275,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // edit, if made, is seen before it. It waits for the requests resolving
 // a version now, whose steps it counts.
 func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, bool, error) {
+	b.use(job)
 	b.edit.Lock()
 	defer b.edit.Unlock()
 	l, ok, err := b.Latest(ctx, job)
@@ -300,6 +347,7 @@ func (b *Book) served(job string, last uint64) {
 // reservation read back after a restart included (the package doc), and
 // whether it has served any.
 func (b *Book) Latest(ctx context.Context, job string) (uint64, bool, error) {
+	b.use(job)
 	b.resv.Lock()
 	floor, err := b.floorOf(ctx, job)
 	b.resv.Unlock()
@@ -441,15 +489,39 @@ func (b *Book) reserveFor(ctx context.Context, job string, last uint64) error {
 // gateway) once the edit is known to be of the current version, and
 // every step the reservations of nodes not asked allow; a member that
 // does not answer fails the edit (ErrUnasked). It refuses with
-// ErrConflict an edit of a job that has a schedule with base "", of a
-// version that is not the current one, or from a step served, naming the
-// current version or the step; with api.ErrMix a schedule it cannot read. check vets the
-// edited schedule before it is stored (its datasets served, its bounds).
+// ErrConflict an edit of a job that has a schedule with base "", or of a
+// version that is not the current one (a *Conflict naming the current
+// version), or from a step served (a *ServedError naming the first step
+// an edit could start at); with api.ErrMix a schedule it cannot read.
+// check vets the edited schedule before it is stored (its datasets
+// served, its bounds).
 func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	return b.edit1(ctx, job, text, api.EditFrom{Step: from}, base, others, check)
+}
+
+// EditNext is Edit from the first step the job has not read: the step
+// after every step this node, the other members and the reservations of
+// nodes not asked have served (0 if none has), taken under the edit's
+// lock, so that no request lays a step out between the choice and the
+// edit. text's first phase is written at "next" and steps written +N
+// count from the step taken (api.ResolveNext); the version made names
+// the step in FromStep. A job with no schedule has no step to start
+// from: its first schedule is stored with Edit from step 0.
+func (b *Book) EditNext(ctx context.Context, job, text, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	if base == "" {
+		return nil, fmt.Errorf("%w: a job's first schedule starts at step 0, not at the next step: store it with from_step 0", api.ErrMix)
+	}
+	return b.edit1(ctx, job, text, api.EditFrom{Next: true}, base, others, check)
+}
+
+// edit1 is Edit and EditNext.
+func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, base string, others Others, check func(api.Schedule) error) (*Version, error) {
+	b.use(job)
 	// Held through the question to the other members: this node serves
 	// no step of the job's until the edit is made or refused.
 	b.edit.Lock()
 	defer b.edit.Unlock()
+	from := at.Step
 	var sched api.Schedule
 	var prev *Version
 	var asked time.Time // when the other members were asked (Answer's hold)
@@ -459,7 +531,7 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 		}
 		cur, err := b.Current(ctx, job)
 		if err == nil {
-			return nil, fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version)
+			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version)}
 		}
 		if !errors.Is(err, ErrUnknown) {
 			return nil, err
@@ -473,11 +545,19 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 			return nil, err
 		}
 		if prev.Version != base {
-			return nil, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version)
+			if b.madeBy(ctx, prev, text, at, base) {
+				return prev, nil // this edit's own retry, its answer lost
+			}
+			return nil, &Conflict{Current: prev.Version, err: fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version)}
 		}
 		latest, served, err := b.Latest(ctx, job)
 		if err != nil {
 			return nil, err
+		}
+		if at.Next && served {
+			// The other members hold the steps from their own next one
+			// on (Answer), each at or before the step the edit takes.
+			from = latest + 1
 		}
 		answered := []string{b.node}
 		if others != nil {
@@ -500,8 +580,16 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 		if ok && (!served || l > latest) {
 			latest, served = l, true
 		}
+		if at.Next {
+			if served {
+				from = max(from, latest+1)
+			}
+			if text, err = api.ResolveNext(text, from); err != nil {
+				return nil, err
+			}
+		}
 		if served && from <= latest {
-			return nil, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later), not at %d", ErrConflict, job, latest, latest+1, from)
+			return nil, &ServedError{Next: latest + 1, err: fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from)}
 		}
 		if sched, err = prev.sched.Edit(from, text); err != nil {
 			return nil, err
@@ -514,13 +602,17 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	}
 	v := &Version{Job: job, Previous: base, FromStep: from, Schedule: sched.String(), sched: sched}
 	v.Version = versionOf(base, from, v.Schedule)
-	dsName := sched.Datasets()[0]
+	names, stores := b.stores()
+	// A job's first schedule is made at its home, where every node looks
+	// first: two nodes making one at once race on one root (PutIfAbsent),
+	// whatever datasets each names first. An edit is made where the chain
+	// is.
+	dsName := Home(job, names)
 	if prev != nil {
 		b.mu.Lock()
 		dsName = b.where[job]
 		b.mu.Unlock()
 	}
-	_, stores := b.stores()
 	st := stores[dsName]
 	if st == nil {
 		return nil, fmt.Errorf("%w: dataset %s, whose store keeps job %s's schedule, is not served here", ErrUnknown, dsName, job)
@@ -546,11 +638,10 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 			if cerr == nil && cur.Version == v.Version {
 				return cur, nil // this edit's own retry
 			}
-			name := "another"
-			if cerr == nil {
-				name = cur.Version
+			if cerr != nil {
+				return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s", ErrConflict, job, base)
 			}
-			return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, name)
+			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version)}
 		}
 		return nil, fmt.Errorf("storing job %s's schedule: %w", job, err)
 	}
@@ -562,6 +653,31 @@ func (b *Book) Edit(ctx context.Context, job, text string, from uint64, base str
 	b.current[job] = currentEntry{v: v, read: b.now()}
 	b.mu.Unlock()
 	return v, nil
+}
+
+// madeBy reports whether version v is what the edit of base by text from
+// at made: a client that retries an edit whose answer it lost (its
+// connection broke) is told the version it made, rather than a 409 that
+// its own edit caused. An edit from the next step took v.FromStep.
+func (b *Book) madeBy(ctx context.Context, v *Version, text string, at api.EditFrom, base string) bool {
+	if v.Previous != base || (!at.Next && at.Step != v.FromStep) {
+		return false
+	}
+	st, err := b.locate(ctx, v.Job)
+	if err != nil {
+		return false
+	}
+	prev, err := b.load(ctx, st, v.Job, base)
+	if err != nil {
+		return false
+	}
+	if at.Next {
+		if text, err = api.ResolveNext(text, v.FromStep); err != nil {
+			return false
+		}
+	}
+	sched, err := prev.sched.Edit(v.FromStep, text)
+	return err == nil && versionOf(base, v.FromStep, sched.String()) == v.Version
 }
 
 // remember keeps v; b.mu held.
@@ -581,6 +697,7 @@ func (b *Book) forget(job string) {
 // Current returns job's current version: the one read within the last
 // second, or the chain read again.
 func (b *Book) Current(ctx context.Context, job string) (*Version, error) {
+	b.use(job)
 	b.mu.Lock()
 	e, ok := b.current[job]
 	b.mu.Unlock()
@@ -626,7 +743,9 @@ func (b *Book) fresh(ctx context.Context, job string) (*Version, error) {
 }
 
 // locate returns the store that keeps job's schedule: the dataset found
-// before, or the first whose store has the job's root.
+// before, or the first whose store has the job's root, its home first
+// (a schedule made before the home was the rule, in the store of its
+// first dataset, is found after it).
 func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	names, stores := b.stores()
 	b.mu.Lock()
@@ -635,7 +754,12 @@ func (b *Book) locate(ctx context.Context, job string) (Store, error) {
 	if st := stores[ds]; st != nil {
 		return st, nil
 	}
+	home := Home(job, names)
+	names = append([]string{home}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == home })...)
 	for _, n := range names {
+		if stores[n] == nil {
+			continue
+		}
 		if _, err := stores[n].Stat(ctx, prefix(job)+"root"); err == nil {
 			b.mu.Lock()
 			b.where[job] = n
@@ -691,6 +815,7 @@ func (b *Book) load(ctx context.Context, st Store, job, name string) (*Version, 
 // version's resolution: an edit on this node sees both or neither. A
 // step held by an answer to an edit's node (Answer) waits for the hold.
 func (b *Book) For(ctx context.Context, job, version string, first, last uint64, serve bool) (*Version, error) {
+	b.use(job)
 	if err := b.waitHold(ctx, job, last); err != nil {
 		return nil, err
 	}

@@ -165,6 +165,127 @@ func TestEditAsksOthers(t *testing.T) {
 	}
 }
 
+// TestEditNext: an edit from "next" takes the step after every step
+// served — this node's, the other members', and the reservations of
+// nodes not asked — names it in the version, and counts +N steps from
+// it; an edit from a step read is refused naming the first it could
+// start at, and one of an old version naming the current one. The
+// reproduction: a trainer that asked GET /jobs/J/schedule for the
+// latest step (25) and edited from the next (26) was refused, its
+// loaders having read step 31 in between, with the step in prose only.
+func TestEditNext(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := twoNodes(t)
+	if _, err := a.EditNext(ctx, "run", "next:web:1,code:1", "", nil, nil); !errors.Is(err, api.ErrMix) {
+		t.Fatalf("a first schedule from the next step: %v", err)
+	}
+	v1, err := a.Edit(ctx, "run", "0:web:0.7,code:0.3", 0, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range uint64(32) {
+		if _, err := a.For(ctx, "run", "latest", s, s, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = a.Edit(ctx, "run", "26:web:1,code:1", 26, v1.Version, nil, nil)
+	if se, ok := errors.AsType[*ServedError](err); !ok || se.Next != 32 || !errors.Is(err, ErrConflict) {
+		t.Fatalf("an edit from step 26 after step 31 was read: %v; want a ServedError naming step 32", err)
+	}
+	var asked uint64
+	v2, err := a.EditNext(ctx, "run", "next~+50:web:0.2,code:0.8;+100:web:0,code:1", v1.Version, func(_ context.Context, _ string, from uint64) (uint64, bool, []string, error) {
+		asked = from
+		return 40, true, []string{"http://b"}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked != 32 || v2.FromStep != 41 || v2.Schedule != "0:web:0.7,code:0.3;41~91:web:0.2,code:0.8;141:web:0,code:1" {
+		t.Fatalf("an edit from the next step: asked the members from %d (want 32), made %+v; want from 41", asked, v2)
+	}
+	// The same edit again, as a client whose answer was lost retries it:
+	// the version it made, though steps were served since.
+	if _, err := a.For(ctx, "run", "latest", 45, 45, true); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.EditNext(ctx, "run", "next~+50:web:0.2,code:0.8;+100:web:0,code:1", v1.Version, others(40, true, nil), nil); err != nil || again.Version != v2.Version {
+		t.Fatalf("an edit from the next step retried: %+v %v; want %s", again, err, v2.Version)
+	}
+	_, err = a.EditNext(ctx, "run", "next:web:1,code:1", v1.Version, nil, nil)
+	if c, ok := errors.AsType[*Conflict](err); !ok || c.Current != v2.Version {
+		t.Fatalf("an edit of the version before: %v; want a Conflict naming %s", err, v2.Version)
+	}
+	// A node not asked served step 200: its reservation (below 256)
+	// bounds the step taken.
+	gone := New(a.stores, "http://gone")
+	if _, err := gone.For(ctx, "run", "latest", 200, 200, true); err != nil {
+		t.Fatal(err)
+	}
+	v3, err := a.EditNext(ctx, "run", "next:web:1,code:1", v2.Version, others(40, true, nil), nil)
+	if err != nil || v3.FromStep != 256 {
+		t.Fatalf("an edit from the next step after a reservation to 255: %+v %v", v3, err)
+	}
+	for _, text := range []string{"300:web:1,code:1", "next:web:1,code:1;next:web:0,code:1", "next:web:1,code:1;+0:web:0,code:1"} {
+		if _, err := a.EditNext(ctx, "run", text, v3.Version, nil, nil); !errors.Is(err, api.ErrMix) {
+			t.Errorf("EditNext %q: %v; want api.ErrMix", text, err)
+		}
+	}
+}
+
+// TestEditNextRacesRequests: requests laying steps out while an edit from
+// "next" is made see it exactly where it took effect: every step before
+// its first under the version it replaced, every step from it under the
+// new one, none from it under the old.
+func TestEditNextRacesRequests(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := twoNodes(t)
+	v1, err := a.Edit(ctx, "run", "0:web:0.7,code:0.3", 0, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The requests go on until 50 steps after the edit was made.
+	var laid []string // step -> the version it was laid out under
+	var edited atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		more := 50
+		for s := uint64(0); more > 0; s++ {
+			if edited.Load() {
+				more--
+			}
+			v, err := a.For(ctx, "run", "latest", s, s, true)
+			if err != nil {
+				done <- err
+				return
+			}
+			laid = append(laid, v.Version)
+		}
+		done <- nil
+	}()
+	for {
+		if l, ok, _ := a.Latest(ctx, "run"); ok && l >= 20 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	v2, err := a.EditNext(ctx, "run", "next:web:0,code:1", v1.Version, nil, nil)
+	edited.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v2.FromStep < 21 || v2.FromStep >= uint64(len(laid)) {
+		t.Fatalf("the edit took effect from step %d of the %d laid out", v2.FromStep, len(laid))
+	}
+	for s, v := range laid {
+		if want := map[bool]string{true: v1.Version, false: v2.Version}[uint64(s) < v2.FromStep]; v != want {
+			t.Fatalf("step %d laid out under %s; the edit from step %d wants %s", s, v, v2.FromStep, want)
+		}
+	}
+}
+
 // countingStore counts the writes of reservations.
 type countingStore struct {
 	Store

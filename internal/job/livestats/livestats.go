@@ -65,6 +65,11 @@ const (
 	// several job-epochs of a million-sample dataset. Beyond it the older
 	// half is dropped.
 	statsTrace = 1 << 20
+	// statsTraceBatches bounds the trace's batches too, each about 100
+	// bytes beside its accesses: batches of a chunk or two would
+	// otherwise hold 100 MB at statsTrace. 262,144 batches of 256 are 67M
+	// samples.
+	statsTraceBatches = 1 << 18
 )
 
 // Optimizer computes the optimal policy's hit ratio per job and epoch on a
@@ -103,6 +108,11 @@ type Stats struct {
 
 	mu   sync.Mutex
 	jobs map[layout.Stream]*jobStats
+	// byID are the kept jobs by their IDs, which the trace's batches
+	// name: a job no longer kept is named by an ID alone, so that its
+	// figures and series go with it however long its batches stay in the
+	// trace.
+	byID map[int]*jobStats
 	// comps are the mixtures' component streams seen (Follow), each
 	// mapped to its mixture's job, so that what prefetch reads for one
 	// counts there; bounded by maxComps.
@@ -111,13 +121,15 @@ type Stats struct {
 	ids   int    // the last job ID given
 
 	// trace is the demand of every job, merged as it arrived, bounded
-	// by statsTrace accesses (traced).
-	trace   []tracedBatch
-	traced  int
-	pending bool // an epoch completed since the optimum was computed
-	wake    chan struct{}
-	part    *stopper.Part // runs the optimum's computation
-	ctx     context.Context
+	// by statsTrace accesses (traced) and traceBatches batches
+	// (statsTraceBatches, or a test's).
+	trace        []tracedBatch
+	traced       int
+	traceBatches int
+	pending      bool // an epoch completed since the optimum was computed
+	wake         chan struct{}
+	part         *stopper.Part // runs the optimum's computation
+	ctx          context.Context
 }
 
 type jobStats struct {
@@ -152,9 +164,11 @@ type jobStats struct {
 // tracedBatch is a batch's demand: its chunks are of ds, or for a
 // mixture's batch each of its dataset in dss. A mixture's batch is one,
 // whatever its parts: the trace's length, and what the optimum's
-// computation copies and tags, follow the batches, not the sources.
+// computation copies and tags, follow the batches, not the sources. Its
+// job is named by its ID, never held: a trace of a million accesses
+// outlives thousands of jobs, each with its labels and series.
 type tracedBatch struct {
-	job    *jobStats // its id tags the batch
+	job    int // the jobStats.id that tags the batch
 	epoch  uint64
 	ds     *catalog.Dataset
 	dss    []*catalog.Dataset
@@ -223,7 +237,7 @@ func New(reg prometheus.Registerer, capacity int64, optimum Optimizer, part *sto
 			Name: "brand_job_batches_total",
 			Help: "Per job (the last few served): batches served.",
 		}, jobLabels),
-		jobs: map[layout.Stream]*jobStats{}, comps: map[layout.Stream]layout.Stream{}, wake: make(chan struct{}, 1),
+		traceBatches: statsTraceBatches, jobs: map[layout.Stream]*jobStats{}, byID: map[int]*jobStats{}, comps: map[layout.Stream]layout.Stream{}, wake: make(chan struct{}, 1),
 	}
 	reg.MustRegister(s.hitRatio, s.bytes, s.jobBytes, s.jobStall, s.jobBatches)
 	s.mix = newMixtures(reg)
@@ -292,6 +306,7 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 			s.jobBytes.Delete(l)
 			s.jobStall.Delete(l)
 			s.jobBatches.Delete(l)
+			delete(s.byID, s.jobs[oldest].id)
 			delete(s.jobs, oldest)
 			s.reresolveLocked(l)
 		}
@@ -306,6 +321,7 @@ func (s *Stats) jobLocked(js layout.Stream, mx *layout.Mixed) *jobStats {
 		j = &jobStats{id: s.ids, epochs: map[uint64]*epochCount{}, dataset: dataset, index: index, labels: l,
 			batchesC: s.jobBatches.With(l), stallC: s.jobStall.With(l), bytesC: s.jobBytes.With(l)}
 		s.jobs[js] = j
+		s.byID[j.id] = j
 	}
 	j.lastUse = s.tick
 	return j
@@ -479,7 +495,7 @@ func (s *Stats) Batch(b Served) {
 		loads += s.partLocked(j, c, p)
 		n += len(p.Chunks)
 	}
-	tb := tracedBatch{job: j, epoch: b.Epoch, chunks: make([]int32, 0, n)}
+	tb := tracedBatch{job: j.id, epoch: b.Epoch, chunks: make([]int32, 0, n)}
 	if b.Mix != nil {
 		tb.dss = make([]*catalog.Dataset, 0, n)
 	} else {
@@ -507,7 +523,7 @@ func (s *Stats) Batch(b Served) {
 	j.accesses += int64(n)
 	j.loads += int64(loads)
 	s.publishLocked(js, j, b.Epoch, c)
-	if s.traced+n > statsTrace {
+	if s.traced+n > statsTrace || len(s.trace) >= s.traceBatches {
 		s.trimLocked()
 	}
 	s.trace = append(s.trace, tb)
@@ -550,23 +566,26 @@ func (s *Stats) trimLocked() {
 	drop := len(s.trace) / 2
 	for _, d := range s.trace[:drop] {
 		s.traced -= len(d.chunks)
-		// A job no longer kept is marked too: nothing reads it.
-		if e, ok := d.job.epochs[d.epoch]; ok {
+		j := s.byID[d.job]
+		if j == nil {
+			continue // no longer kept: nothing reads its figures
+		}
+		if e, ok := j.epochs[d.epoch]; ok {
 			e.partial = true
 		}
-		d.job.trimmed = true
+		j.trimmed = true
 	}
 	old := s.trace
 	s.trace = append(s.trace[:0], s.trace[drop:]...)
 	clear(old[len(s.trace):]) // let what was dropped go
-	first := map[*jobStats]uint64{}
+	first := map[int]uint64{}
 	for _, d := range s.trace {
 		if f, ok := first[d.job]; !ok || d.epoch < f {
 			first[d.job] = d.epoch
 		}
 	}
 	for _, o := range s.jobs {
-		if f, ok := first[o]; ok && o.trimmed {
+		if f, ok := first[o.id]; ok && o.trimmed {
 			o.firstTraced = f
 		}
 	}
@@ -667,7 +686,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	}
 	batches := func(yield func(evict.JobEpoch, []int32) bool) {
 		for i, b := range trace {
-			if !yield(evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}, tagged[i]) {
+			if !yield(evict.JobEpoch{Job: b.job, Epoch: b.epoch}, tagged[i]) {
 				return
 			}
 		}
@@ -681,7 +700,7 @@ func (s *Stats) computeOptimum(trace []tracedBatch) {
 	}
 	accesses := map[evict.JobEpoch]int64{}
 	for _, b := range trace {
-		accesses[evict.JobEpoch{Job: b.job.id, Epoch: b.epoch}] += int64(len(b.chunks))
+		accesses[evict.JobEpoch{Job: b.job, Epoch: b.epoch}] += int64(len(b.chunks))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

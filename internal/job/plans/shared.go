@@ -12,10 +12,9 @@ import (
 	"reflect"
 	"strconv"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
 // Shared answers POST /plan, body being its body: several jobs reading
@@ -62,32 +61,11 @@ func (m *Maker) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, 
 		api.SharedPlanRequest
 		Jobs []json.RawMessage `json:"jobs"`
 	}
-	data, err := io.ReadAll(body)
-	if tooLarge(err) {
-		return bad("the body is over %d bytes", api.MaxSharedPlanBodyBytes)
-	}
-	if err != nil {
-		return bad("body: %v", err)
-	}
-	if err := duplicateName(data); err != nil {
-		return bad("body: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(&in)
-	if err == nil {
-		// Nothing but white space may follow: not a second object, nor
-		// a stray brace, which Decode alone would leave unread.
-		if _, err = dec.Token(); err == io.EOF {
-			err = nil
-		} else if !tooLarge(err) {
-			return bad("data after the JSON object of the body")
-		}
-	}
+	err := reqbody.DecodeJSON(body, &in)
 	switch {
 	case tooLarge(err):
 		return bad("the body is over %d bytes", api.MaxSharedPlanBodyBytes)
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		return bad(`empty body: POST /plan takes a JSON object {"jobs": [{...}, ...]} (docs/http-api.md)`)
 	case err != nil:
 		return bad("body: %s", jsonMessage(err))
@@ -117,6 +95,7 @@ func (m *Maker) readSharedPlan(body io.Reader) (api.Job, api.SharedPlanRequest, 
 	epochs := 0
 	for i, raw := range in.Jobs {
 		j := defaults
+		// One value of the body, already read whole by DecodeJSON.
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&j); err != nil {
@@ -161,27 +140,6 @@ func (m *Maker) checkSharedJob(j api.SharedPlanJob) error {
 		return fmt.Errorf("%w: start %v; must be >= 0", query.ErrBadRequest, j.Start)
 	}
 	return nil
-}
-
-// duplicateName reports a member name given twice in one object of the
-// JSON values data holds (RFC 7493 §2.3): encoding/json would take the
-// last and silently drop the first, so a client who wrote two values for
-// one field would get a plan of one it did not mean. A syntax error is
-// left to the decoder that follows, which names it as before.
-func duplicateName(data []byte) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
-	for {
-		err := dec.SkipValue()
-		if err == io.EOF {
-			return nil
-		}
-		if errors.Is(err, jsontext.ErrDuplicateName) {
-			return err
-		}
-		if err != nil {
-			return nil
-		}
-	}
 }
 
 // jsonMessage is an error of the JSON decoder as a client reads it: a

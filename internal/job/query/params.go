@@ -106,6 +106,9 @@ type Query struct {
 	Epoch    uint64
 	EpochSet bool
 	Prev     string
+	// Seal names the seal a peer's feedback request collects for, or
+	// tells how it ended; Sealed is then the version it sealed ("": none).
+	Seal, Sealed string
 	// Pos is the epoch position a peer's sample request is for (PosSet:
 	// given).
 	Pos    int
@@ -224,6 +227,14 @@ var params = map[string]param{
 		return err
 	},
 	ParamPrev: versionParam(func(q *Query) *string { return &q.Prev }),
+	ParamSeal: func(q *Query, name, v string, _ Limits) error {
+		if !ValidVersion(v) {
+			return fmt.Errorf("%w: %s must be a seal's ID (16 hex digits), got %q", ErrBadRequest, name, v)
+		}
+		q.Seal = v
+		return nil
+	},
+	ParamSealed: versionParam(func(q *Query) *string { return &q.Sealed }),
 	ParamPos: func(q *Query, name, v string, _ Limits) error {
 		err := intParam(func(q *Query) *int { return &q.Pos }, 0, nil, "")(q, name, v, Limits{})
 		q.PosSet = err == nil
@@ -349,7 +360,9 @@ var (
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
 	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey}
-	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch}
+	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal}
+	// A sealing node telling the others how its seal ended.
+	PeerSettleParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal, ParamSealed}
 	// A node asking another for a membership version's member list.
 	PeerMembersParams = []string{api.ParamMembers}
 	// A node asking a chunk's old owner for its bytes, and a node asking
@@ -363,10 +376,14 @@ var (
 const (
 	ParamEpoch = "epoch"
 	ParamPrev  = "prev"
-	ParamPos   = "pos"
-	ParamChunk = "chunk"
-	ParamAhead = "ahead"
-	ParamHeld  = "held"
+	// ParamSeal names a seal in the peers' feedback requests, and
+	// ParamSealed the version it sealed.
+	ParamSeal   = "seal"
+	ParamSealed = "sealed"
+	ParamPos    = "pos"
+	ParamChunk  = "chunk"
+	ParamAhead  = "ahead"
+	ParamHeld   = "held"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.

@@ -22,7 +22,7 @@ var endpoints = map[string][]string{
 	"JobParams": JobParams, "PlanParams": PlanParams, "SampleParams": SampleParams,
 	"FeedbackParams": FeedbackParams, "SealParams": SealParams, "SealedParams": SealedParams,
 	"PeerSampleParams": PeerSampleParams, "PeerFeedbackParams": PeerFeedbackParams,
-	"PeerChunkParams": PeerChunkParams, "PeerNeededParams": PeerNeededParams,
+	"PeerChunkParams": PeerChunkParams, "PeerNeededParams": PeerNeededParams, "PeerSettleParams": PeerSettleParams,
 }
 
 // TestJobParamsGolden pins the public job parameters, one name a line,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -66,7 +67,7 @@ func Status(err error) int {
 	case errors.Is(err, query.ErrBadRequest), errors.Is(err, shuffle.ErrInvalid), errors.Is(err, chunkcache.ErrTooLarge),
 		errors.Is(err, reader.ErrTooLarge), errors.Is(err, importance.ErrBadFeedback), errors.Is(err, importance.ErrMismatch),
 		errors.Is(err, transform.ErrUnknownPipeline), errors.Is(err, tensorize.ErrTooLarge), errors.Is(err, catalog.ErrSelect),
-		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge):
+		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, reqbody.ErrBadJSON), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge):
 		return http.StatusBadRequest
 	case errors.Is(err, video.ErrNoDecoder):
 		// A clip job on a build without libavcodec (-tags brand_libav).
@@ -91,10 +92,12 @@ func Status(err error) int {
 		errors.Is(err, tensorize.ErrBusy), errors.Is(err, jobsched.ErrUnasked):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, s3backend.ErrChanged), errors.Is(err, catalog.ErrCorrupt), errors.Is(err, s3backend.ErrNotFound),
-		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument):
+		errors.Is(err, s3backend.ErrOutOfRange), errors.Is(err, chunkindex.ErrCorrupt), errors.Is(err, sequences.ErrDocument),
+		errors.Is(err, dataset.ErrChecksum):
 		// The store no longer matches the index (a chunk, or a sample
 		// table a node read from the stored index; an object shorter
-		// than the index says; a token document not as indexed):
+		// than the index says; a token document not as indexed; a file
+		// served in place whose bytes fail the index's checksums):
 		// retrying will not help.
 		return http.StatusBadGateway
 	case errors.Is(err, ErrNotImplemented):

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
@@ -52,6 +53,7 @@ var reasons = []struct {
 	{membership.ErrUnknownMembers, "members_version"},
 	{catalog.ErrCorrupt, "store_mismatch"},
 	{s3backend.ErrChanged, "store_mismatch"},
+	{dataset.ErrChecksum, "store_mismatch"},
 	{s3backend.ErrNotFound, "store_mismatch"},
 	{s3backend.ErrOutOfRange, "store_mismatch"},
 	{context.DeadlineExceeded, "timeout"},

@@ -35,6 +35,14 @@
 // Handlers need no change: a read past the deadline returns an error
 // (os.ErrDeadlineExceeded) from the body, and a read past the bound one
 // that wraps ErrTooLarge.
+//
+// # JSON bodies
+//
+// Every route that takes a JSON body reads it through DecodeJSON (or, for
+// a reader of its own grammar, ends it with End): one object, no member
+// twice, no unknown field, and nothing but white space after it — a body
+// with data after its object is refused (ErrBadJSON, 400), never applied
+// with the rest ignored.
 package reqbody
 
 import (

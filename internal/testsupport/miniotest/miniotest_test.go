@@ -187,7 +187,7 @@ func TestScriptAgrees(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the script's cache-directory rules are checked on Linux")
 	}
-	script := filepath.Join("..", "..", "scripts", "ensure-minio.sh")
+	script := filepath.Join("..", "..", "..", "scripts", "ensure-minio.sh")
 	run := func(t *testing.T, arg string) string {
 		t.Helper()
 		out, err := exec.Command("bash", script, arg).Output()
@@ -226,7 +226,7 @@ func TestScriptInstalls(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("the script needs a Unix shell")
 	}
-	script := filepath.Join("..", "..", "scripts", "ensure-minio.sh")
+	script := filepath.Join("..", "..", "..", "scripts", "ensure-minio.sh")
 	tools := t.TempDir()
 	calls := filepath.Join(t.TempDir(), "go-calls")
 	fakeGo := `#!/bin/sh

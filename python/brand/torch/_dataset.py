@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import torch.distributed as _dist
 from torch.utils.data import IterableDataset, get_worker_info
@@ -548,6 +548,30 @@ class BrandDataset(IterableDataset):
                 self._finish_pass()
         finally:
             client.close()
+
+    def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next") -> Dict[str, Any]:
+        """Edit the schedule stored under the job's name, which this dataset
+        reads (``schedule_version``), from the first step none of the job's
+        loaders has read (``"next"``; or from step ``from_step``), with
+        :meth:`brand.Client.edit_schedule`, and return the version made:
+        its ``from_step`` is the step the edit took effect from, at most
+        :meth:`BrandLoader.read_ahead_steps` after the step the trainer is
+        on. The workers read on under it from that step (the gateway names
+        it when they ask for a step it changed), and :meth:`state_dict`
+        records it. The schedule is the job's: edit it on one rank (rank
+        0), every rank reads the edit.
+
+        Raises:
+            brand.ScheduleConflictError: ``from_step`` was read, or another
+                edit was made meanwhile.
+        """
+        if self.options.job.schedule_version is None:
+            raise ValueError("brand: edit_schedule edits the schedule stored under the job's name, which a dataset "
+                             "reads with schedule_version=\"latest\"")
+        with Client(self.url, self.options) as c:
+            made = c.edit_schedule(schedule, from_step)
+        self.schedule_version = str(made["version"])
+        return made
 
     def loader(self, **kwargs: Any) -> "BrandLoader":
         """A :class:`BrandLoader` over this dataset: a ``DataLoader`` whose

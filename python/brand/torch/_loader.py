@@ -3,7 +3,7 @@ which is what makes a dataset's state exact with any number of workers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from torch.utils.data import DataLoader
 
@@ -61,6 +61,34 @@ class BrandLoader(DataLoader):
         finally:
             ds._by_loader = False
             ds._board = None
+
+    def read_ahead_steps(self) -> int:
+        """How far past the step the trainer is on the job's loaders may have
+        read, in steps: an edit of its stored schedule from ``"next"``
+        (:meth:`edit_schedule`) takes effect at most this many steps later,
+        and one from a step given as a number must leave at least this
+        margin.
+
+        Each of ``W`` workers keeps ``prefetch_factor`` steps made ahead
+        for the trainer, its client ``ahead`` batches requested beyond the
+        one it is making and that one in flight (:class:`brand.Options`),
+        and each of its batches is ``W`` steps after its previous: ``W ×
+        (prefetch_factor + ahead + 2)``; without workers, ``ahead + 2``.
+        The gateway lays no step out before a request asks for it (it
+        prefetches chunks, not steps), so it adds nothing. With DDP the
+        ranks step together, each with its own loaders: the margin is the
+        same."""
+        ahead = self.dataset.options.ahead  # type: ignore[attr-defined]
+        if self.num_workers == 0:
+            return ahead + 2
+        return self.num_workers * ((self.prefetch_factor or 2) + ahead + 2)
+
+    def edit_schedule(self, schedule: str, from_step: Union[int, str] = "next") -> Dict[str, Any]:
+        """:meth:`BrandDataset.edit_schedule`: the dataset's stored schedule
+        edited from the first step no loader has read, at most
+        :meth:`read_ahead_steps` after the step the trainer is on (the
+        answer's ``from_step``)."""
+        return self.dataset.edit_schedule(schedule, from_step)  # type: ignore[attr-defined]
 
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The dataset's :meth:`~BrandDataset.state_dict`."""

@@ -10,7 +10,6 @@ worker reuses.
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -19,34 +18,27 @@ import numpy.lib.format as _npy
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from .._npy import header_end, read_header
 from .._tar import Sample
 
 # A .npy header's bytes -> (data offset, shape, fortran order, torch dtype,
 # elements). A pipeline's tensors share a few headers, so each is parsed
-# once, by numpy's own rules, rather than once an image.
+# once (brand._npy, by numpy.lib.format's rules), rather than once an image.
 _NpyHeader = "tuple[int, tuple, bool, torch.dtype, int]"
 _npy_headers: Dict[bytes, _NpyHeader] = {}
 _NPY_HEADERS_KEPT = 256
 
 
 def _npy_header(mv: memoryview) -> _NpyHeader:
-    if len(mv) < 10 or bytes(mv[:6]) != b"\x93NUMPY":
-        raise ValueError("brand: not a .npy array (no \\x93NUMPY magic)")
-    major = mv[6]
-    size = 2 if major == 1 else 4
-    if len(mv) < 8 + size:
-        raise ValueError("brand: a .npy array cut inside its header")
-    end = 8 + size + int.from_bytes(mv[8 : 8 + size], "little")
-    head = bytes(mv[:end])
+    head = bytes(mv[: header_end(mv)])
     got = _npy_headers.get(head)
     if got is not None:
         return got
-    fp = io.BytesIO(head)
-    version = _npy.read_magic(fp)
-    if version == (1, 0):
-        shape, fortran, dtype = _npy.read_array_header_1_0(fp)
-    else:
-        shape, fortran, dtype = _npy.read_array_header_2_0(fp)
+    end, descr, fortran, shape = read_header(head)
+    try:
+        dtype = _npy.descr_to_dtype(descr)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"brand: a .npy array of descr {descr!r}: {e}") from e
     if dtype.hasobject or not dtype.isnative and dtype.itemsize > 1:
         raise ValueError(f"brand: a .npy array of {dtype}: only native-endian numbers can be viewed in place")
     tdtype = torch.from_numpy(numpy.empty(0, dtype=dtype)).dtype

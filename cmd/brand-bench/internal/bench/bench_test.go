@@ -69,38 +69,6 @@ func TestMeterCutsBatches(t *testing.T) {
 	}
 }
 
-func TestParseProm(t *testing.T) {
-	text := `# HELP brand_cache_hits_total Chunk lookups served from the cache.
-# TYPE brand_cache_hits_total counter
-brand_cache_hits_total 1234
-brand_backend_read_bytes_total 2.147483648e+09
-brand_http_requests_total{code="200",route="/epoch/{epoch}/batch/{batch}"} 79
-
-go_gc_duration_seconds{quantile="0.5"} 3.2e-05
-`
-	got, err := parseProm(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := promSample{
-		"brand_cache_hits_total":         1234,
-		"brand_backend_read_bytes_total": 2147483648,
-		`brand_http_requests_total{code="200",route="/epoch/{epoch}/batch/{batch}"}`: 79,
-		`go_gc_duration_seconds{quantile="0.5"}`:                                     3.2e-05,
-	}
-	if len(got) != len(want) {
-		t.Errorf("parsed %d series, want %d: %v", len(got), len(want), got)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
-		}
-	}
-	if _, err := parseProm("brand_cache_hits_total many\n"); err == nil {
-		t.Error("a non-numeric value parsed")
-	}
-}
-
 func TestDecodeBody(t *testing.T) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

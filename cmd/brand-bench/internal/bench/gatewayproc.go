@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 )
 
 // gatewayProc is a `brand serve` process under test. It runs as its own
@@ -130,7 +130,7 @@ func (p *gatewayProc) get(ctx context.Context, path string, w io.Writer) (int, e
 }
 
 // metrics scrapes /metrics.
-func (p *gatewayProc) metrics(ctx context.Context) (promSample, error) {
+func (p *gatewayProc) metrics(ctx context.Context) (promtest.Scrape, error) {
 	var b strings.Builder
 	code, err := p.get(ctx, "/metrics", &b)
 	if err == nil && code != http.StatusOK {
@@ -139,7 +139,11 @@ func (p *gatewayProc) metrics(ctx context.Context) (promSample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: gateway /metrics: %w", err)
 	}
-	return parseProm(b.String())
+	m, err := promtest.Read(strings.NewReader(b.String()))
+	if err != nil {
+		return nil, fmt.Errorf("bench: gateway /metrics: %w", err)
+	}
+	return m, nil
 }
 
 // gatewayStats is the part of the gateway's /stats answer the harness uses.
@@ -203,32 +207,6 @@ func (p *gatewayProc) stop(grace time.Duration) error {
 func (p *gatewayProc) kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
-}
-
-// promSample is a scrape: each series (name and labels, as exposed) to its
-// value.
-type promSample map[string]float64
-
-// parseProm parses the Prometheus text exposition format well enough for
-// counters and gauges: "name{labels} value" lines, comments skipped.
-func parseProm(text string) (promSample, error) {
-	out := promSample{}
-	for i, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			return nil, fmt.Errorf("bench: metrics line %d: no value: %q", i+1, line)
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("bench: metrics line %d: %w", i+1, err)
-		}
-		out[strings.TrimSpace(line[:sp])] = v
-	}
-	return out, nil
 }
 
 // gatewayEnv is this process's environment for a gateway: the S3

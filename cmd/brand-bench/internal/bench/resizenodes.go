@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 )
 
 // The resize benchmark's clusters: their counters, ports, member file and
@@ -48,7 +49,7 @@ type resizeCounters struct {
 	membership                   map[string]float64
 }
 
-func countersOf(m promSample) resizeCounters {
+func countersOf(m promtest.Scrape) resizeCounters {
 	c := resizeCounters{membership: map[string]float64{}}
 	for series, v := range m {
 		name, _, _ := strings.Cut(series, "{")

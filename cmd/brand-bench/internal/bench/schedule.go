@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -345,7 +346,7 @@ func (sb *schedBed) start(ctx context.Context, name string, datasets []string, c
 // schedCounters are the gateway's counters a step is measured by.
 type schedCounters struct{ misses, wait, store float64 }
 
-func schedCountersOf(m promSample) schedCounters {
+func schedCountersOf(m promtest.Scrape) schedCounters {
 	var c schedCounters
 	for series, v := range m {
 		name, _, _ := strings.Cut(series, "{")

@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// NextStep is what from_step says for an edit from the first step the job
+// has not read yet: the gateway takes that step as it makes the edit, so
+// an edit made while loaders read ahead is never refused for a step they
+// read in the meantime (docs/http-api.md, "Schedules").
+const NextStep = "next"
+
+// ScheduleEdit is the body of PUT and POST /jobs/{job}/schedule.
+type ScheduleEdit struct {
+	// Schedule is the whole schedule (a job's first, with no Base), or an
+	// edit's phases from FromStep on, the first at FromStep: written
+	// "next" (next:MIX, next~END:MIX) with FromStep Next, where steps
+	// written +N count from the step the edit takes effect from.
+	Schedule string   `json:"schedule"`
+	FromStep EditFrom `json:"from_step"`
+	// Base is the version the edit changes, the current one; "" stores a
+	// job's first schedule.
+	Base string `json:"base"`
+}
+
+// EditFrom is an edit's from_step: a step (a JSON number), or, with Next,
+// the first step the job has not read (the JSON string "next").
+type EditFrom struct {
+	Step uint64
+	Next bool
+}
+
+// MarshalJSON writes the step, or "next".
+func (f EditFrom) MarshalJSON() ([]byte, error) {
+	if f.Next {
+		return []byte(`"` + NextStep + `"`), nil
+	}
+	return []byte(strconv.FormatUint(f.Step, 10)), nil
+}
+
+// UnmarshalJSON reads a whole number or "next".
+func (f *EditFrom) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte(`"`+NextStep+`"`)) {
+		*f = EditFrom{Next: true}
+		return nil
+	}
+	var n uint64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("from_step is a step (a whole number) or %q, not %s", NextStep, b)
+	}
+	*f = EditFrom{Step: n}
+	return nil
+}
+
+func (f EditFrom) String() string {
+	if f.Next {
+		return NextStep
+	}
+	return strconv.FormatUint(f.Step, 10)
+}
+
+// StoredSchedule is what the schedule endpoints answer: a version of a
+// job's stored schedule and the latest step the answering node has served
+// of the job.
+type StoredSchedule struct {
+	Job     string `json:"job"`
+	Version string `json:"version"`
+	// Previous is the version this one edits ("" for the first) and
+	// FromStep the step from which they differ (0 for the first): after
+	// an edit from "next", the step the gateway took.
+	Previous string `json:"previous,omitempty"`
+	FromStep uint64 `json:"from_step"`
+	// Schedule is the whole schedule, as mix_schedule= writes it.
+	Schedule   string  `json:"schedule"`
+	LatestStep *uint64 `json:"latest_step,omitempty"`
+}
+
+// ResolveNext writes the steps of an edit from the first step not yet
+// read (EditFrom.Next) as the step from it took: the first phase's
+// "next", and every step written +N, which counts from it (next~+500:MIX
+// ramps over the 500 steps from it). Other steps are as written. Errors
+// wrap ErrMix.
+func ResolveNext(text string, from uint64) (string, error) {
+	if text == "" {
+		return "", fmt.Errorf("%w: an edit from the next step has phases: next:MIX or next~END:MIX", ErrMix)
+	}
+	phases := strings.Split(text, ";")
+	for i, part := range phases {
+		steps, mix, ok := strings.Cut(part, ":")
+		if !ok {
+			return "", fmt.Errorf("%w: schedule phase %q: write STEP:MIX or STEP~END:MIX, such as next:web:0.3,code:0.7", ErrMix, part)
+		}
+		start, end, ramp := strings.Cut(steps, "~")
+		switch {
+		case i == 0 && start != NextStep:
+			return "", fmt.Errorf("%w: an edit from the next step starts with a phase at %q (next:MIX or next~END:MIX), not %q: the gateway chooses the step", ErrMix, NextStep, start)
+		case i > 0 && start == NextStep:
+			return "", fmt.Errorf("%w: schedule phase %q: only the first phase starts at %q", ErrMix, part, NextStep)
+		}
+		resolved := func(s string) (string, error) {
+			switch {
+			case s == NextStep:
+				return strconv.FormatUint(from, 10), nil
+			case strings.HasPrefix(s, "+"):
+				n, err := parseStep(s[1:])
+				if err != nil {
+					return "", fmt.Errorf("%w: schedule phase %q: %w", ErrMix, part, err)
+				}
+				return strconv.FormatUint(from+n, 10), nil
+			}
+			return s, nil
+		}
+		var err error
+		if start, err = resolved(start); err != nil {
+			return "", err
+		}
+		if ramp {
+			if end, err = resolved(end); err != nil {
+				return "", err
+			}
+			start += "~" + end
+		}
+		phases[i] = start + ":" + mix
+	}
+	return strings.Join(phases, ";"), nil
+}

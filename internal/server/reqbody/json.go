@@ -1,0 +1,85 @@
+package reqbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// ErrBadJSON marks a request body that is not the one JSON value its
+// route takes: not JSON, empty, a member named twice in an object, a
+// field the route does not know, or anything but white space after the
+// value. The caller wraps it with its own kind (a 400).
+var ErrBadJSON = errors.New("the body is not one JSON object")
+
+// DecodeJSON reads a request's body whole (bounded by Apply) and decodes
+// the one JSON value it holds into v: every route that takes a JSON body
+// reads it here, so that none takes data after its value (a second
+// object, a stray brace, which json.Decoder.Decode alone leaves unread
+// and a handler would never see), a member given twice in an object
+// (encoding/json keeps the last and silently drops the first, RFC 7493
+// §2.3), or a field v does not have. An empty body wraps io.EOF; a value
+// of the wrong type keeps its *json.UnmarshalTypeError for the caller to
+// name; a read error (ErrTooLarge, a deadline) is returned as it is.
+func DecodeJSON(body io.Reader, v any) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fmt.Errorf("%w: empty body: %w", ErrBadJSON, io.EOF)
+	}
+	if err := duplicateName(data); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadJSON, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadJSON, err)
+	}
+	return End(bytes.NewReader(data[dec.InputOffset():]))
+}
+
+// End reads what follows a JSON value to its end: white space alone, or
+// an error wrapping ErrBadJSON naming the first byte that is not. A
+// reader of its own grammar (feedback's streaming scanner) ends here as
+// DecodeJSON does.
+func End(r io.ByteReader) error {
+	for {
+		c, err := r.ReadByte()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return fmt.Errorf("%w: data after the JSON object (%q)", ErrBadJSON, c)
+	}
+}
+
+// duplicateName reports a member name given twice in one object of the
+// JSON values data holds. A syntax error is left to the decoder that
+// follows, which names it with its offset.
+func duplicateName(data []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	for {
+		err := dec.SkipValue()
+		if err == io.EOF {
+			return nil
+		}
+		if errors.Is(err, jsontext.ErrDuplicateName) {
+			return err
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
