@@ -246,7 +246,7 @@ func RunVideo(ctx context.Context, cfg VideoConfig) (*VideoReport, error) {
 	serve := func(name string) (*gatewayProc, error) {
 		args := []string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0", "--dataset", "vid=s3://" + bucket + "/index",
 			"--s3-endpoint", srv.URL(), "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(4*rep.Bytes+64<<20, 10),
-			"--transform-workers", "1", "--log-format", "json", "--log-level", "warn", "--shutdown-timeout", "10s"}
+			"--transform-workers", "1", "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
 		return startGateway(ctx, taskset, args, env, filepath.Join(cfg.WorkDir, "gateway-video-"+name+".log"))
 	}
 	job := fmt.Sprintf("dataset=vid&clip=%d&stride=%d&seed=7", cfg.Clip, cfg.Stride)
