@@ -144,7 +144,9 @@ class S3Clips:
             for off, size, pts, dts, key in run:
                 base = max(o for o in data if o <= off)
                 p = av.Packet(data[base][off - base: off - base + size])
-                p.pts, p.dts, p.is_keyframe = pts, dts, key
+                # PyAV 10's Packet.is_keyframe is read-only; the decoder
+                # finds keyframes in the bitstream.
+                p.pts, p.dts = pts, dts
                 packets.append(p)
             for p in packets + [None]:
                 for fr in ctx.decode(p):
