@@ -11,7 +11,7 @@
 #   scripts/bench.sh --small         # 100,000 samples of 10 KiB
 #   scripts/bench.sh --smoke         # every configuration in seconds
 #   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
-#   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips (about 5 minutes)
+#   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips
 #
 # For `tensors` it also installs, as root on Debian, what the trainer's
 # side needs (python3-torch, python3-torchvision, python3-boto3,
