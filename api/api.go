@@ -125,7 +125,19 @@ type Job struct {
 	// even as the batch allows. "" takes the plain cut (or, on a cluster,
 	// the locality-aware assignment, which balancing replaces).
 	Balance string
+	// Clip turns a video dataset's samples into clips (clip=, stride=,
+	// fps=, step=, clip_start=, clip_layout=; over a LeRobot dataset
+	// delta_timestamps= or frames=): each sample is a clip whose frames
+	// are decoded on the data node into a uint8 .npy member, with their
+	// source frame numbers and timestamps beside it, and batch_size,
+	// world, rank, offset and the epoch's extent count clips
+	// (docs/http-api.md, "Video clips"). The zero value serves the
+	// samples as stored.
+	Clip Clip
 }
+
+// Clips reports whether the job serves video clips.
+func (j Job) Clips() bool { return j.Clip.On() }
 
 // Tokens reports whether the job packs a token dataset into sequences
 // (seq=).
@@ -234,7 +246,8 @@ const (
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS, ParamBalance}
+	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS,
+	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -325,5 +338,6 @@ func (j Job) Values() url.Values {
 	if j.Balance != "" {
 		v.Set(ParamBalance, j.Balance)
 	}
+	j.Clip.setValues(v)
 	return v
 }

@@ -73,10 +73,36 @@ type EpochInfo struct {
 	// Tokens describes a token job's epoch (seq=): Samples, Batches and
 	// RankSamples then count sequences. nil for an ordinary job.
 	Tokens *TokenInfo `json:"tokens,omitempty"`
+	// Clips describes a clip job's epoch (clip=, delta_timestamps=,
+	// frames=): Samples, Batches and RankSamples then count clips, and
+	// Windows the shuffle's windows of units. nil for an ordinary job.
+	Clips *ClipInfo `json:"clips,omitempty"`
 	// ScheduleVersion is, for a job's stored schedule (schedule=), the
 	// version the epoch was laid out under: a client pins it for the
 	// epoch's batches.
 	ScheduleVersion string `json:"schedule_version,omitempty"`
+}
+
+// ClipInfo is a clip job's epoch in EpochInfo: the dataset's kind
+// ("video", a tree of videos; "lerobot"), its units (a tree's chunks, a
+// LeRobot dataset's episodes: what the shuffle permutes and a window
+// counts), its videos, a tree's frames a clip, the frames' layout, and a
+// LeRobot job's windows (offsets in seconds; a camera with no window of
+// the job's reads its anchor frame).
+type ClipInfo struct {
+	Kind    string           `json:"kind"`
+	Units   int              `json:"units"`
+	Videos  int              `json:"videos"`
+	Frames  int              `json:"frames,omitempty"`
+	Layout  string           `json:"layout"`
+	Windows []ClipWindowInfo `json:"windows,omitempty"`
+}
+
+// ClipWindowInfo is one window of a LeRobot clip job.
+type ClipWindowInfo struct {
+	Key    string    `json:"key"`
+	Camera bool      `json:"camera"`
+	Deltas []float64 `json:"deltas"`
 }
 
 // TokenInfo is a token job's epoch in EpochInfo: its packing, the

@@ -539,10 +539,10 @@ func New(cfg Config) (*Gateway, error) {
 		MaxBytes: cfg.Limits.MaxBatchBytes, Part: g.life.Part("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{Schedule: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, Clipper: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Part: g.life.Part("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
-		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
+		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Str("video_decoder", g.stage.VideoDecoder()).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.mem.UnderPressure, Served: g.metrics.bytesServed, Buffers: g.mem})
 	g.node = soloNode{}

@@ -55,8 +55,9 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Memory      api.MemoryStats    `json:"memory"`
 		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
 		Balance     []api.BalanceStats `json:"balance,omitempty"`
+		Video       *api.VideoStats    `json:"video,omitempty"`
 	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), turnStats(g.sched), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stats.Balances()})
+		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stats.Balances(), g.stage.VideoStats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the

@@ -13,15 +13,19 @@
 #   scripts/bench.sh --small         # 100,000 samples of 10 KiB
 #   scripts/bench.sh --smoke         # every configuration in seconds
 #   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
+#   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips
 #
 # For `tensors` it also installs, as root on Debian, what the trainer's
 # side needs (python3-torch, python3-torchvision, python3-boto3,
 # python3-pil) and builds brand with libjpeg-turbo
-# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails).
+# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails). For
+# `video` it installs python3-torch, python3-av, python3-boto3 and
+# python3-numpy, ffmpeg (scripts/ensure-ffmpeg.sh) and FFmpeg's libraries
+# (scripts/install-libav.sh), and builds brand with -tags brand_libav.
 #
 # Results go to bench-results/ (report.txt, report.json,
 # throughput.chart.json and throughput.png; tensors.txt, tensors.json,
-# tensors.chart.json, tensors.png) unless --out says otherwise. Run
+# tensors.chart.json, tensors.png; video.txt, video.json) unless --out says otherwise. Run
 # it on a quiet machine: the client, the gateway and MinIO share it, and
 # the report's ratios are only as good as the machine is idle.
 set -euo pipefail
@@ -41,6 +45,16 @@ if [[ ${1:-} == tensors ]]; then
 	else
 		echo "bench.sh: measuring the pure-Go decoder" >&2
 	fi
+fi
+if [[ ${1:-} == video ]]; then
+	# shellcheck source=lib/python.sh
+	. scripts/lib/python.sh
+	if ! find_python torch av boto3 numpy >/dev/null; then
+		apt_install bench.sh python3-torch python3-av python3-boto3 python3-numpy
+	fi
+	scripts/ensure-ffmpeg.sh >&2
+	scripts/install-libav.sh >&2
+	tags=(-tags brand_libav)
 fi
 
 bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/brand-bench-bin.XXXXXX")

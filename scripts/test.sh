@@ -129,8 +129,13 @@ fi
 if scripts/install-libav.sh; then
 	scripts/ensure-ffmpeg.sh
 	scripts/ensure-pyav.sh
-	go vet -tags brand_libav ./transform/video/
+	go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
 	go test $race -count=1 -tags brand_libav ./transform/video/
+	# Clip jobs end to end with the decoder: the gateway's (frames equal to
+	# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
+	# processes (store bytes of the covering GOPs, a cluster of three,
+	# world 1 and 8, a resume at another world size).
+	go test $race -count=1 -p 1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ ./integration/
 elif [[ ${CI:-} == true ]]; then
 	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
 	exit 1

@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 var (
@@ -62,6 +63,8 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// MaxVideoPixels bounds a video's frames (0: video.DefaultMaxPixels).
+	MaxVideoPixels int64
 	// Part runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
 	Part     *stopper.Part
@@ -77,13 +80,21 @@ type Stage struct {
 	decodes  Decodes
 	maxBytes int64
 	meters   map[string]*meter // per pipeline, fixed at New
-	log      zerolog.Logger
+	// video decodes clip jobs' GOPs (transform/video): a pool of decoder
+	// contexts, each holding its footprint of the decodes, closed once
+	// the workers have stopped.
+	video       *video.Decoder
+	clipFigures clipFigures
+	log         zerolog.Logger
 }
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Part, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
+	part := stopper.Own(c.Part, "tensors: workers")
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, part), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
+	s.video = video.NewDecoder(video.Options{MaxPixels: c.MaxVideoPixels, Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
+	part.OnStop(s.video.Close)
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
 	}
@@ -451,4 +462,5 @@ func (s *Stage) register(reg prometheus.Registerer) {
 			Help: "This node's transform workers (--transform-workers)."},
 			func() float64 { return float64(s.pool.workers) }),
 	)
+	s.registerClips(reg)
 }

@@ -124,6 +124,9 @@ func (r Request) values() neturl.Values {
 			v.Set(api.ParamTransform, t.Name)
 			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
 		}
+		if o.Stream.Clips != "" {
+			v.Set(query.ParamClipKey, o.Stream.Clips)
+		}
 	}
 	return v
 }
@@ -158,7 +161,9 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 	req := Request{DS: ds}
 	switch stream := q.Job.Window > 0; {
 	case stream && q.EpochSet && q.PosSet:
-		if q.Pos > ds.Index.NumSamples() {
+		// A clip job's positions are of its clips, not the dataset's
+		// samples (layout.Stream.Clips): its order bounds them.
+		if !q.Job.Clips() && q.Pos > ds.Index.NumSamples() {
 			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
 		}
 		req.Origin = &Origin{Stream: layout.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,

@@ -37,6 +37,7 @@ import (
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 // Errors of the faces' own, beside those of the parts they wire (each
@@ -70,7 +71,14 @@ func Status(err error) int {
 		errors.Is(err, reqbody.ErrTooLarge), errors.Is(err, reqbody.ErrBadJSON), errors.Is(err, seqpack.ErrInvalid), errors.Is(err, sequences.ErrTooLarge),
 		errors.Is(err, balance.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge), errors.Is(err, sequences.ErrTokenID):
+	case errors.Is(err, video.ErrNoDecoder):
+		// A clip job on a build without libavcodec (-tags brand_libav).
+		return http.StatusNotImplemented
+	case errors.Is(err, transform.ErrDecode), errors.Is(err, transform.ErrTooLarge), errors.Is(err, sequences.ErrTokenID),
+		errors.Is(err, video.ErrCodec), errors.Is(err, video.ErrTooLarge), errors.Is(err, video.ErrDecode), errors.Is(err, video.ErrRun):
+		// A video's: a codec this build does not decode, frames over the
+		// bound (or a decode over the node's memory for decodes), packets
+		// that do not decode to the frames the index names.
 		// The batch holds an image its pipeline cannot transform: the
 		// request is well formed and the store matches its index, but
 		// the content cannot be processed; retrying will not help.
@@ -115,7 +123,7 @@ func Status(err error) int {
 func Public(status int, err error) string {
 	switch {
 	case status < 500, errors.Is(err, catalog.ErrNotReady), errors.Is(err, ErrStalled),
-		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented),
+		errors.Is(err, chunkcache.ErrBusy), errors.Is(err, feedback.ErrBusy), errors.Is(err, ErrNotImplemented), errors.Is(err, video.ErrNoDecoder),
 		errors.Is(err, ErrPlanBusy), errors.Is(err, api.ErrPlanBudget), errors.Is(err, tensorize.ErrClosed), errors.Is(err, tensorize.ErrBusy),
 		errors.Is(err, jobsched.ErrUnasked): // names a member, as GET /cluster does
 		return ""

@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -20,6 +21,7 @@ import (
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 func TestStatusAndPublic(t *testing.T) {
@@ -60,6 +62,14 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", feedback.ErrBusy), http.StatusServiceUnavailable, false},
 		// A balanced job's global batch too costly to weigh (balance=).
 		{fmt.Errorf("x: %w", balance.ErrInvalid), http.StatusBadRequest, false},
+		// Videos: a build without libavcodec, an unsupported codec, frames
+		// over the bound, packets that do not decode, a bad clip request.
+		{fmt.Errorf("x: %w", video.ErrNoDecoder), http.StatusNotImplemented, false},
+		{fmt.Errorf("x.mp4: %w \"mpeg4\"", video.ErrCodec), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrTooLarge), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrDecode), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrRun), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x: %w", layout.ErrClips), http.StatusBadRequest, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)
@@ -126,6 +136,8 @@ func TestReason(t *testing.T) {
 		{400, fmt.Errorf("x: %w", query.ErrBadRequest), "bad_request"},
 		{400, fmt.Errorf("x: %w", transform.ErrUnknownPipeline), "unknown_pipeline"},
 		{422, fmt.Errorf("sample x: %w", transform.ErrDecode), "bad_image"},
+		{422, fmt.Errorf("x.mp4: %w", video.ErrDecode), "bad_video"},
+		{501, fmt.Errorf("x: %w", video.ErrNoDecoder), "no_video_decoder"},
 		{502, fmt.Errorf("x: %w", s3backend.ErrChanged), "store_mismatch"},
 		{502, fmt.Errorf("x: %w", dataset.ErrChecksum), "store_mismatch"},
 		{502, fmt.Errorf("x: %w", &catalog.DamagedChunkError{Reads: 3, Err: catalog.ErrCorrupt}), "damaged_chunk"},

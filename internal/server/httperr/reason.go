@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 // reasons name the errors an operator acts on differently although they
@@ -41,6 +42,11 @@ var reasons = []struct {
 	{reader.ErrTooLarge, "too_large"},
 	{tensorize.ErrTooLarge, "too_large"},
 	{transform.ErrUnknownPipeline, "unknown_pipeline"},
+	{video.ErrNoDecoder, "no_video_decoder"},
+	{video.ErrCodec, "bad_video"},
+	{video.ErrTooLarge, "bad_video"},
+	{video.ErrDecode, "bad_video"},
+	{video.ErrRun, "bad_video"},
 	{transform.ErrDecode, "bad_image"},
 	{transform.ErrTooLarge, "bad_image"},
 	{catalog.ErrVersion, "index_version"},
