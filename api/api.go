@@ -116,7 +116,28 @@ type Job struct {
 	// EOSSet; a dataset whose vocabulary does not name its EOS needs it.
 	EOS    int
 	EOSSet bool
+	// Balance assigns each global batch's samples to its ranks by cost
+	// (balance=, docs/shuffle.md §13): BalanceAttention or BalanceTokens
+	// for a token job's sequences, BalanceBytes for samples of a dataset
+	// whose index sizes them. Each rank still takes as many samples as
+	// the plain cut gives it, and the global batch holds the same ones;
+	// only which rank takes which changes, so the ranks' costs are as
+	// even as the batch allows. "" takes the plain cut (or, on a cluster,
+	// the locality-aware assignment, which balancing replaces).
+	Balance string
+	// Clip turns a video dataset's samples into clips (clip=, stride=,
+	// fps=, step=, clip_start=, clip_layout=; over a LeRobot dataset
+	// delta_timestamps= or frames=): each sample is a clip whose frames
+	// are decoded on the data node into a uint8 .npy member, with their
+	// source frame numbers and timestamps beside it, and batch_size,
+	// world, rank, offset and the epoch's extent count clips
+	// (docs/http-api.md, "Video clips"). The zero value serves the
+	// samples as stored.
+	Clip Clip
 }
+
+// Clips reports whether the job serves video clips.
+func (j Job) Clips() bool { return j.Clip.On() }
 
 // Tokens reports whether the job packs a token dataset into sequences
 // (seq=).
@@ -188,7 +209,26 @@ const (
 	ParamPack = "pack"
 	ParamPad  = "pad"
 	ParamEOS  = "eos"
+	// ParamBalance balances each global batch's ranks by cost
+	// (Job.Balance).
+	ParamBalance = "balance"
 )
+
+// What balance= may say: the cost a rank's samples are weighed by.
+const (
+	// BalanceAttention weighs a packed sequence by the sum of the
+	// squares of its pieces' lengths: variable-length attention's work.
+	BalanceAttention = "attention"
+	// BalanceTokens weighs a packed sequence by its tokens that are not
+	// pad.
+	BalanceTokens = "tokens"
+	// BalanceBytes weighs a sample by its stored bytes, which the index
+	// of a dataset of tar chunks records.
+	BalanceBytes = "bytes"
+)
+
+// BalanceKinds lists what balance= may say.
+var BalanceKinds = []string{BalanceAttention, BalanceTokens, BalanceBytes}
 
 // The packing modes a job may name (pack=), and the bound on seq=.
 const (
@@ -206,7 +246,8 @@ const (
 // JobParams lists the query parameters that make up a Job.
 var JobParams = []string{ParamDataset, ParamSeed, ParamBatchSize, ParamWindow, ParamWorld, ParamRank, ParamDropLast, ParamOffset, ParamLocality,
 	ParamSampling, ParamJob, ParamImportance, ParamHot, ParamIndex, ParamWeight, ParamMix, ParamMixSchedule, ParamScheduleVersion, ParamMixBlock, ParamMixSamples, ParamMembers,
-	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS}
+	ParamTransform, ParamColumns, ParamSeq, ParamPack, ParamPad, ParamEOS,
+	ParamClip, ParamStride, ParamFPS, ParamStep, ParamClipStart, ParamClipLayout, ParamDeltaTimestamps, ParamFrames, ParamBalance}
 
 // Values encodes j as query parameters. Fields at their zero value that a
 // gateway has its own default for (Dataset, BatchSize, Window, World) are
@@ -294,5 +335,9 @@ func (j Job) Values() url.Values {
 			v.Set(ParamEOS, strconv.Itoa(j.EOS))
 		}
 	}
+	if j.Balance != "" {
+		v.Set(ParamBalance, j.Balance)
+	}
+	j.Clip.setValues(v)
 	return v
 }

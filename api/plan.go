@@ -89,3 +89,43 @@ type PlanDataset struct {
 	// fields read); nil when they are Sizes (tar chunks, read whole).
 	StoreSizes []int64
 }
+
+// PlanBatch is one global batch of a demand trace the gateway computed
+// itself (a clip job's: the chunks its clips' GOPs are in): its epoch and
+// its distinct chunks in order of first use.
+type PlanBatch struct {
+	Epoch  int
+	Chunks []int32
+}
+
+// ClipPlan is what /plan answers of a clip job beside the simulation of
+// its chunks: per planned epoch what its clips need (ClipPlanEpoch), and
+// the CPU a decoded frame costs on this node, measured (Measured) or the
+// documented figure scaled by the frames' pixels.
+type ClipPlan struct {
+	Kind          string          `json:"kind"`
+	Clips         int             `json:"clips"`
+	CPUPerFrameMs float64         `json:"decode_cpu_per_frame_ms"`
+	Measured      bool            `json:"measured"`
+	Epochs        []ClipPlanEpoch `json:"epochs"`
+}
+
+// ClipPlanEpoch is one epoch of a clip job's plan: its clips and their
+// frames; the GOPs their frames need and those GOPs' bytes (covering
+// bytes: what a store reads at least, once); the bytes the cache of the
+// plan reads from the store for it under the gateway's policy, and that
+// over the covering bytes; the frames decoded (every packet of every run
+// from its keyframe, each GOP once a rank's batch) and the CPU they
+// take, in all and a clip.
+type ClipPlanEpoch struct {
+	Epoch             int     `json:"epoch"`
+	Clips             int     `json:"clips"`
+	Frames            int64   `json:"frames"`
+	GOPs              int     `json:"gops"`
+	CoveringBytes     int64   `json:"covering_gop_bytes"`
+	StoreBytes        int64   `json:"store_bytes"`
+	StoreOverCovering float64 `json:"store_over_covering"`
+	FramesDecoded     int64   `json:"frames_decoded"`
+	DecodeCPUSeconds  float64 `json:"decode_cpu_seconds"`
+	DecodeCPUPerClip  float64 `json:"decode_cpu_per_clip_ms"`
+}

@@ -49,3 +49,28 @@ type TransformAheadStats struct {
 	Bytes    int64 `json:"bytes"`
 	MaxBytes int64 `json:"max_bytes"`
 }
+
+// VideoStats are a node's clip jobs' figures in /stats, since it started:
+// the clips it decoded and served and their frames; the GOPs their
+// batches read (each once a batch, whichever clips of it need it) and
+// their bytes, and those bytes a clip; the frames libavcodec decoded
+// (every packet of every run from its keyframe), the runs, the CPU of
+// decoding, converting and resampling, and that a clip; and the pool of
+// decoder contexts.
+type VideoStats struct {
+	Decoder            string  `json:"decoder"`
+	Clips              int64   `json:"clips"`
+	Frames             int64   `json:"frames"`
+	GOPsRead           int64   `json:"gops_read"`
+	GOPBytesRead       int64   `json:"gop_bytes_read"`
+	GOPBytesPerClip    float64 `json:"gop_bytes_per_clip"`
+	GOPsDecoded        int64   `json:"gops_decoded"`
+	FramesDecoded      int64   `json:"frames_decoded"`
+	Runs               int64   `json:"runs"`
+	DecodeCPUSeconds   float64 `json:"decode_cpu_seconds"`
+	DecodeCPUPerClipMs float64 `json:"decode_cpu_per_clip_ms"`
+	Contexts           int64   `json:"decoder_contexts"`
+	IdleContexts       int64   `json:"decoder_contexts_idle"`
+	ContextsOpened     int64   `json:"decoder_contexts_opened"`
+	ContextsReused     int64   `json:"decoder_contexts_reused"`
+}

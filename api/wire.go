@@ -39,6 +39,11 @@ const (
 	// HeaderTransform names the pipeline a batch's images went through
 	// (transform=): each image member is a .npy member.
 	HeaderTransform = "Brand-Transform"
+	// A balanced job's batch (balance=): the cost its ranks are weighed
+	// by, and every rank's cost in this global batch, comma-separated in
+	// rank order (docs/shuffle.md §13).
+	HeaderBalance   = "Brand-Balance"
+	HeaderRankCosts = "Brand-Rank-Costs"
 )
 
 // EpochInfo is the body of GET /epoch/{epoch}: the epoch's extent under a
@@ -68,10 +73,36 @@ type EpochInfo struct {
 	// Tokens describes a token job's epoch (seq=): Samples, Batches and
 	// RankSamples then count sequences. nil for an ordinary job.
 	Tokens *TokenInfo `json:"tokens,omitempty"`
+	// Clips describes a clip job's epoch (clip=, delta_timestamps=,
+	// frames=): Samples, Batches and RankSamples then count clips, and
+	// Windows the shuffle's windows of units. nil for an ordinary job.
+	Clips *ClipInfo `json:"clips,omitempty"`
 	// ScheduleVersion is, for a job's stored schedule (schedule=), the
 	// version the epoch was laid out under: a client pins it for the
 	// epoch's batches.
 	ScheduleVersion string `json:"schedule_version,omitempty"`
+}
+
+// ClipInfo is a clip job's epoch in EpochInfo: the dataset's kind
+// ("video", a tree of videos; "lerobot"), its units (a tree's chunks, a
+// LeRobot dataset's episodes: what the shuffle permutes and a window
+// counts), its videos, a tree's frames a clip, the frames' layout, and a
+// LeRobot job's windows (offsets in seconds; a camera with no window of
+// the job's reads its anchor frame).
+type ClipInfo struct {
+	Kind    string           `json:"kind"`
+	Units   int              `json:"units"`
+	Videos  int              `json:"videos"`
+	Frames  int              `json:"frames,omitempty"`
+	Layout  string           `json:"layout"`
+	Windows []ClipWindowInfo `json:"windows,omitempty"`
+}
+
+// ClipWindowInfo is one window of a LeRobot clip job.
+type ClipWindowInfo struct {
+	Key    string    `json:"key"`
+	Camera bool      `json:"camera"`
+	Deltas []float64 `json:"deltas"`
 }
 
 // TokenInfo is a token job's epoch in EpochInfo: its packing, the
@@ -99,6 +130,32 @@ type TokenStats struct {
 	NonPad      int64   `json:"nonpad_tokens"`
 	Fill        float64 `json:"fill"`
 	SplitPieces int64   `json:"split_pieces"`
+}
+
+// BalanceStats are a gateway's balanced jobs' figures in /stats, per
+// cost (balance=): the batches it served, over their global batches the
+// busiest rank's cost over the ranks' mean — balanced, and as the plain
+// cut would have left it — on average and at worst, and the ranks' costs
+// of the last global batches it served.
+type BalanceStats struct {
+	Balance        string        `json:"balance"`
+	Batches        int64         `json:"batches"`
+	RatioMean      float64       `json:"max_over_mean"`
+	RatioWorst     float64       `json:"max_over_mean_worst"`
+	PlainRatioMean float64       `json:"plain_max_over_mean"`
+	PlainWorst     float64       `json:"plain_max_over_mean_worst"`
+	Recent         []BalanceStep `json:"recent"`
+}
+
+// BalanceStep is one global batch of a balanced job in /stats: its rank
+// 0's ETag (which names it), its epoch and number, and every rank's cost,
+// balanced and as the plain cut would have left them.
+type BalanceStep struct {
+	Global     string   `json:"global_etag"`
+	Epoch      uint64   `json:"epoch"`
+	Batch      uint64   `json:"batch"`
+	Costs      []uint64 `json:"rank_costs"`
+	PlainCosts []uint64 `json:"plain_rank_costs"`
 }
 
 // TokenPlan is the "tokens" section of /plan for a token job (seq=):
@@ -167,6 +224,11 @@ type Manifest struct {
 	// those of the stored samples, and the response's length is known only
 	// once its images' headers are read: Bytes is 0.
 	Transform string `json:"transform,omitempty"`
+	// Balance is the cost a balanced job's ranks are weighed by
+	// (balance=) and RankCosts every rank's cost in this global batch, as
+	// the Brand-Balance and Brand-Rank-Costs headers give them.
+	Balance   string   `json:"balance,omitempty"`
+	RankCosts []uint64 `json:"rank_costs,omitempty"`
 	// Missing names the samples of Samples whose chunk the gateway last
 	// found damaged at rest: with --on-damaged-chunk=skip a GET of the
 	// batch leaves them out (and has another ETag and length; its
@@ -364,6 +426,10 @@ type ClusterNode struct {
 	Members string `json:"members,omitempty"`
 	Warming string `json:"warming,omitempty"`
 	Leaving bool   `json:"leaving,omitempty"`
+	// StoreUnreachable says the node cannot reach its datasets' store
+	// now, as it said (itself: as it finds): the other nodes read the
+	// chunks its cache does not hold for it.
+	StoreUnreachable bool `json:"store_unreachable,omitempty"`
 }
 
 // ClusterStats is a node's view of its cluster in /stats: the layout and

@@ -127,14 +127,18 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	// scratch holds, per sample, its key end during the records pass and
 	// then its key's hash: 8 bytes a sample, dropped when Open returns.
 	scratch := make([]uint64, hdr.samples)
-	if err := p.streamRecords(st, ix, scratch); err != nil {
+	// The tables the stream passes are kept, as far as the table cache
+	// holds them: which chunks are this node's is known only once the
+	// whole object is read, so those the node keeps come from here too.
+	held := &captured{budget: opts.CacheBytes, tables: make([]*table, len(ix.chunks))}
+	if err := p.streamRecords(st, ix, scratch, held); err != nil {
 		return nil, err
 	}
 	if uint64(p.keyStart[len(ix.chunks)]) != uint64(hdr.keyLen) {
 		return nil, fmt.Errorf("%w: key ends reach %d, key bytes are %d", ErrCorrupt, p.keyStart[len(ix.chunks)], hdr.keyLen)
 	}
 	seed := maphash.MakeSeed()
-	ord, err := p.streamKeys(st, ix, scratch, seed)
+	ord, err := p.streamKeys(st, ix, scratch, seed, held)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +184,59 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	}
 	scratch = nil
 	if opts.Resident != nil {
-		if err := p.keep(ctx, ix, opts.Resident(ix)); err != nil {
+		if err := p.keep(ctx, ix, opts.Resident(ix), held.tables); err != nil {
 			return nil, err
 		}
 	}
+	p.mu.Lock()
+	for c, t := range held.tables {
+		if t != nil && !p.resident[c] {
+			p.addLocked(c, t, false)
+		}
+	}
+	p.mu.Unlock()
 	return ix, nil
+}
+
+// captured is the sample tables an Open's stream keeps as it passes them,
+// chunk by chunk from the first, while their bytes stay within budget
+// (the table cache's bound): a node then reads none of them from the
+// store again, neither those it keeps for good (its own chunks) nor, on
+// the batch path, those of other chunks a batch lays out — a node whose
+// table cache holds every table never reads one after its load. Tables
+// are nil past the budget.
+type captured struct {
+	budget, bytes int64
+	tables        []*table
+	recs          [][]byte // per chunk, its records while the keys are to come
+}
+
+// record keeps chunk c's records if the budget has room for them.
+func (h *captured) record(c int, recs []byte) {
+	if h == nil || h.bytes+int64(len(recs))+tableOverhead > h.budget {
+		return
+	}
+	if h.recs == nil {
+		h.recs = make([][]byte, len(h.tables))
+	}
+	h.recs[c] = bytes.Clone(recs)
+	h.bytes += int64(len(recs)) + tableOverhead
+}
+
+// keys completes chunk c's table with its keys if its records were kept
+// and the budget has room for both.
+func (h *captured) keys(c int, kb []byte, keyBase uint32) {
+	if h == nil || h.recs == nil || h.recs[c] == nil {
+		return
+	}
+	rec := h.recs[c]
+	h.recs[c] = nil
+	if h.bytes+int64(len(kb)) > h.budget {
+		h.bytes -= int64(len(rec)) + tableOverhead
+		return
+	}
+	h.bytes += int64(len(kb))
+	h.tables[c] = &table{rec: rec, keys: string(kb), keyBase: keyBase}
 }
 
 // header is an encoded index's header fields.
@@ -290,7 +342,7 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 // steps 9 and 11), sums the sample lengths, notes where each chunk's keys
 // start, starts each chunk's CRC32C and leaves each sample's key end in
 // keyEnds.
-func (p *partial) streamRecords(st *stream, ix *Index, keyEnds []uint64) error {
+func (p *partial) streamRecords(st *stream, ix *Index, keyEnds []uint64, held *captured) error {
 	var prev uint32 // the previous sample's key end
 	for c, ch := range ix.chunks {
 		first, n := ix.ChunkRange(c)
@@ -300,6 +352,7 @@ func (p *partial) streamRecords(st *stream, ix *Index, keyEnds []uint64) error {
 			return err
 		}
 		p.segCRC[c] = crc32.Update(0, castagnoli, recs)
+		held.record(c, recs)
 		end := int64(0) // end of the previous sample in this chunk
 		for j := range n {
 			i, r := first+j, recs[sampleRecordLen*j:]
@@ -345,7 +398,7 @@ type keyOrder struct {
 // streamKeys reads the key blob: it finishes each chunk's CRC32C, replaces
 // each sample's key end in scratch with its key's hash, and finds whether
 // the keys are ordered.
-func (p *partial) streamKeys(st *stream, ix *Index, scratch []uint64, seed maphash.Seed) (keyOrder, error) {
+func (p *partial) streamKeys(st *stream, ix *Index, scratch []uint64, seed maphash.Seed, held *captured) (keyOrder, error) {
 	ord := keyOrder{ok: true, first: make([]string, len(ix.chunks)), last: make([]string, len(ix.chunks))}
 	for c := range ix.chunks {
 		base := p.keyStart[c]
@@ -354,6 +407,7 @@ func (p *partial) streamKeys(st *stream, ix *Index, scratch []uint64, seed mapha
 			return ord, err
 		}
 		p.segCRC[c] = crc32.Update(p.segCRC[c], castagnoli, kb)
+		held.keys(c, kb, base)
 		first, n := ix.ChunkRange(c)
 		var firstKey, prevKey []byte
 		start := base
@@ -504,10 +558,11 @@ func (s *stream) close() {
 	<-s.done
 }
 
-// keep loads the tables of chunks and keeps them for good. It runs before
-// the index is shared, but after the duplicate check may have cached
-// tables, which it takes out of the cache.
-func (p *partial) keep(ctx context.Context, ix *Index, chunks []int) error {
+// keep loads the tables of chunks and keeps them for good — those the
+// stream kept (held, by chunk) from there, the others from the store. It
+// runs before the index is shared, but after the duplicate check may have
+// cached tables, which it takes out of the cache.
+func (p *partial) keep(ctx context.Context, ix *Index, chunks []int, held []*table) error {
 	p.mu.Lock()
 	for _, c := range chunks {
 		if e, ok := p.entries[c]; ok {
@@ -525,6 +580,10 @@ func (p *partial) keep(ctx context.Context, ix *Index, chunks []int) error {
 			continue
 		}
 		p.resident[c] = true
+		if t := held[c]; t != nil {
+			p.slots[c].Store(t)
+			continue
+		}
 		g.Go(func() error {
 			t, err := p.read(gctx, ix, c)
 			if err != nil {
@@ -559,10 +618,10 @@ func (p *partial) directory(ctx context.Context, ix *Index) (*hashedKeys, error)
 	}
 	tmp := &partial{keyStart: make([]uint32, len(again.chunks)+1), segCRC: make([]uint32, len(again.chunks))}
 	scratch := make([]uint64, hdr.samples)
-	if err := tmp.streamRecords(st, again, scratch); err != nil {
+	if err := tmp.streamRecords(st, again, scratch, nil); err != nil {
 		return nil, err
 	}
-	if _, err := tmp.streamKeys(st, again, scratch, p.seed); err != nil {
+	if _, err := tmp.streamKeys(st, again, scratch, p.seed, nil); err != nil {
 		return nil, err
 	}
 	if _, err := st.next(trailerSize); err != nil {

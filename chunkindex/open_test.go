@@ -238,6 +238,7 @@ func TestPrepareRefusesDamagedTable(t *testing.T) {
 		t.Run(region, func(t *testing.T) {
 			obj := encode(t, whole)
 			ix := open(t, obj, OpenOptions{})
+			uncache(ix)
 			at := ix.part.recordsAt + sampleRecordLen*int64(whole.chunkStart[3])
 			if region == "keys" {
 				at = ix.part.keysAt + int64(ix.part.keyStart[3])
@@ -274,6 +275,7 @@ func TestPrepareLoadsOncePerChunk(t *testing.T) {
 	chunks, samples := synthDataset(4000, 40) // 100 chunks
 	obj := encode(t, mustNew(t, chunks, samples))
 	ix := open(t, obj, OpenOptions{Resident: everyOther})
+	uncache(ix)
 	var slow sync.WaitGroup
 	slow.Add(1)
 	obj.setHook(func(int64, []byte) error { slow.Wait(); return nil }) // every load waits for all the Prepares
@@ -365,6 +367,7 @@ func TestUnpreparedRead(t *testing.T) {
 	whole := mustNew(t, chunks, samples)
 	obj := encode(t, whole)
 	ix := open(t, obj, OpenOptions{Resident: everyOther})
+	uncache(ix) // Open keeps the tables its cache holds: drop chunk 1's
 	before := obj.reads.Load()
 	for _, read := range []struct {
 		name string
@@ -434,11 +437,13 @@ func TestOpenConcurrentUse(t *testing.T) {
 }
 
 // TestFootprint: a partial index keeping half its tables holds about half
-// the bytes of the whole one, plus its chunk-level data.
+// the bytes of the whole one, plus its chunk-level data (and the other
+// tables its cache holds: none here).
 func TestFootprint(t *testing.T) {
 	chunks, samples := orderedDataset(20000, 100)
 	whole := mustNew(t, chunks, samples)
 	ix := open(t, encode(t, whole), OpenOptions{Resident: everyOther})
+	uncache(ix)
 	w, p := whole.Footprint(), ix.Footprint()
 	if p > w*6/10 || p < w*4/10 {
 		t.Errorf("partial footprint %d, whole %d: want about half", p, w)
@@ -472,5 +477,73 @@ func TestKeyDirectoryOnDemand(t *testing.T) {
 	ix.part.r = &memObject{b: append(other.b[:len(other.b)-5:len(other.b)-5], 0, 0, 0, 0, 0)}
 	if _, _, err := ix.Lookup(context.Background(), key); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("lookup over a changed object: %v, want ErrCorrupt", err)
+	}
+}
+
+// uncache drops the other chunks' tables Open kept in the table cache, so
+// that a test of loading them on demand starts with none in memory.
+func uncache(ix *Index) {
+	p := ix.part
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	limit := p.cacheLimit
+	p.cacheLimit = 0
+	p.evictLocked()
+	p.cacheLimit = limit
+}
+
+// TestOpenKeepsTheTablesItsCacheHolds: Open keeps the sample tables its
+// stream passes, as far as the table cache holds them — those of the
+// chunks the node keeps for good and, in the cache, the others' — so that
+// a node whose cache holds every table reads none from the store after
+// its load, neither to keep its own nor for a batch: Prepare of every
+// chunk reads nothing. With a cache too small for all, the first chunks'
+// are kept within its bound and the rest read on demand, checked as
+// ever. The reproduction: a node of a cluster read the table of another
+// node's chunk from the store the first time one of its ranks' batches
+// held one of its samples, epochs after it was warm (116 tables in the
+// second epoch of a job on four nodes), and cut off from the store, it
+// could not lay such a batch out.
+func TestOpenKeepsTheTablesItsCacheHolds(t *testing.T) {
+	chunks, samples := synthDataset(4000, 40) // 100 chunks
+	whole := mustNew(t, chunks, samples)
+	all := make([]int, whole.NumChunks())
+	for c := range all {
+		all[c] = c
+	}
+	for _, tc := range []struct {
+		name  string
+		cache int64
+		every bool // every table fits
+	}{{"a cache that holds every table", 0, true}, {"a cache that holds a few", 10 << 10, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := encode(t, whole)
+			ix := open(t, obj, OpenOptions{Resident: everyOther, CacheBytes: tc.cache})
+			opened := obj.reads.Load()
+			st := ix.TableStats()
+			if st.Resident != 50 || st.Cached == 0 {
+				t.Fatalf("after Open: %+v, want 50 resident and some cached", st)
+			}
+			release, err := ix.Prepare(context.Background(), all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id := range whole.NumSamples() {
+				if got := ix.Sample(id); got != whole.Sample(id) {
+					t.Fatalf("sample %d: %+v, want %+v", id, got, whole.Sample(id))
+				}
+			}
+			release()
+			st = ix.TableStats()
+			reads := obj.reads.Load() - opened
+			switch {
+			case tc.every && (st.Loads != 0 || reads != 0):
+				t.Errorf("every table fits the cache: %d tables loaded (%d reads) after Open, want none", st.Loads, reads)
+			case !tc.every && (st.Loads == 0 || st.Loads >= 50):
+				t.Errorf("a cache of %d bytes: %d tables loaded after Open, want some of the 50 not kept", tc.cache, st.Loads)
+			case tc.cache > 0 && st.CachedBytes > tc.cache:
+				t.Errorf("%d bytes of tables cached, over the bound %d", st.CachedBytes, tc.cache)
+			}
+		})
 	}
 }

@@ -272,7 +272,7 @@ func (c *Client) Batch(ctx context.Context, epoch, batch int) (*Batch, error) {
 	if err := checkPosition(epoch, batch); err != nil {
 		return nil, err
 	}
-	b, err := c.fetchBatch(ctx, epoch, batch, 0, c.jobQuery())
+	b, err := c.fetchBatch(ctx, epoch, batch, 0, c.pins.jobQuery())
 	if err != nil {
 		return nil, fmt.Errorf("client: epoch %d batch %d: %w", epoch, batch, err)
 	}
@@ -294,7 +294,7 @@ func (c *Client) fetchBatch(ctx context.Context, epoch, batch, offset int, q url
 		// reads the same as the pinned one before it, so the epoch goes on
 		// under it.
 		v := apiErr.ScheduleVersion
-		c.schedVersion.Store(&v)
+		c.pins.schedVersion.Store(&v)
 		q = maps.Clone(q)
 		q.Set(api.ParamScheduleVersion, v)
 		return c.fetchBatchOnce(ctx, epoch, batch, offset, q)
@@ -309,7 +309,7 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 		comps   []int
 		members []member // kept only when the grouping is ambiguous
 	)
-	node, err := c.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
+	node, err := c.t.get(ctx, batchPath(epoch, batch), q, tarType, func(resp *http.Response) error {
 		var err error
 		h, err = parseBatchHeader(resp, epoch, batch)
 		if err != nil {
@@ -321,7 +321,7 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 		if h.Transform != c.opts.Job.Transform {
 			return fmt.Errorf("%w: the batch's images went through pipeline %q (Brand-Transform), the job names %q", ErrBadResponse, h.Transform, c.opts.Job.Transform)
 		}
-		mix := c.job().Mix
+		mix := c.pins.current().Mix
 		comps, err = checkMix(h, resp.Header, mix)
 		if err != nil {
 			return err
@@ -392,7 +392,7 @@ func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps 
 	if err != nil {
 		return err
 	}
-	mix := c.job().Mix
+	mix := c.pins.current().Mix
 	samples, err := splitByManifest(members, m, h, comps, mix)
 	if err != nil {
 		return err
@@ -419,7 +419,7 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 		return 0, BatchHeader{}, err
 	}
 	var node string
-	node, err = c.get(ctx, batchPath(epoch, batch), c.jobQuery(), tarType, func(resp *http.Response) error {
+	node, err = c.t.get(ctx, batchPath(epoch, batch), c.pins.jobQuery(), tarType, func(resp *http.Response) error {
 		hh, err := parseBatchHeader(resp, epoch, batch)
 		if err != nil {
 			return err
@@ -427,7 +427,7 @@ func (c *Client) BatchRaw(ctx context.Context, epoch, batch int, w io.Writer) (n
 		if err := checkOffset(hh, 0); err != nil {
 			return err
 		}
-		if _, err := checkMix(hh, resp.Header, c.job().Mix); err != nil {
+		if _, err := checkMix(hh, resp.Header, c.pins.current().Mix); err != nil {
 			return err
 		}
 		h = hh
@@ -470,9 +470,9 @@ func (c *Client) Manifest(ctx context.Context, epoch, batch int) (*Manifest, err
 	if err := checkPosition(epoch, batch); err != nil {
 		return nil, err
 	}
-	q := c.jobQuery()
+	q := c.pins.jobQuery()
 	q.Set(api.ParamFormat, "json")
-	m, err := getJSON[Manifest](ctx, c, batchPath(epoch, batch), q)
+	m, err := getJSON[Manifest](ctx, c.t, batchPath(epoch, batch), q)
 	if err == nil && (m.Epoch != epoch || m.Batch != batch || m.Offset != 0) {
 		err = fmt.Errorf("%w: asked for epoch %d batch %d from offset 0, manifest is for epoch %d batch %d from offset %d",
 			ErrBadResponse, epoch, batch, m.Epoch, m.Batch, m.Offset)

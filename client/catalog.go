@@ -18,20 +18,20 @@ const maxJSON = 64 << 20
 
 // getJSON fetches path and decodes its JSON body into a fresh T per attempt,
 // so that a retried attempt never sees a half-filled value.
-func getJSON[T any](ctx context.Context, c *Client, path string, q url.Values) (*T, error) {
-	r, err := c.routes(ctx)
+func getJSON[T any](ctx context.Context, t *transport, path string, q url.Values) (*T, error) {
+	r, err := t.routes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := getJSONVia[T](ctx, c, r, path, q)
+	out, _, err := getJSONVia[T](ctx, t, r, path, q)
 	return out, err
 }
 
 // getJSONVia is getJSON through the router r; it also returns the node
 // that answered.
-func getJSONVia[T any](ctx context.Context, c *Client, r *router, path string, q url.Values) (*T, string, error) {
+func getJSONVia[T any](ctx context.Context, t *transport, r *router, path string, q url.Values) (*T, string, error) {
 	var out *T
-	node, err := c.getVia(ctx, r, path, q, "application/json", func(resp *http.Response) error {
+	node, err := t.getVia(ctx, r, path, q, "application/json", func(resp *http.Response) error {
 		cr := &countingReader{r: resp.Body}
 		v := new(T)
 		err := json.NewDecoder(io.LimitReader(cr, maxJSON)).Decode(v)
@@ -52,7 +52,7 @@ type DatasetInfo = api.DatasetInfo
 
 // Datasets lists the datasets the gateway serves.
 func (c *Client) Datasets(ctx context.Context) ([]DatasetInfo, error) {
-	r, err := getJSON[api.DatasetList](ctx, c, "/datasets", nil)
+	r, err := getJSON[api.DatasetList](ctx, c.t, "/datasets", nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: datasets: %w", err)
 	}
@@ -70,7 +70,7 @@ func (c *Client) Sample(ctx context.Context, key string) (*Sample, error) {
 		q.Set(api.ParamDataset, d)
 	}
 	var s *Sample
-	_, err := c.get(ctx, "/samples/"+key, q, tarType, func(resp *http.Response) error {
+	_, err := c.t.get(ctx, "/samples/"+key, q, tarType, func(resp *http.Response) error {
 		if err := checkContentType(resp, tarType); err != nil {
 			return err
 		}

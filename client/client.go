@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -233,45 +231,19 @@ func validateMix(j *api.Job) error {
 // Client fetches batches, epoch plans and samples from one Brand gateway
 // (or a load balancer in front of several), or from a cluster's nodes (see
 // Options.Peers). It is safe for concurrent use.
+//
+// Client is the API: what a trainer asks for and how an answer becomes a
+// Batch, an EpochInfo or an error. How a request reaches a gateway (the
+// routing among a cluster's nodes, retries, probes, the membership pin) is
+// its transport's; what the answers pinned of the order the job reads
+// (index, mixing block, stored schedule) is its pins'.
 type Client struct {
-	base       *url.URL
-	router     *router // the base URL alone, or the Peers
-	hc         *http.Client
-	opts       Options // a private copy with defaults applied
-	ahead      int     // >= 1 requests in flight while Epoch waits
-	readAhead  bool    // whether Epoch requests ahead of the consumer
-	maxRetries int     // >= 0
-	bufs       buffers // released batches' memory, for later batches
-
-	// With Options.Discover, the router of the discovered cluster, once
-	// discovery has succeeded, and the membership version it lists;
-	// rediscover is set when an epoch pins another one.
-	discoverMu        sync.Mutex
-	discovered        *router
-	discoveredMembers atomic.Pointer[string]
-	rediscover        atomic.Bool
-
-	// sleep waits between attempts; tests replace it to observe waits
-	// without spending them.
-	sleep func(ctx context.Context, d time.Duration) error
-	// now is the clock of the routers' marks of failed nodes; tests
-	// replace it to pass HomeRetry without waiting.
-	now func() time.Time
-
-	// pinned is the dataset's index version this client reads: the
-	// job's Index, or the one the first answer named (see Index).
-	pinned atomic.Pointer[string]
-	// mixBlock is the mixing block of the job's mixture, 0 until known
-	// (see MixBlock).
-	mixBlock atomic.Int64
-	// members is the membership version pinned for the latest epoch read
-	// (see Members).
-	members atomic.Pointer[memberPin]
-	// schedVersion is the stored schedule's version pinned for the latest
-	// epoch read, storedMix the mixture its plan named (see
-	// ScheduleVersion).
-	schedVersion atomic.Pointer[string]
-	storedMix    atomic.Pointer[api.Mix]
+	t         *transport
+	pins      *pins
+	opts      Options // a private copy with defaults applied
+	ahead     int     // >= 1 requests in flight while Epoch waits
+	readAhead bool    // whether Epoch requests ahead of the consumer
+	bufs      buffers // released batches' memory, for later batches
 }
 
 // New returns a client of the gateway at baseURL (http or https, optionally
@@ -307,7 +279,8 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{base: base, sleep: sleepContext, now: time.Now}
+	c := &Client{}
+	t := &transport{base: base, sleep: sleepContext, now: time.Now}
 	switch {
 	case opts.Ahead == 0:
 		c.ahead, c.readAhead = DefaultAhead, true
@@ -318,9 +291,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	switch {
 	case opts.MaxRetries == 0:
-		c.maxRetries = DefaultMaxRetries
+		t.maxRetries = DefaultMaxRetries
 	case opts.MaxRetries > 0:
-		c.maxRetries = opts.MaxRetries
+		t.maxRetries = opts.MaxRetries
 	}
 	if opts.Backoff == 0 {
 		opts.Backoff = DefaultBackoff
@@ -343,26 +316,30 @@ func New(baseURL string, opts Options) (*Client, error) {
 	} else if opts.CAFile != "" {
 		return nil, fmt.Errorf("%w: Options.CAFile applies to the default HTTPClient; configure your own client's TLS instead", ErrInvalid)
 	}
-	c.hc = opts.HTTPClient
+	t.hc = opts.HTTPClient
+	t.opts = opts
 	c.opts = opts
-	// The clock is read through c.now so that tests can replace it after
+	// The clock is read through t.now so that tests can replace it after
 	// New.
-	now := func() time.Time { return c.now() }
+	now := func() time.Time { return t.now() }
 	if peers != nil {
-		c.router = newRouter(peers, homeOf(opts.Job, len(peers)), opts.HomeRetry, now)
+		t.router = newRouter(peers, homeOf(opts.Job, len(peers)), opts.HomeRetry, now)
 	} else {
-		c.router = newRouter([]node{{url: base, name: base.String()}}, 0, opts.HomeRetry, now)
+		t.router = newRouter([]node{{url: base, name: base.String()}}, 0, opts.HomeRetry, now)
 	}
+	c.pins = &pins{job: &c.opts.Job}
 	if id := opts.Job.Index; id != "" {
-		c.pinned.Store(&id)
+		c.pins.index.Store(&id)
 	}
 	if j := opts.Job; len(j.Mix) > 0 || j.ScheduleVersion != "" {
 		k := j.MixBlock
 		if k == 0 && j.BatchSize > 0 && j.World > 0 {
 			k = j.Block()
 		}
-		c.mixBlock.Store(int64(k))
+		c.pins.block.Store(int64(k))
 	}
+	t.answered = c.pins.learn
+	c.t = t
 	return c, nil
 }
 
@@ -413,21 +390,45 @@ func defaultHTTPClient(ahead int, caFile string) (*http.Client, error) {
 	return &http.Client{Transport: t}, nil
 }
 
-// job is the client's job with its mixture's block once known
+// pins is what the answers of a client's gateways pinned of the order
+// its job reads: the index version, a mixture's block, a stored
+// schedule's version and the mixture its plans named. Each is pinned by
+// the first answer that names it; a later answer naming another is the
+// gateway serving another order, an error. The membership version,
+// which says where samples are read rather than which, is the
+// transport's (see transport.pinMembers).
+type pins struct {
+	// job is the client's job (its Options.Job), which SetImportance
+	// edits.
+	job *api.Job
+	// index is the dataset's index version the client reads: the job's
+	// Index, or the one the first answer named (see Client.Index).
+	index atomic.Pointer[string]
+	// block is the mixing block of the job's mixture, 0 until known (see
+	// Client.MixBlock).
+	block atomic.Int64
+	// schedVersion is the stored schedule's version pinned for the latest
+	// epoch read, storedMix the mixture its plan named (see
+	// Client.ScheduleVersion).
+	schedVersion atomic.Pointer[string]
+	storedMix    atomic.Pointer[api.Mix]
+}
+
+// current is the client's job with its mixture's block once known
 // (MixBlock), and for a stored schedule the version pinned (latest before
 // the first plan) and the mixture its plans named.
-func (c *Client) job() api.Job {
-	j := c.opts.Job
+func (p *pins) current() api.Job {
+	j := *p.job
 	if j.ScheduleVersion != "" {
-		if v := c.ScheduleVersion(); v != "" {
+		if v := p.scheduleVersion(); v != "" {
 			j.ScheduleVersion = v
 		}
-		if m := c.storedMix.Load(); m != nil {
+		if m := p.storedMix.Load(); m != nil {
 			j.Mix = *m
 		}
 	}
 	if len(j.Mix) > 0 {
-		j.MixBlock = c.MixBlock()
+		j.MixBlock = int(p.block.Load())
 	}
 	return j
 }
@@ -440,40 +441,43 @@ func (c *Client) job() api.Job {
 // Options.Job.ScheduleVersion: a resumed job reads, step for step, what
 // it would have read uninterrupted. "" for a job without a stored
 // schedule.
-func (c *Client) ScheduleVersion() string {
-	if p := c.schedVersion.Load(); p != nil {
-		return *p
+func (c *Client) ScheduleVersion() string { return c.pins.scheduleVersion() }
+
+func (p *pins) scheduleVersion() string {
+	if v := p.schedVersion.Load(); v != nil {
+		return *v
 	}
-	return c.opts.Job.ScheduleVersion
+	return p.job.ScheduleVersion
 }
 
 // learnSchedule pins the stored schedule's version and mixture a plan
 // names.
-func (c *Client) learnSchedule(p *EpochInfo) {
-	if c.opts.Job.ScheduleVersion == "" || p.ScheduleVersion == "" || p.Mix == nil {
+func (p *pins) learnSchedule(plan *EpochInfo) {
+	if p.job.ScheduleVersion == "" || plan.ScheduleVersion == "" || plan.Mix == nil {
 		return
 	}
-	v := p.ScheduleVersion
-	c.schedVersion.Store(&v)
-	m := make(api.Mix, len(p.Mix.Components))
-	for i, comp := range p.Mix.Components {
+	v := plan.ScheduleVersion
+	p.schedVersion.Store(&v)
+	m := make(api.Mix, len(plan.Mix.Components))
+	for i, comp := range plan.Mix.Components {
 		m[i] = api.MixComponent{Dataset: comp.Dataset, Weight: comp.Weight}
 	}
-	c.storedMix.Store(&m)
+	p.storedMix.Store(&m)
 }
 
-// jobQuery returns the job's parameters as a query, leaving those the
-// caller left zero to the gateway (see Options.Job), and the index version
-// the client reads once it knows it (Index) or, for a mixture, its block
-// (MixBlock). It returns a fresh map each time; callers may add to it.
-func (c *Client) jobQuery() url.Values { return c.queryOf(c.job()) }
+// jobQuery is query of the client's current job.
+func (p *pins) jobQuery() url.Values { return p.query(p.current()) }
 
-// queryOf is jobQuery for job, a variant of the client's (another offset).
-// A mixture's index versions are never sent: the gateway refuses index=
-// with mix=.
-func (c *Client) queryOf(job api.Job) url.Values {
+// query returns job's parameters as a query, leaving those the caller
+// left zero to the gateway (see Options.Job), and the index version the
+// client reads once it knows it (Index) or, for a mixture, its block
+// (MixBlock); job is the client's (current) or a variant of it (another
+// offset). A mixture's index versions are never sent: the gateway
+// refuses index= with mix=. It returns a fresh map each time; callers may
+// add to it.
+func (p *pins) query(job api.Job) url.Values {
 	v := job.Values()
-	if id := c.Index(); id != "" && len(job.Mix) == 0 {
+	if id := p.indexVersion(); id != "" && len(job.Mix) == 0 {
 		v.Set(api.ParamIndex, id)
 	}
 	return v
@@ -495,9 +499,11 @@ func (c *Client) queryOf(job api.Job) url.Values {
 // component's current version and refuses index= with mix=. An answer
 // from other versions, a component re-packed under the job, fails with
 // ErrIndexChanged, so that an epoch never mixes two orders.
-func (c *Client) Index() string {
-	if p := c.pinned.Load(); p != nil {
-		return *p
+func (c *Client) Index() string { return c.pins.indexVersion() }
+
+func (p *pins) indexVersion() string {
+	if v := p.index.Load(); v != nil {
+		return *v
 	}
 	return ""
 }
@@ -514,16 +520,17 @@ func (c *Client) Index() string {
 // the order it began only with the K it began with. Store MixBlock in the
 // checkpoint beside the offset (ResumeOffset) and give it back as
 // Options.Job.MixBlock.
-func (c *Client) MixBlock() int { return int(c.mixBlock.Load()) }
+func (c *Client) MixBlock() int { return int(c.pins.block.Load()) }
 
 // learn records what an answer to a job request says of the order the
 // client reads: the index version, or a mixture's components' versions
-// and its block. Other answers name none of them.
-func (c *Client) learn(h http.Header) error {
-	if len(c.job().Mix) == 0 {
-		return c.learnIndex(h.Get(api.HeaderIndex))
+// and its block. Other answers name none of them. The transport shows it
+// every 2xx answer before the caller reads it.
+func (p *pins) learn(h http.Header) error {
+	if len(p.current().Mix) == 0 {
+		return p.learnIndex(h.Get(api.HeaderIndex))
 	}
-	if err := c.learnIndex(h.Get(api.HeaderMixIndex)); err != nil {
+	if err := p.learnIndex(h.Get(api.HeaderMixIndex)); err != nil {
 		return err
 	}
 	v := h.Get(api.HeaderMixBlock)
@@ -534,17 +541,17 @@ func (c *Client) learn(h http.Header) error {
 	if err != nil || k < 1 {
 		return fmt.Errorf("%w: header %s is %q; want a positive integer", ErrBadResponse, api.HeaderMixBlock, v)
 	}
-	return c.learnMixBlock(k)
+	return p.learnMixBlock(k)
 }
 
 // learnMixBlock records the mixing block an answer names: the first one
 // pins it (when the job left it to the gateway); another one is a gateway
 // serving another order.
-func (c *Client) learnMixBlock(k int) error {
-	if c.mixBlock.CompareAndSwap(0, int64(k)) {
+func (p *pins) learnMixBlock(k int) error {
+	if p.block.CompareAndSwap(0, int64(k)) {
 		return nil
 	}
-	if pin := c.MixBlock(); pin != k {
+	if pin := int(p.block.Load()); pin != k {
 		return fmt.Errorf("%w: this client reads its mixture with mix_block=%d, a gateway answered with %d", ErrBadResponse, pin, k)
 	}
 	return nil
@@ -553,14 +560,14 @@ func (c *Client) learnMixBlock(k int) error {
 // learnIndex records the index version an answer names: the first one
 // pins it; another one afterwards (an answer to a request sent before the
 // pin, served after a repack) is ErrIndexChanged.
-func (c *Client) learnIndex(id string) error {
+func (p *pins) learnIndex(id string) error {
 	if id == "" {
 		return nil
 	}
-	if c.pinned.CompareAndSwap(nil, &id) {
+	if p.index.CompareAndSwap(nil, &id) {
 		return nil
 	}
-	if pin := c.Index(); pin != id {
+	if pin := p.indexVersion(); pin != id {
 		return fmt.Errorf("%w: %w: this client reads index %s, a gateway answered from %s", ErrIndexChanged, ErrBadResponse, pin, id)
 	}
 	return nil

@@ -34,7 +34,7 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 	if offset < 0 {
 		return nil, fmt.Errorf("%w: offset %d; must be >= 0", ErrInvalid, offset)
 	}
-	job := c.job()
+	job := c.pins.current()
 	job.Offset = offset
 	// The embedded Seed is shadowed by the pointer, which tells a missing
 	// seed from seed 0; Epoch pins the seed and must not pin a wrong one.
@@ -42,26 +42,26 @@ func (c *Client) EpochInfoFrom(ctx context.Context, epoch, offset int) (*EpochIn
 		EpochInfo
 		Seed *uint64 `json:"seed"`
 	}
-	w, err := getJSON[answer](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
+	w, err := getJSON[answer](ctx, c.t, "/epoch/"+strconv.Itoa(epoch), c.pins.query(job))
 	var apiErr *APIError
 	if err != nil && job.ScheduleVersion != "" && errors.As(err, &apiErr) && apiErr.ScheduleVersion != "" {
 		// An edit of the stored schedule since the version pinned, from a
 		// step this epoch reads: the current version reads the same before
 		// it (see fetchBatch).
 		job.ScheduleVersion = apiErr.ScheduleVersion
-		w, err = getJSON[answer](ctx, c, "/epoch/"+strconv.Itoa(epoch), c.queryOf(job))
+		w, err = getJSON[answer](ctx, c.t, "/epoch/"+strconv.Itoa(epoch), c.pins.query(job))
 	}
 	if err == nil {
 		err = checkPlan(&w.EpochInfo, w.Seed, epoch, job)
 	}
 	if err == nil {
-		c.learnSchedule(&w.EpochInfo)
+		c.pins.learnSchedule(&w.EpochInfo)
 	}
 	if err == nil {
-		err = c.learnIndex(planIndex(&w.EpochInfo))
+		err = c.pins.learnIndex(planIndex(&w.EpochInfo))
 	}
 	if err == nil && w.Mix != nil {
-		err = c.learnMixBlock(w.Mix.Block)
+		err = c.pins.learnMixBlock(w.Mix.Block)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", epochName(epoch, offset), err)
@@ -317,7 +317,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 	defer wg.Wait() // runs after cancel: deferred calls run last-in first-out
 	defer cancel()
 
-	q := pinnedQuery(plan, c.job())
+	q := pinnedQuery(plan, c.pins.current())
 	name := epochName(plan.Epoch, plan.Offset)
 	pending := make([]chan result, 0, c.ahead+1) // in batch order
 	next := 0

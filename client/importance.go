@@ -42,17 +42,17 @@ type Sealed struct {
 	Parts    int    `json:"parts"`    // nodes whose feedback was merged
 }
 
-// importancePath is the job's importance endpoint path, checked.
-func (c *Client) importancePath(suffix string) (string, url.Values, error) {
-	job := c.opts.Job.Importance.Job
-	if job == "" {
+// importancePath is job's importance endpoint path, checked.
+func importancePath(job api.Job, suffix string) (string, url.Values, error) {
+	name := job.Importance.Job
+	if name == "" {
 		return "", nil, ErrNoImportanceJob
 	}
 	q := url.Values{}
-	if c.opts.Job.Dataset != "" {
-		q.Set(api.ParamDataset, c.opts.Job.Dataset)
+	if job.Dataset != "" {
+		q.Set(api.ParamDataset, job.Dataset)
 	}
-	return "/importance/" + url.PathEscape(job) + suffix, q, nil
+	return "/importance/" + url.PathEscape(name) + suffix, q, nil
 }
 
 // Feedback reports the losses of samples of an epoch by key, as a batch's
@@ -75,7 +75,7 @@ func (c *Client) Feedback(ctx context.Context, epoch int, keys []string, losses 
 	if err != nil {
 		return err
 	}
-	return c.sendFeedback(ctx, epoch, body{data, "application/json"})
+	return sendFeedback(ctx, c.t, c.opts.Job, epoch, body{data, "application/json"})
 }
 
 // FeedbackIDs reports losses by the index's sample IDs, in the compact
@@ -92,16 +92,17 @@ func (c *Client) FeedbackIDs(ctx context.Context, epoch int, ids []int, losses [
 		data = binary.LittleEndian.AppendUint32(data, uint32(id))
 		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(losses[i]))
 	}
-	return c.sendFeedback(ctx, epoch, body{data, "application/octet-stream"})
+	return sendFeedback(ctx, c.t, c.opts.Job, epoch, body{data, "application/octet-stream"})
 }
 
-func (c *Client) sendFeedback(ctx context.Context, epoch int, b body) error {
-	path, q, err := c.importancePath("/feedback")
+// sendFeedback posts an epoch's feedback, b, for job.
+func sendFeedback(ctx context.Context, t *transport, job api.Job, epoch int, b body) error {
+	path, q, err := importancePath(job, "/feedback")
 	if err != nil {
 		return err
 	}
 	q.Set("epoch", strconv.Itoa(epoch))
-	if err := c.post(ctx, path, q, b, discardBody); err != nil {
+	if err := t.post(ctx, path, q, b, discardBody); err != nil {
 		return fmt.Errorf("client: feedback for epoch %d: %w", epoch, err)
 	}
 	return nil
@@ -114,7 +115,7 @@ func (c *Client) sendFeedback(ctx context.Context, epoch int, b body) error {
 // seal of an epoch for which no node has feedback fails with 409. One
 // rank (rank 0) seals; the others wait for it (WaitSealed).
 func (c *Client) Seal(ctx context.Context, epoch int, prev string) (*Sealed, error) {
-	path, q, err := c.importancePath("/seal")
+	path, q, err := importancePath(c.opts.Job, "/seal")
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func (c *Client) Seal(ctx context.Context, epoch int, prev string) (*Sealed, err
 		q.Set("prev", prev)
 	}
 	var out Sealed
-	err = c.post(ctx, path, q, body{nil, "application/octet-stream"}, func(resp *http.Response) error {
+	err = c.t.post(ctx, path, q, body{nil, "application/octet-stream"}, func(resp *http.Response) error {
 		return json.NewDecoder(io.LimitReader(resp.Body, maxJSON)).Decode(&out)
 	})
 	if err != nil {
@@ -135,7 +136,7 @@ func (c *Client) Seal(ctx context.Context, epoch int, prev string) (*Sealed, err
 // WaitSealed returns the version sealed for an epoch, polling every
 // interval (at most a second) until it is or ctx ends.
 func (c *Client) WaitSealed(ctx context.Context, epoch int) (string, error) {
-	path, q, err := c.importancePath("/epochs/" + strconv.Itoa(epoch))
+	path, q, err := importancePath(c.opts.Job, "/epochs/"+strconv.Itoa(epoch))
 	if err != nil {
 		return "", err
 	}
@@ -143,7 +144,7 @@ func (c *Client) WaitSealed(ctx context.Context, epoch int) (string, error) {
 	for {
 		v, err := getJSON[struct {
 			Version string `json:"version"`
-		}](ctx, c, path, q)
+		}](ctx, c.t, path, q)
 		var apiErr *APIError
 		switch {
 		case err == nil:

@@ -31,7 +31,7 @@ type memberPin struct {
 // moved to another version by one rank alone. docs/http-api.md,
 // "Membership versions".
 func (c *Client) Members() string {
-	if p := c.members.Load(); p != nil {
+	if p := c.t.members.Load(); p != nil {
 		return p.version
 	}
 	return ""
@@ -39,11 +39,11 @@ func (c *Client) Members() string {
 
 // pinMembers adds to q the version pinned for epoch, unless q names one
 // already (Options.Job.Members).
-func (c *Client) pinMembers(q url.Values, epoch int) {
+func (t *transport) pinMembers(q url.Values, epoch int) {
 	if q.Get(api.ParamMembers) != "" {
 		return
 	}
-	if p := c.members.Load(); p != nil && p.epoch == epoch {
+	if p := t.members.Load(); p != nil && p.epoch == epoch {
 		q.Set(api.ParamMembers, p.version)
 	}
 }
@@ -51,18 +51,18 @@ func (c *Client) pinMembers(q url.Values, epoch int) {
 // learnMembers pins version for epoch if it is the first answer of an
 // epoch later than the one pinned: an answer to an older epoch's request
 // does not move the pin back.
-func (c *Client) learnMembers(epoch int, version string) {
-	if version == "" || c.opts.Job.Members != "" {
+func (t *transport) learnMembers(epoch int, version string) {
+	if version == "" || t.opts.Job.Members != "" {
 		return
 	}
 	for {
-		p := c.members.Load()
+		p := t.members.Load()
 		if p != nil && p.epoch >= epoch {
 			return
 		}
-		if c.members.CompareAndSwap(p, &memberPin{epoch: epoch, version: version}) {
-			if d := c.discoveredMembers.Load(); d != nil && *d != version {
-				c.rediscover.Store(true) // nodes joined or left: see routes
+		if t.members.CompareAndSwap(p, &memberPin{epoch: epoch, version: version}) {
+			if d := t.discoveredMembers.Load(); d != nil && *d != version {
+				t.rediscover.Store(true) // nodes joined or left: see routes
 			}
 			return
 		}

@@ -45,7 +45,7 @@ func (c *Client) mixManifest(ctx context.Context, epoch, batch, offset int, q ur
 		mq[k] = v
 	}
 	mq.Set(api.ParamFormat, "json")
-	m, err := getJSON[Manifest](ctx, c, batchPath(epoch, batch), mq)
+	m, err := getJSON[Manifest](ctx, c.t, batchPath(epoch, batch), mq)
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}

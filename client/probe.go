@@ -32,22 +32,22 @@ var errNoAnswer = errors.New("no response headers, and no answer to a health pro
 // stop ends the watch, waiting for a probe in flight, and reports whether
 // the attempt was abandoned; call it as soon as the headers arrive (or the
 // attempt failed). A probe cut short by stop or by ctx abandons nothing.
-func (c *Client) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) (stop func() bool) {
+func (t *transport) watch(ctx context.Context, abandon context.CancelCauseFunc, health string) (stop func() bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	abandoned := false
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		t := time.NewTimer(c.opts.ProbeAfter)
-		defer t.Stop()
+		timer := time.NewTimer(t.opts.ProbeAfter)
+		defer timer.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-timer.C:
 			}
-			if c.probe(ctx, health) || ctx.Err() != nil {
-				t.Reset(c.opts.ProbeAfter)
+			if t.probe(ctx, health) || ctx.Err() != nil {
+				timer.Reset(t.opts.ProbeAfter)
 				continue
 			}
 			abandoned = true
@@ -64,9 +64,9 @@ func (c *Client) watch(ctx context.Context, abandon context.CancelCauseFunc, hea
 
 // doWatched sends req, whose context abandon cancels, under a watch of its
 // node's health (see watch) until the response headers arrive.
-func (c *Client) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string) (*http.Response, error) {
-	stop := c.watch(req.Context(), abandon, health)
-	resp, err := c.hc.Do(req)
+func (t *transport) doWatched(req *http.Request, abandon context.CancelCauseFunc, health string) (*http.Response, error) {
+	stop := t.watch(req.Context(), abandon, health)
+	resp, err := t.hc.Do(req)
 	if !stop() {
 		return resp, err
 	}
@@ -74,12 +74,12 @@ func (c *Client) doWatched(req *http.Request, abandon context.CancelCauseFunc, h
 		drainClose(resp.Body) // the headers came as the probe failed: too late
 	}
 	return nil, fmt.Errorf("%s %q: %w (probed every %v, waiting %v for an answer)",
-		req.Method, req.URL, errNoAnswer, c.opts.ProbeAfter, probeTimeout)
+		req.Method, req.URL, errNoAnswer, t.opts.ProbeAfter, probeTimeout)
 }
 
 // probe reports whether the node at health answers within probeTimeout,
 // with any status: an answer of any kind comes from a running process.
-func (c *Client) probe(ctx context.Context, health string) bool {
+func (t *transport) probe(ctx context.Context, health string) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)
@@ -87,7 +87,7 @@ func (c *Client) probe(ctx context.Context, health string) bool {
 		return false
 	}
 	req.Header.Set("User-Agent", userAgent)
-	resp, err := c.hc.Do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
 		return false
 	}

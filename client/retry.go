@@ -25,12 +25,12 @@ type readFunc func(resp *http.Response) error
 // a 2xx response to read, retrying 502, 503 and 504 answers, transport
 // errors, and read errors marked retryable, up to MaxRetries times. It
 // returns the name of the node that answered.
-func (c *Client) get(ctx context.Context, path string, q url.Values, accept string, read readFunc) (node string, err error) {
-	r, err := c.routes(ctx)
+func (t *transport) get(ctx context.Context, path string, q url.Values, accept string, read readFunc) (node string, err error) {
+	r, err := t.routes(ctx)
 	if err != nil {
 		return "", err
 	}
-	return c.getVia(ctx, r, path, q, accept, read)
+	return t.getVia(ctx, r, path, q, accept, read)
 }
 
 // body is what a POST sends. Brand's POSTs (importance feedback and
@@ -41,12 +41,12 @@ type body struct {
 }
 
 // post sends POST path?q with b, as get sends a GET.
-func (c *Client) post(ctx context.Context, path string, q url.Values, b body, read readFunc) error {
-	r, err := c.routes(ctx)
+func (t *transport) post(ctx context.Context, path string, q url.Values, b body, read readFunc) error {
+	r, err := t.routes(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = c.sendVia(ctx, r, path, q, "application/json", &b, read)
+	_, err = t.sendVia(ctx, r, path, q, "application/json", &b, read)
 	return err
 }
 
@@ -60,25 +60,25 @@ func (c *Client) post(ctx context.Context, path string, q url.Values, b body, re
 // client pinned for that epoch (see Client.Members), and its answer pins
 // one if none is. A version no node knows any more is ErrMembersUnknown
 // (sendVia): the client never moves an epoch to another version.
-func (c *Client) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
+func (t *transport) getVia(ctx context.Context, r *router, path string, q url.Values, accept string, read readFunc) (string, error) {
 	epoch, ok := epochOf(path)
 	if !ok {
-		return c.sendVia(ctx, r, path, q, accept, nil, read)
+		return t.sendVia(ctx, r, path, q, accept, nil, read)
 	}
 	// q may be shared by the epoch's requests read ahead: pin on a copy.
 	q = maps.Clone(q)
 	if q == nil {
 		q = url.Values{}
 	}
-	c.pinMembers(q, epoch)
-	return c.sendVia(ctx, r, path, q, accept, nil, func(resp *http.Response) error {
-		c.learnMembers(epoch, resp.Header.Get(api.HeaderMembers))
+	t.pinMembers(q, epoch)
+	return t.sendVia(ctx, r, path, q, accept, nil, func(resp *http.Response) error {
+		t.learnMembers(epoch, resp.Header.Get(api.HeaderMembers))
 		return read(resp)
 	})
 }
 
 // sendVia is getVia for a GET (b nil) or a POST of b.
-func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Values, accept string, b *body, read readFunc) (string, error) {
+func (t *transport) sendVia(ctx context.Context, r *router, path string, q url.Values, accept string, b *body, read readFunc) (string, error) {
 	tried := make([]bool, len(r.nodes))
 	waits := 0 // backoff grows with the waits, not with failovers
 	k := r.pick()
@@ -88,7 +88,7 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 		if len(r.nodes) > 1 {
 			health = r.endpoint(k, "/healthz", nil)
 		}
-		retry, err := c.attempt(ctx, r.endpoint(k, path, q), health, accept, b, read)
+		retry, err := t.attempt(ctx, r.endpoint(k, path, q), health, accept, b, read)
 		if err == nil {
 			return r.nodes[k].name, nil
 		}
@@ -107,7 +107,7 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 			err = fmt.Errorf("node %d (%s): %w", k, r.nodes[k].name, err)
 		}
 		if attempt > 0 {
-			err = fmt.Errorf("attempt %d of %d: %w", attempt+1, c.maxRetries+1, err)
+			err = fmt.Errorf("attempt %d of %d: %w", attempt+1, t.maxRetries+1, err)
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			// The caller gave up; the node did not fail.
@@ -120,21 +120,21 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 			return "", err
 		}
 		r.fail(k)
-		if attempt >= c.maxRetries {
+		if attempt >= t.maxRetries {
 			return "", err
 		}
 		k = r.pick()
 		if !tried[k] {
 			continue
 		}
-		wait := c.backoff(waits, err)
+		wait := t.backoff(waits, err)
 		waits++
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			// Waiting would only end in DeadlineExceeded; the gateway's
 			// answer is the more useful error.
 			return "", fmt.Errorf("%w (not retried: the context deadline comes before the next attempt)", err)
 		}
-		if serr := c.sleep(ctx, wait); serr != nil {
+		if serr := t.sleep(ctx, wait); serr != nil {
 			return "", fmt.Errorf("%w (while waiting to retry after: %w)", serr, err)
 		}
 		// A node's mark may have ended during the wait.
@@ -146,7 +146,7 @@ func (c *Client) sendVia(ctx context.Context, r *router, path string, q url.Valu
 // With a health URL (a node of a cluster), the node is probed while the
 // request waits for headers, and the attempt abandoned, as a retryable
 // failure, if the probe gets no answer (see watch).
-func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body, read readFunc) (retry bool, err error) {
+func (t *transport) attempt(ctx context.Context, u, health, accept string, b *body, read readFunc) (retry bool, err error) {
 	method, data := http.MethodGet, io.Reader(nil)
 	if b != nil {
 		method, data = http.MethodPost, bytes.NewReader(b.data)
@@ -160,8 +160,8 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", userAgent)
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	if t.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.opts.Token)
 	}
 	var resp *http.Response
 	if health != "" {
@@ -169,9 +169,9 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 		// it; it lasts until the body is read.
 		actx, abandon := context.WithCancelCause(ctx)
 		defer abandon(nil)
-		resp, err = c.doWatched(req.WithContext(actx), abandon, health)
+		resp, err = t.doWatched(req.WithContext(actx), abandon, health)
 	} else {
-		resp, err = c.hc.Do(req)
+		resp, err = t.hc.Do(req)
 	}
 	if err != nil {
 		// Refused or reset connections, timeouts and the like may clear up;
@@ -183,7 +183,7 @@ func (c *Client) attempt(ctx context.Context, u, health, accept string, b *body,
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return retryableStatus(resp.StatusCode), readAPIError(resp, time.Now())
 	}
-	if err := c.learn(resp.Header); err != nil {
+	if err := t.answered(resp.Header); err != nil {
 		return false, err
 	}
 	if err := read(resp); err != nil {
@@ -217,13 +217,13 @@ func versionRefused(err error, path string) error {
 // from the gateway is honoured as given (it knows when it will be ready);
 // otherwise the wait doubles from Backoff and is drawn from [d/2, d] so
 // that workers started together spread out. MaxBackoff caps both.
-func (c *Client) backoff(attempt int, err error) time.Duration {
-	limit := c.opts.MaxBackoff
+func (t *transport) backoff(attempt int, err error) time.Duration {
+	limit := t.opts.MaxBackoff
 	var apiErr *APIError
 	if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
 		return min(apiErr.RetryAfter, limit)
 	}
-	d := c.opts.Backoff
+	d := t.opts.Backoff
 	for i := 0; i < attempt && d < limit; i++ {
 		d *= 2
 	}

@@ -153,47 +153,47 @@ func homeOf(job api.Job, n int) int {
 // the layout's (learnMembers), the layout is asked for again through the
 // nodes known; if none answers, the old one is kept until the next
 // epoch's pin.
-func (c *Client) routes(ctx context.Context) (*router, error) {
-	if !c.opts.Discover {
-		return c.router, nil
+func (t *transport) routes(ctx context.Context) (*router, error) {
+	if !t.opts.Discover {
+		return t.router, nil
 	}
-	c.discoverMu.Lock()
-	defer c.discoverMu.Unlock()
-	if c.discovered != nil && c.rediscover.CompareAndSwap(true, false) {
-		if cl, err := c.fetchCluster(ctx, c.discovered); err == nil {
-			if r, err := c.routerOf(cl); err == nil {
-				c.discovered = r
-				c.discoveredMembers.Store(&cl.Members)
+	t.discoverMu.Lock()
+	defer t.discoverMu.Unlock()
+	if t.discovered != nil && t.rediscover.CompareAndSwap(true, false) {
+		if cl, err := t.fetchCluster(ctx, t.discovered); err == nil {
+			if r, err := t.routerOf(cl); err == nil {
+				t.discovered = r
+				t.discoveredMembers.Store(&cl.Members)
 			}
 		}
 	}
-	if c.discovered != nil {
-		return c.discovered, nil
+	if t.discovered != nil {
+		return t.discovered, nil
 	}
-	cl, err := c.fetchCluster(ctx, c.router)
+	cl, err := t.fetchCluster(ctx, t.router)
 	if err != nil {
 		var apiErr *APIError
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 			return nil, fmt.Errorf("client: discovering the cluster: %w", err)
 		}
 		// A gateway from before clusters has no /cluster: it is alone.
-		cl = &api.Cluster{Nodes: []api.ClusterNode{{URL: c.base.String(), Up: true}}}
+		cl = &api.Cluster{Nodes: []api.ClusterNode{{URL: t.base.String(), Up: true}}}
 	}
-	r, err := c.routerOf(cl)
+	r, err := t.routerOf(cl)
 	if err != nil {
-		return nil, fmt.Errorf("client: discovering the cluster at %s: %w", c.base, err)
+		return nil, fmt.Errorf("client: discovering the cluster at %s: %w", t.base, err)
 	}
-	c.discovered = r
-	c.discoveredMembers.Store(&cl.Members)
+	t.discovered = r
+	t.discoveredMembers.Store(&cl.Members)
 	return r, nil
 }
 
 // routerOf builds the router of a discovered layout. A single node is
 // reached at the base URL, which is how this client reaches it, whatever
 // it calls itself. Nodes the answering gateway saw down start passed over.
-func (c *Client) routerOf(cl *api.Cluster) (*router, error) {
+func (t *transport) routerOf(cl *api.Cluster) (*router, error) {
 	if len(cl.Nodes) <= 1 {
-		return c.router, nil
+		return t.router, nil
 	}
 	urls := make([]string, len(cl.Nodes))
 	for i, n := range cl.Nodes {
@@ -206,18 +206,18 @@ func (c *Client) routerOf(cl *api.Cluster) (*router, error) {
 	if len(nodes) != len(cl.Nodes) {
 		return nil, fmt.Errorf("%w: %d nodes listed as %d URLs", ErrBadResponse, len(cl.Nodes), len(nodes))
 	}
-	home := homeOf(c.opts.Job, len(nodes))
-	if w := c.opts.Job.World; w > 0 && len(cl.Homes) > 0 {
+	home := homeOf(t.opts.Job, len(nodes))
+	if w := t.opts.Job.World; w > 0 && len(cl.Homes) > 0 {
 		// The gateway's layout decides where the rank's samples live.
 		if len(cl.Homes) != w {
 			return nil, fmt.Errorf("%w: asked for the homes of %d ranks, got %d", ErrBadResponse, w, len(cl.Homes))
 		}
-		home = cl.Homes[c.opts.Job.Rank]
+		home = cl.Homes[t.opts.Job.Rank]
 		if home < 0 || home >= len(nodes) {
-			return nil, fmt.Errorf("%w: home %d of rank %d outside the %d nodes", ErrBadResponse, home, c.opts.Job.Rank, len(nodes))
+			return nil, fmt.Errorf("%w: home %d of rank %d outside the %d nodes", ErrBadResponse, home, t.opts.Job.Rank, len(nodes))
 		}
 	}
-	r := newRouter(nodes, home, c.opts.HomeRetry, func() time.Time { return c.now() })
+	r := newRouter(nodes, home, t.opts.HomeRetry, func() time.Time { return t.now() })
 	for k, n := range cl.Nodes {
 		if !n.Up {
 			r.fail(k)
@@ -231,11 +231,11 @@ func (c *Client) routerOf(cl *api.Cluster) (*router, error) {
 // answered, their liveness, and, when Options.Job sets World, every rank's
 // home. A single gateway lists only itself.
 func (c *Client) Cluster(ctx context.Context) (*api.Cluster, error) {
-	r, err := c.routes(ctx)
+	r, err := c.t.routes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.fetchCluster(ctx, r)
+	cl, err := c.t.fetchCluster(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("client: cluster: %w", err)
 	}
@@ -244,12 +244,12 @@ func (c *Client) Cluster(ctx context.Context) (*api.Cluster, error) {
 
 // fetchCluster gets /cluster through r and checks that its answer
 // describes a cluster.
-func (c *Client) fetchCluster(ctx context.Context, r *router) (*api.Cluster, error) {
+func (t *transport) fetchCluster(ctx context.Context, r *router) (*api.Cluster, error) {
 	q := url.Values{}
-	if w := c.opts.Job.World; w > 0 {
+	if w := t.opts.Job.World; w > 0 {
 		q.Set(api.ParamWorld, strconv.Itoa(w))
 	}
-	cl, _, err := getJSONVia[api.Cluster](ctx, c, r, "/cluster", q)
+	cl, _, err := getJSONVia[api.Cluster](ctx, t, r, "/cluster", q)
 	if err != nil {
 		return nil, err
 	}

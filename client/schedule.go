@@ -32,21 +32,22 @@ import (
 // (Options.Job.Name), under which a schedule is stored.
 var ErrNoJobName = errkind.New(errkind.Invalid, "client: the job has no name (Options.Job.Name), under which its schedule is stored")
 
-func (c *Client) schedulePath() (string, error) {
-	if c.opts.Job.Name == "" {
+// schedulePath is the path of the schedule stored under the job's name.
+func schedulePath(name string) (string, error) {
+	if name == "" {
 		return "", ErrNoJobName
 	}
-	return "/jobs/" + url.PathEscape(c.opts.Job.Name) + "/schedule", nil
+	return "/jobs/" + url.PathEscape(name) + "/schedule", nil
 }
 
 // Schedule returns the current version of the job's stored schedule and
 // the latest step the answering node has served of the job.
 func (c *Client) Schedule(ctx context.Context) (api.StoredSchedule, error) {
-	path, err := c.schedulePath()
+	path, err := schedulePath(c.opts.Job.Name)
 	if err != nil {
 		return api.StoredSchedule{}, err
 	}
-	v, err := getJSON[api.StoredSchedule](ctx, c, path, nil)
+	v, err := getJSON[api.StoredSchedule](ctx, c.t, path, nil)
 	if err != nil {
 		return api.StoredSchedule{}, fmt.Errorf("client: job %s's schedule: %w", c.opts.Job.Name, err)
 	}
@@ -57,7 +58,7 @@ func (c *Client) Schedule(ctx context.Context) (api.StoredSchedule, error) {
 // writes it (its first phase at step 0). A job that has one already is
 // refused with 409 (an *APIError naming its current version).
 func (c *Client) StoreSchedule(ctx context.Context, text string) (api.StoredSchedule, error) {
-	return c.sendSchedule(ctx, api.ScheduleEdit{Schedule: text})
+	return sendSchedule(ctx, c.t, c.opts.Job.Name, api.ScheduleEdit{Schedule: text})
 }
 
 // EditSchedule edits the job's stored schedule from step from, based on
@@ -75,11 +76,13 @@ func (c *Client) EditSchedule(ctx context.Context, text string, from api.EditFro
 	if err != nil {
 		return api.StoredSchedule{}, err
 	}
-	return c.sendSchedule(ctx, api.ScheduleEdit{Schedule: text, FromStep: from, Base: cur.Version})
+	return sendSchedule(ctx, c.t, c.opts.Job.Name, api.ScheduleEdit{Schedule: text, FromStep: from, Base: cur.Version})
 }
 
-func (c *Client) sendSchedule(ctx context.Context, e api.ScheduleEdit) (api.StoredSchedule, error) {
-	path, err := c.schedulePath()
+// sendSchedule sends an edit of the schedule stored under the job's name
+// and returns the version it made.
+func sendSchedule(ctx context.Context, t *transport, name string, e api.ScheduleEdit) (api.StoredSchedule, error) {
+	path, err := schedulePath(name)
 	if err != nil {
 		return api.StoredSchedule{}, err
 	}
@@ -88,14 +91,14 @@ func (c *Client) sendSchedule(ctx context.Context, e api.ScheduleEdit) (api.Stor
 		return api.StoredSchedule{}, err
 	}
 	var out api.StoredSchedule
-	err = c.post(ctx, path, nil, body{data, "application/json"}, func(resp *http.Response) error {
+	err = t.post(ctx, path, nil, body{data, "application/json"}, func(resp *http.Response) error {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxJSON)).Decode(&out); err != nil {
 			return fmt.Errorf("%w: decoding JSON: %w", ErrBadResponse, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return api.StoredSchedule{}, fmt.Errorf("client: editing job %s's schedule from step %s: %w", c.opts.Job.Name, e.FromStep, err)
+		return api.StoredSchedule{}, fmt.Errorf("client: editing job %s's schedule from step %s: %w", name, e.FromStep, err)
 	}
 	return out, nil
 }

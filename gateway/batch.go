@@ -108,6 +108,7 @@ func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.metrics.samplesServed.Add(float64(s.Batch.Len()))
+		g.stats.Balanced(s.Batch.Balanced)
 	})
 }
 
@@ -124,6 +125,9 @@ func writeManifest(w http.ResponseWriter, b *layout.Batch) {
 	}
 	if b.DS != nil {
 		m.IndexID = b.DS.ID()
+	}
+	if bl := b.Balanced; bl != nil {
+		m.Balance, m.RankCosts = bl.Kind, bl.Costs
 	}
 	for i := range m.Samples {
 		ds, id, s := b.Sample(i)
@@ -186,6 +190,10 @@ func setBatchHeaders(h http.Header, b *layout.Batch) {
 	}
 	if b.Job.Transform != "" {
 		h.Set(api.HeaderTransform, b.Job.Transform)
+	}
+	if bl := b.Balanced; bl != nil {
+		h.Set(api.HeaderBalance, bl.Kind)
+		h.Set(api.HeaderRankCosts, bl.FormatCosts())
 	}
 	setMissingHeaders(h, b)
 }

@@ -6,9 +6,12 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/visit"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/catalog"
 )
 
 // A node of a cluster is three rooms (docs/architecture.md, "A cluster
@@ -59,14 +62,20 @@ type clusterNode struct {
 	peers   *transport.Nodes
 	members *membership.Tracker
 	route   *route.Router
+	store   *storepath.Watch
 }
 
 // Settled is membership.Tracker.Settled.
 func (c clusterNode) Settled() error { return c.members.Settled() }
 
-// View is the body of GET /cluster (membership.Tracker.View).
+// View is the body of GET /cluster (membership.Tracker.View), this
+// node's own reach of the store beside its peers' as they said it.
 func (c clusterNode) View(world int, datasets []string) api.Cluster {
-	return c.members.View(world, datasets)
+	v := c.members.View(world, datasets)
+	if v.Self < len(v.Nodes) {
+		v.Nodes[v.Self].StoreUnreachable = c.store.Down()
+	}
+	return v
 }
 
 // Stats is the cluster's part of /stats: the view, each peer's figures
@@ -84,9 +93,10 @@ func (c clusterNode) Stats(datasets []string) *api.ClusterStats {
 // Leave takes this node out of its cluster (membership.Tracker.Leave).
 func (c clusterNode) Leave(ctx context.Context) error { return c.members.Leave(ctx) }
 
-// Start begins probing the peers and listing the members.
+// Start begins probing the peers and the store, and listing the members.
 func (c clusterNode) Start() {
 	c.peers.Start()
+	c.store.Start()
 	c.members.Start()
 }
 
@@ -113,3 +123,19 @@ func (soloNode) Leave(context.Context) error { return nil }
 
 // Start has nothing to run.
 func (soloNode) Start() {}
+
+// eitherOf is the loader's sources of chunks from peers, asked in turn
+// before the store: the chunks handed over in a membership change
+// (handover.Sources), then those the peers read for this node while it
+// could not reach the store (storepath.Returned).
+type eitherOf []catalog.Handover
+
+// Read implements catalog.Handover.
+func (e eitherOf) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
+	for _, h := range e {
+		if h.Read(ctx, k, buf, verify) {
+			return true
+		}
+	}
+	return false
+}

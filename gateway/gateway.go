@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -16,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/reader"
@@ -30,6 +30,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/cluster/route"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -100,9 +101,11 @@ type Config struct {
 	FetchTimeout time.Duration
 
 	// ChecksumRereads is how many more times a chunk that fails its
-	// CRC32C check is read before the failure is reported: a byte damaged
-	// in transit passes on a re-read, a byte damaged at rest fails the same
-	// way every time (see catalog.Loader). Default 2; negative: no re-read.
+	// CRC32C check — for a dataset served in place, the CRC32Cs an index
+	// with checksums recorded, or its decode — is read before the failure
+	// is reported: a byte damaged in transit passes on a re-read, a byte
+	// damaged at rest fails the same way every time (see catalog.Loader).
+	// Default 2; negative: no re-read.
 	ChecksumRereads int
 
 	// OnDamagedChunk is what a batch does when one of its chunks is damaged
@@ -378,10 +381,17 @@ type Gateway struct {
 	// parts, the S3 face's read-ahead — bounded and tracked.
 	preload  *preload.Set
 	feedback *feedback.State
+	// store is whether this node reaches its datasets' store, returned
+	// the chunks its peers read for it while it did not (nil on a single
+	// gateway).
+	store    *storepath.Watch
+	returned *storepath.Returned
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
-	handover   *handover.Handover
-	leaving    atomic.Bool
+	handover *handover.Handover
+	// ready says whether the gateway takes work now: /readyz, the S3
+	// face and the peers ask it; Leave makes it refuse.
+	ready      *readiness
 	importance *importanceAPI
 	peers      *peerAPI
 	stats      *livestats.Stats
@@ -442,15 +452,41 @@ func New(cfg Config) (*Gateway, error) {
 	if c.Members != nil {
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger})
-		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout,
+		// Whether this node reaches the store: cut off from it, it ends
+		// its store reads, says so to its peers and routes its chunks
+		// through them, and once it reaches the store again it asks them
+		// for the chunks they read for it (internal/cluster/storepath).
+		g.returned = storepath.NewReturned(peers, cfg.Logger)
+		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
+			Returned: func(ctx context.Context) { g.takeBack(ctx, routing, peers) },
+			Group:    g.life.Group("storepath: probes"), Registry: reg, Log: cfg.Logger})
+		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Group: g.life.Group("route: next batches' samples"), Slack: c.TransformSlack,
 			Registry: reg, Log: cfg.Logger,
-			Load: func() tensorize.Load { return g.stage.Load() }})
+			Load:      func() tensorize.Load { return g.stage.Load() },
+			StoreDown: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Holds:     func(ds *catalog.Dataset, c int) bool { return g.cache.Contains(ds.ChunkKey(c)) }})
 		rt, parts = routing, peers
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
-	g.sched = usetable.New(usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local})
+	var own func(ds *catalog.Dataset, c int) bool // a single gateway owns every chunk
+	if routing != nil {
+		own = routing.Owns
+	}
+	sc := usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own}
+	var kept *handover.Kept
+	if peers != nil {
+		// The chunks this node read for the jobs before a membership
+		// change whose new owners will ask for them stay keyed as its
+		// own until they do.
+		kept = handover.NewKept()
+		sc.Keep = kept.Holds
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_handover_kept_chunks",
+			Help: "Chunks this node keeps for the nodes that gained them in a membership change and will ask it for them."},
+			func() float64 { return float64(kept.Len()) }))
+	}
+	g.sched = usetable.New(sc)
 	reg.MustRegister(g.sched.Collectors()...)
 	var policy chunkcache.Policy = chunkcache.NewLRU()
 	shared := func() bool { return false }  // the lru policy, a baseline, loads as it always did
@@ -465,7 +501,9 @@ func New(cfg Config) (*Gateway, error) {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
 		sources = handover.NewSources(peers, cfg.Logger)
-		loader = loader.WithHandover(sources)
+		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
+			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
+		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
 	}
 	if g.disk, loader, err = openDisk(cfg, distance, loader); err != nil {
 		return nil, err
@@ -501,10 +539,10 @@ func New(cfg Config) (*Gateway, error) {
 		MaxBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, Clipper: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Group: g.life.Group("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
-		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Msg("transform stage")
+		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Str("video_decoder", g.stage.VideoDecoder()).Msg("transform stage")
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.mem.UnderPressure, Served: g.metrics.bytesServed, Buffers: g.mem})
 	g.node = soloNode{}
@@ -517,10 +555,11 @@ func New(cfg Config) (*Gateway, error) {
 			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
-		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing}, tracker
-		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, catalog: g.catalog, batches: g.batches, out: g.out,
-			feedback: g.feedback, limits: cfg.Limits, ready: g.servingNotReady, transforms: g.stage, chunks: g.cache, soon: g.sched, log: cfg.Logger}
+		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
+		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
+			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, kept: kept, log: cfg.Logger}
 	}
+	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
@@ -531,6 +570,7 @@ func New(cfg Config) (*Gateway, error) {
 		// steps it has served; they answer from their books.
 		g.jobs.sched.others = othersOf(peers)
 		g.peers.steps = g.jobs.latestStep
+		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.nodes = rt.Nodes
@@ -771,6 +811,51 @@ func (g *Gateway) Close() {
 	g.closeIdle()
 }
 
+// probeStore asks the store of the first remote dataset loaded for its
+// index object's metadata: the probe of this node's path to the store
+// (storepath.Watch). Nothing to probe before the datasets are loaded, or
+// when none is remote.
+func (g *Gateway) probeStore(ctx context.Context) error {
+	all, err := g.catalog.All()
+	if err != nil {
+		return nil // not loaded yet
+	}
+	for _, ds := range all {
+		if ds.Remote() {
+			_, err := ds.Store.Stat(ctx, chunkindex.IndexKey)
+			return err
+		}
+	}
+	return nil
+}
+
+// takeBack names, once this node reaches the store again, which of the
+// chunks it reads itself and does not hold its peers' caches hold: they
+// read them for it meanwhile, and give them back before the store
+// (storepath.Returned).
+func (g *Gateway) takeBack(ctx context.Context, routing *route.Router, peers *transport.Nodes) {
+	all, err := g.catalog.All()
+	if err != nil {
+		return
+	}
+	var urls []string
+	for _, k := range peers.Peers() {
+		urls = append(urls, peers.URL(k))
+	}
+	for _, ds := range all {
+		if !ds.Remote() {
+			continue
+		}
+		var mine []int
+		for c := range ds.Index.NumChunks() {
+			if routing.Local(ds, c) && !g.cache.Contains(ds.ChunkKey(c)) {
+				mine = append(mine, c)
+			}
+		}
+		g.returned.Learn(ctx, ds, mine, urls)
+	}
+}
+
 // ShutdownOrder names the gateway's parts that run goroutines, in the
 // order Close drains them.
 func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
@@ -784,7 +869,7 @@ func (g *Gateway) ShutdownOrder() []string { return g.life.Order() }
 // error when ctx ends first, the caller's bound. On a single gateway it
 // returns at once. The caller then shuts the server down and Closes.
 func (g *Gateway) Leave(ctx context.Context) error {
-	g.leaving.Store(true)
+	g.ready.leaving.Store(true)
 	return g.node.Leave(ctx)
 }
 
@@ -800,6 +885,9 @@ func (g *Gateway) Load(ctx context.Context) error {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
 			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}
+			if g.store != nil {
+				spec.Partition.Guard = g.store
+			}
 		}
 		ds, err := catalog.Load(ctx, spec, bcfg, g.log)
 		if err != nil {
@@ -836,9 +924,3 @@ func (g *Gateway) Load(ctx context.Context) error {
 // JobStats returns the figures of the jobs served most recently, each
 // over everything served to it.
 func (g *Gateway) JobStats() []api.JobStat { return g.stats.Jobs() }
-
-// turnStats returns the use table's figures of turns.
-func (g *Gateway) turnStats() api.TurnStats {
-	t := g.sched.Turns()
-	return api.TurnStats{WaitSeconds: t.Waited.Seconds(), Overdue: t.Overdue, Waiting: t.Waiting}
-}

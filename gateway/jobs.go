@@ -130,6 +130,9 @@ func (j *jobs) source(ctx context.Context, job api.Job) (layout.Source, error) {
 	}
 	src, err := j.data(ctx, job)
 	src.Members = ms
+	if err == nil {
+		err = layout.CheckBalance(src, job)
+	}
 	return src, err
 }
 

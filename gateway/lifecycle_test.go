@@ -245,7 +245,8 @@ func TestShutdownOrder(t *testing.T) {
 		"chunkcache: loads, spills",
 		"disktier: writes", // the cache's spills write it
 		"route: next batches' samples",
-		"peer: probes", // tell the membership, fetch for the router
+		"storepath: probes", // end the store reads; ask the peers what they read for this node
+		"peer: probes",      // tell the membership, fetch for the router
 		"catalog: index polls",
 	}
 	if got := gs[0].g.ShutdownOrder(); !slices.Equal(got, want) {

@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/visit"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -41,6 +42,7 @@ type peerAPI struct {
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
+	store    interface{ Down() bool } // whether this node reaches the store (storepath.Watch)
 	catalog  *catalog.Catalog
 	batches  *visit.Batches
 	out      *respond.Writer
@@ -59,9 +61,16 @@ type peerAPI struct {
 	chunks interface {
 		Resident(k chunkcache.Key) ([]byte, func(), bool)
 		Contains(k chunkcache.Key) bool
+		Acquire(ctx context.Context, reqs []chunkcache.Request) (*chunkcache.Lease, error)
 	}
 	soon interface {
 		Soon(ds *catalog.Dataset, chunks []int, ahead int) []int
+	}
+	// kept is what this node keeps for the nodes that will ask it for
+	// chunks they gained (handover.Kept).
+	kept interface {
+		Keep(url string, ds *catalog.Dataset, chunks []int)
+		Taken(url string, ds *catalog.Dataset, c int)
 	}
 	// steps answers the latest step of a job this node has served
 	// (jobs.latestStep), asked by a node taking an edit of its schedule.
@@ -148,6 +157,11 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	a.nodes.Heard(k)
 	res, err := a.batches.ReadFor(ctx, layout.SamplesOf(req.DS, req.IDs, req.Info), req.Origin)
 	if err != nil {
+		if errors.Is(err, storepath.ErrUnreachable) {
+			// Cut off from the store: the asker reads these elsewhere
+			// and keeps asking this node for what its cache holds.
+			w.Header().Set(transport.HeaderStoreUnreachable, "true")
+		}
 		writeError(ctx, w, err)
 		return
 	}
@@ -174,7 +188,7 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	load := a.transforms.Load()
-	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down()}
+	st := transport.State{Ready: true, Transforms: a.transforms.Fingerprints(), Load: &load, Down: a.nodes.Down(), StoreUnreachable: a.store.Down()}
 	a.members.Describe(&st)
 	for _, name := range a.catalog.Names() {
 		held := a.catalog.HeldIDs(name)
@@ -193,14 +207,28 @@ func (a *peerAPI) handleState(w http.ResponseWriter, r *http.Request) {
 // reads the store for another node: the asker does, once.
 func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	ds, c, err := transport.DecodeChunk(r, a.catalog, a.limits)
+	ds, c, through, err := transport.DecodeChunk(r, a.catalog, a.limits)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	k := asker(r)
 	a.nodes.Heard(k)
+	a.kept.Taken(r.Header.Get(peercred.HeaderPeer), ds, c) // given or not, it is not asked for again
 	data, release, ok := a.chunks.Resident(ds.ChunkKey(c))
+	if !ok && through {
+		// The asker cannot reach the store: this node reads the chunk
+		// for it, through its cache, as for a batch.
+		lease, err := a.chunks.Acquire(ctx, []chunkcache.Request{ds.ChunkRequest(c)})
+		if err != nil {
+			if errors.Is(err, storepath.ErrUnreachable) {
+				w.Header().Set(transport.HeaderStoreUnreachable, "true")
+			}
+			writeError(ctx, w, err)
+			return
+		}
+		data, release, ok = lease.Bytes(0), lease.Release, true
+	}
 	if !ok {
 		w.Header().Set(transport.HeaderHeld, "false")
 		writeError(ctx, w, fmt.Errorf("%w: chunk %d of %s is not in this node's cache", query.ErrOutOfRange, c, ds.Name))
@@ -217,7 +245,9 @@ func (a *peerAPI) handleChunk(w http.ResponseWriter, r *http.Request) {
 // handleNeeded serves POST transport.NeededPath: of the chunks a node names,
 // those the job streams this node follows need within their current
 // window and the next ones asked about (usetable.Table.Soon), or with
-// held=true those this node's cache holds.
+// held=true those this node's cache holds; with keep=true it takes them
+// as the chunks the node (transport.HeaderPeer: authenticated with a peer
+// secret, else as it says) will ask this one for, and answers none.
 func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	q, err := transport.DecodeNeeded(r, a.catalog, a.limits)
 	if err != nil {
@@ -226,13 +256,16 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	}
 	a.nodes.Heard(asker(r))
 	var answer []int
-	if q.Held {
+	switch {
+	case q.Keep:
+		a.kept.Keep(r.Header.Get(peercred.HeaderPeer), q.DS, q.Chunks)
+	case q.Held:
 		for _, c := range q.Chunks {
 			if a.chunks.Contains(q.DS.ChunkKey(c)) {
 				answer = append(answer, c)
 			}
 		}
-	} else {
+	default:
 		answer = a.soon.Soon(q.DS, q.Chunks, q.PrefetchWindows)
 	}
 	out := transport.EncodeChunks(answer)

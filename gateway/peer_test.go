@@ -164,6 +164,7 @@ func TestInternalEndpoints(t *testing.T) {
 		{"members", http.MethodGet, base + transport.MembersPath + "?members=" + members, nil, http.StatusOK},
 		{"members not kept", http.MethodGet, base + transport.MembersPath + "?members=00000000deadbeef", nil, http.StatusNotFound},
 		{"needed", http.MethodPost, base + transport.NeededPath + "?" + ix + "&held=true", sampleList([]int{0, 1}), http.StatusOK},
+		{"keep", http.MethodPost, base + transport.NeededPath + "?" + ix + "&keep=true", sampleList([]int{0, 1}), http.StatusOK},
 		{"steps", http.MethodGet, base + transport.StepsPath + "j?from=0", nil, http.StatusOK},
 		{"feedback", http.MethodGet, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef", nil, http.StatusOK},
 		{"a seal settled", http.MethodPost, base + transport.FeedbackPath + "j?" + ix + "&epoch=0&seal=0123456789abcdef&sealed=fedcba9876543210", nil, http.StatusOK},
@@ -241,6 +242,40 @@ func TestInternalEndpoints(t *testing.T) {
 	if held == 0 {
 		t.Error("node 0 handed over none of its chunks after an epoch")
 	}
+}
+
+// TestKeptForTheirNewOwners: a node told by another that it will ask it
+// for chunks (a gain a membership change left to the batches) keeps them
+// (brand_handover_kept_chunks) until that node asks for each, given or
+// not, or tells it a list without them; what one node says changes
+// nothing of what another awaits.
+func TestKeptForTheirNewOwners(t *testing.T) {
+	f := newFixture(t, 8, 10)
+	cl := startCluster(t, f, 2, nil, nil)
+	base, node1 := cl[0].srv.URL, cl[1].srv.URL
+	ix := "dataset=test&index=" + f.index.ID()
+	keep := func(from string, chunks ...int) {
+		t.Helper()
+		if resp, body := do(t, http.MethodPost, base+transport.NeededPath+"?"+ix+"&keep=true", sampleList(chunks), peercred.HeaderPeer, from); resp.StatusCode != http.StatusOK {
+			t.Fatalf("keep %v: %s: %s", chunks, resp.Status, body)
+		}
+	}
+	kept := func(want float64, when string) {
+		t.Helper()
+		if got := metricSum(t, base, "brand_handover_kept_chunks"); got != want {
+			t.Errorf("%s: brand_handover_kept_chunks %v, want %v", when, got, want)
+		}
+	}
+	kept(0, "at start")
+	keep(node1, 2, 5, 6)
+	keep("http://127.0.0.1:1", 6, 7) // another node's list, one chunk in common
+	kept(4, "two nodes' lists")
+	if resp, _ := get(t, fmt.Sprintf("%s%s?%s&chunk=5", base, transport.ChunkPath, ix), peercred.HeaderPeer, node1); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("chunk 5, not held: %s", resp.Status)
+	}
+	kept(3, "node 1 asked for chunk 5 (not held)")
+	keep(node1)
+	kept(2, "node 1's list withdrawn; the other's stays")
 }
 
 // TestClusterNeedsAPeerSecretWithTokens: a cluster whose clients need

@@ -23,6 +23,7 @@ var ErrPlanBusy = plans.ErrBusy
 // defaults.
 func newPlans(cfg Config, j *jobs, nodes func() int, costs *pipelineCosts) *plans.Maker {
 	return plans.New(plans.Config{Planner: cfg.Planner, Jobs: planJobs{j}, Snapshots: j.snaps, Epochs: j.orders, Costs: costs,
+		Clips: j.orders, DecodeCost: costs.frameCost,
 		Defaults: j.defaults, Limits: j.limits, Nodes: nodes,
 		Options: api.PlanOptions{CacheBytes: cfg.CacheSize, DiskCacheBytes: cfg.DiskCache.Size, Epochs: plans.DefaultEpochs,
 			BackendBytesPerSec: 1 << 30, PrefetchWindows: cfg.PrefetchWindows},

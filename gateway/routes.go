@@ -33,7 +33,7 @@ func (g *Gateway) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.With(b.none).Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := g.notReady(); err != nil {
+		if err := g.ready.notReady(); err != nil {
 			writeError(r.Context(), w, err)
 			return
 		}
@@ -43,12 +43,12 @@ func (g *Gateway) routes() http.Handler {
 		r.Use(g.authenticate)
 		r.Group(func(r chi.Router) {
 			r.Use(b.none)
-			r.Get("/datasets", g.handleDatasets)
+			r.Get("/datasets", listDatasets(g.catalog, !g.cfg.SeparateAdmin))
 			r.Get("/epoch/{epoch}", g.handleEpoch)
 			r.Get("/epoch/{epoch}/batch/{batch}", g.handleBatch)
 			r.Get("/epoch/{epoch}/batch/{batch}/manifest", g.handleManifest)
 			r.Get("/samples/*", g.handleSample)
-			r.Get("/cluster", g.handleCluster)
+			r.Get("/cluster", getCluster(g.node, g.catalog, g.cfg.Limits))
 			r.Post("/importance/{job}/seal", g.importance.handleSeal)
 			r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
 			r.Get("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleGet)
@@ -148,7 +148,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		r.Use(g.authenticate)
 		g.adminRoutes(r)
 		r = r.With(g.bodies.none)
-		r.Get("/datasets", func(w http.ResponseWriter, r *http.Request) { g.listDatasets(w, r, true) })
+		r.Get("/datasets", listDatasets(g.catalog, true))
 		r.HandleFunc("/debug/pprof/", pprof.Index)
 		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		r.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -44,7 +44,7 @@ func (g *Gateway) S3Handler() http.Handler {
 func (g *Gateway) newS3Face(objects *s3face.ReadThrough, rt s3face.Cluster) *s3face.Face {
 	cfg := g.cfg
 	return s3face.New(cfg.S3, s3face.Deps{Versions: s3Versions{catalog: g.catalog, version: g.jobs.version},
-		Reader: g.reader, Writer: g.out, Preload: g.preload, Cluster: rt, Ready: s3face.ReadinessFunc(g.refusing),
+		Reader: g.reader, Writer: g.out, Preload: g.preload, Cluster: rt, Ready: s3face.ReadinessFunc(g.ready.refusing),
 		Objects: objects, FetchTimeout: cfg.FetchTimeout, BodyTimeout: cfg.BodyTimeout, Started: g.started, Registry: cfg.Registry, Log: cfg.Logger})
 }
 

@@ -6,34 +6,35 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cache/usetable"
+	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 )
 
-// handleDatasets serves /datasets: what the gateway serves. Where the
-// operators' endpoints have a listener of their own (Config.SeparateAdmin),
-// the data port's answer leaves out where each dataset is stored.
-func (g *Gateway) handleDatasets(w http.ResponseWriter, r *http.Request) {
-	g.listDatasets(w, r, !g.cfg.SeparateAdmin)
-}
-
-func (g *Gateway) listDatasets(w http.ResponseWriter, r *http.Request, showURL bool) {
-	all, err := g.catalog.All()
-	if err != nil {
-		writeError(r.Context(), w, err)
-		return
-	}
-	out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
-	for _, ds := range all {
-		info := api.DatasetInfo{Name: ds.Name, IndexID: ds.ID(),
-			Chunks: ds.Index.NumChunks(), Samples: ds.Index.NumSamples(), Bytes: ds.Index.TotalBytes(),
-			Default: ds.Name == g.catalog.Default(), IndexVersion: ds.Version, IndexETag: ds.IndexETag,
-			IndexLoadedAt: ds.LoadedAt.UTC().Format(time.RFC3339)}
-		if showURL {
-			info.URL = ds.URL
+// listDatasets serves /datasets: what the gateway serves, and with
+// showURL where each dataset is stored. Where the operators' endpoints
+// have a listener of their own (Config.SeparateAdmin), the data port's
+// answer leaves that out.
+func listDatasets(cat *catalog.Catalog, showURL bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		all, err := cat.All()
+		if err != nil {
+			writeError(r.Context(), w, err)
+			return
 		}
-		out.Datasets = append(out.Datasets, info)
+		out := api.DatasetList{Datasets: make([]api.DatasetInfo, 0, len(all))}
+		for _, ds := range all {
+			info := api.DatasetInfo{Name: ds.Name, IndexID: ds.ID(),
+				Chunks: ds.Index.NumChunks(), Samples: ds.Index.NumSamples(), Bytes: ds.Index.TotalBytes(),
+				Default: ds.Name == cat.Default(), IndexVersion: ds.Version, IndexETag: ds.IndexETag,
+				IndexLoadedAt: ds.LoadedAt.UTC().Format(time.RFC3339)}
+			if showURL {
+				info.URL = ds.URL
+			}
+			out.Datasets = append(out.Datasets, info)
+		}
+		writeJSON(w, http.StatusOK, out)
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // handleStats serves /stats: the cache counters and per-epoch figures as
@@ -53,8 +54,10 @@ func (g *Gateway) handleStats(w http.ResponseWriter, r *http.Request) {
 		Transform   api.TransformStats `json:"transform"`
 		Memory      api.MemoryStats    `json:"memory"`
 		Tokens      *api.TokenStats    `json:"tokens,omitempty"`
-	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), g.turnStats(), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
-		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats()})
+		Balance     []api.BalanceStats `json:"balance,omitempty"`
+		Video       *api.VideoStats    `json:"video,omitempty"`
+	}{g.cache.Stats(), g.cfg.CacheSize, g.cfg.CachePolicy, g.JobStats(), turnStats(g.sched), g.EpochStats(), g.node.Stats(g.catalog.Names()), g.DiskStats(),
+		g.stats.Mixtures(), g.TransformStats(), g.mem.Stats(), g.packer.Stats(), g.stats.Balances(), g.stage.VideoStats()})
 }
 
 // TransformStats returns the transform stage's figures: the decoder, the
@@ -68,48 +71,21 @@ func (g *Gateway) TransformStats() api.TransformStats {
 // DiskStats returns the disk tier's figures, nil without one.
 func (g *Gateway) DiskStats() *api.DiskStats { return g.disk.Stats() }
 
-// handleCluster serves GET /cluster[?world=W]. A single gateway answers
-// with itself, unnamed, as its only node.
-func (g *Gateway) handleCluster(w http.ResponseWriter, r *http.Request) {
-	q, err := query.Parse(r.URL.RawQuery, []string{api.ParamWorld}, query.Query{}, g.cfg.Limits)
-	if err != nil {
-		writeError(r.Context(), w, err)
-		return
+// getCluster serves GET /cluster[?world=W]: the cluster as n sees it. A
+// single gateway answers with itself, unnamed, as its only node.
+func getCluster(n node, cat *catalog.Catalog, limits Limits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q, err := query.Parse(r.URL.RawQuery, []string{api.ParamWorld}, query.Query{}, limits)
+		if err != nil {
+			writeError(r.Context(), w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, n.View(q.Job.World, cat.Names()))
 	}
-	writeJSON(w, http.StatusOK, g.node.View(q.Job.World, g.catalog.Names()))
 }
 
-// notReady is why the gateway should not be sent new work, or nil: it
-// refuses work (refusing), or, on a cluster's start, it and its peers
-// have yet to see each other up (node.Settled) — a reason for a load
-// balancer or a job to wait, not for a request that comes to be refused.
-func (g *Gateway) notReady() error {
-	if err := g.refusing(); err != nil {
-		return err
-	}
-	return g.node.Settled()
-}
-
-// refusing is why the gateway refuses a client's request now, or nil: it
-// is leaving its cluster (Leave), or cannot serve (servingNotReady).
-func (g *Gateway) refusing() error {
-	if g.leaving.Load() {
-		return errLeaving
-	}
-	return g.servingNotReady()
-}
-
-// servingNotReady is why the gateway cannot serve now, or nil: the
-// indexes are not loaded yet, or requests wait for the cache, or for
-// room to assemble or copy a batch, and none has been let through for
-// stallNotReady. A node leaving its cluster still serves its peers: their
-// probes of its state ask this.
-func (g *Gateway) servingNotReady() error {
-	if err := g.catalog.NotReady(); err != nil {
-		return err
-	}
-	if g.cache.Stalled(stallNotReady) || g.reader.Stalled(stallNotReady) || g.mem.Stalled(stallNotReady) {
-		return errStalled
-	}
-	return nil
+// turnStats returns the use table's figures of turns.
+func turnStats(s *usetable.Table) api.TurnStats {
+	t := s.Turns()
+	return api.TurnStats{WaitSeconds: t.Waited.Seconds(), Overdue: t.Overdue, Waiting: t.Waiting}
 }

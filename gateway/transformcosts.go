@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"context"
 	"sync"
 
@@ -69,4 +71,15 @@ func (c *pipelineCosts) calibration(ctx context.Context, p *transform.Pipeline) 
 	}
 	c.calibrations[p.Name()] = cal
 	return cal, nil
+}
+
+// frameCost is this node's CPU a decoded video frame (decoding,
+// converting and resampling), measured over the clips it has served,
+// and whether it has decoded any.
+func (c *pipelineCosts) frameCost() (time.Duration, bool) {
+	f := c.stage.ClipFigures()
+	if f.Decoded == 0 {
+		return 0, false
+	}
+	return f.CPU / time.Duration(f.Decoded), true
 }

@@ -39,6 +39,9 @@ type clusterProc struct {
 	args    []string
 	logPath string
 	client  *http.Client // asks the node (nil: http.DefaultClient)
+	// command makes the process's command (nil: exec.Command): a node in
+	// a network namespace of its own runs through netns.Host.Command.
+	command func(bin string, args ...string) *exec.Cmd
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
@@ -82,7 +85,11 @@ func (p *clusterProc) launch(bin string, env []string) error {
 	if err != nil {
 		return err
 	}
-	p.cmd = exec.Command(bin, p.args...)
+	command := p.command
+	if command == nil {
+		command = exec.Command
+	}
+	p.cmd = command(bin, p.args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

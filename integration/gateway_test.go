@@ -33,16 +33,21 @@ type packed struct {
 
 func packToMinIO(t *testing.T, spec synth.Spec, chunkSize int64) *packed {
 	t.Helper()
-	ctx := context.Background()
 	srv := miniotest.ForTest(t)
-	if err := srv.MakeBucket(ctx, "train"); err != nil {
+	if err := srv.MakeBucket(context.Background(), "train"); err != nil {
 		t.Fatal(err)
 	}
+	return packInto(t, srv, "s3://train/synthetic", spec, chunkSize)
+}
+
+// packInto packs spec's dataset to url on srv, whose bucket exists.
+func packInto(t *testing.T, srv *miniotest.Server, url string, spec synth.Spec, chunkSize int64) *packed {
+	t.Helper()
+	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "src")
 	if err := spec.WriteTree(src); err != nil {
 		t.Fatal(err)
 	}
-	url := "s3://train/synthetic"
 	store, err := s3backend.Open(ctx, url, srv.Config())
 	if err != nil {
 		t.Fatal(err)

@@ -253,3 +253,40 @@ func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity 
 	}
 	return out, nil
 }
+
+// TracePlan answers /plan for a job whose demand the gateway computed
+// itself (a clip job's: batches of the chunks its clips need, which the
+// planner cannot derive from a dataset's counts): the trace simulated
+// through a cache of o.CacheBytes under the gateway's policy (Belady's
+// rule on the known future) and LRU, each chunk's store bytes counted as
+// a miss reads them. It answers {"policy": ..., "lru": ...}, Results
+// whose epochs are the trace's.
+func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, batches []api.PlanBatch, o api.PlanOptions) (any, error) {
+	m := newMeter(ctx, gatewayBudget())
+	var trace []Access
+	for _, b := range batches {
+		for i, c := range b.Chunks {
+			if c < 0 || int(c) >= len(d.Sizes) {
+				return nil, fmt.Errorf("%w: a batch names chunk %d of %d", ErrInvalid, c, len(d.Sizes))
+			}
+			trace = append(trace, Access{Chunk: c, Epoch: int32(b.Epoch), Start: i == 0})
+		}
+		if err := m.trace(len(b.Chunks)); err != nil {
+			return nil, err
+		}
+	}
+	store := d.StoreSizes
+	if store == nil {
+		store = d.Sizes
+	}
+	s := newSimulator(trace, d.Sizes, store, m)
+	belady, err := s.run(max(o.CacheBytes, 0), Belady)
+	if err != nil {
+		return nil, err
+	}
+	lru, err := s.run(max(o.CacheBytes, 0), LRU)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]Result{"policy": belady, "lru": lru}, nil
+}

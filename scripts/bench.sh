@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # bench.sh runs Brand's benchmark harness (cmd/brand-bench, package
 # cmd/brand-bench/internal/bench): it makes sure the pinned MinIO is
-# installed, builds the brand binary (the gateway under test) and the
-# brand-bench binary side by side, and runs the benchmark against a MinIO
-# the harness starts on loopback. Arguments are brand-bench's: a command line that starts with a
-# flag is `brand-bench run`'s (see `brand-bench help run`), else it names
-# the command.
+# installed, builds the brand binary (the gateway under test), the
+# brand-bench binary and brand-chart (tools/brand-chart, a module of its
+# own, which draws the charts brand-bench writes as data) side by side,
+# and runs the benchmark against a MinIO the harness starts on loopback.
+# Arguments are brand-bench's: a command line that starts with a flag is
+# `brand-bench run`'s (see `brand-bench help run`), else it names the
+# command.
 #
 #   scripts/bench.sh                 # the full run: ~2 GB of 100 KiB samples
 #   scripts/bench.sh --small         # 100,000 samples of 10 KiB
 #   scripts/bench.sh --smoke         # every configuration in seconds
 #   scripts/bench.sh tensors         # issue 34: the trainer decoding, or the gateway (about 8 minutes)
+#   scripts/bench.sh video           # issue 55: PyAV on the trainer, or the gateway's clips
 #
 # For `tensors` it also installs, as root on Debian, what the trainer's
 # side needs (python3-torch, python3-torchvision, python3-boto3,
 # python3-pil) and builds brand with libjpeg-turbo
-# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails).
+# (scripts/install-turbojpeg.sh; the pure-Go decoder if that fails). For
+# `video` it installs python3-torch, python3-av, python3-boto3 and
+# python3-numpy, ffmpeg (scripts/ensure-ffmpeg.sh) and FFmpeg's libraries
+# (scripts/install-libav.sh), and builds brand with -tags brand_libav.
 #
-# Results go to bench-results/ (report.txt, report.json, throughput.png;
-# tensors.txt, tensors.json, tensors.png) unless --out says otherwise. Run
+# Results go to bench-results/ (report.txt, report.json,
+# throughput.chart.json and throughput.png; tensors.txt, tensors.json,
+# tensors.chart.json, tensors.png; video.txt, video.json) unless --out says otherwise. Run
 # it on a quiet machine: the client, the gateway and MinIO share it, and
 # the report's ratios are only as good as the machine is idle.
 set -euo pipefail
@@ -39,12 +46,23 @@ if [[ ${1:-} == tensors ]]; then
 		echo "bench.sh: measuring the pure-Go decoder" >&2
 	fi
 fi
+if [[ ${1:-} == video ]]; then
+	# shellcheck source=lib/python.sh
+	. scripts/lib/python.sh
+	if ! find_python torch av boto3 numpy >/dev/null; then
+		apt_install bench.sh python3-torch python3-av python3-boto3 python3-numpy
+	fi
+	scripts/ensure-ffmpeg.sh >&2
+	scripts/install-libav.sh >&2
+	tags=(-tags brand_libav)
+fi
 
 bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/brand-bench-bin.XXXXXX")
 trap 'rm -rf -- "$bin_dir"' EXIT
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
 go build -trimpath "${tags[@]}" -ldflags "-X main.version=$version" -o "$bin_dir/brand" ./cmd/brand
 go build -trimpath -ldflags "-X main.version=$version" -o "$bin_dir/brand-bench" ./cmd/brand-bench
+go build -C tools/brand-chart -trimpath -o "$bin_dir/brand-chart" .
 
 # brand-bench measures the brand binary beside it unless --gateway-binary
 # names another.

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # build-image-binary.sh OUT [VERSION] builds the brand binary the container
-# image ships: cgo on, -tags brand_turbojpeg, so that transform= decodes
-# with libjpeg-turbo (about 2.6x less CPU per image than the pure-Go
-# decoder, and torchvision's pixels exactly; docs/transform.md section 7).
-# It writes
+# image ships: cgo on, -tags brand_turbojpeg,brand_libav, so that
+# transform= decodes with libjpeg-turbo (about 2.6x less CPU per image than
+# the pure-Go decoder, and torchvision's pixels exactly; docs/transform.md
+# section 7) and clip jobs decode video with libavcodec (Debian 12's FFmpeg
+# 5.1, PyAV's pixels exactly; docs/transform.md section 12). It writes
 #
 #     OUT/brand    the binary, stripped, -trimpath, main.version=VERSION
-#     OUT/lib/     the shared libraries it needs beyond glibc (libjpeg.so.62),
-#                  which the Dockerfile copies into the runtime image
+#     OUT/lib/     the shared libraries it needs beyond glibc (libjpeg.so.62,
+#                  libavcodec.so.59, libswscale.so.6, libavutil.so.57 and
+#                  the codecs' libraries they link), which the Dockerfile
+#                  copies into the runtime image
 #
-# and fails unless `OUT/brand version` names libjpeg-turbo and every
-# library the binary needs is either staged in OUT/lib or part of glibc,
-# which the runtime image (distroless base-debian12) has.
+# and fails unless `OUT/brand version` names libjpeg-turbo and libavcodec
+# and every library the binary needs is either staged in OUT/lib or part of
+# glibc, which the runtime image (distroless base-debian12) has.
 #
 # The Dockerfile's build stage runs it, and so does scripts/test.sh, so CI
 # proves the image's build steps without a container engine. It installs
-# libjpeg-turbo's headers and a C compiler with scripts/install-turbojpeg.sh
-# (apt-get, as root on Debian/Ubuntu) when they are missing.
+# libjpeg-turbo's and FFmpeg's headers and a C compiler with
+# scripts/install-turbojpeg.sh and scripts/install-libav.sh (apt-get, as
+# root on Debian/Ubuntu) when they are missing.
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -28,9 +32,10 @@ out=$1
 version=${2:-dev}
 
 scripts/install-turbojpeg.sh
+scripts/install-libav.sh
 
 mkdir -p "$out/lib"
-CGO_ENABLED=1 go build -trimpath -tags brand_turbojpeg \
+CGO_ENABLED=1 go build -trimpath -tags brand_turbojpeg,brand_libav \
 	-ldflags "-s -w -X main.version=${version}" -o "$out/brand" ./cmd/brand
 
 # The libraries the binary needs, its libraries' own included: glibc's
@@ -57,4 +62,9 @@ if ! grep -q '^JPEG decoder: libjpeg-turbo ' <<<"$v"; then
 	echo "$v" >&2
 	exit 1
 fi
-echo "build-image-binary.sh: $out/brand ($(sed -n 2p <<<"$v" | sed 's/^JPEG decoder: //'); $(ls "$out/lib" | tr '\n' ' ')in $out/lib)" >&2
+if ! grep -q '^Video decoder: libavcodec ' <<<"$v"; then
+	echo "build-image-binary.sh: the binary does not decode video with libavcodec:" >&2
+	echo "$v" >&2
+	exit 1
+fi
+echo "build-image-binary.sh: $out/brand ($(sed -n 2p <<<"$v" | sed 's/^JPEG decoder: //'); $(sed -n 3p <<<"$v" | sed 's/^Video decoder: //'); $(ls "$out/lib" | wc -l) libraries in $out/lib)" >&2

@@ -9,8 +9,9 @@
 # tests run without -race and say so). With CI=true a missing MinIO fails the
 # run instead of skipping the integration tests, and so do missing S3
 # clients (boto3, the AWS CLI), which scripts/ensure-s3-clients.sh installs
-# from Debian's packages when run as root, and a missing Prometheus
-# (scripts/ensure-prometheus.sh).
+# from Debian's packages when run as root, a missing Prometheus
+# (scripts/ensure-prometheus.sh), and missing root or network-namespace
+# tools for the partition tests (scripts/ensure-netns.sh).
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -37,6 +38,10 @@ find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
 # Prometheus and promtool, which deploy/monitoring's dashboard and alerts
 # are proved with (integration/monitoring_test.go).
 scripts/ensure-prometheus.sh
+# ip and iptables, with which integration/partition_test.go puts a
+# cluster's nodes in network namespaces and cuts the links between them
+# (as root; with CI=true a missing tool or missing root fails the test).
+scripts/ensure-netns.sh
 # curl, tar and jq, which the READMEs' examples run
 # (integration/readmeexamples_test.go).
 scripts/ensure-readme-tools.sh
@@ -49,6 +54,11 @@ if [[ -n $unformatted ]]; then
 fi
 
 go vet ./...
+# brand-chart, which draws the benchmark harness's charts, is a module of
+# its own (so that the product's go.mod carries no plotting library): its
+# vet and tests, which draw the harness's golden charts.
+go vet -C tools/brand-chart ./...
+go test -C tools/brand-chart -count=1 ./...
 
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
@@ -73,7 +83,12 @@ go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 # transform configuration's parser (--transform-config), the image
 # header readers that size a tensor before any pixel is decoded, and the
 # SentencePiece model loader and encoder, the snappy decoder that
-# writes Parquet pages straight into their members, and the MP4 index.
+# writes Parquet pages straight into their members, and the MP4 index;
+# and each decoder of data served in place, seeded with decompression
+# bombs of every codec, each input held to its memory bound: Parquet
+# pages of every codec, MDS shards of every codec, Megatron indexes
+# (minimizing an interesting input briefly, so that the bombs' large
+# seeds leave time to fuzz).
 go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 20s ./planner
 go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 20s ./internal/s3face
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 20s ./transform
@@ -82,6 +97,9 @@ go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 20s ./tokenize
 go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 20s ./format/parquet
 go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 20s ./format/video/mp4
+go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 20s -fuzzminimizetime 2s ./format/parquet
+go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 20s -fuzzminimizetime 2s ./format/mds
+go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 20s -fuzzminimizetime 2s ./format/megatron
 
 # Package transform again with its optional libjpeg-turbo decoder
 # (installs Debian's libjpeg62-turbo-dev when run as root), and the
@@ -111,8 +129,13 @@ fi
 if scripts/install-libav.sh; then
 	scripts/ensure-ffmpeg.sh
 	scripts/ensure-pyav.sh
-	go vet -tags brand_libav ./transform/video/
+	go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
 	go test $race -count=1 -tags brand_libav ./transform/video/
+	# Clip jobs end to end with the decoder: the gateway's (frames equal to
+	# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
+	# processes (store bytes of the covering GOPs, a cluster of three,
+	# world 1 and 8, a resume at another world size).
+	go test $race -count=1 -p 1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ ./integration/
 elif [[ ${CI:-} == true ]]; then
 	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
 	exit 1

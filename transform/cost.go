@@ -95,3 +95,14 @@ func CoresFor(imagesPerSecond float64, perImage time.Duration) float64 {
 	}
 	return imagesPerSecond * perImage.Seconds()
 }
+
+// ThreadCPU runs f with the goroutine locked to its thread and returns
+// the thread CPU time f took (wall time where the platform has no thread
+// clock): how the transform stage measures a video decode, whose work is
+// in C on that thread.
+func ThreadCPU(f func()) time.Duration {
+	t := startCPU()
+	defer runtime.UnlockOSThread()
+	f()
+	return t.stop()
+}

@@ -44,7 +44,7 @@ func (o *formatsOptions) flagSet() *flag.FlagSet {
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
 	fs.StringVar(&cfg.GatewayProfiles, "gateway-profiles", "", "directory for a CPU profile of each gateway (gateway-formats-<format>-<round>.pprof)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where MinIO's data, the photos and the logs go (default: a temporary directory, removed)")
-	fs.StringVar(&o.out, "out", o.out, "directory for formats.txt, formats.json and formats.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for formats.txt, formats.json, formats.chart.json and formats.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
 	return fs
 }
@@ -97,5 +97,5 @@ func runFormatsBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"formats.txt", rep.WriteText}, report{"formats.json", rep.WriteJSON},
-		report{"formats.png", rep.WriteChart})
+		chartReport("formats", rep))
 }

@@ -13,7 +13,7 @@ const jobsSynopsis = "jobs [--quick] [flags]"
 
 // runJobsBench runs the shared-cache benchmark (bench.RunJobs): J jobs
 // through one gateway, its store reads per job-epoch against the planner's
-// optimum and against LRU. It writes jobs.txt, jobs.json and jobs.png.
+// optimum and against LRU. It writes jobs.txt, jobs.json, jobs.chart.json and jobs.png.
 func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	cfg := bench.DefaultJobsConfig()
 	var (
@@ -37,7 +37,7 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.Var((*stringList)(&cfg.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway (repeatable)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where the dataset and the gateways' logs go; kept and reused when given (default: a temporary directory, removed)")
 	fs.DurationVar(&cfg.ConfigTimeout, "config-timeout", cfg.ConfigTimeout, "bound on each gateway run")
-	fs.StringVar(&out, "out", out, "directory for jobs.txt, jobs.json and jobs.png")
+	fs.StringVar(&out, "out", out, "directory for jobs.txt, jobs.json, jobs.chart.json and jobs.png (drawn by brand-chart)")
 	fs.DurationVar(&timeout, "timeout", timeout, "bound on the whole run")
 	speedsGiven := false
 	if err := parseFlags(fs, env, args, jobsSynopsis); err != nil {
@@ -69,5 +69,5 @@ func runJobsBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	return writeReports(env.Stderr, out, report{"jobs.txt", rep.WriteText}, report{"jobs.json", rep.WriteJSON}, report{"jobs.png", rep.WriteChart})
+	return writeReports(env.Stderr, out, report{"jobs.txt", rep.WriteText}, report{"jobs.json", rep.WriteJSON}, chartReport("jobs", rep))
 }

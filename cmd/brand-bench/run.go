@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/cmd/brand-bench/internal/bench"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
 	"github.com/brandgw/brand/internal/cli"
 )
 
@@ -58,7 +59,7 @@ func (o *runOptions) flagSet(p *presets) *flag.FlagSet {
 	bindPolicy(fs, &o.cfg.Policy)
 	bindProcesses(fs, &o.cfg.Processes)
 	bindRun(fs, &o.cfg)
-	fs.StringVar(&o.out, "out", o.out, "directory for report.txt, report.json and throughput.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for report.txt, report.json, throughput.chart.json and throughput.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run, setup included")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", o.cpuProfile, "write a CPU profile of this process (the clients, the proxy and the memory server; not the gateway) to this file")
 	return fs
@@ -181,36 +182,41 @@ func defaultBrand(path *string) error {
 }
 
 func findBrand(exe string) (string, error) {
-	beside := filepath.Join(filepath.Dir(exe), "brand")
-	if fi, err := os.Stat(beside); err == nil && !fi.IsDir() {
-		return beside, nil
-	}
-	if p, err := exec.LookPath("brand"); err == nil {
+	if p, ok := besideOrOnPath(exe, "brand"); ok {
 		return p, nil
 	}
 	return "", fmt.Errorf("no brand binary beside %s or on $PATH: give --gateway-binary", exe)
 }
 
-// writeReport writes report.txt, report.json and throughput.png into --out.
+// findBeside finds the program name beside this executable, else on
+// $PATH.
+func findBeside(name string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if p, ok := besideOrOnPath(exe, name); ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("no %s beside %s or on $PATH", name, exe)
+}
+
+func besideOrOnPath(exe, name string) (string, bool) {
+	beside := filepath.Join(filepath.Dir(exe), name)
+	if fi, err := os.Stat(beside); err == nil && !fi.IsDir() {
+		return beside, true
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, true
+	}
+	return "", false
+}
+
+// writeReport writes report.txt, report.json and the throughput chart
+// into --out.
 func (o *runOptions) writeReport(env *cli.Env, rep *bench.Report) error {
-	files := []struct {
-		name  string
-		write func(io.Writer) error
-	}{
-		{"report.txt", rep.WriteText},
-		{"report.json", rep.WriteJSON},
-		{"throughput.png", rep.WriteChart},
-	}
-	var names []string
-	for _, f := range files {
-		path := filepath.Join(o.out, f.name)
-		if err := writeFile(path, f.write); err != nil {
-			return err
-		}
-		names = append(names, path)
-	}
-	fmt.Fprintf(env.Stderr, "wrote %s\n", strings.Join(names, ", "))
-	return nil
+	return writeReports(env.Stderr, o.out, report{"report.txt", rep.WriteText}, report{"report.json", rep.WriteJSON},
+		chartReport("throughput", rep))
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
@@ -253,17 +259,55 @@ type report struct {
 	write func(io.Writer) error
 }
 
-// writeReports writes files into out and says which it wrote.
+// writeReports writes files into out and says which it wrote; charts
+// among them are drawn (drawCharts).
 func writeReports(stderr io.Writer, out string, files ...report) error {
-	var names []string
+	var names, charts []string
 	for _, f := range files {
 		path := filepath.Join(out, f.name)
 		if err := writeFile(path, f.write); err != nil {
 			return err
 		}
 		names = append(names, path)
+		if strings.HasSuffix(path, chart.Ext) {
+			charts = append(charts, path)
+		}
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", strings.Join(names, ", "))
+	return drawCharts(stderr, charts)
+}
+
+// chartReport is a report's chart as data, NAME.chart.json (see package
+// chart), which drawCharts draws as NAME.png.
+func chartReport(name string, rep interface{ Chart() (*chart.Chart, error) }) report {
+	return report{name + chart.Ext, func(w io.Writer) error {
+		c, err := rep.Chart()
+		if err != nil {
+			return err
+		}
+		return c.WriteJSON(w)
+	}}
+}
+
+// drawCharts draws chart files as PNGs beside them with brand-chart
+// (tools/brand-chart, a module of its own so that the product's go.mod
+// carries no plotting library), found beside this executable, where
+// scripts/bench.sh builds it, or on $PATH. Without it the charts stay
+// data, and it says how to draw them.
+func drawCharts(stderr io.Writer, charts []string) error {
+	if len(charts) == 0 {
+		return nil
+	}
+	bin, err := findBeside("brand-chart")
+	if err != nil {
+		fmt.Fprintf(stderr, "not drawn: %v; draw them with `go run -C tools/brand-chart . FILE.chart.json...` (absolute paths) or scripts/bench.sh\n", err)
+		return nil
+	}
+	cmd := exec.Command(bin, charts...)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("drawing the charts with %s: %w", bin, err)
+	}
 	return nil
 }
 

@@ -42,7 +42,7 @@ func (o *scheduleOptions) flagSet() *flag.FlagSet {
 	fs.Var((*stringList)(&cfg.GatewayArgs), "gateway-arg", "extra `FLAG` of brand serve for every gateway (repeatable)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where MinIO's data and the gateways' logs go; kept and reused when given (default: a temporary directory, removed)")
 	fs.DurationVar(&cfg.ConfigTimeout, "config-timeout", cfg.ConfigTimeout, "bound on each gateway run")
-	fs.StringVar(&o.out, "out", o.out, "directory for schedule.txt, schedule.json and schedule.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for schedule.txt, schedule.json, schedule.chart.json and schedule.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
 	return fs
 }
@@ -66,7 +66,7 @@ func (o *scheduleOptions) isSmall() bool { return o.small }
 // runScheduleBench runs the schedule benchmark (bench.RunSchedule): batch
 // latency and store stalls around a three-phase schedule's switches, and
 // the gateway's memory and goroutines at 2, 10 and 100 sources. It writes
-// schedule.txt, schedule.json and schedule.png.
+// schedule.txt, schedule.json, schedule.chart.json and schedule.png.
 func runScheduleBench(ctx context.Context, env *cli.Env, args []string) error {
 	o, err := parseSchedule(env, args)
 	if err != nil {
@@ -92,5 +92,5 @@ func runScheduleBench(ctx context.Context, env *cli.Env, args []string) error {
 	if err := rep.WriteText(env.Stdout); err != nil {
 		return err
 	}
-	return writeReports(env.Stderr, o.out, report{"schedule.txt", rep.WriteText}, report{"schedule.json", rep.WriteJSON}, report{"schedule.png", rep.WriteChart})
+	return writeReports(env.Stderr, o.out, report{"schedule.txt", rep.WriteText}, report{"schedule.json", rep.WriteJSON}, chartReport("schedule", rep))
 }

@@ -31,7 +31,7 @@ func (o *tensorsOptions) flagSet() *flag.FlagSet {
 	fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch, torchvision, boto3 and PIL (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH); scripts/bench.sh builds it with libjpeg-turbo when it can")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where MinIO's data, the photos and the logs go (default: a temporary directory, removed)")
-	fs.StringVar(&o.out, "out", o.out, "directory for tensors.txt, tensors.json and tensors.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for tensors.txt, tensors.json, tensors.chart.json and tensors.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
 	return fs
 }
@@ -66,5 +66,5 @@ func runTensorsBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"tensors.txt", rep.WriteText}, report{"tensors.json", rep.WriteJSON},
-		report{"tensors.png", rep.WriteChart})
+		chartReport("tensors", rep))
 }

@@ -40,7 +40,7 @@ func (o *tokensOptions) flagSet() *flag.FlagSet {
 	fs.StringVar(&cfg.Interpreter, "python", "", "Python with numpy and torch (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")
 	fs.StringVar(&cfg.GatewayBinary, "gateway-binary", "", "brand binary to measure (default: brand beside this executable, else on $PATH)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "where MinIO's data, the corpus and the logs go (default: a temporary directory, removed)")
-	fs.StringVar(&o.out, "out", o.out, "directory for tokens.txt, tokens.json and tokens.png")
+	fs.StringVar(&o.out, "out", o.out, "directory for tokens.txt, tokens.json, tokens.chart.json and tokens.png (drawn by brand-chart)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run")
 	return fs
 }
@@ -89,5 +89,5 @@ func runTokensBench(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	return writeReports(env.Stderr, o.out, report{"tokens.txt", rep.WriteText}, report{"tokens.json", rep.WriteJSON},
-		report{"tokens.png", rep.WriteChart})
+		chartReport("tokens", rep))
 }

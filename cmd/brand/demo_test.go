@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -207,6 +208,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"serve", "--dataset", "x", "--log-level", "loud"}, 1, "--log-level", ""},
 		{[]string{"version"}, 0, "brand dev", ""},
 		{[]string{"version"}, 0, "JPEG decoder: " + transform.JPEGDecoderBuild(), ""},
+		{[]string{"version"}, 0, "Video decoder: " + video.Build(), ""},
 		{[]string{"help", "serve"}, 0, "(default 4.0 GiB)", ""},
 		{[]string{"help", "demo"}, 0, "(default 256 MiB)", "4.0 GiB"},
 		{[]string{"demo", "--dataset", "other=/nonexistent"}, 2, "--dataset is not accepted", ""},

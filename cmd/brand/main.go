@@ -12,6 +12,7 @@ import (
 
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,7 +27,7 @@ func program() *cli.Program {
 		{Name: "inspect", Summary: "print a dataset's summary; --verify checks every chunk", Run: runInspect},
 		{Name: "plan", Summary: "simulate a job's cache behaviour and report the optimum", Run: runPlan},
 		{Name: "healthcheck", Summary: "exit 0 if a URL (a gateway's /readyz) answers 200: for container healthchecks", Run: runHealthcheck},
-		{Name: "version", Summary: "print the version and the JPEG decoder this build has", Run: func(_ context.Context, env *cli.Env, args []string) error {
+		{Name: "version", Summary: "print the version and the JPEG and video decoders this build has", Run: func(_ context.Context, env *cli.Env, args []string) error {
 			fs := flag.NewFlagSet("version", flag.ContinueOnError)
 			if err := cli.ParseFlags(fs, env, args, "brand version"); err != nil {
 				return err
@@ -36,6 +37,7 @@ func program() *cli.Program {
 			}
 			fmt.Fprintln(env.Stdout, "brand", version)
 			fmt.Fprintln(env.Stdout, "JPEG decoder:", transform.JPEGDecoderBuild())
+			fmt.Fprintln(env.Stdout, "Video decoder:", video.Build())
 			if note := pureGoDecoderNote(); note != "" {
 				fmt.Fprintln(env.Stdout, "Note:", note)
 			}

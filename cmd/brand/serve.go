@@ -98,7 +98,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.BoolVar(&f.prefault, "cache-prefault", true, "allocate and touch the cache's memory (up to the datasets' size) before reporting ready, so the first epoch pays no page faults")
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
-	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C is read again before it is declared damaged")
+	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")
 	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
 	f.transforms.register(fs)
 	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")

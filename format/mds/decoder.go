@@ -1,17 +1,12 @@
 package mds
 
 import (
-	"bytes"
-	"compress/bzip2"
-	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
-	"sync"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/internal/inflate"
 	"github.com/brandgw/brand/format/internal/keys"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/tokenize"
@@ -48,7 +43,6 @@ type Decoder struct {
 	m      *meta
 	encs   []encoding
 	fields []format.Field
-	zstd   func() (*zstd.Decoder, error)
 	model  *tokenize.Model // a text token dataset's
 }
 
@@ -73,12 +67,6 @@ func newDecoder(m *meta) (*Decoder, error) {
 			return nil, fmt.Errorf("%w: mds meta: shard %q", format.ErrInvalid, s.Object)
 		}
 	}
-	// One zstd decoder for every shard, made at the first compressed
-	// one; DecodeAll is safe for concurrent use and, with the cap
-	// limit, never writes past the buffer it is given.
-	d.zstd = sync.OnceValues(func() (*zstd.Decoder, error) {
-		return zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(0))
-	})
 	return d, nil
 }
 
@@ -305,47 +293,56 @@ func (d *Decoder) columnSizes(s shardMeta, i int, b []byte, sizes []int64) ([]by
 }
 
 // Working implements format.Working: a compressed shard decompressed
-// whole (into a buffer of format.WriterOptions.Buffers), its samples'
-// keys, each member's header writer, and the zstd decoder's window;
-// measured in TestWorking.
+// whole (into a buffer of format.WriterOptions.Buffers) and what its
+// codec takes beside (inflate.Working), its samples' keys, and each
+// member's header writer; measured in TestWorking.
 func (d *Decoder) Working(c int, _ format.Selection) int64 {
 	s := d.m.Shards[c]
 	n := keys.Working(s.Stem, 0, s.Samples, keyWidth) + int64(s.Samples)*int64(len(d.encs))*format.MemberWorking + workingSlack
 	if s.Compression != "" {
-		n += s.Raw + 1 + zstdWindow
+		n += s.Raw + inflate.Working(codecs[s.Compression], s.Raw)
 	}
 	return n
 }
 
 // workingSlack is what a decode allocates besides (a value's text, an
-// ndarray's header); zstdWindow, what the zstd decoder allocates for a
-// frame beyond its output.
-const (
-	workingSlack = 64 << 10
-	zstdWindow   = 8 << 20
-)
+// ndarray's header).
+const workingSlack = 64 << 10
+
+// codecs are the compressions a shard may have, by index.json's names.
+var codecs = map[string]inflate.Codec{"zstd": inflate.ZSTD, "gz": inflate.Gzip, "bz2": inflate.BZ2}
 
 // decompress returns shard s's raw bytes from its object's src, never
 // more than s.Raw of them, in a buffer of bufs when it has to make one
 // (given back with give): a shard that decompresses past its stated
-// size, or does not decompress, is damaged.
+// size, or does not decompress, is damaged; its codec allocates what
+// inflate.Working says beside, whatever its bytes claim.
 func (d *Decoder) decompress(s shardMeta, src []byte, bufs format.Buffers) (out []byte, give func(), err error) {
 	give = func() {}
 	if s.Compression == "" {
 		return src, give, nil
 	}
+	c, ok := codecs[s.Compression]
+	if !ok {
+		return nil, give, fmt.Errorf("%w: shard %s: compression %q", format.ErrUnsupported, s.Object, s.Compression)
+	}
 	if bufs == nil {
 		bufs = unpooled{}
 	}
-	buf := bufs.Get(s.Raw + 1)
+	buf := bufs.Get(s.Raw)
 	give = func() { bufs.Put(buf) }
-	defer func() {
-		if err != nil {
-			give()
-		}
-	}()
-	out, err = d.decompressInto(s, src, buf)
-	return out, give, err
+	out, err = inflate.Into(c, buf[:s.Raw], src)
+	switch {
+	case errors.Is(err, inflate.ErrOver):
+		err = fmt.Errorf("%w: shard %s decompresses past the %d bytes index.json says (%v)", format.ErrDamaged, s.Object, s.Raw, err)
+	case err != nil:
+		err = fmt.Errorf("%w: shard %s does not decompress to the %d bytes index.json says: %v", format.ErrDamaged, s.Object, s.Raw, err)
+	}
+	if err != nil {
+		give()
+		return nil, func() {}, err
+	}
+	return out, give, nil
 }
 
 // unpooled allocates every buffer.
@@ -353,40 +350,3 @@ type unpooled struct{}
 
 func (unpooled) Get(n int64) []byte { return make([]byte, 0, n) }
 func (unpooled) Put([]byte)         {}
-
-// decompressInto decompresses shard s's src into buf (empty, with room
-// for s.Raw+1 bytes).
-func (d *Decoder) decompressInto(s shardMeta, src, buf []byte) ([]byte, error) {
-	var r io.Reader
-	switch s.Compression {
-	case "zstd":
-		z, err := d.zstd()
-		if err != nil {
-			return nil, err
-		}
-		out, err := z.DecodeAll(src, buf[:0])
-		if err != nil {
-			return nil, fmt.Errorf("%w: shard %s does not decompress to the %d bytes index.json says: %v", format.ErrDamaged, s.Object, s.Raw, err)
-		}
-		return out, nil
-	case "gz":
-		g, err := gzip.NewReader(bytes.NewReader(src))
-		if err != nil {
-			return nil, fmt.Errorf("%w: shard %s: %v", format.ErrDamaged, s.Object, err)
-		}
-		r = g
-	case "bz2":
-		r = bzip2.NewReader(bytes.NewReader(src))
-	default:
-		return nil, fmt.Errorf("%w: shard %s: compression %q", format.ErrUnsupported, s.Object, s.Compression)
-	}
-	out := buf[:s.Raw+1]
-	n, err := io.ReadFull(r, out)
-	switch {
-	case err == nil:
-		return nil, fmt.Errorf("%w: shard %s decompresses past the %d bytes index.json says", format.ErrDamaged, s.Object, s.Raw)
-	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return nil, fmt.Errorf("%w: shard %s does not decompress: %v", format.ErrDamaged, s.Object, err)
-	}
-	return out[:n], nil
-}

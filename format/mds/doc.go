@@ -65,7 +65,9 @@
 // prefixes, plus per value its padding and, for an ndarray, the largest
 // .npy header an array within a shard can have (320 bytes). A compressed
 // shard's bound is on its decompressed contents; decompression writes
-// into a buffer of raw_data.bytes and stops there.
+// into a buffer of raw_data.bytes and stops there, whatever the shard's
+// bytes claim (package inflate: docs/format.md §6.10), and Working counts
+// what its codec takes beside.
 //
 // # Token datasets
 //
@@ -100,6 +102,6 @@
 //
 // # Concurrency
 //
-// A Format and its Decoders are safe for concurrent use; one zstd
-// decoder serves every decode of a dataset.
+// A Format and its Decoders are safe for concurrent use; the process's
+// one zstd decoder (package inflate) serves every decode.
 package mds

@@ -2,15 +2,21 @@ package megatron
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
 )
 
-// FuzzIdx: no .idx makes parseIdx panic or accept tables that do not
-// describe the .bin exactly. Seeded with the refused inputs of TestRefused.
+// FuzzIdx: no .idx makes parseIdx panic, allocate more than its own
+// length and 64 KiB (a document's count is 4 bytes of the 8 of its
+// boundary: counts are checked against the file before anything is made
+// for them), or accept tables that do not describe the .bin exactly.
+// Seeded with the refused inputs of TestRefused, and tables whose counts
+// claim 2^60 sequences and documents.
 func FuzzIdx(f *testing.F) {
 	good := buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 3}, nil)
 	f.Add(good, int64(40))
@@ -22,8 +28,22 @@ func FuzzIdx(f *testing.F) {
 	f.Add(buildIdx(4, []int32{3, -5, 2}, []int64{0, 3}, nil), int64(40))
 	f.Add(buildIdx(1, []int32{1.5e9, 1.5e9, 1.5e9}, []int64{0, 3}, nil), int64(4.5e9))
 	f.Add(buildIdx(9, []int32{1}, []int64{0, 1}, nil), int64(1))
+	lying := buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 3}, nil)
+	binary.LittleEndian.PutUint64(lying[18:], 1<<60) // sequences
+	f.Add(lying, int64(40))
+	lying = buildIdx(4, []int32{3, 5, 2}, []int64{0, 2, 3}, nil)
+	binary.LittleEndian.PutUint64(lying[26:], 1<<60) // document boundaries
+	f.Add(lying, int64(40))
 	f.Fuzz(func(t *testing.T, b []byte, binSize int64) {
-		x, err := parseIdx("f.idx", b, binSize)
+		var x index
+		var err error
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		x, err = parseIdx("f.idx", b, binSize)
+		runtime.ReadMemStats(&m1)
+		if a := m1.TotalAlloc - m0.TotalAlloc; a > uint64(len(b))+64<<10 {
+			t.Fatalf("parsing a .idx of %d bytes allocated %d", len(b), a)
+		}
 		if err != nil {
 			return
 		}

@@ -171,14 +171,17 @@ func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
 // column chunk's uncompressed size); arrow-go copies each other column
 // chunk it reads and decompresses its pages (about a column chunk's
 // uncompressed size each, and as much again for the values decoded from
-// them); and each member's header writer; TestWorking measures it.
+// them); a page's codec takes what package inflate says beside the page
+// (one page decompresses at a time, and the first that inflates past its
+// stated size ends the decode: the largest of them); and each member's
+// header writer; TestWorking measures it.
 func (d *decoder) Working(c int, sel format.Selection) int64 {
 	// The row groups of a chunk are decoded one after the other, each
 	// giving back flatCol's buffers before the next: the largest of them
 	// at once; arrow-go's allocations are the garbage collector's to
 	// return, so all of them count.
 	gs := d.span(c)
-	var most, n, fields, rows, imgSum, imgMost int64
+	var most, n, fields, rows, imgSum, imgMost, inflating int64
 	for gi := range gs {
 		ch := &gs[gi]
 		if pl := d.plan(gs[gi:gi+1], sel, nil, format.WriterOptions{}); pl != nil {
@@ -194,18 +197,20 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 			if sel.Has(i) {
 				fields++
 				for _, l := range f.needed() {
+					m := &ch.cols[l]
 					if d.flat(ch, l) {
-						flat += ch.cols[l].unc
+						flat += m.unc
 					} else {
-						n += ch.cols[l].length + 2*ch.cols[l].unc
+						n += m.length + 2*m.unc
 					}
+					inflating = max(inflating, inflateWorking(m.codec, m.unc))
 				}
 			}
 		}
 		most = max(most, flat)
 		rows += ch.rows
 	}
-	return most + imgSum - imgMost + n + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
+	return most + imgSum - imgMost + n + inflating + rows*(fields*format.MemberWorking+int64(d.keyLen(&gs[0]))) + 1<<20
 }
 
 func (d *decoder) object(c *chunk) string { return d.ds.files[c.file].prefix + ".parquet" }

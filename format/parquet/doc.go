@@ -119,8 +119,12 @@
 // # Codecs and encodings
 //
 // UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD, LZ4_RAW and the deprecated LZ4
-// (Hadoop's framing, a bare block or a frame, read as Arrow C++ does; the
-// codec is registered in arrow-go's table at init); PLAIN, dictionary
+// (Hadoop's framing, a bare block or a frame, read as Arrow C++ does).
+// Every codec is registered again in arrow-go's table at init (inflate.go)
+// so that no page inflates past the size its header states, whatever its
+// bytes claim — arrow-go's own ZSTD decodes a frame with no content size
+// whole, its Snappy allocates what a block's header claims — at index time
+// and when decoding (package inflate; docs/format.md §6.10); PLAIN, dictionary
 // (PLAIN_DICTIONARY, RLE_DICTIONARY), RLE and bit-packed levels,
 // DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY,
 // BYTE_STREAM_SPLIT; data pages v1 and v2. LZO, encryption and column data

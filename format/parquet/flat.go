@@ -236,7 +236,7 @@ func (c *flatCol) decompress(p flatPage, skip int, buf *[]byte) ([]byte, error) 
 		out = c.codec.Decode((*buf)[:n], src) // a panic is damage (decoder.Decode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("does not decompress: %v", err)
+		return nil, err // package inflate's, which says so
 	}
 	if dst := (*buf)[:n]; len(out) != n || n > 0 && &out[0] != &dst[0] {
 		return nil, fmt.Errorf("decompresses to %d bytes, its header says %d", len(out), n)

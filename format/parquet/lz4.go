@@ -1,13 +1,14 @@
 package parquet
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/brandgw/brand/format/internal/inflate"
 )
 
 // hadoopLZ4 is Parquet's deprecated LZ4 codec (codec 5), which arrow-go
@@ -29,11 +30,11 @@ func (hadoopLZ4) DecodeWithError(dst, src []byte) ([]byte, error) {
 	if n, err := lz4.UncompressBlock(src, dst); err == nil {
 		return dst[:n], nil
 	}
-	var out bytes.Buffer
-	if _, err := io.Copy(&out, io.LimitReader(lz4.NewReader(bytes.NewReader(src)), int64(len(dst))+1)); err != nil || out.Len() > len(dst) {
-		return nil, fmt.Errorf("parquet: an LZ4 page that is neither Hadoop-framed, a block nor a frame")
+	out, err := inflate.Into(inflate.LZ4Frame, dst, src)
+	if err != nil {
+		return nil, fmt.Errorf("is LZ4 neither Hadoop-framed, a block nor a frame (as a frame: %v)", err)
 	}
-	return dst[:copy(dst, out.Bytes())], nil
+	return out, nil
 }
 
 // hadoopDecode decodes Hadoop's framing into dst, which is the page's

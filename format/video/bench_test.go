@@ -9,7 +9,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
-	"github.com/brandgw/brand/format/video/internal/videotest"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 // BenchmarkIndex indexes 1,000 videos from memory, 16 at once, and

@@ -13,8 +13,8 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
-	"github.com/brandgw/brand/format/video/internal/videotest"
 	"github.com/brandgw/brand/format/video/mp4"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 // tree puts the fixtures named into a store at the keys given.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
-	"github.com/brandgw/brand/format/video/internal/videotest"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 // TestLeRobot indexes a LeRobot v3 dataset as it is and checks what it

@@ -5,6 +5,7 @@
 //	NODE_PATH=$(scripts/ensure-duckdb.sh --print-path)/node_modules \
 //	  node inplace_duckdb.cjs images MANIFEST.csv PHOTOS OUTDIR PARTS ROWGROUP
 //	NODE_PATH=... node inplace_duckdb.cjs mixed OUTDIR ROWS ROWGROUP
+//	NODE_PATH=... node inplace_duckdb.cjs hub OUTFILE CODEC ROWS
 //
 // images: the Hugging Face Hub's image layout — image struct{bytes, path}
 // and an int64 label — from the JPEG files in PHOTOS that a CSV manifest
@@ -19,6 +20,11 @@
 // (DICTIONARY_SIZE_LIMIT 0), one file each, into OUTDIR/mixed-*.parquet:
 // file k holds rows k*ROWS .. (k+1)*ROWS-1 of the formulas below, which
 // the Go test computes again.
+//
+// hub: the issue's file of a damaged chunk — the Hub's layout, ROWS rows
+// in one row group, each image a JPEG's first bytes and 1,920 bytes of
+// hex digits (as format/parquet/testdata/duckdb.cjs writes it), its pages
+// in CODEC — into OUTFILE.
 const { DuckDBInstance } = require('@duckdb/node-api');
 
 const [cmd, ...args] = process.argv.slice(2);
@@ -74,8 +80,19 @@ async function main() {
 		}
 		break;
 	}
+	case 'hub': {
+		const [out, codec, rows] = args;
+		await con.run(`COPY (
+			SELECT
+				{'bytes': unhex('FFD8FFE0') || (SELECT string_agg(md5(i::VARCHAR || '-' || j::VARCHAR), '' ORDER BY j) FROM range(60) t2(j))::BLOB,
+				 'path': 'img_' || i || '.jpg'} AS image,
+				(i % 10)::BIGINT AS label
+			FROM range(${Number(rows)}) t(i) ORDER BY i
+		) TO '${q(out)}' (FORMAT parquet, COMPRESSION ${codec})`);
+		break;
+	}
 	default:
-		console.error('usage: node inplace_duckdb.cjs images MANIFEST PHOTOS OUTDIR PARTS ROWGROUP | mixed OUTDIR ROWS ROWGROUP');
+		console.error('usage: node inplace_duckdb.cjs images MANIFEST PHOTOS OUTDIR PARTS ROWGROUP | mixed OUTDIR ROWS ROWGROUP | hub OUTFILE CODEC ROWS');
 		process.exit(2);
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +89,21 @@ func TestReadThrough(t *testing.T) {
 // of the old one were cached (they were served stale, or mixed with new
 // blocks the cache had evicted), and a GET that the rewrite overtakes is
 // cut short, never completed with the new version's blocks.
+//
+// The overtaken GET's premise, that blocks past its first few are read
+// from the store after the rewrite, is held by the test rather than left
+// to timing: its version is one no GET has read before (a rewrite with
+// the same bytes just before it), so the cache holds none of its blocks,
+// and its reads past the fourth block wait at a gate until the rewrite is
+// done. Left to timing it failed about one run in three on a loaded
+// machine, in two ways: the version read by the GET before it was
+// settled by the time that GET asked (DefaultSettle after the rewrite),
+// so its blocks were cached for every later GET of it and this one read
+// none; and a loopback connection buffers tens of MiB (a receive buffer
+// up to tcp_rmem's 32 MiB), so the face could read every block before the
+// test, having taken its first two, rewrote the file. Either way the GET
+// was served whole and of one version, as S3 serves a GET an overwrite
+// overtakes: not a fault of the face's, but not what the test checks.
 func TestReadThroughLocalRewrite(t *testing.T) {
 	const block = 1 << 20
 	dir := t.TempDir()
@@ -130,7 +146,13 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	// A file written long ago: its blocks are cached for every GET.
 	time.Sleep(s3backend.DefaultSettle + 100*time.Millisecond)
 
-	mc := startFace(t, 64<<20, Config{WholeObject: block, Block: block, Buckets: []Bucket{{Name: "raw", URL: "file://" + dir}}})
+	local, err := s3backend.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := &gatedStore{Store: local.Live(s3backend.DefaultSettle), from: 4 * block, waiting: make(chan struct{}, 1)}
+	mc := startFace(t, 64<<20, Config{WholeObject: block, Block: block,
+		Buckets: []Bucket{{Name: "raw", URL: "file://" + dir, Store: gated}}})
 	// The second half is read, and cached.
 	opts := minio.GetObjectOptions{}
 	_ = opts.SetRange(20*block, 0)
@@ -146,6 +168,14 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	}
 
 	// A GET the rewrite overtakes: its later blocks are read after it.
+	// Its version is new, so no block of it is cached (the one above may
+	// be settled by now, and all its blocks cached), and its reads past
+	// the fourth block wait for the rewrite.
+	rewrite(22)
+	gate := gated.arm()
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // a test that fails before the rewrite lets held reads go
 	u, err := mc.PresignedGetObject(context.Background(), "raw", "big.bin", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +189,13 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	if _, err := io.ReadFull(resp.Body, head); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-gated.waiting:
+	case <-time.After(time.Minute):
+		t.Fatal("the GET read no block past its fourth from the store within a minute: the test's premise")
+	}
 	rewrite(33)
+	open()
 	rest, err := io.ReadAll(resp.Body)
 	body := append(head, rest...)
 	if m := middles(body); !bytes.Equal(m, bytes.Repeat([]byte{22}, len(m))) {
@@ -168,6 +204,43 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	if err == nil && len(body) == len(data) {
 		t.Fatal("a GET overtaken by a rewrite was completed: every block was read before it?")
 	}
+}
+
+// gatedStore holds, once armed, every read at or past offset from until
+// the gate arm returned is closed, telling waiting of the first.
+type gatedStore struct {
+	s3backend.Store
+	from    int64
+	waiting chan struct{} // buffered: one send, for the first read held
+	mu      sync.Mutex
+	gate    chan struct{} // nil: not armed
+}
+
+// arm makes reads past from wait from now on, until the gate returned is
+// closed.
+func (s *gatedStore) arm() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = make(chan struct{})
+	return s.gate
+}
+
+func (s *gatedStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil && off >= s.from {
+		select {
+		case s.waiting <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.ReadRange(ctx, key, etag, off, p)
 }
 
 // TestReadThroughSymlinks: a symbolic link in a read-through directory

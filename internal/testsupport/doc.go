@@ -5,4 +5,5 @@
 //	cmdtest     the module's commands built for tests that run them as processes
 //	pythontest  the Python 3 with given modules a test runs a reference with
 //	promtest    a /metrics body read with Prometheus's own parser (expfmt)
+//	hubtest     a package's types held under a number of methods (no hubs)
 package testsupport

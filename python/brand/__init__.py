@@ -8,6 +8,7 @@ library. :mod:`brand.torch` adds :class:`brand.torch.BrandDataset`, a
 takes the same options.
 """
 
+from ._clips import clip_arrays
 from ._malloc import tune_malloc
 from ._mix import format_mix
 from ._options import Connection, Importance, Job, Options
@@ -30,6 +31,7 @@ __all__ = [
     "Options",
     "ScheduleConflictError",
     "TarError",
+    "clip_arrays",
     "decode_tar",
     "format_mix",
     "sequence_arrays",

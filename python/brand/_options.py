@@ -245,6 +245,40 @@ class Job:
         pad: with ``seq``: the pad's token ID (the gateway's default 0).
         eos: with ``pack="concat"``: the EOS token ID put after every
             document.
+        balance: give each rank of a global batch a share of its cost
+            rather than of its positions (``balance=``, docs/shuffle.md
+            §13): ``"attention"`` (the sum of the squares of a sequence's
+            pieces' lengths) or ``"tokens"`` for a token job (``seq``),
+            ``"bytes"`` (a sample's stored bytes) for a job of samples of a
+            dataset of tar chunks. Each rank keeps its count and the global
+            batch its samples; only which rank takes which changes.
+            ``None``: the plain cut.
+        clip: serve a video dataset (a tree of MP4/MOV files indexed in
+            place) as clips of ``clip`` frames (``clip=``, 1 to 4096): each
+            sample is then one clip whose frames the gateway decodes, and
+            batch sizes and offsets count clips (docs/http-api.md, "Video
+            clips"). :class:`~brand.torch.BrandDataset` yields each batch
+            as ``{"frames": (B, T, H, W, 3) uint8, "cls": ..., "json":
+            ...}``.
+        stride: with ``clip``: frames between a clip's frames (``stride=``).
+        fps: with ``clip``: resample each video to this rate first, by its
+            timestamps (``fps=``).
+        step: with ``clip``: frames between the starts of a video's
+            segments, one clip each (``step=``; the gateway's default: a
+            clip's span, so clips do not overlap).
+        clip_start: with ``clip``: ``"random"`` (a start drawn in the
+            segment each epoch, the default) or ``"first"``.
+        clip_layout: the frames' axes (``clip_layout=``): ``"thwc"`` (the
+            default), ``"tchw"`` or ``"cthw"``.
+        delta_timestamps: over a LeRobot v3 dataset: its windows around each
+            anchor row as LeRobot's ``delta_timestamps`` give them, a dict
+            ``{"observation.images.top": [-0.1, 0], "action": [0, 0.1]}``
+            of offsets in seconds (``delta_timestamps=``). Each sample is
+            an anchor row: a camera's window its frames ``(T, H, W, 3)``,
+            a column's its rows ``(T, ...)``.
+        frames: over a LeRobot dataset: windows in frames rather than
+            seconds (``frames=``), a dict as ``delta_timestamps``, or a
+            list of offsets for every camera given no window.
 
     Raises:
         ValueError: a value no gateway would take, or a combination it
@@ -254,7 +288,8 @@ class Job:
             ``mix_samples`` without a mixture or below 1, a mixture's
             ``index`` with another number of versions than components, a
             ``transform`` that is no pipeline's name, ``columns`` empty,
-            repeated or holding an empty name or a comma.
+            repeated or holding an empty name or a comma, a ``balance``
+            that is not one of the three or does not fit the job.
     """
 
     dataset: Optional[str] = None
@@ -282,9 +317,21 @@ class Job:
     pack: Optional[str] = None
     pad: Optional[int] = None
     eos: Optional[int] = None
+    clip: Optional[int] = None
+    stride: Optional[int] = None
+    fps: Optional[float] = None
+    step: Optional[int] = None
+    clip_start: Optional[str] = None
+    clip_layout: Optional[str] = None
+    delta_timestamps: Optional[Any] = None
+    frames: Optional[Any] = None
+
+    balance: Optional[str] = None
 
     def __post_init__(self) -> None:
         self._check_tokens()
+        self._check_clips()
+        self._check_balance()
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
                 raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")
@@ -337,6 +384,64 @@ class Job:
             raise ValueError("brand: eos applies only with pack='concat'")
         if self.transform is not None or self.columns is not None:
             raise ValueError("brand: seq does not go with transform or columns")
+
+    def _check_balance(self) -> None:
+        """The rules of ``balance=`` that need no dataset, as the gateway
+        applies them (whether a dataset's index sizes its samples is the
+        gateway's to say)."""
+        if self.balance is None:
+            return
+        if self.balance not in ("attention", "tokens", "bytes"):
+            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens' or 'bytes'")
+        if self.balance == "bytes" and self.seq is not None:
+            raise ValueError("brand: balance='bytes' weighs samples as stored; a token job (seq) takes 'attention' or 'tokens'")
+        if self.balance != "bytes" and self.seq is None:
+            raise ValueError(f"brand: balance={self.balance!r} weighs a token job's sequences (seq); a job of samples takes 'bytes'")
+    def _check_clips(self) -> None:
+        """The rules of ``clip=`` and its companions, as the gateway
+        applies them; the windows kept as the gateway's text."""
+        for name in ("delta_timestamps", "frames"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, str):
+                _set(self, name, format_windows(v, in_frames=name == "frames"))
+        tree = ("stride", "fps", "step", "clip_start")
+        if not self.clips:
+            given = [n for n in (*tree, "clip_layout") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"brand: {given[0]} applies only to a clip job (clip, or delta_timestamps or frames)")
+            return
+        if self.clip is not None:
+            _integer_at_least("clip", self.clip, 1)
+            if self.clip > 4096:
+                raise ValueError(f"brand: clip {self.clip} must be 1..4096")
+            if self.delta_timestamps is not None or self.frames is not None:
+                raise ValueError("brand: give clip (a tree of videos) or delta_timestamps/frames (a LeRobot dataset's "
+                                 "windows), not both")
+        else:
+            given = [n for n in tree if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"brand: {given[0]} shapes a tree of videos' clips (clip); a LeRobot job's windows "
+                                 "are delta_timestamps or frames")
+        for name in ("stride", "step"):
+            v = getattr(self, name)
+            if v is not None:
+                _integer_at_least(name, v, 1)
+        if self.fps is not None and (isinstance(self.fps, bool) or not isinstance(self.fps, numbers.Real)
+                                     or not 0 < self.fps <= 1000):
+            raise ValueError(f"brand: fps {self.fps!r} must be a rate in (0, 1000]")
+        if self.clip_start not in (None, "random", "first"):
+            raise ValueError(f"brand: clip_start {self.clip_start!r} must be 'random' or 'first'")
+        if self.clip_layout not in (None, "thwc", "tchw", "cthw"):
+            raise ValueError(f"brand: clip_layout {self.clip_layout!r} must be 'thwc', 'tchw' or 'cthw'")
+        if self.seq is not None or self.columns is not None or self.importance is not None or self.mix is not None \
+                or self.mix_schedule is not None or self.schedule_version is not None:
+            raise ValueError("brand: a clip job reads one video dataset: no seq, columns, importance or mixture")
+
+    @property
+    def clips(self) -> bool:
+        """Whether the job serves video clips (``clip``, or a LeRobot
+        dataset's ``delta_timestamps`` or ``frames``)."""
+        return self.clip is not None or self.delta_timestamps is not None or self.frames is not None
 
     def _check_mix(self) -> None:
         """The rules of ``mix=`` beside the other job parameters, as the
@@ -599,7 +704,54 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
             q["pad"] = str(job.pad)
         if job.eos is not None:
             q["eos"] = str(job.eos)
+    if job.balance is not None:
+        q["balance"] = job.balance
+    for name in ("clip", "stride", "step", "clip_start", "clip_layout", "delta_timestamps", "frames"):
+        v = getattr(job, name)
+        if v is not None:
+            q[name] = str(v)
+    if job.fps is not None:
+        q["fps"] = _format_weight(float(job.fps))
     return q
+
+
+def format_windows(windows: Any, in_frames: bool = False) -> str:
+    """A LeRobot job's windows as the gateway reads them
+    (``delta_timestamps=``, ``frames=``): ``"KEY:O,O;KEY:O"`` from a dict
+    of key to offsets, or ``"O,O"`` from a list of offsets (every camera
+    given no window of its own; in frames, whole numbers).
+
+    Raises:
+        ValueError: no window, an empty one, a key holding ``:``, ``;``
+            or ``,``, an offset that is not a number (or, in frames, not
+            whole).
+    """
+    def offsets(key: str, vals: Any) -> str:
+        vals = list(vals)
+        if not vals or len(vals) > 4096:
+            raise ValueError(f"brand: the window of {key!r} has {len(vals)} offsets (1 to 4096)")
+        out = []
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or abs(v) == float("inf"):
+                raise ValueError(f"brand: the window of {key!r}: offset {v!r} is not a number")
+            if in_frames:
+                if int(v) != v:
+                    raise ValueError(f"brand: the window of {key!r}: {v!r} frames is not a whole number")
+                out.append(str(int(v)))
+            else:
+                out.append(repr(float(v)) if not float(v).is_integer() else str(int(v)))
+        return ",".join(out)
+
+    if isinstance(windows, Mapping):
+        if not windows:
+            raise ValueError("brand: no window")
+        parts = []
+        for key, vals in windows.items():
+            if not isinstance(key, str) or not key or any(c in key for c in ":;,"):
+                raise ValueError(f"brand: a window's key {key!r}: 1 to 256 bytes, no ':', ';' or ','")
+            parts.append(f"{key}:{offsets(key, vals)}")
+        return ";".join(parts)
+    return offsets("every camera", windows)
 
 
 def _format_weight(w: float) -> str:

@@ -517,7 +517,7 @@ class Client:
         # A transformed or token batch is read into a buffer of its own,
         # writable, so that its tensors are handed out as views of it, not
         # copies.
-        into = self._bodies.get if "transform" in q or "seq" in q else None
+        into = self._bodies.get if "transform" in q or "seq" in q or _clips(q) else None
         a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
 
@@ -550,7 +550,7 @@ class Client:
             # images are not the tensors asked for.
             raise BrandError(f"brand: epoch {epoch} batch {batch}: asked for transform {pipeline!r}, "
                              f"Brand-Transform says {headers.get('Brand-Transform')!r}")
-        views = pipeline is not None or "seq" in params
+        views = pipeline is not None or "seq" in params or _clips(params)
         out = Batch(self._samples(epoch, batch, params, headers, body, views))
         out.transform = pipeline
         if views:
@@ -807,3 +807,9 @@ def _planned(job: Job, info: Mapping[str, Any]) -> Job:
         mix_block=int(mix["block"]) if mix else None,
         mix_samples=int(info["samples"]) if mix else None,
     )
+
+
+def _clips(params: Mapping[str, str]) -> bool:
+    """Whether a job's query is a clip job's: its batch is read into a
+    buffer of its own, its frames viewed there."""
+    return "clip" in params or "delta_timestamps" in params or "frames" in params

@@ -22,7 +22,7 @@ from brand.client import _planned  # noqa: E402
 # The public query parameters of a job, one a line, sorted: written from
 # api.JobParams by the Go side's tests (internal/job/query), so that the gateway's
 # parser, the Go client and this client agree on one list.
-GOLDEN = os.path.join(REPO, "internal", "query", "testdata", "job_params.golden")
+GOLDEN = os.path.join(REPO, "internal", "job", "query", "testdata", "job_params.golden")
 URL = "http://127.0.0.1:1"  # nothing is sent by the tests that use it
 
 
@@ -43,10 +43,15 @@ ONE = brand.Job(dataset="t", seed=7, batch_size=8, window=2, world=4, rank=3, dr
 MIX = brand.Job(seed=7, batch_size=8, window=2, world=4, rank=3, drop_last=True, offset=16, locality=False,
                 name="run-1", weight=2.5, mix="web:0.7,code:0.3", mix_block=32, mix_samples=1000, index="a,b",
                 columns=("image", "label"))
-TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2)
+TOK = brand.Job(dataset="tok", seed=3, batch_size=8, seq=4096, pack="concat", pad=0, eos=2, balance="attention")
 # A schedule given with the job, and one stored under its name.
 SCHED = brand.Job(seed=7, mix_schedule="0:web:0.7,code:0.3;40~80:web:0,code:1", mix_block=32)
 STORED = brand.Job(seed=7, name="run-1", schedule_version="latest", mix_block=32)
+# Clip jobs: a tree of videos' clips, and a LeRobot dataset's windows.
+CLIP = brand.Job(dataset="kinetics", seed=3, batch_size=8, clip=16, stride=2, fps=7.5, step=3, clip_start="first",
+                 clip_layout="tchw")
+ROBOT = brand.Job(dataset="aloha", seed=3, batch_size=8, delta_timestamps={"observation.images.top": [-0.1, 0]},
+                  frames=[-2, 0])
 
 
 def field_changes():
@@ -79,6 +84,15 @@ def field_changes():
         "pack": (brand.Job(seq=128), dict(pack="concat")),
         "pad": (brand.Job(seq=128), dict(pad=5)),
         "eos": (brand.Job(seq=128, pack="concat"), dict(eos=2)),
+        "balance": (brand.Job(seq=128), dict(balance="attention")),
+        "clip": (plain, dict(clip=8)),
+        "stride": (brand.Job(clip=8), dict(stride=2)),
+        "fps": (brand.Job(clip=8), dict(fps=5)),
+        "step": (brand.Job(clip=8), dict(step=3)),
+        "clip_start": (brand.Job(clip=8), dict(clip_start="first")),
+        "clip_layout": (brand.Job(clip=8), dict(clip_layout="tchw")),
+        "delta_timestamps": (plain, dict(delta_timestamps={"cam": [-0.1, 0]})),
+        "frames": (plain, dict(frames=[-1, 0])),
     }
 
 
@@ -87,9 +101,11 @@ class TestQuery(unittest.TestCase):
         want = golden()
         one, mix, tok = set(job_query(ONE)), set(job_query(MIX)), set(job_query(TOK))
         sched = set(job_query(SCHED)) | set(job_query(STORED))
-        for sent in (one, mix, tok, sched):
+        clips = set(job_query(CLIP)) | set(job_query(ROBOT))
+        for sent in (one, mix, tok, sched, clips):
             self.assertLessEqual(sent, want, "the client sends a job parameter the gateway does not list")
-        self.assertEqual(one | mix | tok | sched, want, "the client never sends some job parameter the gateway lists")
+        self.assertEqual(one | mix | tok | sched | clips, want,
+                         "the client never sends some job parameter the gateway lists")
         # An epoch's requests are the job with its plan's values, encoded alike.
         plan = {"dataset": "t", "seed": 7, "batch_size": 8, "window": 2, "world": 4, "rank": 3,
                 "drop_last": True, "samples": 300}
@@ -185,6 +201,9 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(transform="ImageNet")),
             (brand.Job, dict(transform="")),
             (brand.Job, dict(transform="a" * 65)),
+            (brand.Job, dict(seq=128, balance="pixels")),
+            (brand.Job, dict(balance="attention")),
+            (brand.Job, dict(seq=128, balance="bytes")),
             (brand.Importance, dict(job="..")),
             (brand.Importance, dict(job="j", hot=-1)),
             (brand.Connection, dict(timeout=0)),
@@ -334,9 +353,12 @@ class TestWire(unittest.TestCase):
         # importance job's first epoch has none), a pipeline (the test
         # dataset's images are not real JPEGs) and fields (it is tar chunks,
         # whose samples are served whole), nor a token job's (the test
-        # dataset is no token dataset); index= is the version the plan named.
+        # dataset is no token dataset), nor a clip job's (nor a video
+        # dataset); index= is the version the plan named.
         self.assertEqual(sent, golden() - {"mix", "mix_block", "mix_samples", "mix_schedule", "schedule",
-                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos"})
+                                           "importance", "transform", "columns", "seq", "pack", "pad", "eos",
+                                           "clip", "stride", "fps", "step", "clip_start", "clip_layout",
+                                           "delta_timestamps", "frames", "balance"})
 
 
 if __name__ == "__main__":

@@ -110,6 +110,36 @@ func NewClips(p *transform.Pipeline, s Stream, clips []Clip, layout Layout, dst 
 	return c, nil
 }
 
+// Size is the .npy bytes (header and array) clip c of stream s makes
+// under pipeline p (nil: the frames as decoded) in layout l: what
+// NewClips' Sizes says of it, known from the draws alone, so that a
+// caller sizes its outputs before it makes anything.
+func Size(p *transform.Pipeline, s Stream, c Clip, l Layout) (int, error) {
+	if l == "" {
+		l = THWC
+	}
+	if _, err := ParseLayout(string(l)); err != nil {
+		return 0, err
+	}
+	w, h := s.Width, s.Height
+	if p != nil {
+		g, err := p.Geometry(s.Width, s.Height, c.Key)
+		if err != nil {
+			return 0, err
+		}
+		w, h = g.Size()
+	}
+	t := len(c.Frames)
+	shape := []int{t, h, w, 3}
+	switch l {
+	case TCHW:
+		shape = []int{t, 3, h, w}
+	case CTHW:
+		shape = []int{3, t, h, w}
+	}
+	return len(transform.NPYHeader(shape...)) + t*w*h*3, nil
+}
+
 // shape is clip i's array shape in the layout.
 func (c *Clips) shape(i int) []int {
 	t, w, h := len(c.clips[i].Frames), c.size[i][0], c.size[i][1]

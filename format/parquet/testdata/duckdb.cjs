@@ -66,6 +66,17 @@ for (let i = 0; i < 300; i++) {
 	texts.push(s);
 }
 
+// The issue's reproduction of a damaged chunk: the Hub's layout, 60 rows
+// (one row group, one chunk), each image a JPEG's first bytes and 1,920
+// bytes of hex digits, in ZSTD, gzip and snappy pages; the test
+// overwrites 1,000 bytes in the middle of each.
+const hub = `
+SELECT
+	{'bytes': unhex('FFD8FFE0') || (SELECT string_agg(md5(i::VARCHAR || '-' || j::VARCHAR), '' ORDER BY j) FROM range(60) t2(j))::BLOB,
+	 'path': 'img_' || i || '.jpg'} AS image,
+	(i % 10)::BIGINT AS label
+FROM range(60) t(i) ORDER BY i`;
+
 async function main() {
 	const db = await DuckDBInstance.create(':memory:');
 	const con = await db.connect();
@@ -79,6 +90,9 @@ async function main() {
 	const rows = texts.map((s, i) => `(${i}, '${s.replace(/'/g, "''")}')`).join(',\n');
 	await con.run(`CREATE TABLE texts AS SELECT * FROM (VALUES ${rows}) t(id, text)`);
 	await con.run(`COPY (SELECT id::BIGINT AS id, text FROM texts ORDER BY id) TO '${out}/texts.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 64)`);
+	for (const codec of ['zstd', 'gzip', 'snappy']) {
+		await con.run(`COPY (${hub}) TO '${out}/hub-${codec}.parquet' (FORMAT parquet, COMPRESSION ${codec})`);
+	}
 }
 
 main().catch((e) => {

@@ -98,8 +98,9 @@ type Clip struct {
 	Sample int
 	// Unit is the unit the sample belongs to (Space.Counts).
 	Unit int
-	// Video and Label are a tree's clip's video and its label (-1 none).
-	Video, Label int
+	// Video and Label are a tree's clip's video and its label (-1 none);
+	// Segment its segment's number in the video (from 0).
+	Video, Label, Segment int
 	// Frames are the clip's frames in order (a tree's clip).
 	Frames []Frame
 	// Row and Episode are a LeRobot sample's anchor row (global index)
@@ -241,7 +242,7 @@ func (s *Space) Clip(seed, epoch uint64, n int) (Clip, error) {
 		r := seeded.New(seed, epoch, domainClips, uint64(n))
 		start += int(r.Bounded(uint64(l)))
 	}
-	c := Clip{Sample: n, Unit: s.unitOf[n], Video: v, Label: s.d.Videos[v].Label, Row: -1, Episode: -1}
+	c := Clip{Sample: n, Unit: s.unitOf[n], Video: v, Label: s.d.Videos[v].Label, Segment: seg, Row: -1, Episode: -1}
 	for i := range s.p.Frames {
 		c.Frames = append(c.Frames, s.frame(v, s.source(v, start+i*s.p.Stride), false))
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
 	"github.com/brandgw/brand/format/video"
-	"github.com/brandgw/brand/format/video/internal/videotest"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json from the current implementation")

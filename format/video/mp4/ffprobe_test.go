@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brandgw/brand/format/video/internal/videotest"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 // indexFile indexes a file on disk, read whole into memory.

@@ -30,7 +30,16 @@ type Source struct {
 // member, with locality on and more than one rank. Otherwise each rank
 // takes the plain cut, and nothing of the cluster enters the batch.
 func (s Source) Assigns(job api.Job) bool {
-	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens()
+	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens() && job.Balance == "" && !job.Clips()
+}
+
+// datasets are the dataset versions s reads: its dataset, or its
+// mixture's components.
+func (s Source) datasets() []*catalog.Dataset {
+	if s.Mix != nil {
+		return s.Mix.DS
+	}
+	return []*catalog.Dataset{s.DS}
 }
 
 // assignedUnder is the membership version a job's batches are assigned
@@ -81,6 +90,13 @@ type Batch struct {
 	// Tokens is set for a token job's batch (api.Job.Seq): its samples
 	// are sequences, which its parts' documents are packed into.
 	Tokens *TokenBatch
+	// Balanced is set for a balanced job's batch (api.Job.Balance): the
+	// ranks' costs in its global batch.
+	Balanced *Balanced
+	// Clips is set for a clip job's batch (api.Job.Clip): its samples
+	// are clips, which the transform stage decodes from the GOPs (and
+	// rows) its part reads.
+	Clips *ClipBatch
 }
 
 // Part is what a batch reads of one stream's epoch: a job's epoch of one
@@ -111,11 +127,15 @@ func (b *Batch) Len() int {
 	if b.Tokens != nil {
 		return len(b.Tokens.Seqs)
 	}
+	if b.Clips != nil {
+		return len(b.Clips.Clips)
+	}
 	return len(b.Take)
 }
 
 // Reads is the number of samples the batch reads: Len, but for a token
-// job, whose sequences are packed from the documents it reads.
+// job, whose sequences are packed from the documents it reads, and a
+// clip job, whose clips are decoded from the GOPs it reads.
 func (b *Batch) Reads() int { return len(b.Take) }
 
 // Bytes is the batch's samples' tar bytes.
@@ -134,6 +154,9 @@ func (b *Batch) Bytes() int64 {
 func (b *Batch) Sized() bool {
 	if b.Tokens != nil {
 		return true // every sequence's members are as long as seq says
+	}
+	if b.Clips != nil {
+		return false // its tensors' sizes are the pipeline's draws
 	}
 	for _, p := range b.Parts {
 		if p.Samples.DS.Index.Deferred() {
@@ -164,6 +187,9 @@ func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample
 func (b *Batch) Components() []int {
 	if b.Tokens != nil && b.Tokens.Comps != nil {
 		return b.Tokens.Comps
+	}
+	if b.Clips != nil {
+		return make([]int, b.Len())
 	}
 	c := make([]int, len(b.Take))
 	for i, t := range b.Take {
@@ -300,8 +326,15 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 		}
 		return b, o.layoutTokens(ctx, b, spec, p, s)
 	}
+	if job.Clips() {
+		return b, o.layoutClips(ctx, b, s, e)
+	}
 	var ids []int
-	if src.Assigns(job) {
+	if job.Balance != "" {
+		if ids, b.Balanced, err = o.balancedIDs(ctx, src, s, e, epoch, job, n, int(m)); err != nil {
+			return nil, err
+		}
+	} else if src.Assigns(job) {
 		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
 			return nil, err
 		}
@@ -355,6 +388,8 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	}
 	s = appendTransform(s, job)
 	s = appendTokens(s, job)
+	s = appendBalance(s, job)
+	s = appendClips(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }
@@ -370,6 +405,15 @@ func appendTokens(s []byte, job api.Job) []byte {
 		s = fmt.Appendf(s, "|eos=%d", job.EOS)
 	}
 	return s
+}
+
+// appendBalance names, in a balanced job's batch ETag, the cost its
+// ranks are weighed by.
+func appendBalance(s []byte, job api.Job) []byte {
+	if job.Balance == "" {
+		return s
+	}
+	return fmt.Appendf(s, "|balance=%s", job.Balance)
 }
 
 // appendTransform names, in a batch's ETag, the pipeline its images go
@@ -432,6 +476,13 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 				return info, err
 			}
 			info.Tokens = tokenInfo(p, job)
+		}
+		if job.Clips() {
+			cs, err := o.ClipSpaceOf(src.DS, job.Clip.Key())
+			if err != nil {
+				return info, err
+			}
+			info.Clips = clipInfo(cs)
 		}
 	}
 	info.RankSamples = job.RankSamples(info.Samples)

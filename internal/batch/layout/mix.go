@@ -316,7 +316,9 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
 	var draws []shuffle.Draw
 	var err error
-	if b.Assigns(job) {
+	if job.Balance != "" {
+		draws, b.Balanced, err = o.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
+	} else if b.Assigns(job) {
 		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch), b.Members)
 	} else {
 		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
@@ -487,6 +489,7 @@ func MixETag(m *Mixed, job api.Job, epoch, b uint64, members string) string {
 		s = fmt.Appendf(s, "|members=%s", members)
 	}
 	s = appendTransform(s, job)
+	s = appendBalance(s, job)
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }

@@ -40,7 +40,7 @@ func mixDatasets(t *testing.T) []*catalog.Dataset {
 
 // parseJob is the job of the query string raw as the gateway parses it,
 // with defaults seed 5, window 2, world 1 and batch size batch.
-func parseJob(t *testing.T, raw string, batch int) api.Job {
+func parseJob(t testing.TB, raw string, batch int) api.Job {
 	t.Helper()
 	var l query.Limits
 	l.Fill()

@@ -87,6 +87,8 @@ type Orders struct {
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
+	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
+	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
 	snapshots     Snapshots
 }
 
@@ -118,7 +120,7 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), snapshots: snaps}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.
@@ -129,6 +131,14 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		memo = o.sampledEpochs
 	}
 	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	if s.Clips != "" {
+		e, err := o.clipEpoch(s, epoch)
+		if err != nil {
+			return nil, err
+		}
+		memo.Add(k, e)
 		return e, nil
 	}
 	spec := importance.OrderSpec{Counts: s.DS.Counts, Seed: s.Seed, Epoch: epoch, Window: s.Window}

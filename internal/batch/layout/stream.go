@@ -31,6 +31,10 @@ type Stream struct {
 	// jobs (turns, loads in turn) treats them as one. It is not part of
 	// the order: Order strips it.
 	Mix string
+	// Clips is a clip job's clip parameters (api.Clip.Key), "" for any
+	// other job: a clip job's order is of its clips, not of the
+	// dataset's samples, so it is part of the order.
+	Clips string
 	// Pace is, for a component of a schedule, how fast each position of
 	// its stream is read (nil otherwise): the cache's schedule keys its
 	// future uses by it. It is not part of the order: Order strips it.
@@ -45,7 +49,7 @@ type Importance struct {
 
 // StreamOf is the stream a job reads on ds.
 func StreamOf(ds *catalog.Dataset, job api.Job) Stream {
-	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name}
+	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name, Clips: job.Clip.Key()}
 	if i := job.Importance; i.On() {
 		s.Imp.Job = i.Job
 		if i.Version != "" {

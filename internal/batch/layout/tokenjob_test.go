@@ -18,7 +18,7 @@ import (
 
 // tokenJob parses raw as a request's query of a token job (seed 5,
 // window 2, batch size 4 unless it says otherwise).
-func tokenJob(t *testing.T, raw string) api.Job {
+func tokenJob(t testing.TB, raw string) api.Job {
 	t.Helper()
 	return parseJob(t, raw, 4)
 }

@@ -173,7 +173,13 @@ func (p *passLens) PassLen(pass uint64) int {
 // they name, each once.
 func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
-	draws, err := m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
+	var draws []shuffle.Draw
+	var err error
+	if job.Balance != "" {
+		draws, b.Balanced, err = o.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
+	} else {
+		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
+	}
 	if err != nil {
 		return err
 	}

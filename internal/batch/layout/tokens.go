@@ -273,7 +273,16 @@ type TokenBatch struct {
 // rank's cut of the epoch's sequences, and one part reading the
 // documents they name, each once.
 func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
-	seqs := o.sequences(nil, p, b.Start, b.End)
+	var seqs []seqpack.Sequence
+	start, end := b.Start, b.End // what the stream is followed at
+	if b.Job.Balance != "" {
+		var err error
+		if seqs, b.Balanced, start, end, err = o.balancedSequences(b.Source, p, b.Epoch, b.Job, b.EpochSamples, int(b.Batch)); err != nil {
+			return err
+		}
+	} else {
+		seqs = o.sequences(nil, p, b.Start, b.End)
+	}
 	tb := &TokenBatch{Spec: spec, Seqs: seqs, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
 	counts, err := o.docTokens(s.DS)
 	if err != nil {
@@ -302,10 +311,10 @@ func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *
 	if err != nil {
 		return err
 	}
-	first, end := docPosition(p, b.Start), docPosition(p, b.End)
+	first, last := docPosition(p, start), docPosition(p, end)
 	global := b.Job.BatchSize * b.Job.World
 	share := max(1, int(int64(global)*int64(p.Order.NumSamples())/int64(max(1, p.NumSequences()))))
-	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(end, first), Share: share}}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: first, End: max(last, first), Share: share}}
 	b.Take = make([]Take, len(ids))
 	for i := range b.Take {
 		b.Take[i].At = i

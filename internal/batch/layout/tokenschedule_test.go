@@ -36,7 +36,7 @@ func tokenSources(t *testing.T) []*catalog.Dataset {
 // tokenDataset is docs written as the Megatron files of dtype dtype,
 // indexed in place in chunks of about 2 KiB, loaded as a gateway loads
 // them and viewed as a token job reads them.
-func tokenDataset(t *testing.T, name, dtype string, docs [][]int64) *catalog.Dataset {
+func tokenDataset(t testing.TB, name, dtype string, docs [][]int64) *catalog.Dataset {
 	t.Helper()
 	ctx := context.Background()
 	st, err := s3backend.NewLocal(t.TempDir())

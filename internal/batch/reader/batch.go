@@ -103,6 +103,11 @@ func origin(b *layout.Batch, p int) *transport.Origin {
 // TransformOf is the pipeline a job's samples are asked of their nodes
 // through.
 func TransformOf(job api.Job) transport.Transform {
+	if job.Clips() || job.Tokens() {
+		// Its samples are GOPs or documents, which this node's clip or
+		// pack stage reads as stored.
+		return transport.Transform{}
+	}
 	return transport.Transform{Name: job.Transform, Fingerprint: job.TransformFingerprint}
 }
 

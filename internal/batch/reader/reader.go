@@ -237,8 +237,10 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 		if len(remoteMissing) > 0 {
 			in := s.Info[remoteMissing[0]]
 			if !r.skip {
-				return nil, fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
-					catalog.ErrCorrupt, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, in.Key)
+				return nil, &catalog.DamagedChunkError{Key: s.DS.ChunkKey(in.Chunk), InPlace: s.DS.InPlace != nil,
+					Err: fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
+						catalog.ErrCorrupt, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, in.Key),
+					Cause: "the node that owns it found it damaged at rest (its log says why)"}
 			}
 			r.skippedLog(s.Pick(remoteMissing))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/server/stopper"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 var (
@@ -63,6 +64,8 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
+	// MaxVideoPixels bounds a video's frames (0: video.DefaultMaxPixels).
+	MaxVideoPixels int64
 	// Group runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
 	Group    *stopper.Group
@@ -78,13 +81,21 @@ type Stage struct {
 	decodes  Decodes
 	maxBytes int64
 	meters   map[string]*meter // per pipeline, fixed at New
-	log      zerolog.Logger
+	// video decodes clip jobs' GOPs (transform/video): a pool of decoder
+	// contexts, each holding its footprint of the decodes, closed once
+	// the workers have stopped.
+	video       *video.Decoder
+	clipFigures clipFigures
+	log         zerolog.Logger
 }
 
 // New returns a stage with its workers running; Close stops them.
 func New(c Config) *Stage {
-	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, stopper.Own(c.Group, "tensors: workers")), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
+	part := stopper.Own(c.Group, "tensors: workers")
+	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, part), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
+	s.video = video.NewDecoder(video.Options{MaxPixels: c.MaxVideoPixels, Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
+	part.OnStop(s.video.Close)
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
 	}
@@ -452,4 +463,5 @@ func (s *Stage) register(reg prometheus.Registerer) {
 			Help: "This node's transform workers (--transform-workers)."},
 			func() float64 { return float64(s.pool.workers) }),
 	)
+	s.registerClips(reg)
 }

@@ -99,6 +99,8 @@ type Config struct {
 	SkipBadImages bool
 	// Packer writes token jobs' sequences (seq=); nil: such a job fails.
 	Packer Packer
+	// Clipper decodes clip jobs' clips (clip=); nil: such a job fails.
+	Clipper Clipper
 	// Group runs the premade batches (the next ones, made before their
 	// requests), and ends them when it stops (nil: a part of their own,
 	// stopped by Close); Limit bounds those made at once, and may be
@@ -122,6 +124,7 @@ type Batches struct {
 	stats        *livestats.Stats
 	stage        Stage
 	packer       Packer
+	clipper      Clipper
 	skipBad      bool
 	part         *stopper.Group
 	limit        *stopper.Limit
@@ -140,6 +143,9 @@ func New(c Config) *Batches {
 	}
 	if v.packer = c.Packer; v.packer == nil {
 		v.packer = noPacker{}
+	}
+	if v.clipper = c.Clipper; v.clipper == nil {
+		v.clipper = noClipper{}
 	}
 	if v.limit == nil {
 		v.limit = stopper.NewLimit(1)
@@ -201,7 +207,7 @@ func (v *Batches) enqueue(ahead [][]usetable.Use) {
 // the caller writes Served's parts and then releases it; on error
 // nothing is held.
 func (v *Batches) Read(ctx context.Context, b *layout.Batch) (*Served, error) {
-	if b.Job.Transform != "" {
+	if premakes(b) {
 		m, ok, err := v.premade.Take(ctx, b.ETag)
 		if err != nil {
 			return nil, err
@@ -220,7 +226,7 @@ func (v *Batches) Read(ctx context.Context, b *layout.Batch) (*Served, error) {
 		return nil, err
 	}
 	v.count(s.Batch, s.Result, wait)
-	if b.Job.Transform != "" {
+	if premakes(b) {
 		v.makeNext(b, nx)
 	}
 	return s, nil
@@ -263,7 +269,7 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	}
 	v.enqueue(ahead)
 	var nx *nextBatch
-	if cluster := v.peers.Nodes() > 1; cluster || b.Job.Transform != "" {
+	if cluster := v.peers.Nodes() > 1; cluster || premakes(b) {
 		nx = v.next(b)
 		if cluster {
 			v.fetchNext(nx)
@@ -285,6 +291,10 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	wait := time.Since(start)
 	if b.Tokens != nil {
 		s, err := v.pack(ctx, b, res, premade)
+		return s, wait, nx, err
+	}
+	if b.Clips != nil {
+		s, err := v.clip(ctx, b, res, premade)
 		return s, wait, nx, err
 	}
 	if b.Job.Transform == "" {
@@ -311,7 +321,11 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 	}
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
-		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: part.Stream.DS.Index.NumSamples(),
+		n := part.Stream.DS.Index.NumSamples()
+		if b.Clips != nil {
+			n = b.EpochSamples // a clip stream's epoch is of clips
+		}
+		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: n,
 			Samples: f.Samples, Chunks: f.Chunks, Loads: f.Loads, LoadedBytes: f.LoadedBytes, DiskBytes: f.DiskBytes, StoreBytes: f.StoreBytes,
 			Wait: wait})
 	}

@@ -61,7 +61,10 @@
 // stream needs (Needed). On a node of a cluster only the chunks the node
 // reads for the batches (Config.Local: those it owns, or reads for a node
 // that is down) have keys: a copy of another node's chunk, such as one it
-// owned before a membership change, is Never, the first to go.
+// owned before a membership change, is Never, the first to go — unless
+// that node will ask this one for it (Config.Keep: a gain its new owner
+// left to the batches, which this node read for the jobs before the
+// change), which is keyed as this node's own until it is taken.
 //
 // # The use table
 //

@@ -219,12 +219,19 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 	cur := e.ChunkWindow[0:len(du.dist)]
 	rest := left(e, edge)
 	for c, cw := range cur {
-		if !s.local(st.DS, c) {
+		if !s.local(st.DS, c) && !s.keep(st.DS, c) {
 			// Another node reads it for the batches: a copy here (a
 			// chunk this node owned before a membership change) is the
-			// first to go, before a chunk it owns that a job needs later.
+			// first to go, before a chunk it owns that a job needs later
+			// — unless its new owner will ask this node for it (Keep).
 			continue
 		}
+		// A chunk this node reads only while its owner is down or out of
+		// reach is kept for the windows at hand and the next, not for
+		// later ones nor the next epoch: its owner, back, reads it then,
+		// and keeping it would evict this node's own chunks, which it
+		// would read again once the fault heals.
+		standIn := s.own != nil && !s.own(st.DS, c)
 		var d int
 		switch {
 		case cw >= first && cw <= last:
@@ -235,7 +242,12 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 			}
 			d = 0
 		case cw > last:
+			if standIn && cw > last+1 {
+				continue
+			}
 			d = e.WindowStart(int(cw)) - edge
+		case standIn:
+			continue
 		case next != nil && next.ChunkWindow[c] >= 0:
 			// Read earlier in this epoch, or not at all: next needed in
 			// the next epoch, if that reads it.

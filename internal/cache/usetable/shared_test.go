@@ -70,3 +70,44 @@ func TestJobsShareTheCache(t *testing.T) {
 		})
 	}
 }
+
+// TestNamedJobsOfOneOrderShare: two jobs that chose one seed but name
+// themselves apart are two streams, each in its own goroutine here (the
+// gateway's TestNamedJobsOfOneOrderShareItsChunks reads them in
+// lockstep), the trailing one starting lag batches behind; while it stays
+// within a window of the leading one (a window is 6.5 batches), the
+// trailing job reads what the leading one loaded, and the two read about
+// what one reads alone, with turns and without. Past a window they share
+// little: the batch with which the leading job crosses into a window and
+// the trailing job's last batch of the window before need the chunks of
+// three windows at once (24 here) where the cache holds 19, and the
+// trailing job's next window goes, in every crossing where the leading
+// job's batch comes first (measured: at 7 batches behind, 2.3–3.8
+// datasets over the two epochs without turns and 2.29 with them,
+// against 1.82 alone; evicting the trailing job's current window instead
+// costs it the same reloads a batch earlier). Two goroutines racing on a
+// loaded machine let the trailing job fall that far behind now and then,
+// which is why the gateway's test reads in lockstep.
+func TestNamedJobsOfOneOrderShare(t *testing.T) {
+	for _, turns := range []time.Duration{0, 10 * time.Second} {
+		for _, lag := range []int{1, 4, 6} {
+			t.Run(fmt.Sprintf("turns %v, %d batches behind", turns, lag), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ds := sharedDataset(t)
+					total := ds.Index.TotalBytes()
+					lead, trail := sharedJob(5), sharedJob(5)
+					lead.Name, trail.Name = "lead", "trail"
+					alone := newPolicyRun(t, ds, total/4, "schedule", turns, 0)
+					alone.jobs([]api.Job{lead}, 2, 0)
+					both := newPolicyRun(t, ds, total/4, "schedule", turns, 0)
+					both.jobs([]api.Job{lead, trail}, 2, lag)
+					a, b := float64(alone.loaded())/float64(total), float64(both.loaded())/float64(total)
+					t.Logf("store reads: one job %.3f datasets, two of one order %.3f", a, b)
+					if b > 1.1*a {
+						t.Errorf("two jobs of one order %d batches apart read %.3f datasets, one alone %.3f: they should share its chunks", lag, b, a)
+					}
+				})
+			})
+		}
+	}
+}

@@ -30,6 +30,13 @@ type Table struct {
 	// owns, or stands in for while their owner is down); other nodes'
 	// chunks come from them.
 	local func(ds *catalog.Dataset, c int) bool
+	// own reports whether this node owns chunk c of ds (nil: every chunk
+	// it reads): a chunk it reads only while its owner is down is kept
+	// for the windows at hand, not for the next epoch (publishStream).
+	own func(ds *catalog.Dataset, c int) bool
+	// keep reports whether this node holds chunk c of ds for another
+	// node that will ask for it (Config.Keep).
+	keep  func(ds *catalog.Dataset, c int) bool
 	clock func() time.Time
 	zero  time.Time // the origin of the use table's time frame
 
@@ -66,6 +73,15 @@ type Config struct {
 	// Local tells which chunks this node reads itself: Advance lists only
 	// those to prefetch.
 	Local func(ds *catalog.Dataset, c int) bool
+	// Own tells which of those this node owns, rather than stands in for
+	// while their owner is down or out of reach (nil: all of them).
+	Own func(ds *catalog.Dataset, c int) bool
+	// Keep, if set, tells which other chunks this node keeps for another
+	// node that will ask it for them (a chunk it read for the jobs before
+	// a membership change that its new owner left to the batches,
+	// handover.Kept): keyed by when the jobs need them, as its own are,
+	// never prefetched. It must not block.
+	Keep func(ds *catalog.Dataset, c int) bool
 	// Capacity is the cache's, in bytes.
 	Capacity int64
 	// MaxTurnWait bounds a batch's wait for its stream's turn (turn.go);
@@ -75,8 +91,11 @@ type Config struct {
 
 // New returns a use table.
 func New(c Config) *Table {
-	s := &Table{orders: c.Orders, local: c.Local, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
+	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
 		streams: map[layout.Stream]*stream{}, turns: make(chan struct{})}
+	if s.keep == nil {
+		s.keep = func(*catalog.Dataset, int) bool { return false }
+	}
 	s.zero = s.clock()
 	return s
 }

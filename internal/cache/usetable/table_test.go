@@ -206,6 +206,72 @@ func TestUseTableOnlyOwnChunks(t *testing.T) {
 	}
 }
 
+// TestUseTableStandInChunks: a chunk a node of a cluster reads only
+// while its owner is down or out of reach (local, not its own) is kept
+// for the windows at hand and the next, never for later windows nor the
+// next epoch, so that it never evicts a chunk the node owns that a job
+// needs later: once the fault heals, its owner reads it again. A chunk
+// the node owns is kept for its next use, in this epoch or the next.
+// The reproduction: a node cut off from its peers read the chunks its
+// ranks needed from the store, kept them for the next epoch, evicted its
+// own for them, and read those again in the warm epoch after the cut
+// healed (0.03 × the dataset here, 0.1–0.15 in a longer cut).
+func TestUseTableStandInChunks(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
+	all := func(*catalog.Dataset, int) bool { return true }
+	s := New(Config{Orders: layout.New(nil), Local: all, Own: own, Capacity: 1 << 40})
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { return at }
+	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	const pos = 100
+	s.advance(js, 0, pos)
+	table := s.Snapshot()
+	e, _ := s.orders.Epoch(js, 0)
+	cur := e.WindowOf(pos)
+	for c := range 16 {
+		d := table.Distance(ds.ChunkKey(c))
+		w := int(e.ChunkWindow[c])
+		soon := w >= cur && w <= cur+1 // the windows at hand and the next
+		switch {
+		case own(ds, c) && d == Never:
+			t.Errorf("chunk %d, this node's own (window %d, now %d): never needed", c, w, cur)
+		case !own(ds, c) && soon && d == Never:
+			t.Errorf("chunk %d, stood in for, of window %d (now %d): never needed", c, w, cur)
+		case !own(ds, c) && !soon && d != Never:
+			t.Errorf("chunk %d, stood in for, of window %d (now %d): needed at %d, want never", c, w, cur, d)
+		}
+	}
+}
+
+// TestUseTableKeepsChunksAwaited: a chunk another node reads for the
+// batches, but that this node keeps for it (Config.Keep: the new owner
+// of a chunk this node read before a membership change will ask it for
+// it), has its next use's key, as one this node reads does; the others
+// are Never. Such chunks are never listed for prefetch.
+func TestUseTableKeepsChunksAwaited(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 16, 32))
+	own := func(_ *catalog.Dataset, c int) bool { return c%2 == 0 }
+	keep := func(_ *catalog.Dataset, c int) bool { return c%4 == 1 }
+	s := New(Config{Orders: layout.New(nil), Local: own, Keep: keep, Capacity: 1 << 40})
+	at := s.zero.Add(time.Second)
+	s.clock = func() time.Time { return at }
+	js := layout.Stream{DS: ds, Seed: 3, Window: 4}
+	s.advance(js, 0, 100)
+	table := s.Snapshot()
+	for c := range 16 {
+		keyed := own(ds, c) || keep(ds, c)
+		if d := table.Distance(ds.ChunkKey(c)); keyed == (d == Never) {
+			t.Errorf("chunk %d (read here: %t, kept: %t) has distance %d", c, own(ds, c), keep(ds, c), d)
+		}
+	}
+	for _, u := range s.Advance(js, 0, 200, 8) {
+		if !own(ds, u.Chunk) {
+			t.Errorf("chunk %d listed for prefetch: this node does not read it", u.Chunk)
+		}
+	}
+}
+
 // TestImportanceJobSupersedesItsEpochs: each epoch of an importance job is
 // a stream of its own; a later epoch's first request forgets the job's
 // earlier epochs, whose orders would otherwise hold the cache, and no

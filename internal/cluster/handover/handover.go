@@ -44,7 +44,12 @@
 //  5. and those, when a batch first needs one, are asked of their old
 //     owner once more (Sources.Read) before the store: until the cluster
 //     flips, the old owner still reads the chunks it owns for the jobs, so
-//     it may hold one now that it did not hold in step 4. A later change
+//     it may hold one now that it did not hold in step 4. Each old owner
+//     is told which (Peers.Keep, before this node reports B, and again
+//     when the list changes) and keeps its copies of them, keyed as its
+//     own chunks, until asked (Kept): after the flip a copy is no longer
+//     one of its chunks, which go first, and its own next warm-up (a leave
+//     soon after) would evict it before this node asked. A later change
 //     (a join, then a leave within the epoch, before the jobs reach them)
 //     keeps them while this node reads them: those that stay its own,
 //     and, until the cluster flips to the later change, those it loses
@@ -79,6 +84,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
@@ -91,6 +97,10 @@ type Peers interface {
 	Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error)
 	// Held asks the node at url which of chunks its cache holds.
 	Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error)
+	// Keep tells the node at url which chunks of ds this node will ask
+	// it for when a batch first needs them (its Kept), replacing what it
+	// told it before.
+	Keep(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) error
 }
 
 // ChunkFetcher fills buf with chunk c from the cache of the node at url,
@@ -167,6 +177,9 @@ type Sources struct {
 	// not load, its old owner: asked once, when a batch first needs the
 	// chunk, before the store (package doc, step 5).
 	later map[chunkcache.Key]source
+	// told is, per old owner and dataset version, the chunks of later
+	// it was last told this node awaits from it (tell).
+	told map[string]map[*catalog.Dataset][]int
 }
 
 // source is a chunk's old owner.
@@ -180,7 +193,65 @@ type source struct {
 // their old owners through peers.
 func NewSources(peers ChunkFetcher, log zerolog.Logger) *Sources {
 	return &Sources{peers: peers, log: log, from: map[chunkcache.Key]source{}, given: map[chunkcache.Key]bool{},
-		later: map[chunkcache.Key]source{}}
+		later: map[chunkcache.Key]source{}, told: map[string]map[*catalog.Dataset][]int{}}
+}
+
+// owed returns what each old owner is to be told this node awaits from
+// it (Kept) where that differs from what it was told last: per old owner
+// and dataset version, the chunks of later it gave this node, empty for
+// those it was told of before and no longer is; and the told to record
+// once they have been told.
+func (s *Sources) owed() (tell map[string]map[*catalog.Dataset][]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := map[string]map[*catalog.Dataset][]int{}
+	for _, src := range s.later {
+		if now[src.url] == nil {
+			now[src.url] = map[*catalog.Dataset][]int{}
+		}
+		now[src.url][src.ds] = append(now[src.url][src.ds], src.c)
+	}
+	tell = map[string]map[*catalog.Dataset][]int{}
+	add := func(url string, ds *catalog.Dataset, cs []int) {
+		if tell[url] == nil {
+			tell[url] = map[*catalog.Dataset][]int{}
+		}
+		tell[url][ds] = cs
+	}
+	for url, byDS := range now {
+		for ds, cs := range byDS {
+			slices.Sort(cs)
+			if !slices.Equal(cs, s.told[url][ds]) {
+				add(url, ds, cs)
+			}
+		}
+	}
+	for url, byDS := range s.told {
+		for ds := range byDS {
+			if _, ok := now[url][ds]; !ok {
+				add(url, ds, nil)
+			}
+		}
+	}
+	return tell
+}
+
+// toldOf records that the old owner at url was told this node awaits
+// chunks of ds from it (none: nothing).
+func (s *Sources) toldOf(url string, ds *catalog.Dataset, chunks []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(chunks) == 0 {
+		delete(s.told[url], ds)
+		if len(s.told[url]) == 0 {
+			delete(s.told, url)
+		}
+		return
+	}
+	if s.told[url] == nil {
+		s.told[url] = map[*catalog.Dataset][]int{}
+	}
+	s.told[url][ds] = chunks
 }
 
 // keep drops the old owners named for the batches (askLater) of the
@@ -299,9 +370,15 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 			}
 		}
 	}
+	// The old owners keep what this node leaves to the batches until it
+	// asks for them (Kept), told before this node reports the new
+	// membership: once the cluster flips, their copies are no longer
+	// their own chunks.
+	h.tell(ctx)
 	if len(tasks) == 0 {
 		return change, nil
 	}
+	defer h.tell(ctx) // those loaded now, from another holder, are no longer awaited
 	loading()
 	h.cfg.Log.Info().Str("members", to.Version()).Int("chunks", len(tasks)).Msg("loading the chunks this node gains that the jobs need soon")
 	budget := h.cfg.Cache.Capacity()
@@ -350,6 +427,30 @@ func (h *Handover) Warm(ctx context.Context, from, to *cluster.Membership, loadi
 	close(work)
 	wg.Wait()
 	return change, ctx.Err()
+}
+
+// tell tells each old owner which chunks this node leaves to the batches
+// and will ask it for (Sources.owed), where that changed since it was
+// told last. An owner that cannot be told is told at the next warm-up;
+// until then it may evict what this node will ask it for, which this
+// node then reads from the store.
+func (h *Handover) tell(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // replaced by a newer change, whose warm-up tells them
+	}
+	for url, byDS := range h.cfg.Sources.owed() {
+		if !h.cfg.Peers.IsUp(url) {
+			continue
+		}
+		for ds, cs := range byDS {
+			if err := h.cfg.Peers.Keep(ctx, url, ds, cs); err != nil {
+				h.cfg.Log.Info().Err(err).Str("peer", url).Int("chunks", len(cs)).
+					Msg("telling a chunk's old owner which of its chunks this node will ask it for")
+				continue
+			}
+			h.cfg.Sources.toldOf(url, ds, cs)
+		}
+	}
 }
 
 // reads returns whether this node owns chunk c of ds under m, one of
@@ -528,7 +629,14 @@ func (s *Sources) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify
 		return false
 	}
 	if err := s.peers.FetchChunk(ctx, src.url, src.ds, src.c, buf); err != nil {
-		s.log.Debug().Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk's old owner did not give it; reading the store")
+		// Not holding it is the old owner's ordinary answer; any other
+		// failure (no answer in time, a refusal) costs a store read this
+		// node was told to avoid, and says so.
+		ev := s.log.Warn()
+		if errors.Is(err, transport.ErrNotHeld) {
+			ev = s.log.Debug()
+		}
+		ev.Err(err).Str("peer", src.url).Str("chunk", k.String()).Msg("a chunk's old owner did not give it; reading the store")
 		return false
 	}
 	if err := verify(buf); err != nil {

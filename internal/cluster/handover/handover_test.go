@@ -49,6 +49,19 @@ type fakePeers struct {
 	onNeeded func()
 	asked    []string
 	chunks   []string // "url chunk" fetched
+	// kept is, per old owner, the chunks it was last told this node
+	// will ask it for (Keep).
+	kept map[string][]int
+}
+
+func (p *fakePeers) Keep(_ context.Context, url string, _ *catalog.Dataset, chunks []int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kept == nil {
+		p.kept = map[string][]int{}
+	}
+	p.kept[url] = slices.Clone(chunks)
+	return nil
 }
 
 func (p *fakePeers) IsUp(url string) bool { return !p.down[url] }
@@ -211,7 +224,10 @@ func TestWarm(t *testing.T) {
 // is asked of its old owner when a batch first needs it, once, and not
 // if the old owner is down; a later change forgets them once this node
 // reads them neither before nor after it (TestGainsLeftReadUntilTheFlip
-// has the change between). The
+// has the change between). Each warm-up tells the old owner which of
+// its chunks this node will ask it for (Peers.Keep: it keeps its copies
+// until then, TestDeferredGainKeptByItsOldOwner): those left to the
+// batches, less those asked for since, none once forgotten. The
 // reproduction: such chunks were read from the store although their old
 // owner had read them for the jobs before the flip (brand-bench resize,
 // epoch 1: 0.08 × the dataset from the store).
@@ -232,6 +248,14 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	if got, err := h.Warm(context.Background(), from, to, func() {}); err != nil || got.Chunks != 0 {
 		t.Fatalf("warmed %+v, %v; want nothing loaded", got, err)
 	}
+	told := func(want []int, when string) {
+		t.Helper()
+		got, ok := peers.kept[a]
+		if !ok || !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("%s: the old owner was told this node will ask it for %v (told: %t), want %v", when, got, ok, want)
+		}
+	}
+	told(gained, "after the join's warm-up")
 	read := func(c int) bool {
 		return src.Read(context.Background(), ds.ChunkKey(c), make([]byte, 1024), func([]byte) error { return nil })
 	}
@@ -249,9 +273,14 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 	// Two changes later (c leaves, then d joins a), c reads them neither
 	// before nor after: forgotten.
 	other, _ := cluster.NewMembership([]string{a, "http://d:1"})
-	for _, ch := range [][2]*cluster.Membership{{to, from}, {from, other}} {
+	for i, ch := range [][2]*cluster.Membership{{to, from}, {from, other}} {
 		if _, err := h.Warm(context.Background(), ch[0], ch[1], func() {}); err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			told(gained[2:], "after c leaves (it reads them until the flip), two of them asked for")
+		} else {
+			told(nil, "once forgotten")
 		}
 	}
 	if read(gained[2]) {

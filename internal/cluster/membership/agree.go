@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/brandgw/brand/cluster"
@@ -35,20 +36,45 @@ func (m *Tracker) live(v *view, f func(k int, st *transport.State)) {
 	}
 }
 
+// warm reports whether a node's state counts for the version it reports:
+// not while it joins, nor while it warms up for that version. A node
+// joining reports the new version at once (so that it never counts for
+// itself alone); counted then, joiners as many as the old members (2 →
+// 4) tied the vote, and the smaller version hash — the new membership
+// in about half the clusters — won it before they had loaded their
+// gains, and more joiners than old members outvoted them.
+func warm(st *transport.State) bool {
+	return !st.Joining && st.Warming != st.Members
+}
+
 // refreshLocked recomputes the agreed membership and the nodes probed;
 // m.mu is held.
 func (m *Tracker) refreshLocked() {
 	v := *m.view.Load()
-	counts := map[string]int{v.reported.Version(): 1}
+	// Each vote, and whether it is a warm node's; only warm votes count
+	// unless there are none (a cluster whose nodes start together, all
+	// joining).
+	type vote struct {
+		version string
+		warm    bool
+	}
+	votes := []vote{{v.reported.Version(), !v.joining && v.warming != v.reported.Version()}}
 	m.live(&v, func(k int, st *transport.State) {
 		// A node counts for a version it is a member of: one removed
 		// from the list reports the list without it at once, and would
 		// tip the cluster to it before the members that gain its chunks
 		// have loaded them.
 		if ms, ok := m.history.Peek(st.Members); ok && ms.Index(m.peers.URL(k)) >= 0 {
-			counts[st.Members]++
+			votes = append(votes, vote{st.Members, warm(st)})
 		}
 	})
+	anyWarm := slices.ContainsFunc(votes, func(x vote) bool { return x.warm })
+	counts := map[string]int{}
+	for _, x := range votes {
+		if x.warm || !anyWarm {
+			counts[x.version]++
+		}
+	}
 	best, n := "", 0
 	for ver, c := range counts {
 		if c > n || c == n && ver < best {

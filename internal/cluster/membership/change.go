@@ -15,8 +15,9 @@ import (
 // reporting to; m.mu is held. A node joining the cluster (it reported
 // itself alone: it has just started) reports to at once, so that it
 // never counts for a version of itself alone, and warms up meanwhile,
-// telling its peers while it loads chunks (State.Warming), who do not
-// read its chunks from it until it is done. Any other node warms up
+// telling its peers while it joins and loads chunks (State.Joining,
+// State.Warming), who do not read its chunks from it, nor count its vote
+// for to (warm), until it is done. Any other node warms up
 // first, then waits until no live member of to is still warming up for
 // it, and only then reports it: the cluster agrees on to once the nodes
 // that gain chunks hold the ones the jobs need soon. Both are bounded by
@@ -134,9 +135,10 @@ func (m *Tracker) setLocked(f func(v *view)) {
 }
 
 // before is the membership the cluster a node joins with to was read
-// under before it came: what most of its live peers report, once every
-// other member of to has answered a probe or is down; to if none
-// reports one. Bounded by the flip timeout.
+// under before it came: what most of its live peers warm for what they
+// report say (not those joining too), once every other member of to has
+// answered a probe or is down; to if none says one (a cluster starting
+// together). Bounded by the flip timeout.
 func (m *Tracker) before(ctx context.Context, to *cluster.Membership) *cluster.Membership {
 	deadline := time.Now().Add(m.flipTimeout)
 	var counts map[string]int
@@ -151,7 +153,9 @@ func (m *Tracker) before(ctx context.Context, to *cluster.Membership) *cluster.M
 			switch st, up := m.peers.State(k), m.peers.Up(k); {
 			case st == nil && up:
 				pending = true
-			case st != nil && up && st.Members != "":
+			case st != nil && up && st.Members != "" && warm(st):
+				// A node joining too reports to at once: it tells
+				// nothing of what the cluster was read under.
 				counts[st.Members]++
 			}
 		}
@@ -238,6 +242,16 @@ func (m *Tracker) Leave(ctx context.Context) error {
 	m.relist()
 	var agreedAt time.Time // when this node's view first agreed without it
 	for {
+		// No heir first, whatever this node's view agrees on: with no
+		// member up and staying there is no one to hand its chunks to,
+		// and a view that flipped before this look (the change started
+		// above reports the members without this node at once when it
+		// has nothing to warm up) would otherwise wait for members that
+		// leave too, up to the flip timeout.
+		if !m.heirs() {
+			m.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
+			return nil
+		}
 		if v := m.view.Load(); v.agreed.Index(m.self) < 0 || v.agreed.Len() == 1 {
 			if agreedAt.IsZero() {
 				agreedAt = time.Now()
@@ -254,9 +268,6 @@ func (m *Tracker) Leave(ctx context.Context) error {
 					Msg("members still read by a membership with this node past the flip timeout; leaving anyway (they read what this node held from the store)")
 				return nil
 			}
-		} else if !m.heirs() {
-			m.log.Info().Msg("no other member is up and staying to hand this node's chunks to")
-			return nil
 		}
 		select {
 		case <-ctx.Done():

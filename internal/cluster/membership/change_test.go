@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -155,9 +156,44 @@ func TestLeaveWithNoHeirs(t *testing.T) {
 			m.Start()
 			done := make(chan error, 1)
 			go func() { done <- m.Leave(context.Background()) }()
-			leaveReturns(t, done, tc.returns)
+			leaveReturns(t, m, done, tc.returns)
 		})
 	}
+
+	// The heirs are gone after this node's view agreed without it: the
+	// view flipped while it waited for the member staying, and that
+	// member went down. The reproduction: Leave looked for heirs only
+	// while its view still agreed on a membership with this node, so one
+	// whose view flipped first — the change's goroutine reporting the
+	// members without it before Leave's first look, in about one run in
+	// fifteen of "one gone, the other leaving" — waited for the member
+	// leaving too, up to the flip timeout.
+	t.Run("the last heir lost once the view agreed without this node", func(t *testing.T) {
+		without, _ := cluster.NewMembership(urls[1:2])
+		ns := newNodes(urls[0])
+		staying := &transport.State{Self: 1, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version()}
+		leaving := &transport.State{Self: 2, Ready: true, Members: all.Version(), MemberList: all.Members(), Agreed: all.Version(), Leaving: true}
+		ns.set(urls[1], true, staying)
+		ns.set(urls[2], true, leaving)
+		m := New(Config{Self: urls[0], Members: Static(urls), Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
+			Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+		defer m.Close()
+		m.Start()
+		done := make(chan error, 1)
+		go func() { done <- m.Leave(context.Background()) }()
+		// Node 1 flips to the members without this node: this node's
+		// view follows, and Leave waits for node 2, which still reads by
+		// all three.
+		flipped := *staying
+		flipped.Members, flipped.MemberList, flipped.Agreed = without.Version(), without.Members(), without.Version()
+		ns.set(urls[1], true, &flipped)
+		m.Changed(1, staying, &flipped)
+		waitView(t, m, "this node's view does not agree on the members without it", func(v *view) bool { return v.agreed.Index(urls[0]) < 0 })
+		leaveReturns(t, m, done, false)
+		ns.set(urls[1], false, &flipped) // the last member staying is gone
+		m.Changed(1, &flipped, &flipped)
+		leaveReturns(t, m, done, true)
+	})
 }
 
 // TestAgreedMembership: the membership a cluster agrees on is the one
@@ -289,4 +325,140 @@ func min2(a, b *cluster.Membership) *cluster.Membership {
 		return a
 	}
 	return b
+}
+
+// TestJoinersDoNotWinTheVoteCold: members joining a cluster count for the
+// new membership only once they are warm. A joining node reports the new
+// membership at once (so that it never counts for itself alone) and
+// warms up meanwhile; the old members report it once the joiners are
+// warm. The reproduction: with as many joiners as old members (2 → 4)
+// the vote was a tie, which went to the smaller version hash — in about
+// half of the clusters the new membership, while the joiners still
+// loaded their gains — and with more joiners than old members (2 → 5)
+// the joiners outvoted them. (A cluster of one growing is not covered:
+// its node, alone, is taken for one starting.) The URLs are picked so that the new
+// membership's version is the smaller: the tie goes its way.
+func TestJoinersDoNotWinTheVoteCold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old, join int
+	}{{"2 → 4: a tie", 2, 2}, {"2 → 5: the joiners outnumber the old members", 2, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			urls, before, after := smallerAfter(t, tc.old, tc.join)
+			oldState := func(k int) *transport.State {
+				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: before.Version(), MemberList: before.Members(), Agreed: before.Version()}
+			}
+			joiner := func(k int, joining bool, warming string) *transport.State {
+				return &transport.State{Self: k, Ready: true, URL: urls[k], Members: after.Version(), MemberList: after.Members(),
+					Joining: joining, Warming: warming}
+			}
+			// Seen from each node of the cluster: an old member (node 0),
+			// which lists every member and waits for the joiners' warm-up
+			// before it reports them, and a joiner (the last node).
+			for _, self := range []int{0, len(urls) - 1} {
+				ns := newNodes(urls[self])
+				src := &list{}
+				src.set(before.Members()...)
+				if self != 0 {
+					src.set(urls...)
+				}
+				for k := range urls {
+					if k == self {
+						continue
+					}
+					if k < tc.old {
+						ns.set(urls[k], true, oldState(k))
+					} else {
+						ns.set(urls[k], true, joiner(k, true, ""))
+					}
+				}
+				hold := make(chan struct{})
+				m := New(Config{Self: urls[self], Members: src, Peers: ns, Probe: 4 * time.Millisecond, FlipTimeout: time.Hour,
+					Warm: heldWarmer{hold}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+				changed := func() { // as each peer's probe tells this node its state
+					for k := range urls {
+						if k != self {
+							m.Changed(ns.Slot(urls[k]), nil, ns.State(ns.Slot(urls[k])))
+						}
+					}
+				}
+				changed()
+				m.Start()
+				if self == 0 {
+					waitView(t, m, "the old member does not report the old membership", func(v *view) bool { return v.reported.Version() == before.Version() })
+					src.set(urls...) // the list names the joiners
+					waitView(t, m, "the old member does not warm up for the new membership", func(v *view) bool { return v.warming == after.Version() })
+				} else {
+					waitView(t, m, "the joiner does not warm up", func(v *view) bool { return v.warming == after.Version() })
+				}
+				// Every joiner joining, then warming up: the old membership
+				// holds.
+				for _, warming := range []string{"", after.Version()} {
+					for k := tc.old; k < len(urls); k++ {
+						if k != self {
+							ns.set(urls[k], true, joiner(k, warming == "", warming))
+						}
+					}
+					changed()
+					if v := m.view.Load(); v.agreed.Version() != before.Version() {
+						t.Errorf("node %d (%s), the joiners %s: agrees on %v; want the old members %v until the joiners are warm",
+							self, map[bool]string{true: "old", false: "joiner"}[self == 0], map[string]string{"": "joining", after.Version(): "warming up"}[warming],
+							v.agreed.Members(), before.Members())
+					}
+				}
+				// Warm: the old members report the new membership, and
+				// the cluster agrees on it.
+				close(hold)
+				for k := range urls {
+					switch {
+					case k == self:
+					case k < tc.old:
+						st := oldState(k)
+						st.Members, st.MemberList = after.Version(), after.Members()
+						ns.set(urls[k], true, st)
+					default:
+						ns.set(urls[k], true, joiner(k, false, ""))
+					}
+				}
+				changed()
+				waitView(t, m, "the cluster does not agree on the new membership once every joiner is warm", func(v *view) bool {
+					changed()
+					return v.agreed.Version() == after.Version()
+				})
+				m.Close()
+			}
+		})
+	}
+}
+
+// heldWarmer warms up until hold is closed.
+type heldWarmer struct{ hold <-chan struct{} }
+
+func (w heldWarmer) Warm(ctx context.Context, _, _ *cluster.Membership, loading func()) (api.MembershipChange, error) {
+	loading()
+	select {
+	case <-w.hold:
+	case <-ctx.Done():
+	}
+	return api.MembershipChange{}, ctx.Err()
+}
+
+// smallerAfter returns the URLs of a cluster of old members and then
+// joiners, the old membership and the new one, whose version is the
+// smaller: a tie of the vote goes to it.
+func smallerAfter(t *testing.T, old, join int) (urls []string, before, after *cluster.Membership) {
+	t.Helper()
+	for try := range 1000 {
+		urls = urls[:0]
+		for k := range old + join {
+			urls = append(urls, fmt.Sprintf("http://node%d-%d.invalid", k, try))
+		}
+		before, _ = cluster.NewMembership(urls[:old])
+		after, _ = cluster.NewMembership(urls)
+		if after.Version() < before.Version() {
+			return urls, before, after
+		}
+	}
+	t.Fatal("no cluster whose new membership's version is the smaller in 1,000 tries")
+	return nil, nil, nil
 }

@@ -12,7 +12,9 @@
 // pins for an epoch, and which node reads a chunk follows the version the
 // cluster agrees on now. Nodes read their source a poll apart, so each
 // node tells its peers the version it uses (transport.State) and they agree on
-// the one most live nodes report; a node that gains chunks in a change
+// the one most live nodes report, each counted once warm for it (a node
+// joining reports the new version at once, and counts only once its
+// warm-up has ended); a node that gains chunks in a change
 // loads the ones the jobs need soon (Config.Warm, internal/cluster/handover)
 // before it reports the new version, so that the cluster flips once the
 // new owners hold them.

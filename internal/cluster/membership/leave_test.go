@@ -2,6 +2,8 @@ package membership
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,15 +77,16 @@ func TestLeaveWaitsForEveryMemberToFlip(t *testing.T) {
 				ns.set(urls[tc.flip], true, st)
 				m.Changed(tc.flip, nil, st)
 			}
-			leaveReturns(t, done, tc.returns)
+			leaveReturns(t, m, done, tc.returns)
 		})
 	}
 }
 
 // leaveReturns checks that Leave, whose result done carries, returns
 // when it must — within a few polls: the 10 s bound only ends a failing
-// run — and otherwise still waits after 300 ms.
-func leaveReturns(t *testing.T, done <-chan error, returns bool) {
+// run — and otherwise still waits after 300 ms. A failure says what m's
+// view was, and so what Leave waited for.
+func leaveReturns(t *testing.T, m *Tracker, done <-chan error, returns bool) {
 	t.Helper()
 	bound := 300 * time.Millisecond
 	if returns {
@@ -92,14 +95,30 @@ func leaveReturns(t *testing.T, done <-chan error, returns bool) {
 	select {
 	case err := <-done:
 		if !returns {
-			t.Fatalf("Leave returned (%v) while a member staying read by a membership with this node", err)
+			t.Fatalf("Leave returned (%v) while a member staying read by a membership with this node; %s", err, describe(m))
 		}
 		if err != nil {
 			t.Fatalf("Leave: %v", err)
 		}
 	case <-time.After(bound):
 		if returns {
-			t.Fatal("Leave has not returned")
+			t.Fatalf("Leave has not returned after %v; %s", bound, describe(m))
 		}
 	}
+}
+
+// describe says what m's view is and what each other node last said:
+// what a failing test needs to tell which wait held it.
+func describe(m *Tracker) string {
+	v := m.view.Load()
+	var b strings.Builder
+	fmt.Fprintf(&b, "this node lists %v, reports %v, agrees on %v", v.local.Members(), v.reported.Members(), v.agreed.Members())
+	for _, k := range v.probed {
+		st := m.peers.State(k)
+		fmt.Fprintf(&b, "; %s up %t", m.peers.URL(k), m.peers.Up(k))
+		if st != nil {
+			fmt.Fprintf(&b, " reports %s reads by %s leaving %t warming %q joining %t", st.Members, st.Agreed, st.Leaving, st.Warming, st.Joining)
+		}
+	}
+	return b.String()
 }

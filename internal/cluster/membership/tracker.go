@@ -27,9 +27,10 @@ import (
 //   - reported: what it tells its peers in its state — local, once the
 //     warm-up for it (Config.Warm) has run;
 //   - agreed: the version most live nodes report (this one included),
-//     the smallest on a tie, as the index versions are agreed. Requests
-//     that pin no membership are laid out under it, and it decides which
-//     node reads each chunk (Config.Follower).
+//     each counted once warm for it (warm), the smallest on a tie, as the
+//     index versions are agreed. Requests that pin no membership are
+//     laid out under it, and it decides which node reads each chunk
+//     (Config.Follower).
 //
 // Every version seen — listed, reported by a peer, or fetched from one
 // for a request that pinned it — is kept in a bounded history, so that a

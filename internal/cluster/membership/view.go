@@ -37,7 +37,7 @@ func (m *Tracker) View(world int, datasets []string) api.Cluster {
 			for _, d := range st.Datasets {
 				cn.Indexes[d.Name] = d.Current
 			}
-			cn.Members, cn.Warming, cn.Leaving = st.Members, st.Warming, st.Leaving
+			cn.Members, cn.Warming, cn.Leaving, cn.StoreUnreachable = st.Members, st.Warming, st.Leaving, st.StoreUnreachable
 		}
 		c.Nodes = append(c.Nodes, cn)
 	}

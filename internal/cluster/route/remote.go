@@ -136,17 +136,24 @@ type Fetch struct {
 // of that batch that starts before the fetch ends waits for it rather
 // than fetching the same samples again. Failures are left to the read,
 // which fetches what is missing with failover.
+//
+// Laying the batch out is bounded by the peer timeout; each fetch by its
+// own (transport.Nodes.Fetch), so that a peer that does not answer in
+// time is counted, logged and held down as on a batch's read — a bound
+// of the whole around the fetches would end them first and leave the
+// peer to fail every batch in turn.
 func (r *Router) FetchNext(key string, next func(ctx context.Context) ([]Fetch, error)) {
 	c, ok := r.next.Claim(key)
 	if !ok {
 		return
 	}
 	started := r.part.Go(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, r.timeout)
-		defer cancel()
 		var data [][][]byte
 		var size int64
-		if parts, err := next(ctx); err == nil {
+		lctx, cancel := context.WithTimeout(ctx, r.timeout)
+		parts, err := next(lctx)
+		cancel()
+		if err == nil {
 			data = make([][][]byte, len(parts))
 			none := func(int) bool { return false }
 			for p, f := range parts {

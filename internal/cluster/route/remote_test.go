@@ -3,6 +3,9 @@ package route
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -28,6 +31,7 @@ const (
 	warming        // warming up for the agreed membership: not asked
 	otherIx        // holds another index version: not asked
 	leavesOut      // serves, leaving every sample out (its chunk damaged at rest)
+	quiet          // serves, but has not answered lately: asked as an owner, never in an owner's stead
 )
 
 // fakeNodes are the other nodes as the router sees them, by slot (0 is
@@ -43,6 +47,13 @@ type fakeNodes struct {
 }
 
 func (f *fakeNodes) Up(k int) bool { return f.how[k] != down }
+
+func (f *fakeNodes) Answered(k int) time.Time {
+	if f.how[k] == quiet {
+		return time.Now().Add(-time.Minute)
+	}
+	return time.Now()
+}
 
 func (f *fakeNodes) State(k int) *transport.State {
 	id := f.ds.ID()
@@ -131,6 +142,11 @@ func TestReadRemote(t *testing.T) {
 		{"an owner of another index version: not asked", []node{otherIx, serves}, []int{2}, nil, false},
 		{"every other node down", []node{down, down}, nil, []int{1, 2}, false},
 		{"an owner leaves samples out", []node{leavesOut, serves}, []int{1, 2}, nil, true},
+		// A node cut off from its peers finds each out by a timeout of
+		// its own: one not heard from lately is not asked in a failed
+		// owner's stead, and waited on as well.
+		{"an owner's fetch fails, the next node quiet: this node reads them", []node{fails, quiet}, []int{1, 2}, []int{1}, false},
+		{"an owner quiet: still asked first", []node{quiet, serves}, []int{1, 2}, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,9 +194,11 @@ func TestReadRemote(t *testing.T) {
 					if data[i] != nil {
 						t.Errorf("sample %d read here, and filled", id)
 					}
+				case f.how[f.answers[id]] == quiet && f.answers[id] != own:
+					t.Errorf("sample %d (owner %d) asked of node %d, not heard from lately, once a fetch had failed", id, own, f.answers[id])
 				case string(data[i]) != fmt.Sprint(id):
 					t.Errorf("sample %d: %q, neither read here nor fetched", id, data[i])
-				case f.how[f.answers[id]] != serves:
+				case f.how[f.answers[id]] != serves && f.how[f.answers[id]] != quiet:
 					t.Errorf("sample %d answered by node %d, which %v", id, f.answers[id], f.how[f.answers[id]])
 				}
 			}
@@ -222,4 +240,115 @@ func TestFetchNextStopsWithTheRouter(t *testing.T) {
 	if data := r.TakeNext(ctx, "after Close"); data != nil || asked || ctx.Err() != nil {
 		t.Fatalf("a fetch asked for after Close: %v, started %v, waited for %v", data, asked, ctx.Err())
 	}
+}
+
+// TestFetchNextHoldsDownAPeerThatTimesOut: a next batch's fetch from a
+// peer that never answers is that peer's failure, as on a batch's read:
+// counted (brand_peer_fetch_failures_total{kind="timeout"}), logged and
+// held down, so that the batch's own read, and the batches after it,
+// read its chunks elsewhere at once. The reproduction: the fetch ran
+// under a bound of the whole equal to the peer timeout, which ended
+// first and was taken for "the asker gave up": nothing was counted,
+// logged or held down, and with a peer cut off every batch of every rank
+// waited a peer timeout for it, twice (the fetch ahead, then the read).
+func TestFetchNextHoldsDownAPeerThatTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select { // a node cut off: no answer
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	const self = "http://self.invalid"
+	reg := prometheus.NewRegistry()
+	peers := transport.New(transport.Config{Self: self, Timeout: timeout, Probe: time.Hour, Registry: reg, Log: zerolog.Nop()})
+	defer peers.Close()
+	k := peers.Slot(srv.URL)
+	r := New(Config{Self: self, SelfSlot: peers.Self(), Peers: peers, Timeout: timeout, NextBytes: 1 << 20, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer r.Close()
+	agreed, _ := cluster.NewMembership([]string{self, srv.URL})
+	slots := make([]int, agreed.Len())
+	for i, u := range agreed.Members() {
+		slots[i] = peers.Slot(u)
+	}
+	r.Follow(agreed, slots, "")
+
+	ds := testDataset(t, 16, 4)
+	owners := ds.Owners(agreed)
+	var ids []int
+	for id := range ds.Index.NumSamples() {
+		if slots[owners[ds.Index.ChunkOf(id)]] == k {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatal("the peer owns no chunk")
+	}
+	info := make([]chunkindex.Sample, len(ids))
+	for i, id := range ids {
+		info[i] = ds.Index.Sample(id)
+	}
+	smp := layout.SamplesOf(ds, ids, info)
+	r.FetchNext("next", func(context.Context) ([]Fetch, error) { return []Fetch{{Samples: smp}}, nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	r.TakeNext(ctx, "next")
+	if ctx.Err() != nil {
+		t.Fatal("the fetch ahead never ended")
+	}
+	if peers.Up(k) {
+		t.Errorf("after its fetch timed out (%s), the peer is taken for up", time.Since(start).Round(time.Millisecond))
+	}
+	if timeouts := failures(t, reg, "timeout"); timeouts != 1 {
+		t.Errorf("brand_peer_fetch_failures_total{kind=\"timeout\"} = %v, want 1", timeouts)
+	}
+	if src := r.Source(ds, ds.Index.ChunkOf(ids[0]), func(int) bool { return false }); src == k {
+		t.Error("the batch's read would ask the peer that timed out again")
+	}
+}
+
+// failures returns brand_peer_fetch_failures_total{kind} from reg,
+// summed over peers.
+func failures(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != "brand_peer_fetch_failures_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					v += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return v
+}
+
+// testDataset is a dataset of chunks chunks of per samples each, on no
+// store.
+func testDataset(t *testing.T, chunks, per int) *catalog.Dataset {
+	t.Helper()
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%02d.tar", c), Size: 4096, ETag: "e", Samples: per})
+		for i := range per {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 1024, Length: 1024})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalog.NewDataset("d", "", nil, ix)
 }

@@ -18,6 +18,7 @@
 package route
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Peers interface {
 	Up(k int) bool
 	State(k int) *transport.State
 	Fetch(ctx context.Context, k int, req transport.Request) (transport.Reply, error)
+	// Answered is when node k last answered this node or asked it
+	// something authenticated (zero if never).
+	Answered(k int) time.Time
 }
 
 // Config configures a Router.
@@ -52,6 +56,11 @@ type Config struct {
 	Peers    Peers
 	// Timeout bounds the fetches of a next batch's samples.
 	Timeout time.Duration
+	// Fresh is how recently a node must have answered this one to be
+	// asked for samples where waiting on it would follow a timeout (a
+	// read failing over) or is not worth it (a next batch's fetch): a
+	// couple of probe intervals (2 s if 0).
+	Fresh time.Duration
 	// NextBytes bounds the next batches' samples held for their reads;
 	// NextBudget, if set, is where they take those bytes instead (the
 	// node's memory manager: memory.Account.Within), each batch's only if
@@ -65,10 +74,17 @@ type Config struct {
 	// which it compares with an owner's before asking it for tensors
 	// (balance.go); nil: always ask the owner. Slack is the rule's
 	// margin: 0 is BalanceSlack, negative never moves the work.
-	Load     func() tensorize.Load
-	Slack    time.Duration
-	Registry prometheus.Registerer
-	Log      zerolog.Logger
+	Load  func() tensorize.Load
+	Slack time.Duration
+	// StoreDown reports whether this node cannot reach a dataset's store
+	// now (storepath.Watch; nil: it always can), and Holds whether its
+	// cache holds a chunk: cut off from the store, this node reads the
+	// chunks it would read itself and does not hold through the next
+	// nodes of their rankings, as its peers, refused, do.
+	StoreDown func(ds *catalog.Dataset) bool
+	Holds     func(ds *catalog.Dataset, c int) bool
+	Registry  prometheus.Registerer
+	Log       zerolog.Logger
 }
 
 // routing is the membership a Router routes by (Follow).
@@ -84,12 +100,16 @@ type Router struct {
 	self    int
 	peers   Peers
 	timeout time.Duration
+	fresh   time.Duration // Config.Fresh
 	load    func() tensorize.Load
 	slack   time.Duration
-	log     zerolog.Logger
-	view    atomic.Pointer[routing]
-	next    *premade.Store[[][][]byte] // next batches' samples, per part
-	part    *stopper.Group
+	// storeDown and holds: Config.StoreDown and Config.Holds.
+	storeDown func(ds *catalog.Dataset) bool
+	holds     func(ds *catalog.Dataset, c int) bool
+	log       zerolog.Logger
+	view      atomic.Pointer[routing]
+	next      *premade.Store[[][][]byte] // next batches' samples, per part
+	part      *stopper.Group
 
 	// Figures: sample bytes of batches served by where they came from,
 	// samples found fetched with the batch before, and samples asked of owners with a
@@ -108,7 +128,8 @@ func New(c Config) *Router {
 	if budget == nil {
 		budget = premade.NewBytes(c.NextBytes)
 	}
-	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, load: c.Load, slack: c.Slack, log: c.Log,
+	r := &Router{self: c.SelfSlot, peers: c.Peers, timeout: c.Timeout, fresh: cmp.Or(c.Fresh, 2*time.Second), load: c.Load, slack: c.Slack, log: c.Log,
+		storeDown: c.StoreDown, holds: c.Holds,
 		next: premade.New(premade.Config[[][][]byte]{Entries: maxNextBatches, Budget: budget}),
 		part: stopper.Own(c.Group, "route: next batches' samples")}
 	r.part.OnStop(r.next.Close)
@@ -150,12 +171,21 @@ func (r *Router) Nodes() int { return r.view.Load().agreed.Len() }
 // owner under the membership the cluster agrees on if the owner is up,
 // holds ds's version, is not warming up for that membership (its old
 // owner serves it meanwhile) and skip does not name it; else the first
-// such member of the chunk's ranking, this node last.
+// such member of the chunk's ranking that has answered this node lately
+// (Config.Fresh), this node last. This node, cut off from ds's store, is
+// such a member only for a chunk its cache holds.
+//
+// The owner is asked whenever it is up: a node waits at most a fetch's
+// timeout on it. A node that stands in for an owner must have answered
+// lately too: a node cut off from several peers finds each out by a
+// timeout of its own, and would otherwise wait on one after the other —
+// a peer's probes answer every probe interval, so one that has not for a
+// couple of them is not answering now, whatever its last word.
 func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 	v := r.view.Load()
 	usable := func(k int) bool {
 		if k == r.self {
-			return v.warming != v.agreed.Version()
+			return v.warming != v.agreed.Version() && !r.cutOff(ds, c)
 		}
 		st := r.peers.State(k)
 		warming := st != nil && st.Warming == v.agreed.Version()
@@ -165,11 +195,52 @@ func (r *Router) Source(ds *catalog.Dataset, c int, skip func(int) bool) int {
 		return own
 	}
 	for _, p := range cluster.Ranking(make([]int, 0, v.agreed.Len()), ds.ClusterKey(), c, v.agreed.IDs()) {
-		if k := v.slots[p]; usable(k) {
+		if k := v.slots[p]; usable(k) && !r.stale(k) {
 			return k
 		}
 	}
 	return r.self
+}
+
+// stale reports whether node k has not answered this one within the
+// Router's freshness bound (never this node).
+func (r *Router) stale(k int) bool {
+	return k != r.self && time.Since(r.peers.Answered(k)) > r.fresh
+}
+
+// cutOff reports whether this node cannot read chunk c of ds now: it
+// cannot reach ds's store, its cache does not hold the chunk, and no
+// peer can read it for it (Through).
+func (r *Router) cutOff(ds *catalog.Dataset, c int) bool {
+	return r.storeDown != nil && r.storeDown(ds) && (r.holds == nil || !r.holds(ds, c)) && r.Through(ds, c) < 0
+}
+
+// Through returns the slot of the node that reads chunk c of ds from the
+// store for this node while this node cannot reach the store
+// (storepath.Through), -1 if none can: the first other member of the
+// chunk's ranking under the agreed membership that is up, holds ds's
+// version, has answered lately and does not say it cannot reach the
+// store itself.
+func (r *Router) Through(ds *catalog.Dataset, c int) int {
+	v := r.view.Load()
+	for _, p := range cluster.Ranking(make([]int, 0, v.agreed.Len()), ds.ClusterKey(), c, v.agreed.IDs()) {
+		k := v.slots[p]
+		if k == r.self || !r.peers.Up(k) || r.stale(k) {
+			continue
+		}
+		if st := r.peers.State(k); st.Holds(ds.Name, ds.ID()) && (st == nil || !st.StoreUnreachable) {
+			return k
+		}
+	}
+	return -1
+}
+
+// Owns reports whether this node owns chunk c of ds under the membership
+// the cluster agrees on, whatever the other nodes' liveness: a chunk it
+// is the source of (Local) and does not own, it stands in for.
+func (r *Router) Owns(ds *catalog.Dataset, c int) bool {
+	v := r.view.Load()
+	return v.slots[ds.Owners(v.agreed)[c]] == r.self
 }
 
 // Local reports whether this node is chunk c of ds's source now: whether

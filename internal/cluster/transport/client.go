@@ -75,13 +75,33 @@ type request struct {
 // node has not asked it yet) is signed again for the boot its refusal
 // names and sent once more, within the same bound: the refusal came
 // before the node read anything of the request.
+//
+// What ends a request early is told apart: the node not answering within
+// the request's bound is the node's failure (ErrDown and ErrTimeout: a
+// fetch that times out holds the node down as any other failure), while
+// the asker's own context ending first (its client went away, or its own
+// bound passed) says nothing of the node (errGaveUp).
 func (c Client) call(ctx context.Context, r request, read func(*http.Response) error) error {
 	timeout := c.t.timeout
 	if r.quick {
 		timeout = c.t.quick
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	bounded, cancel := context.WithTimeoutCause(ctx, timeout, errOverdue)
 	defer cancel()
+	err := c.send(bounded, r, read)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", errGaveUp, err)
+	case errors.Is(context.Cause(bounded), errOverdue):
+		return fmt.Errorf("%w: %w: %s did not answer within %s: %w", ErrDown, ErrTimeout, c.url, timeout, err)
+	}
+	return err
+}
+
+// send is call's request, under the bound ctx holds.
+func (c Client) send(ctx context.Context, r request, read func(*http.Response) error) error {
 	target := c.url + r.path
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
@@ -130,10 +150,23 @@ var (
 	// ErrNotHeld is a chunk's old owner's answer when its cache does not
 	// hold the chunk asked for (404): the asker reads the store.
 	ErrNotHeld = errkind.New(errkind.Internal, "chunk not held by the peer")
+	// ErrPeerStoreUnreachable marks an ErrRefused from a node that
+	// cannot reach the store now, and so could not read the samples its
+	// cache does not hold (HeaderStoreUnreachable).
+	ErrPeerStoreUnreachable = errkind.New(errkind.Internal, "the peer cannot reach the store")
+	// ErrTimeout marks an ErrDown for which no whole answer came within
+	// the request's bound (--peer-timeout for a fetch, the probe's for a
+	// probe): the node, or the path to it, is down or too slow to ask.
+	ErrTimeout = errkind.New(errkind.Internal, "peer did not answer in time")
 	// errNoAnswer marks an ErrDown for which no answer came at all:
 	// nothing listens at the node's URL, or it did not answer in time
 	// (Nodes.Unreached).
 	errNoAnswer = errors.New("no answer")
+	// errGaveUp marks a request the asker ended itself (its context was
+	// done before the node's bound): nothing is known of the node.
+	errGaveUp = errors.New("the asker gave up")
+	// errOverdue is the cause of a request's own bound passing.
+	errOverdue = errors.New("the request's bound passed")
 )
 
 // statusError classifies a reply's status, reading its body for the
@@ -149,6 +182,9 @@ func statusError(resp *http.Response, peer string) error {
 		return fmt.Errorf("%w: %w", ErrVersion, err)
 	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(HeaderHeld) == "false":
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderStoreUnreachable) == "true":
+		// Up, serving what its cache holds, but cut off from the store.
+		return fmt.Errorf("%w: %w: %w", ErrRefused, ErrPeerStoreUnreachable, err)
 	case resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(peercred.HeaderNotMember) != "":
 		// Up, but its source does not list this node yet.
 		return fmt.Errorf("%w: %w: %w", ErrRefused, peercred.ErrNotMember, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 )
@@ -33,6 +34,8 @@ type handingNode struct {
 	members     map[string][]string
 	extra       int
 	ahead       int // the last question's ahead
+	kept        []int
+	keeper      string // the node that said it would ask for kept
 }
 
 func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,6 +51,10 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.ahead = q.PrefetchWindows
+		if q.Keep {
+			h.kept, h.keeper = q.Chunks, r.Header.Get(peercred.HeaderPeer)
+			return
+		}
 		of := h.needs
 		if q.Held {
 			of = h.held
@@ -58,7 +65,7 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Write(EncodeChunks(answer))
 	case ChunkPath:
-		_, c, err := DecodeChunk(r, oneVersion{h.ds}, lim)
+		_, c, _, err := DecodeChunk(r, oneVersion{h.ds}, lim)
 		switch {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -90,6 +97,8 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestHandOverQuestions: what a node gaining chunks asks an old owner —
 // which of them its streams need soon (and how many windows ahead), which
 // its cache holds, a held chunk's bytes, a membership version's members —
+// and what it tells it (which it will ask for later: Keep, which names
+// the asker; held and keep at once are refused) —
 // round trips through both halves of the protocol; an answer naming a
 // chunk not asked about, a chunk not held (404), bytes of another length
 // and a member list that does not hash to its version are errors. The
@@ -130,6 +139,16 @@ func TestHandOverQuestions(t *testing.T) {
 	}
 	if got, err := n.Held(ctx, srv.URL, ds, all); err != nil || !slices.Equal(got, []int{0, 2}) {
 		t.Errorf("Held: %v, %v; want [0 2]", got, err)
+	}
+	if err := n.Keep(ctx, srv.URL, ds, []int{1, 3}); err != nil || !slices.Equal(node.kept, []int{1, 3}) || node.keeper != "http://self.invalid" {
+		t.Errorf("Keep: %v; the old owner was told %v by %q, want [1 3] by http://self.invalid", err, node.kept, node.keeper)
+	}
+	if err := n.Keep(ctx, srv.URL, ds, nil); err != nil || len(node.kept) != 0 {
+		t.Errorf("Keep of none: %v; the old owner was told %v, want none", err, node.kept)
+	}
+	both, _ := http.NewRequest(http.MethodPost, srv.URL+NeededPath+"?dataset=d&index="+ds.ID()+"&held=true&keep=true", bytes.NewReader(EncodeChunks([]int{1})))
+	if _, err := DecodeNeeded(both, oneVersion{ds}, query.Limits{MaxBatchSize: 64, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}); err == nil {
+		t.Error("a question with held=true and keep=true: no error")
 	}
 	buf := make([]byte, 1024)
 	if err := n.FetchChunk(ctx, srv.URL, ds, 2, buf); err != nil || !bytes.Equal(buf, bytesOf(2)) {

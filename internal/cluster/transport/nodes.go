@@ -27,6 +27,9 @@ type Config struct {
 	Timeout, Probe time.Duration
 	Credentials    peercred.Credentials
 	MaxReplyBytes  int64 // a reply of transformed samples (--max-batch-bytes); 0: none
+	// Hold is a node's first hold-down after a failed fetch, doubling per
+	// renewed failure up to a minute (DefaultHold if 0).
+	Hold time.Duration
 	// Group runs the probes and ends them when it stops (nil: a part of
 	// the Nodes' own, stopped by Close).
 	Group    *stopper.Group
@@ -58,9 +61,12 @@ type node struct {
 	state atomic.Pointer[State] // its last probe's answer
 	// unreached: its last probe got no answer at all (Unreached).
 	unreached atomic.Bool
+	// answered is when it last answered this node (a probe, a fetch, a
+	// canary) or asked it something authenticated (unix nanoseconds).
+	answered atomic.Int64
 
-	fetched, served            atomic.Int64 // sample bytes
-	down, refused, versionMiss atomic.Int64 // failed fetches, by kind
+	fetched, served                     atomic.Int64 // sample bytes
+	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
 
 	stop context.CancelFunc // of its probe loop while probed; under Nodes.mu
 }
@@ -73,6 +79,7 @@ type Nodes struct {
 	self    *node
 	t       *transport
 	probe   time.Duration
+	hold    time.Duration // the first hold-down (Config.Hold)
 	log     zerolog.Logger
 	reg     prometheus.Registerer
 	upGauge *prometheus.GaugeVec
@@ -95,7 +102,10 @@ const maxKnown = 4096
 // New returns this node's view of its peers, knowing only itself; Probe
 // names the nodes to probe, and Start begins probing them.
 func New(c Config) *Nodes {
-	n := &Nodes{t: newTransport(c), probe: c.Probe, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Group, "peer: probes")}
+	if c.Hold <= 0 {
+		c.Hold = DefaultHold
+	}
+	n := &Nodes{t: newTransport(c), probe: c.Probe, hold: c.Hold, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Group, "peer: probes")}
 	n.part.OnStop(n.t.http.CloseIdleConnections)
 	n.slots.Store(&[]*node{})
 	n.probed.Store(&[]int{})
@@ -193,6 +203,21 @@ func (n *Nodes) Down() []string {
 	return out
 }
 
+// Answered returns when the node in slot k last answered this node or
+// asked it something authenticated (zero if never); now for this node.
+// A node a probe interval or two late is not answering now: a read that
+// fails over after a timeout does not wait on it as well
+// (route.Router.ReadRemote).
+func (n *Nodes) Answered(k int) time.Time {
+	if k == n.self.slot {
+		return time.Now()
+	}
+	if t := n.at(k).answered.Load(); t > 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
 // IsUp reports whether the node at url is up, as this node last learnt.
 func (n *Nodes) IsUp(url string) bool {
 	n.mu.Lock()
@@ -235,22 +260,28 @@ func (n *Nodes) changed(nd *node, prev, st *State) {
 
 // Heard records that node k, authenticated (peercred.Verifier), asked
 // this node for something: it is serving, so it is up, whatever its last
-// probe said, unless a fetch from it failed lately (see markDown).
+// probe said — unless a fetch from it failed since it was last taken
+// back (see markDown). Such a node may reach this one and not be reached
+// by it (an asymmetric cut), or answer its probes and not its fetches (a
+// gray failure): only its data path answering takes it back
+// (probeLoop's canary).
 func (n *Nodes) Heard(k int) {
 	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
-	if nd := n.at(k); !nd.up.Load() && !isHeld(nd) && n.setUp(nd, true) {
+	nd := n.at(k)
+	nd.answered.Store(time.Now().UnixNano())
+	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
 		n.changed(nd, nil, nil)
 	}
 }
 
 // Hold-down after failed fetches: a node is not taken back on a probe's
-// word for holdBase after its first failure in a row, doubling per
-// failure up to holdMax.
+// word for Config.Hold (DefaultHold) after its first failure in a row,
+// doubling per failure up to holdMax.
 const (
-	holdBase = 2 * time.Second
-	holdMax  = time.Minute
+	DefaultHold = 2 * time.Second
+	holdMax     = time.Minute
 )
 
 // markDown records a failed fetch from node nd. The prober brings it
@@ -264,12 +295,19 @@ func (n *Nodes) markDown(nd *node) {
 		// step) count once: the hold grows with failures after a node
 		// was taken back, not with how many requests were in flight.
 		f := min(nd.fails.Add(1), 6)
-		hold := min(holdBase<<(f-1), holdMax)
+		hold := min(n.hold<<(f-1), holdMax)
 		nd.held.Store(time.Now().Add(hold).UnixNano())
 	}
 	if n.setUp(nd, false) {
 		n.changed(nd, nil, nil)
 	}
+}
+
+// renewHold holds node nd down again after its data path failed a
+// canary, as after a failed fetch.
+func (n *Nodes) renewHold(nd *node) {
+	f := min(nd.fails.Add(1), 6)
+	nd.held.Store(time.Now().Add(min(n.hold<<(f-1), holdMax)).UnixNano())
 }
 
 // isHeld reports whether node nd is in its hold-down.
@@ -284,14 +322,25 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	switch {
 	case err == nil:
 		nd.fails.Store(0)
+		nd.answered.Store(time.Now().UnixNano())
 		for _, d := range rep.Data {
 			nd.fetched.Add(int64(len(d)))
 		}
-	case ctx.Err() != nil:
-		// The asker gave up: nothing is known of the peer.
+	case errors.Is(err, errGaveUp):
+		// The asker gave up (its request ended before the peer's
+		// bound): nothing is known of the peer.
+	case errors.Is(err, ErrTimeout):
+		nd.timeout.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer did not answer a fetch within --peer-timeout; holding it down and reading elsewhere")
+		n.markDown(nd)
 	case errors.Is(err, ErrVersion):
 		nd.versionMiss.Add(1)
 		n.log.Info().Err(err).Str("peer", nd.url).Str("dataset", req.DS.Name).Msg("peer does not hold the index version asked for; reading elsewhere")
+	case errors.Is(err, ErrPeerStoreUnreachable):
+		// Its state says so too: a warning per batch would say nothing
+		// more (it logs its own loss of the store, and its return).
+		nd.refused.Add(1)
+		n.log.Debug().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer cut off from the store could not serve samples; reading them elsewhere")
 	case errors.Is(err, ErrRefused):
 		nd.refused.Add(1)
 		n.log.Warn().Err(err).Str("peer", nd.url).Int("samples", len(req.IDs)).Msg("a peer could not serve samples; reading them elsewhere")
@@ -333,6 +382,24 @@ func (n *Nodes) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset,
 	return n.t.to(url).Chunk(ctx, ds, c, buf)
 }
 
+// FetchChunkThrough fills buf with chunk c of ds from the node in slot
+// k, read from the store through its cache if its cache does not hold
+// it (Client.ChunkThrough): this node cannot reach the store. A node that
+// does not answer in time is held down as after a failed fetch.
+func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Dataset, c int, buf []byte) error {
+	nd := n.at(k)
+	err := nd.client.ChunkThrough(ctx, ds, c, buf)
+	switch {
+	case err == nil:
+		nd.answered.Store(time.Now().UnixNano())
+	case errors.Is(err, ErrTimeout):
+		nd.timeout.Add(1)
+		n.log.Warn().Err(err).Str("peer", nd.url).Msg("a peer did not answer a chunk's read through it within --peer-timeout; holding it down")
+		n.markDown(nd)
+	}
+	return err
+}
+
 // Needed asks the node at url which of chunks its followed streams need
 // soon (Client.Needed).
 func (n *Nodes) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
@@ -343,6 +410,12 @@ func (n *Nodes) Needed(ctx context.Context, url string, ds *catalog.Dataset, chu
 // (Client.Held).
 func (n *Nodes) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
 	return n.t.to(url).Held(ctx, ds, chunks)
+}
+
+// Keep tells the node at url which of its chunks this node will ask it
+// for (Client.Keep).
+func (n *Nodes) Keep(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) error {
+	return n.t.to(url).Keep(ctx, ds, chunks)
 }
 
 // Served records sample bytes this node served to node k (an
@@ -417,7 +490,11 @@ func (n *Nodes) probeLocked(nd *node) {
 // in a row: a node busy serving (or a machine loaded by a test under the
 // race detector) answers late, and taking it for dead would make every
 // node read its chunks from the store too. Its real failures show in
-// fetches, which mark it down themselves.
+// fetches, which mark it down themselves. A node held down after a
+// failed fetch is taken back only once its data path answers too: a
+// sample request for nothing (Client.Canary), so that a node whose probes
+// are answered and whose fetches are not (a gray failure) costs one
+// timeout, not one per hold-down.
 func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 	wait := time.Duration(0)
 	slowRun := 0
@@ -448,11 +525,26 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		if err == nil {
 			now = &st
 			prev = nd.state.Swap(now)
+			nd.answered.Store(time.Now().UnixNano())
 		} else if !slow {
 			n.log.Debug().Err(err).Str("peer", nd.url).Msg("probe failed")
 		}
 		nd.unreached.Store(errors.Is(err, errNoAnswer))
 		up := err == nil && st.Ready && !isHeld(nd)
+		if up && !nd.up.Load() && nd.fails.Load() > 0 {
+			// Held down after a failed fetch, and its hold has passed:
+			// its probe answering is not enough, for a node may answer
+			// probes and not fetches (a gray failure). Its data path
+			// must answer too, or the node stays down, held anew.
+			if cerr := nd.client.Canary(ctx, st); cerr != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n.log.Warn().Err(cerr).Str("peer", nd.url).Msg("a peer held down answers its probes but not a sample request; keeping it down")
+				up = false
+				n.renewHold(nd)
+			}
+		}
 		if n.setUp(nd, up) || err == nil {
 			n.changed(nd, prev, now)
 		}
@@ -473,7 +565,7 @@ func (n *Nodes) Stats() []api.PeerStats {
 	for _, k := range *n.probed.Load() {
 		nd := n.at(k)
 		out = append(out, api.PeerStats{URL: nd.url, Up: n.Up(k), FetchedBytes: nd.fetched.Load(), ServedBytes: nd.served.Load(),
-			Failures: nd.down.Load() + nd.refused.Load() + nd.versionMiss.Load()})
+			Failures: nd.down.Load() + nd.timeout.Load() + nd.refused.Load() + nd.versionMiss.Load()})
 	}
 	return out
 }
@@ -484,8 +576,8 @@ func (n *Nodes) registerNode(nd *node) {
 	peer := prometheus.Labels{"peer": nd.url}
 	counter(n.reg, "brand_peer_bytes_fetched_total", "Sample bytes this node fetched from each peer.", peer, &nd.fetched)
 	counter(n.reg, "brand_peer_bytes_served_total", "Sample bytes this node served to each peer (authenticated peers only).", peer, &nd.served)
-	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (no answer, 503 or bad bytes: the peer is held down), refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
-	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "refused": &nd.refused, "version": &nd.versionMiss} {
+	failures := "Sample fetches from each peer that failed and were read elsewhere, by kind: down (refused connection, 503 or bad bytes) or timeout (no answer within --peer-timeout), for which the peer is held down; refused (a store error or 4xx on its side) or version (it does not hold the index version asked for)."
+	for kind, v := range map[string]*atomic.Int64{"down": &nd.down, "timeout": &nd.timeout, "refused": &nd.refused, "version": &nd.versionMiss} {
 		counter(n.reg, "brand_peer_fetch_failures_total", failures, prometheus.Labels{"peer": nd.url, "kind": kind}, v)
 	}
 }

@@ -284,3 +284,134 @@ func TestHeldDown(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutIsThePeersFailureGivingUpIsNot: a fetch the peer does not
+// answer within its bound is the peer's failure — counted as a timeout
+// (brand_peer_fetch_failures_total{kind="timeout"}) and held down — while
+// a fetch the asker ends itself (its client went away) says nothing of
+// the peer: nothing counted, the peer stays up.
+func TestTimeoutIsThePeersFailureGivingUpIsNot(t *testing.T) {
+	ds, _ := testDataset(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	for _, gaveUp := range []bool{true, false} {
+		reg := prometheus.NewRegistry()
+		s := New(Config{Self: "http://self.invalid", Timeout: 300 * time.Millisecond, Probe: time.Hour, Registry: reg, Log: zerolog.Nop()})
+		k := s.Slot(srv.URL)
+		ctx, cancel := context.WithCancel(context.Background())
+		if gaveUp {
+			time.AfterFunc(50*time.Millisecond, cancel)
+		}
+		_, err := s.Fetch(ctx, k, Request{DS: ds, IDs: []int{0, 1}})
+		cancel()
+		timeouts := counted(t, reg, "brand_peer_fetch_failures_total", "timeout")
+		switch {
+		case err == nil:
+			t.Fatal("a fetch no one answered succeeded")
+		case gaveUp && (!s.Up(k) || timeouts != 0):
+			t.Errorf("the asker gave up: the peer up %t, %v timeouts counted; want up, none (%v)", s.Up(k), timeouts, err)
+		case !gaveUp && (s.Up(k) || timeouts != 1 || !errors.Is(err, ErrTimeout)):
+			t.Errorf("the peer did not answer in time: up %t, %v timeouts counted, err %v; want down, one, ErrTimeout", s.Up(k), timeouts, err)
+		}
+		s.Close()
+	}
+}
+
+// TestGrayFailureCostsOneTimeout: a peer that answers its state probes
+// ready while its sample requests go unanswered (a gray failure: a
+// proxy, a firewall rule or a wedged handler dropping them) is held down
+// after one fetch times out and stays down after its hold-down has
+// passed, its probes answered, and requests heard from it — its data
+// path is asked (a canary) and does not answer — so that no batch waits
+// on it again; once its sample requests are answered again it is taken
+// back. The reproduction: a probe answered ready took the peer back at
+// the end of every hold-down, and with a peer's sample requests dropped
+// for 30 s the job stood still for 29.7 s of them.
+func TestGrayFailureCostsOneTimeout(t *testing.T) {
+	ds, bodies := testDataset(t)
+	var drop atomic.Bool
+	drop.Store(true)
+	var canaries atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == StatePath {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"self": 1, "ready": true, "url": %q, "datasets": [{"name": "d", "current": %q, "held": [%q]}]}`, srv.URL, ds.ID(), ds.ID())
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if len(body) == 0 {
+			canaries.Add(1)
+		}
+		if drop.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		var out []byte
+		if len(body) == 0 {
+			out = ReplyHead(nil)
+		} else {
+			out = append(append(ReplyHead(nil), bodies[0]...), bodies[1]...)
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+		w.Write(out)
+	}))
+	defer srv.Close()
+	const hold = 300 * time.Millisecond
+	s := New(Config{Self: "http://self.invalid", Timeout: 200 * time.Millisecond, Probe: 20 * time.Millisecond, Hold: hold,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	k := s.Probe([]string{srv.URL}, &watched{})[0]
+	s.Start()
+	waitFor(t, func() bool { return s.Up(k) && s.State(k) != nil }, "probe answered ready")
+	if _, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("fetch: %v, want ErrTimeout", err)
+	}
+	// Well past the hold-down, its probes answered all along.
+	time.Sleep(5 * hold)
+	s.Heard(k)
+	if s.Up(k) {
+		t.Fatal("a peer whose sample requests are dropped was taken back once its hold-down passed, its probes answered")
+	}
+	if canaries.Load() == 0 {
+		t.Fatal("no canary asked the peer's data path once its hold-down passed")
+	}
+	drop.Store(false)
+	waitFor(t, func() bool { return s.Up(k) }, "the peer taken back once its sample requests are answered")
+	if _, err := s.Fetch(context.Background(), k, Request{DS: ds, IDs: []int{0, 1}}); err != nil {
+		t.Fatalf("fetch once taken back: %v", err)
+	}
+}
+
+// counted returns the counter name{kind} from reg, summed over its other
+// labels.
+func counted(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					v += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return v
+}

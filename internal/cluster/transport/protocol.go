@@ -47,7 +47,7 @@ const (
 	FeedbackPath = "/internal/v2/importance/" // + job ?dataset&index&epoch&seal: GET collects the node's part for a seal, POST [&sealed=VERSION] tells it how the seal ended
 	StepsPath    = "/internal/v2/steps/"      // + job ?from=STEP: the latest step of the job's stored schedule the node has served
 	ChunkPath    = "/internal/v2/chunk"       // ?dataset&index&chunk: a chunk's bytes from the node's cache, 404 if not held
-	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds)
+	NeededPath   = "/internal/v2/needed"      // ?dataset&index&ahead[&held=true|&keep=true], chunk IDs in the body: those the node's followed streams need soon (or its cache holds; or those the asker will ask it for)
 	ReplyType    = "application/octet-stream" // a samples reply
 )
 
@@ -124,6 +124,9 @@ func (r Request) values() neturl.Values {
 			v.Set(api.ParamTransform, t.Name)
 			v.Set(query.ParamTransformFingerprint, t.Fingerprint)
 		}
+		if o.Stream.Clips != "" {
+			v.Set(query.ParamClipKey, o.Stream.Clips)
+		}
 	}
 	return v
 }
@@ -158,7 +161,9 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 	req := Request{DS: ds}
 	switch stream := q.Job.Window > 0; {
 	case stream && q.EpochSet && q.PosSet:
-		if q.Pos > ds.Index.NumSamples() {
+		// A clip job's positions are of its clips, not the dataset's
+		// samples (layout.Stream.Clips): its order bounds them.
+		if !q.Job.Clips() && q.Pos > ds.Index.NumSamples() {
 			return Request{}, fmt.Errorf("%w: pos %d is past the epoch's %d samples", query.ErrBadRequest, q.Pos, ds.Index.NumSamples())
 		}
 		req.Origin = &Origin{Stream: layout.StreamOf(ds, q.Job), Epoch: q.Epoch, Pos: q.Pos, Weight: q.Job.Weight,
@@ -249,6 +254,30 @@ func (c Client) Samples(ctx context.Context, req Request) (Reply, error) {
 	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: req.values(), body: req.body()},
 		func(resp *http.Response) (err error) { rep, err = c.readSamples(resp, req); return err })
 	return rep, err
+}
+
+// Canary asks the node whose state st is for no samples of the first
+// dataset it names, through the path a fetch takes: a node held down
+// after a failed fetch is taken back only once this answers (Nodes'
+// probe loop), since a node may answer its probes and drop its fetches.
+// Its bound is a fetch's.
+func (c Client) Canary(ctx context.Context, st State) error {
+	if len(st.Datasets) == 0 {
+		return nil // a node serving nothing has no data path to test
+	}
+	d := st.Datasets[0]
+	v := neturl.Values{api.ParamDataset: {d.Name}, api.ParamIndex: {d.Current}}
+	err := c.call(ctx, request{method: http.MethodPost, path: SamplesPath, query: v, body: []byte{}}, func(resp *http.Response) error {
+		var head [4]byte
+		if _, err := io.ReadFull(resp.Body, head[:]); err != nil {
+			return fmt.Errorf("%w: reading from %s: %w", ErrDown, c.url, err)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrDown) {
+		return nil // it answered, if not with samples: its data path works
+	}
+	return err
 }
 
 // readSamples reads a samples reply (ReplyHead, then for transformed
@@ -399,6 +428,10 @@ type State struct {
 	// started reports ready only once its peers no longer name it
 	// (membership.Tracker.Settled).
 	Down []string `json:"down,omitempty"`
+	// StoreUnreachable says the node cannot reach its datasets' store
+	// now (storepath.Watch): it serves the samples its cache holds and
+	// refuses the others at once, which its peers then read themselves.
+	StoreUnreachable bool `json:"store_unreachable,omitempty"`
 }
 
 // Holds reports whether the node whose state st is holds version id of
@@ -438,7 +471,7 @@ func (c Client) State(ctx context.Context) (st State, slow bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, errors.Is(err, ErrDown) && errors.Is(err, context.DeadlineExceeded), err
+		return State{}, errors.Is(err, ErrTimeout), err
 	}
 	return st, false, nil
 }
@@ -577,7 +610,22 @@ func setView(v neturl.Values, ds *catalog.Dataset) {
 // the store's. A failure says nothing of the node's liveness: the asker
 // reads the store instead.
 func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, false)
+}
+
+// ChunkThrough fills buf with chunk c of ds as Chunk does, but has the
+// node read it from the store through its cache if its cache does not
+// hold it: the asker cannot reach the store (storepath.Through). The
+// caller verifies the bytes.
+func (c Client) ChunkThrough(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte) error {
+	return c.chunk(ctx, ds, chunk, buf, true)
+}
+
+func (c Client) chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf []byte, through bool) error {
 	v := neturl.Values{api.ParamDataset: {ds.Name}, api.ParamIndex: {ds.ID()}, query.ParamChunk: {strconv.Itoa(chunk)}}
+	if through {
+		v.Set(query.ParamThrough, "true")
+	}
 	setView(v, ds)
 	return c.call(ctx, request{method: http.MethodGet, path: ChunkPath, query: v}, func(resp *http.Response) error {
 		if resp.ContentLength != int64(len(buf)) {
@@ -590,23 +638,30 @@ func (c Client) Chunk(ctx context.Context, ds *catalog.Dataset, chunk int, buf [
 	})
 }
 
+// HeaderStoreUnreachable is set to "true" on a sample request's 503
+// when the node could not read the samples because it cannot reach the
+// store now (storepath): the asker reads them elsewhere, and the node
+// stays up for the samples its cache holds.
+const HeaderStoreUnreachable = "Brand-Store-Unreachable"
+
 // HeaderHeld is set to "false" on a chunk request's 404 when the node
 // does not hold the chunk, telling it apart from a node of a release
 // without the endpoint.
 const HeaderHeld = "Brand-Chunk-Held"
 
 // DecodeChunk reads a node's request for a chunk's bytes: the dataset
-// version, held by this node, and the chunk.
-func DecodeChunk(r *http.Request, v Versions, l query.Limits) (*catalog.Dataset, int, error) {
+// version, held by this node, the chunk, and whether the node is to read
+// it from the store if its cache does not hold it (through).
+func DecodeChunk(r *http.Request, v Versions, l query.Limits) (ds *catalog.Dataset, c int, through bool, err error) {
 	q, ds, err := decodeVersioned(r, v, query.PeerChunkParams, l, func(q query.Query) bool { return q.ChunkSet },
 		"a chunk request names its dataset, index and chunk")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if q.Chunk >= ds.Index.NumChunks() {
-		return nil, 0, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
+		return nil, 0, false, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, q.Chunk, ds.Index.NumChunks())
 	}
-	return ds, q.Chunk, nil
+	return ds, q.Chunk, q.Through, nil
 }
 
 // Needed asks the node which of chunks (of ds) the job streams it
@@ -622,6 +677,16 @@ func (c Client) Needed(ctx context.Context, ds *catalog.Dataset, chunks []int, a
 // than read from the store later.
 func (c Client) Held(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
 	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamHeld: {"true"}})
+}
+
+// Keep tells the node which of its chunks (of ds) this node gained in a
+// membership change and left to the batches, to ask it for when a batch
+// first needs one: the node keeps its copies until then
+// (handover.Kept). It replaces what this node told it before of ds; an
+// empty list withdraws it.
+func (c Client) Keep(ctx context.Context, ds *catalog.Dataset, chunks []int) error {
+	_, err := c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamKeep: {"true"}})
+	return err
 }
 
 // askChunks asks the node a question about chunks (NeededPath, with the
@@ -659,12 +724,14 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 // ChunksQuestion is a node's question about chunks (NeededPath): which of
 // Chunks of DS the followed streams need within PrefetchWindows windows
 // past their current one, or, with Held, which of them the node's cache
-// holds.
+// holds; with Keep, it says instead that the asker will ask for them
+// (Client.Keep).
 type ChunksQuestion struct {
 	DS              *catalog.Dataset
 	Chunks          []int
 	PrefetchWindows int
 	Held            bool
+	Keep            bool
 }
 
 // DecodeNeeded reads a node's question about chunks: the dataset version,
@@ -689,7 +756,10 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held}, nil
+	if q.Held && q.Keep {
+		return ChunksQuestion{}, fmt.Errorf("%w: held and keep are two questions: ask one", query.ErrBadRequest)
+	}
+	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held, Keep: q.Keep}, nil
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

@@ -194,10 +194,13 @@ type Metrics struct {
 	fetchSeconds  prometheus.Histogram
 	fetchErrors   prometheus.Counter
 	corruptChunks prometheus.Counter
-	rereads       prometheus.Counter
-	indexReloads  *prometheus.CounterVec
-	indexInfo     *prometheus.GaugeVec
-	tables        *tableCollector
+	// decodeFailures counts reads of a chunk served in place whose bytes
+	// did not decode: the in-place counterpart of corruptChunks.
+	decodeFailures prometheus.Counter
+	rereads        prometheus.Counter
+	indexReloads   *prometheus.CounterVec
+	indexInfo      *prometheus.GaugeVec
+	tables         *tableCollector
 }
 
 // NewMetrics registers the catalog's collectors on reg.
@@ -209,7 +212,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		fetchErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_fetch_errors_total", Help: "Chunk reads that failed."}),
 		corruptChunks: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_checksum_failures_total", Help: "Chunk reads in which a sample failed its CRC32C, re-reads included."}),
-		rereads:       prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_rereads_total", Help: "Chunks read again because a read failed its checksum."}),
+		decodeFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_decode_failures_total",
+			Help: "Reads of a chunk served in place whose bytes did not decode (a codec error, a page past its stated size, values that do not fit), re-reads included."}),
+		rereads: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_chunk_rereads_total", Help: "Chunks read again because a read failed its checksum or did not decode."}),
 		indexReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brand_index_reloads_total", Help: "Dataset indexes reloaded because the stored index changed.",
 		}, []string{"dataset"}),
@@ -218,7 +223,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"dataset", "index", "etag"}),
 	}
 	m.tables = newTableCollector()
-	reg.MustRegister(m.fetchSeconds, m.fetchErrors, m.corruptChunks, m.rereads, m.indexReloads, m.indexInfo, m.tables)
+	reg.MustRegister(m.fetchSeconds, m.fetchErrors, m.corruptChunks, m.decodeFailures, m.rereads, m.indexReloads, m.indexInfo, m.tables)
 	return m
 }
 

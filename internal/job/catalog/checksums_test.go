@@ -207,12 +207,28 @@ func TestLoaderChecksInPlaceBytes(t *testing.T) {
 			if err := loadAllChunks(d, NewLoader(c, time.Minute, 1)); err != nil || flip.flipped != 1 {
 				t.Fatalf("a byte damaged on one read (%d damaged), read again: %v", flip.flipped, err)
 			}
-			flip.flips = -1
-			err = loadAllChunks(d, NewLoader(c, time.Minute, 1))
-			var dce *DamagedChunkError
-			if !errors.As(err, &dce) || !errors.Is(err, ErrCorrupt) || dce.Reads != 2 ||
-				!strings.Contains(err.Error(), src.object) || !strings.Contains(err.Error(), "CRC32C") {
-				t.Fatalf("a byte damaged on every read: %v, want a chunk damaged at rest naming the bytes", err)
+			// Damaged on every read: read 1 + rereads times, the loader's
+			// one setting (--checksum-rereads) as for a tar chunk, and
+			// told as a file to index again, not a chunk to re-pack.
+			for _, rereads := range []int{0, 1, 3} {
+				flip.flips, flip.flipped = -1, 0
+				err = loadAllChunks(d, NewLoader(c, time.Minute, rereads))
+				var dce *DamagedChunkError
+				if !errors.As(err, &dce) || !errors.Is(err, ErrCorrupt) || dce.Reads != 1+rereads ||
+					!strings.Contains(err.Error(), src.object) || !strings.Contains(err.Error(), "CRC32C") {
+					t.Fatalf("a byte damaged on every read, %d re-reads: %v, want a chunk damaged at rest after %d reads naming the bytes", rereads, err, 1+rereads)
+				}
+				if flip.flipped != 1+rereads {
+					t.Errorf("%d re-reads: the damaged range read %d times, want %d", rereads, flip.flipped, 1+rereads)
+				}
+				for _, msg := range []string{err.Error(), dce.Public()} {
+					if !strings.Contains(msg, "index") || strings.Contains(msg, "re-pack") {
+						t.Errorf("%q: want it to say to index the file again, not to re-pack it", msg)
+					}
+				}
+				if !strings.Contains(dce.Public(), "CRC32C") {
+					t.Errorf("%q does not say the cause", dce.Public())
+				}
 			}
 			if strings.Contains(src.name, "streamed") && opened.Load() == 0 {
 				t.Fatal("no range was streamed")

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +86,11 @@ func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *
 	d.MaxChunk = BufferClass(d.MaxChunk)
 	return d
 }
+
+// Remote reports whether the dataset's store is an object store reached
+// over the network (s3://), which a node of a cluster can lose while its
+// peers keep it (storepath); a local directory is always there.
+func (d *Dataset) Remote() bool { return strings.HasPrefix(d.URL, "s3://") }
 
 // BufferClass rounds a buffer size up to a multiple of 1/16 to 1/32 of
 // it (a 4 KiB multiple below 64 KiB): at most 6.25 % more memory, and

@@ -2,7 +2,9 @@
 // of a dataset's index (Dataset), the versions held by name (Catalog), the
 // reload that swaps in a new version when the stored index changes, and
 // the Loader that reads a chunk from its dataset's store and checks every
-// sample's CRC32C before the chunk may enter the cache.
+// sample's CRC32C — or, for a dataset served in place, decodes it into a
+// whole resident form of the index's count of samples — before the chunk
+// may enter the cache.
 //
 // # Versions
 //
@@ -18,6 +20,9 @@
 //
 // ErrNotReady until the gateway has loaded every index; ErrUnknown for a
 // dataset, chunk or version the catalog does not hold; ErrCorrupt (and
-// *DamagedChunkError, which wraps it) for bytes that fail their checksum.
-// The gateway maps each to an HTTP status in one place.
+// *DamagedChunkError, which wraps it) for bytes that fail their checksum
+// or do not decode, each a read's own kind of fault (Loader): a chunk
+// that did not decode is never a chunk loaded. A DamagedChunkError's
+// Public names the dataset, the chunk and the cause for the client. The
+// gateway maps each to an HTTP status in one place.
 package catalog

@@ -21,17 +21,55 @@ var (
 	ErrCorrupt = errkind.Named(errkind.Corrupt, "store_mismatch", "chunk failed its checksum")
 )
 
-// DamagedChunkError is a chunk whose stored bytes fail their checksum on
-// every read: the object was damaged at rest (or rewritten with its old
-// ETag kept). It wraps ErrCorrupt.
+// DamagedChunkError is a chunk whose stored bytes fail their checksum, or
+// for a dataset served in place do not decode, the same way on every
+// read: the object was damaged at rest (or rewritten with its old ETag
+// kept). It wraps ErrCorrupt.
 type DamagedChunkError struct {
-	Key   chunkcache.Key
+	Key chunkcache.Key
+	// Reads is how many reads failed alike; 0 when another node read it
+	// (the reader of a cluster, told by the chunk's owner).
 	Reads int
 	Err   error
+	// Cause is why, in words a client may be told (Public): the sample
+	// that failed its CRC32C, or the decoder's reason, which names
+	// objects by their keys in the dataset and never a store's endpoint
+	// or a local path.
+	Cause string
+	// InPlace is whether the chunk is of a dataset served in place, whose
+	// index is made from the files themselves: what to do is index them
+	// again, not re-pack them.
+	InPlace bool
 }
 
 func (e *DamagedChunkError) Error() string {
-	return fmt.Sprintf("%v, the same on all %d reads: the stored object is damaged; repair or re-pack it", e.Err, e.Reads)
+	if e.Reads == 0 {
+		return fmt.Sprintf("%v: %s", e.Err, e.remedy())
+	}
+	return fmt.Sprintf("%v, the same on all %d reads: %s", e.Err, e.Reads, e.remedy())
+}
+
+// remedy is what the operator does about the damage.
+func (e *DamagedChunkError) remedy() string {
+	if e.InPlace {
+		return "the stored file is damaged or changed since it was indexed; repair it, or index it again (brand index)"
+	}
+	return "the stored object is damaged; repair or re-pack it"
+}
+
+// Public is what a client is told of the damage: the dataset, the chunk
+// and the cause.
+func (e *DamagedChunkError) Public() string {
+	reads := ""
+	if e.Reads > 0 {
+		reads = fmt.Sprintf(", the same on all %d reads", e.Reads)
+	}
+	todo := "repair the object, or re-pack the dataset without it"
+	if e.InPlace {
+		todo = "repair the file, or index the dataset again (brand index)"
+	}
+	return fmt.Sprintf("chunk %s of dataset %s is damaged at rest%s: %s; %s",
+		e.Key.Object, e.Key.Dataset, reads, e.Cause, todo)
 }
 
 func (e *DamagedChunkError) Unwrap() error { return e.Err }

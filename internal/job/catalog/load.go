@@ -67,6 +67,9 @@ type Partition struct {
 	// TableCacheBytes bounds the tables of chunks this node does not own
 	// kept after use; 0 is chunkindex.DefaultTableCacheBytes.
 	TableCacheBytes int64
+	// Guard, if set, bounds the reads of other chunks' tables from the
+	// stored index (a remote store's: Loader.WithGuard).
+	Guard StoreGuard
 }
 
 // partial reports whether p keeps only some tables.
@@ -87,7 +90,9 @@ func readIndex(ctx context.Context, store s3backend.Store, p Partition) (*chunki
 	}
 	// Every read, at load and later, is pinned to the version streamed.
 	r := chunkindex.RangeReaderFunc(func(ctx context.Context, off int64, b []byte) error {
-		return store.ReadRange(ctx, chunkindex.IndexKey, info.ETag, off, b)
+		return guarded(ctx, p.Guard, func(ctx context.Context) error {
+			return store.ReadRange(ctx, chunkindex.IndexKey, info.ETag, off, b)
+		})
 	})
 	ix, err := chunkindex.Open(ctx, r, info.Size, chunkindex.OpenOptions{
 		CacheBytes: p.TableCacheBytes,

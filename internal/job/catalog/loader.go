@@ -36,9 +36,10 @@ type objectReader interface {
 //
 //   - one read passes: the chunk is served, and only the re-read metric
 //     remembers;
-//   - every read fails the same way (the same sample, the same wrong CRC):
+//   - every read fails the same way (the same sample, the same wrong CRC;
+//     for a chunk served in place, the same reason it did not decode):
 //     the stored bytes are damaged at rest, a *DamagedChunkError wrapping
-//     ErrCorrupt;
+//     ErrCorrupt, logged at error level;
 //   - every read fails, but differently: the bytes are being damaged on
 //     the way, an error wrapping both s3backend.ErrUnavailable and
 //     ErrCorrupt, since a later request may well get through.
@@ -48,6 +49,7 @@ type Loader struct {
 	rereads int           // extra reads of a chunk that fails its checksum
 	disk    Disk          // nil: no disk tier
 	peers   Handover      // nil: no chunks handed over
+	guard   StoreGuard    // nil: store reads bounded by their callers alone
 	pools   format.Buffers
 	decodes Decodes
 	log     zerolog.Logger
@@ -95,6 +97,39 @@ func (l Loader) WithHandover(h Handover) Loader {
 	return l
 }
 
+// StoreGuard bounds a node's reads of a remote store beyond their
+// callers' contexts (storepath.Watch on a node of a cluster): the context
+// Guard returns also ends when the node finds the store unreachable, at
+// once if it is now, with a cause the read's error is then wrapped with
+// (a 503 the client fails over from; a refusal a peer reads elsewhere
+// after), rather than the read waiting for TCP to give up.
+type StoreGuard interface {
+	Guard(ctx context.Context) (context.Context, context.CancelFunc)
+}
+
+// WithGuard returns the loader reading chunks of remote datasets
+// (Dataset.Remote) under g.
+func (l Loader) WithGuard(g StoreGuard) Loader {
+	l.guard = g
+	return l
+}
+
+// guarded runs a store read f under g's bound if g is set, and wraps its
+// error with the guard's cause if that ended it.
+func guarded(ctx context.Context, g StoreGuard, f func(ctx context.Context) error) error {
+	if g == nil {
+		return f(ctx)
+	}
+	gctx, release := g.Guard(ctx)
+	defer release()
+	err := f(gctx)
+	if c := context.Cause(gctx); err != nil && ctx.Err() == nil && c != nil && !errors.Is(err, c) &&
+		!errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", c, err)
+	}
+	return err
+}
+
 // Disk is a tier of chunks on local disk below the cache
 // (internal/cache/disktier): looked at before the store, given what the store
 // gave. Bytes it reads are verified as the store's are, and a chunk that
@@ -138,8 +173,12 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 	if ds.InPlace != nil {
 		// A decoded chunk carries its samples' CRC32Cs in its table.
 		return func(buf []byte) error {
-			if _, err := format.Verify(buf); err != nil {
+			t, err := format.Verify(buf)
+			if err != nil {
 				return fmt.Errorf("%w: decoded chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)
+			}
+			if _, n := ds.Index.ChunkRange(c); t.Len() != n {
+				return fmt.Errorf("%w: decoded chunk %s of dataset %s holds %d samples, the index counts %d", ErrCorrupt, k.Object, k.Dataset, t.Len(), n)
 			}
 			return nil
 		}
@@ -155,7 +194,7 @@ func verifier(ctx context.Context, ds *Dataset, c int, k chunkcache.Key) func([]
 		v := chunkindex.NewVerifier(ds.Index, c, buf)
 		v.Progress(0, len(buf))
 		if id, got := v.Finish(); id >= 0 {
-			return checksumError(failedSample(ds.Index, id, got), k.Object, k.Dataset)
+			return checksumError(checksumFault(ds.Index, id, got), k.Object, k.Dataset)
 		}
 		return nil
 	}
@@ -189,6 +228,9 @@ func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (b
 	if l.peers != nil && l.peers.Read(ctx, k, buf, verifier(ctx, ds, c, k)) {
 		return false, nil
 	}
+	if l.guard != nil && ds.Remote() {
+		return false, guarded(ctx, l.guard, func(ctx context.Context) error { return l.fromStore(ctx, ds, c, k, buf) })
+	}
 	return false, l.fromStore(ctx, ds, c, k, buf)
 }
 
@@ -206,15 +248,25 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 		}
 		defer release()
-		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
-			return readDecoded(ctx, ds, c, k, buf, l.pools)
+		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, error) {
+			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads)
 		}
 	}
-	var first, last badSample
+	var first, last fault
 	unstable := false
 	for read := 0; ; read++ {
-		bad, err := read1(ctx, ds, c, k, buf)
+		f, err := read1(ctx, ds, c, k, buf)
 		if errors.Is(err, ErrGrown) {
+			return err
+		}
+		if dce, ok := errors.AsType[*DamagedChunkError](err); ok {
+			// Bytes of a chunk served in place that failed the CRC32Cs of
+			// an index with checksums on every read (readChecked):
+			// damaged at rest, as a tar chunk failing its own is.
+			m.corruptChunks.Add(float64(dce.Reads))
+			m.rereads.Add(float64(dce.Reads - 1))
+			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", dce.Reads).
+				Str("fault", dce.Cause).Msg("chunk damaged at rest: its bytes fail the index's checksums the same way on every read")
 			return err
 		}
 		if err != nil {
@@ -225,90 +277,114 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 			}
 			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 		}
-		if bad.id < 0 {
+		if f.kind == intact {
 			ds.damaged[c].Store(false)
 			m.fetchSeconds.Observe(time.Since(start).Seconds())
 			if read > 0 {
 				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
-					Msg("chunk failed its checksum, then passed on a re-read: damaged in transit")
+					Msg("chunk failed its checksum or did not decode, then passed on a re-read: damaged in transit")
 			}
 			return nil
 		}
-		m.corruptChunks.Inc()
+		if f.kind == undecodable {
+			m.decodeFailures.Inc()
+		} else {
+			m.corruptChunks.Inc()
+		}
 		if read == 0 {
-			first = bad
-		} else if bad != first {
+			first = f
+		} else if f != first {
 			unstable = true
 		}
-		last = bad
+		last = f
 		if read >= l.rereads {
 			cerr := last.err(k)
 			if unstable {
 				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
-					Msg("chunk failed its checksum on every read, differently each time")
-				return fmt.Errorf("%w: chunk %s failed its checksum on all %d reads, differently each time (damaged in transit): %w",
+					Msg("chunk failed its checksum (or decoding) on every read, differently each time")
+				return fmt.Errorf("%w: chunk %s failed its checksum (or decoding) on all %d reads, differently each time (damaged in transit): %w",
 					s3backend.ErrUnavailable, k.Object, read+1, cerr)
 			}
 			l.log.Error().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
 				Str("fault", last.String()).Msg("chunk damaged at rest: it fails its checksum (or decoding) the same way on every read")
 			ds.damaged[c].Store(true)
-			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr}
+			return &DamagedChunkError{Key: k, Reads: read + 1, Err: cerr, Cause: last.cause(), InPlace: ds.InPlace != nil}
 		}
 		m.rereads.Inc()
 	}
 }
 
-// badSample is the first sample of a read that failed its CRC32C, and the
-// CRC it had; id -1 means none failed. For a chunk decoded in place
-// (readDecoded), decode is why it did not decode and id is -2. key and
-// want are the sample's key and the CRC32C its index gives, taken while
-// the read held its chunk's table (failedSample), so that describing it
-// later reads no table.
-type badSample struct {
-	id     int
-	got    uint32
+// fault is what one read of a chunk found wrong with its bytes: each
+// outcome its own kind, so that no field's value means two things.
+type fault struct {
+	kind faultKind
+	// id is the first sample that failed its CRC32C and got the CRC it
+	// had (badChecksum); key and want are its key and the CRC32C its
+	// index gives, taken while the read held its chunk's table
+	// (checksumFault), so that describing it later reads no table.
+	id  int
+	got uint32
+	// decode is why a chunk served in place did not decode (undecodable).
 	decode string
 	key    string
 	want   uint32
 }
 
-// undecodable is the id of a badSample that did not decode.
-const undecodable = -2
+// faultKind is the kind of a fault.
+type faultKind uint8
 
-// failedSample is the badSample of a verified read whose first failing
-// sample is id (-1 if none), which had CRC32C got; the chunk's table must
-// be in memory (prepared, on a partial index).
-func failedSample(ix *chunkindex.Index, id int, got uint32) badSample {
-	if id < 0 {
-		return badSample{id: id}
-	}
+const (
+	// intact: every sample is as the index says (a tar chunk), or the
+	// chunk decoded into a whole resident form (served in place).
+	intact faultKind = iota
+	// badChecksum: a sample of a tar chunk failed its CRC32C.
+	badChecksum
+	// undecodable: a chunk served in place did not decode.
+	undecodable
+)
+
+// checksumFault is the badChecksum fault of a verified read whose first
+// failing sample is id, which had CRC32C got; the chunk's table must be
+// in memory (prepared, on a partial index).
+func checksumFault(ix *chunkindex.Index, id int, got uint32) fault {
 	_, _, _, want := ix.SampleRange(id)
-	return badSample{id: id, got: got, key: ix.SampleKey(id), want: want}
+	return fault{kind: badChecksum, id: id, got: got, key: ix.SampleKey(id), want: want}
 }
 
-// err describes the failure.
-func (b badSample) err(k chunkcache.Key) error {
-	if b.id == undecodable {
-		return fmt.Errorf("%w: chunk %s of dataset %s does not decode: %s", ErrCorrupt, k.Object, k.Dataset, b.decode)
+// err describes the fault.
+func (f fault) err(k chunkcache.Key) error {
+	if f.kind == undecodable {
+		return fmt.Errorf("%w: chunk %s of dataset %s does not decode: %s", ErrCorrupt, k.Object, k.Dataset, f.decode)
 	}
-	return checksumError(b, k.Object, k.Dataset)
+	return checksumError(f, k.Object, k.Dataset)
 }
 
-// String names the failure for the log.
-func (b badSample) String() string {
-	if b.id == undecodable {
-		return b.decode
+// String names the fault for the log.
+func (f fault) String() string {
+	if f.kind == undecodable {
+		return f.decode
 	}
-	return "sample " + b.key + " fails its CRC32C"
+	return "sample " + f.key + " fails its CRC32C"
+}
+
+// cause is what a client is told of the fault (DamagedChunkError.Cause):
+// the decoder's words, which name the chunk's object by its key in the
+// dataset and never a store's endpoint or a local path, or the sample
+// that failed its CRC32C.
+func (f fault) cause() string {
+	if f.kind == undecodable {
+		return "it does not decode: " + f.decode
+	}
+	return "sample " + f.key + " fails its checksum (CRC32C)"
 }
 
 // readTar fills buf with tar chunk c once and verifies it.
-func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (badSample, error) {
+func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, error) {
 	// A node whose index holds only its own chunks' tables reads this
 	// chunk's table first if it is another node's chunk.
 	release, err := ds.Index.Prepare(ctx, []int{c})
 	if err != nil {
-		return badSample{}, err
+		return fault{}, err
 	}
 	defer release()
 	v := chunkindex.NewVerifier(ds.Index, c, buf)
@@ -318,10 +394,12 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 		err = ds.Store.ReadRange(ctx, k.Object, k.ETag, 0, buf)
 	}
 	if err != nil {
-		return badSample{}, err
+		return fault{}, err
 	}
-	id, got := v.Finish()
-	return failedSample(ds.Index, id, got), nil
+	if id, got := v.Finish(); id >= 0 {
+		return checksumFault(ds.Index, id, got), nil
+	}
+	return fault{kind: intact}, nil
 }
 
 // readDecoded reads chunk c of a dataset served in place once — the
@@ -329,17 +407,18 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // buffer of pools, pinned to the version indexed (an object's ETag, a
 // local file's identity) — and decodes it into buf, its resident form,
 // whose table holds each sample's CRC32C from then on. Bytes that do not
-// decode are a badSample, read again as a tar chunk failing its checksum
-// is; bytes that differ from the CRC32Cs an index with checksums recorded
-// are checked before they are decoded, and read again, by readChecked; a
-// store error is an error (a file changed since it was indexed:
-// s3backend.ErrChanged).
-func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers) (badSample, error) {
+// decode are an undecodable fault, read again as a tar chunk failing its
+// checksum is; bytes that differ from the CRC32Cs an index with checksums
+// recorded are checked before they are decoded, and read again up to
+// rereads more times in all (a streamed read that failed them the first),
+// by readChecked; a store error is an error (a file changed since it was
+// indexed: s3backend.ErrChanged).
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int) (fault, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
 	bound := ds.ChunkSize(c)
 	if bound != int64(len(buf)) {
-		return badSample{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
+		return fault{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
 	}
 	// A chunk that just learnt it needs more room (below) decodes the
 	// bytes its first load read, not the store's again.
@@ -348,6 +427,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	wo := format.WriterOptions{ModTime: ds.Index.InPlace().Created, Buffers: pools}
 	st, streams := ip.Decoder.(format.Streamer)
 	ro, opens := ip.Data.(rangeOpener)
+	read := 0 // reads whose bytes failed their checksums
 	if src == nil && streams && opens {
 		// Decoded as its bytes arrive: what it reads straight into the
 		// resident form, it reads once. A chunk with nothing to stream is
@@ -367,18 +447,22 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		cerr := check.Err()
 		switch {
 		case errors.Is(cerr, dataset.ErrChecksum):
-			// Bytes that differ from their checksums: read whole below,
-			// again, and checked there.
+			// Bytes that differ from their checksums: that was the first
+			// read; read whole below, again, and checked there.
+			if rereads == 0 {
+				return fault{}, damagedSpans(ds, c, k, 1, cerr)
+			}
+			read, rereads = 1, rereads-1
 		case cerr != nil && err == nil:
-			return badSample{}, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
+			return fault{}, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
 		case !errors.Is(err, format.ErrNotStreamed):
-			return decoded(ds, c, k, bound, err, nil)
+			return decoded(ds, c, k, bound, err, nil, buf)
 		}
 	}
 	if src == nil {
 		var err error
-		if src, err = readChecked(ctx, ds, c, k, ranges, pools); err != nil {
-			return badSample{}, err
+		if src, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
+			return fault{}, err
 		}
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
@@ -387,18 +471,28 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		pools.Put(src)
 		src = nil
 	}
-	return decoded(ds, c, k, bound, err, src)
+	return decoded(ds, c, k, bound, err, src, buf)
 }
 
-// decoded is the outcome of decoding chunk c of ds: src, when not nil,
-// is what the decode read, kept for the decode again into the room a
-// GrowError asks for (a streamed decode's is not whole: the chunk is read
-// again).
-func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src []byte) (badSample, error) {
+// decoded is the outcome of decoding chunk c of ds into buf: src, when
+// not nil, is what the decode read, kept for the decode again into the
+// room a GrowError asks for (a streamed decode's is not whole: the chunk
+// is read again). A decode that reports no error must have written a
+// whole resident form of the chunk's samples — its table checked, one
+// entry a sample the index counts — or the chunk is undecodable: a
+// decoder's slip is never a chunk served without its samples.
+func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src, buf []byte) (fault, error) {
 	var ge *format.GrowError
 	switch {
 	case err == nil:
-		return badSample{id: -1}, nil
+		t, err := format.ReadTable(buf)
+		if err != nil {
+			return fault{kind: undecodable, decode: "its decoder wrote no whole resident form: " + err.Error()}, nil
+		}
+		if _, n := ds.Index.ChunkRange(c); t.Len() != n {
+			return fault{kind: undecodable, decode: fmt.Sprintf("its decoder wrote %d samples, the index counts %d", t.Len(), n)}, nil
+		}
+		return fault{kind: intact}, nil
 	case errors.As(err, &ge):
 		// Its metadata could not bound it: it is the size it needs from
 		// now on, and the request that asked for it asks again.
@@ -406,31 +500,30 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src [
 		if src != nil {
 			ds.InPlace.keepRead(c, src)
 		}
-		return badSample{}, &chunkcache.GrowError{Need: ge.Need,
+		return fault{}, &chunkcache.GrowError{Need: ge.Need,
 			Err: fmt.Errorf("%w: chunk %s of dataset %s needs %d bytes, its bound is %d", ErrGrown, k.Object, k.Dataset, ge.Need, bound)}
 	case errors.Is(err, format.ErrDamaged):
-		return badSample{id: undecodable, decode: err.Error()}, nil
+		return fault{kind: undecodable, decode: err.Error()}, nil
 	}
-	return badSample{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+	return fault{}, fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 }
-
-// checksumReads is how many times a chunk whose bytes differ from their
-// checksums is read before it is reported damaged: a byte flipped in
-// transit does not survive a second read.
-const checksumReads = 2
 
 // readChecked reads the ranges of chunk c of ds, a dataset served in
 // place, into a buffer of pools, pinned to the version indexed, and
 // checks them against an index's checksums (dataset.CheckSpans). Bytes
-// that differ are read again, and on every read a *DamagedChunkError
-// wrapping ErrCorrupt, which names them: the file changed or was damaged
-// since it was indexed, and the chunk is marked damaged, as a tar chunk
-// failing its CRC32C is (skip mode leaves its samples out, named).
-func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers) ([]byte, error) {
+// that differ are read again, up to rereads more times (the loader's
+// setting, --checksum-rereads, as for a tar chunk: a byte flipped in
+// transit does not survive a second read), and on every read a
+// *DamagedChunkError wrapping ErrCorrupt, which names them: the file
+// changed or was damaged since it was indexed, and the chunk is marked
+// damaged, as a tar chunk failing its CRC32C is (skip mode leaves its
+// samples out, named). failed is how many reads already failed them (a
+// streamed decode's), counted in the error's.
+func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, error) {
 	ip := ds.InPlace
 	obj, etag := ds.ObjectOf(c)
 	n := format.Concat(ranges)
-	for read := 1; ; read++ {
+	for read := 0; ; read++ {
 		src := pools.Get(n)[:n]
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(rangeReads)
@@ -451,11 +544,19 @@ func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, rang
 		if !errors.Is(err, dataset.ErrChecksum) {
 			return nil, err
 		}
-		if read == checksumReads {
-			ds.damaged[c].Store(true)
-			return nil, &DamagedChunkError{Key: k, Reads: read, Err: fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err)}
+		if read >= rereads {
+			return nil, damagedSpans(ds, c, k, failed+read+1, err)
 		}
 	}
+}
+
+// damagedSpans marks chunk c of ds damaged, its bytes having failed the
+// index's checksums with err on every one of reads reads.
+func damagedSpans(ds *Dataset, c int, k chunkcache.Key, reads int, err error) error {
+	ds.damaged[c].Store(true)
+	return &DamagedChunkError{Key: k, Reads: reads, InPlace: true,
+		Err:   fmt.Errorf("%w: chunk %s of dataset %s: %w", ErrCorrupt, k.Object, k.Dataset, err),
+		Cause: "it fails the index's checksums: " + err.Error()}
 }
 
 // rangeOpener is a store that reads a range as a stream
@@ -469,7 +570,7 @@ type rangeOpener interface {
 const rangeReads = 4
 
 // checksumError describes a sample that failed its CRC32C.
-func checksumError(bad badSample, object, dataset string) error {
+func checksumError(bad fault, object, dataset string) error {
 	return fmt.Errorf("%w: sample %q in chunk %s of dataset %s has CRC32C %08x, the index says %08x",
 		ErrCorrupt, bad.key, object, dataset, bad.got, bad.want)
 }

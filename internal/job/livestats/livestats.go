@@ -100,6 +100,7 @@ type Stats struct {
 	optimum  Optimizer // nil: no optimal figures
 	log      zerolog.Logger
 	mix      *mixtures
+	balance  balances
 	hitRatio *prometheus.GaugeVec
 	bytes    *prometheus.GaugeVec
 

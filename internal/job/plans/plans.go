@@ -46,6 +46,11 @@ type Planner interface {
 	// o.NodesAfter nodes costs job over the data d describes, as a value
 	// that encodes to JSON (GET /plan?nodes_after=).
 	Resize(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
+	// TracePlan returns what a cache of o.CacheBytes does with batches, a
+	// demand the gateway computed itself (a clip job's), under the
+	// gateway's policy ("policy") and LRU ("lru"), as a value that
+	// encodes to JSON.
+	TracePlan(ctx context.Context, d api.PlanDataset, batches []api.PlanBatch, o api.PlanOptions) (any, error)
 	livestats.Optimizer
 }
 
@@ -102,6 +107,11 @@ type Config struct {
 	Snapshots Snapshots
 	Epochs    Epochs
 	Costs     Costs
+	// Clips lays a clip job's epochs out (nil: clip jobs are not
+	// planned); DecodeCost is this node's CPU a decoded frame, measured,
+	// and whether it has decoded any (nil: none measured).
+	Clips      Clips
+	DecodeCost func() (time.Duration, bool)
 	// Defaults is the query a request starts from, Limits its bounds
 	// (the gateway's, as a batch request's).
 	Defaults query.Query
@@ -180,6 +190,10 @@ func (noPlanner) MixPlan(context.Context, []api.PlanDataset, api.Job, api.PlanOp
 	return nil, errNoPlanner
 }
 
+func (noPlanner) TracePlan(context.Context, api.PlanDataset, []api.PlanBatch, api.PlanOptions) (any, error) {
+	return nil, errNoPlanner
+}
+
 func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptions, *gcluster.Membership) (any, error) {
 	return nil, errNoPlanner
 }
@@ -198,7 +212,8 @@ func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptio
 // served in place) it plans the view of those fields the job reads, as the
 // job's batches read it: its chunks' resident bounds in the cache, their
 // store extents from the store. With seq=… (a token job) it plans the
-// documents the job's sequences are packed from (planTokens).
+// documents the job's sequences are packed from (planTokens); with a clip
+// job's parameters, its clips' exact demand (planClips).
 func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	base := m.cfg.Defaults
 	base.Plan = m.cfg.Options
@@ -256,6 +271,9 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	}
 	if q.Job.Tokens() {
 		return m.planTokens(ctx, ds, q)
+	}
+	if q.Job.Clips() {
+		return m.planClips(ctx, ds, q)
 	}
 	if q.Plan.NodesAfter > 0 {
 		from := m.cfg.Members(ctx) // nil on a single gateway: from nodes= planned ones

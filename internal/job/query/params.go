@@ -116,13 +116,19 @@ type Query struct {
 	// Chunk is the chunk a peer asks for the bytes of (ChunkSet: given);
 	// PrefetchWindows how many windows past their current one a peer
 	// asks about the chunks the followed streams need; Held asks instead
-	// which of them the node's cache holds.
+	// which of them the node's cache holds; Keep tells it instead that
+	// the asker will ask it for them (handover.Kept).
 	Chunk           int
 	ChunkSet        bool
 	PrefetchWindows int
 	Held            bool
-	Plan            api.PlanOptions
-	Format          string
+	// Through, in a peer's chunk request, asks the node to read the chunk
+	// from the store through its cache if the cache does not hold it:
+	// the asker cannot reach the store (storepath).
+	Through bool
+	Keep    bool
+	Plan    api.PlanOptions
+	Format  string
 }
 
 // MaxWeight bounds a job's cache weight (weight=).
@@ -247,6 +253,8 @@ var params = map[string]param{
 	},
 	ParamPeerPrefetchWindows: intParam(func(q *Query) *int { return &q.PrefetchWindows }, 0, fixed(64), "the peers' limit"),
 	ParamHeld:                boolParam(func(q *Query) *bool { return &q.Held }, false),
+	ParamThrough:             boolParam(func(q *Query) *bool { return &q.Through }, false),
+	ParamKeep:                boolParam(func(q *Query) *bool { return &q.Keep }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -275,6 +283,29 @@ var params = map[string]param{
 		err := intParam(func(q *Query) *int { return &q.Job.EOS }, 0, fixed(math.MaxInt32), "a token ID of int32")(q, name, v, l)
 		q.Job.EOSSet = err == nil
 		return err
+	},
+	api.ParamBalance: func(q *Query, name, v string, _ Limits) error {
+		if !slices.Contains(api.BalanceKinds, v) {
+			return fmt.Errorf("%w: %s must be one of %s, got %q", ErrBadRequest, name, strings.Join(api.BalanceKinds, ", "), v)
+		}
+		q.Job.Balance = v
+		return nil
+	},
+	api.ParamClip:            clipParam,
+	api.ParamStride:          clipParam,
+	api.ParamFPS:             clipParam,
+	api.ParamStep:            clipParam,
+	api.ParamClipStart:       clipParam,
+	api.ParamClipLayout:      clipParam,
+	api.ParamDeltaTimestamps: clipParam,
+	api.ParamFrames:          clipParam,
+	ParamClipKey: func(q *Query, name, v string, _ Limits) error {
+		c, err := api.ParseClipKey(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrBadRequest, name, err)
+		}
+		q.Job.Clip = c
+		return nil
 	},
 	ParamTransformFingerprint: func(q *Query, name, v string, _ Limits) error {
 		if len(v) != 16 || !lowerHex(v) {
@@ -343,7 +374,7 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal}
 	// A sealing node telling the others how its seal ended.
 	PeerSettleParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal, ParamSealed}
@@ -351,8 +382,8 @@ var (
 	PeerMembersParams = []string{api.ParamMembers}
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
-	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPeerPrefetchWindows, ParamHeld}
+	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns, ParamThrough}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPeerPrefetchWindows, ParamHeld, ParamKeep}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -368,11 +399,27 @@ const (
 	ParamChunk               = "chunk"
 	ParamPeerPrefetchWindows = "ahead"
 	ParamHeld                = "held"
+	// ParamThrough is a peer's chunk request's "read it from the store
+	// for me" (Query.Through).
+	ParamThrough = "through"
+	ParamKeep    = "keep"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
 	ParamTransformFingerprint = "transform_fp"
+	// ParamClipKey is, in a peer's sample request for a clip job's
+	// batch, the job's clip parameters as one key (api.Clip.Key): the
+	// owner's schedule follows the clip job's own order.
+	ParamClipKey = "clips"
 )
+
+// clipParam is one of a clip job's parameters (api.Clip.Set).
+func clipParam(q *Query, name, v string, _ Limits) error {
+	if err := q.Job.Clip.Set(name, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
 
 // intParam is an integer parameter of at least lo and, if hi is not nil,
 // at most hi(limits); hint names where the upper bound comes from.
@@ -498,6 +545,9 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 	if err := checkTokens(q.Job, values); err != nil {
 		return Query{}, err
 	}
+	if err := checkClips(q.Job, values); err != nil {
+		return Query{}, err
+	}
 	switch {
 	case q.Sampling == api.SamplingImportance && !imp.On():
 		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
@@ -530,6 +580,44 @@ func checkTokens(job api.Job, values url.Values) error {
 		return fmt.Errorf("%w: transform and seq do not go together: a token job's sequences have no images", ErrBadRequest)
 	case len(job.Columns) > 0:
 		return fmt.Errorf("%w: columns and seq do not go together: a token job reads its dataset's token field", ErrBadRequest)
+	}
+	return nil
+}
+
+// checkClips refuses the parameters of a clip job that do not go
+// together: a clip parameter without clip= or a window (what would it
+// shape?), clip= with windows (a tree's clips or a LeRobot dataset's
+// windows), and a clip job with seq= (no tokens), a mixture or a
+// schedule (one video dataset), importance sampling (clips are drawn
+// uniformly) or columns= (a clip job reads what its clips need).
+func checkClips(job api.Job, values url.Values) error {
+	given := func(name string) bool { return values.Get(name) != "" }
+	c := job.Clip
+	if !c.On() {
+		for _, name := range api.ClipParams {
+			if given(name) {
+				return fmt.Errorf("%w: %s applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)", ErrBadRequest, name)
+			}
+		}
+		return nil
+	}
+	tree := c.Frames > 0
+	for _, name := range []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart} {
+		if given(name) && !tree {
+			return fmt.Errorf("%w: %s shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames=", ErrBadRequest, name)
+		}
+	}
+	switch {
+	case tree && len(c.Windows) > 0:
+		return fmt.Errorf("%w: give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both", ErrBadRequest)
+	case job.Tokens():
+		return fmt.Errorf("%w: seq and clip do not go together: a clip job's samples are frames", ErrBadRequest)
+	case len(job.Mix) > 0 || job.ScheduleVersion != "":
+		return fmt.Errorf("%w: a clip job reads one video dataset, not a mixture", ErrBadRequest)
+	case job.Importance.On():
+		return fmt.Errorf("%w: sampling=importance and clip do not go together: clips are drawn uniformly", ErrBadRequest)
+	case len(job.Columns) > 0:
+		return fmt.Errorf("%w: columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need", ErrBadRequest)
 	}
 	return nil
 }

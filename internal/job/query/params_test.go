@@ -99,10 +99,16 @@ func TestJobValuesParseBack(t *testing.T) {
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "mixed", Weight: 0.5,
 			Mix: api.Mix{{Dataset: "web", Weight: "0.7"}, {Dataset: "code", Weight: "0.3"}}, MixBlock: 128, MixSamples: 1000,
 			Columns: []string{"image", "label"}},
-		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true},
+		{Dataset: "tok", Params: shuffle.Params{Seed: 3, Window: 8, BatchSize: 8, World: 1}, Seq: 4096, Pack: "concat", Pad: 7, EOS: 2, EOSSet: true, Balance: "attention"},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1},
 			Mix: sched[0].Mix, Schedule: sched, MixBlock: 64},
 		{Params: shuffle.Params{Seed: 9, Window: 2, BatchSize: 16, World: 1}, Name: "run", ScheduleVersion: "0123456789abcdef", MixBlock: 64},
+		{Dataset: "kinetics", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 8, World: 2, Rank: 1}, Transform: "imagenet-train",
+			Clip: api.Clip{Frames: 16, Stride: 2, FPS: 7.5, Step: 3, First: true, Layout: api.ClipTCHW}},
+		{Dataset: "aloha", Params: shuffle.Params{Seed: 5, Window: 4, BatchSize: 8, World: 1},
+			Clip: api.Clip{Layout: api.ClipCTHW, Windows: []api.ClipWindow{
+				{Key: "observation.images.top", Offsets: []float64{-0.1, 0}}, {Key: "action", Offsets: []float64{0, 0.02, 0.04}},
+				{Offsets: []float64{-2, 0}, InFrames: true}}}},
 	}
 	written := map[string]bool{}
 	l := Limits{}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -18,6 +21,7 @@ import (
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
 )
 
 func TestStatusAndPublic(t *testing.T) {
@@ -56,6 +60,16 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("x: %w", tensorize.ErrBusy), http.StatusServiceUnavailable, false},
 		{fmt.Errorf("x: %w", feedback.ErrBadFeedback), http.StatusBadRequest, false},
 		{fmt.Errorf("x: %w", feedback.ErrBusy), http.StatusServiceUnavailable, false},
+		// A balanced job's global batch too costly to weigh (balance=).
+		{fmt.Errorf("x: %w", balance.ErrInvalid), http.StatusBadRequest, false},
+		// Videos: a build without libavcodec, an unsupported codec, frames
+		// over the bound, packets that do not decode, a bad clip request.
+		{fmt.Errorf("x: %w", video.ErrNoDecoder), http.StatusNotImplemented, false},
+		{fmt.Errorf("x.mp4: %w \"mpeg4\"", video.ErrCodec), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrTooLarge), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrDecode), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x.mp4: %w", video.ErrRun), http.StatusUnprocessableEntity, false},
+		{fmt.Errorf("x: %w", layout.ErrClips), http.StatusBadRequest, false},
 	}
 	for _, tt := range tests {
 		status := httperr.Status(tt.err)
@@ -65,6 +79,29 @@ func TestStatusAndPublic(t *testing.T) {
 		if got := httperr.Public(status, tt.err) != ""; got != tt.public {
 			t.Errorf("Public(%d, %v) replaces the message: %v, want %v", status, tt.err, got, tt.public)
 		}
+	}
+}
+
+// A chunk damaged at rest is told to the client by the dataset, the
+// chunk and the cause, which name no store, path or endpoint.
+func TestPublicDamagedChunk(t *testing.T) {
+	err := fmt.Errorf("reading /srv/data/train.parquet: %w", &catalog.DamagedChunkError{
+		Key:   chunkcache.Key{Dataset: "hub", Object: "data/train-00000-of-00001.parquet#0"},
+		Reads: 3, Err: fmt.Errorf("/srv/data: %w", catalog.ErrCorrupt),
+		Cause: `it does not decode: damaged chunk: data/train-00000-of-00001.parquet, row group of rows 0–59, column "image": page 1 does not decompress`,
+	})
+	status := httperr.Status(err)
+	msg := httperr.Public(status, err)
+	if status != http.StatusBadGateway {
+		t.Fatalf("status %d", status)
+	}
+	for _, says := range []string{"dataset hub", "chunk data/train-00000-of-00001.parquet#0", "does not decompress", "all 3 reads"} {
+		if !strings.Contains(msg, says) {
+			t.Errorf("%q does not say %q", msg, says)
+		}
+	}
+	if strings.Contains(msg, "/srv") {
+		t.Errorf("%q names a local path", msg)
 	}
 }
 
@@ -99,8 +136,12 @@ func TestReason(t *testing.T) {
 		{400, fmt.Errorf("x: %w", query.ErrBadRequest), "bad_request"},
 		{400, fmt.Errorf("x: %w", transform.ErrUnknownPipeline), "unknown_pipeline"},
 		{422, fmt.Errorf("sample x: %w", transform.ErrDecode), "bad_image"},
+		{422, fmt.Errorf("x.mp4: %w", video.ErrDecode), "bad_video"},
+		{501, fmt.Errorf("x: %w", video.ErrNoDecoder), "no_video_decoder"},
 		{502, fmt.Errorf("x: %w", s3backend.ErrChanged), "store_mismatch"},
 		{502, fmt.Errorf("x: %w", dataset.ErrChecksum), "store_mismatch"},
+		{502, fmt.Errorf("x: %w", &catalog.DamagedChunkError{Reads: 3, Err: catalog.ErrCorrupt}), "damaged_chunk"},
+		{502, fmt.Errorf("x: %w", catalog.ErrCorrupt), "store_mismatch"},
 		{504, fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
 		{500, errors.New("anything else"), "internal"},
 		{401, nil, "unauthenticated"},

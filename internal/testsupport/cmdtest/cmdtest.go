@@ -18,13 +18,17 @@ import (
 )
 
 // Build builds github.com/brandgw/brand/cmd/<name> into a temporary
-// directory of t and returns the binary's path.
+// directory of t and returns the binary's path, with the test's build tags
+// (brand_libav: a test built to decode video runs a brand that does).
 func Build(t testing.TB, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
+	}
+	if len(buildTags) > 0 {
+		args = append(args, "-tags", strings.Join(buildTags, ","))
 	}
 	Go(t, append(args, "github.com/brandgw/brand/cmd/"+name)...)
 	return bin

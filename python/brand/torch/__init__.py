@@ -16,23 +16,26 @@ Its modules, each one job:
   workers' shared blocks as the trainer lets go of them.
 * ``_sequences``: :func:`sequence_tensors`, a token job's batch as
   ``(B, seq)`` int32 tensors on its buffer.
+* ``_clips``: :func:`clip_tensors`, a clip job's batch as ``(B, T, H, W,
+  3)`` uint8 tensors (and a LeRobot dataset's columns) on its buffer.
 * ``_tensors``: :func:`npy_tensor`, a ``.npy`` member as a tensor on the
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
   reuse.
 """
 
+from ._clips import clip_tensors
 from ._dataset import BrandDataset, BrandSkipWarning, ddp_world
 from ._loader import BrandLoader
 from ._sequences import sequence_tensors
 from ._tensors import collate_tensors, npy_tensor
 
-__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "collate_tensors", "ddp_world", "npy_tensor",
-           "sequence_tensors"]
+__all__ = ["BrandDataset", "BrandLoader", "BrandSkipWarning", "clip_tensors", "collate_tensors", "ddp_world",
+           "npy_tensor", "sequence_tensors"]
 
 # Named where users import them from, as before the package was split: in
 # reprs, help() and pickles (a dataset sent to spawned workers).
-for _public in (BrandDataset, BrandLoader, BrandSkipWarning, collate_tensors, ddp_world, npy_tensor,
+for _public in (BrandDataset, BrandLoader, BrandSkipWarning, clip_tensors, collate_tensors, ddp_world, npy_tensor,
                 sequence_tensors):
     _public.__module__ = __name__
 del _public

@@ -19,6 +19,7 @@ from .._tar import Sample
 from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._shm import Blocks
+from ._clips import clip_tensors
 from ._sequences import sequence_tensors
 from ._tensors import to_tensors
 
@@ -46,6 +47,14 @@ class BrandDataset(IterableDataset):
     or, with ``batches=True``, one list per batch of ``batch_size`` samples
     (passed through ``collate`` if given); use ``DataLoader(ds,
     batch_size=None)`` for those, or :meth:`loader`, which does.
+
+    A clip job (the job's ``clip``, ``clip=16``, over a tree of videos; or
+    ``delta_timestamps`` over a LeRobot dataset) yields steps too: each
+    batch of ``batch_size`` clips as ``{"frames": ..., "cls": ..., "json":
+    ...}``, ``frames`` a ``torch.uint8`` tensor of shape ``(batch_size, T,
+    H, W, 3)`` on the received buffer, without a copy (:func:`clip_tensors`;
+    a LeRobot dataset's cameras and columns by their keys); positions and
+    the state count clips.
 
     A token job (the job's ``seq``, ``seq=4096``; its ``pack``, ``pad`` and
     ``eos``) yields steps: each batch of ``batch_size`` sequences as
@@ -144,6 +153,13 @@ class BrandDataset(IterableDataset):
             # steps, each one gateway batch as (B, seq) tensors.
             if decode is not None:
                 raise ValueError("brand: decode does not apply to a token job (seq): its steps are tensors "
+                                 "(give collate= to change them)")
+            batches = True
+        if job.clips:
+            # A video model's step is B clips: the dataset yields steps,
+            # each one gateway batch as (B, T, H, W, 3) tensors.
+            if decode is not None:
+                raise ValueError("brand: decode does not apply to a clip job: its steps are tensors "
                                  "(give collate= to change them)")
             batches = True
         if collate is not None and not batches:
@@ -368,9 +384,13 @@ class BrandDataset(IterableDataset):
 
     def _packing(self) -> Dict[str, Any]:
         """A token job's packing, which fixes its sequences (its pad changes
-        no position and is not part of it); ``{}`` for other jobs, whose
-        states hold none."""
+        no position and is not part of it), or a clip job's parameters,
+        which fix its clips (the layout, which arranges their frames, is
+        not part of them); ``{}`` for other jobs, whose states hold none."""
         job = self.options.job
+        if job.clips:
+            return {k: getattr(job, k) for k in ("clip", "stride", "fps", "step", "clip_start", "delta_timestamps",
+                                                 "frames")}
         if job.seq is None:
             return {}
         return {"seq": job.seq, "pack": job.pack or "bestfit", "eos": job.eos}
@@ -405,12 +425,12 @@ class BrandDataset(IterableDataset):
                     f"{k}={have!r}: the epoch order would differ"
                 )
         # A token job's state must be resumed by one of the same packing,
-        # and a state with a packing by a token job.
-        for k, have in (self._packing() or {"seq": None}).items():
+        # and a state with a packing by a token job; a clip job's alike.
+        for k, have in (self._packing() or {"seq": None, "clip": None, "delta_timestamps": None, "frames": None}).items():
             if state.get(k) != have:
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
-                    f"{k}={have!r}: the epoch's sequences would differ"
+                    f"{k}={have!r}: the epoch's sequences or clips would differ"
                 )
         if self.mix_block is not None:
             job = replace(job, **self._mix_of_state(state))
@@ -478,6 +498,7 @@ class BrandDataset(IterableDataset):
         client = self._client(world * workers, wid * world + rank, offset)
         B = self.batch_size
         seq = self.options.job.seq is not None
+        clips = self.options.job.clips
         try:
             plan = client.epoch_info(self.epoch)
             rank_samples = int(plan["rank_samples"])
@@ -497,6 +518,13 @@ class BrandDataset(IterableDataset):
                     if in_trainer:
                         self._units += 1
                     step = sequence_tensors(batch)
+                    del batch  # the step's tensors hold the buffer
+                    yield self.collate(step) if self.collate is not None else step
+                    continue
+                if clips:
+                    if in_trainer:
+                        self._units += 1
+                    step = clip_tensors(batch)
                     del batch  # the step's tensors hold the buffer
                     yield self.collate(step) if self.collate is not None else step
                     continue

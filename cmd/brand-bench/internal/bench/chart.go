@@ -2,28 +2,35 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
-	"io"
 	"math"
 
 	"github.com/dustin/go-humanize"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
+)
+
+// The charts' colours.
+const (
+	colorGrey   = "#999999"
+	colorOrange = "#e08a2c"
+	colorBlue   = "#2b6cb0"
+	colorPurple = "#7a4fa8"
+	colorGreen  = "#3a9a5b"
+	colorRust   = "#c05a2b"
+	colorBlack  = "#000000"
 )
 
 // barColors gives each kind of configuration its bar colour; the labels
 // name the configurations, so the chart needs no legend.
 var barColors = []struct {
 	kind  string
-	color color.RGBA
+	color string
 }{
-	{GroupLimits, color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}},
-	{GroupBaselines, color.RGBA{R: 0xe0, G: 0x8a, B: 0x2c, A: 0xff}},
-	{"schedule", color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}},
-	{"lru", color.RGBA{R: 0x7a, G: 0x4f, B: 0xa8, A: 0xff}},
-	{GroupPython, color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff}},
+	{GroupLimits, colorGrey},
+	{GroupBaselines, colorOrange},
+	{"schedule", colorBlue},
+	{"lru", colorPurple},
+	{GroupPython, colorGreen},
 }
 
 // barKind is the colour key of a row: its group, or for Brand its policy.
@@ -34,25 +41,28 @@ func barKind(r Row) string {
 	return r.Group
 }
 
-// WriteChart draws throughput (samples/s) per configuration as a PNG bar
-// chart: one bar per row, coloured by group, the first row at the top.
-func (rep *Report) WriteChart(w io.Writer) error {
+// Chart is throughput (samples/s) per configuration as a bar chart: one
+// bar per row, coloured by group, the first row at the top.
+func (rep *Report) Chart() (*chart.Chart, error) {
 	rows := rep.Rows
 	if len(rows) == 0 {
-		return fmt.Errorf("bench: no results to chart")
+		return nil, chart.ErrEmpty
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Throughput per configuration (%d samples of mean %s, batch %d)",
-		rep.Dataset.Samples, sizeString(rep.Config.MeanBytes), rep.Config.BatchSize)
-	p.X.Label.Text = "samples/s (higher is better)"
-	p.X.Min = 0
 	n := len(rows)
-	labels := make([]string, n)
+	c := &chart.Chart{
+		Title: fmt.Sprintf("Throughput per configuration (%d samples of mean %s, batch %d)",
+			rep.Dataset.Samples, sizeString(rep.Config.MeanBytes), rep.Config.BatchSize),
+		Width:      10 * 72,
+		Height:     float64(n)*16 + 1.5*72,
+		X:          chart.Axis{Label: "samples/s (higher is better)", Min: chart.Bound(0), CommaTicks: true},
+		Categories: make([]string, n),
+		Horizontal: true,
+	}
 	for i, r := range rows {
-		labels[n-1-i] = r.Label
+		c.Categories[n-1-i] = r.Label
 	}
 	for _, k := range barColors {
-		vals := make(plotter.Values, n)
+		vals := make([]float64, n)
 		found := false
 		for i, r := range rows {
 			if barKind(r) == k.kind {
@@ -60,61 +70,16 @@ func (rep *Report) WriteChart(w io.Writer) error {
 				found = true
 			}
 		}
-		if !found {
-			continue
+		if found {
+			c.Bars = append(c.Bars, chart.Bars{Color: k.color, Width: 11, Values: vals})
 		}
-		bars, err := plotter.NewBarChart(vals, vg.Points(11))
-		if err != nil {
-			return fmt.Errorf("bench: chart: %w", err)
-		}
-		bars.Horizontal = true
-		bars.Color = k.color
-		bars.LineStyle.Width = 0
-		p.Add(bars)
 	}
-	// Each bar's value at its end, and room on the right for the labels
-	// and the legend.
-	var xys plotter.XYs
-	var texts []string
+	// Each bar's value at its end, and room on the right for the labels.
 	top := 0.0
 	for i, r := range rows {
-		xys = append(xys, plotter.XY{X: r.SamplesPerSec, Y: float64(n - 1 - i)})
-		texts = append(texts, " "+humanize.Commaf(math.Round(r.SamplesPerSec)))
+		c.Labels = append(c.Labels, chart.Label{X: r.SamplesPerSec, Y: float64(n - 1 - i), Text: " " + humanize.Commaf(math.Round(r.SamplesPerSec))})
 		top = max(top, r.SamplesPerSec)
 	}
-	values, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	for i := range values.TextStyle {
-		values.TextStyle[i].YAlign = -0.5
-	}
-	p.Add(values)
-	p.X.Max = 1.15 * top
-	p.X.Tick.Marker = commaTicks{}
-	p.NominalY(labels...)
-	p.Add(plotter.NewGrid())
-	height := vg.Length(n)*vg.Points(16) + 1.5*vg.Inch
-	wt, err := p.WriterTo(10*vg.Inch, height, "png")
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("bench: writing the chart: %w", err)
-	}
-	return nil
-}
-
-// commaTicks are the default ticks labelled as whole numbers with thousands
-// separators.
-type commaTicks struct{}
-
-func (commaTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ticks {
-		if ticks[i].Label != "" {
-			ticks[i].Label = humanize.Commaf(math.Round(ticks[i].Value))
-		}
-	}
-	return ticks
+	c.X.Max = chart.Bound(1.15 * top)
+	return c, nil
 }

@@ -2,16 +2,13 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
 	"github.com/dustin/go-humanize"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // relate sets each row's ratio to tar's row of the same round, loader and
@@ -219,74 +216,49 @@ func loaderLabel(l string) string {
 }
 
 // formatColors are the chart's bar colours by format.
-var formatColors = map[string]color.RGBA{
-	formatTar:     {R: 0x99, G: 0x99, B: 0x99, A: 0xff},
-	formatParquet: {R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff},
-	formatMDS:     {R: 0xe0, G: 0x8a, B: 0x2c, A: 0xff},
+var formatColors = map[string]string{
+	formatTar:     colorGrey,
+	formatParquet: colorBlue,
+	formatMDS:     colorOrange,
 }
 
-// WriteChart draws each format's samples/s (the median over the rounds)
-// by loader and temperature as a PNG bar chart, its ratio to tar in the
-// labels.
-func (r *FormatsReport) WriteChart(w io.Writer) error {
+// Chart is each format's samples/s (the median over the rounds) by loader
+// and temperature as a bar chart, its ratio to tar in the labels.
+func (r *FormatsReport) Chart() (*chart.Chart, error) {
 	n := len(r.Summary)
 	if n == 0 {
-		return fmt.Errorf("bench: no results to chart")
+		return nil, chart.ErrEmpty
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("An epoch of %d photos (mean %s) from Parquet, MDS and tar, served in place", r.Config.Images, sizeString(r.MeanBytes))
-	p.X.Label.Text = "samples/s (higher is better); labels: ÷ tar's of the same loader and epoch"
-	labels := make([]string, n)
-	var xys plotter.XYs
-	var texts []string
-	top := 0.0
+	c := &chart.Chart{
+		Title:      fmt.Sprintf("An epoch of %d photos (mean %s) from Parquet, MDS and tar, served in place", r.Config.Images, sizeString(r.MeanBytes)),
+		Width:      10 * 72,
+		Height:     float64(n)*20 + 1.5*72,
+		X:          chart.Axis{Label: "samples/s (higher is better); labels: ÷ tar's of the same loader and epoch", CommaTicks: true},
+		Categories: make([]string, n),
+		Horizontal: true,
+	}
 	for _, f := range formatOrder {
-		vals := make(plotter.Values, n)
+		vals := make([]float64, n)
 		found := false
 		for i, t := range r.Summary {
 			if t.Format == f {
 				vals[n-1-i], found = t.SamplesPerSec[0], true
 			}
 		}
-		if !found {
-			continue
+		if found {
+			c.Bars = append(c.Bars, chart.Bars{Color: formatColors[f], Width: 14, Values: vals})
 		}
-		bars, err := plotter.NewBarChart(vals, vg.Points(14))
-		if err != nil {
-			return fmt.Errorf("bench: chart: %w", err)
-		}
-		bars.Horizontal = true
-		bars.Color = formatColors[f]
-		bars.LineStyle.Width = 0
-		p.Add(bars)
 	}
+	top := 0.0
 	for i, t := range r.Summary {
 		y := n - 1 - i
-		labels[y] = fmt.Sprintf("%s, %s: %s", map[string]string{loaderGo: "Go", loaderTorch: "PyTorch"}[t.Loader], temperature(t.Cold), t.Format)
-		xys = append(xys, plotter.XY{X: t.SamplesPerSec[0], Y: float64(y)})
-		texts = append(texts, fmt.Sprintf(" %s (%.2f×)", humanize.Commaf(math.Round(t.SamplesPerSec[0])), t.VsTar[0]))
+		c.Categories[y] = fmt.Sprintf("%s, %s: %s", map[string]string{loaderGo: "Go", loaderTorch: "PyTorch"}[t.Loader], temperature(t.Cold), t.Format)
+		c.Labels = append(c.Labels, chart.Label{X: t.SamplesPerSec[0], Y: float64(y),
+			Text: fmt.Sprintf(" %s (%.2f×)", humanize.Commaf(math.Round(t.SamplesPerSec[0])), t.VsTar[0])})
 		top = max(top, t.SamplesPerSec[0])
 	}
-	values, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	for i := range values.TextStyle {
-		values.TextStyle[i].YAlign = -0.5
-	}
-	p.Add(values)
-	p.X.Min, p.X.Max = 0, 1.3*top
-	p.X.Tick.Marker = commaTicks{}
-	p.NominalY(labels...)
-	p.Add(plotter.NewGrid())
-	wt, err := p.WriterTo(10*vg.Inch, vg.Length(n)*vg.Points(20)+1.5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("bench: writing the chart: %w", err)
-	}
-	return nil
+	c.X.Min, c.X.Max = chart.Bound(0), chart.Bound(1.3*top)
+	return c, nil
 }
 
 // replayText is the store-alone table: MinIO's CPU for each format's

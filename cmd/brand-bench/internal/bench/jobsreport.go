@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"image/color"
 	"io"
 	"text/tabwriter"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
 )
 
 // WriteJSON writes the report as indented JSON: jobs.json.
@@ -51,55 +48,39 @@ func (rep *JobsReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// WriteChart draws store reads per job-epoch for every configuration:
-// the schedule policy, LRU and the planner's optimum side by side.
-func (rep *JobsReport) WriteChart(w io.Writer) error {
+// Chart is store reads per job-epoch for every configuration: the
+// schedule policy, LRU and the planner's optimum side by side.
+func (rep *JobsReport) Chart() (*chart.Chart, error) {
 	if len(rep.Rows) == 0 {
-		return fmt.Errorf("bench: no results to chart")
+		return nil, chart.ErrEmpty
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Jobs sharing one gateway: store reads per job-epoch (%d chunks, window %d)", rep.Dataset.Chunks, rep.Window)
-	p.Y.Label.Text = "datasets read per job-epoch (lower is better)"
-	p.Y.Min = 0
 	n := len(rep.Rows)
-	labels := make([]string, n)
+	c := &chart.Chart{
+		Title:      fmt.Sprintf("Jobs sharing one gateway: store reads per job-epoch (%d chunks, window %d)", rep.Dataset.Chunks, rep.Window),
+		Width:      float64(n)*34 + 2*72,
+		Height:     6 * 72,
+		X:          chart.Axis{TickRotation: 0.9, TickXAlign: -1},
+		Y:          chart.Axis{Label: "datasets read per job-epoch (lower is better)", Min: chart.Bound(0)},
+		Categories: make([]string, n),
+		LegendTop:  true,
+	}
 	series := []struct {
 		name  string
-		color color.RGBA
+		color string
 		value func(JobsRow) float64
 	}{
-		{"schedule (live)", color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}, func(r JobsRow) float64 { return r.Schedule.Reads }},
-		{"optimum (planner)", color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff}, func(r JobsRow) float64 { return r.Optimal }},
-		{"lru (live)", color.RGBA{R: 0x7a, G: 0x4f, B: 0xa8, A: 0xff}, func(r JobsRow) float64 { return r.LRU.Reads }},
+		{"schedule (live)", colorBlue, func(r JobsRow) float64 { return r.Schedule.Reads }},
+		{"optimum (planner)", colorGreen, func(r JobsRow) float64 { return r.Optimal }},
+		{"lru (live)", colorPurple, func(r JobsRow) float64 { return r.LRU.Reads }},
 	}
-	width := vg.Points(7)
+	const width = 7
 	for k, s := range series {
-		vals := make(plotter.Values, n)
+		vals := make([]float64, n)
 		for i, r := range rep.Rows {
 			vals[i] = s.value(r)
-			labels[i] = fmt.Sprintf("J=%d %s %s", r.Jobs, percentString(r.CacheFraction), r.Speeds)
+			c.Categories[i] = fmt.Sprintf("J=%d %s %s", r.Jobs, percentString(r.CacheFraction), r.Speeds)
 		}
-		bars, err := plotter.NewBarChart(vals, width)
-		if err != nil {
-			return fmt.Errorf("bench: chart: %w", err)
-		}
-		bars.Color = s.color
-		bars.LineStyle.Width = 0
-		bars.Offset = vg.Length(k-1) * width
-		p.Add(bars)
-		p.Legend.Add(s.name, bars)
+		c.Bars = append(c.Bars, chart.Bars{Name: s.name, Color: s.color, Width: width, Values: vals, Offset: float64(k-1) * width})
 	}
-	p.Legend.Top = true
-	p.NominalX(labels...)
-	p.X.Tick.Label.Rotation = 0.9
-	p.X.Tick.Label.XAlign = -1
-	p.Add(plotter.NewGrid())
-	wt, err := p.WriterTo(vg.Length(n)*vg.Points(34)+2*vg.Inch, 6*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("bench: writing the chart: %w", err)
-	}
-	return nil
+	return c, nil
 }

@@ -2,13 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
 )
 
 // schedChartBin is the steps the chart counts stalls over.
@@ -74,23 +71,25 @@ func (r *ScheduleReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// WriteChart draws, per configuration, the steps that waited on the
-// store (loaded a chunk on demand) in each bin of schedChartBin steps,
-// with the switches marked: the target is none in the bins after a
-// switch.
-func (r *ScheduleReport) WriteChart(w io.Writer) error {
+// Chart is, per configuration, the steps that waited on the store
+// (loaded a chunk on demand) in each bin of schedChartBin steps, with the
+// switches marked: the target is none in the bins after a switch.
+func (r *ScheduleReport) Chart() (*chart.Chart, error) {
 	if len(r.Runs) == 0 {
-		return fmt.Errorf("bench: no results to chart")
+		return nil, chart.ErrEmpty
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Schedule %s over a cold cache (%.0f %% of the data)", r.Schedule, 100*float64(r.CacheBytes)/float64(max(r.Bytes, 1)))
-	p.X.Label.Text = fmt.Sprintf("global step (switches at %d and %d, dashed)", r.Switches[0], r.Switches[1])
-	p.Y.Label.Text = fmt.Sprintf("steps that waited on the store, per %d steps", schedChartBin)
-	p.Y.Min = 0
-	colors := []color.RGBA{{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}, {R: 0xc0, G: 0x5a, B: 0x2b, A: 0xff}}
+	c := &chart.Chart{
+		Title:     fmt.Sprintf("Schedule %s over a cold cache (%.0f %% of the data)", r.Schedule, 100*float64(r.CacheBytes)/float64(max(r.Bytes, 1))),
+		Width:     10 * 72,
+		Height:    5 * 72,
+		X:         chart.Axis{Label: fmt.Sprintf("global step (switches at %d and %d, dashed)", r.Switches[0], r.Switches[1])},
+		Y:         chart.Axis{Label: fmt.Sprintf("steps that waited on the store, per %d steps", schedChartBin), Min: chart.Bound(0)},
+		LegendTop: true,
+	}
+	colors := []string{colorBlue, colorRust}
 	top := 1.0
 	for k, run := range r.Runs {
-		var pts plotter.XYs
+		var pts [][2]float64
 		for b := 0; b < len(run.StepLoads); b += schedChartBin {
 			n := 0
 			for _, l := range run.StepLoads[b:min(b+schedChartBin, len(run.StepLoads))] {
@@ -99,35 +98,13 @@ func (r *ScheduleReport) WriteChart(w io.Writer) error {
 				}
 			}
 			// Each bin drawn as a step of the line, flat over its steps.
-			pts = append(pts, plotter.XY{X: float64(b), Y: float64(n)}, plotter.XY{X: float64(min(b+schedChartBin, len(run.StepLoads))), Y: float64(n)})
+			pts = append(pts, [2]float64{float64(b), float64(n)}, [2]float64{float64(min(b+schedChartBin, len(run.StepLoads))), float64(n)})
 			top = max(top, float64(n))
 		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
-			return fmt.Errorf("bench: chart: %w", err)
-		}
-		line.Color = colors[k%len(colors)]
-		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(run.Config, line)
+		c.Lines = append(c.Lines, chart.Line{Name: run.Config, Color: colors[k%len(colors)], Width: 1.5, Points: pts})
 	}
 	for _, s := range r.Switches {
-		l, err := plotter.NewLine(plotter.XYs{{X: float64(s), Y: 0}, {X: float64(s), Y: top}})
-		if err != nil {
-			return fmt.Errorf("bench: chart: %w", err)
-		}
-		l.Color = color.RGBA{A: 0xff}
-		l.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-		p.Add(l)
+		c.Lines = append(c.Lines, chart.Line{Color: colorBlack, Dashes: []float64{3, 3}, Points: [][2]float64{{float64(s), 0}, {float64(s), top}}})
 	}
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	wt, err := p.WriterTo(10*vg.Inch, 5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("bench: writing the chart: %w", err)
-	}
-	return nil
+	return c, nil
 }

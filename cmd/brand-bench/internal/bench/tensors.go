@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"os"
@@ -20,11 +19,9 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/cmd/brand-bench/internal/chart"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
@@ -631,57 +628,34 @@ func (r *TensorsReport) WriteText(w io.Writer) error {
 	return err
 }
 
-// WriteChart draws images per trainer-core-second per configuration (the
-// median over the rounds) as a PNG bar chart, images/s in the labels.
-func (r *TensorsReport) WriteChart(w io.Writer) error {
+// Chart is images per trainer-core-second per configuration (the median
+// over the rounds) as a bar chart, images/s in the labels.
+func (r *TensorsReport) Chart() (*chart.Chart, error) {
 	if len(r.Summary) == 0 {
-		return fmt.Errorf("bench: no results to chart")
+		return nil, chart.ErrEmpty
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("What a training node's core buys (%d JPEGs of mean %s, batch %d, one core each)", r.Images, sizeString(r.MeanBytes), r.BatchSize)
-	p.X.Label.Text = "images per trainer-core-second (higher is better); labels: images/s"
 	n := len(r.Summary)
-	labels := make([]string, n)
-	vals := make(plotter.Values, n)
-	var xys plotter.XYs
-	var texts []string
+	c := &chart.Chart{
+		Title:      fmt.Sprintf("What a training node's core buys (%d JPEGs of mean %s, batch %d, one core each)", r.Images, sizeString(r.MeanBytes), r.BatchSize),
+		Width:      10 * 72,
+		Height:     float64(n)*22 + 1.5*72,
+		X:          chart.Axis{Label: "images per trainer-core-second (higher is better); labels: images/s", CommaTicks: true},
+		Categories: make([]string, n),
+		Horizontal: true,
+	}
+	vals := make([]float64, n)
 	top := 0.0
 	for i, t := range r.Summary {
 		y := n - 1 - i
-		labels[y] = tensorsShort[t.Config]
+		c.Categories[y] = tensorsShort[t.Config]
 		vals[y] = t.ImagesPerTrainerCoreSec[0]
-		xys = append(xys, plotter.XY{X: vals[y], Y: float64(y)})
-		texts = append(texts, fmt.Sprintf(" %s per core-s; %s images/s", humanize.Commaf(math.Round(vals[y])), humanize.Commaf(math.Round(t.ImagesPerSec[0]))))
+		c.Labels = append(c.Labels, chart.Label{X: vals[y], Y: float64(y),
+			Text: fmt.Sprintf(" %s per core-s; %s images/s", humanize.Commaf(math.Round(vals[y])), humanize.Commaf(math.Round(t.ImagesPerSec[0])))})
 		top = max(top, vals[y])
 	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(14))
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	bars.Horizontal = true
-	bars.Color = color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}
-	bars.LineStyle.Width = 0
-	p.Add(bars)
-	values, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	for i := range values.TextStyle {
-		values.TextStyle[i].YAlign = -0.5
-	}
-	p.Add(values)
-	p.X.Min, p.X.Max = 0, 1.6*top
-	p.X.Tick.Marker = commaTicks{}
-	p.NominalY(labels...)
-	p.Add(plotter.NewGrid())
-	wt, err := p.WriterTo(10*vg.Inch, vg.Length(n)*vg.Points(22)+1.5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("bench: chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("bench: writing the chart: %w", err)
-	}
-	return nil
+	c.Bars = []chart.Bars{{Color: colorBlue, Width: 14, Values: vals}}
+	c.X.Min, c.X.Max = chart.Bound(0), chart.Bound(1.6*top)
+	return c, nil
 }
 
 func spreadString(v [3]float64, prec int) string {

@@ -73,7 +73,7 @@ func TestTensorsRun(t *testing.T) {
 	for _, write := range []func(*bytes.Buffer) error{
 		func(b *bytes.Buffer) error { return rep.WriteText(b) },
 		func(b *bytes.Buffer) error { return rep.WriteJSON(b) },
-		func(b *bytes.Buffer) error { return rep.WriteChart(b) },
+		func(b *bytes.Buffer) error { return writeChart(b, rep) },
 	} {
 		var b bytes.Buffer
 		if err := write(&b); err != nil || b.Len() == 0 {

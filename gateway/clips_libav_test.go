@@ -1,0 +1,262 @@
+//go:build brand_libav
+
+package gateway_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"github.com/brandgw/brand/client"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
+	"github.com/brandgw/brand/s3backend"
+)
+
+// clipJSON is a tree's clip's .json member.
+type clipJSON struct {
+	Sample, Segment, Label int
+	Video                  string
+	Frames                 []int
+	PTS                    []int64
+	Seconds                []float64
+}
+
+// Every frame of every clip served over HTTP — H.264 with and without
+// B-frames, a keyframe every second and every ten, variable frame rate,
+// moov first and last, fragmented, an open GOP, H.265, VP9 — is PyAV's
+// decode of the frame its JSON names, every clip is served once an
+// epoch, its label is its class folder's, and clip_layout=tchw is the
+// same frames transposed.
+func TestClipFramesArePyAVs(t *testing.T) {
+	files := map[string]string{}
+	for i, f := range []string{"h264.mp4", "h264-bframes.mp4", "h264-gop10s.mp4", "h264-vfr.mp4", "h264-frag.mp4", "h264-opengop.mp4", "hevc.mp4", "vp9.mp4"} {
+		files[fmt.Sprintf("class%d/v%d.mp4", i%3, i)] = f
+	}
+	st, paths := videoStore(t, 4<<10, files)
+	refs := map[string]videotest.Reference{}
+	for key, p := range paths {
+		refs[key] = videotest.Decode(t, p)
+	}
+	srv := startVideos(t, st, nil)
+	for _, q := range []string{"clip=8&stride=2", "clip=5&fps=7&step=1&clip_start=first"} {
+		for epoch := range 2 {
+			resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&batch_size=3", srv.URL, epoch, q))
+			var info struct{ Samples, Batches int }
+			if err := json.Unmarshal(body, &info); resp.StatusCode != http.StatusOK || err != nil {
+				t.Fatalf("%s: %d %s", q, resp.StatusCode, body)
+			}
+			seen := map[int]int{}
+			frames := 0
+			for m := range info.Batches {
+				url := fmt.Sprintf("%s/epoch/%d/batch/%d?%s&batch_size=3", srv.URL, epoch, m, q)
+				resp, body := get(t, url)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+				}
+				tchw := map[string][]byte{}
+				if m == 0 {
+					_, b := get(t, url+"&clip_layout=tchw")
+					for _, s := range readTar(t, b) {
+						tchw[s.key] = s.files["frames.npy"]
+					}
+				}
+				for _, s := range readTar(t, body) {
+					var js clipJSON
+					if err := json.Unmarshal(s.files["json"], &js); err != nil {
+						t.Fatalf("%s: %v", s.key, err)
+					}
+					seen[js.Sample]++
+					ref := refs[js.Video]
+					arr, err := client.ParseNPY(s.files["frames.npy"])
+					if err != nil || arr.DType != "|u1" || fmt.Sprint(arr.Shape) != fmt.Sprint([]int{len(js.PTS), ref.Height, ref.Width, 3}) {
+						t.Fatalf("%s: frames %v %s %v; want (%d, %d, %d, 3) uint8", s.key, err, arr.DType, arr.Shape, len(js.PTS), ref.Height, ref.Width)
+					}
+					n := ref.Width * ref.Height * 3
+					for i, pts := range js.PTS {
+						want, ok := ref.Frames[pts]
+						if !ok {
+							t.Fatalf("%s: frame %d names pts %d, which PyAV's decode of %s has not", s.key, i, pts, js.Video)
+						}
+						if got := arr.Data[i*n : (i+1)*n]; string(got) != string(want) {
+							t.Fatalf("%s (%s, %s): frame %d (pts %d) differs from PyAV's", s.key, js.Video, files[js.Video], i, pts)
+						}
+						frames++
+					}
+					var class int
+					if _, err := fmt.Sscanf(js.Video, "class%d/", &class); err != nil || string(s.files["cls"]) != fmt.Sprint(class) || js.Label != class {
+						t.Errorf("%s: label %q (json %d), its class folder is %d", s.key, s.files["cls"], js.Label, class)
+					}
+					if b, ok := tchw[s.key]; ok {
+						ta, err := client.ParseNPY(b)
+						if err != nil || fmt.Sprint(ta.Shape) != fmt.Sprint([]int{len(js.PTS), 3, ref.Height, ref.Width}) {
+							t.Fatalf("%s: tchw %v %v", s.key, err, ta.Shape)
+						}
+						hw := ref.Width * ref.Height
+						for i := range len(js.PTS) * hw * 3 {
+							tt, rest := i/(3*hw), i%(3*hw)
+							c, p := rest/hw, rest%hw
+							if ta.Data[i] != arr.Data[tt*n+p*3+c] {
+								t.Fatalf("%s: tchw differs from thwc transposed at %d", s.key, i)
+							}
+						}
+					}
+				}
+			}
+			exactlyOnceInts(t, seen, info.Samples, fmt.Sprintf("%s, epoch %d", q, epoch))
+			t.Logf("%s, epoch %d: %d clips, %d frames equal to PyAV's", q, epoch, info.Samples, frames)
+		}
+	}
+}
+
+func exactlyOnceInts(t *testing.T, seen map[int]int, n int, what string) {
+	t.Helper()
+	if len(seen) != n {
+		t.Errorf("%s: %d distinct samples, want %d", what, len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 || k < 0 || k >= n {
+			t.Errorf("%s: sample %d served %d times", what, k, c)
+		}
+	}
+}
+
+// A LeRobot v3 dataset (episodes encoded alone and concatenated as
+// LeRobot does, an AV1 and an H.264 camera, the Parquet written by
+// DuckDB) served with windows: each anchor row once an epoch, keyed by
+// its row; each camera window's frames PyAV's decode of the frames shown
+// at the episode's start in the file plus its rows' timestamps (within
+// 1e-4 s); a column's window its rows' values stacked, clamped to the
+// episode and marked as padding there; a column with no window the
+// anchor's value.
+func TestLeRobotClips(t *testing.T) {
+	fx := videotest.LeRobot(t, "..", 0)
+	st, err := s3backend.NewLocal(fx.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dataset.IndexInPlace(context.Background(), st, st, dataset.InPlaceOptions{
+		Formats: []format.Format{video.LeRobotFormat{}}, Options: format.Options{ChunkBytes: 2 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]videotest.Reference{}
+	froms := map[[2]int]float64{} // episode, camera: from_timestamp
+	for e, ep := range fx.Spec["episodes"].([]map[string]any) {
+		for k, cam := range fx.Cameras {
+			v := ep["videos"].(map[string]any)[cam].(map[string]any)
+			froms[[2]int{e, k}] = v["from"].(float64)
+			key := fmt.Sprintf("videos/%s/chunk-000/file-%03d.mp4", cam, v["file"].(int))
+			if _, ok := refs[key]; !ok {
+				refs[key] = videotest.Decode(t, filepath.Join(fx.Dir, key))
+			}
+		}
+	}
+	srv := startVideos(t, st, nil)
+	const fps = 10
+	starts := []int{0, 12, 20, 35} // the episodes' rows
+	q := "delta_timestamps=" + url.QueryEscape(videotest.CamFront+":-0.2,-0.1,0;action:0,0.1,0.2") + "&frames=-1,0&batch_size=4&seed=3"
+	for epoch := range 2 {
+		seen := map[int]int{}
+		for m := range 9 {
+			resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, epoch, m, q))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("batch %d: %d %s", m, resp.StatusCode, body)
+			}
+			for _, s := range readTar(t, body) {
+				var js struct {
+					Row, Episode int
+					Timestamp    float32
+					Windows      map[string]struct {
+						Rows    []int
+						Pad     []bool
+						Video   string
+						PTS     []int64
+						Seconds []float64
+					}
+				}
+				if err := json.Unmarshal(s.files["json"], &js); err != nil {
+					t.Fatalf("%s: %v", s.key, err)
+				}
+				r, e := js.Row, js.Episode
+				seen[r]++
+				file, at := 0, r
+				if r >= 20 {
+					file, at = 1, r-20
+				}
+				if want := fmt.Sprintf("data/chunk-000/file-%03d/%02d", file, at); s.key != want {
+					t.Errorf("row %d keyed %q, want %q", r, s.key, want)
+				}
+				rowsAt := func(deltas ...int) (rows []int, pad []bool) {
+					for _, d := range deltas {
+						q := r + d
+						pad = append(pad, q < starts[e] || q >= starts[e+1])
+						rows = append(rows, max(starts[e], min(starts[e+1]-1, q)))
+					}
+					return rows, pad
+				}
+				// The columns: action windowed, the others the anchor's.
+				wantRows, wantPad := rowsAt(0, 1, 2)
+				var action []float32
+				for _, q := range wantRows {
+					action = append(action, float32(q), float32(-q))
+				}
+				checkArray(t, s, "action.npy", "<f4", []int{3, 2}, action)
+				checkArray(t, s, "observation.state.npy", "<f4", []int{2}, []float32{float32(r) * 0.5, float32(e)})
+				checkArray(t, s, "timestamp.npy", "<f4", []int{}, []float32{float32(r-starts[e]) / fps})
+				if w := js.Windows["action"]; fmt.Sprint(w.Rows, w.Pad) != fmt.Sprint(wantRows, wantPad) {
+					t.Errorf("row %d: action's window rows %v pad %v, want %v %v", r, w.Rows, w.Pad, wantRows, wantPad)
+				}
+				// The cameras: front at -2, -1, 0 frames; wrist at -1, 0.
+				for k, cam := range fx.Cameras {
+					deltas := []int{-2, -1, 0}
+					if cam == videotest.CamWrist {
+						deltas = []int{-1, 0}
+					}
+					rows, pad := rowsAt(deltas...)
+					w := js.Windows[cam]
+					if fmt.Sprint(w.Rows, w.Pad) != fmt.Sprint(rows, pad) {
+						t.Fatalf("row %d, %s: rows %v pad %v, want %v %v", r, cam, w.Rows, w.Pad, rows, pad)
+					}
+					ref := refs[w.Video]
+					arr, err := client.ParseNPY(s.files[cam+".npy"])
+					if err != nil || fmt.Sprint(arr.Shape) != fmt.Sprint([]int{len(rows), ref.Height, ref.Width, 3}) {
+						t.Fatalf("row %d, %s: %v %v", r, cam, err, arr.Shape)
+					}
+					n := ref.Width * ref.Height * 3
+					for i, pts := range w.PTS {
+						if math.Abs(w.Seconds[i]-(froms[[2]int{e, k}]+float64(rows[i]-starts[e])/fps)) > 1e-4 {
+							t.Errorf("row %d, %s: frame %d at %v s, row %d's time in the file is %v", r, cam, i, w.Seconds[i], rows[i], froms[[2]int{e, k}]+float64(rows[i]-starts[e])/fps)
+						}
+						if string(arr.Data[i*n:(i+1)*n]) != string(ref.Frames[pts]) {
+							t.Fatalf("row %d, %s: frame %d (pts %d of %s) differs from PyAV's", r, cam, i, pts, w.Video)
+						}
+					}
+				}
+			}
+		}
+		exactlyOnceInts(t, seen, 35, fmt.Sprintf("epoch %d", epoch))
+	}
+}
+
+// checkArray checks a sample's .npy member ext: its dtype, shape and
+// float32 values.
+func checkArray(t *testing.T, s sample, ext, descr string, shape []int, want []float32) {
+	t.Helper()
+	a, err := client.ParseNPY(s.files[ext])
+	if err != nil || a.DType != descr || fmt.Sprint(a.Shape) != fmt.Sprint(shape) || len(a.Data) != 4*len(want) {
+		t.Fatalf("%s: %s: %v %s %v, want %s %v", s.key, ext, err, a.DType, a.Shape, descr, shape)
+	}
+	for i, w := range want {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(a.Data[4*i:])); got != w {
+			t.Fatalf("%s: %s[%d] = %v, want %v", s.key, ext, i, got, w)
+		}
+	}
+}

@@ -1,0 +1,372 @@
+package layout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// A clip job (api.Job.Clip) reads a video dataset served in place
+// (format/video) and serves clips: its samples are those of the clip space
+// package clips draws from the dataset's description and the job's
+// parameters, numbered unit by unit (a tree's chunks, a LeRobot
+// dataset's episodes). Its order is the shuffle of those units with their
+// clips' counts (seed, epoch and window as any job's, the window counting
+// units), so a clip is a pure function of (dataset version, seed, epoch,
+// sample) on every node and at every world size. A batch's clips name the
+// GOPs their frames need (and, over a LeRobot dataset, the rows their
+// windows read); its one part reads those GOPs and rows, each once, as
+// ordinary samples — the cache, peers, prefetch and skip modes read them
+// as they read any sample — and the transform stage decodes them
+// (internal/batch/tensorize).
+
+// ErrClips marks a clip job its source cannot serve: a dataset that is
+// not a video one, parameters its videos cannot make clips with (a clip
+// longer than every video, a window of a key the dataset lacks). It is a
+// bad request (400).
+var ErrClips = fmt.Errorf("%w: clip job", query.ErrBadRequest)
+
+// ClipSpace is a clip job's sample space over one dataset version: the
+// space package clips draws from (Space), the dataset's description and
+// decoder, and the job's clip parameters.
+type ClipSpace struct {
+	*clips.Space
+	Video *video.Decoder
+	Job   api.Clip
+}
+
+// Dataset is the dataset's description.
+func (c *ClipSpace) Dataset() *video.Dataset { return c.Video.Dataset() }
+
+// videoOf is ds's video decoder, nil if ds is not a video dataset.
+func videoOf(ds *catalog.Dataset) *video.Decoder {
+	if ds.InPlace == nil {
+		return nil
+	}
+	d, _ := ds.InPlace.Decoder.(*video.Decoder)
+	return d
+}
+
+// maxMemoClipSpaces bounds the clip spaces kept: each costs a few words a
+// sample and its units' chunks.
+const maxMemoClipSpaces = 16
+
+type clipSpaceKey struct{ id, clip string }
+
+func newClipMemo() *lru.Cache[clipSpaceKey, *ClipSpace] {
+	c, _ := lru.New[clipSpaceKey, *ClipSpace](maxMemoClipSpaces)
+	return c
+}
+
+// ClipSpaceOf returns the clip space of the job whose clip parameters'
+// key is key (api.Clip.Key) over ds: computed once per dataset version
+// and key, and kept. An error wraps ErrClips and says why ds cannot serve
+// the job.
+func (o *Orders) ClipSpaceOf(ds *catalog.Dataset, key string) (*ClipSpace, error) {
+	k := clipSpaceKey{ds.ID(), key}
+	if cs, ok := o.clipSpaces.Get(k); ok {
+		return cs, nil
+	}
+	c, err := api.ParseClipKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrClips, err)
+	}
+	dec := videoOf(ds)
+	if dec == nil {
+		return nil, fmt.Errorf("%w: clip jobs read a video dataset (a tree of MP4/MOV files, or a LeRobot v3 dataset, indexed in place: docs/format.md §6.8), and %s is not one", ErrClips, ds.Name)
+	}
+	d := dec.Dataset()
+	var sp *clips.Space
+	switch {
+	case d.LeRobot == nil && c.Frames == 0:
+		return nil, fmt.Errorf("%w: %s is a tree of videos: give clip=T (delta_timestamps= and frames= are a LeRobot dataset's windows)", ErrClips, ds.Name)
+	case d.LeRobot != nil && c.Frames > 0:
+		return nil, fmt.Errorf("%w: %s is a LeRobot dataset, whose samples are its rows: give its windows with delta_timestamps= or frames=, not clip=", ErrClips, ds.Name)
+	case d.LeRobot == nil:
+		sp, err = clips.New(d, clips.Params{Frames: c.Frames, Stride: c.Stride, FPS: c.FPS, Step: c.Step, Fixed: c.First})
+	default:
+		var ws []clips.Window
+		if ws, err = lerobotWindows(d.LeRobot, c.Windows); err == nil {
+			sp, err = clips.NewLeRobot(d, ws, 0)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: dataset %s: %w", ErrClips, ds.Name, err)
+	}
+	cs := &ClipSpace{Space: sp, Video: dec, Job: c}
+	o.clipSpaces.Add(k, cs)
+	return cs, nil
+}
+
+// lerobotWindows turns a job's windows into the clip space's: offsets in
+// frames become seconds at the dataset's rate, and a window with no key
+// is every camera's that has none of its own.
+func lerobotWindows(l *video.LeRobot, ws []api.ClipWindow) ([]clips.Window, error) {
+	var out []clips.Window
+	var every *api.ClipWindow
+	for i, w := range ws {
+		if w.Key == "" {
+			every = &ws[i]
+			continue
+		}
+		out = append(out, clips.Window{Key: w.Key, Deltas: seconds(w, l.FPS)})
+	}
+	if every != nil {
+		for _, cam := range l.Cameras {
+			if !slices.ContainsFunc(ws, func(w api.ClipWindow) bool { return w.Key == cam }) {
+				out = append(out, clips.Window{Key: cam, Deltas: seconds(*every, l.FPS)})
+			}
+		}
+		if len(l.Cameras) == 0 {
+			return nil, fmt.Errorf("a window for every camera, and the dataset has none")
+		}
+	}
+	return out, nil
+}
+
+func seconds(w api.ClipWindow, fps int) []float64 {
+	if !w.InFrames {
+		return w.Offsets
+	}
+	out := make([]float64, len(w.Offsets))
+	for i, f := range w.Offsets {
+		out[i] = f / float64(fps)
+	}
+	return out
+}
+
+// clipOrder is a clip job's epoch order: the shuffle of its units (each
+// with its clips' count), whose windows' chunks are exactly the chunks
+// their clips need this epoch.
+type clipOrder struct {
+	*shuffle.Epoch
+	chunks [][]int // per window
+}
+
+// WindowChunks are the layout chunks window w's clips need, ascending.
+func (c *clipOrder) WindowChunks(w int) []int { return c.chunks[w] }
+
+// clipEpoch is the order of an epoch of a clip stream. Every clip of the
+// epoch is drawn once here (O(clips × frames)), so that the schedule,
+// prefetch and the planner see exactly the chunks the epoch's clips
+// need, window by window — not every chunk a segment's clip might need
+// in some epoch (clips.Space.Reach), about twice as many.
+func (o *Orders) clipEpoch(s Stream, epoch uint64) (*EpochOrder, error) {
+	cs, err := o.ClipSpaceOf(s.DS, s.Clips)
+	if err != nil {
+		return nil, err
+	}
+	e, err := shuffle.NewEpoch(cs.Counts(), s.Seed, epoch, s.Window)
+	if err != nil {
+		return nil, err
+	}
+	co := &clipOrder{Epoch: e, chunks: make([][]int, e.NumWindows())}
+	for w := range co.chunks {
+		var chunks []int
+		for _, n := range e.Window(w) {
+			c, err := cs.Clip(s.Seed, epoch, n)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrClips, err)
+			}
+			chunks = append(chunks, c.Chunks...)
+		}
+		slices.Sort(chunks)
+		co.chunks[w] = slices.Compact(chunks)
+	}
+	eo := &EpochOrder{Order: co, ChunkWindow: make([]int32, len(s.DS.Counts))}
+	for c := range eo.ChunkWindow {
+		eo.ChunkWindow[c] = -1
+	}
+	// A chunk two windows need (a clip that crosses into a chunk of
+	// another unit) is keyed by the first: once that window is read it is
+	// needed again when the later one comes, which its own reads ask for.
+	for w := len(co.chunks) - 1; w >= 0; w-- {
+		for _, c := range co.chunks[w] {
+			eo.ChunkWindow[c] = int32(w)
+		}
+	}
+	return eo, nil
+}
+
+// ClipBatch is what a clip job's batch adds to its layout: the space, the
+// rank's clips in order, their keys, and where the GOPs and rows they
+// need are in the batch's read (Batch.Take positions).
+type ClipBatch struct {
+	Space *ClipSpace
+	Clips []clips.Clip
+	// Keys are the clips' sample keys in the tar: a tree's clip is its
+	// video's key without its extension and its segment
+	// ("train/abseiling/x/seg000003"); a LeRobot sample its anchor row's
+	// key ("data/chunk-000/file-000/000123").
+	Keys []string
+	// GOPs and Rows are the read positions of the GOPs and of the
+	// LeRobot rows the clips need.
+	GOPs map[clips.GOP]int
+	Rows map[int]int
+	// Layout is the frames' array layout (api.Clip.LayoutName).
+	Layout string
+}
+
+// layoutClips lays out batch b of a clip job: the rank's cut of the
+// epoch's clips, and one part reading the GOPs (and rows) they need, each
+// once.
+func (o *Orders) layoutClips(ctx context.Context, b *Batch, s Stream, e *EpochOrder) error {
+	cs, err := o.ClipSpaceOf(s.DS, s.Clips)
+	if err != nil {
+		return err
+	}
+	d := cs.Dataset()
+	ns := o.appendRange(nil, s, e, b.Epoch, b.Start, b.End)
+	cb := &ClipBatch{Space: cs, Clips: make([]clips.Clip, len(ns)), Keys: make([]string, len(ns)),
+		GOPs: map[clips.GOP]int{}, Rows: map[int]int{}, Layout: b.Job.Clip.LayoutName()}
+	var ids []int
+	at := map[int]int{} // sample ID → read position
+	read := func(chunk, sample int) int {
+		first, _ := s.DS.Index.ChunkRange(chunk)
+		id := first + sample
+		k, ok := at[id]
+		if !ok {
+			k = len(ids)
+			at[id] = k
+			ids = append(ids, id)
+		}
+		return k
+	}
+	for i, n := range ns {
+		c, err := cs.Clip(b.Job.Seed, b.Epoch, n)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrClips, err)
+		}
+		cb.Clips[i] = c
+		for _, g := range c.GOPs {
+			if _, ok := cb.GOPs[g]; ok {
+				continue
+			}
+			ch := d.ChunkOf(g.Video, g.GOP)
+			cb.GOPs[g] = read(ch, g.GOP-d.Chunks[d.Layout(ch)].First)
+		}
+		if l := d.LeRobot; l != nil {
+			rows := []int{c.Row}
+			for _, st := range c.Streams {
+				if !st.Camera {
+					rows = append(rows, st.Rows...)
+				}
+			}
+			for _, r := range rows {
+				if _, ok := cb.Rows[r]; ok {
+					continue
+				}
+				ch, smp, ok := l.Row(r)
+				if !ok {
+					return fmt.Errorf("%w: row %d of clip %d has no chunk", ErrClips, r, n)
+				}
+				cb.Rows[r] = read(ch, smp)
+			}
+			continue
+		}
+		cb.Keys[i] = ClipKey(d, c)
+	}
+	smp, err := NewSamples(ctx, s.DS, ids)
+	if err != nil {
+		return err
+	}
+	if d.LeRobot != nil {
+		// The anchor rows' keys are their samples' (format/parquet's).
+		for i, c := range cb.Clips {
+			cb.Keys[i] = smp.Info[cb.Rows[c.Row]].Key
+		}
+	}
+	b.Parts = []Part{{Stream: s, Epoch: b.Epoch, Samples: smp, First: b.Start, End: b.End, Share: b.Job.BatchSize * b.Job.World}}
+	b.Take = make([]Take, len(ids))
+	for i := range b.Take {
+		b.Take[i].At = i
+	}
+	b.Clips = cb
+	return nil
+}
+
+// ClipKey is the tar key of a tree's clip: its video's key without its
+// extension, "/seg" and its segment's number in the video, six digits.
+func ClipKey(d *video.Dataset, c clips.Clip) string {
+	key := d.Videos[c.Video].Key
+	if i := strings.LastIndexByte(key, '.'); i > strings.LastIndexByte(key, '/') {
+		key = key[:i]
+	}
+	return fmt.Sprintf("%s/seg%06d", key, c.Segment)
+}
+
+// WithoutClips returns a clip batch served without the clips that need a
+// GOP or row at read positions missing (ascending: its chunk is damaged
+// at rest). Its Missing are the clips' positions, MissingKeys their keys;
+// its ETag is a partial one, as Without's.
+func (b *Batch) WithoutClips(missing []int) *Batch {
+	if len(missing) == 0 || b.Clips == nil {
+		return b
+	}
+	gone := make(map[int]bool, len(missing))
+	for _, pos := range missing {
+		gone[pos] = true
+	}
+	nb := *b
+	cb := *b.Clips
+	cb.Clips, cb.Keys = nil, nil
+	for i, c := range b.Clips.Clips {
+		lost := false
+		for _, g := range c.GOPs {
+			lost = lost || gone[b.Clips.GOPs[g]]
+		}
+		if c.Row >= 0 {
+			lost = lost || gone[b.Clips.Rows[c.Row]]
+			for _, st := range c.Streams {
+				for _, r := range st.Rows {
+					if k, ok := b.Clips.Rows[r]; ok && !st.Camera {
+						lost = lost || gone[k]
+					}
+				}
+			}
+		}
+		if lost {
+			nb.Missing = append(nb.Missing, i)
+			nb.MissingKeys = append(nb.MissingKeys, b.Clips.Keys[i])
+			continue
+		}
+		cb.Clips = append(cb.Clips, c)
+		cb.Keys = append(cb.Keys, b.Clips.Keys[i])
+	}
+	nb.Clips = &cb
+	nb.full = b.full
+	if nb.full == "" {
+		nb.full = b.ETag
+	}
+	nb.ETag = partialETag(nb.full, nb.Missing)
+	return &nb
+}
+
+// appendClips names, in a clip job's batch ETag, its clip parameters and
+// the frames' layout.
+func appendClips(s []byte, job api.Job) []byte {
+	if !job.Clips() {
+		return s
+	}
+	return fmt.Appendf(s, "|clips=%s|clip_layout=%s", job.Clip.Key(), job.Clip.LayoutName())
+}
+
+// clipInfo describes a clip job's epoch in /epoch/N.
+func clipInfo(cs *ClipSpace) *api.ClipInfo {
+	d := cs.Dataset()
+	ci := &api.ClipInfo{Kind: d.Kind, Units: len(cs.Counts()), Videos: len(d.Videos), Frames: cs.Job.Frames, Layout: cs.Job.LayoutName()}
+	for _, w := range cs.Windows() {
+		ci.Windows = append(ci.Windows, api.ClipWindowInfo{Key: w.Key, Camera: d.LeRobot != nil && slices.Contains(d.LeRobot.Cameras, w.Key), Deltas: w.Deltas})
+	}
+	return ci
+}

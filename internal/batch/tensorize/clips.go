@@ -1,0 +1,562 @@
+package tensorize
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/brandgw/brand/api"
+	fvideo "github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/format/video/mp4"
+	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
+)
+
+// A clip job's batch (api.Job.Clip) is decoded here too: its read is the
+// GOPs its clips' frames need (and a LeRobot job's rows), each once; this
+// stage decodes each video's GOPs once for every clip of the batch that
+// names their frames (transform/video: Cover plans the runs, a pooled
+// libavcodec context decodes them, Clips resamples each frame once per
+// clip) and writes each clip as tar members:
+//
+//	KEY.frames.npy     uint8 (T, H, W, 3) (or the job's clip_layout): a tree's clip
+//	KEY.{camera}.npy   the same, per camera window of a LeRobot sample
+//	KEY.{column}.npy   a LeRobot data column: the window's rows stacked (T, ...), or the anchor's value
+//	KEY.cls            a tree's clip's label (-1: its video has none)
+//	KEY.json           the source: video, frame numbers, PTS, seconds, rows, padding
+//
+// Every member's size is known before any frame is decoded (the draws,
+// the windows, the rows as read), so the batch takes its output from the
+// copies at once, as a transformed batch does, and each video's frames
+// are written into their places. The JSON members of a batch are padded
+// with spaces to one length, so that a batch's samples are evenly spaced
+// and a client views a batch's frames as one (B, T, H, W, 3) array
+// without a copy.
+
+// ErrClipInput marks a clip's input that is not what its index promised:
+// a GOP sample without its .gop member, a packet outside the GOPs read.
+// It wraps video.ErrDecode: the clip cannot be decoded.
+var ErrClipInput = fmt.Errorf("%w: clip input", video.ErrDecode)
+
+// ClipSample is one clip of a batch: its tar key, what package clips drew
+// (its frames, GOPs, windows) and the key of its geometry's draws.
+type ClipSample struct {
+	Key  string
+	Clip clips.Clip
+	Draw transform.Key
+}
+
+// ClipRequest is one clip batch's work.
+type ClipRequest struct {
+	// Pipeline draws each clip's crop, size and flip (transform=); nil
+	// serves the frames as decoded.
+	Pipeline *transform.Pipeline
+	Layout   video.Layout
+	// Video is the dataset's decoder: its description, and a LeRobot
+	// dataset's columns.
+	Video *fvideo.Decoder
+	Clips []ClipSample
+	// GOPs are the GOP samples the clips need, as read (tar members);
+	// Rows a LeRobot job's rows' samples, by global row.
+	GOPs map[clips.GOP][]byte
+	Rows map[int][]byte
+	// NoWait takes the output's memory only if the budget has it now.
+	NoWait bool
+}
+
+// ClipOutput is a clip call's samples, in order, in one buffer that
+// counts against the copy budget until Release.
+type ClipOutput struct {
+	Output
+	// Frames are the frames the clips hold; Decoded those the decoder
+	// gave (every packet of every run); GOPs the GOPs its runs covered.
+	Frames, Decoded, GOPs int64
+	CPU                   time.Duration
+}
+
+// ClipFigures are the stage's clip figures since it started.
+type ClipFigures struct {
+	// GOPsRead and GOPBytes are the GOPs the calls were given (each once
+	// a call) and their bytes; GOPs those their runs decoded.
+	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs int64
+	CPU                                                    time.Duration
+}
+
+// clipFigures are ClipFigures as counters.
+type clipFigures struct {
+	clips, frames, decoded, gops, gopsRead, gopBytes, runs, cpu atomic.Int64
+}
+
+// ClipFigures returns the stage's clip figures.
+func (s *Stage) ClipFigures() ClipFigures {
+	f := &s.clipFigures
+	return ClipFigures{Clips: f.clips.Load(), Frames: f.frames.Load(), Decoded: f.decoded.Load(), GOPs: f.gops.Load(),
+		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), CPU: time.Duration(f.cpu.Load())}
+}
+
+// VideoDecoder names the video decoder this stage decodes with
+// (transform/video.Build).
+func (s *Stage) VideoDecoder() string { return video.Build() }
+
+// VideoStats are the stage's clip figures for /stats, nil before its
+// first clip.
+func (s *Stage) VideoStats() *api.VideoStats {
+	f := s.ClipFigures()
+	if f.Clips == 0 {
+		return nil
+	}
+	d := s.video.Stats()
+	return &api.VideoStats{Decoder: video.Build(), Clips: f.Clips, Frames: f.Frames, GOPsRead: f.GOPsRead, GOPBytesRead: f.GOPBytes,
+		GOPsDecoded: f.GOPs, FramesDecoded: f.Decoded, Runs: f.Runs, DecodeCPUSeconds: f.CPU.Seconds(),
+		GOPBytesPerClip: float64(f.GOPBytes) / float64(f.Clips), DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / float64(f.Clips),
+		Contexts: d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused}
+}
+
+// registerClips registers the clip figures' metrics.
+func (s *Stage) registerClips(reg prometheus.Registerer) {
+	f := &s.clipFigures
+	counter := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, v)
+	}
+	reg.MustRegister(
+		counter("brand_video_clips_total", "Clips of clip jobs this node decoded and served (a batch's, a batch made ahead).",
+			func() float64 { return float64(f.clips.Load()) }),
+		counter("brand_video_frames_total", "Frames of those clips.", func() float64 { return float64(f.frames.Load()) }),
+		counter("brand_video_gops_read_total", "GOPs the clips' batches read (from the cache, the disk tier, peers or the store), each once a batch.",
+			func() float64 { return float64(f.gopsRead.Load()) }),
+		counter("brand_video_gops_decoded_total", "GOPs the clips' runs decoded (a GOP of an open GOP's leading frames counted with it).",
+			func() float64 { return float64(f.gops.Load()) }),
+		counter("brand_video_gop_bytes_read_total", "Bytes of those GOPs: over brand_video_clips_total, the bytes a clip reads.",
+			func() float64 { return float64(f.gopBytes.Load()) }),
+		counter("brand_video_frames_decoded_total", "Frames libavcodec decoded for the clips: every packet of every run, from its keyframe.",
+			func() float64 { return float64(f.decoded.Load()) }),
+		counter("brand_video_decode_runs_total", "Runs of packets decoded (each from a keyframe, once a batch however many clips want its frames).",
+			func() float64 { return float64(f.runs.Load()) }),
+		counter("brand_video_decode_cpu_seconds_total", "Thread CPU time of the clips' decodes, conversions and resamples.",
+			func() float64 { return time.Duration(f.cpu.Load()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_video_decoder_contexts",
+			Help: "libavcodec decoder contexts open on this node, in use or idle, each holding its footprint of the decodes' memory."},
+			func() float64 { return float64(s.video.Stats().Live) }),
+	)
+}
+
+// clipMember is one member of a clip sample's output.
+type clipMember struct {
+	name   string
+	header []byte
+	size   int    // the data's bytes
+	data   []byte // the data, for members made before decoding (nil: frames)
+	off    int    // where its data starts in the buffer
+}
+
+// videoWork is one video's share of a call: its clips, each clip's
+// member, decoded in one task.
+type videoWork struct {
+	video int
+	clips []video.Clip
+	slots []*clipMember // per clip: the member its frames go into
+}
+
+// Clips decodes req's clips into their members (see above). On error
+// nothing is held.
+func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error) {
+	d := req.Video.Dataset()
+	gops := make(map[clips.GOP][]byte, len(req.GOPs))
+	var gopBytes int64
+	for g, smp := range req.GOPs {
+		m, err := memberData(smp, ".gop")
+		if err != nil {
+			return nil, fmt.Errorf("%w: GOP %d of %s: %w", ErrClipInput, g.GOP, d.Videos[g.Video].Key, err)
+		}
+		gops[g] = m
+		gopBytes += int64(len(m))
+	}
+	var cols []fvideo.Column
+	if d.LeRobot != nil {
+		cols = req.Video.Columns()
+	}
+	members := make([][]*clipMember, len(req.Clips))
+	work := map[int]*videoWork{}
+	addFrames := func(i int, name string, frames []clips.Frame) error {
+		if len(frames) == 0 {
+			return nil
+		}
+		v := frames[0].Video
+		st := streamOf(d, v)
+		vc := video.Clip{Key: req.Clips[i].Draw}
+		for _, f := range frames {
+			if f.Video != v {
+				return fmt.Errorf("%w: a clip's frames in two videos", ErrClipInput)
+			}
+			vc.Frames = append(vc.Frames, f.PTS)
+		}
+		n, err := video.Size(req.Pipeline, st, vc, req.Layout)
+		if err != nil {
+			return err
+		}
+		m := &clipMember{name: req.Clips[i].Key + "." + name, size: n}
+		members[i] = append(members[i], m)
+		w := work[v]
+		if w == nil {
+			w = &videoWork{video: v}
+			work[v] = w
+		}
+		w.clips = append(w.clips, vc)
+		w.slots = append(w.slots, m)
+		return nil
+	}
+	jsons := make([][]byte, len(req.Clips))
+	for i, cs := range req.Clips {
+		c := cs.Clip
+		if d.LeRobot == nil {
+			if err := addFrames(i, "frames.npy", c.Frames); err != nil {
+				return nil, err
+			}
+			// Every clip has its label, -1 for none: a batch's samples
+			// have one set of members.
+			lbl := []byte(strconv.Itoa(c.Label))
+			members[i] = append(members[i], &clipMember{name: cs.Key + ".cls", size: len(lbl), data: lbl})
+		} else {
+			for _, st := range c.Streams {
+				if st.Camera {
+					if err := addFrames(i, st.Key+".npy", st.Frames); err != nil {
+						return nil, err
+					}
+				}
+			}
+			arrays, err := columnArrays(c, cols, req.Rows, cs.Key)
+			if err != nil {
+				return nil, err
+			}
+			members[i] = append(members[i], arrays...)
+		}
+		js, err := clipJSON(d, c)
+		if err != nil {
+			return nil, err
+		}
+		jsons[i] = js
+	}
+	// One length for every JSON member of the batch: evenly spaced samples.
+	most := 0
+	for _, js := range jsons {
+		most = max(most, len(js))
+	}
+	for i, js := range jsons {
+		js = append(js, bytes.Repeat([]byte{' '}, most-len(js))...)
+		members[i] = append(members[i], &clipMember{name: req.Clips[i].Key + ".json", size: len(js), data: js})
+	}
+	// Sizes, headers and places.
+	var total int64
+	for _, ms := range members {
+		for _, m := range ms {
+			h, err := memberHeader(m.name, m.size)
+			if err != nil {
+				return nil, fmt.Errorf("%w: member %q: %w", ErrClipInput, m.name, err)
+			}
+			m.header = h
+			m.off = int(total) + len(h)
+			total += int64(len(h) + m.size + pad(m.size))
+		}
+	}
+	if total > s.maxBytes {
+		return nil, fmt.Errorf("%w: %d clips make %d bytes, over the server's --max-batch-bytes (%d)", ErrTooLarge, len(req.Clips), total, s.maxBytes)
+	}
+	buf, release, err := s.buffer(ctx, total, req.NoWait)
+	if err != nil {
+		return nil, err
+	}
+	buf = buf[:total]
+	for _, ms := range members {
+		for _, m := range ms {
+			copy(buf[m.off-len(m.header):], m.header)
+			if m.data != nil {
+				copy(buf[m.off:], m.data)
+			}
+			clear(buf[m.off+m.size : m.off+m.size+pad(m.size)])
+		}
+	}
+	// Each video's clips decoded in one task, on the stage's workers.
+	tasks := make([]*videoWork, 0, len(work))
+	for _, w := range work {
+		tasks = append(tasks, w)
+	}
+	sort.Slice(tasks, func(a, b int) bool { return tasks[a].video < tasks[b].video })
+	errs := make([]error, len(tasks))
+	figs := make([]taskFigures, len(tasks))
+	err = s.pool.run(ctx, len(tasks), func(i int, _ *transform.Scratch) {
+		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], buf, req.NoWait)
+	})
+	if err == nil {
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	out := &ClipOutput{Output: Output{Bytes: total, release: release}}
+	at := 0
+	for _, ms := range members {
+		n := 0
+		for _, m := range ms {
+			n += len(m.header) + m.size + pad(m.size)
+		}
+		out.Parts = append(out.Parts, buf[at:at+n:at+n])
+		at += n
+	}
+	for _, f := range figs {
+		out.Frames += f.frames
+		out.Decoded += f.decoded
+		out.GOPs += f.gops
+		out.CPU += f.cpu
+		s.clipFigures.runs.Add(f.runs)
+	}
+	cf := &s.clipFigures
+	cf.clips.Add(int64(len(req.Clips)))
+	cf.frames.Add(out.Frames)
+	cf.decoded.Add(out.Decoded)
+	cf.gops.Add(out.GOPs)
+	cf.gopBytes.Add(gopBytes)
+	cf.gopsRead.Add(int64(len(gops)))
+	cf.cpu.Add(int64(out.CPU))
+	return out, nil
+}
+
+// taskFigures are what one video's decode did.
+type taskFigures struct {
+	frames, decoded, gops, runs int64
+	cpu                         time.Duration
+}
+
+// decodeVideo decodes the frames w's clips name from the GOPs read and
+// writes each clip into its member's place in buf.
+func (s *Stage) decodeVideo(ctx context.Context, req ClipRequest, d *fvideo.Dataset, gops map[clips.GOP][]byte, w *videoWork, buf []byte, noWait bool) (taskFigures, error) {
+	var f taskFigures
+	vid := &d.Videos[w.video]
+	t := &vid.Track
+	st := streamOf(d, w.video)
+	dst := make([][]byte, len(w.slots))
+	for i, m := range w.slots {
+		dst[i] = buf[m.off : m.off : m.off+m.size]
+	}
+	cl, err := video.NewClips(req.Pipeline, st, w.clips, req.Layout, dst)
+	if err != nil {
+		return f, fmt.Errorf("%s: %w", vid.Key, err)
+	}
+	if work := cl.Work(); work > 0 {
+		release, err := s.reserve(noWait)(ctx, work)
+		if err != nil {
+			return f, err
+		}
+		defer release()
+	}
+	// The packets of the GOPs the clips need: Cover plans within them.
+	want := cl.Want()
+	lo, hi := len(t.GOPs), -1
+	for g := range gops {
+		if g.Video == w.video {
+			lo, hi = min(lo, g.GOP), max(hi, g.GOP)
+		}
+	}
+	if hi < 0 {
+		return f, fmt.Errorf("%w: %s: no GOP read", ErrClipInput, vid.Key)
+	}
+	first, end := int(t.GOPs[lo].First), int(t.GOPs[hi].End)
+	infos := make([]video.PacketInfo, end-first)
+	for i := range infos {
+		smp := t.Samples[first+i]
+		infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
+	}
+	spans, err := video.Cover(infos, want)
+	if err != nil {
+		return f, fmt.Errorf("%s: %w", vid.Key, err)
+	}
+	var derr error
+	f.cpu = transform.ThreadCPU(func() {
+		for _, sp := range spans {
+			run := video.Run{Stream: st, First: first+sp.Start == 0}
+			seen := -1
+			for i := first + sp.Start; i < first+sp.End; i++ {
+				g := gopOf(t, i)
+				member, ok := gops[clips.GOP{Video: w.video, GOP: g}]
+				if !ok {
+					derr = fmt.Errorf("%w: %s: sample %d is in GOP %d, which was not read", ErrClipInput, vid.Key, i, g)
+					return
+				}
+				data, err := vid.GOPSample(g, i, member)
+				if err != nil {
+					derr = fmt.Errorf("%w: %s: %w", ErrClipInput, vid.Key, err)
+					return
+				}
+				smp := t.Samples[i]
+				run.Packets = append(run.Packets, video.Packet{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key, Data: data})
+				if g != seen {
+					f.gops++
+					seen = g
+				}
+			}
+			if derr = s.video.Decode(ctx, run, cl.WantIn(run), cl.Put); derr != nil {
+				derr = fmt.Errorf("%s: %w", vid.Key, derr)
+				return
+			}
+			f.runs++
+			f.decoded += int64(len(run.Packets))
+		}
+	})
+	if derr != nil {
+		return f, derr
+	}
+	if _, err := cl.Out(); err != nil {
+		return f, fmt.Errorf("%s: %w", vid.Key, err)
+	}
+	for _, c := range w.clips {
+		f.frames += int64(len(c.Frames))
+	}
+	return f, nil
+}
+
+// gopOf is the GOP of the track's sample i (decode order).
+func gopOf(t *mp4.Track, i int) int {
+	return sort.Search(len(t.GOPs), func(g int) bool { return int(t.GOPs[g].End) > i })
+}
+
+// streamOf is what the decoder needs of video v.
+func streamOf(d *fvideo.Dataset, v int) video.Stream {
+	t := &d.Videos[v].Track
+	return video.Stream{Codec: t.Codec, Width: t.Width, Height: t.Height, Extradata: t.Extradata, Rotation: t.Rotation}
+}
+
+// columnArrays are a LeRobot sample's column members: each column a
+// window reads, its rows stacked; every other, the anchor row's value. A
+// column whose values are no array (ErrColumn) is left out.
+func columnArrays(c clips.Clip, cols []fvideo.Column, rows map[int][]byte, key string) ([]*clipMember, error) {
+	var out []*clipMember
+	for _, col := range cols {
+		var rs [][]byte
+		stack := false
+		for _, st := range c.Streams {
+			if st.Key == col.Name && !st.Camera {
+				stack = true
+				for _, r := range st.Rows {
+					rs = append(rs, rows[r])
+				}
+			}
+		}
+		if !stack {
+			rs = [][]byte{rows[c.Row]}
+		}
+		for _, r := range rs {
+			if r == nil {
+				return nil, fmt.Errorf("%w: a row of sample %s was not read", ErrClipInput, key)
+			}
+		}
+		arr, err := fvideo.ColumnArray(col, rs, stack)
+		if errors.Is(err, fvideo.ErrColumn) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &clipMember{name: key + "." + col.Name + ".npy", size: len(arr), data: arr})
+	}
+	return out, nil
+}
+
+// clipJSON is a clip's .json member: where its frames come from.
+func clipJSON(d *fvideo.Dataset, c clips.Clip) ([]byte, error) {
+	type frames struct {
+		Video   string    `json:"video"`
+		Frames  []int     `json:"frames"`
+		PTS     []int64   `json:"pts"`
+		Seconds []float64 `json:"seconds"`
+		// TimeBase is the PTS's unit, 1/timescale of a second.
+		TimeBase [2]int64 `json:"time_base"`
+		Rotation int      `json:"rotation"`
+	}
+	of := func(fs []clips.Frame) frames {
+		if len(fs) == 0 {
+			return frames{}
+		}
+		v := &d.Videos[fs[0].Video]
+		out := frames{Video: v.Key, TimeBase: [2]int64{1, int64(v.Track.Timescale)}, Rotation: v.Track.Rotation}
+		for _, f := range fs {
+			out.Frames = append(out.Frames, f.Frame)
+			out.PTS = append(out.PTS, f.PTS)
+			out.Seconds = append(out.Seconds, f.Seconds)
+		}
+		return out
+	}
+	if d.LeRobot == nil {
+		return json.Marshal(struct {
+			Sample  int `json:"sample"`
+			Segment int `json:"segment"`
+			Label   int `json:"label"`
+			frames
+		}{c.Sample, c.Segment, c.Label, of(c.Frames)})
+	}
+	type window struct {
+		Rows []int  `json:"rows"`
+		Pad  []bool `json:"pad"`
+		*frames
+	}
+	l := d.LeRobot
+	ws := map[string]window{}
+	for _, st := range c.Streams {
+		w := window{Rows: st.Rows, Pad: st.Pad}
+		if st.Camera {
+			fr := of(st.Frames)
+			w.frames = &fr
+		}
+		ws[st.Key] = w
+	}
+	return json.Marshal(struct {
+		Row       int               `json:"row"`
+		Episode   int               `json:"episode"`
+		Timestamp float32           `json:"timestamp"`
+		Windows   map[string]window `json:"windows"`
+	}{c.Row, l.Episodes[c.Episode].Index, l.Timestamps[c.Row], ws})
+}
+
+// memberHeader is the tar header blocks of a member of the stage's own:
+// mode 0644, no owner, no time, so that every node writes the same
+// bytes; USTAR, or PAX for a name USTAR cannot hold.
+func memberHeader(name string, size int) ([]byte, error) {
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(size), Mode: 0o644}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// memberData is the data of a sample's member whose name ends with ext,
+// a slice of sample, not a copy.
+func memberData(sample []byte, ext string) ([]byte, error) {
+	c := &counter{r: bytes.NewReader(sample)}
+	tr := tar.NewReader(c)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("no %s member", ext)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg && len(h.Name) >= len(ext) && h.Name[len(h.Name)-len(ext):] == ext {
+			if int64(c.n)+h.Size > int64(len(sample)) {
+				return nil, fmt.Errorf("member %q ends past its sample", h.Name)
+			}
+			return sample[c.n : c.n+int(h.Size) : c.n+int(h.Size)], nil
+		}
+	}
+}

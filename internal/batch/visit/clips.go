@@ -1,0 +1,82 @@
+package visit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/batch/reader"
+	"github.com/brandgw/brand/internal/batch/tensorize"
+	"github.com/brandgw/brand/transform"
+	"github.com/brandgw/brand/transform/video"
+)
+
+// Clipper decodes a clip batch's clips from the GOPs (and rows) it read
+// (tensorize.Stage): the transform stage's work for a clip job.
+type Clipper interface {
+	Clips(ctx context.Context, req tensorize.ClipRequest) (*tensorize.ClipOutput, error)
+}
+
+// premakes reports whether b's job has its next batch made before its
+// request: a job whose samples are transformed (transform=) or decoded
+// (a clip job).
+func premakes(b *layout.Batch) bool { return b.Job.Transform != "" || b.Job.Clips() }
+
+// clip decodes clip batch b's clips from the GOPs and rows read as res. A
+// clip that needs a GOP or row of a chunk damaged at rest (skip mode) is
+// left out and named (layout.Batch.WithoutClips). The read's pins go back
+// once the clips are written, before any is sent. noWait: a premade
+// batch, which takes no memory it would wait for.
+func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
+	defer res.Release()
+	nb := b.WithoutClips(res.MissingPos)
+	cb := nb.Clips
+	data := make([][]byte, b.Reads()) // by read position; nil where missing
+	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
+		if m < len(res.MissingPos) && res.MissingPos[m] == i {
+			m++
+			continue
+		}
+		data[i] = res.Parts[j]
+		j++
+	}
+	var pl *transform.Pipeline
+	if b.Job.Transform != "" {
+		var err error
+		if pl, err = v.stage.Pipeline(b.Job.Transform); err != nil {
+			return nil, err
+		}
+	}
+	ds := b.Parts[0].Samples.DS
+	seed := transform.KeySeed(b.Job.Seed, ds.Name)
+	req := tensorize.ClipRequest{Pipeline: pl, Layout: video.Layout(cb.Layout), Video: cb.Space.Video, NoWait: noWait,
+		GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips))}
+	for i, c := range cb.Clips {
+		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
+		for _, g := range c.GOPs {
+			req.GOPs[g] = data[cb.GOPs[g]]
+		}
+		for r, at := range cb.Rows {
+			req.Rows[r] = data[at]
+		}
+	}
+	out, err := v.clipper.Clips(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := reader.Owned(out.Parts, out.Bytes, out.Release)
+	r.Figures, r.PerPart, r.MissingPos = res.Figures, res.PerPart, nb.Missing
+	return &Served{Batch: nb, Result: r}, nil
+}
+
+// noClipper is the clip stage of Batches built without one: a clip job is
+// refused.
+type noClipper struct{}
+
+var errNoClipper = errors.New("visit: no clip stage")
+
+func (noClipper) Clips(context.Context, tensorize.ClipRequest) (*tensorize.ClipOutput, error) {
+	return nil, fmt.Errorf("%w: %w", video.ErrNoDecoder, errNoClipper)
+}

@@ -1,0 +1,114 @@
+package storepath
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// ChunkPeers is what Returned asks of the other nodes
+// (transport.Nodes): which of some chunks a node's cache holds, a chunk's
+// bytes from its cache, and whether it is up.
+type ChunkPeers interface {
+	Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error)
+	FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error
+	IsUp(url string) bool
+}
+
+// Returned gives back, once this node reaches the store again, the
+// chunks its peers read for it while it could not: the chunks it would
+// read itself that its cache does not hold and a live peer's cache does
+// (Learn, asked of every peer once), each asked of that peer — once, when
+// a batch first needs it — before the store (Read, a catalog.Handover),
+// so that a healed cut costs no re-read of what the other nodes held.
+// A chunk the peer no longer holds is read from the store.
+type Returned struct {
+	peers ChunkPeers
+	log   zerolog.Logger
+
+	mu   sync.Mutex
+	from map[chunkcache.Key]holder
+}
+
+// holder is the peer whose cache held a chunk when this node asked.
+type holder struct {
+	url string
+	ds  *catalog.Dataset
+	c   int
+}
+
+// NewReturned returns an empty Returned asking peers.
+func NewReturned(peers ChunkPeers, log zerolog.Logger) *Returned {
+	return &Returned{peers: peers, log: log, from: map[chunkcache.Key]holder{}}
+}
+
+// heldBound bounds Learn's question to each peer, as a fetch's.
+const heldBound = 10 * time.Second
+
+// Learn asks each of peers which of chunks of ds (this node's own that
+// its cache does not hold) its cache holds, and names the first that
+// holds each for Read. What an earlier Learn named for ds is forgotten.
+func (r *Returned) Learn(ctx context.Context, ds *catalog.Dataset, chunks []int, peers []string) {
+	r.mu.Lock()
+	for k, h := range r.from {
+		if h.ds.Name == ds.Name {
+			delete(r.from, k)
+		}
+	}
+	r.mu.Unlock()
+	if len(chunks) == 0 {
+		return
+	}
+	named := 0
+	for _, url := range peers {
+		if !r.peers.IsUp(url) {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, heldBound)
+		held, err := r.peers.Held(qctx, url, ds, chunks)
+		cancel()
+		if err != nil {
+			r.log.Debug().Err(err).Str("peer", url).Msg("asking a peer which of this node's chunks it holds")
+			continue
+		}
+		r.mu.Lock()
+		for _, c := range held {
+			if k := ds.ChunkKey(c); r.from[k].url == "" {
+				r.from[k] = holder{url: url, ds: ds, c: c}
+				named++
+			}
+		}
+		r.mu.Unlock()
+	}
+	if named > 0 {
+		r.log.Info().Str("dataset", ds.Name).Int("chunks", named).
+			Msg("this node's peers hold chunks of its own they read for it while it could not reach the store: they are asked for them before the store")
+	}
+}
+
+// Read implements catalog.Handover: a chunk a peer held when Learn asked
+// is asked of it (once) and verified; false (read the store) otherwise,
+// or if the peer no longer holds it.
+func (r *Returned) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
+	r.mu.Lock()
+	h, ok := r.from[k]
+	delete(r.from, k)
+	r.mu.Unlock()
+	if !ok || !r.peers.IsUp(h.url) {
+		return false
+	}
+	if err := r.peers.FetchChunk(ctx, h.url, h.ds, h.c, buf); err != nil {
+		r.log.Debug().Err(err).Str("peer", h.url).Str("chunk", k.String()).Msg("a peer no longer holds a chunk it read for this node; reading the store")
+		return false
+	}
+	if err := verify(buf); err != nil {
+		r.log.Warn().Err(err).Str("peer", h.url).Str("chunk", k.String()).Msg("a chunk from a peer failed its check; reading the store")
+		return false
+	}
+	return true
+}

@@ -1,0 +1,90 @@
+package storepath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/job/catalog"
+)
+
+// fakePeers hold chunks by URL; fetched counts the chunks asked of each.
+type fakePeers struct {
+	holds   map[string][]int
+	down    map[string]bool
+	fetched map[string]int
+}
+
+func (f *fakePeers) Held(_ context.Context, url string, _ *catalog.Dataset, chunks []int) ([]int, error) {
+	var out []int
+	for _, c := range chunks {
+		if slices.Contains(f.holds[url], c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset, c int, buf []byte) error {
+	f.fetched[url]++
+	if !slices.Contains(f.holds[url], c) {
+		return errors.New("not held")
+	}
+	copy(buf, fmt.Sprint(c))
+	return nil
+}
+
+func (f *fakePeers) IsUp(url string) bool { return !f.down[url] }
+
+// TestReturned: once the store answers again, each of this node's chunks
+// a peer held is asked of that peer, once, before the store; a chunk no
+// peer held, a peer down since, or bytes that fail their check are read
+// from the store.
+func TestReturned(t *testing.T) {
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range 6 {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
+		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	peers := &fakePeers{holds: map[string][]int{"a": {0, 1}, "b": {1, 2, 5}}, down: map[string]bool{}, fetched: map[string]int{}}
+	r := NewReturned(peers, zerolog.Nop())
+	r.Learn(context.Background(), ds, []int{0, 1, 2, 3, 4}, []string{"a", "b"})
+	ok := func([]byte) error { return nil }
+	buf := make([]byte, 1)
+	for _, tc := range []struct {
+		c      int
+		verify func([]byte) error
+		want   bool
+	}{
+		{0, ok, true},  // a held it
+		{0, ok, false}, // asked once
+		{1, ok, true},  // a, the first peer asked, held it
+		{3, ok, false}, // no peer held it
+		{5, ok, false}, // not this node's to take back
+		{2, func([]byte) error { return errors.New("bad bytes") }, false},
+	} {
+		if got := r.Read(context.Background(), ds.ChunkKey(tc.c), buf, tc.verify); got != tc.want {
+			t.Errorf("chunk %d: given by a peer %t, want %t", tc.c, got, tc.want)
+		}
+	}
+	if peers.fetched["a"] != 2 || peers.fetched["b"] != 1 {
+		t.Errorf("chunks asked of the peers: %v, want a 2 and b 1", peers.fetched)
+	}
+	// A peer down since it was asked is not asked again.
+	r.Learn(context.Background(), ds, []int{2}, []string{"a", "b"})
+	peers.down["b"] = true
+	if r.Read(context.Background(), ds.ChunkKey(2), buf, ok) {
+		t.Error("a chunk given by a peer that is down")
+	}
+}

@@ -1,0 +1,262 @@
+package plans
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	fvideo "github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/format/video/clips"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/transform/video"
+)
+
+// Clips is what a clip job's plan needs of the layout (layout.Orders):
+// its clip space and its epochs' orders, the ones its batches are laid
+// out by.
+type Clips interface {
+	ClipSpaceOf(ds *catalog.Dataset, key string) (*layout.ClipSpace, error)
+	Epoch(s layout.Stream, epoch uint64) (*layout.EpochOrder, error)
+}
+
+// DefaultFrameCPU is the CPU a decoded frame costs a plan that has
+// measured none, at 640×360 (docs/transform.md §12.7: H.264 to RGB on
+// this project's machine), scaled by a video's pixels.
+const DefaultFrameCPU = 1220 * time.Microsecond
+
+// maxClipPlan bounds a clip plan's work: the frames of every clip of
+// every epoch planned.
+const maxClipPlan = 1 << 26
+
+// planClips answers /plan for a clip job: the exact demand of its
+// epochs — each global batch's clips drawn as the gateway draws them, the
+// chunks holding their GOPs in first-use order — simulated through the
+// plan's cache (the nodes' caches together on a cluster, whose nodes read
+// each chunk once between them), and a "clips" section: per epoch its
+// clips, the GOPs they need and those GOPs' bytes (the covering bytes),
+// the store bytes the gateway's policy reads for them, the frames decoded
+// (every run from its keyframe, each GOP once a rank's batch) and their
+// CPU at this node's measured cost a frame (DecodeCost), or
+// DefaultFrameCPU scaled by the frames' pixels before it has decoded any.
+func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
+	if q.Plan.NodesAfter > 0 {
+		return nil, fmt.Errorf("%w: a clip job's plan is of its epochs, not of a resize (nodes_after=)", query.ErrBadRequest)
+	}
+	if m.cfg.Clips == nil {
+		return nil, fmt.Errorf("%w: this gateway plans no clip jobs", query.ErrBadRequest)
+	}
+	cs, err := m.cfg.Clips.ClipSpaceOf(ds, q.Job.Clip.Key())
+	if err != nil {
+		return nil, err
+	}
+	d := cs.Dataset()
+	epochs := q.Plan.Epochs
+	if epochs == 0 {
+		epochs = DefaultEpochs
+	}
+	perClip := q.Job.Clip.Frames
+	for _, w := range cs.Windows() {
+		perClip += len(w.Deltas)
+	}
+	if work := int64(cs.Samples()) * int64(epochs) * int64(max(perClip, 1)); work > maxClipPlan {
+		return nil, fmt.Errorf("%w: a plan of %d epochs of %d clips draws %d frames; a gateway plans at most %d", query.ErrBadRequest, epochs, cs.Samples(), work, int64(maxClipPlan))
+	}
+	perFrame, measured := DefaultFrameCPU, false
+	if m.cfg.DecodeCost != nil {
+		if c, ok := m.cfg.DecodeCost(); ok {
+			perFrame, measured = c, true
+		}
+	}
+	job := q.Job
+	job.Offset = 0
+	stream := layout.StreamOf(ds, job)
+	cp := &api.ClipPlan{Kind: d.Kind, Clips: cs.Samples(), CPUPerFrameMs: float64(perFrame) / 1e6, Measured: measured}
+	var trace []api.PlanBatch
+	for e := range epochs {
+		epoch := uint64(q.Plan.FirstEpoch + e)
+		ep, err := m.cfg.Clips.Epoch(stream, epoch)
+		if err != nil {
+			return nil, err
+		}
+		var order []int
+		for w := range ep.NumWindows() {
+			order = append(order, ep.Window(w)...)
+		}
+		n := len(order)
+		pe := api.ClipPlanEpoch{Epoch: int(epoch)}
+		gops := map[clips.GOP]bool{}
+		var cpu float64
+		for g := range job.NumBatches(n) {
+			shares, err := job.AppendShares(nil, n, g)
+			if err != nil {
+				return nil, err
+			}
+			start, _, err := job.GlobalBatch(n, g)
+			if err != nil {
+				return nil, err
+			}
+			batch := api.PlanBatch{Epoch: int(epoch)}
+			seen := map[int]bool{}
+			at := start
+			for _, share := range shares {
+				rank := make([]clips.Clip, 0, share)
+				for _, s := range order[at : at+share] {
+					c, err := cs.Clip(job.Seed, epoch, s)
+					if err != nil {
+						return nil, err
+					}
+					rank = append(rank, c)
+					for _, ch := range c.Chunks {
+						if !seen[ch] {
+							seen[ch] = true
+							batch.Chunks = append(batch.Chunks, int32(ch))
+						}
+					}
+					for _, gp := range c.GOPs {
+						if !gops[gp] {
+							gops[gp] = true
+							pe.CoveringBytes += d.Videos[gp.Video].Track.GOPs[gp.GOP].Bytes
+						}
+					}
+					pe.Clips++
+					pe.Frames += int64(clipFrames(c))
+				}
+				decoded, pixels, err := decodedFrames(d, rank)
+				if err != nil {
+					return nil, err
+				}
+				pe.FramesDecoded += decoded
+				if measured {
+					cpu += float64(decoded) * perFrame.Seconds()
+				} else {
+					cpu += pixels * perFrame.Seconds() / (640 * 360)
+				}
+				at += share
+			}
+			if len(batch.Chunks) > 0 {
+				trace = append(trace, batch)
+			}
+		}
+		pe.GOPs = len(gops)
+		pe.DecodeCPUSeconds = cpu
+		if pe.Clips > 0 {
+			pe.DecodeCPUPerClip = cpu * 1e3 / float64(pe.Clips)
+		}
+		cp.Epochs = append(cp.Epochs, pe)
+	}
+	o := q.Plan
+	if o.Nodes > 1 {
+		// Each chunk has one owner, which reads it once for the cluster:
+		// the nodes' caches together hold what one of their size would.
+		o.CacheBytes *= int64(o.Nodes)
+	}
+	return m.run(ctx, func(ctx context.Context) (any, error) {
+		sim, err := m.cfg.Planner.TracePlan(ctx, Data(ds), trace, o)
+		if err != nil {
+			return nil, err
+		}
+		store, err := storeBytes(sim)
+		if err != nil {
+			return nil, err
+		}
+		for i := range cp.Epochs {
+			pe := &cp.Epochs[i]
+			pe.StoreBytes = store[pe.Epoch]
+			if pe.CoveringBytes > 0 {
+				pe.StoreOverCovering = float64(pe.StoreBytes) / float64(pe.CoveringBytes)
+			}
+		}
+		return map[string]any{"clips": cp, "simulation": sim, "cache_bytes": o.CacheBytes, "nodes": max(o.Nodes, 1)}, nil
+	})
+}
+
+// clipFrames is the frames a clip holds: a tree's, or a LeRobot sample's
+// cameras'.
+func clipFrames(c clips.Clip) int {
+	n := len(c.Frames)
+	for _, st := range c.Streams {
+		n += len(st.Frames)
+	}
+	return n
+}
+
+// decodedFrames is what decoding a rank's batch of clips costs, as the
+// transform stage decodes it: per video the runs Cover plans for every
+// frame its clips name (each GOP once), their packets, and those packets'
+// pixels.
+func decodedFrames(d *fvideo.Dataset, batch []clips.Clip) (int64, float64, error) {
+	want := map[int][]int64{}
+	span := map[int][2]int{}
+	note := func(fs []clips.Frame) {
+		for _, f := range fs {
+			want[f.Video] = append(want[f.Video], f.PTS)
+		}
+	}
+	for _, c := range batch {
+		note(c.Frames)
+		for _, st := range c.Streams {
+			note(st.Frames)
+		}
+		for _, g := range c.GOPs {
+			r, ok := span[g.Video]
+			if !ok {
+				r = [2]int{g.GOP, g.GOP}
+			}
+			span[g.Video] = [2]int{min(r[0], g.GOP), max(r[1], g.GOP)}
+		}
+	}
+	var n int64
+	var pixels float64
+	for v, pts := range want {
+		t := &d.Videos[v].Track
+		r := span[v]
+		first, end := int(t.GOPs[r[0]].First), int(t.GOPs[r[1]].End)
+		infos := make([]video.PacketInfo, end-first)
+		for i := range infos {
+			smp := t.Samples[first+i]
+			infos[i] = video.PacketInfo{PTS: smp.PTS, DTS: smp.DTS, Key: smp.Key}
+		}
+		slices.Sort(pts)
+		spans, err := video.Cover(infos, slices.Compact(pts))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", d.Videos[v].Key, err)
+		}
+		for _, sp := range spans {
+			k := int64(sp.End - sp.Start)
+			n += k
+			pixels += float64(k) * float64(t.Width*t.Height)
+		}
+	}
+	return n, pixels, nil
+}
+
+// storeBytes are the store bytes per epoch of the gateway's policy in a
+// TracePlan answer (its JSON: {"policy": {"epochs": [{"epoch",
+// "backend_bytes"}]}}).
+func storeBytes(sim any) (map[int]int64, error) {
+	b, err := json.Marshal(sim)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Policy struct {
+			Epochs []struct {
+				Epoch        int   `json:"epoch"`
+				BackendBytes int64 `json:"backend_bytes"`
+			} `json:"epochs"`
+		} `json:"policy"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	for _, e := range r.Policy.Epochs {
+		out[e.Epoch] = e.BackendBytes
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package hubtest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestMethods(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"a.go": `package p
+type Hub struct{}
+func (h *Hub) A() {}
+func (h Hub) b() {}
+func (Hub) C() {}
+type G[T any] struct{}
+func (g *G[T]) D() {}
+type H[K, V any] struct{}
+func (h H[K, V]) E() {}
+func F() {}
+`,
+		"b.go":      "package p\nfunc (h *Hub) z() {}\n",
+		"a_test.go": "package p\nfunc (h *Hub) InTest() {}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := Methods(t, dir)
+	want := map[string][]string{"Hub": {"A", "C", "b", "z"}, "G": {"D"}, "H": {"E"}}
+	if len(got) != len(want) {
+		t.Fatalf("Methods = %v, want %v", got, want)
+	}
+	for typ, m := range want {
+		if !slices.Equal(got[typ], m) {
+			t.Errorf("%s: %v, want %v", typ, got[typ], m)
+		}
+	}
+	if e := Exported(got["Hub"]); !slices.Equal(e, []string{"A", "C"}) {
+		t.Errorf("Exported = %v", e)
+	}
+	ft := &fakeT{TB: t}
+	NoHubs(ft, dir, 3)
+	if ft.errors != 1 {
+		t.Errorf("NoHubs with a bound of 3 over a type of 4 methods: %d errors, want 1", ft.errors)
+	}
+	ft = &fakeT{TB: t}
+	NoHubs(ft, dir, 4)
+	if ft.errors != 0 {
+		t.Errorf("NoHubs with a bound of 4: %d errors, want 0", ft.errors)
+	}
+}
+
+// fakeT counts the errors reported to it.
+type fakeT struct {
+	testing.TB
+	errors int
+}
+
+func (f *fakeT) Errorf(string, ...any) { f.errors++ }
+func (f *fakeT) Helper()               {}

@@ -1,0 +1,85 @@
+"""Clip jobs (clip=) against a real gateway decoding videos: the client's
+arrays and BrandDataset's steps view a batch's frames as (B, T, H, W, 3)
+on its buffer, every frame is PyAV's, every clip once an epoch, and a
+state resumes exactly at another world size."""
+
+from __future__ import annotations
+
+import dataclasses
+import unittest
+
+from gateway import HERE  # noqa: F401 - puts the package on the path
+from videogateway import video_gateway
+
+import brand
+
+T, B = 8, 2
+JOB = brand.Job(dataset="vid", seed=5, batch_size=B, clip=T, stride=2)
+
+
+def _clips(per_video: int = 75) -> int:
+    span = (T - 1) * 2 + 1
+    starts = per_video - span + 1
+    return 3 * -(-starts // span)
+
+
+class TestClipArrays(unittest.TestCase):
+    def test_frames_are_pyavs_on_the_buffer(self):
+        import numpy
+
+        gw = video_gateway()
+        seen = []
+        with brand.Client(gw.url, brand.Options(job=JOB)) as c:
+            for batch in c.epoch(0):
+                step = brand.clip_arrays(batch)
+                frames = step["frames"]
+                self.assertEqual(frames.dtype, numpy.uint8)
+                self.assertEqual(frames.shape, (len(batch), T, 48, 64, 3))
+                body = numpy.frombuffer(batch.body, numpy.uint8)
+                self.assertTrue(numpy.shares_memory(frames, body), "the frames are a copy, not a view of the batch")
+                for i, js in enumerate(step["json"]):
+                    seen.append(step["__key__"][i])
+                    self.assertEqual(int(step["cls"][i]), 0 if js["video"].startswith("cat/") else 1)
+                    ref = gw.reference(js["video"])
+                    for t, pts in enumerate(js["pts"]):
+                        self.assertEqual(frames[i, t].tobytes(), ref[pts], f"{js['video']} pts {pts}")
+        self.assertEqual(len(seen), _clips())
+        self.assertEqual(len(set(seen)), len(seen))
+
+
+class TestClipDataset(unittest.TestCase):
+    def test_steps_and_resume_at_another_world(self):
+        import torch
+        from brand.torch import BrandDataset
+
+        gw = video_gateway()
+        ds = BrandDataset(gw.url, brand.Options(job=dataclasses.replace(JOB, world=1, rank=0)))
+        ds.set_epoch(0)
+        it = iter(ds)
+        first = next(it)
+        self.assertEqual(first["frames"].dtype, torch.uint8)
+        self.assertEqual(tuple(first["frames"].shape), (B, T, 48, 64, 3))
+        frames = first["frames"]
+        storage = frames.untyped_storage() if hasattr(frames, "untyped_storage") else frames.storage()
+        self.assertGreater(storage.nbytes(), frames.numel(),
+                           "the frames are a view of the batch's buffer, not a copy of them")
+        self.assertEqual(first["cls"].dtype, torch.int64)
+        state = ds.state_dict(steps=1)
+        self.assertEqual(state["clip"], T)
+        del it
+        # Two ranks resume where one stopped: the rest of the epoch, once.
+        rest = []
+        for r in range(2):
+            other = BrandDataset(gw.url, brand.Options(job=dataclasses.replace(JOB, world=2, rank=r)))
+            other.load_state_dict(state)
+            for step in other:
+                rest += step["__key__"]
+        got = list(first["__key__"]) + rest
+        self.assertEqual(len(got), _clips())
+        self.assertEqual(len(set(got)), len(got))
+        with self.assertRaises(ValueError):
+            BrandDataset(gw.url, brand.Options(job=dataclasses.replace(JOB, clip=4))).load_state_dict(state)
+
+
+if __name__ == "__main__":
+    unittest.main()
