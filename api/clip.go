@@ -1,8 +1,8 @@
 package api
 
 import (
-	"errors"
 	"fmt"
+	"github.com/brandgw/brand/internal/errkind"
 	"math"
 	"net/url"
 	"slices"
@@ -49,7 +49,7 @@ const (
 )
 
 // ErrClip marks a clip parameter that does not parse or is out of bounds.
-var ErrClip = errors.New("clip parameter")
+var ErrClip = errkind.New(errkind.Invalid, "clip parameter")
 
 // Clip is a video job's clip parameters: a job that sets Frames or
 // Windows serves clip samples, each a pure function of (dataset version,

@@ -2,14 +2,14 @@ package balance
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
+	"github.com/brandgw/brand/internal/errkind"
 	"slices"
 )
 
 // ErrInvalid marks inputs Assign cannot balance: shares that do not add
 // up to the batch, a negative share, costs past MaxTotal.
-var ErrInvalid = errors.New("balance: invalid input")
+var ErrInvalid = errkind.New(errkind.Invalid, "balance: invalid input")
 
 // MaxSwaps bounds the improving swaps Assign makes after its greedy
 // placement. Each swap lowers the sum of the squares of the ranks' costs,

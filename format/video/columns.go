@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/brandgw/brand/internal/errkind"
 	"io"
 	"math"
 	"strconv"
@@ -28,7 +28,7 @@ import (
 // ErrColumn marks a LeRobot column whose values cannot be an array: a
 // string, a boolean, a struct, values of unequal shapes. The clip stage
 // leaves such a column out of a sample's arrays.
-var ErrColumn = errors.New("video: column not an array")
+var ErrColumn = errkind.New(errkind.Internal, "video: column not an array")
 
 // Column is one numeric LeRobot data column as the clip stage writes it.
 type Column struct {

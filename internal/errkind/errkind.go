@@ -162,13 +162,21 @@ func Of(err error) Kind {
 	return k
 }
 
-// Names returns the names (Named) of the errors in err's tree, in the
-// order errors.Is visits it.
+// named is an error that carries a name: an *Error made by Named, or an
+// error type of a package's own counted apart from the sentinel it wraps
+// (a chunk damaged at rest is not any store mismatch).
+type named interface {
+	error
+	Name() string
+}
+
+// Names returns the names (Named, or an error type's Name) of the errors
+// in err's tree, in the order errors.Is visits it.
 func Names(err error) []string {
 	var out []string
 	walk(err, func(e error) bool {
-		if ke, ok := e.(*Error); ok && ke.name != "" {
-			out = append(out, ke.name)
+		if ne, ok := e.(named); ok && ne.Name() != "" {
+			out = append(out, ne.Name())
 		}
 		return false
 	})

@@ -11,24 +11,24 @@ import (
 var (
 	// ErrNoDecoder: this binary was built without libavcodec (the
 	// brand_libav tag; scripts/install-libav.sh), so it decodes no video.
-	ErrNoDecoder = errkind.New(errkind.NotImplemented, "video: this build decodes no video (built without -tags brand_libav)")
+	ErrNoDecoder = errkind.Named(errkind.NotImplemented, "no_video_decoder", "video: this build decodes no video (built without -tags brand_libav)")
 	// ErrCodec: the stream's codec is not one this package decodes, or
 	// this libavcodec has no decoder for it.
-	ErrCodec = errkind.New(errkind.Unprocessable, "video: unsupported codec")
+	ErrCodec = errkind.Named(errkind.Unprocessable, "bad_video", "video: unsupported codec")
 	// ErrTooLarge: the stream's frames are larger than the bound, or
 	// their decode needs more memory than the node has for decodes;
 	// refused before a frame is allocated.
-	ErrTooLarge = errkind.New(errkind.Unprocessable, "video: frames larger than the bound")
+	ErrTooLarge = errkind.Named(errkind.Unprocessable, "bad_video", "video: frames larger than the bound")
 	// ErrDecode: the packets do not decode (damaged, truncated, not of
 	// the stated codec), or the decoder's frames are not what the index
 	// says (another size, a frame missing or given twice). No frame of
 	// the run is trusted then.
-	ErrDecode = errkind.New(errkind.Unprocessable, "video: cannot decode")
+	ErrDecode = errkind.Named(errkind.Unprocessable, "bad_video", "video: cannot decode")
 	// ErrRun: a run cannot give a wanted frame exactly as a decode of the
 	// whole stream would: it does not start at a keyframe, the frame is
 	// not in it, or the frame is a leading picture of the run's first
 	// keyframe (an open GOP) that needs the group before it.
-	ErrRun = errkind.New(errkind.Internal, "video: frame not decodable from this run")
+	ErrRun = errkind.Named(errkind.Unprocessable, "bad_video", "video: frame not decodable from this run")
 )
 
 // Stream is what a container index says of a video stream and what a

@@ -39,6 +39,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/internal/errkind"
 	"io"
 	"strings"
 	"sync"
@@ -51,10 +52,10 @@ import (
 )
 
 // ErrOver marks bytes that inflate past the size stated for them.
-var ErrOver = errors.New("inflates past its stated size")
+var ErrOver = errkind.New(errkind.Internal, "inflates past its stated size")
 
 // ErrCorrupt marks bytes that do not decompress.
-var ErrCorrupt = errors.New("does not decompress")
+var ErrCorrupt = errkind.New(errkind.Internal, "does not decompress")
 
 // Codec is a compression a format's data may use.
 type Codec uint8

@@ -72,4 +72,9 @@ func (e *DamagedChunkError) Public() string {
 		e.Key.Object, e.Key.Dataset, reads, e.Cause, todo)
 }
 
+// Name is what the server's metrics count the answers to it under
+// (errkind.Names): a chunk damaged at rest is repaired, not re-indexed,
+// and so is told apart from the store's other mismatches.
+func (e *DamagedChunkError) Name() string { return "damaged_chunk" }
+
 func (e *DamagedChunkError) Unwrap() error { return e.Err }

@@ -92,6 +92,12 @@ func Public(status int, err error) string {
 	switch {
 	case status < 500, errkind.Has(err, errkind.Busy), errkind.Has(err, errkind.NotImplemented):
 		return ""
+	case isTold(err):
+		// An error that says what a client may be told of it, in words
+		// that name no store (catalog.DamagedChunkError: the dataset, the
+		// chunk and the cause, what the operator must repair).
+		t, _ := errors.AsType[told](err)
+		return t.Public()
 	case errkind.Has(err, errkind.Corrupt):
 		return "a chunk failed its checksum: the store no longer matches the dataset's index"
 	case status == http.StatusBadGateway:
@@ -103,4 +109,17 @@ func Public(status int, err error) string {
 	default:
 		return "internal error"
 	}
+}
+
+// told is an error that says itself what a client may be told of it (a
+// chunk damaged at rest, catalog.DamagedChunkError).
+type told interface {
+	error
+	Public() string
+}
+
+// isTold reports whether err, or an error it wraps, is told.
+func isTold(err error) bool {
+	_, ok := errors.AsType[told](err)
+	return ok
 }

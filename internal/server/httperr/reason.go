@@ -30,9 +30,12 @@ var reasons = []string{
 	"member_unasked",
 	"too_large",
 	"unknown_pipeline",
+	"no_video_decoder",
+	"bad_video",
 	"bad_image",
 	"index_version",
 	"members_version",
+	"damaged_chunk",
 	"store_mismatch",
 }
 

@@ -4,11 +4,13 @@ import (
 	"net/http"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
+	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
 	"github.com/brandgw/brand/format/video/mp4"
 	"github.com/brandgw/brand/gateway"
@@ -25,6 +27,7 @@ import (
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/cluster/peercred"
+	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/internal/codec/ustar"
@@ -49,8 +52,10 @@ import (
 // (cmd/brand), with the status, reason and message a client meets them
 // with.
 var served = []sentinelCase{
+	{"api.ErrClip", api.ErrClip, http.StatusBadRequest, "bad_request", false},
 	{"api.ErrMix", api.ErrMix, http.StatusInternalServerError, "internal", true},
 	{"api.ErrPlanBudget", api.ErrPlanBudget, http.StatusServiceUnavailable, "plan_budget", false},
+	{"balance.ErrInvalid", balance.ErrInvalid, http.StatusBadRequest, "bad_request", false},
 	{"chunkindex.ErrCorrupt", chunkindex.ErrCorrupt, http.StatusBadGateway, "store_mismatch", true},
 	{"chunkindex.ErrDuplicateKey", chunkindex.ErrDuplicateKey, http.StatusInternalServerError, "internal", true},
 	{"chunkindex.ErrInvalid", chunkindex.ErrInvalid, http.StatusInternalServerError, "internal", true},
@@ -69,6 +74,8 @@ var served = []sentinelCase{
 	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},
 	{"format.ErrOverBound", format.ErrOverBound, http.StatusInternalServerError, "internal", true},
 	{"format.ErrUnsupported", format.ErrUnsupported, http.StatusInternalServerError, "internal", true},
+	{"format/video.ErrColumn", fvideo.ErrColumn, http.StatusInternalServerError, "internal", true},
+	{"format/video/clips.ErrInvalid", clips.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"format/video/mp4.ErrInvalid", mp4.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"format/video/mp4.ErrLimit", mp4.ErrLimit, http.StatusInternalServerError, "internal", true},
 	{"format/video/mp4.ErrNoVideo", mp4.ErrNoVideo, http.StatusInternalServerError, "internal", true},
@@ -80,6 +87,8 @@ var served = []sentinelCase{
 	{"importance.ErrCorrupt", importance.ErrCorrupt, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrBalance", layout.ErrBalance, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrClips", layout.ErrClips, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
@@ -90,6 +99,7 @@ var served = []sentinelCase{
 	{"internal/batch/sequences.ErrTokenID", sequences.ErrTokenID, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/sequences.ErrTooLarge", sequences.ErrTooLarge, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/tensorize.ErrBusy", tensorize.ErrBusy, http.StatusServiceUnavailable, "transform_busy", false},
+	{"internal/batch/tensorize.ErrClipInput", tensorize.ErrClipInput, http.StatusUnprocessableEntity, "bad_video", false},
 	{"internal/batch/tensorize.ErrClosed", tensorize.ErrClosed, http.StatusServiceUnavailable, "shutting_down", false},
 	{"internal/batch/tensorize.ErrTooLarge", tensorize.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/batch/visit.ErrFingerprint", visit.ErrFingerprint, http.StatusBadRequest, "bad_request", false},
@@ -104,9 +114,12 @@ var served = []sentinelCase{
 	{"internal/cluster/peercred.ErrNotMember", peercred.ErrNotMember, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/peercred.ErrOtherBoot", peercred.ErrOtherBoot, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/peercred.ErrUnauthenticated", peercred.ErrUnauthenticated, http.StatusUnauthorized, "unauthenticated", false},
+	{"internal/cluster/storepath.ErrUnreachable", storepath.ErrUnreachable, http.StatusServiceUnavailable, "store_unavailable", true},
 	{"internal/cluster/transport.ErrDown", transport.ErrDown, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrNotHeld", transport.ErrNotHeld, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/transport.ErrPeerStoreUnreachable", transport.ErrPeerStoreUnreachable, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrRefused", transport.ErrRefused, http.StatusInternalServerError, "internal", true},
+	{"internal/cluster/transport.ErrTimeout", transport.ErrTimeout, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/transport.ErrVersion", transport.ErrVersion, http.StatusInternalServerError, "internal", true},
 	{"internal/codec/npy.ErrFormat", npy.ErrFormat, http.StatusInternalServerError, "internal", true},
 	{"internal/codec/npy.ErrTooLong", npy.ErrTooLong, http.StatusInternalServerError, "internal", true},
@@ -155,6 +168,11 @@ var served = []sentinelCase{
 	{"transform.ErrSpec", transform.ErrSpec, http.StatusInternalServerError, "internal", true},
 	{"transform.ErrTooLarge", transform.ErrTooLarge, http.StatusUnprocessableEntity, "bad_image", false},
 	{"transform.ErrUnknownPipeline", transform.ErrUnknownPipeline, http.StatusBadRequest, "unknown_pipeline", false},
+	{"transform/video.ErrCodec", videodec.ErrCodec, http.StatusUnprocessableEntity, "bad_video", false},
+	{"transform/video.ErrDecode", videodec.ErrDecode, http.StatusUnprocessableEntity, "bad_video", false},
+	{"transform/video.ErrNoDecoder", videodec.ErrNoDecoder, http.StatusNotImplemented, "no_video_decoder", false},
+	{"transform/video.ErrRun", videodec.ErrRun, http.StatusUnprocessableEntity, "bad_video", false},
+	{"transform/video.ErrTooLarge", videodec.ErrTooLarge, http.StatusUnprocessableEntity, "bad_video", false},
 }
 
 // elsewhere are the exported sentinels of the packages the server does
@@ -167,10 +185,4 @@ var elsewhere = []namedError{
 	{"client.ErrNoImportanceJob", client.ErrNoImportanceJob},
 	{"client.ErrNoJobName", client.ErrNoJobName},
 	{"client.ErrShortBody", client.ErrShortBody},
-	{"format/video/clips.ErrInvalid", clips.ErrInvalid},
-	{"transform/video.ErrCodec", videodec.ErrCodec},
-	{"transform/video.ErrDecode", videodec.ErrDecode},
-	{"transform/video.ErrNoDecoder", videodec.ErrNoDecoder},
-	{"transform/video.ErrRun", videodec.ErrRun},
-	{"transform/video.ErrTooLarge", videodec.ErrTooLarge},
 }

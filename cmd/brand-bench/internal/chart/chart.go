@@ -21,12 +21,12 @@ package chart
 
 import (
 	"encoding/json"
-	"errors"
+	"github.com/brandgw/brand/internal/errkind"
 	"io"
 )
 
 // ErrEmpty reports a chart with nothing to draw: a report with no rows.
-var ErrEmpty = errors.New("chart: no results to chart")
+var ErrEmpty = errkind.New(errkind.Invalid, "chart: no results to chart")
 
 // Ext is the file extension of a chart written as data.
 const Ext = ".chart.json"
