@@ -10,4 +10,6 @@
 //	peercred    the credentials that prove an internal request is a peer's
 //	route       which node a chunk's bytes are read from, with failover
 //	handover    what a node loads when the membership gives it chunks
+//	storepath   whether this node reaches the store, and its chunks read
+//	            through a peer while it does not
 package cluster

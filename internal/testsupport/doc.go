@@ -6,4 +6,6 @@
 //	pythontest  the Python 3 with given modules a test runs a reference with
 //	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 //	hubtest     a package's types held under a number of methods (no hubs)
+//	netns       test networks of network namespaces, and faults cut into them
+//	videotest   the video files the video formats' tests read (ffmpeg, ffprobe)
 package testsupport
