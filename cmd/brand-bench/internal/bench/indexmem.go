@@ -83,9 +83,16 @@ type IndexRow struct {
 	HeapBytes     int64 `json:"heap_bytes"`
 	PeakHeapBytes int64 `json:"peak_heap_bytes"`
 	// FootprintBytes is Index.Footprint; FormulaBytes the formula of
-	// docs/format.md evaluated from the dataset's shape alone.
+	// docs/format.md evaluated from the dataset's shape alone, plus what
+	// the table cache holds (CachedBytes). A partial index keeps the
+	// other chunks' tables its load streamed past in its table cache,
+	// up to the cache's bound (chunkindex.DefaultTableCacheBytes), so
+	// that a batch need not read them from the store: CachedTables and
+	// CachedBytes are those, right after the load.
 	FootprintBytes int64   `json:"footprint_bytes"`
 	FormulaBytes   int64   `json:"formula_bytes"`
+	CachedTables   int     `json:"cached_tables,omitempty"`
+	CachedBytes    int64   `json:"cached_bytes,omitempty"`
 	OfWhole        float64 `json:"of_whole"` // HeapBytes ÷ the whole index's
 	ResidentTables int     `json:"resident_tables"`
 	OwnedSamples   int     `json:"owned_samples"`
@@ -421,7 +428,8 @@ func measurePartial(ctx context.Context, path string, size int64, syn *synthInde
 			row.OwnedSamples += syn.counts[c]
 		}
 	}
-	row.FormulaBytes = partialFormula(syn, ix, row.OwnedSamples, row.ResidentTables)
+	row.CachedTables, row.CachedBytes = st.Cached, st.CachedBytes
+	row.FormulaBytes = partialFormula(syn, ix, row.OwnedSamples, row.ResidentTables) + row.CachedBytes
 
 	// A batch of other nodes' samples, one per chunk.
 	var others []int
