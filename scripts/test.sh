@@ -66,30 +66,37 @@ if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>
 	race=
 fi
 
-# Every package but integration under the race detector, one at a time,
-# and beside it package integration without it: two test processes at
-# once keep a 2-core machine responsive. Package integration runs brand
-# serve processes, MinIO and clients; under the race detector its
-# gateways took most of the suite's time (17.5 of 25 minutes), while the
-# code they run is raced in-process by package gateway's tests (clusters,
-# peers, joins and leaves, the S3 face) in the run beside it. The timeout
-# bounds a hung test.
-unit=() integ=()
+# Two test processes at once, which keep a 2-core machine responsive:
+# under the race detector, the packages whose code runs goroutines or is
+# called from several at once (the gateway, the cache, the cluster, the
+# batch and job stages, the server's parts, the store, the client, the
+# S3 face, the index); beside them, without it, the packages whose code
+# starts none (the formats, transform, tokenize, seqpack, shuffle,
+# balance, planner, importance, the codecs and generators: `go func` in
+# none of them; their shared state is raced where the gateway's tests
+# drive them) and the two that run brand serve processes, MinIO and
+# clients rather than code of their own (integration, and brand-bench's
+# harness). Under the race detector those two took most of the suite's
+# time (integration 17.5 of 25 minutes), for code raced in-process by
+# package gateway's tests (clusters, peers, joins and leaves, the S3
+# face). The timeout bounds a hung test.
+raced=() plain=()
 while read -r pkg; do
-	case $pkg in
-	*/integration) integ+=("$pkg") ;;
-	*) unit+=("$pkg") ;;
+	case ${pkg#github.com/brandgw/brand/} in
+	integration | cmd/brand-bench | cmd/brand-bench/* | format | format/* | transform | transform/* | tokenize | seqpack | shuffle | balance | planner | importance | internal/gen/* | internal/codec/*)
+		plain+=("$pkg") ;;
+	*) raced+=("$pkg") ;;
 	esac
 done < <(go list ./...)
-go test $race -count=1 -p 1 -timeout 20m "$@" "${unit[@]}" &
-unit_pid=$!
-go test -count=1 -p 1 -timeout 20m "$@" "${integ[@]}" &
-integ_pid=$!
-unit_rc=0 integ_rc=0
-wait "$unit_pid" || unit_rc=$?
-wait "$integ_pid" || integ_rc=$?
-if ((unit_rc != 0 || integ_rc != 0)); then
-	echo "test.sh: go test failed (packages under the race detector: exit $unit_rc; integration: exit $integ_rc)" >&2
+go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}" &
+raced_pid=$!
+go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}" &
+plain_pid=$!
+raced_rc=0 plain_rc=0
+wait "$raced_pid" || raced_rc=$?
+wait "$plain_pid" || plain_rc=$?
+if ((raced_rc != 0 || plain_rc != 0)); then
+	echo "test.sh: go test failed (under the race detector: exit $raced_rc; without it: exit $plain_rc)" >&2
 	exit 1
 fi
 
@@ -133,9 +140,9 @@ go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 10s -fuzzminimizetime 2s ./format/
 if scripts/install-turbojpeg.sh; then
 	# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
 	# the build), which the run above has already done.
-	# Without the race detector: the run above raced package transform,
-	# and this build differs from it only in the cgo decoder, which the
-	# race detector does not see into.
+	# Without the race detector, as the run above runs package transform
+	# (it starts no goroutine; the gateway's tests race the stage that
+	# runs it).
 	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
 	go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
 	image=$(mktemp -d)
