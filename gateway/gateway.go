@@ -529,7 +529,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.prefetch = usetable.NoPrefetch{}
 	if cfg.PrefetchConcurrency > 0 {
 		g.prefetch = usetable.NewPrefetcher(usetable.PrefetcherConfig{Workers: cfg.PrefetchConcurrency, Cache: g.cache,
-			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, Local: rt.Local, Tally: g.stats,
+			Distance: g.sched.Distance, Prefetchable: g.sched.Prefetchable, Displaces: g.sched.Displaces, Keeps: g.sched.Keeps, StandIn: g.sched.StandIn, Local: rt.Local, Tally: g.stats,
 			Group: g.life.Group("schedule: prefetch"), Registry: reg, Log: cfg.Logger})
 	}
 	g.reader = reader.New(reader.Config{Cache: g.cache, Loader: loader, Remote: rt, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip,

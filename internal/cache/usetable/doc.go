@@ -64,7 +64,12 @@
 // owned before a membership change, is Never, the first to go — unless
 // that node will ask this one for it (Config.Keep: a gain its new owner
 // left to the batches, which this node read for the jobs before the
-// change), which is keyed as this node's own until it is taken.
+// change), which is keyed as this node's own until it is taken. A chunk
+// it reads only for an owner that is down or out of reach (not its own
+// under Config.Own: a stand-in) is keyed for the windows at hand and the
+// next, and goes before every chunk the node owns, whatever their keys
+// (Snapshot.victimKey; a stand-in's prefetch likewise displaces none):
+// the node would read its own again once the fault heals.
 //
 // # The use table
 //

@@ -13,6 +13,9 @@ func (s *Table) Prefetchable(k chunkcache.Key) bool { return s.Snapshot().Prefet
 // Displaces is Snapshot.Displaces in the latest table.
 func (s *Table) Displaces(need, lead int64) bool { return s.Snapshot().Displaces(need, lead) }
 
+// StandIn is Snapshot.StandIn in the latest table.
+func (s *Table) StandIn(k chunkcache.Key) bool { return s.Snapshot().StandIn(k) }
+
 // Keeps is Snapshot.Keeps in the latest table.
 func (s *Table) Keeps(d int64) bool { return s.Snapshot().Keeps(d) }
 

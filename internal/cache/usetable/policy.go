@@ -10,7 +10,8 @@ import (
 // tablePolicy (NewPolicy) is the cache policy that evicts the chunk
 // whose next use is furthest away (Belady's rule on the known order);
 // chunks no stream needs go first, the least recently used first among
-// equals. Its heap is the planner's (internal/cache/evict), so the gateway and
+// equals; then the chunks this node stands in for, before any it owns
+// (Snapshot.victimKey). Its heap is the planner's (internal/cache/evict), so the gateway and
 // its simulation order chunks by one implementation.
 //
 // The cache calls it under its lock, so it must be cheap and must not call
@@ -56,7 +57,11 @@ func (p *tablePolicy) Touch(k chunkcache.Key) {
 		}
 		p.slot[k] = s
 	}
-	p.heap.Update(s, p.table.Distance(k), p.seq)
+	key := int64(Never)
+	if p.table != nil {
+		key = p.table.victimKey(k, p.table.Now())
+	}
+	p.heap.Update(s, key, p.seq)
 }
 
 // Remove implements chunkcache.Policy.
@@ -80,14 +85,14 @@ func (p *tablePolicy) Victims() iter.Seq[chunkcache.Key] {
 		p.table, p.tick = t, tick
 		if t != nil {
 			now := t.Now()
-			p.heap.Rekey(func(s int) int64 { return t.DistanceAt(p.keys[s], now) })
+			p.heap.Rekey(func(s int) int64 { return t.victimKey(p.keys[s], now) })
 		}
 	case tick != p.tick && t != nil:
 		p.tick = tick
 		now := t.Now()
 		for _, k := range t.hot {
 			if s, ok := p.slot[k]; ok {
-				p.heap.SetKey(s, t.DistanceAt(k, now))
+				p.heap.SetKey(s, t.victimKey(k, now))
 			}
 		}
 	}

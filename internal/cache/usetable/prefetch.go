@@ -55,6 +55,7 @@ type Prefetcher struct {
 	keep     func(chunkcache.Key) bool   // whether the cache would keep it until used
 	displace func(need, lead int64) bool // whether it may evict chunks needed later
 	keeps    func(d int64) bool          // whether the cache keeps a chunk keyed d until used
+	standIn  func(chunkcache.Key) bool   // whether this node holds a chunk only for its owner
 	local    func(ds *catalog.Dataset, c int) bool
 	tally    Tally
 	queued   prometheus.Counter
@@ -93,6 +94,11 @@ type PrefetcherConfig struct {
 	// one it does not, needed later than the chunk read, whatever
 	// Displaces says; nil: it keeps every chunk some stream needs.
 	Keeps func(d int64) bool
+	// StandIn reports whether this node holds a chunk only standing in
+	// for its owner (Snapshot.StandIn): a stand-in's prefetch displaces
+	// only chunks no stream needs and other stand-ins, never a chunk
+	// this node owns; nil: it owns every chunk.
+	StandIn func(chunkcache.Key) bool
 	// Local reports whether this node reads chunk c of ds for the
 	// batches now (route.Router.Local), asked again when a queued chunk
 	// comes to be read: one queued while its owner was down, or before a
@@ -128,11 +134,15 @@ func NewPrefetcher(c PrefetcherConfig) *Prefetcher {
 	if keeps == nil {
 		keeps = func(int64) bool { return true }
 	}
+	standIn := c.StandIn
+	if standIn == nil {
+		standIn = func(chunkcache.Key) bool { return false }
+	}
 	local := c.Local
 	if local == nil {
 		local = func(*catalog.Dataset, int) bool { return true }
 	}
-	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, keeps: keeps, local: local, tally: c.Tally,
+	p := &Prefetcher{cache: c.Cache, distance: c.Distance, keep: keep, displace: displace, keeps: keeps, standIn: standIn, local: local, tally: c.Tally,
 		workers: max(c.Workers, 1), clock: time.Now,
 		queued:  prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_queued_total", Help: "Chunks queued for prefetch."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "brand_prefetch_dropped_total", Help: "Prefetches dropped: queue full, no room without evicting chunks needed sooner, or more than the cache could keep until used."}),
@@ -216,9 +226,16 @@ func (p *Prefetcher) fetch(t prefetchTask) {
 	// the chunks that fill it), and chunks it keeps only while that
 	// cannot pass over a better victim, or waiting for one would leave
 	// too little time to read this chunk.
+	// A chunk read standing in for its owner takes no room from a chunk
+	// this node owns that a job needs: that one would be read again once
+	// the fault heals (Snapshot.victimKey).
 	displace := p.displace(need, p.lead())
+	standIn := p.standIn(r.Key)
 	admit := func(victim chunkcache.Key) bool {
 		d := p.distance(victim)
+		if standIn && Needed(d) && !p.standIn(victim) {
+			return false
+		}
 		return d > need && (displace || !Needed(d) || !p.keeps(d))
 	}
 	began := p.clock()

@@ -210,3 +210,55 @@ func TestPrefetchReadsTheNextWindow(t *testing.T) {
 		})
 	}
 }
+
+// admitsCache is a prefetchCache that asks admit of each of its victims
+// and records those admit accepts.
+type admitsCache struct {
+	victims, admitted []chunkcache.Key
+}
+
+func (*admitsCache) Contains(chunkcache.Key) bool { return false }
+
+func (a *admitsCache) Prefetch(_ context.Context, _ chunkcache.Request, admit func(chunkcache.Key) bool) (chunkcache.PrefetchResult, error) {
+	for _, k := range a.victims {
+		if admit(k) {
+			a.admitted = append(a.admitted, k)
+		}
+	}
+	return chunkcache.PrefetchLoaded, nil
+}
+
+// TestPrefetchOfAStandInSparesOwnChunks: a chunk read standing in for its
+// owner displaces chunks no stream needs and other stand-ins needed after
+// it, never a chunk this node owns, however much later that is needed
+// (TestStandInsNeverEvictOwnChunks is the same rule in the cache's
+// order); a chunk this node owns displaces either.
+func TestPrefetchOfAStandInSparesOwnChunks(t *testing.T) {
+	ds := catalog.NewDataset("d", "", nil, testIndex(t, 5, 8))
+	// Chunk 0 is read; 1 and 2 are this node's own, needed later and not
+	// at all; 3 a stand-in needed later; 4 the own chunk read.
+	dist := map[int]int64{0: 10, 1: 1000, 2: Never, 3: 500, 4: 10}
+	standIn := map[int]bool{0: true, 3: true}
+	key := func(c int) chunkcache.Key { return ds.ChunkKey(c) }
+	chunk := func(k chunkcache.Key) int { c, _ := ds.ChunkOf(k); return c }
+	for _, tc := range []struct {
+		read int
+		want []int
+	}{{0, []int{2, 3}}, {4, []int{1, 2, 3}}} {
+		cache := &admitsCache{victims: []chunkcache.Key{key(1), key(2), key(3)}}
+		p := NewPrefetcher(PrefetcherConfig{Cache: cache, Distance: func(k chunkcache.Key) int64 { return dist[chunk(k)] },
+			StandIn: func(k chunkcache.Key) bool { return standIn[chunk(k)] },
+			Tally:   noTally{}, Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+		p.workers = 1 // no workers run: fetched by hand
+		p.Enqueue([]Use{{Stream: layout.Stream{DS: ds}, Chunk: tc.read}})
+		p.fetch(<-p.queue)
+		p.Close()
+		var got []int
+		for _, k := range cache.admitted {
+			got = append(got, chunk(k))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("prefetch of chunk %d (stand-in: %t) may displace %v, want %v", tc.read, standIn[tc.read], got, tc.want)
+		}
+	}
+}

@@ -232,6 +232,16 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 		// and keeping it would evict this node's own chunks, which it
 		// would read again once the fault heals.
 		standIn := s.own != nil && !s.own(st.DS, c)
+		if standIn && !s.keep(st.DS, c) {
+			// And it goes before every chunk this node owns, whatever
+			// their keys (Snapshot.victimKey): its reads while the
+			// fault lasts take free room, or a stand-in's, never an
+			// own chunk's.
+			if du.standIn == nil {
+				du.standIn = make([]bool, len(du.dist))
+			}
+			du.standIn[c] = true
+		}
 		var d int
 		switch {
 		case cw >= first && cw <= last:

@@ -66,6 +66,10 @@ type datasetUses struct {
 	// weight is, per chunk, the largest importance weight (over the mean)
 	// an importance stream gives it; nil without importance streams.
 	weight []float32
+	// standIn is, per chunk, whether this node reads it only for a
+	// node that owns it (Config.Own) and is down or out of reach; nil
+	// when it stands in for none.
+	standIn []bool
 }
 
 // Distance is k's next-use key in t, now.
@@ -110,6 +114,47 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 		return d
 	}
 	return Never
+}
+
+// StandIn reports whether this node holds k only standing in for its
+// owner (Config.Own): the cache gives it free room, or a chunk no stream
+// needs, or another stand-in's room, never an own chunk's
+// (Snapshot.victimKey, the prefetcher's admission).
+func (t *Snapshot) StandIn(k chunkcache.Key) bool {
+	if t == nil {
+		return false
+	}
+	for _, du := range t.datasets[k.Dataset] {
+		if c, ok := du.ds.ChunkOf(k); ok {
+			return du.standIn != nil && du.standIn[c]
+		}
+	}
+	return false
+}
+
+// standInBand is where a needed stand-in's key starts in the eviction
+// order (victimKey): past any key of a chunk this node owns (keys are
+// ns in the use table's frame, from its start: 2⁶¹ ns is 73 years) and
+// before farFuture, the keys of chunks no stream needs.
+const standInBand = 1 << 61
+
+// victimKey is k's key in the policy's eviction order at now: its next
+// use's (DistanceAt), except that a stand-in some stream needs ranks
+// after every chunk this node owns, in the order of its uses, and before
+// every chunk no stream needs. Belady's rule alone evicted an own chunk
+// needed in the next epoch for a stand-in needed in this window, when
+// the stand-ins of the windows at hand overflowed the room the cache had
+// beside the node's own chunks: the node read that chunk again once the
+// fault healed (0.025–0.038 × the dataset in the warm epoch after a cut,
+// integration/partition_test.go). Its owner, back, reads the stand-in:
+// one read again during the fault costs no more than an own chunk read
+// again after it, and the fault's reads are the store's anyway.
+func (t *Snapshot) victimKey(k chunkcache.Key, now int64) int64 {
+	d := t.DistanceAt(k, now)
+	if !Needed(d) || !t.StandIn(k) {
+		return d
+	}
+	return standInBand + min(max(d, 0), standInBand-1)
 }
 
 // farFuture bounds the distances of chunks no stream needs: Never, less
