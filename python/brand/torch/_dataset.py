@@ -428,9 +428,10 @@ class BrandDataset(IterableDataset):
         # and a state with a packing by a token job; a clip job's alike.
         for k, have in (self._packing() or {"seq": None, "clip": None, "delta_timestamps": None, "frames": None}).items():
             if state.get(k) != have:
+                what = "sequences" if k in ("seq", "pack", "pad", "eos") else "clips"
                 raise ValueError(
                     f"brand: state saved with {k}={state.get(k)!r} cannot resume a dataset with "
-                    f"{k}={have!r}: the epoch's sequences or clips would differ"
+                    f"{k}={have!r}: the epoch's {what} would differ"
                 )
         if self.mix_block is not None:
             job = replace(job, **self._mix_of_state(state))
