@@ -42,8 +42,8 @@ type Peers interface {
 	Up(k int) bool
 	State(k int) *transport.State
 	Fetch(ctx context.Context, k int, req transport.Request) (transport.Reply, error)
-	// Answered is when node k last answered this node or asked it
-	// something authenticated (zero if never).
+	// Answered is when node k last answered this node (zero if never);
+	// what it asked this node does not count (a one-way cut).
 	Answered(k int) time.Time
 }
 

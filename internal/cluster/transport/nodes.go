@@ -62,7 +62,8 @@ type node struct {
 	// unreached: its last probe got no answer at all (Unreached).
 	unreached atomic.Bool
 	// answered is when it last answered this node (a probe, a fetch, a
-	// canary) or asked it something authenticated (unix nanoseconds).
+	// canary), in unix nanoseconds; never what it asked this node, which
+	// says it reaches this node, not that this node reaches it.
 	answered atomic.Int64
 
 	fetched, served                     atomic.Int64 // sample bytes
@@ -203,11 +204,12 @@ func (n *Nodes) Down() []string {
 	return out
 }
 
-// Answered returns when the node in slot k last answered this node or
-// asked it something authenticated (zero if never); now for this node.
-// A node a probe interval or two late is not answering now: a read that
-// fails over after a timeout does not wait on it as well
-// (route.Router.ReadRemote).
+// Answered returns when the node in slot k last answered this node
+// (zero if never); now for this node. A node a probe interval or two
+// late is not answering now: a read that fails over after a timeout does
+// not wait on it as well (route.Router.ReadRemote). What the node asked
+// this one (Heard) does not count: across a one-way cut it asks and
+// cannot be reached.
 func (n *Nodes) Answered(k int) time.Time {
 	if k == n.self.slot {
 		return time.Now()
@@ -264,13 +266,12 @@ func (n *Nodes) changed(nd *node, prev, st *State) {
 // back (see markDown). Such a node may reach this one and not be reached
 // by it (an asymmetric cut), or answer its probes and not its fetches (a
 // gray failure): only its data path answering takes it back
-// (probeLoop's canary).
+// (probeLoop's canary). Nor is being asked an answer (Answered).
 func (n *Nodes) Heard(k int) {
 	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
 	nd := n.at(k)
-	nd.answered.Store(time.Now().UnixNano())
 	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
 		n.changed(nd, nil, nil)
 	}

@@ -415,3 +415,34 @@ func counted(t *testing.T, reg *prometheus.Registry, name, kind string) float64 
 	}
 	return v
 }
+
+// TestHeardIsNotAnAnswer: a node that asks this one for something can
+// reach it, which says nothing of whether this node reaches it (a one-way
+// cut). Answered — which a failover reads to skip a node it would wait on
+// after a timeout (route.Router's freshness) — moves only on what the node
+// answered this one. The reproduction (integration TestClusterPartitions,
+// "asymmetric: it cannot reach the peers"): the node cut off from its
+// peers' port timed out on two of them, then failed over to the third,
+// which it could not reach either but which kept asking it for samples,
+// so it looked fresh; the step waited until the cut healed (6.7–7.0 s
+// with a 4-s --peer-timeout).
+func TestHeardIsNotAnAnswer(t *testing.T) {
+	// A peer that never answers: its probes time out.
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	s := New(Config{Self: "http://self.invalid", Timeout: 100 * time.Millisecond, Probe: 20 * time.Millisecond,
+		Registry: prometheus.NewRegistry(), Log: zerolog.Nop()})
+	defer s.Close()
+	k := s.Probe([]string{srv.URL}, &watched{})[0]
+	s.Heard(k)
+	if a := s.Answered(k); !a.IsZero() {
+		t.Fatalf("a node that never answered this one, heard asking it: Answered %s ago, want never", time.Since(a).Round(time.Millisecond))
+	}
+}
