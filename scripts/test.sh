@@ -66,12 +66,14 @@ if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>
 	race=
 fi
 
-# Two test processes at once, which keep a 2-core machine responsive:
-# under the race detector, the packages whose code runs goroutines or is
-# called from several at once (the gateway, the cache, the cluster, the
-# batch and job stages, the server's parts, the store, the client, the
-# S3 face, the index); beside them, without it, the packages whose code
-# starts none (the formats, transform, tokenize, seqpack, shuffle,
+# Two lanes at once, which keep a 2-core machine busy without
+# overloading it: the suite's wall time is the longer lane's.
+#
+# Which packages run under the race detector: those whose code runs
+# goroutines or is called from several at once (the gateway, the cache,
+# the cluster, the batch and job stages, the server's parts, the store,
+# the client, the S3 face, the index). Without it: the packages whose
+# code starts none (the formats, transform, tokenize, seqpack, shuffle,
 # balance, planner, importance, the codecs and generators: `go func` in
 # none of them; their shared state is raced where the gateway's tests
 # drive them) and the two that run brand serve processes, MinIO and
@@ -88,93 +90,107 @@ while read -r pkg; do
 	*) raced+=("$pkg") ;;
 	esac
 done < <(go list ./...)
-go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}" &
-raced_pid=$!
-go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}" &
-plain_pid=$!
-raced_rc=0 plain_rc=0
-wait "$raced_pid" || raced_rc=$?
-wait "$plain_pid" || plain_rc=$?
-if ((raced_rc != 0 || plain_rc != 0)); then
-	echo "test.sh: go test failed (under the race detector: exit $raced_rc; without it: exit $plain_rc)" >&2
+
+# Lane one: the packages under the race detector (about 7 minutes here),
+# then the tests that must run alone or with other builds — memory,
+# fuzzing, the optional decoders, the Python package — while lane two
+# runs the packages without it (about 17 minutes: integration's 35 tests
+# of brand serve processes one after another, 11 of them).
+lane_one() {
+	go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
+
+	# The tests that measure memory, which the race detector's own
+	# allocations would blur and the run above skips under it: what a gateway
+	# keeps per job, mixture and schedule clients name, held flat over 40,000
+	# batches; what feedback bodies take while they are decoded.
+	go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+	go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
+
+	# Fuzzed for a bounded time beyond their seed corpus (which the run above
+	# already checks): the mixture and plan parameters, the S3 face's
+	# request parsing (keys, ranges, preconditions, listing parameters), the
+	# transform configuration's parser (--transform-config), the image
+	# header readers that size a tensor before any pixel is decoded, and the
+	# SentencePiece model loader and encoder, the snappy decoder that
+	# writes Parquet pages straight into their members, and the MP4 index;
+	# and each decoder of data served in place, seeded with decompression
+	# bombs of every codec, each input held to its memory bound: Parquet
+	# pages of every codec, MDS shards of every codec, Megatron indexes
+	# (minimizing an interesting input briefly, so that the bombs' large
+	# seeds leave time to fuzz).
+	go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 10s -parallel 1 ./planner
+	go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 10s -parallel 1 ./internal/s3face
+	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s -parallel 1 ./transform
+	go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 10s -parallel 1 ./transform
+	go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 10s -parallel 1 ./tokenize
+	go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 10s -parallel 1 ./tokenize
+	go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 10s -parallel 1 ./format/parquet
+	go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 10s -parallel 1 ./format/video/mp4
+	go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/parquet
+	go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/mds
+	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/megatron
+
+	# Package transform again with its optional libjpeg-turbo decoder
+	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
+	# container image's binary built as the Dockerfile builds it, which must
+	# name libjpeg-turbo in `brand version`. Where the library cannot be
+	# installed the build without it is all there is: a warning locally, a
+	# failure with CI=true.
+	if scripts/install-turbojpeg.sh; then
+		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
+		# the build), which the run above has already done.
+		# Without the race detector, as the run above runs package transform
+		# (it starts no goroutine; the gateway's tests race the stage that
+		# runs it).
+		go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
+		go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
+		image=$(mktemp -d)
+		scripts/build-image-binary.sh "$image/out" test
+		rm -rf -- "$image"
+	elif [[ ${CI:-} == true ]]; then
+		echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
+		exit 1
+	fi
+
+	# Package transform/video again with its libavcodec decoder (installs
+	# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
+	# Debian's ffmpeg writes (scripts/ensure-ffmpeg.sh), every frame held to
+	# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
+	# be installed the build without them (which refuses video) is all there
+	# is: a warning locally, a failure with CI=true.
+	if scripts/install-libav.sh; then
+		scripts/ensure-ffmpeg.sh
+		scripts/ensure-pyav.sh
+		go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
+		go test $race -count=1 -tags brand_libav ./transform/video/
+		# Clip jobs end to end with the decoder: the gateway's (frames equal to
+		# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
+		# processes (store bytes of the covering GOPs, a cluster of three,
+		# world 1 and 8, a resume at another world size).
+		go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
+		go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
+	elif [[ ${CI:-} == true ]]; then
+		echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
+		exit 1
+	fi
+
+	# The Python package against a real gateway (installs Debian's torch
+	# when missing; see the script).
+	scripts/test-python.sh
+}
+
+lane_two() {
+	go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
+}
+
+lane_one "$@" &
+one_pid=$!
+lane_two "$@" &
+two_pid=$!
+one_rc=0 two_rc=0
+wait "$one_pid" || one_rc=$?
+wait "$two_pid" || two_rc=$?
+if ((one_rc != 0 || two_rc != 0)); then
+	echo "test.sh: failed (lane one — the race detector's packages, memory, fuzzing, the optional decoders, Python: exit $one_rc; lane two — the packages without the race detector, integration among them: exit $two_rc)" >&2
 	exit 1
 fi
-
-# The tests that measure memory, which the race detector's own
-# allocations would blur and the run above skips under it: what a gateway
-# keeps per job, mixture and schedule clients name, held flat over 40,000
-# batches; what feedback bodies take while they are decoded.
-go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
-go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
-
-# Fuzzed for a bounded time beyond their seed corpus (which the run above
-# already checks): the mixture and plan parameters, the S3 face's
-# request parsing (keys, ranges, preconditions, listing parameters), the
-# transform configuration's parser (--transform-config), the image
-# header readers that size a tensor before any pixel is decoded, and the
-# SentencePiece model loader and encoder, the snappy decoder that
-# writes Parquet pages straight into their members, and the MP4 index;
-# and each decoder of data served in place, seeded with decompression
-# bombs of every codec, each input held to its memory bound: Parquet
-# pages of every codec, MDS shards of every codec, Megatron indexes
-# (minimizing an interesting input briefly, so that the bombs' large
-# seeds leave time to fuzz).
-go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 10s ./planner
-go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 10s ./internal/s3face
-go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s ./transform
-go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 10s ./transform
-go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 10s ./tokenize
-go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 10s ./tokenize
-go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 10s ./format/parquet
-go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 10s ./format/video/mp4
-go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 10s -fuzzminimizetime 2s ./format/parquet
-go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 10s -fuzzminimizetime 2s ./format/mds
-go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 10s -fuzzminimizetime 2s ./format/megatron
-
-# Package transform again with its optional libjpeg-turbo decoder
-# (installs Debian's libjpeg62-turbo-dev when run as root), and the
-# container image's binary built as the Dockerfile builds it, which must
-# name libjpeg-turbo in `brand version`. Where the library cannot be
-# installed the build without it is all there is: a warning locally, a
-# failure with CI=true.
-if scripts/install-turbojpeg.sh; then
-	# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
-	# the build), which the run above has already done.
-	# Without the race detector, as the run above runs package transform
-	# (it starts no goroutine; the gateway's tests race the stage that
-	# runs it).
-	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
-	go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
-	image=$(mktemp -d)
-	scripts/build-image-binary.sh "$image/out" test
-	rm -rf -- "$image"
-elif [[ ${CI:-} == true ]]; then
-	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
-	exit 1
-fi
-
-# Package transform/video again with its libavcodec decoder (installs
-# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
-# Debian's ffmpeg writes (scripts/ensure-ffmpeg.sh), every frame held to
-# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
-# be installed the build without them (which refuses video) is all there
-# is: a warning locally, a failure with CI=true.
-if scripts/install-libav.sh; then
-	scripts/ensure-ffmpeg.sh
-	scripts/ensure-pyav.sh
-	go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
-	go test $race -count=1 -tags brand_libav ./transform/video/
-	# Clip jobs end to end with the decoder: the gateway's (frames equal to
-	# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
-	# processes (store bytes of the covering GOPs, a cluster of three,
-	# world 1 and 8, a resume at another world size).
-	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
-	go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
-elif [[ ${CI:-} == true ]]; then
-	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
-	exit 1
-fi
-
-# The Python package against a real gateway (installs Debian's torch when
-# missing; see the script).
-scripts/test-python.sh
