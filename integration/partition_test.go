@@ -78,6 +78,11 @@ func TestClusterPartitions(t *testing.T) {
 	// from a node under a job reading it: cold, as the part of a dataset
 	// a cache cannot hold always is.
 	cold := packInto(t, p.server, "s3://train/cold", synth.Spec{Samples: 4096, MeanBytes: 2 << 10, Classes: 10, Seed: 54}, 96<<10)
+	// A third, which no job reads before a node is cut off from its peers
+	// and the store at once: the node holds none of its chunks, so its
+	// ranks' batches need what it cannot read, and it must refuse them
+	// at once for its clients to read them from another node.
+	unheld := packInto(t, p.server, "s3://train/unheld", synth.Spec{Samples: 4096, MeanBytes: 2 << 10, Classes: 10, Seed: 55}, 96<<10)
 	type data struct {
 		name   string
 		p      *packed
@@ -87,7 +92,7 @@ func TestClusterPartitions(t *testing.T) {
 		keys   map[string]int
 	}
 	sets := map[string]*data{}
-	for name, pk := range map[string]*packed{"synthetic": p, "cold": cold} {
+	for name, pk := range map[string]*packed{"synthetic": p, "cold": cold, "unheld": unheld} {
 		ix := pk.index(t)
 		_, single := pk.gatewayOn(t, nil, 1<<30, "schedule")
 		sets[name] = &data{name: name, p: pk, bytes: float64(ix.TotalBytes()), steps: ix.NumSamples() / (batchSize * world), single: single, keys: pk.keys()}
@@ -95,13 +100,13 @@ func TestClusterPartitions(t *testing.T) {
 	// Each node's cache a little over its share of the datasets the
 	// cluster serves and the windows in flight (docs/scale-out.md,
 	// "Sizing"): a fixed cluster's warm epoch reads nothing. Sized for
-	// one dataset, the cold one's second epoch re-read 0.006–0.057 ×
+	// one dataset, a cold one's second epoch re-read 0.006–0.057 ×
 	// itself with no fault at all: its chunks competed with those of the
 	// job that had just read the other (idle, but followed as a job
 	// whose next epoch may come), which is not what a healed fault
 	// costs. That a stand-in takes no own chunk's room when the cache is
 	// tight is usetable's TestStandInsNeverEvictOwnChunks.
-	cache := int64(0.35 * (sets["synthetic"].bytes + sets["cold"].bytes))
+	cache := int64(0.35 * (sets["synthetic"].bytes + sets["cold"].bytes + sets["unheld"].bytes))
 
 	clientHost, storeHost := nw.Host("client"), nw.Host("store")
 	hosts := make([]*netns.Host, nodes)
@@ -129,7 +134,7 @@ func TestClusterPartitions(t *testing.T) {
 	for k := range nodes {
 		procs[k] = &clusterProc{k: k, url: urls[k], logPath: filepath.Join(dir, fmt.Sprintf("node%d.log", k)),
 			client: hc, command: hosts[k].Command,
-			args: []string{"serve", "--listen", hosts[k].IP + ":8080", "--dataset", "synthetic=" + p.url, "--dataset", "cold=" + cold.url,
+			args: []string{"serve", "--listen", hosts[k].IP + ":8080", "--dataset", "synthetic=" + p.url, "--dataset", "cold=" + cold.url, "--dataset", "unheld=" + unheld.url,
 				"--s3-endpoint", "http://" + storeAddr, "--cache-size", strconv.FormatInt(cache, 10), "--cache-prefault=false",
 				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k), "--peer-secret-file", secret,
 				"--peer-timeout", peerTimeout.String(),
@@ -285,16 +290,19 @@ func TestClusterPartitions(t *testing.T) {
 		// timesOut: some node's fetch from another must time out, and be
 		// counted (brand_peer_fetch_failures_total) and held down.
 		timesOut bool
+		// failsOver: some rank's batch must be refused by its home node
+		// and read from another.
+		failsOver bool
 	}
 	faults := []fault{
-		{"cut off from its peers", a, func(<-chan struct{}) { x.Cut(peers...) }, 0, true},
+		{"cut off from its peers", a, func(<-chan struct{}) { x.Cut(peers...) }, 0, true, false},
 		{"asymmetric: the peers cannot reach it", a, func(<-chan struct{}) {
 			for _, h := range peers {
 				h.Unreachable(8080, x)
 			}
-		}, 0, true},
-		{"asymmetric: it cannot reach the peers", a, func(<-chan struct{}) { x.Unreachable(8080, peers...) }, 0, true},
-		{"gray: its sample requests dropped", a, func(<-chan struct{}) { x.DropRequests(8080, "POST /internal/v2/samples") }, 0, true},
+		}, 0, true, false},
+		{"asymmetric: it cannot reach the peers", a, func(<-chan struct{}) { x.Unreachable(8080, peers...) }, 0, true, false},
+		{"gray: its sample requests dropped", a, func(<-chan struct{}) { x.DropRequests(8080, "POST /internal/v2/samples") }, 0, true, false},
 		{"flapping link (0.4 s down, 0.8 s up)", a, func(stop <-chan struct{}) {
 			go func() {
 				for {
@@ -312,16 +320,16 @@ func TestClusterPartitions(t *testing.T) {
 					}
 				}
 			}()
-		}, 0, false},
+		}, 0, false, false},
 		{"two halves cut from each other", a, func(<-chan struct{}) {
 			hosts[0].Cut(hosts[2], hosts[3])
 			hosts[1].Cut(hosts[2], hosts[3])
-		}, 0, true},
+		}, 0, true, false},
 		// Cut off from its peers and the store at once, its clients still
-		// reaching it: it serves what its cache holds, refuses the rest at
-		// once (the clients read it from another node), and its peers read
-		// its chunks from the store.
-		{"cut off from its peers and the store", a, func(<-chan struct{}) { x.Cut(append(slices.Clone(peers), storeHost)...) }, 0, true},
+		// reaching it, over a dataset it has not read: it serves what its
+		// cache holds, refuses the rest at once (the clients read it from
+		// another node), and its peers read its chunks from the store.
+		{"cut off from peers and store, cold", sets["unheld"], func(<-chan struct{}) { x.Cut(append(slices.Clone(peers), storeHost)...) }, 0, true, true},
 		// Longer than the others: longer than twice the peer timeout, so
 		// that a node that waits for its store to answer again fails.
 		{"cut off from the store, dataset cold", sets["cold"], func(stop <-chan struct{}) {
@@ -340,7 +348,7 @@ func TestClusterPartitions(t *testing.T) {
 					}
 				}
 			}()
-		}, storeCutFor, false},
+		}, storeCutFor, false, false},
 	}
 	epochs := map[*data]int{a: 2}
 	// Each fault is a subtest of its own (-run 'TestClusterPartitions/NAME'
@@ -394,6 +402,9 @@ func TestClusterPartitions(t *testing.T) {
 			}
 			if f.timesOut && run.failures == 0 {
 				t.Errorf("no fetch that timed out was counted (brand_peer_fetch_failures_total)")
+			}
+			if f.failsOver && run.failovers == 0 {
+				t.Errorf("no batch was refused by its home node and read from another")
 			}
 			if f.data == sets["cold"] {
 				lost := scrapeVia(t, hc, urls[victim], "", "brand_store_unreachable_total")["brand_store_unreachable_total"]
