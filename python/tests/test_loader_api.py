@@ -152,6 +152,28 @@ class TestGuarded(unittest.TestCase):
             head = torch.empty(0, dtype=torch.uint8).set_(storage(x), 0, (8,), (1,)).numpy().tobytes()
             self.assertEqual(head, BLOCK_MAGIC)
 
+    def test_the_given_worker_init_fn_still_runs(self):
+        """The loader's own worker_init_fn hands out the blocks, then calls
+        the one it was given, in every worker; the loader keeps that one."""
+        ran = torch.zeros(2, dtype=torch.int32).share_memory_()
+        init = MarkWorker(ran)
+        loader = Guarded(self.gw.url, dataset="img", seed=SEED, transform="crop32", batch_size=B).loader(
+            num_workers=2, worker_init_fn=init)
+        steps = list(loader)
+        self.assertEqual(ran.tolist(), [1, 1])
+        self.assertIs(loader.worker_init_fn, init)
+        self.assertEqual(sum(len(s["__key__"]) for s in steps), len(self.gw.datasets["img"]))
+
+
+class MarkWorker:
+    """A worker_init_fn that marks its worker in a shared tensor."""
+
+    def __init__(self, ran):
+        self.ran = ran
+
+    def __call__(self, worker_id):
+        self.ran[worker_id] += 1
+
 
 if __name__ == "__main__":
     unittest.main()
