@@ -137,7 +137,9 @@ class Decode:
 def brand_pil(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
-    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, decode=Decode())
+    # Malloc tuned, as a trainer opts in (brand.Options.tune_malloc).
+    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, decode=Decode(),
+                      tune_malloc=True)
     ds.set_epoch(a.epoch)
     return measure(lambda: ds.loader(num_workers=a.workers))
 
@@ -145,7 +147,8 @@ def brand_pil(a: argparse.Namespace) -> Dict[str, Any]:
 def brand_tensors(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
-    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, transform=a.transform)
+    ds = BrandDataset(a.url, dataset=a.dataset, batch_size=a.batch_size, seed=a.seed, transform=a.transform,
+                      tune_malloc=True)  # opted in, as brand_pil
     ds.set_epoch(a.epoch)
     out = measure(lambda: ds.loader(num_workers=a.workers))  # collate_tensors
     return out

@@ -179,7 +179,7 @@ def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
     job = brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, clip=a.clip, stride=a.stride)
-    ds = BrandDataset(a.url, brand.Options(job=job))
+    ds = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))  # malloc tuned, as a trainer opts in
     ds.set_epoch(a.epoch)
     return measure(lambda: ds.loader(num_workers=a.workers), "frames")
 
@@ -189,12 +189,12 @@ def brand_resume(a: argparse.Namespace) -> Dict[str, Any]:
     from brand.torch import BrandDataset
 
     job = brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, clip=a.clip, stride=a.stride)
-    before = BrandDataset(a.url, brand.Options(job=job))
+    before = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))
     before.set_epoch(a.epoch)
     state = before.state_dict(steps=a.position // a.batch_size)
     cpu0 = tree_cpu()
     start = time.perf_counter()
-    ds = BrandDataset(a.url, brand.Options(job=job))
+    ds = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))
     ds.load_state_dict(state)
     step = next(iter(ds.loader(num_workers=a.workers)))
     seconds = time.perf_counter() - start

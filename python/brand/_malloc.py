@@ -3,8 +3,9 @@ memory rather than fault it in anew for each (glibc only; standard library).
 
 Its own module because it is a choice about the whole process, made once,
 that a :class:`brand.Client` and a :class:`brand.torch.BrandDataset` (in the
-trainer's process, which unpickles every batch its workers send) both make
-unless their options say not to.
+trainer's process, which unpickles every batch its workers send) make only
+when their options ask (``Options(tune_malloc=True)``): it changes malloc for
+everything else the process runs too, so it is the program's to opt into.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def tune_malloc() -> bool:
     and body reuse the memory the previous batches freed; the process keeps
     up to 256 MiB of freed heap rather than returning it to the kernel.
     :class:`brand.Client` and :class:`brand.torch.BrandDataset` call it
-    unless their :class:`brand.Options` say ``tune_malloc=False``; it does
-    nothing if the environment sets any ``MALLOC_*_`` tunable (the user
+    when their :class:`brand.Options` say ``tune_malloc=True`` (off by
+    default: it is a choice about the whole process); it does nothing if the environment sets any ``MALLOC_*_`` tunable (the user
     chose) or the C library is not glibc. Returns whether the thresholds
     were set.
     """

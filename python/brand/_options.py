@@ -34,6 +34,7 @@ import difflib
 import math
 import numbers
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -173,12 +174,13 @@ class Job:
         locality: ``False`` asks a cluster for the plain cut of every global
             batch (``locality=false``) instead of giving each rank the
             samples its home node holds first. A single gateway ignores it.
-        name: the job's name (``job=``, 1 to 128 of ``A-Z a-z 0-9 . _ -``,
-            not ``.`` or ``..``). The gateway follows each named job as a
-            stream of its own in its cache, even when another job reads the
-            same order; it changes no byte served. Give every rank of a run
-            the same name. ``None``: an unnamed job, known by its order, or
-            by its importance job's name.
+        name: the job's name (1 to 128 of ``A-Z a-z 0-9 . _ -``, not
+            ``.`` or ``..``; sent as the query's ``job=``). The gateway
+            follows each named job as a stream of its own in its cache,
+            even when another job reads the same order; it changes no byte
+            served. Give every rank of a run the same name. ``None``: an
+            unnamed job, known by its order, or by its importance job's
+            name.
         weight: the job's share of a contended cache relative to other jobs
             (``weight=``, a number in ``(0, 100]``; the gateway's default is
             1). It changes no byte served.
@@ -611,8 +613,11 @@ class Options:
         ahead: batches an epoch keeps requested beyond the one being
             consumed, each on its own thread and keep-alive connection; 0:
             one request at a time.
-        tune_malloc: call :func:`brand.tune_malloc` (glibc only): reuse
-            freed memory rather than fault in every batch's anew.
+        tune_malloc: call :func:`brand.tune_malloc` (glibc only) when the
+            client or dataset is made: reuse freed memory rather than fault
+            in every batch's anew. Off by default: it sets malloc's
+            thresholds for the whole process (the trainer's, with a
+            BrandDataset), which is the program's choice to make.
 
     Example::
 
@@ -627,7 +632,7 @@ class Options:
     job: Job = field(default_factory=Job)
     connection: Connection = field(default_factory=Connection)
     ahead: int = 2
-    tune_malloc: bool = True
+    tune_malloc: bool = False
 
     def __post_init__(self) -> None:
         for name, cls in (("job", Job), ("connection", Connection)):
@@ -762,13 +767,14 @@ def _format_weight(w: float) -> str:
 
 # -- the flat keywords --------------------------------------------------------
 
-# Each flat keyword of the first releases: the group that holds it now and
-# the field's name there. A Job's fields keep their names, but for the name
-# (sent as job=) and the importance triple, which is an Importance now.
-_GROUPED = {"name", "importance"}
+# Each flat keyword: the group that holds it now and the field's name
+# there. A Job's fields keep their names, but for the importance triple,
+# which is an Importance now. "job" means the Job (Options.job) and nothing
+# else: the first releases' job= for the name is read as name=, with a
+# DeprecationWarning (resolve).
+_GROUPED = {"importance"}
 _KEYWORDS: Dict[str, Tuple[str, str]] = {
     **{f.name: ("job", f.name) for f in dataclasses.fields(Job) if f.name not in _GROUPED},
-    "job": ("job", "name"),
     "importance_job": ("importance", "job"),
     "importance": ("importance", "version"),
     "hot": ("importance", "hot"),
@@ -781,14 +787,16 @@ _KEYWORDS: Dict[str, Tuple[str, str]] = {
 def resolve(options: Optional[Options], keywords: Mapping[str, Any], who: str) -> Options:
     """``options`` (the defaults if ``None``) with the flat keywords applied
     over them: ``Client(url, batch_size=64, seed=7)`` is ``Client(url,
-    Options(job=Job(batch_size=64, seed=7)))``. ``job=`` is the job's
+    Options(job=Job(batch_size=64, seed=7)))``. ``name=`` is the job's
     :attr:`Job.name`, and ``importance_job=``, ``importance=`` and ``hot=``
-    make its :class:`Importance`.
+    make its :class:`Importance`. ``job=`` for the name (the first
+    releases') is read as ``name=`` and warns (``DeprecationWarning``).
 
     Raises:
         TypeError: ``options`` that is not an :class:`Options` (a second
-            positional argument of the first releases), or an unknown
-            keyword.
+            positional argument of the first releases), an unknown
+            keyword, ``job=`` given a :class:`Job` (give
+            ``Options(job=...)``), or ``job=`` beside ``name=``.
         ValueError: what the groups' checks raise, or ``importance`` or
             ``hot`` without ``importance_job``.
     """
@@ -799,6 +807,8 @@ def resolve(options: Optional[Options], keywords: Mapping[str, Any], who: str) -
                         "give job parameters as brand.Options(job=brand.Job(...)) or by keyword (dataset=...)")
     if not keywords:
         return options
+    if "job" in keywords:
+        keywords = _deprecated_job(keywords, who)
     groups: Dict[str, Dict[str, Any]] = {"job": {}, "importance": {}, "connection": {}, "options": {}}
     for k, v in keywords.items():
         if k not in _KEYWORDS:
@@ -817,6 +827,24 @@ def resolve(options: Optional[Options], keywords: Mapping[str, Any], who: str) -
     if groups["connection"]:
         conn = dataclasses.replace(conn, **groups["connection"])
     return dataclasses.replace(options, job=job, connection=conn, **groups["options"])
+
+
+def _deprecated_job(keywords: Mapping[str, Any], who: str) -> Dict[str, Any]:
+    """``keywords`` with the first releases' ``job=`` (the job's name) as
+    ``name=``, after a DeprecationWarning."""
+    kw = dict(keywords)
+    v = kw.pop("job")
+    if isinstance(v, Job):
+        raise TypeError(f"brand: {who}(job=...): a brand.Job is given as options=brand.Options(job=...); "
+                        "the keywords are the fields of brand.Options, brand.Job and brand.Connection")
+    if "name" in kw:
+        raise TypeError(f"brand: {who} got both name= and job= (the deprecated spelling of name=)")
+    # Points at the caller of Client(...) or BrandDataset(...): resolve,
+    # then their __init__, then the caller.
+    warnings.warn(f"brand: {who}(job=...) is deprecated: the job's name is name= (brand.Job.name); "
+                  "job means the brand.Job itself", DeprecationWarning, stacklevel=4)
+    kw["name"] = v
+    return kw
 
 
 def _importance(have: Optional[Importance], given: Dict[str, Any]) -> Optional[Importance]:

@@ -67,8 +67,10 @@ class Client:
             A job's ``world`` and ``rank`` left ``None`` are 1 and 0.
         **keywords: the options' fields by the flat names of the first
             releases (``batch_size=64, seed=7, token=...``), applied over
-            ``options``; ``job=`` is the job's name and ``importance_job``,
-            ``importance`` and ``hot`` its :class:`brand.Importance`.
+            ``options``; ``name=`` is the job's name and ``importance_job``,
+            ``importance`` and ``hot`` its :class:`brand.Importance`
+            (``job=`` for the name is deprecated: a job is a
+            :class:`brand.Job`).
 
     Raises:
         ValueError: an option no gateway would take (see :class:`brand.Job`
@@ -208,7 +210,7 @@ class Client:
     def _schedule_path(self) -> str:
         name = self.options.job.name
         if name is None:
-            raise ValueError("brand: a schedule is stored under the job's name: give the job a name (Job.name, job=)")
+            raise ValueError("brand: a schedule is stored under the job's name: give the job a name (Job.name, name=)")
         return "/jobs/" + urllib.parse.quote(name, safe="") + "/schedule"
 
     def schedule(self) -> Dict[str, Any]:

@@ -94,7 +94,8 @@ class TestClient(unittest.TestCase):
 
 
 class TestJob(unittest.TestCase):
-    """job= names a job and weight= weighs it; neither changes a byte."""
+    """name= names a job (sent as job=) and weight= weighs it; neither changes a
+    byte."""
 
     @classmethod
     def setUpClass(cls):
@@ -111,41 +112,41 @@ class TestJob(unittest.TestCase):
     def test_a_named_job_reads_the_same_bytes(self):
         want = self.read()
         self.assertEqual(sum(len(s) for _, s in want), self.gw.samples)
-        for kw in (dict(job="pytest-named"), dict(job="pytest-named", weight=2.5), dict(weight=100),
-                   dict(job="pytest-other.2_b", weight=0.01)):
+        for kw in (dict(name="pytest-named"), dict(name="pytest-named", weight=2.5), dict(weight=100),
+                   dict(name="pytest-other.2_b", weight=0.01)):
             with self.subTest(**kw):
                 self.assertEqual(self.read(**kw), want)
 
     def test_parameters(self):
         cases = [
             (dict(), {}),
-            (dict(job="a"), {"job": "a"}),
+            (dict(name="a"), {"job": "a"}),
             (dict(weight=2), {"weight": "2"}),
             (dict(weight=2.0), {"weight": "2"}),
             (dict(weight=0.5), {"weight": "0.5"}),
             (dict(weight=1e-5), {"weight": "1e-05"}),
             (dict(weight=100), {"weight": "100"}),
             (dict(weight=1 / 3), {"weight": "0.3333333333333333"}),
-            (dict(job="j", weight=1), {"job": "j", "weight": "1"}),
+            (dict(name="j", weight=1), {"job": "j", "weight": "1"}),
         ]
         for kw, want in cases:
             with self.subTest(**kw):
                 with brand.Client(self.gw.url, dataset="t", **kw) as c:
                     got = {k: v for k, v in c.params().items() if k in ("job", "weight", "sampling")}
                     self.assertEqual(got, want)
-                    self.assertEqual(c.options.job.sent_name, kw.get("job"))
+                    self.assertEqual(c.options.job.sent_name, kw.get("name"))
                     c.epoch_info(0)  # the gateway takes them as written
 
     def test_invalid_job_and_weight(self):
         cases = [
-            (dict(job=""), "job name"),
-            (dict(job="x" * 129), "job name"),
-            (dict(job="."), "job name"),
-            (dict(job=".."), "job name"),
-            (dict(job="a/b"), "job name"),
-            (dict(job="a b"), "job name"),
-            (dict(job="é"), "job name"),
-            (dict(job=3), "job name"),
+            (dict(name=""), "job name"),
+            (dict(name="x" * 129), "job name"),
+            (dict(name="."), "job name"),
+            (dict(name=".."), "job name"),
+            (dict(name="a/b"), "job name"),
+            (dict(name="a b"), "job name"),
+            (dict(name="é"), "job name"),
+            (dict(name=3), "job name"),
             (dict(weight=0), "weight"),
             (dict(weight=-1), "weight"),
             (dict(weight=100.0001), "weight"),
@@ -160,7 +161,7 @@ class TestJob(unittest.TestCase):
                 with self.assertRaises(ValueError) as cm:
                     brand.Client(url, **kw)
                 self.assertIn(msg, str(cm.exception))
-        for kw in (dict(job="x" * 128), dict(job="A.b_c-9"), dict(weight=1e-9), dict(weight=100)):
+        for kw in (dict(name="x" * 128), dict(name="A.b_c-9"), dict(weight=1e-9), dict(weight=100)):
             with self.subTest(**kw):
                 brand.Client(url, **kw).close()
 
@@ -170,23 +171,23 @@ class TestJob(unittest.TestCase):
             only = c.params()
             self.assertEqual(c.options.job.sent_name, job)
         self.assertEqual((only["sampling"], only["job"], only["hot"]), ("importance", job, "1"))
-        with brand.Client(self.gw.url, dataset="t", job=job, importance_job=job, hot=1) as c:
+        with brand.Client(self.gw.url, dataset="t", name=job, importance_job=job, hot=1) as c:
             self.assertEqual(c.params(), only)
-        with brand.Client(self.gw.url, dataset="t", job=job, importance_job=job, weight=3) as c:
+        with brand.Client(self.gw.url, dataset="t", name=job, importance_job=job, weight=3) as c:
             self.assertEqual(c.params()["weight"], "3")
             first = list(c.samples(0))  # an importance job's first epoch is the uniform order
         with brand.Client(self.gw.url, dataset="t", importance_job=job) as c:
             self.assertEqual(list(c.samples(0)), first)
         with self.assertRaises(ValueError) as cm:
-            brand.Client(self.gw.url, job="a", importance_job="b")
+            brand.Client(self.gw.url, name="a", importance_job="b")
         self.assertIn("differ", str(cm.exception))
         # A named uniform job is no importance job.
-        with brand.Client(self.gw.url, dataset="t", job=job) as c:
+        with brand.Client(self.gw.url, dataset="t", name=job) as c:
             self.assertNotIn("sampling", c.params())
             with self.assertRaises(ValueError):
                 c.seal(0)
         with self.assertRaises(ValueError):
-            brand.Client(self.gw.url, job=job, hot=1)
+            brand.Client(self.gw.url, name=job, hot=1)
 
 
 class Flaky(http.server.BaseHTTPRequestHandler):

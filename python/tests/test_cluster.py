@@ -77,7 +77,7 @@ class TestRouting(ClusterTest):
 
     def test_job_and_weight_are_sent_with_every_request(self):
         fc = self.cluster(2)
-        for kw in (dict(), dict(job="pytest-sent", weight=0.5)):
+        for kw in (dict(), dict(name="pytest-sent", weight=0.5)):
             fc.clear()
             c = self.client("", peers=fc.urls, world=2, rank=1, ahead=2, **kw)
             self.assertEqual(list(c.samples(1)), self.reference(1, 2, 1))
@@ -85,7 +85,7 @@ class TestRouting(ClusterTest):
             self.assertGreater(len(reqs), 2)
             for _, path in reqs:
                 q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
-                self.assertEqual(q.get("job"), [kw["job"]] if kw else None, path)
+                self.assertEqual(q.get("job"), [kw["name"]] if kw else None, path)
                 self.assertEqual(q.get("weight"), ["0.5"] if kw else None, path)
 
     def test_pickled_client_keeps_the_layout(self):

@@ -9,6 +9,8 @@ import re
 import sys
 import unittest
 import urllib.parse
+import warnings
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -253,8 +255,8 @@ class TestOptions(unittest.TestCase):
 class TestKeywords(unittest.TestCase):
     """The flat keywords of the first releases, each onto its field."""
 
-    # Every keyword Client.__init__ took before brand.Options (but url), a
-    # value, and where it lands.
+    # Every keyword Client.__init__ took before brand.Options (but url, and
+    # job=, now name=), a value (not the default), and where it lands.
     KEYWORDS = {
         "dataset": ("t", lambda o: o.job.dataset),
         "seed": (7, lambda o: o.job.seed),
@@ -265,7 +267,7 @@ class TestKeywords(unittest.TestCase):
         "drop_last": (True, lambda o: o.job.drop_last),
         "offset": (128, lambda o: o.job.offset),
         "locality": (False, lambda o: o.job.locality),
-        "job": ("run", lambda o: o.job.name),
+        "name": ("run", lambda o: o.job.name),
         "weight": (3.0, lambda o: o.job.weight),
         "importance_job": ("imp", lambda o: o.job.importance.job),
         "index": ("0123456789abcdef", lambda o: o.job.index),
@@ -273,7 +275,7 @@ class TestKeywords(unittest.TestCase):
         "mix_block": (16, lambda o: o.job.mix_block),
         "mix_samples": (100, lambda o: o.job.mix_samples),
         "ahead": (0, lambda o: o.ahead),
-        "tune_malloc": (False, lambda o: o.tune_malloc),
+        "tune_malloc": (True, lambda o: o.tune_malloc),
         "max_retries": (1, lambda o: o.connection.max_retries),
         "backoff": (0.5, lambda o: o.connection.backoff),
         "max_backoff": (2.0, lambda o: o.connection.max_backoff),
@@ -297,7 +299,7 @@ class TestKeywords(unittest.TestCase):
         self.assertEqual(o.job.importance, brand.Importance("imp", "v1", 2))
 
     def test_same_as_the_typed_form(self):
-        kw = dict(dataset="t", batch_size=64, seed=7, world=4, rank=2, job="run", weight=2, importance_job="run",
+        kw = dict(dataset="t", batch_size=64, seed=7, world=4, rank=2, name="run", weight=2, importance_job="run",
                   hot=1, token="tok", peers="http://a:1,http://b:1", ahead=3)
         typed = brand.Options(
             job=brand.Job(dataset="t", batch_size=64, seed=7, world=4, rank=2, name="run", weight=2,
@@ -307,6 +309,32 @@ class TestKeywords(unittest.TestCase):
         )
         self.assertEqual(resolve(None, kw, "Client"), typed)
         self.assertEqual(brand.Client(URL, **kw).options, brand.Client(URL, typed).options)
+
+    def test_job_for_the_name_is_deprecated(self):
+        """job= means the brand.Job (Options.job); the first releases' job=
+        for the name still works, as name=, and warns at the caller."""
+        with self.assertWarnsRegex(DeprecationWarning, r"job=.*deprecated.*name=") as w:
+            c = brand.Client(URL, job="run", seed=7)
+        self.assertEqual(w.filename, os.path.abspath(__file__))
+        self.assertEqual(c.options, brand.Client(URL, name="run", seed=7).options)
+        c.close()
+        with self.assertRaisesRegex(TypeError, "name= and job="):
+            brand.Client(URL, job="a", name="b")
+        with self.assertRaisesRegex(TypeError, r"options=brand.Options\(job=...\)"):
+            brand.Client(URL, job=brand.Job(seed=7))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            brand.Client(URL, name="run").close()  # the name's own keyword: no warning
+
+    def test_malloc_tuning_is_opt_in(self):
+        """Making a client leaves the process's malloc alone unless asked."""
+        self.assertFalse(brand.Options().tune_malloc)
+        with mock.patch("brand.client.tune_malloc") as tune:
+            brand.Client(URL).close()
+            brand.Client(URL, brand.Options(job=brand.Job(seed=7))).close()
+            tune.assert_not_called()
+            brand.Client(URL, tune_malloc=True).close()
+            tune.assert_called_once_with()
 
     def test_applied_over_options(self):
         base = brand.Options(job=brand.Job(batch_size=64, seed=7, world=4, importance=brand.Importance("imp")),

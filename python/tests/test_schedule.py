@@ -51,8 +51,6 @@ class TestScheduleGateway(unittest.TestCase):
         cls.gw = mix_gateway()
 
     def client(self, **kw):
-        if "name" in kw:
-            kw["job"] = kw.pop("name")
         return brand.Client(self.gw.url, seed=SEED, batch_size=K, mix_block=K, **kw)
 
     def send(self, method, job, body):
@@ -87,7 +85,7 @@ class TestScheduleGateway(unittest.TestCase):
             whole = keys(c.epoch(0))
         self.assertEqual(head + rest, whole)
         # A dataset's state carries the version.
-        ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, mix_block=K, job=job, schedule_version="latest")
+        ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, mix_block=K, name=job, schedule_version="latest")
         ds.samples_in_epoch(0)
         self.assertEqual(ds.state_dict()["schedule_version"], v2)
 
@@ -101,12 +99,12 @@ class TestScheduleGateway(unittest.TestCase):
         read_ahead_steps() of it. Every step from it holds the new weights,
         and the epoch is what a job given the final schedule reads."""
         job = "py-race"
-        c = brand.Client(self.gw.url, job=job)
+        c = brand.Client(self.gw.url, name=job)
         v1 = c.store_schedule(f"0:{MIX}")["version"]
         with self.assertRaises(brand.ScheduleConflictError) as e:
             c.store_schedule(f"0:{MIX}")
         self.assertEqual(e.exception.schedule_version, v1)
-        ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, job=job, schedule_version="latest", batches=True,
+        ds = BrandDataset(self.gw.url, seed=SEED, batch_size=K, name=job, schedule_version="latest", batches=True,
                           collate=step_keys)
         loader = ds.loader(num_workers=2)
         self.assertEqual(loader.read_ahead_steps(), 2 * (2 + 2 + 2))

@@ -152,7 +152,7 @@ class TestOptions(TorchTest):
         job = brand.Job(dataset="t", seed=SEED, batch_size=B, world=2, rank=1, name="torch-typed")
         ds = BrandDataset(self.gw.url, brand.Options(job=job, connection=brand.Connection(max_retries=1), ahead=1),
                           batches=True)
-        self.assertEqual(ds.options, self.dataset(world=2, rank=1, job="torch-typed", max_retries=1, ahead=1,
+        self.assertEqual(ds.options, self.dataset(world=2, rank=1, name="torch-typed", max_retries=1, ahead=1,
                                                   batches=True).options)
         # Every worker's client reads with them, its own cut aside.
         c = ds._client(world=4, rank=3, offset=8)
@@ -181,6 +181,26 @@ class TestOptions(TorchTest):
             BrandDataset(url, "t")  # the first releases' positional dataset
 
 
+class TestKeywords(TorchTest):
+    def test_job_for_the_name_is_deprecated(self):
+        url = "http://127.0.0.1:1"
+        with self.assertWarnsRegex(DeprecationWarning, r"BrandDataset\(job=...\) is deprecated") as w:
+            ds = BrandDataset(url, job="torch-old")
+        self.assertEqual(w.filename, os.path.abspath(__file__))  # the caller's line
+        self.assertEqual(ds.options, BrandDataset(url, name="torch-old").options)
+        with self.assertRaisesRegex(TypeError, r"brand.Options\(job=...\)"):
+            BrandDataset(url, job=brand.Job(seed=SEED))
+
+    def test_malloc_tuning_is_opt_in(self):
+        url = "http://127.0.0.1:1"
+        with mock.patch("brand.torch._dataset.tune_malloc") as tune:
+            BrandDataset(url)
+            BrandDataset(url, brand.Options(job=brand.Job(seed=SEED)))
+            tune.assert_not_called()
+            BrandDataset(url, tune_malloc=True)
+            tune.assert_called_once_with()
+
+
 class TestJob(TorchTest):
     """job and weight among the client options: every worker's client sends
     them, and the state keeps the name."""
@@ -196,20 +216,20 @@ class TestJob(TorchTest):
     def test_every_worker_sends_them(self):
         fc = Cluster(self.gw.url, 1)
         self.addCleanup(fc.close)
-        ds = self.dataset(peers=fc.urls, job="torch-job", weight=0.25)
+        ds = self.dataset(peers=fc.urls, name="torch-job", weight=0.25)
         ds.set_epoch(1)
         got = [k for item in ds.loader(num_workers=2) for k in keys(item)]
         self.assertEqual(got, self.order(1))  # the same bytes as an unnamed job
         self.assertEqual(self.job_params(fc), {("torch-job", "0.25")})
 
     def test_checked_at_construction(self):
-        for kw in (dict(job="a b"), dict(weight=0), dict(weight=101), dict(job="a", importance_job="b")):
+        for kw in (dict(name="a b"), dict(weight=0), dict(weight=101), dict(name="a", importance_job="b")):
             with self.subTest(**kw):
                 with self.assertRaises(ValueError):
                     self.dataset(**kw)
 
     def test_state_keeps_the_name(self):
-        state = self.dataset(job="torch-run", weight=4).state_dict()
+        state = self.dataset(name="torch-run", weight=4).state_dict()
         self.assertEqual(state["job"], "torch-run")
         self.assertNotIn("weight", state)
         self.assertIsNone(self.dataset().state_dict()["job"])
@@ -229,7 +249,7 @@ class TestJob(TorchTest):
         self.assertEqual(self.job_params(fc), {("torch-run", None)})
 
         # Given a name, the dataset keeps it; a name changes no byte.
-        for kw in (dict(job="torch-new"), dict(importance_job="torch-new")):
+        for kw in (dict(name="torch-new"), dict(importance_job="torch-new")):
             with self.subTest(**kw):
                 ds = self.dataset(**kw)
                 ds.load_state_dict(state)

@@ -12,8 +12,10 @@ Its modules, each one job:
 * ``_dataset``: :class:`BrandDataset` (the cut of each worker of each rank,
   epochs, positions, ``state_dict``/``load_state_dict``), :func:`ddp_world`,
   :class:`BrandSkipWarning`.
-* ``_loader``: :class:`BrandLoader`, which counts steps and frees the
-  workers' shared blocks as the trainer lets go of them.
+* ``_loader``: :class:`BrandLoader`, which counts steps through the
+  dataset's pass methods (``begin_pass``, ``step_received``, ``end_pass``),
+  hands its workers their shared blocks and frees them as the trainer lets
+  go of them.
 * ``_sequences``: :func:`sequence_tensors`, a token job's batch as
   ``(B, seq)`` int32 tensors on its buffer.
 * ``_clips``: :func:`clip_tensors`, a clip job's batch as ``(B, T, H, W,
@@ -21,7 +23,7 @@ Its modules, each one job:
 * ``_tensors``: :func:`npy_tensor`, a ``.npy`` member as a tensor on the
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
-  reuse.
+  reuse, and the ``worker_init_fn`` that hands them to each worker.
 """
 
 from ._clips import clip_tensors

@@ -18,7 +18,6 @@ from .._options import Options, check_rank, resolve
 from .._tar import Sample
 from ..client import Batch, Client
 from ._loader import BrandLoader
-from ._shm import Blocks
 from ._clips import clip_tensors
 from ._sequences import sequence_tensors
 from ._tensors import to_tensors
@@ -75,7 +74,10 @@ class BrandDataset(IterableDataset):
 
     Every sample of the epoch is delivered exactly once over all DDP ranks
     and DataLoader workers (python/README.md, *Sharding and the exactly-once
-    rule*, for the cut).
+    rule*, for the cut). A loader drives each pass over an epoch through
+    :meth:`begin_pass`, :meth:`step_received` and :meth:`end_pass`, and
+    saves and restores the position with :meth:`state_dict` and
+    :meth:`load_state_dict` (python/README.md, *Passes and the state*).
     With ``mix``, the samples of a mixture of datasets, each tagged with its
     dataset (``"__dataset__"``).
     Call :meth:`set_epoch` before each epoch, as with ``DistributedSampler``.
@@ -186,7 +188,7 @@ class BrandDataset(IterableDataset):
         self._samples_seen = 0  # samples received, when iterated directly
         self._pass_world = 1
         self._complete = False
-        self._by_loader = False
+        self._by_loader = False  # between begin_pass and end_pass
         self._epoch_samples: Dict[int, int] = {}
         #: The index version every client of this dataset reads: the job's
         #: ``index``, or the one the first epoch plan named (kept in
@@ -349,15 +351,28 @@ class BrandDataset(IterableDataset):
         return min(n, self._base + steps * self._pass_world * self.batch_size)
 
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
-        """The data position, to save with a checkpoint (rank 0's suffices).
+        """The data position, to save with a checkpoint (rank 0's suffices):
+        a dict of plain values.
 
-        Besides the position and what fixes the order (with a mixture: the
-        mixture, its block and its epoch length, ``"mix"``, ``"mix_block"``
-        and ``"mix_samples"``), the state keeps the job's name (``"job"``:
+        ``"version"`` (1), ``"epoch"``, ``"position"`` (the samples of the
+        epoch consumed over all ranks, :meth:`position`), ``"samples"``
+        (the epoch's), what fixes the order (``"seed"``, ``"window"``,
+        ``"dataset"``; with a mixture: the mixture, its block and its epoch
+        length, ``"mix"``, ``"mix_block"`` and ``"mix_samples"``, and
+        ``"mix_schedule"`` and ``"schedule_version"``), ``"index"`` (the
+        index version read), and the job's name (``"job"``:
         :attr:`brand.Job.sent_name`, the name or the importance job's,
         ``None`` for an unnamed job), so that a resumed run is the same job
-        to the gateway. Not its ``weight``: a share of the cache
-        against the jobs running at the time, given anew on resume.
+        to the gateway. Not its ``weight``: a share of the cache against
+        the jobs running at the time, given anew on resume. A token job's
+        state holds its packing (``"seq"``, ``"pack"``, ``"eos"``), a clip
+        job's its clips' parameters (``"clip"``, ``"stride"``, ``"fps"``,
+        ``"step"``, ``"clip_start"``, ``"delta_timestamps"``,
+        ``"frames"``).
+
+        The position counts the steps of the current pass (see
+        :meth:`begin_pass`): those a loader reported, or those the
+        dataset, iterated directly, yielded.
 
         Args:
             steps: steps the trainer received in this epoch on each rank; only
@@ -480,6 +495,54 @@ class BrandDataset(IterableDataset):
         if self._resume is not None and self._resume[0] == self.epoch:
             self._resume = None  # a second pass over the epoch is a whole one
 
+    # -- passes ---------------------------------------------------------------
+    #
+    # A pass is one iteration over the current epoch: from its start, or
+    # from the position load_state_dict restored, to its end or to where
+    # the trainer stops. The dataset counts the steps the trainer received
+    # in the pass (in its own process), which is what position() and
+    # state_dict() report. Iterated directly, it counts them itself; under
+    # a loader with workers it cannot see them, so the loader says when a
+    # pass begins, each step it hands over and when the pass ends.
+
+    def begin_pass(self) -> None:
+        """Begin a pass over the current epoch that a loader drives and
+        counts (:class:`BrandLoader` calls it at the start of each
+        iteration; a loader of one's own does the same, in the trainer's
+        process, before its workers start).
+
+        Resets the count to 0 steps past the epoch's start, or past the
+        position :meth:`load_state_dict` restored for this epoch, and pins
+        the index and membership versions every worker reads (from the
+        epoch's plan; with a :mod:`torch.distributed` world of more than
+        one rank and no ``world`` in the job, rank 0's, by :meth:`agree`,
+        a collective call every rank makes). Until :meth:`end_pass`, the
+        dataset's own iteration in this process (a loader without workers)
+        counts nothing: the loader's :meth:`step_received` calls do."""
+        self._start_pass(self.epoch)
+        if self._ddp_agrees():
+            self.agree()
+        else:
+            self.samples_in_epoch()
+        self._by_loader = True
+
+    def step_received(self) -> None:
+        """Count one step handed to the trainer in the pass
+        :meth:`begin_pass` began: one item of the loader, ``batch_size``
+        samples per rank (fewer at the epoch's end). :meth:`state_dict`
+        then reports the position after it."""
+        self._units += 1
+
+    def end_pass(self, finished: bool) -> None:
+        """End the pass :meth:`begin_pass` began. ``finished``: the loader
+        handed over the epoch's last step, so that the position is the
+        whole epoch and a later pass over it reads it whole again (not from
+        a restored position); ``False`` when the trainer stopped early
+        (the position stays at the steps counted)."""
+        if finished:
+            self._finish_pass()
+        self._by_loader = False
+
     # -- iteration --------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
@@ -487,10 +550,6 @@ class BrandDataset(IterableDataset):
         info = get_worker_info()
         workers, wid = (info.num_workers, info.id) if info is not None else (1, 0)
         in_trainer = info is None and not self._by_loader
-        board = getattr(self, "_board", None)
-        if info is not None and board is not None:
-            # collate_tensors finds them through the worker's dataset
-            self._blocks = Blocks(board, wid)
         offset = self._offset(self.epoch)
         if in_trainer:
             self._start_pass(self.epoch)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from torch.utils.data import DataLoader
 
-from ._shm import Board
+from ._shm import Board, WorkerInit
 from ._tensors import collate_tensors
 
 if TYPE_CHECKING:
@@ -18,7 +18,13 @@ class BrandLoader(DataLoader):
     """A ``DataLoader`` over a :class:`BrandDataset` that counts the steps it
     hands to the trainer, so that the dataset's :meth:`~BrandDataset.state_dict`
     is exact with any number of workers. Build it with
-    :meth:`BrandDataset.loader`."""
+    :meth:`BrandDataset.loader`.
+
+    It uses the dataset's public API only: each iteration is a pass
+    (:meth:`~BrandDataset.begin_pass`, :meth:`~BrandDataset.step_received`
+    for each step, :meth:`~BrandDataset.end_pass`), and the state is the
+    dataset's. Its workers' shared blocks (``_shm.py``) reach them as the
+    argument of their ``worker_init_fn``, not through the dataset."""
 
     def __init__(self, dataset: BrandDataset, **kwargs: Any) -> None:
         want = None if dataset.batches else dataset.batch_size
@@ -37,30 +43,38 @@ class BrandLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         ds: BrandDataset = self.dataset  # type: ignore[assignment]
-        ds._start_pass(ds.epoch)
-        # Learns the index and membership versions its workers read, and
-        # on DDP takes rank 0's.
-        if ds._ddp_agrees():
-            ds.agree()
-        else:
-            ds.samples_in_epoch()
-        # With num_workers=0 the dataset runs in this process; it must not
-        # count samples itself while this loader counts steps.
-        ds._by_loader = True
-        # Workers stack steps into shared blocks that this process frees
-        # for reuse as it lets go of them (see _shm.py).
-        board = Board(self.num_workers) if self.num_workers > 0 else None
-        ds._board = board
+        # Counts from the epoch's start or the restored position, and pins
+        # the index and membership versions (on DDP, rank 0's) before the
+        # workers start, so that they all read one.
+        ds.begin_pass()
+        finished = False
         try:
-            for item in super().__iter__():
-                ds._units += 1
+            # Workers stack steps into shared blocks that this process
+            # frees for reuse as it lets go of them (see _shm.py).
+            board = Board(self.num_workers) if self.num_workers > 0 else None
+            for item in self._start(board):
+                ds.step_received()
                 if board is not None:
                     board.received(item)
                 yield item
-            ds._finish_pass()
+            finished = True
         finally:
-            ds._by_loader = False
-            ds._board = None
+            ds.end_pass(finished)
+
+    def _start(self, board: Optional[Board]) -> Iterator[Any]:
+        """The DataLoader's iterator, its workers (started now) each handed
+        its blocks of ``board`` by its ``worker_init_fn``, before the one
+        this loader was given."""
+        if board is None:
+            return super().__iter__()
+        given = self.worker_init_fn
+        self.worker_init_fn = WorkerInit(board, given)
+        try:
+            # Without persistent workers (refused above) the iterator, and
+            # its workers, are made here, reading worker_init_fn once.
+            return super().__iter__()
+        finally:
+            self.worker_init_fn = given
 
     def read_ahead_steps(self) -> int:
         """How far past the step the trainer is on the job's loaders may have

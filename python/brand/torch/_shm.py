@@ -13,14 +13,16 @@ plain DataLoader, or pin_memory's copies) leaves its flag set: that block is
 never reused, and past the pool's size the worker makes new blocks as
 PyTorch does.
 
-The loader's process keeps the :class:`Board`; each worker takes its own
-:class:`Blocks` of it, which :func:`~brand.torch.collate_tensors` stacks
-into.
+The loader's process makes a :class:`Board` for each pass and hands it to
+the pass's workers as the argument of their init (:class:`WorkerInit`, the
+DataLoader's ``worker_init_fn``); each worker takes its own :class:`Blocks`
+of it, which :func:`~brand.torch.collate_tensors` stacks into
+(:func:`worker_blocks`). The dataset carries none of it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import torch
 
@@ -106,3 +108,34 @@ class Blocks:
             strides[k] = strides[k + 1] * shape[k + 1]
         return torch.empty(0, dtype=torch.uint8).set_(storage(b), BLOCK_HEAD, tuple(shape), tuple(strides))
 
+
+
+# The blocks of the DataLoader worker this process is: set once, when the
+# worker starts, by WorkerInit; None in every other process (the trainer's,
+# a plain DataLoader's workers). A worker process's own state, kept as
+# PyTorch keeps get_worker_info()'s: collate_tensors runs wherever a
+# collate runs (the DataLoader's collate_fn, or a dataset's collate=) and
+# is handed nothing but the samples.
+_worker_blocks: Optional[Blocks] = None
+
+
+def worker_blocks() -> Optional[Blocks]:
+    """This DataLoader worker's blocks, if a BrandLoader started it."""
+    return _worker_blocks
+
+
+class WorkerInit:
+    """A BrandLoader's ``worker_init_fn`` for one pass: gives each worker
+    its :class:`Blocks` of the pass's ``board``, then calls the
+    ``worker_init_fn`` the loader was given (``then``), if any. Pickled to
+    spawned workers with the board's flags."""
+
+    def __init__(self, board: Board, then: Optional[Callable[[int], None]]) -> None:
+        self.board = board
+        self.then = then
+
+    def __call__(self, worker_id: int) -> None:
+        global _worker_blocks
+        _worker_blocks = Blocks(self.board, worker_id)
+        if self.then is not None:
+            self.then(worker_id)

@@ -20,6 +20,7 @@ from torch.utils.data import default_collate, get_worker_info
 
 from .._npy import header_end, read_header
 from .._tar import Sample
+from ._shm import worker_blocks
 
 # A .npy header's bytes -> (data offset, shape, fortran order, torch dtype,
 # elements). A pipeline's tensors share a few headers, so each is parsed
@@ -126,8 +127,7 @@ def _column(name: str, values: List[Any]) -> Any:
                          key=str)
             raise ValueError(f"brand: collate_tensors: {name!r} holds {got}; stacking needs one shape")
     if first.dtype == torch.uint8 and not first.is_cuda:
-        info = get_worker_info()
-        blocks = getattr(info.dataset, "_blocks", None) if info is not None else None
+        blocks = worker_blocks() if get_worker_info() is not None else None
         if blocks is not None:
             out = blocks.take(len(values) * first.numel(), (len(values), *shape))
             if out is not None:
