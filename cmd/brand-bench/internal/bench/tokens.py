@@ -39,7 +39,8 @@ torch.set_num_threads(1)
 
 
 def brand_loader(a):
-    c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack)
+    c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack,
+                     tune_malloc=True)
     tokens = 0
     for batch in c.epoch(a.epoch):
         ids = torch.from_numpy(np.stack([np.frombuffer(s["input_ids.npy"], dtype="<i4", offset=128) for s in batch]))
@@ -59,7 +60,7 @@ def dataset_loader(a):
     from brand.torch import BrandDataset
 
     ds = BrandDataset(a.url, brand.Options(job=brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size,
-                                                         seq=a.seq, pack=a.pack)))
+                                                         seq=a.seq, pack=a.pack), tune_malloc=True))
     ds.set_epoch(a.epoch)
     tokens = 0
     for step in ds:
@@ -78,7 +79,8 @@ def views_loader(a):
     without decoding the tar or copying: what BrandDataset(seq=) can do."""
     import brand
 
-    c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack)
+    c = brand.Client(a.url, dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, seq=a.seq, pack=a.pack,
+                     tune_malloc=True)
     member = 512 + -(-(128 + 4 * a.seq) // 512) * 512
     tokens = 0
     for m in range(int(c.epoch_info(a.epoch)["batches"])):
