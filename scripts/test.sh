@@ -166,7 +166,9 @@ lane_one() {
 		# Clip jobs end to end with the decoder: the gateway's (frames equal to
 		# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
 		# processes (store bytes of the covering GOPs, a cluster of three,
-		# world 1 and 8, a resume at another world size).
+		# world 1 and 8, a resume at another world size), and the README's
+		# video section as written (TestReadmeVideo: its index, serve, curls
+		# and PyTorch loop).
 		go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
 		go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
 	elif [[ ${CI:-} == true ]]; then

@@ -83,7 +83,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		imp                 planImportance
 		shared              sharedJobFlags
 		tf                  planTransform
-		columns             string
+		columns, clip       string
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.Var(&srcs, "src", "dataset URL: s3://bucket/prefix, file:///dir or a directory; with --mix, one per component, as name=URL or a URL named after its last path element")
@@ -106,6 +106,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	fs.BoolVar(&dropLast, "drop-last", false, "drop the last partial global batch")
 	fs.BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	fs.StringVar(&columns, "columns", "", "for a dataset served in place (MDS, Megatron): plan a job that reads only these fields, comma-separated, as a job's columns= (default: every field)")
+	fs.StringVar(&clip, "clip", "", "plan a clip job of a video or LeRobot dataset: its clip parameters as a request gives them (e.g. 'clip=16&stride=2', or 'delta_timestamps=...&frames=...'), planned as a gateway serving the dataset plans GET /plan?clip=...: the GOPs its clips cover, the store bytes for --cache-size, the decode")
 	fs.Var(&shared, "shared-job", "plan several jobs sharing the cache, one per flag: SPEC is comma-separated key=value pairs of "+
 		"name, seed, window, batch_size, world, epochs, first_epoch, drop_last, speed, start; a key not given takes this command's flag (speed 1, start 0)")
 	cl.register(fs)
@@ -114,6 +115,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 	mix.register(fs)
 	s3.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand plan --src URL [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [--snapshot FILE | --job J --importance V] [--hot H] [--shared-job SPEC ...] [--columns F,...] [job flags]\n"+
+		"       brand plan --src URL --clip 'clip=16&stride=2' [--cache-size 4GiB] [--nodes N [--ranks-per-node R]] [job flags]\n"+
 		"       brand plan {--mix NAME:WEIGHT,... | --mix-schedule STEP:NAME:WEIGHT,...;...} --src NAME=URL ... [--mix-block K] [--mix-samples L] [--cache-size 4GiB] [--disk-cache-size 100GiB] [--nodes N [--ranks-per-node R]] [job flags]"); err != nil {
 		return err
 	}
@@ -129,6 +131,10 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if cols, err = query.ParseColumns(columns); err != nil {
 			return fmt.Errorf("--columns: %w", err)
 		}
+	}
+	if clip != "" {
+		return planClip(ctx, env, fs, clip, srcs, s3.Config(), clipPlanJob{seed: seed, batch: batch, window: window, world: wrld,
+			epochs: epochs, first: first, dropLast: dropLast, cacheBytes: int64(cache)}, cl, asJSON)
 	}
 	job := planner.Job{Params: shuffle.Params{Seed: seed, Window: window, BatchSize: batch, World: wrld, DropLast: dropLast}, FirstEpoch: first, Epochs: epochs}
 	var jobs []planner.SharedJob

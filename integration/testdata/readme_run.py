@@ -14,8 +14,8 @@ EPOCHS passes are
 read (a loop of 90 epochs reads 2, the later passes empty): the READMEs'
 loops train for as long as a real run, the test for as long as it proves
 something. After the snippet, one JSON line: the counts, and each global
-named by NAME, as JSON (a number, a string, a dict's keys when it is not
-plain JSON).
+named by NAME, as JSON (a number, a string, a tensor's or an array's shape
+and dtype, a dict's keys when it is not plain JSON).
 """
 
 import collections
@@ -66,6 +66,10 @@ def main():
     exec(compile(src, "README.md", "exec"), ns)
 
     def plain(v):
+        # A tensor or an array: its shape and dtype, which the READMEs'
+        # comments state, not its values.
+        if hasattr(v, "shape") and hasattr(v, "dtype"):
+            return {"shape": list(v.shape), "dtype": str(v.dtype)}
         try:
             json.dumps(v)
             return v

@@ -1,0 +1,67 @@
+//go:build brand_libav
+
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video"
+	"github.com/brandgw/brand/gateway"
+)
+
+// /plan of a clip job predicts what the gateway then reads from the
+// store for each epoch of that job, byte for byte, with the gateway's
+// prefetch on, when the cache holds the covering GOPs (64 MiB, and 48 KiB
+// against GOPs of 30 KB): the first epoch their bytes once, the next
+// ones nothing. (A cache smaller than the GOPs an epoch covers is
+// planned by Belady's rule over the clips' chunk trace, which the
+// gateway's pinned windows do not reach exactly: docs/planner.md, *Clip
+// jobs*.)
+func TestClipPlanIsWhatAnEpochReads(t *testing.T) {
+	files := map[string]string{}
+	for i, f := range []string{"h264.mp4", "h264-bframes.mp4", "h264-gop10s.mp4", "h264-vfr.mp4"} {
+		files[fmt.Sprintf("class%d/v%d.mp4", i%2, i)] = f
+	}
+	base, _ := videoStore(t, 4<<10, files)
+	for _, cache := range []int64{64 << 20, 48 << 10} {
+		cs := newCountingStore(base)
+		_, srv := start(t, cs, func(c *gateway.Config) {
+			c.CacheSize = cache
+			c.Datasets[0].Formats = []format.Format{video.Format{}}
+		})
+		const q = "clip=8&stride=2&batch_size=3"
+		resp, body := get(t, fmt.Sprintf("%s/plan?%s&epochs=3&cache_size=%d", srv.URL, q, cache))
+		var plan struct{ Clips api.ClipPlan }
+		if err := json.Unmarshal(body, &plan); resp.StatusCode != http.StatusOK || err != nil || len(plan.Clips.Epochs) != 3 {
+			t.Fatalf("/plan: %d %s", resp.StatusCode, body)
+		}
+		_, before, _ := cs.chunkReads()
+		for epoch, e := range plan.Clips.Epochs {
+			resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", srv.URL, epoch, q))
+			var info struct{ Batches int }
+			if err := json.Unmarshal(body, &info); resp.StatusCode != http.StatusOK || err != nil {
+				t.Fatalf("epoch %d: %d %s", epoch, resp.StatusCode, body)
+			}
+			for m := range info.Batches {
+				if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s", srv.URL, epoch, m, q)); resp.StatusCode != http.StatusOK {
+					t.Fatalf("epoch %d, batch %d: %d %s", epoch, m, resp.StatusCode, body)
+				}
+			}
+			_, after, _ := cs.chunkReads()
+			read := after - before
+			before = after
+			t.Logf("cache %d, epoch %d: /plan %d store bytes (covering GOPs %d); the gateway read %d", cache, epoch, e.StoreBytes, e.CoveringBytes, read)
+			if e.StoreBytes != read {
+				t.Errorf("cache %d, epoch %d: /plan predicts %d store bytes, the gateway read %d", cache, epoch, e.StoreBytes, read)
+			}
+			if epoch == 0 && read != e.CoveringBytes {
+				t.Errorf("cache %d: the first epoch read %d, its covering GOPs are %d bytes", cache, read, e.CoveringBytes)
+			}
+		}
+	}
+}
