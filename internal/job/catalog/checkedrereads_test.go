@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,24 +16,6 @@ import (
 	"github.com/brandgw/brand/format/parquet"
 	"github.com/brandgw/brand/s3backend"
 )
-
-// syncBuffer is a log sink the loader's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A chunk whose bytes fail their checksums on one read and pass on the
 // next is counted and logged alike, whichever checks them: a tar chunk's
@@ -77,7 +58,7 @@ func TestLoaderCountsEveryRereadThatPasses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, c := tc.open(t)
-			var log syncBuffer
+			var log bytes.Buffer // the loads below are one after another
 			c.log = zerolog.New(&log)
 			if err := loadAllChunks(d, NewLoader(c, time.Minute, 2)); err != nil {
 				t.Fatalf("a chunk damaged on one read, with 2 re-reads: %v", err)
