@@ -60,7 +60,13 @@ const (
 // knownFlags are the flags this build reads.
 const knownFlags = FlagDeferred | FlagChecksums
 
-func (ix *Index) flags() uint32 {
+// encoding is an index as the bytes Decode reads: their sizes and their
+// writing, apart from the Index's queries. An Index encodes itself
+// through it (MarshalBinary, ID) and checks at validation that it can
+// (its chunk table's size).
+type encoding struct{ *Index }
+
+func (ix encoding) flags() uint32 {
 	var f uint32
 	if ix.deferred {
 		f |= FlagDeferred
@@ -88,7 +94,7 @@ func checkFlags(flags uint32) error {
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
 
 // chunkTableLen returns the encoded size of the chunk table.
-func (ix *Index) chunkTableLen() int64 {
+func (ix encoding) chunkTableLen() int64 {
 	n := int64(0)
 	for _, ch := range ix.chunks {
 		n += chunkRecordMin + int64(len(ch.Key)) + int64(len(ch.ETag))
@@ -97,13 +103,13 @@ func (ix *Index) chunkTableLen() int64 {
 }
 
 // encodedLen returns the size of the encoding, trailer included.
-func (ix *Index) encodedLen() int64 {
+func (ix encoding) encodedLen() int64 {
 	return headerSize + ix.chunkTableLen() + sampleRecordLen*int64(ix.NumSamples()) + int64(len(ix.keys)) + ix.inPlaceLen() + trailerSize
 }
 
 // inPlaceLen is the encoded size of the in-place section: none for a tar
 // dataset's index.
-func (ix *Index) inPlaceLen() int64 {
+func (ix encoding) inPlaceLen() int64 {
 	if !ix.deferred {
 		return 0
 	}
@@ -119,7 +125,7 @@ func (ix *Index) inPlaceLen() int64 {
 const spanRecordLen = 20
 
 // appendInPlace appends the in-place section to b.
-func (ix *Index) appendInPlace(b []byte) []byte {
+func (ix encoding) appendInPlace(b []byte) []byte {
 	if !ix.deferred {
 		return b
 	}
@@ -196,7 +202,7 @@ func parseSpans(p []byte, chunks int) ([][]Span, error) {
 // encode passes the encoding, trailer excluded, to emit in pieces that are
 // only valid during the call. Streaming lets ID hash an index of any size
 // without materialising it.
-func (ix *Index) encode(emit func([]byte)) {
+func (ix encoding) encode(emit func([]byte)) {
 	var hdr [headerSize]byte
 	copy(hdr[:], Magic)
 	le.PutUint32(hdr[8:], FormatVersion)
@@ -253,8 +259,8 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 	if ix.part != nil {
 		return nil, errPartialEncode
 	}
-	out := make([]byte, 0, ix.encodedLen())
-	ix.encode(func(p []byte) { out = append(out, p...) })
+	out := make([]byte, 0, encoding{ix}.encodedLen())
+	encoding{ix}.encode(func(p []byte) { out = append(out, p...) })
 	return le.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
 }
 
@@ -265,7 +271,7 @@ func (ix *Index) ID() string {
 	ix.idOnce.Do(func() {
 		h := sha256.New()
 		crc := uint32(0)
-		ix.encode(func(p []byte) {
+		encoding{ix}.encode(func(p []byte) {
 			h.Write(p)
 			crc = crc32.Update(crc, castagnoli, p)
 		})

@@ -58,8 +58,8 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int64(len(b)) != ix.encodedLen() {
-			t.Errorf("%d samples: encoding is %d bytes, encodedLen says %d", n, len(b), ix.encodedLen())
+		if int64(len(b)) != (encoding{ix}).encodedLen() {
+			t.Errorf("%d samples: encoding is %d bytes, encodedLen says %d", n, len(b), encoding{ix}.encodedLen())
 		}
 		got, err := Decode(b)
 		if err != nil {

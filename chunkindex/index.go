@@ -297,7 +297,7 @@ func (ix *Index) validate(kind error) error {
 	if int(prev) != len(ix.keys) {
 		return fmt.Errorf("%w: key ends reach %d, key bytes are %d", kind, prev, len(ix.keys))
 	}
-	if n := ix.chunkTableLen(); n > math.MaxUint32 {
+	if n := (encoding{ix}).chunkTableLen(); n > math.MaxUint32 {
 		return fmt.Errorf("%w: chunk table of %d bytes exceeds %d", kind, n, uint64(math.MaxUint32))
 	}
 	chunkKeys := make(map[string]int, len(ix.chunks))

@@ -218,28 +218,6 @@ func runDuckDB(t *testing.T, node string, env []string, args ...string) {
 	}
 }
 
-// pythonWith finds a Python 3 that imports modules (PYTHON, python3,
-// /usr/bin/python3): without one the test skips, or fails with CI=true.
-// hint names the script that installs them.
-func pythonWith(t *testing.T, hint string, modules ...string) string {
-	t.Helper()
-	imports := "import " + strings.Join(modules, ", ")
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", imports).Run() == nil {
-			return path
-		}
-	}
-	msg := fmt.Sprintf("no Python 3 with %s (%s installs them)", strings.Join(modules, ", "), hint)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true: failing")
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // writeParquet writes recs as one Parquet file with arrow-go's writer, a
 // row group per record batch.
 func writeParquet(t *testing.T, sc *arrow.Schema, props *pq.WriterProperties, recs ...arrow.RecordBatch) []byte {

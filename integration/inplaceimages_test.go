@@ -24,6 +24,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -296,7 +297,7 @@ func TestHubImagesInPlaceOnMinIO(t *testing.T) {
 	})
 
 	t.Run("pytorch", func(t *testing.T) {
-		py := pythonWith(t, "scripts/test-python.sh", "torch", "numpy")
+		py := pythontest.Need(t, "scripts/test-python.sh", "torch", "numpy")
 		pairs := map[string]any{"tar": "tar"}
 		sets := map[string]map[string]string{}
 		for ds, keys := range photoKeys {

@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -34,7 +35,7 @@ const mdsWriter = "../format/mds/testdata/mds_writer.py"
 // samples with the same bytes as an uninterrupted run's, and every member
 // is what the writer wrote (its own check reads them as a tar).
 func TestMDSResumeOnMinIO(t *testing.T) {
-	py := pythonWith(t, "scripts/ensure-numpy.sh", "numpy", "zstd")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy", "zstd")
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
 	hub, own := srv.NewBucket(t), srv.NewBucket(t)

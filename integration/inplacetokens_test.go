@@ -23,6 +23,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -63,7 +64,7 @@ func tokenTexts(n int) []string {
 // fails with CI=true.
 func referenceEncode(t *testing.T, model string, texts []string) [][]int32 {
 	t.Helper()
-	py := pythonWith(t, "scripts/ensure-sentencepiece.sh", "sentencepiece")
+	py := pythontest.Need(t, "scripts/ensure-sentencepiece.sh", "sentencepiece")
 	dir := t.TempDir()
 	var b strings.Builder
 	for _, s := range texts {

@@ -16,25 +16,8 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
-
-// pillow returns a Python 3 that imports PIL (scripts/ensure-pil.sh
-// installs Debian's python3-pil), or skips: with CI=true it fails.
-func pillow(t *testing.T) string {
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import PIL").Run() == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no Python 3 with PIL (scripts/ensure-pil.sh installs python3-pil; CI=true: failing)")
-	}
-	t.Skip("no Python 3 with PIL: scripts/ensure-pil.sh installs python3-pil")
-	return ""
-}
 
 // procKB reads a field of /proc/PID/status, in bytes.
 func procKB(t *testing.T, pid int, field string) int64 {
@@ -84,7 +67,7 @@ func TestDecodesWithinTheMemoryLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("decodes 16 images of 64 megapixels")
 	}
-	python := pillow(t)
+	python := pythontest.Need(t, "scripts/ensure-pil.sh", "PIL")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src", "big")
 	if err := os.MkdirAll(src, 0o755); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/brandgw/brand/internal/gen/photos"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -57,7 +58,7 @@ func TestReadmeHuggingFace(t *testing.T) {
 	if fsh, fpy := docBlocks(t, "../docs/format.md", "**"+heading+".**"); fsh != sh || fpy != snippet {
 		t.Fatalf("docs/format.md's commands differ from the README's:\n%s%s\nREADME:\n%s%s", fsh, fpy, sh, snippet)
 	}
-	py := pythonWith(t, "scripts/test-python.sh", "torch", "numpy")
+	py := pythontest.Need(t, "scripts/test-python.sh", "torch", "numpy")
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
 	for _, b := range []string{"mirror", "brand"} {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // A README's examples, run as written on a CPU-only machine but for the
@@ -266,7 +267,7 @@ func needTools(t *testing.T, tools ...string) {
 // its end, and each must have read what its comments say.
 func TestReadmeExamples(t *testing.T) {
 	needTools(t, "bash", "curl", "tar", "jq", "go")
-	py := pythonWith(t, "scripts/test-python.sh", "torch", "numpy")
+	py := pythontest.Need(t, "scripts/test-python.sh", "torch", "numpy")
 	blocks := readmeBlocks(t, "../README.md")
 	bin := buildBrand(t)
 	work := t.TempDir()

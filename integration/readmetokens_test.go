@@ -20,6 +20,7 @@ import (
 
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -37,7 +38,7 @@ import (
 func TestReadmeTokens(t *testing.T) {
 	const heading = "## Train a language model from Megatron or Hugging Face token data"
 	sh, snippet := docBlocks(t, "../README.md", heading)
-	py := pythonWith(t, "scripts/test-python.sh", "torch", "numpy")
+	py := pythontest.Need(t, "scripts/test-python.sh", "torch", "numpy")
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
 	for _, b := range []string{"corpus", "mirror", "brand"} {

@@ -27,6 +27,7 @@ import (
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -51,15 +52,8 @@ func s3Tool(t *testing.T, what string, find func() (string, bool)) string {
 }
 
 func pythonWithBoto3() (string, bool) {
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if err := exec.Command(p, "-c", "import boto3").Run(); err == nil {
-			return p, true
-		}
-	}
-	return "", false
+	py, err := pythontest.Find(context.Background(), nil, "boto3")
+	return py, err == nil
 }
 
 func awsCLI() (string, bool) {

@@ -2,12 +2,13 @@ package tokenize
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // The benchmarks encode two corpora, one document a call:
@@ -56,14 +57,8 @@ func benchModels(b *testing.B, corpora map[string][]string) map[string]*Model {
 	for _, kind := range []string{"bpe", "unigram"} {
 		models["golden-"+kind] = loadFile(b, filepath.Join("testdata", "golden-"+kind+".model"))
 	}
-	python := ""
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if path, err := exec.LookPath(p); p != "" && err == nil && exec.Command(path, "-c", "import sentencepiece").Run() == nil {
-			python = path
-			break
-		}
-	}
-	if python == "" {
+	python, err := pythontest.Find(b.Context(), nil, "sentencepiece")
+	if err != nil {
 		b.Log("no python3-sentencepiece: only the golden models are measured")
 		return models
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 var (
@@ -122,7 +124,7 @@ func loadFile(t testing.TB, path string) *Model {
 // regenerateGolden writes golden.json's cases and has the reference fill
 // in the rest; with -retrain it trains the models first.
 func regenerateGolden(t *testing.T) {
-	python := sentencepiecePython(t)
+	python := pythontest.Need(t, "scripts/ensure-sentencepiece.sh", "sentencepiece")
 	models := goldenModels(filepath.Join(t.TempDir(), "rules.tsv"))
 	if *retrain {
 		dir := t.TempDir()

@@ -13,29 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// sentencepiecePython returns a Python 3 that imports sentencepiece
-// (Debian's python3-sentencepiece, which scripts/ensure-sentencepiece.sh
-// installs), or skips; with CI=true it fails instead, so that CI cannot
-// pass without the comparison with the reference.
-func sentencepiecePython(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import sentencepiece").Run() == nil {
-			return path
-		}
-	}
-	const msg = "no Python 3 with sentencepiece (scripts/ensure-sentencepiece.sh installs python3-sentencepiece)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true: failing")
-	}
-	t.Skip(msg + "; the committed golden encodings still ran (TestGolden)")
-	return ""
-}
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
+)
 
 // runReference runs testdata/reference.py with args.
 func runReference(t testing.TB, python string, args ...string) {
@@ -150,7 +130,7 @@ func trainWithReference(t testing.TB, python, dir string, models []referenceMode
 // characters and invalid UTF-8 with the reference and with this package,
 // and requires the same IDs for every text.
 func TestReference(t *testing.T) {
-	python := sentencepiecePython(t)
+	python := pythontest.Need(t, "scripts/ensure-sentencepiece.sh", "sentencepiece")
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "rules.tsv"), normalizationRules)
 	models := referenceModels(filepath.Join(dir, "rules.tsv"))

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // The decoder comparison of docs/transform.md §7. Run as
@@ -186,7 +187,7 @@ func BenchmarkPipeline(b *testing.B) {
 // BenchmarkPillow: Pillow on the same JPEGs, in a Python process timing
 // its own CPU. Its ns/op is Pillow's CPU per image.
 func BenchmarkPillow(b *testing.B) {
-	python := pillowPython(b)
+	python := pythontest.Need(b, "scripts/ensure-pil.sh", "PIL")
 	set, dir := benchSet(b)
 	for _, op := range []string{"decode", "train", "train-draft", "eval"} {
 		b.Run(op, func(b *testing.B) {

@@ -11,26 +11,8 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/gen/photos"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
-
-// pillowPython returns a Python 3 that imports PIL (Debian's python3-pil,
-// which scripts/test-python.sh installs), or skips: the fixtures' Pillow
-// outputs are committed, so the rest of the package's tests hold without.
-func pillowPython(t testing.TB) string {
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import PIL").Run() == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no Python 3 with PIL (scripts/ensure-pil.sh installs python3-pil; CI=true: failing)")
-	}
-	t.Skip("no Python 3 with PIL (python3-pil); the committed Pillow fixtures still ran")
-	return ""
-}
 
 // pillowCase is one image through one pipeline, for pil_reference.py.
 type pillowCase struct {
@@ -91,7 +73,7 @@ var pillowBounds = map[string]struct {
 // and eval's geometry computed by the script), and bounds the
 // differences per decoder.
 func TestPillowPipelines(t *testing.T) {
-	python := pillowPython(t)
+	python := pythontest.Need(t, "scripts/ensure-pil.sh", "PIL")
 	dir := t.TempDir()
 	var images []string
 	ps, err := photos.Generate(11, 24)

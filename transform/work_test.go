@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // workKinds are the kinds of image work_images.py writes, each a layout
@@ -163,7 +164,7 @@ func TestWorkBound(t *testing.T) {
 		check(t, imgs)
 	})
 	t.Run("pillow", func(t *testing.T) {
-		check(t, pillowImages(t, pillowPython(t), 1200, 900, workKinds...))
+		check(t, pillowImages(t, pythontest.Need(t, "scripts/ensure-pil.sh", "PIL"), 1200, 900, workKinds...))
 	})
 }
 
@@ -219,7 +220,7 @@ func TestWorkPeak(t *testing.T) {
 	if s := os.Getenv("BRAND_WORK_PEAK_SIDE"); s != "" {
 		side, _ = strconv.Atoi(s)
 	}
-	imgs := pillowImages(t, pillowPython(t), side, side, workKinds...)
+	imgs := pillowImages(t, pythontest.Need(t, "scripts/ensure-pil.sh", "PIL"), side, side, workKinds...)
 	dir := t.TempDir()
 	child := peakChild(t)
 	for _, dec := range decoders() {

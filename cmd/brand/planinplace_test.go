@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -16,39 +15,18 @@ import (
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/mds"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
-
-// pythonWith returns a Python 3 that imports modules, as the format
-// packages' tests find theirs (PYTHON, python3, /usr/bin/python3;
-// scripts/ensure-numpy.sh installs numpy and zstd): skipping without one,
-// failing under CI=true.
-func pythonWith(t *testing.T, modules ...string) string {
-	t.Helper()
-	imports := "import " + strings.Join(modules, ", ")
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", imports).Run() == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no Python 3 with %s (scripts/ensure-numpy.sh installs them; CI=true: failing)", strings.Join(modules, ", "))
-	}
-	t.Skipf("no Python 3 with %s: format/mds's writer cannot make the dataset", strings.Join(modules, ", "))
-	return ""
-}
 
 // mdsDataset has format/mds's independent writer (testdata/mds_writer.py)
 // make its "images" case — shards of a caption, an embedding, a JPEG image and a
 // label per sample — in a directory of its own, and returns it.
 func mdsDataset(t *testing.T) string {
 	t.Helper()
-	py := pythonWith(t, "numpy", "zstd")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy", "zstd")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // writer runs testdata/mds_writer.py: make a case into a directory, or
@@ -55,7 +56,7 @@ func firstChunk(t testing.TB, s *decodetest.Store) (*format.Layout, format.Decod
 // compressed shards, a merged index and unmerged partitions; indexing
 // reads only index.json files.
 func TestPythonWriter(t *testing.T) {
-	py := decodetest.Python(t, "numpy", "zstd")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy", "zstd")
 	tests := []struct {
 		name    string
 		members map[string]string
@@ -105,7 +106,7 @@ func TestPythonWriter(t *testing.T) {
 // A projection decodes only its columns, within a smaller bound; the
 // shard is still read whole.
 func TestPythonSelection(t *testing.T) {
-	py := decodetest.Python(t, "numpy", "zstd")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy", "zstd")
 	dir := t.TempDir()
 	writer(t, py, "make", "images", dir)
 	s := decodetest.LoadDir(t, dir)

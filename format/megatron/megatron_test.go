@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/internal/decodetest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 type prefixSpec struct {
@@ -56,7 +57,7 @@ func indexSource(t testing.TB, s *decodetest.Store, opt format.Options) (*format
 // with every dtype, documents of several sequences, empty documents and
 // documents larger than the chunk size; indexing reads only the .idx.
 func TestPythonWriter(t *testing.T) {
-	py := decodetest.Python(t, "numpy")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy")
 	docs := [][]int32{{3, 5}, {0}, {}, {700}, {1}, {2, 2, 2}, {40}, {1}}
 	for _, dt := range []string{"uint8", "int8", "int16", "int32", "int64", "float64", "float32", "uint16"} {
 		t.Run(dt, func(t *testing.T) {
@@ -120,7 +121,7 @@ func equal(a, b []uint32) bool {
 // A multimodal dataset (sequence modes after the document index) is
 // refused as unsupported, naming the .idx.
 func TestPythonMultimodal(t *testing.T) {
-	py := decodetest.Python(t, "numpy")
+	py := pythontest.Need(t, "scripts/ensure-numpy.sh", "numpy")
 	dir := t.TempDir()
 	writePython(t, py, "make", []prefixSpec{{Name: "mm", DType: "int32", Docs: [][]int32{{2, 3}}, Multimodal: true}}, dir)
 	_, _, err := indexSource(t, decodetest.LoadDir(t, dir), format.Options{})

@@ -226,15 +226,7 @@ func (c *flatCol) decompress(p flatPage, skip int, buf *[]byte) ([]byte, error) 
 			return nil, fmt.Errorf("decompresses to %d bytes, its header says %d (%v)", got, n, err)
 		}
 	}
-	var out []byte
-	var err error
-	if de, ok := c.codec.(interface {
-		DecodeWithError(dst, src []byte) ([]byte, error)
-	}); ok {
-		out, err = de.DecodeWithError((*buf)[:n], src)
-	} else {
-		out = c.codec.Decode((*buf)[:n], src) // a panic is damage (decoder.Decode)
-	}
+	out, err := compress.Decode(c.codec, (*buf)[:n], src)
 	if err != nil {
 		return nil, err // package inflate's, which says so
 	}

@@ -32,7 +32,9 @@ func (hadoopLZ4) DecodeWithError(dst, src []byte) ([]byte, error) {
 	}
 	out, err := inflate.Into(inflate.LZ4Frame, dst, src)
 	if err != nil {
-		return nil, fmt.Errorf("is LZ4 neither Hadoop-framed, a block nor a frame (as a frame: %v)", err)
+		// inflate's error says whether the bytes are corrupt or inflate
+		// past the page's size: the page's damage, kept for errors.Is.
+		return nil, fmt.Errorf("lz4 neither Hadoop-framed nor a block; as a frame: %w", err)
 	}
 	return out, nil
 }
@@ -71,10 +73,14 @@ func hadoopDecode(dst, src []byte) ([]byte, bool) {
 	return dst[:n], n == len(dst)
 }
 
+// Decode is arrow-go's codec interface without an error: bytes that do
+// not decode give nil, never a panic (a damaged page is the file's fault,
+// not the server's). arrow-go's compress.Decode, which Brand calls, asks
+// DecodeWithError instead, which says why.
 func (c hadoopLZ4) Decode(dst, src []byte) []byte {
 	out, err := c.DecodeWithError(dst, src)
 	if err != nil {
-		panic(err)
+		return nil
 	}
 	return out
 }

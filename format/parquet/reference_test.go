@@ -16,35 +16,14 @@ import (
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/codec/npy"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
-
-// sentencepiecePython returns a Python 3 that imports sentencepiece
-// (Debian's python3-sentencepiece; scripts/ensure-sentencepiece.sh
-// installs it), or skips; with CI=true it fails instead, as package
-// tokenize's reference tests do.
-func sentencepiecePython(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import sentencepiece").Run() == nil {
-			return path
-		}
-	}
-	const msg = "no Python 3 with sentencepiece (scripts/ensure-sentencepiece.sh installs python3-sentencepiece)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true: failing")
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // referenceIDs has the reference library (package tokenize's
 // testdata/reference.py) encode texts with each model (name → path).
 func referenceIDs(t testing.TB, models map[string]string, texts [][]byte) map[string][][]int32 {
 	t.Helper()
-	py := sentencepiecePython(t)
+	py := pythontest.Need(t, "scripts/ensure-sentencepiece.sh", "sentencepiece")
 	dir := t.TempDir()
 	var b strings.Builder
 	for _, s := range texts {

@@ -1,7 +1,8 @@
 // Package decodetest holds what the formats' tests share: a source in
 // memory that counts what indexing reads, reading and decoding every
 // chunk as a reader would (checked against the resident form's table and
-// the layout's keys), and finding the Python that writes their fixtures.
+// the layout's keys). The Python that writes their fixtures is
+// pythontest's.
 package decodetest
 
 import (
@@ -12,10 +13,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -154,25 +153,4 @@ func DecodeAll(t testing.TB, s *Store, lay *format.Layout, dec format.Decoder, s
 	}
 	out.Write(make([]byte, 2*format.Block)) // the tar's end
 	return out.Bytes()
-}
-
-// Python returns a Python 3 that imports every module of modules
-// (Debian's python3-numpy and python3-zstd, which scripts/ensure-numpy.sh
-// installs), or skips; with CI=true it fails.
-func Python(t testing.TB, modules ...string) string {
-	t.Helper()
-	imports := "import " + strings.Join(modules, ", ")
-	for _, p := range []string{os.Getenv("PYTHON"), "python3", "/usr/bin/python3"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", imports).Run() == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no Python 3 with %s (scripts/ensure-numpy.sh installs them; CI=true: failing)", strings.Join(modules, ", "))
-	}
-	t.Skipf("no Python 3 with %s: the Python writer's fixtures cannot be made", strings.Join(modules, ", "))
-	return ""
 }

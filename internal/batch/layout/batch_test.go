@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -144,7 +145,10 @@ func TestLayoutOfAMixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	draws := m.Order.AppendRange(nil, j.Seed, 0, 0, n)
+	draws, err := m.Order.AppendRange(context.Background(), nil, j.Seed, 0, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for bn := range uint64(batches) {
 		bt, err := o.Layout(context.Background(), src, j, 0, bn)
 		if err != nil {
@@ -286,5 +290,57 @@ func TestTransformETags(t *testing.T) {
 		if again := o.ETag(Source{DS: ds}, j, 1, 2); again != e {
 			t.Errorf("%s: ETag %s, then %s", tc.name, e, again)
 		}
+	}
+}
+
+// A mixture order's positions outside the epoch, or reversed, are an
+// error wrapping ErrOutOfRange, never a panic; inside it, AppendRange
+// appends what Draws does.
+func TestMixOrderAppendRangeBadPosition(t *testing.T) {
+	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5)
+	mix, err := api.ParseMix("a:0.5,b:0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := job(6, 1, 0)
+	m, err := New(nil).Mixture(mix, []*catalog.Dataset{a, b}, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.Order.NumSamples()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name       string
+		start, end int
+	}{
+		{"past the end", 0, n + 1},
+		{"negative start", -1, 3},
+		{"reversed", 5, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("AppendRange(%d, %d) panicked: %v", tt.start, tt.end, p)
+					}
+				}()
+				_, err = m.Order.AppendRange(ctx, nil, j.Seed, 0, tt.start, tt.end)
+			}()
+			if !errors.Is(err, ErrOutOfRange) {
+				t.Fatalf("AppendRange(%d, %d): %v, want an error wrapping ErrOutOfRange", tt.start, tt.end, err)
+			}
+		})
+	}
+	got, err := m.Order.AppendRange(ctx, []shuffle.Draw{{Index: -1}}, j.Seed, 0, 2, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.Order.Draws(ctx, nil, j.Seed, 0, 2, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 8 || got[0].Index != -1 || fmt.Sprint(got[1:]) != fmt.Sprint(want) {
+		t.Fatalf("AppendRange(2, 9) = %v, want [{-1} %v]", got, want)
 	}
 }

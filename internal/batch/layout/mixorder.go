@@ -112,17 +112,13 @@ func (o *MixOrder) Draws(ctx context.Context, dst []shuffle.Draw, seed, epoch ui
 	return dst, nil
 }
 
-// AppendRange is Draws with no context to leave by: it shadows
-// shuffle.Mixture's, so that every reader of a mixture's order reads
-// the memoised spans rather than shuffling blocks itself.
-func (o *MixOrder) AppendRange(dst []shuffle.Draw, seed, epoch uint64, start, end int) []shuffle.Draw {
-	dst, err := o.Draws(context.Background(), dst, seed, epoch, start, end)
-	if err != nil {
-		// Only positions outside the epoch fail without a context to end,
-		// which Mixture.AppendRange panics on too.
-		panic(err)
-	}
-	return dst
+// AppendRange is Draws under shuffle.Mixture's name, which it shadows:
+// every reader of a mixture's order reads the memoised spans rather than
+// shuffling blocks itself, waits only as long as ctx lets it, and gets a
+// position outside the epoch as an error wrapping ErrOutOfRange rather
+// than Mixture.AppendRange's panic.
+func (o *MixOrder) AppendRange(ctx context.Context, dst []shuffle.Draw, seed, epoch uint64, start, end int) ([]shuffle.Draw, error) {
+	return o.Draws(ctx, dst, seed, epoch, start, end)
 }
 
 // mixSpans is the memo of mixture spans, bounded in bytes, with one build

@@ -118,8 +118,9 @@
 // # Concurrency
 //
 // A Table is safe for concurrent use. Its mutex guards the streams (the
-// map and every field of every stream), the turns' line and channel, and
-// the building of tables; Begin, Finish, Advance, Turn, Shared and Turns
+// map and every field of every stream), the line for turns (a line: its
+// places and channel; its figures are atomic), and the building of
+// tables; Begin, Finish, Advance, Turn, Shared and Turns
 // take it, and Coalesce when it begins and ends (not while its function
 // runs: a batch's calls, each taking it, with the rebuilds they ask for
 // put off until it ends). Turn waits without it, woken when turns move (a
@@ -136,9 +137,10 @@
 //
 // # Files
 //
-// table.go holds the Table and the requests' calls (Begin, Advance,
-// Finish); stream.go a stream, its position and its clock; usetable.go the
-// table's answers; publish.go how a table is built; turn.go turns;
+// table.go holds the Table, its time frame (frame) and the requests'
+// calls (Begin, Advance, Finish); stream.go a stream, its position and its
+// clock; usetable.go the table's answers; publish.go how a table is
+// built; turn.go turns, and the line (line) that gives them;
 // policy.go the cache policy; prefetch.go the prefetcher; latest.go the
 // latest table's answers for the prefetcher, and the turns' metrics.
 package usetable

@@ -126,8 +126,8 @@ func (s *Table) publishLocked() {
 			latest[k] = st
 		}
 	}
-	rate := s.medianLocked(func(o *stream) float64 { return o.rate }, defaultRate)
-	t.shared = s.sharedLocked()
+	rate := median(s.streams, func(o *stream) float64 { return o.rate }, defaultRate)
+	t.shared = shared(s.streams, s.clock())
 	for _, st := range s.streams {
 		if st.Pace.Changes() {
 			t.phased = true

@@ -288,7 +288,7 @@ func (s *Table) clockLocked(st *stream, now time.Time) {
 	} else {
 		gap := st.gap
 		if gap == 0 {
-			gap = s.medianLocked(func(o *stream) float64 { return o.gap }, 0)
+			gap = median(s.streams, func(o *stream) float64 { return o.gap }, 0)
 		}
 		st.clock.next.Store(s.nowAt(now) + int64(gap))
 		st.clock.inflight.Store(false)
@@ -296,11 +296,11 @@ func (s *Table) clockLocked(st *stream, now time.Time) {
 	s.ticks.Add(1)
 }
 
-// medianLocked is the median of f over the streams where it is known
-// (> 0), or def.
-func (s *Table) medianLocked(f func(*stream) float64, def float64) float64 {
+// median is the median of f over the streams where it is known (> 0),
+// or def. The caller holds the streams' lock (Table.mu).
+func median(streams map[layout.Stream]*stream, f func(*stream) float64, def float64) float64 {
 	var vs []float64
-	for _, o := range s.streams {
+	for _, o := range streams {
 		if v := f(o); v > 0 {
 			vs = append(vs, v)
 		}

@@ -36,9 +36,8 @@ type Table struct {
 	own func(ds *catalog.Dataset, c int) bool
 	// keep reports whether this node holds chunk c of ds for another
 	// node that will ask for it (Config.Keep).
-	keep  func(ds *catalog.Dataset, c int) bool
-	clock func() time.Time
-	zero  time.Time // the origin of the use table's time frame
+	keep func(ds *catalog.Dataset, c int) bool
+	frame
 
 	// mu guards the streams (the map and every stream's fields), the
 	// turns' line and channel, and the building of tables.
@@ -58,12 +57,8 @@ type Table struct {
 	// current windows when it moved (their clocks did).
 	ticks atomic.Uint64
 
-	// Turns (turn.go): the longest a batch waits for one, a channel
-	// closed and replaced whenever turns move, and figures.
-	maxTurnWait     time.Duration
-	turns           chan struct{}
-	waitSeq         uint64 // the last place in the line given
-	waited, overdue atomic.Int64
+	// turns is the line for turns (turn.go), guarded by mu.
+	turns line
 }
 
 // Config configures a Table.
@@ -91,21 +86,30 @@ type Config struct {
 
 // New returns a use table.
 func New(c Config) *Table {
-	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, maxTurnWait: c.MaxTurnWait, clock: time.Now,
-		streams: map[layout.Stream]*stream{}, turns: make(chan struct{})}
+	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, frame: newFrame(time.Now),
+		streams: map[layout.Stream]*stream{}, turns: line{maxWait: c.MaxTurnWait, moved: make(chan struct{})}}
 	if s.keep == nil {
 		s.keep = func(*catalog.Dataset, int) bool { return false }
 	}
-	s.zero = s.clock()
+	s.turns.capacity, s.turns.hot = c.Capacity, s.hotKeys
 	return s
 }
 
-// nowAt is t in the use table's time frame: ns since its zero, never
-// negative.
-func (s *Table) nowAt(t time.Time) int64 { return max(t.Sub(s.zero).Nanoseconds(), 0) }
+// frame is the use table's time frame: the clock it reads (a test's
+// own, in tests) and its origin, the clock's reading when it was made.
+// Next-use keys are nanoseconds since the origin.
+type frame struct {
+	clock func() time.Time
+	zero  time.Time
+}
 
-// now is the present in the use table's time frame.
-func (s *Table) now() int64 { return s.nowAt(s.clock()) }
+func newFrame(clock func() time.Time) frame { return frame{clock: clock, zero: clock()} }
+
+// nowAt is t in the time frame: ns since its zero, never negative.
+func (f frame) nowAt(t time.Time) int64 { return max(t.Sub(f.zero).Nanoseconds(), 0) }
+
+// now is the present in the time frame.
+func (f frame) now() int64 { return f.nowAt(f.clock()) }
 
 // Ticks counts the requests the use table has seen; each moves a stream's
 // clock.
@@ -259,7 +263,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 	cur.lastSeen = now
 	cur.rateLocked(cur.edge, now, moved)
 	if pruned {
-		s.admitLocked(now)
+		s.turns.admit(s.streams, now)
 		s.turnsMovedLocked() // publishes
 	} else {
 		s.refreshLocked(cur)

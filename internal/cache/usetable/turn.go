@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/brandgw/brand/internal/batch/layout"
@@ -63,6 +64,25 @@ func (st *stream) waiting() bool { return !st.waitSince.IsZero() }
 // holds a turn, or it never takes turns (a peer's stream).
 func (st *stream) holds() bool { return st.active || !st.turned }
 
+// line is the line for turns: who gets one next, and when turns moved.
+// The streams' places in it are theirs (stream.active, waitSince,
+// waitSeq); the line gives places, admits streams to turns and wakes
+// those waiting. It is the Table's, guarded by the Table's mu but for
+// its figures, which are atomic. It knows the cache only by its capacity
+// and by hot, the bytes a stream's windows add to a set of chunks
+// (Table.hotKeys), so that which chunks a stream holds stays the use
+// table's.
+type line struct {
+	maxWait  time.Duration // Config.MaxTurnWait; 0: no turns
+	capacity int64         // the cache's, in bytes
+	hot      func(st *stream, set map[chunkcache.Key]struct{}) int64
+
+	moved chan struct{} // closed and replaced whenever turns move
+	seq   uint64        // the last place in the line given
+
+	waited, overdue atomic.Int64
+}
+
 // hotKeys adds the chunks st holds while it reads its window to set — its
 // current windows and the next one — and returns the bytes it added.
 func (s *Table) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
@@ -94,15 +114,15 @@ func (s *Table) hotKeys(st *stream, set map[chunkcache.Key]struct{}) int64 {
 	return n
 }
 
-// admitLocked takes back the turns of streams gone idle and gives turns
-// to waiting streams, in order of arrival, while their windows fit beside
+// admit takes back the turns of streams gone idle and gives turns to
+// waiting streams, in order of arrival, while their windows fit beside
 // those of the streams holding one, or add no chunk to theirs. The first
 // waiting stream always gets one when no other stream holds one. It
 // reports whether any turn moved.
-func (s *Table) admitLocked(now time.Time) bool {
+func (l *line) admit(streams map[layout.Stream]*stream, now time.Time) bool {
 	moved := false
 	var waiting []*stream
-	for _, st := range s.streams {
+	for _, st := range streams {
 		if st.active && len(st.inflight) == 0 && now.Sub(st.lastSeen) > st.idleAfter() {
 			st.active = false
 			moved = true
@@ -118,30 +138,30 @@ func (s *Table) admitLocked(now time.Time) bool {
 	set := map[chunkcache.Key]struct{}{}
 	var used int64
 	holders := 0
-	for _, st := range s.streams {
+	for _, st := range streams {
 		if st.holds() {
-			used += s.hotKeys(st, set)
+			used += l.hot(st, set)
 			holders++
 		}
 	}
 	for _, st := range waiting {
-		overdue := s.maxTurnWait > 0 && now.Sub(st.waitSince) >= s.maxTurnWait
+		overdue := l.maxWait > 0 && now.Sub(st.waitSince) >= l.maxWait
 		add := map[chunkcache.Key]struct{}{}
 		for k := range set {
 			add[k] = struct{}{}
 		}
-		extra := s.hotKeys(st, add)
+		extra := l.hot(st, add)
 		// A stream whose windows the holders hold already (another job
 		// named apart on the same order and position: a search over
 		// learning rates with one seed) adds nothing to the cache, and
 		// goes ahead even when the holders alone exceed it (one job's
 		// window and the next larger than the cache). It used to wait
 		// for every holder to go idle: about 50 ms for each new job name.
-		if holders > 0 && extra > 0 && used+extra > s.capacity && !overdue {
+		if holders > 0 && extra > 0 && used+extra > l.capacity && !overdue {
 			break // strictly in order: a large window is not passed over for ever
 		}
 		if overdue {
-			s.overdue.Add(1)
+			l.overdue.Add(1)
 		}
 		set, used = add, used+extra
 		holders++
@@ -155,7 +175,7 @@ func (s *Table) admitLocked(now time.Time) bool {
 // (see above), ctx ends, or the use table's maximum wait passes. Only
 // batches of this node's clients take turns.
 func (s *Table) Turn(ctx context.Context, f Inflight) error {
-	if s.maxTurnWait <= 0 {
+	if s.turns.maxWait <= 0 {
 		return nil // no turns
 	}
 	s.mu.Lock()
@@ -168,17 +188,17 @@ func (s *Table) Turn(ctx context.Context, f Inflight) error {
 	now := s.clock()
 	queued := !st.waiting()
 	if queued {
-		s.queueLocked(st, now)
+		s.turns.queue(st, now)
 	}
 	start := now
 	var timeout <-chan time.Time
-	if s.maxTurnWait > 0 {
-		t := time.NewTimer(s.maxTurnWait - now.Sub(st.waitSince))
+	if s.turns.maxWait > 0 {
+		t := time.NewTimer(s.turns.maxWait - now.Sub(st.waitSince))
 		defer t.Stop()
 		timeout = t.C
 	}
 	for {
-		if s.admitLocked(now) {
+		if s.turns.admit(s.streams, now) {
 			s.turnsMovedLocked()
 		} else if queued {
 			// The table keys a stream not in line as served now, its
@@ -189,15 +209,15 @@ func (s *Table) Turn(ctx context.Context, f Inflight) error {
 		queued = false
 		if st.active || s.streams[f.js] != st {
 			if w := s.clock().Sub(start); w > 0 {
-				s.waited.Add(int64(w))
+				s.turns.waited.Add(int64(w))
 			}
 			return nil
 		}
-		ch := s.turns
+		ch := s.turns.moved
 		// Turns move on events, but a stream holding one may also go
 		// idle, which no event marks: look again when the first may,
 		// and now and then.
-		idle := time.NewTimer(min(s.nextIdleLocked(now), turnIdleMin/2))
+		idle := time.NewTimer(min(s.turns.nextIdle(s.streams, now), turnIdleMin/2))
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -215,11 +235,11 @@ func (s *Table) Turn(ctx context.Context, f Inflight) error {
 	}
 }
 
-// nextIdleLocked is how long from now until the first stream holding a
-// turn may go idle (see idleAfter), at least 1 ms.
-func (s *Table) nextIdleLocked(now time.Time) time.Duration {
+// nextIdle is how long from now until the first stream holding a turn
+// may go idle (see idleAfter), at least 1 ms.
+func (l *line) nextIdle(streams map[layout.Stream]*stream, now time.Time) time.Duration {
 	next := turnIdleMax
-	for _, st := range s.streams {
+	for _, st := range streams {
 		if st.active && len(st.inflight) == 0 {
 			next = min(next, st.lastSeen.Add(st.idleAfter()).Sub(now))
 		}
@@ -230,9 +250,14 @@ func (s *Table) nextIdleLocked(now time.Time) time.Duration {
 // turnsMovedLocked wakes the streams waiting for a turn and republishes
 // the use table, whose keys depend on who is served now.
 func (s *Table) turnsMovedLocked() {
-	close(s.turns)
-	s.turns = make(chan struct{})
+	s.turns.wake()
 	s.publishLocked()
+}
+
+// wake wakes the streams waiting for a turn (Table.Turn), to look again.
+func (l *line) wake() {
+	close(l.moved)
+	l.moved = make(chan struct{})
 }
 
 // passTurnLocked is called when st moved into another window: a stream
@@ -244,15 +269,15 @@ func (s *Table) passTurnLocked(st *stream, now time.Time) bool {
 		return false
 	}
 	st.active = false
-	s.queueLocked(st, now)
-	s.admitLocked(now)
+	s.turns.queue(st, now)
+	s.turns.admit(s.streams, now)
 	return true
 }
 
-// queueLocked puts st at the end of the line for a turn.
-func (s *Table) queueLocked(st *stream, now time.Time) {
-	s.waitSeq++
-	st.waitSince, st.waitSeq = now, s.waitSeq
+// queue puts st at the end of the line.
+func (l *line) queue(st *stream, now time.Time) {
+	l.seq++
+	st.waitSince, st.waitSeq = now, l.seq
 }
 
 // leaveLocked takes st out of the line for a turn once it has no batch
@@ -264,7 +289,7 @@ func (s *Table) leaveLocked(st *stream, now time.Time) bool {
 		return false
 	}
 	st.waitSince = time.Time{}
-	s.admitLocked(now)
+	s.turns.admit(s.streams, now)
 	return true
 }
 
@@ -277,7 +302,7 @@ type TurnStats struct {
 
 // Turns returns the figures of turns.
 func (s *Table) Turns() TurnStats {
-	st := TurnStats{Waited: time.Duration(s.waited.Load()), Overdue: s.overdue.Load()}
+	st := TurnStats{Waited: time.Duration(s.turns.waited.Load()), Overdue: s.turns.overdue.Load()}
 	s.mu.Lock()
 	for _, o := range s.streams {
 		if o.waiting() {
@@ -294,15 +319,15 @@ func (s *Table) Turns() TurnStats {
 func (s *Table) Shared() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sharedLocked()
+	return shared(s.streams, s.clock())
 }
 
-func (s *Table) sharedLocked() bool {
-	now := s.clock()
+// shared is Shared at now; the caller holds the streams' lock (Table.mu).
+func shared(streams map[layout.Stream]*stream, now time.Time) bool {
 	// A mixture's component streams are one job (layout.Stream.Mix).
 	var first layout.Stream
 	seen := false
-	for _, st := range s.streams {
+	for _, st := range streams {
 		if len(st.inflight) > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
 			job := st.Stream
 			if job.Mix != "" {

@@ -34,8 +34,9 @@ type objectReader interface {
 // before anything is reported: a byte flipped in transit does not survive a
 // second read. What the reads agree on decides the error:
 //
-//   - one read passes: the chunk is served, and only the re-read metric
-//     remembers;
+//   - one read passes: the chunk is served, and the re-read metric and a
+//     warning remember, whichever checksums failed (a tar chunk's own,
+//     or an in-place index's, which readChecked re-reads);
 //   - every read fails the same way (the same sample, the same wrong CRC;
 //     for a chunk served in place, the same reason it did not decode):
 //     the stored bytes are damaged at rest, a *DamagedChunkError wrapping
@@ -241,21 +242,34 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	read1 := readTar
+	read1 := func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, int, error) {
+		f, err := readTar(ctx, ds, c, k, buf)
+		return f, 0, err
+	}
 	if ds.InPlace != nil {
 		release, err := l.decodes.Reserve(ctx, ds.InPlace.working(c))
 		if err != nil {
 			return fmt.Errorf("decoding chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
 		}
 		defer release()
-		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, error) {
+		read1 = func(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte) (fault, int, error) {
 			return readDecoded(ctx, ds, c, k, buf, l.pools, l.rereads)
 		}
 	}
 	var first, last fault
 	unstable := false
+	checked := 0 // reads readChecked re-did, their bytes having failed the index's checksums
 	for read := 0; ; read++ {
-		f, err := read1(ctx, ds, c, k, buf)
+		f, failed, err := read1(ctx, ds, c, k, buf)
+		if _, ok := errors.AsType[*DamagedChunkError](err); !ok && failed > 0 {
+			// Reads whose bytes failed the index's checksums and were
+			// read again (readChecked): counted as a tar chunk's failed
+			// reads and re-reads are, below. A DamagedChunkError counts
+			// its own.
+			checked += failed
+			m.corruptChunks.Add(float64(failed))
+			m.rereads.Add(float64(failed))
+		}
 		if errors.Is(err, ErrGrown) {
 			return err
 		}
@@ -280,8 +294,8 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 		if f.kind == intact {
 			ds.damaged[c].Store(false)
 			m.fetchSeconds.Observe(time.Since(start).Seconds())
-			if read > 0 {
-				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", read+1).
+			if reads := read + 1 + checked; reads > 1 {
+				l.log.Warn().Str("dataset", k.Dataset).Str("chunk", k.Object).Int("reads", reads).
 					Msg("chunk failed its checksum or did not decode, then passed on a re-read: damaged in transit")
 			}
 			return nil
@@ -412,13 +426,15 @@ func readTar(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []by
 // recorded are checked before they are decoded, and read again up to
 // rereads more times in all (a streamed read that failed them the first),
 // by readChecked; a store error is an error (a file changed since it was
-// indexed: s3backend.ErrChanged).
-func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int) (fault, error) {
+// indexed: s3backend.ErrChanged). failed is how many reads failed those
+// checksums and were read again, for the loader to count and log as a
+// tar chunk's re-reads.
+func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf []byte, pools format.Buffers, rereads int) (fault, int, error) {
 	ip := ds.InPlace
 	ranges, _ := ip.Decoder.Extent(c, ip.sel)
 	bound := ds.ChunkSize(c)
 	if bound != int64(len(buf)) {
-		return fault{}, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
+		return fault{}, 0, fmt.Errorf("chunk %s of dataset %s: a buffer of %d bytes for a resident size of %d", k.Object, k.Dataset, len(buf), bound)
 	}
 	// A chunk that just learnt it needs more room (below) decodes the
 	// bytes its first load read, not the store's again.
@@ -450,19 +466,20 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 			// Bytes that differ from their checksums: that was the first
 			// read; read whole below, again, and checked there.
 			if rereads == 0 {
-				return fault{}, damagedSpans(ds, c, k, 1, cerr)
+				return fault{}, 0, damagedSpans(ds, c, k, 1, cerr)
 			}
 			read, rereads = 1, rereads-1
 		case cerr != nil && err == nil:
-			return fault{}, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
+			return fault{}, 0, fmt.Errorf("chunk %s of dataset %s decoded from bytes not all checked: %w", k.Object, k.Dataset, cerr)
 		case !errors.Is(err, format.ErrNotStreamed):
-			return decoded(ds, c, k, bound, err, nil, buf)
+			f, err := decoded(ds, c, k, bound, err, nil, buf)
+			return f, 0, err
 		}
 	}
 	if src == nil {
 		var err error
-		if src, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
-			return fault{}, err
+		if src, read, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
+			return fault{}, read, err
 		}
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
@@ -471,7 +488,8 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		pools.Put(src)
 		src = nil
 	}
-	return decoded(ds, c, k, bound, err, src, buf)
+	f, err := decoded(ds, c, k, bound, err, src, buf)
+	return f, read, err
 }
 
 // decoded is the outcome of decoding chunk c of ds into buf: src, when
@@ -518,8 +536,9 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src, 
 // changed or was damaged since it was indexed, and the chunk is marked
 // damaged, as a tar chunk failing its CRC32C is (skip mode leaves its
 // samples out, named). failed is how many reads already failed them (a
-// streamed decode's), counted in the error's.
-func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, error) {
+// streamed decode's), counted in the error's; it returns how many failed
+// in all, those included, for the loader to count as re-reads.
+func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, int, error) {
 	ip := ds.InPlace
 	obj, etag := ds.ObjectOf(c)
 	n := format.Concat(ranges)
@@ -538,14 +557,14 @@ func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, rang
 			err = dataset.CheckSpans(ds.Index, c, obj, ranges, src)
 		}
 		if err == nil {
-			return src, nil
+			return src, failed + read, nil
 		}
 		pools.Put(src)
 		if !errors.Is(err, dataset.ErrChecksum) {
-			return nil, err
+			return nil, failed + read, err
 		}
 		if read >= rereads {
-			return nil, damagedSpans(ds, c, k, failed+read+1, err)
+			return nil, failed + read + 1, damagedSpans(ds, c, k, failed+read+1, err)
 		}
 	}
 }
