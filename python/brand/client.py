@@ -138,6 +138,8 @@ class Client:
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lock = threading.Lock()
         self._bodies = _Bodies(opts.ahead + 3)
+        # Where batch bodies read as views go first (read_batches_into).
+        self._into: Optional[Callable[[int], Any]] = None
         # The router of the requests: the URL alone, the peers, or (with
         # discover) None until the cluster has answered.
         self._router: Optional[Router] = None
@@ -519,9 +521,27 @@ class Client:
         # A transformed or token batch is read into a buffer of its own,
         # writable, so that its tensors are handed out as views of it, not
         # copies.
-        into = self._bodies.get if "transform" in q or "seq" in q or _clips(q) else None
+        into = self._body if "transform" in q or "seq" in q or _clips(q) else None
         a = self._send_pinned(f"/epoch/{int(epoch)}/batch/{int(batch)}", q, into=into)
         return a.headers, a.body
+
+    def read_batches_into(self, get: Optional[Callable[[int], Any]]) -> None:
+        """Where this client reads the bodies of the batches whose arrays
+        it hands out as views of their buffer (transformed, token and clip
+        batches): ``get(n)`` returns a writable buffer of ``n`` bytes, or
+        ``None`` to use the client's own reused buffers for that batch.
+        A :class:`~brand.torch.BrandLoader`'s DataLoader workers give
+        shared memory, so that a step's tensors reach the trainer's
+        process without a copy. ``None`` restores the default."""
+        self._into = get
+
+    def _body(self, n: int) -> Any:
+        """A buffer for a batch body of ``n`` bytes (read_batches_into)."""
+        if self._into is not None:
+            b = self._into(n)
+            if b is not None:
+                return b
+        return self._bodies.get(n)
 
     def batch(self, epoch: int, batch: int, params: Optional[Mapping[str, str]] = None) -> Batch:
         """Batch ``batch`` of ``epoch``, decoded into samples (dicts in
@@ -694,6 +714,7 @@ class Client:
         s = self.__dict__.copy()
         for k in ("_pool", "_lock", "_bodies"):
             s.pop(k)
+        s["_into"] = None  # a process's own memory
         s["served"] = {}
         return s
 

@@ -13,6 +13,7 @@ from typing import Any, Dict
 import torch
 
 from .._clips import clip_arrays
+from ._shm import worker_blocks
 
 
 def clip_tensors(batch: Any) -> Dict[str, Any]:
@@ -30,8 +31,15 @@ def clip_tensors(batch: Any) -> Dict[str, Any]:
         ValueError: a batch that is not a clip job's.
     """
     out: Dict[str, Any] = {}
+    # In a BrandLoader's worker the batch was read into a shared block
+    # (BrandDataset gives the client its blocks): its frames are handed to
+    # the trainer's process by reference.
+    blocks = worker_blocks()
     for k, v in clip_arrays(batch).items():
-        if hasattr(v, "dtype"):
+        shared = blocks.tensor_of(v) if blocks is not None else None
+        if shared is not None:
+            out[k] = shared
+        elif hasattr(v, "dtype"):
             # PyTorch has no read-only tensors: a read-only buffer is copied.
             out[k] = torch.from_numpy(v if v.flags.writeable else v.copy())
         else:

@@ -20,6 +20,7 @@ from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._clips import clip_tensors
 from ._sequences import sequence_tensors
+from ._shm import worker_blocks
 from ._tensors import to_tensors
 
 _STATE_VERSION = 1
@@ -559,6 +560,14 @@ class BrandDataset(IterableDataset):
         B = self.batch_size
         seq = self.options.job.seq is not None
         clips = self.options.job.clips
+        blocks = worker_blocks() if info is not None else None
+        if clips and blocks is not None:
+            # A clip step's frames are views of its batch's buffer: read
+            # into the worker's shared blocks, they reach the trainer's
+            # process without a copy (PyTorch copies a tensor in private
+            # memory into a new shared block for every step: about 45 ms
+            # of the training node's CPU a 320x240 clip of 16 frames).
+            client.read_batches_into(blocks.body)
         try:
             plan = client.epoch_info(self.epoch)
             rank_samples = int(plan["rank_samples"])

@@ -22,8 +22,10 @@ of it, which :func:`~brand.torch.collate_tensors` stacks into
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+import numpy
 import torch
 
 BLOCK_MAGIC = b"BRANDBLK"
@@ -59,7 +61,9 @@ class Board:
         self.held = kept
         values = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else ()
         for v in values:
-            if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.storage_offset() == BLOCK_HEAD:
+            # A collated stack starts at the block's data; a clip step's
+            # frames are a view further into the batch read there.
+            if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.storage_offset() >= BLOCK_HEAD:
                 st = storage(v)
                 head = torch.empty(0, dtype=torch.uint8).set_(st, 0, (12,), (1,)).numpy().tobytes()
                 slot = int.from_bytes(head[8:12], "little")
@@ -79,10 +83,17 @@ class Blocks:
         self.board = board
         self.first = worker * BLOCKS_PER_WORKER
         self.blocks: List[Optional[torch.Tensor]] = [None] * BLOCKS_PER_WORKER  # each whole block, uint8
+        # The client's fetching threads take blocks for batch bodies while
+        # the worker's own thread takes them for collated stacks.
+        self.lock = threading.Lock()
 
     def take(self, nbytes: int, shape: Sequence[int]) -> Optional[torch.Tensor]:
         """A uint8 tensor of ``shape`` (``nbytes`` elements) in a free
         block, which is marked held; ``None`` when every block is held."""
+        with self.lock:
+            return self._take(nbytes, shape)
+
+    def _take(self, nbytes: int, shape: Sequence[int]) -> Optional[torch.Tensor]:
         flags = self.board.flags
         free = None
         for i, b in enumerate(self.blocks):
@@ -107,6 +118,27 @@ class Blocks:
         for k in range(len(shape) - 2, -1, -1):
             strides[k] = strides[k + 1] * shape[k + 1]
         return torch.empty(0, dtype=torch.uint8).set_(storage(b), BLOCK_HEAD, tuple(shape), tuple(strides))
+
+    def body(self, n: int) -> Optional[memoryview]:
+        """A writable buffer of ``n`` bytes in a free block, marked held,
+        for a batch's body to be read into (``brand.Client``'s
+        ``read_batches_into``); ``None`` when every block is held."""
+        t = self.take(n, (n,))
+        return None if t is None else memoryview(t.numpy())
+
+    def tensor_of(self, a: Any) -> Optional[torch.Tensor]:
+        """The uint8 array ``a`` (a view of a batch read into :meth:`body`)
+        as a tensor on its block's shared storage — which a worker hands
+        to the trainer's process by reference, where a tensor made by
+        ``torch.from_numpy`` is copied into a new block of its own for
+        every step; ``None`` if ``a`` is not a uint8 view of a block."""
+        if getattr(a, "dtype", None) != numpy.uint8 or a.size == 0:
+            return None
+        ptr = a.__array_interface__["data"][0]
+        for b in self.blocks:
+            if b is not None and b.data_ptr() <= ptr < b.data_ptr() + b.numel():
+                return torch.empty(0, dtype=torch.uint8).set_(storage(b), ptr - b.data_ptr(), a.shape, a.strides)
+        return None
 
 
 
