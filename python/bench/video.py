@@ -30,14 +30,24 @@ writes:
 
 Figures: ``clips``, ``seconds`` from the loader's start to its last step,
 ``cpu_seconds`` (the process tree's user and system CPU over the pass,
-its reaped DataLoader workers included), and for (1) and (2) the bytes
-and GETs their workers asked the store for (``store_bytes``,
+its reaped DataLoader workers included), ``startup_cpu_seconds`` (the
+part of it that starting the pass's workers took: this process's CPU
+until ``iter()`` returned, which forks a DataLoader's workers (a
+BrandLoader forks them at its first step: that share stays with the
+clips'), and each worker's own up to the end of its ``worker_init_fn``,
+where (1) and (2) also make their boto3 client — so that a clip's CPU is
+compared without the fixed cost of a pass, which a small run's few steps
+cannot amortize), and for (1) and
+(2) the bytes and GETs their workers asked the store for (``store_bytes``,
 ``requests``, summed over the workers through a file each writes).
+``brand-resume`` also reports ``state_seconds`` (to ``load_state_dict``
+returned) beside ``seconds`` (to the first step).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import io
 import json
@@ -58,13 +68,41 @@ def tree_cpu() -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(make_steps, key: str) -> Dict[str, Any]:
+def worker_started(starts: str, prepare, worker_id: int) -> None:
+    """A DataLoader worker's ``worker_init_fn``: runs ``prepare`` (what
+    each worker makes once, such as a store client), then writes the CPU
+    this worker has used since it was forked into a file of its own under
+    ``starts``."""
+    if prepare is not None:
+        prepare()
+    with open(os.path.join(starts, f"{os.getpid()}.cpu"), "w") as f:
+        f.write(repr(time.process_time()))
+
+
+def workers_startup(starts: str) -> float:
+    """The CPU seconds the workers that wrote under ``starts`` took to start."""
+    total = 0.0
+    for p in glob.glob(os.path.join(starts, "*.cpu")):
+        with open(p) as f:
+            total += float(f.read())
+    return total
+
+
+def measure(make_loader, key: str, prepare=None) -> Dict[str, Any]:
+    """One pass of the loader ``make_loader(worker_init_fn)`` returns:
+    the clips it yields, its time and CPU, and the CPU its start took."""
+    starts = tempfile.mkdtemp(prefix="brand-video-starts-")
+    init = functools.partial(worker_started, starts, prepare)
     clips = 0
     cpu0 = tree_cpu()
     start = time.perf_counter()
-    for step in make_steps():
+    it = iter(make_loader(init))
+    started = tree_cpu() - cpu0
+    for step in it:
         clips += len(step[key])
-    return {"clips": clips, "seconds": time.perf_counter() - start, "cpu_seconds": tree_cpu() - cpu0}
+    del it  # its workers joined and reaped
+    return {"clips": clips, "seconds": time.perf_counter() - start, "cpu_seconds": tree_cpu() - cpu0,
+            "startup_cpu_seconds": started + workers_startup(starts)}
 
 
 class S3Clips:
@@ -164,7 +202,8 @@ def s3_clips(a: argparse.Namespace, ranges: bool) -> Dict[str, Any]:
     counts = tempfile.mkdtemp(prefix="brand-video-counts-")
     ds = S3Clips(clips, a.bucket, a.endpoint, ranges, counts)
     sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(a.seed + a.epoch))
-    out = measure(lambda: DataLoader(ds, batch_size=a.batch_size, sampler=sampler, num_workers=a.workers), "frames")
+    out = measure(lambda init: DataLoader(ds, batch_size=a.batch_size, sampler=sampler, num_workers=a.workers,
+                                          worker_init_fn=init), "frames", prepare=ds._client)
     out["store_bytes"] = out["requests"] = 0
     for p in glob.glob(os.path.join(counts, "*.json")):
         with open(p) as f:
@@ -181,7 +220,7 @@ def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
     job = brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, clip=a.clip, stride=a.stride)
     ds = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))  # malloc tuned, as a trainer opts in
     ds.set_epoch(a.epoch)
-    return measure(lambda: ds.loader(num_workers=a.workers), "frames")
+    return measure(lambda init: ds.loader(num_workers=a.workers, worker_init_fn=init), "frames")
 
 
 def brand_resume(a: argparse.Namespace) -> Dict[str, Any]:
@@ -196,9 +235,11 @@ def brand_resume(a: argparse.Namespace) -> Dict[str, Any]:
     start = time.perf_counter()
     ds = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))
     ds.load_state_dict(state)
+    state_seconds = time.perf_counter() - start
     step = next(iter(ds.loader(num_workers=a.workers)))
     seconds = time.perf_counter() - start
     return {"clips": len(step["frames"]), "seconds": seconds, "cpu_seconds": tree_cpu() - cpu0,
+            "state_seconds": state_seconds,
             "position": state["position"], "shape": list(step["frames"].shape)}
 
 

@@ -10,8 +10,8 @@ import (
 // them.
 func TestVideoReportTargets(t *testing.T) {
 	row := func(round int, config string, cps, trainer, gateway, over float64) VideoRow {
-		return VideoRow{Round: round, Config: config, ClipsPerSec: cps, TrainerMsPerClip: trainer, GatewayMsPerClip: gateway,
-			StoreBytesPerClip: 1000 * over, OverCovering: over, RequestsPerClip: 1}
+		return VideoRow{Round: round, Config: config, ClipsPerSec: cps, TrainerMsPerClip: trainer, TrainerMsPerClipWithStart: 2 * trainer,
+			GatewayMsPerClip: gateway, StoreBytesPerClip: 1000 * over, OverCovering: over, RequestsPerClip: 1}
 	}
 	r := &VideoReport{
 		Rows: []VideoRow{
@@ -19,7 +19,7 @@ func TestVideoReportTargets(t *testing.T) {
 			row(1, videoWhole, 3, 220, 0, 3.2), row(1, videoRanges, 2, 120, 0, 1.6), row(1, videoBrand, 7, 12, 50, 1.1),
 			row(2, videoWhole, 2, 210, 0, 3.2), row(2, videoRanges, 3, 110, 0, 1.6), row(2, videoBrand, 6, 8, 40, 1.4),
 		},
-		FirstStepAfterResume: 1.5,
+		FirstStepAfterResume: 1.5, ResumeState: 0.25,
 	}
 	r.Summary = r.summary()
 	r.Targets = r.targets()
@@ -47,14 +47,16 @@ func TestVideoReportTargets(t *testing.T) {
 			t.Errorf("target %q: %v %s, want %v %s", got.Name, got.Ratio, got.Status, w.ratio, w.status)
 		}
 	}
-	if !strings.Contains(r.Targets[1].Note, "(1) reads 3.20×, (2) 1.60×") {
-		t.Errorf("the store target's note: %q", r.Targets[1].Note)
+	for i, note := range map[int]string{0: "the workers' start included: 0.038", 1: "(1) reads 3.20×, (2) 1.60×", 3: "the state loaded at 0.25 s"} {
+		if !strings.Contains(r.Targets[i].Note, note) {
+			t.Errorf("target %q's note: %q, want %q", r.Targets[i].Name, r.Targets[i].Note, note)
+		}
 	}
 	var sb strings.Builder
 	if err := r.WriteText(&sb); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{videoLabels[videoWhole], videoLabels[videoRanges], videoLabels[videoBrand], "| 6.0 | 8.00 | 40.00 |", "1.50 s"} {
+	for _, s := range []string{videoLabels[videoWhole], videoLabels[videoRanges], videoLabels[videoBrand], "| 6.0 | 8.00 | 16.00 | 40.00 |", "1.50 s"} {
 		if !strings.Contains(sb.String(), s) {
 			t.Errorf("the text report lacks %q:\n%s", s, sb.String())
 		}
