@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -258,7 +259,7 @@ func VerifyInPlace(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 // verifyDecoded reads and decodes chunk c of a dataset served in place.
 func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, c int) ([]Problem, int64, error) {
 	ch := ix.Chunk(c)
-	obj := ChunkObject(ch.Key)
+	obj := stored.ChunkObject(ch.Key)
 	problem := func(kind ProblemKind, f string, args ...any) Problem {
 		return Problem{Kind: kind, Chunk: c, ChunkKey: ch.Key, Sample: -1, Detail: fmt.Sprintf(f, args...)}
 	}
@@ -285,7 +286,7 @@ func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 		}
 		at += r.Len
 	}
-	if err := CheckSpans(ix, c, obj, rs, src); err != nil {
+	if err := stored.CheckSpans(ix, c, obj, rs, src); err != nil {
 		return []Problem{problem(ChunkChecksum, "%v", err)}, at, nil
 	}
 	dst := make([]byte, bound)
