@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -127,7 +126,9 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	for _, fd := range dec.Fields() {
 		m.InPlace.Fields = append(m.InPlace.Fields, chunkindex.ManifestField{Name: fd.Name, Ext: fd.Ext, Type: fd.Type})
 	}
-	res, err := publishInPlace(ctx, dst, ix, lay.Meta, m)
+	res, err := publish(ctx, dst, ix, m, companion{
+		key: chunkindex.FormatKey(ix.ID()), what: "the format's description", b: lay.Meta,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -271,33 +272,4 @@ func buildInPlace(f format.Format, lay *format.Layout, dec format.Decoder, creat
 		return nil, fmt.Errorf("dataset: building the index: %w", err)
 	}
 	return ix, nil
-}
-
-// publishInPlace stores the format's description, the index, then the
-// manifest.
-func publishInPlace(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, meta []byte, m chunkindex.Manifest) (*Result, error) {
-	if m.Created.IsZero() {
-		m.Created = time.Now()
-	}
-	ib, err := ix.MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the index: %w", err)
-	}
-	mb, err := chunkindex.MarshalManifest(m)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the manifest: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.FormatKey(ix.ID()), bytes.NewReader(meta), int64(len(meta))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the format's description: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.IndexKey, bytes.NewReader(ib), int64(len(ib))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the index: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.ManifestKey, bytes.NewReader(mb), int64(len(mb))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the manifest (the index is stored): %w", err)
-	}
-	if m, err = chunkindex.ParseManifest(mb); err != nil {
-		return nil, fmt.Errorf("dataset: re-reading the manifest: %w", err)
-	}
-	return &Result{Index: ix, Manifest: m}, nil
 }
