@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
@@ -70,12 +71,12 @@ func BenchmarkCheckSpans(b *testing.B) {
 	spans := ix.Spans(0)
 	r := format.Range{Off: spans[0].Off, Len: spans[len(spans)-1].End() - spans[0].Off}
 	src := make([]byte, r.Len)
-	if err := st.ReadRange(ctx, dataset.ChunkObject(ix.Chunk(0).Key), ix.Chunk(0).ETag, r.Off, src); err != nil {
+	if err := st.ReadRange(ctx, stored.ChunkObject(ix.Chunk(0).Key), ix.Chunk(0).ETag, r.Off, src); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(r.Len)
 	for b.Loop() {
-		if err := dataset.CheckSpans(ix, 0, "bench", []format.Range{r}, src); err != nil {
+		if err := stored.CheckSpans(ix, 0, "bench", []format.Range{r}, src); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/format/parquet"
@@ -73,7 +74,7 @@ func TestSpansMakeEverySelection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ix := res.Index
-	meta, err := ReadFormat(ctx, st, ix)
+	meta, err := stored.ReadFormat(ctx, st, ix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +115,12 @@ func TestSpansMakeEverySelection(t *testing.T) {
 				copy(src[at:], file[r.Off:r.End()])
 				at += r.Len
 			}
-			if err := CheckSpans(ix, c, "data/a.parquet", rs, src); err != nil {
+			if err := stored.CheckSpans(ix, c, "data/a.parquet", rs, src); err != nil {
 				t.Errorf("chunk %d, fields %v: %v", c, sel, err)
 			}
 			if len(src) > 0 {
 				src[len(src)/2] ^= 1
-				if err := CheckSpans(ix, c, "data/a.parquet", rs, src); !errors.Is(err, ErrChecksum) {
+				if err := stored.CheckSpans(ix, c, "data/a.parquet", rs, src); !errors.Is(err, stored.ErrChecksum) {
 					t.Errorf("chunk %d, fields %v, a byte changed: %v, want ErrChecksum", c, sel, err)
 				}
 			}
@@ -159,11 +160,11 @@ func editMiddle(t *testing.T, st *s3backend.Local, key string) {
 func verifyLines(t *testing.T, st *s3backend.Local) *VerifyReport {
 	t.Helper()
 	ctx := context.Background()
-	ix, err := ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := ReadFormat(ctx, st, ix)
+	meta, err := stored.ReadFormat(ctx, st, ix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestIndexInPlaceWaitsToSettle(t *testing.T) {
 	}
 }
 
-// A stream read through a SpanChecker checks each span as it passes,
+// A stream read through a stored.SpanChecker checks each span as it passes,
 // however the reads cut it: a changed byte fails the read that completes
 // its span and Err; a range not read whole is not checked, which Err
 // says.
@@ -296,8 +297,8 @@ func TestSpanChecker(t *testing.T) {
 	}
 	spans := ix.Spans(1)
 	r := format.Range{Off: spans[0].Off, Len: spans[len(spans)-1].End() - spans[0].Off}
-	read := func(b []byte, whole bool) (*SpanChecker, error) {
-		k := NewSpanChecker(ix, 1, "data/a.lines")
+	read := func(b []byte, whole bool) (*stored.SpanChecker, error) {
+		k := stored.NewSpanChecker(ix, 1, "data/a.lines")
 		rc, err := k.Wrap(r, io.NopCloser(iotest.OneByteReader(bytes.NewReader(b))))
 		if err != nil {
 			t.Fatal(err)
@@ -316,13 +317,13 @@ func TestSpanChecker(t *testing.T) {
 	}
 	bad := bytes.Clone(good)
 	bad[len(bad)/3] ^= 1
-	if k, err := read(bad, true); !errors.Is(err, ErrChecksum) || !errors.Is(k.Err(), ErrChecksum) {
+	if k, err := read(bad, true); !errors.Is(err, stored.ErrChecksum) || !errors.Is(k.Err(), stored.ErrChecksum) {
 		t.Fatalf("a byte changed: %v, %v", err, k.Err())
 	}
 	if k, err := read(good, false); err != nil || k.Err() == nil {
 		t.Fatalf("a range not read whole: %v, Err %v", err, k.Err())
 	}
-	if _, err := NewSpanChecker(ix, 1, "data/a.lines").Wrap(format.Range{Off: r.Off + 1, Len: 10}, io.NopCloser(nil)); !errors.Is(err, chunkindex.ErrCorrupt) {
+	if _, err := stored.NewSpanChecker(ix, 1, "data/a.lines").Wrap(format.Range{Off: r.Off + 1, Len: 10}, io.NopCloser(nil)); !errors.Is(err, chunkindex.ErrCorrupt) {
 		t.Fatalf("a range that is not whole spans: %v", err)
 	}
 }

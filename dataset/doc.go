@@ -1,4 +1,4 @@
-// Package dataset builds, reads and verifies Brand datasets in a store: the
+// Package dataset builds and verifies Brand datasets in a store: the
 // chunks, the index at chunkindex.IndexKey and the manifest beside it.
 //
 //   - Pack turns a directory tree (class folders such as
@@ -6,7 +6,10 @@
 //   - IndexShards indexes tar shards already in a store (a WebDataset
 //     dataset, say) in place, without rewriting them.
 //   - Verify reads every chunk and checks it against the index.
-//   - ReadIndex and ReadManifest load what the other three wrote.
+//
+// What they write is read by package dataset/stored (ReadIndex,
+// ReadManifest, the checksum checks), which the gateway links without
+// linking these tools.
 //
 // # Publication order
 //

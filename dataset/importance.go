@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -41,7 +42,7 @@ func epochsDir(job string) string {
 // a check wraps importance.ErrCorrupt or importance.ErrMismatch.
 func ReadSnapshot(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, job, version string) (*importance.Snapshot, error) {
 	key := importance.ObjectKey(job, version)
-	b, err := readWhole(ctx, st, key, maxSnapshotBytes, "seal an epoch of the job to make one")
+	b, err := stored.ReadWhole(ctx, st, key, maxSnapshotBytes, "seal an epoch of the job to make one")
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func WriteSnapshot(ctx context.Context, st s3backend.Store, snap *importance.Sna
 // seal the error wraps s3backend.ErrNotFound.
 func ReadSealed(ctx context.Context, st s3backend.Store, job string, epoch uint64) (string, error) {
 	key := SealedKey(job, epoch)
-	b, err := readWhole(ctx, st, key, 64, "the epoch is not sealed yet")
+	b, err := stored.ReadWhole(ctx, st, key, 64, "the epoch is not sealed yet")
 	if err != nil {
 		return "", err
 	}

@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -127,7 +126,9 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	for _, fd := range dec.Fields() {
 		m.InPlace.Fields = append(m.InPlace.Fields, chunkindex.ManifestField{Name: fd.Name, Ext: fd.Ext, Type: fd.Type})
 	}
-	res, err := publishInPlace(ctx, dst, ix, lay.Meta, m)
+	res, err := publish(ctx, dst, ix, m, companion{
+		key: chunkindex.FormatKey(ix.ID()), what: "the format's description", b: lay.Meta,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func chooseFormat(fs []format.Format, name string, objs []format.Object) (format
 // BuildInPlace builds the deferred index of a layout f's Index returned:
 // chunk c is named by its object and its name (format.Chunk.Name) or else
 // its place among that object's chunks ("data/train-00000.parquet#3",
-// "data/train-00000.parquet#0-1"; ChunkObject), sized by its resident
+// "data/train-00000.parquet#0-1"; stored.ChunkObject), sized by its resident
 // bound with every field, and the index names f and the SHA-256 of
 // lay.Meta and its creation time (every decoded member's). It returns the
 // decoder opened on lay.Meta too.
@@ -272,60 +273,3 @@ func buildInPlace(f format.Format, lay *format.Layout, dec format.Decoder, creat
 	}
 	return ix, nil
 }
-
-// ChunkObject returns the object a deferred index's chunk key names
-// (BuildInPlace): the key up to its last "#".
-func ChunkObject(chunkKey string) string {
-	if i := strings.LastIndexByte(chunkKey, '#'); i >= 0 {
-		return chunkKey[:i]
-	}
-	return chunkKey
-}
-
-// publishInPlace stores the format's description, the index, then the
-// manifest.
-func publishInPlace(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, meta []byte, m chunkindex.Manifest) (*Result, error) {
-	if m.Created.IsZero() {
-		m.Created = time.Now()
-	}
-	ib, err := ix.MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the index: %w", err)
-	}
-	mb, err := chunkindex.MarshalManifest(m)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the manifest: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.FormatKey(ix.ID()), bytes.NewReader(meta), int64(len(meta))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the format's description: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.IndexKey, bytes.NewReader(ib), int64(len(ib))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the index: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.ManifestKey, bytes.NewReader(mb), int64(len(mb))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the manifest (the index is stored): %w", err)
-	}
-	if m, err = chunkindex.ParseManifest(mb); err != nil {
-		return nil, fmt.Errorf("dataset: re-reading the manifest: %w", err)
-	}
-	return &Result{Index: ix, Manifest: m}, nil
-}
-
-// ReadFormat reads the description of the chunks of the deferred index
-// ix from st (the dataset's root) and checks it against the digest the
-// index holds.
-func ReadFormat(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) ([]byte, error) {
-	key := chunkindex.FormatKey(ix.ID())
-	b, err := readWhole(ctx, st, key, maxFormatMeta, "the format's description of the chunks")
-	if err != nil {
-		return nil, err
-	}
-	if sha256.Sum256(b) != ix.InPlace().Meta {
-		return nil, fmt.Errorf("%w: %s is not the description index %s was built with (its SHA-256 differs)", chunkindex.ErrCorrupt, key, ix.ID())
-	}
-	return b, nil
-}
-
-// maxFormatMeta bounds the description of a dataset's chunks that a
-// gateway reads: a few hundred bytes a chunk.
-const maxFormatMeta = 1 << 30

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/s3backend"
@@ -57,21 +58,21 @@ func TestIndexInPlaceElsewhere(t *testing.T) {
 	if after := listing(t, src); len(after) != len(before) {
 		t.Fatalf("the source changed: %v → %v", before, after)
 	}
-	ix, err := ReadIndex(ctx, dst)
+	ix, err := stored.ReadIndex(ctx, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ix.Deferred() || ix.InPlace().Format != "lines" || ix.ID() != res.Index.ID() || ix.NumSamples() != 5 {
 		t.Fatalf("index: deferred %v %+v, %d samples", ix.Deferred(), ix.InPlace(), ix.NumSamples())
 	}
-	m, err := ReadManifest(ctx, dst)
+	m, err := stored.ReadManifest(ctx, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.InPlace == nil || m.InPlace.Format != "lines" || m.InPlace.Data != "file:///elsewhere" || len(m.InPlace.Fields) != 2 {
 		t.Fatalf("manifest: %+v", m.InPlace)
 	}
-	meta, err := ReadFormat(ctx, dst, ix)
+	meta, err := stored.ReadFormat(ctx, dst, ix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestIndexInPlaceElsewhere(t *testing.T) {
 		var data []byte
 		for _, r := range rs {
 			b := make([]byte, r.Len)
-			if err := src.ReadRange(ctx, ChunkObject(ch.Key), ch.ETag, r.Off, b); err != nil {
+			if err := src.ReadRange(ctx, stored.ChunkObject(ch.Key), ch.ETag, r.Off, b); err != nil {
 				t.Fatal(err)
 			}
 			data = append(data, b...)
@@ -138,7 +139,7 @@ func TestIndexInPlaceAgain(t *testing.T) {
 	if one.Index.ID() == two.Index.ID() || two.Index.NumSamples() != 3 {
 		t.Fatalf("%s then %s, %d samples", one.Index.ID(), two.Index.ID(), two.Index.NumSamples())
 	}
-	if _, err := ReadFormat(ctx, st, one.Index); err != nil {
+	if _, err := stored.ReadFormat(ctx, st, one.Index); err != nil {
 		t.Fatalf("the old version's description: %v", err)
 	}
 }
@@ -171,7 +172,7 @@ func TestIndexInPlaceRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	putAll(t, st, map[string][]byte{chunkindex.FormatKey(res.Index.ID()): []byte("[]")})
-	if _, err := ReadFormat(ctx, st, res.Index); !errors.Is(err, chunkindex.ErrCorrupt) {
+	if _, err := stored.ReadFormat(ctx, st, res.Index); !errors.Is(err, chunkindex.ErrCorrupt) {
 		t.Errorf("another description: %v", err)
 	}
 }

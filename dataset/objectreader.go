@@ -13,6 +13,26 @@ import (
 // small enough that a few concurrent readers stay within tens of MiB.
 const ReadPartSize = 8 << 20
 
+// partBuffers holds the ReadPartSize buffers of at most n reads running at
+// once, each taken by a read and given back when it ends, so a run over
+// many objects allocates n buffers, not one an object.
+type partBuffers chan []byte
+
+func newPartBuffers(n int) partBuffers { return make(partBuffers, n) }
+
+// take returns a buffer given back earlier, or a new one.
+func (p partBuffers) take() []byte {
+	select {
+	case b := <-p:
+		return b
+	default:
+		return make([]byte, ReadPartSize)
+	}
+}
+
+// give returns b for the next read; at most n reads may hold one.
+func (p partBuffers) give(b []byte) { p <- b }
+
 // objectReader reads one object front to back as an io.Reader, through
 // ranged reads of up to len(buf) bytes, each pinned to the same ETag: if the
 // object is replaced while it is read the next part fails with

@@ -341,7 +341,7 @@ func packSource(ctx context.Context, tree *source, abs string, dst s3backend.Sto
 	m.Source = abs
 	m.Tool = opts.Tool
 	m.Created = opts.ModTime
-	return publish(ctx, dst, ix, m, slices.Concat(files...))
+	return publishPacked(ctx, dst, ix, m, slices.Concat(files...))
 }
 
 // buildChunk writes chunk c's samples into buf (reset first), each member
@@ -430,46 +430,4 @@ func (m *memberFile) close() {
 		m.f = nil
 	}
 	m.done = true
-}
-
-// publish stores the member table, the index, then the manifest: a
-// reader never finds a manifest naming an index that is not there yet,
-// nor an index without the member table describing it. files are every
-// sample's members, in sample ID order.
-func publish(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, m chunkindex.Manifest, files [][]chunkindex.MemberInfo) (*Result, error) {
-	if m.Created.IsZero() {
-		m.Created = time.Now()
-	}
-	ib, err := ix.MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the index: %w", err)
-	}
-	mb, err := chunkindex.MarshalManifest(m)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: encoding the manifest: %w", err)
-	}
-	var mt chunkindex.MembersBuilder
-	for id, fs := range files {
-		if err := mt.Add(id, fs); err != nil {
-			return nil, fmt.Errorf("dataset: building the member table: %w", err)
-		}
-	}
-	tb, err := mt.Encode(ctx, ix)
-	if err != nil {
-		return nil, fmt.Errorf("dataset: building the member table: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.MembersKey, bytes.NewReader(tb), int64(len(tb))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the member table: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.IndexKey, bytes.NewReader(ib), int64(len(ib))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the index: %w", err)
-	}
-	if _, err := st.Put(ctx, chunkindex.ManifestKey, bytes.NewReader(mb), int64(len(mb))); err != nil {
-		return nil, fmt.Errorf("dataset: storing the manifest (the index is stored): %w", err)
-	}
-	m, err = chunkindex.ParseManifest(mb) // what readers will see: UTC, whole seconds
-	if err != nil {
-		return nil, fmt.Errorf("dataset: re-reading the manifest: %w", err)
-	}
-	return &Result{Index: ix, Manifest: m}, nil
 }

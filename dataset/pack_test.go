@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -38,7 +39,7 @@ func TestPackRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	checkSamples(t, st, ix, readTree(t, src))
 
-	m, err := ReadManifest(ctx, st)
+	m, err := stored.ReadManifest(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +565,7 @@ func TestPackPublishesIndexLast(t *testing.T) {
 	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "chunks/000003.tar") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := ReadIndex(ctx, st2); !errors.Is(err, s3backend.ErrNotFound) {
+	if _, err := stored.ReadIndex(ctx, st2); !errors.Is(err, s3backend.ErrNotFound) {
 		t.Fatalf("index after a failed pack: %v", err)
 	}
 }
@@ -587,7 +588,7 @@ func TestPackRefusesExistingIndex(t *testing.T) {
 	if again.Index.ID() == first.Index.ID() {
 		t.Fatal("the overwrite did not change the index")
 	}
-	ix, err := ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,7 +607,7 @@ func TestPackCancelled(t *testing.T) {
 }
 
 // TestPackWritesMembers: the member table describes every file of the
-// source tree, and ReadMembers finds it; `brand index` of the chunks as
+// source tree, and stored.ReadMembers finds it; `brand index` of the chunks as
 // shards writes the same table; a dataset without one is ErrNoMembers.
 func TestPackWritesMembers(t *testing.T) {
 	ctx := context.Background()
@@ -616,7 +617,7 @@ func TestPackWritesMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadMembers(ctx, st, res.Index)
+	m, err := stored.ReadMembers(ctx, st, res.Index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,14 +660,14 @@ func TestPackWritesMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ReadMembers(ctx, st2, res.Index); !errors.Is(err, ErrNoMembers) || !strings.Contains(err.Error(), "brand index") {
+	if _, err := stored.ReadMembers(ctx, st2, res.Index); !errors.Is(err, stored.ErrNoMembers) || !strings.Contains(err.Error(), "brand index") {
 		t.Fatalf("without a member table: %v", err)
 	}
 	res2, err := IndexShards(ctx, st2, IndexOptions{Prefix: "chunks/"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, err := ReadMembers(ctx, st2, res2.Index)
+	m2, err := stored.ReadMembers(ctx, st2, res2.Index)
 	if err != nil {
 		t.Fatal(err)
 	}

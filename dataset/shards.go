@@ -73,16 +73,11 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 	files := make([][][]chunkindex.MemberInfo, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Parallel)
-	bufs := make(chan []byte, opts.Parallel) // one part buffer per running scan
+	bufs := newPartBuffers(opts.Parallel) // one part buffer per running scan
 	for c, info := range shards {
 		g.Go(func() error {
-			var buf []byte
-			select {
-			case buf = <-bufs:
-			default:
-				buf = make([]byte, ReadPartSize)
-			}
-			defer func() { bufs <- buf }()
+			buf := bufs.take()
+			defer bufs.give(buf)
 			r := newObjectReader(gctx, st, info, buf, func(n int64) { prog.add(n, 0, 0) })
 			var ss []chunkindex.Sample
 			var fs [][]chunkindex.MemberInfo
@@ -128,7 +123,7 @@ func IndexShards(ctx context.Context, st s3backend.Store, opts IndexOptions) (*R
 	m := chunkindex.NewManifest(opts.Name, ix)
 	m.Source = storeLocation(st, opts.Prefix)
 	m.Tool = opts.Tool
-	return publish(ctx, st, ix, m, slices.Concat(files...))
+	return publishPacked(ctx, st, ix, m, slices.Concat(files...))
 }
 
 // listShards returns the .tar objects under prefix, in key order.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -82,7 +83,7 @@ func TestIndexShardsGNUTar(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ix, err := ReadIndex(ctx, st)
+			ix, err := stored.ReadIndex(ctx, st)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +111,7 @@ func TestIndexShardsGNUTar(t *testing.T) {
 				}
 			}
 
-			m, err := ReadManifest(ctx, st)
+			m, err := stored.ReadManifest(ctx, st)
 			if err != nil {
 				t.Fatal(err)
 			}

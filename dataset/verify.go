@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -80,26 +81,31 @@ func Verify(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, paral
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
-	rep := &VerifyReport{Chunks: ix.NumChunks(), Samples: ix.NumSamples(), Problems: []Problem{}}
 	prog := startTracker(progress, Progress{
 		TotalBytes: ix.TotalBytes(), TotalSamples: ix.NumSamples(), TotalChunks: ix.NumChunks(),
 	})
 	defer prog.stop()
 
+	bufs := newPartBuffers(parallel) // one part buffer per running read
+	return verifyEach(ctx, ix, parallel, prog, func(ctx context.Context, c int) ([]Problem, int64, error) {
+		buf := bufs.take()
+		defer bufs.give(buf)
+		return verifyChunk(ctx, st, ix, c, buf, prog) // counts its bytes as it reads them
+	})
+}
+
+// verifyEach checks every chunk of ix with check, parallel at once, and
+// gathers what it found into one report, by chunk, then sample, then
+// kind. check counts the bytes it reads on prog; verifyEach counts each
+// chunk's samples as it is checked and finishes prog when every one is.
+func verifyEach(ctx context.Context, ix *chunkindex.Index, parallel int, prog *tracker, check func(ctx context.Context, c int) ([]Problem, int64, error)) (*VerifyReport, error) {
+	rep := &VerifyReport{Chunks: ix.NumChunks(), Samples: ix.NumSamples(), Problems: []Problem{}}
 	var mu sync.Mutex // guards rep
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	bufs := make(chan []byte, parallel)
 	for c := range ix.NumChunks() {
 		g.Go(func() error {
-			var buf []byte
-			select {
-			case buf = <-bufs:
-			default:
-				buf = make([]byte, ReadPartSize)
-			}
-			defer func() { bufs <- buf }()
-			probs, read, err := verifyChunk(gctx, st, ix, c, buf, prog)
+			probs, read, err := check(gctx, c)
 			if err != nil {
 				return err
 			}
@@ -219,7 +225,6 @@ func VerifyInPlace(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
-	rep := &VerifyReport{Chunks: ix.NumChunks(), Samples: ix.NumSamples(), Problems: []Problem{}}
 	var total int64
 	for c := range ix.NumChunks() {
 		rs, _ := dec.Extent(c, nil)
@@ -227,38 +232,19 @@ func VerifyInPlace(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 	}
 	prog := startTracker(progress, Progress{TotalBytes: total, TotalSamples: ix.NumSamples(), TotalChunks: ix.NumChunks()})
 	defer prog.stop()
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(parallel)
-	for c := range ix.NumChunks() {
-		g.Go(func() error {
-			probs, read, err := verifyDecoded(gctx, data, ix, dec, c)
-			if err != nil {
-				return err
-			}
-			_, n := ix.ChunkRange(c)
-			prog.add(read, n, 1)
-			mu.Lock()
-			rep.Bytes += read
-			rep.Problems = append(rep.Problems, probs...)
-			mu.Unlock()
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	prog.finish()
-	slices.SortFunc(rep.Problems, func(a, b Problem) int {
-		return cmp.Or(cmp.Compare(a.Chunk, b.Chunk), cmp.Compare(a.Sample, b.Sample), cmp.Compare(a.Kind, b.Kind))
+	return verifyEach(ctx, ix, parallel, prog, func(ctx context.Context, c int) ([]Problem, int64, error) {
+		probs, read, err := verifyDecoded(ctx, data, ix, dec, c)
+		if err == nil {
+			prog.add(read, 0, 0)
+		}
+		return probs, read, err
 	})
-	return rep, nil
 }
 
 // verifyDecoded reads and decodes chunk c of a dataset served in place.
 func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Index, dec format.Decoder, c int) ([]Problem, int64, error) {
 	ch := ix.Chunk(c)
-	obj := ChunkObject(ch.Key)
+	obj := stored.ChunkObject(ch.Key)
 	problem := func(kind ProblemKind, f string, args ...any) Problem {
 		return Problem{Kind: kind, Chunk: c, ChunkKey: ch.Key, Sample: -1, Detail: fmt.Sprintf(f, args...)}
 	}
@@ -285,7 +271,7 @@ func verifyDecoded(ctx context.Context, data s3backend.Store, ix *chunkindex.Ind
 		}
 		at += r.Len
 	}
-	if err := CheckSpans(ix, c, obj, rs, src); err != nil {
+	if err := stored.CheckSpans(ix, c, obj, rs, src); err != nil {
 		return []Problem{problem(ChunkChecksum, "%v", err)}, at, nil
 	}
 	dst := make([]byte, bound)

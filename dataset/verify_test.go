@@ -164,23 +164,3 @@ type unavailableStore struct{ s3backend.Store }
 func (unavailableStore) ReadRange(context.Context, string, string, int64, []byte) error {
 	return s3backend.ErrUnavailable
 }
-
-func TestReadIndexAndManifestMissing(t *testing.T) {
-	ctx := context.Background()
-	st := newLocal(t)
-	_, err := ReadIndex(ctx, st)
-	if !errors.Is(err, s3backend.ErrNotFound) || !strings.Contains(err.Error(), "brand pack") || !strings.Contains(err.Error(), "brand index") {
-		t.Fatalf("ReadIndex: %v", err)
-	}
-	if _, err := ReadManifest(ctx, st); !errors.Is(err, s3backend.ErrNotFound) {
-		t.Fatalf("ReadManifest: %v", err)
-	}
-	putBytes(t, st, chunkindex.IndexKey, []byte("BRANDIDX but not really"))
-	putBytes(t, st, chunkindex.ManifestKey, []byte(`{"format":"something else"}`))
-	if _, err := ReadIndex(ctx, st); err == nil || errors.Is(err, s3backend.ErrNotFound) {
-		t.Fatalf("ReadIndex of garbage: %v", err)
-	}
-	if _, err := ReadManifest(ctx, st); !errors.Is(err, chunkindex.ErrCorrupt) {
-		t.Fatalf("ReadManifest of garbage: %v", err)
-	}
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
@@ -95,7 +96,7 @@ func TestInPlaceCluster(t *testing.T) {
 			cl := startCluster(t, &fixture{store: local}, nodes, nil, func(c *gateway.Config) {
 				c.Datasets[0].Formats = []format.Format{tc.f}
 			})
-			ix, err := dataset.ReadIndex(context.Background(), st)
+			ix, err := stored.ReadIndex(context.Background(), st)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/cmdtest"
 	"github.com/brandgw/brand/internal/testsupport/promtest"
@@ -703,7 +703,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 // index reads the packed dataset's index.
 func (p *packed) index(t *testing.T) *chunkindex.Index {
 	t.Helper()
-	ix, err := dataset.ReadIndex(context.Background(), p.store)
+	ix, err := stored.ReadIndex(context.Background(), p.store)
 	if err != nil {
 		t.Fatal(err)
 	}

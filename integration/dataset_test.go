@@ -20,6 +20,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
@@ -71,7 +72,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 			}
 
 			// What a gateway would load.
-			ix, err := dataset.ReadIndex(ctx, st)
+			ix, err := stored.ReadIndex(ctx, st)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 			if ix.NumChunks() < 10 {
 				t.Fatalf("%d chunks; the test needs several", ix.NumChunks())
 			}
-			m, err := dataset.ReadManifest(ctx, st)
+			m, err := stored.ReadManifest(ctx, st)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +170,7 @@ func TestDatasetIndexGNUTarShardsOnMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := dataset.ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/gen/photos"
@@ -77,7 +78,7 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := dataset.ReadIndex(ctx, store); err != nil {
+	if _, err := stored.ReadIndex(ctx, store); err != nil {
 		if !errors.Is(err, s3backend.ErrNotFound) {
 			return err
 		}

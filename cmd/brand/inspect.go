@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -123,12 +124,12 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ix, err := dataset.ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		return err
 	}
 	out := inspection{URL: src, Index: summarize(ix)}
-	m, err := dataset.ReadManifest(ctx, st)
+	m, err := stored.ReadManifest(ctx, st)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
 		out.ManifestProblem = "no manifest: the dataset was published without one, or its publication was cut short"
@@ -143,11 +144,11 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 		}
 	}
 
-	switch mt, err := dataset.ReadMembers(ctx, st, ix); {
+	switch mt, err := stored.ReadMembers(ctx, st, ix); {
 	case ix.Deferred():
 		// A dataset served in place has no member table: its members are
 		// known once its chunks are decoded.
-	case errors.Is(err, dataset.ErrNoMembers):
+	case errors.Is(err, stored.ErrNoMembers):
 		out.MembersProblem = "no member table: the S3 face cannot list this dataset's files; `brand index` over its chunks adds one"
 	case err != nil && (errors.Is(err, chunkindex.ErrCorrupt) || errors.Is(err, chunkindex.ErrVersion) || errors.Is(err, chunkindex.ErrTruncated)):
 		out.MembersProblem = err.Error()

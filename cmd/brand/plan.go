@@ -13,7 +13,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/cli"
@@ -175,7 +175,7 @@ func runPlan(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		ix, err := dataset.ReadIndex(ctx, store)
+		ix, err := stored.ReadIndex(ctx, store)
 		if err != nil {
 			return err
 		}
@@ -362,7 +362,7 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config,
 		if err != nil {
 			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
 		}
-		ix, err := dataset.ReadIndex(ctx, store)
+		ix, err := stored.ReadIndex(ctx, store)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %s: %w", c.Dataset, err)
 		}
@@ -381,7 +381,7 @@ func (m *planMix) load(ctx context.Context, srcs []string, cfg s3backend.Config,
 // (none: every field). A tar dataset's chunks are read whole and held as
 // read, and have no fields to name. A dataset served in place is opened
 // as `brand serve` opens it — its format's description of the chunks,
-// stored beside the index (dataset.ReadFormat), decoded by the format of
+// stored beside the index (stored.ReadFormat), decoded by the format of
 // its name in formats() — and planned with each chunk's resident bound
 // with those fields, which the cache holds, and its store extent with
 // them, which a load reads (planner.DatasetInPlace).
@@ -416,7 +416,7 @@ func openFormat(ctx context.Context, store s3backend.Store, ix *chunkindex.Index
 		}
 		return nil, fmt.Errorf("the dataset is served in place in %s format, which this brand does not read (formats: %s)", name, strings.Join(names, ", "))
 	}
-	meta, err := dataset.ReadFormat(ctx, store, ix)
+	meta, err := stored.ReadFormat(ctx, store, ix)
 	if err != nil {
 		return nil, err
 	}

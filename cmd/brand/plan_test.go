@@ -12,6 +12,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/cli"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/planner"
@@ -67,7 +68,7 @@ func planDataset(t *testing.T) (string, planner.Dataset, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := dataset.ReadIndex(context.Background(), store)
+	ix, err := stored.ReadIndex(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/gen/synth"
@@ -70,7 +71,7 @@ func newImpFixture(t *testing.T) impFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := dataset.ReadIndex(context.Background(), store)
+	ix, err := stored.ReadIndex(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
 	}

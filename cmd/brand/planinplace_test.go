@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/mds"
 	"github.com/brandgw/brand/internal/testsupport/pythontest"
@@ -54,11 +54,11 @@ func TestPlanInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := dataset.ReadIndex(ctx, store)
+	ix, err := stored.ReadIndex(ctx, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := dataset.ReadFormat(ctx, store, ix)
+	meta, err := stored.ReadFormat(ctx, store, ix)
 	if err != nil {
 		t.Fatal(err)
 	}

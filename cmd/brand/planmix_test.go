@@ -13,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
@@ -41,7 +42,7 @@ func planMixDatasets(t *testing.T) (web, code string, mix planner.Mix) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ix, err := dataset.ReadIndex(context.Background(), store)
+		ix, err := stored.ReadIndex(context.Background(), store)
 		if err != nil {
 			t.Fatal(err)
 		}

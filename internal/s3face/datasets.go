@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/batch/reader"
 	"github.com/brandgw/brand/internal/batch/respond"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -140,8 +140,8 @@ func (f *Face) memberTable(ctx context.Context, d *datasetVersion) (memberTable,
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
 		defer cancel()
-		m, err := dataset.ReadMembers(rctx, d.ds.Store, d.ds.Index)
-		final := errors.Is(err, dataset.ErrNoMembers)
+		m, err := stored.ReadMembers(rctx, d.ds.Store, d.ds.Index)
+		final := errors.Is(err, stored.ErrNoMembers)
 		if final {
 			err = s3proto.ErrorOf(s3proto.NotImplemented, fmt.Sprintf(
 				"dataset %q has no member table (%s), which its files are listed and found by: "+

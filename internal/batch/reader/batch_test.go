@@ -21,29 +21,12 @@ import (
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/memory"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
-// sampleSize is each test sample's bytes: one tar block.
-const sampleSize = 512
-
-// testDataset is a dataset of chunks of perChunk samples, keyed
-// name/c/i; sample bytes are sampleBytesOf's.
-func testDataset(t *testing.T, name string, chunks, perChunk int) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk) * sampleSize, ETag: fmt.Sprint(c), Samples: perChunk})
-		for i := range perChunk {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("%s/%d/%d", name, c, i), Chunk: c, Offset: int64(i) * sampleSize, Length: sampleSize})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset(name, "", nil, ix)
-}
+// sampleSize is each test sample's bytes (catalogtest.Dataset's): one
+// tar block.
+const sampleSize = catalogtest.SampleSize
 
 // store fills a chunk's buffer with its samples' bytes: sample i of chunk
 // c of dataset d is sampleSize copies of a byte of (d, c, i). Chunks it
@@ -138,7 +121,7 @@ func batchOf(ds []*catalog.Dataset, serve [][2]int) *layout.Batch {
 // at rest are left out and named by batch position, whichever way the
 // batch is read.
 func TestReadBatch(t *testing.T) {
-	a, b := testDataset(t, "a", 4, 4), testDataset(t, "b", 4, 4) // chunks of 2 KiB
+	a, b := catalogtest.Dataset(t, "a", 4, 4), catalogtest.Dataset(t, "b", 4, 4) // chunks of 2 KiB
 	tests := []struct {
 		name     string
 		parts    []*catalog.Dataset
@@ -260,7 +243,7 @@ var inGroups = [][2]int{{0, 13}, {0, 0}, {0, 9}, {0, 5}}
 // the reader's MaxWait at once and fail.
 func TestAssembledReadsHoldNoRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := testDataset(t, "a", 4, 4)
+		a := catalogtest.Dataset(t, "a", 4, 4)
 		r, c, _ := newReader(t, 5<<10, &store{}, false)
 		var held []*Result
 		for i := range 2 * 2 { // twice the reader's assemblers, none released
@@ -300,7 +283,7 @@ func (g gatedStore) Load(ctx context.Context, k chunkcache.Key, buf []byte) erro
 // passes meanwhile.
 func TestAssemblyWaitsForRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := testDataset(t, "a", 4, 4)
+		a := catalogtest.Dataset(t, "a", 4, 4)
 		st := gatedStore{&store{}, make(chan struct{})}
 		r, _, _ := newReader(t, 5<<10, st, false)
 		errs := make(chan error, 3)

@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // damagedOwner stands for a cluster whose other node owns the chunks in
@@ -48,7 +49,7 @@ func (o damagedOwner) ReadRemote(_ context.Context, s layout.Samples, _ *transpo
 // the owner up its TestFetchClassifiesFailures): an asker got a 502 from
 // the owner, held it down and read its chunks itself.
 func TestDamagedChunkOnACluster(t *testing.T) {
-	ds := testDataset(t, "a", 4, 4) // samples 0..3 in chunk 0
+	ds := catalogtest.Dataset(t, "a", 4, 4) // samples 0..3 in chunk 0
 	tests := []struct {
 		name    string
 		local   bool // the owner's read of a peer's request

@@ -22,6 +22,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -222,7 +223,7 @@ func TestStoreBytesInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			web := testDataset(t, "web", 4, 10)
+			web := catalogtest.Dataset(t, "web", 4, 10)
 			tarStore := &store{}
 			capacity := tt.cache
 			if capacity == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/memory"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // TestSlowReaderGivesItsPinsBack: a batch written from pinned chunks to a
@@ -29,7 +30,7 @@ import (
 // not copied.
 func TestSlowReaderGivesItsPinsBack(t *testing.T) {
 	const chunkBytes = 1 << 20
-	ds := testDataset(t, "d", 16, chunkBytes/sampleSize) // 16 chunks of 1 MiB
+	ds := catalogtest.Dataset(t, "d", 16, chunkBytes/sampleSize) // 16 chunks of 1 MiB
 	r, cache, reg := newReader(t, 24*chunkBytes, &store{}, false)
 	var all [][2]int
 	for id := range ds.Index.NumSamples() {

@@ -10,6 +10,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -22,7 +23,7 @@ import (
 // the bytes loaded count as the disk tier's when it gave them, a chunk
 // read through a cache smaller than it too, else as the store's.
 func TestSmallCacheEpochs(t *testing.T) {
-	ds := testDataset(t, "a", 19, 16) // 304 samples, chunks of 8 KiB
+	ds := catalogtest.Dataset(t, "a", 19, 16) // 304 samples, chunks of 8 KiB
 	chunk := ds.Index.Chunk(0).Size
 	for _, tc := range []struct {
 		name  string

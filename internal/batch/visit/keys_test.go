@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
@@ -95,7 +96,7 @@ func readEpoch(t *testing.T, v *Batches, stage *keyStage, orders *layout.Orders,
 	return stage.take()
 }
 
-// idOf is the ID of testDataset's sample name/c/i.
+// idOf is the ID of catalogtest.Dataset's sample name/c/i.
 func idOf(t *testing.T, name string) uint64 {
 	var ds string
 	var c, i uint64
@@ -111,7 +112,7 @@ func idOf(t *testing.T, name string) uint64 {
 // at another batch size, ask for the same key of every sample.
 func TestTransformKeys(t *testing.T) {
 	v, stage, orders := keyedBatches(t)
-	src := layout.Source{DS: testDataset(t, "a")} // 16 samples
+	src := layout.Source{DS: catalogtest.Dataset(t, "a", 4, 4)} // 16 samples
 	job := func(batch, world, offset int) api.Job {
 		return api.Job{Params: shuffle.Params{Seed: 11, Window: 2, BatchSize: batch, World: world, Offset: offset}, Transform: "plain"}
 	}
@@ -148,7 +149,7 @@ func TestTransformKeys(t *testing.T) {
 // draws afresh on each pass.
 func TestMixtureTransformKeys(t *testing.T) {
 	v, stage, orders := keyedBatches(t)
-	a, b := testDataset(t, "a"), testDataset(t, "b") // 16 samples each
+	a, b := catalogtest.Dataset(t, "a", 4, 4), catalogtest.Dataset(t, "b", 4, 4) // 16 samples each
 	mix, err := api.ParseMix("a:3,b:1")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
@@ -53,7 +54,7 @@ func premadeBatches(t *testing.T) (*Batches, *countingStage, func(m uint64) *lay
 		Reader: bytesReader{fakeReader{log: l}}, Stats: livestats.New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop()),
 		Stage: stage, Group: part, PremadeBytes: 1 << 20})
 	job := api.Job{Params: shuffle.Params{Seed: 5, BatchSize: 4, Window: 2, World: 1}, Transform: "plain"}
-	src := layout.Source{DS: testDataset(t, "a")}
+	src := layout.Source{DS: catalogtest.Dataset(t, "a", 4, 4)}
 	batchOf := func(m uint64) *layout.Batch {
 		b, err := orders.Layout(context.Background(), src, job, 0, m)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/server/stopper"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 	"github.com/brandgw/brand/transform"
 )
@@ -114,29 +115,12 @@ func (r fakeReader) Read(_ context.Context, req reader.Request) (*reader.Result,
 	return &reader.Result{}, nil
 }
 
-func testDataset(t *testing.T, name string) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range 4 {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 4 * 512, ETag: fmt.Sprint(c), Samples: 4})
-		for i := range 4 {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("%s/%d/%d", name, c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset(name, "", nil, ix)
-}
-
 // TestVisit: every batch makes the schedule's calls in one order — begin
 // each part, move each part's stream and queue its prefetch, fetch the
 // next batch on a cluster, the job's turn for a dataset's batch
 // only, the read, finish — and finishes what it began on every path.
 func TestVisit(t *testing.T) {
-	a, b := testDataset(t, "a"), testDataset(t, "b")
+	a, b := catalogtest.Dataset(t, "a", 4, 4), catalogtest.Dataset(t, "b", 4, 4)
 	job := api.Job{Params: shuffle.Params{Seed: 1, BatchSize: 4, Window: 2, World: 1}}
 	mix, _ := api.ParseMix("a:1,b:1")
 	tests := []struct {
@@ -223,7 +207,7 @@ func TestVisit(t *testing.T) {
 // TestReadFor: a peer's request moves its stream here and counts against
 // it while read, all local; without a stream it is a plain read.
 func TestReadFor(t *testing.T) {
-	a := testDataset(t, "a")
+	a := catalogtest.Dataset(t, "a", 4, 4)
 	l := &log{}
 	p := New(Config{UseTable: &fakeUseTable{log: l}, Prefetch: fakePrefetch{l}, Windows: 2, Orders: layout.New(nil),
 		Peers: fakePeers{l, 2}, Reader: fakeReader{log: l}})
@@ -295,7 +279,7 @@ func (copyStage) Apply(_ context.Context, req tensorize.Request) (*tensorize.Out
 // background; it is laid out once for both. (Each laid it out itself
 // before: batch 1 was laid out twice.)
 func TestNextBatchLaidOutOnce(t *testing.T) {
-	a := testDataset(t, "a")
+	a := catalogtest.Dataset(t, "a", 4, 4)
 	set, err := transform.NewSet(transform.Config{Pipelines: map[string]transform.Spec{"plain": {}}}, transform.Options{})
 	if err != nil {
 		t.Fatal(err)

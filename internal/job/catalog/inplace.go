@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/s3backend"
@@ -197,13 +197,13 @@ func (d *Dataset) grow(c int, n int64) {
 
 // ObjectOf is the object chunk c's bytes are in and its version: the
 // chunk's key and ETag for a tar chunk; the object a chunk of a dataset
-// served in place names (dataset.ChunkObject).
+// served in place names (stored.ChunkObject).
 func (d *Dataset) ObjectOf(c int) (key, etag string) {
 	ch := d.Index.Chunk(c)
 	if d.InPlace == nil {
 		return ch.Key, ch.ETag
 	}
-	return dataset.ChunkObject(ch.Key), ch.ETag
+	return stored.ChunkObject(ch.Key), ch.ETag
 }
 
 // openInPlace reads what a deferred index needs besides itself — its
@@ -215,7 +215,7 @@ func openInPlace(ctx context.Context, sp opening, store s3backend.Store, ix *chu
 	if i < 0 {
 		return nil, fmt.Errorf("its index is of a dataset in %s format, which this gateway does not read", name)
 	}
-	m, err := dataset.ReadManifest(ctx, store)
+	m, err := stored.ReadManifest(ctx, store)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func openInPlace(ctx context.Context, sp opening, store s3backend.Store, ix *chu
 		// The manifest is written after the index: being written now.
 		return nil, fmt.Errorf("%w: %w", s3backend.ErrUnavailable, err)
 	}
-	meta, err := dataset.ReadFormat(ctx, store, ix)
+	meta, err := stored.ReadFormat(ctx, store, ix)
 	if err != nil {
 		return nil, err
 	}

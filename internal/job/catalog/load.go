@@ -10,7 +10,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -79,7 +79,7 @@ func (p Partition) partial() bool { return p.Members != nil && p.Members.Len() >
 // the tables of the chunks node p.Self owns.
 func readIndex(ctx context.Context, store s3backend.Store, p Partition) (*chunkindex.Index, error) {
 	if !p.partial() {
-		return dataset.ReadIndex(ctx, store)
+		return stored.ReadIndex(ctx, store)
 	}
 	info, err := store.Stat(ctx, chunkindex.IndexKey)
 	if errors.Is(err, s3backend.ErrNotFound) {

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/disktier"
@@ -450,7 +450,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		// read below, as any other decoder's.
 		n := format.Concat(ranges)
 		src = pools.Get(n)[:n]
-		check := dataset.NewSpanChecker(ds.Index, c, obj)
+		check := stored.NewSpanChecker(ds.Index, c, obj)
 		err := st.DecodeStream(c, ip.sel, func(r format.Range) (io.ReadCloser, error) {
 			rc, err := ro.OpenRange(ctx, obj, etag, r.Off, r.Len)
 			if err != nil {
@@ -462,7 +462,7 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 		src = nil
 		cerr := check.Err()
 		switch {
-		case errors.Is(cerr, dataset.ErrChecksum):
+		case errors.Is(cerr, stored.ErrChecksum):
 			// Bytes that differ from their checksums: that was the first
 			// read; read whole below, again, and checked there.
 			if rereads == 0 {
@@ -528,7 +528,7 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src, 
 
 // readChecked reads the ranges of chunk c of ds, a dataset served in
 // place, into a buffer of pools, pinned to the version indexed, and
-// checks them against an index's checksums (dataset.CheckSpans). Bytes
+// checks them against an index's checksums (stored.CheckSpans). Bytes
 // that differ are read again, up to rereads more times (the loader's
 // setting, --checksum-rereads, as for a tar chunk: a byte flipped in
 // transit does not survive a second read), and on every read a
@@ -554,13 +554,13 @@ func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, rang
 		}
 		err := g.Wait()
 		if err == nil {
-			err = dataset.CheckSpans(ds.Index, c, obj, ranges, src)
+			err = stored.CheckSpans(ds.Index, c, obj, ranges, src)
 		}
 		if err == nil {
 			return src, failed + read, nil
 		}
 		pools.Put(src)
-		if !errors.Is(err, dataset.ErrChecksum) {
+		if !errors.Is(err, stored.ErrChecksum) {
 			return nil, failed + read, err
 		}
 		if read >= rereads {

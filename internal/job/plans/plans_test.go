@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -252,11 +253,11 @@ func inPlaceStore(t *testing.T) (s3backend.Store, *formattest.Lines) {
 func TestPlanInPlace(t *testing.T) {
 	ctx := context.Background()
 	st, _ := inPlaceStore(t)
-	ix, err := dataset.ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := dataset.ReadFormat(ctx, st, ix)
+	meta, err := stored.ReadFormat(ctx, st, ix)
 	if err != nil {
 		t.Fatal(err)
 	}

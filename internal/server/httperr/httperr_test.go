@@ -10,7 +10,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/batch/tensorize"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
@@ -38,7 +38,7 @@ func TestStatusAndPublic(t *testing.T) {
 		{fmt.Errorf("s3://bucket/p: %w", s3backend.ErrUnavailable), http.StatusServiceUnavailable, true},
 		{fmt.Errorf("/data/x: %w", s3backend.ErrChanged), http.StatusBadGateway, true},
 		// A file served in place whose bytes fail the index's checksums.
-		{fmt.Errorf("bytes 0+10 of /data/a.parquet: %w", dataset.ErrChecksum), http.StatusBadGateway, true},
+		{fmt.Errorf("bytes 0+10 of /data/a.parquet: %w", stored.ErrChecksum), http.StatusBadGateway, true},
 		// A chunk that fails its checksum alike on every read is damaged
 		// at rest; differently each time, a bad link (catalog.Loader).
 		{&catalog.DamagedChunkError{Reads: 3, Err: fmt.Errorf("/data/chunks/000001.tar: %w", catalog.ErrCorrupt)}, http.StatusBadGateway, true},
@@ -139,7 +139,7 @@ func TestReason(t *testing.T) {
 		{422, fmt.Errorf("x.mp4: %w", video.ErrDecode), "bad_video"},
 		{501, fmt.Errorf("x: %w", video.ErrNoDecoder), "no_video_decoder"},
 		{502, fmt.Errorf("x: %w", s3backend.ErrChanged), "store_mismatch"},
-		{502, fmt.Errorf("x: %w", dataset.ErrChecksum), "store_mismatch"},
+		{502, fmt.Errorf("x: %w", stored.ErrChecksum), "store_mismatch"},
 		{502, fmt.Errorf("x: %w", &catalog.DamagedChunkError{Reads: 3, Err: catalog.ErrCorrupt}), "damaged_chunk"},
 		{502, fmt.Errorf("x: %w", catalog.ErrCorrupt), "store_mismatch"},
 		{504, fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},

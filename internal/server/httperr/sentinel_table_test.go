@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/format"
 	fvideo "github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/format/video/clips"
@@ -64,11 +65,11 @@ var served = []sentinelCase{
 	{"chunkindex.ErrVersion", chunkindex.ErrVersion, http.StatusInternalServerError, "internal", true},
 	{"chunkindex.ErrWriterClosed", chunkindex.ErrWriterClosed, http.StatusInternalServerError, "internal", true},
 	{"cluster.ErrConfig", cluster.ErrConfig, http.StatusInternalServerError, "internal", true},
-	{"dataset.ErrChecksum", dataset.ErrChecksum, http.StatusBadGateway, "store_mismatch", true},
 	{"dataset.ErrEmpty", dataset.ErrEmpty, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrExists", dataset.ErrExists, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrNoFormat", dataset.ErrNoFormat, http.StatusInternalServerError, "internal", true},
-	{"dataset.ErrNoMembers", dataset.ErrNoMembers, http.StatusInternalServerError, "internal", true},
+	{"dataset/stored.ErrChecksum", stored.ErrChecksum, http.StatusBadGateway, "store_mismatch", true},
+	{"dataset/stored.ErrNoMembers", stored.ErrNoMembers, http.StatusInternalServerError, "internal", true},
 	{"format.ErrDamaged", format.ErrDamaged, http.StatusInternalServerError, "internal", true},
 	{"format.ErrInvalid", format.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"format.ErrNotStreamed", format.ErrNotStreamed, http.StatusInternalServerError, "internal", true},

@@ -27,6 +27,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
@@ -400,7 +401,7 @@ func (s *countedStore) readIndex(ctx context.Context, prefix string) (*chunkinde
 	if err != nil {
 		return nil, err
 	}
-	ix, err := dataset.ReadIndex(ctx, st)
+	ix, err := stored.ReadIndex(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the index at %s: %w", prefix, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -85,7 +85,7 @@ func ServeLimit(ctx context.Context, cfg LimitServerConfig) error {
 			chunks, upstream = mem, new(atomic.Int64)
 		}
 		prepare = func(ctx context.Context) error {
-			ix, err := dataset.ReadIndex(ctx, store)
+			ix, err := stored.ReadIndex(ctx, store)
 			if err != nil {
 				return err
 			}

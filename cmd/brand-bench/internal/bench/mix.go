@@ -19,6 +19,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
@@ -336,7 +337,7 @@ func ensureMixDataset(ctx context.Context, cfg MixConfig, name string, samples i
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: %w", err)
 	}
-	if ix, err := dataset.ReadIndex(ctx, store); err == nil {
+	if ix, err := stored.ReadIndex(ctx, store); err == nil {
 		return dir, ix, nil
 	} else if !errors.Is(err, s3backend.ErrNotFound) {
 		return "", nil, fmt.Errorf("bench: reading the index of %s: %w", name, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/client"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
@@ -157,7 +158,7 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	ix, err := dataset.ReadIndex(ctx, store)
+	ix, err := stored.ReadIndex(ctx, store)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		src := filepath.Join(cfg.WorkDir, "resize-src")
 		_ = os.RemoveAll(src)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/internal/testsupport/promtest"
@@ -311,7 +312,7 @@ func (sb *schedBed) ensure(ctx context.Context, name string, samples int, seed u
 		return "", nil, fmt.Errorf("bench: %w", err)
 	}
 	u := "s3://" + sb.bucket + "/" + prefix
-	if ix, err := dataset.ReadIndex(ctx, store); err == nil {
+	if ix, err := stored.ReadIndex(ctx, store); err == nil {
 		return u, ix, nil
 	} else if !errors.Is(err, s3backend.ErrNotFound) {
 		return "", nil, fmt.Errorf("bench: reading the index of %s: %w", name, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
 	"github.com/brandgw/brand/s3backend"
@@ -100,7 +101,7 @@ func newTransport(conns int) *http.Transport {
 // ensureDataset packs the synthetic dataset into the bucket unless an
 // earlier run already did.
 func (tb *testbed) ensureDataset(ctx context.Context) error {
-	ix, err := dataset.ReadIndex(ctx, tb.store)
+	ix, err := stored.ReadIndex(ctx, tb.store)
 	if err == nil {
 		tb.index = ix
 		tb.logf("reusing the packed dataset at s3://%s/%s", tb.cfg.Bucket, tb.datasetPrefix)

@@ -1,4 +1,4 @@
-package dataset
+package stored
 
 import (
 	"context"
@@ -10,20 +10,9 @@ import (
 	"github.com/brandgw/brand/s3backend"
 )
 
-var (
-	// ErrEmpty reports a source with nothing to pack or index: no files
-	// under the directory, or no .tar objects under the prefix.
-	ErrEmpty = errkind.New(errkind.Internal, "dataset: nothing to pack or index")
-
-	// ErrNoMembers reports a dataset without a member table
-	// (chunkindex.MembersKey): one packed or indexed before member tables.
-	ErrNoMembers = errkind.New(errkind.Internal, "dataset: no member table")
-
-	// ErrExists reports a Pack into a store that already holds a dataset
-	// index, refused unless PackOptions.Overwrite is set: rewriting the
-	// chunks under a published index would break whoever serves it.
-	ErrExists = errkind.New(errkind.Internal, "dataset: the destination already holds a dataset")
-)
+// ErrNoMembers reports a dataset without a member table
+// (chunkindex.MembersKey): one packed or indexed before member tables.
+var ErrNoMembers = errkind.New(errkind.Internal, "dataset: no member table")
 
 // ReadIndex reads and decodes the index at chunkindex.IndexKey. The read is
 // pinned to the ETag Stat returned, so an index replaced during the read is
@@ -47,7 +36,7 @@ func ReadIndex(ctx context.Context, st s3backend.Store) (*chunkindex.Index, erro
 // A dataset packed before member tables has none: the error then wraps
 // ErrNoMembers (and s3backend.ErrNotFound) and says how to add one.
 func ReadMembers(ctx context.Context, st s3backend.Store, ix *chunkindex.Index) (*chunkindex.Members, error) {
-	b, err := readWhole(ctx, st, chunkindex.MembersKey, maxMetaBytes,
+	b, err := ReadWhole(ctx, st, chunkindex.MembersKey, maxMetaBytes,
 		"re-run `brand index` over the dataset's chunks to write one")
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %w", ErrNoMembers, err)
@@ -85,13 +74,13 @@ const maxMetaBytes = 8 << 30
 
 // readObject reads a whole metadata object, pinned to the version Stat saw.
 func readObject(ctx context.Context, st s3backend.Store, key string) ([]byte, error) {
-	return readWhole(ctx, st, key, maxMetaBytes, "build the dataset with `brand pack` or `brand index`")
+	return ReadWhole(ctx, st, key, maxMetaBytes, "build the dataset with `brand pack` or `brand index`")
 }
 
-// readWhole reads a whole object of at most limit bytes, pinned to the
+// ReadWhole reads a whole object of at most limit bytes, pinned to the
 // version Stat saw. A missing object's error wraps s3backend.ErrNotFound
 // and says what would make one (hint).
-func readWhole(ctx context.Context, st s3backend.Store, key string, limit int64, hint string) ([]byte, error) {
+func ReadWhole(ctx context.Context, st s3backend.Store, key string, limit int64, hint string) ([]byte, error) {
 	info, err := st.Stat(ctx, key)
 	if errors.Is(err, s3backend.ErrNotFound) {
 		return nil, fmt.Errorf("dataset: no %s in the store (%s): %w", key, hint, err)

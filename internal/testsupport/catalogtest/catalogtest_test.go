@@ -1,0 +1,24 @@
+package catalogtest_test
+
+import (
+	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+)
+
+// The layout Dataset's doc promises, which the tests using it rely on.
+func TestDataset(t *testing.T) {
+	ds := catalogtest.Dataset(t, "d", 3, 4)
+	ix := ds.Index
+	if ds.Name != "d" || ix.NumChunks() != 3 || ix.NumSamples() != 12 {
+		t.Fatalf("%q: %d chunks, %d samples; want d, 3, 12", ds.Name, ix.NumChunks(), ix.NumSamples())
+	}
+	ch := ix.Chunk(2)
+	if ch.Key != "c0002.tar" || ch.ETag != "2" || ch.Size != 4*catalogtest.SampleSize || ch.Samples != 4 {
+		t.Errorf("chunk 2: %+v", ch)
+	}
+	s := ix.Sample(9) // chunk 2, sample 1
+	if s.Key != "d/2/1" || s.Chunk != 2 || s.Offset != catalogtest.SampleSize || s.Length != catalogtest.SampleSize {
+		t.Errorf("sample 9: %+v", s)
+	}
+}
