@@ -89,6 +89,7 @@ type Orders struct {
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
 	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
+	exclusions    *lru.Cache[string, *Exclusion]        // jobs' exclusion lists, by version
 	snapshots     Snapshots
 }
 
@@ -120,7 +121,7 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), exclusions: newExclusionMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.
@@ -131,6 +132,14 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		memo = o.sampledEpochs
 	}
 	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	if s.Exclude != "" {
+		e, err := o.excludedEpoch(s, epoch)
+		if err != nil {
+			return nil, err
+		}
+		memo.Add(k, e)
 		return e, nil
 	}
 	if s.Clips != "" {
