@@ -259,22 +259,22 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 // lookup resolves keys in ds's index; unknown keys fail the whole list,
 // naming the first few.
 func lookup(ctx context.Context, ds *catalog.Dataset, keys []string) ([]int, error) {
-	ids := make([]int, 0, len(keys))
+	all, found, err := ds.Index.LookupMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	ids := all[:0]
 	var unknown []string
 	missing := 0
-	for _, k := range keys {
-		id, ok, err := ds.Index.Lookup(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
+	for i, k := range keys {
+		if !found[i] {
 			missing++
 			if len(unknown) < 5 {
 				unknown = append(unknown, fmt.Sprintf("%q", k))
 			}
 			continue
 		}
-		ids = append(ids, id)
+		ids = append(ids, all[i])
 	}
 	if missing > 0 {
 		return nil, fmt.Errorf("%w: %d of the %d keys are not samples of dataset %s (index %s), among them %s; nothing is excluded",
