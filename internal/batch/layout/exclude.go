@@ -12,7 +12,7 @@ import (
 )
 
 // Exclusions: a named job's list of samples removed from its future
-// (POST /jobs/NAME/exclude, docs/shuffle.md §11.11). The list is applied
+// (POST /jobs/NAME/exclude, docs/shuffle.md §14). The list is applied
 // to the epoch's order itself: from position From of epoch Epoch on, the
 // order is the base order without the excluded samples, and every batch,
 // window and chunk the use table follows is of that shorter order. So
