@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -274,5 +276,56 @@ func TestExclusionRefusals(t *testing.T) {
 	resp3, b3 := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": 10, "keys": []string{exKey(3)}})
 	if resp3.StatusCode != http.StatusConflict || !strings.Contains(string(b3), "has an exclusion list") {
 		t.Fatalf("a second list: %d %s; want 409 naming the first", resp3.StatusCode, b3)
+	}
+}
+
+// TestExclusionOnEveryNode: of two lists sent at once to two gateways
+// over one store, one is made and the other refused naming it; each
+// gateway, and one started since, lays the job out under the winner.
+func TestExclusionOnEveryNode(t *testing.T) {
+	f := newFixture(t, exChunks, exPerChunk)
+	_, a := start(t, f.store, nil)
+	_, b := start(t, f.store, nil)
+	lists := [][]string{{exKey(4), exKey(40)}, {exKey(5), exKey(50)}}
+	statuses := make([]int, 2)
+	versions := make([]string, 2)
+	var wg sync.WaitGroup
+	for k, base := range []string{a.URL, b.URL} {
+		wg.Go(func() {
+			resp, body := postExclusion(t, base, exJob, map[string]any{"from_step": 2, "keys": lists[k]})
+			statuses[k] = resp.StatusCode
+			var made api.StoredExclusion
+			if resp.StatusCode == http.StatusCreated && json.Unmarshal(body, &made) == nil {
+				versions[k] = made.Version
+			}
+		})
+	}
+	wg.Wait()
+	won := slices.IndexFunc(statuses, func(s int) bool { return s == http.StatusCreated })
+	if won < 0 || statuses[1-won] != http.StatusConflict {
+		t.Fatalf("two lists at once answered %v; want one 201 and one 409", statuses)
+	}
+	_, c := start(t, f.store, nil)
+	var want []string
+	for k, base := range []string{a.URL, b.URL, c.URL} {
+		keys, _ := exEpochKeys(t, base, 1, 0, exJob)
+		for _, key := range keys {
+			if slices.Contains(lists[won], key) {
+				t.Fatalf("node %d served %s, on the list made", k, key)
+			}
+		}
+		if len(keys) != exChunks*exPerChunk-2 {
+			t.Fatalf("node %d served %d samples of epoch 1; want %d", k, len(keys), exChunks*exPerChunk-2)
+		}
+		if k == 0 {
+			want = keys
+		} else if !slices.Equal(keys, want) {
+			t.Fatalf("node %d's epoch 1 differs from node 0's", k)
+		}
+		resp, body := get(t, base+"/jobs/run/exclude?"+exJob)
+		var got api.StoredExclusion
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || got.Version != versions[won] {
+			t.Fatalf("node %d's list: %d %s; want version %s", k, resp.StatusCode, body, versions[won])
+		}
 	}
 }

@@ -166,6 +166,12 @@ func (b *Book) Of(ctx context.Context, st Store, ds *catalog.Dataset, job string
 			b.lists[k] = entry{read: b.now()}
 			b.mu.Unlock()
 			return nil, nil, nil
+		} else if err != nil && ok {
+			// The store did not answer; the job had no list when it last
+			// did. Serving on under that answer keeps cached chunks served
+			// through a store outage; a list another node makes meanwhile
+			// is found when the store answers again.
+			return nil, nil, nil
 		} else if err != nil {
 			return nil, nil, err
 		}
