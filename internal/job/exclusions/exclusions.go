@@ -213,28 +213,19 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 		return nil, nil, err
 	}
 	l.Version = versionOf(l, ids)
-	b.serve.Lock()
-	defer b.serve.Unlock()
-	if cur, err := read(ctx, st, l.Job); err == nil {
-		if cur.Version == l.Version {
-			x, err := resolve(ctx, ds, cur)
-			return cur, x, err
-		}
-		return nil, nil, fmt.Errorf("%w: job %s has an exclusion list, version %s, from step %d; a job has one list", ErrConflict, l.Job, cur.Version, cur.FromStep)
-	} else if !errors.Is(err, ErrUnknown) {
-		return nil, nil, err
-	}
-	b.mu.Lock()
-	p, ok := b.served[jobKey{ds.Name, l.Job}]
-	b.mu.Unlock()
-	if ok && (l.Epoch < p.epoch || (l.Epoch == p.epoch && l.FromPosition < p.end)) {
-		next := stepOf(p.epoch, p.end)
-		return nil, nil, &ServedError{Next: next, err: fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an exclusion starts after it (from step %d or later), not at step %d", ErrConflict, l.Job, p.end, p.epoch, next, l.FromStep)}
-	}
 	x, err := layout.NewExclusion(l.Version, ds, l.Epoch, l.FromPosition, ids)
 	if err != nil {
 		return nil, nil, err
 	}
+	if done, err := existing(ctx, st, l); done || err != nil {
+		return &l, x, err
+	}
+	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
+		return nil, nil, err
+	}
+	// The list itself, named by its content, is stored before requests
+	// are held off: of what the list's making holds them for, only small
+	// objects are left.
 	body, err := json.Marshal(l)
 	if err != nil {
 		return nil, nil, err
@@ -242,6 +233,14 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	pre := prefix(l.Job)
 	if _, err := st.Put(ctx, pre+l.Version, bytes.NewReader(body), int64(len(body))); err != nil {
 		return nil, nil, fmt.Errorf("storing job %s's exclusion list: %w", l.Job, err)
+	}
+	b.serve.Lock()
+	defer b.serve.Unlock()
+	if done, err := existing(ctx, st, l); done || err != nil {
+		return &l, x, err
+	}
+	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
+		return nil, nil, err
 	}
 	if _, err := st.PutIfAbsent(ctx, pre+"root", strings.NewReader(l.Version), int64(len(l.Version))); err != nil {
 		if errors.Is(err, s3backend.ErrExists) {
@@ -260,6 +259,34 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	b.lists[jobKey{ds.Name, l.Job}] = entry{list: &l, x: x}
 	b.mu.Unlock()
 	return &l, x, nil
+}
+
+// existing reports whether job l.Job has l as its list already (done, a
+// retry of a list made), or refuses l for the job's other list.
+func existing(ctx context.Context, st Store, l List) (done bool, err error) {
+	v, err := readObject(ctx, st, prefix(l.Job)+"root", 64)
+	switch {
+	case errors.Is(err, s3backend.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading job %s's exclusion list: %w", l.Job, err)
+	case string(v) == l.Version:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: job %s has an exclusion list, version %s; a job has one list", ErrConflict, l.Job, v)
+}
+
+// servedBefore refuses l if this node has served job l.Job over dataset
+// at or past l's first position.
+func (b *Book) servedBefore(dataset string, l List, stepOf func(epoch uint64, end int) uint64) error {
+	b.mu.Lock()
+	p, ok := b.served[jobKey{dataset, l.Job}]
+	b.mu.Unlock()
+	if ok && (l.Epoch < p.epoch || (l.Epoch == p.epoch && l.FromPosition < p.end)) {
+		next := stepOf(p.epoch, p.end)
+		return &ServedError{Next: next, err: fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an exclusion starts after it (from step %d or later), not at step %d", ErrConflict, l.Job, p.end, p.epoch, next, l.FromStep)}
+	}
+	return nil
 }
 
 // lookup resolves keys in ds's index; unknown keys fail the whole list,
