@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/job/exclusions"
 )
 
 // exclusionFixture is a dataset of 12 chunks of 10 samples (sample i in
@@ -326,6 +328,95 @@ func TestExclusionOnEveryNode(t *testing.T) {
 		var got api.StoredExclusion
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || got.Version != versions[won] {
 			t.Fatalf("node %d's list: %d %s; want version %s", k, resp.StatusCode, body, versions[won])
+		}
+	}
+}
+
+// TestExclusionOnACluster: a list made on one node of a 3-node cluster
+// is applied by every node (each ranks' batches assigned across the
+// members, samples read from their chunks' owners): from its step on, the
+// epoch and the next serve every sample not listed exactly once, each
+// node answering a step as the others do, and no node reads a chunk the
+// list empties.
+func TestExclusionOnACluster(t *testing.T) {
+	const S = 3
+	f := newFixture(t, exChunks, exPerChunk)
+	cl := startCluster(t, f, 3, nil, nil)
+	stepOn := func(k, e, s int) ([]byte, []string) {
+		t.Helper()
+		var body []byte
+		var keys []string
+		for rank := range 2 {
+			base := cl[(k+rank)%3].srv.URL
+			resp, b := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d", base, e, s, exJob, rank))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("node %d epoch %d step %d rank %d: %d %s", (k+rank)%3, e, s, rank, resp.StatusCode, b)
+			}
+			body = append(body, b...)
+			for _, smp := range readTar(t, b) {
+				keys = append(keys, smp.key)
+			}
+		}
+		return body, keys
+	}
+	served := map[string]bool{}
+	for s := range S {
+		_, keys := stepOn(s, 0, s)
+		for _, k := range keys {
+			served[k] = true
+		}
+	}
+	excluded := exExcluded()
+	if resp, b := postExclusion(t, cl[1].srv.URL, exJob, map[string]any{"from_step": S, "keys": excluded}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	// The nodes that found no list ask the store again within Refresh.
+	time.Sleep(exclusions.Refresh)
+	for _, n := range cl {
+		n.store.take()
+	}
+	out := map[string]bool{}
+	for _, k := range excluded {
+		out[k] = true
+	}
+	for e, from := range []int{S, 0} {
+		resp, b := get(t, fmt.Sprintf("%s/epoch/%d?%s&rank=0", cl[2].srv.URL, e, exJob))
+		var info api.EpochInfo
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &info) != nil {
+			t.Fatalf("epoch %d: %d %s", e, resp.StatusCode, b)
+		}
+		seen := map[string]int{}
+		for s := from; s < info.Batches; s++ {
+			var first []byte
+			for k := range 3 {
+				body, keys := stepOn(k, e, s)
+				if k == 0 {
+					first = body
+					for _, key := range keys {
+						seen[key]++
+					}
+				} else if !bytes.Equal(body, first) {
+					t.Fatalf("epoch %d step %d: node %d answers otherwise than node 0", e, s, k)
+				}
+			}
+		}
+		for id := range exChunks * exPerChunk {
+			k := exKey(id)
+			want := 1
+			if out[k] || e == 0 && served[k] {
+				want = 0
+			}
+			if seen[k] != want {
+				t.Fatalf("epoch %d: sample %s served %d times from the list's step on; want %d", e, k, seen[k], want)
+			}
+		}
+	}
+	for k, n := range cl {
+		_, reads := n.store.take()
+		for _, c := range []int{3, 7} {
+			if r := reads[fmt.Sprintf("chunks/%06d.tar", c)]; r != 0 {
+				t.Fatalf("node %d read chunk %d, which the list empties, %d times", k, c, r)
+			}
 		}
 	}
 }

@@ -571,6 +571,7 @@ func New(cfg Config) (*Gateway, error) {
 		// steps it has served; they answer from their books.
 		g.jobs.sched.others = othersOf(peers)
 		g.peers.steps = g.jobs.latestStep
+		g.peers.excluded = g.jobs.peerExclusion
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}

@@ -98,6 +98,18 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src layout.Source, epoch u
 	return q, src, epoch, err
 }
 
+// peerExclusion reports whether job's exclusion list over ds is version,
+// registering it for the layout: a peer's stream names the list its
+// positions are laid out under.
+func (j *jobs) peerExclusion(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
+	x, _, err := j.excl.Of(ctx, ds.Store, ds, job)
+	if err != nil || x == nil || x.Version != version {
+		return false
+	}
+	j.orders.AddExclusion(x)
+	return true
+}
+
 // exclusion resolves the exclusion list stored under a named job over
 // one dataset, if it has one, into job.Exclusion: its batches are laid
 // out without the list's samples from its step on.

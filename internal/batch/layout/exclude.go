@@ -3,8 +3,7 @@ package layout
 import (
 	"fmt"
 	"slices"
-
-	lru "github.com/hashicorp/golang-lru/v2"
+	"sync"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/errkind"
@@ -113,13 +112,28 @@ func CheckExclusion(job api.Job) error {
 	return nil
 }
 
-// maxMemoExclusions bounds the lists kept: the gateway registers a job's
-// list on every request of the job, so the lists of jobs being read stay.
-const maxMemoExclusions = 32
+// exclusionSet holds the lists streams name, by version: none is
+// dropped, since a stream's order cannot be laid out without its list
+// (the gateway's book of lists holds them all anyway, one a job).
+type exclusionSet struct {
+	mu sync.Mutex
+	m  map[string]*Exclusion
+}
 
-func newExclusionMemo() *lru.Cache[string, *Exclusion] {
-	c, _ := lru.New[string, *Exclusion](maxMemoExclusions)
-	return c
+func (s *exclusionSet) Add(v string, x *Exclusion) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*Exclusion{}
+	}
+	s.m[v] = x
+}
+
+func (s *exclusionSet) Get(v string) (*Exclusion, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x, ok := s.m[v]
+	return x, ok
 }
 
 // AddExclusion registers x, so that streams naming its version find it.

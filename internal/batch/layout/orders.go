@@ -89,7 +89,7 @@ type Orders struct {
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
 	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
-	exclusions    *lru.Cache[string, *Exclusion]        // jobs' exclusion lists, by version
+	exclusions    exclusionSet                          // jobs' exclusion lists, by version
 	snapshots     Snapshots
 }
 
@@ -121,7 +121,7 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), exclusions: newExclusionMemo(), snapshots: snaps}
+	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
 }
 
 // Epoch returns the order of one epoch of a stream.
