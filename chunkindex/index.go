@@ -512,6 +512,59 @@ func (ix *Index) Lookup(ctx context.Context, key string) (id int, ok bool, err e
 	return id, ok, nil
 }
 
+// LookupMany is Lookup of every key: ids[i] and found[i] are keys[i]'s.
+// On an index with every table in memory, a list that is a good part of
+// the index is found in one walk of the index's hash order, each key and
+// each sample hashed once, rather than by a binary search per key (which
+// hashes a sample at every probe): a million keys in a fraction of a
+// second.
+func (ix *Index) LookupMany(ctx context.Context, keys []string) (ids []int, found []bool, err error) {
+	ids, found = make([]int, len(keys)), make([]bool, len(keys))
+	if ix.part != nil || len(keys)*32 < ix.NumSamples() {
+		for i, k := range keys {
+			if ids[i], found[i], err = ix.Lookup(ctx, k); err != nil {
+				return nil, nil, err
+			}
+		}
+		return ids, found, nil
+	}
+	type query struct {
+		h uint64
+		i int
+	}
+	qs := make([]query, len(keys))
+	for i, k := range keys {
+		qs[i] = query{maphash.String(ix.seed, k), i}
+	}
+	slices.SortFunc(qs, func(a, b query) int { return cmp.Compare(a.h, b.h) })
+	j := 0
+	var hj uint64 // the hash of ix.byHash[j], once computed
+	known := -1
+	for _, qu := range qs {
+		h, q := qu.h, qu.i
+		for ; j < len(ix.byHash); j++ {
+			if known != j {
+				hj, known = maphash.String(ix.seed, ix.SampleKey(int(ix.byHash[j]))), j
+			}
+			if hj >= h {
+				break
+			}
+		}
+		// The run of samples with hash h, from j: keys collide rarely.
+		for k := j; k < len(ix.byHash); k++ {
+			id := int(ix.byHash[k])
+			if k != j && maphash.String(ix.seed, ix.SampleKey(id)) != h || k == j && hj != h {
+				break
+			}
+			if ix.SampleKey(id) == keys[q] {
+				ids[q], found[q] = id, true
+				break
+			}
+		}
+	}
+	return ids, found, nil
+}
+
 // lookupWhole is Lookup on an index with every table in memory.
 func (ix *Index) lookupWhole(key string) (id int, ok bool) {
 	h := maphash.String(ix.seed, key)

@@ -81,6 +81,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	if s, ok := errors.AsType[*jobsched.ServedError](err); ok {
 		body.FirstEditableStep = &s.Next
 	}
+	if next := servedStep(err); next != nil {
+		body.FirstEditableStep = next
+	}
 	writeJSON(w, status, body)
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/job/plans"
@@ -564,12 +565,13 @@ func New(cfg Config) (*Gateway, error) {
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
-		sched: scheduleBook{node: c.Advertise}}
+		sched: scheduleBook{node: c.Advertise}, excl: exclusions.New()}
 	if peers != nil {
 		// An edit of a stored schedule asks every other member which
 		// steps it has served; they answer from their books.
 		g.jobs.sched.others = othersOf(peers)
 		g.peers.steps = g.jobs.latestStep
+		g.peers.excluded = g.jobs.peerExclusion
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}

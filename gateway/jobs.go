@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/transform"
 )
@@ -58,6 +59,8 @@ type jobs struct {
 	limits    query.Limits
 	// sched is the book of named jobs' stored schedules (schedule=).
 	sched scheduleBook
+	// excl is the book of named jobs' exclusion lists.
+	excl *exclusions.Book
 }
 
 // epoch parses the query and the {epoch} of a request about an epoch of
@@ -89,11 +92,48 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src layout.Source, epoch u
 		}
 	}
 	src, err = j.source(r.Context(), q.Job)
+	if err == nil {
+		err = j.exclusion(r.Context(), &q.Job, src)
+	}
 	return q, src, epoch, err
+}
+
+// peerExclusion reports whether job's exclusion list over ds is version,
+// registering it for the layout: a peer's stream names the list its
+// positions are laid out under.
+func (j *jobs) peerExclusion(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
+	x, _, err := j.excl.Of(ctx, ds.Store, ds, job)
+	if err != nil || x == nil || x.Version != version {
+		return false
+	}
+	j.orders.AddExclusion(x)
+	return true
+}
+
+// exclusion resolves the exclusion list stored under a named job over
+// one dataset, if it has one, into job.Exclusion: its batches are laid
+// out without the list's samples from its step on.
+func (j *jobs) exclusion(ctx context.Context, job *api.Job, src layout.Source) error {
+	if job.Name == "" || src.DS == nil {
+		return nil
+	}
+	x, _, err := j.excl.Of(ctx, src.DS.Store, src.DS, job.Name)
+	if err != nil || x == nil {
+		return err
+	}
+	if err := layout.CheckExclusion(*job); err != nil {
+		return err
+	}
+	j.orders.AddExclusion(x)
+	job.Exclusion = x.Version
+	return nil
 }
 
 // batch parses a request about a batch and lays the batch out.
 func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
+	// From reading the job's exclusion list to recording what it served:
+	// no list is made meanwhile that would change this batch.
+	defer j.excl.Hold()()
 	q, src, epoch, err := j.epoch(r)
 	if err != nil {
 		return nil, q, err
@@ -103,6 +143,9 @@ func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
 		return nil, q, err
 	}
 	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
+	if err == nil && q.Job.Name != "" && src.DS != nil {
+		j.excl.Served(src.DS.Name, q.Job.Name, epoch, b.End)
+	}
 	return b, q, err
 }
 

@@ -60,6 +60,8 @@ func TestJSONBodiesEndThere(t *testing.T) {
 		{"POST", "/importance/{job}/feedback", "/importance/fed/feedback?dataset=web&epoch=0", `{"ids": [0, 1], "losses": [1.5, 2]}`, http.StatusOK,
 			"/importance/fed/epochs/0?dataset=web", http.StatusNotFound, "not sealed"},
 		{"POST", "/plan", "/plan", `{"dataset": "web", "jobs": [{"epochs": 2}]}`, http.StatusOK, "", 0, ""},
+		{"POST", "/jobs/{job}/exclude", "/jobs/ex/exclude?dataset=web", `{"from_step": 3, "keys": ["web-class0/sample00000"]}`, http.StatusCreated,
+			"/jobs/ex/exclude?dataset=web", http.StatusNotFound, "no exclusion list"},
 	}
 	// Routes whose bodies are not JSON: a peer's IDs, 4 bytes each.
 	notJSON := []string{transport.SamplesPath, transport.NeededPath}

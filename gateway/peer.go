@@ -39,6 +39,9 @@ import (
 // token is never one); a cluster whose clients need tokens must have a
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
+	// excluded reports whether this node has job's exclusion list of
+	// that version over ds, registered for its layout (jobs.peerExclusion).
+	excluded func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
@@ -147,6 +150,12 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Origin != nil {
 		if imp := req.Origin.Stream.Imp; imp.Version != "" {
 			_, err = a.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
+		}
+		if s := req.Origin.Stream; s.Exclude != "" && (a.excluded == nil || !a.excluded(ctx, req.DS, s.Name, s.Exclude)) {
+			// The asker's positions are of an order this node cannot
+			// lay out yet (it has not read the list): the samples are
+			// read, and the stream is not followed.
+			req.Origin = nil
 		}
 	}
 	if err != nil {

@@ -356,6 +356,10 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 // ETag is the ETag of batch m of an epoch of a job over a source, known
 // without laying the batch out.
 func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
+	if job.Exclusion != "" && !o.excludes(src, job, epoch, m) {
+		// Its samples are those of the order without the list.
+		job.Exclusion = ""
+	}
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
@@ -390,6 +394,9 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	s = appendTokens(s, job)
 	s = appendBalance(s, job)
 	s = appendClips(s, job)
+	if job.Exclusion != "" {
+		s = fmt.Appendf(s, "|exclude=%s", job.Exclusion)
+	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
 }

@@ -89,6 +89,7 @@ type Orders struct {
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
 	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
+	exclusions    exclusionSet                          // jobs' exclusion lists, by version
 	snapshots     Snapshots
 }
 
@@ -131,6 +132,14 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		memo = o.sampledEpochs
 	}
 	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	if s.Exclude != "" {
+		e, err := o.excludedEpoch(s, epoch)
+		if err != nil {
+			return nil, err
+		}
+		memo.Add(k, e)
 		return e, nil
 	}
 	if s.Clips != "" {

@@ -30,7 +30,8 @@ func (v oneVersion) Version(name, id string) (*catalog.Dataset, error) {
 }
 
 // TestOriginRoundTrip: a sample request carries the job stream it is for —
-// its order, its name and its weight, an importance job's snapshot — so
+// its order, its name and its weight, an importance job's snapshot, an
+// exclusion list's version (its positions are of the order without it) — so
 // that the owner's schedule follows the same job its asker does: two named
 // jobs of one order apart, each with its weight.
 func TestOriginRoundTrip(t *testing.T) {
@@ -40,6 +41,7 @@ func TestOriginRoundTrip(t *testing.T) {
 		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4, Name: "lr-0.1"}, Epoch: 0, Pos: 0, Weight: 2.5},
 		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
 		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp"}}, Epoch: 0, Pos: 0},
+		{Stream: layout.Stream{DS: ds, Seed: 3, Window: 2, Name: "run", Exclude: "fedcba9876543210"}, Epoch: 1, Pos: 2},
 	} {
 		req := Request{DS: ds, IDs: []int{1, 0}, Origin: &o}
 		hr := httptest.NewRequest("POST", SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))

@@ -182,6 +182,7 @@ var params = map[string]param{
 		return nil
 	},
 	api.ParamImportance: versionParam(func(q *Query) *string { return &q.Job.Importance.Version }),
+	ParamExclusion:      versionParam(func(q *Query) *string { return &q.Job.Exclusion }),
 	api.ParamHot:        intParam(func(q *Query) *int { return &q.Job.Importance.Hot }, 0, nil, ""),
 	api.ParamIndex: func(q *Query, _, v string, _ Limits) error {
 		if !validIndexID(v) {
@@ -374,7 +375,7 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey, ParamExclusion}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal}
 	// A sealing node telling the others how its seal ended.
 	PeerSettleParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal, ParamSealed}
@@ -411,6 +412,10 @@ const (
 	// batch, the job's clip parameters as one key (api.Clip.Key): the
 	// owner's schedule follows the clip job's own order.
 	ParamClipKey = "clips"
+	// ParamExclusion is, in a peer's sample request for a batch of a job
+	// with an exclusion list, the list's version: the asker's positions
+	// are of the order without the list (layout.Stream.Exclude).
+	ParamExclusion = "exclude"
 )
 
 // clipParam is one of a clip job's parameters (api.Clip.Set).

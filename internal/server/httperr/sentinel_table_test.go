@@ -33,6 +33,7 @@ import (
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/internal/codec/ustar"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/plans"
@@ -89,7 +90,9 @@ var served = []sentinelCase{
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrBalance", layout.ErrBalance, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrCannotExclude", layout.ErrCannotExclude, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/layout.ErrClips", layout.ErrClips, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrNoExclusion", layout.ErrNoExclusion, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
@@ -136,6 +139,9 @@ var served = []sentinelCase{
 	{"internal/job/feedback.ErrNoFeedback", feedback.ErrNoFeedback, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrSealed", feedback.ErrSealed, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrStale", feedback.ErrStale, http.StatusConflict, "conflict", false},
+	{"internal/job/exclusions.ErrConflict", exclusions.ErrConflict, http.StatusConflict, "conflict", false},
+	{"internal/job/exclusions.ErrUnknown", exclusions.ErrUnknown, http.StatusNotFound, "not_found", false},
+	{"internal/job/exclusions.ErrUnknownKeys", exclusions.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},

@@ -1,0 +1,34 @@
+package api
+
+// ExclusionEdit is the body of POST /jobs/{job}/exclude: the keys of the
+// samples the job leaves out of its future, from global step FromStep on
+// (counted as the job's batches name them: epoch × batches per epoch +
+// batch, under the batch_size, world and offset the request's query
+// gives).
+type ExclusionEdit struct {
+	FromStep *uint64  `json:"from_step"`
+	Keys     []string `json:"keys"`
+}
+
+// StoredExclusion is a job's exclusion list as the exclude endpoints
+// answer it.
+type StoredExclusion struct {
+	Job     string `json:"job"`
+	Version string `json:"version"`
+	Dataset string `json:"dataset"`
+	IndexID string `json:"index_id"`
+	// FromStep is the step the list was made from, StepSamples the
+	// samples a step held then (batch_size × world), and Epoch and
+	// FromPosition where in the epochs' order it starts to apply: every
+	// later step, at any world size, is cut from the order without the
+	// list's samples.
+	FromStep     uint64 `json:"from_step"`
+	StepSamples  int    `json:"step_samples"`
+	Epoch        uint64 `json:"epoch"`
+	FromPosition int    `json:"from_position"`
+	// Samples is how many distinct samples the list names, EmptyChunks
+	// how many chunks it leaves with no sample (read by no later epoch).
+	Samples     int      `json:"samples"`
+	EmptyChunks int      `json:"empty_chunks"`
+	Keys        []string `json:"keys,omitempty"`
+}

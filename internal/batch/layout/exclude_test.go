@@ -1,0 +1,201 @@
+package layout
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// TestExcludedOrder holds an exclusion's order to a reference: the base
+// order with the excluded samples removed at positions from From on
+// (every position of a later epoch, none of an earlier one), each window
+// naming exactly the chunks its kept samples are in, and batches cut
+// from it at any world size tiling it.
+func TestExcludedOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		chunks, perChunk int
+		window           int
+		from             int
+		exclude          func(id int) bool
+	}{
+		{"scattered", 12, 10, 2, 30, func(id int) bool { return id%7 == 3 }},
+		{"whole chunks", 12, 10, 3, 25, func(id int) bool { return id/10 == 4 || id/10 == 9 }},
+		{"from 0", 9, 8, 2, 0, func(id int) bool { return id%5 == 0 || id/8 == 2 }},
+		{"a window emptied", 8, 5, 1, 5, func(id int) bool { return id/5 == 6 }},
+		{"everything after from", 6, 5, 2, 12, func(int) bool { return true }},
+		{"nothing", 6, 5, 2, 12, func(int) bool { return false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := testDataset(t, "d", tc.chunks, tc.perChunk)
+			var ids []int
+			for id := range tc.chunks * tc.perChunk {
+				if tc.exclude(id) {
+					ids = append(ids, id)
+				}
+			}
+			x, err := NewExclusion("v1", ds, 1, tc.from, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := New(nil)
+			o.AddExclusion(x)
+			s := Stream{DS: ds, Seed: 3, Window: tc.window, Exclude: "v1"}
+			base := s
+			base.Exclude = ""
+			for epoch := range uint64(3) {
+				be, err := o.Epoch(base, epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e, err := o.Epoch(s, epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				from := 0
+				switch {
+				case epoch < x.Epoch:
+					from = be.NumSamples()
+				case epoch == x.Epoch:
+					from = tc.from
+				}
+				whole := o.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				var want []int
+				for pos, id := range whole {
+					if pos < from || !x.Excluded(id) {
+						want = append(want, id)
+					}
+				}
+				got := o.appendRange(nil, s, e, epoch, 0, e.NumSamples())
+				if !slices.Equal(got, want) {
+					t.Fatalf("epoch %d: order %v\nwant %v", epoch, got, want)
+				}
+				for w := range e.NumWindows() {
+					win := e.Window(w)
+					if e.WindowStart(w+1)-e.WindowStart(w) != len(win) {
+						t.Fatalf("epoch %d window %d: starts %d..%d for %d samples", epoch, w, e.WindowStart(w), e.WindowStart(w+1), len(win))
+					}
+					var chunks []int
+					for _, c := range be.WindowChunks(w) {
+						if slices.ContainsFunc(win, func(id int) bool { return ds.Index.ChunkOf(id) == c }) {
+							chunks = append(chunks, c)
+						}
+					}
+					if !slices.Equal(e.WindowChunks(w), chunks) {
+						t.Fatalf("epoch %d window %d names chunks %v; its samples are in %v", epoch, w, e.WindowChunks(w), chunks)
+					}
+					for i := range win {
+						if got := e.WindowOf(e.WindowStart(w) + i); got != w {
+							t.Fatalf("epoch %d: WindowOf(%d) = %d, want %d", epoch, e.WindowStart(w)+i, got, w)
+						}
+					}
+				}
+				for c := range ds.Counts {
+					w := e.ChunkWindow[c]
+					if w >= 0 != slices.ContainsFunc(want, func(id int) bool { return ds.Index.ChunkOf(id) == c }) {
+						t.Fatalf("epoch %d: chunk %d in window %d; read: %t", epoch, c, w, w >= 0)
+					}
+				}
+				// Batches at worlds 1, 3 and 4 tile the order.
+				for _, world := range []int{1, 3, 4} {
+					var cut []int
+					j := api.Job{Exclusion: "v1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
+					n, _, err := o.Extent(Source{DS: ds}, j, epoch)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for m := range n {
+						for r := range world {
+							j.Rank = r
+							b, err := o.Layout(context.Background(), Source{DS: ds}, j, epoch, uint64(m))
+							if err != nil {
+								t.Fatal(err)
+							}
+							cut = append(cut, b.Parts[0].Samples.IDs...)
+						}
+					}
+					if !slices.Equal(cut, want) {
+						t.Fatalf("epoch %d world %d: batches %v\nwant %v", epoch, world, cut, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestExclusionETag: a batch wholly before the list's first position
+// keeps its ETag; one from it on names the list.
+func TestExclusionETag(t *testing.T) {
+	ds := testDataset(t, "d", 6, 10)
+	x, err := NewExclusion("v1", ds, 0, 20, []int{1, 2, 33})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := New(nil)
+	o.AddExclusion(x)
+	plain := job(5, 2, 0) // steps of 10
+	with := plain
+	with.Exclusion = "v1"
+	src := Source{DS: ds}
+	for _, c := range []struct {
+		epoch, m uint64
+		same     bool
+	}{{0, 0, true}, {0, 1, true}, {0, 2, false}, {1, 0, false}} {
+		if same := o.ETag(src, plain, c.epoch, c.m) == o.ETag(src, with, c.epoch, c.m); same != c.same {
+			t.Errorf("epoch %d batch %d: ETag unchanged %t, want %t", c.epoch, c.m, same, c.same)
+		}
+	}
+}
+
+// BenchmarkExclusionOfAMillionKeys applies a list of 1,000,000 samples
+// of a 2,000,000-sample dataset: the list made (NewExclusion) and the
+// next epoch's order without them (its windows, O(chunks)), as a request
+// after POST /jobs/NAME/exclude pays. It writes the seconds an
+// application takes (s/apply); the keys' lookup in the index is
+// internal/job/exclusions' BenchmarkMakeAMillionKeys.
+func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
+	ds := testDatasetB(b, 2000, 1000)
+	r := rand.New(rand.NewPCG(1, 2))
+	ids := r.Perm(ds.Index.NumSamples())[:1_000_000]
+	var last time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		x, err := NewExclusion(fmt.Sprint("v", i), ds, 0, 0, ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := New(nil)
+		o.AddExclusion(x)
+		if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 8, Exclude: x.Version}, 1); err != nil {
+			b.Fatal(err)
+		}
+		last = time.Since(t0)
+	}
+	b.ReportMetric(last.Seconds(), "s/apply")
+}
+
+// testDatasetB is testDataset for a benchmark.
+func testDatasetB(tb testing.TB, chunks, perChunk int) *catalog.Dataset {
+	tb.Helper()
+	cs := make([]chunkindex.Chunk, 0, chunks)
+	ss := make([]chunkindex.Sample, 0, chunks*perChunk)
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("d/%d/%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return catalog.NewDataset("d", "", nil, ix)
+}

@@ -1,0 +1,129 @@
+package exclusions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/s3backend"
+)
+
+func testDataset(tb testing.TB, chunks, perChunk int) *catalog.Dataset {
+	tb.Helper()
+	cs := make([]chunkindex.Chunk, 0, chunks)
+	ss := make([]chunkindex.Sample, 0, chunks*perChunk)
+	for c := range chunks {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
+		for i := range perChunk {
+			ss = append(ss, chunkindex.Sample{Key: key(c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
+		}
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return catalog.NewDataset("d", "", nil, ix)
+}
+
+func key(c, i int) string { return fmt.Sprintf("d/%06d/%04d", c, i) }
+
+// TestMakeAndFind: a list made on one book is found by another over the
+// same store (a restarted node), whole; a second list is refused, the
+// same one again (even after the job read past its step) is the same; a list from a position served is refused
+// naming the step after it; a node that found no list asks again after
+// Refresh.
+func TestMakeAndFind(t *testing.T) {
+	ctx := context.Background()
+	ds := testDataset(t, 4, 10)
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	b := New()
+	b.now = func() time.Time { return now }
+	if x, l, err := b.Of(ctx, st, ds, "run"); x != nil || l != nil || err != nil {
+		t.Fatalf("Of before a list: %v %v %v", x, l, err)
+	}
+	b.Served("d", "run", 0, 20)
+	stepOf := func(epoch uint64, end int) uint64 { return epoch*4 + uint64(end/10) }
+	_, _, err = b.Make(ctx, st, ds, List{Job: "run", Dataset: "d", Epoch: 0, FromPosition: 10, FromStep: 1, StepSamples: 10, Keys: []string{key(1, 1)}}, stepOf)
+	var se *ServedError
+	if !errors.As(err, &se) || se.Next != 2 || !errors.Is(err, ErrConflict) {
+		t.Fatalf("a list from a position served: %v; want a ServedError naming step 2", err)
+	}
+	if _, _, err := b.Make(ctx, st, ds, List{Job: "run", Dataset: "d", FromPosition: 20, Keys: []string{key(1, 1), "nope"}}, stepOf); !errors.Is(err, ErrUnknownKeys) {
+		t.Fatalf("unknown keys: %v", err)
+	}
+	l := List{Job: "run", Dataset: "d", Epoch: 0, FromPosition: 20, FromStep: 2, StepSamples: 10, Keys: []string{key(1, 1), key(2, 0), key(2, 0)}}
+	made, x, err := b.Make(ctx, st, ds, l, stepOf)
+	if err != nil || x.Len() != 2 || !x.Excluded(11) || !x.Excluded(20) || x.Excluded(12) {
+		t.Fatalf("Make: %v, %+v", err, x)
+	}
+	// A retry, its answer lost, after the job read past the list's step:
+	// the list it made.
+	b.Served("d", "run", 0, 35)
+	if again, _, err := b.Make(ctx, st, ds, l, stepOf); err != nil || again.Version != made.Version {
+		t.Fatalf("the same list again: %v, %v", again, err)
+	}
+	other := l
+	other.Keys = []string{key(3, 3)}
+	if _, _, err := b.Make(ctx, st, ds, other, stepOf); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second list: %v", err)
+	}
+	fresh := New()
+	fx, fl, err := fresh.Of(ctx, st, ds, "run")
+	if err != nil || fl.Version != made.Version || fx.Version != x.Version || fx.Len() != 2 {
+		t.Fatalf("a restarted node's list: %v %+v", err, fl)
+	}
+	// A node that found none finds it after Refresh.
+	st2, _ := s3backend.NewLocal(t.TempDir())
+	late := New()
+	late.now = func() time.Time { return now }
+	if x, _, _ := late.Of(ctx, st2, ds, "run"); x != nil {
+		t.Fatal("a list in an empty store")
+	}
+	if _, _, err := New().Make(ctx, st2, ds, l, stepOf); err != nil {
+		t.Fatal(err)
+	}
+	if x, _, _ := late.Of(ctx, st2, ds, "run"); x != nil {
+		t.Fatal("a list found before Refresh: the store is asked once a Refresh")
+	}
+	now = now.Add(Refresh)
+	if x, _, _ := late.Of(ctx, st2, ds, "run"); x == nil {
+		t.Fatal("a list not found after Refresh")
+	}
+}
+
+// BenchmarkMakeAMillionKeys makes a list of 1,000,000 keys of a
+// 2,000,000-sample dataset, as POST /jobs/NAME/exclude does: each key
+// looked up in the index, the list stored (a local store), the
+// exclusion made. It writes the seconds a list takes (s/list).
+func BenchmarkMakeAMillionKeys(b *testing.B) {
+	ctx := context.Background()
+	ds := testDataset(b, 2000, 1000)
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := make([]string, 0, 1_000_000)
+	for _, id := range r.Perm(2_000_000)[:1_000_000] {
+		keys = append(keys, key(id/1000, id%1000))
+	}
+	var last time.Duration
+	for i := 0; b.Loop(); i++ {
+		st, err := s3backend.NewLocal(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		_, x, err := New().Make(ctx, st, ds, List{Job: fmt.Sprint("run", i), Dataset: "d", Keys: keys}, nil)
+		if err != nil || x.Len() != len(keys) {
+			b.Fatal(err)
+		}
+		last = time.Since(t0)
+	}
+	b.ReportMetric(last.Seconds(), "s/list")
+}
