@@ -92,6 +92,15 @@ type globalBalance struct {
 // batch's positions.
 const maxMemoBalances = 64
 
+// balancer assigns a balanced job's global batches to its ranks
+// (balance=): the samples or sequences of a global batch, weighed by the
+// job's cost, each rank's share of them, memoised by the global batch.
+// It lays batches out through the Orders it belongs to.
+type balancer struct {
+	o    *Orders
+	memo *lru.Cache[string, *globalBalance] // balanced global batches' assignments
+}
+
 func newBalanceMemo() *lru.Cache[string, *globalBalance] {
 	c, _ := lru.New[string, *globalBalance](maxMemoBalances)
 	return c
@@ -100,9 +109,9 @@ func newBalanceMemo() *lru.Cache[string, *globalBalance] {
 // balanceOf is the assignment of global batch m of an epoch of job,
 // memoised under the batch's rank 0's ETag: costs weighs its samples in
 // batch order, the ranks take shares of them.
-func (o *Orders) balanceOf(src Source, job api.Job, epoch uint64, m int, shares []int, costs func() ([]uint64, error)) (*globalBalance, error) {
-	global := o.globalKey(src, job, epoch, uint64(m))
-	if gb, ok := o.balances.Get(global); ok {
+func (bal *balancer) balanceOf(src Source, job api.Job, epoch uint64, m int, shares []int, costs func() ([]uint64, error)) (*globalBalance, error) {
+	global := bal.globalKey(src, job, epoch, uint64(m))
+	if gb, ok := bal.memo.Get(global); ok {
 		return gb, nil
 	}
 	c, err := costs()
@@ -118,27 +127,27 @@ func (o *Orders) balanceOf(src Source, job api.Job, epoch uint64, m int, shares 
 		return nil, err
 	}
 	gb := &globalBalance{ranks: a.Ranks, info: &Balanced{Kind: job.Balance, Global: global, Epoch: epoch, Batch: uint64(m), Costs: a.Costs, Plain: p.Costs}}
-	o.balances.Add(global, gb)
+	bal.memo.Add(global, gb)
 	return gb, nil
 }
 
 // globalKey names a job's global batch m: its rank 0's ETag, which every
 // parameter that decides the batch's samples enters (the cost among
 // them).
-func (o *Orders) globalKey(src Source, job api.Job, epoch, m uint64) string {
+func (bal *balancer) globalKey(src Source, job api.Job, epoch, m uint64) string {
 	job.Rank = 0
-	return o.ETag(src, job, epoch, m)
+	return bal.o.ETag(src, job, epoch, m)
 }
 
 // balancedIDs is, for a balanced job of samples over one dataset, the
 // samples its rank takes of global batch m of an epoch of n positions.
-func (o *Orders) balancedIDs(ctx context.Context, src Source, s Stream, e *EpochOrder, epoch uint64, job api.Job, n, m int) ([]int, *Balanced, error) {
+func (bal *balancer) balancedIDs(ctx context.Context, src Source, s Stream, e *EpochOrder, epoch uint64, job api.Job, n, m int) ([]int, *Balanced, error) {
 	shares, start, end, err := globalBatch(job, n, m)
 	if err != nil {
 		return nil, nil, err
 	}
-	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
-	gb, err := o.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
+	ids := bal.o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
+	gb, err := bal.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
 		info, err := src.DS.Index.Samples(ctx, ids)
 		if err != nil {
 			return nil, fmt.Errorf("reading the index entries of global batch %d of dataset %s: %w", m, src.DS.Name, err)
@@ -181,13 +190,13 @@ func sequenceCost(kind string, q seqpack.Sequence) uint64 {
 // balancedSequences is, for a balanced token job over one dataset, the
 // sequences its rank takes of global batch m of packed epoch p (n
 // sequences), and the global batch's positions [start, end).
-func (o *Orders) balancedSequences(src Source, p *Packed, epoch uint64, job api.Job, n, m int) ([]seqpack.Sequence, *Balanced, int, int, error) {
+func (bal *balancer) balancedSequences(src Source, p *Packed, epoch uint64, job api.Job, n, m int) ([]seqpack.Sequence, *Balanced, int, int, error) {
 	shares, start, end, err := globalBatch(job, n, m)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
-	seqs := o.sequences(make([]seqpack.Sequence, 0, end-start), p, start, end)
-	gb, err := o.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
+	seqs := bal.o.sequences(make([]seqpack.Sequence, 0, end-start), p, start, end)
+	gb, err := bal.balanceOf(src, job, epoch, m, shares, func() ([]uint64, error) {
 		costs := make([]uint64, len(seqs))
 		for i, q := range seqs {
 			costs[i] = sequenceCost(job.Balance, q)
@@ -208,7 +217,7 @@ func (o *Orders) balancedSequences(src Source, p *Packed, epoch uint64, job api.
 // rank takes of global batch b of the mixture's epoch (n positions):
 // weighed by their samples' stored bytes, or for a token mixture by
 // their sequences' cost.
-func (o *Orders) balancedDraws(ctx context.Context, src Source, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, *Balanced, error) {
+func (bal *balancer) balancedDraws(ctx context.Context, src Source, job api.Job, epoch uint64, n, b int) ([]shuffle.Draw, *Balanced, error) {
 	m := src.Mix
 	shares, start, end, err := globalBatch(job, n, b)
 	if err != nil {
@@ -218,11 +227,11 @@ func (o *Orders) balancedDraws(ctx context.Context, src Source, job api.Job, epo
 	if err != nil {
 		return nil, nil, err
 	}
-	gb, err := o.balanceOf(src, job, epoch, b, shares, func() ([]uint64, error) {
+	gb, err := bal.balanceOf(src, job, epoch, b, shares, func() ([]uint64, error) {
 		if job.Tokens() {
-			return o.drawSequenceCosts(m, job, draws)
+			return bal.drawSequenceCosts(m, job, draws)
 		}
-		return o.drawByteCosts(ctx, m, job, draws)
+		return bal.drawByteCosts(ctx, m, job, draws)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -232,7 +241,7 @@ func (o *Orders) balancedDraws(ctx context.Context, src Source, job api.Job, epo
 		mine[k] = draws[at]
 	}
 	if !job.Tokens() {
-		if err := o.separateDraws(m, job, mine); err != nil {
+		if err := bal.separateDraws(m, job, mine); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -240,27 +249,27 @@ func (o *Orders) balancedDraws(ctx context.Context, src Source, job api.Job, epo
 }
 
 // drawIDs is the sample ID each draw of a mixture reads.
-func (o *Orders) drawIDs(m *Mixed, job api.Job, draws []shuffle.Draw) ([]int, error) {
+func (bal *balancer) drawIDs(m *Mixed, job api.Job, draws []shuffle.Draw) ([]int, error) {
 	ids := make([]int, len(draws))
 	for i, d := range draws {
 		if d.Pass > maxPass {
 			return nil, fmt.Errorf("%w: the mixture reads pass %d of %s, past the last epoch number (%d)", ErrOutOfRange, d.Pass, m.DS[d.Component].Name, maxPass)
 		}
 		s := m.Stream(d.Component, job)
-		h, err := o.mixEpoch(m, d.Component, s, d.Pass)
+		h, err := bal.o.mixEpoch(m, d.Component, s, d.Pass)
 		if err != nil {
 			return nil, err
 		}
 		var one []int
-		one, _ = o.appendHeldRange(one, m, d.Component, h, d.Index, d.Index+1)
+		one, _ = bal.o.appendHeldRange(one, m, d.Component, h, d.Index, d.Index+1)
 		ids[i] = one[0]
 	}
 	return ids, nil
 }
 
 // drawByteCosts weighs a mixture's draws by their samples' stored bytes.
-func (o *Orders) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
-	ids, err := o.drawIDs(m, job, draws)
+func (bal *balancer) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
+	ids, err := bal.drawIDs(m, job, draws)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +295,7 @@ func (o *Orders) drawByteCosts(ctx context.Context, m *Mixed, job api.Job, draws
 }
 
 // drawSequenceCosts weighs a token mixture's draws by their sequences.
-func (o *Orders) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
+func (bal *balancer) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) ([]uint64, error) {
 	costs := make([]uint64, len(draws))
 	packs := map[[2]uint64]*Packed{}
 	for i, d := range draws {
@@ -300,7 +309,7 @@ func (o *Orders) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) 
 			if err != nil {
 				return nil, err
 			}
-			if p, err = o.Packed(m.Stream(d.Component, job), d.Pass, spec.Pack); err != nil {
+			if p, err = bal.o.Packed(m.Stream(d.Component, job), d.Pass, spec.Pack); err != nil {
 				return nil, err
 			}
 			packs[k] = p
@@ -308,7 +317,7 @@ func (o *Orders) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) 
 		if d.Index >= p.NumSequences() {
 			return nil, fmt.Errorf("%w: sequence %d of pass %d of %s, which has %d", ErrOutOfRange, d.Index, d.Pass, m.DS[d.Component].Name, p.NumSequences())
 		}
-		costs[i] = sequenceCost(job.Balance, o.sequences(nil, p, d.Index, d.Index+1)[0])
+		costs[i] = sequenceCost(job.Balance, bal.o.sequences(nil, p, d.Index, d.Index+1)[0])
 	}
 	return costs, nil
 }
@@ -316,8 +325,8 @@ func (o *Orders) drawSequenceCosts(m *Mixed, job api.Job, draws []shuffle.Draw) 
 // separateDraws parts two draws of one sample that a rank's share of a
 // mixture's global batch put next to each other (a small component's
 // passes meeting): a tar reader would group them as one sample.
-func (o *Orders) separateDraws(m *Mixed, job api.Job, draws []shuffle.Draw) error {
-	ids, err := o.drawIDs(m, job, draws)
+func (bal *balancer) separateDraws(m *Mixed, job api.Job, draws []shuffle.Draw) error {
+	ids, err := bal.drawIDs(m, job, draws)
 	if err != nil {
 		return err
 	}

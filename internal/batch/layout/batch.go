@@ -331,7 +331,7 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	}
 	var ids []int
 	if job.Balance != "" {
-		if ids, b.Balanced, err = o.balancedIDs(ctx, src, s, e, epoch, job, n, int(m)); err != nil {
+		if ids, b.Balanced, err = o.bal.balancedIDs(ctx, src, s, e, epoch, job, n, int(m)); err != nil {
 			return nil, err
 		}
 	} else if src.Assigns(job) {

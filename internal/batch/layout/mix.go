@@ -317,7 +317,7 @@ func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	var draws []shuffle.Draw
 	var err error
 	if job.Balance != "" {
-		draws, b.Balanced, err = o.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
+		draws, b.Balanced, err = o.bal.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
 	} else if b.Assigns(job) {
 		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch), b.Members)
 	} else {

@@ -87,7 +87,7 @@ type Orders struct {
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
-	balances      *lru.Cache[string, *globalBalance]    // balanced global batches' assignments
+	bal           balancer                              // balance=: global batches' assignments to ranks
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
 	exclusions    exclusionSet                          // jobs' exclusion lists, by version
 	snapshots     Snapshots
@@ -121,7 +121,9 @@ func New(snaps Snapshots) *Orders {
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	return &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), balances: newBalanceMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
+	o := &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
+	o.bal = balancer{o: o, memo: newBalanceMemo()}
+	return o
 }
 
 // Epoch returns the order of one epoch of a stream.

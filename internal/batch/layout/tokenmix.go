@@ -176,7 +176,7 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	var draws []shuffle.Draw
 	var err error
 	if job.Balance != "" {
-		draws, b.Balanced, err = o.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
+		draws, b.Balanced, err = o.bal.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
 	} else {
 		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
 	}

@@ -277,7 +277,7 @@ func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *
 	start, end := b.Start, b.End // what the stream is followed at
 	if b.Job.Balance != "" {
 		var err error
-		if seqs, b.Balanced, start, end, err = o.balancedSequences(b.Source, p, b.Epoch, b.Job, b.EpochSamples, int(b.Batch)); err != nil {
+		if seqs, b.Balanced, start, end, err = o.bal.balancedSequences(b.Source, p, b.Epoch, b.Job, b.EpochSamples, int(b.Batch)); err != nil {
 			return err
 		}
 	} else {
