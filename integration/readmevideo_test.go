@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/internal/testsupport/videotest"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -38,7 +39,7 @@ func TestReadmeVideo(t *testing.T) {
 	if len(shBlocks) != 1 || len(pyBlocks) != 1 {
 		t.Fatalf("the README's %q has %d sh and %d Python blocks, want one each", section, len(shBlocks), len(pyBlocks))
 	}
-	py := pythonWith(t, "scripts/test-python.sh", "torch", "numpy")
+	py := pythontest.Need(t, "scripts/test-python.sh", "torch", "numpy")
 	ctx := context.Background()
 	srv := miniotest.ForTest(t)
 	for _, b := range []string{"videos", "mirror", "brand"} {
