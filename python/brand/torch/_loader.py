@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from torch.utils.data import DataLoader
 
-from ._shm import Board, WorkerInit
+from ._shm import BLOCKS_PER_WORKER, Board, WorkerInit
 from ._tensors import collate_tensors
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class BrandLoader(DataLoader):
         try:
             # Workers stack steps into shared blocks that this process
             # frees for reuse as it lets go of them (see _shm.py).
-            board = Board(self.num_workers) if self.num_workers > 0 else None
+            board = Board(self.num_workers, self.blocks_per_worker()) if self.num_workers > 0 else None
             for item in self._start(board):
                 ds.step_received()
                 if board is not None:
@@ -75,6 +75,20 @@ class BrandLoader(DataLoader):
             return super().__iter__()
         finally:
             self.worker_init_fn = given
+
+    def blocks_per_worker(self) -> int:
+        """The shared blocks each worker keeps: enough for every step it
+        can have made and not yet seen freed — ``prefetch_factor`` made
+        ahead, the step the trainer holds and the one before it (freed
+        when the next arrives) — and, for a clip job, whose batches are
+        read into blocks, its client's ``ahead`` batches and the one it is
+        making. A worker that finds none free copies the step as PyTorch
+        does."""
+        per = BLOCKS_PER_WORKER
+        if self.dataset.options.job.clips:  # type: ignore[attr-defined]
+            ahead = self.dataset.options.ahead  # type: ignore[attr-defined]
+            per = max(per, (self.prefetch_factor or 2) + ahead + 4)
+        return per
 
     def read_ahead_steps(self) -> int:
         """How far past the step the trainer is on the job's loaders may have

@@ -43,8 +43,12 @@ class Board:
     Made in the loader's process before the workers start, which then share
     it (inherited, or passed as shared memory when workers are spawned)."""
 
-    def __init__(self, workers: int) -> None:
-        self.flags = torch.zeros(max(1, workers) * BLOCKS_PER_WORKER, dtype=torch.uint8).share_memory_()
+    def __init__(self, workers: int, per_worker: int = BLOCKS_PER_WORKER) -> None:
+        # per_worker covers the blocks a worker's steps can hold at once:
+        # a clip job's batches are read into blocks too, so its client's
+        # batches ahead hold some (BrandLoader sizes it).
+        self.per_worker = max(1, per_worker)
+        self.flags = torch.zeros(max(1, workers) * self.per_worker, dtype=torch.uint8).share_memory_()
         self.held: List["tuple[Any, int]"] = []  # (weak reference, slot) in the loader's process
 
     def received(self, item: Any) -> None:
@@ -72,17 +76,17 @@ class Board:
 
     def __getstate__(self) -> Dict[str, Any]:
         # Spawned workers get the flags; what this process holds is its own.
-        return {"flags": self.flags, "held": []}
+        return {"flags": self.flags, "per_worker": self.per_worker, "held": []}
 
 
 class Blocks:
-    """A DataLoader worker's blocks: slots ``worker * BLOCKS_PER_WORKER``
+    """A DataLoader worker's blocks: slots ``worker * board.per_worker``
     on of the board."""
 
     def __init__(self, board: Board, worker: int) -> None:
         self.board = board
-        self.first = worker * BLOCKS_PER_WORKER
-        self.blocks: List[Optional[torch.Tensor]] = [None] * BLOCKS_PER_WORKER  # each whole block, uint8
+        self.first = worker * board.per_worker
+        self.blocks: List[Optional[torch.Tensor]] = [None] * board.per_worker  # each whole block, uint8
         # The client's fetching threads take blocks for batch bodies while
         # the worker's own thread takes them for collated stacks.
         self.lock = threading.Lock()
