@@ -31,6 +31,13 @@ type clusterNode struct {
 // handlers[k] when that is not nil (a misbehaving peer).
 func startCluster(t testing.TB, f *fixture, n int, handlers []http.Handler, mutate func(*gateway.Config)) []*clusterNode {
 	t.Helper()
+	return startClusterWrapped(t, f, n, handlers, nil, mutate)
+}
+
+// startClusterWrapped is startCluster whose node k's server serves
+// wrap(k, its gateway) if wrap is not nil (a fault between the nodes).
+func startClusterWrapped(t testing.TB, f *fixture, n int, handlers []http.Handler, wrap func(k int, h http.Handler) http.Handler, mutate func(*gateway.Config)) []*clusterNode {
+	t.Helper()
 	lns, urls := loopbacks(t, n)
 	nodes := make([]*clusterNode, n)
 	for k := range n {
@@ -48,6 +55,9 @@ func startCluster(t testing.TB, f *fixture, n int, handlers []http.Handler, muta
 				}
 			})
 			h = node.g
+		}
+		if wrap != nil {
+			h = wrap(k, h)
 		}
 		node.srv = &httptest.Server{Listener: lns[k], Config: &http.Server{Handler: h}}
 		node.srv.Start()

@@ -387,6 +387,9 @@ type Gateway struct {
 	// gateway).
 	store    *storepath.Watch
 	returned *storepath.Returned
+	// back gives back, and takes back, what a healed fault moved
+	// (handback.go).
+	back *giveBack
 	// handover loads the chunks this node gains in a membership change
 	// (nil on a single gateway); leaving is set once Leave is called.
 	handover *handover.Handover
@@ -451,15 +454,18 @@ func New(cfg Config) (*Gateway, error) {
 	)
 	c := cfg.Cluster
 	if c.Members != nil {
+		// A peer taken back up after it was down is first told which of
+		// its chunks this node read in its stead (giveBack.give).
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
-			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger})
+			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger,
+			Returning: func(ctx context.Context, url string) { g.back.give(ctx, url) }})
 		// Whether this node reaches the store: cut off from it, it ends
 		// its store reads, says so to its peers and routes its chunks
 		// through them, and once it reaches the store again it asks them
 		// for the chunks they read for it (internal/cluster/storepath).
 		g.returned = storepath.NewReturned(peers, cfg.Logger)
 		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
-			Returned: func(ctx context.Context) { g.takeBack(ctx, routing, peers) },
+			Returned: func(ctx context.Context) { g.back.takeBack(ctx) },
 			Group:    g.life.Group("storepath: probes"), Registry: reg, Log: cfg.Logger})
 		routing = route.New(route.Config{Self: c.Advertise, SelfSlot: peers.Self(), Peers: peers, Timeout: c.PeerTimeout, Fresh: max(2*c.ProbeInterval, 2*time.Second),
 			NextBudget: g.mem.Copies().Within(max(cfg.CacheSize/16, 64<<20)), Group: g.life.Group("route: next batches' samples"), Slack: c.TransformSlack,
@@ -519,6 +525,10 @@ func New(cfg Config) (*Gateway, error) {
 	g.cache = chunkcache.New(chunkcache.Config{Capacity: cfg.CacheSize, Loader: chunkcache.ByKind{Chunks: loader, Objects: g.objects}, Policy: policy,
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Group("chunkcache: loads, spills")})
 	g.mem.Watch(g.cache)
+	if peers != nil {
+		g.back = &giveBack{datasets: g.catalog.All, cache: g.cache, routing: routing, peers: peers, returned: g.returned, distance: g.sched.Distance,
+			copies: g.life.Group("peer: chunks given back"), timeout: c.PeerTimeout, log: cfg.Logger}
+	}
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
 	slots := stopper.NewLimit(maxAhead) // the preloads' and the premade batches'
 	g.preload = preload.New(preload.Config{Group: g.life.Group("preload: loads"), Limit: slots, Cache: g.cache, Timeout: cfg.FetchTimeout})
@@ -558,7 +568,8 @@ func New(cfg Config) (*Gateway, error) {
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
 		g.peers = &peerAPI{creds: peercred.NewVerifier(peercred.NewCredentials(c.Secret), c.Advertise, c.CredentialSkew, tracker), nodes: peers, members: tracker, store: g.store, catalog: g.catalog, batches: g.batches, out: g.out,
-			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, kept: kept, log: cfg.Logger}
+			feedback: g.feedback, limits: cfg.Limits, transforms: g.stage, chunks: g.cache, soon: g.sched, kept: kept, log: cfg.Logger,
+			take: g.back.take}
 	}
 	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults
@@ -829,33 +840,6 @@ func (g *Gateway) probeStore(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// takeBack names, once this node reaches the store again, which of the
-// chunks it reads itself and does not hold its peers' caches hold: they
-// read them for it meanwhile, and give them back before the store
-// (storepath.Returned).
-func (g *Gateway) takeBack(ctx context.Context, routing *route.Router, peers *transport.Nodes) {
-	all, err := g.catalog.All()
-	if err != nil {
-		return
-	}
-	var urls []string
-	for _, k := range peers.Peers() {
-		urls = append(urls, peers.URL(k))
-	}
-	for _, ds := range all {
-		if !ds.Remote() {
-			continue
-		}
-		var mine []int
-		for c := range ds.Index.NumChunks() {
-			if routing.Local(ds, c) && !g.cache.Contains(ds.ChunkKey(c)) {
-				mine = append(mine, c)
-			}
-		}
-		g.returned.Learn(ctx, ds, mine, urls)
-	}
 }
 
 // ShutdownOrder names the gateway's parts that run goroutines, in the

@@ -241,7 +241,8 @@ func TestShutdownOrder(t *testing.T) {
 		"tensors: workers",                           // its buffers are the reader's
 		"schedule: prefetch",                         // reads into the cache, tallied by the statistics
 		"livestats: optima",
-		"preload: loads", // read into the cache
+		"preload: loads",          // read into the cache
+		"peer: chunks given back", // copied into the cache
 		"chunkcache: loads, spills",
 		"disktier: writes", // the cache's spills write it
 		"route: next batches' samples",

@@ -75,6 +75,10 @@ type peerAPI struct {
 		Keep(url string, ds *catalog.Dataset, chunks []int)
 		Taken(url string, ds *catalog.Dataset, c int)
 	}
+	// take takes, of chunks of ds that the node at url says its cache
+	// holds (given=true), those this node owns and lacks, and returns
+	// them (giveBack.take).
+	take func(url string, ds *catalog.Dataset, chunks []int) []int
 	// steps answers the latest step of a job this node has served
 	// (jobs.latestStep), asked by a node taking an edit of its schedule.
 	steps func(ctx context.Context, job string, from uint64) (uint64, bool, error)
@@ -268,6 +272,10 @@ func (a *peerAPI) handleNeeded(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case q.Keep:
 		a.kept.Keep(r.Header.Get(peercred.HeaderPeer), q.DS, q.Chunks)
+	case q.Given:
+		if url := r.Header.Get(peercred.HeaderPeer); url != "" {
+			answer = a.take(url, q.DS, q.Chunks)
+		}
 	case q.Held:
 		for _, c := range q.Chunks {
 			if a.chunks.Contains(q.DS.ChunkKey(c)) {

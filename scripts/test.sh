@@ -15,6 +15,17 @@
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
+# timed NAME CMD...: runs CMD and says how long it took, so that a run's
+# log shows where the suite's 20 minutes go.
+timed() {
+	local name=$1 start=$SECONDS rc=0
+	shift
+	"$@" || rc=$?
+	echo "test.sh: $name: $((SECONDS - start)) s$( ((rc == 0)) || echo ", exit $rc")" >&2
+	return "$rc"
+}
+suite_start=$SECONDS
+
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
 scripts/ensure-s3-clients.sh
@@ -45,6 +56,7 @@ scripts/ensure-netns.sh
 # curl, tar and jq, which the READMEs' examples run
 # (integration/readmeexamples_test.go).
 scripts/ensure-readme-tools.sh
+echo "test.sh: the tools installed or found: $((SECONDS - suite_start)) s" >&2
 
 unformatted=$(gofmt -l .)
 if [[ -n $unformatted ]]; then
@@ -53,7 +65,7 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 
-go vet ./...
+timed "go vet" go vet ./...
 # brand-chart, which draws the benchmark harness's charts, is a module of
 # its own (so that the product's go.mod carries no plotting library): its
 # vet and tests, which draw the harness's golden charts.
@@ -97,14 +109,14 @@ done < <(go list ./...)
 # runs the packages without it (about 17 minutes: integration's 35 tests
 # of brand serve processes one after another, 11 of them).
 lane_one() {
-	go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
+	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
 
 	# The tests that measure memory, which the race detector's own
 	# allocations would blur and the run above skips under it: what a gateway
 	# keeps per job, mixture and schedule clients name, held flat over 40,000
 	# batches; what feedback bodies take while they are decoded.
-	go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
-	go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
+	timed "lane one: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+	timed "lane one: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 
 	# Fuzzed for a bounded time beyond their seed corpus (which the run above
 	# already checks): the mixture and plan parameters, the S3 face's
@@ -118,6 +130,7 @@ lane_one() {
 	# pages of every codec, MDS shards of every codec, Megatron indexes
 	# (minimizing an interesting input briefly, so that the bombs' large
 	# seeds leave time to fuzz).
+	local fuzz_start=$SECONDS
 	go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 10s -parallel 1 ./planner
 	go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 10s -parallel 1 ./internal/s3face
 	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s -parallel 1 ./transform
@@ -129,6 +142,7 @@ lane_one() {
 	go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/parquet
 	go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/mds
 	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/megatron
+	echo "test.sh: lane one: fuzzing: $((SECONDS - fuzz_start)) s" >&2
 
 	# Package transform again with its optional libjpeg-turbo decoder
 	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
@@ -136,6 +150,7 @@ lane_one() {
 	# name libjpeg-turbo in `brand version`. Where the library cannot be
 	# installed the build without it is all there is: a warning locally, a
 	# failure with CI=true.
+	local step_start=$SECONDS
 	if scripts/install-turbojpeg.sh; then
 		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
 		# the build), which the run above has already done.
@@ -147,6 +162,7 @@ lane_one() {
 		image=$(mktemp -d)
 		scripts/build-image-binary.sh "$image/out" test
 		rm -rf -- "$image"
+		echo "test.sh: lane one: libjpeg-turbo: $((SECONDS - step_start)) s" >&2
 	elif [[ ${CI:-} == true ]]; then
 		echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
 		exit 1
@@ -158,6 +174,7 @@ lane_one() {
 	# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
 	# be installed the build without them (which refuses video) is all there
 	# is: a warning locally, a failure with CI=true.
+	step_start=$SECONDS
 	if scripts/install-libav.sh; then
 		scripts/ensure-ffmpeg.sh
 		scripts/ensure-pyav.sh
@@ -171,6 +188,7 @@ lane_one() {
 		# and PyTorch loop).
 		go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
 		go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
+		echo "test.sh: lane one: libavcodec: $((SECONDS - step_start)) s" >&2
 	elif [[ ${CI:-} == true ]]; then
 		echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
 		exit 1
@@ -178,11 +196,11 @@ lane_one() {
 
 	# The Python package against a real gateway (installs Debian's torch
 	# when missing; see the script).
-	scripts/test-python.sh
+	timed "lane one: Python" scripts/test-python.sh
 }
 
 lane_two() {
-	go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
+	timed "lane two: the packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
 }
 
 lane_one "$@" &
@@ -192,6 +210,7 @@ two_pid=$!
 one_rc=0 two_rc=0
 wait "$one_pid" || one_rc=$?
 wait "$two_pid" || two_rc=$?
+echo "test.sh: the whole suite: $((SECONDS - suite_start)) s" >&2
 if ((one_rc != 0 || two_rc != 0)); then
 	echo "test.sh: failed (lane one — the race detector's packages, memory, fuzzing, the optional decoders, Python: exit $one_rc; lane two — the packages without the race detector, integration among them: exit $two_rc)" >&2
 	exit 1

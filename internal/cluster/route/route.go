@@ -243,6 +243,13 @@ func (r *Router) Owns(ds *catalog.Dataset, c int) bool {
 	return v.slots[ds.Owners(v.agreed)[c]] == r.self
 }
 
+// Owner returns the slot of the node that owns chunk c of ds under the
+// membership the cluster agrees on, whatever its liveness.
+func (r *Router) Owner(ds *catalog.Dataset, c int) int {
+	v := r.view.Load()
+	return v.slots[ds.Owners(v.agreed)[c]]
+}
+
 // Local reports whether this node is chunk c of ds's source now: whether
 // it reads the chunk into its own cache.
 func (r *Router) Local(ds *catalog.Dataset, c int) bool {

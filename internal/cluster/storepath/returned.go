@@ -2,6 +2,7 @@ package storepath
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,11 +36,13 @@ type Returned struct {
 	from map[chunkcache.Key]holder
 }
 
-// holder is the peer whose cache held a chunk when this node asked.
+// holder is the peer whose cache held a chunk when this node asked, or
+// that told this node it holds it (given).
 type holder struct {
-	url string
-	ds  *catalog.Dataset
-	c   int
+	url   string
+	ds    *catalog.Dataset
+	c     int
+	given bool
 }
 
 // NewReturned returns an empty Returned asking peers.
@@ -52,11 +55,12 @@ const heldBound = 10 * time.Second
 
 // Learn asks each of peers which of chunks of ds (this node's own that
 // its cache does not hold) its cache holds, and names the first that
-// holds each for Read. What an earlier Learn named for ds is forgotten.
+// holds each for Read. What an earlier Learn or Given named for ds of
+// the peers asked now is forgotten.
 func (r *Returned) Learn(ctx context.Context, ds *catalog.Dataset, chunks []int, peers []string) {
 	r.mu.Lock()
 	for k, h := range r.from {
-		if h.ds.Name == ds.Name {
+		if h.ds.Name == ds.Name && slices.Contains(peers, h.url) {
 			delete(r.from, k)
 		}
 	}
@@ -91,15 +95,36 @@ func (r *Returned) Learn(ctx context.Context, ds *catalog.Dataset, chunks []int,
 	}
 }
 
-// Read implements catalog.Handover: a chunk a peer held when Learn asked
-// is asked of it (once) and verified; false (read the store) otherwise,
-// or if the peer no longer holds it.
+// Given names the peer at url, which told this node its cache holds
+// chunks of ds of this node's own (transport.Client.Give: it read them
+// from the store while it held this node down, and has just taken it
+// back up), for Read, replacing what was named of those chunks before.
+// The peer has just reached this node, so Read asks it even while this
+// node does not see it up yet: a node cut off from its peers and the
+// store holds them down too, and sees them back no sooner than they see
+// it.
+func (r *Returned) Given(url string, ds *catalog.Dataset, chunks []int) {
+	if len(chunks) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, c := range chunks {
+		r.from[ds.ChunkKey(c)] = holder{url: url, ds: ds, c: c, given: true}
+	}
+	r.mu.Unlock()
+	r.log.Info().Str("dataset", ds.Name).Str("peer", url).Int("chunks", len(chunks)).
+		Msg("a peer that read chunks of this node's own while it could not reach this node holds them: they are asked of it before the store")
+}
+
+// Read implements catalog.Handover: a chunk a peer held when Learn asked,
+// or said it holds (Given), is asked of it (once) and verified; false
+// (read the store) otherwise, or if the peer no longer holds it.
 func (r *Returned) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
 	r.mu.Lock()
 	h, ok := r.from[k]
 	delete(r.from, k)
 	r.mu.Unlock()
-	if !ok || !r.peers.IsUp(h.url) {
+	if !ok || (!h.given && !r.peers.IsUp(h.url)) {
 		return false
 	}
 	if err := r.peers.FetchChunk(ctx, h.url, h.ds, h.c, buf); err != nil {

@@ -88,3 +88,46 @@ func TestReturned(t *testing.T) {
 		t.Error("a chunk given by a peer that is down")
 	}
 }
+
+// TestReturnedGiven: a chunk a peer said it holds as it took this node
+// back up (Given) is asked of that peer before the store even while this
+// node holds the peer down (a node cut off from its peers sees them back
+// no sooner than they see it), once; a later Learn forgets only what the
+// peers it asks named, not what another gave.
+func TestReturnedGiven(t *testing.T) {
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range 4 {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
+		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	peers := &fakePeers{holds: map[string][]int{"a": {0, 1, 2}, "b": {3}}, down: map[string]bool{"a": true}, fetched: map[string]int{}}
+	r := NewReturned(peers, zerolog.Nop())
+	r.Given("a", ds, []int{0, 1, 2})
+	r.Learn(context.Background(), ds, []int{3}, []string{"b"})
+	ok := func([]byte) error { return nil }
+	buf := make([]byte, 1)
+	for _, tc := range []struct {
+		c    int
+		want bool
+	}{
+		{0, true},  // given by a, which this node holds down
+		{0, false}, // asked once
+		{1, true},  // not forgotten by the Learn that asked b
+		{3, true},  // b held it
+	} {
+		if got := r.Read(context.Background(), ds.ChunkKey(tc.c), buf, ok); got != tc.want {
+			t.Errorf("chunk %d: given by a peer %t, want %t", tc.c, got, tc.want)
+		}
+	}
+	// A Learn that asks a forgets what a gave.
+	r.Learn(context.Background(), ds, []int{2}, []string{"a"})
+	if r.Read(context.Background(), ds.ChunkKey(2), buf, ok) {
+		t.Error("a chunk a gave, read after a Learn that asked a while it is down")
+	}
+}

@@ -36,6 +36,9 @@ type handingNode struct {
 	ahead       int // the last question's ahead
 	kept        []int
 	keeper      string // the node that said it would ask for kept
+	given       []int  // what the last Give named; taken: what it takes of those
+	giver       string
+	takes       []int
 }
 
 func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +59,10 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		of := h.needs
+		if q.Given {
+			h.given, h.giver = q.Chunks, r.Header.Get(peercred.HeaderPeer)
+			of = h.takes
+		}
 		if q.Held {
 			of = h.held
 		}
@@ -98,7 +105,9 @@ func (h *handingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // which of them its streams need soon (and how many windows ahead), which
 // its cache holds, a held chunk's bytes, a membership version's members —
 // and what it tells it (which it will ask for later: Keep, which names
-// the asker; held and keep at once are refused) —
+// the asker; held and keep at once are refused), and what a node taking
+// it back up tells it (Give: which of its chunks the asker holds; it
+// answers those it takes) —
 // round trips through both halves of the protocol; an answer naming a
 // chunk not asked about, a chunk not held (404), bytes of another length
 // and a member list that does not hash to its version are errors. The
@@ -146,9 +155,15 @@ func TestHandOverQuestions(t *testing.T) {
 	if err := n.Keep(ctx, srv.URL, ds, nil); err != nil || len(node.kept) != 0 {
 		t.Errorf("Keep of none: %v; the old owner was told %v, want none", err, node.kept)
 	}
-	both, _ := http.NewRequest(http.MethodPost, srv.URL+NeededPath+"?dataset=d&index="+ds.ID()+"&held=true&keep=true", bytes.NewReader(EncodeChunks([]int{1})))
-	if _, err := DecodeNeeded(both, oneVersion{ds}, query.Limits{MaxBatchSize: 64, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}); err == nil {
-		t.Error("a question with held=true and keep=true: no error")
+	node.takes = []int{1, 3}
+	if got, err := n.Give(ctx, srv.URL, ds, []int{0, 1, 3}); err != nil || !slices.Equal(got, []int{1, 3}) || !slices.Equal(node.given, []int{0, 1, 3}) || node.giver != "http://self.invalid" {
+		t.Errorf("Give: %v, %v; the owner was told %v by %q, want [0 1 3] by http://self.invalid, taking [1 3]", got, err, node.given, node.giver)
+	}
+	for _, two := range []string{"held=true&keep=true", "held=true&given=true", "keep=true&given=true"} {
+		both, _ := http.NewRequest(http.MethodPost, srv.URL+NeededPath+"?dataset=d&index="+ds.ID()+"&"+two, bytes.NewReader(EncodeChunks([]int{1})))
+		if _, err := DecodeNeeded(both, oneVersion{ds}, query.Limits{MaxBatchSize: 64, MaxBatchBytes: 1 << 20, MaxWindow: 64, MaxWorld: 64, MaxEpoch: 1 << 40}); err == nil {
+			t.Errorf("a question with %s: no error", two)
+		}
 	}
 	buf := make([]byte, 1024)
 	if err := n.FetchChunk(ctx, srv.URL, ds, 2, buf); err != nil || !bytes.Equal(buf, bytesOf(2)) {

@@ -30,6 +30,12 @@ type Config struct {
 	// Hold is a node's first hold-down after a failed fetch, doubling per
 	// renewed failure up to a minute (DefaultHold if 0).
 	Hold time.Duration
+	// Returning, if set, runs on a node's probe loop as its probe takes
+	// it back up after it was down, before any of this node's reads can
+	// go to it again: this node stood in for it meanwhile, and tells it
+	// which of its chunks it read (the gateway's hand-back,
+	// Client.Give). ctx ends with the probes.
+	Returning func(ctx context.Context, url string)
 	// Group runs the probes and ends them when it stops (nil: a part of
 	// the Nodes' own, stopped by Close).
 	Group    *stopper.Group
@@ -80,7 +86,8 @@ type Nodes struct {
 	self    *node
 	t       *transport
 	probe   time.Duration
-	hold    time.Duration // the first hold-down (Config.Hold)
+	hold    time.Duration                         // the first hold-down (Config.Hold)
+	back    func(ctx context.Context, url string) // Config.Returning
 	log     zerolog.Logger
 	reg     prometheus.Registerer
 	upGauge *prometheus.GaugeVec
@@ -106,7 +113,7 @@ func New(c Config) *Nodes {
 	if c.Hold <= 0 {
 		c.Hold = DefaultHold
 	}
-	n := &Nodes{t: newTransport(c), probe: c.Probe, hold: c.Hold, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Group, "peer: probes")}
+	n := &Nodes{t: newTransport(c), probe: c.Probe, hold: c.Hold, back: c.Returning, log: c.Log, reg: c.Registry, byURL: map[string]*node{}, part: stopper.Own(c.Group, "peer: probes")}
 	n.part.OnStop(n.t.http.CloseIdleConnections)
 	n.slots.Store(&[]*node{})
 	n.probed.Store(&[]int{})
@@ -272,8 +279,14 @@ func (n *Nodes) Heard(k int) {
 		return
 	}
 	nd := n.at(k)
-	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 && n.setUp(nd, true) {
-		n.changed(nd, nil, nil)
+	if !nd.up.Load() && !isHeld(nd) && nd.fails.Load() == 0 {
+		if n.back != nil {
+			// Told in the background: the asker waits on its request.
+			n.part.Go(func(ctx context.Context) { n.back(ctx, nd.url) })
+		}
+		if n.setUp(nd, true) {
+			n.changed(nd, nil, nil)
+		}
 	}
 }
 
@@ -419,6 +432,12 @@ func (n *Nodes) Keep(ctx context.Context, url string, ds *catalog.Dataset, chunk
 	return n.t.to(url).Keep(ctx, ds, chunks)
 }
 
+// Give tells the node at url which of its chunks this node's cache holds
+// (Client.Give), and returns those it takes.
+func (n *Nodes) Give(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return n.t.to(url).Give(ctx, ds, chunks)
+}
+
 // Served records sample bytes this node served to node k (an
 // authenticated asker; -1 for an unauthenticated one).
 func (n *Nodes) Served(k int, b int64) {
@@ -545,6 +564,11 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 				up = false
 				n.renewHold(nd)
 			}
+		}
+		if up && !nd.up.Load() && n.back != nil {
+			// Taken back: what this node read of its chunks while it
+			// was down is told to it first (Config.Returning).
+			n.back(ctx, nd.url)
 		}
 		if n.setUp(nd, up) || err == nil {
 			n.changed(nd, prev, now)

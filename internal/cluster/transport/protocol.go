@@ -692,6 +692,16 @@ func (c Client) Keep(ctx context.Context, ds *catalog.Dataset, chunks []int) err
 	return err
 }
 
+// Give tells the node which of its chunks (of ds) this node's cache
+// holds: chunks of the node's own that this node read from the store
+// while it held the node down, told as it takes the node back up. The
+// node answers those it lacks, which it reads from this node before the
+// store (storepath.Returned.Given), so that a healed fault costs the
+// store no second read of them.
+func (c Client) Give(ctx context.Context, ds *catalog.Dataset, chunks []int) ([]int, error) {
+	return c.askChunks(ctx, ds, chunks, neturl.Values{query.ParamGiven: {"true"}})
+}
+
 // askChunks asks the node a question about chunks (NeededPath, with the
 // parameters of v) and checks that the answer names only them.
 func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int, v neturl.Values) ([]int, error) {
@@ -728,13 +738,15 @@ func (c Client) askChunks(ctx context.Context, ds *catalog.Dataset, chunks []int
 // Chunks of DS the followed streams need within PrefetchWindows windows
 // past their current one, or, with Held, which of them the node's cache
 // holds; with Keep, it says instead that the asker will ask for them
-// (Client.Keep).
+// (Client.Keep); with Given, that the asker's cache holds them
+// (Client.Give).
 type ChunksQuestion struct {
 	DS              *catalog.Dataset
 	Chunks          []int
 	PrefetchWindows int
 	Held            bool
 	Keep            bool
+	Given           bool
 }
 
 // DecodeNeeded reads a node's question about chunks: the dataset version,
@@ -759,10 +771,17 @@ func DecodeNeeded(r *http.Request, v Versions, l query.Limits) (ChunksQuestion, 
 			return ChunksQuestion{}, fmt.Errorf("%w: chunk %d is not in [0, %d)", query.ErrBadRequest, chunks[i], n)
 		}
 	}
-	if q.Held && q.Keep {
-		return ChunksQuestion{}, fmt.Errorf("%w: held and keep are two questions: ask one", query.ErrBadRequest)
+	if n := btoi(q.Held) + btoi(q.Keep) + btoi(q.Given); n > 1 {
+		return ChunksQuestion{}, fmt.Errorf("%w: held, keep and given are three questions: ask one", query.ErrBadRequest)
 	}
-	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held, Keep: q.Keep}, nil
+	return ChunksQuestion{DS: ds, Chunks: chunks, PrefetchWindows: q.PrefetchWindows, Held: q.Held, Keep: q.Keep, Given: q.Given}, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // EncodeChunks is the body of an answer about needed chunks.

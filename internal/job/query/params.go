@@ -127,8 +127,12 @@ type Query struct {
 	// the asker cannot reach the store (storepath).
 	Through bool
 	Keep    bool
-	Plan    api.PlanOptions
-	Format  string
+	// Given, in a question about chunks, says instead that the asker's
+	// cache holds them, chunks of this node's it read while it could not
+	// reach this node: this node takes those it lacks from it.
+	Given  bool
+	Plan   api.PlanOptions
+	Format string
 }
 
 // MaxWeight bounds a job's cache weight (weight=).
@@ -256,6 +260,7 @@ var params = map[string]param{
 	ParamHeld:                boolParam(func(q *Query) *bool { return &q.Held }, false),
 	ParamThrough:             boolParam(func(q *Query) *bool { return &q.Through }, false),
 	ParamKeep:                boolParam(func(q *Query) *bool { return &q.Keep }, false),
+	ParamGiven:               boolParam(func(q *Query) *bool { return &q.Given }, false),
 	api.ParamTransform: func(q *Query, name, v string, _ Limits) error {
 		if !transform.ValidName(v) {
 			return fmt.Errorf("%w: %s must be a pipeline's name (1 to 64 of a-z, 0-9, '-', '_', '.'), got %q", ErrBadRequest, name, v)
@@ -384,7 +389,7 @@ var (
 	// A node asking a chunk's old owner for its bytes, and a node asking
 	// which chunks the followed streams need soon, in a membership change.
 	PeerChunkParams  = []string{api.ParamDataset, api.ParamIndex, ParamChunk, api.ParamColumns, ParamThrough}
-	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPeerPrefetchWindows, ParamHeld, ParamKeep}
+	PeerNeededParams = []string{api.ParamDataset, api.ParamIndex, ParamPeerPrefetchWindows, ParamHeld, ParamKeep, ParamGiven}
 )
 
 // Query parameters of the importance endpoints (docs/http-api.md) and of
@@ -404,6 +409,9 @@ const (
 	// for me" (Query.Through).
 	ParamThrough = "through"
 	ParamKeep    = "keep"
+	// ParamGiven is a question about chunks' "my cache holds these of
+	// yours" (Query.Given).
+	ParamGiven = "given"
 	// ParamTransformFingerprint is, in a peer's sample request for
 	// transformed samples, the fingerprint of the asker's pipeline: the
 	// owner transforms only with a pipeline of the same fingerprint.
