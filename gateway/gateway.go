@@ -455,10 +455,11 @@ func New(cfg Config) (*Gateway, error) {
 	c := cfg.Cluster
 	if c.Members != nil {
 		// A peer taken back up after it was down is first told which of
-		// its chunks this node read in its stead (giveBack.give).
+		// its chunks this node read in its stead, and asked which of this
+		// node's own it holds (giveBack.returning).
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger,
-			Returning: func(ctx context.Context, url string) { g.back.give(ctx, url) }})
+			Returning: func(ctx context.Context, url string) { g.back.returning(ctx, url) }})
 		// Whether this node reaches the store: cut off from it, it ends
 		// its store reads, says so to its peers and routes its chunks
 		// through them, and once it reaches the store again it asks them

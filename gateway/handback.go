@@ -25,8 +25,8 @@ import (
 // stood in holds it. So, as this node's probe takes the peer back up and
 // before any of its reads go to the peer again
 // (transport.Config.Returning), it tells the peer which of the peer's
-// chunks its cache holds (give); the peer takes those it lacks from this
-// node's cache (take) — named for its loader before the store
+// chunks its cache holds (give), and asks it which of its own it holds
+// (ask); the peer takes those it lacks from this node's cache (take) — named for its loader before the store
 // (storepath.Returned.Given), and copied at once in the background — and
 // the store reads none of them twice.
 //
@@ -52,14 +52,22 @@ type giveBack struct {
 	log      zerolog.Logger
 }
 
-// give tells the node at url, which this node's probe is taking back up,
-// which of the chunks it owns this node's cache holds (Client.Give). An
-// error costs only the store reads it would have saved, and is logged.
-func (b *giveBack) give(ctx context.Context, url string) {
+// returning runs as this node's probe takes the node at url back up
+// (transport.Config.Returning): it gives the node what this node holds
+// of its chunks, and asks it for what it holds of this node's.
+func (b *giveBack) returning(ctx context.Context, url string) {
 	all, err := b.datasets()
 	if err != nil {
 		return // the datasets are not loaded yet: this node holds none of them
 	}
+	b.give(ctx, url, all)
+	b.ask(ctx, url, all)
+}
+
+// give tells the node at url which of the chunks it owns this node's
+// cache holds (Client.Give). An error costs only the store reads it
+// would have saved, and is logged.
+func (b *giveBack) give(ctx context.Context, url string, all []*catalog.Dataset) {
 	k := b.peers.Slot(url)
 	if k < 0 {
 		return
@@ -88,6 +96,24 @@ func (b *giveBack) give(ctx context.Context, url string) {
 			b.log.Info().Str("peer", url).Str("dataset", ds.Name).Int("chunks", len(taken)).
 				Msg("a peer taken back up takes the chunks of its own this node read for it meanwhile")
 		}
+	}
+}
+
+// ask asks the node at url which of this node's own chunks it lacks the
+// node's cache holds, and names it for them before the store
+// (storepath.Returned.Ask): this node may have been the one cut off, and
+// the node may have read them while this node held it down or could not
+// reach the store; when the store answered again, this node asked only
+// the peers it saw up (takeBack).
+func (b *giveBack) ask(ctx context.Context, url string, all []*catalog.Dataset) {
+	for _, ds := range all {
+		var lack []int
+		for c := range ds.Index.NumChunks() {
+			if b.routing.Owns(ds, c) && !b.cache.Contains(ds.ChunkKey(c)) {
+				lack = append(lack, c)
+			}
+		}
+		b.returned.Ask(ctx, ds, lack, url)
 	}
 }
 

@@ -147,6 +147,20 @@ func startProcs(t *testing.T, procs []*clusterProc, bin string, env []string, to
 				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
 			}
 		}
+		// BRAND_TEST_LOGS=DIR keeps every node's whole log (a soak's
+		// failing round, read at leisure): DIR/TEST/node-K.log.
+		if dir := os.Getenv("BRAND_TEST_LOGS"); dir != "" {
+			keep := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+			if err := os.MkdirAll(keep, 0o755); err != nil {
+				t.Logf("BRAND_TEST_LOGS: %v", err)
+				return
+			}
+			for _, pr := range procs {
+				if b, err := os.ReadFile(pr.logPath); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("node-%d.log", pr.k)), b, 0o644)
+				}
+			}
+		}
 	})
 	urls := make([]string, len(procs))
 	for k, pr := range procs {

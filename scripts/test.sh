@@ -65,12 +65,6 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 
-timed "go vet" go vet ./...
-# brand-chart, which draws the benchmark harness's charts, is a module of
-# its own (so that the product's go.mod carries no plotting library): its
-# vet and tests, which draw the harness's golden charts.
-go vet -C tools/brand-chart ./...
-go test -C tools/brand-chart -count=1 ./...
 
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
@@ -131,17 +125,17 @@ lane_one() {
 	# (minimizing an interesting input briefly, so that the bombs' large
 	# seeds leave time to fuzz).
 	local fuzz_start=$SECONDS
-	go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 10s -parallel 1 ./planner
-	go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 10s -parallel 1 ./internal/s3face
-	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s -parallel 1 ./transform
-	go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 10s -parallel 1 ./transform
-	go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 10s -parallel 1 ./tokenize
-	go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 10s -parallel 1 ./tokenize
-	go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 10s -parallel 1 ./format/parquet
-	go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 10s -parallel 1 ./format/video/mp4
-	go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/parquet
-	go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/mds
-	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 10s -parallel 1 -fuzzminimizetime 2s ./format/megatron
+	go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 6s -parallel 1 ./planner
+	go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 6s -parallel 1 ./internal/s3face
+	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 6s -parallel 1 ./transform
+	go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 6s -parallel 1 ./transform
+	go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 6s -parallel 1 ./tokenize
+	go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 6s -parallel 1 ./tokenize
+	go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 6s -parallel 1 ./format/parquet
+	go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 6s -parallel 1 ./format/video/mp4
+	go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/parquet
+	go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/mds
+	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/megatron
 	echo "test.sh: lane one: fuzzing: $((SECONDS - fuzz_start)) s" >&2
 
 	# Package transform again with its optional libjpeg-turbo decoder
@@ -199,7 +193,15 @@ lane_one() {
 	timed "lane one: Python" scripts/test-python.sh
 }
 
+# Lane two: go vet first (the lanes' first minute, in which lane one
+# only compiles), then the packages without the race detector.
 lane_two() {
+	timed "lane two: go vet" go vet ./...
+	# brand-chart, which draws the benchmark harness's charts, is a module
+	# of its own (so that the product's go.mod carries no plotting
+	# library): its vet and tests, which draw the harness's golden charts.
+	go vet -C tools/brand-chart ./...
+	go test -C tools/brand-chart -count=1 ./...
 	timed "lane two: the packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
 }
 

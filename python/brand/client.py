@@ -284,6 +284,52 @@ class Client:
                                         e.first_editable_step) from None
         return json.loads(a.body)
 
+    # -- an exclusion list -------------------------------------------------
+
+    def _exclude_path(self) -> str:
+        name = self.options.job.name
+        if name is None:
+            raise ValueError("brand: an exclusion list is stored under the job's name: give the job a name (Job.name, name=)")
+        return "/jobs/" + urllib.parse.quote(name, safe="") + "/exclude"
+
+    def exclude(self, keys: Sequence[str], from_step: int) -> Dict[str, Any]:
+        """Leave the samples ``keys`` out of the job's order from global
+        step ``from_step`` on, and in every later epoch, without a reshard
+        (``POST /jobs/NAME/exclude``, docs/http-api.md "Exclusions"): the
+        steps before it keep their bytes, and a chunk the list empties is
+        never read again. ``from_step`` counts the job's global batches
+        (epoch × batches an epoch + batch) under this client's batch size,
+        world and offset. Returns the list as stored: its ``version``, the
+        ``epoch`` and ``from_position`` it applies from, ``samples`` and
+        ``empty_chunks``.
+
+        The job's loaders read ahead of the step the trainer is on (by at
+        most :meth:`brand.torch.BrandLoader.read_ahead_steps`), and a step
+        read cannot be changed: choose ``from_step`` past that.
+
+        Raises:
+            BrandError: 409 if the job has read ``from_step``
+                (:attr:`~BrandError.first_editable_step` is the first step
+                a list could start at) or has a list already; 400 for a
+                list the gateway cannot take (its message says why).
+        """
+        if not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0:
+            raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number)")
+        if isinstance(keys, str):
+            raise ValueError("brand: keys is a list of sample keys, not one string")
+        body = json.dumps({"from_step": from_step, "keys": list(keys)}).encode()
+        return json.loads(self._send("POST", self._exclude_path(), self.params(), body, "application/json").body)
+
+    def exclusion(self) -> Dict[str, Any]:
+        """The job's exclusion list (``GET /jobs/NAME/exclude``): the fields
+        :meth:`exclude` returns and its ``keys``.
+
+        Raises:
+            BrandError: 404 if the job has none.
+        """
+        params = {"dataset": self.options.job.dataset} if self.options.job.dataset else None
+        return json.loads(self._send("GET", self._exclude_path(), params).body)
+
     # -- requests ---------------------------------------------------------
 
     def get(self, path: str, params: Optional[Mapping[str, str]] = None) -> "tuple[Mapping[str, str], bytes]":

@@ -95,6 +95,26 @@ func (r *Returned) Learn(ctx context.Context, ds *catalog.Dataset, chunks []int,
 	}
 }
 
+// Ask asks the peer at url, which this node is taking back up after it
+// was down, which of chunks of ds (this node's own that its cache does
+// not hold) its cache holds, and names it for those as Given does: it
+// may have read them while it could not reach this node, or when this
+// node, cut off from the store, refused them, and this node asked no
+// peer it held down when the store answered again (Learn).
+func (r *Returned) Ask(ctx context.Context, ds *catalog.Dataset, chunks []int, url string) {
+	if len(chunks) == 0 {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, heldBound)
+	held, err := r.peers.Held(qctx, url, ds, chunks)
+	cancel()
+	if err != nil {
+		r.log.Debug().Err(err).Str("peer", url).Msg("asking a peer taken back up which of this node's chunks it holds")
+		return
+	}
+	r.Given(url, ds, held)
+}
+
 // Given names the peer at url, which told this node its cache holds
 // chunks of ds of this node's own (transport.Client.Give: it read them
 // from the store while it held this node down, and has just taken it

@@ -131,3 +131,31 @@ func TestReturnedGiven(t *testing.T) {
 		t.Error("a chunk a gave, read after a Learn that asked a while it is down")
 	}
 }
+
+// TestReturnedAsk: a peer this node takes back up is asked which of this
+// node's chunks it holds, and those are asked of it before the store even
+// while this node does not see it up yet (it is being taken back up);
+// those it does not hold are read from the store.
+func TestReturnedAsk(t *testing.T) {
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range 3 {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
+		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	peers := &fakePeers{holds: map[string][]int{"a": {0, 2}}, down: map[string]bool{"a": true}, fetched: map[string]int{}}
+	r := NewReturned(peers, zerolog.Nop())
+	r.Ask(context.Background(), ds, []int{0, 1}, "a")
+	ok := func([]byte) error { return nil }
+	buf := make([]byte, 1)
+	for c, want := range []bool{true, false, false} { // 2: held, but not asked about
+		if got := r.Read(context.Background(), ds.ChunkKey(c), buf, ok); got != want {
+			t.Errorf("chunk %d: given by the peer %t, want %t", c, got, want)
+		}
+	}
+}
