@@ -464,7 +464,14 @@ func New(cfg Config) (*Gateway, error) {
 		// its store reads, says so to its peers and routes its chunks
 		// through them, and once it reaches the store again it asks them
 		// for the chunks they read for it (internal/cluster/storepath).
-		g.returned = storepath.NewReturned(peers, cfg.Logger)
+		g.returned = storepath.NewReturned(peers, cfg.Logger).WithSearch(func(ds *catalog.Dataset, c int) bool { return routing.Owns(ds, c) }, g.catalog.Chunk,
+			func() []string {
+				var urls []string
+				for _, k := range peers.Peers() {
+					urls = append(urls, peers.URL(k))
+				}
+				return urls
+			})
 		g.store = storepath.New(storepath.Config{Probe: g.probeStore, Interval: c.ProbeInterval, Timeout: max(c.ProbeInterval, 2*time.Second),
 			Returned: func(ctx context.Context) { g.back.takeBack(ctx) },
 			Group:    g.life.Group("storepath: probes"), Registry: reg, Log: cfg.Logger})

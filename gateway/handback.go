@@ -64,6 +64,15 @@ func (b *giveBack) returning(ctx context.Context, url string) {
 	b.ask(ctx, url, all)
 }
 
+// afterFault is how long after this node reaches the store again a chunk
+// of its own that its cache lacks is searched for at the peers before
+// the store (storepath.Returned.AfterFault): a peer whose request this
+// node refused while it could not reach the store read the chunk itself,
+// maybe an instant after this node asked the peers what they hold
+// (takeBack). About the epochs that follow, the time the peers' copies
+// last; only a cut from the store opens it, never a start.
+const afterFault = 5 * time.Minute
+
 // give tells the node at url which of the chunks it owns this node's
 // cache holds (Client.Give). An error costs only the store reads it
 // would have saved, and is logged.
@@ -153,6 +162,7 @@ func (b *giveBack) take(url string, ds *catalog.Dataset, chunks []int) []int {
 // read them for it meanwhile, and give them back before the store
 // (storepath.Returned.Learn).
 func (b *giveBack) takeBack(ctx context.Context) {
+	b.returned.AfterFault(afterFault)
 	all, err := b.datasets()
 	if err != nil {
 		return

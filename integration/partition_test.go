@@ -139,6 +139,10 @@ func TestClusterPartitions(t *testing.T) {
 				"--peers", strings.Join(urls, ","), "--self", strconv.Itoa(k), "--peer-secret-file", secret,
 				"--peer-timeout", peerTimeout.String(),
 				"--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}}
+		if os.Getenv("BRAND_TEST_LOGS") != "" {
+			// Logs kept to be read: each chunk read from the store named.
+			procs[k].args = append(procs[k].args, "--log-level", "debug")
+		}
 	}
 	startProcs(t, procs, bin, env, "")
 	members := mustMembership(t, urls).Version()

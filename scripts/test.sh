@@ -65,6 +65,26 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 
+# The optional decoders' libraries (installed when run as root), before
+# the lanes, which build with them: where they cannot be installed the
+# build without them is all there is, a warning locally and a failure
+# with CI=true.
+turbojpeg=true libav=true
+scripts/install-turbojpeg.sh || turbojpeg=false
+if scripts/install-libav.sh; then
+	scripts/ensure-pyav.sh
+else
+	libav=false
+fi
+if [[ ${CI:-} == true ]] && ! $turbojpeg; then
+	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
+	exit 1
+fi
+if [[ ${CI:-} == true ]] && ! $libav; then
+	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
+	exit 1
+fi
+echo "test.sh: the optional decoders' libraries: $((SECONDS - suite_start)) s" >&2
 
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
@@ -72,8 +92,10 @@ if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>
 	race=
 fi
 
-# Two lanes at once, which keep a 2-core machine busy without
-# overloading it: the suite's wall time is the longer lane's.
+# Three lanes at once: the suite's wall time is the longest lane's. A
+# 2-core machine is kept busy by them without overloading it: the
+# integration tests' lane (brand serve processes, MinIO, clients) waits
+# much of its time, on think times, timeouts and faults it holds.
 #
 # Which packages run under the race detector: those whose code runs
 # goroutines or is called from several at once (the gateway, the cache,
@@ -91,17 +113,16 @@ fi
 raced=() plain=()
 while read -r pkg; do
 	case ${pkg#github.com/brandgw/brand/} in
-	integration | cmd/brand-bench | cmd/brand-bench/* | format | format/* | transform | transform/* | tokenize | seqpack | shuffle | balance | planner | importance | internal/gen/* | internal/codec/*)
+	integration) ;; # lane two
+	cmd/brand-bench | cmd/brand-bench/* | format | format/* | transform | transform/* | tokenize | seqpack | shuffle | balance | planner | importance | internal/gen/* | internal/codec/*)
 		plain+=("$pkg") ;;
 	*) raced+=("$pkg") ;;
 	esac
 done < <(go list ./...)
 
-# Lane one: the packages under the race detector (about 7 minutes here),
-# then the tests that must run alone or with other builds — memory,
-# fuzzing, the optional decoders, the Python package — while lane two
-# runs the packages without it (about 17 minutes: integration's 35 tests
-# of brand serve processes one after another, 11 of them).
+# Lane one: the packages under the race detector, then the tests that
+# must run alone or with other builds: memory, fuzzing, the optional
+# decoders' builds.
 lane_one() {
 	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
 
@@ -145,7 +166,7 @@ lane_one() {
 	# installed the build without it is all there is: a warning locally, a
 	# failure with CI=true.
 	local step_start=$SECONDS
-	if scripts/install-turbojpeg.sh; then
+	if $turbojpeg; then
 		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
 		# the build), which the run above has already done.
 		# Without the race detector, as the run above runs package transform
@@ -157,9 +178,6 @@ lane_one() {
 		scripts/build-image-binary.sh "$image/out" test
 		rm -rf -- "$image"
 		echo "test.sh: lane one: libjpeg-turbo: $((SECONDS - step_start)) s" >&2
-	elif [[ ${CI:-} == true ]]; then
-		echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
-		exit 1
 	fi
 
 	# Package transform/video again with its libavcodec decoder (installs
@@ -169,51 +187,56 @@ lane_one() {
 	# be installed the build without them (which refuses video) is all there
 	# is: a warning locally, a failure with CI=true.
 	step_start=$SECONDS
-	if scripts/install-libav.sh; then
-		scripts/ensure-ffmpeg.sh
-		scripts/ensure-pyav.sh
+	if $libav; then
 		go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
 		go test $race -count=1 -tags brand_libav ./transform/video/
-		# Clip jobs end to end with the decoder: the gateway's (frames equal to
-		# PyAV's, a LeRobot dataset's windows) and MinIO with brand serve
-		# processes (store bytes of the covering GOPs, a cluster of three,
-		# world 1 and 8, a resume at another world size), and the README's
-		# video section as written (TestReadmeVideo: its index, serve, curls
-		# and PyTorch loop).
+		# Clip jobs end to end with the decoder, the gateway's (frames equal
+		# to PyAV's, a LeRobot dataset's windows); brand serve processes
+		# decode them in lane two.
 		go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
-		go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
 		echo "test.sh: lane one: libavcodec: $((SECONDS - step_start)) s" >&2
-	elif [[ ${CI:-} == true ]]; then
-		echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
-		exit 1
 	fi
-
-	# The Python package against a real gateway (installs Debian's torch
-	# when missing; see the script).
-	timed "lane one: Python" scripts/test-python.sh
 }
 
-# Lane two: go vet first (the lanes' first minute, in which lane one
-# only compiles), then the packages without the race detector.
+# Lane two: the integration tests, brand serve processes against MinIO
+# (its 35 tests one after another), then again those of clip jobs with
+# the libavcodec build: MinIO with brand serve processes (store bytes of
+# the covering GOPs, a cluster of three, world 1 and 8, a resume at
+# another world size), and the README's video section as written
+# (TestReadmeVideo: its index, serve, curls and PyTorch loop).
 lane_two() {
-	timed "lane two: go vet" go vet ./...
+	timed "lane two: integration" go test -count=1 -timeout 20m "$@" ./integration/
+	if $libav; then
+		timed "lane two: integration, libavcodec" go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
+	fi
+}
+
+# Lane three: go vet, then the other packages without the race detector,
+# then the Python package against a real gateway (installs Debian's
+# torch when missing; see the script).
+lane_three() {
+	timed "lane three: go vet" go vet ./...
 	# brand-chart, which draws the benchmark harness's charts, is a module
 	# of its own (so that the product's go.mod carries no plotting
 	# library): its vet and tests, which draw the harness's golden charts.
 	go vet -C tools/brand-chart ./...
 	go test -C tools/brand-chart -count=1 ./...
-	timed "lane two: the packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
+	timed "lane three: the other packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
+	timed "lane three: Python" scripts/test-python.sh
 }
 
 lane_one "$@" &
 one_pid=$!
 lane_two "$@" &
 two_pid=$!
-one_rc=0 two_rc=0
+lane_three "$@" &
+three_pid=$!
+one_rc=0 two_rc=0 three_rc=0
 wait "$one_pid" || one_rc=$?
 wait "$two_pid" || two_rc=$?
+wait "$three_pid" || three_rc=$?
 echo "test.sh: the whole suite: $((SECONDS - suite_start)) s" >&2
-if ((one_rc != 0 || two_rc != 0)); then
-	echo "test.sh: failed (lane one — the race detector's packages, memory, fuzzing, the optional decoders, Python: exit $one_rc; lane two — the packages without the race detector, integration among them: exit $two_rc)" >&2
+if ((one_rc != 0 || two_rc != 0 || three_rc != 0)); then
+	echo "test.sh: failed (lane one — the race detector's packages, memory, fuzzing, the optional decoders: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python: exit $three_rc)" >&2
 	exit 1
 fi

@@ -28,12 +28,25 @@ type ChunkPeers interface {
 // a batch first needs it — before the store (Read, a catalog.Handover),
 // so that a healed cut costs no re-read of what the other nodes held.
 // A chunk the peer no longer holds is read from the store.
+//
+// And for a while after a fault (AfterFault), an own chunk no peer was
+// named for is searched for at the peers before the store (WithSearch):
+// a peer may have read it after this node asked — one its request found
+// this node unable to serve just before the store answered again reads
+// the chunk itself, an instant after this node's question.
 type Returned struct {
 	peers ChunkPeers
 	log   zerolog.Logger
 
-	mu   sync.Mutex
-	from map[chunkcache.Key]holder
+	// The search after a fault (WithSearch): own says whether this node
+	// owns a chunk, chunk which chunk a key is, others the peers' URLs.
+	own    func(ds *catalog.Dataset, c int) bool
+	chunk  func(k chunkcache.Key) (*catalog.Dataset, int, error)
+	others func() []string
+
+	mu    sync.Mutex
+	from  map[chunkcache.Key]holder
+	until time.Time // the search's end (AfterFault)
 }
 
 // holder is the peer whose cache held a chunk when this node asked, or
@@ -52,6 +65,82 @@ func NewReturned(peers ChunkPeers, log zerolog.Logger) *Returned {
 
 // heldBound bounds Learn's question to each peer, as a fetch's.
 const heldBound = 10 * time.Second
+
+// WithSearch makes Read search the peers, for a while after a fault
+// (AfterFault), for an own chunk no peer was named for (package doc):
+// own says whether this node owns a chunk, chunk which chunk a key
+// names, others the other nodes' URLs. It returns r.
+func (r *Returned) WithSearch(own func(ds *catalog.Dataset, c int) bool, chunk func(k chunkcache.Key) (*catalog.Dataset, int, error), others func() []string) *Returned {
+	r.own, r.chunk, r.others = own, chunk, others
+	return r
+}
+
+// AfterFault makes Read search the peers for own chunks no peer was
+// named for until within has passed (WithSearch): a fault has just
+// healed (the store answers again, a peer is taken back up), and the
+// peers' caches may hold what they read while it lasted.
+func (r *Returned) AfterFault(within time.Duration) {
+	r.mu.Lock()
+	if end := time.Now().Add(within); end.After(r.until) {
+		r.until = end
+	}
+	r.mu.Unlock()
+}
+
+// searchBound bounds the search's question to the peers: they answer
+// from memory, at once.
+const searchBound = time.Second
+
+// search asks every live peer at once whether its cache holds chunk k, an
+// own chunk, and fills buf from the first that does; false if none does,
+// the search is over (AfterFault) or k is not this node's.
+func (r *Returned) search(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
+	r.mu.Lock()
+	on := time.Now().Before(r.until)
+	r.mu.Unlock()
+	if !on || r.own == nil {
+		return false
+	}
+	ds, c, err := r.chunk(k)
+	if err != nil || !r.own(ds, c) {
+		return false
+	}
+	var urls []string
+	for _, u := range r.others() {
+		if r.peers.IsUp(u) {
+			urls = append(urls, u)
+		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, searchBound)
+	defer cancel()
+	holders := make(chan string, len(urls))
+	for _, u := range urls {
+		go func() {
+			held, err := r.peers.Held(qctx, u, ds, []int{c})
+			if err != nil || len(held) != 1 {
+				u = ""
+			}
+			holders <- u
+		}()
+	}
+	for range urls {
+		u := <-holders
+		if u == "" {
+			continue
+		}
+		if err := r.peers.FetchChunk(ctx, u, ds, c, buf); err != nil {
+			r.log.Debug().Err(err).Str("peer", u).Str("chunk", k.String()).Msg("a peer that held a chunk of this node's own no longer gives it")
+			continue
+		}
+		if err := verify(buf); err != nil {
+			r.log.Warn().Err(err).Str("peer", u).Str("chunk", k.String()).Msg("a chunk from a peer failed its check; reading the store")
+			return false
+		}
+		r.log.Debug().Str("peer", u).Str("chunk", k.String()).Msg("a chunk of this node's own found at a peer after a fault")
+		return true
+	}
+	return false
+}
 
 // Learn asks each of peers which of chunks of ds (this node's own that
 // its cache does not hold) its cache holds, and names the first that
@@ -137,14 +226,19 @@ func (r *Returned) Given(url string, ds *catalog.Dataset, chunks []int) {
 }
 
 // Read implements catalog.Handover: a chunk a peer held when Learn asked,
-// or said it holds (Given), is asked of it (once) and verified; false
-// (read the store) otherwise, or if the peer no longer holds it.
+// or said it holds (Given), is asked of it (once) and verified; for a
+// while after a fault, an own chunk no peer was named for is searched for
+// at the peers; false (read the store) otherwise, or if the peer no
+// longer holds it.
 func (r *Returned) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify func([]byte) error) bool {
 	r.mu.Lock()
 	h, ok := r.from[k]
 	delete(r.from, k)
 	r.mu.Unlock()
-	if !ok || (!h.given && !r.peers.IsUp(h.url)) {
+	if !ok {
+		return r.search(ctx, k, buf, verify)
+	}
+	if !h.given && !r.peers.IsUp(h.url) {
 		return false
 	}
 	if err := r.peers.FetchChunk(ctx, h.url, h.ds, h.c, buf); err != nil {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
@@ -157,5 +159,64 @@ func TestReturnedAsk(t *testing.T) {
 		if got := r.Read(context.Background(), ds.ChunkKey(c), buf, ok); got != want {
 			t.Errorf("chunk %d: given by the peer %t, want %t", c, got, want)
 		}
+	}
+}
+
+// TestReturnedSearchAfterAFault: for a while after a fault (AfterFault),
+// an own chunk no peer was named for is searched for at every live peer
+// and read from the first that holds it; never before a fault, after the
+// window, for another node's chunk, or at a peer that is down. The
+// reproduction: a node cut off from its peers and the store refused a
+// peer's request an instant before the store answered again; the peer
+// read the chunk itself after the node had asked what the peers hold, and
+// the node read it from the store again in the next epoch.
+func TestReturnedSearchAfterAFault(t *testing.T) {
+	var cs []chunkindex.Chunk
+	var ss []chunkindex.Sample
+	for c := range 4 {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
+		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
+	}
+	ix, err := chunkindex.New(cs, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	peers := &fakePeers{holds: map[string][]int{"a": {0}, "b": {1, 3}, "c": {2}}, down: map[string]bool{"c": true}, fetched: map[string]int{}}
+	r := NewReturned(peers, zerolog.Nop()).WithSearch(
+		func(_ *catalog.Dataset, c int) bool { return c != 3 }, // chunk 3 is another node's
+		func(k chunkcache.Key) (*catalog.Dataset, int, error) {
+			c, ok := ds.ChunkOf(k)
+			if !ok {
+				return nil, 0, errors.New("not a chunk")
+			}
+			return ds, c, nil
+		},
+		func() []string { return []string{"a", "b", "c"} })
+	ok := func([]byte) error { return nil }
+	buf := make([]byte, 1)
+	read := func(c int) bool { return r.Read(context.Background(), ds.ChunkKey(c), buf, ok) }
+	if read(0) {
+		t.Error("chunk 0 searched for before any fault")
+	}
+	r.AfterFault(time.Hour)
+	for c, want := range []bool{true, true, false, false} { // 2: at a peer that is down; 3: another node's
+		if got := read(c); got != want {
+			t.Errorf("after a fault, chunk %d found at a peer %t, want %t", c, got, want)
+		}
+	}
+	if peers.fetched["a"] != 1 || peers.fetched["b"] != 1 || peers.fetched["c"] != 0 {
+		t.Errorf("chunks asked of the peers: %v, want a 1, b 1", peers.fetched)
+	}
+	r.AfterFault(-time.Hour) // never shortens the window
+	if !read(1) {
+		t.Error("a later, shorter AfterFault ended the search")
+	}
+	r = NewReturned(peers, zerolog.Nop()).WithSearch(func(*catalog.Dataset, int) bool { return true },
+		func(chunkcache.Key) (*catalog.Dataset, int, error) { return ds, 0, nil }, func() []string { return []string{"a"} })
+	r.AfterFault(time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	if read(0) {
+		t.Error("chunk 0 searched for after the window")
 	}
 }

@@ -229,6 +229,7 @@ func (l Loader) LoadTiered(ctx context.Context, k chunkcache.Key, buf []byte) (b
 	if l.peers != nil && l.peers.Read(ctx, k, buf, verifier(ctx, ds, c, k)) {
 		return false, nil
 	}
+	l.log.Debug().Str("dataset", ds.Name).Int("chunk", c).Msg("reading a chunk from the store")
 	if l.guard != nil && ds.Remote() {
 		return false, guarded(ctx, l.guard, func(ctx context.Context) error { return l.fromStore(ctx, ds, c, k, buf) })
 	}
