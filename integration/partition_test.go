@@ -270,7 +270,7 @@ func TestClusterPartitions(t *testing.T) {
 		}
 		t.Logf("figures written to %s", figures)
 	}()
-	fmt.Fprintf(out, "TestClusterPartitions at %s: %d nodes, %d ranks of %d samples, --peer-timeout %s, each fault %s (the store's %s) from step %d\n",
+	fmt.Fprintf(out, "TestClusterPartitions at %s: %d nodes, %d ranks of %d samples, --peer-timeout %s, each fault %s (the store's %s) from step %d (the cut from peers and store from the epoch's start)\n",
 		time.Now().UTC().Format(time.RFC3339), nodes, world, batchSize, peerTimeout, faultFor, storeCutFor, faultStep)
 	record := func(t *testing.T, s string) {
 		t.Helper()

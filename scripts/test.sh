@@ -106,32 +106,25 @@ fi
 # none of them; their shared state is raced where the gateway's tests
 # drive them) and the two that run brand serve processes, MinIO and
 # clients rather than code of their own (integration, and brand-bench's
-# harness). Under the race detector those two took most of the suite's
-# time (integration 17.5 of 25 minutes), for code raced in-process by
-# package gateway's tests (clusters, peers, joins and leaves, the S3
-# face). The timeout bounds a hung test.
+# harness), and the test-support packages, helpers of tests rather than
+# the product. Under the race detector integration and brand-bench took
+# most of the suite's time (integration 17.5 of 25 minutes), for code
+# raced in-process by package gateway's tests (clusters, peers, joins and
+# leaves, the S3 face). The timeout bounds a hung test.
 raced=() plain=()
 while read -r pkg; do
 	case ${pkg#github.com/brandgw/brand/} in
 	integration) ;; # lane two
-	cmd/brand-bench | cmd/brand-bench/* | format | format/* | transform | transform/* | tokenize | seqpack | shuffle | balance | planner | importance | internal/gen/* | internal/codec/*)
+	cmd/brand-bench | cmd/brand-bench/* | format | format/* | transform | transform/* | tokenize | seqpack | shuffle | balance | planner | importance | internal/gen/* | internal/codec/* | internal/testsupport/*)
 		plain+=("$pkg") ;;
 	*) raced+=("$pkg") ;;
 	esac
 done < <(go list ./...)
 
-# Lane one: the packages under the race detector, then the tests that
-# must run alone or with other builds: memory, fuzzing, the optional
-# decoders' builds.
+# Lane one: the packages under the race detector, then fuzzing and the
+# libavcodec build's packages under it.
 lane_one() {
 	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
-
-	# The tests that measure memory, which the race detector's own
-	# allocations would blur and the run above skips under it: what a gateway
-	# keeps per job, mixture and schedule clients name, held flat over 40,000
-	# batches; what feedback bodies take while they are decoded.
-	timed "lane one: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
-	timed "lane one: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
 
 	# Fuzzed for a bounded time beyond their seed corpus (which the run above
 	# already checks): the mixture and plan parameters, the S3 face's
@@ -159,34 +152,13 @@ lane_one() {
 	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/megatron
 	echo "test.sh: lane one: fuzzing: $((SECONDS - fuzz_start)) s" >&2
 
-	# Package transform again with its optional libjpeg-turbo decoder
-	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
-	# container image's binary built as the Dockerfile builds it, which must
-	# name libjpeg-turbo in `brand version`. Where the library cannot be
-	# installed the build without it is all there is: a warning locally, a
-	# failure with CI=true.
-	local step_start=$SECONDS
-	if $turbojpeg; then
-		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
-		# the build), which the run above has already done.
-		# Without the race detector, as the run above runs package transform
-		# (it starts no goroutine; the gateway's tests race the stage that
-		# runs it).
-		go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
-		go test $race -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
-		image=$(mktemp -d)
-		scripts/build-image-binary.sh "$image/out" test
-		rm -rf -- "$image"
-		echo "test.sh: lane one: libjpeg-turbo: $((SECONDS - step_start)) s" >&2
-	fi
-
 	# Package transform/video again with its libavcodec decoder (installs
 	# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
 	# Debian's ffmpeg writes (scripts/ensure-ffmpeg.sh), every frame held to
 	# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
 	# be installed the build without them (which refuses video) is all there
 	# is: a warning locally, a failure with CI=true.
-	step_start=$SECONDS
+	local step_start=$SECONDS
 	if $libav; then
 		go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
 		go test $race -count=1 -tags brand_libav ./transform/video/
@@ -213,7 +185,8 @@ lane_two() {
 
 # Lane three: go vet, then the other packages without the race detector,
 # then the Python package against a real gateway (installs Debian's
-# torch when missing; see the script).
+# torch when missing; see the script), then the tests that must run
+# alone or with another build: memory, and the libjpeg-turbo build.
 lane_three() {
 	timed "lane three: go vet" go vet ./...
 	# brand-chart, which draws the benchmark harness's charts, is a module
@@ -223,6 +196,37 @@ lane_three() {
 	go test -C tools/brand-chart -count=1 ./...
 	timed "lane three: the other packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
 	timed "lane three: Python" scripts/test-python.sh
+
+	# The tests that measure memory, which the race detector's own
+	# allocations would blur and lane one's run skips under it: what a gateway
+	# keeps per job, mixture and schedule clients name, held flat over 40,000
+	# batches; what feedback bodies take while they are decoded.
+	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
+	timed "lane three: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
+
+	# Package transform again with its optional libjpeg-turbo decoder
+	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
+	# container image's binary built as the Dockerfile builds it, which must
+	# name libjpeg-turbo in `brand version`. Where the library cannot be
+	# installed the build without it is all there is: a warning locally, a
+	# failure with CI=true.
+	local step_start=$SECONDS
+	if $turbojpeg; then
+		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
+		# the build), which the plain run above has already done.
+		# Without the race detector, as that run runs package transform
+		# (it starts no goroutine; the gateway's tests race the stage that
+		# runs it).
+		go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
+		# Without the race detector too: what they check is the build's
+		# decoder named at start and in its help, and the race build of
+		# every package above transform with the tag is a minute of CPU.
+		go test -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
+		image=$(mktemp -d)
+		scripts/build-image-binary.sh "$image/out" test
+		rm -rf -- "$image"
+		echo "test.sh: lane three: libjpeg-turbo: $((SECONDS - step_start)) s" >&2
+	fi
 }
 
 lane_one "$@" &
@@ -237,6 +241,6 @@ wait "$two_pid" || two_rc=$?
 wait "$three_pid" || three_rc=$?
 echo "test.sh: the whole suite: $((SECONDS - suite_start)) s" >&2
 if ((one_rc != 0 || two_rc != 0 || three_rc != 0)); then
-	echo "test.sh: failed (lane one — the race detector's packages, memory, fuzzing, the optional decoders: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python: exit $three_rc)" >&2
+	echo "test.sh: failed (lane one — the race detector's packages, fuzzing, the libavcodec build: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build: exit $three_rc)" >&2
 	exit 1
 fi
