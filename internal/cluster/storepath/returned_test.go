@@ -43,14 +43,12 @@ func (f *fakePeers) FetchChunk(_ context.Context, url string, _ *catalog.Dataset
 
 func (f *fakePeers) IsUp(url string) bool { return !f.down[url] }
 
-// TestReturned: once the store answers again, each of this node's chunks
-// a peer held is asked of that peer, once, before the store; a chunk no
-// peer held, a peer down since, or bytes that fail their check are read
-// from the store.
-func TestReturned(t *testing.T) {
+// chunksDataset is a remote dataset of n chunks of one sample each.
+func chunksDataset(t *testing.T, n int) *catalog.Dataset {
+	t.Helper()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
-	for c := range 6 {
+	for c := range n {
 		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
 		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
 	}
@@ -58,7 +56,15 @@ func TestReturned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	return catalog.NewDataset("d", "s3://b/d", nil, ix)
+}
+
+// TestReturned: once the store answers again, each of this node's chunks
+// a peer held is asked of that peer, once, before the store; a chunk no
+// peer held, a peer down since, or bytes that fail their check are read
+// from the store.
+func TestReturned(t *testing.T) {
+	ds := chunksDataset(t, 6)
 	peers := &fakePeers{holds: map[string][]int{"a": {0, 1}, "b": {1, 2, 5}}, down: map[string]bool{}, fetched: map[string]int{}}
 	r := NewReturned(peers, zerolog.Nop())
 	r.Learn(context.Background(), ds, []int{0, 1, 2, 3, 4}, []string{"a", "b"})
@@ -97,17 +103,7 @@ func TestReturned(t *testing.T) {
 // no sooner than they see it), once; a later Learn forgets only what the
 // peers it asks named, not what another gave.
 func TestReturnedGiven(t *testing.T) {
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range 4 {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
-		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	ds := chunksDataset(t, 4)
 	peers := &fakePeers{holds: map[string][]int{"a": {0, 1, 2}, "b": {3}}, down: map[string]bool{"a": true}, fetched: map[string]int{}}
 	r := NewReturned(peers, zerolog.Nop())
 	r.Given("a", ds, []int{0, 1, 2})
@@ -139,17 +135,7 @@ func TestReturnedGiven(t *testing.T) {
 // while this node does not see it up yet (it is being taken back up);
 // those it does not hold are read from the store.
 func TestReturnedAsk(t *testing.T) {
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range 3 {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
-		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	ds := chunksDataset(t, 3)
 	peers := &fakePeers{holds: map[string][]int{"a": {0, 2}}, down: map[string]bool{"a": true}, fetched: map[string]int{}}
 	r := NewReturned(peers, zerolog.Nop())
 	r.Ask(context.Background(), ds, []int{0, 1}, "a")
@@ -171,17 +157,7 @@ func TestReturnedAsk(t *testing.T) {
 // read the chunk itself after the node had asked what the peers hold, and
 // the node read it from the store again in the next epoch.
 func TestReturnedSearchAfterAFault(t *testing.T) {
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range 4 {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: 1024, ETag: "e", Samples: 1})
-		ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d", c), Chunk: c, Offset: 0, Length: 512})
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("d", "s3://b/d", nil, ix)
+	ds := chunksDataset(t, 4)
 	peers := &fakePeers{holds: map[string][]int{"a": {0}, "b": {1, 3}, "c": {2}}, down: map[string]bool{"c": true}, fetched: map[string]int{}}
 	r := NewReturned(peers, zerolog.Nop()).WithSearch(
 		func(_ *catalog.Dataset, c int) bool { return c != 3 }, // chunk 3 is another node's
