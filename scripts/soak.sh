@@ -37,6 +37,11 @@
 # passing rounds keep only a line in DIR/rounds.txt (and their logs with
 # -keep).
 #
+# With BRAND_TEST_LOGS=DIR in the environment, the cluster tests keep
+# every node's whole log, the partition test's at debug level (each chunk
+# read from the store named), as DIR/TEST/node-K.log: what a failing
+# round's nodes did, not only their warnings.
+#
 # Examples:
 #   scripts/soak.sh 20                                   # the bar: 20 in a row
 #   scripts/soak.sh -run '^TestClusterPartitions$' -pkgs '' 20
