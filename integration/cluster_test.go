@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -47,18 +48,29 @@ type clusterProc struct {
 	waitErr error
 }
 
-// freePorts returns n loopback ports free when asked.
+// freePorts returns n loopback ports free when asked, for processes the
+// test starts later with each one's address fixed (a cluster's members
+// list each other). They are drawn below Linux's ephemeral range
+// (32768–60999), never from it as a listen on port 0 draws them: every
+// outgoing connection of the suite's lanes takes its local port from that
+// range, and one that took a port between its probe's close and the
+// process's bind failed the process ("address already in use", once in a
+// suite's run of three lanes).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var lns []net.Listener
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no %d free loopback ports in [%d, %d) after 1,000 tries", n, portsFrom, portsTo)
+		}
+		port := portsFrom + rand.IntN(portsTo-portsFrom)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	for _, ln := range lns {
 		ln.Close()
@@ -69,6 +81,9 @@ func freePorts(t *testing.T, n int) []int {
 	slices.SortFunc(ports, func(a, b int) int { return strings.Compare(strconv.Itoa(a), strconv.Itoa(b)) })
 	return ports
 }
+
+// The ports freePorts draws from: below the ephemeral range.
+const portsFrom, portsTo = 20000, 32768
 
 // start runs the process and waits until its /readyz answers ready.
 func (p *clusterProc) start(t *testing.T, bin string, env []string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -103,16 +104,25 @@ func (c resizeCounters) minus(o resizeCounters) resizeCounters {
 }
 
 // loopbackPorts returns n loopback ports free when asked, in the order
-// of their URLs as a membership sorts them.
+// of their URLs as a membership sorts them. They are drawn below Linux's
+// ephemeral range (32768–60999), as integration's freePorts draws them:
+// an outgoing connection takes its local port from that range, and one
+// that took a port between its probe's close and the node's bind would
+// fail the node.
 func loopbackPorts(n int) ([]int, error) {
+	const from, to = 20000, 32768
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("bench: no %d free loopback ports in [%d, %d) after 1,000 tries", n, from, to)
+		}
+		port := from + rand.IntN(to-from)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+			continue // taken
 		}
 		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	slices.SortFunc(ports, func(a, b int) int { return strings.Compare(strconv.Itoa(a), strconv.Itoa(b)) })
 	return ports, nil
