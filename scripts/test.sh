@@ -121,6 +121,29 @@ while read -r pkg; do
 	esac
 done < <(go list ./...)
 
+# fuzz PKG TARGET [FLAGS...] fuzzes TARGET of package PKG for 6 s, one
+# worker. Go 1.26's fuzzing coordinator can report its own -fuzztime
+# deadline as the target's failure when it ends while a busy worker is
+# mid-input ("context deadline exceeded", go.dev/issue/75804, fixed in Go
+# 1.27; once in a suite's run of three lanes here): a run that ends so
+# without writing a failing input is said and not counted. A failing
+# input written to testdata/fuzz, or any other failure, fails the lane.
+fuzz() {
+	local pkg=$1 target=$2 out rc=0 before after
+	shift 2
+	before=$(find "$pkg/testdata/fuzz/$target" -type f 2>/dev/null | wc -l)
+	out=$(go test -run '^$' -fuzz "^$target\$" -fuzztime 6s -parallel 1 "$@" "./$pkg" 2>&1) || rc=$?
+	printf '%s\n' "$out"
+	if ((rc != 0)); then
+		after=$(find "$pkg/testdata/fuzz/$target" -type f 2>/dev/null | wc -l)
+		if ((after == before)) && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+			echo "test.sh: $target: Go's fuzzing stopped on its own deadline with a worker busy (go.dev/issue/75804), no failing input written: not a failure" >&2
+			return 0
+		fi
+	fi
+	return "$rc"
+}
+
 # Lane one: the packages under the race detector, then fuzzing and the
 # libavcodec build's packages under it.
 lane_one() {
@@ -139,17 +162,17 @@ lane_one() {
 	# (minimizing an interesting input briefly, so that the bombs' large
 	# seeds leave time to fuzz).
 	local fuzz_start=$SECONDS
-	go test -run '^$' -fuzz '^FuzzPlanParams$' -fuzztime 6s -parallel 1 ./planner
-	go test -run '^$' -fuzz '^FuzzRequest$' -fuzztime 6s -parallel 1 ./internal/s3face
-	go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 6s -parallel 1 ./transform
-	go test -run '^$' -fuzz '^FuzzImageHeader$' -fuzztime 6s -parallel 1 ./transform
-	go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 6s -parallel 1 ./tokenize
-	go test -run '^$' -fuzz '^FuzzEncode$' -fuzztime 6s -parallel 1 ./tokenize
-	go test -run '^$' -fuzz '^FuzzSnappyStream$' -fuzztime 6s -parallel 1 ./format/parquet
-	go test -run '^$' -fuzz '^FuzzIndex$' -fuzztime 6s -parallel 1 ./format/video/mp4
-	go test -run '^$' -fuzz '^FuzzPages$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/parquet
-	go test -run '^$' -fuzz '^FuzzShards$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/mds
-	go test -run '^$' -fuzz '^FuzzIdx$' -fuzztime 6s -parallel 1 -fuzzminimizetime 2s ./format/megatron
+	fuzz planner FuzzPlanParams
+	fuzz internal/s3face FuzzRequest
+	fuzz transform FuzzParseConfig
+	fuzz transform FuzzImageHeader
+	fuzz tokenize FuzzLoad
+	fuzz tokenize FuzzEncode
+	fuzz format/parquet FuzzSnappyStream
+	fuzz format/video/mp4 FuzzIndex
+	fuzz format/parquet FuzzPages -fuzzminimizetime 2s
+	fuzz format/mds FuzzShards -fuzzminimizetime 2s
+	fuzz format/megatron FuzzIdx -fuzzminimizetime 2s
 	echo "test.sh: lane one: fuzzing: $((SECONDS - fuzz_start)) s" >&2
 
 	# Package transform/video again with its libavcodec decoder (installs
