@@ -1,18 +1,15 @@
 package balance
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 const (
@@ -26,33 +23,9 @@ const (
 // returns its outputs, by case.
 func runReference(t *testing.T, cases []goldenCase) []goldenCase {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 not installed; CI runs the reference")
-		}
-		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
-	}
 	in := make([]goldenCase, len(cases))
 	for i, c := range cases {
 		in[i] = goldenCase{Name: c.Name, Costs: c.Costs, Pieces: c.Pieces, Shares: c.Shares}
-	}
-	b, err := json.Marshal(goldenFile{Cases: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "inputs.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", referencePath, err, stderr.String())
 	}
 	var ref struct {
 		Cases []struct {
@@ -62,9 +35,7 @@ func runReference(t *testing.T, cases []goldenCase) []goldenCase {
 			PlainCosts []uint64 `json:"plain_costs"`
 		} `json:"cases"`
 	}
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatal(err)
-	}
+	pythontest.Reference(t, referencePath, goldenFile{Cases: in}, &ref, 2*time.Minute)
 	if len(ref.Cases) != len(cases) {
 		t.Fatalf("the reference answered %d cases of %d", len(ref.Cases), len(cases))
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 func TestSplitKey(t *testing.T) {
@@ -305,10 +307,7 @@ func gnuBlocks(t *testing.T, tarBin, path string) map[string]int64 {
 // TestScanTarPythonReadsConcat checks that Python's tarfile, the reader
 // WebDataset uses, accepts sample ranges served in an arbitrary order.
 func TestScanTarPythonReadsConcat(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	py := pythontest.Need(t, "")
 	b, err := os.ReadFile("testdata/gnu.tar")
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"os"
 	"reflect"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/golden"
 
 	"github.com/brandgw/brand/shuffle"
 )
@@ -356,10 +355,7 @@ func clearOutputs(t *testing.T, g goldenFile) goldenFile {
 func TestGolden(t *testing.T) {
 	fresh := computeGolden(t, goldenInputs())
 	if *update {
-		if err := os.WriteFile(goldenPath, encodeGolden(t, fresh), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote %s", goldenPath)
+		golden.Write(t, goldenPath, fresh)
 	}
 	want := readGolden(t)
 	got := computeGolden(t, clearOutputs(t, readGolden(t)))
@@ -413,63 +409,7 @@ func compareGolden(t *testing.T, who string, got, want goldenFile) {
 
 func readGolden(t *testing.T) goldenFile {
 	t.Helper()
-	b, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatalf("%v (generate with -update)", err)
-	}
 	var g goldenFile
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", goldenPath, err)
-	}
+	golden.Read(t, goldenPath, &g)
 	return g
-}
-
-// encodeGolden writes g as JSON with one line per field of each element,
-// so that a diff of the golden file shows which output changed.
-func encodeGolden(t *testing.T, g goldenFile) []byte {
-	t.Helper()
-	marshal := func(v any) []byte {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "{\n  \"comment\": %s", marshal(g.Comment))
-	lists := []struct {
-		key   string
-		elems reflect.Value
-	}{
-		{"index_keys", reflect.ValueOf(g.IndexKeys)},
-		{"rankings", reflect.ValueOf(g.Rankings)},
-		{"balanced", reflect.ValueOf(g.Balanced)},
-		{"homes", reflect.ValueOf(g.Homes)},
-		{"assign", reflect.ValueOf(g.Assign)},
-		{"jobs", reflect.ValueOf(g.Jobs)},
-		{"memberships", reflect.ValueOf(g.Memberships)},
-	}
-	for _, l := range lists {
-		fmt.Fprintf(&buf, ",\n  %q: [", l.key)
-		for i := range l.elems.Len() {
-			if i > 0 {
-				buf.WriteString(",")
-			}
-			buf.WriteString("\n    {")
-			v := l.elems.Index(i)
-			for f := range v.NumField() {
-				if f > 0 {
-					buf.WriteString(",")
-				}
-				fmt.Fprintf(&buf, "\n      %q: %s", v.Type().Field(f).Tag.Get("json"), marshal(v.Field(f).Interface()))
-			}
-			buf.WriteString("\n    }")
-		}
-		buf.WriteString("\n  ]")
-	}
-	buf.WriteString("\n}\n")
-	if !json.Valid(buf.Bytes()) {
-		t.Fatal("encodeGolden produced invalid JSON")
-	}
-	return buf.Bytes()
 }

@@ -1,16 +1,12 @@
 package cluster
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 // referencePath is the Python reference of docs/shuffle.md, which
@@ -23,28 +19,7 @@ const referencePath = "../shuffle/testdata/reference.py"
 // are ignored) and returns what it computes, with g's inputs.
 func runReference(t *testing.T, g goldenFile) goldenFile {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
-	}
 	in := clearOutputs(t, g)
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "inputs.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", referencePath, err, stderr.String())
-	}
 	// The reference prints outputs only (and names); put them beside the
 	// inputs, which Go then recomputes from.
 	var ref struct {
@@ -77,9 +52,7 @@ func runReference(t *testing.T, g goldenFile) goldenFile {
 			IDs     []uint64 `json:"ids"`
 		} `json:"memberships"`
 	}
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatalf("decoding %s output: %v", referencePath, err)
-	}
+	pythontest.Reference(t, referencePath, in, &ref, time.Minute)
 	if len(ref.IndexKeys) != len(in.IndexKeys) || len(ref.Rankings) != len(in.Rankings) || len(ref.Balanced) != len(in.Balanced) ||
 		len(ref.Homes) != len(in.Homes) || len(ref.Assign) != len(in.Assign) || len(ref.Jobs) != len(in.Jobs) ||
 		len(ref.Memberships) != len(in.Memberships) {

@@ -1,14 +1,13 @@
 package importance
 
 import (
-	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"math"
-	"os"
 	"reflect"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json from the current implementation")
@@ -143,29 +142,14 @@ func compute(t *testing.T, g goldenFile) goldenFile {
 func TestGolden(t *testing.T) {
 	got := compute(t, goldenInputs())
 	if *update {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(got); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(goldenPath, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, goldenPath, got)
 	}
-	data, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want goldenFile
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatal(err)
-	}
+	var want, wantAgain goldenFile
+	golden.Read(t, goldenPath, &want)
+	golden.Read(t, goldenPath, &wantAgain) // compute may write into want's slices
 	// The file's inputs, not the generator's, drive the check: a change to
 	// the synthetic score generators must not silently move the vectors.
 	have := compute(t, want)
-	var wantAgain goldenFile
-	_ = json.Unmarshal(data, &wantAgain)
 	if !reflect.DeepEqual(have, wantAgain) {
 		for i := range have.Cases {
 			if !reflect.DeepEqual(have.Cases[i], wantAgain.Cases[i]) {

@@ -1,14 +1,12 @@
 package importance
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/golden"
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 const referencePath = "testdata/reference.py"
@@ -20,38 +18,16 @@ const referencePath = "testdata/reference.py"
 // the whole order, the streams, the logarithm and the snapshot encodings.
 // It is the evidence that the document is precise enough to reimplement.
 func TestPythonReference(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, goldenPath)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", referencePath, err, stderr.String())
-	}
-	var ref goldenFile
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatalf("decoding %s output: %v", referencePath, err)
-	}
-	data, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var golden goldenFile
-	if err := json.Unmarshal(data, &golden); err != nil {
-		t.Fatal(err)
-	}
-	if len(ref.Cases) != len(golden.Cases) || len(ref.Streams) != len(golden.Streams) ||
-		len(ref.Logs) != len(golden.Logs) || len(ref.Snapshots) != len(golden.Snapshots) {
+	var ref, file goldenFile
+	pythontest.Reference(t, referencePath, goldenPath, &ref, 60*time.Second)
+	golden.Read(t, goldenPath, &file)
+	if len(ref.Cases) != len(file.Cases) || len(ref.Streams) != len(file.Streams) ||
+		len(ref.Logs) != len(file.Logs) || len(ref.Snapshots) != len(file.Snapshots) {
 		t.Fatalf("reference printed %d cases, %d streams, %d logs, %d snapshots; golden has %d, %d, %d, %d",
 			len(ref.Cases), len(ref.Streams), len(ref.Logs), len(ref.Snapshots),
-			len(golden.Cases), len(golden.Streams), len(golden.Logs), len(golden.Snapshots))
+			len(file.Cases), len(file.Streams), len(file.Logs), len(file.Snapshots))
 	}
-	for i, g := range golden.Cases {
+	for i, g := range file.Cases {
 		r := ref.Cases[i]
 		for _, f := range []struct {
 			name      string
@@ -69,17 +45,17 @@ func TestPythonReference(t *testing.T) {
 			}
 		}
 	}
-	for i, g := range golden.Streams {
+	for i, g := range file.Streams {
 		if r := ref.Streams[i]; r.Seed1 != g.Seed1 || r.Seed2 != g.Seed2 || !reflect.DeepEqual(r.Outputs, g.Outputs) {
 			t.Errorf("stream %d: python %#x %#x %#x, golden %#x %#x %#x", i, r.Seed1, r.Seed2, r.Outputs, g.Seed1, g.Seed2, g.Outputs)
 		}
 	}
-	for i, g := range golden.Logs {
+	for i, g := range file.Logs {
 		if r := ref.Logs[i]; r.Log != g.Log {
 			t.Errorf("log %d: python %#x, golden %#x", i, r.Log, g.Log)
 		}
 	}
-	for i, g := range golden.Snapshots {
+	for i, g := range file.Snapshots {
 		if r := ref.Snapshots[i]; r.Encoding != g.Encoding || r.Version != g.Version {
 			t.Errorf("snapshot %d: python %s %s, golden %s %s", i, r.Version, r.Encoding, g.Version, g.Encoding)
 		}

@@ -1,14 +1,11 @@
 package seqpack
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/golden"
 
 	"github.com/brandgw/brand/shuffle"
 )
@@ -62,7 +59,7 @@ func (ws windows) NumWindows() int    { return len(ws) }
 func (ws windows) Window(w int) []int { return append([]int(nil), ws[w]...) }
 
 // goldenInputs are the packings pinned by the golden file. Add a case here
-// and run `go test ./pack -run TestGolden -update`; never edit outputs by
+// and run `go test ./seqpack -run TestGolden -update`; never edit outputs by
 // hand.
 func goldenInputs() goldenFile {
 	// The worked example of docs/shuffle.md §12.4: shuffle's worked
@@ -73,7 +70,7 @@ func goldenInputs() goldenFile {
 		mixed[d] = []int{0, 1, 3, 7, 12, 15, 16, 17, 33, 48, 2, 5}[(d*7)%12]
 	}
 	return goldenFile{
-		Comment: "Brand packing golden vectors; see docs/shuffle.md §12. A sequence is [pad, then doc, offset, len, eos for each piece]. Regenerate with go test ./pack -run TestGolden -update, which changes every token job's sequences: do not.",
+		Comment: "Brand packing golden vectors; see docs/shuffle.md §12. A sequence is [pad, then doc, offset, len, eos for each piece]. Regenerate with go test ./seqpack -run TestGolden -update, which changes every token job's sequences: do not.",
 		Cases: []goldenCase{
 			{Name: "worked-example", Counts: []int{3, 2, 4}, DocTokens: worked, Seed: 1, Window: 2,
 				Seq: 8, Mode: "bestfit", BatchSize: 2, World: 2, PositionsOf: 6},
@@ -213,10 +210,7 @@ func TestGolden(t *testing.T) {
 		got.Cases[i] = computeCase(t, got.Cases[i])
 	}
 	if *update {
-		if err := os.WriteFile(goldenPath, encodeGolden(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote %s", goldenPath)
+		golden.Write(t, goldenPath, got)
 	}
 	want := readGolden(t)
 	if len(want.Cases) != len(got.Cases) {
@@ -237,57 +231,7 @@ func TestGolden(t *testing.T) {
 
 func readGolden(t *testing.T) goldenFile {
 	t.Helper()
-	b, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatalf("%v (generate with -update)", err)
-	}
 	var g goldenFile
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", goldenPath, err)
-	}
+	golden.Read(t, goldenPath, &g)
 	return g
-}
-
-// encodeGolden writes g as JSON with one line per field, so that a diff of
-// the golden file shows which output of which case changed.
-func encodeGolden(t *testing.T, g goldenFile) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "{\n  \"comment\": %q,\n  \"cases\": [\n", g.Comment)
-	for i, c := range g.Cases {
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(b, &fields); err != nil {
-			t.Fatal(err)
-		}
-		typ := reflect.TypeOf(c)
-		var keys []string
-		for f := range typ.NumField() {
-			key, _, _ := strings.Cut(typ.Field(f).Tag.Get("json"), ",")
-			if _, ok := fields[key]; ok {
-				keys = append(keys, key)
-			}
-		}
-		buf.WriteString("    {\n")
-		for k, key := range keys {
-			sep := ","
-			if k == len(keys)-1 {
-				sep = ""
-			}
-			fmt.Fprintf(&buf, "      %q: %s%s\n", key, fields[key], sep)
-		}
-		if i == len(g.Cases)-1 {
-			buf.WriteString("    }\n")
-		} else {
-			buf.WriteString("    },\n")
-		}
-	}
-	buf.WriteString("  ]\n}\n")
-	if !json.Valid(buf.Bytes()) {
-		t.Fatal("encodeGolden produced invalid JSON")
-	}
-	return buf.Bytes()
 }

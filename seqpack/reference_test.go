@@ -1,17 +1,14 @@
 package seqpack
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 const (
@@ -26,35 +23,12 @@ const (
 // what it computes for them.
 func runReference(t *testing.T, g goldenFile) []goldenCase {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
-	}
 	in := goldenFile{Cases: make([]goldenCase, len(g.Cases))}
 	for i, c := range g.Cases {
 		in.Cases[i] = clearOutputs(c)
 	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "cases.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), referenceTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", referencePath, err, stderr.String())
-	}
 	var ref goldenFile
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatalf("decoding %s output: %v", referencePath, err)
-	}
+	pythontest.Reference(t, referencePath, in, &ref, referenceTimeout)
 	if len(ref.Cases) != len(g.Cases) {
 		t.Fatalf("reference printed %d cases for %d", len(ref.Cases), len(g.Cases))
 	}

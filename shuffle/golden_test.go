@@ -1,14 +1,11 @@
 package shuffle
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/brandgw/brand/internal/testsupport/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.json from the current implementation")
@@ -339,10 +336,7 @@ func compareMix(t *testing.T, got, want goldenMix) {
 func TestGolden(t *testing.T) {
 	got := computeGolden(t, goldenInputs())
 	if *update {
-		if err := os.WriteFile(goldenPath, encodeGolden(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote %s", goldenPath)
+		golden.Write(t, goldenPath, got)
 	}
 	want := readGolden(t)
 
@@ -402,83 +396,7 @@ func compareCase(t *testing.T, got, want goldenCase) {
 
 func readGolden(t *testing.T) goldenFile {
 	t.Helper()
-	b, err := os.ReadFile(goldenPath)
-	if err != nil {
-		t.Fatalf("%v (generate with -update)", err)
-	}
 	var g goldenFile
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", goldenPath, err)
-	}
+	golden.Read(t, goldenPath, &g)
 	return g
-}
-
-// encodeGolden writes g as JSON with one line per field, so that a diff of
-// the golden file shows which output of which case changed.
-func encodeGolden(t *testing.T, g goldenFile) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	line := func(indent, key string, v any, last bool) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sep := ","
-		if last {
-			sep = ""
-		}
-		fmt.Fprintf(&buf, "%s%q: %s%s\n", indent, key, b, sep)
-	}
-	// object writes one element of a list, its top-level fields one per line.
-	object := func(v any, last bool) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(b, &fields); err != nil {
-			t.Fatal(err)
-		}
-		// Keep the struct's field order rather than the map's, and leave
-		// out the fields omitempty left out.
-		typ := reflect.TypeOf(v)
-		var keys []string
-		for i := range typ.NumField() {
-			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-			if _, ok := fields[key]; ok {
-				keys = append(keys, key)
-			}
-		}
-		buf.WriteString("    {\n")
-		for i, key := range keys {
-			line("      ", key, fields[key], i == len(keys)-1)
-		}
-		if last {
-			buf.WriteString("    }\n")
-		} else {
-			buf.WriteString("    },\n")
-		}
-	}
-	list := func(key string, n int, elem func(i int) any, last bool) {
-		fmt.Fprintf(&buf, "  %q: [\n", key)
-		for i := range n {
-			object(elem(i), i == n-1)
-		}
-		if last {
-			buf.WriteString("  ]\n")
-		} else {
-			buf.WriteString("  ],\n")
-		}
-	}
-	buf.WriteString("{\n")
-	line("  ", "comment", g.Comment, false)
-	list("cases", len(g.Cases), func(i int) any { return g.Cases[i] }, false)
-	list("streams", len(g.Streams), func(i int) any { return g.Streams[i] }, false)
-	list("bounded", len(g.Bounded), func(i int) any { return g.Bounded[i] }, false)
-	list("mixtures", len(g.Mixtures), func(i int) any { return g.Mixtures[i] }, true)
-	buf.WriteString("}\n")
-	if !json.Valid(buf.Bytes()) {
-		t.Fatal("encodeGolden produced invalid JSON")
-	}
-	return buf.Bytes()
 }

@@ -1,18 +1,15 @@
 package shuffle
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 const (
@@ -42,26 +39,11 @@ type referenceOutput struct {
 	Mixtures []goldenMix `json:"mixtures"` // outputs, name and weights only
 }
 
-// runReference runs testdata/reference.py on the inputs in the JSON file
-// path and decodes what it prints into out.
-func runReference(t *testing.T, path string, out any) {
+// runReference runs testdata/reference.py on in (a golden file's path,
+// or inputs to write as JSON) and decodes what it prints into out.
+func runReference(t *testing.T, in, out any) {
 	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the Go golden vectors still ran in TestGolden")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, referencePath, path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", referencePath, path, err, stderr.String())
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		t.Fatalf("decoding %s output: %v", referencePath, err)
-	}
+	pythontest.Reference(t, referencePath, in, out, 30*time.Second)
 }
 
 // TestPythonReference runs the independent Python implementation of the
@@ -129,16 +111,8 @@ func TestPythonReferenceMixtures(t *testing.T) {
 		Mixtures []goldenMix `json:"mixtures"`
 	}
 	in.Mixtures = append(randomMixtures(t, 120), randomPassMixtures(t, 60)...)
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "mixtures.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var ref referenceOutput
-	runReference(t, path, &ref)
+	runReference(t, in, &ref)
 	if len(ref.Mixtures) != len(in.Mixtures) {
 		t.Fatalf("reference printed %d mixtures for %d", len(ref.Mixtures), len(in.Mixtures))
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -214,14 +213,6 @@ func TestPythonReferenceSchedules(t *testing.T) {
 	for _, c := range in {
 		want = append(want, computeSched(t, c))
 	}
-	b, err := json.Marshal(map[string]any{"schedules": in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "schedules.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var ref struct {
 		Schedules []struct {
 			Name       string             `json:"name"`
@@ -229,7 +220,7 @@ func TestPythonReferenceSchedules(t *testing.T) {
 			Epochs     []goldenSchedEpoch `json:"epochs"`
 		} `json:"schedules"`
 	}
-	runReference(t, path, &ref)
+	runReference(t, map[string]any{"schedules": in}, &ref)
 	if len(ref.Schedules) != len(want) {
 		t.Fatalf("reference printed %d schedules, want %d", len(ref.Schedules), len(want))
 	}

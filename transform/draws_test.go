@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/draws.json from the Go implementation")
@@ -301,10 +303,7 @@ func TestCropDistribution(t *testing.T) {
 // docs/transform.md alone, on the golden inputs and 500 random ones, and
 // requires it to agree with Go on every draw.
 func TestPythonReference(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed; the golden vectors still ran in TestGolden")
-	}
+	python := pythontest.Need(t, "")
 	g := goldenInputs()
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 500 {

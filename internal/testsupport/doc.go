@@ -5,6 +5,7 @@
 //	catalogtest the catalog's datasets tests of the batch stages serve from
 //	cmdtest     the module's commands built for tests that run them as processes
 //	pythontest  the Python 3 with given modules a test runs a reference with
+//	golden      a package's golden file, read and written in the one layout
 //	promtest    a /metrics body read with Prometheus's own parser (expfmt)
 //	hubtest     a package's types held under a number of methods (no hubs)
 //	netns       test networks of network namespaces, and faults cut into them

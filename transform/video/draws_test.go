@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brandgw/brand/internal/testsupport/pythontest"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -142,13 +143,7 @@ func jsonEqual(a, b any) bool {
 // written from docs/transform.md, recompute the golden clips' random
 // crops and flips from their sample keys.
 func TestClipDrawsReference(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no python3 (CI=true: failing)")
-		}
-		t.Skip("no python3; TestClipDrawsGolden still ran")
-	}
+	python := pythontest.Need(t, "")
 	cmd := exec.Command(python, "testdata/reference_clips.py")
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "..", "python"))
 	out, err := cmd.CombinedOutput()

@@ -8,10 +8,13 @@
 package pythontest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +90,40 @@ func Need(t testing.TB, hint string, modules ...string) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// Reference runs script, a Python reference implementation of a
+// document (docs/shuffle.md, docs/importance.md, …), on in and decodes
+// the JSON it prints into out: the one way the module's golden tests
+// hold Go to a second implementation. in is written to a file the script
+// is given as its argument, as JSON, unless it is a string, which names
+// a file already written (a golden file). The run is bounded by timeout;
+// a missing Python fails the test with CI=true and skips it otherwise
+// (Need).
+func Reference(t testing.TB, script string, in, out any, timeout time.Duration) {
+	t.Helper()
+	python := Need(t, "")
+	path, ok := in.(string)
+	if !ok {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(t.TempDir(), "inputs.json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, script, path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, path, err, stderr.String())
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("decoding what %s printed: %v", script, err)
+	}
 }
