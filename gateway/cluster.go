@@ -139,3 +139,12 @@ func (e eitherOf) Read(ctx context.Context, k chunkcache.Key, buf []byte, verify
 	}
 	return false
 }
+
+// nodeAsks is the other nodes as a part that both watches them and
+// questions them sees them (the membership, the hand-over, the seals, a
+// schedule's edit, the hand-back): transport's view of their liveness
+// and the questions it puts to them, each its own type.
+type nodeAsks struct {
+	*transport.Nodes
+	transport.Asks
+}

@@ -448,6 +448,7 @@ func New(cfg Config) (*Gateway, error) {
 	// membership once the hand-over it warms up with is built, below.
 	var (
 		peers   *transport.Nodes
+		ask     nodeAsks // peers and their questions, for the parts that need both
 		routing *route.Router
 		rt      router         = route.Solo{}
 		parts   feedback.Nodes = feedback.Solo{}
@@ -460,11 +461,12 @@ func New(cfg Config) (*Gateway, error) {
 		peers = transport.New(transport.Config{Self: c.Advertise, Timeout: c.PeerTimeout, Probe: c.ProbeInterval, Credentials: peercred.NewCredentials(c.Secret),
 			MaxReplyBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("peer: probes"), Registry: reg, Log: cfg.Logger,
 			Returning: func(ctx context.Context, url string) { g.back.returning(ctx, url) }})
+		ask = nodeAsks{peers, peers.Asks()}
 		// Whether this node reaches the store: cut off from it, it ends
 		// its store reads, says so to its peers and routes its chunks
 		// through them, and once it reaches the store again it asks them
 		// for the chunks they read for it (internal/cluster/storepath).
-		g.returned = storepath.NewReturned(peers, cfg.Logger).WithSearch(func(ds *catalog.Dataset, c int) bool { return routing.Owns(ds, c) }, g.catalog.Chunk,
+		g.returned = storepath.NewReturned(ask, cfg.Logger).WithSearch(func(ds *catalog.Dataset, c int) bool { return routing.Owns(ds, c) }, g.catalog.Chunk,
 			func() []string {
 				var urls []string
 				for _, k := range peers.Peers() {
@@ -481,7 +483,7 @@ func New(cfg Config) (*Gateway, error) {
 			Load:      func() tensorize.Load { return g.stage.Load() },
 			StoreDown: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
 			Holds:     func(ds *catalog.Dataset, c int) bool { return g.cache.Contains(ds.ChunkKey(c)) }})
-		rt, parts = routing, peers
+		rt, parts = routing, ask
 	}
 	g.feedback = feedback.NewWith(feedback.Config{Log: cfg.Logger, Buffers: g.mem})
 	orders := layout.New(g.feedback)
@@ -515,7 +517,7 @@ func New(cfg Config) (*Gateway, error) {
 	if peers != nil {
 		// Chunks this node gains in a membership change are read from
 		// their old owner's cache before the store.
-		sources = handover.NewSources(peers, cfg.Logger)
+		sources = handover.NewSources(ask, cfg.Logger)
 		through := storepath.NewThrough(storepath.ThroughConfig{Down: func(ds *catalog.Dataset) bool { return ds.Remote() && g.store.Down() },
 			Chunk: g.catalog.Chunk, Pick: routing.Through, Fetch: peers.FetchChunkThrough, Log: cfg.Logger})
 		loader = loader.WithHandover(eitherOf{sources, g.returned, through}).WithGuard(g.store)
@@ -534,7 +536,7 @@ func New(cfg Config) (*Gateway, error) {
 		MaxWaiting: cfg.MaxWaiting, MaxWait: cfg.MaxWait, Recycler: g.mem, Tasks: g.life.Group("chunkcache: loads, spills")})
 	g.mem.Watch(g.cache)
 	if peers != nil {
-		g.back = &giveBack{datasets: g.catalog.All, cache: g.cache, routing: routing, peers: peers, returned: g.returned, distance: g.sched.Distance,
+		g.back = &giveBack{datasets: g.catalog.All, cache: g.cache, routing: routing, peers: ask, returned: g.returned, distance: g.sched.Distance,
 			copies: g.life.Group("peer: chunks given back"), timeout: c.PeerTimeout, log: cfg.Logger}
 	}
 	g.metrics = newMetrics(reg, g.cache.Stats, cfg.CacheSize)
@@ -567,11 +569,11 @@ func New(cfg Config) (*Gateway, error) {
 	g.node = soloNode{}
 	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
 	if peers != nil {
-		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: peers, UseTable: g.sched, Cache: g.cache,
+		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: ask, UseTable: g.sched, Cache: g.cache,
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
 			Admit: func(victim chunkcache.Key) bool { return !usetable.Needed(g.sched.Distance(victim)) }})
 		tracker := membership.New(membership.Config{Self: c.Advertise, SelfSlot: peers.Self(), Members: c.Members, Poll: c.MembersPoll,
-			Probe: c.ProbeInterval, Peers: peers, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
+			Probe: c.ProbeInterval, Peers: ask, Warm: g.handover, Follower: routing, FlipTimeout: c.FlipTimeout,
 			Held: g.catalog.HeldIDs, Skew: g.catalog.Poke, Datasets: g.catalog.All, Group: g.life.Group("membership: polls, warm-ups, kept versions"),
 			Registry: reg, Log: cfg.Logger})
 		g.node, versions = clusterNode{peers: peers, members: tracker, route: routing, store: g.store}, tracker
@@ -588,7 +590,7 @@ func New(cfg Config) (*Gateway, error) {
 	if peers != nil {
 		// An edit of a stored schedule asks every other member which
 		// steps it has served; they answer from their books.
-		g.jobs.sched.others = othersOf(peers)
+		g.jobs.sched.others = othersOf(ask)
 		g.peers.steps = g.jobs.latestStep
 		g.peers.excluded = g.jobs.peerExclusion
 		g.peers.ready = g.ready.servingNotReady

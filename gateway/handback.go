@@ -10,7 +10,6 @@ import (
 	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
-	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
 )
@@ -42,7 +41,7 @@ type giveBack struct {
 		Prefetch(ctx context.Context, r chunkcache.Request, admit func(victim chunkcache.Key) bool) (chunkcache.PrefetchResult, error)
 	}
 	routing  *route.Router
-	peers    *transport.Nodes
+	peers    nodeAsks
 	returned *storepath.Returned
 	// distance is the use table's next-use key of a chunk: the copies
 	// evict only chunks no stream needs.

@@ -38,7 +38,7 @@ type scheduleBook struct {
 	book   *jobsched.Book
 }
 
-// scheduleNodes is what an edit asks of the other nodes (transport.Nodes):
+// scheduleNodes is what an edit asks of the other nodes (transport.Nodes and its Asks):
 // the members now — those of every membership version this node knows
 // and of its source's list, as the membership has them probed — and the
 // question for the latest step of a job each has served.

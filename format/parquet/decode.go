@@ -30,9 +30,6 @@ type decoder struct {
 	props  *pq.ReaderProperties
 	pool   *sync.Pool
 	model  *tokenize.Model // a text token dataset's
-	// docs is a token dataset's counts by chunk where a chunk is several
-	// row groups (ds.tokens.counts is by row group), else nil.
-	docs [][]uint32
 }
 
 func newDecoder(ds *dataset) (*decoder, error) {
@@ -68,7 +65,7 @@ func newDecoder(ds *dataset) (*decoder, error) {
 		}
 		c.at = i
 	}
-	if err := d.setSpans(ds.ends); err != nil {
+	if err := d.ds.setSpans(ds.ends); err != nil {
 		return nil, err
 	}
 	root, err := arrowGroup(s.root)
@@ -151,7 +148,7 @@ func (f *field) needed() []int {
 // Extent is the column chunks of the fields sel of chunk c's row groups,
 // adjacent ones merged.
 func (d *decoder) Extent(c int, sel format.Selection) ([]format.Range, int64) {
-	gs := d.span(c)
+	gs := d.ds.span(c)
 	var rs []format.Range
 	for gi := range gs {
 		ch := &gs[gi]
@@ -180,7 +177,7 @@ func (d *decoder) Working(c int, sel format.Selection) int64 {
 	// giving back flatCol's buffers before the next: the largest of them
 	// at once; arrow-go's allocations are the garbage collector's to
 	// return, so all of them count.
-	gs := d.span(c)
+	gs := d.ds.span(c)
 	var most, n, fields, rows, imgSum, imgMost, inflating int64
 	for gi := range gs {
 		ch := &gs[gi]
@@ -240,10 +237,10 @@ func (d *decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format
 // decode is Decode, with the values DecodeStream placed (pl, nil for
 // none).
 func (d *decoder) decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions, pl *placement) (err error) {
-	if c < 0 || c >= d.numChunks() {
+	if c < 0 || c >= d.ds.numChunks() {
 		return fmt.Errorf("parquet: no chunk %d", c)
 	}
-	gs := d.span(c)
+	gs := d.ds.span(c)
 	ch := &gs[0]
 	col := ""
 	defer func() {

@@ -152,7 +152,7 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	if target <= 0 {
 		target = DefaultChunkBytes
 	}
-	if err := d.setSpans(d.cut(target, lim)); err != nil {
+	if err := d.ds.setSpans(d.cut(target, lim)); err != nil {
 		return nil, err
 	}
 	lay.Chunks = d.layoutChunks(out)
@@ -187,13 +187,13 @@ func (Format) Open(meta []byte) (format.Decoder, error) {
 // of one row group is named by its ordinal, as every chunk was when a
 // chunk was a row group.
 func (d *decoder) layoutChunks(files []*indexed) []format.Chunk {
-	out := make([]format.Chunk, d.numChunks())
+	out := make([]format.Chunk, d.ds.numChunks())
 	firstOf := make([]int, len(files)) // a file's first row group in ds.chunks
 	for i := len(d.ds.chunks) - 1; i >= 0; i-- {
 		firstOf[d.ds.chunks[i].file] = i
 	}
 	for c := range out {
-		gs := d.span(c)
+		gs := d.ds.span(c)
 		x := files[gs[0].file].obj
 		var rows int64
 		for _, g := range gs {

@@ -27,6 +27,9 @@ type dataset struct {
 	// groups of one file (span.go). nil is a chunk a row group, as every
 	// description written before chunks of several row groups.
 	ends []int
+	// docs is a token dataset's counts by chunk where a chunk is several
+	// row groups (tokens.counts is by row group), else nil.
+	docs [][]uint32
 }
 
 type fieldExt struct {

@@ -18,58 +18,58 @@ import (
 const DefaultChunkBytes = 16 << 20
 
 // numChunks is the dataset's chunks.
-func (d *decoder) numChunks() int {
-	if d.ds.ends == nil {
-		return len(d.ds.chunks)
+func (ds *dataset) numChunks() int {
+	if ds.ends == nil {
+		return len(ds.chunks)
 	}
-	return len(d.ds.ends)
+	return len(ds.ends)
 }
 
 // span is chunk c's row groups.
-func (d *decoder) span(c int) []chunk {
-	if d.ds.ends == nil {
-		return d.ds.chunks[c : c+1]
+func (ds *dataset) span(c int) []chunk {
+	if ds.ends == nil {
+		return ds.chunks[c : c+1]
 	}
 	lo := 0
 	if c > 0 {
-		lo = d.ds.ends[c-1]
+		lo = ds.ends[c-1]
 	}
-	return d.ds.chunks[lo:d.ds.ends[c]]
+	return ds.chunks[lo:ds.ends[c]]
 }
 
 // setSpans cuts the row groups at ends (dataset.ends; nil for a chunk
 // each) after checking that each chunk's row groups are consecutive row
 // groups of one file.
-func (d *decoder) setSpans(ends []int) error {
-	d.ds.ends, d.docs = nil, nil
+func (ds *dataset) setSpans(ends []int) error {
+	ds.ends, ds.docs = nil, nil
 	if ends == nil {
 		return nil
 	}
 	lo := 0
 	for _, hi := range ends {
-		if hi <= lo || hi > len(d.ds.chunks) {
-			return fmt.Errorf("%w: a chunk of row groups %d to %d of %d", errMeta, lo, hi, len(d.ds.chunks))
+		if hi <= lo || hi > len(ds.chunks) {
+			return fmt.Errorf("%w: a chunk of row groups %d to %d of %d", errMeta, lo, hi, len(ds.chunks))
 		}
 		for i := lo + 1; i < hi; i++ {
-			a, b := &d.ds.chunks[i-1], &d.ds.chunks[i]
+			a, b := &ds.chunks[i-1], &ds.chunks[i]
 			if a.file != b.file || a.first+a.rows != b.first {
 				return fmt.Errorf("%w: a chunk of row groups that do not follow one another in one file", errMeta)
 			}
 		}
 		lo = hi
 	}
-	if lo != len(d.ds.chunks) {
-		return fmt.Errorf("%w: chunks of %d row groups, of %d", errMeta, lo, len(d.ds.chunks))
+	if lo != len(ds.chunks) {
+		return fmt.Errorf("%w: chunks of %d row groups, of %d", errMeta, lo, len(ds.chunks))
 	}
-	d.ds.ends = ends
-	if t := d.ds.tokens; t != nil {
-		d.docs = make([][]uint32, len(ends))
+	ds.ends = ends
+	if t := ds.tokens; t != nil {
+		ds.docs = make([][]uint32, len(ends))
 		for c := range ends {
 			var n []uint32
-			for _, g := range d.span(c) {
+			for _, g := range ds.span(c) {
 				n = append(n, t.counts[g.at]...)
 			}
-			d.docs[c] = n
+			ds.docs[c] = n
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 
 	pq "github.com/apache/arrow-go/v18/parquet"
 
@@ -63,14 +64,14 @@ func (d *decoder) DecodeStream(c int, sel format.Selection, open func(format.Ran
 
 // streamed is DecodeStream, returning the placement it streamed with.
 func (d *decoder) streamed(c int, sel format.Selection, open func(format.Range) (io.ReadCloser, error), src, dst []byte, wo format.WriterOptions) (pl *placement, err error) {
-	if c < 0 || c >= d.numChunks() {
+	if c < 0 || c >= d.ds.numChunks() {
 		return nil, fmt.Errorf("parquet: no chunk %d", c)
 	}
 	ranges, bound := d.Extent(c, sel)
 	if int64(len(src)) != format.Concat(ranges) || int64(len(dst)) < bound {
 		return nil, fmt.Errorf("parquet: buffers of %d and %d bytes for ranges of %d and a resident bound of %d", len(src), len(dst), format.Concat(ranges), bound)
 	}
-	gs := d.span(c)
+	gs := d.ds.span(c)
 	if pl = d.plan(gs, sel, dst, wo); pl == nil {
 		return nil, fmt.Errorf("parquet: chunk %d has no column to stream: %w", c, format.ErrNotStreamed)
 	}
@@ -195,7 +196,7 @@ func (d *decoder) streamColumn(ch *chunk, leaf int, pl *placement, br *bufio.Rea
 			if errors.As(err, &rf) {
 				return readFailed(r, rf.err)
 			}
-			return d.damaged(ch, d.leafName(leaf), fmt.Errorf("page at byte %d: %v", pos, err))
+			return d.damaged(ch, d.schema.leafName(leaf), fmt.Errorf("page at byte %d: %v", pos, err))
 		}
 		pl.pages[pageKey{ch.at, leaf, m.start + int64(pos)}] = sp
 		budget -= int64(h.unc)
@@ -205,16 +206,8 @@ func (d *decoder) streamColumn(ch *chunk, leaf int, pl *placement, br *bufio.Rea
 }
 
 // leafName is leaf l's dotted path, for a message.
-func (d *decoder) leafName(l int) string {
-	p := d.schema.leaves[l].path()
-	s := ""
-	for i, x := range p {
-		if i > 0 {
-			s += "."
-		}
-		s += x
-	}
-	return s
+func (s *schema) leafName(l int) string {
+	return strings.Join(s.leaves[l].path(), ".")
 }
 
 // streamable reports whether page h of column chunk m (of leaf n, a byte

@@ -35,11 +35,21 @@ type tokenSpec struct {
 // column chunk larger than it is read alone.
 const countBudget = 256 << 20
 
-// countTokens reads field fi's column chunk of every row group once and
-// counts each row's tokens: a list's elements from its levels (the values
-// are not decoded; a data page v2's levels are not even decompressed), or
-// a text's tokens by model. objs are the files, by ds.files' order.
-func (d *decoder) countTokens(ctx context.Context, st format.Store, objs []format.Object, fi int, model *tokenize.Model, lim format.Limits, par int) ([][]uint32, error) {
+// counter counts the tokens of each row of a token field when a dataset
+// is indexed (indexTokens): the index's half of a token dataset, apart
+// from the decoder's serving.
+type counter struct {
+	d     *decoder
+	model *tokenize.Model // a text's; nil for a list column
+	lim   format.Limits
+}
+
+// count reads field fi's column chunk of every row group once and counts
+// each row's tokens: a list's elements from its levels (the values are
+// not decoded; a data page v2's levels are not even decompressed), or a
+// text's tokens by the model. objs are the files, by ds.files' order.
+func (k counter) count(ctx context.Context, st format.Store, objs []format.Object, fi, par int) ([][]uint32, error) {
+	d, model, lim := k.d, k.model, k.lim
 	f := d.fields[fi]
 	leaf := f.leaves[0]
 	if model != nil {
@@ -72,7 +82,7 @@ func (d *decoder) countTokens(ctx context.Context, st format.Store, objs []forma
 			var n []uint32
 			var err error
 			if model != nil {
-				n, err = d.countText(ch, f, leaf, b, model, lim)
+				n, err = k.text(ch, f, leaf, b)
 			} else {
 				n, err = countList(ch, f, d.schema.leaves[leaf], m, b, lim)
 			}
@@ -222,14 +232,14 @@ func lengthPrefixed(b []byte) (levels, rest []byte, err error) {
 	return b[4 : 4+n], b[4+n:], nil
 }
 
-// countText tokenizes each row's text of a column chunk b with model and
+// text tokenizes each row's text of a column chunk b with the model and
 // counts the tokens; a null text is a document of none.
-func (d *decoder) countText(ch *chunk, f *field, leaf int, b []byte, model *tokenize.Model, lim format.Limits) ([]uint32, error) {
+func (k counter) text(ch *chunk, f *field, leaf int, b []byte) ([]uint32, error) {
 	read, err := format.NewRead([]format.Range{{Off: ch.cols[leaf].start, Len: int64(len(b))}}, b)
 	if err != nil {
 		return nil, err
 	}
-	tw, err := d.textReader(ch, f, leaf, read, model)
+	tw, err := k.d.textReader(ch, f, leaf, read, k.model)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +249,8 @@ func (d *decoder) countText(ch *chunk, f *field, leaf int, b []byte, model *toke
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", ch.first+r, err)
 		}
-		if int64(len(ids)) > lim.DocTokens {
-			return nil, fmt.Errorf("row %d has %d tokens, more than %d (Limits.DocTokens)", ch.first+r, len(ids), lim.DocTokens)
+		if int64(len(ids)) > k.lim.DocTokens {
+			return nil, fmt.Errorf("row %d has %d tokens, more than %d (Limits.DocTokens)", ch.first+r, len(ids), k.lim.DocTokens)
 		}
 		counts[r] = uint32(len(ids))
 	}
@@ -369,8 +379,8 @@ var _ format.Tokens = tokenDecoder{}
 
 // DocTokens is chunk c's rows' token counts, as indexing counted them.
 func (d tokenDecoder) DocTokens(c int) []uint32 {
-	if d.docs != nil {
-		return d.docs[c]
+	if d.ds.docs != nil {
+		return d.ds.docs[c]
 	}
 	return d.ds.tokens.counts[c]
 }
@@ -494,7 +504,7 @@ func indexTokens(ctx context.Context, st format.Store, ds *dataset, d *decoder, 
 		}
 		t.text, t.model, t.vocab = true, opt.Tokenizer, ""
 	}
-	if t.counts, err = d.countTokens(ctx, st, objs, fi, model, lim, par); err != nil {
+	if t.counts, err = (counter{d: d, model: model, lim: lim}).count(ctx, st, objs, fi, par); err != nil {
 		return nil, err
 	}
 	ds.tokens = t

@@ -88,7 +88,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 )
 
-// Peers is what a hand-over asks of the other nodes (transport.Nodes).
+// Peers is what a hand-over asks of the other nodes (transport.Nodes and its Asks).
 type Peers interface {
 	// IsUp reports whether the node at url is up, as its probes say.
 	IsUp(url string) bool
@@ -104,7 +104,7 @@ type Peers interface {
 }
 
 // ChunkFetcher fills buf with chunk c from the cache of the node at url,
-// and says whether that node is up (transport.Nodes).
+// and says whether that node is up (transport.Asks and Nodes).
 type ChunkFetcher interface {
 	FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error
 	IsUp(url string) bool

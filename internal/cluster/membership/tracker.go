@@ -58,7 +58,7 @@ type Warmer interface {
 	Warm(ctx context.Context, from, to *cluster.Membership, loading func()) (api.MembershipChange, error)
 }
 
-// Peers is what the membership needs of the other nodes (transport.Nodes):
+// Peers is what the membership needs of the other nodes (transport.Nodes and its Asks):
 // each one's slot, URL, liveness (and whether its last probe got any
 // answer) and last state, the nodes to probe — the members of every
 // version this node holds now — and a question for a version's member

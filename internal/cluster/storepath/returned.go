@@ -13,7 +13,7 @@ import (
 )
 
 // ChunkPeers is what Returned asks of the other nodes
-// (transport.Nodes): which of some chunks a node's cache holds, a chunk's
+// (transport.Asks and Nodes): which of some chunks a node's cache holds, a chunk's
 // bytes from its cache, and whether it is up.
 type ChunkPeers interface {
 	Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error)

@@ -9,7 +9,9 @@
 // client of each node, through which every one of those requests goes
 // by one call path (Client: build, sign, send, classify), how a node
 // proves it is a peer (internal/cluster/peercred), and what this node last learnt of
-// each other one (Nodes: its slot, liveness, state and figures).
+// each other one (Nodes: its slot, liveness, state and figures), and
+// the questions it puts to them beside a batch's samples (Asks), which say
+// nothing of their liveness.
 //
 // Who the members are, and which versions the cluster agrees on, is
 // package membership's; which node a chunk's bytes come from is package

@@ -140,23 +140,23 @@ func TestHandOverQuestions(t *testing.T) {
 	ctx := context.Background()
 	all := []int{0, 1, 2, 3}
 
-	if got, err := n.Needed(ctx, srv.URL, ds, all, 2); err != nil || !slices.Equal(got, []int{1, 3}) || node.ahead != 2 {
+	if got, err := n.Asks().Needed(ctx, srv.URL, ds, all, 2); err != nil || !slices.Equal(got, []int{1, 3}) || node.ahead != 2 {
 		t.Errorf("Needed: %v, %v (ahead %d); want [1 3] two windows ahead", got, err, node.ahead)
 	}
-	if got, err := n.Needed(ctx, srv.URL, ds, []int{0, 2}, 1); err != nil || len(got) != 0 {
+	if got, err := n.Asks().Needed(ctx, srv.URL, ds, []int{0, 2}, 1); err != nil || len(got) != 0 {
 		t.Errorf("Needed of chunks it does not need: %v, %v", got, err)
 	}
-	if got, err := n.Held(ctx, srv.URL, ds, all); err != nil || !slices.Equal(got, []int{0, 2}) {
+	if got, err := n.Asks().Held(ctx, srv.URL, ds, all); err != nil || !slices.Equal(got, []int{0, 2}) {
 		t.Errorf("Held: %v, %v; want [0 2]", got, err)
 	}
-	if err := n.Keep(ctx, srv.URL, ds, []int{1, 3}); err != nil || !slices.Equal(node.kept, []int{1, 3}) || node.keeper != "http://self.invalid" {
+	if err := n.Asks().Keep(ctx, srv.URL, ds, []int{1, 3}); err != nil || !slices.Equal(node.kept, []int{1, 3}) || node.keeper != "http://self.invalid" {
 		t.Errorf("Keep: %v; the old owner was told %v by %q, want [1 3] by http://self.invalid", err, node.kept, node.keeper)
 	}
-	if err := n.Keep(ctx, srv.URL, ds, nil); err != nil || len(node.kept) != 0 {
+	if err := n.Asks().Keep(ctx, srv.URL, ds, nil); err != nil || len(node.kept) != 0 {
 		t.Errorf("Keep of none: %v; the old owner was told %v, want none", err, node.kept)
 	}
 	node.takes = []int{1, 3}
-	if got, err := n.Give(ctx, srv.URL, ds, []int{0, 1, 3}); err != nil || !slices.Equal(got, []int{1, 3}) || !slices.Equal(node.given, []int{0, 1, 3}) || node.giver != "http://self.invalid" {
+	if got, err := n.Asks().Give(ctx, srv.URL, ds, []int{0, 1, 3}); err != nil || !slices.Equal(got, []int{1, 3}) || !slices.Equal(node.given, []int{0, 1, 3}) || node.giver != "http://self.invalid" {
 		t.Errorf("Give: %v, %v; the owner was told %v by %q, want [0 1 3] by http://self.invalid, taking [1 3]", got, err, node.given, node.giver)
 	}
 	for _, two := range []string{"held=true&keep=true", "held=true&given=true", "keep=true&given=true"} {
@@ -166,26 +166,26 @@ func TestHandOverQuestions(t *testing.T) {
 		}
 	}
 	buf := make([]byte, 1024)
-	if err := n.FetchChunk(ctx, srv.URL, ds, 2, buf); err != nil || !bytes.Equal(buf, bytesOf(2)) {
+	if err := n.Asks().FetchChunk(ctx, srv.URL, ds, 2, buf); err != nil || !bytes.Equal(buf, bytesOf(2)) {
 		t.Errorf("FetchChunk of a held chunk: %v", err)
 	}
-	if err := n.FetchChunk(ctx, srv.URL, ds, 1, buf); err == nil {
+	if err := n.Asks().FetchChunk(ctx, srv.URL, ds, 1, buf); err == nil {
 		t.Error("FetchChunk of a chunk not held: no error")
 	}
-	if err := n.FetchChunk(ctx, srv.URL, ds, 0, make([]byte, 1000)); err == nil {
+	if err := n.Asks().FetchChunk(ctx, srv.URL, ds, 0, make([]byte, 1000)); err == nil {
 		t.Error("FetchChunk of another length than the index's: no error")
 	}
-	if ms, err := n.AskMembers(ctx, k, two.Version()); err != nil || ms.Version() != two.Version() {
+	if ms, err := n.Asks().AskMembers(ctx, k, two.Version()); err != nil || ms.Version() != two.Version() {
 		t.Errorf("AskMembers of a version it keeps: %v, %v", ms, err)
 	}
-	if _, err := n.AskMembers(ctx, k, "0123456789abcdef"); err == nil {
+	if _, err := n.Asks().AskMembers(ctx, k, "0123456789abcdef"); err == nil {
 		t.Error("AskMembers of a version it does not keep: no error")
 	}
-	if _, err := n.AskMembers(ctx, k, "00000000deadbeef"); err == nil {
+	if _, err := n.Asks().AskMembers(ctx, k, "00000000deadbeef"); err == nil {
 		t.Error("AskMembers answered by a list of another version: no error")
 	}
 	node.extra = 1
-	if got, err := n.Held(ctx, srv.URL, ds, []int{0, 2, 3}); err == nil { // as long an answer as the question
+	if got, err := n.Asks().Held(ctx, srv.URL, ds, []int{0, 2, 3}); err == nil { // as long an answer as the question
 		t.Errorf("an answer naming a chunk not asked about: %v, no error", got)
 	}
 

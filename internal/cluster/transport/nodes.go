@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cluster/peercred"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/stopper"
@@ -366,36 +365,6 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 	return rep, err
 }
 
-// Feedback collects node k's part of an epoch's importance feedback for
-// a job, for a seal (Client.Feedback).
-func (n *Nodes) Feedback(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal string) ([]byte, error) {
-	return n.at(k).client.Feedback(ctx, ds, job, epoch, seal)
-}
-
-// Settle tells node k how a seal that collected its part of an epoch's
-// feedback ended (Client.Settle).
-func (n *Nodes) Settle(ctx context.Context, k int, ds *catalog.Dataset, job string, epoch uint64, seal, version string) error {
-	return n.at(k).client.Settle(ctx, ds, job, epoch, seal, version)
-}
-
-// AskMembers asks node k for a membership version's member list
-// (Client.Members).
-func (n *Nodes) AskMembers(ctx context.Context, k int, version string) (*cluster.Membership, error) {
-	return n.at(k).client.Members(ctx, version)
-}
-
-// Steps asks node k for the latest step of job it has served, before an
-// edit from step from (Client.Steps).
-func (n *Nodes) Steps(ctx context.Context, k int, job string, from uint64) (StepsReply, error) {
-	return n.at(k).client.Steps(ctx, job, from)
-}
-
-// FetchChunk fills buf with chunk c of ds from the cache of the node at
-// url (Client.Chunk), in a membership change.
-func (n *Nodes) FetchChunk(ctx context.Context, url string, ds *catalog.Dataset, c int, buf []byte) error {
-	return n.t.to(url).Chunk(ctx, ds, c, buf)
-}
-
 // FetchChunkThrough fills buf with chunk c of ds from the node in slot
 // k, read from the store through its cache if its cache does not hold
 // it (Client.ChunkThrough): this node cannot reach the store. A node that
@@ -412,30 +381,6 @@ func (n *Nodes) FetchChunkThrough(ctx context.Context, k int, ds *catalog.Datase
 		n.markDown(nd)
 	}
 	return err
-}
-
-// Needed asks the node at url which of chunks its followed streams need
-// soon (Client.Needed).
-func (n *Nodes) Needed(ctx context.Context, url string, ds *catalog.Dataset, chunks []int, ahead int) ([]int, error) {
-	return n.t.to(url).Needed(ctx, ds, chunks, ahead)
-}
-
-// Held asks the node at url which of chunks its cache holds
-// (Client.Held).
-func (n *Nodes) Held(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
-	return n.t.to(url).Held(ctx, ds, chunks)
-}
-
-// Keep tells the node at url which of its chunks this node will ask it
-// for (Client.Keep).
-func (n *Nodes) Keep(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) error {
-	return n.t.to(url).Keep(ctx, ds, chunks)
-}
-
-// Give tells the node at url which of its chunks this node's cache holds
-// (Client.Give), and returns those it takes.
-func (n *Nodes) Give(ctx context.Context, url string, ds *catalog.Dataset, chunks []int) ([]int, error) {
-	return n.t.to(url).Give(ctx, ds, chunks)
 }
 
 // Served records sample bytes this node served to node k (an

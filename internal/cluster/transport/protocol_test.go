@@ -140,14 +140,14 @@ func TestFeedbackAnswers(t *testing.T) {
 		t.Fatalf("peers %v, want the one node", peers)
 	}
 	for _, tc := range tests {
-		got, err := n.Feedback(context.Background(), peers[0], ds, tc.job, 3, seal)
+		got, err := n.Asks().Feedback(context.Background(), peers[0], ds, tc.job, 3, seal)
 		if tc.ok != (err == nil) || tc.ok && !bytes.Equal(got, tc.answer) {
 			t.Errorf("%s: %q, %v; want ok %v with the records answered", tc.job, got, err, tc.ok)
 		}
 	}
 	// How the seal ended, told back: sealed as a version, or nothing.
 	for _, version := range []string{sealed, ""} {
-		if err := n.Settle(context.Background(), peers[0], ds, "two-records", 3, seal, version); err != nil {
+		if err := n.Asks().Settle(context.Background(), peers[0], ds, "two-records", 3, seal, version); err != nil {
 			t.Fatalf("settling with %q: %v", version, err)
 		}
 	}

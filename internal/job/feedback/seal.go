@@ -40,7 +40,7 @@ import (
 // lost, costs refusals, never feedback answered as accepted and left out.
 
 // Nodes are the other nodes a seal merges an epoch's feedback from: a
-// cluster's (transport.Nodes), or none (a single gateway's: Solo).
+// cluster's (transport.Nodes and its Asks), or none (a single gateway's: Solo).
 type Nodes interface {
 	// Peers are the other members of the cluster now (by slot).
 	Peers() []int

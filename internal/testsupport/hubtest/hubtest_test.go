@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -61,3 +62,43 @@ type fakeT struct {
 
 func (f *fakeT) Errorf(string, ...any) { f.errors++ }
 func (f *fakeT) Helper()               {}
+
+// TestModuleHasNoHubs holds every package of the module to MaxMethods,
+// not only those whose own tests call NoHubs: a hub grows where nobody
+// looks.
+func TestModuleHasNoHubs(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the module's root: %v", err)
+	}
+	n := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); path != root && (name == "testdata" || name == "python" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		goFiles, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		tests, _ := filepath.Glob(filepath.Join(path, "*_test.go"))
+		if len(goFiles) == len(tests) {
+			return nil // no Go files, or tests only
+		}
+		rel, _ := filepath.Rel(root, path)
+		t.Run(rel, func(t *testing.T) { NoHubs(t, path, MaxMethods) })
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 90 {
+		t.Errorf("walked %d packages of the module; it has over 90", n)
+	}
+}
