@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/cluster/transport"
 )
 
@@ -88,7 +88,7 @@ func TestFeedbackDuringASealAcrossNodes(t *testing.T) {
 	for id := 20; id < 30; id++ { // after the seal answered
 		postTo(g1, id)
 	}
-	snap, err := dataset.ReadSnapshot(context.Background(), f.store, f.index, "j", s.Version)
+	snap, err := snapshots.Read(context.Background(), f.store, f.index, "j", s.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/client"
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/gen/synth"
 )
 
@@ -75,7 +75,7 @@ func TestImportanceSealsOnMinIO(t *testing.T) {
 		if d := slices.Compact(slices.Sorted(slices.Values(versions))); len(d) != 1 {
 			t.Fatalf("epoch %d: seals on two gateways answered %v", epoch, d)
 		}
-		if v, err := dataset.ReadSealed(ctx, p.store, "minio-job", uint64(epoch)); err != nil || v != versions[0] {
+		if v, err := snapshots.Sealed(ctx, p.store, "minio-job", uint64(epoch)); err != nil || v != versions[0] {
 			t.Fatalf("epoch %d: the pointer names %q (%v), the seals answered %s", epoch, v, err, versions[0])
 		}
 		// Feedback after the seal is refused, on either gateway.

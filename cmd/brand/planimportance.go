@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -50,7 +50,7 @@ func (p *planImportance) load(ctx context.Context, store s3backend.Store, ix *ch
 			return nil, fmt.Errorf("--importance needs --job, the name the snapshot was sealed under: %w", err)
 		}
 		var err error
-		if snap, err = dataset.ReadSnapshot(ctx, store, ix, p.job, p.version); err != nil {
+		if snap, err = snapshots.Read(ctx, store, ix, p.job, p.version); err != nil {
 			return nil, fmt.Errorf("reading the importance snapshot: %w", err)
 		}
 	} else {

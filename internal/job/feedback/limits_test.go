@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -53,7 +53,7 @@ func sealWith(t *testing.T, s *State, ds *catalog.Dataset, job string, epoch uin
 	var snap *importance.Snapshot
 	if prev != "" {
 		var err error
-		if snap, err = dataset.ReadSnapshot(t.Context(), ds.Store, ds.Index, job, prev); err != nil {
+		if snap, err = snapshots.Read(t.Context(), ds.Store, ds.Index, job, prev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func sealWith(t *testing.T, s *State, ds *catalog.Dataset, job string, epoch uin
 }
 
 // importanceObjects lists a job's epoch pointers and snapshots in st.
-func importanceObjects(t *testing.T, st s3backend.Store, job string) (pointers, snapshots []string) {
+func importanceObjects(t *testing.T, st s3backend.Store, job string) (pointers, snaps []string) {
 	t.Helper()
 	objs, err := st.List(t.Context(), "_brand/importance/"+job+"/")
 	if err != nil {
@@ -76,12 +76,12 @@ func importanceObjects(t *testing.T, st s3backend.Store, job string) (pointers, 
 		case strings.Contains(o.Key, "/epochs/"):
 			pointers = append(pointers, o.Key)
 		case strings.HasSuffix(o.Key, ".brandimp"):
-			snapshots = append(snapshots, o.Key)
+			snaps = append(snaps, o.Key)
 		default:
 			t.Errorf("unexpected object %s", o.Key)
 		}
 	}
-	return pointers, snapshots
+	return pointers, snaps
 }
 
 // TestJobsCannotEvictEachOther: other jobs' feedback, however much of
@@ -158,11 +158,11 @@ func TestConcurrentSealsConverge(t *testing.T) {
 	if d := slices.Compact(slices.Clone(versions)); len(d) != 1 {
 		t.Fatalf("40 concurrent seals answered %d versions: %v", len(d), d)
 	}
-	v, err := dataset.ReadSealed(t.Context(), ds.Store, "race", 0)
+	v, err := snapshots.Sealed(t.Context(), ds.Store, "race", 0)
 	if err != nil || v != versions[0] {
 		t.Fatalf("the stored pointer names %q (%v); the seals answered %s", v, err, versions[0])
 	}
-	snap, err := dataset.ReadSnapshot(t.Context(), ds.Store, ds.Index, "race", v)
+	snap, err := snapshots.Read(t.Context(), ds.Store, ds.Index, "race", v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestSealsConvergeAcrossNodes(t *testing.T) {
 	if d := slices.Compact(slices.Clone(versions)); len(d) != 1 {
 		t.Fatalf("seals on two nodes answered %d versions: %v", len(d), d)
 	}
-	if v, err := dataset.ReadSealed(t.Context(), ds.Store, "two", 0); err != nil || v != versions[0] {
+	if v, err := snapshots.Sealed(t.Context(), ds.Store, "two", 0); err != nil || v != versions[0] {
 		t.Fatalf("the stored pointer names %q (%v); the seals answered %s", v, err, versions[0])
 	}
 	if _, snaps := importanceObjects(t, ds.Store, "two"); len(snaps) != 1 {
@@ -233,11 +233,11 @@ func TestSealsKeepTheLastEpochs(t *testing.T) {
 		t.Fatalf("after 10 epochs the store holds %d pointers and %d snapshots, want at most %d of each:\n%v\n%v", len(pointers), len(snaps), keep, pointers, snaps)
 	}
 	for e := 10 - keep; e < 10; e++ {
-		v, err := dataset.ReadSealed(t.Context(), ds.Store, "long", uint64(e))
+		v, err := snapshots.Sealed(t.Context(), ds.Store, "long", uint64(e))
 		if err != nil {
 			t.Fatalf("epoch %d, among the last %d, lost its pointer: %v", e, keep, err)
 		}
-		if _, err := dataset.ReadSnapshot(t.Context(), ds.Store, ds.Index, "long", v); err != nil {
+		if _, err := snapshots.Read(t.Context(), ds.Store, ds.Index, "long", v); err != nil {
 			t.Fatalf("epoch %d's snapshot %s: %v", e, v, err)
 		}
 		if e == 9 && v != prev {

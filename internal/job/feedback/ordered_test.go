@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -55,7 +55,7 @@ type post struct {
 // snapshot of version v, and every other was refused as sealed.
 func checkSealed(t *testing.T, ds *catalog.Dataset, job, v string, posts []post) {
 	t.Helper()
-	snap, err := dataset.ReadSnapshot(t.Context(), ds.Store, ds.Index, job, v)
+	snap, err := snapshots.Read(t.Context(), ds.Store, ds.Index, job, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func (g *gatedStore) Stat(ctx context.Context, key string) (s3backend.ObjectInfo
 // no snapshot.
 func TestFeedbackWaitsForTheFirstLook(t *testing.T) {
 	base := testDataset(t, 64)
-	gs := &gatedStore{Store: base.Store, key: dataset.SealedKey("j", 0), entered: make(chan struct{}), release: make(chan struct{})}
+	gs := &gatedStore{Store: base.Store, key: snapshots.SealedKey("j", 0), entered: make(chan struct{}), release: make(chan struct{})}
 	ds := catalog.NewDataset(base.Name, "", gs, base.Index)
 	sealer := newTestState(Limits{}, newClock())
 	if err := addBinary(sealer, ds, "j", 0, []uint32{1}, []float32{7}); err != nil { // the mean, 7, for every other sample
@@ -274,7 +274,7 @@ func TestFailedWriteReopensWithItsFeedback(t *testing.T) {
 	if err != nil || out.Reported != 3 {
 		t.Fatalf("the next seal = %+v, %v; want samples 1, 2 and 3", out, err)
 	}
-	snap, err := dataset.ReadSnapshot(t.Context(), ds.Store, ds.Index, "j", out.Version)
+	snap, err := snapshots.Read(t.Context(), ds.Store, ds.Index, "j", out.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/admit"
 	"github.com/brandgw/brand/s3backend"
@@ -22,7 +22,7 @@ import (
 // Sealing: an epoch is sealed once. On a node, seals of one epoch run
 // one at a time and the later ones find the first's answer; across nodes
 // sharing the store, the epoch's pointer is created only if absent
-// (dataset.WriteSnapshot), so the first pointer written wins and every
+// (snapshots.Write), so the first pointer written wins and every
 // other seal answers its version. A seal that writes a pointer collects
 // the job's snapshots older than its last Limits.KeepEpochs sealed
 // epochs.
@@ -187,7 +187,7 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 	if out, ok := s.seals.known(k); ok {
 		return out, nil
 	}
-	v, err := dataset.ReadSealed(ctx, ds.Store, job, epoch)
+	v, err := snapshots.Sealed(ctx, ds.Store, job, epoch)
 	switch {
 	case err == nil:
 		return s.sealedBefore(ds, job, epoch, v), nil
@@ -217,7 +217,7 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 		if snap, err = importance.Seal(prev, acc); err != nil {
 			err = fmt.Errorf("%w: %w", ErrBadFeedback, err)
 		} else {
-			v, written, err = dataset.WriteSnapshot(wctx, ds.Store, snap)
+			v, written, err = snapshots.Write(wctx, ds.Store, snap)
 		}
 	}
 	if err != nil {
@@ -225,7 +225,7 @@ func (s *State) Seal(ctx context.Context, ds *catalog.Dataset, job string, epoch
 		// seal's write whose answer was lost — or not: the store says,
 		// before the nodes are told nothing was. If it cannot, they are
 		// told nothing and ask it themselves after Hold.
-		sv, serr := dataset.ReadSealed(context.WithoutCancel(ctx), ds.Store, job, epoch)
+		sv, serr := snapshots.Sealed(context.WithoutCancel(ctx), ds.Store, job, epoch)
 		switch {
 		case serr == nil:
 			v, err = sv, nil
@@ -264,7 +264,7 @@ func (s *State) sealedBefore(ds *catalog.Dataset, job string, epoch uint64, v st
 // checkKept refuses to seal an epoch older than the job's last
 // KeepEpochs sealed ones: the collection would delete it at once.
 func (s *State) checkKept(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) error {
-	epochs, err := dataset.SealedEpochs(ctx, ds.Store, job)
+	epochs, err := snapshots.SealedEpochs(ctx, ds.Store, job)
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (s *State) noFeedback(k accKey, merged, lost int) error {
 // collect deletes the job's snapshots older than its kept epochs. A
 // failure is left for the next seal to retry.
 func (s *State) collect(ctx context.Context, ds *catalog.Dataset, job string) {
-	deleted, err := dataset.CollectSnapshots(ctx, ds.Store, job, s.limits.KeepEpochs)
+	deleted, err := snapshots.Collect(ctx, ds.Store, job, s.limits.KeepEpochs)
 	if err != nil {
 		s.log.Warn().Err(err).Str("dataset", ds.Name).Str("job", job).Msg("importance: collecting old snapshots")
 	}

@@ -8,8 +8,8 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/s3backend"
 )
@@ -19,9 +19,9 @@ type snapshotKey struct {
 	dataset, index, job, version string
 }
 
-// snapshots holds the importance snapshots requests name, read from the
+// snapshotMemo holds the importance snapshots requests name, read from the
 // store once each (4 bytes a sample).
-type snapshots struct {
+type snapshotMemo struct {
 	memo   *lru.Cache[snapshotKey, *importance.Snapshot]
 	flight singleflight.Group
 }
@@ -29,9 +29,9 @@ type snapshots struct {
 // maxSnapshots bounds the snapshots held: a job's epochs each name one.
 const maxSnapshots = 8
 
-func newSnapshots() *snapshots {
+func newSnapshots() *snapshotMemo {
 	m, _ := lru.New[snapshotKey, *importance.Snapshot](maxSnapshots)
-	return &snapshots{memo: m}
+	return &snapshotMemo{memo: m}
 }
 
 func snapKey(ds *catalog.Dataset, job, version string) snapshotKey {
@@ -53,7 +53,7 @@ func (s *State) Snapshot(ctx context.Context, ds *catalog.Dataset, job, version 
 		return snap, nil
 	}
 	v, err, _ := s.snaps.flight.Do(fmt.Sprint(k), func() (any, error) {
-		snap, err := dataset.ReadSnapshot(ctx, ds.Store, ds.Index, job, version)
+		snap, err := snapshots.Read(ctx, ds.Store, ds.Index, job, version)
 		switch {
 		case errors.Is(err, s3backend.ErrNotFound):
 			return nil, fmt.Errorf("%w: no importance snapshot %s for job %s of dataset %s (seal an epoch to make one)", catalog.ErrUnknown, version, job, ds.Name)

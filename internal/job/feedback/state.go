@@ -11,8 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/server/admit"
 	"github.com/brandgw/brand/s3backend"
@@ -104,7 +104,7 @@ type Config struct {
 type State struct {
 	limits   Limits
 	log      zerolog.Logger
-	snaps    *snapshots
+	snaps    *snapshotMemo
 	table    *table
 	decoders *admit.Gate
 	blocks   *blocks
@@ -180,7 +180,7 @@ func (s *State) Add(ctx context.Context, ds *catalog.Dataset, job string, epoch 
 // epoch takes feedback again once no other is pending. A store that
 // cannot answer refuses the feedback: it may be sealed.
 func (s *State) unsettled(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) error {
-	v, err := dataset.ReadSealed(ctx, ds.Store, job, epoch)
+	v, err := snapshots.Sealed(ctx, ds.Store, job, epoch)
 	switch {
 	case err == nil:
 		s.sealedHere(ds, job, epoch, "", v)
@@ -208,7 +208,7 @@ func (s *State) checkStore(ctx context.Context, ds *catalog.Dataset, o *open) er
 		defer o.checkedOnce.Do(func() { close(o.checkedFirst) })
 		ctx = context.WithoutCancel(ctx)
 	}
-	v, err := dataset.ReadSealed(ctx, ds.Store, o.key.job, o.key.epoch)
+	v, err := snapshots.Sealed(ctx, ds.Store, o.key.job, o.key.epoch)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
 		return nil
@@ -279,7 +279,7 @@ func collectedError(job string, epoch uint64) error {
 // SealedVersion returns the version sealed for an epoch of a job:
 // catalog.ErrUnknown until it is sealed.
 func (s *State) SealedVersion(ctx context.Context, ds *catalog.Dataset, job string, epoch uint64) (string, error) {
-	v, err := dataset.ReadSealed(ctx, ds.Store, job, epoch)
+	v, err := snapshots.Sealed(ctx, ds.Store, job, epoch)
 	switch {
 	case errors.Is(err, s3backend.ErrNotFound):
 		return "", fmt.Errorf("%w: epoch %d of job %s is not sealed", catalog.ErrUnknown, epoch, job)

@@ -1,9 +1,10 @@
-package dataset
+package snapshots
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,18 +12,14 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 )
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	st := newLocal(t)
-	res, err := Pack(ctx, writeTree(t, synth.Spec{Samples: 40, MeanBytes: 512, Seed: 1}), st, PackOptions{ChunkSize: 4 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix := res.Index
+	ix := catalogtest.Dataset(t, "d", 10, 4).Index
 	scores := make([]float32, ix.NumSamples())
 	for i := range scores {
 		scores[i] = float32(i % 5)
@@ -31,20 +28,20 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSealed(ctx, st, "run", 3); !errors.Is(err, s3backend.ErrNotFound) {
+	if _, err := Sealed(ctx, st, "run", 3); !errors.Is(err, s3backend.ErrNotFound) {
 		t.Fatalf("before the seal: %v, want ErrNotFound", err)
 	}
-	if v, written, err := WriteSnapshot(ctx, st, snap); err != nil || !written || v != snap.Version() {
-		t.Fatalf("WriteSnapshot = %s, %t, %v; want %s written", v, written, err, snap.Version())
+	if v, written, err := Write(ctx, st, snap); err != nil || !written || v != snap.Version() {
+		t.Fatalf("Write = %s, %t, %v; want %s written", v, written, err, snap.Version())
 	}
-	if v, err := ReadSealed(ctx, st, "run", 3); err != nil || v != snap.Version() {
-		t.Fatalf("ReadSealed = %q, %v; want %s", v, err, snap.Version())
+	if v, err := Sealed(ctx, st, "run", 3); err != nil || v != snap.Version() {
+		t.Fatalf("Sealed = %q, %v; want %s", v, err, snap.Version())
 	}
-	got, err := ReadSnapshot(ctx, st, ix, "run", snap.Version())
+	got, err := Read(ctx, st, ix, "run", snap.Version())
 	if err != nil || !bytes.Equal(got.MarshalBinary(), snap.MarshalBinary()) {
-		t.Fatalf("ReadSnapshot: %v", err)
+		t.Fatalf("Read: %v", err)
 	}
-	if _, err := ReadSnapshot(ctx, st, ix, "run", "0123456789abcdef"); !errors.Is(err, s3backend.ErrNotFound) {
+	if _, err := Read(ctx, st, ix, "run", "0123456789abcdef"); !errors.Is(err, s3backend.ErrNotFound) {
 		t.Errorf("an unknown version: %v, want ErrNotFound", err)
 	}
 	// A snapshot stored under another version's name, and a pointer
@@ -53,26 +50,23 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if _, err := st.Put(ctx, importance.ObjectKey("run", "00000000000000aa"), bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSnapshot(ctx, st, ix, "run", "00000000000000aa"); !errors.Is(err, importance.ErrCorrupt) {
+	if _, err := Read(ctx, st, ix, "run", "00000000000000aa"); !errors.Is(err, importance.ErrCorrupt) {
 		t.Errorf("a misnamed snapshot: %v, want ErrCorrupt", err)
 	}
 	if _, err := st.Put(ctx, SealedKey("run", 4), bytes.NewReader([]byte("junk")), 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadSealed(ctx, st, "run", 4); !errors.Is(err, importance.ErrCorrupt) {
+	if _, err := Sealed(ctx, st, "run", 4); !errors.Is(err, importance.ErrCorrupt) {
 		t.Errorf("a junk pointer: %v, want ErrCorrupt", err)
 	}
 }
 
-// packedIndex packs a small dataset into a fresh local store.
+// packedIndex is a small dataset's index and a fresh local store.
 func packedIndex(t *testing.T) (*s3backend.Local, *chunkindex.Index) {
 	t.Helper()
 	st := newLocal(t)
-	res, err := Pack(context.Background(), writeTree(t, synth.Spec{Samples: 40, MeanBytes: 512, Seed: 1}), st, PackOptions{ChunkSize: 4 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, res.Index
+	ix := catalogtest.Dataset(t, "d", 10, 4).Index
+	return st, ix
 }
 
 // scored is a snapshot of epoch of job whose scores are all score.
@@ -106,7 +100,7 @@ func TestWriteSnapshotOnce(t *testing.T) {
 	for i := range writers {
 		wg.Go(func() {
 			var err error
-			versions[i], written[i], err = WriteSnapshot(ctx, st, snaps[i])
+			versions[i], written[i], err = Write(ctx, st, snaps[i])
 			if err != nil {
 				t.Error(err)
 			}
@@ -119,7 +113,7 @@ func TestWriteSnapshotOnce(t *testing.T) {
 	if slices.Sort(versions); versions[0] != versions[writers-1] {
 		t.Fatalf("writers answered different versions: %v", slices.Compact(versions))
 	}
-	if v, err := ReadSealed(ctx, st, "race", 2); err != nil || v != versions[0] {
+	if v, err := Sealed(ctx, st, "race", 2); err != nil || v != versions[0] {
 		t.Fatalf("the pointer names %s (%v), the writers answered %s", v, err, versions[0])
 	}
 	objs, err := st.List(ctx, importance.KeyPrefix+"race/")
@@ -149,10 +143,10 @@ func TestCollectSnapshots(t *testing.T) {
 	}
 	const keep = 4
 	for e := range uint64(10) {
-		if _, _, err := WriteSnapshot(ctx, st, scored(t, ix, "job", e, float32(e))); err != nil {
+		if _, _, err := Write(ctx, st, scored(t, ix, "job", e, float32(e))); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := CollectSnapshots(ctx, st, "job", keep); err != nil {
+		if _, err := Collect(ctx, st, "job", keep); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,13 +172,22 @@ func TestCollectSnapshots(t *testing.T) {
 		t.Fatalf("the store holds\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
 	}
 	// Another job's objects are not this job's to collect.
-	if _, _, err := WriteSnapshot(ctx, st, scored(t, ix, "jo", 0, 1)); err != nil {
+	if _, _, err := Write(ctx, st, scored(t, ix, "jo", 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if deleted, err := CollectSnapshots(ctx, st, "job", 1); err != nil || slices.ContainsFunc(deleted, func(k string) bool { return strings.Contains(k, "/jo/") }) {
+	if deleted, err := Collect(ctx, st, "job", 1); err != nil || slices.ContainsFunc(deleted, func(k string) bool { return strings.Contains(k, "/jo/") }) {
 		t.Fatalf("collecting job deleted %v, %v", deleted, err)
 	}
-	if _, err := ReadSealed(ctx, st, "jo", 0); err != nil {
+	if _, err := Sealed(ctx, st, "jo", 0); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func newLocal(t testing.TB) *s3backend.Local {
+	t.Helper()
+	st, err := s3backend.NewLocal(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

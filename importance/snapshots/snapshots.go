@@ -1,4 +1,14 @@
-package dataset
+// Package snapshots keeps a job's importance snapshots in the store of
+// the dataset they score (docs/importance.md §10): each version an
+// immutable object at importance.ObjectKey, and per sealed epoch a
+// write-once pointer naming its version, so that every replica finds
+// what a job's rank 0 sealed. Reads are bounded and checked against the
+// index they score.
+//
+// It is the seals' own room: the gateway's seals (internal/job/feedback)
+// and `brand plan` read and write through it, and neither links the
+// tools that build datasets (package dataset).
+package snapshots
 
 import (
 	"bytes"
@@ -16,11 +26,6 @@ import (
 	"github.com/brandgw/brand/s3backend"
 )
 
-// Importance snapshots live next to the dataset they score
-// (docs/importance.md §10): each version an immutable object at
-// importance.ObjectKey, and per sealed epoch a pointer naming its version,
-// so that every replica finds what a job's rank 0 sealed.
-
 // maxSnapshotBytes bounds an object read as a snapshot: 4 bytes a sample
 // of at most 2^32 samples, and a header.
 const maxSnapshotBytes = 1<<34 + 1<<16
@@ -36,11 +41,11 @@ func epochsDir(job string) string {
 	return importance.KeyPrefix + job + "/epochs/"
 }
 
-// ReadSnapshot reads snapshot version of job and checks it against ix: its
+// Read reads snapshot version of job and checks it against ix: its
 // checksum, its index and sample count, and that it is the version and job
 // its key names. A missing one wraps s3backend.ErrNotFound; one that fails
 // a check wraps importance.ErrCorrupt or importance.ErrMismatch.
-func ReadSnapshot(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, job, version string) (*importance.Snapshot, error) {
+func Read(ctx context.Context, st s3backend.Store, ix *chunkindex.Index, job, version string) (*importance.Snapshot, error) {
 	key := importance.ObjectKey(job, version)
 	b, err := stored.ReadWhole(ctx, st, key, maxSnapshotBytes, "seal an epoch of the job to make one")
 	if err != nil {
@@ -56,7 +61,7 @@ func ReadSnapshot(ctx context.Context, st s3backend.Store, ix *chunkindex.Index,
 	return snap, nil
 }
 
-// WriteSnapshot writes snap under its version and, unless its epoch has
+// Write writes snap under its version and, unless its epoch has
 // a pointer already, the pointer to it, created only if absent
 // (s3backend.Store.PutIfAbsent): whichever of many writers, on one node
 // or many, creates the pointer first wins, and the epoch's version never
@@ -64,7 +69,7 @@ func ReadSnapshot(ctx context.Context, st s3backend.Store, ix *chunkindex.Index,
 // this call wrote it. A writer that lost removes the snapshot it wrote,
 // unless it is the winner's: no pointer can name it, since a snapshot's
 // bytes, and so its version, include its epoch.
-func WriteSnapshot(ctx context.Context, st s3backend.Store, snap *importance.Snapshot) (version string, written bool, err error) {
+func Write(ctx context.Context, st s3backend.Store, snap *importance.Snapshot) (version string, written bool, err error) {
 	b := snap.MarshalBinary()
 	key := importance.ObjectKey(snap.Job(), snap.Version())
 	if _, err := st.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
@@ -78,7 +83,7 @@ func WriteSnapshot(ctx context.Context, st s3backend.Store, snap *importance.Sna
 	case !errors.Is(err, s3backend.ErrExists):
 		return "", false, fmt.Errorf("dataset: writing the pointer of epoch %d: %w", snap.Epoch(), err)
 	}
-	won, err := ReadSealed(ctx, st, snap.Job(), snap.Epoch())
+	won, err := Sealed(ctx, st, snap.Job(), snap.Epoch())
 	if err != nil {
 		return "", false, err
 	}
@@ -90,9 +95,9 @@ func WriteSnapshot(ctx context.Context, st s3backend.Store, snap *importance.Sna
 	return won, false, nil
 }
 
-// ReadSealed returns the version sealed for an epoch of job. Before the
+// Sealed returns the version sealed for an epoch of job. Before the
 // seal the error wraps s3backend.ErrNotFound.
-func ReadSealed(ctx context.Context, st s3backend.Store, job string, epoch uint64) (string, error) {
+func Sealed(ctx context.Context, st s3backend.Store, job string, epoch uint64) (string, error) {
 	key := SealedKey(job, epoch)
 	b, err := stored.ReadWhole(ctx, st, key, 64, "the epoch is not sealed yet")
 	if err != nil {
@@ -123,7 +128,7 @@ func SealedEpochs(ctx context.Context, st s3backend.Store, job string) ([]uint64
 	return epochs, nil
 }
 
-// CollectSnapshots keeps what the last keep sealed epochs of job need and
+// Collect keeps what the last keep sealed epochs of job need and
 // deletes the rest: the pointers of older epochs, then every snapshot of
 // an epoch older than those kept that no kept pointer names (left by an
 // earlier release, which rewrote pointers, or by a seal that stopped
@@ -131,7 +136,7 @@ func SealedEpochs(ctx context.Context, st s3backend.Store, job string) ([]uint64
 // never deleted, even if no pointer names it yet: a seal of that epoch
 // may be about to write its pointer. It returns the keys deleted; a
 // failure leaves the rest for the next collection.
-func CollectSnapshots(ctx context.Context, st s3backend.Store, job string, keep int) ([]string, error) {
+func Collect(ctx context.Context, st s3backend.Store, job string, keep int) ([]string, error) {
 	epochs, err := SealedEpochs(ctx, st, job)
 	if err != nil || len(epochs) <= keep || keep < 1 {
 		return nil, err
@@ -139,7 +144,7 @@ func CollectSnapshots(ctx context.Context, st s3backend.Store, job string, keep 
 	oldest := epochs[keep-1] // the oldest epoch kept
 	named := map[string]bool{}
 	for _, e := range epochs[:keep] {
-		v, err := ReadSealed(ctx, st, job, e)
+		v, err := Sealed(ctx, st, job, e)
 		if err != nil {
 			return nil, err
 		}
