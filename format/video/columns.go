@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/brandgw/brand/internal/errkind"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/brandgw/brand/internal/errkind"
 
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/codec/npy"
@@ -184,15 +185,14 @@ func values(m []byte, col Column) ([]byte, []int64, error) {
 	switch {
 	case strings.HasSuffix(col.Ext, "npy"):
 		// A list of integers, as format/parquet writes it: its data as is.
-		if len(m) < 10 || string(m[:6]) != "\x93NUMPY" {
-			return nil, nil, fmt.Errorf("not a .npy member")
+		h, data, err := npy.Read(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("a .npy member: %w", err)
 		}
-		h := int(binary.LittleEndian.Uint16(m[8:])) + 10
-		if h > len(m) || !bytes.Contains(m[:h], []byte("'"+col.Descr+"'")) {
-			return nil, nil, fmt.Errorf("a .npy member not of %s", col.Descr)
+		if h.Descr != col.Descr || len(h.Shape) != 1 || h.Fortran {
+			return nil, nil, fmt.Errorf("a .npy member of %s %v, not a list of %s", h.Descr, h.Shape, col.Descr)
 		}
-		n := (len(m) - h) / size
-		return m[h:], []int64{int64(n)}, nil
+		return data, []int64{h.Shape[0]}, nil
 	case strings.HasSuffix(col.Ext, "cls"):
 		b, err := put(nil, strings.TrimSpace(string(m)))
 		return b, nil, err
