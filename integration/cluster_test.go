@@ -162,20 +162,7 @@ func startProcs(t *testing.T, procs []*clusterProc, bin string, env []string, to
 				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
 			}
 		}
-		// BRAND_TEST_LOGS=DIR keeps every node's whole log (a soak's
-		// failing round, read at leisure): DIR/TEST/node-K.log.
-		if dir := os.Getenv("BRAND_TEST_LOGS"); dir != "" {
-			keep := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
-			if err := os.MkdirAll(keep, 0o755); err != nil {
-				t.Logf("BRAND_TEST_LOGS: %v", err)
-				return
-			}
-			for _, pr := range procs {
-				if b, err := os.ReadFile(pr.logPath); err == nil {
-					_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("node-%d.log", pr.k)), b, 0o644)
-				}
-			}
-		}
+		keepLogs(t, procs)
 	})
 	urls := make([]string, len(procs))
 	for k, pr := range procs {
@@ -183,6 +170,28 @@ func startProcs(t *testing.T, procs []*clusterProc, bin string, env []string, to
 	}
 	for k := range procs {
 		waitUpVia(t, procs[0].client, urls, k, token)
+	}
+}
+
+// keepLogs keeps every node's whole log where BRAND_TEST_LOGS=DIR says
+// (a soak's failing round, read at leisure): DIR/TEST/node-K.log, a
+// passing round's overwritten by the next. Nodes started by
+// clusterSetup.proc then log at debug level: each chunk read from the
+// store is named.
+func keepLogs(t *testing.T, procs []*clusterProc) {
+	dir := os.Getenv("BRAND_TEST_LOGS")
+	if dir == "" {
+		return
+	}
+	keep := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Logf("BRAND_TEST_LOGS: %v", err)
+		return
+	}
+	for _, pr := range procs {
+		if b, err := os.ReadFile(pr.logPath); err == nil {
+			_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("node-%d.log", pr.k)), b, 0o644)
+		}
 	}
 }
 
@@ -216,9 +225,13 @@ func newClusterSetup(t *testing.T, p *packed, n int, scheme, secret string) clus
 // proc is node k's process: `brand serve` of p's dataset on its port, with
 // args after the common ones.
 func (s clusterSetup) proc(k int, p *packed, args ...string) *clusterProc {
+	common := []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", s.ports[k]), "--dataset", "synthetic=" + p.url,
+		"--s3-endpoint", p.server.URL(), "--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}
+	if os.Getenv("BRAND_TEST_LOGS") != "" {
+		common = append(common, "--log-level", "debug") // kept to be read (keepLogs)
+	}
 	return &clusterProc{k: k, url: s.urls[k], logPath: filepath.Join(s.dir, fmt.Sprintf("node%d.log", k)),
-		args: append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", s.ports[k]), "--dataset", "synthetic=" + p.url,
-			"--s3-endpoint", p.server.URL(), "--log-format", "json", "--shutdown-timeout", "10s", "--index-poll", "0"}, args...)}
+		args: append(common, args...)}
 }
 
 // kill ends the process at once, as a machine's loss would.

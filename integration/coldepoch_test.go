@@ -177,6 +177,7 @@ func startOrdered(t *testing.T, procs []*clusterProc, bin string, env []string) 
 				t.Logf("node %d's warnings:\n%s", pr.k, warnings(pr.logPath))
 			}
 		}
+		keepLogs(t, procs)
 	})
 	for _, pr := range procs {
 		pr.start(t, bin, env)
@@ -444,6 +445,11 @@ func TestClusterJoinAtEpochEnd(t *testing.T) {
 				t.Logf("joiner %d's warnings:\n%s", k, warnings(procs[k].logPath))
 			}
 		}
+		var js []*clusterProc
+		for _, k := range joiners {
+			js = append(js, procs[k])
+		}
+		keepLogs(t, js)
 	})
 	startOrdered(t, []*clusterProc{procs[0], procs[2], procs[4]}, cs.bin, cs.env)
 	reads := func() [][]float64 {
