@@ -238,7 +238,7 @@ func (n *Nodes) IsUp(url string) bool {
 func (n *Nodes) Up(k int) bool { return k == n.self.slot || n.at(k).up.Load() }
 
 // setUp records node nd's liveness and tells the watcher if it changed.
-func (n *Nodes) setUp(nd *node, up bool) bool {
+func (n *Nodes) setUp(nd *node, up bool, why string) bool {
 	was := nd.up.Swap(up)
 	v := 0.0
 	if up {
@@ -252,7 +252,7 @@ func (n *Nodes) setUp(nd *node, up bool) bool {
 	if up {
 		ev = n.log.Info()
 	}
-	ev.Str("peer", nd.url).Bool("up", up).Msg("peer liveness changed")
+	ev.Str("peer", nd.url).Bool("up", up).Str("why", why).Msg("peer liveness changed")
 	return true
 }
 
@@ -283,7 +283,7 @@ func (n *Nodes) Heard(k int) {
 			// Told in the background: the asker waits on its request.
 			n.part.Go(func(ctx context.Context) { n.back(ctx, nd.url) })
 		}
-		if n.setUp(nd, true) {
+		if n.setUp(nd, true, "it asked this node for something") {
 			n.changed(nd, nil, nil)
 		}
 	}
@@ -311,7 +311,7 @@ func (n *Nodes) markDown(nd *node) {
 		hold := min(n.hold<<(f-1), holdMax)
 		nd.held.Store(time.Now().Add(hold).UnixNano())
 	}
-	if n.setUp(nd, false) {
+	if n.setUp(nd, false, "a request to it failed or timed out") {
 		n.changed(nd, nil, nil)
 	}
 }
@@ -496,6 +496,15 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 		}
 		nd.unreached.Store(errors.Is(err, errNoAnswer))
 		up := err == nil && st.Ready && !isHeld(nd)
+		why := "its probe answered ready"
+		switch {
+		case err != nil:
+			why = "its probe failed: " + err.Error()
+		case !st.Ready:
+			why = "its probe says it is not ready"
+		case isHeld(nd):
+			why = "held down after a failed request"
+		}
 		if up && !nd.up.Load() && nd.fails.Load() > 0 {
 			// Held down after a failed fetch, and its hold has passed:
 			// its probe answering is not enough, for a node may answer
@@ -506,7 +515,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 					return
 				}
 				n.log.Warn().Err(cerr).Str("peer", nd.url).Msg("a peer held down answers its probes but not a sample request; keeping it down")
-				up = false
+				up, why = false, "it answers its probes but not a sample request (canary)"
 				n.renewHold(nd)
 			}
 		}
@@ -515,7 +524,7 @@ func (n *Nodes) probeLoop(ctx context.Context, nd *node) {
 			// was down is told to it first (Config.Returning).
 			n.back(ctx, nd.url)
 		}
-		if n.setUp(nd, up) || err == nil {
+		if n.setUp(nd, up, why) || err == nil {
 			n.changed(nd, prev, now)
 		}
 		switch {
