@@ -221,17 +221,13 @@ func TestCounts(t *testing.T) {
 	if got := s.Total()["index"]; got.Reads != 2 || got.Puts != 1 {
 		t.Errorf("index in total: %+v", got)
 	}
-
 }
 
 // TestMost: reads of one key in flight at once are counted as such; the
 // wrapped store holds them so that they overlap.
 func TestMost(t *testing.T) {
 	ctx := context.Background()
-	inner := s3test.Wrap(s3test.NewMemory())
-	if _, err := inner.Put(ctx, "k", strings.NewReader("x"), 1); err != nil {
-		t.Fatal(err)
-	}
+	inner := holding(t, "k", "x")
 	g := inner.Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet })
 	s := s3test.Wrap(inner)
 	errs := make(chan error, 3)
@@ -296,10 +292,7 @@ func TestFail(t *testing.T) {
 // passes the rest.
 func TestGate(t *testing.T) {
 	ctx := context.Background()
-	s := s3test.Wrap(s3test.NewMemory())
-	if _, err := s.Put(ctx, "k", strings.NewReader("0123456789"), 10); err != nil {
-		t.Fatal(err)
-	}
+	s := holding(t, "k", "0123456789")
 	g := s.Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && c.Off >= 5 })
 	if err := s.ReadRange(ctx, "k", "", 0, make([]byte, 5)); err != nil {
 		t.Fatalf("a read the gate does not pick: %v", err)
@@ -330,4 +323,14 @@ func TestGate(t *testing.T) {
 	if err := s.ReadRange(ctx, "k", "", 5, make([]byte, 5)); err != nil {
 		t.Errorf("a read past an open gate: %v", err)
 	}
+}
+
+// holding is a wrapped Memory with data under key.
+func holding(t *testing.T, key, data string) *s3test.Store {
+	t.Helper()
+	s := s3test.Wrap(s3test.NewMemory())
+	if _, err := s.Put(context.Background(), key, strings.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
