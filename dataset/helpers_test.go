@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -149,20 +148,7 @@ func (r *recordingStore) Put(ctx context.Context, key string, rd io.Reader, size
 	return info, err
 }
 
-// failingStore fails the Put of keys containing failKey.
-type failingStore struct {
-	s3backend.Store
-	failKey string
-}
-
 var errInjected = errors.New("injected failure")
-
-func (f *failingStore) Put(ctx context.Context, key string, rd io.Reader, size int64) (s3backend.ObjectInfo, error) {
-	if strings.Contains(key, f.failKey) {
-		return s3backend.ObjectInfo{}, errInjected
-	}
-	return f.Store.Put(ctx, key, rd, size)
-}
 
 func crc32c(b []byte) uint32 {
 	return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))

@@ -21,6 +21,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset/stored"
 	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -561,7 +562,14 @@ func TestPackPublishesIndexLast(t *testing.T) {
 
 	// A failed chunk upload publishes nothing.
 	st2 := newLocal(t)
-	_, err = Pack(ctx, src, &failingStore{Store: st2, failKey: "000003"}, PackOptions{ChunkSize: 256 << 10})
+	failing := s3test.Wrap(st2)
+	failing.Fail(func(c s3test.Call) error {
+		if c.Op == s3backend.OpPut && strings.Contains(c.Key, "000003") {
+			return errInjected
+		}
+		return nil
+	})
+	_, err = Pack(ctx, src, failing, PackOptions{ChunkSize: 256 << 10})
 	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "chunks/000003.tar") {
 		t.Fatalf("got %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/gen/synth"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -151,16 +152,14 @@ func TestVerifyInfrastructureError(t *testing.T) {
 	if _, err := Verify(ctx, st, ix, 2, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	var stalled unavailableStore
-	stalled.Store = st
-	if _, err := Verify(context.Background(), &stalled, ix, 2, nil); !errors.Is(err, s3backend.ErrUnavailable) {
+	down := s3test.Wrap(st) // every read failed as a store that is down would
+	down.Fail(func(c s3test.Call) error {
+		if c.Op == s3backend.OpGet {
+			return s3backend.ErrUnavailable
+		}
+		return nil
+	})
+	if _, err := Verify(context.Background(), down, ix, 2, nil); !errors.Is(err, s3backend.ErrUnavailable) {
 		t.Fatalf("got %v, want ErrUnavailable", err)
 	}
-}
-
-// unavailableStore fails every read as a store that is down would.
-type unavailableStore struct{ s3backend.Store }
-
-func (unavailableStore) ReadRange(context.Context, string, string, int64, []byte) error {
-	return s3backend.ErrUnavailable
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/video"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // /plan of a clip job predicts what the gateway then reads from the
@@ -29,7 +30,7 @@ func TestClipPlanIsWhatAnEpochReads(t *testing.T) {
 	}
 	base, _ := videoStore(t, 4<<10, files)
 	for _, cache := range []int64{64 << 20, 48 << 10} {
-		cs := newCountingStore(base)
+		cs := s3test.Wrap(base)
 		_, srv := start(t, cs, func(c *gateway.Config) {
 			c.CacheSize = cache
 			c.Datasets[0].Formats = []format.Format{video.Format{}}
@@ -40,7 +41,7 @@ func TestClipPlanIsWhatAnEpochReads(t *testing.T) {
 		if err := json.Unmarshal(body, &plan); resp.StatusCode != http.StatusOK || err != nil || len(plan.Clips.Epochs) != 3 {
 			t.Fatalf("/plan: %d %s", resp.StatusCode, body)
 		}
-		_, before, _ := cs.chunkReads()
+		before := cs.Total().Sum().Bytes
 		for epoch, e := range plan.Clips.Epochs {
 			resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s", srv.URL, epoch, q))
 			var info struct{ Batches int }
@@ -52,7 +53,7 @@ func TestClipPlanIsWhatAnEpochReads(t *testing.T) {
 					t.Fatalf("epoch %d, batch %d: %d %s", epoch, m, resp.StatusCode, body)
 				}
 			}
-			_, after, _ := cs.chunkReads()
+			after := cs.Total().Sum().Bytes
 			read := after - before
 			before = after
 			t.Logf("cache %d, epoch %d: /plan %d store bytes (covering GOPs %d); the gateway read %d", cache, epoch, e.StoreBytes, e.CoveringBytes, read)

@@ -16,13 +16,14 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // clusterNode is one gateway of an in-process test cluster.
 type clusterNode struct {
 	g     *gateway.Gateway
 	srv   *httptest.Server
-	store *countingStore
+	store *s3test.Store
 }
 
 // startCluster runs n gateways over f's store, each behind its own
@@ -46,7 +47,7 @@ func startClusterWrapped(t testing.TB, f *fixture, n int, handlers []http.Handle
 		if k < len(handlers) && handlers[k] != nil {
 			h = handlers[k]
 		} else {
-			node.store = newCountingStore(f.store)
+			node.store = s3test.Wrap(f.store)
 			node.g, _ = start(t, node.store, func(c *gateway.Config) {
 				c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 50 * time.Millisecond, PeerTimeout: 2 * time.Second}
 				c.PrefetchConcurrency = -1 // store reads counted on demand only
@@ -112,7 +113,7 @@ func membershipOf(t *testing.T, cl []*clusterNode) *cluster.Membership {
 func clusterReads(cl []*clusterNode) (reads int) {
 	for _, n := range cl {
 		if n.store != nil {
-			r, _, _ := n.store.chunkReads()
+			r := n.store.Total().Under("chunks/").Sum().Reads
 			reads += r
 		}
 	}
@@ -155,7 +156,7 @@ func TestClusterEpochExactlyOnceFromHomes(t *testing.T) {
 			var reads int
 			var fetched, home, peer float64
 			for _, n := range cl {
-				r, _, _ := n.store.chunkReads()
+				r := n.store.Total().Under("chunks/").Sum().Reads
 				reads += r
 				fetched += metricSum(t, n.srv.URL, "brand_peer_bytes_fetched_total")
 				home += metric(t, n.srv.URL, `brand_locality_bytes_total{source="home"}`)

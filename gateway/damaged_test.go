@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -120,28 +119,6 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// labelled sums the series of a metric with the label value given.
-func labelled(t *testing.T, base, name, label string) float64 {
-	t.Helper()
-	resp, body := get(t, base+"/metrics")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %s", resp.Status)
-	}
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum += v
-		}
-	}
-	return sum
-}
-
 // TestUndecodableChunkHTTP is the issue's first defect over HTTP, for
 // each of its inputs (damagedSources): a batch that reads a chunk served
 // in place whose bytes do not decode answered 200 without its samples,
@@ -234,7 +211,7 @@ func TestUndecodableChunkHTTP(t *testing.T) {
 				})
 			}
 			if mode == gateway.OnDamagedFail {
-				if got := labelled(t, srv.URL, "brand_http_errors_total", `reason="damaged_chunk"`); got != float64(2*len(srcs)) {
+				if got := scrapeMetrics(t, srv.URL).Sum("brand_http_errors_total", `reason="damaged_chunk"`); got != float64(2*len(srcs)) {
 					t.Errorf("brand_http_errors_total{reason=\"damaged_chunk\"} = %v, want %d", got, 2*len(srcs))
 				}
 			} else if got := metric(t, srv.URL, "brand_skipped_samples_total"); got == 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // readVerifiedEpoch reads epoch e whole in batches of 8 and checks that
@@ -70,13 +71,13 @@ func TestDiskTierWarmRestart(t *testing.T) {
 	srv.Close()
 	g.Close()
 
-	store := newCountingStore(f.store)
+	store := s3test.Wrap(f.store)
 	g, srv = start(t, store, cfg)
 	if st := g.DiskStats(); st.Found != int64(f.index.NumChunks()) || st.Chunks != st.Found {
 		t.Fatalf("restarted gateway's disk stats %+v: want all %d chunks found and kept", *st, f.index.NumChunks())
 	}
 	readVerifiedEpoch(t, f, srv.URL, 1)
-	if got, _ := store.take(); got > total/100 {
+	if got := store.Take().Under("chunks/").Sum().Bytes; got > total/100 {
 		t.Fatalf("the restarted gateway's first epoch read %.3f of the dataset from the store, want at most 0.01", float64(got)/float64(total))
 	}
 	if st := g.DiskStats(); st.Reads == 0 || st.Errors != 0 || st.Dropped != 0 {
@@ -110,8 +111,7 @@ func TestClusterOwnersServePeersFromDisk(t *testing.T) {
 		}
 		var got int64
 		for _, n := range nodes {
-			b, _ := n.store.take()
-			got += b
+			got += n.store.Take().Under("chunks/").Sum().Bytes
 		}
 		t.Logf("epoch %d: %.3f of the dataset from the store", e, float64(got)/float64(total))
 		if e > 0 && got > total/100 {

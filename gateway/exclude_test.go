@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/exclusions"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // exclusionFixture is a dataset of 12 chunks of 10 samples (sample i in
@@ -187,7 +188,7 @@ func TestExclusionFromStep(t *testing.T) {
 
 	// A gateway started over the same store, with an empty cache: the
 	// same list, the same bytes, and no read of the chunks emptied.
-	counting := newCountingStore(f.store)
+	counting := s3test.Wrap(f.store)
 	g2, srv2 := start(t, counting, nil)
 	resp, b = get(t, srv2.URL+"/jobs/run/exclude?"+exJob)
 	var got api.StoredExclusion
@@ -207,9 +208,9 @@ func TestExclusionFromStep(t *testing.T) {
 		}
 	}
 	g2.Close() // its prefetches done
-	_, reads := counting.take()
+	reads := counting.Take().Under("chunks/")
 	for _, c := range []int{3, 7} {
-		if n := reads[fmt.Sprintf("chunks/%06d.tar", c)]; n != 0 {
+		if n := reads[fmt.Sprintf("chunks/%06d.tar", c)].Reads; n != 0 {
 			t.Fatalf("chunk %d, every sample of which is excluded, was read %d times (reads: %v)", c, n, reads)
 		}
 	}
@@ -373,7 +374,7 @@ func TestExclusionOnACluster(t *testing.T) {
 	// The nodes that found no list ask the store again within Refresh.
 	time.Sleep(exclusions.Refresh)
 	for _, n := range cl {
-		n.store.take()
+		n.store.Take()
 	}
 	out := map[string]bool{}
 	for _, k := range excluded {
@@ -412,9 +413,9 @@ func TestExclusionOnACluster(t *testing.T) {
 		}
 	}
 	for k, n := range cl {
-		_, reads := n.store.take()
+		reads := n.store.Take().Under("chunks/")
 		for _, c := range []int{3, 7} {
-			if r := reads[fmt.Sprintf("chunks/%06d.tar", c)]; r != 0 {
+			if r := reads[fmt.Sprintf("chunks/%06d.tar", c)].Reads; r != 0 {
 				t.Fatalf("node %d read chunk %d, which the list empties, %d times", k, c, r)
 			}
 		}

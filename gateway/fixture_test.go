@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brandgw/brand/chunkindex"
@@ -129,64 +127,6 @@ func packSamples(t testing.TB, store *s3backend.Local, chunks, perChunk int, sam
 		t.Fatal(err)
 	}
 	return ix
-}
-
-// countingStore wraps a store, counting chunk reads and the most concurrent
-// reads of any one object.
-type countingStore struct {
-	s3backend.Store
-	mu       sync.Mutex
-	reads    map[string]int
-	inflight map[string]int
-	maxSame  int
-	bytes    int64
-	// Since the last take: chunk bytes and reads per chunk object.
-	chunkBytes int64
-	sinceReads map[string]int
-}
-
-func newCountingStore(s s3backend.Store) *countingStore {
-	return &countingStore{Store: s, reads: map[string]int{}, inflight: map[string]int{}, sinceReads: map[string]int{}}
-}
-
-func (c *countingStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	c.mu.Lock()
-	c.reads[key]++
-	c.inflight[key]++
-	c.maxSame = max(c.maxSame, c.inflight[key])
-	c.bytes += int64(len(p))
-	if strings.HasPrefix(key, "chunks/") {
-		c.chunkBytes += int64(len(p))
-		c.sinceReads[key]++
-	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.inflight[key]--
-		c.mu.Unlock()
-	}()
-	return c.Store.ReadRange(ctx, key, etag, off, p)
-}
-
-func (c *countingStore) chunkReads() (reads int, bytes int64, maxSame int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, n := range c.reads {
-		if strings.HasPrefix(k, "chunks/") {
-			reads += n
-		}
-	}
-	return reads, c.bytes, c.maxSame
-}
-
-// take returns the chunk bytes read and the reads of each chunk object
-// since the last take (the index not counted), and starts again.
-func (c *countingStore) take() (int64, map[string]int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, r := c.chunkBytes, c.sinceReads
-	c.chunkBytes, c.sinceReads = 0, map[string]int{}
-	return b, r
 }
 
 // start runs a loaded gateway over store behind an httptest server.

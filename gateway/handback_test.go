@@ -55,7 +55,7 @@ func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
 		f.verify(t, readTar(t, body), seen)
 	}
 	exactlyOnce(t, seen, 256, "the epoch from node 0, node 1 cut off")
-	if r, _, _ := cl[0].store.chunkReads(); r != 16 {
+	if r := cl[0].store.Total().Under("chunks/").Sum().Reads; r != 16 {
 		t.Fatalf("node 0 read %d chunks from the store standing in for node 1, want all 16", r)
 	}
 
@@ -66,10 +66,10 @@ func TestHealedCutGivesBackWhatAPeerRead(t *testing.T) {
 		f.verify(t, readTar(t, body), seen)
 	}
 	exactlyOnce(t, seen, 256, "the epoch from node 1 after the heal")
-	if r, _, _ := cl[1].store.chunkReads(); r != 0 {
+	if r := cl[1].store.Total().Under("chunks/").Sum().Reads; r != 0 {
 		t.Errorf("node 1 read %d chunks from the store after the heal, which node 0 held: want none", r)
 	}
-	if r, _, _ := cl[0].store.chunkReads(); r != 16 {
+	if r := cl[0].store.Total().Under("chunks/").Sum().Reads; r != 16 {
 		t.Errorf("node 0 read %d chunks from the store in all, want each of the 16 once", r)
 	}
 }

@@ -128,13 +128,11 @@ func TestInPlaceCluster(t *testing.T) {
 			}
 			var reads int
 			for _, n := range cl {
-				n.store.mu.Lock()
-				for k, r := range n.store.reads {
+				for k, c := range n.store.Total() {
 					if strings.HasSuffix(k, ".lines") {
-						reads += r
+						reads += c.Reads
 					}
 				}
-				n.store.mu.Unlock()
 			}
 			if reads != ix.NumChunks() {
 				t.Errorf("the cluster read the store %d times for %d chunks over two epochs; want each once", reads, ix.NumChunks())

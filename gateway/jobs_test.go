@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // sharedFixture is the dataset of the shared-cache reproductions: 3,952
@@ -78,7 +79,7 @@ func readLockstep(t *testing.T, f *fixture, url, lead, trail string, epochs, lag
 func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 	f, total := sharedFixture(t)
 	run := func(queries []string) float64 {
-		cs := newCountingStore(f.store)
+		cs := s3test.Wrap(f.store)
 		g, srv := start(t, cs, func(c *gateway.Config) {
 			c.CacheSize = total / 4
 			c.Defaults = gateway.Defaults{BatchSize: 64, Window: 8, Seed: 5}
@@ -101,7 +102,7 @@ func TestNamedJobsOfOneOrderShareItsChunks(t *testing.T) {
 				t.Errorf("jobs in /stats %q, want lead and trail", names)
 			}
 		}
-		_, bytes, _ := cs.chunkReads()
+		bytes := cs.Total().Sum().Bytes
 		return float64(bytes) / float64(total)
 	}
 	alone := run([]string{"job=lead"})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // memberList is a cluster's member list that a test edits, as an operator
@@ -33,33 +35,6 @@ func (l *memberList) List(context.Context) ([]string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.urls), nil
-}
-
-// gatedStore holds every chunk read until open is closed, counting those
-// that wait.
-type gatedStore struct {
-	*countingStore
-	open    chan struct{}
-	waiting chan struct{} // one send per read that waits (buffered)
-}
-
-func (s *gatedStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	if strings.HasPrefix(key, "chunks/") {
-		select {
-		case <-s.open:
-		default:
-			select {
-			case s.waiting <- struct{}{}:
-			default:
-			}
-			select {
-			case <-s.open:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	return s.countingStore.ReadRange(ctx, key, etag, off, p)
 }
 
 // TestJoinersDoNotMoveTheClusterCold: two gateways join two (2 → 4) while
@@ -83,12 +58,14 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	}
 	lists := make([]*memberList, 4)
 	nodes := make([]*clusterNode, 4)
-	gates := make([]*gatedStore, 4)
+	stores := make([]*s3test.Store, 4)
+	gates := make([]*s3test.Gate, 4) // every chunk read held until opened
 	for k := range 4 {
 		lists[k] = &memberList{}
-		gates[k] = &gatedStore{countingStore: newCountingStore(f.store), open: make(chan struct{}), waiting: make(chan struct{}, 64)}
+		stores[k] = s3test.Wrap(f.store)
+		gates[k] = stores[k].Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && strings.HasPrefix(c.Key, "chunks/") })
 		if slices.Contains(old, k) {
-			close(gates[k].open) // only the joiners' reads are held
+			gates[k].Open() // only the joiners' reads are held
 			lists[k].set(two.Members()...)
 		} else {
 			lists[k].set(urls...)
@@ -96,16 +73,12 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, g := range gates {
-			select {
-			case <-g.open:
-			default:
-				close(g.open)
-			}
+			g.Open()
 		}
 	})
 	run := func(k int) {
-		node := &clusterNode{store: gates[k].countingStore}
-		node.g, _ = start(t, gates[k], func(c *gateway.Config) {
+		node := &clusterNode{store: stores[k]}
+		node.g, _ = start(t, stores[k], func(c *gateway.Config) {
 			c.Cluster = gateway.ClusterConfig{Members: lists[k], Advertise: urls[k], MembersPoll: 20 * time.Millisecond,
 				ProbeInterval: 20 * time.Millisecond, PeerTimeout: 2 * time.Second, FlipTimeout: time.Minute}
 			c.PrefetchConcurrency = -1 // no cache holds the next window's chunks: the joiners read them
@@ -138,9 +111,9 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 	// A joiner's warm-up waits on the store for a gain the job needs soon.
 	var held int
 	select {
-	case <-gates[joiners[0]].waiting:
+	case <-gates[joiners[0]].Waiting():
 		held = joiners[0]
-	case <-gates[joiners[1]].waiting:
+	case <-gates[joiners[1]].Waiting():
 		held = joiners[1]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no joiner's warm-up read a chunk from the store 30 s after they started: the test's premise; %+v", clusterView(t, home))
@@ -155,7 +128,7 @@ func TestJoinersDoNotMoveTheClusterCold(t *testing.T) {
 		}
 	}
 	for _, k := range joiners {
-		close(gates[k].open)
+		gates[k].Open()
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {

@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // mixFixture is three datasets of different sizes, the smallest smaller
@@ -223,13 +224,13 @@ func TestClusterSchedule(t *testing.T) {
 	m := newMixFixture(t)
 	const nodes, world, batch = 3, 6, 8
 	lns, urls := loopbacks(t, nodes)
-	stores := make([]map[string]*countingStore, nodes)
+	stores := make([]map[string]*s3test.Store, nodes)
 	srvs := make([]string, nodes)
 	for k := range nodes {
-		stores[k] = map[string]*countingStore{}
+		stores[k] = map[string]*s3test.Store{}
 		specs := append([]gateway.DatasetSpec(nil), m.specs...)
 		for i := range specs {
-			cs := newCountingStore(specs[i].Store)
+			cs := s3test.Wrap(specs[i].Store)
 			stores[k][specs[i].Name] = cs
 			specs[i].Store = cs
 		}
@@ -259,10 +260,9 @@ func TestClusterSchedule(t *testing.T) {
 	for _, name := range m.names {
 		reads := map[string]int{}
 		for k := range nodes {
-			_, per := stores[k][name].take()
-			for obj, n := range per {
-				if strings.HasPrefix(obj, "chunks/") {
-					reads[obj] += n
+			for obj, c := range stores[k][name].Take().Under("chunks/") {
+				if c.Reads > 0 {
+					reads[obj] += c.Reads
 				}
 			}
 		}

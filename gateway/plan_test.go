@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/brandgw/brand/api"
@@ -15,8 +14,8 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/planner"
-	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -141,7 +140,7 @@ func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 	for _, cache := range []int64{resident, txtResident + txtResident/8} {
 		for _, columns := range []string{"", "txt", "len", "txt,len"} {
 			t.Run(fmt.Sprintf("cache=%d/columns=%s", cache, columns), func(t *testing.T) {
-				counted := &readCounter{Store: st}
+				counted := s3test.Wrap(st)
 				g, srv := start(t, counted, func(c *gateway.Config) {
 					c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
 					c.CacheSize = cache
@@ -186,7 +185,13 @@ func TestPlanPredictsInPlaceStoreBytes(t *testing.T) {
 					}
 					total += got
 				}
-				if n := counted.bytes.Load(); n != total {
+				var n int64 // the bytes of the data objects (*.lines) read
+				for k, c := range counted.Total() {
+					if strings.HasSuffix(k, ".lines") {
+						n += c.Bytes
+					}
+				}
+				if n != total {
 					t.Errorf("the store served %d bytes, /stats counts %d", n, total)
 				}
 			})
@@ -203,20 +208,4 @@ func planOf(t *testing.T, base, query string) *planner.Plan {
 		t.Fatalf("/plan?%s: %d %s", query, resp.StatusCode, body)
 	}
 	return &p
-}
-
-// readCounter is a store that counts the bytes read of its data objects
-// (*.lines): what a gateway serving a dataset in place reads from the
-// store.
-type readCounter struct {
-	s3backend.Store
-	bytes atomic.Int64
-}
-
-func (r *readCounter) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	err := r.Store.ReadRange(ctx, key, etag, off, p)
-	if err == nil && strings.HasSuffix(key, ".lines") {
-		r.bytes.Add(int64(len(p)))
-	}
-	return err
 }

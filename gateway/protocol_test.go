@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // TestMethods checks that only GET and HEAD are served, on /metrics too,
@@ -67,7 +68,7 @@ func TestMethods(t *testing.T) {
 // the index, with the length GET serves, without reading the chunk.
 func TestHeadSampleReadsNothing(t *testing.T) {
 	f := newFixture(t, 2, 4)
-	cs := newCountingStore(f.store)
+	cs := s3test.Wrap(f.store)
 	_, srv := start(t, cs, func(c *gateway.Config) { c.PrefetchConcurrency = -1 })
 	url := srv.URL + "/samples/class1/sample00001"
 	resp, err := http.Head(url)
@@ -75,7 +76,7 @@ func TestHeadSampleReadsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if reads, _, _ := cs.chunkReads(); reads != 0 || resp.StatusCode != 200 {
+	if reads := cs.Total().Under("chunks/").Sum().Reads; reads != 0 || resp.StatusCode != 200 {
 		t.Fatalf("HEAD: status %d after %d chunk reads, want 200 after none", resp.StatusCode, reads)
 	}
 	gresp, body := get(t, url)

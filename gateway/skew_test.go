@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // startSkewedCluster runs n gateways as one cluster, node k over stores[k]
@@ -25,7 +26,7 @@ func startSkewedCluster(t *testing.T, f *fixture, stores map[int]*fixture, n int
 		if s, ok := stores[k]; ok {
 			src = s
 		}
-		node := &clusterNode{store: newCountingStore(src.store)}
+		node := &clusterNode{store: s3test.Wrap(src.store)}
 		node.g, _ = start(t, node.store, func(c *gateway.Config) {
 			c.Cluster = gateway.ClusterConfig{Peers: urls, Self: k, ProbeInterval: 20 * time.Millisecond, PeerTimeout: 2 * time.Second}
 			c.PrefetchConcurrency = -1
@@ -96,7 +97,7 @@ func TestIndexSkewNeverServesAMixedEpoch(t *testing.T) {
 		t.Fatalf("failing over from the skewed node: %s from index %s, want the cluster's %s", resp.Status, got, f.index.ID())
 	}
 	f.verify(t, readTar(t, body), map[string]int{}) // other's bytes differ from f's
-	if r, _, _ := cl[1].store.chunkReads(); r != 0 {
+	if r := cl[1].store.Total().Under("chunks/").Sum().Reads; r != 0 {
 		t.Errorf("the skewed node read %d chunks from the store", r)
 	}
 	resp, _ = get(t, cl[1].srv.URL+"/epoch/0/batch/0?index="+other.index.ID())

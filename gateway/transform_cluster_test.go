@@ -86,7 +86,7 @@ func TestClusterTransformsWhereTheChunkIs(t *testing.T) {
 	var images uint64
 	var atOwners float64
 	for k, n := range cl {
-		reads, _, _ := n.store.chunkReads()
+		reads := n.store.Total().Under("chunks/").Sum().Reads
 		got := imagesOf(n, "tiny")
 		images += got
 		if got != uint64(reads*perChunk) {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/format/hostiletest"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/promtest"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -123,7 +123,7 @@ func TestDamagedInPlaceOnMinIO(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							failures = append(failures, promValue(t, gw.url, "brand_chunk_decode_failures_total", ""))
+							failures = append(failures, promValue(t, gw.url, "brand_chunk_decode_failures_total"))
 							if mode == "fail" {
 								var e api.Error
 								if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != http.StatusBadGateway {
@@ -192,24 +192,15 @@ func TestDamagedInPlaceOnMinIO(t *testing.T) {
 	}
 }
 
-// promValue sums the series of metric name on a gateway's /metrics whose
-// labels contain label ("" for an unlabelled metric).
-func promValue(t *testing.T, base, name, label string) float64 {
+// promValue sums the series of metric name on a gateway's /metrics that
+// carry every one of labels (promtest.Scrape.Sum).
+func promValue(t *testing.T, base, name string, labels ...string) float64 {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(string(fetch(t, base+"/metrics"))))
-	var sum float64
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !(strings.HasPrefix(line, name+"{") && label != "" && strings.Contains(line, label)) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += v
+	s, err := promtest.Read(bytes.NewReader(fetch(t, base+"/metrics")))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sum
+	return s.Sum(name, labels...)
 }
 
 // tarKeys are the samples' keys of a batch's tar, in order.

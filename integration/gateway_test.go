@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/gen/synth"
 	"github.com/brandgw/brand/internal/testsupport/miniotest"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -189,7 +190,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs := &concurrencyStore{Store: store, inflight: map[string]int{}}
+		cs := s3test.Wrap(store)
 		cache := p.bytes / 3
 		g, url := p.gatewayOn(t, cs, cache, "schedule")
 		var wg sync.WaitGroup
@@ -219,34 +220,13 @@ func TestGatewayEndToEnd(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if cs.maxSame > 1 {
-			t.Fatalf("the backend saw %d concurrent reads of one chunk", cs.maxSame)
+		if most := cs.Total().Sum().Most; most > 1 {
+			t.Fatalf("the backend saw %d concurrent reads of one chunk", most)
 		}
 		if st := g.Cache().Stats(); st.Bytes > cache {
 			t.Fatalf("cache holds %d bytes, bound %d", st.Bytes, cache)
 		}
 	})
-}
-
-// concurrencyStore records the most concurrent reads of any one object.
-type concurrencyStore struct {
-	s3backend.Store
-	mu       sync.Mutex
-	inflight map[string]int
-	maxSame  int
-}
-
-func (c *concurrencyStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	c.mu.Lock()
-	c.inflight[key]++
-	c.maxSame = max(c.maxSame, c.inflight[key])
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.inflight[key]--
-		c.mu.Unlock()
-	}()
-	return c.Store.ReadRange(ctx, key, etag, off, p)
 }
 
 func fetch(t *testing.T, url string) []byte {

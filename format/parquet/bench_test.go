@@ -27,12 +27,12 @@ func BenchmarkIndex(b *testing.B) {
 	objs := st.listing()
 	b.ReportAllocs()
 	for b.Loop() {
-		st.bytes.Store(0)
+		st.Take()
 		if _, err := (Format{}).Index(context.Background(), st, objs, format.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(st.bytes.Load())/1000, "B-read/file")
+	b.ReportMetric(float64(st.Take().Sum().Bytes)/1000, "B-read/file")
 }
 
 // BenchmarkDecode decodes one row group: 100 Hub images of ~100 KiB with
@@ -131,7 +131,7 @@ func BenchmarkIndexTokens(b *testing.B) {
 			var tokens int64
 			b.ReportAllocs()
 			for b.Loop() {
-				st.bytes.Store(0)
+				st.Take()
 				lay, err := Format{}.Index(context.Background(), st, st.listing(), tc.opt)
 				if err != nil {
 					b.Fatal(err)
@@ -146,7 +146,7 @@ func BenchmarkIndexTokens(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			b.ReportMetric(float64(st.bytes.Load())/float64(len(st.objs["d.parquet"])), "read/file")
+			b.ReportMetric(float64(st.Take().Sum().Bytes)/float64(len(st.objs["d.parquet"])), "read/file")
 		})
 	}
 }

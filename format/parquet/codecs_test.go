@@ -194,13 +194,13 @@ func TestProjection(t *testing.T) {
 	if format.Concat(some)*3 > format.Concat(all) {
 		t.Fatalf("2 of 6 columns read %d of %d bytes", format.Concat(some), format.Concat(all))
 	}
-	st.bytes.Store(0)
+	st.Take()
 	got, err := decodeChunk(st, dec, lay.Chunks[0], 0, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.bytes.Load() != format.Concat(some) {
-		t.Fatalf("read %d bytes for ranges of %d", st.bytes.Load(), format.Concat(some))
+	if read := st.Take().Sum().Bytes; read != format.Concat(some) {
+		t.Fatalf("read %d bytes for ranges of %d", read, format.Concat(some))
 	}
 	for _, s := range got {
 		for _, m := range s.members {

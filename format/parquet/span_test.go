@@ -124,7 +124,7 @@ func TestChunksOfRowGroups(t *testing.T) {
 
 	// Every row, projected and not, reading exactly the extents.
 	for _, names := range [][]string{nil, {"image", "label"}} {
-		st.bytes.Store(0)
+		st.Take()
 		got, lay, dec := decodeAll(t, st, format.Options{ChunkBytes: 3 * per}, names...)
 		want := min(int64(len(groupBytes)), tailRead) // indexing's read of the footer
 		for c := range lay.Chunks {
@@ -132,8 +132,8 @@ func TestChunksOfRowGroups(t *testing.T) {
 			r, _ := dec.Extent(c, s)
 			want += format.Concat(r)
 		}
-		if st.bytes.Load() != want {
-			t.Errorf("%v: read %d bytes, the extents are %d", names, st.bytes.Load(), want)
+		if read := st.Take().Sum().Bytes; read != want {
+			t.Errorf("%v: read %d bytes, the extents are %d", names, read, want)
 		}
 		for i, r := range rows {
 			k := fmt.Sprintf("data/train-00000-of-00001/%03d", i)

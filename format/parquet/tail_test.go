@@ -35,9 +35,9 @@ func TestTailReadFromFirstFooter(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := tailRead + guess + guess + (footerLen(many) - guess)
-	if st.bytes.Load() != want || st.reads.Load() != 4 {
+	if read := st.Total().Sum(); read.Bytes != want || read.Reads != 4 {
 		t.Errorf("indexing read %d bytes in %d reads; want %d in 4 (64 KiB, a guess of %d twice, and the rest of a footer of %d)",
-			st.bytes.Load(), st.reads.Load(), want, guess, footerLen(many))
+			read.Bytes, read.Reads, want, guess, footerLen(many))
 	}
 	if len(lay.Keys) != 1800 || len(lay.Chunks) != 2+2+120 {
 		t.Errorf("%d samples in %d chunks; want 1800 in 124", len(lay.Keys), len(lay.Chunks))

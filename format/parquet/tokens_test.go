@@ -113,8 +113,7 @@ func checkTokenList(t *testing.T, st *memStore, docs [][]int64, dtype string) {
 	if _, err := (Format{}).Index(ctx, st, st.listing(), format.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	footers := st.bytes.Load()
-	st.bytes.Store(0)
+	footers := st.Take().Sum().Bytes
 	lay, err := Format{}.Index(ctx, st, st.listing(), format.Options{Tokens: "input_ids", Vocabulary: "gpt2"})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +138,7 @@ func checkTokenList(t *testing.T, st *memStore, docs [][]int64, dtype string) {
 		rs, _ := dec.Extent(c, sel)
 		column += format.Concat(rs)
 	}
-	if got := st.bytes.Load() - footers; got != column {
+	if got := st.Take().Sum().Bytes - footers; got != column {
 		t.Fatalf("counting read %d bytes besides the footers; the input_ids column chunks are %d", got, column)
 	}
 	k := 0
@@ -187,8 +186,8 @@ func TestNoTokensFootersAlone(t *testing.T) {
 	}
 	a := st.objs["a.parquet"]
 	last := int64(binary.LittleEndian.Uint32(a[len(a)-8:])) + 8
-	if got, want := st.bytes.Load(), min(int64(len(a)), tailRead)+min(int64(len(a)), tailFor(last)); got != want || st.reads.Load() != 2 {
-		t.Fatalf("indexing read %d bytes in %d reads; want %d in 2 (the files are %d bytes)", got, st.reads.Load(), want, len(st.objs["a.parquet"]))
+	if got, want := st.Total().Sum(), min(int64(len(a)), tailRead)+min(int64(len(a)), tailFor(last)); got.Bytes != want || got.Reads != 2 {
+		t.Fatalf("indexing read %d bytes in %d reads; want %d in 2 (the files are %d bytes)", got.Bytes, got.Reads, want, len(st.objs["a.parquet"]))
 	}
 	dec, err := Format{}.Open(lay.Meta)
 	if err != nil {

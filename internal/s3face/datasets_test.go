@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
 // TestDatasetView reads a dataset as the files it was packed from,
@@ -26,7 +27,7 @@ import (
 // S3 does; and each counted.
 func TestDatasetView(t *testing.T) {
 	d := packTar(t, t.TempDir(), 6, 10, true)
-	cs := &countingStore{Store: d.store}
+	cs := s3test.Wrap(d.store)
 	face := startTarFace(t, cs, Config{ReadAhead: -1}, zerolog.Nop())
 	mc, ctx := face.mc, context.Background()
 
@@ -69,7 +70,7 @@ func TestDatasetView(t *testing.T) {
 		served += len(got)
 	}
 	for c := range 6 {
-		if n := cs.readsOf(fmt.Sprintf("chunks/%06d.tar", c)); n != 1 {
+		if n := cs.Total()[fmt.Sprintf("chunks/%06d.tar", c)].Reads; n != 1 {
 			t.Fatalf("chunk %d read %d times for its files; want once", c, n)
 		}
 	}
@@ -193,14 +194,14 @@ func TestDatasetWithoutMembers(t *testing.T) {
 // next chunk before it is asked for, and no further than ReadAhead.
 func TestDatasetReadAhead(t *testing.T) {
 	d := packTar(t, t.TempDir(), 6, 4, true)
-	cs := &countingStore{Store: d.store}
+	cs := s3test.Wrap(d.store)
 	face := startTarFace(t, cs, Config{ReadAhead: 1}, zerolog.Nop())
 	for _, key := range []string{"class0/sample00000.jpg", "class1/sample00004.jpg"} { // chunk 0, then chunk 1: in order
 		if _, err := getObject(face.mc, "test", key, minio.GetObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); cs.readsOf("chunks/000002.tar") != 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); cs.Total()["chunks/000002.tar"].Reads != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("chunk 2 was not read ahead after chunks 0 and 1 were read in order")
 		}
@@ -208,8 +209,8 @@ func TestDatasetReadAhead(t *testing.T) {
 	if _, err := getObject(face.mc, "test", "class2/sample00008.jpg", minio.GetObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if cs.readsOf("chunks/000002.tar") != 1 || cs.readsOf("chunks/000005.tar") != 0 {
-		t.Fatalf("reads: chunk 2 %d times, chunk 5 %d times; want once and never", cs.readsOf("chunks/000002.tar"), cs.readsOf("chunks/000005.tar"))
+	if cs.Total()["chunks/000002.tar"].Reads != 1 || cs.Total()["chunks/000005.tar"].Reads != 0 {
+		t.Fatalf("reads: chunk 2 %d times, chunk 5 %d times; want once and never", cs.Total()["chunks/000002.tar"].Reads, cs.Total()["chunks/000005.tar"].Reads)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/internal/server/memory"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -41,41 +41,6 @@ type noDatasets struct{}
 func (noDatasets) Names() []string { return nil }
 func (noDatasets) Version(name string) (*catalog.Dataset, error) {
 	return nil, fmt.Errorf("%w: %s", catalog.ErrUnknown, name)
-}
-
-// countingStore counts the bytes read from a store, and the reads of
-// each object.
-type countingStore struct {
-	s3backend.Store
-	mu    sync.Mutex
-	bytes int64
-	reads map[string]int
-}
-
-func (c *countingStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	c.mu.Lock()
-	c.bytes += int64(len(p))
-	if c.reads == nil {
-		c.reads = map[string]int{}
-	}
-	c.reads[key]++
-	c.mu.Unlock()
-	return c.Store.ReadRange(ctx, key, etag, off, p)
-}
-
-// readsOf is how many times key was read.
-func (c *countingStore) readsOf(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads[key]
-}
-
-func (c *countingStore) take() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.bytes
-	c.bytes = 0
-	return n
 }
 
 // startFace runs a face on its real parts — a cache whose Object entries
@@ -154,8 +119,8 @@ func TestReadThroughBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	settled := &countingStore{Store: local.Live(0)}
-	unsettled := &countingStore{Store: local.Live(time.Hour)}
+	settled := s3test.Wrap(local.Live(0))
+	unsettled := s3test.Wrap(local.Live(time.Hour))
 	mc := startFace(t, 32<<20, Config{WholeObject: 1 << 20, Block: 1 << 20,
 		Buckets: []Bucket{{Name: "settled", Store: settled}, {Name: "unsettled", Store: unsettled}}})
 
@@ -164,13 +129,13 @@ func TestReadThroughBlocks(t *testing.T) {
 		if err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("round %d: %v, %d bytes", round, err, len(got))
 		}
-		if n := settled.take(); (round == 0) != (n == int64(len(big))) || (round == 1 && n != 0) {
+		if n := settled.Take().Sum().Bytes; (round == 0) != (n == int64(len(big))) || (round == 1 && n != 0) {
 			t.Fatalf("round %d of a settled version read %d bytes from the store", round, n)
 		}
 		if got, err = getObject(mc, "unsettled", "big.bin", minio.GetObjectOptions{}); err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("round %d, unsettled: %v", round, err)
 		}
-		if n := unsettled.take(); n != int64(len(big)) {
+		if n := unsettled.Take().Sum().Bytes; n != int64(len(big)) {
 			t.Fatalf("round %d of an unsettled version read %d bytes from the store, want all %d", round, n, len(big))
 		}
 	}

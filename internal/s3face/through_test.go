@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -42,7 +42,7 @@ func TestReadThrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cs := &countingStore{Store: shards}
+	cs := s3test.Wrap(shards)
 	mc := startFace(t, 64<<20, Config{WholeObject: 1 << 20, Block: 1 << 20,
 		Buckets: []Bucket{{Name: "raw", URL: "file://" + dir, Store: cs}}})
 	var listed []string
@@ -62,7 +62,7 @@ func TestReadThrough(t *testing.T) {
 				t.Fatalf("epoch %d %s: %v, %d bytes", epoch, name, err, len(got))
 			}
 		}
-		if read, want := cs.take(), int64(len(small)+len(large)); (epoch == 0 && read != want) || (epoch == 1 && read != 0) {
+		if read, want := cs.Take().Sum().Bytes, int64(len(small)+len(large)); (epoch == 0 && read != want) || (epoch == 1 && read != 0) {
 			t.Fatalf("epoch %d read %d bytes from the store", epoch, read)
 		}
 	}
@@ -150,7 +150,7 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gated := &gatedStore{Store: local.Live(s3backend.DefaultSettle), from: 4 * block, waiting: make(chan struct{}, 1)}
+	gated := s3test.Wrap(local.Live(s3backend.DefaultSettle))
 	mc := startFace(t, 64<<20, Config{WholeObject: block, Block: block,
 		Buckets: []Bucket{{Name: "raw", URL: "file://" + dir, Store: gated}}})
 	// The second half is read, and cached.
@@ -172,10 +172,8 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	// be settled by now, and all its blocks cached), and its reads past
 	// the fourth block wait for the rewrite.
 	rewrite(22)
-	gate := gated.arm()
-	var opened sync.Once
-	open := func() { opened.Do(func() { close(gate) }) }
-	t.Cleanup(open) // a test that fails before the rewrite lets held reads go
+	gate := gated.Gate(func(c s3test.Call) bool { return c.Op == s3backend.OpGet && c.Off >= 4*block })
+	t.Cleanup(gate.Open) // a test that fails before the rewrite lets held reads go
 	u, err := mc.PresignedGetObject(context.Background(), "raw", "big.bin", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -190,12 +188,12 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-gated.waiting:
+	case <-gate.Waiting():
 	case <-time.After(time.Minute):
 		t.Fatal("the GET read no block past its fourth from the store within a minute: the test's premise")
 	}
 	rewrite(33)
-	open()
+	gate.Open()
 	rest, err := io.ReadAll(resp.Body)
 	body := append(head, rest...)
 	if m := middles(body); !bytes.Equal(m, bytes.Repeat([]byte{22}, len(m))) {
@@ -204,43 +202,6 @@ func TestReadThroughLocalRewrite(t *testing.T) {
 	if err == nil && len(body) == len(data) {
 		t.Fatal("a GET overtaken by a rewrite was completed: every block was read before it?")
 	}
-}
-
-// gatedStore holds, once armed, every read at or past offset from until
-// the gate arm returned is closed, telling waiting of the first.
-type gatedStore struct {
-	s3backend.Store
-	from    int64
-	waiting chan struct{} // buffered: one send, for the first read held
-	mu      sync.Mutex
-	gate    chan struct{} // nil: not armed
-}
-
-// arm makes reads past from wait from now on, until the gate returned is
-// closed.
-func (s *gatedStore) arm() chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gate = make(chan struct{})
-	return s.gate
-}
-
-func (s *gatedStore) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	s.mu.Lock()
-	gate := s.gate
-	s.mu.Unlock()
-	if gate != nil && off >= s.from {
-		select {
-		case s.waiting <- struct{}{}:
-		default:
-		}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return s.Store.ReadRange(ctx, key, etag, off, p)
 }
 
 // TestReadThroughSymlinks: a symbolic link in a read-through directory

@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -323,7 +324,7 @@ func TestBalanceBytes(t *testing.T) {
 // TestCheckBalance: a balance= its job cannot be weighed by is refused
 // with ErrBalance, saying why.
 func TestCheckBalance(t *testing.T) {
-	tar := testDataset(t, "d", 2, 3)
+	tar := catalogtest.Dataset(t, "d", 2, 3)
 	tok := tokenDataset(t, "tok", "uint16", megatrontest.Corpus(20, 100, 1000, 1))
 	for _, tc := range []struct {
 		name string

@@ -13,27 +13,9 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
-
-// testDataset is a dataset named name of chunks chunks of perChunk
-// one-block samples, keyed name/c/i.
-func testDataset(t *testing.T, name string, chunks, perChunk int) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
-		for i := range perChunk {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("%s/%d/%d", name, c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset(name, "", nil, ix)
-}
 
 func job(batch, world, rank int) api.Job {
 	return api.Job{Params: shuffle.Params{Seed: 7, BatchSize: batch, Window: 2, World: world, Rank: rank}}
@@ -55,7 +37,7 @@ func TestLayoutOfOneDataset(t *testing.T) {
 		{"91 samples in uneven batches", 7, 13, 5, 3, 7, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := testDataset(t, "d", tc.chunks, tc.perChunk)
+			ds := catalogtest.Dataset(t, "d", tc.chunks, tc.perChunk)
 			n := tc.chunks * tc.perChunk
 			o := New(nil)
 			src := Source{DS: ds}
@@ -129,7 +111,7 @@ func layoutEpoch(t *testing.T, o *Orders, src Source, batch, world int, epoch ui
 // it touches, each of its own dataset, and serves them interleaved in the
 // mixture's order.
 func TestLayoutOfAMixture(t *testing.T) {
-	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5) // 20 and 10 samples
+	a, b := catalogtest.Dataset(t, "a", 4, 5), catalogtest.Dataset(t, "b", 2, 5) // 20 and 10 samples
 	o := New(nil)
 	mix, err := api.ParseMix("a:0.5,b:0.5")
 	if err != nil {
@@ -184,7 +166,7 @@ func TestLayoutOfAMixture(t *testing.T) {
 // names the missing keys, and takes the partial ETag of one rule for any
 // number of parts.
 func TestWithout(t *testing.T) {
-	a, b := testDataset(t, "a", 2, 3), testDataset(t, "b", 2, 3)
+	a, b := catalogtest.Dataset(t, "a", 2, 3), catalogtest.Dataset(t, "b", 2, 3)
 	sa := SamplesOf(a, []int{0, 1, 4}, []chunkindex.Sample{a.Index.Sample(0), a.Index.Sample(1), a.Index.Sample(4)})
 	sb := SamplesOf(b, []int{2, 3}, []chunkindex.Sample{b.Index.Sample(2), b.Index.Sample(3)})
 	one := &Batch{ETag: `"full1"`, Parts: []Part{{Samples: sa}}, Take: []Take{{0, 0}, {0, 1}, {0, 2}}}
@@ -241,7 +223,7 @@ func TestWithout(t *testing.T) {
 // TestInfo: an epoch's description says its extent, and a mixture's
 // its components.
 func TestInfo(t *testing.T) {
-	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5)
+	a, b := catalogtest.Dataset(t, "a", 4, 5), catalogtest.Dataset(t, "b", 2, 5)
 	o := New(nil)
 	j := job(4, 2, 1)
 	info, err := o.Info(Source{DS: a}, j, 0)
@@ -275,7 +257,7 @@ func TestInfo(t *testing.T) {
 // pipelines, and one of them defined otherwise (another fingerprint)
 // are four ETags; the same pipeline and fingerprint are one.
 func TestTransformETags(t *testing.T) {
-	ds, o := testDataset(t, "d", 4, 8), New(nil)
+	ds, o := catalogtest.Dataset(t, "d", 4, 8), New(nil)
 	etags := map[string]string{}
 	for _, tc := range []struct{ name, pipeline, fingerprint string }{
 		{"as stored", "", ""}, {"tiny", "tiny", "f1"}, {"plain", "plain", "f2"}, {"tiny defined otherwise", "tiny", "f3"},
@@ -297,7 +279,7 @@ func TestTransformETags(t *testing.T) {
 // error wrapping ErrOutOfRange, never a panic; inside it, AppendRange
 // appends what Draws does.
 func TestMixOrderAppendRangeBadPosition(t *testing.T) {
-	a, b := testDataset(t, "a", 4, 5), testDataset(t, "b", 2, 5)
+	a, b := catalogtest.Dataset(t, "a", 4, 5), catalogtest.Dataset(t, "b", 2, 5)
 	mix, err := api.ParseMix("a:0.5,b:0.5")
 	if err != nil {
 		t.Fatal(err)

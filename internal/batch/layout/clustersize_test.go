@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // TestOrderIndependentOfClusterSize: the same job (window 2, seed 5,
@@ -19,7 +20,7 @@ import (
 // nodes and from 9 held different samples, and a job resized mid-run read
 // another order.
 func TestOrderIndependentOfClusterSize(t *testing.T) {
-	ds := testDataset(t, "d", 24, 10) // 240 samples
+	ds := catalogtest.Dataset(t, "d", 24, 10) // 240 samples
 	o := New(nil)
 	// steps lays out epoch e at world ranks under ms: per global step,
 	// its samples' keys, sorted for more than one rank.

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -35,7 +34,7 @@ func TestExcludedOrder(t *testing.T) {
 		{"nothing", 6, 5, 2, 12, func(int) bool { return false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := testDataset(t, "d", tc.chunks, tc.perChunk)
+			ds := catalogtest.Dataset(t, "d", tc.chunks, tc.perChunk)
 			var ids []int
 			for id := range tc.chunks * tc.perChunk {
 				if tc.exclude(id) {
@@ -134,7 +133,7 @@ func TestExcludedOrder(t *testing.T) {
 // TestExclusionETag: a batch wholly before the list's first position
 // keeps its ETag; one from it on names the list.
 func TestExclusionETag(t *testing.T) {
-	ds := testDataset(t, "d", 6, 10)
+	ds := catalogtest.Dataset(t, "d", 6, 10)
 	x, err := NewExclusion("v1", ds, 0, 20, []int{1, 2, 33})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +161,7 @@ func TestExclusionETag(t *testing.T) {
 // application takes (s/apply); the keys' lookup in the index is
 // internal/job/exclusions' BenchmarkMakeAMillionKeys.
 func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
-	ds := testDatasetB(b, 2000, 1000)
+	ds := catalogtest.Dataset(b, "d", 2000, 1000)
 	r := rand.New(rand.NewPCG(1, 2))
 	ids := r.Perm(ds.Index.NumSamples())[:1_000_000]
 	var last time.Duration
@@ -180,22 +179,4 @@ func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
 		last = time.Since(t0)
 	}
 	b.ReportMetric(last.Seconds(), "s/apply")
-}
-
-// testDatasetB is testDataset for a benchmark.
-func testDatasetB(tb testing.TB, chunks, perChunk int) *catalog.Dataset {
-	tb.Helper()
-	cs := make([]chunkindex.Chunk, 0, chunks)
-	ss := make([]chunkindex.Sample, 0, chunks*perChunk)
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
-		for i := range perChunk {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("d/%d/%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return catalog.NewDataset("d", "", nil, ix)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -68,7 +69,7 @@ func keysOf(t *testing.T, o *Orders, src Source, job api.Job, epoch uint64) [][]
 // that must not put a sample next to itself (a WebDataset reader would
 // merge the two), and the ranks together still carry the epoch's length.
 func TestImportanceOnAClusterNeverRepeatsInARow(t *testing.T) {
-	ds := testDataset(t, "d", 32, 16) // 512 samples
+	ds := catalogtest.Dataset(t, "d", 32, 16) // 512 samples
 	snap := skewed(t, ds, "cl")
 	o := New(oneSnapshot{snap})
 	ms, err := cluster.NewMembership([]string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"})
@@ -108,7 +109,7 @@ func TestImportanceOnAClusterNeverRepeatsInARow(t *testing.T) {
 // Orders (a replica, a restarted one); without a version importance mode
 // is the uniform order.
 func TestImportanceWithoutASnapshot(t *testing.T) {
-	ds := testDataset(t, "d", 32, 16)
+	ds := catalogtest.Dataset(t, "d", 32, 16)
 	snap := skewed(t, ds, "train-1")
 	src := Source{DS: ds}
 	uniform := api.Job{Params: shuffle.Params{Seed: 4, Window: 4, BatchSize: 16, World: 1}}

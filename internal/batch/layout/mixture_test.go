@@ -16,6 +16,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -33,7 +34,7 @@ func mixDatasets(t *testing.T) []*catalog.Dataset {
 	t.Helper()
 	ds := make([]*catalog.Dataset, len(mixSets))
 	for i, s := range mixSets {
-		ds[i] = testDataset(t, s.name, s.chunks, s.perChunk)
+		ds[i] = catalogtest.Dataset(t, s.name, s.chunks, s.perChunk)
 	}
 	return ds
 }

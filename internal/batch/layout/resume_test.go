@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -18,7 +19,7 @@ import (
 // one past it is out of range, as is a batch past the end. (That the
 // batch ETag covers the offset, and the statuses, are gateway's.)
 func TestResumeAtAnotherWorldSize(t *testing.T) {
-	ds := testDataset(t, "d", 10, 25) // 250 samples
+	ds := catalogtest.Dataset(t, "d", 10, 25) // 250 samples
 	o := New(nil)
 	src := Source{DS: ds}
 	params := func(world, rank, offset int, dropLast bool) api.Job {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestSpanMemoCountsItsMixtures(t *testing.T) {
 	var comps []*catalog.Dataset
 	for c := range 20 {
-		comps = append(comps, testDataset(t, fmt.Sprintf("d%02d", c), 1, 500))
+		comps = append(comps, catalogtest.Dataset(t, fmt.Sprintf("d%02d", c), 1, 500))
 	}
 	o := New(nil)
 	j := job(8, 1, 0)

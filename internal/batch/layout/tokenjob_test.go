@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -237,7 +238,7 @@ func TestTokenMixtureShares(t *testing.T) {
 // without an EOS, a dataset that holds no tokens).
 func TestTokenJobRefused(t *testing.T) {
 	tokens := tokenDataset(t, "test", "uint16", megatrontest.Corpus(20, 50, 50000, 12))
-	plain := testDataset(t, "plain", 2, 3)
+	plain := catalogtest.Dataset(t, "plain", 2, 3)
 	var l query.Limits
 	l.Fill()
 	for _, tc := range []struct {

@@ -11,28 +11,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
-
-func testDataset(t *testing.T, chunks int) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: 1024, ETag: fmt.Sprint(c), Samples: 2})
-		for i := range 2 {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset("d", "", nil, ix)
-}
 
 // fakePeers: which nodes are up, what each says its streams need, what
 // each old owner's cache gives (nil: 404), and who was asked what.
@@ -155,7 +138,7 @@ func (noStreams) Soon(*catalog.Dataset, []int, int) []int { return nil }
 // nothing loaded, and loading is announced only when there is something
 // to load.
 func TestWarm(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	a, b, c := "http://a:1", "http://b:1", "http://c:1"
 	from, _ := cluster.NewMembership([]string{a, b})
 	to, _ := cluster.NewMembership([]string{a, b, c})
@@ -232,7 +215,7 @@ func TestWarm(t *testing.T) {
 // owner had read them for the jobs before the flip (brand-bench resize,
 // epoch 1: 0.08 × the dataset from the store).
 func TestGainsLeftToTheBatches(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	a, c := "http://a:1", "http://c:1"
 	from, _ := cluster.NewMembership([]string{a})
 	to, _ := cluster.NewMembership([]string{a, c})
@@ -301,7 +284,9 @@ func TestGainsLeftToTheBatches(t *testing.T) {
 // under the five, read such a chunk from the store on the joiner (and on
 // the node leaving) while its old owner held it.
 func TestGainsLeftReadUntilTheFlip(t *testing.T) {
-	ds := testDataset(t, 64)
+	// A dataset whose chunks' placement (hashed from its index) has the
+	// premise of both cases: some of c's gains move when b leaves.
+	ds := catalogtest.Dataset(t, "e", 64, 2)
 	a, b, c, d, e := "http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"
 	from, _ := cluster.NewMembership([]string{a, b, e})
 	to, _ := cluster.NewMembership([]string{a, b, c, d, e})
@@ -363,7 +348,7 @@ func mustMembers(t *testing.T, urls ...string) *cluster.Membership {
 // them from the store although their old owner held them (brand-bench
 // resize, the node's "later" list emptied at the leave's warm-up).
 func TestGainsLeftThroughALaterChange(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
 	from, _ := cluster.NewMembership([]string{a, b})
 	to, _ := cluster.NewMembership([]string{a, b, c, d})
@@ -446,7 +431,7 @@ func TestGainsLeftFromANodeThatLeaves(t *testing.T) {
 // c, whose warm-up asked b alone, got 404 and read the store while a
 // still held it.
 func TestGainsFromAnotherHolder(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	a, b, c := "http://a:1", "http://b:1", "http://c:1"
 	from, _ := cluster.NewMembership([]string{a, b, c})
 	to, _ := cluster.NewMembership([]string{a, c}) // b leaves
@@ -529,7 +514,7 @@ func TestGainsFromANodeThatLeavesReadMeanwhile(t *testing.T) {
 // the memberships, and c's gains from b that stay c's once b has left.
 func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, after *cluster.Membership, ofB []int) {
 	t.Helper()
-	ds = testDataset(t, 64)
+	ds = catalogtest.Dataset(t, "d", 64, 2)
 	a, b, c, d := "http://a:1", "http://b:1", "http://c:1", "http://d:1"
 	from, _ = cluster.NewMembership([]string{a, b})
 	to, _ = cluster.NewMembership([]string{a, b, c, d})
@@ -555,7 +540,7 @@ func joinThenLeave(t *testing.T) (ds *catalog.Dataset, b, c string, from, to, af
 // from the store; loads that fail move nothing and fail nothing. A leave
 // that comes while this node still loads its datasets waits for them.
 func TestWarmForALeave(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	a, b, c := "http://a:1", "http://b:1", "http://c:1"
 	from, _ := cluster.NewMembership([]string{a, b, c})
 	to, _ := cluster.NewMembership([]string{a, b})

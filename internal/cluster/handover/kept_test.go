@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/cache/usetable"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // oldOwner is a node's cache as a gateway builds it: a chunk cache
@@ -108,7 +109,7 @@ func (o *oldOwner) read(t *testing.T, js layout.Stream, epoch uint64, from, to i
 // copy, keyed by when the jobs need it, and gives it when asked; the
 // leave's gains it has no room for are left to the batches.
 func TestDeferredGainKeptByItsOldOwner(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := catalogtest.Dataset(t, "d", 64, 2)
 	js := layout.Stream{DS: ds, Seed: 7, Window: 8}
 	e0, err := layout.New(nil).Epoch(js, 0)
 	if err != nil {

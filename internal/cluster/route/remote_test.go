@@ -19,6 +19,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
 // node is how a fake peer behaves.
@@ -95,19 +96,7 @@ func (f *fakeNodes) Fetch(_ context.Context, k int, req transport.Request) (tran
 // down, on the router alone.
 func TestReadRemote(t *testing.T) {
 	const chunks, per = 12, 4
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%02d.tar", c), Size: 4096, ETag: "e", Samples: per})
-		for i := range per {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 1024, Length: 1024})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := catalog.NewDataset("d", "", nil, ix)
+	ds := catalogtest.Dataset(t, "d", chunks, per)
 	urls := []string{"http://a.invalid", "http://b.invalid", "http://c.invalid"}
 	agreed, _ := cluster.NewMembership(urls)
 	owner := ds.Owners(agreed) // member positions; slot k is member k here
@@ -117,7 +106,7 @@ func TestReadRemote(t *testing.T) {
 	}
 	info := make([]chunkindex.Sample, len(ids))
 	for i, id := range ids {
-		info[i] = ix.Sample(id)
+		info[i] = ds.Index.Sample(id)
 	}
 	smp := layout.SamplesOf(ds, ids, info)
 	for k := 1; k < len(urls); k++ {
@@ -181,7 +170,7 @@ func TestReadRemote(t *testing.T) {
 				t.Errorf("%d samples named missing", len(missing))
 			}
 			for i, id := range ids {
-				own := owner[ix.ChunkOf(id)]
+				own := owner[ds.Index.ChunkOf(id)]
 				readHere := own == 0 || slices.Contains(tc.local, own)
 				switch {
 				case isMissing[i]:
@@ -275,7 +264,7 @@ func TestFetchNextHoldsDownAPeerThatTimesOut(t *testing.T) {
 	}
 	r.Follow(agreed, slots, "")
 
-	ds := testDataset(t, 16, 4)
+	ds := catalogtest.Dataset(t, "d", 16, 4)
 	owners := ds.Owners(agreed)
 	var ids []int
 	for id := range ds.Index.NumSamples() {
@@ -332,23 +321,4 @@ func failures(t *testing.T, reg *prometheus.Registry, kind string) float64 {
 		}
 	}
 	return v
-}
-
-// testDataset is a dataset of chunks chunks of per samples each, on no
-// store.
-func testDataset(t *testing.T, chunks, per int) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%02d.tar", c), Size: 4096, ETag: "e", Samples: per})
-		for i := range per {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 1024, Length: 1024})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset("d", "", nil, ix)
 }

@@ -15,39 +15,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/internal/cache/disktier"
-	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
-
-// readCounter counts a store's reads per object.
-type readCounter struct {
-	s3backend.Store
-	mu    sync.Mutex
-	reads map[string]int
-}
-
-func (r *readCounter) ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error {
-	r.mu.Lock()
-	r.reads[key]++
-	r.mu.Unlock()
-	return r.Store.ReadRange(ctx, key, etag, off, p)
-}
-
-// take returns the reads counted so far and starts again.
-func (r *readCounter) take() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.reads
-	r.reads = map[string]int{}
-	return out
-}
 
 // diskFixture is a dataset of 16 chunks in a local store whose reads are
 // counted, loaded into a catalog.
-func diskFixture(t *testing.T) (*readCounter, *Dataset, *Catalog) {
+func diskFixture(t *testing.T) (*s3test.Store, *Dataset, *Catalog) {
 	t.Helper()
-	st := &readCounter{Store: packedStore(t, 16, 8), reads: map[string]int{}}
+	st := s3test.Wrap(packedStore(t, 16, 8))
 	ds, cat := loadCatalog(t, st)
-	st.take() // the index's reads are not the chunks'
+	st.Take() // the index's reads are not the chunks'
 	return st, ds, cat
 }
 
@@ -68,7 +45,7 @@ func loadAll(t *testing.T, ds *Dataset, cat *Catalog, tier *disktier.Tier) int {
 			t.Fatalf("chunk %d: %v", c, err)
 		}
 		want := make([]byte, len(buf))
-		if err := ds.Store.(*readCounter).Store.ReadRange(ctx, k.Object, "", 0, want); err != nil { // not counted
+		if err := ds.Store.(*s3test.Store).Store.ReadRange(ctx, k.Object, "", 0, want); err != nil { // not counted
 			t.Fatal(err)
 		}
 		if !bytes.Equal(buf, want) {
@@ -111,7 +88,7 @@ func TestLoaderThroughTheDisk(t *testing.T) {
 	}
 	n := ds.Index.NumChunks()
 	tier := openTier(t, dir, 2*total, nil)
-	if below := loadAll(t, ds, cat, tier); below != 0 || len(st.take()) != n {
+	if below := loadAll(t, ds, cat, tier); below != 0 || len(st.Take()) != n {
 		t.Fatalf("an empty tier gave %d chunks", below)
 	}
 	tier.Close()
@@ -120,7 +97,7 @@ func TestLoaderThroughTheDisk(t *testing.T) {
 	if found := tier.Stats().Found; found != int64(n) {
 		t.Fatalf("the tier opened again found %d chunks, want %d", found, n)
 	}
-	if below, reads := loadAll(t, ds, cat, tier), st.take(); below != n || len(reads) != 0 {
+	if below, reads := loadAll(t, ds, cat, tier), st.Take(); below != n || len(reads) != 0 {
 		t.Fatalf("the tier opened again gave %d chunks of %d; the store was read for %v", below, n, reads)
 	}
 	tier.Close()
@@ -158,13 +135,13 @@ func TestLoaderThroughTheDisk(t *testing.T) {
 	tier = openTier(t, dir, 2*total, nil)
 	defer tier.Close()
 	below := loadAll(t, ds, cat, tier)
-	reads := st.take()
+	reads := st.Take()
 	if below != n-3 || len(reads) != 3 {
 		t.Fatalf("%d chunks from the disk; the store was read for %v; want the 3 damaged ones", below, reads)
 	}
 	for k, r := range reads {
-		if r != 1 {
-			t.Fatalf("chunk %s read %d times from the store", k, r)
+		if r.Reads != 1 {
+			t.Fatalf("chunk %s read %d times from the store", k, r.Reads)
 		}
 	}
 	if s := tier.Stats(); s.Dropped != 5 {
@@ -194,7 +171,7 @@ func TestLoaderWithAFailingDisk(t *testing.T) {
 			tier := openTier(t, t.TempDir(), 1<<30, failing)
 			defer tier.Close()
 			loadAll(t, ds, cat, tier)
-			if reads := st.take(); len(reads) != ds.Index.NumChunks() {
+			if reads := st.Take(); len(reads) != ds.Index.NumChunks() {
 				t.Fatalf("the store was read for %d chunks of %d", len(reads), ds.Index.NumChunks())
 			}
 			s := tier.Stats()

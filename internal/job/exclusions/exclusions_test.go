@@ -8,29 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brandgw/brand/chunkindex"
-	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/s3backend"
 )
 
-func testDataset(tb testing.TB, chunks, perChunk int) *catalog.Dataset {
-	tb.Helper()
-	cs := make([]chunkindex.Chunk, 0, chunks)
-	ss := make([]chunkindex.Sample, 0, chunks*perChunk)
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk+2) * 512, ETag: fmt.Sprint(c), Samples: perChunk})
-		for i := range perChunk {
-			ss = append(ss, chunkindex.Sample{Key: key(c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return catalog.NewDataset("d", "", nil, ix)
-}
-
-func key(c, i int) string { return fmt.Sprintf("d/%06d/%04d", c, i) }
+// key is the key of sample i of chunk c of catalogtest.Dataset "d".
+func key(c, i int) string { return fmt.Sprintf("d/%d/%d", c, i) }
 
 // TestMakeAndFind: a list made on one book is found by another over the
 // same store (a restarted node), whole; a second list is refused, the
@@ -39,7 +22,7 @@ func key(c, i int) string { return fmt.Sprintf("d/%06d/%04d", c, i) }
 // Refresh.
 func TestMakeAndFind(t *testing.T) {
 	ctx := context.Background()
-	ds := testDataset(t, 4, 10)
+	ds := catalogtest.Dataset(t, "d", 4, 10)
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +89,7 @@ func TestMakeAndFind(t *testing.T) {
 // exclusion made. It writes the seconds a list takes (s/list).
 func BenchmarkMakeAMillionKeys(b *testing.B) {
 	ctx := context.Background()
-	ds := testDataset(b, 2000, 1000)
+	ds := catalogtest.Dataset(b, "d", 2000, 1000)
 	r := rand.New(rand.NewPCG(1, 2))
 	keys := make([]string, 0, 1_000_000)
 	for _, id := range r.Perm(2_000_000)[:1_000_000] {

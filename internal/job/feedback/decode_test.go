@@ -28,7 +28,7 @@ func (r *records) String() string {
 }
 
 func TestDecodeJSON(t *testing.T) {
-	ds := testDataset(t, 10)
+	ds := storedDataset(t, 10)
 	tests := []struct {
 		name, body string
 		want       string // records; "" with bad set
@@ -38,7 +38,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"an object cut short", `{`, "", "ends inside the JSON object"},
 		{"a list cut short", `{"ids":[`, "", "ends inside the JSON object"},
 		{"losses first", `{"losses":[0.5,3],"ids":[1,2]}`, "1:0.5 2:3", ""},
-		{"keys", `{"keys":["s00009","s00000"],"losses":[1,0]}`, "9:1 0:0", ""},
+		{"keys", `{"keys":["d/0/9","d/0/0"],"losses":[1,0]}`, "9:1 0:0", ""},
 		{"null fields are absent", `{"keys":null,"ids":[4],"losses":[2]}`, "4:2", ""},
 		{"empty", `{"ids":[],"losses":[]}`, "", ""},
 		{"no losses, no ids", `{"ids":[]}`, "", ""},
@@ -48,7 +48,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"two objects", `{"ids":[1],"losses":[1]}{}`, "", "after"},
 		{"a field twice", `{"ids":[1],"ids":[2],"losses":[1]}`, "", "twice"},
 		{"unknown field", `{"ids":[1],"losses":[1],"x":1}`, "", "unknown field"},
-		{"keys and ids", `{"ids":[0],"keys":["s00001"],"losses":[1]}`, "", "either"},
+		{"keys and ids", `{"ids":[0],"keys":["d/0/1"],"losses":[1]}`, "", "either"},
 		{"neither", `{"losses":[1]}`, "", "either"},
 		{"more losses", `{"ids":[1],"losses":[1,2]}`, "", "more losses"},
 		{"fewer losses", `{"ids":[1,2],"losses":[1]}`, "", "1 losses"},
@@ -62,7 +62,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"null ID", `{"ids":[null],"losses":[1]}`, "", "sample ID"},
 		{"unknown key", `{"keys":["nope"],"losses":[1]}`, "", "unknown sample key"},
 		{"key not a string", `{"keys":[3],"losses":[1]}`, "", "where a string was expected"},
-		{"escaped key", `{"keys":["s0000\u0031"],"losses":[1]}`, "1:1", ""},
+		{"escaped key", `{"keys":["d/0/\u0031"],"losses":[1]}`, "1:1", ""},
 		{"escaped field name", `{"\u0069ds":[2],"losses":[1]}`, "2:1", ""},
 		{"a trailing comma", `{"ids":[1,],"losses":[1]}`, "", "number"},
 		{"a trailing comma in the object", `{"ids":[1],"losses":[1],}`, "", "string"},
@@ -108,7 +108,7 @@ func binaryBody(ids []uint32, losses []float32) []byte {
 }
 
 func TestDecodeBinary(t *testing.T) {
-	ds := testDataset(t, 1000)
+	ds := storedDataset(t, 1000)
 	ids := make([]uint32, 3*blockLen+5) // across blocks and read buffers
 	losses := make([]float32, len(ids))
 	for i := range ids {
@@ -165,7 +165,7 @@ func (f failingReader) Read(p []byte) (int, error) {
 }
 
 func TestDecodeBounds(t *testing.T) {
-	ds := testDataset(t, 10)
+	ds := storedDataset(t, 10)
 	d := decoder{ds: ds, maxRecords: MaxBodyBytes}
 	big := bytes.Repeat([]byte(" "), MaxBodyBytes) // whitespace past the bound, before the object ends
 	tests := []struct {
@@ -207,7 +207,7 @@ func TestDecodeAllocations(t *testing.T) {
 	for i := range ids {
 		ids[i], losses[i] = uint32(i%100), float32(i%10)+0.5
 	}
-	d := decoder{ds: testDataset(t, 100), maxRecords: n}
+	d := decoder{ds: storedDataset(t, 100), maxRecords: n}
 	for _, tc := range []struct {
 		ctype string
 		body  []byte
@@ -263,7 +263,7 @@ func benchDecode(b *testing.B, ds *catalog.Dataset, contentType string, body []b
 // the allocation per op is what the body costs beside the 8 MB its
 // records hold.
 func BenchmarkDecodeJSON(b *testing.B) {
-	benchDecode(b, testDataset(b, 100), "application/json", jsonBody(1<<20, 100))
+	benchDecode(b, storedDataset(b, 100), "application/json", jsonBody(1<<20, 100))
 }
 
 // BenchmarkDecodeBinary decodes a binary body of a million records (8 MB).
@@ -273,14 +273,14 @@ func BenchmarkDecodeBinary(b *testing.B) {
 	for i := range ids {
 		ids[i], losses[i] = uint32(i%100000), float32(i%97)/8
 	}
-	benchDecode(b, testDataset(b, 100000), "application/octet-stream", binaryBody(ids, losses))
+	benchDecode(b, storedDataset(b, 100000), "application/octet-stream", binaryBody(ids, losses))
 }
 
 // TestDecodePooledBlocks: blocks of records come from the node's pools
 // (bytes seen as records) and go back when the records are applied; a
 // body decoded into blocks another body used holds its own records.
 func TestDecodePooledBlocks(t *testing.T) {
-	ds := testDataset(t, 1000)
+	ds := storedDataset(t, 1000)
 	mem := memory.New(memory.Config{Budget: memory.Budget{Copies: 1 << 20, Decodes: 1 << 20}, MaxWait: time.Second, Busy: ErrBusy})
 	d := decoder{ds: ds, maxRecords: 1 << 20, pool: &blocks{bufs: mem}}
 	for round := range 3 {

@@ -2,35 +2,23 @@ package feedback
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
-// testDataset is a dataset of n samples, keyed s00000, s00001, …, over
-// a fresh local store.
-func testDataset(t testing.TB, n int) *catalog.Dataset {
-	t.Helper()
-	samples := make([]chunkindex.Sample, n)
-	for i := range samples {
-		samples[i] = chunkindex.Sample{Key: fmt.Sprintf("s%05d", i), Offset: int64(512 * i), Length: 512}
-	}
-	ix, err := chunkindex.New([]chunkindex.Chunk{{Key: "chunks/0.tar", Size: int64(512 * n), Samples: n}}, samples)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s3backend.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset("d", "", st, ix)
+// storedDataset is catalogtest's dataset "d" of one chunk of n samples,
+// keyed d/0/0, d/0/1, …, over a store in memory: feedback's snapshots
+// and pointers are written to it.
+func storedDataset(t testing.TB, n int) *catalog.Dataset {
+	ds := catalogtest.Dataset(t, "d", 1, n)
+	return catalog.NewDataset(ds.Name, "", s3test.NewMemory(), ds.Index)
 }
 
 // clock is a test's time, moved by hand.

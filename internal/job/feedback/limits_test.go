@@ -90,7 +90,7 @@ func importanceObjects(t *testing.T, st s3backend.Store, job string) (pointers, 
 // all it reported. A seal of an epoch nobody reported is refused, not
 // sealed empty.
 func TestJobsCannotEvictEachOther(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	s := newTestState(Limits{}, newClock())
 	feedAll(t, s, ds, "victim", 0)
 	var refused int
@@ -123,7 +123,7 @@ func TestJobsCannotEvictEachOther(t *testing.T) {
 // accepted is in it while every one refused (ErrSealed, after the seal)
 // is not.
 func TestConcurrentSealsConverge(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	n := ds.Index.NumSamples()
 	s := newTestState(Limits{}, newClock())
 	ids, base := make([]uint32, n), make([]float32, n)
@@ -177,7 +177,7 @@ func TestConcurrentSealsConverge(t *testing.T) {
 // each holding different feedback, sealing one epoch at once: the first
 // pointer written wins and every seal on either answers its version.
 func TestSealsConvergeAcrossNodes(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	n := ds.Index.NumSamples()
 	var states []*State
 	for g := range 2 {
@@ -220,7 +220,7 @@ func TestSealsConvergeAcrossNodes(t *testing.T) {
 // each onto the last, keeps the last few epochs' pointers and snapshots,
 // not all of them, and the last ones are still read.
 func TestSealsKeepTheLastEpochs(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	s := newTestState(Limits{}, newClock())
 	prev := ""
 	for e := range uint64(10) {
@@ -263,7 +263,7 @@ func TestResealingWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix := testDataset(t, 64).Index
+	ix := storedDataset(t, 64).Index
 	ds := catalog.NewDataset("d", "", st, ix)
 	s := newTestState(Limits{}, newClock())
 	feedAll(t, s, ds, "many", 0)
@@ -320,7 +320,7 @@ func (n nodes) Settle(_ context.Context, k int, ds *catalog.Dataset, job string,
 // seals to the snapshot one node given all of it would seal.
 func TestSealMergesNodes(t *testing.T) {
 	const n = 512
-	single, shared := testDataset(t, n), testDataset(t, n) // the single node seals into a store of its own
+	single, shared := storedDataset(t, n), storedDataset(t, n) // the single node seals into a store of its own
 	ids, losses := make([]uint32, n), make([]float32, n)
 	for i := range n {
 		ids[i], losses[i] = uint32(i), float32(i%13)/3

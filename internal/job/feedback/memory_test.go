@@ -79,7 +79,7 @@ func TestFeedbackMemory(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("measures memory: not under the race detector (scripts/test.sh runs it without) or -short")
 	}
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	mem := memory.New(memory.Config{MaxWait: time.Second})
 	s := NewWith(Config{Log: zerolog.Nop(), Buffers: mem})
 	million := jsonFeedback(1<<20, 64)        // 5 MB

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/brandgw/brand/importance/snapshots"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -88,7 +88,7 @@ func TestAcceptedIsSealedAcrossNodes(t *testing.T) {
 			name = "every message lost"
 		}
 		t.Run(name, func(t *testing.T) {
-			ds := testDataset(t, 64)
+			ds := storedDataset(t, 64)
 			clk := newClock()
 			a, b := newTestState(Limits{}, clk), newTestState(Limits{}, clk)
 			if err := addBinary(a, ds, "j", 0, []uint32{0, 1, 2}, []float32{1, 1, 1}); err != nil {
@@ -128,23 +128,6 @@ func TestAcceptedIsSealedAcrossNodes(t *testing.T) {
 	}
 }
 
-// gatedStore holds the first read of key's size, once armed, until
-// released: the window of a node's first look at an epoch's pointer.
-type gatedStore struct {
-	s3backend.Store
-	key              string
-	armed            atomic.Bool
-	entered, release chan struct{}
-}
-
-func (g *gatedStore) Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error) {
-	if key == g.key && g.armed.CompareAndSwap(true, false) {
-		close(g.entered)
-		<-g.release
-	}
-	return g.Store.Stat(ctx, key)
-}
-
 // TestFeedbackWaitsForTheFirstLook: on one node, feedback for an epoch
 // that opens again after it was sealed — this node's seal released it
 // (TestConcurrentSealsConverge's race), or the node restarted — is
@@ -158,8 +141,14 @@ func (g *gatedStore) Stat(ctx context.Context, key string) (s3backend.ObjectInfo
 // then the look found the pointer and the epoch closed, its feedback in
 // no snapshot.
 func TestFeedbackWaitsForTheFirstLook(t *testing.T) {
-	base := testDataset(t, 64)
-	gs := &gatedStore{Store: base.Store, key: snapshots.SealedKey("j", 0), entered: make(chan struct{}), release: make(chan struct{})}
+	base := storedDataset(t, 64)
+	gs := s3test.Wrap(base.Store)
+	// The first look at the epoch's pointer, once armed, held until
+	// opened: the window of a node's first look.
+	var armed atomic.Bool
+	look := gs.Gate(func(c s3test.Call) bool {
+		return c.Op == s3backend.OpStat && c.Key == snapshots.SealedKey("j", 0) && armed.CompareAndSwap(true, false)
+	})
 	ds := catalog.NewDataset(base.Name, "", gs, base.Index)
 	sealer := newTestState(Limits{}, newClock())
 	if err := addBinary(sealer, ds, "j", 0, []uint32{1}, []float32{7}); err != nil { // the mean, 7, for every other sample
@@ -167,10 +156,10 @@ func TestFeedbackWaitsForTheFirstLook(t *testing.T) {
 	}
 	out := sealWith(t, sealer, ds, "j", 0, "")
 	s := newTestState(Limits{}, newClock()) // a node that did not seal it, or restarted since
-	gs.armed.Store(true)
+	armed.Store(true)
 	first := make(chan error, 1)
 	go func() { first <- addOne(t, s, ds, "j", 0, 2) }()
-	<-gs.entered // the first post's look at the pointer is in flight
+	<-look.Waiting() // the first post's look at the pointer is in flight
 	second := make(chan error, 1)
 	go func() { second <- addOne(t, s, ds, "j", 0, 3) }()
 	select {
@@ -178,7 +167,7 @@ func TestFeedbackWaitsForTheFirstLook(t *testing.T) {
 		t.Fatalf("a post while the epoch's first look at the store was in flight answered %v before the look ended", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(gs.release)
+	look.Open()
 	posts := []post{{id: 2, loss: 2, err: <-first}, {id: 3, loss: 2, err: <-second}}
 	checkSealed(t, ds, "j", out.Version, posts)
 }
@@ -195,7 +184,7 @@ func TestSealOfNothingReopens(t *testing.T) {
 			name = "every message lost"
 		}
 		t.Run(name, func(t *testing.T) {
-			ds := testDataset(t, 64)
+			ds := storedDataset(t, 64)
 			clk := newClock()
 			a, b := newTestState(Limits{}, clk), newTestState(Limits{}, clk)
 			parts := hooked{nodes: nodes{states: []*State{a, b}, self: 0}, settle: told}
@@ -226,7 +215,7 @@ func TestSealOfNothingReopens(t *testing.T) {
 	}
 	// Two seals collected b; one ends with nothing sealed: b still holds
 	// for the other.
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	b := newTestState(Limits{}, newClock())
 	b.Collect(ds, "j", 0, "0000000000000001")
 	b.Collect(ds, "j", 0, "0000000000000002")
@@ -248,8 +237,8 @@ func TestSealOfNothingReopens(t *testing.T) {
 // nothing; the feedback it collected stays on its nodes, which take
 // feedback again, and the next seal has all of it.
 func TestFailedWriteReopensWithItsFeedback(t *testing.T) {
-	base := testDataset(t, 64)
-	fs := &failingPuts{Store: base.Store}
+	base := storedDataset(t, 64)
+	fs := s3test.Wrap(base.Store)
 	ds := catalog.NewDataset(base.Name, "", fs, base.Index)
 	clk := newClock()
 	a, b := newTestState(Limits{}, clk), newTestState(Limits{}, clk)
@@ -260,11 +249,16 @@ func TestFailedWriteReopensWithItsFeedback(t *testing.T) {
 	if err := addOne(t, b, ds, "j", 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	fs.fail.Store(true)
+	fs.Fail(func(c s3test.Call) error {
+		if c.Op == s3backend.OpPut {
+			return fmt.Errorf("%w: a write refused by the test", s3backend.ErrUnavailable)
+		}
+		return nil
+	})
 	if _, err := a.Seal(t.Context(), ds, "j", 0, nil, parts); err == nil {
 		t.Fatal("a seal whose write failed answered a version")
 	}
-	fs.fail.Store(false)
+	fs.Fail(nil)
 	for _, s := range []*State{a, b} {
 		if err := addOne(t, s, ds, "j", 0, 3); err != nil {
 			t.Fatalf("feedback after a seal that wrote nothing: %v", err)
@@ -285,25 +279,12 @@ func TestFailedWriteReopensWithItsFeedback(t *testing.T) {
 	}
 }
 
-// failingPuts fails every write while fail is set.
-type failingPuts struct {
-	s3backend.Store
-	fail atomic.Bool
-}
-
-func (f *failingPuts) Put(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error) {
-	if f.fail.Load() {
-		return s3backend.ObjectInfo{}, fmt.Errorf("%w: a write refused by the test", s3backend.ErrUnavailable)
-	}
-	return f.Store.Put(ctx, key, r, size)
-}
-
 // TestConcurrentSealsConvergeAcrossNodes: seals of one epoch on two
 // nodes racing with feedback to both answer one version, and every
 // feedback either node accepted is in it, while every one refused is
 // not (TestConcurrentSealsConverge's check, on a cluster).
 func TestConcurrentSealsConvergeAcrossNodes(t *testing.T) {
-	ds := testDataset(t, 64)
+	ds := storedDataset(t, 64)
 	clk := newClock()
 	states := []*State{newTestState(Limits{}, clk), newTestState(Limits{}, clk)}
 	if err := addBinary(states[0], ds, "race", 0, []uint32{63}, []float32{0.5}); err != nil {

@@ -20,7 +20,7 @@ import (
 // seal there, onto that snapshot, is a version of its own.
 func TestAnotherNodeReadsTheSeal(t *testing.T) {
 	ctx := context.Background()
-	ds := testDataset(t, 512)
+	ds := storedDataset(t, 512)
 	a, b := newTestState(Limits{}, newClock()), newTestState(Limits{}, newClock())
 	const job = "train-1"
 	feedAll(t, a, ds, job, 0)

@@ -20,7 +20,7 @@ func addOne(t *testing.T, s *State, ds *catalog.Dataset, job string, epoch uint6
 
 func TestJobSlots(t *testing.T) {
 	clk := newClock()
-	ds := testDataset(t, 16)
+	ds := storedDataset(t, 16)
 	s := newTestState(Limits{Jobs: 2, Idle: time.Minute}, clk)
 	steps := []struct {
 		name    string
@@ -53,7 +53,7 @@ func TestJobSlots(t *testing.T) {
 
 func TestJobEpochs(t *testing.T) {
 	clk := newClock()
-	ds := testDataset(t, 16)
+	ds := storedDataset(t, 16)
 	s := newTestState(Limits{EpochsPerJob: 2}, clk)
 	add := func(epoch uint64) error { return addOne(t, s, ds, "j", epoch, 1) }
 	for _, e := range []uint64{3, 4, 5} { // 5 drops 3, the oldest
@@ -91,7 +91,7 @@ func TestJobEpochs(t *testing.T) {
 }
 
 func TestFeedbackAfterTheSeal(t *testing.T) {
-	ds := testDataset(t, 16)
+	ds := storedDataset(t, 16)
 	s := newTestState(Limits{}, newClock())
 	add := func(s *State, id uint32) error { return addOne(t, s, ds, "j", 0, id) }
 	if err := add(s, 1); err != nil {
@@ -159,7 +159,7 @@ func (b *blockingBody) Read(p []byte) (int, error) {
 }
 
 func TestDecodersBounded(t *testing.T) {
-	ds := testDataset(t, 16)
+	ds := storedDataset(t, 16)
 	s := newTestState(Limits{Decoders: 1, DecodeWait: 20 * time.Millisecond}, newClock())
 	slow := &blockingBody{started: make(chan struct{}), release: make(chan struct{})}
 	var wg sync.WaitGroup
@@ -183,7 +183,7 @@ func TestDecodersBounded(t *testing.T) {
 // TestSealsConverge: concurrent seals of one epoch on one node answer
 // one version; all but one answer it as existing, and only one writes.
 func TestSealsConverge(t *testing.T) {
-	ds := testDataset(t, 16)
+	ds := storedDataset(t, 16)
 	s := newTestState(Limits{}, newClock())
 	if err := addOne(t, s, ds, "j", 0, 1); err != nil {
 		t.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -286,19 +286,6 @@ func TestEditNextRacesRequests(t *testing.T) {
 	}
 }
 
-// countingStore counts the writes of reservations.
-type countingStore struct {
-	Store
-	puts atomic.Int64
-}
-
-func (c *countingStore) Put(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error) {
-	if strings.Contains(key, "/served/") {
-		c.puts.Add(1)
-	}
-	return c.Store.Put(ctx, key, r, size)
-}
-
 // TestServedSurvivesRestart: a node's steps served are reserved in the
 // store a window at a time (a write per ReserveSteps steps, not per
 // request), and a node restarted — a new book of the same node — refuses
@@ -309,7 +296,7 @@ func TestServedSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &countingStore{Store: local}
+	st := s3test.Wrap(local)
 	stores := func() ([]string, map[string]Store) { return []string{"web"}, map[string]Store{"web": st} }
 	a := New(stores, "http://a")
 	v1, err := a.Edit(ctx, "run", "0:web:1", 0, "", nil, nil)
@@ -324,7 +311,13 @@ func TestServedSurvivesRestart(t *testing.T) {
 			}
 		}
 	}
-	if n := st.puts.Load(); n != 3 {
+	var n int // the writes of reservations
+	for k, c := range st.Total() {
+		if strings.Contains(k, "/served/") {
+			n += c.Puts
+		}
+	}
+	if n != 3 {
 		t.Fatalf("%d reservations written for %d steps; want 3 (one per %d steps)", n, served+1, ReserveSteps)
 	}
 	// Restarted: nothing in memory, the reservation in the store.

@@ -24,7 +24,7 @@ import (
 // deleted: 45 MiB over the second 10,000 here (5 MB per 1,000 mixtures
 // through a gateway, not levelling off).
 func TestDistinctJobsHoldNoMemory(t *testing.T) {
-	ds := testDataset(t, "d")
+	ds := fourChunks(t, "d")
 	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
 	heap := func() int64 {
@@ -59,7 +59,7 @@ func TestTraceBoundedInBatches(t *testing.T) {
 	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
 	s.traceBatches = 64
-	js := layout.Stream{DS: testDataset(t, "d"), Seed: 1, Window: 2}
+	js := layout.Stream{DS: fourChunks(t, "d"), Seed: 1, Window: 2}
 	for i := range 1000 {
 		s.Batch(Served{Stream: js, EpochSamples: 4000, Samples: 4, Chunks: []int{i % 4}})
 		if len(s.trace) > s.traceBatches {

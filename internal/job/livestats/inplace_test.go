@@ -28,7 +28,7 @@ func (extentOnly) Extent(int, format.Selection) ([]format.Range, int64) {
 func TestPrefetchCountsStoreBytesInPlace(t *testing.T) {
 	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	ds := testDataset(t, "d")
+	ds := fourChunks(t, "d")
 	ds.InPlace = &catalog.InPlace{Decoder: extentOnly{}}
 	js := layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}
 	s.Prefetched(js, 0, 1, 8192, false)
@@ -45,7 +45,7 @@ func TestPrefetchCountsStoreBytesInPlace(t *testing.T) {
 func TestMixtureCountsStoreBytesInPlace(t *testing.T) {
 	s := New(prometheus.NewRegistry(), 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	lines, web := testDataset(t, "lines"), testDataset(t, "web")
+	lines, web := fourChunks(t, "lines"), fourChunks(t, "web")
 	lines.InPlace = &catalog.InPlace{Decoder: extentOnly{}}
 	mix, err := api.ParseMix("lines:1,web:1")
 	if err != nil {

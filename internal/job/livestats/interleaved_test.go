@@ -21,7 +21,7 @@ func TestOptimumOfInterleavedEpochs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opt := &fakeOptimizer{calls: make(chan optimizerCall, 1), ratios: map[evict.JobEpoch]float64{{Job: 1, Epoch: 0}: 0.75}}
 	s := New(reg, 1<<20, opt, nil, zerolog.Nop())
-	js := layout.Stream{DS: testDataset(t, "d"), Seed: 3, Window: 2} // 16 samples in 4 chunks
+	js := layout.Stream{DS: fourChunks(t, "d"), Seed: 3, Window: 2} // 16 samples in 4 chunks
 	batch := func(epoch uint64, chunk int) {
 		s.Batch(Served{Stream: js, Epoch: epoch, EpochSamples: 16, Samples: 4, Chunks: []int{chunk}, Loads: 1})
 	}

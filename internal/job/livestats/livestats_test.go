@@ -14,29 +14,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 )
 
-// testDataset is a dataset of 4 chunks of 4 samples; chunk c is (c+1) ×
+// fourChunks is a dataset of 4 chunks of 4 samples; chunk c is (c+1) ×
 // 4 KiB.
-func testDataset(t *testing.T, name string) *catalog.Dataset {
-	t.Helper()
-	var cs []chunkindex.Chunk
-	var ss []chunkindex.Sample
-	for c := range 4 {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%d.tar", c), Size: int64(c+1) * 4096, ETag: name + fmt.Sprint(c), Samples: 4})
-		for i := range 4 {
-			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("s%d-%d", c, i), Chunk: c, Offset: int64(i) * 512, Length: 512})
-		}
-	}
-	ix, err := chunkindex.New(cs, ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return catalog.NewDataset(name, "", nil, ix)
+func fourChunks(t *testing.T, name string) *catalog.Dataset {
+	return catalogtest.Sized(t, name, []int64{4096, 2 * 4096, 3 * 4096, 4 * 4096}, 4)
 }
 
 // series returns the value of every series of metric name whose labels
@@ -165,7 +152,7 @@ func TestFiguresOfServedBatches(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 			defer s.Close()
-			ds := testDataset(t, "d")
+			ds := fourChunks(t, "d")
 			js := layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}
 			for _, e := range tt.events {
 				if e.prefetch {
@@ -269,7 +256,7 @@ func TestOptimumOfCompleteEpochs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opt := &fakeOptimizer{calls: make(chan optimizerCall)}
 	s := New(reg, 5*k, opt, nil, zerolog.Nop())
-	d, e := testDataset(t, "d"), testDataset(t, "e")
+	d, e := fourChunks(t, "d"), fourChunks(t, "e")
 	a := layout.Stream{DS: d, Seed: 1, Window: 2}
 	b := layout.Stream{DS: d, Seed: 2, Window: 2}
 	c := layout.Stream{DS: e, Seed: 1, Window: 2}
@@ -332,7 +319,7 @@ func TestTraceBounded(t *testing.T) {
 	opt := &fakeOptimizer{calls: make(chan optimizerCall, 1), ratios: map[evict.JobEpoch]float64{}}
 	s.optimum = opt
 	defer s.Close()
-	js := layout.Stream{DS: testDataset(t, "d"), Seed: 1, Window: 2}
+	js := layout.Stream{DS: fourChunks(t, "d"), Seed: 1, Window: 2}
 	const per = statsTrace / 16 // accesses per batch: 16 batches fill the trace
 	chunks := make([]int, per)
 	for i := range chunks {
@@ -376,7 +363,7 @@ func TestBoundedJobsAndEpochs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	ds := testDataset(t, "d")
+	ds := fourChunks(t, "d")
 	stream := func(seed uint64) layout.Stream { return layout.Stream{DS: ds, Seed: seed, Window: 2} }
 	serve := func(js layout.Stream, epoch uint64) {
 		s.Batch(Served{Stream: js, Epoch: epoch, EpochSamples: 16, Samples: 1, Chunks: []int{0}, Loads: 1, LoadedBytes: 1024, StoreBytes: 1024})
@@ -444,7 +431,7 @@ func TestSharedSeriesSurviveEviction(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := New(reg, 1<<20, nil, nil, zerolog.Nop())
 	defer s.Close()
-	ds := testDataset(t, "d")
+	ds := fourChunks(t, "d")
 	plain := layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "j"}
 	comp := plain
 	comp.Mix = "m"

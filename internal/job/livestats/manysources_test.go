@@ -22,7 +22,7 @@ func mixtureOf(t *testing.T, n, batch int) (*layout.Mixed, api.Job) {
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("s%03d", i)
-		ds = append(ds, testDataset(t, name))
+		ds = append(ds, fourChunks(t, name))
 		names = append(names, name+":1")
 	}
 	mix, err := api.ParseMix(strings.Join(names, ","))

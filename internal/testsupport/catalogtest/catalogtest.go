@@ -1,5 +1,6 @@
 // Package catalogtest makes the catalog's datasets that tests of the
-// batch stages serve from (the reader's, visit's): an index alone, on no
+// batch stages and of the job and cluster rooms serve from (the reader's,
+// layout's, feedback's, hand-over's, …): an index alone, on no
 // store, so a test reads its chunks through its own fakes.
 //
 // It is test support, as net/http's httptest is: the server links none
@@ -23,10 +24,22 @@ const SampleSize = 512
 // keyed name/c/i and stands at i × SampleSize.
 func Dataset(t testing.TB, name string, chunks, perChunk int) *catalog.Dataset {
 	t.Helper()
+	sizes := make([]int64, chunks)
+	for c := range sizes {
+		sizes[c] = int64(perChunk) * SampleSize
+	}
+	return Sized(t, name, sizes, perChunk)
+}
+
+// Sized is Dataset of len(sizes) chunks, chunk c of sizes[c] bytes (at
+// least its samples', the rest after them): the dataset of a test that
+// weighs chunks by their bytes, as a cache's hit ratio by bytes does.
+func Sized(t testing.TB, name string, sizes []int64, perChunk int) *catalog.Dataset {
+	t.Helper()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
-	for c := range chunks {
-		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: int64(perChunk) * SampleSize, ETag: fmt.Sprint(c), Samples: perChunk})
+	for c, size := range sizes {
+		cs = append(cs, chunkindex.Chunk{Key: fmt.Sprintf("c%04d.tar", c), Size: size, ETag: fmt.Sprint(c), Samples: perChunk})
 		for i := range perChunk {
 			ss = append(ss, chunkindex.Sample{Key: fmt.Sprintf("%s/%d/%d", name, c, i), Chunk: c, Offset: int64(i) * SampleSize, Length: SampleSize})
 		}

@@ -22,3 +22,16 @@ func TestDataset(t *testing.T) {
 		t.Errorf("sample 9: %+v", s)
 	}
 }
+
+// Sized's chunks have the sizes given, their samples where Dataset's
+// are.
+func TestSized(t *testing.T) {
+	ds := catalogtest.Sized(t, "s", []int64{4096, 8192}, 4)
+	ix := ds.Index
+	if ix.NumChunks() != 2 || ix.NumSamples() != 8 || ix.Chunk(1).Size != 8192 || ix.Chunk(0).Size != 4096 {
+		t.Fatalf("%d chunks, %d samples, sizes %d, %d", ix.NumChunks(), ix.NumSamples(), ix.Chunk(0).Size, ix.Chunk(1).Size)
+	}
+	if s := ix.Sample(7); s.Key != "s/1/3" || s.Offset != 3*catalogtest.SampleSize {
+		t.Errorf("sample 7: %+v", s)
+	}
+}
