@@ -69,7 +69,16 @@ class VideoGateway(Fixture):
             except ImportError:
                 _missing("no PyAV (scripts/ensure-pyav.sh)")
             with av.open(os.path.join(self.src, key)) as c:
-                self._refs[key] = {f.pts: f.to_ndarray(format="rgb24").tobytes() for f in c.decode(c.streams.video[0])}
+                # One thread: a decoder's threads are not there in a
+                # DataLoader worker forked later, and where the garbage
+                # collector frees this decoder's objects in a worker, it
+                # joins them there and the worker dies (SIGSEGV in
+                # avpriv_slicethread_free, seen with test_agree,
+                # test_client and test_clips run in one process).
+                s = c.streams.video[0]
+                s.codec_context.thread_count = 1
+                s.thread_type = "NONE"
+                self._refs[key] = {f.pts: f.to_ndarray(format="rgb24").tobytes() for f in c.decode(s)}
         return self._refs[key]
 
 
