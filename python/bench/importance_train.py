@@ -44,7 +44,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -57,12 +56,14 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the brand package, uninstalled
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # servetest, the tests' gateway processes
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import brand  # noqa: E402
 from brand import importance  # noqa: E402
+import servetest  # noqa: E402
 import synthetic  # noqa: E402
 
 DATASET = "t"
@@ -83,46 +84,14 @@ RUNS = [  # (name, mode, cache fraction, policy)
 # -- the gateway ------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Serve:
+class Serve(servetest.Serve):
     """``brand serve`` over one dataset on loopback, for one run."""
 
     def __init__(self, binary: str, store: str, cache_bytes: int, policy: str, window: int, log: str):
-        self.log = open(log, "wb")
-        for _ in range(5):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            self.proc = subprocess.Popen(
-                [binary, "serve", "--dataset", f"{DATASET}=file://{store}", "--listen", f"127.0.0.1:{port}",
-                 "--cache-size", str(cache_bytes), "--cache-policy", policy, "--cache-prefault=false",
-                 "--window", str(window), "--index-poll", "0", "--log-level", "warn", "--log-format", "json",
-                 "--shutdown-timeout", "1s"],
-                stdout=self.log, stderr=subprocess.STDOUT,
-            )
-            if self._ready(30):
-                return
-            self.stop()
-            self.log = open(log, "ab")
-        raise RuntimeError(f"brand serve did not become ready; see {log}")
-
-    def _ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.05)
-        return False
+        super().__init__(binary, [
+            "--dataset", f"{DATASET}=file://{store}", "--cache-size", str(cache_bytes), "--cache-policy", policy,
+            "--cache-prefault=false", "--window", str(window), "--index-poll", "0",
+        ], log)
 
     def get_json(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=30) as r:
@@ -140,16 +109,6 @@ class Serve:
         if len(eps) != 1:
             raise RuntimeError(f"/stats has {len(eps)} streams for epoch {epoch}, want 1: {eps}")
         return eps[0]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 # -- the dataset ------------------------------------------------------------

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import inspect
 import math
 import numbers
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ._mix import MixSpec, format_mix, mix_components
 from ._route import parse_peers
@@ -120,15 +122,62 @@ def check_schedule(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+# -- job= for a job's name, deprecated ----------------------------------------
+
+
+def renamed_job(keywords: Mapping[str, Any], who: str, stacklevel: int) -> Dict[str, Any]:
+    """``keywords`` with ``job=``, the first releases' keyword for a job's
+    name, as ``name=``, after a DeprecationWarning that points
+    ``stacklevel`` frames above the caller of this function.
+
+    Raises:
+        TypeError: ``job=`` beside ``name=``.
+    """
+    kw = dict(keywords)
+    v = kw.pop("job")
+    if "name" in kw:
+        raise TypeError(f"brand: {who} got both name= and job= (the deprecated spelling of name=)")
+    warnings.warn(f"brand: {who}(job=...) is deprecated: the job's name is name= (brand.Job.name); "
+                  "job means the brand.Job itself", DeprecationWarning, stacklevel=stacklevel + 1)
+    kw["name"] = v
+    return kw
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def takes_name(fn: _F) -> _F:
+    """``fn``, whose parameter ``name`` is a job's name, also taking the
+    first releases' ``job=`` for it, with a DeprecationWarning at the
+    caller. A positional call is unchanged; ``job=`` beside a name, by
+    keyword or by position, raises ``TypeError``."""
+    at = list(inspect.signature(fn).parameters).index("name")
+    who = fn.__qualname__.removesuffix(".__init__")
+    module = fn.__module__.rpartition(".")[2]
+    if not module.startswith("_"):  # brand.importance.feedback, brand.Importance
+        who = f"{module}.{who}"
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kw: Any) -> Any:
+        if "job" in kw:
+            if len(args) > at:
+                raise TypeError(f"brand: {who} got both a name and job= (the deprecated spelling of name=)")
+            kw = renamed_job(kw, who, stacklevel=2)
+        return fn(*args, **kw)
+
+    return call  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, init=False)
 class Importance:
     """Importance sampling (``sampling=importance``, docs/importance.md):
     the epochs are drawn by the job's reported losses.
 
     Args:
-        job: the job's name, under which its feedback is sent and sealed
-            (``job=``); the :class:`Job`'s name, if it has one, must be the
-            same.
+        name: the job's name, under which its feedback is sent and sealed
+            (the query's ``job=``); the :class:`Job`'s name, if it has one,
+            must be the same. ``job=``, the first releases' keyword for it,
+            still works, with a DeprecationWarning.
         version: the snapshot the epochs are drawn from (``importance=``),
             what :meth:`brand.Client.seal` returned for the previous epoch;
             ``None`` (the job's first epoch) reads the uniform order.
@@ -136,13 +185,28 @@ class Importance:
             gateway's cache size in chunks; 0: not sent.
     """
 
-    job: str
+    name: str
     version: Optional[str] = None
     hot: int = 0
 
+    # Written out, not made by dataclass, only to take the deprecated job=.
+    @takes_name
+    def __init__(self, name: str, version: Optional[str] = None, hot: int = 0) -> None:
+        _set(self, "name", name)
+        _set(self, "version", version)
+        _set(self, "hot", hot)
+        self.__post_init__()
+
     def __post_init__(self) -> None:
-        check_job_name(self.job)
+        check_job_name(self.name)
         _integer_at_least("hot", self.hot, 0)
+
+    @property
+    def job(self) -> str:
+        """Deprecated: the job's name is :attr:`name`."""
+        warnings.warn("brand: Importance.job is deprecated: the job's name is Importance.name; "
+                      "job means the brand.Job itself", DeprecationWarning, stacklevel=2)
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -353,13 +417,13 @@ class Job:
         if self.name is not None:
             check_job_name(self.name)
         if self.importance is not None and not isinstance(self.importance, Importance):
-            raise TypeError(f"brand: Job.importance is a brand.Importance(job, version, hot), not "
+            raise TypeError(f"brand: Job.importance is a brand.Importance(name, version, hot), not "
                             f"{type(self.importance).__name__}")
         # With sampling=importance the gateway takes job= as the importance
         # job's name, so a job has one name.
-        if self.importance is not None and self.name is not None and self.name != self.importance.job:
+        if self.importance is not None and self.name is not None and self.name != self.importance.name:
             raise ValueError(
-                f"brand: job {self.name!r} and importance job {self.importance.job!r} differ: a job has one name, "
+                f"brand: job {self.name!r} and importance job {self.importance.name!r} differ: a job has one name, "
                 "and with importance sampling it is the importance job's; give one of them, or the same"
             )
         if self.weight is not None:
@@ -514,7 +578,7 @@ class Job:
         else the importance job's; ``None`` for an unnamed job."""
         if self.name is not None:
             return self.name
-        return self.importance.job if self.importance is not None else None
+        return self.importance.name if self.importance is not None else None
 
 
 def _checked_weight(weight: Any) -> float:
@@ -775,7 +839,7 @@ def _format_weight(w: float) -> str:
 _GROUPED = {"importance"}
 _KEYWORDS: Dict[str, Tuple[str, str]] = {
     **{f.name: ("job", f.name) for f in dataclasses.fields(Job) if f.name not in _GROUPED},
-    "importance_job": ("importance", "job"),
+    "importance_job": ("importance", "name"),
     "importance": ("importance", "version"),
     "hot": ("importance", "hot"),
     **{f.name: ("connection", f.name) for f in dataclasses.fields(Connection)},
@@ -832,30 +896,23 @@ def resolve(options: Optional[Options], keywords: Mapping[str, Any], who: str) -
 def _deprecated_job(keywords: Mapping[str, Any], who: str) -> Dict[str, Any]:
     """``keywords`` with the first releases' ``job=`` (the job's name) as
     ``name=``, after a DeprecationWarning."""
-    kw = dict(keywords)
-    v = kw.pop("job")
-    if isinstance(v, Job):
+    if isinstance(keywords["job"], Job):
         raise TypeError(f"brand: {who}(job=...): a brand.Job is given as options=brand.Options(job=...); "
                         "the keywords are the fields of brand.Options, brand.Job and brand.Connection")
-    if "name" in kw:
-        raise TypeError(f"brand: {who} got both name= and job= (the deprecated spelling of name=)")
     # Points at the caller of Client(...) or BrandDataset(...): resolve,
     # then their __init__, then the caller.
-    warnings.warn(f"brand: {who}(job=...) is deprecated: the job's name is name= (brand.Job.name); "
-                  "job means the brand.Job itself", DeprecationWarning, stacklevel=4)
-    kw["name"] = v
-    return kw
+    return renamed_job(keywords, who, stacklevel=4)
 
 
 def _importance(have: Optional[Importance], given: Dict[str, Any]) -> Optional[Importance]:
     """The Importance that ``importance_job``, ``importance`` and ``hot``
     (``given``, by their Importance field names) make over ``have``: none
     when no importance job is named."""
-    fields = {"job": None, "version": None, "hot": 0}
+    fields = {"name": None, "version": None, "hot": 0}
     if have is not None:
         fields.update(dataclasses.asdict(have))
     fields.update({k: v for k, v in given.items() if not (k == "hot" and v is None)})
-    if fields["job"] is None:
+    if fields["name"] is None:
         if fields["version"] is not None or fields["hot"]:
             raise ValueError("brand: importance and hot need importance_job")
         return None

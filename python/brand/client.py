@@ -184,7 +184,7 @@ class Client:
         """Report the losses of samples of ``epoch`` by key (a batch's
         ``__key__``); see :func:`brand.importance.feedback`. Sent as every
         request of the client is: to its home node, failing over."""
-        return importance.feedback_via(self._send, self._importance().job, epoch, keys=keys, losses=losses,
+        return importance.feedback_via(self._send, self._importance().name, epoch, keys=keys, losses=losses,
                                        dataset=self.options.job.dataset)
 
     def seal(self, epoch: int, prev: Optional[str] = None) -> str:
@@ -192,12 +192,12 @@ class Client:
         epochs are drawn from now) and return the new version; one rank
         seals."""
         imp = self._importance()
-        return importance.seal_via(self._send, imp.job, epoch, prev=imp.version if prev is None else prev,
+        return importance.seal_via(self._send, imp.name, epoch, prev=imp.version if prev is None else prev,
                                    dataset=self.options.job.dataset)
 
     def version_for(self, epoch: int, wait: float = 60.0) -> str:
         """The version sealed for ``epoch``, waiting up to ``wait`` seconds."""
-        return importance.version_for_via(self._send, self._importance().job, epoch, wait=wait,
+        return importance.version_for_via(self._send, self._importance().name, epoch, wait=wait,
                                           dataset=self.options.job.dataset)
 
     def set_importance(self, version: Optional[str]) -> None:

@@ -17,6 +17,10 @@ twice keeps its largest loss; sealing the same feedback gives the same
 version), so a request that got no answer is retried, as are 502, 503 and
 504 answers.
 
+Each takes the job's name as ``name`` (:attr:`brand.Job.name`), the
+second argument; ``job=``, the first releases' keyword for it, still works,
+with a DeprecationWarning: *job* means a :class:`brand.Job`.
+
 Example::
 
     version = None
@@ -41,7 +45,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ._http import Answer, BrandError, Session
-from ._options import Connection, valid_job
+from ._options import Connection, takes_name, valid_job
 from ._options import check_job_name as _check_job
 from ._route import Router, parse_node
 
@@ -72,9 +76,10 @@ class ImportanceTimeout(ImportanceError, TimeoutError):
     not sealed."""
 
 
+@takes_name
 def feedback(
     url: str,
-    job: str,
+    name: str,
     epoch: int,
     keys: Optional[Sequence[str]] = None,
     ids: Optional[Sequence[int]] = None,
@@ -84,7 +89,7 @@ def feedback(
     timeout: float = 30.0,
     max_retries: int = 2,
 ) -> int:
-    """Report per-sample losses of epoch ``epoch`` for job ``job``.
+    """Report per-sample losses of epoch ``epoch`` for the job named ``name``.
 
     Give exactly one of ``keys`` (sample keys, as in a batch's
     ``__key__``; sent as JSON) or ``ids`` (the index's sample IDs; sent as
@@ -105,12 +110,13 @@ def feedback(
             ``max_retries``.
     """
     with _gateway(url, token, timeout, max_retries) as send:
-        return feedback_via(send, job, epoch, keys=keys, ids=ids, losses=losses, dataset=dataset)
+        return feedback_via(send, name, epoch, keys=keys, ids=ids, losses=losses, dataset=dataset)
 
 
+@takes_name
 def seal(
     url: str,
-    job: str,
+    name: str,
     epoch: int,
     prev: Optional[str] = None,
     dataset: Optional[str] = None,
@@ -118,10 +124,10 @@ def seal(
     timeout: float = 120.0,
     max_retries: int = 2,
 ) -> str:
-    """Seal epoch ``epoch``'s feedback of job ``job`` onto snapshot ``prev``
-    (the version sealed for the previous epoch; ``None`` for the job's
-    first) and return the new snapshot's version, which the next epoch's
-    requests name with ``importance=VERSION``.
+    """Seal epoch ``epoch``'s feedback of the job named ``name`` onto
+    snapshot ``prev`` (the version sealed for the previous epoch; ``None``
+    for the job's first) and return the new snapshot's version, which the
+    next epoch's requests name with ``importance=VERSION``.
 
     Sealing is idempotent: an epoch is sealed once, and sealing it again
     (or at the same time, from another rank or node) returns the version
@@ -135,12 +141,13 @@ def seal(
             or no answer after ``max_retries``.
     """
     with _gateway(url, token, timeout, max_retries) as send:
-        return seal_via(send, job, epoch, prev=prev, dataset=dataset)
+        return seal_via(send, name, epoch, prev=prev, dataset=dataset)
 
 
+@takes_name
 def version_for(
     url: str,
-    job: str,
+    name: str,
     epoch: int,
     wait: float = 60.0,
     dataset: Optional[str] = None,
@@ -149,8 +156,8 @@ def version_for(
     poll: float = 0.05,
     max_poll: float = 2.0,
 ) -> str:
-    """The version sealed for epoch ``epoch`` of job ``job``, waiting up to
-    ``wait`` seconds for it to be sealed.
+    """The version sealed for epoch ``epoch`` of the job named ``name``,
+    waiting up to ``wait`` seconds for it to be sealed.
 
     Polls the gateway (``GET /importance/JOB/epochs/E``) while it answers
     404 (not sealed yet), first after ``poll`` seconds, then doubling the
@@ -162,7 +169,7 @@ def version_for(
         ImportanceError: any other refusal, or no answer.
     """
     with _gateway(url, token, timeout, 2) as send:
-        return version_for_via(send, job, epoch, wait=wait, dataset=dataset, poll=poll, max_poll=max_poll)
+        return version_for_via(send, name, epoch, wait=wait, dataset=dataset, poll=poll, max_poll=max_poll)
 
 
 # -- the calls over a Send -------------------------------------------------
@@ -171,9 +178,10 @@ def version_for(
 # make their requests with these, each with its own Send.
 
 
+@takes_name
 def feedback_via(
     send: Send,
-    job: str,
+    name: str,
     epoch: int,
     keys: Optional[Sequence[str]] = None,
     ids: Optional[Sequence[int]] = None,
@@ -181,7 +189,7 @@ def feedback_via(
     dataset: Optional[str] = None,
 ) -> int:
     """:func:`feedback` through ``send``."""
-    _check_job(job)
+    _check_job(name)
     epoch = _check_epoch(epoch)
     if (keys is None) == (ids is None):
         raise ValueError("brand: feedback takes exactly one of keys and ids")
@@ -205,26 +213,28 @@ def feedback_via(
     q: Dict[str, str] = {"epoch": str(epoch)}
     if dataset is not None:
         q["dataset"] = dataset
-    doc = _call(send, "POST", f"/importance/{job}/feedback", q, body, ctype)
+    doc = _call(send, "POST", f"/importance/{name}/feedback", q, body, ctype)
     return int(_field(doc, "accepted", "feedback"))
 
 
-def seal_via(send: Send, job: str, epoch: int, prev: Optional[str] = None, dataset: Optional[str] = None) -> str:
+@takes_name
+def seal_via(send: Send, name: str, epoch: int, prev: Optional[str] = None, dataset: Optional[str] = None) -> str:
     """:func:`seal` through ``send``."""
-    _check_job(job)
+    _check_job(name)
     epoch = _check_epoch(epoch)
     q: Dict[str, str] = {"epoch": str(epoch)}
     if dataset is not None:
         q["dataset"] = dataset
     if prev is not None:
         q["prev"] = str(prev)
-    doc = _call(send, "POST", f"/importance/{job}/seal", q, b"")
+    doc = _call(send, "POST", f"/importance/{name}/seal", q, b"")
     return str(_field(doc, "version", "seal"))
 
 
+@takes_name
 def version_for_via(
     send: Send,
-    job: str,
+    name: str,
     epoch: int,
     wait: float = 60.0,
     dataset: Optional[str] = None,
@@ -232,7 +242,7 @@ def version_for_via(
     max_poll: float = 2.0,
 ) -> str:
     """:func:`version_for` through ``send``."""
-    _check_job(job)
+    _check_job(name)
     epoch = _check_epoch(epoch)
     q: Dict[str, str] = {}
     if dataset is not None:
@@ -241,7 +251,7 @@ def version_for_via(
     delay = poll
     while True:
         try:
-            doc = _call(send, "GET", f"/importance/{job}/epochs/{epoch}", q)
+            doc = _call(send, "GET", f"/importance/{name}/epochs/{epoch}", q)
             return str(_field(doc, "version", "epochs"))
         except ImportanceError as e:
             if e.status != 404:
@@ -249,7 +259,7 @@ def version_for_via(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ImportanceTimeout(
-                    f"brand: epoch {epoch} of job {job!r} not sealed after {wait:g} s: {e.message}", 404
+                    f"brand: epoch {epoch} of job {name!r} not sealed after {wait:g} s: {e.message}", 404
                 ) from e
         time.sleep(min(delay, left))
         delay = min(delay * 2, max_poll)

@@ -6,7 +6,8 @@ sizes, for mixtures; tensor_gateway(mode) serves images for transform=
 transform/testdata, samples without images, and bad images), with the
 pipelines of TRANSFORM_CONFIG and --on-bad-image=mode. The binary comes
 from $BRAND_BIN, or is built from this repository with `go build`. A
-gateway starts on first use and stops when the process exits.
+gateway starts on first use and stops when the process exits
+(servetest.py starts, waits for and stops them).
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ import json
 import os
 import random
 import shutil
-import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 import zlib
 from typing import Dict, List, Optional
 
+from servetest import REPO, Fixture, brand_binary, free_port, shared  # servetest puts the package on the path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the package, without installing it
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 CLASSES = 4
 PER_CLASS = 75  # 300 samples
@@ -62,30 +61,22 @@ MIX_SPECS = {
 }
 
 
-class Gateway:
-    url: str
+class Gateway(Fixture):
     src: str
     files: Dict[str, Dict[str, bytes]]  # the first dataset's: key -> ext -> bytes
     datasets: Dict[str, Dict[str, Dict[str, bytes]]]  # name -> key -> ext -> bytes
-    proc: subprocess.Popen
+    binary: str
 
     def __init__(self, specs: Optional[Dict[str, Spec]] = None, flags: Optional[List[str]] = None) -> None:
-        self.tmp = tempfile.mkdtemp(prefix="brand-pytest-")
-        try:
-            self._start(specs or {"t": Spec(CLASSES, PER_CLASS)}, flags or [])
-        except BaseException:
-            self.stop()
-            raise
+        self.specs = specs or {"t": Spec(CLASSES, PER_CLASS)}
+        self.flags = flags or []
+        super().__init__("brand-pytest-")
 
-    def _start(self, specs: Dict[str, Spec], extra_flags: List[str]) -> None:
-        binary = os.environ.get("BRAND_BIN")
-        if not binary:
-            binary = os.path.join(self.tmp, "brand")
-            subprocess.run(["go", "build", "-o", binary, "./cmd/brand"], cwd=REPO, check=True, timeout=600)
-        self.binary = binary
+    def start(self) -> None:
+        binary = self.binary = brand_binary(self.tmp)
         self.datasets = {}
         flags = []
-        for k, (name, spec) in enumerate(specs.items()):
+        for k, (name, spec) in enumerate(self.specs.items()):
             src = os.path.join(self.tmp, "src" if k == 0 else f"src-{name}")
             store = os.path.join(self.tmp, "store" if k == 0 else f"store-{name}")
             self.datasets[name] = _generate(src, name, spec, random.Random(1 + k))
@@ -94,56 +85,14 @@ class Gateway:
                 check=True, timeout=120, stdout=subprocess.DEVNULL,
             )
             flags += ["--dataset", f"{name}={store}"]
-        first = next(iter(specs))
+        first = next(iter(self.specs))
         self.src = os.path.join(self.tmp, "src")
         self.files = self.datasets[first]
-        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
-        for _ in range(5):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            self.proc = subprocess.Popen(
-                [binary, "serve", *flags, "--listen", f"127.0.0.1:{port}",
-                 "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
-                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s", *extra_flags],
-                stdout=self.log, stderr=subprocess.STDOUT,
-            )
-            if self._wait_ready(30):
-                return
-            self.proc.kill()
-            self.proc.wait()
-        raise RuntimeError(f"brand serve did not become ready; see {self.log.name}")
-
-    def _wait_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False  # e.g. the port was taken meanwhile
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.05)
-        return False
+        self.serve(binary, [*flags, *self.flags])
 
     @property
     def samples(self) -> int:
         return len(self.files)
-
-    def stop(self) -> None:
-        p = getattr(self, "proc", None)
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        log = getattr(self, "log", None)
-        if log is not None:
-            log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class ServeCluster:
@@ -295,34 +244,17 @@ def _generate(src: str, name: str, spec: Spec, rng: random.Random) -> Dict[str, 
     return files
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_gw: Optional[Gateway] = None
-_mix_gw: Optional[Gateway] = None
-_tensor_gws: Dict[str, Gateway] = {}
-
-
+@shared
 def gateway() -> Gateway:
     """The shared gateway of dataset "t", started on first use."""
-    global _gw
-    if _gw is None:
-        _gw = Gateway()
-        atexit.register(_gw.stop)
-    return _gw
+    return Gateway()
 
 
+@shared
 def mix_gateway() -> Gateway:
     """The shared gateway of MIX_SPECS's three datasets, started on first
     use."""
-    global _mix_gw
-    if _mix_gw is None:
-        _mix_gw = Gateway(MIX_SPECS)
-        atexit.register(_mix_gw.stop)
-    return _mix_gw
+    return Gateway(MIX_SPECS)
 
 
 def rank_at(peers: "list[str]", url: str) -> int:
@@ -330,18 +262,14 @@ def rank_at(peers: "list[str]", url: str) -> int:
     rank r of two lives on node r of the peers sorted as a cluster's
     membership sorts them (the clients sort a peer list the same way)."""
     return sorted(peers).index(url)
+@shared
 def tensor_gateway(on_bad_image: str = "fail") -> Gateway:
     """The shared gateway of tensor_specs()'s datasets with TRANSFORM_CONFIG's
     pipelines and --on-bad-image=on_bad_image ("fail" or "skip"), started on
     first use."""
-    gw = _tensor_gws.get(on_bad_image)
-    if gw is None:
-        tmp = tempfile.mkdtemp(prefix="brand-pytest-config-")
-        atexit.register(shutil.rmtree, tmp, True)
-        config = os.path.join(tmp, "transforms.json")
-        with open(config, "w") as f:
-            json.dump(TRANSFORM_CONFIG, f)
-        gw = Gateway(tensor_specs(), ["--transform-config", config, "--on-bad-image", on_bad_image])
-        atexit.register(gw.stop)
-        _tensor_gws[on_bad_image] = gw
-    return gw
+    tmp = tempfile.mkdtemp(prefix="brand-pytest-config-")
+    atexit.register(shutil.rmtree, tmp, True)
+    config = os.path.join(tmp, "transforms.json")
+    with open(config, "w") as f:
+        json.dump(TRANSFORM_CONFIG, f)
+    return Gateway(tensor_specs(), ["--transform-config", config, "--on-bad-image", on_bad_image])

@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gateway import REPO, free_port  # noqa: E402
+from servetest import REPO, brand_binary, free_port  # noqa: E402
 
 import torch  # noqa: E402,F401  (a missing torch is an error, not a skip)
 
@@ -38,10 +38,7 @@ def printed_loop(text: str) -> str:
 class TestDemoLoop(unittest.TestCase):
     def test_printed_pytorch_loop(self):
         with tempfile.TemporaryDirectory(prefix="brand-demo-") as tmp:
-            binary = os.environ.get("BRAND_BIN")
-            if not binary:
-                binary = os.path.join(tmp, "brand")
-                subprocess.run(["go", "build", "-o", binary, "./cmd/brand"], cwd=REPO, check=True, timeout=600)
+            binary = brand_binary(tmp)
             out = open(os.path.join(tmp, "demo.out"), "w+b")
             demo = subprocess.Popen(
                 [binary, "demo", "--listen", f"127.0.0.1:{free_port()}", "--dir", tmp, "--samples", "64",

@@ -12,6 +12,7 @@ import threading
 import time
 import unittest
 import urllib.parse
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -247,6 +248,33 @@ class TestImportance(unittest.TestCase):
         self.assertEqual(self.last()[2], {"epoch": "1", "prev": v0})
         self.assertNotEqual(v1, v0)
         self.assertEqual(importance.version_for(self.gw.url, "j", 1), v1)
+
+    def test_the_name_is_name(self):
+        """The job's name is name=, as in brand.Job; the first releases'
+        job= still works, warns at the caller, and is refused beside a
+        name; a positional name is unchanged."""
+        calls = {
+            "feedback": lambda **kw: importance.feedback(self.gw.url, epoch=0, ids=[1], losses=[1.0], **kw),
+            "seal": lambda **kw: importance.seal(self.gw.url, epoch=0, **kw),
+            "version_for": lambda **kw: importance.version_for(self.gw.url, epoch=0, wait=0, **kw),
+        }
+        for fn, call in calls.items():
+            with self.subTest(fn=fn):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    call(name="by-name")
+                self.assertEqual(self.last()[1].split("/")[2], "by-name")
+                with self.assertWarnsRegex(DeprecationWarning,
+                                           rf"importance\.{fn}\(job=\.\.\.\) is deprecated.*name=") as w:
+                    call(job="by-job")
+                self.assertEqual(w.filename, os.path.abspath(__file__))
+                self.assertEqual(self.last()[1].split("/")[2], "by-job")
+                n = len(self.gw.requests)
+                with self.assertRaisesRegex(TypeError, "both name= and job="):
+                    call(name="a", job="b")
+                self.assertEqual(len(self.gw.requests), n)
+        with self.assertRaisesRegex(TypeError, "both a name and job="):
+            importance.seal(self.gw.url, "a", 0, job="b")
 
     def test_seal_unknown_prev(self):
         with self.assertRaises(importance.ImportanceError) as cm:

@@ -206,8 +206,8 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(seq=128, balance="pixels")),
             (brand.Job, dict(balance="attention")),
             (brand.Job, dict(seq=128, balance="bytes")),
-            (brand.Importance, dict(job="..")),
-            (brand.Importance, dict(job="j", hot=-1)),
+            (brand.Importance, dict(name="..")),
+            (brand.Importance, dict(name="j", hot=-1)),
             (brand.Connection, dict(timeout=0)),
             (brand.Connection, dict(max_retries=-1)),
             (brand.Connection, dict(backoff=float("nan"))),
@@ -269,7 +269,7 @@ class TestKeywords(unittest.TestCase):
         "locality": (False, lambda o: o.job.locality),
         "name": ("run", lambda o: o.job.name),
         "weight": (3.0, lambda o: o.job.weight),
-        "importance_job": ("imp", lambda o: o.job.importance.job),
+        "importance_job": ("imp", lambda o: o.job.importance.name),
         "index": ("0123456789abcdef", lambda o: o.job.index),
         "mix": ("web:1", lambda o: o.job.mix),
         "mix_block": (16, lambda o: o.job.mix_block),
@@ -325,6 +325,28 @@ class TestKeywords(unittest.TestCase):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             brand.Client(URL, name="run").close()  # the name's own keyword: no warning
+
+    def test_importance_names_the_job_by_name(self):
+        """brand.Importance's job name is name, as brand.Job's; job= and
+        .job, the first releases' spellings, still work and warn."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            imp = brand.Importance(name="run", hot=2)
+            self.assertEqual(imp, brand.Importance("run", None, 2))
+            self.assertEqual(imp.name, "run")
+            self.assertEqual(dataclasses.replace(imp, version="v1"), brand.Importance("run", "v1", 2))
+        with self.assertWarnsRegex(DeprecationWarning, r"Importance\(job=\.\.\.\) is deprecated.*name=") as w:
+            self.assertEqual(brand.Importance(job="run", hot=2), imp)
+        self.assertEqual(w.filename, os.path.abspath(__file__))
+        with self.assertWarnsRegex(DeprecationWarning, r"Importance\.job is deprecated.*Importance\.name") as w:
+            self.assertEqual(imp.job, "run")
+        self.assertEqual(w.filename, os.path.abspath(__file__))
+        with self.assertRaisesRegex(TypeError, "both name= and job="):
+            brand.Importance(name="a", job="b")
+        with self.assertRaisesRegex(TypeError, "both a name and job="):
+            brand.Importance("a", job="b")
+        with self.assertRaisesRegex(ValueError, "job name"):
+            brand.Importance(name="a b")
 
     def test_malloc_tuning_is_opt_in(self):
         """Making a client leaves the process's malloc alone unless asked."""

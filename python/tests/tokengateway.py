@@ -13,18 +13,13 @@ exits.
 
 from __future__ import annotations
 
-import atexit
 import os
 import random
-import shutil
 import struct
 import subprocess
-import tempfile
-import time
-import urllib.request
-from typing import List, Optional
+from typing import List
 
-from gateway import REPO, free_port
+from servetest import Fixture, brand_binary, shared
 
 SEQ = 64
 STRIDE = 10_000
@@ -64,22 +59,12 @@ def write_megatron(prefix: str, docs: List[List[int]]) -> None:
         f.write(struct.pack(f"<{len(docs) + 1}q", *range(len(docs) + 1)))
 
 
-class TokenGateway:
-    url: str
-
+class TokenGateway(Fixture):
     def __init__(self) -> None:
-        self.tmp = tempfile.mkdtemp(prefix="brand-pytest-tokens-")
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        super().__init__("brand-pytest-tokens-")
 
-    def _start(self) -> None:
-        binary = os.environ.get("BRAND_BIN")
-        if not binary:
-            binary = os.path.join(self.tmp, "brand")
-            subprocess.run(["go", "build", "-o", binary, "./cmd/brand"], cwd=REPO, check=True, timeout=600)
+    def start(self) -> None:
+        binary = brand_binary(self.tmp)
         src, src2 = os.path.join(self.tmp, "corpus"), os.path.join(self.tmp, "corpus2")
         self.docs, self.docs2 = documents(), documents(DOCS, seed=6)
         for d, name, docs in ((src, "tok", self.docs), (src2, "tok2", self.docs2)):
@@ -89,58 +74,10 @@ class TokenGateway:
             # chunks pack apart.
             subprocess.run([binary, "index", "--src", d, "--name", name, "--chunk-size", "8KiB"],
                            check=True, timeout=120, stdout=subprocess.DEVNULL)
-        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
-        for _ in range(5):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            self.proc = subprocess.Popen(
-                [binary, "serve", "--dataset", "tok=" + src, "--dataset", "tok2=" + src2, "--listen", f"127.0.0.1:{port}",
-                 "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
-                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
-                stdout=self.log, stderr=subprocess.STDOUT,
-            )
-            if self._wait_ready(30):
-                return
-            self.proc.kill()
-            self.proc.wait()
-        raise RuntimeError(f"brand serve did not become ready; see {self.log.name}")
-
-    def _wait_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.05)
-        return False
-
-    def stop(self) -> None:
-        p = getattr(self, "proc", None)
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        log = getattr(self, "log", None)
-        if log is not None:
-            log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.serve(binary, ["--dataset", "tok=" + src, "--dataset", "tok2=" + src2])
 
 
-_gw: Optional[TokenGateway] = None
-
-
+@shared
 def token_gateway() -> TokenGateway:
     """The shared gateway of dataset "tok", started on first use."""
-    global _gw
-    if _gw is None:
-        _gw = TokenGateway()
-        atexit.register(_gw.stop)
-    return _gw
+    return TokenGateway()

@@ -13,17 +13,13 @@ when the process exits.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import subprocess
-import tempfile
-import time
 import unittest
-import urllib.request
-from typing import Dict, Optional
+from typing import Dict
 
-from gateway import REPO, free_port
+from servetest import Fixture, brand_binary, shared
 
 # key -> ffmpeg's encoding options: 3 s of testsrc2 at 25 fps, 64x48.
 VIDEOS = {
@@ -40,27 +36,18 @@ def _missing(why: str) -> None:
     raise unittest.SkipTest(why)
 
 
-class VideoGateway:
+class VideoGateway(Fixture):
     def __init__(self) -> None:
-        self.tmp = tempfile.mkdtemp(prefix="brand-pyvideo-")
         self._refs: Dict[str, Dict[int, bytes]] = {}
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        super().__init__("brand-pyvideo-")
 
-    def _start(self) -> None:
+    def start(self) -> None:
         if shutil.which("ffmpeg") is None:
             _missing("no ffmpeg (scripts/ensure-ffmpeg.sh)")
-        binary = os.environ.get("BRAND_VIDEO_BIN")
-        if not binary:
-            if subprocess.run(["pkg-config", "--exists", "libavcodec", "libswscale", "libavutil"]).returncode != 0:
-                _missing("no libavcodec to build brand with -tags brand_libav (scripts/install-libav.sh)")
-            binary = os.path.join(self.tmp, "brand")
-            subprocess.run(["go", "build", "-tags", "brand_libav", "-o", binary, "./cmd/brand"], cwd=REPO, check=True,
-                           timeout=600)
-        self.binary = binary
+        if not os.environ.get("BRAND_VIDEO_BIN") and subprocess.run(
+                ["pkg-config", "--exists", "libavcodec", "libswscale", "libavutil"]).returncode != 0:
+            _missing("no libavcodec to build brand with -tags brand_libav (scripts/install-libav.sh)")
+        binary = self.binary = brand_binary(self.tmp, "BRAND_VIDEO_BIN", ["brand_libav"])
         self.src = os.path.join(self.tmp, "videos")
         for key, opts in VIDEOS.items():
             path = os.path.join(self.src, key)
@@ -71,34 +58,7 @@ class VideoGateway:
         store = os.path.join(self.tmp, "index")
         subprocess.run([binary, "index", "--src", self.src, "--dst", store, "--chunk-size", "8KiB"], check=True,
                        timeout=120, stdout=subprocess.DEVNULL)
-        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
-        for _ in range(5):
-            port = free_port()
-            self.url = f"http://127.0.0.1:{port}"
-            self.proc = subprocess.Popen(
-                [binary, "serve", "--dataset", f"vid={store}", "--listen", f"127.0.0.1:{port}",
-                 "--cache-size", "32MiB", "--cache-prefault=false", "--window", "2",
-                 "--log-level", "warn", "--log-format", "json", "--shutdown-timeout", "1s"],
-                stdout=self.log, stderr=subprocess.STDOUT)
-            if self._wait_ready(30):
-                return
-            self.proc.kill()
-            self.proc.wait()
-        raise RuntimeError(f"brand serve did not become ready; see {self.log.name}")
-
-    def _wait_ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.05)
-        return False
+        self.serve(binary, ["--dataset", f"vid={store}"])
 
     def reference(self, key: str) -> Dict[int, bytes]:
         """PyAV's decode of the video ``key``: each frame's
@@ -109,31 +69,20 @@ class VideoGateway:
             except ImportError:
                 _missing("no PyAV (scripts/ensure-pyav.sh)")
             with av.open(os.path.join(self.src, key)) as c:
-                self._refs[key] = {f.pts: f.to_ndarray(format="rgb24").tobytes() for f in c.decode(c.streams.video[0])}
+                # One thread: a decoder's threads are not there in a
+                # DataLoader worker forked later, and where the garbage
+                # collector frees this decoder's objects in a worker, it
+                # joins them there and the worker dies (SIGSEGV in
+                # avpriv_slicethread_free, seen with test_agree,
+                # test_client and test_clips run in one process).
+                s = c.streams.video[0]
+                s.codec_context.thread_count = 1
+                s.thread_type = "NONE"
+                self._refs[key] = {f.pts: f.to_ndarray(format="rgb24").tobytes() for f in c.decode(s)}
         return self._refs[key]
 
-    def stop(self) -> None:
-        p = getattr(self, "proc", None)
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        log = getattr(self, "log", None)
-        if log is not None:
-            log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
-
-_gw: Optional[VideoGateway] = None
-
-
+@shared
 def video_gateway() -> VideoGateway:
     """The shared video gateway, started on first use."""
-    global _gw
-    if _gw is None:
-        _gw = VideoGateway()
-        atexit.register(_gw.stop)
-    return _gw
+    return VideoGateway()
