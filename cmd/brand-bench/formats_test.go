@@ -12,7 +12,7 @@ import (
 // explicitly override, wherever they stand.
 func TestParseFormats(t *testing.T) {
 	env := &cli.Env{Stdout: io.Discard, Stderr: io.Discard}
-	o, err := parseFormats(env, []string{"--images", "900", "--small", "--no-torch"})
+	o, err := formatsBenchmark().parse(env, []string{"--images", "900", "--small", "--no-torch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,10 +21,10 @@ func TestParseFormats(t *testing.T) {
 	if o.cfg != want || !o.small {
 		t.Errorf("got %+v\nwant %+v", o.cfg, want)
 	}
-	if o, err = parseFormats(env, []string{"--index-files", "20000"}); err != nil || o.cfg.IndexFiles != 20000 || o.cfg.Images != bench.DefaultFormatsConfig().Images {
+	if o, err = formatsBenchmark().parse(env, []string{"--index-files", "20000"}); err != nil || o.cfg.IndexFiles != 20000 || o.cfg.Images != bench.DefaultFormatsConfig().Images {
 		t.Errorf("%+v, %v", o, err)
 	}
-	if _, err := parseFormats(env, []string{"--rounds", "x"}); err == nil {
+	if _, err := formatsBenchmark().parse(env, []string{"--rounds", "x"}); err == nil {
 		t.Error("a bad flag parsed")
 	}
 }

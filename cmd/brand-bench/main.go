@@ -26,16 +26,16 @@ var version = "dev"
 func program() *cli.Program {
 	return &cli.Program{Name: "brand-bench", Usage: usage, Default: "run", Commands: []cli.Command{
 		{Name: "run", Synopsis: runSynopsis, Summary: "run the benchmark (the default command)", Run: runBench},
-		{Name: "jobs", Synopsis: jobsSynopsis, Summary: "several jobs through one gateway: store reads against the planner's optimum and LRU", Run: runJobsBench},
-		{Name: "s3face", Synopsis: s3faceSynopsis, Summary: "the PyTorch map-style loader (boto3 get_object per sample) against MinIO and against Brand's S3 face: samples/s, store requests, CPU", Run: runS3FaceBench},
-		{Name: "tensors", Synopsis: tensorsSynopsis, Summary: "a training node and a data node on a core each: torchvision's transform over boto3 and over BrandDataset's bytes, against the gateway's transform=imagenet-train — images/s, trainer CPU per image, the gateway's beside Pillow's", Run: runTensorsBench},
-		{Name: "video", Synopsis: videoSynopsis, Summary: "a training node and a data node on a core each: PyAV decoding clips from whole MP4s and from ranged reads of their GOPs over boto3, against BrandDataset with the gateway decoding (clip=) — clips/s, trainer CPU a clip, store bytes a clip over the covering GOPs', the first step after a resume", Run: runVideoBench},
-		{Name: "mix", Synopsis: mixSynopsis, Summary: "a two-dataset mixture against one dataset of the same size: samples/s side by side, store reads against the planner's optimum", Run: runMixBench},
-		{Name: "schedule", Synopsis: scheduleSynopsis, Summary: "a three-phase schedule over a cold cache: p99 and store stalls in the steps after each switch against the steady state; the gateway's memory and goroutines at 2, 10 and 100 sources", Run: runScheduleBench},
-		{Name: "formats", Synopsis: formatsSynopsis, Summary: "datasets served in place: brand index over 10,000 Parquet files (seconds, bytes read); an epoch from Hub-layout Parquet, MDS and tar, cold and warm, Go client and PyTorch; store bytes of a projected job", Run: runFormatsBench},
-		{Name: "resize", Synopsis: resizeSynopsis, Summary: "a job read while its cluster goes 3 → 5 → 4 nodes and loses one, beside a fixed cluster of 4: p99 during each change, store reads, bytes from peers", Run: runResizeBench},
-		{Name: "tokens", Synopsis: tokensSynopsis, Summary: "token jobs (seq=) on a generated corpus: bestfit and concat fill, warm tokens per gateway core, a fresh gateway's first batch on a 2,000-prefix Megatron blend, the trainer's CPU per token against nanoGPT's memmap loader and Python packing", Run: runTokensBench},
-		{Name: "index", Synopsis: indexSynopsis, Summary: "the index a node holds: today's whole index against a partial one, for nodes of 1, 16 and 256", Run: runIndexBench},
+		{Name: "jobs", Synopsis: jobsSynopsis, Summary: "several jobs through one gateway: store reads against the planner's optimum and LRU", Run: command(jobsBenchmark())},
+		{Name: "s3face", Synopsis: s3faceSynopsis, Summary: "the PyTorch map-style loader (boto3 get_object per sample) against MinIO and against Brand's S3 face: samples/s, store requests, CPU", Run: command(s3faceBenchmark())},
+		{Name: "tensors", Synopsis: tensorsSynopsis, Summary: "a training node and a data node on a core each: torchvision's transform over boto3 and over BrandDataset's bytes, against the gateway's transform=imagenet-train — images/s, trainer CPU per image, the gateway's beside Pillow's", Run: command(tensorsBenchmark())},
+		{Name: "video", Synopsis: videoSynopsis, Summary: "a training node and a data node on a core each: PyAV decoding clips from whole MP4s and from ranged reads of their GOPs over boto3, against BrandDataset with the gateway decoding (clip=) — clips/s, trainer CPU a clip, store bytes a clip over the covering GOPs', the first step after a resume", Run: command(videoBenchmark())},
+		{Name: "mix", Synopsis: mixSynopsis, Summary: "a two-dataset mixture against one dataset of the same size: samples/s side by side, store reads against the planner's optimum", Run: command(mixBenchmark())},
+		{Name: "schedule", Synopsis: scheduleSynopsis, Summary: "a three-phase schedule over a cold cache: p99 and store stalls in the steps after each switch against the steady state; the gateway's memory and goroutines at 2, 10 and 100 sources", Run: command(scheduleBenchmark())},
+		{Name: "formats", Synopsis: formatsSynopsis, Summary: "datasets served in place: brand index over 10,000 Parquet files (seconds, bytes read); an epoch from Hub-layout Parquet, MDS and tar, cold and warm, Go client and PyTorch; store bytes of a projected job", Run: command(formatsBenchmark())},
+		{Name: "resize", Synopsis: resizeSynopsis, Summary: "a job read while its cluster goes 3 → 5 → 4 nodes and loses one, beside a fixed cluster of 4: p99 during each change, store reads, bytes from peers", Run: command(resizeBenchmark())},
+		{Name: "tokens", Synopsis: tokensSynopsis, Summary: "token jobs (seq=) on a generated corpus: bestfit and concat fill, warm tokens per gateway core, a fresh gateway's first batch on a 2,000-prefix Megatron blend, the trainer's CPU per token against nanoGPT's memmap loader and Python packing", Run: command(tokensBenchmark())},
+		{Name: "index", Synopsis: indexSynopsis, Summary: "the index a node holds: today's whole index against a partial one, for nodes of 1, 16 and 256", Run: command(indexBenchmark())},
 		{Name: "limit", Synopsis: limitSynopsis, Summary: "serve one of the benchmark's limits; run starts these itself", Run: runLimit},
 		{Name: "version", Synopsis: "version", Summary: "print the version", Run: func(_ context.Context, env *cli.Env, _ []string) error {
 			fmt.Fprintln(env.Stdout, "brand-bench", version)
@@ -70,29 +70,6 @@ func parseFlags(fs *flag.FlagSet, env *cli.Env, args []string, synopsis string) 
 		return err
 	}
 	return cli.NoArgs(fs)
-}
-
-// smallOptions are a command's options that --small can choose.
-type smallOptions interface {
-	flagSet() *flag.FlagSet
-	isSmall() bool
-}
-
-// parseSmall parses a command's flags onto its full configuration's
-// defaults, or, with --small, onto the small configuration's: flags given
-// explicitly apply over either.
-func parseSmall[O smallOptions](env *cli.Env, args []string, synopsis string, options func(small bool) O) (O, error) {
-	o := options(false)
-	if err := parseFlags(o.flagSet(), env, args, synopsis); err != nil || !o.isSmall() {
-		return o, err
-	}
-	o = options(true)
-	fs := o.flagSet()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return o, fmt.Errorf("parsing the flags onto --small: %w", err)
-	}
-	return o, nil
 }
 
 func main() { program().Main() }

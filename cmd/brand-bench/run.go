@@ -164,9 +164,6 @@ func (o *runOptions) prepare() (cleanup func(), err error) {
 	return func() { os.RemoveAll(dir) }, nil
 }
 
-// findBrand finds the brand binary to measure when none is given: the one
-// beside this executable (where scripts/bench.sh builds both), else the
-// one on $PATH.
 // defaultBrand fills an empty --gateway-binary with the brand binary
 // beside this executable, else on $PATH (findBrand).
 func defaultBrand(path *string) error {
@@ -181,6 +178,9 @@ func defaultBrand(path *string) error {
 	return err
 }
 
+// findBrand finds the brand binary to measure when none is given: the one
+// beside this executable (where scripts/bench.sh builds both), else the
+// one on $PATH.
 func findBrand(exe string) (string, error) {
 	if p, ok := besideOrOnPath(exe, "brand"); ok {
 		return p, nil
@@ -231,8 +231,6 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// commandLine renders a command for the report, quoting arguments a shell
-// would split.
 // workAndOut makes a command's work directory (a temporary one, removed by
 // cleanup, if workDir is empty) and its output directory.
 func workAndOut(workDir *string, out, name string) (cleanup func(), err error) {
@@ -311,6 +309,8 @@ func drawCharts(stderr io.Writer, charts []string) error {
 	return nil
 }
 
+// commandLine renders a command for the report, quoting arguments a shell
+// would split.
 func commandLine(prefix string, args []string) string {
 	parts := []string{prefix}
 	for _, a := range args {

@@ -102,14 +102,11 @@ type FormatsConfig struct {
 	NoTorch      bool // skip (3)
 
 	Interpreter, Script string // loaders.py and a Python with torch; found when empty; (3) is skipped without one
-	GatewayBinary       string
+	Harness
 	// GatewayProfiles, if set, is a directory where every gateway writes
 	// a CPU profile of its run (brand serve --cpuprofile), named like its
 	// log: gateway-formats-<format>-<round>[-torch].pprof.
-	GatewayProfiles string    `json:"-"`
-	WorkDir         string    `json:"-"`
-	Command         string    `json:"-"`
-	Log             io.Writer `json:"-"`
+	GatewayProfiles string `json:"-"`
 }
 
 // DefaultFormatsConfig: 10,000 files of 64 photos (about 5 MiB each,
@@ -131,28 +128,6 @@ func SmallFormatsConfig() FormatsConfig {
 	return c
 }
 
-func (c *FormatsConfig) fill() {
-	d := DefaultFormatsConfig()
-	orDefault(&c.IndexFiles, d.IndexFiles)
-	orDefault(&c.IndexRowsPerFile, d.IndexRowsPerFile)
-	orDefault(&c.LargeFiles, d.LargeFiles)
-	orDefault(&c.LargeFileBytes, d.LargeFileBytes)
-	orDefault(&c.Images, d.Images)
-	orDefault(&c.RowsPerGroup, d.RowsPerGroup)
-	orDefault(&c.RowsPerFile, d.RowsPerFile)
-	orDefault(&c.ChunkSize, d.ChunkSize)
-	orDefault(&c.EmbeddingBytes, d.EmbeddingBytes)
-	orDefault(&c.BatchSize, d.BatchSize)
-	orDefault(&c.Window, d.Window)
-	orDefault(&c.Rounds, d.Rounds)
-	orDefault(&c.WarmEpochs, d.WarmEpochs)
-	orDefault(&c.StoreReplays, d.StoreReplays)
-	orDefault(&c.Workers, d.Workers)
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-}
-
 // The formats of (2) and (3), in the order a round reads them.
 const (
 	formatTar     = "tar"
@@ -170,9 +145,7 @@ const (
 
 // FormatsReport is the benchmark's result: formats.json.
 type FormatsReport struct {
-	Date     time.Time     `json:"date"`
-	Command  string        `json:"command"`
-	Machine  Machine       `json:"machine"`
+	Header
 	Config   FormatsConfig `json:"config"`
 	Index    []IndexRun    `json:"index"`
 	Datasets []FormatData  `json:"datasets"`
@@ -426,9 +399,12 @@ const formatsBucket = "formats"
 
 // RunFormats runs the formats benchmark.
 func RunFormats(ctx context.Context, cfg FormatsConfig) (*FormatsReport, error) {
-	cfg.fill()
+	fillZero(&cfg, DefaultFormatsConfig())
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	started := time.Now()
-	r := &formatsRun{replay: map[string][]storeGet{}, cfg: cfg, rep: &FormatsReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: cfg}}
+	r := &formatsRun{replay: map[string][]storeGet{}, cfg: cfg, rep: &FormatsReport{Header: newHeader(started, cfg.Command), Config: cfg}}
 	r.rep.Config.Log = nil
 	pc := Config{Python: Python{Interpreter: cfg.Interpreter, Script: cfg.Script}}
 	var err error

@@ -42,7 +42,7 @@ func TestFormatsRun(t *testing.T) {
 	}
 	cfg := FormatsConfig{IndexFiles: 40, IndexRowsPerFile: 2, LargeFiles: 1, LargeFileBytes: 4 << 20, Images: 120, RowsPerFile: 50, RowsPerGroup: 20,
 		ChunkSize: 1 << 20, EmbeddingBytes: 1 << 10, BatchSize: 16, Rounds: 2, WarmEpochs: 2, StoreReplays: 2, NoTorch: true,
-		GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestFormatsRun"}
+		Harness: Harness{GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestFormatsRun"}}
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

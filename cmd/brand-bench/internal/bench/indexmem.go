@@ -36,9 +36,9 @@ type IndexConfig struct {
 	Keys      []string
 	BatchSize int  // samples of the batch of other nodes' samples served
 	NoWhole   bool // skip today's whole index (Decode), which needs ~2.3× its size in memory
-	WorkDir   string
-	Command   string
-	Log       io.Writer
+	// Harness: the work directory, the command line and the log; the
+	// index starts no gateway, so GatewayBinary is not read.
+	Harness
 }
 
 // Key orders of IndexConfig.Keys.

@@ -57,12 +57,9 @@ type JobsConfig struct {
 	// J × Pace, an odd one every 2 × J × Pace.
 	Pace time.Duration
 
-	GatewayBinary string // the brand binary; required
 	GatewayArgs   []string
-	WorkDir       string // the dataset and the gateways' logs; required
 	ConfigTimeout time.Duration
-	Command       string
-	Log           io.Writer
+	Harness
 }
 
 // Speed mixes of JobsConfig.Speeds.
@@ -85,27 +82,11 @@ func DefaultJobsConfig() JobsConfig {
 }
 
 func (c JobsConfig) withDefaults() (JobsConfig, error) {
-	d := DefaultJobsConfig()
-	orDefault(&c.Samples, d.Samples)
-	orDefault(&c.MeanBytes, d.MeanBytes)
-	orDefault(&c.ChunkSize, d.ChunkSize)
-	orDefault(&c.Seed, d.Seed)
-	orDefault(&c.BatchSize, d.BatchSize)
-	orDefault(&c.Window, d.Window)
-	orDefault(&c.Epochs, d.Epochs)
-	orDefaultList(&c.Jobs, d.Jobs)
-	orDefaultList(&c.CacheFractions, d.CacheFractions)
-	orDefaultList(&c.Speeds, d.Speeds)
-	orDefault(&c.Pace, d.Pace)
-	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
-	if c.Log == nil {
-		c.Log = io.Discard
+	fillZero(&c, DefaultJobsConfig())
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	switch {
-	case c.GatewayBinary == "":
-		return c, fmt.Errorf("%w: no gateway binary", ErrConfig)
-	case c.WorkDir == "":
-		return c, fmt.Errorf("%w: no work directory", ErrConfig)
 	case c.Epochs < 1 || c.BatchSize < 1 || c.Window < 1 || c.Samples < 1:
 		return c, fmt.Errorf("%w: epochs, batch size, window and samples must be positive", ErrConfig)
 	}
@@ -114,10 +95,8 @@ func (c JobsConfig) withDefaults() (JobsConfig, error) {
 			return c, fmt.Errorf("%w: %d jobs; 1..%d", ErrConfig, j, planner.MaxSharedJobs)
 		}
 	}
-	for _, f := range c.CacheFractions {
-		if !(f > 0 && f <= 1) {
-			return c, fmt.Errorf("%w: cache fraction %v; (0, 1]", ErrConfig, f)
-		}
+	if err := checkFractions(c.CacheFractions...); err != nil {
+		return c, err
 	}
 	for _, s := range c.Speeds {
 		if s != SpeedsEqual && s != SpeedsHalf {
@@ -129,9 +108,7 @@ func (c JobsConfig) withDefaults() (JobsConfig, error) {
 
 // JobsReport is a shared-cache benchmark's result: jobs.json.
 type JobsReport struct {
-	Date    time.Time `json:"date"`
-	Command string    `json:"command"`
-	Machine Machine   `json:"machine"`
+	Header
 	Dataset struct {
 		Samples int   `json:"samples"`
 		Chunks  int   `json:"chunks"`
@@ -187,7 +164,7 @@ func RunJobs(ctx context.Context, cfg JobsConfig) (*JobsReport, error) {
 		return nil, err
 	}
 	started := time.Now()
-	rep := &JobsReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &JobsReport{Header: newHeader(started, cfg.Command),
 		BatchSize: cfg.BatchSize, Window: cfg.Window, Epochs: cfg.Epochs, Config: cfg}
 	dir, ix, err := ensureJobsDataset(ctx, cfg)
 	if err != nil {

@@ -60,16 +60,13 @@ type MixConfig struct {
 
 	CacheFractions []float64
 
-	GatewayBinary string
-	GatewayArgs   []string
+	GatewayArgs []string
 	// GatewayProfiles, if set, is a directory where every gateway run
 	// writes a CPU profile of itself (brand serve --cpuprofile),
 	// gateway-mix-<config>-<cache bytes>-<pair>.pprof.
 	GatewayProfiles string
-	WorkDir         string
 	ConfigTimeout   time.Duration
-	Command         string
-	Log             io.Writer
+	Harness
 }
 
 // DefaultMixConfig: 4,096 samples of 100 KiB (400 MiB, and as much again
@@ -98,36 +95,15 @@ const (
 )
 
 func (c MixConfig) withDefaults() (MixConfig, error) {
-	d := DefaultMixConfig()
-	orDefault(&c.Samples, d.Samples)
-	orDefault(&c.MeanBytes, d.MeanBytes)
-	orDefault(&c.ChunkSize, d.ChunkSize)
-	orDefault(&c.Seed, d.Seed)
-	orDefault(&c.BatchSize, d.BatchSize)
-	orDefault(&c.Window, d.Window)
-	orDefault(&c.Epochs, d.Epochs)
-	orDefault(&c.Readers, d.Readers)
-	orDefault(&c.RankLead, d.RankLead)
-	orDefault(&c.Pairs, d.Pairs)
-	orDefaultList(&c.CacheFractions, d.CacheFractions)
-	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
-	if c.Log == nil {
-		c.Log = io.Discard
+	fillZero(&c, DefaultMixConfig())
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	switch {
-	case c.GatewayBinary == "":
-		return c, fmt.Errorf("%w: no gateway binary", ErrConfig)
-	case c.WorkDir == "":
-		return c, fmt.Errorf("%w: no work directory", ErrConfig)
 	case c.Samples < 2 || c.Epochs < 2 || c.BatchSize < 1 || c.Window < 1 || c.Readers < 1 || c.Pairs < 1:
 		return c, fmt.Errorf("%w: samples >= 2, epochs >= 2, and batch size, window, readers and pairs >= 1", ErrConfig)
 	}
-	for _, f := range c.CacheFractions {
-		if !(f > 0 && f <= 1) {
-			return c, fmt.Errorf("%w: cache fraction %v; (0, 1]", ErrConfig, f)
-		}
-	}
-	return c, nil
+	return c, checkFractions(c.CacheFractions...)
 }
 
 // The mixture's datasets and the single one, as the gateways name them;
@@ -142,21 +118,19 @@ const (
 
 // MixReport is a mixture benchmark's result: mix.json.
 type MixReport struct {
-	Date      time.Time `json:"date"`
-	Command   string    `json:"command"`
-	Machine   Machine   `json:"machine"`
-	Samples   int       `json:"samples"`
-	MeanBytes int64     `json:"mean_bytes"` // of a sample's image, as synth draws it
-	Bytes     int64     `json:"bytes"`      // the single dataset's; the components' sum is within a chunk's padding of it
-	MixBytes  int64     `json:"mix_bytes"`
-	BatchSize int       `json:"batch_size"`
-	Window    int       `json:"window"`
-	Readers   int       `json:"readers"`
-	RankLead  int       `json:"rank_lead"` // ≤ 0: ranks ran free
-	Epochs    int       `json:"epochs"`
-	Rows      []MixRow  `json:"rows"`
-	Targets   []Target  `json:"targets"`
-	Seconds   float64   `json:"seconds"`
+	Header
+	Samples   int      `json:"samples"`
+	MeanBytes int64    `json:"mean_bytes"` // of a sample's image, as synth draws it
+	Bytes     int64    `json:"bytes"`      // the single dataset's; the components' sum is within a chunk's padding of it
+	MixBytes  int64    `json:"mix_bytes"`
+	BatchSize int      `json:"batch_size"`
+	Window    int      `json:"window"`
+	Readers   int      `json:"readers"`
+	RankLead  int      `json:"rank_lead"` // ≤ 0: ranks ran free
+	Epochs    int      `json:"epochs"`
+	Rows      []MixRow `json:"rows"`
+	Targets   []Target `json:"targets"`
+	Seconds   float64  `json:"seconds"`
 }
 
 // MixRow is one gateway's run: a configuration at a cache size.
@@ -195,7 +169,7 @@ func RunMix(ctx context.Context, cfg MixConfig) (*MixReport, error) {
 		return nil, err
 	}
 	started := time.Now()
-	rep := &MixReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &MixReport{Header: newHeader(started, cfg.Command),
 		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, BatchSize: cfg.BatchSize, Window: cfg.Window, Readers: cfg.Readers, RankLead: max(cfg.RankLead, 0), Epochs: cfg.Epochs}
 	dirs := map[string]string{}
 	sizes := map[string]*chunkindex.Index{}

@@ -24,8 +24,8 @@ func TestMixSmoke(t *testing.T) {
 		t.Skip("builds brand and starts four gateways")
 	}
 	cfg := MixConfig{Samples: 512, MeanBytes: 4 << 10, ChunkSize: 64 << 10, BatchSize: 16, Window: 4, Epochs: 2, Pairs: 1,
-		CacheFractions: []float64{0.25, 0.5}, GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(),
-		GatewayProfiles: t.TempDir(), ConfigTimeout: time.Minute, Command: "go test -run TestMixSmoke"}
+		CacheFractions: []float64{0.25, 0.5}, GatewayProfiles: t.TempDir(), ConfigTimeout: time.Minute,
+		Harness: Harness{GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestMixSmoke"}}
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -73,12 +73,9 @@ type ResizeConfig struct {
 	Pairs     int // alternations of the fixed and the resized cluster
 	PeersPoll time.Duration
 
-	GatewayBinary string
 	GatewayArgs   []string
-	WorkDir       string
 	ConfigTimeout time.Duration
-	Command       string
-	Log           io.Writer
+	Harness
 }
 
 // DefaultResizeConfig: 16,384 samples of 8 KiB (about 140 MiB) in 1 MiB
@@ -99,29 +96,11 @@ const (
 )
 
 func (c ResizeConfig) withDefaults() (ResizeConfig, error) {
-	d := DefaultResizeConfig()
-	orDefault(&c.Samples, d.Samples)
-	orDefault(&c.MeanBytes, d.MeanBytes)
-	orDefault(&c.ChunkSize, d.ChunkSize)
-	orDefault(&c.Seed, d.Seed)
-	orDefault(&c.BatchSize, d.BatchSize)
-	orDefault(&c.Window, d.Window)
-	orDefault(&c.World, d.World)
-	orDefault(&c.Epochs, d.Epochs)
-	orDefault(&c.NodeCache, d.NodeCache)
-	orDefault(&c.ChangeAt, d.ChangeAt)
-	orDefault(&c.Pairs, d.Pairs)
-	orDefault(&c.StepTime, d.StepTime)
-	orDefault(&c.PeersPoll, d.PeersPoll)
-	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
-	if c.Log == nil {
-		c.Log = io.Discard
+	fillZero(&c, DefaultResizeConfig())
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	switch {
-	case c.GatewayBinary == "":
-		return c, fmt.Errorf("%w: no gateway binary", ErrConfig)
-	case c.WorkDir == "":
-		return c, fmt.Errorf("%w: no work directory", ErrConfig)
 	case c.Epochs < 3 || c.BatchSize < 1 || c.Window < 1 || c.World < 1 || c.Pairs < 1:
 		return c, fmt.Errorf("%w: epochs >= 3, and batch size, window, world and pairs >= 1", ErrConfig)
 	case !(c.NodeCache > 0 && c.NodeCache <= 1) || !(c.ChangeAt >= 0 && c.ChangeAt < 1):
@@ -176,7 +155,7 @@ func RunResize(ctx context.Context, cfg ResizeConfig) (*ResizeReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the index: %w", err)
 	}
-	rep := &ResizeReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &ResizeReport{Header: newHeader(started, cfg.Command),
 		Samples: ix.NumSamples(), MeanBytes: cfg.MeanBytes, Bytes: ix.TotalBytes(), Chunks: ix.NumChunks(),
 		BatchSize: cfg.BatchSize, World: cfg.World, Window: cfg.Window, Epochs: cfg.Epochs,
 		Steps:     int(math.Ceil(float64(ix.NumSamples()) / float64(cfg.BatchSize*cfg.World))),

@@ -21,7 +21,7 @@ func TestResizeSmoke(t *testing.T) {
 		t.Skip("builds brand and starts nine gateways and a MinIO")
 	}
 	cfg := ResizeConfig{Samples: 1024, MeanBytes: 4 << 10, ChunkSize: 64 << 10, BatchSize: 16, Window: 8, World: 8, Epochs: 3, Pairs: 1,
-		GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), ConfigTimeout: 2 * time.Minute, Command: "go test -run TestResizeSmoke"}
+		ConfigTimeout: 2 * time.Minute, Harness: Harness{GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestResizeSmoke"}}
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

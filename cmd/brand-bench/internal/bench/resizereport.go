@@ -6,14 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // ResizeReport is a resize benchmark's result: resize.json.
 type ResizeReport struct {
-	Date      time.Time   `json:"date"`
-	Command   string      `json:"command"`
-	Machine   Machine     `json:"machine"`
+	Header
 	Samples   int         `json:"samples"`
 	MeanBytes int64       `json:"mean_bytes"`
 	Bytes     int64       `json:"bytes"`

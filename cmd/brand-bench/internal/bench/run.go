@@ -45,9 +45,7 @@ const (
 
 // Report is a run's results.
 type Report struct {
-	Date    time.Time   `json:"date"`
-	Command string      `json:"command"`
-	Machine Machine     `json:"machine"`
+	Header
 	Config  ReportInput `json:"config"`
 	Dataset DatasetInfo `json:"dataset"`
 	Rows    []Row       `json:"rows"`
@@ -227,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, runs: map[runKey]*brandRun{}, started: time.Now()}
-	r.rep = &Report{Date: r.started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Config: ReportInput{
+	r.rep = &Report{Header: newHeader(r.started, cfg.Command), Config: ReportInput{
 		Samples: cfg.Dataset.Samples, MeanBytes: cfg.Dataset.MeanBytes, ChunkSize: cfg.Dataset.ChunkSize, Seed: cfg.Dataset.Seed, ShuffleSeed: cfg.Job.Seed,
 		BatchSize: cfg.Job.BatchSize, Window: cfg.Job.Window, Ahead: cfg.Brand.Ahead, AheadLevels: cfg.Brand.AheadLevels, CacheFractions: cfg.Brand.CacheFractions,
 		Epochs: cfg.Brand.Epochs, PolicyCache: cfg.Policy.Cache, PolicyEpochs: cfg.Policy.Epochs,

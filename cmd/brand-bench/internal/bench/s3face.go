@@ -45,10 +45,7 @@ type S3FaceConfig struct {
 	Rounds    int // alternations of MinIO direct and Brand
 
 	Interpreter, Script string // loaders.py and a Python with torch and boto3; found when empty
-	GatewayBinary       string
-	WorkDir             string
-	Command             string
-	Log                 io.Writer
+	Harness
 }
 
 // DefaultS3FaceConfig: 2,048 samples of 100 KiB (200 MiB).
@@ -65,9 +62,7 @@ func SmallS3FaceConfig() S3FaceConfig {
 
 // S3FaceReport is the benchmark's result: s3face.json.
 type S3FaceReport struct {
-	Date      time.Time    `json:"date"`
-	Command   string       `json:"command"`
-	Machine   Machine      `json:"machine"`
+	Header
 	Samples   int          `json:"samples"`
 	MeanBytes int64        `json:"mean_bytes"`
 	Bytes     int64        `json:"dataset_bytes"`
@@ -141,24 +136,9 @@ func newCountingProxy(target string) (*countingProxy, error) {
 
 // RunS3Face runs the S3 face benchmark.
 func RunS3Face(ctx context.Context, cfg S3FaceConfig) (*S3FaceReport, error) {
-	def := DefaultS3FaceConfig()
-	if cfg.Samples == 0 {
-		cfg.Samples = def.Samples
-	}
-	if cfg.MeanBytes == 0 {
-		cfg.MeanBytes = def.MeanBytes
-	}
-	if cfg.ChunkSize == 0 {
-		cfg.ChunkSize = def.ChunkSize
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = def.Workers
-	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = def.BatchSize
-	}
-	if cfg.Rounds == 0 {
-		cfg.Rounds = def.Rounds
+	fillZero(&cfg, DefaultS3FaceConfig())
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	pc := Config{Python: Python{Interpreter: cfg.Interpreter, Script: cfg.Script}}
 	interp, script, err := pc.findPython(ctx)
@@ -166,7 +146,7 @@ func RunS3Face(ctx context.Context, cfg S3FaceConfig) (*S3FaceReport, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	started := time.Now()
-	rep := &S3FaceReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &S3FaceReport{Header: newHeader(started, cfg.Command),
 		Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, Workers: cfg.Workers, Python: interp}
 	if out, err := exec.CommandContext(ctx, interp, "-c", "import boto3, torch; print(boto3.__version__, torch.__version__)").Output(); err == nil {
 		if f := strings.Fields(string(out)); len(f) == 2 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -79,12 +78,9 @@ type ScheduleConfig struct {
 	SourceSamples int
 	SourceSteps   int
 
-	GatewayBinary string
 	GatewayArgs   []string
-	WorkDir       string
 	ConfigTimeout time.Duration
-	Command       string
-	Log           io.Writer
+	Harness
 }
 
 // DefaultScheduleConfig: three sources of 3,072 samples of 10 KiB (about
@@ -112,36 +108,16 @@ func SmallScheduleConfig() ScheduleConfig {
 }
 
 func (c ScheduleConfig) withDefaults() (ScheduleConfig, error) {
-	d := DefaultScheduleConfig()
-	orDefault(&c.Samples, d.Samples)
-	orDefault(&c.MeanBytes, d.MeanBytes)
-	orDefault(&c.ChunkSize, d.ChunkSize)
-	orDefault(&c.Seed, d.Seed)
-	orDefault(&c.BatchSize, d.BatchSize)
-	orDefault(&c.World, d.World)
-	orDefault(&c.Window, d.Window)
-	orDefault(&c.CacheFraction, d.CacheFraction)
-	orDefault(&c.Switch1, d.Switch1)
-	orDefault(&c.Switch2, d.Switch2)
-	orDefault(&c.Steps, d.Steps)
-	orDefault(&c.After, d.After)
-	orDefault(&c.StepTime, d.StepTime)
-	orDefaultList(&c.SourceCounts, d.SourceCounts)
-	orDefault(&c.SourceSamples, d.SourceSamples)
-	orDefault(&c.SourceSteps, d.SourceSteps)
-	orDefault(&c.ConfigTimeout, d.ConfigTimeout)
-	if c.Log == nil {
-		c.Log = io.Discard
+	fillZero(&c, DefaultScheduleConfig())
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	if err := checkFractions(c.CacheFraction); err != nil {
+		return c, err
 	}
 	switch {
-	case c.GatewayBinary == "":
-		return c, fmt.Errorf("%w: no gateway binary", ErrConfig)
-	case c.WorkDir == "":
-		return c, fmt.Errorf("%w: no work directory", ErrConfig)
 	case !(0 < c.Switch1 && c.Switch1 < c.Switch2 && c.Switch2 < c.Steps):
 		return c, fmt.Errorf("%w: want 0 < switch1 < switch2 < steps", ErrConfig)
-	case !(c.CacheFraction > 0 && c.CacheFraction <= 1):
-		return c, fmt.Errorf("%w: cache fraction %v; (0, 1]", ErrConfig, c.CacheFraction)
 	case c.Samples < 1 || c.BatchSize < 1 || c.World < 1 || c.Window < 1 || c.After < 1 || c.SourceSteps < 1:
 		return c, fmt.Errorf("%w: samples, batch size, world, window, after and source steps >= 1", ErrConfig)
 	}
@@ -169,9 +145,7 @@ const (
 
 // ScheduleReport is a schedule benchmark's result: schedule.json.
 type ScheduleReport struct {
-	Date          time.Time      `json:"date"`
-	Command       string         `json:"command"`
-	Machine       Machine        `json:"machine"`
+	Header
 	LoadAverage   [2]float64     `json:"load_average"` // 1-minute, before and after
 	Schedule      string         `json:"schedule"`
 	Samples       int            `json:"samples"` // per source
@@ -242,7 +216,7 @@ func RunSchedule(ctx context.Context, cfg ScheduleConfig) (*ScheduleReport, erro
 		return nil, err
 	}
 	started := time.Now()
-	rep := &ScheduleReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &ScheduleReport{Header: newHeader(started, cfg.Command),
 		Schedule: cfg.scheduleText(), Samples: cfg.Samples, MeanBytes: cfg.MeanBytes, BatchSize: cfg.BatchSize, World: cfg.World,
 		Window: cfg.Window, StepMs: ms(cfg.StepTime), Steps: cfg.Steps, Switches: []int{cfg.Switch1, cfg.Switch2}, After: cfg.After,
 		SourceSamples: cfg.SourceSamples, SourceSteps: cfg.SourceSteps}

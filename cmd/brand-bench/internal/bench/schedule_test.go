@@ -52,7 +52,7 @@ func TestScheduleWindows(t *testing.T) {
 }
 
 func TestScheduleConfigRefused(t *testing.T) {
-	base := ScheduleConfig{GatewayBinary: "brand", WorkDir: "w"}
+	base := ScheduleConfig{Harness: Harness{GatewayBinary: "brand", WorkDir: "w"}}
 	for _, tc := range []struct {
 		name string
 		edit func(*ScheduleConfig)
@@ -89,7 +89,7 @@ func TestScheduleSmoke(t *testing.T) {
 	cfg := ScheduleConfig{Samples: 256, MeanBytes: 4 << 10, ChunkSize: 64 << 10, BatchSize: 8, World: 2, Window: 2,
 		Switch1: 20, Switch2: 40, Steps: 60, After: 10, StepTime: time.Millisecond,
 		SourceCounts: []int{2, 3}, SourceSamples: 48, SourceSteps: 8,
-		GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), ConfigTimeout: 2 * time.Minute, Command: "go test -run TestScheduleSmoke"}
+		ConfigTimeout: 2 * time.Minute, Harness: Harness{GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestScheduleSmoke"}}
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -58,20 +57,17 @@ import (
 type TensorsConfig struct {
 	Images    int // photos in the dataset; every pass reads them all
 	Rounds    int // alternations of the configurations
-	Workers   int // DataLoader workers of (1), (2) and (3)
+	Workers   int `zero:"kept"` // DataLoader workers of (1), (2) and (3)
 	BatchSize int
 	// ZeroWorkers adds (3′): (3) with num_workers=0.
-	ZeroWorkers bool
+	ZeroWorkers bool `zero:"kept"`
 	// TrainerCPU and DataCPU are the cores of the training node (the
 	// loaders) and of the data node (the gateway and MinIO).
-	TrainerCPU, DataCPU int
+	TrainerCPU, DataCPU int    `zero:"kept"`
 	Pipeline            string // the gateway's pipeline of (3)
 
 	Interpreter, Script string // tensors.py and a Python with torch, torchvision, boto3 and PIL; found when empty
-	GatewayBinary       string
-	WorkDir             string
-	Command             string
-	Log                 io.Writer
+	Harness
 }
 
 // DefaultTensorsConfig: 3,000 photos, three rounds, 2 workers, batch 64,
@@ -106,9 +102,7 @@ var tensorsLabels = map[string]string{
 
 // TensorsReport is the benchmark's result: tensors.json.
 type TensorsReport struct {
-	Date       time.Time      `json:"date"`
-	Command    string         `json:"command"`
-	Machine    Machine        `json:"machine"`
+	Header
 	Images     int            `json:"images"`
 	MeanBytes  int64          `json:"mean_bytes"`
 	Bytes      int64          `json:"dataset_bytes"`
@@ -174,36 +168,16 @@ type TensorsTotal struct {
 	GatewayMsPerImage       [3]float64 `json:"gateway_ms_per_image"`
 }
 
-func (c *TensorsConfig) fill() {
-	def := DefaultTensorsConfig()
-	if c.Images == 0 {
-		c.Images = def.Images
-	}
-	if c.Rounds == 0 {
-		c.Rounds = def.Rounds
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = def.BatchSize
-	}
-	if c.Pipeline == "" {
-		c.Pipeline = def.Pipeline
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-}
-
 // findTensorsPython returns a Python that runs tensors.py, and the script.
 func (c *TensorsConfig) findTensorsPython(ctx context.Context) (interp, script string, err error) {
-	script = c.Script
-	if script == "" {
-		if script, err = findAbove(filepath.Join("python", "bench", "tensors.py")); err != nil {
-			return "", "", err
-		}
-	}
-	interp, err = findInterpreter(ctx, c.Interpreter, "torch, torchvision, boto3, PIL, numpy", "python3-torchvision python3-boto3 python3-pil")
-	return interp, script, err
+	return findScript(ctx, "tensors.py", c.Script, c.Interpreter, tensorsModules, tensorsPackages)
 }
+
+// What tensors.py imports, and the Debian packages that hold it.
+const (
+	tensorsModules  = "torch, torchvision, boto3, PIL, numpy"
+	tensorsPackages = "python3-torchvision python3-boto3 python3-pil"
+)
 
 // findAbove returns rel under the working directory or the nearest of its
 // parents that has it.
@@ -225,25 +199,19 @@ func findAbove(rel string) (string, error) {
 
 // RunTensors runs the tensors benchmark.
 func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) {
-	cfg.fill()
-	if runtime.NumCPU() < 2 || cfg.TrainerCPU == cfg.DataCPU {
-		return nil, fmt.Errorf("bench: tensors needs two cores, one for the training node and one for the data node (have %d; cores %d and %d)", runtime.NumCPU(), cfg.TrainerCPU, cfg.DataCPU)
+	fillZero(&cfg, DefaultTensorsConfig())
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	taskset, err := exec.LookPath("taskset")
+	py, err := newTrainerNode(ctx, "tensors", cfg.TrainerCPU, cfg.DataCPU, cfg.Script, cfg.Interpreter, tensorsModules, tensorsPackages)
 	if err != nil {
-		return nil, fmt.Errorf("bench: tensors pins its processes with taskset (util-linux): %w", err)
-	}
-	interp, script, err := cfg.findTensorsPython(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, err
 	}
 	started := time.Now()
-	rep := &TensorsReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &TensorsReport{Header: newHeader(started, cfg.Command),
 		Images: cfg.Images, Workers: cfg.Workers, BatchSize: cfg.BatchSize, TrainerCPU: cfg.TrainerCPU, DataCPU: cfg.DataCPU,
-		Pipeline: cfg.Pipeline, Python: interp}
-	if out, err := exec.CommandContext(ctx, interp, "-c", "import torch, torchvision, PIL, boto3; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'Pillow', PIL.__version__, 'boto3', boto3.__version__)").Output(); err == nil {
-		rep.Versions = strings.TrimSpace(string(out))
-	}
+		Pipeline: cfg.Pipeline, Python: py.interp,
+		Versions: py.versions(ctx, "import torch, torchvision, PIL, boto3; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'Pillow', PIL.__version__, 'boto3', boto3.__version__)")}
 
 	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "tensors-minio"))
 	if err != nil {
@@ -299,7 +267,7 @@ func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) 
 	args := []string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0", "--dataset", "photos=s3://" + bucket + "/packed",
 		"--s3-endpoint", srv.URL(), "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(2*rep.Bytes, 10),
 		"--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
-	g, err := startGateway(ctx, taskset, args, gatewayEnv(srv.AccessKey, srv.SecretKey), filepath.Join(cfg.WorkDir, "gateway-tensors.log"))
+	g, err := startGateway(ctx, py.taskset, args, gatewayEnv(srv.AccessKey, srv.SecretKey), filepath.Join(cfg.WorkDir, "gateway-tensors.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -315,8 +283,8 @@ func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) 
 	}
 	logf(cfg.Log, "gateway: decoder %s, on CPU %d with MinIO; loaders on CPU %d", rep.Decoder, cfg.DataCPU, cfg.TrainerCPU)
 
-	py := tensorsPy{cfg: cfg, taskset: taskset, interp: interp, script: script,
-		env: append(gatewayEnv(srv.AccessKey, srv.SecretKey), "OMP_NUM_THREADS=1")}
+	py.env = append(gatewayEnv(srv.AccessKey, srv.SecretKey), "OMP_NUM_THREADS=1")
+	passes := tensorsPasses{trainerNode: py, cfg: cfg}
 	configs := []string{tensorsS3, tensorsBytes, tensorsTensors}
 	if cfg.ZeroWorkers {
 		configs = append(configs, tensorsTensors0)
@@ -334,7 +302,7 @@ func RunTensors(ctx context.Context, cfg TensorsConfig) (*TensorsReport, error) 
 		prow := TensorsPIL{Round: round, Images: pil.Images, Uint8Ms: pil.Uint8, FloatMs: pil.Float}
 		logf(cfg.Log, "round %d, Pillow: %.2f ms per image to uint8, %.2f to float", round, pil.Uint8, pil.Float)
 		for _, config := range configs {
-			row, err := py.pass(ctx, g, srv.Pid(), config, round, keysFile, bucket, srv.URL())
+			row, err := passes.pass(ctx, g, srv.Pid(), config, round, keysFile, bucket, srv.URL())
 			if err != nil {
 				return nil, err
 			}
@@ -435,34 +403,15 @@ func loadAverage() float64 {
 	return v
 }
 
-// tensorsPy runs tensors.py on the training node's core.
-type tensorsPy struct {
-	cfg                     TensorsConfig
-	taskset, interp, script string
-	env                     []string
-}
-
-// run runs tensors.py with args pinned to the trainer's core and decodes
-// its JSON into out.
-func (py tensorsPy) run(ctx context.Context, out any, args ...string) error {
-	full := append([]string{"-c", strconv.Itoa(py.cfg.TrainerCPU), py.interp, "-W", "ignore", py.script}, args...)
-	cmd := exec.CommandContext(ctx, py.taskset, full...)
-	cmd.Env = py.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	setProcAttr(cmd)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("bench: tensors.py %s: %w\n%s", strings.Join(args, " "), err, lastLines(stderr.String(), 20))
-	}
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), out); err != nil {
-		return fmt.Errorf("bench: tensors.py %s: its output: %w", strings.Join(args, " "), err)
-	}
-	return nil
+// tensorsPasses runs tensors.py's passes on the training node.
+type tensorsPasses struct {
+	trainerNode
+	cfg TensorsConfig
 }
 
 // pass runs one configuration over every image and measures the gateway
 // and MinIO around it.
-func (py tensorsPy) pass(ctx context.Context, g *gatewayProc, storePid int, config string, round int, keysFile, bucket, endpoint string) (TensorsRow, error) {
+func (py tensorsPasses) pass(ctx context.Context, g *gatewayProc, storePid int, config string, round int, keysFile, bucket, endpoint string) (TensorsRow, error) {
 	cfg := py.cfg
 	workers := cfg.Workers
 	mode := config

@@ -78,21 +78,18 @@ type TokensConfig struct {
 	BatchTokens   int     // tokens per batch (batch_size = BatchTokens / seq)
 	Window        int     // shuffle window, chunks
 	ChunkSize     int64   // the index's chunk size
-	WarmEpochs    int     // warm epochs timed per job
+	WarmEpochs    int     `zero:"kept"` // warm epochs timed per job
 	Readers       int     // concurrent readers of the warm epochs
 	BlendPrefixes int     // prefixes of the blend
 	BlendDocs     int     // documents per blend prefix
-	FirstBatches  int     // fresh gateways timed on the blend
+	FirstBatches  int     `zero:"kept"` // fresh gateways timed on the blend
 	TrainerTokens int     // tokens each trainer-side loader hands over
 	TrainerSeq    int     // seq of the trainer-side loaders
 	PackBuffer    int     // documents in the Python packer's buffer
-	Seed          uint64
+	Seed          uint64  `zero:"kept"`
 
-	Interpreter   string // Python with numpy and torch; found when empty
-	GatewayBinary string
-	WorkDir       string
-	Command       string
-	Log           io.Writer
+	Interpreter string // Python with numpy and torch; found when empty
+	Harness
 }
 
 // DefaultTokensConfig: 60,000 documents (about 60 M tokens), seq 2,048
@@ -121,12 +118,10 @@ const (
 
 // TokensReport is the benchmark's result: tokens.json.
 type TokensReport struct {
-	Date      time.Time `json:"date"`
-	Command   string    `json:"command"`
-	Machine   Machine   `json:"machine"`
-	Documents int       `json:"documents"`
-	Tokens    int64     `json:"tokens"`
-	Lengths   string    `json:"lengths"` // the length distribution, in words
+	Header
+	Documents int    `json:"documents"`
+	Tokens    int64  `json:"tokens"`
+	Lengths   string `json:"lengths"` // the length distribution, in words
 	// Past is the share of documents longer than each seq.
 	Past       map[string]float64 `json:"share_past_seq"`
 	Chunks     int                `json:"chunks"`
@@ -206,52 +201,6 @@ var tokensLoaderLabels = map[string]string{
 	tokLoaderViews:  "Brand, Python client: batch bodies (bytes) viewed in place as (B, seq) int32 tensors by the script",
 	tokLoaderMemmap: "nanoGPT: memmap, random offsets, int64 → int32 tensors (no documents)",
 	tokLoaderPack:   "Python best-fit packing trainer-side over a buffer of documents",
-}
-
-func (c *TokensConfig) fill() {
-	def := DefaultTokensConfig()
-	if c.Documents == 0 {
-		c.Documents = def.Documents
-	}
-	if c.Median == 0 {
-		c.Median = def.Median
-	}
-	if c.Sigma == 0 {
-		c.Sigma = def.Sigma
-	}
-	if len(c.Seqs) == 0 {
-		c.Seqs = def.Seqs
-	}
-	if c.BatchTokens == 0 {
-		c.BatchTokens = def.BatchTokens
-	}
-	if c.Window == 0 {
-		c.Window = def.Window
-	}
-	if c.ChunkSize == 0 {
-		c.ChunkSize = def.ChunkSize
-	}
-	if c.Readers == 0 {
-		c.Readers = def.Readers
-	}
-	if c.BlendPrefixes == 0 {
-		c.BlendPrefixes = def.BlendPrefixes
-	}
-	if c.BlendDocs == 0 {
-		c.BlendDocs = def.BlendDocs
-	}
-	if c.TrainerTokens == 0 {
-		c.TrainerTokens = def.TrainerTokens
-	}
-	if c.TrainerSeq == 0 {
-		c.TrainerSeq = def.TrainerSeq
-	}
-	if c.PackBuffer == 0 {
-		c.PackBuffer = def.PackBuffer
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
 }
 
 // docLengths draws n document lengths, log-normal around median.
@@ -336,7 +285,10 @@ func runBrandCmd(ctx context.Context, bin string, env []string, args ...string) 
 
 // RunTokens runs the tokens benchmark.
 func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
-	cfg.fill()
+	fillZero(&cfg, DefaultTokensConfig())
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	interp, err := findInterpreter(ctx, cfg.Interpreter, "numpy, torch", "python3-numpy python3-torch")
 	if err != nil {
@@ -351,7 +303,7 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 	if err := os.WriteFile(script, tokensPy, 0o644); err != nil {
 		return nil, err
 	}
-	rep := &TokensReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(),
+	rep := &TokensReport{Header: newHeader(started, cfg.Command),
 		Documents: cfg.Documents, Window: cfg.Window, Past: map[string]float64{}, TrainerSeq: cfg.TrainerSeq,
 		Lengths: fmt.Sprintf("log-normal, median %.0f tokens, σ %.1f, capped at 131,072", cfg.Median, cfg.Sigma)}
 	rep.Load = append(rep.Load, loadAverage())

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,17 +58,14 @@ type VideoConfig struct {
 	Size            string // their frames' size, WxH
 	Clip, Stride    int    // the clip job
 	Rounds          int
-	Workers         int // DataLoader workers of every configuration
+	Workers         int `zero:"kept"` // DataLoader workers of every configuration
 	BatchSize       int
 	// TrainerCPU and DataCPU are the cores of the training node and of
 	// the data node.
-	TrainerCPU, DataCPU int
+	TrainerCPU, DataCPU int `zero:"kept"`
 
 	Interpreter, Script string // video.py and a Python with torch, av, boto3 and numpy; found when empty
-	GatewayBinary       string
-	WorkDir             string
-	Command             string
-	Log                 io.Writer
+	Harness
 }
 
 // DefaultVideoConfig: 24 videos of 10 s at 320×240, clips of 16 frames 2
@@ -95,9 +91,7 @@ var videoLabels = map[string]string{
 
 // VideoReport is the benchmark's result: video.json.
 type VideoReport struct {
-	Date       time.Time  `json:"date"`
-	Command    string     `json:"command"`
-	Machine    Machine    `json:"machine"`
+	Header
 	Videos     int        `json:"videos"`
 	Seconds    int        `json:"video_seconds"`
 	Size       string     `json:"size"`
@@ -163,22 +157,6 @@ type VideoTotal struct {
 	RequestsPerClip   float64 `json:"requests_per_clip"`
 }
 
-func (c *VideoConfig) fill() {
-	def := DefaultVideoConfig()
-	for _, f := range []struct{ v, d *int }{{&c.Videos, &def.Videos}, {&c.Seconds, &def.Seconds}, {&c.Clip, &def.Clip},
-		{&c.Stride, &def.Stride}, {&c.Rounds, &def.Rounds}, {&c.BatchSize, &def.BatchSize}} {
-		if *f.v == 0 {
-			*f.v = *f.d
-		}
-	}
-	if c.Size == "" {
-		c.Size = def.Size
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-}
-
 // videoSource is one video of the dataset: its key and its index.
 type videoSource struct {
 	key   string
@@ -188,27 +166,17 @@ type videoSource struct {
 
 // RunVideo runs the video benchmark.
 func RunVideo(ctx context.Context, cfg VideoConfig) (*VideoReport, error) {
-	cfg.fill()
-	if runtime.NumCPU() < 2 || cfg.TrainerCPU == cfg.DataCPU {
-		return nil, fmt.Errorf("bench: video needs two cores, one for the training node and one for the data node (have %d)", runtime.NumCPU())
+	fillZero(&cfg, DefaultVideoConfig())
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	taskset, err := exec.LookPath("taskset")
+	py, err := newTrainerNode(ctx, "video", cfg.TrainerCPU, cfg.DataCPU, cfg.Script, cfg.Interpreter, "torch, av, boto3, numpy", "python3-torch python3-av python3-boto3 python3-numpy")
 	if err != nil {
-		return nil, fmt.Errorf("bench: video pins its processes with taskset (util-linux): %w", err)
+		return nil, err
 	}
 	ffmpeg, err := exec.LookPath("ffmpeg")
 	if err != nil {
 		return nil, fmt.Errorf("bench: video writes its videos with ffmpeg (scripts/ensure-ffmpeg.sh): %w", err)
-	}
-	script := cfg.Script
-	if script == "" {
-		if script, err = findAbove(filepath.Join("python", "bench", "video.py")); err != nil {
-			return nil, err
-		}
-	}
-	interp, err := findInterpreter(ctx, cfg.Interpreter, "torch, av, boto3, numpy", "python3-torch python3-av python3-boto3 python3-numpy")
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
 	}
 	version, err := exec.CommandContext(ctx, cfg.GatewayBinary, "version").Output()
 	_, decoder, _ := strings.Cut(string(version), "Video decoder: ")
@@ -217,12 +185,10 @@ func RunVideo(ctx context.Context, cfg VideoConfig) (*VideoReport, error) {
 		return nil, fmt.Errorf("bench: %s decodes no video (%v): build it with scripts/install-libav.sh && go build -tags brand_libav ./cmd/brand (scripts/bench.sh video does)", cfg.GatewayBinary, err)
 	}
 	started := time.Now()
-	rep := &VideoReport{Date: started.UTC().Truncate(time.Second), Command: cfg.Command, Machine: machineInfo(), Videos: cfg.Videos,
+	rep := &VideoReport{Header: newHeader(started, cfg.Command), Videos: cfg.Videos,
 		Seconds: cfg.Seconds, Size: cfg.Size, Clip: cfg.Clip, Stride: cfg.Stride, Workers: cfg.Workers, BatchSize: cfg.BatchSize,
-		TrainerCPU: cfg.TrainerCPU, DataCPU: cfg.DataCPU, Python: interp, Decoder: decoder}
-	if out, err := exec.CommandContext(ctx, interp, "-c", "import torch, av, boto3, numpy; print('torch', torch.__version__, 'PyAV', av.__version__, 'boto3', boto3.__version__, 'numpy', numpy.__version__)").Output(); err == nil {
-		rep.Versions = strings.TrimSpace(string(out))
-	}
+		TrainerCPU: cfg.TrainerCPU, DataCPU: cfg.DataCPU, Python: py.interp, Decoder: decoder,
+		Versions: py.versions(ctx, "import torch, av, boto3, numpy; print('torch', torch.__version__, 'PyAV', av.__version__, 'boto3', boto3.__version__, 'numpy', numpy.__version__)")}
 
 	srv, err := miniotest.Start(ctx, filepath.Join(cfg.WorkDir, "video-minio"))
 	if err != nil {
@@ -257,10 +223,11 @@ func RunVideo(ctx context.Context, cfg VideoConfig) (*VideoReport, error) {
 		args := []string{"-c", strconv.Itoa(cfg.DataCPU), cfg.GatewayBinary, "serve", "--listen", "127.0.0.1:0", "--dataset", "vid=s3://" + bucket + "/index",
 			"--s3-endpoint", srv.URL(), "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(4*rep.Bytes+64<<20, 10),
 			"--transform-workers", "1", "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
-		return startGateway(ctx, taskset, args, env, filepath.Join(cfg.WorkDir, "gateway-video-"+name+".log"))
+		return startGateway(ctx, py.taskset, args, env, filepath.Join(cfg.WorkDir, "gateway-video-"+name+".log"))
 	}
 	job := fmt.Sprintf("dataset=vid&clip=%d&stride=%d&seed=7", cfg.Clip, cfg.Stride)
-	py := videoPy{cfg: cfg, taskset: taskset, interp: interp, script: script, env: append(env, "OMP_NUM_THREADS=1")}
+	py.env = append(env, "OMP_NUM_THREADS=1")
+	passes := videoPasses{trainerNode: py, cfg: cfg}
 	for round := range cfg.Rounds {
 		epoch := round + 1
 		rep.Load = append(rep.Load, loadAverage())
@@ -287,7 +254,7 @@ func RunVideo(ctx context.Context, cfg VideoConfig) (*VideoReport, error) {
 					return nil, err
 				}
 			}
-			row, err := py.pass(ctx, g, srv.Pid(), config, round, epoch, clipsFile, bucket, srv.URL())
+			row, err := passes.pass(ctx, g, srv.Pid(), config, round, epoch, clipsFile, bucket, srv.URL())
 			if g != nil {
 				g.kill()
 			}
@@ -496,27 +463,10 @@ func writeClips(path string, clips []videoClip) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// videoPy runs video.py on the training node's core.
-type videoPy struct {
-	cfg                     VideoConfig
-	taskset, interp, script string
-	env                     []string
-}
-
-func (py videoPy) run(ctx context.Context, out any, args ...string) error {
-	full := append([]string{"-c", strconv.Itoa(py.cfg.TrainerCPU), py.interp, "-W", "ignore", py.script}, args...)
-	cmd := exec.CommandContext(ctx, py.taskset, full...)
-	cmd.Env = py.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	setProcAttr(cmd)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("bench: video.py %s: %w\n%s", strings.Join(args, " "), err, lastLines(stderr.String(), 20))
-	}
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), out); err != nil {
-		return fmt.Errorf("bench: video.py %s: its output: %w", strings.Join(args, " "), err)
-	}
-	return nil
+// videoPasses runs video.py's passes on the training node.
+type videoPasses struct {
+	trainerNode
+	cfg VideoConfig
 }
 
 // videoStats is the part of /stats a pass reads: the job's store bytes
@@ -544,7 +494,7 @@ func videoStats(ctx context.Context, g *gatewayProc) (bytes, loads int64, err er
 }
 
 // pass runs one configuration over the epoch's clips.
-func (py videoPy) pass(ctx context.Context, g *gatewayProc, storePid int, config string, round, epoch int, clipsFile, bucket, endpoint string) (VideoRow, error) {
+func (py videoPasses) pass(ctx context.Context, g *gatewayProc, storePid int, config string, round, epoch int, clipsFile, bucket, endpoint string) (VideoRow, error) {
 	cfg := py.cfg
 	args := []string{config, "--batch-size", strconv.Itoa(cfg.BatchSize), "--workers", strconv.Itoa(cfg.Workers),
 		"--epoch", strconv.Itoa(epoch), "--seed", "7"}
