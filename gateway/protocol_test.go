@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 )
 
@@ -194,5 +196,39 @@ func TestAccessLog(t *testing.T) {
 		if _, ok := m["duration_ms"].(float64); !ok || m["duration"] != nil {
 			t.Errorf("request line without a duration_ms number: %v", m)
 		}
+	}
+}
+
+// TestNeededBeforeLoadIsNotReady: a node of a cluster asked which of some
+// chunks it holds (a peer's hand-back, as it hears from the node
+// starting) before its datasets are loaded answers 503 saying it is not
+// ready, which the asker takes for a node starting; it answered 400, a
+// body too large for a question bounded by no dataset yet, which the
+// asker took for a refusal (seen in a soak round's logs: "request body
+// too large: this endpoint takes no request body").
+func TestNeededBeforeLoadIsNotReady(t *testing.T) {
+	f := newFixture(t, 2, 4)
+	g, err := gateway.New(gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "d", Store: f.store}}, CacheSize: 8 << 20,
+		Cluster: gateway.ClusterConfig{Peers: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Self: 0,
+			ProbeInterval: time.Hour, PeerTimeout: time.Second},
+		Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ask := func() (int, string) {
+		w := httptest.NewRecorder()
+		url := transport.NeededPath + "?dataset=d&index=" + f.index.ID() + "&held=true"
+		g.ServeHTTP(w, httptest.NewRequest(http.MethodPost, url, bytes.NewReader(sampleList([]int{0, 1}))))
+		return w.Code, w.Body.String()
+	}
+	if code, body := ask(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: dataset indexes are still loading") {
+		t.Fatalf("before Load: %d %s", code, body)
+	}
+	if err := g.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := ask(); code != http.StatusOK {
+		t.Fatalf("after Load: %d %s", code, body)
 	}
 }
