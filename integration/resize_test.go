@@ -78,6 +78,7 @@ func TestClusterResize(t *testing.T) {
 		for _, k := range []int{1, 3} {
 			procs[k].stop(t)
 		}
+		keepLogs(t, []*clusterProc{procs[1], procs[3]}) // the joiners'; startProcs keeps the others'
 	})
 
 	// The same job on a single gateway: each global step's keys in order.
