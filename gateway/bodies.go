@@ -41,21 +41,23 @@ func (b bodies) upTo(most func() int64, timeout time.Duration) func(http.Handler
 // fixed is a bound that does not change.
 func fixed(n int64) func() int64 { return func() int64 { return n } }
 
-// datasetsLoaded answers a request 503 (catalog.ErrNotReady, which says
-// why) while this node's datasets are still loading: a question about
-// their chunks is then bounded by none of them (neededBodyBytes is 0),
-// and was refused 400 as a body too large, which the asker took for a
-// refusal rather than a node starting (a peer's hand-back to a node it
-// heard from as it started).
-func (g *Gateway) datasetsLoaded(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.catalog.NotReady(); err != nil {
-			refuseBody(w, r)
-			writeError(r.Context(), w, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// loaded answers a request 503 (catalog.ErrNotReady, which says why)
+// while the datasets of c are still loading: a question about their
+// chunks is then bounded by none of them (neededBodyBytes is 0), and was
+// refused 400 as a body too large, which the asker took for a refusal
+// rather than a node starting (a peer's hand-back to a node it heard from
+// as it started).
+func loaded(c interface{ NotReady() error }) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := c.NotReady(); err != nil {
+				refuseBody(w, r)
+				writeError(r.Context(), w, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // neededBodyBytes bounds a peer's question about needed chunks (their

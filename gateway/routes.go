@@ -79,7 +79,7 @@ func (g *Gateway) routes() http.Handler {
 			})
 			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
 			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(transport.SamplesPath, g.peers.handleSamples)
-			r.With(g.datasetsLoaded, b.upTo(g.neededBodyBytes, b.timeout)).Post(transport.NeededPath, g.peers.handleNeeded)
+			r.With(loaded(g.catalog), b.upTo(g.neededBodyBytes, b.timeout)).Post(transport.NeededPath, g.peers.handleNeeded)
 		})
 	}
 	return r
