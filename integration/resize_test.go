@@ -244,15 +244,25 @@ func TestClusterResize(t *testing.T) {
 		}
 		ch.epochCounters = sum().minus(before)
 		if ch.epoch == 1 {
-			// The joiners took part: their ranks were served by them,
-			// and they served the samples of the chunks they own to
-			// the other nodes.
+			// The joiners took part: each is home to ranks (two of the
+			// eight under five nodes, cluster.Home), which it served
+			// from its own cache, the chunks it owns. What a joiner
+			// serves to the other nodes is only logged: under locality
+			// its two ranks take every sample of its chunks unless a
+			// step holds more of them than its ranks' 64, and the
+			// other nodes may still hold its chunks from epoch 0, so
+			// whether any crosses depends on the chunks' owners, which
+			// hash the nodes' ports (a soak round saw a joiner serve
+			// its peers nothing, as designed).
 			for _, k := range []int{1, 3} {
-				m := scrape(t, urls[k], "brand_locality_bytes_total", "brand_peer_bytes_served_total")
-				if m["brand_locality_bytes_total"] == 0 || m["brand_peer_bytes_served_total"] == 0 {
-					t.Errorf("joined node %d served %.0f batch bytes and %.0f bytes to its peers by the end of epoch 1; it should be home to ranks and own chunks",
-						k, m["brand_locality_bytes_total"], m["brand_peer_bytes_served_total"])
+				m := scrape(t, urls[k], `brand_locality_bytes_total`, "brand_peer_bytes_served_total")
+				home := m[`brand_locality_bytes_total{source="home"}`]
+				if home == 0 {
+					t.Errorf("joined node %d served its ranks no bytes from its own cache by the end of epoch 1 (%.0f from peers); it should be home to two ranks and own chunks",
+						k, m[`brand_locality_bytes_total{source="peer"}`])
 				}
+				t.Logf("joined node %d by the end of epoch 1: %.0f batch bytes from its own cache, %.0f from peers, %.0f served to its peers",
+					k, home, m[`brand_locality_bytes_total{source="peer"}`], m["brand_peer_bytes_served_total"])
 			}
 		}
 		waitAgreed(t, pick(ch.after), live, urls, mustMembership(t, pick(ch.after)).Version())
