@@ -363,7 +363,12 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
-	return BatchETag(src.DS, job, epoch, m, src.assignedUnder(job))
+	id := src.DS.ID()
+	if job.Append != "" && !appended(o, src, job, epoch, m) {
+		// Its samples are those of the version the job read before.
+		id, job.Append = o.appends.IndexOf(src.DS, job), ""
+	}
+	return batchETag(id, src.DS, job, epoch, m, src.assignedUnder(job))
 }
 
 // BatchETag names a batch's bytes: the index's identity and every parameter
@@ -376,8 +381,13 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
 func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
+	return batchETag(ds.ID(), ds, job, epoch, m, members)
+}
+
+// batchETag is BatchETag naming the index version id.
+func batchETag(id string, ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
-		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
+		id, ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
 		s = fmt.Appendf(s, "|offset=%d", job.Offset)
 	}
@@ -396,6 +406,9 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	s = appendClips(s, job)
 	if job.Exclusion != "" {
 		s = fmt.Appendf(s, "|exclude=%s", job.Exclusion)
+	}
+	if job.Append != "" {
+		s = fmt.Appendf(s, "|append=%s", job.Append)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
@@ -476,7 +489,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 			return info, err
 		}
 		info.Samples, info.Batches = n, batches
-		info.IndexID, info.Chunks, info.Windows = src.DS.ID(), src.DS.Index.NumChunks(), e.NumWindows()
+		info.IndexID, info.Chunks, info.Windows = o.appends.IndexOf(src.DS, job), src.DS.Index.NumChunks(), e.NumWindows()
 		if job.Tokens() {
 			p, err := o.tokenEpoch(src.DS, job, epoch)
 			if err != nil {
