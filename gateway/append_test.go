@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
@@ -87,5 +88,149 @@ func TestPinnedVersionAfterAppend(t *testing.T) {
 	resp, body = get(t, after.URL+"/epoch/0?"+q)
 	if err := json.Unmarshal(body, &ep); err != nil || ep.Index == v || ep.Samples != len(want)+20 {
 		t.Fatalf("/epoch/0 unpinned: %s %s", resp.Status, body)
+	}
+}
+
+// post sends a JSON body and decodes the answer into out (if not nil).
+func postJSON(t *testing.T, url, body string, out any) (*http.Response, []byte) {
+	t.Helper()
+	resp, b := do(t, http.MethodPost, url, []byte(body), "Content-Type", "application/json")
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %v: %s", url, err, b)
+		}
+	}
+	return resp, b
+}
+
+// A running job takes the samples appended to its dataset from a step
+// of its choosing (POST /jobs/{job}/append): the steps before it are
+// what they were, byte for byte under their ETags; the epoch holding it
+// serves every old and every new sample once; the next epoch serves them
+// all once too; every answer names the version the job pinned; a
+// gateway started afterwards serves the same batches (the record is in
+// the store). A step the job has read, an index that does not extend the
+// job's, and a second record are refused.
+func TestJobAppend(t *testing.T) {
+	st, want := inPlaceStore(t, formattest.Lines{})
+	lines := func(c *gateway.Config) { c.Datasets[0].Formats = []format.Format{formattest.Lines{}} }
+	g, srv := start(t, st, lines)
+	const shape = "dataset=test&seed=7&window=4&batch_size=5&world=2"
+	resp, _ := get(t, srv.URL+"/epoch/0/batch/0?"+shape)
+	v := resp.Header.Get("Brand-Index")
+	type read struct {
+		etag string
+		body []byte
+	}
+	batch := func(base, job string, epoch, step, rank int) read {
+		t.Helper()
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d&index=%s%s", base, epoch, step, shape, rank, v, job))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Brand-Index") != v {
+			t.Fatalf("epoch %d step %d rank %d: %s, index %s: %s", epoch, step, rank, resp.Status, resp.Header.Get("Brand-Index"), body)
+		}
+		return read{resp.Header.Get("ETag"), body}
+	}
+	// Before the append: the order the job reads (12 steps of 10).
+	var ref [12][2]read
+	for m := range 12 {
+		for r := range 2 {
+			ref[m][r] = batch(srv.URL, "", 0, m, r)
+		}
+	}
+	seen := map[string]int{}
+	for m := range 4 {
+		for r := range 2 {
+			got := batch(srv.URL, "&job=run", 0, m, r)
+			for _, s := range readTar(t, got.body) {
+				seen[s.key]++
+			}
+		}
+	}
+
+	appendLines(t, st)
+	if _, err := g.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, srv.URL+"/datasets")
+	var dss struct {
+		Datasets []struct{ Index string } `json:"datasets"`
+	}
+	if err := json.Unmarshal(body, &dss); err != nil || dss.Datasets[0].Index == v {
+		t.Fatalf("/datasets after the append: %s", body)
+	}
+	x := dss.Datasets[0].Index
+	url := srv.URL + "/jobs/run/append?" + shape + "&index=" + v
+	resp, body = postJSON(t, url, `{"from_step": 2, "index": "`+x+`"}`, nil)
+	var refusal struct {
+		FirstEditableStep *uint64 `json:"first_editable_step"`
+	}
+	if json.Unmarshal(body, &refusal); resp.StatusCode != http.StatusConflict || refusal.FirstEditableStep == nil || *refusal.FirstEditableStep != 4 {
+		t.Fatalf("from a step read: %s %s", resp.Status, body)
+	}
+	if resp, body := postJSON(t, url, `{"from_step": 6, "index": "`+v+`"}`, nil); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("an index that does not extend the job's: %s %s", resp.Status, body)
+	}
+	var made api.StoredAppend
+	resp, body = postJSON(t, url, `{"from_step": 6, "index": "`+x+`"}`, &made)
+	if resp.StatusCode != http.StatusCreated || made.Epoch != 0 || made.FromPosition != 60 || made.NewSamples != 20 || made.Samples != len(want)+20 || made.IndexID != v || made.Index != x {
+		t.Fatalf("append: %s %s", resp.Status, body)
+	}
+	var again api.StoredAppend
+	if resp, body := postJSON(t, url, `{"from_step": 6, "index": "`+x+`"}`, &again); resp.StatusCode != http.StatusCreated || again.Version != made.Version {
+		t.Fatalf("the same record again: %s %s", resp.Status, body)
+	}
+	if resp, body := postJSON(t, url, `{"from_step": 8, "index": "`+x+`"}`, nil); resp.StatusCode != http.StatusConflict || !bytes.Contains(body, []byte(made.Version)) {
+		t.Fatalf("another record: %s %s", resp.Status, body)
+	}
+	if resp, body := get(t, url); resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(made.Version)) {
+		t.Fatalf("GET: %s %s", resp.Status, body)
+	}
+
+	var ep struct {
+		Index   string `json:"index"`
+		Samples int    `json:"samples"`
+		Batches int    `json:"batches"`
+	}
+	for epoch := range 2 {
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&job=run&index=%s", srv.URL, epoch, shape, v))
+		if err := json.Unmarshal(body, &ep); err != nil || resp.StatusCode != http.StatusOK || ep.Index != v || ep.Samples != len(want)+20 || ep.Batches != 14 {
+			t.Fatalf("/epoch/%d: %s %s", epoch, resp.Status, body)
+		}
+	}
+	// A gateway started now holds the extension alone, and finds the
+	// record in the store.
+	_, fresh := start(t, st, lines)
+	for m := 4; m < 14; m++ {
+		for r := range 2 {
+			got := batch(srv.URL, "&job=run", 0, m, r)
+			if m < 6 && (got.etag != ref[m][r].etag || !bytes.Equal(got.body, ref[m][r].body)) {
+				t.Fatalf("step %d rank %d, before the append's step, changed", m, r)
+			}
+			if m >= 6 && m < 12 && got.etag == ref[m][r].etag {
+				t.Fatalf("step %d rank %d, from the append's step on, kept its ETag", m, r)
+			}
+			if other := batch(fresh.URL, "&job=run", 0, m, r); other.etag != got.etag || !bytes.Equal(other.body, got.body) {
+				t.Fatalf("step %d rank %d: a gateway started after the append serves other bytes", m, r)
+			}
+			for _, s := range readTar(t, got.body) {
+				seen[s.key]++
+			}
+		}
+	}
+	exactlyOnce(t, seen, len(want)+20, "the append's epoch")
+	seen = map[string]int{}
+	for m := range 14 {
+		for r := range 2 {
+			for _, s := range readTar(t, batch(srv.URL, "&job=run", 1, m, r).body) {
+				seen[s.key]++
+			}
+		}
+	}
+	exactlyOnce(t, seen, len(want)+20, "the next epoch")
+
+	// An exclusion list for a job with a record is refused, and a record
+	// for a job with a list.
+	if resp, body := postJSON(t, srv.URL+"/jobs/run/exclude?"+shape+"&index="+v, `{"from_step": 30, "keys": ["data/f0/1"]}`, nil); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("an exclusion beside an append: %s %s", resp.Status, body)
 	}
 }

@@ -23,6 +23,10 @@ type Source struct {
 	DS      *catalog.Dataset
 	Mix     *Mixed
 	Members *cluster.Membership
+	// Index is the index version a job's answers name when it is not
+	// DS's: the version a job with an append record read before, which
+	// it still pins ("" for DS's own).
+	Index string
 }
 
 // Assigns reports whether job's batches from s are assigned to ranks by
