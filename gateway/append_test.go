@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -233,4 +235,97 @@ func TestJobAppend(t *testing.T) {
 	if resp, body := postJSON(t, srv.URL+"/jobs/run/exclude?"+shape+"&index="+v, `{"from_step": 30, "keys": ["data/f0/1"]}`, nil); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("an exclusion beside an append: %s %s", resp.Status, body)
 	}
+}
+
+// An append on a cluster of 3 (world 3, locality on: each rank's share
+// of a step depends on the chunks' owners): every node serves the steps
+// before the record's as they were, byte for byte under their ETags;
+// from it on, any node serves a rank's batch with the same bytes; the
+// epoch holding it and the next serve every old and new sample once
+// over the ranks.
+func TestJobAppendOnACluster(t *testing.T) {
+	st, want := inPlaceStore(t, formattest.Lines{})
+	const nodes, world = 3, 3
+	cl := startCluster(t, &fixture{store: st.(*s3backend.Local)}, nodes, nil, func(c *gateway.Config) {
+		c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+	})
+	const shape = "dataset=test&seed=7&window=4&batch_size=4&world=3"
+	resp, body := get(t, cl[0].srv.URL+"/epoch/0/batch/0?"+shape)
+	v := resp.Header.Get("Brand-Index")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Brand-Members") == "" {
+		t.Fatalf("%s %s", resp.Status, body)
+	}
+	type read struct {
+		etag string
+		body []byte
+	}
+	batch := func(node, epoch, step, rank int, job string) read {
+		t.Helper()
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d&index=%s%s", cl[node].srv.URL, epoch, step, shape, rank, v, job))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Brand-Index") != v {
+			t.Fatalf("node %d epoch %d step %d rank %d: %s, index %s: %s", node, epoch, step, rank, resp.Status, resp.Header.Get("Brand-Index"), body)
+		}
+		return read{resp.Header.Get("ETag"), body}
+	}
+	// 120 samples, steps of 12: 10 steps an epoch before, 12 after.
+	var ref [10][world]read
+	for m := range 10 {
+		for r := range world {
+			ref[m][r] = batch(m%nodes, 0, m, r, "")
+		}
+	}
+	seen := map[string]int{}
+	for m := range 3 {
+		for r := range world {
+			for _, s := range readTar(t, batch(r, 0, m, r, "&job=run").body) {
+				seen[s.key]++
+			}
+		}
+	}
+	appendLines(t, st)
+	for _, n := range cl {
+		if _, err := n.g.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body = get(t, cl[0].srv.URL+"/datasets")
+	var dss struct {
+		Datasets []struct{ Index string } `json:"datasets"`
+	}
+	if err := json.Unmarshal(body, &dss); err != nil {
+		t.Fatal(err)
+	}
+	x := dss.Datasets[0].Index
+	var made api.StoredAppend
+	if resp, body := postJSON(t, cl[1].srv.URL+"/jobs/run/append?"+shape+"&index="+v, `{"from_step": 5, "index": "`+x+`"}`, &made); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("append: %s %s", resp.Status, body)
+	}
+	// The nodes that found no record ask the store again within Refresh.
+	time.Sleep(appends.Refresh)
+	for m := 3; m < 12; m++ {
+		for r := range world {
+			got := batch(r, 0, m, r, "&job=run")
+			if m < 5 && (got.etag != ref[m][r].etag || !bytes.Equal(got.body, ref[m][r].body)) {
+				t.Fatalf("step %d rank %d, before the append's step, changed", m, r)
+			}
+			for k := range nodes {
+				if other := batch(k, 0, m, r, "&job=run"); other.etag != got.etag || !bytes.Equal(other.body, got.body) {
+					t.Fatalf("step %d rank %d: node %d serves other bytes than node %d", m, r, k, r)
+				}
+			}
+			for _, s := range readTar(t, got.body) {
+				seen[s.key]++
+			}
+		}
+	}
+	exactlyOnce(t, seen, len(want)+20, "the append's epoch over the ranks")
+	seen = map[string]int{}
+	for m := range 12 {
+		for r := range world {
+			for _, s := range readTar(t, batch((r+m)%nodes, 1, m, r, "&job=run").body) {
+				seen[s.key]++
+			}
+		}
+	}
+	exactlyOnce(t, seen, len(want)+20, "the next epoch over the ranks")
 }

@@ -170,8 +170,17 @@ func (j *jobs) appended(ctx context.Context, job *api.Job, src *layout.Source) e
 	if ext, err = ext.Select(job.Columns); err != nil {
 		return err
 	}
+	parent := src.DS
+	if id != rec.IndexID {
+		if parent, err = j.catalog.Version(src.DS.Name, rec.IndexID); err == nil {
+			parent, err = parent.Select(job.Columns)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	j.orders.Appends().Add(rec.Layout())
-	src.DS, job.Append = ext, rec.Version
+	src.DS, src.Parent, job.Append = ext, parent, rec.Version
 	if id == rec.IndexID {
 		src.Index = id
 	}

@@ -264,6 +264,24 @@ func (m *mergedOrder) Window(w int) []int {
 	return ids
 }
 
+// beforeAppend is src and job as the parent version's where the job has
+// an append record and batch m of epoch (the whole epoch for m < 0) is
+// wholly before the record's first position: laid out over the parent,
+// that batch is the parent's in every respect — its samples, their
+// assignment to ranks (the parent's chunk owners on a cluster), its
+// stream and its ETag.
+func beforeAppend(o *Orders, src Source, job api.Job, epoch uint64, m int64) (Source, api.Job) {
+	if job.Append == "" || src.Parent == nil {
+		return src, job
+	}
+	a, ok := o.appends.Get(job.Append)
+	if !ok || epoch > a.Epoch || epoch == a.Epoch && (m < 0 || appended(o, src, job, epoch, uint64(m))) {
+		return src, job
+	}
+	src.DS, src.Parent, src.Index, job.Append = src.Parent, nil, "", ""
+	return src, job
+}
+
 // appended reports whether batch m of an epoch of job reads positions
 // its append record changes: a batch wholly before the record's first
 // position is the parent's, and keeps its ETag. One it cannot tell of

@@ -178,6 +178,24 @@ func TestAppendETag(t *testing.T) {
 			t.Errorf("epoch %d batch %d: ETag unchanged %t, want %t", c.epoch, c.m, same, c.same)
 		}
 	}
+	// With the parent at hand (as a gateway gives it), a batch before the
+	// record is laid out over it: its source and stream are the parent's.
+	both := Source{DS: ds, Parent: parent}
+	for _, c := range []struct {
+		epoch, m uint64
+		parent   bool
+	}{{0, 3, true}, {1, 1, true}, {1, 2, false}, {2, 0, false}} {
+		b, err := o.Layout(context.Background(), both, with, c.epoch, c.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.Source.DS == parent && b.Parts[0].Stream.Append == ""; got != c.parent || b.ETag != o.ETag(both, with, c.epoch, c.m) {
+			t.Errorf("epoch %d batch %d: laid out over the parent %t, want %t (ETag %s, ETag() %s)", c.epoch, c.m, got, c.parent, b.ETag, o.ETag(both, with, c.epoch, c.m))
+		}
+		if c.parent && b.ETag != o.ETag(Source{DS: parent}, plain, c.epoch, c.m) {
+			t.Errorf("epoch %d batch %d: not the parent's ETag", c.epoch, c.m)
+		}
+	}
 	for epoch, want := range []int{60, 80, 80} {
 		info, err := o.Info(Source{DS: ds}, with, uint64(epoch))
 		if err != nil {

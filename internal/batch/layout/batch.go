@@ -27,6 +27,10 @@ type Source struct {
 	// DS's: the version a job with an append record read before, which
 	// it still pins ("" for DS's own).
 	Index string
+	// Parent is, for a job with an append record (api.Job.Append), that
+	// version as the job reads it: what is laid out before the record's
+	// first position is the parent's, as it was (beforeAppend).
+	Parent *catalog.Dataset
 }
 
 // Assigns reports whether job's batches from s are assigned to ranks by
@@ -271,6 +275,7 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 // Extent returns the number of batches of an epoch of a job over a source
 // and the epoch's length in samples.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
+	src, job = beforeAppend(o, src, job, epoch, -1)
 	if src.Mix != nil {
 		n := src.Mix.Order.NumSamples()
 		if job.Offset > n {
@@ -286,6 +291,7 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).
 func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
+	src, job = beforeAppend(o, src, job, epoch, int64(m))
 	var e *EpochOrder
 	var batches, n int
 	var err error
@@ -367,6 +373,7 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
+	src, job = beforeAppend(o, src, job, epoch, int64(m))
 	id := src.DS.ID()
 	if job.Append != "" && !appended(o, src, job, epoch, m) {
 		// Its samples are those of the version the job read before.
@@ -466,6 +473,7 @@ func partialETag(full string, missing []int) string {
 // Info describes an epoch of a job over a source: its extent, and for a
 // mixture each component's share.
 func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
+	src, job = beforeAppend(o, src, job, epoch, -1)
 	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
 		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
 	if m := src.Mix; m != nil {
