@@ -195,6 +195,11 @@ func TestAppendETag(t *testing.T) {
 		if c.parent && b.ETag != o.ETag(Source{DS: parent}, plain, c.epoch, c.m) {
 			t.Errorf("epoch %d batch %d: not the parent's ETag", c.epoch, c.m)
 		}
+		// The epoch's extent is the job's, whatever the batch is laid
+		// out over: 6 batches of 10 before the record's epoch, 8 from it.
+		if n, samples, err := o.Extent(both, with, c.epoch); err != nil || b.Batches != n || b.EpochSamples != samples || n != map[bool]int{true: 6, false: 8}[c.epoch < 1] {
+			t.Errorf("epoch %d batch %d: %d batches of %d samples, Extent %d of %d (%v)", c.epoch, c.m, b.Batches, b.EpochSamples, n, samples, err)
+		}
 	}
 	for epoch, want := range []int{60, 80, 80} {
 		info, err := o.Info(Source{DS: ds}, with, uint64(epoch))

@@ -291,7 +291,11 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).
 func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
-	src, job = beforeAppend(o, src, job, epoch, int64(m))
+	// A batch before a job's append record is the parent's, laid out
+	// over it (beforeAppend); the epoch's extent is the job's.
+	psrc, pjob := beforeAppend(o, src, job, epoch, -1)
+	over, overJob := beforeAppend(o, src, job, epoch, int64(m))
+	src, job = psrc, pjob
 	var e *EpochOrder
 	var batches, n int
 	var err error
@@ -310,6 +314,12 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	if m >= uint64(batches) {
 		return nil, fmt.Errorf("%w: batch %d out of range: valid batch numbers are 0..%d (epoch %d of %s has %d batches for batch_size=%d world=%d drop_last=%t offset=%d)",
 			ErrOutOfRange, m, batches-1, epoch, src.Name(), batches, job.BatchSize, job.World, job.DropLast, job.Offset)
+	}
+	if over.DS != src.DS {
+		src, job = over, overJob
+		if _, _, e, err = o.Batches(src.DS, job, epoch); err != nil {
+			return nil, err
+		}
 	}
 	start, end, err := job.BatchRange(n, int(m))
 	if err != nil {
