@@ -86,6 +86,9 @@ type Job struct {
 	// (POST /jobs/NAME/exclude), which a server fills in: no parameter
 	// names it, and a client leaves it "".
 	Exclusion string
+	// Append is the version of the append record stored under Name
+	// (POST /jobs/NAME/append), which a server fills in as Exclusion.
+	Append string
 	// Transform names the server's pipeline the batch's images go
 	// through (transform=, a name /stats lists, such as imagenet-train):
 	// each JPEG or PNG member becomes a .npy member holding its decoded,

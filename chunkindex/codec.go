@@ -55,10 +55,15 @@ const (
 	// its in-place section ends with them. A build that reads no such
 	// checksums refuses the index rather than serve its bytes unchecked.
 	FlagChecksums = 2
+	// FlagLineage, only with FlagDeferred, marks an index that extends
+	// others (Extending): its in-place section records them after the
+	// creation time. A build that reads no lineage refuses the index
+	// rather than serve a job pinned to an ancestor another order.
+	FlagLineage = 4
 )
 
 // knownFlags are the flags this build reads.
-const knownFlags = FlagDeferred | FlagChecksums
+const knownFlags = FlagDeferred | FlagChecksums | FlagLineage
 
 // encoding is an index as the bytes Decode reads: their sizes and their
 // writing, apart from the Index's queries. An Index encodes itself
@@ -74,6 +79,9 @@ func (ix encoding) flags() uint32 {
 	if ix.spans != nil {
 		f |= FlagChecksums
 	}
+	if ix.lineage != nil {
+		f |= FlagLineage
+	}
 	return f
 }
 
@@ -85,6 +93,8 @@ func checkFlags(flags uint32) error {
 		return fmt.Errorf("%w: index needs features %#x, this build supports %#x", ErrVersion, flags, knownFlags)
 	case flags&FlagChecksums != 0 && flags&FlagDeferred == 0:
 		return fmt.Errorf("%w: flags %#x: checksums of chunks' ranges are for an index served in place (flag %#x)", ErrCorrupt, flags, FlagDeferred)
+	case flags&FlagLineage != 0 && flags&FlagDeferred == 0:
+		return fmt.Errorf("%w: flags %#x: a lineage is for an index served in place (flag %#x)", ErrCorrupt, flags, FlagDeferred)
 	}
 	return nil
 }
@@ -92,6 +102,11 @@ func checkFlags(flags uint32) error {
 // errPartialEncode: a partial index (Open) holds only some tables, and the
 // stored object it was read from is its encoding.
 var errPartialEncode = errors.New("chunkindex: a partial index cannot be encoded; its stored object is its encoding")
+
+// errPrefixEncode: an ancestor's index made from a descendant's
+// (AncestorIndex) is named by the ancestor's ID, which its bytes would not
+// hash to.
+var errPrefixEncode = errors.New("chunkindex: an ancestor's index made from its descendant's cannot be encoded; the ancestor's stored object is its encoding")
 
 // chunkTableLen returns the encoded size of the chunk table.
 func (ix encoding) chunkTableLen() int64 {
@@ -113,7 +128,7 @@ func (ix encoding) inPlaceLen() int64 {
 	if !ix.deferred {
 		return 0
 	}
-	n := 2 + int64(len(ix.source.Format)) + 32 + 8
+	n := 2 + int64(len(ix.source.Format)) + 32 + 8 + ix.lineageLen()
 	for _, ss := range ix.spans {
 		n += 4 + spanRecordLen*int64(len(ss))
 	}
@@ -133,6 +148,7 @@ func (ix encoding) appendInPlace(b []byte) []byte {
 	b = append(b, ix.source.Format...)
 	b = append(b, ix.source.Meta[:]...)
 	b = le.AppendUint64(b, uint64(ix.source.Created))
+	b = ix.appendLineage(b)
 	for _, ss := range ix.spans {
 		b = le.AppendUint32(b, uint32(len(ss)))
 		for _, s := range ss {
@@ -145,26 +161,39 @@ func (ix encoding) appendInPlace(b []byte) []byte {
 }
 
 // parseInPlace reads the in-place section, which must be all of p: with
-// checksums, chunks chunks' spans follow its fixed fields.
-func parseInPlace(p []byte, checksums bool, chunks int) (InPlace, [][]Span, error) {
+// a lineage, it follows the fixed fields; with checksums, chunks chunks'
+// spans end the section.
+func parseInPlace(p []byte, checksums, lineage bool, chunks int) (InPlace, [][]Span, []Ancestor, error) {
 	if len(p) < 2 {
-		return InPlace{}, nil, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
+		return InPlace{}, nil, nil, fmt.Errorf("%w: the in-place section needs 2 bytes, %d remain", ErrTruncated, len(p))
 	}
 	n := int(le.Uint16(p))
 	if n == 0 || n > maxFormatName {
-		return InPlace{}, nil, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
+		return InPlace{}, nil, nil, fmt.Errorf("%w: a format name of %d bytes (1 to %d)", ErrCorrupt, n, maxFormatName)
 	}
 	fixed := 2 + n + 32 + 8
-	if len(p) < fixed || !checksums && len(p) != fixed {
-		return InPlace{}, nil, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, fixed)
+	if len(p) < fixed || !checksums && !lineage && len(p) != fixed {
+		return InPlace{}, nil, nil, fmt.Errorf("%w: the in-place section has %d bytes, a %d-byte name needs %d", ErrCorrupt, len(p), n, fixed)
 	}
 	src := InPlace{Format: string(p[2 : 2+n]), Created: int64(le.Uint64(p[2+n+32:]))}
 	copy(src.Meta[:], p[2+n:])
-	if !checksums {
-		return src, nil, nil
+	p = p[fixed:]
+	var anc []Ancestor
+	if lineage {
+		a, k, err := parseLineage(p, chunks)
+		if err != nil {
+			return InPlace{}, nil, nil, err
+		}
+		anc, p = a, p[k:]
 	}
-	spans, err := parseSpans(p[fixed:], chunks)
-	return src, spans, err
+	if !checksums {
+		if len(p) != 0 {
+			return InPlace{}, nil, nil, fmt.Errorf("%w: %d bytes after the in-place section", ErrCorrupt, len(p))
+		}
+		return src, nil, anc, nil
+	}
+	spans, err := parseSpans(p, chunks)
+	return src, spans, anc, err
 }
 
 // parseSpans reads chunks chunks' spans, which must be all of p, and
@@ -258,6 +287,9 @@ func (ix encoding) encode(emit func([]byte)) {
 func (ix *Index) MarshalBinary() ([]byte, error) {
 	if ix.part != nil {
 		return nil, errPartialEncode
+	}
+	if ix.prefix {
+		return nil, errPrefixEncode
 	}
 	out := make([]byte, 0, encoding{ix}.encodedLen())
 	encoding{ix}.encode(func(p []byte) { out = append(out, p...) })
@@ -386,11 +418,11 @@ func Decode(b []byte) (*Index, error) {
 	keyStart := headerSize + tableLen + sampleRecordLen*numSamples
 	ix.keys = string(b[keyStart : keyStart+keyLen])
 	if ix.deferred {
-		src, spans, err := parseInPlace(b[keyStart+keyLen:keyStart+keyLen+inPlace], flags&FlagChecksums != 0, len(ix.chunks))
+		src, spans, anc, err := parseInPlace(b[keyStart+keyLen:keyStart+keyLen+inPlace], flags&FlagChecksums != 0, flags&FlagLineage != 0, len(ix.chunks))
 		if err != nil {
 			return nil, err
 		}
-		ix.source, ix.spans = src, spans
+		ix.source, ix.spans, ix.lineage = src, spans, anc
 	}
 
 	if err := ix.validate(ErrCorrupt); err != nil {

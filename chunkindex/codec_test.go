@@ -172,7 +172,7 @@ func rejectCases() []rejectCase {
 		{"short wrong magic", func(b []byte) []byte { return []byte("BRX") }, ErrCorrupt, "bad magic"},
 		{"future version", set32(8, 2), ErrVersion, "index format version 2, this build reads version 1"},
 		{"version 0", set32(8, 0), ErrCorrupt, "format version 0"},
-		{"feature flags", set32(12, 4), ErrVersion, "needs features 0x4"},
+		{"feature flags", set32(12, 8), ErrVersion, "needs features 0x8"},
 		{"checksum", func(b []byte) []byte { b[keyBlob] ^= 0x20; return b }, ErrCorrupt, "checksum mismatch"},
 		{"trailing bytes", func(b []byte) []byte { return append(b, 0) }, ErrCorrupt, "1 bytes after the trailer"},
 		{"huge sample count", set32(20, math.MaxUint32), ErrTruncated, "sample table needs 85899345900 bytes, 73 remain"},

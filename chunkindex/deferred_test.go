@@ -107,7 +107,7 @@ func TestDeferredRejects(t *testing.T) {
 			t.Errorf("%s: decode %v, open %v", name, err, oerr)
 		}
 	}
-	c := flip(12, FlagDeferred|4) // 2 is FlagChecksums
+	c := flip(12, FlagDeferred|8) // 2 is FlagChecksums, 4 FlagLineage
 	if _, err := Decode(c); !errors.Is(err, ErrVersion) {
 		t.Errorf("unknown flag: %v", err)
 	}
@@ -253,7 +253,7 @@ func TestChecksummedRejects(t *testing.T) {
 		}
 	}
 	c := resum(bytes.Clone(b))
-	le.PutUint32(c[12:], FlagDeferred|FlagChecksums|4)
+	le.PutUint32(c[12:], FlagDeferred|FlagChecksums|8)
 	if _, err := Decode(resum(c)); !errors.Is(err, ErrVersion) {
 		t.Errorf("an unknown flag beside checksums: %v", err)
 	}

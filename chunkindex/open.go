@@ -145,14 +145,14 @@ func Open(ctx context.Context, r RangeReader, size int64, opts OpenOptions) (*In
 	if ix.deferred {
 		// Without checksums the section is a few bytes; with them its
 		// length is the object's (bounded by its size, as every section).
-		if !hdr.checksums && hdr.inPlace > 2+maxFormatName+32+8 {
+		if !hdr.checksums && hdr.inPlace > 2+maxFormatName+32+8+4+lineageRecordLen*MaxAncestors {
 			return nil, fmt.Errorf("%w: an in-place section of %d bytes", ErrCorrupt, hdr.inPlace)
 		}
 		sec, err := st.next(int(hdr.inPlace))
 		if err != nil {
 			return nil, err
 		}
-		if ix.source, ix.spans, err = parseInPlace(sec, hdr.checksums, len(ix.chunks)); err != nil {
+		if ix.source, ix.spans, ix.lineage, err = parseInPlace(sec, hdr.checksums, hdr.lineage, len(ix.chunks)); err != nil {
 			return nil, err
 		}
 	}
@@ -244,6 +244,7 @@ type header struct {
 	chunks, samples, tableLen, keyLen int64
 	inPlace                           int64 // the in-place section's length
 	checksums                         bool  // FlagChecksums
+	lineage                           bool  // FlagLineage
 }
 
 // openHeader reads and checks the header and the chunk table (Decode's
@@ -282,6 +283,7 @@ func openHeader(st *stream, size int64) (*Index, header, error) {
 		tableLen:  int64(le.Uint32(b[24:])),
 		keyLen:    int64(le.Uint32(b[28:])),
 		checksums: flags&FlagChecksums != 0,
+		lineage:   flags&FlagLineage != 0,
 	}
 	rest := size - headerSize
 	for _, sec := range []struct {

@@ -64,18 +64,18 @@ const (
 	maxChecksumReads = 16
 )
 
-// checksums reads every span of every chunk of lay (dec is its decoder)
-// from st, pinned to its object's version, parallel chunks at once, and
-// returns each chunk's spans with their CRC32Cs: one full read of what
-// the dataset's chunks are read from.
-func checksums(ctx context.Context, st format.Store, lay *format.Layout, dec format.Decoder, parallel int) ([][]chunkindex.Span, error) {
-	out := make([][]chunkindex.Span, len(lay.Chunks))
+// checksums reads every span of every chunk of chunks — dec's chunks
+// from first on — from st, pinned to its object's version, parallel
+// chunks at once, and returns each chunk's spans with their CRC32Cs: one
+// full read of what the dataset's chunks are read from.
+func checksums(ctx context.Context, st format.Store, chunks []format.Chunk, first int, dec format.Decoder, parallel int) ([][]chunkindex.Span, error) {
+	out := make([][]chunkindex.Span, len(chunks))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for c, ch := range lay.Chunks {
+	for c, ch := range chunks {
 		g.Go(func() error {
 			var buf []byte
-			for _, s := range spansOf(dec, c) {
+			for _, s := range spansOf(dec, first+c) {
 				crc := uint32(0)
 				for at := s.Off; at < s.End(); {
 					n := min(s.End()-at, checksumPiece)

@@ -105,12 +105,7 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	}
 	var spans [][]chunkindex.Span
 	if opts.Checksums {
-		// A read of checksumPiece at a time per chunk read at once.
-		parallel := maxChecksumReads
-		if p := opts.Options.Parallel; p > 0 {
-			parallel = min(p, maxChecksumReads)
-		}
-		if spans, err = checksums(ctx, src, lay, dec, parallel); err != nil {
+		if spans, err = checksums(ctx, src, lay.Chunks, 0, dec, checksumReads(opts.Options)); err != nil {
 			return nil, err
 		}
 	}
@@ -134,6 +129,15 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	}
 	res.Tokens, _ = dec.(format.Tokens)
 	return res, nil
+}
+
+// checksumReads is how many chunks are read at once for their
+// checksums: a read of checksumPiece at a time each.
+func checksumReads(opt format.Options) int {
+	if p := opt.Parallel; p > 0 {
+		return min(p, maxChecksumReads)
+	}
+	return maxChecksumReads
 }
 
 // identityLister is a store that lists its objects under ETags naming
@@ -249,17 +253,7 @@ func BuildInPlace(f format.Format, lay *format.Layout, created time.Time) (*chun
 // buildInPlace is BuildInPlace with the decoder opened, and the chunks'
 // checksums if not nil.
 func buildInPlace(f format.Format, lay *format.Layout, dec format.Decoder, created time.Time, spans [][]chunkindex.Span) (*chunkindex.Index, error) {
-	chunks := make([]chunkindex.Chunk, len(lay.Chunks))
-	nth := map[string]int{}
-	for c, ch := range lay.Chunks {
-		_, bound := dec.Extent(c, nil)
-		name := ch.Name
-		if name == "" {
-			name = strconv.Itoa(nth[ch.Object])
-		}
-		chunks[c] = chunkindex.Chunk{Key: ch.Object + "#" + name, Size: bound, ETag: ch.ETag, Samples: ch.Samples}
-		nth[ch.Object]++
-	}
+	chunks := inPlaceChunks(lay.Chunks, 0, dec)
 	src := chunkindex.InPlace{Format: f.Name(), Meta: sha256.Sum256(lay.Meta), Created: created.Unix()}
 	var ix *chunkindex.Index
 	var err error
@@ -272,4 +266,22 @@ func buildInPlace(f format.Format, lay *format.Layout, dec format.Decoder, creat
 		return nil, fmt.Errorf("dataset: building the index: %w", err)
 	}
 	return ix, nil
+}
+
+// inPlaceChunks are the index's records of chunks, dec's from first on:
+// each named by its object and its name or else its place among that
+// object's chunks, sized by its resident bound with every field.
+func inPlaceChunks(chunks []format.Chunk, first int, dec format.Decoder) []chunkindex.Chunk {
+	out := make([]chunkindex.Chunk, len(chunks))
+	nth := map[string]int{}
+	for c, ch := range chunks {
+		_, bound := dec.Extent(first+c, nil)
+		name := ch.Name
+		if name == "" {
+			name = strconv.Itoa(nth[ch.Object])
+		}
+		out[c] = chunkindex.Chunk{Key: ch.Object + "#" + name, Size: bound, ETag: ch.ETag, Samples: ch.Samples}
+		nth[ch.Object]++
+	}
+	return out
 }

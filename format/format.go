@@ -53,6 +53,22 @@ type Format interface {
 	Open(meta []byte) (Decoder, error)
 }
 
+// Appender is implemented by a format whose description of a dataset
+// can be extended by new objects without reading the indexed ones again
+// (`brand index --append`, dataset.AppendInPlace).
+type Appender interface {
+	// Append reads the metadata of objs — objects of the source that
+	// the dataset meta describes does not hold, sorted by key — and
+	// returns the layout of theirs alone: their chunks and keys, each
+	// chunk cut from its own object as Index would cut it, and as Meta
+	// the description of the dataset's chunks followed by theirs. Objects
+	// the format would not index are skipped; none left is a layout of no
+	// chunks with meta unchanged. An object whose schema is not the
+	// dataset's, or a dataset whose description cannot be extended, is
+	// ErrInvalid or ErrUnsupported naming it.
+	Append(ctx context.Context, st Store, meta []byte, objs []Object, opt Options) (*Layout, error)
+}
+
 // Supersedes is implemented by a format whose datasets are built of
 // another format's objects — a LeRobot dataset's tables are Parquet
 // files beside its videos — so that a listing both recognise is the

@@ -163,7 +163,11 @@ func setSourceHeaders(h http.Header, src layout.Source) {
 		}
 		return
 	}
-	h.Set(api.HeaderIndex, src.DS.ID())
+	id := src.DS.ID()
+	if src.Index != "" {
+		id = src.Index
+	}
+	h.Set(api.HeaderIndex, id)
 }
 
 // setBatchHeaders sets a batch's headers: its identity, and with missing

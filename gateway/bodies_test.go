@@ -111,6 +111,8 @@ func TestSlowBodies(t *testing.T) {
 		{"POST", "/jobs/{job}/schedule", "/jobs/j/schedule", "token", short, 0},
 		{"GET", "/jobs/{job}/exclude", "/jobs/j/exclude", "token", short, 0},
 		{"POST", "/jobs/{job}/exclude", "/jobs/j/exclude", "token", large, 0},
+		{"GET", "/jobs/{job}/append", "/jobs/j/append", "token", short, 0},
+		{"POST", "/jobs/{job}/append", "/jobs/j/append", "token", short, 0},
 		{"GET", "/metrics", "/metrics", "token", short, 0},
 		{"GET", "/stats", "/stats", "token", short, 0},
 		{"GET", "/plan", "/plan", "token", short, 0},

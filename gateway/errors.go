@@ -84,6 +84,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	if next := servedStep(err); next != nil {
 		body.FirstEditableStep = next
 	}
+	if next := appendStep(err); next != nil {
+		body.FirstEditableStep = next
+	}
 	writeJSON(w, status, body)
 }
 

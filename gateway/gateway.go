@@ -32,6 +32,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -586,13 +587,14 @@ func New(cfg Config) (*Gateway, error) {
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
-		sched: scheduleBook{node: c.Advertise}, excl: exclusions.New()}
+		sched: scheduleBook{node: c.Advertise}, excl: exclusions.New(), apps: appends.New()}
 	if peers != nil {
 		// An edit of a stored schedule asks every other member which
 		// steps it has served; they answer from their books.
 		g.jobs.sched.others = othersOf(ask)
 		g.peers.steps = g.jobs.latestStep
 		g.peers.excluded = g.jobs.peerExclusion
+		g.peers.appended = g.jobs.peerAppend
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}

@@ -71,6 +71,13 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
+	if rec, err := ea.jobs.apps.Of(ctx, ds.Store, ds.Name, job.Name); err != nil || rec != nil {
+		if err == nil {
+			err = fmt.Errorf("%w: job %s has an append record; a job takes an exclusion or an append, not both", layout.ErrCannotExclude, job.Name)
+		}
+		writeError(ctx, w, err)
+		return
+	}
 	var e api.ExclusionEdit
 	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
 		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"from_step\": 1200, \"keys\": [\"a/0001\", …]}: %w", query.ErrBadRequest, err))

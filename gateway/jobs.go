@@ -13,6 +13,7 @@ import (
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/query"
@@ -61,6 +62,8 @@ type jobs struct {
 	sched scheduleBook
 	// excl is the book of named jobs' exclusion lists.
 	excl *exclusions.Book
+	// apps is the book of named jobs' append records.
+	apps *appends.Book
 }
 
 // epoch parses the query and the {epoch} of a request about an epoch of
@@ -94,6 +97,9 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src layout.Source, epoch u
 	src, err = j.source(r.Context(), q.Job)
 	if err == nil {
 		err = j.exclusion(r.Context(), &q.Job, src)
+	}
+	if err == nil {
+		err = j.appended(r.Context(), &q.Job, &src)
 	}
 	return q, src, epoch, err
 }
@@ -134,6 +140,7 @@ func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
 	// From reading the job's exclusion list to recording what it served:
 	// no list is made meanwhile that would change this batch.
 	defer j.excl.Hold()()
+	defer j.apps.Hold()()
 	q, src, epoch, err := j.epoch(r)
 	if err != nil {
 		return nil, q, err
@@ -145,6 +152,7 @@ func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
 	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
 	if err == nil && q.Job.Name != "" && src.DS != nil {
 		j.excl.Served(src.DS.Name, q.Job.Name, epoch, b.End)
+		j.apps.Served(src.DS.Name, q.Job.Name, epoch, b.End)
 	}
 	return b, q, err
 }

@@ -51,6 +51,21 @@ func TestJSONBodiesEndThere(t *testing.T) {
 	if err := json.Unmarshal(b, &v1); err != nil {
 		t.Fatal(err)
 	}
+	// An append's body is read before its index is looked at: the web
+	// dataset's own index, which extends none, is refused (422) once read.
+	_, dsb := get(t, base+"/datasets")
+	var dss struct {
+		Datasets []struct{ Name, Index string } `json:"datasets"`
+	}
+	if err := json.Unmarshal(dsb, &dss); err != nil {
+		t.Fatal(err)
+	}
+	var web string
+	for _, d := range dss.Datasets {
+		if d.Name == "web" {
+			web = d.Index
+		}
+	}
 	routes := []jsonRoute{
 		{"PUT", "/jobs/{job}/schedule", "/jobs/first/schedule", first, http.StatusCreated,
 			"/jobs/first/schedule", http.StatusNotFound, "no stored schedule"},
@@ -62,6 +77,8 @@ func TestJSONBodiesEndThere(t *testing.T) {
 		{"POST", "/plan", "/plan", `{"dataset": "web", "jobs": [{"epochs": 2}]}`, http.StatusOK, "", 0, ""},
 		{"POST", "/jobs/{job}/exclude", "/jobs/ex/exclude?dataset=web", `{"from_step": 3, "keys": ["web-class0/sample00000"]}`, http.StatusCreated,
 			"/jobs/ex/exclude?dataset=web", http.StatusNotFound, "no exclusion list"},
+		{"POST", "/jobs/{job}/append", "/jobs/ap/append?dataset=web", `{"from_step": 3, "index": "` + web + `"}`, http.StatusUnprocessableEntity,
+			"/jobs/ap/append?dataset=web", http.StatusNotFound, "no append record"},
 	}
 	// Routes whose bodies are not JSON: a peer's IDs, 4 bytes each.
 	notJSON := []string{transport.SamplesPath, transport.NeededPath}

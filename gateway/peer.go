@@ -42,6 +42,9 @@ type peerAPI struct {
 	// excluded reports whether this node has job's exclusion list of
 	// that version over ds, registered for its layout (jobs.peerExclusion).
 	excluded func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
+	// appended reports whether this node has job's append record of that
+	// version over ds, registered for its layout (jobs.peerAppend).
+	appended func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
@@ -160,6 +163,9 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 			// lay out yet (it has not read the list): the samples are
 			// read, and the stream is not followed.
 			req.Origin = nil
+		}
+		if s := req.Origin; s != nil && s.Stream.Append != "" && (a.appended == nil || !a.appended(ctx, req.DS, s.Stream.Name, s.Stream.Append)) {
+			req.Origin = nil // as for an exclusion list not read yet
 		}
 	}
 	if err != nil {

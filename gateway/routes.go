@@ -53,11 +53,13 @@ func (g *Gateway) routes() http.Handler {
 			r.Get("/importance/{job}/epochs/{epoch}", g.importance.handleSealed)
 			r.Get("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleGet)
 			r.Get("/jobs/{job}/exclude", excludeAPI{g.jobs}.handleGet)
+			r.Get("/jobs/{job}/append", appendAPI{g.jobs}.handleGet)
 		})
 		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleEdit)
 		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs}.handleScheduleEdit)
 		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
 		r.With(b.upTo(fixed(maxExcludeBodyBytes), b.large)).Post("/jobs/{job}/exclude", excludeAPI{g.jobs}.handlePost)
+		r.With(b.upTo(fixed(maxAppendBodyBytes), b.timeout)).Post("/jobs/{job}/append", appendAPI{g.jobs}.handlePost)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/dataset"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cli"
@@ -34,7 +35,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
-		checksums                       bool
+		checksums, appendNew            bool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "store holding the dataset: s3://bucket/prefix, file:///dir or a directory; the index is written there unless --dst is given")
@@ -50,6 +51,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.BoolVar(&checksums, "checksums", false, "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in, which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file, as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Without it a local file is pinned by its size and modification time, an S3 object by its ETag")
+	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
 		return err
@@ -68,6 +70,12 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if err := tok.check(); err != nil {
 		return usageError(env, "index", "%v", err)
+	}
+	if appendNew {
+		if tok.set() || checksums || members != "" || fmtName != "" || name != "" {
+			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size and --parallel")
+		}
+		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
 		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok, int64(chunk), parallel, checksums, sf)
@@ -192,6 +200,38 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		fmt.Fprintf(env.Stdout, "token dataset: %s documents, %s tokens of %s in field %q, vocabulary %s\n",
 			humanize.Comma(docs), humanize.Comma(tokens), t.TokenType(), t.TokenField(), vocab)
 	}
+	return nil
+}
+
+// appendInPlace is `brand index --append`: the files not indexed yet
+// added to a dataset served in place as a version extending its index.
+// Nothing new is said, not failed: a writer's commit may run it after
+// every batch of files, new or not.
+func appendInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix string, chunk int64, parallel int, sf cli.S3Flags) error {
+	out, where := st, src
+	if dst != "" {
+		var err error
+		if out, err = s3backend.Open(ctx, dst, sf.Config()); err != nil {
+			return err
+		}
+		where = dst
+	}
+	start := time.Now()
+	res, err := dataset.AppendInPlace(ctx, st, out, dataset.AppendOptions{Formats: formats(), Prefix: prefix,
+		Options: format.Options{ChunkBytes: chunk, Parallel: 4 * parallel}, Tool: "brand " + version})
+	if errors.Is(err, dataset.ErrNothingNew) {
+		fmt.Fprintf(env.Stdout, "nothing new: %v; no index stored\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ix := res.Index
+	parent := chunkindex.Lineage(ix)[0]
+	first, _ := ix.ChunkRange(parent.Chunks)
+	fmt.Fprintf(env.Stdout, "appended %s samples in %d chunks to %s in %s: index %s extends %s (%s samples in %d chunks in all) at %s\n",
+		humanize.Comma(int64(ix.NumSamples()-first)), ix.NumChunks()-parent.Chunks, src, time.Since(start).Round(time.Millisecond),
+		ix.ID(), parent.ID, humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), where)
 	return nil
 }
 

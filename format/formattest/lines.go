@@ -193,3 +193,27 @@ func Write(objects map[string][]string) map[string][]byte {
 	}
 	return out
 }
+
+// Append implements format.Appender: the new objects indexed as Index
+// would, their chunks after the dataset's in the description.
+func (l Lines) Append(ctx context.Context, st format.Store, meta []byte, objs []format.Object, opt format.Options) (*format.Layout, error) {
+	var old []chunk
+	if err := json.Unmarshal(meta, &old); err != nil {
+		return nil, fmt.Errorf("%w: lines meta: %v", format.ErrInvalid, err)
+	}
+	if !l.Detect(objs) {
+		return &format.Layout{Meta: meta}, nil
+	}
+	lay, err := l.Index(ctx, st, objs, opt)
+	if err != nil {
+		return nil, err
+	}
+	var added []chunk
+	if err := json.Unmarshal(lay.Meta, &added); err != nil {
+		return nil, err
+	}
+	if lay.Meta, err = json.Marshal(append(old, added...)); err != nil {
+		return nil, err
+	}
+	return lay, nil
+}

@@ -58,19 +58,33 @@ type indexed struct {
 // and describes the dataset: a chunk per row group with rows, a sample
 // per row.
 func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, opt format.Options) (*format.Layout, error) {
-	lim := opt.Limits.WithDefaults()
-	par := opt.Parallel
-	if par <= 0 {
-		par = 16
+	files := parquetFiles(objs)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: no .parquet objects", format.ErrInvalid)
 	}
+	_, lay, err := index(ctx, st, files, opt, nil)
+	return lay, err
+}
+
+// parquetFiles are the .parquet objects of a listing.
+func parquetFiles(objs []format.Object) []format.Object {
 	var files []format.Object
 	for _, o := range objs {
 		if strings.HasSuffix(o.Key, ".parquet") {
 			files = append(files, o)
 		}
 	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: no .parquet objects", format.ErrInvalid)
+	return files
+}
+
+// index describes files (at least one), their chunks and keys. With like
+// set (an append), the files' schema must be like's and their fields
+// take like's member extensions.
+func index(ctx context.Context, st format.Store, files []format.Object, opt format.Options, like *dataset) (*decoder, *format.Layout, error) {
+	lim := opt.Limits.WithDefaults()
+	par := opt.Parallel
+	if par <= 0 {
+		par = 16
 	}
 	out := make([]*indexed, len(files))
 	// The first file alone, with the optimistic read; the others in
@@ -78,7 +92,7 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	// the same whatever order the reads end in.
 	first, err := indexFile(ctx, st, files[0], lim, tailRead)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out[0] = first
 	tail := tailFor(first.last)
@@ -96,25 +110,36 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// One schema for the dataset.
 	ref := out[0]
+	if like != nil {
+		for _, x := range out {
+			if d := schemaDiff(like.elems, x.f.schema); d != "" {
+				return nil, nil, fmt.Errorf("%w: %s does not have the dataset's schema: %s", format.ErrInvalid, x.obj.Key, d)
+			}
+		}
+	}
 	for _, x := range out[1:] {
 		if d := schemaDiff(ref.f.schema, x.f.schema); d != "" {
-			return nil, fmt.Errorf("%w: %s and %s have different schemas: %s", format.ErrInvalid, ref.obj.Key, x.obj.Key, d)
+			return nil, nil, fmt.Errorf("%w: %s and %s have different schemas: %s", format.ErrInvalid, ref.obj.Key, x.obj.Key, d)
 		}
 	}
 	ds := &dataset{elems: ref.f.schema}
-	fields := make([]*field, len(ref.schema.root.children))
-	for i, c := range ref.schema.root.children {
-		fields[i] = classify(c)
-	}
-	if err := assignExts(fields, opt.Members); err != nil {
-		return nil, fmt.Errorf("%w: %v", format.ErrInvalid, err)
-	}
-	for _, f := range fields {
-		ds.exts = append(ds.exts, fieldExt{ext: f.ext, forced: f.forced})
+	if like != nil {
+		ds.exts = like.exts
+	} else {
+		fields := make([]*field, len(ref.schema.root.children))
+		for i, c := range ref.schema.root.children {
+			fields[i] = classify(c)
+		}
+		if err := assignExts(fields, opt.Members); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", format.ErrInvalid, err)
+		}
+		for _, f := range fields {
+			ds.exts = append(ds.exts, fieldExt{ext: f.ext, forced: f.forced})
+		}
 	}
 	lay := &format.Layout{}
 	for fi, x := range out {
@@ -130,10 +155,10 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 	}
 	d, err := newDecoder(ds)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", format.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %v", format.ErrInvalid, err)
 	}
 	if err := d.checkBounds(lim); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opt.Tokens != "" || opt.Text != "" {
 		// A token dataset: the one time indexing reads data.
@@ -142,10 +167,10 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 			objs[i] = x.obj
 		}
 		if d, err = indexTokens(ctx, st, ds, d, objs, opt, lim, par); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := d.checkBounds(lim); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	target := opt.ChunkBytes
@@ -153,7 +178,7 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		target = DefaultChunkBytes
 	}
 	if err := d.ds.setSpans(d.cut(target, lim)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lay.Chunks = d.layoutChunks(out)
 	var key []byte
@@ -165,7 +190,7 @@ func (Format) Index(ctx context.Context, st format.Store, objs []format.Object, 
 		}
 	}
 	lay.Meta = encodeMeta(ds)
-	return lay, nil
+	return d, lay, nil
 }
 
 func (Format) Open(meta []byte) (format.Decoder, error) {

@@ -23,6 +23,14 @@ type Source struct {
 	DS      *catalog.Dataset
 	Mix     *Mixed
 	Members *cluster.Membership
+	// Index is the index version a job's answers name when it is not
+	// DS's: the version a job with an append record read before, which
+	// it still pins ("" for DS's own).
+	Index string
+	// Parent is, for a job with an append record (api.Job.Append), that
+	// version as the job reads it: what is laid out before the record's
+	// first position is the parent's, as it was (beforeAppend).
+	Parent *catalog.Dataset
 }
 
 // Assigns reports whether job's batches from s are assigned to ranks by
@@ -267,6 +275,7 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 // Extent returns the number of batches of an epoch of a job over a source
 // and the epoch's length in samples.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
+	src, job = beforeAppend(o, src, job, epoch, -1)
 	if src.Mix != nil {
 		n := src.Mix.Order.NumSamples()
 		if job.Offset > n {
@@ -282,6 +291,11 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).
 func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
+	// A batch before a job's append record is the parent's, laid out
+	// over it (beforeAppend); the epoch's extent is the job's.
+	psrc, pjob := beforeAppend(o, src, job, epoch, -1)
+	over, overJob := beforeAppend(o, src, job, epoch, int64(m))
+	src, job = psrc, pjob
 	var e *EpochOrder
 	var batches, n int
 	var err error
@@ -300,6 +314,12 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	if m >= uint64(batches) {
 		return nil, fmt.Errorf("%w: batch %d out of range: valid batch numbers are 0..%d (epoch %d of %s has %d batches for batch_size=%d world=%d drop_last=%t offset=%d)",
 			ErrOutOfRange, m, batches-1, epoch, src.Name(), batches, job.BatchSize, job.World, job.DropLast, job.Offset)
+	}
+	if over.DS != src.DS {
+		src, job = over, overJob
+		if _, _, e, err = o.Batches(src.DS, job, epoch); err != nil {
+			return nil, err
+		}
 	}
 	start, end, err := job.BatchRange(n, int(m))
 	if err != nil {
@@ -363,7 +383,13 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
-	return BatchETag(src.DS, job, epoch, m, src.assignedUnder(job))
+	src, job = beforeAppend(o, src, job, epoch, int64(m))
+	id := src.DS.ID()
+	if job.Append != "" && !appended(o, src, job, epoch, m) {
+		// Its samples are those of the version the job read before.
+		id, job.Append = o.appends.IndexOf(src.DS, job), ""
+	}
+	return batchETag(id, src.DS, job, epoch, m, src.assignedUnder(job))
 }
 
 // BatchETag names a batch's bytes: the index's identity and every parameter
@@ -376,8 +402,13 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
 func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
+	return batchETag(ds.ID(), ds, job, epoch, m, members)
+}
+
+// batchETag is BatchETag naming the index version id.
+func batchETag(id string, ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
-		ds.ID(), ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
+		id, ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
 		s = fmt.Appendf(s, "|offset=%d", job.Offset)
 	}
@@ -396,6 +427,9 @@ func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string
 	s = appendClips(s, job)
 	if job.Exclusion != "" {
 		s = fmt.Appendf(s, "|exclude=%s", job.Exclusion)
+	}
+	if job.Append != "" {
+		s = fmt.Appendf(s, "|append=%s", job.Append)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
@@ -449,6 +483,7 @@ func partialETag(full string, missing []int) string {
 // Info describes an epoch of a job over a source: its extent, and for a
 // mixture each component's share.
 func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
+	src, job = beforeAppend(o, src, job, epoch, -1)
 	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
 		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
 	if m := src.Mix; m != nil {
@@ -476,7 +511,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 			return info, err
 		}
 		info.Samples, info.Batches = n, batches
-		info.IndexID, info.Chunks, info.Windows = src.DS.ID(), src.DS.Index.NumChunks(), e.NumWindows()
+		info.IndexID, info.Chunks, info.Windows = o.appends.IndexOf(src.DS, job), src.DS.Index.NumChunks(), e.NumWindows()
 		if job.Tokens() {
 			p, err := o.tokenEpoch(src.DS, job, epoch)
 			if err != nil {

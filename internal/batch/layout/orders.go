@@ -90,6 +90,7 @@ type Orders struct {
 	bal           balancer                              // balance=: global batches' assignments to ranks
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
 	exclusions    exclusionSet                          // jobs' exclusion lists, by version
+	appends       Appends                               // jobs' append records, by version
 	snapshots     Snapshots
 }
 
@@ -134,6 +135,14 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 		memo = o.sampledEpochs
 	}
 	if e, ok := memo.Get(k); ok {
+		return e, nil
+	}
+	if s.Append != "" {
+		e, err := appendedEpoch(o, s, epoch)
+		if err != nil {
+			return nil, err
+		}
+		memo.Add(k, e)
 		return e, nil
 	}
 	if s.Exclude != "" {

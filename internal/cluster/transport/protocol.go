@@ -112,6 +112,9 @@ func (r Request) values() neturl.Values {
 		if o.Stream.Exclude != "" {
 			v.Set(query.ParamExclusion, o.Stream.Exclude)
 		}
+		if o.Stream.Append != "" {
+			v.Set(query.ParamAppend, o.Stream.Append)
+		}
 		if o.Weight != 0 {
 			v.Set(api.ParamWeight, strconv.FormatFloat(o.Weight, 'g', -1, 64))
 		}
@@ -174,7 +177,7 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
 			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
 		}
-	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Exclusion != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Exclusion != "" || q.Job.Append != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
 		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))

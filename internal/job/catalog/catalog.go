@@ -105,7 +105,8 @@ func (c *Catalog) Get(name string) (*Dataset, error) {
 }
 
 // Version returns the held version of a dataset whose index ID is id: the
-// current one or the one the last reload replaced. Any other is
+// current one or the one the last reload replaced, or a version one of
+// them extends (files appended since: Dataset.Ancestor). Any other is
 // ErrVersion.
 func (c *Catalog) Version(name, id string) (*Dataset, error) {
 	v, err := c.lookup(name)
@@ -115,6 +116,11 @@ func (c *Catalog) Version(name, id string) (*Dataset, error) {
 	for _, d := range v.all() {
 		if d.ID() == id {
 			return d, nil
+		}
+	}
+	for _, d := range v.all() {
+		if a, ok := d.Ancestor(id); ok {
+			return a, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: dataset %s: index %s asked for; this node holds %s", ErrVersion, name, id, idList(v.all()))

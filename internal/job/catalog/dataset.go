@@ -60,6 +60,8 @@ type Dataset struct {
 	// sizes.
 	InPlace *InPlace
 	opened  opening // how the dataset was opened: a reload opens it alike
+
+	ancestors *ancestorMemo // views of the versions the index extends
 }
 
 // ownerMemo holds the chunk owners of the last few memberships asked
@@ -78,7 +80,8 @@ const maxOwnerMemo = 8
 func NewDataset(name, url string, store s3backend.Store, ix *chunkindex.Index) *Dataset {
 	d := &Dataset{Name: name, URL: url, Store: store, Index: ix, LoadedAt: time.Now(), Version: 1,
 		Counts: ix.SampleCounts(), chunkByKey: make(map[string]int, ix.NumChunks()),
-		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID()), owners: &ownerMemo{}}
+		damaged: make([]atomic.Bool, ix.NumChunks()), key: cluster.IndexKey(ix.ID()), owners: &ownerMemo{},
+		ancestors: &ancestorMemo{}}
 	for c := range ix.NumChunks() {
 		d.chunkByKey[ix.Chunk(c).Key] = c
 		d.MaxChunk = max(d.MaxChunk, ix.Chunk(c).Size)

@@ -159,6 +159,7 @@ func (d *Dataset) Select(names []string) (*Dataset, error) {
 		return nil, fmt.Errorf("%w: dataset %s is read with %d selections of fields already, the most a version holds", ErrSelect, d.Name, maxViews)
 	}
 	v := *d
+	v.ancestors = &ancestorMemo{}
 	ip := InPlace{Format: d.InPlace.Format, Decoder: d.InPlace.Decoder, Fields: d.InPlace.Fields, Data: d.InPlace.Data, views: d.InPlace.views}
 	ip.sel, ip.names = sel, key
 	ip.sizes = make([]int64, d.Index.NumChunks())

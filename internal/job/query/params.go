@@ -187,6 +187,7 @@ var params = map[string]param{
 	},
 	api.ParamImportance: versionParam(func(q *Query) *string { return &q.Job.Importance.Version }),
 	ParamExclusion:      versionParam(func(q *Query) *string { return &q.Job.Exclusion }),
+	ParamAppend:         versionParam(func(q *Query) *string { return &q.Job.Append }),
 	api.ParamHot:        intParam(func(q *Query) *int { return &q.Job.Importance.Hot }, 0, nil, ""),
 	api.ParamIndex: func(q *Query, _, v string, _ Limits) error {
 		if !validIndexID(v) {
@@ -380,7 +381,7 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey, ParamExclusion}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey, ParamExclusion, ParamAppend}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal}
 	// A sealing node telling the others how its seal ended.
 	PeerSettleParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal, ParamSealed}
@@ -424,6 +425,10 @@ const (
 	// with an exclusion list, the list's version: the asker's positions
 	// are of the order without the list (layout.Stream.Exclude).
 	ParamExclusion = "exclude"
+	// ParamAppend is, in a peer's sample request for a batch of a job
+	// with an append record, the record's version: the asker's positions
+	// are of the order under the record (layout.Stream.Append).
+	ParamAppend = "append"
 )
 
 // clipParam is one of a clip job's parameters (api.Clip.Set).

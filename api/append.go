@@ -1,0 +1,35 @@
+package api
+
+// AppendEdit is the body of POST /jobs/{job}/append: the index version
+// that extends the one the job reads (`brand index --append` printed
+// it), and the global step FromStep the job takes its new samples from
+// (counted as the job's batches name them: epoch × batches per epoch +
+// batch, under the batch_size, world and offset the request's query
+// gives).
+type AppendEdit struct {
+	FromStep *uint64 `json:"from_step"`
+	Index    string  `json:"index"`
+}
+
+// StoredAppend is a job's append record as the append endpoints answer
+// it.
+type StoredAppend struct {
+	Job     string `json:"job"`
+	Version string `json:"version"`
+	Dataset string `json:"dataset"`
+	// IndexID is the version the job reads, which it still names and
+	// pins; Index the version extending it, whose new samples it takes.
+	IndexID string `json:"index_id"`
+	Index   string `json:"index"`
+	// FromStep is the step the record was made from, StepSamples the
+	// samples a step held then, and Epoch and FromPosition where in the
+	// epochs' order the new samples start to be read.
+	FromStep     uint64 `json:"from_step"`
+	StepSamples  int    `json:"step_samples"`
+	Epoch        uint64 `json:"epoch"`
+	FromPosition int    `json:"from_position"`
+	// NewSamples is how many samples the record adds, Samples how many
+	// the record's epoch and every later one hold.
+	NewSamples int `json:"new_samples"`
+	Samples    int `json:"samples"`
+}

@@ -1,0 +1,178 @@
+package chunkindex
+
+import (
+	"encoding/hex"
+	"fmt"
+	"slices"
+)
+
+// Lineage: the index of a dataset served in place to which files were
+// added (`brand index --append`, package dataset) extends the index it
+// was made from. Its chunks are the parent's, in the same order, followed
+// by the new files' chunks, so every sample of the parent keeps its ID,
+// and it records what it extends: the parent's ID and chunk count, and
+// the parent's own ancestors, nearest first, at most MaxAncestors. A
+// gateway that holds the index can then serve a job pinned to an
+// ancestor the ancestor's order, as the prefix of its chunks (AncestorIndex),
+// rather than refuse it.
+
+// MaxAncestors bounds the ancestors an index records: the oldest are
+// dropped from a longer chain, and a job pinned to one of those starts
+// its epoch again, as after a re-pack.
+const MaxAncestors = 16
+
+// An Ancestor is an index version another extends: its ID and its
+// number of chunks, the first Chunks of the extending index's.
+type Ancestor struct {
+	ID     string
+	Chunks int
+}
+
+// lineageRecordLen is an ancestor's encoded size: its ID as 8 bytes,
+// its chunk count u32.
+const lineageRecordLen = 12
+
+// Lineage returns the versions ix extends, its parent first; nil for an
+// index that extends none. The slice is shared: read it, never write it.
+// (Functions rather than methods: an Index answers its samples.)
+func Lineage(ix *Index) []Ancestor { return ix.lineage }
+
+// Extend returns ix recorded as the extension of parent: parent's
+// chunks must be ix's first ones — the same keys, sizes, ETags, samples
+// and sample keys, and the same checksums where parent has them — and
+// ix a deferred index of the same format. The result records parent's ID
+// and chunk count, then parent's own ancestors, at most MaxAncestors.
+// Errors wrap ErrInvalid.
+func Extend(ix, parent *Index) (*Index, error) {
+	switch {
+	case ix.part != nil || parent.part != nil:
+		return nil, fmt.Errorf("%w: a partial index neither extends nor is extended", ErrInvalid)
+	case !ix.deferred || !parent.deferred:
+		return nil, fmt.Errorf("%w: only the index of a dataset served in place extends another", ErrInvalid)
+	case ix.source.Format != parent.source.Format:
+		return nil, fmt.Errorf("%w: an index of %s data cannot extend one of %s data", ErrInvalid, ix.source.Format, parent.source.Format)
+	case parent.NumChunks() > ix.NumChunks():
+		return nil, fmt.Errorf("%w: %d chunks cannot extend %d", ErrInvalid, ix.NumChunks(), parent.NumChunks())
+	case (ix.spans == nil) != (parent.spans == nil):
+		return nil, fmt.Errorf("%w: an index with checksums and one without: both or neither carry them", ErrInvalid)
+	}
+	for c := range parent.NumChunks() {
+		if ix.chunks[c] != parent.chunks[c] {
+			return nil, fmt.Errorf("%w: chunk %d is %+v, the parent's %+v", ErrInvalid, c, ix.chunks[c], parent.chunks[c])
+		}
+		if parent.spans != nil && !slices.Equal(ix.spans[c], parent.spans[c]) {
+			return nil, fmt.Errorf("%w: chunk %d %q: its checksums differ from the parent's", ErrInvalid, c, ix.chunks[c].Key)
+		}
+	}
+	for id := range parent.NumSamples() {
+		if ix.SampleKey(id) != parent.SampleKey(id) {
+			return nil, fmt.Errorf("%w: sample %d is %q, the parent's %q", ErrInvalid, id, ix.SampleKey(id), parent.SampleKey(id))
+		}
+	}
+	lineage := append([]Ancestor{{ID: parent.ID(), Chunks: parent.NumChunks()}}, parent.lineage...)
+	if len(lineage) > MaxAncestors {
+		lineage = lineage[:MaxAncestors]
+	}
+	return prefixOf(ix, lineage, "", ix.NumChunks()), nil
+}
+
+// AncestorIndex returns the version id of the dataset that ix extends, as far
+// as serving it goes: an index of ix's first chunks and their samples,
+// named id, which decodes and reads them as ix does (its in-place
+// description is ix's, whose first chunks are the ancestor's). It is not
+// the ancestor's encoding, and refuses to be encoded. ok is false when ix
+// does not record id, or is partial (its tables are read per chunk from
+// its own object).
+func AncestorIndex(ix *Index, id string) (anc *Index, ok bool) {
+	i := slices.IndexFunc(ix.lineage, func(a Ancestor) bool { return a.ID == id })
+	if i < 0 || ix.part != nil {
+		return nil, false
+	}
+	anc = prefixOf(ix, ix.lineage[i+1:], id, ix.lineage[i].Chunks)
+	if err := anc.buildLookup(ErrCorrupt); err != nil {
+		// The samples are a prefix of ix's, whose keys are unique.
+		panic(err)
+	}
+	return anc, true
+}
+
+// prefixOf returns an index of ix's first chunks chunks sharing its
+// columns, recording lineage (none if empty); named id (then not
+// encodable) unless id is "".
+func prefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
+	if len(lineage) == 0 {
+		lineage = nil
+	}
+	n := ix.chunkStart[chunks]
+	keyEnd := uint32(0)
+	if n > 0 {
+		keyEnd = ix.keyEnds[n-1]
+	}
+	out := &Index{
+		chunks: ix.chunks[:chunks:chunks], chunkStart: ix.chunkStart[: chunks+1 : chunks+1],
+		offsets: ix.offsets[:n:n], lengths: ix.lengths[:n:n], crcs: ix.crcs[:n:n], keyEnds: ix.keyEnds[:n:n],
+		keys: ix.keys[:keyEnd], deferred: ix.deferred, source: ix.source, lineage: lineage,
+		seed: ix.seed, byHash: ix.byHash,
+	}
+	for c := range chunks {
+		out.total += ix.chunks[c].Size
+	}
+	if ix.spans != nil {
+		out.spans = ix.spans[:chunks:chunks]
+	}
+	if id != "" {
+		out.id, out.prefix = id, true
+		out.idOnce.Do(func() {})
+	}
+	return out
+}
+
+// appendLineage appends the lineage to b: its length u32, then each
+// ancestor's ID (8 bytes) and chunk count u32.
+func (ix encoding) appendLineage(b []byte) []byte {
+	if ix.lineage == nil {
+		return b
+	}
+	b = le.AppendUint32(b, uint32(len(ix.lineage)))
+	for _, a := range ix.lineage {
+		id, _ := hex.DecodeString(a.ID) // checked when made or decoded
+		b = append(b, id...)
+		b = le.AppendUint32(b, uint32(a.Chunks))
+	}
+	return b
+}
+
+// lineageLen is the encoded size of the lineage.
+func (ix encoding) lineageLen() int64 {
+	if ix.lineage == nil {
+		return 0
+	}
+	return 4 + lineageRecordLen*int64(len(ix.lineage))
+}
+
+// parseLineage reads a lineage from the front of p and returns the bytes
+// it took: 1 to MaxAncestors ancestors, each of at most chunks chunks and
+// of no more than the one before it.
+func parseLineage(p []byte, chunks int) ([]Ancestor, int, error) {
+	if len(p) < 4 {
+		return nil, 0, fmt.Errorf("%w: the lineage needs 4 bytes, %d remain", ErrCorrupt, len(p))
+	}
+	n := int(le.Uint32(p))
+	if n == 0 || n > MaxAncestors {
+		return nil, 0, fmt.Errorf("%w: a lineage of %d ancestors (1 to %d)", ErrCorrupt, n, MaxAncestors)
+	}
+	if len(p) < 4+n*lineageRecordLen {
+		return nil, 0, fmt.Errorf("%w: a lineage of %d ancestors needs %d bytes, %d remain", ErrCorrupt, n, 4+n*lineageRecordLen, len(p))
+	}
+	out := make([]Ancestor, n)
+	most := chunks
+	for i := range out {
+		r := p[4+i*lineageRecordLen:]
+		out[i] = Ancestor{ID: hex.EncodeToString(r[:8]), Chunks: int(le.Uint32(r[8:]))}
+		if out[i].Chunks > most {
+			return nil, 0, fmt.Errorf("%w: ancestor %d (%s) has %d chunks, more than the %d after it", ErrCorrupt, i, out[i].ID, out[i].Chunks, most)
+		}
+		most = out[i].Chunks
+	}
+	return out, 4 + n*lineageRecordLen, nil
+}

@@ -1,0 +1,209 @@
+package chunkindex
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/crc32"
+	"os"
+	"testing"
+)
+
+// testdata/index-v1-lineage.golden pins the encoding of a deferred index
+// that extends another (flags 5); regenerate with -update.
+const goldenLineage = "testdata/index-v1-lineage.golden"
+
+// grownIndex is deferredIndex with one more file's chunk after its own.
+func grownIndex(t *testing.T, parent *Index, more ...string) *Index {
+	t.Helper()
+	chunks := make([]Chunk, parent.NumChunks())
+	for c := range chunks {
+		chunks[c] = parent.Chunk(c)
+	}
+	keys := make([]string, parent.NumSamples())
+	for i := range keys {
+		keys[i] = parent.SampleKey(i)
+	}
+	for _, m := range more {
+		chunks = append(chunks, Chunk{Key: m + ".parquet#0", Size: 1 << 20, ETag: "e" + m, Samples: 2})
+		keys = append(keys, m+"/0", m+"/1")
+	}
+	ix, err := NewDeferred(chunks, keys, InPlace{Format: "parquet", Meta: [32]byte{byte(len(chunks))}, Created: 1700000100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// An index that extends another records it, through MarshalBinary,
+// Decode and Open alike; its ancestor, made from it, is the parent's
+// chunks and samples under the parent's ID, and finds none of the new
+// keys.
+func TestLineageRoundTrip(t *testing.T) {
+	parent := deferredIndex(t)
+	ext, err := Extend(grownIndex(t, parent, "data/c"), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ext.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(goldenLineage, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenLineage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoding differs from %s:\n got %x\nwant %x", goldenLineage, b, want)
+	}
+	if le.Uint32(b[12:]) != FlagDeferred|FlagLineage {
+		t.Fatalf("flags %#x", le.Uint32(b[12:]))
+	}
+	dec, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []Ancestor{{ID: parent.ID(), Chunks: 3}}
+	for name, x := range map[string]*Index{"new": ext, "decode": dec, "open": part} {
+		if got := Lineage(x); len(got) != 1 || got[0] != line[0] || x.ID() != ext.ID() {
+			t.Errorf("%s: extends %v, ID %s (want %v, %s)", name, got, x.ID(), line, ext.ID())
+		}
+	}
+	if Lineage(parent) != nil || ext.ID() == grownIndex(t, parent, "data/c").ID() {
+		t.Fatal("the lineage is not in the index's ID")
+	}
+
+	anc, ok := AncestorIndex(dec, parent.ID())
+	if !ok {
+		t.Fatal("no ancestor")
+	}
+	if anc.ID() != parent.ID() || anc.NumChunks() != 3 || anc.NumSamples() != 5 || anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil {
+		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), Lineage(anc))
+	}
+	for id := range anc.NumSamples() {
+		if anc.SampleKey(id) != parent.SampleKey(id) || anc.ChunkOf(id) != parent.ChunkOf(id) {
+			t.Errorf("sample %d: %q in %d, the parent's %q in %d", id, anc.SampleKey(id), anc.ChunkOf(id), parent.SampleKey(id), parent.ChunkOf(id))
+		}
+	}
+	if id, ok := lookup(t, anc, "data/b/1"); !ok || id != 4 {
+		t.Errorf("the ancestor's own key: %d %v", id, ok)
+	}
+	if _, ok := lookup(t, anc, "data/c/0"); ok {
+		t.Error("the ancestor finds a key added after it")
+	}
+	if _, err := anc.MarshalBinary(); err == nil {
+		t.Error("an ancestor made from its descendant encoded itself")
+	}
+	if _, ok := AncestorIndex(dec, dec.ID()); ok {
+		t.Error("an index is its own ancestor")
+	}
+	if _, ok := AncestorIndex(part, parent.ID()); ok {
+		t.Error("a partial index made an ancestor")
+	}
+}
+
+// A chain of extensions records each ancestor, nearest first, and at
+// most MaxAncestors of them; each ancestor found from the last is its
+// own prefix.
+func TestLineageChain(t *testing.T) {
+	ix := deferredIndex(t)
+	var ids []string
+	for i := range MaxAncestors + 2 {
+		ids = append(ids, ix.ID())
+		next, err := Extend(grownIndex(t, ix, "data/x"+string(rune('a'+i))), ix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix = next
+	}
+	line := Lineage(ix)
+	if len(line) != MaxAncestors {
+		t.Fatalf("%d ancestors", len(line))
+	}
+	for i, a := range line {
+		want := ids[len(ids)-1-i]
+		if a.ID != want || a.Chunks != 3+len(ids)-1-i {
+			t.Errorf("ancestor %d: %+v, want %s of %d chunks", i, a, want, 3+len(ids)-1-i)
+		}
+		anc, ok := AncestorIndex(ix, a.ID)
+		if !ok || anc.NumChunks() != a.Chunks || len(Lineage(anc)) != len(line)-1-i {
+			t.Fatalf("ancestor %d: %v, %d chunks, %d ancestors", i, ok, anc.NumChunks(), len(Lineage(anc)))
+		}
+	}
+	if _, ok := AncestorIndex(ix, ids[0]); ok {
+		t.Error("an ancestor past the bound is still found")
+	}
+}
+
+// An index extends only one whose chunks and samples are its first
+// ones, of its format, with checksums where the parent has them.
+func TestExtendRefuses(t *testing.T) {
+	parent := deferredIndex(t)
+	checked, _ := checkedIndex(t)
+	tar, _ := New([]Chunk{{Key: "c", Size: 1024, Samples: 1}}, []Sample{{Key: "k", Length: 512}})
+	reordered, _ := NewDeferred([]Chunk{parent.Chunk(2), parent.Chunk(1), parent.Chunk(0)},
+		[]string{"data/b/0", "data/b/1", "data/a/0", "data/a/1", "data/a/2"}, parent.InPlace())
+	mds, _ := NewDeferred([]Chunk{parent.Chunk(0), parent.Chunk(1), parent.Chunk(2)},
+		[]string{"data/a/0", "data/a/1", "data/a/2", "data/b/0", "data/b/1"}, InPlace{Format: "mds"})
+	for name, c := range map[string]struct{ ix, parent *Index }{
+		"smaller":          {parent, grownIndex(t, parent, "data/c")},
+		"reordered":        {reordered, parent},
+		"another format":   {mds, parent},
+		"tar":              {tar, tar},
+		"checksums lost":   {grownIndex(t, checked, "data/c"), checked},
+		"checksums gained": {checked, parent},
+	} {
+		if _, err := Extend(c.ix, c.parent); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A lineage without the deferred flag, one that claims more chunks than
+// the index or than a nearer ancestor, an empty one or bytes left after
+// it are refused by Decode and Open alike.
+func TestLineageRejects(t *testing.T) {
+	parent := deferredIndex(t)
+	mid, _ := Extend(grownIndex(t, parent, "data/c"), parent)
+	ext, _ := Extend(grownIndex(t, mid, "data/d"), mid)
+	b, _ := ext.MarshalBinary()
+	resum := func(c []byte) []byte {
+		le.PutUint32(c[len(c)-4:], crc32.Checksum(c[:len(c)-4], castagnoli))
+		return c
+	}
+	// The lineage ends the in-place section: count, then two records.
+	at := len(b) - 4 - 4 - 2*lineageRecordLen
+	edit := func(f func(c []byte)) []byte {
+		c := bytes.Clone(b)
+		f(c)
+		return resum(c)
+	}
+	for name, c := range map[string][]byte{
+		"no deferred flag": edit(func(c []byte) { le.PutUint32(c[12:], FlagLineage) }),
+		"no lineage flag":  edit(func(c []byte) { le.PutUint32(c[12:], FlagDeferred) }),
+		"empty":            edit(func(c []byte) { le.PutUint32(c[at:], 0) }),
+		"too long":         edit(func(c []byte) { le.PutUint32(c[at:], MaxAncestors+1) }),
+		"past the section": edit(func(c []byte) { le.PutUint32(c[at:], 3) }),
+		"more chunks":      edit(func(c []byte) { le.PutUint32(c[at+4+8:], 9) }),
+		"older is larger":  edit(func(c []byte) { le.PutUint32(c[at+4+lineageRecordLen+8:], 5) }),
+		"bytes left over":  resum(append(bytes.Clone(b[:len(b)-4]), 0, 0, 0, 0, 0)),
+	} {
+		_, err := Decode(c)
+		_, oerr := Open(context.Background(), &memObject{b: c}, int64(len(c)), OpenOptions{})
+		if !errors.Is(err, ErrCorrupt) || !errors.Is(oerr, ErrCorrupt) {
+			t.Errorf("%s: decode %v, open %v", name, err, oerr)
+		}
+	}
+	if _, err := Decode(b); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,303 @@
+package layout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/shuffle"
+)
+
+// Appends: a named job's record that its dataset grew (files appended,
+// `brand index --append`) and from which step it takes the new samples
+// (POST /jobs/NAME/append, docs/shuffle.md §15). The job read index
+// version Parent; its stream's dataset is the version that extends it,
+// whose first Chunks chunks are Parent's. The record is applied to the
+// epochs' orders themselves:
+//
+//   - an epoch before Epoch is Parent's order: the shuffle of the first
+//     Chunks chunks alone, which are Parent's chunks and samples under
+//     their IDs;
+//   - epoch Epoch keeps every window of Parent's order up to and
+//     including the one holding position From, then interleaves Parent's
+//     remaining windows with the windows of the new chunks' own order
+//     (the same shuffle, seed and window over the new chunks alone) by a
+//     seeded merge in proportion to the windows left of each, so that the
+//     new samples are spread over the rest of the epoch and every old and
+//     new sample is read once in it;
+//   - every later epoch is the plain order over the whole dataset.
+//
+// So the batches before From are Parent's, byte for byte, and keep their
+// ETags (which name Parent); every later one is a pure function of the
+// job's parameters and the record, and names the record in its ETag.
+
+// ErrNoAppend means a stream names an append record that is not in
+// memory: the caller registers it (Orders.AddAppend) first.
+var ErrNoAppend = errkind.New(errkind.NotFound, "append record not loaded")
+
+// ErrCannotAppend refuses an append for a job whose order is not one
+// dataset's uniform shuffle of samples, or that has an exclusion list
+// (422).
+var ErrCannotAppend = errkind.New(errkind.Unprocessable, "appends do not apply to this job")
+
+// An Append is a job's record of the samples appended to its dataset and
+// where it starts to read them. Immutable once made.
+type Append struct {
+	// Version names the record (a digest of its content): streams carry
+	// it, and batches laid out under it name it in their ETag.
+	Version string
+	// Parent is the index version the job read before, and Chunks its
+	// chunks: the first Chunks chunks of the dataset its stream reads.
+	Parent string
+	Chunks int
+	Epoch  uint64
+	From   int
+}
+
+// Affects reports whether a batch of epoch that ends at position end
+// may differ under a from Parent's order.
+func (a *Append) Affects(epoch uint64, end int) bool {
+	return epoch > a.Epoch || (epoch == a.Epoch && end > a.From)
+}
+
+// CheckAppend refuses an append for a job whose order is not one
+// dataset's uniform shuffle of samples.
+func CheckAppend(job api.Job) error {
+	if job.Exclusion != "" {
+		return fmt.Errorf("%w: job %s has an exclusion list; a job takes an exclusion or an append, not both", ErrCannotAppend, job.Name)
+	}
+	if err := CheckExclusion(job); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotAppend, err)
+	}
+	return nil
+}
+
+// Appends holds the records streams name, by version; none is dropped
+// (one a job, as the exclusion lists). Safe for concurrent use.
+type Appends struct {
+	mu sync.Mutex
+	m  map[string]*Append
+}
+
+// Add registers a, so that streams naming its version find it.
+func (s *Appends) Add(a *Append) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*Append{}
+	}
+	s.m[a.Version] = a
+}
+
+// Get is the record of version v.
+func (s *Appends) Get(v string) (*Append, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.m[v]
+	return a, ok
+}
+
+// Appends are the append records the orders know.
+func (o *Orders) Appends() *Appends { return &o.appends }
+
+// IndexOf is the index version a job's answers name (Brand-Index, the
+// epoch's index): its dataset's, or for a job with an append record the
+// version it read before, which it still names and pins.
+func (s *Appends) IndexOf(ds *catalog.Dataset, job api.Job) string {
+	if job.Append != "" {
+		if a, ok := s.Get(job.Append); ok {
+			return a.Parent
+		}
+	}
+	return ds.ID()
+}
+
+// appendedEpoch is Epoch for a stream with an append record.
+func appendedEpoch(o *Orders, s Stream, epoch uint64) (*EpochOrder, error) {
+	a, ok := o.appends.Get(s.Append)
+	if !ok {
+		return nil, fmt.Errorf("%w: record %s", ErrNoAppend, s.Append)
+	}
+	counts := s.DS.Counts
+	if a.Chunks > len(counts) {
+		return nil, fmt.Errorf("%w: record %s extends %d chunks, the dataset has %d", ErrNoAppend, a.Version, a.Chunks, len(counts))
+	}
+	if epoch > a.Epoch {
+		base := s
+		base.Append = ""
+		return o.Epoch(base, epoch)
+	}
+	ord, err := AppendedOrder(counts, a.Chunks, s.Seed, epoch, s.Window, a.From, epoch == a.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	e := &EpochOrder{Order: ord, ChunkWindow: make([]int32, len(counts))}
+	for c := range e.ChunkWindow {
+		e.ChunkWindow[c] = -1
+	}
+	for w := range ord.NumWindows() {
+		for _, c := range ord.WindowChunks(w) {
+			e.ChunkWindow[c] = int32(w)
+		}
+	}
+	return e, nil
+}
+
+// appendDomain keeps the merge's random stream apart from the shuffle's
+// (seed, epoch) streams.
+const appendDomain = 0x617070656e64 // "append"
+
+// AppendedOrder is the order of an epoch of a job over counts whose first
+// old chunks it read before: without merge (an epoch before the
+// record's) the shuffle of the old chunks alone; with it, that order's
+// windows up to and including the one holding position from, then its
+// remaining windows and those of the new chunks' own shuffle (IDs after
+// the old ones) interleaved by a merge seeded by (seed, epoch), each next
+// window taken from a side with probability in proportion to the windows
+// it has left.
+func AppendedOrder(counts []int, old int, seed, epoch uint64, window, from int, merge bool) (Order, error) {
+	oe, err := shuffle.NewEpoch(counts[:old], seed, epoch, window)
+	if err != nil {
+		return nil, err
+	}
+	if !merge {
+		return oe, nil
+	}
+	ne, err := shuffle.NewEpoch(counts[old:], seed, epoch, window)
+	if err != nil {
+		return nil, err
+	}
+	m := &mergedOrder{sides: [2]Order{oe, ne}, chunkBase: [2]int{0, old}}
+	for _, n := range counts[:old] {
+		m.idBase[1] += n
+	}
+	keep := oe.NumWindows()
+	if from < oe.NumSamples() {
+		keep = oe.WindowOf(from) + 1
+	}
+	for w := range keep {
+		m.wins = append(m.wins, side{0, w})
+	}
+	r := rand.New(rand.NewPCG(seed, epoch^appendDomain))
+	next := [2]int{keep, 0}
+	left := [2]int{oe.NumWindows() - keep, ne.NumWindows()}
+	for left[0]+left[1] > 0 {
+		k := 0
+		if r.IntN(left[0]+left[1]) >= left[0] {
+			k = 1
+		}
+		m.wins = append(m.wins, side{k, next[k]})
+		next[k]++
+		left[k]--
+	}
+	m.starts = make([]int, len(m.wins)+1)
+	for i, sw := range m.wins {
+		m.starts[i+1] = m.starts[i] + windowLen(m.sides[sw.k], sw.w)
+	}
+	return m, nil
+}
+
+// windowLen is the samples of window w of o.
+func windowLen(o Order, w int) int {
+	end := o.NumSamples()
+	if w+1 < o.NumWindows() {
+		end = o.WindowStart(w + 1)
+	}
+	return end - o.WindowStart(w)
+}
+
+// side is a window of one of a merged order's two orders.
+type side struct{ k, w int }
+
+// mergedOrder is an epoch's order made of the windows of two orders:
+// the old chunks' (side 0) and the new chunks' (side 1, whose chunk and
+// sample IDs are shifted past the old ones). It costs O(windows) to make
+// and a window of a side to read a window.
+type mergedOrder struct {
+	sides     [2]Order
+	chunkBase [2]int
+	idBase    [2]int
+	wins      []side
+	starts    []int // per window its first position, then the length
+}
+
+func (m *mergedOrder) NumSamples() int { return m.starts[len(m.starts)-1] }
+func (m *mergedOrder) NumWindows() int { return len(m.wins) }
+
+func (m *mergedOrder) WindowStart(w int) int { return m.starts[w] }
+
+func (m *mergedOrder) WindowOf(pos int) int {
+	w, _ := slices.BinarySearchFunc(m.starts[1:], pos, func(end, pos int) int {
+		if end > pos {
+			return 1
+		}
+		return -1
+	})
+	return w
+}
+
+func (m *mergedOrder) WindowChunks(w int) []int {
+	sw := m.wins[w]
+	cs := m.sides[sw.k].WindowChunks(sw.w)
+	if m.chunkBase[sw.k] == 0 {
+		return cs
+	}
+	out := make([]int, len(cs))
+	for i, c := range cs {
+		out[i] = c + m.chunkBase[sw.k]
+	}
+	return out
+}
+
+func (m *mergedOrder) Window(w int) []int {
+	sw := m.wins[w]
+	ids := m.sides[sw.k].Window(sw.w)
+	if b := m.idBase[sw.k]; b != 0 {
+		for i := range ids {
+			ids[i] += b
+		}
+	}
+	return ids
+}
+
+// beforeAppend is src and job as the parent version's where the job has
+// an append record and batch m of epoch (the whole epoch for m < 0) is
+// wholly before the record's first position: laid out over the parent,
+// that batch is the parent's in every respect — its samples, their
+// assignment to ranks (the parent's chunk owners on a cluster), its
+// stream and its ETag.
+func beforeAppend(o *Orders, src Source, job api.Job, epoch uint64, m int64) (Source, api.Job) {
+	if job.Append == "" || src.Parent == nil {
+		return src, job
+	}
+	a, ok := o.appends.Get(job.Append)
+	if !ok || epoch > a.Epoch || epoch == a.Epoch && (m < 0 || appended(o, src, job, epoch, uint64(m))) {
+		return src, job
+	}
+	src.DS, src.Parent, src.Index, job.Append = src.Parent, nil, "", ""
+	return src, job
+}
+
+// appended reports whether batch m of an epoch of job reads positions
+// its append record changes: a batch wholly before the record's first
+// position is the parent's, and keeps its ETag. One it cannot tell of
+// is taken as changed.
+func appended(o *Orders, src Source, job api.Job, epoch, m uint64) bool {
+	a, ok := o.appends.Get(job.Append)
+	if !ok || src.DS == nil {
+		return true
+	}
+	if epoch != a.Epoch {
+		return epoch > a.Epoch
+	}
+	_, n, _, err := o.Batches(src.DS, job, epoch)
+	if err != nil {
+		return true
+	}
+	_, end, err := job.GlobalBatch(n, int(m))
+	return err != nil || a.Affects(epoch, end)
+}
