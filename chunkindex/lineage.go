@@ -16,9 +16,9 @@ import (
 // ancestor the ancestor's order, as the prefix of its chunks (AncestorIndex),
 // rather than refuse it.
 
-// MaxAncestors bounds the ancestors an index records: the oldest are
-// dropped from a longer chain, and a job pinned to one of those starts
-// its epoch again, as after a re-pack.
+// MaxAncestors bounds the ancestors an index records: the oldest but
+// the root (Root) are dropped from a longer chain, and a job pinned to
+// one of those starts its epoch again, as after a re-pack.
 const MaxAncestors = 16
 
 // An Ancestor is an index version another extends: its ID and its
@@ -71,9 +71,23 @@ func Extend(ix, parent *Index) (*Index, error) {
 	}
 	lineage := append([]Ancestor{{ID: parent.ID(), Chunks: parent.NumChunks()}}, parent.lineage...)
 	if len(lineage) > MaxAncestors {
-		lineage = lineage[:MaxAncestors]
+		// Drop the oldest but the root, which Root names for ever.
+		lineage = append(lineage[:MaxAncestors-1], lineage[len(lineage)-1])
 	}
 	return prefixOf(ix, lineage, "", ix.NumChunks()), nil
+}
+
+// Root returns the ID of the first version of ix's lineage — the index
+// the dataset was made with before any append — or ix's own ID if it
+// extends none. A cluster hashes chunks to their owners by it
+// (cluster.IndexKey), so that an append moves only the new chunks and
+// the few old ones bounded loads shift, not every chunk of the dataset
+// as a new key would. Extend keeps the root when it drops ancestors.
+func Root(ix *Index) string {
+	if len(ix.lineage) == 0 {
+		return ix.ID()
+	}
+	return ix.lineage[len(ix.lineage)-1].ID
 }
 
 // AncestorIndex returns the version id of the dataset that ix extends, as far

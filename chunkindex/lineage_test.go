@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -116,6 +117,9 @@ func TestLineageRoundTrip(t *testing.T) {
 // own prefix.
 func TestLineageChain(t *testing.T) {
 	ix := deferredIndex(t)
+	if Root(ix) != ix.ID() {
+		t.Fatalf("an index that extends none: root %s, want its own ID %s", Root(ix), ix.ID())
+	}
 	var ids []string
 	for i := range MaxAncestors + 2 {
 		ids = append(ids, ix.ID())
@@ -124,23 +128,33 @@ func TestLineageChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		ix = next
+		if Root(ix) != ids[0] {
+			t.Fatalf("after %d appends the root is %s, want the first version %s", i+1, Root(ix), ids[0])
+		}
 	}
+	// The chain keeps the nearest MaxAncestors-1 and the root: the two
+	// versions after the root are dropped.
 	line := Lineage(ix)
 	if len(line) != MaxAncestors {
 		t.Fatalf("%d ancestors", len(line))
 	}
+	kept := append(slices.Clone(ids[len(ids)-MaxAncestors+1:]), ids[0])
+	slices.Reverse(kept[:MaxAncestors-1])
 	for i, a := range line {
-		want := ids[len(ids)-1-i]
-		if a.ID != want || a.Chunks != 3+len(ids)-1-i {
-			t.Errorf("ancestor %d: %+v, want %s of %d chunks", i, a, want, 3+len(ids)-1-i)
+		want := kept[i]
+		chunks := 3 + slices.Index(ids, want)
+		if a.ID != want || a.Chunks != chunks {
+			t.Errorf("ancestor %d: %+v, want %s of %d chunks", i, a, want, chunks)
 		}
 		anc, ok := AncestorIndex(ix, a.ID)
-		if !ok || anc.NumChunks() != a.Chunks || len(Lineage(anc)) != len(line)-1-i {
-			t.Fatalf("ancestor %d: %v, %d chunks, %d ancestors", i, ok, anc.NumChunks(), len(Lineage(anc)))
+		if !ok || anc.NumChunks() != a.Chunks || len(Lineage(anc)) != len(line)-1-i || Root(anc) != ids[0] {
+			t.Fatalf("ancestor %d: %v, %d chunks, %d ancestors, root %s", i, ok, anc.NumChunks(), len(Lineage(anc)), Root(anc))
 		}
 	}
-	if _, ok := AncestorIndex(ix, ids[0]); ok {
-		t.Error("an ancestor past the bound is still found")
+	for _, id := range ids[1:3] {
+		if _, ok := AncestorIndex(ix, id); ok {
+			t.Errorf("ancestor %s, past the bound, is still found", id)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -37,7 +38,7 @@ type ForGateway struct{}
 // o.ImagesPerSec, and, for one gateway, whether caching decoded images
 // would pay.
 func (ForGateway) Plan(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, snap *importance.Snapshot) (any, error) {
-	return planJob(ctx, datasetOfPlan(d), cluster.IndexKey(d.ID), job, o, snap, gatewayBudget())
+	return planJob(ctx, datasetOfPlan(d), ownerKey(d), job, o, snap, gatewayBudget())
 }
 
 // Resize answers GET /plan?nodes_after=N: MakeResizePlan for job over the
@@ -50,7 +51,7 @@ func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o ap
 	if from == nil {
 		from = PlannedMembers(max(o.Nodes, 1))
 	}
-	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: cluster.IndexKey(d.ID),
+	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: ownerKey(d),
 		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
 		PrefetchWindows: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
@@ -125,7 +126,7 @@ func (ForGateway) MixPlan(ctx context.Context, pds []api.PlanDataset, job api.Jo
 	}
 	ds, keys := make([]Dataset, len(pds)), make([]uint64, len(pds))
 	for i, pd := range pds {
-		ds[i], keys[i] = datasetOfPlan(pd), cluster.IndexKey(pd.ID)
+		ds[i], keys[i] = datasetOfPlan(pd), ownerKey(pd)
 	}
 	return planMix(ctx, ds, keys, job, o, gatewayBudget())
 }
@@ -290,3 +291,7 @@ func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, batches []ap
 	}
 	return map[string]Result{"policy": belady, "lru": lru}, nil
 }
+
+// ownerKey is the key a cluster hashes d's chunks to their owners by:
+// its lineage's root's (api.PlanDataset.Root).
+func ownerKey(d api.PlanDataset) uint64 { return cluster.IndexKey(cmp.Or(d.Root, d.ID)) }
