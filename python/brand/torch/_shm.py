@@ -60,6 +60,7 @@ import torch
 BLOCK_MAGIC = b"BRANDBLK"
 BLOCK_HEAD = 64  # magic, slot number (4 bytes, little-endian), padding
 BLOCKS_PER_WORKER = 6
+BLOCK_SLACK = 16  # a block is made 1/16 larger than the step it is made for
 
 
 def storage(t: torch.Tensor) -> Any:
@@ -210,8 +211,12 @@ class Blocks:
             return None
         b = self.blocks[free]
         if b is None or b.numel() - BLOCK_HEAD < nbytes:
-            st = torch.UntypedStorage._new_shared(BLOCK_HEAD + nbytes)
-            b = torch.empty(0, dtype=torch.uint8).set_(st, 0, (BLOCK_HEAD + nbytes,), (1,))
+            # With room to spare: a step's bytes vary a little (a clip
+            # batch's JSON members, a last smaller stack), and a block
+            # outgrown is made anew, its pages with it.
+            size = -(-(BLOCK_HEAD + nbytes + nbytes // BLOCK_SLACK) // 4096) * 4096
+            st = torch.UntypedStorage._new_shared(size)
+            b = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
             b[:12] = torch.frombuffer(bytearray(BLOCK_MAGIC + (self.first + free).to_bytes(4, "little")),
                                       dtype=torch.uint8)
             self.blocks[free] = b
