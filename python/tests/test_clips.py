@@ -125,5 +125,121 @@ class TestClipDataset(unittest.TestCase):
             self.assertLessEqual(made, workers * per, f"{workers} workers: {made} blocks for {steps} steps")
 
 
+def _block_of(t):
+    """The slot a step's tensor ``t`` came in (its block's head) and the
+    identity (device, inode) of the block's shared-memory file."""
+    import os
+
+    import torch
+    from brand.torch._shm import BLOCK_MAGIC, storage
+
+    st = storage(t)
+    head = torch.empty(0, dtype=torch.uint8).set_(st, 0, (12,), (1,)).numpy().tobytes()
+    if head[:8] != BLOCK_MAGIC:
+        return None
+    fd, _ = st._share_fd_cpu_()
+    info = os.fstat(fd)
+    return int.from_bytes(head[8:12], "little"), (info.st_dev, info.st_ino)
+
+
+def _mapped_inodes():
+    """The inodes of the files this process maps or holds open in /dev/shm."""
+    import os
+
+    inodes = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].startswith("/dev/shm/"):
+                inodes.add(int(parts[4]))
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/shm/"):
+                inodes.add(os.fstat(int(fd)).st_ino)
+        except OSError:
+            pass
+    return inodes
+
+
+class TestBlocksAcrossPasses(unittest.TestCase):
+    """A BrandLoader keeps its workers' shared blocks from pass to pass:
+    the workers of the next pass, forked anew, write into the blocks of
+    the pass before (their pages allocated once), not into new ones; and
+    the loader lets them go when it goes."""
+
+    def passes(self, loader, n, check=None):
+        """Runs ``n`` passes of ``loader``: per pass, slot -> block."""
+        out = []
+        for _ in range(n):
+            slots = {}
+            for step in loader:
+                got = _block_of(step["frames"])
+                self.assertIsNotNone(got, "the frames came over in a block of PyTorch's own")
+                slot, ident = got
+                self.assertEqual(slots.setdefault(slot, ident), ident, f"slot {slot} held two blocks in a pass")
+                if check is not None:
+                    check(step)
+                del step
+            out.append(slots)
+        return out
+
+    def test_the_next_pass_reuses_the_blocks(self):
+        import gc
+
+        gw = video_gateway()
+        ds = BrandDataset_(gw.url, batch_size=1)
+        before = _mapped_inodes()
+        for ctx in (None, "spawn"):
+            with self.subTest(multiprocessing_context=ctx):
+                loader = ds.loader(num_workers=2, multiprocessing_context=ctx)
+                first, second, third = self.passes(loader, 3)
+                both = set(first) & set(second)
+                self.assertTrue(both, f"no slot used in both passes: {first} {second}")
+                for slot in both:
+                    self.assertEqual(second[slot], first[slot], f"slot {slot}: pass 2 made a block of its own")
+                for slot in set(second) & set(third):
+                    self.assertEqual(third[slot], second[slot], f"slot {slot}: pass 3 made a block of its own")
+                per = loader.blocks_per_worker()
+                made = {ino for p in (first, second, third) for _, ino in p.values()}
+                self.assertLessEqual(len(made), 2 * per)
+                self.assertTrue(made <= _mapped_inodes(), "the loader keeps its blocks between passes")
+                del loader
+                gc.collect()
+                self.assertFalse(made & _mapped_inodes(), "the blocks outlived their loader")
+        self.assertFalse(_mapped_inodes() - before)
+
+    def test_a_pass_beside_a_running_one(self):
+        """A pass started while another of the same loader runs takes
+        blocks of its own: neither pass's frames are overwritten."""
+        gw = video_gateway()
+        ds = BrandDataset_(gw.url, batch_size=1)
+        loader = ds.loader(num_workers=2)
+        self.passes(loader, 1)
+
+        def check(step):
+            for i, js in enumerate(step["json"]):
+                ref = gw.reference(js["video"])
+                for t, pts in enumerate(js["pts"]):
+                    self.assertEqual(step["frames"][i, t].numpy().tobytes(), ref[pts], f"{js['video']} pts {pts}")
+
+        one = iter(loader)
+        kept = [next(one), next(one)]
+        other = self.passes(loader, 1, check)[0]
+        kept += list(one)
+        for step in kept:
+            check(step)
+        slots = {_block_of(s["frames"]) for s in kept}
+        self.assertFalse({ident for _, ident in slots} & set(other.values()),
+                         "a pass beside a running one wrote into its blocks")
+
+
+def BrandDataset_(url, **job):
+    from brand.torch import BrandDataset
+
+    ds = BrandDataset(url, brand.Options(job=dataclasses.replace(JOB, world=1, rank=0, **job)))
+    ds.set_epoch(0)
+    return ds
+
+
 if __name__ == "__main__":
     unittest.main()

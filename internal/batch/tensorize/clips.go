@@ -73,6 +73,9 @@ type ClipRequest struct {
 	Rows map[int][]byte
 	// NoWait takes the output's memory only if the budget has it now.
 	NoWait bool
+	// Place is the batch's place in the workers' queue (Place): a job's
+	// earlier batches are decoded first.
+	Place Place
 }
 
 // ClipOutput is a clip call's samples, in order, in one buffer that
@@ -294,7 +297,7 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 	sort.Slice(tasks, func(a, b int) bool { return tasks[a].video < tasks[b].video })
 	errs := make([]error, len(tasks))
 	figs := make([]taskFigures, len(tasks))
-	err = s.pool.run(ctx, len(tasks), func(i int, _ *transform.Scratch) {
+	err = s.pool.run(ctx, req.Place, len(tasks), func(i int, _ *transform.Scratch) {
 		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], buf, req.NoWait)
 	})
 	if err == nil {

@@ -16,6 +16,9 @@
 // node — a batch's, a peer's request, a batch made ahead — so the CPU a
 // node spends on images is bounded whatever its clients ask, and Load
 // says how busy it is (what a peer deciding where to transform needs).
+// Its queue is first come, first served, except that a call's work goes
+// ahead of the queued work of its own job's later batches (Place), so
+// that a trainer's steps asked for at once are made in step order.
 //
 // # Memory
 //

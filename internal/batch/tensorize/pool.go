@@ -2,6 +2,7 @@ package tensorize
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -11,44 +12,77 @@ import (
 
 // pool is the stage's workers: a fixed number of goroutines, each with
 // its own transform.Scratch (the decode and resample buffers, reused
-// image after image), taking samples in the order they are submitted. It
-// bounds the CPU and the decode memory of every transform on the node —
-// requests', peers', and work ahead — and its part's stop waits for its
-// workers.
+// image after image), taking the queued work in turn. It bounds the CPU
+// and the decode memory of every transform on the node — requests',
+// peers', and work ahead — and its part's stop waits for its workers.
+//
+// The queue serves calls in the order they came, except that a call's
+// work goes ahead of the queued work of its own job's later batches
+// (Place): the batches a trainer's loaders ask for at once — its
+// workers' first batches and their read-ahead, all at a cold gateway
+// after a resume — are made in step order, so the step the trainer waits
+// for is not the last made. Work of other jobs keeps its place.
 type pool struct {
-	tasks chan task
-	part  *stopper.Group
-	quit  <-chan struct{} // the part's context's: closed when it stops, queued tasks are skipped
+	part *stopper.Group
+	quit <-chan struct{} // the part's context's: closed when it stops, queued tasks are skipped
+
+	mu    sync.Mutex
+	queue []*task       // waiting for a worker, in the order they are taken
+	wake  chan struct{} // a token for each worker to look at the queue again
 
 	queued  atomic.Int64 // samples submitted and not yet done: the backlog
 	running atomic.Int64 // samples being transformed now
 	workers int
 }
 
+// Place is where a call's work stands in the pool's queue: ahead of the
+// queued work of the same job at later positions, behind everything
+// else queued before it.
+type Place struct {
+	// Job names the job's order and epoch: any comparable value, equal
+	// for every batch of one epoch of one order; nil takes the place of
+	// arrival (behind everything queued).
+	Job any
+	// Pos is the batch's first position in the epoch, across the ranks:
+	// a rank's batch m of world W comes before rank r+1's and before its
+	// own batch m+1.
+	Pos int
+}
+
 // task is one sample's work: run, unless its request or the pool ended,
 // then done.
 type task struct {
-	ctx  context.Context
-	run  func(*transform.Scratch)
-	done func(ran bool)
+	ctx   context.Context
+	place Place
+	run   func(*transform.Scratch)
+	done  func(ran bool)
 }
 
 func newPool(workers int, part *stopper.Group) *pool {
-	p := &pool{tasks: make(chan task), part: part, quit: part.Context().Done(), workers: max(workers, 1)}
+	p := &pool{part: part, quit: part.Context().Done(), workers: max(workers, 1)}
+	p.wake = make(chan struct{}, p.workers)
 	for range p.workers {
 		part.Go(func(context.Context) { p.work() })
 	}
 	return p
 }
 
+// work takes the queue's first task until the pool stops; once it has,
+// the tasks still queued are taken and skipped, and the worker returns
+// when the queue is empty.
 func (p *pool) work() {
 	sc := new(transform.Scratch)
 	for {
-		var t task
-		select {
-		case t = <-p.tasks:
-		case <-p.quit:
-			return
+		t := p.take()
+		if t == nil {
+			select {
+			case <-p.wake:
+				continue
+			case <-p.quit:
+				if t = p.take(); t == nil {
+					return
+				}
+			}
 		}
 		ran := false
 		select {
@@ -66,43 +100,109 @@ func (p *pool) work() {
 	}
 }
 
-// run calls f(i, scratch) for i in [0, n) on the workers and returns once
-// every call has returned or been skipped. It returns ErrClosed if the
-// pool closed before every call ran, ctx's error if ctx ended first.
-func (p *pool) run(ctx context.Context, n int, f func(i int, sc *transform.Scratch)) error {
+// take removes and returns the queue's first task, nil if it is empty.
+func (p *pool) take() *task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return nil
+	}
+	t := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	return t
+}
+
+// put queues ts (one call's, of one place) at their place, in their
+// order, and wakes the workers.
+func (p *pool) put(ts []*task) {
+	p.mu.Lock()
+	at := len(p.queue)
+	if pl := ts[0].place; pl.Job != nil {
+		for i, q := range p.queue {
+			if q.place.Job == pl.Job && q.place.Pos > pl.Pos {
+				at = i
+				break
+			}
+		}
+	}
+	p.queue = slices.Insert(p.queue, at, ts...)
+	p.mu.Unlock()
+	for range min(len(ts), p.workers) {
+		select {
+		case p.wake <- struct{}{}:
+		default: // every worker has a token to look again
+		}
+	}
+}
+
+// withdraw removes those of ts still queued and returns them; those a
+// worker took are its to finish.
+func (p *pool) withdraw(ts []*task) []*task {
+	mine := make(map[*task]bool, len(ts))
+	for _, t := range ts {
+		mine[t] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*task
+	kept := p.queue[:0]
+	for _, q := range p.queue {
+		if mine[q] {
+			out = append(out, q)
+			continue
+		}
+		kept = append(kept, q)
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
+	return out
+}
+
+// run calls f(i, scratch) for i in [0, n) on the workers, its tasks
+// queued at place, and returns once every call has returned or been
+// skipped. It returns ErrClosed if the pool closed before every call
+// ran, ctx's error if ctx ended first (its calls not yet taken by a
+// worker are withdrawn).
+func (p *pool) run(ctx context.Context, place Place, n int, f func(i int, sc *transform.Scratch)) error {
 	select {
 	case <-p.quit:
 		return ErrClosed
 	default:
 	}
-	p.queued.Add(int64(n))
-	var wg sync.WaitGroup
+	if n == 0 {
+		return nil
+	}
+	all := make(chan struct{})
+	var left atomic.Int64
+	left.Store(int64(n))
 	var skipped atomic.Bool
-	sent := 0
-submit:
-	for ; sent < n; sent++ {
-		i := sent
-		wg.Add(1)
-		t := task{ctx: ctx, run: func(sc *transform.Scratch) { f(i, sc) }, done: func(ran bool) {
-			if !ran {
-				skipped.Store(true)
-			}
-			wg.Done()
-		}}
-		select {
-		case p.tasks <- t:
-		case <-ctx.Done():
-			wg.Done()
-			break submit
-		case <-p.quit:
-			wg.Done()
-			break submit
+	done := func(ran bool) {
+		if !ran {
+			skipped.Store(true)
+		}
+		if left.Add(-1) == 0 {
+			close(all)
 		}
 	}
-	p.queued.Add(-int64(n - sent))
-	wg.Wait()
+	ts := make([]*task, n)
+	for i := range ts {
+		ts[i] = &task{ctx: ctx, place: place, run: func(sc *transform.Scratch) { f(i, sc) }, done: done}
+	}
+	p.queued.Add(int64(n))
+	p.put(ts)
+	select {
+	case <-all:
+	case <-ctx.Done():
+	case <-p.quit:
+	}
+	for _, t := range p.withdraw(ts) {
+		p.queued.Add(-1)
+		t.done(false)
+	}
+	<-all
 	switch {
-	case sent == n && !skipped.Load():
+	case !skipped.Load():
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()

@@ -14,7 +14,7 @@ import (
 // every call has returned; ErrClosed if the stage closed first, ctx's
 // error if ctx ended.
 func (s *Stage) Run(ctx context.Context, n int, f func(i int)) error {
-	return s.pool.run(ctx, n, func(i int, _ *transform.Scratch) { f(i) })
+	return s.pool.run(ctx, Place{}, n, func(i int, _ *transform.Scratch) { f(i) })
 }
 
 // Buffer takes n bytes of the stage's budget (Config.Buffers): at once if

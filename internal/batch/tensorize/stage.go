@@ -147,6 +147,9 @@ type Request struct {
 	// budget has it now: work ahead is a bet, never worth waiting for
 	// (ErrBusy otherwise).
 	NoWait bool
+	// Place is the batch's place in the workers' queue (Place): a job's
+	// earlier batches are transformed first.
+	Place Place
 }
 
 // ErrBusy means a NoWait request found no room in the budget.
@@ -238,7 +241,7 @@ func (s *Stage) Apply(ctx context.Context, req Request) (*Output, error) {
 	}
 	images := make([]int, n)
 	fatal := make([]error, n) // not the image's fault: the call fails
-	err = s.pool.run(ctx, n, func(i int, sc *transform.Scratch) {
+	err = s.pool.run(ctx, req.Place, n, func(i int, sc *transform.Scratch) {
 		smp := req.Samples[i]
 		if failed[i] == nil {
 			var member string

@@ -52,7 +52,7 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result,
 	ds := b.Parts[0].Samples.DS
 	seed := transform.KeySeed(b.Job.Seed, ds.Name)
 	req := tensorize.ClipRequest{Pipeline: pl, Layout: video.Layout(cb.Layout), Video: cb.Space.Video, NoWait: noWait,
-		GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips))}
+		Place: placeOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips))}
 	for i, c := range cb.Clips {
 		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
 		for _, g := range c.GOPs {

@@ -3,6 +3,7 @@ which is what makes a dataset's state exact with any number of workers."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from torch.utils.data import DataLoader
@@ -24,7 +25,9 @@ class BrandLoader(DataLoader):
     (:meth:`~BrandDataset.begin_pass`, :meth:`~BrandDataset.step_received`
     for each step, :meth:`~BrandDataset.end_pass`), and the state is the
     dataset's. Its workers' shared blocks (``_shm.py``) reach them as the
-    argument of their ``worker_init_fn``, not through the dataset."""
+    argument of their ``worker_init_fn``, not through the dataset; the
+    loader keeps them from pass to pass (iterate one loader every epoch,
+    rather than a new one each) and lets them go when it goes."""
 
     def __init__(self, dataset: BrandDataset, **kwargs: Any) -> None:
         want = None if dataset.batches else dataset.batch_size
@@ -40,6 +43,10 @@ class BrandLoader(DataLoader):
             if dataset.options.job.transform is not None:
                 kwargs.setdefault("collate_fn", collate_tensors)
         super().__init__(dataset, **kwargs)
+        # The workers' shared blocks, kept across passes (see _shm.py), and
+        # the DataLoader iterator of the pass using them.
+        self._board: Optional[Board] = None
+        self._board_pass: Optional["weakref.ReferenceType[Any]"] = None
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         ds: BrandDataset = self.dataset  # type: ignore[assignment]
@@ -51,8 +58,11 @@ class BrandLoader(DataLoader):
         try:
             # Workers stack steps into shared blocks that this process
             # frees for reuse as it lets go of them (see _shm.py).
-            board = Board(self.num_workers, self.blocks_per_worker()) if self.num_workers > 0 else None
-            for item in self._start(board):
+            board = self._board_for_pass()
+            steps = self._start(board)
+            if board is not None and board is self._board:
+                self._board_pass = weakref.ref(steps)
+            for item in steps:
                 ds.step_received()
                 if board is not None:
                     board.received(item)
@@ -60,6 +70,22 @@ class BrandLoader(DataLoader):
             finished = True
         finally:
             ds.end_pass(finished)
+
+    def _board_for_pass(self) -> Optional[Board]:
+        """The board of a pass about to start: the loader's own, its blocks
+        kept from the passes before, unless a pass still running (its
+        DataLoader iterator alive: its workers may still write) has it;
+        then a board of the pass's own."""
+        if self.num_workers == 0:
+            return None
+        per = self.blocks_per_worker()
+        running = self._board_pass is not None and self._board_pass() is not None
+        if running:
+            return Board(self.num_workers, per)
+        if self._board is None or not self._board.fits(self.num_workers, per):
+            self._board = Board(self.num_workers, per)
+        self._board.begin()
+        return self._board
 
     def _start(self, board: Optional[Board]) -> Iterator[Any]:
         """The DataLoader's iterator, its workers (started now) each handed
