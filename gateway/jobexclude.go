@@ -72,7 +72,7 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var e api.ExclusionEdit
-	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
+	if err := reqbody.DecodeLargeJSON(r.Body, &e); err != nil {
 		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"from_step\": 1200, \"keys\": [\"a/0001\", …]}: %w", query.ErrBadRequest, err))
 		return
 	}

@@ -2,6 +2,8 @@ package layout
 
 import (
 	"fmt"
+	"iter"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -46,7 +48,8 @@ type Exclusion struct {
 }
 
 // NewExclusion makes the exclusion of samples ids of ds (each a sample ID,
-// repeats allowed) from position from of epoch epoch on.
+// repeats allowed) from position from of epoch epoch on. Its version is
+// the caller's to name, before it is shared: from its samples (IDs), say.
 func NewExclusion(version string, ds *catalog.Dataset, epoch uint64, from int, ids []int) (*Exclusion, error) {
 	n := ds.Index.NumSamples()
 	x := &Exclusion{Version: version, IndexID: ds.ID(), Epoch: epoch, From: from,
@@ -55,15 +58,45 @@ func NewExclusion(version string, ds *catalog.Dataset, epoch uint64, from int, i
 		if id < 0 || id >= n {
 			return nil, fmt.Errorf("sample %d is not a sample of dataset %s (%d samples)", id, ds.Name, n)
 		}
-		w, b := id/64, uint64(1)<<(id%64)
-		if x.drop[w]&b != 0 {
-			continue
-		}
-		x.drop[w] |= b
-		x.chunk[ds.Index.ChunkOf(id)]++
-		x.n++
+		x.drop[id/64] |= 1 << (id % 64)
+	}
+	// Counted per chunk from the bitset, a chunk's samples being one run
+	// of IDs: a search for each sample's chunk costs more than the bits.
+	for c := range x.chunk {
+		first, k := ds.Index.ChunkRange(c)
+		x.chunk[c] = int32(x.count(first, first+k))
+		x.n += int(x.chunk[c])
 	}
 	return x, nil
+}
+
+// count is the number of excluded samples among IDs lo up to hi.
+func (x *Exclusion) count(lo, hi int) int {
+	k := 0
+	for lo < hi {
+		w := lo / 64
+		word := x.drop[w] >> (lo % 64)
+		if take := min(64-lo%64, hi-lo); take < 64 {
+			word &= 1<<take - 1
+		}
+		k += bits.OnesCount64(word)
+		lo = (w + 1) * 64
+	}
+	return k
+}
+
+// IDs yields the excluded samples' IDs in increasing order.
+func (x *Exclusion) IDs() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for w, b := range x.drop {
+			for b != 0 {
+				if !yield(w*64 + bits.TrailingZeros64(b)) {
+					return
+				}
+				b &= b - 1
+			}
+		}
+	}
 }
 
 // Excluded reports whether sample id is on the list.

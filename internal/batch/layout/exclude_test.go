@@ -130,6 +130,51 @@ func TestExcludedOrder(t *testing.T) {
 	}
 }
 
+// TestNewExclusion: an exclusion's samples, their count per chunk and
+// the chunks it empties are those of its IDs, repeats counted once, on
+// chunks whose samples straddle the bitset's words.
+func TestNewExclusion(t *testing.T) {
+	ds := catalogtest.Dataset(t, "d", 9, 37)
+	r := rand.New(rand.NewPCG(3, 4))
+	ids := []int{37, 38, 39} // and the rest of chunk 1: it is emptied
+	for i := 40; i < 74; i++ {
+		ids = append(ids, i)
+	}
+	for range 120 {
+		ids = append(ids, r.IntN(ds.Index.NumSamples()))
+	}
+	x, err := NewExclusion("v", ds, 0, 0, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(ids))
+	want = slices.Compact(want)
+	if got := slices.Collect(x.IDs()); !slices.Equal(got, want) || x.Len() != len(want) {
+		t.Fatalf("IDs %v (Len %d); want %v", got, x.Len(), want)
+	}
+	empty := 0
+	for c := range ds.Counts {
+		k := 0
+		for _, id := range want {
+			if ds.Index.ChunkOf(id) == c {
+				k++
+			}
+		}
+		if int(x.chunk[c]) != k {
+			t.Errorf("chunk %d: %d excluded, want %d", c, x.chunk[c], k)
+		}
+		if k == ds.Counts[c] {
+			empty++
+		}
+	}
+	if empty == 0 || x.EmptyChunks(ds.Counts) != empty {
+		t.Errorf("EmptyChunks %d, want %d (at least chunk 1)", x.EmptyChunks(ds.Counts), empty)
+	}
+	if _, err := NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}); err == nil {
+		t.Error("an ID past the dataset's samples was taken")
+	}
+}
+
 // TestExclusionETag: a batch wholly before the list's first position
 // keeps its ETag; one from it on names the list.
 func TestExclusionETag(t *testing.T) {

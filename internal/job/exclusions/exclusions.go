@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -212,11 +211,12 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	if err != nil {
 		return nil, nil, err
 	}
-	l.Version = versionOf(l, ids)
-	x, err := layout.NewExclusion(l.Version, ds, l.Epoch, l.FromPosition, ids)
+	x, err := layout.NewExclusion("", ds, l.Epoch, l.FromPosition, ids)
 	if err != nil {
 		return nil, nil, err
 	}
+	l.Version = versionOf(l, x)
+	x.Version = l.Version
 	if done, err := existing(ctx, st, l); done || err != nil {
 		return &l, x, err
 	}
@@ -323,26 +323,26 @@ func resolve(ctx context.Context, ds *catalog.Dataset, l *List) (*layout.Exclusi
 	if err != nil {
 		return nil, fmt.Errorf("job %s's exclusion list %s in index %s: %w", l.Job, l.Version, ds.ID(), err)
 	}
-	v := l.Version
-	if ds.ID() != l.IndexID {
-		v = versionOf(List{Job: l.Job, Dataset: l.Dataset, IndexID: ds.ID(), Epoch: l.Epoch, FromPosition: l.FromPosition}, ids)
+	x, err := layout.NewExclusion(l.Version, ds, l.Epoch, l.FromPosition, ids)
+	if err == nil && ds.ID() != l.IndexID {
+		x.Version = versionOf(List{Job: l.Job, Dataset: l.Dataset, IndexID: ds.ID(), Epoch: l.Epoch, FromPosition: l.FromPosition}, x)
 	}
-	return layout.NewExclusion(v, ds, l.Epoch, l.FromPosition, ids)
+	return x, err
 }
 
 // versionOf names a list: a digest of its job, dataset version, first
-// position and samples (as a set).
-func versionOf(l List, ids []int) string {
-	s := slices.Clone(ids)
-	slices.Sort(s)
-	s = slices.Compact(s)
+// position and samples (x's, in increasing order).
+func versionOf(l List, x *layout.Exclusion) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "brand-exclude-v1|%s|%s|%s|%d|%d|", l.Job, l.Dataset, l.IndexID, l.Epoch, l.FromPosition)
-	var buf [8]byte
-	for _, id := range s {
-		binary.LittleEndian.PutUint64(buf[:], uint64(id))
-		h.Write(buf[:])
+	buf := make([]byte, 0, 8<<10)
+	for id := range x.IDs() {
+		if buf = binary.LittleEndian.AppendUint64(buf, uint64(id)); len(buf) == cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
 	}
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
