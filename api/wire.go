@@ -316,6 +316,24 @@ type PlanOptions struct {
 	// its measured (or calibrated) costs, which the planner answers the
 	// pipeline's questions from. Not a query parameter.
 	Transform *TransformCosts
+	// Exclusion is filled by the server for a named job (job=) with an
+	// exclusion list over the dataset: the plan cuts the job's epochs
+	// from the orders without its samples, as its batches are cut. Not a
+	// query parameter.
+	Exclusion *PlanExclusion
+}
+
+// PlanExclusion is a job's exclusion list, for a plan
+// (PlanOptions.Exclusion): from position From of epoch Epoch on, and at
+// every position of a later epoch, the order without the samples Drop
+// marks (a bitset over sample IDs, Samples of them; the server's, read
+// only).
+type PlanExclusion struct {
+	Version string
+	Epoch   uint64
+	From    int
+	Samples int
+	Drop    []uint64
 }
 
 // TransformCosts are a pipeline's costs on a server, for a plan

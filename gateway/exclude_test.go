@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
+	"github.com/brandgw/brand/planner"
 )
 
 // exclusionFixture is a dataset of 12 chunks of 10 samples (sample i in
@@ -419,5 +420,89 @@ func TestExclusionOnACluster(t *testing.T) {
 				t.Fatalf("node %d read chunk %d, which the list empties, %d times", k, c, r)
 			}
 		}
+	}
+}
+
+// TestPlanKnowsTheExclusion: GET /plan of a named job with an exclusion
+// list plans the job without the list's samples. From a cold cache that
+// holds the dataset, the epoch after the list's reads every chunk the
+// job reads once: the dataset's bytes less those of the chunks the list
+// empties (3 and 7), where the same job before its list, or unnamed,
+// reads them all; the list's own epoch reads no more than without it;
+// and the plan's job names the list. POST /plan plans a job named as
+// the job the same way.
+func TestPlanKnowsTheExclusion(t *testing.T) {
+	const S = 3
+	f := newFixture(t, exChunks, exPerChunk)
+	_, srv := start(t, f.store, nil)
+	var total int64
+	for c := range exChunks {
+		total += f.index.Chunk(c).Size
+	}
+	empty := f.index.Chunk(3).Size + f.index.Chunk(7).Size
+	plan := func(job string, first int) *planner.Plan {
+		return planOf(t, srv.URL, fmt.Sprintf("%s&cache_size=%d&epochs=2&first_epoch=%d", job, total, first))
+	}
+	unnamed := strings.Replace(exJob, "job=run&", "", 1)
+	before, before0 := plan(exJob, 1), plan(exJob, 0)
+	resp, b := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S, "keys": exExcluded()})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	var made api.StoredExclusion
+	if err := json.Unmarshal(b, &made); err != nil {
+		t.Fatal(err)
+	}
+	with, with0, without := plan(exJob, 1), plan(exJob, 0), plan(unnamed, 1)
+	for _, r := range []struct {
+		name                  string
+		before, with, without planner.Result
+		before0, with0        planner.Result
+	}{
+		{"lru", before.LRU, with.LRU, without.LRU, before0.LRU, with0.LRU},
+		{"optimal", before.Optimal, with.Optimal, without.Optimal, before0.Optimal, with0.Optimal},
+	} {
+		if got := r.with.Epochs[0].BackendBytes; got != total-empty {
+			t.Errorf("%s: epoch 1 of the job with its list reads %d bytes from the store; want %d, the dataset's %d less the emptied chunks' %d", r.name, got, total-empty, total, empty)
+		}
+		if r.before.Epochs[0].BackendBytes != total || r.without.Epochs[0].BackendBytes != total {
+			t.Errorf("%s: epoch 1 reads %d bytes before the list, %d unnamed; want the dataset's %d", r.name, r.before.Epochs[0].BackendBytes, r.without.Epochs[0].BackendBytes, total)
+		}
+		if r.with0.Epochs[0].BackendBytes > r.before0.Epochs[0].BackendBytes {
+			t.Errorf("%s: epoch 0, the list's, reads %d bytes with it, %d before it", r.name, r.with0.Epochs[0].BackendBytes, r.before0.Epochs[0].BackendBytes)
+		}
+	}
+	if x := with.Job.Exclusion; x == nil || x.Version != made.Version || x.From != S*10 || x.Samples != made.Samples {
+		t.Errorf("the plan's job names the list %+v; want version %s from position %d", x, made.Version, S*10)
+	}
+	if before.Job.Exclusion != nil || without.Job.Exclusion != nil {
+		t.Error("a plan of the job before its list, or unnamed, names a list")
+	}
+
+	// POST /plan: a job named "run" is the job with its list.
+	shared := func(name string) *planner.SharedPlan {
+		job := map[string]any{"seed": 7, "window": 2, "batch_size": 5, "world": 2, "epochs": 2, "first_epoch": 1}
+		if name != "" {
+			job["name"] = name
+		}
+		body, _ := json.Marshal(map[string]any{"cache_size": total, "jobs": []any{job}})
+		resp, b := do(t, http.MethodPost, srv.URL+"/plan", body)
+		var p planner.SharedPlan
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
+		}
+		return &p
+	}
+	named, anon := shared("run"), shared("")
+	for _, r := range []struct {
+		name        string
+		named, anon planner.Result
+	}{{"lru", named.LRU, anon.LRU}, {"optimal", named.Optimal, anon.Optimal}, {"partitioned", named.Partitioned, anon.Partitioned}} {
+		if r.named.BackendBytes != total-empty || r.anon.BackendBytes != total {
+			t.Errorf("POST /plan, %s: the job named run reads %d bytes, unnamed %d; want %d and %d", r.name, r.named.BackendBytes, r.anon.BackendBytes, total-empty, total)
+		}
+	}
+	if x := named.Jobs[0].Exclusion; x == nil || x.Version != made.Version {
+		t.Errorf("POST /plan's job names the list %+v; want version %s", x, made.Version)
 	}
 }

@@ -72,6 +72,29 @@ type Job struct {
 	shuffle.Params
 	FirstEpoch int `json:"first_epoch"`
 	Epochs     int `json:"epochs"`
+	// Exclusion, if not nil, is the job's exclusion list: the epochs are
+	// cut from orders without its samples, as the gateway cuts them.
+	Exclusion *Exclusion `json:"exclusion,omitempty"`
+}
+
+// Exclusion is a named job's exclusion list (POST /jobs/NAME/exclude,
+// docs/shuffle.md §14): from position From of epoch Epoch on, and at
+// every position of a later epoch, the epoch's order is the same order
+// without the samples Drop marks (a bitset over sample IDs, Samples of
+// them), and the epoch's global batches are cut from that shorter order.
+// A chunk every sample of which is dropped is in no batch from there on:
+// it is never read.
+type Exclusion struct {
+	Version string   `json:"version"`
+	Epoch   int      `json:"epoch"`
+	From    int      `json:"from_position"`
+	Samples int      `json:"samples"`
+	Drop    []uint64 `json:"-"`
+}
+
+// dropped reports whether sample id is on the list.
+func (x *Exclusion) dropped(id int) bool {
+	return x.Drop[id/64]&(1<<(id%64)) != 0
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
@@ -136,6 +159,9 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
+	if x := j.Exclusion; x != nil && len(x.Drop)*64 < s.n {
+		return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d", ErrInvalid, len(x.Drop)*64, s.n)
+	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
 		s.shift++
 	}
@@ -218,6 +244,8 @@ func validateJob(j Job) error {
 		// one epoch past the last simulated one.
 		return fmt.Errorf("%w: epochs %d..%d; the epoch after the last must be <= %d",
 			ErrInvalid, j.FirstEpoch, j.FirstEpoch+j.Epochs-1, math.MaxInt32)
+	case j.Exclusion != nil && (j.Exclusion.Epoch < 0 || j.Exclusion.From < 0):
+		return fmt.Errorf("%w: an exclusion from position %d of epoch %d; both must be >= 0", ErrInvalid, j.Exclusion.From, j.Exclusion.Epoch)
 	}
 	return nil
 }
@@ -295,7 +323,6 @@ func (s *schedule) walk(m *meter, window int, visit func(epoch int, chunks []int
 // by.
 func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, error), visit func(epoch int, chunks []int32)) error {
 	cut := s.cut()
-	nb := cut.NumBatches(s.n)
 	buf := make([]int32, 0, min(cut.BatchSize*cut.World, s.n))
 	for e := s.j.FirstEpoch; e < s.j.FirstEpoch+s.j.Epochs; e++ {
 		if err := m.err(); err != nil {
@@ -305,32 +332,67 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		var ids []int // window w's sample IDs, positions [ws, we) of the epoch
-		w, ws, we := -1, 0, 0
-		for b := range nb {
-			start, end, err := cut.GlobalBatch(s.n, b)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
+		// The samples at positions from on that the exclusion drops are
+		// not in the epoch's order; n is those left.
+		x, from, n := s.j.Exclusion, s.n, s.n
+		if x != nil && e >= x.Epoch {
+			from = 0
+			if e == x.Epoch {
+				from = min(x.From, s.n)
 			}
-			buf = buf[:0]
-			for pos := start; pos < end; {
-				for pos >= we {
-					w++
-					ids, ws, we = ep.Window(w), ep.WindowStart(w), ep.WindowStart(w+1)
+			n = s.n - x.Samples + droppedBefore(ep, x, from)
+		}
+		nb := cut.NumBatches(n)
+		if nb == 0 {
+			continue
+		}
+		b, k := 0, 0 // the batch being cut, and the position in the order
+		_, end, err := cut.GlobalBatch(n, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		buf = buf[:0]
+	walk:
+		for w := range ep.NumWindows() {
+			ws := ep.WindowStart(w)
+			for i, id := range ep.Window(w) {
+				if ws+i >= from && x.dropped(id) {
+					continue
 				}
-				hi := min(end, we)
-				for _, id := range ids[pos-ws : hi-ws] {
-					buf = append(buf, s.chunkOf(id))
+				buf = append(buf, s.chunkOf(id))
+				if k++; k < end {
+					continue
 				}
-				pos = hi
+				if err := m.walk(len(buf)); err != nil {
+					return err
+				}
+				visit(e, buf)
+				buf = buf[:0]
+				if b++; b == nb {
+					break walk
+				}
+				if _, end, err = cut.GlobalBatch(n, b); err != nil {
+					return fmt.Errorf("%w: %w", ErrInvalid, err)
+				}
 			}
-			if err := m.walk(len(buf)); err != nil {
-				return err
-			}
-			visit(e, buf)
 		}
 	}
 	return m.err()
+}
+
+// droppedBefore is the number of the samples at ep's positions before
+// from that x drops: samples that stay in the epoch's order.
+func droppedBefore(ep importance.Order, x *Exclusion, from int) int {
+	k := 0
+	for w := 0; w < ep.NumWindows() && ep.WindowStart(w) < from; w++ {
+		ws := ep.WindowStart(w)
+		for i, id := range ep.Window(w) {
+			if ws+i < from && x.dropped(id) {
+				k++
+			}
+		}
+	}
+	return k
 }
 
 // maxPresize caps the trace's initial capacity (in accesses, 768 MiB)

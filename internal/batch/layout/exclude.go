@@ -99,6 +99,12 @@ func (x *Exclusion) IDs() iter.Seq[int] {
 	}
 }
 
+// ForPlan is x as a plan takes it (GET /plan of a named job): its bitset
+// shared, read only.
+func (x *Exclusion) ForPlan() *api.PlanExclusion {
+	return &api.PlanExclusion{Version: x.Version, Epoch: x.Epoch, From: x.From, Samples: x.n, Drop: x.drop}
+}
+
 // Excluded reports whether sample id is on the list.
 func (x *Exclusion) Excluded(id int) bool {
 	w := id / 64
