@@ -14,6 +14,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
@@ -83,6 +84,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	}
 	if next := servedStep(err); next != nil {
 		body.FirstEditableStep = next
+	}
+	if c, ok := errors.AsType[*exclusions.ConflictError](err); ok {
+		body.ExclusionVersion = c.Current
 	}
 	writeJSON(w, status, body)
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -28,22 +29,34 @@ func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 		t.Fatalf("sample %d beyond the dataset", id)
 		return -1
 	}
-	x := j.Exclusion
+	var links []*Exclusion // first first
+	for x := j.Exclusion; x != nil; x = x.Previous {
+		links = append([]*Exclusion{x}, links...)
+	}
 	var out []Access
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
 		ep, err := shuffle.NewEpoch(d.Counts, j.Seed, uint64(e), j.Window)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var order []int
-		for pos := range ep.NumSamples() {
-			id := ep.AppendRange(nil, pos, pos+1)[0]
-			if e > x.Epoch || e == x.Epoch && pos >= x.From {
-				if x.Drop[id/64]&(1<<(id%64)) != 0 {
-					continue
+		order := ep.AppendRange(nil, 0, ep.NumSamples())
+		// Each version: its previous one's order up to its position, and
+		// without its samples from there.
+		for _, x := range links {
+			from := len(order)
+			switch {
+			case e > x.Epoch:
+				from = 0
+			case e == x.Epoch:
+				from = min(x.From, len(order))
+			}
+			next := slices.Clone(order[:from])
+			for _, id := range order[from:] {
+				if x.Drop[id/64]&(1<<(id%64)) == 0 {
+					next = append(next, id)
 				}
 			}
-			order = append(order, id)
+			order = next
 		}
 		g := j.BatchSize * j.World
 		for start := 0; start < len(order); start += g {
@@ -64,14 +77,14 @@ func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 }
 
 // testExclusion drops every sample of chunks empty and each other sample
-// of d with probability 1/5 (seeded).
+// of d with probability 1/5 (seeded by its position).
 func testExclusion(d Dataset, empty []int, epoch, from int) *Exclusion {
 	n := 0
 	for _, k := range d.Counts {
 		n += k
 	}
 	x := &Exclusion{Version: "v", Epoch: epoch, From: from, Drop: make([]uint64, (n+63)/64)}
-	r := rand.New(rand.NewPCG(7, 8))
+	r := rand.New(rand.NewPCG(uint64(epoch)<<32|uint64(from), uint64(len(empty))))
 	first := 0
 	for c, k := range d.Counts {
 		for id := first; id < first+k; id++ {
@@ -116,6 +129,50 @@ func TestTraceWithExclusion(t *testing.T) {
 				if (a.Chunk == 2 || a.Chunk == 9) && int(a.Epoch) > c.epoch {
 					t.Fatalf("chunk %d, which the list empties, read in epoch %d", a.Chunk, a.Epoch)
 				}
+			}
+		})
+	}
+}
+
+// TestTraceWithAnExtendedExclusion: the trace of a job whose list was
+// extended, twice, is the reference's: each version its previous one's
+// order up to its position, without both's samples from there.
+func TestTraceWithAnExtendedExclusion(t *testing.T) {
+	d := Dataset{ChunkSizes: equalSizes(12, 100), Counts: []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}}
+	union := func(x, y *Exclusion) *Exclusion {
+		z := &Exclusion{Version: y.Version, Epoch: y.Epoch, From: y.From, Drop: make([]uint64, len(x.Drop)), Previous: x}
+		for i := range z.Drop {
+			z.Drop[i] = x.Drop[i] | y.Drop[i]
+			z.Samples += bits.OnesCount64(z.Drop[i])
+		}
+		return z
+	}
+	for _, c := range []struct {
+		window, batch, world int
+		links                [][2]int // epoch, from
+	}{
+		{3, 4, 1, [][2]int{{0, 20}, {0, 55}}},
+		{2, 5, 2, [][2]int{{0, 30}, {1, 17}, {1, 40}}},
+		{12, 3, 1, [][2]int{{1, 0}, {1, 0}}},
+		{1, 7, 1, [][2]int{{1, 60}, {2, 3}}},
+	} {
+		t.Run(fmt.Sprint(c), func(t *testing.T) {
+			var x *Exclusion
+			for k, l := range c.links {
+				y := testExclusion(d, []int{2 + 3*k}, l[0], l[1])
+				y.Version = fmt.Sprint("v", k+1)
+				if x != nil {
+					y = union(x, y)
+				}
+				x = y
+			}
+			j := Job{Params: shuffle.Params{Seed: 5, Window: c.window, BatchSize: c.batch, World: c.world}, Epochs: 4, Exclusion: x}
+			got, err := Trace(d, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := referenceExcludedTrace(t, d, j); !slices.Equal(got, want) {
+				t.Fatalf("trace %v\nwant %v", got, want)
 			}
 		})
 	}

@@ -112,11 +112,13 @@ func exclusionOf(x *api.PlanExclusion) *Exclusion {
 	if x == nil {
 		return nil
 	}
+	y := &Exclusion{Version: x.Version, Epoch: int(min(x.Epoch, math.MaxInt32)), From: x.From, Samples: x.Samples, Drop: x.Drop,
+		Previous: exclusionOf(x.Previous)}
 	if x.Epoch > math.MaxInt32 {
 		// Past every epoch a plan can simulate: no epoch planned has it.
-		return &Exclusion{Version: x.Version, Epoch: math.MaxInt32, Drop: x.Drop}
+		y.From = 0
 	}
-	return &Exclusion{Version: x.Version, Epoch: int(x.Epoch), From: x.From, Samples: x.Samples, Drop: x.Drop}
+	return y
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is

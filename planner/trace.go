@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
@@ -84,17 +85,86 @@ type Job struct {
 // them), and the epoch's global batches are cut from that shorter order.
 // A chunk every sample of which is dropped is in no batch from there on:
 // it is never read.
+//
+// A list extended names the version it extends (Previous): its order is
+// that version's up to From of Epoch (a position in that version's
+// order), and that order without the samples Drop marks (both versions')
+// from there on.
 type Exclusion struct {
-	Version string   `json:"version"`
-	Epoch   int      `json:"epoch"`
-	From    int      `json:"from_position"`
-	Samples int      `json:"samples"`
-	Drop    []uint64 `json:"-"`
+	Version  string     `json:"version"`
+	Epoch    int        `json:"epoch"`
+	From     int        `json:"from_position"`
+	Samples  int        `json:"samples"`
+	Drop     []uint64   `json:"-"`
+	Previous *Exclusion `json:"previous,omitempty"`
 }
 
 // dropped reports whether sample id is on the list.
 func (x *Exclusion) dropped(id int) bool {
 	return x.Drop[id/64]&(1<<(id%64)) != 0
+}
+
+// exclusionCut is a job's exclusion list over one epoch, applied to the
+// epoch's base order a sample at a time (keep): each version leaves out
+// its samples from its position in its previous version's order, which
+// it counts as the samples pass.
+type exclusionCut struct {
+	links []*Exclusion // the versions in force in the epoch, first first
+	from  []int        // links[k]'s first position in links[k-1]'s order
+	at    []int        // the samples links[k-1]'s order has had so far
+}
+
+// newExclusionCut is x's cut of epoch e, nil if no version of x is in
+// force in it.
+func newExclusionCut(x *Exclusion, e int) *exclusionCut {
+	var links []*Exclusion
+	for ; x != nil; x = x.Previous {
+		if x.Epoch <= e {
+			links = append(links, x)
+		}
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	slices.Reverse(links)
+	c := &exclusionCut{links: links, from: make([]int, len(links)), at: make([]int, len(links))}
+	for k, l := range links {
+		if l.Epoch == e {
+			c.from[k] = l.From
+		}
+	}
+	return c
+}
+
+// keep reports whether the epoch's next sample, id, is in its order.
+func (c *exclusionCut) keep(id int) bool {
+	for k, x := range c.links {
+		at := c.at[k]
+		c.at[k]++
+		if at >= c.from[k] && x.dropped(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// samples is the number of samples of ep's order the cut keeps.
+func (c *exclusionCut) samples(ep importance.Order) int {
+	if !slices.ContainsFunc(c.from, func(f int) bool { return f > 0 }) {
+		// Every version in force from the epoch's start: its samples are
+		// the last one's.
+		return ep.NumSamples() - c.links[len(c.links)-1].Samples
+	}
+	n := 0
+	for w := range ep.NumWindows() {
+		for _, id := range ep.Window(w) {
+			if c.keep(id) {
+				n++
+			}
+		}
+	}
+	clear(c.at)
+	return n
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
@@ -159,8 +229,10 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
-	if x := j.Exclusion; x != nil && len(x.Drop)*64 < s.n {
-		return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d", ErrInvalid, len(x.Drop)*64, s.n)
+	for x := j.Exclusion; x != nil; x = x.Previous {
+		if len(x.Drop)*64 < s.n || x.Epoch < 0 || x.From < 0 {
+			return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, s.n, x.From, x.Epoch)
+		}
 	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
 		s.shift++
@@ -244,8 +316,6 @@ func validateJob(j Job) error {
 		// one epoch past the last simulated one.
 		return fmt.Errorf("%w: epochs %d..%d; the epoch after the last must be <= %d",
 			ErrInvalid, j.FirstEpoch, j.FirstEpoch+j.Epochs-1, math.MaxInt32)
-	case j.Exclusion != nil && (j.Exclusion.Epoch < 0 || j.Exclusion.From < 0):
-		return fmt.Errorf("%w: an exclusion from position %d of epoch %d; both must be >= 0", ErrInvalid, j.Exclusion.From, j.Exclusion.Epoch)
 	}
 	return nil
 }
@@ -332,15 +402,11 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		// The samples at positions from on that the exclusion drops are
-		// not in the epoch's order; n is those left.
-		x, from, n := s.j.Exclusion, s.n, s.n
-		if x != nil && e >= x.Epoch {
-			from = 0
-			if e == x.Epoch {
-				from = min(x.From, s.n)
-			}
-			n = s.n - x.Samples + droppedBefore(ep, x, from)
+		// The samples the exclusion leaves out of the epoch are not in
+		// its order; n is those left.
+		x, n := newExclusionCut(s.j.Exclusion, e), s.n
+		if x != nil {
+			n = x.samples(ep)
 		}
 		nb := cut.NumBatches(n)
 		if nb == 0 {
@@ -354,9 +420,8 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 		buf = buf[:0]
 	walk:
 		for w := range ep.NumWindows() {
-			ws := ep.WindowStart(w)
-			for i, id := range ep.Window(w) {
-				if ws+i >= from && x.dropped(id) {
+			for _, id := range ep.Window(w) {
+				if x != nil && !x.keep(id) {
 					continue
 				}
 				buf = append(buf, s.chunkOf(id))
@@ -378,21 +443,6 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 		}
 	}
 	return m.err()
-}
-
-// droppedBefore is the number of the samples at ep's positions before
-// from that x drops: samples that stay in the epoch's order.
-func droppedBefore(ep importance.Order, x *Exclusion, from int) int {
-	k := 0
-	for w := 0; w < ep.NumWindows() && ep.WindowStart(w) < from; w++ {
-		ws := ep.WindowStart(w)
-		for i, id := range ep.Window(w) {
-			if ws+i < from && x.dropped(id) {
-				k++
-			}
-		}
-	}
-	return k
 }
 
 // maxPresize caps the trace's initial capacity (in accesses, 768 MiB)
