@@ -68,14 +68,21 @@ var (
 	// ErrUnknownKeys: a list naming keys the dataset does not hold (422):
 	// a list is made whole or not at all.
 	ErrUnknownKeys = errkind.New(errkind.Unprocessable, "unknown keys")
+	// ErrTooManyVersions: an extension of a list of MaxVersions versions
+	// (422).
+	ErrTooManyVersions = errkind.New(errkind.Unprocessable, "too many versions")
 )
 
 // Refresh is how long a node takes a job to have no list before it asks
 // the store again.
 const Refresh = time.Second
 
-// MaxKeys bounds a list.
+// MaxKeys bounds a list's version.
 const MaxKeys = 1 << 22
+
+// MaxVersions bounds a list's versions: each is an order built on the
+// one before, and a node reads them all.
+const MaxVersions = 64
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -282,6 +289,9 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 		if prev, chain, err = b.previous(ctx, st, ds, l); err != nil {
 			return nil, nil, err
 		}
+		if len(chain) >= MaxVersions {
+			return nil, nil, fmt.Errorf("%w: job %s's exclusion list has %d versions, the most it may have", ErrTooManyVersions, l.Job, len(chain))
+		}
 	}
 	var x *layout.Exclusion
 	if prev != nil {
@@ -419,7 +429,9 @@ func versions(ctx context.Context, st Store, job string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading job %s's exclusion list: %w", job, err)
 		}
-		vs = append(vs, string(v))
+		if vs = append(vs, string(v)); len(vs) > MaxVersions {
+			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
+		}
 		key = prefix(job) + string(v) + ".next"
 	}
 }
@@ -536,7 +548,9 @@ func read(ctx context.Context, st Store, job string) (*List, error) {
 		if err := json.Unmarshal(body, l); err != nil || l.Version != string(v) || l.Job != job || l.Previous != prev {
 			return nil, fmt.Errorf("job %s's exclusion list %s is damaged in the store (%v)", job, v, err)
 		}
-		chain = append(chain, l)
+		if chain = append(chain, l); len(chain) > MaxVersions {
+			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
+		}
 		l.chain = slices.Clone(chain)
 		prev = l.Version
 		v, err = readObject(ctx, st, prefix(job)+l.Version+".next", 64)

@@ -233,3 +233,34 @@ func TestExtend(t *testing.T) {
 		t.Fatalf("the current version is %s; the winner made %s", l.Version, made[won].Version)
 	}
 }
+
+// TestMaxVersions: a list of MaxVersions versions is not extended; a
+// restarted node reads every one.
+func TestMaxVersions(t *testing.T) {
+	ctx := context.Background()
+	ds := catalogtest.Dataset(t, "d", 6, 10)
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New()
+	prev := ""
+	for i := range MaxVersions + 1 {
+		l := List{Job: "run", Dataset: "d", FromPosition: i / 8, Keys: []string{key(i%6, (i/6)%10)}, Previous: prev}
+		made, _, err := b.Make(ctx, st, ds, l, nil)
+		if i == MaxVersions {
+			if !errors.Is(err, ErrTooManyVersions) {
+				t.Fatalf("version %d: %v; want ErrTooManyVersions", i+1, err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("version %d: %v", i+1, err)
+		}
+		prev = made.Version
+	}
+	x, l, err := New().Of(ctx, st, ds, "run")
+	if err != nil || l.Version != prev || x.Len() != 60 || len(l.AllKeys()) != MaxVersions {
+		t.Fatalf("a restarted node: %v, version %s (want %s)", err, l.Version, prev)
+	}
+}
