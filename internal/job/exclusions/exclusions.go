@@ -42,7 +42,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/errkind"
@@ -314,7 +315,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	// The version itself, named by its content, is stored before requests
 	// are held off: of what the list's making holds them for, only small
 	// objects are left.
-	body, err := json.Marshal(l)
+	body, err := json.Marshal(&l)
 	if err != nil {
 		return nil, nil, err
 	}

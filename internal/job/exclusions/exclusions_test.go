@@ -3,7 +3,7 @@ package exclusions
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -107,7 +107,7 @@ func BenchmarkMakeAMillionKeys(b *testing.B) {
 		keys = append(keys, key(id/1000, id%1000))
 	}
 	step := uint64(0)
-	body, err := json.Marshal(api.ExclusionEdit{FromStep: &step, Keys: keys})
+	body, err := stdjson.Marshal(api.ExclusionEdit{FromStep: &step, Keys: keys})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -262,5 +262,30 @@ func TestMaxVersions(t *testing.T) {
 	x, l, err := New().Of(ctx, st, ds, "run")
 	if err != nil || l.Version != prev || x.Len() != 60 || len(l.AllKeys()) != MaxVersions {
 		t.Fatalf("a restarted node: %v, version %s (want %s)", err, l.Version, prev)
+	}
+}
+
+// TestReadsAListEncodingJSONStored: a list's version as encoding/json
+// wrote it (before go-json-experiment did) reads back whole.
+func TestReadsAListEncodingJSONStored(t *testing.T) {
+	ctx := context.Background()
+	ds := catalogtest.Dataset(t, "d", 4, 10)
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := List{Job: "run", Version: "00112233445566ff", Dataset: "d", IndexID: ds.ID(), FromPosition: 20, FromStep: 2, StepSamples: 10, Keys: []string{key(1, 1), key(3, 0)}}
+	body, err := stdjson.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, b := range map[string][]byte{prefix("run") + l.Version: body, prefix("run") + "root": []byte(l.Version)} {
+		if _, err := st.Put(ctx, k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, got, err := New().Of(ctx, st, ds, "run")
+	if err != nil || got.Version != l.Version || got.FromPosition != 20 || !slices.Equal(got.Keys, l.Keys) || x.Len() != 2 || !x.Excluded(11) {
+		t.Fatalf("read back: %+v, %v", got, err)
 	}
 }
