@@ -5,9 +5,16 @@ package api
 // (counted as the job's batches name them: epoch × batches per epoch +
 // batch, under the batch_size, world and offset the request's query
 // gives).
+//
+// Previous, on a job that has a list, names its current version: the
+// edit extends it (a new version whose order is the current one's up to
+// FromStep's position and leaves out both lists' samples from there).
+// Without it, a job that has a list refuses the edit (409 naming the
+// current version, Error.ExclusionVersion).
 type ExclusionEdit struct {
 	FromStep *uint64  `json:"from_step"`
 	Keys     []string `json:"keys"`
+	Previous string   `json:"previous,omitempty"`
 }
 
 // StoredExclusion is a job's exclusion list as the exclude endpoints
@@ -31,4 +38,9 @@ type StoredExclusion struct {
 	Samples     int      `json:"samples"`
 	EmptyChunks int      `json:"empty_chunks"`
 	Keys        []string `json:"keys,omitempty"`
+	// Previous is the version this one extends, "" for a first list;
+	// FromPosition is then a position in its order, and Samples,
+	// EmptyChunks and Keys (GET's: every version's keys, first first)
+	// count both.
+	Previous string `json:"previous,omitempty"`
 }

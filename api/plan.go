@@ -50,6 +50,10 @@ type SharedPlanJob struct {
 	// Start is when the job sends its first batch, in epochs of a job of
 	// speed 1, the jobs of start 0 beginning together. >= 0.
 	Start float64 `json:"start"`
+	// Exclusion is filled by the server for a job named as a job with an
+	// exclusion list over the dataset (PlanOptions.Exclusion). Not a
+	// field of the body.
+	Exclusion *PlanExclusion `json:"-"`
 }
 
 // Bounds of a POST /plan.

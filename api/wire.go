@@ -278,6 +278,10 @@ type Error struct {
 	// ScheduleVersion is, on a 409 about a job's stored schedule, its
 	// current version: the one to read, or to base an edit on.
 	ScheduleVersion string `json:"schedule_version,omitempty"`
+	// ExclusionVersion is, on a 409 refusing an exclusion list for a job
+	// that has one (or an extension of a version not its current one),
+	// the current version: the one to extend (ExclusionEdit.Previous).
+	ExclusionVersion string `json:"exclusion_version,omitempty"`
 	// FirstEditableStep is, on a 409 refusing a schedule edit from a step
 	// the job has read, the first step an edit could start at when it was
 	// refused: the job's loaders may have read further since, which an
@@ -316,6 +320,27 @@ type PlanOptions struct {
 	// its measured (or calibrated) costs, which the planner answers the
 	// pipeline's questions from. Not a query parameter.
 	Transform *TransformCosts
+	// Exclusion is filled by the server for a named job (job=) with an
+	// exclusion list over the dataset: the plan cuts the job's epochs
+	// from the orders without its samples, as its batches are cut. Not a
+	// query parameter.
+	Exclusion *PlanExclusion
+}
+
+// PlanExclusion is a job's exclusion list, for a plan
+// (PlanOptions.Exclusion): from position From of epoch Epoch on, and at
+// every position of a later epoch, the order without the samples Drop
+// marks (a bitset over sample IDs, Samples of them; the server's, read
+// only). A list extended names the version it extends (Previous): its
+// From is a position in that version's order, and Drop holds that
+// version's samples too.
+type PlanExclusion struct {
+	Version  string
+	Epoch    uint64
+	From     int
+	Samples  int
+	Drop     []uint64
+	Previous *PlanExclusion
 }
 
 // TransformCosts are a pipeline's costs on a server, for a plan

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -520,13 +522,13 @@ func (ix *Index) Lookup(ctx context.Context, key string) (id int, ok bool, err e
 
 // LookupMany is Lookup of every key: ids[i] and found[i] are keys[i]'s.
 // On an index with every table in memory, a list that is a good part of
-// the index is found in one walk of the index's hash order, each key and
-// each sample hashed once, rather than by a binary search per key (which
-// hashes a sample at every probe): a million keys in a fraction of a
-// second.
+// the index is found in one walk of the index's hash order (cut in parts
+// walked at once, one a processor), each key and each sample hashed
+// once, rather than by a binary search per key (which hashes a sample at
+// every probe): a million keys in a fraction of a second.
 func (ix *Index) LookupMany(ctx context.Context, keys []string) (ids []int, found []bool, err error) {
-	ids, found = make([]int, len(keys)), make([]bool, len(keys))
 	if ix.part != nil || len(keys)*32 < ix.NumSamples() {
+		ids, found = make([]int, len(keys)), make([]bool, len(keys))
 		for i, k := range keys {
 			if ids[i], found[i], err = ix.Lookup(ctx, k); err != nil {
 				return nil, nil, err
@@ -534,41 +536,83 @@ func (ix *Index) LookupMany(ctx context.Context, keys []string) (ids []int, foun
 		}
 		return ids, found, nil
 	}
+	// The walk is cut in parts, one a processor, if each has a good many
+	// keys.
+	ids, found = lookupWalk(ix, keys, min(runtime.GOMAXPROCS(0), max(len(keys)>>16, 1)))
+	return ids, found, nil
+}
+
+// lookupWalk is LookupMany on an index ix with every table in memory, by
+// a walk of its hash order cut in parts walked at once.
+func lookupWalk(ix *Index, keys []string, parts int) (ids []int, found []bool) {
+	ids, found = make([]int, len(keys)), make([]bool, len(keys))
 	type query struct {
 		h uint64
 		i int
 	}
-	qs := make([]query, len(keys))
+	// The keys in their hashes' order: the hashes being uniform, a pass
+	// that puts each key in its bucket by the hash's top bits leaves
+	// buckets of a few keys each to sort, which costs a fraction of a
+	// sort of them all.
+	shift := 64 - min(bits.Len(uint(len(keys)/8)), 24)
+	start := make([]int, 1<<(64-shift)+1)
+	hs := make([]uint64, len(keys))
 	for i, k := range keys {
-		qs[i] = query{maphash.String(ix.seed, k), i}
+		hs[i] = maphash.String(ix.seed, k)
+		start[hs[i]>>shift+1]++
 	}
-	slices.SortFunc(qs, func(a, b query) int { return cmp.Compare(a.h, b.h) })
-	j := 0
-	var hj uint64 // the hash of ix.byHash[j], once computed
-	known := -1
-	for _, qu := range qs {
-		h, q := qu.h, qu.i
-		for ; j < len(ix.byHash); j++ {
-			if known != j {
-				hj, known = maphash.String(ix.seed, ix.SampleKey(int(ix.byHash[j]))), j
-			}
-			if hj >= h {
-				break
-			}
-		}
-		// The run of samples with hash h, from j: keys collide rarely.
-		for k := j; k < len(ix.byHash); k++ {
-			id := int(ix.byHash[k])
-			if k != j && maphash.String(ix.seed, ix.SampleKey(id)) != h || k == j && hj != h {
-				break
-			}
-			if ix.SampleKey(id) == keys[q] {
-				ids[q], found[q] = id, true
-				break
-			}
-		}
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
 	}
-	return ids, found, nil
+	qs := make([]query, len(keys))
+	next := slices.Clone(start[:len(start)-1])
+	for i, h := range hs {
+		qs[next[h>>shift]] = query{h, i}
+		next[h>>shift]++
+	}
+	for b := range len(start) - 1 {
+		slices.SortFunc(qs[start[b]:start[b+1]], func(a, b query) int { return cmp.Compare(a.h, b.h) })
+	}
+	// Each part starts from its first key's place in the hash order, and
+	// writes its keys' entries of ids and found alone.
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			part := qs[p*len(qs)/parts : (p+1)*len(qs)/parts]
+			if len(part) == 0 {
+				return
+			}
+			j, _ := slices.BinarySearchFunc(ix.byHash, part[0].h, func(id uint32, h uint64) int {
+				return cmp.Compare(maphash.String(ix.seed, ix.SampleKey(int(id))), h)
+			})
+			known := -1
+			var hj uint64 // the hash of ix.byHash[j], once computed
+			for _, qu := range part {
+				h, q := qu.h, qu.i
+				for ; j < len(ix.byHash); j++ {
+					if known != j {
+						hj, known = maphash.String(ix.seed, ix.SampleKey(int(ix.byHash[j]))), j
+					}
+					if hj >= h {
+						break
+					}
+				}
+				// The run of samples with hash h, from j: keys collide rarely.
+				for k := j; k < len(ix.byHash); k++ {
+					id := int(ix.byHash[k])
+					if k != j && maphash.String(ix.seed, ix.SampleKey(id)) != h || k == j && hj != h {
+						break
+					}
+					if ix.SampleKey(id) == keys[q] {
+						ids[q], found[q] = id, true
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return ids, found
 }
 
 // lookupWhole is Lookup on an index with every table in memory.

@@ -8,7 +8,8 @@ import (
 
 // TestLookupMany: LookupMany answers what Lookup answers of every key,
 // by both of its ways (few keys: a search each; many: one walk of the
-// hash order), keys repeated and unknown among them.
+// hash order, in one part or several), keys repeated and unknown among
+// them.
 func TestLookupMany(t *testing.T) {
 	var cs []Chunk
 	var ss []Sample
@@ -36,10 +37,19 @@ func TestLookupMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, k := range keys {
-			id, ok, _ := ix.Lookup(context.Background(), k)
-			if found[i] != ok || ok && ids[i] != id {
-				t.Fatalf("%d keys: %q: LookupMany %d %t; Lookup %d %t", n, k, ids[i], found[i], id, ok)
+		check := func(how string, ids []int, found []bool) {
+			for i, k := range keys {
+				id, ok, _ := ix.Lookup(context.Background(), k)
+				if found[i] != ok || ok && ids[i] != id {
+					t.Fatalf("%d keys, %s: %q: LookupMany %d %t; Lookup %d %t", n, how, k, ids[i], found[i], id, ok)
+				}
+			}
+		}
+		check("LookupMany", ids, found)
+		if n*32 >= ix.NumSamples() {
+			for _, parts := range []int{1, 3, 7} {
+				ids, found := lookupWalk(ix, keys, parts)
+				check(fmt.Sprint("a walk in ", parts, " parts"), ids, found)
 			}
 		}
 	}

@@ -69,6 +69,10 @@ type APIError struct {
 	// the job has read, the first step an edit could start at when it
 	// was refused (Client.EditSchedule).
 	FirstEditableStep *uint64
+	// ExclusionVersion is, on a 409 refusing an exclusion list for a job
+	// that has one (or an extension of a version not the current one),
+	// the current version: the one to extend (Client.ExtendExclusion).
+	ExclusionVersion string
 }
 
 func (e *APIError) Error() string {
@@ -114,6 +118,7 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 				e.ScheduleVersion = wire.ScheduleVersion // an edit's 409: no header
 			}
 			e.FirstEditableStep = wire.FirstEditableStep
+			e.ExclusionVersion = wire.ExclusionVersion
 		}
 		return e
 	}

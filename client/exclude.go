@@ -20,7 +20,9 @@ import (
 //
 // A list from a step the gateway has served of the job is refused with
 // 409: an *APIError whose FirstEditableStep is the first step a list
-// could start at.
+// could start at. A job's list grows by versions: ExtendExclusion adds
+// keys from a later step to the current version, which a second Exclude's
+// 409 names (APIError.ExclusionVersion).
 
 // excludePath is the path of the exclusion list stored under the job's
 // name.
@@ -35,11 +37,29 @@ func excludePath(name string) (string, error) {
 // from global step fromStep on (counted as the job's batches are, under
 // Options.Job's batch size, world and offset), and returns it as made.
 func (c *Client) Exclude(ctx context.Context, fromStep uint64, keys []string) (api.StoredExclusion, error) {
+	return exclude(ctx, c, api.ExclusionEdit{FromStep: &fromStep, Keys: keys})
+}
+
+// ExtendExclusion extends the job's exclusion list, whose current version
+// is previous: keys left out too from global step fromStep on (at or
+// after the list's own first step), and returns the new version as made.
+// Its order is the current version's before fromStep's position and
+// leaves out both's samples from there. An extension of a version that is
+// not the current one is refused with 409 naming the current one
+// (APIError.ExclusionVersion).
+func (c *Client) ExtendExclusion(ctx context.Context, previous string, fromStep uint64, keys []string) (api.StoredExclusion, error) {
+	return exclude(ctx, c, api.ExclusionEdit{FromStep: &fromStep, Keys: keys, Previous: previous})
+}
+
+// exclude posts e as c's job's exclusion list (a function, not a
+// method: Client's methods are its API).
+func exclude(ctx context.Context, c *Client, e api.ExclusionEdit) (api.StoredExclusion, error) {
+	keys, fromStep := e.Keys, *e.FromStep
 	path, err := excludePath(c.opts.Job.Name)
 	if err != nil {
 		return api.StoredExclusion{}, err
 	}
-	data, err := json.Marshal(api.ExclusionEdit{FromStep: &fromStep, Keys: keys})
+	data, err := json.Marshal(e)
 	if err != nil {
 		return api.StoredExclusion{}, err
 	}

@@ -16,7 +16,8 @@ import (
 // from a step; Client.Exclusion reads it back; the job's next epoch,
 // read through the client, holds no listed sample and every other once;
 // a list from a step read is refused with the first step a list could
-// start at.
+// start at; a second list is refused naming the current version, and
+// ExtendExclusion extends it.
 func TestExcludeClient(t *testing.T) {
 	g := startMixGateway(t)
 	ctx := context.Background()
@@ -67,5 +68,19 @@ func TestExcludeClient(t *testing.T) {
 	}
 	if len(seen) != len(all)-2 {
 		t.Fatalf("epoch 1: %d samples, want %d", len(seen), len(all)-2)
+	}
+
+	// A second list is refused naming the current version, which an
+	// extension names.
+	later := from + 2*uint64(len(all)/8)
+	if _, err := c.Exclude(ctx, later, []string{all[5]}); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.ExclusionVersion != x.Version {
+		t.Fatalf("a second list: %v; want 409 naming version %s", err, x.Version)
+	}
+	y, err := c.ExtendExclusion(ctx, x.Version, later, []string{all[5]})
+	if err != nil || y.Previous != x.Version || y.Samples != 3 {
+		t.Fatalf("ExtendExclusion: %+v, %v", y, err)
+	}
+	if back, err := c.Exclusion(ctx); err != nil || back.Version != y.Version || !slices.Equal(back.Keys, append(slices.Clone(listed), all[5])) {
+		t.Fatalf("Exclusion after the extension: %+v, %v", back, err)
 	}
 }

@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/brandgw/brand/internal/job/catalog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/brandgw/brand/internal/job/catalog"
 
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/membership"
+	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
@@ -86,6 +88,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 	}
 	if next := appendStep(err); next != nil {
 		body.FirstEditableStep = next
+	}
+	if c, ok := errors.AsType[*exclusions.ConflictError](err); ok {
+		body.ExclusionVersion = c.Current
 	}
 	writeJSON(w, status, body)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
+	"github.com/brandgw/brand/planner"
 )
 
 // exclusionFixture is a dataset of 12 chunks of 10 samples (sample i in
@@ -418,6 +419,279 @@ func TestExclusionOnACluster(t *testing.T) {
 			if r := reads[fmt.Sprintf("chunks/%06d.tar", c)].Reads; r != 0 {
 				t.Fatalf("node %d read chunk %d, which the list empties, %d times", k, c, r)
 			}
+		}
+	}
+}
+
+// TestPlanKnowsTheExclusion: GET /plan of a named job with an exclusion
+// list plans the job without the list's samples. From a cold cache that
+// holds the dataset, the epoch after the list's reads every chunk the
+// job reads once: the dataset's bytes less those of the chunks the list
+// empties (3 and 7), where the same job before its list, or unnamed,
+// reads them all; the list's own epoch reads no more than without it;
+// and the plan's job names the list. POST /plan plans a job named as
+// the job the same way.
+func TestPlanKnowsTheExclusion(t *testing.T) {
+	const S = 3
+	f := newFixture(t, exChunks, exPerChunk)
+	_, srv := start(t, f.store, nil)
+	var total int64
+	for c := range exChunks {
+		total += f.index.Chunk(c).Size
+	}
+	empty := f.index.Chunk(3).Size + f.index.Chunk(7).Size
+	plan := func(job string, first int) *planner.Plan {
+		return planOf(t, srv.URL, fmt.Sprintf("%s&cache_size=%d&epochs=2&first_epoch=%d", job, total, first))
+	}
+	unnamed := strings.Replace(exJob, "job=run&", "", 1)
+	before, before0 := plan(exJob, 1), plan(exJob, 0)
+	resp, b := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S, "keys": exExcluded()})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	var made api.StoredExclusion
+	if err := json.Unmarshal(b, &made); err != nil {
+		t.Fatal(err)
+	}
+	with, with0, without := plan(exJob, 1), plan(exJob, 0), plan(unnamed, 1)
+	for _, r := range []struct {
+		name                  string
+		before, with, without planner.Result
+		before0, with0        planner.Result
+	}{
+		{"lru", before.LRU, with.LRU, without.LRU, before0.LRU, with0.LRU},
+		{"optimal", before.Optimal, with.Optimal, without.Optimal, before0.Optimal, with0.Optimal},
+	} {
+		if got := r.with.Epochs[0].BackendBytes; got != total-empty {
+			t.Errorf("%s: epoch 1 of the job with its list reads %d bytes from the store; want %d, the dataset's %d less the emptied chunks' %d", r.name, got, total-empty, total, empty)
+		}
+		if r.before.Epochs[0].BackendBytes != total || r.without.Epochs[0].BackendBytes != total {
+			t.Errorf("%s: epoch 1 reads %d bytes before the list, %d unnamed; want the dataset's %d", r.name, r.before.Epochs[0].BackendBytes, r.without.Epochs[0].BackendBytes, total)
+		}
+		if r.with0.Epochs[0].BackendBytes > r.before0.Epochs[0].BackendBytes {
+			t.Errorf("%s: epoch 0, the list's, reads %d bytes with it, %d before it", r.name, r.with0.Epochs[0].BackendBytes, r.before0.Epochs[0].BackendBytes)
+		}
+	}
+	if x := with.Job.Exclusion; x == nil || x.Version != made.Version || x.From != S*10 || x.Samples != made.Samples {
+		t.Errorf("the plan's job names the list %+v; want version %s from position %d", x, made.Version, S*10)
+	}
+	if before.Job.Exclusion != nil || without.Job.Exclusion != nil {
+		t.Error("a plan of the job before its list, or unnamed, names a list")
+	}
+
+	// POST /plan: a job named "run" is the job with its list.
+	shared := func(name string) *planner.SharedPlan {
+		job := map[string]any{"seed": 7, "window": 2, "batch_size": 5, "world": 2, "epochs": 2, "first_epoch": 1}
+		if name != "" {
+			job["name"] = name
+		}
+		body, _ := json.Marshal(map[string]any{"cache_size": total, "jobs": []any{job}})
+		resp, b := do(t, http.MethodPost, srv.URL+"/plan", body)
+		var p planner.SharedPlan
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("POST /plan: %d %s", resp.StatusCode, b)
+		}
+		return &p
+	}
+	named, anon := shared("run"), shared("")
+	for _, r := range []struct {
+		name        string
+		named, anon planner.Result
+	}{{"lru", named.LRU, anon.LRU}, {"optimal", named.Optimal, anon.Optimal}, {"partitioned", named.Partitioned, anon.Partitioned}} {
+		if r.named.BackendBytes != total-empty || r.anon.BackendBytes != total {
+			t.Errorf("POST /plan, %s: the job named run reads %d bytes, unnamed %d; want %d and %d", r.name, r.named.BackendBytes, r.anon.BackendBytes, total-empty, total)
+		}
+	}
+	if x := named.Jobs[0].Exclusion; x == nil || x.Version != made.Version {
+		t.Errorf("POST /plan's job names the list %+v; want version %s", x, made.Version)
+	}
+}
+
+// exStepTagged is exStep with the ETags of its ranks' batches.
+func exStepTagged(t *testing.T, base string, e, s int, job string) (body []byte, keys, tags []string) {
+	t.Helper()
+	for rank := range 2 {
+		resp, b := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&rank=%d", base, e, s, job, rank))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("epoch %d step %d rank %d: %d %s", e, s, rank, resp.StatusCode, b)
+		}
+		body = append(body, b...)
+		tags = append(tags, resp.Header.Get("ETag"))
+		for _, smp := range readTar(t, b) {
+			keys = append(keys, smp.key)
+		}
+	}
+	return body, keys, tags
+}
+
+// TestExclusionExtended: a job's list extended from a later step S2
+// (POST naming the current version as previous). A POST without
+// previous, or naming a version not the current one, is 409 naming the
+// current version; the steps before S2 are the first list's, byte for
+// byte and ETag for ETag; from S2 on, and in the next epoch, the union
+// of the lists is left out and every other sample served exactly once;
+// GET answers the new version with every key; a gateway started over the
+// same store serves the same bytes and reads no chunk the union empties.
+func TestExclusionExtended(t *testing.T) {
+	const S1, S2 = 3, 6
+	f := newFixture(t, exChunks, exPerChunk)
+	_, srv := start(t, f.store, nil)
+	var epoch0 []string // keys served in epoch 0, in order
+	for s := range S1 {
+		_, keys := exStep(t, srv.URL, 0, s, exJob)
+		epoch0 = append(epoch0, keys...)
+	}
+	first := exExcluded() // chunks 3 and 7, and three more
+	resp, b := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S1, "keys": first})
+	var v1 api.StoredExclusion
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &v1) != nil {
+		t.Fatalf("POST the first list: %d %s", resp.StatusCode, b)
+	}
+	// The steps between the lists, as the first list has them.
+	type step struct {
+		body []byte
+		tags []string
+	}
+	between := map[int]step{}
+	for s := S1; s < S2; s++ {
+		body, keys, tags := exStepTagged(t, srv.URL, 0, s, exJob)
+		between[s] = step{body, tags}
+		epoch0 = append(epoch0, keys...)
+	}
+	// The second list: chunk 10 whole, two more, and one of the first's.
+	var second []string
+	for i := range exPerChunk {
+		second = append(second, exKey(10*exPerChunk+i))
+	}
+	second = append(second, exKey(2), exKey(118), exKey(55))
+
+	resp, b = postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S2, "keys": second})
+	var e api.Error
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.ExclusionVersion != v1.Version {
+		t.Fatalf("a second list without previous: %d %s; want 409 naming version %s", resp.StatusCode, b, v1.Version)
+	}
+	resp, b = postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S2, "keys": second, "previous": "0123456789abcdef"})
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.ExclusionVersion != v1.Version {
+		t.Fatalf("an extension of a version the job has not: %d %s; want 409 naming version %s", resp.StatusCode, b, v1.Version)
+	}
+	resp, b = postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S1 - 1, "keys": second, "previous": v1.Version})
+	if resp.StatusCode == http.StatusCreated {
+		t.Fatalf("an extension from step %d, before the first list's %d: %d %s", S1-1, S1, resp.StatusCode, b)
+	}
+	resp, b = postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S2, "keys": second, "previous": v1.Version})
+	var v2 api.StoredExclusion
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &v2) != nil {
+		t.Fatalf("POST the extension: %d %s", resp.StatusCode, b)
+	}
+	out := map[string]bool{}  // the union
+	out1 := map[string]bool{} // the first list
+	for _, k := range first {
+		out[k], out1[k] = true, true
+	}
+	for _, k := range second {
+		out[k] = true
+	}
+	if v2.Previous != v1.Version || v2.Version == v1.Version || v2.Samples != len(out) || v2.EmptyChunks != 3 || v2.FromPosition != S2*10 {
+		t.Fatalf("the extension: %+v; want previous %s, %d samples, 3 chunks emptied, from position %d", v2, v1.Version, len(out), S2*10)
+	}
+
+	// Before S2: the first list's steps, bytes and ETags.
+	for s := S1; s < S2; s++ {
+		body, _, tags := exStepTagged(t, srv.URL, 0, s, exJob)
+		if !bytes.Equal(body, between[s].body) || !slices.Equal(tags, between[s].tags) {
+			t.Fatalf("step %d, between the lists, changed: ETags %v, were %v", s, tags, between[s].tags)
+		}
+	}
+	// From S2 on: the union left out.
+	rest0, bodies0 := exEpochKeys(t, srv.URL, 0, S2, exJob)
+	all1, bodies1 := exEpochKeys(t, srv.URL, 1, 0, exJob)
+	for _, k := range rest0 {
+		if out[k] {
+			t.Fatalf("epoch 0 from step %d: %s, on a list, served", S2, k)
+		}
+	}
+	for _, k := range epoch0[S1*10:] {
+		if out1[k] {
+			t.Fatalf("epoch 0 from step %d: %s, on the first list, served", S1, k)
+		}
+	}
+	once := func(what string, got []string, want func(k string) bool) {
+		t.Helper()
+		seen := map[string]int{}
+		for _, k := range got {
+			seen[k]++
+		}
+		n := 0
+		for id := range exChunks * exPerChunk {
+			if k := exKey(id); want(k) {
+				n++
+				if seen[k] != 1 {
+					t.Fatalf("%s: sample %s served %d times, want once", what, k, seen[k])
+				}
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%s: %d samples served, want %d", what, len(got), n)
+		}
+	}
+	whole0 := append(slices.Clone(epoch0), rest0...)
+	served := map[string]bool{}
+	for _, k := range whole0 {
+		served[k] = true
+	}
+	// Epoch 0: every sample on no list once, and nothing twice.
+	once("epoch 0", whole0, func(k string) bool { return !out[k] || served[k] })
+	once("epoch 1", all1, func(k string) bool { return !out[k] })
+
+	resp, b = get(t, srv.URL+"/jobs/run/exclude?"+exJob)
+	var got api.StoredExclusion
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || got.Version != v2.Version || got.Previous != v1.Version ||
+		!slices.Equal(got.Keys, append(slices.Clone(first), second...)) {
+		t.Fatalf("GET: %d %s; want version %s extending %s with both lists' keys", resp.StatusCode, b, v2.Version, v1.Version)
+	}
+
+	// /plan of the job: epoch 1, from a cold cache that holds the
+	// dataset, reads every chunk but the three the union empties.
+	var total, empty int64
+	for c := range exChunks {
+		total += f.index.Chunk(c).Size
+		if c == 3 || c == 7 || c == 10 {
+			empty += f.index.Chunk(c).Size
+		}
+	}
+	plan := planOf(t, srv.URL, fmt.Sprintf("%s&cache_size=%d&epochs=2&first_epoch=1", exJob, total))
+	if got := plan.LRU.Epochs[0].BackendBytes; got != total-empty || plan.Job.Exclusion == nil || plan.Job.Exclusion.Previous == nil {
+		t.Errorf("/plan: epoch 1 reads %d bytes; want %d, the dataset's less chunks 3, 7 and 10 (the plan's list: %+v)", got, total-empty, plan.Job.Exclusion)
+	}
+
+	// A gateway started over the same store: the same bytes of epoch 1,
+	// and no read of the chunks the union empties; another, the same
+	// bytes of epoch 0 (whose steps before S2 may read chunk 10).
+	counting := s3test.Wrap(f.store)
+	g2, srv2 := start(t, counting, nil)
+	_, again1 := exEpochKeys(t, srv2.URL, 1, 0, exJob)
+	for s := range bodies1 {
+		if !bytes.Equal(again1[s], bodies1[s]) {
+			t.Fatalf("epoch 1 step %d differs on the restarted gateway", s)
+		}
+	}
+	g2.Close() // its prefetches done
+	reads := counting.Take().Under("chunks/")
+	for _, c := range []int{3, 7, 10} {
+		if n := reads[fmt.Sprintf("chunks/%06d.tar", c)].Reads; n != 0 {
+			t.Fatalf("chunk %d, every sample of which is on a list, was read %d times (reads: %v)", c, n, reads)
+		}
+	}
+	_, srv3 := start(t, f.store, nil)
+	_, again0 := exEpochKeys(t, srv3.URL, 0, S2, exJob)
+	for s := range bodies0 {
+		if !bytes.Equal(again0[s], bodies0[s]) {
+			t.Fatalf("epoch 0 step %d differs on the restarted gateway", S2+s)
+		}
+	}
+	for s := S1; s < S2; s++ {
+		if body, _, tags := exStepTagged(t, srv3.URL, 0, s, exJob); !bytes.Equal(body, between[s].body) || !slices.Equal(tags, between[s].tags) {
+			t.Fatalf("step %d, between the lists, differs on the restarted gateway", s)
 		}
 	}
 }

@@ -79,7 +79,7 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var e api.ExclusionEdit
-	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
+	if err := reqbody.DecodeLargeJSON(r.Body, &e); err != nil {
 		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"from_step\": 1200, \"keys\": [\"a/0001\", …]}: %w", query.ErrBadRequest, err))
 		return
 	}
@@ -114,7 +114,7 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		}
 		return epoch*uint64(batches) + uint64(k)
 	}
-	l := exclusions.List{Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: step, StepSamples: g, Keys: e.Keys}
+	l := exclusions.List{Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: step, StepSamples: g, Keys: e.Keys, Previous: e.Previous}
 	made, x, err := ea.jobs.excl.Make(ctx, ds.Store, ds, l, stepOf)
 	if err != nil {
 		writeError(ctx, w, err)
@@ -128,7 +128,8 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 
 func storedExclusion(l *exclusions.List, x *layout.Exclusion, ds *catalog.Dataset) api.StoredExclusion {
 	return api.StoredExclusion{Job: l.Job, Version: l.Version, Dataset: l.Dataset, IndexID: l.IndexID, FromStep: l.FromStep,
-		StepSamples: l.StepSamples, Epoch: l.Epoch, FromPosition: l.FromPosition, Samples: x.Len(), EmptyChunks: x.EmptyChunks(ds.Counts), Keys: l.Keys}
+		StepSamples: l.StepSamples, Epoch: l.Epoch, FromPosition: l.FromPosition, Samples: x.Len(), EmptyChunks: x.EmptyChunks(ds.Counts),
+		Keys: l.AllKeys(), Previous: l.Previous}
 }
 
 // servedStep is, on a 409 refusing a list from a step this node served,

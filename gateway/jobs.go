@@ -104,16 +104,23 @@ func (j *jobs) epoch(r *http.Request) (q query.Query, src layout.Source, epoch u
 	return q, src, epoch, err
 }
 
-// peerExclusion reports whether job's exclusion list over ds is version,
+// peerExclusion reports whether job's exclusion list over ds has version,
 // registering it for the layout: a peer's stream names the list its
 // positions are laid out under.
 func (j *jobs) peerExclusion(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
 	x, _, err := j.excl.Of(ctx, ds.Store, ds, job)
-	if err != nil || x == nil || x.Version != version {
+	if err != nil {
 		return false
 	}
-	j.orders.AddExclusion(x)
-	return true
+	// The asker's version, or one this node's extends: registered with
+	// the versions it extends.
+	for y := x; y != nil; y = y.Prev() {
+		if y.Version == version {
+			j.orders.AddExclusion(x)
+			return true
+		}
+	}
+	return false
 }
 
 // exclusion resolves the exclusion list stored under a named job over

@@ -6,6 +6,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
 )
@@ -44,6 +45,14 @@ func (p planJobs) Stored(ctx context.Context, job *api.Job, epoch uint64) error 
 }
 
 func (p planJobs) Version(job api.Job) (*catalog.Dataset, error) { return p.j.version(job) }
+
+func (p planJobs) Exclusion(ctx context.Context, job api.Job, ds *catalog.Dataset) (*layout.Exclusion, error) {
+	if job.Name == "" {
+		return nil, nil
+	}
+	x, _, err := p.j.excl.Of(ctx, ds.Store, ds, job.Name)
+	return x, err
+}
 
 // getPlan serves GET /plan (plans.Maker.Plan).
 func getPlan(m *plans.Maker) http.HandlerFunc {

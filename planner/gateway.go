@@ -74,7 +74,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		}
 		cp, err := MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            d,
-			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
 			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
@@ -90,7 +90,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	}
 	in := PlanInput{
 		Dataset:            d,
-		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs},
+		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
@@ -106,6 +106,20 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		p.Transform, err = PlanTransform(ctx, in, p, t)
 	}
 	return p, err
+}
+
+// exclusionOf is a job's exclusion list as the planner takes it.
+func exclusionOf(x *api.PlanExclusion) *Exclusion {
+	if x == nil {
+		return nil
+	}
+	y := &Exclusion{Version: x.Version, Epoch: int(min(x.Epoch, math.MaxInt32)), From: x.From, Samples: x.Samples, Drop: x.Drop,
+		Previous: exclusionOf(x.Previous)}
+	if x.Epoch > math.MaxInt32 {
+		// Past every epoch a plan can simulate: no epoch planned has it.
+		y.From = 0
+	}
+	return y
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
@@ -196,6 +210,7 @@ func (ForGateway) SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.
 				Params:     shuffle.Params{Seed: j.Seed, Window: j.Window, BatchSize: j.BatchSize, World: j.World, DropLast: j.DropLast},
 				FirstEpoch: j.FirstEpoch,
 				Epochs:     j.Epochs,
+				Exclusion:  exclusionOf(j.Exclusion),
 			},
 			Name:  j.Name,
 			Speed: j.Speed,

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
@@ -72,6 +73,98 @@ type Job struct {
 	shuffle.Params
 	FirstEpoch int `json:"first_epoch"`
 	Epochs     int `json:"epochs"`
+	// Exclusion, if not nil, is the job's exclusion list: the epochs are
+	// cut from orders without its samples, as the gateway cuts them.
+	Exclusion *Exclusion `json:"exclusion,omitempty"`
+}
+
+// Exclusion is a named job's exclusion list (POST /jobs/NAME/exclude,
+// docs/shuffle.md §14): from position From of epoch Epoch on, and at
+// every position of a later epoch, the epoch's order is the same order
+// without the samples Drop marks (a bitset over sample IDs, Samples of
+// them), and the epoch's global batches are cut from that shorter order.
+// A chunk every sample of which is dropped is in no batch from there on:
+// it is never read.
+//
+// A list extended names the version it extends (Previous): its order is
+// that version's up to From of Epoch (a position in that version's
+// order), and that order without the samples Drop marks (both versions')
+// from there on.
+type Exclusion struct {
+	Version  string     `json:"version"`
+	Epoch    int        `json:"epoch"`
+	From     int        `json:"from_position"`
+	Samples  int        `json:"samples"`
+	Drop     []uint64   `json:"-"`
+	Previous *Exclusion `json:"previous,omitempty"`
+}
+
+// dropped reports whether sample id is on the list.
+func (x *Exclusion) dropped(id int) bool {
+	return x.Drop[id/64]&(1<<(id%64)) != 0
+}
+
+// exclusionCut is a job's exclusion list over one epoch, applied to the
+// epoch's base order a sample at a time (keep): each version leaves out
+// its samples from its position in its previous version's order, which
+// it counts as the samples pass.
+type exclusionCut struct {
+	links []*Exclusion // the versions in force in the epoch, first first
+	from  []int        // links[k]'s first position in links[k-1]'s order
+	at    []int        // the samples links[k-1]'s order has had so far
+}
+
+// newExclusionCut is x's cut of epoch e, nil if no version of x is in
+// force in it.
+func newExclusionCut(x *Exclusion, e int) *exclusionCut {
+	var links []*Exclusion
+	for ; x != nil; x = x.Previous {
+		if x.Epoch <= e {
+			links = append(links, x)
+		}
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	slices.Reverse(links)
+	c := &exclusionCut{links: links, from: make([]int, len(links)), at: make([]int, len(links))}
+	for k, l := range links {
+		if l.Epoch == e {
+			c.from[k] = l.From
+		}
+	}
+	return c
+}
+
+// keep reports whether the epoch's next sample, id, is in its order.
+func (c *exclusionCut) keep(id int) bool {
+	for k, x := range c.links {
+		at := c.at[k]
+		c.at[k]++
+		if at >= c.from[k] && x.dropped(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// samples is the number of samples of ep's order the cut keeps.
+func (c *exclusionCut) samples(ep importance.Order) int {
+	if !slices.ContainsFunc(c.from, func(f int) bool { return f > 0 }) {
+		// Every version in force from the epoch's start: its samples are
+		// the last one's.
+		return ep.NumSamples() - c.links[len(c.links)-1].Samples
+	}
+	n := 0
+	for w := range ep.NumWindows() {
+		for _, id := range ep.Window(w) {
+			if c.keep(id) {
+				n++
+			}
+		}
+	}
+	clear(c.at)
+	return n
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
@@ -136,6 +229,11 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
+	for x := j.Exclusion; x != nil; x = x.Previous {
+		if len(x.Drop)*64 < s.n || x.Epoch < 0 || x.From < 0 {
+			return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, s.n, x.From, x.Epoch)
+		}
+	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
 		s.shift++
 	}
@@ -295,7 +393,6 @@ func (s *schedule) walk(m *meter, window int, visit func(epoch int, chunks []int
 // by.
 func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, error), visit func(epoch int, chunks []int32)) error {
 	cut := s.cut()
-	nb := cut.NumBatches(s.n)
 	buf := make([]int32, 0, min(cut.BatchSize*cut.World, s.n))
 	for e := s.j.FirstEpoch; e < s.j.FirstEpoch+s.j.Epochs; e++ {
 		if err := m.err(); err != nil {
@@ -305,29 +402,44 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		var ids []int // window w's sample IDs, positions [ws, we) of the epoch
-		w, ws, we := -1, 0, 0
-		for b := range nb {
-			start, end, err := cut.GlobalBatch(s.n, b)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			buf = buf[:0]
-			for pos := start; pos < end; {
-				for pos >= we {
-					w++
-					ids, ws, we = ep.Window(w), ep.WindowStart(w), ep.WindowStart(w+1)
+		// The samples the exclusion leaves out of the epoch are not in
+		// its order; n is those left.
+		x, n := newExclusionCut(s.j.Exclusion, e), s.n
+		if x != nil {
+			n = x.samples(ep)
+		}
+		nb := cut.NumBatches(n)
+		if nb == 0 {
+			continue
+		}
+		b, k := 0, 0 // the batch being cut, and the position in the order
+		_, end, err := cut.GlobalBatch(n, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		buf = buf[:0]
+	walk:
+		for w := range ep.NumWindows() {
+			for _, id := range ep.Window(w) {
+				if x != nil && !x.keep(id) {
+					continue
 				}
-				hi := min(end, we)
-				for _, id := range ids[pos-ws : hi-ws] {
-					buf = append(buf, s.chunkOf(id))
+				buf = append(buf, s.chunkOf(id))
+				if k++; k < end {
+					continue
 				}
-				pos = hi
+				if err := m.walk(len(buf)); err != nil {
+					return err
+				}
+				visit(e, buf)
+				buf = buf[:0]
+				if b++; b == nb {
+					break walk
+				}
+				if _, end, err = cut.GlobalBatch(n, b); err != nil {
+					return fmt.Errorf("%w: %w", ErrInvalid, err)
+				}
 			}
-			if err := m.walk(len(buf)); err != nil {
-				return err
-			}
-			visit(e, buf)
 		}
 	}
 	return m.err()

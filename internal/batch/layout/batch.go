@@ -376,9 +376,9 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 // ETag is the ETag of batch m of an epoch of a job over a source, known
 // without laying the batch out.
 func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
-	if job.Exclusion != "" && !o.excludes(src, job, epoch, m) {
-		// Its samples are those of the order without the list.
-		job.Exclusion = ""
+	if job.Exclusion != "" {
+		// Its samples are those of the version it is laid out under.
+		job.Exclusion = o.effective(src, job, epoch, m)
 	}
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))

@@ -2,6 +2,8 @@ package layout
 
 import (
 	"fmt"
+	"iter"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -30,23 +32,57 @@ var ErrNoExclusion = errkind.New(errkind.NotFound, "exclusion list not loaded")
 // balanced or importance-sampled job (422).
 var ErrCannotExclude = errkind.New(errkind.Unprocessable, "exclusions do not apply to this job")
 
+// ErrBeforePrevious refuses an extension of a list from a position
+// before the list's own first one (400).
+var ErrBeforePrevious = errkind.New(errkind.Invalid, "an extension starts before its list")
+
 // An Exclusion is a job's excluded samples of one dataset version and
 // where they start to be left out: position From of epoch Epoch's order,
-// and every position of every later epoch. Immutable once made.
+// and every position of every later epoch. A list extended (Extend) is a
+// chain: its order is its previous version's up to From of Epoch, and
+// that order without the samples of both from there on. Immutable once
+// made.
 type Exclusion struct {
 	// Version names the list (a digest of its content): streams carry it,
 	// and batches laid out under it name it in their ETag.
 	Version string
 	IndexID string // the dataset version the keys were resolved in
-	Epoch   uint64
-	From    int
-	drop    []uint64 // bitset over sample IDs
-	chunk   []int32  // per chunk: its excluded samples
-	n       int
+	// Epoch and From are where this version starts to differ from its
+	// previous one: From is a position in the previous version's order
+	// (the base order's, for a first list).
+	Epoch uint64
+	From  int
+	drop  []uint64 // bitset over sample IDs: this version's and every previous one's
+	chunk []int32  // per chunk: its samples in drop
+	n     int
+	prev  *Exclusion
+}
+
+// Prev is the version x extends, nil for a first list.
+func (x *Exclusion) Prev() *Exclusion { return x.prev }
+
+// Extend makes the version of x that leaves out samples ids (sample IDs
+// of ds) too, from position from of epoch epoch of x's order on: its
+// order is x's before that position, and without x's samples and ids'
+// from there. The position must be at or after x's own first one.
+func (x *Exclusion) Extend(version string, ds *catalog.Dataset, epoch uint64, from int, ids []int) (*Exclusion, error) {
+	if ds.ID() != x.IndexID {
+		return nil, fmt.Errorf("an extension in index %s of a list resolved in index %s", ds.ID(), x.IndexID)
+	}
+	if epoch < x.Epoch || epoch == x.Epoch && from < x.From {
+		return nil, fmt.Errorf("%w: an extension from position %d of epoch %d, before its previous list's first position %d of epoch %d", ErrBeforePrevious, from, epoch, x.From, x.Epoch)
+	}
+	y, err := NewExclusion(version, ds, epoch, from, append(slices.Collect(x.IDs()), ids...))
+	if err != nil {
+		return nil, err
+	}
+	y.prev = x
+	return y, nil
 }
 
 // NewExclusion makes the exclusion of samples ids of ds (each a sample ID,
-// repeats allowed) from position from of epoch epoch on.
+// repeats allowed) from position from of epoch epoch on. Its version is
+// the caller's to name, before it is shared: from its samples (IDs), say.
 func NewExclusion(version string, ds *catalog.Dataset, epoch uint64, from int, ids []int) (*Exclusion, error) {
 	n := ds.Index.NumSamples()
 	x := &Exclusion{Version: version, IndexID: ds.ID(), Epoch: epoch, From: from,
@@ -55,15 +91,54 @@ func NewExclusion(version string, ds *catalog.Dataset, epoch uint64, from int, i
 		if id < 0 || id >= n {
 			return nil, fmt.Errorf("sample %d is not a sample of dataset %s (%d samples)", id, ds.Name, n)
 		}
-		w, b := id/64, uint64(1)<<(id%64)
-		if x.drop[w]&b != 0 {
-			continue
-		}
-		x.drop[w] |= b
-		x.chunk[ds.Index.ChunkOf(id)]++
-		x.n++
+		x.drop[id/64] |= 1 << (id % 64)
+	}
+	// Counted per chunk from the bitset, a chunk's samples being one run
+	// of IDs: a search for each sample's chunk costs more than the bits.
+	for c := range x.chunk {
+		first, k := ds.Index.ChunkRange(c)
+		x.chunk[c] = int32(x.count(first, first+k))
+		x.n += int(x.chunk[c])
 	}
 	return x, nil
+}
+
+// count is the number of excluded samples among IDs lo up to hi.
+func (x *Exclusion) count(lo, hi int) int {
+	k := 0
+	for lo < hi {
+		w := lo / 64
+		word := x.drop[w] >> (lo % 64)
+		if take := min(64-lo%64, hi-lo); take < 64 {
+			word &= 1<<take - 1
+		}
+		k += bits.OnesCount64(word)
+		lo = (w + 1) * 64
+	}
+	return k
+}
+
+// IDs yields the excluded samples' IDs in increasing order.
+func (x *Exclusion) IDs() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for w, b := range x.drop {
+			for b != 0 {
+				if !yield(w*64 + bits.TrailingZeros64(b)) {
+					return
+				}
+				b &= b - 1
+			}
+		}
+	}
+}
+
+// ForPlan is x as a plan takes it (GET /plan of a named job): its bitset
+// shared, read only.
+func (x *Exclusion) ForPlan() *api.PlanExclusion {
+	if x == nil {
+		return nil
+	}
+	return &api.PlanExclusion{Version: x.Version, Epoch: x.Epoch, From: x.From, Samples: x.n, Drop: x.drop, Previous: x.prev.ForPlan()}
 }
 
 // Excluded reports whether sample id is on the list.
@@ -136,11 +211,18 @@ func (s *exclusionSet) Get(v string) (*Exclusion, bool) {
 	return x, ok
 }
 
-// AddExclusion registers x, so that streams naming its version find it.
-func (o *Orders) AddExclusion(x *Exclusion) { o.exclusions.Add(x.Version, x) }
+// AddExclusion registers x and the versions it extends, so that streams
+// naming their versions find them.
+func (o *Orders) AddExclusion(x *Exclusion) {
+	for ; x != nil; x = x.prev {
+		o.exclusions.Add(x.Version, x)
+	}
+}
 
-// excludedEpoch is Epoch for a stream with an exclusion: base's order
-// from x's epoch on without x's samples.
+// excludedEpoch is Epoch for a stream with an exclusion: the base order
+// (its previous version's, for a list extended) from x's position on
+// without x's samples. Windows, chunks and positions before x's position
+// are the base's: a chain of versions is a chain of such orders.
 func (o *Orders) excludedEpoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	x, ok := o.exclusions.Get(s.Exclude)
 	if !ok {
@@ -148,6 +230,9 @@ func (o *Orders) excludedEpoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	}
 	base := s
 	base.Exclude = ""
+	if x.prev != nil {
+		base.Exclude = x.prev.Version
+	}
 	be, err := o.Epoch(base, epoch)
 	if err != nil || epoch < x.Epoch {
 		return be, err
@@ -172,6 +257,9 @@ func (o *Orders) excludedEpoch(s Stream, epoch uint64) (*EpochOrder, error) {
 // excludedOrder is an epoch's order without an exclusion's samples at
 // base positions from on. Its windows are base's, each shorter by its
 // excluded samples, and name only the chunks that keep a sample there.
+// The base may be a previous version's excludedOrder: a window of it
+// after from lacks that version's samples, which x's hold too (x's drop
+// is the union), so a chunk's samples left are its count less x's.
 // It costs O(chunks) to make, and a window of base's to read a window.
 type excludedOrder struct {
 	base   Order
@@ -259,22 +347,39 @@ func (e *excludedOrder) Window(w int) []int {
 	return out
 }
 
-// excludes reports whether batch m of an epoch of job reads positions
-// its exclusion changes: a batch wholly before the list's first position
-// is the base order's, and keeps its ETag. One it cannot tell of (its
-// list not registered, its extent unknown) is taken as changed.
-func (o *Orders) excludes(src Source, job api.Job, epoch, m uint64) bool {
+// effective is the version of job's exclusion list that batch m of an
+// epoch is laid out under, as its ETag names it: a batch wholly before a
+// version's first position is its previous version's (the base order's,
+// before the first list's), and keeps that version's ETag. One it cannot
+// tell of (its list not registered, its extent unknown) is taken as
+// changed by the job's version.
+func (o *Orders) effective(src Source, job api.Job, epoch, m uint64) string {
 	x, ok := o.exclusions.Get(job.Exclusion)
 	if !ok || src.DS == nil {
-		return true
+		return job.Exclusion
 	}
-	if epoch != x.Epoch {
-		return epoch > x.Epoch
+	end := -1 // the batch's end, once counted
+	for ; x != nil; x = x.prev {
+		if epoch > x.Epoch {
+			return x.Version
+		}
+		if epoch < x.Epoch {
+			continue
+		}
+		if end < 0 {
+			// Its extent under the job's version: before x.From, the
+			// versions' orders agree.
+			_, n, _, err := o.Batches(src.DS, job, epoch)
+			if err != nil {
+				return job.Exclusion
+			}
+			if _, end, err = job.GlobalBatch(n, int(m)); err != nil {
+				return job.Exclusion
+			}
+		}
+		if x.Affects(epoch, end) {
+			return x.Version
+		}
 	}
-	_, n, _, err := o.Batches(src.DS, job, epoch)
-	if err != nil {
-		return true
-	}
-	_, end, err := job.GlobalBatch(n, int(m))
-	return err != nil || x.Affects(epoch, end)
+	return ""
 }

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -127,6 +128,188 @@ func TestExcludedOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewExclusion: an exclusion's samples, their count per chunk and
+// the chunks it empties are those of its IDs, repeats counted once, on
+// chunks whose samples straddle the bitset's words.
+func TestNewExclusion(t *testing.T) {
+	ds := catalogtest.Dataset(t, "d", 9, 37)
+	r := rand.New(rand.NewPCG(3, 4))
+	ids := []int{37, 38, 39} // and the rest of chunk 1: it is emptied
+	for i := 40; i < 74; i++ {
+		ids = append(ids, i)
+	}
+	for range 120 {
+		ids = append(ids, r.IntN(ds.Index.NumSamples()))
+	}
+	x, err := NewExclusion("v", ds, 0, 0, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(ids))
+	want = slices.Compact(want)
+	if got := slices.Collect(x.IDs()); !slices.Equal(got, want) || x.Len() != len(want) {
+		t.Fatalf("IDs %v (Len %d); want %v", got, x.Len(), want)
+	}
+	empty := 0
+	for c := range ds.Counts {
+		k := 0
+		for _, id := range want {
+			if ds.Index.ChunkOf(id) == c {
+				k++
+			}
+		}
+		if int(x.chunk[c]) != k {
+			t.Errorf("chunk %d: %d excluded, want %d", c, x.chunk[c], k)
+		}
+		if k == ds.Counts[c] {
+			empty++
+		}
+	}
+	if empty == 0 || x.EmptyChunks(ds.Counts) != empty {
+		t.Errorf("EmptyChunks %d, want %d (at least chunk 1)", x.EmptyChunks(ds.Counts), empty)
+	}
+	if _, err := NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}); err == nil {
+		t.Error("an ID past the dataset's samples was taken")
+	}
+}
+
+// TestExtendedOrder holds a list extended to the rule (docs/shuffle.md
+// §14): version 2's order is version 1's up to its position, and version
+// 1's order without both lists' samples from there; a third version
+// likewise of the second. Windows name exactly the chunks their samples
+// are in; batches at worlds 1 and 3 tile the order; a batch wholly
+// before a version's position keeps its previous version's ETag, one
+// after names its own.
+func TestExtendedOrder(t *testing.T) {
+	ds := catalogtest.Dataset(t, "d", 12, 10)
+	type link struct {
+		epoch uint64
+		from  int
+		drop  func(id int) bool
+	}
+	for _, tc := range []struct {
+		name  string
+		links []link
+	}{
+		{"the same epoch", []link{{1, 20, func(id int) bool { return id%7 == 3 }}, {1, 45, func(id int) bool { return id/10 == 4 || id%11 == 0 }}}},
+		{"a later epoch", []link{{0, 30, func(id int) bool { return id/10 == 2 }}, {1, 17, func(id int) bool { return id%5 == 1 || id/10 == 8 }}}},
+		{"at the previous position", []link{{1, 40, func(id int) bool { return id%3 == 0 }}, {1, 40, func(id int) bool { return id%3 == 1 }}}},
+		{"three versions", []link{{0, 10, func(id int) bool { return id%9 == 2 }}, {0, 50, func(id int) bool { return id/10 == 6 }}, {2, 5, func(id int) bool { return id%4 == 0 }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := New(nil)
+			var xs []*Exclusion
+			for k, l := range tc.links {
+				var ids []int
+				for id := range ds.Index.NumSamples() {
+					if l.drop(id) {
+						ids = append(ids, id)
+					}
+				}
+				v := fmt.Sprint("v", k+1)
+				var x *Exclusion
+				var err error
+				if k == 0 {
+					x, err = NewExclusion(v, ds, l.epoch, l.from, ids)
+				} else {
+					x, err = xs[k-1].Extend(v, ds, l.epoch, l.from, ids)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				xs = append(xs, x)
+			}
+			o.AddExclusion(xs[len(xs)-1]) // registers the chain
+			for epoch := range uint64(4) {
+				base := Stream{DS: ds, Seed: 3, Window: 2}
+				be, err := o.Epoch(base, epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := o.appendRange(nil, base, be, epoch, 0, be.NumSamples())
+				for k, l := range tc.links {
+					from := 0
+					switch {
+					case epoch < l.epoch:
+						from = len(want)
+					case epoch == l.epoch:
+						from = min(l.from, len(want))
+					}
+					prev := want
+					want = slices.Clone(prev[:from])
+					for _, id := range prev[from:] {
+						if !xs[k].Excluded(id) {
+							want = append(want, id)
+						}
+					}
+					s := Stream{DS: ds, Seed: 3, Window: 2, Exclude: xs[k].Version}
+					e, err := o.Epoch(s, epoch)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := o.appendRange(nil, s, e, epoch, 0, e.NumSamples()); !slices.Equal(got, want) {
+						t.Fatalf("epoch %d, version %d: order %v\nwant %v", epoch, k+1, got, want)
+					}
+					for w := range e.NumWindows() {
+						win := e.Window(w)
+						var chunks []int
+						for _, c := range be.WindowChunks(w) {
+							if slices.ContainsFunc(win, func(id int) bool { return ds.Index.ChunkOf(id) == c }) {
+								chunks = append(chunks, c)
+							}
+						}
+						if e.WindowStart(w+1)-e.WindowStart(w) != len(win) || !slices.Equal(e.WindowChunks(w), chunks) {
+							t.Fatalf("epoch %d, version %d, window %d: %d..%d for %d samples, chunks %v; its samples are in %v",
+								epoch, k+1, w, e.WindowStart(w), e.WindowStart(w+1), len(win), e.WindowChunks(w), chunks)
+						}
+					}
+					for _, world := range []int{1, 3} {
+						var cut []int
+						j := api.Job{Exclusion: xs[k].Version, Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 2, World: world}}
+						n, _, err := o.Extent(Source{DS: ds}, j, epoch)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for m := range n {
+							j.Rank = 0
+							// The ETag: the previous version's (the base order's
+							// before the first) for a batch wholly before this
+							// version's position, its own after.
+							_, end, _ := j.GlobalBatch(len(want), m)
+							pj := j
+							pj.Exclusion = ""
+							if k > 0 {
+								pj.Exclusion = xs[k-1].Version
+							}
+							got, prevTag := o.ETag(Source{DS: ds}, j, epoch, uint64(m)), o.ETag(Source{DS: ds}, pj, epoch, uint64(m))
+							if affects := xs[k].Affects(epoch, end); (got == prevTag) == affects {
+								t.Fatalf("epoch %d, version %d, batch %d (ending at %d): ETag %s, the previous version's %s; want them equal: %t", epoch, k+1, m, end, got, prevTag, !affects)
+							}
+							for r := range world {
+								j.Rank = r
+								b, err := o.Layout(context.Background(), Source{DS: ds}, j, epoch, uint64(m))
+								if err != nil {
+									t.Fatal(err)
+								}
+								cut = append(cut, b.Parts[0].Samples.IDs...)
+							}
+						}
+						if !slices.Equal(cut, want) {
+							t.Fatalf("epoch %d, version %d, world %d: batches %v\nwant %v", epoch, k+1, world, cut, want)
+						}
+					}
+				}
+			}
+		})
+	}
+	if _, err := func() (*Exclusion, error) {
+		x, _ := NewExclusion("v1", ds, 1, 30, []int{1})
+		return x.Extend("v2", ds, 1, 29, []int{2})
+	}(); !errors.Is(err, ErrBeforePrevious) {
+		t.Errorf("an extension before its list's position: %v", err)
 	}
 }
 

@@ -8,25 +8,32 @@
 // objects, under _brand/jobs/NAME/exclude/ in the store of the dataset
 // the job reads:
 //
-//	VERSION   the list: its keys, dataset version, epoch and first
-//	          position (JSON); VERSION is a digest of them
-//	root      the list's version, created once (PutIfAbsent): of two
-//	          lists made at once, on one node or two, one wins, and the
-//	          other is refused naming it (a retry of the same list is
-//	          told the version it made)
+//	VERSION       a version: its keys, the version it extends, dataset
+//	              version, epoch and first position (JSON); VERSION is
+//	              a digest of them
+//	root          the first version's name, created once (PutIfAbsent):
+//	              of two lists made at once, on one node or two, one
+//	              wins, and the other is refused naming it (a retry of
+//	              the same list is told the version it made)
+//	VERSION.next  its successor's name, created once (PutIfAbsent): of
+//	              two extensions of one version, one wins
 //
-// A list is fixed once made: a job has one. Its first position must be
+// A version is fixed once made. A job's list grows by versions: an
+// extension names the current version (Previous) and adds keys from a
+// position at or after that version's own; its order is the previous
+// version's up to that position and leaves out both's samples from there
+// (layout.Exclusion.Extend). Every version's first position must be
 // after every position this node has served of the job (Served), so that
-// nothing a loader has read changes; a list made on one node is found by
-// another within Refresh, so on a cluster a list's step is chosen that
-// far ahead of the steps being read.
+// nothing a loader has read changes; a version made on one node is found
+// by another within Refresh, so on a cluster a version's step is chosen
+// that far ahead of the steps being read.
 //
 // # Costs
 //
 // Making a list resolves each key in the dataset's index (a hash lookup)
 // and stores the keys; a request of a named job reads a list kept in
-// memory, and asks the store whether a job without one has one since at
-// most once per Refresh.
+// memory, and asks the store whether a job without one has one, or
+// whether its list has a newer version, at most once per Refresh.
 package exclusions
 
 import (
@@ -35,7 +42,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/errkind"
@@ -52,22 +60,30 @@ import (
 
 // Errors, mapped to HTTP statuses by internal/server/httperr.
 var (
-	// ErrConflict: a list for a job that has another, or from a position
-	// the job has read on this node (409).
+	// ErrConflict: a list for a job that has another (a *ConflictError
+	// naming the current version), or from a position the job has read
+	// on this node (a *ServedError) (409).
 	ErrConflict = errkind.New(errkind.Conflict, "exclusion conflict")
 	// ErrUnknown: the job has no exclusion list (404).
 	ErrUnknown = errkind.New(errkind.NotFound, "no exclusion list")
 	// ErrUnknownKeys: a list naming keys the dataset does not hold (422):
 	// a list is made whole or not at all.
 	ErrUnknownKeys = errkind.New(errkind.Unprocessable, "unknown keys")
+	// ErrTooManyVersions: an extension of a list of MaxVersions versions
+	// (422).
+	ErrTooManyVersions = errkind.New(errkind.Unprocessable, "too many versions")
 )
 
 // Refresh is how long a node takes a job to have no list before it asks
 // the store again.
 const Refresh = time.Second
 
-// MaxKeys bounds a list.
+// MaxKeys bounds a list's version.
 const MaxKeys = 1 << 22
+
+// MaxVersions bounds a list's versions: each is an order built on the
+// one before, and a node reads them all.
+const MaxVersions = 64
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -91,6 +107,39 @@ type List struct {
 	FromStep     uint64   `json:"from_step"`
 	StepSamples  int      `json:"step_samples"`
 	Keys         []string `json:"keys"`
+	// Previous is the version this one extends ("" for a first list):
+	// Keys are the keys it adds, and FromPosition a position in
+	// Previous's order.
+	Previous string `json:"previous,omitempty"`
+
+	chain []*List // the versions, first first, up to this one (read, Make)
+}
+
+// AllKeys are the keys of the list's every version up to l, first
+// first: the samples it leaves out.
+func (l *List) AllKeys() []string {
+	if len(l.chain) == 0 {
+		return l.Keys
+	}
+	var keys []string
+	for _, v := range l.chain {
+		keys = append(keys, v.Keys...)
+	}
+	return keys
+}
+
+// A ConflictError is the ErrConflict of a list for a job that has a list
+// of another version: Current is its current version, the one to extend.
+type ConflictError struct {
+	Current string
+	err     error
+}
+
+func (e *ConflictError) Error() string { return e.err.Error() }
+func (e *ConflictError) Unwrap() error { return e.err }
+
+func conflict(current, format string, args ...any) error {
+	return &ConflictError{Current: current, err: fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...)}
 }
 
 // A ServedError is the ErrConflict of a list from a position this node
@@ -106,9 +155,9 @@ func (e *ServedError) Unwrap() error { return e.err }
 type jobKey struct{ dataset, job string }
 
 type entry struct {
-	list *List
+	list *List             // the current version, its chain with it
 	x    *layout.Exclusion // resolved in index x.IndexID
-	read time.Time         // when "no list" was read
+	read time.Time         // when the store was last asked
 }
 
 // position is an epoch position: served ones are compared in order.
@@ -145,43 +194,62 @@ func (b *Book) Hold() func() {
 
 func prefix(job string) string { return "_brand/jobs/" + job + "/exclude/" }
 
-// Of returns job's list over ds resolved in ds's index, or nil if the job
-// has none.
+// Of returns job's list over ds, its current version resolved in ds's
+// index, or nil if the job has none.
 func (b *Book) Of(ctx context.Context, st Store, ds *catalog.Dataset, job string) (*layout.Exclusion, *List, error) {
 	k := jobKey{ds.Name, job}
 	b.mu.Lock()
 	e, ok := b.lists[k]
 	b.mu.Unlock()
-	if ok && e.list == nil && b.now().Sub(e.read) < Refresh {
+	now := b.now()
+	if ok && now.Sub(e.read) < Refresh {
+		if e.list == nil {
+			return nil, nil, nil
+		}
+		return b.resolved(ctx, k, ds, e, e.list, e.read)
+	}
+	if ok && e.list != nil {
+		// Has the list had a version since, made here or on another node?
+		if _, err := readObject(ctx, st, prefix(job)+e.list.Version+".next", 64); err != nil {
+			// None, or the store did not answer: the version known is
+			// served on until it does.
+			return b.resolved(ctx, k, ds, e, e.list, now)
+		}
+	}
+	l, err := read(ctx, st, job)
+	switch {
+	case errors.Is(err, ErrUnknown):
+		b.mu.Lock()
+		b.lists[k] = entry{read: now}
+		b.mu.Unlock()
 		return nil, nil, nil
+	case err != nil && ok && e.list == nil:
+		// The store did not answer; the job had no list when it last did.
+		// Serving on under that answer keeps cached chunks served through
+		// a store outage; a list another node makes meanwhile is found
+		// when the store answers again.
+		return nil, nil, nil
+	case err != nil && ok:
+		return b.resolved(ctx, k, ds, e, e.list, e.read)
+	case err != nil:
+		return nil, nil, err
 	}
-	if ok && e.list != nil && e.x.IndexID == ds.ID() {
-		return e.x, e.list, nil
-	}
-	l := e.list
-	if l == nil {
+	return b.resolved(ctx, k, ds, e, l, now)
+}
+
+// resolved is list l (its current version) of job k resolved in ds's
+// index, kept as read at read: e's resolution if it is of l in that
+// index.
+func (b *Book) resolved(ctx context.Context, k jobKey, ds *catalog.Dataset, e entry, l *List, read time.Time) (*layout.Exclusion, *List, error) {
+	x := e.x
+	if e.list != l || x == nil || x.IndexID != ds.ID() {
 		var err error
-		if l, err = read(ctx, st, job); errors.Is(err, ErrUnknown) {
-			b.mu.Lock()
-			b.lists[k] = entry{read: b.now()}
-			b.mu.Unlock()
-			return nil, nil, nil
-		} else if err != nil && ok {
-			// The store did not answer; the job had no list when it last
-			// did. Serving on under that answer keeps cached chunks served
-			// through a store outage; a list another node makes meanwhile
-			// is found when the store answers again.
-			return nil, nil, nil
-		} else if err != nil {
+		if x, err = resolve(ctx, ds, l); err != nil {
 			return nil, nil, err
 		}
 	}
-	x, err := resolve(ctx, ds, l)
-	if err != nil {
-		return nil, nil, err
-	}
 	b.mu.Lock()
-	b.lists[k] = entry{list: l, x: x}
+	b.lists[k] = entry{list: l, x: x, read: read}
 	b.mu.Unlock()
 	return x, l, nil
 }
@@ -198,11 +266,15 @@ func (b *Book) Served(dataset, job string, epoch uint64, end int) {
 }
 
 // Make stores l (its Job, Dataset, Epoch, FromPosition, FromStep,
-// StepSamples and Keys) as job's list over ds, and returns it with its
-// version. It refuses keys ds does not hold (ErrUnknownKeys, naming some),
-// a position this node has served (a *ServedError; stepOf names the first
-// step after it), and a second, different list of the job (ErrConflict
-// naming the list there is). A list made again, whole, is the same list.
+// StepSamples, Keys and Previous) as job's list over ds — its first
+// version, or with Previous the version extending that one — and returns
+// it with its version. It refuses keys ds does not hold (ErrUnknownKeys,
+// naming some), a position this node has served (a *ServedError; stepOf
+// names the first step after it), a first list of a job that has one,
+// or an extension of a version that is not the current one (a
+// *ConflictError naming the current version), and an extension from a
+// position before its previous version's (layout.ErrBeforePrevious). A
+// version made again, whole, is the same version.
 func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, stepOf func(epoch uint64, end int) uint64) (*List, *layout.Exclusion, error) {
 	if len(l.Keys) > MaxKeys {
 		return nil, nil, fmt.Errorf("%w: %d keys; a list holds at most %d", ErrUnknownKeys, len(l.Keys), MaxKeys)
@@ -212,21 +284,38 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	if err != nil {
 		return nil, nil, err
 	}
-	l.Version = versionOf(l, ids)
-	x, err := layout.NewExclusion(l.Version, ds, l.Epoch, l.FromPosition, ids)
+	var prev *layout.Exclusion
+	var chain []*List
+	if l.Previous != "" {
+		if prev, chain, err = b.previous(ctx, st, ds, l); err != nil {
+			return nil, nil, err
+		}
+		if len(chain) >= MaxVersions {
+			return nil, nil, fmt.Errorf("%w: job %s's exclusion list has %d versions, the most it may have", ErrTooManyVersions, l.Job, len(chain))
+		}
+	}
+	var x *layout.Exclusion
+	if prev != nil {
+		x, err = prev.Extend("", ds, l.Epoch, l.FromPosition, ids)
+	} else {
+		x, err = layout.NewExclusion("", ds, l.Epoch, l.FromPosition, ids)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
+	l.Version = versionOf(l, x)
+	x.Version = l.Version
+	l.chain = append(slices.Clip(chain), &l)
 	if done, err := existing(ctx, st, l); done || err != nil {
 		return &l, x, err
 	}
 	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
 		return nil, nil, err
 	}
-	// The list itself, named by its content, is stored before requests
+	// The version itself, named by its content, is stored before requests
 	// are held off: of what the list's making holds them for, only small
 	// objects are left.
-	body, err := json.Marshal(l)
+	body, err := json.Marshal(&l)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -242,38 +331,110 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
 		return nil, nil, err
 	}
-	if _, err := st.PutIfAbsent(ctx, pre+"root", strings.NewReader(l.Version), int64(len(l.Version))); err != nil {
+	link := pre + "root"
+	if l.Previous != "" {
+		link = pre + l.Previous + ".next"
+	}
+	if _, err := st.PutIfAbsent(ctx, link, strings.NewReader(l.Version), int64(len(l.Version))); err != nil {
 		if errors.Is(err, s3backend.ErrExists) {
-			cur, cerr := read(ctx, st, l.Job)
-			if cerr == nil && cur.Version == l.Version {
-				return cur, x, nil
+			vs, cerr := versions(ctx, st, l.Job)
+			if cerr == nil && slices.Contains(vs, l.Version) {
+				return &l, x, nil
 			}
-			if cerr == nil {
-				return nil, nil, fmt.Errorf("%w: another exclusion list of job %s was made at the same time: version %s", ErrConflict, l.Job, cur.Version)
+			if cerr == nil && len(vs) > 0 {
+				cur := vs[len(vs)-1]
+				return nil, nil, conflict(cur, "another version of job %s's exclusion list was made at the same time: version %s", l.Job, cur)
 			}
-			return nil, nil, fmt.Errorf("%w: another exclusion list of job %s was made at the same time", ErrConflict, l.Job)
+			return nil, nil, fmt.Errorf("%w: another version of job %s's exclusion list was made at the same time", ErrConflict, l.Job)
 		}
 		return nil, nil, fmt.Errorf("storing job %s's exclusion list: %w", l.Job, err)
 	}
 	b.mu.Lock()
-	b.lists[jobKey{ds.Name, l.Job}] = entry{list: &l, x: x}
+	b.lists[jobKey{ds.Name, l.Job}] = entry{list: &l, x: x, read: b.now()}
 	b.mu.Unlock()
 	return &l, x, nil
 }
 
-// existing reports whether job l.Job has l as its list already (done, a
-// retry of a list made), or refuses l for the job's other list.
+// previous is the version of job l.Job's list that l extends, resolved
+// in ds's index, and the chain of versions up to it: the book's, or the
+// store's if the book has not seen that version yet.
+func (b *Book) previous(ctx context.Context, st Store, ds *catalog.Dataset, l List) (*layout.Exclusion, []*List, error) {
+	x, cur, err := b.Of(ctx, st, ds, l.Job)
+	if err != nil {
+		return nil, nil, err
+	}
+	at := func(cur *List) int {
+		if cur == nil {
+			return -1
+		}
+		return slices.IndexFunc(cur.chain, func(v *List) bool { return v.Version == l.Previous })
+	}
+	if at(cur) < 0 {
+		// Made since the book last read the list, on another node?
+		if cur, err = read(ctx, st, l.Job); errors.Is(err, ErrUnknown) {
+			return nil, nil, fmt.Errorf("%w: job %s has no exclusion list to extend (previous %s); make one without previous", ErrUnknown, l.Job, l.Previous)
+		} else if err != nil {
+			return nil, nil, err
+		}
+		if at(cur) < 0 {
+			return nil, nil, conflict(cur.Version, "job %s's exclusion list has no version %s; its current version is %s", l.Job, l.Previous, cur.Version)
+		}
+		if x, err = resolve(ctx, ds, cur); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The version named may be an older one: refused by existing, unless
+	// l is a retry of a version made on it. (In another index than the
+	// one it was made in, a version goes by another name.)
+	for range len(cur.chain) - 1 - at(cur) {
+		x = x.Prev()
+	}
+	return x, cur.chain[:at(cur)+1], nil
+}
+
+// existing reports whether job l.Job has version l of its list already
+// (done, a retry of a version made), or refuses l: a first list of a job
+// that has one, an extension of a version that is not the current one.
 func existing(ctx context.Context, st Store, l List) (done bool, err error) {
-	v, err := readObject(ctx, st, prefix(l.Job)+"root", 64)
+	vs, err := versions(ctx, st, l.Job)
 	switch {
-	case errors.Is(err, s3backend.ErrNotFound):
-		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("reading job %s's exclusion list: %w", l.Job, err)
-	case string(v) == l.Version:
+		return false, err
+	case len(vs) == 0 && l.Previous != "":
+		return false, fmt.Errorf("%w: job %s has no exclusion list to extend (previous %s)", ErrUnknown, l.Job, l.Previous)
+	case len(vs) == 0:
+		return false, nil
+	case slices.Contains(vs, l.Version):
 		return true, nil
 	}
-	return false, fmt.Errorf("%w: job %s has an exclusion list, version %s; a job has one list", ErrConflict, l.Job, v)
+	cur := vs[len(vs)-1]
+	switch {
+	case l.Previous == "":
+		return false, conflict(cur, "job %s has an exclusion list, version %s; extend it with previous %q", l.Job, cur, cur)
+	case cur != l.Previous:
+		return false, conflict(cur, "job %s's exclusion list is at version %s, not %s: extend the current version", l.Job, cur, l.Previous)
+	}
+	return false, nil
+}
+
+// versions are the names of job's list's versions, first first (none if
+// it has no list): root, and each version's successor in turn.
+func versions(ctx context.Context, st Store, job string) ([]string, error) {
+	var vs []string
+	key := prefix(job) + "root"
+	for {
+		v, err := readObject(ctx, st, key, 64)
+		if errors.Is(err, s3backend.ErrNotFound) {
+			return vs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading job %s's exclusion list: %w", job, err)
+		}
+		if vs = append(vs, string(v)); len(vs) > MaxVersions {
+			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
+		}
+		key = prefix(job) + string(v) + ".next"
+	}
 }
 
 // servedBefore refuses l if this node has served job l.Job over dataset
@@ -317,36 +478,58 @@ func lookup(ctx context.Context, ds *catalog.Dataset, keys []string) ([]int, err
 }
 
 // resolve makes l's exclusion in ds's index (its own, or another version
-// of the dataset holding its keys).
+// of the dataset holding its keys): each version of its chain in turn,
+// each extending the one before.
 func resolve(ctx context.Context, ds *catalog.Dataset, l *List) (*layout.Exclusion, error) {
-	ids, err := lookup(ctx, ds, l.Keys)
-	if err != nil {
-		return nil, fmt.Errorf("job %s's exclusion list %s in index %s: %w", l.Job, l.Version, ds.ID(), err)
+	var x *layout.Exclusion
+	for _, v := range l.chain {
+		ids, err := lookup(ctx, ds, v.Keys)
+		if err != nil {
+			return nil, fmt.Errorf("job %s's exclusion list %s in index %s: %w", v.Job, v.Version, ds.ID(), err)
+		}
+		if x == nil {
+			x, err = layout.NewExclusion(v.Version, ds, v.Epoch, v.FromPosition, ids)
+		} else {
+			x, err = x.Extend(v.Version, ds, v.Epoch, v.FromPosition, ids)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ds.ID() != v.IndexID {
+			w := List{Job: v.Job, Dataset: v.Dataset, IndexID: ds.ID(), Epoch: v.Epoch, FromPosition: v.FromPosition}
+			if x.Prev() != nil {
+				w.Previous = x.Prev().Version
+			}
+			x.Version = versionOf(w, x)
+		}
 	}
-	v := l.Version
-	if ds.ID() != l.IndexID {
-		v = versionOf(List{Job: l.Job, Dataset: l.Dataset, IndexID: ds.ID(), Epoch: l.Epoch, FromPosition: l.FromPosition}, ids)
-	}
-	return layout.NewExclusion(v, ds, l.Epoch, l.FromPosition, ids)
+	return x, nil
 }
 
-// versionOf names a list: a digest of its job, dataset version, first
-// position and samples (as a set).
-func versionOf(l List, ids []int) string {
-	s := slices.Clone(ids)
-	slices.Sort(s)
-	s = slices.Compact(s)
+// versionOf names a list's version: a digest of its job, dataset
+// version, first position, samples (x's, in increasing order: its own
+// and its previous versions') and the version it extends.
+func versionOf(l List, x *layout.Exclusion) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "brand-exclude-v1|%s|%s|%s|%d|%d|", l.Job, l.Dataset, l.IndexID, l.Epoch, l.FromPosition)
-	var buf [8]byte
-	for _, id := range s {
-		binary.LittleEndian.PutUint64(buf[:], uint64(id))
-		h.Write(buf[:])
+	if l.Previous == "" {
+		fmt.Fprintf(h, "brand-exclude-v1|%s|%s|%s|%d|%d|", l.Job, l.Dataset, l.IndexID, l.Epoch, l.FromPosition)
+	} else {
+		fmt.Fprintf(h, "brand-exclude-v2|%s|%s|%s|%s|%d|%d|", l.Previous, l.Job, l.Dataset, l.IndexID, l.Epoch, l.FromPosition)
 	}
+	buf := make([]byte, 0, 8<<10)
+	for id := range x.IDs() {
+		if buf = binary.LittleEndian.AppendUint64(buf, uint64(id)); len(buf) == cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// read reads job's list from st.
+// read reads job's list from st: its versions from the first, each
+// version's successor (VERSION.next) in turn, to the current one, which
+// it returns with the chain.
 func read(ctx context.Context, st Store, job string) (*List, error) {
 	v, err := readObject(ctx, st, prefix(job)+"root", 64)
 	if errors.Is(err, s3backend.ErrNotFound) {
@@ -355,15 +538,30 @@ func read(ctx context.Context, st Store, job string) (*List, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading job %s's exclusion list: %w", job, err)
 	}
-	body, err := readObject(ctx, st, prefix(job)+string(v), 1<<31)
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s's exclusion list %s: %w", job, v, err)
+	var chain []*List
+	prev := ""
+	for {
+		body, err := readObject(ctx, st, prefix(job)+string(v), 1<<31)
+		if err != nil {
+			return nil, fmt.Errorf("reading job %s's exclusion list %s: %w", job, v, err)
+		}
+		l := &List{}
+		if err := json.Unmarshal(body, l); err != nil || l.Version != string(v) || l.Job != job || l.Previous != prev {
+			return nil, fmt.Errorf("job %s's exclusion list %s is damaged in the store (%v)", job, v, err)
+		}
+		if chain = append(chain, l); len(chain) > MaxVersions {
+			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
+		}
+		l.chain = slices.Clone(chain)
+		prev = l.Version
+		v, err = readObject(ctx, st, prefix(job)+l.Version+".next", 64)
+		if errors.Is(err, s3backend.ErrNotFound) {
+			return l, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading job %s's exclusion list after %s: %w", job, l.Version, err)
+		}
 	}
-	l := &List{}
-	if err := json.Unmarshal(body, l); err != nil || l.Version != string(v) || l.Job != job {
-		return nil, fmt.Errorf("job %s's exclusion list %s is damaged in the store (%v)", job, v, err)
-	}
-	return l, nil
 }
 
 func readObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {

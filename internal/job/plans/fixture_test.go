@@ -11,6 +11,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
@@ -58,6 +59,10 @@ func (catalogJobs) Transform(job *api.Job) error {
 
 func (catalogJobs) Stored(context.Context, *api.Job, uint64) error {
 	return fmt.Errorf("%w: no stored schedules here", query.ErrBadRequest)
+}
+
+func (catalogJobs) Exclusion(context.Context, api.Job, *catalog.Dataset) (*layout.Exclusion, error) {
+	return nil, nil
 }
 
 func (j catalogJobs) Version(job api.Job) (*catalog.Dataset, error) {

@@ -67,6 +67,10 @@ type Jobs interface {
 	// Version is the dataset version job reads: the one it pins (index=),
 	// else the one the cluster agrees on.
 	Version(job api.Job) (*catalog.Dataset, error)
+	// Exclusion is the exclusion list stored under job's name (job=)
+	// over ds, resolved in ds's index; nil if the job is not named or
+	// has none.
+	Exclusion(ctx context.Context, job api.Job, ds *catalog.Dataset) (*layout.Exclusion, error)
 }
 
 // Snapshots loads the importance snapshot a job names (feedback.State).
@@ -266,6 +270,17 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	ds, err := m.cfg.Jobs.Version(q.Job)
 	if err == nil {
 		ds, err = ds.Select(q.Job.Columns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A named job's exclusion list: its epochs are cut from the orders
+	// without its samples, as its batches are. A job its list cannot
+	// apply to is refused as its batches are.
+	x, err := m.cfg.Jobs.Exclusion(ctx, q.Job, ds)
+	if err == nil && x != nil {
+		err = layout.CheckExclusion(q.Job)
+		q.Plan.Exclusion = x.ForPlan()
 	}
 	if err != nil {
 		return nil, err

@@ -33,6 +33,17 @@ func (m *Maker) Shared(ctx context.Context, body io.Reader) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, j := range req.Jobs {
+		// A job named as a job with an exclusion list is planned without
+		// its samples, as GET /plan?job= plans it.
+		x, err := m.cfg.Jobs.Exclusion(ctx, api.Job{Name: j.Name, Dataset: ds.Name}, ds)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if x != nil {
+			req.Jobs[i].Exclusion = x.ForPlan()
+		}
+	}
 	return m.run(ctx, func(ctx context.Context) (any, error) {
 		return m.cfg.Planner.SharedPlan(ctx, Data(ds), req.Jobs, req.CacheSize)
 	})
