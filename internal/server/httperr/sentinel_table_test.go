@@ -32,6 +32,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/internal/codec/ustar"
+	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
@@ -66,9 +67,11 @@ var served = []sentinelCase{
 	{"chunkindex.ErrVersion", chunkindex.ErrVersion, http.StatusInternalServerError, "internal", true},
 	{"chunkindex.ErrWriterClosed", chunkindex.ErrWriterClosed, http.StatusInternalServerError, "internal", true},
 	{"cluster.ErrConfig", cluster.ErrConfig, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrCannotAppend", dataset.ErrCannotAppend, http.StatusBadRequest, "bad_request", false},
 	{"dataset.ErrEmpty", dataset.ErrEmpty, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrExists", dataset.ErrExists, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrNoFormat", dataset.ErrNoFormat, http.StatusInternalServerError, "internal", true},
+	{"dataset.ErrNothingNew", dataset.ErrNothingNew, http.StatusBadRequest, "bad_request", false},
 	{"dataset/stored.ErrChecksum", stored.ErrChecksum, http.StatusBadGateway, "store_mismatch", true},
 	{"dataset/stored.ErrNoMembers", stored.ErrNoMembers, http.StatusInternalServerError, "internal", true},
 	{"format.ErrDamaged", format.ErrDamaged, http.StatusInternalServerError, "internal", true},
@@ -90,8 +93,11 @@ var served = []sentinelCase{
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrBalance", layout.ErrBalance, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrBeforePrevious", layout.ErrBeforePrevious, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrCannotAppend", layout.ErrCannotAppend, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/layout.ErrCannotExclude", layout.ErrCannotExclude, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/layout.ErrClips", layout.ErrClips, http.StatusBadRequest, "bad_request", false},
+	{"internal/batch/layout.ErrNoAppend", layout.ErrNoAppend, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrNoExclusion", layout.ErrNoExclusion, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
@@ -139,7 +145,11 @@ var served = []sentinelCase{
 	{"internal/job/feedback.ErrNoFeedback", feedback.ErrNoFeedback, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrSealed", feedback.ErrSealed, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrStale", feedback.ErrStale, http.StatusConflict, "conflict", false},
+	{"internal/job/appends.ErrConflict", appends.ErrConflict, http.StatusConflict, "conflict", false},
+	{"internal/job/appends.ErrNotExtending", appends.ErrNotExtending, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/appends.ErrUnknown", appends.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/exclusions.ErrConflict", exclusions.ErrConflict, http.StatusConflict, "conflict", false},
+	{"internal/job/exclusions.ErrTooManyVersions", exclusions.ErrTooManyVersions, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/exclusions.ErrUnknown", exclusions.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/exclusions.ErrUnknownKeys", exclusions.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
