@@ -15,16 +15,38 @@
 set -euo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
-# timed NAME CMD...: runs CMD and says how long it took, so that a run's
-# log shows where the suite's 20 minutes go.
+# cpu_ticks PID prints the CPU time (user and system, in clock ticks) that
+# the shell PID's waited-for children have used: /proc's cutime and cstime
+# of the shell (a lane's subshell), which count every descendant reaped on
+# the way (compilers, test binaries, the brand serve processes they start).
+cpu_ticks() {
+	local stat
+	stat=$(<"/proc/$1/stat") 2>/dev/null || {
+		echo 0
+		return
+	}
+	stat=${stat##*) } # the fields after the command's name
+	local -a f
+	read -r -a f <<<"$stat"
+	echo $((f[13] + f[14]))
+}
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# timed NAME CMD...: runs CMD (a function of this script too, whose
+# commands therefore end in `|| return`: errexit does not stop a function
+# called where its status is tested) and says how long it took, in wall time and
+# in CPU time, so that a run's log shows where the suite's 20 minutes go
+# (on two cores, the lanes' CPU time is what bounds the whole).
 timed() {
-	local name=$1 start=$SECONDS rc=0
+	local name=$1 start=$SECONDS rc=0 me=$BASHPID cpu
 	shift
+	cpu=$(cpu_ticks "$me")
 	"$@" || rc=$?
-	echo "test.sh: $name: $((SECONDS - start)) s$( ((rc == 0)) || echo ", exit $rc")" >&2
+	cpu=$((($(cpu_ticks "$me") - cpu) / hz))
+	echo "test.sh: $name: $((SECONDS - start)) s, CPU $cpu s$( ((rc == 0)) || echo ", exit $rc")" >&2
 	return "$rc"
 }
-suite_start=$SECONDS
+suite_start=$SECONDS suite_cpu=$(cpu_ticks $$)
 
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
@@ -161,19 +183,7 @@ lane_one() {
 	# pages of every codec, MDS shards of every codec, Megatron indexes
 	# (minimizing an interesting input briefly, so that the bombs' large
 	# seeds leave time to fuzz).
-	local fuzz_start=$SECONDS
-	fuzz planner FuzzPlanParams
-	fuzz internal/s3face FuzzRequest
-	fuzz transform FuzzParseConfig
-	fuzz transform FuzzImageHeader
-	fuzz tokenize FuzzLoad
-	fuzz tokenize FuzzEncode
-	fuzz format/parquet FuzzSnappyStream
-	fuzz format/video/mp4 FuzzIndex
-	fuzz format/parquet FuzzPages -fuzzminimizetime 2s
-	fuzz format/mds FuzzShards -fuzzminimizetime 2s
-	fuzz format/megatron FuzzIdx -fuzzminimizetime 2s
-	echo "test.sh: lane one: fuzzing: $((SECONDS - fuzz_start)) s" >&2
+	timed "lane one: fuzzing" fuzz_all
 
 	# Package transform/video again with its libavcodec decoder (installs
 	# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
@@ -181,16 +191,37 @@ lane_one() {
 	# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
 	# be installed the build without them (which refuses video) is all there
 	# is: a warning locally, a failure with CI=true.
-	local step_start=$SECONDS
 	if $libav; then
-		go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/
-		go test $race -count=1 -tags brand_libav ./transform/video/
-		# Clip jobs end to end with the decoder, the gateway's (frames equal
-		# to PyAV's, a LeRobot dataset's windows); brand serve processes
-		# decode them in lane two.
-		go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/
-		echo "test.sh: lane one: libavcodec: $((SECONDS - step_start)) s" >&2
+		timed "lane one: libavcodec" libav_raced
 	fi
+}
+
+brand_chart() {
+	go vet -C tools/brand-chart ./... || return
+	go test -C tools/brand-chart -count=1 ./... || return
+}
+
+fuzz_all() {
+	fuzz planner FuzzPlanParams || return
+	fuzz internal/s3face FuzzRequest || return
+	fuzz transform FuzzParseConfig || return
+	fuzz transform FuzzImageHeader || return
+	fuzz tokenize FuzzLoad || return
+	fuzz tokenize FuzzEncode || return
+	fuzz format/parquet FuzzSnappyStream || return
+	fuzz format/video/mp4 FuzzIndex || return
+	fuzz format/parquet FuzzPages -fuzzminimizetime 2s || return
+	fuzz format/mds FuzzShards -fuzzminimizetime 2s || return
+	fuzz format/megatron FuzzIdx -fuzzminimizetime 2s || return
+}
+
+libav_raced() {
+	go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/ || return
+	go test $race -count=1 -tags brand_libav ./transform/video/ || return
+	# Clip jobs end to end with the decoder, the gateway's (frames equal
+	# to PyAV's, a LeRobot dataset's windows); brand serve processes
+	# decode them in lane two.
+	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ || return
 }
 
 # Lane two: the integration tests, brand serve processes against MinIO
@@ -215,8 +246,7 @@ lane_three() {
 	# brand-chart, which draws the benchmark harness's charts, is a module
 	# of its own (so that the product's go.mod carries no plotting
 	# library): its vet and tests, which draw the harness's golden charts.
-	go vet -C tools/brand-chart ./...
-	go test -C tools/brand-chart -count=1 ./...
+	timed "lane three: brand-chart" brand_chart
 	timed "lane three: the other packages without the race detector" go test -count=1 -p 1 -timeout 20m "$@" "${plain[@]}"
 	timed "lane three: Python" scripts/test-python.sh
 
@@ -233,23 +263,26 @@ lane_three() {
 	# name libjpeg-turbo in `brand version`. Where the library cannot be
 	# installed the build without it is all there is: a warning locally, a
 	# failure with CI=true.
-	local step_start=$SECONDS
 	if $turbojpeg; then
-		# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
-		# the build), which the plain run above has already done.
-		# Without the race detector, as that run runs package transform
-		# (it starts no goroutine; the gateway's tests race the stage that
-		# runs it).
-		go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/
-		# Without the race detector too: what they check is the build's
-		# decoder named at start and in its help, and the race build of
-		# every package above transform with the tag is a minute of CPU.
-		go test -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/
-		image=$(mktemp -d)
-		scripts/build-image-binary.sh "$image/out" test
-		rm -rf -- "$image"
-		echo "test.sh: lane three: libjpeg-turbo: $((SECONDS - step_start)) s" >&2
+		timed "lane three: libjpeg-turbo" turbojpeg_build
 	fi
+}
+
+turbojpeg_build() {
+	# TestWorkBound measures the pure-Go decoder alone (StdJPEG, whatever
+	# the build), which the plain run above has already done.
+	# Without the race detector, as that run runs package transform
+	# (it starts no goroutine; the gateway's tests race the stage that
+	# runs it).
+	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
+	# Without the race detector too: what they check is the build's
+	# decoder named at start and in its help, and the race build of
+	# every package above transform with the tag is a minute of CPU.
+	go test -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
+	local image
+	image=$(mktemp -d) || return
+	scripts/build-image-binary.sh "$image/out" test || return
+	rm -rf -- "$image" || return
 }
 
 lane_one "$@" &
@@ -262,7 +295,7 @@ one_rc=0 two_rc=0 three_rc=0
 wait "$one_pid" || one_rc=$?
 wait "$two_pid" || two_rc=$?
 wait "$three_pid" || three_rc=$?
-echo "test.sh: the whole suite: $((SECONDS - suite_start)) s" >&2
+echo "test.sh: the whole suite: $((SECONDS - suite_start)) s, CPU $((($(cpu_ticks $$) - suite_cpu) / hz)) s" >&2
 if ((one_rc != 0 || two_rc != 0 || three_rc != 0)); then
 	echo "test.sh: failed (lane one — the race detector's packages, fuzzing, the libavcodec build: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build: exit $three_rc)" >&2
 	exit 1
