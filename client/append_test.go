@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +19,12 @@ import (
 	"github.com/brandgw/brand/shuffle"
 )
 
-// A job read through the client across an append to its dataset (brand
-// index --append, then POST /jobs/run/append from step 4): the client
-// keeps the index version it pinned — every answer names it — and its
-// epochs, counted from /epoch/N, hold every old and new sample once.
-func TestAppendedJobThroughClient(t *testing.T) {
+// appendingGateway is an in-process gateway serving "lines", a dataset
+// served in place of two files of 30 lines (format Lines, chunks of 100
+// bytes), and appendFiles, which appends a third of 12 lines (brand index
+// --append), has the gateway load it, and returns what it made.
+func appendingGateway(t *testing.T) (srv *httptest.Server, appendFiles func() *dataset.Result) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := s3backend.NewLocal(t.TempDir())
 	if err != nil {
@@ -50,8 +52,29 @@ func TestAppendedJobThroughClient(t *testing.T) {
 	}
 	g := loadedGateway(t, gateway.Config{Datasets: []gateway.DatasetSpec{{Name: "lines", URL: "file:///lines", Store: st, Formats: fs}},
 		CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1, Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
-	srv := httptest.NewServer(g)
+	srv = httptest.NewServer(g)
 	t.Cleanup(srv.Close)
+	return srv, func() *dataset.Result {
+		t.Helper()
+		put(map[string][]string{"c.lines": lines("c", 12)})
+		res, err := dataset.AppendInPlace(ctx, st, st, dataset.AppendOptions{Formats: fs, Options: opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+}
+
+// A job read through the client across an append to its dataset (brand
+// index --append, then POST /jobs/run/append from step 4): the client
+// keeps the index version it pinned — every answer names it — and its
+// epochs, counted from /epoch/N, hold every old and new sample once.
+func TestAppendedJobThroughClient(t *testing.T) {
+	ctx := context.Background()
+	srv, appendFiles := appendingGateway(t)
 	c := newMixClient(t, srv.URL, client.Options{Job: api.Job{Name: "run", Dataset: "lines", Params: shuffle.Params{Seed: 5, BatchSize: 6, Window: 2, World: 1}}})
 	seen := map[string]int{}
 	read := 0
@@ -69,14 +92,7 @@ func TestAppendedJobThroughClient(t *testing.T) {
 	}
 	v := c.Index()
 
-	put(map[string][]string{"c.lines": lines("c", 12)})
-	res, err := dataset.AppendInPlace(ctx, st, st, dataset.AppendOptions{Formats: fs, Options: opt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	res := appendFiles()
 	body := fmt.Sprintf(`{"from_step": 4, "index": %q}`, res.Index.ID())
 	resp, err := http.Post(srv.URL+"/jobs/run/append?dataset=lines&batch_size=6&seed=5&window=2&index="+v, "application/json", bytes.NewReader([]byte(body)))
 	if err != nil {
@@ -119,4 +135,79 @@ func TestAppendedJobThroughClient(t *testing.T) {
 		b.Release()
 	}
 	check("epoch 1")
+}
+
+// TestClientAppend: Client.Append records that the job takes the samples
+// of an appended version from a step; Client.AppendRecord reads it back;
+// a record from a step read is refused with the first step a record
+// could start at, a version that does not extend the job's with 422, and
+// a second record with 409; the epoch read through the client holds
+// every old and new sample once.
+func TestClientAppend(t *testing.T) {
+	ctx := context.Background()
+	srv, appendFiles := appendingGateway(t)
+	c := newMixClient(t, srv.URL, client.Options{Job: api.Job{Name: "run", Dataset: "lines", Params: shuffle.Params{Seed: 5, BatchSize: 6, Window: 2, World: 1}}})
+	seen := map[string]int{}
+	// read reads epoch 0 from position from, batches of it (all: -1).
+	read := func(from, batches int) {
+		t.Helper()
+		for b, err := range c.EpochFrom(ctx, 0, from) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Samples {
+				seen[s.Key]++
+			}
+			b.Release()
+			if batches--; batches == 0 {
+				return
+			}
+		}
+	}
+	read(0, 3) // steps 0-2
+	pinned := c.Index()
+	if _, err := c.AppendRecord(ctx); statusOf(err) != http.StatusNotFound {
+		t.Fatalf("AppendRecord before a record: %v; want 404", err)
+	}
+	res := appendFiles()
+	_, err := c.Append(ctx, 1, res.Index.ID())
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.FirstEditableStep == nil || *ae.FirstEditableStep < 3 {
+		t.Fatalf("a record from a step read: %v; want 409 naming step 3 or later (the client reads ahead)", err)
+	}
+	step := *ae.FirstEditableStep
+	if _, err := c.Append(ctx, step, pinned); statusOf(err) != http.StatusUnprocessableEntity {
+		t.Fatalf("a record of the job's own version: %v; want 422", err)
+	}
+	rec, err := c.Append(ctx, step, res.Index.ID())
+	if err != nil || rec.Version == "" || rec.IndexID != pinned || rec.Index != res.Index.ID() || rec.NewSamples != 12 || rec.Samples != 72 || rec.FromPosition != int(step)*6 {
+		t.Fatalf("Append: %+v, %v", rec, err)
+	}
+	if back, err := c.AppendRecord(ctx); err != nil || back != rec {
+		t.Fatalf("AppendRecord: %+v, %v; want %+v", back, err, rec)
+	}
+	if again, err := c.Append(ctx, step, res.Index.ID()); err != nil || again.Version != rec.Version {
+		t.Fatalf("the same record again: %+v, %v", again, err)
+	}
+	if _, err := c.Append(ctx, step+1, res.Index.ID()); statusOf(err) != http.StatusConflict {
+		t.Fatalf("a second record: %v; want 409", err)
+	}
+	read(18, -1)
+	if len(seen) != 72 || c.Index() != pinned {
+		t.Fatalf("epoch 0: %d samples, want 72; the client reads %s, pinned %s", len(seen), c.Index(), pinned)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s read %d times", k, n)
+		}
+	}
+}
+
+// statusOf is the HTTP status of err, a client call's: 0 if it is not
+// the gateway's answer.
+func statusOf(err error) int {
+	if ae, ok := errors.AsType[*client.APIError](err); ok {
+		return ae.StatusCode
+	}
+	return 0
 }

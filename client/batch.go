@@ -373,7 +373,7 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 	}
 	b.Node = node
 	if members != nil {
-		if err := c.splitBatch(ctx, b, h, comps, members, q); err != nil {
+		if err := splitBatch(ctx, c, b, h, comps, members, q); err != nil {
 			b.Release()
 			return nil, err
 		}
@@ -383,12 +383,13 @@ func (c *Client) fetchBatchOnce(ctx context.Context, epoch, batch, offset int, q
 
 // splitBatch replaces the samples of b, a mixture's batch with headers h
 // whose grouping by key is ambiguous, by its members cut as its manifest
-// says (splitByManifest).
-func (c *Client) splitBatch(ctx context.Context, b *Batch, h BatchHeader, comps []int, members []member, q url.Values) error {
+// says (splitByManifest). (A function, not a method: Client's methods are
+// its API.)
+func splitBatch(ctx context.Context, c *Client, b *Batch, h BatchHeader, comps []int, members []member, q url.Values) error {
 	if h.Transform != "" {
 		return fmt.Errorf("%w: the batch's samples cannot be told apart by key or extension, and its manifest gives the stored samples' lengths, not those of their tensors (pipeline %q)", ErrBadResponse, h.Transform)
 	}
-	m, err := c.mixManifest(ctx, b.Epoch, b.Index, b.Offset, q)
+	m, err := mixManifest(ctx, c, b.Epoch, b.Index, b.Offset, q)
 	if err != nil {
 		return err
 	}

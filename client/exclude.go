@@ -24,13 +24,13 @@ import (
 // keys from a later step to the current version, which a second Exclude's
 // 409 names (APIError.ExclusionVersion).
 
-// excludePath is the path of the exclusion list stored under the job's
-// name.
-func excludePath(name string) (string, error) {
+// jobPath is the path of what is stored under the job's name (what:
+// "exclude", "append").
+func jobPath(name, what string) (string, error) {
 	if name == "" {
 		return "", ErrNoJobName
 	}
-	return "/jobs/" + url.PathEscape(name) + "/exclude", nil
+	return "/jobs/" + url.PathEscape(name) + "/" + what, nil
 }
 
 // Exclude stores the job's exclusion list: keys left out of its order
@@ -51,40 +51,57 @@ func (c *Client) ExtendExclusion(ctx context.Context, previous string, fromStep 
 	return exclude(ctx, c, api.ExclusionEdit{FromStep: &fromStep, Keys: keys, Previous: previous})
 }
 
-// exclude posts e as c's job's exclusion list (a function, not a
-// method: Client's methods are its API).
+// exclude posts e as c's job's exclusion list.
 func exclude(ctx context.Context, c *Client, e api.ExclusionEdit) (api.StoredExclusion, error) {
-	keys, fromStep := e.Keys, *e.FromStep
-	path, err := excludePath(c.opts.Job.Name)
+	out, err := postEdit[api.StoredExclusion](ctx, c, "exclude", e)
 	if err != nil {
-		return api.StoredExclusion{}, err
+		return out, fmt.Errorf("client: excluding %d keys of job %s from step %d: %w", len(e.Keys), c.opts.Job.Name, *e.FromStep, err)
+	}
+	return out, nil
+}
+
+// postEdit posts e to what is stored under c's job's name (what:
+// "exclude", "append") and decodes the answer (a function, not a method:
+// Client's methods are its API).
+func postEdit[T any](ctx context.Context, c *Client, what string, e any) (T, error) {
+	var out T
+	path, err := jobPath(c.opts.Job.Name, what)
+	if err != nil {
+		return out, err
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return api.StoredExclusion{}, err
+		return out, err
 	}
-	var out api.StoredExclusion
 	err = c.t.post(ctx, path, c.pins.query(c.opts.Job), body{data, "application/json"}, func(resp *http.Response) error {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxJSON)).Decode(&out); err != nil {
 			return fmt.Errorf("%w: decoding JSON: %w", ErrBadResponse, err)
 		}
 		return nil
 	})
+	return out, err
+}
+
+// getEdit reads what is stored under c's job's name (what: "exclude",
+// "append").
+func getEdit[T any](ctx context.Context, c *Client, what string) (T, error) {
+	var out T
+	path, err := jobPath(c.opts.Job.Name, what)
 	if err != nil {
-		return api.StoredExclusion{}, fmt.Errorf("client: excluding %d keys of job %s from step %d: %w", len(keys), c.opts.Job.Name, fromStep, err)
+		return out, err
 	}
-	return out, nil
+	v, err := getJSON[T](ctx, c.t, path, c.pins.query(c.opts.Job))
+	if err != nil {
+		return out, err
+	}
+	return *v, nil
 }
 
 // Exclusion returns the job's exclusion list, its keys included.
 func (c *Client) Exclusion(ctx context.Context) (api.StoredExclusion, error) {
-	path, err := excludePath(c.opts.Job.Name)
+	x, err := getEdit[api.StoredExclusion](ctx, c, "exclude")
 	if err != nil {
-		return api.StoredExclusion{}, err
+		return x, fmt.Errorf("client: job %s's exclusion list: %w", c.opts.Job.Name, err)
 	}
-	v, err := getJSON[api.StoredExclusion](ctx, c.t, path, c.pins.query(c.opts.Job))
-	if err != nil {
-		return api.StoredExclusion{}, fmt.Errorf("client: job %s's exclusion list: %w", c.opts.Job.Name, err)
-	}
-	return *v, nil
+	return x, nil
 }

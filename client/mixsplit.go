@@ -39,7 +39,7 @@ func ambiguous(samples []Sample, want int) bool {
 
 // mixManifest fetches the manifest of the batch that fetchBatch read with
 // the job query q from offset.
-func (c *Client) mixManifest(ctx context.Context, epoch, batch, offset int, q url.Values) (*Manifest, error) {
+func mixManifest(ctx context.Context, c *Client, epoch, batch, offset int, q url.Values) (*Manifest, error) {
 	mq := make(url.Values, len(q)+1)
 	for k, v := range q {
 		mq[k] = v

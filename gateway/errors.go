@@ -15,8 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/cluster/membership"
-	"github.com/brandgw/brand/internal/job/exclusions"
-	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -75,22 +74,18 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		msg = fmt.Sprintf("%s (request %s; the gateway's log has the details)", public, middleware.GetReqID(ctx))
 	}
 	body := api.Error{Error: msg, Status: status}
-	// A stored schedule's 409 says what to do instead in fields, so that
-	// a client acts on it without parsing the message.
-	if c, ok := errors.AsType[*jobsched.Conflict](err); ok {
-		body.ScheduleVersion = c.Current
+	// An edit's 409 says what to do instead in fields, so that a client
+	// acts on it without parsing the message.
+	if c, ok := errors.AsType[*edits.ConflictError](err); ok {
+		switch c.Kind {
+		case edits.Schedule:
+			body.ScheduleVersion = c.Current
+		case edits.Exclusion:
+			body.ExclusionVersion = c.Current
+		}
 	}
-	if s, ok := errors.AsType[*jobsched.ServedError](err); ok {
+	if s, ok := errors.AsType[*edits.ServedError](err); ok {
 		body.FirstEditableStep = &s.Next
-	}
-	if next := servedStep(err); next != nil {
-		body.FirstEditableStep = next
-	}
-	if next := appendStep(err); next != nil {
-		body.FirstEditableStep = next
-	}
-	if c, ok := errors.AsType[*exclusions.ConflictError](err); ok {
-		body.ExclusionVersion = c.Current
 	}
 	writeJSON(w, status, body)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/livestats"
@@ -584,10 +585,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults
+	served := edits.NewPositions()
 	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
 		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
-		sched: scheduleBook{node: c.Advertise}, excl: exclusions.New(), apps: appends.New()}
+		sched: scheduleBook{node: c.Advertise}, served: served, excl: exclusions.With(served), apps: appends.With(served)}
 	if peers != nil {
 		// An edit of a stored schedule asks every other member which
 		// steps it has served; they answer from their books.

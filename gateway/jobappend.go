@@ -198,12 +198,3 @@ func (j *jobs) peerAppend(ctx context.Context, ds *catalog.Dataset, job, version
 	j.orders.Appends().Add(rec.Layout())
 	return true
 }
-
-// appendStep is, on a 409 refusing a record from a step this node
-// served, the first step a record could start at.
-func appendStep(err error) *uint64 {
-	if s, ok := errors.AsType[*appends.ServedError](err); ok {
-		return &s.Next
-	}
-	return nil
-}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -130,13 +129,4 @@ func storedExclusion(l *exclusions.List, x *layout.Exclusion, ds *catalog.Datase
 	return api.StoredExclusion{Job: l.Job, Version: l.Version, Dataset: l.Dataset, IndexID: l.IndexID, FromStep: l.FromStep,
 		StepSamples: l.StepSamples, Epoch: l.Epoch, FromPosition: l.FromPosition, Samples: x.Len(), EmptyChunks: x.EmptyChunks(ds.Counts),
 		Keys: l.AllKeys(), Previous: l.Previous}
-}
-
-// servedStep is, on a 409 refusing a list from a step this node served,
-// the first step a list could start at.
-func servedStep(err error) *uint64 {
-	if s, ok := errors.AsType[*exclusions.ServedError](err); ok {
-		return &s.Next
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/transform"
@@ -60,6 +61,9 @@ type jobs struct {
 	limits    query.Limits
 	// sched is the book of named jobs' stored schedules (schedule=).
 	sched scheduleBook
+	// served is what this node has served of each named job, which
+	// every stored edit (exclusion lists, append records) starts after.
+	served *edits.Positions
 	// excl is the book of named jobs' exclusion lists.
 	excl *exclusions.Book
 	// apps is the book of named jobs' append records.
@@ -144,10 +148,10 @@ func (j *jobs) exclusion(ctx context.Context, job *api.Job, src layout.Source) e
 
 // batch parses a request about a batch and lays the batch out.
 func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
-	// From reading the job's exclusion list to recording what it served:
-	// no list is made meanwhile that would change this batch.
-	defer j.excl.Hold()()
-	defer j.apps.Hold()()
+	// From reading the job's exclusion list and append record to
+	// recording what it served: no edit is made meanwhile that would
+	// change this batch.
+	defer j.served.Hold()()
 	q, src, epoch, err := j.epoch(r)
 	if err != nil {
 		return nil, q, err
@@ -158,8 +162,7 @@ func (j *jobs) batch(r *http.Request) (*layout.Batch, query.Query, error) {
 	}
 	b, err := j.orders.Layout(r.Context(), src, q.Job, epoch, m)
 	if err == nil && q.Job.Name != "" && src.DS != nil {
-		j.excl.Served(src.DS.Name, q.Job.Name, epoch, b.End)
-		j.apps.Served(src.DS.Name, q.Job.Name, epoch, b.End)
+		j.served.Served(src.DS.Name, q.Job.Name, epoch, b.End)
 	}
 	return b, q, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cluster/transport"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/server/reqbody"
@@ -166,8 +167,9 @@ func checkJobName(job string) error {
 // version an edit has since changed, the current version: a client
 // re-pins to it (steps it has read are the same under both).
 func conflictHeader(w http.ResponseWriter, err error) {
-	var c *jobsched.Conflict
-	if errors.As(err, &c) {
+	// (Conflicts of every kind of edit are one type: the schedule's alone
+	// name a schedule version.)
+	if c, ok := errors.AsType[*jobsched.Conflict](err); ok && c.Kind == edits.Schedule {
 		w.Header().Set(api.HeaderScheduleVersion, c.Current)
 	}
 }

@@ -75,14 +75,19 @@ class BrandError(Exception):
             version (``Brand-Schedule-Version``); on a 409 refusing an edit
             based on a version that is no longer current, the current one;
             else ``None``.
-        first_editable_step: on a 409 refusing a schedule edit from a step
-            the job has read, the first step an edit could start at when it
-            was refused (its loaders may have read on since), else ``None``.
+        first_editable_step: on a 409 refusing an edit (a schedule's, an
+            exclusion list, an append record) from a step the job has read,
+            the first step an edit could start at when it was refused (its
+            loaders may have read on since), else ``None``.
+        exclusion_version: on a 409 refusing an exclusion list for a job
+            that has one, or an extension of a version that is not the
+            current one, the current version: the one to extend
+            (``previous=``), else ``None``.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None,
                  members: Optional[str] = None, schedule_version: Optional[str] = None,
-                 first_editable_step: Optional[int] = None):
+                 first_editable_step: Optional[int] = None, exclusion_version: Optional[str] = None):
         super().__init__(message if status is None else f"{message} (HTTP {status})")
         self.message = message
         self.status = status
@@ -90,6 +95,7 @@ class BrandError(Exception):
         self.members = members
         self.schedule_version = schedule_version
         self.first_editable_step = first_editable_step
+        self.exclusion_version = exclusion_version
 
 
 class ScheduleConflictError(BrandError):
@@ -139,24 +145,26 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
     start of the body."""
     msg = None
     version = (headers.get("Brand-Schedule-Version") or None) if status == 409 else None
-    step = None
+    step = excluded = None
     try:
         doc = json.loads(body)
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             msg = doc["error"]
             if status == 409:
-                # A schedule edit's 409 says what to do instead in fields.
+                # An edit's 409 says what to do instead in fields.
                 if version is None and isinstance(doc.get("schedule_version"), str):
                     version = doc["schedule_version"]
                 if isinstance(doc.get("first_editable_step"), int):
                     step = doc["first_editable_step"]
+                if isinstance(doc.get("exclusion_version"), str):
+                    excluded = doc["exclusion_version"]
     except ValueError:
         pass
     if msg is None:
         text = body[:200].decode("utf-8", "replace").strip()
         msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
     return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None,
-                      version, step)
+                      version, step, excluded)
 
 
 def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:

@@ -286,13 +286,15 @@ class Client:
 
     # -- an exclusion list -------------------------------------------------
 
-    def _exclude_path(self) -> str:
+    def _job_path(self, what: str, kind: str) -> str:
+        """The path of what is stored under the job's name (``what``:
+        "exclude", "append"; ``kind`` names it in the error)."""
         name = self.options.job.name
         if name is None:
-            raise ValueError("brand: an exclusion list is stored under the job's name: give the job a name (Job.name, name=)")
-        return "/jobs/" + urllib.parse.quote(name, safe="") + "/exclude"
+            raise ValueError(f"brand: {kind} is stored under the job's name: give the job a name (Job.name, name=)")
+        return "/jobs/" + urllib.parse.quote(name, safe="") + "/" + what
 
-    def exclude(self, keys: Sequence[str], from_step: int) -> Dict[str, Any]:
+    def exclude(self, keys: Sequence[str], from_step: int, previous: Optional[str] = None) -> Dict[str, Any]:
         """Leave the samples ``keys`` out of the job's order from global
         step ``from_step`` on, and in every later epoch, without a reshard
         (``POST /jobs/NAME/exclude``, docs/http-api.md "Exclusions"): the
@@ -303,6 +305,11 @@ class Client:
         ``epoch`` and ``from_position`` it applies from, ``samples`` and
         ``empty_chunks``.
 
+        A job's list grows by versions: with ``previous``, the list's
+        current version, the keys are left out too from ``from_step`` (at
+        or after the list's own step) on; the new version's order is the
+        current one's before that step, and ``samples`` counts both lists.
+
         The job's loaders read ahead of the step the trainer is on (by at
         most :meth:`brand.torch.BrandLoader.read_ahead_steps`), and a step
         read cannot be changed: choose ``from_step`` past that.
@@ -310,15 +317,18 @@ class Client:
         Raises:
             BrandError: 409 if the job has read ``from_step``
                 (:attr:`~BrandError.first_editable_step` is the first step
-                a list could start at) or has a list already; 400 for a
+                a list could start at), or has a list already and
+                ``previous`` is not its current version
+                (:attr:`~BrandError.exclusion_version` names it); 400 for a
                 list the gateway cannot take (its message says why).
         """
-        if not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0:
-            raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number)")
+        _check_step(from_step)
         if isinstance(keys, str):
             raise ValueError("brand: keys is a list of sample keys, not one string")
-        body = json.dumps({"from_step": from_step, "keys": list(keys)}).encode()
-        return json.loads(self._send("POST", self._exclude_path(), self.params(), body, "application/json").body)
+        edit: Dict[str, Any] = {"from_step": from_step, "keys": list(keys)}
+        if previous is not None:
+            edit["previous"] = previous
+        return self._post_edit("exclude", "an exclusion list", edit)
 
     def exclusion(self) -> Dict[str, Any]:
         """The job's exclusion list (``GET /jobs/NAME/exclude``): the fields
@@ -328,7 +338,48 @@ class Client:
             BrandError: 404 if the job has none.
         """
         params = {"dataset": self.options.job.dataset} if self.options.job.dataset else None
-        return json.loads(self._send("GET", self._exclude_path(), params).body)
+        return self._get_edit("exclude", "an exclusion list", params)
+
+    def append(self, from_step: int, index: str) -> Dict[str, Any]:
+        """Take the samples of files appended to the job's dataset during
+        the run from global step ``from_step`` on (``POST
+        /jobs/NAME/append``, docs/http-api.md "Appends"): ``index`` is the
+        version ``brand index --append`` printed, which extends the one this
+        client reads (:attr:`index`, pinned by its first answer or given as
+        ``index=``). The steps before ``from_step`` keep their bytes; the
+        rest of that epoch serves every old sample not read yet and every
+        new one, each once, and later epochs the whole new version. The job
+        goes on naming and pinning the version it read. Returns the record
+        as stored: its ``version``, the ``epoch`` and ``from_position`` it
+        applies from, ``new_samples`` and ``samples``.
+
+        Raises:
+            BrandError: 409 if the job has read ``from_step``
+                (:attr:`~BrandError.first_editable_step` is the first step
+                a record could start at), has a record already, or the
+                gateway does not hold ``index`` yet; 422 if ``index`` does
+                not extend the job's version.
+        """
+        _check_step(from_step)
+        if not isinstance(index, str):
+            raise ValueError(f"brand: index {index!r}: the version brand index --append printed (16 hex digits)")
+        return self._post_edit("append", "an append record", {"from_step": from_step, "index": index})
+
+    def append_record(self) -> Dict[str, Any]:
+        """The job's append record (``GET /jobs/NAME/append``): the fields
+        :meth:`append` returns.
+
+        Raises:
+            BrandError: 404 if the job has none.
+        """
+        return self._get_edit("append", "an append record", self.params())
+
+    def _post_edit(self, what: str, kind: str, edit: Mapping[str, Any]) -> Dict[str, Any]:
+        body = json.dumps(edit).encode()
+        return json.loads(self._send("POST", self._job_path(what, kind), self.params(), body, "application/json").body)
+
+    def _get_edit(self, what: str, kind: str, params: Optional[Mapping[str, str]]) -> Dict[str, Any]:
+        return json.loads(self._send("GET", self._job_path(what, kind), params).body)
 
     # -- requests ---------------------------------------------------------
 
@@ -882,3 +933,9 @@ def _clips(params: Mapping[str, str]) -> bool:
     """Whether a job's query is a clip job's: its batch is read into a
     buffer of its own, its frames viewed there."""
     return "clip" in params or "delta_timestamps" in params or "frames" in params
+
+
+def _check_step(from_step: Any) -> None:
+    """Refuses a ``from_step`` that is not a step (a whole number, 0 or more)."""
+    if not isinstance(from_step, int) or isinstance(from_step, bool) or from_step < 0:
+        raise ValueError(f"brand: from_step {from_step!r}: a step (a whole number)")

@@ -1,4 +1,4 @@
-"""Exclusions from the Python client (Client.exclude, Client.exclusion)
+"""Exclusions from the Python client (Client.exclude, its previous=, Client.exclusion)
 against a real gateway serving dataset "t": the steps before the list's
 step keep their samples, the listed samples are gone from it on and in
 the next epoch, and what the gateway refuses is a BrandError naming why.
@@ -82,6 +82,31 @@ class TestExclude(unittest.TestCase):
             self.client("py-exclude-refused").exclude("one-key", from_step=5)
         with self.assertRaises(ValueError):
             self.client(None).exclusion()
+
+    def test_extend(self):
+        """A second list is refused naming the current version
+        (exclusion_version); previous= extends it from a later step, and
+        the extension of a version no longer current is refused naming
+        the new one."""
+        with self.client(None) as plain:
+            keys = [s["__key__"] for s in plain.batch(0, 6)]
+        with self.client("py-exclude-extend") as c:
+            first = c.exclude(keys[:2], from_step=3)
+            with self.assertRaises(brand.BrandError) as cm:
+                c.exclude(keys[2:4], from_step=4)
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(cm.exception.exclusion_version, first["version"])
+            second = c.exclude(keys[2:4], from_step=4, previous=cm.exception.exclusion_version)
+            self.assertEqual(second["previous"], first["version"])
+            self.assertEqual(second["samples"], 4)
+            self.assertEqual(c.exclusion()["keys"], keys[:4])
+            with self.assertRaises(brand.BrandError) as cm:
+                c.exclude(keys[4:5], from_step=5, previous=first["version"])
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(cm.exception.exclusion_version, second["version"])
+            # From step 4 on, neither list's samples.
+            rest = [s["__key__"] for m in range(4, 6) for s in c.batch(0, m)]
+            self.assertFalse(set(rest) & set(keys[:4]))
 
 
 if __name__ == "__main__":

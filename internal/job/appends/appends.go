@@ -5,15 +5,12 @@
 // takes the new samples, stored where every node and a restarted one
 // find it, and applied by the layout (layout.Append).
 //
-// Why in the store, and how: as package exclusions keeps lists. The
-// objects, under _brand/jobs/NAME/append/ in the store of the dataset
-// the job reads:
-//
-//	VERSION   the record (JSON); VERSION is a digest of it
-//	root      the record's version, created once (PutIfAbsent): of two
-//	          records made at once, on one node or two, one wins, and
-//	          the other is refused naming it (the same record sent again
-//	          is told the version it made)
+// Why in the store, and how: as package exclusions keeps lists, as every
+// stored edit is kept (edits.Chain), under _brand/jobs/NAME/append/ in
+// the store of the dataset the job reads: the record (JSON) under a
+// digest of it, and root naming it, created once: of two records made at
+// once, on one node or two, one wins, and the other is refused naming it
+// (the same record sent again is told the version it made).
 //
 // A record is fixed once made: a job has one. Its first position must be
 // after every position this node has served of the job (Served); a
@@ -21,23 +18,20 @@
 package appends
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/internal/job/edits"
 )
 
 // Errors, mapped to HTTP statuses by internal/server/httperr.
@@ -57,11 +51,12 @@ var (
 const Refresh = time.Second
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
-type Store interface {
-	Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error)
-	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
-	Put(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
-	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
+type Store = edits.Store
+
+// records is where the records are kept.
+func records() edits.Chain {
+	return edits.Chain{Kind: edits.Append, Dir: "append", What: "append record", Max: 1, Limit: 1 << 20,
+		Conflict: ErrConflict, Unknown: ErrUnknown}
 }
 
 // A Record is a job's stored append record.
@@ -90,71 +85,36 @@ func (r *Record) Layout() *layout.Append {
 
 // A ServedError is the ErrConflict of a record from a position this node
 // has served of the job: Next is the first step a record could start at.
-type ServedError struct {
-	Next uint64
-	err  error
-}
+type ServedError = edits.ServedError
 
-func (e *ServedError) Error() string { return e.err.Error() }
-func (e *ServedError) Unwrap() error { return e.err }
-
-type jobKey struct{ dataset, job string }
-
-type entry struct {
-	rec  *Record
-	read time.Time // when "no record" was read
-}
-
-type position struct {
-	epoch uint64
-	end   int
-}
-
-// Book holds the records of the jobs a node serves and the positions it
-// has served of them. Safe for concurrent use.
+// Book holds the records of the jobs a node serves. Safe for concurrent
+// use.
 type Book struct {
-	now func() time.Time
-	// serve is held for reading by a request from reading its job's
-	// record to recording what it served, and for writing by a record
-	// being made (as exclusions.Book's).
-	serve  sync.RWMutex
-	mu     sync.Mutex
-	recs   map[jobKey]entry
-	served map[jobKey]position
+	now  func() time.Time
+	pos  *edits.Positions
+	recs edits.Known[*Record] // nil: none when last asked
 }
 
-// New returns an empty book.
-func New() *Book {
-	return &Book{now: time.Now, recs: map[jobKey]entry{}, served: map[jobKey]position{}}
-}
+// New returns an empty book with positions of its own.
+func New() *Book { return With(edits.NewPositions()) }
 
-// Hold holds off the making of records until the returned func is
-// called: a request holds it from Of to Served.
-func (b *Book) Hold() func() {
-	b.serve.RLock()
-	return b.serve.RUnlock
-}
-
-func prefix(job string) string { return "_brand/jobs/" + job + "/append/" }
+// With returns an empty book that refuses a record from a position pos
+// says this node has served (as exclusions.With).
+func With(pos *edits.Positions) *Book { return &Book{now: time.Now, pos: pos} }
 
 // Of returns job's record over dataset, or nil if it has none.
 func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Record, error) {
-	k := jobKey{dataset, job}
-	b.mu.Lock()
-	e, ok := b.recs[k]
-	b.mu.Unlock()
+	rec, last, ok := b.recs.Get(dataset, job)
 	switch {
-	case ok && e.rec != nil:
-		return e.rec, nil
-	case ok && b.now().Sub(e.read) < Refresh:
+	case rec != nil:
+		return rec, nil
+	case ok && b.now().Sub(last) < Refresh:
 		return nil, nil
 	}
 	r, err := read(ctx, st, job)
 	switch {
 	case errors.Is(err, ErrUnknown):
-		b.mu.Lock()
-		b.recs[k] = entry{read: b.now()}
-		b.mu.Unlock()
+		b.recs.Set(dataset, job, nil, b.now())
 		return nil, nil
 	case err != nil && ok:
 		// The store did not answer; the job had no record when it last
@@ -163,21 +123,13 @@ func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Record, 
 	case err != nil:
 		return nil, err
 	}
-	b.mu.Lock()
-	b.recs[k] = entry{rec: r}
-	b.mu.Unlock()
+	b.recs.Set(dataset, job, r, b.now())
 	return r, nil
 }
 
 // Served records that this node served job's epoch up to position end.
 func (b *Book) Served(dataset, job string, epoch uint64, end int) {
-	k := jobKey{dataset, job}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, ok := b.served[k]
-	if !ok || epoch > p.epoch || (epoch == p.epoch && end > p.end) {
-		b.served[k] = position{epoch, end}
-	}
+	b.pos.Served(dataset, job, epoch, end)
 }
 
 // Make stores r (its Job, Dataset, Epoch, FromPosition, FromStep and
@@ -199,44 +151,18 @@ func (b *Book) Make(ctx context.Context, st Store, parent, ext *catalog.Dataset,
 			ErrNotExtending, ext.ID(), ext.Name, parent.ID(), r.Job, lineage(ext.Index))
 	}
 	r.Version = versionOf(r)
-	if done, err := existing(ctx, st, r); done || err != nil {
-		return &r, err
-	}
-	if err := b.servedBefore(r, stepOf); err != nil {
-		return nil, err
-	}
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	pre := prefix(r.Job)
-	if _, err := st.Put(ctx, pre+r.Version, bytes.NewReader(body), int64(len(body))); err != nil {
-		return nil, fmt.Errorf("storing job %s's append record: %w", r.Job, err)
-	}
-	b.serve.Lock()
-	defer b.serve.Unlock()
-	if done, err := existing(ctx, st, r); done || err != nil {
-		return &r, err
-	}
-	if err := b.servedBefore(r, stepOf); err != nil {
+	v := edits.Version{Job: r.Job, Dataset: r.Dataset, Version: r.Version, Epoch: r.Epoch, From: r.FromPosition, FromStep: r.FromStep, Body: body}
+	done, err := records().Make(ctx, st, b.pos, v, stepOf)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := st.PutIfAbsent(ctx, pre+"root", strings.NewReader(r.Version), int64(len(r.Version))); err != nil {
-		if errors.Is(err, s3backend.ErrExists) {
-			cur, cerr := read(ctx, st, r.Job)
-			if cerr == nil && cur.Version == r.Version {
-				return cur, nil
-			}
-			if cerr == nil {
-				return nil, fmt.Errorf("%w: another append record of job %s was made at the same time: version %s", ErrConflict, r.Job, cur.Version)
-			}
-			return nil, fmt.Errorf("%w: another append record of job %s was made at the same time", ErrConflict, r.Job)
-		}
-		return nil, fmt.Errorf("storing job %s's append record: %w", r.Job, err)
+	if !done {
+		b.recs.Set(r.Dataset, r.Job, &r, b.now())
 	}
-	b.mu.Lock()
-	b.recs[jobKey{r.Dataset, r.Job}] = entry{rec: &r}
-	b.mu.Unlock()
 	return &r, nil
 }
 
@@ -252,34 +178,6 @@ func lineage(ix *chunkindex.Index) string {
 	return strings.Join(ids, ", ")
 }
 
-// existing reports whether job r.Job has r as its record already (done),
-// or refuses r for the job's other record.
-func existing(ctx context.Context, st Store, r Record) (done bool, err error) {
-	v, err := readObject(ctx, st, prefix(r.Job)+"root", 64)
-	switch {
-	case errors.Is(err, s3backend.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading job %s's append record: %w", r.Job, err)
-	case string(v) == r.Version:
-		return true, nil
-	}
-	return false, fmt.Errorf("%w: job %s has an append record, version %s; a job has one", ErrConflict, r.Job, v)
-}
-
-// servedBefore refuses r if this node has served job r.Job at or past
-// r's first position.
-func (b *Book) servedBefore(r Record, stepOf func(epoch uint64, end int) uint64) error {
-	b.mu.Lock()
-	p, ok := b.served[jobKey{r.Dataset, r.Job}]
-	b.mu.Unlock()
-	if ok && (r.Epoch < p.epoch || (r.Epoch == p.epoch && r.FromPosition < p.end)) {
-		next := stepOf(p.epoch, p.end)
-		return &ServedError{Next: next, err: fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an append starts after it (from step %d or later), not at step %d", ErrConflict, r.Job, p.end, p.epoch, next, r.FromStep)}
-	}
-	return nil
-}
-
 // versionOf names a record: a digest of its content.
 func versionOf(r Record) string {
 	h := sha256.New()
@@ -289,35 +187,19 @@ func versionOf(r Record) string {
 
 // read reads job's record from st.
 func read(ctx context.Context, st Store, job string) (*Record, error) {
-	v, err := readObject(ctx, st, prefix(job)+"root", 64)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %s has no append record (POST /jobs/%s/append makes one)", ErrUnknown, job, job)
-	}
+	var r *Record
+	err := records().Read(ctx, st, job, func(version, _ string, body []byte) error {
+		r = &Record{}
+		if err := json.Unmarshal(body, r); err != nil {
+			return err
+		}
+		if r.Version != version || r.Job != job {
+			return errors.New("its fields do not match its name")
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading job %s's append record: %w", job, err)
-	}
-	body, err := readObject(ctx, st, prefix(job)+string(v), 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s's append record %s: %w", job, v, err)
-	}
-	r := &Record{}
-	if err := json.Unmarshal(body, r); err != nil || r.Version != string(v) || r.Job != job {
-		return nil, fmt.Errorf("job %s's append record %s is damaged in the store (%v)", job, v, err)
+		return nil, err
 	}
 	return r, nil
-}
-
-func readObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size > limit {
-		return nil, fmt.Errorf("%s holds %d bytes; at most %d", key, info.Size, limit)
-	}
-	p := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, p); err != nil {
-		return nil, err
-	}
-	return p, nil
 }

@@ -5,18 +5,12 @@
 //
 // Why in the store: every rank and replica of a job must leave out the
 // same samples from the same position, and a job outlives any node. The
-// objects, under _brand/jobs/NAME/exclude/ in the store of the dataset
-// the job reads:
-//
-//	VERSION       a version: its keys, the version it extends, dataset
-//	              version, epoch and first position (JSON); VERSION is
-//	              a digest of them
-//	root          the first version's name, created once (PutIfAbsent):
-//	              of two lists made at once, on one node or two, one
-//	              wins, and the other is refused naming it (a retry of
-//	              the same list is told the version it made)
-//	VERSION.next  its successor's name, created once (PutIfAbsent): of
-//	              two extensions of one version, one wins
+// versions are kept as every stored edit is (edits.Chain), under
+// _brand/jobs/NAME/exclude/ in the store of the dataset the job reads:
+// each version (its keys, the version it extends, dataset version, epoch
+// and first position, JSON) under a digest of them, root and
+// VERSION.next naming the chain, each created once, so that of two lists
+// or two extensions of one version made at once one wins.
 //
 // A version is fixed once made. A job's list grows by versions: an
 // extension names the current version (Previous) and adds keys from a
@@ -37,17 +31,14 @@
 package exclusions
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -55,7 +46,7 @@ import (
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/s3backend"
+	"github.com/brandgw/brand/internal/job/edits"
 )
 
 // Errors, mapped to HTTP statuses by internal/server/httperr.
@@ -86,11 +77,12 @@ const MaxKeys = 1 << 22
 const MaxVersions = 64
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
-type Store interface {
-	Stat(ctx context.Context, key string) (s3backend.ObjectInfo, error)
-	ReadRange(ctx context.Context, key, etag string, off int64, p []byte) error
-	Put(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
-	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (s3backend.ObjectInfo, error)
+type Store = edits.Store
+
+// lists is where the lists are kept.
+func lists() edits.Chain {
+	return edits.Chain{Kind: edits.Exclusion, Dir: "exclude", What: "exclusion list", Max: MaxVersions, Limit: 1 << 31,
+		Conflict: ErrConflict, Unknown: ErrUnknown}
 }
 
 // A List is a job's stored exclusion list.
@@ -130,98 +122,67 @@ func (l *List) AllKeys() []string {
 
 // A ConflictError is the ErrConflict of a list for a job that has a list
 // of another version: Current is its current version, the one to extend.
-type ConflictError struct {
-	Current string
-	err     error
-}
-
-func (e *ConflictError) Error() string { return e.err.Error() }
-func (e *ConflictError) Unwrap() error { return e.err }
+type ConflictError = edits.ConflictError
 
 func conflict(current, format string, args ...any) error {
-	return &ConflictError{Current: current, err: fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...)}
+	return edits.NewConflictError(edits.Exclusion, current, fmt.Errorf("%w: "+format, append([]any{ErrConflict}, args...)...))
 }
 
 // A ServedError is the ErrConflict of a list from a position this node
 // has served of the job: Next is the first step a list could start at.
-type ServedError struct {
-	Next uint64
-	err  error
-}
+type ServedError = edits.ServedError
 
-func (e *ServedError) Error() string { return e.err.Error() }
-func (e *ServedError) Unwrap() error { return e.err }
-
-type jobKey struct{ dataset, job string }
-
+// An entry is a job's list as a node knows it: none, or its current
+// version with its chain, resolved in index x.IndexID.
 type entry struct {
-	list *List             // the current version, its chain with it
-	x    *layout.Exclusion // resolved in index x.IndexID
-	read time.Time         // when the store was last asked
+	list *List
+	x    *layout.Exclusion
 }
 
-// position is an epoch position: served ones are compared in order.
-type position struct {
-	epoch uint64
-	end   int
-}
-
-// Book holds the lists of the jobs a node serves and the positions it
-// has served of them. Safe for concurrent use.
+// Book holds the lists of the jobs a node serves. Safe for concurrent
+// use.
 type Book struct {
-	now func() time.Time
-	// serve is held for reading by a request from reading its job's list
-	// to recording what it served, and for writing by a list being made:
-	// no request lays a batch out under "no list" that a list made at
-	// the same time would change.
-	serve  sync.RWMutex
-	mu     sync.Mutex
-	lists  map[jobKey]entry
-	served map[jobKey]position
+	now   func() time.Time
+	pos   *edits.Positions
+	lists edits.Known[entry]
 }
 
-// New returns an empty book.
-func New() *Book {
-	return &Book{now: time.Now, lists: map[jobKey]entry{}, served: map[jobKey]position{}}
+// New returns an empty book with positions of its own.
+func New() *Book { return With(edits.NewPositions()) }
+
+// With returns an empty book that refuses a list from a position pos
+// says this node has served (pos is shared with the node's other books
+// of edits: the requests of a job hold it, and record what they served
+// in it, once).
+func With(pos *edits.Positions) *Book {
+	return &Book{now: time.Now, pos: pos}
 }
 
-// Hold holds off the making of lists until the returned func is called:
-// a request holds it from Of to Served.
-func (b *Book) Hold() func() {
-	b.serve.RLock()
-	return b.serve.RUnlock
-}
-
-func prefix(job string) string { return "_brand/jobs/" + job + "/exclude/" }
+func prefix(job string) string { return lists().Prefix(job) }
 
 // Of returns job's list over ds, its current version resolved in ds's
 // index, or nil if the job has none.
 func (b *Book) Of(ctx context.Context, st Store, ds *catalog.Dataset, job string) (*layout.Exclusion, *List, error) {
-	k := jobKey{ds.Name, job}
-	b.mu.Lock()
-	e, ok := b.lists[k]
-	b.mu.Unlock()
+	e, last, ok := b.lists.Get(ds.Name, job)
 	now := b.now()
-	if ok && now.Sub(e.read) < Refresh {
+	if ok && now.Sub(last) < Refresh {
 		if e.list == nil {
 			return nil, nil, nil
 		}
-		return b.resolved(ctx, k, ds, e, e.list, e.read)
+		return b.resolved(ctx, ds, job, e, e.list, last)
 	}
 	if ok && e.list != nil {
 		// Has the list had a version since, made here or on another node?
-		if _, err := readObject(ctx, st, prefix(job)+e.list.Version+".next", 64); err != nil {
+		if !lists().Extended(ctx, st, job, e.list.Version) {
 			// None, or the store did not answer: the version known is
 			// served on until it does.
-			return b.resolved(ctx, k, ds, e, e.list, now)
+			return b.resolved(ctx, ds, job, e, e.list, now)
 		}
 	}
 	l, err := read(ctx, st, job)
 	switch {
 	case errors.Is(err, ErrUnknown):
-		b.mu.Lock()
-		b.lists[k] = entry{read: now}
-		b.mu.Unlock()
+		b.lists.Set(ds.Name, job, entry{}, now)
 		return nil, nil, nil
 	case err != nil && ok && e.list == nil:
 		// The store did not answer; the job had no list when it last did.
@@ -230,17 +191,17 @@ func (b *Book) Of(ctx context.Context, st Store, ds *catalog.Dataset, job string
 		// when the store answers again.
 		return nil, nil, nil
 	case err != nil && ok:
-		return b.resolved(ctx, k, ds, e, e.list, e.read)
+		return b.resolved(ctx, ds, job, e, e.list, last)
 	case err != nil:
 		return nil, nil, err
 	}
-	return b.resolved(ctx, k, ds, e, l, now)
+	return b.resolved(ctx, ds, job, e, l, now)
 }
 
-// resolved is list l (its current version) of job k resolved in ds's
+// resolved is list l (its current version) of job resolved in ds's
 // index, kept as read at read: e's resolution if it is of l in that
 // index.
-func (b *Book) resolved(ctx context.Context, k jobKey, ds *catalog.Dataset, e entry, l *List, read time.Time) (*layout.Exclusion, *List, error) {
+func (b *Book) resolved(ctx context.Context, ds *catalog.Dataset, job string, e entry, l *List, read time.Time) (*layout.Exclusion, *List, error) {
 	x := e.x
 	if e.list != l || x == nil || x.IndexID != ds.ID() {
 		var err error
@@ -248,21 +209,13 @@ func (b *Book) resolved(ctx context.Context, k jobKey, ds *catalog.Dataset, e en
 			return nil, nil, err
 		}
 	}
-	b.mu.Lock()
-	b.lists[k] = entry{list: l, x: x, read: read}
-	b.mu.Unlock()
+	b.lists.Set(ds.Name, job, entry{l, x}, read)
 	return x, l, nil
 }
 
 // Served records that this node served job's epoch up to position end.
 func (b *Book) Served(dataset, job string, epoch uint64, end int) {
-	k := jobKey{dataset, job}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, ok := b.served[k]
-	if !ok || epoch > p.epoch || (epoch == p.epoch && end > p.end) {
-		b.served[k] = position{epoch, end}
-	}
+	b.pos.Served(dataset, job, epoch, end)
 }
 
 // Make stores l (its Job, Dataset, Epoch, FromPosition, FromStep,
@@ -306,52 +259,19 @@ func (b *Book) Make(ctx context.Context, st Store, ds *catalog.Dataset, l List, 
 	l.Version = versionOf(l, x)
 	x.Version = l.Version
 	l.chain = append(slices.Clip(chain), &l)
-	if done, err := existing(ctx, st, l); done || err != nil {
-		return &l, x, err
-	}
-	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
-		return nil, nil, err
-	}
-	// The version itself, named by its content, is stored before requests
-	// are held off: of what the list's making holds them for, only small
-	// objects are left.
 	body, err := json.Marshal(&l)
 	if err != nil {
 		return nil, nil, err
 	}
-	pre := prefix(l.Job)
-	if _, err := st.Put(ctx, pre+l.Version, bytes.NewReader(body), int64(len(body))); err != nil {
-		return nil, nil, fmt.Errorf("storing job %s's exclusion list: %w", l.Job, err)
-	}
-	b.serve.Lock()
-	defer b.serve.Unlock()
-	if done, err := existing(ctx, st, l); done || err != nil {
-		return &l, x, err
-	}
-	if err := b.servedBefore(ds.Name, l, stepOf); err != nil {
+	v := edits.Version{Job: l.Job, Dataset: ds.Name, Version: l.Version, Previous: l.Previous,
+		Epoch: l.Epoch, From: l.FromPosition, FromStep: l.FromStep, Body: body}
+	done, err := lists().Make(ctx, st, b.pos, v, stepOf)
+	if err != nil {
 		return nil, nil, err
 	}
-	link := pre + "root"
-	if l.Previous != "" {
-		link = pre + l.Previous + ".next"
+	if !done {
+		b.lists.Set(ds.Name, l.Job, entry{&l, x}, b.now())
 	}
-	if _, err := st.PutIfAbsent(ctx, link, strings.NewReader(l.Version), int64(len(l.Version))); err != nil {
-		if errors.Is(err, s3backend.ErrExists) {
-			vs, cerr := versions(ctx, st, l.Job)
-			if cerr == nil && slices.Contains(vs, l.Version) {
-				return &l, x, nil
-			}
-			if cerr == nil && len(vs) > 0 {
-				cur := vs[len(vs)-1]
-				return nil, nil, conflict(cur, "another version of job %s's exclusion list was made at the same time: version %s", l.Job, cur)
-			}
-			return nil, nil, fmt.Errorf("%w: another version of job %s's exclusion list was made at the same time", ErrConflict, l.Job)
-		}
-		return nil, nil, fmt.Errorf("storing job %s's exclusion list: %w", l.Job, err)
-	}
-	b.mu.Lock()
-	b.lists[jobKey{ds.Name, l.Job}] = entry{list: &l, x: x, read: b.now()}
-	b.mu.Unlock()
 	return &l, x, nil
 }
 
@@ -390,64 +310,6 @@ func (b *Book) previous(ctx context.Context, st Store, ds *catalog.Dataset, l Li
 		x = x.Prev()
 	}
 	return x, cur.chain[:at(cur)+1], nil
-}
-
-// existing reports whether job l.Job has version l of its list already
-// (done, a retry of a version made), or refuses l: a first list of a job
-// that has one, an extension of a version that is not the current one.
-func existing(ctx context.Context, st Store, l List) (done bool, err error) {
-	vs, err := versions(ctx, st, l.Job)
-	switch {
-	case err != nil:
-		return false, err
-	case len(vs) == 0 && l.Previous != "":
-		return false, fmt.Errorf("%w: job %s has no exclusion list to extend (previous %s)", ErrUnknown, l.Job, l.Previous)
-	case len(vs) == 0:
-		return false, nil
-	case slices.Contains(vs, l.Version):
-		return true, nil
-	}
-	cur := vs[len(vs)-1]
-	switch {
-	case l.Previous == "":
-		return false, conflict(cur, "job %s has an exclusion list, version %s; extend it with previous %q", l.Job, cur, cur)
-	case cur != l.Previous:
-		return false, conflict(cur, "job %s's exclusion list is at version %s, not %s: extend the current version", l.Job, cur, l.Previous)
-	}
-	return false, nil
-}
-
-// versions are the names of job's list's versions, first first (none if
-// it has no list): root, and each version's successor in turn.
-func versions(ctx context.Context, st Store, job string) ([]string, error) {
-	var vs []string
-	key := prefix(job) + "root"
-	for {
-		v, err := readObject(ctx, st, key, 64)
-		if errors.Is(err, s3backend.ErrNotFound) {
-			return vs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading job %s's exclusion list: %w", job, err)
-		}
-		if vs = append(vs, string(v)); len(vs) > MaxVersions {
-			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
-		}
-		key = prefix(job) + string(v) + ".next"
-	}
-}
-
-// servedBefore refuses l if this node has served job l.Job over dataset
-// at or past l's first position.
-func (b *Book) servedBefore(dataset string, l List, stepOf func(epoch uint64, end int) uint64) error {
-	b.mu.Lock()
-	p, ok := b.served[jobKey{dataset, l.Job}]
-	b.mu.Unlock()
-	if ok && (l.Epoch < p.epoch || (l.Epoch == p.epoch && l.FromPosition < p.end)) {
-		next := stepOf(p.epoch, p.end)
-		return &ServedError{Next: next, err: fmt.Errorf("%w: this node has served job %s up to position %d of epoch %d; an exclusion starts after it (from step %d or later), not at step %d", ErrConflict, l.Job, p.end, p.epoch, next, l.FromStep)}
-	}
-	return nil
 }
 
 // lookup resolves keys in ds's index; unknown keys fail the whole list,
@@ -527,54 +389,24 @@ func versionOf(l List, x *layout.Exclusion) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// read reads job's list from st: its versions from the first, each
-// version's successor (VERSION.next) in turn, to the current one, which
-// it returns with the chain.
+// read reads job's list from st: its versions from the first to the
+// current one, which it returns with the chain.
 func read(ctx context.Context, st Store, job string) (*List, error) {
-	v, err := readObject(ctx, st, prefix(job)+"root", 64)
-	if errors.Is(err, s3backend.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %s has no exclusion list (POST /jobs/%s/exclude makes one)", ErrUnknown, job, job)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s's exclusion list: %w", job, err)
-	}
 	var chain []*List
-	prev := ""
-	for {
-		body, err := readObject(ctx, st, prefix(job)+string(v), 1<<31)
-		if err != nil {
-			return nil, fmt.Errorf("reading job %s's exclusion list %s: %w", job, v, err)
-		}
+	err := lists().Read(ctx, st, job, func(version, previous string, body []byte) error {
 		l := &List{}
-		if err := json.Unmarshal(body, l); err != nil || l.Version != string(v) || l.Job != job || l.Previous != prev {
-			return nil, fmt.Errorf("job %s's exclusion list %s is damaged in the store (%v)", job, v, err)
+		if err := json.Unmarshal(body, l); err != nil {
+			return err
 		}
-		if chain = append(chain, l); len(chain) > MaxVersions {
-			return nil, fmt.Errorf("job %s's exclusion list has more than %d versions: damaged in the store", job, MaxVersions)
+		if l.Version != version || l.Job != job || l.Previous != previous {
+			return errors.New("its fields do not match its name and place")
 		}
+		chain = append(chain, l)
 		l.chain = slices.Clone(chain)
-		prev = l.Version
-		v, err = readObject(ctx, st, prefix(job)+l.Version+".next", 64)
-		if errors.Is(err, s3backend.ErrNotFound) {
-			return l, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading job %s's exclusion list after %s: %w", job, l.Version, err)
-		}
-	}
-}
-
-func readObject(ctx context.Context, st Store, key string, limit int64) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if info.Size > limit {
-		return nil, fmt.Errorf("%s holds %d bytes; at most %d", key, info.Size, limit)
-	}
-	p := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, p); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return chain[len(chain)-1], nil
 }

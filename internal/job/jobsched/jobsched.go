@@ -80,6 +80,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -121,25 +122,13 @@ type Others func(ctx context.Context, job string, from uint64) (latest uint64, s
 // request laid out under a version an edit has since changed (Current is
 // the version to read instead), or of an edit based on a version that is
 // not the current one (Current is the one to base it on).
-type Conflict struct {
-	Current string
-	err     error
-}
-
-func (c *Conflict) Error() string { return c.err.Error() }
-func (c *Conflict) Unwrap() error { return c.err }
+type Conflict = edits.ConflictError
 
 // A ServedError is the ErrConflict of an edit from a step the job has
 // read: Next is the first step an edit could start at when it was
 // refused. A job whose loaders read ahead moves it on by the time a
 // client sends the edit again; EditNext takes it as it makes the edit.
-type ServedError struct {
-	Next uint64
-	err  error
-}
-
-func (e *ServedError) Error() string { return e.err.Error() }
-func (e *ServedError) Unwrap() error { return e.err }
+type ServedError = edits.ServedError
 
 // Store is what the book needs of a dataset's store (s3backend.Store).
 type Store interface {
@@ -532,7 +521,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 		}
 		cur, err := b.Current(ctx, job)
 		if err == nil {
-			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version)}
+			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: job %s has a schedule, version %s: edit it (base=%s) from a step it has not read", ErrConflict, job, cur.Version, cur.Version))
 		}
 		if !errors.Is(err, ErrUnknown) {
 			return nil, err
@@ -549,7 +538,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			if b.madeBy(ctx, prev, text, at, base) {
 				return prev, nil // this edit's own retry, its answer lost
 			}
-			return nil, &Conflict{Current: prev.Version, err: fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version)}
+			return nil, edits.NewConflictError(edits.Schedule, prev.Version, fmt.Errorf("%w: the edit is based on version %s of job %s's schedule; the current version is %s (an edit made since): read it and edit that", ErrConflict, base, job, prev.Version))
 		}
 		latest, served, err := b.Latest(ctx, job)
 		if err != nil {
@@ -590,7 +579,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			}
 		}
 		if served && from <= latest {
-			return nil, &ServedError{Next: latest + 1, err: fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from)}
+			return nil, edits.NewServedError(edits.Schedule, latest+1, fmt.Errorf("%w: job %s has read up to step %d; an edit starts after it (from step %d or later, or from_step %q), not at %d", ErrConflict, job, latest, latest+1, api.NextStep, from))
 		}
 		if sched, err = prev.sched.Edit(from, text); err != nil {
 			return nil, err
@@ -642,7 +631,7 @@ func (b *Book) edit1(ctx context.Context, job, text string, at api.EditFrom, bas
 			if cerr != nil {
 				return nil, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s", ErrConflict, job, base)
 			}
-			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version)}
+			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: another edit of job %s's schedule won the race from version %s; the current version is %s", ErrConflict, job, base, cur.Version))
 		}
 		return nil, fmt.Errorf("storing job %s's schedule: %w", job, err)
 	}
@@ -872,7 +861,7 @@ func (b *Book) resolve(ctx context.Context, job, version string, first, last uin
 			if last < changed {
 				return v, nil
 			}
-			return nil, &Conflict{Current: cur.Version, err: fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version)}
+			return nil, edits.NewConflictError(edits.Schedule, cur.Version, fmt.Errorf("%w: job %s's schedule was edited from step %d (version %s is current); step %d of version %s is no longer read", ErrConflict, job, changed, cur.Version, max(first, changed), version))
 		}
 		changed = min(changed, v.FromStep)
 	}
@@ -880,16 +869,5 @@ func (b *Book) resolve(ctx context.Context, job, version string, first, last uin
 
 // readSmall reads an object of at most MaxObjectBytes.
 func readSmall(ctx context.Context, st Store, key string) ([]byte, error) {
-	info, err := st.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size > MaxObjectBytes {
-		return nil, fmt.Errorf("%s holds %d bytes; a schedule's objects hold at most %d", key, info.Size, MaxObjectBytes)
-	}
-	p := make([]byte, info.Size)
-	if err := st.ReadRange(ctx, key, info.ETag, 0, p); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return edits.ReadObject(ctx, st, key, MaxObjectBytes)
 }

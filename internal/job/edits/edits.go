@@ -1,0 +1,74 @@
+// Package edits holds what the edits of named jobs share. An edit changes
+// a named job's future from a step on and never its past: a schedule's
+// version (internal/job/jobsched), an exclusion list's version
+// (internal/job/exclusions), an append record (internal/job/appends).
+// Each is refused from a step the job has been served, and the ones kept
+// in a dataset's store are chained there the same way; this package is
+// that rule and that protocol, once:
+//
+//   - ServedError and ConflictError, the two refusals every kind of edit
+//     answers (409), each carrying the Kind of edit refused, so the
+//     gateway maps one type of each to its answer's fields;
+//   - Positions, the positions a node has served of each named job, and
+//     the lock that keeps an edit from being made while a batch is laid
+//     out under the edits there were before it: one for every kind of
+//     edit a node keeps, so a batch served is recorded once;
+//   - Chain, the versions of one kind of edit of a job stored in its
+//     dataset's store (see Chain for the objects).
+package edits
+
+import "fmt"
+
+// A Kind names a kind of edit, as its refusals say.
+type Kind string
+
+// The kinds of edit.
+const (
+	Schedule  Kind = "schedule edit"
+	Exclusion Kind = "exclusion"
+	Append    Kind = "append"
+)
+
+// A refusal is what both refusals are: the kind of edit refused, and the
+// error, which wraps the refusing package's ErrConflict.
+type refusal struct {
+	Kind Kind
+	err  error
+}
+
+func (r refusal) Error() string { return r.err.Error() }
+func (r refusal) Unwrap() error { return r.err }
+
+// A ServedError is the conflict of an edit from a step the job has been
+// served: Next is the first step an edit could start at when it was
+// refused.
+type ServedError struct {
+	refusal
+	Next uint64
+}
+
+// NewServedError is err, the refusal of an edit of kind from a step
+// served, naming next.
+func NewServedError(kind Kind, next uint64, err error) *ServedError {
+	return &ServedError{refusal{kind, err}, next}
+}
+
+// A ConflictError is the conflict of an edit based on a version that is
+// not the job's current one, or of a request laid out under a version an
+// edit has since changed: Current is the version to read, or to base the
+// edit on.
+type ConflictError struct {
+	refusal
+	Current string
+}
+
+// NewConflictError is err, the refusal of an edit of kind, naming the
+// current version.
+func NewConflictError(kind Kind, current string, err error) *ConflictError {
+	return &ConflictError{refusal{kind, err}, current}
+}
+
+// conflictf is a ConflictError whose error wraps sentinel.
+func conflictf(kind Kind, current string, sentinel error, format string, args ...any) *ConflictError {
+	return NewConflictError(kind, current, fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...))
+}

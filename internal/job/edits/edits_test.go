@@ -1,0 +1,199 @@
+package edits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brandgw/brand/s3backend"
+)
+
+var (
+	errConflict = errors.New("conflict")
+	errUnknown  = errors.New("unknown")
+)
+
+func testChain(max int) Chain {
+	return Chain{Kind: Exclusion, Dir: "exclude", What: "exclusion list", Max: max, Limit: 1 << 10, Conflict: errConflict, Unknown: errUnknown}
+}
+
+// version is a version named name after previous, from position from.
+func version(name, previous string, from int) Version {
+	return Version{Job: "run", Dataset: "d", Version: name, Previous: previous, From: from, FromStep: uint64(from), Body: []byte(name + "|" + previous)}
+}
+
+func store(t *testing.T) Store {
+	t.Helper()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func stepOf(epoch uint64, end int) uint64 { return epoch*100 + uint64(end) }
+
+// TestChain: a chain grows by versions, each made once; a first version
+// of a job that has one, or an extension of a version not the current
+// one, is refused naming the current version; a version from a position
+// served is refused naming the step after it; a retry is told it was
+// made, even after the job was served past it; Read hands every version
+// to decode, first first.
+func TestChain(t *testing.T) {
+	ctx, st := context.Background(), store(t)
+	c, pos := testChain(3), NewPositions()
+	if err := c.Read(ctx, st, "run", nil); !errors.Is(err, errUnknown) {
+		t.Fatalf("Read of no chain: %v", err)
+	}
+	if _, err := c.Make(ctx, st, pos, version("b", "a", 5), stepOf); !errors.Is(err, errUnknown) {
+		t.Fatalf("an extension of no chain: %v", err)
+	}
+	pos.Served("d", "run", 0, 4)
+	pos.Served("d", "run", 0, 3) // behind: the furthest is kept
+	_, err := c.Make(ctx, st, pos, version("a", "", 3), stepOf)
+	if se, ok := errors.AsType[*ServedError](err); !ok || se.Next != 4 || se.Kind != Exclusion || !errors.Is(err, errConflict) {
+		t.Fatalf("a version from a position served: %v", err)
+	}
+	if done, err := c.Make(ctx, st, pos, version("a", "", 4), stepOf); done || err != nil {
+		t.Fatalf("the first version: %t %v", done, err)
+	}
+	pos.Served("d", "run", 0, 100)
+	if done, err := c.Make(ctx, st, pos, version("a", "", 4), stepOf); !done || err != nil {
+		t.Fatalf("a retry of the first version: %t %v", done, err)
+	}
+	for _, v := range []Version{version("x", "", 200), version("x", "zz", 200)} {
+		_, err := c.Make(ctx, st, pos, v, stepOf)
+		if ce, ok := errors.AsType[*ConflictError](err); !ok || ce.Current != "a" || ce.Kind != Exclusion || !errors.Is(err, errConflict) {
+			t.Fatalf("%+v: %v; want a conflict naming a", v, err)
+		}
+	}
+	if _, err := c.Make(ctx, st, pos, version("b", "a", 200), stepOf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Make(ctx, st, pos, version("c", "b", 300), stepOf); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := c.Versions(ctx, st, "run"); err != nil || !slices.Equal(vs, []string{"a", "b", "c"}) {
+		t.Fatalf("versions %v, %v", vs, err)
+	}
+	if !c.Extended(ctx, st, "run", "b") || c.Extended(ctx, st, "run", "c") {
+		t.Fatal("Extended")
+	}
+	var read []string
+	err = c.Read(ctx, st, "run", func(version, previous string, body []byte) error {
+		if string(body) != version+"|"+previous {
+			return fmt.Errorf("body %q", body)
+		}
+		read = append(read, version)
+		return nil
+	})
+	if err != nil || !slices.Equal(read, []string{"a", "b", "c"}) {
+		t.Fatalf("Read: %v, %v", read, err)
+	}
+	bad := errors.New("bad")
+	if err := c.Read(ctx, st, "run", func(string, string, []byte) error { return bad }); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a version decode refuses: %v", err)
+	}
+	// A chain of one version a job: a second is refused as such.
+	one := testChain(1)
+	one.Dir = "append"
+	if _, err := one.Make(ctx, st, NewPositions(), version("a", "", 0), stepOf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Make(ctx, st, NewPositions(), version("b", "", 0), stepOf); !errors.Is(err, errConflict) || !strings.Contains(err.Error(), "a job has one") {
+		t.Fatalf("a second version of a chain of one: %v", err)
+	}
+}
+
+// Of extensions of one version made at once by many nodes, one wins; the
+// others are told the winner.
+func TestOneWinner(t *testing.T) {
+	ctx, st := context.Background(), store(t)
+	c := testChain(8)
+	if _, err := c.Make(ctx, st, NewPositions(), version("a", "", 0), stepOf); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = c.Make(ctx, st, NewPositions(), version(fmt.Sprint("v", i), "a", i), stepOf) })
+	}
+	wg.Wait()
+	vs, err := c.Versions(ctx, st, "run")
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("versions %v, %v", vs, err)
+	}
+	won := 0
+	for i, err := range errs {
+		if err == nil {
+			won++
+			if vs[1] != fmt.Sprint("v", i) {
+				t.Fatalf("v%d made, %s stored", i, vs[1])
+			}
+		} else if ce, ok := errors.AsType[*ConflictError](err); !ok || ce.Current != vs[1] {
+			t.Fatalf("v%d: %v; want a conflict naming %s", i, err, vs[1])
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d winners", won)
+	}
+}
+
+// Hold keeps an edit from being made until it is let go.
+func TestHold(t *testing.T) {
+	ctx, st := context.Background(), store(t)
+	pos := NewPositions()
+	release := pos.Hold()
+	made := make(chan error)
+	go func() {
+		_, err := testChain(2).Make(ctx, st, pos, version("a", "", 0), stepOf)
+		made <- err
+	}()
+	// The version's body is stored before the lock is asked for: wait for
+	// it, then check the link is not.
+	c := testChain(2)
+	for deadline := time.Now().Add(10 * time.Second); !exists(ctx, st, c.Prefix("run")+"a"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the version's body was not stored")
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // let it reach the lock
+	select {
+	case err := <-made:
+		t.Fatalf("made while held: %v", err)
+	default:
+	}
+	if vs, _ := c.Versions(ctx, st, "run"); len(vs) != 0 {
+		t.Fatalf("linked while held: %v", vs)
+	}
+	release()
+	if err := <-made; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(ctx context.Context, st Store, key string) bool {
+	_, err := st.Stat(ctx, key)
+	return err == nil
+}
+
+// Known keeps what it was told and when.
+func TestKnown(t *testing.T) {
+	var k Known[*int]
+	if _, _, ok := k.Get("d", "run"); ok {
+		t.Fatal("known before Set")
+	}
+	at := time.Unix(5, 0)
+	k.Set("d", "run", nil, at)
+	if e, read, ok := k.Get("d", "run"); !ok || e != nil || !read.Equal(at) {
+		t.Fatal(e, read, ok)
+	}
+	if _, _, ok := k.Get("e", "run"); ok {
+		t.Fatal("another dataset's job")
+	}
+}
