@@ -1,11 +1,11 @@
 package videotest
 
 import (
+	_ "embed"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -37,14 +37,24 @@ type Reference struct {
 	Frames        map[int64][]byte
 }
 
+// pyavFrames is pyav_frames.py, embedded rather than found beside this
+// file's source path, which a -trimpath build (scripts/test.sh's) does
+// not keep.
+//
+//go:embed pyav_frames.py
+var pyavFrames []byte
+
 // Decode decodes the video at path with PyAV (pyav_frames.py beside
 // this file).
 func Decode(t testing.TB, path string) Reference {
 	t.Helper()
 	py := PyAV(t)
-	_, self, _, _ := runtime.Caller(0)
 	out := t.TempDir()
-	Run(t, py, filepath.Join(filepath.Dir(self), "pyav_frames.py"), path, out)
+	script := filepath.Join(t.TempDir(), "pyav_frames.py")
+	if err := os.WriteFile(script, pyavFrames, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, py, script, path, out)
 	var meta struct {
 		Width, Height int
 		PTS           []int64
