@@ -74,7 +74,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		}
 		cp, err := MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            d,
-			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
+			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
 			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
@@ -90,7 +90,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	}
 	in := PlanInput{
 		Dataset:            d,
-		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
+		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
@@ -120,6 +120,19 @@ func exclusionOf(x *api.PlanExclusion) *Exclusion {
 		y.From = 0
 	}
 	return y
+}
+
+// appendOf is a job's append record as the planner takes it.
+func appendOf(a *api.PlanAppend) *Append {
+	if a == nil {
+		return nil
+	}
+	if a.Epoch > math.MaxInt32 {
+		// Past every epoch a plan can simulate: each planned epoch is the
+		// old chunks' order.
+		return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: math.MaxInt32, From: 0}
+	}
+	return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: int(a.Epoch), From: a.From}
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is

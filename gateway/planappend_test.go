@@ -1,0 +1,122 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
+	"github.com/brandgw/brand/gateway"
+	"github.com/brandgw/brand/internal/testsupport/s3test"
+)
+
+// TestPlanKnowsTheAppend: GET /plan of a named job with an append record
+// plans the chunk order the job is served — the old version's order up
+// to the record's step, then the old windows left interleaved with the
+// new chunks', then the whole new version's order — so that its figures
+// are those of a run of the job's batches. A gateway started after the
+// record (the extension alone, the record from the store) runs three
+// epochs of the job through a cache of half the dataset: each epoch's
+// chunk accesses, the store bytes of the first epoch and the live
+// optimum's hit ratio of the last, computed from the batches it served,
+// are the plan's.
+// The plan's job names the record, and its samples are the new size.
+func TestPlanKnowsTheAppend(t *testing.T) {
+	st, want := inPlaceStore(t, formattest.Lines{})
+	lines := func(c *gateway.Config) { c.Datasets[0].Formats = []format.Format{formattest.Lines{}} }
+	g, srv := start(t, st, lines)
+	const shape = "dataset=test&seed=7&window=4&batch_size=5"
+	resp, _ := get(t, srv.URL+"/epoch/0/batch/0?"+shape)
+	v := resp.Header.Get("Brand-Index")
+	appendLines(t, st)
+	if _, err := g.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, srv.URL+"/datasets")
+	var dss struct {
+		Datasets []struct{ Index string } `json:"datasets"`
+	}
+	if err := json.Unmarshal(body, &dss); err != nil || dss.Datasets[0].Index == v {
+		t.Fatalf("/datasets after the append: %s", body)
+	}
+	x := dss.Datasets[0].Index
+	const S = 9 // of 24 steps of 5 in epoch 0 before the append
+	var made api.StoredAppend
+	if resp, body := postJSON(t, fmt.Sprintf("%s/jobs/run/append?%s&index=%s", srv.URL, shape, v),
+		fmt.Sprintf(`{"from_step": %d, "index": %q}`, S, x), &made); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("append: %s %s", resp.Status, body)
+	}
+	resident := planOf(t, srv.URL, shape+"&index="+x).DatasetBytes
+	cache := resident / 2
+
+	counted := s3test.Wrap(st)
+	g2, srv2 := start(t, counted, func(c *gateway.Config) {
+		lines(c)
+		c.CacheSize = cache
+		c.PrefetchConcurrency = -1 // the plan's figures are demand reads
+	})
+	const epochs = 3
+	plan := planOf(t, srv2.URL, fmt.Sprintf("%s&job=run&index=%s&cache_size=%d&epochs=%d", shape, v, cache, epochs))
+	if plan.Samples != len(want)+20 {
+		t.Errorf("the plan's samples: %d; want the new size %d", plan.Samples, len(want)+20)
+	}
+	for e := range epochs {
+		var ep api.EpochInfo
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&job=run&index=%s", srv2.URL, e, shape, v))
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ep) != nil {
+			t.Fatalf("/epoch/%d: %s %s", e, resp.Status, body)
+		}
+		for m := range ep.Batches {
+			if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&job=run&index=%s", srv2.URL, e, m, shape, v)); resp.StatusCode != http.StatusOK {
+				t.Fatalf("epoch %d batch %d: %s %s", e, m, resp.Status, body)
+			}
+		}
+	}
+	// Each epoch's accesses (each batch's distinct chunks, summed) are
+	// the plan's trace's, and its first epoch's store bytes the plan's:
+	// the steps before S are the old version's, counted under its index,
+	// so the first epoch's figures are the two parts' summed.
+	stats := g2.EpochStats()
+	live := map[uint64]api.EpochStat{}
+	for _, s := range stats {
+		l := live[s.Epoch]
+		l.Accesses += s.Accesses
+		l.BackendBytes += s.BackendBytes
+		live[s.Epoch] = l
+	}
+	for e := range epochs {
+		got, predicted := live[uint64(e)], plan.Optimal.Epochs[e]
+		t.Logf("epoch %d: %d accesses, the plan's %d; %d bytes read from the store, the plan's optimum %d", e, got.Accesses, predicted.Accesses, got.BackendBytes, predicted.BackendBytes)
+		if got.Accesses != int64(predicted.Accesses) {
+			t.Errorf("epoch %d: the gateway served %d chunk accesses, the plan %d", e, got.Accesses, predicted.Accesses)
+		}
+	}
+	if got, predicted := live[0].BackendBytes, plan.Optimal.Epochs[0].BackendBytes; got != predicted {
+		t.Errorf("epoch 0: /stats says %d bytes from the store, the plan %d", got, predicted)
+	}
+	// The live optimum is computed over the batches of one index version:
+	// the extension's misses the steps before S, so its first epochs
+	// start from another cache than the plan's. Two epochs after the
+	// record's, it is the plan's.
+	last := epochStats(t, g2, epochs-1)[epochs-1]
+	if got, predicted := *last.Optimal, plan.Optimal.Epochs[epochs-1].HitRatio; got != predicted {
+		t.Errorf("epoch %d: live optimal hit ratio %v, the plan's %v", epochs-1, got, predicted)
+	}
+	var n int64 // the bytes of the data objects read
+	for k, c := range counted.Total() {
+		if strings.HasSuffix(k, ".lines") {
+			n += c.Bytes
+		}
+	}
+	if n == 0 {
+		t.Error("the run read nothing from the store")
+	}
+	if a := plan.Job.Append; a == nil || a.Version != made.Version || a.Epoch != 0 || a.From != made.FromPosition {
+		t.Errorf("the plan's job names the record %+v; want version %s from position %d of epoch 0", a, made.Version, made.FromPosition)
+	}
+}
