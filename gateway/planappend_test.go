@@ -9,10 +9,13 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
+	"github.com/brandgw/brand/planner"
 )
 
 // TestPlanKnowsTheAppend: GET /plan of a named job with an append record
@@ -118,5 +121,57 @@ func TestPlanKnowsTheAppend(t *testing.T) {
 	}
 	if a := plan.Job.Append; a == nil || a.Version != made.Version || a.Epoch != 0 || a.From != made.FromPosition {
 		t.Errorf("the plan's job names the record %+v; want version %s from position %d of epoch 0", a, made.Version, made.FromPosition)
+	}
+}
+
+// TestPlanResizeKnowsTheExclusion: GET /plan?nodes_after= of a named job
+// with an exclusion list plans the resize over the job's windows as its
+// batches lay them out: the chunks the list empties (3 and 7) are not
+// among those the nodes gaining them load before the change. With every
+// window of epoch 1 prefetched, the job before its list, or unnamed,
+// needs every moved chunk next; with its list, every moved chunk but the
+// emptied ones, which move all the same.
+func TestPlanResizeKnowsTheExclusion(t *testing.T) {
+	const S, after = 3, 4
+	f := newFixture(t, exChunks, exPerChunk)
+	_, srv := start(t, f.store, nil)
+	plan := func(job string) planner.ResizePlan {
+		t.Helper()
+		resp, b := get(t, fmt.Sprintf("%s/plan?%s&nodes_after=%d&first_epoch=1&prefetch_windows=%d", srv.URL, job, after, exChunks))
+		var p planner.ResizePlan
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("/plan?%s&nodes_after=%d: %s %s", job, after, resp.Status, b)
+		}
+		return p
+	}
+	before := plan(exJob)
+	if resp, b := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": S, "keys": exExcluded()}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	with, unnamed := plan(exJob), plan(strings.Replace(exJob, "job=run&", "", 1))
+
+	// The emptied chunks that move: from the one planned node to four.
+	from := planner.PlannedMembers(1)
+	to := planner.ResizedMembers(from, after)
+	owners := to.Owners(cluster.IndexKey(chunkindex.Root(f.index)), f.index.SampleCounts())
+	var movedEmptied int
+	var movedEmptiedBytes int64
+	for _, c := range []int{3, 7} {
+		if to.Members()[owners[c]] != from.Members()[0] {
+			movedEmptied++
+			movedEmptiedBytes += f.index.Chunk(c).Size
+		}
+	}
+	if movedEmptied == 0 {
+		t.Fatal("neither emptied chunk moves: the test shows nothing")
+	}
+	for _, p := range []planner.ResizePlan{before, unnamed} {
+		if p.SoonChunks != p.MovedChunks || p.SoonBytes != p.MovedBytes {
+			t.Errorf("without the list: %d of %d moved chunks (%d of %d B) needed next; want all", p.SoonChunks, p.MovedChunks, p.SoonBytes, p.MovedBytes)
+		}
+	}
+	if with.MovedChunks != before.MovedChunks || with.SoonChunks != before.SoonChunks-movedEmptied || with.SoonBytes != before.SoonBytes-movedEmptiedBytes {
+		t.Errorf("with the list: %d moved chunks, %d needed next (%d B); want %d, %d (%d B): the %d emptied chunks that move are never needed",
+			with.MovedChunks, with.SoonChunks, with.SoonBytes, before.MovedChunks, before.SoonChunks-movedEmptied, before.SoonBytes-movedEmptiedBytes, movedEmptied)
 	}
 }

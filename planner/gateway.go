@@ -46,13 +46,14 @@ func (ForGateway) Plan(ctx context.Context, d api.PlanDataset, job api.Job, o ap
 // o.Nodes planned nodes, at least one) to o.NodesAfter nodes
 // (ResizedMembers), with each node's cache o.CacheBytes, the job at the
 // start of o.FirstEpoch and the hand-over's o.PrefetchWindows, a
-// *ResizePlan.
+// *ResizePlan. A named job's exclusion list (o.Exclusion) and append
+// record (o.Append) lay its windows out as its batches are.
 func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
 	if from == nil {
 		from = PlannedMembers(max(o.Nodes, 1))
 	}
 	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: ownerKey(d),
-		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
+		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)}, From: from, To: ResizedMembers(from, o.NodesAfter),
 		PrefetchWindows: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
 

@@ -249,18 +249,8 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
-	for x := j.Exclusion; x != nil; x = x.Previous {
-		if len(x.Drop)*64 < s.n || x.Epoch < 0 || x.From < 0 {
-			return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, s.n, x.From, x.Epoch)
-		}
-	}
-	if a := j.Append; a != nil {
-		switch {
-		case j.Exclusion != nil:
-			return nil, fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
-		case a.Chunks < 1 || a.Chunks > len(d.Counts) || a.Epoch < 0 || a.From < 0:
-			return nil, fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, len(d.Counts), a.From, a.Epoch)
-		}
+	if err := validateEdits(j, len(d.Counts), s.n); err != nil {
+		return nil, err
 	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
 		s.shift++
@@ -275,6 +265,25 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		s.bucket[b] = int32(c)
 	}
 	return s, nil
+}
+
+// validateEdits checks the job's exclusion list and append record
+// against a dataset of chunks chunks and n samples.
+func validateEdits(j Job, chunks, n int) error {
+	for x := j.Exclusion; x != nil; x = x.Previous {
+		if len(x.Drop)*64 < n || x.Epoch < 0 || x.From < 0 {
+			return fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, n, x.From, x.Epoch)
+		}
+	}
+	if a := j.Append; a != nil {
+		switch {
+		case j.Exclusion != nil:
+			return fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
+		case a.Chunks < 1 || a.Chunks > chunks || a.Epoch < 0 || a.From < 0:
+			return fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, chunks, a.From, a.Epoch)
+		}
+	}
+	return nil
 }
 
 func validateDataset(d Dataset) error {
