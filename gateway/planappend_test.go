@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,6 +119,36 @@ func TestPlanKnowsTheAppend(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("the run read nothing from the store")
+	}
+	// POST /plan: a job named as the job is the job under its record, its
+	// accesses per epoch those served; unnamed, the plain order of the
+	// extension. Over the version the job read, where the record's
+	// extension cannot be planned beside the other jobs, it is refused.
+	shared := func(name, index string) (*http.Response, []byte) {
+		job := map[string]any{"seed": 7, "window": 4, "batch_size": 5, "epochs": epochs}
+		if name != "" {
+			job["name"] = name
+		}
+		body, _ := json.Marshal(map[string]any{"cache_size": cache, "index": index, "jobs": []any{job}})
+		return do(t, http.MethodPost, srv2.URL+"/plan", body)
+	}
+	for _, name := range []string{"run", ""} {
+		resp, b := shared(name, x)
+		var p planner.SharedPlan
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &p) != nil {
+			t.Fatalf("POST /plan of job %q: %s %s", name, resp.Status, b)
+		}
+		var accesses []int64
+		for _, e := range p.Optimal.Jobs[0].Epochs {
+			accesses = append(accesses, int64(e.Accesses))
+		}
+		want := []int64{live[0].Accesses, live[1].Accesses, live[2].Accesses}
+		if named := name != ""; slices.Equal(accesses, want) != named || (p.Jobs[0].Append != nil) != named {
+			t.Errorf("POST /plan of job %q: %v accesses per epoch, record %+v; the job served %v", name, accesses, p.Jobs[0].Append, want)
+		}
+	}
+	if resp, b := shared("run", v); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), x) {
+		t.Errorf("POST /plan of the job over the version it read: %s %s; want 400 naming %s", resp.Status, b, x)
 	}
 	if a := plan.Job.Append; a == nil || a.Version != made.Version || a.Epoch != 0 || a.From != made.FromPosition {
 		t.Errorf("the plan's job names the record %+v; want version %s from position %d of epoch 0", a, made.Version, made.FromPosition)

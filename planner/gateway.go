@@ -225,6 +225,7 @@ func (ForGateway) SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.
 				FirstEpoch: j.FirstEpoch,
 				Epochs:     j.Epochs,
 				Exclusion:  exclusionOf(j.Exclusion),
+				Append:     appendOf(j.Append),
 			},
 			Name:  j.Name,
 			Speed: j.Speed,
