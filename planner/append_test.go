@@ -150,12 +150,13 @@ func TestTraceWithAppend(t *testing.T) {
 	}
 }
 
-// TestPlanWithAppend: from a cold cache that holds the dataset, an epoch
-// before the record's reads the old chunks' bytes, the record's and the
-// next read the new ones' (the record's epoch reads the old chunks it had
-// not read before the record's position, with the new ones); the plan's
-// job names the record. A job with an exclusion list and an append
-// record, and a record over more chunks than the dataset's, are refused.
+// TestPlanWithAppend: from a cold cache that holds the dataset, the
+// epoch before the record's reads the old chunks' bytes, the record's
+// epoch the new chunks' alone (the old ones are cached), and the next
+// none, on one gateway and on a cluster; the plan's job names the
+// record. A job with
+// an exclusion list and an append record, and a record over more chunks
+// than the dataset's, are refused.
 func TestPlanWithAppend(t *testing.T) {
 	d := Dataset{ChunkSizes: []int64{100, 200, 300, 400, 500, 600, 700, 800}, Counts: []int{10, 10, 10, 10, 10, 10, 10, 10}}
 	j := Job{Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 4, World: 1}, Epochs: 3, Append: &Append{Version: "v", Chunks: 6, Epoch: 1, From: 28}}
@@ -173,6 +174,17 @@ func TestPlanWithAppend(t *testing.T) {
 	}
 	if p.Job.Append == nil || p.Job.Append.Version != "v" || p.Samples != 80 {
 		t.Errorf("the plan's job %+v, %d samples; want the record v and the new size 80", p.Job, p.Samples)
+	}
+	// A cluster of 3 nodes with the same room reads the same bytes from
+	// the store, each node its own chunks, at world 2.
+	cj := j
+	cj.World = 2
+	cp, err := MakeClusterPlan(context.Background(), ClusterInput{Dataset: d, Job: cj, IndexKey: 7, Nodes: 3, NodeCacheBytes: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []int64{cp.Epochs[0].StoreBytes, cp.Epochs[1].StoreBytes, cp.Epochs[2].StoreBytes}; !slices.Equal(got, []int64{2100, 1500, 0}) {
+		t.Errorf("3 nodes: the epochs read %v bytes; want 2100, 1500, then none", got)
 	}
 	for _, bad := range []Job{
 		{Params: j.Params, Epochs: 2, Append: j.Append, Exclusion: testExclusion(d, nil, 0, 0)},
