@@ -54,6 +54,10 @@ type SharedPlanJob struct {
 	// exclusion list over the dataset (PlanOptions.Exclusion). Not a
 	// field of the body.
 	Exclusion *PlanExclusion `json:"-"`
+	// Append is filled by the server for a job named as a job with an
+	// append record over the dataset (PlanOptions.Append). Not a field of
+	// the body.
+	Append *PlanAppend `json:"-"`
 }
 
 // Bounds of a POST /plan.

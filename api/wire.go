@@ -325,6 +325,23 @@ type PlanOptions struct {
 	// from the orders without its samples, as its batches are cut. Not a
 	// query parameter.
 	Exclusion *PlanExclusion
+	// Append is filled by the server for a named job (job=) with an
+	// append record over the dataset, which is then the version the
+	// record extends the job's to: the plan lays the job's epochs out
+	// under the record, as its batches are. Not a query parameter.
+	Append *PlanAppend
+}
+
+// PlanAppend is a job's append record, for a plan (PlanOptions.Append):
+// the dataset's first Chunks chunks are the version the job read; epochs
+// before Epoch are their order alone, epoch Epoch merges the new chunks
+// in from position From (docs/shuffle.md §15), and later epochs are the
+// whole dataset's order.
+type PlanAppend struct {
+	Version string
+	Chunks  int
+	Epoch   uint64
+	From    int
 }
 
 // PlanExclusion is a job's exclusion list, for a plan

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/brandgw/brand/api"
@@ -52,6 +53,18 @@ func (p planJobs) Exclusion(ctx context.Context, job api.Job, ds *catalog.Datase
 	}
 	x, _, err := p.j.excl.Of(ctx, ds.Store, ds, job.Name)
 	return x, err
+}
+
+func (p planJobs) Append(ctx context.Context, job api.Job, ds *catalog.Dataset) (*catalog.Dataset, *api.PlanAppend, error) {
+	src := layout.Source{DS: ds}
+	if err := p.j.appended(ctx, &job, &src); err != nil || job.Append == "" {
+		return ds, nil, err
+	}
+	a, ok := p.j.orders.Appends().Get(job.Append)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: record %s", layout.ErrNoAppend, job.Append)
+	}
+	return src.DS, &api.PlanAppend{Version: a.Version, Chunks: a.Chunks, Epoch: a.Epoch, From: a.From}, nil
 }
 
 // getPlan serves GET /plan (plans.Maker.Plan).

@@ -7,7 +7,6 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -171,11 +170,8 @@ func makeClusterPlan(m *meter, in ClusterInput) (*ClusterPlan, error) {
 		return nil, err
 	}
 	l := newLayout(in.Dataset, in.IndexKey, in.ids())
-	order := func(e int) (importance.Order, error) {
-		return importance.NewOrder(s.spec(e, s.j.Window))
-	}
 	return clusterPlan(m, in, s, l, func(visit func(epoch int, chunks []int32)) error {
-		return s.walkOrder(m, order, visit)
+		return s.walk(m, s.j.Window, visit)
 	}, float64(sum(in.Dataset.ChunkSizes)))
 }
 
@@ -401,9 +397,12 @@ func (w *clusterWalker) visit(epoch int, chunks []int32) {
 	}
 	_ = w.m.trace(added)
 
-	// Each rank's plain cut of the global batch (shuffle's), in rank order.
+	// Each rank's plain cut of the global batch (shuffle's), in rank
+	// order: that of batch inEpoch of an epoch ending with it, which is
+	// the batch's own whatever the epoch's length (an exclusion or an
+	// append record makes it other than the dataset's).
 	var err error
-	if w.share, err = w.cut.AppendShares(w.share[:0], w.s.n, w.inEpoch); err != nil {
+	if w.share, err = w.cut.AppendShares(w.share[:0], w.inEpoch*w.cut.BatchSize*w.cut.World+len(chunks), w.inEpoch); err != nil {
 		// The walk visits only the epoch's batches.
 		panic(fmt.Sprintf("planner: batch %d of epoch %d: %v", w.inEpoch, epoch, err))
 	}

@@ -46,13 +46,14 @@ func (ForGateway) Plan(ctx context.Context, d api.PlanDataset, job api.Job, o ap
 // o.Nodes planned nodes, at least one) to o.NodesAfter nodes
 // (ResizedMembers), with each node's cache o.CacheBytes, the job at the
 // start of o.FirstEpoch and the hand-over's o.PrefetchWindows, a
-// *ResizePlan.
+// *ResizePlan. A named job's exclusion list (o.Exclusion) and append
+// record (o.Append) lay its windows out as its batches are.
 func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
 	if from == nil {
 		from = PlannedMembers(max(o.Nodes, 1))
 	}
 	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: ownerKey(d),
-		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1}, From: from, To: ResizedMembers(from, o.NodesAfter),
+		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)}, From: from, To: ResizedMembers(from, o.NodesAfter),
 		PrefetchWindows: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
 
@@ -74,7 +75,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		}
 		cp, err := MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            d,
-			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
+			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
 			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
@@ -90,7 +91,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	}
 	in := PlanInput{
 		Dataset:            d,
-		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion)},
+		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
@@ -120,6 +121,19 @@ func exclusionOf(x *api.PlanExclusion) *Exclusion {
 		y.From = 0
 	}
 	return y
+}
+
+// appendOf is a job's append record as the planner takes it.
+func appendOf(a *api.PlanAppend) *Append {
+	if a == nil {
+		return nil
+	}
+	if a.Epoch > math.MaxInt32 {
+		// Past every epoch a plan can simulate: each planned epoch is the
+		// old chunks' order.
+		return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: math.MaxInt32, From: 0}
+	}
+	return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: int(a.Epoch), From: a.From}
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
@@ -211,6 +225,7 @@ func (ForGateway) SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.
 				FirstEpoch: j.FirstEpoch,
 				Epochs:     j.Epochs,
 				Exclusion:  exclusionOf(j.Exclusion),
+				Append:     appendOf(j.Append),
 			},
 			Name:  j.Name,
 			Speed: j.Speed,

@@ -96,7 +96,7 @@ func planImportance(m *meter, s *schedule, imp *Importance, cacheBytes, diskByte
 		return ep, nil
 	}
 	trace, err := s.traceOf(m, func(visit func(epoch int, chunks []int32)) error {
-		return s.walkOrder(m, order, visit)
+		return s.walkOrder(m, func(e int) (epochOrder, error) { return order(e) }, visit)
 	}, nil)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-
-	"github.com/brandgw/brand/importance"
 )
 
 // PlanInput is what MakePlan plans for: a dataset, a job (at least two
@@ -153,6 +151,9 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		return nil, err
 	}
 	if in.Importance != nil {
+		if in.Job.Append != nil {
+			return nil, fmt.Errorf("%w: an append record applies to the uniform shuffle, not to importance sampling", ErrInvalid)
+		}
 		if err := in.Importance.validate(s.n); err != nil {
 			return nil, err
 		}
@@ -408,15 +409,16 @@ func workingSet(m *meter, s *schedule, prefetch int) (int64, error) {
 	type span struct{ first, last int }
 	var spans []span // per global batch, its windows' indexes in windows
 	cut := s.cut()
-	nb := s.numBatches()
 	for e := s.j.FirstEpoch; e <= s.j.FirstEpoch+s.j.Epochs; e++ {
 		if err := m.err(); err != nil {
 			return 0, err
 		}
-		ep, err := importance.NewOrder(s.spec(e, s.j.Window))
+		ep, err := s.order(e, s.j.Window)
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		n := ep.NumSamples() // an append record's epochs differ
+		nb := cut.NumBatches(n)
 		base := len(windows)
 		for w := range ep.NumWindows() {
 			windows = append(windows, ep.WindowChunks(w))
@@ -425,7 +427,7 @@ func workingSet(m *meter, s *schedule, prefetch int) (int64, error) {
 			break // the next epoch only extends the last spans
 		}
 		for b := range nb {
-			start, end, err := cut.GlobalBatch(s.n, b)
+			start, end, err := cut.GlobalBatch(n, b)
 			if err != nil {
 				return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/shuffle"
 )
 
 // ResizeInput is a resize of a cluster to plan: the membership before and
@@ -126,17 +125,9 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		Chunks: len(d.ChunkSizes), StoreBytesPerSec: in.StoreBytesPerSec, PeerBytesPerSec: in.PeerBytesPerSec}
 	before := in.From.Owners(in.IndexKey, d.Counts)
 	after := in.To.Owners(in.IndexKey, d.Counts)
-	// The chunks the job needs next: the current window of its epoch's
-	// start and the PrefetchWindows after it.
-	e, err := shuffle.NewEpoch(d.Counts, in.Job.Seed, uint64(in.Job.FirstEpoch), in.Job.Window)
+	soon, err := soonChunks(d, in.Job, in.PrefetchWindows)
 	if err != nil {
 		return nil, err
-	}
-	soon := map[int]bool{}
-	for w := range min(in.PrefetchWindows+1, e.NumWindows()) {
-		for _, c := range e.WindowChunks(w) {
-			soon[c] = true
-		}
 	}
 	// Whether the old owners hold them: an epoch has been read, and the
 	// largest share fits in a node's cache.
@@ -188,6 +179,45 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 		p.WarmSeconds = max(p.WarmSeconds, soon+float64(l.restPeer)/in.PeerBytesPerSec)
 	}
 	return p, nil
+}
+
+// soonChunks is the chunks job needs next at the start of its epoch
+// FirstEpoch: those of the current window and the prefetch windows after
+// it, as the gateway's use tables name them (usetable.Table.Soon) — in
+// the order the job is served, under its append record, and of each
+// window only the chunks that keep a sample under its exclusion list.
+func soonChunks(d Dataset, job Job, prefetch int) (map[int]bool, error) {
+	first := make([]int, len(d.Counts)+1)
+	for c, k := range d.Counts {
+		first[c+1] = first[c] + k
+	}
+	if err := validateEdits(job, len(d.Counts), first[len(d.Counts)]); err != nil {
+		return nil, err
+	}
+	s := &schedule{d: d, j: job}
+	e, err := s.order(job.FirstEpoch, job.Window)
+	if err != nil {
+		return nil, err
+	}
+	x := newExclusionCut(job.Exclusion, job.FirstEpoch)
+	soon := map[int]bool{}
+	for w := range min(prefetch+1, e.NumWindows()) {
+		if x == nil {
+			for _, c := range e.WindowChunks(w) {
+				soon[c] = true
+			}
+			continue
+		}
+		for _, id := range e.Window(w) {
+			if x.keep(id) {
+				// The chunk holding id: the last one starting at or
+				// before it, past any empty chunks.
+				c, _ := slices.BinarySearch(first, id+1)
+				soon[c-1] = true
+			}
+		}
+	}
+	return soon, nil
 }
 
 // WriteText writes the plan for a reader.

@@ -76,6 +76,26 @@ type Job struct {
 	// Exclusion, if not nil, is the job's exclusion list: the epochs are
 	// cut from orders without its samples, as the gateway cuts them.
 	Exclusion *Exclusion `json:"exclusion,omitempty"`
+	// Append, if not nil, is the job's append record: the dataset is the
+	// version extending the one the job read, and the epochs are its
+	// orders as the gateway serves them (Append). A job has an exclusion
+	// list or an append record, not both.
+	Append *Append `json:"append,omitempty"`
+}
+
+// Append is a named job's append record (POST /jobs/NAME/append,
+// docs/shuffle.md §15) over a dataset whose first Chunks chunks are the
+// version the job read: an epoch before Epoch is the order of those
+// chunks alone; epoch Epoch is shuffle.Appended from position From (the
+// old order's windows up to the one holding From, then its other windows
+// interleaved with the new chunks'); every later epoch is the order of
+// the whole dataset. So each epoch's global batches are cut from an
+// order of its own length: the old samples', then all of them.
+type Append struct {
+	Version string `json:"version"`
+	Chunks  int    `json:"parent_chunks"`
+	Epoch   int    `json:"epoch"`
+	From    int    `json:"from_position"`
 }
 
 // Exclusion is a named job's exclusion list (POST /jobs/NAME/exclude,
@@ -149,7 +169,7 @@ func (c *exclusionCut) keep(id int) bool {
 }
 
 // samples is the number of samples of ep's order the cut keeps.
-func (c *exclusionCut) samples(ep importance.Order) int {
+func (c *exclusionCut) samples(ep epochOrder) int {
 	if !slices.ContainsFunc(c.from, func(f int) bool { return f > 0 }) {
 		// Every version in force from the epoch's start: its samples are
 		// the last one's.
@@ -229,10 +249,8 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
-	for x := j.Exclusion; x != nil; x = x.Previous {
-		if len(x.Drop)*64 < s.n || x.Epoch < 0 || x.From < 0 {
-			return nil, fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, s.n, x.From, x.Epoch)
-		}
+	if err := validateEdits(j, len(d.Counts), s.n); err != nil {
+		return nil, err
 	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
 		s.shift++
@@ -247,6 +265,25 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		s.bucket[b] = int32(c)
 	}
 	return s, nil
+}
+
+// validateEdits checks the job's exclusion list and append record
+// against a dataset of chunks chunks and n samples.
+func validateEdits(j Job, chunks, n int) error {
+	for x := j.Exclusion; x != nil; x = x.Previous {
+		if len(x.Drop)*64 < n || x.Epoch < 0 || x.From < 0 {
+			return fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, n, x.From, x.Epoch)
+		}
+	}
+	if a := j.Append; a != nil {
+		switch {
+		case j.Exclusion != nil:
+			return fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
+		case a.Chunks < 1 || a.Chunks > chunks || a.Epoch < 0 || a.From < 0:
+			return fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, chunks, a.From, a.Epoch)
+		}
+	}
+	return nil
 }
 
 func validateDataset(d Dataset) error {
@@ -380,18 +417,47 @@ func (s *schedule) spec(e, window int) importance.OrderSpec {
 // the whole epoch. It counts the samples it walks on m and returns m's
 // error when the budget runs out or the plan's context is done.
 func (s *schedule) walk(m *meter, window int, visit func(epoch int, chunks []int32)) error {
-	return s.walkOrder(m, func(e int) (importance.Order, error) {
-		return importance.NewOrder(s.spec(e, window))
-	}, visit)
+	return s.walkOrder(m, func(e int) (epochOrder, error) { return s.order(e, window) }, visit)
 }
 
-// walkOrder is walk over the epoch orders order returns, each chosen by
-// importance.NewOrder as the gateway chooses it: the uniform order, or an
-// importance epoch's drawn from a snapshot. Every
-// order must have the dataset's sample count. The global batches are
-// shuffle's cut (Params.GlobalBatch), the one each rank's batches are cut
-// by.
-func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, error), visit func(epoch int, chunks []int32)) error {
+// epochOrder is what a walk reads of an epoch's order (importance.Order,
+// shuffle.Appended).
+type epochOrder interface {
+	NumSamples() int
+	NumWindows() int
+	Window(w int) []int
+	WindowChunks(w int) []int
+	WindowOf(pos int) int
+}
+
+// order is epoch e's order for the job in windows of window chunks
+// (spec's), as the gateway serves it under the job's append record: the
+// old chunks' order before the record's epoch, the merge in it.
+func (s *schedule) order(e, window int) (epochOrder, error) {
+	a := s.j.Append
+	var o epochOrder
+	var err error
+	switch {
+	case a == nil || e > a.Epoch:
+		o, err = importance.NewOrder(s.spec(e, window))
+	case e < a.Epoch:
+		o, err = shuffle.NewEpoch(s.d.Counts[:a.Chunks], s.j.Seed, uint64(e), window)
+	default:
+		o, err = shuffle.NewAppended(s.d.Counts, a.Chunks, s.j.Seed, uint64(e), window, a.From)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// walkOrder is walk over the epoch orders order returns, each chosen as
+// the gateway chooses it: the uniform order, an importance epoch's drawn
+// from a snapshot (importance.NewOrder), or an append record's
+// (schedule.order). Each epoch's global batches are shuffle's cut
+// (Params.GlobalBatch) of its order's samples, the one each rank's
+// batches are cut by.
+func (s *schedule) walkOrder(m *meter, order func(epoch int) (epochOrder, error), visit func(epoch int, chunks []int32)) error {
 	cut := s.cut()
 	buf := make([]int32, 0, min(cut.BatchSize*cut.World, s.n))
 	for e := s.j.FirstEpoch; e < s.j.FirstEpoch+s.j.Epochs; e++ {
@@ -403,8 +469,9 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (importance.Order, 
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		// The samples the exclusion leaves out of the epoch are not in
-		// its order; n is those left.
-		x, n := newExclusionCut(s.j.Exclusion, e), s.n
+		// its order; n is those left. An epoch before an append record's
+		// has the old samples alone.
+		x, n := newExclusionCut(s.j.Exclusion, e), ep.NumSamples()
 		if x != nil {
 			n = x.samples(ep)
 		}

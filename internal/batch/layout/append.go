@@ -2,8 +2,6 @@ package layout
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync"
 
 	"github.com/brandgw/brand/api"
@@ -147,121 +145,25 @@ func appendedEpoch(o *Orders, s Stream, epoch uint64) (*EpochOrder, error) {
 	return e, nil
 }
 
-// appendDomain keeps the merge's random stream apart from the shuffle's
-// (seed, epoch) streams.
-const appendDomain = 0x617070656e64 // "append"
-
 // AppendedOrder is the order of an epoch of a job over counts whose first
 // old chunks it read before: without merge (an epoch before the
-// record's) the shuffle of the old chunks alone; with it, that order's
-// windows up to and including the one holding position from, then its
-// remaining windows and those of the new chunks' own shuffle (IDs after
-// the old ones) interleaved by a merge seeded by (seed, epoch), each next
-// window taken from a side with probability in proportion to the windows
-// it has left.
+// record's) the shuffle of the old chunks alone; with it, the record's
+// epoch: that order's windows up to and including the one holding
+// position from, then its remaining windows and those of the new chunks'
+// own shuffle interleaved (shuffle.Appended, which the planner plans
+// the job by too).
 func AppendedOrder(counts []int, old int, seed, epoch uint64, window, from int, merge bool) (Order, error) {
-	oe, err := shuffle.NewEpoch(counts[:old], seed, epoch, window)
+	var o Order
+	var err error
+	if merge {
+		o, err = shuffle.NewAppended(counts, old, seed, epoch, window, from)
+	} else {
+		o, err = shuffle.NewEpoch(counts[:old], seed, epoch, window)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !merge {
-		return oe, nil
-	}
-	ne, err := shuffle.NewEpoch(counts[old:], seed, epoch, window)
-	if err != nil {
-		return nil, err
-	}
-	m := &mergedOrder{sides: [2]Order{oe, ne}, chunkBase: [2]int{0, old}}
-	for _, n := range counts[:old] {
-		m.idBase[1] += n
-	}
-	keep := oe.NumWindows()
-	if from < oe.NumSamples() {
-		keep = oe.WindowOf(from) + 1
-	}
-	for w := range keep {
-		m.wins = append(m.wins, side{0, w})
-	}
-	r := rand.New(rand.NewPCG(seed, epoch^appendDomain))
-	next := [2]int{keep, 0}
-	left := [2]int{oe.NumWindows() - keep, ne.NumWindows()}
-	for left[0]+left[1] > 0 {
-		k := 0
-		if r.IntN(left[0]+left[1]) >= left[0] {
-			k = 1
-		}
-		m.wins = append(m.wins, side{k, next[k]})
-		next[k]++
-		left[k]--
-	}
-	m.starts = make([]int, len(m.wins)+1)
-	for i, sw := range m.wins {
-		m.starts[i+1] = m.starts[i] + windowLen(m.sides[sw.k], sw.w)
-	}
-	return m, nil
-}
-
-// windowLen is the samples of window w of o.
-func windowLen(o Order, w int) int {
-	end := o.NumSamples()
-	if w+1 < o.NumWindows() {
-		end = o.WindowStart(w + 1)
-	}
-	return end - o.WindowStart(w)
-}
-
-// side is a window of one of a merged order's two orders.
-type side struct{ k, w int }
-
-// mergedOrder is an epoch's order made of the windows of two orders:
-// the old chunks' (side 0) and the new chunks' (side 1, whose chunk and
-// sample IDs are shifted past the old ones). It costs O(windows) to make
-// and a window of a side to read a window.
-type mergedOrder struct {
-	sides     [2]Order
-	chunkBase [2]int
-	idBase    [2]int
-	wins      []side
-	starts    []int // per window its first position, then the length
-}
-
-func (m *mergedOrder) NumSamples() int { return m.starts[len(m.starts)-1] }
-func (m *mergedOrder) NumWindows() int { return len(m.wins) }
-
-func (m *mergedOrder) WindowStart(w int) int { return m.starts[w] }
-
-func (m *mergedOrder) WindowOf(pos int) int {
-	w, _ := slices.BinarySearchFunc(m.starts[1:], pos, func(end, pos int) int {
-		if end > pos {
-			return 1
-		}
-		return -1
-	})
-	return w
-}
-
-func (m *mergedOrder) WindowChunks(w int) []int {
-	sw := m.wins[w]
-	cs := m.sides[sw.k].WindowChunks(sw.w)
-	if m.chunkBase[sw.k] == 0 {
-		return cs
-	}
-	out := make([]int, len(cs))
-	for i, c := range cs {
-		out[i] = c + m.chunkBase[sw.k]
-	}
-	return out
-}
-
-func (m *mergedOrder) Window(w int) []int {
-	sw := m.wins[w]
-	ids := m.sides[sw.k].Window(sw.w)
-	if b := m.idBase[sw.k]; b != 0 {
-		for i := range ids {
-			ids[i] += b
-		}
-	}
-	return ids
+	return o, nil
 }
 
 // beforeAppend is src and job as the parent version's where the job has

@@ -65,6 +65,10 @@ func (catalogJobs) Exclusion(context.Context, api.Job, *catalog.Dataset) (*layou
 	return nil, nil
 }
 
+func (catalogJobs) Append(_ context.Context, _ api.Job, ds *catalog.Dataset) (*catalog.Dataset, *api.PlanAppend, error) {
+	return ds, nil, nil
+}
+
 func (j catalogJobs) Version(job api.Job) (*catalog.Dataset, error) {
 	if job.Index != "" {
 		return j.cat.Version(job.Dataset, job.Index)

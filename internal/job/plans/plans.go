@@ -71,6 +71,13 @@ type Jobs interface {
 	// over ds, resolved in ds's index; nil if the job is not named or
 	// has none.
 	Exclusion(ctx context.Context, job api.Job, ds *catalog.Dataset) (*layout.Exclusion, error)
+	// Append is the append record stored under job's name (job=) over
+	// ds, if the job reads the version it extends or the extension: the
+	// extension (the view of job.Columns), which the job's batches read
+	// from, and the record as a plan takes it; ds and nil if the job is
+	// not named or has none. A job the record cannot apply to is refused
+	// as its batches are.
+	Append(ctx context.Context, job api.Job, ds *catalog.Dataset) (*catalog.Dataset, *api.PlanAppend, error)
 }
 
 // Snapshots loads the importance snapshot a job names (feedback.State).
@@ -284,6 +291,19 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A named job's append record: the plan is of the extension, its
+	// epochs laid out under the record, as its batches are (the old
+	// chunks' order, then the new ones merged in from the record's
+	// position).
+	if x == nil {
+		ext, a, err := m.cfg.Jobs.Append(ctx, q.Job, ds)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			ds, q.Plan.Append = ext, a
+		}
 	}
 	if q.Job.Tokens() {
 		return m.planTokens(ctx, ds, q)

@@ -35,14 +35,27 @@ func (m *Maker) Shared(ctx context.Context, body io.Reader) (any, error) {
 	}
 	for i, j := range req.Jobs {
 		// A job named as a job with an exclusion list is planned without
-		// its samples, as GET /plan?job= plans it.
+		// its samples, as GET /plan?job= plans it; one with an append
+		// record, laid out under it.
 		x, err := m.cfg.Jobs.Exclusion(ctx, api.Job{Name: j.Name, Dataset: ds.Name}, ds)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		if x != nil {
 			req.Jobs[i].Exclusion = x.ForPlan()
+			continue
 		}
+		// The jobs share one dataset version: a record's extension must
+		// be the one planned.
+		ext, a, err := m.cfg.Jobs.Append(ctx, api.Job{Name: j.Name, Dataset: ds.Name}, ds)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if a != nil && ext.ID() != ds.ID() {
+			return nil, fmt.Errorf("%w: job %d (%s) takes the samples of index %s, which extends index %s, from its append record: plan the jobs over it (\"index\": %q)",
+				query.ErrBadRequest, i, j.Name, ext.ID(), ds.ID(), ext.ID())
+		}
+		req.Jobs[i].Append = a
 	}
 	return m.run(ctx, func(ctx context.Context) (any, error) {
 		return m.cfg.Planner.SharedPlan(ctx, Data(ds), req.Jobs, req.CacheSize)
