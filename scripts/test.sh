@@ -48,6 +48,15 @@ timed() {
 }
 suite_start=$SECONDS suite_cpu=$(cpu_ticks $$)
 
+# Every build of the suite without -trimpath's twin: the container
+# image's binary is built with it (scripts/build-image-binary.sh, as the
+# Dockerfile builds it), and a flag that changes every package's build
+# would otherwise compile the standard library, the modules and Brand a
+# further time (minutes of CPU on a cold cache). Tests find their files
+# relative to the package's directory or embed them, never by the
+# source's path.
+export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
+
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
 scripts/ensure-s3-clients.sh
