@@ -229,7 +229,7 @@ brand_chart() {
 
 fuzz_all() {
 	fuzz planner FuzzPlanParams || return
-	fuzz internal/s3face FuzzRequest || return
+	fuzz internal/s3face/s3proto FuzzRequest || return
 	fuzz transform FuzzParseConfig || return
 	fuzz transform FuzzImageHeader || return
 	fuzz tokenize FuzzLoad || return

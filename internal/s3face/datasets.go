@@ -70,8 +70,8 @@ type lastChunk struct {
 }
 
 // serveDataset answers the operations on the bucket list and on datasets.
-func (f *Face) serveDataset(w http.ResponseWriter, r *http.Request, o op) error {
-	switch o.name {
+func (f *Face) serveDataset(w http.ResponseWriter, r *http.Request, o s3proto.Op) error {
+	switch o.Name {
 	case "ListBuckets":
 		f.listBuckets(w)
 		return nil
@@ -79,11 +79,11 @@ func (f *Face) serveDataset(w http.ResponseWriter, r *http.Request, o op) error 
 	default:
 		return notImplemented(o)
 	}
-	d, err := f.dataset(o.bucket)
+	d, err := f.dataset(o.Bucket)
 	if err != nil {
 		return err
 	}
-	switch o.name {
+	switch o.Name {
 	case "HeadBucket":
 		w.WriteHeader(http.StatusOK)
 	case "GetBucketLocation":
@@ -177,8 +177,8 @@ func (f *Face) objectNames(ctx context.Context, d *datasetVersion) (*objectNames
 // listDataset answers ListObjects(V2) of a dataset: from its member table
 // alone (a dataset served in place: from its chunks' members, read on its
 // first listing).
-func (f *Face) listDataset(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
-	p, err := s3proto.ParseListParams(r.URL.Query(), o.name == "ListObjects")
+func (f *Face) listDataset(w http.ResponseWriter, r *http.Request, o s3proto.Op, d *datasetVersion) error {
+	p, err := s3proto.ParseListParams(r.URL.Query(), o.Name == "ListObjects")
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (f *Face) listDataset(w http.ResponseWriter, r *http.Request, o op, d *data
 	if err != nil {
 		return err
 	}
-	res := s3proto.NewListBucketResult(o.bucket, p, page)
+	res := s3proto.NewListBucketResult(o.Bucket, p, page)
 	res.Contents = make([]s3proto.Object, len(page.Contents))
 	ix := d.ds.Index
 	modified := filesModified(d.ds)
@@ -241,7 +241,7 @@ func memberETag(ix *chunkindex.Index, id int, m chunkindex.MemberInfo) string {
 // pinned chunk. A tar dataset's file is found in its member table, before
 // its sample is read (a HEAD or a 304 reads no chunk); a file of a
 // dataset served in place is found in its sample's members, once read.
-func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *datasetVersion) error {
+func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o s3proto.Op, d *datasetVersion) error {
 	ctx := r.Context()
 	var m memberTable
 	if d.ds.InPlace == nil {
@@ -251,7 +251,7 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 		}
 	}
 	noSuchKey := s3proto.ErrorOf(s3proto.NoSuchKey, "The specified key does not exist.")
-	key, ext := chunkindex.SplitKey(o.key)
+	key, ext := chunkindex.SplitKey(o.Key)
 	ix := d.ds.Index
 	id, ok, err := ix.Lookup(ctx, key)
 	if err != nil {
@@ -279,7 +279,7 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 			return noSuchKey
 		}
 	}
-	s, done, err := prepare(w, r, object{etag: memberETag(ix, id, mi), modified: filesModified(d.ds), size: mi.Size, ext: ext, crc32c: &mi.CRC})
+	s, done, err := s3proto.Prepare(w, r, s3proto.ObjectMeta{ETag: memberETag(ix, id, mi), Modified: filesModified(d.ds), Size: mi.Size, Ext: ext, CRC32C: &mi.CRC})
 	if done || err != nil {
 		return err
 	}
@@ -290,8 +290,8 @@ func (f *Face) datasetObject(w http.ResponseWriter, r *http.Request, o op, d *da
 		defer res.Release()
 	}
 	f.sawChunk(d.ds, ix.ChunkOf(id))
-	body := sliceBuffers(res.Parts, mi.DataOffset+s.start, s.n)
-	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{Parts: body, N: s.n, Relieve: res.Relieve, Status: s.status})
+	body := sliceBuffers(res.Parts, mi.DataOffset+s.Start, s.N)
+	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{Parts: body, N: s.N, Relieve: res.Relieve, Status: s.Status})
 	f.bytes.Add(float64(written))
 	if err != nil {
 		f.log.Debug().Err(err).Msg("S3 object not completed")
@@ -346,4 +346,26 @@ func (f *Face) sawChunk(ds *catalog.Dataset, c int) {
 			f.preload.Load(ds.ChunkRequest(next), nil)
 		}
 	}
+}
+
+// sliceBuffers is bytes [off, off+n) of bufs, without copying.
+func sliceBuffers(bufs [][]byte, off, n int64) [][]byte {
+	out := make([][]byte, 0, 1)
+	for _, b := range bufs {
+		if n == 0 {
+			break
+		}
+		if off >= int64(len(b)) {
+			off -= int64(len(b))
+			continue
+		}
+		b = b[off:]
+		off = 0
+		if int64(len(b)) > n {
+			b = b[:n]
+		}
+		out = append(out, b)
+		n -= int64(len(b))
+	}
+	return out
 }

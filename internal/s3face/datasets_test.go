@@ -3,6 +3,7 @@ package s3face
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -314,5 +315,31 @@ func TestFaceBounds(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), strings.Repeat("k", 4<<10)) {
 		t.Errorf("a log line carries 4 KiB of a key (%d bytes logged)", len(logs.String()))
+	}
+}
+
+// TestKept: a value is built once; a failure that building again cannot
+// mend is kept, any other is tried again by the next caller.
+func TestKept(t *testing.T) {
+	var k kept[int]
+	calls := 0
+	build := func(v int, final bool, err error) func() (int, bool, error) {
+		return func() (int, bool, error) { calls++; return v, final, err }
+	}
+	transient := errors.New("store unavailable")
+	if _, err := k.get(build(0, false, transient)); err != transient {
+		t.Fatalf("first: %v", err)
+	}
+	if v, err := k.get(build(7, false, nil)); v != 7 || err != nil {
+		t.Fatalf("after a transient failure: %d %v", v, err)
+	}
+	if v, err := k.get(build(9, false, nil)); v != 7 || err != nil || calls != 2 {
+		t.Fatalf("kept: %d %v after %d builds", v, err, calls)
+	}
+	var f kept[int]
+	final := errors.New("no member table")
+	_, _ = f.get(build(0, true, final))
+	if _, err := f.get(build(1, false, nil)); err != final {
+		t.Fatalf("a final failure is kept: %v", err)
 	}
 }

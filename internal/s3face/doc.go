@@ -13,8 +13,8 @@
 // dataset loader and the disk tier never see them. Both are written by
 // the one writer of responses that carry samples (internal/batch/respond),
 // under its write deadlines, a large object streamed block by block
-// (respond.Payload.Next). One step (prepare) answers the preconditions and
-// the Range of both kinds.
+// (respond.Payload.Next). One step (s3proto.Prepare) answers the
+// preconditions and the Range of both kinds.
 //
 // The face is built on small interfaces of its own (Deps): the dataset
 // versions it serves and the one a bucket reads now, the reader, the

@@ -209,8 +209,8 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	w.Header().Set("x-amz-request-id", middleware.GetReqID(ctx))
 	w.Header().Set("Server", "Brand")
-	op := parseOp(r)
-	httperr.NoteRoute(ctx, "s3:"+op.name)
+	op := s3proto.ParseOp(r)
+	httperr.NoteRoute(ctx, "s3:"+op.Name)
 	// A write is refused whoever asks, before its signature (a chunked
 	// upload's is not even checked) or its body is read, and so is a
 	// request that is not signed; their connections are closed.
@@ -233,18 +233,18 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, op, err)
 		return
 	}
-	f.requests.WithLabelValues(op.name, "OK").Inc()
+	f.requests.WithLabelValues(op.Name, "OK").Inc()
 }
 
 // serve answers a verified read.
-func (f *Face) serve(w http.ResponseWriter, r *http.Request, op op) error {
-	if len(op.key) > maxKey {
+func (f *Face) serve(w http.ResponseWriter, r *http.Request, op s3proto.Op) error {
+	if len(op.Key) > maxKey {
 		return s3proto.ErrorOf(keyTooLong, "Your key is too long: at most "+strconv.Itoa(maxKey)+" bytes")
 	}
 	if err := f.ready.NotReady(); err != nil {
 		return err
 	}
-	if b := f.through.bucket(op.bucket); b != nil {
+	if b := f.through.bucket(op.Bucket); b != nil {
 		return f.serveThrough(w, r, op, b)
 	}
 	return f.serveDataset(w, r, op)
@@ -252,10 +252,10 @@ func (f *Face) serve(w http.ResponseWriter, r *http.Request, op op) error {
 
 // fail answers err as S3 does: an XML error body (none for HEAD) with the
 // S3 code and status of err, found in one place (s3Error).
-func (f *Face) fail(w http.ResponseWriter, r *http.Request, op op, err error) {
+func (f *Face) fail(w http.ResponseWriter, r *http.Request, op s3proto.Op, err error) {
 	ctx := r.Context()
 	e := s3Error(ctx, err, op)
-	f.requests.WithLabelValues(op.name, e.Code).Inc()
+	f.requests.WithLabelValues(op.Name, e.Code).Inc()
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int(httperr.RetryAfter/time.Second)))
 	}
@@ -274,7 +274,7 @@ func (f *Face) fail(w http.ResponseWriter, r *http.Request, op op, err error) {
 // s3Error maps an error to S3's code and status: errors of the S3 pieces
 // carry their own; every other is mapped by the status httperr gives it,
 // with the message a client may see.
-func s3Error(ctx context.Context, err error, op op) *s3proto.Error {
+func s3Error(ctx context.Context, err error, op s3proto.Op) *s3proto.Error {
 	var pe *s3proto.Error
 	if errors.As(err, &pe) {
 		e := *pe
@@ -294,7 +294,7 @@ func s3Error(ctx context.Context, err error, op op) *s3proto.Error {
 		return &s3proto.Error{Code: "ServiceUnavailable", Status: http.StatusServiceUnavailable, Message: msg}
 	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests:
 		return &s3proto.Error{Code: "SlowDown", Status: http.StatusServiceUnavailable, Message: msg}
-	case status == http.StatusNotFound && op.key != "":
+	case status == http.StatusNotFound && op.Key != "":
 		return &s3proto.Error{Code: "NoSuchKey", Status: http.StatusNotFound, Message: msg}
 	case status == http.StatusNotFound:
 		return &s3proto.Error{Code: "NoSuchBucket", Status: http.StatusNotFound, Message: msg}

@@ -253,8 +253,8 @@ func (l objectList) Len() int          { return len(l) }
 func (l objectList) Name(i int) string { return l[i].Key }
 
 // serveThrough answers an operation on a read-through bucket.
-func (f *Face) serveThrough(w http.ResponseWriter, r *http.Request, o op, b *throughBucket) error {
-	switch o.name {
+func (f *Face) serveThrough(w http.ResponseWriter, r *http.Request, o s3proto.Op, b *throughBucket) error {
+	switch o.Name {
 	case "HeadBucket":
 		w.WriteHeader(http.StatusOK)
 		return nil
@@ -270,8 +270,8 @@ func (f *Face) serveThrough(w http.ResponseWriter, r *http.Request, o op, b *thr
 }
 
 // listThrough answers ListObjects(V2) of a read-through bucket.
-func (f *Face) listThrough(w http.ResponseWriter, r *http.Request, o op, b *throughBucket) error {
-	p, err := s3proto.ParseListParams(r.URL.Query(), o.name == "ListObjects")
+func (f *Face) listThrough(w http.ResponseWriter, r *http.Request, o s3proto.Op, b *throughBucket) error {
+	p, err := s3proto.ParseListParams(r.URL.Query(), o.Name == "ListObjects")
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func (f *Face) listThrough(w http.ResponseWriter, r *http.Request, o op, b *thro
 	if err != nil {
 		return err
 	}
-	res := s3proto.NewListBucketResult(o.bucket, p, page)
+	res := s3proto.NewListBucketResult(o.Bucket, p, page)
 	res.Contents = make([]s3proto.Object, len(page.Contents))
 	for i, n := range page.Contents {
 		obj := objects[n]
@@ -302,34 +302,34 @@ var errChangedWhileRead = s3proto.ErrorOf(s3proto.SlowDown, "The object changed 
 // bucket: the store is asked for the object's version, and its bytes are
 // read through the reader and the cache under that version, block by
 // block, the next blocks loading while one is written.
-func (f *Face) objectThrough(w http.ResponseWriter, r *http.Request, o op, b *throughBucket) error {
+func (f *Face) objectThrough(w http.ResponseWriter, r *http.Request, o s3proto.Op, b *throughBucket) error {
 	ctx := r.Context()
-	info, err := b.store.Stat(ctx, o.key)
+	info, err := b.store.Stat(ctx, o.Key)
 	if errors.Is(err, s3backend.ErrNotFound) || errors.Is(err, s3backend.ErrInvalidKey) {
 		return s3proto.ErrorOf(s3proto.NoSuchKey, "The specified key does not exist.")
 	}
 	if err != nil {
 		return err
 	}
-	s, done, err := prepare(w, r, object{etag: `"` + info.ETag + `"`, modified: info.ModTime, size: info.Size,
-		ext: strings.TrimPrefix(path.Ext(o.key), ".")})
+	s, done, err := s3proto.Prepare(w, r, s3proto.ObjectMeta{ETag: `"` + info.ETag + `"`, Modified: info.ModTime, Size: info.Size,
+		Ext: strings.TrimPrefix(path.Ext(o.Key), ".")})
 	if done || err != nil {
 		return err
 	}
-	body := &blocks{f: f, ctx: ctx, reqs: f.through.entries(o.bucket, o.key, info.ETag, info.Unsettled, info.Size, s.start, s.n), start: s.start, end: s.start + s.n}
+	body := &blocks{f: f, ctx: ctx, reqs: f.through.entries(o.Bucket, o.Key, info.ETag, info.Unsettled, info.Size, s.Start, s.N), start: s.Start, end: s.Start + s.N}
 	// The first block is read before the status is sent, so that a store
 	// that fails answers an S3 error rather than a cut body.
 	if body.first, err = f.reader.ReadEntries(ctx, body.reqs[:1]); err != nil {
 		if errors.Is(err, s3backend.ErrChanged) {
 			return errChangedWhileRead
 		}
-		return fmt.Errorf("reading %s/%s through: %w", o.bucket, o.key, err)
+		return fmt.Errorf("reading %s/%s through: %w", o.Bucket, o.Key, err)
 	}
 	defer body.first.Release()
-	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{N: s.n, Next: body.next, Relieve: body.relieve, Status: s.status})
+	written, err := f.writer.Write(w, r, w.Header().Get("Content-Type"), respond.Payload{N: s.N, Next: body.next, Relieve: body.relieve, Status: s.Status})
 	f.bytes.Add(float64(written))
 	if errors.Is(err, respond.ErrShort) {
-		f.log.Warn().Err(err).Str("bucket", o.bucket).Msg("S3 face: read-through cut short")
+		f.log.Warn().Err(err).Str("bucket", o.Bucket).Msg("S3 face: read-through cut short")
 		panic(http.ErrAbortHandler) // the status is sent: only a cut connection says the body is short
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package s3face
+package s3proto
 
 import (
 	"errors"
@@ -10,11 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/brandgw/brand/internal/s3face/s3proto"
 )
 
-// opNames is every name parseOp may give, from a fixed set whatever the
+// opNames is every name ParseOp may give, from a fixed set whatever the
 // request: it labels a metric.
 func opNames() []string {
 	names := []string{"ListBuckets", "GetBucketLocation", "HeadBucket", "ListObjectsV2", "ListObjects", "HeadObject", "GetObject", "Other",
@@ -34,26 +32,26 @@ func opNames() []string {
 func TestParseOp(t *testing.T) {
 	tests := []struct {
 		method, target string
-		want           op
+		want           Op
 	}{
-		{"GET", "/", op{name: "ListBuckets"}},
-		{"GET", "/b", op{name: "ListObjects", bucket: "b"}},
-		{"GET", "/b/", op{name: "ListObjects", bucket: "b"}},
-		{"GET", "/b?list-type=2&prefix=x", op{name: "ListObjectsV2", bucket: "b"}},
-		{"GET", "/b?location", op{name: "GetBucketLocation", bucket: "b"}},
-		{"HEAD", "/b", op{name: "HeadBucket", bucket: "b"}},
-		{"GET", "/b?versioning", op{name: "Bucket?versioning", bucket: "b"}},
-		{"GET", "/b/a/k.jpg", op{name: "GetObject", bucket: "b", key: "a/k.jpg"}},
-		{"HEAD", "/b/a/k.jpg", op{name: "HeadObject", bucket: "b", key: "a/k.jpg"}},
-		{"GET", "/b/k?partNumber=1", op{name: "Object?partNumber", bucket: "b", key: "k"}},
-		{"GET", "/b/k?acl", op{name: "Object?acl", bucket: "b", key: "k"}},
-		{"GET", "/b/k%2Fx", op{name: "GetObject", bucket: "b", key: "k/x"}},
-		{"PUT", "/b/k", op{name: "PutObject", bucket: "b", key: "k"}},
-		{"DELETE", "/b", op{name: "DeleteBucket", bucket: "b"}},
-		{"PROPFIND", "/", op{name: "Other"}},
+		{"GET", "/", Op{Name: "ListBuckets"}},
+		{"GET", "/b", Op{Name: "ListObjects", Bucket: "b"}},
+		{"GET", "/b/", Op{Name: "ListObjects", Bucket: "b"}},
+		{"GET", "/b?list-type=2&prefix=x", Op{Name: "ListObjectsV2", Bucket: "b"}},
+		{"GET", "/b?location", Op{Name: "GetBucketLocation", Bucket: "b"}},
+		{"HEAD", "/b", Op{Name: "HeadBucket", Bucket: "b"}},
+		{"GET", "/b?versioning", Op{Name: "Bucket?versioning", Bucket: "b"}},
+		{"GET", "/b/a/k.jpg", Op{Name: "GetObject", Bucket: "b", Key: "a/k.jpg"}},
+		{"HEAD", "/b/a/k.jpg", Op{Name: "HeadObject", Bucket: "b", Key: "a/k.jpg"}},
+		{"GET", "/b/k?partNumber=1", Op{Name: "Object?partNumber", Bucket: "b", Key: "k"}},
+		{"GET", "/b/k?acl", Op{Name: "Object?acl", Bucket: "b", Key: "k"}},
+		{"GET", "/b/k%2Fx", Op{Name: "GetObject", Bucket: "b", Key: "k/x"}},
+		{"PUT", "/b/k", Op{Name: "PutObject", Bucket: "b", Key: "k"}},
+		{"DELETE", "/b", Op{Name: "DeleteBucket", Bucket: "b"}},
+		{"PROPFIND", "/", Op{Name: "Other"}},
 	}
 	for _, tt := range tests {
-		got := parseOp(httptest.NewRequest(tt.method, tt.target, nil))
+		got := ParseOp(httptest.NewRequest(tt.method, tt.target, nil))
 		if got != tt.want {
 			t.Errorf("%s %s: %+v, want %+v", tt.method, tt.target, got, tt.want)
 		}
@@ -67,30 +65,30 @@ func TestPrepare(t *testing.T) {
 	noon := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	before, after := noon.Add(-time.Hour).Format(http.TimeFormat), noon.Add(time.Hour).Format(http.TimeFormat)
 	crc := uint32(0x01020304)
-	o := object{etag: `"abc"`, modified: noon, size: 100, ext: "jpg", crc32c: &crc}
+	o := ObjectMeta{ETag: `"abc"`, Modified: noon, Size: 100, Ext: "jpg", CRC32C: &crc}
 	tests := []struct {
 		name   string
 		method string
 		hdr    []string
-		status int   // written by prepare (done) or the error's
-		span   *span // when neither: what the GET writes
+		status int   // written by Prepare (done) or the error's
+		span   *Span // when neither: what the GET writes
 		header []string
 	}{
-		{"whole", "GET", nil, 0, &span{0, 100, 200}, []string{"Content-Type", "image/jpeg", "ETag", `"abc"`}},
+		{"whole", "GET", nil, 0, &Span{0, 100, 200}, []string{"Content-Type", "image/jpeg", "ETag", `"abc"`}},
 		{"head", "HEAD", nil, 200, nil, []string{"Content-Length", "100"}},
-		{"range", "GET", []string{"Range", "bytes=10-19"}, 0, &span{10, 10, 206}, []string{"Content-Range", "bytes 10-19/100"}},
+		{"range", "GET", []string{"Range", "bytes=10-19"}, 0, &Span{10, 10, 206}, []string{"Content-Range", "bytes 10-19/100"}},
 		{"range head", "HEAD", []string{"Range", "bytes=-5"}, 206, nil, []string{"Content-Length", "5", "Content-Range", "bytes 95-99/100"}},
 		{"range past the end", "GET", []string{"Range", "bytes=100-"}, 416, nil, []string{"Content-Range", "bytes */100"}},
-		{"several ranges", "GET", []string{"Range", "bytes=0-1,5-6"}, 0, &span{0, 100, 200}, nil},
+		{"several ranges", "GET", []string{"Range", "bytes=0-1,5-6"}, 0, &Span{0, 100, 200}, nil},
 		{"if-none-match", "GET", []string{"If-None-Match", `"abc"`}, 304, nil, []string{"ETag", `"abc"`}},
-		{"if-none-match other", "GET", []string{"If-None-Match", `"x"`, "If-Modified-Since", after}, 0, &span{0, 100, 200}, nil},
+		{"if-none-match other", "GET", []string{"If-None-Match", `"x"`, "If-Modified-Since", after}, 0, &Span{0, 100, 200}, nil},
 		{"if-match other", "GET", []string{"If-Match", `"x"`}, 412, nil, nil},
-		{"if-match and unmodified-since", "GET", []string{"If-Match", `"abc"`, "If-Unmodified-Since", before}, 0, &span{0, 100, 200}, nil},
+		{"if-match and unmodified-since", "GET", []string{"If-Match", `"abc"`, "If-Unmodified-Since", before}, 0, &Span{0, 100, 200}, nil},
 		{"if-modified-since later", "GET", []string{"If-Modified-Since", after}, 304, nil, nil},
-		{"if-modified-since earlier", "GET", []string{"If-Modified-Since", before}, 0, &span{0, 100, 200}, nil},
+		{"if-modified-since earlier", "GET", []string{"If-Modified-Since", before}, 0, &Span{0, 100, 200}, nil},
 		{"if-unmodified-since earlier", "GET", []string{"If-Unmodified-Since", before}, 412, nil, nil},
-		{"checksum", "GET", []string{"x-amz-checksum-mode", "ENABLED"}, 0, &span{0, 100, 200}, []string{"x-amz-checksum-crc32c", "AQIDBA=="}},
-		{"overrides", "GET", nil, 0, &span{0, 100, 200}, nil},
+		{"checksum", "GET", []string{"x-amz-checksum-mode", "ENABLED"}, 0, &Span{0, 100, 200}, []string{"x-amz-checksum-crc32c", "AQIDBA=="}},
+		{"overrides", "GET", nil, 0, &Span{0, 100, 200}, nil},
 	}
 	for _, tt := range tests {
 		target := "/b/k.jpg"
@@ -102,8 +100,8 @@ func TestPrepare(t *testing.T) {
 			r.Header.Set(tt.hdr[i], tt.hdr[i+1])
 		}
 		w := httptest.NewRecorder()
-		s, done, err := prepare(w, r, o)
-		var pe *s3proto.Error
+		s, done, err := Prepare(w, r, o)
+		var pe *Error
 		switch {
 		case err != nil && errors.As(err, &pe):
 			if pe.Status != tt.status {
@@ -129,12 +127,6 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
-// fixedNames is a sorted listing for the fuzz target.
-type fixedNames []string
-
-func (n fixedNames) Len() int          { return len(n) }
-func (n fixedNames) Name(i int) string { return n[i] }
-
 // FuzzRequest holds the face's parsing of a request — its operation and
 // key, its listing parameters, its Range and preconditions — to what S3
 // promises, whatever the request: no panic; an operation name from the
@@ -149,21 +141,21 @@ func FuzzRequest(f *testing.F) {
 	f.Add("HEAD", "/b/k", "partNumber=1", "bytes=9223372036854775808-", `"abc"`, "", "")
 	f.Add("GET", "/b/"+strings.Repeat("k", 1100), "", "bytes=-18446744073709551616", "", `W/"abc", "x"`, "Sat, 01 Mar 2025 12:00:00 GMT")
 	f.Add("PUT", "//b//k", "acl&location", "bytes=5-1", "*", "*", "garbage")
-	names := fixedNames{"a", "a/b", "a/b/c.jpg", "a/c", "b.txt", "b/", "c/d/e", "z"}
+	names := sliceNames{"a", "a/b", "a/b/c.jpg", "a/c", "b.txt", "b/", "c/d/e", "z"}
 	f.Fuzz(func(t *testing.T, method, path, query, rng, ifMatch, ifNoneMatch, ifModifiedSince string) {
 		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}}
-		o := parseOp(r)
-		if !slices.Contains(opNames(), o.name) {
-			t.Fatalf("operation name %q is not of the fixed set", o.name)
+		o := ParseOp(r)
+		if !slices.Contains(opNames(), o.Name) {
+			t.Fatalf("operation name %q is not of the fixed set", o.Name)
 		}
-		if o.key != "" && strings.TrimPrefix(path, "/") != o.bucket+"/"+o.key {
-			t.Fatalf("path %q parsed as bucket %q, key %q", path, o.bucket, o.key)
+		if o.Key != "" && strings.TrimPrefix(path, "/") != o.Bucket+"/"+o.Key {
+			t.Fatalf("path %q parsed as bucket %q, key %q", path, o.Bucket, o.Key)
 		}
-		if p, err := s3proto.ParseListParams(r.URL.Query(), o.name == "ListObjects"); err == nil {
-			if p.MaxKeys < 0 || p.MaxKeys > s3proto.MaxKeys {
+		if p, err := ParseListParams(r.URL.Query(), o.Name == "ListObjects"); err == nil {
+			if p.MaxKeys < 0 || p.MaxKeys > MaxKeys {
 				t.Fatalf("max-keys %d", p.MaxKeys)
 			}
-			page, err := s3proto.List(names, p)
+			page, err := List(names, p)
 			if err == nil {
 				if len(page.Contents)+len(page.CommonPrefixes) > p.MaxKeys {
 					t.Fatalf("%d keys and %d prefixes over max-keys %d", len(page.Contents), len(page.CommonPrefixes), p.MaxKeys)
@@ -176,8 +168,8 @@ func FuzzRequest(f *testing.F) {
 			}
 		}
 		for _, size := range []int64{0, 1, 100, 1 << 40} {
-			start, n, out := s3proto.ParseRange(rng, size)
-			if out == s3proto.RangeSatisfiable && (start < 0 || n < 1 || start+n > size) {
+			start, n, out := ParseRange(rng, size)
+			if out == RangeSatisfiable && (start < 0 || n < 1 || start+n > size) {
 				t.Fatalf("range %q of %d bytes: %d+%d", rng, size, start, n)
 			}
 		}
@@ -186,47 +178,21 @@ func FuzzRequest(f *testing.F) {
 		r.Header.Set("If-None-Match", ifNoneMatch)
 		r.Header.Set("If-Modified-Since", ifModifiedSince)
 		w := httptest.NewRecorder()
-		s, done, err := prepare(w, r, object{etag: `"abc"`, modified: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), size: 100, ext: "jpg"})
+		s, done, err := Prepare(w, r, ObjectMeta{ETag: `"abc"`, Modified: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), Size: 100, Ext: "jpg"})
 		switch {
 		case err != nil:
-			var pe *s3proto.Error
+			var pe *Error
 			if !errors.As(err, &pe) || (pe.Status != http.StatusPreconditionFailed && pe.Status != http.StatusRequestedRangeNotSatisfiable) {
-				t.Fatalf("prepare: %v", err)
+				t.Fatalf("Prepare: %v", err)
 			}
 		case done:
-			if w.Code != http.StatusNotModified && w.Header().Get("Content-Length") != strconv.FormatInt(s.n, 10) {
-				t.Fatalf("answered %d with Content-Length %q for a span of %d", w.Code, w.Header().Get("Content-Length"), s.n)
+			if w.Code != http.StatusNotModified && w.Header().Get("Content-Length") != strconv.FormatInt(s.N, 10) {
+				t.Fatalf("answered %d with Content-Length %q for a span of %d", w.Code, w.Header().Get("Content-Length"), s.N)
 			}
 		default:
-			if s.start < 0 || s.n < 1 || s.start+s.n > 100 || (s.status != http.StatusOK && s.status != http.StatusPartialContent) {
+			if s.Start < 0 || s.N < 1 || s.Start+s.N > 100 || (s.Status != http.StatusOK && s.Status != http.StatusPartialContent) {
 				t.Fatalf("span %+v", s)
 			}
 		}
 	})
-}
-
-// TestKept: a value is built once; a failure that building again cannot
-// mend is kept, any other is tried again by the next caller.
-func TestKept(t *testing.T) {
-	var k kept[int]
-	calls := 0
-	build := func(v int, final bool, err error) func() (int, bool, error) {
-		return func() (int, bool, error) { calls++; return v, final, err }
-	}
-	transient := errors.New("store unavailable")
-	if _, err := k.get(build(0, false, transient)); err != transient {
-		t.Fatalf("first: %v", err)
-	}
-	if v, err := k.get(build(7, false, nil)); v != 7 || err != nil {
-		t.Fatalf("after a transient failure: %d %v", v, err)
-	}
-	if v, err := k.get(build(9, false, nil)); v != 7 || err != nil || calls != 2 {
-		t.Fatalf("kept: %d %v after %d builds", v, err, calls)
-	}
-	var f kept[int]
-	final := errors.New("no member table")
-	_, _ = f.get(build(0, true, final))
-	if _, err := f.get(build(1, false, nil)); err != final {
-		t.Fatalf("a final failure is kept: %v", err)
-	}
 }
