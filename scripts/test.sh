@@ -48,15 +48,6 @@ timed() {
 }
 suite_start=$SECONDS suite_cpu=$(cpu_ticks $$)
 
-# Every build of the suite without -trimpath's twin: the container
-# image's binary is built with it (scripts/build-image-binary.sh, as the
-# Dockerfile builds it), and a flag that changes every package's build
-# would otherwise compile the standard library, the modules and Brand a
-# further time (minutes of CPU on a cold cache). Tests find their files
-# relative to the package's directory or embed them, never by the
-# source's path.
-export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
-
 scripts/ensure-minio.sh
 # boto3 and the AWS CLI, which the S3 face's integration test runs.
 scripts/ensure-s3-clients.sh
@@ -122,8 +113,7 @@ echo "test.sh: the optional decoders' libraries: $((SECONDS - suite_start)) s" >
 # with libavcodec where it is (the video tests are of that build alone;
 # a build without it refuses video, which lane three's gateway run and
 # package transform/video's plain run check), and the libjpeg-turbo
-# steps with both, as the container image's binary is built, so that
-# the image's build (scripts/build-image-binary.sh) reuses theirs.
+# steps with both, the tags of the container image's binary.
 libav_tags=() image_tags=()
 if $libav; then
 	libav_tags=(-tags brand_libav)
