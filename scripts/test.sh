@@ -108,20 +108,6 @@ if [[ ${CI:-} == true ]] && ! $libav; then
 fi
 echo "test.sh: the optional decoders' libraries: $((SECONDS - suite_start)) s" >&2
 
-# The build tags of the decoders' libraries, where they are installed:
-# the race detector's packages and the integration tests are built once,
-# with libavcodec where it is (the video tests are of that build alone;
-# a build without it refuses video, which lane three's gateway run and
-# package transform/video's plain run check), and the libjpeg-turbo
-# steps with both, the tags of the container image's binary.
-libav_tags=() image_tags=()
-if $libav; then
-	libav_tags=(-tags brand_libav)
-fi
-if $turbojpeg; then
-	image_tags=(-tags "brand_turbojpeg$($libav && echo ,brand_libav)")
-fi
-
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
 	echo "test.sh: no C compiler for the race detector; running without -race" >&2
@@ -183,7 +169,7 @@ fuzz() {
 # Lane one: the packages under the race detector, then fuzzing and the
 # libavcodec build's packages under it.
 lane_one() {
-	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "${libav_tags[@]}" "$@" "${raced[@]}"
+	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
 
 	# Fuzzed for a bounded time beyond their seed corpus (which the run above
 	# already checks): the mixture and plan parameters, the S3 face's
@@ -202,11 +188,9 @@ lane_one() {
 	# Package transform/video again with its libavcodec decoder (installs
 	# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
 	# Debian's ffmpeg writes (scripts/ensure-ffmpeg.sh), every frame held to
-	# PyAV's decode of it (scripts/ensure-pyav.sh); the gateway's clip jobs
-	# with it (frames equal to PyAV's, a LeRobot dataset's windows) ran in
-	# the race detector's run above. Where the libraries cannot be installed
-	# the build without them (which refuses video) is all there is: a
-	# warning locally, a failure with CI=true.
+	# PyAV's decode of it (scripts/ensure-pyav.sh). Where the libraries cannot
+	# be installed the build without them (which refuses video) is all there
+	# is: a warning locally, a failure with CI=true.
 	if $libav; then
 		timed "lane one: libavcodec" libav_raced
 	fi
@@ -234,18 +218,23 @@ fuzz_all() {
 libav_raced() {
 	go vet -tags brand_libav ./transform/video/ ./gateway/ ./integration/ || return
 	go test $race -count=1 -tags brand_libav ./transform/video/ || return
+	# Clip jobs end to end with the decoder, the gateway's (frames equal
+	# to PyAV's, a LeRobot dataset's windows); brand serve processes
+	# decode them in lane two.
+	go test $race -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./gateway/ || return
 }
 
 # Lane two: the integration tests, brand serve processes against MinIO
-# (its 37 tests one after another), built with libavcodec where it is
-# installed, which adds those of clip jobs: MinIO with brand serve
-# processes (store bytes of the covering GOPs, a cluster of three, world
-# 1 and 8, a resume at another world size), and the README's video
-# section as written (TestReadmeVideo: its index, serve, curls and
-# PyTorch loop). The timeout bounds a hung test; the tests take about 18
-# minutes of a loaded machine.
+# (its 35 tests one after another), then again those of clip jobs with
+# the libavcodec build: MinIO with brand serve processes (store bytes of
+# the covering GOPs, a cluster of three, world 1 and 8, a resume at
+# another world size), and the README's video section as written
+# (TestReadmeVideo: its index, serve, curls and PyTorch loop).
 lane_two() {
-	timed "lane two: integration" go test -count=1 -timeout 30m "${libav_tags[@]}" "$@" ./integration/
+	timed "lane two: integration" go test -count=1 -timeout 30m "$@" ./integration/
+	if $libav; then
+		timed "lane two: integration, libavcodec" go test -count=1 -tags brand_libav -run 'Clip|LeRobot|Video' ./integration/
+	fi
 }
 
 # Lane three: go vet, then the other packages without the race detector,
@@ -267,9 +256,6 @@ lane_three() {
 	# batches; what feedback bodies take while they are decoded.
 	timed "lane three: memory" go test -count=1 -run '^TestDistinctMixturesHoldNoMemory$' ./gateway/
 	timed "lane three: memory (feedback)" go test -count=1 -run '^TestFeedbackMemory$' ./internal/job/feedback/
-	# The gateway built without libavcodec, which lane one's run has with
-	# it: clip jobs refused with 501, saying which build decodes them.
-	timed "lane three: clips refused" go test -count=1 -run '^TestClipRefused$' ./gateway/
 
 	# Package transform again with its optional libjpeg-turbo decoder
 	# (installs Debian's libjpeg62-turbo-dev when run as root), and the
@@ -288,11 +274,11 @@ turbojpeg_build() {
 	# Without the race detector, as that run runs package transform
 	# (it starts no goroutine; the gateway's tests race the stage that
 	# runs it).
-	go test -count=1 "${image_tags[@]}" -skip '^TestWorkBound$' ./transform/ || return
+	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
 	# Without the race detector too: what they check is the build's
 	# decoder named at start and in its help, and the race build of
 	# every package above transform with the tag is a minute of CPU.
-	go test -count=1 "${image_tags[@]}" -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
+	go test -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
 	local image
 	image=$(mktemp -d) || return
 	scripts/build-image-binary.sh "$image/out" test || return
