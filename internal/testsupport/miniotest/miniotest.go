@@ -235,6 +235,11 @@ func (s *Server) waitReady(ctx context.Context) error {
 				return nil
 			}
 		}
+		// MinIO may log that it cannot bind its port and keep running
+		// (seen in CI): waiting for it would only run out the deadline.
+		if out := s.output.String(); strings.Contains(out, "address already in use") {
+			return fmt.Errorf("%w: MinIO could not bind %s and did not exit; its output ends with:\n%s", errAddrInUse, s.Endpoint, out)
+		}
 		select {
 		case <-s.exited:
 			out := s.output.String()

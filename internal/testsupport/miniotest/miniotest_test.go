@@ -136,6 +136,32 @@ func TestStartRetriesPortRace(t *testing.T) {
 	}
 }
 
+func TestStartRetriesWhenMinIOKeepsRunningAfterABindError(t *testing.T) {
+	// MinIO does not always exit when its port is taken: in a CI run it
+	// logged "Unable to listen on ...: address already in use" and kept
+	// running, so Start waited out its 60 s deadline. The fake does the
+	// same; Start must notice the message, stop the process and try a new
+	// port, well before its deadline.
+	count := filepath.Join(t.TempDir(), "count")
+	fakeBinary(t, "echo x >> '"+count+"'\necho 'Error: Unable to listen on `127.0.0.1:1`: listen tcp 127.0.0.1:1: bind: address already in use' >&2\nexec sleep 60\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Start(ctx, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Start = %v, want the bind error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Start waited for its deadline instead of noticing the bind error: %v", err)
+	}
+	b, rerr := os.ReadFile(count)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if n := strings.Count(string(b), "x"); n != 3 {
+		t.Errorf("binary started %d times, want 3", n)
+	}
+}
+
 func TestStartHonoursContext(t *testing.T) {
 	fakeBinary(t, "exec sleep 60\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
