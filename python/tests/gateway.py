@@ -98,7 +98,7 @@ class Gateway(Fixture):
 class ServeCluster:
     """n `brand serve` processes over the shared gateway's store, each given
     the same --peers list: a real cluster on loopback. Ready when every node
-    sees every other up."""
+    sees every other up and answers /readyz (its datasets loaded)."""
 
     def __init__(self, gw: Gateway, n: int) -> None:
         self.procs: list = []
@@ -133,8 +133,11 @@ class ServeCluster:
                 try:
                     with urllib.request.urlopen(self.urls[k] + "/cluster", timeout=2) as r:
                         doc = json.load(r)
+                    # /cluster answers before the node's datasets are
+                    # loaded, when a job's requests still get 503.
                     if doc["self"] == k and len(doc["nodes"]) == len(self.urls) and all(n["up"] for n in doc["nodes"]):
-                        break
+                        with urllib.request.urlopen(self.urls[k] + "/readyz", timeout=2):
+                            break
                 except (OSError, ValueError, KeyError):
                     pass
                 if time.monotonic() > deadline:
