@@ -122,9 +122,11 @@ type Options struct {
 	// it was sent rather than after the transport's two-minute header
 	// timeout. A node that answers, with any status, is alive and maybe
 	// reading a cold batch from the store: the attempt goes on waiting,
-	// and the node is probed again every ProbeAfter. A single gateway is
-	// never probed, since there is nowhere else to go. 0 means
-	// DefaultProbeAfter (3 s).
+	// and the node is probed again every ProbeAfter. The body is watched
+	// the same way once the headers have come: ProbeAfter without a byte
+	// read probes the node, and no answer abandons the attempt (a node
+	// stopped while it wrote a batch). A single gateway is never probed,
+	// since there is nowhere else to go. 0 means DefaultProbeAfter (3 s).
 	ProbeAfter time.Duration
 }
 

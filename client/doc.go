@@ -77,6 +77,8 @@
 // Options.ProbeAfter (3 s) without response headers the client probes
 // its GET /healthz, and abandons the attempt if that gets no answer
 // within a second; a node that answers is only slow, and is waited for.
+// A body that stops arriving is watched the same way (ProbeAfter without
+// a byte read), so a node stopped while it wrote a batch fails over too.
 // Failing over spends the same bounded retry budget (MaxRetries); the
 // client waits between attempts only once a call has tried every node.
 // Batch.Node says which node served a batch.

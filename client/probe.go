@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +20,10 @@ const probeTimeout = time.Second
 // errNoAnswer is the cause of an attempt abandoned because its node sent
 // no response headers and did not answer a health probe either.
 var errNoAnswer = errors.New("no response headers, and no answer to a health probe")
+
+// errBodyStopped is the cause of an attempt abandoned because its node
+// stopped sending the body and did not answer a health probe either.
+var errBodyStopped = errors.New("the body stopped, and no answer to a health probe")
 
 // watch guards an attempt on a node of a cluster while it waits for
 // response headers. Every ProbeAfter without them it probes the node's
@@ -93,4 +99,56 @@ func (t *transport) probe(ctx context.Context, health string) bool {
 	}
 	drainClose(resp.Body)
 	return true
+}
+
+// watchBody guards the reading of an attempt's body as watch guards the
+// wait for its headers: a node stopped while it wrote a batch leaves the
+// read waiting for bytes, which the transport's timeouts do not bound.
+// Every ProbeAfter without a byte read the node is probed; a probe that
+// gets no answer abandons the attempt with errBodyStopped, which ends the
+// read. Closing the returned body ends the watch.
+func (t *transport) watchBody(ctx context.Context, abandon context.CancelCauseFunc, health string, body io.ReadCloser) io.ReadCloser {
+	ctx, cancel := context.WithCancel(ctx)
+	wb := &watchedBody{ReadCloser: body, stop: cancel, exited: make(chan struct{})}
+	go func() {
+		defer close(wb.exited)
+		timer := time.NewTimer(t.opts.ProbeAfter)
+		defer timer.Stop()
+		var seen int64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			if n := wb.read.Load(); n != seen || t.probe(ctx, health) || ctx.Err() != nil {
+				seen = n
+				timer.Reset(t.opts.ProbeAfter)
+				continue
+			}
+			abandon(errBodyStopped)
+			return
+		}
+	}()
+	return wb
+}
+
+// watchedBody is a body under watchBody: it counts the bytes read.
+type watchedBody struct {
+	io.ReadCloser
+	read   atomic.Int64
+	stop   context.CancelFunc
+	exited chan struct{}
+}
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	w.read.Add(int64(n))
+	return n, err
+}
+
+func (w *watchedBody) Close() error {
+	w.stop()
+	<-w.exited
+	return w.ReadCloser.Close()
 }

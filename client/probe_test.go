@@ -1,11 +1,16 @@
 package client_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +45,60 @@ func newStoppedNode(t *testing.T) *stoppedNode {
 			s.mu.Lock()
 			s.conns = append(s.conns, conn)
 			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+	})
+	return s
+}
+
+// newStoppedMidBody is a node that answers its first connection's
+// request as upstream does, but with half of the body, then nothing
+// more, and answers no other connection: a gateway stopped while it
+// wrote a batch.
+func newStoppedMidBody(t *testing.T, upstream string) *stoppedNode {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stoppedNode{url: "http://" + ln.Addr().String()}
+	answer := func(conn net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(conn))
+		if err != nil {
+			return
+		}
+		resp, err := http.Get(upstream + req.URL.RequestURI())
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var head strings.Builder
+		fmt.Fprintf(&head, "HTTP/1.1 %s\r\n", resp.Status)
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		_ = resp.Header.Write(&head)
+		head.WriteString("\r\n")
+		_, _ = io.WriteString(conn, head.String())
+		_, _ = conn.Write(body[:len(body)/2])
+	}
+	go func() {
+		for first := true; ; first = false {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, conn)
+			s.mu.Unlock()
+			if first {
+				go answer(conn)
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -111,6 +170,33 @@ func TestClusterFailsOverFromAStoppedNode(t *testing.T) {
 	}
 	if got := stopped.accepted(); got != n {
 		t.Errorf("%d more connections to the stopped home within HomeRetry", got-n)
+	}
+}
+
+// TestClusterFailsOverFromANodeStoppedMidBody: the watch goes on while
+// the body is read: a home stopped after its headers and part of a batch
+// leaves the read waiting for bytes, and the batch comes from the next
+// node within seconds, not after the transport's timeouts.
+func TestClusterFailsOverFromANodeStoppedMidBody(t *testing.T) {
+	live := newFakeGateway(t)
+	stopped := newStoppedMidBody(t, live.URL)
+	peers := []string{stopped.url, live.URL}
+	slices.Sort(peers)
+	job := api.Job{Params: shuffle.Params{Seed: 4, BatchSize: 3, World: 2, Rank: slices.Index(peers, stopped.url)}}
+	c, err := client.New("", client.Options{Peers: peers, Job: job, ProbeAfter: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	b, err := c.Batch(ctx, 1, 0)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after %v: %v", took, err)
+	}
+	if took >= 8*time.Second || b.Node != live.URL {
+		t.Errorf("the batch took %v, from %s; want it from the live node %s well within 10 s", took, b.Node, live.URL)
 	}
 }
 

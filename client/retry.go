@@ -164,12 +164,17 @@ func (t *transport) attempt(ctx context.Context, u, health, accept string, b *bo
 		req.Header.Set("Authorization", "Bearer "+t.opts.Token)
 	}
 	var resp *http.Response
+	var actx context.Context
 	if health != "" {
-		// The attempt's own context, which the watch cancels to abandon
+		// The attempt's own context, which the watches cancel to abandon
 		// it; it lasts until the body is read.
-		actx, abandon := context.WithCancelCause(ctx)
+		var abandon context.CancelCauseFunc
+		actx, abandon = context.WithCancelCause(ctx)
 		defer abandon(nil)
 		resp, err = t.doWatched(req.WithContext(actx), abandon, health)
+		if err == nil {
+			resp.Body = t.watchBody(actx, abandon, health, resp.Body)
+		}
 	} else {
 		resp, err = t.hc.Do(req)
 	}
@@ -187,6 +192,10 @@ func (t *transport) attempt(ctx context.Context, u, health, accept string, b *bo
 		return false, err
 	}
 	if err := read(resp); err != nil {
+		if actx != nil && errors.Is(context.Cause(actx), errBodyStopped) {
+			return true, fmt.Errorf("%s %q: %w (probed after %v without a byte, waiting %v for an answer): %w",
+				req.Method, req.URL, errBodyStopped, t.opts.ProbeAfter, probeTimeout, err)
+		}
 		var r *retryableError
 		return errors.As(err, &r), err
 	}

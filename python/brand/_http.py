@@ -30,6 +30,7 @@ import email.utils
 import http.client
 import json
 import math
+import os
 import random
 import selectors
 import socket
@@ -188,12 +189,34 @@ def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float
     return max(0.0, t.timestamp() - (time.time() if now is None else now))
 
 
-def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any]) -> Any:
-    """``r``'s body, read into the buffer ``into`` makes for its length.
-    Raises ``IncompleteRead`` on a short body, as ``read`` does."""
+# The size of each read of an answer's body: the unit of progress a
+# stalled node's watch sees (_Stalls).
+_CHUNK = 1 << 18
+
+
+def _read_all(r: http.client.HTTPResponse, progress: Callable[[], None]) -> bytes:
+    """``r``'s body, read a chunk at a time, ``progress`` called after
+    each. Raises ``IncompleteRead`` on a short body, as ``read()`` does."""
+    parts = []
+    while True:
+        b = r.read(_CHUNK)
+        if not b:
+            break
+        parts.append(b)
+        progress()
+    data = b"".join(parts)
+    if r.length:  # read(amt) ends at a short body's end without raising
+        raise http.client.IncompleteRead(data, r.length)
+    return data
+
+
+def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any], progress: Callable[[], None]) -> Any:
+    """``r``'s body, read into the buffer ``into`` makes for its length,
+    ``progress`` called after each read. Raises ``IncompleteRead`` on a
+    short body, as ``read`` does."""
     n = r.length
     if n is None:  # no Content-Length: read it whole, then copy it over
-        data = r.read()
+        data = _read_all(r, progress)
         buf = into(len(data))
         memoryview(buf).cast("B")[:] = data
         return buf
@@ -201,11 +224,16 @@ def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any]) -> Any:
     view = memoryview(buf).cast("B")
     got = 0
     while got < n:
-        k = r.readinto(view[got:])
+        k = r.readinto(view[got:got + _CHUNK])
         if not k:
             raise http.client.IncompleteRead(bytes(view[:got]), n - got)
         got += k
+        progress()
     return buf
+
+
+def _no_progress() -> None:
+    pass
 
 
 class _Unresponsive(TimeoutError):
@@ -276,6 +304,81 @@ class _Watch:
                 self.ready(tls, write=True)
 
 
+class _Reading:
+    """One answer being read under a :class:`_Stalls` watch."""
+
+    def __init__(self, sock: socket.socket, probe_after: float, alive: Callable[[], bool]) -> None:
+        self.sock = sock
+        self.probe_after = probe_after
+        self.alive = alive
+        self.progress = 0  # chunks read; the reader's alone to change
+        self.seen = 0  # progress at the last look
+        self.look_at = time.monotonic() + probe_after
+        self.tripped = False
+
+    def step(self) -> None:
+        self.progress += 1
+
+
+class _Stalls:
+    """Watches the answers a Session's threads are reading, after their
+    first byte (which :class:`_Watch` waits for): an answer that makes no
+    progress for ``probe_after`` seconds has its node probed, and when the
+    probe gets no answer its socket is shut down, so that the read blocked
+    on it ends at once (the reader then raises :class:`_Unresponsive`).
+    A node stopped while it wrote a batch would otherwise hold the reader
+    for the whole timeout. One thread for all, started at the first watch
+    in each process (a forked DataLoader worker starts its own).
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._reading: "set[_Reading]" = set()
+        self._pid = 0  # the process whose thread runs
+
+    def watch(self, sock: socket.socket, probe_after: float, alive: Callable[[], bool]) -> _Reading:
+        rd = _Reading(sock, probe_after, alive)
+        with self._cv:
+            self._reading.add(rd)
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="brand-stalls", daemon=True).start()
+            self._cv.notify()
+        return rd
+
+    def done(self, rd: _Reading) -> None:
+        with self._cv:
+            self._reading.discard(rd)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                now = time.monotonic()
+                due = [rd for rd in self._reading if rd.look_at <= now]
+                if not due:
+                    nxt = min((rd.look_at for rd in self._reading), default=now + 60.0)
+                    self._cv.wait(nxt - now)
+                    continue
+            for rd in due:
+                if rd.progress == rd.seen and self._watched(rd) and not rd.alive():
+                    with self._cv:
+                        if rd not in self._reading:
+                            continue  # read to its end while probed
+                        rd.tripped = True
+                        self._reading.discard(rd)
+                    try:
+                        rd.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    continue
+                rd.seen = rd.progress
+                rd.look_at = time.monotonic() + rd.probe_after
+
+    def _watched(self, rd: _Reading) -> bool:
+        with self._cv:
+            return rd in self._reading
+
+
 class _Conns(threading.local):
     """A thread's keep-alive connection to each node (by origin)."""
 
@@ -310,6 +413,7 @@ class Session:
         self._ssl: Optional[ssl.SSLContext] = None  # made for the first https node
         self._local = _Conns()
         self._all: List[http.client.HTTPConnection] = []
+        self._stalls = _Stalls()
 
     # -- the request ------------------------------------------------------
 
@@ -423,11 +527,23 @@ class Session:
                     c.sock = self._open(node, c.host, c.port, watch)
                 c.request(method, target, body=body, headers=headers)
                 watch.ready(c.sock)
-            r = c.getresponse()
-            if into is not None and 200 <= r.status < 300:
-                data = _read_into(r, into)
-            else:
-                data = r.read()  # raises IncompleteRead on a short body
+            rd = None if probe_after is None else self._stalls.watch(c.sock, probe_after, lambda: self._alive(node))
+            try:
+                r = c.getresponse()
+                progress = _no_progress if rd is None else rd.step
+                if into is not None and 200 <= r.status < 300:
+                    data = _read_into(r, into, progress)
+                else:
+                    data = _read_all(r, progress)  # raises IncompleteRead on a short body
+            except TRANSPORT_ERRORS as e:
+                if rd is not None and rd.tripped:
+                    raise _Unresponsive(
+                        f"its answer stopped for {probe_after:g} s, and GET /healthz got none in {PROBE_TIMEOUT:g} s"
+                    ) from e
+                raise
+            finally:
+                if rd is not None:
+                    self._stalls.done(rd)
             if r.will_close:
                 self._drop(node)
             return r.status, r.headers, data
@@ -506,7 +622,7 @@ class Session:
         # Locks and sockets do not survive pickling (DataLoader workers on
         # spawn); a copy starts with none.
         s = self.__dict__.copy()
-        for k in ("_lock", "_ssl", "_local", "_all"):
+        for k in ("_lock", "_ssl", "_local", "_all", "_stalls"):
             s.pop(k)
         return s
 

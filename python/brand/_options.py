@@ -633,7 +633,10 @@ class Connection:
             answers is busy and waited for, probed again every
             ``probe_after`` seconds, up to ``timeout``; one that does not (a
             stopped process, a dead host) fails the attempt, which goes on at
-            once to the next node, as a refused connection would. ``None``:
+            once to the next node, as a refused connection would. The same
+            holds while a body is read: ``probe_after`` seconds without a
+            byte probe the node (one stopped mid-answer fails over).
+            ``None``:
             wait ``timeout`` without probing. A single gateway is never
             probed.
     """

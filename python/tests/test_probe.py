@@ -8,8 +8,10 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,6 +56,69 @@ def unreachable_node(test):
     return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
+def stalled_mid_body(test):
+    """A URL whose node answers the first request with its headers and
+    part of its body, then nothing more, and answers no other connection:
+    a gateway stopped while it wrote a batch."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    test.addCleanup(s.close)
+    done = threading.Event()
+    test.addCleanup(done.set)
+
+    def serve():
+        conn, _ = s.accept()
+        with conn:
+            conn.recv(65536)  # the request
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-tar\r\nContent-Length: 100000\r\n\r\n" + b"\0" * 1000)
+            done.wait(TIMEOUT + 5)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def trickling(test, upstream, pause):
+    """A URL whose node answers each request as ``upstream`` does, the
+    body in two halves ``pause`` seconds apart, and its probes at once: a
+    busy node sending a batch slowly."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    test.addCleanup(s.close)
+
+    def answer(conn):
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                b = conn.recv(65536)
+                if not b:
+                    return
+                head += b
+            target = head.split(b" ", 2)[1].decode()
+            if target.endswith("/healthz"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+                return
+            with urllib.request.urlopen(upstream + target, timeout=10) as r:
+                body, headers = r.read(), r.getheaders()
+            lines = [f"{k}: {v}" for k, v in headers if k.lower() not in ("connection", "transfer-encoding", "content-length")]
+            conn.sendall(("HTTP/1.1 200 OK\r\n" + "".join(h + "\r\n" for h in lines) +
+                          f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body[: len(body) // 2])
+            time.sleep(pause)
+            conn.sendall(body[len(body) // 2:])
+
+    def serve():
+        while True:
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
 class ProbeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -93,6 +158,17 @@ class TestSilentHome(ProbeTest):
                 # straight to the other node.
                 _, took = self.timed(lambda: c.batch(0, 2))
                 self.assertLess(took, 1.0)
+
+    def test_stalled_mid_body(self):
+        # The probe covers the body too: a node stopped while it wrote an
+        # answer leaves the client waiting for bytes, not for headers.
+        home = stalled_mid_body(self)
+        r = rank_at([home, self.gw.url], home)
+        c = self.client(peers=[home, self.gw.url], world=2, rank=r, probe_after=1)
+        got, took = self.timed(lambda: c.batch(0, 1))
+        self.assertLess(took, FAILOVER_BOUND, f"the batch took {took:.1f} s")
+        self.assertEqual(got, self.reference(2, r)[1])
+        self.assertEqual(c.served, {self.gw.url: 1})
 
     def test_epoch_read_ahead(self):
         # Every read-ahead thread waits on the home, probes it and fails over.
@@ -167,6 +243,16 @@ class TestBusyNode(ProbeTest):
         self.assertEqual(c.served, {fc.urls[0]: 1})
         self.assertEqual(fc.hits("/epoch/0/batch/0"), [0])
         self.assertEqual(fc.hits("/healthz"), [0], "probed once, at 3 s")
+
+    def test_slow_body_is_not_abandoned(self):
+        # A body that stops for 2.5 s, its node answering probes meanwhile.
+        slow = trickling(self, self.gw.url, 2.5)
+        r = rank_at([slow, self.gw.url], slow)
+        c = self.client(peers=[slow, self.gw.url], world=2, rank=r, probe_after=1)
+        got, took = self.timed(lambda: c.batch(0, 1))
+        self.assertGreaterEqual(took, 2.5)
+        self.assertEqual(got, self.reference(2, r)[1])
+        self.assertEqual(c.served, {slow: 1})
 
     def test_probes_repeat_up_to_the_timeout(self):
         fc = Cluster(self.gw.url, 2)
