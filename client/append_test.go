@@ -217,3 +217,47 @@ func statusOf(err error) int {
 	}
 	return 0
 }
+
+// A plain epoch loop across an append made while it runs: from the
+// record's step the gateway's batches report the grown epoch (more
+// batches and samples than the plan the loop started from), and the loop
+// follows it — a new plan from the same offset, whose count the batches
+// agree with — to the epoch's new end, every old and new sample once.
+// The loop failed with ErrBadResponse ("the epoch plan has 10 batches but
+// batch 5 reports 12") when the epoch grew under it.
+func TestEpochLoopFollowsAnAppend(t *testing.T) {
+	ctx := context.Background()
+	srv, appendFiles := appendingGateway(t)
+	c := newMixClient(t, srv.URL, client.Options{Job: api.Job{Name: "run", Dataset: "lines", Params: shuffle.Params{Seed: 5, BatchSize: 6, Window: 2, World: 1}}})
+	seen := map[string]int{}
+	read := 0
+	for b, err := range c.Epoch(ctx, 0) {
+		if err != nil {
+			t.Fatalf("after %d batches: %v", read, err)
+		}
+		for _, s := range b.Samples {
+			seen[s.Key]++
+		}
+		b.Release()
+		if read++; read == 3 {
+			res := appendFiles()
+			body := fmt.Sprintf(`{"from_step": %d, "index": %q}`, read+client.DefaultAhead, res.Index.ID())
+			resp, err := http.Post(srv.URL+"/jobs/run/append?dataset=lines&batch_size=6&seed=5&window=2&index="+c.Index(), "application/json", bytes.NewReader([]byte(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("POST append: %s", resp.Status)
+			}
+		}
+	}
+	if len(seen) != 72 || read != 12 {
+		t.Fatalf("the loop read %d batches, %d samples; want the grown epoch's 12 batches, 72 samples", read, len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s read %d times", k, n)
+		}
+	}
+}

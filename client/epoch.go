@@ -215,6 +215,33 @@ func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
 	return j.Values()
 }
 
+// followPlan returns the plan batch b is read under: plan, or, when b
+// reports an epoch of another size than plan's, the epoch's plan asked
+// for again from the same offset, if b agrees with it. An epoch grows
+// under a running job when an append record applies (POST
+// /jobs/{job}/append): the batches from its step on report the grown
+// epoch, and the loop goes on to the new end. Anything else b
+// contradicts is an error (planMatches).
+// replan is Client.EpochInfoFrom.
+func followPlan(ctx context.Context, replan func(ctx context.Context, epoch, offset int) (*EpochInfo, error), plan *EpochInfo, b *Batch) (*EpochInfo, error) {
+	err := planMatches(plan, b)
+	if !errors.Is(err, errEpochSize) {
+		return plan, err
+	}
+	grown, perr := replan(ctx, plan.Epoch, plan.Offset)
+	if perr != nil {
+		return plan, fmt.Errorf("%w (asking for the epoch's plan again: %w)", err, perr)
+	}
+	if gerr := planMatches(grown, b); gerr != nil {
+		return plan, fmt.Errorf("%w (and the epoch's plan asked for again: %w)", err, gerr)
+	}
+	return grown, nil
+}
+
+// errEpochSize is planMatches's error for a batch that reports an epoch
+// of another size than its plan's.
+var errEpochSize = errors.New("the epoch's size changed")
+
 // planMatches reports how a batch contradicts the plan it was requested
 // under, or nil. A different index or count means the dataset or the
 // gateway's configuration changed mid-epoch, and the epoch would repeat or
@@ -225,12 +252,12 @@ func planMatches(p *EpochInfo, b *Batch) error {
 	case p.Mix != nil && (b.Mix != p.Dataset || b.MixBlock != p.Mix.Block):
 		return fmt.Errorf("%w: the epoch plan is of mixture %q with block %d but batch %d is of %q with block %d",
 			ErrBadResponse, p.Dataset, p.Mix.Block, b.Index, b.Mix, b.MixBlock)
-	case b.EpochBatches != p.Batches:
-		return fmt.Errorf("%w: the epoch plan has %d batches but batch %d reports %d", ErrBadResponse, p.Batches, b.Index, b.EpochBatches)
-	case b.EpochSamples != p.Samples:
-		return fmt.Errorf("%w: the epoch plan has %d samples but batch %d reports %d", ErrBadResponse, p.Samples, b.Index, b.EpochSamples)
 	case id != "" && b.IndexID != "" && b.IndexID != id:
 		return fmt.Errorf("%w: the epoch plan uses index %s but batch %d came from index %s", ErrBadResponse, id, b.Index, b.IndexID)
+	case b.EpochBatches != p.Batches:
+		return fmt.Errorf("%w: %w: the epoch plan has %d batches but batch %d reports %d", ErrBadResponse, errEpochSize, p.Batches, b.Index, b.EpochBatches)
+	case b.EpochSamples != p.Samples:
+		return fmt.Errorf("%w: %w: the epoch plan has %d samples but batch %d reports %d", ErrBadResponse, errEpochSize, p.Samples, b.Index, b.EpochSamples)
 	}
 	return nil
 }
@@ -326,12 +353,11 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 		next++
 		ch := make(chan result, 1) // never blocks the sender, even if abandoned
 		pending = append(pending, ch)
+		epoch, offset := plan.Epoch, plan.Offset
 		wg.Go(func() {
-			b, err := c.fetchBatch(ctx, plan.Epoch, m, plan.Offset, q)
+			b, err := c.fetchBatch(ctx, epoch, m, offset, q)
 			if err != nil {
 				err = fmt.Errorf("client: %s batch %d: %w", name, m, err)
-			} else if err = planMatches(plan, b); err != nil {
-				err = fmt.Errorf("client: %s: %w", name, err)
 			}
 			ch <- result{b, err}
 		})
@@ -340,7 +366,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 	for next < plan.Batches && next < c.ahead {
 		issue()
 	}
-	for range plan.Batches {
+	for served := 0; served < plan.Batches; served++ {
 		// Batches already fetched are not handed out once the caller has
 		// cancelled: the caller is stopping and should hear why.
 		if err := ctx.Err(); err != nil {
@@ -351,6 +377,11 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 		pending = pending[1:]
 		if r.err != nil {
 			yield(nil, r.err)
+			return
+		}
+		var err error
+		if plan, err = followPlan(ctx, c.EpochInfoFrom, plan, r.b); err != nil {
+			yield(nil, fmt.Errorf("client: %s: %w", name, err))
 			return
 		}
 		// Keep Ahead requests in flight while the caller works on r.b.
