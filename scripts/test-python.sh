@@ -55,7 +55,7 @@ fi
 
 cd python/tests
 if [[ -n ${nontorch:-} ]]; then
-	timeout 10m "$py" -m unittest test_tar test_client test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
+	timeout 10m "$py" -m unittest test_tar test_client test_epoch_grows test_security test_cluster test_serve_cluster test_importance test_transform test_npy "$@"
 else
 	timeout 10m "$py" -m unittest discover -s . -t . "$@"
 fi

@@ -753,8 +753,12 @@ class Client:
         n = int(info["batches"])
         ahead = self.options.ahead
         if ahead == 0:
-            for m in range(n):
-                yield self.batch(epoch, m, q)
+            m = 0
+            while m < n:
+                headers, body = self._batch_answer(epoch, m, q)
+                n = self._epoch_batches(epoch, m, n, headers)
+                yield self._decode(epoch, m, q, headers, body)
+                m += 1
             return
         # The threads only fetch (socket reads release the GIL); batches are
         # decoded here, on the consumer's thread. Decoded on the fetching
@@ -771,7 +775,8 @@ class Client:
             m = 0
             while pending:
                 headers, body = pending.popleft().result()
-                if nxt < n:
+                n = self._epoch_batches(epoch, m, n, headers)
+                while nxt < n and len(pending) <= ahead:
                     pending.append(pool.submit(self._batch_answer, epoch, nxt, q))
                     nxt += 1
                 b = self._decode(epoch, m, q, headers, body)
@@ -781,6 +786,21 @@ class Client:
         finally:
             for f in pending:
                 f.cancel()
+
+    def _epoch_batches(self, epoch: int, m: int, n: int, headers: Mapping[str, str]) -> int:
+        """The batches of the epoch batch ``m`` is read under: ``n``, the
+        plan's, or, when the batch reports an epoch of another size (an
+        append record applies from its step: POST /jobs/NAME/append), the
+        count of the epoch's plan asked for again, which the batch must
+        agree with. The loop then goes on to the epoch's new end."""
+        got = headers.get("Brand-Epoch-Batches")
+        if got is None or int(got) == n:
+            return n
+        info = self.epoch_info(epoch)
+        if int(info["batches"]) != int(got):
+            raise BrandError(f"brand: epoch {epoch} batch {m} reports {got} batches, its plan {n}, "
+                             f"and the plan asked for again {info['batches']}")
+        return int(info["batches"])
 
     def samples(self, epoch: int) -> Iterator[Sample]:
         """Every sample of ``epoch`` for this rank, in order."""
