@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import io
 import json
 import math
 import os
@@ -189,34 +190,12 @@ def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float
     return max(0.0, t.timestamp() - (time.time() if now is None else now))
 
 
-# The size of each read of an answer's body: the unit of progress a
-# stalled node's watch sees (_Stalls).
-_CHUNK = 1 << 18
-
-
-def _read_all(r: http.client.HTTPResponse, progress: Callable[[], None]) -> bytes:
-    """``r``'s body, read a chunk at a time, ``progress`` called after
-    each. Raises ``IncompleteRead`` on a short body, as ``read()`` does."""
-    parts = []
-    while True:
-        b = r.read(_CHUNK)
-        if not b:
-            break
-        parts.append(b)
-        progress()
-    data = b"".join(parts)
-    if r.length:  # read(amt) ends at a short body's end without raising
-        raise http.client.IncompleteRead(data, r.length)
-    return data
-
-
-def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any], progress: Callable[[], None]) -> Any:
-    """``r``'s body, read into the buffer ``into`` makes for its length,
-    ``progress`` called after each read. Raises ``IncompleteRead`` on a
-    short body, as ``read`` does."""
+def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any]) -> Any:
+    """``r``'s body, read into the buffer ``into`` makes for its length.
+    Raises ``IncompleteRead`` on a short body, as ``read`` does."""
     n = r.length
     if n is None:  # no Content-Length: read it whole, then copy it over
-        data = _read_all(r, progress)
+        data = r.read()
         buf = into(len(data))
         memoryview(buf).cast("B")[:] = data
         return buf
@@ -224,16 +203,52 @@ def _read_into(r: http.client.HTTPResponse, into: Callable[[int], Any], progress
     view = memoryview(buf).cast("B")
     got = 0
     while got < n:
-        k = r.readinto(view[got:got + _CHUNK])
+        k = r.readinto(view[got:])
         if not k:
             raise http.client.IncompleteRead(bytes(view[:got]), n - got)
         got += k
-        progress()
     return buf
 
 
-def _no_progress() -> None:
-    pass
+class _Counted:
+    """A connection's socket as ``http.client`` sees it while an answer is
+    read under a :class:`_Stalls` watch: the file its response reads
+    through counts each read from the socket (``_Reading.step``), so that
+    the watch sees the body arrive. Everything else is the socket's."""
+
+    def __init__(self, sock: socket.socket, rd: "_Reading") -> None:
+        self._sock = sock
+        self._rd = rd
+
+    def makefile(self, mode: str = "r", *args: Any, **kw: Any) -> Any:
+        if mode != "rb":
+            return self._sock.makefile(mode, *args, **kw)
+        return io.BufferedReader(_CountingIO(self._sock.makefile("rb", buffering=0), self._rd))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _CountingIO(io.RawIOBase):
+    """A raw socket file whose reads step a :class:`_Reading`."""
+
+    def __init__(self, raw: Any, rd: "_Reading") -> None:
+        super().__init__()
+        self._raw = raw
+        self._rd = rd
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> Optional[int]:
+        n = self._raw.readinto(b)
+        self._rd.step()
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 class _Unresponsive(TimeoutError):
@@ -527,14 +542,16 @@ class Session:
                     c.sock = self._open(node, c.host, c.port, watch)
                 c.request(method, target, body=body, headers=headers)
                 watch.ready(c.sock)
-            rd = None if probe_after is None else self._stalls.watch(c.sock, probe_after, lambda: self._alive(node))
+            rd = None
+            if probe_after is not None:
+                rd = self._stalls.watch(c.sock, probe_after, lambda: self._alive(node))
+                sock, c.sock = c.sock, _Counted(c.sock, rd)  # type: ignore[assignment]
             try:
                 r = c.getresponse()
-                progress = _no_progress if rd is None else rd.step
                 if into is not None and 200 <= r.status < 300:
-                    data = _read_into(r, into, progress)
+                    data = _read_into(r, into)
                 else:
-                    data = _read_all(r, progress)  # raises IncompleteRead on a short body
+                    data = r.read()  # raises IncompleteRead on a short body
             except TRANSPORT_ERRORS as e:
                 if rd is not None and rd.tripped:
                     raise _Unresponsive(
@@ -544,6 +561,8 @@ class Session:
             finally:
                 if rd is not None:
                     self._stalls.done(rd)
+                    if c.sock is not None:
+                        c.sock = sock
             if r.will_close:
                 self._drop(node)
             return r.status, r.headers, data
