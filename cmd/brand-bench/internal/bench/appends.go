@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +53,11 @@ import (
 //	  (4) the job's loop until a batch holding a new row reaches it.
 //
 // Each round appends NewFiles more files to the dataset the last round
-// left, under a job of its own that starts reading at epoch 0.
+// left, under a job of its own that starts reading at epoch 0. Then (5):
+// the grown dataset's epoch 0, read whole by a fresh gateway without an
+// exclusion list and by another under a list that names every row of
+// ExcludeFiles files and ExcludeRows rows of others, one a file: the
+// store bytes each reads, beside /plan's prediction for each.
 
 // AppendsConfig describes an appends benchmark run. Zero fields take
 // DefaultAppendsConfig's values.
@@ -73,15 +78,22 @@ type AppendsConfig struct {
 	// version `brand index --append` stored.
 	IndexPoll time.Duration
 	Rounds    int
+	// ExcludeFiles are files every row of which an exclusion list names
+	// (so that it empties their chunks), ExcludeRows rows it names one a
+	// file of as many other files (chunks it leaves read): part (5),
+	// left out when both are 0.
+	ExcludeFiles int `zero:"kept"`
+	ExcludeRows  int `zero:"kept"`
 	Harness
 }
 
 // DefaultAppendsConfig: 1,000 files of 64 rows of 1 KiB to start with,
 // 1,000 appended a round, batches of 64, a 100 ms step, the gateway
-// polling its index every second; three rounds.
+// polling its index every second; three rounds; then a list emptying 100
+// files and naming 1,000 rows of others.
 func DefaultAppendsConfig() AppendsConfig {
 	return AppendsConfig{Files: 1000, NewFiles: 1000, RowsPerFile: 64, RowBytes: 1 << 10, BatchSize: 64, Window: 4,
-		StepTime: 100 * time.Millisecond, WarmSteps: 20, IndexPoll: time.Second, Rounds: 3}
+		StepTime: 100 * time.Millisecond, WarmSteps: 20, IndexPoll: time.Second, Rounds: 3, ExcludeFiles: 100, ExcludeRows: 1000}
 }
 
 func (c AppendsConfig) check() error {
@@ -90,6 +102,9 @@ func (c AppendsConfig) check() error {
 	}
 	if c.Files < 1 || c.NewFiles < 1 || c.RowsPerFile < 1 || c.RowBytes < 1 || c.BatchSize < 1 || c.Window < 1 || c.Rounds < 1 || c.WarmSteps < 1 {
 		return fmt.Errorf("%w: appends: files, new files, rows a file, row bytes, batch size, window, warm steps and rounds must be positive", ErrConfig)
+	}
+	if c.ExcludeFiles < 0 || c.ExcludeRows < 0 || c.ExcludeFiles+c.ExcludeRows > c.Files+c.Rounds*c.NewFiles {
+		return fmt.Errorf("%w: appends: the files an exclusion list empties and the rows it names, one a file, must be at least 0 and at most the files", ErrConfig)
 	}
 	if c.StepTime < 0 || c.IndexPoll <= 0 {
 		return fmt.Errorf("%w: appends: a step time below 0 or an index poll not above it", ErrConfig)
@@ -104,9 +119,11 @@ type AppendsReport struct {
 	Base   IndexRun       `json:"base_index"` // the first `brand index`, of Files files
 	Rounds []AppendsRound `json:"rounds"`
 	// Total is the rounds' TotalSeconds: median, min, max.
-	Total   [3]float64 `json:"total_seconds"`
-	Load    []float64  `json:"load_average"` // the 1-minute load average before each round
-	Seconds float64    `json:"seconds"`
+	Total [3]float64 `json:"total_seconds"`
+	// Exclusion is (5), when asked for (ExcludeFiles or ExcludeRows).
+	Exclusion *ExclusionRun `json:"exclusion,omitempty"`
+	Load      []float64     `json:"load_average"` // the 1-minute load average before each round
+	Seconds   float64       `json:"seconds"`
 }
 
 // AppendsRound is one round: NewFiles files appended under a running job.
@@ -144,8 +161,10 @@ type AppendsRound struct {
 	FirstRows    int     `json:"first_rows"`
 	FirstSeconds float64 `json:"first_seconds"`
 	// Replans counts the Go client's epoch plans the loop fetched again
-	// because the epoch grew under it (client.ErrBadResponse).
-	Replans int `json:"replans"`
+	// because the epoch grew under it (client.ErrBadResponse), Replan
+	// the client's error the first time.
+	Replans int    `json:"replans"`
+	Replan  string `json:"replan_error,omitempty"`
 	// TotalSeconds is from the last new file written to that batch.
 	TotalSeconds float64 `json:"total_seconds"`
 }
@@ -262,6 +281,14 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 		return nil, err
 	}
 	defer cs.close()
+	// brand index's requests pass a proxy of their own: the gateway's
+	// loads of the job's chunks, through cs's, are not its reads.
+	ixp, err := newStoreProxy(cs.srv.URL())
+	if err != nil {
+		return nil, err
+	}
+	defer ixp.srv.Close()
+	ixs := &countedStore{srv: cs.srv, proxy: ixp}
 	st, err := cs.open(ctx, appendsPrefix)
 	if err != nil {
 		return nil, err
@@ -272,7 +299,7 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 		return nil, err
 	}
 	logf(cfg.Log, "%d Parquet files of %d rows, %s, written in %s", cfg.Files, cfg.RowsPerFile, sizeString(total), time.Since(t0).Round(time.Millisecond))
-	if rep.Base, _, err = indexProcess(ctx, cfg.GatewayBinary, cs, appendsPrefix); err != nil {
+	if rep.Base, _, err = indexProcess(ctx, cfg.GatewayBinary, ixs, appendsPrefix); err != nil {
 		return nil, err
 	}
 	rep.Base.Files, rep.Base.Rows, rep.Base.Bytes = cfg.Files, cfg.Files*cfg.RowsPerFile, total
@@ -280,7 +307,7 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 
 	grown := total + int64(cfg.Rounds)*int64(cfg.NewFiles)*int64(cfg.RowsPerFile*cfg.RowBytes)
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--dataset", "events=s3://" + appendsBucket + "/" + appendsPrefix + "-index",
-		"--s3-endpoint", cs.proxy.url, "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(max(256<<20, 2*grown), 10),
+		"--s3-endpoint", cs.proxy.url, "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(max(32<<20, 2*grown), 10),
 		"--index-poll", cfg.IndexPoll.String(), "--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
 	g, err := startGateway(ctx, cfg.GatewayBinary, args, gatewayEnv(cs.srv.AccessKey, cs.srv.SecretKey), filepath.Join(cfg.WorkDir, "gateway-appends.log"))
 	if err != nil {
@@ -290,7 +317,7 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 	files := cfg.Files
 	for round := range cfg.Rounds {
 		rep.Load = append(rep.Load, loadAverage())
-		r, err := appendRound(ctx, cfg, cs, st, g, round, files)
+		r, err := appendRound(ctx, cfg, ixs, st, g, round, files)
 		if err != nil {
 			return nil, fmt.Errorf("bench: appends, round %d: %w", round, err)
 		}
@@ -302,6 +329,17 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 	if err := g.stop(15 * time.Second); err != nil {
 		return nil, err
 	}
+	if cfg.ExcludeFiles+cfg.ExcludeRows > 0 {
+		last := rep.Rounds[len(rep.Rounds)-1]
+		x, err := exclusionRun(ctx, cfg, cs, last.To, grown)
+		if err != nil {
+			return nil, fmt.Errorf("bench: appends, (5): %w", err)
+		}
+		logf(cfg.Log, "(5) epoch 0 of %d samples: %s from the store without a list, %s under a list of %d keys (%d chunks emptied); /plan: %s and %s",
+			x.Plain.Samples, sizeString(x.Plain.StoreBytes), sizeString(x.Listed.StoreBytes), x.Keys, x.Record.EmptyChunks,
+			sizeString(x.Plain.PlanBytes), sizeString(x.Listed.PlanBytes))
+		rep.Exclusion = &x
+	}
 	var totals []float64
 	for _, r := range rep.Rounds {
 		totals = append(totals, r.TotalSeconds)
@@ -312,8 +350,9 @@ func RunAppends(ctx context.Context, cfg AppendsConfig) (*AppendsReport, error) 
 }
 
 // appendRound runs a round: a job reading the dataset of files files,
-// NewFiles more written beside it and appended under it.
-func appendRound(ctx context.Context, cfg AppendsConfig, cs *countedStore, st s3backend.Store, g *gatewayProc, round, files int) (AppendsRound, error) {
+// NewFiles more written beside it and appended under it by brand index
+// through ixs.
+func appendRound(ctx context.Context, cfg AppendsConfig, ixs *countedStore, st s3backend.Store, g *gatewayProc, round, files int) (AppendsRound, error) {
 	res := AppendsRound{Round: round, Job: "run-" + strconv.Itoa(round), FilesBefore: files, NewFiles: cfg.NewFiles}
 	job := api.Job{Dataset: "events", Name: res.Job, Params: shuffle.Params{Seed: 56, Window: cfg.Window, BatchSize: cfg.BatchSize, World: 1}}
 	hc := &http.Client{Transport: newTransport(8)}
@@ -341,13 +380,13 @@ func appendRound(ctx context.Context, cfg AppendsConfig, cs *countedStore, st s3
 	written := time.Now()
 	res.WriteSeconds = written.Sub(t0).Seconds()
 
-	before := cs.proxy.snapshot()
-	run, out, err := indexProcess(ctx, cfg.GatewayBinary, cs, appendsPrefix, "--append")
+	before := ixs.proxy.snapshot()
+	run, out, err := indexProcess(ctx, cfg.GatewayBinary, ixs, appendsPrefix, "--append")
 	if err != nil {
 		return res, err
 	}
 	indexed := time.Now()
-	ixGet := cs.proxy.since(before, "GET "+appendsPrefix+"-index")
+	ixGet := ixs.proxy.since(before, "GET "+appendsPrefix+"-index")
 	run.Files, run.Rows, run.Bytes = cfg.NewFiles, cfg.NewFiles*cfg.RowsPerFile, res.NewBytes
 	run.Fraction = ratio(float64(run.ListBytes+run.GetBytes), float64(res.NewBytes))
 	res.Index, res.IndexGets, res.IndexGetBytes = run, ixGet.Requests, ixGet.Bytes
@@ -396,7 +435,7 @@ func appendRound(ctx context.Context, cfg AppendsConfig, cs *countedStore, st s3
 	if err := <-done; err != nil {
 		return res, fmt.Errorf("the job's loop: %w", err)
 	}
-	res.FirstStep, res.FirstRows, res.Replans = rd.firstStep, rd.firstRows, rd.replans
+	res.FirstStep, res.FirstRows, res.Replans, res.Replan = rd.firstStep, rd.firstRows, rd.replans, rd.replan
 	res.FirstSeconds = rd.firstAt.Sub(posted).Seconds()
 	res.TotalSeconds = rd.firstAt.Sub(written).Seconds()
 	if uint64(res.FirstStep) < res.Record.FromStep {
@@ -450,6 +489,7 @@ type appendReader struct {
 	// Set by run before it returns nil.
 	firstStep, firstRows, replans int
 	firstAt                       time.Time
+	replan                        string // the client's error, the first time the epoch grew
 }
 
 func (r *appendReader) run(ctx context.Context) error {
@@ -468,7 +508,9 @@ func (r *appendReader) run(ctx context.Context) error {
 				return err
 			}
 			offset += n * r.batch
-			r.replans++
+			if r.replans++; r.replan == "" {
+				r.replan = err.Error()
+			}
 			stuck = n == 0
 		}
 	}
@@ -506,4 +548,154 @@ func (r *appendReader) rest(ctx context.Context, epoch, offset int, warmed *sync
 		}
 	}
 	return n, false, nil
+}
+
+// ExclusionRun is (5): epoch 0 of the grown dataset without an exclusion
+// list and under one, each read whole by a fresh gateway.
+type ExclusionRun struct {
+	Files        int `json:"files"`         // the dataset's
+	EmptiedFiles int `json:"emptied_files"` // files every row of which the list names
+	RowsNamed    int `json:"scattered_rows"`
+	Keys         int `json:"keys"`
+	// EmptiedBytes is the emptied files' bytes in the store.
+	EmptiedBytes int64               `json:"emptied_file_bytes"`
+	Record       api.StoredExclusion `json:"record"`
+	Plain        ExclusionEpoch      `json:"without"`
+	Listed       ExclusionEpoch      `json:"with"`
+}
+
+// ExclusionEpoch is one epoch 0 read whole by a fresh gateway.
+type ExclusionEpoch struct {
+	Job           string  `json:"job"`
+	Samples       int     `json:"samples"`
+	StoreRequests int64   `json:"store_requests"`
+	StoreBytes    int64   `json:"store_bytes"`
+	Seconds       float64 `json:"seconds"`
+	// PlanBytes is /plan's backend bytes of epoch 0 (the optimum, at the
+	// gateway's cache, which holds the dataset): its prediction of
+	// StoreBytes.
+	PlanBytes int64 `json:"plan_bytes"`
+}
+
+// exclusionRun measures (5) on index version index of the dataset, whose
+// files are about grown bytes.
+func exclusionRun(ctx context.Context, cfg AppendsConfig, cs *countedStore, index string, grown int64) (ExclusionRun, error) {
+	x := ExclusionRun{Files: cfg.Files + cfg.Rounds*cfg.NewFiles, EmptiedFiles: cfg.ExcludeFiles, RowsNamed: cfg.ExcludeRows}
+	byFile := map[string][]string{} // a file's rows' keys, by the file's stem
+	plain, err := exclusionEpoch(ctx, cfg, cs, grown, index, "plain", nil, func(key string) {
+		stem := key[:strings.LastIndexByte(key, '/')]
+		byFile[stem] = append(byFile[stem], key)
+	})
+	if err != nil {
+		return x, err
+	}
+	x.Plain = plain
+	if len(byFile) != x.Files {
+		return x, fmt.Errorf("epoch 0 read rows of %d files, want %d", len(byFile), x.Files)
+	}
+	stems := make([]string, 0, len(byFile))
+	for s := range byFile {
+		stems = append(stems, s)
+	}
+	slices.Sort(stems)
+	// The first ExcludeFiles files by name are emptied, and one row of
+	// each of the next ExcludeRows files named.
+	var keys []string
+	st, err := cs.open(ctx, appendsPrefix)
+	if err != nil {
+		return x, err
+	}
+	for i, s := range stems[:cfg.ExcludeFiles+cfg.ExcludeRows] {
+		if i >= cfg.ExcludeFiles {
+			keys = append(keys, byFile[s][0])
+			continue
+		}
+		keys = append(keys, byFile[s]...)
+		info, err := st.Stat(ctx, s+".parquet")
+		if err != nil {
+			return x, err
+		}
+		x.EmptiedBytes += info.Size
+	}
+	x.Keys = len(keys)
+	named := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		named[k] = true
+	}
+	var again error
+	listed, err := exclusionEpoch(ctx, cfg, cs, grown, index, "listed", func(c *client.Client) error {
+		rec, err := c.Exclude(ctx, 0, keys)
+		x.Record, x.Record.Keys = rec, nil
+		return err
+	}, func(key string) {
+		if named[key] && again == nil {
+			again = fmt.Errorf("sample %s, which the list names, read", key)
+		}
+	})
+	if err != nil {
+		return x, err
+	}
+	if again != nil {
+		return x, again
+	}
+	if listed.Samples != plain.Samples-len(keys) {
+		return x, fmt.Errorf("epoch 0 under the list read %d samples, want %d", listed.Samples, plain.Samples-len(keys))
+	}
+	x.Listed = listed
+	return x, nil
+}
+
+// exclusionEpoch reads epoch 0 of job name, pinned to index, whole with
+// the Go client through a fresh gateway (its cache holds grown bytes and
+// more), calling edit first (if not nil) and seen with every sample's key.
+func exclusionEpoch(ctx context.Context, cfg AppendsConfig, cs *countedStore, grown int64, index, name string,
+	edit func(*client.Client) error, seen func(string)) (ExclusionEpoch, error) {
+	e := ExclusionEpoch{Job: name}
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--dataset", "events=s3://" + appendsBucket + "/" + appendsPrefix + "-index",
+		"--s3-endpoint", cs.proxy.url, "--s3-region", "us-east-1", "--cache-size", strconv.FormatInt(max(32<<20, 2*grown), 10),
+		"--log-format", "json", "--log-level", "info", "--shutdown-timeout", "10s"}
+	g, err := startGateway(ctx, cfg.GatewayBinary, args, gatewayEnv(cs.srv.AccessKey, cs.srv.SecretKey), filepath.Join(cfg.WorkDir, "gateway-appends-"+name+".log"))
+	if err != nil {
+		return e, err
+	}
+	defer g.kill()
+	job := api.Job{Dataset: "events", Name: name, Index: index, Params: shuffle.Params{Seed: 56, Window: cfg.Window, BatchSize: cfg.BatchSize, World: 1}}
+	c, err := client.New(g.base, client.Options{HTTPClient: &http.Client{Transport: newTransport(8)}, Job: job, Ahead: 3})
+	if err != nil {
+		return e, err
+	}
+	if edit != nil {
+		if err := edit(c); err != nil {
+			return e, err
+		}
+	}
+	var plan struct {
+		Optimal struct {
+			Epochs []struct {
+				BackendBytes int64 `json:"backend_bytes"`
+			} `json:"epochs"`
+		} `json:"optimal"`
+	}
+	var b bytes.Buffer
+	q := fmt.Sprintf("/plan?dataset=events&job=%s&index=%s&seed=56&window=%d&batch_size=%d&world=1&epochs=2", name, index, cfg.Window, cfg.BatchSize)
+	if code, err := g.get(ctx, q, &b); err != nil || code != http.StatusOK || json.Unmarshal(b.Bytes(), &plan) != nil || len(plan.Optimal.Epochs) == 0 {
+		return e, fmt.Errorf("GET %s: %d %v: %s", q, code, err, lastLines(b.String(), 5))
+	}
+	e.PlanBytes = plan.Optimal.Epochs[0].BackendBytes
+	before := cs.proxy.snapshot()
+	start := time.Now()
+	for b, err := range c.Epoch(ctx, 0) {
+		if err != nil {
+			return e, err
+		}
+		for _, s := range b.Samples {
+			seen(s.Key)
+		}
+		e.Samples += len(b.Samples)
+		b.Release()
+	}
+	e.Seconds = time.Since(start).Seconds()
+	got := cs.proxy.since(before, "GET "+appendsPrefix)
+	e.StoreRequests, e.StoreBytes = got.Requests, got.Bytes
+	return e, g.stop(15 * time.Second)
 }

@@ -22,7 +22,7 @@ func TestAppendsRun(t *testing.T) {
 		t.Skip("builds brand and starts MinIO and a gateway")
 	}
 	cfg := AppendsConfig{Files: 3, NewFiles: 3, RowsPerFile: 8, RowBytes: 64, BatchSize: 4, Window: 2,
-		StepTime: 10 * time.Millisecond, WarmSteps: 2, IndexPoll: 100 * time.Millisecond, Rounds: 2,
+		StepTime: 10 * time.Millisecond, WarmSteps: 2, IndexPoll: 100 * time.Millisecond, Rounds: 2, ExcludeFiles: 2, ExcludeRows: 3,
 		Harness: Harness{GatewayBinary: cmdtest.Build(t, "brand"), WorkDir: t.TempDir(), Command: "go test -run TestAppendsRun"}}
 	var log bytes.Buffer
 	cfg.Log = &log
@@ -57,11 +57,26 @@ func TestAppendsRun(t *testing.T) {
 			t.Errorf("round %d: times %+v", i, r)
 		}
 	}
+	// (5): the list empties the chunks of the files it names whole, and
+	// the epoch under it reads the store for the others' alone, as /plan
+	// predicts; the rows named one a file save nothing.
+	x := rep.Exclusion
+	if x == nil {
+		t.Fatal("no exclusion run")
+	}
+	saved := x.Plain.StoreBytes - x.Listed.StoreBytes
+	if x.Keys != 2*cfg.RowsPerFile+3 || x.Record.EmptyChunks != 2 || x.Listed.Samples != x.Plain.Samples-x.Keys ||
+		saved <= 0 || saved > x.EmptiedBytes || x.Plain.StoreRequests-x.Listed.StoreRequests != 2 {
+		t.Errorf("(5): %+v; want 2 chunks emptied and their reads saved", x)
+	}
+	if x.Plain.PlanBytes != x.Plain.StoreBytes || x.Listed.PlanBytes != x.Listed.StoreBytes {
+		t.Errorf("(5): /plan predicted %d and %d store bytes, the epochs read %d and %d", x.Plain.PlanBytes, x.Listed.PlanBytes, x.Plain.StoreBytes, x.Listed.StoreBytes)
+	}
 	var text, js bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "| 3 files, 24 rows, ") || strings.Count(text.String(), "**") != 2*cfg.Rounds {
+	if !strings.Contains(text.String(), "| 3 files, 24 rows, ") || strings.Count(text.String(), "**") != 2*cfg.Rounds+2 || !strings.Contains(text.String(), "| saved ") {
 		t.Errorf("the text report:\n%s", text.String())
 	}
 	if err := rep.WriteJSON(&js); err != nil {

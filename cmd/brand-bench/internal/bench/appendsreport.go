@@ -40,6 +40,22 @@ func (rep *AppendsReport) WriteText(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(&b, "\nLast file written → first new batch: median %.2f s (%.2f–%.2f) over %d rounds. Reload: brand index's exit to /datasets naming the new version. POST: the record made, the first POST (from step 0) told the first step it could start at. The new files' footers: %.4f of their bytes read.\n",
 		rep.Total[0], rep.Total[1], rep.Total[2], len(rep.Rounds), footerFraction(rep.Rounds))
+	if x := rep.Exclusion; x != nil {
+		fmt.Fprintf(&b, "\n(5) Epoch 0 of the %d files, each read whole by a fresh gateway; the list names every row of %d files (%s) and one row of each of %d others: %d keys, %d chunks emptied.\n\n",
+			x.Files, x.EmptiedFiles, sizeString(x.EmptiedBytes), x.RowsNamed, x.Keys, x.Record.EmptyChunks)
+		tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
+		fmt.Fprintln(tw, "| epoch 0\t| samples\t| store GETs\t| store bytes\t| /plan's prediction\t| seconds\t|")
+		fmt.Fprintln(tw, "| --\t| --:\t| --:\t| --:\t| --:\t| --:\t|")
+		for _, e := range []struct {
+			name string
+			ExclusionEpoch
+		}{{"without a list", x.Plain}, {fmt.Sprintf("under the list of %d keys", x.Keys), x.Listed}} {
+			fmt.Fprintf(tw, "| %s\t| %d\t| %d\t| %d\t| %d\t| %.2f\t|\n", e.name, e.Samples, e.StoreRequests, e.StoreBytes, e.PlanBytes, e.Seconds)
+		}
+		fmt.Fprintf(tw, "| saved\t| %d\t| %d\t| **%d (%.1f %%)**\t| %d\t| \t|\n", x.Plain.Samples-x.Listed.Samples, x.Plain.StoreRequests-x.Listed.StoreRequests,
+			x.Plain.StoreBytes-x.Listed.StoreBytes, 100*ratio(float64(x.Plain.StoreBytes-x.Listed.StoreBytes), float64(x.Plain.StoreBytes)), x.Plain.PlanBytes-x.Listed.PlanBytes)
+		tw.Flush()
+	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
