@@ -141,7 +141,8 @@ type AppendsRound struct {
 	Index         IndexRun `json:"index_append"`
 	IndexGets     int64    `json:"index_gets"`
 	IndexGetBytes int64    `json:"index_get_bytes"`
-	From, To      string   `json:"-"` // the version extended and the new one
+	From          string   `json:"index_extended"` // the version the job reads
+	To            string   `json:"index_made"`     // the version brand index --append stored
 	// ReloadSeconds is from brand index's exit to the gateway naming the
 	// new version in /datasets.
 	ReloadSeconds float64 `json:"reload_seconds"`
@@ -364,12 +365,19 @@ func appendRound(ctx context.Context, cfg AppendsConfig, ixs *countedStore, st s
 	rd := &appendReader{c: c, step: cfg.StepTime, batch: cfg.BatchSize, newPrefix: "data/" + name + "-", warmSteps: cfg.WarmSteps,
 		warm: make(chan struct{})}
 	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- rd.run(rctx) }()
+	finished := false // done received
+	defer func() {
+		cancel()
+		if !finished {
+			<-done
+		}
+	}()
 	select {
 	case <-rd.warm:
 	case err := <-done:
+		finished = true
 		return res, fmt.Errorf("the job's loop before the append: %w", err)
 	}
 
@@ -432,7 +440,9 @@ func appendRound(ctx context.Context, cfg AppendsConfig, ixs *countedStore, st s
 		return res, fmt.Errorf("the record adds %d samples, want %d", res.NewSamples, want)
 	}
 
-	if err := <-done; err != nil {
+	err = <-done
+	finished = true
+	if err != nil {
 		return res, fmt.Errorf("the job's loop: %w", err)
 	}
 	res.FirstStep, res.FirstRows, res.Replans, res.Replan = rd.firstStep, rd.firstRows, rd.replans, rd.replan
