@@ -70,11 +70,11 @@
 // # The other benchmarks
 //
 // Beside Run, each benchmark of brand-bench (jobs, mix, schedule, resize,
-// formats, s3face, tensors, video, tokens, index) is a configuration that
-// embeds Harness, its zero fields filled from its Default…Config by
-// fillZero, a Run… function, and a report that embeds Header and writes
-// itself as text and JSON, and as a chart where it has a Chart method
-// (harness.go). brand-bench gives each one its command with a benchmark
-// value (cmd/brand-bench/benchmark.go): a new benchmark writes only its
-// figures, its flags, its run and its report.
+// formats, appends, s3face, tensors, video, tokens, index) is a
+// configuration that embeds Harness, its zero fields filled from its
+// Default…Config by fillZero, a Run… function, and a report that embeds
+// Header and writes itself as text and JSON, and as a chart where it has
+// a Chart method (harness.go). brand-bench gives each one its command
+// with a benchmark value (cmd/brand-bench/benchmark.go): a new benchmark
+// writes only its figures, its flags, its run and its report.
 package bench
