@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,6 +129,11 @@ type Config struct {
 	// TransformWorkers bounds the samples this node transforms at once
 	// (a batch's, a peer's, ahead of a request); default the node's cores.
 	TransformWorkers int
+	// TransformCalibration is how many generated photos /plan transforms
+	// to calibrate a pipeline's cost on this node before it has served
+	// enough images to measure it; 0 means DefaultTransformCalibration
+	// (about a second of one core with the pure-Go decoder).
+	TransformCalibration int
 	// OnBadImage is what a batch does with a sample whose image its
 	// pipeline cannot transform (undecodable, truncated, over
 	// MaxImagePixels): "fail" (the default) answers 422 naming it;
@@ -601,7 +607,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.nodes = rt.Nodes
-	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers))
+	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)))
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects, rt)

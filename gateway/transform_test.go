@@ -276,7 +276,10 @@ func TestTransformStatuses(t *testing.T) {
 // the calibration: internal/batch/tensorize' TestCalibrate.)
 func TestPlanTransform(t *testing.T) {
 	f := newImageFixture(t, 4, 32, smallPhotos(t))
-	_, base := startTransforms(t, f, nil)
+	// A few photos calibrate as well as 40 for what is checked here, in a
+	// tenth of the time (under the race detector the default's took most
+	// of the test's 32 s).
+	_, base := startTransforms(t, f, func(c *gateway.Config) { c.TransformCalibration = 4 })
 	plan := func() planner.TransformPlan {
 		resp, body := get(t, base+"/plan?transform=tiny&images_per_sec=1000&seed=1&batch_size=16&cache_size=200KiB")
 		var p struct {

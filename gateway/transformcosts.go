@@ -15,9 +15,10 @@ import (
 // on this node before a plan takes its measured cost over a calibration.
 const minMeasuredImages = 100
 
-// calibrationPhotos is how many generated photos a calibration runs:
-// about a second of one core with the pure-Go decoder.
-const calibrationPhotos = 40
+// DefaultTransformCalibration is Config.TransformCalibration when zero:
+// the generated photos a calibration runs, about a second of one core
+// with the pure-Go decoder.
+const DefaultTransformCalibration = 40
 
 // pipelineCosts answers what a pipeline costs on this node, for /plan:
 // the transform stage's measured CPU per image once it has transformed
@@ -27,13 +28,14 @@ const calibrationPhotos = 40
 type pipelineCosts struct {
 	stage   *tensorize.Stage
 	workers int
+	photos  int // a calibration's
 
 	mu           sync.Mutex
 	calibrations map[string]tensorize.Calibration
 }
 
-func newPipelineCosts(stage *tensorize.Stage, workers int) *pipelineCosts {
-	return &pipelineCosts{stage: stage, workers: workers, calibrations: map[string]tensorize.Calibration{}}
+func newPipelineCosts(stage *tensorize.Stage, workers, photos int) *pipelineCosts {
+	return &pipelineCosts{stage: stage, workers: workers, photos: photos, calibrations: map[string]tensorize.Calibration{}}
 }
 
 // Costs returns pipeline name's costs; an unknown name is
@@ -65,7 +67,7 @@ func (c *pipelineCosts) calibration(ctx context.Context, p *transform.Pipeline) 
 	if err := ctx.Err(); err != nil {
 		return tensorize.Calibration{}, err
 	}
-	cal, err := tensorize.Calibrate(p, calibrationPhotos)
+	cal, err := tensorize.Calibrate(p, c.photos)
 	if err != nil {
 		return cal, err
 	}
