@@ -100,12 +100,36 @@ type PlanDataset struct {
 	StoreSizes []int64
 }
 
-// PlanBatch is one global batch of a demand trace the gateway computed
-// itself (a clip job's: the chunks its clips' GOPs are in): its epoch and
-// its distinct chunks in order of first use.
+// PlanTrace is a demand the gateway computed itself (a clip job's, whose
+// chunks are those its clips' GOPs are in): its global batches in the
+// order they are served and, for the epochs they are of and the one after
+// the last, the windows of the epochs' orders, by which the gateway's use
+// table keys chunks for eviction (docs/planner.md, *Clip jobs*).
+type PlanTrace struct {
+	Batches []PlanBatch
+	// Orders are the epochs' orders, ascending and consecutive: every
+	// epoch of Batches, and the one after the last. None: the trace is
+	// simulated under Belady's rule alone.
+	Orders []PlanOrder
+}
+
+// PlanBatch is one global batch of a PlanTrace: its epoch, its positions
+// [Start, End) in the epoch's order, and its distinct chunks in the order
+// the gateway asks its cache for them.
 type PlanBatch struct {
-	Epoch  int
-	Chunks []int32
+	Epoch      int
+	Start, End int
+	Chunks     []int32
+}
+
+// PlanOrder is an epoch's order as the gateway's use table sees it: its
+// samples, each window's first position, and per chunk the first window
+// whose samples need it (-1: none).
+type PlanOrder struct {
+	Epoch        int
+	Samples      int
+	WindowStarts []int
+	ChunkWindows []int32
 }
 
 // ClipPlan is what /plan answers of a clip job beside the simulation of

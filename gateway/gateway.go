@@ -226,6 +226,10 @@ type Config struct {
 
 	Logger   zerolog.Logger       // zero value logs nothing
 	Registry *prometheus.Registry // default: a new registry
+
+	// useTableClock is the use table's clock (nil: time.Now); a test
+	// holds it still (export_test.go's HoldUseTableClock).
+	useTableClock func() time.Time
 }
 
 // ClusterConfig places a gateway in a cluster. The members come from
@@ -499,7 +503,7 @@ func New(cfg Config) (*Gateway, error) {
 	if routing != nil {
 		own = routing.Owns
 	}
-	sc := usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own}
+	sc := usetable.Config{Orders: orders, Capacity: cfg.CacheSize, MaxTurnWait: cfg.MaxTurnWait, Local: rt.Local, Own: own, Clock: cfg.useTableClock}
 	var kept *handover.Kept
 	if peers != nil {
 		// The chunks this node read for the jobs before a membership

@@ -288,19 +288,23 @@ func (ForGateway) OptimalHitRatios(ctx context.Context, sizes []int64, capacity 
 // TracePlan answers /plan for a job whose demand the gateway computed
 // itself (a clip job's: batches of the chunks its clips need, which the
 // planner cannot derive from a dataset's counts): the trace simulated
-// through a cache of o.CacheBytes under the gateway's policy (Belady's
-// rule on the known future) and LRU, each chunk's store bytes counted as
-// a miss reads them. It answers {"policy": ..., "lru": ...}, Results
-// whose epochs are the trace's.
-func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, batches []api.PlanBatch, o api.PlanOptions) (any, error) {
+// through a cache of o.CacheBytes under the gateway's policy (Schedule,
+// keyed by the windows of t.Orders; Belady's rule on the known future
+// when t has no orders), under Belady's rule ("optimal") and under LRU,
+// each chunk's store bytes counted as a miss reads them. It answers
+// {"policy": ..., "optimal": ..., "lru": ...}, Results whose epochs are
+// the trace's.
+func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, t api.PlanTrace, o api.PlanOptions) (any, error) {
 	m := newMeter(ctx, gatewayBudget())
 	var trace []Access
-	for _, b := range batches {
+	var batchOf []int32
+	for k, b := range t.Batches {
 		for i, c := range b.Chunks {
 			if c < 0 || int(c) >= len(d.Sizes) {
 				return nil, fmt.Errorf("%w: a batch names chunk %d of %d", ErrInvalid, c, len(d.Sizes))
 			}
 			trace = append(trace, Access{Chunk: c, Epoch: int32(b.Epoch), Start: i == 0})
+			batchOf = append(batchOf, int32(k))
 		}
 		if err := m.trace(len(b.Chunks)); err != nil {
 			return nil, err
@@ -311,15 +315,26 @@ func (ForGateway) TracePlan(ctx context.Context, d api.PlanDataset, batches []ap
 		store = d.Sizes
 	}
 	s := newSimulator(trace, d.Sizes, store, m)
-	belady, err := s.run(max(o.CacheBytes, 0), Belady)
+	cache := max(o.CacheBytes, 0)
+	belady, err := s.run(cache, Belady)
 	if err != nil {
 		return nil, err
 	}
-	lru, err := s.run(max(o.CacheBytes, 0), LRU)
+	lru, err := s.run(cache, LRU)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]Result{"policy": belady, "lru": lru}, nil
+	policy := belady
+	if len(t.Orders) > 0 {
+		w, err := newWindowTrace(t, len(d.Sizes))
+		if err != nil {
+			return nil, err
+		}
+		if policy, err = s.serve(newWindowCache(s.sizes, cache, w, batchOf), cache, s.disk(0, Schedule, nil), Schedule); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]Result{"policy": policy, "optimal": belady, "lru": lru}, nil
 }
 
 // ownerKey is the key a cluster hashes d's chunks to their owners by:

@@ -311,7 +311,7 @@ func TestSimulatePanics(t *testing.T) {
 }
 
 func TestPolicyText(t *testing.T) {
-	for _, p := range []Policy{LRU, Belady} {
+	for _, p := range []Policy{LRU, Belady, ImportanceAware, Schedule} {
 		b, err := json.Marshal(p)
 		if err != nil {
 			t.Fatal(err)

@@ -82,11 +82,19 @@ type Config struct {
 	// MaxTurnWait bounds a batch's wait for its stream's turn (turn.go);
 	// 0 means no turns are taken: every batch goes ahead at once.
 	MaxTurnWait time.Duration
+	// Clock is the table's clock; nil: time.Now. A test that holds it
+	// still keys chunks by the streams' orders alone, as when every
+	// stream keeps the pace the table expects.
+	Clock func() time.Time
 }
 
 // New returns a use table.
 func New(c Config) *Table {
-	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, frame: newFrame(time.Now),
+	clock := c.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	s := &Table{orders: c.Orders, local: c.Local, own: c.Own, keep: c.Keep, capacity: c.Capacity, frame: newFrame(clock),
 		streams: map[layout.Stream]*stream{}, turns: line{maxWait: c.MaxTurnWait, moved: make(chan struct{})}}
 	if s.keep == nil {
 		s.keep = func(*catalog.Dataset, int) bool { return false }

@@ -76,7 +76,21 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 	job.Offset = 0
 	stream := layout.StreamOf(ds, job)
 	cp := &api.ClipPlan{Kind: d.Kind, Clips: cs.Samples(), CPUPerFrameMs: float64(perFrame) / 1e6, Measured: measured}
-	var trace []api.PlanBatch
+	var trace api.PlanTrace
+	// The orders of the epochs planned and of the one after: the use
+	// table keys a chunk read earlier in an epoch by the next one's.
+	for e := range epochs + 1 {
+		epoch := uint64(q.Plan.FirstEpoch + e)
+		ep, err := m.cfg.Clips.Epoch(stream, epoch)
+		if err != nil {
+			return nil, err
+		}
+		o := api.PlanOrder{Epoch: int(epoch), Samples: ep.NumSamples(), ChunkWindows: ep.ChunkWindow}
+		for w := range ep.NumWindows() {
+			o.WindowStarts = append(o.WindowStarts, ep.WindowStart(w))
+		}
+		trace.Orders = append(trace.Orders, o)
+	}
 	for e := range epochs {
 		epoch := uint64(q.Plan.FirstEpoch + e)
 		ep, err := m.cfg.Clips.Epoch(stream, epoch)
@@ -96,11 +110,11 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 			if err != nil {
 				return nil, err
 			}
-			start, _, err := job.GlobalBatch(n, g)
+			start, end, err := job.GlobalBatch(n, g)
 			if err != nil {
 				return nil, err
 			}
-			batch := api.PlanBatch{Epoch: int(epoch)}
+			batch := api.PlanBatch{Epoch: int(epoch), Start: start, End: end}
 			seen := map[int]bool{}
 			at := start
 			for _, share := range shares {
@@ -111,11 +125,13 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 						return nil, err
 					}
 					rank = append(rank, c)
-					for _, ch := range c.Chunks {
+					if err := readOrder(d, c, func(ch int) {
 						if !seen[ch] {
 							seen[ch] = true
 							batch.Chunks = append(batch.Chunks, int32(ch))
 						}
+					}); err != nil {
+						return nil, err
 					}
 					for _, gp := range c.GOPs {
 						if !gops[gp] {
@@ -139,7 +155,7 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 				at += share
 			}
 			if len(batch.Chunks) > 0 {
-				trace = append(trace, batch)
+				trace.Batches = append(trace.Batches, batch)
 			}
 		}
 		pe.GOPs = len(gops)
@@ -173,6 +189,33 @@ func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Quer
 		}
 		return map[string]any{"clips": cp, "simulation": sim, "cache_bytes": o.CacheBytes, "nodes": max(o.Nodes, 1)}, nil
 	})
+}
+
+// readOrder calls read with each chunk clip c reads, in the order a
+// batch's read asks the cache for them (layout's layoutClips): its GOPs'
+// chunks, then a LeRobot sample's anchor row's and its windows' rows'.
+func readOrder(d *fvideo.Dataset, c clips.Clip, read func(chunk int)) error {
+	for _, g := range c.GOPs {
+		read(d.ChunkOf(g.Video, g.GOP))
+	}
+	l := d.LeRobot
+	if l == nil {
+		return nil
+	}
+	rows := []int{c.Row}
+	for _, st := range c.Streams {
+		if !st.Camera {
+			rows = append(rows, st.Rows...)
+		}
+	}
+	for _, r := range rows {
+		ch, _, ok := l.Row(r)
+		if !ok {
+			return fmt.Errorf("%w: row %d of a clip has no chunk", layout.ErrClips, r)
+		}
+		read(ch)
+	}
+	return nil
 }
 
 // clipFrames is the frames a clip holds: a tree's, or a LeRobot sample's

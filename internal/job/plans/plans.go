@@ -47,11 +47,12 @@ type Planner interface {
 	// o.NodesAfter nodes costs job over the data d describes, as a value
 	// that encodes to JSON (GET /plan?nodes_after=).
 	Resize(ctx context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *gcluster.Membership) (any, error)
-	// TracePlan returns what a cache of o.CacheBytes does with batches, a
+	// TracePlan returns what a cache of o.CacheBytes does with t, a
 	// demand the gateway computed itself (a clip job's), under the
-	// gateway's policy ("policy") and LRU ("lru"), as a value that
-	// encodes to JSON.
-	TracePlan(ctx context.Context, d api.PlanDataset, batches []api.PlanBatch, o api.PlanOptions) (any, error)
+	// gateway's policy ("policy", keyed by t's orders' windows as the use
+	// table keys them), Belady's rule ("optimal") and LRU ("lru"), as a
+	// value that encodes to JSON.
+	TracePlan(ctx context.Context, d api.PlanDataset, t api.PlanTrace, o api.PlanOptions) (any, error)
 	livestats.Optimizer
 }
 
@@ -202,7 +203,7 @@ func (noPlanner) MixPlan(context.Context, []api.PlanDataset, api.Job, api.PlanOp
 	return nil, errNoPlanner
 }
 
-func (noPlanner) TracePlan(context.Context, api.PlanDataset, []api.PlanBatch, api.PlanOptions) (any, error) {
+func (noPlanner) TracePlan(context.Context, api.PlanDataset, api.PlanTrace, api.PlanOptions) (any, error) {
 	return nil, errNoPlanner
 }
 
