@@ -580,32 +580,15 @@ func (r *formatsRun) makeDatasets(ctx context.Context) error {
 }
 
 // brandIndex runs `brand index --src s3://formats/PREFIX --dst
-// s3://formats/PREFIX-index` on cs through its proxy and measures it.
+// s3://formats/PREFIX-index` on cs through its proxy and measures it
+// (indexProcess).
 func (r *formatsRun) brandIndex(ctx context.Context, cs *countedStore, prefix string) (IndexRun, error) {
-	args := []string{"index", "--src", "s3://" + formatsBucket + "/" + prefix, "--dst", "s3://" + formatsBucket + "/" + prefix + "-index",
-		"--s3-endpoint", cs.proxy.url, "--s3-region", "us-east-1"}
+	var extra []string
 	if prefix == formatParquet && r.cfg.ParquetChunkSize > 0 {
-		args = append(args, "--chunk-size", strconv.FormatInt(r.cfg.ParquetChunkSize, 10))
+		extra = []string{"--chunk-size", strconv.FormatInt(r.cfg.ParquetChunkSize, 10)}
 	}
-	cmd := exec.CommandContext(ctx, r.cfg.GatewayBinary, args...)
-	cmd.Env = gatewayEnv(cs.srv.AccessKey, cs.srv.SecretKey)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	setProcAttr(cmd)
-	before := cs.proxy.snapshot()
-	start := time.Now()
-	err := cmd.Run()
-	elapsed := time.Since(start)
-	if err != nil {
-		return IndexRun{}, fmt.Errorf("bench: brand %s: %w\n%s", strings.Join(args, " "), err, lastLines(out.String(), 20))
-	}
-	list, get, put := cs.proxy.since(before, "LIST"), cs.proxy.since(before, "GET "+prefix), cs.proxy.since(before, "PUT "+prefix+"-index")
-	run := IndexRun{Name: prefix, Seconds: elapsed.Seconds(), ListRequests: list.Requests, ListBytes: list.Bytes,
-		GetRequests: get.Requests, GetBytes: get.Bytes, Written: put.Bytes}
-	if cmd.ProcessState != nil {
-		run.CPU = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	}
-	return run, nil
+	run, _, err := indexProcess(ctx, r.cfg.GatewayBinary, cs, prefix, extra...)
+	return run, err
 }
 
 // indexRuns measures (1): the many-files dataset and the large-files one,
