@@ -26,6 +26,8 @@ func videoBenchmark() benchmark[bench.VideoConfig, *bench.VideoReport] {
 			fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds, each an epoch of every configuration")
 			fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "DataLoader workers of every configuration, on the training node's core")
 			fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "clips per step")
+			fs.IntVar(&cfg.BrandPasses, "brand-passes", cfg.BrandPasses, "passes of (3)'s one loader over the epoch, the last measured (the gateway's CPU: their mean)")
+			fs.BoolVar(&cfg.BrandPersistent, "persistent-workers", cfg.BrandPersistent, "(3)'s loader keeps its workers across passes (persistent_workers=True)")
 			fs.IntVar(&cfg.TrainerCPU, "trainer-cpu", cfg.TrainerCPU, "the training node's core: the loaders and their workers")
 			fs.IntVar(&cfg.DataCPU, "data-cpu", cfg.DataCPU, "the data node's core: the gateway and MinIO")
 			fs.StringVar(&cfg.Interpreter, "python", "", "Python with torch, av, boto3 and numpy (default: $BRAND_BENCH_PYTHON, python3, /usr/bin/python3)")

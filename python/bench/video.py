@@ -41,7 +41,10 @@ cannot amortize), and for (1) and
 (2) the bytes and GETs their workers asked the store for (``store_bytes``,
 ``requests``, summed over the workers through a file each writes).
 ``brand-resume`` also reports ``state_seconds`` (to ``load_state_dict``
-returned) beside ``seconds`` (to the first step).
+returned) beside ``seconds`` (to the first step). With ``--passes N``,
+``brand-clips`` reads the epoch N times with one loader (its workers
+forked for each pass, or, with ``--persistent-workers``, living across
+them, their CPU read from /proc) and reports the last pass.
 """
 
 from __future__ import annotations
@@ -88,21 +91,47 @@ def workers_startup(starts: str) -> float:
     return total
 
 
-def measure(make_loader, key: str, prepare=None) -> Dict[str, Any]:
-    """One pass of the loader ``make_loader(worker_init_fn)`` returns:
-    the clips it yields, its time and CPU, and the CPU its start took."""
+def live_workers_cpu(loader) -> float:
+    """User and system CPU seconds of ``loader``'s workers that are alive
+    (persistent workers, which tree_cpu counts only once reaped)."""
+    it = getattr(loader, "_iterator", None)
+    total = 0.0
+    for w in getattr(it, "_workers", None) or ():
+        try:
+            with open(f"/proc/{w.pid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        fields = s[s.rindex(")") + 2:].split()
+        total += sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(make_loader, key: str, prepare=None, passes: int = 1, before_pass=None) -> Dict[str, Any]:
+    """The last of ``passes`` passes of the loader ``make_loader(worker_init_fn)``
+    returns (one loader; ``before_pass()`` before each): the clips it
+    yields, its time and CPU (persistent workers' included), and the CPU
+    its start took (the workers it forked, if it forked any)."""
     starts = tempfile.mkdtemp(prefix="brand-video-starts-")
     init = functools.partial(worker_started, starts, prepare)
-    clips = 0
-    cpu0 = tree_cpu()
-    start = time.perf_counter()
-    it = iter(make_loader(init))
-    started = tree_cpu() - cpu0
-    for step in it:
-        clips += len(step[key])
-    del it  # its workers joined and reaped
-    return {"clips": clips, "seconds": time.perf_counter() - start, "cpu_seconds": tree_cpu() - cpu0,
-            "startup_cpu_seconds": started + workers_startup(starts)}
+    loader = make_loader(init)
+    for p in range(passes):
+        if before_pass is not None:
+            before_pass()
+        for f in glob.glob(os.path.join(starts, "*.cpu")):
+            os.unlink(f)  # the starts of this pass's workers alone
+        clips = 0
+        cpu0 = tree_cpu() + live_workers_cpu(loader)
+        start = time.perf_counter()
+        it = iter(loader)
+        started = tree_cpu() + live_workers_cpu(loader) - cpu0
+        for step in it:
+            clips += len(step[key])
+        del it  # without persistent workers: its workers joined and reaped
+        out = {"clips": clips, "seconds": time.perf_counter() - start,
+               "cpu_seconds": tree_cpu() + live_workers_cpu(loader) - cpu0,
+               "startup_cpu_seconds": started + workers_startup(starts), "passes": passes}
+    return out
 
 
 class S3Clips:
@@ -220,7 +249,9 @@ def brand_clips(a: argparse.Namespace) -> Dict[str, Any]:
     job = brand.Job(dataset=a.dataset, seed=a.seed, batch_size=a.batch_size, clip=a.clip, stride=a.stride)
     ds = BrandDataset(a.url, brand.Options(job=job, tune_malloc=True))  # malloc tuned, as a trainer opts in
     ds.set_epoch(a.epoch)
-    return measure(lambda init: ds.loader(num_workers=a.workers, worker_init_fn=init), "frames")
+    return measure(lambda init: ds.loader(num_workers=a.workers, worker_init_fn=init,
+                                          persistent_workers=a.persistent_workers), "frames",
+                   passes=a.passes, before_pass=lambda: ds.set_epoch(a.epoch))
 
 
 def brand_resume(a: argparse.Namespace) -> Dict[str, Any]:
@@ -258,6 +289,10 @@ def main() -> None:
     p.add_argument("--clip", type=int, default=16)
     p.add_argument("--stride", type=int, default=2)
     p.add_argument("--position", type=int, default=0, help="the clip position a resume starts at (brand-resume)")
+    p.add_argument("--passes", type=int, default=1,
+                   help="passes of one loader over the epoch, the last one measured (brand-clips)")
+    p.add_argument("--persistent-workers", action="store_true",
+                   help="the loader's workers live across its passes (brand-clips)")
     a = p.parse_args()
     if a.mode == "pyav-whole":
         out = s3_clips(a, False)

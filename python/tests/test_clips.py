@@ -232,6 +232,49 @@ class TestBlocksAcrossPasses(unittest.TestCase):
         self.assertFalse({ident for _, ident in slots} & set(other.values()),
                          "a pass beside a running one wrote into its blocks")
 
+    def test_persistent_workers_keep_their_blocks(self):
+        """With persistent_workers the same two workers serve every pass,
+        each writing into the blocks it mapped in the first; a pass the
+        trainer stops early, holding a step, leaves that step's frames
+        alone through the passes after, and every pass gives its epoch's
+        clips once, with PyAV's frames."""
+        gw = video_gateway()
+        ds = BrandDataset_(gw.url, batch_size=1)  # steps of one size: no block outgrown
+        loader = ds.loader(num_workers=2, persistent_workers=True)
+
+        def check(step):
+            for i, js in enumerate(step["json"]):
+                ref = gw.reference(js["video"])
+                for t, pts in enumerate(js["pts"]):
+                    self.assertEqual(step["frames"][i, t].numpy().tobytes(), ref[pts], f"{js['video']} pts {pts}")
+
+        seen = []
+
+        def keys(step):
+            check(step)
+            seen.extend(step["__key__"])
+
+        slots, workers = {}, None
+        for epoch in (0, 1, 2):
+            ds.set_epoch(epoch)
+            if epoch == 1:
+                it = iter(loader)
+                held = next(it)
+                next(it)
+                del it
+                check(held)
+                ds.set_epoch(epoch)  # the pass stopped: epoch 1 again from its start
+            seen.clear()
+            for slot, ident in self.passes(loader, 1, keys)[0].items():
+                self.assertEqual(slots.setdefault(slot, ident), ident, f"epoch {epoch}: slot {slot} has a new block")
+            self.assertEqual(len(seen), _clips())
+            self.assertEqual(len(set(seen)), len(seen))
+            pids = [w.pid for w in loader._iterator._workers]
+            self.assertEqual(workers or pids, pids, f"epoch {epoch}: new workers")
+            workers = pids
+        check(held)
+        self.assertIn(_block_of(held["frames"])[0], slots)
+
 
 def BrandDataset_(url, **job):
     from brand.torch import BrandDataset

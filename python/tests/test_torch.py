@@ -123,8 +123,8 @@ class TestSharding(TorchTest):
     def test_loader_checks(self):
         with self.assertRaises(ValueError):
             self.dataset().loader(batch_size=B + 1)
-        with self.assertRaises(ValueError):
-            self.dataset(batches=True).loader(num_workers=1, persistent_workers=True)
+        with self.assertRaises(ValueError):  # persistent workers need workers
+            self.dataset(batches=True).loader(num_workers=0, persistent_workers=True)
         ds = self.dataset(world=1)
         state = ds.state_dict()
         with self.assertRaises(ValueError):
@@ -344,6 +344,87 @@ class TestCluster(TorchTest):
         took = time.monotonic() - t0
         self.assertEqual(got, self.order(0))
         self.assertLess(took, 8, f"the epoch took {took:.1f} s")
+
+
+def with_pid(s):
+    """A decode function: the sample's key and the worker that read it."""
+    return {"__key__": s["__key__"], "pid": os.getpid()}
+
+
+def pids_of(item):
+    """The workers that read a DataLoader item of with_pid's samples."""
+    if isinstance(item, dict):
+        return {int(p) for p in item["pid"]}
+    return {s["pid"] for s in item}
+
+
+class TestPersistentWorkers(TorchTest):
+    """persistent_workers=True: the workers live across passes and still
+    read each pass's epoch (set_epoch) and a restored position
+    (load_state_dict), as workers forked for each pass do."""
+
+    def passes(self, loader, ds, epochs):
+        """Per epoch: the keys in the order the loader gave them, and the
+        workers that read them."""
+        out = []
+        for e in epochs:
+            ds.set_epoch(e)
+            got, pids = [], set()
+            for item in loader:
+                got += keys(item)
+                pids |= pids_of(item)
+            out.append((got, pids))
+        return out
+
+    def test_each_epoch_as_without(self):
+        epochs = (0, 1, 2)
+        ds = self.dataset(decode=with_pid)
+        kept = self.passes(ds.loader(num_workers=2, persistent_workers=True), ds, epochs)
+        ds = self.dataset(decode=with_pid)
+        forked = self.passes(ds.loader(num_workers=2), ds, epochs)
+        for e, (k, f) in enumerate(zip(kept, forked)):
+            self.assertEqual(k[0], f[0], f"epoch {e}: persistent workers gave another order")
+            self.assertEqual(sorted(k[0]), sorted(self.order(e)), e)
+        self.assertEqual(len(kept[0][1]), 2)
+        self.assertTrue(kept[0][1] == kept[1][1] == kept[2][1], f"the workers changed: {[k[1] for k in kept]}")
+        self.assertFalse(forked[0][1] & forked[1][1], "workers forked each pass kept their pids")
+        self.assertEqual(ds.state_dict()["position"], self.gw.samples)
+
+    def test_resume_mid_epoch(self):
+        """A state saved three steps into epoch 1, loaded into a dataset
+        whose persistent workers already read epoch 0: they read the rest
+        of epoch 1 exactly, then epoch 2 whole."""
+        ds = self.dataset(batches=True, decode=with_pid)
+        ds.set_epoch(1)
+        it = iter(ds.loader(num_workers=2))
+        first = [k for _ in range(3) for k in keys(next(it))]
+        state = ds.state_dict()
+        del it
+        self.assertEqual(state["position"], 3 * B)
+        ref = self.dataset(batches=True)
+        ref.load_state_dict(state)
+        rest = [k for item in ref.loader(num_workers=2) for k in keys(item)]
+
+        ds = self.dataset(batches=True, decode=with_pid)
+        loader = ds.loader(num_workers=2, persistent_workers=True)
+        (whole, pids), = self.passes(loader, ds, (0,))
+        self.assertEqual(sorted(whole), sorted(self.order(0)))
+        # Stopped early, holding a step: the next pass is still exact.
+        ds.set_epoch(3)
+        held = next(iter(loader))
+        ds.load_state_dict(state)
+        got, again = [], set()
+        for item in loader:
+            got += keys(item)
+            again |= pids_of(item)
+        self.assertEqual(got, rest)
+        self.assertEqual(sorted(first + got), sorted(self.order(1)))
+        self.assertEqual(ds.state_dict()["position"], self.gw.samples)
+        self.assertEqual(again, pids)
+        (after, later), = self.passes(loader, ds, (2,))
+        self.assertEqual(sorted(after), sorted(self.order(2)))
+        self.assertEqual(later, pids)
+        self.assertEqual(len(keys(held)), B)
 
 
 class TestResume(TorchTest):

@@ -15,7 +15,7 @@ Its modules, each one job:
 * ``_loader``: :class:`BrandLoader`, which counts steps through the
   dataset's pass methods (``begin_pass``, ``step_received``, ``end_pass``),
   hands its workers their shared blocks and frees them as the trainer lets
-  go of them.
+  go of them, and hands persistent workers each pass's state.
 * ``_sequences``: :func:`sequence_tensors`, a token job's batch as
   ``(B, seq)`` int32 tensors on its buffer.
 * ``_clips``: :func:`clip_tensors`, a clip job's batch as ``(B, T, H, W,
@@ -23,7 +23,8 @@ Its modules, each one job:
 * ``_tensors``: :func:`npy_tensor`, a ``.npy`` member as a tensor on the
   batch's buffer, and :func:`collate_tensors`, which stacks a step's images.
 * ``_shm``: the shared-memory blocks a loader's workers stack steps into and
-  reuse, and the ``worker_init_fn`` that hands them to each worker.
+  reuse, the ``worker_init_fn`` that hands them to each worker, and the
+  header a loader writes each pass's state into for persistent workers.
 """
 
 from ._clips import clip_tensors

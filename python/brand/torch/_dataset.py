@@ -20,7 +20,7 @@ from ..client import Batch, Client
 from ._loader import BrandLoader
 from ._clips import clip_tensors
 from ._sequences import sequence_tensors
-from ._shm import worker_blocks
+from ._shm import worker_blocks, worker_pass
 from ._tensors import to_tensors
 
 _STATE_VERSION = 1
@@ -205,6 +205,10 @@ class BrandDataset(IterableDataset):
         # the index is, so that every worker's client sends the same one;
         # None on a single gateway, or with the job's own members.
         self._members: Dict[int, Optional[str]] = {}
+        # In a DataLoader worker: the client of its last pass, closed as
+        # the next begins (a persistent worker's pass the trainer stopped
+        # may still be reading ahead into its shared blocks).
+        self._worker_client: Optional[Client] = None
 
     @property
     def batch_size(self) -> int:
@@ -527,6 +531,28 @@ class BrandDataset(IterableDataset):
             self.samples_in_epoch()
         self._by_loader = True
 
+    def pass_state(self) -> Dict[str, Any]:
+        """What the workers of a loader that keeps them from pass to pass
+        (``persistent_workers=True``) need to read the pass
+        :meth:`begin_pass` began, which the dataset they hold (the copy
+        they started with) does not know: the epoch, the position a
+        :meth:`load_state_dict` restored, the options (a restored job
+        name, mixing block and length, an importance version) and the
+        index and membership versions pinned. Plain values and
+        :class:`brand.Options`, to pickle; a :class:`BrandLoader` hands it
+        to its persistent workers, whose iteration of the pass reads it."""
+        return {"epoch": self.epoch, "resume": self._resume, "options": self.options, "index": self.index,
+                "schedule_version": self.schedule_version, "members": self._members.get(self.epoch)}
+
+    def _take_pass_state(self, state: Dict[str, Any]) -> None:
+        """In a persistent worker: the pass's state (:meth:`pass_state`)."""
+        self.epoch = int(state["epoch"])
+        self._resume = state["resume"]
+        self.options = state["options"]
+        self.index = state["index"]
+        self.schedule_version = state["schedule_version"]
+        self._members = {self.epoch: state["members"]}
+
     def step_received(self) -> None:
         """Count one step handed to the trainer in the pass
         :meth:`begin_pass` began: one item of the loader, ``batch_size``
@@ -547,8 +573,19 @@ class BrandDataset(IterableDataset):
     # -- iteration --------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        world, rank = self._world()
         info = get_worker_info()
+        if info is not None:
+            # A worker's pass before this one, if the trainer stopped it,
+            # reads no more (into shared blocks, which the pass's state
+            # below may free); a persistent worker's dataset is the copy
+            # it started with, and the loader says which pass this is.
+            if self._worker_client is not None:
+                self._worker_client.close()
+                self._worker_client = None
+            state = worker_pass()
+            if state is not None:
+                self._take_pass_state(state)
+        world, rank = self._world()
         workers, wid = (info.num_workers, info.id) if info is not None else (1, 0)
         in_trainer = info is None and not self._by_loader
         offset = self._offset(self.epoch)
@@ -557,6 +594,8 @@ class BrandDataset(IterableDataset):
             if self._ddp_agrees():
                 self.agree()
         client = self._client(world * workers, wid * world + rank, offset)
+        if info is not None:
+            self._worker_client = client
         B = self.batch_size
         seq = self.options.job.seq is not None
         clips = self.options.job.clips

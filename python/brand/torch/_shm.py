@@ -20,10 +20,16 @@ takes its own :class:`Blocks` of it, which
 :func:`~brand.torch.collate_tensors` stacks into (:func:`worker_blocks`).
 The dataset carries none of it.
 
-Workers without ``persistent_workers`` (which a BrandLoader refuses) end
-with their pass, and the next pass forks new ones: a block a worker made
-would go with it, and the next pass's workers would allocate new ones.
-So the board keeps the blocks across passes: the loader's process keeps a
+Workers with ``persistent_workers=True`` live as long as the loader: each
+keeps its blocks mapped from pass to pass, and the loader tells them, as
+each pass begins, which blocks its process still holds
+(:class:`PassHeader`): the rest are free again, whatever the pass before
+left in them (steps made ahead of a trainer that stopped early).
+
+Workers without ``persistent_workers`` end with their pass, and the next
+pass forks new ones: a block a worker made would go with it, and the next
+pass's workers would allocate new ones. So the board keeps the blocks
+across passes: the loader's process keeps a
 mapping of each block it has received a step in (:meth:`Board.received`;
 never touched there, so it costs no pages), and the next pass's workers
 start with those blocks, inherited when forked, their descriptors passed
@@ -50,8 +56,10 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import pickle
 import sys
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy
@@ -61,6 +69,7 @@ BLOCK_MAGIC = b"BRANDBLK"
 BLOCK_HEAD = 64  # magic, slot number (4 bytes, little-endian), padding
 BLOCKS_PER_WORKER = 6
 BLOCK_SLACK = 16  # a block is made 1/16 larger than the step it is made for
+PASS_HEADER_BYTES = 1 << 20  # a pass's state, pickled; its pages are touched only as far as it goes
 
 
 def storage(t: torch.Tensor) -> Any:
@@ -74,7 +83,7 @@ class Board:
     Made in the loader's process before the workers start, which then share
     it (inherited, or passed as shared memory when workers are spawned)."""
 
-    def __init__(self, workers: int, per_worker: int = BLOCKS_PER_WORKER) -> None:
+    def __init__(self, workers: int, per_worker: int = BLOCKS_PER_WORKER, persistent: bool = False) -> None:
         # per_worker covers the blocks a worker's steps can hold at once:
         # a clip job's batches are read into blocks too, so its client's
         # batches ahead hold some (BrandLoader sizes it).
@@ -88,6 +97,10 @@ class Board:
         self.blocks: List[Optional[torch.Tensor]] = [None] * len(self.flags)
         self.ids: List[Optional["tuple[int, int]"]] = [None] * len(self.flags)
         self.keeps = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
+        #: With persistent workers, where the loader's process writes each
+        #: pass's state for them (they started with the dataset of the
+        #: first pass); ``None`` when a pass's workers are forked for it.
+        self.header: Optional[PassHeader] = PassHeader() if persistent else None
 
     def fits(self, workers: int, per_worker: int) -> bool:
         """Whether this board has the slots of a pass of ``workers``
@@ -103,6 +116,12 @@ class Board:
         self.flags.zero_()
         for _, slot in self.held:
             self.flags[slot] = 1
+
+    def held_slots(self) -> List[int]:
+        """In the loader's process: the slots of the blocks a tensor of
+        this process still refers to, the others' expired first."""
+        self._expire()
+        return sorted({slot for _, slot in self.held})
 
     def _expire(self) -> None:
         kept = []
@@ -155,7 +174,7 @@ class Board:
 
         fds = [None if b is None else (DupFd(storage(b)._share_fd_cpu_()[0]), b.numel()) for b in self.blocks]
         return {"workers": self.workers, "flags": self.flags, "per_worker": self.per_worker, "held": [],
-                "fds": fds, "keeps": self.keeps}
+                "fds": fds, "keeps": self.keeps, "header": self.header}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         fds = state.pop("fds")
@@ -189,6 +208,20 @@ class Blocks:
         # The client's fetching threads take blocks for batch bodies while
         # the worker's own thread takes them for collated stacks.
         self.lock = threading.Lock()
+
+    def free_unheld(self, held: Sequence[int]) -> None:
+        """As a persistent worker's pass begins: frees each of this
+        worker's blocks but those of the slots ``held`` (the loader's
+        process still refers to them). The others hold nothing the trainer
+        will see: steps of the pass before it never received (made ahead
+        of a trainer that stopped, dropped by the DataLoader's reset) or
+        let go of (freed by that process as it received the next, but a
+        block it never received a step in is never freed there)."""
+        keep = set(held)
+        with self.lock:
+            for i in range(self.board.per_worker):
+                if self.first + i not in keep:
+                    self.board.flags[self.first + i] = 0
 
     def take(self, nbytes: int, shape: Sequence[int]) -> Optional[torch.Tensor]:
         """A uint8 tensor of ``shape`` (``nbytes`` elements) in a free
@@ -251,6 +284,52 @@ class Blocks:
         return None
 
 
+class PassHeader:
+    """A pass's state, written by a BrandLoader's process before each pass
+    and read by each of its persistent workers as its iteration of the
+    pass begins: a persistent worker keeps the dataset it was started with
+    (PyTorch re-enters its ``__iter__`` each pass, on that copy), so the
+    epoch, a restored position and the versions pinned since reach it
+    here. Shared memory: a sequence number (odd while a write is under
+    way), the length, the pickled state.
+
+    The loader writes before the DataLoader's reset asks the workers to
+    begin the pass (a queue between the processes orders the two); a
+    worker reading while the loader writes — a generator of the pass
+    before, started late, whose steps the reset drops — reads again."""
+
+    def __init__(self, size: int = PASS_HEADER_BYTES) -> None:
+        st = torch.UntypedStorage._new_shared(size)  # its pages allocated as written, not zeroed ahead
+        self.buf = torch.empty(0, dtype=torch.uint8).set_(st, 0, (size,), (1,))
+
+    def _words(self) -> numpy.ndarray:
+        return self.buf[:16].numpy().view(numpy.int64)
+
+    def write(self, state: Any) -> None:
+        """In the loader's process, between passes: ``state`` for the
+        workers' next pass."""
+        data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        if 16 + len(data) > self.buf.numel():
+            raise ValueError(f"brand: a pass's state of {len(data)} bytes is over the {self.buf.numel() - 16} "
+                             "a persistent worker's header holds")
+        w = self._words()
+        seq = int(w[0])
+        w[0] = seq + 1
+        w[1] = len(data)
+        self.buf[16:16 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        w[0] = seq + 2
+
+    def read(self) -> Any:
+        """In a worker: the state last written, ``None`` before any."""
+        w = self._words()
+        while True:
+            seq = int(w[0])
+            if seq % 2 == 0:
+                data = self.buf[16:16 + int(w[1])].numpy().tobytes()
+                if int(w[0]) == seq:
+                    return pickle.loads(data) if seq else None
+            time.sleep(0.001)
+
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14
 
@@ -295,6 +374,22 @@ _worker_blocks: Optional[Blocks] = None
 def worker_blocks() -> Optional[Blocks]:
     """This DataLoader worker's blocks, if a BrandLoader started it."""
     return _worker_blocks
+
+
+def worker_pass() -> Optional[Any]:
+    """In a persistent worker of a BrandLoader, as its iteration of a pass
+    begins (after the pass before has let go of its blocks: its client
+    closed): the dataset's state the loader wrote for the pass
+    (:meth:`BrandDataset.pass_state`), this worker's blocks the trainer's
+    process no longer holds freed. ``None`` in any other process."""
+    blocks = _worker_blocks
+    if blocks is None or blocks.board.header is None:
+        return None
+    got = blocks.board.header.read()
+    if got is None:
+        return None
+    blocks.free_unheld(got["held"])
+    return got["dataset"]
 
 
 class WorkerInit:
