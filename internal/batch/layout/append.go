@@ -206,9 +206,9 @@ func AppendedOrder(counts []int, chain []shuffle.Grown, seed, epoch uint64, wind
 // respect, its samples, their assignment to ranks (the parent's chunk
 // owners on a cluster), its stream and its ETag — and over an earlier
 // record's version, under that record, where the batch is before every
-// later record's first position. The whole epoch is laid out under the
-// job's current record from the first record's epoch on (its extent is
-// the current chain's).
+// later record's first position. The whole epoch (its extent, the
+// stream its schedule follows) is laid out under the newest record of
+// that epoch or an earlier one: the later ones do not change it.
 func beforeAppend(o *Orders, src Source, job api.Job, epoch uint64, m int64) (Source, api.Job) {
 	if job.Append == "" || src.Parent == nil {
 		return src, job
@@ -218,16 +218,13 @@ func beforeAppend(o *Orders, src Source, job api.Job, epoch uint64, m int64) (So
 		return src, job
 	}
 	chain := a.chain()
-	if m < 0 {
-		if epoch < chain[0].Epoch {
-			return parentOf(src, job)
-		}
-		return src, job
+	var end int
+	if m >= 0 {
+		end, ok = batchEnd(o, src, job, epoch, uint64(m))
 	}
-	end, ok := batchEnd(o, src, job, epoch, uint64(m))
 	for i := len(chain) - 1; i >= 0; i-- {
 		r := chain[i]
-		if ok && !r.Affects(epoch, end) {
+		if m < 0 && r.Epoch > epoch || m >= 0 && ok && !r.Affects(epoch, end) {
 			continue
 		}
 		if i == len(chain)-1 {
