@@ -16,8 +16,10 @@ const appendDomain = 0x617070656e64 // "append"
 const chainMix = 0x9e3779b97f4a7c15
 
 // MaxAppends bounds the records of a job's chain of appends (the
-// records a job may take one after another).
-const MaxAppends = 64
+// records a job may take one after another): an index records the 16
+// versions it extends (chunkindex.MaxAncestors), and a gateway finds the
+// version a job read before its first record as one of them.
+const MaxAppends = 16
 
 // A Base is what an append's merge reads of the order it extends: an
 // Epoch, or another append's merge.
