@@ -115,7 +115,7 @@ func CheckAppend(job api.Job) error {
 }
 
 // Appends holds the records streams name, by version; none is dropped
-// (one a job, as the exclusion lists). Safe for concurrent use.
+// (a job's chain, as the exclusion lists). Safe for concurrent use.
 type Appends struct {
 	mu sync.Mutex
 	m  map[string]*Append
