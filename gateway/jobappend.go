@@ -100,7 +100,7 @@ func (aa appendAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
-	prev, err := aa.jobs.apps.Of(ctx, ds.Store, ds.Name, job.Name)
+	prev, err := aa.jobs.apps.Current(ctx, ds.Store, ds.Name, job.Name)
 	if err != nil {
 		writeError(ctx, w, err)
 		return

@@ -161,6 +161,21 @@ func (b *Book) Of(ctx context.Context, st Store, dataset, job string) (*Record, 
 	return r, nil
 }
 
+// Current returns job's record over dataset as the store has it now (nil
+// if it has none), for an edit: a record made on another node within
+// Refresh is the one a next record extends.
+func (b *Book) Current(ctx context.Context, st Store, dataset, job string) (*Record, error) {
+	r, err := read(ctx, st, job)
+	switch {
+	case errors.Is(err, ErrUnknown):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	b.recs.Set(dataset, job, r, b.now())
+	return r, nil
+}
+
 // Served records that this node served job's epoch up to position end.
 func (b *Book) Served(dataset, job string, epoch uint64, end int) {
 	b.pos.Served(dataset, job, epoch, end)

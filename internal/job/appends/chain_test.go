@@ -172,3 +172,37 @@ func TestChain(t *testing.T) {
 		t.Fatalf("a record past %d: %v", shuffle.MaxAppends, err)
 	}
 }
+
+// TestCurrent: a node that knew a job's first record is told the second,
+// made on another node, by Current at once (Of within Refresh tells the
+// first still), so an edit made there extends the current record.
+func TestCurrent(t *testing.T) {
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := grownVersions(t, st)
+	b, other := New(), New()
+	stepOf := func(epoch uint64, end int) uint64 { return epoch*20 + uint64(end) }
+	if r, err := b.Current(ctx, st, "d", "run"); r != nil || err != nil {
+		t.Fatalf("Current before a record: %+v, %v", r, err)
+	}
+	r1, err := b.Make(ctx, st, vs[0], vs[1], nil, Record{Job: "run", Dataset: "d", FromPosition: 2, FromStep: 2, StepSamples: 1}, stepOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := other.Of(ctx, st, "d", "run"); err != nil || r.Version != r1.Version {
+		t.Fatalf("Of: %+v, %v", r, err)
+	}
+	r2, err := b.Make(ctx, st, vs[1], vs[2], r1, Record{Job: "run", Dataset: "d", FromPosition: 4, FromStep: 4, StepSamples: 1, Previous: r1.Version}, stepOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := other.Current(ctx, st, "d", "run"); err != nil || r.Version != r2.Version || len(r.Chain()) != 2 {
+		t.Fatalf("Current: %+v, %v", r, err)
+	}
+	if r, err := other.Of(ctx, st, "d", "run"); err != nil || r.Version != r2.Version {
+		t.Fatalf("Of after Current: %+v, %v", r, err)
+	}
+}
