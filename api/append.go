@@ -5,10 +5,14 @@ package api
 // it), and the global step FromStep the job takes its new samples from
 // (counted as the job's batches name them: epoch × batches per epoch +
 // batch, under the batch_size, world and offset the request's query
-// gives).
+// gives; an epoch has the batches of the order in force for it, so an
+// epoch a record applies in and every later one have more). A job's
+// later record names its current one (Previous), and an index extending
+// that record's.
 type AppendEdit struct {
 	FromStep *uint64 `json:"from_step"`
 	Index    string  `json:"index"`
+	Previous string  `json:"previous,omitempty"`
 }
 
 // StoredAppend is a job's append record as the append endpoints answer
@@ -17,8 +21,10 @@ type StoredAppend struct {
 	Job     string `json:"job"`
 	Version string `json:"version"`
 	Dataset string `json:"dataset"`
-	// IndexID is the version the job reads, which it still names and
-	// pins; Index the version extending it, whose new samples it takes.
+	// IndexID is the version the record extends: the one the job read
+	// (which it still names and pins), or for a later record its
+	// previous record's Index; Index the version extending it, whose new
+	// samples it takes.
 	IndexID string `json:"index_id"`
 	Index   string `json:"index"`
 	// FromStep is the step the record was made from, StepSamples the
@@ -32,4 +38,6 @@ type StoredAppend struct {
 	// the record's epoch and every later one hold.
 	NewSamples int `json:"new_samples"`
 	Samples    int `json:"samples"`
+	// Previous is the record this one extends ("" for a job's first).
+	Previous string `json:"previous,omitempty"`
 }

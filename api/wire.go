@@ -336,12 +336,14 @@ type PlanOptions struct {
 // the dataset's first Chunks chunks are the version the job read; epochs
 // before Epoch are their order alone, epoch Epoch merges the new chunks
 // in from position From (docs/shuffle.md §15), and later epochs are the
-// whole dataset's order.
+// whole dataset's order. A job that took several records in turn names
+// the one each extends (Previous).
 type PlanAppend struct {
-	Version string
-	Chunks  int
-	Epoch   uint64
-	From    int
+	Version  string
+	Chunks   int
+	Epoch    uint64
+	From     int
+	Previous *PlanAppend
 }
 
 // PlanExclusion is a job's exclusion list, for a plan

@@ -54,9 +54,12 @@ func appendingGateway(t *testing.T) (srv *httptest.Server, appendFiles func() *d
 		CacheSize: 64 << 20, NoPrefault: true, IndexPoll: -1, Defaults: gateway.Defaults{BatchSize: 8, Window: 2, Seed: 5}})
 	srv = httptest.NewServer(g)
 	t.Cleanup(srv.Close)
+	added := 0
 	return srv, func() *dataset.Result {
 		t.Helper()
-		put(map[string][]string{"c.lines": lines("c", 12)})
+		name := string(rune('c' + added)) // c.lines, then d.lines, …
+		added++
+		put(map[string][]string{name + ".lines": lines(name, 12)})
 		res, err := dataset.AppendInPlace(ctx, st, st, dataset.AppendOptions{Formats: fs, Options: opt})
 		if err != nil {
 			t.Fatal(err)
@@ -176,26 +179,26 @@ func TestClientAppend(t *testing.T) {
 		t.Fatalf("AppendRecord before a record: %v; want 404", err)
 	}
 	res := appendFiles()
-	_, err := c.Append(ctx, 1, res.Index.ID())
+	_, err := c.Append(ctx, 1, res.Index.ID(), "")
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.FirstEditableStep == nil || *ae.FirstEditableStep < 3 {
 		t.Fatalf("a record from a step read: %v; want 409 naming step 3 or later (the client reads ahead)", err)
 	}
 	step := *ae.FirstEditableStep
-	if _, err := c.Append(ctx, step, pinned); statusOf(err) != http.StatusUnprocessableEntity {
+	if _, err := c.Append(ctx, step, pinned, ""); statusOf(err) != http.StatusUnprocessableEntity {
 		t.Fatalf("a record of the job's own version: %v; want 422", err)
 	}
-	rec, err := c.Append(ctx, step, res.Index.ID())
+	rec, err := c.Append(ctx, step, res.Index.ID(), "")
 	if err != nil || rec.Version == "" || rec.IndexID != pinned || rec.Index != res.Index.ID() || rec.NewSamples != 12 || rec.Samples != 72 || rec.FromPosition != int(step)*6 {
 		t.Fatalf("Append: %+v, %v", rec, err)
 	}
 	if back, err := c.AppendRecord(ctx); err != nil || back != rec {
 		t.Fatalf("AppendRecord: %+v, %v; want %+v", back, err, rec)
 	}
-	if again, err := c.Append(ctx, step, res.Index.ID()); err != nil || again.Version != rec.Version {
+	if again, err := c.Append(ctx, step, res.Index.ID(), ""); err != nil || again.Version != rec.Version {
 		t.Fatalf("the same record again: %+v, %v", again, err)
 	}
-	if _, err := c.Append(ctx, step+1, res.Index.ID()); statusOf(err) != http.StatusConflict {
+	if _, err := c.Append(ctx, step+1, res.Index.ID(), ""); statusOf(err) != http.StatusConflict {
 		t.Fatalf("a second record: %v; want 409", err)
 	}
 	read(18, -1)
@@ -216,6 +219,59 @@ func statusOf(err error) int {
 		return ae.StatusCode
 	}
 	return 0
+}
+
+// TestClientAppendChain: Client.Append naming a previous record takes a second append after
+// the job's first (a writer adding files every hour); AppendRecord
+// returns the current record, which names the one before; a record
+// without previous is refused with 409; epoch 0 read through the client
+// holds every old and new sample once.
+func TestClientAppendChain(t *testing.T) {
+	ctx := context.Background()
+	srv, appendFiles := appendingGateway(t)
+	c := newMixClient(t, srv.URL, client.Options{Job: api.Job{Name: "run", Dataset: "lines", Params: shuffle.Params{Seed: 5, BatchSize: 6, Window: 2, World: 1}}})
+	seen := map[string]int{}
+	readFrom := func(from, batches int) {
+		t.Helper()
+		for b, err := range c.EpochFrom(ctx, 0, from) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Samples {
+				seen[s.Key]++
+			}
+			b.Release()
+			if batches--; batches == 0 {
+				return
+			}
+		}
+	}
+	readFrom(0, 2) // steps 0-1; the client may have asked up to step 1+DefaultAhead
+	first := uint64(2 + client.DefaultAhead)
+	r1, err := c.Append(ctx, first, appendFiles().Index.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2 := appendFiles().Index.ID()
+	if _, err := c.Append(ctx, first+2, x2, ""); statusOf(err) != http.StatusConflict {
+		t.Fatalf("a second record without previous: %v; want 409", err)
+	}
+	r2, err := c.Append(ctx, first+2, x2, r1.Version)
+	if err != nil || r2.Previous != r1.Version || r2.IndexID != r1.Index || r2.Index != x2 || r2.Samples != 84 || r2.FromPosition != int(first+2)*6 {
+		t.Fatalf("Append after %s: %+v, %v", r1.Version, r2, err)
+	}
+	if back, err := c.AppendRecord(ctx); err != nil || back != r2 {
+		t.Fatalf("AppendRecord: %+v, %v; want %+v", back, err, r2)
+	}
+	readFrom(12, -1)
+	if len(seen) != 84 {
+		t.Fatalf("epoch 0: %d samples, want 84", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("epoch 0: %s read %d times", k, n)
+		}
+	}
 }
 
 // A plain epoch loop across an append made while it runs: from the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
@@ -99,33 +100,34 @@ func (aa appendAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, err)
 		return
 	}
-	n := ds.Index.NumSamples()
-	batches := job.NumBatches(n)
-	if batches == 0 {
-		writeError(ctx, w, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast))
+	prev, err := aa.jobs.apps.Current(ctx, ds.Store, ds.Name, job.Name)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	steps, parent, err := aa.jobs.appendSteps(ds, job, prev)
+	if err != nil {
+		writeError(ctx, w, err)
 		return
 	}
 	step := *e.FromStep
-	epoch, m := step/uint64(batches), int(step%uint64(batches))
+	epoch, m, ok := steps.At(step)
+	if !ok {
+		writeError(ctx, w, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast))
+		return
+	}
 	if epoch > aa.jobs.limits.MaxEpoch {
 		writeError(ctx, w, fmt.Errorf("%w: from_step %d is in epoch %d, past the last epoch %d", query.ErrBadRequest, step, epoch, aa.jobs.limits.MaxEpoch))
 		return
 	}
-	from, _, err := job.GlobalBatch(n, m)
+	from, _, err := job.GlobalBatch(steps.Samples(epoch), m)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
 	}
 	g := job.BatchSize * max(job.World, 1)
-	stepOf := func(epoch uint64, end int) uint64 {
-		k := (max(end-job.Offset, 0) + g - 1) / g
-		if end >= n || k >= batches {
-			return (epoch + 1) * uint64(batches)
-		}
-		return epoch*uint64(batches) + uint64(k)
-	}
-	rec := appends.Record{Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: step, StepSamples: g}
-	made, err := aa.jobs.apps.Make(ctx, ds.Store, ds, ext, rec, stepOf)
+	rec := appends.Record{Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: step, StepSamples: g, Previous: e.Previous}
+	made, err := aa.jobs.apps.Make(ctx, ds.Store, parent, ext, prev, rec, steps.After)
 	if err != nil {
 		writeError(ctx, w, err)
 		return
@@ -138,7 +140,30 @@ func storedAppend(r *appends.Record, ext *catalog.Dataset) api.StoredAppend {
 	first, _ := ext.Index.ChunkRange(r.ParentChunks)
 	return api.StoredAppend{Job: r.Job, Version: r.Version, Dataset: r.Dataset, IndexID: r.IndexID, Index: r.Index,
 		FromStep: r.FromStep, StepSamples: r.StepSamples, Epoch: r.Epoch, FromPosition: r.FromPosition,
-		NewSamples: ext.Index.NumSamples() - first, Samples: ext.Index.NumSamples()}
+		NewSamples: ext.Index.NumSamples() - first, Samples: ext.Index.NumSamples(), Previous: r.Previous}
+}
+
+// appendSteps counts job's steps over ds through the epochs its append
+// records grow (appends.Steps), prev its current record (nil: none), and
+// names the version a next record extends: prev's, or ds.
+func (j *jobs) appendSteps(ds *catalog.Dataset, job api.Job, prev *appends.Record) (appends.Steps, *catalog.Dataset, error) {
+	if prev == nil {
+		return appends.NewSteps(job, ds.Index.NumSamples(), nil), ds, nil
+	}
+	chain := prev.Chain()
+	first, err := j.catalog.Version(ds.Name, chain[0].IndexID)
+	if err != nil {
+		return appends.Steps{}, nil, err
+	}
+	grown := make([]appends.Grown, len(chain))
+	var last *catalog.Dataset
+	for i, r := range chain {
+		if last, err = j.catalog.Version(ds.Name, r.Index); err != nil {
+			return appends.Steps{}, nil, err
+		}
+		grown[i] = appends.Grown{Epoch: r.Epoch, Samples: last.Index.NumSamples()}
+	}
+	return appends.NewSteps(job, first.Index.NumSamples(), grown), last, nil
 }
 
 // appended resolves the append record stored under a named job over one
@@ -154,25 +179,29 @@ func (j *jobs) appended(ctx context.Context, job *api.Job, src *layout.Source) e
 		return err
 	}
 	id := src.DS.ID()
-	if id != rec.IndexID && id != rec.Index {
-		return nil // another version: the record is not of it
+	chain := rec.Chain()
+	if id != chain[0].IndexID && !slices.ContainsFunc(chain, func(r *appends.Record) bool { return r.Index == id }) {
+		return nil // another version: the records are not of it
 	}
 	if err := layout.CheckAppend(*job); err != nil {
 		return err
 	}
-	ext, err := j.catalog.Version(src.DS.Name, rec.Index)
-	if errors.Is(err, catalog.ErrVersion) {
-		return fmt.Errorf("%w; job %s takes the samples appended in it (POST /jobs/%s/append): this node has not loaded it yet", err, job.Name, job.Name)
-	}
-	if err != nil {
-		return err
-	}
-	if ext, err = ext.Select(job.Columns); err != nil {
-		return err
+	grown := make([]*catalog.Dataset, len(chain))
+	for i, r := range chain {
+		ext, err := j.catalog.Version(src.DS.Name, r.Index)
+		if errors.Is(err, catalog.ErrVersion) {
+			return fmt.Errorf("%w; job %s takes the samples appended in it (POST /jobs/%s/append): this node has not loaded it yet", err, job.Name, job.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if grown[i], err = ext.Select(job.Columns); err != nil {
+			return err
+		}
 	}
 	parent := src.DS
-	if id != rec.IndexID {
-		if parent, err = j.catalog.Version(src.DS.Name, rec.IndexID); err == nil {
+	if id != chain[0].IndexID {
+		if parent, err = j.catalog.Version(src.DS.Name, chain[0].IndexID); err == nil {
 			parent, err = parent.Select(job.Columns)
 		}
 		if err != nil {
@@ -180,19 +209,20 @@ func (j *jobs) appended(ctx context.Context, job *api.Job, src *layout.Source) e
 		}
 	}
 	j.orders.Appends().Add(rec.Layout())
-	src.DS, src.Parent, job.Append = ext, parent, rec.Version
-	if id == rec.IndexID {
+	src.DS, src.Parent, src.Grown, job.Append = grown[len(grown)-1], parent, grown, rec.Version
+	if id != rec.Index {
 		src.Index = id
 	}
 	return nil
 }
 
-// peerAppend reports whether job's append record over ds is version,
-// registering it for the layout: a peer's stream names the record its
-// positions are laid out under.
+// peerAppend reports whether version is one of job's append records
+// over ds, registering them for the layout: a peer's stream names the
+// record its positions are laid out under (an earlier one for a batch
+// no later record changes).
 func (j *jobs) peerAppend(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
 	rec, err := j.apps.Of(ctx, ds.Store, ds.Name, job)
-	if err != nil || rec == nil || rec.Version != version {
+	if err != nil || rec == nil || !slices.ContainsFunc(rec.Chain(), func(r *appends.Record) bool { return r.Version == version }) {
 		return false
 	}
 	j.orders.Appends().Add(rec.Layout())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/query"
@@ -86,14 +87,16 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeError(ctx, w, fmt.Errorf("%w: an exclusion names from_step, the first step it applies to, and keys, at least one", query.ErrBadRequest))
 		return
 	}
+	// A job with an exclusion list has no append record (refused above):
+	// its epochs all have its version's batches.
 	n := ds.Index.NumSamples()
-	batches := job.NumBatches(n)
-	if batches == 0 {
+	steps := appends.NewSteps(job, n, nil)
+	step := *e.FromStep
+	epoch, m, ok := steps.At(step)
+	if !ok {
 		writeError(ctx, w, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast))
 		return
 	}
-	step := *e.FromStep
-	epoch, m := step/uint64(batches), int(step%uint64(batches))
 	if epoch > ea.jobs.limits.MaxEpoch {
 		writeError(ctx, w, fmt.Errorf("%w: from_step %d is in epoch %d, past the last epoch %d", query.ErrBadRequest, step, epoch, ea.jobs.limits.MaxEpoch))
 		return
@@ -104,15 +107,10 @@ func (ea excludeAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := job.BatchSize * max(job.World, 1)
-	// stepOf is the first step whose batch starts at or after position
-	// end of epoch: where a list could start after what was served.
-	stepOf := func(epoch uint64, end int) uint64 {
-		k := (max(end-job.Offset, 0) + g - 1) / g
-		if end >= n || k >= batches {
-			return (epoch + 1) * uint64(batches)
-		}
-		return epoch*uint64(batches) + uint64(k)
-	}
+	// steps.After is the first step whose batch starts at or after
+	// position end of epoch: where a list could start after what was
+	// served.
+	stepOf := steps.After
 	l := exclusions.List{Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: step, StepSamples: g, Keys: e.Keys, Previous: e.Previous}
 	made, x, err := ea.jobs.excl.Make(ctx, ds.Store, ds, l, stepOf)
 	if err != nil {

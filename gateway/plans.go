@@ -64,7 +64,15 @@ func (p planJobs) Append(ctx context.Context, job api.Job, ds *catalog.Dataset) 
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: record %s", layout.ErrNoAppend, job.Append)
 	}
-	return src.DS, &api.PlanAppend{Version: a.Version, Chunks: a.Chunks, Epoch: a.Epoch, From: a.From}, nil
+	return src.DS, planAppend(a), nil
+}
+
+// planAppend is a's chain as a plan takes it.
+func planAppend(a *layout.Append) *api.PlanAppend {
+	if a == nil {
+		return nil
+	}
+	return &api.PlanAppend{Version: a.Version, Chunks: a.Chunks, Epoch: a.Epoch, From: a.From, Previous: planAppend(a.Previous)}
 }
 
 // getPlan serves GET /plan (plans.Maker.Plan).

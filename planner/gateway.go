@@ -131,9 +131,9 @@ func appendOf(a *api.PlanAppend) *Append {
 	if a.Epoch > math.MaxInt32 {
 		// Past every epoch a plan can simulate: each planned epoch is the
 		// old chunks' order.
-		return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: math.MaxInt32, From: 0}
+		return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: math.MaxInt32, From: 0, Previous: appendOf(a.Previous)}
 	}
-	return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: int(a.Epoch), From: a.From}
+	return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: int(a.Epoch), From: a.From, Previous: appendOf(a.Previous)}
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is

@@ -91,11 +91,26 @@ type Job struct {
 // interleaved with the new chunks'); every later epoch is the order of
 // the whole dataset. So each epoch's global batches are cut from an
 // order of its own length: the old samples', then all of them.
+//
+// A job that took several records in turn names the one each extends
+// (Previous): its epochs are shuffle.AppendedEpoch's over the chain, the
+// first record's Chunks the version the job read first.
 type Append struct {
-	Version string `json:"version"`
-	Chunks  int    `json:"parent_chunks"`
-	Epoch   int    `json:"epoch"`
-	From    int    `json:"from_position"`
+	Version  string  `json:"version"`
+	Chunks   int     `json:"parent_chunks"`
+	Epoch    int     `json:"epoch"`
+	From     int     `json:"from_position"`
+	Previous *Append `json:"previous,omitempty"`
+}
+
+// grown is the records up to a, first first, as the shuffle takes them.
+func (a *Append) grown() []shuffle.Grown {
+	var g []shuffle.Grown
+	for x := a; x != nil; x = x.Previous {
+		g = append(g, shuffle.Grown{Chunks: x.Chunks, Epoch: uint64(x.Epoch), From: x.From})
+	}
+	slices.Reverse(g)
+	return g
 }
 
 // Exclusion is a named job's exclusion list (POST /jobs/NAME/exclude,
@@ -275,13 +290,18 @@ func validateEdits(j Job, chunks, n int) error {
 			return fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, n, x.From, x.Epoch)
 		}
 	}
-	if a := j.Append; a != nil {
-		switch {
-		case j.Exclusion != nil:
-			return fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
-		case a.Chunks < 1 || a.Chunks > chunks || a.Epoch < 0 || a.From < 0:
-			return fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, chunks, a.From, a.Epoch)
+	if j.Append != nil && j.Exclusion != nil {
+		return fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
+	}
+	top, n := chunks, 0
+	for a := j.Append; a != nil; a = a.Previous {
+		if n++; n > shuffle.MaxAppends {
+			return fmt.Errorf("%w: a chain of more than %d append records", ErrInvalid, shuffle.MaxAppends)
 		}
+		if a.Chunks < 1 || a.Chunks > top || a.Epoch < 0 || a.From < 0 || a.Previous != nil && a.Previous.Epoch > a.Epoch {
+			return fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, top, a.From, a.Epoch)
+		}
+		top = a.Chunks
 	}
 	return nil
 }
@@ -437,13 +457,10 @@ func (s *schedule) order(e, window int) (epochOrder, error) {
 	a := s.j.Append
 	var o epochOrder
 	var err error
-	switch {
-	case a == nil || e > a.Epoch:
+	if a == nil || e > a.Epoch {
 		o, err = importance.NewOrder(s.spec(e, window))
-	case e < a.Epoch:
-		o, err = shuffle.NewEpoch(s.d.Counts[:a.Chunks], s.j.Seed, uint64(e), window)
-	default:
-		o, err = shuffle.NewAppended(s.d.Counts, a.Chunks, s.j.Seed, uint64(e), window, a.From)
+	} else {
+		o, err = shuffle.AppendedEpoch(s.d.Counts, a.grown(), s.j.Seed, uint64(e), window)
 	}
 	if err != nil {
 		return nil, err

@@ -340,7 +340,7 @@ class Client:
         params = {"dataset": self.options.job.dataset} if self.options.job.dataset else None
         return self._get_edit("exclude", "an exclusion list", params)
 
-    def append(self, from_step: int, index: str) -> Dict[str, Any]:
+    def append(self, from_step: int, index: str, previous: Optional[str] = None) -> Dict[str, Any]:
         """Take the samples of files appended to the job's dataset during
         the run from global step ``from_step`` on (``POST
         /jobs/NAME/append``, docs/http-api.md "Appends"): ``index`` is the
@@ -353,17 +353,29 @@ class Client:
         as stored: its ``version``, the ``epoch`` and ``from_position`` it
         applies from, ``new_samples`` and ``samples``.
 
+        A job takes several appends in turn (files added every hour): a
+        later record names the current one's ``version`` as ``previous``
+        and an ``index`` extending that record's, from its step or a later
+        one (steps counted through the epochs the records grew).
+
         Raises:
             BrandError: 409 if the job has read ``from_step``
                 (:attr:`~BrandError.first_editable_step` is the first step
-                a record could start at), has a record already, or the
-                gateway does not hold ``index`` yet; 422 if ``index`` does
-                not extend the job's version.
+                a record could start at), has a record and ``previous`` does
+                not name it, or the gateway does not hold ``index`` yet; 422
+                if ``index`` does not extend the job's version (or the
+                previous record's), or ``from_step`` is before the previous
+                record's.
         """
         _check_step(from_step)
         if not isinstance(index, str):
             raise ValueError(f"brand: index {index!r}: the version brand index --append printed (16 hex digits)")
-        return self._post_edit("append", "an append record", {"from_step": from_step, "index": index})
+        edit: Dict[str, Any] = {"from_step": from_step, "index": index}
+        if previous is not None:
+            if not isinstance(previous, str):
+                raise ValueError(f"brand: previous {previous!r}: the version of the job's current append record")
+            edit["previous"] = previous
+        return self._post_edit("append", "an append record", edit)
 
     def append_record(self) -> Dict[str, Any]:
         """The job's append record (``GET /jobs/NAME/append``): the fields

@@ -25,6 +25,7 @@ import brand  # noqa: E402
 
 PINNED = "5be0c2d17a9e4f60"
 EXTENDS = "9c1f0a4e2b7d5c31"
+EXTENDS2 = "3d5e7f9a1b2c4d6e"
 
 
 class Stub(http.server.ThreadingHTTPServer):
@@ -71,8 +72,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         edit = json.loads(body)
         if path != "/jobs/run/append" or q.get("index") != PINNED or q.get("batch_size") != "8" or q.get("dataset") != "t":
             return self.answer(400, {"error": f"unexpected {path} {q}", "status": 400})
-        if set(edit) != {"from_step", "index"}:
+        if set(edit) not in ({"from_step", "index"}, {"from_step", "index", "previous"}):
             return self.answer(400, {"error": f"unexpected body {edit}", "status": 400})
+        if "previous" in edit:
+            cur = self.server.record
+            if cur is None or edit["previous"] != cur["version"]:
+                return self.answer(409, {"error": "append conflict: not the current record", "status": 409})
+            if edit["index"] != EXTENDS2:
+                return self.answer(422, {"error": "index does not extend the job's", "status": 422})
+            rec = dict(cur, version="44ee55ff66aa77bb", index_id=cur["index"], index=EXTENDS2, from_step=edit["from_step"],
+                       from_position=8 * edit["from_step"], samples=120, previous=cur["version"])
+            self.server.record = rec
+            return self.answer(201, rec)
         if edit["from_step"] < 4:
             return self.answer(409, {"error": "append conflict: this node has served job run up to position 32 of epoch 0",
                                      "status": 409, "first_editable_step": 4})
@@ -121,6 +132,20 @@ class TestAppend(unittest.TestCase):
         method, path, query, body = self.stub.requests[-1]
         self.assertEqual((method, path, json.loads(body)), ("POST", "/jobs/run/append", {"from_step": 6, "index": EXTENDS}))
         self.assertEqual((query["dataset"], query["index"], query["seed"]), ("t", PINNED, "4"))
+
+    def test_append_after(self):
+        with self.client() as c:
+            first = c.append(4, EXTENDS)
+            with self.assertRaises(brand.BrandError) as cm:
+                c.append(6, EXTENDS2, previous="0000000000000000")
+            self.assertEqual(cm.exception.status, 409)
+            rec = c.append(6, EXTENDS2, previous=first["version"])
+            self.assertEqual((rec["previous"], rec["index_id"], rec["index"], rec["samples"]), (first["version"], EXTENDS, EXTENDS2, 120))
+            self.assertEqual(c.append_record(), rec)
+        _, _, _, body = self.stub.requests[-2]
+        self.assertEqual(json.loads(body), {"from_step": 6, "index": EXTENDS2, "previous": first["version"]})
+        with self.assertRaises(ValueError):
+            self.client().append(6, EXTENDS2, previous=7)
 
     def test_refused_before_asking(self):
         for bad in (-1, 1.5, True, "next"):

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/brandgw/brand/api"
@@ -32,6 +33,14 @@ import (
 // So the batches before From are Parent's, byte for byte, and keep their
 // ETags (which name Parent); every later one is a pure function of the
 // job's parameters and the record, and names the record in its ETag.
+//
+// A job takes several records in turn, each extending the one before
+// (Previous) and its version: epoch e's order is that of the newest
+// version whose record's epoch is before e, then each record of epoch e
+// merged over the order before it (shuffle.AppendedEpoch). A batch is
+// laid out under the newest record that changes it, over that record's
+// version (Source.Grown), so it keeps the bytes and ETag it had before
+// any later record was made.
 
 // ErrNoAppend means a stream names an append record that is not in
 // memory: the caller registers it (Orders.AddAppend) first.
@@ -54,6 +63,37 @@ type Append struct {
 	Chunks int
 	Epoch  uint64
 	From   int
+	// Index is the version whose new samples the record takes.
+	Index string
+	// Previous is the record this one extends, nil for a job's first.
+	Previous *Append
+}
+
+// chain is the records up to a, first first.
+func (a *Append) chain() []*Append {
+	var out []*Append
+	for x := a; x != nil; x = x.Previous {
+		out = append(out, x)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// Grown is the records up to a as the shuffle takes them.
+func (a *Append) Grown() []shuffle.Grown {
+	var g []shuffle.Grown
+	for _, x := range a.chain() {
+		g = append(g, shuffle.Grown{Chunks: x.Chunks, Epoch: x.Epoch, From: x.From})
+	}
+	return g
+}
+
+// first is the job's first record.
+func (a *Append) first() *Append {
+	for a.Previous != nil {
+		a = a.Previous
+	}
+	return a
 }
 
 // Affects reports whether a batch of epoch that ends at position end
@@ -75,20 +115,23 @@ func CheckAppend(job api.Job) error {
 }
 
 // Appends holds the records streams name, by version; none is dropped
-// (one a job, as the exclusion lists). Safe for concurrent use.
+// (a job's chain, as the exclusion lists). Safe for concurrent use.
 type Appends struct {
 	mu sync.Mutex
 	m  map[string]*Append
 }
 
-// Add registers a, so that streams naming its version find it.
+// Add registers a and the records it extends, so that streams naming
+// their versions find them.
 func (s *Appends) Add(a *Append) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[string]*Append{}
 	}
-	s.m[a.Version] = a
+	for ; a != nil; a = a.Previous {
+		s.m[a.Version] = a
+	}
 }
 
 // Get is the record of version v.
@@ -103,12 +146,12 @@ func (s *Appends) Get(v string) (*Append, bool) {
 func (o *Orders) Appends() *Appends { return &o.appends }
 
 // IndexOf is the index version a job's answers name (Brand-Index, the
-// epoch's index): its dataset's, or for a job with an append record the
-// version it read before, which it still names and pins.
+// epoch's index): its dataset's, or for a job with append records the
+// version it read before the first, which it still names and pins.
 func (s *Appends) IndexOf(ds *catalog.Dataset, job api.Job) string {
 	if job.Append != "" {
 		if a, ok := s.Get(job.Append); ok {
-			return a.Parent
+			return a.first().Parent
 		}
 	}
 	return ds.ID()
@@ -129,7 +172,7 @@ func appendedEpoch(o *Orders, s Stream, epoch uint64) (*EpochOrder, error) {
 		base.Append = ""
 		return o.Epoch(base, epoch)
 	}
-	ord, err := AppendedOrder(counts, a.Chunks, s.Seed, epoch, s.Window, a.From, epoch == a.Epoch)
+	ord, err := AppendedOrder(counts, a.Grown(), s.Seed, epoch, s.Window)
 	if err != nil {
 		return nil, err
 	}
@@ -145,43 +188,75 @@ func appendedEpoch(o *Orders, s Stream, epoch uint64) (*EpochOrder, error) {
 	return e, nil
 }
 
-// AppendedOrder is the order of an epoch of a job over counts whose first
-// old chunks it read before: without merge (an epoch before the
-// record's) the shuffle of the old chunks alone; with it, the record's
-// epoch: that order's windows up to and including the one holding
-// position from, then its remaining windows and those of the new chunks'
-// own shuffle interleaved (shuffle.Appended, which the planner plans
-// the job by too).
-func AppendedOrder(counts []int, old int, seed, epoch uint64, window, from int, merge bool) (Order, error) {
-	var o Order
-	var err error
-	if merge {
-		o, err = shuffle.NewAppended(counts, old, seed, epoch, window, from)
-	} else {
-		o, err = shuffle.NewEpoch(counts[:old], seed, epoch, window)
-	}
+// AppendedOrder is the order of an epoch of a job that took the append
+// records chain (first first) over counts, the last record's version:
+// shuffle.AppendedEpoch, which the planner plans the job by too.
+func AppendedOrder(counts []int, chain []shuffle.Grown, seed, epoch uint64, window int) (Order, error) {
+	o, err := shuffle.AppendedEpoch(counts, chain, seed, epoch, window)
 	if err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// beforeAppend is src and job as the parent version's where the job has
-// an append record and batch m of epoch (the whole epoch for m < 0) is
-// wholly before the record's first position: laid out over the parent,
-// that batch is the parent's in every respect — its samples, their
-// assignment to ranks (the parent's chunk owners on a cluster), its
-// stream and its ETag.
+// beforeAppend is src and job as they were when batch m of epoch (the
+// whole epoch for m < 0) was last changed, for a job with append
+// records: over the parent version where the batch (or epoch) is wholly
+// before the first record's first position — the parent's in every
+// respect, its samples, their assignment to ranks (the parent's chunk
+// owners on a cluster), its stream and its ETag — and over an earlier
+// record's version, under that record, where the batch is before every
+// later record's first position. The whole epoch (its extent, the
+// stream its schedule follows) is laid out under the newest record of
+// that epoch or an earlier one: the later ones do not change it.
 func beforeAppend(o *Orders, src Source, job api.Job, epoch uint64, m int64) (Source, api.Job) {
 	if job.Append == "" || src.Parent == nil {
 		return src, job
 	}
 	a, ok := o.appends.Get(job.Append)
-	if !ok || epoch > a.Epoch || epoch == a.Epoch && (m < 0 || appended(o, src, job, epoch, uint64(m))) {
+	if !ok {
 		return src, job
 	}
-	src.DS, src.Parent, src.Index, job.Append = src.Parent, nil, "", ""
+	chain := a.chain()
+	var end int
+	if m >= 0 {
+		end, ok = batchEnd(o, src, job, epoch, uint64(m))
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		r := chain[i]
+		if m < 0 && r.Epoch > epoch || m >= 0 && ok && !r.Affects(epoch, end) {
+			continue
+		}
+		if i == len(chain)-1 {
+			return src, job
+		}
+		if i >= len(src.Grown) || src.Grown[i] == nil {
+			return src, job // a version this node cannot name: the current
+		}
+		src.DS, src.Grown, job.Append = src.Grown[i], src.Grown[:i+1], r.Version
+		return src, job
+	}
+	return parentOf(src, job)
+}
+
+// parentOf is src and job as the parent version's.
+func parentOf(src Source, job api.Job) (Source, api.Job) {
+	src.DS, src.Parent, src.Grown, src.Index, job.Append = src.Parent, nil, nil, "", ""
 	return src, job
+}
+
+// batchEnd is the end of batch m of an epoch of job over src: its
+// position after its last sample.
+func batchEnd(o *Orders, src Source, job api.Job, epoch, m uint64) (int, bool) {
+	if src.DS == nil {
+		return 0, false
+	}
+	_, n, _, err := o.Batches(src.DS, job, epoch)
+	if err != nil {
+		return 0, false
+	}
+	_, end, err := job.GlobalBatch(n, int(m))
+	return end, err == nil
 }
 
 // appended reports whether batch m of an epoch of job reads positions
@@ -196,10 +271,6 @@ func appended(o *Orders, src Source, job api.Job, epoch, m uint64) bool {
 	if epoch != a.Epoch {
 		return epoch > a.Epoch
 	}
-	_, n, _, err := o.Batches(src.DS, job, epoch)
-	if err != nil {
-		return true
-	}
-	_, end, err := job.GlobalBatch(n, int(m))
-	return err != nil || a.Affects(epoch, end)
+	end, ok := batchEnd(o, src, job, epoch, m)
+	return !ok || a.Affects(epoch, end)
 }

@@ -31,6 +31,10 @@ type Source struct {
 	// version as the job reads it: what is laid out before the record's
 	// first position is the parent's, as it was (beforeAppend).
 	Parent *catalog.Dataset
+	// Grown is, for a job with append records, each record's version as
+	// the job reads it, first first (the last is DS): a batch is laid out
+	// over the version of the newest record that changes it.
+	Grown []*catalog.Dataset
 }
 
 // Assigns reports whether job's batches from s are assigned to ranks by

@@ -56,17 +56,17 @@ func TestMakeAndFind(t *testing.T) {
 	b.Served("d", "run", 0, 3)
 	rec := Record{Job: "run", Dataset: "d", Epoch: 0, FromPosition: 2, FromStep: 2, StepSamples: 1}
 	var se *ServedError
-	if _, err := b.Make(ctx, st, parent, ext, rec, stepOf); !errors.As(err, &se) || se.Next != 3 || !errors.Is(err, ErrConflict) {
+	if _, err := b.Make(ctx, st, parent, ext, nil, rec, stepOf); !errors.As(err, &se) || se.Next != 3 || !errors.Is(err, ErrConflict) {
 		t.Fatalf("a record from a position served: %v", err)
 	}
 	rec.FromPosition, rec.FromStep = 4, 4
-	if _, err := b.Make(ctx, st, ext, parent, rec, stepOf); !errors.Is(err, ErrNotExtending) {
+	if _, err := b.Make(ctx, st, ext, parent, nil, rec, stepOf); !errors.Is(err, ErrNotExtending) {
 		t.Fatalf("not extending: %v", err)
 	}
-	if _, err := b.Make(ctx, st, parent, parent, rec, stepOf); !errors.Is(err, ErrNotExtending) {
+	if _, err := b.Make(ctx, st, parent, parent, nil, rec, stepOf); !errors.Is(err, ErrNotExtending) {
 		t.Fatalf("the job's own version: %v", err)
 	}
-	made, err := b.Make(ctx, st, parent, ext, rec, stepOf)
+	made, err := b.Make(ctx, st, parent, ext, nil, rec, stepOf)
 	if err != nil || made.ParentChunks != 2 || made.IndexID != parent.ID() || made.Index != ext.ID() {
 		t.Fatalf("Make: %v, %+v", err, made)
 	}
@@ -74,12 +74,12 @@ func TestMakeAndFind(t *testing.T) {
 		t.Fatalf("layout %+v", a)
 	}
 	b.Served("d", "run", 0, 5)
-	if again, err := b.Make(ctx, st, parent, ext, rec, stepOf); err != nil || again.Version != made.Version {
+	if again, err := b.Make(ctx, st, parent, ext, nil, rec, stepOf); err != nil || again.Version != made.Version {
 		t.Fatalf("the same record again: %v, %v", again, err)
 	}
 	other := rec
 	other.FromPosition = 6
-	if _, err := b.Make(ctx, st, parent, ext, other, stepOf); !errors.Is(err, ErrConflict) {
+	if _, err := b.Make(ctx, st, parent, ext, nil, other, stepOf); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a second record: %v", err)
 	}
 	if r, err := New().Of(ctx, st, "d", "run"); err != nil || r == nil || *r != *made {
@@ -91,7 +91,7 @@ func TestMakeAndFind(t *testing.T) {
 	}
 	late := rec
 	late.Job = "late"
-	if _, err := New().Make(ctx, st, parent, ext, late, stepOf); err != nil {
+	if _, err := New().Make(ctx, st, parent, ext, nil, late, stepOf); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := b.Of(ctx, st, "d", "late"); r != nil {
@@ -119,7 +119,7 @@ func TestOneWinner(t *testing.T) {
 	for i := range made {
 		wg.Go(func() {
 			r := Record{Job: "run", Dataset: "d", FromPosition: i, FromStep: uint64(i), StepSamples: 1}
-			made[i], errs[i] = New().Make(ctx, st, parent, ext, r, stepOf)
+			made[i], errs[i] = New().Make(ctx, st, parent, ext, nil, r, stepOf)
 		})
 	}
 	wg.Wait()

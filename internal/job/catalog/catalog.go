@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 )
 
@@ -30,7 +31,14 @@ type Catalog struct {
 }
 
 // versions are the versions of one dataset a catalog holds.
-type versions struct{ cur, prev *Dataset }
+type versions struct {
+	cur, prev *Dataset
+	// older are versions before prev that cur extends, held only where
+	// cur cannot be viewed as them (a partial index, on a cluster:
+	// Dataset.Ancestor): a job that took several appends in turn reads
+	// the versions it read before them.
+	older []*Dataset
+}
 
 // New returns an empty catalog of the datasets names (in configuration
 // order), not ready until MarkReady.
@@ -78,7 +86,17 @@ func (c *Catalog) Add(d *Dataset) {
 func (c *Catalog) replace(d *Dataset) (old *Dataset) {
 	c.mu.Lock()
 	v := c.byName[d.Name]
-	c.byName[d.Name] = versions{cur: d, prev: v.cur}
+	next := versions{cur: d, prev: v.cur}
+	if d.Index.IsPartial() {
+		lineage := chunkindex.Lineage(d.Index)
+		for _, o := range append([]*Dataset{v.prev}, v.older...) {
+			if o != nil && o != v.cur && len(next.older) < chunkindex.MaxAncestors &&
+				slices.ContainsFunc(lineage, func(a chunkindex.Ancestor) bool { return a.ID == o.ID() }) {
+				next.older = append(next.older, o)
+			}
+		}
+	}
+	c.byName[d.Name] = next
 	c.mu.Unlock()
 	c.metrics.indexInfo.DeleteLabelValues(v.cur.Name, v.cur.ID(), v.cur.IndexETag)
 	c.metrics.indexInfo.WithLabelValues(d.Name, d.ID(), d.IndexETag).Set(1)
@@ -151,7 +169,7 @@ func (v versions) all() []*Dataset {
 	if v.prev == nil || v.prev.ID() == v.cur.ID() {
 		return []*Dataset{v.cur}
 	}
-	return []*Dataset{v.cur, v.prev}
+	return append([]*Dataset{v.cur, v.prev}, v.older...)
 }
 
 func idList(ds []*Dataset) []string {

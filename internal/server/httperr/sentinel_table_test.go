@@ -147,6 +147,7 @@ var served = []sentinelCase{
 	{"internal/job/feedback.ErrStale", feedback.ErrStale, http.StatusConflict, "conflict", false},
 	{"internal/job/appends.ErrConflict", appends.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/appends.ErrNotExtending", appends.ErrNotExtending, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/appends.ErrBefore", appends.ErrBefore, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/job/appends.ErrUnknown", appends.ErrUnknown, http.StatusNotFound, "not_found", false},
 	{"internal/job/exclusions.ErrConflict", exclusions.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/exclusions.ErrTooManyVersions", exclusions.ErrTooManyVersions, http.StatusUnprocessableEntity, "unprocessable", false},

@@ -421,7 +421,7 @@ func appendRound(ctx context.Context, cfg AppendsConfig, ixs *countedStore, st s
 	for {
 		res.Posts++
 		rd.appended.Store(true) // the loop may see the epoch grow from now on
-		rec, err := poster.Append(ctx, step, res.To)
+		rec, err := poster.Append(ctx, step, res.To, "")
 		if ae, ok := errors.AsType[*client.APIError](err); ok && ae.StatusCode == http.StatusConflict && ae.FirstEditableStep != nil && res.Posts < 50 {
 			step = *ae.FirstEditableStep
 			continue
