@@ -1,6 +1,7 @@
 package respond
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -21,16 +22,17 @@ import (
 const Segment = 4 << 20
 
 // stallProbe is how often a response still being written from pinned
-// chunks looks whether the cache is under pressure, and slowWrite how long
-// a client may take to read one segment of it before it counts as holding
-// the cache: a client reading slower than 40 MB/s. A segment takes about
+// chunks looks whether the cache is under pressure, and DefaultSlowWrite
+// how long a client may take to read one segment of it before it counts
+// as holding the cache (Config.SlowWrite): a client reading slower than
+// 40 MB/s. A segment takes about
 // 3 ms on loopback, about 35 ms at 1 Gbit/s; under the race detector
 // about 40 ms. A rule on the whole body's time instead copied every large
 // batch read over a 1 Gbit/s link or by a process under the race
 // detector.
 const (
-	stallProbe = 5 * time.Millisecond
-	slowWrite  = 100 * time.Millisecond
+	stallProbe       = 5 * time.Millisecond
+	DefaultSlowWrite = 100 * time.Millisecond
 )
 
 // Defaults of Config's bounds.
@@ -51,6 +53,10 @@ type Config struct {
 	// (memory.Manager.UnderPressure): after is true once one segment has
 	// taken longer than a fast client takes. nil: never.
 	Pressure func(after bool) bool
+	// SlowWrite is how long a client may take to read one segment of a
+	// body written from pinned chunks before it counts as holding the
+	// cache; 0: DefaultSlowWrite.
+	SlowWrite time.Duration
 	// Served, if set, counts the body bytes written.
 	Served prometheus.Counter
 	// Buffers are the node's pools (memory.Manager), which the buffers
@@ -75,13 +81,15 @@ type Writer struct {
 	timeout  time.Duration
 	rate     int64
 	pressure func(after bool) bool
+	slow     time.Duration // Config.SlowWrite
 	served   prometheus.Counter
 	buffers  Buffers // of the coalescing buffers
 }
 
 // New returns a Writer.
 func New(c Config) *Writer {
-	w := &Writer{timeout: c.WriteTimeout, rate: c.MinWriteRate, pressure: c.Pressure, served: c.Served, buffers: c.Buffers}
+	w := &Writer{timeout: c.WriteTimeout, rate: c.MinWriteRate, pressure: c.Pressure, slow: cmp.Or(c.SlowWrite, DefaultSlowWrite),
+		served: c.Served, buffers: c.Buffers}
 	if w.buffers == nil {
 		w.buffers = unpooled{}
 	}
@@ -159,7 +167,7 @@ func (wr *Writer) Write(w http.ResponseWriter, r *http.Request, contentType stri
 				case <-stop:
 					return
 				case now := <-t.C:
-					if armed.Load() && wr.pressure(now.Sub(time.Unix(0, segStart.Load())) >= slowWrite) {
+					if armed.Load() && wr.pressure(now.Sub(time.Unix(0, segStart.Load())) >= wr.slow) {
 						interrupted.Store(true)
 						_ = rc.SetWriteDeadline(time.Now())
 						return
