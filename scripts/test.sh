@@ -166,24 +166,10 @@ fuzz() {
 	return "$rc"
 }
 
-# Lane one: the packages under the race detector, then fuzzing and the
-# libavcodec build's packages under it.
+# Lane one: the packages under the race detector, then the libavcodec
+# build's packages under it.
 lane_one() {
 	timed "lane one: the race detector's packages" go test $race -count=1 -p 1 -timeout 20m "$@" "${raced[@]}"
-
-	# Fuzzed for a bounded time beyond their seed corpus (which the run above
-	# already checks): the mixture and plan parameters, the S3 face's
-	# request parsing (keys, ranges, preconditions, listing parameters), the
-	# transform configuration's parser (--transform-config), the image
-	# header readers that size a tensor before any pixel is decoded, and the
-	# SentencePiece model loader and encoder, the snappy decoder that
-	# writes Parquet pages straight into their members, and the MP4 index;
-	# and each decoder of data served in place, seeded with decompression
-	# bombs of every codec, each input held to its memory bound: Parquet
-	# pages of every codec, MDS shards of every codec, Megatron indexes
-	# (minimizing an interesting input briefly, so that the bombs' large
-	# seeds leave time to fuzz).
-	timed "lane one: fuzzing" fuzz_all
 
 	# Package transform/video again with its libavcodec decoder (installs
 	# Debian's FFmpeg 5.1 -dev packages when run as root), against videos
@@ -248,7 +234,23 @@ lane_two() {
 		cat -- "$av_out"
 		rm -f -- "$av_out"
 	fi
-	return $((rc != 0 ? rc : av_rc))
+	((rc == 0 && av_rc == 0)) || return $((rc != 0 ? rc : av_rc))
+
+	# Lane two's tests wait more than they compute (lane one's compute
+	# throughout), so the fuzz targets follow them here.
+	# Fuzzed for a bounded time beyond their seed corpus (which the run above
+	# already checks): the mixture and plan parameters, the S3 face's
+	# request parsing (keys, ranges, preconditions, listing parameters), the
+	# transform configuration's parser (--transform-config), the image
+	# header readers that size a tensor before any pixel is decoded, and the
+	# SentencePiece model loader and encoder, the snappy decoder that
+	# writes Parquet pages straight into their members, and the MP4 index;
+	# and each decoder of data served in place, seeded with decompression
+	# bombs of every codec, each input held to its memory bound: Parquet
+	# pages of every codec, MDS shards of every codec, Megatron indexes
+	# (minimizing an interesting input briefly, so that the bombs' large
+	# seeds leave time to fuzz).
+	timed "lane two: fuzzing" fuzz_all
 }
 
 # Lane three: go vet, then the other packages without the race detector,
@@ -311,6 +313,6 @@ wait "$two_pid" || two_rc=$?
 wait "$three_pid" || three_rc=$?
 echo "test.sh: the whole suite: $((SECONDS - suite_start)) s, CPU $((($(cpu_ticks $$) - suite_cpu) / hz)) s" >&2
 if ((one_rc != 0 || two_rc != 0 || three_rc != 0)); then
-	echo "test.sh: failed (lane one — the race detector's packages, fuzzing, the libavcodec build: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build: exit $three_rc)" >&2
+	echo "test.sh: failed (lane one — the race detector's packages, the libavcodec build: exit $one_rc; lane two — integration, fuzzing: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build: exit $three_rc)" >&2
 	exit 1
 fi
