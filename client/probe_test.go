@@ -30,14 +30,18 @@ type stoppedNode struct {
 	conns []net.Conn
 }
 
-func newStoppedNode(t *testing.T) *stoppedNode {
+func newStoppedNode(t *testing.T) *stoppedNode { return listenStopped(t, nil) }
+
+// listenStopped is a stoppedNode that hands its first connection to
+// first (nil: it answers none).
+func listenStopped(t *testing.T, first func(net.Conn)) *stoppedNode {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &stoppedNode{url: "http://" + ln.Addr().String()}
 	go func() {
-		for {
+		for n := 0; ; n++ {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
@@ -45,6 +49,9 @@ func newStoppedNode(t *testing.T) *stoppedNode {
 			s.mu.Lock()
 			s.conns = append(s.conns, conn)
 			s.mu.Unlock()
+			if n == 0 && first != nil {
+				go first(conn)
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -63,11 +70,6 @@ func newStoppedNode(t *testing.T) *stoppedNode {
 // more, and answers no other connection: a gateway stopped while it
 // wrote a batch.
 func newStoppedMidBody(t *testing.T, upstream string) *stoppedNode {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stoppedNode{url: "http://" + ln.Addr().String()}
 	answer := func(conn net.Conn) {
 		req, err := http.ReadRequest(bufio.NewReader(conn))
 		if err != nil {
@@ -87,29 +89,7 @@ func newStoppedMidBody(t *testing.T, upstream string) *stoppedNode {
 		_, _ = io.WriteString(conn, head.String())
 		_, _ = conn.Write(body[:len(body)/2])
 	}
-	go func() {
-		for first := true; ; first = false {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, conn)
-			s.mu.Unlock()
-			if first {
-				go answer(conn)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-	})
-	return s
+	return listenStopped(t, answer)
 }
 
 // accepted returns the number of connections made to the node so far.
