@@ -6,7 +6,7 @@
 # section 7) and clip jobs decode video with libavcodec (Debian 12's FFmpeg
 # 5.1, PyAV's pixels exactly; docs/transform.md section 12). It writes
 #
-#     OUT/brand    the binary, stripped, -trimpath, main.version=VERSION
+#     OUT/brand    the binary, stripped, main.version=VERSION
 #     OUT/lib/     the shared libraries it needs beyond glibc (libjpeg.so.62,
 #                  libavcodec.so.59, libswscale.so.6, libavutil.so.57 and
 #                  the codecs' libraries they link), which the Dockerfile
@@ -35,7 +35,12 @@ scripts/install-turbojpeg.sh
 scripts/install-libav.sh
 
 mkdir -p "$out/lib"
-CGO_ENABLED=1 go build -trimpath -tags brand_turbojpeg,brand_libav \
+# Without -trimpath: the image's build paths are the build stage's (/src),
+# the same in every image, and the build shares its compiled packages with
+# the tests' builds of the same tags (scripts/test.sh builds this binary
+# after them; -trimpath compiled every package again, about 150 s of CPU
+# on two cores).
+CGO_ENABLED=1 go build -tags brand_turbojpeg,brand_libav \
 	-ldflags "-s -w -X main.version=${version}" -o "$out/brand" ./cmd/brand
 
 # The libraries the binary needs, its libraries' own included: glibc's

@@ -48,65 +48,11 @@ timed() {
 }
 suite_start=$SECONDS suite_cpu=$(cpu_ticks $$)
 
-scripts/ensure-minio.sh
-# boto3 and the AWS CLI, which the S3 face's integration test runs.
-scripts/ensure-s3-clients.sh
-# Pillow, which package transform's tests compare its pipelines with.
-scripts/ensure-pil.sh
-# numpy and zstd, which the MDS and Megatron formats' fixture writers use.
-scripts/ensure-numpy.sh
-# DuckDB (node), which writes format/parquet's second writer's fixtures.
-scripts/ensure-duckdb.sh
-# SentencePiece, the reference package tokenize's IDs are compared with.
-scripts/ensure-sentencepiece.sh
-# ffmpeg and ffprobe, which make format/video's test videos and read them
-# independently.
-scripts/ensure-ffmpeg.sh
-# torch, which the integration test of a Hub-layout Parquet dataset runs
-# PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
-# what a missing one means).
-# shellcheck source=lib/python.sh
-. scripts/lib/python.sh
-find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
-# Prometheus and promtool, which deploy/monitoring's dashboard and alerts
-# are proved with (integration/monitoring_test.go).
-scripts/ensure-prometheus.sh
-# ip and iptables, with which integration/partition_test.go puts a
-# cluster's nodes in network namespaces and cuts the links between them
-# (as root; with CI=true a missing tool or missing root fails the test).
-scripts/ensure-netns.sh
-# curl, tar and jq, which the READMEs' examples run
-# (integration/readmeexamples_test.go).
-scripts/ensure-readme-tools.sh
-echo "test.sh: the tools installed or found: $((SECONDS - suite_start)) s" >&2
-
-unformatted=$(gofmt -l .)
-if [[ -n $unformatted ]]; then
-	echo "gofmt: these files need formatting:" >&2
-	echo "$unformatted" >&2
-	exit 1
-fi
-
-# The optional decoders' libraries (installed when run as root), before
-# the lanes, which build with them: where they cannot be installed the
-# build without them is all there is, a warning locally and a failure
-# with CI=true.
-turbojpeg=true libav=true
-scripts/install-turbojpeg.sh || turbojpeg=false
-if scripts/install-libav.sh; then
-	scripts/ensure-pyav.sh
-else
-	libav=false
-fi
-if [[ ${CI:-} == true ]] && ! $turbojpeg; then
-	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
-	exit 1
-fi
-if [[ ${CI:-} == true ]] && ! $libav; then
-	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
-	exit 1
-fi
-echo "test.sh: the optional decoders' libraries: $((SECONDS - suite_start)) s" >&2
+# The libjpeg-turbo decoder's library and headers, and a C compiler
+# (installed when run as root), first: the race detector needs the
+# compiler, and the race build starts beside the other tools below.
+turbojpeg=true
+timed "tools: install-turbojpeg" scripts/install-turbojpeg.sh || turbojpeg=false
 
 race=-race
 if [[ $(go env CGO_ENABLED) != 1 ]] || ! command -v "$(go env CC)" >/dev/null 2>&1; then
@@ -142,6 +88,86 @@ while read -r pkg; do
 	*) raced+=("$pkg") ;;
 	esac
 done < <(go list ./...)
+
+# While the tools below install (mostly waiting on the network, dpkg and,
+# on a machine without it cached, MinIO's build), the lanes' packages
+# compile: vet's build and results, and every package the lanes test,
+# with its tests and their dependencies (`go list -export` compiles
+# without linking: the lanes link their test binaries). The lanes wait
+# for it, so that they compile nothing twice (lane one's -p 1 would
+# compile one package at a time); a failure here is left for the lanes
+# to report. On a cold clean clone the tools took 248 s of the suite
+# before any lane started, and lane one used half a core compiling.
+prebuild() {
+	{
+		go vet ./... || true
+		go list -test -export -deps -e $race "${raced[@]}" || true
+		go list -test -export -deps -e ./integration/ "${plain[@]}" || true
+	} >/dev/null 2>&1
+}
+timed "prebuild, beside the tools' installation" prebuild &
+prebuild_pid=$!
+
+timed "tools: ensure-minio" scripts/ensure-minio.sh
+# boto3 and the AWS CLI, which the S3 face's integration test runs.
+timed "tools: ensure-s3-clients" scripts/ensure-s3-clients.sh
+# Pillow, which package transform's tests compare its pipelines with.
+timed "tools: ensure-pil" scripts/ensure-pil.sh
+# numpy and zstd, which the MDS and Megatron formats' fixture writers use.
+timed "tools: ensure-numpy" scripts/ensure-numpy.sh
+# DuckDB (node), which writes format/parquet's second writer's fixtures.
+timed "tools: ensure-duckdb" scripts/ensure-duckdb.sh
+# SentencePiece, the reference package tokenize's IDs are compared with.
+timed "tools: ensure-sentencepiece" scripts/ensure-sentencepiece.sh
+# ffmpeg and ffprobe, which make format/video's test videos and read them
+# independently.
+timed "tools: ensure-ffmpeg" scripts/ensure-ffmpeg.sh
+# torch, which the integration test of a Hub-layout Parquet dataset runs
+# PyTorch's DataLoader with (scripts/test-python.sh needs it too; it says
+# what a missing one means).
+# shellcheck source=lib/python.sh
+. scripts/lib/python.sh
+find_python torch >/dev/null || apt_install test.sh python3-torch python3-pytest
+# Prometheus and promtool, which deploy/monitoring's dashboard and alerts
+# are proved with (integration/monitoring_test.go).
+timed "tools: ensure-prometheus" scripts/ensure-prometheus.sh
+# ip and iptables, with which integration/partition_test.go puts a
+# cluster's nodes in network namespaces and cuts the links between them
+# (as root; with CI=true a missing tool or missing root fails the test).
+timed "tools: ensure-netns" scripts/ensure-netns.sh
+# curl, tar and jq, which the READMEs' examples run
+# (integration/readmeexamples_test.go).
+timed "tools: ensure-readme-tools" scripts/ensure-readme-tools.sh
+echo "test.sh: the tools installed or found: $((SECONDS - suite_start)) s" >&2
+
+unformatted=$(gofmt -l .)
+if [[ -n $unformatted ]]; then
+	echo "gofmt: these files need formatting:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+# The optional decoders' libraries (installed when run as root), before
+# the lanes, which build with them: where they cannot be installed the
+# build without them is all there is, a warning locally and a failure
+# with CI=true.
+libav=true
+if scripts/install-libav.sh; then
+	scripts/ensure-pyav.sh
+else
+	libav=false
+fi
+if [[ ${CI:-} == true ]] && ! $turbojpeg; then
+	echo "test.sh: the libjpeg-turbo decoder could not be installed (CI=true: failing)" >&2
+	exit 1
+fi
+if [[ ${CI:-} == true ]] && ! $libav; then
+	echo "test.sh: libavcodec could not be installed (CI=true: failing)" >&2
+	exit 1
+fi
+echo "test.sh: the optional decoders' libraries: $((SECONDS - suite_start)) s" >&2
+wait "$prebuild_pid" || true
+echo "test.sh: the lanes start: $((SECONDS - suite_start)) s" >&2
 
 # fuzz PKG TARGET [FLAGS...] fuzzes TARGET of package PKG for 6 s, one
 # worker. Go 1.26's fuzzing coordinator can report its own -fuzztime
@@ -293,8 +319,14 @@ turbojpeg_build() {
 	go test -count=1 -tags brand_turbojpeg -skip '^TestWorkBound$' ./transform/ || return
 	# Without the race detector too: what they check is the build's
 	# decoder named at start and in its help, and the race build of
-	# every package above transform with the tag is a minute of CPU.
-	go test -count=1 -tags brand_turbojpeg -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
+	# every package above transform with the tag is a minute of CPU. With
+	# the image's tags, so that the image's build below finds every
+	# package it compiles already compiled.
+	local tags=brand_turbojpeg
+	if $libav; then
+		tags=brand_turbojpeg,brand_libav
+	fi
+	go test -count=1 -tags "$tags" -run '^(TestStartupNamesDecoder|TestHelpAndUsage)$' ./cmd/brand/ || return
 	local image
 	image=$(mktemp -d) || return
 	scripts/build-image-binary.sh "$image/out" test || return
