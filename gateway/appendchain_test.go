@@ -303,10 +303,6 @@ func TestPlanKnowsTheAppendChain(t *testing.T) {
 		lines(c)
 		c.CacheSize = cache
 		c.PrefetchConcurrency = -1 // the plan's figures are demand reads
-		// The use table's pace held, as TestPlanKnowsTheAppend holds it:
-		// epoch 0's store bytes are compared exactly with the plan's.
-		c.MaxTurnWait = -1
-		gateway.HoldUseTableClock(c)
 	})
 	const epochs = 3
 	plan := planOf(t, srv2.URL, fmt.Sprintf("%s&job=run&index=%s&cache_size=%d&epochs=%d", shape, v, cache, epochs))

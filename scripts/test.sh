@@ -261,28 +261,13 @@ lane_two() {
 		rm -f -- "$av_out"
 	fi
 	((rc == 0 && av_rc == 0)) || return $((rc != 0 ? rc : av_rc))
-
-	# Lane two's tests wait more than they compute (lane one's compute
-	# throughout), so the fuzz targets follow them here.
-	# Fuzzed for a bounded time beyond their seed corpus (which the run above
-	# already checks): the mixture and plan parameters, the S3 face's
-	# request parsing (keys, ranges, preconditions, listing parameters), the
-	# transform configuration's parser (--transform-config), the image
-	# header readers that size a tensor before any pixel is decoded, and the
-	# SentencePiece model loader and encoder, the snappy decoder that
-	# writes Parquet pages straight into their members, and the MP4 index;
-	# and each decoder of data served in place, seeded with decompression
-	# bombs of every codec, each input held to its memory bound: Parquet
-	# pages of every codec, MDS shards of every codec, Megatron indexes
-	# (minimizing an interesting input briefly, so that the bombs' large
-	# seeds leave time to fuzz).
-	timed "lane two: fuzzing" fuzz_all
 }
 
 # Lane three: go vet, then the other packages without the race detector,
 # then the Python package against a real gateway (installs Debian's
 # torch when missing; see the script), then the tests that must run
-# alone or with another build: memory, and the libjpeg-turbo build.
+# alone or with another build: memory, and the libjpeg-turbo build; then
+# the fuzz targets.
 lane_three() {
 	timed "lane three: go vet" go vet ./...
 	# brand-chart, which draws the benchmark harness's charts, is a module
@@ -308,6 +293,25 @@ lane_three() {
 	if $turbojpeg; then
 		timed "lane three: libjpeg-turbo" turbojpeg_build
 	fi
+
+	# The fuzz targets last, here: with the lanes' packages compiled
+	# before they start, this lane ends first without them (a cold clean
+	# clone, the lanes starting at 297 s: lane three's steps 439 s, lane
+	# two's integration 531 s and then the fuzzing 201 s, the suite's
+	# longest lane).
+	# Fuzzed for a bounded time beyond their seed corpus (which the run above
+	# already checks): the mixture and plan parameters, the S3 face's
+	# request parsing (keys, ranges, preconditions, listing parameters), the
+	# transform configuration's parser (--transform-config), the image
+	# header readers that size a tensor before any pixel is decoded, and the
+	# SentencePiece model loader and encoder, the snappy decoder that
+	# writes Parquet pages straight into their members, and the MP4 index;
+	# and each decoder of data served in place, seeded with decompression
+	# bombs of every codec, each input held to its memory bound: Parquet
+	# pages of every codec, MDS shards of every codec, Megatron indexes
+	# (minimizing an interesting input briefly, so that the bombs' large
+	# seeds leave time to fuzz).
+	timed "lane three: fuzzing" fuzz_all
 }
 
 turbojpeg_build() {
@@ -345,6 +349,6 @@ wait "$two_pid" || two_rc=$?
 wait "$three_pid" || three_rc=$?
 echo "test.sh: the whole suite: $((SECONDS - suite_start)) s, CPU $((($(cpu_ticks $$) - suite_cpu) / hz)) s" >&2
 if ((one_rc != 0 || two_rc != 0 || three_rc != 0)); then
-	echo "test.sh: failed (lane one — the race detector's packages, the libavcodec build: exit $one_rc; lane two — integration, fuzzing: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build: exit $three_rc)" >&2
+	echo "test.sh: failed (lane one — the race detector's packages, the libavcodec build: exit $one_rc; lane two — integration: exit $two_rc; lane three — vet, the other packages without the race detector, Python, memory, the libjpeg-turbo build, fuzzing: exit $three_rc)" >&2
 	exit 1
 fi
