@@ -175,5 +175,42 @@ class MarkWorker:
         self.ran[worker_id] += 1
 
 
+class ConvertStep(unittest.TestCase):
+    """A BrandLoader of gateway batches converts each step as PyTorch's
+    default_convert does, leaving its JSON members as decoded (the same
+    objects: nothing in decoded JSON is an array to convert)."""
+
+    def test_as_default_convert_but_json(self):
+        import numpy as np
+        from torch.utils.data._utils.collate import default_convert
+
+        from brand.torch._loader import convert_step
+
+        meta = [{"frames": [1, 3, 5], "pts": [512, 1536, 2560], "seconds": [0.04, 0.12, 0.2]}]
+        step = {"__key__": ["a/v0/seg000000"], "frames": torch.zeros(1, 3, 2, 2, 3, dtype=torch.uint8),
+                "state.npy": [np.arange(4, dtype=np.float32)], "cls": np.array([7]), "json": meta,
+                "x.json": meta}
+        got, want = convert_step(step), default_convert(step)
+        self.assertEqual(set(got), set(want))
+        self.assertIs(got["json"], meta)
+        self.assertIs(got["x.json"], meta)
+        self.assertIs(got["frames"], step["frames"])
+        self.assertIsInstance(got["cls"], torch.Tensor)
+        self.assertTrue(torch.equal(got["cls"], want["cls"]))
+        self.assertIsInstance(got["state.npy"][0], torch.Tensor)
+        self.assertTrue(torch.equal(got["state.npy"][0], want["state.npy"][0]))
+        self.assertEqual(got["__key__"], want["__key__"])
+        # Anything but a dict is default_convert's.
+        arr = np.arange(3)
+        self.assertTrue(torch.equal(convert_step(arr), default_convert(arr)))
+
+    def test_the_loaders_collate(self):
+        from brand.torch._loader import convert_step
+
+        ds = BrandDataset(tensor_gateway().url, dataset="img", seed=SEED, batch_size=B, batches=True)
+        self.assertIs(ds.loader().collate_fn, convert_step)
+        self.assertIs(ds.loader(collate_fn=list).collate_fn, list)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -7,12 +7,25 @@ import weakref
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from torch.utils.data import DataLoader
+from torch.utils.data._utils.collate import default_convert
 
 from ._shm import BLOCKS_PER_WORKER, Board, WorkerInit
 from ._tensors import collate_tensors
 
 if TYPE_CHECKING:
     from ._dataset import BrandDataset
+
+
+def convert_step(step: Any) -> Any:
+    """What PyTorch's ``default_convert`` (a ``DataLoader``'s ``collate_fn``
+    when it does not batch, as a BrandLoader of gateway batches does) makes
+    of a step, without walking its JSON members: decoded JSON holds no
+    array to convert, and walking a clip batch's (each clip's frame
+    numbers, timestamps and PTS) was about a tenth of a worker's CPU a
+    step. Every other member is converted as ``default_convert`` does."""
+    if not isinstance(step, dict):
+        return default_convert(step)
+    return {k: v if k == "json" or k.endswith(".json") else default_convert(v) for k, v in step.items()}
 
 
 class BrandLoader(DataLoader):
@@ -54,6 +67,8 @@ class BrandLoader(DataLoader):
             kwargs.setdefault("drop_last", False)
             if dataset.options.job.transform is not None:
                 kwargs.setdefault("collate_fn", collate_tensors)
+        else:
+            kwargs.setdefault("collate_fn", convert_step)
         super().__init__(dataset, **kwargs)
         # The workers' shared blocks, kept across passes (see _shm.py), and
         # the DataLoader iterator of the pass using them.
