@@ -94,6 +94,13 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 	if t == nil {
 		return Never
 	}
+	// The soonest use of every version of the dataset that holds the
+	// chunk: streams of one job read several (an appended job's batches
+	// before a record's first step read the version before it, their
+	// chunks those of the newest version too), and the first version
+	// listed (the streams' map order) alone keyed a chunk a stream of
+	// another version needed next as needed by none.
+	best := int64(Never)
 	for _, du := range t.datasets[k.Dataset] {
 		c, ok := du.ds.ChunkOf(k)
 		if !ok {
@@ -111,9 +118,9 @@ func (t *Snapshot) DistanceAt(k chunkcache.Key, now int64) int64 {
 			// the same rule.
 			d = evict.FarKey(du.weight[c])
 		}
-		return d
+		best = min(best, d)
 	}
-	return Never
+	return best
 }
 
 // StandIn reports whether this node holds k only standing in for its
@@ -178,10 +185,10 @@ func (t *Snapshot) Prefetchable(k chunkcache.Key) bool {
 		if !ok {
 			continue
 		}
-		if len(t.clocks[hotChunk{du.ds, int32(c)}]) > 0 {
+		// Any version's stream that needs it soon (DistanceAt).
+		if len(t.clocks[hotChunk{du.ds, int32(c)}]) > 0 || du.dist[c] <= t.horizon {
 			return true
 		}
-		return du.dist[c] <= t.horizon
 	}
 	return false
 }

@@ -306,3 +306,51 @@ func TestPublishedKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestUseTableDistanceOverGrownVersions: a chunk that two versions of a
+// dataset share (an appended version extends the one before it with the
+// same objects) is keyed by the soonest use any version's streams make,
+// whichever version the table lists first. An appended job's batches
+// before a record's first step read the version before it while its
+// newest version is in the table too; keyed by the first version listed
+// alone (the streams' map order), a chunk the older version's stream
+// needed next was keyed as needed by none and evicted first: a chain of
+// appends read 4,119 store bytes in an epoch its plan put at 3,375
+// (gateway.TestPlanKnowsTheAppendChain).
+func TestUseTableDistanceOverGrownVersions(t *testing.T) {
+	older := catalog.NewDataset("d", "", nil, testIndex(t, 4, 4))
+	grown := catalog.NewDataset("d", "", nil, testIndex(t, 6, 4))
+	if older.ChunkKey(2) != grown.ChunkKey(2) {
+		t.Fatal("the fixture's versions do not share their first chunks")
+	}
+	hot := &clock{}
+	hot.inflight.Store(true)
+	hot.oldest.Store(300)
+	for _, order := range [][]int{{0, 1}, {1, 0}} {
+		uses := []datasetUses{
+			{ds: older, dist: []int64{Never, Never, 2000, Never}},
+			{ds: grown, dist: []int64{Never, 8000, Never, Never, 4000, Never}},
+		}
+		table := &Snapshot{datasets: map[string][]datasetUses{"d": {uses[order[0]], uses[order[1]]}},
+			clocks: map[hotChunk][]*clock{{older, 3}: {hot}}, hotFits: true, horizon: 2500}
+		for _, tc := range []struct {
+			chunk        int
+			want         int64
+			prefetchable bool
+		}{
+			{0, Never, false},
+			{1, 8000, false}, // the grown version's use
+			{2, 2000, true},  // the older version's use, within the horizon
+			{3, 300, true},   // in the older version's stream's window
+			{4, 4000, false}, // the grown version's only
+		} {
+			k := grown.ChunkKey(tc.chunk)
+			if got := table.DistanceAt(k, 900); got != tc.want {
+				t.Errorf("versions listed %v: chunk %d keyed %d; want %d", order, tc.chunk, got, tc.want)
+			}
+			if got := table.Prefetchable(k); got != tc.prefetchable {
+				t.Errorf("versions listed %v: chunk %d prefetchable %v; want %v", order, tc.chunk, got, tc.prefetchable)
+			}
+		}
+	}
+}
