@@ -80,7 +80,7 @@ gobin=$(mktemp -d "$dir/.install.XXXXXX")
 trap 'rm -rf -- "$gobin"' EXIT
 
 echo "Building MinIO $version into $bin" >&2
-echo "(the first build takes ~5 minutes on 2 cores; later runs reuse it)" >&2
+echo "(the first build takes 2–5 minutes on 2 cores, with the modules downloaded; later runs reuse it)" >&2
 (cd "$gobin" && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS=-trimpath go install "github.com/minio/minio@$version")
 mv -f -- "$gobin/minio" "$bin"
 
