@@ -322,33 +322,6 @@ func TestPlanKnowsTheAppendChain(t *testing.T) {
 	if a := plan.Job.Append; a == nil || a.Version != r2.Version || a.Epoch != 1 || a.From != 20 || a.Previous == nil || a.Previous.Version != r1.Version || a.Previous.From != 45 {
 		t.Errorf("the plan's job names the records %+v; want %s from position 20 of epoch 1 after %s", a, r2.Version, r1.Version)
 	}
-	for e := range epochs {
-		var ep api.EpochInfo
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&job=run&index=%s", srv2.URL, e, shape, v))
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ep) != nil {
-			t.Fatalf("/epoch/%d: %s %s", e, resp.Status, body)
-		}
-		for m := range ep.Batches {
-			if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&job=run&index=%s", srv2.URL, e, m, shape, v)); resp.StatusCode != http.StatusOK {
-				t.Fatalf("epoch %d batch %d: %s %s", e, m, resp.Status, body)
-			}
-		}
-	}
-	live := map[uint64]api.EpochStat{}
-	for _, s := range g2.EpochStats() {
-		l := live[s.Epoch]
-		l.Accesses += s.Accesses
-		l.BackendBytes += s.BackendBytes
-		live[s.Epoch] = l
-	}
-	for e := range epochs {
-		got, predicted := live[uint64(e)], plan.Optimal.Epochs[e]
-		t.Logf("epoch %d: %d accesses, the plan's %d; %d bytes read from the store, the plan's optimum %d", e, got.Accesses, predicted.Accesses, got.BackendBytes, predicted.BackendBytes)
-		if got.Accesses != int64(predicted.Accesses) {
-			t.Errorf("epoch %d: the gateway served %d chunk accesses, the plan %d", e, got.Accesses, predicted.Accesses)
-		}
-	}
-	if got, predicted := live[0].BackendBytes, plan.Optimal.Epochs[0].BackendBytes; got != predicted {
-		t.Errorf("epoch 0: /stats says %d bytes from the store, the plan %d", got, predicted)
-	}
+	readAppendedEpochs(t, srv2.URL, shape, v, epochs)
+	checkAppendedEpochs(t, g2, plan, epochs)
 }

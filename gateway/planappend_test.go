@@ -76,40 +76,8 @@ func TestPlanKnowsTheAppend(t *testing.T) {
 	if plan.Samples != len(want)+20 {
 		t.Errorf("the plan's samples: %d; want the new size %d", plan.Samples, len(want)+20)
 	}
-	for e := range epochs {
-		var ep api.EpochInfo
-		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&job=run&index=%s", srv2.URL, e, shape, v))
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ep) != nil {
-			t.Fatalf("/epoch/%d: %s %s", e, resp.Status, body)
-		}
-		for m := range ep.Batches {
-			if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&job=run&index=%s", srv2.URL, e, m, shape, v)); resp.StatusCode != http.StatusOK {
-				t.Fatalf("epoch %d batch %d: %s %s", e, m, resp.Status, body)
-			}
-		}
-	}
-	// Each epoch's accesses (each batch's distinct chunks, summed) are
-	// the plan's trace's, and its first epoch's store bytes the plan's:
-	// the steps before S are the old version's, counted under its index,
-	// so the first epoch's figures are the two parts' summed.
-	stats := g2.EpochStats()
-	live := map[uint64]api.EpochStat{}
-	for _, s := range stats {
-		l := live[s.Epoch]
-		l.Accesses += s.Accesses
-		l.BackendBytes += s.BackendBytes
-		live[s.Epoch] = l
-	}
-	for e := range epochs {
-		got, predicted := live[uint64(e)], plan.Optimal.Epochs[e]
-		t.Logf("epoch %d: %d accesses, the plan's %d; %d bytes read from the store, the plan's optimum %d", e, got.Accesses, predicted.Accesses, got.BackendBytes, predicted.BackendBytes)
-		if got.Accesses != int64(predicted.Accesses) {
-			t.Errorf("epoch %d: the gateway served %d chunk accesses, the plan %d", e, got.Accesses, predicted.Accesses)
-		}
-	}
-	if got, predicted := live[0].BackendBytes, plan.Optimal.Epochs[0].BackendBytes; got != predicted {
-		t.Errorf("epoch 0: /stats says %d bytes from the store, the plan %d", got, predicted)
-	}
+	readAppendedEpochs(t, srv2.URL, shape, v, epochs)
+	live := checkAppendedEpochs(t, g2, plan, epochs)
 	// The live optimum is computed over the batches of one index version:
 	// the extension's misses the steps before S, so its first epochs
 	// start from another cache than the plan's. Two epochs after the
@@ -212,4 +180,50 @@ func TestPlanResizeKnowsTheExclusion(t *testing.T) {
 		t.Errorf("with the list: %d moved chunks, %d needed next (%d B); want %d, %d (%d B): the %d emptied chunks that move are never needed",
 			with.MovedChunks, with.SoonChunks, with.SoonBytes, before.MovedChunks, before.SoonChunks-movedEmptied, before.SoonBytes-movedEmptiedBytes, movedEmptied)
 	}
+}
+
+// readAppendedEpochs reads every batch of epochs 0 to epochs-1 of job
+// "run" of shape, naming index v, from the gateway at base.
+func readAppendedEpochs(t *testing.T, base, shape, v string, epochs int) {
+	t.Helper()
+	for e := range epochs {
+		var ep api.EpochInfo
+		resp, body := get(t, fmt.Sprintf("%s/epoch/%d?%s&job=run&index=%s", base, e, shape, v))
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ep) != nil {
+			t.Fatalf("/epoch/%d: %s %s", e, resp.Status, body)
+		}
+		for m := range ep.Batches {
+			if resp, body := get(t, fmt.Sprintf("%s/epoch/%d/batch/%d?%s&job=run&index=%s", base, e, m, shape, v)); resp.StatusCode != http.StatusOK {
+				t.Fatalf("epoch %d batch %d: %s %s", e, m, resp.Status, body)
+			}
+		}
+	}
+}
+
+// checkAppendedEpochs checks g's live statistics of an appended job's
+// epochs against plan: each epoch's accesses (each batch's distinct
+// chunks, summed) are the plan's trace's, and the first epoch's store
+// bytes the plan's. The steps before a record are another version's,
+// counted under its index, so each epoch's figures are its versions'
+// summed. It returns those sums.
+func checkAppendedEpochs(t *testing.T, g *gateway.Gateway, plan *planner.Plan, epochs int) map[uint64]api.EpochStat {
+	t.Helper()
+	live := map[uint64]api.EpochStat{}
+	for _, s := range g.EpochStats() {
+		l := live[s.Epoch]
+		l.Accesses += s.Accesses
+		l.BackendBytes += s.BackendBytes
+		live[s.Epoch] = l
+	}
+	for e := range epochs {
+		got, predicted := live[uint64(e)], plan.Optimal.Epochs[e]
+		t.Logf("epoch %d: %d accesses, the plan's %d; %d bytes read from the store, the plan's optimum %d", e, got.Accesses, predicted.Accesses, got.BackendBytes, predicted.BackendBytes)
+		if got.Accesses != int64(predicted.Accesses) {
+			t.Errorf("epoch %d: the gateway served %d chunk accesses, the plan %d", e, got.Accesses, predicted.Accesses)
+		}
+	}
+	if got, predicted := live[0].BackendBytes, plan.Optimal.Epochs[0].BackendBytes; got != predicted {
+		t.Errorf("epoch 0: /stats says %d bytes from the store, the plan %d", got, predicted)
+	}
+	return live
 }
