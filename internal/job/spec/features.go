@@ -1,0 +1,167 @@
+package spec
+
+import (
+	"net/url"
+	"slices"
+
+	"github.com/brandgw/brand/api"
+)
+
+// A Feature is one thing a job can be or do: a source, a sampling, a
+// unit, an edit, an assignment, a transform. Its name is the table's,
+// the golden file's and the docs'.
+type Feature string
+
+// The features, in the table's order (Features).
+const (
+	Dataset    Feature = "dataset"
+	Mix        Feature = "mix"
+	Schedule   Feature = "schedule"
+	Index      Feature = "index"
+	Importance Feature = "importance"
+	Samples    Feature = "samples"
+	Tokens     Feature = "tokens"
+	Clips      Feature = "clips"
+	Transform  Feature = "transform"
+	Columns    Feature = "columns"
+	InPlace    Feature = "in-place"
+	Exclusion  Feature = "exclusion"
+	Append     Feature = "append"
+	Locality   Feature = "locality"
+	BalanceB   Feature = "balance-bytes"
+	BalanceC   Feature = "balance-cost"
+	Resize     Feature = "resize"
+)
+
+// A Param is a query parameter, and the value that matters ("": any
+// value given).
+type Param struct {
+	Name  string `json:"param"`
+	Value string `json:"value,omitempty"`
+}
+
+// in reports whether v gives p.
+func (p Param) in(v url.Values) bool {
+	x := v.Get(p.Name)
+	return x != "" && (p.Value == "" || x == p.Value)
+}
+
+// A Def defines a feature: what it is, and how a request names it.
+type Def struct {
+	Name Feature `json:"name"`
+	What string  `json:"what"`
+	// SetBy are the parameters any of which names the feature; a feature
+	// with DefaultUnless is named unless one of those is given; one with
+	// neither is Resolved: only the server knows it (a stored edit, the
+	// dataset's kind, a plan's option), and adds it (Set.With).
+	SetBy         []Param `json:"set_by,omitempty"`
+	DefaultUnless []Param `json:"default_unless,omitempty"`
+	Resolved      bool    `json:"resolved,omitempty"`
+}
+
+// Features are the features, in the table's order: a request refused for
+// several pairs is refused for the first pair in this order.
+func Features() []Def {
+	p := func(name string) Param { return Param{Name: name} }
+	sources := []Param{p(api.ParamMix), p(api.ParamMixSchedule), p(api.ParamScheduleVersion)}
+	units := []Param{p(api.ParamSeq), p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}
+	return []Def{
+		{Name: Dataset, What: "a job over one dataset", DefaultUnless: sources},
+		{Name: Mix, What: "a mixture of datasets (mix=)", SetBy: []Param{p(api.ParamMix)}},
+		{Name: Schedule, What: "a mixture whose weights change by step (mix_schedule=, or schedule= for one stored under the job's name)",
+			SetBy: []Param{p(api.ParamMixSchedule), p(api.ParamScheduleVersion)}},
+		{Name: Index, What: "the dataset's index version pinned (index=)", SetBy: []Param{p(api.ParamIndex)}},
+		{Name: Importance, What: "epochs drawn by the trainer's losses (sampling=importance)",
+			SetBy: []Param{{Name: api.ParamSampling, Value: api.SamplingImportance}}},
+		{Name: Samples, What: "samples served as stored", DefaultUnless: units},
+		{Name: Tokens, What: "a token dataset's documents packed into sequences (seq=)", SetBy: []Param{p(api.ParamSeq)}},
+		{Name: Clips, What: "a video dataset's clips decoded on the data node (clip=, delta_timestamps=, frames=)",
+			SetBy: []Param{p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}},
+		{Name: Transform, What: "images decoded and augmented into tensors on the data node (transform=)", SetBy: []Param{p(api.ParamTransform)}},
+		{Name: Columns, What: "some fields of a dataset served in place (columns=)", SetBy: []Param{p(api.ParamColumns)}},
+		{Name: InPlace, What: "a dataset served in place (Parquet, MDS, Megatron, video, LeRobot): its samples sized once their chunk is read", Resolved: true},
+		{Name: Exclusion, What: "samples left out from a step on (POST /jobs/{job}/exclude, stored under the job's name)", Resolved: true},
+		{Name: Append, What: "files appended to the dataset taken from a step on (POST /jobs/{job}/append, stored under the job's name)", Resolved: true},
+		{Name: Locality, What: "each rank given the samples its own node holds, on a cluster (locality=false turns it off)",
+			DefaultUnless: []Param{{Name: api.ParamLocality, Value: "false"}}},
+		{Name: BalanceB, What: "ranks balanced by their samples' stored bytes (balance=bytes)",
+			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceBytes}}},
+		{Name: BalanceC, What: "ranks balanced by their sequences' attention or tokens (balance=attention, balance=tokens)",
+			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceAttention}, {Name: api.ParamBalance, Value: api.BalanceTokens}}},
+		{Name: Resize, What: "a plan of the cluster resized under the job (/plan's nodes_after=)", Resolved: true},
+	}
+}
+
+// A Set is a set of features.
+type Set uint64
+
+// bit is f's bit, by its place in Features; 0 for a name that is none.
+func bit(f Feature) Set {
+	i := slices.IndexFunc(Features(), func(d Def) bool { return d.Name == f })
+	if i < 0 {
+		return 0
+	}
+	return 1 << i
+}
+
+// Of is the set of fs.
+func Of(fs ...Feature) Set {
+	var s Set
+	for _, f := range fs {
+		s |= bit(f)
+	}
+	return s
+}
+
+// Has reports whether s holds f.
+func (s Set) Has(f Feature) bool { b := bit(f); return b != 0 && s&b != 0 }
+
+// With is s and fs.
+func (s Set) With(fs ...Feature) Set { return s | Of(fs...) }
+
+// Without is s less fs.
+func (s Set) Without(fs ...Feature) Set { return s &^ Of(fs...) }
+
+// List is s's features, in the table's order.
+func (s Set) List() []Feature {
+	var out []Feature
+	for i, d := range Features() {
+		if s&(1<<i) != 0 {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// Detect is the features a request's query parameters name, by the
+// definitions' rules (Def.SetBy, Def.DefaultUnless).
+func Detect(v url.Values) Set {
+	var s Set
+	for i, d := range Features() {
+		on := false
+		for _, p := range d.SetBy {
+			on = on || p.in(v)
+		}
+		if len(d.DefaultUnless) > 0 {
+			on = !slices.ContainsFunc(d.DefaultUnless, func(p Param) bool { return p.in(v) })
+		}
+		if on {
+			s |= 1 << i
+		}
+	}
+	return s
+}
+
+// Requested is the features job names, as its query parameters name them
+// (api.Job.Values). A job resolved by a server names its stored edits
+// too (api.Job.Exclusion, api.Job.Append).
+func Requested(job api.Job) Set {
+	s := Detect(job.Values())
+	if job.Exclusion != "" {
+		s = s.With(Exclusion)
+	}
+	if job.Append != "" {
+		s = s.With(Append)
+	}
+	return s
+}

@@ -1,0 +1,93 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Published is the table as the golden file holds it, for clients that
+// check a job before they send it (the Python client reads it, instead
+// of a copy of the rules of its own).
+type Published struct {
+	Version    int         `json:"version"`
+	Error      string      `json:"error"` // the refusals' prefix: ErrIncompatible's text
+	Features   []Def       `json:"features"`
+	Pairs      []Cell      `json:"pairs"`
+	Companions []Companion `json:"companions"`
+	Exclusives []Exclusive `json:"exclusives"`
+}
+
+// Publish is the table as the golden file python/brand/compat.json holds
+// it (written by this package's tests with -update).
+func Publish() Published {
+	return Published{Version: 1, Error: ErrIncompatible.Error(), Features: Features(), Pairs: Table(), Companions: Companions(), Exclusives: Exclusives()}
+}
+
+// Markdown is the table as docs/http-api.md shows it: each feature, a
+// matrix of every pair (· composes, ✗ refused, ↓ a downgrade, each
+// numbered), and the numbered messages.
+func Markdown() string {
+	defs := Features()
+	var sb strings.Builder
+	sb.WriteString("| feature | what it is |\n| --- | --- |\n")
+	for _, d := range defs {
+		fmt.Fprintf(&sb, "| `%s` | %s%s |\n", d.Name, d.What, resolvedNote(d))
+	}
+	sb.WriteString("\n|   |")
+	for i := range defs {
+		fmt.Fprintf(&sb, " %d |", i+1)
+	}
+	sb.WriteString("\n| --- |")
+	for range defs {
+		sb.WriteString(" :-: |")
+	}
+	sb.WriteString("\n")
+	notes := map[[2]Feature]int{}
+	var list []Cell
+	for _, c := range Table() {
+		if c.Kind != Compose {
+			list = append(list, c)
+			notes[[2]Feature{c.A, c.B}] = len(list)
+			notes[[2]Feature{c.B, c.A}] = len(list)
+		}
+	}
+	for i, a := range defs {
+		fmt.Fprintf(&sb, "| %d `%s` |", i+1, a.Name)
+		for j, b := range defs {
+			switch n, ok := notes[[2]Feature{a.Name, b.Name}]; {
+			case i == j:
+				sb.WriteString("   |")
+			case !ok:
+				sb.WriteString(" · |")
+			case Lookup(a.Name, b.Name).Kind == Refuse:
+				fmt.Fprintf(&sb, " ✗%d |", n)
+			default:
+				fmt.Fprintf(&sb, " ↓%d |", n)
+			}
+		}
+		sb.WriteString("\n")
+	}
+	sb.WriteString("\n")
+	for i, c := range list {
+		what := "refused (400)"
+		if c.Kind == Downgrade {
+			what = fmt.Sprintf("served; `%s` has no effect", c.Drops)
+		}
+		fmt.Fprintf(&sb, "%d. `%s` × `%s`: %s: %s.\n", i+1, c.A, c.B, what, c.Message)
+	}
+	sb.WriteString("\nParameters that shape one feature are refused (400) without it, and parameters that name one thing two ways are refused together:\n\n")
+	for _, c := range Companions() {
+		fmt.Fprintf(&sb, "- `%s`: %s.\n", strings.Join(c.Params, "`, `"), strings.ReplaceAll(c.Message, "{param}", "each"))
+	}
+	for _, e := range Exclusives() {
+		fmt.Fprintf(&sb, "- `%s` together: %s.\n", strings.Join(e.Params, "`, `"), e.Message)
+	}
+	return sb.String()
+}
+
+func resolvedNote(d Def) string {
+	if d.Resolved {
+		return " (known to the server: not a parameter)"
+	}
+	return ""
+}

@@ -1,0 +1,176 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/testsupport/golden"
+)
+
+var update = flag.Bool("update", false, "rewrite python/brand/compat.json and docs/http-api.md's table from the table")
+
+const (
+	pythonGolden = "../../../python/brand/compat.json"
+	httpDocs     = "../../../docs/http-api.md"
+	docsBegin    = "<!-- the compatibility table: generated from internal/job/spec (go test ./internal/job/spec -update) -->\n"
+	docsEnd      = "<!-- end of the compatibility table -->"
+)
+
+// TestGolden: the Python client's copy of the table is the table.
+func TestGolden(t *testing.T) {
+	want := golden.Encode(t, Publish())
+	if *update {
+		if err := os.WriteFile(pythonGolden, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(pythonGolden)
+	if err != nil {
+		t.Fatalf("%v (write it with go test ./internal/job/spec -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not the table (rewrite it with go test ./internal/job/spec -update)", pythonGolden)
+	}
+}
+
+// TestDocs: docs/http-api.md shows the table as it is.
+func TestDocs(t *testing.T) {
+	b, err := os.ReadFile(httpDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, docsBegin), strings.Index(doc, docsEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no generated compatibility table between %q and %q", httpDocs, docsBegin, docsEnd)
+	}
+	want := doc[:i+len(docsBegin)] + "\n" + Markdown() + "\n" + doc[j:]
+	if want == doc {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(httpDocs, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s's compatibility table is not the table's (rewrite it with go test ./internal/job/spec -update)", httpDocs)
+}
+
+// TestTableIsComplete: every pair of features has one cell, each
+// feature's name is unique, and every cell that is not a composition
+// says why; a downgrade drops one of its pair.
+func TestTableIsComplete(t *testing.T) {
+	defs := Features()
+	if len(defs) > 64 {
+		t.Fatalf("%d features: a Set holds 64", len(defs))
+	}
+	seen := map[Feature]bool{}
+	for _, d := range defs {
+		if seen[d.Name] {
+			t.Errorf("feature %s defined twice", d.Name)
+		}
+		seen[d.Name] = true
+		if d.What == "" {
+			t.Errorf("feature %s says not what it is", d.Name)
+		}
+		if len(d.SetBy) == 0 && len(d.DefaultUnless) == 0 && !d.Resolved {
+			t.Errorf("feature %s: neither named by a parameter nor resolved", d.Name)
+		}
+	}
+	tab := Table()
+	if want := len(defs) * (len(defs) - 1) / 2; len(tab) != want {
+		t.Fatalf("%d cells for %d features; want %d", len(tab), len(defs), want)
+	}
+	pairs := map[[2]Feature]bool{}
+	for _, c := range cells() {
+		k := [2]Feature{min(c.A, c.B), max(c.A, c.B)}
+		if pairs[k] {
+			t.Errorf("pair %s × %s listed twice", c.A, c.B)
+		}
+		pairs[k] = true
+		if !seen[c.A] || !seen[c.B] || c.A == c.B {
+			t.Errorf("cell %s × %s: not a pair of features", c.A, c.B)
+		}
+		if c.Message == "" {
+			t.Errorf("cell %s × %s says not why", c.A, c.B)
+		}
+		if c.Kind == Downgrade && c.Drops != c.A && c.Drops != c.B {
+			t.Errorf("downgrade %s × %s drops %s, neither of them", c.A, c.B, c.Drops)
+		}
+		if c.Kind == Compose {
+			t.Errorf("cell %s × %s listed to compose: every unlisted pair does", c.A, c.B)
+		}
+	}
+}
+
+// TestCheckParams: what a request's parameters name, checked against the
+// table, each refusal with its one message.
+func TestCheckParams(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  string // "" for none; else the message after the prefix
+	}{
+		{"dataset=a&seed=1", ""},
+		{"mix=a:1,b:1&seq=128&balance=attention", ""},
+		{"seq=128&pack=concat&eos=2", ""},
+		{"dataset=a&mix=a:1,b:1", Exclusives()[0].Message},
+		{"mix=a:1&mix_schedule=0:a:1", Exclusives()[0].Message},
+		{"clip=8&frames=0,1", Exclusives()[2].Message},
+		{"pack=concat", "pack applies only to a token job (seq=)"},
+		{"stride=2", "stride applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
+		{"mix_block=4", Companions()[2].Message},
+		{"hot=3", Companions()[3].Message},
+		{"seq=128&sampling=importance&job=j", Lookup(Importance, Tokens).Message},
+		{"mix=a:1,b:1&sampling=importance&job=j", Lookup(Mix, Importance).Message},
+		{"balance=attention", Lookup(Samples, BalanceC).Message},
+		{"seq=64&balance=bytes", Lookup(Tokens, BalanceB).Message},
+		{"clip=8&balance=bytes", Lookup(Clips, BalanceB).Message},
+		{"seq=64&transform=imagenet-train", Lookup(Tokens, Transform).Message},
+		{"seq=64&clip=8", Lookup(Tokens, Clips).Message},
+		{"seq=64&locality=true", ""}, // a downgrade: served
+	} {
+		v, err := url.ParseQuery(tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckParams(v)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.query, err)
+		case tc.want != "" && (err == nil || err.Error() != ErrIncompatible.Error()+": "+tc.want):
+			t.Errorf("%s: %v; want %q", tc.query, err, tc.want)
+		case err != nil && (!errors.Is(err, ErrIncompatible) || !errkind.Has(err, errkind.Invalid)):
+			t.Errorf("%s: %v is not the table's refusal, a bad request", tc.query, err)
+		}
+	}
+}
+
+// TestRequested: a job's features, as its parameters name them.
+func TestRequested(t *testing.T) {
+	job := api.Job{Dataset: "a", Seq: 64, Balance: api.BalanceAttention}
+	if got, want := Requested(job), Of(Dataset, Tokens, Locality, BalanceC); got != want {
+		t.Errorf("%v; want %v", got.List(), want.List())
+	}
+	if got := Requested(job).Effective(); got.Has(Locality) || !got.Has(BalanceC) {
+		t.Errorf("effective %v: locality is dropped, balance kept", got.List())
+	}
+	job = api.Job{Mix: api.Mix{{Dataset: "a", Weight: "1"}}, NoLocality: true, Exclusion: "0123456789abcdef"}
+	if got, want := Requested(job), Of(Mix, Samples, Exclusion); got != want {
+		t.Errorf("%v; want %v", got.List(), want.List())
+	}
+	if err := Requested(job).Check(); err == nil || !strings.Contains(err.Error(), Lookup(Mix, Exclusion).Message) {
+		t.Errorf("a mixture with an exclusion list: %v", err)
+	}
+	if err := Of(Dataset, Samples, Exclusion, Append, Locality, BalanceB).Check(); err != nil {
+		t.Errorf("an exclusion and an append, balanced: %v", err)
+	}
+}

@@ -1,0 +1,251 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/errkind"
+)
+
+// ErrIncompatible marks a request whose features, or parameters, do not
+// go together: the table's refusal, the same from every entry point
+// (400: the asker changes the request).
+var ErrIncompatible = errkind.New(errkind.Invalid, "features do not go together")
+
+// A Kind is what a cell of the table says of a pair.
+type Kind string
+
+// The kinds of cell.
+const (
+	// Compose: the job has both, each as it has it alone.
+	Compose Kind = "compose"
+	// Refuse: the job is refused, with the cell's message.
+	Refuse Kind = "refuse"
+	// Downgrade: the job is served; the cell's Drops feature has no
+	// effect with the other, as its message says.
+	Downgrade Kind = "downgrade"
+)
+
+// A Cell is the table's answer for a pair of features.
+type Cell struct {
+	A       Feature `json:"a"`
+	B       Feature `json:"b"`
+	Kind    Kind    `json:"kind"`
+	Message string  `json:"message,omitempty"`
+	// Drops is, for a downgrade, the feature that has no effect.
+	Drops Feature `json:"drops,omitempty"`
+}
+
+// cells are the pairs that do not simply compose. Every other pair
+// composes. Each message says why, in the words a user of both reads.
+func cells() []Cell {
+	refuse := func(a, b Feature, msg string) Cell { return Cell{A: a, B: b, Kind: Refuse, Message: msg} }
+	downgrade := func(a, b, drops Feature, msg string) Cell {
+		return Cell{A: a, B: b, Kind: Downgrade, Message: msg, Drops: drops}
+	}
+	const oneSource = "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name)"
+	const editsOneDataset = "is stored under the job's name over one dataset and applies to that dataset's own order; a mixture or schedule reads each component's order: read the job over its dataset, or name the mixture another job"
+	return []Cell{
+		refuse(Dataset, Mix, oneSource),
+		refuse(Dataset, Schedule, oneSource),
+		refuse(Mix, Schedule, oneSource),
+		refuse(Mix, Index, "index= pins one dataset's version; a mixture reads each component's current version (its ETag names them all)"),
+		refuse(Mix, Importance, "sampling=importance is per dataset; a mixture (mix=) draws uniformly from each component"),
+		refuse(Mix, Clips, "a clip job reads one video dataset, not a mixture"),
+		refuse(Mix, Exclusion, "an exclusion list "+editsOneDataset),
+		refuse(Mix, Append, "an append record "+editsOneDataset),
+		refuse(Mix, Resize, "nodes_after plans a resize for a job of one dataset, not a mixture"),
+		refuse(Schedule, Index, "index= pins one dataset's version; a schedule reads each component's current version"),
+		refuse(Schedule, Importance, "sampling=importance is per dataset; a schedule draws uniformly from each component"),
+		refuse(Schedule, Clips, "a clip job reads one video dataset, not a schedule"),
+		refuse(Schedule, Exclusion, "an exclusion list "+editsOneDataset),
+		refuse(Schedule, Append, "an append record "+editsOneDataset),
+		refuse(Schedule, Resize, "nodes_after plans a resize for a job of one dataset, not a schedule"),
+		refuse(Importance, Tokens, "sampling=importance and seq= do not go together: a token job packs each document once an epoch, and an importance epoch draws documents by their weight, some more than once"),
+		refuse(Importance, Clips, "sampling=importance and clip do not go together: clips are drawn uniformly"),
+		refuse(Importance, Exclusion, "an exclusion list leaves samples out of the uniform shuffle; an importance epoch draws samples by their weight"),
+		refuse(Importance, Append, "an append record merges new samples into the uniform shuffle; an importance epoch draws samples by their weight"),
+		refuse(Importance, Resize, "nodes_after plans a resize for the uniform shuffle, not sampling=importance"),
+		refuse(Samples, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences (seq=); a job of samples as stored takes balance=bytes, on a dataset of tar chunks"),
+		refuse(Tokens, Clips, "seq and clip do not go together: a clip job's samples are frames"),
+		refuse(Tokens, Transform, "transform and seq do not go together: a token job's sequences have no images"),
+		refuse(Tokens, Columns, "columns and seq do not go together: a token job reads its dataset's token field"),
+		refuse(Tokens, Exclusion, "an exclusion list leaves samples out of an order of samples; a token job's steps are sequences packed from many documents, which a list would change before its step"),
+		refuse(Tokens, Append, "an append record merges samples into an order of samples; a token job's steps are sequences packed from many documents, which a record would change before its step"),
+		downgrade(Tokens, Locality, Locality, "a token job's ranks take the plain cut of each global batch of sequences: locality does not apply"),
+		refuse(Tokens, BalanceB, "balance=bytes weighs samples as stored; a token job's sequences are weighed by balance=attention or balance=tokens"),
+		refuse(Tokens, Resize, "a token job's plan is of its epochs, not of a resize (nodes_after=)"),
+		refuse(Clips, Columns, "columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need"),
+		refuse(Clips, Exclusion, "an exclusion list leaves samples out of an order of samples; a clip job's samples are clips drawn afresh each epoch"),
+		refuse(Clips, Append, "an append record merges samples into an order of samples; a clip job's samples are clips drawn afresh each epoch"),
+		downgrade(Clips, Locality, Locality, "a clip job's ranks take the plain cut of each global batch of clips: locality does not apply"),
+		refuse(Clips, BalanceB, "balance=bytes weighs samples as stored; every clip of a clip job decodes the same number of frames"),
+		refuse(Clips, BalanceC, "balance=attention and balance=tokens weigh a token job's sequences; a clip job's clips are frames"),
+		refuse(Clips, Resize, "a clip job's plan is of its epochs, not of a resize (nodes_after=)"),
+		refuse(InPlace, BalanceB, "a dataset served in place sizes its samples only once their chunk is read, so balance=bytes cannot weigh them before the batch is laid out"),
+		downgrade(Locality, BalanceB, Locality, "balance= replaces locality: the ranks' costs decide which rank takes which sample, not where the chunks live"),
+		downgrade(Locality, BalanceC, Locality, "balance= replaces locality: the ranks' costs decide which rank takes which sequence, not where the chunks live"),
+		refuse(BalanceB, BalanceC, "a job is balanced by one cost: give balance= once"),
+	}
+}
+
+// Table is every pair of features, each once (A before B in Features'
+// order), with its cell.
+func Table() []Cell {
+	defs := Features()
+	listed := cells()
+	var out []Cell
+	for i, a := range defs {
+		for _, b := range defs[i+1:] {
+			c := Cell{A: a.Name, B: b.Name, Kind: Compose}
+			for _, x := range listed {
+				if x.A == a.Name && x.B == b.Name || x.A == b.Name && x.B == a.Name {
+					c.Kind, c.Message, c.Drops = x.Kind, x.Message, x.Drops
+				}
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Lookup is the cell of the pair a, b (in either order).
+func Lookup(a, b Feature) Cell {
+	for _, c := range Table() {
+		if c.A == a && c.B == b || c.A == b && c.B == a {
+			return c
+		}
+	}
+	return Cell{A: a, B: b, Kind: Compose}
+}
+
+// Check refuses s if a pair of its features is refused: the first such
+// pair in the table's order, with its message (ErrIncompatible).
+func (s Set) Check() error {
+	for _, c := range Table() {
+		if c.Kind == Refuse && s.Has(c.A) && s.Has(c.B) {
+			return Refusal(c)
+		}
+	}
+	return nil
+}
+
+// Refusal is the error a refused cell answers: ErrIncompatible with the
+// cell's message, the same text whoever asks.
+func Refusal(c Cell) error {
+	return &Refused{Cell: c, err: fmt.Errorf("%w: %s", ErrIncompatible, c.Message)}
+}
+
+// A Refused is a refusal by the table: the cell, and its error.
+type Refused struct {
+	Cell Cell
+	err  error
+}
+
+func (r *Refused) Error() string { return r.err.Error() }
+func (r *Refused) Unwrap() error { return r.err }
+
+// Dropped reports whether f has no effect in s: a downgrade cell of s's
+// features drops it.
+func (s Set) Dropped(f Feature) bool {
+	if !s.Has(f) {
+		return false
+	}
+	for _, c := range Table() {
+		if c.Kind == Downgrade && c.Drops == f && s.Has(c.A) && s.Has(c.B) {
+			return true
+		}
+	}
+	return false
+}
+
+// Effective is s less the features a downgrade drops.
+func (s Set) Effective() Set {
+	out := s
+	for _, f := range s.List() {
+		if s.Dropped(f) {
+			out = out.Without(f)
+		}
+	}
+	return out
+}
+
+// A Companion is a parameter that shapes a feature and means nothing
+// without it (pack= without seq=): given alone, the request is refused
+// with Message, where "{param}" is the parameter's name.
+type Companion struct {
+	Params  []string  `json:"params"`
+	Needs   []Feature `json:"needs"` // any of them
+	Message string    `json:"message"`
+}
+
+// Companions are the parameters that apply only with a feature.
+func Companions() []Companion {
+	return []Companion{
+		{Params: []string{api.ParamPack, api.ParamPad, api.ParamEOS}, Needs: []Feature{Tokens},
+			Message: "{param} applies only to a token job (seq=)"},
+		{Params: []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart, api.ParamClipLayout}, Needs: []Feature{Clips},
+			Message: "{param} applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
+		{Params: []string{api.ParamMixBlock, api.ParamMixSamples}, Needs: []Feature{Mix, Schedule},
+			Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},
+		{Params: []string{api.ParamImportance, api.ParamHot}, Needs: []Feature{Importance},
+			Message: "importance and hot apply only with sampling=importance"},
+	}
+}
+
+// message is c's message for param.
+func (c Companion) message(param string) string { return strings.ReplaceAll(c.Message, "{param}", param) }
+
+// An Exclusive is a group of parameters of which a request gives one.
+type Exclusive struct {
+	Params  []string `json:"params"`
+	Message string   `json:"message"`
+}
+
+// Exclusives are the groups of parameters that name the same thing two
+// ways: a request gives at most one of each.
+func Exclusives() []Exclusive {
+	return []Exclusive{
+		{Params: []string{api.ParamDataset, api.ParamMix, api.ParamMixSchedule, api.ParamScheduleVersion},
+			Message: "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name), not two"},
+		{Params: []string{api.ParamClip, api.ParamDeltaTimestamps}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
+		{Params: []string{api.ParamClip, api.ParamFrames}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
+	}
+}
+
+// CheckParams refuses a request's parameters v that the table refuses: a
+// group of exclusive parameters given two ways, a companion without its
+// feature, and a refused pair of the features v names; in that order, the
+// first found in the table's order.
+func CheckParams(v url.Values) error {
+	for _, e := range Exclusives() {
+		given := 0
+		for _, p := range e.Params {
+			if v.Get(p) != "" {
+				given++
+			}
+		}
+		if given > 1 {
+			return &Refused{err: fmt.Errorf("%w: %s", ErrIncompatible, e.Message)}
+		}
+	}
+	s := Detect(v)
+	for _, c := range Companions() {
+		needed := false
+		for _, f := range c.Needs {
+			needed = needed || s.Has(f)
+		}
+		for _, p := range c.Params {
+			if v.Get(p) != "" && !needed {
+				return &Refused{err: fmt.Errorf("%w: %s", ErrIncompatible, c.message(p))}
+			}
+		}
+	}
+	return s.Check()
+}
+
+// IsRefusal reports whether err is the table's refusal.
+func IsRefusal(err error) bool { return errors.Is(err, ErrIncompatible) }
