@@ -197,7 +197,9 @@ func Companions() []Companion {
 }
 
 // message is c's message for param.
-func (c Companion) message(param string) string { return strings.ReplaceAll(c.Message, "{param}", param) }
+func (c Companion) message(param string) string {
+	return strings.ReplaceAll(c.Message, "{param}", param)
+}
 
 // An Exclusive is a group of parameters of which a request gives one.
 type Exclusive struct {
