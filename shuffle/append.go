@@ -77,7 +77,13 @@ func NewAppendedOver(base Base, counts []int, old int, seed, epoch uint64, windo
 	if err != nil {
 		return nil, err
 	}
-	m := &Appended{sides: [2]Base{base, ne}, chunkBase: [2]int{0, old}, idBase: [2]int{0, base.NumSamples()}}
+	// The new chunks' IDs follow the old chunks' (not base's samples: an
+	// exclusion may have left some out of base).
+	firstNew := 0
+	for _, k := range counts[:old] {
+		firstNew += k
+	}
+	m := &Appended{sides: [2]Base{base, ne}, chunkBase: [2]int{0, old}, idBase: [2]int{0, firstNew}}
 	keep := base.NumWindows()
 	if from < base.NumSamples() {
 		keep = base.WindowOf(from) + 1
@@ -115,47 +121,21 @@ type Grown struct {
 
 // AppendedEpoch is epoch epoch's order of a job that took the records of
 // chain in turn (first first, each extending the version of the one
-// before, the last over all of counts; docs/shuffle.md §15): the order of
-// §5 over the chunks of the newest version whose record's epoch is before
-// epoch (the first record's old chunks if none), then each record of
-// epoch epoch merged over the order before it (NewAppendedOver, the
-// record's place in the chain its stream). One record gives exactly
-// NewAppended's order in its epoch.
+// before, the last over all of counts; docs/shuffle.md §15): EditedEpoch
+// of a chain of appends alone. One record gives exactly NewAppended's
+// order in its epoch.
 func AppendedEpoch(counts []int, chain []Grown, seed, epoch uint64, window int) (Base, error) {
 	if len(chain) == 0 || len(chain) > MaxAppends {
 		return nil, fmt.Errorf("shuffle: a chain of %d append records; 1 to %d", len(chain), MaxAppends)
 	}
-	chunks := func(i int) int { // the chunks of record i's version
-		if i+1 < len(chain) {
-			return chain[i+1].Chunks
-		}
-		return len(counts)
-	}
+	edits := make([]Edit, len(chain))
 	for i, g := range chain {
-		if g.Chunks < 1 || chunks(i) < g.Chunks || chunks(i) > len(counts) || i > 0 && g.Epoch < chain[i-1].Epoch {
-			return nil, fmt.Errorf("shuffle: append record %d of %d extends %d chunks to %d, from epoch %d: not a chain over %d chunks", i, len(chain), g.Chunks, chunks(i), g.Epoch, len(counts))
+		if g.Chunks < 1 {
+			return nil, fmt.Errorf("shuffle: append record %d of %d extends %d chunks: not a chain over %d chunks", i, len(chain), g.Chunks, len(counts))
 		}
+		edits[i] = Edit{Epoch: g.Epoch, From: g.From, Chunks: g.Chunks}
 	}
-	old := chain[0].Chunks
-	for i, g := range chain {
-		if g.Epoch < epoch {
-			old = chunks(i)
-		}
-	}
-	var o Base
-	o, err := NewEpoch(counts[:old], seed, epoch, window)
-	if err != nil {
-		return nil, err
-	}
-	for i, g := range chain {
-		if g.Epoch != epoch {
-			continue
-		}
-		if o, err = NewAppendedOver(o, counts[:chunks(i)], g.Chunks, seed, epoch, window, g.From, i); err != nil {
-			return nil, err
-		}
-	}
-	return o, nil
+	return EditedEpoch(counts, edits, seed, epoch, window)
 }
 
 // windowLen is the samples of window w of e.
