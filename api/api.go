@@ -82,13 +82,11 @@ type Job struct {
 	// "latest", or the version pinned. A server resolves it: Schedule,
 	// Mix and ScheduleVersion become the version's.
 	ScheduleVersion string
-	// Exclusion is the version of the exclusion list stored under Name
-	// (POST /jobs/NAME/exclude), which a server fills in: no parameter
-	// names it, and a client leaves it "".
-	Exclusion string
-	// Append is the version of the append record stored under Name
-	// (POST /jobs/NAME/append), which a server fills in as Exclusion.
-	Append string
+	// Edit is the version of the newest of the edits stored under Name
+	// (POST /jobs/NAME/exclude and /jobs/NAME/append, one chain of
+	// either kind) that the job's batches are laid out under, which a
+	// server fills in: no parameter names it, and a client leaves it "".
+	Edit string
 	// Transform names the server's pipeline the batch's images go
 	// through (transform=, a name /stats lists, such as imagenet-train):
 	// each JPEG or PNG member becomes a .npy member holding its decoded,

@@ -44,3 +44,30 @@ type StoredExclusion struct {
 	// count both.
 	Previous string `json:"previous,omitempty"`
 }
+
+// StoredEdits is a named job's chain of edits as GET /jobs/{job}/edits
+// answers it: every exclusion and append, first first, and the current
+// one, which the next edit names as its previous.
+type StoredEdits struct {
+	Job     string       `json:"job"`
+	Dataset string       `json:"dataset"`
+	Current string       `json:"current"`
+	Edits   []StoredEdit `json:"edits"`
+}
+
+// StoredEdit is one edit of a chain: its kind ("exclude" or "append"),
+// version, the edit before it, the index version it was made over (and,
+// for an append, the one it grows the job to), where it applies from, and
+// for an exclusion the number of keys it adds.
+type StoredEdit struct {
+	Kind         string `json:"kind"`
+	Version      string `json:"version"`
+	Previous     string `json:"previous,omitempty"`
+	IndexID      string `json:"index_id"`
+	Index        string `json:"index,omitempty"`
+	FromStep     uint64 `json:"from_step"`
+	StepSamples  int    `json:"step_samples"`
+	Epoch        uint64 `json:"epoch"`
+	FromPosition int    `json:"from_position"`
+	Keys         int    `json:"keys,omitempty"`
+}

@@ -50,14 +50,9 @@ type SharedPlanJob struct {
 	// Start is when the job sends its first batch, in epochs of a job of
 	// speed 1, the jobs of start 0 beginning together. >= 0.
 	Start float64 `json:"start"`
-	// Exclusion is filled by the server for a job named as a job with an
-	// exclusion list over the dataset (PlanOptions.Exclusion). Not a
-	// field of the body.
-	Exclusion *PlanExclusion `json:"-"`
-	// Append is filled by the server for a job named as a job with an
-	// append record over the dataset (PlanOptions.Append). Not a field of
-	// the body.
-	Append *PlanAppend `json:"-"`
+	// Edit is filled by the server for a job named as a job with edits
+	// over the dataset (PlanOptions.Edit). Not a field of the body.
+	Edit *PlanEdit `json:"-"`
 }
 
 // Bounds of a POST /plan.

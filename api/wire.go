@@ -320,46 +320,44 @@ type PlanOptions struct {
 	// its measured (or calibrated) costs, which the planner answers the
 	// pipeline's questions from. Not a query parameter.
 	Transform *TransformCosts
-	// Exclusion is filled by the server for a named job (job=) with an
-	// exclusion list over the dataset: the plan cuts the job's epochs
-	// from the orders without its samples, as its batches are cut. Not a
-	// query parameter.
-	Exclusion *PlanExclusion
-	// Append is filled by the server for a named job (job=) with an
-	// append record over the dataset, which is then the version the
-	// record extends the job's to: the plan lays the job's epochs out
-	// under the record, as its batches are. Not a query parameter.
-	Append *PlanAppend
+	// Assignment is filled by the server: how the job's global batches
+	// are given to its ranks (AssignPlain, AssignLocality, AssignBalance),
+	// which a plan of several nodes names beside its figures of both the
+	// locality-aware assignment and the plain cut. Not a query parameter.
+	Assignment string
+	// Edit is filled by the server for a named job (job=) with edits
+	// over the dataset (exclusions and appends, one chain): the newest,
+	// with those before it. With appends the dataset is the version they
+	// grew the job to, and the plan lays the job's epochs out under the
+	// chain, as its batches are (docs/shuffle.md §16). Not a query
+	// parameter.
+	Edit *PlanEdit
 }
 
-// PlanAppend is a job's append record, for a plan (PlanOptions.Append):
-// the dataset's first Chunks chunks are the version the job read; epochs
-// before Epoch are their order alone, epoch Epoch merges the new chunks
-// in from position From (docs/shuffle.md §15), and later epochs are the
-// whole dataset's order. A job that took several records in turn names
-// the one each extends (Previous).
-type PlanAppend struct {
+// The assignments of a job's global batches to its ranks, as a plan
+// names them (PlanOptions.Assignment): the plain cut, the locality-aware
+// assignment of a cluster, or balance= (whose ranks' costs decide; the
+// chunks read are the plain cut's).
+const (
+	AssignPlain    = "plain"
+	AssignLocality = "locality"
+	AssignBalance  = "balance"
+)
+
+// PlanEdit is one edit of a job's chain, for a plan (PlanOptions.Edit):
+// from position From of epoch Epoch of the order of the edits before it
+// (Previous), an append of the chunks after the dataset's first Chunks
+// (the version it extends), or an exclusion of the samples Drop marks (a
+// bitset over sample IDs, Samples of them, holding every earlier
+// exclusion's too; the server's, read only).
+type PlanEdit struct {
 	Version  string
+	Epoch    uint64
+	From     int
 	Chunks   int
-	Epoch    uint64
-	From     int
-	Previous *PlanAppend
-}
-
-// PlanExclusion is a job's exclusion list, for a plan
-// (PlanOptions.Exclusion): from position From of epoch Epoch on, and at
-// every position of a later epoch, the order without the samples Drop
-// marks (a bitset over sample IDs, Samples of them; the server's, read
-// only). A list extended names the version it extends (Previous): its
-// From is a position in that version's order, and Drop holds that
-// version's samples too.
-type PlanExclusion struct {
-	Version  string
-	Epoch    uint64
-	From     int
 	Samples  int
 	Drop     []uint64
-	Previous *PlanExclusion
+	Previous *PlanEdit
 }
 
 // TransformCosts are a pipeline's costs on a server, for a plan

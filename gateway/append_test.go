@@ -14,7 +14,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/job/appends"
+	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -301,7 +301,7 @@ func TestJobAppendOnACluster(t *testing.T) {
 		t.Fatalf("append: %s %s", resp.Status, body)
 	}
 	// The nodes that found no record ask the store again within Refresh.
-	time.Sleep(appends.Refresh)
+	time.Sleep(chain.Refresh)
 	for m := 3; m < 12; m++ {
 		for r := range world {
 			got := batch(r, 0, m, r, "&job=run")

@@ -15,7 +15,7 @@ import (
 	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/job/appends"
+	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -160,7 +160,7 @@ func appendChain(t *testing.T, nodes int, successive bool) {
 	}
 	settle := func() {
 		if nodes > 1 {
-			time.Sleep(appends.Refresh + 100*time.Millisecond) // the other nodes ask the store again
+			time.Sleep(chain.Refresh + 100*time.Millisecond) // the other nodes ask the store again
 		}
 	}
 
@@ -319,7 +319,7 @@ func TestPlanKnowsTheAppendChain(t *testing.T) {
 	if plan.Samples != len(want)+40 {
 		t.Errorf("the plan's samples: %d; want the newest size %d", plan.Samples, len(want)+40)
 	}
-	if a := plan.Job.Append; a == nil || a.Version != r2.Version || a.Epoch != 1 || a.From != 20 || a.Previous == nil || a.Previous.Version != r1.Version || a.Previous.From != 45 {
+	if a := plan.Job.Edit; a == nil || a.Version != r2.Version || a.Epoch != 1 || a.From != 20 || a.Previous == nil || a.Previous.Version != r1.Version || a.Previous.From != 45 {
 		t.Errorf("the plan's job names the records %+v; want %s from position 20 of epoch 1 after %s", a, r2.Version, r1.Version)
 	}
 	readAppendedEpochs(t, srv2.URL, shape, v, epochs)

@@ -22,18 +22,18 @@ import (
 // handleEpoch serves /epoch/{epoch}: the epoch's extent under the job,
 // and a mixture's components.
 func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
-	q, src, epoch, err := g.jobs.epoch(r)
+	j, err := epochOf(g.jobs, r)
 	var info api.EpochInfo
 	if err == nil {
-		info, err = g.jobs.orders.Info(src, q.Job, epoch)
+		info, err = g.jobs.Orders().Info(j.Source, j.Query.Job, j.Epoch)
 	}
 	if err != nil {
 		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
 		return
 	}
-	setSourceHeaders(w.Header(), src)
-	if v := q.Job.ScheduleVersion; v != "" {
+	setSourceHeaders(w.Header(), j.Source)
+	if v := j.Query.Job.ScheduleVersion; v != "" {
 		w.Header().Set(api.HeaderScheduleVersion, v)
 		info.ScheduleVersion = v
 	}
@@ -43,7 +43,7 @@ func (g *Gateway) handleEpoch(w http.ResponseWriter, r *http.Request) {
 // handleManifest serves /epoch/{epoch}/batch/{batch}/manifest: the
 // batch's samples without their data.
 func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
-	b, _, err := g.jobs.batch(r)
+	b, _, err := batchOf(g.jobs, r)
 	if err != nil {
 		conflictHeader(w, err)
 		writeError(r.Context(), w, err)
@@ -56,7 +56,7 @@ func (g *Gateway) handleManifest(w http.ResponseWriter, r *http.Request) {
 // as a tar stream, or its manifest with format=json.
 func (g *Gateway) handleBatch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	b, q, err := g.jobs.batch(r)
+	b, q, err := batchOf(g.jobs, r)
 	if err != nil {
 		conflictHeader(w, err)
 		writeError(ctx, w, err)
@@ -163,11 +163,7 @@ func setSourceHeaders(h http.Header, src layout.Source) {
 		}
 		return
 	}
-	id := src.DS.ID()
-	if src.Index != "" {
-		id = src.Index
-	}
-	h.Set(api.HeaderIndex, id)
+	h.Set(api.HeaderIndex, src.IndexID())
 }
 
 // setBatchHeaders sets a batch's headers: its identity, and with missing

@@ -13,7 +13,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
-	"github.com/brandgw/brand/internal/job/exclusions"
+	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/planner"
 )
@@ -373,7 +373,7 @@ func TestExclusionOnACluster(t *testing.T) {
 		t.Fatalf("POST: %d %s", resp.StatusCode, b)
 	}
 	// The nodes that found no list ask the store again within Refresh.
-	time.Sleep(exclusions.Refresh)
+	time.Sleep(chain.Refresh)
 	for _, n := range cl {
 		n.store.Take()
 	}
@@ -472,10 +472,10 @@ func TestPlanKnowsTheExclusion(t *testing.T) {
 			t.Errorf("%s: epoch 0, the list's, reads %d bytes with it, %d before it", r.name, r.with0.Epochs[0].BackendBytes, r.before0.Epochs[0].BackendBytes)
 		}
 	}
-	if x := with.Job.Exclusion; x == nil || x.Version != made.Version || x.From != S*10 || x.Samples != made.Samples {
+	if x := with.Job.Edit; x == nil || x.Version != made.Version || x.From != S*10 || x.Samples != made.Samples {
 		t.Errorf("the plan's job names the list %+v; want version %s from position %d", x, made.Version, S*10)
 	}
-	if before.Job.Exclusion != nil || without.Job.Exclusion != nil {
+	if before.Job.Edit != nil || without.Job.Edit != nil {
 		t.Error("a plan of the job before its list, or unnamed, names a list")
 	}
 
@@ -502,7 +502,7 @@ func TestPlanKnowsTheExclusion(t *testing.T) {
 			t.Errorf("POST /plan, %s: the job named run reads %d bytes, unnamed %d; want %d and %d", r.name, r.named.BackendBytes, r.anon.BackendBytes, total-empty, total)
 		}
 	}
-	if x := named.Jobs[0].Exclusion; x == nil || x.Version != made.Version {
+	if x := named.Jobs[0].Edit; x == nil || x.Version != made.Version {
 		t.Errorf("POST /plan's job names the list %+v; want version %s", x, made.Version)
 	}
 }
@@ -660,8 +660,8 @@ func TestExclusionExtended(t *testing.T) {
 		}
 	}
 	plan := planOf(t, srv.URL, fmt.Sprintf("%s&cache_size=%d&epochs=2&first_epoch=1", exJob, total))
-	if got := plan.LRU.Epochs[0].BackendBytes; got != total-empty || plan.Job.Exclusion == nil || plan.Job.Exclusion.Previous == nil {
-		t.Errorf("/plan: epoch 1 reads %d bytes; want %d, the dataset's less chunks 3, 7 and 10 (the plan's list: %+v)", got, total-empty, plan.Job.Exclusion)
+	if got := plan.LRU.Epochs[0].BackendBytes; got != total-empty || plan.Job.Edit == nil || plan.Job.Edit.Previous == nil {
+		t.Errorf("/plan: epoch 1 reads %d bytes; want %d, the dataset's less chunks 3, 7 and 10 (the plan's list: %+v)", got, total-empty, plan.Job.Edit)
 	}
 
 	// A gateway started over the same store: the same bytes of epoch 1,

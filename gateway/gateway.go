@@ -33,14 +33,12 @@ import (
 	"github.com/brandgw/brand/internal/cluster/route"
 	"github.com/brandgw/brand/internal/cluster/storepath"
 	"github.com/brandgw/brand/internal/cluster/transport"
-	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/edits"
-	"github.com/brandgw/brand/internal/job/exclusions"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/s3face"
 	"github.com/brandgw/brand/internal/server/memory"
 	"github.com/brandgw/brand/internal/server/stopper"
@@ -376,7 +374,7 @@ type Gateway struct {
 	closeIdle func()
 
 	catalog  *catalog.Catalog
-	jobs     *jobs
+	jobs     *resolve.Resolver
 	sched    *usetable.Table
 	cache    *chunkcache.Cache
 	disk     diskTier
@@ -579,7 +577,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.out = respond.New(respond.Config{WriteTimeout: cfg.WriteTimeout, MinWriteRate: cfg.MinWriteRate,
 		Pressure: g.mem.UnderPressure, Served: g.metrics.bytesServed, Buffers: g.mem})
 	g.node = soloNode{}
-	var versions versions = membership.Solo{Held: g.catalog.HeldIDs}
+	var versions resolve.Versions = membership.Solo{Held: g.catalog.HeldIDs}
 	if peers != nil {
 		g.handover = handover.New(handover.Config{Self: c.Advertise, Peers: ask, UseTable: g.sched, Cache: g.cache,
 			Sources: sources, Datasets: g.catalog.All, PrefetchWindows: cfg.PrefetchWindows, Log: cfg.Logger,
@@ -595,23 +593,24 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.ready = &readiness{catalog: g.catalog, cache: g.cache, reader: g.reader, mem: g.mem, node: g.node}
 	d := cfg.Defaults
-	served := edits.NewPositions()
-	g.jobs = &jobs{catalog: g.catalog, versions: versions, orders: orders, snaps: g.feedback, pipelines: pipelines, limits: cfg.Limits,
-		defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
+	rc := resolve.Config{Catalog: g.catalog, Versions: versions, Orders: orders, Snapshots: g.feedback, Pipelines: pipelines, Limits: cfg.Limits,
+		Defaults: query.Query{Job: api.Job{Dataset: cfg.DefaultDataset,
 			Params: shuffle.Params{Seed: d.Seed, BatchSize: d.BatchSize, Window: d.Window, World: 1, DropLast: d.DropLast}}},
-		sched: scheduleBook{node: c.Advertise}, served: served, excl: exclusions.With(served), apps: appends.With(served)}
+		Node: c.Advertise}
 	if peers != nil {
-		// An edit of a stored schedule asks every other member which
-		// steps it has served; they answer from their books.
-		g.jobs.sched.others = othersOf(ask)
-		g.peers.steps = g.jobs.latestStep
-		g.peers.excluded = g.jobs.peerExclusion
-		g.peers.appended = g.jobs.peerAppend
+		// An edit of a named job asks every other member what it has
+		// served of the job; they answer from their books.
+		rc.Others = othersOf(ask)
+	}
+	g.jobs = resolve.New(rc)
+	if peers != nil {
+		g.peers.served = g.jobs.Answer
+		g.peers.edited = g.jobs.PeerEdit
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.nodes = rt.Nodes
-	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)))
+	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)), g.feedback)
 	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects, rt)
@@ -891,7 +890,7 @@ func (g *Gateway) Load(ctx context.Context) error {
 	bcfg.Observer = g.metrics
 	var loaded []*catalog.Dataset
 	for _, spec := range g.cfg.Datasets {
-		if ms, _ := g.jobs.versions.Members(ctx, ""); ms != nil && ms.Len() > 1 {
+		if ms, _ := g.jobs.Members(ctx, ""); ms != nil && ms.Len() > 1 {
 			// A node keeps its own chunks' sample tables and reads the
 			// others' on demand (docs/scale-out.md, "Index memory").
 			spec.Partition = catalog.Partition{Self: g.cfg.Cluster.Advertise, Members: ms, TableCacheBytes: g.cfg.IndexTablesCache}

@@ -10,12 +10,13 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 )
 
 // importanceAPI serves the importance endpoints (docs/importance.md):
 // feedback, seals and the sealed versions, over package feedback's state.
 type importanceAPI struct {
-	jobs  *jobs
+	jobs  *resolve.Resolver
 	state *feedback.State
 	parts feedback.Nodes // the cluster's nodes, whose feedback a seal merges
 }
@@ -36,18 +37,18 @@ func (a *importanceAPI) request(r *http.Request, accepted []string) (query.Query
 	if err != nil {
 		return query.Query{}, nil, "", 0, err
 	}
-	q, err := query.Parse(r.URL.RawQuery, accepted, a.jobs.defaults, a.jobs.limits)
+	q, err := query.Parse(r.URL.RawQuery, accepted, a.jobs.Defaults(), a.jobs.Limits())
 	if err != nil {
 		return q, nil, "", 0, err
 	}
-	ds, err := a.jobs.version(q.Job)
+	ds, err := a.jobs.Version(q.Job)
 	if err != nil {
 		return q, nil, "", 0, err
 	}
 	epoch := q.Epoch
 	switch arg := chi.URLParam(r, "epoch"); {
 	case arg != "":
-		epoch, err = query.ParseNumber("epoch", arg, a.jobs.limits.MaxEpoch)
+		epoch, err = query.ParseNumber("epoch", arg, a.jobs.Limits().MaxEpoch)
 	case !q.EpochSet:
 		err = fmt.Errorf("%w: epoch=E is required: the epoch the feedback is for", query.ErrBadRequest)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/internal/server/reqbody"
 )
 
@@ -39,12 +40,9 @@ import (
 // token is never one); a cluster whose clients need tokens must have a
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
-	// excluded reports whether this node has job's exclusion list of
-	// that version over ds, registered for its layout (jobs.peerExclusion).
-	excluded func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
-	// appended reports whether this node has job's append record of that
-	// version over ds, registered for its layout (jobs.peerAppend).
-	appended func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
+	// edited reports whether version is an edit of job's chain over ds,
+	// registered for its layout (resolve.Resolver.PeerEdit).
+	edited func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
@@ -82,9 +80,9 @@ type peerAPI struct {
 	// holds (given=true), those this node owns and lacks, and returns
 	// them (giveBack.take).
 	take func(url string, ds *catalog.Dataset, chunks []int) []int
-	// steps answers the latest step of a job this node has served
-	// (jobs.latestStep), asked by a node taking an edit of its schedule.
-	steps func(ctx context.Context, job string, from uint64) (uint64, bool, error)
+	// served answers what this node has served of a job, asked by a
+	// node taking an edit of it (resolve.Resolver.Answer).
+	served func(ctx context.Context, q resolve.Question) (resolve.Answer, error)
 	log   zerolog.Logger
 }
 
@@ -158,14 +156,11 @@ func (a *peerAPI) handleSamples(w http.ResponseWriter, r *http.Request) {
 		if imp := req.Origin.Stream.Imp; imp.Version != "" {
 			_, err = a.feedback.Snapshot(ctx, req.DS, imp.Job, imp.Version)
 		}
-		if s := req.Origin.Stream; s.Exclude != "" && (a.excluded == nil || !a.excluded(ctx, req.DS, s.Name, s.Exclude)) {
+		if s := req.Origin.Stream; s.Edit != "" && (a.edited == nil || !a.edited(ctx, req.DS, s.Name, s.Edit)) {
 			// The asker's positions are of an order this node cannot
-			// lay out yet (it has not read the list): the samples are
-			// read, and the stream is not followed.
+			// lay out yet (it has not read the job's edit): the samples
+			// are read, and the stream is not followed.
 			req.Origin = nil
-		}
-		if s := req.Origin; s != nil && s.Stream.Append != "" && (a.appended == nil || !a.appended(ctx, req.DS, s.Stream.Name, s.Stream.Append)) {
-			req.Origin = nil // as for an exclusion list not read yet
 		}
 	}
 	if err != nil {
@@ -316,28 +311,30 @@ func (a *peerAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, transport.MembersReply{Members: ms.Members()})
 }
 
-// handleSteps serves GET transport.StepsPath{job}: the latest step of the
-// job's stored schedule this node has served (transport.StepsReply), its
-// reservation after a restart included, before an edit from step from=,
-// whose steps it holds while the edit is made.
+// handleSteps serves GET transport.StepsPath{job}: what this node has
+// served of the job (transport.StepsReply) — the latest step of its
+// stored schedule, the furthest position of its chain over a dataset —
+// asked by a node taking an edit of it, whose later steps and positions
+// it holds while the edit is made.
 func (a *peerAPI) handleSteps(w http.ResponseWriter, r *http.Request) {
 	job, err := jobName(chi.URLParam(r, "job"))
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	from, err := transport.DecodeSteps(r)
+	q, err := transport.DecodeSteps(r)
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
 	a.nodes.Heard(asker(r))
-	l, ok, err := a.steps(r.Context(), job, from)
+	ans, err := a.served(r.Context(), resolve.Question{Job: job, Step: q.From, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos})
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, transport.StepsReply{Job: job, Served: ok, Latest: l})
+	writeJSON(w, http.StatusOK, transport.StepsReply{Job: job, Served: ans.StepServed, Latest: ans.Step,
+		PosServed: ans.PosServed, Epoch: ans.Epoch, End: ans.End})
 }
 
 // handleFeedback serves GET transport.FeedbackPath{job}: this node's part of

@@ -118,14 +118,14 @@ func TestPlanKnowsTheAppend(t *testing.T) {
 			accesses = append(accesses, int64(e.Accesses))
 		}
 		want := []int64{live[0].Accesses, live[1].Accesses, live[2].Accesses}
-		if named := name != ""; slices.Equal(accesses, want) != named || (p.Jobs[0].Append != nil) != named {
-			t.Errorf("POST /plan of job %q: %v accesses per epoch, record %+v; the job served %v", name, accesses, p.Jobs[0].Append, want)
+		if named := name != ""; slices.Equal(accesses, want) != named || (p.Jobs[0].Edit != nil) != named {
+			t.Errorf("POST /plan of job %q: %v accesses per epoch, record %+v; the job served %v", name, accesses, p.Jobs[0].Edit, want)
 		}
 	}
 	if resp, b := shared("run", v); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), x) {
 		t.Errorf("POST /plan of the job over the version it read: %s %s; want 400 naming %s", resp.Status, b, x)
 	}
-	if a := plan.Job.Append; a == nil || a.Version != made.Version || a.Epoch != 0 || a.From != made.FromPosition {
+	if a := plan.Job.Edit; a == nil || a.Version != made.Version || a.Epoch != 0 || a.From != made.FromPosition {
 		t.Errorf("the plan's job names the record %+v; want version %s from position %d of epoch 0", a, made.Version, made.FromPosition)
 	}
 }

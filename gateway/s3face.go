@@ -39,11 +39,11 @@ func (g *Gateway) S3Handler() http.Handler {
 
 // newS3Face builds the S3 face on the gateway's parts: the reader, the
 // writer, the preloads and the router every request uses, and
-// the version rule every request reads by (jobs.version). objects are
+// the version rule every request reads by (resolve.Resolver.Version). objects are
 // the read-through buckets, whose loader the cache was built with.
 func (g *Gateway) newS3Face(objects *s3face.ReadThrough, rt s3face.Cluster) *s3face.Face {
 	cfg := g.cfg
-	return s3face.New(cfg.S3, s3face.Deps{Versions: s3Versions{catalog: g.catalog, version: g.jobs.version},
+	return s3face.New(cfg.S3, s3face.Deps{Versions: s3Versions{catalog: g.catalog, version: g.jobs.Version},
 		Reader: g.reader, Writer: g.out, Preload: g.preload, Cluster: rt, Ready: s3face.ReadinessFunc(g.ready.refusing),
 		Objects: objects, FetchTimeout: cfg.FetchTimeout, BodyTimeout: cfg.BodyTimeout, Started: g.started, Registry: cfg.Registry, Log: cfg.Logger})
 }

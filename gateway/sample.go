@@ -22,10 +22,10 @@ import (
 // index (it is sized when its chunk is decoded), so its HEAD claims none.
 func (g *Gateway) handleSample(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.jobs.defaults, g.jobs.limits)
+	q, err := query.Parse(r.URL.RawQuery, query.SampleParams, g.jobs.Defaults(), g.jobs.Limits())
 	var ds *catalog.Dataset
 	if err == nil {
-		ds, err = g.jobs.version(q.Job)
+		ds, err = g.jobs.Version(q.Job)
 	}
 	if err != nil {
 		writeError(ctx, w, err)

@@ -21,7 +21,7 @@ import (
 // by a plain count, each batch's distinct chunks found by a set.
 func referenceAppendedTrace(t *testing.T, d Dataset, j Job) []Access {
 	t.Helper()
-	a := j.Append
+	a := j.Edit
 	chunkOf := func(id int) int32 {
 		first := 0
 		for c, k := range d.Counts {
@@ -126,7 +126,7 @@ func TestTraceWithAppend(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("b%d/w%d/window%d/drop%t/old%d/from%d.%d", c.batch, c.world, c.window, c.drop, c.old, c.epoch, c.from), func(t *testing.T) {
 			j := Job{Params: shuffle.Params{Seed: 3, Window: c.window, BatchSize: c.batch, World: c.world, DropLast: c.drop},
-				FirstEpoch: 0, Epochs: 4, Append: &Append{Version: "v", Chunks: c.old, Epoch: c.epoch, From: c.from}}
+				FirstEpoch: 0, Epochs: 4, Edit: &Edit{Version: "v", Chunks: c.old, Epoch: c.epoch, From: c.from}}
 			got, err := Trace(d, j)
 			if err != nil {
 				t.Fatal(err)
@@ -154,12 +154,10 @@ func TestTraceWithAppend(t *testing.T) {
 // epoch before the record's reads the old chunks' bytes, the record's
 // epoch the new chunks' alone (the old ones are cached), and the next
 // none, on one gateway and on a cluster; the plan's job names the
-// record. A job with
-// an exclusion list and an append record, and a record over more chunks
-// than the dataset's, are refused.
+// record. A record over more chunks than the dataset's is refused.
 func TestPlanWithAppend(t *testing.T) {
 	d := Dataset{ChunkSizes: []int64{100, 200, 300, 400, 500, 600, 700, 800}, Counts: []int{10, 10, 10, 10, 10, 10, 10, 10}}
-	j := Job{Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 4, World: 1}, Epochs: 3, Append: &Append{Version: "v", Chunks: 6, Epoch: 1, From: 28}}
+	j := Job{Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 4, World: 1}, Epochs: 3, Edit: &Edit{Version: "v", Chunks: 6, Epoch: 1, From: 28}}
 	p, err := MakePlan(context.Background(), PlanInput{Dataset: d, Job: j, CacheBytes: 3600, BackendBytesPerSec: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +170,7 @@ func TestPlanWithAppend(t *testing.T) {
 			t.Errorf("%s: the epochs read %v bytes; want the old chunks' 2100, the new ones' 1500, then none", r.name, got)
 		}
 	}
-	if p.Job.Append == nil || p.Job.Append.Version != "v" || p.Samples != 80 {
+	if p.Job.Edit == nil || p.Job.Edit.Version != "v" || p.Samples != 80 {
 		t.Errorf("the plan's job %+v, %d samples; want the record v and the new size 80", p.Job, p.Samples)
 	}
 	// A cluster of 3 nodes with the same room reads the same bytes from
@@ -187,8 +185,7 @@ func TestPlanWithAppend(t *testing.T) {
 		t.Errorf("3 nodes: the epochs read %v bytes; want 2100, 1500, then none", got)
 	}
 	for _, bad := range []Job{
-		{Params: j.Params, Epochs: 2, Append: j.Append, Exclusion: testExclusion(d, nil, 0, 0)},
-		{Params: j.Params, Epochs: 2, Append: &Append{Chunks: 9}},
+		{Params: j.Params, Epochs: 2, Edit: &Edit{Chunks: 9}},
 	} {
 		if _, err := MakePlan(context.Background(), PlanInput{Dataset: d, Job: bad, CacheBytes: 3600, BackendBytesPerSec: 1 << 30}); err == nil {
 			t.Errorf("a plan of %+v: no error", bad)

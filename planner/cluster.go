@@ -94,6 +94,13 @@ type ClusterPlan struct {
 	// locality changes only which rank receives which sample.
 	Locality Quality `json:"locality"`
 	PlainCut Quality `json:"plain_cut"`
+	// Assignment is the one the job gets (api.AssignLocality,
+	// api.AssignPlain, api.AssignBalance), as the gateway that asked
+	// resolved it: a job with locality=false, balance= or a token or clip
+	// job takes the plain cut's figures (balance= moves samples between
+	// the ranks of a node's share by cost, not by where chunks live). ""
+	// where the caller did not say.
+	Assignment string `json:"assignment,omitempty"`
 }
 
 // ClusterEpoch is one epoch of a ClusterPlan.
@@ -400,7 +407,7 @@ func (w *clusterWalker) visit(epoch int, chunks []int32) {
 	// Each rank's plain cut of the global batch (shuffle's), in rank
 	// order: that of batch inEpoch of an epoch ending with it, which is
 	// the batch's own whatever the epoch's length (an exclusion or an
-	// append record makes it other than the dataset's).
+	// edits make it other than the dataset's).
 	var err error
 	if w.share, err = w.cut.AppendShares(w.share[:0], w.inEpoch*w.cut.BatchSize*w.cut.World+len(chunks), w.inEpoch); err != nil {
 		// The walk visits only the epoch's batches.

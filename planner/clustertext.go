@@ -60,6 +60,9 @@ func (p *ClusterPlan) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "cross-node, locality (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(true)))
 	fmt.Fprintf(tw, "cross-node, plain cut (mean)\t%s of the bytes delivered\n", percent(p.CrossNodeFraction(false)))
+	if p.Assignment != "" {
+		fmt.Fprintf(tw, "the job's assignment\t%s\n", p.Assignment)
+	}
 	tw.Flush()
 
 	b.WriteString("\n")

@@ -29,9 +29,9 @@ func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 		t.Fatalf("sample %d beyond the dataset", id)
 		return -1
 	}
-	var links []*Exclusion // first first
-	for x := j.Exclusion; x != nil; x = x.Previous {
-		links = append([]*Exclusion{x}, links...)
+	var links []*Edit // first first
+	for x := j.Edit; x != nil; x = x.Previous {
+		links = append([]*Edit{x}, links...)
 	}
 	var out []Access
 	for e := j.FirstEpoch; e < j.FirstEpoch+j.Epochs; e++ {
@@ -78,12 +78,12 @@ func referenceExcludedTrace(t *testing.T, d Dataset, j Job) []Access {
 
 // testExclusion drops every sample of chunks empty and each other sample
 // of d with probability 1/5 (seeded by its position).
-func testExclusion(d Dataset, empty []int, epoch, from int) *Exclusion {
+func testExclusion(d Dataset, empty []int, epoch, from int) *Edit {
 	n := 0
 	for _, k := range d.Counts {
 		n += k
 	}
-	x := &Exclusion{Version: "v", Epoch: epoch, From: from, Drop: make([]uint64, (n+63)/64)}
+	x := &Edit{Version: "v", Epoch: epoch, From: from, Drop: make([]uint64, (n+63)/64)}
 	r := rand.New(rand.NewPCG(uint64(epoch)<<32|uint64(from), uint64(len(empty))))
 	first := 0
 	for c, k := range d.Counts {
@@ -117,7 +117,7 @@ func TestTraceWithExclusion(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("b%d/w%d/window%d/drop%t/from%d.%d", c.batch, c.world, c.window, c.drop, c.epoch, c.from), func(t *testing.T) {
 			j := Job{Params: shuffle.Params{Seed: 3, Window: c.window, BatchSize: c.batch, World: c.world, DropLast: c.drop},
-				FirstEpoch: 0, Epochs: 4, Exclusion: testExclusion(d, []int{2, 9}, c.epoch, c.from)}
+				FirstEpoch: 0, Epochs: 4, Edit: testExclusion(d, []int{2, 9}, c.epoch, c.from)}
 			got, err := Trace(d, j)
 			if err != nil {
 				t.Fatal(err)
@@ -139,8 +139,8 @@ func TestTraceWithExclusion(t *testing.T) {
 // order up to its position, without both's samples from there.
 func TestTraceWithAnExtendedExclusion(t *testing.T) {
 	d := Dataset{ChunkSizes: equalSizes(12, 100), Counts: []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}}
-	union := func(x, y *Exclusion) *Exclusion {
-		z := &Exclusion{Version: y.Version, Epoch: y.Epoch, From: y.From, Drop: make([]uint64, len(x.Drop)), Previous: x}
+	union := func(x, y *Edit) *Edit {
+		z := &Edit{Version: y.Version, Epoch: y.Epoch, From: y.From, Drop: make([]uint64, len(x.Drop)), Previous: x}
 		for i := range z.Drop {
 			z.Drop[i] = x.Drop[i] | y.Drop[i]
 			z.Samples += bits.OnesCount64(z.Drop[i])
@@ -157,7 +157,7 @@ func TestTraceWithAnExtendedExclusion(t *testing.T) {
 		{1, 7, 1, [][2]int{{1, 60}, {2, 3}}},
 	} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
-			var x *Exclusion
+			var x *Edit
 			for k, l := range c.links {
 				y := testExclusion(d, []int{2 + 3*k}, l[0], l[1])
 				y.Version = fmt.Sprint("v", k+1)
@@ -166,7 +166,7 @@ func TestTraceWithAnExtendedExclusion(t *testing.T) {
 				}
 				x = y
 			}
-			j := Job{Params: shuffle.Params{Seed: 5, Window: c.window, BatchSize: c.batch, World: c.world}, Epochs: 4, Exclusion: x}
+			j := Job{Params: shuffle.Params{Seed: 5, Window: c.window, BatchSize: c.batch, World: c.world}, Epochs: 4, Edit: x}
 			got, err := Trace(d, j)
 			if err != nil {
 				t.Fatal(err)
@@ -185,9 +185,9 @@ func TestTraceWithAnExtendedExclusion(t *testing.T) {
 func TestPlanWithExclusion(t *testing.T) {
 	d := Dataset{ChunkSizes: []int64{100, 200, 300, 400, 500, 600, 700, 800}, Counts: []int{10, 10, 10, 10, 10, 10, 10, 10}}
 	j := Job{Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 4, World: 1}, FirstEpoch: 1, Epochs: 2}
-	plan := func(x *Exclusion) *Plan {
+	plan := func(x *Edit) *Plan {
 		j := j
-		j.Exclusion = x
+		j.Edit = x
 		p, err := MakePlan(context.Background(), PlanInput{Dataset: d, Job: j, CacheBytes: 3600, BackendBytesPerSec: 1 << 30})
 		if err != nil {
 			t.Fatal(err)
@@ -206,7 +206,7 @@ func TestPlanWithExclusion(t *testing.T) {
 			t.Errorf("%s: epoch 2 reads %d and %d bytes; the cache holds the dataset", r.name, r.with.Epochs[1].BackendBytes, r.without.Epochs[1].BackendBytes)
 		}
 	}
-	if with.Job.Exclusion == nil || with.Job.Exclusion.Version != "v" {
+	if with.Job.Edit == nil || with.Job.Edit.Version != "v" {
 		t.Errorf("the plan's job does not name its list: %+v", with.Job)
 	}
 }

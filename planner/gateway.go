@@ -46,14 +46,14 @@ func (ForGateway) Plan(ctx context.Context, d api.PlanDataset, job api.Job, o ap
 // o.Nodes planned nodes, at least one) to o.NodesAfter nodes
 // (ResizedMembers), with each node's cache o.CacheBytes, the job at the
 // start of o.FirstEpoch and the hand-over's o.PrefetchWindows, a
-// *ResizePlan. A named job's exclusion list (o.Exclusion) and append
-// record (o.Append) lay its windows out as its batches are.
+// *ResizePlan. A named job's edits (o.Edit) lay its windows out as its
+// batches are.
 func (ForGateway) Resize(_ context.Context, d api.PlanDataset, job api.Job, o api.PlanOptions, from *cluster.Membership) (any, error) {
 	if from == nil {
 		from = PlannedMembers(max(o.Nodes, 1))
 	}
 	return MakeResizePlan(ResizeInput{Dataset: datasetOfPlan(d), IndexKey: ownerKey(d),
-		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)}, From: from, To: ResizedMembers(from, o.NodesAfter),
+		Job: Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: 1, Edit: editOf(o.Edit)}, From: from, To: ResizedMembers(from, o.NodesAfter),
 		PrefetchWindows: o.PrefetchWindows, NodeCacheBytes: o.CacheBytes, StoreBytesPerSec: o.BackendBytesPerSec, PeerBytesPerSec: o.PeerBytesPerSec})
 }
 
@@ -75,13 +75,16 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 		}
 		cp, err := MakeClusterPlan(ctx, ClusterInput{
 			Dataset:            d,
-			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
+			Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Edit: editOf(o.Edit)},
 			IndexKey:           key,
 			Nodes:              o.Nodes,
 			NodeCacheBytes:     o.CacheBytes,
 			NodeDiskCacheBytes: o.DiskCacheBytes,
 			Budget:             b,
 		})
+		if err == nil {
+			cp.Assignment = o.Assignment
+		}
 		if t, ok := TransformOf(o); ok && err == nil {
 			// Each node transforms the samples of its chunks: its share.
 			t.ImagesPerSec /= float64(o.Nodes)
@@ -91,7 +94,7 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	}
 	in := PlanInput{
 		Dataset:            d,
-		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Exclusion: exclusionOf(o.Exclusion), Append: appendOf(o.Append)},
+		Job:                Job{Params: job.Params, FirstEpoch: o.FirstEpoch, Epochs: o.Epochs, Edit: editOf(o.Edit)},
 		CacheBytes:         o.CacheBytes,
 		DiskCacheBytes:     o.DiskCacheBytes,
 		BackendBytesPerSec: o.BackendBytesPerSec,
@@ -109,31 +112,18 @@ func planJob(ctx context.Context, d Dataset, key uint64, job api.Job, o api.Plan
 	return p, err
 }
 
-// exclusionOf is a job's exclusion list as the planner takes it.
-func exclusionOf(x *api.PlanExclusion) *Exclusion {
+// editOf is a job's chain of edits as the planner takes it. An edit of
+// an epoch past every epoch a plan can simulate is in none planned.
+func editOf(x *api.PlanEdit) *Edit {
 	if x == nil {
 		return nil
 	}
-	y := &Exclusion{Version: x.Version, Epoch: int(min(x.Epoch, math.MaxInt32)), From: x.From, Samples: x.Samples, Drop: x.Drop,
-		Previous: exclusionOf(x.Previous)}
+	y := &Edit{Version: x.Version, Epoch: int(min(x.Epoch, math.MaxInt32)), From: x.From, Chunks: x.Chunks, Samples: x.Samples, Drop: x.Drop,
+		Previous: editOf(x.Previous)}
 	if x.Epoch > math.MaxInt32 {
-		// Past every epoch a plan can simulate: no epoch planned has it.
 		y.From = 0
 	}
 	return y
-}
-
-// appendOf is a job's append record as the planner takes it.
-func appendOf(a *api.PlanAppend) *Append {
-	if a == nil {
-		return nil
-	}
-	if a.Epoch > math.MaxInt32 {
-		// Past every epoch a plan can simulate: each planned epoch is the
-		// old chunks' order.
-		return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: math.MaxInt32, From: 0, Previous: appendOf(a.Previous)}
-	}
-	return &Append{Version: a.Version, Chunks: a.Chunks, Epoch: int(a.Epoch), From: a.From, Previous: appendOf(a.Previous)}
 }
 
 // MaxGatewayMixSamples bounds the mixture epoch MixPlan plans when it is
@@ -224,8 +214,7 @@ func (ForGateway) SharedPlan(ctx context.Context, d api.PlanDataset, jobs []api.
 				Params:     shuffle.Params{Seed: j.Seed, Window: j.Window, BatchSize: j.BatchSize, World: j.World, DropLast: j.DropLast},
 				FirstEpoch: j.FirstEpoch,
 				Epochs:     j.Epochs,
-				Exclusion:  exclusionOf(j.Exclusion),
-				Append:     appendOf(j.Append),
+				Edit:       editOf(j.Edit),
 			},
 			Name:  j.Name,
 			Speed: j.Speed,

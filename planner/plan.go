@@ -151,8 +151,8 @@ func makePlan(m *meter, in PlanInput) (*Plan, error) {
 		return nil, err
 	}
 	if in.Importance != nil {
-		if in.Job.Append != nil {
-			return nil, fmt.Errorf("%w: an append record applies to the uniform shuffle, not to importance sampling", ErrInvalid)
+		if in.Job.Edit != nil {
+			return nil, fmt.Errorf("%w: a job's edits apply to the uniform shuffle, not to importance sampling", ErrInvalid)
 		}
 		if err := in.Importance.validate(s.n); err != nil {
 			return nil, err
@@ -417,7 +417,7 @@ func workingSet(m *meter, s *schedule, prefetch int) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		n := ep.NumSamples() // an append record's epochs differ
+		n := ep.NumSamples() // a job's edits make its epochs differ
 		nb := cut.NumBatches(n)
 		base := len(windows)
 		for w := range ep.NumWindows() {

@@ -184,14 +184,10 @@ func MakeResizePlan(in ResizeInput) (*ResizePlan, error) {
 // soonChunks is the chunks job needs next at the start of its epoch
 // FirstEpoch: those of the current window and the prefetch windows after
 // it, as the gateway's use tables name them (usetable.Table.Soon) — in
-// the order the job is served, under its append record, and of each
-// window only the chunks that keep a sample under its exclusion list.
+// the order the job is served under its edits, whose windows name only
+// the chunks that keep a sample.
 func soonChunks(d Dataset, job Job, prefetch int) (map[int]bool, error) {
-	first := make([]int, len(d.Counts)+1)
-	for c, k := range d.Counts {
-		first[c+1] = first[c] + k
-	}
-	if err := validateEdits(job, len(d.Counts), first[len(d.Counts)]); err != nil {
+	if err := validateEdits(job, len(d.Counts)); err != nil {
 		return nil, err
 	}
 	s := &schedule{d: d, j: job}
@@ -199,22 +195,10 @@ func soonChunks(d Dataset, job Job, prefetch int) (map[int]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := newExclusionCut(job.Exclusion, job.FirstEpoch)
 	soon := map[int]bool{}
 	for w := range min(prefetch+1, e.NumWindows()) {
-		if x == nil {
-			for _, c := range e.WindowChunks(w) {
-				soon[c] = true
-			}
-			continue
-		}
-		for _, id := range e.Window(w) {
-			if x.keep(id) {
-				// The chunk holding id: the last one starting at or
-				// before it, past any empty chunks.
-				c, _ := slices.BinarySearch(first, id+1)
-				soon[c-1] = true
-			}
+		for _, c := range e.WindowChunks(w) {
+			soon[c] = true
 		}
 	}
 	return soon, nil

@@ -90,7 +90,7 @@ func TestResizePlanWithExclusion(t *testing.T) {
 	late := testExclusion(d, []int{5}, 1, 40) // from position 40 of epoch 1: after windows 0 and 1
 	tests := []struct {
 		name              string
-		x                 *Exclusion
+		x                 *Edit
 		cache             int64
 		soon              int
 		soonBytes         int64
@@ -104,7 +104,7 @@ func TestResizePlanWithExclusion(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			job := Job{FirstEpoch: 1, Exclusion: tc.x}
+			job := Job{FirstEpoch: 1, Edit: tc.x}
 			job.Seed, job.Window = 3, 2
 			p, err := MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 7, Job: job, From: PlannedMembers(2), To: PlannedMembers(3),
 				PrefetchWindows: 1, NodeCacheBytes: tc.cache, StoreBytesPerSec: 50, PeerBytesPerSec: 100})
@@ -120,11 +120,12 @@ func TestResizePlanWithExclusion(t *testing.T) {
 			}
 		})
 	}
-	// A list whose bitset does not cover the dataset is refused.
-	job := Job{FirstEpoch: 1, Exclusion: &Exclusion{Drop: []uint64{}}}
+	// An edit that is no edit of the dataset (an append over more
+	// chunks than it has) is refused.
+	job := Job{FirstEpoch: 1, Edit: &Edit{Chunks: 99}}
 	job.Seed, job.Window = 3, 2
 	if _, err := MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 7, Job: job, From: PlannedMembers(2), To: PlannedMembers(3), StoreBytesPerSec: 50}); err == nil {
-		t.Error("a list of no samples over a dataset of 80: no error")
+		t.Error("an append over 99 chunks of a dataset of 8: no error")
 	}
 }
 
@@ -139,7 +140,7 @@ func TestResizePlanWithAppend(t *testing.T) {
 		first, soon int
 		soonBytes   int64
 	}{{1, 3, 1500}, {2, 4, 2200}, {3, 4, 2200}} {
-		job := Job{FirstEpoch: tc.first, Append: &Append{Version: "v", Chunks: 6, Epoch: 2, From: 30}}
+		job := Job{FirstEpoch: tc.first, Edit: &Edit{Version: "v", Chunks: 6, Epoch: 2, From: 30}}
 		job.Seed, job.Window = 3, 2
 		p, err := MakeResizePlan(ResizeInput{Dataset: d, IndexKey: 7, Job: job, From: PlannedMembers(2), To: PlannedMembers(3),
 			PrefetchWindows: 8, NodeCacheBytes: 1 << 20, StoreBytesPerSec: 50, PeerBytesPerSec: 100})

@@ -73,133 +73,55 @@ type Job struct {
 	shuffle.Params
 	FirstEpoch int `json:"first_epoch"`
 	Epochs     int `json:"epochs"`
-	// Exclusion, if not nil, is the job's exclusion list: the epochs are
-	// cut from orders without its samples, as the gateway cuts them.
-	Exclusion *Exclusion `json:"exclusion,omitempty"`
-	// Append, if not nil, is the job's append record: the dataset is the
-	// version extending the one the job read, and the epochs are its
-	// orders as the gateway serves them (Append). A job has an exclusion
-	// list or an append record, not both.
-	Append *Append `json:"append,omitempty"`
+	// Edit, if not nil, is the newest of the job's edits (exclusions
+	// and appends, one chain, docs/shuffle.md §16): with appends the
+	// dataset is the version they grew the job to, and the epochs are
+	// the orders of the chain as the gateway serves them
+	// (shuffle.EditedEpoch), each cut into global batches as any order.
+	Edit *Edit `json:"edit,omitempty"`
 }
 
-// Append is a named job's append record (POST /jobs/NAME/append,
-// docs/shuffle.md §15) over a dataset whose first Chunks chunks are the
-// version the job read: an epoch before Epoch is the order of those
-// chunks alone; epoch Epoch is shuffle.Appended from position From (the
-// old order's windows up to the one holding From, then its other windows
-// interleaved with the new chunks'); every later epoch is the order of
-// the whole dataset. So each epoch's global batches are cut from an
-// order of its own length: the old samples', then all of them.
-//
-// A job that took several records in turn names the one each extends
-// (Previous): its epochs are shuffle.AppendedEpoch's over the chain, the
-// first record's Chunks the version the job read first.
-type Append struct {
-	Version  string  `json:"version"`
-	Chunks   int     `json:"parent_chunks"`
-	Epoch    int     `json:"epoch"`
-	From     int     `json:"from_position"`
-	Previous *Append `json:"previous,omitempty"`
+// Edit is one edit of a named job's chain (POST /jobs/NAME/exclude and
+// /jobs/NAME/append) after the one before it (Previous), from position
+// From of epoch Epoch of the order of the edits before it: an append
+// (Chunks > 0) of the dataset's chunks after its first Chunks, the
+// version it extends, up to the next append's version (the whole
+// dataset for the last); or an exclusion of the samples Drop marks (a
+// bitset over sample IDs, Samples of them, holding every earlier
+// exclusion's too). A chunk every sample of which is excluded is in no
+// batch from there on: it is never read.
+type Edit struct {
+	Version  string   `json:"version"`
+	Epoch    int      `json:"epoch"`
+	From     int      `json:"from_position"`
+	Chunks   int      `json:"parent_chunks,omitempty"`
+	Samples  int      `json:"samples,omitempty"`
+	Drop     []uint64 `json:"-"`
+	Previous *Edit    `json:"previous,omitempty"`
 }
 
-// grown is the records up to a, first first, as the shuffle takes them.
-func (a *Append) grown() []shuffle.Grown {
-	var g []shuffle.Grown
-	for x := a; x != nil; x = x.Previous {
-		g = append(g, shuffle.Grown{Chunks: x.Chunks, Epoch: uint64(x.Epoch), From: x.From})
+// chain is the edits up to e, first first.
+func (e *Edit) chain() []*Edit {
+	var out []*Edit
+	for x := e; x != nil; x = x.Previous {
+		out = append(out, x)
 	}
-	slices.Reverse(g)
-	return g
+	slices.Reverse(out)
+	return out
 }
 
-// Exclusion is a named job's exclusion list (POST /jobs/NAME/exclude,
-// docs/shuffle.md §14): from position From of epoch Epoch on, and at
-// every position of a later epoch, the epoch's order is the same order
-// without the samples Drop marks (a bitset over sample IDs, Samples of
-// them), and the epoch's global batches are cut from that shorter order.
-// A chunk every sample of which is dropped is in no batch from there on:
-// it is never read.
-//
-// A list extended names the version it extends (Previous): its order is
-// that version's up to From of Epoch (a position in that version's
-// order), and that order without the samples Drop marks (both versions')
-// from there on.
-type Exclusion struct {
-	Version  string     `json:"version"`
-	Epoch    int        `json:"epoch"`
-	From     int        `json:"from_position"`
-	Samples  int        `json:"samples"`
-	Drop     []uint64   `json:"-"`
-	Previous *Exclusion `json:"previous,omitempty"`
-}
-
-// dropped reports whether sample id is on the list.
-func (x *Exclusion) dropped(id int) bool {
-	return x.Drop[id/64]&(1<<(id%64)) != 0
-}
-
-// exclusionCut is a job's exclusion list over one epoch, applied to the
-// epoch's base order a sample at a time (keep): each version leaves out
-// its samples from its position in its previous version's order, which
-// it counts as the samples pass.
-type exclusionCut struct {
-	links []*Exclusion // the versions in force in the epoch, first first
-	from  []int        // links[k]'s first position in links[k-1]'s order
-	at    []int        // the samples links[k-1]'s order has had so far
-}
-
-// newExclusionCut is x's cut of epoch e, nil if no version of x is in
-// force in it.
-func newExclusionCut(x *Exclusion, e int) *exclusionCut {
-	var links []*Exclusion
-	for ; x != nil; x = x.Previous {
-		if x.Epoch <= e {
-			links = append(links, x)
+// shuffle is the chain up to e as the shuffle takes it, over a dataset
+// of counts.
+func (e *Edit) shuffle(counts []int) []shuffle.Edit {
+	var out []shuffle.Edit
+	for _, x := range e.chain() {
+		se := shuffle.Edit{Epoch: uint64(x.Epoch), From: x.From, Chunks: x.Chunks}
+		if x.Chunks == 0 {
+			se.Drop = shuffle.NewDrop(x.Drop, counts)
 		}
+		out = append(out, se)
 	}
-	if len(links) == 0 {
-		return nil
-	}
-	slices.Reverse(links)
-	c := &exclusionCut{links: links, from: make([]int, len(links)), at: make([]int, len(links))}
-	for k, l := range links {
-		if l.Epoch == e {
-			c.from[k] = l.From
-		}
-	}
-	return c
-}
-
-// keep reports whether the epoch's next sample, id, is in its order.
-func (c *exclusionCut) keep(id int) bool {
-	for k, x := range c.links {
-		at := c.at[k]
-		c.at[k]++
-		if at >= c.from[k] && x.dropped(id) {
-			return false
-		}
-	}
-	return true
-}
-
-// samples is the number of samples of ep's order the cut keeps.
-func (c *exclusionCut) samples(ep epochOrder) int {
-	if !slices.ContainsFunc(c.from, func(f int) bool { return f > 0 }) {
-		// Every version in force from the epoch's start: its samples are
-		// the last one's.
-		return ep.NumSamples() - c.links[len(c.links)-1].Samples
-	}
-	n := 0
-	for w := range ep.NumWindows() {
-		for _, id := range ep.Window(w) {
-			if c.keep(id) {
-				n++
-			}
-		}
-	}
-	clear(c.at)
-	return n
+	return out
 }
 
 // Access is one chunk request of the demand trace: chunk Chunk is needed by
@@ -239,6 +161,7 @@ func Trace(d Dataset, j Job) ([]Access, error) {
 type schedule struct {
 	d     Dataset
 	j     Job
+	edits []shuffle.Edit // the job's edits as the shuffle takes them, once made
 	first []int // first[c] is chunk c's first sample ID; len chunks+1
 	n     int   // samples
 
@@ -264,7 +187,7 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 		first[c+1] = first[c] + k
 	}
 	s := &schedule{d: d, j: j, first: first, n: first[len(d.Counts)]}
-	if err := validateEdits(j, len(d.Counts), s.n); err != nil {
+	if err := validateEdits(j, len(d.Counts)); err != nil {
 		return nil, err
 	}
 	for 2<<s.shift <= s.n/len(d.Counts) {
@@ -282,26 +205,26 @@ func newSchedule(d Dataset, j Job) (*schedule, error) {
 	return s, nil
 }
 
-// validateEdits checks the job's exclusion list and append record
-// against a dataset of chunks chunks and n samples.
-func validateEdits(j Job, chunks, n int) error {
-	for x := j.Exclusion; x != nil; x = x.Previous {
-		if len(x.Drop)*64 < n || x.Epoch < 0 || x.From < 0 {
-			return fmt.Errorf("%w: an exclusion's bitset of %d samples for a dataset of %d, from position %d of epoch %d", ErrInvalid, len(x.Drop)*64, n, x.From, x.Epoch)
+// validateEdits checks the job's edits against a dataset of chunks
+// chunks: a chain the shuffle takes (shuffle.EditedEpoch refuses the rest
+// as it lays an epoch out). An exclusion's bitset may be shorter than the
+// dataset's samples: those past it are not excluded.
+func validateEdits(j Job, chunks int) error {
+	k, appends := 0, 0
+	for x := j.Edit; x != nil; x = x.Previous {
+		if k++; k > shuffle.MaxEdits {
+			return fmt.Errorf("%w: a chain of more than %d edits", ErrInvalid, shuffle.MaxEdits)
+		}
+		if x.Chunks > 0 {
+			appends++
+		}
+		switch {
+		case x.Epoch < 0 || x.From < 0 || x.Chunks > chunks || x.Previous != nil && x.Previous.Epoch > x.Epoch:
+			return fmt.Errorf("%w: an edit from position %d of epoch %d (over %d chunks of %d) is not one of a chain", ErrInvalid, x.From, x.Epoch, x.Chunks, chunks)
 		}
 	}
-	if j.Append != nil && j.Exclusion != nil {
-		return fmt.Errorf("%w: a job has an exclusion list or an append record, not both", ErrInvalid)
-	}
-	top, n := chunks, 0
-	for a := j.Append; a != nil; a = a.Previous {
-		if n++; n > shuffle.MaxAppends {
-			return fmt.Errorf("%w: a chain of more than %d append records", ErrInvalid, shuffle.MaxAppends)
-		}
-		if a.Chunks < 1 || a.Chunks > top || a.Epoch < 0 || a.From < 0 || a.Previous != nil && a.Previous.Epoch > a.Epoch {
-			return fmt.Errorf("%w: an append record over %d old chunks of %d, from position %d of epoch %d", ErrInvalid, a.Chunks, top, a.From, a.Epoch)
-		}
-		top = a.Chunks
+	if appends > shuffle.MaxAppends {
+		return fmt.Errorf("%w: a chain of more than %d appends", ErrInvalid, shuffle.MaxAppends)
 	}
 	return nil
 }
@@ -451,26 +374,21 @@ type epochOrder interface {
 }
 
 // order is epoch e's order for the job in windows of window chunks
-// (spec's), as the gateway serves it under the job's append record: the
-// old chunks' order before the record's epoch, the merge in it.
+// (spec's), as the gateway serves it under the job's edits
+// (shuffle.EditedEpoch).
 func (s *schedule) order(e, window int) (epochOrder, error) {
-	a := s.j.Append
-	var o epochOrder
-	var err error
-	if a == nil || e > a.Epoch {
-		o, err = importance.NewOrder(s.spec(e, window))
-	} else {
-		o, err = shuffle.AppendedEpoch(s.d.Counts, a.grown(), s.j.Seed, uint64(e), window)
+	if s.j.Edit == nil {
+		return importance.NewOrder(s.spec(e, window))
 	}
-	if err != nil {
-		return nil, err
+	if s.edits == nil {
+		s.edits = s.j.Edit.shuffle(s.d.Counts)
 	}
-	return o, nil
+	return shuffle.EditedEpoch(s.d.Counts, s.edits, s.j.Seed, uint64(e), window)
 }
 
 // walkOrder is walk over the epoch orders order returns, each chosen as
 // the gateway chooses it: the uniform order, an importance epoch's drawn
-// from a snapshot (importance.NewOrder), or an append record's
+// from a snapshot (importance.NewOrder), or the order of the job's edits
 // (schedule.order). Each epoch's global batches are shuffle's cut
 // (Params.GlobalBatch) of its order's samples, the one each rank's
 // batches are cut by.
@@ -485,13 +403,9 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (epochOrder, error)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		// The samples the exclusion leaves out of the epoch are not in
-		// its order; n is those left. An epoch before an append record's
-		// has the old samples alone.
-		x, n := newExclusionCut(s.j.Exclusion, e), ep.NumSamples()
-		if x != nil {
-			n = x.samples(ep)
-		}
+		// An epoch under the job's edits has its own length: fewer
+		// samples after an exclusion, more after an append.
+		n := ep.NumSamples()
 		nb := cut.NumBatches(n)
 		if nb == 0 {
 			continue
@@ -505,9 +419,6 @@ func (s *schedule) walkOrder(m *meter, order func(epoch int) (epochOrder, error)
 	walk:
 		for w := range ep.NumWindows() {
 			for _, id := range ep.Window(w) {
-				if x != nil && !x.keep(id) {
-					continue
-				}
 				buf = append(buf, s.chunkOf(id))
 				if k++; k < end {
 					continue

@@ -58,10 +58,10 @@ func TestAppendedOrder(t *testing.T) {
 			const per = 10
 			ds := catalogtest.Dataset(t, "d", tc.old+tc.added, per)
 			parent := catalogtest.Dataset(t, "d", tc.old, per)
-			a := &Append{Version: "a1", Parent: parent.ID(), Chunks: tc.old, Epoch: 1, From: tc.from}
+			a := mustAppend(t, "a1", parent.ID(), ds.ID(), tc.old, 1, tc.from, nil)
 			o := New(nil)
-			o.Appends().Add(a)
-			s := Stream{DS: ds, Seed: 3, Window: tc.window, Append: "a1"}
+			o.Edits().Add(a)
+			s := Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "a1"}
 			for epoch := range uint64(3) {
 				e, err := o.Epoch(s, epoch)
 				if err != nil {
@@ -119,7 +119,7 @@ func TestAppendedOrder(t *testing.T) {
 					}
 				}
 				for _, world := range []int{1, 3, 4} {
-					j := api.Job{Append: "a1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
+					j := api.Job{Edit: "a1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
 					if cut := cutAll(t, o, ds, j, epoch); !slices.Equal(cut, got) {
 						t.Fatalf("epoch %d world %d: batches %v\nwant %v", epoch, world, cut, got)
 					}
@@ -128,8 +128,8 @@ func TestAppendedOrder(t *testing.T) {
 					// A resume at position From (offset=) at another world
 					// size reads the rest, as a fresh Orders computes it.
 					o2 := New(nil)
-					o2.Appends().Add(a)
-					j := api.Job{Append: "a1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 3, World: 5, Offset: tc.from}}
+					o2.Edits().Add(a)
+					j := api.Job{Edit: "a1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 3, World: 5, Offset: tc.from}}
 					if rest := cutAll(t, o2, ds, j, epoch); !slices.Equal(rest, got[tc.from:]) {
 						t.Fatalf("resume at %d, world 5: %v\nwant %v", tc.from, rest, got[tc.from:])
 					}
@@ -163,12 +163,12 @@ func exactlyOnceIDs(t *testing.T, ids []int, n int) {
 func TestAppendETag(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 8, 10)
 	parent := catalogtest.Dataset(t, "d", 6, 10)
-	a := &Append{Version: "a1", Parent: parent.ID(), Chunks: 6, Epoch: 1, From: 20}
+	a := mustAppend(t, "a1", parent.ID(), ds.ID(), 6, 1, 20, nil)
 	o := New(nil)
-	o.Appends().Add(a)
+	o.Edits().Add(a)
 	plain := job(5, 2, 0) // steps of 10
 	with := plain
-	with.Append = "a1"
+	with.Edit = "a1"
 	for _, c := range []struct {
 		epoch, m uint64
 		same     bool
@@ -180,7 +180,7 @@ func TestAppendETag(t *testing.T) {
 	}
 	// With the parent at hand (as a gateway gives it), a batch before the
 	// record is laid out over it: its source and stream are the parent's.
-	both := Source{DS: ds, Parent: parent}
+	both := Source{DS: ds, Edit: a, Versions: []*catalog.Dataset{parent, ds}}
 	for _, c := range []struct {
 		epoch, m uint64
 		parent   bool
@@ -189,7 +189,7 @@ func TestAppendETag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := b.Source.DS == parent && b.Parts[0].Stream.Append == ""; got != c.parent || b.ETag != o.ETag(both, with, c.epoch, c.m) {
+		if got := b.Source.DS == parent && b.Parts[0].Stream.Edit == ""; got != c.parent || b.ETag != o.ETag(both, with, c.epoch, c.m) {
 			t.Errorf("epoch %d batch %d: laid out over the parent %t, want %t (ETag %s, ETag() %s)", c.epoch, c.m, got, c.parent, b.ETag, o.ETag(both, with, c.epoch, c.m))
 		}
 		if c.parent && b.ETag != o.ETag(Source{DS: parent}, plain, c.epoch, c.m) {
@@ -210,24 +210,17 @@ func TestAppendETag(t *testing.T) {
 			t.Errorf("epoch %d: %d samples, index %s; want %d, %s", epoch, info.Samples, info.IndexID, want, parent.ID())
 		}
 	}
-	if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 2, Append: "nope"}, 0); err == nil {
+	if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 2, Edit: "nope"}, 0); err == nil {
 		t.Error("a record not registered laid an order out")
 	}
 }
 
-// CheckAppend refuses the jobs the rule cannot apply to.
-func TestCheckAppend(t *testing.T) {
-	for name, j := range map[string]api.Job{
-		"exclusion": {Name: "j", Exclusion: "x"},
-		"mixture":   {Name: "j", Mix: []api.MixComponent{{Dataset: "a", Weight: "1"}}},
-		"tokens":    {Name: "j", Seq: 8},
-		"balance":   {Name: "j", Balance: "bytes"},
-	} {
-		if err := CheckAppend(j); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+// mustAppend is NewAppend's edit.
+func mustAppend(t testing.TB, version, over, index string, chunks int, epoch uint64, from int, prev *Edit) *Edit {
+	t.Helper()
+	a, err := NewAppend(version, over, index, chunks, epoch, from, prev)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := CheckAppend(api.Job{Name: "j"}); err != nil {
-		t.Errorf("a plain job: %v", err)
-	}
+	return a
 }

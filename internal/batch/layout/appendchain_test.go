@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -19,20 +20,20 @@ import (
 func TestAppendChainLayout(t *testing.T) {
 	const per = 10
 	v0, v1, v2, v3 := catalogtest.Dataset(t, "d", 6, per), catalogtest.Dataset(t, "d", 8, per), catalogtest.Dataset(t, "d", 10, per), catalogtest.Dataset(t, "d", 12, per)
-	a1 := &Append{Version: "a1", Parent: v0.ID(), Index: v1.ID(), Chunks: 6, Epoch: 0, From: 20}
-	a2 := &Append{Version: "a2", Parent: v1.ID(), Index: v2.ID(), Chunks: 8, Epoch: 0, From: 50, Previous: a1}
-	a3 := &Append{Version: "a3", Parent: v2.ID(), Index: v3.ID(), Chunks: 10, Epoch: 1, From: 30, Previous: a2}
+	a1 := mustAppend(t, "a1", v0.ID(), v1.ID(), 6, 0, 20, nil)
+	a2 := mustAppend(t, "a2", v1.ID(), v2.ID(), 8, 0, 50, a1)
+	a3 := mustAppend(t, "a3", v2.ID(), v3.ID(), 10, 1, 30, a2)
 	o := New(nil)
-	o.Appends().Add(a3)
+	o.Edits().Add(a3)
 	job := api.Job{Name: "run", Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 10, World: 1}}
-	under := func(a *Append, grown ...*Source) (Source, api.Job) {
+	under := func(a *Edit, grown ...*Source) (Source, api.Job) {
 		j := job
-		j.Append = a.Version
-		src := Source{Parent: v0}
+		j.Edit = a.Version
+		src := Source{Edit: a, Versions: []*catalog.Dataset{v0}}
 		for _, g := range grown {
-			src.Grown = append(src.Grown, g.DS)
+			src.Versions = append(src.Versions, g.DS)
 		}
-		src.DS = src.Grown[len(src.Grown)-1]
+		src.DS = src.Versions[len(src.Versions)-1]
 		return src, j
 	}
 	s1, s2, s3 := &Source{DS: v1}, &Source{DS: v2}, &Source{DS: v3}

@@ -10,7 +10,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/balance"
 	"github.com/brandgw/brand/importance"
-	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/seqpack"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -23,12 +22,8 @@ import (
 // not where the chunks live, decide. The global batch's samples are the
 // plain cut's; a rank takes as many as the plain cut gives it, in their
 // order in the batch. Every rank of a step computes the same assignment,
-// which is memoised once for the batch's other ranks.
-
-// ErrBalance marks a balance= its job cannot be weighed by: attention or
-// tokens for a job that packs no sequences, bytes for a token job or a
-// dataset whose index does not size its samples (a bad request, 400).
-var ErrBalance = fmt.Errorf("%w: balance", query.ErrBadRequest)
+// which is memoised once for the batch's other ranks. Which jobs may be
+// balanced, and by which cost, is the table's (internal/job/spec).
 
 // Balanced is what a balanced batch's layout says of its global batch:
 // the cost its ranks were weighed by, and every rank's cost, balanced and
@@ -54,31 +49,6 @@ func (b *Balanced) FormatCosts() string {
 		out = strconv.AppendUint(out, c, 10)
 	}
 	return string(out)
-}
-
-// CheckBalance refuses, with ErrBalance naming why, a balance= that job's
-// source cannot be weighed by.
-func CheckBalance(src Source, job api.Job) error {
-	switch job.Balance {
-	case "":
-		return nil
-	case api.BalanceAttention, api.BalanceTokens:
-		if !job.Tokens() {
-			return fmt.Errorf("%w: balance=%s weighs the packed sequences of a token job (seq=); this job serves samples as stored: balance=bytes weighs those, on a dataset of tar chunks", ErrBalance, job.Balance)
-		}
-		return nil
-	case api.BalanceBytes:
-		if job.Tokens() {
-			return fmt.Errorf("%w: balance=bytes weighs samples as stored; a token job's sequences are weighed by balance=attention or balance=tokens", ErrBalance)
-		}
-		for _, ds := range src.datasets() {
-			if ds.Index.Deferred() {
-				return fmt.Errorf("%w: dataset %s is served in place: its index sizes its samples only once their chunk is read, so balance=bytes cannot weigh them before the batch is laid out", ErrBalance, ds.Name)
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("%w: balance=%q is not one of attention, tokens, bytes", ErrBalance, job.Balance)
 }
 
 // globalBalance is one global batch's assignment: per rank its positions

@@ -2,7 +2,6 @@ package layout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,7 +14,6 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/testsupport/catalogtest"
 	"github.com/brandgw/brand/seqpack"
 )
 
@@ -318,31 +316,6 @@ func TestBalanceBytes(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestCheckBalance: a balance= its job cannot be weighed by is refused
-// with ErrBalance, saying why.
-func TestCheckBalance(t *testing.T) {
-	tar := catalogtest.Dataset(t, "d", 2, 3)
-	tok := tokenDataset(t, "tok", "uint16", megatrontest.Corpus(20, 100, 1000, 1))
-	for _, tc := range []struct {
-		name string
-		src  Source
-		job  api.Job
-		want string
-	}{
-		{"attention without seq", Source{DS: tar}, api.Job{Balance: "attention"}, "seq="},
-		{"bytes on a token job", Source{DS: tok}, api.Job{Balance: "bytes", Seq: 64}, "balance=attention or balance=tokens"},
-		{"bytes on a dataset served in place", Source{DS: tok}, api.Job{Balance: "bytes"}, "served in place"},
-	} {
-		err := CheckBalance(tc.src, tc.job)
-		if !errors.Is(err, ErrBalance) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want ErrBalance saying %q", tc.name, err, tc.want)
-		}
-	}
-	if err := CheckBalance(Source{DS: tok}, api.Job{Balance: "attention", Seq: 64}); err != nil {
-		t.Errorf("attention on a token job: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/spec"
 )
 
 // Source is what a job reads: one dataset version (DS), or a mixture of
@@ -24,25 +25,53 @@ type Source struct {
 	Mix     *Mixed
 	Members *cluster.Membership
 	// Index is the index version a job's answers name when it is not
-	// DS's: the version a job with an append record read before, which
+	// DS's: the version a job with appends read before its first, which
 	// it still pins ("" for DS's own).
 	Index string
-	// Parent is, for a job with an append record (api.Job.Append), that
-	// version as the job reads it: what is laid out before the record's
-	// first position is the parent's, as it was (beforeAppend).
-	Parent *catalog.Dataset
-	// Grown is, for a job with append records, each record's version as
-	// the job reads it, first first (the last is DS): a batch is laid out
-	// over the version of the newest record that changes it.
-	Grown []*catalog.Dataset
+	// Edit is, for a named job with edits (api.Job.Edit), the newest of
+	// its chain, with those before it: a batch is laid out under the
+	// newest that changes it (Orders.under).
+	Edit *Edit
+	// Features are the job's features, checked against the table when it
+	// was resolved (package resolve): which rank takes which sample
+	// follows from them (Assigns).
+	Features spec.Set
+	// Versions are, for a job whose chain has appends, the version it
+	// read first and each version its appends grew it to, as the job
+	// reads them (the last is DS): a batch is laid out over the version
+	// of the chain up to the edit it is laid out under.
+	Versions []*catalog.Dataset
+}
+
+// IndexID is the index version s's answers name (Brand-Index, an epoch's
+// index): Index, else DS's.
+func (s Source) IndexID() string {
+	switch {
+	case s.Index != "":
+		return s.Index
+	case s.Edit.Appends() > 0:
+		return s.Edit.First()
+	}
+	return s.DS.ID()
 }
 
 // Assigns reports whether job's batches from s are assigned to ranks by
 // locality (cluster.Assign over s.Members): on a cluster of more than one
-// member, with locality on and more than one rank. Otherwise each rank
-// takes the plain cut, and nothing of the cluster enters the batch.
+// member, with more than one rank, for a job whose features keep
+// locality (spec: balance= replaces it, a token or clip job's ranks take
+// the plain cut). Otherwise each rank takes the plain cut or its
+// balanced share, and nothing of the cluster enters the batch.
 func (s Source) Assigns(job api.Job) bool {
-	return s.Members != nil && s.Members.Len() > 1 && !job.NoLocality && job.World > 1 && !job.Tokens() && job.Balance == "" && !job.Clips()
+	return s.Members != nil && s.Members.Len() > 1 && job.World > 1 && s.features(job).Effective().Has(spec.Locality)
+}
+
+// features are the job's features as resolved (Features), or as its
+// parameters name them for a source laid out without a resolution.
+func (s Source) features(job api.Job) spec.Set {
+	if s.Features != 0 {
+		return s.Features
+	}
+	return spec.Requested(job)
 }
 
 // datasets are the dataset versions s reads: its dataset, or its
@@ -279,7 +308,7 @@ func (o *Orders) Batches(ds *catalog.Dataset, job api.Job, epoch uint64) (batche
 // Extent returns the number of batches of an epoch of a job over a source
 // and the epoch's length in samples.
 func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples int, err error) {
-	src, job = beforeAppend(o, src, job, epoch, -1)
+	src, job = o.edits.under(src, job, epoch, -1)
 	if src.Mix != nil {
 		n := src.Mix.Order.NumSamples()
 		if job.Offset > n {
@@ -295,11 +324,11 @@ func (o *Orders) Extent(src Source, job api.Job, epoch uint64) (batches, samples
 // whose index holds only its own chunks' tables, it reads the tables of
 // the batch's other chunks (see NewSamples).
 func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m uint64) (*Batch, error) {
-	// A batch before a job's append record is the parent's, laid out
-	// over it (beforeAppend); the epoch's extent is the job's.
-	psrc, pjob := beforeAppend(o, src, job, epoch, -1)
-	over, overJob := beforeAppend(o, src, job, epoch, int64(m))
-	src, job = psrc, pjob
+	// A batch is laid out under the newest edit that changes it, over
+	// the version the chain up to it grew the job to (under); the
+	// epoch's extent is the job's.
+	over, overJob := o.edits.under(src, job, epoch, int64(m))
+	src, job = o.edits.under(src, job, epoch, -1)
 	var e *EpochOrder
 	var batches, n int
 	var err error
@@ -319,7 +348,7 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 		return nil, fmt.Errorf("%w: batch %d out of range: valid batch numbers are 0..%d (epoch %d of %s has %d batches for batch_size=%d world=%d drop_last=%t offset=%d)",
 			ErrOutOfRange, m, batches-1, epoch, src.Name(), batches, job.BatchSize, job.World, job.DropLast, job.Offset)
 	}
-	if over.DS != src.DS {
+	if over.DS != src.DS || overJob.Edit != job.Edit {
 		src, job = over, overJob
 		if _, _, e, err = o.Batches(src.DS, job, epoch); err != nil {
 			return nil, err
@@ -380,20 +409,16 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 // ETag is the ETag of batch m of an epoch of a job over a source, known
 // without laying the batch out.
 func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
-	if job.Exclusion != "" {
-		// Its samples are those of the version it is laid out under.
-		job.Exclusion = o.effective(src, job, epoch, m)
-	}
 	if src.Mix != nil {
 		return MixETag(src.Mix, job, epoch, m, src.assignedUnder(job))
 	}
-	src, job = beforeAppend(o, src, job, epoch, int64(m))
-	id := src.DS.ID()
-	if job.Append != "" && !appended(o, src, job, epoch, m) {
-		// Its samples are those of the version the job read before.
-		id, job.Append = o.appends.IndexOf(src.DS, job), ""
-	}
-	return batchETag(id, src.DS, job, epoch, m, src.assignedUnder(job))
+	// Its samples are those of the edit it is laid out under, over the
+	// version the chain up to it grew the job to.
+	src = o.edits.withEdit(src, job)
+	e := o.edits.inForce(src, job, epoch, int64(m))
+	id := grownTo(src.Edit, e, src.DS)
+	src, job = src.upTo(e, job)
+	return batchETag(id, src.DS, job, e, epoch, m, src.assignedUnder(job))
 }
 
 // BatchETag names a batch's bytes: the index's identity and every parameter
@@ -406,11 +431,12 @@ func (o *Orders) ETag(src Source, job api.Job, epoch, m uint64) string {
 // change the batch, and the ETag names it. So is an importance snapshot
 // an epoch is drawn from, and a pipeline the batch's images go through.
 func BatchETag(ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
-	return batchETag(ds.ID(), ds, job, epoch, m, members)
+	return batchETag(ds.ID(), ds, job, nil, epoch, m, members)
 }
 
-// batchETag is BatchETag naming the index version id.
-func batchETag(id string, ds *catalog.Dataset, job api.Job, epoch, m uint64, members string) string {
+// batchETag is BatchETag of a batch of index version id laid out under
+// edit e (nil: none), which it names by its kind and version.
+func batchETag(id string, ds *catalog.Dataset, job api.Job, e *Edit, epoch, m uint64, members string) string {
 	s := fmt.Appendf(nil, "brand-batch-v1|%s|%s|%d|%d|%d|%d|%d|%t|%d|%d",
 		id, ds.Name, job.Seed, job.Window, job.BatchSize, job.World, job.Rank, job.DropLast, epoch, m)
 	if job.Offset != 0 {
@@ -429,11 +455,8 @@ func batchETag(id string, ds *catalog.Dataset, job api.Job, epoch, m uint64, mem
 	s = appendTokens(s, job)
 	s = appendBalance(s, job)
 	s = appendClips(s, job)
-	if job.Exclusion != "" {
-		s = fmt.Appendf(s, "|exclude=%s", job.Exclusion)
-	}
-	if job.Append != "" {
-		s = fmt.Appendf(s, "|append=%s", job.Append)
+	if e != nil {
+		s = fmt.Appendf(s, "|%s=%s", e.Kind(), e.Version)
 	}
 	h := sha256.Sum256(s)
 	return `"` + hex.EncodeToString(h[:16]) + `"`
@@ -487,7 +510,7 @@ func partialETag(full string, missing []int) string {
 // Info describes an epoch of a job over a source: its extent, and for a
 // mixture each component's share.
 func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, error) {
-	src, job = beforeAppend(o, src, job, epoch, -1)
+	src, job = o.edits.under(src, job, epoch, -1)
 	info := api.EpochInfo{Dataset: src.Name(), Epoch: int(epoch), BatchSize: job.BatchSize, World: job.World, Rank: job.Rank,
 		Window: job.Window, Seed: job.Seed, DropLast: job.DropLast, Offset: job.Offset}
 	if m := src.Mix; m != nil {
@@ -515,7 +538,7 @@ func (o *Orders) Info(src Source, job api.Job, epoch uint64) (api.EpochInfo, err
 			return info, err
 		}
 		info.Samples, info.Batches = n, batches
-		info.IndexID, info.Chunks, info.Windows = o.appends.IndexOf(src.DS, job), src.DS.Index.NumChunks(), e.NumWindows()
+		info.IndexID, info.Chunks, info.Windows = src.IndexID(), src.DS.Index.NumChunks(), e.NumWindows()
 		if job.Tokens() {
 			p, err := o.tokenEpoch(src.DS, job, epoch)
 			if err != nil {

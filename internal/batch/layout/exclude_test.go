@@ -42,15 +42,15 @@ func TestExcludedOrder(t *testing.T) {
 					ids = append(ids, id)
 				}
 			}
-			x, err := NewExclusion("v1", ds, 1, tc.from, ids)
+			x, err := NewExclusion("v1", ds, 1, tc.from, ids, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := New(nil)
-			o.AddExclusion(x)
-			s := Stream{DS: ds, Seed: 3, Window: tc.window, Exclude: "v1"}
+			o.Edits().Add(x)
+			s := Stream{DS: ds, Seed: 3, Window: tc.window, Edit: "v1"}
 			base := s
-			base.Exclude = ""
+			base.Edit = ""
 			for epoch := range uint64(3) {
 				be, err := o.Epoch(base, epoch)
 				if err != nil {
@@ -70,7 +70,7 @@ func TestExcludedOrder(t *testing.T) {
 				whole := o.appendRange(nil, base, be, epoch, 0, be.NumSamples())
 				var want []int
 				for pos, id := range whole {
-					if pos < from || !x.Excluded(id) {
+					if pos < from || !x.Drop.Dropped(id) {
 						want = append(want, id)
 					}
 				}
@@ -107,7 +107,7 @@ func TestExcludedOrder(t *testing.T) {
 				// Batches at worlds 1, 3 and 4 tile the order.
 				for _, world := range []int{1, 3, 4} {
 					var cut []int
-					j := api.Job{Exclusion: "v1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
+					j := api.Job{Edit: "v1", Params: shuffle.Params{Seed: 3, Window: tc.window, BatchSize: 2, World: world}}
 					n, _, err := o.Extent(Source{DS: ds}, j, epoch)
 					if err != nil {
 						t.Fatal(err)
@@ -144,14 +144,14 @@ func TestNewExclusion(t *testing.T) {
 	for range 120 {
 		ids = append(ids, r.IntN(ds.Index.NumSamples()))
 	}
-	x, err := NewExclusion("v", ds, 0, 0, ids)
+	x, err := NewExclusion("v", ds, 0, 0, ids, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := slices.Sorted(slices.Values(ids))
 	want = slices.Compact(want)
-	if got := slices.Collect(x.IDs()); !slices.Equal(got, want) || x.Len() != len(want) {
-		t.Fatalf("IDs %v (Len %d); want %v", got, x.Len(), want)
+	if got := slices.Collect(x.Drop.IDs()); !slices.Equal(got, want) || x.Drop.Len() != len(want) {
+		t.Fatalf("IDs %v (Len %d); want %v", got, x.Drop.Len(), want)
 	}
 	empty := 0
 	for c := range ds.Counts {
@@ -161,17 +161,17 @@ func TestNewExclusion(t *testing.T) {
 				k++
 			}
 		}
-		if int(x.chunk[c]) != k {
-			t.Errorf("chunk %d: %d excluded, want %d", c, x.chunk[c], k)
+		if x.Drop.InChunk(c) != k {
+			t.Errorf("chunk %d: %d excluded, want %d", c, x.Drop.InChunk(c), k)
 		}
 		if k == ds.Counts[c] {
 			empty++
 		}
 	}
-	if empty == 0 || x.EmptyChunks(ds.Counts) != empty {
-		t.Errorf("EmptyChunks %d, want %d (at least chunk 1)", x.EmptyChunks(ds.Counts), empty)
+	if empty == 0 || x.Drop.EmptyChunks(ds.Counts) != empty {
+		t.Errorf("EmptyChunks %d, want %d (at least chunk 1)", x.Drop.EmptyChunks(ds.Counts), empty)
 	}
-	if _, err := NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}); err == nil {
+	if _, err := NewExclusion("v", ds, 0, 0, []int{ds.Index.NumSamples()}, nil); err == nil {
 		t.Error("an ID past the dataset's samples was taken")
 	}
 }
@@ -201,7 +201,7 @@ func TestExtendedOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := New(nil)
-			var xs []*Exclusion
+			var xs []*Edit
 			for k, l := range tc.links {
 				var ids []int
 				for id := range ds.Index.NumSamples() {
@@ -210,19 +210,19 @@ func TestExtendedOrder(t *testing.T) {
 					}
 				}
 				v := fmt.Sprint("v", k+1)
-				var x *Exclusion
+				var x *Edit
 				var err error
 				if k == 0 {
-					x, err = NewExclusion(v, ds, l.epoch, l.from, ids)
+					x, err = NewExclusion(v, ds, l.epoch, l.from, ids, nil)
 				} else {
-					x, err = xs[k-1].Extend(v, ds, l.epoch, l.from, ids)
+					x, err = NewExclusion(v, ds, l.epoch, l.from, ids, xs[k-1])
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				xs = append(xs, x)
 			}
-			o.AddExclusion(xs[len(xs)-1]) // registers the chain
+			o.Edits().Add(xs[len(xs)-1]) // registers the chain
 			for epoch := range uint64(4) {
 				base := Stream{DS: ds, Seed: 3, Window: 2}
 				be, err := o.Epoch(base, epoch)
@@ -241,11 +241,11 @@ func TestExtendedOrder(t *testing.T) {
 					prev := want
 					want = slices.Clone(prev[:from])
 					for _, id := range prev[from:] {
-						if !xs[k].Excluded(id) {
+						if !xs[k].Drop.Dropped(id) {
 							want = append(want, id)
 						}
 					}
-					s := Stream{DS: ds, Seed: 3, Window: 2, Exclude: xs[k].Version}
+					s := Stream{DS: ds, Seed: 3, Window: 2, Edit: xs[k].Version}
 					e, err := o.Epoch(s, epoch)
 					if err != nil {
 						t.Fatal(err)
@@ -268,7 +268,7 @@ func TestExtendedOrder(t *testing.T) {
 					}
 					for _, world := range []int{1, 3} {
 						var cut []int
-						j := api.Job{Exclusion: xs[k].Version, Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 2, World: world}}
+						j := api.Job{Edit: xs[k].Version, Params: shuffle.Params{Seed: 3, Window: 2, BatchSize: 2, World: world}}
 						n, _, err := o.Extent(Source{DS: ds}, j, epoch)
 						if err != nil {
 							t.Fatal(err)
@@ -280,9 +280,9 @@ func TestExtendedOrder(t *testing.T) {
 							// version's position, its own after.
 							_, end, _ := j.GlobalBatch(len(want), m)
 							pj := j
-							pj.Exclusion = ""
+							pj.Edit = ""
 							if k > 0 {
-								pj.Exclusion = xs[k-1].Version
+								pj.Edit = xs[k-1].Version
 							}
 							got, prevTag := o.ETag(Source{DS: ds}, j, epoch, uint64(m)), o.ETag(Source{DS: ds}, pj, epoch, uint64(m))
 							if affects := xs[k].Affects(epoch, end); (got == prevTag) == affects {
@@ -305,9 +305,9 @@ func TestExtendedOrder(t *testing.T) {
 			}
 		})
 	}
-	if _, err := func() (*Exclusion, error) {
-		x, _ := NewExclusion("v1", ds, 1, 30, []int{1})
-		return x.Extend("v2", ds, 1, 29, []int{2})
+	if _, err := func() (*Edit, error) {
+		x, _ := NewExclusion("v1", ds, 1, 30, []int{1}, nil)
+		return NewExclusion("v2", ds, 1, 29, []int{2}, x)
 	}(); !errors.Is(err, ErrBeforePrevious) {
 		t.Errorf("an extension before its list's position: %v", err)
 	}
@@ -317,15 +317,15 @@ func TestExtendedOrder(t *testing.T) {
 // keeps its ETag; one from it on names the list.
 func TestExclusionETag(t *testing.T) {
 	ds := catalogtest.Dataset(t, "d", 6, 10)
-	x, err := NewExclusion("v1", ds, 0, 20, []int{1, 2, 33})
+	x, err := NewExclusion("v1", ds, 0, 20, []int{1, 2, 33}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := New(nil)
-	o.AddExclusion(x)
+	o.Edits().Add(x)
 	plain := job(5, 2, 0) // steps of 10
 	with := plain
-	with.Exclusion = "v1"
+	with.Edit = "v1"
 	src := Source{DS: ds}
 	for _, c := range []struct {
 		epoch, m uint64
@@ -350,13 +350,13 @@ func BenchmarkExclusionOfAMillionKeys(b *testing.B) {
 	var last time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		x, err := NewExclusion(fmt.Sprint("v", i), ds, 0, 0, ids)
+		x, err := NewExclusion(fmt.Sprint("v", i), ds, 0, 0, ids, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		o := New(nil)
-		o.AddExclusion(x)
-		if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 8, Exclude: x.Version}, 1); err != nil {
+		o.Edits().Add(x)
+		if _, err := o.Epoch(Stream{DS: ds, Seed: 1, Window: 8, Edit: x.Version}, 1); err != nil {
 			b.Fatal(err)
 		}
 		last = time.Since(t0)

@@ -89,8 +89,7 @@ type Orders struct {
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
 	bal           balancer                              // balance=: global batches' assignments to ranks
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
-	exclusions    exclusionSet                          // jobs' exclusion lists, by version
-	appends       Appends                               // jobs' append records, by version
+	edits         Edits                                 // named jobs' edits, by version
 	snapshots     Snapshots
 }
 
@@ -124,6 +123,7 @@ func New(snaps Snapshots) *Orders {
 	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
 	o := &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
 	o.bal = balancer{o: o, memo: newBalanceMemo()}
+	o.edits.ext = o
 	return o
 }
 
@@ -137,16 +137,8 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	if e, ok := memo.Get(k); ok {
 		return e, nil
 	}
-	if s.Append != "" {
-		e, err := appendedEpoch(o, s, epoch)
-		if err != nil {
-			return nil, err
-		}
-		memo.Add(k, e)
-		return e, nil
-	}
-	if s.Exclude != "" {
-		e, err := o.excludedEpoch(s, epoch)
+	if s.Edit != "" {
+		e, err := o.edits.epoch(s, epoch)
 		if err != nil {
 			return nil, err
 		}
@@ -177,15 +169,7 @@ func (o *Orders) Epoch(s Stream, epoch uint64) (*EpochOrder, error) {
 	if ie, ok := e.(*importance.Epoch); ok {
 		weight = chunkWeights(ie, len(s.DS.Counts))
 	}
-	eo := &EpochOrder{Order: e, ChunkWindow: make([]int32, len(s.DS.Counts)), Weight: weight}
-	for c := range eo.ChunkWindow {
-		eo.ChunkWindow[c] = -1
-	}
-	for w := range e.NumWindows() {
-		for _, c := range e.WindowChunks(w) {
-			eo.ChunkWindow[c] = int32(w)
-		}
-	}
+	eo := epochOrder(e, weight, len(s.DS.Counts))
 	memo.Add(k, eo)
 	return eo, nil
 }

@@ -35,14 +35,11 @@ type Stream struct {
 	// other job: a clip job's order is of its clips, not of the
 	// dataset's samples, so it is part of the order.
 	Clips string
-	// Exclude is the version of the job's exclusion list (Exclusion),
-	// "" for none: from its step on the order leaves the list's samples
-	// out, so it is part of the order.
-	Exclude string
-	// Append is the version of the job's append record (Append), "" for
-	// none: from its step on the order takes the appended chunks' samples
-	// too, so it is part of the order.
-	Append string
+	// Edit is the version of the newest edit of the job's chain the
+	// stream is laid out under (Edit), "" for none: from each edit's
+	// step on the order leaves samples out or takes appended ones too,
+	// so it is part of the order.
+	Edit string
 	// Pace is, for a component of a schedule, how fast each position of
 	// its stream is read (nil otherwise): the cache's schedule keys its
 	// future uses by it. It is not part of the order: Order strips it.
@@ -57,7 +54,7 @@ type Importance struct {
 
 // StreamOf is the stream a job reads on ds.
 func StreamOf(ds *catalog.Dataset, job api.Job) Stream {
-	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name, Clips: job.Clip.Key(), Exclude: job.Exclusion, Append: job.Append}
+	s := Stream{DS: ds, Seed: job.Seed, Window: job.Window, Name: job.Name, Clips: job.Clip.Key(), Edit: job.Edit}
 	if i := job.Importance; i.On() {
 		s.Imp.Job = i.Job
 		if i.Version != "" {

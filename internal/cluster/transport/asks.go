@@ -38,10 +38,10 @@ func (a Asks) AskMembers(ctx context.Context, k int, version string) (*cluster.M
 	return a.n.at(k).client.Members(ctx, version)
 }
 
-// Steps asks node k for the latest step of job it has served, before an
-// edit from step from (Client.Steps).
-func (a Asks) Steps(ctx context.Context, k int, job string, from uint64) (StepsReply, error) {
-	return a.n.at(k).client.Steps(ctx, job, from)
+// Steps asks node k what it has served of a job, before an edit
+// (Client.Steps).
+func (a Asks) Steps(ctx context.Context, k int, q StepsQuestion) (StepsReply, error) {
+	return a.n.at(k).client.Steps(ctx, q)
 }
 
 // FetchChunk fills buf with chunk c of ds from the cache of the node at

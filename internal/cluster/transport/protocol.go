@@ -109,11 +109,8 @@ func (r Request) values() neturl.Values {
 		if o.Stream.Name != "" {
 			v.Set(api.ParamJob, o.Stream.Name)
 		}
-		if o.Stream.Exclude != "" {
-			v.Set(query.ParamExclusion, o.Stream.Exclude)
-		}
-		if o.Stream.Append != "" {
-			v.Set(query.ParamAppend, o.Stream.Append)
+		if o.Stream.Edit != "" {
+			v.Set(query.ParamEdit, o.Stream.Edit)
 		}
 		if o.Weight != 0 {
 			v.Set(api.ParamWeight, strconv.FormatFloat(o.Weight, 'g', -1, 64))
@@ -177,7 +174,7 @@ func DecodeRequest(r *http.Request, v Versions, l query.Limits) (Request, error)
 		if (q.Job.Transform == "") != (q.Job.TransformFingerprint == "") {
 			return Request{}, fmt.Errorf("%w: a sample request for transformed samples names the pipeline and its fingerprint together", query.ErrBadRequest)
 		}
-	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Exclusion != "" || q.Job.Append != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
+	case stream || q.EpochSet || q.PosSet || q.Job.Name != "" || q.Job.Edit != "" || q.Job.Weight != 0 || q.Job.Transform != "" || q.Job.TransformFingerprint != "":
 		return Request{}, fmt.Errorf("%w: a sample request for a batch names window, epoch and pos together", query.ErrBadRequest)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4*int64(l.MaxBatchSize)+1))
@@ -790,48 +787,93 @@ func btoi(b bool) int {
 // EncodeChunks is the body of an answer about needed chunks.
 func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
 
-// StepsReply is a node's answer to the question for the latest step of a
-// job it has served (GET StepsPath{job}?from=STEP), asked by a node
-// taking an edit of the job's stored schedule from STEP
-// (internal/job/jobsched), whose later steps the node holds while the edit
-// is made (jobsched.Book.Answer): Served false if it has served none.
-type StepsReply struct {
-	Job    string `json:"job"`
-	Served bool   `json:"served"`
-	Latest uint64 `json:"latest_step"`
+// A StepsQuestion is what a node taking an edit of a job asks another
+// (GET StepsPath{job}?from=STEP[&dataset=D&epoch=E&pos=P]): the latest
+// step of the job's stored schedule it has served, the schedule's edit
+// starting at STEP; and, for an edit of the job's chain of exclusions and
+// appends over dataset D from position P of epoch E, the furthest
+// position of it the node has served. The node holds the job's steps
+// from STEP and its positions from P while the edit is made
+// (resolve.Resolver.Answer).
+type StepsQuestion struct {
+	Job     string
+	From    uint64
+	Dataset string // "" for a schedule's edit
+	Epoch   uint64
+	Pos     int
 }
 
-// Steps asks the node for the latest step of job it has served, before an
-// edit from step from, under the probe's bound. A node of an earlier
-// release answers 404 to the path: ErrDown, as a node that does not
-// answer.
-func (c Client) Steps(ctx context.Context, job string, from uint64) (StepsReply, error) {
+// StepsReply is a node's answer to a StepsQuestion: Served false if it
+// has served no step of the job's schedule; PosServed false if it has
+// served no position of the job's chain over the question's dataset.
+type StepsReply struct {
+	Job       string `json:"job"`
+	Served    bool   `json:"served"`
+	Latest    uint64 `json:"latest_step"`
+	PosServed bool   `json:"position_served,omitempty"`
+	Epoch     uint64 `json:"epoch,omitempty"`
+	End       int    `json:"end,omitempty"`
+}
+
+// Steps asks the node q, before an edit, under the probe's bound. A node
+// of an earlier release answers 404 to the path: ErrDown, as a node that
+// does not answer.
+func (c Client) Steps(ctx context.Context, q StepsQuestion) (StepsReply, error) {
 	var rep StepsReply
-	q := neturl.Values{stepsFrom: {strconv.FormatUint(from, 10)}}
-	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(job), query: q, quick: true},
+	v := neturl.Values{stepsFrom: {strconv.FormatUint(q.From, 10)}}
+	if q.Dataset != "" {
+		v.Set(api.ParamDataset, q.Dataset)
+		v.Set(query.ParamEpoch, strconv.FormatUint(q.Epoch, 10))
+		v.Set(query.ParamPos, strconv.Itoa(q.Pos))
+	}
+	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(q.Job), query: v, quick: true},
 		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&rep) })
-	if err == nil && rep.Job != job {
-		err = fmt.Errorf("%w: answered for job %q, not %q", ErrRefused, rep.Job, job)
+	if err == nil && rep.Job != q.Job {
+		err = fmt.Errorf("%w: answered for job %q, not %q", ErrRefused, rep.Job, q.Job)
 	}
 	if err != nil {
-		return StepsReply{}, fmt.Errorf("%s: steps served of job %s: %w", c.url, job, err)
+		return StepsReply{}, fmt.Errorf("%s: steps served of job %s: %w", c.url, q.Job, err)
 	}
 	return rep, nil
 }
 
-// stepsFrom is the question's one parameter: the edit's first step.
+// stepsFrom is the question's first parameter: the schedule edit's first
+// step.
 const stepsFrom = "from"
 
-// DecodeSteps reads a node's question for the latest step of a job it
-// has served: the edit's first step (from=, a decimal number, alone).
-func DecodeSteps(r *http.Request) (uint64, error) {
-	q, err := neturl.ParseQuery(r.URL.RawQuery)
-	if err != nil || len(q) != 1 || len(q[stepsFrom]) != 1 {
-		return 0, fmt.Errorf("%w: a question for the steps served of a job names the edit's first step alone (from=)", query.ErrBadRequest)
+// DecodeSteps reads a node's question for what it has served of a job
+// (StepsQuestion, its Job the caller's to fill from the path): from=, a
+// decimal number, and for a chain's edit dataset=, epoch= and pos=
+// together.
+func DecodeSteps(r *http.Request) (StepsQuestion, error) {
+	v, err := neturl.ParseQuery(r.URL.RawQuery)
+	bad := func() (StepsQuestion, error) {
+		return StepsQuestion{}, fmt.Errorf("%w: a question for what a node has served of a job names the edit's first step (from=), and for an edit of its chain the dataset, epoch and position (dataset=, epoch=, pos=) together", query.ErrBadRequest)
 	}
-	from, err := strconv.ParseUint(q.Get(stepsFrom), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, q.Get(stepsFrom), err)
+	if err != nil || len(v[stepsFrom]) != 1 {
+		return bad()
 	}
-	return from, nil
+	for k, vs := range v {
+		if len(vs) != 1 || k != stepsFrom && k != api.ParamDataset && k != query.ParamEpoch && k != query.ParamPos {
+			return bad()
+		}
+	}
+	var q StepsQuestion
+	if q.From, err = strconv.ParseUint(v.Get(stepsFrom), 10, 64); err != nil {
+		return StepsQuestion{}, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, v.Get(stepsFrom), err)
+	}
+	switch n := len(v); {
+	case n == 1:
+		return q, nil
+	case n != 4:
+		return bad()
+	}
+	q.Dataset = v.Get(api.ParamDataset)
+	if q.Epoch, err = strconv.ParseUint(v.Get(query.ParamEpoch), 10, 64); err != nil {
+		return bad()
+	}
+	if q.Pos, err = strconv.Atoi(v.Get(query.ParamPos)); err != nil || q.Pos < 0 || q.Dataset == "" {
+		return bad()
+	}
+	return q, nil
 }

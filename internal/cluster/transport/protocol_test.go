@@ -41,7 +41,7 @@ func TestOriginRoundTrip(t *testing.T) {
 		{Stream: layout.Stream{DS: ds, Seed: 7, Window: 4, Name: "lr-0.1"}, Epoch: 0, Pos: 0, Weight: 2.5},
 		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp", Version: "0123456789abcdef", Hot: 3}}, Epoch: 2, Pos: 1},
 		{Stream: layout.Stream{DS: ds, Seed: 1, Window: 2, Name: "imp", Imp: layout.Importance{Job: "imp"}}, Epoch: 0, Pos: 0},
-		{Stream: layout.Stream{DS: ds, Seed: 3, Window: 2, Name: "run", Exclude: "fedcba9876543210"}, Epoch: 1, Pos: 2},
+		{Stream: layout.Stream{DS: ds, Seed: 3, Window: 2, Name: "run", Edit: "fedcba9876543210"}, Epoch: 1, Pos: 2},
 	} {
 		req := Request{DS: ds, IDs: []int{1, 0}, Origin: &o}
 		hr := httptest.NewRequest("POST", SamplesPath+"?"+req.values().Encode(), bytes.NewReader(req.body()))
@@ -55,26 +55,31 @@ func TestOriginRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodeSteps: the question before a schedule edit names the edit's
-// first step alone.
+// TestDecodeSteps: the question before an edit names the edit's first
+// step, and for an edit of a chain the dataset, epoch and position
+// together; the question a Client asks decodes as it was asked.
 func TestDecodeSteps(t *testing.T) {
 	tests := []struct {
 		query string
-		want  uint64
+		want  StepsQuestion
 		ok    bool
 	}{
-		{"from=0", 0, true},
-		{"from=4096", 4096, true},
-		{"", 0, false},
-		{"from=-1", 0, false},
-		{"from=x", 0, false},
-		{"from=1&from=2", 0, false},
-		{"from=1&job=j", 0, false},
+		{"from=0", StepsQuestion{}, true},
+		{"from=4096", StepsQuestion{From: 4096}, true},
+		{"from=3&dataset=d&epoch=2&pos=40", StepsQuestion{From: 3, Dataset: "d", Epoch: 2, Pos: 40}, true},
+		{"", StepsQuestion{}, false},
+		{"from=-1", StepsQuestion{}, false},
+		{"from=x", StepsQuestion{}, false},
+		{"from=1&from=2", StepsQuestion{}, false},
+		{"from=1&job=j", StepsQuestion{}, false},
+		{"from=1&dataset=d&epoch=2", StepsQuestion{}, false},
+		{"from=1&dataset=&epoch=2&pos=1", StepsQuestion{}, false},
+		{"from=1&dataset=d&epoch=2&pos=-1", StepsQuestion{}, false},
 	}
 	for _, tt := range tests {
 		got, err := DecodeSteps(httptest.NewRequest("GET", StepsPath+"j?"+tt.query, nil))
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("%q: %d %v; want %d (ok %v)", tt.query, got, err, tt.want, tt.ok)
+			t.Errorf("%q: %+v %v; want %+v (ok %v)", tt.query, got, err, tt.want, tt.ok)
 		}
 		if err != nil && !errors.Is(err, query.ErrBadRequest) {
 			t.Errorf("%q: %v is not a bad request", tt.query, err)

@@ -27,6 +27,9 @@ const (
 	Schedule  Kind = "schedule edit"
 	Exclusion Kind = "exclusion"
 	Append    Kind = "append"
+	// Edit is an exclusion or an append, where the chain that holds
+	// both is meant.
+	Edit Kind = "edit"
 )
 
 // A refusal is what both refusals are: the kind of edit refused, and the

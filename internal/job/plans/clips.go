@@ -44,9 +44,6 @@ const maxClipPlan = 1 << 26
 // CPU at this node's measured cost a frame (DecodeCost), or
 // DefaultFrameCPU scaled by the frames' pixels before it has decoded any.
 func (m *Maker) planClips(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
-	if q.Plan.NodesAfter > 0 {
-		return nil, fmt.Errorf("%w: a clip job's plan is of its epochs, not of a resize (nodes_after=)", query.ErrBadRequest)
-	}
 	if m.cfg.Clips == nil {
 		return nil, fmt.Errorf("%w: this gateway plans no clip jobs", query.ErrBadRequest)
 	}

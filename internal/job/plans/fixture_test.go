@@ -12,12 +12,15 @@ import (
 	"github.com/brandgw/brand/chunkindex"
 	gcluster "github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/cluster/membership"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
 	"github.com/brandgw/brand/planner"
 	"github.com/brandgw/brand/s3backend"
 	"github.com/brandgw/brand/shuffle"
+	"github.com/brandgw/brand/transform"
 )
 
 // indexOf is an index of chunks chunks of perChunk samples each, named
@@ -45,35 +48,17 @@ func indexOf(t *testing.T, prefix string, chunks, perChunk int) *chunkindex.Inde
 	return ix
 }
 
-// catalogJobs resolves a job's version in a catalog, as the gateway's
-// jobs stage does on a single gateway: the one it pins, else the one
-// served. It names no pipeline and no stored schedule.
-type catalogJobs struct{ cat *catalog.Catalog }
+// noPipelines names none.
+type noPipelines struct{}
 
-func (catalogJobs) Transform(job *api.Job) error {
-	if job.Transform != "" {
-		return fmt.Errorf("%w: no pipelines here", query.ErrBadRequest)
-	}
-	return nil
+func (noPipelines) Get(name string) (*transform.Pipeline, error) {
+	return nil, fmt.Errorf("%w: no pipelines here", query.ErrBadRequest)
 }
 
-func (catalogJobs) Stored(context.Context, *api.Job, uint64) error {
-	return fmt.Errorf("%w: no stored schedules here", query.ErrBadRequest)
-}
-
-func (catalogJobs) Exclusion(context.Context, api.Job, *catalog.Dataset) (*layout.Exclusion, error) {
-	return nil, nil
-}
-
-func (catalogJobs) Append(_ context.Context, _ api.Job, ds *catalog.Dataset) (*catalog.Dataset, *api.PlanAppend, error) {
-	return ds, nil, nil
-}
-
-func (j catalogJobs) Version(job api.Job) (*catalog.Dataset, error) {
-	if job.Index != "" {
-		return j.cat.Version(job.Dataset, job.Index)
-	}
-	return j.cat.Get(job.Dataset)
+// resolverOf resolves jobs over cat as a single gateway does: the version
+// a job pins, else the one served; no pipeline, no stored schedule.
+func resolverOf(cat *catalog.Catalog, limits query.Limits) *resolve.Resolver {
+	return resolve.New(resolve.Config{Catalog: cat, Versions: membership.Solo{Held: cat.HeldIDs}, Orders: layout.New(nil), Pipelines: noPipelines{}, Limits: limits})
 }
 
 // testDefaults are a plan's defaults in these tests: dataset "test", seed
@@ -96,7 +81,7 @@ func newMaker(t *testing.T, ds []*catalog.Dataset, mutate func(*plans.Config)) *
 	cat.MarkReady()
 	var limits query.Limits
 	limits.Fill()
-	cfg := plans.Config{Planner: planner.ForGateway{}, Jobs: catalogJobs{cat}, Limits: limits,
+	cfg := plans.Config{Planner: planner.ForGateway{}, Jobs: resolverOf(cat, limits), Limits: limits,
 		Defaults: query.Query{Job: api.Job{Dataset: names[0], Params: testParams}},
 		Options:  api.PlanOptions{CacheBytes: 64 << 20, BackendBytesPerSec: 1 << 30, PrefetchWindows: 1}}
 	if mutate != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/livestats"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/server/httperr"
 )
 
@@ -56,29 +58,12 @@ type Planner interface {
 	livestats.Optimizer
 }
 
-// Jobs is what a plan needs of the gateway's jobs stage: its job resolved
-// as the requests for its batches resolve it.
+// Jobs resolves a plan's job as the requests for its batches are
+// resolved (resolve.Resolver): its pipeline, stored schedule, source and
+// chain of edits, its features, and extra (the plan's own), checked
+// against the one table, so that a plan is of the job that is served.
 type Jobs interface {
-	// Transform resolves the pipeline job names (transform=), if any:
-	// an unknown one is refused, a known one's fingerprint filled in.
-	Transform(job *api.Job) error
-	// Stored resolves job's stored schedule (schedule=) as it stands for
-	// epoch's first step.
-	Stored(ctx context.Context, job *api.Job, epoch uint64) error
-	// Version is the dataset version job reads: the one it pins (index=),
-	// else the one the cluster agrees on.
-	Version(job api.Job) (*catalog.Dataset, error)
-	// Exclusion is the exclusion list stored under job's name (job=)
-	// over ds, resolved in ds's index; nil if the job is not named or
-	// has none.
-	Exclusion(ctx context.Context, job api.Job, ds *catalog.Dataset) (*layout.Exclusion, error)
-	// Append is the append record stored under job's name (job=) over
-	// ds, if the job reads the version it extends or the extension: the
-	// extension (the view of job.Columns), which the job's batches read
-	// from, and the record as a plan takes it; ds and nil if the job is
-	// not named or has none. A job the record cannot apply to is refused
-	// as its batches are.
-	Append(ctx context.Context, job api.Job, ds *catalog.Dataset) (*catalog.Dataset, *api.PlanAppend, error)
+	Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra spec.Set) (*resolve.Job, error)
 }
 
 // Snapshots loads the importance snapshot a job names (feedback.State).
@@ -227,6 +212,11 @@ func (noPlanner) Resize(context.Context, api.PlanDataset, api.Job, api.PlanOptio
 // store extents from the store. With seq=… (a token job) it plans the
 // documents the job's sequences are packed from (planTokens); with a clip
 // job's parameters, its clips' exact demand (planClips).
+//
+// The job is resolved as the requests for its batches are (Jobs): a pair
+// of its features the table refuses is refused as /epoch refuses it, a
+// named job's edits are planned as its batches are laid out, and a pair
+// the planner does not model is ErrNotPlanned (501, the table's reason).
 func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	base := m.cfg.Defaults
 	base.Plan = m.cfg.Options
@@ -234,80 +224,41 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 		base.Plan.Nodes = n
 	}
 	q, err := query.Parse(rawQuery, query.PlanParams, base, m.cfg.Limits)
-	if err == nil {
-		err = m.cfg.Jobs.Transform(&q.Job)
-	}
 	if err != nil {
 		return nil, err
 	}
-	// A resize is planned for a job of one dataset and the uniform
-	// shuffle: refused before a mixture or a snapshot is looked at.
-	if q.Plan.NodesAfter > 0 && (len(q.Job.Mix) > 0 || q.Job.Importance.On()) {
-		return nil, fmt.Errorf("%w: nodes_after plans a resize for a job of one dataset and the uniform shuffle, not with mix or sampling=importance", query.ErrBadRequest)
+	var extra spec.Set
+	if q.Plan.NodesAfter > 0 {
+		extra = extra.With(spec.Resize)
 	}
-	if q.Job.ScheduleVersion != "" {
-		// A stored schedule: its current version (or the one pinned).
-		if err := m.cfg.Jobs.Stored(ctx, &q.Job, uint64(q.Plan.FirstEpoch)); err != nil {
-			return nil, err
-		}
+	if q.Plan.Nodes > 1 {
+		extra = extra.With(spec.Cluster)
 	}
-	if len(q.Job.Mix) > 0 && q.Job.Tokens() {
-		// The mixture's plan counts samples; a token mixture's steps are
-		// sequences packed from its documents.
-		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset: a token mixture or schedule (mix=, mix_schedule= or schedule= with seq=) has none yet", query.ErrBadRequest)
+	j, err := m.cfg.Jobs.Resolve(ctx, q, uint64(q.Plan.FirstEpoch), -1, extra)
+	if err != nil {
+		return nil, err
 	}
-	if len(q.Job.Mix) > 0 {
-		ds := make([]*catalog.Dataset, len(q.Job.Mix))
-		for i, c := range q.Job.Mix {
-			var err error
-			if ds[i], err = m.cfg.Jobs.Version(api.Job{Dataset: c.Dataset}); err == nil {
-				ds[i], err = ds[i].Select(q.Job.Columns)
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
+	if err := j.Features.CheckPlan(); err != nil {
+		return nil, err
+	}
+	q = j.Query
+	src := j.Source
+	q.Plan.Assignment = assignment(src, q.Job)
+	if src.Mix != nil {
 		return m.run(ctx, func(ctx context.Context) (any, error) {
-			data := make([]api.PlanDataset, len(ds))
-			for i := range ds {
-				data[i] = Data(ds[i])
+			data := make([]api.PlanDataset, len(src.Mix.DS))
+			for i, ds := range src.Mix.DS {
+				data[i] = Data(ds)
 			}
 			return m.cfg.Planner.MixPlan(ctx, data, q.Job, q.Plan)
 		})
 	}
-	ds, err := m.cfg.Jobs.Version(q.Job)
-	if err == nil {
-		ds, err = ds.Select(q.Job.Columns)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A named job's exclusion list: its epochs are cut from the orders
-	// without its samples, as its batches are. A job its list cannot
-	// apply to is refused as its batches are.
-	x, err := m.cfg.Jobs.Exclusion(ctx, q.Job, ds)
-	if err == nil && x != nil {
-		err = layout.CheckExclusion(q.Job)
-		q.Plan.Exclusion = x.ForPlan()
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A named job's append record: the plan is of the extension, its
-	// epochs laid out under the record, as its batches are (the old
-	// chunks' order, then the new ones merged in from the record's
-	// position).
-	if x == nil {
-		ext, a, err := m.cfg.Jobs.Append(ctx, q.Job, ds)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			ds, q.Plan.Append = ext, a
-		}
-	}
+	ds := src.DS
+	// A named job's edits: its epochs are laid out under its chain, over
+	// the version its appends grew it to, as its batches are.
+	q.Plan.Edit = PlanEdit(src.Edit)
 	if q.Job.Tokens() {
-		return m.planTokens(ctx, ds, q)
+		return m.planTokens(ctx, src, q)
 	}
 	if q.Job.Clips() {
 		return m.planClips(ctx, ds, q)
@@ -336,6 +287,31 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 		}
 		return m.cfg.Planner.Plan(ctx, Data(ds), q.Job, q.Plan, snap)
 	})
+}
+
+// assignment names how the job's global batches are given to its ranks,
+// as its batches are: a plan of several nodes reports the cross-node
+// traffic of that one (api.PlanOptions.Assignment).
+func assignment(src layout.Source, job api.Job) string {
+	switch {
+	case job.Balance != "":
+		return api.AssignBalance
+	case src.Features.Effective().Has(spec.Locality) && job.World > 1:
+		return api.AssignLocality
+	}
+	return api.AssignPlain
+}
+
+// PlanEdit is a job's chain of edits as a plan takes it.
+func PlanEdit(e *layout.Edit) *api.PlanEdit {
+	if e == nil {
+		return nil
+	}
+	p := &api.PlanEdit{Version: e.Version, Epoch: e.Epoch, From: e.From, Chunks: e.Chunks, Previous: PlanEdit(e.Prev)}
+	if e.Drop != nil {
+		p.Samples, p.Drop = e.Drop.Len(), e.Drop.Bits()
+	}
+	return p
 }
 
 // run computes a plan with plan in one of the plan slots (Slots, waiting

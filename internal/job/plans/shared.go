@@ -29,33 +29,29 @@ func (m *Maker) Shared(ctx context.Context, body io.Reader) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := m.cfg.Jobs.Version(job)
+	base, err := m.cfg.Jobs.Resolve(ctx, query.Query{Job: job}, 0, -1, 0)
 	if err != nil {
 		return nil, err
 	}
+	ds := base.Source.DS
 	for i, j := range req.Jobs {
-		// A job named as a job with an exclusion list is planned without
-		// its samples, as GET /plan?job= plans it; one with an append
-		// record, laid out under it.
-		x, err := m.cfg.Jobs.Exclusion(ctx, api.Job{Name: j.Name, Dataset: ds.Name}, ds)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		if x != nil {
-			req.Jobs[i].Exclusion = x.ForPlan()
+		if j.Name == "" {
 			continue
 		}
-		// The jobs share one dataset version: a record's extension must
-		// be the one planned.
-		ext, a, err := m.cfg.Jobs.Append(ctx, api.Job{Name: j.Name, Dataset: ds.Name}, ds)
+		// A job named as a job with edits is planned under them, as GET
+		// /plan?job= plans it: the jobs share one dataset version, which
+		// a chain with appends must have grown the job to.
+		named := job
+		named.Name, named.Seed, named.Window, named.BatchSize, named.World, named.DropLast = j.Name, j.Seed, j.Window, j.BatchSize, j.World, j.DropLast
+		r, err := m.cfg.Jobs.Resolve(ctx, query.Query{Job: named}, uint64(j.FirstEpoch), -1, 0)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
-		if a != nil && ext.ID() != ds.ID() {
-			return nil, fmt.Errorf("%w: job %d (%s) takes the samples of index %s, which extends index %s, from its append record: plan the jobs over it (\"index\": %q)",
-				query.ErrBadRequest, i, j.Name, ext.ID(), ds.ID(), ext.ID())
+		if id := r.Source.DS.ID(); id != ds.ID() {
+			return nil, fmt.Errorf("%w: job %d (%s) reads index %s, which its appends grew it to from index %s: plan the jobs over it (\"index\": %q)",
+				query.ErrBadRequest, i, j.Name, id, ds.ID(), id)
 		}
-		req.Jobs[i].Append = a
+		req.Jobs[i].Edit = PlanEdit(r.Source.Edit)
 	}
 	return m.run(ctx, func(ctx context.Context) (any, error) {
 		return m.cfg.Planner.SharedPlan(ctx, Data(ds), req.Jobs, req.CacheSize)

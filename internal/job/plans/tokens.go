@@ -3,11 +3,9 @@ package plans
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/batch/layout"
-	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 )
 
@@ -17,14 +15,10 @@ import (
 // batches of the documents its global batches of sequences hold on
 // average, and a "tokens" section: per planned epoch its sequences,
 // batches, tokens, fill and split documents, from the packing itself.
-func (m *Maker) planTokens(ctx context.Context, ds *catalog.Dataset, q query.Query) (any, error) {
-	if q.Plan.NodesAfter > 0 || q.Job.Importance.On() {
-		return nil, fmt.Errorf("%w: a token job's plan (seq=) is of one dataset, the uniform shuffle and no resize", query.ErrBadRequest)
-	}
-	ds, err := layout.TokenView(ds)
-	if err != nil {
-		return nil, err
-	}
+// The job's source is its token view (resolved as its batches are): the
+// table has refused a token job's resize and importance sampling.
+func (m *Maker) planTokens(ctx context.Context, src layout.Source, q query.Query) (any, error) {
+	ds := src.DS
 	epochs := q.Plan.Epochs
 	if epochs == 0 {
 		epochs = 3 // the planner's default
@@ -32,7 +26,7 @@ func (m *Maker) planTokens(ctx context.Context, ds *catalog.Dataset, q query.Que
 	tp := api.TokenPlan{Seq: q.Job.Seq, Pack: q.Job.PackMode()}
 	var seqs, docs int
 	for e := range epochs {
-		info, err := m.cfg.Epochs.Info(layout.Source{DS: ds}, q.Job, uint64(q.Plan.FirstEpoch+e))
+		info, err := m.cfg.Epochs.Info(src, q.Job, uint64(q.Plan.FirstEpoch+e))
 		if err != nil {
 			return nil, err
 		}

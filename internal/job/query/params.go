@@ -18,6 +18,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/errkind"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/transform"
 )
 
@@ -186,8 +187,9 @@ var params = map[string]param{
 		return nil
 	},
 	api.ParamImportance: versionParam(func(q *Query) *string { return &q.Job.Importance.Version }),
-	ParamExclusion:      versionParam(func(q *Query) *string { return &q.Job.Exclusion }),
-	ParamAppend:         versionParam(func(q *Query) *string { return &q.Job.Append }),
+	ParamEdit:           versionParam(func(q *Query) *string { return &q.Job.Edit }),
+	ParamExclusion:      versionParam(func(q *Query) *string { return &q.Job.Edit }),
+	ParamAppend:         versionParam(func(q *Query) *string { return &q.Job.Edit }),
 	api.ParamHot:        intParam(func(q *Query) *int { return &q.Job.Importance.Hot }, 0, nil, ""),
 	api.ParamIndex: func(q *Query, _, v string, _ Limits) error {
 		if !validIndexID(v) {
@@ -381,7 +383,7 @@ var (
 	// job's batch, the job stream and position, so that the owner's
 	// schedule follows streams whose ranks live elsewhere; a node handing
 	// over its feedback is asked for one index version's.
-	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey, ParamExclusion, ParamAppend}
+	PeerSampleParams   = []string{api.ParamDataset, api.ParamIndex, api.ParamSeed, api.ParamWindow, ParamEpoch, ParamPos, api.ParamSampling, api.ParamJob, api.ParamImportance, api.ParamHot, api.ParamWeight, api.ParamTransform, ParamTransformFingerprint, api.ParamColumns, ParamClipKey, ParamEdit, ParamExclusion, ParamAppend}
 	PeerFeedbackParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal}
 	// A sealing node telling the others how its seal ended.
 	PeerSettleParams = []string{api.ParamDataset, api.ParamIndex, ParamEpoch, ParamSeal, ParamSealed}
@@ -421,14 +423,15 @@ const (
 	// batch, the job's clip parameters as one key (api.Clip.Key): the
 	// owner's schedule follows the clip job's own order.
 	ParamClipKey = "clips"
-	// ParamExclusion is, in a peer's sample request for a batch of a job
-	// with an exclusion list, the list's version: the asker's positions
-	// are of the order without the list (layout.Stream.Exclude).
+	// ParamEdit is, in a peer's sample request for a batch of a job with
+	// edits, the version of the edit the batch is laid out under: the
+	// asker's positions are of the order under the chain up to it
+	// (layout.Stream.Edit). ParamExclusion and ParamAppend are its names
+	// from before a job's edits were one chain, taken from nodes not yet
+	// upgraded.
+	ParamEdit      = "edit"
 	ParamExclusion = "exclude"
-	// ParamAppend is, in a peer's sample request for a batch of a job
-	// with an append record, the record's version: the asker's positions
-	// are of the order under the record (layout.Stream.Append).
-	ParamAppend = "append"
+	ParamAppend    = "append"
 )
 
 // clipParam is one of a clip job's parameters (api.Clip.Set).
@@ -535,109 +538,29 @@ func Parse(raw string, accepted []string, base Query, l Limits) (Query, error) {
 		q.Job.Importance.Job = q.Job.Name
 	}
 	imp := q.Job.Importance
-	if q.Job.ScheduleVersion != "" {
-		switch {
-		case q.Job.Name == "":
-			return Query{}, fmt.Errorf("%w: schedule= reads the schedule stored under the job's name: give job=NAME", ErrBadRequest)
-		case values.Get(api.ParamMix) != "" || values.Get(api.ParamMixSchedule) != "" || values.Get(api.ParamDataset) != "":
-			return Query{}, fmt.Errorf("%w: schedule= reads job %s's stored schedule in place of dataset=, mix= and mix_schedule=: give one", ErrBadRequest, q.Job.Name)
-		case imp.On():
-			return Query{}, fmt.Errorf("%w: sampling=importance is per dataset; a schedule draws uniformly from each component", ErrBadRequest)
-		case q.Job.Index != "":
-			return Query{}, fmt.Errorf("%w: index= pins one dataset's version; a schedule reads each component's current version", ErrBadRequest)
-		}
-	} else if len(q.Job.Mix) > 0 {
-		switch {
-		case len(q.Job.Schedule) > 0 && values.Get(api.ParamMix) != "":
-			return Query{}, fmt.Errorf("%w: give mix= or mix_schedule=, not both: a schedule's phases are its mixtures", ErrBadRequest)
-		case slices.Contains(accepted, api.ParamDataset) && values.Get(api.ParamDataset) != "":
-			return Query{}, fmt.Errorf("%w: give mix= or dataset=, not both", ErrBadRequest)
-		case imp.On():
-			return Query{}, fmt.Errorf("%w: sampling=importance is per dataset; a mixture (mix=) draws uniformly from each component", ErrBadRequest)
-		case q.Job.Index != "":
-			return Query{}, fmt.Errorf("%w: index= pins one dataset's version; a mixture reads each component's current version (its ETag names them all)", ErrBadRequest)
-		}
-	} else if q.Job.MixBlock != 0 || q.Job.MixSamples != 0 {
-		return Query{}, fmt.Errorf("%w: mix_block and mix_samples apply only with mix=", ErrBadRequest)
-	}
-	if err := checkTokens(q.Job, values); err != nil {
-		return Query{}, err
-	}
-	if err := checkClips(q.Job, values); err != nil {
+	// Which parameters and features go together is the table's (package
+	// spec): the same answer here, on every edit and in /plan.
+	if err := spec.CheckParams(values); err != nil {
 		return Query{}, err
 	}
 	switch {
+	case q.Job.ScheduleVersion != "" && q.Job.Name == "":
+		return Query{}, fmt.Errorf("%w: schedule= reads the schedule stored under the job's name: give job=NAME", ErrBadRequest)
+	case q.Job.Tokens() && q.Job.EOSSet && q.Job.PackMode() != api.PackConcat:
+		return Query{}, fmt.Errorf("%w: eos applies only with pack=concat: bestfit puts no token between documents", ErrBadRequest)
 	case q.Sampling == api.SamplingImportance && !imp.On():
 		return Query{}, fmt.Errorf("%w: sampling=importance needs job=NAME, the name the job's feedback is sent under", ErrBadRequest)
-	case q.Sampling != api.SamplingImportance && (imp.Version != "" || imp.Hot != 0):
-		return Query{}, fmt.Errorf("%w: importance and hot apply only with sampling=importance", ErrBadRequest)
+	}
+	if c := q.Job.Clip; c.On() && len(c.Windows) > 0 {
+		// A LeRobot job's windows are its own; the tree's shaping
+		// parameters shape clips of a tree of videos (clip=T).
+		for _, name := range []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart} {
+			if values.Get(name) != "" {
+				return Query{}, fmt.Errorf("%w: %s shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames=", ErrBadRequest, name)
+			}
+		}
 	}
 	return q, nil
-}
-
-// checkTokens refuses the parameters of a token job (seq=) that do not
-// go together: pack, pad and eos without seq, eos without pack=concat,
-// seq with a pipeline (a sequence has no image) or with columns (a
-// token job reads its dataset's token field alone). A schedule
-// (mix_schedule= or schedule=) goes with seq: its steps are mixing
-// blocks of sequences.
-func checkTokens(job api.Job, values url.Values) error {
-	given := func(name string) bool { return values.Get(name) != "" }
-	if !job.Tokens() {
-		for _, name := range []string{api.ParamPack, api.ParamPad, api.ParamEOS} {
-			if given(name) {
-				return fmt.Errorf("%w: %s applies only to a token job (seq=)", ErrBadRequest, name)
-			}
-		}
-		return nil
-	}
-	switch {
-	case job.EOSSet && job.PackMode() != api.PackConcat:
-		return fmt.Errorf("%w: eos applies only with pack=concat: bestfit puts no token between documents", ErrBadRequest)
-	case job.Transform != "":
-		return fmt.Errorf("%w: transform and seq do not go together: a token job's sequences have no images", ErrBadRequest)
-	case len(job.Columns) > 0:
-		return fmt.Errorf("%w: columns and seq do not go together: a token job reads its dataset's token field", ErrBadRequest)
-	}
-	return nil
-}
-
-// checkClips refuses the parameters of a clip job that do not go
-// together: a clip parameter without clip= or a window (what would it
-// shape?), clip= with windows (a tree's clips or a LeRobot dataset's
-// windows), and a clip job with seq= (no tokens), a mixture or a
-// schedule (one video dataset), importance sampling (clips are drawn
-// uniformly) or columns= (a clip job reads what its clips need).
-func checkClips(job api.Job, values url.Values) error {
-	given := func(name string) bool { return values.Get(name) != "" }
-	c := job.Clip
-	if !c.On() {
-		for _, name := range api.ClipParams {
-			if given(name) {
-				return fmt.Errorf("%w: %s applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)", ErrBadRequest, name)
-			}
-		}
-		return nil
-	}
-	tree := c.Frames > 0
-	for _, name := range []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart} {
-		if given(name) && !tree {
-			return fmt.Errorf("%w: %s shapes a tree of videos' clips (clip=T); a LeRobot job's windows are delta_timestamps= or frames=", ErrBadRequest, name)
-		}
-	}
-	switch {
-	case tree && len(c.Windows) > 0:
-		return fmt.Errorf("%w: give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both", ErrBadRequest)
-	case job.Tokens():
-		return fmt.Errorf("%w: seq and clip do not go together: a clip job's samples are frames", ErrBadRequest)
-	case len(job.Mix) > 0 || job.ScheduleVersion != "":
-		return fmt.Errorf("%w: a clip job reads one video dataset, not a mixture", ErrBadRequest)
-	case job.Importance.On():
-		return fmt.Errorf("%w: sampling=importance and clip do not go together: clips are drawn uniformly", ErrBadRequest)
-	case len(job.Columns) > 0:
-		return fmt.Errorf("%w: columns and clip do not go together: a clip job reads the GOPs (and rows) its clips need", ErrBadRequest)
-	}
-	return nil
 }
 
 // ValidVersion reports whether v looks like a snapshot version: 16

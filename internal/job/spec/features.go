@@ -31,6 +31,7 @@ const (
 	BalanceB   Feature = "balance-bytes"
 	BalanceC   Feature = "balance-cost"
 	Resize     Feature = "resize"
+	Cluster    Feature = "cluster"
 )
 
 // A Param is a query parameter, and the value that matters ("": any
@@ -89,6 +90,7 @@ func Features() []Def {
 		{Name: BalanceC, What: "ranks balanced by their sequences' attention or tokens (balance=attention, balance=tokens)",
 			SetBy: []Param{{Name: api.ParamBalance, Value: api.BalanceAttention}, {Name: api.ParamBalance, Value: api.BalanceTokens}}},
 		{Name: Resize, What: "a plan of the cluster resized under the job (/plan's nodes_after=)", Resolved: true},
+		{Name: Cluster, What: "a job served by a cluster of several nodes, or a plan of several (/plan's nodes=)", Resolved: true},
 	}
 }
 
@@ -153,15 +155,6 @@ func Detect(v url.Values) Set {
 }
 
 // Requested is the features job names, as its query parameters name them
-// (api.Job.Values). A job resolved by a server names its stored edits
-// too (api.Job.Exclusion, api.Job.Append).
-func Requested(job api.Job) Set {
-	s := Detect(job.Values())
-	if job.Exclusion != "" {
-		s = s.With(Exclusion)
-	}
-	if job.Append != "" {
-		s = s.With(Append)
-	}
-	return s
-}
+// (api.Job.Values). The features only a server knows (its stored edits,
+// its dataset's kind) are the resolver's to add.
+func Requested(job api.Job) Set { return Detect(job.Values()) }

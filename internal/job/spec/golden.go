@@ -24,8 +24,9 @@ func Publish() Published {
 }
 
 // Markdown is the table as docs/http-api.md shows it: each feature, a
-// matrix of every pair (· composes, ✗ refused, ↓ a downgrade, each
-// numbered), and the numbered messages.
+// matrix of every pair (· composes, ✗ refused, ↓ a downgrade; numbered
+// where a note says more: a composition /plan does not model), and the
+// numbered messages.
 func Markdown() string {
 	defs := Features()
 	var sb strings.Builder
@@ -45,7 +46,7 @@ func Markdown() string {
 	notes := map[[2]Feature]int{}
 	var list []Cell
 	for _, c := range Table() {
-		if c.Kind != Compose {
+		if c.Kind != Compose || c.Plan != "" {
 			list = append(list, c)
 			notes[[2]Feature{c.A, c.B}] = len(list)
 			notes[[2]Feature{c.B, c.A}] = len(list)
@@ -61,6 +62,8 @@ func Markdown() string {
 				sb.WriteString(" · |")
 			case Lookup(a.Name, b.Name).Kind == Refuse:
 				fmt.Fprintf(&sb, " ✗%d |", n)
+			case Lookup(a.Name, b.Name).Kind == Compose:
+				fmt.Fprintf(&sb, " ·%d |", n)
 			default:
 				fmt.Fprintf(&sb, " ↓%d |", n)
 			}
@@ -69,11 +72,14 @@ func Markdown() string {
 	}
 	sb.WriteString("\n")
 	for i, c := range list {
-		what := "refused (400)"
-		if c.Kind == Downgrade {
+		what, why := "refused (400)", c.Message
+		switch {
+		case c.Kind == Downgrade:
 			what = fmt.Sprintf("served; `%s` has no effect", c.Drops)
+		case c.Kind == Compose:
+			what, why = "served; `/plan` answers 501", c.Plan
 		}
-		fmt.Fprintf(&sb, "%d. `%s` × `%s`: %s: %s.\n", i+1, c.A, c.B, what, c.Message)
+		fmt.Fprintf(&sb, "%d. `%s` × `%s`: %s: %s.\n", i+1, c.A, c.B, what, why)
 	}
 	sb.WriteString("\nParameters that shape one feature are refused (400) without it, and parameters that name one thing two ways are refused together:\n\n")
 	for _, c := range Companions() {

@@ -37,6 +37,9 @@ type Cell struct {
 	Message string  `json:"message,omitempty"`
 	// Drops is, for a downgrade, the feature that has no effect.
 	Drops Feature `json:"drops,omitempty"`
+	// Plan is, for a pair a job is served with but the planner does not
+	// model, why: /plan answers 501 with it (ErrNotPlanned).
+	Plan string `json:"plan,omitempty"`
 }
 
 // cells are the pairs that do not simply compose. Every other pair
@@ -46,6 +49,7 @@ func cells() []Cell {
 	downgrade := func(a, b, drops Feature, msg string) Cell {
 		return Cell{A: a, B: b, Kind: Downgrade, Message: msg, Drops: drops}
 	}
+	notPlanned := func(a, b Feature, why string) Cell { return Cell{A: a, B: b, Kind: Compose, Plan: why} }
 	const oneSource = "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name)"
 	const editsOneDataset = "is stored under the job's name over one dataset and applies to that dataset's own order; a mixture or schedule reads each component's order: read the job over its dataset, or name the mixture another job"
 	return []Cell{
@@ -89,6 +93,9 @@ func cells() []Cell {
 		downgrade(Locality, BalanceB, Locality, "balance= replaces locality: the ranks' costs decide which rank takes which sample, not where the chunks live"),
 		downgrade(Locality, BalanceC, Locality, "balance= replaces locality: the ranks' costs decide which rank takes which sequence, not where the chunks live"),
 		refuse(BalanceB, BalanceC, "a job is balanced by one cost: give balance= once"),
+		notPlanned(Mix, Tokens, "the planner models a token job's documents over one dataset; a token mixture's epochs are not modelled yet"),
+		notPlanned(Schedule, Tokens, "the planner models a token job's documents over one dataset; a token schedule's epochs are not modelled yet"),
+		notPlanned(Importance, Cluster, "the planner models importance sampling on one gateway; a cluster's epochs drawn by importance are not modelled yet"),
 	}
 }
 
@@ -103,7 +110,7 @@ func Table() []Cell {
 			c := Cell{A: a.Name, B: b.Name, Kind: Compose}
 			for _, x := range listed {
 				if x.A == a.Name && x.B == b.Name || x.A == b.Name && x.B == a.Name {
-					c.Kind, c.Message, c.Drops = x.Kind, x.Message, x.Drops
+					c.Kind, c.Message, c.Drops, c.Plan = x.Kind, x.Message, x.Drops, x.Plan
 				}
 			}
 			out = append(out, c)
@@ -128,6 +135,22 @@ func (s Set) Check() error {
 	for _, c := range Table() {
 		if c.Kind == Refuse && s.Has(c.A) && s.Has(c.B) {
 			return Refusal(c)
+		}
+	}
+	return nil
+}
+
+// ErrNotPlanned marks a job /plan does not model though its batches are
+// served: a cell's Plan (501).
+var ErrNotPlanned = errkind.New(errkind.NotImplemented, "not planned")
+
+// CheckPlan refuses a plan of s where the planner does not model a pair
+// of its features: the first such pair in the table's order
+// (ErrNotPlanned with the cell's Plan).
+func (s Set) CheckPlan() error {
+	for _, c := range Table() {
+		if c.Plan != "" && s.Has(c.A) && s.Has(c.B) {
+			return fmt.Errorf("%w: %s", ErrNotPlanned, c.Plan)
 		}
 	}
 	return nil

@@ -32,13 +32,13 @@ import (
 	"github.com/brandgw/brand/internal/cluster/transport"
 	"github.com/brandgw/brand/internal/codec/npy"
 	"github.com/brandgw/brand/internal/codec/ustar"
-	"github.com/brandgw/brand/internal/job/appends"
 	"github.com/brandgw/brand/internal/job/catalog"
-	"github.com/brandgw/brand/internal/job/exclusions"
+	"github.com/brandgw/brand/internal/job/chain"
 	"github.com/brandgw/brand/internal/job/feedback"
 	"github.com/brandgw/brand/internal/job/jobsched"
 	"github.com/brandgw/brand/internal/job/plans"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/s3face/s3auth"
 	"github.com/brandgw/brand/internal/server/httperr"
 	"github.com/brandgw/brand/internal/server/reqbody"
@@ -92,13 +92,9 @@ var served = []sentinelCase{
 	{"importance.ErrCorrupt", importance.ErrCorrupt, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrInvalid", importance.ErrInvalid, http.StatusInternalServerError, "internal", true},
 	{"importance.ErrMismatch", importance.ErrMismatch, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/layout.ErrBalance", layout.ErrBalance, http.StatusBadRequest, "bad_request", false},
 	{"internal/batch/layout.ErrBeforePrevious", layout.ErrBeforePrevious, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/layout.ErrCannotAppend", layout.ErrCannotAppend, http.StatusUnprocessableEntity, "unprocessable", false},
-	{"internal/batch/layout.ErrCannotExclude", layout.ErrCannotExclude, http.StatusUnprocessableEntity, "unprocessable", false},
 	{"internal/batch/layout.ErrClips", layout.ErrClips, http.StatusBadRequest, "bad_request", false},
-	{"internal/batch/layout.ErrNoAppend", layout.ErrNoAppend, http.StatusNotFound, "not_found", false},
-	{"internal/batch/layout.ErrNoExclusion", layout.ErrNoExclusion, http.StatusNotFound, "not_found", false},
+	{"internal/batch/layout.ErrNoEdit", layout.ErrNoEdit, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrNoSnapshot", layout.ErrNoSnapshot, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrOutOfRange", layout.ErrOutOfRange, http.StatusNotFound, "not_found", false},
 	{"internal/batch/layout.ErrTokens", layout.ErrTokens, http.StatusBadRequest, "bad_request", false},
@@ -145,14 +141,14 @@ var served = []sentinelCase{
 	{"internal/job/feedback.ErrNoFeedback", feedback.ErrNoFeedback, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrSealed", feedback.ErrSealed, http.StatusConflict, "conflict", false},
 	{"internal/job/feedback.ErrStale", feedback.ErrStale, http.StatusConflict, "conflict", false},
-	{"internal/job/appends.ErrConflict", appends.ErrConflict, http.StatusConflict, "conflict", false},
-	{"internal/job/appends.ErrNotExtending", appends.ErrNotExtending, http.StatusUnprocessableEntity, "unprocessable", false},
-	{"internal/job/appends.ErrBefore", appends.ErrBefore, http.StatusUnprocessableEntity, "unprocessable", false},
-	{"internal/job/appends.ErrUnknown", appends.ErrUnknown, http.StatusNotFound, "not_found", false},
-	{"internal/job/exclusions.ErrConflict", exclusions.ErrConflict, http.StatusConflict, "conflict", false},
-	{"internal/job/exclusions.ErrTooManyVersions", exclusions.ErrTooManyVersions, http.StatusUnprocessableEntity, "unprocessable", false},
-	{"internal/job/exclusions.ErrUnknown", exclusions.ErrUnknown, http.StatusNotFound, "not_found", false},
-	{"internal/job/exclusions.ErrUnknownKeys", exclusions.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/chain.ErrConflict", chain.ErrConflict, http.StatusConflict, "conflict", false},
+	{"internal/job/chain.ErrNotExtending", chain.ErrNotExtending, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/chain.ErrNotOfVersion", chain.ErrNotOfVersion, http.StatusConflict, "conflict", false},
+	{"internal/job/chain.ErrTooMany", chain.ErrTooMany, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/chain.ErrUnknown", chain.ErrUnknown, http.StatusNotFound, "not_found", false},
+	{"internal/job/chain.ErrUnknownKeys", chain.ErrUnknownKeys, http.StatusUnprocessableEntity, "unprocessable", false},
+	{"internal/job/spec.ErrIncompatible", spec.ErrIncompatible, http.StatusBadRequest, "bad_request", false},
+	{"internal/job/spec.ErrNotPlanned", spec.ErrNotPlanned, http.StatusNotImplemented, "not_implemented", false},
 	{"internal/job/jobsched.ErrConflict", jobsched.ErrConflict, http.StatusConflict, "conflict", false},
 	{"internal/job/jobsched.ErrUnasked", jobsched.ErrUnasked, http.StatusServiceUnavailable, "member_unasked", false},
 	{"internal/job/jobsched.ErrUnknown", jobsched.ErrUnknown, http.StatusNotFound, "not_found", false},

@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/resolve"
+	"github.com/brandgw/brand/internal/server/reqbody"
+)
+
+// The edits of named jobs (internal/job/chain): POST /jobs/{job}/exclude
+// leaves samples out of the job's future from a step on, POST
+// /jobs/{job}/append takes the samples of files appended to its dataset
+// from a step on, each the next edit of the job's one chain; GET
+// /jobs/{job}/exclude, /append and /edits read them back; and every
+// request of the job (job=NAME) over the dataset is laid out under the
+// chain (layout.Edit). Resolving the job, the table's refusals and the
+// one rule for edits on a cluster are package resolve's.
+
+// The bounds of an edit's body: an exclusion's chain.MaxKeys keys of
+// about 60 bytes each, as JSON strings; an append's step and index ID.
+const (
+	maxExcludeBodyBytes = 256 << 20
+	maxAppendBodyBytes  = 4 << 10
+)
+
+// editAPI serves the edit endpoints from the resolver.
+type editAPI struct{ jobs *resolve.Resolver }
+
+func (ea editAPI) handleExcludePost(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ej, err := ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Exclude)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	var e api.ExclusionEdit
+	if err := reqbody.DecodeLargeJSON(r.Body, &e); err != nil {
+		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"from_step\": 1200, \"keys\": [\"a/0001\", …]}: %w", query.ErrBadRequest, err))
+		return
+	}
+	if e.FromStep == nil || len(e.Keys) == 0 {
+		writeError(ctx, w, fmt.Errorf("%w: an exclusion names from_step, the first step it applies to, and keys, at least one", query.ErrBadRequest))
+		return
+	}
+	made, ds, x, err := ea.jobs.Make(ctx, ej, resolve.NewEdit{Kind: chain.Exclude, FromStep: *e.FromStep, Previous: e.Previous, Keys: e.Keys})
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	a := storedExclusion(made, x, ds)
+	a.Keys = nil // the caller sent them
+	writeJSON(w, http.StatusCreated, a)
+}
+
+func (ea editAPI) handleAppendPost(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ej, err := ea.jobs.EditJob(ctx, chi.URLParam(r, "job"), r.URL.RawQuery, chain.Append)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	var e api.AppendEdit
+	if err := reqbody.DecodeJSON(r.Body, &e); err != nil {
+		writeError(ctx, w, fmt.Errorf("%w: the body is a JSON object {\"from_step\": 1200, \"index\": \"<the index brand index --append stored>\"}: %w", query.ErrBadRequest, err))
+		return
+	}
+	if e.FromStep == nil || !query.ValidVersion(e.Index) {
+		writeError(ctx, w, fmt.Errorf("%w: an append names from_step, the first step it applies to, and index, the version (16 hex digits) that extends the job's", query.ErrBadRequest))
+		return
+	}
+	made, ext, _, err := ea.jobs.Make(ctx, ej, resolve.NewEdit{Kind: chain.Append, FromStep: *e.FromStep, Previous: e.Previous, Index: e.Index})
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, storedAppend(made, ext))
+}
+
+// read is the chain of the job a GET of its edits names, over the
+// dataset its query names: its newest edit, resolved.
+func (ea editAPI) read(r *http.Request) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
+	return ea.jobs.Read(r.Context(), chi.URLParam(r, "job"), r.URL.RawQuery)
+}
+
+func (ea editAPI) handleExcludeGet(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	head, x, ds, err := ea.read(r)
+	var newest *chain.Edit
+	if err == nil {
+		if newest = head.Newest(chain.Exclude); newest == nil {
+			err = fmt.Errorf("%w: job %s has no exclusion over dataset %s (POST /jobs/%s/exclude makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
+		}
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	for x != nil && x.Version != newest.Version {
+		x = x.Prev
+	}
+	writeJSON(w, http.StatusOK, storedExclusion(newest, x, ds))
+}
+
+func (ea editAPI) handleAppendGet(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	head, _, ds, err := ea.read(r)
+	var newest *chain.Edit
+	if err == nil {
+		if newest = head.Newest(chain.Append); newest == nil {
+			err = fmt.Errorf("%w: job %s has no append over dataset %s (POST /jobs/%s/append makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
+		}
+	}
+	var ext *catalog.Dataset
+	if err == nil {
+		ext, err = ea.jobs.Catalog().Version(ds.Name, newest.Index)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, storedAppend(newest, ext))
+}
+
+// handleEditsGet serves GET /jobs/{job}/edits: the job's chain, first
+// first.
+func (ea editAPI) handleEditsGet(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	head, _, ds, err := ea.read(r)
+	if err == nil && head == nil {
+		err = fmt.Errorf("%w: job %s has no edits over dataset %s", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name)
+	}
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	out := api.StoredEdits{Job: head.Job, Dataset: ds.Name, Current: head.Version}
+	for _, e := range head.Chain() {
+		out.Edits = append(out.Edits, api.StoredEdit{Kind: e.Kind, Version: e.Version, Previous: e.Previous, IndexID: e.IndexID, Index: e.Index,
+			FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, Keys: len(e.Keys)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func storedExclusion(e *chain.Edit, x *layout.Edit, ds *catalog.Dataset) api.StoredExclusion {
+	a := api.StoredExclusion{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, FromStep: e.FromStep,
+		StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition, Keys: e.AllKeys(), Previous: e.Previous}
+	if x != nil && x.Drop != nil {
+		a.Samples, a.EmptyChunks = x.Drop.Len(), x.Drop.EmptyChunks(ds.Counts)
+	}
+	return a
+}
+
+func storedAppend(e *chain.Edit, ext *catalog.Dataset) api.StoredAppend {
+	first, _ := ext.Index.ChunkRange(e.ParentChunks)
+	return api.StoredAppend{Job: e.Job, Version: e.Version, Dataset: e.Dataset, IndexID: e.IndexID, Index: e.Index,
+		FromStep: e.FromStep, StepSamples: e.StepSamples, Epoch: e.Epoch, FromPosition: e.FromPosition,
+		NewSamples: ext.Index.NumSamples() - first, Samples: ext.Index.NumSamples(), Previous: e.Previous}
+}

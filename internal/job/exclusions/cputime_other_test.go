@@ -1,8 +1,0 @@
-//go:build !unix
-
-package exclusions
-
-import "time"
-
-// cpuTime is unknown here: the benchmarks report no CPU figure.
-func cpuTime() time.Duration { return 0 }

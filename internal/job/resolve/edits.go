@@ -1,0 +1,367 @@
+package resolve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/jobsched"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
+)
+
+// A Question is what a node taking an edit of a job asks every other
+// member: the furthest it has served of the job — the latest step of its
+// stored schedule, and for an edit of its chain over Dataset the furthest
+// position — and to hold the job's steps from Step, and its positions
+// from Epoch's Pos, until the edit is made or refused.
+type Question struct {
+	Job     string
+	Step    uint64
+	Dataset string // "" for a schedule's edit
+	Epoch   uint64
+	Pos     int
+}
+
+// An Answer is a member's: the latest step of the job's schedule it has
+// served (StepServed false: none), and the furthest position of its
+// chain over the question's dataset (PosServed false: none).
+type Answer struct {
+	Node       string
+	Step       uint64
+	StepServed bool
+	Epoch      uint64
+	End        int
+	PosServed  bool
+}
+
+// Others asks every other member of the cluster a question at once: their
+// answers, or an error wrapping jobsched.ErrUnasked (503) if one did not
+// answer, for every kind of edit (an edit
+// is never made on a guess). nil: a single gateway.
+type Others func(ctx context.Context, q Question) ([]Answer, error)
+
+// Answer is this node's answer to another taking an edit of a job: what
+// it has served, and the promise to hold the job's later steps and
+// positions while the edit is made (jobsched.Book.Answer,
+// edits.Positions.Answer).
+func (r *Resolver) Answer(ctx context.Context, q Question) (Answer, error) {
+	a := Answer{Node: r.cfg.Node}
+	var err error
+	if a.Step, a.StepServed, err = r.book().Answer(ctx, q.Job, q.Step); err != nil {
+		return Answer{}, err
+	}
+	if q.Dataset != "" {
+		a.Epoch, a.End, a.PosServed = r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos)
+	}
+	return a, nil
+}
+
+// scheduleOthers is the others a stored schedule's edit asks (nil on a
+// single gateway): the same question, its steps alone.
+func (r *Resolver) scheduleOthers() jobsched.Others {
+	if r.cfg.Others == nil {
+		return nil
+	}
+	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
+		as, err := r.cfg.Others(ctx, Question{Job: job, Step: from})
+		if err != nil {
+			return 0, false, nil, err
+		}
+		var latest uint64
+		served := false
+		nodes := make([]string, 0, len(as))
+		for _, a := range as {
+			if a.StepServed && (!served || a.Step > latest) {
+				latest, served = a.Step, true
+			}
+			nodes = append(nodes, a.Node)
+		}
+		return latest, served, nodes, nil
+	}
+}
+
+// chainOf reads the chain of edits stored under job's name over what src
+// reads (nil if the job is not named or has none), and the store it is
+// kept in. A mixture's components are each asked: a chain over one of
+// them is the table's to refuse, not a chain to drop.
+func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) (*chain.Edit, chain.Store, error) {
+	if job.Name == "" {
+		return nil, nil, nil
+	}
+	for _, ds := range datasets(src) {
+		if ds.Store == nil {
+			continue // a dataset of no store (a test's) keeps no edits
+		}
+		head, err := r.chains.Of(ctx, ds.Store, ds.Name, job.Name)
+		if err != nil || head != nil {
+			return head, ds.Store, err
+		}
+	}
+	return nil, nil, nil
+}
+
+// applyChain lays src and job out under the chain ending at head, read
+// over src's dataset: the layout's chain (registered with the orders),
+// the versions its appends grew the job to, and the version it names.
+// A job whose chain has appends reads them from the version it read
+// first, any version they grew it to, or one extending the last (a
+// client that pins none, after a later brand index --append): from
+// another version (the dataset re-packed since) it is refused
+// (chain.ErrNotOfVersion), never served without its edits.
+func (r *Resolver) applyChain(ctx context.Context, head *chain.Edit, src *layout.Source, job *api.Job) error {
+	read := src.DS
+	over := read
+	var versions []*catalog.Dataset
+	if head.Newest(chain.Append) != nil {
+		ids := []string{head.Chain()[0].IndexID}
+		for _, e := range head.Chain() {
+			if e.IsAppend() {
+				ids = append(ids, e.Index)
+			}
+		}
+		last := ids[len(ids)-1]
+		if !slices.Contains(ids, read.ID()) && !extends(read, last) {
+			return fmt.Errorf("%w: job %s took appends over index versions %s to %s; this request reads %s, which neither is nor extends them (the dataset was re-packed since?): pin index=%s, or name the job anew",
+				chain.ErrNotOfVersion, job.Name, ids[0], last, read.ID(), ids[0])
+		}
+		for _, id := range ids {
+			ds, err := r.cfg.Catalog.Version(read.Name, id)
+			if errors.Is(err, catalog.ErrVersion) {
+				return fmt.Errorf("%w; job %s took the samples appended in it (POST /jobs/%s/append): this node has not loaded it yet", err, job.Name, job.Name)
+			}
+			if err == nil {
+				ds, err = view(ds, *job)
+			}
+			if err != nil {
+				return err
+			}
+			versions = append(versions, ds)
+		}
+		over = versions[len(versions)-1]
+	}
+	x, err := r.chains.Resolve(ctx, over, head)
+	if err != nil {
+		return err
+	}
+	r.cfg.Orders.Edits().Add(x)
+	src.DS, src.Edit, src.Versions = over, x, versions
+	if read.ID() != over.ID() {
+		src.Index = read.ID()
+	}
+	job.Edit = x.Version
+	return nil
+}
+
+// extends reports whether ds is index version id or one extending it.
+func extends(ds *catalog.Dataset, id string) bool {
+	return ds.ID() == id || slices.ContainsFunc(chunkindex.Lineage(ds.Index), func(a chunkindex.Ancestor) bool { return a.ID == id })
+}
+
+// PeerEdit reports whether version is an edit of job's chain over ds,
+// registering the chain up to it for its layout: a peer's stream names
+// the edit its positions are laid out under.
+func (r *Resolver) PeerEdit(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
+	if _, ok := r.cfg.Orders.Edits().Get(version); ok {
+		return true
+	}
+	head, err := r.chains.Of(ctx, ds.Store, ds.Name, job)
+	if err != nil || head == nil {
+		return false
+	}
+	for _, e := range head.Chain() {
+		if e.Version == version {
+			// The chain up to it, resolved in the version it grew the
+			// job to: the one the asker's batch is laid out over.
+			x, err := r.chains.Resolve(ctx, ds, e)
+			if err != nil {
+				return false
+			}
+			r.cfg.Orders.Edits().Add(x)
+			return true
+		}
+	}
+	return false
+}
+
+// An EditJob is a named job as an edit of its chain finds it: resolved
+// as its batches are, with its chain's current edit read from the store
+// now, and its steps counted through the chain.
+type EditJob struct {
+	*Job
+	Head  *chain.Edit // the current edit, nil for none
+	Store chain.Store
+	Steps chain.Steps
+}
+
+// EditJob resolves the job of an edit of kind (chain.Exclude or
+// chain.Append) of job name, whose query string is raw: the job's other
+// parameters are the query's, as on /epoch/… . A job the edit's kind
+// does not go with is refused by the table, as its batches would be.
+func (r *Resolver) EditJob(ctx context.Context, name, raw, kind string) (*EditJob, error) {
+	if err := r.checkName(name); err != nil {
+		return nil, err
+	}
+	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	q.Job.Name = name
+	// The chain as the store has it now: an edit made on another node
+	// within chain.Refresh is the one this one follows.
+	src, err := r.source(ctx, q.Job)
+	if err != nil {
+		return nil, err
+	}
+	if src.DS != nil {
+		if _, err := r.chains.Current(ctx, src.DS.Store, src.DS.Name, name); err != nil {
+			return nil, err
+		}
+	}
+	j, err := r.Resolve(ctx, q, 0, -1, spec.Of(kindFeature(kind)))
+	if err != nil {
+		return nil, err
+	}
+	ej := &EditJob{Job: j, Store: j.Source.DS.Store}
+	if ej.Head, err = r.chains.Of(ctx, ej.Store, j.Source.DS.Name, name); err != nil {
+		return nil, err
+	}
+	ej.Steps, err = chain.NewSteps(j.Query.Job, j.Source.Edit, func(epoch uint64) (int, error) {
+		_, n, err := r.cfg.Orders.Extent(j.Source, j.Query.Job, epoch)
+		return n, err
+	})
+	return ej, err
+}
+
+// checkName refuses a job name that is not one (400).
+func (r *Resolver) checkName(name string) error {
+	if err := importance.ValidJobName(name); err != nil {
+		return fmt.Errorf("%w: %w", query.ErrBadRequest, err)
+	}
+	return nil
+}
+
+// Read is the chain of job name over the dataset its query raw names, as
+// the store had it within chain.Refresh (nil if none), resolved: the
+// stored edits, and the layout's chain.
+func (r *Resolver) Read(ctx context.Context, name, raw string) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
+	if err := r.checkName(name); err != nil {
+		return nil, nil, nil, err
+	}
+	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	q.Job.Name = name
+	j, err := r.Resolve(ctx, q, 0, -1, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds := j.Source.DS
+	if ds == nil {
+		return nil, nil, nil, fmt.Errorf("%w: a job's edits are kept over one dataset: give dataset=", query.ErrBadRequest)
+	}
+	head, err := r.chains.Of(ctx, ds.Store, ds.Name, name)
+	return head, j.Source.Edit, ds, err
+}
+
+// A NewEdit is an edit of a job's chain as its endpoint takes it: from
+// global step FromStep, after the job's edit Previous ("" for its
+// first), an exclusion's keys or an append's index version.
+type NewEdit struct {
+	Kind     string
+	FromStep uint64
+	Previous string
+	Keys     []string
+	Index    string
+}
+
+// Make makes e, an edit of ej's chain: its step's position in the order
+// of the edits before it, refused (edits.ServedError, naming the first
+// editable step) if any member of the cluster has served it, then stored
+// (chain.Book.Make, whose refusals it returns). The made edit, with the
+// version the job reads after it, and the layout's chain up to it.
+func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit, *catalog.Dataset, *layout.Edit, error) {
+	job, ds := ej.Query.Job, ej.Source.DS
+	epoch, m, ok := ej.Steps.At(e.FromStep)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast)
+	}
+	if epoch > r.cfg.Limits.MaxEpoch {
+		return nil, nil, nil, fmt.Errorf("%w: from_step %d is in epoch %d, past the last epoch %d", query.ErrBadRequest, e.FromStep, epoch, r.cfg.Limits.MaxEpoch)
+	}
+	from, _, err := job.GlobalBatch(ej.Steps.Samples(epoch), m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ext := ds
+	if e.Kind == chain.Append {
+		if ext, err = r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
+			ext, err = view(ext, job)
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	kind := edits.Exclusion
+	if e.Kind == chain.Append {
+		kind = edits.Append
+	}
+	asked, err := r.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	edit := chain.Edit{Kind: e.Kind, Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: e.FromStep,
+		StepSamples: job.BatchSize * max(job.World, 1), Keys: e.Keys, Previous: e.Previous}
+	if !asked.IsZero() && time.Since(asked) > edits.Hold/2 {
+		// The members' holds may have ended by the time the edit is
+		// stored: they may be laying out later positions without it.
+		return nil, nil, nil, fmt.Errorf("%w: the edit of job %s took over %s after the members were asked; it is not made: retry", jobsched.ErrUnasked, job.Name, edits.Hold/2)
+	}
+	made, x, err := r.chains.Make(ctx, ej.Store, ds, ext, ej.Head, edit, ej.Steps.After)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r.cfg.Orders.Edits().Add(x)
+	return made, ext, x, nil
+}
+
+// unserved refuses an edit of kind of job over dataset from position
+// from of epoch (global step step) if any member of the cluster has
+// served it: this node (its own positions, checked again as the edit is
+// stored), then every other member, asked at once, each holding the
+// job's positions from the edit's on while it is made. It returns when
+// the others were asked (zero on a single gateway).
+func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (time.Time, error) {
+	refuse := func(e uint64, end int, who string) error {
+		next := steps.After(e, end)
+		return edits.NewServedError(kind, next, fmt.Errorf("%w: %s has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
+			chain.ErrConflict, who, job, end, e, kind, next, step))
+	}
+	if e, end, ok := r.served.Last(dataset, job); ok && (e > epoch || e == epoch && end > from) {
+		return time.Time{}, refuse(e, end, "this node")
+	}
+	if r.cfg.Others == nil {
+		return time.Time{}, nil
+	}
+	asked := time.Now()
+	as, err := r.cfg.Others(ctx, Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from})
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, a := range as {
+		if a.PosServed && (a.Epoch > epoch || a.Epoch == epoch && a.End > from) {
+			return time.Time{}, refuse(a.Epoch, a.End, "member "+a.Node)
+		}
+	}
+	return asked, nil
+}

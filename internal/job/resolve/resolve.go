@@ -1,0 +1,389 @@
+// Package resolve turns a request about a job into the job resolved: its
+// parameters through the one parameter table (package query), its
+// features checked against the one table of which go together (package
+// spec), and what it reads — the dataset version it pins or the cluster
+// agrees on, the view of the fields it names, a mixture's components, the
+// version of a stored schedule for the steps it reads, the importance
+// snapshot its order is drawn from, the chain of edits stored under its
+// name — into a layout.Source and an api.Job the layout lays its batches
+// out from. It is the first stage of every request about a job's epochs
+// and batches, of /plan (a plan is of the job that is served), and of
+// every edit of a named job.
+//
+// # Why a room of its own
+//
+// Resolving a job decides whether it exists: which of its features go
+// together, which stored edits apply, which version it reads. Decided in
+// the HTTP layer, a batch, a plan and an edit each resolved it their own
+// way, and disagreed (a plan refusing a job its batches served, an
+// exclusion dropped when the job was read as a mixture). Here each asks
+// the same Resolver, and the gateway keeps the routes and the statuses.
+//
+// # Edits on a cluster
+//
+// Every edit of a named job — a schedule's, an exclusion, an append — is
+// made from a step only if no member of the cluster has served it: the
+// node taking the edit asks every other member (Others) for the furthest
+// position it has served of the job, and each answering member holds the
+// job's positions from the edit's first on until the edit is made or
+// refused (edits.Positions.Hold), as jobsched holds a schedule's steps.
+// A refusal names the first step an edit could start at.
+//
+// # Concurrency
+//
+// A Resolver's methods may be called concurrently.
+package resolve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/brandgw/brand/api"
+	gcluster "github.com/brandgw/brand/cluster"
+	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/batch/layout"
+	"github.com/brandgw/brand/internal/job/catalog"
+	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/edits"
+	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
+	"github.com/brandgw/brand/transform"
+)
+
+// Versions is what resolving a job's versions needs of the cluster: the
+// index version the nodes agree on, who holds another, and the
+// membership a job's batches are assigned under — the one it pins, or
+// the agreed one (membership.Tracker; membership.Solo on a single
+// gateway, which has only its own index versions and no membership).
+type Versions interface {
+	Agreed(dataset string) string
+	Holders(dataset, id string, self bool) []string
+	Members(ctx context.Context, version string) (*gcluster.Membership, error)
+}
+
+// Snapshots loads the importance snapshots a job names into memory
+// (feedback.State).
+type Snapshots interface {
+	Snapshot(ctx context.Context, ds *catalog.Dataset, job, version string) (*importance.Snapshot, error)
+}
+
+// Pipelines are the transform pipelines a job may name (transform.Set).
+type Pipelines interface {
+	Get(name string) (*transform.Pipeline, error)
+}
+
+// Config is what a Resolver resolves with.
+type Config struct {
+	Catalog   *catalog.Catalog
+	Versions  Versions
+	Orders    *layout.Orders
+	Snapshots Snapshots
+	// Pipelines resolve a job's transform=: an unknown name is refused
+	// (400, naming the pipelines there are), and a known one's
+	// fingerprint, which its batches' ETags name, is filled in.
+	Pipelines Pipelines
+	Defaults  query.Query // the query a request starts from
+	Limits    query.Limits
+	// Node is this node's name in a cluster (its URL; "" for a single
+	// gateway), which its reservations of schedule steps are kept
+	// under; Others asks the other members before an edit (nil: none).
+	Node   string
+	Others Others
+}
+
+// A Resolver resolves jobs, and keeps the books of named jobs' stored
+// edits: their schedules and their chains.
+type Resolver struct {
+	cfg Config
+	// served is what this node has served of each named job, which
+	// every edit starts after; chains the book of the jobs' chains of
+	// exclusions and appends; scheds the book of their schedules.
+	served *edits.Positions
+	chains *chain.Book
+	scheds schedules
+}
+
+// New returns a Resolver over cfg.
+func New(cfg Config) *Resolver {
+	served := edits.NewPositions()
+	r := &Resolver{cfg: cfg, served: served, chains: chain.With(served)}
+	r.scheds.node = cfg.Node
+	return r
+}
+
+// Defaults is the query a request starts from; Limits bound it.
+func (r *Resolver) Defaults() query.Query { return r.cfg.Defaults }
+
+// Limits bound what a request may ask for.
+func (r *Resolver) Limits() query.Limits { return r.cfg.Limits }
+
+// Orders are the orders the resolved jobs' batches are laid out by.
+func (r *Resolver) Orders() *layout.Orders { return r.cfg.Orders }
+
+// A Job is a request's job resolved: its query (every default applied),
+// its features, what it reads, and the epoch asked about.
+type Job struct {
+	Query    query.Query
+	Features spec.Set
+	Source   layout.Source
+	Epoch    uint64
+}
+
+// Epoch resolves a request about epoch (its path's text) of a job whose
+// query string is raw; batch is the batch's path text ("" for the epoch
+// itself), whose steps a stored schedule is resolved for.
+func (r *Resolver) Epoch(ctx context.Context, raw, epoch, batch string) (*Job, error) {
+	e, err := query.ParseNumber("epoch", epoch, r.cfg.Limits.MaxEpoch)
+	if err != nil {
+		return nil, err
+	}
+	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	m := int64(-1)
+	if batch != "" {
+		n, err := query.ParseNumber("batch", batch, 1<<62)
+		if err != nil {
+			return nil, err
+		}
+		m = int64(n)
+	}
+	return r.Resolve(ctx, q, e, m, 0)
+}
+
+// Batch resolves a request for batch (its path's text) of epoch of a job
+// and lays the batch out. From reading the job's stored edits to
+// recording what the batch served, no edit is made meanwhile that would
+// change it; a batch whose positions another node, taking an edit of the
+// job, was promised to hold (Answer) waits for the promise to end and is
+// laid out under the job's edits read again.
+func (r *Resolver) Batch(ctx context.Context, raw, epoch, batch string) (*layout.Batch, query.Query, error) {
+	for fresh := false; ; fresh = true {
+		b, q, wait, err := r.batch(ctx, raw, epoch, batch, fresh)
+		if wait == 0 || err != nil {
+			return b, q, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, q, ctx.Err()
+		}
+	}
+}
+
+// batch is Batch once: the batch, or how long it waits for a hold. With
+// fresh, the job's chain is read from the store first.
+func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bool) (*layout.Batch, query.Query, time.Duration, error) {
+	defer r.served.Hold()()
+	j, err := r.Epoch(ctx, raw, epoch, batch)
+	if err == nil && fresh && j.Query.Job.Name != "" && j.Source.DS != nil {
+		if _, err = r.chains.Current(ctx, j.Source.DS.Store, j.Source.DS.Name, j.Query.Job.Name); err == nil {
+			j, err = r.Epoch(ctx, raw, epoch, batch)
+		}
+	}
+	if err != nil {
+		return nil, query.Query{}, 0, err
+	}
+	m, err := query.ParseNumber("batch", batch, 1<<62)
+	if err != nil {
+		return nil, j.Query, 0, err
+	}
+	b, err := r.cfg.Orders.Layout(ctx, j.Source, j.Query.Job, j.Epoch, m)
+	if err != nil || j.Query.Job.Name == "" || j.Source.DS == nil {
+		return b, j.Query, 0, err
+	}
+	// The global batch's end: whichever rank asks, an edit starts after
+	// every position of a step any rank was served.
+	_, end, err := b.Job.GlobalBatch(b.EpochSamples, int(b.Batch))
+	if err != nil {
+		end = b.End
+	}
+	if d := r.served.Held(j.Source.DS.Name, j.Query.Job.Name, j.Epoch, end); d > 0 {
+		return nil, j.Query, d, nil
+	}
+	r.served.Served(j.Source.DS.Name, j.Query.Job.Name, j.Epoch, end)
+	return b, j.Query, 0, nil
+}
+
+// Resolve resolves q, a parsed query, for epoch (and with batch >= 0 that
+// batch, whose steps a stored schedule is resolved for): its pipeline,
+// its stored schedule, what it reads and the edits stored under its name;
+// its features, and extra (a plan's, an edit's own), are checked against
+// the table. Every request about a job's epochs and batches, /plan and
+// the edits resolve through it.
+func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, batch int64, extra spec.Set) (*Job, error) {
+	if err := r.transform(&q.Job); err != nil {
+		return nil, err
+	}
+	if q.Job.ScheduleVersion != "" {
+		if err := r.stored(ctx, &q.Job, epoch, batch); err != nil {
+			return nil, err
+		}
+	}
+	features := spec.Requested(q.Job) | extra
+	src, err := r.source(ctx, q.Job)
+	if err != nil {
+		return nil, err
+	}
+	head, _, err := r.chainOf(ctx, src, q.Job)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range head.Chain() {
+		features = features.With(spec.Feature(kindFeature(e.Kind)))
+	}
+	for _, ds := range datasets(src) {
+		if ds.Index.Deferred() {
+			features = features.With(spec.InPlace)
+		}
+	}
+	if src.Members != nil && src.Members.Len() > 1 {
+		features = features.With(spec.Cluster)
+	}
+	if err := features.Check(); err != nil {
+		return nil, err
+	}
+	if head != nil {
+		if err := r.applyChain(ctx, head, &src, &q.Job); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.snapshot(ctx, src, q.Job); err != nil {
+		return nil, err
+	}
+	src.Features = features
+	return &Job{Query: q, Features: features, Source: src, Epoch: epoch}, nil
+}
+
+// kindFeature is the feature a stored edit's kind is.
+func kindFeature(kind string) spec.Feature {
+	if kind == chain.Append {
+		return spec.Append
+	}
+	return spec.Exclusion
+}
+
+// datasets are the dataset versions src reads.
+func datasets(src layout.Source) []*catalog.Dataset {
+	if src.Mix != nil {
+		return src.Mix.DS
+	}
+	return []*catalog.Dataset{src.DS}
+}
+
+// transform resolves the pipeline job names, if any: its fingerprint on
+// this server goes into the job, and so into its batches' ETags.
+func (r *Resolver) transform(job *api.Job) error {
+	if job.Transform == "" {
+		return nil
+	}
+	p, err := r.cfg.Pipelines.Get(job.Transform)
+	if err != nil {
+		return err
+	}
+	job.TransformFingerprint = p.Fingerprint()
+	return nil
+}
+
+// source resolves what job reads — one dataset's version, or a mixture of
+// the versions of its components — and the membership its batches are
+// assigned under.
+func (r *Resolver) source(ctx context.Context, job api.Job) (layout.Source, error) {
+	ms, err := r.cfg.Versions.Members(ctx, job.Members)
+	if err != nil {
+		return layout.Source{}, err
+	}
+	src, err := r.data(job)
+	src.Members = ms
+	return src, err
+}
+
+// data resolves what job reads: one dataset's version, or a mixture of
+// the versions of its components.
+func (r *Resolver) data(job api.Job) (layout.Source, error) {
+	if len(job.Mix) == 0 {
+		ds, err := r.Version(job)
+		if err == nil {
+			ds, err = view(ds, job)
+		}
+		return layout.Source{DS: ds}, err
+	}
+	ds := make([]*catalog.Dataset, len(job.Mix))
+	for i, c := range job.Mix {
+		var err error
+		if ds[i], err = r.Version(api.Job{Dataset: c.Dataset}); err == nil {
+			ds[i], err = view(ds[i], job)
+		}
+		if err != nil {
+			return layout.Source{}, err
+		}
+	}
+	if job.Tokens() {
+		m, err := r.cfg.Orders.TokenMixture(job.Mix, ds, job)
+		return layout.Source{Mix: m}, err
+	}
+	m, err := r.cfg.Orders.Mixture(job.Mix, ds, job)
+	return layout.Source{Mix: m}, err
+}
+
+// view is the view of ds job reads: a token job its token field alone,
+// any other the fields it names (columns=).
+func view(ds *catalog.Dataset, job api.Job) (*catalog.Dataset, error) {
+	if job.Tokens() {
+		return layout.TokenView(ds)
+	}
+	return ds.Select(job.Columns)
+}
+
+// snapshot has the importance snapshot job's order is drawn from in
+// memory before the order is computed (under the schedule's lock).
+func (r *Resolver) snapshot(ctx context.Context, src layout.Source, job api.Job) error {
+	if imp := job.Importance; imp.Version != "" && src.DS != nil {
+		_, err := r.cfg.Snapshots.Snapshot(ctx, src.DS, imp.Job, imp.Version)
+		return err
+	}
+	return nil
+}
+
+// Version is the dataset version a job reads: the one it pins (index=),
+// else the one the cluster agrees on (a single gateway: the one it
+// serves). A node that does not hold it answers 409, naming the nodes
+// that do: serving its own version instead would give this job's ranks
+// another order than their siblings get elsewhere.
+func (r *Resolver) Version(job api.Job) (*catalog.Dataset, error) {
+	name := job.Dataset
+	id := job.Index
+	pinned := id != ""
+	if !pinned {
+		if id = r.cfg.Versions.Agreed(name); id == "" {
+			return r.cfg.Catalog.Get(name)
+		}
+	}
+	ds, err := r.cfg.Catalog.Version(name, id)
+	if !errors.Is(err, catalog.ErrVersion) {
+		return ds, err
+	}
+	why := "the job pins it (index=)"
+	if !pinned {
+		why = "the cluster serves it"
+	}
+	if holders := r.cfg.Versions.Holders(name, id, false); len(holders) > 0 {
+		return nil, fmt.Errorf("%w; %s; nodes that hold it: %s", err, why, strings.Join(holders, ", "))
+	}
+	return nil, fmt.Errorf("%w; %s, and no node known to this one holds it: the dataset was re-packed since; start the epoch again to read the new index", err, why)
+}
+
+// Catalog is the datasets the resolver reads.
+func (r *Resolver) Catalog() *catalog.Catalog { return r.cfg.Catalog }
+
+// Members is the membership a job pinning version (""; the agreed one)
+// is assigned under.
+func (r *Resolver) Members(ctx context.Context, version string) (*gcluster.Membership, error) {
+	return r.cfg.Versions.Members(ctx, version)
+}

@@ -1,0 +1,94 @@
+package resolve
+
+import (
+	"context"
+	"sync"
+
+	"github.com/brandgw/brand/api"
+	"github.com/brandgw/brand/internal/job/jobsched"
+)
+
+// schedules is the book of named jobs' stored schedules, made on first
+// use over the stores of the datasets the catalog serves, with this
+// node's name (its URL in a cluster).
+type schedules struct {
+	node string
+	once sync.Once
+	book *jobsched.Book
+}
+
+// book is the book of the jobs' stored schedules.
+func (r *Resolver) book() *jobsched.Book {
+	r.scheds.once.Do(func() {
+		r.scheds.book = jobsched.New(func() ([]string, map[string]jobsched.Store) {
+			names := r.cfg.Catalog.Names()
+			stores := make(map[string]jobsched.Store, len(names))
+			for _, n := range names {
+				if ds, err := r.cfg.Catalog.Get(n); err == nil {
+					stores[n] = ds.Store
+				}
+			}
+			return names, stores
+		}, r.scheds.node)
+	})
+	return r.scheds.book
+}
+
+// Schedules is the book of the jobs' stored schedules, and the check
+// every edit of one makes of the other members (nil on a single
+// gateway): the one question every edit asks (Question).
+func (r *Resolver) Schedules() (*jobsched.Book, jobsched.Others) { return r.book(), r.scheduleOthers() }
+
+// stored resolves job's stored schedule (job.ScheduleVersion) for the
+// steps a request reads — epoch's first, or with batch >= 0 that batch's
+// global batch — into job.Schedule, job.Mix and the version, and
+// records a batch's steps as served.
+func (r *Resolver) stored(ctx context.Context, job *api.Job, epoch uint64, batch int64) error {
+	book := r.book()
+	cur, err := book.Current(ctx, job.Name)
+	if err != nil {
+		return err
+	}
+	// Every version reads the same datasets, so an epoch's length, and
+	// so its steps, are the same under each. A token job's epoch is its
+	// sources' packed sequences, which their windows (the job's split by
+	// the first phase's weights) decide: the same under every version
+	// that keeps the first phase, as an edit from a step after 0 does.
+	samples := job.MixSamples
+	if samples == 0 && job.Tokens() {
+		tj := *job
+		tj.Schedule, tj.Mix, tj.Dataset = cur.Parsed(), cur.Parsed()[0].Mix, ""
+		src, err := r.data(tj)
+		if err != nil {
+			return err
+		}
+		samples = src.Mix.Order.NumSamples()
+	}
+	if samples == 0 {
+		for _, name := range cur.Parsed().Datasets() {
+			ds, err := r.Version(api.Job{Dataset: name})
+			if err != nil {
+				return err
+			}
+			samples += ds.Index.NumSamples()
+		}
+	}
+	k := uint64(max(job.Block(), 1))
+	steps := max((uint64(samples)+k-1)/k, 1) // L/K
+	first, last := epoch*steps, epoch*steps
+	if batch >= 0 {
+		g := uint64(job.BatchSize * max(job.World, 1))
+		start := uint64(job.Offset) + uint64(batch)*g
+		if end := min(steps*k, start+g); start < end {
+			first, last = epoch*steps+start/k, epoch*steps+(end-1)/k
+		}
+	}
+	// A batch's steps are recorded served as its version is resolved,
+	// before it is laid out: an edit from them is refused from now on.
+	v, err := book.For(ctx, job.Name, job.ScheduleVersion, first, last, batch >= 0)
+	if err != nil {
+		return err
+	}
+	job.Schedule, job.Mix, job.ScheduleVersion, job.Dataset = v.Parsed(), v.Parsed()[0].Mix, v.Version, ""
+	return nil
+}
