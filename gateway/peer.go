@@ -42,7 +42,7 @@ import (
 type peerAPI struct {
 	// edited reports whether version is an edit of job's chain over ds,
 	// registered for its layout (resolve.Resolver.PeerEdit).
-	edited func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
+	edited   func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
 	creds    *peercred.Verifier
 	nodes    peerNodes
 	members  peerMembership
@@ -83,7 +83,7 @@ type peerAPI struct {
 	// served answers what this node has served of a job, asked by a
 	// node taking an edit of it (resolve.Resolver.Answer).
 	served func(ctx context.Context, q resolve.Question) (resolve.Answer, error)
-	log   zerolog.Logger
+	log    zerolog.Logger
 }
 
 // peerNodes is what the peers' endpoints ask of the other nodes

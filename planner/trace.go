@@ -162,8 +162,8 @@ type schedule struct {
 	d     Dataset
 	j     Job
 	edits []shuffle.Edit // the job's edits as the shuffle takes them, once made
-	first []int // first[c] is chunk c's first sample ID; len chunks+1
-	n     int   // samples
+	first []int          // first[c] is chunk c's first sample ID; len chunks+1
+	n     int            // samples
 
 	// The sample ID space is cut into buckets of 1<<shift IDs, about a
 	// chunk's worth each; bucket[b] is the chunk holding ID b<<shift (the

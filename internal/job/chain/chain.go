@@ -242,7 +242,9 @@ func With(pos *edits.Positions) *Book { return &Book{now: time.Now, pos: pos} }
 
 // Served records that this node served job's epoch over dataset up to
 // position end.
-func (b *Book) Served(dataset, job string, epoch uint64, end int) { b.pos.Served(dataset, job, epoch, end) }
+func (b *Book) Served(dataset, job string, epoch uint64, end int) {
+	b.pos.Served(dataset, job, epoch, end)
+}
 
 // Of returns job's newest edit over dataset (nil if it has none), as the
 // store had it within Refresh. A store that does not answer leaves the
