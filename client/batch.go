@@ -65,6 +65,15 @@ type Batch struct {
 	// client's base URL, or with Options.Peers or Discover the node as the
 	// peer list names it (the rank's home unless it failed over).
 	Node string
+	// Plan is the plan Epoch or EpochFrom read the batch under: of the
+	// epoch, or of its rest from Offset. An edit that changes the epoch's
+	// size (an append record, an exclusion list) has the loop ask for
+	// the plan again (see EpochFrom), so Plan counts the epoch's samples
+	// as the batch reports them, and ResumeOffset(b.Plan, b.Index+1) is
+	// the offset to resume from once every rank has consumed batch b.
+	// Batches read under one plan share it: read it, do not change it.
+	// nil for a batch fetched alone (Client.Batch).
+	Plan *EpochInfo
 
 	buf  []byte   // the response body the samples' files point into
 	bufs *buffers // where Release returns buf

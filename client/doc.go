@@ -53,14 +53,35 @@
 //
 // with start the offset the interrupted run began the epoch at (0 for
 // Epoch), consumed the batches every rank had trained on, and batch_size
-// and world those of the interrupted run; ResumeOffset computes it from
-// that run's plan (EpochInfo or EpochInfoFrom). Every rank of the resumed
-// job passes the same offset and reads its share of the rest, numbered
-// from batch 0; together they read each remaining sample exactly once,
-// since the epoch's order depends only on the dataset, seed and window.
-// Later epochs are read with Epoch as usual. The offset is an argument,
-// not an option, because it belongs to one epoch: Options.Job.Offset must
-// be 0.
+// and world those of the interrupted run. ResumeOffset computes it from
+// a plan of that run's, and the plan of the last batch consumed,
+// Batch.Plan, is the one to give it:
+//
+//	for b, err := range c.EpochFrom(ctx, epoch, start) {
+//		... // train on b
+//		offset := client.ResumeOffset(b.Plan, b.Index+1) // a checkpoint's, after this step
+//	}
+//
+// The cap is the epoch's samples as they are when the checkpoint is
+// taken. A named job's edits change them mid-epoch, from the step an
+// edit names: an append record (Client.Append) grows the epoch and an
+// exclusion list (Client.Exclude) shrinks it. The batches from there
+// report the new size, and the loop asks for the plan again and goes on
+// to the new end under it, which each batch's Plan is. The plan taken
+// when the epoch began (EpochInfo) is exact only while the epoch keeps
+// its size: with it, the offset of a job that read past a grown epoch's
+// old end is capped there, and the resume reads those samples again; the
+// offset after the whole of a shrunk epoch lies past its new end, which
+// the gateway answers 404. A plan asked for when the job resumes
+// (EpochInfoFrom(ctx, epoch, start)) gives the same offset as Batch.Plan.
+//
+// Every rank of the resumed job passes the same offset and reads its
+// share of the rest, numbered from batch 0; together they read each
+// remaining sample exactly once, since the epoch's order depends only on
+// the dataset, seed and window (and a named job's edits, which apply
+// only from steps no rank has read). Later epochs are read with Epoch as
+// usual. The offset is an argument, not an option, because it
+// belongs to one epoch: Options.Job.Offset must be 0.
 //
 // # Clusters
 //

@@ -217,12 +217,13 @@ func pinnedQuery(p *EpochInfo, job api.Job) url.Values {
 
 // followPlan returns the plan batch b is read under: plan, or, when b
 // reports an epoch of another size than plan's, the epoch's plan asked
-// for again from the same offset, if b agrees with it. An epoch grows
-// under a running job when an append record applies (POST
-// /jobs/{job}/append): the batches from its step on report the grown
-// epoch, and the loop goes on to the new end. Anything else b
-// contradicts is an error (planMatches).
-// replan is Client.EpochInfoFrom.
+// for again from the same offset, if b agrees with it. An epoch changes
+// size under a running job when an edit of its order applies: it grows
+// by an append record (POST /jobs/{job}/append) and shrinks by an
+// exclusion list (POST /jobs/{job}/exclude). A batch reports the epoch
+// as the job's edits make it when the batch is asked for, and the loop
+// goes on to the new end. Anything else b contradicts is an error
+// (planMatches). replan is Client.EpochInfoFrom.
 func followPlan(ctx context.Context, replan func(ctx context.Context, epoch, offset int) (*EpochInfo, error), plan *EpochInfo, b *Batch) (*EpochInfo, error) {
 	err := planMatches(plan, b)
 	if !errors.Is(err, errEpochSize) {
@@ -273,15 +274,32 @@ func epochName(epoch, offset int) string {
 // ResumeOffset is the offset to pass to EpochFrom to go on with an epoch
 // after every rank has consumed its first consumed batches of plan (the
 // plan of the epoch, or of its rest, being read): plan.Offset + consumed ×
-// BatchSize × World, capped at the epoch's samples. The result does not
-// depend on the world size or batch size the job resumes with; only the
+// BatchSize × World, capped at plan.Samples. The result does not depend
+// on the world size or batch size the job resumes with; only the
 // positions already consumed matter.
 //
-// A job checkpoints it (or the epoch, the offset it started from and its
-// batch count, which give the same) together with its model, after the
-// step that used batch consumed-1 on every rank. A job over a mixture
-// checkpoints its Client.MixBlock too: the mixture's order depends on it,
-// and the offset counts positions of that order only.
+// The cap is exact only with a plan that counts the epoch's samples as
+// they are now. A named job's edits change them from a step on: an
+// append record (Client.Append) grows the epoch and an exclusion list
+// (Client.Exclude) shrinks it, and Epoch follows either to the new end.
+// With the plan the epoch began with, the offset of a job that read past
+// the old end of a grown epoch is capped at that end, and the resume
+// reads again what was read past it; the offset after the whole of a
+// shrunk epoch lies past its new end, which EpochFrom answers with the
+// gateway's 404. So pass the plan of the last batch consumed, b.Plan
+// (consumed is then b.Index+1), which Epoch and EpochFrom keep current,
+// or a plan asked for again (EpochInfoFrom, with the offset the epoch
+// was begun at) when the job resumes. Both give the same offset: an edit
+// applies only from a step no rank has been served, so a later one
+// moves no position the job reached, and the epoch's end it caps at is
+// the one the job's last batch was cut from.
+//
+// A job checkpoints the offset (or the epoch, the offset it started from
+// and its batch count, from which a plan asked for on resume gives the
+// same) together with its model, after the step that used batch
+// consumed-1 on every rank. A job over a mixture checkpoints its
+// Client.MixBlock too: the mixture's order depends on it, and the offset
+// counts positions of that order only.
 func ResumeOffset(plan *EpochInfo, consumed int) int {
 	consumed = max(consumed, 0)
 	// Comparing counts of batches, not positions, keeps consumed × g from
@@ -308,12 +326,17 @@ func (c *Client) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 // on its block too, which the resumed job must give as
 // Options.Job.MixBlock: see Client.MixBlock). Batches are
 // numbered from 0 again, and each one's Offset is offset. ResumeOffset
-// computes the offset from a plan and a count of consumed batches.
+// computes the offset from a plan and a count of consumed batches: each
+// batch's Plan, for the offset after it.
 //
 // EpochFrom first fetches the plan (see EpochInfoFrom) and then requests
 // each batch with the plan's parameters spelled out, keeping Options.Ahead
 // requests in flight so that the next batch is usually ready when the loop
-// asks for it. Each batch is checked against the plan.
+// asks for it. Each batch is checked against the plan. When a batch
+// reports an epoch of another size (a named job's append record or
+// exclusion list applies from its step on), the loop asks for the plan
+// again and goes on to the epoch's new end under it: that batch's Plan,
+// and the later ones', is the new plan.
 //
 // An offset equal to the epoch's samples yields nothing; a larger one is an
 // error (the gateway's 404), and a negative one wraps ErrInvalid. With
@@ -384,6 +407,7 @@ func (c *Client) iterate(ctx context.Context, plan *EpochInfo, yield func(*Batch
 			yield(nil, fmt.Errorf("client: %s: %w", name, err))
 			return
 		}
+		r.b.Plan = plan
 		// Keep Ahead requests in flight while the caller works on r.b.
 		if c.readAhead && next < plan.Batches {
 			issue()

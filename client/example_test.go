@@ -192,11 +192,7 @@ func ExampleOptions_mixture() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := c.EpochInfo(ctx, 0)
-	if err != nil {
-		log.Fatal(err)
-	}
-	consumed := 0
+	var offset int
 	for b, err := range c.Epoch(ctx, 0) {
 		if err != nil {
 			log.Fatal(err)
@@ -205,13 +201,16 @@ func ExampleOptions_mixture() {
 			fmt.Printf("%s: %s\n", s.Dataset, s.Key)
 		}
 		b.Release()
-		if consumed++; consumed == 5 {
+		// The offset after this step, from the plan the batch was read
+		// under, which the loop keeps current.
+		offset = client.ResumeOffset(b.Plan, b.Index+1)
+		if b.Index == 4 {
 			break
 		}
 	}
 	// The order depends on the block, by default 8 × 4: the resumed job
 	// must read with the same one.
-	checkpoint := struct{ Offset, MixBlock int }{client.ResumeOffset(plan, consumed), c.MixBlock()}
+	checkpoint := struct{ Offset, MixBlock int }{offset, c.MixBlock()}
 
 	resumed, err := client.New("http://brand:8080", client.Options{Job: api.Job{Mix: mix, MixBlock: checkpoint.MixBlock,
 		Params: shuffle.Params{Seed: 7, BatchSize: 8, World: 3, Rank: 0}}})

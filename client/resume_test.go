@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"iter"
+	"maps"
 	"math"
 	"net/http"
 	"strings"
@@ -266,4 +269,249 @@ func TestResumeOffset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// linesJob is rank of a world of job "run" over appendingGateway's
+// "lines", in batches of 3, reading index version index ("": the one the
+// first answer names).
+func linesJob(world, rank int, index string) client.Options {
+	return client.Options{Job: api.Job{Name: "run", Dataset: "lines", Index: index,
+		Params: shuffle.Params{Seed: 5, BatchSize: 3, Window: 2, World: world, Rank: rank}}}
+}
+
+// lockstep reads epoch 0 of linesJob on every rank of world in step, as
+// the ranks of a training job do: step s reads batch s on each rank,
+// rank 0 first, each rank's Epoch loop keeping its batches requested
+// ahead. after is called once every rank has consumed the batches of
+// steps 0..s-1, with s, rank 0's client and last batch (its Plan current
+// as the loop keeps it) and how often each key was read, before any rank
+// reads step s. lockstep checks that the loops read each key once, and
+// returns how often each key was read and the epoch's steps.
+func lockstep(t *testing.T, url string, world int, after func(s int, c *client.Client, last *client.Batch, read map[string]int)) (map[string]int, int) {
+	t.Helper()
+	ctx := context.Background()
+	var c0 *client.Client
+	nexts := make([]func() (*client.Batch, error, bool), world)
+	for rank := range world {
+		c := newMixClient(t, url, linesJob(world, rank, ""))
+		if rank == 0 {
+			c0 = c
+		}
+		next, stop := iter.Pull2(c.Epoch(ctx, 0))
+		defer stop()
+		nexts[rank] = next
+	}
+	seen := map[string]int{}
+	var last *client.Batch
+	for s := 0; ; s++ {
+		if s > 0 {
+			after(s, c0, last, seen)
+		}
+		ended := 0
+		for rank, next := range nexts {
+			b, err, ok := next()
+			switch {
+			case !ok:
+				ended++
+				continue
+			case err != nil:
+				t.Fatalf("step %d rank %d: %v", s, rank, err)
+			case b.Index != s:
+				t.Fatalf("step %d rank %d: batch %d", s, rank, b.Index)
+			}
+			for _, smp := range b.Samples {
+				seen[smp.Key]++
+			}
+			b.Release()
+			if rank == 0 {
+				last = b
+			}
+		}
+		switch ended {
+		case world:
+			for k, n := range seen {
+				if n != 1 {
+					t.Fatalf("the loops read %s %d times", k, n)
+				}
+			}
+			return seen, s
+		case 0:
+		default:
+			t.Fatalf("step %d: %d of %d ranks' epochs ended", s, ended, world)
+		}
+	}
+}
+
+// readLinesRest reads epoch 0 of linesJob from offset on every rank of
+// world, each batch of an epoch of samples, and returns how often each
+// key was read.
+func readLinesRest(t *testing.T, url, index string, offset, world, samples int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for rank := range world {
+		c := newMixClient(t, url, linesJob(world, rank, index))
+		next := 0
+		for b, err := range c.EpochFrom(context.Background(), 0, offset) {
+			if err != nil {
+				t.Fatalf("world %d rank %d from offset %d: %v", world, rank, offset, err)
+			}
+			if b.Index != next || b.Offset != offset || b.EpochSamples != samples {
+				t.Fatalf("world %d rank %d: batch %d offset %d of %d samples; want batch %d offset %d of %d",
+					world, rank, b.Index, b.Offset, b.EpochSamples, next, offset, samples)
+			}
+			next++
+			for _, s := range b.Samples {
+				seen[s.Key]++
+			}
+			b.Release()
+		}
+	}
+	return seen
+}
+
+// checkpoint is what a job saves after a step: the offset to resume the
+// epoch from, the batches each rank consumed, and (for the test) how
+// often each key had been read.
+type checkpoint struct {
+	consumed, offset int
+	read             map[string]int
+}
+
+// resumeExactly resumes each checkpoint at world 2 and 3 from its offset,
+// on the index version the job pinned, and checks that what was read
+// before it and after it is every sample of an epoch of samples once
+// (none of them in excluded), the offset the one a plan asked for again
+// gives.
+func resumeExactly(t *testing.T, url, index string, cps []checkpoint, samples int, excluded []string) {
+	t.Helper()
+	c := newMixClient(t, url, linesJob(2, 0, index))
+	plan, err := c.EpochInfo(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Samples != samples {
+		t.Fatalf("epoch 0 has %d samples; want %d", plan.Samples, samples)
+	}
+	for _, cp := range cps {
+		if got := client.ResumeOffset(plan, cp.consumed); got != cp.offset {
+			t.Errorf("after %d steps: ResumeOffset of the plan asked for again is %d, the checkpoint's %d", cp.consumed, got, cp.offset)
+		}
+		for _, world := range []int{2, 3} {
+			t.Run(fmt.Sprintf("after %d steps at world %d", cp.consumed, world), func(t *testing.T) {
+				after := readLinesRest(t, url, index, cp.offset, world, samples)
+				for k, n := range after {
+					if n != 1 || cp.read[k] != 0 {
+						t.Errorf("sample %s read %d times after the resume from %d and %d before", k, n, cp.offset, cp.read[k])
+					}
+				}
+				if len(cp.read)+len(after) != samples {
+					t.Errorf("%d samples read before the resume from %d and %d after; want the epoch's %d", len(cp.read), cp.offset, len(after), samples)
+				}
+				for _, k := range excluded {
+					if cp.read[k]+after[k] != 0 {
+						t.Errorf("excluded sample %s read", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestResumeAcrossAnAppend: a job of 2 ranks in batches of 3 (60 samples
+// an epoch, 10 steps) appends 12 samples from step 5, and its loops go on
+// to the grown epoch's end (72 samples, 12 steps). Its checkpoints after
+// step 8 (48 samples), 11 (66, past the old end) and 12 (the whole epoch)
+// resume at world 2 and 3 with every remaining sample of the grown epoch
+// once. With the plan taken when the epoch began (60 samples),
+// ResumeOffset capped the last two at 60, and the resume read 6 and 12
+// samples again.
+func TestResumeAcrossAnAppend(t *testing.T) {
+	srv, appendFiles := appendingGateway(t)
+	var index string
+	var cps []checkpoint
+	seen, steps := lockstep(t, srv.URL, 2, func(s int, c *client.Client, last *client.Batch, read map[string]int) {
+		if s == 3 {
+			// Each rank has asked for up to step 2+DefaultAhead: step
+			// 3+DefaultAhead is the first the record can be from.
+			index = c.Index()
+			if _, err := c.Append(context.Background(), uint64(s+client.DefaultAhead), appendFiles().Index.ID(), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s == 8 || s == 11 || s == 12 {
+			if last.Plan.Samples != 72 {
+				t.Fatalf("after step %d: the last batch's plan has %d samples; want the grown epoch's 72", s, last.Plan.Samples)
+			}
+			cps = append(cps, checkpoint{s, client.ResumeOffset(last.Plan, last.Index+1), maps.Clone(read)})
+		}
+	})
+	if steps != 12 || len(seen) != 72 {
+		t.Fatalf("the loops read %d steps, %d samples; want the grown epoch's 12 steps, 72 samples", steps, len(seen))
+	}
+	want := []int{48, 66, 72}
+	for i, cp := range cps {
+		if cp.offset != want[i] {
+			t.Errorf("after step %d: offset %d; want %d", cp.consumed, cp.offset, want[i])
+		}
+	}
+	resumeExactly(t, srv.URL, index, cps, 72, nil)
+}
+
+// TestResumeAcrossAnExclusion: a job of 2 ranks in batches of 3 (60
+// samples an epoch, 10 steps) excludes 8 samples from step 5 on, and its
+// loops end the shrunk epoch (52 samples) after 9 steps. Its checkpoints
+// after step 7 (42 samples) and after the pass (52) resume at world 2
+// and 3 with every remaining sample of the shrunk epoch once, none
+// excluded. With the plan taken when the epoch began, the offset after
+// the pass was 54, past the shrunk epoch's end, and the resume failed
+// with 404.
+func TestResumeAcrossAnExclusion(t *testing.T) {
+	srv, _ := appendingGateway(t)
+	// The epoch's order before the list: a job without a name reads the
+	// same one.
+	var order []string
+	plain := newMixClient(t, srv.URL, client.Options{Job: api.Job{Dataset: "lines", Params: shuffle.Params{Seed: 5, BatchSize: 3, Window: 2, World: 1}}})
+	for b, err := range plain.Epoch(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range b.Samples {
+			order = append(order, s.Key)
+		}
+		b.Release()
+	}
+	if len(order) != 60 {
+		t.Fatalf("epoch 0 has %d samples; want 60", len(order))
+	}
+	from := 3 + client.DefaultAhead // the first step no rank has asked for at step 3
+	var excluded []string
+	for _, p := range []int{31, 33, 36, 40, 44, 47, 52, 59} { // positions after from's 30
+		excluded = append(excluded, order[p])
+	}
+	var index string
+	var cps []checkpoint
+	seen, steps := lockstep(t, srv.URL, 2, func(s int, c *client.Client, last *client.Batch, read map[string]int) {
+		if s == 3 {
+			index = c.Index()
+			if _, err := c.Exclude(context.Background(), uint64(from), excluded); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s == 7 || s == 9 {
+			if last.Plan.Samples != 52 {
+				t.Fatalf("after step %d: the last batch's plan has %d samples; want the shrunk epoch's 52", s, last.Plan.Samples)
+			}
+			cps = append(cps, checkpoint{s, client.ResumeOffset(last.Plan, last.Index+1), maps.Clone(read)})
+		}
+	})
+	if steps != 9 || len(seen) != 52 {
+		t.Fatalf("the loops read %d steps, %d samples; want the shrunk epoch's 9 steps, 52 samples", steps, len(seen))
+	}
+	want := []int{42, 52}
+	for i, cp := range cps {
+		if cp.offset != want[i] {
+			t.Errorf("after step %d: offset %d; want %d", cp.consumed, cp.offset, want[i])
+		}
+	}
+	resumeExactly(t, srv.URL, index, cps, 52, excluded)
 }
