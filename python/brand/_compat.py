@@ -15,7 +15,8 @@ A job's features are read from the query parameters it sends
 Go's ``spec.CheckParams`` does (:func:`refusal`). Features only the
 server knows (``resolved``: a stored edit, a dataset served in place, a
 plan's resize) are not detected here: the gateway adds them, and refuses
-what they do not go with itself.
+what they do not go with itself; :func:`admits` says whether a job could
+have one (a dataset asks whether an edit can change its epoch).
 
 The file is read once, on first use; nothing here changes afterwards.
 Standard library only, below every other module of the package.
@@ -28,7 +29,7 @@ import json
 import pkgutil
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-__all__ = ["check", "features", "refusal", "table"]
+__all__ = ["admits", "check", "features", "refusal", "table"]
 
 #: The version of compat.json this module reads.
 VERSION = 1
@@ -116,3 +117,14 @@ def check(params: Mapping[str, str]) -> None:
     if msg is not None:
         raise ValueError(f"brand: {table()['error']}: {msg}")
 
+
+def admits(params: Mapping[str, str], feature: str) -> bool:
+    """Whether a job of query parameters ``params`` could have ``feature``
+    beside its own (a resolved one: a stored edit, a dataset served in
+    place): no pair of it and a feature the parameters name is refused."""
+    have = features(params)
+    for cell in table()["pairs"]:
+        if cell["kind"] == "refuse" and (cell["a"] == feature and cell["b"] in have
+                                         or cell["b"] == feature and cell["a"] in have):
+            return False
+    return True

@@ -447,6 +447,17 @@ class TestCompat(unittest.TestCase):
         # tokens × clips comes before clips × columns in the table.
         self.assertRefused(dict(seq=64, clip=8, columns=("a",)), cell("tokens", "clips")["message"])
 
+    def test_which_jobs_take_an_edit(self):
+        """A stored edit (an exclusion list, an append record) is a resolved
+        feature: a job takes one unless the table refuses it beside a
+        feature the job's parameters name."""
+        for kw, takes in [(dict(dataset="t"), True), (dict(balance="bytes", transform="imagenet-train"), True),
+                          (dict(mix="web:1"), False), (dict(mix_schedule="0:web:1"), False), (dict(seq=64), False),
+                          (dict(clip=8), False), (dict(importance=brand.Importance("j")), False)]:
+            with self.subTest(**kw):
+                q = job_query(brand.Job(**kw))
+                self.assertEqual((_compat.admits(q, "exclusion"), _compat.admits(q, "append")), (takes, takes))
+
     def test_the_keywords_are_checked_alike(self):
         with self.assertRaises(ValueError) as cm:
             brand.Client(URL, seq=64, importance_job="j")
