@@ -12,19 +12,24 @@ the gateways, and how it behaves.
 - :class:`Options`: the two, and the client's own behaviour (batches read
   ahead, malloc tuning).
 
-Every rule is stated once, here, and checked when a value is made (a frozen
-dataclass's ``__post_init__``), so a mistake raises ``ValueError`` where the
-option is written rather than a 400 at the first request, or in every
-DataLoader worker. The values are frozen: :func:`dataclasses.replace` makes
-a changed copy and checks it again. :func:`job_query` is the one encoder of
-a job into the query parameters the gateway reads (Go's ``api.Job.Values``).
+Every rule is checked when a value is made (a frozen dataclass's
+``__post_init__``), so a mistake raises ``ValueError`` where the option is
+written rather than a 400 at the first request, or in every DataLoader
+worker. Each value's own rules (its type, range, name or format) are
+stated here; which parameters and features of a job go together is the
+gateway's table (:mod:`brand._compat`, compat.json), which the query
+parameters a job sends are checked against. The values are frozen:
+:func:`dataclasses.replace` makes a changed copy and checks it again.
+:func:`job_query` is the one encoder of a job into the query parameters
+the gateway reads (Go's ``api.Job.Values``).
 
 The flat keywords of the package's first releases, ``Client(url,
 batch_size=64, seed=7, token=...)``, still work: :func:`resolve` maps each
 onto its group's field.
 
 Imports: this module is below :mod:`brand._http` (a session is made from a
-:class:`Connection`) and uses only :mod:`brand._mix` and :mod:`brand._route`.
+:class:`Connection`) and uses only :mod:`brand._compat`, :mod:`brand._mix`
+and :mod:`brand._route`.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
+from . import _compat
 from ._mix import MixSpec, format_mix, mix_components
 from ._route import parse_peers
 
@@ -347,15 +353,30 @@ class Job:
             list of offsets for every camera given no window.
 
     Raises:
-        ValueError: a value no gateway would take, or a combination it
-            refuses: a rank outside the world, a negative offset, an
-            invalid name or weight, a name other than the importance job's,
-            a mixture with ``dataset`` or ``importance``, ``mix_block`` or
-            ``mix_samples`` without a mixture or below 1, a mixture's
-            ``index`` with another number of versions than components, a
-            ``transform`` that is no pipeline's name, ``columns`` empty,
-            repeated or holding an empty name or a comma, a ``balance``
-            that is not one of the three or does not fit the job.
+        ValueError: a value no gateway would take: a rank outside the
+            world, a negative offset, an invalid name or weight, a name
+            other than the importance job's, ``mix_block`` or
+            ``mix_samples`` below 1, a mixture's ``index`` with another
+            number of versions than components, a ``transform`` that is no
+            pipeline's name, ``columns`` empty, repeated or holding an
+            empty name or a comma, a ``balance`` that is not one of the
+            three, a ``seq``, ``clip`` or window out of its bounds. Or
+            parameters that do not go together, by the gateway's table of
+            features (``compat.json``, published by the gateway's
+            ``internal/job/spec``; docs/http-api.md, "Features and how they
+            combine"), with its message: two sources (``dataset``, ``mix``,
+            ``mix_schedule``, ``schedule_version``), a parameter that
+            shapes a feature the job does not have (``pack`` without
+            ``seq``, ``stride`` without a clip job, ``mix_block`` without a
+            mixture), or a refused pair of features (a mixture with
+            ``importance``, ``seq`` with ``importance``, ``transform`` or
+            ``columns``, a clip job with ``seq``, ``columns``,
+            ``importance``, a mixture or ``balance``, a ``balance`` that
+            does not weigh the job's unit). Then the gateway's rules the
+            table does not hold: ``eos`` without ``pack="concat"``, a tree
+            of videos' ``stride``, ``fps``, ``step`` or ``clip_start`` with
+            a LeRobot job's windows, ``schedule_version`` without
+            ``name``.
     """
 
     dataset: Optional[str] = None
@@ -395,9 +416,11 @@ class Job:
     balance: Optional[str] = None
 
     def __post_init__(self) -> None:
+        # Each parameter's own value first, normalised as it is sent...
         self._check_tokens()
         self._check_clips()
-        self._check_balance()
+        if self.balance is not None and self.balance not in ("attention", "tokens", "bytes"):
+            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens' or 'bytes'")
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(c, str) for c in self.columns):
                 raise TypeError(f"brand: columns {self.columns!r}: a sequence of field names")
@@ -419,26 +442,21 @@ class Job:
         if self.importance is not None and not isinstance(self.importance, Importance):
             raise TypeError(f"brand: Job.importance is a brand.Importance(name, version, hot), not "
                             f"{type(self.importance).__name__}")
-        # With sampling=importance the gateway takes job= as the importance
-        # job's name, so a job has one name.
-        if self.importance is not None and self.name is not None and self.name != self.importance.name:
-            raise ValueError(
-                f"brand: job {self.name!r} and importance job {self.importance.name!r} differ: a job has one name, "
-                "and with importance sampling it is the importance job's; give one of them, or the same"
-            )
         if self.weight is not None:
             _set(self, "weight", _checked_weight(self.weight))
         self._check_mix()
+        # ...then whether they go together, by the gateway's table, from
+        # the parameters the job sends...
+        _compat.check(job_query(self))
+        # ...and the gateway's rules the table does not hold.
+        self._check_more()
 
     def _check_tokens(self) -> None:
-        """The rules of ``seq=`` and its companions, as the gateway applies them."""
-        if self.seq is None:
-            if self.pack is not None or self.pad is not None or self.eos is not None:
-                raise ValueError("brand: pack, pad and eos apply only to a token job (seq)")
-            return
-        _integer_at_least("seq", self.seq, 1)
-        if self.seq > 1 << 20:
-            raise ValueError(f"brand: seq {self.seq} must be 1..1048576")
+        """The values of ``seq=`` and its companions."""
+        if self.seq is not None:
+            _integer_at_least("seq", self.seq, 1)
+            if self.seq > 1 << 20:
+                raise ValueError(f"brand: seq {self.seq} must be 1..1048576")
         if self.pack not in (None, "bestfit", "concat"):
             raise ValueError(f"brand: pack {self.pack!r} must be 'bestfit' or 'concat'")
         for name, v in (("pad", self.pad), ("eos", self.eos)):
@@ -446,48 +464,18 @@ class Job:
                 _integer_at_least(name, v, 0)
                 if v > (1 << 31) - 1:
                     raise ValueError(f"brand: {name} {v} must be a token ID of int32")
-        if self.eos is not None and self.pack != "concat":
-            raise ValueError("brand: eos applies only with pack='concat'")
-        if self.transform is not None or self.columns is not None:
-            raise ValueError("brand: seq does not go with transform or columns")
 
-    def _check_balance(self) -> None:
-        """The rules of ``balance=`` that need no dataset, as the gateway
-        applies them (whether a dataset's index sizes its samples is the
-        gateway's to say)."""
-        if self.balance is None:
-            return
-        if self.balance not in ("attention", "tokens", "bytes"):
-            raise ValueError(f"brand: balance {self.balance!r} must be 'attention', 'tokens' or 'bytes'")
-        if self.balance == "bytes" and self.seq is not None:
-            raise ValueError("brand: balance='bytes' weighs samples as stored; a token job (seq) takes 'attention' or 'tokens'")
-        if self.balance != "bytes" and self.seq is None:
-            raise ValueError(f"brand: balance={self.balance!r} weighs a token job's sequences (seq); a job of samples takes 'bytes'")
     def _check_clips(self) -> None:
-        """The rules of ``clip=`` and its companions, as the gateway
-        applies them; the windows kept as the gateway's text."""
+        """The values of ``clip=`` and its companions; the windows kept as
+        the gateway's text."""
         for name in ("delta_timestamps", "frames"):
             v = getattr(self, name)
             if v is not None and not isinstance(v, str):
                 _set(self, name, format_windows(v, in_frames=name == "frames"))
-        tree = ("stride", "fps", "step", "clip_start")
-        if not self.clips:
-            given = [n for n in (*tree, "clip_layout") if getattr(self, n) is not None]
-            if given:
-                raise ValueError(f"brand: {given[0]} applies only to a clip job (clip, or delta_timestamps or frames)")
-            return
         if self.clip is not None:
             _integer_at_least("clip", self.clip, 1)
             if self.clip > 4096:
                 raise ValueError(f"brand: clip {self.clip} must be 1..4096")
-            if self.delta_timestamps is not None or self.frames is not None:
-                raise ValueError("brand: give clip (a tree of videos) or delta_timestamps/frames (a LeRobot dataset's "
-                                 "windows), not both")
-        else:
-            given = [n for n in tree if getattr(self, n) is not None]
-            if given:
-                raise ValueError(f"brand: {given[0]} shapes a tree of videos' clips (clip); a LeRobot job's windows "
-                                 "are delta_timestamps or frames")
         for name in ("stride", "step"):
             v = getattr(self, name)
             if v is not None:
@@ -499,9 +487,6 @@ class Job:
             raise ValueError(f"brand: clip_start {self.clip_start!r} must be 'random' or 'first'")
         if self.clip_layout not in (None, "thwc", "tchw", "cthw"):
             raise ValueError(f"brand: clip_layout {self.clip_layout!r} must be 'thwc', 'tchw' or 'cthw'")
-        if self.seq is not None or self.columns is not None or self.importance is not None or self.mix is not None \
-                or self.mix_schedule is not None or self.schedule_version is not None:
-            raise ValueError("brand: a clip job reads one video dataset: no seq, columns, importance or mixture")
 
     @property
     def clips(self) -> bool:
@@ -510,49 +495,49 @@ class Job:
         return self.clip is not None or self.delta_timestamps is not None or self.frames is not None
 
     def _check_mix(self) -> None:
-        """The rules of ``mix=`` beside the other job parameters, as the
-        gateway applies them (the mixture's own text is :func:`format_mix`'s)."""
-        if self.mix_schedule is not None or self.schedule_version is not None:
-            self._check_schedule()
-            return
-        if self.mix is None:
-            if self.mix_block is not None or self.mix_samples is not None:
-                raise ValueError("brand: mix_block and mix_samples apply only to a mixture (mix=)")
-            return
-        if self.dataset is not None:
-            raise ValueError("brand: give mix or dataset, not both: a mixture names its datasets")
-        if self.importance is not None:
-            raise ValueError("brand: importance sampling is per dataset; a mixture draws uniformly from each component")
+        """The values of ``mix=``, ``mix_schedule=``, ``schedule=`` and the
+        mixing block and length; the mixture kept as :func:`format_mix`
+        writes it."""
+        if self.mix is not None:
+            _set(self, "mix", format_mix(self.mix))
+        if self.mix_schedule is not None:
+            _set(self, "mix_schedule", check_schedule(self.mix_schedule))
+        if self.schedule_version is not None and (
+                self.schedule_version != "latest" and not re.fullmatch(r"[0-9a-f]{16}", self.schedule_version)):
+            raise ValueError(f"brand: schedule_version {self.schedule_version!r}: \"latest\" or a version "
+                             "(16 hex digits)")
         for name, v in (("mix_block", self.mix_block), ("mix_samples", self.mix_samples)):
             if v is not None:
                 _integer_at_least(name, v, 1)
-        _set(self, "mix", format_mix(self.mix))
-        n = len(self.components)
-        if self.index is not None and len(self.index.split(",")) != n:
-            raise ValueError(f"brand: index {self.index!r} of a mixture names one version per component ({n}), "
-                             "comma-separated")
 
-    def _check_schedule(self) -> None:
-        """The rules of ``mix_schedule=`` and ``schedule=``: in place of
-        ``dataset`` and ``mix``, without importance sampling."""
-        if self.dataset is not None or self.mix is not None:
-            raise ValueError("brand: mix_schedule and schedule_version read a schedule in place of dataset and mix: "
-                             "give one")
-        if self.mix_schedule is not None and self.schedule_version is not None:
-            raise ValueError("brand: give mix_schedule or schedule_version (the job's stored schedule), not both")
-        if self.importance is not None:
-            raise ValueError("brand: importance sampling is per dataset; a schedule draws uniformly from each component")
-        for name, v in (("mix_block", self.mix_block), ("mix_samples", self.mix_samples)):
-            if v is not None:
-                _integer_at_least(name, v, 1)
-        if self.schedule_version is not None:
-            if self.name is None:
-                raise ValueError("brand: schedule_version reads the schedule stored under the job's name: give name")
-            if self.schedule_version != "latest" and not re.fullmatch(r"[0-9a-f]{16}", self.schedule_version):
-                raise ValueError(f"brand: schedule_version {self.schedule_version!r}: \"latest\" or a version "
-                                 "(16 hex digits)")
-            return
-        _set(self, "mix_schedule", check_schedule(self.mix_schedule))
+    def _check_more(self) -> None:
+        """The rules of a job's parameters that the gateway applies beside
+        its table of features (and the client's own, of a mixture's
+        index), checked once the table has taken the job."""
+        # With sampling=importance the gateway takes job= as the importance
+        # job's name, so a job has one name.
+        if self.importance is not None and self.name is not None and self.name != self.importance.name:
+            raise ValueError(
+                f"brand: job {self.name!r} and importance job {self.importance.name!r} differ: a job has one name, "
+                "and with importance sampling it is the importance job's; give one of them, or the same"
+            )
+        if self.schedule_version is not None and self.name is None:
+            raise ValueError("brand: schedule_version reads the schedule stored under the job's name: give name")
+        if self.eos is not None and self.pack != "concat":
+            raise ValueError("brand: eos applies only with pack='concat': bestfit puts no token between documents")
+        if self.clip is None and self.clips:
+            given = [n for n in ("stride", "fps", "step", "clip_start") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"brand: {given[0]} shapes a tree of videos' clips (clip); a LeRobot job's windows "
+                                 "are delta_timestamps or frames")
+        # The client checks a mixture's answers against its index, one
+        # version a component (it is not sent: a mixture reads each
+        # component's current version).
+        if self.mix is not None and self.index is not None:
+            n = len(self.components)
+            if len(self.index.split(",")) != n:
+                raise ValueError(f"brand: index {self.index!r} of a mixture names one version per component ({n}), "
+                                 "comma-separated")
 
     @property
     def mix_text(self) -> Optional[str]:
@@ -712,6 +697,9 @@ class Options:
 def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
     """The query parameters that ask a gateway for ``job``'s batches, plans
     and samples: every parameter a client sends of a job is written here.
+    A :class:`Job` is checked against the gateway's table of features as
+    these parameters name them (:mod:`brand._compat`), so that what is
+    checked is what is sent: every field given is sent as given.
 
     ``index`` is the version read: a client's pin, which may be one it
     learned after ``job`` was made; ``None``: the job's. It is sent for one
@@ -726,15 +714,14 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["dataset"] = job.dataset
     if job.schedule_version is not None:
         q["schedule"] = job.schedule_version
-    elif job.mix_schedule is not None:
+    if job.mix_schedule is not None:
         q["mix_schedule"] = job.mix_schedule
-    elif job.mix is not None:
+    if job.mix is not None:
         q["mix"] = str(job.mix)
-    if job.mix is not None or job.mix_schedule is not None or job.schedule_version is not None:
-        if job.mix_block is not None:
-            q["mix_block"] = str(job.mix_block)
-        if job.mix_samples is not None:
-            q["mix_samples"] = str(job.mix_samples)
+    if job.mix_block is not None:
+        q["mix_block"] = str(job.mix_block)
+    if job.mix_samples is not None:
+        q["mix_samples"] = str(job.mix_samples)
     q["seed"] = str(job.seed)
     if job.batch_size is not None:
         q["batch_size"] = str(job.batch_size)
@@ -770,12 +757,12 @@ def job_query(job: Job, index: Optional[str] = None) -> Dict[str, str]:
         q["columns"] = ",".join(job.columns)
     if job.seq is not None:
         q["seq"] = str(job.seq)
-        if job.pack is not None:
-            q["pack"] = job.pack
-        if job.pad is not None:
-            q["pad"] = str(job.pad)
-        if job.eos is not None:
-            q["eos"] = str(job.eos)
+    if job.pack is not None:
+        q["pack"] = job.pack
+    if job.pad is not None:
+        q["pad"] = str(job.pad)
+    if job.eos is not None:
+        q["eos"] = str(job.eos)
     if job.balance is not None:
         q["balance"] = job.balance
     for name in ("clip", "stride", "step", "clip_start", "clip_layout", "delta_timestamps", "frames"):

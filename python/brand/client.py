@@ -45,12 +45,18 @@ class Batch(List[Sample]):
             :func:`brand.sequence_arrays` and
             :func:`brand.torch.sequence_tensors` view a token batch's
             sequences on it.
+        epoch_samples: the samples of the epoch as the batch was laid out
+            (``Brand-Epoch-Samples``): more or fewer than its plan said
+            when an append record or an exclusion list of the job applies
+            from a step before the batch's; ``None`` from a gateway that
+            does not say.
     """
 
     missing: int = 0
     missing_keys: "tuple[str, ...]" = ()
     transform: Optional[str] = None
     body: Any = None
+    epoch_samples: Optional[int] = None
 
 
 class Client:
@@ -690,6 +696,9 @@ class Client:
         if n:
             out.missing = int(n)
             out.missing_keys = _missing_keys(headers.get("Brand-Missing-Keys", ""))
+        n = headers.get("Brand-Epoch-Samples")
+        if n:
+            out.epoch_samples = int(n)
         return out
 
     def _samples(self, epoch: int, batch: int, params: Mapping[str, str], headers: Mapping[str, str],

@@ -3,6 +3,7 @@ first releases, and the query encoder pinned against the Go side's list of
 job parameters. The classes before TestWire need no gateway."""
 
 import dataclasses
+import json
 import os
 import pickle
 import re
@@ -18,6 +19,7 @@ from fakecluster import Cluster  # noqa: E402
 from gateway import REPO, gateway  # noqa: E402
 
 import brand  # noqa: E402
+from brand import _compat  # noqa: E402
 from brand._options import job_query, resolve  # noqa: E402
 from brand.client import _planned  # noqa: E402
 
@@ -195,17 +197,24 @@ class TestOptions(unittest.TestCase):
             (brand.Job, dict(name="a b")),
             (brand.Job, dict(weight=0)),
             (brand.Job, dict(name="a", importance=brand.Importance("b"))),
-            (brand.Job, dict(mix="web:1", dataset="t")),
-            (brand.Job, dict(mix="web:1", importance=brand.Importance("j"))),
-            (brand.Job, dict(mix_block=4)),
             (brand.Job, dict(mix="web:1", mix_samples=0)),
+            (brand.Job, dict(mix_block=0)),
             (brand.Job, dict(mix="web:1,code:1", index="a")),
             (brand.Job, dict(transform="ImageNet")),
             (brand.Job, dict(transform="")),
             (brand.Job, dict(transform="a" * 65)),
             (brand.Job, dict(seq=128, balance="pixels")),
-            (brand.Job, dict(balance="attention")),
-            (brand.Job, dict(seq=128, balance="bytes")),
+            (brand.Job, dict(seq=0)),
+            (brand.Job, dict(seq=128, pack="first")),
+            (brand.Job, dict(seq=128, pad=-1)),
+            (brand.Job, dict(seq=128, pack="concat", eos=1 << 31)),
+            (brand.Job, dict(seq=128, eos=2)),  # eos without pack="concat": the gateway's rule beside the table
+            (brand.Job, dict(clip=0)),
+            (brand.Job, dict(clip=8, fps=0)),
+            (brand.Job, dict(clip=8, clip_layout="hwc")),
+            (brand.Job, dict(delta_timestamps={"cam": [0]}, stride=2)),  # a tree's parameter, LeRobot windows
+            (brand.Job, dict(name="n", schedule_version="v1")),
+            (brand.Job, dict(schedule_version="latest")),  # the stored schedule is the named job's
             (brand.Importance, dict(name="..")),
             (brand.Importance, dict(name="j", hot=-1)),
             (brand.Connection, dict(timeout=0)),
@@ -250,6 +259,209 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(brand.Job(name="a").sent_name, "a")
         self.assertEqual(brand.Job(importance=brand.Importance("b")).sent_name, "b")
         self.assertEqual(brand.Job(name="b", importance=brand.Importance("b")).sent_name, "b")
+
+
+# A Job naming each feature of the gateway's table that a job's parameters
+# name (the resolved ones are the server's): a new feature needs a line.
+FEATURE_FIELDS = {
+    "dataset": dict(dataset="t"),
+    "mix": dict(mix="web:1"),
+    "schedule": dict(mix_schedule="0:web:1"),
+    "index": dict(index="0123456789abcdef"),
+    "importance": dict(importance=brand.Importance("j")),
+    "samples": dict(),
+    "tokens": dict(seq=64),
+    "clips": dict(clip=8),
+    "transform": dict(transform="imagenet-train"),
+    "columns": dict(columns=("image",)),
+    "locality": dict(),
+    "balance-bytes": dict(balance="bytes"),
+    "balance-cost": dict(balance="attention"),
+}
+# And a Job field sending each parameter of the table's companions and
+# exclusive groups; None: a Job cannot send it alone (an Importance always
+# sends sampling=importance beside its version and hot).
+PARAM_FIELDS = {
+    "pack": dict(pack="concat"), "pad": dict(pad=5), "eos": dict(eos=2),
+    "stride": dict(stride=2), "fps": dict(fps=5), "step": dict(step=3), "clip_start": dict(clip_start="first"),
+    "clip_layout": dict(clip_layout="tchw"),
+    "mix_block": dict(mix_block=4), "mix_samples": dict(mix_samples=40),
+    "importance": None, "hot": None,
+    "dataset": dict(dataset="t"), "mix": dict(mix="web:1"), "mix_schedule": dict(mix_schedule="0:web:1"),
+    "schedule": dict(name="n", schedule_version="latest"),
+    "clip": dict(clip=8), "delta_timestamps": dict(delta_timestamps={"cam": [0]}), "frames": dict(frames=[0]),
+}
+
+
+def refused(message):
+    """The error text of the table's refusal with ``message``."""
+    return f"brand: {_compat.table()['error']}: {message}"
+
+
+def cell(a, b):
+    """The table's cell of features a and b."""
+    for c in _compat.table()["pairs"]:
+        if {c["a"], c["b"]} == {a, b}:
+            return c
+    raise KeyError((a, b))
+
+
+class TestCompat(unittest.TestCase):
+    """A Job is checked against the gateway's table of features
+    (brand/compat.json, written by internal/job/spec): what it refuses,
+    with its messages, in its order, from the parameters the job sends."""
+
+    def assertRefused(self, kw, message):
+        with self.assertRaises(ValueError) as cm:
+            brand.Job(**kw)
+        self.assertEqual(str(cm.exception), refused(message))
+
+    def test_the_table_is_the_packaged_golden(self):
+        """The table read is the package's compat.json (go test
+        ./internal/job/spec holds it to the Go table), and this test knows
+        a Job of every feature and parameter it names."""
+        t = _compat.table()
+        with open(os.path.join(REPO, "python", "brand", "compat.json")) as f:
+            self.assertEqual(t, json.load(f))
+        expressed = {d["name"] for d in t["features"] if not d.get("resolved")}
+        self.assertEqual(set(FEATURE_FIELDS), expressed, "a feature a job's parameters name has no Job here")
+        params = {p for g in t["companions"] + t["exclusives"] for p in g["params"]}
+        self.assertEqual(set(PARAM_FIELDS), params, "a parameter of the table's companions or groups has no Job here")
+
+    def test_detection(self):
+        """Go's spec.Detect: TestRequested's jobs name the same features."""
+        self.assertEqual(_compat.features(job_query(brand.Job(dataset="a", seq=64, balance="attention"))),
+                         ("dataset", "tokens", "locality", "balance-cost"))
+        self.assertEqual(_compat.features(job_query(brand.Job(mix="a:1", locality=False))), ("mix", "samples"))
+        self.assertEqual(_compat.features({"seed": "1"}), ("dataset", "samples", "locality"))
+        self.assertEqual(_compat.features({"sampling": "uniform", "balance": "tokens", "locality": "true"}),
+                         ("dataset", "samples", "locality", "balance-cost"))
+        self.assertEqual(_compat.features({"delta_timestamps": "cam:0", "index": ""}), ("dataset", "clips", "locality"))
+
+    def test_the_gateways_cases(self):
+        """Go's TestCheckParams, read by this client from the same table."""
+        exclusives, companions = _compat.table()["exclusives"], _compat.table()["companions"]
+        for query, want in [
+            ("dataset=a&seed=1", None),
+            ("mix=a:1,b:1&seq=128&balance=attention", None),
+            ("seq=128&pack=concat&eos=2", None),
+            ("dataset=a&mix=a:1,b:1", exclusives[0]["message"]),
+            ("mix=a:1&mix_schedule=0:a:1", exclusives[0]["message"]),
+            ("clip=8&frames=0,1", exclusives[2]["message"]),
+            ("pack=concat", "pack applies only to a token job (seq=)"),
+            ("stride=2", "stride applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot "
+                         "dataset)"),
+            ("mix_block=4", companions[2]["message"]),
+            ("hot=3", companions[3]["message"]),
+            ("seq=128&sampling=importance&job=j", cell("importance", "tokens")["message"]),
+            ("mix=a:1,b:1&sampling=importance&job=j", cell("mix", "importance")["message"]),
+            ("balance=attention", cell("samples", "balance-cost")["message"]),
+            ("seq=64&balance=bytes", cell("tokens", "balance-bytes")["message"]),
+            ("clip=8&balance=bytes", cell("clips", "balance-bytes")["message"]),
+            ("seq=64&transform=imagenet-train", cell("tokens", "transform")["message"]),
+            ("seq=64&clip=8", cell("tokens", "clips")["message"]),
+            ("seq=64&locality=true", None),  # a downgrade: served
+        ]:
+            with self.subTest(query=query):
+                self.assertEqual(_compat.refusal(dict(urllib.parse.parse_qsl(query))), want)
+
+    def test_every_refused_pair(self):
+        """Every pair the table refuses, of features a job's parameters
+        name, refuses a Job naming both with the pair's message; or, where
+        the two are one group of exclusive parameters (two sources), with
+        the group's, which the gateway checks first; or the Job cannot
+        send both (a mixture's index is its own pin, not sent; one balance=)."""
+        t = _compat.table()
+        resolved = {d["name"] for d in t["features"] if d.get("resolved")}
+        pairs = [c for c in t["pairs"] if c["kind"] == "refuse" and not {c["a"], c["b"]} & resolved]
+        self.assertGreater(len(pairs), 15)
+        for c in pairs:
+            a, b = FEATURE_FIELDS[c["a"]], FEATURE_FIELDS[c["b"]]
+            with self.subTest(pair=(c["a"], c["b"])):
+                if set(a) & set(b):  # one field: a job is balanced by one cost
+                    self.assertEqual((c["a"], c["b"]), ("balance-bytes", "balance-cost"))
+                    continue
+                kw = {**a, **b}
+                if "index" in kw and ("mix" in kw or "mix_schedule" in kw):
+                    q = job_query(brand.Job(**kw))
+                    self.assertNotIn("index", q, "a mixture's index is the client's pin, never sent")
+                    continue
+                group = [e for e in t["exclusives"] if sum(p in self.params_of(kw) for p in e["params"]) > 1]
+                self.assertRefused(kw, group[0]["message"] if group else c["message"])
+
+    @staticmethod
+    def params_of(kw):
+        """The parameters a Job of fields ``kw`` sends, without checking
+        it (the job_query of a Job that skipped its checks)."""
+        job = object.__new__(brand.Job)
+        for f in dataclasses.fields(brand.Job):
+            object.__setattr__(job, f.name, kw.get(f.name, f.default))
+        return set(job_query(job))
+
+    def test_every_companion(self):
+        """Each companion parameter without a feature it applies to is
+        refused with its group's message, naming the parameter: as the
+        gateway's parameters, and from a Job of the field that sends it."""
+        for c in _compat.table()["companions"]:
+            for p in c["params"]:
+                with self.subTest(param=p):
+                    want = c["message"].replace("{param}", p)
+                    self.assertEqual(_compat.refusal({p: "1"}), want)
+                    if PARAM_FIELDS[p] is not None:
+                        self.assertRefused(PARAM_FIELDS[p], want)
+                    for f in c["needs"]:  # and taken beside a feature it applies to
+                        named = self.set_by(f)[0]
+                        self.assertIsNone(_compat.refusal({p: "1", named["param"]: named.get("value", "1")}))
+        # Importance's version and hot are sent only with sampling=importance.
+        q = job_query(brand.Job(importance=brand.Importance("j", version="0123456789abcdef", hot=2)))
+        self.assertEqual((q["sampling"], q["importance"], q["hot"]), ("importance", "0123456789abcdef", "2"))
+
+    @staticmethod
+    def set_by(feature):
+        """The parameters that name ``feature``."""
+        return next(d for d in _compat.table()["features"] if d["name"] == feature)["set_by"]
+
+    def test_every_exclusive_group(self):
+        """Any two parameters of an exclusive group are refused with the
+        group's message, before any other refusal."""
+        for e in _compat.table()["exclusives"]:
+            for i, p in enumerate(e["params"]):
+                for r in e["params"][i + 1:]:
+                    with self.subTest(params=(p, r)):
+                        self.assertEqual(_compat.refusal({p: "1", r: "1", "pack": "concat"}), e["message"])
+                        self.assertRefused({**PARAM_FIELDS[p], **PARAM_FIELDS[r]}, e["message"])
+
+    def test_refusals_the_old_client_missed(self):
+        """Pairs the gateway's table refuses that this client's own copy of
+        the rules took: importance sampling of a token job, and
+        balance=bytes of a clip job."""
+        self.assertRefused(dict(seq=64, importance=brand.Importance("j")), cell("importance", "tokens")["message"])
+        self.assertRefused(dict(clip=8, balance="bytes"), cell("clips", "balance-bytes")["message"])
+
+    def test_order(self):
+        """Exclusive groups first, then companions, then the first refused
+        pair in the table's order, as the gateway refuses."""
+        exclusive = _compat.table()["exclusives"][0]["message"]
+        self.assertRefused(dict(dataset="t", mix="web:1", pack="concat", clip=8, seq=64), exclusive)
+        self.assertRefused(dict(pack="concat", clip=8, columns=("a",)), "pack applies only to a token job (seq=)")
+        # tokens × clips comes before clips × columns in the table.
+        self.assertRefused(dict(seq=64, clip=8, columns=("a",)), cell("tokens", "clips")["message"])
+
+    def test_which_jobs_take_an_edit(self):
+        """A stored edit (an exclusion list, an append record) is a resolved
+        feature: a job takes one unless the table refuses it beside a
+        feature the job's parameters name."""
+        for kw, takes in [(dict(dataset="t"), True), (dict(balance="bytes", transform="imagenet-train"), True),
+                          (dict(mix="web:1"), False), (dict(mix_schedule="0:web:1"), False), (dict(seq=64), False),
+                          (dict(clip=8), False), (dict(importance=brand.Importance("j")), False)]:
+            with self.subTest(**kw):
+                q = job_query(brand.Job(**kw))
+                self.assertEqual((_compat.admits(q, "exclusion"), _compat.admits(q, "append")), (takes, takes))
+
+    def test_the_keywords_are_checked_alike(self):
+        with self.assertRaises(ValueError) as cm:
+            brand.Client(URL, seq=64, importance_job="j")
+        self.assertEqual(str(cm.exception), refused(cell("importance", "tokens")["message"]))
 
 
 class TestKeywords(unittest.TestCase):

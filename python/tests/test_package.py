@@ -50,6 +50,7 @@ class TestPackage(unittest.TestCase):
                 meta = w.read(f"brand-{brand.__version__}.dist-info/METADATA").decode()
         self.assertIn(f"\nVersion: {brand.__version__}\n", meta)
         self.assertIn("brand/py.typed", names)
+        self.assertIn("brand/compat.json", names)  # the gateway's table of features, which a Job is checked against
         # Every module, those of subpackages (brand/torch/) too: setuptools
         # ships only the packages pyproject.toml lists.
         modules = set()
@@ -84,7 +85,8 @@ class TestPackage(unittest.TestCase):
             cmd = sys.executable + lines["README.md"][len("python3"):]
             r = subprocess.run(["bash", "-ec", cmd], cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
             self.assertEqual(r.returncode, 0, f"{cmd}\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
-            check = "import brand, brand.torch, torch, sys; print(brand.__file__.startswith(sys.prefix), brand.__version__)"
+            check = ("import brand, brand.torch, torch, sys; from brand import _compat; _compat.table(); "
+                     "print(brand.__file__.startswith(sys.prefix), brand.__version__)")
             r = subprocess.run([os.path.join(tmp, ".venv", "bin", "python"), "-c", check], cwd=tmp, env=env,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr[-3000:])

@@ -13,8 +13,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 import torch.distributed as _dist
 from torch.utils.data import IterableDataset, get_worker_info
 
+from .. import _compat
 from .._malloc import tune_malloc
-from .._options import Options, check_rank, resolve
+from .._options import Options, check_rank, job_query, resolve
 from .._tar import Sample
 from ..client import Batch, Client
 from ._loader import BrandLoader
@@ -347,13 +348,30 @@ class BrandDataset(IterableDataset):
         """Samples of the current epoch consumed globally: ``min(N, O +
         steps * W * B)`` (python/README.md, *Sharding and the exactly-once
         rule*). ``steps`` defaults to the steps counted by :meth:`loader` or
-        by direct iteration."""
-        n = self.samples_in_epoch()
+        by direct iteration.
+
+        ``N`` is the epoch's size as it is now. An append record or an
+        exclusion list of a named job's order grows or shrinks the epoch
+        it applies in while a pass reads it, which a loader's workers see
+        and this process does not: for a job that can have one (a named
+        job the gateway's table lets take an edit), ``N`` is asked of the
+        gateway again at each call (one ``GET /epoch/N``)."""
+        n = self._samples_now()
         if steps is None:
             if self._complete:
                 return n
             steps = self._units
         return min(n, self._base + steps * self._pass_world * self.batch_size)
+
+    def _samples_now(self) -> int:
+        """The current epoch's samples: asked of the gateway again for a job
+        whose order an edit can change (:meth:`position`), else those the
+        pass began with."""
+        job = self.options.job
+        if job.sent_name is not None and any(
+                _compat.admits(job_query(job), edit) for edit in ("exclusion", "append")):
+            self._epoch_samples.pop(self.epoch, None)
+        return self.samples_in_epoch()
 
     def state_dict(self, steps: Optional[int] = None) -> Dict[str, Any]:
         """The data position, to save with a checkpoint (rank 0's suffices):
@@ -384,10 +402,11 @@ class BrandDataset(IterableDataset):
                 needed with a plain ``DataLoader`` with workers, which this
                 object cannot observe. :meth:`loader` counts them.
         """
+        position = self.position(steps)  # the epoch's size asked, if an edit can change it
         return {
             "version": _STATE_VERSION,
             "epoch": self.epoch,
-            "position": self.position(steps),
+            "position": position,
             "samples": self.samples_in_epoch(),
             "seed": self.options.job.seed,
             "window": self.options.job.window,
@@ -610,7 +629,20 @@ class BrandDataset(IterableDataset):
         try:
             plan = client.epoch_info(self.epoch)
             rank_samples = int(plan["rank_samples"])
+            # The epoch's size as its batches report it: an edit of the
+            # job's order (an append record, an exclusion list) grows or
+            # shrinks it from a step this pass may read.
+            laid_out = int(plan["samples"])
+            if in_trainer and self.index is None:
+                self.index = client.index  # the version this pass reads, which its state names
             for batch in client.epoch(self.epoch, plan):
+                if in_trainer and batch.epoch_samples is not None and batch.epoch_samples != laid_out:
+                    # This rank's share of the epoch as it is now: the plan
+                    # asked again from the pass's offset.
+                    laid_out = batch.epoch_samples
+                    plan = client.epoch_info(self.epoch)
+                    rank_samples = int(plan["rank_samples"])
+                    self._epoch_samples[self.epoch] = int(plan["samples"])
                 if batch.missing:
                     _warn_missing(batch)
                     if in_trainer and not self.batches:

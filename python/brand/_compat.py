@@ -1,0 +1,130 @@
+"""Which job features go together: the gateway's table, read from
+``compat.json``.
+
+The gateway decides whether two features of a job go together from one
+table (Go's ``internal/job/spec``), which it publishes as this package's
+``compat.json`` (``go test ./internal/job/spec -update`` writes it, and a
+test holds it to the table) and as docs/http-api.md's "Features and how
+they combine". The client checks a job against that file rather than a
+copy of the rules of its own, so a pair is refused here exactly as the
+gateway refuses it, with the same message.
+
+A job's features are read from the query parameters it sends
+(:func:`brand._options.job_query`), by the rules the file states
+(:func:`features`, Go's ``spec.Detect``); :func:`check` refuses them as
+Go's ``spec.CheckParams`` does (:func:`refusal`). Features only the
+server knows (``resolved``: a stored edit, a dataset served in place, a
+plan's resize) are not detected here: the gateway adds them, and refuses
+what they do not go with itself; :func:`admits` says whether a job could
+have one (a dataset asks whether an edit can change its epoch).
+
+The file is read once, on first use; nothing here changes afterwards.
+Standard library only, below every other module of the package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pkgutil
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+__all__ = ["admits", "check", "features", "refusal", "table"]
+
+#: The version of compat.json this module reads.
+VERSION = 1
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> Dict[str, Any]:
+    """The table as ``compat.json`` holds it: ``error`` (the refusals'
+    prefix), ``features`` (each with its ``name`` and the parameters that
+    name it, ``set_by`` or ``default_unless``, or ``resolved``), ``pairs``
+    (every pair of features once, ``a`` before ``b`` in the features'
+    order, its ``kind``: ``compose``, ``refuse`` or ``downgrade``, and a
+    ``message``), ``companions`` (``params`` that apply only with one of
+    the features ``needs``) and ``exclusives`` (``params`` of which a job
+    gives one). Callers must not change it.
+
+    Raises:
+        RuntimeError: a file of another version than this client reads.
+    """
+    raw = pkgutil.get_data(__package__ or "brand", "compat.json")
+    if raw is None:  # a loader that cannot read package data
+        raise RuntimeError("brand: compat.json, the gateway's table of features, is not in the package")
+    doc = json.loads(raw)
+    if doc.get("version") != VERSION:
+        raise RuntimeError(f"brand: compat.json is version {doc.get('version')!r}; this client reads {VERSION}")
+    return doc
+
+
+def _given(params: Mapping[str, str], p: Mapping[str, str]) -> bool:
+    """Whether ``params`` give the parameter ``p`` names (with its value,
+    if it names one). An empty value is no value, as on the gateway."""
+    v = params.get(p["param"])
+    return bool(v) and ("value" not in p or v == p["value"])
+
+
+def features(params: Mapping[str, str]) -> Tuple[str, ...]:
+    """The features a job's query parameters name, in the table's order:
+    a feature ``set_by`` parameters is named when any of them is given; one
+    with ``default_unless`` unless one of those is. Resolved features are
+    the server's and never named here."""
+    out = []
+    for d in table()["features"]:
+        if d.get("resolved"):
+            continue
+        on = any(_given(params, p) for p in d.get("set_by", ()))
+        if d.get("default_unless"):
+            on = not any(_given(params, p) for p in d["default_unless"])
+        if on:
+            out.append(d["name"])
+    return tuple(out)
+
+
+def refusal(params: Mapping[str, str]) -> Optional[str]:
+    """The table's message refusing a job's query parameters, or ``None``
+    if it takes them. In the gateway's order: a group of exclusive
+    parameters given two ways; then a companion parameter given without a
+    feature it applies to (``{param}`` in its message is the parameter's
+    name), the groups and their parameters in the table's order; then the
+    first refused pair of the features the parameters name."""
+    t = table()
+    for e in t["exclusives"]:
+        if sum(1 for p in e["params"] if params.get(p)) > 1:
+            return e["message"]
+    have = features(params)
+    for c in t["companions"]:
+        if any(f in have for f in c["needs"]):
+            continue
+        for p in c["params"]:
+            if params.get(p):
+                return c["message"].replace("{param}", p)
+    for cell in t["pairs"]:
+        if cell["kind"] == "refuse" and cell["a"] in have and cell["b"] in have:
+            return cell["message"]
+    return None
+
+
+def check(params: Mapping[str, str]) -> None:
+    """Refuses a job's query parameters the gateway's table refuses.
+
+    Raises:
+        ValueError: ``"brand: features do not go together: "`` (the
+            table's ``error``) and the table's message (:func:`refusal`).
+    """
+    msg = refusal(params)
+    if msg is not None:
+        raise ValueError(f"brand: {table()['error']}: {msg}")
+
+
+def admits(params: Mapping[str, str], feature: str) -> bool:
+    """Whether a job of query parameters ``params`` could have ``feature``
+    beside its own (a resolved one: a stored edit, a dataset served in
+    place): no pair of it and a feature the parameters name is refused."""
+    have = features(params)
+    for cell in table()["pairs"]:
+        if cell["kind"] == "refuse" and (cell["a"] == feature and cell["b"] in have
+                                         or cell["b"] == feature and cell["a"] in have):
+            return False
+    return True
