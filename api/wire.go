@@ -278,9 +278,13 @@ type Error struct {
 	// ScheduleVersion is, on a 409 about a job's stored schedule, its
 	// current version: the one to read, or to base an edit on.
 	ScheduleVersion string `json:"schedule_version,omitempty"`
-	// ExclusionVersion is, on a 409 refusing an exclusion list for a job
-	// that has one (or an extension of a version not its current one),
-	// the current version: the one to extend (ExclusionEdit.Previous).
+	// EditVersion is, on a 409 refusing an edit of a job's chain of
+	// exclusions and appends that does not name the job's current edit
+	// (of either kind) as its previous, that edit: the one to name
+	// (ExclusionEdit.Previous, AppendEdit.Previous). ExclusionVersion is
+	// the same, on an exclusion's refusal, under the name clients read
+	// it by before a job's edits were one chain.
+	EditVersion      string `json:"edit_version,omitempty"`
 	ExclusionVersion string `json:"exclusion_version,omitempty"`
 	// FirstEditableStep is, on a 409 refusing a schedule edit from a step
 	// the job has read, the first step an edit could start at when it was

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
+	"github.com/brandgw/brand/internal/job/spec"
 )
 
 // Defaults that New applies to zero Options fields.
@@ -165,6 +166,11 @@ func (o *Options) validate() error {
 		if err := importance.ValidJobName(j.Name); err != nil {
 			return fmt.Errorf("%w: Options.Job.Name: %w", ErrInvalid, err)
 		}
+	}
+	// Which of the job's features go together is the gateway's table
+	// (internal/job/spec), asked of the parameters the job sends.
+	if err := spec.CheckParams(j.Values()); err != nil {
+		return fmt.Errorf("%w: Options.Job: %w", ErrInvalid, err)
 	}
 	if j.ScheduleVersion != "" {
 		switch {

@@ -69,9 +69,12 @@ type APIError struct {
 	// the job has read, the first step an edit could start at when it
 	// was refused (Client.EditSchedule).
 	FirstEditableStep *uint64
-	// ExclusionVersion is, on a 409 refusing an exclusion list for a job
-	// that has one (or an extension of a version not the current one),
-	// the current version: the one to extend (Client.ExtendExclusion).
+	// EditVersion is, on a 409 refusing an edit of a job's chain of
+	// exclusions and appends that does not name the job's current edit
+	// (of either kind) as its previous, that edit: the one to name
+	// (Client.ExtendExclusion, Client.Append). ExclusionVersion is the
+	// same on an exclusion's refusal.
+	EditVersion      string
 	ExclusionVersion string
 }
 
@@ -118,7 +121,7 @@ func readAPIError(resp *http.Response, now time.Time) *APIError {
 				e.ScheduleVersion = wire.ScheduleVersion // an edit's 409: no header
 			}
 			e.FirstEditableStep = wire.FirstEditableStep
-			e.ExclusionVersion = wire.ExclusionVersion
+			e.EditVersion, e.ExclusionVersion = wire.EditVersion, wire.ExclusionVersion
 		}
 		return e
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,10 +231,14 @@ func TestJobAppend(t *testing.T) {
 	}
 	exactlyOnce(t, seen, len(want)+20, "the next epoch")
 
-	// An exclusion list for a job with a record is refused, and a record
-	// for a job with a list.
-	if resp, body := postJSON(t, srv.URL+"/jobs/run/exclude?"+shape+"&index="+v, `{"from_step": 30, "keys": ["data/f0/1"]}`, nil); resp.StatusCode != http.StatusUnprocessableEntity {
-		t.Fatalf("an exclusion beside an append: %s %s", resp.Status, body)
+	// An exclusion of a job with an append is its next edit: it names the
+	// append as its previous (a 409 naming it otherwise).
+	if resp, body := postJSON(t, srv.URL+"/jobs/run/exclude?"+shape+"&index="+v, `{"from_step": 1000, "keys": ["data/f0/1"]}`, nil); resp.StatusCode != http.StatusConflict ||
+		!strings.Contains(string(body), `"edit_version": "`+made.Version+`"`) {
+		t.Fatalf("an exclusion after an append naming no previous: %s %s", resp.Status, body)
+	}
+	if resp, body := postJSON(t, srv.URL+"/jobs/run/exclude?"+shape+"&index="+v, `{"from_step": 1000, "keys": ["data/f0/1"], "previous": "`+made.Version+`"}`, nil); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("an exclusion after an append: %s %s", resp.Status, body)
 	}
 }
 

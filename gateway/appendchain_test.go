@@ -62,7 +62,7 @@ func currentIndex(t *testing.T, base string) string {
 // record's is the whole newest version's order. On one gateway, the
 // refusals: a second record without previous or with a stale one (409
 // naming the current), an index not extending the previous record's
-// (422), a step before the previous record's (422) or one served (409).
+// (422), a step before the previous record's (400) or one served (409).
 func TestJobAppendChain(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -189,7 +189,7 @@ func appendChain(t *testing.T, nodes int, successive bool) {
 			{"a stale previous", `{"from_step": 10, "index": "` + x2 + `", "previous": "0123456789abcdef"}`, http.StatusConflict},
 			{"the job's first index", `{"from_step": 10, "index": "` + v + `", "previous": "` + r1.Version + `"}`, http.StatusUnprocessableEntity},
 			{"the previous record's index", `{"from_step": 10, "index": "` + x1 + `", "previous": "` + r1.Version + `"}`, http.StatusUnprocessableEntity},
-			{"before the previous record's step", `{"from_step": 5, "index": "` + x2 + `", "previous": "` + r1.Version + `"}`, http.StatusUnprocessableEntity},
+			{"before the previous record's step", `{"from_step": 5, "index": "` + x2 + `", "previous": "` + r1.Version + `"}`, http.StatusBadRequest},
 			{"a step served", `{"from_step": 8, "index": "` + x2 + `", "previous": "` + r1.Version + `"}`, http.StatusConflict},
 		} {
 			resp, body := post(tc.body, nil)

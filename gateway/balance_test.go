@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/format/megatron"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
 	"github.com/brandgw/brand/gateway"
+	jobspec "github.com/brandgw/brand/internal/job/spec"
 )
 
 // TestBalanceOverHTTP: a token job with balance=attention at world 4
@@ -92,9 +93,9 @@ func TestBalanceOverHTTP(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ path, says string }{
-		{"/epoch/0/batch/0?balance=attention", "weighs the packed sequences of a token job (seq=)"},
-		{"/epoch/0/batch/0?seq=64&balance=bytes", "balance=attention or balance=tokens"},
-		{"/epoch/0/batch/0?balance=bytes", "served in place"},
+		{"/epoch/0/batch/0?balance=attention", jobspec.Lookup(jobspec.Samples, jobspec.BalanceC).Message},
+		{"/epoch/0/batch/0?seq=64&balance=bytes", jobspec.Lookup(jobspec.Tokens, jobspec.BalanceB).Message},
+		{"/epoch/0/batch/0?balance=bytes", jobspec.Lookup(jobspec.InPlace, jobspec.BalanceB).Message},
 		{"/epoch/0?balance=pixels", "balance must be one of attention, tokens, bytes"},
 	} {
 		resp, body := get(t, srv.URL+tc.path)

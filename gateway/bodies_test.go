@@ -112,6 +112,7 @@ func TestSlowBodies(t *testing.T) {
 		{"GET", "/jobs/{job}/exclude", "/jobs/j/exclude", "token", short, 0},
 		{"POST", "/jobs/{job}/exclude", "/jobs/j/exclude", "token", large, 0},
 		{"GET", "/jobs/{job}/append", "/jobs/j/append", "token", short, 0},
+		{"GET", "/jobs/{job}/edits", "/jobs/j/edits", "token", short, 0},
 		{"POST", "/jobs/{job}/append", "/jobs/j/append", "token", short, 0},
 		{"GET", "/metrics", "/metrics", "token", short, 0},
 		{"GET", "/stats", "/stats", "token", short, 0},

@@ -81,7 +81,9 @@ func writeError(ctx context.Context, w http.ResponseWriter, err error) {
 		case edits.Schedule:
 			body.ScheduleVersion = c.Current
 		case edits.Exclusion:
-			body.ExclusionVersion = c.Current
+			body.EditVersion, body.ExclusionVersion = c.Current, c.Current
+		default:
+			body.EditVersion = c.Current
 		}
 	}
 	if s, ok := errors.AsType[*edits.ServedError](err); ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/internal/testsupport/s3test"
 	"github.com/brandgw/brand/planner"
 )
@@ -242,7 +243,7 @@ func TestExclusionRefusals(t *testing.T) {
 		{"no step", exJob, map[string]any{"keys": []string{exKey(1)}}, http.StatusBadRequest, "from_step"},
 		{"unknown keys", exJob, map[string]any{"from_step": 9, "keys": []string{exKey(1), "nope/1", "nope/2"}}, http.StatusUnprocessableEntity, "nope/1"},
 		{"a step served", exJob, map[string]any{"from_step": 4, "keys": []string{exKey(1)}}, http.StatusConflict, "from step 5"},
-		{"a token job", exJob + "&seq=16", map[string]any{"from_step": 9, "keys": []string{exKey(1)}}, http.StatusUnprocessableEntity, "token job"},
+		{"a token job", exJob + "&seq=16", map[string]any{"from_step": 9, "keys": []string{exKey(1)}}, http.StatusBadRequest, spec.Lookup(spec.Tokens, spec.Exclusion).Message},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,7 +279,9 @@ func TestExclusionRefusals(t *testing.T) {
 		t.Fatalf("a list made twice: %d %s then %d %s; want the same answer", resp1.StatusCode, b1, resp2.StatusCode, b2)
 	}
 	resp3, b3 := postExclusion(t, srv.URL, exJob, map[string]any{"from_step": 10, "keys": []string{exKey(3)}})
-	if resp3.StatusCode != http.StatusConflict || !strings.Contains(string(b3), "has an exclusion list") {
+	var first api.StoredExclusion
+	_ = json.Unmarshal(b1, &first)
+	if resp3.StatusCode != http.StatusConflict || first.Version == "" || !strings.Contains(string(b3), `"edit_version": "`+first.Version+`"`) {
 		t.Fatalf("a second list: %d %s; want 409 naming the first", resp3.StatusCode, b3)
 	}
 }

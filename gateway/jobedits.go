@@ -96,7 +96,7 @@ func (ea editAPI) handleExcludeGet(w http.ResponseWriter, r *http.Request) {
 	var newest *chain.Edit
 	if err == nil {
 		if newest = head.Newest(chain.Exclude); newest == nil {
-			err = fmt.Errorf("%w: job %s has no exclusion over dataset %s (POST /jobs/%s/exclude makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
+			err = fmt.Errorf("%w: job %s has no exclusion list over dataset %s (POST /jobs/%s/exclude makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
 		}
 	}
 	if err != nil {
@@ -115,7 +115,7 @@ func (ea editAPI) handleAppendGet(w http.ResponseWriter, r *http.Request) {
 	var newest *chain.Edit
 	if err == nil {
 		if newest = head.Newest(chain.Append); newest == nil {
-			err = fmt.Errorf("%w: job %s has no append over dataset %s (POST /jobs/%s/append makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
+			err = fmt.Errorf("%w: job %s has no append record over dataset %s (POST /jobs/%s/append makes one)", chain.ErrUnknown, chi.URLParam(r, "job"), ds.Name, chi.URLParam(r, "job"))
 		}
 	}
 	var ext *catalog.Dataset

@@ -179,7 +179,7 @@ func TestMixtureErrors(t *testing.T) {
 		{"mix=web:1,code:1.100001&mix_block=1&mix_samples=4194304", http.StatusBadRequest, ""}, // past shuffle.MaxMixWork: internal/batch/layout's TestMixtureRequestsBounded
 		{"mix_schedule=" + url.QueryEscape("0:web:1;9:web:2;4:web:1"), http.StatusBadRequest, "increasing step order"},
 		{"mix_schedule=" + url.QueryEscape("0:web:1,nope:1"), http.StatusNotFound, "nope"},
-		{"mix_schedule=0:web:1&mix=web:1", http.StatusBadRequest, "not both"},
+		{"mix_schedule=0:web:1&mix=web:1", http.StatusBadRequest, "a job reads one source"},
 	} {
 		resp, body := get(t, base+"/epoch/0/batch/0?"+tc.query)
 		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.says) {

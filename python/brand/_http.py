@@ -85,11 +85,16 @@ class BrandError(Exception):
             that has one, or an extension of a version that is not the
             current one, the current version: the one to extend
             (``previous=``), else ``None``.
+        edit_version: on a 409 refusing an edit of a job's chain of
+            exclusions and appends that does not name the job's current
+            edit (of either kind) as its ``previous=``, that edit, else
+            ``None``.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, retry_after: Optional[float] = None,
                  members: Optional[str] = None, schedule_version: Optional[str] = None,
-                 first_editable_step: Optional[int] = None, exclusion_version: Optional[str] = None):
+                 first_editable_step: Optional[int] = None, exclusion_version: Optional[str] = None,
+                 edit_version: Optional[str] = None):
         super().__init__(message if status is None else f"{message} (HTTP {status})")
         self.message = message
         self.status = status
@@ -98,6 +103,7 @@ class BrandError(Exception):
         self.schedule_version = schedule_version
         self.first_editable_step = first_editable_step
         self.exclusion_version = exclusion_version
+        self.edit_version = edit_version
 
 
 class ScheduleConflictError(BrandError):
@@ -147,7 +153,7 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
     start of the body."""
     msg = None
     version = (headers.get("Brand-Schedule-Version") or None) if status == 409 else None
-    step = excluded = None
+    step = excluded = edited = None
     try:
         doc = json.loads(body)
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
@@ -160,13 +166,15 @@ def api_error(method: str, status: int, headers: Mapping[str, str], body: bytes,
                     step = doc["first_editable_step"]
                 if isinstance(doc.get("exclusion_version"), str):
                     excluded = doc["exclusion_version"]
+                if isinstance(doc.get("edit_version"), str):
+                    edited = doc["edit_version"]
     except ValueError:
         pass
     if msg is None:
         text = body[:200].decode("utf-8", "replace").strip()
         msg = f"{method} {where}: HTTP {status}" + (f": {text}" if text else "")
     return BrandError(msg, status, retry_after(headers.get("Retry-After")), headers.get("Brand-Members") or None,
-                      version, step, excluded)
+                      version, step, excluded, edited)
 
 
 def retry_after(v: Optional[str], now: Optional[float] = None) -> Optional[float]:

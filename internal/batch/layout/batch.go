@@ -382,18 +382,11 @@ func (o *Orders) Layout(ctx context.Context, src Source, job api.Job, epoch, m u
 	if job.Clips() {
 		return b, o.layoutClips(ctx, b, s, e)
 	}
-	var ids []int
-	if job.Balance != "" {
-		if ids, b.Balanced, err = o.bal.balancedIDs(ctx, src, s, e, epoch, job, n, int(m)); err != nil {
-			return nil, err
-		}
-	} else if src.Assigns(job) {
-		if ids, err = o.assigned(s, e, epoch, job, n, int(m), src.Members); err != nil {
-			return nil, err
-		}
-	} else {
-		ids = o.appendRange(nil, s, e, epoch, start, end)
+	ids, bal, err := o.asg.sampleIDs(ctx, src, s, e, epoch, job, n, m, start, end)
+	if err != nil {
+		return nil, err
 	}
+	b.Balanced = bal
 	smp, err := NewSamples(ctx, src.DS, ids)
 	if err != nil {
 		return nil, err

@@ -7,13 +7,16 @@ import (
 )
 
 // TestNoHubs: no type of the package has over hubtest.MaxMethods
-// methods. Orders lays out every kind of job; balancing a job's global
-// batches across its ranks (balance=) is the balancer's, so that a cost
-// or a rule of shares does not hang another method off Orders (38
-// methods with the balancer's nine on it).
+// methods. Orders lays out every kind of job; assigning a job's global
+// batches to its ranks (locality, balance=) is the assigner's, and a
+// job's chain of edits is Edits', so that a cost, a rule of shares or an
+// edit does not hang another method off Orders (38 methods with the
+// balancing alone on it).
 func TestNoHubs(t *testing.T) {
 	methods := hubtest.NoHubs(t, ".", hubtest.MaxMethods)
-	if len(methods["balancer"]) == 0 {
-		t.Errorf("no methods on balancer: balancing is back on Orders")
+	for _, part := range []string{"assigner", "Edits"} {
+		if len(methods[part]) == 0 {
+			t.Errorf("no methods on %s: its work is back on Orders", part)
+		}
 	}
 }

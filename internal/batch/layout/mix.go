@@ -15,8 +15,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/shuffle"
 )
@@ -314,18 +312,11 @@ const maxPass = 1<<31 - 1
 // component pass, each pass's sample IDs read from its order.
 func (o *Orders) mixParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
-	var draws []shuffle.Draw
-	var err error
-	if job.Balance != "" {
-		draws, b.Balanced, err = o.bal.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
-	} else if b.Assigns(job) {
-		draws, err = o.mixAssigned(ctx, m, job, b.Epoch, b.EpochSamples, int(b.Batch), b.Members)
-	} else {
-		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
-	}
+	draws, _, bal, err := o.asg.draws(ctx, b.Source, job, b.Epoch, b.EpochSamples, b.Batch, b.Start, b.End)
 	if err != nil {
 		return err
 	}
+	b.Balanced = bal
 	b.Take = make([]Take, len(draws))
 	global := job.BatchSize * job.World
 	sum := m.weightSum()
@@ -411,72 +402,6 @@ func (m *Mixed) weightSum() uint64 {
 	return sum
 }
 
-// mixAssigned is assigned for a mixture: the global batch's draws, each
-// rank first given those whose chunk its home node owns.
-func (o *Orders) mixAssigned(ctx context.Context, m *Mixed, job api.Job, epoch uint64, n, b int, ms *cluster.Membership) ([]shuffle.Draw, error) {
-	share, start, end, err := globalBatch(job, n, b)
-	if err != nil {
-		return nil, err
-	}
-	draws, err := m.Order.Draws(ctx, make([]shuffle.Draw, 0, end-start), job.Seed, epoch, start, end)
-	if err != nil {
-		return nil, err
-	}
-	// A component pass's draws in a global batch are consecutive
-	// positions of its order: read each pass's extent once.
-	type extent struct {
-		first, end int
-		ids        []int
-	}
-	ext := map[[2]uint64]*extent{}
-	for _, d := range draws {
-		k := [2]uint64{uint64(d.Component), d.Pass}
-		if x, ok := ext[k]; ok {
-			x.first, x.end = min(x.first, d.Index), max(x.end, d.Index+1)
-		} else {
-			ext[k] = &extent{first: d.Index, end: d.Index + 1}
-		}
-	}
-	for k, x := range ext {
-		s := m.Stream(int(k[0]), job)
-		e, err := o.Epoch(s, k[1])
-		if err != nil {
-			return nil, err
-		}
-		x.ids = o.appendRange(make([]int, 0, x.end-x.first), s, e, k[1], x.first, x.end)
-	}
-	pos := make([]int, len(draws))
-	owner := make([]int, len(draws))
-	for i, d := range draws {
-		pos[i] = i
-		ds := m.DS[d.Component]
-		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
-		owner[i] = ds.Owners(ms)[ds.Index.ChunkOf(x.ids[d.Index-x.first])]
-	}
-	a, err := cluster.Assign(pos, owner, share, ms.Len())
-	if err != nil {
-		return nil, err
-	}
-	// A rank's share is a subsequence of the global batch, which can put
-	// two passes' draws of one sample of a small component next to each
-	// other: a tar reader would group them as one sample.
-	type drawn struct {
-		d      shuffle.Draw
-		sample int
-	}
-	mine := make([]drawn, len(a.Ranks[job.Rank]))
-	for j, i := range a.Ranks[job.Rank] {
-		d := draws[i]
-		x := ext[[2]uint64{uint64(d.Component), d.Pass}]
-		mine[j] = drawn{d, x.ids[d.Index-x.first]}
-	}
-	importance.SeparateRepeatsFunc(mine, func(x, y drawn) bool { return x.d.Component == y.d.Component && x.sample == y.sample })
-	out := make([]shuffle.Draw, len(mine))
-	for j, m := range mine {
-		out[j] = m.d
-	}
-	return out, nil
-}
 
 // MixETag names a mixture batch's bytes: every component's index and
 // weight, the block and length, every parameter that selects the batch,

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/brandgw/brand/api"
-	"github.com/brandgw/brand/cluster"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/internal/cache/evict"
 	"github.com/brandgw/brand/internal/errkind"
@@ -61,16 +60,6 @@ type windowKey struct {
 	w int
 }
 
-// assignKey names one global batch's assignment to ranks: everything that
-// decides it but the rank.
-type assignKey struct {
-	epochKey
-	members                  string // the membership version
-	batchSize, world, offset int
-	dropLast                 bool
-	m                        int
-}
-
 // Orders computes and memoises epoch orders, the sample order of their
 // windows, and global batches' assignments to ranks. All are pure
 // functions of the key, so a lost or duplicated entry costs only
@@ -82,24 +71,22 @@ type Orders struct {
 	// rather than O(chunks): fewer of them.
 	sampledEpochs *lru.Cache[epochKey, *EpochOrder]
 	windows       *lru.Cache[windowKey, []int]
-	assignments   *lru.Cache[assignKey, [][]int]
 	mixtures      *lru.Cache[[sha256.Size]byte, *Mixed] // by their keys' digests
 	mixFlight     singleflight.Group                    // a mixture's construction, once however many ask
 	mixSpans      *mixSpans                             // spans of mixtures' epoch orders
 	tokens        *tokenMemo                            // token jobs' packed epochs and windows
-	bal           balancer                              // balance=: global batches' assignments to ranks
+	asg           assigner                              // global batches' assignments to ranks, but plain cuts
 	clipSpaces    *lru.Cache[clipSpaceKey, *ClipSpace]  // clip jobs' sample spaces
 	edits         Edits                                 // named jobs' edits, by version
 	snapshots     Snapshots
 }
 
 // Bounds of the memoised orders: an epoch costs O(chunks), a window the
-// samples of its chunks, an assignment one global batch's IDs.
+// samples of its chunks.
 const (
 	maxMemoEpochs        = 64
 	maxMemoSampledEpochs = 8
 	maxMemoWindows       = 32
-	maxMemoAssignments   = 64
 )
 
 // noSnapshots finds none.
@@ -120,9 +107,8 @@ func New(snaps Snapshots) *Orders {
 	e, _ := lru.New[epochKey, *EpochOrder](maxMemoEpochs)
 	se, _ := lru.New[epochKey, *EpochOrder](maxMemoSampledEpochs)
 	w, _ := lru.New[windowKey, []int](maxMemoWindows)
-	a, _ := lru.New[assignKey, [][]int](maxMemoAssignments)
-	o := &Orders{epochs: e, sampledEpochs: se, windows: w, assignments: a, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
-	o.bal = balancer{o: o, memo: newBalanceMemo()}
+	o := &Orders{epochs: e, sampledEpochs: se, windows: w, mixtures: newMixtureMemo(), mixSpans: newMixSpans(), tokens: newTokenMemo(), clipSpaces: newClipMemo(), snapshots: snaps}
+	o.asg = newAssigner(o)
 	o.edits.ext = o
 	return o
 }
@@ -208,41 +194,6 @@ func (o *Orders) appendRange(dst []int, s Stream, e *EpochOrder, epoch uint64, s
 		pos += take
 	}
 	return dst
-}
-
-// assigned returns the samples job's rank receives from global batch m of
-// a stream's epoch under locality-aware assignment (cluster.Assign) over
-// membership ms: the global batch's samples, each rank first given those
-// whose chunk its home member owns. Every rank of the batch asks for the
-// same assignment, so the whole of it is memoised.
-func (o *Orders) assigned(s Stream, e *EpochOrder, epoch uint64, job api.Job, n, m int, ms *cluster.Membership) ([]int, error) {
-	k := assignKey{epochKey{s.Order(), epoch}, ms.Version(), job.BatchSize, job.World, job.Offset, job.DropLast, m}
-	if a, ok := o.assignments.Get(k); ok {
-		return a[job.Rank], nil
-	}
-	share, start, end, err := globalBatch(job, n, m)
-	if err != nil {
-		return nil, err
-	}
-	ids := o.appendRange(make([]int, 0, end-start), s, e, epoch, start, end)
-	owners := s.DS.Owners(ms)
-	owner := make([]int, len(ids))
-	for i, id := range ids {
-		owner[i] = owners[s.DS.Index.ChunkOf(id)]
-	}
-	a, err := cluster.Assign(ids, owner, share, ms.Len())
-	if err != nil {
-		return nil, err
-	}
-	if s.Sampled() {
-		// Assignment takes a subsequence for each rank, which can put
-		// two draws of one sample next to each other.
-		for _, r := range a.Ranks {
-			importance.SeparateRepeats(r)
-		}
-	}
-	o.assignments.Add(k, a.Ranks)
-	return a.Ranks[job.Rank], nil
 }
 
 // globalBatch returns what each rank of a job takes from global batch m

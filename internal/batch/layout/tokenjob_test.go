@@ -10,6 +10,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format/megatron/megatrontest"
+	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/internal/testsupport/catalogtest"
@@ -258,7 +259,7 @@ func TestTokenJobRefused(t *testing.T) {
 		if err == nil {
 			_, err = TokensOf(tc.ds, q.Job)
 		}
-		if !errors.Is(err, query.ErrBadRequest) || !strings.Contains(err.Error(), tc.says) {
+		if !errkind.Has(err, errkind.Invalid) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want a bad request saying %q", tc.query, err, tc.says)
 		}
 	}

@@ -173,16 +173,11 @@ func (p *passLens) PassLen(pass uint64) int {
 // they name, each once.
 func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	m, job := b.Mix, b.Job
-	var draws []shuffle.Draw
-	var err error
-	if job.Balance != "" {
-		draws, b.Balanced, err = o.bal.balancedDraws(ctx, b.Source, job, b.Epoch, b.EpochSamples, int(b.Batch))
-	} else {
-		draws, err = m.Order.Draws(ctx, make([]shuffle.Draw, 0, b.End-b.Start), job.Seed, b.Epoch, b.Start, b.End)
-	}
+	draws, pos, bal, err := o.asg.draws(ctx, b.Source, job, b.Epoch, b.EpochSamples, b.Batch, b.Start, b.End)
 	if err != nil {
 		return err
 	}
+	b.Balanced = bal
 	type passKey struct {
 		comp int
 		pass uint64
@@ -194,7 +189,7 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 			return err
 		}
 	}
-	tb := &TokenBatch{Spec: specs[0]}
+	tb := &TokenBatch{Spec: specs[0], Pos: pos}
 	global := job.BatchSize * job.World
 	docAt := map[[2]int]int{} // (part, document) → its read position
 	var partDocs [][]int

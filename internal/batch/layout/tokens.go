@@ -260,6 +260,10 @@ func docPosition(p *Packed, s int) int {
 type TokenBatch struct {
 	Spec TokenSpec
 	Seqs []seqpack.Sequence
+	// Pos is each sequence's position in the epoch, which keys it
+	// (sequences.Key): under balance= a rank's sequences come from
+	// anywhere in its global batch.
+	Pos []int
 	At   [][]int // per sequence, per piece: its document's position in Take
 	// NonPad is the sequences' tokens that are not pad; Split the pieces
 	// that are part of a document (a piece shorter than its document).
@@ -273,17 +277,18 @@ type TokenBatch struct {
 // rank's cut of the epoch's sequences, and one part reading the
 // documents they name, each once.
 func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *Packed, s Stream) error {
-	var seqs []seqpack.Sequence
-	start, end := b.Start, b.End // what the stream is followed at
-	if b.Job.Balance != "" {
-		var err error
-		if seqs, b.Balanced, start, end, err = o.bal.balancedSequences(b.Source, p, b.Epoch, b.Job, b.EpochSamples, int(b.Batch)); err != nil {
+	seqs, pos, bal, err := o.asg.sequencesOf(b.Source, p, b.Epoch, b.Job, b.EpochSamples, b.Batch, b.Start, b.End)
+	if err != nil {
+		return err
+	}
+	b.Balanced = bal
+	start, end := b.Start, b.End // what the stream is followed at: a balanced rank's, its global batch
+	if bal != nil {
+		if _, start, end, err = globalBatch(b.Job, b.EpochSamples, int(b.Batch)); err != nil {
 			return err
 		}
-	} else {
-		seqs = o.sequences(nil, p, b.Start, b.End)
 	}
-	tb := &TokenBatch{Spec: spec, Seqs: seqs, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
+	tb := &TokenBatch{Spec: spec, Seqs: seqs, Pos: pos, At: make([][]int, len(seqs)), split: make([]int, len(seqs))}
 	counts, err := o.docTokens(s.DS)
 	if err != nil {
 		return err
@@ -348,7 +353,7 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
 	}
 	tb := *b.Tokens
-	tb.Seqs, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, 0, 0
+	tb.Seqs, tb.Pos, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, nil, 0, 0
 	for i, q := range b.Tokens.Seqs {
 		lost := false
 		for _, k := range b.Tokens.At[i] {
@@ -359,6 +364,7 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 			continue
 		}
 		tb.Seqs = append(tb.Seqs, q)
+		tb.Pos = append(tb.Pos, b.Tokens.Pos[i])
 		tb.At = append(tb.At, b.Tokens.At[i])
 		tb.split = append(tb.split, b.Tokens.split[i])
 		if b.Tokens.Comps != nil {

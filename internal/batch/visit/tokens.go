@@ -43,7 +43,7 @@ func (v *Batches) pack(ctx context.Context, b *layout.Batch, res *reader.Result,
 			k++
 			continue
 		}
-		keys[i-k] = sequences.Key(b.Epoch, b.Start+i)
+		keys[i-k] = sequences.Key(b.Epoch, b.Tokens.Pos[i])
 	}
 	spec := tb.Spec
 	out, err := v.packer.Pack(ctx, sequences.Request{Spec: sequences.Spec{Seq: spec.Pack.Seq, Pad: spec.Pad, EOS: spec.EOS, DType: spec.DType},

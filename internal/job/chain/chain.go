@@ -329,7 +329,11 @@ func resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*layout.Edit
 				return nil, fmt.Errorf("job %s's exclusion %s in index %s: %w", v.Job, v.Version, ds.ID(), err)
 			}
 			x, err = layout.NewExclusion(v.Version, ds, v.Epoch, v.FromPosition, ids, x)
-			if err == nil && !extends(ds, v.IndexID) {
+			switch {
+			case err != nil:
+			case extends(ds, v.IndexID):
+				x.Over = v.IndexID // the version made over, which ds grew from
+			default:
 				w := *v
 				w.IndexID = ds.ID()
 				if x.Prev != nil {
@@ -475,6 +479,11 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 	s := store(dir)
 	s.Kind = kind
 	done, err := s.Make(ctx, st, b.pos, v, stepOf)
+	if errors.Is(err, ErrConflict) {
+		// Another edit won, or one was made since the chain was read:
+		// the next request reads the chain from the store.
+		b.known.Set(e.Dataset, e.Job, entry{}, time.Time{})
+	}
 	if err != nil {
 		return nil, nil, err
 	}

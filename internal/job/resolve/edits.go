@@ -216,6 +216,9 @@ func (r *Resolver) EditJob(ctx context.Context, name, raw, kind string) (*EditJo
 		return nil, err
 	}
 	q.Job.Name = name
+	if err := spec.Requested(q.Job).With(kindFeature(kind)).Check(); err != nil {
+		return nil, err
+	}
 	// The chain as the store has it now: an edit made on another node
 	// within chain.Refresh is the one this one follows.
 	src, err := r.source(ctx, q.Job)
@@ -292,6 +295,10 @@ type NewEdit struct {
 // version the job reads after it, and the layout's chain up to it.
 func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit, *catalog.Dataset, *layout.Edit, error) {
 	job, ds := ej.Query.Job, ej.Source.DS
+	if h := ej.Head; h != nil && e.Previous == h.Version && e.FromStep < h.FromStep {
+		return nil, nil, nil, fmt.Errorf("%w: job %s's edit %s applies from step %d; the next applies from that step or a later one, not from step %d",
+			layout.ErrBeforePrevious, job.Name, h.Version, h.FromStep, e.FromStep)
+	}
 	epoch, m, ok := ej.Steps.At(e.FromStep)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast)

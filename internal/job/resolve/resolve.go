@@ -227,6 +227,11 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 		}
 	}
 	features := spec.Requested(q.Job) | extra
+	// What the request names is refused before what it reads is looked
+	// for: the table's answer, whatever the dataset.
+	if err := features.Check(); err != nil {
+		return nil, err
+	}
 	src, err := r.source(ctx, q.Job)
 	if err != nil {
 		return nil, err
