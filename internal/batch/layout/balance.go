@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/importance"
 	"github.com/brandgw/brand/seqpack"

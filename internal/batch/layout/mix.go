@@ -402,7 +402,6 @@ func (m *Mixed) weightSum() uint64 {
 	return sum
 }
 
-
 // MixETag names a mixture batch's bytes: every component's index and
 // weight, the block and length, every parameter that selects the batch,
 // and the membership version it was assigned under ("" for a plain cut;

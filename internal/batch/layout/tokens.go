@@ -264,7 +264,7 @@ type TokenBatch struct {
 	// (sequences.Key): under balance= a rank's sequences come from
 	// anywhere in its global batch.
 	Pos []int
-	At   [][]int // per sequence, per piece: its document's position in Take
+	At  [][]int // per sequence, per piece: its document's position in Take
 	// NonPad is the sequences' tokens that are not pad; Split the pieces
 	// that are part of a document (a piece shorter than its document).
 	NonPad, Split int
