@@ -72,6 +72,46 @@ func TestDeferredRoundTrip(t *testing.T) {
 	}
 }
 
+// A deferred index opened in part (a cluster node's) whose chunks' key
+// ranges overlap finds a key by the hash directory it builds from the
+// stored index on the first lookup: the directory's pass over the stored
+// index passes the in-place section between the keys and the trailer
+// (it read the section as trailing bytes, and every lookup of such an
+// index on a cluster node failed as a corrupt index), with and without
+// checksums.
+func TestDeferredOpenedInPartFindsKeys(t *testing.T) {
+	chunks := []Chunk{
+		{Key: "data/a.lines#0", Size: 100, ETag: "e1", Samples: 2},
+		{Key: "data/b.lines#0", Size: 100, ETag: "e2", Samples: 2},
+	}
+	keys := []string{"data/x/9", "data/x/10", "data/x/1", "data/x/2"} // overlapping ranges: no order
+	for _, checksums := range []bool{false, true} {
+		ix, err := NewDeferred(chunks, keys, InPlace{Format: "lines", Created: 1})
+		if checksums {
+			ix, err = NewDeferredChecked(chunks, keys, InPlace{Format: "lines", Created: 1}, [][]Span{{{Off: 0, Len: 100, CRC: 1}}, {{Off: 0, Len: 100, CRC: 2}}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ix.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := Open(context.Background(), &memObject{b: b}, int64(len(b)), OpenOptions{ReadSize: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for want, k := range keys {
+			if id, ok := lookup(t, part, k); !ok || id != want {
+				t.Errorf("checksums %t: %q found as %d (%t), want %d", checksums, k, id, ok, want)
+			}
+		}
+		if _, ok := lookup(t, part, "data/x/3"); ok {
+			t.Errorf("checksums %t: a key it does not hold found", checksums)
+		}
+	}
+}
+
 // A deferred index whose records carry ranges, a flag this build does
 // not know, or keys that do not match the chunks' counts are refused.
 func TestDeferredRejects(t *testing.T) {

@@ -626,6 +626,13 @@ func (p *partial) directory(ctx context.Context, ix *Index) (*hashedKeys, error)
 	if _, err := tmp.streamKeys(st, again, scratch, p.seed, nil); err != nil {
 		return nil, err
 	}
+	// A deferred index's in-place section lies between its keys and its
+	// trailer (Open parses it; the directory needs none of it).
+	if hdr.inPlace > 0 {
+		if _, err := st.next(int(hdr.inPlace)); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := st.next(trailerSize); err != nil {
 		return nil, err
 	}
