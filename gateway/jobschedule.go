@@ -138,6 +138,10 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		writeError(ctx, w, fmt.Errorf("%w: base %q is not a schedule version (16 hex digits)", query.ErrBadRequest, e.Base))
 		return
 	}
+	if err := sa.jobs.CheckScheduleEdit(ctx, job); err != nil {
+		writeError(ctx, w, err)
+		return
+	}
 	book, others := sa.jobs.Schedules()
 	// This node's latest step is the book's own (checked under the edit's
 	// lock); every other member's is asked for, with the question every

@@ -229,6 +229,9 @@ type Book struct {
 	now   func() time.Time
 	pos   *edits.Positions
 	known edits.Known[entry]
+	// newest is the newest version of a dataset the node holds (nil:
+	// none), whose index keys are looked up in (keysIn).
+	newest func(dataset string) *catalog.Dataset
 }
 
 // New returns an empty book with positions of its own.
@@ -239,6 +242,29 @@ func New() *Book { return With(edits.NewPositions()) }
 // of edits: the requests of a job hold it, and record what they served
 // in it, once).
 func With(pos *edits.Positions) *Book { return &Book{now: time.Now, pos: pos} }
+
+// LookIn has b look keys up in the newest version of a dataset newest
+// gives, where it extends the version an edit is resolved in, and
+// returns b. An older version's index is opened in part on a cluster
+// node, and its keys can no longer be read once `brand index --append`
+// has replaced the index object the version was read from; the version
+// extending it holds every one of its samples under the same ID.
+func (b *Book) LookIn(newest func(dataset string) *catalog.Dataset) *Book {
+	b.newest = newest
+	return b
+}
+
+// keysIn is the version keys of ds are looked up in: the newest the node
+// holds if it extends ds, else ds.
+func (b *Book) keysIn(ds *catalog.Dataset) *catalog.Dataset {
+	if b.newest == nil {
+		return ds
+	}
+	if n := b.newest(ds.Name); n != nil && n.ID() != ds.ID() && extends(n, ds.ID()) {
+		return n
+	}
+	return ds
+}
 
 // Served records that this node served job's epoch over dataset up to
 // position end.
@@ -305,7 +331,7 @@ func (b *Book) Resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*l
 	if r := e.res; r != nil && r.head == head.Version && r.over == ds.ID() {
 		return r.edit, nil
 	}
-	x, err := resolve(ctx, ds, head)
+	x, err := resolve(ctx, ds, b.keysIn(ds), head)
 	if err != nil {
 		return nil, err
 	}
@@ -316,8 +342,9 @@ func (b *Book) Resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*l
 	return x, nil
 }
 
-// resolve is Resolve without the book.
-func resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*layout.Edit, error) {
+// resolve is Resolve without the book, keys looked up in keysIn (ds or a
+// version extending it).
+func resolve(ctx context.Context, ds, keysIn *catalog.Dataset, head *Edit) (*layout.Edit, error) {
 	var x *layout.Edit
 	for _, v := range head.Chain() {
 		var err error
@@ -325,7 +352,7 @@ func resolve(ctx context.Context, ds *catalog.Dataset, head *Edit) (*layout.Edit
 			x, err = layout.NewAppend(v.Version, v.IndexID, v.Index, v.ParentChunks, v.Epoch, v.FromPosition, x)
 		} else {
 			var ids []int
-			if ids, err = lookup(ctx, ds, v.Keys); err != nil {
+			if ids, err = lookup(ctx, ds, keysIn, v.Keys); err != nil {
 				return nil, fmt.Errorf("job %s's exclusion %s in index %s: %w", v.Job, v.Version, ds.ID(), err)
 			}
 			x, err = layout.NewExclusion(v.Version, ds, v.Epoch, v.FromPosition, ids, x)
@@ -357,18 +384,20 @@ func extends(ds *catalog.Dataset, id string) bool {
 	return slices.ContainsFunc(chunkindex.Lineage(ds.Index), func(a chunkindex.Ancestor) bool { return a.ID == id })
 }
 
-// lookup resolves keys in ds's index; unknown keys fail the whole
-// exclusion, naming the first few.
-func lookup(ctx context.Context, ds *catalog.Dataset, keys []string) ([]int, error) {
-	all, found, err := ds.Index.LookupMany(ctx, keys)
+// lookup resolves keys in ds's index, looked up in keysIn's (ds, or a
+// version extending it, whose samples of ds have ds's IDs); unknown keys
+// fail the whole exclusion, naming the first few.
+func lookup(ctx context.Context, ds, keysIn *catalog.Dataset, keys []string) ([]int, error) {
+	all, found, err := keysIn.Index.LookupMany(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
+	n := ds.Index.NumSamples()
 	ids := all[:0]
 	var unknown []string
 	missing := 0
 	for i, k := range keys {
-		if !found[i] {
+		if !found[i] || all[i] >= n {
 			missing++
 			if len(unknown) < 5 {
 				unknown = append(unknown, fmt.Sprintf("%q", k))
@@ -437,7 +466,7 @@ func (b *Book) Make(ctx context.Context, st Store, ds, ext *catalog.Dataset, cur
 		if len(e.Keys) > MaxKeys {
 			return nil, nil, fmt.Errorf("%w: %d keys; an exclusion holds at most %d", ErrUnknownKeys, len(e.Keys), MaxKeys)
 		}
-		ids, err := lookup(ctx, ds, e.Keys)
+		ids, err := lookup(ctx, ds, b.keysIn(ds), e.Keys)
 		if err != nil {
 			return nil, nil, err
 		}

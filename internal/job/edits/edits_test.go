@@ -197,3 +197,31 @@ func TestKnown(t *testing.T) {
 		t.Fatal("another dataset's job")
 	}
 }
+
+// TestPositionsAnswer: a node's answer to another taking an edit names
+// the furthest position it served, and holds the job's later positions
+// — from the edit's, or past what it served if that is further — for
+// Hold: a batch ending past the held position waits, one ending before
+// does not, and the hold ends on its own.
+func TestPositionsAnswer(t *testing.T) {
+	p := NewPositions()
+	now := time.Unix(100, 0)
+	p.now = func() time.Time { return now }
+	if _, _, ok := p.Answer("d", "run", 1, 40); ok {
+		t.Fatal("an answer naming a position never served")
+	}
+	if p.Held("d", "run", 1, 40) != 0 || p.Held("d", "run", 1, 41) != Hold || p.Held("d", "run", 2, 1) != Hold || p.Held("d", "other", 2, 1) != 0 {
+		t.Fatal("the hold from position 40 of epoch 1")
+	}
+	p.Served("d", "run", 1, 60)
+	if e, end, ok := p.Answer("d", "run", 1, 40); !ok || e != 1 || end != 60 {
+		t.Fatalf("answer %d %d %t; want position 60 of epoch 1", e, end, ok)
+	}
+	if p.Held("d", "run", 1, 55) != 0 || p.Held("d", "run", 1, 61) == 0 {
+		t.Fatal("the hold after what was served: from 60")
+	}
+	now = now.Add(Hold)
+	if p.Held("d", "run", 1, 61) != 0 {
+		t.Fatal("a hold past its end")
+	}
+}

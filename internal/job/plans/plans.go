@@ -238,7 +238,13 @@ func (m *Maker) Plan(ctx context.Context, rawQuery string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := j.Features.CheckPlan(); err != nil {
+	planned := j.Features
+	if q.Job.Importance.Version == "" {
+		// An importance job's epoch drawn from no snapshot (its first) is
+		// the uniform shuffle, which the planner models everywhere.
+		planned = planned.Without(spec.Importance)
+	}
+	if err := planned.CheckPlan(); err != nil {
 		return nil, err
 	}
 	q = j.Query

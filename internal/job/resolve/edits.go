@@ -216,8 +216,16 @@ func (r *Resolver) EditJob(ctx context.Context, name, raw, kind string) (*EditJo
 		return nil, err
 	}
 	q.Job.Name = name
-	if err := spec.Requested(q.Job).With(kindFeature(kind)).Check(); err != nil {
+	features := spec.Requested(q.Job).With(kindFeature(kind))
+	if err := features.Check(); err != nil {
 		return nil, err
+	}
+	// A job whose name keeps a stored schedule reads a schedule: the
+	// table's to refuse an edit of its chain, as its reads would be.
+	if _, err := r.book().Current(ctx, name); err == nil {
+		if err := features.Without(spec.Dataset).With(spec.Schedule).Check(); err != nil {
+			return nil, err
+		}
 	}
 	// The chain as the store has it now: an edit made on another node
 	// within chain.Refresh is the one this one follows.
@@ -371,4 +379,28 @@ func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job s
 		}
 	}
 	return asked, nil
+}
+
+// CheckScheduleEdit refuses an edit of job name's stored schedule where
+// the job keeps a chain of exclusions or appends over a dataset served
+// here: a schedule's job reads each component's order, which a chain
+// over one dataset does not apply to (the table's refusal, as its reads
+// would be refused).
+func (r *Resolver) CheckScheduleEdit(ctx context.Context, name string) error {
+	for _, n := range r.cfg.Catalog.Names() {
+		ds, err := r.cfg.Catalog.Get(n)
+		if err != nil || ds.Store == nil {
+			continue
+		}
+		head, err := r.chains.Of(ctx, ds.Store, ds.Name, name)
+		if err != nil {
+			return err
+		}
+		for _, e := range head.Chain() {
+			if err := spec.Of(spec.Schedule, kindFeature(e.Kind)).Check(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

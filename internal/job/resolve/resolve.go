@@ -109,7 +109,14 @@ type Resolver struct {
 // New returns a Resolver over cfg.
 func New(cfg Config) *Resolver {
 	served := edits.NewPositions()
-	r := &Resolver{cfg: cfg, served: served, chains: chain.With(served)}
+	r := &Resolver{cfg: cfg, served: served}
+	r.chains = chain.With(served).LookIn(func(name string) *catalog.Dataset {
+		ds, err := cfg.Catalog.Get(name)
+		if err != nil {
+			return nil
+		}
+		return ds
+	})
 	r.scheds.node = cfg.Node
 	return r
 }
