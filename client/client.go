@@ -169,7 +169,18 @@ func (o *Options) validate() error {
 	}
 	// Which of the job's features go together is the gateway's table
 	// (internal/job/spec), asked of the parameters the job sends.
-	if err := spec.CheckParams(j.Values()); err != nil {
+	v := j.Values()
+	if imp := j.Importance; !imp.On() {
+		// Values writes them for an importance job alone; the options
+		// may name them without one.
+		if imp.Version != "" {
+			v.Set(api.ParamImportance, imp.Version)
+		}
+		if imp.Hot != 0 {
+			v.Set(api.ParamHot, strconv.Itoa(imp.Hot))
+		}
+	}
+	if err := spec.CheckParams(v); err != nil {
 		return fmt.Errorf("%w: Options.Job: %w", ErrInvalid, err)
 	}
 	if j.ScheduleVersion != "" {
@@ -213,14 +224,7 @@ func validScheduleVersion(v string) bool {
 // validateMix checks a job over a mixture: the gateway would refuse it
 // with 400 at the first request.
 func validateMix(j *api.Job) error {
-	switch {
-	case j.Dataset != "":
-		return fmt.Errorf("%w: Options.Job.Mix and Dataset exclude each other: a mixture names its datasets", ErrInvalid)
-	case j.Index != "":
-		return fmt.Errorf("%w: Options.Job.Index pins one dataset's version; a mixture reads each component's current version (Client.Index says which)", ErrInvalid)
-	case j.Importance != (api.Importance{}):
-		return fmt.Errorf("%w: Options.Job.Importance applies to one dataset; a mixture draws uniformly from each component", ErrInvalid)
-	}
+	// Which features go with a mixture is the table's (validate asks it).
 	for _, c := range j.Mix {
 		// The query writes a mixture as name:weight,name:weight.
 		if strings.ContainsAny(c.Dataset, ",:") {

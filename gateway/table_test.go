@@ -10,9 +10,9 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/spec"
-	"github.com/brandgw/brand/format/formattest"
 )
 
 // tableParams are the parameters that name each feature a request can
