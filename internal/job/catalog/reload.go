@@ -115,14 +115,18 @@ func (c *Catalog) reloadDataset(ctx context.Context, name string) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("dataset %s: reading its new index: %w", name, err)
 	}
-	c.reload.seen[name] = info.ETag
 	if ix.ID() == cur.ID() {
+		c.reload.seen[name] = info.ETag
 		return false, nil // rewritten with the same content
 	}
 	next, err := open(ctx, cur.opened, name, cur.URL, cur.Store, ix)
 	if err != nil {
+		// Not marked seen: the next check opens it again. A dataset
+		// served in place has its manifest written after its index, so
+		// a check between the two finds them apart.
 		return false, fmt.Errorf("dataset %s: opening its new index: %w", name, err)
 	}
+	c.reload.seen[name] = info.ETag
 	next.IndexETag, next.IndexModified, next.Version, next.partition = info.ETag, info.ModTime, cur.Version+1, cur.partition
 	c.replace(next)
 	c.metrics.indexReloads.WithLabelValues(name).Inc()

@@ -1,15 +1,23 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 
+	"github.com/brandgw/brand/chunkindex"
+	"github.com/brandgw/brand/dataset"
+	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/internal/server/stopper"
+	"github.com/brandgw/brand/s3backend"
 )
 
 // TestReload: a dataset re-packed in its store is swapped in when the
@@ -84,5 +92,71 @@ func TestReload(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestReloadBetweenIndexAndManifest: brand index writes a dataset served
+// in place's new index before its manifest. A reload that finds the new
+// index beside the old manifest cannot open it yet and says so; the next
+// one, once the manifest is written, loads it. (The first check used to
+// mark the index seen before opening it, and the version was never
+// loaded.)
+func TestReloadBetweenIndexAndManifest(t *testing.T) {
+	ctx := context.Background()
+	st, err := s3backend.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(k string, b []byte) {
+		t.Helper()
+		if _, err := st.Put(ctx, k, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := func(name string, n int) {
+		for k, b := range formattest.Write(map[string][]string{name: slices.Repeat([]string{"a line"}, n)}) {
+			put(k, b)
+		}
+	}
+	formats := []format.Format{formattest.Lines{}}
+	lines("a.lines", 20)
+	if _, err := dataset.IndexInPlace(ctx, st, st, dataset.InPlaceOptions{Formats: formats, Options: format.Options{ChunkBytes: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Load(ctx, Spec{Name: "test", URL: "file:///test", Store: st, Formats: formats}, s3backend.Config{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := New([]string{"test"}, "test", NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
+	cat.Add(ds)
+	cat.MarkReady()
+	read := func(k string) []byte {
+		t.Helper()
+		info, err := st.Stat(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, info.Size)
+		if err := st.ReadRange(ctx, k, info.ETag, 0, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	oldManifest := read(chunkindex.ManifestKey)
+	lines("b.lines", 10)
+	if _, err := dataset.AppendInPlace(ctx, st, st, dataset.AppendOptions{Formats: formats, Options: format.Options{ChunkBytes: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	newManifest := read(chunkindex.ManifestKey)
+	put(chunkindex.ManifestKey, oldManifest) // the index written, its manifest not yet
+	if reloaded, err := cat.Reload(ctx); err == nil || len(reloaded) != 0 {
+		t.Fatalf("a reload between the index and its manifest: %v, %v; want an error and nothing loaded", reloaded, err)
+	}
+	put(chunkindex.ManifestKey, newManifest)
+	if reloaded, err := cat.Reload(ctx); err != nil || !slices.Equal(reloaded, []string{"test"}) {
+		t.Fatalf("the reload after the manifest: %v, %v", reloaded, err)
+	}
+	if cur, _ := cat.Get("test"); cur.Index.NumSamples() != 30 {
+		t.Fatalf("the dataset after the reload has %d samples; want 30", cur.Index.NumSamples())
 	}
 }
