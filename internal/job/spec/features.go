@@ -62,7 +62,22 @@ type Def struct {
 
 // Features are the features, in the table's order: a request refused for
 // several pairs is refused for the first pair in this order.
-func Features() []Def {
+func Features() []Def { return slices.Clone(defs) }
+
+// defs are the features, made once: every request detects and checks
+// against them. Never modified.
+var defs = features()
+
+// bits are each feature's bit, by its place in defs. Never modified.
+var bits = func() map[Feature]Set {
+	m := make(map[Feature]Set, len(defs))
+	for i, d := range defs {
+		m[d.Name] = 1 << i
+	}
+	return m
+}()
+
+func features() []Def {
 	p := func(name string) Param { return Param{Name: name} }
 	sources := []Param{p(api.ParamMix), p(api.ParamMixSchedule), p(api.ParamScheduleVersion)}
 	units := []Param{p(api.ParamSeq), p(api.ParamClip), p(api.ParamDeltaTimestamps), p(api.ParamFrames)}
@@ -98,13 +113,7 @@ func Features() []Def {
 type Set uint64
 
 // bit is f's bit, by its place in Features; 0 for a name that is none.
-func bit(f Feature) Set {
-	i := slices.IndexFunc(Features(), func(d Def) bool { return d.Name == f })
-	if i < 0 {
-		return 0
-	}
-	return 1 << i
-}
+func bit(f Feature) Set { return bits[f] }
 
 // Of is the set of fs.
 func Of(fs ...Feature) Set {
@@ -127,7 +136,7 @@ func (s Set) Without(fs ...Feature) Set { return s &^ Of(fs...) }
 // List is s's features, in the table's order.
 func (s Set) List() []Feature {
 	var out []Feature
-	for i, d := range Features() {
+	for i, d := range defs {
 		if s&(1<<i) != 0 {
 			out = append(out, d.Name)
 		}
@@ -139,7 +148,7 @@ func (s Set) List() []Feature {
 // definitions' rules (Def.SetBy, Def.DefaultUnless).
 func Detect(v url.Values) Set {
 	var s Set
-	for i, d := range Features() {
+	for i, d := range defs {
 		on := false
 		for _, p := range d.SetBy {
 			on = on || p.in(v)

@@ -174,3 +174,19 @@ func TestRequested(t *testing.T) {
 		t.Errorf("an exclusion and an append, balanced: %v", err)
 	}
 }
+
+// BenchmarkCheck is the table's cost a request pays: its parameters'
+// features detected and checked (CheckParams, the parser's), and its
+// job's (Requested and Check, the resolver's).
+func BenchmarkCheck(b *testing.B) {
+	v, _ := url.ParseQuery("dataset=a&seed=3&batch_size=32&world=8&rank=3&job=run&transform=imagenet-train&balance=bytes")
+	job := api.Job{Dataset: "a", Name: "run", Transform: "imagenet-train", Balance: api.BalanceBytes}
+	for b.Loop() {
+		if err := CheckParams(v); err != nil {
+			b.Fatal(err)
+		}
+		if err := Requested(job).With(InPlace).Check(); err == nil {
+			b.Fatal("in place, balanced by bytes: taken")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"slices"
 	"fmt"
 	"net/url"
 	"strings"
@@ -101,8 +102,24 @@ func cells() []Cell {
 
 // Table is every pair of features, each once (A before B in Features'
 // order), with its cell.
-func Table() []Cell {
-	defs := Features()
+func Table() []Cell { return slices.Clone(table) }
+
+// table is Table, made once: every request is checked against it, so its
+// walks are of the few cells that say something (notable). Never modified.
+var table = makeTable()
+
+// notable are table's cells that do not simply compose, in its order.
+var notable = func() []Cell {
+	var out []Cell
+	for _, c := range table {
+		if c.Kind != Compose || c.Plan != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}()
+
+func makeTable() []Cell {
 	listed := cells()
 	var out []Cell
 	for i, a := range defs {
@@ -121,7 +138,7 @@ func Table() []Cell {
 
 // Lookup is the cell of the pair a, b (in either order).
 func Lookup(a, b Feature) Cell {
-	for _, c := range Table() {
+	for _, c := range table {
 		if c.A == a && c.B == b || c.A == b && c.B == a {
 			return c
 		}
@@ -132,7 +149,7 @@ func Lookup(a, b Feature) Cell {
 // Check refuses s if a pair of its features is refused: the first such
 // pair in the table's order, with its message (ErrIncompatible).
 func (s Set) Check() error {
-	for _, c := range Table() {
+	for _, c := range notable {
 		if c.Kind == Refuse && s.Has(c.A) && s.Has(c.B) {
 			return Refusal(c)
 		}
@@ -148,7 +165,7 @@ var ErrNotPlanned = errkind.New(errkind.NotImplemented, "not planned")
 // of its features: the first such pair in the table's order
 // (ErrNotPlanned with the cell's Plan).
 func (s Set) CheckPlan() error {
-	for _, c := range Table() {
+	for _, c := range notable {
 		if c.Plan != "" && s.Has(c.A) && s.Has(c.B) {
 			return fmt.Errorf("%w: %s", ErrNotPlanned, c.Plan)
 		}
@@ -177,7 +194,7 @@ func (s Set) Dropped(f Feature) bool {
 	if !s.Has(f) {
 		return false
 	}
-	for _, c := range Table() {
+	for _, c := range notable {
 		if c.Kind == Downgrade && c.Drops == f && s.Has(c.A) && s.Has(c.B) {
 			return true
 		}
