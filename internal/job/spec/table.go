@@ -2,9 +2,9 @@ package spec
 
 import (
 	"errors"
-	"slices"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/brandgw/brand/api"
