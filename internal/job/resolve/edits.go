@@ -91,12 +91,12 @@ func (r *Resolver) scheduleOthers() jobsched.Others {
 }
 
 // chainOf reads the chain of edits stored under job's name over what src
-// reads (nil if the job is not named or has none), and the store it is
-// kept in. A mixture's components are each asked: a chain over one of
-// them is the table's to refuse, not a chain to drop.
-func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) (*chain.Edit, chain.Store, error) {
+// reads (nil if the job is not named or has none). A mixture's
+// components are each asked: a chain over one of them is the table's to
+// refuse, not a chain to drop.
+func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) (*chain.Edit, error) {
 	if job.Name == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
 	for _, ds := range datasets(src) {
 		if ds.Store == nil {
@@ -104,10 +104,10 @@ func (r *Resolver) chainOf(ctx context.Context, src layout.Source, job api.Job) 
 		}
 		head, err := r.chains.Of(ctx, ds.Store, ds.Name, job.Name)
 		if err != nil || head != nil {
-			return head, ds.Store, err
+			return head, err
 		}
 	}
-	return nil, nil, nil
+	return nil, nil
 }
 
 // applyChain lays src and job out under the chain ending at head, read

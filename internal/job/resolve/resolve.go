@@ -243,12 +243,12 @@ func (r *Resolver) Resolve(ctx context.Context, q query.Query, epoch uint64, bat
 	if err != nil {
 		return nil, err
 	}
-	head, _, err := r.chainOf(ctx, src, q.Job)
+	head, err := r.chainOf(ctx, src, q.Job)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range head.Chain() {
-		features = features.With(spec.Feature(kindFeature(e.Kind)))
+		features = features.With(kindFeature(e.Kind))
 	}
 	for _, ds := range datasets(src) {
 		if ds.Index.Deferred() {
