@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/brandgw/brand/api"
 	"io"
 	"strings"
 	"testing"
@@ -139,6 +140,7 @@ func TestPlanEndpointNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	want.Assignment = api.AssignLocality // the gateway names the job's: 8 ranks on 4 nodes, locality on
 	var stderr syncBuffer
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan int, 1)
