@@ -53,21 +53,21 @@ func balancedStep(t *testing.T, o *Orders, src Source, job api.Job, m int) (bala
 		if err != nil {
 			t.Fatalf("plain batch %d rank %d: %v", m, r, err)
 		}
-		if len(b.Tokens.Seqs) != len(p.Tokens.Seqs) {
-			t.Fatalf("batch %d rank %d: %d sequences balanced, %d in the plain cut", m, r, len(b.Tokens.Seqs), len(p.Tokens.Seqs))
+		if len(b.Tokens().Seqs) != len(p.Tokens().Seqs) {
+			t.Fatalf("batch %d rank %d: %d sequences balanced, %d in the plain cut", m, r, len(b.Tokens().Seqs), len(p.Tokens().Seqs))
 		}
 		if b.Balanced == nil || b.Balanced.Kind != job.Balance {
 			t.Fatalf("batch %d rank %d: no balance reported (%+v)", m, r, b.Balanced)
 		}
 		var c uint64
-		for _, q := range b.Tokens.Seqs {
+		for _, q := range b.Tokens().Seqs {
 			c += sequenceCost(job.Balance, q)
 			bal = append(bal, seqKey(q))
 		}
 		if c != b.Balanced.Costs[r] {
 			t.Fatalf("batch %d rank %d: its sequences cost %d, the layout says %d", m, r, c, b.Balanced.Costs[r])
 		}
-		for _, q := range p.Tokens.Seqs {
+		for _, q := range p.Tokens().Seqs {
 			plain = append(plain, 0)
 			plain[len(plain)-1] = sequenceCost(job.Balance, q)
 			cut = append(cut, seqKey(q))
@@ -160,7 +160,7 @@ func TestBalanceAttention(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.EqualFunc(b.Tokens.Seqs, p.Tokens.Seqs, func(x, y seqpack.Sequence) bool { return seqKey(x) == seqKey(y) }) {
+			if !slices.EqualFunc(b.Tokens().Seqs, p.Tokens().Seqs, func(x, y seqpack.Sequence) bool { return seqKey(x) == seqKey(y) }) {
 				t.Fatalf("batch %d: one rank's balanced batch differs from the plain one", m)
 			}
 		}

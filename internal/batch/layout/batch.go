@@ -10,7 +10,6 @@ import (
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/chunkindex"
 	"github.com/brandgw/brand/cluster"
-	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/spec"
 )
@@ -128,16 +127,43 @@ type Batch struct {
 	Missing     []int
 	MissingKeys []string
 	full        string
-	// Tokens is set for a token job's batch (api.Job.Seq): its samples
-	// are sequences, which its parts' documents are packed into.
-	Tokens *TokenBatch
+	// Unit is what the batch serves when it is not the samples it reads:
+	// a token job's sequences (*TokenBatch), a clip job's clips
+	// (*ClipBatch); nil for samples as stored.
+	Unit Unit
 	// Balanced is set for a balanced job's batch (api.Job.Balance): the
 	// ranks' costs in its global batch.
 	Balanced *Balanced
-	// Clips is set for a clip job's batch (api.Job.Clip): its samples
-	// are clips, which the transform stage decodes from the GOPs (and
-	// rows) its part reads.
-	Clips *ClipBatch
+}
+
+// A Unit is what a batch serves when it is not the samples it reads, one
+// kind per unit of a job (internal/job/spec's tokens and clips): a token
+// job's sequences packed from the documents it reads (*TokenBatch), a clip
+// job's clips decoded from the GOPs it reads (*ClipBatch). The stages
+// after the layout ask any unit what they need of every batch; only the
+// stage that makes a unit's bytes (the pack stage, the clip stage) takes
+// its kind (Batch.Tokens, Batch.Clips).
+type Unit interface {
+	// Served is the number of samples the batch serves.
+	Served() int
+	// Size is the tar body's bytes, end of archive excluded, and
+	// whether they are known before any chunk is read.
+	Size() (int64, bool)
+	// Components is each served sample's mixture component; nil where
+	// the unit is of one dataset's.
+	Components() []int
+}
+
+// Tokens is a token job's batch's sequences, nil for another batch.
+func (b *Batch) Tokens() *TokenBatch {
+	t, _ := b.Unit.(*TokenBatch)
+	return t
+}
+
+// Clips is a clip job's batch's clips, nil for another batch.
+func (b *Batch) Clips() *ClipBatch {
+	c, _ := b.Unit.(*ClipBatch)
+	return c
 }
 
 // Part is what a batch reads of one stream's epoch: a job's epoch of one
@@ -165,11 +191,8 @@ type Take struct{ Part, At int }
 // Len is the number of samples the batch serves: a token job's
 // sequences.
 func (b *Batch) Len() int {
-	if b.Tokens != nil {
-		return len(b.Tokens.Seqs)
-	}
-	if b.Clips != nil {
-		return len(b.Clips.Clips)
+	if b.Unit != nil {
+		return b.Unit.Served()
 	}
 	return len(b.Take)
 }
@@ -193,11 +216,9 @@ func (b *Batch) Bytes() int64 {
 // are sized when their chunk is decoded (Bytes and Length count none of
 // them).
 func (b *Batch) Sized() bool {
-	if b.Tokens != nil {
-		return true // every sequence's members are as long as seq says
-	}
-	if b.Clips != nil {
-		return false // its tensors' sizes are the pipeline's draws
+	if b.Unit != nil {
+		_, sized := b.Unit.Size()
+		return sized
 	}
 	for _, p := range b.Parts {
 		if p.Samples.DS.Index.Deferred() {
@@ -210,8 +231,9 @@ func (b *Batch) Sized() bool {
 // Length is the batch's tar body: its samples and the end-of-archive
 // blocks (see Sized).
 func (b *Batch) Length() int64 {
-	if b.Tokens != nil {
-		return int64(b.Len())*sequences.SequenceBytes(b.Tokens.Spec.Pack.Seq) + int64(len(chunkindex.EndOfArchive))
+	if b.Unit != nil {
+		n, _ := b.Unit.Size()
+		return n + int64(len(chunkindex.EndOfArchive))
 	}
 	return b.Bytes() + int64(len(chunkindex.EndOfArchive))
 }
@@ -226,10 +248,10 @@ func (b *Batch) Sample(i int) (ds *catalog.Dataset, id int, in chunkindex.Sample
 
 // Components returns each served sample's mixture component, in order.
 func (b *Batch) Components() []int {
-	if b.Tokens != nil && b.Tokens.Comps != nil {
-		return b.Tokens.Comps
-	}
-	if b.Clips != nil {
+	if b.Unit != nil {
+		if c := b.Unit.Components(); c != nil {
+			return c
+		}
 		return make([]int, b.Len())
 	}
 	c := make([]int, len(b.Take))

@@ -291,9 +291,19 @@ func (o *Orders) layoutClips(ctx context.Context, b *Batch, s Stream, e *EpochOr
 	for i := range b.Take {
 		b.Take[i].At = i
 	}
-	b.Clips = cb
+	b.Unit = cb
 	return nil
 }
+
+// Served is the batch's clips.
+func (cb *ClipBatch) Served() int { return len(cb.Clips) }
+
+// Size is unknown before the read: a clip's tensors' sizes are the
+// pipeline's draws.
+func (cb *ClipBatch) Size() (int64, bool) { return 0, false }
+
+// Components is nil: a clip job reads one video dataset.
+func (cb *ClipBatch) Components() []int { return nil }
 
 // ClipKey is the tar key of a tree's clip: its video's key without its
 // extension, "/seg" and its segment's number in the video, six digits.
@@ -310,7 +320,8 @@ func ClipKey(d *video.Dataset, c clips.Clip) string {
 // at rest). Its Missing are the clips' positions, MissingKeys their keys;
 // its ETag is a partial one, as Without's.
 func (b *Batch) WithoutClips(missing []int) *Batch {
-	if len(missing) == 0 || b.Clips == nil {
+	old := b.Clips()
+	if len(missing) == 0 || old == nil {
 		return b
 	}
 	gone := make(map[int]bool, len(missing))
@@ -318,18 +329,18 @@ func (b *Batch) WithoutClips(missing []int) *Batch {
 		gone[pos] = true
 	}
 	nb := *b
-	cb := *b.Clips
+	cb := *old
 	cb.Clips, cb.Keys = nil, nil
-	for i, c := range b.Clips.Clips {
+	for i, c := range old.Clips {
 		lost := false
 		for _, g := range c.GOPs {
-			lost = lost || gone[b.Clips.GOPs[g]]
+			lost = lost || gone[old.GOPs[g]]
 		}
 		if c.Row >= 0 {
-			lost = lost || gone[b.Clips.Rows[c.Row]]
+			lost = lost || gone[old.Rows[c.Row]]
 			for _, st := range c.Streams {
 				for _, r := range st.Rows {
-					if k, ok := b.Clips.Rows[r]; ok && !st.Camera {
+					if k, ok := old.Rows[r]; ok && !st.Camera {
 						lost = lost || gone[k]
 					}
 				}
@@ -337,13 +348,13 @@ func (b *Batch) WithoutClips(missing []int) *Batch {
 		}
 		if lost {
 			nb.Missing = append(nb.Missing, i)
-			nb.MissingKeys = append(nb.MissingKeys, b.Clips.Keys[i])
+			nb.MissingKeys = append(nb.MissingKeys, old.Keys[i])
 			continue
 		}
 		cb.Clips = append(cb.Clips, c)
-		cb.Keys = append(cb.Keys, b.Clips.Keys[i])
+		cb.Keys = append(cb.Keys, old.Keys[i])
 	}
-	nb.Clips = &cb
+	nb.Unit = &cb
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag

@@ -42,14 +42,14 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 			}
 			batches = b.Batches
 			reads := map[int]bool{}
-			for i, q := range b.Tokens.Seqs {
+			for i, q := range b.Tokens().Seqs {
 				n := q.Pad
 				for k, pc := range q.Pieces {
-					tk := b.Take[b.Tokens.At[i][k]]
+					tk := b.Take[b.Tokens().At[i][k]]
 					if id := b.Parts[tk.Part].Samples.IDs[tk.At]; id != pc.Doc {
 						t.Fatalf("batch %d: sequence %d's piece %d reads document %d, not its own %d", m, i, k, id, pc.Doc)
 					}
-					reads[b.Tokens.At[i][k]] = true
+					reads[b.Tokens().At[i][k]] = true
 					n += pc.Len
 				}
 				if n != job.Seq {
@@ -59,7 +59,7 @@ func tokenSteps(t *testing.T, o *Orders, src Source, job api.Job, e uint64) []se
 			if len(reads) != b.Reads() {
 				t.Fatalf("batch %d reads %d documents, its pieces name %d", m, b.Reads(), len(reads))
 			}
-			out = append(out, b.Tokens.Seqs...)
+			out = append(out, b.Tokens().Seqs...)
 		}
 	}
 	return out
@@ -168,7 +168,7 @@ func TestTokenJobAtAnyWorld(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resumed = append(resumed, b.Tokens.Seqs...)
+			resumed = append(resumed, b.Tokens().Seqs...)
 		}
 	}
 	resumed = append(resumed, tokenSteps(t, o, Source{DS: ds}, tokenJob(t, q+"&batch_size=2&world=4&offset=40"), 0)...)
@@ -201,7 +201,7 @@ func TestTokenMixtureShares(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb := b.Tokens
+		tb := b.Tokens()
 		count := make([]int, 3)
 		for i, c := range tb.Comps {
 			count[c]++

@@ -261,6 +261,6 @@ func (o *Orders) mixTokenParts(ctx context.Context, b *Batch) error {
 	for i, d := range draws {
 		tb.Comps[i] = d.Component
 	}
-	b.Tokens = tb
+	b.Unit = tb
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/internal/batch/sequences"
 	"github.com/brandgw/brand/internal/job/catalog"
 	"github.com/brandgw/brand/internal/job/query"
 	"github.com/brandgw/brand/seqpack"
@@ -324,9 +325,21 @@ func (o *Orders) layoutTokens(ctx context.Context, b *Batch, spec TokenSpec, p *
 	for i := range b.Take {
 		b.Take[i].At = i
 	}
-	b.Tokens = tb
+	b.Unit = tb
 	return nil
 }
+
+// Served is the batch's sequences.
+func (tb *TokenBatch) Served() int { return len(tb.Seqs) }
+
+// Size is the sequences' tar bytes: every sequence's members are as long
+// as seq says.
+func (tb *TokenBatch) Size() (int64, bool) {
+	return int64(len(tb.Seqs)) * sequences.SequenceBytes(tb.Spec.Pack.Seq), true
+}
+
+// Components is a mixture's sequences' components (nil for one dataset).
+func (tb *TokenBatch) Components() []int { return tb.Comps }
 
 func boolInt(b bool) int {
 	if b {
@@ -341,7 +354,7 @@ func boolInt(b bool) int {
 // sequences' positions, MissingKeys the documents' keys; its ETag is a
 // partial one, as Without's.
 func (b *Batch) WithoutDocuments(missing []int) *Batch {
-	if len(missing) == 0 || b.Tokens == nil {
+	if len(missing) == 0 || b.Tokens() == nil {
 		return b
 	}
 	gone := make(map[int]bool, len(missing))
@@ -352,11 +365,12 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 		t := b.Take[pos]
 		nb.MissingKeys = append(nb.MissingKeys, b.Parts[t.Part].Samples.Info[t.At].Key)
 	}
-	tb := *b.Tokens
+	old := b.Tokens()
+	tb := *old
 	tb.Seqs, tb.Pos, tb.At, tb.split, tb.Comps, tb.NonPad, tb.Split = nil, nil, nil, nil, nil, 0, 0
-	for i, q := range b.Tokens.Seqs {
+	for i, q := range old.Seqs {
 		lost := false
-		for _, k := range b.Tokens.At[i] {
+		for _, k := range old.At[i] {
 			lost = lost || gone[k]
 		}
 		if lost {
@@ -364,18 +378,18 @@ func (b *Batch) WithoutDocuments(missing []int) *Batch {
 			continue
 		}
 		tb.Seqs = append(tb.Seqs, q)
-		tb.Pos = append(tb.Pos, b.Tokens.Pos[i])
-		tb.At = append(tb.At, b.Tokens.At[i])
-		tb.split = append(tb.split, b.Tokens.split[i])
-		if b.Tokens.Comps != nil {
-			tb.Comps = append(tb.Comps, b.Tokens.Comps[i])
+		tb.Pos = append(tb.Pos, old.Pos[i])
+		tb.At = append(tb.At, old.At[i])
+		tb.split = append(tb.split, old.split[i])
+		if old.Comps != nil {
+			tb.Comps = append(tb.Comps, old.Comps[i])
 		}
-		tb.Split += b.Tokens.split[i]
+		tb.Split += old.split[i]
 		for _, pc := range q.Pieces {
 			tb.NonPad += pc.Len
 		}
 	}
-	nb.Tokens = &tb
+	nb.Unit = &tb
 	nb.full = b.full
 	if nb.full == "" {
 		nb.full = b.ETag

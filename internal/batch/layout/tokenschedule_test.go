@@ -100,8 +100,8 @@ func tokenRun(t *testing.T, o *Orders, m *Mixed, job api.Job, e uint64, from, to
 			if err != nil {
 				t.Fatalf("epoch %d batch %d rank %d: %v", e, b, r, err)
 			}
-			for i, q := range bt.Tokens.Seqs {
-				out = append(out, fmt.Sprintf("%d:%v", bt.Tokens.Comps[i], q))
+			for i, q := range bt.Tokens().Seqs {
+				out = append(out, fmt.Sprintf("%d:%v", bt.Tokens().Comps[i], q))
 			}
 		}
 	}
@@ -213,10 +213,10 @@ func TestTokenSchedulePhaseSharesPer1000Batches(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, d := range draws {
-				if bt.Tokens.Comps[i] != d.Component {
-					t.Fatalf("epoch %d batch %d: sequence %d of source %d, its draw's is %d", e, b, i, bt.Tokens.Comps[i], d.Component)
+				if bt.Tokens().Comps[i] != d.Component {
+					t.Fatalf("epoch %d batch %d: sequence %d of source %d, its draw's is %d", e, b, i, bt.Tokens().Comps[i], d.Component)
 				}
-				for _, k := range bt.Tokens.At[i] {
+				for _, k := range bt.Tokens().At[i] {
 					if p := bt.Parts[bt.Take[k].Part]; p.Comp != d.Component || p.Epoch != d.Pass {
 						t.Fatalf("sequence %d (source %d pass %d) reads a document of source %d pass %d", i, d.Component, d.Pass, p.Comp, p.Epoch)
 					}

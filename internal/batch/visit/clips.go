@@ -32,7 +32,7 @@ func premakes(b *layout.Batch) bool { return b.Job.Transform != "" || b.Job.Clip
 func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
 	nb := b.WithoutClips(res.MissingPos)
-	cb := nb.Clips
+	cb := nb.Clips()
 	data := make([][]byte, b.Reads()) // by read position; nil where missing
 	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
 		if m < len(res.MissingPos) && res.MissingPos[m] == i {

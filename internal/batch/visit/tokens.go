@@ -24,7 +24,7 @@ type Packer interface {
 func (v *Batches) pack(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
 	nb := b.WithoutDocuments(res.MissingPos)
-	tb := nb.Tokens
+	tb := nb.Tokens()
 	docs := make([][]byte, b.Reads())
 	names := make([]string, b.Reads())
 	for i, j, m := 0, 0, 0; i < b.Reads(); i++ {
@@ -43,7 +43,7 @@ func (v *Batches) pack(ctx context.Context, b *layout.Batch, res *reader.Result,
 			k++
 			continue
 		}
-		keys[i-k] = sequences.Key(b.Epoch, b.Tokens.Pos[i])
+		keys[i-k] = sequences.Key(b.Epoch, b.Tokens().Pos[i])
 	}
 	spec := tb.Spec
 	out, err := v.packer.Pack(ctx, sequences.Request{Spec: sequences.Spec{Seq: spec.Pack.Seq, Pad: spec.Pad, EOS: spec.EOS, DType: spec.DType},

@@ -289,11 +289,13 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	}
 	finish()
 	wait := time.Since(start)
-	if b.Tokens != nil {
+	// The stage that makes the batch's bytes: its unit's, or the
+	// transform's, or none for the samples as stored.
+	switch b.Unit.(type) {
+	case *layout.TokenBatch:
 		s, err := v.pack(ctx, b, res, premade)
 		return s, wait, nx, err
-	}
-	if b.Clips != nil {
+	case *layout.ClipBatch:
 		s, err := v.clip(ctx, b, res, premade)
 		return s, wait, nx, err
 	}
@@ -322,7 +324,7 @@ func (v *Batches) count(b *layout.Batch, res *reader.Result, wait time.Duration)
 	for i, part := range b.Parts {
 		f := res.PerPart[i]
 		n := part.Stream.DS.Index.NumSamples()
-		if b.Clips != nil {
+		if b.Clips() != nil {
 			n = b.EpochSamples // a clip stream's epoch is of clips
 		}
 		v.stats.Batch(livestats.Served{Stream: part.Stream, Epoch: part.Epoch, EpochSamples: n,
