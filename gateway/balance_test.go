@@ -20,7 +20,8 @@ import (
 // TestBalanceOverHTTP: a token job with balance=attention at world 4
 // answers each rank's batch with Brand-Balance and Brand-Rank-Costs —
 // the same four costs on every rank, each rank's its sequences' — and the
-// ranks together hold the plain cut's sequences; /stats reports the
+// ranks together hold the plain cut's sequences, each under its key in
+// the plain cut (its position in the epoch: seq/E/POSITION); /stats reports the
 // batches weighed, balanced and as cut; a balance= the job cannot be
 // weighed by is 400, saying why.
 func TestBalanceOverHTTP(t *testing.T) {
@@ -51,18 +52,20 @@ func TestBalanceOverHTTP(t *testing.T) {
 			var mine uint64
 			for _, s := range seqs {
 				mine += attention(s)
-				bal = append(bal, fmt.Sprint(s.ids))
+				// A sequence is keyed by its position in the epoch, as
+				// the plain cut keys it, not by its place in the rank.
+				bal = append(bal, s.key+" "+fmt.Sprint(s.ids))
 			}
 			if strconv.FormatUint(mine, 10) != each[r] {
 				t.Fatalf("batch %d rank %d: its sequences cost %d, the header says %s", m, r, mine, each[r])
 			}
 			plain, _ := tokenBatch(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&rank=%d", srv.URL, m, q, r))
 			for _, s := range plain {
-				cut = append(cut, fmt.Sprint(s.ids))
+				cut = append(cut, s.key+" "+fmt.Sprint(s.ids))
 			}
 		}
 		if !slices.Equal(slices.Sorted(slices.Values(bal)), slices.Sorted(slices.Values(cut))) {
-			t.Fatalf("batch %d: the balanced ranks hold other sequences than the plain cut's", m)
+			t.Fatalf("batch %d: the balanced ranks hold other sequences, or keys, than the plain cut's", m)
 		}
 		stepCosts = append(stepCosts, costs)
 	}
