@@ -242,6 +242,21 @@ func TestTableOnEveryEndpoint(t *testing.T) {
 	if g := read("/plan", "dataset=other&nodes_after=2&"+shape); g.status != http.StatusOK {
 		t.Errorf("a resize of a job of one dataset: %v", g)
 	}
+	// A plan of several nodes names the assignment the job gets: balance=
+	// and locality=false take none by locality (a plan used to report
+	// locality for a balanced job).
+	for q, want := range map[string]string{
+		"dataset=other&nodes=3&world=4&batch_size=2":                   api.AssignLocality,
+		"dataset=other&nodes=3&world=4&batch_size=2&balance=bytes":     api.AssignBalance,
+		"dataset=other&nodes=3&world=4&batch_size=2&locality=false":    api.AssignPlain,
+		"dataset=other&nodes=3&world=4&batch_size=2&seq=8&mix=x:1,y:1": "", // refused, or not planned: no assignment
+	} {
+		resp, body := get(t, srv.URL+"/plan?"+q)
+		var p struct{ Assignment string }
+		if resp.StatusCode == http.StatusOK && (json.Unmarshal(body, &p) != nil || p.Assignment != want) || resp.StatusCode != http.StatusOK && want != "" {
+			t.Errorf("/plan?%s: %s, assignment %q; want %q", q, resp.Status, p.Assignment, want)
+		}
+	}
 	if g := read("/plan", "dataset=other&nodes=3&sampling=importance&job=imp&"+shape); g.status != http.StatusOK {
 		// Its first epoch names no snapshot: the uniform shuffle, planned.
 		t.Errorf("a plan of 3 nodes of an importance job's first epoch: %v", g)
