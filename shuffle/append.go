@@ -3,7 +3,6 @@ package shuffle
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 )
 
 // appendDomain keeps an append's merge's random stream apart from the
@@ -158,13 +157,7 @@ func (m *Appended) WindowStart(w int) int { return m.starts[w] }
 
 // WindowOf is the window holding position pos.
 func (m *Appended) WindowOf(pos int) int {
-	w, _ := slices.BinarySearchFunc(m.starts[1:], pos, func(end, pos int) int {
-		if end > pos {
-			return 1
-		}
-		return -1
-	})
-	return w
+	return windowAt(m.starts, pos)
 }
 
 // WindowChunks is window w's chunks, in order.

@@ -292,13 +292,7 @@ func (e *excluded) WindowStart(w int) int {
 }
 
 func (e *excluded) WindowOf(pos int) int {
-	w, _ := slices.BinarySearchFunc(e.starts[1:], pos, func(end, pos int) int {
-		if end > pos {
-			return 1
-		}
-		return -1
-	})
-	return w
+	return windowAt(e.starts, pos)
 }
 
 // Window is base's window w without the dropped samples at base
@@ -313,4 +307,17 @@ func (e *excluded) Window(w int) []int {
 		}
 	}
 	return out
+}
+
+// windowAt is the window holding position pos, given every window's
+// first position and the epoch's end (starts has one more entry than
+// there are windows).
+func windowAt(starts []int, pos int) int {
+	w, _ := slices.BinarySearchFunc(starts[1:], pos, func(end, pos int) int {
+		if end > pos {
+			return 1
+		}
+		return -1
+	})
+	return w
 }
