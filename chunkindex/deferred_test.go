@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"os"
@@ -256,5 +257,30 @@ func TestChecksummedRejects(t *testing.T) {
 	le.PutUint32(c[12:], FlagDeferred|FlagChecksums|8)
 	if _, err := Decode(resum(c)); !errors.Is(err, ErrVersion) {
 		t.Errorf("an unknown flag beside checksums: %v", err)
+	}
+}
+
+// TestDeferredLookupOfKeysInNoOrder: a partial index of a dataset served
+// in place whose keys are in no order (a file's lines numbered 0, 1, …,
+// 10 sort as 0, 1, 10, 2) finds a key through its key directory, built on
+// the first lookup from the object streamed again: the in-place section
+// between the keys and the trailer is read past, not taken for bytes
+// after the trailer. (A cluster node's exclusion of such keys, and every
+// lookup by key there, answered 502.)
+func TestDeferredLookupOfKeysInNoOrder(t *testing.T) {
+	var keys []string
+	for l := range 12 {
+		keys = append(keys, fmt.Sprintf("data/f0/%d", l))
+	}
+	chunks := []Chunk{{Key: "data/f0.lines#0", Size: 1 << 10, ETag: "e", Samples: 6}, {Key: "data/f0.lines#1", Size: 1 << 10, ETag: "e", Samples: 6}}
+	whole, err := NewDeferred(chunks, keys, InPlace{Format: "lines", Meta: [32]byte{7}, Created: 1700000000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := open(t, encode(t, whole), OpenOptions{})
+	for id, key := range keys {
+		if got, ok, err := ix.Lookup(context.Background(), key); err != nil || !ok || got != id {
+			t.Fatalf("lookup %q: %d %v %v, want %d", key, got, ok, err, id)
+		}
 	}
 }

@@ -626,6 +626,11 @@ func (p *partial) directory(ctx context.Context, ix *Index) (*hashedKeys, error)
 	if _, err := tmp.streamKeys(st, again, scratch, p.seed, nil); err != nil {
 		return nil, err
 	}
+	// A deferred index's in-place section, between the keys and the
+	// trailer: Open read it; the ID below checks it is the same.
+	if _, err := st.next(int(hdr.inPlace)); err != nil {
+		return nil, err
+	}
 	if _, err := st.next(trailerSize); err != nil {
 		return nil, err
 	}
