@@ -698,3 +698,29 @@ func TestExclusionExtended(t *testing.T) {
 		}
 	}
 }
+
+// TestEditNamesTheFurthestServed: an edit refused on a cluster because
+// members served past its step names, as first_editable_step, the step
+// after the furthest position any member served — not the first
+// refusing member's, from which an edit would be refused again. Node 1
+// serves steps 0 to 2, node 2 steps 0 to 5; node 0, which served none,
+// refuses an exclusion from step 1 naming step 6 (member 1 answers
+// first).
+func TestEditNamesTheFurthestServed(t *testing.T) {
+	f := newFixture(t, exChunks, exPerChunk)
+	cl := startCluster(t, f, 3, nil, nil)
+	for k, steps := range []int{1: 3, 2: 6} {
+		for s := range steps {
+			for rank := range 2 {
+				if resp, b := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s&rank=%d", cl[k].srv.URL, s, exJob, rank)); resp.StatusCode != http.StatusOK {
+					t.Fatalf("node %d step %d rank %d: %s %s", k, s, rank, resp.Status, b)
+				}
+			}
+		}
+	}
+	resp, b := postExclusion(t, cl[0].srv.URL, exJob, map[string]any{"from_step": 1, "keys": []string{exKey(1)}})
+	var e api.Error
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.FirstEditableStep == nil || *e.FirstEditableStep != 6 {
+		t.Fatalf("an exclusion from step 1, members having served up to steps 2 and 5: %s %s; want 409 naming first_editable_step 6", resp.Status, b)
+	}
+}

@@ -55,12 +55,23 @@ func newFixtureInSized(t testing.TB, dir string, chunks, perChunk, size int) *fi
 // with prefix, so that datasets of one test hold distinct samples.
 func newFixtureNamed(t testing.TB, dir, prefix string, chunks, perChunk, size int) *fixture {
 	t.Helper()
+	counts := make([]int, chunks)
+	for c := range counts {
+		counts[c] = perChunk
+	}
+	return newFixtureCounts(t, dir, prefix, counts, size)
+}
+
+// newFixtureCounts is newFixtureNamed whose chunk c holds counts[c]
+// samples.
+func newFixtureCounts(t testing.TB, dir, prefix string, counts []int, size int) *fixture {
+	t.Helper()
 	store, err := s3backend.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{dir: dir, store: store, content: map[string]map[string][]byte{}}
-	f.index = packSamples(t, store, chunks, perChunk, func(id, c int) (string, []sampleFile) {
+	f.index = packChunks(t, store, counts, func(id, c int) (string, []sampleFile) {
 		key := fmt.Sprintf("%sclass%d/sample%05d", prefix, id%3, id)
 		reps := 100 + (id*37)%900
 		if size > 0 {
@@ -85,11 +96,21 @@ type sampleFile struct {
 // order, and the index over them; it returns the index.
 func packSamples(t testing.TB, store *s3backend.Local, chunks, perChunk int, sample func(id, c int) (string, []sampleFile)) *chunkindex.Index {
 	t.Helper()
+	counts := make([]int, chunks)
+	for c := range counts {
+		counts[c] = perChunk
+	}
+	return packChunks(t, store, counts, sample)
+}
+
+// packChunks is packSamples whose chunk c holds counts[c] samples.
+func packChunks(t testing.TB, store *s3backend.Local, counts []int, sample func(id, c int) (string, []sampleFile)) *chunkindex.Index {
+	t.Helper()
 	ctx := context.Background()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample
 	id := 0
-	for c := range chunks {
+	for c, perChunk := range counts {
 		var buf bytes.Buffer
 		w := chunkindex.NewChunkWriter(&buf)
 		for range perChunk {

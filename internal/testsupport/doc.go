@@ -11,4 +11,5 @@
 //	hubtest     a package's types held under a number of methods (no hubs)
 //	netns       test networks of network namespaces, and faults cut into them
 //	videotest   the video files the video formats' tests read (ffmpeg, ffprobe)
+//	jobmodel    a reference model of a job's epochs, cut, balance and table of features
 package testsupport

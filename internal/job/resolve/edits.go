@@ -373,10 +373,19 @@ func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job s
 	if err != nil {
 		return time.Time{}, err
 	}
-	for _, a := range as {
-		if a.PosServed && (a.Epoch > epoch || a.Epoch == epoch && a.End > from) {
-			return time.Time{}, refuse(a.Epoch, a.End, "member "+a.Node)
+	// The furthest any member served, not the first to answer past the
+	// edit's position: the refusal names the first step an edit could
+	// start at, and one after a nearer member's would be refused again.
+	furthest := -1
+	for i, a := range as {
+		if a.PosServed && (a.Epoch > epoch || a.Epoch == epoch && a.End > from) &&
+			(furthest < 0 || a.Epoch > as[furthest].Epoch || a.Epoch == as[furthest].Epoch && a.End > as[furthest].End) {
+			furthest = i
 		}
+	}
+	if furthest >= 0 {
+		a := as[furthest]
+		return time.Time{}, refuse(a.Epoch, a.End, "member "+a.Node)
 	}
 	return asked, nil
 }

@@ -1,0 +1,238 @@
+package jobmodel
+
+import (
+	"net/url"
+	"slices"
+)
+
+// The features of a job, in the order docs/http-api.md's table lists
+// them: a request refused for several pairs is refused for the first in
+// this order (pairs (a, b) with a before b, by a then b).
+var Features = []string{
+	"dataset", "mix", "schedule", "index", "importance", "samples", "tokens", "clips",
+	"transform", "columns", "in-place", "exclusion", "append", "locality",
+	"balance-bytes", "balance-cost", "resize", "cluster",
+}
+
+// What a pair of features does, by the rules of docs/http-api.md.
+const (
+	Compose   = "compose"
+	Refuse    = "refuse"
+	Downgrade = "downgrade"
+)
+
+// A Rule is what a pair of features does; Drops is the feature a
+// downgrade leaves without effect; NotPlanned marks a pair served but
+// not planned (/plan answers 501).
+type Rule struct {
+	A, B       string
+	Kind       string
+	Drops      string
+	NotPlanned bool
+}
+
+// rules are the pairs that do not simply compose.
+var rules = []Rule{
+	// One source.
+	{A: "dataset", B: "mix", Kind: Refuse},
+	{A: "dataset", B: "schedule", Kind: Refuse},
+	{A: "mix", B: "schedule", Kind: Refuse},
+	// A mixture or schedule reads each component's current version
+	// uniformly, has no edits and plans no resize.
+	{A: "mix", B: "index", Kind: Refuse},
+	{A: "mix", B: "importance", Kind: Refuse},
+	{A: "mix", B: "clips", Kind: Refuse},
+	{A: "mix", B: "exclusion", Kind: Refuse},
+	{A: "mix", B: "append", Kind: Refuse},
+	{A: "mix", B: "resize", Kind: Refuse},
+	{A: "schedule", B: "index", Kind: Refuse},
+	{A: "schedule", B: "importance", Kind: Refuse},
+	{A: "schedule", B: "clips", Kind: Refuse},
+	{A: "schedule", B: "exclusion", Kind: Refuse},
+	{A: "schedule", B: "append", Kind: Refuse},
+	{A: "schedule", B: "resize", Kind: Refuse},
+	// Importance draws by weight: no packing, no clips, no edits, no
+	// resize plan.
+	{A: "importance", B: "tokens", Kind: Refuse},
+	{A: "importance", B: "clips", Kind: Refuse},
+	{A: "importance", B: "exclusion", Kind: Refuse},
+	{A: "importance", B: "append", Kind: Refuse},
+	{A: "importance", B: "resize", Kind: Refuse},
+	{A: "samples", B: "balance-cost", Kind: Refuse},
+	// Sequences: one unit, no images, no view, no edits, their own cost.
+	{A: "tokens", B: "clips", Kind: Refuse},
+	{A: "tokens", B: "transform", Kind: Refuse},
+	{A: "tokens", B: "columns", Kind: Refuse},
+	{A: "tokens", B: "exclusion", Kind: Refuse},
+	{A: "tokens", B: "append", Kind: Refuse},
+	{A: "tokens", B: "locality", Kind: Downgrade, Drops: "locality"},
+	{A: "tokens", B: "balance-bytes", Kind: Refuse},
+	{A: "tokens", B: "resize", Kind: Refuse},
+	// Clips: drawn afresh each epoch, all of one cost.
+	{A: "clips", B: "columns", Kind: Refuse},
+	{A: "clips", B: "exclusion", Kind: Refuse},
+	{A: "clips", B: "append", Kind: Refuse},
+	{A: "clips", B: "locality", Kind: Downgrade, Drops: "locality"},
+	{A: "clips", B: "balance-bytes", Kind: Refuse},
+	{A: "clips", B: "balance-cost", Kind: Refuse},
+	{A: "clips", B: "resize", Kind: Refuse},
+	// Bytes are known before the read only of tar chunks.
+	{A: "in-place", B: "balance-bytes", Kind: Refuse},
+	// Balance replaces locality; one cost.
+	{A: "locality", B: "balance-bytes", Kind: Downgrade, Drops: "locality"},
+	{A: "locality", B: "balance-cost", Kind: Downgrade, Drops: "locality"},
+	{A: "balance-bytes", B: "balance-cost", Kind: Refuse},
+	// Served, not planned.
+	{A: "mix", B: "tokens", Kind: Compose, NotPlanned: true},
+	{A: "schedule", B: "tokens", Kind: Compose, NotPlanned: true},
+	{A: "importance", B: "cluster", Kind: Compose, NotPlanned: true},
+}
+
+// Rules is every pair of features, each once, a before b in Features'
+// order, with what it does.
+func Rules() []Rule {
+	var out []Rule
+	for i, a := range Features {
+		for _, b := range Features[i+1:] {
+			r := Rule{A: a, B: b, Kind: Compose}
+			for _, x := range rules {
+				if x.A == a && x.B == b || x.A == b && x.B == a {
+					r = x
+					r.A, r.B = a, b
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Exclusives are the groups of parameters of which a request gives at
+// most one: they name one thing two ways.
+var Exclusives = [][]string{
+	{"dataset", "mix", "mix_schedule", "schedule"},
+	{"clip", "delta_timestamps"},
+	{"clip", "frames"},
+}
+
+// Companions are the parameters that shape one feature and mean nothing
+// without one of its Needs.
+var Companions = []struct {
+	Params []string
+	Needs  []string
+}{
+	{Params: []string{"pack", "pad", "eos"}, Needs: []string{"tokens"}},
+	{Params: []string{"stride", "fps", "step", "clip_start", "clip_layout"}, Needs: []string{"clips"}},
+	{Params: []string{"mix_block", "mix_samples"}, Needs: []string{"mix", "schedule"}},
+	{Params: []string{"importance", "hot"}, Needs: []string{"importance"}},
+}
+
+// Detect is the features a request's parameters name: a source (dataset
+// unless a mixture or schedule is named), a sampling, a unit (samples
+// unless sequences or clips are), and the rest as named; locality unless
+// locality=false. An empty value is a parameter not given.
+func Detect(v url.Values) []string {
+	given := func(names ...string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return v.Get(n) != "" })
+	}
+	on := map[string]bool{
+		"dataset":       !given("mix", "mix_schedule", "schedule"),
+		"mix":           given("mix"),
+		"schedule":      given("mix_schedule", "schedule"),
+		"index":         given("index"),
+		"importance":    v.Get("sampling") == "importance",
+		"samples":       !given("seq", "clip", "delta_timestamps", "frames"),
+		"tokens":        given("seq"),
+		"clips":         given("clip", "delta_timestamps", "frames"),
+		"transform":     given("transform"),
+		"columns":       given("columns"),
+		"locality":      v.Get("locality") != "false",
+		"balance-bytes": v.Get("balance") == "bytes",
+		"balance-cost":  v.Get("balance") == "attention" || v.Get("balance") == "tokens",
+	}
+	var out []string
+	for _, f := range Features {
+		if on[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// A Verdict is what the rules say of a request: served (Kind ""), or
+// refused for a group of exclusive parameters given together
+// (Exclusive, its index in Exclusives), a companion parameter without
+// its feature (Companion, the parameter) or a refused pair (A, B).
+type Verdict struct {
+	Kind      string // "", "exclusive", "companion", "pair"
+	Exclusive int
+	Companion string
+	A, B      string
+}
+
+// Judge is the rules' verdict on a request's parameters v with the
+// features only the server knows, added in stages (a plan's resize or
+// cluster, known before anything is read; then a stored edit, the
+// dataset's kind, a cluster's members): first a group of exclusive
+// parameters given together, then a companion without its feature (in
+// the order of Companions, each's parameters in order), then the first
+// refused pair of the request's features in the table's order; only
+// then, stage by stage, the first refused pair of all the features known
+// by that stage.
+func Judge(v url.Values, stages ...[]string) Verdict {
+	for i, g := range Exclusives {
+		n := 0
+		for _, p := range g {
+			if v.Get(p) != "" {
+				n++
+			}
+		}
+		if n > 1 {
+			return Verdict{Kind: "exclusive", Exclusive: i}
+		}
+	}
+	fs := Detect(v)
+	for _, c := range Companions {
+		needed := slices.ContainsFunc(c.Needs, func(f string) bool { return slices.Contains(fs, f) })
+		for _, p := range c.Params {
+			if v.Get(p) != "" && !needed {
+				return Verdict{Kind: "companion", Companion: p}
+			}
+		}
+	}
+	if a, b, ok := FirstRefused(fs); ok {
+		return Verdict{Kind: "pair", A: a, B: b}
+	}
+	for _, extra := range stages {
+		fs = append(fs, extra...)
+		if a, b, ok := FirstRefused(fs); ok {
+			return Verdict{Kind: "pair", A: a, B: b}
+		}
+	}
+	return Verdict{}
+}
+
+// FirstRefused is the first pair of fs the rules refuse, in the table's
+// order.
+func FirstRefused(fs []string) (a, b string, ok bool) {
+	for _, r := range Rules() {
+		if r.Kind == Refuse && slices.Contains(fs, r.A) && slices.Contains(fs, r.B) {
+			return r.A, r.B, true
+		}
+	}
+	return "", "", false
+}
+
+// Effective reports whether feature f has effect in fs: present, and
+// dropped by no downgrade of fs.
+func Effective(fs []string, f string) bool {
+	if !slices.Contains(fs, f) {
+		return false
+	}
+	for _, r := range Rules() {
+		if r.Kind == Downgrade && r.Drops == f && slices.Contains(fs, r.A) && slices.Contains(fs, r.B) {
+			return false
+		}
+	}
+	return true
+}
