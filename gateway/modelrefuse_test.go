@@ -42,8 +42,8 @@ func tableRefusal(t *testing.T, v jobmodel.Verdict) string {
 	return spec.ErrIncompatible.Error() + ": " + msg
 }
 
-// answerOf is an answer's error, if its body is one.
-func answerOf(body []byte) string {
+// errorOf is an answer's error, if its body is one.
+func errorOf(body []byte) string {
 	var e struct {
 		Error string `json:"error"`
 	}
@@ -63,7 +63,7 @@ func expectRefusal(t *testing.T, base, path string, body []byte, want string, su
 		method = http.MethodPost
 	}
 	resp, b := do(t, method, base+path, body, "Content-Type", "application/json")
-	got := answerOf(b)
+	got := errorOf(b)
 	table := resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(got, spec.ErrIncompatible.Error()+": ")
 	switch {
 	case want != "" && sure && (resp.StatusCode != http.StatusBadRequest || got != want):
