@@ -95,12 +95,22 @@ func Root(ix *Index) string {
 // named id, which decodes and reads them as ix does (its in-place
 // description is ix's, whose first chunks are the ancestor's). It is not
 // the ancestor's encoding, and refuses to be encoded. ok is false when ix
-// does not record id, or is partial (its tables are read per chunk from
-// its own object).
+// does not record id.
+//
+// Of a partial index (Open) the ancestor is a view that shares ix's
+// tables: a table it needs is read from ix's object, which holds the
+// ancestor's chunks' tables as they were (Extend checks it). That is the
+// only way a cluster node can go on reading an ancestor once an append
+// has replaced the stored object: an index opened from the ancestor's
+// own object would read its tables from an object that is no longer
+// there.
 func AncestorIndex(ix *Index, id string) (anc *Index, ok bool) {
 	i := slices.IndexFunc(ix.lineage, func(a Ancestor) bool { return a.ID == id })
-	if i < 0 || ix.part != nil {
+	if i < 0 {
 		return nil, false
+	}
+	if ix.part != nil {
+		return partialPrefixOf(ix, ix.lineage[i+1:], id, ix.lineage[i].Chunks), true
 	}
 	anc = prefixOf(ix, ix.lineage[i+1:], id, ix.lineage[i].Chunks)
 	if err := anc.buildLookup(ErrCorrupt); err != nil {
@@ -137,6 +147,30 @@ func prefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
 	if id != "" {
 		out.id, out.prefix = id, true
 		out.idOnce.Do(func() {})
+	}
+	return out
+}
+
+// partialPrefixOf is prefixOf of a partial index: the chunk table's
+// first chunks, and ix's tables (part), which answer for chunk c of the
+// prefix as for chunk c of ix. A prefix is of a deferred index (only
+// those extend others), whose sample lengths are in its decoded chunks:
+// its SampleBytes is ix's, 0.
+func partialPrefixOf(ix *Index, lineage []Ancestor, id string, chunks int) *Index {
+	if len(lineage) == 0 {
+		lineage = nil
+	}
+	out := &Index{
+		chunks: ix.chunks[:chunks:chunks], chunkStart: ix.chunkStart[: chunks+1 : chunks+1],
+		part: ix.part, deferred: ix.deferred, source: ix.source, lineage: lineage, seed: ix.seed,
+		id: id, prefix: true,
+	}
+	out.idOnce.Do(func() {})
+	for c := range chunks {
+		out.total += ix.chunks[c].Size
+	}
+	if ix.spans != nil {
+		out.spans = ix.spans[:chunks:chunks]
 	}
 	return out
 }

@@ -107,8 +107,73 @@ func TestLineageRoundTrip(t *testing.T) {
 	if _, ok := AncestorIndex(dec, dec.ID()); ok {
 		t.Error("an index is its own ancestor")
 	}
-	if _, ok := AncestorIndex(part, parent.ID()); ok {
-		t.Error("a partial index made an ancestor")
+}
+
+// TestPartialAncestorReadsItsDescendant: a cluster node holds a dataset's
+// index partially (Open); once an append has replaced the stored object,
+// a job pinned to the version before it is read through the new index's
+// view of it, whose tables are the new object's (an index opened from the
+// old object would read its tables from bytes no longer there). The view
+// is the parent's chunks and samples under the parent's ID, prepares its
+// tables from the descendant's object with a table cache too small to
+// keep them, and finds its own keys by the key directory (the appended
+// keys sort before the parent's: in no order) but none of the new ones.
+func TestPartialAncestorReadsItsDescendant(t *testing.T) {
+	ctx := context.Background()
+	parent := deferredIndex(t)
+	ext, err := Extend(grownIndex(t, parent, "data/0"), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ext.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &memObject{b: b}
+	part, err := Open(ctx, obj, int64(len(b)), OpenOptions{ReadSize: 7, CacheBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anc, ok := AncestorIndex(part, parent.ID())
+	if !ok {
+		t.Fatal("no ancestor of a partial index")
+	}
+	if anc.ID() != parent.ID() || anc.NumChunks() != parent.NumChunks() || anc.NumSamples() != parent.NumSamples() ||
+		anc.TotalBytes() != parent.TotalBytes() || Lineage(anc) != nil || !anc.IsPartial() {
+		t.Fatalf("ancestor: %s, %d chunks, %d samples, %d bytes, extends %v", anc.ID(), anc.NumChunks(), anc.NumSamples(), anc.TotalBytes(), Lineage(anc))
+	}
+	ids := make([]int, anc.NumSamples())
+	for i := range ids {
+		ids[i] = i
+	}
+	reads := obj.reads.Load()
+	got, err := anc.Samples(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.reads.Load() == reads {
+		t.Fatal("the ancestor's tables were not read from the descendant's object")
+	}
+	for id, s := range got {
+		if want := parent.Sample(id); s != want {
+			t.Errorf("sample %d: %+v, the parent's %+v", id, s, want)
+		}
+	}
+	for id := range anc.NumSamples() {
+		if got, ok := lookup(t, anc, parent.SampleKey(id)); !ok || got != id {
+			t.Errorf("the ancestor's own key %q: %d %v", parent.SampleKey(id), got, ok)
+		}
+	}
+	for _, key := range []string{"data/0/0", "data/0/1"} {
+		if _, ok := lookup(t, anc, key); ok {
+			t.Errorf("the ancestor finds %q, added after it", key)
+		}
+		if _, ok := lookup(t, part, key); !ok {
+			t.Errorf("the descendant does not find its own %q", key)
+		}
+	}
+	if _, err := anc.MarshalBinary(); err == nil {
+		t.Error("an ancestor made from a partial index encoded itself")
 	}
 }
 

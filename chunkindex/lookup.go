@@ -25,12 +25,15 @@ type keyFinder interface {
 // lookup finds key's sample: one table load per candidate chunk, which is
 // one chunk but for hash collisions (see hashedKeys).
 func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool, error) {
-	keys, err := p.finder(ctx, ix)
+	keys, err := p.finder(ctx)
 	if err != nil {
 		return 0, false, err
 	}
 	var buf [4]int
 	for _, c := range keys.candidates(buf[:0], key) {
+		if c >= ix.NumChunks() {
+			continue // a chunk of the index ix is an ancestor's view of (AncestorIndex)
+		}
 		release, err := ix.Prepare(ctx, []int{c})
 		if err != nil {
 			return 0, false, err
@@ -59,15 +62,17 @@ func (p *partial) lookup(ctx context.Context, ix *Index, key string) (int, bool,
 
 // finder returns what finds a key's chunk, building the hash directory
 // on the first call if Open did not keep one. Lookups wait for the build.
-func (p *partial) finder(ctx context.Context, ix *Index) (keyFinder, error) {
+// It is of the index p was opened as, whose keys an ancestor's view
+// (AncestorIndex) shares.
+func (p *partial) finder(ctx context.Context) (keyFinder, error) {
 	p.keysMu.Lock()
 	defer p.keysMu.Unlock()
 	if p.keys != nil {
 		return p.keys, nil
 	}
-	h, err := p.directory(ctx, ix)
+	h, err := p.directory(ctx, p.index)
 	if err != nil {
-		return nil, fmt.Errorf("building the key directory of index %s: %w", ix.ID(), err)
+		return nil, fmt.Errorf("building the key directory of index %s: %w", p.index.ID(), err)
 	}
 	p.keys = h
 	return h, nil

@@ -39,16 +39,6 @@ func (j *mJob) edit(node int, kind string, ahead bool) bool {
 	j.t.Helper()
 	first, low := j.editSteps()
 	steps := j.steps()
-	if kind == jobmodel.Append && !ahead && len(j.nodes.urls) > 1 && len(j.w.newest(mLines).counts) == len(j.model.Version(1<<62)) {
-		// No version grown for an append refused, on a cluster: a job
-		// left reading the version before it could not make an
-		// exclusion there. A known defect, not fixed here: a cluster
-		// node holds an older version's partial index, whose lazy reads
-		// (the key directory an exclusion's keys are found by, a sample
-		// table its table cache does not hold) read the index object an
-		// append replaced, and answer 502. An exclusion behind instead.
-		kind = jobmodel.Exclude
-	}
 	var s uint64
 	switch {
 	case ahead:

@@ -207,14 +207,18 @@ func readable(v url.Values) bool {
 	return true
 }
 
-// datasetsOf are the datasets a request of v reads.
+// datasetsOf are the datasets a request of v reads: without dataset=,
+// the gateway's default, the first it serves (mWorld.specs).
 func datasetsOf(v url.Values) []string {
 	spec := v.Get("mix")
 	if s := v.Get("mix_schedule"); s != "" {
 		spec = s[strings.Index(s, ":")+1:]
 	}
 	if spec == "" {
-		return []string{v.Get("dataset")}
+		if d := v.Get("dataset"); d != "" {
+			return []string{d}
+		}
+		return []string{mTar}
 	}
 	var out []string
 	for _, c := range strings.Split(spec, ",") {

@@ -33,10 +33,11 @@ type Catalog struct {
 // versions are the versions of one dataset a catalog holds.
 type versions struct {
 	cur, prev *Dataset
-	// older are versions before prev that cur extends, held only where
-	// cur cannot be viewed as them (a partial index, on a cluster:
-	// Dataset.Ancestor): a job that took several appends in turn reads
-	// the versions it read before them.
+	// older are versions before prev that cur extends, held where cur
+	// is a partial index (a cluster node's) as cur's views of them
+	// (Dataset.Ancestor), and named as held to the cluster: a job that
+	// took several appends in turn reads the versions it read before
+	// them. (A whole index views any of its ancestors: Version.)
 	older []*Dataset
 }
 
@@ -88,11 +89,21 @@ func (c *Catalog) replace(d *Dataset) (old *Dataset) {
 	v := c.byName[d.Name]
 	next := versions{cur: d, prev: v.cur}
 	if d.Index.IsPartial() {
-		lineage := chunkindex.Lineage(d.Index)
-		for _, o := range append([]*Dataset{v.prev}, v.older...) {
-			if o != nil && o != v.cur && len(next.older) < chunkindex.MaxAncestors &&
-				slices.ContainsFunc(lineage, func(a chunkindex.Ancestor) bool { return a.ID == o.ID() }) {
-				next.older = append(next.older, o)
+		// A partial index reads a sample table from its stored object
+		// when a read needs it, and the append that made d replaced the
+		// object of every version d extends: those are held as d's views
+		// of them (Dataset.Ancestor), which read their tables from d's.
+		for i, o := range append([]*Dataset{v.cur, v.prev}, v.older...) {
+			if o == nil {
+				continue
+			}
+			a, ok := d.Ancestor(o.ID())
+			switch {
+			case !ok:
+			case i == 0:
+				next.prev = a
+			case a != next.prev && !slices.Contains(next.older, a) && len(next.older) < chunkindex.MaxAncestors:
+				next.older = append(next.older, a)
 			}
 		}
 	}
