@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/brandgw/brand/format/formattest"
 	"github.com/brandgw/brand/gateway"
 	"github.com/brandgw/brand/internal/job/chain"
+	"github.com/brandgw/brand/internal/job/edits"
 	"github.com/brandgw/brand/s3backend"
 )
 
@@ -110,5 +112,55 @@ func TestEditsFromAStepAnotherNodeServed(t *testing.T) {
 	refused("a schedule edit", resp, body, 5)
 	if resp, body := edit(5); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"from_step": 5`) {
 		t.Fatalf("a schedule edit from step 5: %s %s", resp.Status, body)
+	}
+}
+
+// TestEditReleasesTheHolds: the members a node taking an edit asks hold
+// the job's later positions while the edit is made, and are told when
+// it is made or refused: a batch past the held position, on another
+// node, is served as soon as the edit is done — refused or made (then
+// under it) — not after the hold's bound (edits.Hold). Before the
+// release, every edit tried on a cluster, a refused one too, stalled the
+// job's next batch on every other member for up to 5 seconds.
+func TestEditReleasesTheHolds(t *testing.T) {
+	st, _ := inPlaceStore(t, formattest.Lines{})
+	cl := startCluster(t, &fixture{store: st.(*s3backend.Local)}, 3, nil, func(c *gateway.Config) {
+		c.Datasets[0].Formats = []format.Format{formattest.Lines{}}
+	})
+	const job = "dataset=test&seed=7&window=4&batch_size=4&world=1&job=run"
+	for m := range 5 {
+		if resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", cl[1].srv.URL, m, job)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("step %d: %s %s", m, resp.Status, body)
+		}
+	}
+	// next reads node 1's next step at once, and says how long it took.
+	step := 5
+	next := func(what string) []string {
+		t.Helper()
+		start := time.Now()
+		resp, body := get(t, fmt.Sprintf("%s/epoch/0/batch/%d?%s", cl[1].srv.URL, step, job))
+		if took := time.Since(start); resp.StatusCode != http.StatusOK || took > edits.Hold/2 {
+			t.Fatalf("step %d on node 1 just after %s: %s in %s (the hold lasts at most %s): %s", step, what, resp.Status, took, edits.Hold, body)
+		}
+		step++
+		var keys []string
+		for _, s := range readTar(t, body) {
+			keys = append(keys, s.key)
+		}
+		return keys
+	}
+	if resp, body := postJSON(t, cl[0].srv.URL+"/jobs/run/exclude?"+job, `{"from_step": 2, "keys": ["data/f1/3"]}`, nil); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("an exclusion from a step node 1 served: %s %s; want 409", resp.Status, body)
+	}
+	next("a refused exclusion")
+	var x api.StoredExclusion
+	if resp, body := postJSON(t, cl[2].srv.URL+"/jobs/run/exclude?"+job, `{"from_step": 7, "keys": ["data/f1/3"]}`, &x); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("an exclusion from step 7: %s %s", resp.Status, body)
+	}
+	next("an exclusion made from a later step")
+	for step < 30 {
+		if keys := next("the exclusion"); slices.Contains(keys, "data/f1/3") && step > 7 {
+			t.Fatalf("step %d serves data/f1/3, excluded from step 7", step-1)
+		}
 	}
 }

@@ -705,7 +705,8 @@ func TestExclusionExtended(t *testing.T) {
 // refusing member's, from which an edit would be refused again. Node 1
 // serves steps 0 to 2, node 2 steps 0 to 5; node 0, which served none,
 // refuses an exclusion from step 1 naming step 6 (member 1 answers
-// first).
+// first); so does node 0 once it has served step 1 itself (it refused
+// without asking the others, naming step 2).
 func TestEditNamesTheFurthestServed(t *testing.T) {
 	f := newFixture(t, exChunks, exPerChunk)
 	cl := startCluster(t, f, 3, nil, nil)
@@ -722,5 +723,17 @@ func TestEditNamesTheFurthestServed(t *testing.T) {
 	var e api.Error
 	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.FirstEditableStep == nil || *e.FirstEditableStep != 6 {
 		t.Fatalf("an exclusion from step 1, members having served up to steps 2 and 5: %s %s; want 409 naming first_editable_step 6", resp.Status, b)
+	}
+	// Node 0 itself served past the edit's step too, but not as far as
+	// node 2: it still asks the others, and names step 6.
+	for rank := range 2 {
+		if resp, b := get(t, fmt.Sprintf("%s/epoch/0/batch/1?%s&rank=%d", cl[0].srv.URL, exJob, rank)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("node 0 step 1 rank %d: %s %s", rank, resp.Status, b)
+		}
+	}
+	resp, b = postExclusion(t, cl[0].srv.URL, exJob, map[string]any{"from_step": 1, "keys": []string{exKey(1)}})
+	e = api.Error{}
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.FirstEditableStep == nil || *e.FirstEditableStep != 6 {
+		t.Fatalf("an exclusion from step 1 posted to a node that served step 1, another up to step 5: %s %s; want 409 naming first_editable_step 6", resp.Status, b)
 	}
 }

@@ -48,7 +48,7 @@ func othersOf(nodes scheduleNodes) resolve.Others {
 	return func(ctx context.Context, q resolve.Question) ([]resolve.Answer, error) {
 		ks := nodes.Peers()
 		replies, errs := make([]transport.StepsReply, len(ks)), make([]error, len(ks))
-		tq := transport.StepsQuestion{Job: q.Job, From: q.Step, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos}
+		tq := transport.StepsQuestion{Job: q.Job, From: q.Step, Dataset: q.Dataset, Epoch: q.Epoch, Pos: q.Pos, Release: q.Release}
 		var wg sync.WaitGroup
 		for i, k := range ks {
 			wg.Go(func() { replies[i], errs[i] = nodes.Steps(ctx, k, tq) })
@@ -95,7 +95,7 @@ func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) 
 		writeError(r.Context(), w, err)
 		return
 	}
-	book, _ := sa.jobs.Schedules()
+	book := sa.jobs.Schedules()
 	v, err := book.Current(r.Context(), job)
 	if err != nil {
 		writeError(r.Context(), w, err)
@@ -114,7 +114,7 @@ func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) 
 // restart included).
 func (sa scheduleAPI) answer(ctx context.Context, v *jobsched.Version) (api.StoredSchedule, error) {
 	a := api.StoredSchedule{Job: v.Job, Version: v.Version, Previous: v.Previous, FromStep: v.FromStep, Schedule: v.Schedule}
-	book, _ := sa.jobs.Schedules()
+	book := sa.jobs.Schedules()
 	l, ok, err := book.Latest(ctx, v.Job)
 	if ok {
 		a.LatestStep = &l
@@ -142,7 +142,6 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		writeError(ctx, w, err)
 		return
 	}
-	book, others := sa.jobs.Schedules()
 	// This node's latest step is the book's own (checked under the edit's
 	// lock); every other member's is asked for, with the question every
 	// edit asks (resolve.Others).
@@ -156,13 +155,7 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		}
 		return nil
 	}
-	var v *jobsched.Version
-	var err error
-	if e.FromStep.Next {
-		v, err = book.EditNext(ctx, job, e.Schedule, e.Base, others, check)
-	} else {
-		v, err = book.Edit(ctx, job, e.Schedule, e.FromStep.Step, e.Base, others, check)
-	}
+	v, err := sa.jobs.EditSchedule(ctx, job, e.Schedule, e.FromStep.Step, e.FromStep.Next, e.Base, check)
 	if errors.Is(err, api.ErrMix) {
 		err = fmt.Errorf("%w: %w", query.ErrBadRequest, err)
 	}

@@ -794,13 +794,15 @@ func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
 // appends over dataset D from position P of epoch E, the furthest
 // position of it the node has served. The node holds the job's steps
 // from STEP and its positions from P while the edit is made
-// (resolve.Resolver.Answer).
+// (resolve.Resolver.Answer). With &release=true the question's node
+// says the edit is made or refused: the holds end.
 type StepsQuestion struct {
 	Job     string
 	From    uint64
 	Dataset string // "" for a schedule's edit
 	Epoch   uint64
 	Pos     int
+	Release bool
 }
 
 // StepsReply is a node's answer to a StepsQuestion: Served false if it
@@ -826,6 +828,9 @@ func (c Client) Steps(ctx context.Context, q StepsQuestion) (StepsReply, error) 
 		v.Set(query.ParamEpoch, strconv.FormatUint(q.Epoch, 10))
 		v.Set(query.ParamPos, strconv.Itoa(q.Pos))
 	}
+	if q.Release {
+		v.Set(stepsRelease, "true")
+	}
 	err := c.call(ctx, request{method: http.MethodGet, path: StepsPath + neturl.PathEscape(q.Job), query: v, quick: true},
 		func(resp *http.Response) error { return json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&rep) })
 	if err == nil && rep.Job != q.Job {
@@ -841,24 +846,35 @@ func (c Client) Steps(ctx context.Context, q StepsQuestion) (StepsReply, error) 
 // step.
 const stepsFrom = "from"
 
+// stepsRelease ends the holds of an earlier question: the edit is made
+// or refused.
+const stepsRelease = "release"
+
 // DecodeSteps reads a node's question for what it has served of a job
 // (StepsQuestion, its Job the caller's to fill from the path): from=, a
 // decimal number, and for a chain's edit dataset=, epoch= and pos=
-// together.
+// together; release=true to end the holds of the same question.
 func DecodeSteps(r *http.Request) (StepsQuestion, error) {
 	v, err := neturl.ParseQuery(r.URL.RawQuery)
 	bad := func() (StepsQuestion, error) {
-		return StepsQuestion{}, fmt.Errorf("%w: a question for what a node has served of a job names the edit's first step (from=), and for an edit of its chain the dataset, epoch and position (dataset=, epoch=, pos=) together", query.ErrBadRequest)
+		return StepsQuestion{}, fmt.Errorf("%w: a question for what a node has served of a job names the edit's first step (from=), and for an edit of its chain the dataset, epoch and position (dataset=, epoch=, pos=) together; release=true ends its holds", query.ErrBadRequest)
 	}
 	if err != nil || len(v[stepsFrom]) != 1 {
 		return bad()
+	}
+	var q StepsQuestion
+	if rel, ok := v[stepsRelease]; ok {
+		if len(rel) != 1 || rel[0] != "true" {
+			return bad()
+		}
+		q.Release = true
+		v.Del(stepsRelease)
 	}
 	for k, vs := range v {
 		if len(vs) != 1 || k != stepsFrom && k != api.ParamDataset && k != query.ParamEpoch && k != query.ParamPos {
 			return bad()
 		}
 	}
-	var q StepsQuestion
 	if q.From, err = strconv.ParseUint(v.Get(stepsFrom), 10, 64); err != nil {
 		return StepsQuestion{}, fmt.Errorf("%w: from=%q is not a step: %w", query.ErrBadRequest, v.Get(stepsFrom), err)
 	}

@@ -57,7 +57,8 @@ func TestOriginRoundTrip(t *testing.T) {
 
 // TestDecodeSteps: the question before an edit names the edit's first
 // step, and for an edit of a chain the dataset, epoch and position
-// together; the question a Client asks decodes as it was asked.
+// together, and release=true the end of its holds; the question a Client
+// asks decodes as it was asked.
 func TestDecodeSteps(t *testing.T) {
 	tests := []struct {
 		query string
@@ -75,6 +76,11 @@ func TestDecodeSteps(t *testing.T) {
 		{"from=1&dataset=d&epoch=2", StepsQuestion{}, false},
 		{"from=1&dataset=&epoch=2&pos=1", StepsQuestion{}, false},
 		{"from=1&dataset=d&epoch=2&pos=-1", StepsQuestion{}, false},
+		{"from=3&release=true", StepsQuestion{From: 3, Release: true}, true},
+		{"from=3&dataset=d&epoch=2&pos=40&release=true", StepsQuestion{From: 3, Dataset: "d", Epoch: 2, Pos: 40, Release: true}, true},
+		{"from=3&release=1", StepsQuestion{}, false},
+		{"from=3&release=true&release=true", StepsQuestion{}, false},
+		{"from=3&dataset=d&release=true", StepsQuestion{}, false},
 	}
 	for _, tt := range tests {
 		got, err := DecodeSteps(httptest.NewRequest("GET", StepsPath+"j?"+tt.query, nil))

@@ -200,28 +200,68 @@ func TestKnown(t *testing.T) {
 
 // TestPositionsAnswer: a node's answer to another taking an edit names
 // the furthest position it served, and holds the job's later positions
-// — from the edit's, or past what it served if that is further — for
-// Hold: a batch ending past the held position waits, one ending before
-// does not, and the hold ends on its own.
+// — from the edit's, or past what it served if that is further — until
+// the edit's node releases the hold or Hold passes: a batch ending past
+// the held position waits, one ending before does not; a release wakes
+// the waiting batches and ends the hold at once.
 func TestPositionsAnswer(t *testing.T) {
 	p := NewPositions()
 	now := time.Unix(100, 0)
 	p.now = func() time.Time { return now }
+	held := func(job string, epoch uint64, end int) time.Duration {
+		d, _ := p.Held("d", job, epoch, end)
+		return d
+	}
 	if _, _, ok := p.Answer("d", "run", 1, 40); ok {
 		t.Fatal("an answer naming a position never served")
 	}
-	if p.Held("d", "run", 1, 40) != 0 || p.Held("d", "run", 1, 41) != Hold || p.Held("d", "run", 2, 1) != Hold || p.Held("d", "other", 2, 1) != 0 {
+	if held("run", 1, 40) != 0 || held("run", 1, 41) != Hold || held("run", 2, 1) != Hold || held("other", 2, 1) != 0 {
 		t.Fatal("the hold from position 40 of epoch 1")
+	}
+	_, released := p.Held("d", "run", 1, 41)
+	p.Release("d", "run")
+	select {
+	case <-released:
+	default:
+		t.Fatal("a batch waiting on the hold is not woken by its release")
+	}
+	if held("run", 1, 41) != 0 {
+		t.Fatal("a hold after its release")
 	}
 	p.Served("d", "run", 1, 60)
 	if e, end, ok := p.Answer("d", "run", 1, 40); !ok || e != 1 || end != 60 {
 		t.Fatalf("answer %d %d %t; want position 60 of epoch 1", e, end, ok)
 	}
-	if p.Held("d", "run", 1, 55) != 0 || p.Held("d", "run", 1, 61) == 0 {
+	if held("run", 1, 55) != 0 || held("run", 1, 61) == 0 {
 		t.Fatal("the hold after what was served: from 60")
 	}
 	now = now.Add(Hold)
-	if p.Held("d", "run", 1, 61) != 0 {
+	if held("run", 1, 61) != 0 {
 		t.Fatal("a hold past its end")
+	}
+}
+
+// TestHoldsOfEditsAtOnce: two nodes taking edits of one job at once are
+// one hold, from the earlier point, until both release it; a release
+// with no hold does nothing.
+func TestHoldsOfEditsAtOnce(t *testing.T) {
+	h := NewHolds[string](func(a, b uint64) bool { return a < b })
+	now := time.Unix(100, 0)
+	h.Release("run")
+	h.Add("run", 30, now)
+	h.Add("run", 20, now.Add(time.Second))
+	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != Hold {
+		t.Fatalf("step 20 under two edits' holds from 30 and 20 waits %s, want %s (the later ask's)", d, Hold)
+	}
+	if d, _ := h.Wait("run", 20, now); d != 0 {
+		t.Fatal("a step before the earlier hold's waits")
+	}
+	h.Release("run")
+	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d == 0 {
+		t.Fatal("the hold ended when the first of two edits released it")
+	}
+	h.Release("run")
+	if d, _ := h.Wait("run", 21, now.Add(time.Second)); d != 0 || h.Holding("run", now) {
+		t.Fatal("the hold outlived both releases")
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// Hold is how long a node that told another, taking an edit of a job,
-// the furthest it has served of the job (Positions.Answer) lays out
-// nothing of the job from the edit's first position on: the edit is made
+// Hold is how long at most a node that told another, taking an edit of
+// a job, the furthest it has served of the job (Positions.Answer) lays
+// out nothing of the job from the edit's first position on, if the
+// edit's node does not release it sooner (Holds): the edit is made
 // within half of it or not at all, and the node then reads the job's
 // edits again before it lays those positions out, so a position is never
 // laid out under the edits an edit being made replaces.
@@ -25,15 +26,13 @@ type Positions struct {
 	serve sync.RWMutex
 	mu    sync.Mutex
 	at    map[jobKey]position
-	held  map[jobKey]hold
+	holds *Holds[jobKey, position] // promises to nodes taking edits (Answer)
+	// stale: a node taking an edit was answered (Answer); a batch of the
+	// job reaching past the position is laid out under the job's edits
+	// read from the store again (Stale, Confirm), the edit's node having
+	// made its edit, or not, by the time the hold ends.
+	stale map[jobKey]position
 	now   func() time.Time
-}
-
-// hold is a promise to another node taking an edit: nothing of the job
-// from position from on is laid out before until.
-type hold struct {
-	from  position
-	until time.Time
 }
 
 type jobKey struct{ dataset, job string }
@@ -46,7 +45,7 @@ type position struct {
 
 // NewPositions returns an empty book of positions.
 func NewPositions() *Positions {
-	return &Positions{at: map[jobKey]position{}, held: map[jobKey]hold{}, now: time.Now}
+	return &Positions{at: map[jobKey]position{}, holds: NewHolds[jobKey](beforePos), stale: map[jobKey]position{}, now: time.Now}
 }
 
 // Hold holds off the making of edits until the returned func is called:
@@ -86,7 +85,8 @@ func (p *Positions) Last(dataset, job string) (epoch uint64, end int, ok bool) {
 // Answer is this node's answer to another taking an edit of job over
 // dataset from position from of epoch: the furthest position it has
 // served (ok false: none), with a promise that nothing of the job from
-// the later of the two on is laid out for Hold (Held).
+// the later of the two on is laid out until the edit's node releases it
+// (Release) or Hold passes (Held).
 func (p *Positions) Answer(dataset, job string, epoch uint64, from int) (lastEpoch uint64, lastEnd int, ok bool) {
 	k := jobKey{dataset, job}
 	// The requests laying a batch out now have recorded what they serve
@@ -94,37 +94,54 @@ func (p *Positions) Answer(dataset, job string, epoch uint64, from int) (lastEpo
 	p.serve.Lock()
 	defer p.serve.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	q, ok := p.at[k]
 	h := position{epoch, from}
 	if ok && after(q, h) {
 		h = q
 	}
-	p.held[k] = hold{from: h, until: p.now().Add(Hold)}
+	if s, ok := p.stale[k]; !ok || after(s, h) {
+		p.stale[k] = h
+	}
+	p.mu.Unlock()
+	p.holds.Add(k, h, p.now())
 	return q.epoch, q.end, ok
 }
 
-// Held is how long a batch of job over dataset ending at position end of
-// epoch waits for an edit another node is making (Answer): 0 if no hold
-// covers it.
-func (p *Positions) Held(dataset, job string, epoch uint64, end int) time.Duration {
-	k := jobKey{dataset, job}
+// Stale reports whether a batch of job over dataset ending at position
+// end of epoch reaches past a position this node answered a node taking
+// an edit for (Answer), since a batch read the job's edits from the
+// store again (Confirm): it is laid out under the edits read again.
+func (p *Positions) Stale(dataset, job string, epoch uint64, end int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h, ok := p.held[k]
-	if !ok {
-		return 0
-	}
-	d := h.until.Sub(p.now())
-	if d <= 0 {
-		delete(p.held, k)
-		return 0
-	}
-	if !after(position{epoch, end}, h.from) {
-		return 0
-	}
-	return d
+	s, ok := p.stale[jobKey{dataset, job}]
+	return ok && after(position{epoch, end}, s)
+}
+
+// Confirm records that a batch of job over dataset was laid out under
+// its edits read from the store after every answer (Answer) so far: a
+// request holds Hold meanwhile, so that no answer comes between its read
+// and this.
+func (p *Positions) Confirm(dataset, job string) {
+	p.mu.Lock()
+	delete(p.stale, jobKey{dataset, job})
+	p.mu.Unlock()
+}
+
+// Release ends the hold an Answer promised: the edit of job over dataset
+// is made or refused.
+func (p *Positions) Release(dataset, job string) { p.holds.Release(jobKey{dataset, job}) }
+
+// Held is how long a batch of job over dataset ending at position end of
+// epoch waits for an edit another node is making (Answer), and a channel
+// closed if the edit's node releases the hold first: 0 if no hold covers
+// it.
+func (p *Positions) Held(dataset, job string, epoch uint64, end int) (time.Duration, <-chan struct{}) {
+	return p.holds.Wait(jobKey{dataset, job}, position{epoch, end}, p.now())
 }
 
 // after reports whether a batch ending at a reaches past b.
 func after(a, b position) bool { return a.epoch > b.epoch || a.epoch == b.epoch && a.end > b.end }
+
+// beforePos orders positions for Holds: a before b.
+func beforePos(a, b position) bool { return after(b, a) }

@@ -35,7 +35,7 @@ func (b *Book) use(job string) {
 	}
 	idle := make([]string, 0, len(b.used))
 	for j, at := range b.used {
-		if now.Sub(at) >= forgetIdle && !now.Before(b.held[j].until) {
+		if now.Sub(at) >= forgetIdle && !b.holds.Holding(j, now) {
 			idle = append(idle, j)
 		}
 	}
@@ -55,7 +55,7 @@ func (b *Book) forgetJobLocked(job string) {
 	delete(b.confirmed, job)
 	delete(b.floor, job)
 	delete(b.reserved, job)
-	delete(b.held, job)
+	b.holds.Forget(job)
 }
 
 // Jobs is how many jobs the Book keeps in memory.

@@ -104,9 +104,10 @@ var (
 // steps past the last one served.
 const ReserveSteps = 64
 
-// Hold is how long a node that told an edit's node the latest step it
-// has served of a job (Answer) lays out no step of the job from the
-// edit's on (the steps before are the same under either version): the
+// Hold is how long at most a node that told an edit's node the latest
+// step it has served of a job (Answer) lays out no step of the job from
+// the edit's on, if the edit's node does not release it sooner (the
+// steps before are the same under either version): the
 // edit is made within half of it or not at all (ErrUnasked), and the
 // node then reads the version chain again before that step, so a step
 // is never laid out under the version an edit being made replaces.
@@ -202,10 +203,11 @@ type Book struct {
 	// reserved[job] the reservation written since (steps below it may be
 	// served without another write).
 	floor, reserved map[string]uint64
-	// held[job]: an edit's node was told this node's latest step; no
-	// step from held[job].from on is laid out before held[job].until.
-	held  map[string]hold
-	sleep func(ctx context.Context, d time.Duration) error
+	// holds: an edit's node was told this node's latest step; no step
+	// of the job from the hold's on is laid out until it releases the
+	// hold or Hold passes (Answer, Release).
+	holds *edits.Holds[string, uint64]
+	sleep func(ctx context.Context, d time.Duration, released <-chan struct{}) error
 
 	mu sync.Mutex
 	// edit is held by an edit, and shared by the requests resolving a
@@ -239,28 +241,13 @@ type currentEntry struct {
 func New(stores Stores, node string) *Book {
 	return &Book{stores: stores, now: time.Now, node: node, reserve: ReserveSteps, versions: map[string]map[string]*Version{},
 		current: map[string]currentEntry{}, where: map[string]string{}, latest: map[string]uint64{}, confirmed: map[string]uint64{},
-		floor: map[string]uint64{}, reserved: map[string]uint64{}, held: map[string]hold{}, used: map[string]time.Time{}, keep: maxJobs, sleep: sleep}
-}
-
-type hold struct {
-	from  uint64
-	until time.Time
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		floor: map[string]uint64{}, reserved: map[string]uint64{}, holds: edits.NewHolds[string](func(a, b uint64) bool { return a < b }), used: map[string]time.Time{}, keep: maxJobs, sleep: edits.WaitOut}
 }
 
 // Answer is this node's answer to another's question before an edit of
 // job from step from (Latest), with a promise: no step from the later of
-// from and the step after the latest is laid out for Hold (For waits),
+// from and the step after the latest is laid out until the edit's node
+// releases it (Release) or Hold passes (For waits),
 // and that step is laid out under the chain read again, so that the
 // edit, if made, is seen before it. It waits for the requests resolving
 // a version now, whose steps it counts.
@@ -275,29 +262,25 @@ func (b *Book) Answer(ctx context.Context, job string, from uint64) (uint64, boo
 	if ok {
 		from = max(from, l+1)
 	}
+	b.holds.Add(job, from, b.now())
 	b.mu.Lock()
-	b.held[job] = hold{from: from, until: b.now().Add(Hold)}
 	b.confirmed[job] = min(b.confirmed[job], from)
 	b.mu.Unlock()
 	return l, ok, nil
 }
 
+// Release ends the hold an Answer promised: the edit of job is made or
+// refused.
+func (b *Book) Release(job string) { b.holds.Release(job) }
+
 // waitHold waits until job's hold ends if a step up to last is held
-// (Answer).
+// (Answer): Hold, or until the edit's node releases it.
 func (b *Book) waitHold(ctx context.Context, job string, last uint64) error {
-	b.mu.Lock()
-	h, ok := b.held[job]
-	var d time.Duration
-	if ok {
-		if d = h.until.Sub(b.now()); d <= 0 {
-			delete(b.held, job)
-		}
-	}
-	b.mu.Unlock()
-	if !ok || d <= 0 || last < h.from {
+	d, released := b.holds.Wait(job, last+1, b.now())
+	if d <= 0 {
 		return nil
 	}
-	return b.sleep(ctx, d)
+	return b.sleep(ctx, d, released)
 }
 
 func prefix(job string) string { return "_brand/jobs/" + job + "/schedule/" }

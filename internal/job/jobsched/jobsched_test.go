@@ -367,7 +367,7 @@ func TestAnswerHoldsLaterSteps(t *testing.T) {
 	// request for step 4 waits out the hold.
 	var v2 *Version
 	var waited time.Duration
-	b.sleep = func(_ context.Context, d time.Duration) error {
+	b.sleep = func(_ context.Context, d time.Duration, _ <-chan struct{}) error {
 		waited = d
 		var err error
 		v2, err = a.Edit(ctx, "run", "4:web:0,code:1", 4, v1.Version, func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {

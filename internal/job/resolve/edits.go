@@ -23,13 +23,15 @@ import (
 // member: the furthest it has served of the job — the latest step of its
 // stored schedule, and for an edit of its chain over Dataset the furthest
 // position — and to hold the job's steps from Step, and its positions
-// from Epoch's Pos, until the edit is made or refused.
+// from Epoch's Pos, until the edit is made or refused. With Release, the
+// edit's node says it is: the holds the question promised end.
 type Question struct {
 	Job     string
 	Step    uint64
 	Dataset string // "" for a schedule's edit
 	Epoch   uint64
 	Pos     int
+	Release bool
 }
 
 // An Answer is a member's: the latest step of the job's schedule it has
@@ -56,6 +58,13 @@ type Others func(ctx context.Context, q Question) ([]Answer, error)
 // edits.Positions.Answer).
 func (r *Resolver) Answer(ctx context.Context, q Question) (Answer, error) {
 	a := Answer{Node: r.cfg.Node}
+	if q.Release {
+		r.book().Release(q.Job)
+		if q.Dataset != "" {
+			r.served.Release(q.Dataset, q.Job)
+		}
+		return a, nil
+	}
 	var err error
 	if a.Step, a.StepServed, err = r.book().Answer(ctx, q.Job, q.Step); err != nil {
 		return Answer{}, err
@@ -64,6 +73,22 @@ func (r *Resolver) Answer(ctx context.Context, q Question) (Answer, error) {
 		a.Epoch, a.End, a.PosServed = r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos)
 	}
 	return a, nil
+}
+
+// releaseTimeout bounds the release of the holds an edit's question
+// promised: a member that does not hear it ends its hold after
+// edits.Hold.
+const releaseTimeout = 2 * time.Second
+
+// release tells every other member that the edit q asked about is made
+// or refused, so that the job's batches held for it go on at once
+// rather than after edits.Hold. Best effort: a member that does not hear
+// it ends its hold by the time.
+func (r *Resolver) release(ctx context.Context, q Question) {
+	q.Release = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, _ = r.cfg.Others(ctx, q)
 }
 
 // scheduleOthers is the others a stored schedule's edit asks (nil on a
@@ -331,10 +356,11 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 	if e.Kind == chain.Append {
 		kind = edits.Append
 	}
-	asked, err := r.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
+	asked, done, err := r.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	defer done()
 	edit := chain.Edit{Kind: e.Kind, Job: job.Name, Dataset: ds.Name, Epoch: epoch, FromPosition: from, FromStep: e.FromStep,
 		StepSamples: job.BatchSize * max(job.World, 1), Keys: e.Keys, Previous: e.Previous}
 	if !asked.IsZero() && time.Since(asked) > edits.Hold/2 {
@@ -352,42 +378,53 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 
 // unserved refuses an edit of kind of job over dataset from position
 // from of epoch (global step step) if any member of the cluster has
-// served it: this node (its own positions, checked again as the edit is
-// stored), then every other member, asked at once, each holding the
-// job's positions from the edit's on while it is made. It returns when
-// the others were asked (zero on a single gateway).
-func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (time.Time, error) {
-	refuse := func(e uint64, end int, who string) error {
-		next := steps.After(e, end)
-		return edits.NewServedError(kind, next, fmt.Errorf("%w: %s has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
-			chain.ErrConflict, who, job, end, e, kind, next, step))
+// served it — this node (its own positions, checked again as the edit
+// is stored), and every other member, asked at once, each holding the
+// job's positions from the edit's on while it is made — naming the step
+// after the furthest position any of them served. It returns when the
+// others were asked (zero on a single gateway), and done, to call once
+// the edit is made or refused: it releases their holds.
+func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
+	type served struct {
+		epoch uint64
+		end   int
+		who   string
 	}
-	if e, end, ok := r.served.Last(dataset, job); ok && (e > epoch || e == epoch && end > from) {
-		return time.Time{}, refuse(e, end, "this node")
-	}
-	if r.cfg.Others == nil {
-		return time.Time{}, nil
-	}
-	asked := time.Now()
-	as, err := r.cfg.Others(ctx, Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from})
-	if err != nil {
-		return time.Time{}, err
-	}
-	// The furthest any member served, not the first to answer past the
-	// edit's position: the refusal names the first step an edit could
-	// start at, and one after a nearer member's would be refused again.
-	furthest := -1
-	for i, a := range as {
-		if a.PosServed && (a.Epoch > epoch || a.Epoch == epoch && a.End > from) &&
-			(furthest < 0 || a.Epoch > as[furthest].Epoch || a.Epoch == as[furthest].Epoch && a.End > as[furthest].End) {
-			furthest = i
+	var furthest *served
+	past := func(e uint64, end int, who string) {
+		if (e > epoch || e == epoch && end > from) && (furthest == nil || e > furthest.epoch || e == furthest.epoch && end > furthest.end) {
+			furthest = &served{e, end, who}
 		}
 	}
-	if furthest >= 0 {
-		a := as[furthest]
-		return time.Time{}, refuse(a.Epoch, a.End, "member "+a.Node)
+	if e, end, ok := r.served.Last(dataset, job); ok {
+		past(e, end, "this node")
 	}
-	return asked, nil
+	done = func() {}
+	if r.cfg.Others != nil {
+		// Asked even where this node has served past the edit: the
+		// refusal names the step after the furthest any member served,
+		// from which an edit is not refused again.
+		asked = time.Now()
+		q := Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from}
+		as, err := r.cfg.Others(ctx, q)
+		done = func() { r.release(ctx, q) }
+		if err != nil {
+			done() // those that answered hold
+			return time.Time{}, nil, err
+		}
+		for _, a := range as {
+			if a.PosServed {
+				past(a.Epoch, a.End, "member "+a.Node)
+			}
+		}
+	}
+	if furthest != nil {
+		done()
+		next := steps.After(furthest.epoch, furthest.end)
+		return time.Time{}, nil, edits.NewServedError(kind, next, fmt.Errorf("%w: %s has served job %s up to position %d of epoch %d; an %s starts after it (from step %d or later), not at step %d",
+			chain.ErrConflict, furthest.who, job, furthest.end, furthest.epoch, kind, next, step))
+	}
+	return asked, done, nil
 }
 
 // CheckScheduleEdit refuses an edit of job name's stored schedule where

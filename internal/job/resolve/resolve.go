@@ -170,23 +170,29 @@ func (r *Resolver) Epoch(ctx context.Context, raw, epoch, batch string) (*Job, e
 // laid out under the job's edits read again.
 func (r *Resolver) Batch(ctx context.Context, raw, epoch, batch string) (*layout.Batch, query.Query, error) {
 	for fresh := false; ; fresh = true {
-		b, q, wait, err := r.batch(ctx, raw, epoch, batch, fresh)
-		if wait == 0 || err != nil {
+		b, q, h, err := r.batch(ctx, raw, epoch, batch, fresh)
+		if err != nil || h.wait == 0 && !h.again {
 			return b, q, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, q, ctx.Err()
+		if err := edits.WaitOut(ctx, h.wait, h.released); err != nil {
+			return nil, q, err
 		}
 	}
 }
 
-// batch is Batch once: the batch, or how long it waits for a hold. With
-// fresh, the job's chain is read from the store first.
-func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bool) (*layout.Batch, query.Query, time.Duration, error) {
+// held is how long a batch waits for a hold (0: none), and a channel
+// closed if the hold is released before; or, with again, that it is laid
+// out again at once under the job's edits read from the store (past a
+// position this node answered a node taking an edit for).
+type held struct {
+	wait     time.Duration
+	released <-chan struct{}
+	again    bool
+}
+
+// batch is Batch once: the batch, or the hold it waits for. With fresh,
+// the job's chain is read from the store first.
+func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bool) (*layout.Batch, query.Query, held, error) {
 	defer r.served.Hold()()
 	j, err := r.Epoch(ctx, raw, epoch, batch)
 	if err == nil && fresh && j.Query.Job.Name != "" && j.Source.DS != nil {
@@ -195,15 +201,15 @@ func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bo
 		}
 	}
 	if err != nil {
-		return nil, query.Query{}, 0, err
+		return nil, query.Query{}, held{}, err
 	}
 	m, err := query.ParseNumber("batch", batch, 1<<62)
 	if err != nil {
-		return nil, j.Query, 0, err
+		return nil, j.Query, held{}, err
 	}
 	b, err := r.cfg.Orders.Layout(ctx, j.Source, j.Query.Job, j.Epoch, m)
 	if err != nil || j.Query.Job.Name == "" || j.Source.DS == nil {
-		return b, j.Query, 0, err
+		return b, j.Query, held{}, err
 	}
 	// The global batch's end: whichever rank asks, an edit starts after
 	// every position of a step any rank was served.
@@ -211,11 +217,18 @@ func (r *Resolver) batch(ctx context.Context, raw, epoch, batch string, fresh bo
 	if err != nil {
 		end = b.End
 	}
-	if d := r.served.Held(j.Source.DS.Name, j.Query.Job.Name, j.Epoch, end); d > 0 {
-		return nil, j.Query, d, nil
+	ds, name := j.Source.DS.Name, j.Query.Job.Name
+	if d, released := r.served.Held(ds, name, j.Epoch, end); d > 0 {
+		return nil, j.Query, held{wait: d, released: released}, nil
 	}
-	r.served.Served(j.Source.DS.Name, j.Query.Job.Name, j.Epoch, end)
-	return b, j.Query, 0, nil
+	if r.served.Stale(ds, name, j.Epoch, end) {
+		if !fresh {
+			return nil, j.Query, held{again: true}, nil
+		}
+		r.served.Confirm(ds, name)
+	}
+	r.served.Served(ds, name, j.Epoch, end)
+	return b, j.Query, held{}, nil
 }
 
 // Resolve resolves q, a parsed query, for epoch (and with batch >= 0 that

@@ -34,10 +34,34 @@ func (r *Resolver) book() *jobsched.Book {
 	return r.scheds.book
 }
 
-// Schedules is the book of the jobs' stored schedules, and the check
-// every edit of one makes of the other members (nil on a single
-// gateway): the one question every edit asks (Question).
-func (r *Resolver) Schedules() (*jobsched.Book, jobsched.Others) { return r.book(), r.scheduleOthers() }
+// Schedules is the book of the jobs' stored schedules.
+func (r *Resolver) Schedules() *jobsched.Book { return r.book() }
+
+// EditSchedule makes an edit of job's stored schedule from step from,
+// or with next from the first step not yet read (jobsched.Book.Edit,
+// EditNext), asking every other member what it has served with the
+// question every edit asks (Question), and releasing the holds they
+// promised once the edit is made or refused.
+func (r *Resolver) EditSchedule(ctx context.Context, job, text string, from uint64, next bool, base string, check func(api.Schedule) error) (*jobsched.Version, error) {
+	others := r.scheduleOthers()
+	if others != nil {
+		ask := others
+		asked := false
+		others = func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
+			asked = true
+			return ask(ctx, job, from)
+		}
+		defer func() {
+			if asked {
+				r.release(ctx, Question{Job: job, Step: from})
+			}
+		}()
+	}
+	if next {
+		return r.book().EditNext(ctx, job, text, base, others, check)
+	}
+	return r.book().Edit(ctx, job, text, from, base, others, check)
+}
 
 // stored resolves job's stored schedule (job.ScheduleVersion) for the
 // steps a request reads — epoch's first, or with batch >= 0 that batch's

@@ -1,0 +1,130 @@
+package edits
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Holds are the promises a node made to other members taking edits of
+// its jobs (a stored schedule's steps, a chain's positions): for each
+// key, nothing from the first point held on is laid out until every edit
+// that asked has been made or refused (Release) or Hold has passed since
+// the last one asked, whichever comes first. The edit's node releases
+// the hold as soon as it is done, so that a job is not stalled for Hold
+// by an edit refused or made at once; the time bounds a release that
+// never comes (the edit's node gone, a lost message).
+//
+// Points are compared by before; K names what is held. Safe for
+// concurrent use.
+type Holds[K comparable, P any] struct {
+	before func(a, b P) bool // a is before b
+
+	mu   sync.Mutex
+	held map[K]*held[P]
+}
+
+type held[P any] struct {
+	from  P
+	until time.Time
+	edits int           // edits that asked and have not released
+	done  chan struct{} // closed when the last of them releases
+}
+
+// NewHolds returns an empty set of holds whose points are ordered by
+// before.
+func NewHolds[K comparable, P any](before func(a, b P) bool) *Holds[K, P] {
+	return &Holds[K, P]{before: before, held: map[K]*held[P]{}}
+}
+
+// Add promises an edit's node, at now, that nothing of k from from on is
+// laid out until it releases (Release) or Hold passes. Holds of edits
+// asking at once (two nodes taking edits of one job) are one hold from
+// the earlier point, released by the last of them.
+func (h *Holds[K, P]) Add(k K, from P, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.live(k, now); c != nil {
+		if h.before(from, c.from) {
+			c.from = from
+		}
+		c.until, c.edits = now.Add(Hold), c.edits+1
+		return
+	}
+	h.held[k] = &held[P]{from: from, until: now.Add(Hold), edits: 1, done: make(chan struct{})}
+}
+
+// Release ends one edit's hold of k: the edit is made or refused. The
+// hold ends when every edit that asked has released it.
+func (h *Holds[K, P]) Release(k K) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.held[k]
+	if !ok {
+		return
+	}
+	if c.edits--; c.edits <= 0 {
+		close(c.done)
+		delete(h.held, k)
+	}
+}
+
+// Wait is how long what is laid out of k up to p (its end, past its
+// last position or step) waits at now, and a channel closed if the hold
+// is released before: 0 and nil if no hold covers it (the hold's first
+// point is not before p).
+func (h *Holds[K, P]) Wait(k K, p P, now time.Time) (time.Duration, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.live(k, now)
+	if c == nil || !h.before(c.from, p) {
+		return 0, nil
+	}
+	return c.until.Sub(now), c.done
+}
+
+// Holding reports whether k is held at now.
+func (h *Holds[K, P]) Holding(k K, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live(k, now) != nil
+}
+
+// live is k's hold if it has not ended at now (one that has is
+// dropped); h.mu held.
+func (h *Holds[K, P]) live(k K, now time.Time) *held[P] {
+	c, ok := h.held[k]
+	if !ok {
+		return nil
+	}
+	if !now.Before(c.until) {
+		close(c.done)
+		delete(h.held, k)
+		return nil
+	}
+	return c
+}
+
+// Forget drops k's hold, if any (a job forgotten).
+func (h *Holds[K, P]) Forget(k K) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.held[k]; ok {
+		close(c.done)
+		delete(h.held, k)
+	}
+}
+
+// WaitOut waits d, or until released is closed or ctx ends.
+func WaitOut(ctx context.Context, d time.Duration, released <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
