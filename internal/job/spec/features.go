@@ -3,6 +3,7 @@ package spec
 import (
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/brandgw/brand/api"
 )
@@ -44,6 +45,12 @@ type Param struct {
 // in reports whether v gives p.
 func (p Param) in(v url.Values) bool {
 	x := v.Get(p.Name)
+	if want, err := strconv.ParseBool(p.Value); err == nil {
+		// A boolean parameter, in any spelling its parser takes
+		// (locality=0 is locality=false).
+		got, err := strconv.ParseBool(x)
+		return err == nil && got == want
+	}
 	return x != "" && (p.Value == "" || x == p.Value)
 }
 

@@ -175,6 +175,24 @@ func TestRequested(t *testing.T) {
 	}
 }
 
+// TestDetectBooleans: a boolean parameter names its feature in any
+// spelling the parser takes: locality=0, f or FALSE turn locality off as
+// locality=false does.
+func TestDetectBooleans(t *testing.T) {
+	for _, tc := range []struct {
+		q    string
+		want bool
+	}{
+		{"dataset=a", true}, {"dataset=a&locality=true", true}, {"dataset=a&locality=1", true},
+		{"dataset=a&locality=false", false}, {"dataset=a&locality=0", false}, {"dataset=a&locality=f", false}, {"dataset=a&locality=FALSE", false},
+	} {
+		v, _ := url.ParseQuery(tc.q)
+		if got := Detect(v).Has(Locality); got != tc.want {
+			t.Errorf("%s: locality %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
 // BenchmarkCheck is the table's cost a request pays: its parameters'
 // features detected and checked (CheckParams, the parser's), and its
 // job's (Requested and Check, the resolver's).
