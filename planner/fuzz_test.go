@@ -7,6 +7,7 @@ import (
 
 	"github.com/brandgw/brand/api"
 	"github.com/brandgw/brand/internal/job/query"
+	"github.com/brandgw/brand/internal/job/spec"
 	"github.com/brandgw/brand/shuffle"
 )
 
@@ -30,7 +31,8 @@ func fuzzDataset(name string) Dataset {
 // gateway's orders make it (shuffle.NewMixture, a span of its epoch) and
 // the plan a gateway computes, within a small budget. Whatever the
 // query, nothing panics, every refusal is of the kind the gateway maps
-// to 400 (or 404 for a number out of range), and a plan ends, made,
+// to 400 (a bad request, or the table of features' refusal), or 404 for a
+// number out of range, and a plan ends, made,
 // refused or out of budget. The seed corpus is the queries below and
 // those in testdata/fuzz/FuzzPlanParams (the security review's).
 func FuzzPlanParams(f *testing.F) {
@@ -53,8 +55,8 @@ func FuzzPlanParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := query.Parse(raw, query.PlanParams, base, limits)
 		if err != nil {
-			if !errors.Is(err, query.ErrBadRequest) && !errors.Is(err, query.ErrOutOfRange) {
-				t.Fatalf("%q: %v, neither a bad request nor out of range", raw, err)
+			if !errors.Is(err, query.ErrBadRequest) && !errors.Is(err, query.ErrOutOfRange) && !errors.Is(err, spec.ErrIncompatible) {
+				t.Fatalf("%q: %v, neither a bad request, out of range nor the table's refusal", raw, err)
 			}
 			return
 		}
