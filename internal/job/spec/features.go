@@ -3,7 +3,6 @@ package spec
 import (
 	"net/url"
 	"slices"
-	"strconv"
 
 	"github.com/brandgw/brand/api"
 )
@@ -45,13 +44,25 @@ type Param struct {
 // in reports whether v gives p.
 func (p Param) in(v url.Values) bool {
 	x := v.Get(p.Name)
-	if want, err := strconv.ParseBool(p.Value); err == nil {
+	if want, ok := boolOf(p.Value); ok {
 		// A boolean parameter, in any spelling its parser takes
 		// (locality=0 is locality=false).
-		got, err := strconv.ParseBool(x)
-		return err == nil && got == want
+		got, ok := boolOf(x)
+		return ok && got == want
 	}
 	return x != "" && (p.Value == "" || x == p.Value)
+}
+
+// boolOf is strconv.ParseBool without the error it allocates for a word
+// that is not a boolean (every request's parameters are matched).
+func boolOf(s string) (v, ok bool) {
+	switch s {
+	case "1", "t", "T", "true", "TRUE", "True":
+		return true, true
+	case "0", "f", "F", "false", "FALSE", "False":
+		return false, true
+	}
+	return false, false
 }
 
 // A Def defines a feature: what it is, and how a request names it.

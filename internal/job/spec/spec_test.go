@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -189,6 +190,13 @@ func TestDetectBooleans(t *testing.T) {
 		v, _ := url.ParseQuery(tc.q)
 		if got := Detect(v).Has(Locality); got != tc.want {
 			t.Errorf("%s: locality %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	// boolOf takes what strconv.ParseBool (the parser's) takes.
+	for _, w := range []string{"1", "t", "T", "true", "TRUE", "True", "0", "f", "F", "false", "FALSE", "False", "", "yes", "tRUE", "2", "on"} {
+		want, err := strconv.ParseBool(w)
+		if got, ok := boolOf(w); ok != (err == nil) || ok && got != want {
+			t.Errorf("boolOf(%q) = %v %v; strconv.ParseBool: %v %v", w, got, ok, want, err)
 		}
 	}
 }

@@ -119,6 +119,20 @@ var notable = func() []Cell {
 	return out
 }()
 
+// pairs are notable's pairs as sets, by its index: s holds cell i's pair
+// when s&pairs[i] == pairs[i] (no lookup of a feature's bit by name on
+// a request's path). Never modified.
+var pairs = func() []Set {
+	out := make([]Set, len(notable))
+	for i, c := range notable {
+		out[i] = Of(c.A, c.B)
+	}
+	return out
+}()
+
+// holds reports whether s holds the pair of notable's cell i.
+func (s Set) holds(i int) bool { return s&pairs[i] == pairs[i] }
+
 func makeTable() []Cell {
 	listed := cells()
 	var out []Cell
@@ -149,8 +163,8 @@ func Lookup(a, b Feature) Cell {
 // Check refuses s if a pair of its features is refused: the first such
 // pair in the table's order, with its message (ErrIncompatible).
 func (s Set) Check() error {
-	for _, c := range notable {
-		if c.Kind == Refuse && s.Has(c.A) && s.Has(c.B) {
+	for i, c := range notable {
+		if c.Kind == Refuse && s.holds(i) {
 			return Refusal(c)
 		}
 	}
@@ -165,8 +179,8 @@ var ErrNotPlanned = errkind.New(errkind.NotImplemented, "not planned")
 // of its features: the first such pair in the table's order
 // (ErrNotPlanned with the cell's Plan).
 func (s Set) CheckPlan() error {
-	for _, c := range notable {
-		if c.Plan != "" && s.Has(c.A) && s.Has(c.B) {
+	for i, c := range notable {
+		if c.Plan != "" && s.holds(i) {
 			return fmt.Errorf("%w: %s", ErrNotPlanned, c.Plan)
 		}
 	}
@@ -194,8 +208,8 @@ func (s Set) Dropped(f Feature) bool {
 	if !s.Has(f) {
 		return false
 	}
-	for _, c := range notable {
-		if c.Kind == Downgrade && c.Drops == f && s.Has(c.A) && s.Has(c.B) {
+	for i, c := range notable {
+		if c.Kind == Downgrade && c.Drops == f && s.holds(i) {
 			return true
 		}
 	}
@@ -205,9 +219,9 @@ func (s Set) Dropped(f Feature) bool {
 // Effective is s less the features a downgrade drops.
 func (s Set) Effective() Set {
 	out := s
-	for _, f := range s.List() {
-		if s.Dropped(f) {
-			out = out.Without(f)
+	for i, c := range notable {
+		if c.Kind == Downgrade && s.holds(i) {
+			out = out.Without(c.Drops)
 		}
 	}
 	return out
@@ -223,17 +237,19 @@ type Companion struct {
 }
 
 // Companions are the parameters that apply only with a feature.
-func Companions() []Companion {
-	return []Companion{
-		{Params: []string{api.ParamPack, api.ParamPad, api.ParamEOS}, Needs: []Feature{Tokens},
-			Message: "{param} applies only to a token job (seq=)"},
-		{Params: []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart, api.ParamClipLayout}, Needs: []Feature{Clips},
-			Message: "{param} applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
-		{Params: []string{api.ParamMixBlock, api.ParamMixSamples}, Needs: []Feature{Mix, Schedule},
-			Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},
-		{Params: []string{api.ParamImportance, api.ParamHot}, Needs: []Feature{Importance},
-			Message: "importance and hot apply only with sampling=importance"},
-	}
+func Companions() []Companion { return slices.Clone(companions) }
+
+// companions and exclusives are the tables CheckParams reads, built once
+// (read only).
+var companions = []Companion{
+	{Params: []string{api.ParamPack, api.ParamPad, api.ParamEOS}, Needs: []Feature{Tokens},
+		Message: "{param} applies only to a token job (seq=)"},
+	{Params: []string{api.ParamStride, api.ParamFPS, api.ParamStep, api.ParamClipStart, api.ParamClipLayout}, Needs: []Feature{Clips},
+		Message: "{param} applies only to a clip job (clip=, or delta_timestamps= or frames= over a LeRobot dataset)"},
+	{Params: []string{api.ParamMixBlock, api.ParamMixSamples}, Needs: []Feature{Mix, Schedule},
+		Message: "mix_block and mix_samples apply only with mix=, mix_schedule= or schedule="},
+	{Params: []string{api.ParamImportance, api.ParamHot}, Needs: []Feature{Importance},
+		Message: "importance and hot apply only with sampling=importance"},
 }
 
 // message is c's message for param.
@@ -249,13 +265,13 @@ type Exclusive struct {
 
 // Exclusives are the groups of parameters that name the same thing two
 // ways: a request gives at most one of each.
-func Exclusives() []Exclusive {
-	return []Exclusive{
-		{Params: []string{api.ParamDataset, api.ParamMix, api.ParamMixSchedule, api.ParamScheduleVersion},
-			Message: "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name), not two"},
-		{Params: []string{api.ParamClip, api.ParamDeltaTimestamps}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
-		{Params: []string{api.ParamClip, api.ParamFrames}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
-	}
+func Exclusives() []Exclusive { return slices.Clone(exclusives) }
+
+var exclusives = []Exclusive{
+	{Params: []string{api.ParamDataset, api.ParamMix, api.ParamMixSchedule, api.ParamScheduleVersion},
+		Message: "a job reads one source: give dataset=, mix=, mix_schedule= or schedule= (the schedule stored under its name), not two"},
+	{Params: []string{api.ParamClip, api.ParamDeltaTimestamps}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
+	{Params: []string{api.ParamClip, api.ParamFrames}, Message: "give clip= (clips of a tree of videos) or delta_timestamps=/frames= (windows of a LeRobot dataset), not both"},
 }
 
 // CheckParams refuses a request's parameters v that the table refuses: a
@@ -263,7 +279,7 @@ func Exclusives() []Exclusive {
 // feature, and a refused pair of the features v names; in that order, the
 // first found in the table's order.
 func CheckParams(v url.Values) error {
-	for _, e := range Exclusives() {
+	for _, e := range exclusives {
 		given := 0
 		for _, p := range e.Params {
 			if v.Get(p) != "" {
@@ -275,7 +291,7 @@ func CheckParams(v url.Values) error {
 		}
 	}
 	s := Detect(v)
-	for _, c := range Companions() {
+	for _, c := range companions {
 		needed := false
 		for _, f := range c.Needs {
 			needed = needed || s.Has(f)
