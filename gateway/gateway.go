@@ -604,8 +604,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.jobs = resolve.New(rc)
 	if peers != nil {
-		g.peers.served = g.jobs.Answer
-		g.peers.edited = g.jobs.PeerEdit
+		g.peers.served = g.jobs.Edits().Answer
+		g.peers.edited = g.jobs.Edits().PeerEdit
 		g.peers.ready = g.ready.servingNotReady
 	}
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}

@@ -31,8 +31,11 @@ const (
 	maxAppendBodyBytes  = 4 << 10
 )
 
-// editAPI serves the edit endpoints from the resolver.
-type editAPI struct{ jobs *resolve.Resolver }
+// editAPI serves the edit endpoints from the resolver's editor.
+type editAPI struct {
+	jobs    *resolve.Editor
+	catalog *catalog.Catalog
+}
 
 func (ea editAPI) handleExcludePost(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -120,7 +123,7 @@ func (ea editAPI) handleAppendGet(w http.ResponseWriter, r *http.Request) {
 	}
 	var ext *catalog.Dataset
 	if err == nil {
-		ext, err = ea.jobs.Catalog().Version(ds.Name, newest.Index)
+		ext, err = ea.catalog.Version(ds.Name, newest.Index)
 	}
 	if err != nil {
 		writeError(ctx, w, err)

@@ -87,7 +87,7 @@ func conflictHeader(w http.ResponseWriter, err error) {
 
 // scheduleAPI serves the schedule endpoints from the jobs stage's book: a
 // part of its own, as the importance endpoints are (importanceAPI).
-type scheduleAPI struct{ jobs *resolve.Resolver }
+type scheduleAPI struct{ jobs *resolve.Editor }
 
 func (sa scheduleAPI) handleScheduleGet(w http.ResponseWriter, r *http.Request) {
 	job := chi.URLParam(r, "job")
@@ -142,20 +142,7 @@ func (sa scheduleAPI) handleScheduleEdit(w http.ResponseWriter, r *http.Request)
 		writeError(ctx, w, err)
 		return
 	}
-	// This node's latest step is the book's own (checked under the edit's
-	// lock); every other member's is asked for, with the question every
-	// edit asks (resolve.Others).
-	check := func(s api.Schedule) error {
-		// Every dataset served here: a schedule naming one that is not
-		// would be refused by every request.
-		for _, name := range s.Datasets() {
-			if _, err := sa.jobs.Version(api.Job{Dataset: name}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	v, err := sa.jobs.EditSchedule(ctx, job, e.Schedule, e.FromStep.Step, e.FromStep.Next, e.Base, check)
+	v, err := sa.jobs.EditSchedule(ctx, job, e.Schedule, e.FromStep.Step, e.FromStep.Next, e.Base)
 	if errors.Is(err, api.ErrMix) {
 		err = fmt.Errorf("%w: %w", query.ErrBadRequest, err)
 	}

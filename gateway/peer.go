@@ -41,7 +41,7 @@ import (
 // peer secret (Config.fill), so they never ask less than a token.
 type peerAPI struct {
 	// edited reports whether version is an edit of job's chain over ds,
-	// registered for its layout (resolve.Resolver.PeerEdit).
+	// registered for its layout (resolve.Editor.PeerEdit).
 	edited   func(ctx context.Context, ds *catalog.Dataset, job, version string) bool
 	creds    *peercred.Verifier
 	nodes    peerNodes
@@ -81,7 +81,7 @@ type peerAPI struct {
 	// them (giveBack.take).
 	take func(url string, ds *catalog.Dataset, chunks []int) []int
 	// served answers what this node has served of a job, asked by a
-	// node taking an edit of it (resolve.Resolver.Answer).
+	// node taking an edit of it (resolve.Editor.Answer).
 	served func(ctx context.Context, q resolve.Question) (resolve.Answer, error)
 	log    zerolog.Logger
 }

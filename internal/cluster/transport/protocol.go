@@ -794,7 +794,7 @@ func EncodeChunks(chunks []int) []byte { return uint32s(chunks) }
 // appends over dataset D from position P of epoch E, the furthest
 // position of it the node has served. The node holds the job's steps
 // from STEP and its positions from P while the edit is made
-// (resolve.Resolver.Answer). With &release=true the question's node
+// (resolve.Editor.Answer). With &release=true the question's node
 // says the edit is made or refused: the holds end.
 type StepsQuestion struct {
 	Job     string

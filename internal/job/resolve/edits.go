@@ -19,6 +19,15 @@ import (
 	"github.com/brandgw/brand/internal/job/spec"
 )
 
+// An Editor makes the edits of named jobs — an exclusion or an append of
+// a job's chain, an edit of its stored schedule — under one rule on a
+// cluster: an edit from step S only if no member has served S, every
+// other member asked at once (Question) and holding the job's later
+// steps and positions until the edit is made or refused. It answers the
+// same question when another member takes an edit, and reads the jobs'
+// chains. It resolves each edit's job with its Resolver.
+type Editor struct{ r *Resolver }
+
 // A Question is what a node taking an edit of a job asks every other
 // member: the furthest it has served of the job — the latest step of its
 // stored schedule, and for an edit of its chain over Dataset the furthest
@@ -56,21 +65,21 @@ type Others func(ctx context.Context, q Question) ([]Answer, error)
 // it has served, and the promise to hold the job's later steps and
 // positions while the edit is made (jobsched.Book.Answer,
 // edits.Positions.Answer).
-func (r *Resolver) Answer(ctx context.Context, q Question) (Answer, error) {
-	a := Answer{Node: r.cfg.Node}
+func (ed *Editor) Answer(ctx context.Context, q Question) (Answer, error) {
+	a := Answer{Node: ed.r.cfg.Node}
 	if q.Release {
-		r.book().Release(q.Job)
+		ed.r.book().Release(q.Job)
 		if q.Dataset != "" {
-			r.served.Release(q.Dataset, q.Job)
+			ed.r.served.Release(q.Dataset, q.Job)
 		}
 		return a, nil
 	}
 	var err error
-	if a.Step, a.StepServed, err = r.book().Answer(ctx, q.Job, q.Step); err != nil {
+	if a.Step, a.StepServed, err = ed.r.book().Answer(ctx, q.Job, q.Step); err != nil {
 		return Answer{}, err
 	}
 	if q.Dataset != "" {
-		a.Epoch, a.End, a.PosServed = r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos)
+		a.Epoch, a.End, a.PosServed = ed.r.served.Answer(q.Dataset, q.Job, q.Epoch, q.Pos)
 	}
 	return a, nil
 }
@@ -84,21 +93,21 @@ const releaseTimeout = 2 * time.Second
 // or refused, so that the job's batches held for it go on at once
 // rather than after edits.Hold. Best effort: a member that does not hear
 // it ends its hold by the time.
-func (r *Resolver) release(ctx context.Context, q Question) {
+func (ed *Editor) release(ctx context.Context, q Question) {
 	q.Release = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, _ = r.cfg.Others(ctx, q)
+	_, _ = ed.r.cfg.Others(ctx, q)
 }
 
 // scheduleOthers is the others a stored schedule's edit asks (nil on a
 // single gateway): the same question, its steps alone.
-func (r *Resolver) scheduleOthers() jobsched.Others {
-	if r.cfg.Others == nil {
+func (ed *Editor) scheduleOthers() jobsched.Others {
+	if ed.r.cfg.Others == nil {
 		return nil
 	}
 	return func(ctx context.Context, job string, from uint64) (uint64, bool, []string, error) {
-		as, err := r.cfg.Others(ctx, Question{Job: job, Step: from})
+		as, err := ed.r.cfg.Others(ctx, Question{Job: job, Step: from})
 		if err != nil {
 			return 0, false, nil, err
 		}
@@ -195,11 +204,11 @@ func extends(ds *catalog.Dataset, id string) bool {
 // PeerEdit reports whether version is an edit of job's chain over ds,
 // registering the chain up to it for its layout: a peer's stream names
 // the edit its positions are laid out under.
-func (r *Resolver) PeerEdit(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
-	if _, ok := r.cfg.Orders.Edits().Get(version); ok {
+func (ed *Editor) PeerEdit(ctx context.Context, ds *catalog.Dataset, job, version string) bool {
+	if _, ok := ed.r.cfg.Orders.Edits().Get(version); ok {
 		return true
 	}
-	head, err := r.chains.Of(ctx, ds.Store, ds.Name, job)
+	head, err := ed.r.chains.Of(ctx, ds.Store, ds.Name, job)
 	if err != nil || head == nil {
 		return false
 	}
@@ -207,11 +216,11 @@ func (r *Resolver) PeerEdit(ctx context.Context, ds *catalog.Dataset, job, versi
 		if e.Version == version {
 			// The chain up to it, resolved in the version it grew the
 			// job to: the one the asker's batch is laid out over.
-			x, err := r.chains.Resolve(ctx, ds, e)
+			x, err := ed.r.chains.Resolve(ctx, ds, e)
 			if err != nil {
 				return false
 			}
-			r.cfg.Orders.Edits().Add(x)
+			ed.r.cfg.Orders.Edits().Add(x)
 			return true
 		}
 	}
@@ -232,11 +241,11 @@ type EditJob struct {
 // chain.Append) of job name, whose query string is raw: the job's other
 // parameters are the query's, as on /epoch/… . A job the edit's kind
 // does not go with is refused by the table, as its batches would be.
-func (r *Resolver) EditJob(ctx context.Context, name, raw, kind string) (*EditJob, error) {
-	if err := r.checkName(name); err != nil {
+func (ed *Editor) EditJob(ctx context.Context, name, raw, kind string) (*EditJob, error) {
+	if err := ed.checkName(name); err != nil {
 		return nil, err
 	}
-	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	q, err := query.Parse(raw, query.JobParams, ed.r.cfg.Defaults, ed.r.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -247,39 +256,39 @@ func (r *Resolver) EditJob(ctx context.Context, name, raw, kind string) (*EditJo
 	}
 	// A job whose name keeps a stored schedule reads a schedule: the
 	// table's to refuse an edit of its chain, as its reads would be.
-	if _, err := r.book().Current(ctx, name); err == nil {
+	if _, err := ed.r.book().Current(ctx, name); err == nil {
 		if err := features.Without(spec.Dataset).With(spec.Schedule).Check(); err != nil {
 			return nil, err
 		}
 	}
 	// The chain as the store has it now: an edit made on another node
 	// within chain.Refresh is the one this one follows.
-	src, err := r.source(ctx, q.Job)
+	src, err := ed.r.source(ctx, q.Job)
 	if err != nil {
 		return nil, err
 	}
 	if src.DS != nil {
-		if _, err := r.chains.Current(ctx, src.DS.Store, src.DS.Name, name); err != nil {
+		if _, err := ed.r.chains.Current(ctx, src.DS.Store, src.DS.Name, name); err != nil {
 			return nil, err
 		}
 	}
-	j, err := r.Resolve(ctx, q, 0, -1, spec.Of(kindFeature(kind)))
+	j, err := ed.r.Resolve(ctx, q, 0, -1, spec.Of(kindFeature(kind)))
 	if err != nil {
 		return nil, err
 	}
 	ej := &EditJob{Job: j, Store: j.Source.DS.Store}
-	if ej.Head, err = r.chains.Of(ctx, ej.Store, j.Source.DS.Name, name); err != nil {
+	if ej.Head, err = ed.r.chains.Of(ctx, ej.Store, j.Source.DS.Name, name); err != nil {
 		return nil, err
 	}
 	ej.Steps, err = chain.NewSteps(j.Query.Job, j.Source.Edit, func(epoch uint64) (int, error) {
-		_, n, err := r.cfg.Orders.Extent(j.Source, j.Query.Job, epoch)
+		_, n, err := ed.r.cfg.Orders.Extent(j.Source, j.Query.Job, epoch)
 		return n, err
 	})
 	return ej, err
 }
 
 // checkName refuses a job name that is not one (400).
-func (r *Resolver) checkName(name string) error {
+func (ed *Editor) checkName(name string) error {
 	if err := importance.ValidJobName(name); err != nil {
 		return fmt.Errorf("%w: %w", query.ErrBadRequest, err)
 	}
@@ -289,16 +298,16 @@ func (r *Resolver) checkName(name string) error {
 // Read is the chain of job name over the dataset its query raw names, as
 // the store had it within chain.Refresh (nil if none), resolved: the
 // stored edits, and the layout's chain.
-func (r *Resolver) Read(ctx context.Context, name, raw string) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
-	if err := r.checkName(name); err != nil {
+func (ed *Editor) Read(ctx context.Context, name, raw string) (*chain.Edit, *layout.Edit, *catalog.Dataset, error) {
+	if err := ed.checkName(name); err != nil {
 		return nil, nil, nil, err
 	}
-	q, err := query.Parse(raw, query.JobParams, r.cfg.Defaults, r.cfg.Limits)
+	q, err := query.Parse(raw, query.JobParams, ed.r.cfg.Defaults, ed.r.cfg.Limits)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	q.Job.Name = name
-	j, err := r.Resolve(ctx, q, 0, -1, 0)
+	j, err := ed.r.Resolve(ctx, q, 0, -1, 0)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -306,7 +315,7 @@ func (r *Resolver) Read(ctx context.Context, name, raw string) (*chain.Edit, *la
 	if ds == nil {
 		return nil, nil, nil, fmt.Errorf("%w: a job's edits are kept over one dataset: give dataset=", query.ErrBadRequest)
 	}
-	head, err := r.chains.Of(ctx, ds.Store, ds.Name, name)
+	head, err := ed.r.chains.Of(ctx, ds.Store, ds.Name, name)
 	return head, j.Source.Edit, ds, err
 }
 
@@ -326,7 +335,7 @@ type NewEdit struct {
 // editable step) if any member of the cluster has served it, then stored
 // (chain.Book.Make, whose refusals it returns). The made edit, with the
 // version the job reads after it, and the layout's chain up to it.
-func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit, *catalog.Dataset, *layout.Edit, error) {
+func (ed *Editor) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edit, *catalog.Dataset, *layout.Edit, error) {
 	job, ds := ej.Query.Job, ej.Source.DS
 	if h := ej.Head; h != nil && e.Previous == h.Version && e.FromStep < h.FromStep {
 		return nil, nil, nil, fmt.Errorf("%w: job %s's edit %s applies from step %d; the next applies from that step or a later one, not from step %d",
@@ -336,8 +345,8 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("%w: dataset %s has no batches for batch_size=%d world=%d offset=%d drop_last=%t: no step to count from", query.ErrBadRequest, ds.Name, job.BatchSize, job.World, job.Offset, job.DropLast)
 	}
-	if epoch > r.cfg.Limits.MaxEpoch {
-		return nil, nil, nil, fmt.Errorf("%w: from_step %d is in epoch %d, past the last epoch %d", query.ErrBadRequest, e.FromStep, epoch, r.cfg.Limits.MaxEpoch)
+	if epoch > ed.r.cfg.Limits.MaxEpoch {
+		return nil, nil, nil, fmt.Errorf("%w: from_step %d is in epoch %d, past the last epoch %d", query.ErrBadRequest, e.FromStep, epoch, ed.r.cfg.Limits.MaxEpoch)
 	}
 	from, _, err := job.GlobalBatch(ej.Steps.Samples(epoch), m)
 	if err != nil {
@@ -345,7 +354,7 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 	}
 	ext := ds
 	if e.Kind == chain.Append {
-		if ext, err = r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
+		if ext, err = ed.r.cfg.Catalog.Version(ds.Name, e.Index); err == nil {
 			ext, err = view(ext, job)
 		}
 		if err != nil {
@@ -356,7 +365,7 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 	if e.Kind == chain.Append {
 		kind = edits.Append
 	}
-	asked, done, err := r.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
+	asked, done, err := ed.unserved(ctx, kind, ds.Name, job.Name, epoch, from, e.FromStep, ej.Steps)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -368,11 +377,11 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 		// stored: they may be laying out later positions without it.
 		return nil, nil, nil, fmt.Errorf("%w: the edit of job %s took over %s after the members were asked; it is not made: retry", jobsched.ErrUnasked, job.Name, edits.Hold/2)
 	}
-	made, x, err := r.chains.Make(ctx, ej.Store, ds, ext, ej.Head, edit, ej.Steps.After)
+	made, x, err := ed.r.chains.Make(ctx, ej.Store, ds, ext, ej.Head, edit, ej.Steps.After)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r.cfg.Orders.Edits().Add(x)
+	ed.r.cfg.Orders.Edits().Add(x)
 	return made, ext, x, nil
 }
 
@@ -384,7 +393,7 @@ func (r *Resolver) Make(ctx context.Context, ej *EditJob, e NewEdit) (*chain.Edi
 // after the furthest position any of them served. It returns when the
 // others were asked (zero on a single gateway), and done, to call once
 // the edit is made or refused: it releases their holds.
-func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
+func (ed *Editor) unserved(ctx context.Context, kind edits.Kind, dataset, job string, epoch uint64, from int, step uint64, steps chain.Steps) (asked time.Time, done func(), err error) {
 	type served struct {
 		epoch uint64
 		end   int
@@ -396,18 +405,18 @@ func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job s
 			furthest = &served{e, end, who}
 		}
 	}
-	if e, end, ok := r.served.Last(dataset, job); ok {
+	if e, end, ok := ed.r.served.Last(dataset, job); ok {
 		past(e, end, "this node")
 	}
 	done = func() {}
-	if r.cfg.Others != nil {
+	if ed.r.cfg.Others != nil {
 		// Asked even where this node has served past the edit: the
 		// refusal names the step after the furthest any member served,
 		// from which an edit is not refused again.
 		asked = time.Now()
 		q := Question{Job: job, Step: step, Dataset: dataset, Epoch: epoch, Pos: from}
-		as, err := r.cfg.Others(ctx, q)
-		done = func() { r.release(ctx, q) }
+		as, err := ed.r.cfg.Others(ctx, q)
+		done = func() { ed.release(ctx, q) }
 		if err != nil {
 			done() // those that answered hold
 			return time.Time{}, nil, err
@@ -432,13 +441,13 @@ func (r *Resolver) unserved(ctx context.Context, kind edits.Kind, dataset, job s
 // here: a schedule's job reads each component's order, which a chain
 // over one dataset does not apply to (the table's refusal, as its reads
 // would be refused).
-func (r *Resolver) CheckScheduleEdit(ctx context.Context, name string) error {
-	for _, n := range r.cfg.Catalog.Names() {
-		ds, err := r.cfg.Catalog.Get(n)
+func (ed *Editor) CheckScheduleEdit(ctx context.Context, name string) error {
+	for _, n := range ed.r.cfg.Catalog.Names() {
+		ds, err := ed.r.cfg.Catalog.Get(n)
 		if err != nil || ds.Store == nil {
 			continue
 		}
-		head, err := r.chains.Of(ctx, ds.Store, ds.Name, name)
+		head, err := ed.r.chains.Of(ctx, ds.Store, ds.Name, name)
 		if err != nil {
 			return err
 		}

@@ -104,6 +104,7 @@ type Resolver struct {
 	served *edits.Positions
 	chains *chain.Book
 	scheds schedules
+	edits  Editor
 }
 
 // New returns a Resolver over cfg.
@@ -118,8 +119,13 @@ func New(cfg Config) *Resolver {
 		return ds
 	})
 	r.scheds.node = cfg.Node
+	r.edits.r = r
 	return r
 }
+
+// Edits is the part that makes the jobs' edits, and answers other
+// members taking one (Editor).
+func (r *Resolver) Edits() *Editor { return &r.edits }
 
 // Defaults is the query a request starts from; Limits bound it.
 func (r *Resolver) Defaults() query.Query { return r.cfg.Defaults }

@@ -64,11 +64,11 @@ func parse(t *testing.T, r *Resolver, raw string) query.Query {
 func TestResolveAChainReadAsAMixture(t *testing.T) {
 	ctx := context.Background()
 	r := resolver(t)
-	ej, err := r.EditJob(ctx, "run", "dataset=a&batch_size=2&world=1", chain.Exclude)
+	ej, err := r.Edits().EditJob(ctx, "run", "dataset=a&batch_size=2&world=1", chain.Exclude)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := r.Make(ctx, ej, NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{"a/1/2"}}); err != nil {
+	if _, _, _, err := r.Edits().Make(ctx, ej, NewEdit{Kind: chain.Exclude, FromStep: 3, Keys: []string{"a/1/2"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = r.Resolve(ctx, parse(t, r, "mix=a:1,b:1&job=run&batch_size=2"), 0, -1, 0)
@@ -99,7 +99,7 @@ func TestResolveRefusesBeforeReading(t *testing.T) {
 	if want := spec.Lookup(spec.Tokens, spec.Exclusion).Message; !errors.Is(err, spec.ErrIncompatible) || !strings.HasSuffix(err.Error(), want) {
 		t.Fatalf("%v; want the table's %q", err, want)
 	}
-	if _, err := r.EditJob(ctx, "run", "mix=a:1,b:1", chain.Append); !errors.Is(err, spec.ErrIncompatible) {
+	if _, err := r.Edits().EditJob(ctx, "run", "mix=a:1,b:1", chain.Append); !errors.Is(err, spec.ErrIncompatible) {
 		t.Fatalf("an append of a mixture: %v", err)
 	}
 	if _, err := r.Resolve(ctx, parse(t, r, "dataset=nope"), 0, -1, 0); !errors.Is(err, catalog.ErrUnknown) {

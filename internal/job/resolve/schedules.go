@@ -35,15 +35,25 @@ func (r *Resolver) book() *jobsched.Book {
 }
 
 // Schedules is the book of the jobs' stored schedules.
-func (r *Resolver) Schedules() *jobsched.Book { return r.book() }
+func (ed *Editor) Schedules() *jobsched.Book { return ed.r.book() }
 
 // EditSchedule makes an edit of job's stored schedule from step from,
 // or with next from the first step not yet read (jobsched.Book.Edit,
 // EditNext), asking every other member what it has served with the
 // question every edit asks (Question), and releasing the holds they
-// promised once the edit is made or refused.
-func (r *Resolver) EditSchedule(ctx context.Context, job, text string, from uint64, next bool, base string, check func(api.Schedule) error) (*jobsched.Version, error) {
-	others := r.scheduleOthers()
+// promised once the edit is made or refused. This node's latest step is
+// the book's own, checked under the edit's lock. A schedule naming a
+// dataset not served here is refused, as every request of it would be.
+func (ed *Editor) EditSchedule(ctx context.Context, job, text string, from uint64, next bool, base string) (*jobsched.Version, error) {
+	check := func(s api.Schedule) error {
+		for _, name := range s.Datasets() {
+			if _, err := ed.r.Version(api.Job{Dataset: name}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	others := ed.scheduleOthers()
 	if others != nil {
 		ask := others
 		asked := false
@@ -53,14 +63,14 @@ func (r *Resolver) EditSchedule(ctx context.Context, job, text string, from uint
 		}
 		defer func() {
 			if asked {
-				r.release(ctx, Question{Job: job, Step: from})
+				ed.release(ctx, Question{Job: job, Step: from})
 			}
 		}()
 	}
 	if next {
-		return r.book().EditNext(ctx, job, text, base, others, check)
+		return ed.r.book().EditNext(ctx, job, text, base, others, check)
 	}
-	return r.book().Edit(ctx, job, text, from, base, others, check)
+	return ed.r.book().Edit(ctx, job, text, from, base, others, check)
 }
 
 // stored resolves job's stored schedule (job.ScheduleVersion) for the
