@@ -61,6 +61,19 @@ type ManifestInPlace struct {
 	// Fields are what a job can select (columns=) and the member each
 	// becomes.
 	Fields []ManifestField `json:"fields"`
+	// Skipped are the source's files the format took for its kind and
+	// left out of the index, in key order, each with why: a video in a
+	// container the index does not read, and with `brand index
+	// --skip-bad-files` each file it could not index. A file named here
+	// is in no chunk; what to do about it is its reason's.
+	Skipped []ManifestSkipped `json:"skipped,omitempty"`
+}
+
+// ManifestSkipped is a file of a dataset served in place left out of its
+// index, and why.
+type ManifestSkipped struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
 }
 
 // ManifestField is one field of a dataset served in place.

@@ -49,6 +49,10 @@ type InPlaceOptions struct {
 	Checksums bool
 }
 
+// ErrSkipUnsupported marks InPlaceOptions.Options.SkipBad asked of a
+// format that cannot leave a file out (not a format.Skipper).
+var ErrSkipUnsupported = errkind.New(errkind.Invalid, "dataset: files cannot be skipped")
+
 // ErrNoFormat marks a source no offered format recognises, or that more
 // than one does.
 var ErrNoFormat = errkind.New(errkind.Internal, "no format recognised")
@@ -94,6 +98,9 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := f.(format.Skipper); opts.Options.SkipBad && !ok {
+		return nil, fmt.Errorf("%w: a %s dataset's files are indexed whole or refused, naming the file: skipping those that cannot be indexed (--skip-bad-files) is for a tree of videos", ErrSkipUnsupported, f.Name())
+	}
 	lay, err := f.Index(ctx, src, objs, opts.Options)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: indexing %s as %s: %w", storeLocation(src, opts.Prefix), f.Name(), err)
@@ -120,6 +127,9 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	m.InPlace = &chunkindex.ManifestInPlace{Format: f.Name(), Data: opts.Data}
 	for _, fd := range dec.Fields() {
 		m.InPlace.Fields = append(m.InPlace.Fields, chunkindex.ManifestField{Name: fd.Name, Ext: fd.Ext, Type: fd.Type})
+	}
+	for _, sk := range lay.Skipped {
+		m.InPlace.Skipped = append(m.InPlace.Skipped, chunkindex.ManifestSkipped{Key: sk.Key, Reason: sk.Reason})
 	}
 	res, err := publish(ctx, dst, ix, m, companion{
 		key: chunkindex.FormatKey(ix.ID()), what: "the format's description", b: lay.Meta,

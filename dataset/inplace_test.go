@@ -165,6 +165,12 @@ func TestIndexInPlaceRefuses(t *testing.T) {
 	if _, err := st.Stat(ctx, chunkindex.IndexKey); !errors.Is(err, s3backend.ErrNotFound) {
 		t.Errorf("an index was left behind: %v", err)
 	}
+	// A format that cannot leave a file out refuses to be asked to,
+	// rather than index everything or refuse as if not asked.
+	skip := InPlaceOptions{Formats: fs, Options: format.Options{SkipBad: true}}
+	if _, err := IndexInPlace(ctx, st, st, skip); !errors.Is(err, ErrSkipUnsupported) || !strings.Contains(err.Error(), "lines dataset") {
+		t.Errorf("skipping with a format that cannot: %v", err)
+	}
 	// A digest that does not match is refused.
 	putAll(t, st, map[string][]byte{"bad.lines": []byte("fixed\n")})
 	res, err := IndexInPlace(ctx, st, st, InPlaceOptions{Formats: fs})

@@ -78,6 +78,17 @@ type Supersedes interface {
 	Supersedes() []string
 }
 
+// Skipper is implemented by a format that can leave out an object it
+// cannot index rather than refuse the whole dataset for it
+// (Options.SkipBad), naming it and why in Layout.Skipped.
+// dataset.IndexInPlace refuses SkipBad with a format that does not
+// implement it, so that no format ignores the option: a Parquet file
+// that does not decode is a dataset to repair, not a row to drop.
+type Skipper interface {
+	// SkipsBad is a marker: its presence is the promise.
+	SkipsBad()
+}
+
 // Options are what a user may say about indexing a source.
 type Options struct {
 	// ChunkBytes is the target size of a chunk, for formats that cut
@@ -112,6 +123,12 @@ type Options struct {
 	// tokenizer's name or fingerprint), "" when unknown; a Text dataset's
 	// is its model's fingerprint.
 	Vocabulary string
+	// SkipBad has a Skipper leave out each object it cannot index (not
+	// a file of its kind, truncated, damaged metadata, an unsupported
+	// codec, past a limit), named with why in Layout.Skipped, instead of
+	// refusing the dataset for it (`brand index --skip-bad-files`).
+	// Errors of the store (unavailable, changed, canceled) still refuse.
+	SkipBad bool
 }
 
 // TextTokensField is the field a Text dataset's tokens are read by: the
@@ -202,6 +219,18 @@ type Layout struct {
 	// Open. It is stored beside Brand's index, so it must be
 	// deterministic: the same source indexes to the same bytes.
 	Meta []byte
+	// Skipped are the objects of the listing the format took for its
+	// kind and left out, in key order, each with why: always those of
+	// its kind it does not read (a tree of videos' .webm files beside its
+	// .mp4s), and with Options.SkipBad those it could not index. The
+	// manifest names them (chunkindex.ManifestInPlace.Skipped).
+	Skipped []Skipped
+}
+
+// Skipped is an object a format left out of its layout, and why.
+type Skipped struct {
+	Key    string
+	Reason string
 }
 
 // Chunk is one chunk of a layout.

@@ -35,7 +35,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
-		checksums, appendNew            bool
+		checksums, appendNew, skipBad   bool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "store holding the dataset: s3://bucket/prefix, file:///dir or a directory; the index is written there unless --dst is given")
@@ -52,6 +52,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
 	fs.BoolVar(&checksums, "checksums", false, "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in, which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file, as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Without it a local file is pinned by its size and modification time, an S3 object by its ETag")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
+	fs.BoolVar(&skipBad, "skip-bad-files", false, "a tree of videos: leave out each video that cannot be indexed (not an MP4/MOV, truncated, a damaged moov, an unsupported codec, past a limit) rather than refuse the dataset for it; each is printed and named with why in the manifest (in_place.skipped). Without it the first such file refuses the index, naming it")
 	sf.Register(fs)
 	if err := cli.ParseFlags(fs, env, args, "brand index --src URL [flags]"); err != nil {
 		return err
@@ -72,13 +73,17 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return usageError(env, "index", "%v", err)
 	}
 	if appendNew {
-		if tok.set() || checksums || members != "" || fmtName != "" || name != "" {
+		if tok.set() || checksums || members != "" || fmtName != "" || name != "" || skipBad {
 			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size and --parallel")
 		}
 		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
 	}
 	if fmtName != "tar" && fmtName != "webdataset" && (fmtName != "" || !onlyTar(ctx, st, prefix)) {
-		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok, int64(chunk), parallel, checksums, sf)
+		opt := format.Options{ChunkBytes: int64(chunk), Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary, SkipBad: skipBad}
+		return indexInPlace(ctx, env, st, src, dst, prefix, name, fmtName, members, tok.tokenizer, opt, checksums, sf)
+	}
+	if skipBad {
+		return usageError(env, "index", "--skip-bad-files is for a tree of videos: a tar shard that cannot be read is refused, naming it")
 	}
 	if tok.set() {
 		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
@@ -137,8 +142,8 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 }
 
 // indexInPlace is `brand index` of a dataset served in place.
-func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members string,
-	tok tokenFlags, chunk int64, parallel int, checksums bool, sf cli.S3Flags) error {
+func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members, tokenizer string,
+	opt format.Options, checksums bool, sf cli.S3Flags) error {
 	out := st
 	data := ""
 	if dst != "" {
@@ -148,9 +153,8 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 		}
 		data = src
 	}
-	opt := format.Options{ChunkBytes: chunk, Parallel: 4 * parallel, Tokens: tok.tokens, Text: tok.text, Vocabulary: tok.vocabulary}
-	if tok.tokenizer != "" {
-		b, err := readModel(ctx, tok.tokenizer, sf)
+	if tokenizer != "" {
+		b, err := readModel(ctx, tokenizer, sf)
 		if err != nil {
 			return err
 		}
@@ -179,6 +183,12 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	fmt.Fprintf(env.Stdout, "indexed %s samples in %d chunks of %s (%s resident at most) in place at %s in %s, index %s at %s\n",
 		humanize.Comma(int64(ix.NumSamples())), ix.NumChunks(), res.Manifest.InPlace.Format, humanize.IBytes(uint64(ix.TotalBytes())),
 		src, time.Since(start).Round(time.Millisecond), ix.ID(), where)
+	if sk := res.Manifest.InPlace.Skipped; len(sk) > 0 {
+		fmt.Fprintf(env.Stdout, "skipped %d files, named with why in the manifest:\n", len(sk))
+		for _, f := range sk {
+			fmt.Fprintf(env.Stdout, "  %s: %s\n", f.Key, f.Reason)
+		}
+	}
 	if ix.Checksummed() {
 		var spans int
 		for c := range ix.NumChunks() {

@@ -112,11 +112,16 @@
 // # What is refused
 //
 // At index time, naming the object (format.ErrInvalid unless said): no
-// video files; any video package mp4 refuses (not an MP4, truncated, a
-// damaged moov, no video track, an unsupported codec, past a limit: its
-// error, wrapped); a label file that is not a number or not JSON. In a
-// LeRobot dataset: no info.json, an older layout (ErrUnsupported), a
-// missing data or video file, episodes whose rows do not follow one
+// video files; only video files in containers package mp4 does not read
+// (WebM, Matroska, …: ErrUnsupported naming them and the remux that
+// makes them MP4s; beside MP4s they are left out, named in
+// format.Layout.Skipped, which the manifest lists); any video package
+// mp4 refuses (not an MP4, truncated, a damaged moov, no video track, an
+// unsupported codec, past a limit: its error, wrapped; with
+// format.Options.SkipBad the video is left out instead, named with the
+// error in format.Layout.Skipped); a label file that is not a number or
+// not JSON. In a LeRobot dataset: no info.json, an older layout
+// (ErrUnsupported), a missing data or video file, episodes whose rows do not follow one
 // another or disagree with the rows' episode_index, data files whose
 // index column is not the rows in file order (ErrUnsupported), rows out
 // of sync with their videos.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -44,18 +46,54 @@ func isVideo(key string) bool {
 	return false
 }
 
-// Detect reports whether the listing holds video files and is not a
-// LeRobot dataset (meta/info.json), which format LeRobot reads.
+// otherContainer returns the container a video file this format does not
+// read is in, by its extension ("WebM" for x.webm), or "" for a key that
+// names no video file. Package mp4 is the one demuxer the index has, and
+// it reads ISO BMFF (MP4, MOV) alone: such files are recognised, so that
+// a tree of them is refused naming their container rather than taken for
+// another format's, and one beside MP4s is named as left out.
+func otherContainer(key string) string {
+	switch strings.ToLower(path.Ext(key)) {
+	case ".webm":
+		return "WebM"
+	case ".mkv", ".mk3d":
+		return "Matroska"
+	case ".avi":
+		return "AVI"
+	case ".flv":
+		return "FLV"
+	case ".mpg", ".mpeg":
+		return "MPEG program stream"
+	case ".wmv", ".asf":
+		return "ASF"
+	case ".ogv":
+		return "Ogg"
+	}
+	return ""
+}
+
+// remux is what to do about a video in a container the index does not
+// read: its streams copied into MP4 as they are (H.264, H.265, VP9 and AV1
+// are indexed there), not re-encoded.
+const remux = "remux it to MP4 as it is (ffmpeg -i in.webm -c copy out.mp4)"
+
+// Detect reports whether the listing holds video files, in a container
+// this format reads or not (otherContainer), and is not a LeRobot dataset
+// (meta/info.json), which format LeRobot reads.
 func (Format) Detect(objs []format.Object) bool {
 	videos := false
 	for _, o := range objs {
 		if o.Key == lerobotInfo {
 			return false
 		}
-		videos = videos || isVideo(o.Key)
+		videos = videos || isVideo(o.Key) || otherContainer(o.Key) != ""
 	}
 	return videos
 }
+
+// SkipsBad marks Format as a format.Skipper: with format.Options.SkipBad
+// a video that cannot be indexed is left out, named.
+func (Format) SkipsBad() {}
 
 // Stats are what indexing read and how long it took.
 type Stats struct {
@@ -69,6 +107,10 @@ type Stats struct {
 	OtherBytes int64
 	// PerFile is each video's figures, in key order.
 	PerFile []FileStats
+	// Skipped are the video files left out, in key order, and why: those
+	// in a container the index does not read, and with
+	// format.Options.SkipBad those it could not index.
+	Skipped []format.Skipped
 	// Elapsed is the wall time of Index.
 	Elapsed time.Duration
 }
@@ -85,11 +127,16 @@ type FileStats struct {
 // Index reads each video's metadata (and the labels beside them) and
 // describes the dataset: a chunk per run of GOPs, a sample per GOP.
 func (f Format) Index(ctx context.Context, st format.Store, objs []format.Object, opt format.Options) (*format.Layout, error) {
-	d, _, err := IndexFiles(ctx, st, objs, opt)
+	d, stats, err := IndexFiles(ctx, st, objs, opt)
 	if err != nil {
 		return nil, err
 	}
-	return d.layout(nil)
+	lay, err := d.layout(nil)
+	if err != nil {
+		return nil, err
+	}
+	lay.Skipped = stats.Skipped
+	return lay, nil
 }
 
 // Open returns the decoder of a tree of videos Index described.
@@ -116,20 +163,48 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 	}
 	byKey := map[string]format.Object{}
 	var vids []format.Object
+	var skipped []format.Skipped
+	others := map[string]int{} // container → files
 	for _, o := range objs {
 		byKey[o.Key] = o
 		if isVideo(o.Key) {
 			vids = append(vids, o)
+		} else if c := otherContainer(o.Key); c != "" {
+			skipped = append(skipped, format.Skipped{Key: o.Key, Reason: c + ": a container the video index does not read (MP4 and MOV only); " + remux})
+			others[c]++
 		}
 	}
 	if len(vids) == 0 {
+		if len(skipped) > 0 {
+			return nil, nil, fmt.Errorf("%w: no video files the index reads (.mp4, .m4v, .mov): %s (%s first), a container package mp4, the one demuxer the index has, does not read: %s",
+				format.ErrUnsupported, containers(others), skipped[0].Key, strings.Replace(remux, "it", "them", 1))
+		}
 		return nil, nil, fmt.Errorf("%w: no video files (.mp4, .m4v, .mov)", format.ErrInvalid)
 	}
-	d := &Dataset{Kind: "video", Videos: make([]Video, len(vids))}
-	stats := &Stats{Files: len(vids), PerFile: make([]FileStats, len(vids))}
-	err := indexVideos(ctx, st, vids, opt, d.Videos, stats.PerFile)
-	if err != nil {
+	lim := opt.Limits.WithDefaults()
+	index := make([]Video, len(vids))
+	per := make([]FileStats, len(vids))
+	var bad []error
+	if opt.SkipBad {
+		bad = make([]error, len(vids))
+	}
+	if err := indexVideos(ctx, st, vids, opt, index, per, bad); err != nil {
 		return nil, nil, err
+	}
+	d := &Dataset{Kind: "video"}
+	stats := &Stats{}
+	for i, o := range vids {
+		if bad != nil && bad[i] != nil {
+			skipped = append(skipped, format.Skipped{Key: o.Key, Reason: bad[i].Error()})
+			continue
+		}
+		d.Videos = append(d.Videos, index[i])
+		stats.PerFile = append(stats.PerFile, per[i])
+	}
+	slices.SortFunc(skipped, func(a, b format.Skipped) int { return strings.Compare(a.Key, b.Key) })
+	stats.Files, stats.Skipped = len(d.Videos), skipped
+	if len(d.Videos) == 0 {
+		return nil, nil, fmt.Errorf("%w: none of the %d video files could be indexed (%s first: %s)", format.ErrInvalid, len(vids), skipped[0].Key, skipped[0].Reason)
 	}
 	other, err := labels(ctx, st, d, byKey, opt.Parallel)
 	if err != nil {
@@ -140,7 +215,6 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 	if target <= 0 {
 		target = DefaultChunkBytes
 	}
-	lim := opt.Limits.WithDefaults()
 	for v := range d.Videos {
 		if err := d.cut(v, 0, len(d.Videos[v].Track.GOPs), v, target, lim); err != nil {
 			return nil, nil, err
@@ -159,19 +233,29 @@ func (s *Stats) add() {
 }
 
 // indexVideos indexes each of vids into out, opt.Parallel at a time.
-func indexVideos(ctx context.Context, st format.Store, vids []format.Object, opt format.Options, out []Video, stats []FileStats) error {
+// With bad not nil (format.Options.SkipBad) a video the index refuses
+// (badFile) is not an error: bad[i] says why, and out[i] is left zero.
+func indexVideos(ctx context.Context, st format.Store, vids []format.Object, opt format.Options, out []Video, stats []FileStats, bad []error) error {
 	par := opt.Parallel
 	if par <= 0 {
 		par = 16
 	}
-	lim := mp4.Limits{MetaBytes: opt.Limits.WithDefaults().MetaBytes}
+	flim := opt.Limits.WithDefaults()
+	lim := mp4.Limits{MetaBytes: flim.MetaBytes}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(par)
 	for i, o := range vids {
 		g.Go(func() error {
 			start := time.Now()
 			f, err := mp4.Index(gctx, storeSource{st: st, obj: o}, o.Size, lim)
+			if err == nil {
+				err = gopsFit(o.Key, f.Video, flim)
+			}
 			if err != nil {
+				if bad != nil && badFile(err) {
+					bad[i] = err
+					return nil
+				}
 				return fmt.Errorf("%s: %w", o.Key, err)
 			}
 			out[i] = Video{Key: o.Key, ETag: o.ETag, Size: o.Size, Label: -1, Track: f.Video}
@@ -180,6 +264,52 @@ func indexVideos(ctx context.Context, st format.Store, vids []format.Object, opt
 		})
 	}
 	return g.Wait()
+}
+
+// badFile reports whether err is the file's fault — not a video the
+// index reads, truncated, damaged, unsupported, past a limit — rather
+// than the store's or the caller's (unavailable, changed, canceled),
+// which no file left out would mend.
+func badFile(err error) bool {
+	return errors.Is(err, format.ErrInvalid) || errors.Is(err, format.ErrUnsupported) || errors.Is(err, format.ErrDamaged)
+}
+
+// gopsFit refuses a track with a GOP larger than a chunk may be: cut
+// would refuse it, after the labels were read.
+func gopsFit(key string, tr mp4.Track, lim format.Limits) error {
+	for g, gop := range tr.GOPs {
+		if err := gopFits(key, g, gop.Bytes, lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gopFits refuses GOP g of key, of n bytes, if it is larger than a chunk
+// may be (with the room a chunk's member takes).
+func gopFits(key string, g int, n int64, lim format.Limits) error {
+	if n+8<<10 > lim.ChunkBytes {
+		return fmt.Errorf("%w: %s: GOP %d is %d bytes, over the %d a chunk may be", format.ErrInvalid, key, g, n, lim.ChunkBytes)
+	}
+	return nil
+}
+
+// containers says how many files of each container counts holds, in
+// their names' order ("2 WebM and 1 Matroska files").
+func containers(counts map[string]int) string {
+	names := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, len(names))
+	for i, c := range names {
+		parts[i] = fmt.Sprintf("%d %s", counts[c], c)
+	}
+	s := strings.Join(parts, ", ")
+	if i := strings.LastIndex(s, ", "); i >= 0 {
+		s = s[:i] + " and " + s[i+2:]
+	}
+	if len(names) == 1 && counts[names[0]] == 1 {
+		return s + " file"
+	}
+	return s + " files"
 }
 
 // storeSource reads one object of a store for package mp4.
@@ -305,8 +435,8 @@ func (d *Dataset) cut(v, first, end, u int, target int64, lim format.Limits) err
 			if ch.End > ch.First && (n+b > target || ch.End-ch.First >= lim.ChunkSamples) {
 				break
 			}
-			if b+8<<10 > lim.ChunkBytes {
-				return fmt.Errorf("%w: %s: GOP %d is %d bytes, over the %d a chunk may be", format.ErrInvalid, vid.Key, ch.End, b, lim.ChunkBytes)
+			if err := gopFits(vid.Key, ch.End, b, lim); err != nil {
+				return err
 			}
 			n += b
 			ch.End++

@@ -263,7 +263,7 @@ func IndexLeRobot(ctx context.Context, st format.Store, objs []format.Object, op
 	d.Videos = make([]Video, len(sorted))
 	stats.Files = len(sorted)
 	stats.PerFile = make([]FileStats, len(sorted))
-	if err := indexVideos(ctx, st, sorted, opt, d.Videos, stats.PerFile); err != nil {
+	if err := indexVideos(ctx, st, sorted, opt, d.Videos, stats.PerFile, nil); err != nil {
 		return nil, nil, nil, err
 	}
 	for i, j := range order {
