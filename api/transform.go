@@ -73,4 +73,9 @@ type VideoStats struct {
 	IdleContexts       int64   `json:"decoder_contexts_idle"`
 	ContextsOpened     int64   `json:"decoder_contexts_opened"`
 	ContextsReused     int64   `json:"decoder_contexts_reused"`
+	// ClipsSkipped counts the clips left out of batches (gateway
+	// --on-damaged-chunk=skip) because a GOP they need is of a file
+	// damaged, vanished or undecodable: each named in its batch's
+	// Brand-Missing-* headers.
+	ClipsSkipped int64 `json:"clips_skipped"`
 }

@@ -111,9 +111,13 @@ type Config struct {
 	ChecksumRereads int
 
 	// OnDamagedChunk is what a batch does when one of its chunks is damaged
-	// at rest: "fail" (the default) answers 502; "skip" serves the batch
-	// without that chunk's samples, names them in the Brand-Missing-*
-	// headers, counts them in brand_skipped_samples_total and logs them.
+	// at rest, or lost (its object no longer in the store): "fail" (the
+	// default) answers 502; "skip" serves the batch without that chunk's
+	// samples, names them in the Brand-Missing-* headers, counts them in
+	// brand_skipped_samples_total and logs them. A clip job's clips that
+	// need such a chunk's GOPs, or whose video's packets do not decode
+	// (422 by default), are left out and named the same way, and counted
+	// in /stats (video.clips_skipped).
 	OnDamagedChunk string
 
 	// Transforms defines pipelines beside the built-ins (imagenet-train,
@@ -570,7 +574,7 @@ func New(cfg Config) (*Gateway, error) {
 		MaxBytes: cfg.Limits.MaxBatchBytes, Group: g.life.Group("tensors: workers"), Registry: reg, Log: cfg.Logger})
 	g.packer = sequences.New(sequences.Config{Workers: g.stage, MaxBytes: cfg.Limits.MaxBatchBytes, Registry: reg})
 	g.batches = visit.New(visit.Config{UseTable: g.sched, Prefetch: g.prefetch, Windows: cfg.PrefetchWindows, Orders: orders,
-		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, Clipper: g.stage, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
+		Peers: rt, Reader: g.reader, Stats: g.stats, Stage: g.stage, Packer: g.packer, Clipper: g.stage, SkipDamaged: cfg.OnDamagedChunk == OnDamagedSkip, SkipBadImages: cfg.OnBadImage == OnDamagedSkip,
 		Group: g.life.Group("visit: premade batches"), Limit: slots, PremadeBytes: max(cfg.TransformAheadBytes, 0), Log: cfg.Logger})
 	cfg.Logger.Info().Str("decoder", g.stage.Stats().Decoder).Strs("pipelines", pipelines.Names()).
 		Int("workers", cfg.TransformWorkers).Int64("max_image_pixels", cfg.MaxImagePixels).Str("video_decoder", g.stage.VideoDecoder()).Msg("transform stage")

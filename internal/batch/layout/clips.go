@@ -363,6 +363,56 @@ func (b *Batch) WithoutClips(missing []int) *Batch {
 	return &nb
 }
 
+// WithoutClipsAt returns clip batch b served without also its clips at
+// indexes at (of b.Clips().Clips, ascending): clips whose video did not
+// decode (skip mode). Their positions in the batch as laid out join
+// Missing, in order, with their keys; its ETag is a partial one, as
+// WithoutClips'.
+func (b *Batch) WithoutClipsAt(at []int) *Batch {
+	old := b.Clips()
+	if len(at) == 0 || old == nil {
+		return b
+	}
+	type left struct {
+		pos int
+		key string
+	}
+	out := make([]left, 0, len(b.Missing)+len(at))
+	was := make(map[int]bool, len(b.Missing))
+	for k, p := range b.Missing {
+		out = append(out, left{p, b.MissingKeys[k]})
+		was[p] = true
+	}
+	nb := *b
+	cb := *old
+	cb.Clips, cb.Keys = nil, nil
+	pos := 0 // the batch position of old's clip i: the i-th not missing
+	for i, c := range old.Clips {
+		for was[pos] {
+			pos++
+		}
+		if _, drop := slices.BinarySearch(at, i); drop {
+			out = append(out, left{pos, old.Keys[i]})
+		} else {
+			cb.Clips = append(cb.Clips, c)
+			cb.Keys = append(cb.Keys, old.Keys[i])
+		}
+		pos++
+	}
+	slices.SortFunc(out, func(x, y left) int { return x.pos - y.pos })
+	nb.Missing, nb.MissingKeys = make([]int, len(out)), make([]string, len(out))
+	for k, l := range out {
+		nb.Missing[k], nb.MissingKeys[k] = l.pos, l.key
+	}
+	nb.Unit = &cb
+	nb.full = b.full
+	if nb.full == "" {
+		nb.full = b.ETag
+	}
+	nb.ETag = partialETag(nb.full, nb.Missing)
+	return &nb
+}
+
 // appendClips names, in a clip job's batch ETag, its clip parameters and
 // the frames' layout.
 func appendClips(s []byte, job api.Job) []byte {

@@ -370,15 +370,16 @@ func sampleBytes(chunk []byte, in chunkindex.Sample, deferred bool) []byte {
 	return chunk[off : off+n : off+n]
 }
 
-// damaged reports whether err is a chunk of sub damaged at rest that skip
-// mode leaves out, and which chunk (its index in sub.Chunks).
+// damaged reports whether err is a chunk of sub damaged or lost at rest
+// (catalog.AtRest) that skip mode leaves out, and which chunk (its index
+// in sub.Chunks).
 func damaged(err error, sub layout.Samples, skip bool) (int, bool) {
-	var dce *catalog.DamagedChunkError
-	if !skip || !errors.As(err, &dce) {
+	key, ok := catalog.AtRest(err)
+	if !skip || !ok {
 		return 0, false
 	}
 	for i, c := range sub.Chunks {
-		if sub.DS.ChunkKey(c) == dce.Key {
+		if sub.DS.ChunkKey(c) == key {
 			return i, true
 		}
 	}

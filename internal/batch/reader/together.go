@@ -63,9 +63,9 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 	}
 	base[len(reqs)] = len(creqs)
 	lease, err := r.acquire(ctx, creqs)
-	var dce *catalog.DamagedChunkError
+	_, atRest := catalog.AtRest(err)
 	switch {
-	case errors.Is(err, chunkcache.ErrTooLarge) || errors.As(err, &dce) || errors.Is(err, catalog.ErrGrown):
+	case errors.Is(err, chunkcache.ErrTooLarge) || atRest || errors.Is(err, catalog.ErrGrown):
 		return nil, nil, fmt.Errorf("%w: %w", ErrNotTogether, err)
 	case err != nil:
 		return nil, nil, err

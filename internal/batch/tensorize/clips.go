@@ -76,6 +76,17 @@ type ClipRequest struct {
 	// Place is the batch's place in the workers' queue (Place): a job's
 	// earlier batches are decoded first.
 	Place Place
+	// Skip leaves out the clips of a video whose packets do not decode
+	// (video.ErrDecode: a file damaged so that it still parses), named in
+	// ClipOutput's Failed (their indexes in Clips, ascending; Errors
+	// why), rather than fail the call: every clip of the
+	// batch that needs that video's frames, as a clip of a chunk damaged
+	// at rest is (gateway --on-damaged-chunk=skip).
+	Skip bool
+	// Missing is how many of the batch's clips were left out before the
+	// call (their GOPs' chunks damaged or lost at rest, skip mode):
+	// counted with those it leaves out in the stage's figures.
+	Missing int
 }
 
 // ClipOutput is a clip call's samples, in order, in one buffer that
@@ -91,21 +102,23 @@ type ClipOutput struct {
 // ClipFigures are the stage's clip figures since it started.
 type ClipFigures struct {
 	// GOPsRead and GOPBytes are the GOPs the calls were given (each once
-	// a call) and their bytes; GOPs those their runs decoded.
-	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs int64
-	CPU                                                    time.Duration
+	// a call) and their bytes; GOPs those their runs decoded. Skipped are
+	// the clips left out of the batches served (ClipRequest.Missing and
+	// Failed).
+	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs, Skipped int64
+	CPU                                                             time.Duration
 }
 
 // clipFigures are ClipFigures as counters.
 type clipFigures struct {
-	clips, frames, decoded, gops, gopsRead, gopBytes, runs, cpu atomic.Int64
+	clips, frames, decoded, gops, gopsRead, gopBytes, runs, skipped, cpu atomic.Int64
 }
 
 // ClipFigures returns the stage's clip figures.
 func (s *Stage) ClipFigures() ClipFigures {
 	f := &s.clipFigures
 	return ClipFigures{Clips: f.clips.Load(), Frames: f.frames.Load(), Decoded: f.decoded.Load(), GOPs: f.gops.Load(),
-		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), CPU: time.Duration(f.cpu.Load())}
+		GOPsRead: f.gopsRead.Load(), GOPBytes: f.gopBytes.Load(), Runs: f.runs.Load(), Skipped: f.skipped.Load(), CPU: time.Duration(f.cpu.Load())}
 }
 
 // VideoDecoder names the video decoder this stage decodes with
@@ -116,14 +129,15 @@ func (s *Stage) VideoDecoder() string { return video.Build() }
 // first clip.
 func (s *Stage) VideoStats() *api.VideoStats {
 	f := s.ClipFigures()
-	if f.Clips == 0 {
+	if f.Clips == 0 && f.Skipped == 0 {
 		return nil
 	}
 	d := s.video.Stats()
+	per := float64(max(f.Clips, 1))
 	return &api.VideoStats{Decoder: video.Build(), Clips: f.Clips, Frames: f.Frames, GOPsRead: f.GOPsRead, GOPBytesRead: f.GOPBytes,
 		GOPsDecoded: f.GOPs, FramesDecoded: f.Decoded, Runs: f.Runs, DecodeCPUSeconds: f.CPU.Seconds(),
-		GOPBytesPerClip: float64(f.GOPBytes) / float64(f.Clips), DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / float64(f.Clips),
-		Contexts: d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused}
+		GOPBytesPerClip: float64(f.GOPBytes) / per, DecodeCPUPerClipMs: float64(f.CPU.Microseconds()) / 1e3 / per,
+		Contexts: d.Live, IdleContexts: d.Idle, ContextsOpened: d.Opened, ContextsReused: d.Reused, ClipsSkipped: f.Skipped}
 }
 
 // registerClips registers the clip figures' metrics.
@@ -144,6 +158,8 @@ func (s *Stage) registerClips(reg prometheus.Registerer) {
 			func() float64 { return float64(f.gopBytes.Load()) }),
 		counter("brand_video_frames_decoded_total", "Frames libavcodec decoded for the clips: every packet of every run, from its keyframe.",
 			func() float64 { return float64(f.decoded.Load()) }),
+		counter("brand_video_clips_skipped_total", "Clips left out of batches (--on-damaged-chunk=skip): a GOP they need is of a chunk damaged or lost at rest, or their video's packets do not decode.",
+			func() float64 { return float64(f.skipped.Load()) }),
 		counter("brand_video_decode_runs_total", "Runs of packets decoded (each from a keyframe, once a batch however many clips want its frames).",
 			func() float64 { return float64(f.runs.Load()) }),
 		counter("brand_video_decode_cpu_seconds_total", "Thread CPU time of the clips' decodes, conversions and resamples.",
@@ -300,6 +316,17 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 	err = s.pool.run(ctx, req.Place, len(tasks), func(i int, _ *transform.Scratch) {
 		figs[i], errs[i] = s.decodeVideo(ctx, req, d, gops, tasks[i], buf, req.NoWait)
 	})
+	failed := map[*clipMember]error{} // the frames' members of the videos that did not decode
+	if err == nil && req.Skip {
+		for i, e := range errs {
+			if errors.Is(e, video.ErrDecode) {
+				for _, m := range tasks[i].slots {
+					failed[m] = e
+				}
+				errs[i] = nil
+			}
+		}
+	}
 	if err == nil {
 		err = errors.Join(errs...)
 	}
@@ -309,12 +336,21 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 	}
 	out := &ClipOutput{Output: Output{Bytes: total, release: release}}
 	at := 0
-	for _, ms := range members {
+	for i, ms := range members {
 		n := 0
+		var bad error
 		for _, m := range ms {
 			n += len(m.header) + m.size + pad(m.size)
+			if e, ok := failed[m]; ok && bad == nil {
+				bad = e
+			}
 		}
-		out.Parts = append(out.Parts, buf[at:at+n:at+n])
+		if bad != nil {
+			out.Failed, out.Errors = append(out.Failed, i), append(out.Errors, bad)
+			out.Bytes -= int64(n)
+		} else {
+			out.Parts = append(out.Parts, buf[at:at+n:at+n])
+		}
 		at += n
 	}
 	for _, f := range figs {
@@ -325,7 +361,8 @@ func (s *Stage) Clips(ctx context.Context, req ClipRequest) (*ClipOutput, error)
 		s.clipFigures.runs.Add(f.runs)
 	}
 	cf := &s.clipFigures
-	cf.clips.Add(int64(len(req.Clips)))
+	cf.skipped.Add(int64(req.Missing + len(out.Failed)))
+	cf.clips.Add(int64(len(req.Clips) - len(out.Failed)))
 	cf.frames.Add(out.Frames)
 	cf.decoded.Add(out.Decoded)
 	cf.gops.Add(out.GOPs)

@@ -25,9 +25,10 @@ type Clipper interface {
 func premakes(b *layout.Batch) bool { return b.Job.Transform != "" || b.Job.Clips() }
 
 // clip decodes clip batch b's clips from the GOPs and rows read as res. A
-// clip that needs a GOP or row of a chunk damaged at rest (skip mode) is
-// left out and named (layout.Batch.WithoutClips). The read's pins go back
-// once the clips are written, before any is sent. noWait: a premade
+// clip that needs a GOP or row of a chunk damaged or lost at rest, or
+// whose video's packets do not decode (skip mode, both), is left out and
+// named (layout.Batch.WithoutClips, WithoutClipsAt). The read's pins go
+// back once the clips are written, before any is sent. noWait: a premade
 // batch, which takes no memory it would wait for.
 func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result, noWait bool) (*Served, error) {
 	defer res.Release()
@@ -52,7 +53,8 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result,
 	ds := b.Parts[0].Samples.DS
 	seed := transform.KeySeed(b.Job.Seed, ds.Name)
 	req := tensorize.ClipRequest{Pipeline: pl, Layout: video.Layout(cb.Layout), Video: cb.Space.Video, NoWait: noWait,
-		Place: placeOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips))}
+		Place: placeOf(b), GOPs: map[clips.GOP][]byte{}, Rows: map[int][]byte{}, Clips: make([]tensorize.ClipSample, len(cb.Clips)),
+		Skip: v.skipDamaged, Missing: len(nb.Missing)}
 	for i, c := range cb.Clips {
 		req.Clips[i] = tensorize.ClipSample{Key: cb.Keys[i], Clip: c, Draw: transform.Key{Seed: seed, Epoch: b.Epoch, Sample: uint64(c.Sample)}}
 		for _, g := range c.GOPs {
@@ -63,8 +65,20 @@ func (v *Batches) clip(ctx context.Context, b *layout.Batch, res *reader.Result,
 		}
 	}
 	out, err := v.clipper.Clips(ctx, req)
+	if errors.Is(err, video.ErrDecode) && !v.skipDamaged {
+		return nil, fmt.Errorf("%w (a server started with --on-damaged-chunk=skip serves the batch without the clips of a video that does not decode)", err)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if len(out.Failed) > 0 {
+		keys := make([]string, len(out.Failed))
+		for k, i := range out.Failed {
+			keys[k] = cb.Keys[i]
+		}
+		nb = nb.WithoutClipsAt(out.Failed)
+		v.log.Warn().Str("dataset", ds.Name).Strs("skipped_clips", keys).AnErr("first", out.Errors[0]).
+			Msg("serving without the clips of a video that does not decode")
 	}
 	r := reader.Owned(out.Parts, out.Bytes, out.Release)
 	r.Figures, r.PerPart, r.MissingPos = res.Figures, res.PerPart, nb.Missing

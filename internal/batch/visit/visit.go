@@ -100,7 +100,11 @@ type Config struct {
 	// Packer writes token jobs' sequences (seq=); nil: such a job fails.
 	Packer Packer
 	// Clipper decodes clip jobs' clips (clip=); nil: such a job fails.
-	Clipper Clipper
+	// SkipDamaged (--on-damaged-chunk=skip, as the reader's) leaves out
+	// the clips whose video's packets do not decode, named as those of
+	// a chunk damaged or lost at rest are, instead of failing the batch.
+	Clipper     Clipper
+	SkipDamaged bool
 	// Group runs the premade batches (the next ones, made before their
 	// requests), and ends them when it stops (nil: a part of their own,
 	// stopped by Close); Limit bounds those made at once, and may be
@@ -126,6 +130,7 @@ type Batches struct {
 	packer       Packer
 	clipper      Clipper
 	skipBad      bool
+	skipDamaged  bool
 	part         *stopper.Group
 	limit        *stopper.Limit
 	premade      *premade.Store[made] // next batches made before their requests
@@ -136,7 +141,7 @@ type Batches struct {
 // New returns Batches.
 func New(c Config) *Batches {
 	v := &Batches{sched: c.UseTable, prefetch: c.Prefetch, windows: c.Windows, orders: c.Orders, peers: c.Peers,
-		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages,
+		reader: c.Reader, stats: c.Stats, stage: c.Stage, skipBad: c.SkipBadImages, skipDamaged: c.SkipDamaged,
 		part: stopper.Own(c.Group, "visit: premade batches"), limit: c.Limit, log: c.Log}
 	if v.stage == nil {
 		v.stage = noStage{}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/brandgw/brand/internal/cache/chunkcache"
@@ -78,3 +79,46 @@ func (e *DamagedChunkError) Public() string {
 func (e *DamagedChunkError) Name() string { return "damaged_chunk" }
 
 func (e *DamagedChunkError) Unwrap() error { return e.Err }
+
+// LostChunkError is a chunk whose object is no longer in the store —
+// deleted, or moved to another key, since its dataset was indexed or
+// packed: lost at rest, as a DamagedChunkError is damaged at rest, and
+// left out as one is by skip mode (--on-damaged-chunk=skip). It wraps
+// the store's error (s3backend.ErrNotFound), whose kind the HTTP mapping
+// answers (502). Nothing remembers it: the object may be put back, and
+// the next read of the chunk asks the store again.
+type LostChunkError struct {
+	Key chunkcache.Key
+	Err error
+	// InPlace is whether the chunk is of a dataset served in place: the
+	// object is one of its files.
+	InPlace bool
+}
+
+func (e *LostChunkError) Error() string { return e.Err.Error() }
+
+func (e *LostChunkError) Unwrap() error { return e.Err }
+
+// Public is what a client is told of the loss: the dataset, the chunk,
+// and what the operator may do, in words that name no store.
+func (e *LostChunkError) Public() string {
+	what, todo := "its object", "put it back, or re-pack the dataset"
+	if e.InPlace {
+		what, todo = "its file", "put it back, or index the dataset again (brand index)"
+	}
+	return fmt.Sprintf("chunk %s of dataset %s is lost: %s is no longer in the store (deleted or moved since the index was made); %s, or serve with --on-damaged-chunk=skip to leave its samples out",
+		e.Key.Object, e.Key.Dataset, what, todo)
+}
+
+// AtRest reports whether err is a chunk damaged (DamagedChunkError) or
+// lost (LostChunkError) at rest, and which: the one rule of what skip
+// mode (--on-damaged-chunk=skip) leaves out.
+func AtRest(err error) (chunkcache.Key, bool) {
+	if dce, ok := errors.AsType[*DamagedChunkError](err); ok {
+		return dce.Key, true
+	}
+	if lce, ok := errors.AsType[*LostChunkError](err); ok {
+		return lce.Key, true
+	}
+	return chunkcache.Key{}, false
+}

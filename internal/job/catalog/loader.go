@@ -290,7 +290,11 @@ func (l Loader) fromStore(ctx context.Context, ds *Dataset, c int, k chunkcache.
 				// The dataset is being rewritten; its new index may follow.
 				l.catalog.Poke()
 			}
-			return fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+			err = fmt.Errorf("reading chunk %s of dataset %s: %w", k.Object, k.Dataset, err)
+			if errors.Is(err, s3backend.ErrNotFound) {
+				return &LostChunkError{Key: k, Err: err, InPlace: ds.InPlace != nil}
+			}
+			return err
 		}
 		if f.kind == intact {
 			ds.damaged[c].Store(false)
