@@ -99,7 +99,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, listen string) {
 	fs.DurationVar(&f.fetchTimeout, "fetch-timeout", gateway.DefaultFetchTimeout, "bound on reading one chunk from the store, retries included")
 	fs.DurationVar(&f.idleTimeout, "s3-idle-timeout", s3backend.DefaultIdleTimeout, "abandon and resume a part GET that delivers no byte for this long; 0 disables")
 	fs.IntVar(&f.checksumRereads, "checksum-rereads", gateway.DefaultChecksumRereads, "times a chunk failing its CRC32C (served in place: its indexed checksums, or its decode) is read again before it is declared damaged")
-	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged at rest: fail (502) or skip (serve the batch without its samples, named in Brand-Missing-* headers)")
+	fs.StringVar(&f.onDamagedChunk, "on-damaged-chunk", gateway.OnDamagedFail, "a chunk damaged or lost (its object no longer in the store) at rest, or a clip job's video that does not decode: fail (502; 422 for the decode) or skip (serve the batch without its samples or clips, named in Brand-Missing-* headers, a clip job's counted in /stats)")
 	f.transforms.register(fs)
 	fs.DurationVar(&f.indexPoll, "index-poll", gateway.DefaultIndexPoll, "how often to check the stored index for a new version and reload it (also on SIGHUP); 0 disables polling")
 	fs.StringVar(&f.memoryLimit, "memory-limit", "auto", "the node's memory budget, also set as Go's memory limit: the cache (--cache-size), 256MiB for the rest of the process, and what copies out of the cache (--copy-bytes) and decodes of images and of chunks served in place share, each admitted against its part (503 with Retry-After past a wait); "+

@@ -4,16 +4,16 @@
 //
 // A read takes sample IDs of one dataset version and returns their bytes
 // in order, complete and verified, or an error: nothing is ever partial
-// but for the samples of chunks damaged at rest when skipping them is
-// asked for, which the result names. On the way it
+// but for the samples of chunks damaged or lost at rest (catalog.AtRest)
+// when skipping them is asked for, which the result names. On the way it
 //
 //   - fetches the samples whose chunks other nodes hold from those nodes
 //     (the cluster's Remote; a single gateway's has none),
 //   - pins the chunks this node reads itself in the chunk cache, all at
 //     once, each loaded from the store once and checked against its
 //     CRC32C (chunkcache, catalog.Loader),
-//   - with skip mode, leaves out the samples of a chunk damaged at rest
-//     and pins the rest again,
+//   - with skip mode, leaves out the samples of a chunk damaged at rest,
+//     or whose object is no longer in the store, and pins the rest again,
 //   - assembles a read whose chunks do not fit in the cache together a
 //     group of chunks at a time into a copy (at most Assemblers at once),
 //   - and, when the cache is under pressure (the memory manager's one

@@ -72,6 +72,7 @@ var served = []sentinelCase{
 	{"dataset.ErrExists", dataset.ErrExists, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrNoFormat", dataset.ErrNoFormat, http.StatusInternalServerError, "internal", true},
 	{"dataset.ErrNothingNew", dataset.ErrNothingNew, http.StatusBadRequest, "bad_request", false},
+	{"dataset.ErrSkipUnsupported", dataset.ErrSkipUnsupported, http.StatusBadRequest, "bad_request", false},
 	{"dataset/stored.ErrChecksum", stored.ErrChecksum, http.StatusBadGateway, "store_mismatch", true},
 	{"dataset/stored.ErrNoMembers", stored.ErrNoMembers, http.StatusInternalServerError, "internal", true},
 	{"format.ErrDamaged", format.ErrDamaged, http.StatusInternalServerError, "internal", true},
