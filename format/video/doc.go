@@ -1,5 +1,5 @@
 // Package video serves video datasets in place, behind the format seam
-// (package format): a tree or bucket of video files (MP4, MOV) with
+// (package format): a tree or bucket of video files (MP4, MOV, 3GP) with
 // their labels, as Format ("video"), and LeRobot v3 robot-learning
 // datasets as they are, as LeRobotFormat ("lerobot"). Its index is the
 // keyframe-group index of each file (package mp4): every frame's

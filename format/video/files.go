@@ -30,21 +30,26 @@ const (
 	maxJSONBytes = 1 << 20
 )
 
-// Format is a tree or bucket of video files (MP4, MOV) with their labels,
+// Format is a tree or bucket of video files (MP4, MOV, 3GP) with their labels,
 // as a format.Format (package doc).
 type Format struct{}
 
 // Name is "video".
 func (Format) Name() string { return "video" }
 
-// isVideo reports whether key names a video file this format reads.
+// isVideo reports whether key names a video file this format reads: an
+// ISO BMFF file, the one family package mp4 demuxes (MP4, QuickTime, and
+// 3GPP's, which phones write).
 func isVideo(key string) bool {
 	switch strings.ToLower(path.Ext(key)) {
-	case ".mp4", ".m4v", ".mov":
+	case ".mp4", ".m4v", ".mov", ".3gp", ".3g2":
 		return true
 	}
 	return false
 }
+
+// videoExts are isVideo's extensions, as the refusals name them.
+const videoExts = ".mp4, .m4v, .mov, .3gp, .3g2"
 
 // otherContainer returns the container a video file this format does not
 // read is in, by its extension ("WebM" for x.webm), or "" for a key that
@@ -170,16 +175,16 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 		if isVideo(o.Key) {
 			vids = append(vids, o)
 		} else if c := otherContainer(o.Key); c != "" {
-			skipped = append(skipped, format.Skipped{Key: o.Key, Reason: c + ": a container the video index does not read (MP4 and MOV only); " + remux})
+			skipped = append(skipped, format.Skipped{Key: o.Key, Reason: c + ": a container the video index does not read (MP4, MOV and 3GP only); " + remux})
 			others[c]++
 		}
 	}
 	if len(vids) == 0 {
 		if len(skipped) > 0 {
-			return nil, nil, fmt.Errorf("%w: no video files the index reads (.mp4, .m4v, .mov): %s (%s first), a container package mp4, the one demuxer the index has, does not read: %s",
-				format.ErrUnsupported, containers(others), skipped[0].Key, strings.Replace(remux, "it", "them", 1))
+			return nil, nil, fmt.Errorf("%w: no video files the index reads (%s): %s (%s first), a container package mp4, the one demuxer the index has, does not read: %s",
+				format.ErrUnsupported, videoExts, containers(others), skipped[0].Key, strings.Replace(remux, "it", "them", 1))
 		}
-		return nil, nil, fmt.Errorf("%w: no video files (.mp4, .m4v, .mov)", format.ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: no video files (%s)", format.ErrInvalid, videoExts)
 	}
 	lim := opt.Limits.WithDefaults()
 	index := make([]Video, len(vids))
