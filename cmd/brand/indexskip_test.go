@@ -128,10 +128,10 @@ func TestIndexVideoContainers(t *testing.T) {
 	}
 }
 
-// One file that cannot be indexed among good ones — a truncated MP4 —
-// refuses the whole tree by default, naming it; with --skip-bad-files
-// the tree is indexed without it, and the output and the manifest name
-// it and why. The flag is refused where nothing would be skipped (tar
+// Files that cannot be indexed among good ones — a truncated MP4, a text
+// file named .mp4 — refuse the whole tree by default, naming the first;
+// with --skip-bad-files the tree is indexed without them, and the output
+// and the manifest name each and why. The flag is refused where nothing would be skipped (tar
 // shards) and with --append, which keeps the dataset's settings.
 func TestIndexSkipBadFiles(t *testing.T) {
 	videotest.Tools(t)
@@ -143,9 +143,12 @@ func TestIndexSkipBadFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a", "y.mp4"), good[:len(good)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "b", "notes.mp4"), []byte("not a video at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	code, out, errOut := brand(t, "index", "--src", dir, "--parallel", "2")
-	if code != 1 || !strings.Contains(errOut, "a/y.mp4") {
+	if code != 1 || !strings.Contains(errOut, "a/y.mp4") && !strings.Contains(errOut, "b/notes.mp4") {
 		t.Fatalf("index of a tree with a truncated file exited %d, want 1 naming it:\n%s%s", code, out, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "_brand")); err == nil {
@@ -157,12 +160,17 @@ func TestIndexSkipBadFiles(t *testing.T) {
 		t.Fatalf("index --skip-bad-files exited %d:\n%s%s", code, out, errOut)
 	}
 	// Two files of 20 frames, a GOP every 10: 4 samples.
-	if !regexp.MustCompile(`(?m)^indexed 4 samples .*\nskipped 1 files, named with why in the manifest:\n  a/y\.mp4: .+\n`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^indexed 4 samples .*\nskipped 2 files, named with why in the manifest:\n  a/y\.mp4: .+\n  b/notes\.mp4: .+\n`).MatchString(out) {
 		t.Errorf("index --skip-bad-files printed:\n%s", out)
 	}
 	sk := skippedOf(t, dir)
-	if len(sk) != 1 || sk[0].Key != "a/y.mp4" || !strings.Contains(sk[0].Reason, "mp4:") {
-		t.Errorf("the manifest skips %+v; want a/y.mp4 with the index's reason", sk)
+	if len(sk) != 2 || sk[0].Key != "a/y.mp4" || sk[1].Key != "b/notes.mp4" {
+		t.Fatalf("the manifest skips %+v; want a/y.mp4 and b/notes.mp4", sk)
+	}
+	for _, s := range sk {
+		if !strings.Contains(s.Reason, "mp4:") {
+			t.Errorf("the manifest skips %s for %q; want the index's reason", s.Key, s.Reason)
+		}
 	}
 
 	for _, tc := range []struct {
