@@ -172,6 +172,9 @@ func TestIndexSkipBadFiles(t *testing.T) {
 			t.Errorf("the manifest skips %s for %q; want the index's reason", s.Key, s.Reason)
 		}
 	}
+	if code, out, errOut := brand(t, "inspect", "--src", dir); code != 0 || !strings.Contains(out, "skipped       2 files left out at index time, a/y.mp4 first") {
+		t.Errorf("inspect exited %d:\n%s%s; want the files skipped said", code, out, errOut)
+	}
 
 	for _, tc := range []struct {
 		name string

@@ -222,6 +222,10 @@ func printInspection(w io.Writer, in *inspection) {
 		if m.ChunkTargetBytes > 0 {
 			row("chunk target", "%s", humanize.IBytes(uint64(m.ChunkTargetBytes)))
 		}
+		if ip := m.InPlace; ip != nil && len(ip.Skipped) > 0 {
+			row("skipped", "%d files left out at index time, %s first (%s); the manifest's in_place.skipped names each and why",
+				len(ip.Skipped), ip.Skipped[0].Key, ip.Skipped[0].Reason)
+		}
 		row("created", "%s", m.Created.Format(time.RFC3339))
 		if m.Shuffled {
 			row("shuffled", "yes, seed %d", m.ShuffleSeed)
