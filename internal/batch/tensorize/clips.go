@@ -103,8 +103,8 @@ type ClipOutput struct {
 type ClipFigures struct {
 	// GOPsRead and GOPBytes are the GOPs the calls were given (each once
 	// a call) and their bytes; GOPs those their runs decoded. Skipped are
-	// the clips left out of the batches served (ClipRequest.Missing and
-	// Failed).
+	// the clips left out of the batches made (ClipRequest.Missing and
+	// Failed), counted as Clips are: a batch made ahead counts when made.
 	Clips, Frames, Decoded, GOPs, GOPsRead, GOPBytes, Runs, Skipped int64
 	CPU                                                             time.Duration
 }
