@@ -80,7 +80,10 @@ func otherContainer(key string) string {
 // remux is what to do about a video in a container the index does not
 // read: its streams copied into MP4 as they are (H.264, H.265, VP9 and AV1
 // are indexed there), not re-encoded.
-const remux = "remux it to MP4 as it is (ffmpeg -i in.webm -c copy out.mp4)"
+const (
+	remux     = "remux it to MP4 as it is (ffmpeg -i in.webm -c copy out.mp4)"
+	remuxThem = "remux them to MP4 as they are (ffmpeg -i in.webm -c copy out.mp4)"
+)
 
 // Detect reports whether the listing holds video files, in a container
 // this format reads or not (otherContainer), and is not a LeRobot dataset
@@ -181,8 +184,8 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 	}
 	if len(vids) == 0 {
 		if len(skipped) > 0 {
-			return nil, nil, fmt.Errorf("%w: no video files the index reads (%s): %s (%s first), a container package mp4, the one demuxer the index has, does not read: %s",
-				format.ErrUnsupported, videoExts, containers(others), skipped[0].Key, strings.Replace(remux, "it", "them", 1))
+			return nil, nil, fmt.Errorf("%w: no video files the index reads (%s): %s (%s first), whose containers package mp4, the index's one demuxer, does not read: %s",
+				format.ErrUnsupported, videoExts, containers(others), skipped[0].Key, remuxThem)
 		}
 		return nil, nil, fmt.Errorf("%w: no video files (%s)", format.ErrInvalid, videoExts)
 	}
