@@ -79,7 +79,7 @@ func TestIndexVideoContainers(t *testing.T) {
 		{"webm and mkv alone", map[string][]string{"a/x.webm": vp9, "b/y.mkv": h264}, 1,
 			[]string{"1 Matroska and 1 WebM files", "a/x.webm first", "-c copy"}, "no .tar objects", nil},
 		{"webm alone", map[string][]string{"x.webm": vp9}, 1,
-			[]string{"1 WebM file ", "remux them"}, "no .tar objects", nil},
+			[]string{"x.webm is WebM", "remux it", "-c copy"}, "no .tar objects", nil},
 		// 3GPP's files are ISO BMFF, which the index reads.
 		{"3gp", map[string][]string{"a/x.3gp": h264, "b/y.3g2": h264}, 0, []string{"indexed 4 samples"}, "", nil},
 		{"webm beside mp4", map[string][]string{"a/x.mp4": h264, "a/y.webm": vp9, "b/z.mp4": h264}, 0,

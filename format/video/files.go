@@ -183,6 +183,10 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 		}
 	}
 	if len(vids) == 0 {
+		if len(skipped) == 1 {
+			return nil, nil, fmt.Errorf("%w: no video files the index reads (%s): %s is %s, a container package mp4, the index's one demuxer, does not read: %s",
+				format.ErrUnsupported, videoExts, skipped[0].Key, otherContainer(skipped[0].Key), remux)
+		}
 		if len(skipped) > 0 {
 			return nil, nil, fmt.Errorf("%w: no video files the index reads (%s): %s (%s first), whose containers package mp4, the index's one demuxer, does not read: %s",
 				format.ErrUnsupported, videoExts, containers(others), skipped[0].Key, remuxThem)
@@ -302,8 +306,9 @@ func gopFits(key string, g int, n int64, lim format.Limits) error {
 	return nil
 }
 
-// containers says how many files of each container counts holds, in
-// their names' order ("2 WebM and 1 Matroska files").
+// containers says how many files of each container counts holds, of
+// two files or more, in their names' order ("1 Matroska and 2 WebM
+// files").
 func containers(counts map[string]int) string {
 	names := slices.Sorted(maps.Keys(counts))
 	parts := make([]string, len(names))
@@ -313,9 +318,6 @@ func containers(counts map[string]int) string {
 	s := strings.Join(parts, ", ")
 	if i := strings.LastIndex(s, ", "); i >= 0 {
 		s = s[:i] + " and " + s[i+2:]
-	}
-	if len(names) == 1 && counts[names[0]] == 1 {
-		return s + " file"
 	}
 	return s + " files"
 }
