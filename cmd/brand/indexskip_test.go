@@ -176,11 +176,18 @@ func TestIndexSkipBadFiles(t *testing.T) {
 		t.Errorf("inspect exited %d:\n%s%s; want the files skipped said", code, out, errOut)
 	}
 
+	// Nothing left to index is refused, naming the first file that could
+	// not be (not a file of a container not read).
+	none := videoTree(t, map[string][]string{"a.webm": vp9})
+	if err := os.WriteFile(filepath.Join(none, "b.mp4"), []byte("not a video at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		says string
 	}{
+		{"nothing left", []string{"index", "--src", none, "--skip-bad-files"}, "none of the 1 video files could be indexed (b.mp4 first: mp4:"},
 		{"tar shards", []string{"index", "--src", synthTree(t, 4), "--format", "tar", "--skip-bad-files"}, "--skip-bad-files is for a tree of videos"},
 		{"append", []string{"index", "--src", dir, "--append", "--skip-bad-files"}, "--append keeps"},
 	} {

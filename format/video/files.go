@@ -205,9 +205,14 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 	}
 	d := &Dataset{Kind: "video"}
 	stats := &Stats{}
+	var first format.Skipped // the first video that could not be indexed
 	for i, o := range vids {
 		if bad != nil && bad[i] != nil {
-			skipped = append(skipped, format.Skipped{Key: o.Key, Reason: bad[i].Error()})
+			sk := format.Skipped{Key: o.Key, Reason: bad[i].Error()}
+			if first.Key == "" {
+				first = sk
+			}
+			skipped = append(skipped, sk)
 			continue
 		}
 		d.Videos = append(d.Videos, index[i])
@@ -216,7 +221,7 @@ func IndexFiles(ctx context.Context, st format.Store, objs []format.Object, opt 
 	slices.SortFunc(skipped, func(a, b format.Skipped) int { return strings.Compare(a.Key, b.Key) })
 	stats.Files, stats.Skipped = len(d.Videos), skipped
 	if len(d.Videos) == 0 {
-		return nil, nil, fmt.Errorf("%w: none of the %d video files could be indexed (%s first: %s)", format.ErrInvalid, len(vids), skipped[0].Key, skipped[0].Reason)
+		return nil, nil, fmt.Errorf("%w: none of the %d video files could be indexed (%s first: %s)", format.ErrInvalid, len(vids), first.Key, first.Reason)
 	}
 	other, err := labels(ctx, st, d, byKey, opt.Parallel)
 	if err != nil {
