@@ -11,25 +11,55 @@ import (
 // (internal/server/reqbody): each route is registered with none (it takes no
 // body) or upTo its bound, in routes; a request refused before its body
 // is read (a missing credential, an unknown path, a declared length over
-// the bound) is answered at once and its connection closed.
+// the bound) is answered at once and its connection closed. Every body a
+// route takes is read and decoded within the memory manager's decodes
+// share (mem), perByte bytes of it a byte of the body, reserved before
+// the body is read and held until its handler returns: a few large
+// bodies at once wait for each other, or are refused, rather than take
+// the node past --memory-limit.
 type bodies struct {
 	// timeout bounds reading a body; large that of importance feedback,
 	// the one body that may be large (Config.BodyTimeout and
 	// LargeBodyTimeout).
 	timeout, large time.Duration
+	// mem is the share bodies are decoded in: the decodes share, where
+	// images and chunks served in place are decoded.
+	mem reqbody.Memory
 }
+
+// What a byte of a route's body takes while its handler runs (Bound's
+// PerByte), measured by TestBodiesWithinTheMemoryLimit and the handlers'
+// decoders:
+//   - an exclusion list, decoded as it streams in (reqbody.DecodeLargeJSON):
+//     each key a string of its own beside its header (about 80 bytes for
+//     a key of 60 in 63 of JSON), the slice of them growing, and the edit
+//     stored from them encoded again as JSON (its bytes, and the buffer
+//     they grow in);
+//   - a JSON body read whole and then decoded (reqbody.DecodeJSON): the
+//     body, the buffer it grew in, and what is decoded from it;
+//   - a binary body (the peers' IDs, importance feedback's records):
+//     the body and its decoded form, of about the same size.
+const (
+	perByteExclusion = 4
+	perByteJSON      = 4
+	perByteBinary    = 2
+)
 
 // none bounds a route that takes no body: a body declared is refused
 // before it is read, and one sent without a length must end at once.
 func (b bodies) none(next http.Handler) http.Handler {
-	return b.upTo(func() int64 { return 0 }, b.timeout)(next)
+	return b.upTo(func() int64 { return 0 }, b.timeout, 1)(next)
 }
 
-// upTo bounds a route's body: at most most() bytes, read within timeout.
-func (b bodies) upTo(most func() int64, timeout time.Duration) func(http.Handler) http.Handler {
+// upTo bounds a route's body: at most most() bytes, read within timeout,
+// each byte taking perByte bytes of the decodes share until the handler
+// returns.
+func (b bodies) upTo(most func() int64, timeout time.Duration, perByte int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := reqbody.Apply(w, r, reqbody.Bound{Bytes: most(), Timeout: timeout}); err != nil {
+			release, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: most(), Timeout: timeout, Memory: b.mem, PerByte: perByte})
+			defer release()
+			if err != nil {
 				writeError(r.Context(), w, err)
 				return
 			}

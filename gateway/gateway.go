@@ -615,7 +615,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.importance = &importanceAPI{jobs: g.jobs, state: g.feedback, parts: parts}
 	g.nodes = rt.Nodes
 	g.plans = newPlans(cfg, g.jobs, rt.Nodes, newPipelineCosts(g.stage, cfg.TransformWorkers, cmp.Or(cfg.TransformCalibration, DefaultTransformCalibration)), g.feedback)
-	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout}
+	g.bodies = bodies{timeout: cfg.BodyTimeout, large: cfg.LargeBodyTimeout, mem: g.mem.Decodes()}
 	if cfg.S3.Credentials != nil {
 		g.s3 = g.newS3Face(g.objects, rt)
 	}

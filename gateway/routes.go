@@ -56,11 +56,11 @@ func (g *Gateway) routes() http.Handler {
 			r.Get("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendGet)
 			r.Get("/jobs/{job}/edits", editAPI{g.jobs.Edits(), g.catalog}.handleEditsGet)
 		})
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
-		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
-		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
-		r.With(b.upTo(fixed(maxExcludeBodyBytes), b.large)).Post("/jobs/{job}/exclude", editAPI{g.jobs.Edits(), g.catalog}.handleExcludePost)
-		r.With(b.upTo(fixed(maxAppendBodyBytes), b.timeout)).Post("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendPost)
+		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Put("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
+		r.With(b.upTo(fixed(maxScheduleBodyBytes), b.timeout, perByteJSON)).Post("/jobs/{job}/schedule", scheduleAPI{g.jobs.Edits()}.handleScheduleEdit)
+		r.With(b.upTo(fixed(feedback.MaxBodyBytes), b.large, perByteBinary)).Post("/importance/{job}/feedback", g.importance.handleFeedback)
+		r.With(b.upTo(fixed(maxExcludeBodyBytes), b.large, perByteExclusion)).Post("/jobs/{job}/exclude", editAPI{g.jobs.Edits(), g.catalog}.handleExcludePost)
+		r.With(b.upTo(fixed(maxAppendBodyBytes), b.timeout, perByteJSON)).Post("/jobs/{job}/append", editAPI{g.jobs.Edits(), g.catalog}.handleAppendPost)
 		if !g.cfg.SeparateAdmin {
 			g.adminRoutes(r)
 		}
@@ -81,8 +81,8 @@ func (g *Gateway) routes() http.Handler {
 				r.Get(transport.StepsPath+"{job}", g.peers.handleSteps)
 			})
 			// A sample request's IDs and a question's chunk IDs, 4 bytes each.
-			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout)).Post(transport.SamplesPath, g.peers.handleSamples)
-			r.With(loaded(g.catalog), b.upTo(g.neededBodyBytes, b.timeout)).Post(transport.NeededPath, g.peers.handleNeeded)
+			r.With(b.upTo(fixed(4*int64(g.cfg.Limits.MaxBatchSize)), b.timeout, perByteBinary)).Post(transport.SamplesPath, g.peers.handleSamples)
+			r.With(loaded(g.catalog), b.upTo(g.neededBodyBytes, b.timeout, perByteBinary)).Post(transport.NeededPath, g.peers.handleNeeded)
 		})
 	}
 	return r
@@ -139,7 +139,7 @@ func (g *Gateway) adminRoutes(r chi.Router) {
 	r.With(b.none).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	r.With(b.none).Get("/stats", g.handleStats)
 	r.With(b.none).Get("/plan", getPlan(g.plans))
-	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout)).Post("/plan", postPlan(g.plans))
+	r.With(b.upTo(fixed(api.MaxSharedPlanBodyBytes), b.timeout, perByteJSON)).Post("/plan", postPlan(g.plans))
 }
 
 // AdminHandler serves the operators' endpoints — /metrics, /stats, /plan,

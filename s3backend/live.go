@@ -106,13 +106,35 @@ func sameVersion(fi fs.FileInfo, want string) bool {
 	return strings.HasPrefix(want, fmt.Sprintf("%x-", fi.Size())) && fileIdentity(fi).hash(fi.Size()) == hash
 }
 
-// open opens key's file for reading: through symbolic links on a plain
-// view, through none on a Live one.
+// open opens key's file for reading: through symbolic links that stay
+// inside the directory on a plain view (ErrOutside for one that leads
+// out of it), through none on a Live one.
 func (l *Local) open(key string) (*os.File, error) {
 	if !l.live {
+		if err := l.inside(key); err != nil {
+			return nil, err
+		}
 		return os.Open(l.path(key))
 	}
 	return openNoFollow(l.dir, key)
+}
+
+// inside checks that key's path, its symbolic links resolved, is in the
+// store's directory: an error wrapping ErrOutside naming key if not (and
+// the file system's error if it cannot be resolved).
+func (l *Local) inside(key string) error {
+	real, err := filepath.EvalSymlinks(l.path(key))
+	if err != nil {
+		return err
+	}
+	root, err := filepath.EvalSymlinks(l.dir)
+	if err != nil {
+		return err
+	}
+	if !within(root, real) {
+		return fmt.Errorf("%w: %s", ErrOutside, key)
+	}
+	return nil
 }
 
 // linkFree reports whether no component of the directory dir/rel is a

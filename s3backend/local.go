@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -273,6 +274,9 @@ func (l *Local) Stat(ctx context.Context, key string) (_ ObjectInfo, err error) 
 	if l.live || l.identity {
 		return l.statOpen(key)
 	}
+	if err := l.inside(key); err != nil && !notFound(err) {
+		return ObjectInfo{}, fmt.Errorf("s3backend: stat %w", err)
+	}
 	fi, err := os.Stat(l.path(key))
 	if err != nil {
 		if notFound(err) {
@@ -459,9 +463,14 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 
 // List walks the directory tree under prefix, reading the blocks each
 // listed file's ETag hashes. Files Put is still writing,
-// non-regular files and names that are not valid keys are skipped; a
-// symbolic link to a regular file is listed as that file (on a Live view,
-// not at all, and nothing under a prefix through a link to a directory).
+// non-regular files and names that are not valid keys are skipped. A
+// symbolic link is followed, to a file or a directory alike, where it
+// leads inside the store's directory, and listed under its own name (a
+// tree of links into a pool within it); one that leads out of it fails
+// the listing (ErrOutside, naming the link), so that nothing outside the
+// directory is indexed or served through it; a dangling link is skipped.
+// On a Live view no link is listed or followed, and nothing is listed
+// under a prefix through a link to a directory.
 func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
@@ -469,9 +478,9 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 	began := time.Now()
 	defer func() { l.observe(OpList, began, 0, err) }()
 	// Walk only the deepest directory the prefix names in full.
-	start := l.dir
+	start, base := l.dir, ""
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		start = l.path(prefix[:i])
+		start, base = l.path(prefix[:i]), prefix[:i]
 		if l.live {
 			switch ok, err := linkFree(l.dir, prefix[:i]); {
 			case notFound(err), err == nil && !ok:
@@ -481,27 +490,68 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			}
 		}
 	}
-	now := time.Now()
-	var out []ObjectInfo
-	err = filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	w := &walk{l: l, ctx: ctx, prefix: prefix, now: time.Now()}
+	if !l.live {
+		// The prefix's directory may be reached through links itself.
+		if w.root, err = filepath.EvalSymlinks(l.dir); err != nil && !notFound(err) {
+			return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
+		}
+		real, err := filepath.EvalSymlinks(start)
+		switch {
+		case notFound(err):
+			return nil, nil // nothing stored under this prefix
+		case err != nil:
+			return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
+		case !within(w.root, real):
+			return nil, fmt.Errorf("s3backend: list %s: %w: %s", l.String()+"/"+prefix, ErrOutside, base)
+		}
+		start = real
+	}
+	if err := w.dir(start, base, nil); err != nil {
+		return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
+	}
+	out := w.out
+	// Walk order is per directory; S3 order is by the whole key's bytes
+	// ("a-b" sorts before "a/b").
+	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// walk is one List's walk of the store's tree: root is the store's
+// directory with its links resolved; out what it lists.
+type walk struct {
+	l      *Local
+	ctx    context.Context
+	prefix string
+	now    time.Time
+	root   string
+	out    []ObjectInfo
+}
+
+// dir lists the tree at start (a directory, its links resolved but on a
+// Live view), its files' keys under base; chain is the directories whose
+// links led here, so that a link back up one of them is a loop.
+func (w *walk) dir(start, base string, chain []string) error {
+	l := w.l
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == start && notFound(err) {
 				return fs.SkipAll // nothing stored under this prefix
 			}
 			return err
 		}
-		if err := ctx.Err(); err != nil {
+		if err := w.ctx.Err(); err != nil {
 			return err
 		}
 		if strings.HasPrefix(d.Name(), tempPrefix) || d.IsDir() {
 			return nil
 		}
-		rel, err := filepath.Rel(l.dir, p)
+		rel, err := filepath.Rel(start, p)
 		if err != nil {
 			return err
 		}
-		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) || checkKey(key) != nil {
+		key := path.Join(base, filepath.ToSlash(rel))
+		if !strings.HasPrefix(key, w.prefix) || checkKey(key) != nil {
 			return nil
 		}
 		var fi fs.FileInfo
@@ -509,7 +559,30 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 		case d.Type()&fs.ModeSymlink != 0 && l.live:
 			return nil
 		case d.Type()&fs.ModeSymlink != 0:
-			fi, err = os.Stat(p)
+			target, err := filepath.EvalSymlinks(p)
+			if notFound(err) {
+				return nil // a dangling link
+			}
+			if err != nil {
+				return err
+			}
+			if !within(w.root, target) {
+				return fmt.Errorf("%w: %s", ErrOutside, key)
+			}
+			if fi, err = os.Stat(target); err != nil {
+				if notFound(err) {
+					return nil
+				}
+				return err
+			}
+			if fi.IsDir() {
+				for _, c := range append(chain, start) {
+					if within(target, c) {
+						return fmt.Errorf("%w: %s leads to a directory that holds it (a loop)", ErrOutside, key)
+					}
+				}
+				return w.dir(target, key, append(chain, start))
+			}
 		default:
 			fi, err = d.Info()
 		}
@@ -524,10 +597,10 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 		}
 		switch {
 		case l.live:
-			out = append(out, l.liveInfo(key, fi, now))
+			w.out = append(w.out, l.liveInfo(key, fi, w.now))
 			return nil
 		case l.identity:
-			out = append(out, identityInfo(key, fi, now))
+			w.out = append(w.out, identityInfo(key, fi, w.now))
 			return nil
 		}
 		size, etag, err := fileETag(p)
@@ -537,14 +610,14 @@ func (l *Local) List(ctx context.Context, prefix string) (_ []ObjectInfo, err er
 			}
 			return err
 		}
-		out = append(out, ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()})
+		w.out = append(w.out, ObjectInfo{Key: key, Size: size, ETag: etag, ModTime: fi.ModTime().UTC()})
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("s3backend: list %s: %w", l.String()+"/"+prefix, err)
-	}
-	// Walk order is per directory; S3 order is by the whole key's bytes
-	// ("a-b" sorts before "a/b").
-	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+}
+
+// within reports whether the path p is dir or under it (both cleaned,
+// their links resolved).
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }

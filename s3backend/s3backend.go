@@ -66,6 +66,12 @@ var (
 	// ErrOutOfRange means a read extends past the end of the object.
 	ErrOutOfRange = errkind.Named(errkind.Upstream, "store_mismatch", "s3backend: read past end of object")
 
+	// ErrOutside means a local store's file is reached through a symbolic
+	// link that leads out of the store's directory (or loops back into
+	// one that holds it): nothing outside the directory is listed or read
+	// (Local.List). The error names the link, never what it leads to.
+	ErrOutside = errkind.Named(errkind.Upstream, "store_mismatch", "s3backend: a symbolic link out of the store's directory")
+
 	// ErrExists means PutIfAbsent found an object under the key and wrote
 	// nothing.
 	ErrExists = errkind.New(errkind.Internal, "s3backend: object exists")

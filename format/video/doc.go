@@ -94,10 +94,14 @@
 //
 // Every row's frame is checked at index time: for each episode, camera and
 // row, a frame of the camera's file must be shown within LeRobot's
-// tolerance (1e-4 s) of the episode's from_timestamp plus the row's
-// timestamp, as LeRobot's decode_video_frames requires; a dataset out of
-// sync is refused, naming the first row, where LeRobot would fail a
-// sample mid-epoch. The fields are the data files' columns (format/parquet's
+// tolerance (1e-4 s) of the episode's start plus the row's timestamp, as
+// LeRobot's decode_video_frames requires; a dataset out of sync is
+// refused, naming the first row, where LeRobot would fail a sample
+// mid-epoch. The episode's start is its from_timestamp moved to the
+// nearest frame when that frame is less than half a frame from it: files
+// joined with FFmpeg 5.1's concat demuxer start each episode after the
+// first a fraction of a millisecond late at 30 fps (adding up along the
+// file), which the episodes' table does not record. The fields are the data files' columns (format/parquet's
 // members) and a field per camera (its chunks' GOPs): a job's columns=
 // may read the cameras alone.
 //

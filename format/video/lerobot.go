@@ -279,6 +279,7 @@ func IndexLeRobot(ctx context.Context, st format.Store, objs []format.Object, op
 		l.Episodes = append(l.Episodes, e.Episode)
 	}
 
+	d.alignEpisodes()
 	// Each camera file's GOPs, cut at its episodes.
 	target := opt.ChunkBytes
 	if target <= 0 {
@@ -495,6 +496,39 @@ func (d *Dataset) NearestFrame(v int, t float64) (frame int, dist float64) {
 		}
 	}
 	return best, bd
+}
+
+// alignEpisodes moves each episode's span of each camera file to its
+// first frame, where that frame is shown less than half a frame from the
+// from_timestamp the episodes' table gives: files joined with FFmpeg's
+// concat demuxer (5.1) start each episode after the first a little after
+// the durations before it, which from_timestamp records — at 30 fps 0.3
+// to 0.7 ms later each, adding up along the file — where LeRobot's
+// tolerance_s is 0.1 ms. Within an episode, every row is still held to
+// tolerance_s of its frame (checkFrames): the rows must be in step with
+// the frames, and only the episode's start is matched to the nearest
+// frame, as the join rounded it. A start half a frame or more from any
+// frame is left as it is, and refused by checkFrames.
+func (d *Dataset) alignEpisodes() {
+	l := d.LeRobot
+	half := 0.5 / float64(l.FPS)
+	for _, e := range l.Episodes {
+		if e.To <= e.From {
+			continue
+		}
+		for k := range e.Videos {
+			ev := &e.Videos[k]
+			q := ev.From + float64(l.Timestamps[e.From])
+			f, dist := d.NearestFrame(ev.Video, q)
+			if f < 0 || dist >= half {
+				continue
+			}
+			tr := &d.Videos[ev.Video].Track
+			shift := tr.Seconds(tr.Frames[f].PTS) - q
+			ev.From += shift
+			ev.To += shift
+		}
+	}
 }
 
 // checkFrames checks that every row of every episode has, in each

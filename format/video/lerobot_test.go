@@ -144,3 +144,51 @@ func TestLeRobotRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLeRobotConcat30fps is issue 66's reproduction: episodes at 30 fps
+// joined with FFmpeg 5.1's concat demuxer, as LeRobot joins them, start
+// a fraction of a millisecond after the durations before them, which
+// from_timestamp records; the rows are matched to their frames within
+// half a frame, so the dataset indexes, each row at its own frame. (At
+// 10 fps, the fixtures' rate, no episode is late; at 30 the second
+// episode of a file starts 0.65 ms late, and was refused as out of sync
+// under LeRobot's tolerance_s of 0.1 ms.)
+func TestLeRobotConcat30fps(t *testing.T) {
+	fx := videotest.LeRobotAt(t, "../..", 30, 0)
+	st := decodetest.LoadDir(t, fx.Dir)
+	d, _, _, err := IndexLeRobot(context.Background(), st, st.List(), format.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := d.LeRobot
+	late := 0.0
+	for _, e := range l.Episodes {
+		for k, ev := range e.Videos {
+			// The frames of the episodes before this one in its file.
+			before := 0
+			for _, o := range l.Episodes {
+				if o.Index < e.Index && o.Videos[k].Video == ev.Video {
+					before += o.To - o.From
+				}
+			}
+			tr := &d.Videos[ev.Video].Track
+			for r := e.From; r < e.To; r++ {
+				f, dist := d.NearestFrame(ev.Video, ev.From+float64(l.Timestamps[r]))
+				if want := before + r - e.From; f != want {
+					t.Fatalf("episode %d, %s: row %d at frame %d, want %d", e.Index, l.Cameras[k], r, f, want)
+				}
+				if dist > 1e-4 {
+					t.Fatalf("episode %d, %s: row %d %.3f ms from its frame", e.Index, l.Cameras[k], r, dist*1e3)
+				}
+			}
+			// How late the episode's first frame is after its
+			// from_timestamp, as written.
+			written := fx.Spec["episodes"].([]map[string]any)[e.Index]["videos"].(map[string]any)[l.Cameras[k]].(map[string]any)["from"].(float64)
+			late = max(late, tr.Seconds(tr.Frames[before].PTS)-written)
+		}
+	}
+	t.Logf("episodes start up to %.3f ms after their from_timestamp", late*1e3)
+	if late < 1e-4 {
+		t.Errorf("no episode starts more than 0.1 ms after its from_timestamp: the fixture no longer shows the concat demuxer's lateness")
+	}
+}

@@ -224,8 +224,9 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, r, op, err)
 		return
 	}
-	// A read takes no body: one declared is refused unread.
-	if err := reqbody.Apply(w, r, f.body); err != nil {
+	// A read takes no body: one declared is refused unread (and, with no
+	// memory in the bound, nothing is reserved to release).
+	if _, err := reqbody.Apply(w, r, f.body); err != nil {
 		f.fail(w, r, op, err)
 		return
 	}

@@ -46,9 +46,10 @@ type Stream struct {
 	// av1C box (without the box's size and type); for VP9, the vpcC
 	// payload or nothing (the decoder is given none, as PyAV's is not).
 	Extradata []byte
-	// Rotation is the display matrix's rotation in degrees
-	// counter-clockwise (0, 90, 180, 270), reported with the frames and
-	// not applied: frames are served as stored, as PyAV decodes them.
+	// Rotation is the display rotation the track's matrix states, in
+	// degrees clockwise (0, 90, 180, 270; mp4.Track.Rotation: ffprobe's
+	// display-matrix rotation negated), reported with the frames and not
+	// applied: frames are served as stored, as PyAV decodes them.
 	Rotation int
 }
 

@@ -114,7 +114,10 @@ func Index(ctx context.Context, src Source, size int64, lim Limits) (*File, erro
 				return nil, err
 			}
 			if len(b) == 8 && !topLevel[fourcc(b[4:])] {
-				return nil, errorf(ErrInvalid, "not an MP4 or QuickTime file: it starts with %q", b)
+				// Its bytes are not quoted: the file may be anything (a
+				// link to a file that is no video), and an error is
+				// logged and answered to whoever asked.
+				return nil, errorf(ErrInvalid, "not an MP4 or QuickTime file: it does not start with a box of one (ftyp, moov, mdat, …)")
 			}
 		}
 		typ, bsize, hdr, err := f.header(off)

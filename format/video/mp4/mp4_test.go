@@ -380,3 +380,32 @@ func TestRescale(t *testing.T) {
 		t.Error("an overflow accepted")
 	}
 }
+
+// TestNotMP4SaysNoContent: a file that is no MP4 is refused without a
+// byte of it in the error, which is logged and answered to whoever asked
+// (issue 66: a link to a file out of the tree had its first bytes
+// echoed by `brand index`).
+func TestNotMP4SaysNoContent(t *testing.T) {
+	tests := []struct {
+		name string
+		file []byte
+	}{
+		{"a password file", []byte("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n")},
+		{"a key", []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n")},
+		{"binary", []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0x3e, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Index(context.Background(), Bytes(tt.file), int64(len(tt.file)), Limits{})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not an MP4 or QuickTime file") {
+				t.Fatalf("%v; want ErrInvalid saying it is not an MP4", err)
+			}
+			msg := err.Error()
+			for i := 0; i+4 <= len(tt.file); i++ {
+				if w := string(tt.file[i : i+4]); strings.Contains(msg, w) || strings.Contains(msg, strings.Trim(fmt.Sprintf("%q", w), `"`)) {
+					t.Fatalf("%q quotes the file's bytes %q", msg, w)
+				}
+			}
+		})
+	}
+}

@@ -170,6 +170,7 @@ var served = []sentinelCase{
 	{"s3backend.ErrNoBucket", s3backend.ErrNoBucket, http.StatusInternalServerError, "internal", true},
 	{"s3backend.ErrNotFound", s3backend.ErrNotFound, http.StatusBadGateway, "store_mismatch", true},
 	{"s3backend.ErrOutOfRange", s3backend.ErrOutOfRange, http.StatusBadGateway, "store_mismatch", true},
+	{"s3backend.ErrOutside", s3backend.ErrOutside, http.StatusBadGateway, "store_mismatch", true},
 	{"s3backend.ErrUnavailable", s3backend.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", true},
 	{"seqpack.ErrInvalid", seqpack.ErrInvalid, http.StatusBadRequest, "bad_request", false},
 	{"shuffle.ErrInvalid", shuffle.ErrInvalid, http.StatusBadRequest, "bad_request", false},

@@ -32,8 +32,10 @@
 //	         held until the response that carries them is written
 //	         (Copies)
 //	decodes  an image's working memory while it decodes, from its header
-//	         (transform.Footprint), and a chunk of a dataset served in
-//	         place while it is read and decoded (Decodes)
+//	         (transform.Footprint), a chunk of a dataset served in
+//	         place while it is read and decoded, and a request's body
+//	         while it is read and decoded (internal/server/reqbody's
+//	         Memory, reserved before the body is read) (Decodes)
 //
 // With `--memory-limit auto` the limit is the shares' total at their
 // defaults — the decodes share at least the largest decode the pixel

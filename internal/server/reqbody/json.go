@@ -1,6 +1,7 @@
 package reqbody
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -51,23 +52,47 @@ func DecodeJSON(body io.Reader, v any) error {
 // list's million keys): the same rules, in one pass of
 // go-json-experiment's decoder, where DecodeJSON makes three (names
 // twice, validity, values) and encoding/json's is the slowest of them:
-// a 12 MB list in about a third of DecodeJSON's time. Names match as
+// a 12 MB list in about a third of DecodeJSON's time. It streams: the
+// body is decoded as it is read, never held whole beside what is decoded
+// from it (a 252 MB list held both, twice the memory). Names match as
 // encoding/json matches them (case-insensitively); a value of the wrong
 // type is a *json.SemanticError of that package, not encoding/json's
 // *json.UnmarshalTypeError.
 func DecodeLargeJSON(body io.Reader, v any) error {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return fmt.Errorf("%w: empty body: %w", ErrBadJSON, io.EOF)
-	}
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	in := &readErr{r: body}
+	dec := jsontext.NewDecoder(in)
 	if err := jsonv2.UnmarshalDecode(dec, v, jsonv2.RejectUnknownMembers(true), jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
+		switch {
+		case in.err != nil:
+			return in.err
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("%w: empty body: %w", ErrBadJSON, io.EOF)
+		}
 		return fmt.Errorf("%w: %w", ErrBadJSON, err)
 	}
-	return End(bytes.NewReader(data[dec.InputOffset():]))
+	if err := End(bufio.NewReader(io.MultiReader(bytes.NewReader(dec.UnreadBuffer()), in))); err != nil {
+		if in.err != nil {
+			return in.err
+		}
+		return err
+	}
+	return nil
+}
+
+// readErr is a body that keeps the error of its read, other than its end,
+// for the caller to return as it is: the decoder folds it into one of
+// its own.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // End reads what follows a JSON value to its end: white space alone, or

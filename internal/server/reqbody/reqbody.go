@@ -36,6 +36,23 @@
 // (os.ErrDeadlineExceeded) from the body, and a read past the bound one
 // that wraps ErrTooLarge.
 //
+// # Memory
+//
+// A body's bytes, and what its handler makes of them (a JSON list's
+// strings, the edit stored from them), are memory the node's budget must
+// count, or a few large bodies at once take the process past
+// --memory-limit (four exclusion lists of 252 MB peaked at 2.2 GB under a
+// 1 GiB limit). A route whose Bound names Memory reserves PerByte bytes of
+// it for each byte of its body before the byte is read: a declared
+// length all at once, before any of the body is read, so that
+// concurrent large bodies wait for each other (and past the share's wait
+// are refused, its Busy error: 503 with Retry-After) rather than each
+// holding part of what it needs; a body without a length in steps as it
+// arrives. A body that would need more than the whole share is refused
+// at once (ErrTooLarge), naming the memory it needs and the share's
+// size. The reservation is held until the handler returns (the release
+// Apply returns), since the parsed form lives as long as the handler.
+//
 // # JSON bodies
 //
 // Every route that takes a JSON body reads it through DecodeJSON (or, for
@@ -46,6 +63,7 @@
 package reqbody
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +83,27 @@ type Bound struct {
 	// Timeout bounds the reading of the body, from when the route's
 	// handler starts to its last byte.
 	Timeout time.Duration
+	// Memory, if set, is the share of the node's memory the body is
+	// read and decoded in (see the package doc); PerByte (at least 1) is
+	// what a byte of the body takes of it while the handler runs: the
+	// byte, and its part of what the handler decodes and makes of it.
+	Memory  Memory
+	PerByte int64
 }
+
+// Memory is a share of the node's memory budget (memory.Account): its
+// size, and reservations of it that wait for room within the share's
+// bound and are given back by the function returned. Safe for concurrent
+// use.
+type Memory interface {
+	Size() int64
+	Reserve(ctx context.Context, n int64) (release func(), err error)
+}
+
+// firstStep is the least a body without a declared length reserves at a
+// time: steps double from it, so that a large body makes few
+// reservations and holds at most twice what it uses.
+const firstStep = 64 << 10
 
 // linger is how long a refused request's connection may still read (and
 // drop) the body its client is sending before it is closed: closing a
@@ -76,39 +114,50 @@ const linger = 500 * time.Millisecond
 
 // Apply bounds r's body by b before a handler reads it: a declared length
 // over b.Bytes is refused (Refuse, and an error wrapping ErrTooLarge for
-// the caller to answer); otherwise the connection's read deadline is set
-// to b.Timeout from now and r.Body replaced by one that refuses a byte
-// past b.Bytes and lifts the deadline at its end. A request without a
-// body is left as it is.
-func Apply(w http.ResponseWriter, r *http.Request, b Bound) error {
+// the caller to answer); otherwise, with b.Memory, the memory a declared
+// length needs is reserved (waiting as the share waits, refused as it
+// refuses, and refused at once wrapping ErrTooLarge if it needs more than
+// the whole share); the connection's read deadline is set to b.Timeout
+// from now and r.Body replaced by one that refuses a byte past b.Bytes,
+// reserves the memory of a body without a declared length as it is read,
+// and lifts the deadline at its end. A request without a body is left as
+// it is. release gives back what was reserved, and is never nil: call it
+// once the handler is done with the body and all it decoded from it.
+func Apply(w http.ResponseWriter, r *http.Request, b Bound) (release func(), err error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil
+		return func() {}, nil
 	}
 	if r.ContentLength > b.Bytes {
 		Refuse(w, r)
-		return tooLarge(r.ContentLength, b.Bytes)
+		return func() {}, tooLarge(r.ContentLength, b.Bytes)
 	}
-	rc := http.NewResponseController(w)
+	body := &bounded{r: r.Body, most: b.Bytes, left: b.Bytes, w: w, req: r, mem: b.Memory, perByte: max(b.PerByte, 1)}
+	if b.Memory != nil && r.ContentLength > 0 {
+		if err := body.reserve(r.ContentLength); err != nil {
+			Refuse(w, r)
+			return func() {}, err
+		}
+	}
+	body.rc = http.NewResponseController(w)
 	// Not every ResponseWriter takes a deadline (a test's recorder does
 	// not); the body is bounded in size all the same.
-	_ = rc.SetReadDeadline(time.Now().Add(b.Timeout))
-	body := &bounded{r: r.Body, most: b.Bytes, left: b.Bytes, w: w, req: r, rc: rc}
+	_ = body.rc.SetReadDeadline(time.Now().Add(b.Timeout))
 	if b.Bytes == 0 {
 		// A body of unknown length where none belongs: it must end at
 		// once. Its first byte is read here, under the deadline.
 		var one [1]byte
 		_, err := io.ReadFull(body, one[:])
 		if errors.Is(err, io.EOF) {
-			return nil
+			return body.release, nil
 		}
 		Refuse(w, r)
 		if errors.Is(err, ErrTooLarge) {
-			return err
+			return body.release, err
 		}
-		return fmt.Errorf("%w: this endpoint takes no request body, and reading one failed: %w", ErrTooLarge, err)
+		return body.release, fmt.Errorf("%w: this endpoint takes no request body, and reading one failed: %w", ErrTooLarge, err)
 	}
 	r.Body = body
-	return nil
+	return body.release, nil
 }
 
 // Refuse makes the response the last of its connection, answered without
@@ -141,6 +190,40 @@ type bounded struct {
 	rc         *http.ResponseController
 	ended      bool
 	err        error
+
+	// mem is where the body's memory is reserved, perByte bytes a byte
+	// of it; covered is the bytes of body reserved for, and gives what
+	// gives each reservation back.
+	mem     Memory
+	perByte int64
+	covered int64
+	gives   []func()
+}
+
+// reserve reserves the memory of n bytes of body beyond those covered:
+// refused at once (ErrTooLarge) past the share's size, else as the share
+// refuses a wait past its bound.
+func (b *bounded) reserve(n int64) error {
+	need := (b.covered + n) * b.perByte
+	if size := b.mem.Size(); need > size {
+		return fmt.Errorf("%w: a body of %d bytes or more takes %d bytes of memory to read and decode here, more than the %d bytes of the node's memory budget (--memory-limit) bodies are decoded in; send a smaller body (in parts, where the endpoint takes parts) or raise --memory-limit",
+			ErrTooLarge, b.covered+n, need, size)
+	}
+	give, err := b.mem.Reserve(b.req.Context(), n*b.perByte)
+	if err != nil {
+		return err
+	}
+	b.covered += n
+	b.gives = append(b.gives, give)
+	return nil
+}
+
+// release gives back the memory reserved for the body.
+func (b *bounded) release() {
+	for _, give := range b.gives {
+		give()
+	}
+	b.gives, b.covered = nil, 0
 }
 
 func (b *bounded) Read(p []byte) (int, error) {
@@ -151,7 +234,43 @@ func (b *bounded) Read(p []byte) (int, error) {
 		// One byte past the bound tells a body at its bound from one over it.
 		p = p[:b.left+1]
 	}
+	if read := b.most - b.left; b.mem != nil && b.req.ContentLength < 0 && read+int64(len(p)) > b.covered {
+		// A body without a declared length: reserve the next step, as
+		// much as is covered already (within the bound and the share),
+		// before reading into it.
+		step := min(max(b.covered, firstStep), b.most+1-b.covered)
+		room := b.mem.Size()/b.perByte - b.covered
+		if room <= 0 {
+			// The share is covered whole: a byte more tells a body
+			// that ends here from one that needs more than the share.
+			return b.past(p[:1])
+		}
+		if err := b.reserve(min(step, room)); err != nil {
+			b.err = err
+			Refuse(b.w, b.req)
+			return 0, err
+		}
+		p = p[:min(int64(len(p)), b.covered-read)]
+	}
 	n, err := b.r.Read(p)
+	return b.count(n, err)
+}
+
+// past reads into p, one byte, past the memory the share holds: its end,
+// or its refusal.
+func (b *bounded) past(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.err = b.reserve(int64(n)) // more than the share: refused
+		Refuse(b.w, b.req)
+		return 0, b.err
+	}
+	return b.count(n, err)
+}
+
+// count takes n bytes read off the body's bound, refusing a byte past it,
+// and lifts the deadline at the body's end.
+func (b *bounded) count(n int, err error) (int, error) {
 	if int64(n) > b.left {
 		n, b.left = int(b.left), 0
 		b.err = fmt.Errorf("%w: a body over %d bytes, the most this endpoint takes", ErrTooLarge, b.most)

@@ -82,7 +82,8 @@ func (c *trickle) ended(t *testing.T, bound time.Duration) int {
 func server(t *testing.T, b reqbody.Bound, got chan<- error) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := reqbody.Apply(w, r, b)
+		release, err := reqbody.Apply(w, r, b)
+		defer release()
 		var n int
 		if err == nil {
 			var body []byte
@@ -180,7 +181,7 @@ func TestChunkedBodies(t *testing.T) {
 func TestDeadlineLiftedAtTheBodysEnd(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 100, Timeout: timeout}); err != nil {
+		if _, err := reqbody.Apply(w, r, reqbody.Bound{Bytes: 100, Timeout: timeout}); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -357,8 +357,16 @@ const (
 // out of sync.
 func LeRobot(t testing.TB, root string, shift float64) *LeRobotFixture {
 	t.Helper()
+	return LeRobotAt(t, root, 10, shift)
+}
+
+// LeRobotAt is LeRobot at fps frames a second: at 30, FFmpeg 5.1's
+// concat demuxer starts each episode after the first a fraction of a
+// millisecond after the durations before it, as LeRobot's own files do.
+func LeRobotAt(t testing.TB, root string, fps int, shift float64) *LeRobotFixture {
+	t.Helper()
 	node, modules := DuckDB(t, root)
-	fx := &LeRobotFixture{Dir: t.TempDir(), FPS: 10, Lengths: []int{12, 8, 15}, Cameras: []string{CamFront, CamWrist}}
+	fx := &LeRobotFixture{Dir: t.TempDir(), FPS: fps, Lengths: []int{12, 8, 15}, Cameras: []string{CamFront, CamWrist}}
 	tmp := t.TempDir()
 	encoders := map[string][]string{
 		CamFront: {"-c:v", "libsvtav1", "-g", "2", "-preset", "12", "-pix_fmt", "yuv420p", "-svtav1-params", "log-level=0"},
