@@ -120,7 +120,9 @@
 // hvc1 entry without its parameter sets; an edit list showing nothing.
 // ErrNoVideo: no video track, naming the tracks there are. ErrLimit: past
 // a limit, naming it. ErrUnsupported: a codec other than H.264 (avc1,
-// avc3), H.265 (hvc1, hev1), VP9 (vp09) and AV1 (av01), named; encrypted
+// avc3), H.265 (hvc1, hev1), VP9 (vp09) and AV1 (av01), named (an mp4v
+// entry by its esds's object type: MPEG-4 part 2, MPEG-1 or MPEG-2
+// video, Motion JPEG, PNG, as FFmpeg writes them all so); encrypted
 // samples; samples of a second sample description; media data in another
 // file; several edits of media. Each wraps format.ErrInvalid or
 // format.ErrUnsupported. FuzzIndex holds Index to never panicking and to

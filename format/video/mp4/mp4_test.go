@@ -206,7 +206,7 @@ func TestRefused(t *testing.T) {
 		{"not an MP4", []byte("GIF89a, not a movie at all, but long enough"), Limits{}, ErrInvalid, "not an MP4 or QuickTime file"},
 		{"empty", []byte{}, Limits{}, ErrInvalid, "no moov box"},
 		{"audio only", with(func(s *synth) { s.handler = "soun" }), Limits{}, ErrNoVideo, "audio (soun)"},
-		{"MPEG-4 part 2", with(func(s *synth) { s.entry = "mp4v" }), Limits{}, ErrUnsupported, "MPEG-4 part 2"},
+		{"an mp4v entry without its esds", with(func(s *synth) { s.entry = "mp4v" }), Limits{}, ErrUnsupported, "MPEG-4 visual (no object type stated)"},
 		{"an unknown codec", with(func(s *synth) { s.entry = "xyzw" }), Limits{}, ErrUnsupported, `"xyzw"`},
 		{"encrypted", with(func(s *synth) { s.entry = "encv" }), Limits{}, ErrUnsupported, "encrypted video"},
 		{"16k × 16k", with(func(s *synth) { s.w, s.h = 16384, 16384 }), Limits{}, ErrLimit, "16384 × 16384"},
