@@ -103,7 +103,8 @@
 // is allocated for what it bounds: the moov and the moofs together read
 // (MetaBytes, 256 MiB), the samples (Samples, 2^22: a table count past it
 // is refused before a table is read), the picture a sample entry states
-// (Width and Height 8192, Pixels 8192 × 4320: a 16k × 16k stream is
+// (Frames: package framesize's bound, 16,384 a side and 8192 × 4352
+// pixels, the one the decoder applies too; a 16k × 16k stream is
 // refused from its sample entry, TestRefusedBeforeAllocating), the
 // top-level boxes walked (Boxes), a codec configuration box (1 MiB). Every
 // table's count is checked against the bytes of its box, every box

@@ -161,8 +161,8 @@ func (t *trak) parseStsd(s box, lim Limits) error {
 		switch {
 		case w == 0 || h == 0:
 			return errorf(ErrInvalid, "the %q sample entry states a picture of %d × %d", e.typ, w, h)
-		case int(w) > lim.Width || int(h) > lim.Height || int64(w)*int64(h) > lim.Pixels:
-			return errorf(ErrLimit, "the video is %d × %d; at most %d × %d and %d pixels are read", w, h, lim.Width, lim.Height, lim.Pixels)
+		case !lim.Frames.Fits(int(w), int(h)):
+			return errorf(ErrLimit, "the video is %d × %d; its frames are read and decoded %s", w, h, lim.Frames)
 		}
 		err := eachBox(er.b, e.off+8+visualEntryHeader, e.typ, func(cb box) error {
 			if cb.typ != c.box || se.config != nil {

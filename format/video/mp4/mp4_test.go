@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video/framesize"
 )
 
 // findBox returns the offset in b of the box at path (its first
@@ -211,7 +212,7 @@ func TestRefused(t *testing.T) {
 		{"encrypted", with(func(s *synth) { s.entry = "encv" }), Limits{}, ErrUnsupported, "encrypted video"},
 		{"16k × 16k", with(func(s *synth) { s.w, s.h = 16384, 16384 }), Limits{}, ErrLimit, "16384 × 16384"},
 		{"a picture of no pixels", with(func(s *synth) { s.w, s.h = 0, 48; s.config = []byte{1} }), Limits{}, ErrInvalid, "0 × 48"},
-		{"more pixels than allowed", good, Limits{Pixels: 64 * 47}, ErrLimit, "64 × 48"},
+		{"more pixels than allowed", good, Limits{Frames: framesize.Bound{Pixels: 64 * 47}}, ErrLimit, "64 × 48"},
 		{"an absurd sample count", patch(gop, inStbl("stsz"), 16, 1<<31-1), Limits{}, ErrLimit, "2147483647 samples"},
 		{"more samples than sizes", patch(gop, inStbl("stsz"), 16, 100), Limits{}, ErrInvalid, "states 100 sizes"},
 		{"more samples than allowed", good, Limits{Samples: 7}, ErrLimit, "8 samples; at most 7"},
