@@ -55,14 +55,29 @@ func groups(d *dump) []Run {
 	return append(rs, d.run(Span{Start: 0, End: len(d.Packets), First: true}))
 }
 
-// TestHeldFrames: for every test video, the most frames libavcodec's
-// decoder holds at once — over a decode of each keyframe group and of the
-// whole stream, on one pooled context — is within what the stream's
-// parameter sets state (enforcedFrames) where they state it, and within
-// the codec's slots (dpbFrames) always: Footprint counts no fewer frames
-// than a decode takes.
+// heldFixtures are H.264 streams at the edges of what the frame count
+// reads (packets only: their frames are not compared here): all intra
+// with no reference and no bitstream restriction, 16 references and 16
+// B-frames, zero latency, B-frames without a pyramid, open GOPs with 8
+// references.
+var heldFixtures = []fixture{
+	{name: "held-intra", in: small, frames: 20, packetsOnly: true, args: []string{"-c:v", "libx264", "-g", "1", "-pix_fmt", "yuv420p"}},
+	{name: "held-b16", in: small, frames: 60, packetsOnly: true, args: []string{"-c:v", "libx264", "-bf", "16", "-refs", "16", "-g", "50", "-pix_fmt", "yuv420p"}},
+	{name: "held-zerolatency", in: small, frames: 60, packetsOnly: true, args: []string{"-c:v", "libx264", "-tune", "zerolatency", "-pix_fmt", "yuv420p"}},
+	{name: "held-bnopyramid", in: small, frames: 60, packetsOnly: true, args: []string{"-c:v", "libx264", "-bf", "5", "-x264-params", "b-pyramid=none:b-adapt=0", "-pix_fmt", "yuv420p"}},
+	{name: "held-opengop-8refs", in: small, frames: 80, packetsOnly: true, args: []string{"-c:v", "libx264", "-bf", "8", "-refs", "8", "-x264-params", "open-gop=1:keyint=20:min-keyint=20:scenecut=0", "-pix_fmt", "yuv420p"}},
+}
+
+// TestHeldFrames: for every test video, and the H.264 streams at the
+// edges of what the count reads, the most frames libavcodec's decoder
+// holds at once — over a decode of each keyframe group and of the whole
+// stream, on one pooled context, held to the count — is within what the
+// stream's parameter sets state (enforcedFrames) where they state it,
+// and within the codec's slots (dpbFrames) always: Footprint counts no
+// fewer frames than a decode takes, and no stream is refused for
+// holding the frames its SPS allows.
 func TestHeldFrames(t *testing.T) {
-	for _, f := range fixtures {
+	for _, f := range append(fixtures[:len(fixtures):len(fixtures)], heldFixtures...) {
 		d := load(t, f)
 		c, err := parseCodec(d.Codec)
 		if err != nil {
