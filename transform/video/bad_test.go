@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/brandgw/brand/format/video/framesize"
 	"strings"
 	"testing"
 )
@@ -53,7 +54,7 @@ func TestBadInput(t *testing.T) {
 			r.Stream.Width, r.Stream.Height = 88, 50
 			return r
 		}},
-		{name: "frames over the decoder's pixel bound", opt: Options{MaxPixels: 88 * 50}, err: ErrDecode, says: "image parameters invalid", run: func() Run {
+		{name: "frames over the decoder's pixel bound", opt: Options{Frames: framesize.Bound{Pixels: 88 * 50}}, err: ErrDecode, says: "image parameters invalid", run: func() Run {
 			r := group(h264)
 			r.Stream.Width, r.Stream.Height = 88, 50
 			return r

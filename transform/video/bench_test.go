@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/brandgw/brand/format/video/framesize"
 	"os"
 	"os/exec"
 	"strconv"
@@ -92,7 +93,7 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	dec.Close()
 	peak += int64(d.Width * d.Height * 3)
-	fp, _ := Footprint(d.stream(), 0)
+	fp, _ := Footprint(d.stream(), framesize.Bound{})
 	for _, mode := range []string{"rgb", "decode-only"} {
 		b.Run(mode, func(b *testing.B) {
 			dec := NewDecoder(Options{})

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/brandgw/brand/format/video/framesize"
 )
 
 // Budget is the node's memory for decodes (memory.Manager.Decodes: a
@@ -23,8 +25,9 @@ type Budget interface {
 
 // Options configure a Decoder.
 type Options struct {
-	// MaxPixels bounds a stream's width × height; 0 is DefaultMaxPixels.
-	MaxPixels int64
+	// Frames bounds a stream's frames; its unset fields are
+	// framesize.Default's, the bound the index applies.
+	Frames framesize.Bound
 	// Budget is what decodes reserve their Footprint from; nil counts
 	// nothing (tools and tests).
 	Budget Budget
@@ -86,9 +89,7 @@ type pooled struct {
 
 // NewDecoder returns a Decoder with opt.
 func NewDecoder(opt Options) *Decoder {
-	if opt.MaxPixels <= 0 {
-		opt.MaxPixels = DefaultMaxPixels
-	}
+	opt.Frames = opt.Frames.WithDefaults()
 	if opt.MaxIdle == 0 {
 		opt.MaxIdle = runtime.GOMAXPROCS(0)
 	}
@@ -118,7 +119,7 @@ func (d *Decoder) Stats() Stats {
 }
 
 // Footprint is Footprint with the Decoder's bound.
-func (d *Decoder) Footprint(s Stream) (int64, error) { return Footprint(s, d.opt.MaxPixels) }
+func (d *Decoder) Footprint(s Stream) (int64, error) { return Footprint(s, d.opt.Frames) }
 
 // Close closes the idle contexts, and every context in use as its
 // Decode returns. Decodes after Close fail.
@@ -155,7 +156,7 @@ func (d *Decoder) Decode(ctx context.Context, run Run, want []int64, each func(F
 		return err
 	}
 	s := run.Stream
-	if err := checkSize(s, d.opt.MaxPixels); err != nil {
+	if err := checkSize(s, d.opt.Frames); err != nil {
 		return err
 	}
 	at, exact, err := runFrames(run)
@@ -309,7 +310,7 @@ func (d *Decoder) acquire(ctx context.Context, s Stream, c codec, reorder int) (
 	}
 	d.mu.Unlock()
 
-	n := footprint(s, c)
+	n := footprint(s, c, reorder)
 	release := func() {}
 	if b := d.opt.Budget; b != nil {
 		if n > b.Size() {
@@ -325,7 +326,7 @@ func (d *Decoder) acquire(ctx context.Context, s Stream, c codec, reorder int) (
 		}
 		release = r
 	}
-	cc, err := openCodec(s, c, d.opt.MaxPixels, reorder)
+	cc, err := openCodec(s, c, d.opt.Frames.Pixels, reorder, enforcedFrames(s, c, reorder))
 	if err != nil {
 		release()
 		return nil, err

@@ -56,16 +56,21 @@
 // # Memory
 //
 // A decode holds at most Footprint bytes, known from the stream's index
-// entry before any packet is decoded: every frame its decoder can hold
-// (the codec's reference and reordering slots, in the pixel layout the
-// configuration record states), the decoder's tables and the RGB
-// conversion. A Decoder reserves it from Options.Budget (the node's
-// memory for decodes) before it opens or reuses a context, and a pooled
-// context keeps its reservation while idle (libavcodec keeps its frame
-// pool); idle contexts are closed to make room. A stream over the pixel
-// bound (DefaultMaxPixels: 8K) is refused from its index entry, and
-// libavcodec is given the bound too, so a bitstream claiming more than
-// its index is refused before the decoder allocates a frame.
+// entry before any packet is decoded: every frame its decoder holds (for
+// H.264 the reference and reorder frames its SPS states and three in
+// passing, the decoder held to that count by the frame allocator it is
+// given; for the others the codec's reference and reordering slots), in
+// the pixel layout the configuration record states, the decoder's
+// tables and the RGB conversion: 637 MB for an 8K H.264 whose decode
+// peaks at 358 MB (docs/transform.md §12.5). A Decoder reserves it from
+// Options.Budget (the node's memory for decodes) before it opens or
+// reuses a context, and a pooled context keeps its reservation while
+// idle (libavcodec keeps its frame pool); idle contexts are closed to
+// make room. A stream past the bound on frames (package framesize's,
+// the one the index applies: 16,384 a side, 8192 × 4352 pixels) is
+// refused from its index entry, and libavcodec is given the pixel bound
+// too, so a bitstream claiming more than its index is refused before
+// the decoder allocates a frame.
 // Clips.Sizes and Clips.Work say what the outputs and the transforms
 // take, for the caller to reserve.
 //

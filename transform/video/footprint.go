@@ -1,17 +1,10 @@
 package video
 
-import "fmt"
+import (
+	"fmt"
 
-// DefaultMaxPixels bounds a stream's width × height: 8K UHD (7680×4320)
-// rounded up to whole 64-pixel blocks, 35.7 million pixels. A 16k×16k
-// stream (268 million) is refused from its index entry, before a decoder
-// is opened or a frame allocated. The bound is also given to libavcodec
-// (max_pixels), so a bitstream whose own headers claim more than its index
-// does is refused by the decoder before it allocates the frame.
-const DefaultMaxPixels = 7680 * 4352
-
-// MaxSide bounds either side: H.265's and VP9's largest (16384).
-const MaxSide = 1 << 14
+	"github.com/brandgw/brand/format/video/framesize"
+)
 
 // chroma is a pixel layout's planes relative to luma, in quarter
 // samples per pixel (4:2:0 is 6: four luma and two chroma quarters).
@@ -69,25 +62,30 @@ func contextBytes(w, h int) int64 {
 
 // Footprint is the memory a decode of the stream holds at most, known
 // from its index entry before any packet is decoded: the decoder's
-// frames (every reference and reordering slot its codec allows, in the
-// pixel layout its configuration record states, or the worst of the
-// codec's when it states none), its tables, the conversion to RGB and
-// the RGB frame handed to the callback. A node reserves it before
-// decoding (Decoder does, from Options.Budget); a pooled decoder keeps
-// its reservation while idle, since libavcodec keeps its frame pool.
-// Streams over the pixel bound are ErrTooLarge, unknown codecs ErrCodec.
-func Footprint(s Stream, maxPixels int64) (int64, error) {
+// frames (heldFrames: as many as its parameter sets state it keeps, or
+// every reference and reordering slot its codec allows where they state
+// none, in the pixel layout its configuration record states, or the
+// worst of the codec's when it states none) with their per-picture
+// tables, its own tables, the conversion to RGB and the RGB frame handed
+// to the callback. A node reserves it before decoding (Decoder does,
+// from Options.Budget); a pooled decoder keeps its reservation while
+// idle, since libavcodec keeps its frame pool. It is for a run whose
+// reorder depth is no more than the stream's parameter sets state (a
+// Decoder reserves for each run's own). Streams past the bound (its
+// unset fields framesize.Default's) are ErrTooLarge, unknown codecs
+// ErrCodec.
+func Footprint(s Stream, bound framesize.Bound) (int64, error) {
 	c, err := parseCodec(s.Codec)
 	if err != nil {
 		return 0, err
 	}
-	if err := checkSize(s, maxPixels); err != nil {
+	if err := checkSize(s, bound); err != nil {
 		return 0, err
 	}
-	return footprint(s, c), nil
+	return footprint(s, c, 0), nil
 }
 
-func footprint(s Stream, c codec) int64 {
+func footprint(s Stream, c codec, reorder int) int64 {
 	l := streamLayout(s, c)
 	if !l.known {
 		l = worstLayout
@@ -97,21 +95,72 @@ func footprint(s Stream, c codec) int64 {
 	// and, from more than 8 bits, its line buffers (a few rows of 32-bit
 	// samples); then the copy handed to the callback.
 	sws := rgb + int64(s.Height)*16 + 64*int64(s.Width)*4*4
-	return dpbFrames(c)*l.frameBytes(s.Width, s.Height) + contextBytes(s.Width, s.Height) + sws + rgb
+	picture := l.frameBytes(s.Width, s.Height) + pictureTables(s, c)
+	return heldFrames(s, c, reorder)*picture + contextBytes(s.Width, s.Height) + sws + rgb
 }
 
-// checkSize refuses a stream whose frames are over the bounds, from its
-// index entry alone.
-func checkSize(s Stream, maxPixels int64) error {
-	if maxPixels <= 0 {
-		maxPixels = DefaultMaxPixels
+// heldFrames is the most frames a decoder of the stream holds at once,
+// for a run of the given reorder depth (the one its timestamps show, as
+// the decoder is given it). For H.264 it is what the SPS states
+// (enforcedFrames, which the decoder is held to); for the others the
+// codec's most (dpbFrames).
+func heldFrames(s Stream, c codec, reorder int) int64 {
+	if n := enforcedFrames(s, c, reorder); n > 0 {
+		return n
 	}
+	return dpbFrames(c)
+}
+
+// enforcedFrames is the most frames an H.264 decoder of the stream may
+// hold at once, from its SPS: its reference frames (max_num_ref_frames,
+// at least one), the frames waiting to be output (libavcodec's reorder
+// depth: the run's, raised to the VUI's max_num_reorder_frames, or by
+// one where the SPS states none, as libavcodec raises it for a B
+// picture), and three in passing: the picture being decoded, the one
+// waiting in libavcodec to be received, the one received and being
+// converted. libavcodec's h264 decoder holds no more for a stream that
+// keeps to its SPS (TestHeldFrames measures each test video's most);
+// one that does not is refused at its first frame over (brand_get_buffer),
+// so that Footprint stays a bound whatever the bitstream says. 0 where
+// there is no such bound: another codec, or an SPS that does not parse.
+func enforcedFrames(s Stream, c codec, reorder int) int64 {
+	if c != codecH264 {
+		return 0
+	}
+	sps, ok := parseAVCSPS(s.Extradata)
+	if !ok || sps.refs < 0 {
+		return 0
+	}
+	delayed := reorder + 1
+	if sps.reorder >= 0 {
+		delayed = max(reorder, sps.reorder)
+	}
+	return min(dpbFrames(c), int64(max(sps.refs, 1)+delayed+3))
+}
+
+// pictureTables is what a decoded picture holds beside its planes: for
+// H.264, libavcodec's per-picture tables (h264_slice.c's pools: the
+// motion vectors of both lists, 4 bytes a 4×4 block each, 128 a
+// macroblock; reference indices, macroblock types and quantisers, 13 a
+// macroblock; 141 in all), counted as 160 a macroblock and a row more. The other
+// codecs' are within their codec's frame slots counted whole.
+func pictureTables(s Stream, c codec) int64 {
+	if c != codecH264 {
+		return 0
+	}
+	return 160 * int64((s.Width+15)/16) * int64((s.Height+15)/16+1)
+}
+
+// checkSize refuses a stream whose frames are past the bound, from its
+// index entry alone: the index (format/video/mp4) refused such a file
+// already, by the same bound; this holds a Stream from anywhere to it.
+func checkSize(s Stream, bound framesize.Bound) error {
 	if s.Width <= 0 || s.Height <= 0 {
 		return fmt.Errorf("%w: the stream's frames are %d×%d", ErrDecode, s.Width, s.Height)
 	}
-	if s.Width > MaxSide || s.Height > MaxSide || int64(s.Width)*int64(s.Height) > maxPixels {
-		return fmt.Errorf("%w: %d×%d frames (%d pixels) over the bound of %d pixels and %d a side",
-			ErrTooLarge, s.Width, s.Height, int64(s.Width)*int64(s.Height), maxPixels, MaxSide)
+	if !bound.Fits(s.Width, s.Height) {
+		return fmt.Errorf("%w: %d×%d frames (%d pixels); frames are decoded %s",
+			ErrTooLarge, s.Width, s.Height, int64(s.Width)*int64(s.Height), bound)
 	}
 	return nil
 }
@@ -193,33 +242,11 @@ func makeLayout(chromaFormat, depth int) layout {
 // avcLayout reads chroma_format_idc and the bit depths from the first SPS
 // of an avcC record. Profiles without them are 4:2:0, 8-bit.
 func avcLayout(x []byte) layout {
-	if len(x) < 8 || x[0] != 1 || x[5]&0x1f == 0 {
+	sps, ok := parseAVCSPS(x)
+	if !ok {
 		return layout{}
 	}
-	n := int(x[6])<<8 | int(x[7])
-	if n < 4 || 8+n > len(x) {
-		return layout{}
-	}
-	sps := unescapeNAL(x[8 : 8+n])
-	if len(sps) < 4 || sps[0]&0x1f != 7 {
-		return layout{}
-	}
-	switch sps[1] { // profile_idc: only these state a chroma format and bit depth
-	case 100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135:
-	default:
-		return makeLayout(1, 8)
-	}
-	r := bitReader{b: sps[4:]}
-	r.ue() // seq_parameter_set_id
-	chroma := int(r.ue())
-	if chroma == 3 {
-		r.bit() // separate_colour_plane_flag
-	}
-	depth := 8 + int(max(r.ue(), r.ue()))
-	if r.bad || chroma > 3 {
-		return layout{}
-	}
-	return makeLayout(chroma, depth)
+	return sps.layout
 }
 
 // unescapeNAL drops the emulation prevention bytes (00 00 03 → 00 00).
@@ -256,6 +283,24 @@ func (r *bitReader) bit() uint32 {
 	v := r.b[r.pos/8] >> (7 - r.pos%8) & 1
 	r.pos++
 	return uint32(v)
+}
+
+// bits reads n ≤ 32 bits.
+func (r *bitReader) bits(n int) uint32 {
+	var v uint32
+	for range n {
+		v = v<<1 | r.bit()
+	}
+	return v
+}
+
+// se reads a signed Exp-Golomb code.
+func (r *bitReader) se() int32 {
+	k := r.ue()
+	if k&1 == 1 {
+		return int32(k/2 + 1)
+	}
+	return -int32(k / 2)
 }
 
 func (r *bitReader) ue() uint32 {

@@ -29,7 +29,55 @@ typedef struct {
 	int rgb_ls[4];
 	int rgb_w, rgb_h;
 	char said[256]; // the decoder's first error message since the last packet
+	// The frames the decoder holds now and at most (its buffers from
+	// get_buffer2 not yet freed), and the most it may: brand_get_buffer
+	// refuses one more, so that a stream holding more frames than its
+	// configuration states (and Footprint reserved) fails its decode.
+	// A context is used by one thread at a time (thread_count 1), and
+	// libavcodec frees a frame's buffer on the thread that unrefs it.
+	int frames, frames_peak, frames_max;
 } brand_dec;
+
+// brand_held is one frame buffer the decoder was given: the buffer
+// libavcodec's default allocator made, wrapped so that its release is
+// counted.
+typedef struct {
+	brand_dec *d;
+	AVBufferRef *inner;
+} brand_held;
+
+static void brand_held_free(void *opaque, uint8_t *data) {
+	brand_held *h = opaque;
+	h->d->frames--;
+	av_buffer_unref(&h->inner);
+	av_free(h);
+}
+
+// brand_get_buffer is the decoder's get_buffer2: libavcodec's own
+// allocator (its frame pool), counted against frames_max.
+static int brand_get_buffer(AVCodecContext *ctx, AVFrame *f, int flags) {
+	brand_dec *d = ctx->opaque;
+	if (d->frames_max > 0 && d->frames >= d->frames_max) {
+		if (!d->said[0]) {
+			snprintf(d->said, sizeof d->said, "the decoder needs more than the %d frames at once the stream's parameter sets state", d->frames_max);
+		}
+		return AVERROR(ENOMEM);
+	}
+	int r = avcodec_default_get_buffer2(ctx, f, flags);
+	if (r < 0) return r;
+	brand_held *h = av_malloc(sizeof *h);
+	AVBufferRef *outer = h ? av_buffer_create(f->buf[0]->data, f->buf[0]->size, brand_held_free, h, 0) : NULL;
+	if (outer == NULL) {
+		av_free(h);
+		av_frame_unref(f);
+		return AVERROR(ENOMEM);
+	}
+	h->d = d;
+	h->inner = f->buf[0];
+	f->buf[0] = outer;
+	if (++d->frames > d->frames_peak) d->frames_peak = d->frames;
+	return 0;
+}
 
 typedef struct {
 	int64_t pts;
@@ -73,9 +121,10 @@ static void brand_said(brand_dec *d, char *msg, size_t n) {
 
 static void brand_close(brand_dec *d) {
 	if (d == NULL) return;
+	// The frame first: its buffer's release counts in d.
+	av_frame_free(&d->frame);
 	avcodec_free_context(&d->ctx);
 	av_packet_free(&d->pkt);
-	av_frame_free(&d->frame);
 	sws_freeContext(d->sws);
 	av_freep(&d->rgb[0]);
 	av_free(d);
@@ -87,7 +136,7 @@ static void brand_close(brand_dec *d) {
 // timestamps show (has_b_frames; libavformat gives PyAV's decoder the same
 // through video_delay). 0, or a negative AVERROR with msg set.
 static int brand_open(brand_dec **out, int id, int w, int h, const uint8_t *extra, int extra_n,
-		int64_t max_pixels, int reorder, char *msg, size_t msg_n) {
+		int64_t max_pixels, int reorder, int frames_max, char *msg, size_t msg_n) {
 	const AVCodec *codec = avcodec_find_decoder((enum AVCodecID)id);
 	if (codec == NULL) {
 		snprintf(msg, msg_n, "this libavcodec has no decoder for codec id %d", id);
@@ -109,6 +158,8 @@ static int brand_open(brand_dec **out, int id, int w, int h, const uint8_t *extr
 	d->ctx->max_pixels = max_pixels;
 	d->ctx->has_b_frames = reorder;
 	d->ctx->thread_count = 1;
+	d->frames_max = frames_max;
+	d->ctx->get_buffer2 = brand_get_buffer;
 	// H.264 drops, when draining, frames decoded before an open GOP's
 	// recovery point was output, though they are whole (a run that
 	// starts at such a keyframe and ends a few frames later loses its
@@ -218,6 +269,8 @@ static void brand_reset(brand_dec *d) {
 	avcodec_flush_buffers(d->ctx);
 }
 
+static int brand_frames_peak(brand_dec *d) { return d->frames_peak; }
+
 static int brand_pix_bytes(int format, int w, int h) {
 	return av_image_get_buffer_size((enum AVPixelFormat)format, w, h, 1);
 }
@@ -284,7 +337,7 @@ func (l *libav) err() string { return C.GoString(&l.msg[0]) }
 
 // openCodec opens a decoder for s, with the reorder depth its run's
 // timestamps show.
-func openCodec(s Stream, c codec, maxPixels int64, reorder int) (codecContext, error) {
+func openCodec(s Stream, c codec, maxPixels int64, reorder int, maxFrames int64) (codecContext, error) {
 	l := &libav{}
 	var extra *C.uint8_t
 	x := s.Extradata
@@ -298,7 +351,7 @@ func openCodec(s Stream, c codec, maxPixels int64, reorder int) (codecContext, e
 		extra = (*C.uint8_t)(unsafe.Pointer(&x[0]))
 	}
 	r := C.brand_open(&l.d, C.brand_codec_id(C.int(c)), C.int(s.Width), C.int(s.Height), extra, C.int(len(x)),
-		C.int64_t(maxPixels), C.int(reorder), &l.msg[0], C.size_t(len(l.msg)))
+		C.int64_t(maxPixels), C.int(reorder), C.int(maxFrames), &l.msg[0], C.size_t(len(l.msg)))
 	if r < 0 {
 		return nil, fmt.Errorf("%w: opening libavcodec's %s decoder: %s", ErrDecode, c, l.err())
 	}
@@ -358,6 +411,9 @@ func (l *libav) rgb(dst []byte) error {
 }
 
 func (l *libav) reset() { C.brand_reset(l.d) }
+
+// framesPeak is the most frame buffers the decoder has held at once.
+func (l *libav) framesPeak() int { return int(C.brand_frames_peak(l.d)) }
 
 func (l *libav) close() {
 	C.brand_close(l.d)

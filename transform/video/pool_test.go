@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/format/video/framesize"
 	"sync"
 	"testing"
 )
@@ -152,8 +153,8 @@ func TestPool(t *testing.T) {
 // opening anything.
 func TestPoolMakesRoom(t *testing.T) {
 	h, v := fixtureNamed(t, "h264-b-1s"), fixtureNamed(t, "vp9-1s")
-	fh, _ := Footprint(h.stream(), 0)
-	fv, _ := Footprint(v.stream(), 0)
+	fh, _ := Footprint(h.stream(), framesize.Bound{})
+	fv, _ := Footprint(v.stream(), framesize.Bound{})
 	b := &testBudget{size: max(fh, fv) + min(fh, fv)/2}
 	dec := NewDecoder(Options{Budget: b})
 	defer dec.Close()
@@ -204,7 +205,7 @@ func TestFootprintBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		dec.Close()
-		fp, err := Footprint(d.stream(), 0)
+		fp, err := Footprint(d.stream(), framesize.Bound{})
 		if err != nil {
 			t.Fatal(err)
 		}

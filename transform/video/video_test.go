@@ -3,6 +3,7 @@ package video
 import (
 	"errors"
 	"fmt"
+	"github.com/brandgw/brand/format/video/framesize"
 	"testing"
 
 	"github.com/brandgw/brand/internal/server/memory"
@@ -127,7 +128,7 @@ func TestStreamLayout(t *testing.T) {
 // entry (Footprint and Decode alike), before anything is opened.
 func TestBounds(t *testing.T) {
 	big := Stream{Codec: "avc1", Width: 16384, Height: 16384}
-	if _, err := Footprint(big, 0); !errors.Is(err, ErrTooLarge) {
+	if _, err := Footprint(big, framesize.Bound{}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Footprint of 16k×16k: %v", err)
 	}
 	dec := NewDecoder(Options{})
@@ -136,11 +137,12 @@ func TestBounds(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) || dec.Stats().Opened != 0 {
 		t.Fatalf("Decode of 16k×16k: %v, %+v", err, dec.Stats())
 	}
-	n, err := Footprint(Stream{Codec: "h264", Width: 7680, Height: 4320}, 0)
+	// 8K with no configuration record: every slot of the worst layout.
+	n, err := Footprint(Stream{Codec: "h264", Width: 7680, Height: 4320}, framesize.Bound{})
 	if err != nil || n < 37*7680*4320*3/2 {
 		t.Fatalf("8K: %d, %v", n, err)
 	}
-	if _, err := Footprint(Stream{Codec: "prores", Width: 64, Height: 64}, 0); !errors.Is(err, ErrCodec) {
+	if _, err := Footprint(Stream{Codec: "prores", Width: 64, Height: 64}, framesize.Bound{}); !errors.Is(err, ErrCodec) {
 		t.Fatalf("prores: %v", err)
 	}
 }

@@ -103,7 +103,8 @@
 // is allocated for what it bounds: the moov and the moofs together read
 // (MetaBytes, 256 MiB), the samples (Samples, 2^22: a table count past it
 // is refused before a table is read), the picture a sample entry states
-// (Width and Height 8192, Pixels 8192 × 4320: a 16k × 16k stream is
+// (Frames: package framesize's bound, 16,384 a side and 8192 × 4352
+// pixels, the one the decoder applies too; a 16k × 16k stream is
 // refused from its sample entry, TestRefusedBeforeAllocating), the
 // top-level boxes walked (Boxes), a codec configuration box (1 MiB). Every
 // table's count is checked against the bytes of its box, every box
@@ -120,7 +121,9 @@
 // hvc1 entry without its parameter sets; an edit list showing nothing.
 // ErrNoVideo: no video track, naming the tracks there are. ErrLimit: past
 // a limit, naming it. ErrUnsupported: a codec other than H.264 (avc1,
-// avc3), H.265 (hvc1, hev1), VP9 (vp09) and AV1 (av01), named; encrypted
+// avc3), H.265 (hvc1, hev1), VP9 (vp09) and AV1 (av01), named (an mp4v
+// entry by its esds's object type: MPEG-4 part 2, MPEG-1 or MPEG-2
+// video, Motion JPEG, PNG, as FFmpeg writes them all so); encrypted
 // samples; samples of a second sample description; media data in another
 // file; several edits of media. Each wraps format.ErrInvalid or
 // format.ErrUnsupported. FuzzIndex holds Index to never panicking and to

@@ -28,9 +28,10 @@ var codecs = map[string]struct {
 }
 
 // unsupportedNames names codecs of sample entries Brand does not read,
-// for the error that refuses them.
+// for the error that refuses them. An "mp4v" entry is named by its esds
+// (objectTypes), since it holds whatever codec the esds states.
 var unsupportedNames = map[string]string{
-	"mp4v": "MPEG-4 part 2", "s263": "H.263", "h263": "H.263",
+	"mp4v": "MPEG-4 visual (no object type stated)", "s263": "H.263", "h263": "H.263",
 	"jpeg": "Motion JPEG", "mjpa": "Motion JPEG", "mjpb": "Motion JPEG", "png ": "PNG",
 	"apch": "ProRes", "apcn": "ProRes", "apcs": "ProRes", "apco": "ProRes", "ap4h": "ProRes", "ap4x": "ProRes",
 	"dvh1": "Dolby Vision HEVC", "dvhe": "Dolby Vision HEVC", "dva1": "Dolby Vision H.264", "dvav": "Dolby Vision H.264",
@@ -38,6 +39,83 @@ var unsupportedNames = map[string]string{
 	"encv": "encrypted video", "drmi": "encrypted video", "raw ": "uncompressed video", "2vuy": "uncompressed video",
 	"mp4s": "MPEG-4 systems", "dvc ": "DV", "dvcp": "DV", "cvid": "Cinepak", "SVQ3": "Sorenson Video 3",
 	"vvc1": "H.266", "vvi1": "H.266", "hvc2": "L-HEVC", "lhv1": "L-HEVC", "rle ": "QuickTime Animation",
+}
+
+// objectTypes name the codecs an "mp4v" entry holds by the object type
+// indication of its esds (ISO/IEC 14496-1's table and mp4ra.org's, as
+// FFmpeg's mov demuxer maps them): FFmpeg writes MPEG-4 part 2, MPEG-1
+// and MPEG-2 video, Motion JPEG and PNG in MP4 this way, so the entry's
+// type alone does not say which.
+var objectTypes = map[byte]string{
+	0x20: "MPEG-4 part 2", 0x21: "H.264", 0x23: "H.265",
+	0x60: "MPEG-2 video", 0x61: "MPEG-2 video", 0x62: "MPEG-2 video", 0x63: "MPEG-2 video", 0x64: "MPEG-2 video", 0x65: "MPEG-2 video",
+	0x6a: "MPEG-1 video", 0x6c: "Motion JPEG", 0x6d: "PNG", 0x6e: "JPEG 2000",
+	0xa3: "VC-1", 0xa4: "Dirac", 0xb1: "VP9",
+}
+
+// unsupported is the error refusing a sample entry Brand does not read,
+// naming the codec it holds.
+func unsupported(e box) error {
+	if e.typ == "mp4v" && len(e.body) >= visualEntryHeader {
+		if oti, ok := objectType(e.body[visualEntryHeader:]); ok {
+			name := objectTypes[oti]
+			if name == "" {
+				name = "an MPEG-4 systems object type Brand does not know"
+			}
+			return errorf(ErrUnsupported, "the video track's codec is %s (sample entry %q, object type 0x%02x); Brand reads H.264, H.265, VP9 and AV1 (in their own sample entries)", name, e.typ, oti)
+		}
+	}
+	if name, known := unsupportedNames[e.typ]; known {
+		return errorf(ErrUnsupported, "the video track's codec is %s (sample entry %q); Brand reads H.264, H.265, VP9 and AV1", name, e.typ)
+	}
+	return errorf(ErrUnsupported, "the video track's sample entry %q is not a codec Brand reads (H.264, H.265, VP9, AV1)", e.typ)
+}
+
+// objectType reads the object type indication of the esds box among a
+// sample entry's child boxes: its ES_Descriptor (tag 3), past the
+// optional fields its flags announce, holds a DecoderConfigDescriptor
+// (tag 4) whose first byte it is. false if there is no esds or it does
+// not parse.
+func objectType(children []byte) (byte, bool) {
+	var esds []byte
+	_ = eachBox(children, 0, "mp4v", func(b box) error {
+		if b.typ == "esds" && esds == nil {
+			esds = b.body
+		}
+		return nil
+	})
+	r := reader{b: esds}
+	r.full()
+	descriptor := func(tag byte) bool {
+		if r.u8() != tag {
+			return false
+		}
+		for range 4 { // the size: up to 4 bytes of 7 bits, high bit "more"
+			if r.u8()&0x80 == 0 {
+				break
+			}
+		}
+		return !r.short
+	}
+	if !descriptor(0x03) {
+		return 0, false
+	}
+	r.u16() // ES_ID
+	flags := r.u8()
+	if flags&0x80 != 0 {
+		r.u16() // dependsOn_ES_ID
+	}
+	if flags&0x40 != 0 {
+		r.take(int(r.u8())) // URLstring
+	}
+	if flags&0x20 != 0 {
+		r.u16() // OCR_ES_Id
+	}
+	if r.short || !descriptor(0x04) {
+		return 0, false
+	}
+	oti := r.u8()
+	return oti, !r.short
 }
 
 // visualEntryHeader is the size of a VisualSampleEntry's fields before
@@ -67,10 +145,7 @@ func (t *trak) parseStsd(s box, lim Limits) error {
 		first = false
 		c, ok := codecs[e.typ]
 		if !ok {
-			if name, known := unsupportedNames[e.typ]; known {
-				return errorf(ErrUnsupported, "the video track's codec is %s (sample entry %q); Brand reads H.264, H.265, VP9 and AV1", name, e.typ)
-			}
-			return errorf(ErrUnsupported, "the video track's sample entry %q is not a codec Brand reads (H.264, H.265, VP9, AV1)", e.typ)
+			return unsupported(e)
 		}
 		er := reader{b: e.body}
 		er.take(6)
@@ -86,8 +161,8 @@ func (t *trak) parseStsd(s box, lim Limits) error {
 		switch {
 		case w == 0 || h == 0:
 			return errorf(ErrInvalid, "the %q sample entry states a picture of %d × %d", e.typ, w, h)
-		case int(w) > lim.Width || int(h) > lim.Height || int64(w)*int64(h) > lim.Pixels:
-			return errorf(ErrLimit, "the video is %d × %d; at most %d × %d and %d pixels are read", w, h, lim.Width, lim.Height, lim.Pixels)
+		case !lim.Frames.Fits(int(w), int(h)):
+			return errorf(ErrLimit, "the video is %d × %d; its frames are read and decoded %s", w, h, lim.Frames)
 		}
 		err := eachBox(er.b, e.off+8+visualEntryHeader, e.typ, func(cb box) error {
 			if cb.typ != c.box || se.config != nil {

@@ -14,7 +14,7 @@ import (
 // tile the samples from a sync sample each, ranges that are their
 // samples' bytes, frames in presentation order naming samples that are
 // shown. Seeded with the testdata files, the synthetic shapes of
-// TestSynth and the refusals of TestRefused.
+// TestSynth, the refusals of TestRefused and an mp4v entry's esds.
 func FuzzIndex(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.mp4")
 	for _, p := range files {
@@ -31,6 +31,9 @@ func FuzzIndex(f *testing.F) {
 		s.frag, s.moovFirst, s.co64 = false, true, true
 		f.Add(s.bytes())
 	}
+	mjpeg := gop
+	mjpeg.entry, mjpeg.config = "mp4v", mjpegESDS
+	f.Add(mjpeg.bytes())
 	f.Add([]byte("not a movie"))
 	lim := Limits{MetaBytes: 1 << 20, Samples: 1 << 12, Boxes: 1 << 12}
 	f.Fuzz(func(t *testing.T, b []byte) {

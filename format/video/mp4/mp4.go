@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video/framesize"
 )
 
 // The errors Index returns wrap one of these, and each of them wraps the
@@ -20,8 +21,8 @@ var (
 	// ErrNoVideo is a valid file without a video track.
 	ErrNoVideo = fmt.Errorf("mp4: no video track: %w", format.ErrInvalid)
 	// ErrLimit is metadata past one of Limits: a moov larger than
-	// MetaBytes, more samples than Samples, a picture larger than Width,
-	// Height or Pixels. It is refused before anything is allocated for it.
+	// MetaBytes, more samples than Samples, a picture past Frames. It is
+	// refused before anything is allocated for it.
 	ErrLimit = fmt.Errorf("mp4: over a limit: %w", format.ErrInvalid)
 	// ErrUnsupported is a valid file using something this package does
 	// not index: a codec other than H.264, H.265, VP9 and AV1, several
@@ -55,24 +56,23 @@ type Limits struct {
 	MetaBytes int64
 	// Samples bounds the video track's samples (frames).
 	Samples int
-	// Width, Height and Pixels bound the picture a sample entry states.
-	Width, Height int
-	Pixels        int64
+	// Frames bounds the picture a sample entry states: the one bound
+	// the decoder applies too (package framesize), so that a file the
+	// index takes is one whose frames the decoder takes.
+	Frames framesize.Bound
 	// Boxes bounds the top-level boxes walked (a fragmented file has two
 	// a fragment).
 	Boxes int
 }
 
 // DefaultLimits are the limits of an unset Limits field: 256 MiB of
-// metadata, 2^22 samples (38 hours at 30 frames a second), pictures up
-// to 8192 wide or high and of at most 8192 × 4320 pixels (DCI 8K), and
+// metadata, 2^22 samples (38 hours at 30 frames a second), pictures
+// within framesize.Default (16,384 a side, 8192 × 4352 pixels), and
 // 2^21 top-level boxes.
 var DefaultLimits = Limits{
 	MetaBytes: 256 << 20,
 	Samples:   1 << 22,
-	Width:     8192,
-	Height:    8192,
-	Pixels:    8192 * 4320,
+	Frames:    framesize.Default(),
 	Boxes:     1 << 21,
 }
 
@@ -85,15 +85,7 @@ func (l Limits) WithDefaults() Limits {
 	if l.Samples > 0 {
 		d.Samples = l.Samples
 	}
-	if l.Width > 0 {
-		d.Width = l.Width
-	}
-	if l.Height > 0 {
-		d.Height = l.Height
-	}
-	if l.Pixels > 0 {
-		d.Pixels = l.Pixels
-	}
+	d.Frames = l.Frames.WithDefaults()
 	if l.Boxes > 0 {
 		d.Boxes = l.Boxes
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format"
+	"github.com/brandgw/brand/format/video/framesize"
 )
 
 // findBox returns the offset in b of the box at path (its first
@@ -184,6 +185,11 @@ func TestRotation(t *testing.T) {
 	}
 }
 
+// mjpegESDS is the esds payload FFmpeg writes for MJPEG in MP4: an
+// ES_Descriptor whose DecoderConfigDescriptor states object type 0x6C.
+var mjpegESDS = []byte{0, 0, 0, 0, 0x03, 0x80, 0x80, 0x80, 0x1b, 0, 1, 0, 0x04, 0x80, 0x80, 0x80, 0x0d, 0x6c, 0x11,
+	0, 0, 0, 0, 0x03, 0x0d, 0x40, 0, 0x01, 0x1d, 0xb0, 0x06, 0x80, 0x80, 0x80, 0x01, 0x02}
+
 // TestRefused: every file Index refuses, with the kind of error and the
 // words a user reads.
 func TestRefused(t *testing.T) {
@@ -206,12 +212,13 @@ func TestRefused(t *testing.T) {
 		{"not an MP4", []byte("GIF89a, not a movie at all, but long enough"), Limits{}, ErrInvalid, "not an MP4 or QuickTime file"},
 		{"empty", []byte{}, Limits{}, ErrInvalid, "no moov box"},
 		{"audio only", with(func(s *synth) { s.handler = "soun" }), Limits{}, ErrNoVideo, "audio (soun)"},
-		{"MPEG-4 part 2", with(func(s *synth) { s.entry = "mp4v" }), Limits{}, ErrUnsupported, "MPEG-4 part 2"},
+		{"an mp4v entry whose esds states no object type", with(func(s *synth) { s.entry = "mp4v"; s.config = []byte{0, 0, 0, 0, 5, 0} }), Limits{}, ErrUnsupported, "MPEG-4 visual (no object type stated)"},
+		{"Motion JPEG in an mp4v entry", with(func(s *synth) { s.entry, s.config = "mp4v", mjpegESDS }), Limits{}, ErrUnsupported, "Motion JPEG (sample entry \"mp4v\", object type 0x6c)"},
 		{"an unknown codec", with(func(s *synth) { s.entry = "xyzw" }), Limits{}, ErrUnsupported, `"xyzw"`},
 		{"encrypted", with(func(s *synth) { s.entry = "encv" }), Limits{}, ErrUnsupported, "encrypted video"},
 		{"16k × 16k", with(func(s *synth) { s.w, s.h = 16384, 16384 }), Limits{}, ErrLimit, "16384 × 16384"},
 		{"a picture of no pixels", with(func(s *synth) { s.w, s.h = 0, 48; s.config = []byte{1} }), Limits{}, ErrInvalid, "0 × 48"},
-		{"more pixels than allowed", good, Limits{Pixels: 64 * 47}, ErrLimit, "64 × 48"},
+		{"more pixels than allowed", good, Limits{Frames: framesize.Bound{Pixels: 64 * 47}}, ErrLimit, "64 × 48"},
 		{"an absurd sample count", patch(gop, inStbl("stsz"), 16, 1<<31-1), Limits{}, ErrLimit, "2147483647 samples"},
 		{"more samples than sizes", patch(gop, inStbl("stsz"), 16, 100), Limits{}, ErrInvalid, "states 100 sizes"},
 		{"more samples than allowed", good, Limits{Samples: 7}, ErrLimit, "8 samples; at most 7"},

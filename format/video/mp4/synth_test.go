@@ -86,7 +86,7 @@ func (s synth) data() []byte {
 func (s synth) stbl(offsets []uint64) []byte {
 	entry := mkbox(s.entry, make([]byte, 6), be16(1), make([]byte, 16), be16(s.w), be16(s.h),
 		be32(0x480000), be32(0x480000), be32(0), be16(1), make([]byte, 32), be16(24), be16(0xffff),
-		mkbox(map[string]string{"avc1": "avcC", "avc3": "avcC", "hvc1": "hvcC", "hev1": "hvcC", "vp09": "vpcC", "av01": "av1C"}[s.entry], s.config))
+		mkbox(map[string]string{"avc1": "avcC", "avc3": "avcC", "hvc1": "hvcC", "hev1": "hvcC", "vp09": "vpcC", "av01": "av1C", "mp4v": "esds"}[s.entry], s.config))
 	parts := [][]byte{mkbox("stsd", fullbox(0, 0), be32(1), entry)}
 	if s.frag {
 		parts = append(parts, mkbox("stts", fullbox(0, 0), be32(0)), mkbox("stsc", fullbox(0, 0), be32(0)),

@@ -64,8 +64,6 @@ type Config struct {
 	Decodes Decodes
 	// MaxBytes bounds one call's output (the server's --max-batch-bytes).
 	MaxBytes int64
-	// MaxVideoPixels bounds a video's frames (0: video.DefaultMaxPixels).
-	MaxVideoPixels int64
 	// Group runs the workers and ends them when it stops (nil: a part of
 	// the stage's own, stopped by Close).
 	Group    *stopper.Group
@@ -94,7 +92,7 @@ func New(c Config) *Stage {
 	part := stopper.Own(c.Group, "tensors: workers")
 	s := &Stage{set: c.Pipelines, pool: newPool(c.Workers, part), buffers: c.Buffers, decodes: c.Decodes, maxBytes: c.MaxBytes,
 		meters: map[string]*meter{}, log: c.Log}
-	s.video = video.NewDecoder(video.Options{MaxPixels: c.MaxVideoPixels, Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
+	s.video = video.NewDecoder(video.Options{Budget: c.Decodes, MaxIdle: max(c.Workers, 1)})
 	part.OnStop(s.video.Close)
 	for _, name := range s.set.Names() {
 		s.meters[name] = &meter{}
