@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/brandgw/brand/format/video/framesize"
 	"github.com/brandgw/brand/format/video/mp4"
 )
 
@@ -100,7 +101,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		heap := cHeap()
-		dec := NewDecoder(Options{MaxPixels: fuzzMaxPixels})
+		dec := NewDecoder(Options{Frames: framesize.Bound{Pixels: fuzzMaxPixels}})
 		given := map[int64]bool{}
 		err := dec.Decode(context.Background(), run, want, func(fr Frame) error {
 			if fr.Width != run.Stream.Width || fr.Height != run.Stream.Height || len(fr.RGB) != 3*fr.Width*fr.Height {
