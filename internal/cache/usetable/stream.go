@@ -60,6 +60,12 @@ type stream struct {
 	edge     epochPos
 	lastSeen time.Time
 	inflight map[epochPos]int // start positions of batches being served
+	// serving counts the batches in inflight; ranks, those of each rank
+	// named by its request; width is the widest world those requests
+	// named (0: none yet). Begin admits by them.
+	serving int
+	ranks   map[int]int
+	width   int
 	// lag is how far behind the leading edge batches have arrived, in
 	// samples: the largest lateness seen, decaying slowly so that a
 	// client that stops reordering is eventually trusted again.
@@ -117,7 +123,7 @@ func (s *Table) streamLocked(js layout.Stream, at epochPos, now time.Time) *stre
 		}
 		delete(s.streams, oldest.Stream)
 	}
-	st = &stream{Stream: js, edge: at, lastSeen: now, inflight: map[epochPos]int{}, began: map[epochPos]int64{}, origin: epochPos{pos: -1}, weight: 1, clock: &clock{}}
+	st = &stream{Stream: js, edge: at, lastSeen: now, inflight: map[epochPos]int{}, ranks: map[int]int{}, began: map[epochPos]int64{}, origin: epochPos{pos: -1}, weight: 1, clock: &clock{}}
 	st.clock.weight.Store(math.Float64bits(1))
 	st.clock.next.Store(s.nowAt(now))
 	s.streams[js] = st
