@@ -33,7 +33,9 @@ import (
 //   - C jobs: C named jobs of world 1, each reading its own order.
 //
 // A request answered 503 is retried after its Retry-After (counted as
-// refused, its wait in its latency); any other failure is an error. The
+// refused; the batch's latency runs from its first request to its
+// answer, the waits included, as a training step sees it); any other
+// failure is an error. The
 // gateway's resident set (VmRSS, sampled through the run, and VmHWM) and
 // goroutines (go_goroutines) are read while the streams read. The dataset
 // is generated on the local disk: with the cache warm the store is not
@@ -342,8 +344,8 @@ func (c ConcurrencyConfig) point(ctx context.Context, g *gatewayProc, shape stri
 	for i := range n {
 		wg.Go(func() {
 			q := query(i)
+			start := time.Now() // of the batch, retries and their waits included
 			for e, m := 0, 0; time.Now().Before(deadline); {
-				start := time.Now()
 				status, retry, err := getBatch(ctx, hc, g.base+fmt.Sprintf("/epoch/%d/batch/%d?", e, m)+q)
 				switch {
 				case ctx.Err() != nil:
@@ -367,6 +369,7 @@ func (c ConcurrencyConfig) point(ctx context.Context, g *gatewayProc, shape stri
 				if m++; m == info.Batches {
 					e, m = e+1, 0
 				}
+				start = time.Now()
 			}
 		})
 	}
