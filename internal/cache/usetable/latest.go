@@ -45,7 +45,7 @@ func (s *Table) Collectors() []prometheus.Collector {
 				defer s.mu.Unlock()
 				n := 0
 				for _, st := range s.streams {
-					n += st.serving
+					n += st.inflight.serving
 				}
 				return float64(n)
 			}),

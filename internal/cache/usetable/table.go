@@ -177,14 +177,15 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 	at := epochPos{epoch, start}
 	now := s.clock()
 	st := s.streamLocked(js, at, now)
+	f := &st.inflight
 	if who.World > 0 {
-		st.width = max(st.width, who.World)
-		if st.ranks[who.Rank] >= MaxRankInflight {
+		f.width = max(f.width, who.World)
+		if f.ranks[who.Rank] >= MaxRankInflight {
 			return Inflight{}, ErrRankBusy
 		}
 	}
-	if bound := MaxRankInflight * max(st.width, 1); st.serving >= bound {
-		return Inflight{}, fmt.Errorf("%w: %d batches for %d ranks", ErrStreamBusy, st.serving, max(st.width, 1))
+	if bound := MaxRankInflight * max(f.width, 1); f.serving >= bound {
+		return Inflight{}, fmt.Errorf("%w: %d batches for %d ranks", ErrStreamBusy, f.serving, max(f.width, 1))
 	}
 	st.lag -= st.lag / 64
 	if epoch == st.edge.epoch && start < st.edge.pos {
@@ -193,7 +194,7 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 	if global > 0 {
 		st.margin = global
 	}
-	if len(st.inflight) == 0 && !st.lastFinish.IsZero() {
+	if f.len() == 0 && !st.lastFinish.IsZero() {
 		dt := float64(now.Sub(st.lastFinish))
 		if st.gap == 0 {
 			st.gap = max(dt, 1)
@@ -201,14 +202,7 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 			st.gap += (dt - st.gap) / 8
 		}
 	}
-	if st.inflight[at] == 0 {
-		st.began[at] = s.nowAt(now)
-	}
-	st.inflight[at]++
-	st.serving++
-	if who.World > 0 {
-		st.ranks[who.Rank]++
-	}
+	f.add(at, s.nowAt(now), who)
 	if weight <= 0 {
 		weight = 1
 	}
@@ -227,26 +221,11 @@ func (s *Table) Finish(f Inflight) {
 	if !ok {
 		return
 	}
-	n, ok := st.inflight[f.at]
-	if !ok {
+	if !st.inflight.remove(f.at, f.rank) {
 		return // finished already
 	}
-	if n <= 1 {
-		delete(st.inflight, f.at)
-		delete(st.began, f.at)
-	} else {
-		st.inflight[f.at] = n - 1
-	}
-	st.serving--
-	if f.rank.World > 0 {
-		if k := st.ranks[f.rank.Rank]; k <= 1 {
-			delete(st.ranks, f.rank.Rank)
-		} else {
-			st.ranks[f.rank.Rank] = k - 1
-		}
-	}
 	now := s.clock()
-	if len(st.inflight) == 0 {
+	if st.inflight.len() == 0 {
 		st.lastFinish = now
 	}
 	s.clockLocked(st, now)
@@ -274,7 +253,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 	now := s.clock()
 	pruned := false
 	for k, o := range s.streams {
-		if now.Sub(o.lastSeen) > streamIdle && len(o.inflight) == 0 {
+		if now.Sub(o.lastSeen) > streamIdle && o.inflight.len() == 0 {
 			delete(s.streams, k)
 			pruned = true
 		}
@@ -286,7 +265,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 		// names its snapshot); the job's earlier epochs are over, and
 		// their orders must not hold the cache.
 		for k, o := range s.streams {
-			if k.Imp.Job == js.Imp.Job && k.DS.Name == js.DS.Name && o.edge.epoch < epoch && len(o.inflight) == 0 {
+			if k.Imp.Job == js.Imp.Job && k.DS.Name == js.DS.Name && o.edge.epoch < epoch && o.inflight.len() == 0 {
 				delete(s.streams, k)
 				pruned = true
 			}

@@ -210,7 +210,7 @@ func streamNow(s *Table, js layout.Stream) (uint64, int) {
 }
 
 // testSchedule is a schedule and a stream over 16 chunks of 32 samples.
-func testSchedule(t *testing.T) (*Table, layout.Stream) {
+func testSchedule(t testing.TB) (*Table, layout.Stream) {
 	return newTestSchedule(), layout.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
 }
 
