@@ -154,9 +154,13 @@ type ConcurrencyPoint struct {
 	FirstError string `json:"first_error,omitempty"`
 	// RSS and Goroutines are the gateway's largest sampled during the
 	// point.
-	RSS        int64   `json:"rss"`
-	Goroutines int     `json:"goroutines"`
-	Seconds    float64 `json:"seconds"`
+	RSS        int64 `json:"rss"`
+	Goroutines int   `json:"goroutines"`
+	// CPUPerBatchUs is the gateway's CPU time (user and system) over the
+	// point per batch served: what a batch costs it, whatever else the
+	// machine runs.
+	CPUPerBatchUs float64 `json:"cpu_per_batch_us"`
+	Seconds       float64 `json:"seconds"`
 }
 
 // RunConcurrency runs the concurrency benchmark.
@@ -209,8 +213,8 @@ func RunConcurrency(ctx context.Context, cfg ConcurrencyConfig) (*ConcurrencyRep
 			if err != nil {
 				return nil, err
 			}
-			logf(cfg.Log, "%s, %d streams: %.0f batches/s, p50 %.2f ms, p99 %.2f ms, max %.1f ms; %d refused, %d errors; RSS %s, %d goroutines",
-				shape, n, p.BatchesPerSec, p.P50Ms, p.P99Ms, p.MaxMs, p.Refused, p.Errors, sizeString(p.RSS), p.Goroutines)
+			logf(cfg.Log, "%s, %d streams: %.0f batches/s, p50 %.2f ms, p99 %.2f ms, max %.1f ms; %d refused, %d errors; RSS %s, %d goroutines, %.0f µs of CPU a batch",
+				shape, n, p.BatchesPerSec, p.P50Ms, p.P99Ms, p.MaxMs, p.Refused, p.Errors, sizeString(p.RSS), p.Goroutines, p.CPUPerBatchUs)
 			rep.Points = append(rep.Points, p)
 		}
 	}
@@ -339,7 +343,7 @@ func (c ConcurrencyConfig) point(ctx context.Context, g *gatewayProc, shape stri
 			}
 		}
 	}()
-	began := time.Now()
+	began, cpu0 := time.Now(), processCPU(g.cmd.Process.Pid)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -374,7 +378,7 @@ func (c ConcurrencyConfig) point(ctx context.Context, g *gatewayProc, shape stri
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(began)
+	elapsed, cpu := time.Since(began), processCPU(g.cmd.Process.Pid)-cpu0
 	cancel()
 	<-watch
 	var all []time.Duration
@@ -388,6 +392,9 @@ func (c ConcurrencyConfig) point(ctx context.Context, g *gatewayProc, shape stri
 	}
 	p.Seconds = elapsed.Seconds()
 	p.BatchesPerSec = float64(p.Batches) / p.Seconds
+	if p.Batches > 0 {
+		p.CPUPerBatchUs = float64(cpu.Microseconds()) / float64(p.Batches)
+	}
 	p.P50Ms, p.P99Ms, p.MaxMs = ms(percentile(all, 50)), ms(percentile(all, 99)), ms(percentile(all, 100))
 	return p, nil
 }

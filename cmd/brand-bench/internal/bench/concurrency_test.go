@@ -46,8 +46,8 @@ func TestConcurrencySmall(t *testing.T) {
 		if p.Errors != 0 || p.Shape == ShapeOneJob && p.Refused != 0 {
 			t.Errorf("%s at %d streams: %d refused, %d errors (%s)", p.Shape, p.Streams, p.Refused, p.Errors, p.FirstError)
 		}
-		if runtime.GOOS == "linux" && p.RSS <= 0 {
-			t.Errorf("%s at %d streams: no RSS", p.Shape, p.Streams)
+		if runtime.GOOS == "linux" && (p.RSS <= 0 || p.CPUPerBatchUs <= 0) {
+			t.Errorf("%s at %d streams: RSS %d, %.0f µs of CPU a batch", p.Shape, p.Streams, p.RSS, p.CPUPerBatchUs)
 		}
 	}
 	if runtime.GOOS == "linux" && (rep.PeakRSS <= 0 || rep.ReadyRSS <= 0) {

@@ -18,11 +18,11 @@ func (rep *ConcurrencyReport) WriteText(w io.Writer) error {
 		rep.Samples, rep.Chunks, sizeString(rep.Bytes), rep.BatchSize, rep.Window, sizeString(rep.CacheBytes), sizeString(rep.MemoryLimit),
 		rep.DurationS, rep.LoadAverage[0], rep.LoadAverage[1], rep.Command)
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
-	fmt.Fprintln(tw, "| streams\t| shape\t| batches/s\t| p50\t| p99\t| max\t| 503 (retried)\t| errors\t| RSS\t| goroutines\t|")
-	fmt.Fprintln(tw, "| --:\t| --\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t|")
+	fmt.Fprintln(tw, "| streams\t| shape\t| batches/s\t| p50\t| p99\t| max\t| 503 (retried)\t| errors\t| RSS\t| goroutines\t| gateway CPU a batch\t|")
+	fmt.Fprintln(tw, "| --:\t| --\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t| --:\t|")
 	for _, p := range rep.Points {
-		fmt.Fprintf(tw, "| %d\t| %s\t| %.0f\t| %.2f ms\t| %.2f ms\t| %.1f ms\t| %d\t| %d\t| %s\t| %d\t|\n",
-			p.Streams, p.Shape, p.BatchesPerSec, p.P50Ms, p.P99Ms, p.MaxMs, p.Refused, p.Errors, sizeString(p.RSS), p.Goroutines)
+		fmt.Fprintf(tw, "| %d\t| %s\t| %.0f\t| %.2f ms\t| %.2f ms\t| %.1f ms\t| %d\t| %d\t| %s\t| %d\t| %.0f µs\t|\n",
+			p.Streams, p.Shape, p.BatchesPerSec, p.P50Ms, p.P99Ms, p.MaxMs, p.Refused, p.Errors, sizeString(p.RSS), p.Goroutines, p.CPUPerBatchUs)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "\nThe gateway at ready (cache warmed in %.2f s): RSS %s, %d goroutines; its peak RSS over the run %s; store bytes read during the points %d.\n",
