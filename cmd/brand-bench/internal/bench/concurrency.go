@@ -32,6 +32,9 @@ import (
 //     own batches in order, one request in flight;
 //   - C jobs: C named jobs of world 1, each reading its own order.
 //
+// Then the ranks of one job read through a cluster of three nodes, one
+// of them killed halfway (concurrencycluster.go).
+//
 // A request answered 503 is retried after its Retry-After (counted as
 // refused; the batch's latency runs from its first request to its
 // answer, the waits included, as a training step sees it); any other
@@ -56,10 +59,16 @@ type ConcurrencyConfig struct {
 	// CacheSize is the gateway's cache (--cache-size), at least the
 	// dataset; MemoryLimit its --memory-limit, which its peak resident
 	// set is held to.
-	CacheSize     int64
-	MemoryLimit   int64
-	GatewayArgs   []string
-	ConfigTimeout time.Duration
+	CacheSize   int64
+	MemoryLimit int64
+	// ClusterStreams ranks of one job read through a cluster of three
+	// nodes for ClusterDuration, one node killed halfway; SkipCluster
+	// leaves the cluster out.
+	ClusterStreams  int
+	ClusterDuration time.Duration
+	SkipCluster     bool `zero:"kept"`
+	GatewayArgs     []string
+	ConfigTimeout   time.Duration
 	Harness
 }
 
@@ -70,7 +79,7 @@ type ConcurrencyConfig struct {
 func DefaultConcurrencyConfig() ConcurrencyConfig {
 	return ConcurrencyConfig{Samples: 100_000, MeanBytes: 4 << 10, ChunkSize: 8 << 20, Seed: 1, BatchSize: 16, Window: 4,
 		Streams: []int{8, 64, 512, 1024}, Duration: 8 * time.Second, CacheSize: 2 << 30, MemoryLimit: 4 << 30,
-		ConfigTimeout: 20 * time.Minute}
+		ClusterStreams: 1024, ClusterDuration: 16 * time.Second, ConfigTimeout: 20 * time.Minute}
 }
 
 // SmallConcurrencyConfig is a short run for a test or a look: 4,096
@@ -82,6 +91,7 @@ func SmallConcurrencyConfig() ConcurrencyConfig {
 	c.Samples, c.MeanBytes, c.ChunkSize = 4096, 2<<10, 1<<20
 	c.Streams, c.Duration = []int{4, 96}, 500*time.Millisecond
 	c.CacheSize, c.MemoryLimit = 64<<20, 512<<20
+	c.ClusterStreams, c.ClusterDuration = 48, 2*time.Second
 	return c
 }
 
@@ -95,6 +105,8 @@ func (c ConcurrencyConfig) withDefaults() (ConcurrencyConfig, error) {
 		return c, fmt.Errorf("%w: samples, mean bytes, chunk size, batch size, window and duration > 0", ErrConfig)
 	case len(c.Streams) == 0:
 		return c, fmt.Errorf("%w: no concurrency to measure", ErrConfig)
+	case c.ClusterStreams < 1 || c.ClusterDuration <= 0:
+		return c, fmt.Errorf("%w: the cluster's streams and duration > 0", ErrConfig)
 	case c.CacheSize < 1 || c.MemoryLimit <= c.CacheSize:
 		return c, fmt.Errorf("%w: a cache of %d bytes under a memory limit of %d; the limit holds the cache and more", ErrConfig, c.CacheSize, c.MemoryLimit)
 	}
@@ -130,7 +142,9 @@ type ConcurrencyReport struct {
 	ReadyRSS        int64              `json:"ready_rss"`
 	ReadyGoroutines int                `json:"ready_goroutines"`
 	Points          []ConcurrencyPoint `json:"points"`
-	PeakRSS         int64              `json:"peak_rss"` // VmHWM over the whole run
+	// Cluster is the three nodes' run, one killed halfway (nil: left out).
+	Cluster *ConcurrencyCluster `json:"cluster,omitempty"`
+	PeakRSS int64               `json:"peak_rss"` // VmHWM over the whole run
 	// StoreBytes is what the gateway read from the store during the
 	// points: none, with the cache warm.
 	StoreBytes int64    `json:"store_bytes"`
@@ -230,6 +244,14 @@ func RunConcurrency(ctx context.Context, cfg ConcurrencyConfig) (*ConcurrencyRep
 	}
 	if err := g.stop(10 * time.Second); err != nil {
 		return nil, err
+	}
+	if !cfg.SkipCluster {
+		if rep.Cluster, err = cfg.cluster(ctx, dir); err != nil {
+			return nil, err
+		}
+		cl := rep.Cluster
+		logf(cfg.Log, "cluster of %d, %d ranks, a node killed after %.1f s: before %.0f batches/s, p99 %.1f ms; after %.0f batches/s, p99 %.1f ms, max %.1f ms; %d failed over, %d refused, %d errors",
+			cl.Nodes, cl.Streams, cl.KilledAfterS, cl.Before.BatchesPerSec, cl.Before.P99Ms, cl.After.BatchesPerSec, cl.After.P99Ms, cl.After.MaxMs, cl.FailedOver, cl.Refused, cl.Errors)
 	}
 	rep.Targets = rep.targets()
 	rep.LoadAverage[1] = loadAverage()

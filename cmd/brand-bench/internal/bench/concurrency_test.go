@@ -16,8 +16,9 @@ import (
 // brand binary and checks what it measured: both shapes at every
 // concurrency, batches read at each, no error and, for the ranks of one
 // job (96 of them, past the 64 batches a job had before admission knew
-// its width), no refusal; the gateway's RSS and goroutines read; every
-// target evaluated; the text and JSON written. It checks no performance
+// its width), no refusal; the gateway's RSS and goroutines read; a
+// cluster of three whose killed node's ranks fail over without an
+// error; every target evaluated; the text and JSON written. It checks no performance
 // figure: those are for a full run.
 func TestConcurrencySmall(t *testing.T) {
 	cfg := SmallConcurrencyConfig()
@@ -56,8 +57,18 @@ func TestConcurrencySmall(t *testing.T) {
 	if rep.StoreBytes != 0 {
 		t.Errorf("%d bytes read from the store during the points; the cache was warmed to hold the dataset", rep.StoreBytes)
 	}
-	if len(rep.Targets) != 8 {
-		t.Errorf("%d targets, want 8: %+v", len(rep.Targets), rep.Targets)
+	cl := rep.Cluster
+	if cl == nil {
+		t.Fatal("no cluster run")
+	}
+	if cl.Nodes != 3 || cl.Streams != cfg.ClusterStreams || cl.KilledAfterS <= 0 || cl.Before.Batches < int64(cl.Streams) || cl.After.Batches < int64(cl.Streams) {
+		t.Errorf("cluster %+v: want batches of every rank before and after a node is killed", cl)
+	}
+	if cl.Errors != 0 || cl.FailedOver < 1 {
+		t.Errorf("cluster: %d errors (%s), %d failed over; want none, and the killed node's ranks failed over", cl.Errors, cl.FirstError, cl.FailedOver)
+	}
+	if len(rep.Targets) != 10 {
+		t.Errorf("%d targets, want 10: %+v", len(rep.Targets), rep.Targets)
 	}
 	var text, js bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {

@@ -32,6 +32,23 @@ func (rep *ConcurrencyReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "%s at %d streams, the first error: %s\n", p.Shape, p.Streams, p.FirstError)
 		}
 	}
+	if cl := rep.Cluster; cl != nil {
+		fmt.Fprintf(&b, "\nA cluster of %d, %d ranks of one job, one node killed after %.1f s (%d requests failed over to the next node, %d refused, %d errors; peak RSS of a survivor %s):\n\n",
+			cl.Nodes, cl.Streams, cl.KilledAfterS, cl.FailedOver, cl.Refused, cl.Errors, sizeString(cl.PeakRSS))
+		tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
+		fmt.Fprintln(tw, "| \t| batches\t| batches/s\t| p50\t| p99\t| max\t|")
+		fmt.Fprintln(tw, "| --\t| --:\t| --:\t| --:\t| --:\t| --:\t|")
+		for _, in := range []struct {
+			name string
+			ClusterInterval
+		}{{"before the kill", cl.Before}, {"after", cl.After}} {
+			fmt.Fprintf(tw, "| %s\t| %d\t| %.0f\t| %.2f ms\t| %.2f ms\t| %.1f ms\t|\n", in.name, in.Batches, in.BatchesPerSec, in.P50Ms, in.P99Ms, in.MaxMs)
+		}
+		tw.Flush()
+		if cl.FirstError != "" {
+			fmt.Fprintf(&b, "The cluster's first error: %s\n", cl.FirstError)
+		}
+	}
 	b.WriteString("\nTargets:\n")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(&b, "  %-4s %s: %.3f (want %s) %s\n", t.Status, t.Name, t.Ratio, t.Want, t.Note)
@@ -76,6 +93,14 @@ func (rep *ConcurrencyReport) targets() []Target {
 		if shape == ShapeOneJob {
 			out = append(out, atMost(shape+": refusals (503), its ranks one request in flight each", float64(refused), 0))
 		}
+	}
+	if cl := rep.Cluster; cl != nil {
+		out = append(out, atMost("cluster, a node killed: errors beyond a request retried or failed over", float64(cl.Errors), 0))
+		t := atMost("cluster: a survivor's peak RSS ÷ --memory-limit", ratio(float64(cl.PeakRSS), float64(rep.MemoryLimit)), 1)
+		if cl.PeakRSS == 0 {
+			t.Status, t.Note = NA, "no peak RSS on this platform"
+		}
+		out = append(out, t)
 	}
 	t := atMost("the gateway's peak RSS ÷ --memory-limit", ratio(float64(rep.PeakRSS), float64(rep.MemoryLimit)), 1)
 	if rep.PeakRSS == 0 {
