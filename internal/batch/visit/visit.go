@@ -51,7 +51,7 @@ import (
 
 // UseTable is what a visit needs of the use table (usetable.Table).
 type UseTable interface {
-	Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (usetable.Inflight, error)
+	Begin(js layout.Stream, epoch uint64, start, global int, weight float64, who usetable.Rank) (usetable.Inflight, error)
 	Advance(js layout.Stream, epoch uint64, end int, windows int) []usetable.Use
 	Turn(ctx context.Context, f usetable.Inflight) error
 	Finish(f usetable.Inflight)
@@ -259,10 +259,11 @@ func (v *Batches) read(ctx context.Context, b *layout.Batch, premade bool) (*Ser
 	defer finish()
 	var err error
 	var ahead [][]usetable.Use
+	who := usetable.Rank{Rank: b.Job.Rank, World: max(b.Job.World, 1)}
 	v.sched.Coalesce(func() {
 		for _, part := range b.Parts {
 			var t usetable.Inflight
-			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight); err != nil {
+			if t, err = v.sched.Begin(part.Stream, part.Epoch, part.First, part.Share, b.Job.Weight, who); err != nil {
 				return
 			}
 			toks = append(toks, t)
@@ -372,7 +373,7 @@ func (v *Batches) fetchNext(nx *nextBatch) {
 // cannot be transformed is answered as stored.
 func (v *Batches) ReadFor(ctx context.Context, s layout.Samples, o *transport.Origin) (*reader.Result, error) {
 	if o != nil {
-		tok, err := v.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight)
+		tok, err := v.sched.Begin(o.Stream, o.Epoch, o.Pos, 0, o.Weight, usetable.Rank{})
 		if err != nil {
 			return nil, err
 		}

@@ -38,5 +38,16 @@ func (s *Table) Collectors() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_jobs_waiting",
 			Help: "Job streams waiting for a turn now."},
 			func() float64 { return float64(s.Turns().Waiting) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brand_batches_serving",
+			Help: "Batches admitted (each rank's bounded by usetable.MaxRankInflight) and not yet holding their chunks."},
+			func() float64 {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				n := 0
+				for _, st := range s.streams {
+					n += st.inflight.serving
+				}
+				return float64(n)
+			}),
 	}
 }

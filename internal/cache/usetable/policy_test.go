@@ -77,13 +77,13 @@ func TestSchedulePolicyOrder(t *testing.T) {
 
 // testIndex is an index of chunks chunks of perChunk one-block samples,
 // each chunk (perChunk+2)*512 bytes.
-func testIndex(t *testing.T, chunks, perChunk int) *chunkindex.Index {
+func testIndex(t testing.TB, chunks, perChunk int) *chunkindex.Index {
 	return testIndexVersion(t, chunks, perChunk, "")
 }
 
 // testIndexVersion is testIndex whose chunks' ETags begin with version:
 // another version of the same dataset.
-func testIndexVersion(t *testing.T, chunks, perChunk int, version string) *chunkindex.Index {
+func testIndexVersion(t testing.TB, chunks, perChunk int, version string) *chunkindex.Index {
 	t.Helper()
 	var cs []chunkindex.Chunk
 	var ss []chunkindex.Sample

@@ -115,7 +115,7 @@ func (r *policyRun) batch(job api.Job, epoch, m uint64) (time.Duration, []string
 	}
 	var toks []Inflight
 	for _, p := range b.Parts {
-		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Share, job.Weight)
+		f, err := r.s.Begin(p.Stream, p.Epoch, p.First, p.Share, job.Weight, Rank{Rank: job.Rank, World: max(job.World, 1)})
 		if err != nil {
 			r.t.Fatal(err)
 		}

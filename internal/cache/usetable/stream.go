@@ -59,7 +59,7 @@ type stream struct {
 	layout.Stream
 	edge     epochPos
 	lastSeen time.Time
-	inflight map[epochPos]int // start positions of batches being served
+	inflight inflight // the batches being served
 	// lag is how far behind the leading edge batches have arrived, in
 	// samples: the largest lateness seen, decaying slowly so that a
 	// client that stops reordering is eventually trusted again.
@@ -82,7 +82,6 @@ type stream struct {
 	// as it is served); rate is how fast its leading edge moves (samples
 	// per ns), measured from (anchorAt, anchorPos) once rateSpan has
 	// passed. 0: not known yet.
-	began      map[epochPos]int64 // when each batch in flight began
 	lastFinish time.Time
 	gap        float64
 	rate       float64
@@ -117,7 +116,7 @@ func (s *Table) streamLocked(js layout.Stream, at epochPos, now time.Time) *stre
 		}
 		delete(s.streams, oldest.Stream)
 	}
-	st = &stream{Stream: js, edge: at, lastSeen: now, inflight: map[epochPos]int{}, began: map[epochPos]int64{}, origin: epochPos{pos: -1}, weight: 1, clock: &clock{}}
+	st = &stream{Stream: js, edge: at, lastSeen: now, inflight: newInflight(), origin: epochPos{pos: -1}, weight: 1, clock: &clock{}}
 	st.clock.weight.Store(math.Float64bits(1))
 	st.clock.next.Store(s.nowAt(now))
 	s.streams[js] = st
@@ -167,10 +166,8 @@ func (st *stream) position() epochPos {
 	if st.lag > 0 {
 		p.pos -= st.lag + st.margin
 	}
-	for ip := range st.inflight {
-		if ip.before(p) {
-			p = ip
-		}
+	if ip, ok := st.inflight.oldest(); ok && ip.before(p) {
+		p = ip
 	}
 	return p
 }
@@ -278,11 +275,7 @@ const lateFactor = 2
 
 // clockLocked publishes st's clock after its batches in flight changed.
 func (s *Table) clockLocked(st *stream, now time.Time) {
-	if len(st.inflight) > 0 {
-		oldest := int64(math.MaxInt64)
-		for _, b := range st.began {
-			oldest = min(oldest, b)
-		}
+	if oldest, ok := st.inflight.oldestBegan(); ok {
 		st.clock.oldest.Store(oldest)
 		st.clock.inflight.Store(true)
 	} else {

@@ -107,7 +107,7 @@ func (r *switchRun) step(m int) {
 		b := r.layout(m, rank)
 		var tk []Inflight
 		for _, part := range b.Parts {
-			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Share, 0)
+			f, err := r.s.Begin(part.Stream, part.Epoch, part.First, part.Share, 0, Rank{})
 			if err != nil {
 				r.t.Fatal(err)
 			}

@@ -131,38 +131,61 @@ func (s *Table) Distance(k chunkcache.Key) int64 { return s.Snapshot().Distance(
 
 // Inflight is a batch registered with Begin, to be passed to Finish.
 type Inflight struct {
-	js layout.Stream
-	at epochPos
+	js   layout.Stream
+	at   epochPos
+	rank Rank
 }
 
-// MaxStreamInflight bounds the batches one job stream may have being
-// served at once. A job reads a few batches ahead per rank; one that sends
-// hundreds at once would fill the queue for cache room (256 requests)
-// alone and starve every other job, so beyond this it is told to back off.
-const MaxStreamInflight = 64
+// Rank is who a batch is served to, for admission: rank Rank of a job of
+// World ranks, as its request names them. A peer's request, on behalf of
+// ranks that live elsewhere, names none (World 0).
+type Rank struct{ Rank, World int }
 
-// ErrStreamBusy is Begin's answer to a stream over MaxStreamInflight.
-var ErrStreamBusy = fmt.Errorf("%w: this job has %d batches being served already; read fewer ahead", chunkcache.ErrBusy, MaxStreamInflight)
+// MaxRankInflight bounds the batches one rank of a job may have being
+// served at once. A rank reads a few batches ahead (its loader's
+// workers, each a batch or two ahead); one that sends hundreds at once
+// would fill the queue for cache room (256 requests) alone and starve
+// every other job, so beyond this it is told to back off. The bound is
+// a rank's, not a job's: a job of a thousand ranks, each with one
+// request in flight, is a thousand batches in flight and no rank
+// reading ahead. What they hold at once is bounded by the memory budget
+// and the cache's queue, not by this.
+const MaxRankInflight = 64
+
+// ErrRankBusy is Begin's answer to a rank with MaxRankInflight batches
+// in flight.
+var ErrRankBusy = fmt.Errorf("%w: this rank has %d batches being served already; read fewer ahead", chunkcache.ErrBusy, MaxRankInflight)
+
+// ErrStreamBusy is Begin's answer to a stream with MaxRankInflight
+// batches in flight for each of its job's ranks: peers' requests for
+// samples of it, which name no rank, are bounded so, by the widest world
+// this node has seen the stream's own requests name (1 when it has
+// seen none).
+var ErrStreamBusy = fmt.Errorf("%w: this job has as many batches being served as its ranks may have (%d a rank); read fewer ahead", chunkcache.ErrBusy, MaxRankInflight)
 
 // Begin records that a batch starting at start is being served, so that
 // the chunks it still has to pin keep counting as needed now, and moves
 // the stream's clock (see clock).
 // global is the job's global batch, batch size × world, in samples (0:
-// unknown, as for a peer's request); weight is the job's (0 means 1). A
-// stream with MaxStreamInflight batches in flight gets ErrStreamBusy
-// instead.
-func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight float64) (Inflight, error) {
+// unknown, as for a peer's request); weight is the job's (0 means 1);
+// who the rank it is served to. A rank with MaxRankInflight batches in
+// flight gets ErrRankBusy instead, and a stream with that many for each
+// of its job's ranks ErrStreamBusy.
+func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight float64, who Rank) (Inflight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := epochPos{epoch, start}
 	now := s.clock()
 	st := s.streamLocked(js, at, now)
-	busy := 0
-	for _, n := range st.inflight {
-		busy += n
+	f := &st.inflight
+	if who.World > 0 {
+		f.width = max(f.width, who.World)
+		if f.ranks[who.Rank] >= MaxRankInflight {
+			return Inflight{}, ErrRankBusy
+		}
 	}
-	if busy >= MaxStreamInflight {
-		return Inflight{}, ErrStreamBusy
+	if bound := MaxRankInflight * max(f.width, 1); f.serving >= bound {
+		return Inflight{}, fmt.Errorf("%w: %d batches for %d ranks", ErrStreamBusy, f.serving, max(f.width, 1))
 	}
 	st.lag -= st.lag / 64
 	if epoch == st.edge.epoch && start < st.edge.pos {
@@ -171,7 +194,7 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 	if global > 0 {
 		st.margin = global
 	}
-	if len(st.inflight) == 0 && !st.lastFinish.IsZero() {
+	if f.len() == 0 && !st.lastFinish.IsZero() {
 		dt := float64(now.Sub(st.lastFinish))
 		if st.gap == 0 {
 			st.gap = max(dt, 1)
@@ -179,10 +202,7 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 			st.gap += (dt - st.gap) / 8
 		}
 	}
-	if st.inflight[at] == 0 {
-		st.began[at] = s.nowAt(now)
-	}
-	st.inflight[at]++
+	f.add(at, s.nowAt(now), who)
 	if weight <= 0 {
 		weight = 1
 	}
@@ -190,7 +210,7 @@ func (s *Table) Begin(js layout.Stream, epoch uint64, start, global int, weight 
 	st.clock.weight.Store(math.Float64bits(weight))
 	s.clockLocked(st, now)
 	s.refreshLocked(st)
-	return Inflight{js, at}, nil
+	return Inflight{js, at, who}, nil
 }
 
 // Finish ends what Begin started.
@@ -201,18 +221,11 @@ func (s *Table) Finish(f Inflight) {
 	if !ok {
 		return
 	}
-	n, ok := st.inflight[f.at]
-	if !ok {
+	if !st.inflight.remove(f.at, f.rank) {
 		return // finished already
 	}
-	if n <= 1 {
-		delete(st.inflight, f.at)
-		delete(st.began, f.at)
-	} else {
-		st.inflight[f.at] = n - 1
-	}
 	now := s.clock()
-	if len(st.inflight) == 0 {
+	if st.inflight.len() == 0 {
 		st.lastFinish = now
 	}
 	s.clockLocked(st, now)
@@ -240,7 +253,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 	now := s.clock()
 	pruned := false
 	for k, o := range s.streams {
-		if now.Sub(o.lastSeen) > streamIdle && len(o.inflight) == 0 {
+		if now.Sub(o.lastSeen) > streamIdle && o.inflight.len() == 0 {
 			delete(s.streams, k)
 			pruned = true
 		}
@@ -252,7 +265,7 @@ func (s *Table) advance(js layout.Stream, epoch uint64, end int) (st stream, mov
 		// names its snapshot); the job's earlier epochs are over, and
 		// their orders must not hold the cache.
 		for k, o := range s.streams {
-			if k.Imp.Job == js.Imp.Job && k.DS.Name == js.DS.Name && o.edge.epoch < epoch && len(o.inflight) == 0 {
+			if k.Imp.Job == js.Imp.Job && k.DS.Name == js.DS.Name && o.edge.epoch < epoch && o.inflight.len() == 0 {
 				delete(s.streams, k)
 				pruned = true
 			}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/brandgw/brand/internal/batch/layout"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -94,33 +96,109 @@ func TestScheduleNowAllowsForLateBatches(t *testing.T) {
 
 func mustBegin(t *testing.T, s *Table, js layout.Stream, epoch uint64, start, global int) Inflight {
 	t.Helper()
-	f, err := s.Begin(js, epoch, start, global, 1)
+	f, err := s.Begin(js, epoch, start, global, 1, Rank{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-// TestStreamInflightBounded: one job stream may not have more than
-// MaxStreamInflight batches being served at once, so it cannot fill the
-// cache's queue alone; finishing one makes room again.
-func TestStreamInflightBounded(t *testing.T) {
-	s, js := testSchedule(t)
-	var toks []Inflight
-	for i := range MaxStreamInflight {
-		toks = append(toks, mustBegin(t, s, js, 0, i, 1))
+// TestInflightBounded: one rank of a job may not have more than
+// MaxRankInflight batches being served at once, so it cannot fill the
+// cache's queue alone, however wide its job; a job's ranks each have
+// that many, so a job of many ranks with one batch in flight each is
+// not refused; a peer's requests, which name no rank, are bounded by the
+// job's width as this node has seen it. Finishing one makes room again.
+func TestInflightBounded(t *testing.T) {
+	tests := []struct {
+		name    string
+		begins  []rankBegins
+		refused Rank  // the next Begin, which must be refused
+		want    error // with this
+	}{
+		{name: "one rank of one", begins: []rankBegins{{Rank{0, 1}, MaxRankInflight}}, refused: Rank{0, 1}, want: ErrRankBusy},
+		{name: "1,024 ranks, one each, then rank 5 reading ahead",
+			begins:  append([]rankBegins{{Rank{5, 1024}, MaxRankInflight - 1}}, ranksOf(1024)...),
+			refused: Rank{5, 1024}, want: ErrRankBusy},
+		{name: "a peer's requests for a job not seen here", begins: []rankBegins{{Rank{}, MaxRankInflight}}, refused: Rank{}, want: ErrStreamBusy},
+		{name: "a peer's requests for a job of 4 ranks", begins: []rankBegins{{Rank{3, 4}, 1}, {Rank{}, 4*MaxRankInflight - 1}}, refused: Rank{}, want: ErrStreamBusy},
 	}
-	if _, err := s.Begin(js, 0, 999, 1, 1); !errors.Is(err, chunkcache.ErrBusy) {
-		t.Fatalf("batch %d of one stream in flight: %v, want ErrBusy", MaxStreamInflight+1, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, js := testSchedule(t)
+			n := js.DS.Index.NumSamples() // positions past an epoch go on into the next
+			var toks []Inflight
+			pos := 0
+			for _, b := range tt.begins {
+				for range b.n {
+					f, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, b.who)
+					if err != nil {
+						t.Fatalf("batch %d of %+v: %v", len(toks)+1, b.who, err)
+					}
+					toks = append(toks, f)
+					pos++
+				}
+			}
+			if got := servingOf(t, s); got != float64(len(toks)) {
+				t.Fatalf("brand_batches_serving = %v, want %d", got, len(toks))
+			}
+			if _, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, tt.refused); !errors.Is(err, tt.want) || !errors.Is(err, chunkcache.ErrBusy) {
+				t.Fatalf("one more for %+v: %v, want %v", tt.refused, err, tt.want)
+			}
+			other := layout.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
+			mustBegin(t, s, other, 0, 0, 1) // another job is not affected
+			// Finish the last begun of the refused one's kind, twice: the
+			// second changes nothing.
+			last := toks[len(toks)-1]
+			for i := len(toks) - 1; i >= 0; i-- {
+				if toks[i].rank == tt.refused {
+					last = toks[i]
+					break
+				}
+			}
+			s.Finish(last)
+			s.Finish(last)
+			if _, err := s.Begin(js, uint64(pos/n), pos%n, 1, 1, tt.refused); err != nil {
+				t.Fatalf("after one finish: %v", err)
+			}
+			if _, err := s.Begin(js, uint64((pos+1)/n), (pos+1)%n, 1, 1, tt.refused); !errors.Is(err, tt.want) {
+				t.Fatalf("after one finish and one begin: %v, want %v", err, tt.want)
+			}
+		})
 	}
-	other := layout.Stream{DS: js.DS, Seed: js.Seed + 1, Window: js.Window}
-	mustBegin(t, s, other, 0, 0, 1) // another job is not affected
-	s.Finish(toks[0])
-	s.Finish(toks[0]) // a second finish changes nothing
-	mustBegin(t, s, js, 0, 999, 1)
-	if _, err := s.Begin(js, 0, 1000, 1, 1); !errors.Is(err, chunkcache.ErrBusy) {
-		t.Fatalf("after one finish and one begin: %v, want ErrBusy", err)
+}
+
+// servingOf is s's brand_batches_serving.
+func servingOf(t *testing.T, s *Table) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collectors()...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, f := range fams {
+		if f.GetName() == "brand_batches_serving" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no brand_batches_serving")
+	return 0
+}
+
+// rankBegins is n batches begun at once for who.
+type rankBegins struct {
+	who Rank
+	n   int
+}
+
+// ranksOf is one batch for each rank of a job of world ranks.
+func ranksOf(world int) []rankBegins {
+	bs := make([]rankBegins, world)
+	for r := range bs {
+		bs[r] = rankBegins{Rank{r, world}, 1}
+	}
+	return bs
 }
 
 // streamNow is the position next use is measured from for stream js.
@@ -132,7 +210,7 @@ func streamNow(s *Table, js layout.Stream) (uint64, int) {
 }
 
 // testSchedule is a schedule and a stream over 16 chunks of 32 samples.
-func testSchedule(t *testing.T) (*Table, layout.Stream) {
+func testSchedule(t testing.TB) (*Table, layout.Stream) {
 	return newTestSchedule(), layout.Stream{DS: catalog.NewDataset("d", "", nil, testIndex(t, 16, 32)), Seed: 1, Window: 2}
 }
 

@@ -123,7 +123,7 @@ func (l *line) admit(streams map[layout.Stream]*stream, now time.Time) bool {
 	moved := false
 	var waiting []*stream
 	for _, st := range streams {
-		if st.active && len(st.inflight) == 0 && now.Sub(st.lastSeen) > st.idleAfter() {
+		if st.active && st.inflight.len() == 0 && now.Sub(st.lastSeen) > st.idleAfter() {
 			st.active = false
 			moved = true
 		}
@@ -240,7 +240,7 @@ func (s *Table) Turn(ctx context.Context, f Inflight) error {
 func (l *line) nextIdle(streams map[layout.Stream]*stream, now time.Time) time.Duration {
 	next := turnIdleMax
 	for _, st := range streams {
-		if st.active && len(st.inflight) == 0 {
+		if st.active && st.inflight.len() == 0 {
 			next = min(next, st.lastSeen.Add(st.idleAfter()).Sub(now))
 		}
 	}
@@ -285,7 +285,7 @@ func (l *line) queue(st *stream, now time.Time) {
 // a stream that sends no batch must not hold up the streams behind it.
 // Its next batch queues again. It reports whether any turn moved.
 func (s *Table) leaveLocked(st *stream, now time.Time) bool {
-	if !st.waiting() || len(st.inflight) > 0 {
+	if !st.waiting() || st.inflight.len() > 0 {
 		return false
 	}
 	st.waitSince = time.Time{}
@@ -328,7 +328,7 @@ func shared(streams map[layout.Stream]*stream, now time.Time) bool {
 	var first layout.Stream
 	seen := false
 	for _, st := range streams {
-		if len(st.inflight) > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
+		if st.inflight.len() > 0 || now.Sub(st.lastSeen) < max(time.Second, time.Duration(8*st.gap)) {
 			job := st.Stream
 			if job.Mix != "" {
 				job = layout.Stream{Mix: job.Mix, Name: job.Name}

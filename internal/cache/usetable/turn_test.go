@@ -158,7 +158,7 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 		if js == b {
 			w = 4
 		}
-		f, err := c.Begin(js, 0, 0, 32, w)
+		f, err := c.Begin(js, 0, 0, 32, w, Rank{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestWeightBringsAJobsUsesNearer(t *testing.T) {
 	}
 	c.tick(time.Millisecond)
 	for _, js := range []layout.Stream{a, b} {
-		f, err := c.Begin(js, 0, 32, 32, map[layout.Stream]float64{a: 1, b: 4}[js])
+		f, err := c.Begin(js, 0, 32, 32, map[layout.Stream]float64{a: 1, b: 4}[js], Rank{})
 		if err != nil {
 			t.Fatal(err)
 		}

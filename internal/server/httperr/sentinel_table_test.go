@@ -114,6 +114,7 @@ var served = []sentinelCase{
 	{"internal/cache/chunkcache.ErrClosed", chunkcache.ErrClosed, http.StatusInternalServerError, "internal", true},
 	{"internal/cache/chunkcache.ErrTooLarge", chunkcache.ErrTooLarge, http.StatusBadRequest, "too_large", false},
 	{"internal/cache/disktier.ErrUnchecked", disktier.ErrUnchecked, http.StatusInternalServerError, "internal", true},
+	{"internal/cache/usetable.ErrRankBusy", usetable.ErrRankBusy, http.StatusServiceUnavailable, "cache_busy", false},
 	{"internal/cache/usetable.ErrStreamBusy", usetable.ErrStreamBusy, http.StatusServiceUnavailable, "cache_busy", false},
 	{"internal/cli.ErrUsage", cli.ErrUsage, http.StatusInternalServerError, "internal", true},
 	{"internal/cluster/membership.ErrEmpty", membership.ErrEmpty, http.StatusInternalServerError, "internal", true},
