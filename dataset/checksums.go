@@ -19,7 +19,8 @@ import (
 // any (Parquet's page CRCs are optional and seldom written, MDS's hashes
 // are of whole shards, Megatron's .bin has none). With checksums, the
 // index holds the CRC32C of every span of every chunk's object — the
-// ranges its format reads it in with any of its fields (spansOf) — made
+// ranges its format reads it in with any of its fields, and for a format
+// that confines damage each sample's (spansOf) — made
 // by one full read at index time, and every read of a chunk checks the
 // spans it read (stored.CheckSpans, stored.SpanChecker) before its bytes
 // are decoded.
@@ -36,6 +37,13 @@ func spansOf(dec format.Decoder, c int) []format.Range {
 	for f := range dec.Fields() {
 		rs, _ := dec.Extent(c, format.Selection{f})
 		all = append(all, rs...)
+	}
+	if cf, ok := dec.(format.Confiner); ok && cf.Confines(c) {
+		// Cut at each sample's bytes too (a video's GOPs): damage is then
+		// found, and confined, sample by sample.
+		for _, rs := range cf.SampleRanges(c) {
+			all = append(all, rs...)
+		}
 	}
 	var cuts []int64
 	for _, r := range all {

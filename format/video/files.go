@@ -35,6 +35,12 @@ type Format struct{}
 // Name is "video".
 func (Format) Name() string { return "video" }
 
+// ChecksumsByDefault implements format.DefaultChecksums: a packet
+// damaged at rest decodes into other frames without an error, so an
+// index records every GOP's CRC32C unless told not to (docs/format.md
+// §6.8, "Damaged packets").
+func (Format) ChecksumsByDefault() bool { return true }
+
 // isVideo reports whether key names a video file this format reads.
 func isVideo(key string) bool {
 	switch strings.ToLower(path.Ext(key)) {
