@@ -233,9 +233,14 @@ func TestDamagedGOPFailsOnlyItsClips(t *testing.T) {
 	}
 
 	resps, bodies := clipBatches(t, dv.serve(t, dataset.InPlaceOptions{}, true, nil), q)
+	logged := false
 	for k := range intact {
 		switch {
 		case len(damaged[k]) > 0:
+			if !logged {
+				t.Logf("batch %d: %d %s", k, resps[k].StatusCode, bodies[k])
+				logged = true
+			}
 			if resps[k].StatusCode != http.StatusBadGateway || !strings.Contains(string(bodies[k]), "GOP 2 of cls/x.mp4") {
 				t.Errorf("batch %d, %d clips of the damaged GOP: %d %.300s; want 502 naming GOP 2 of cls/x.mp4", k, len(damaged[k]), resps[k].StatusCode, bodies[k])
 			}

@@ -320,7 +320,7 @@ func (dec *Decoder) SampleRanges(c int) [][]format.Range {
 // damageCause names GOP g of video v, its frames and the damage.
 func (dec *Decoder) damageCause(v, g int, d format.Damage) string {
 	vid := &dec.d.Videos[v]
-	return fmt.Sprintf("GOP %d of %s (sample %s, %d packets from decode order %d) is damaged at rest: %s",
+	return fmt.Sprintf("GOP %d of %s (sample %s, %d packets from decode order %d) fails its CRC32C: %s",
 		g, vid.Key, dec.GOPKey(v, g), vid.Track.GOPs[g].End-vid.Track.GOPs[g].First, vid.Track.GOPs[g].First, d.Cause)
 }
 
