@@ -222,7 +222,10 @@ func (dec *Decoder) Working(c int, sel format.Selection) int64 {
 
 // Decode writes chunk c's samples. A video chunk's GOP is checked as it
 // is copied: an H.264 or H.265 sample must be a run of length-prefixed
-// NAL units filling it exactly, else the chunk is damaged.
+// NAL units filling it exactly, else the chunk is damaged. A GOP whose
+// bytes failed the index's CRC32Cs at rest (wo.Damaged) is written as a
+// damaged sample naming the file and the GOP (format.WriteDamaged), and
+// the chunk's other GOPs as usual: its clips alone fail.
 func (dec *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) error {
 	i := dec.d.Layout(c)
 	if i < 0 {
