@@ -86,6 +86,12 @@ func makeDamagedVideo(t *testing.T, gop, pkt int, args ...string) damagedVideo {
 // time), and serves it.
 func (dv damagedVideo) serve(t *testing.T, opts dataset.InPlaceOptions, damage bool, mutate func(*gateway.Config)) string {
 	t.Helper()
+	return startVideos(t, dv.store(t, opts, damage), mutate).URL
+}
+
+// store is serve's store, indexed and damaged, not served.
+func (dv damagedVideo) store(t *testing.T, opts dataset.InPlaceOptions, damage bool) *s3backend.Local {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := s3backend.NewLocal(dir)
 	if err != nil {
@@ -111,7 +117,7 @@ func (dv damagedVideo) serve(t *testing.T, opts dataset.InPlaceOptions, damage b
 			t.Fatal(err)
 		}
 	}
-	return startVideos(t, st, mutate).URL
+	return st
 }
 
 // clipBatches gets every batch of epoch 0 of the clip job q.
@@ -149,8 +155,8 @@ func clipsOf(t *testing.T, body []byte, from, to int) map[string]bool {
 // error. A tree indexed with the defaults (per-GOP CRC32Cs, checked on
 // every load before a packet is decoded) or --checksums fails only the
 // batches whose clips need the damaged GOP, 502 naming the file and the
-// GOP, though the GOP's chunk holds others (128 KiB chunks of four
-// GOPs): no other batch changes. Indexed with the checksums refused
+// GOP, though the GOP's chunk holds others (256 KiB chunks of two or
+// three GOPs): no other batch changes. Indexed with the checksums refused
 // (--checksums=false), nothing sees the damage and the GOP's clips are
 // served 200 with wrong frames: what that choice gives up.
 func TestClipOfADamagedPacket(t *testing.T) {
@@ -162,13 +168,21 @@ func TestClipOfADamagedPacket(t *testing.T) {
 	if dv.at < 64<<10 || dv.at >= int64(len(dv.good))-64<<10 {
 		t.Fatalf("the damage at %d of %d is not past the content ETag's ends", dv.at, len(dv.good))
 	}
-	chunks := format.Options{ChunkBytes: 128 << 10}
-	const q = "clip=4&step=4&clip_start=first&batch_size=5"
+	chunks := format.Options{ChunkBytes: 256 << 10} // chunks of 2 or 3 GOPs of about 95 KB
+	// 13 batches: the 7 clips of the damaged GOP leave some batches out.
+	const q = "clip=4&step=4&clip_start=first&batch_size=2"
 	_, intact := clipBatches(t, dv.serve(t, dataset.InPlaceOptions{Options: chunks}, false, nil), q)
 	// The damaged GOP's frames: 50..74, in clips of 4 from frame 0.
 	damaged := map[int]bool{}
+	n := 0
 	for k, body := range intact {
 		damaged[k] = len(clipsOf(t, body, 48, 75)) > 0
+		if damaged[k] {
+			n++
+		}
+	}
+	if n == 0 || n == len(intact) {
+		t.Fatalf("%d of %d batches hold the damaged GOP's clips", n, len(intact))
 	}
 
 	wrong := 0
@@ -223,13 +237,16 @@ func TestDamagedGOPFailsOnlyItsClips(t *testing.T) {
 	_, intact := clipBatches(t, dv.serve(t, dataset.InPlaceOptions{}, false, nil), q)
 	// GOP 2's frames: 60..89; a clip of 4 starting at 57..89 reads it.
 	damaged := make([]map[string]bool, len(intact))
-	n := 0
+	n, batches := 0, 0
 	for k, body := range intact {
 		damaged[k] = clipsOf(t, body, 57, 90)
 		n += len(damaged[k])
+		if len(damaged[k]) > 0 {
+			batches++
+		}
 	}
-	if n == 0 {
-		t.Fatal("no clip reads the damaged GOP")
+	if n == 0 || batches == len(intact) {
+		t.Fatalf("%d clips in %d of %d batches read the damaged GOP", n, batches, len(intact))
 	}
 
 	resps, bodies := clipBatches(t, dv.serve(t, dataset.InPlaceOptions{}, true, nil), q)
@@ -278,6 +295,59 @@ func TestDamagedGOPFailsOnlyItsClips(t *testing.T) {
 		for key := range damaged[k] {
 			if !strings.Contains(keys, key) {
 				t.Errorf("skip mode, batch %d: %s %q does not name %s", k, api.HeaderMissingKeys, keys, key)
+			}
+		}
+	}
+}
+
+// On a cluster, a damaged GOP's chunk is owned by one node and its clips
+// are asked for on another: the owner leaves the GOP's sample out of its
+// answer, and the asker fails the batches whose clips need it (502
+// naming the GOP's sample) and serves every other batch exactly, or with
+// skip serves them without those clips.
+func TestDamagedGOPOnACluster(t *testing.T) {
+	dv := makeDamagedVideo(t, 2, 5, "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=4",
+		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "25", "-crf", "8")
+	opts := dataset.InPlaceOptions{Options: format.Options{ChunkBytes: 256 << 10}} // chunks of 2 or 3 GOPs
+	const q = "clip=4&step=4&clip_start=first&batch_size=2"
+	_, intact := clipBatches(t, dv.serve(t, opts, false, nil), q)
+	damaged := make([]map[string]bool, len(intact))
+	n := 0
+	for k, body := range intact {
+		damaged[k] = clipsOf(t, body, 47, 75) // GOP 2: frames 50..74
+		if len(damaged[k]) > 0 {
+			n++
+		}
+	}
+	if n == 0 || n == len(intact) {
+		t.Fatalf("%d of %d batches hold the damaged GOP's clips", n, len(intact))
+	}
+	st := dv.store(t, opts, true)
+	for _, skip := range []bool{false, true} {
+		cl := startCluster(t, &fixture{store: st}, 2, nil, func(c *gateway.Config) {
+			c.Datasets[0].Formats = []format.Format{video.Format{}}
+			if skip {
+				c.OnDamagedChunk = gateway.OnDamagedSkip
+			}
+		})
+		for _, node := range cl {
+			resps, bodies := clipBatches(t, node.srv.URL, q)
+			for k := range intact {
+				code := resps[k].StatusCode
+				switch {
+				case len(damaged[k]) == 0:
+					if code != http.StatusOK || !bytes.Equal(bodies[k], intact[k]) {
+						t.Errorf("skip %t, node %s, batch %d (no clip of the damaged GOP): %d %.200s; want the intact file's", skip, node.srv.URL, k, code, bodies[k])
+					}
+				case !skip:
+					if code != http.StatusBadGateway || !strings.Contains(string(bodies[k]), "cls/x/000002") {
+						t.Errorf("node %s, batch %d of the damaged GOP: %d %.300s; want 502 naming its sample cls/x/000002", node.srv.URL, k, code, bodies[k])
+					}
+				default:
+					if code != http.StatusOK || len(readTar(t, bodies[k])) != len(readTar(t, intact[k]))-len(damaged[k]) {
+						t.Errorf("skip, node %s, batch %d: %d %.200s; want it without the damaged GOP's %d clips", node.srv.URL, k, code, bodies[k], len(damaged[k]))
+					}
+				}
 			}
 		}
 	}

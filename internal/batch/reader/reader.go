@@ -240,7 +240,7 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 				return nil, &catalog.DamagedChunkError{Key: s.DS.ChunkKey(in.Chunk), InPlace: s.DS.InPlace != nil,
 					Err: fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
 						catalog.ErrCorrupt, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, in.Key),
-					Cause: "the node that owns it found it damaged at rest (its log says why)"}
+					Cause: fmt.Sprintf("the node that owns it found it damaged at rest, sample %s among what it could not serve (its log says why)", in.Key)}
 			}
 			r.skippedLog(s.Pick(remoteMissing))
 		}
