@@ -485,7 +485,9 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
 	var ge *format.GrowError
-	if err == nil || !errors.As(err, &ge) {
+	if err == nil || !errors.As(err, &ge) || len(wo.Damaged) > 0 {
+		// Bytes with damage confined to some samples are not kept for a
+		// decode into more room: that one reads and checks them again.
 		pools.Put(src)
 		src = nil
 	}
