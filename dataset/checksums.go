@@ -19,7 +19,8 @@ import (
 // any (Parquet's page CRCs are optional and seldom written, MDS's hashes
 // are of whole shards, Megatron's .bin has none). With checksums, the
 // index holds the CRC32C of every span of every chunk's object — the
-// ranges its format reads it in with any of its fields (spansOf) — made
+// ranges its format reads it in with any of its fields, and for a format
+// that confines damage each sample's (spansOf) — made
 // by one full read at index time, and every read of a chunk checks the
 // spans it read (stored.CheckSpans, stored.SpanChecker) before its bytes
 // are decoded.
@@ -36,6 +37,13 @@ func spansOf(dec format.Decoder, c int) []format.Range {
 	for f := range dec.Fields() {
 		rs, _ := dec.Extent(c, format.Selection{f})
 		all = append(all, rs...)
+	}
+	if cf, ok := dec.(format.Confiner); ok && cf.Confines(c) {
+		// Cut at each sample's bytes too (a video's GOPs): damage is then
+		// found, and confined, sample by sample.
+		for _, rs := range cf.SampleRanges(c) {
+			all = append(all, rs...)
+		}
 	}
 	var cuts []int64
 	for _, r := range all {
@@ -75,23 +83,47 @@ func checksums(ctx context.Context, st format.Store, chunks []format.Chunk, firs
 	for c, ch := range chunks {
 		g.Go(func() error {
 			var buf []byte
-			for _, s := range spansOf(dec, first+c) {
-				crc := uint32(0)
-				for at := s.Off; at < s.End(); {
-					n := min(s.End()-at, checksumPiece)
-					if buf == nil {
-						buf = make([]byte, min(s.Len, checksumPiece))
-					}
-					if int64(len(buf)) < n {
-						buf = make([]byte, n)
-					}
-					if err := st.ReadRange(gctx, ch.Object, ch.ETag, at, buf[:n]); err != nil {
-						return fmt.Errorf("dataset: reading bytes %d+%d of %s for their checksum: %w", s.Off, s.Len, ch.Object, err)
-					}
-					crc = crc32.Update(crc, castagnoli, buf[:n])
-					at += n
+			read := func(off, n int64) ([]byte, error) {
+				if int64(cap(buf)) < n {
+					buf = make([]byte, n)
 				}
-				out[c] = append(out[c], chunkindex.Span{Off: s.Off, Len: s.Len, CRC: crc})
+				if err := st.ReadRange(gctx, ch.Object, ch.ETag, off, buf[:n]); err != nil {
+					return nil, fmt.Errorf("dataset: reading bytes %d+%d of %s for their checksum: %w", off, n, ch.Object, err)
+				}
+				return buf[:n], nil
+			}
+			spans := spansOf(dec, first+c)
+			for i := 0; i < len(spans); {
+				s := spans[i]
+				if s.Len > checksumPiece {
+					// A span larger than a piece: read piece by piece.
+					crc := uint32(0)
+					for at := s.Off; at < s.End(); {
+						b, err := read(at, min(s.End()-at, checksumPiece))
+						if err != nil {
+							return err
+						}
+						crc = crc32.Update(crc, castagnoli, b)
+						at += int64(len(b))
+					}
+					out[c] = append(out[c], chunkindex.Span{Off: s.Off, Len: s.Len, CRC: crc})
+					i++
+					continue
+				}
+				// Spans that follow one another (a video's GOPs) are read
+				// together, a piece at most: a read a piece, not a span.
+				j := i + 1
+				for j < len(spans) && spans[j].Off == spans[j-1].End() && spans[j].End()-s.Off <= checksumPiece {
+					j++
+				}
+				b, err := read(s.Off, spans[j-1].End()-s.Off)
+				if err != nil {
+					return err
+				}
+				for _, t := range spans[i:j] {
+					out[c] = append(out[c], chunkindex.Span{Off: t.Off, Len: t.Len, CRC: crc32.Checksum(b[t.Off-s.Off:t.End()-s.Off], castagnoli)})
+				}
+				i = j
 			}
 			return nil
 		})

@@ -47,6 +47,22 @@ type InPlaceOptions struct {
 	// modification time (s3backend.Local.IdentityETags) — and an S3
 	// object by its ETag.
 	Checksums bool
+	// NoChecksums records none for a format that records them by default
+	// (format.DefaultChecksums: video, whose damaged packets decode into
+	// wrong frames without an error): its files are then pinned by their
+	// identity or ETag alone, and bytes damaged at rest are not caught
+	// (docs/format.md §6.8). Neither set: the format's default.
+	NoChecksums bool
+}
+
+// checksummed reports whether an index of f records checksums under
+// opts: asked for, or f's default unless refused.
+func (opts InPlaceOptions) checksummed(f format.Format) bool {
+	if opts.Checksums || opts.NoChecksums {
+		return opts.Checksums
+	}
+	d, ok := f.(format.DefaultChecksums)
+	return ok && d.ChecksumsByDefault()
 }
 
 // ErrSkipUnsupported marks InPlaceOptions.Options.SkipBad asked of a
@@ -85,9 +101,11 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if opts.Name == "" {
 		opts.Name = defaultIndexName(src, opts.Prefix)
 	}
+	// A local file is listed by its identity first: nothing would check
+	// its middle without checksums.
 	lister := src
-	if il, ok := src.(identityLister); ok && !opts.Checksums {
-		// Nothing would check a local file's middle: its identity pins it.
+	il, identity := src.(identityLister)
+	if identity {
 		lister = il.IdentityETags()
 	}
 	objs, err := listData(ctx, lister, opts.Prefix)
@@ -101,6 +119,18 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 	if _, ok := f.(format.Skipper); opts.Options.SkipBad && !ok {
 		return nil, fmt.Errorf("%w: a %s dataset's files are indexed whole or refused, naming the file: skipping those that cannot be indexed (--skip-bad-files) is for a tree of videos", ErrSkipUnsupported, f.Name())
 	}
+	checksummed := opts.checksummed(f)
+	if _, confines := f.(format.DefaultChecksums); identity && checksummed && !confines {
+		// With checksums a local file is pinned by its content (size,
+		// first and last 64 KiB), so a copy or a touch serves. Not a
+		// format that confines damage to samples (video): a content ETag
+		// would fail every chunk of a file for one GOP's damage in its
+		// ends, so its files keep their identity, and the checksums
+		// check every byte read.
+		if objs, err = listData(ctx, src, opts.Prefix); err != nil {
+			return nil, err
+		}
+	}
 	lay, err := f.Index(ctx, src, objs, opts.Options)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: indexing %s as %s: %w", storeLocation(src, opts.Prefix), f.Name(), err)
@@ -111,7 +141,7 @@ func IndexInPlace(ctx context.Context, src, dst s3backend.Store, opts InPlaceOpt
 		return nil, fmt.Errorf("dataset: opening the %s description just made: %w", f.Name(), err)
 	}
 	var spans [][]chunkindex.Span
-	if opts.Checksums {
+	if checksummed {
 		if spans, err = checksums(ctx, src, lay.Chunks, 0, dec, checksumReads(opts.Options)); err != nil {
 			return nil, err
 		}

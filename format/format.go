@@ -394,6 +394,11 @@ type WriterOptions struct {
 	// Buffers, if set, lend Decode its large scratch buffers; otherwise
 	// it allocates them.
 	Buffers Buffers
+	// Damaged, given only to a Confiner for a chunk it confines, are the
+	// ranges of the chunk's object that failed the index's checksums on
+	// every read: the samples they touch are written damaged
+	// (WriteDamaged), the rest as usual (damage.go).
+	Damaged []Damage
 }
 
 // Concat returns the total length of rs.

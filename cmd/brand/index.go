@@ -35,7 +35,8 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		tok                             tokenFlags
 		chunk                           cli.ByteSize
 		parallel                        int
-		checksums, appendNew, skipBad   bool
+		appendNew, skipBad                  bool
+		checksums                       optionalBool
 	)
 	fs := flag.NewFlagSet("index", flag.ContinueOnError)
 	fs.StringVar(&src, "src", "", "store holding the dataset: s3://bucket/prefix, file:///dir or a directory; the index is written there unless --dst is given")
@@ -50,7 +51,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	fs.StringVar(&tok.text, "text", "", "a token dataset of text: the string column (Parquet string, MDS str) tokenized with --tokenizer; indexing tokenizes each document once to count its tokens")
 	fs.StringVar(&tok.tokenizer, "tokenizer", "", "with --text: the SentencePiece model (tokenizer.model: a file, or s3://bucket/path/tokenizer.model) the text is tokenized with; stored in the dataset's description, so every node uses the same model")
 	fs.StringVar(&tok.vocabulary, "vocabulary", "", "with --tokens: names the tokens' vocabulary (a tokenizer's name), so that a mixture of datasets of other vocabularies is refused")
-	fs.BoolVar(&checksums, "checksums", false, "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in, which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file, as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Without it a local file is pinned by its size and modification time, an S3 object by its ETag")
+	fs.Var(&checksums, "checksums", "a dataset served in place: read every file once now and record the CRC32C of every range its chunks are read in (a video's: of every GOP), which every read of a chunk checks, so that bit rot or any edit is a 502 naming the file (a video: the GOP, whose clips alone fail), as a packed dataset's samples are checked; a touched or copied file still serves (docs/format.md §6.9). Default: on for video and LeRobot, whose damaged packets decode into wrong frames without an error; off for Parquet, MDS and Megatron. --checksums=false refuses them: a local file is then pinned by its size and modification time, an S3 object by its ETag, and bytes damaged at rest are not caught")
 	fs.BoolVar(&appendNew, "append", false, "a dataset served in place: index only the files under --src (and --prefix) that its stored index (at --dst, or --src) does not hold yet, reading their metadata alone, and store a new index version that extends the old one: the old chunks first, every old sample under its ID, so that a running job keeps its order and may take the new samples from a step of its choosing (POST /jobs/{job}/append, docs/http-api.md). The files must have the dataset's schema; an indexed file changed or removed since is refused (index again without --append). The dataset's own --format, --members, token and --checksums settings are kept")
 	fs.BoolVar(&skipBad, "skip-bad-files", false, "a tree of videos: leave out each video that cannot be indexed (not an MP4/MOV, truncated, a damaged moov, an unsupported codec, past a limit) rather than refuse the dataset for it; each is printed and named with why in the manifest (in_place.skipped). Without it the first such file refuses the index, naming it")
 	sf.Register(fs)
@@ -73,7 +74,7 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 		return usageError(env, "index", "%v", err)
 	}
 	if appendNew {
-		if tok.set() || checksums || members != "" || fmtName != "" || name != "" || skipBad {
+		if tok.set() || checksums.set || members != "" || fmtName != "" || name != "" || skipBad {
 			return usageError(env, "index", "--append keeps the dataset's format, name, members, token fields and checksums: give only --src, --dst, --prefix, --chunk-size and --parallel")
 		}
 		return appendInPlace(ctx, env, st, src, dst, prefix, int64(chunk), parallel, sf)
@@ -88,8 +89,8 @@ func runIndex(ctx context.Context, env *cli.Env, args []string) error {
 	if tok.set() {
 		return usageError(env, "index", "--tokens, --text and --tokenizer are for datasets served in place (Parquet, MDS); tar shards are not token datasets")
 	}
-	if checksums {
-		return usageError(env, "index", "--checksums is for datasets served in place (Parquet, MDS, Megatron): the index of tar shards holds every sample's CRC32C already")
+	if checksums.set {
+		return usageError(env, "index", "--checksums is for datasets served in place (Parquet, MDS, Megatron, video): the index of tar shards holds every sample's CRC32C already")
 	}
 	if dst != "" {
 		return usageError(env, "index", "--dst: tar shards are indexed beside themselves (their index names them by key)")
@@ -143,7 +144,7 @@ func onlyTar(ctx context.Context, st s3backend.Store, prefix string) bool {
 
 // indexInPlace is `brand index` of a dataset served in place.
 func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, dst, prefix, name, format_, members, tokenizer string,
-	opt format.Options, checksums bool, sf cli.S3Flags) error {
+	opt format.Options, checksums optionalBool, sf cli.S3Flags) error {
 	out := st
 	data := ""
 	if dst != "" {
@@ -172,7 +173,8 @@ func indexInPlace(ctx context.Context, env *cli.Env, st s3backend.Store, src, ds
 	}
 	start := time.Now()
 	res, err := dataset.IndexInPlace(ctx, st, out, dataset.InPlaceOptions{Formats: formats(), Format: format_,
-		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version, Checksums: checksums})
+		Prefix: prefix, Name: name, Data: data, Options: opt, Tool: "brand " + version,
+		Checksums: checksums.set && checksums.v, NoChecksums: checksums.set && !checksums.v})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brandgw/brand/format/megatron/megatrontest"
+	"github.com/brandgw/brand/internal/testsupport/videotest"
 )
 
 // `brand index --checksums` of a dataset served in place reads its files
@@ -52,5 +53,58 @@ func TestIndexChecksums(t *testing.T) {
 	code, _, stderr = brand(t, "index", "--src", t.TempDir(), "--format", "tar", "--checksums")
 	if code != 2 || !strings.Contains(stderr, "--checksums is for datasets served in place") {
 		t.Fatalf("brand index --format tar --checksums: exit %d: %s", code, stderr)
+	}
+}
+
+// A tree of videos is indexed with a CRC32C per GOP by default, as with
+// --checksums; --checksums=false refuses them (the metadata alone, what
+// `brand inspect` then says). With them, --verify finds a bit flipped at
+// rest in the middle of a file, its time kept, which the file's
+// identity does not see, naming the file.
+func TestIndexVideoChecksums(t *testing.T) {
+	dir := t.TempDir()
+	made := videotest.Make(t, t.TempDir(), "h264-gop10s.mp4")
+	b, err := os.ReadFile(made["h264-gop10s.mp4"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "a", "x.mp4")
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args      []string
+		checksums bool
+		inspect   string
+	}{
+		{[]string{"--checksums=false"}, false, "checksums     none"},
+		{[]string{"--checksums"}, true, "checksums     every range"},
+		{nil, true, "checksums     every range"},
+	} {
+		code, stdout, stderr := brand(t, append([]string{"index", "--src", dir, "--chunk-size", "64KiB"}, tt.args...)...)
+		if code != 0 || strings.Contains(stdout, "checksums: the CRC32C of") != tt.checksums {
+			t.Fatalf("brand index %v: exit %d\n%s\n%s", tt.args, code, stdout, stderr)
+		}
+		if code, stdout, stderr = brand(t, "inspect", "--src", dir); code != 0 || !strings.Contains(stdout, tt.inspect) {
+			t.Fatalf("brand index %v, then brand inspect: exit %d\n%s\n%s", tt.args, code, stdout, stderr)
+		}
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(name, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := brand(t, "inspect", "--src", dir, "--verify")
+	if code != 1 || !strings.Contains(stdout, "checksum-mismatch") || !strings.Contains(stdout, "a/x.mp4") {
+		t.Fatalf("brand inspect --verify of a bit flipped at rest: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

@@ -53,6 +53,35 @@ func CheckSpans(ix *chunkindex.Index, c int, object string, ranges []format.Rang
 	return nil
 }
 
+// DamagedSpans is CheckSpans for a chunk whose format confines damage
+// (format.Confiner): every span of the ranges whose bytes differ from
+// its CRC32C, each as a format.Damage naming the bytes, rather than the
+// first as an error. An error is a range the spans do not make (wrapping
+// chunkindex.ErrCorrupt).
+func DamagedSpans(ix *chunkindex.Index, c int, object string, ranges []format.Range, src []byte) ([]format.Damage, error) {
+	spans := ix.Spans(c)
+	if spans == nil {
+		return nil, nil
+	}
+	var out []format.Damage
+	at := int64(0)
+	for _, r := range ranges {
+		ss, err := spansIn(spans, r, object)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			b := src[at+s.Off-r.Off : at+s.End()-r.Off]
+			if got := crc32.Checksum(b, castagnoli); got != s.CRC {
+				out = append(out, format.Damage{Range: format.Range{Off: s.Off, Len: s.Len},
+					Cause: fmt.Sprintf("bytes %d+%d of %s have CRC32C %08x, indexed %08x", s.Off, s.Len, object, got, s.CRC)})
+			}
+		}
+		at += r.Len
+	}
+	return out, nil
+}
+
 // spansIn returns the spans that make range r of object, or an error
 // wrapping chunkindex.ErrCorrupt if they do not.
 func spansIn(spans []chunkindex.Span, r format.Range, object string) ([]chunkindex.Span, error) {

@@ -222,7 +222,10 @@ func (dec *Decoder) Working(c int, sel format.Selection) int64 {
 
 // Decode writes chunk c's samples. A video chunk's GOP is checked as it
 // is copied: an H.264 or H.265 sample must be a run of length-prefixed
-// NAL units filling it exactly, else the chunk is damaged.
+// NAL units filling it exactly, else the chunk is damaged. A GOP whose
+// bytes failed the index's CRC32Cs at rest (wo.Damaged) is written as a
+// damaged sample naming the file and the GOP (format.WriteDamaged), and
+// the chunk's other GOPs as usual: its clips alone fail.
 func (dec *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo format.WriterOptions) error {
 	i := dec.d.Layout(c)
 	if i < 0 {
@@ -256,8 +259,18 @@ func (dec *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo form
 	lenSize := nalLengthSize(v.Track.Codec, v.Track.Config)
 	for g := ch.First; g < ch.End; g++ {
 		gop := v.Track.GOPs[g]
-		if err := w.Begin(dec.GOPKey(ch.Video, g)); err != nil {
+		key := dec.GOPKey(ch.Video, g)
+		if err := w.Begin(key); err != nil {
 			return err
+		}
+		if d, ok := format.Touches(gop.Ranges, wo.Damaged); ok {
+			// Damaged at rest: the GOP's clips fail (or are skipped),
+			// naming it; the chunk's other GOPs are served.
+			room := format.MemberLen(len(key)+len(".gop"), gop.Bytes)
+			if err := format.WriteDamaged(w, key, dec.damageCause(ch.Video, g, d), room); err != nil {
+				return err
+			}
+			continue
 		}
 		m, err := w.Member("gop", gop.Bytes)
 		if err != nil {
@@ -284,6 +297,34 @@ func (dec *Decoder) Decode(c int, sel format.Selection, src, dst []byte, wo form
 		}
 	}
 	return w.Finish()
+}
+
+// Confines implements format.Confiner: a video chunk's GOPs are each
+// read from their own bytes of the file, so damage at rest fails only
+// the GOPs it touches; a LeRobot row chunk (Parquet) is damaged whole.
+func (dec *Decoder) Confines(c int) bool { return dec.d.Layout(c) >= 0 }
+
+// SampleRanges implements format.Confiner: a video chunk's GOPs'
+// ranges; none for a LeRobot row chunk.
+func (dec *Decoder) SampleRanges(c int) [][]format.Range {
+	i := dec.d.Layout(c)
+	if i < 0 {
+		return nil
+	}
+	ch := dec.d.Chunks[i]
+	v := &dec.d.Videos[ch.Video]
+	out := make([][]format.Range, 0, ch.End-ch.First)
+	for g := ch.First; g < ch.End; g++ {
+		out = append(out, v.Track.GOPs[g].Ranges)
+	}
+	return out
+}
+
+// damageCause names GOP g of video v, its frames and the damage.
+func (dec *Decoder) damageCause(v, g int, d format.Damage) string {
+	vid := &dec.d.Videos[v]
+	return fmt.Sprintf("GOP %d of %s (sample %s, %d packets from decode order %d) fails its CRC32C: %s",
+		g, vid.Key, dec.GOPKey(v, g), vid.Track.GOPs[g].End-vid.Track.GOPs[g].First, vid.Track.GOPs[g].First, d.Cause)
 }
 
 func (dec *Decoder) decodeNullRows(c int, dst []byte, wo format.WriterOptions) error {

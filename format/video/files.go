@@ -37,6 +37,12 @@ type Format struct{}
 // Name is "video".
 func (Format) Name() string { return "video" }
 
+// ChecksumsByDefault implements format.DefaultChecksums: a packet
+// damaged at rest decodes into other frames without an error, so an
+// index records every GOP's CRC32C unless told not to (docs/format.md
+// §6.8, "Damaged packets").
+func (Format) ChecksumsByDefault() bool { return true }
+
 // isVideo reports whether key names a video file this format reads: an
 // ISO BMFF file, the one family package mp4 demuxes (MP4, QuickTime, and
 // 3GPP's, which phones write).

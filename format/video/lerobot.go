@@ -37,6 +37,11 @@ type LeRobotFormat struct{}
 // Name is "lerobot".
 func (LeRobotFormat) Name() string { return "lerobot" }
 
+// ChecksumsByDefault implements format.DefaultChecksums, as Format's:
+// the cameras' GOPs, and with them the data files, are checksummed
+// unless told not to.
+func (LeRobotFormat) ChecksumsByDefault() bool { return true }
+
 // Detect reports whether the listing is a LeRobot dataset: it has a
 // meta/info.json and episodes' Parquet files.
 func (LeRobotFormat) Detect(objs []format.Object) bool {

@@ -5,7 +5,10 @@
 // A read takes sample IDs of one dataset version and returns their bytes
 // in order, complete and verified, or an error: nothing is ever partial
 // but for the samples of chunks damaged or lost at rest (catalog.AtRest)
-// when skipping them is asked for, which the result names. On the way it
+// when skipping them is asked for, which the result names. A sample its
+// format wrote damaged in an otherwise intact chunk (format.SampleDamage:
+// a video's GOP that failed its CRC32C) is the same: an error naming it
+// (*catalog.DamagedChunkError, 502), or left out in skip mode. On the way it
 //
 //   - fetches the samples whose chunks other nodes hold from those nodes
 //     (the cluster's Remote; a single gateway's has none),

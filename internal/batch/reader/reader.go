@@ -240,7 +240,7 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 				return nil, &catalog.DamagedChunkError{Key: s.DS.ChunkKey(in.Chunk), InPlace: s.DS.InPlace != nil,
 					Err: fmt.Errorf("%w: the node that owns chunk %s of dataset %s reports it damaged at rest (sample %q)",
 						catalog.ErrCorrupt, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, in.Key),
-					Cause: "the node that owns it found it damaged at rest (its log says why)"}
+					Cause: fmt.Sprintf("the node that owns it found it damaged at rest, sample %s among what it could not serve (its log says why)", in.Key)}
 			}
 			r.skippedLog(s.Pick(remoteMissing))
 		}
@@ -251,6 +251,11 @@ func (r *Reader) Read(ctx context.Context, req Request) (*Result, error) {
 	// go without them.
 	skip := r.skip || req.Local
 	localMissing, err := r.readLocal(ctx, s, local, data, res, skip, !req.Local)
+	if err == nil {
+		var gone []int
+		gone, err = r.damagedSamples(s, local, data, skip, !req.Local)
+		localMissing = append(localMissing, gone...)
+	}
 	if err != nil {
 		res.Release()
 		return nil, err
@@ -384,6 +389,41 @@ func damaged(err error, sub layout.Samples, skip bool) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// damagedSamples finds, among the samples read at positions pos of s,
+// those a format wrote damaged at rest (format.SampleDamage: a video's
+// GOP whose bytes failed the index's checksums, its chunk's other GOPs
+// intact). Without skip the read fails naming the first, a
+// *catalog.DamagedChunkError (502); with skip they are left out (their
+// data set nil), counted and logged if count, and their positions
+// returned. A tar dataset's samples are never written so: it looks at
+// those of a dataset served in place alone.
+func (r *Reader) damagedSamples(s layout.Samples, pos []int, data [][]byte, skip, count bool) ([]int, error) {
+	if !s.DS.Index.Deferred() {
+		return nil, nil
+	}
+	var gone []int
+	for _, p := range pos {
+		if data[p] == nil {
+			continue // left out already
+		}
+		cause, ok := format.SampleDamage(data[p])
+		if !ok {
+			continue
+		}
+		if !skip {
+			in := s.Info[p]
+			return nil, &catalog.DamagedChunkError{Key: s.DS.ChunkKey(in.Chunk), InPlace: true, Cause: cause,
+				Err: fmt.Errorf("%w: sample %q of chunk %s of dataset %s: %s", catalog.ErrCorrupt, in.Key, s.DS.Index.Chunk(in.Chunk).Key, s.DS.Name, cause)}
+		}
+		data[p] = nil
+		gone = append(gone, p)
+	}
+	if count && len(gone) > 0 {
+		r.skippedLog(s.Pick(gone))
+	}
+	return gone, nil
 }
 
 // drop removes the samples of sub's chunk drop from pos and sub, logs and

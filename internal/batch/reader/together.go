@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/brandgw/brand/format"
 	"github.com/brandgw/brand/internal/cache/chunkcache"
 	"github.com/brandgw/brand/internal/errkind"
 	"github.com/brandgw/brand/internal/job/catalog"
@@ -81,6 +82,13 @@ func (r *Reader) ReadTogether(ctx context.Context, reqs []Request) (*Result, []P
 		p := &parts[k]
 		p.Parts, p.Bytes, p.Chunks = all[from:len(all):len(all)], s.Bytes, s.Chunks
 		if s.DS.Index.Deferred() {
+			for _, d := range p.Parts {
+				if _, ok := format.SampleDamage(d); ok {
+					// A sample damaged at rest: Read fails or skips it.
+					lease.Release()
+					return nil, nil, fmt.Errorf("%w: a sample of dataset %s is damaged at rest", ErrNotTogether, s.DS.Name)
+				}
+			}
 			// Sized once decoded: here.
 			bytes -= s.Bytes
 			p.Bytes = 0

@@ -25,4 +25,10 @@
 // that did not decode is never a chunk loaded. A DamagedChunkError's
 // Public names the dataset, the chunk and the cause for the client. The
 // gateway maps each to an HTTP status in one place.
+//
+// A chunk whose format confines damage to samples (format.Confiner: a
+// video's GOPs, each with its own CRC32C) is not damaged as a whole when
+// some of its spans fail on every read: it loads with the samples those
+// spans touch written damaged, which the sample reader fails (or skips)
+// by name, and serves the rest.
 package catalog

@@ -483,13 +483,15 @@ func readDecoded(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, buf 
 	}
 	if src == nil {
 		var err error
-		if src, read, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
+		if src, read, wo.Damaged, err = readChecked(ctx, ds, c, k, ranges, pools, read, rereads); err != nil {
 			return fault{}, read, err
 		}
 	}
 	err := ip.Decoder.Decode(c, ip.sel, src, buf, wo)
 	var ge *format.GrowError
-	if err == nil || !errors.As(err, &ge) {
+	if err == nil || !errors.As(err, &ge) || len(wo.Damaged) > 0 {
+		// Bytes with damage confined to some samples are not kept for a
+		// decode into more room: that one reads and checks them again.
 		pools.Put(src)
 		src = nil
 	}
@@ -543,7 +545,13 @@ func decoded(ds *Dataset, c int, k chunkcache.Key, bound int64, err error, src, 
 // samples out, named). failed is how many reads already failed them (a
 // streamed decode's), counted in the error's; it returns how many failed
 // in all, those included, for the loader to count as re-reads.
-func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, int, error) {
+//
+// A chunk whose format confines damage (format.Confiner: a video's
+// GOPs) is not damaged as a whole: its bytes as last read are returned
+// with the spans that failed on that read, the last of every read
+// failing, for the decoder to write the samples they touch as damaged
+// (format.WriterOptions.Damaged) and the rest as usual.
+func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, ranges []format.Range, pools format.Buffers, failed, rereads int) ([]byte, int, []format.Damage, error) {
 	ip := ds.InPlace
 	obj, etag := ds.ObjectOf(c)
 	n := format.Concat(ranges)
@@ -562,14 +570,20 @@ func readChecked(ctx context.Context, ds *Dataset, c int, k chunkcache.Key, rang
 			err = stored.CheckSpans(ds.Index, c, obj, ranges, src)
 		}
 		if err == nil {
-			return src, failed + read, nil
+			return src, failed + read, nil, nil
+		}
+		if cf, ok := ip.Decoder.(format.Confiner); ok && errors.Is(err, stored.ErrChecksum) && read >= rereads && cf.Confines(c) {
+			damaged, derr := stored.DamagedSpans(ds.Index, c, obj, ranges, src)
+			if derr == nil && len(damaged) > 0 {
+				return src, failed + read + 1, damaged, nil
+			}
 		}
 		pools.Put(src)
 		if !errors.Is(err, stored.ErrChecksum) {
-			return nil, failed + read, err
+			return nil, failed + read, nil, err
 		}
 		if read >= rereads {
-			return nil, failed + read + 1, damagedSpans(ds, c, k, failed+read+1, err)
+			return nil, failed + read + 1, nil, damagedSpans(ds, c, k, failed+read+1, err)
 		}
 	}
 }
