@@ -231,8 +231,10 @@ func (s *Table) publishStream(t *Snapshot, st *stream, base int64, served bool, 
 		// later ones nor the next epoch: its owner, back, reads it then,
 		// and keeping it would evict this node's own chunks, which it
 		// would read again once the fault heals.
-		standIn := s.own != nil && !s.own(st.DS, c)
-		if standIn && !s.keep(st.DS, c) {
+		// A chunk kept for its new owner (Keep) is not one: its
+		// owner asks for it when the jobs need it, however far on.
+		standIn := s.own != nil && !s.own(st.DS, c) && !s.keep(st.DS, c)
+		if standIn {
 			// And it goes before every chunk this node owns, whatever
 			// their keys (Snapshot.victimKey): its reads while the
 			// fault lasts take free room, or a stand-in's, never an
