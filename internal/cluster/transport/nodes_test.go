@@ -501,3 +501,45 @@ func TestReturningRunsBeforeTheNodeIsUp(t *testing.T) {
 	s.Heard(k)
 	waitFor(t, func() bool { return calls.Load() == 2 }, "Returning for a node heard from")
 }
+
+// TestHedgedHoldsDownAfterLosingInARow: a fetch that loses to its hedge
+// is counted (brand_peer_fetch_failures_total{kind="slow"}); three in a
+// row hold the node down as a timeout does, and an answer in between
+// starts the count again — one late answer is a healthy node's tail.
+func TestHedgedHoldsDownAfterLosingInARow(t *testing.T) {
+	tests := []struct {
+		name   string
+		lost   []bool
+		wantUp bool
+	}{
+		{"one lost", []bool{true}, true},
+		{"two lost", []bool{true, true}, true},
+		{"three lost in a row", []bool{true, true, true}, false},
+		{"an answer between", []bool{true, true, false, true, true}, true},
+		{"answered first, lost thrice after", []bool{false, true, true, true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			s := New(Config{Self: "http://self.invalid", Timeout: time.Second, Probe: time.Hour, Registry: reg, Log: zerolog.Nop()})
+			defer s.Close()
+			k := s.Slot("http://peer.invalid")
+			slow := 0
+			for _, lost := range tc.lost {
+				s.Hedged(k, lost)
+				if lost {
+					slow++
+				}
+			}
+			if s.Up(k) != tc.wantUp {
+				t.Errorf("up %t, want %t", s.Up(k), tc.wantUp)
+			}
+			if !tc.wantUp && !isHeld(s.at(k)) {
+				t.Error("down, but not held down: a probe would take it back at once")
+			}
+			if got := counted(t, reg, "brand_peer_fetch_failures_total", "slow"); got != float64(slow) {
+				t.Errorf(`brand_peer_fetch_failures_total{kind="slow"} = %v, want %d`, got, slow)
+			}
+		})
+	}
+}
