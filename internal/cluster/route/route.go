@@ -9,7 +9,12 @@
 // (Follow) and asks package peer whether each node is up and what it
 // last said of itself. Its remote reads fail over: a node whose fetch
 // fails is skipped and its samples asked of the next node, so a peer's
-// loss costs time, never the read. It fetches the next batch's remote
+// loss costs time, never the read; a node that has not answered within
+// the hedge deadline, learnt from the answers observed
+// (internal/cluster/hedge), is hedged: its samples asked of the next
+// nodes too, within a budget of hedges a second, so that a node that
+// stops answering costs a step about that deadline, not the peer
+// timeout (remote.go). It fetches the next batch's remote
 // samples before its request (FetchNext; a premade.Store holds them), and decides, by
 // the nodes' measured transform load, where a job's samples are
 // transformed (balance.go).
