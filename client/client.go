@@ -131,7 +131,7 @@ type Options struct {
 	//
 	// ProbeAfter is a ceiling: the first probe of an attempt comes sooner
 	// once the client has seen its nodes answer, after a deadline learnt
-	// from them (twice the 95th percentile of the client's recent
+	// from them (three times the 95th percentile of the client's recent
 	// attempts' time to headers, at least 100 ms), and that probe waits as
 	// long for an answer (between 250 ms and 1 s). So a node that stops
 	// answering mid-request costs a warm job's step a fraction of a

@@ -95,7 +95,7 @@
 // N, and the failed node is passed over for Options.HomeRetry (10 s), so
 // a rank returns home once its node is back. A node that accepts the
 // request but sends nothing fails the same way within seconds: after
-// a deadline learnt from its nodes' answers (twice the 95th percentile of
+// a deadline learnt from its nodes' answers (three times the 95th percentile of
 // its recent attempts' time to headers, at least 100 ms, at most
 // Options.ProbeAfter, 3 s) without response headers the client probes
 // its GET /healthz, and abandons the attempt if that gets no answer

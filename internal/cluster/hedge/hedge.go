@@ -40,8 +40,8 @@ import (
 // Defaults of a Config's fields left zero.
 const (
 	DefaultQuantile = 0.95
-	DefaultFactor   = 2.0
-	DefaultFloor    = 20 * time.Millisecond
+	DefaultFactor   = 3.0
+	DefaultFloor    = 50 * time.Millisecond
 	DefaultCeiling  = time.Second
 	DefaultRate     = 20.0 // hedges a second
 	DefaultWindow   = 256  // latencies kept

@@ -36,7 +36,7 @@ func TestDeadline(t *testing.T) {
 		{"a slow tail past the quantile", Config{Quantile: 0.9, Factor: 2, Floor: ms}, append(repeat(5*ms, 88), repeat(30*ms, 16)...), 60 * ms},
 		{"held to the floor", Config{Floor: 50 * ms}, repeat(1*ms, 100), 50 * ms},
 		{"held to the ceiling: a loaded machine's answers", Config{Ceiling: 300 * ms}, repeat(400*ms, 100), 300 * ms},
-		{"the latest window only", Config{Window: 32}, append(repeat(400*ms, 100), repeat(10*ms, 40)...), 20 * ms},
+		{"the latest window only", Config{Window: 32, Factor: 2, Floor: ms}, append(repeat(400*ms, 100), repeat(10*ms, 40)...), 20 * ms},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

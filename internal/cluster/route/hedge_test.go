@@ -52,7 +52,7 @@ func (s *scripted) State(int) *transport.State {
 	return &transport.State{Ready: true, Datasets: []transport.DatasetState{{Name: s.ds.Name, Current: id, Held: []string{id}}}}
 }
 
-func (s *scripted) Hedged(k int, lost bool) {
+func (s *scripted) Hedged(k int, _ time.Time, lost bool) {
 	s.mu.Lock()
 	s.hedged[k] = append(s.hedged[k], lost)
 	s.mu.Unlock()

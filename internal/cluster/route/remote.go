@@ -95,6 +95,7 @@ type race struct {
 // pos (per requested ID, the positions it fills).
 type try struct {
 	k      int
+	sent   time.Time
 	pos    [][]int
 	cancel context.CancelFunc
 	done   chan error // its Fetch's error, once it ends
@@ -157,11 +158,11 @@ func (r *Router) end(rc *race) {
 	rc.wg.Wait()
 	for _, t := range rc.stragglers {
 		if t.filled > 0 {
-			r.peers.Hedged(t.k, false)
+			r.peers.Hedged(t.k, t.sent, false)
 			continue
 		}
 		r.hedge.Won()
-		r.peers.Hedged(t.k, true)
+		r.peers.Hedged(t.k, t.sent, true)
 	}
 }
 
@@ -230,7 +231,7 @@ type fetch struct {
 // spent it is waited for, up to the peer's timeout, as before hedges.
 func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedging bool) bool {
 	tctx, cancel := context.WithCancel(ctx)
-	t := &try{k: k, pos: f.pos, cancel: cancel, done: make(chan error, 1)}
+	t := &try{k: k, sent: time.Now(), pos: f.pos, cancel: cancel, done: make(chan error, 1)}
 	rc.mu.Lock()
 	if rc.closed {
 		rc.mu.Unlock()
@@ -239,11 +240,10 @@ func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedgin
 	}
 	rc.tries = append(rc.tries, t)
 	rc.mu.Unlock()
-	start := time.Now()
 	rc.wg.Go(func() {
 		rep, err := r.peers.Fetch(tctx, k, f.req)
 		if err == nil {
-			r.hedge.Observe(time.Since(start))
+			r.hedge.Observe(time.Since(t.sent))
 			rc.fill(t, rep)
 		}
 		t.done <- err
@@ -256,9 +256,10 @@ func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedgin
 	case <-timer.C:
 		switch {
 		case !hedging:
+			// Nothing waits on it but the read, which fetches what is
+			// missing, hedged: a loss is counted there, once.
 			cancel()
 			<-t.done
-			r.peers.Hedged(k, true)
 			return false
 		case r.hedge.Allow():
 			rc.mu.Lock()
@@ -270,7 +271,7 @@ func (r *Router) fetchOne(ctx context.Context, rc *race, k int, f *fetch, hedgin
 	}
 	cancel()
 	if err == nil {
-		r.peers.Hedged(k, false) // it answered, needing no hedge
+		r.peers.Hedged(k, t.sent, false) // it answered, needing no hedge
 	}
 	return err == nil || rc.covered(t)
 }

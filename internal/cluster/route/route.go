@@ -51,11 +51,10 @@ type Peers interface {
 	// Answered is when node k last answered this node (zero if never);
 	// what it asked this node does not count (a one-way cut).
 	Answered(k int) time.Time
-	// Hedged tells how a fetch from node k that outlived its hedge
-	// deadline ended: lost (a hedge answered first, or a next batch's
-	// fetch gave up on it), else it answered first or in time. A node
-	// that keeps losing is held down as after a timeout.
-	Hedged(k int, lost bool)
+	// Hedged tells how a fetch from node k, sent at sent, ended: lost (a
+	// hedge answered first), else it answered. A node that keeps losing
+	// is held down as after a timeout.
+	Hedged(k int, sent time.Time, lost bool)
 }
 
 // Config configures a Router.

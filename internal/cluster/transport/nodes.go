@@ -73,10 +73,12 @@ type node struct {
 
 	fetched, served                     atomic.Int64 // sample bytes
 	down, timeout, refused, versionMiss atomic.Int64 // failed fetches, by kind
-	// slow counts its fetches a hedge answered first (Hedged), and
-	// lateRun how many in a row.
+	// slow counts its fetches a hedge answered first (Hedged), lateRun
+	// how many in a row, and lostAt when the last of those was told
+	// (unix nanoseconds).
 	slow    atomic.Int64
 	lateRun atomic.Int32
+	lostAt  atomic.Int64
 
 	stop context.CancelFunc // of its probe loop while probed; under Nodes.mu
 }
@@ -375,13 +377,16 @@ func (n *Nodes) Fetch(ctx context.Context, k int, req Request) (Reply, error) {
 // answer now (cut off, its requests dropped, stalled).
 const lateHold = 3
 
-// Hedged records how a fetch from node k that was hedged (package
-// route, internal/cluster/hedge) ended: lost, its samples came first
-// from elsewhere and it was cancelled; else it answered first. The
-// lateHold-th loss in a row holds the node down as a timeout does
-// (markDown): its samples are read elsewhere without waiting on it
-// until its data path answers again.
-func (n *Nodes) Hedged(k int, lost bool) {
+// Hedged records how a fetch from node k, sent at sent, that was hedged
+// (package route, internal/cluster/hedge) ended: lost, its samples came
+// first from elsewhere and it was cancelled; else it answered. Every
+// loss is counted (kind="slow"); the lateHold-th in a row holds the node
+// down as a timeout does (markDown), its samples read elsewhere without
+// waiting on it until its data path answers again. "In a row" counts
+// fetches sent after the loss before them was known: fetches sent
+// together (a step's ranks', a burst of load on this machine) that lose
+// together count once, as failures that come together do in markDown.
+func (n *Nodes) Hedged(k int, sent time.Time, lost bool) {
 	if k < 0 || k == n.self.slot || k >= len(*n.slots.Load()) {
 		return
 	}
@@ -391,11 +396,15 @@ func (n *Nodes) Hedged(k int, lost bool) {
 		return
 	}
 	nd.slow.Add(1)
+	if sent.UnixNano() <= nd.lostAt.Load() {
+		return // sent before the last loss was known
+	}
+	nd.lostAt.Store(time.Now().UnixNano())
 	if nd.lateRun.Add(1) < lateHold || !nd.up.Load() {
 		return
 	}
 	nd.lateRun.Store(0)
-	n.log.Warn().Str("peer", nd.url).Int("in_a_row", lateHold).Msg("a peer's fetches kept needing hedges; holding it down and reading elsewhere")
+	n.log.Warn().Str("peer", nd.url).Int("in_a_row", lateHold).Msg("a peer's fetches kept losing to their hedges; holding it down and reading elsewhere")
 	n.markDown(nd)
 }
 

@@ -506,17 +506,26 @@ func TestReturningRunsBeforeTheNodeIsUp(t *testing.T) {
 // is counted (brand_peer_fetch_failures_total{kind="slow"}); three in a
 // row hold the node down as a timeout does, and an answer in between
 // starts the count again — one late answer is a healthy node's tail.
+// Fetches sent together that lose together (a step's ranks', or a burst
+// of load on the asker) count once.
 func TestHedgedHoldsDownAfterLosingInARow(t *testing.T) {
+	type told struct {
+		lost     bool
+		together bool // sent with the one before, before its loss was known
+	}
+	lost, answered, alongside := told{lost: true}, told{}, told{lost: true, together: true}
 	tests := []struct {
 		name   string
-		lost   []bool
+		told   []told
 		wantUp bool
 	}{
-		{"one lost", []bool{true}, true},
-		{"two lost", []bool{true, true}, true},
-		{"three lost in a row", []bool{true, true, true}, false},
-		{"an answer between", []bool{true, true, false, true, true}, true},
-		{"answered first, lost thrice after", []bool{false, true, true, true}, false},
+		{"one lost", []told{lost}, true},
+		{"two lost", []told{lost, lost}, true},
+		{"three lost in a row", []told{lost, lost, lost}, false},
+		{"an answer between", []told{lost, lost, answered, lost, lost}, true},
+		{"answered first, lost thrice after", []told{answered, lost, lost, lost}, false},
+		{"three lost, sent together", []told{lost, alongside, alongside}, true},
+		{"lost together, then twice in a row", []told{lost, alongside, alongside, lost, lost}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -525,9 +534,14 @@ func TestHedgedHoldsDownAfterLosingInARow(t *testing.T) {
 			defer s.Close()
 			k := s.Slot("http://peer.invalid")
 			slow := 0
-			for _, lost := range tc.lost {
-				s.Hedged(k, lost)
-				if lost {
+			var sent time.Time
+			for _, f := range tc.told {
+				if !f.together {
+					sent = time.Now()
+					time.Sleep(time.Microsecond) // the loss is known after the fetch was sent
+				}
+				s.Hedged(k, sent, f.lost)
+				if f.lost {
 					slow++
 				}
 			}
