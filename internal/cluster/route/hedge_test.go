@@ -166,7 +166,9 @@ func hedgeCounts(t *testing.T, reg *prometheus.Registry) hedge.Counts {
 // have no timeout at all, and the read's own bound (20 s, a thousand
 // times the deadline) only keeps a broken router from hanging the test.
 func TestHedgedRead(t *testing.T) {
-	const deadline = 20 * time.Millisecond // the ceiling: no answers observed yet
+	// The ceiling, no answers being observed yet; half of it is the
+	// grace a hedge to this node's store gives its peer.
+	const deadline = time.Second
 	tests := []struct {
 		name string
 		next int // node 1's chunks' next node
@@ -194,6 +196,9 @@ func TestHedgedRead(t *testing.T) {
 				}
 			},
 			0, 1, hedge.Counts{Started: 1}, []bool{false}},
+		{"the next node this one: the slow peer answering within the grace wins, no store read", 0,
+			func(ready chan struct{}) peerFunc { return after(ready) }, func(chan struct{}) peerFunc { return serve },
+			0, 1, hedge.Counts{Started: 1}, []bool{false}},
 		{"the budget spent: the slow peer waited for", 2,
 			func(ready chan struct{}) peerFunc {
 				// Answers once the test has seen the hedge refused.
@@ -211,9 +216,19 @@ func TestHedgedRead(t *testing.T) {
 				Hedge: hedge.Config{Ceiling: deadline, Floor: deadline, Rate: tc.rate}, Registry: reg, Log: zerolog.Nop()})
 			defer r.Close()
 			r.Follow(agreed, []int{0, 1, 2}, "")
-			if tc.rate < 0 {
+			switch {
+			case tc.rate < 0:
 				go func() {
 					for hedgeCounts(t, reg).Refused == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					close(ready)
+				}()
+			case tc.next == 0 && tc.answeredBy == 1:
+				// Node 1 answers once hedged: within the grace (half the
+				// deadline) a hedge to this node's store gives it.
+				go func() {
+					for hedgeCounts(t, reg).Started == 0 {
 						time.Sleep(time.Millisecond)
 					}
 					close(ready)

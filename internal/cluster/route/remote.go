@@ -64,6 +64,7 @@ func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *tra
 			}
 		}
 	}
+	r.grace(ctx, rc, smp, src)
 	r.end(rc)
 	for i := range data {
 		switch {
@@ -74,6 +75,50 @@ func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *tra
 		}
 	}
 	return local, missing, nil
+}
+
+// grace gives the fetches hedged and still under way a little longer
+// (half the hedge deadline) when what they would fill is left to this
+// node and its cache lacks a chunk of it: that hedge is a store read of
+// the whole chunk, the dearest there is, and a peer that was only late (a
+// loaded machine, a peer just taken back up) answers meanwhile. A peer
+// that does not answer at all costs the read half a deadline more.
+func (r *Router) grace(ctx context.Context, rc *race, smp layout.Samples, src []int) {
+	rc.mu.Lock()
+	var wait []*try
+	for _, t := range rc.stragglers {
+		if !rc.coveredLocked(t) && r.readsStore(smp, src, t.pos) {
+			wait = append(wait, t)
+		}
+	}
+	rc.mu.Unlock()
+	if len(wait) == 0 {
+		return
+	}
+	timer := time.NewTimer(r.hedge.Deadline() / 2)
+	defer timer.Stop()
+	for _, t := range wait {
+		select {
+		case <-t.done:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// readsStore reports whether reading here any of the positions pos lists
+// reads a chunk this node's cache does not hold (Config.Holds).
+func (r *Router) readsStore(smp layout.Samples, src []int, pos [][]int) bool {
+	for _, ps := range pos {
+		for _, i := range ps {
+			if slot := smp.Slot[i]; src[slot] == r.self && (r.holds == nil || !r.holds(smp.DS, smp.Chunks[slot])) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // race is one read's fetches: the positions they fill (data, gone), and
