@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,14 +40,22 @@ type scripted struct {
 	answers map[int]int      // sample ID → the node whose answer came back
 	hedged  map[int][]bool   // node → the Hedged calls' lost, in order
 	during  map[int]struct{} // nodes being asked now
+	// answeredAt is when each node last answered this one, by slot;
+	// now for those it does not name.
+	answeredAt map[int]time.Time
 }
 
 func newScripted(ds *catalog.Dataset, answer ...peerFunc) *scripted {
 	return &scripted{ds: ds, answer: answer, asked: map[int]int{}, answers: map[int]int{}, hedged: map[int][]bool{}, during: map[int]struct{}{}}
 }
 
-func (s *scripted) Up(int) bool            { return true }
-func (s *scripted) Answered(int) time.Time { return time.Now() }
+func (s *scripted) Up(int) bool { return true }
+func (s *scripted) Answered(k int) time.Time {
+	if t, ok := s.answeredAt[k]; ok {
+		return t
+	}
+	return time.Now()
+}
 func (s *scripted) State(int) *transport.State {
 	id := s.ds.ID()
 	return &transport.State{Ready: true, Datasets: []transport.DatasetState{{Name: s.ds.Name, Current: id, Held: []string{id}}}}
@@ -187,6 +196,9 @@ func TestHedgedRead(t *testing.T) {
 		{"a peer black-holed, the next node this one: read here", 0,
 			func(chan struct{}) peerFunc { return blackHole }, func(chan struct{}) peerFunc { return serve },
 			0, 0, hedge.Counts{Started: 1, Won: 1}, []bool{true}},
+		{"the next node a peer that has answered nothing since the fetch was sent: read here", 2,
+			func(chan struct{}) peerFunc { return blackHole }, func(chan struct{}) peerFunc { return serve },
+			0, 0, hedge.Counts{Started: 1, Won: 1}, []bool{true}},
 		{"the slow peer answers first: the hedge cancelled", 2,
 			func(ready chan struct{}) peerFunc { return after(ready) },
 			func(ready chan struct{}) peerFunc {
@@ -211,6 +223,10 @@ func TestHedgedRead(t *testing.T) {
 			ds, agreed, smp := hedgeCluster(t, tc.next)
 			ready := make(chan struct{})
 			peers := newScripted(ds, serve, tc.one(ready), tc.two(ready))
+			if strings.Contains(tc.name, "answered nothing since") {
+				// Fresh (a probe half a second ago), but nothing since.
+				peers.answeredAt = map[int]time.Time{2: time.Now().Add(-500 * time.Millisecond)}
+			}
 			reg := prometheus.NewRegistry()
 			r := New(Config{Self: agreed.Members()[0], SelfSlot: 0, Peers: peers, Timeout: time.Hour,
 				Hedge: hedge.Config{Ceiling: deadline, Floor: deadline, Rate: tc.rate}, Registry: reg, Log: zerolog.Nop()})

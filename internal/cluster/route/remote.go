@@ -28,7 +28,15 @@ import (
 // the reader's, after the route's.
 func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *transport.Origin, fetched [][]byte, data [][]byte) (local, missing []int, err error) {
 	skip := map[int]bool{}
-	skipped := func(k int) bool { return skip[k] }
+	// since is when the first fetch hedged was sent (zero: none yet). A
+	// peer that has answered nothing since is not asked in a hedge's
+	// stead: a node cut off from its peers would find each one out by a
+	// deadline of its own, and its requests, cancelled, wait in their
+	// connections to be served when the cut heals.
+	var since time.Time
+	skipped := func(k int) bool {
+		return skip[k] || !since.IsZero() && k != r.self && r.peers.Answered(k).Before(since)
+	}
 	src := make([]int, len(smp.Chunks))
 	remote := false
 	for i, c := range smp.Chunks {
@@ -58,6 +66,13 @@ func (r *Router) ReadRemote(ctx context.Context, smp layout.Samples, origin *tra
 		for k := range failed {
 			skip[k] = true
 		}
+		rc.mu.Lock()
+		for _, t := range rc.stragglers {
+			if since.IsZero() || t.sent.Before(since) {
+				since = t.sent
+			}
+		}
+		rc.mu.Unlock()
 		for i, c := range smp.Chunks {
 			if failed[src[i]] {
 				src[i] = r.Source(smp.DS, c, skipped)
