@@ -81,10 +81,9 @@ func TestClusterPartitions(t *testing.T) {
 		// A fetch not answered within the learnt hedge deadline is asked
 		// of the next node too. The deadline grows with a loaded
 		// machine's answers up to its ceiling, which a read may wait
-		// twice (a node cut off from its peers hedges to a peer it cannot
-		// reach either before one is held down) and a half more (the
-		// grace before a hedge to this node's store): the ceiling is set
-		// so that those and a store read fit in hedgedStep.
+		// once and a half more (the grace before a hedge to this node's
+		// store): the ceiling is set so that those, a store read and a
+		// loaded machine's slack fit in hedgedStep.
 		hedgeCeiling = 250 * time.Millisecond
 		hedgedStep   = time.Second
 		hedgedStore  = 1.2 // × the fixed cluster's cold epoch
